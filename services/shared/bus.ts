@@ -1,0 +1,43 @@
+/**
+ * The message bus between the relay and its consumers. Production uses Kafka
+ * (kafka-bus.ts); the embedded single-process mode uses the in-process bus
+ * (memory-bus.ts). Both deliver at least once and keep per-key order.
+ */
+
+/** Topic for heart events (key = server id). */
+export const HEARTS_TOPIC = "hearts.events.v1";
+/** Topic for referral transition events (key = server id). */
+export const REFERRALS_TOPIC = "referrals.events.v1";
+
+/** One message to publish. */
+export interface BusMessage {
+  key: string;
+  value: Uint8Array;
+}
+
+/** A received message. */
+export interface ReceivedMessage {
+  topic: string;
+  key: string;
+  value: Uint8Array;
+  partition: number;
+  offset: string;
+}
+
+/** Handles one message; throwing leaves it uncommitted so it is redelivered. */
+export type MessageHandler = (message: ReceivedMessage) => Promise<void>;
+
+/** A running subscription. */
+export interface Subscription {
+  stop(): Promise<void>;
+}
+
+export interface EventBus {
+  /** Publishes messages and resolves once the bus has durably accepted all of them. */
+  publish(topic: string, messages: BusMessage[]): Promise<void>;
+  /** Subscribes a consumer group; each message is committed after its handler resolves. */
+  subscribe(opts: { groupId: string; topics: string[]; handler: MessageHandler; fromBeginning?: boolean }): Promise<Subscription>;
+  /** Throws when the bus is unreachable; used by /readyz. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,12 @@
+import type { PrismaClient } from "./db.js";
+import type { Logger } from "./log.js";
+import type { SecretBox } from "./secrets.js";
+
+/** What every store and handler needs; built once in a process's main.ts (or a test). */
+export interface CoreDeps {
+  prisma: PrismaClient;
+  secretBox: SecretBox;
+  log: Logger;
+  /** The clock; tests pass a fixed or stepping one. */
+  now: () => Date;
+}

@@ -1,0 +1,70 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+
+/**
+ * Domain errors. Domain and store code throws these; `toConnectError` is the one
+ * table that maps them to Connect codes, and the gateway maps Connect codes to
+ * the contract's HTTP statuses and exact error texts.
+ */
+export type DomainErrorKind =
+  | "invalid_argument"
+  | "unknown_server"
+  | "referrals_disabled"
+  | "unknown_token"
+  | "not_found"
+  | "illegal_transition"
+  | "failed_precondition"
+  | "conflict";
+
+/** A typed domain failure with a message safe to show callers. */
+export class DomainError extends Error {
+  constructor(
+    readonly kind: DomainErrorKind,
+    message: string,
+  ) {
+    super(message);
+    this.name = "DomainError";
+  }
+}
+
+/** A state-machine rejection: `from` is the current state, `event` the rejected event. */
+export class IllegalTransition extends DomainError {
+  constructor(
+    readonly from: string,
+    readonly event: string,
+  ) {
+    super("illegal_transition", "invalid state transition");
+    this.name = "IllegalTransition";
+  }
+}
+
+/** Connect metadata keys that carry an IllegalTransition's details to the gateway. */
+export const TRANSITION_FROM_HEADER = "x-transition-from";
+export const TRANSITION_EVENT_HEADER = "x-transition-event";
+/** Carries the domain error kind so the gateway can pick the exact contract text. */
+export const ERROR_KIND_HEADER = "x-error-kind";
+
+const CONNECT_CODE_BY_KIND: Record<DomainErrorKind, Code> = {
+  invalid_argument: Code.InvalidArgument,
+  unknown_server: Code.NotFound,
+  referrals_disabled: Code.NotFound,
+  unknown_token: Code.NotFound,
+  not_found: Code.NotFound,
+  illegal_transition: Code.FailedPrecondition,
+  failed_precondition: Code.FailedPrecondition,
+  conflict: Code.AlreadyExists,
+};
+
+/** Maps any thrown value to a ConnectError; unknown errors become a bare Internal. */
+export function toConnectError(error: unknown): ConnectError {
+  if (error instanceof ConnectError) return error;
+  if (error instanceof DomainError) {
+    const metadata = new Headers({ [ERROR_KIND_HEADER]: error.kind });
+    if (error instanceof IllegalTransition) {
+      metadata.set(TRANSITION_FROM_HEADER, error.from);
+      metadata.set(TRANSITION_EVENT_HEADER, error.event);
+    }
+    return new ConnectError(error.message, CONNECT_CODE_BY_KIND[error.kind], metadata);
+  }
+  // Failure policy: never leak internals; the cause is logged by the interceptor with the request id.
+  return new ConnectError("internal error", Code.Internal);
+}

@@ -1,0 +1,51 @@
+import { randomUUID } from "node:crypto";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { EnvelopeSchema, type Envelope } from "../../gen/proto/events/v1/events_pb.js";
+import type { Tx } from "./db.js";
+
+/** Number of relay shards: rows of one shard are published by one relay instance at a time, in id order. */
+export const RELAY_SHARDS = 16;
+
+/** FNV-1a of the key, mod RELAY_SHARDS: one key always lands in one shard, so its order holds. */
+export function shardOf(key: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    hash ^= key.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % RELAY_SHARDS;
+}
+
+/** What a store passes to write an outbox row. */
+export interface OutboxEvent {
+  topic: string;
+  type: string;
+  serverId: string;
+  occurredAt: Date;
+  payload: Envelope["payload"];
+}
+
+/**
+ * Writes an outbox row inside the caller's transaction, so the state change and
+ * its event commit together. Nothing calls Kafka here; the relay publishes later.
+ */
+export async function writeOutbox(tx: Tx, event: OutboxEvent): Promise<void> {
+  const envelope = create(EnvelopeSchema, {
+    eventId: randomUUID(),
+    type: event.type,
+    occurredAt: timestampFromDate(event.occurredAt),
+    serverId: event.serverId,
+    payload: event.payload,
+  });
+  await tx.outboxMessage.create({
+    data: {
+      topic: event.topic,
+      key: event.serverId,
+      type: event.type,
+      payload: Buffer.from(toBinary(EnvelopeSchema, envelope)),
+      shard: shardOf(event.serverId),
+      createdAt: event.occurredAt,
+    },
+  });
+}

@@ -1,0 +1,101 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+
+/** The contract's replay window for the signature timestamp `t`. */
+export const SIGNATURE_TOLERANCE_SECONDS = 300;
+const SHA256_HEX_LENGTH = 64;
+const HEX_PATTERN = /^[0-9a-fA-F]+$/;
+const INTEGER_PATTERN = /^-?\d{1,16}$/;
+const KID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** HMAC-SHA256 over "<t>.<rawBody>": the signed string is the timestamp, a dot, then the raw bytes. */
+export function computeSignature(secret: string | Buffer, t: number | string, rawBody: Buffer | string): Buffer {
+  const body = typeof rawBody === "string" ? Buffer.from(rawBody, "utf8") : rawBody;
+  return createHmac("sha256", secret).update(`${t}.`, "utf8").update(body).digest();
+}
+
+/** The string that is signed, for showing to integrators. */
+export function canonicalString(t: number | string, rawBody: Buffer | string): string {
+  return `${t}.${typeof rawBody === "string" ? rawBody : rawBody.toString("utf8")}`;
+}
+
+/** A parsed ingest header `t=<unix>,v1=sha256=<hex>[,kid=<key-id>]`. */
+export interface IngestSignature {
+  t: number;
+  /** Raw MAC bytes of every `v1` entry. */
+  macs: Buffer[];
+  kid?: string;
+}
+
+/**
+ * Parses the ingest endpoint's X-Service-Signature header. Returns null when it is
+ * missing or malformed: no `t`, non-integer `t`, no `v1`, `v1` without `sha256=`,
+ * or `v1` hex of the wrong length or with non-hex characters.
+ */
+export function parseIngestSignature(header: string | undefined): IngestSignature | null {
+  if (header === undefined) return null;
+  let t: number | undefined;
+  let kid: string | undefined;
+  const macs: Buffer[] = [];
+  for (const rawPart of header.split(",")) {
+    const part = rawPart.trim();
+    const eq = part.indexOf("=");
+    if (eq <= 0) return null;
+    const key = part.slice(0, eq);
+    const value = part.slice(eq + 1);
+    if (key === "t") {
+      if (t !== undefined || !INTEGER_PATTERN.test(value)) return null;
+      t = Number(value);
+    } else if (key === "v1") {
+      if (!value.startsWith("sha256=")) return null;
+      const hex = value.slice("sha256=".length);
+      if (hex.length !== SHA256_HEX_LENGTH || !HEX_PATTERN.test(hex)) return null;
+      macs.push(Buffer.from(hex, "hex"));
+    } else if (key === "kid") {
+      if (kid !== undefined || !KID_PATTERN.test(value)) return null;
+      kid = value;
+    }
+    // Unknown keys are ignored so the scheme can grow (v2=...) without breaking callers.
+  }
+  if (t === undefined || macs.length === 0) return null;
+  return kid === undefined ? { t, macs } : { t, macs, kid };
+}
+
+/** Constant-time check of any presented MAC against the expected one. */
+export function macMatches(expected: Buffer, presented: Buffer[]): boolean {
+  let matched = false;
+  for (const mac of presented) {
+    // timingSafeEqual needs equal lengths; the parser guarantees 32 bytes.
+    if (mac.length === expected.length && timingSafeEqual(mac, expected)) matched = true;
+  }
+  return matched;
+}
+
+/** True when `t` is outside ±SIGNATURE_TOLERANCE_SECONDS of `nowSeconds`. */
+export function isStale(t: number, nowSeconds: number): boolean {
+  return Math.abs(nowSeconds - t) > SIGNATURE_TOLERANCE_SECONDS;
+}
+
+/** Builds an ingest header, as a caller would. */
+export function formatIngestSignature(secret: string, t: number, rawBody: Buffer | string, kid?: string): string {
+  const hex = computeSignature(secret, t, rawBody).toString("hex");
+  return `t=${t},v1=sha256=${hex}${kid ? `,kid=${kid}` : ""}`;
+}
+
+/**
+ * Builds the reward callback header `t=<unix>,v1=<hex>[,v1=<hex>...]`: one bare-hex
+ * `v1` per active secret, newest first, so receivers can rotate without downtime.
+ */
+export function formatCallbackSignature(secretsNewestFirst: string[], t: number, rawBody: Buffer | string): string {
+  const parts = secretsNewestFirst.map((secret) => `v1=${computeSignature(secret, t, rawBody).toString("hex")}`);
+  return [`t=${t}`, ...parts].join(",");
+}
+
+/** Standard Webhooks signature `v1,<base64>` over "<id>.<timestamp>.<body>", keyed by the whsec_ secret's decoded bytes. */
+export function formatStandardWebhookSignature(secretsNewestFirst: string[], id: string, t: number, rawBody: string): string {
+  return secretsNewestFirst
+    .map((secret) => {
+      const key = Buffer.from(secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret, "base64");
+      return `v1,${createHmac("sha256", key).update(`${id}.${t}.${rawBody}`, "utf8").digest("base64")}`;
+    })
+    .join(" ");
+}

@@ -1,0 +1,21 @@
+import { createEnvReader } from "../services/shared/config.js";
+import { readPort } from "../services/shared/process-config.js";
+
+/** Settings of the public HTTP gateway, validated at start. */
+export interface GatewayConfig {
+  host: string;
+  port: number;
+  referralServiceUrl: string;
+}
+
+/** Loads and validates every setting; throws ConfigError listing every problem at once. */
+export function loadGatewayConfig(env: Record<string, string | undefined> = process.env): GatewayConfig {
+  const r = createEnvReader(env);
+  const referralServiceUrl = r.string("REFERRAL_SERVICE_URL", "http://127.0.0.1:8081");
+  if (!/^https?:\/\/[^/]+/.test(referralServiceUrl)) r.problem("REFERRAL_SERVICE_URL must be an http(s) URL");
+  return r.finish({
+    host: r.string("HOST", "0.0.0.0"),
+    port: readPort(r, "PORT", 8080),
+    referralServiceUrl,
+  });
+}

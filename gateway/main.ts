@@ -1,0 +1,42 @@
+import type { AddressInfo } from "node:net";
+import { ConfigError } from "../services/shared/config.js";
+import { createOpsHandler } from "../services/shared/health.js";
+import { createLogger } from "../services/shared/log.js";
+import { createMetrics } from "../services/shared/metrics.js";
+import { onShutdown } from "../services/shared/shutdown.js";
+import { createReferralServiceClients } from "./clients.js";
+import { loadGatewayConfig } from "./config.js";
+import { createGatewayServer } from "./server.js";
+
+const log = createLogger("gateway");
+const NIL_UUID = "00000000-0000-0000-0000-000000000000";
+
+try {
+  const config = loadGatewayConfig();
+  const metrics = createMetrics("gateway");
+  const clients = createReferralServiceClients(config.referralServiceUrl);
+  let draining = false;
+  const ops = createOpsHandler({
+    // Ready when the referral service answers (it is ready only while its database is).
+    checks: [{ name: "referral-service", check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })) }],
+    metrics,
+    isDraining: () => draining,
+  });
+  const server = createGatewayServer({ ...clients, log, metrics, now: () => new Date(), ops });
+  await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
+  log.info({ port: (server.address() as AddressInfo).port, referralService: config.referralServiceUrl }, "gateway listening");
+  onShutdown(log, async () => {
+    draining = true;
+    // close() stops accepting and waits for in-flight requests; idle keep-alive sockets are closed.
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+    });
+  });
+} catch (error) {
+  if (error instanceof ConfigError) {
+    log.fatal({ problems: error.problems }, error.message);
+    process.exit(2);
+  }
+  throw error;
+}

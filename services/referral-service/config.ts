@@ -1,0 +1,33 @@
+import { createEnvReader } from "../shared/config.js";
+import { readDatabaseUrl, readPort, readSecretBox } from "../shared/process-config.js";
+import type { SecretBox } from "../shared/secrets.js";
+
+/** Settings of the referral service process, validated at start. */
+export interface ReferralServiceConfig {
+  databaseUrl: string;
+  secretBox: SecretBox;
+  host: string;
+  port: number;
+  opsPort: number;
+  publicBaseUrl: string;
+  allowInsecureCallbacks: boolean;
+  callbackTimeoutMs: number;
+  dbPoolSize: number;
+}
+
+/** Loads and validates every setting; throws ConfigError listing every problem at once. */
+export function loadReferralServiceConfig(env: Record<string, string | undefined> = process.env): ReferralServiceConfig {
+  const r = createEnvReader(env);
+  const config = {
+    databaseUrl: readDatabaseUrl(r),
+    secretBox: readSecretBox(r),
+    host: r.string("HOST", "127.0.0.1"),
+    port: readPort(r, "PORT", 8081),
+    opsPort: readPort(r, "OPS_PORT", 9081),
+    publicBaseUrl: r.string("PUBLIC_BASE_URL", "http://127.0.0.1:8080"),
+    allowInsecureCallbacks: r.bool("ALLOW_INSECURE_CALLBACKS", false),
+    callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", 10_000, { min: 100, max: 60_000 }),
+    dbPoolSize: r.int("DB_POOL_SIZE", 20, { min: 1, max: 200 }),
+  };
+  return r.finish(config as ReferralServiceConfig);
+}

@@ -1,0 +1,43 @@
+import { ConfigError } from "../shared/config.js";
+import { createPrisma, pingDatabase } from "../shared/db.js";
+import { createLogger, redactUrl } from "../shared/log.js";
+import { createMetrics } from "../shared/metrics.js";
+import { createOpsServer } from "../shared/ops-server.js";
+import { onShutdown } from "../shared/shutdown.js";
+import { loadReferralServiceConfig } from "./config.js";
+import { createReferralServiceServer } from "./server.js";
+
+const log = createLogger("referral-service");
+
+try {
+  const config = loadReferralServiceConfig();
+  const prisma = createPrisma(config.databaseUrl, { maxConnections: config.dbPoolSize });
+  const metrics = createMetrics("referral-service");
+  let draining = false;
+  const rpc = createReferralServiceServer({
+    prisma,
+    secretBox: config.secretBox,
+    log,
+    metrics,
+    now: () => new Date(),
+    allowInsecureCallbacks: config.allowInsecureCallbacks,
+    callbackTimeoutMs: config.callbackTimeoutMs,
+    publicBaseUrl: config.publicBaseUrl,
+  });
+  const ops = createOpsServer({ checks: [{ name: "database", check: () => pingDatabase(prisma) }], metrics, isDraining: () => draining });
+  const port = await rpc.listen(config.port, config.host);
+  const opsPort = await ops.listen(config.opsPort, config.host);
+  log.info({ port, opsPort, database: redactUrl(config.databaseUrl) }, "referral service listening (Connect, gRPC, gRPC-Web over HTTP/2)");
+  onShutdown(log, async () => {
+    draining = true;
+    await rpc.close();
+    await ops.close();
+    await prisma.$disconnect();
+  });
+} catch (error) {
+  if (error instanceof ConfigError) {
+    log.fatal({ problems: error.problems }, error.message);
+    process.exit(2);
+  }
+  throw error;
+}

@@ -1,0 +1,25 @@
+import { createEnvReader } from "../shared/config.js";
+import { readDatabaseUrl, readKafkaBrokers, readPort } from "../shared/process-config.js";
+
+/** Settings of the relay process, validated at start. */
+export interface RelayConfig {
+  databaseUrl: string;
+  kafkaBrokers: string[];
+  host: string;
+  opsPort: number;
+  batchSize: number;
+  pollIntervalMs: number;
+}
+
+/** Loads and validates every setting; throws ConfigError listing every problem at once. */
+export function loadRelayConfig(env: Record<string, string | undefined> = process.env): RelayConfig {
+  const r = createEnvReader(env);
+  return r.finish({
+    databaseUrl: readDatabaseUrl(r),
+    kafkaBrokers: readKafkaBrokers(r),
+    host: r.string("HOST", "127.0.0.1"),
+    opsPort: readPort(r, "OPS_PORT", 9082),
+    batchSize: r.int("RELAY_BATCH_SIZE", 500, { min: 1, max: 10_000 }),
+    pollIntervalMs: r.int("RELAY_POLL_INTERVAL_MS", 100, { min: 5, max: 60_000 }),
+  });
+}

@@ -1,0 +1,46 @@
+import { ConfigError } from "../shared/config.js";
+import { createPrisma, pingDatabase } from "../shared/db.js";
+import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../shared/bus.js";
+import { createKafkaBus, ensureTopics } from "../shared/kafka-bus.js";
+import { createLogger, redactUrl } from "../shared/log.js";
+import { createMetrics } from "../shared/metrics.js";
+import { createOpsServer } from "../shared/ops-server.js";
+import { onShutdown } from "../shared/shutdown.js";
+import { loadRelayConfig } from "./config.js";
+import { createRelay } from "./relay.js";
+
+const log = createLogger("relay");
+
+try {
+  const config = loadRelayConfig();
+  const prisma = createPrisma(config.databaseUrl, { maxConnections: 4 });
+  const metrics = createMetrics("relay");
+  const bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "relay", log });
+  await ensureTopics(config.kafkaBrokers, [HEARTS_TOPIC, REFERRALS_TOPIC]);
+  const relay = createRelay({ prisma, bus, log, batchSize: config.batchSize, pollIntervalMs: config.pollIntervalMs, registry: metrics.registry });
+  let draining = false;
+  const ops = createOpsServer({
+    checks: [
+      { name: "database", check: () => pingDatabase(prisma) },
+      { name: "kafka", check: () => bus.ping() },
+    ],
+    metrics,
+    isDraining: () => draining,
+  });
+  const opsPort = await ops.listen(config.opsPort, config.host);
+  relay.start();
+  log.info({ opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers }, "relay publishing the outbox to Kafka");
+  onShutdown(log, async () => {
+    draining = true;
+    await relay.stop();
+    await bus.close();
+    await ops.close();
+    await prisma.$disconnect();
+  });
+} catch (error) {
+  if (error instanceof ConfigError) {
+    log.fatal({ problems: error.problems }, error.message);
+    process.exit(2);
+  }
+  throw error;
+}

@@ -1,0 +1,33 @@
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { createOpsHandler, sendJson, type ReadinessCheck } from "./health.js";
+import type { Metrics } from "./metrics.js";
+
+/**
+ * A small HTTP/1.1 server with /healthz, /readyz and /metrics, for processes
+ * whose main port is not HTTP/1.1 (the relay, the delivery service, and the
+ * referral service, whose RPC port speaks HTTP/2 only).
+ */
+export function createOpsServer(opts: { checks: ReadinessCheck[]; metrics: Metrics; isDraining?: () => boolean }) {
+  const ops = createOpsHandler(opts);
+  const server = http.createServer((req, res) => {
+    ops(req, res).then(
+      (handled) => {
+        if (!handled) sendJson(res, 404, { error: "not found" });
+      },
+      () => {
+        // Failure policy: an ops endpoint failing answers 500 rather than hanging the probe.
+        if (!res.headersSent) sendJson(res, 500, { error: "internal error" });
+      },
+    );
+  });
+  return {
+    server,
+    listen: (port: number, host = "127.0.0.1") =>
+      new Promise<number>((resolve, reject) => {
+        server.once("error", reject);
+        server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
+      }),
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

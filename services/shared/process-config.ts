@@ -1,0 +1,48 @@
+import { readFileSync } from "node:fs";
+import type { EnvReader } from "./config.js";
+import { createSecretBox, parseSecretsKey, type SecretBox } from "./secrets.js";
+
+/** Reads DATABASE_URL (required) and checks it is a postgres URL. */
+export function readDatabaseUrl(env: EnvReader): string {
+  const url = env.requiredString("DATABASE_URL");
+  if (url && !/^postgres(ql)?:\/\//.test(url)) env.problem("DATABASE_URL must start with postgres:// or postgresql://");
+  return url;
+}
+
+/** Reads KAFKA_BROKERS (required), a comma-separated host:port list. */
+export function readKafkaBrokers(env: EnvReader): string[] {
+  const brokers = env.list("KAFKA_BROKERS", []);
+  if (brokers.length === 0) env.problem("KAFKA_BROKERS is required (comma-separated host:port list)");
+  for (const b of brokers) if (!/^[^:\s]+:\d+$/.test(b)) env.problem(`KAFKA_BROKERS entry "${b}" must be host:port`);
+  return brokers;
+}
+
+/** Reads SECRETS_KEY (32 bytes, base64 or hex) or SECRETS_KEY_FILE; returns the SecretBox. */
+export function readSecretBox(env: EnvReader): SecretBox | undefined {
+  const file = env.optionalString("SECRETS_KEY_FILE");
+  let value = env.optionalString("SECRETS_KEY");
+  if (!value && file) {
+    try {
+      value = readFileSync(file, "utf8");
+    } catch {
+      // Failure policy: report the unreadable file as a config problem; the path is not secret.
+      env.problem(`SECRETS_KEY_FILE ${file} cannot be read`);
+      return undefined;
+    }
+  }
+  if (!value) {
+    env.problem("SECRETS_KEY (32 bytes as base64 or 64 hex characters) or SECRETS_KEY_FILE is required; generate one with: openssl rand -base64 32");
+    return undefined;
+  }
+  const key = parseSecretsKey(value);
+  if (!key) {
+    env.problem("SECRETS_KEY must be 32 bytes as base64 or 64 hex characters");
+    return undefined;
+  }
+  return createSecretBox(key);
+}
+
+/** Reads a TCP port setting. */
+export function readPort(env: EnvReader, name: string, fallback: number): number {
+  return env.int(name, fallback, { min: 0, max: 65535 });
+}

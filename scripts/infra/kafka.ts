@@ -59,19 +59,26 @@ const MAVEN_FETCH_TIMEOUT_MS = 15 * 60_000;
 const KAFKA_TCP_PROBE_TIMEOUT_MS = 500;
 /** kafkajs timeouts used by the readiness probe. */
 const KAFKA_PROBE_CONNECTION_TIMEOUT_MS = 1_000;
-const KAFKA_PROBE_REQUEST_TIMEOUT_MS = 5_000;
-/** How many times startup is retried with fresh ports when a picked port was taken meanwhile. */
-const KAFKA_PORT_BIND_ATTEMPTS = 3;
+const KAFKA_PROBE_REQUEST_TIMEOUT_MS = 2_000;
+/** Start attempts: retried with fresh ports if a picked port was taken meanwhile, or without CDS after a JVM crash. */
+const KAFKA_START_ATTEMPTS = 3;
 /** Broker JVM heap. */
 const KAFKA_HEAP_MAX_MB = 512;
 const KAFKA_HEAP_INITIAL_MB = 256;
 /** How much of the broker log is quoted in startup errors. */
 const KAFKA_LOG_TAIL_BYTES = 8_192;
 const KAFKA_LOG_TAIL_LINES = 40;
+const KAFKA_ERROR_LINES_MAX = 15;
+/** Log lines quoted as the likely cause of a failed start. */
+const KAFKA_ERROR_LINE_PATTERN = /\] (ERROR|FATAL) |^Caused by: |^Exception in thread|A fatal error has been detected/;
+/** Log lines after which the broker will never become ready (it is shutting itself down). */
+const FATAL_STARTUP_LOG_PATTERN = /Fatal error during \w+ startup|Exiting Kafka due to fatal exception/;
 /** Oldest JDK whose `-XX:ArchiveClassesAtExit` (dynamic AppCDS) we rely on. */
 const CDS_MIN_JAVA_MAJOR = 13;
 /** Kafka 3.9 brokers need Java 11+. */
 const KAFKA_MIN_JAVA_MAJOR = 11;
+/** Watchdog: how many 100 ms steps to wait for a SIGKILLed JVM to vanish before deleting its temp dir. */
+const WATCHDOG_REAP_WAIT_STEPS = 50;
 /** Fixed KRaft node id of the single combined broker/controller. */
 const KAFKA_NODE_ID = 1;
 const LOG_PREFIX = 'kafka:';
@@ -377,12 +384,25 @@ async function describeClusterOnce(brokers: string): Promise<boolean> {
 }
 
 function readLogSince(logFile: string, offset: number): string {
+  let fd: number | undefined;
   try {
-    return readFileSync(logFile).subarray(offset).toString('utf8');
+    fd = openSync(logFile, 'r');
+    const length = Math.max(0, statSync(logFile).size - offset);
+    const buffer = Buffer.alloc(length);
+    readSync(fd, buffer, 0, length, offset);
+    return buffer.toString('utf8');
   } catch {
     // Failure policy: the log is only used for diagnostics; an unreadable log yields no extra detail.
     return '';
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
+}
+
+/** The first ERROR/FATAL/exception lines of a log excerpt: usually the real cause, unlike the shutdown tail. */
+function errorLines(logText: string): string {
+  const lines = logText.split('\n').filter((line) => KAFKA_ERROR_LINE_PATTERN.test(line));
+  return lines.length > 0 ? lines.slice(0, KAFKA_ERROR_LINES_MAX).join('\n') : '(no ERROR lines)';
 }
 
 function logTail(logFile: string): string {
@@ -420,13 +440,21 @@ function ensureExitHandler(): void {
 }
 
 /**
- * Starts an `sh` that SIGKILLs `pid` once its stdin reaches EOF, i.e. when this Node process (or worker)
- * dies in any way, including SIGKILL where no 'exit' handler runs. Ignores INT/TERM/HUP so a Ctrl-C to the
- * process group leaves it waiting for the EOF.
+ * Starts an `sh` that SIGKILLs `pid` once its stdin reaches EOF, i.e. when this Node process (or worker
+ * thread) goes away in any way, including SIGKILL or worker.terminate() where no 'exit' handler runs; it then
+ * removes `workDir`. Ignores INT/TERM/HUP so a Ctrl-C to the process group leaves it waiting for the EOF.
  */
-function spawnWatchdog(pid: number): ChildProcess | undefined {
+function spawnWatchdog(pid: number, workDir: string): ChildProcess | undefined {
+  const script = [
+    "trap '' INT TERM HUP",
+    'read _ignored',
+    `kill -9 ${pid} 2>/dev/null`,
+    // Wait (bounded) until the JVM is dead (gone or a zombie) so it cannot write while we delete its files.
+    `n=0; while [ $n -lt ${WATCHDOG_REAP_WAIT_STEPS} ] && [ -r /proc/${pid}/stat ] && ! grep -q ') Z' /proc/${pid}/stat 2>/dev/null; do sleep 0.1; n=$((n+1)); done`,
+    'rm -rf -- "$1"',
+  ].join('\n');
   try {
-    const watchdog = spawn('/bin/sh', ['-c', `trap '' INT TERM HUP; read _ignored; kill -9 ${pid} 2>/dev/null`], {
+    const watchdog = spawn('/bin/sh', ['-c', script, 'kafka-watchdog', workDir], {
       stdio: ['pipe', 'ignore', 'ignore'],
     });
     watchdog.once('error', () => {
@@ -489,7 +517,8 @@ function cdsPlan(layout: JvmLayout, canDump: boolean): { args: string[]; archive
   if (existsSync(archivePath)) return { args: [`-XX:SharedArchiveFile=${archivePath}`], archivePath };
   if (!canDump) return { args: [] };
   const dumpPath = `${archivePath}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-  return { args: [`-XX:ArchiveClassesAtExit=${dumpPath}`], archivePath, dumpPath };
+  // -Xlog:cds=off hides ~100 "Pre JDK 6 class not supported by CDS" lines (log4j 1.x classes) at dump time.
+  return { args: [`-XX:ArchiveClassesAtExit=${dumpPath}`, '-Xlog:cds=off'], archivePath, dumpPath };
 }
 
 /** Publishes a finished AppCDS dump if the JVM exited by itself (a SIGKILLed dump may be truncated). */
@@ -573,12 +602,12 @@ async function formatStorage(layout: JvmLayout, serverProperties: string, cluste
   }
 }
 
-/** Sends SIGTERM, waits up to KAFKA_STOP_GRACE_MS, then SIGKILL; cleans up the watchdog and CDS dump. */
-async function stopJvm(jvm: JvmProcess): Promise<void> {
+/** Sends SIGTERM, waits up to `graceMs`, then SIGKILL; cleans up the watchdog and CDS dump. */
+async function stopJvm(jvm: JvmProcess, graceMs: number = KAFKA_STOP_GRACE_MS): Promise<void> {
   jvm.stopping = true;
   if (!jvm.exitInfo) {
-    jvm.child.kill('SIGTERM');
-    if (!(await withTimeout(jvm.exited, KAFKA_STOP_GRACE_MS))) {
+    if (graceMs > 0) jvm.child.kill('SIGTERM');
+    if (graceMs <= 0 || !(await withTimeout(jvm.exited, graceMs))) {
       jvm.child.kill('SIGKILL');
       await jvm.exited;
     }
@@ -612,15 +641,21 @@ async function launchBroker(
   // Do not keep the event loop alive just for the broker: if the caller forgets stop(), the process
   // still exits and the 'exit' handler kills the JVM.
   jvm.child.unref();
-  if (jvm.child.pid !== undefined) jvm.watchdog = spawnWatchdog(jvm.child.pid);
+  if (jvm.child.pid !== undefined) jvm.watchdog = spawnWatchdog(jvm.child.pid, layout.workDir);
   void jvm.exited.then(() => {
     if (jvm.ready && !jvm.stopping) onUnexpectedExit(jvm);
   });
 
   const brokers = `127.0.0.1:${brokerPort}`;
   const deadlineMs = Date.now() + KAFKA_READY_TIMEOUT_MS;
+  let fatalLogged = false;
   for (;;) {
     if (jvm.exitInfo) break;
+    // Kafka takes seconds to shut down after a fatal startup error; notice it in the log and bail out early.
+    if (FATAL_STARTUP_LOG_PATTERN.test(readLogSince(layout.logFile, logOffset))) {
+      fatalLogged = true;
+      break;
+    }
     if ((await tcpProbe(brokerPort)) && (await describeClusterOnce(brokers))) {
       const newLog = readLogSince(layout.logFile, logOffset);
       if (cds.archivePath && !cds.dumpPath && /\[cds[^\]]*\].*Unable to use shared archive/.test(newLog)) {
@@ -634,15 +669,20 @@ async function launchBroker(
   }
 
   const died = jvm.exitInfo !== undefined;
-  await stopJvm(jvm);
+  await stopJvm(jvm, fatalLogged ? 0 : KAFKA_STOP_GRACE_MS);
   const newLog = readLogSince(layout.logFile, logOffset);
-  const reason = died
-    ? `Kafka broker exited during startup (code ${jvm.exitInfo?.code}, signal ${jvm.exitInfo?.signal}${jvm.exitInfo?.error ? `, ${jvm.exitInfo.error.message}` : ''})`
-    : `Kafka broker not ready within ${KAFKA_READY_TIMEOUT_MS} ms`;
+  const portInUse = /Address already in use|BindException/.test(newLog);
+  // Only a JVM crash (signal or hs_err banner) can be blamed on a mapped CDS archive.
+  const jvmCrashed = died && (jvm.exitInfo?.signal != null || /A fatal error has been detected by the Java Runtime/.test(newLog));
+  const reason = fatalLogged
+    ? 'Kafka broker hit a fatal error during startup'
+    : died
+      ? `Kafka broker exited during startup (code ${jvm.exitInfo?.code}, signal ${jvm.exitInfo?.signal}${jvm.exitInfo?.error ? `, ${jvm.exitInfo.error.message}` : ''})`
+      : `Kafka broker not ready within ${KAFKA_READY_TIMEOUT_MS} ms`;
   throw new BrokerStartError(
-    `${reason}; last lines of ${layout.logFile}:\n${logTail(layout.logFile)}`,
-    /Address already in use|BindException/.test(newLog),
-    died && !cds.dumpPath ? cds.archivePath : undefined,
+    `${reason}; errors from ${layout.logFile}:\n${errorLines(newLog)}\n--- last lines:\n${logTail(layout.logFile)}`,
+    portInUse,
+    jvmCrashed && !cds.dumpPath ? cds.archivePath : undefined,
   );
 }
 
@@ -749,7 +789,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaBro
       } catch (error) {
         // Failure policy: retry only the two recoverable causes (a picked port was grabbed meanwhile, or a
         // broken CDS archive crashed the JVM); anything else, or too many attempts, is reported as is.
-        if (!(error instanceof BrokerStartError) || attempt >= KAFKA_PORT_BIND_ATTEMPTS) throw error;
+        if (!(error instanceof BrokerStartError) || attempt >= KAFKA_START_ATTEMPTS) throw error;
         if (error.usedCdsArchive) {
           discardCdsArchive(error.usedCdsArchive);
           allowCds = false;
@@ -816,33 +856,38 @@ async function main(argv: string[]): Promise<void> {
   }
   if (command === 'start') {
     const keepAlive = setInterval(() => {}, 1 << 30);
-    const broker = await startKafka({
+    const brokerPromise = startKafka({
       onUnexpectedExit: ({ code, signal, logFile }) => {
         log(`broker JVM exited unexpectedly (code ${code}, signal ${signal}); see ${logFile}`);
         process.exit(1);
       },
     });
-    process.stdout.write(`KAFKA_BROKERS=${broker.brokers}\n`);
-    log('running in the foreground; send SIGINT (Ctrl-C) or SIGTERM to stop');
+    // Handlers go in before the broker is up so a signal during startup still ends in a clean stop.
     let stopping = false;
     const shutdown = (signal: NodeJS.Signals): void => {
       if (stopping) return;
       stopping = true;
       log(`${signal} received, stopping broker...`);
-      broker.stop().then(
-        () => {
-          clearInterval(keepAlive);
-          log('broker stopped');
-          process.exit(0);
-        },
-        (error: unknown) => {
-          log(`stop failed: ${(error as Error).message}`);
-          process.exit(1);
-        },
-      );
+      brokerPromise
+        .then((broker) => broker.stop())
+        .then(
+          () => {
+            clearInterval(keepAlive);
+            log('broker stopped');
+            process.exit(0);
+          },
+          (error: unknown) => {
+            log(`stop failed: ${(error as Error).message}`);
+            process.exit(1);
+          },
+        );
     };
     process.on('SIGINT', shutdown);
     process.on('SIGTERM', shutdown);
+    const broker = await brokerPromise;
+    if (stopping) return;
+    process.stdout.write(`KAFKA_BROKERS=${broker.brokers}\n`);
+    log('running in the foreground; send SIGINT (Ctrl-C) or SIGTERM to stop');
     return;
   }
   process.stderr.write('usage: npx tsx scripts/infra/kafka.ts <start|fetch>\n');

@@ -37,9 +37,7 @@ export function createReferralServiceServer(deps: ReferralServiceDeps): {
   const handler = connectNodeAdapter({
     routes: createRoutes(deps),
     interceptors: [createServerInterceptor(deps.log, deps.metrics)],
-    grpc: {},
-    grpcWeb: {},
-    connect: {},
+    // Connect, gRPC and gRPC-Web are all enabled by default on the same port.
   });
   const server = http2.createServer(handler);
   const sessions = new Set<http2.ServerHttp2Session>();

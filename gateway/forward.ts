@@ -1,0 +1,147 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import {
+  ReferralEventType,
+  ReferralState,
+  type ApplyEventRequestSchema,
+  type ApplyEventResponse,
+} from "../gen/proto/referral/v1/referral_pb.js";
+import {
+  SigningKeyStatus,
+  type ResolveSigningKeysRequestSchema,
+  type ResolveSigningKeysResponse,
+} from "../gen/proto/servers/v1/servers_pb.js";
+import { ERROR_TEXT, errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
+import type { ReferralEventName, ValidEvent } from "./validate-event.js";
+import type { SigningKeyMaterial } from "./verify-signature.js";
+
+/**
+ * The two referral-service RPCs the ingest endpoint calls. In production they are
+ * the Connect clients' methods bound to the request id; they throw ConnectError.
+ */
+export interface IngestRpcs {
+  resolveSigningKeys(request: MessageInitShape<typeof ResolveSigningKeysRequestSchema>): Promise<ResolveSigningKeysResponse>;
+  applyEvent(request: MessageInitShape<typeof ApplyEventRequestSchema>): Promise<ApplyEventResponse>;
+}
+
+/** A forwarded call's HTTP answer; `cause` is set for 500s and is logged, never sent. */
+export interface ForwardResult {
+  reply: HttpReply;
+  /** A short label of the outcome for the request log (no secrets). */
+  outcome: string;
+  cause?: unknown;
+}
+
+/** Step 5's outcome: the server's active keys, or the answer that ends the request. */
+export type KeyLookup = { kind: "keys"; keys: SigningKeyMaterial[] } | { kind: "rejected"; result: ForwardResult };
+
+const EVENT_TYPE: Record<ReferralEventName, ReferralEventType> = {
+  registered: ReferralEventType.REGISTERED,
+  qualified: ReferralEventType.QUALIFIED,
+  reversed: ReferralEventType.REVERSED,
+};
+
+const STATE_NAME: Partial<Record<ReferralState, ReferralEventName>> = {
+  [ReferralState.REGISTERED]: "registered",
+  [ReferralState.QUALIFIED]: "qualified",
+  [ReferralState.REVERSED]: "reversed",
+};
+
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** True when `value` has the shape of a server id (a uuid); anything else cannot name a server. */
+export function isServerIdShape(value: string): boolean {
+  return UUID_PATTERN.test(value);
+}
+
+function rejected(reply: HttpReply, outcome: string, cause?: unknown): KeyLookup {
+  return { kind: "rejected", result: cause === undefined ? { reply, outcome } : { reply, outcome, cause } };
+}
+
+/**
+ * Step 5: asks the referral service for the server's active referral secrets.
+ * Unknown server -> 404 `unknown server`; referrals disabled, or enabled with no
+ * active secret -> 404 `referrals not enabled for this server`; RPC failure -> 500.
+ * A `server_id` that is not a uuid cannot name a server and is answered without a call.
+ */
+export async function lookupSigningKeys(rpcs: IngestRpcs, serverId: string): Promise<KeyLookup> {
+  if (!isServerIdShape(serverId)) return rejected(errorReply(404, ERROR_TEXT.unknownServer), "unknown_server");
+  let response: ResolveSigningKeysResponse;
+  try {
+    response = await rpcs.resolveSigningKeys({ serverId });
+  } catch (error) {
+    // Failure policy: the table decides; an unexpected failure is a retryable 500 with its cause logged.
+    const mapped = fromRpcError(error);
+    return rejected(mapped.reply, mapped.cause === undefined ? "rejected_by_service" : "internal_error", mapped.cause);
+  }
+  switch (response.status) {
+    case SigningKeyStatus.OK:
+      if (response.keys.length === 0) return rejected(errorReply(404, ERROR_TEXT.referralsDisabled), "no_active_secret");
+      return { kind: "keys", keys: response.keys.map((k) => ({ kid: k.kid, secret: k.secret })) };
+    case SigningKeyStatus.UNKNOWN_SERVER:
+      return rejected(errorReply(404, ERROR_TEXT.unknownServer), "unknown_server");
+    case SigningKeyStatus.REFERRALS_DISABLED:
+      return rejected(errorReply(404, ERROR_TEXT.referralsDisabled), "referrals_disabled");
+    default:
+      // Failure policy: fail closed - an unspecified status is a service bug, answered 500.
+      return rejected(errorReply(500, ERROR_TEXT.internal), "internal_error", new Error(`unexpected signing key status ${response.status}`));
+  }
+}
+
+/** Builds the ApplyEvent request from a validated event and the kid that verified it. */
+export function toApplyEventRequest(event: ValidEvent, kid: string): MessageInitShape<typeof ApplyEventRequestSchema> {
+  return {
+    serverId: event.serverId,
+    event: EVENT_TYPE[event.event],
+    token: event.token,
+    refereeIdentity: event.refereeIdentity,
+    serverEventId: event.serverEventId,
+    ts: event.ts ?? 0n,
+    kid,
+  };
+}
+
+/**
+ * Maps ApplyEvent's outcome to the contract's 200 OkResponse: applied ->
+ * `{ok, referral_id, state}`, duplicate -> `{ok, duplicate: true}`, first-touch
+ * conflict -> `{ok, ignored: "first_touch_conflict"}`. Returns null for an outcome
+ * the contract cannot express (no case, or a state other than the three).
+ */
+export function toOkReply(response: ApplyEventResponse): { reply: HttpReply; outcome: string } | null {
+  const { outcome } = response;
+  switch (outcome.case) {
+    case "applied": {
+      const state = STATE_NAME[outcome.value.state];
+      if (state === undefined || outcome.value.referralId === "") return null;
+      return {
+        reply: { status: 200, body: { ok: true, referral_id: outcome.value.referralId, state } },
+        outcome: outcome.value.advanced ? `advanced_${state}` : `idempotent_${state}`,
+      };
+    }
+    case "duplicate":
+      return { reply: { status: 200, body: { ok: true, duplicate: true } }, outcome: "duplicate" };
+    case "firstTouchConflict":
+      return { reply: { status: 200, body: { ok: true, ignored: "first_touch_conflict" } }, outcome: "first_touch_conflict" };
+    default:
+      return null;
+  }
+}
+
+/**
+ * Step 10: forwards a verified, validated event to `ReferralService.ApplyEvent`
+ * (token lookup, dedup and the state machine live there) and maps the answer:
+ * 200 outcomes via `toOkReply`, errors via the one table in http-errors.ts.
+ */
+export async function forwardEvent(rpcs: IngestRpcs, event: ValidEvent, kid: string): Promise<ForwardResult> {
+  let response: ApplyEventResponse;
+  try {
+    response = await rpcs.applyEvent(toApplyEventRequest(event, kid));
+  } catch (error) {
+    // Failure policy: the table decides; an unexpected failure is a retryable 500 with its cause logged.
+    const mapped = fromRpcError(error);
+    if (mapped.cause !== undefined) return { reply: mapped.reply, outcome: "internal_error", cause: mapped.cause };
+    return { reply: mapped.reply, outcome: `rejected_${mapped.reply.status}` };
+  }
+  const ok = toOkReply(response);
+  // Failure policy: fail closed - an outcome the contract cannot express is a service bug, answered 500.
+  return ok ?? { reply: errorReply(500, ERROR_TEXT.internal), outcome: "internal_error", cause: new Error("ApplyEvent returned no usable outcome") };
+}

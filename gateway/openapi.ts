@@ -1,0 +1,491 @@
+import { ERROR_TEXT } from "./http-errors.js";
+import { MAX_BODY_BYTES } from "./raw-body.js";
+
+/** Where the gateway publishes the document. */
+export const OPENAPI_PATH = "/openapi/referral.json";
+
+const SIGNING_DESCRIPTION = [
+  "A computed HMAC-SHA256 signature, not a static key. Each game server has its own referral secret",
+  "(dashboard, referrals tab); `server_id` in the body selects it.",
+  "",
+  "Header: `X-Service-Signature: t=<unix>,v1=sha256=<hex>[,kid=<key-id>]`",
+  "",
+  "1. `t` = current Unix time in seconds, written as plain decimal digits.",
+  "2. Signed string = `t`, a literal `.`, then the exact raw body bytes (`<t>.<rawBody>`).",
+  "3. `<hex>` = lower-case hex of `HMAC_SHA256(secret, signed string)`; the key is the secret's UTF-8 bytes.",
+  "4. Optional `kid` names the secret used (for rotation); without it every active secret of the server is tried.",
+  "5. Send exactly the bytes you signed: re-serialising the JSON (whitespace, key order) breaks the MAC.",
+  "",
+  "The MAC is checked before the clock; `t` must be within ±300 s of server time.",
+  "Missing or malformed header (no `t`, non-integer `t`, no `v1`, `v1` without `sha256=`,",
+  "hex of the wrong length, non-hex or upper-case) -> 400; wrong MAC or unknown `kid` -> 401",
+  "`signature rejected: bad_signature`; stale `t` -> 401 `signature rejected: stale`.",
+].join("\n");
+
+const INGEST_DESCRIPTION = [
+  "Reports a referral lifecycle event. The checks run in this order; the first failure decides the answer:",
+  "",
+  `1. Body over ${MAX_BODY_BYTES} bytes (64 KiB) -> 413 \`${ERROR_TEXT.bodyTooLarge}\`; the rest is not read.`,
+  `2. Missing or malformed \`X-Service-Signature\` -> 400 \`${ERROR_TEXT.badSignatureHeader}\`.`,
+  `3. Body not valid UTF-8 JSON, or not a JSON object -> 400 \`${ERROR_TEXT.invalidJson}\`.`,
+  "4. `server_id` (the only field read before the MAC) missing, empty or not a string -> 400.",
+  `5. Unknown server -> 404 \`${ERROR_TEXT.unknownServer}\`; referrals disabled or no active secret -> 404 \`${ERROR_TEXT.referralsDisabled}\`.`,
+  `6. MAC mismatch, or unknown \`kid\` -> 401 \`${ERROR_TEXT.badSignature}\` (constant-time comparison).`,
+  `7. \`t\` more than 300 s from server time -> 401 \`${ERROR_TEXT.stale}\`.`,
+  "8. Other field validation -> 400 (`event` and `referee_identity` texts are fixed; others name the field).",
+  "9. `test: true` -> 200 `{\"ok\":true,\"test\":true}`; no token lookup, nothing written.",
+  `10. Token lookup (404 \`${ERROR_TEXT.unknownToken}\`), deduplication on \`(token, event, server_event_id)\`, then the state machine (422 on an invalid transition).`,
+  "",
+  "Retries: a 200 must never be retried. A 500 is safe to retry with backoff: reuse the same",
+  "`server_event_id` and re-sign with a fresh `t`; an exact replay returns `{\"ok\":true,\"duplicate\":true}`.",
+  "The `Content-Type` header is not enforced (the MAC covers the bytes); send `application/json`.",
+].join("\n");
+
+const errorExample = (summary: string, error: string) => ({ summary, value: { error } });
+
+const jsonError = (description: string, examples: Record<string, { summary: string; value: unknown }>, schema = "ErrorResponse") => ({
+  description,
+  headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
+  content: { "application/json": { schema: { $ref: `#/components/schemas/${schema}` }, examples } },
+});
+
+const nonEmptyString = (description: string) => ({ type: "string", minLength: 1, pattern: "\\S", description });
+
+/**
+ * The OpenAPI 3.1 description of the contract, served at GET /openapi/referral.json:
+ * the ingest endpoint with every response, the signature scheme, the public
+ * referral link, and the reward callback under the top-level `webhooks` key.
+ * The tests lint it (Redocly recommended) and validate real responses against it.
+ */
+export const openApiDocument = {
+  openapi: "3.1.0",
+  info: {
+    title: "Referral Event Ingest and Reward Callback Interface",
+    version: "1.0.0",
+    summary: "Signed referral lifecycle events in, signed reward callbacks out.",
+    description: [
+      "A game server's backend POSTs signed referral lifecycle events (`registered`, `qualified`, `reversed`)",
+      "to `/api/referral/events`. When a player hearts (votes for) a server and the vote counts, the service",
+      "POSTs a signed `heart.counted` callback to the server owner's reward callback URL (see `webhooks`).",
+      "Paths carry no version segment. Unknown extra fields in ingest bodies are accepted.",
+    ].join("\n"),
+    license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" },
+  },
+  servers: [{ url: "/", description: "The deployment that serves this document." }],
+  tags: [
+    { name: "referrals", description: "Referral links and signed referral lifecycle events." },
+    { name: "callbacks", description: "Signed reward callbacks sent by the service to the server owner's URL." },
+  ],
+  paths: {
+    "/api/referral/events": {
+      post: {
+        operationId: "reportReferralEvent",
+        summary: "Report a referral lifecycle event",
+        description: INGEST_DESCRIPTION,
+        tags: ["referrals"],
+        security: [{ ServiceSignature: [] }],
+        parameters: [{ $ref: "#/components/parameters/X-Request-Id" }],
+        requestBody: {
+          required: true,
+          description: `The exact signed bytes, at most ${MAX_BODY_BYTES} bytes.`,
+          content: {
+            "application/json": {
+              schema: { $ref: "#/components/schemas/ReferralEvent" },
+              examples: {
+                registered: {
+                  summary: "A referred player registered",
+                  value: {
+                    event: "registered",
+                    token: "q3Zl5m1bWcQf0yJ8oTn2xHkR4sVdA7uE",
+                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+                    referee_identity: "account-48213",
+                    server_event_id: "reg-account-48213",
+                    ts: 1767225600,
+                  },
+                },
+                qualified: {
+                  summary: "The referred player met the server's qualification rule",
+                  value: {
+                    event: "qualified",
+                    token: "q3Zl5m1bWcQf0yJ8oTn2xHkR4sVdA7uE",
+                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+                    server_event_id: "qual-account-48213",
+                    ts: 1767312000,
+                  },
+                },
+                reversed: {
+                  summary: "The owner reversed the referral (refund, chargeback, abuse)",
+                  value: {
+                    event: "reversed",
+                    token: "q3Zl5m1bWcQf0yJ8oTn2xHkR4sVdA7uE",
+                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+                    server_event_id: "rev-account-48213",
+                  },
+                },
+                test: {
+                  summary: "A signed dry-run: verified, never written",
+                  value: {
+                    event: "registered",
+                    token: "test-token",
+                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+                    referee_identity: "test-player",
+                    server_event_id: "test-1",
+                    test: true,
+                  },
+                },
+              },
+            },
+          },
+        },
+        responses: {
+          "200": {
+            description: "Accepted: applied, idempotent, an exact replay, a first-touch conflict, or a test dry-run. Never retry a 200.",
+            headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
+            content: {
+              "application/json": {
+                schema: { $ref: "#/components/schemas/OkResponse" },
+                examples: {
+                  applied: {
+                    summary: "The referral advanced (or already was in that state)",
+                    value: { ok: true, referral_id: "0b9e4c52-8a51-4c43-a6f5-8e2f7a1d3c90", state: "registered" },
+                  },
+                  duplicate: { summary: "Exact replay of a seen (token, event, server_event_id)", value: { ok: true, duplicate: true } },
+                  firstTouchConflict: {
+                    summary: "Another referrer already registered this referee",
+                    value: { ok: true, ignored: "first_touch_conflict" },
+                  },
+                  test: { summary: "A test dry-run passed every check", value: { ok: true, test: true } },
+                },
+              },
+            },
+          },
+          "400": jsonError("Malformed signature header, invalid JSON, or a missing or invalid field.", {
+            malformedSignature: errorExample("Missing or malformed X-Service-Signature", ERROR_TEXT.badSignatureHeader),
+            invalidJson: errorExample("Body unreadable, not JSON, or not a JSON object", ERROR_TEXT.invalidJson),
+            badEvent: errorExample("event outside registered|qualified|reversed", ERROR_TEXT.badEvent),
+            refereeRequired: errorExample("registered without referee_identity", ERROR_TEXT.refereeRequired),
+            missingField: errorExample("Any other missing or invalid field names the field", "server_event_id is required"),
+            wrongType: errorExample("A field of the wrong JSON type", "ts must be an integer (unix seconds)"),
+          }),
+          "401": jsonError("The signature did not verify.", {
+            badSignature: errorExample("MAC mismatch or unknown kid", ERROR_TEXT.badSignature),
+            stale: errorExample("t outside ±300 s of server time", ERROR_TEXT.stale),
+          }),
+          "404": jsonError("Unknown server, referrals not enabled, or unknown token.", {
+            unknownServer: errorExample("No configuration for server_id", ERROR_TEXT.unknownServer),
+            referralsDisabled: errorExample("Referrals disabled or no active secret", ERROR_TEXT.referralsDisabled),
+            unknownToken: errorExample("The token has no click record for this server", ERROR_TEXT.unknownToken),
+          }),
+          "413": jsonError(`The body is over ${MAX_BODY_BYTES} bytes; the connection is closed.`, {
+            bodyTooLarge: errorExample("Body over 64 KiB", ERROR_TEXT.bodyTooLarge),
+          }),
+          "422": jsonError(
+            "The event is not valid from the referral's current state.",
+            {
+              qualifiedBeforeRegistered: {
+                summary: "qualified before registered",
+                value: { error: ERROR_TEXT.invalidTransition, from: "clicked", event: "qualified" },
+              },
+              afterReversal: {
+                summary: "qualified on a reversed referral",
+                value: { error: ERROR_TEXT.invalidTransition, from: "reversed", event: "qualified" },
+              },
+            },
+            "TransitionErrorResponse",
+          ),
+          "500": jsonError("Internal error; safe to retry with backoff (same server_event_id, fresh t).", {
+            internal: errorExample("Internal error", ERROR_TEXT.internal),
+          }),
+        },
+      },
+    },
+    "/r/{server_id}": {
+      get: {
+        operationId: "followReferralLink",
+        summary: "Follow a referral link",
+        description: [
+          "The public referral link a referrer shares. Records a click for the referrer and redirects to the server's",
+          "registration URL with the click's token appended as the `ref_token` query parameter. The registration page keeps",
+          "that token and the server's backend sends it as `token` in its events. Without a registration URL the token is",
+          "returned as JSON.",
+        ].join("\n"),
+        tags: ["referrals"],
+        security: [],
+        parameters: [
+          { name: "server_id", in: "path", required: true, description: "The server's id.", schema: { type: "string", format: "uuid" } },
+          {
+            name: "referrer",
+            in: "query",
+            required: true,
+            description: "The referrer's player identity on the server list.",
+            schema: { type: "string", minLength: 1 },
+          },
+          { $ref: "#/components/parameters/X-Request-Id" },
+        ],
+        responses: {
+          "302": {
+            description: "Click recorded; go to the registration URL with the token appended.",
+            headers: {
+              Location: {
+                description: "The registration URL with `ref_token=<token>` appended.",
+                schema: { type: "string", format: "uri" },
+              },
+              "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
+            },
+          },
+          "200": {
+            description: "Click recorded; the server has no registration URL, so the token is returned.",
+            headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
+            content: {
+              "application/json": {
+                schema: { $ref: "#/components/schemas/ReferralTokenResponse" },
+                examples: { token: { summary: "The click's token", value: { token: "q3Zl5m1bWcQf0yJ8oTn2xHkR4sVdA7uE" } } },
+              },
+            },
+          },
+          "400": jsonError("`referrer` missing or invalid.", { missingReferrer: errorExample("No referrer", "referrer is required") }),
+          "404": jsonError("Unknown server, or referrals not enabled.", {
+            unknownServer: errorExample("No such server", ERROR_TEXT.unknownServer),
+            referralsDisabled: errorExample("Referrals disabled", ERROR_TEXT.referralsDisabled),
+          }),
+          "500": jsonError("Internal error.", { internal: errorExample("Internal error", ERROR_TEXT.internal) }),
+        },
+      },
+    },
+  },
+  webhooks: {
+    heartCallback: {
+      post: {
+        operationId: "heartCallback",
+        summary: "Reward callback: a heart counted (or a test)",
+        description: [
+          "Sent by the service to the reward callback URL set on the dashboard's integration tab when a player hearts the",
+          "server and the vote counts (`heart.counted`), or when the owner sends a test (`heart.test`, nil `heart_id`, pays nothing).",
+          "",
+          "Verify before parsing: recompute lower-case hex `HMAC_SHA256(callback secret, \"<t>.<rawBody>\")` over the exact raw",
+          "body (the key is the whole `whsec_...` string's UTF-8 bytes) and compare it, in constant time, with any `v1=` value of",
+          "`X-Service-Signature`. During a secret rotation the header carries one `v1=` per active secret, newest first.",
+          "`t` equals the body's `timestamp`; rejecting `t` more than 300 s from your clock is recommended.",
+          "",
+          "Any 2xx marks the delivery delivered. Anything else, or no answer within 10 s, is retried with exponential backoff",
+          "and jitter for about two days. Key the reward on `heart_id` so a retried delivery never pays twice.",
+        ].join("\n"),
+        tags: ["callbacks"],
+        security: [],
+        parameters: [
+          {
+            name: "X-Service-Event",
+            in: "header",
+            required: true,
+            description: "The event kind; equals the body's `event`.",
+            schema: { type: "string", enum: ["heart.counted", "heart.test"] },
+          },
+          {
+            name: "X-Service-Signature",
+            in: "header",
+            required: true,
+            description: "`t=<unix>,v1=<hex>` (one or more `v1`, newest secret first); bare lower-case hex, no `sha256=` prefix.",
+            schema: { type: "string", pattern: "^t=[0-9]+(,v1=[0-9a-f]{64})+$" },
+            example: "t=1767225600,v1=5e8b0d1c3f2a4b6c8d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e",
+          },
+          {
+            name: "webhook-id",
+            in: "header",
+            required: false,
+            description: "Standard Webhooks header (only when the owner opted in): the `heart_id`.",
+            schema: { type: "string" },
+          },
+          {
+            name: "webhook-timestamp",
+            in: "header",
+            required: false,
+            description: "Standard Webhooks header (only when opted in): Unix seconds, equal to `t`.",
+            schema: { type: "string", pattern: "^[0-9]+$" },
+          },
+          {
+            name: "webhook-signature",
+            in: "header",
+            required: false,
+            description: "Standard Webhooks header (only when opted in): `v1,<base64>` entries separated by spaces.",
+            schema: { type: "string" },
+          },
+        ],
+        requestBody: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: { $ref: "#/components/schemas/HeartEvent" },
+              examples: {
+                counted: {
+                  summary: "A counted heart",
+                  value: {
+                    event: "heart.counted",
+                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+                    username: "Steve_42",
+                    heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
+                    period: "2026-01",
+                    timestamp: 1767225600,
+                    streak_day: 3,
+                  },
+                },
+                test: {
+                  summary: "A dashboard test callback",
+                  value: {
+                    event: "heart.test",
+                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+                    username: "test-player",
+                    heart_id: "00000000-0000-0000-0000-000000000000",
+                    period: "2026-01",
+                    timestamp: 1767225600,
+                  },
+                },
+              },
+            },
+          },
+        },
+        responses: {
+          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
+          default: { description: "Not acknowledged (including 400 and 401): the delivery is retried with backoff." },
+        },
+      },
+    },
+  },
+  components: {
+    securitySchemes: {
+      ServiceSignature: { type: "apiKey", in: "header", name: "X-Service-Signature", description: SIGNING_DESCRIPTION },
+    },
+    parameters: {
+      "X-Request-Id": {
+        name: "X-Request-Id",
+        in: "header",
+        required: false,
+        description: "Your correlation id (1-128 of `A-Z a-z 0-9 . _ : -`); generated when absent. Echoed in the response.",
+        schema: { type: "string", pattern: "^[A-Za-z0-9._:-]{1,128}$" },
+      },
+    },
+    headers: {
+      "X-Request-Id": {
+        description: "The request's correlation id; quote it when reporting a problem.",
+        schema: { type: "string" },
+      },
+    },
+    schemas: {
+      ReferralEvent: {
+        type: "object",
+        description: "Unknown extra fields are accepted. Empty strings count as missing; strings are trimmed; `null` counts as absent.",
+        required: ["event", "token", "server_id", "server_event_id"],
+        properties: {
+          event: { type: "string", enum: ["registered", "qualified", "reversed"], description: "The lifecycle event." },
+          token: nonEmptyString("The referral token captured by the registration page (`ref_token`)."),
+          server_id: nonEmptyString("The service's id for the game server; selects the signing secret."),
+          referee_identity: nonEmptyString(
+            "Required for `registered`; ignored on later events. The caller's stable id for the referred player; must never change.",
+          ),
+          server_event_id: nonEmptyString("The caller's idempotency key; deduplication is on (token, event, server_event_id)."),
+          ts: { type: "integer", format: "int64", description: "Unix seconds of the caller's event time (not the signing `t`)." },
+          test: { type: "boolean", description: "When true the request is fully verified but nothing is looked up or written." },
+        },
+        additionalProperties: true,
+        if: { properties: { event: { const: "registered" } }, required: ["event"] },
+        then: { properties: { referee_identity: { type: "string", minLength: 1, pattern: "\\S" } }, required: ["referee_identity"], additionalProperties: true },
+      },
+      OkResponse: {
+        description: "`ok` is always true; the other fields depend on the outcome.",
+        oneOf: [
+          { $ref: "#/components/schemas/AppliedResponse" },
+          { $ref: "#/components/schemas/DuplicateResponse" },
+          { $ref: "#/components/schemas/FirstTouchConflictResponse" },
+          { $ref: "#/components/schemas/TestResponse" },
+        ],
+      },
+      AppliedResponse: {
+        type: "object",
+        description: "The referral advanced, or was already in the requested state.",
+        required: ["ok", "referral_id", "state"],
+        properties: {
+          ok: { const: true },
+          referral_id: { type: "string", format: "uuid" },
+          state: { type: "string", enum: ["registered", "qualified", "reversed"] },
+        },
+        additionalProperties: false,
+      },
+      DuplicateResponse: {
+        type: "object",
+        description: "An exact replay of an already-seen (token, event, server_event_id).",
+        required: ["ok", "duplicate"],
+        properties: { ok: { const: true }, duplicate: { const: true } },
+        additionalProperties: false,
+      },
+      FirstTouchConflictResponse: {
+        type: "object",
+        description: "A different referrer already registered this referee; nothing applied.",
+        required: ["ok", "ignored"],
+        properties: { ok: { const: true }, ignored: { const: "first_touch_conflict" } },
+        additionalProperties: false,
+      },
+      TestResponse: {
+        type: "object",
+        description: "A `test: true` dry-run passed every check.",
+        required: ["ok", "test"],
+        properties: { ok: { const: true }, test: { const: true } },
+        additionalProperties: false,
+      },
+      ErrorResponse: {
+        type: "object",
+        required: ["error"],
+        properties: { error: { type: "string", description: "Human-readable message." } },
+        additionalProperties: false,
+      },
+      TransitionErrorResponse: {
+        type: "object",
+        required: ["error", "from", "event"],
+        properties: {
+          error: { const: ERROR_TEXT.invalidTransition },
+          from: {
+            type: "string",
+            enum: ["clicked", "registered", "qualified", "reversed"],
+            description: "The referral's current state.",
+          },
+          event: { type: "string", enum: ["registered", "qualified", "reversed"], description: "The rejected event." },
+        },
+        additionalProperties: false,
+      },
+      ReferralTokenResponse: {
+        type: "object",
+        required: ["token"],
+        properties: { token: { type: "string", minLength: 22, description: "The click's unguessable, URL-safe token." } },
+        additionalProperties: false,
+      },
+      HeartEvent: {
+        type: "object",
+        description: "The reward callback body.",
+        required: ["event", "server_id", "username", "heart_id", "period", "timestamp"],
+        properties: {
+          event: {
+            type: "string",
+            enum: ["heart.counted", "heart.test"],
+            description: "`heart.counted` for a real counted vote; `heart.test` for a dashboard test callback.",
+          },
+          server_id: {
+            type: "string",
+            format: "uuid",
+            description: "The server the heart was cast for. It identifies the server, not the player; it is not the reward recipient.",
+          },
+          username: { type: "string", description: "The voter's in-game name as typed when voting; the reward recipient." },
+          heart_id: {
+            type: "string",
+            format: "uuid",
+            description: "The vote's unique id and the receiver's idempotency key; all zeros for `heart.test`.",
+          },
+          period: { type: "string", pattern: "^[0-9]{4}-[0-9]{2}$", description: "The vote's ranking period, `YYYY-MM` (UTC month)." },
+          timestamp: { type: "integer", format: "int64", description: "Unix seconds at delivery time; also the signature's `t`." },
+          streak_day: {
+            type: "integer",
+            minimum: 0,
+            description: "The voter's current daily vote streak in days for this server. Omitted when unavailable (missing means no info, not zero).",
+          },
+        },
+      },
+    },
+  },
+} as const;

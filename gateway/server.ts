@@ -1,0 +1,277 @@
+import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import type { Client } from "@connectrpc/connect";
+import type { ReferralService } from "../gen/proto/referral/v1/referral_pb.js";
+import type { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
+import type { Logger } from "../services/shared/log.js";
+import type { Metrics } from "../services/shared/metrics.js";
+import { handleIngest } from "./handle-ingest.js";
+import { REFERRAL_LINK_PREFIX, handleReferralLink } from "./handle-referral-link.js";
+import { ERROR_TEXT, errorReply, type HttpReply } from "./http-errors.js";
+import { OPENAPI_PATH, openApiDocument } from "./openapi.js";
+import { MAX_BODY_BYTES, declaresTooLarge, readRawBody } from "./raw-body.js";
+import { REQUEST_ID_HEADER, resolveRequestId } from "./request-id.js";
+import type { IngestRpcs } from "./forward.js";
+
+/** The ingest endpoint's path. */
+export const INGEST_PATH = "/api/referral/events";
+/** Deadline of each internal RPC; past it the request is a retryable 500. */
+export const RPC_TIMEOUT_MS = 10_000;
+/** A whole request (headers and body) must arrive within this, against slow-body clients. */
+export const REQUEST_TIMEOUT_MS = 30_000;
+/** User agents longer than this are cut before they are recorded with a click. */
+export const MAX_USER_AGENT_CHARS = 512;
+
+/** An extra request handler: returns true when it answered the request. */
+export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
+
+/** What the gateway needs; built in gateway/main.ts (or a test). */
+export interface GatewayDeps {
+  referral: Client<typeof ReferralService>;
+  admin: Client<typeof ServerAdminService>;
+  log: Logger;
+  metrics: Metrics;
+  now: () => Date;
+  /** /healthz, /readyz, /metrics (services/shared/health.ts#createOpsHandler). */
+  ops?: RequestHandler;
+  /** Mounted after the gateway's own routes (for example a dashboard). */
+  extraRoutes?: RequestHandler;
+  /**
+   * When true, the click's recorded address is the last `X-Forwarded-For` entry (the one
+   * the trusted proxy in front added); otherwise the socket's peer address. Default false.
+   */
+  trustProxy?: boolean;
+  /** Overrides RPC_TIMEOUT_MS. */
+  rpcTimeoutMs?: number;
+}
+
+/** What the request's single log line says beyond method, path, status and latency. */
+interface RequestLog {
+  requestId: string;
+  route: string;
+  outcome?: string;
+  serverId?: string;
+  kid?: string;
+  cause?: unknown;
+  quiet?: boolean;
+}
+
+const OPENAPI_JSON = JSON.stringify(openApiDocument);
+
+/**
+ * Builds the public HTTP/1.1 gateway, unstarted (main.ts or a test calls listen):
+ *
+ * - `POST /api/referral/events`: raw body (64 KiB limit) -> signature -> forward over Connect.
+ * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL.
+ * - `GET /openapi/referral.json`: the OpenAPI 3.1 document.
+ * - then `ops` (/healthz, /readyz, /metrics), then `extraRoutes`, else 404 JSON.
+ *
+ * Every request gets a request id (the caller's `X-Request-Id` when well-formed, else a
+ * uuid), echoed in the response and forwarded to the RPCs; one structured log line per
+ * request (no secrets, no signature header, no bodies) and metrics by route and status.
+ */
+export function createGatewayServer(deps: GatewayDeps): http.Server {
+  const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
+    void handleRequest(deps, req, res);
+  });
+  return server;
+}
+
+async function handleRequest(deps: GatewayDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const started = process.hrtime.bigint();
+  const requestId = resolveRequestId(req.headers[REQUEST_ID_HEADER]);
+  const url = req.url ?? "/";
+  const queryAt = url.indexOf("?");
+  const rawPath = queryAt === -1 ? url : url.slice(0, queryAt);
+  const query = queryAt === -1 ? "" : url.slice(queryAt + 1);
+  const entry: RequestLog = { requestId, route: "unmatched" };
+  res.setHeader(REQUEST_ID_HEADER, requestId);
+  res.once("close", () => writeRequestLog(deps, req, res, rawPath, entry, started));
+
+  try {
+    if (rawPath === INGEST_PATH) {
+      entry.route = INGEST_PATH;
+      await serveIngest(deps, req, res, entry);
+    } else if (rawPath.startsWith(REFERRAL_LINK_PREFIX)) {
+      entry.route = `${REFERRAL_LINK_PREFIX}:server_id`;
+      await serveReferralLink(deps, req, res, rawPath, query, entry);
+    } else if (rawPath === OPENAPI_PATH) {
+      entry.route = OPENAPI_PATH;
+      serveOpenApi(req, res, entry);
+    } else if (deps.ops && (await deps.ops(req, res))) {
+      entry.route = rawPath;
+      entry.quiet = true;
+    } else if (deps.extraRoutes && (await deps.extraRoutes(req, res))) {
+      entry.route = "extra";
+    } else {
+      sendReply(res, errorReply(404, ERROR_TEXT.notFound));
+    }
+  } catch (error) {
+    // Failure policy: never leak internals - answer 500 `internal error` when still possible and log the cause with the request id.
+    entry.outcome = "internal_error";
+    entry.cause = error;
+    if (!res.headersSent) sendReply(res, errorReply(500, ERROR_TEXT.internal));
+    else res.destroy();
+  }
+}
+
+async function serveIngest(deps: GatewayDeps, req: IncomingMessage, res: ServerResponse, entry: RequestLog): Promise<void> {
+  if (req.method !== "POST") {
+    entry.outcome = "method_not_allowed";
+    sendReply(res, errorReply(405, ERROR_TEXT.methodNotAllowed, { allow: "POST" }));
+    return;
+  }
+  // Step 1: the size limit, before anything else is looked at.
+  if (declaresTooLarge(req.headers, MAX_BODY_BYTES)) {
+    entry.outcome = "body_too_large";
+    sendTooLarge(req, res);
+    return;
+  }
+  const body = await readRawBody(req, MAX_BODY_BYTES);
+  if (body.kind === "too_large") {
+    entry.outcome = "body_too_large";
+    sendTooLarge(req, res);
+    return;
+  }
+  if (body.kind === "aborted") {
+    // Failure policy: the client is gone; nothing was forwarded, so there is no one to answer.
+    entry.outcome = "client_aborted";
+    res.destroy();
+    return;
+  }
+  const callOptions = rpcCallOptions(deps, entry.requestId);
+  const rpcs: IngestRpcs = {
+    resolveSigningKeys: (request) => deps.admin.resolveSigningKeys(request, callOptions),
+    applyEvent: (request) => deps.referral.applyEvent(request, callOptions),
+  };
+  const signatureHeader = req.headers["x-service-signature"];
+  const result = await handleIngest(
+    { signatureHeader: Array.isArray(signatureHeader) ? signatureHeader.join(", ") : signatureHeader, rawBody: body.bytes },
+    rpcs,
+    deps.now,
+  );
+  Object.assign(entry, { outcome: result.outcome, serverId: result.serverId, kid: result.kid, cause: result.cause });
+  sendReply(res, result.reply);
+}
+
+/**
+ * 413 and close: the rest of the body is not read. `Connection: close` makes Node end
+ * the socket once the answer is written, instead of draining the body for keep-alive.
+ */
+function sendTooLarge(req: IncomingMessage, res: ServerResponse): void {
+  req.pause();
+  sendReply(res, errorReply(413, ERROR_TEXT.bodyTooLarge, { connection: "close" }));
+}
+
+async function serveReferralLink(
+  deps: GatewayDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  rawPath: string,
+  query: string,
+  entry: RequestLog,
+): Promise<void> {
+  if (req.method !== "GET") {
+    entry.outcome = "method_not_allowed";
+    sendReply(res, errorReply(405, ERROR_TEXT.methodNotAllowed, { allow: "GET" }));
+    return;
+  }
+  const segment = rawPath.slice(REFERRAL_LINK_PREFIX.length).replace(/\/$/, "");
+  if (segment === "" || segment.includes("/")) {
+    entry.outcome = "not_found";
+    sendReply(res, errorReply(404, ERROR_TEXT.notFound));
+    return;
+  }
+  const callOptions = rpcCallOptions(deps, entry.requestId);
+  const result = await handleReferralLink(
+    {
+      serverId: decodeSegment(segment),
+      referrer: new URLSearchParams(query).get("referrer"),
+      ip: clientAddress(deps, req),
+      userAgent: (req.headers["user-agent"] ?? "").slice(0, MAX_USER_AGENT_CHARS),
+    },
+    { recordClick: (request) => deps.referral.recordClick(request, callOptions) },
+  );
+  Object.assign(entry, { outcome: result.outcome, cause: result.cause });
+  sendReply(res, result.reply);
+}
+
+function serveOpenApi(req: IncomingMessage, res: ServerResponse, entry: RequestLog): void {
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    entry.outcome = "method_not_allowed";
+    sendReply(res, errorReply(405, ERROR_TEXT.methodNotAllowed, { allow: "GET, HEAD" }));
+    return;
+  }
+  res.writeHead(200, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(OPENAPI_JSON),
+    "cache-control": "public, max-age=300",
+  });
+  res.end(OPENAPI_JSON);
+}
+
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    // Failure policy: a malformed escape cannot name a server; pass it raw so it fails the id check (404).
+    return segment;
+  }
+}
+
+function clientAddress(deps: GatewayDeps, req: IncomingMessage): string {
+  const forwarded = req.headers["x-forwarded-for"];
+  if (deps.trustProxy && typeof forwarded === "string") {
+    const last = forwarded.split(",").pop()?.trim();
+    if (last) return last;
+  }
+  return req.socket.remoteAddress ?? "";
+}
+
+function rpcCallOptions(deps: GatewayDeps, requestId: string) {
+  return { headers: { [REQUEST_ID_HEADER]: requestId }, timeoutMs: deps.rpcTimeoutMs ?? RPC_TIMEOUT_MS };
+}
+
+/** Writes a reply; bodies are JSON with `Content-Type: application/json`. */
+function sendReply(res: ServerResponse, reply: HttpReply): void {
+  if (reply.body === undefined) {
+    res.writeHead(reply.status, { "content-length": 0, ...reply.headers });
+    res.end();
+    return;
+  }
+  const payload = JSON.stringify(reply.body);
+  res.writeHead(reply.status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(payload),
+    ...reply.headers,
+  });
+  res.end(payload);
+}
+
+function writeRequestLog(
+  deps: GatewayDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  entry: RequestLog,
+  started: bigint,
+): void {
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const completed = res.writableFinished;
+  const status = completed ? res.statusCode : 499;
+  deps.metrics.observe(entry.route, status, seconds);
+  const line = {
+    requestId: entry.requestId,
+    method: req.method,
+    route: entry.route,
+    path,
+    status,
+    ms: Math.round(seconds * 1000),
+    ...(entry.outcome === undefined ? {} : { outcome: entry.outcome }),
+    ...(entry.serverId === undefined ? {} : { serverId: entry.serverId }),
+    ...(entry.kid === undefined ? {} : { kid: entry.kid }),
+  };
+  if (entry.cause !== undefined) deps.log.error({ ...line, err: entry.cause }, "request failed with an internal error");
+  else if (!completed) deps.log.warn(line, "request aborted by the client");
+  else if (entry.quiet) deps.log.debug(line, "request");
+  else deps.log.info(line, "request");
+}

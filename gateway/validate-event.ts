@@ -1,0 +1,118 @@
+import { ERROR_TEXT } from "./http-errors.js";
+
+/** The three lifecycle events the ingest endpoint accepts. */
+export const REFERRAL_EVENTS = ["registered", "qualified", "reversed"] as const;
+export type ReferralEventName = (typeof REFERRAL_EVENTS)[number];
+
+/** A JSON object body: the only shape the ingest endpoint accepts. */
+export type JsonObject = Record<string, unknown>;
+
+/** A field check's outcome: the value, or the 400 text naming the field. */
+export type FieldResult<T> = { kind: "ok"; value: T } | { kind: "invalid"; error: string };
+
+/** A ReferralEvent that passed validation; strings are trimmed. */
+export interface ValidEvent {
+  event: ReferralEventName;
+  token: string;
+  serverId: string;
+  serverEventId: string;
+  /** Trimmed; empty when absent (it is only required, and only used, for `registered`). */
+  refereeIdentity: string;
+  /** The caller's own event time (unix seconds), when sent. */
+  ts?: bigint;
+  test: boolean;
+}
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * Step 3: the raw bytes as a JSON object, or null (-> 400 `body is not valid JSON`)
+ * when they are not valid UTF-8, not JSON, or JSON that is not an object (array,
+ * null, string, number, boolean). A leading byte-order mark is not JSON either.
+ */
+export function parseJsonObject(rawBody: Buffer): JsonObject | null {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(utf8.decode(rawBody));
+  } catch {
+    // Failure policy: fail closed - bytes that do not decode and parse are the contract's invalid-JSON 400.
+    return null;
+  }
+  return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
+}
+
+/** `null` is treated like an absent field, as many JSON encoders write absent optionals as null. */
+function isAbsent(value: unknown): boolean {
+  return value === undefined || value === null;
+}
+
+/** A required string: absent, null and empty-after-trim are "is required"; other types "must be a string". */
+function requiredString(body: JsonObject, field: string): FieldResult<string> {
+  const value = body[field];
+  if (isAbsent(value)) return { kind: "invalid", error: `${field} is required` };
+  if (typeof value !== "string") return { kind: "invalid", error: `${field} must be a string` };
+  const trimmed = value.trim();
+  if (trimmed === "") return { kind: "invalid", error: `${field} is required` };
+  return { kind: "ok", value: trimmed };
+}
+
+/**
+ * Step 4: `server_id`, the only field read before the MAC is verified (it selects
+ * the secret). Missing, empty after trimming, or not a string -> 400 naming `server_id`.
+ */
+export function readServerId(body: JsonObject): FieldResult<string> {
+  return requiredString(body, "server_id");
+}
+
+/**
+ * Step 8: every other field, checked in this order, first failure wins:
+ * `event` (one of registered|qualified|reversed, else the contract's text), `token`,
+ * `server_event_id` (non-empty strings after trim), `referee_identity` (a string when
+ * present; required non-empty for `registered`, with the contract's text), `ts`
+ * (an integer in int64 range when present), `test` (a boolean when present).
+ * Empty strings count as missing, `null` as absent, unknown extra fields are accepted.
+ */
+export function validateEvent(body: JsonObject): FieldResult<ValidEvent> {
+  const event = body.event;
+  if (typeof event !== "string" || !(REFERRAL_EVENTS as readonly string[]).includes(event)) {
+    return { kind: "invalid", error: ERROR_TEXT.badEvent };
+  }
+  const serverId = readServerId(body);
+  if (serverId.kind === "invalid") return serverId;
+  const token = requiredString(body, "token");
+  if (token.kind === "invalid") return token;
+  const serverEventId = requiredString(body, "server_event_id");
+  if (serverEventId.kind === "invalid") return serverEventId;
+
+  const referee = body.referee_identity;
+  if (!isAbsent(referee) && typeof referee !== "string") {
+    return { kind: "invalid", error: "referee_identity must be a string" };
+  }
+  const refereeIdentity = typeof referee === "string" ? referee.trim() : "";
+  if (event === "registered" && refereeIdentity === "") return { kind: "invalid", error: ERROR_TEXT.refereeRequired };
+
+  let ts: bigint | undefined;
+  if (!isAbsent(body.ts)) {
+    const value = body.ts;
+    if (typeof value !== "number" || !Number.isInteger(value) || BigInt(value) < INT64_MIN || BigInt(value) > INT64_MAX) {
+      return { kind: "invalid", error: "ts must be an integer (unix seconds)" };
+    }
+    ts = BigInt(value);
+  }
+
+  const test = body.test;
+  if (!isAbsent(test) && typeof test !== "boolean") return { kind: "invalid", error: "test must be a boolean" };
+
+  const valid: ValidEvent = {
+    event: event as ReferralEventName,
+    token: token.value,
+    serverId: serverId.value,
+    serverEventId: serverEventId.value,
+    refereeIdentity,
+    test: test === true,
+  };
+  if (ts !== undefined) valid.ts = ts;
+  return { kind: "ok", value: valid };
+}

@@ -1,0 +1,225 @@
+/**
+ * `npm start`: the whole system in one process.
+ *  - With neither DATABASE_URL nor KAFKA_BROKERS: embedded PostgreSQL (PGlite, data
+ *    kept in DATA_DIR across restarts) and an in-process bus in place of Kafka.
+ *  - With DATABASE_URL and/or KAFKA_BROKERS: the real PostgreSQL and/or Kafka.
+ * Migrates on start, seeds a demo server on the first run, prints the URLs and a
+ * copy-paste example request. The same factories as the separate processes.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import type { AddressInfo } from "node:net";
+import { join, relative, resolve } from "node:path";
+import { ConfigError, createEnvReader } from "../services/shared/config.js";
+import { createPrisma, pingDatabase } from "../services/shared/db.js";
+import { HEARTS_TOPIC, REFERRALS_TOPIC, type EventBus } from "../services/shared/bus.js";
+import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
+import { createMemoryBus } from "../services/shared/memory-bus.js";
+import { createLogger, redactUrl } from "../services/shared/log.js";
+import { createMetrics } from "../services/shared/metrics.js";
+import { createOpsHandler } from "../services/shared/health.js";
+import { onShutdown } from "../services/shared/shutdown.js";
+import { readPort, readSecretBox } from "../services/shared/process-config.js";
+import { createSecretBox, parseSecretsKey, type SecretBox } from "../services/shared/secrets.js";
+import { startEmbeddedPostgres } from "../services/shared/embedded-postgres.js";
+import { createReferralServiceServer } from "../services/referral-service/server.js";
+import { createRelay } from "../services/relay/relay.js";
+import { readDispatchSettings } from "../services/delivery/config.js";
+import { createDeliveryConsumer } from "../services/delivery/consumer.js";
+import { createDispatcher } from "../services/delivery/dispatcher.js";
+import { createGatewayServer } from "../gateway/server.js";
+import { createReferralServiceClients, type ReferralServiceClients } from "../gateway/clients.js";
+import { applyMigrations } from "./db/schema-engine.js";
+
+const log = createLogger("all-in-one");
+
+function loadConfig() {
+  const r = createEnvReader();
+  const dataDir = resolve(r.string("DATA_DIR", ".data"));
+  const explicitKey = r.optionalString("SECRETS_KEY") ?? r.optionalString("SECRETS_KEY_FILE");
+  return r.finish({
+    dataDir,
+    host: r.string("HOST", "127.0.0.1"),
+    port: readPort(r, "PORT", 8080),
+    rpcPort: readPort(r, "REFERRAL_SERVICE_PORT", 8081),
+    databaseUrl: r.optionalString("DATABASE_URL"),
+    kafkaBrokers: r.list("KAFKA_BROKERS", []),
+    publicBaseUrl: r.optionalString("PUBLIC_BASE_URL"),
+    secretBox: explicitKey ? readSecretBox(r) : undefined,
+    dispatch: readDispatchSettings(r),
+  });
+}
+
+/** The embedded default keeps its secrets key in the data folder (created once, mode 0600). */
+function loadOrCreateSecretBox(dataDir: string): SecretBox {
+  const path = join(dataDir, "secrets.key");
+  if (!existsSync(path)) writeFileSync(path, `${randomBytes(32).toString("base64")}\n`, { mode: 0o600 });
+  const key = parseSecretsKey(readFileSync(path, "utf8"));
+  if (!key) throw new Error(`${path} does not hold a 32-byte key; move it away to create a new one (secrets sealed with it become unreadable)`);
+  return createSecretBox(key);
+}
+
+interface Demo {
+  serverId: string;
+  token: string;
+}
+
+/** On the first run (no servers yet) creates a demo server with referrals on, a secret and a click. */
+async function seedDemo(clients: ReferralServiceClients, dataDir: string): Promise<Demo | undefined> {
+  const demoPath = join(dataDir, "demo.json");
+  if (existsSync(demoPath)) return JSON.parse(readFileSync(demoPath, "utf8")) as Demo;
+  const { servers } = await clients.admin.listServers({});
+  if (servers.length > 0) return undefined;
+  const { server } = await clients.admin.createServer({ name: "Demo Server", registrationUrl: "https://example.com/register" });
+  if (!server) return undefined;
+  await clients.admin.setReferralsEnabled({ serverId: server.id, enabled: true });
+  const { secret } = await clients.admin.createReferralSecret({ serverId: server.id });
+  writeFileSync(join(dataDir, "demo-referral-secret"), secret, { mode: 0o600 });
+  const { token } = await clients.referral.recordClick({ serverId: server.id, referrerIdentity: "demo-referrer" });
+  const demo = { serverId: server.id, token };
+  writeFileSync(demoPath, JSON.stringify(demo, null, 2));
+  return demo;
+}
+
+function printBanner(opts: { gatewayUrl: string; rpcUrl: string; storage: string; bus: string; dataDir: string; demo: Demo | undefined }) {
+  const rel = relative(process.cwd(), opts.dataDir) || ".";
+  const lines = [
+    "",
+    `Referral service is up (${opts.storage}; ${opts.bus}).`,
+    `  Gateway (public):          ${opts.gatewayUrl}`,
+    `    ingest:                  POST ${opts.gatewayUrl}/api/referral/events`,
+    `    OpenAPI:                 ${opts.gatewayUrl}/openapi/referral.json`,
+    `    referral links:          ${opts.gatewayUrl}/r/<server_id>?referrer=<player>`,
+    `    health/metrics:          ${opts.gatewayUrl}/healthz  ${opts.gatewayUrl}/readyz  ${opts.gatewayUrl}/metrics`,
+    `  Referral service (Connect, gRPC, gRPC-Web over HTTP/2): ${opts.rpcUrl}`,
+  ];
+  if (opts.demo) {
+    const body = JSON.stringify({
+      event: "registered",
+      token: opts.demo.token,
+      server_id: opts.demo.serverId,
+      referee_identity: "player-1",
+      server_event_id: "reg-player-1",
+    });
+    lines.push(
+      "",
+      "Example: a signed `registered` event for the demo server (paste into a shell; needs openssl and curl):",
+      "",
+      `  SECRET=$(cat ${rel}/demo-referral-secret)`,
+      `  BODY='${body}'`,
+      `  T=$(date +%s); SIG=$(printf '%s' "$T.$BODY" | openssl dgst -sha256 -hmac "$SECRET" | sed 's/^.* //')`,
+      `  curl -sS -X POST ${opts.gatewayUrl}/api/referral/events -H 'Content-Type: application/json' -H "X-Service-Signature: t=$T,v1=sha256=$SIG" --data-raw "$BODY"; echo`,
+      "",
+      `The first paste answers {"ok":true,"referral_id":"...","state":"registered"}; a second one {"ok":true,"duplicate":true}.`,
+    );
+  }
+  process.stdout.write(`${lines.join("\n")}\n\n`);
+}
+
+async function main() {
+  const config = loadConfig();
+  mkdirSync(config.dataDir, { recursive: true });
+  const stops: (() => Promise<void>)[] = [];
+
+  let databaseUrl = config.databaseUrl;
+  let storage = `PostgreSQL at ${databaseUrl ? redactUrl(databaseUrl) : ""}`;
+  if (!databaseUrl) {
+    const embedded = await startEmbeddedPostgres(join(config.dataDir, "pg"));
+    stops.push(() => embedded.stop());
+    databaseUrl = embedded.url;
+    storage = `embedded PostgreSQL (PGlite) in ${relative(process.cwd(), join(config.dataDir, "pg"))}`;
+  }
+  const { applied } = await applyMigrations(databaseUrl, { log: (line) => log.info(line) });
+  log.info({ applied: applied.length }, "database migrated");
+
+  let bus: EventBus;
+  let busLabel: string;
+  if (config.kafkaBrokers.length > 0) {
+    await ensureTopics(config.kafkaBrokers, [HEARTS_TOPIC, REFERRALS_TOPIC]);
+    bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "all-in-one", log });
+    busLabel = `Kafka at ${config.kafkaBrokers.join(",")}`;
+  } else {
+    bus = createMemoryBus();
+    busLabel = "in-process bus in place of Kafka";
+  }
+
+  const secretBox = config.secretBox ?? loadOrCreateSecretBox(config.dataDir);
+  const prisma = createPrisma(databaseUrl, { maxConnections: config.databaseUrl ? 20 : 8 });
+  const metrics = createMetrics("all-in-one");
+  const now = () => new Date();
+  const publicBaseUrl = config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`;
+
+  const rpc = createReferralServiceServer({
+    prisma,
+    secretBox,
+    log,
+    metrics,
+    now,
+    allowInsecureCallbacks: config.dispatch.allowInsecureCallbacks,
+    callbackTimeoutMs: config.dispatch.callbackTimeoutMs,
+    publicBaseUrl,
+  });
+  const rpcPort = await rpc.listen(config.rpcPort, config.host);
+  const rpcUrl = `http://127.0.0.1:${rpcPort}`;
+  const clients = createReferralServiceClients(rpcUrl);
+
+  const relay = createRelay({ prisma, bus, log, registry: metrics.registry, pollIntervalMs: 50 });
+  const dispatcher = createDispatcher({
+    prisma,
+    secretBox,
+    log,
+    now,
+    schedule: config.dispatch.schedule,
+    timeoutMs: config.dispatch.callbackTimeoutMs,
+    allowInsecure: config.dispatch.allowInsecureCallbacks,
+    concurrency: config.dispatch.concurrency,
+    perServerConcurrency: config.dispatch.perServerConcurrency,
+    pollIntervalMs: config.dispatch.pollIntervalMs,
+    registry: metrics.registry,
+  });
+  const consumer = createDeliveryConsumer({ bus, prisma, log });
+
+  let draining = false;
+  const ops = createOpsHandler({
+    checks: [
+      { name: "database", check: () => pingDatabase(prisma) },
+      { name: config.kafkaBrokers.length > 0 ? "kafka" : "bus", check: () => bus.ping() },
+    ],
+    metrics,
+    isDraining: () => draining,
+  });
+  const gateway = createGatewayServer({ ...clients, log, metrics, now, ops });
+  await new Promise<void>((resolveListen, reject) => {
+    gateway.once("error", reject);
+    gateway.listen(config.port, config.host, resolveListen);
+  });
+  const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
+
+  relay.start();
+  await consumer.start();
+  dispatcher.start();
+
+  const demo = await seedDemo(clients, config.dataDir);
+  printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, dataDir: config.dataDir, demo });
+
+  onShutdown(log, async () => {
+    draining = true;
+    await new Promise<void>((r) => {
+      gateway.close(() => r());
+      gateway.closeIdleConnections();
+    });
+    await rpc.close();
+    await relay.stop();
+    await consumer.stop();
+    await dispatcher.stop();
+    await bus.close();
+    await prisma.$disconnect();
+    for (const stop of stops.reverse()) await stop();
+  });
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof ConfigError) log.fatal({ problems: error.problems }, error.message);
+  else log.fatal({ err: error }, "failed to start");
+  process.exit(error instanceof ConfigError ? 2 : 1);
+});

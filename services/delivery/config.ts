@@ -1,0 +1,65 @@
+import { createEnvReader } from "../shared/config.js";
+import { readDatabaseUrl, readKafkaBrokers, readPort, readSecretBox } from "../shared/process-config.js";
+import type { SecretBox } from "../shared/secrets.js";
+import { DEFAULT_DISPATCH_CONCURRENCY, DEFAULT_PER_SERVER_CONCURRENCY, DEFAULT_POLL_INTERVAL_MS } from "./dispatcher.js";
+import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
+import { CALLBACK_TIMEOUT_MS } from "./send-callback.js";
+import { DELIVERY_CONSUMER_GROUP } from "./consumer.js";
+import type { EnvReader } from "../shared/config.js";
+
+/** Dispatcher settings shared by the delivery process and the all-in-one mode. */
+export interface DispatchSettings {
+  schedule: RetrySchedule;
+  callbackTimeoutMs: number;
+  allowInsecureCallbacks: boolean;
+  concurrency: number;
+  perServerConcurrency: number;
+  pollIntervalMs: number;
+}
+
+/** Settings of the delivery process, validated at start. */
+export interface DeliveryConfig extends DispatchSettings {
+  databaseUrl: string;
+  kafkaBrokers: string[];
+  secretBox: SecretBox;
+  host: string;
+  opsPort: number;
+  groupId: string;
+}
+
+/** Reads the dispatcher settings (DELIVERY_RETRY_SCHEDULE, CALLBACK_TIMEOUT_MS, ...). */
+export function readDispatchSettings(r: EnvReader): DispatchSettings {
+  let schedule = parseRetrySchedule(DEFAULT_RETRY_SCHEDULE);
+  const scheduleText = r.optionalString("DELIVERY_RETRY_SCHEDULE");
+  if (scheduleText) {
+    try {
+      schedule = parseRetrySchedule(scheduleText);
+    } catch (error) {
+      // Failure policy: report with every other problem; the process does not start.
+      r.problem(`DELIVERY_RETRY_SCHEDULE: ${(error as Error).message}`);
+    }
+  }
+  return {
+    schedule,
+    callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", CALLBACK_TIMEOUT_MS, { min: 100, max: 60_000 }),
+    allowInsecureCallbacks: r.bool("ALLOW_INSECURE_CALLBACKS", false),
+    concurrency: r.int("DELIVERY_CONCURRENCY", DEFAULT_DISPATCH_CONCURRENCY, { min: 1, max: 1000 }),
+    perServerConcurrency: r.int("DELIVERY_PER_SERVER_CONCURRENCY", DEFAULT_PER_SERVER_CONCURRENCY, { min: 1, max: 100 }),
+    pollIntervalMs: r.int("DELIVERY_POLL_INTERVAL_MS", DEFAULT_POLL_INTERVAL_MS, { min: 10, max: 60_000 }),
+  };
+}
+
+/** Loads and validates every setting; throws ConfigError listing every problem at once. */
+export function loadDeliveryConfig(env: Record<string, string | undefined> = process.env): DeliveryConfig {
+  const r = createEnvReader(env);
+  const config = {
+    databaseUrl: readDatabaseUrl(r),
+    kafkaBrokers: readKafkaBrokers(r),
+    secretBox: readSecretBox(r),
+    host: r.string("HOST", "127.0.0.1"),
+    opsPort: readPort(r, "OPS_PORT", 9083),
+    groupId: r.string("KAFKA_GROUP_ID", DELIVERY_CONSUMER_GROUP),
+    ...readDispatchSettings(r),
+  };
+  return r.finish(config as DeliveryConfig);
+}

@@ -1,0 +1,230 @@
+import { Counter, Histogram, type Registry } from "prom-client";
+import type { PrismaClient } from "../shared/db.js";
+import type { Logger } from "../shared/log.js";
+import type { SecretBox } from "../shared/secrets.js";
+import { decideRetry, type RetrySchedule } from "./retry-schedule.js";
+import { sendCallback, signCallback, type DispatchOutcome, type HeartEventType } from "./send-callback.js";
+import {
+  claimDueDeliveries,
+  loadCallbackSecrets,
+  readStreakAtDelivery,
+  recordAttempt,
+  releaseLease,
+  type AttemptResult,
+  type ClaimedDelivery,
+} from "./store.js";
+
+/** Default number of attempts one dispatcher runs at once, over all servers. */
+export const DEFAULT_DISPATCH_CONCURRENCY = 32;
+/** Default attempts in flight per server, so one slow receiver uses few slots. */
+export const DEFAULT_PER_SERVER_CONCURRENCY = 4;
+/** Default pause between claims when nothing is due. */
+export const DEFAULT_POLL_INTERVAL_MS = 1_000;
+/** A lease outlives the attempt's timeout by this much; after it, another dispatcher may claim the row. */
+export const LEASE_MARGIN_MS = 30_000;
+
+/** The dispatcher's dependencies and settings. */
+export interface DispatcherOptions {
+  prisma: PrismaClient;
+  secretBox: SecretBox;
+  log: Logger;
+  now: () => Date;
+  schedule: RetrySchedule;
+  timeoutMs: number;
+  allowInsecure: boolean;
+  concurrency?: number;
+  perServerConcurrency?: number;
+  pollIntervalMs?: number;
+  /** Jitter source; tests may pin it. */
+  random?: () => number;
+  /** When given, attempt counters and latencies are registered here. */
+  registry?: Registry;
+}
+
+/** A running dispatcher. */
+export interface Dispatcher {
+  start(): void;
+  /** Stops claiming and waits for in-flight attempts to finish. */
+  stop(): Promise<void>;
+  /** Claims now instead of at the next poll (for example right after new deliveries were stored). */
+  wake(): void;
+  /** Attempts in flight, by server id. */
+  inFlight(): ReadonlyMap<string, number>;
+}
+
+/**
+ * Claims due deliveries and sends each one independently: a claimed attempt is
+ * never awaited as part of a batch, and per-server in-flight caps keep one
+ * hanging receiver from taking every slot, so other servers' callbacks go out on
+ * time. Safe with several instances (claims use FOR UPDATE SKIP LOCKED + leases).
+ */
+export function createDispatcher(opts: DispatcherOptions): Dispatcher {
+  const concurrency = opts.concurrency ?? DEFAULT_DISPATCH_CONCURRENCY;
+  const perServer = opts.perServerConcurrency ?? DEFAULT_PER_SERVER_CONCURRENCY;
+  const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+  const random = opts.random ?? Math.random;
+  const metrics = opts.registry ? createDispatchMetrics(opts.registry) : undefined;
+  const inFlightByServer = new Map<string, number>();
+  const running = new Set<Promise<void>>();
+  let active = false;
+  let loop: Promise<void> | undefined;
+  let wakeSleeper: (() => void) | undefined;
+  let wakeRequested = false;
+
+  const wake = () => {
+    wakeRequested = true;
+    wakeSleeper?.();
+  };
+
+  const sleep = () =>
+    new Promise<void>((resolve) => {
+      if (wakeRequested || !active) return resolve();
+      const timer = setTimeout(done, pollIntervalMs);
+      function done() {
+        clearTimeout(timer);
+        wakeSleeper = undefined;
+        resolve();
+      }
+      wakeSleeper = done;
+    });
+
+  const track = (delivery: ClaimedDelivery) => {
+    inFlightByServer.set(delivery.serverId, (inFlightByServer.get(delivery.serverId) ?? 0) + 1);
+    const task = attempt(delivery)
+      .catch((error: unknown) => {
+        // Failure policy: the lease expires and the delivery is claimed again later; at-least-once, receivers dedupe on heart_id.
+        opts.log.error({ err: error, deliveryId: delivery.id }, "delivery attempt could not be recorded");
+      })
+      .finally(() => {
+        const left = (inFlightByServer.get(delivery.serverId) ?? 1) - 1;
+        if (left <= 0) inFlightByServer.delete(delivery.serverId);
+        else inFlightByServer.set(delivery.serverId, left);
+        running.delete(task);
+        wake();
+      });
+    running.add(task);
+  };
+
+  const claimLoop = async () => {
+    while (active) {
+      wakeRequested = false;
+      const capacity = concurrency - running.size;
+      if (capacity > 0) {
+        try {
+          const now = opts.now();
+          const claimed = await claimDueDeliveries(opts.prisma, {
+            now,
+            leaseUntil: new Date(now.getTime() + opts.timeoutMs + LEASE_MARGIN_MS),
+            limit: capacity,
+            perServerLimit: perServer,
+            inFlightByServer,
+          });
+          for (const delivery of claimed) track(delivery);
+          // A full claim means more may be due: claim again at once.
+          if (claimed.length === capacity && active) continue;
+        } catch (error) {
+          // Failure policy: the database may be briefly away; log and try again at the next poll.
+          opts.log.error({ err: error }, "claiming deliveries failed");
+        }
+      }
+      await sleep();
+    }
+  };
+
+  async function attempt(delivery: ClaimedDelivery): Promise<void> {
+    const secrets = await loadCallbackSecrets(opts.prisma, opts.secretBox, delivery.serverId, opts.now());
+    if (secrets.length === 0) {
+      // The secret was revoked after the claim: hold the delivery like any server without an active secret.
+      await releaseLease(opts.prisma, delivery);
+      return;
+    }
+    const startedAt = opts.now();
+    let streakDay: number | undefined;
+    try {
+      streakDay = await readStreakAtDelivery(opts.prisma, delivery.serverId, delivery.voterIdentity, startedAt);
+    } catch (error) {
+      // Failure policy: streak_day is optional; when it cannot be read the field is omitted rather than the callback delayed.
+      opts.log.warn({ err: error, deliveryId: delivery.id }, "streak unavailable; omitting streak_day");
+    }
+    const signed = signCallback({
+      url: delivery.callbackUrl,
+      fields: {
+        event: delivery.eventType as HeartEventType,
+        serverId: delivery.serverId,
+        username: delivery.username,
+        heartId: delivery.heartId,
+        period: delivery.period,
+        ...(streakDay === undefined ? {} : { streakDay }),
+      },
+      secretsNewestFirst: secrets,
+      standardWebhooks: delivery.standardWebhooks,
+      t: Math.floor(startedAt.getTime() / 1000),
+    });
+    const outcome = await sendCallback(signed, { timeoutMs: opts.timeoutMs, allowInsecure: opts.allowInsecure, now: opts.now });
+    const finishedAt = opts.now();
+    const result = decideResult(delivery, outcome, finishedAt);
+    metrics?.record(outcome, result);
+    const owned = await recordAttempt(opts.prisma, {
+      delivery,
+      startedAt,
+      finishedAt,
+      statusCode: outcome.kind === "failed" ? (outcome.status ?? null) : outcome.status,
+      latencyMs: outcome.latencyMs,
+      error: outcome.kind === "failed" ? outcome.error : outcome.kind === "gone" ? goneError : null,
+      result,
+    });
+    const logFields = { deliveryId: delivery.id, heartId: delivery.heartId, serverId: delivery.serverId, outcome: outcome.kind, result: result.kind };
+    if (!owned) opts.log.warn(logFields, "lease lost before the attempt was recorded; the attempt is logged only");
+    else if (result.kind === "delivered") opts.log.debug(logFields, "callback delivered");
+    else opts.log.info({ ...logFields, status: outcome.kind === "failed" ? outcome.status : 410, error: outcome.kind === "failed" ? outcome.error : undefined }, "callback not delivered");
+  }
+
+  function decideResult(delivery: ClaimedDelivery, outcome: DispatchOutcome, at: Date): AttemptResult {
+    if (outcome.kind === "delivered") return { kind: "delivered" };
+    if (outcome.kind === "gone") return { kind: "held_gone", reason: `receiver answered 410 Gone at ${at.toISOString()}` };
+    const decision = decideRetry(opts.schedule, delivery.attempts + 1, {
+      random,
+      ...(outcome.retryAfterMs === undefined ? {} : { retryAfterMs: outcome.retryAfterMs }),
+    });
+    return decision.kind === "give_up" ? { kind: "failed" } : { kind: "retry", nextAttemptAt: new Date(at.getTime() + decision.delayMs) };
+  }
+
+  return {
+    start() {
+      if (active) return;
+      active = true;
+      loop = claimLoop();
+    },
+    async stop() {
+      active = false;
+      wakeSleeper?.();
+      await loop;
+      await Promise.allSettled([...running]);
+    },
+    wake,
+    inFlight: () => inFlightByServer,
+  };
+}
+
+const goneError = "receiver answered 410 Gone: callback disabled, deliveries held until re-enabled";
+
+function createDispatchMetrics(registry: Registry) {
+  const attempts = new Counter({
+    name: "callback_attempts_total",
+    help: "Reward callback attempts, by outcome (delivered, failed, gone) and result (delivered, retry, failed, held_gone).",
+    labelNames: ["outcome", "result"] as const,
+    registers: [registry],
+  });
+  const latency = new Histogram({
+    name: "callback_attempt_duration_seconds",
+    help: "Reward callback attempt latency in seconds.",
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  return {
+    record(outcome: DispatchOutcome, result: AttemptResult) {
+      attempts.inc({ outcome: outcome.kind, result: result.kind });
+      latency.observe(outcome.latencyMs / 1000);
+    },
+  };
+}

@@ -1,0 +1,63 @@
+import { ConfigError } from "../shared/config.js";
+import { createPrisma, pingDatabase } from "../shared/db.js";
+import { HEARTS_TOPIC } from "../shared/bus.js";
+import { createKafkaBus, ensureTopics } from "../shared/kafka-bus.js";
+import { createLogger, redactUrl } from "../shared/log.js";
+import { createMetrics } from "../shared/metrics.js";
+import { createOpsServer } from "../shared/ops-server.js";
+import { onShutdown } from "../shared/shutdown.js";
+import { loadDeliveryConfig } from "./config.js";
+import { createDeliveryConsumer } from "./consumer.js";
+import { createDispatcher } from "./dispatcher.js";
+
+const log = createLogger("delivery");
+
+try {
+  const config = loadDeliveryConfig();
+  const prisma = createPrisma(config.databaseUrl, { maxConnections: 10 });
+  const metrics = createMetrics("delivery");
+  const bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "delivery", log });
+  await ensureTopics(config.kafkaBrokers, [HEARTS_TOPIC]);
+  const dispatcher = createDispatcher({
+    prisma,
+    secretBox: config.secretBox,
+    log,
+    now: () => new Date(),
+    schedule: config.schedule,
+    timeoutMs: config.callbackTimeoutMs,
+    allowInsecure: config.allowInsecureCallbacks,
+    concurrency: config.concurrency,
+    perServerConcurrency: config.perServerConcurrency,
+    pollIntervalMs: config.pollIntervalMs,
+    registry: metrics.registry,
+  });
+  const consumer = createDeliveryConsumer({ bus, prisma, log, groupId: config.groupId });
+  let draining = false;
+  const ops = createOpsServer({
+    checks: [
+      { name: "database", check: () => pingDatabase(prisma) },
+      { name: "kafka", check: () => bus.ping() },
+    ],
+    metrics,
+    isDraining: () => draining,
+  });
+  const opsPort = await ops.listen(config.opsPort, config.host);
+  await consumer.start();
+  dispatcher.start();
+  log.info({ opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers, groupId: config.groupId }, "delivery consuming and dispatching");
+  onShutdown(log, async () => {
+    draining = true;
+    // Stop taking new work first, then let in-flight callbacks finish and record their attempts.
+    await consumer.stop();
+    await dispatcher.stop();
+    await bus.close();
+    await ops.close();
+    await prisma.$disconnect();
+  });
+} catch (error) {
+  if (error instanceof ConfigError) {
+    log.fatal({ problems: error.problems }, error.message);
+    process.exit(2);
+  }
+  throw error;
+}

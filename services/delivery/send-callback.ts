@@ -1,0 +1,240 @@
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from "node:dns";
+import http from "node:http";
+import https from "node:https";
+import { isIP, type LookupFunction } from "node:net";
+import { isForbiddenAddress } from "../shared/callback-url.js";
+import { canonicalString, formatCallbackSignature, formatStandardWebhookSignature } from "../shared/signature.js";
+import { parseRetryAfter } from "./retry-schedule.js";
+
+/** Total budget of one callback attempt: connect, send, status and (capped) body. */
+export const CALLBACK_TIMEOUT_MS = 10_000;
+/** How much of a receiver's response body is kept for the attempt log and test reports. */
+export const MAX_RESPONSE_BODY_BYTES = 4096;
+/** heart_id of a `heart.test` callback: the nil uuid, so no receiver pays for it. */
+export const NIL_UUID = "00000000-0000-0000-0000-000000000000";
+/** Sent as User-Agent so receivers can recognise (and allow-list) the service. */
+export const CALLBACK_USER_AGENT = "referral-callbacks/1.0 (+reward-callback)";
+
+/** The callback event kinds of the contract. */
+export type HeartEventType = "heart.counted" | "heart.test";
+
+/** The fields of a HeartEvent, minus `timestamp`, which is set per attempt. */
+export interface HeartEventFields {
+  event: HeartEventType;
+  serverId: string;
+  username: string;
+  heartId: string;
+  period: string;
+  /** Omitted from the body when undefined: no streak info is not zero. */
+  streakDay?: number;
+}
+
+/**
+ * Serialises a HeartEvent with the contract's field names. `timestamp` is the
+ * delivery time in unix seconds and equals the signature's `t`.
+ */
+export function buildHeartEventBody(fields: HeartEventFields, timestamp: number): string {
+  const body: Record<string, string | number> = {
+    event: fields.event,
+    server_id: fields.serverId,
+    username: fields.username,
+    heart_id: fields.heartId,
+    period: fields.period,
+    timestamp,
+  };
+  if (fields.streakDay !== undefined) body.streak_day = fields.streakDay;
+  return JSON.stringify(body);
+}
+
+/** A callback request, signed and ready to send. */
+export interface SignedCallback {
+  url: string;
+  body: string;
+  headers: Record<string, string>;
+  /** The signed string "<t>.<body>", for test reports. */
+  canonicalString: string;
+  t: number;
+}
+
+/**
+ * Builds and signs one callback attempt: the body with `timestamp = t`, the
+ * contract's headers (one `v1` per active callback secret, newest first) and,
+ * when the server opted in, the Standard Webhooks headers (`webhook-id` = heart_id).
+ */
+export function signCallback(opts: {
+  url: string;
+  fields: HeartEventFields;
+  /** Active callback secrets (whsec_...), newest first; at least one. */
+  secretsNewestFirst: string[];
+  standardWebhooks: boolean;
+  /** Unix seconds of this attempt. */
+  t: number;
+}): SignedCallback {
+  if (opts.secretsNewestFirst.length === 0) throw new Error("signCallback needs at least one callback secret");
+  const body = buildHeartEventBody(opts.fields, opts.t);
+  const headers: Record<string, string> = {
+    "Content-Type": "application/json",
+    "User-Agent": CALLBACK_USER_AGENT,
+    "X-Service-Event": opts.fields.event,
+    "X-Service-Signature": formatCallbackSignature(opts.secretsNewestFirst, opts.t, body),
+  };
+  if (opts.standardWebhooks) {
+    headers["webhook-id"] = opts.fields.heartId;
+    headers["webhook-timestamp"] = String(opts.t);
+    headers["webhook-signature"] = formatStandardWebhookSignature(opts.secretsNewestFirst, opts.fields.heartId, opts.t, body);
+  }
+  return { url: opts.url, body, headers, canonicalString: canonicalString(opts.t, body), t: opts.t };
+}
+
+/** How one HTTP attempt ended. Expected I/O outcomes are values, never exceptions. */
+export type DispatchOutcome =
+  | { kind: "delivered"; status: number; latencyMs: number; responseBody: string }
+  /** 410 Gone: the receiver asks to stop; the server's callback is disabled and deliveries held. */
+  | { kind: "gone"; status: 410; latencyMs: number; responseBody: string }
+  | { kind: "failed"; status?: number; error: string; retryAfterMs?: number; latencyMs: number; responseBody?: string };
+
+/** Thrown inside the lookup when a name resolves to a forbidden address. */
+export class ForbiddenAddressError extends Error {
+  readonly code = "ERR_FORBIDDEN_ADDRESS";
+  constructor(readonly address: string) {
+    super(`refused to connect to ${address}: loopback, private, link-local and metadata addresses are not allowed`);
+    this.name = "ForbiddenAddressError";
+  }
+}
+
+type Resolver = (hostname: string, options: LookupOptions & { all: true }, callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+
+/**
+ * A `lookup` for http(s).request that resolves the name and refuses it when any
+ * resolved address is forbidden (unless `allowInsecure`). The socket connects to
+ * the addresses this function returns, so the check applies to the address
+ * actually connected to and a DNS rebinding between check and connect is impossible.
+ */
+export function createGuardedLookup(opts: { allowInsecure: boolean; resolve?: Resolver }): LookupFunction {
+  const resolve: Resolver = opts.resolve ?? ((hostname, options, callback) => dnsLookup(hostname, options, callback));
+  return (hostname, options, callback) => {
+    resolve(hostname, { ...options, all: true }, (error, addresses) => {
+      if (error) return callback(error, "", 0);
+      const forbidden = opts.allowInsecure ? undefined : addresses.find((a) => isForbiddenAddress(a.address));
+      if (forbidden) return callback(new ForbiddenAddressError(forbidden.address), "", 0);
+      if (options.all) return callback(null, addresses);
+      const first = addresses[0];
+      if (!first) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: "ENOTFOUND" }), "", 0);
+      callback(null, first.address, first.family);
+    });
+  };
+}
+
+/** Options of one send. */
+export interface SendOptions {
+  timeoutMs: number;
+  allowInsecure: boolean;
+  /** For Retry-After dates. */
+  now: () => Date;
+  /** Replaces DNS resolution (tests); the forbidden-address check still applies. */
+  resolve?: Resolver;
+  maxResponseBytes?: number;
+}
+
+/**
+ * POSTs a signed callback with node:http(s) (no fetch: the connect-time address
+ * check needs a custom lookup). Redirects are not followed (a 3xx is a failure),
+ * the whole exchange is bounded by `timeoutMs`, and the response body is read up
+ * to a small cap. Never throws for I/O outcomes: returns a DispatchOutcome.
+ */
+export function sendCallback(request: { url: string; body: string; headers: Record<string, string> }, opts: SendOptions): Promise<DispatchOutcome> {
+  const started = performance.now();
+  const latency = () => Math.round(performance.now() - started);
+  let url: URL;
+  try {
+    url = new URL(request.url);
+  } catch {
+    // Failure policy: a stored URL that no longer parses is a failed attempt, retried per schedule.
+    return Promise.resolve({ kind: "failed", error: "callback URL is not a valid URL", latencyMs: 0 });
+  }
+  const isHttps = url.protocol === "https:";
+  if (!isHttps && !(url.protocol === "http:" && opts.allowInsecure)) {
+    return Promise.resolve({ kind: "failed", error: `callback URL scheme ${url.protocol} is not allowed`, latencyMs: 0 });
+  }
+  const hostname = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
+  // Node connects to IP literals without calling lookup, so they are checked here.
+  if (isIP(hostname) !== 0 && !opts.allowInsecure && isForbiddenAddress(hostname)) {
+    return Promise.resolve({ kind: "failed", error: new ForbiddenAddressError(hostname).message, latencyMs: 0 });
+  }
+  const maxBytes = opts.maxResponseBytes ?? MAX_RESPONSE_BODY_BYTES;
+  const body = Buffer.from(request.body, "utf8");
+
+  return new Promise<DispatchOutcome>((resolve) => {
+    let settled = false;
+    const finish = (outcome: DispatchOutcome) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(outcome);
+    };
+    const req = (isHttps ? https : http).request({
+      protocol: url.protocol,
+      hostname,
+      port: url.port === "" ? undefined : Number(url.port),
+      path: `${url.pathname}${url.search}`,
+      method: "POST",
+      headers: { ...request.headers, "Content-Length": String(body.length) },
+      lookup: createGuardedLookup({ allowInsecure: opts.allowInsecure, ...(opts.resolve ? { resolve: opts.resolve } : {}) }),
+      // No pooling: every attempt resolves and checks the address afresh.
+      agent: false,
+    });
+    // Failure policy: the total budget covers connect, send and the response; past it the attempt fails and is retried.
+    const timer = setTimeout(() => {
+      req.destroy(Object.assign(new Error(`timed out after ${opts.timeoutMs} ms`), { code: "ETIMEDOUT_TOTAL" }));
+    }, opts.timeoutMs);
+    req.on("error", (error: NodeJS.ErrnoException) => {
+      // Failure policy: connection errors, refused addresses and timeouts are failed attempts, never exceptions.
+      finish({ kind: "failed", error: describeError(error), latencyMs: latency() });
+    });
+    req.on("response", (res) => {
+      const status = res.statusCode ?? 0;
+      const chunks: Buffer[] = [];
+      let size = 0;
+      const complete = () => {
+        const responseBody = Buffer.concat(chunks).subarray(0, maxBytes).toString("utf8");
+        finish(toOutcome(status, res.headers, responseBody, latency(), opts.now()));
+        res.destroy();
+      };
+      res.on("data", (chunk: Buffer) => {
+        chunks.push(chunk);
+        size += chunk.length;
+        // Enough of the body is kept; the rest is not worth waiting for.
+        if (size >= maxBytes) complete();
+      });
+      res.on("end", complete);
+      res.on("error", (error: NodeJS.ErrnoException) => {
+        // Failure policy: the status decides; a body cut short only shortens what is logged.
+        if (!settled) complete();
+        void error;
+      });
+    });
+    req.end(body);
+  });
+}
+
+function toOutcome(status: number, headers: http.IncomingHttpHeaders, responseBody: string, latencyMs: number, now: Date): DispatchOutcome {
+  if (status >= 200 && status < 300) return { kind: "delivered", status, latencyMs, responseBody };
+  if (status === 410) return { kind: "gone", status: 410, latencyMs, responseBody };
+  const retryAfter = headers["retry-after"];
+  const retryAfterMs = parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, now);
+  const error =
+    status >= 300 && status < 400
+      ? `redirect not followed: receiver answered ${status}${headers.location ? ` to ${truncate(headers.location, 200)}` : ""}`
+      : `receiver answered ${status}`;
+  return { kind: "failed", status, error, latencyMs, responseBody, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
+}
+
+function describeError(error: NodeJS.ErrnoException): string {
+  if (error instanceof ForbiddenAddressError) return error.message;
+  if (error.code === "ETIMEDOUT_TOTAL") return error.message;
+  return error.code ? `connection failed: ${error.code}` : `connection failed: ${truncate(error.message, 200)}`;
+}
+
+function truncate(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}...`;
+}

@@ -1,0 +1,235 @@
+import { randomUUID } from "node:crypto";
+import type { PrismaClient } from "../shared/db.js";
+import type { SecretBox } from "../shared/secrets.js";
+import { streakAtDelivery } from "../hearts/domain/streak.js";
+
+/** A counted heart, as the consumer turns it into a delivery. */
+export interface NewDelivery {
+  heartId: string;
+  serverId: string;
+  eventType: string;
+  username: string;
+  voterIdentity: string;
+  period: string;
+  streakDay: number | null;
+  countedAt: Date;
+}
+
+/** What inserting a delivery did. */
+export type InsertOutcome = "inserted" | "duplicate" | "unknown_server";
+
+/**
+ * Inserts the delivery for a counted heart, idempotently per (heart_id, server_id):
+ * `INSERT ... ON CONFLICT DO NOTHING`, so a redelivered Kafka message adds nothing.
+ * Selecting from servers makes a deleted server a no-op instead of a foreign-key error.
+ */
+export async function insertDelivery(prisma: PrismaClient, d: NewDelivery): Promise<InsertOutcome> {
+  const rows = await prisma.$queryRaw<{ id: string }[]>`
+    INSERT INTO deliveries (id, server_id, heart_id, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
+    SELECT ${randomUUID()}::uuid, s.id, ${d.heartId}::uuid, ${d.eventType}, ${d.username}, ${d.voterIdentity}, ${d.period},
+           ${d.streakDay}::int, ${d.countedAt}::timestamptz, now()
+    FROM servers s WHERE s.id = ${d.serverId}::uuid
+    ON CONFLICT (heart_id, server_id) DO NOTHING
+    RETURNING id::text`;
+  if (rows.length > 0) return "inserted";
+  const server = await prisma.$queryRaw<unknown[]>`SELECT 1 FROM servers WHERE id = ${d.serverId}::uuid`;
+  return server.length > 0 ? "duplicate" : "unknown_server";
+}
+
+/** A delivery claimed by a dispatcher, with what is needed to send it. */
+export interface ClaimedDelivery {
+  id: string;
+  serverId: string;
+  heartId: string;
+  eventType: string;
+  username: string;
+  voterIdentity: string;
+  period: string;
+  /** Attempts made in the current retry cycle, before this one. */
+  attempts: number;
+  /** The lease this claim holds; the result is recorded only while it is still ours. */
+  leaseUntil: Date;
+  callbackUrl: string;
+  standardWebhooks: boolean;
+}
+
+/**
+ * Claims due deliveries for this dispatcher: pending, due, not leased, of a server
+ * with a callback URL, not disabled (410) and with an active callback secret. Rows
+ * are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher instances
+ * never claim the same row. At most `limit` rows; per server at most
+ * `perServerLimit` minus what this instance already has in flight for it.
+ */
+export async function claimDueDeliveries(
+  prisma: PrismaClient,
+  q: { now: Date; leaseUntil: Date; limit: number; perServerLimit: number; inFlightByServer: Map<string, number> },
+): Promise<ClaimedDelivery[]> {
+  const busyIds = [...q.inFlightByServer.keys()];
+  const busyCounts = busyIds.map((id) => q.inFlightByServer.get(id) ?? 0);
+  const saturated = busyIds.filter((id) => (q.inFlightByServer.get(id) ?? 0) >= q.perServerLimit);
+  // Scan a few times the limit, so one server's backlog cannot hide other servers' rows in one claim.
+  const scan = q.limit * 4;
+  const rows = await prisma.$queryRaw<
+    {
+      id: string;
+      server_id: string;
+      heart_id: string;
+      event_type: string;
+      username: string;
+      voter_identity: string;
+      period: string;
+      attempts: number;
+      lease_until: Date;
+      callback_url: string;
+      standard_webhooks: boolean;
+    }[]
+  >`
+    WITH busy AS (
+      SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
+    ), candidates AS (
+      SELECT d.id, d.server_id, d.next_attempt_at
+      FROM deliveries d JOIN servers s ON s.id = d.server_id
+      WHERE d.status = 'pending'
+        AND d.next_attempt_at <= ${q.now}::timestamptz
+        AND (d.lease_until IS NULL OR d.lease_until < ${q.now}::timestamptz)
+        AND s.callback_url IS NOT NULL
+        AND s.callback_disabled_at IS NULL
+        AND EXISTS (
+          SELECT 1 FROM server_secrets k
+          WHERE k.server_id = s.id AND k.purpose = 'callback' AND k.revoked_at IS NULL
+            AND (k.expires_at IS NULL OR k.expires_at > ${q.now}::timestamptz))
+        AND d.server_id <> ALL(${saturated}::uuid[])
+      ORDER BY d.next_attempt_at
+      LIMIT ${scan}
+      FOR UPDATE OF d SKIP LOCKED
+    ), chosen AS (
+      SELECT c.id FROM (
+        SELECT c.id, c.next_attempt_at,
+               row_number() OVER (PARTITION BY c.server_id ORDER BY c.next_attempt_at, c.id) AS rn,
+               ${q.perServerLimit}::int - coalesce(b.in_flight, 0) AS room
+        FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
+      ) c
+      WHERE c.rn <= c.room
+      ORDER BY c.next_attempt_at
+      LIMIT ${q.limit}
+    )
+    UPDATE deliveries d SET lease_until = ${q.leaseUntil}::timestamptz
+    FROM chosen, servers s
+    WHERE d.id = chosen.id AND s.id = d.server_id
+    RETURNING d.id::text, d.server_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
+              d.attempts, d.lease_until, s.callback_url, s.standard_webhooks`;
+  return rows.map((r) => ({
+    id: r.id,
+    serverId: r.server_id,
+    heartId: r.heart_id,
+    eventType: r.event_type,
+    username: r.username,
+    voterIdentity: r.voter_identity,
+    period: r.period,
+    attempts: r.attempts,
+    leaseUntil: new Date(r.lease_until),
+    callbackUrl: r.callback_url,
+    standardWebhooks: r.standard_webhooks,
+  }));
+}
+
+/**
+ * The server's active callback secrets, decrypted, newest first: not revoked and
+ * not past the end of their rotation overlap.
+ */
+export async function loadCallbackSecrets(prisma: PrismaClient, secretBox: SecretBox, serverId: string, now: Date): Promise<string[]> {
+  const rows = await prisma.serverSecret.findMany({
+    where: { serverId, purpose: "callback", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
+    orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+    select: { ciphertext: true },
+  });
+  return rows.map((r) => secretBox.open(r.ciphertext));
+}
+
+/** The newest active referral secret with its kid, or null. */
+export async function loadNewestReferralSecret(
+  prisma: PrismaClient,
+  secretBox: SecretBox,
+  serverId: string,
+  now: Date,
+): Promise<{ kid: string; secret: string } | null> {
+  const row = await prisma.serverSecret.findFirst({
+    where: { serverId, purpose: "referral", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
+    orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+    select: { kid: true, ciphertext: true },
+  });
+  return row ? { kid: row.kid, secret: secretBox.open(row.ciphertext) } : null;
+}
+
+/**
+ * The voter's streak at delivery time `at` (see streakAtDelivery): today or
+ * yesterday keeps `streak_days`, older is 0, no row is undefined (omitted).
+ */
+export async function readStreakAtDelivery(prisma: PrismaClient, serverId: string, voterIdentity: string, at: Date): Promise<number | undefined> {
+  const state = await prisma.voterState.findUnique({
+    where: { serverId_voterIdentity: { serverId, voterIdentity } },
+    select: { lastDay: true, streakDays: true },
+  });
+  return streakAtDelivery(state, at);
+}
+
+/** What the dispatcher decided after one attempt. */
+export type AttemptResult =
+  | { kind: "delivered" }
+  | { kind: "retry"; nextAttemptAt: Date }
+  | { kind: "failed" }
+  | { kind: "held_gone"; reason: string };
+
+/**
+ * Records one attempt (always) and applies its result to the delivery (only while
+ * this dispatcher still holds the lease), in one transaction. A 410 also disables
+ * the server's callback. Returns false when the lease was lost.
+ */
+export async function recordAttempt(
+  prisma: PrismaClient,
+  a: {
+    delivery: ClaimedDelivery;
+    startedAt: Date;
+    finishedAt: Date;
+    statusCode: number | null;
+    latencyMs: number;
+    error: string | null;
+    result: AttemptResult;
+  },
+): Promise<boolean> {
+  const { delivery: d, result } = a;
+  return prisma.$transaction(async (tx) => {
+    await tx.$executeRaw`
+      INSERT INTO delivery_attempts (delivery_id, attempt, url, started_at, status_code, latency_ms, error)
+      VALUES (${d.id}::uuid, (SELECT count(*)::int + 1 FROM delivery_attempts WHERE delivery_id = ${d.id}::uuid), ${d.callbackUrl},
+              ${a.startedAt}::timestamptz, ${a.statusCode}::int, ${a.latencyMs}::int, ${a.error})`;
+    const owned = { id: d.id, status: "pending" as const, leaseUntil: d.leaseUntil };
+    const common = { attempts: { increment: 1 }, leaseUntil: null, lastStatusCode: a.statusCode, lastError: a.error };
+    let changed: { count: number };
+    switch (result.kind) {
+      case "delivered":
+        changed = await tx.delivery.updateMany({ where: owned, data: { ...common, status: "delivered", deliveredAt: a.finishedAt } });
+        break;
+      case "retry":
+        changed = await tx.delivery.updateMany({ where: owned, data: { ...common, nextAttemptAt: result.nextAttemptAt } });
+        break;
+      case "failed":
+        changed = await tx.delivery.updateMany({ where: owned, data: { ...common, status: "failed", failedAt: a.finishedAt } });
+        break;
+      case "held_gone":
+        await tx.server.updateMany({
+          where: { id: d.serverId, callbackDisabledAt: null },
+          data: { callbackDisabledAt: a.finishedAt, callbackDisabledReason: result.reason },
+        });
+        // Stays pending and due: the claim skips it while the callback is disabled, and sends it once re-enabled.
+        changed = await tx.delivery.updateMany({ where: owned, data: { ...common, nextAttemptAt: a.finishedAt } });
+        break;
+    }
+    return changed.count === 1;
+  });
+}
+
+/** Gives a claimed delivery back without an attempt (for example its secret was revoked meanwhile). */
+export async function releaseLease(prisma: PrismaClient, delivery: ClaimedDelivery): Promise<void> {
+  await prisma.delivery.updateMany({ where: { id: delivery.id, leaseUntil: delivery.leaseUntil }, data: { leaseUntil: null } });
+}

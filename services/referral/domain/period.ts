@@ -1,0 +1,17 @@
+/** Ranking and reporting periods: a UTC month written "YYYY-MM". */
+
+const PERIOD_PATTERN = /^(\d{4})-(0[1-9]|1[0-2])$/;
+
+/** The UTC month of `at` as "YYYY-MM". */
+export function toPeriod(at: Date): string {
+  return `${at.getUTCFullYear().toString().padStart(4, "0")}-${(at.getUTCMonth() + 1).toString().padStart(2, "0")}`;
+}
+
+/** The half-open UTC range [start, end) of a "YYYY-MM" period, or null when malformed. */
+export function periodRange(period: string): { start: Date; end: Date } | null {
+  const match = PERIOD_PATTERN.exec(period);
+  if (!match) return null;
+  const year = Number(match[1]);
+  const month = Number(match[2]) - 1;
+  return { start: new Date(Date.UTC(year, month, 1)), end: new Date(Date.UTC(year, month + 1, 1)) };
+}

@@ -1,0 +1,40 @@
+import type { CoreDeps } from "../shared/deps.js";
+import { DomainError } from "../shared/errors.js";
+import { generateClickToken } from "../shared/secrets.js";
+import type { RecordClickCommand } from "./domain/commands.js";
+import { toRedirectUrl } from "./domain/redirect-url.js";
+
+/** A stored click and where to send the visitor. */
+export interface RecordedClick {
+  clickId: string;
+  token: string;
+  redirectUrl: string;
+}
+
+/**
+ * Records a referral click for a server whose referrals are enabled (404
+ * `unknown server` / `referrals not enabled for this server` otherwise: links
+ * stop working when the owner turns referrals off) and returns its unguessable
+ * token and the registration URL with `ref_token` appended.
+ */
+export async function recordClick(deps: CoreDeps, command: RecordClickCommand): Promise<RecordedClick> {
+  const server = await deps.prisma.server.findUnique({
+    where: { id: command.serverId },
+    select: { referralsEnabled: true, registrationUrl: true },
+  });
+  if (!server) throw new DomainError("unknown_server", "unknown server");
+  if (!server.referralsEnabled) throw new DomainError("referrals_disabled", "referrals not enabled for this server");
+  const token = generateClickToken();
+  const click = await deps.prisma.referralClick.create({
+    data: {
+      serverId: command.serverId,
+      referrerIdentity: command.referrerIdentity,
+      token,
+      ip: command.ip,
+      userAgent: command.userAgent,
+      createdAt: deps.now(),
+    },
+    select: { id: true },
+  });
+  return { clickId: click.id, token, redirectUrl: toRedirectUrl(server.registrationUrl, token) };
+}

@@ -1,0 +1,137 @@
+import type { CoreDeps } from "../shared/deps.js";
+import { DomainError } from "../shared/errors.js";
+import { isUuid } from "../servers/domain/ids.js";
+import { periodRange } from "./domain/period.js";
+import type { AnchorState } from "./domain/transitions.js";
+
+/** Leaderboard rows returned when the caller sets no limit. */
+export const DEFAULT_LEADERBOARD_LIMIT = 50;
+/** Largest leaderboard page; larger requests are clamped. */
+export const MAX_LEADERBOARD_LIMIT = 500;
+
+/** One stored referral anchor. */
+export interface ReferralRecord {
+  id: string;
+  serverId: string;
+  refereeIdentity: string;
+  referrerIdentity: string;
+  state: AnchorState;
+  registeredAt: Date;
+  qualifiedAt: Date | null;
+  reversedAt: Date | null;
+}
+
+/** Returns one referral by id (404 `referral not found`). */
+export async function getReferral(deps: CoreDeps, referralId: string): Promise<ReferralRecord> {
+  const id = referralId.trim();
+  const row = isUuid(id) ? await deps.prisma.referral.findUnique({ where: { id } }) : null;
+  if (!row) throw new DomainError("not_found", "referral not found");
+  return {
+    id: row.id,
+    serverId: row.serverId,
+    refereeIdentity: row.refereeIdentity,
+    referrerIdentity: row.referrerIdentity,
+    state: row.state,
+    registeredAt: row.registeredAt,
+    qualifiedAt: row.qualifiedAt,
+    reversedAt: row.reversedAt,
+  };
+}
+
+/** One leaderboard row. */
+export interface LeaderboardRow {
+  referrerIdentity: string;
+  credits: number;
+  reversed: number;
+  rank: number;
+}
+
+/**
+ * Ranks a server's referrers by live credits (qualified, not reversed), with
+ * their reversed credits on record. `period` "YYYY-MM" selects credits whose
+ * qualification fell in that UTC month; empty means all time. Ties share a rank
+ * (1, 1, 3); within a rank rows are ordered by referrer identity. Referrers
+ * whose credits were all reversed are listed with 0 credits. One SQL aggregate.
+ */
+export async function getLeaderboard(deps: CoreDeps, input: { serverId: string; period: string; limit: number }): Promise<LeaderboardRow[]> {
+  const serverId = await requireServer(deps, input.serverId);
+  const period = input.period.trim();
+  if (period !== "" && !periodRange(period)) throw new DomainError("invalid_argument", "period must be YYYY-MM");
+  if (input.limit < 0) throw new DomainError("invalid_argument", "limit must not be negative");
+  const limit = input.limit === 0 ? DEFAULT_LEADERBOARD_LIMIT : Math.min(input.limit, MAX_LEADERBOARD_LIMIT);
+  const rows = await deps.prisma.$queryRaw<Array<{ referrer_identity: string; credits: bigint; reversed: bigint; rank: bigint }>>`
+    SELECT referrer_identity, credits, reversed, RANK() OVER (ORDER BY credits DESC) AS rank
+    FROM (
+      SELECT referrer_identity,
+             count(*) FILTER (WHERE reversed_at IS NULL) AS credits,
+             count(*) FILTER (WHERE reversed_at IS NOT NULL) AS reversed
+      FROM referral_credits
+      WHERE server_id = ${serverId}::uuid AND (${period} = '' OR period = ${period})
+      GROUP BY referrer_identity
+    ) totals
+    ORDER BY credits DESC, referrer_identity ASC
+    LIMIT ${limit}`;
+  return rows.map((r) => ({ referrerIdentity: r.referrer_identity, credits: Number(r.credits), reversed: Number(r.reversed), rank: Number(r.rank) }));
+}
+
+/** Funnel counts and rates for a server. */
+export interface Funnel {
+  clicks: number;
+  registered: number;
+  qualified: number;
+  reversed: number;
+  clickToRegisterRate: number;
+  registerToQualifyRate: number;
+  reversalRate: number;
+}
+
+/**
+ * The referral funnel of a server: clicks, anchors created (registered),
+ * credits (qualified, including later reversed ones) and reversed anchors.
+ * `period` "YYYY-MM" counts each by the UTC month of its own timestamp (click
+ * time, registration, qualification, reversal). One SQL statement of aggregates.
+ */
+export async function getFunnel(deps: CoreDeps, input: { serverId: string; period: string }): Promise<Funnel> {
+  const serverId = await requireServer(deps, input.serverId);
+  const period = input.period.trim();
+  const range = period === "" ? null : periodRange(period);
+  if (period !== "" && !range) throw new DomainError("invalid_argument", "period must be YYYY-MM");
+  // An all-time funnel uses a range wider than any stored timestamp.
+  const from = range?.start ?? new Date(Date.UTC(1970, 0, 1));
+  const to = range?.end ?? new Date(Date.UTC(9999, 0, 1));
+  const [row] = await deps.prisma.$queryRaw<Array<{ clicks: bigint; registered: bigint; qualified: bigint; reversed: bigint }>>`
+    SELECT
+      (SELECT count(*) FROM referral_clicks
+        WHERE server_id = ${serverId}::uuid AND created_at >= ${from} AND created_at < ${to}) AS clicks,
+      (SELECT count(*) FROM referrals
+        WHERE server_id = ${serverId}::uuid AND registered_at >= ${from} AND registered_at < ${to}) AS registered,
+      (SELECT count(*) FROM referral_credits
+        WHERE server_id = ${serverId}::uuid AND credited_at >= ${from} AND credited_at < ${to}) AS qualified,
+      (SELECT count(*) FROM referrals
+        WHERE server_id = ${serverId}::uuid AND state = 'reversed'::"ReferralState"
+          AND reversed_at >= ${from} AND reversed_at < ${to}) AS reversed`;
+  const clicks = Number(row?.clicks ?? 0n);
+  const registered = Number(row?.registered ?? 0n);
+  const qualified = Number(row?.qualified ?? 0n);
+  const reversed = Number(row?.reversed ?? 0n);
+  return {
+    clicks,
+    registered,
+    qualified,
+    reversed,
+    clickToRegisterRate: ratio(registered, clicks),
+    registerToQualifyRate: ratio(qualified, registered),
+    reversalRate: ratio(reversed, qualified),
+  };
+}
+
+function ratio(part: number, whole: number): number {
+  return whole === 0 ? 0 : part / whole;
+}
+
+async function requireServer(deps: CoreDeps, rawServerId: string): Promise<string> {
+  const serverId = rawServerId.trim();
+  const exists = isUuid(serverId) && (await deps.prisma.server.count({ where: { id: serverId } })) === 1;
+  if (!exists) throw new DomainError("unknown_server", "unknown server");
+  return serverId;
+}

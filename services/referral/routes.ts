@@ -1,0 +1,101 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ConnectRouter } from "@connectrpc/connect";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import {
+  ReferralEventType,
+  ReferralService,
+  ReferralState,
+  type ApplyEventResponseSchema,
+} from "../../gen/proto/referral/v1/referral_pb.js";
+import type { CoreDeps } from "../shared/deps.js";
+import { applyEvent, type ApplyEventResult } from "./apply-event.js";
+import { toApplyEventCommand, toRecordClickCommand } from "./domain/commands.js";
+import type { AnchorState, ReferralEventName } from "./domain/transitions.js";
+import { recordClick } from "./record-click.js";
+import { getFunnel, getLeaderboard, getReferral } from "./reports.js";
+
+const EVENT_BY_PROTO: Partial<Record<ReferralEventType, ReferralEventName>> = {
+  [ReferralEventType.REGISTERED]: "registered",
+  [ReferralEventType.QUALIFIED]: "qualified",
+  [ReferralEventType.REVERSED]: "reversed",
+};
+
+const STATE_TO_PROTO: Record<AnchorState, ReferralState> = {
+  registered: ReferralState.REGISTERED,
+  qualified: ReferralState.QUALIFIED,
+  reversed: ReferralState.REVERSED,
+};
+
+/**
+ * The ReferralService routes: thin handlers that map proto -> command -> store
+ * -> proto. Domain errors thrown below are mapped to Connect codes by the
+ * server interceptor (services/shared/errors.ts is the one table).
+ */
+export function referralRoutes(deps: CoreDeps): (router: ConnectRouter) => void {
+  return (router) => {
+    router.service(ReferralService, {
+      async recordClick(req) {
+        const click = await recordClick(deps, toRecordClickCommand(req));
+        return { token: click.token, clickId: click.clickId, redirectUrl: click.redirectUrl };
+      },
+
+      async applyEvent(req) {
+        const command = toApplyEventCommand({ ...req, event: EVENT_BY_PROTO[req.event] ?? null });
+        return toApplyEventResponse(await applyEvent(deps, command));
+      },
+
+      async getReferral(req) {
+        const r = await getReferral(deps, req.referralId);
+        return {
+          referral: {
+            id: r.id,
+            serverId: r.serverId,
+            refereeIdentity: r.refereeIdentity,
+            referrerIdentity: r.referrerIdentity,
+            state: STATE_TO_PROTO[r.state],
+            registeredAt: timestampFromDate(r.registeredAt),
+            qualifiedAt: r.qualifiedAt ? timestampFromDate(r.qualifiedAt) : undefined,
+            reversedAt: r.reversedAt ? timestampFromDate(r.reversedAt) : undefined,
+          },
+        };
+      },
+
+      async getLeaderboard(req) {
+        const rows = await getLeaderboard(deps, { serverId: req.serverId, period: req.period, limit: req.limit });
+        return {
+          entries: rows.map((r) => ({ referrerIdentity: r.referrerIdentity, credits: BigInt(r.credits), reversed: BigInt(r.reversed), rank: r.rank })),
+        };
+      },
+
+      async getFunnel(req) {
+        const f = await getFunnel(deps, { serverId: req.serverId, period: req.period });
+        return {
+          clicks: BigInt(f.clicks),
+          registered: BigInt(f.registered),
+          qualified: BigInt(f.qualified),
+          reversed: BigInt(f.reversed),
+          clickToRegisterRate: f.clickToRegisterRate,
+          registerToQualifyRate: f.registerToQualifyRate,
+          reversalRate: f.reversalRate,
+        };
+      },
+    });
+  };
+}
+
+/** Maps an ApplyEvent outcome to its oneof. */
+function toApplyEventResponse(result: ApplyEventResult): MessageInitShape<typeof ApplyEventResponseSchema> {
+  switch (result.kind) {
+    case "applied":
+      return {
+        outcome: {
+          case: "applied",
+          value: { referralId: result.referralId, state: STATE_TO_PROTO[result.state], advanced: result.advanced },
+        },
+      };
+    case "duplicate":
+      return { outcome: { case: "duplicate", value: {} } };
+    case "first_touch_conflict":
+      return { outcome: { case: "firstTouchConflict", value: {} } };
+  }
+}

@@ -1,0 +1,38 @@
+import { DomainError } from "../../shared/errors.js";
+
+/** Default overlap after a rotation during which older secrets stay valid. */
+export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 60 * 60;
+/** Longest overlap an owner may ask for. */
+export const MAX_ROTATION_GRACE_SECONDS = 30 * 24 * 60 * 60;
+
+/** The lifetime fields of a stored secret. */
+export interface SecretLifetime {
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+}
+
+/** Active = not revoked and (no expiry, or an expiry still in the future). */
+export function isSecretActive(secret: SecretLifetime, now: Date): boolean {
+  return secret.revokedAt === null && (secret.expiresAt === null || secret.expiresAt.getTime() > now.getTime());
+}
+
+/**
+ * The rotation overlap in seconds: 0 means the default (24 h); negative or more
+ * than 30 days is refused.
+ */
+export function toGraceSeconds(requested: bigint): number {
+  if (requested === 0n) return DEFAULT_ROTATION_GRACE_SECONDS;
+  if (requested < 0n) throw new DomainError("invalid_argument", "grace_seconds must not be negative");
+  if (requested > BigInt(MAX_ROTATION_GRACE_SECONDS)) {
+    throw new DomainError("invalid_argument", `grace_seconds must be at most ${MAX_ROTATION_GRACE_SECONDS}`);
+  }
+  return Number(requested);
+}
+
+/**
+ * The end of a rotation's overlap: older active secrets stop being valid at
+ * `now + grace` (the store leaves a secret that already expires sooner alone).
+ */
+export function rotationCutoff(now: Date, graceSeconds: number): Date {
+  return new Date(now.getTime() + graceSeconds * 1000);
+}

@@ -1,0 +1,157 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ConnectRouter } from "@connectrpc/connect";
+import {
+  ServerAdminService,
+  SigningKeyStatus,
+  type SecretInfoSchema,
+  type ServerSchema,
+} from "../../gen/proto/servers/v1/servers_pb.js";
+import { validateCallbackUrl } from "../shared/callback-url.js";
+import type { CoreDeps } from "../shared/deps.js";
+import { DomainError } from "../shared/errors.js";
+import { toGraceSeconds } from "./domain/secret-policy.js";
+import { toRegistrationUrl, toServerName } from "./domain/server-fields.js";
+import {
+  createReferralSecret,
+  listReferralSecrets,
+  requireServer,
+  resolveSigningKeys,
+  revealCallbackSecret,
+  revealReferralSecret,
+  revokeReferralSecret,
+  rotateSecret,
+  type SecretMeta,
+} from "./secret-store.js";
+import { createServer, getServer, listServers, setCallbackSettings, updateServer, type ServerRecord } from "./server-store.js";
+
+/**
+ * What the server admin routes need: the core deps plus the deployment's
+ * development flag that allows http and private/loopback callback URLs
+ * (ALLOW_INSECURE_CALLBACKS; default false).
+ */
+export type ServerAdminDeps = CoreDeps & { allowInsecureCallbacks?: boolean };
+
+const STATUS_TO_PROTO = {
+  ok: SigningKeyStatus.OK,
+  unknown_server: SigningKeyStatus.UNKNOWN_SERVER,
+  referrals_disabled: SigningKeyStatus.REFERRALS_DISABLED,
+} as const;
+
+/**
+ * The ServerAdminService routes (dashboard and gateway): servers, referral
+ * secrets with kid/rotation/revocation, the gateway's ResolveSigningKeys, and
+ * the reward callback settings and secret. Secret values leave only through
+ * Create/Rotate (once), the explicit Reveal RPCs and ResolveSigningKeys.
+ */
+export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter) => void {
+  const allowInsecure = deps.allowInsecureCallbacks ?? false;
+  return (router) => {
+    router.service(ServerAdminService, {
+      async createServer(req) {
+        const server = await createServer(deps, { name: toServerName(req.name), registrationUrl: toRegistrationUrl(req.registrationUrl) });
+        return { server: toServerProto(server) };
+      },
+
+      async getServer(req) {
+        return { server: toServerProto(await getServer(deps, req.serverId.trim())) };
+      },
+
+      async listServers() {
+        return { servers: (await listServers(deps)).map(toServerProto) };
+      },
+
+      async setReferralsEnabled(req) {
+        return { server: toServerProto(await updateServer(deps, req.serverId.trim(), { referralsEnabled: req.enabled })) };
+      },
+
+      async setRegistrationUrl(req) {
+        const registrationUrl = toRegistrationUrl(req.registrationUrl);
+        return { server: toServerProto(await updateServer(deps, req.serverId.trim(), { registrationUrl })) };
+      },
+
+      async createReferralSecret(req) {
+        const created = await createReferralSecret(deps, req.serverId.trim());
+        return { info: toSecretInfo(created.info), secret: created.secret };
+      },
+
+      async rotateReferralSecret(req) {
+        const rotated = await rotateSecret(deps, req.serverId.trim(), "referral", toGraceSeconds(req.graceSeconds));
+        return { info: toSecretInfo(rotated.info), secret: rotated.secret };
+      },
+
+      async revokeReferralSecret(req) {
+        return { info: toSecretInfo(await revokeReferralSecret(deps, req.serverId.trim(), req.kid)) };
+      },
+
+      async listReferralSecrets(req) {
+        return { secrets: (await listReferralSecrets(deps, req.serverId.trim())).map(toSecretInfo) };
+      },
+
+      async revealReferralSecret(req) {
+        return { secret: await revealReferralSecret(deps, req.serverId.trim(), req.kid) };
+      },
+
+      async resolveSigningKeys(req) {
+        const resolved = await resolveSigningKeys(deps, req.serverId);
+        return {
+          status: STATUS_TO_PROTO[resolved.status],
+          keys: resolved.status === "ok" ? resolved.keys.map((k) => ({ kid: k.kid, secret: Buffer.from(k.secret, "utf8") })) : [],
+        };
+      },
+
+      async setCallbackSettings(req) {
+        let callbackUrl: string | null = null;
+        if (req.callbackUrl.trim() !== "") {
+          const checked = validateCallbackUrl(req.callbackUrl, { allowInsecure });
+          if (!checked.ok) throw new DomainError("invalid_argument", checked.error);
+          callbackUrl = checked.url.toString();
+        }
+        const server = await setCallbackSettings(deps, req.serverId.trim(), { callbackUrl, standardWebhooks: req.standardWebhooks });
+        return { server: toServerProto(server) };
+      },
+
+      async rotateCallbackSecret(req) {
+        const rotated = await rotateSecret(deps, req.serverId.trim(), "callback", toGraceSeconds(req.graceSeconds));
+        return { info: toSecretInfo(rotated.info), secret: rotated.secret };
+      },
+
+      async revealCallbackSecret(req) {
+        const revealed = await revealCallbackSecret(deps, req.serverId.trim());
+        return { info: toSecretInfo(revealed.info), secret: revealed.secret };
+      },
+
+      async enableCallback(req) {
+        const serverId = req.serverId.trim();
+        await requireServer(deps, serverId);
+        return { server: toServerProto(await updateServer(deps, serverId, { callbackDisabledAt: null, callbackDisabledReason: null })) };
+      },
+    });
+  };
+}
+
+/** Maps a stored server to its proto. */
+function toServerProto(server: ServerRecord): MessageInitShape<typeof ServerSchema> {
+  return {
+    id: server.id,
+    name: server.name,
+    referralsEnabled: server.referralsEnabled,
+    registrationUrl: server.registrationUrl ?? "",
+    callbackUrl: server.callbackUrl ?? "",
+    standardWebhooks: server.standardWebhooks,
+    callbackDisabledReason: server.callbackDisabledReason ?? "",
+    callbackDisabledAt: server.callbackDisabledAt ? timestampFromDate(server.callbackDisabledAt) : undefined,
+    createdAt: timestampFromDate(server.createdAt),
+  };
+}
+
+/** Maps secret metadata (never the value) to SecretInfo. */
+function toSecretInfo(meta: SecretMeta): MessageInitShape<typeof SecretInfoSchema> {
+  return {
+    kid: meta.kid,
+    createdAt: timestampFromDate(meta.createdAt),
+    expiresAt: meta.expiresAt ? timestampFromDate(meta.expiresAt) : undefined,
+    revokedAt: meta.revokedAt ? timestampFromDate(meta.revokedAt) : undefined,
+    active: meta.active,
+  };
+}

@@ -1,0 +1,160 @@
+import type { Tx } from "../shared/db.js";
+import type { CoreDeps } from "../shared/deps.js";
+import { DomainError } from "../shared/errors.js";
+import { generateCallbackSecret, generateKid, generateReferralSecret } from "../shared/secrets.js";
+import { isUuid } from "./domain/ids.js";
+import { isSecretActive, rotationCutoff } from "./domain/secret-policy.js";
+
+/** Which secret family: referral ingest (`rsec_`) or reward callback (`whsec_`). */
+export type SecretPurpose = "referral" | "callback";
+
+/** A secret's metadata, never its value. */
+export interface SecretMeta {
+  kid: string;
+  createdAt: Date;
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+  active: boolean;
+}
+
+/** A freshly created (or revealed) secret: metadata plus the plaintext value. */
+export interface SecretWithValue {
+  info: SecretMeta;
+  secret: string;
+}
+
+/** The gateway's view of a server's ingest keys. */
+export type SigningKeysResolution =
+  | { status: "unknown_server" }
+  | { status: "referrals_disabled" }
+  | { status: "ok"; keys: Array<{ kid: string; secret: string }> };
+
+/** Newest first: a secret still without expiry, then the one rotated out last, then by creation. */
+const NEWEST_FIRST = [{ expiresAt: { sort: "desc", nulls: "first" } }, { createdAt: "desc" }, { kid: "asc" }] as const;
+
+/**
+ * Locks the server row for the rest of the transaction, so secret changes of one
+ * server are serialised (two concurrent rotations cannot both leave an unexpired
+ * older secret). Throws unknown_server when there is no such server.
+ */
+export async function lockServer(tx: Tx, serverId: string): Promise<void> {
+  const rows = isUuid(serverId) ? await tx.$queryRaw<Array<{ id: string }>>`SELECT id::text FROM servers WHERE id = ${serverId}::uuid FOR UPDATE` : [];
+  if (rows.length === 0) throw new DomainError("unknown_server", "unknown server");
+}
+
+/** Adds an active secret inside the caller's transaction; the value is sealed at rest. */
+export async function insertSecret(deps: CoreDeps, tx: Tx, serverId: string, purpose: SecretPurpose, now: Date): Promise<SecretWithValue> {
+  const secret = purpose === "referral" ? generateReferralSecret() : generateCallbackSecret();
+  const row = await tx.serverSecret.create({
+    data: { serverId, purpose, kid: generateKid(), ciphertext: deps.secretBox.seal(secret), createdAt: now },
+  });
+  return { info: toMeta(row, now), secret };
+}
+
+/** CreateReferralSecret: adds an active referral secret; its value is returned once. */
+export async function createReferralSecret(deps: CoreDeps, serverId: string): Promise<SecretWithValue> {
+  const now = deps.now();
+  return deps.prisma.$transaction(async (tx) => {
+    await lockServer(tx, serverId);
+    return insertSecret(deps, tx, serverId, "referral", now);
+  });
+}
+
+/**
+ * Rotation: a new secret; every older active secret of the same purpose stays
+ * valid until `now + grace` (unless it already expires sooner). Revocation is
+ * still immediate during the overlap.
+ */
+export async function rotateSecret(deps: CoreDeps, serverId: string, purpose: SecretPurpose, graceSeconds: number): Promise<SecretWithValue> {
+  const now = deps.now();
+  const cutoff = rotationCutoff(now, graceSeconds);
+  return deps.prisma.$transaction(async (tx) => {
+    await lockServer(tx, serverId);
+    await tx.serverSecret.updateMany({
+      where: { serverId, purpose, revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: cutoff } }] },
+      data: { expiresAt: cutoff },
+    });
+    return insertSecret(deps, tx, serverId, purpose, now);
+  });
+}
+
+/** Revokes a referral secret by kid, effective immediately (idempotent; 404 for an unknown kid). */
+export async function revokeReferralSecret(deps: CoreDeps, serverId: string, kid: string): Promise<SecretMeta> {
+  await requireServer(deps, serverId);
+  const now = deps.now();
+  const where = { serverId, purpose: "referral" as const, kid: kid.trim() };
+  await deps.prisma.serverSecret.updateMany({ where: { ...where, revokedAt: null }, data: { revokedAt: now } });
+  const row = await deps.prisma.serverSecret.findFirst({ where });
+  if (!row) throw new DomainError("not_found", "unknown secret kid");
+  return toMeta(row, now);
+}
+
+/** Lists a server's referral secrets (active or not), newest first, without values. */
+export async function listReferralSecrets(deps: CoreDeps, serverId: string): Promise<SecretMeta[]> {
+  await requireServer(deps, serverId);
+  const now = deps.now();
+  const rows = await deps.prisma.serverSecret.findMany({ where: { serverId, purpose: "referral" }, orderBy: [{ createdAt: "desc" }, { kid: "asc" }] });
+  return rows.map((row) => toMeta(row, now));
+}
+
+/** The owner's explicit reveal of one referral secret (a revoked one is not revealed). */
+export async function revealReferralSecret(deps: CoreDeps, serverId: string, kid: string): Promise<string> {
+  await requireServer(deps, serverId);
+  const row = await deps.prisma.serverSecret.findFirst({ where: { serverId, purpose: "referral", kid: kid.trim() } });
+  if (!row) throw new DomainError("not_found", "unknown secret kid");
+  if (row.revokedAt !== null) throw new DomainError("failed_precondition", "secret is revoked");
+  return deps.secretBox.open(row.ciphertext);
+}
+
+/** The newest active callback secret and its metadata (404 when none). */
+export async function revealCallbackSecret(deps: CoreDeps, serverId: string): Promise<SecretWithValue> {
+  await requireServer(deps, serverId);
+  const now = deps.now();
+  const row = await deps.prisma.serverSecret.findFirst({
+    where: { serverId, purpose: "callback", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
+    orderBy: [...NEWEST_FIRST],
+  });
+  if (!row) throw new DomainError("not_found", "no callback secret");
+  return { info: toMeta(row, now), secret: deps.secretBox.open(row.ciphertext) };
+}
+
+interface SigningKeyRow {
+  referrals_enabled: boolean;
+  kid: string | null;
+  ciphertext: string | null;
+}
+
+/**
+ * ResolveSigningKeys, the gateway's hot path: ONE query joins the server to its
+ * active referral secrets (newest first). unknown_server for no such server or
+ * an id that is not a uuid; referrals_disabled when referrals are off or no
+ * secret is active; otherwise ok with the opened secrets.
+ */
+export async function resolveSigningKeys(deps: CoreDeps, rawServerId: string): Promise<SigningKeysResolution> {
+  const serverId = rawServerId.trim();
+  if (!isUuid(serverId)) return { status: "unknown_server" };
+  const now = deps.now();
+  const rows = await deps.prisma.$queryRaw<SigningKeyRow[]>`
+    SELECT s.referrals_enabled, k.kid, k.ciphertext
+    FROM servers s
+    LEFT JOIN server_secrets k
+      ON k.server_id = s.id AND k.purpose = 'referral'::"SecretPurpose" AND k.revoked_at IS NULL
+         AND (k.expires_at IS NULL OR k.expires_at > ${now})
+    WHERE s.id = ${serverId}::uuid
+    ORDER BY k.expires_at DESC NULLS FIRST, k.created_at DESC, k.kid ASC`;
+  const first = rows[0];
+  if (!first) return { status: "unknown_server" };
+  if (!first.referrals_enabled) return { status: "referrals_disabled" };
+  const keys = rows.flatMap((r) => (r.kid !== null && r.ciphertext !== null ? [{ kid: r.kid, secret: deps.secretBox.open(r.ciphertext) }] : []));
+  return keys.length === 0 ? { status: "referrals_disabled" } : { status: "ok", keys };
+}
+
+/** Throws unknown_server unless the server exists. */
+export async function requireServer(deps: CoreDeps, serverId: string): Promise<void> {
+  const exists = isUuid(serverId) && (await deps.prisma.server.count({ where: { id: serverId } })) === 1;
+  if (!exists) throw new DomainError("unknown_server", "unknown server");
+}
+
+function toMeta(row: { kid: string; createdAt: Date; expiresAt: Date | null; revokedAt: Date | null }, now: Date): SecretMeta {
+  return { kid: row.kid, createdAt: row.createdAt, expiresAt: row.expiresAt, revokedAt: row.revokedAt, active: isSecretActive(row, now) };
+}

@@ -1,0 +1,69 @@
+import type { CoreDeps } from "../shared/deps.js";
+import { DomainError } from "../shared/errors.js";
+import type { Server } from "../../gen/prisma/client.js";
+import { isUuid } from "./domain/ids.js";
+import { insertSecret, lockServer } from "./secret-store.js";
+
+export type { Server as ServerRecord };
+
+/** CreateServer: a named server with referrals off until the owner enables them. */
+export async function createServer(deps: CoreDeps, input: { name: string; registrationUrl: string | null }): Promise<Server> {
+  return deps.prisma.server.create({ data: { name: input.name, registrationUrl: input.registrationUrl, createdAt: deps.now() } });
+}
+
+/** GetServer (404 `unknown server`). */
+export async function getServer(deps: CoreDeps, serverId: string): Promise<Server> {
+  const server = isUuid(serverId) ? await deps.prisma.server.findUnique({ where: { id: serverId } }) : null;
+  if (!server) throw new DomainError("unknown_server", "unknown server");
+  return server;
+}
+
+/** ListServers, oldest first. */
+export async function listServers(deps: CoreDeps): Promise<Server[]> {
+  return deps.prisma.server.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+}
+
+/** Updates some fields of an existing server (404 `unknown server`). */
+export async function updateServer(
+  deps: CoreDeps,
+  serverId: string,
+  data: { referralsEnabled?: boolean; registrationUrl?: string | null; callbackDisabledAt?: null; callbackDisabledReason?: null },
+): Promise<Server> {
+  if (!isUuid(serverId)) throw new DomainError("unknown_server", "unknown server");
+  const updated = await deps.prisma.server.updateMany({ where: { id: serverId }, data });
+  if (updated.count !== 1) throw new DomainError("unknown_server", "unknown server");
+  return getServer(deps, serverId);
+}
+
+/**
+ * SetCallbackSettings: stores the (already validated) callback URL and the
+ * Standard Webhooks opt-in. Setting a URL clears a callback disable; an empty
+ * URL removes the callback. When a URL is set and the server has no active
+ * callback secret, one is created in the same transaction (the server row lock
+ * keeps two concurrent calls from creating two).
+ */
+export async function setCallbackSettings(
+  deps: CoreDeps,
+  serverId: string,
+  input: { callbackUrl: string | null; standardWebhooks: boolean },
+): Promise<Server> {
+  const now = deps.now();
+  return deps.prisma.$transaction(async (tx) => {
+    await lockServer(tx, serverId);
+    const server = await tx.server.update({
+      where: { id: serverId },
+      data: {
+        callbackUrl: input.callbackUrl,
+        standardWebhooks: input.standardWebhooks,
+        ...(input.callbackUrl !== null ? { callbackDisabledAt: null, callbackDisabledReason: null } : {}),
+      },
+    });
+    if (input.callbackUrl !== null) {
+      const active = await tx.serverSecret.count({
+        where: { serverId, purpose: "callback", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
+      });
+      if (active === 0) await insertSecret(deps, tx, serverId, "callback", now);
+    }
+    return server;
+  });
+}

@@ -1,0 +1,165 @@
+/**
+ * Test harness for the hearts and delivery tests: a fresh database per test file,
+ * HeartService and DeliveryService (production routes and interceptor) behind a
+ * real HTTP/2 Connect server, fixtures that insert servers and secrets, and an
+ * independent verifier of callback signatures (node:crypto, not the project's signer).
+ */
+import { createHmac, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
+import http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { createClient, type Client } from "@connectrpc/connect";
+import { connectNodeAdapter, createConnectTransport } from "@connectrpc/connect-node";
+import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { deliveryRoutes, type DeliveryRouteDeps } from "../../services/delivery/routes.js";
+import type { FraudRules } from "../../services/hearts/domain/fraud-rules.js";
+import { heartRoutes } from "../../services/hearts/routes.js";
+import type { PrismaClient } from "../../services/shared/db.js";
+import type { CoreDeps } from "../../services/shared/deps.js";
+import { createServerInterceptor } from "../../services/shared/interceptors.js";
+import { createLogger } from "../../services/shared/log.js";
+import { createMetrics } from "../../services/shared/metrics.js";
+import { createSecretBox, generateCallbackSecret, generateKid, generateReferralSecret, type SecretBox } from "../../services/shared/secrets.js";
+import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+
+/** A clock the test sets and advances; `real()` follows the wall clock. */
+export interface TestClock {
+  now(): Date;
+  set(at: Date | string): void;
+  advanceMs(ms: number): void;
+}
+
+/** A clock fixed at `start` until moved. */
+export function createTestClock(start: Date | string): TestClock {
+  let current = new Date(start);
+  return {
+    now: () => new Date(current),
+    set: (at) => void (current = new Date(at)),
+    advanceMs: (ms) => void (current = new Date(current.getTime() + ms)),
+  };
+}
+
+/** A running harness. */
+export interface Harness {
+  db: TestDatabase;
+  deps: CoreDeps & DeliveryRouteDeps;
+  hearts: Client<typeof HeartService>;
+  delivery: Client<typeof DeliveryService>;
+  close(): Promise<void>;
+}
+
+/** Starts the harness with the wall clock unless `now` is given. */
+export async function startHarness(
+  opts: { now?: () => Date; fraudRules?: FraudRules; allowInsecureCallbacks?: boolean; publicBaseUrl?: string; callbackTimeoutMs?: number; maxConnections?: number } = {},
+): Promise<Harness> {
+  const db = await createTestDatabase({ maxConnections: opts.maxConnections ?? 30 });
+  const log = createLogger("test", process.env.LOG_LEVEL ?? "silent");
+  const deps: CoreDeps & DeliveryRouteDeps = {
+    prisma: db.prisma,
+    secretBox: createSecretBox(randomBytes(32)),
+    log,
+    now: opts.now ?? (() => new Date()),
+    allowInsecureCallbacks: opts.allowInsecureCallbacks ?? true,
+    callbackTimeoutMs: opts.callbackTimeoutMs ?? 2_000,
+    publicBaseUrl: opts.publicBaseUrl ?? "http://127.0.0.1:9",
+  };
+  const handler = connectNodeAdapter({
+    routes: (router) => {
+      heartRoutes({ ...deps, ...(opts.fraudRules ? { fraudRules: opts.fraudRules } : {}) })(router);
+      deliveryRoutes(deps)(router);
+    },
+    interceptors: [createServerInterceptor(log, createMetrics("test"))],
+  });
+  const server = http2.createServer(handler);
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+  const port = await new Promise<number>((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as AddressInfo).port)));
+  const transport = createConnectTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" });
+  return {
+    db,
+    deps,
+    hearts: createClient(HeartService, transport),
+    delivery: createClient(DeliveryService, transport),
+    async close() {
+      for (const session of sessions) session.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await db.drop();
+    },
+  };
+}
+
+/** Inserts a server; returns its id. */
+export async function insertServer(
+  prisma: PrismaClient,
+  opts: { callbackUrl?: string | null; standardWebhooks?: boolean; referralsEnabled?: boolean; name?: string } = {},
+): Promise<string> {
+  const server = await prisma.server.create({
+    data: {
+      name: opts.name ?? "Test server",
+      callbackUrl: opts.callbackUrl ?? null,
+      standardWebhooks: opts.standardWebhooks ?? false,
+      referralsEnabled: opts.referralsEnabled ?? true,
+    },
+  });
+  return server.id;
+}
+
+/** Inserts an encrypted secret of `purpose`; returns its plaintext and kid. */
+export async function insertSecret(
+  prisma: PrismaClient,
+  secretBox: SecretBox,
+  serverId: string,
+  purpose: "callback" | "referral",
+  opts: { createdAt?: Date; expiresAt?: Date | null; revokedAt?: Date | null } = {},
+): Promise<{ secret: string; kid: string }> {
+  const secret = purpose === "callback" ? generateCallbackSecret() : generateReferralSecret();
+  const kid = generateKid();
+  await prisma.serverSecret.create({
+    data: {
+      id: randomUUID(),
+      serverId,
+      purpose,
+      kid,
+      ciphertext: secretBox.seal(secret),
+      createdAt: opts.createdAt ?? new Date(),
+      expiresAt: opts.expiresAt ?? null,
+      revokedAt: opts.revokedAt ?? null,
+    },
+  });
+  return { secret, kid };
+}
+
+/** A parsed `t=<unix>,v1=<hex>[,v1=<hex>]` callback header. */
+export interface ParsedCallbackSignature {
+  t: number;
+  v1: string[];
+}
+
+/** Parses the callback signature header independently of the project's code. */
+export function parseCallbackSignature(header: string | undefined): ParsedCallbackSignature | null {
+  if (!header) return null;
+  const match = /^t=(\d+)((?:,v1=[0-9a-f]{64})+)$/.exec(header);
+  if (!match?.[1] || !match[2]) return null;
+  return { t: Number(match[1]), v1: match[2].slice(1).split(",").map((p) => p.slice(3)) };
+}
+
+/** The expected callback MAC, computed here with node:crypto: HMAC-SHA256(secret, "<t>.<raw body>") hex. */
+export function expectedCallbackMac(secret: string, t: number, rawBody: Buffer): string {
+  return createHmac("sha256", secret).update(Buffer.concat([Buffer.from(`${t}.`), rawBody])).digest("hex");
+}
+
+/** The expected Standard Webhooks signature: base64 HMAC-SHA256(base64-decoded whsec_ key, "<id>.<t>.<body>"). */
+export function expectedStandardWebhookSignature(secret: string, id: string, t: number, rawBody: Buffer): string {
+  const key = Buffer.from(secret.replace(/^whsec_/, ""), "base64");
+  return createHmac("sha256", key).update(Buffer.concat([Buffer.from(`${id}.${t}.`), rawBody])).digest("base64");
+}
+
+/** Constant-time hex comparison, as a receiver would do it. */
+export function hexEquals(a: string, b: string): boolean {
+  const x = Buffer.from(a, "hex");
+  const y = Buffer.from(b, "hex");
+  return x.length === y.length && x.length > 0 && timingSafeEqual(x, y);
+}

@@ -1,0 +1,145 @@
+/**
+ * Test harness for the referral and server-admin RPCs: a fresh database cloned
+ * from the migrated template, the production routes and interceptor behind a
+ * real HTTP/2 Connect server on a free port, real Connect clients, and a clock
+ * the test moves by hand.
+ */
+import { randomBytes } from "node:crypto";
+import http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { connectNodeAdapter, createConnectTransport } from "@connectrpc/connect-node";
+import { ReferralEventType, ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
+import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
+import { referralRoutes } from "../../services/referral/routes.js";
+import { serverAdminRoutes, type ServerAdminDeps } from "../../services/servers/routes.js";
+import { ERROR_KIND_HEADER, TRANSITION_EVENT_HEADER, TRANSITION_FROM_HEADER } from "../../services/shared/errors.js";
+import { createServerInterceptor } from "../../services/shared/interceptors.js";
+import { createLogger } from "../../services/shared/log.js";
+import { createMetrics } from "../../services/shared/metrics.js";
+import { createSecretBox } from "../../services/shared/secrets.js";
+import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+
+/** A clock the test sets and advances. */
+export interface TestClock {
+  now(): Date;
+  set(at: Date | string): void;
+  advanceSeconds(seconds: number): void;
+}
+
+/** Creates a clock starting at `start`. */
+export function createTestClock(start: Date | string = "2024-05-15T12:00:00.000Z"): TestClock {
+  let current = new Date(start);
+  return {
+    now: () => new Date(current),
+    set: (at) => void (current = new Date(at)),
+    advanceSeconds: (seconds) => void (current = new Date(current.getTime() + seconds * 1000)),
+  };
+}
+
+/** A running harness. */
+export interface Harness {
+  db: TestDatabase;
+  deps: ServerAdminDeps;
+  clock: TestClock;
+  referral: Client<typeof ReferralService>;
+  admin: Client<typeof ServerAdminService>;
+  close(): Promise<void>;
+}
+
+/** Starts the harness; `close()` stops the server and drops the database. */
+export async function startHarness(opts: { allowInsecureCallbacks?: boolean; maxConnections?: number } = {}): Promise<Harness> {
+  const db = await createTestDatabase({ maxConnections: opts.maxConnections ?? 20 });
+  const clock = createTestClock();
+  const log = createLogger("test", process.env.LOG_LEVEL ?? "silent");
+  const deps: ServerAdminDeps = {
+    prisma: db.prisma,
+    secretBox: createSecretBox(randomBytes(32)),
+    log,
+    now: () => clock.now(),
+    ...(opts.allowInsecureCallbacks !== undefined ? { allowInsecureCallbacks: opts.allowInsecureCallbacks } : {}),
+  };
+  const handler = connectNodeAdapter({
+    routes: (router) => {
+      referralRoutes(deps)(router);
+      serverAdminRoutes(deps)(router);
+    },
+    interceptors: [createServerInterceptor(log, createMetrics("test"))],
+  });
+  const server = http2.createServer(handler);
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+  const port = await new Promise<number>((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as AddressInfo).port)));
+  const transport = createConnectTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" });
+  return {
+    db,
+    deps,
+    clock,
+    referral: createClient(ReferralService, transport),
+    admin: createClient(ServerAdminService, transport),
+    async close() {
+      for (const session of sessions) session.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await db.drop();
+    },
+  };
+}
+
+/** Creates a server with referrals enabled and one referral secret. */
+export async function createReferralServer(h: Harness, name = "Test Server", registrationUrl = "https://game.example/register"): Promise<{ serverId: string; secret: string; kid: string }> {
+  const { server } = await h.admin.createServer({ name, registrationUrl });
+  if (!server) throw new Error("no server returned");
+  await h.admin.setReferralsEnabled({ serverId: server.id, enabled: true });
+  const created = await h.admin.createReferralSecret({ serverId: server.id });
+  return { serverId: server.id, secret: created.secret, kid: created.info?.kid ?? "" };
+}
+
+/** Records a click and returns its token. */
+export async function clickToken(h: Harness, serverId: string, referrerIdentity: string): Promise<string> {
+  const res = await h.referral.recordClick({ serverId, referrerIdentity, ip: "203.0.113.7", userAgent: "test" });
+  return res.token;
+}
+
+const EVENT_TYPES = {
+  registered: ReferralEventType.REGISTERED,
+  qualified: ReferralEventType.QUALIFIED,
+  reversed: ReferralEventType.REVERSED,
+} as const;
+
+/** Calls ApplyEvent with an event name. */
+export function applyEvent(
+  h: Harness,
+  e: { serverId: string; event: keyof typeof EVENT_TYPES; token: string; serverEventId: string; refereeIdentity?: string },
+) {
+  return h.referral.applyEvent({
+    serverId: e.serverId,
+    event: EVENT_TYPES[e.event],
+    token: e.token,
+    serverEventId: e.serverEventId,
+    refereeIdentity: e.refereeIdentity ?? "",
+  });
+}
+
+/** Awaits a rejected RPC and returns its ConnectError. */
+export async function rpcError(promise: Promise<unknown>): Promise<ConnectError> {
+  try {
+    await promise;
+  } catch (error) {
+    return ConnectError.from(error);
+  }
+  throw new Error("expected the RPC to fail");
+}
+
+/** The details the gateway reads from an error: code, message, kind and transition metadata. */
+export function errorDetails(error: ConnectError): { code: Code; message: string; kind: string | null; from: string | null; event: string | null } {
+  return {
+    code: error.code,
+    message: error.rawMessage,
+    kind: error.metadata.get(ERROR_KIND_HEADER),
+    from: error.metadata.get(TRANSITION_FROM_HEADER),
+    event: error.metadata.get(TRANSITION_EVENT_HEADER),
+  };
+}

@@ -1,0 +1,77 @@
+/**
+ * Runs the integration guide's signing snippets (test/fixtures/snippets, included
+ * verbatim in docs/integration-guide.md) against the real gateway + referral service
+ * + PostgreSQL, so the code integrators copy is known to work.
+ * PHP is not run (no interpreter in the test environment); Go runs when `go` is installed.
+ */
+import { execFile, spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import test from "ava";
+import { startGatewayStack, type GatewayStack, type TestServer } from "./gateway-stack.js";
+
+const SNIPPETS = fileURLToPath(new URL("../fixtures/snippets/", import.meta.url));
+const hasGo = spawnSync("go", ["version"]).status === 0;
+
+const RUNNERS: Record<string, { command: string; args: string[] }> = {
+  node: { command: process.execPath, args: [`${SNIPPETS}sign-and-send.mjs`] },
+  python: { command: "python3", args: [`${SNIPPETS}sign_and_send.py`] },
+  shell: { command: "bash", args: [`${SNIPPETS}sign-and-send.sh`] },
+  go: { command: "go", args: ["run", `${SNIPPETS}sign_and_send.go`] },
+};
+
+let stack: GatewayStack;
+let server: TestServer;
+test.before(async () => {
+  stack = await startGatewayStack();
+  server = await stack.createServer();
+});
+test.after.always(async () => {
+  await stack?.close();
+});
+
+/** Runs a snippet with the given env; returns its printed status and body. */
+function run(runner: string, env: Record<string, string>): Promise<{ status: number; body: string }> {
+  const { command, args } = RUNNERS[runner] ?? { command: "false", args: [] };
+  return new Promise((resolve, reject) => {
+    execFile(command, args, { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, timeout: 120_000 }, (error, stdout, stderr) => {
+      if (error) return reject(new Error(`${runner} snippet failed: ${error.message}\n${stderr}`));
+      const [status = "", ...rest] = stdout.trim().split("\n");
+      resolve({ status: Number(status), body: rest.join("\n") });
+    });
+  });
+}
+
+for (const runner of ["node", "python", "shell", "go"]) {
+  const maybe = runner === "go" && !hasGo ? test.skip : test;
+
+  maybe(`${runner} snippet: without TOKEN it sends a signed test dry-run -> 200 {ok, test}`, async (t) => {
+    const res = await run(runner, { BASE_URL: stack.baseUrl, SERVER_ID: server.serverId, SECRET: server.secret });
+    t.is(res.status, 200, res.body);
+    t.is(res.body, JSON.stringify({ ok: true, test: true }));
+  });
+
+  maybe(`${runner} snippet: a real registered event with a link token -> 200 registered, and its retry -> duplicate`, async (t) => {
+    const token = await stack.click(server.serverId, `referrer-${runner}`);
+    const env = { BASE_URL: stack.baseUrl, SERVER_ID: server.serverId, SECRET: server.secret, TOKEN: token, REFEREE: `acct-${runner}` };
+    const first = await run(runner, env);
+    t.is(first.status, 200, first.body);
+    t.like(JSON.parse(first.body), { ok: true, state: "registered" });
+    const retry = await run(runner, env);
+    t.is(retry.body, JSON.stringify({ ok: true, duplicate: true }), "same server_event_id, fresh t");
+  });
+
+  maybe(`${runner} snippet: KID selects the key, EVENT=qualified advances the referral`, async (t) => {
+    const token = await stack.click(server.serverId, `referrer-kid-${runner}`);
+    const env = { BASE_URL: stack.baseUrl, SERVER_ID: server.serverId, SECRET: server.secret, TOKEN: token, KID: server.kid, REFEREE: `acct-kid-${runner}` };
+    t.is((await run(runner, env)).status, 200);
+    const qualified = await run(runner, { ...env, EVENT: "qualified" });
+    t.is(qualified.status, 200, qualified.body);
+    t.like(JSON.parse(qualified.body), { ok: true, state: "qualified" });
+  });
+
+  maybe(`${runner} snippet: a wrong secret prints 401 and the contract's text`, async (t) => {
+    const res = await run(runner, { BASE_URL: stack.baseUrl, SERVER_ID: server.serverId, SECRET: "rsec_wrong" });
+    t.is(res.status, 401);
+    t.is(res.body, JSON.stringify({ error: "signature rejected: bad_signature" }));
+  });
+}

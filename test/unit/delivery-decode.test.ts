@@ -1,0 +1,78 @@
+import test from "ava";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { EnvelopeSchema, HeartCountedSchema, ReferralTransitionedSchema } from "../../gen/proto/events/v1/events_pb.js";
+import { decodeHeartMessage } from "../../services/delivery/consumer.js";
+
+const HEART_ID = "0b8f7e6d-5c4b-4a39-8281-706f5e4d3c2b";
+const SERVER_ID = "7f0c2a1e-3b4d-4c5e-8f90-a1b2c3d4e5f6";
+const at = new Date("2026-03-10T12:00:00.000Z");
+
+function heartEnvelope(overrides: Partial<{ heartId: string; username: string; period: string; streakDay: number }> = {}) {
+  return toBinary(
+    EnvelopeSchema,
+    create(EnvelopeSchema, {
+      eventId: "42",
+      type: "heart.counted",
+      occurredAt: timestampFromDate(at),
+      serverId: SERVER_ID,
+      payload: {
+        case: "heartCounted",
+        value: create(HeartCountedSchema, {
+          heartId: HEART_ID,
+          serverId: SERVER_ID,
+          username: "Steve",
+          voterIdentity: "acct-1",
+          period: "2026-03",
+          countedAt: timestampFromDate(at),
+          streakDay: 2,
+          ...overrides,
+        }),
+      },
+    }),
+  );
+}
+
+test("consumer decode: heart.counted becomes a delivery with the heart's fields", (t) => {
+  t.deepEqual(decodeHeartMessage(heartEnvelope()), {
+    kind: "delivery",
+    eventId: "42",
+    delivery: {
+      heartId: HEART_ID,
+      serverId: SERVER_ID,
+      eventType: "heart.counted",
+      username: "Steve",
+      voterIdentity: "acct-1",
+      period: "2026-03",
+      streakDay: 2,
+      countedAt: at,
+    },
+  });
+});
+
+test("consumer decode: bytes that are not an Envelope are poison (skipped, not retried)", (t) => {
+  const decoded = decodeHeartMessage(new Uint8Array([0xff, 0xff, 0xff, 0x01, 0x02]));
+  t.is(decoded.kind, "poison");
+});
+
+test("consumer decode: a heart.counted with a non-uuid heart_id is poison", (t) => {
+  t.is(decodeHeartMessage(heartEnvelope({ heartId: "nope" })).kind, "poison");
+});
+
+test("consumer decode: a heart.counted without username or period is poison", (t) => {
+  t.is(decodeHeartMessage(heartEnvelope({ username: "" })).kind, "poison");
+  t.is(decodeHeartMessage(heartEnvelope({ period: "March" })).kind, "poison");
+});
+
+test("consumer decode: other event types are ignored", (t) => {
+  const other = toBinary(
+    EnvelopeSchema,
+    create(EnvelopeSchema, {
+      eventId: "7",
+      type: "referral.qualified",
+      serverId: SERVER_ID,
+      payload: { case: "referralTransitioned", value: create(ReferralTransitionedSchema, { referralId: HEART_ID }) },
+    }),
+  );
+  t.deepEqual(decodeHeartMessage(other), { kind: "ignored", type: "referral.qualified" });
+});

@@ -1,0 +1,108 @@
+import test from "ava";
+import { createConfig, lintFromString } from "@redocly/openapi-core";
+import { openApiDocument } from "../../gateway/openapi.js";
+import { validateAgainstOpenApi, validateHeartCallbackHeaders, validateHeartEvent, validateRequestBody } from "../integration/openapi-validate.js";
+
+test("the OpenAPI document passes the Redocly recommended ruleset with no problems", async (t) => {
+  const config = await createConfig({ extends: ["recommended"] });
+  const problems = await lintFromString({ source: JSON.stringify(openApiDocument), absoluteRef: "/openapi/referral.json", config });
+  t.deepEqual(
+    problems.map((p) => `${p.severity} ${p.ruleId}: ${p.message} at ${p.location[0]?.pointer ?? "?"}`),
+    [],
+  );
+});
+
+// The document's own examples, validated by Ajv 2020 (independently of Redocly's checker).
+type Examples = Record<string, { value: unknown }>;
+const doc = openApiDocument as unknown as {
+  paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { examples?: Examples }> }> }>>;
+};
+
+test("every response example in the document validates against its response schema (Ajv 2020)", (t) => {
+  let checked = 0;
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(item)) {
+      for (const [status, response] of Object.entries(operation.responses)) {
+        for (const [name, example] of Object.entries(response.content?.["application/json"]?.examples ?? {})) {
+          t.deepEqual(validateAgainstOpenApi(path, method, status, example.value).errors, [], `${method} ${path} ${status} ${name}`);
+          checked++;
+        }
+      }
+    }
+  }
+  t.true(checked >= 15);
+});
+
+test("the document pins the contract's identity: OpenAPI 3.1, version 1.0.0, the signature scheme and webhooks.heartCallback", (t) => {
+  t.is(openApiDocument.openapi, "3.1.0");
+  t.is(openApiDocument.info.version, "1.0.0");
+  t.like(openApiDocument.components.securitySchemes.ServiceSignature, { type: "apiKey", in: "header", name: "X-Service-Signature" });
+  t.is(openApiDocument.webhooks.heartCallback.post.requestBody.content["application/json"].schema.$ref, "#/components/schemas/HeartEvent");
+  t.is(openApiDocument.components.schemas.ReferralEvent.additionalProperties, true);
+});
+
+test("OkResponse allows exactly one outcome shape", (t) => {
+  const ok = (body: unknown) => validateAgainstOpenApi("/api/referral/events", "post", 200, body).valid;
+  t.true(ok({ ok: true, referral_id: "0b9e4c52-8a51-4c43-a6f5-8e2f7a1d3c90", state: "reversed" }));
+  t.true(ok({ ok: true, duplicate: true }));
+  t.true(ok({ ok: true, ignored: "first_touch_conflict" }));
+  t.true(ok({ ok: true, test: true }));
+  t.false(ok({ ok: true }));
+  t.false(ok({ ok: false, duplicate: true }));
+  t.false(ok({ ok: true, duplicate: true, test: true }));
+  t.false(ok({ ok: true, referral_id: "not-a-uuid", state: "registered" }));
+  t.false(ok({ ok: true, referral_id: "0b9e4c52-8a51-4c43-a6f5-8e2f7a1d3c90", state: "clicked" }));
+});
+
+test("error bodies: {error} only, and the 422 body needs from and event", (t) => {
+  const v = (status: number, body: unknown) => validateAgainstOpenApi("/api/referral/events", "post", status, body).valid;
+  t.true(v(401, { error: "signature rejected: stale" }));
+  t.false(v(401, { message: "signature rejected: stale" }));
+  t.false(v(422, { error: "invalid state transition" }));
+  t.true(v(422, { error: "invalid state transition", from: "clicked", event: "qualified" }));
+  t.false(v(418, { error: "teapot" }), "an undocumented status is invalid");
+});
+
+test("ReferralEvent: registered needs referee_identity, unknown fields are accepted", (t) => {
+  const v = (body: unknown) => validateRequestBody("/api/referral/events", "post", body).valid;
+  const base = { event: "registered", token: "tok", server_id: "s", server_event_id: "e" };
+  t.false(v(base));
+  t.true(v({ ...base, referee_identity: "p1", extra: 1 }));
+  t.true(v({ ...base, event: "qualified" }));
+  t.false(v({ ...base, event: "clicked", referee_identity: "p1" }));
+  t.false(v({ ...base, referee_identity: "p1", ts: 1.5 }));
+});
+
+const heart = {
+  event: "heart.counted",
+  server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+  username: "Steve_42",
+  heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
+  period: "2026-01",
+  timestamp: 1767225600,
+  streak_day: 3,
+};
+
+test("HeartEvent: the contract's table - streak_day optional, period YYYY-MM, uuids, int64 timestamp", (t) => {
+  t.deepEqual(validateHeartEvent(heart).errors, []);
+  const { streak_day: _omitted, ...withoutStreak } = heart;
+  t.true(validateHeartEvent(withoutStreak).valid, "streak_day may be omitted");
+  t.true(validateHeartEvent({ ...withoutStreak, event: "heart.test", heart_id: "00000000-0000-0000-0000-000000000000" }).valid);
+  for (const [field, value] of Object.entries({ period: "2026-1", event: "heart.other", heart_id: "nope", server_id: 5, timestamp: "1767225600", streak_day: 1.5 })) {
+    t.false(validateHeartEvent({ ...heart, [field]: value }).valid, `${field}=${String(value)}`);
+  }
+  for (const field of ["event", "server_id", "username", "heart_id", "period", "timestamp"]) {
+    const { [field]: _dropped, ...rest } = heart as Record<string, unknown>;
+    t.false(validateHeartEvent(rest).valid, `missing ${field}`);
+  }
+  t.deepEqual(validateHeartEvent({ ...heart, vote_id: "x" }).errors, ["/ has a field the contract does not list: vote_id"]);
+});
+
+test("heart callback headers: X-Service-Event and X-Service-Signature t=<unix>,v1=<hex> (one v1 per active secret)", (t) => {
+  const mac = "a".repeat(64);
+  t.true(validateHeartCallbackHeaders({ "X-Service-Event": "heart.counted", "X-Service-Signature": `t=1767225600,v1=${mac}` }).valid);
+  t.true(validateHeartCallbackHeaders({ "x-service-event": "heart.test", "x-service-signature": `t=1767225600,v1=${mac},v1=${"b".repeat(64)}` }).valid);
+  t.false(validateHeartCallbackHeaders({ "X-Service-Event": "heart.counted", "X-Service-Signature": `t=1767225600,v1=sha256=${mac}` }).valid);
+  t.false(validateHeartCallbackHeaders({ "X-Service-Event": "heart.counted" }).valid);
+  t.false(validateHeartCallbackHeaders({ "X-Service-Event": "heart.other", "X-Service-Signature": `t=1,v1=${mac}` }).valid);
+});

@@ -54,7 +54,7 @@ interface ErrorRow {
  * A row without a reply (422 missing its details) falls through to 500.
  */
 const RPC_ERROR_TABLE: readonly ErrorRow[] = [
-  { code: Code.NotFound, kind: "unknown_token", toReply: () => errorReply(404, ERROR_TEXT.unknownToken) },
+  
   { code: Code.NotFound, kind: "unknown_server", toReply: () => errorReply(404, ERROR_TEXT.unknownServer) },
   { code: Code.NotFound, kind: "referrals_disabled", toReply: () => errorReply(404, ERROR_TEXT.referralsDisabled) },
   {

@@ -30,6 +30,7 @@ import { createDispatcher } from "../services/delivery/dispatcher.js";
 import { createGatewayServer } from "../gateway/server.js";
 import { createReferralServiceClients, type ReferralServiceClients } from "../gateway/clients.js";
 import { applyMigrations } from "./db/schema-engine.js";
+import { readFraudRules } from "../services/hearts/read-fraud-rules.js";
 
 const log = createLogger("all-in-one");
 
@@ -47,6 +48,7 @@ function loadConfig() {
     publicBaseUrl: r.optionalString("PUBLIC_BASE_URL"),
     secretBox: explicitKey ? readSecretBox(r) : undefined,
     dispatch: readDispatchSettings(r),
+    fraudRules: readFraudRules(r),
   });
 }
 
@@ -158,6 +160,7 @@ async function main() {
     allowInsecureCallbacks: config.dispatch.allowInsecureCallbacks,
     callbackTimeoutMs: config.dispatch.callbackTimeoutMs,
     publicBaseUrl,
+    fraudRules: config.fraudRules,
   });
   const rpcPort = await rpc.listen(config.rpcPort, config.host);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;
@@ -177,7 +180,7 @@ async function main() {
     pollIntervalMs: config.dispatch.pollIntervalMs,
     registry: metrics.registry,
   });
-  const consumer = createDeliveryConsumer({ bus, prisma, log });
+  const consumer = createDeliveryConsumer({ bus, prisma, log, onStored: () => dispatcher.wake() });
 
   let draining = false;
   const ops = createOpsHandler({

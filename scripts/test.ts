@@ -13,7 +13,7 @@ import { createInterface } from "node:readline";
 import pg from "pg";
 import { startPostgres } from "./infra/postgres.js";
 import { startKafka } from "./infra/kafka.js";
-import { applyMigrations } from "./db/schema-engine.js";
+import { applyMigrations, diffSchemaAgainstMigrations } from "./db/schema-engine.js";
 
 const TEMPLATE_DB = "referral_template";
 const args = process.argv.slice(2);
@@ -40,6 +40,9 @@ async function prepareTemplate(adminUrl: string): Promise<void> {
   }
   const { applied } = await applyMigrations(await withDatabase(adminUrl, TEMPLATE_DB));
   step(`template database migrated (${applied.length} migrations)`);
+  // Failure policy: a schema change without its migration fails the run before any test.
+  const drift = await diffSchemaAgainstMigrations(adminUrl);
+  if (drift.trim() !== "") throw new Error(`prisma/schema.prisma and prisma/migrations differ; run npm run db:migrate:dev -- --name <change>:\n${drift}`);
 }
 
 async function main(): Promise<number> {

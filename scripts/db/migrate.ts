@@ -146,8 +146,8 @@ async function main(argv: string[]): Promise<number> {
         return EXIT_OK;
       }
       process.stderr.write(
-        'prisma/schema.prisma differs from prisma/migrations. Create a migration with\n' +
-          '  npx tsx scripts/db/migrate.ts dev --name <name>\nThe missing SQL:\n',
+        'The Prisma schema differs from the migrations (schema changed without a migration?). Create one with\n' +
+          '  npx tsx scripts/db/migrate.ts dev --name <name>\nSQL missing from the migrations:\n',
       );
       process.stdout.write(drift.endsWith('\n') ? drift : `${drift}\n`);
       return EXIT_FAILURE;

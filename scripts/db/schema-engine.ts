@@ -158,14 +158,10 @@ async function findUnfinishedMigrations(databaseUrl: string): Promise<string[]> 
  * @returns the path of the new `migration.sql`, or `null` when the schema has no changes.
  */
 export async function createMigration(databaseUrl: string, name: string, opts: SchemaEngineOptions = {}): Promise<string | null> {
-  const log = opts.log ?? (() => {});
   const migrationName = sanitizeMigrationName(name);
   const migrationsDir = resolve(opts.migrationsDir ?? DEFAULT_MIGRATIONS_DIR);
   const script = await diffSchemaAgainstMigrations(databaseUrl, opts);
-  if (script === '') {
-    log('no schema changes, no migration created');
-    return null;
-  }
+  if (script === '') return null;
   const directory = join(migrationsDir, `${utcTimestamp(new Date())}_${migrationName}`);
   await mkdir(migrationsDir, { recursive: true });
   // Non-recursive on purpose: fails with EEXIST instead of overwriting a migration.
@@ -174,7 +170,6 @@ export async function createMigration(databaseUrl: string, name: string, opts: S
   await writeFile(scriptPath, script, 'utf8');
   const lockPath = join(migrationsDir, MIGRATION_LOCK_FILE);
   if (!(await exists(lockPath))) await writeFile(lockPath, MIGRATION_LOCK_CONTENT, 'utf8');
-  log(`created ${displayPath(scriptPath)}`);
   return scriptPath;
 }
 

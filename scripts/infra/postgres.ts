@@ -10,7 +10,7 @@
  * CLI: `npx tsx scripts/infra/postgres.ts start` prints `DATABASE_URL=...` and keeps the cluster
  * running in the foreground until SIGINT/SIGTERM.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { accessSync, constants as fsConstants, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { chown, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -59,6 +59,7 @@ const SERVER_LOG_TAIL_CHARS = 2_000;
 const LOOPBACK_HOST = '127.0.0.1';
 const SUPERUSER = 'postgres';
 const KEEPALIVE_INTERVAL_MS = 60_000;
+const WATCHDOG_POLL_INTERVAL_SECONDS = 1;
 
 interface RunAs {
   /** Prefix for a command so that it runs as the cluster owner (empty when no switch is needed). */
@@ -72,6 +73,8 @@ interface LiveCluster {
   dataDir: string;
   baseDir: string;
   runAs: RunAs;
+  /** Shell process that stops the cluster if this process dies without running its exit hooks (SIGKILL, crash). */
+  watchdog?: ChildProcess;
 }
 
 /** Clusters to kill when the parent process exits without calling stop(). */
@@ -133,6 +136,7 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
     }
     liveClusters.add(cluster);
     installExitHooks();
+    cluster.watchdog = spawnWatchdog(cluster);
 
     const url = `postgresql://${SUPERUSER}@${LOOPBACK_HOST}:${port}/postgres`;
     await waitUntilAcceptingConnections(url, startedAtMs + startTimeoutMs);
@@ -308,9 +312,27 @@ async function stopCluster(cluster: LiveCluster, log: (line: string) => void): P
     log(`pg_ctl stop -m fast failed (${result.output.trim()}), retrying with -m immediate`);
     await run(cluster.runAs, cluster.pgCtl, ['stop', '-D', cluster.dataDir, '-m', 'immediate', '-w', '-s'], cluster.baseDir);
   }
+  cluster.watchdog?.kill();
   liveClusters.delete(cluster);
   await rm(cluster.baseDir, { recursive: true, force: true });
   log(`postgres stopped and ${cluster.baseDir} removed in ${Date.now() - startedAtMs} ms`);
+}
+
+/**
+ * Exit hooks do not run when this process is killed with SIGKILL or dies in native code; a detached
+ * shell polls our pid and then stops the cluster and removes its directory. stop() kills it.
+ */
+function spawnWatchdog(cluster: LiveCluster): ChildProcess {
+  const stop = cluster.runAs.wrap(cluster.pgCtl, ['stop', '-D', cluster.dataDir, '-m', 'immediate', '-w', '-s']);
+  const script =
+    `while kill -0 ${process.pid} 2>/dev/null; do sleep ${WATCHDOG_POLL_INTERVAL_SECONDS}; done; ` +
+    `${[stop.command, ...stop.args].map(shellQuote).join(' ')} >/dev/null 2>&1; rm -rf ${shellQuote(cluster.baseDir)}`;
+  const child = spawn('/bin/sh', ['-c', script], { cwd: cluster.baseDir, detached: true, stdio: 'ignore' });
+  child.on('error', () => {
+    // Failure policy: the watchdog is a backstop for abnormal exits only; without /bin/sh the exit hooks still cover normal exits.
+  });
+  child.unref();
+  return child;
 }
 
 /** Synchronous variant for process-exit hooks and failed starts (no event loop available on 'exit'). */
@@ -321,6 +343,7 @@ function stopClusterSync(cluster: LiveCluster): void {
   } catch {
     // Failure policy: no data dir means initdb never finished, so there is no server to stop; removing the directory below is all that is left.
   }
+  cluster.watchdog?.kill();
   liveClusters.delete(cluster);
   rmSync(cluster.baseDir, { recursive: true, force: true });
 }

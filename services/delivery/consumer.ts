@@ -19,6 +19,8 @@ export interface DeliveryConsumerOptions {
   groupId?: string;
   /** Defaults to HEARTS_TOPIC; tests pass a topic of their own. */
   topic?: string;
+  /** Called after a delivery row was stored, so a dispatcher in the same process can claim it at once. */
+  onStored?: () => void;
 }
 
 /** A consumer that can be started and stopped. */
@@ -100,6 +102,7 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
       return;
     }
     opts.log.debug({ heartId: decoded.delivery.heartId, eventId: decoded.eventId, outcome }, "delivery stored");
+    opts.onStored?.();
   };
 
   return {

@@ -93,7 +93,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     const task = attempt(delivery)
       .catch((error: unknown) => {
         // Failure policy: the lease expires and the delivery is claimed again later; at-least-once, receivers dedupe on heart_id.
-        opts.log.error({ err: error, deliveryId: delivery.id }, "delivery attempt could not be recorded");
+        opts.log.error({ err: error, deliveryId: delivery.id }, "delivery attempt failed before its result was recorded; it is retried when the lease expires");
       })
       .finally(() => {
         const left = (inFlightByServer.get(delivery.serverId) ?? 1) - 1;

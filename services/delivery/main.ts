@@ -31,7 +31,7 @@ try {
     pollIntervalMs: config.pollIntervalMs,
     registry: metrics.registry,
   });
-  const consumer = createDeliveryConsumer({ bus, prisma, log, groupId: config.groupId });
+  const consumer = createDeliveryConsumer({ bus, prisma, log, groupId: config.groupId, onStored: () => dispatcher.wake() });
   let draining = false;
   const ops = createOpsServer({
     checks: [

@@ -207,10 +207,9 @@ export function sendCallback(request: { url: string; body: string; headers: Reco
         if (size >= maxBytes) complete();
       });
       res.on("end", complete);
-      res.on("error", (error: NodeJS.ErrnoException) => {
+      res.on("error", () => {
         // Failure policy: the status decides; a body cut short only shortens what is logged.
         if (!settled) complete();
-        void error;
       });
     });
     req.end(body);

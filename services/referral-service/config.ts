@@ -1,6 +1,8 @@
 import { createEnvReader } from "../shared/config.js";
 import { readDatabaseUrl, readPort, readSecretBox } from "../shared/process-config.js";
 import type { SecretBox } from "../shared/secrets.js";
+import { readFraudRules } from "../hearts/read-fraud-rules.js";
+import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 
 /** Settings of the referral service process, validated at start. */
 export interface ReferralServiceConfig {
@@ -13,6 +15,7 @@ export interface ReferralServiceConfig {
   allowInsecureCallbacks: boolean;
   callbackTimeoutMs: number;
   dbPoolSize: number;
+  fraudRules: FraudRules;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -28,6 +31,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     allowInsecureCallbacks: r.bool("ALLOW_INSECURE_CALLBACKS", false),
     callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", 10_000, { min: 100, max: 60_000 }),
     dbPoolSize: r.int("DB_POOL_SIZE", 20, { min: 1, max: 200 }),
+    fraudRules: readFraudRules(r),
   };
   return r.finish(config as ReferralServiceConfig);
 }

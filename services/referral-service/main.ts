@@ -23,6 +23,7 @@ try {
     allowInsecureCallbacks: config.allowInsecureCallbacks,
     callbackTimeoutMs: config.callbackTimeoutMs,
     publicBaseUrl: config.publicBaseUrl,
+    fraudRules: config.fraudRules,
   });
   const ops = createOpsServer({ checks: [{ name: "database", check: () => pingDatabase(prisma) }], metrics, isDraining: () => draining });
   const port = await rpc.listen(config.port, config.host);

@@ -9,10 +9,13 @@ import { referralRoutes } from "../referral/routes.js";
 import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
+import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 
 /** Everything the referral service's RPCs need. */
 export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps {
   metrics: Metrics;
+  /** Fraud scoring rules for hearts; the documented defaults when omitted. */
+  fraudRules?: FraudRules;
 }
 
 /** The Connect routes of every internal service this process hosts. */

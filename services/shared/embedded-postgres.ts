@@ -26,10 +26,10 @@
  * - One database (`postgres`), no roles/passwords (trust), no SSL, no cancel requests, no
  *   `CREATE DATABASE` for other connections (so Prisma shadow databases need a separate instance;
  *   see scripts/db/schema-engine.ts).
- * - Only one process may open a data directory at a time.
+ * - Only one process may open a data directory at a time (enforced with a `<dataDir>.lock` file).
  */
-import { readFileSync } from 'node:fs';
-import { access, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFileSync, rmSync } from 'node:fs';
+import { access, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -84,7 +84,15 @@ export async function startEmbeddedPostgres(dataDir: string, opts: EmbeddedPostg
   const inMemory = dataDir === IN_MEMORY_DATA_DIR;
   const absoluteDataDir = inMemory ? undefined : resolve(dataDir);
   if (absoluteDataDir) await mkdir(absoluteDataDir, { recursive: true });
-  const db = await openDatabase(absoluteDataDir, opts.templateCacheDir ?? tmpdir());
+  const releaseLock = absoluteDataDir ? await lockDataDir(absoluteDataDir) : () => {};
+  let db: PGlite;
+  try {
+    db = await openDatabase(absoluteDataDir, opts.templateCacheDir ?? tmpdir());
+  } catch (error) {
+    // Failure policy: a database that could not be opened must not keep its directory locked.
+    releaseLock();
+    throw error;
+  }
 
   const server = new PGLiteSocketServer({
     db,
@@ -101,6 +109,7 @@ export async function startEmbeddedPostgres(dataDir: string, opts: EmbeddedPostg
   } catch (error) {
     // Failure policy: a port that cannot be bound must not leave the database open (its files would stay in use); close it, then report.
     await db.close();
+    releaseLock();
     throw error;
   }
   const port = Number(server.getServerConn().split(':').pop());
@@ -110,6 +119,7 @@ export async function startEmbeddedPostgres(dataDir: string, opts: EmbeddedPostg
     await server.stop();
     await scheduler.close();
     await db.close();
+    releaseLock();
   };
   return {
     url: `postgresql://postgres@${LOOPBACK_HOST}:${port}/postgres`,
@@ -149,6 +159,59 @@ async function openDatabase(dataDir: string | undefined, templateCacheDir: strin
     // Failure policy: the template is only a start-up optimisation; a read-only or full temp dir must not prevent the database from starting.
   }
   return db;
+}
+
+/** Lock files held by this process, removed on exit even when stop() was never called. */
+const heldLocks = new Set<string>();
+let lockCleanupInstalled = false;
+
+/**
+ * PGlite has no postmaster.pid: two processes opening one data directory would corrupt it. A
+ * sibling `<dataDir>.lock` file holding the owner's pid prevents that (stale locks of dead
+ * processes are taken over).
+ *
+ * @returns a function releasing the lock.
+ */
+async function lockDataDir(dataDir: string): Promise<() => void> {
+  const lockFile = `${dataDir}.lock`;
+  for (;;) {
+    try {
+      await writeFile(lockFile, `${process.pid}\n`, { flag: 'wx' });
+      break;
+    } catch (error) {
+      // Failure policy: only "already exists" is handled (stale or live owner); any other error (read-only dir, ...) is reported as is.
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const ownerText = await readFile(lockFile, 'utf8').catch(
+      // Failure policy: a lock removed or unreadable in between is treated as stale; the exclusive create above is the real arbiter.
+      () => '',
+    );
+    const ownerPid = Number.parseInt(ownerText, 10);
+    if (Number.isInteger(ownerPid) && isProcessAlive(ownerPid)) {
+      throw new Error(`${dataDir} is already in use by process ${ownerPid}${ownerPid === process.pid ? ' (this process)' : ''}; lock file ${lockFile}`);
+    }
+    await rm(lockFile, { force: true });
+  }
+  heldLocks.add(lockFile);
+  if (!lockCleanupInstalled) {
+    lockCleanupInstalled = true;
+    process.on('exit', () => {
+      for (const file of heldLocks) rmSync(file, { force: true });
+    });
+  }
+  return () => {
+    if (heldLocks.delete(lockFile)) rmSync(lockFile, { force: true });
+  };
+}
+
+function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // Failure policy: ESRCH means the owner is gone (stale lock); EPERM means it exists but belongs to someone else (treat as alive).
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** In-process cache of template clusters, keyed by file path. */

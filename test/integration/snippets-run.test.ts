@@ -2,31 +2,39 @@
  * Runs the integration guide's signing snippets (test/fixtures/snippets, included
  * verbatim in docs/integration-guide.md) against the real gateway + referral service
  * + PostgreSQL, so the code integrators copy is known to work.
- * PHP is not run (no interpreter in the test environment); Go runs when `go` is installed.
+ * PHP is not run (no interpreter in the test environment); Go runs when `go` is installed
+ * (built once with `go build`, standard library only, so no network is needed).
  */
-import { execFile, spawnSync } from "node:child_process";
+import { execFile, execFileSync, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import test from "ava";
 import { startGatewayStack, type GatewayStack, type TestServer } from "./gateway-stack.js";
 
 const SNIPPETS = fileURLToPath(new URL("../fixtures/snippets/", import.meta.url));
 const hasGo = spawnSync("go", ["version"]).status === 0;
+const goBuildDir = mkdtempSync(join(tmpdir(), "snippet-go-"));
+const goBinary = join(goBuildDir, "sign_and_send");
 
 const RUNNERS: Record<string, { command: string; args: string[] }> = {
   node: { command: process.execPath, args: [`${SNIPPETS}sign-and-send.mjs`] },
   python: { command: "python3", args: [`${SNIPPETS}sign_and_send.py`] },
   shell: { command: "bash", args: [`${SNIPPETS}sign-and-send.sh`] },
-  go: { command: "go", args: ["run", `${SNIPPETS}sign_and_send.go`] },
+  go: { command: goBinary, args: [] },
 };
 
 let stack: GatewayStack;
 let server: TestServer;
 test.before(async () => {
+  if (hasGo) execFileSync("go", ["build", "-o", goBinary, `${SNIPPETS}sign_and_send.go`], { timeout: 120_000, stdio: "pipe" });
   stack = await startGatewayStack();
   server = await stack.createServer();
 });
 test.after.always(async () => {
   await stack?.close();
+  rmSync(goBuildDir, { recursive: true, force: true });
 });
 
 /** Runs a snippet with the given env; returns its printed status and body. */

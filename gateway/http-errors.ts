@@ -19,9 +19,6 @@ export const ERROR_TEXT = {
   notFound: "not found",
 } as const;
 
-/** A JSON body of an error answer: `{error}`, or the 422 shape with `from` and `event`. */
-export type ErrorBody = { error: string } | { error: string; from: string; event: string };
-
 /** A complete HTTP answer the gateway sends as JSON. */
 export interface HttpReply {
   status: number;
@@ -54,7 +51,7 @@ interface ErrorRow {
  * A row without a reply (422 missing its details) falls through to 500.
  */
 const RPC_ERROR_TABLE: readonly ErrorRow[] = [
-  
+  { code: Code.NotFound, kind: "unknown_token", toReply: () => errorReply(404, ERROR_TEXT.unknownToken) },
   { code: Code.NotFound, kind: "unknown_server", toReply: () => errorReply(404, ERROR_TEXT.unknownServer) },
   { code: Code.NotFound, kind: "referrals_disabled", toReply: () => errorReply(404, ERROR_TEXT.referralsDisabled) },
   {

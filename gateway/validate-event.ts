@@ -2,6 +2,7 @@ import { ERROR_TEXT } from "./http-errors.js";
 
 /** The three lifecycle events the ingest endpoint accepts. */
 export const REFERRAL_EVENTS = ["registered", "qualified", "reversed"] as const;
+/** One of the three lifecycle event names. */
 export type ReferralEventName = (typeof REFERRAL_EVENTS)[number];
 
 /** A JSON object body: the only shape the ingest endpoint accepts. */

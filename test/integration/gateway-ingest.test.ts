@@ -36,9 +36,15 @@ async function registered(on: TestServer = server, overrides: Record<string, unk
   return { event: "registered", token, server_id: on.serverId, referee_identity: referee, server_event_id: `reg-${referee}`, ...overrides };
 }
 
-async function counts() {
-  const [events, referrals] = await Promise.all([stack.db.prisma.referralEvent.count(), stack.db.prisma.referral.count()]);
-  return { events, referrals };
+/** Rows written for one server (tests run concurrently, so each counting test uses a server of its own). */
+async function counts(serverId: string) {
+  const where = { serverId };
+  const [events, referrals, credits] = await Promise.all([
+    stack.db.prisma.referralEvent.count({ where }),
+    stack.db.prisma.referral.count({ where }),
+    stack.db.prisma.referralCredit.count({ where }),
+  ]);
+  return { events, referrals, credits };
 }
 
 // ---- Errors table, row by row ----
@@ -312,9 +318,12 @@ test("revoked secret -> bad_signature", async (t) => {
 });
 
 test("test:true with an unknown token -> 200 test, and nothing is written", async (t) => {
-  const before = await counts();
-  exact(t, await stack.postSigned(server, await registered(server, { token: "no-such-token", test: true })), 200, { ok: true, test: true });
-  t.deepEqual(await counts(), before);
+  const own = await stack.createServer();
+  exact(t, await stack.postSigned(own, await registered(own, { token: "no-such-token", test: true })), 200, { ok: true, test: true });
+  exact(t, await stack.postSigned(own, await registered(own, { test: true })), 200, { ok: true, test: true });
+  t.deepEqual(await counts(own.serverId), { events: 0, referrals: 0, credits: 0 });
+  t.is((await stack.postSigned(own, await registered(own))).status, 200, "the same kind of event without test is written");
+  t.deepEqual(await counts(own.serverId), { events: 1, referrals: 1, credits: 0 });
 });
 
 test("test:true is verified and validated first: a bad MAC -> 401, a missing field -> 400", async (t) => {

@@ -106,3 +106,18 @@ test("a path below the link (/r/<id>/more) or an empty id -> 404 `not found`", a
     t.is(await res.text(), JSON.stringify({ error: "not found" }));
   }
 });
+
+test("the click records the socket address, or with trustProxy the last X-Forwarded-For entry", async (t) => {
+  const proxied = await startGatewayStack({ gatewayOverrides: () => ({ trustProxy: true }) });
+  try {
+    const server = await proxied.createServer();
+    const headers = { "x-forwarded-for": "198.51.100.1, 203.0.113.9" };
+    const viaProxy = (await (await fetch(`${proxied.baseUrl}/r/${server.serverId}?referrer=a`, { headers })).json()) as { token: string };
+    t.is((await proxied.db.prisma.referralClick.findUnique({ where: { token: viaProxy.token } }))?.ip, "203.0.113.9");
+  } finally {
+    await proxied.close();
+  }
+  const server = await stack.createServer();
+  const direct = (await (await follow(`/r/${server.serverId}?referrer=a`, { headers: { "x-forwarded-for": "198.51.100.1" } })).json()) as { token: string };
+  t.regex((await stack.db.prisma.referralClick.findUnique({ where: { token: direct.token } }))?.ip ?? "", /127\.0\.0\.1$/);
+});

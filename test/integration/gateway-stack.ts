@@ -54,6 +54,7 @@ export interface RawResponse {
   headers: Headers;
 }
 
+/** The running stack plus helpers to create servers, record clicks and send (signed) requests. */
 export interface GatewayStack {
   db: TestDatabase;
   clients: ReferralServiceClients;

@@ -1,0 +1,144 @@
+import test from "ava";
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { Kafka, logLevel } from "kafkajs";
+import { Registry } from "prom-client";
+import { createRelay } from "../../services/relay/relay.js";
+import { createKafkaBus } from "../../services/shared/kafka-bus.js";
+import { createLogger } from "../../services/shared/log.js";
+import { shardOf } from "../../services/shared/outbox.js";
+import type { EventBus } from "../../services/shared/bus.js";
+import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { eventually } from "../helpers/eventually.js";
+
+const brokers = (process.env.KAFKA_BROKERS ?? "").split(",");
+const log = createLogger("relay-test", "silent");
+let db: TestDatabase;
+let bus: EventBus;
+
+test.before(async () => {
+  db = await createTestDatabase();
+  bus = createKafkaBus({ brokers, clientId: "relay-test", log });
+});
+test.after.always(async () => {
+  await bus?.close();
+  await db?.drop();
+});
+
+const uniqueTopic = () => `relay-test-${randomBytes(5).toString("hex")}`;
+
+/** Inserts an outbox row whose payload is `{key, seq}` as JSON. */
+function outboxRow(topic: string, key: string, seq: number) {
+  return { topic, key, type: "test.event", payload: Buffer.from(JSON.stringify({ key, seq })), shard: shardOf(key) };
+}
+
+/** Reads every message of a topic from the beginning with a consumer group of its own. */
+async function consumeAll(topic: string, expected: number): Promise<{ key: string; seq: number }[]> {
+  const kafka = new Kafka({ clientId: "relay-test-reader", brokers, logLevel: logLevel.NOTHING });
+  const consumer = kafka.consumer({ groupId: `reader-${randomBytes(5).toString("hex")}` });
+  const seen: { key: string; seq: number }[] = [];
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await consumer.run({
+    eachMessage: async ({ message }) => {
+      seen.push(JSON.parse(message.value!.toString("utf8")) as { key: string; seq: number });
+    },
+  });
+  try {
+    await eventually(() => seen.length >= expected, { timeoutMs: 30_000, message: `${expected} messages on ${topic}` });
+    return seen;
+  } finally {
+    await consumer.disconnect();
+  }
+}
+
+async function drain(relay: ReturnType<typeof createRelay>): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const pass = await relay.runOnce();
+    if (pass.kind === "idle") return total;
+    total += pass.count;
+  }
+}
+
+test.serial("a row that commits after a higher id was published is still published (no cursor skips it)", async (t) => {
+  const topic = uniqueTopic();
+  const relay = createRelay({ prisma: db.prisma, bus, log });
+  const slow = new pg.Client({ connectionString: db.url });
+  await slow.connect();
+  try {
+    await slow.query("BEGIN");
+    const row = outboxRow(topic, "server-a", 1);
+    await slow.query("INSERT INTO outbox (topic, key, type, payload, shard) VALUES ($1, $2, $3, $4, $5)", [row.topic, row.key, row.type, row.payload, row.shard]);
+    // A later transaction takes a higher id and commits first.
+    await db.prisma.outboxMessage.create({ data: outboxRow(topic, "server-b", 2) });
+    t.is(await drain(relay), 1, "only the committed row is visible");
+    await slow.query("COMMIT");
+    t.is(await drain(relay), 1, "the late committer is published on the next pass");
+  } finally {
+    await slow.end();
+  }
+  const seen = await consumeAll(topic, 2);
+  t.deepEqual(seen.map((m) => m.seq).sort(), [1, 2]);
+  t.is(await db.prisma.outboxMessage.count({ where: { topic, publishedAt: null } }), 0);
+});
+
+test.serial("two relay instances publish every row exactly once and keep each key's order", async (t) => {
+  const topic = uniqueTopic();
+  const keys = ["k1", "k2", "k3", "k4", "k5", "k6"];
+  const perKey = 60;
+  const rows = [];
+  for (let seq = 0; seq < perKey; seq++) for (const key of keys) rows.push(outboxRow(topic, key, seq));
+  await db.prisma.outboxMessage.createMany({ data: rows });
+  const a = createRelay({ prisma: db.prisma, bus, log, batchSize: 25 });
+  const b = createRelay({ prisma: db.prisma, bus, log, batchSize: 25 });
+  const [na, nb] = await Promise.all([drain(a), drain(b)]);
+  t.is(na + nb, rows.length, "every row published once between the two");
+  const seen = await consumeAll(topic, rows.length);
+  t.is(seen.length, rows.length, "no duplicates");
+  for (const key of keys) {
+    const seqs = seen.filter((m) => m.key === key).map((m) => m.seq);
+    t.deepEqual(seqs, [...seqs].sort((x, y) => x - y), `key ${key} in order`);
+    t.is(seqs.length, perKey);
+  }
+});
+
+test.serial("a failed publish rolls the pass back and the rows are published on the next pass", async (t) => {
+  const topic = uniqueTopic();
+  await db.prisma.outboxMessage.createMany({ data: [outboxRow(topic, "s", 1), outboxRow(topic, "s", 2)] });
+  let failNext = true;
+  const flaky: EventBus = {
+    ...bus,
+    publish: async (tp, messages) => {
+      if (failNext) {
+        failNext = false;
+        throw new Error("broker unavailable");
+      }
+      await bus.publish(tp, messages);
+    },
+  };
+  const relay = createRelay({ prisma: db.prisma, bus: flaky, log });
+  await t.throwsAsync(() => relay.runOnce(), { message: "broker unavailable" });
+  t.is(await db.prisma.outboxMessage.count({ where: { topic, publishedAt: null } }), 2, "nothing marked published");
+  t.is(await drain(relay), 2);
+  const seen = await consumeAll(topic, 2);
+  t.deepEqual(seen.map((m) => m.seq), [1, 2]);
+});
+
+test.serial("the relay loop publishes new rows without being called, and its lag metrics count unpublished rows", async (t) => {
+  const topic = uniqueTopic();
+  const registry = new Registry();
+  const relay = createRelay({ prisma: db.prisma, bus, log, registry, pollIntervalMs: 20 });
+  await db.prisma.outboxMessage.createMany({ data: [outboxRow(topic, "m", 1), outboxRow(topic, "m", 2), outboxRow(topic, "m", 3)] });
+  const before = await registry.getSingleMetricAsString("relay_lag_rows");
+  t.regex(before, /relay_lag_rows 3\b/);
+  relay.start();
+  try {
+    await eventually(async () => (await db.prisma.outboxMessage.count({ where: { topic, publishedAt: null } })) === 0);
+  } finally {
+    await relay.stop();
+  }
+  t.regex(await registry.getSingleMetricAsString("relay_lag_rows"), /relay_lag_rows 0\b/);
+  t.regex(await registry.getSingleMetricAsString("relay_lag_seconds"), /relay_lag_seconds 0\b/);
+  t.regex(await registry.getSingleMetricAsString("relay_published_total"), new RegExp(`topic="${topic}"} 3`));
+});

@@ -6,6 +6,8 @@ export interface GatewayConfig {
   host: string;
   port: number;
   referralServiceUrl: string;
+  /** Take the client address of referral clicks from the last X-Forwarded-For entry. */
+  trustProxy: boolean;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -17,5 +19,6 @@ export function loadGatewayConfig(env: Record<string, string | undefined> = proc
     host: r.string("HOST", "0.0.0.0"),
     port: readPort(r, "PORT", 8080),
     referralServiceUrl,
+    trustProxy: r.bool("TRUST_PROXY", false),
   });
 }

@@ -22,7 +22,7 @@ try {
     metrics,
     isDraining: () => draining,
   });
-  const server = createGatewayServer({ ...clients, log, metrics, now: () => new Date(), ops });
+  const server = createGatewayServer({ ...clients, log, metrics, now: () => new Date(), ops, trustProxy: config.trustProxy });
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   log.info({ port: (server.address() as AddressInfo).port, referralService: config.referralServiceUrl }, "gateway listening");
   onShutdown(log, async () => {

@@ -1,5 +1,5 @@
 import type { AddressInfo } from "node:net";
-import { ConfigError } from "../services/shared/config.js";
+import { runMain } from "../services/shared/run-main.js";
 import { createOpsHandler } from "../services/shared/health.js";
 import { createLogger } from "../services/shared/log.js";
 import { createMetrics } from "../services/shared/metrics.js";
@@ -11,7 +11,7 @@ import { createGatewayServer } from "./server.js";
 const log = createLogger("gateway");
 const NIL_UUID = "00000000-0000-0000-0000-000000000000";
 
-try {
+runMain(log, async () => {
   const config = loadGatewayConfig();
   const metrics = createMetrics("gateway");
   const clients = createReferralServiceClients(config.referralServiceUrl);
@@ -33,10 +33,4 @@ try {
       server.closeIdleConnections();
     });
   });
-} catch (error) {
-  if (error instanceof ConfigError) {
-    log.fatal({ problems: error.problems }, error.message);
-    process.exit(2);
-  }
-  throw error;
-}
+});

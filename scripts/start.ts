@@ -10,7 +10,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { join, relative, resolve } from "node:path";
-import { ConfigError, createEnvReader } from "../services/shared/config.js";
+import { createEnvReader } from "../services/shared/config.js";
+import { runMain } from "../services/shared/run-main.js";
 import { createPrisma, pingDatabase } from "../services/shared/db.js";
 import { HEARTS_TOPIC, REFERRALS_TOPIC, type EventBus } from "../services/shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
@@ -221,8 +222,4 @@ async function main() {
   });
 }
 
-main().catch((error: unknown) => {
-  if (error instanceof ConfigError) log.fatal({ problems: error.problems }, error.message);
-  else log.fatal({ err: error }, "failed to start");
-  process.exit(error instanceof ConfigError ? 2 : 1);
-});
+runMain(log, main);

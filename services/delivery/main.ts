@@ -1,4 +1,4 @@
-import { ConfigError } from "../shared/config.js";
+import { runMain } from "../shared/run-main.js";
 import { createPrisma, pingDatabase } from "../shared/db.js";
 import { HEARTS_TOPIC } from "../shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../shared/kafka-bus.js";
@@ -12,7 +12,7 @@ import { createDispatcher } from "./dispatcher.js";
 
 const log = createLogger("delivery");
 
-try {
+runMain(log, async () => {
   const config = loadDeliveryConfig();
   const prisma = createPrisma(config.databaseUrl, { maxConnections: 10 });
   const metrics = createMetrics("delivery");
@@ -54,10 +54,4 @@ try {
     await ops.close();
     await prisma.$disconnect();
   });
-} catch (error) {
-  if (error instanceof ConfigError) {
-    log.fatal({ problems: error.problems }, error.message);
-    process.exit(2);
-  }
-  throw error;
-}
+});

@@ -1,4 +1,4 @@
-import { ConfigError } from "../shared/config.js";
+import { runMain } from "../shared/run-main.js";
 import { createPrisma, pingDatabase } from "../shared/db.js";
 import { createLogger, redactUrl } from "../shared/log.js";
 import { createMetrics } from "../shared/metrics.js";
@@ -9,7 +9,7 @@ import { createReferralServiceServer } from "./server.js";
 
 const log = createLogger("referral-service");
 
-try {
+runMain(log, async () => {
   const config = loadReferralServiceConfig();
   const prisma = createPrisma(config.databaseUrl, { maxConnections: config.dbPoolSize });
   const metrics = createMetrics("referral-service");
@@ -35,10 +35,4 @@ try {
     await ops.close();
     await prisma.$disconnect();
   });
-} catch (error) {
-  if (error instanceof ConfigError) {
-    log.fatal({ problems: error.problems }, error.message);
-    process.exit(2);
-  }
-  throw error;
-}
+});

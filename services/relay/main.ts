@@ -1,4 +1,4 @@
-import { ConfigError } from "../shared/config.js";
+import { runMain } from "../shared/run-main.js";
 import { createPrisma, pingDatabase } from "../shared/db.js";
 import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../shared/kafka-bus.js";
@@ -11,7 +11,7 @@ import { createRelay } from "./relay.js";
 
 const log = createLogger("relay");
 
-try {
+runMain(log, async () => {
   const config = loadRelayConfig();
   const prisma = createPrisma(config.databaseUrl, { maxConnections: 4 });
   const metrics = createMetrics("relay");
@@ -37,10 +37,4 @@ try {
     await ops.close();
     await prisma.$disconnect();
   });
-} catch (error) {
-  if (error instanceof ConfigError) {
-    log.fatal({ problems: error.problems }, error.message);
-    process.exit(2);
-  }
-  throw error;
-}
+});

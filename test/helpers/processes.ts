@@ -261,7 +261,7 @@ export function createProcessGroup(): ProcessGroup {
  * A process group bound to one test: its processes are killed in the test's
  * teardown, and their output is printed when the test failed.
  */
-export function useProcesses(t: ExecutionContext<unknown>): ProcessGroup {
+export function useProcesses<Context>(t: ExecutionContext<Context>): ProcessGroup {
   const group = createProcessGroup();
   t.teardown(async () => {
     if (!t.passed) group.dump(`test failed: ${t.title}`);

@@ -1,0 +1,299 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type CallOptions } from "@connectrpc/connect";
+import type { DashboardClients } from "./clients.js";
+import {
+  DELIVERY_STATUS_FILTER,
+  toAttemptJson,
+  toDeliveryJson,
+  toExchangeJson,
+  toFunnelJson,
+  toLeaderboardJson,
+  toRankingJson,
+  toSecretJson,
+  toServerJson,
+} from "./to-json.js";
+
+/** Deadline of an ordinary dashboard RPC. */
+export const DASHBOARD_RPC_TIMEOUT_MS = 10_000;
+/** Deadline of a test send: the outbound request alone may take the 10 s callback timeout. */
+export const TEST_SEND_RPC_TIMEOUT_MS = 30_000;
+/** Referrers shown per leaderboard and servers per hearts ranking. */
+export const RANKING_LIMIT = 100;
+
+/** A failure the API answers with `{error}`; the message is safe to show the owner. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+/** What a handler sees of the request. */
+export interface ApiRequest {
+  params: Record<string, string>;
+  query: URLSearchParams;
+  /** The JSON body (an object; `{}` when the request had none). */
+  body: Record<string, unknown>;
+  /** Call options for ordinary RPCs (deadline, request id). */
+  call: CallOptions;
+  /** Call options for test sends (longer deadline). */
+  slowCall: CallOptions;
+}
+
+/** A handler's answer (status 200 unless given). */
+export interface ApiReply {
+  status?: number;
+  body: unknown;
+}
+
+/** What the API handlers need. */
+export interface ApiDeps {
+  clients: DashboardClients;
+  now: () => Date;
+}
+
+type Method = "GET" | "POST" | "PUT";
+
+interface Route {
+  method: Method;
+  pattern: RegExp;
+  names: string[];
+  handle: (deps: ApiDeps, req: ApiRequest) => Promise<ApiReply>;
+}
+
+/** A path like `/servers/:serverId/secrets` -> a matcher with its parameter names. */
+function route(method: Method, path: string, handle: Route["handle"]): Route {
+  const names: string[] = [];
+  const source = path.replace(/:([A-Za-z]+)/g, (_, name: string) => {
+    names.push(name);
+    return "([^/]+)";
+  });
+  return { method, pattern: new RegExp(`^${source}$`), names, handle };
+}
+
+/**
+ * The dashboard API, relative to `/dashboard/api`. Every answer is JSON; secret
+ * values appear only in the answers of create, rotate and reveal.
+ */
+const ROUTES: readonly Route[] = [
+  route("GET", "/session", async () => ({ body: { ok: true } })),
+
+  // Overview
+  route("GET", "/servers", async ({ clients }, { call }) => {
+    const { servers } = await clients.admin.listServers({}, call);
+    return { body: { servers: servers.map(toServerJson) } };
+  }),
+  route("POST", "/servers", async ({ clients }, { body, call }) => {
+    const name = readString(body, "name");
+    const registrationUrl = readString(body, "registration_url");
+    const { server } = await clients.admin.createServer({ name, registrationUrl }, call);
+    return { status: 201, body: { server: toServerJson(server) } };
+  }),
+  route("GET", "/servers/:serverId", async ({ clients }, { params, call }) => {
+    const { server } = await clients.admin.getServer({ serverId: params.serverId }, call);
+    return { body: { server: toServerJson(server) } };
+  }),
+
+  // Referrals
+  route("PUT", "/servers/:serverId/referrals", async ({ clients }, { params, body, call }) => {
+    const enabled = readBoolean(body, "enabled");
+    const { server } = await clients.admin.setReferralsEnabled({ serverId: params.serverId, enabled }, call);
+    return { body: { server: toServerJson(server) } };
+  }),
+  route("PUT", "/servers/:serverId/registration-url", async ({ clients }, { params, body, call }) => {
+    const registrationUrl = readString(body, "registration_url");
+    const { server } = await clients.admin.setRegistrationUrl({ serverId: params.serverId, registrationUrl }, call);
+    return { body: { server: toServerJson(server) } };
+  }),
+  route("GET", "/servers/:serverId/referral-secrets", async ({ clients }, { params, call }) => {
+    const { secrets } = await clients.admin.listReferralSecrets({ serverId: params.serverId }, call);
+    return { body: { secrets: secrets.map(toSecretJson) } };
+  }),
+  route("POST", "/servers/:serverId/referral-secrets", async ({ clients }, { params, call }) => {
+    const created = await clients.admin.createReferralSecret({ serverId: params.serverId }, call);
+    return { status: 201, body: { secret: toSecretJson(created.info), value: created.secret } };
+  }),
+  route("POST", "/servers/:serverId/referral-secrets/rotate", async ({ clients }, { params, body, call }) => {
+    const graceSeconds = readGraceSeconds(body);
+    const rotated = await clients.admin.rotateReferralSecret({ serverId: params.serverId, graceSeconds }, call);
+    return { status: 201, body: { secret: toSecretJson(rotated.info), value: rotated.secret } };
+  }),
+  route("POST", "/servers/:serverId/referral-secrets/:kid/revoke", async ({ clients }, { params, call }) => {
+    const { info } = await clients.admin.revokeReferralSecret({ serverId: params.serverId, kid: params.kid }, call);
+    return { body: { secret: toSecretJson(info) } };
+  }),
+  route("POST", "/servers/:serverId/referral-secrets/:kid/reveal", async ({ clients }, { params, call }) => {
+    const { secret } = await clients.admin.revealReferralSecret({ serverId: params.serverId, kid: params.kid }, call);
+    return { body: { kid: params.kid, value: secret } };
+  }),
+  route("POST", "/servers/:serverId/test-referral-event", async ({ clients }, { params, body, slowCall }) => {
+    const event = readString(body, "event");
+    const { report } = await clients.delivery.sendTestReferralEvent({ serverId: params.serverId, event }, slowCall);
+    return { body: { exchange: toExchangeJson(report) } };
+  }),
+  route("GET", "/servers/:serverId/funnel", async (deps, { params, query, call }) => {
+    const { scope, period } = readScope(query, deps.now());
+    const funnel = await deps.clients.referral.getFunnel({ serverId: params.serverId, period }, call);
+    return { body: { scope, period, funnel: toFunnelJson(funnel) } };
+  }),
+  route("GET", "/servers/:serverId/leaderboard", async (deps, { params, query, call }) => {
+    const { scope, period } = readScope(query, deps.now());
+    const { entries } = await deps.clients.referral.getLeaderboard({ serverId: params.serverId, period, limit: RANKING_LIMIT }, call);
+    return { body: { scope, period, entries: entries.map(toLeaderboardJson) } };
+  }),
+
+  // Integration
+  route("PUT", "/servers/:serverId/callback", async ({ clients }, { params, body, call }) => {
+    const callbackUrl = readString(body, "callback_url");
+    const standardWebhooks = readBoolean(body, "standard_webhooks");
+    const { server } = await clients.admin.setCallbackSettings({ serverId: params.serverId, callbackUrl, standardWebhooks }, call);
+    return { body: { server: toServerJson(server) } };
+  }),
+  route("POST", "/servers/:serverId/callback/enable", async ({ clients }, { params, call }) => {
+    const { server } = await clients.admin.enableCallback({ serverId: params.serverId }, call);
+    return { body: { server: toServerJson(server) } };
+  }),
+  route("POST", "/servers/:serverId/callback-secret/reveal", async ({ clients }, { params, call }) => {
+    const revealed = await clients.admin.revealCallbackSecret({ serverId: params.serverId }, call);
+    return { body: { secret: toSecretJson(revealed.info), value: revealed.secret } };
+  }),
+  route("POST", "/servers/:serverId/callback-secret/rotate", async ({ clients }, { params, body, call }) => {
+    const graceSeconds = readGraceSeconds(body);
+    const rotated = await clients.admin.rotateCallbackSecret({ serverId: params.serverId, graceSeconds }, call);
+    return { status: 201, body: { secret: toSecretJson(rotated.info), value: rotated.secret } };
+  }),
+  route("POST", "/servers/:serverId/test-callback", async ({ clients }, { params, body, slowCall }) => {
+    const username = readString(body, "username");
+    const { report } = await clients.delivery.sendTestCallback({ serverId: params.serverId, username }, slowCall);
+    return { body: { exchange: toExchangeJson(report) } };
+  }),
+
+  // Deliveries
+  route("GET", "/servers/:serverId/deliveries", async ({ clients }, { params, query, call }) => {
+    const filter = query.get("status") ?? "";
+    const status = DELIVERY_STATUS_FILTER[filter];
+    if (status === undefined) throw new ApiError(400, "status must be one of all|pending|delivered|failed");
+    const { deliveries } = await clients.delivery.listDeliveries({ serverId: params.serverId, status, limit: 100 }, call);
+    return { body: { deliveries: deliveries.map(toDeliveryJson) } };
+  }),
+  route("POST", "/servers/:serverId/deliveries/redeliver-failed", async ({ clients }, { params, body, call }) => {
+    const since = readTime(body, "since");
+    const { requeued } = await clients.delivery.redeliverFailedSince({ serverId: params.serverId, since: timestampFromDate(since) }, call);
+    return { body: { requeued } };
+  }),
+  route("GET", "/deliveries/:deliveryId", async ({ clients }, { params, call }) => {
+    const { delivery, attempts } = await clients.delivery.getDelivery({ deliveryId: params.deliveryId }, call);
+    return { body: { delivery: toDeliveryJson(delivery), attempts: attempts.map(toAttemptJson) } };
+  }),
+  route("POST", "/deliveries/:deliveryId/redeliver", async ({ clients }, { params, call }) => {
+    const { delivery } = await clients.delivery.redeliver({ deliveryId: params.deliveryId }, call);
+    return { body: { delivery: toDeliveryJson(delivery) } };
+  }),
+
+  // Hearts
+  route("GET", "/hearts/ranking", async ({ clients }, { query, call }) => {
+    const period = query.get("period") ?? "";
+    if (period !== "" && !/^[0-9]{4}-[0-9]{2}$/.test(period)) throw new ApiError(400, "period must be YYYY-MM");
+    const [ranking, { servers }] = await Promise.all([clients.hearts.getRanking({ period, limit: RANKING_LIMIT }, call), clients.admin.listServers({}, call)]);
+    const names = new Map(servers.map((s) => [s.id, s.name]));
+    return { body: { period: ranking.period, entries: ranking.entries.map((e) => toRankingJson(e, names)) } };
+  }),
+];
+
+/** The outcome of matching a method and path against the API. */
+export type ApiMatch =
+  | { kind: "route"; handle: (deps: ApiDeps, req: ApiRequest) => Promise<ApiReply>; params: Record<string, string> }
+  | { kind: "method_not_allowed"; allow: string }
+  | { kind: "not_found" };
+
+/** Finds the route of `method` and `path` (relative to `/dashboard/api`). */
+export function matchApiRoute(method: string, path: string): ApiMatch {
+  const allowed: string[] = [];
+  for (const r of ROUTES) {
+    const m = r.pattern.exec(path);
+    if (!m) continue;
+    if (r.method !== method) {
+      allowed.push(r.method);
+      continue;
+    }
+    const params: Record<string, string> = {};
+    r.names.forEach((name, i) => (params[name] = decodeParam(m[i + 1] ?? "")));
+    return { kind: "route", handle: r.handle, params };
+  }
+  return allowed.length > 0 ? { kind: "method_not_allowed", allow: allowed.join(", ") } : { kind: "not_found" };
+}
+
+/** An RPC failure -> the API's status and message; `log` when the cause must be logged. */
+export function toApiError(error: unknown): { status: number; message: string; log: boolean } {
+  if (error instanceof ApiError) return { status: error.status, message: error.message, log: false };
+  if (error instanceof ConnectError) {
+    switch (error.code) {
+      case Code.InvalidArgument:
+        return { status: 400, message: error.rawMessage, log: false };
+      case Code.NotFound:
+        return { status: 404, message: error.rawMessage, log: false };
+      case Code.FailedPrecondition:
+      case Code.AlreadyExists:
+        return { status: 409, message: error.rawMessage, log: false };
+      case Code.DeadlineExceeded:
+        return { status: 504, message: "the referral service did not answer in time; try again", log: true };
+      case Code.Unavailable:
+        return { status: 503, message: "the referral service is unavailable; try again shortly", log: true };
+      default:
+        break;
+    }
+  }
+  // Failure policy: never leak internals; the cause is logged with the request id.
+  return { status: 500, message: "internal error", log: true };
+}
+
+function decodeParam(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    // Failure policy: a malformed escape cannot name anything; pass it raw so the RPC answers not found.
+    return raw;
+  }
+}
+
+/** An optional string field ("" when absent); 400 for another JSON type. */
+function readString(body: Record<string, unknown>, field: string): string {
+  const value = body[field];
+  if (value === undefined || value === null) return "";
+  if (typeof value !== "string") throw new ApiError(400, `${field} must be a string`);
+  return value;
+}
+
+/** A required boolean field. */
+function readBoolean(body: Record<string, unknown>, field: string): boolean {
+  const value = body[field];
+  if (typeof value !== "boolean") throw new ApiError(400, `${field} must be true or false`);
+  return value;
+}
+
+/** `grace_seconds`: optional non-negative integer; 0 (or absent) means the service's default (24 h). */
+function readGraceSeconds(body: Record<string, unknown>): bigint {
+  const value = body.grace_seconds;
+  if (value === undefined || value === null) return 0n;
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw new ApiError(400, "grace_seconds must be a non-negative integer");
+  return BigInt(value);
+}
+
+/** A required ISO 8601 date-time field. */
+function readTime(body: Record<string, unknown>, field: string): Date {
+  const value = body[field];
+  const parsed = typeof value === "string" && value.trim() !== "" ? new Date(value) : undefined;
+  if (!parsed || Number.isNaN(parsed.getTime())) throw new ApiError(400, `${field} must be an ISO 8601 date-time`);
+  return parsed;
+}
+
+/** `scope=all` (default) or `scope=month` (the current UTC month by the service's clock). */
+function readScope(query: URLSearchParams, now: Date): { scope: "all" | "month"; period: string } {
+  const scope = query.get("scope") ?? "all";
+  if (scope === "all") return { scope, period: "" };
+  if (scope === "month") return { scope, period: now.toISOString().slice(0, 7) };
+  throw new ApiError(400, "scope must be all or month");
+}

@@ -1,0 +1,137 @@
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { DeliveryStatus, type Delivery, type DeliveryAttempt, type ExchangeReport } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import type { RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
+import type { SecretInfo, Server } from "../../gen/proto/servers/v1/servers_pb.js";
+
+/**
+ * Proto messages -> the dashboard API's JSON (snake_case, ISO 8601 times, null
+ * for unset). Secret values never pass through here: the routes add them only to
+ * the answers of create, rotate and reveal.
+ */
+
+/** An ISO 8601 time, or null when unset. */
+export function toIso(ts: Timestamp | undefined): string | null {
+  return ts ? timestampDate(ts).toISOString() : null;
+}
+
+/** A server's settings. */
+export function toServerJson(server: Server | undefined) {
+  if (!server) return null;
+  return {
+    id: server.id,
+    name: server.name,
+    referrals_enabled: server.referralsEnabled,
+    registration_url: server.registrationUrl,
+    callback_url: server.callbackUrl,
+    standard_webhooks: server.standardWebhooks,
+    callback_disabled_reason: server.callbackDisabledReason,
+    callback_disabled_at: toIso(server.callbackDisabledAt),
+    created_at: toIso(server.createdAt),
+  };
+}
+
+/** Where a secret stands, for display. */
+export type SecretStatus = "active" | "expiring" | "expired" | "revoked";
+
+/** A secret's metadata, never its value. */
+export function toSecretJson(info: SecretInfo | undefined) {
+  if (!info) return null;
+  const status: SecretStatus = info.revokedAt ? "revoked" : !info.active ? "expired" : info.expiresAt ? "expiring" : "active";
+  return {
+    kid: info.kid,
+    created_at: toIso(info.createdAt),
+    expires_at: toIso(info.expiresAt),
+    revoked_at: toIso(info.revokedAt),
+    active: info.active,
+    status,
+  };
+}
+
+const DELIVERY_STATUS_NAMES: Partial<Record<DeliveryStatus, string>> = {
+  [DeliveryStatus.PENDING]: "pending",
+  [DeliveryStatus.DELIVERED]: "delivered",
+  [DeliveryStatus.FAILED]: "failed",
+};
+
+/** The API's delivery status filter -> the proto enum (UNSPECIFIED = all). */
+export const DELIVERY_STATUS_FILTER: Record<string, DeliveryStatus> = {
+  "": DeliveryStatus.UNSPECIFIED,
+  all: DeliveryStatus.UNSPECIFIED,
+  pending: DeliveryStatus.PENDING,
+  delivered: DeliveryStatus.DELIVERED,
+  failed: DeliveryStatus.FAILED,
+};
+
+/** One delivery (a callback and where it stands). */
+export function toDeliveryJson(d: Delivery | undefined) {
+  if (!d) return null;
+  return {
+    id: d.id,
+    server_id: d.serverId,
+    heart_id: d.heartId,
+    event_type: d.eventType,
+    username: d.username,
+    period: d.period,
+    status: DELIVERY_STATUS_NAMES[d.status] ?? "unknown",
+    attempts: d.attempts,
+    next_attempt_at: toIso(d.nextAttemptAt),
+    created_at: toIso(d.createdAt),
+    delivered_at: toIso(d.deliveredAt),
+    failed_at: toIso(d.failedAt),
+    last_status_code: d.lastStatusCode === 0 ? null : d.lastStatusCode,
+    last_error: d.lastError,
+  };
+}
+
+/** One recorded attempt of a delivery. */
+export function toAttemptJson(a: DeliveryAttempt) {
+  return {
+    attempt: a.attempt,
+    started_at: toIso(a.startedAt),
+    status_code: a.statusCode === 0 ? null : a.statusCode,
+    latency_ms: a.latencyMs,
+    error: a.error,
+    url: a.url,
+  };
+}
+
+/** One HTTP exchange exactly as it happened (test callback, test referral event). */
+export function toExchangeJson(report: ExchangeReport | undefined) {
+  if (!report) return null;
+  return {
+    method: "POST",
+    url: report.url,
+    request_headers: report.requestHeaders,
+    request_body: report.requestBody,
+    canonical_string: report.canonicalString,
+    status_code: report.statusCode === 0 ? null : report.statusCode,
+    response_body: report.responseBody,
+    latency_ms: report.latencyMs,
+    error: report.error,
+    ok: report.ok,
+  };
+}
+
+/** The referral funnel: counts and rates (0..1). */
+export function toFunnelJson(f: GetFunnelResponse) {
+  return {
+    clicks: Number(f.clicks),
+    registered: Number(f.registered),
+    qualified: Number(f.qualified),
+    reversed: Number(f.reversed),
+    click_to_register_rate: f.clickToRegisterRate,
+    register_to_qualify_rate: f.registerToQualifyRate,
+    reversal_rate: f.reversalRate,
+  };
+}
+
+/** One referrer on the leaderboard. */
+export function toLeaderboardJson(e: LeaderboardEntry) {
+  return { rank: e.rank, referrer: e.referrerIdentity, credits: Number(e.credits), reversed: Number(e.reversed) };
+}
+
+/** One server in the hearts ranking, with its name when the dashboard knows it. */
+export function toRankingJson(e: RankingEntry, names: ReadonlyMap<string, string>) {
+  return { rank: e.rank, server_id: e.serverId, server_name: names.get(e.serverId) ?? null, hearts: Number(e.hearts) };
+}

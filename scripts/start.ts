@@ -62,6 +62,12 @@ function loadOrCreateSecretBox(dataDir: string): SecretBox {
   return createSecretBox(key);
 }
 
+/** A path as the user can paste it from the project folder: relative inside it, absolute outside. */
+function displayPath(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel === "" ? "." : rel.startsWith("..") ? path : rel;
+}
+
 interface Demo {
   serverId: string;
   token: string;
@@ -85,7 +91,7 @@ async function seedDemo(clients: ReferralServiceClients, dataDir: string): Promi
 }
 
 function printBanner(opts: { gatewayUrl: string; rpcUrl: string; storage: string; bus: string; dataDir: string; demo: Demo | undefined }) {
-  const rel = relative(process.cwd(), opts.dataDir) || ".";
+  const rel = displayPath(opts.dataDir);
   const lines = [
     "",
     `Referral service is up (${opts.storage}; ${opts.bus}).`,
@@ -130,7 +136,7 @@ async function main() {
     const embedded = await startEmbeddedPostgres(join(config.dataDir, "pg"));
     stops.push(() => embedded.stop());
     databaseUrl = embedded.url;
-    storage = `embedded PostgreSQL (PGlite) in ${relative(process.cwd(), join(config.dataDir, "pg"))}`;
+    storage = `embedded PostgreSQL (PGlite) in ${displayPath(join(config.dataDir, "pg"))}`;
   }
   const { applied } = await applyMigrations(databaseUrl, { log: (line) => log.info(line) });
   log.info({ applied: applied.length }, "database migrated");

@@ -46,8 +46,8 @@ interface Context {
   delivery: ServiceProcess;
   clients: ServiceClients;
   receiver: Receiver;
-  /** Filled by the ingest test, read by the outbox test. */
-  referral?: { serverId: string; referralId: string };
+  /** Filled by the ingest test, read by the outbox test (an object: each test gets a shallow copy of the context). */
+  shared: { referral?: { serverId: string; referralId: string } };
 }
 
 const test = anyTest as TestFn<Context>;
@@ -57,7 +57,7 @@ test.before(async (t) => {
   if (!brokers) throw new Error("KAFKA_BROKERS is not set: run the e2e tests through `npm test`");
   const db = await createTestDatabase({ maxConnections: 4 });
   const group = createProcessGroup();
-  t.context = { db, group, brokers } as Context;
+  t.context = { db, group, brokers, shared: {} } as unknown as Context;
   try {
     const settings = { databaseUrl: db.url, kafkaBrokers: brokers, secretsKey: newSecretsKey(), groupId: `e2e-processes-${randomBytes(4).toString("hex")}` };
     const gatewayPort = await freePort();
@@ -121,11 +121,12 @@ test.serial("a signed registered, then qualified, through the gateway's HTTP end
   t.is(replay.status, 200);
   t.deepEqual(replay.body, { ok: true, duplicate: true });
 
-  t.context.referral = { serverId, referralId: String(registered.body.referral_id) };
+  t.context.shared.referral = { serverId, referralId: String(registered.body.referral_id) };
 });
 
 test.serial("the relay publishes the referral.* outbox rows to Kafka: published_at is set and both transitions are on referrals.events.v1", async (t) => {
-  const { db, brokers, referral } = t.context;
+  const { db, brokers } = t.context;
+  const { referral } = t.context.shared;
   if (!referral) return t.fail("the ingest test did not run");
   const rows = await eventually(
     async () => {

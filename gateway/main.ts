@@ -6,6 +6,9 @@ import { createMetrics } from "../services/shared/metrics.js";
 import { onShutdown } from "../services/shared/shutdown.js";
 import { createReferralServiceClients } from "./clients.js";
 import { loadGatewayConfig } from "./config.js";
+import { createDashboardClients } from "./dashboard/clients.js";
+import { readDashboardToken } from "./dashboard/config.js";
+import { createDashboardRoutes } from "./dashboard/routes.js";
 import { createGatewayServer } from "./server.js";
 
 const log = createLogger("gateway");
@@ -13,6 +16,7 @@ const NIL_UUID = "00000000-0000-0000-0000-000000000000";
 
 runMain(log, async () => {
   const config = loadGatewayConfig();
+  const dashboardToken = readDashboardToken();
   const metrics = createMetrics("gateway");
   const clients = createReferralServiceClients(config.referralServiceUrl);
   let draining = false;
@@ -22,9 +26,11 @@ runMain(log, async () => {
     metrics,
     isDraining: () => draining,
   });
-  const server = createGatewayServer({ ...clients, log, metrics, now: () => new Date(), ops, trustProxy: config.trustProxy });
+  // The owners' dashboard at /dashboard, only when DASHBOARD_TOKEN is set (otherwise its paths answer 404).
+  const extraRoutes = createDashboardRoutes({ clients: createDashboardClients(config.referralServiceUrl), token: dashboardToken, log });
+  const server = createGatewayServer({ ...clients, log, metrics, now: () => new Date(), ops, extraRoutes, trustProxy: config.trustProxy });
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
-  log.info({ port: (server.address() as AddressInfo).port, referralService: config.referralServiceUrl }, "gateway listening");
+  log.info({ port: (server.address() as AddressInfo).port, referralService: config.referralServiceUrl, dashboard: dashboardToken !== undefined }, "gateway listening");
   onShutdown(log, async () => {
     draining = true;
     // close() stops accepting and waits for in-flight requests; idle keep-alive sockets are closed.

@@ -30,6 +30,9 @@ import { createDeliveryConsumer } from "../services/delivery/consumer.js";
 import { createDispatcher } from "../services/delivery/dispatcher.js";
 import { createGatewayServer } from "../gateway/server.js";
 import { createReferralServiceClients, type ReferralServiceClients } from "../gateway/clients.js";
+import { createDashboardClients } from "../gateway/dashboard/clients.js";
+import { loadOrCreateDashboardToken } from "../gateway/dashboard/config.js";
+import { createDashboardRoutes } from "../gateway/dashboard/routes.js";
 import { applyMigrations } from "./db/schema-engine.js";
 import { readFraudRules } from "../services/hearts/read-fraud-rules.js";
 
@@ -90,7 +93,7 @@ async function seedDemo(clients: ReferralServiceClients, dataDir: string): Promi
   return demo;
 }
 
-function printBanner(opts: { gatewayUrl: string; rpcUrl: string; storage: string; bus: string; dataDir: string; demo: Demo | undefined }) {
+function printBanner(opts: { gatewayUrl: string; rpcUrl: string; storage: string; bus: string; dataDir: string; demo: Demo | undefined; dashboardTokenLocation: string }) {
   const rel = displayPath(opts.dataDir);
   const lines = [
     "",
@@ -100,6 +103,7 @@ function printBanner(opts: { gatewayUrl: string; rpcUrl: string; storage: string
     `    OpenAPI:                 ${opts.gatewayUrl}/openapi/referral.json`,
     `    referral links:          ${opts.gatewayUrl}/r/<server_id>?referrer=<player>`,
     `    health/metrics:          ${opts.gatewayUrl}/healthz  ${opts.gatewayUrl}/readyz  ${opts.gatewayUrl}/metrics`,
+    `    dashboard:               ${opts.gatewayUrl}/dashboard  (sign-in token: ${opts.dashboardTokenLocation})`,
     `  Referral service (Connect, gRPC, gRPC-Web over HTTP/2): ${opts.rpcUrl}`,
   ];
   if (opts.demo) {
@@ -198,7 +202,10 @@ async function main() {
     metrics,
     isDraining: () => draining,
   });
-  const gateway = createGatewayServer({ ...clients, log, metrics, now, ops });
+  // The owners' dashboard: DASHBOARD_TOKEN, or a token generated once into <DATA_DIR>/dashboard-token (0600).
+  const dashboard = loadOrCreateDashboardToken(config.dataDir);
+  const extraRoutes = createDashboardRoutes({ clients: createDashboardClients(rpcUrl), token: dashboard.token, log });
+  const gateway = createGatewayServer({ ...clients, log, metrics, now, ops, extraRoutes });
   await new Promise<void>((resolveListen, reject) => {
     gateway.once("error", reject);
     gateway.listen(config.port, config.host, resolveListen);
@@ -210,7 +217,7 @@ async function main() {
   dispatcher.start();
 
   const demo = await seedDemo(clients, config.dataDir);
-  printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, dataDir: config.dataDir, demo });
+  printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, dataDir: config.dataDir, demo, dashboardTokenLocation: dashboard.location });
 
   onShutdown(log, async () => {
     draining = true;

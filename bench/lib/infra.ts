@@ -149,10 +149,24 @@ function listPids(): number[] {
     .map(Number);
 }
 
-/** CPU milliseconds of a process and all its direct children (PostgreSQL: the postmaster and its backends). */
-export function processTreeCpuMs(rootPid: number): number {
-  let total = procCpuMs(rootPid);
-  for (const pid of listPids()) if (parentPid(pid) === rootPid) total += procCpuMs(pid);
+/** CPU ms per pid of a process and its direct children (PostgreSQL: the postmaster and its backends). */
+export type CpuSnapshot = Map<number, number>;
+
+/** Reads the CPU ms of `rootPid` and each of its direct children. */
+export function snapshotProcessTree(rootPid: number): CpuSnapshot {
+  const snapshot: CpuSnapshot = new Map([[rootPid, procCpuMs(rootPid)]]);
+  for (const pid of listPids()) if (parentPid(pid) === rootPid) snapshot.set(pid, procCpuMs(pid));
+  return snapshot;
+}
+
+/**
+ * CPU ms used between two snapshots, per pid, so a backend that exits in between
+ * does not make the sum go backwards (its CPU after the first snapshot is lost,
+ * which undercounts slightly; PostgreSQL pools keep backends alive).
+ */
+export function cpuBetween(before: CpuSnapshot, after: CpuSnapshot): number {
+  let total = 0;
+  for (const [pid, ms] of after) total += Math.max(0, ms - (before.get(pid) ?? 0));
   return total;
 }
 
@@ -190,8 +204,8 @@ export interface BenchPostgres {
   resetStatements(): Promise<void>;
   /** Statement statistics of one database since the last reset, most executed first. */
   readStatements(database: string): Promise<StatementStat[]>;
-  /** CPU ms of the postmaster and every backend. */
-  cpuMs(): number;
+  /** CPU ms per process of the postmaster and every backend (diff two with cpuBetween). */
+  cpuSnapshot(): CpuSnapshot;
   stop(): Promise<void>;
 }
 
@@ -252,7 +266,7 @@ export async function startBenchPostgres(progress: (line: string) => void): Prom
       );
       return rows.map((r) => ({ query: r.query.replace(/\s+/g, " ").trim(), calls: Number(r.calls), totalExecMs: r.total_exec_time, rows: Number(r.rows) }));
     },
-    cpuMs: () => processTreeCpuMs(postmasterPid),
+    cpuSnapshot: () => snapshotProcessTree(postmasterPid),
     async stop() {
       await admin.end();
       await instance.stop();

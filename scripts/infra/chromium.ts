@@ -3,8 +3,12 @@
  * downloads cannot be fetched on these machines).
  *
  * Library use:
- *   const executablePath = await ensureChromium();
- *   const browser = await chromium.launch({ executablePath, args: chromiumLaunchArgs(userDataDir) });
+ *   const browser = await launchChromium();          // installs when missing; fresh profile
+ *   const page = await browser.context.newPage();
+ *   await browser.close();                          // also deletes the profile directory
+ *
+ * playwright-core's `chromium.launch()` refuses a `--user-data-dir` argument, so the fresh
+ * profile is given to `launchPersistentContext(userDataDir, {executablePath, args})` instead.
  *
  * CLI use:
  *   npx tsx scripts/infra/chromium.ts   # installs when missing, prints the executable path
@@ -15,7 +19,11 @@
  */
 import { spawn } from "node:child_process";
 import { accessSync, constants as fsConstants, realpathSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { chromium, type BrowserContext } from "playwright-core";
 
 /** Where Debian's `chromium` package puts the browser. */
 export const CHROMIUM_PATH = "/usr/bin/chromium";
@@ -35,9 +43,41 @@ export const CHROMIUM_FLAGS = [
   "--disable-sync",
 ] as const;
 
-/** The launch flags plus a fresh profile directory (pass a new temporary directory per launch). */
-export function chromiumLaunchArgs(userDataDir: string): string[] {
-  return [...CHROMIUM_FLAGS, `--user-data-dir=${userDataDir}`];
+/** A running browser with a profile of its own. */
+export interface LaunchedChromium {
+  context: BrowserContext;
+  /** The fresh profile directory (`--user-data-dir`), deleted by close(). */
+  userDataDir: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Launches Debian's Chromium (installed first when missing, see ensureChromium) through
+ * playwright-core with CHROMIUM_FLAGS and a fresh temporary `--user-data-dir`.
+ */
+export async function launchChromium(opts: { viewport?: { width: number; height: number } } = {}): Promise<LaunchedChromium> {
+  const executablePath = await ensureChromium();
+  const userDataDir = await mkdtemp(join(tmpdir(), "chromium-profile-"));
+  let context: BrowserContext;
+  try {
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath,
+      args: [...CHROMIUM_FLAGS],
+      viewport: opts.viewport ?? { width: 1280, height: 900 },
+    });
+  } catch (error) {
+    // Failure policy: do not leave a profile directory behind when the browser did not start.
+    await rm(userDataDir, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    context,
+    userDataDir,
+    async close() {
+      await context.close();
+      await rm(userDataDir, { recursive: true, force: true });
+    },
+  };
 }
 
 /** Options of {@link ensureChromium}; the defaults are the real machine's. */

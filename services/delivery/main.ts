@@ -42,8 +42,9 @@ runMain(log, async () => {
     isDraining: () => draining,
   });
   const opsPort = await ops.listen(config.opsPort, config.host);
-  await consumer.start();
+  // Stored deliveries need no Kafka: dispatch them while the consumer is still joining its group.
   dispatcher.start();
+  await consumer.start();
   log.info({ opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers, groupId: config.groupId }, "delivery consuming and dispatching");
   onShutdown(log, async () => {
     draining = true;

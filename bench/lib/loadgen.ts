@@ -1,0 +1,147 @@
+/**
+ * A closed-loop HTTP/1.1 load generator in a child process of its own (so its
+ * event loop does not share a thread with the servers under test; it still shares
+ * the machine's cores). `concurrency` workers each send one request, wait for the
+ * whole response, record the latency and send the next, over a keep-alive
+ * node:http Agent with one socket per worker. Bodies are ingest events signed the
+ * way a caller would sign them (node:crypto HMAC over "<t>.<raw body>").
+ *
+ * Closed loop: a slow server slows the senders down, so the latencies are service
+ * times at that concurrency, not response times under a fixed arrival rate
+ * (coordinated omission); compare figures at the same concurrency only.
+ */
+import { fork, type ChildProcess } from "node:child_process";
+import { createHmac } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import type { LatencySummary } from "./stats.js";
+
+/** How the signed ingest bodies of a job are made: one distinct token per index. */
+export interface IngestBodySpec {
+  serverId: string;
+  /** The referral secret the caller signs with. */
+  secret: string;
+  /** Token i is `${tokenPrefix}${i}`; the referee and server_event_id derive from it. */
+  tokenPrefix: string;
+  /** First index used. */
+  start: number;
+  /** One past the last index that has a click record. */
+  end: number;
+  /** Wrap around at `end` (replays, dry runs); otherwise stop once the tokens run out. */
+  cycle: boolean;
+  /** Send `test: true` (the dry-run path). */
+  test: boolean;
+}
+
+/** One measured run. */
+export interface LoadJob {
+  label: string;
+  /** Full URL, always on 127.0.0.1. */
+  url: string;
+  concurrency: number;
+  durationMs: number;
+  body: IngestBodySpec;
+  expectStatus: number;
+  /** A substring every expected response body contains. */
+  expectContains: string;
+}
+
+/** What a run measured. */
+export interface LoadResult {
+  label: string;
+  concurrency: number;
+  /** Responses received (expected or not). */
+  requests: number;
+  /** Responses with the expected status and body. */
+  ok: number;
+  /** Responses with another status or body. */
+  unexpected: number;
+  /** Transport errors (connection refused, reset). */
+  errors: number;
+  /** The first unexpected answer, for diagnosis. */
+  sampleUnexpected?: string;
+  elapsedMs: number;
+  /** Expected responses per second. */
+  requestsPerSecond: number;
+  latency: LatencySummary;
+  /** The next unused token index (for jobs that do not cycle). */
+  nextIndex: number;
+  /** True when a non-cycling job ran out of tokens before the duration ended. */
+  exhausted: boolean;
+  /** CPU ms the load generator itself used. */
+  clientCpuMs: number;
+}
+
+/** The exact body bytes of ingest event `index`. */
+export function buildIngestBody(spec: IngestBodySpec, index: number): string {
+  const token = `${spec.tokenPrefix}${index}`;
+  return JSON.stringify({
+    event: "registered",
+    token,
+    server_id: spec.serverId,
+    referee_identity: `referee-${token}`,
+    server_event_id: `reg-${token}`,
+    ts: 1_767_225_600,
+    ...(spec.test ? { test: true } : {}),
+  });
+}
+
+/** The X-Service-Signature header a caller sends for `body` at unix second `t`. */
+export function signIngestBody(secret: string, t: number, body: string): string {
+  const hex = createHmac("sha256", secret).update(`${t}.${body}`, "utf8").digest("hex");
+  return `t=${t},v1=sha256=${hex}`;
+}
+
+/** A running load generator process. */
+export interface LoadGenerator {
+  run(job: LoadJob): Promise<LoadResult>;
+  close(): Promise<void>;
+}
+
+interface ResultMessage {
+  type: "result";
+  id: number;
+  result?: LoadResult;
+  error?: string;
+}
+
+/** Forks the load generator child (bench/lib/loadgen-child.ts, run through tsx like the parent). */
+export async function startLoadGenerator(): Promise<LoadGenerator> {
+  const childPath = fileURLToPath(new URL("./loadgen-child.ts", import.meta.url));
+  const execArgv = process.execArgv.some((arg) => arg.includes("tsx")) ? process.execArgv : [...process.execArgv, "--import", "tsx"];
+  const child: ChildProcess = fork(childPath, [], { execArgv, stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  await new Promise<void>((resolve, reject) => {
+    child.once("message", () => resolve());
+    child.once("error", reject);
+    child.once("exit", (code) => reject(new Error(`load generator exited early (code ${code})`)));
+  });
+  let nextId = 0;
+  const pending = new Map<number, { resolve: (r: LoadResult) => void; reject: (e: Error) => void }>();
+  child.on("message", (message: ResultMessage) => {
+    const waiter = pending.get(message.id);
+    if (!waiter) return;
+    pending.delete(message.id);
+    if (message.result) waiter.resolve(message.result);
+    else waiter.reject(new Error(message.error ?? "load generator failed"));
+  });
+  child.on("exit", (code) => {
+    for (const waiter of pending.values()) waiter.reject(new Error(`load generator exited (code ${code})`));
+    pending.clear();
+  });
+  return {
+    run(job) {
+      const id = nextId++;
+      return new Promise<LoadResult>((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        child.send({ type: "run", id, job });
+      });
+    },
+    async close() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+      child.send({ type: "exit" });
+      const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

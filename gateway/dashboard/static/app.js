@@ -1,0 +1,727 @@
+// Referral dashboard: vanilla JS, no build step. Every call goes to /dashboard/api with the
+// bearer token kept in sessionStorage. Data is put on the page with textContent only.
+"use strict";
+
+(function () {
+  const API = "/dashboard/api";
+  const TOKEN_KEY = "dashboard.token";
+  const SERVER_KEY = "dashboard.server";
+  const TABS = ["overview", "referrals", "integration", "deliveries", "hearts"];
+
+  const state = {
+    token: sessionStorage.getItem(TOKEN_KEY) || "",
+    servers: [],
+    serverId: sessionStorage.getItem(SERVER_KEY) || "",
+    tab: "overview",
+    deliveryId: "",
+  };
+
+  // ---- small helpers -------------------------------------------------------------------
+
+  const $ = (id) => document.getElementById(id);
+
+  /** Creates an element; children are nodes or strings (set as text, never as HTML). */
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (key === "class") node.className = value;
+      else if (key === "onclick") node.addEventListener("click", value);
+      else if (key === "dataset") Object.assign(node.dataset, value);
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === undefined || child === null || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  /** ISO time -> "2026-11-21 22:39:05 UTC"; "-" when unset. */
+  function fmtTime(iso) {
+    if (!iso) return "\u2013";
+    return iso.replace("T", " ").replace(/\.\d+Z$/, "Z").replace(/Z$/, " UTC");
+  }
+
+  function fmtRate(rate) {
+    return `${(rate * 100).toFixed(1)}%`;
+  }
+
+  function badge(text, kind) {
+    return el("span", { class: `badge${kind ? ` badge-${kind}` : ""}` }, text);
+  }
+
+  function statusBadge(code) {
+    if (code === null || code === undefined) return badge("no response", "err");
+    return badge(String(code), code >= 200 && code < 300 ? "ok" : "err");
+  }
+
+  function emptyRow(tbody, columns, text) {
+    tbody.replaceChildren(el("tr", {}, el("td", { class: "empty", colspan: columns }, text)));
+  }
+
+  // ---- messages ------------------------------------------------------------------------
+
+  let flashTimer;
+  function flash(kind, text) {
+    clearTimeout(flashTimer);
+    const box = $("flash");
+    box.className = `flash flash-${kind}`;
+    $("flash-text").textContent = text;
+    box.hidden = false;
+    if (kind === "ok") flashTimer = setTimeout(() => (box.hidden = true), 5000);
+  }
+  const showError = (text) => flash("error", text);
+  const showOk = (text) => flash("ok", text);
+
+  // ---- API -----------------------------------------------------------------------------
+
+  class ApiFailure extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  /** Calls the dashboard API; throws ApiFailure with the API's own error text. */
+  async function api(method, path, body, token) {
+    let res;
+    try {
+      res = await fetch(API + path, {
+        method,
+        headers: {
+          authorization: `Bearer ${token === undefined ? state.token : token}`,
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: "no-store",
+      });
+    } catch (error) {
+      throw new ApiFailure(0, `cannot reach the dashboard API (${error.message})`);
+    }
+    let data = null;
+    try {
+      data = await res.json();
+    } catch (_) {
+      data = null;
+    }
+    if (!res.ok) {
+      const message = data && typeof data.error === "string" ? data.error : `${res.status} ${res.statusText}`;
+      if (res.status === 401 && token === undefined) signOut(`Your token was rejected (${message}). Sign in again.`);
+      throw new ApiFailure(res.status, message);
+    }
+    return data;
+  }
+
+  /** Runs an action with its button disabled; errors go to the flash with their status. */
+  async function run(button, action) {
+    if (button) button.disabled = true;
+    try {
+      await action();
+    } catch (error) {
+      if (error instanceof ApiFailure) {
+        if (error.status !== 401) showError(`Error${error.status ? ` ${error.status}` : ""}: ${error.message}`);
+      } else {
+        showError(`Error: ${error.message}`);
+      }
+    } finally {
+      if (button) button.disabled = false;
+    }
+  }
+
+  const serverPath = (suffix) => `/servers/${encodeURIComponent(state.serverId)}${suffix || ""}`;
+  const currentServer = () => state.servers.find((s) => s.id === state.serverId);
+
+  // ---- sign in / out -------------------------------------------------------------------
+
+  function showLogin(message) {
+    $("app").hidden = true;
+    $("session-controls").hidden = true;
+    $("login").hidden = false;
+    $("login-error").hidden = !message;
+    $("login-error").textContent = message || "";
+    $("token-input").focus();
+  }
+
+  function signOut(message) {
+    state.token = "";
+    sessionStorage.removeItem(TOKEN_KEY);
+    showLogin(message);
+  }
+
+  async function signIn(token) {
+    await api("GET", "/session", undefined, token);
+    state.token = token;
+    sessionStorage.setItem(TOKEN_KEY, token);
+    $("login").hidden = true;
+    $("app").hidden = false;
+    $("session-controls").hidden = false;
+    await loadServers();
+    selectTab(tabFromHash());
+  }
+
+  $("login-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const token = $("token-input").value.trim();
+    const button = $("sign-in");
+    button.disabled = true;
+    signIn(token)
+      .then(() => ($("token-input").value = ""))
+      .catch((error) => {
+        const prefix = error.status === 401 ? "That token was not accepted" : "Cannot sign in";
+        showLogin(`${prefix}: ${error.message}`);
+      })
+      .finally(() => (button.disabled = false));
+  });
+  $("sign-out").addEventListener("click", () => signOut(""));
+
+  // ---- servers and the picker ----------------------------------------------------------
+
+  async function loadServers() {
+    const { servers } = await api("GET", "/servers");
+    state.servers = servers;
+    if (!servers.some((s) => s.id === state.serverId)) setServer(servers.length > 0 ? servers[servers.length - 1].id : "");
+    renderPicker();
+    renderServers();
+  }
+
+  function setServer(id) {
+    if (id !== state.serverId) {
+      hideSecret("referral-secret-box");
+      hideSecret("callback-secret-box");
+      $("delivery-detail").hidden = true;
+      for (const result of ["test-event-result", "test-callback-result"]) $(result).replaceChildren();
+    }
+    state.serverId = id;
+    state.deliveryId = "";
+    if (id) sessionStorage.setItem(SERVER_KEY, id);
+    else sessionStorage.removeItem(SERVER_KEY);
+  }
+
+  function renderPicker() {
+    const picker = $("server-picker");
+    if (state.servers.length === 0) {
+      picker.replaceChildren(el("option", { value: "" }, "No servers yet"));
+      picker.disabled = true;
+      return;
+    }
+    picker.disabled = false;
+    picker.replaceChildren(...state.servers.map((s) => el("option", { value: s.id, selected: s.id === state.serverId }, s.name)));
+    picker.value = state.serverId;
+  }
+
+  $("server-picker").addEventListener("change", (event) => {
+    setServer(event.target.value);
+    renderServers();
+    selectTab(state.tab);
+  });
+
+  function renderServers() {
+    const tbody = $("servers-table").tBodies[0];
+    if (state.servers.length === 0) return emptyRow(tbody, 6, "No servers yet. Create one above.");
+    tbody.replaceChildren(
+      ...state.servers.map((s) =>
+        el(
+          "tr",
+          { class: s.id === state.serverId ? "selected" : "" },
+          el("td", {}, el("strong", {}, s.name)),
+          el("td", {}, el("code", {}, s.id)),
+          el("td", {}, s.referrals_enabled ? badge("enabled", "ok") : badge("disabled")),
+          el("td", {}, s.callback_disabled_reason ? badge("disabled", "err") : s.callback_url ? badge("set", "ok") : badge("not set")),
+          el("td", {}, fmtTime(s.created_at)),
+          el("td", {}, el("button", { type: "button", class: "btn btn-small", onclick: () => openServer(s.id) }, "Open")),
+        ),
+      ),
+    );
+  }
+
+  function openServer(id) {
+    setServer(id);
+    renderPicker();
+    renderServers();
+    location.hash = "#referrals";
+  }
+
+  $("create-server-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run($("create-server"), async () => {
+      const { server } = await api("POST", "/servers", {
+        name: $("new-server-name").value,
+        registration_url: $("new-server-registration-url").value,
+      });
+      $("new-server-name").value = "";
+      $("new-server-registration-url").value = "";
+      setServer(server.id);
+      await loadServers();
+      showOk(`Server "${server.name}" created (id ${server.id}).`);
+    });
+  });
+  $("refresh-servers").addEventListener("click", (event) => run(event.target, loadServers));
+
+  /** Replaces the server in the local list after an update. */
+  function updateServer(server) {
+    state.servers = state.servers.map((s) => (s.id === server.id ? server : s));
+    renderServers();
+  }
+
+  // ---- tabs ----------------------------------------------------------------------------
+
+  function tabFromHash() {
+    const name = location.hash.replace(/^#/, "");
+    return TABS.includes(name) ? name : "overview";
+  }
+
+  function selectTab(tab) {
+    if (tab !== state.tab) {
+      // Leaving a tab clears its messages and any secret still on screen.
+      $("flash").hidden = true;
+      hideSecret("referral-secret-box");
+      hideSecret("callback-secret-box");
+    }
+    state.tab = tab;
+    for (const button of document.querySelectorAll(".tab")) button.setAttribute("aria-selected", String(button.dataset.tab === tab));
+    const panel = $(`tab-${tab}`);
+    const needsServer = panel.classList.contains("needs-server");
+    for (const p of document.querySelectorAll(".tab-panel")) p.hidden = p !== panel || (needsServer && !state.serverId);
+    $("no-server").hidden = !(needsServer && !state.serverId);
+    if (needsServer && !state.serverId) return;
+    const loaders = { overview: loadServers, referrals: loadReferrals, integration: loadIntegration, deliveries: loadDeliveries, hearts: loadRanking };
+    run(null, loaders[tab]);
+  }
+
+  for (const button of document.querySelectorAll(".tab")) {
+    button.addEventListener("click", () => {
+      if (location.hash === `#${button.dataset.tab}`) selectTab(button.dataset.tab);
+      else location.hash = `#${button.dataset.tab}`;
+    });
+  }
+  window.addEventListener("hashchange", () => {
+    if (!$("app").hidden) selectTab(tabFromHash());
+  });
+
+  // ---- secrets (shown once) ------------------------------------------------------------
+
+  /** Shows a secret value with a note; it stays only until hidden or the tab is reloaded. */
+  function showSecret(boxId, title, note, value, secret) {
+    const box = $(boxId);
+    const valueId = `${boxId}-value`;
+    box.replaceChildren(
+      el("p", {}, el("strong", {}, title), secret ? ` kid ${secret.kid}` : "", secret && secret.expires_at ? ` \u00b7 expires ${fmtTime(secret.expires_at)}` : ""),
+      el("p", { class: "muted" }, note),
+      el(
+        "div",
+        { class: "copy-row" },
+        el("code", { id: valueId, class: "mono-box secret-value" }, value),
+        el("button", { type: "button", class: "btn btn-small", dataset: { copy: valueId } }, "Copy"),
+        el("button", { type: "button", class: "btn btn-small btn-quiet", onclick: () => hideSecret(boxId) }, "Hide"),
+      ),
+    );
+    box.hidden = false;
+  }
+
+  function hideSecret(boxId) {
+    const box = $(boxId);
+    box.replaceChildren();
+    box.hidden = true;
+  }
+
+  document.addEventListener("click", (event) => {
+    const target = event.target.closest("[data-copy]");
+    if (!target) return;
+    const text = $(target.dataset.copy).textContent;
+    const done = () => showOk("Copied to the clipboard.");
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, () => selectText(target.dataset.copy));
+    } else {
+      selectText(target.dataset.copy);
+    }
+  });
+
+  /** Without a clipboard API (plain http), select the text so the owner can press Ctrl+C. */
+  function selectText(id) {
+    const range = document.createRange();
+    range.selectNodeContents($(id));
+    const selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    showOk("Selected: press Ctrl+C (Cmd+C) to copy.");
+  }
+
+  // ---- exchanges (test callback, test referral event) ----------------------------------
+
+  function renderExchange(containerId, exchange) {
+    const headers = Object.entries(exchange.request_headers || {})
+      .map(([name, value]) => `${name}: ${value}`)
+      .join("\n");
+    const outcome = exchange.ok ? badge("success", "ok") : badge("failed", "err");
+    $(containerId).replaceChildren(
+      el(
+        "div",
+        { class: "exchange" },
+        el(
+          "div",
+          { class: "exchange-part exchange-request" },
+          el("h3", {}, "Request"),
+          el("p", { class: "exchange-line mono" }, `${exchange.method} ${exchange.url}`),
+          el("div", { class: "label" }, "Headers"),
+          el("pre", { class: "exchange-headers" }, headers),
+          el("div", { class: "label" }, "Body"),
+          el("pre", { class: "exchange-body" }, exchange.request_body),
+          el("div", { class: "label" }, "Canonical string (signed: <t>.<body>)"),
+          el("pre", { class: "exchange-canonical" }, exchange.canonical_string),
+        ),
+        el(
+          "div",
+          { class: "exchange-part exchange-response" },
+          el("h3", {}, "Response"),
+          el("p", { class: "exchange-line" }, "Status ", el("span", { class: "exchange-status" }, statusBadge(exchange.status_code)), " ", outcome, ` \u00b7 ${exchange.latency_ms} ms`),
+          exchange.error ? el("p", { class: "exchange-line cell-error exchange-error" }, exchange.error) : null,
+          el("div", { class: "label" }, "Body"),
+          el("pre", { class: "exchange-response-body" }, exchange.response_body === "" ? "(empty)" : exchange.response_body),
+        ),
+      ),
+    );
+  }
+
+  // ---- referrals tab -------------------------------------------------------------------
+
+  async function loadReferrals() {
+    const [{ server }, { secrets }] = await Promise.all([api("GET", serverPath()), api("GET", serverPath("/referral-secrets"))]);
+    updateServer(server);
+    renderReferralSettings(server);
+    renderSecrets(secrets);
+    await Promise.all([loadFunnel(), loadLeaderboards()]);
+  }
+
+  function renderReferralSettings(server) {
+    const status = $("referrals-status");
+    status.textContent = server.referrals_enabled ? "enabled" : "disabled";
+    status.className = `badge ${server.referrals_enabled ? "badge-ok" : ""}`;
+    $("toggle-referrals").textContent = server.referrals_enabled ? "Disable referrals" : "Enable referrals";
+    $("registration-url").value = server.registration_url;
+    $("referral-link").textContent = `${location.origin}/r/${server.id}?referrer=<player>`;
+  }
+
+  function renderSecrets(secrets) {
+    const tbody = $("secrets-table").tBodies[0];
+    if (secrets.length === 0) return emptyRow(tbody, 6, "No referral secrets yet. Create one to start accepting events.");
+    const kinds = { active: "ok", expiring: "warn", expired: "", revoked: "err" };
+    tbody.replaceChildren(
+      ...secrets.map((s) =>
+        el(
+          "tr",
+          {},
+          el("td", {}, el("code", {}, s.kid)),
+          el("td", {}, fmtTime(s.created_at)),
+          el("td", {}, fmtTime(s.expires_at)),
+          el("td", {}, fmtTime(s.revoked_at)),
+          el("td", {}, badge(s.status, kinds[s.status])),
+          el(
+            "td",
+            {},
+            s.revoked_at ? null : el("button", { type: "button", class: "btn btn-small", onclick: (e) => revealReferralSecret(e.target, s.kid) }, "Reveal"),
+            s.revoked_at ? null : el("button", { type: "button", class: "btn btn-small btn-danger", onclick: (e) => revokeReferralSecret(e.target, s.kid) }, "Revoke"),
+          ),
+        ),
+      ),
+    );
+  }
+
+  async function reloadSecrets() {
+    const { secrets } = await api("GET", serverPath("/referral-secrets"));
+    renderSecrets(secrets);
+  }
+
+  function revealReferralSecret(button, kid) {
+    run(button, async () => {
+      const { value } = await api("POST", serverPath(`/referral-secrets/${encodeURIComponent(kid)}/reveal`));
+      showSecret("referral-secret-box", "Referral secret", "Revealed on your request. Keep it on your backend only.", value, { kid });
+    });
+  }
+
+  function revokeReferralSecret(button, kid) {
+    if (!confirm(`Revoke secret ${kid}? Requests signed with it are rejected at once.`)) return;
+    run(button, async () => {
+      await api("POST", serverPath(`/referral-secrets/${encodeURIComponent(kid)}/revoke`));
+      await reloadSecrets();
+      showOk(`Secret ${kid} revoked.`);
+    });
+  }
+
+  $("toggle-referrals").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      const enabled = !currentServer().referrals_enabled;
+      const { server } = await api("PUT", serverPath("/referrals"), { enabled });
+      updateServer(server);
+      renderReferralSettings(server);
+      showOk(enabled ? "Referrals enabled." : "Referrals disabled.");
+    }),
+  );
+
+  $("registration-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run(event.submitter, async () => {
+      const { server } = await api("PUT", serverPath("/registration-url"), { registration_url: $("registration-url").value });
+      updateServer(server);
+      renderReferralSettings(server);
+      showOk("Registration URL saved.");
+    });
+  });
+
+  $("create-secret").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      const { secret, value } = await api("POST", serverPath("/referral-secrets"));
+      showSecret("referral-secret-box", "New referral secret", "Shown once: copy it now. Later you can reveal it on purpose.", value, secret);
+      await reloadSecrets();
+    }),
+  );
+
+  function graceSeconds(inputId) {
+    const hours = Number($(inputId).value);
+    if (!Number.isFinite(hours) || hours < 0) throw new Error("grace must be a non-negative number of hours");
+    return Math.round(hours * 3600);
+  }
+
+  $("rotate-secret").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      const { secret, value } = await api("POST", serverPath("/referral-secrets/rotate"), { grace_seconds: graceSeconds("rotate-grace-hours") });
+      showSecret("referral-secret-box", "New referral secret (rotation)", "Shown once: copy it now. Older secrets stay valid for the grace period.", value, secret);
+      await reloadSecrets();
+    }),
+  );
+
+  $("send-test-event").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      $("test-event-result").replaceChildren(el("p", { class: "muted" }, "Sending\u2026"));
+      try {
+        const { exchange } = await api("POST", serverPath("/test-referral-event"), { event: $("test-event-type").value });
+        renderExchange("test-event-result", exchange);
+      } catch (error) {
+        $("test-event-result").replaceChildren(el("p", { class: "msg msg-error" }, `Error ${error.status || ""}: ${error.message}`));
+        throw error;
+      }
+    }),
+  );
+
+  async function loadFunnel() {
+    const { funnel } = await api("GET", `${serverPath("/funnel")}?scope=${$("funnel-scope").value}`);
+    const stat = (label, value) => el("div", { class: "stat" }, el("div", { class: "stat-value" }, String(value)), el("div", { class: "stat-label" }, label));
+    $("funnel").replaceChildren(
+      stat("Clicks", funnel.clicks),
+      stat("Registered", funnel.registered),
+      stat("Qualified", funnel.qualified),
+      stat("Reversed", funnel.reversed),
+      el(
+        "div",
+        { class: "stat-rate" },
+        el("span", {}, "Click \u2192 register ", el("strong", {}, fmtRate(funnel.click_to_register_rate))),
+        el("span", {}, "Register \u2192 qualify ", el("strong", {}, fmtRate(funnel.register_to_qualify_rate))),
+        el("span", {}, "Reversal rate ", el("strong", {}, fmtRate(funnel.reversal_rate))),
+      ),
+    );
+  }
+  $("funnel-scope").addEventListener("change", () => run(null, loadFunnel));
+
+  async function loadLeaderboards() {
+    const [all, month] = await Promise.all([api("GET", `${serverPath("/leaderboard")}?scope=all`), api("GET", `${serverPath("/leaderboard")}?scope=month`)]);
+    renderLeaderboard("leaderboard-all", all.entries);
+    renderLeaderboard("leaderboard-month", month.entries);
+    $("leaderboard-month-period").textContent = `(${month.period})`;
+  }
+
+  function renderLeaderboard(containerId, entries) {
+    const table = el("table", { class: "table" }, el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, "Referrer"), el("th", {}, "Credits"), el("th", {}, "Reversed"))));
+    const tbody = el("tbody");
+    table.append(tbody);
+    if (entries.length === 0) emptyRow(tbody, 4, "No qualified referrals yet.");
+    else tbody.append(...entries.map((e) => el("tr", {}, el("td", {}, e.rank), el("td", {}, e.referrer), el("td", {}, e.credits), el("td", {}, e.reversed))));
+    $(containerId).replaceChildren(table);
+  }
+
+  // ---- integration tab -----------------------------------------------------------------
+
+  async function loadIntegration() {
+    const { server } = await api("GET", serverPath());
+    updateServer(server);
+    renderIntegration(server);
+  }
+
+  function renderIntegration(server) {
+    $("callback-url").value = server.callback_url;
+    $("standard-webhooks").checked = server.standard_webhooks;
+    $("callback-disabled").hidden = !server.callback_disabled_reason;
+    $("callback-disabled-reason").textContent = server.callback_disabled_reason;
+    $("callback-disabled-at").textContent = server.callback_disabled_at ? `(since ${fmtTime(server.callback_disabled_at)})` : "";
+  }
+
+  $("callback-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run(event.submitter, async () => {
+      const { server } = await api("PUT", serverPath("/callback"), { callback_url: $("callback-url").value, standard_webhooks: $("standard-webhooks").checked });
+      updateServer(server);
+      renderIntegration(server);
+      showOk(server.callback_url ? "Callback settings saved." : "Callback removed.");
+    });
+  });
+
+  $("reenable-callback").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      const { server } = await api("POST", serverPath("/callback/enable"));
+      updateServer(server);
+      renderIntegration(server);
+      showOk("Callbacks re-enabled; held deliveries resume.");
+    }),
+  );
+
+  $("reveal-callback-secret").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      const { secret, value } = await api("POST", serverPath("/callback-secret/reveal"));
+      showSecret("callback-secret-box", "Callback secret", "Revealed on your request. Verify callbacks with it on your backend.", value, secret);
+    }),
+  );
+
+  $("rotate-callback-secret").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      const { secret, value } = await api("POST", serverPath("/callback-secret/rotate"), { grace_seconds: graceSeconds("callback-grace-hours") });
+      showSecret("callback-secret-box", "New callback secret (rotation)", "Shown once: copy it now. The previous secret also signs during the grace period.", value, secret);
+    }),
+  );
+
+  $("send-test-callback").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      $("test-callback-result").replaceChildren(el("p", { class: "muted" }, "Sending\u2026"));
+      try {
+        const { exchange } = await api("POST", serverPath("/test-callback"), { username: $("test-username").value });
+        renderExchange("test-callback-result", exchange);
+      } catch (error) {
+        $("test-callback-result").replaceChildren(el("p", { class: "msg msg-error" }, `Error ${error.status || ""}: ${error.message}`));
+        throw error;
+      }
+    }),
+  );
+
+  // ---- deliveries tab ------------------------------------------------------------------
+
+  async function loadDeliveries() {
+    const { deliveries } = await api("GET", `${serverPath("/deliveries")}?status=${$("delivery-status").value}`);
+    const tbody = $("deliveries-table").tBodies[0];
+    const kinds = { delivered: "ok", pending: "warn", failed: "err" };
+    if (deliveries.length === 0) emptyRow(tbody, 9, "No deliveries match.");
+    else
+      tbody.replaceChildren(
+        ...deliveries.map((d) =>
+          el(
+            "tr",
+            { class: d.id === state.deliveryId ? "selected" : "", dataset: { deliveryId: d.id } },
+            el("td", { class: "nowrap" }, fmtTime(d.created_at)),
+            el("td", {}, d.event_type),
+            el("td", {}, d.username),
+            el("td", { class: "nowrap" }, d.period),
+            el("td", {}, badge(d.status, kinds[d.status])),
+            el("td", {}, d.attempts),
+            el("td", {}, d.last_status_code === null ? (d.last_error ? el("span", { class: "cell-error" }, d.last_error) : "\u2013") : statusBadge(d.last_status_code)),
+            el("td", { class: "nowrap" }, d.status === "pending" ? fmtTime(d.next_attempt_at) : "\u2013"),
+            el(
+              "td",
+              { class: "nowrap" },
+              el("button", { type: "button", class: "btn btn-small", onclick: (e) => run(e.target, () => showDelivery(d.id)) }, "Attempts"),
+              d.status === "pending" ? null : el("button", { type: "button", class: "btn btn-small", onclick: (e) => redeliver(e.target, d.id) }, "Redeliver"),
+            ),
+          ),
+        ),
+      );
+    if (state.deliveryId) await showDelivery(state.deliveryId);
+  }
+
+  async function showDelivery(id) {
+    const { delivery, attempts } = await api("GET", `/deliveries/${encodeURIComponent(id)}`);
+    state.deliveryId = id;
+    for (const row of $("deliveries-table").tBodies[0].rows) row.classList.toggle("selected", row.dataset.deliveryId === id);
+    $("delivery-detail").hidden = false;
+    $("delivery-detail-id").textContent = delivery.id;
+    $("redeliver-one").disabled = delivery.status === "pending";
+    const fact = (term, value) => [el("dt", {}, term), el("dd", {}, value)];
+    $("delivery-detail-facts").replaceChildren(
+      ...fact("Heart id", el("code", {}, delivery.heart_id)),
+      ...fact("Status", delivery.status),
+      ...fact("Username", delivery.username),
+      ...fact("Period", delivery.period),
+      ...fact("Created", fmtTime(delivery.created_at)),
+      ...fact("Delivered", fmtTime(delivery.delivered_at)),
+      ...fact("Failed", fmtTime(delivery.failed_at)),
+      ...fact("Next attempt", delivery.status === "pending" ? fmtTime(delivery.next_attempt_at) : "\u2013"),
+    );
+    const tbody = $("attempts-table").tBodies[0];
+    if (attempts.length === 0) emptyRow(tbody, 6, "No attempts yet.");
+    else
+      tbody.replaceChildren(
+        ...attempts.map((a) =>
+          el(
+            "tr",
+            {},
+            el("td", {}, a.attempt),
+            el("td", { class: "nowrap" }, fmtTime(a.started_at)),
+            el("td", {}, statusBadge(a.status_code)),
+            el("td", {}, `${a.latency_ms} ms`),
+            el("td", { class: "cell-error" }, a.error || "\u2013"),
+            el("td", {}, el("code", {}, a.url)),
+          ),
+        ),
+      );
+  }
+
+  function redeliver(button, id) {
+    run(button, async () => {
+      await api("POST", `/deliveries/${encodeURIComponent(id)}/redeliver`);
+      state.deliveryId = id;
+      showOk("Delivery queued again; it is sent right away.");
+      await loadDeliveries();
+    });
+  }
+
+  $("redeliver-one").addEventListener("click", (event) => redeliver(event.target, state.deliveryId));
+  $("delivery-status").addEventListener("change", () => run(null, loadDeliveries));
+  $("refresh-deliveries").addEventListener("click", (event) => run(event.target, loadDeliveries));
+
+  $("redeliver-failed-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run(event.submitter, async () => {
+      const local = new Date($("redeliver-since").value);
+      if (Number.isNaN(local.getTime())) throw new Error("pick a date and time");
+      const { requeued } = await api("POST", serverPath("/deliveries/redeliver-failed"), { since: local.toISOString() });
+      showOk(`${requeued} failed ${requeued === 1 ? "delivery" : "deliveries"} queued again.`);
+      await loadDeliveries();
+    });
+  });
+
+  // ---- hearts tab ----------------------------------------------------------------------
+
+  async function loadRanking() {
+    const { period, entries } = await api("GET", "/hearts/ranking");
+    $("ranking-period").textContent = `(${period})`;
+    const tbody = $("ranking-table").tBodies[0];
+    if (entries.length === 0) return emptyRow(tbody, 3, "No counted hearts this month yet.");
+    tbody.replaceChildren(
+      ...entries.map((e) =>
+        el(
+          "tr",
+          { class: e.server_id === state.serverId ? "selected" : "" },
+          el("td", {}, e.rank),
+          el("td", {}, e.server_name ? el("span", {}, el("strong", {}, e.server_name), " ", el("code", { class: "muted" }, e.server_id)) : el("code", {}, e.server_id)),
+          el("td", {}, e.hearts),
+        ),
+      ),
+    );
+  }
+  $("refresh-ranking").addEventListener("click", (event) => run(event.target, loadRanking));
+
+  $("flash-close").addEventListener("click", () => ($("flash").hidden = true));
+
+  // ---- start ---------------------------------------------------------------------------
+
+  if (state.token) {
+    signIn(state.token).catch((error) => signOut(error.status === 401 ? `Your token was rejected (${error.message}). Sign in again.` : `Cannot sign in: ${error.message}`));
+  } else {
+    showLogin("");
+  }
+})();

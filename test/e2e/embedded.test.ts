@@ -1,0 +1,80 @@
+/**
+ * `npm start` (scripts/start.ts) as a newcomer runs it: no DATABASE_URL, no
+ * KAFKA_BROKERS, a fresh data folder. It must come up on its own (embedded
+ * PostgreSQL, in-process bus), print a copy-paste example that works as printed,
+ * drain on SIGTERM, and keep its data across restarts, without ever printing a secret.
+ */
+import test from "ava";
+import { execFile } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { freePorts, REPO_ROOT, useProcesses, type ProcessGroup } from "../helpers/processes.js";
+
+const run = promisify(execFile);
+
+/** The banner's example: the four shell lines from `SECRET=` to the curl line, exactly as printed. */
+const EXAMPLE = /^ {2}SECRET=.*\n {2}BODY=.*\n {2}T=.*\n {2}curl .*$/m;
+
+async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir: string; port: number; rpcPort: number }) {
+  const proc = group.spawn({
+    name: opts.name,
+    file: "scripts/start.ts",
+    env: {
+      DATA_DIR: opts.dataDir,
+      PORT: String(opts.port),
+      REFERRAL_SERVICE_PORT: String(opts.rpcPort),
+      LOG_LEVEL: "info",
+      // The embedded default: neither may reach the process (the helper's base env has neither; this states it).
+      DATABASE_URL: undefined,
+      KAFKA_BROKERS: undefined,
+    },
+  });
+  await proc.waitReady(`http://127.0.0.1:${opts.port}/readyz`, 60_000);
+  // /readyz can answer before the demo is seeded; the banner comes right after.
+  const [example] = await proc.waitForOutput(EXAMPLE, 30_000);
+  return { proc, example };
+}
+
+/** Runs the example with bash from the repository root (where `npm start` runs), as a user pasting it would. */
+async function runExample(script: string): Promise<Record<string, unknown>> {
+  const { stdout } = await run("bash", ["-c", script], { cwd: REPO_ROOT, timeout: 20_000 });
+  return JSON.parse(stdout.trim()) as Record<string, unknown>;
+}
+
+test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banner's example works as printed, SIGTERM exits 0, and a restart on the same DATA_DIR keeps the data (duplicate) without printing a secret", async (t) => {
+  t.timeout(150_000);
+  const dataDir = mkdtempSync(join(tmpdir(), "e2e-embedded-"));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const group = useProcesses(t);
+  const [port, rpcPort] = await freePorts(2);
+
+  const first = await startAllInOne(group, { name: "npm start #1", dataDir, port: port!, rpcPort: rpcPort! });
+  t.regex(first.proc.stdout, /embedded PostgreSQL \(PGlite\)/);
+  t.regex(first.proc.stdout, /in-process bus in place of Kafka/);
+  t.true(first.example.includes(`http://127.0.0.1:${port}/api/referral/events`), "the example targets this gateway");
+
+  const registered = await runExample(first.example);
+  t.deepEqual(Object.keys(registered).sort(), ["ok", "referral_id", "state"]);
+  t.is(registered.ok, true);
+  t.is(registered.state, "registered");
+  t.regex(String(registered.referral_id), /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+
+  t.deepEqual(await first.proc.stop(), { code: 0, signal: null }, "SIGTERM drains and exits 0");
+
+  const second = await startAllInOne(group, { name: "npm start #2", dataDir, port: port!, rpcPort: rpcPort! });
+  t.is(second.example, first.example, "the restart prints the same demo example");
+  t.deepEqual(await runExample(first.example), { ok: true, duplicate: true }, "the first run's event is remembered across the restart");
+  t.deepEqual(await second.proc.stop(), { code: 0, signal: null });
+
+  const referralSecret = readFileSync(join(dataDir, "demo-referral-secret"), "utf8").trim();
+  const secretsKey = readFileSync(join(dataDir, "secrets.key"), "utf8").trim();
+  t.true(referralSecret.length >= 16 && secretsKey.length >= 16);
+  // Any other secret the data folder holds (the dashboard sign-in token) must not be printed either.
+  const dashboardTokenPath = join(dataDir, "dashboard-token");
+  const secrets = { "referral secret": referralSecret, "secrets key": secretsKey, ...(existsSync(dashboardTokenPath) ? { "dashboard token": readFileSync(dashboardTokenPath, "utf8").trim() } : {}) };
+  for (const proc of [first.proc, second.proc]) {
+    for (const [what, value] of Object.entries(secrets)) t.false(proc.output.includes(value), `${proc.name} printed the ${what}`);
+  }
+});

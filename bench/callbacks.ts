@@ -53,6 +53,7 @@ import {
   findPidByCommandLine,
   installTimeLimit,
   loadNow,
+  machineCpuMs,
   machineInfo,
   markdownTable,
   cpuBetween,
@@ -320,6 +321,8 @@ interface PipelineResult {
     /** From relay start to each callback's arrival. */
     timeToCallback: LatencySummary;
     cpuMsPerCallback: { node: number; postgres: number; kafka: number | null };
+    /** Cores' worth of CPU used by processes outside this benchmark during the drain (contention). */
+    otherProcessesCores: number;
     db: { statementsPerCallback: number; execMsPerCallback: number; top: StatementStat[] };
     loadAverage1m: number;
   };
@@ -497,7 +500,7 @@ async function runPipeline(
     const backlogIds = await castLoop(BACKLOG_CAST_CONCURRENCY, { count: BACKLOG });
     const castSeconds = round((performance.now() - backlogCastStarted) / 1000, 2);
     await pgb.resetStatements();
-    const cpuBefore = { node: selfCpuMs(), postgres: pgb.cpuSnapshot(), kafka: kafkaPid === undefined ? undefined : snapshotProcessTree(kafkaPid) };
+    const cpuBefore = { node: selfCpuMs(), postgres: pgb.cpuSnapshot(), kafka: kafkaPid === undefined ? undefined : snapshotProcessTree(kafkaPid), machine: machineCpuMs().busy };
     const drainStarted = performance.now();
     relay.start();
     await arrivals.waitAll(backlogIds, ARRIVAL_TIMEOUT_MS * 2);
@@ -507,6 +510,7 @@ async function runPipeline(
       node: selfCpuMs() - cpuBefore.node,
       postgres: cpuBetween(cpuBefore.postgres, pgb.cpuSnapshot()),
       kafka: kafkaPid === undefined || !cpuBefore.kafka ? null : cpuBetween(cpuBefore.kafka, snapshotProcessTree(kafkaPid)),
+      machine: machineCpuMs().busy - cpuBefore.machine,
     };
     const statements = await pgb.readStatements(database);
     const calls = statements.reduce((sum, s) => sum + s.calls, 0);
@@ -519,6 +523,7 @@ async function runPipeline(
       callbacksPerSecond: round((backlogIds.length / drainMs) * 1000, 1),
       timeToCallback: latencies(backlogIds, () => drainStarted),
       cpuMsPerCallback: { node: perCallback(cpu.node), postgres: perCallback(cpu.postgres), kafka: cpu.kafka === null ? null : perCallback(cpu.kafka) },
+      otherProcessesCores: round(Math.max(0, cpu.machine - cpu.node - cpu.postgres - (cpu.kafka ?? 0)) / drainMs, 2),
       db: {
         statementsPerCallback: round(calls / backlogIds.length, 2),
         execMsPerCallback: round(execMs / backlogIds.length, 3),
@@ -680,6 +685,7 @@ function renderMarkdown(r: Results): string {
         ["backlog: drain s / callbacks per s", ...r.pipelines.map((p) => `${fmt(p.backlog.drainSeconds, 2)} / ${fmt(p.backlog.callbacksPerSecond, 0)}`)],
         ["backlog: relay start -> callback p50 / p95 ms", ...r.pipelines.map((p) => `${fmt(p.backlog.timeToCallback.p50, 0)} / ${fmt(p.backlog.timeToCallback.p95, 0)}`)],
         ["backlog: CPU ms per callback (node / PostgreSQL / Kafka)", ...r.pipelines.map((p) => `${fmt(p.backlog.cpuMsPerCallback.node, 2)} / ${fmt(p.backlog.cpuMsPerCallback.postgres, 2)} / ${p.backlog.cpuMsPerCallback.kafka === null ? "—" : fmt(p.backlog.cpuMsPerCallback.kafka, 2)}`)],
+        ["backlog: CPU used by other processes on the machine (cores)", ...r.pipelines.map((p) => fmt(p.backlog.otherProcessesCores, 2))],
         ["backlog: DB statements / exec ms per callback", ...r.pipelines.map((p) => `${fmt(p.backlog.db.statementsPerCallback, 1)} / ${fmt(p.backlog.db.execMsPerCallback, 3)}`)],
         ["checks: received / expected / bad signatures / duplicates", ...r.pipelines.map((p) => `${p.checks.received} / ${p.checks.expected} / ${p.checks.badSignature} / ${p.checks.duplicates}`)],
       ],

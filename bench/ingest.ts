@@ -37,6 +37,7 @@ import {
   envInt,
   installTimeLimit,
   loadNow,
+  machineCpuMs,
   machineInfo,
   markdownTable,
   microbench,
@@ -80,6 +81,8 @@ interface Phase {
   cpuMsPerRequest: { server: number; postgres: number; loadGenerator: number };
   /** Share of the machine's cores that the three were busy, over the phase. */
   machineBusyPercent: number;
+  /** Cores' worth of CPU used by processes outside this benchmark during the phase (contention). */
+  otherProcessesCores: number;
   db: { statementsPerRequest: number; execMsPerRequest: number; top: StatementStat[] };
   loadAverage1m: number;
 }
@@ -232,9 +235,9 @@ async function main(): Promise<void> {
         registeredOk += warm.ok;
       }
       await pgb.resetStatements();
-      const cpuBefore = { server: selfCpuMs(), postgres: pgb.cpuSnapshot() };
+      const cpuBefore = { server: selfCpuMs(), postgres: pgb.cpuSnapshot(), machine: machineCpuMs().busy };
       const load = await loadgen.run(job(MEASURE_MS, `${mode} c=${concurrency}`));
-      const cpu = { server: selfCpuMs() - cpuBefore.server, postgres: cpuBetween(cpuBefore.postgres, pgb.cpuSnapshot()) };
+      const cpu = { server: selfCpuMs() - cpuBefore.server, postgres: cpuBetween(cpuBefore.postgres, pgb.cpuSnapshot()), machine: machineCpuMs().busy - cpuBefore.machine };
       const statements = await pgb.readStatements(database);
       if (mode === "registered") {
         nextToken = load.nextIndex;
@@ -249,6 +252,7 @@ async function main(): Promise<void> {
         load,
         cpuMsPerRequest: { server: perRequest(cpu.server), postgres: perRequest(cpu.postgres), loadGenerator: perRequest(load.clientCpuMs) },
         machineBusyPercent: round(((cpu.server + cpu.postgres + load.clientCpuMs) / (load.elapsedMs * machineAtStart.nproc)) * 100, 0),
+        otherProcessesCores: round(Math.max(0, cpu.machine - cpu.server - cpu.postgres - load.clientCpuMs) / load.elapsedMs, 2),
         db: {
           statementsPerRequest: load.requests === 0 ? Number.NaN : round(calls / load.requests, 2),
           execMsPerRequest: load.requests === 0 ? Number.NaN : round(execMs / load.requests, 3),
@@ -260,7 +264,7 @@ async function main(): Promise<void> {
       const problems = load.unexpected + load.errors > 0 ? ` UNEXPECTED=${load.unexpected} errors=${load.errors} (${load.sampleUnexpected ?? ""})` : "";
       progress(
         `${mode.padEnd(10)} c=${String(concurrency).padEnd(2)} ${fmt(load.requestsPerSecond, 0).padStart(6)} req/s  p50 ${fmt(load.latency.p50, 2)} p95 ${fmt(load.latency.p95, 2)} p99 ${fmt(load.latency.p99, 2)} ms  ` +
-          `cpu/req: server ${phase.cpuMsPerRequest.server} µs, pg ${phase.cpuMsPerRequest.postgres} µs  db ${phase.db.statementsPerRequest} stmts/req${load.exhausted ? " (tokens exhausted)" : ""}${problems}`,
+          `cpu/req: server ${phase.cpuMsPerRequest.server} µs, pg ${phase.cpuMsPerRequest.postgres} µs  db ${phase.db.statementsPerRequest} stmts/req  other procs ${phase.otherProcessesCores} cores${load.exhausted ? " (tokens exhausted)" : ""}${problems}`,
       );
     }
   }
@@ -378,7 +382,7 @@ function renderMarkdown(r: Results): string {
     out.push(`### Concurrency ${c}`, "");
     out.push(
       markdownTable(
-        ["path", "req/s", "of floor", "p50 ms", "p95 ms", "p99 ms", "ok / bad / err", "server CPU µs/req", "PG CPU µs/req", "DB stmts/req", "DB exec ms/req", "machine busy %"],
+        ["path", "req/s", "of floor", "p50 ms", "p95 ms", "p99 ms", "ok / bad / err", "server CPU µs/req", "PG CPU µs/req", "DB stmts/req", "DB exec ms/req", "bench busy % of cores", "other processes (cores)"],
         rows.map((p) => [
           MODE_LABEL[p.mode],
           fmt(p.load.requestsPerSecond, 0),
@@ -392,6 +396,7 @@ function renderMarkdown(r: Results): string {
           fmt(p.db.statementsPerRequest, 1),
           fmt(p.db.execMsPerRequest, 3),
           fmt(p.machineBusyPercent, 0),
+          fmt(p.otherProcessesCores, 2),
         ]),
       ),
       "",

@@ -182,6 +182,20 @@ export function findPidByCommandLine(needle: string): number | undefined {
   return undefined;
 }
 
+/** Busy and total CPU ms of the whole machine (all cores) since boot, from /proc/stat. */
+export function machineCpuMs(): { busy: number; total: number } {
+  try {
+    const fields = (readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "").trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal guest guest_nice (guest time is already in user).
+    const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = fields;
+    const busy = user + nice + system + irq + softirq + steal;
+    return { busy: (busy * 1000) / CLOCK_TICKS_PER_SECOND, total: ((busy + idle + iowait) * 1000) / CLOCK_TICKS_PER_SECOND };
+  } catch {
+    // Failure policy: without /proc/stat the contention figure is unknown, reported as NaN.
+    return { busy: Number.NaN, total: Number.NaN };
+  }
+}
+
 /** CPU milliseconds of this Node process (user + system). */
 export function selfCpuMs(): number {
   const usage = process.cpuUsage();

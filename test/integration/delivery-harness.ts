@@ -5,18 +5,15 @@
  * independent verifier of callback signatures (node:crypto, not the project's signer).
  */
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
-import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import { createClient, type Client } from "@connectrpc/connect";
-import { connectNodeAdapter, createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { deliveryRoutes, type DeliveryRouteDeps } from "../../services/delivery/routes.js";
+import type { DeliveryRouteDeps } from "../../services/delivery/routes.js";
+import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import type { FraudRules } from "../../services/hearts/domain/fraud-rules.js";
-import { heartRoutes } from "../../services/hearts/routes.js";
 import type { PrismaClient } from "../../services/shared/db.js";
 import type { CoreDeps } from "../../services/shared/deps.js";
-import { createServerInterceptor } from "../../services/shared/interceptors.js";
 import { createLogger } from "../../services/shared/log.js";
 import { createMetrics } from "../../services/shared/metrics.js";
 import { createSecretBox, generateCallbackSecret, generateKid, generateReferralSecret, type SecretBox } from "../../services/shared/secrets.js";
@@ -63,20 +60,13 @@ export async function startHarness(
     callbackTimeoutMs: opts.callbackTimeoutMs ?? 2_000,
     publicBaseUrl: opts.publicBaseUrl ?? "http://127.0.0.1:9",
   };
-  const handler = connectNodeAdapter({
-    routes: (router) => {
-      heartRoutes({ ...deps, ...(opts.fraudRules ? { fraudRules: opts.fraudRules } : {}) })(router);
-      deliveryRoutes(deps)(router);
-    },
-    interceptors: [createServerInterceptor(log, createMetrics("test"))],
+  // The production wiring of the referral service process (all routes, interceptor, HTTP/2 server).
+  const server = createReferralServiceServer({
+    ...deps,
+    metrics: createMetrics("test"),
+    ...(opts.fraudRules ? { fraudRules: opts.fraudRules } : {}),
   });
-  const server = http2.createServer(handler);
-  const sessions = new Set<http2.ServerHttp2Session>();
-  server.on("session", (session) => {
-    sessions.add(session);
-    session.once("close", () => sessions.delete(session));
-  });
-  const port = await new Promise<number>((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as AddressInfo).port)));
+  const port = await server.listen(0);
   const transport = createConnectTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" });
   return {
     db,
@@ -84,8 +74,7 @@ export async function startHarness(
     hearts: createClient(HeartService, transport),
     delivery: createClient(DeliveryService, transport),
     async close() {
-      for (const session of sessions) session.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await server.close();
       await db.drop();
     },
   };

@@ -1,20 +1,17 @@
 /**
  * Test harness for the referral and server-admin RPCs: a fresh database cloned
- * from the migrated template, the production routes and interceptor behind a
- * real HTTP/2 Connect server on a free port, real Connect clients, and a clock
+ * from the migrated template, the production referral service server
+ * (createReferralServiceServer) on a free port, real Connect clients, and a clock
  * the test moves by hand.
  */
 import { randomBytes } from "node:crypto";
-import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { connectNodeAdapter, createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { ReferralEventType, ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
-import { referralRoutes } from "../../services/referral/routes.js";
-import { serverAdminRoutes, type ServerAdminDeps } from "../../services/servers/routes.js";
+import { createReferralServiceServer } from "../../services/referral-service/server.js";
+import type { ServerAdminDeps } from "../../services/servers/routes.js";
 import { ERROR_KIND_HEADER, TRANSITION_EVENT_HEADER, TRANSITION_FROM_HEADER } from "../../services/shared/errors.js";
-import { createServerInterceptor } from "../../services/shared/interceptors.js";
 import { createLogger } from "../../services/shared/log.js";
 import { createMetrics } from "../../services/shared/metrics.js";
 import { createSecretBox } from "../../services/shared/secrets.js";
@@ -59,20 +56,15 @@ export async function startHarness(opts: { allowInsecureCallbacks?: boolean; max
     now: () => clock.now(),
     ...(opts.allowInsecureCallbacks !== undefined ? { allowInsecureCallbacks: opts.allowInsecureCallbacks } : {}),
   };
-  const handler = connectNodeAdapter({
-    routes: (router) => {
-      referralRoutes(deps)(router);
-      serverAdminRoutes(deps)(router);
-    },
-    interceptors: [createServerInterceptor(log, createMetrics("test"))],
+  // The production wiring: every route, the interceptor and the HTTP/2 server of the referral service.
+  const server = createReferralServiceServer({
+    ...deps,
+    metrics: createMetrics("test"),
+    allowInsecureCallbacks: deps.allowInsecureCallbacks ?? false,
+    callbackTimeoutMs: 2_000,
+    publicBaseUrl: "http://127.0.0.1:9",
   });
-  const server = http2.createServer(handler);
-  const sessions = new Set<http2.ServerHttp2Session>();
-  server.on("session", (session) => {
-    sessions.add(session);
-    session.once("close", () => sessions.delete(session));
-  });
-  const port = await new Promise<number>((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as AddressInfo).port)));
+  const port = await server.listen(0);
   const transport = createConnectTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" });
   return {
     db,
@@ -81,8 +73,7 @@ export async function startHarness(opts: { allowInsecureCallbacks?: boolean; max
     referral: createClient(ReferralService, transport),
     admin: createClient(ServerAdminService, transport),
     async close() {
-      for (const session of sessions) session.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await server.close();
       await db.drop();
     },
   };

@@ -194,8 +194,11 @@ async function main() {
   const consumer = createDeliveryConsumer({ bus, prisma, log, onStored: () => dispatcher.wake() });
 
   let draining = false;
+  let started = false;
   const ops = createOpsHandler({
     checks: [
+      // Ready only once the demo is seeded and the banner printed, so a probe never races the example.
+      { name: "startup", check: async () => { if (!started) throw new Error("starting"); } },
       { name: "database", check: () => pingDatabase(prisma) },
       { name: config.kafkaBrokers.length > 0 ? "kafka" : "bus", check: () => bus.ping() },
     ],
@@ -217,6 +220,7 @@ async function main() {
   dispatcher.start();
 
   const demo = await seedDemo(clients, config.dataDir);
+  started = true;
   printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, dataDir: config.dataDir, demo, dashboardTokenLocation: dashboard.location });
 
   onShutdown(log, async () => {

@@ -41,11 +41,7 @@ runMain(log, async () => {
     metrics,
     isDraining: () => draining,
   });
-  const opsPort = await ops.listen(config.opsPort, config.host);
-  // Stored deliveries need no Kafka: dispatch them while the consumer is still joining its group.
-  dispatcher.start();
-  await consumer.start();
-  log.info({ opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers, groupId: config.groupId }, "delivery consuming and dispatching");
+  // Registered before the slow start steps, so a SIGTERM while joining the group still drains.
   onShutdown(log, async () => {
     draining = true;
     // Stop taking new work first, then let in-flight callbacks finish and record their attempts.
@@ -55,4 +51,9 @@ runMain(log, async () => {
     await ops.close();
     await prisma.$disconnect();
   });
+  const opsPort = await ops.listen(config.opsPort, config.host);
+  // Stored deliveries need no Kafka: dispatch them while the consumer is still joining its group.
+  dispatcher.start();
+  await consumer.start();
+  log.info({ opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers, groupId: config.groupId }, "delivery consuming and dispatching");
 });

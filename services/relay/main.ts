@@ -27,9 +27,6 @@ runMain(log, async () => {
     metrics,
     isDraining: () => draining,
   });
-  const opsPort = await ops.listen(config.opsPort, config.host);
-  relay.start();
-  log.info({ opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers }, "relay publishing the outbox to Kafka");
   onShutdown(log, async () => {
     draining = true;
     await relay.stop();
@@ -37,4 +34,7 @@ runMain(log, async () => {
     await ops.close();
     await prisma.$disconnect();
   });
+  const opsPort = await ops.listen(config.opsPort, config.host);
+  relay.start();
+  log.info({ opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers }, "relay publishing the outbox to Kafka");
 });

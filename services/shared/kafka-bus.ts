@@ -2,6 +2,11 @@ import { Kafka, logLevel, CompressionTypes, type Consumer, type Producer } from 
 import type { BusMessage, EventBus, MessageHandler, Subscription } from "./bus.js";
 import type { Logger } from "./log.js";
 
+/** Pause before a crashed consumer is recreated. */
+const CONSUMER_RESTART_DELAY_MS = 2_000;
+/** Attempts of topic creation at start (a fresh broker may not host a new partition yet). */
+const ENSURE_TOPICS_ATTEMPTS = 8;
+
 /** The one kafkajs wrapper: every process talks to Kafka through this bus. */
 export function createKafkaBus(opts: { brokers: string[]; clientId: string; log: Logger }): EventBus {
   const kafka = new Kafka({
@@ -17,6 +22,9 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
   let producer: Producer | undefined;
   let producerReady: Promise<Producer> | undefined;
   const consumers = new Set<Consumer>();
+  /** One liveness check per subscription: false while its consumer is crashed and being recreated. */
+  const subscriptions = new Set<() => boolean>();
+  let closed = false;
   const admin = kafka.admin();
   let adminConnected: Promise<void> | undefined;
 
@@ -47,26 +55,59 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
       });
     },
     async subscribe({ groupId, topics, handler, fromBeginning = true }: { groupId: string; topics: string[]; handler: MessageHandler; fromBeginning?: boolean }): Promise<Subscription> {
-      const consumer = kafka.consumer({ groupId, allowAutoTopicCreation: true, sessionTimeout: 30_000, heartbeatInterval: 3_000 });
-      consumers.add(consumer);
-      await consumer.connect();
-      for (const topic of topics) await consumer.subscribe({ topic, fromBeginning });
-      await consumer.run({
-        partitionsConsumedConcurrently: 3,
-        eachMessage: async ({ topic, partition, message }) => {
-          await handler({
-            topic,
-            partition,
-            offset: message.offset,
-            key: message.key?.toString("utf8") ?? "",
-            value: message.value ?? new Uint8Array(),
-          });
-        },
-      });
+      let current: Consumer | undefined;
+      let stopped = false;
+      let restartTimer: NodeJS.Timeout | undefined;
+
+      const run = async (): Promise<void> => {
+        const consumer = kafka.consumer({ groupId, allowAutoTopicCreation: true, sessionTimeout: 30_000, heartbeatInterval: 3_000 });
+        current = consumer;
+        consumers.add(consumer);
+        // kafkajs gives up on some errors (for example the group coordinator missing for a few
+        // seconds after a broker restart) and never restarts the consumer by itself.
+        consumer.on(consumer.events.CRASH, ({ payload }) => {
+          if (payload.restart || stopped || closed) return;
+          // Failure policy: recreate the consumer after a pause; offsets are committed only after
+          // the handler succeeds, so nothing is lost, at worst redelivered.
+          opts.log.warn({ groupId, error: payload.error?.message }, "kafka consumer crashed without restart; recreating it");
+          consumers.delete(consumer);
+          restartTimer = setTimeout(() => {
+            void consumer
+              .disconnect()
+              .catch(() => undefined)
+              .then(() => (stopped || closed ? undefined : run()))
+              .catch((error: unknown) => {
+                // Failure policy: keep trying; a consumer that is not running makes ping() fail, so /readyz shows it.
+                opts.log.error({ err: error, groupId }, "recreating the kafka consumer failed; retrying");
+                restartTimer = setTimeout(() => void run().catch(() => undefined), CONSUMER_RESTART_DELAY_MS);
+              });
+          }, CONSUMER_RESTART_DELAY_MS);
+        });
+        await consumer.connect();
+        for (const topic of topics) await consumer.subscribe({ topic, fromBeginning });
+        await consumer.run({
+          partitionsConsumedConcurrently: 3,
+          eachMessage: async ({ topic, partition, message }) => {
+            await handler({
+              topic,
+              partition,
+              offset: message.offset,
+              key: message.key?.toString("utf8") ?? "",
+              value: message.value ?? new Uint8Array(),
+            });
+          },
+        });
+      };
+      subscriptions.add(() => current !== undefined && consumers.has(current));
+      await run();
       return {
         async stop() {
-          consumers.delete(consumer);
-          await consumer.disconnect();
+          stopped = true;
+          clearTimeout(restartTimer);
+          if (current) {
+            consumers.delete(current);
+            await current.disconnect();
+          }
         },
       };
     },
@@ -78,8 +119,10 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
       });
       await adminConnected;
       await admin.describeCluster();
+      for (const isRunning of subscriptions) if (!isRunning()) throw new Error("a kafka consumer is being recreated after a crash");
     },
     async close() {
+      closed = true;
       await Promise.allSettled([...consumers].map((c) => c.disconnect()));
       if (producer) await producer.disconnect();
       if (adminConnected) await admin.disconnect();
@@ -89,13 +132,20 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
 
 /** Creates topics with several partitions (idempotent); auto-created topics would get the broker default. */
 export async function ensureTopics(brokers: string[], topics: string[], numPartitions = 6): Promise<void> {
-  const admin = new Kafka({ clientId: "topic-setup", brokers, logLevel: logLevel.NOTHING }).admin();
-  await admin.connect();
-  try {
-    const existing = new Set(await admin.listTopics());
-    const missing = topics.filter((t) => !existing.has(t));
-    if (missing.length > 0) await admin.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions })) });
-  } finally {
-    await admin.disconnect();
+  for (let attempt = 1; ; attempt++) {
+    const admin = new Kafka({ clientId: "topic-setup", brokers, logLevel: logLevel.NOTHING }).admin();
+    try {
+      await admin.connect();
+      const existing = new Set(await admin.listTopics());
+      const missing = topics.filter((t) => !existing.has(t));
+      if (missing.length > 0) await admin.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions })) });
+      return;
+    } catch (error) {
+      // Failure policy: a fresh broker answers "does not host this topic-partition" for a moment; retry with backoff, then fail the start.
+      if (attempt >= ENSURE_TOPICS_ATTEMPTS) throw error;
+      await new Promise((r) => setTimeout(r, 250 * 2 ** Math.min(attempt, 5)));
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
   }
 }

@@ -8,17 +8,40 @@ import type { ExecutionContext } from "ava";
 import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../integration/delivery-harness.js";
 import { headerOf, type RecordedRequest } from "../helpers/receiver.js";
 import { jsonLines, type ManagedProcess, type ProcessGroup } from "../helpers/processes.js";
+import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../../services/shared/bus.js";
+import { ensureTopics } from "../../services/shared/kafka-bus.js";
 
 /** A fresh SECRETS_KEY (32 random bytes, base64), shared by the processes that open sealed secrets. */
 export function newSecretsKey(): string {
   return randomBytes(32).toString("base64");
 }
 
+/**
+ * Creates the system's topics before the processes start, retrying transient broker
+ * errors. The relay and the delivery service each create them at boot, and on a fresh
+ * (or loaded) broker two concurrent creations can fail one process's start with
+ * "This server does not host this topic-partition" (reported to the lead); the e2e
+ * tests are about what happens after boot, so they take that race out.
+ */
+export async function precreateTopics(brokers: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await ensureTopics(brokers.split(","), [HEARTS_TOPIC, REFERRALS_TOPIC]);
+      return;
+    } catch (error) {
+      // Failure policy: a just-started broker may not serve metadata yet; retry a few times, then fail the setup.
+      if (attempt >= 10) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 300 * attempt));
+    }
+  }
+}
+
 /** Waits for the first pino line whose msg starts with `msgPrefix` and returns it parsed. */
 export async function waitForLogLine(proc: ManagedProcess, msgPrefix: string, timeoutMs = 30_000): Promise<Record<string, unknown>> {
   const escaped = msgPrefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  const [line] = await proc.waitForOutput(new RegExp(`^\\{.*"msg":"${escaped}.*$`, "m"), timeoutMs);
-  return JSON.parse(line) as Record<string, unknown>;
+  // Up to the newline, so a line still arriving in pieces is never parsed half-written.
+  const [, line] = await proc.waitForOutput(new RegExp(`^(\\{.*"msg":"${escaped}.*)\n`, "m"), timeoutMs);
+  return JSON.parse(line!) as Record<string, unknown>;
 }
 
 /** A started service process and its addresses. */
@@ -176,28 +199,43 @@ export interface PaymentLedger {
   paid: Set<string>;
   /** Callbacks that failed verification (answered 401). */
   rejected: string[];
-  /** The receiver's responder: verify, pay once, answer 200. */
-  respond(request: Omit<RecordedRequest, "response">): { status: number; body: string };
+  /** Requests received but not answered yet (answers are delayed by `answerDelayMs`). */
+  readonly unanswered: number;
+  /** The receiver's responder: verify, pay once, answer 200 (after `answerDelayMs`). */
+  respond(request: Omit<RecordedRequest, "response">): { status: number; body: string; delayMs?: number };
 }
 
-/** A ledger for one server's callback secret (read lazily, so it can be set after the receiver starts). */
-export function createPaymentLedger(secretOf: () => string): PaymentLedger {
+/**
+ * A ledger for one server's callback secret (read lazily, so it can be set after the
+ * receiver starts). With `answerDelayMs`, the receiver pays on arrival and answers later,
+ * so a sender that dies in between leaves a paid heart it will send again.
+ */
+export function createPaymentLedger(secretOf: () => string, opts: { answerDelayMs?: number } = {}): PaymentLedger {
+  const delayMs = opts.answerDelayMs ?? 0;
+  let unanswered = 0;
   const ledger: PaymentLedger = {
     received: new Map(),
     paid: new Set(),
     rejected: [],
+    get unanswered() {
+      return unanswered;
+    },
     respond(request) {
+      if (delayMs > 0) {
+        unanswered++;
+        setTimeout(() => unanswered--, delayMs);
+      }
       const check = checkCallback({ ...request, response: {} }, secretOf());
       if (!check.ok) {
         ledger.rejected.push(check.reason);
-        return { status: 401, body: check.reason };
+        return { status: 401, body: check.reason, ...(delayMs > 0 ? { delayMs } : {}) };
       }
       const heartId = String(check.body.heart_id);
       if (check.body.event === "heart.counted") {
         ledger.received.set(heartId, (ledger.received.get(heartId) ?? 0) + 1);
         ledger.paid.add(heartId);
       }
-      return { status: 200, body: "ok" };
+      return { status: 200, body: "ok", ...(delayMs > 0 ? { delayMs } : {}) };
     },
   };
   return ledger;

@@ -14,8 +14,8 @@ import { freePorts, REPO_ROOT, useProcesses, type ProcessGroup } from "../helper
 
 const run = promisify(execFile);
 
-/** The banner's example: the four shell lines from `SECRET=` to the curl line, exactly as printed. */
-const EXAMPLE = /^ {2}SECRET=.*\n {2}BODY=.*\n {2}T=.*\n {2}curl .*$/m;
+/** The banner's example: the four shell lines from `SECRET=` to the curl line, exactly as printed (complete: up to its newline). */
+const EXAMPLE = /^( {2}SECRET=.*\n {2}BODY=.*\n {2}T=.*\n {2}curl .*)\n/m;
 
 async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir: string; port: number; rpcPort: number }) {
   const proc = group.spawn({
@@ -33,8 +33,8 @@ async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir:
   });
   await proc.waitReady(`http://127.0.0.1:${opts.port}/readyz`, 60_000);
   // /readyz can answer before the demo is seeded; the banner comes right after.
-  const [example] = await proc.waitForOutput(EXAMPLE, 30_000);
-  return { proc, example };
+  const [, example] = await proc.waitForOutput(EXAMPLE, 30_000);
+  return { proc, example: example! };
 }
 
 /** Runs the example with bash from the repository root (where `npm start` runs), as a user pasting it would. */

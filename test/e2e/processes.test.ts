@@ -26,6 +26,7 @@ import {
   fetchMetrics,
   newSecretsKey,
   postSignedEvent,
+  precreateTopics,
   startDeliveryProcess,
   startGatewayProcess,
   startReferralServiceProcess,
@@ -61,7 +62,10 @@ test.before(async (t) => {
   try {
     const settings = { databaseUrl: db.url, kafkaBrokers: brokers, secretsKey: newSecretsKey(), groupId: `e2e-processes-${randomBytes(4).toString("hex")}` };
     const gatewayPort = await freePort();
-    const referralService = await startReferralServiceProcess(group, settings, { publicBaseUrl: `http://127.0.0.1:${gatewayPort}` });
+    const [referralService] = await Promise.all([
+      startReferralServiceProcess(group, settings, { publicBaseUrl: `http://127.0.0.1:${gatewayPort}` }),
+      precreateTopics(brokers),
+    ]);
     const [gateway, relay, delivery] = await Promise.all([
       startGatewayProcess(group, { port: gatewayPort, referralServiceUrl: referralService.rpcUrl }),
       startRelayProcess(group, settings),

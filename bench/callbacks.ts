@@ -150,7 +150,14 @@ function checkCallbacks(requests: RecordedRequest[], secrets: Map<string, string
   const seen = new Set<string>();
   let duplicates = 0;
   for (const request of requests) {
-    const body = JSON.parse(request.text) as { heart_id: string; server_id: string; timestamp: number };
+    let body: { heart_id: string; server_id: string; timestamp: number };
+    try {
+      body = JSON.parse(request.text) as typeof body;
+    } catch {
+      // Failure policy: a body that is not JSON cannot carry a valid signature for this check; count it as bad.
+      badSignature++;
+      continue;
+    }
     if (seen.has(body.heart_id)) duplicates++;
     seen.add(body.heart_id);
     const header = String(request.headers["x-service-signature"] ?? "");

@@ -1,5 +1,6 @@
 import { createEnvReader } from "../services/shared/config.js";
 import { readPort } from "../services/shared/process-config.js";
+import { DEFAULT_SIGNING_KEY_CACHE_MS } from "./signing-key-cache.js";
 
 /** Settings of the public HTTP gateway, validated at start. */
 export interface GatewayConfig {
@@ -8,6 +9,8 @@ export interface GatewayConfig {
   referralServiceUrl: string;
   /** Take the client address of referral clicks from the last X-Forwarded-For entry. */
   trustProxy: boolean;
+  /** How long a server's active signing keys are reused; 0 asks the referral service on every request. */
+  signingKeyCacheMs: number;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -20,5 +23,6 @@ export function loadGatewayConfig(env: Record<string, string | undefined> = proc
     port: readPort(r, "PORT", 8080),
     referralServiceUrl,
     trustProxy: r.bool("TRUST_PROXY", false),
+    signingKeyCacheMs: r.int("SIGNING_KEY_CACHE_MS", DEFAULT_SIGNING_KEY_CACHE_MS, { min: 0, max: 60_000 }),
   });
 }

@@ -1,3 +1,4 @@
+import type { SigningKeyMaterial } from "./verify-signature.js";
 import { ERROR_TEXT, errorReply, type HttpReply } from "./http-errors.js";
 import { forwardEvent, lookupSigningKeys, type IngestRpcs } from "./forward.js";
 import { parseJsonObject, readServerId, validateEvent } from "./validate-event.js";
@@ -49,15 +50,18 @@ export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: ()
   if (serverIdField.kind === "invalid") return { reply: errorReply(400, serverIdField.error), outcome: "invalid_server_id" };
   const serverId = serverIdField.value;
 
-  const lookup = await lookupSigningKeys(rpcs, serverId);
+  let lookup = await lookupSigningKeys(rpcs, serverId);
   if (lookup.kind === "rejected") return { ...lookup.result, serverId };
 
-  const verdict = verifySignature({
-    signature,
-    keys: lookup.keys,
-    rawBody: input.rawBody,
-    nowSeconds: Math.floor(now().getTime() / 1000),
-  });
+  const verifyWith = (keys: SigningKeyMaterial[]) =>
+    verifySignature({ signature, keys, rawBody: input.rawBody, nowSeconds: Math.floor(now().getTime() / 1000) });
+  let verdict = verifyWith(lookup.keys);
+  if (verdict.kind === "bad_signature" && rpcs.forgetSigningKeys?.(serverId)) {
+    // The keys came from the gateway's short cache: ask once more, so a just-created secret verifies at once.
+    lookup = await lookupSigningKeys(rpcs, serverId);
+    if (lookup.kind === "rejected") return { ...lookup.result, serverId };
+    verdict = verifyWith(lookup.keys);
+  }
   if (verdict.kind === "bad_signature") return { reply: errorReply(401, ERROR_TEXT.badSignature), outcome: "bad_signature", serverId };
   if (verdict.kind === "stale") return { reply: errorReply(401, ERROR_TEXT.stale), outcome: "stale", serverId };
   const { kid } = verdict;

@@ -1,4 +1,5 @@
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import { createSigningKeyCache, DEFAULT_SIGNING_KEY_CACHE_MS, type SigningKeyCache } from "./signing-key-cache.js";
 import type { Client } from "@connectrpc/connect";
 import type { ReferralService } from "../gen/proto/referral/v1/referral_pb.js";
 import type { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
@@ -42,6 +43,8 @@ export interface GatewayDeps {
   trustProxy?: boolean;
   /** Overrides RPC_TIMEOUT_MS. */
   rpcTimeoutMs?: number;
+  /** How long a server's active signing keys are reused (DEFAULT_SIGNING_KEY_CACHE_MS); 0 asks on every request. */
+  signingKeyCacheMs?: number;
 }
 
 /** What the request's single log line says beyond method, path, status and latency. */
@@ -70,13 +73,14 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * request (no secrets, no signature header, no bodies) and metrics by route and status.
  */
 export function createGatewayServer(deps: GatewayDeps): http.Server {
+  const keyCache = createSigningKeyCache({ ttlMs: deps.signingKeyCacheMs ?? DEFAULT_SIGNING_KEY_CACHE_MS });
   const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
-    void handleRequest(deps, req, res);
+    void handleRequest(deps, keyCache, req, res);
   });
   return server;
 }
 
-async function handleRequest(deps: GatewayDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handleRequest(deps: GatewayDeps, keyCache: SigningKeyCache, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const started = process.hrtime.bigint();
   const requestId = resolveRequestId(req.headers[REQUEST_ID_HEADER]);
   const url = req.url ?? "/";
@@ -90,7 +94,7 @@ async function handleRequest(deps: GatewayDeps, req: IncomingMessage, res: Serve
   try {
     if (rawPath === INGEST_PATH) {
       entry.route = INGEST_PATH;
-      await serveIngest(deps, req, res, entry);
+      await serveIngest(deps, keyCache, req, res, entry);
     } else if (rawPath.startsWith(REFERRAL_LINK_PREFIX)) {
       entry.route = `${REFERRAL_LINK_PREFIX}:server_id`;
       await serveReferralLink(deps, req, res, rawPath, query, entry);
@@ -114,7 +118,7 @@ async function handleRequest(deps: GatewayDeps, req: IncomingMessage, res: Serve
   }
 }
 
-async function serveIngest(deps: GatewayDeps, req: IncomingMessage, res: ServerResponse, entry: RequestLog): Promise<void> {
+async function serveIngest(deps: GatewayDeps, keyCache: SigningKeyCache, req: IncomingMessage, res: ServerResponse, entry: RequestLog): Promise<void> {
   if (req.method !== "POST") {
     entry.outcome = "method_not_allowed";
     sendReply(res, errorReply(405, ERROR_TEXT.methodNotAllowed, { allow: "POST" }));
@@ -140,7 +144,8 @@ async function serveIngest(deps: GatewayDeps, req: IncomingMessage, res: ServerR
   }
   const callOptions = rpcCallOptions(deps, entry.requestId);
   const rpcs: IngestRpcs = {
-    resolveSigningKeys: (request) => deps.admin.resolveSigningKeys(request, callOptions),
+    resolveSigningKeys: (request) => keyCache.get(request.serverId ?? "", () => deps.admin.resolveSigningKeys(request, callOptions)),
+    forgetSigningKeys: (serverId) => keyCache.forget(serverId),
     applyEvent: (request) => deps.referral.applyEvent(request, callOptions),
   };
   const signatureHeader = req.headers["x-service-signature"];

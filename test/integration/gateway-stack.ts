@@ -104,6 +104,8 @@ export async function startGatewayStack(
     log: gatewayLog.log,
     metrics: gatewayMetrics,
     now: () => new Date(),
+    // The ingest tests check every request's own key lookup; the cache has tests of its own.
+    signingKeyCacheMs: 0,
     ...opts.gatewayOverrides?.({ clients, metrics: gatewayMetrics }),
   });
   await new Promise<void>((resolve) => gateway.listen(0, "127.0.0.1", resolve));

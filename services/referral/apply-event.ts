@@ -5,7 +5,7 @@ import { REFERRALS_TOPIC } from "../shared/bus.js";
 import type { Tx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError, IllegalTransition } from "../shared/errors.js";
-import { writeOutbox } from "../shared/outbox.js";
+import { toOutboxRow, writeOutbox, type OutboxEvent } from "../shared/outbox.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { toPeriod } from "./domain/period.js";
@@ -83,38 +83,46 @@ interface AnchorRow {
 
 async function applyOnce(tx: Tx, command: ApplyEventCommand, now: Date): Promise<ApplyEventResult> {
   // Ruling 10: the token is checked before dedup, so another server's token is a 404 even on replay.
-  const [click] = await tx.$queryRaw<ClickRow[]>`
-    SELECT id::text, server_id::text, referrer_identity FROM referral_clicks WHERE token = ${command.token}`;
+  // One statement: the dedup row is inserted only when the token belongs to this server. It is written
+  // before any processing; a concurrent identical insert waits on the unique index and then does
+  // nothing, so exactly one request is processed.
+  const [click] = await tx.$queryRaw<Array<ClickRow & { event_id: bigint | null }>>`
+    WITH click AS (
+      SELECT id, server_id, referrer_identity FROM referral_clicks WHERE token = ${command.token}
+    ), inserted AS (
+      INSERT INTO referral_events (token, type, server_event_id, server_id, outcome, kid, caller_ts, received_at)
+      SELECT ${command.token}::text, ${command.event}::text, ${command.serverEventId}::text, click.server_id, 'pending',
+             ${command.kid}::text, ${command.callerTs}::bigint, ${now}::timestamptz
+      FROM click WHERE click.server_id = ${command.serverId}::uuid
+      ON CONFLICT (token, type, server_event_id) DO NOTHING
+      RETURNING id
+    )
+    SELECT click.id::text, click.server_id::text, click.referrer_identity, (SELECT id FROM inserted) AS event_id FROM click`;
   if (!click || click.server_id !== command.serverId) {
     throw new DomainError("unknown_token", "unknown referral token for this server");
   }
-
-  // The dedup row is written before any processing; a concurrent identical insert waits
-  // on the unique index and then does nothing, so exactly one request is processed.
-  const inserted = await tx.$queryRaw<Array<{ id: bigint }>>`
-    INSERT INTO referral_events (token, type, server_event_id, server_id, outcome, kid, caller_ts, received_at)
-    VALUES (${command.token}, ${command.event}, ${command.serverEventId}, ${click.server_id}::uuid, 'pending',
-            ${command.kid}, ${command.callerTs}, ${now})
-    ON CONFLICT (token, type, server_event_id) DO NOTHING
-    RETURNING id`;
-  const eventRow = inserted[0];
-  if (!eventRow) return { kind: "duplicate" };
+  if (click.event_id === null) return { kind: "duplicate" };
+  const eventId = click.event_id;
 
   const step =
     command.event === "registered"
-      ? await applyRegistered(tx, command, click, now)
+      ? await applyRegistered(tx, command, click, now, eventId)
       : await applyProgress(tx, command, command.event, click, now);
 
-  await tx.referralEvent.update({
-    where: { id: eventRow.id },
-    data: { outcome: step.outcome, referralId: step.result.kind === "applied" ? step.result.referralId : null },
-  });
+  if (!step.recorded) {
+    await tx.referralEvent.update({
+      where: { id: eventId },
+      data: { outcome: step.outcome, referralId: step.result.kind === "applied" ? step.result.referralId : null },
+    });
+  }
   return step.result;
 }
 
 interface Step {
   outcome: RecordedOutcome;
   result: ApplyEventResult;
+  /** True when the step already wrote the event row's outcome in its own statement. */
+  recorded?: boolean;
 }
 
 /** Reads the referee's anchor and the anchor the click is linked to, in one query. */
@@ -131,7 +139,7 @@ async function readRegistrationAnchors(tx: Tx, clickId: string, serverId: string
   return { refereeAnchor: refereeRow && toAnchorView(refereeRow), linkedAnchor: linkedRow && toAnchorView(linkedRow) };
 }
 
-async function applyRegistered(tx: Tx, command: ApplyEventCommand, click: ClickRow, now: Date): Promise<Step> {
+async function applyRegistered(tx: Tx, command: ApplyEventCommand, click: ClickRow, now: Date, eventId: bigint): Promise<Step> {
   const refereeIdentity = command.refereeIdentity;
   if (refereeIdentity === null) throw new DomainError("invalid_argument", "referee_identity is required for a registered event");
 
@@ -149,27 +157,47 @@ async function applyRegistered(tx: Tx, command: ApplyEventCommand, click: ClickR
     }
 
     // First touch is decided by the unique (server_id, referee_identity) index, not by the read above.
+    // One statement: mint, link the click, queue the outbox row and record the outcome; every part
+    // after the mint reads `minted`, so nothing else is written when the mint lost the race.
     const id = randomUUID();
-    const minted = await tx.$queryRaw<Array<{ id: string }>>`
-      INSERT INTO referrals (id, server_id, referee_identity, referrer_identity, state, version, registered_at)
-      VALUES (${id}::uuid, ${click.server_id}::uuid, ${refereeIdentity}, ${click.referrer_identity},
-              'registered'::"ReferralState", 1, ${now})
-      ON CONFLICT (server_id, referee_identity) DO NOTHING
-      RETURNING id::text`;
-    if (minted.length === 0) continue; // Another transaction committed the anchor; READ COMMITTED sees it on re-read.
-
-    await linkClick(tx, click.id, id);
-    await writeTransition(tx, {
-      referralId: id,
-      serverId: click.server_id,
-      referrerIdentity: click.referrer_identity,
-      refereeIdentity,
-      from: "clicked",
-      to: "registered",
-      serverEventId: command.serverEventId,
-      now,
-    });
-    return { outcome: "advanced", result: { kind: "applied", referralId: id, state: "registered", advanced: true } };
+    const outbox = toOutboxRow(
+      transitionEvent({
+        referralId: id,
+        serverId: click.server_id,
+        referrerIdentity: click.referrer_identity,
+        refereeIdentity,
+        from: "clicked",
+        to: "registered",
+        serverEventId: command.serverEventId,
+        now,
+      }),
+    );
+    const [written] = await tx.$queryRaw<Array<{ minted: number; linked: number }>>`
+      WITH minted AS (
+        INSERT INTO referrals (id, server_id, referee_identity, referrer_identity, state, version, registered_at)
+        VALUES (${id}::uuid, ${click.server_id}::uuid, ${refereeIdentity}, ${click.referrer_identity},
+                'registered'::"ReferralState", 1, ${now}::timestamptz)
+        ON CONFLICT (server_id, referee_identity) DO NOTHING
+        RETURNING id
+      ), linked AS (
+        UPDATE referral_clicks c SET referral_id = minted.id FROM minted
+        WHERE c.id = ${click.id}::uuid AND c.referral_id IS NULL
+        RETURNING c.id
+      ), queued AS (
+        INSERT INTO outbox (topic, key, type, payload, shard, created_at)
+        SELECT ${outbox.topic}::text, ${outbox.key}::text, ${outbox.type}::text, ${outbox.payload}::bytea, ${outbox.shard}::int,
+               ${outbox.createdAt}::timestamptz
+        FROM minted
+        RETURNING id
+      ), recorded AS (
+        UPDATE referral_events e SET outcome = 'advanced', referral_id = minted.id FROM minted
+        WHERE e.id = ${eventId}::bigint
+        RETURNING e.id
+      )
+      SELECT (SELECT count(*) FROM minted)::int AS minted, (SELECT count(*) FROM linked)::int AS linked`;
+    if (!written || written.minted === 0) continue; // Another transaction committed the anchor; READ COMMITTED sees it on re-read.
+    if (written.linked !== 1) throw new LostRace(`click ${click.id} was linked concurrently`);
+    return { outcome: "advanced", result: { kind: "applied", referralId: id, state: "registered", advanced: true }, recorded: true };
   }
   throw new LostRace("anchor vanished between the conflicting insert and its re-read");
 }
@@ -238,21 +266,21 @@ async function linkClick(tx: Tx, clickId: string, referralId: string): Promise<v
   if (linked.count !== 1) throw new LostRace(`click ${clickId} was linked concurrently`);
 }
 
-/** Writes the outbox row of an advanced transition, in the caller's transaction. */
-async function writeTransition(
-  tx: Tx,
-  t: {
-    referralId: string;
-    serverId: string;
-    referrerIdentity: string;
-    refereeIdentity: string;
-    from: ReferralStateName;
-    to: AnchorState;
-    serverEventId: string;
-    now: Date;
-  },
-): Promise<void> {
-  await writeOutbox(tx, {
+/** An advanced transition, as its outbox event describes it. */
+interface Transition {
+  referralId: string;
+  serverId: string;
+  referrerIdentity: string;
+  refereeIdentity: string;
+  from: ReferralStateName;
+  to: AnchorState;
+  serverEventId: string;
+  now: Date;
+}
+
+/** The outbox event of an applied transition (`referral.<state>` on the referrals topic). */
+function transitionEvent(t: Transition): OutboxEvent {
+  return {
     topic: REFERRALS_TOPIC,
     type: `referral.${t.to}`,
     serverId: t.serverId,
@@ -269,7 +297,12 @@ async function writeTransition(
         serverEventId: t.serverEventId,
       }),
     },
-  });
+  };
+}
+
+/** Writes the outbox row of an advanced transition, in the caller's transaction. */
+async function writeTransition(tx: Tx, t: Transition): Promise<void> {
+  await writeOutbox(tx, transitionEvent(t));
 }
 
 function toAnchorView(row: AnchorRow): AnchorView {

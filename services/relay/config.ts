@@ -20,6 +20,6 @@ export function loadRelayConfig(env: Record<string, string | undefined> = proces
     host: r.string("HOST", "127.0.0.1"),
     opsPort: readPort(r, "OPS_PORT", 9082),
     batchSize: r.int("RELAY_BATCH_SIZE", 500, { min: 1, max: 10_000 }),
-    pollIntervalMs: r.int("RELAY_POLL_INTERVAL_MS", 100, { min: 5, max: 60_000 }),
+    pollIntervalMs: r.int("RELAY_POLL_INTERVAL_MS", 25, { min: 5, max: 60_000 }),
   });
 }

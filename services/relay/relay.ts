@@ -41,7 +41,7 @@ export type RelayPass = { kind: "published"; count: number } | { kind: "idle" };
  */
 export function createRelay(opts: RelayOptions) {
   const batchSize = opts.batchSize ?? 500;
-  const pollIntervalMs = opts.pollIntervalMs ?? 100;
+  const pollIntervalMs = opts.pollIntervalMs ?? 25;
   const { prisma, bus, log } = opts;
   let running = false;
   let loop: Promise<void> | undefined;

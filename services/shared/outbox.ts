@@ -26,11 +26,18 @@ export interface OutboxEvent {
   payload: Envelope["payload"];
 }
 
-/**
- * Writes an outbox row inside the caller's transaction, so the state change and
- * its event commit together. Nothing calls Kafka here; the relay publishes later.
- */
-export async function writeOutbox(tx: Tx, event: OutboxEvent): Promise<void> {
+/** The column values of one outbox row. */
+export interface OutboxRow {
+  topic: string;
+  key: string;
+  type: string;
+  payload: Buffer<ArrayBuffer>;
+  shard: number;
+  createdAt: Date;
+}
+
+/** Builds the outbox row of an event (the serialized envelope with a fresh event id, and its shard). */
+export function toOutboxRow(event: OutboxEvent): OutboxRow {
   const envelope = create(EnvelopeSchema, {
     eventId: randomUUID(),
     type: event.type,
@@ -38,14 +45,20 @@ export async function writeOutbox(tx: Tx, event: OutboxEvent): Promise<void> {
     serverId: event.serverId,
     payload: event.payload,
   });
-  await tx.outboxMessage.create({
-    data: {
-      topic: event.topic,
-      key: event.serverId,
-      type: event.type,
-      payload: Buffer.from(toBinary(EnvelopeSchema, envelope)),
-      shard: shardOf(event.serverId),
-      createdAt: event.occurredAt,
-    },
-  });
+  return {
+    topic: event.topic,
+    key: event.serverId,
+    type: event.type,
+    payload: Buffer.from(toBinary(EnvelopeSchema, envelope)) as Buffer<ArrayBuffer>,
+    shard: shardOf(event.serverId),
+    createdAt: event.occurredAt,
+  };
+}
+
+/**
+ * Writes an outbox row inside the caller's transaction, so the state change and
+ * its event commit together. Nothing calls Kafka here; the relay publishes later.
+ */
+export async function writeOutbox(tx: Tx, event: OutboxEvent): Promise<void> {
+  await tx.outboxMessage.create({ data: toOutboxRow(event) });
 }

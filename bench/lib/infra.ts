@@ -14,6 +14,7 @@ import pg from "pg";
 import { pino, type Logger } from "pino";
 import { applyMigrations } from "../../scripts/db/schema-engine.js";
 import { startPostgres, type PostgresInstance } from "../../scripts/infra/postgres.js";
+import { createLogger } from "../../services/shared/log.js";
 
 /** bench/ (of whichever copy of the repo runs). */
 export const BENCH_DIR = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -301,31 +302,7 @@ export function withDatabase(url: string, database: string): string {
  * the serialisation cost is paid as in production but the terminal stays readable.
  */
 export function createBenchLogger(service: string): Logger {
-  return pino(
-    {
-      level: process.env.BENCH_LOG_LEVEL ?? "info",
-      base: { service },
-      redact: {
-        paths: [
-          "secret",
-          "*.secret",
-          "secrets",
-          "*.secrets",
-          "headers.authorization",
-          "*.headers.authorization",
-          'headers["x-service-signature"]',
-          '*.headers["x-service-signature"]',
-          "databaseUrl",
-          "*.databaseUrl",
-          "secretsKey",
-          "*.secretsKey",
-        ],
-        censor: "[redacted]",
-      },
-      timestamp: pino.stdTimeFunctions.isoTime,
-    },
-    pino.destination({ dest: "/dev/null", sync: true }),
-  );
+  return createLogger(service, process.env.BENCH_LOG_LEVEL ?? "info", pino.destination({ dest: "/dev/null", sync: true }));
 }
 
 /** Writes `bench/results/<name><suffix>.json` and `.md`; the suffix comes from BENCH_TAG (experiments). */

@@ -20,6 +20,7 @@ import {
   diffSchemaAgainstMigrations,
   type ShadowDatabaseMode,
 } from './schema-engine.js';
+import { isMainModule } from '../lib/is-main-module.js';
 
 const EXIT_OK = 0;
 const EXIT_FAILURE = 1;
@@ -157,23 +158,13 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-function isMainModule(): boolean {
-  const entry = process.argv[1];
-  if (!entry) return false;
-  try {
-    return import.meta.url === pathToFileURL(realpathSync(entry)).href;
-  } catch {
-    // Failure policy: an unresolvable entry path means we were imported, not run.
-    return false;
-  }
-}
 
 /** Exits once stdout and stderr are flushed (a bare process.exit can truncate output piped to CI logs). */
 function exitAfterFlush(code: number): void {
   process.stdout.write('', () => process.stderr.write('', () => process.exit(code)));
 }
 
-if (isMainModule()) {
+if (isMainModule(import.meta.url)) {
   main(process.argv.slice(2)).then(exitAfterFlush, (error: unknown) => {
     const usage = error instanceof UsageError || Boolean((error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS'));
     const message = error instanceof Error ? error.message : String(error);

@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
+import { isMainModule } from '../lib/is-main-module.js';
 
 /** Options for {@link startPostgres}. */
 export interface StartPostgresOptions {
@@ -367,16 +368,6 @@ function installExitHooks(): void {
   }
 }
 
-function isMainModule(): boolean {
-  const entry = process.argv[1];
-  if (!entry) return false;
-  try {
-    return import.meta.url === pathToFileURL(realpathSync(entry)).href;
-  } catch {
-    // Failure policy: an unresolvable entry path means we were imported, not run.
-    return false;
-  }
-}
 
 async function main(argv: string[]): Promise<number> {
   const [command] = argv;
@@ -401,7 +392,7 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-if (isMainModule()) {
+if (isMainModule(import.meta.url)) {
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (error: unknown) => {

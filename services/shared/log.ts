@@ -1,4 +1,4 @@
-import { pino, type Logger } from "pino";
+import { pino, type DestinationStream, type Logger } from "pino";
 
 export type { Logger };
 
@@ -6,8 +6,8 @@ export type { Logger };
  * Creates the structured JSON logger for a process. Secrets never reach it:
  * the redaction list covers every field name that could carry one.
  */
-export function createLogger(service: string, level = process.env.LOG_LEVEL ?? "info"): Logger {
-  return pino({
+export function createLogger(service: string, level = process.env.LOG_LEVEL ?? "info", destination?: DestinationStream): Logger {
+  const options = {
     level,
     base: { service },
     redact: {
@@ -28,7 +28,8 @@ export function createLogger(service: string, level = process.env.LOG_LEVEL ?? "
       censor: "[redacted]",
     },
     timestamp: pino.stdTimeFunctions.isoTime,
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 /** Removes the password from a connection URL so it can be logged. */

@@ -1,0 +1,44 @@
+import test from "ava";
+import { randomBytes } from "node:crypto";
+import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
+import { createLogger } from "../../services/shared/log.js";
+import { eventually } from "../helpers/eventually.js";
+
+const brokers = (process.env.KAFKA_BROKERS ?? "").split(",");
+const log = createLogger("kafka-bus-test", "silent");
+
+test("a consumer that kafkajs crashes without restarting is recreated, the message is redelivered and /readyz's ping reports it meanwhile", async (t) => {
+  const topic = `bus-test-${randomBytes(5).toString("hex")}`;
+  await ensureTopics(brokers, [topic], 1);
+  const bus = createKafkaBus({ brokers, clientId: "bus-test", log });
+  t.teardown(() => bus.close());
+  let calls = 0;
+  const handled: string[] = [];
+  let pingFailedWhileDown = false;
+  const subscription = await bus.subscribe({
+    groupId: `bus-test-${randomBytes(5).toString("hex")}`,
+    topics: [topic],
+    handler: async (message) => {
+      calls++;
+      if (calls === 1) {
+        // kafkajs treats a non-retriable error as fatal: it crashes the consumer and does not restart it.
+        throw Object.assign(new Error("simulated fatal consumer error"), { retriable: false });
+      }
+      handled.push(Buffer.from(message.value).toString("utf8"));
+    },
+  });
+  t.teardown(() => subscription.stop());
+  await bus.publish(topic, [{ key: "k", value: Buffer.from("hello") }]);
+  await eventually(
+    async () => {
+      if (!pingFailedWhileDown && calls >= 1 && handled.length === 0) {
+        pingFailedWhileDown = await bus.ping().then(() => false, () => true);
+      }
+      return handled.length === 1;
+    },
+    { timeoutMs: 60_000, intervalMs: 100 },
+  );
+  t.deepEqual(handled, ["hello"], "the uncommitted message is delivered again to the recreated consumer");
+  t.true(pingFailedWhileDown, "readiness reports the crashed consumer until it is recreated");
+  await bus.ping();
+});

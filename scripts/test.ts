@@ -5,7 +5,8 @@
  *     in .cache/) unless KAFKA_BROKERS is given,
  *  3. a template database migrated through Prisma's WASM schema engine, which each
  *     integration test file clones into a database of its own,
- *  4. ava over test/unit, test/integration and test/e2e (or `--unit` for unit only),
+ *  4. Debian's Chromium for the dashboard's browser test (apt-get, as root, when missing),
+ *  5. ava over test/unit, test/integration and test/e2e (or `--unit` for unit only),
  * then prints the plain closing line `N passed, M failed`.
  */
 import { spawn } from "node:child_process";
@@ -14,6 +15,7 @@ import pg from "pg";
 import { startPostgres } from "./infra/postgres.js";
 import { startKafka } from "./infra/kafka.js";
 import { applyMigrations, diffSchemaAgainstMigrations } from "./db/schema-engine.js";
+import { ensureChromium } from "./infra/chromium.js";
 
 const TEMPLATE_DB = "referral_template";
 const args = process.argv.slice(2);
@@ -70,6 +72,8 @@ async function main(): Promise<number> {
         stops.push(() => broker.stop());
         return { brokers: broker.brokers };
       })(),
+      // Installed here rather than in the browser test, so a first install never runs into ava's timeout.
+      ensureChromium({ log: (line) => step(`chromium: ${line}`) }),
     ]);
     await prepareTemplate(database.url);
     env.TEST_PG_ADMIN_URL = database.url;

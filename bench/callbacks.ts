@@ -63,6 +63,7 @@ import {
   writeResults,
   type BenchPostgres,
   type StatementStat,
+  runBench,
 } from "./lib/infra.js";
 import { profileWhile, type ProfileSummary } from "./lib/profile.js";
 import { fmt, ratio, round, summarize, type LatencySummary } from "./lib/stats.js";
@@ -737,13 +738,4 @@ function renderMarkdown(r: Results): string {
   return out.join("\n");
 }
 
-try {
-  await main();
-} catch (error) {
-  process.exitCode = 1;
-  progress(`failed: ${(error as Error).stack ?? String(error)}`);
-} finally {
-  await cleanup.run();
-  // kafkajs and the Connect client keep sockets and timers; the run is over.
-  process.exit(process.exitCode ?? 0);
-}
+await runBench(main, cleanup, progress);

@@ -45,6 +45,7 @@ import {
   startBenchPostgres,
   writeResults,
   type StatementStat,
+  runBench,
 } from "./lib/infra.js";
 import { buildIngestBody, signIngestBody, startLoadGenerator, type IngestBodySpec, type LoadJob, type LoadResult } from "./lib/loadgen.js";
 import { profileWhile, type ProfileSummary } from "./lib/profile.js";
@@ -474,13 +475,4 @@ function renderMarkdown(r: Results): string {
   return out.join("\n");
 }
 
-try {
-  await main();
-} catch (error) {
-  process.exitCode = 1;
-  progress(`failed: ${(error as Error).stack ?? String(error)}`);
-} finally {
-  await cleanup.run();
-  // The Connect client's HTTP/2 session and pools may keep the loop alive; the run is over.
-  process.exit(process.exitCode ?? 0);
-}
+await runBench(main, cleanup, progress);

@@ -12,7 +12,8 @@ import type { AddressInfo } from "node:net";
 import { join, relative, resolve } from "node:path";
 import { createEnvReader } from "../services/shared/config.js";
 import { runMain } from "../services/shared/run-main.js";
-import { createPrisma, pingDatabase } from "../services/shared/db.js";
+import { createPrisma } from "../services/shared/db.js";
+import { readinessChecks } from "../services/shared/readiness.js";
 import { HEARTS_TOPIC, REFERRALS_TOPIC, type EventBus } from "../services/shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
 import { createMemoryBus } from "../services/shared/memory-bus.js";
@@ -199,8 +200,7 @@ async function main() {
     checks: [
       // Ready only once the demo is seeded and the banner printed, so a probe never races the example.
       { name: "startup", check: async () => { if (!started) throw new Error("starting"); } },
-      { name: "database", check: () => pingDatabase(prisma) },
-      { name: config.kafkaBrokers.length > 0 ? "kafka" : "bus", check: () => bus.ping() },
+      ...readinessChecks({ prisma, bus, busName: config.kafkaBrokers.length > 0 ? "kafka" : "bus" }),
     ],
     metrics,
     isDraining: () => draining,

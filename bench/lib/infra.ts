@@ -63,6 +63,22 @@ export function createCleanup(progress: (line: string) => void): Cleanup {
 }
 
 /**
+ * Runs a benchmark's main, reports a failure, always cleans up, then exits: kafkajs,
+ * Connect's HTTP/2 sessions and pools keep sockets and timers alive once the run is over.
+ */
+export async function runBench(main: () => Promise<void>, cleanup: Cleanup, progress: (line: string) => void): Promise<never> {
+  try {
+    await main();
+  } catch (error) {
+    process.exitCode = 1;
+    progress(`failed: ${(error as Error).stack ?? String(error)}`);
+  } finally {
+    await cleanup.run();
+  }
+  process.exit(process.exitCode ?? 0);
+}
+
+/**
  * Kills the benchmark (after cleanup) when it runs past `limitSeconds`, and on
  * SIGINT/SIGTERM, so a stuck phase can never hold the machine.
  */

@@ -18,12 +18,13 @@
  * first run; progress goes to stderr). Not root and missing: a clear error saying what to run.
  */
 import { spawn } from "node:child_process";
-import { accessSync, constants as fsConstants, realpathSync } from "node:fs";
+import { realpathSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium, type BrowserContext } from "playwright-core";
+import { isExecutable } from "../lib/is-executable.js";
 
 /** Where Debian's `chromium` package puts the browser. */
 export const CHROMIUM_PATH = "/usr/bin/chromium";
@@ -114,15 +115,6 @@ export async function ensureChromium(opts: EnsureChromiumOptions = {}): Promise<
   return path;
 }
 
-function isExecutable(path: string): boolean {
-  try {
-    accessSync(path, fsConstants.X_OK);
-    return true;
-  } catch {
-    // Failure policy: any access error means "not usable here"; the caller installs or reports.
-    return false;
-  }
-}
 
 /** Runs apt-get non-interactively, forwarding its output line by line as progress. */
 function runApt(args: string[], log: (line: string) => void): Promise<void> {

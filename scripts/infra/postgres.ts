@@ -11,7 +11,7 @@
  * running in the foreground until SIGINT/SIGTERM.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants as fsConstants, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { chown, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -19,6 +19,7 @@ import { delimiter, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { isMainModule } from '../lib/is-main-module.js';
+import { isExecutable } from '../lib/is-executable.js';
 
 /** Options for {@link startPostgres}. */
 export interface StartPostgresOptions {
@@ -165,12 +166,7 @@ function findBinary(name: string, binDir: string | undefined): string {
     : [...(process.env.PATH ?? '').split(delimiter), '/usr/local/bin', ...listVersionedPostgresBinDirs()].filter(Boolean);
   for (const dir of dirs) {
     const candidate = join(dir, name);
-    try {
-      accessSync(candidate, fsConstants.X_OK);
-      return candidate;
-    } catch {
-      // Failure policy: a missing candidate is expected; keep looking in the next directory.
-    }
+    if (isExecutable(candidate)) return candidate;
   }
   throw new Error(
     `PostgreSQL server binary "${name}" not found (looked in: ${[...new Set(dirs)].join(', ')}). ` +
@@ -225,15 +221,6 @@ function lookupOsUser(osUser: string): { uid: number; gid: number } {
   );
 }
 
-function isExecutable(path: string): boolean {
-  try {
-    accessSync(path, fsConstants.X_OK);
-    return true;
-  } catch {
-    // Failure policy: "not executable / not there" is the answer, not an error.
-    return false;
-  }
-}
 
 /** Quotes an argument for /bin/sh (pg_ctl passes `-o` through a shell). */
 function shellQuote(value: string): string {

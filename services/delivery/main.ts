@@ -1,5 +1,6 @@
 import { runMain } from "../shared/run-main.js";
-import { createPrisma, pingDatabase } from "../shared/db.js";
+import { createPrisma } from "../shared/db.js";
+import { readinessChecks } from "../shared/readiness.js";
 import { HEARTS_TOPIC } from "../shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../shared/kafka-bus.js";
 import { createLogger, redactUrl } from "../shared/log.js";
@@ -34,10 +35,7 @@ runMain(log, async () => {
   const consumer = createDeliveryConsumer({ bus, prisma, log, groupId: config.groupId, onStored: () => dispatcher.wake() });
   let draining = false;
   const ops = createOpsServer({
-    checks: [
-      { name: "database", check: () => pingDatabase(prisma) },
-      { name: "kafka", check: () => bus.ping() },
-    ],
+    checks: readinessChecks({ prisma, bus }),
     metrics,
     isDraining: () => draining,
   });

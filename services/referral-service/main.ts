@@ -1,5 +1,6 @@
 import { runMain } from "../shared/run-main.js";
-import { createPrisma, pingDatabase } from "../shared/db.js";
+import { createPrisma } from "../shared/db.js";
+import { readinessChecks } from "../shared/readiness.js";
 import { createLogger, redactUrl } from "../shared/log.js";
 import { createMetrics } from "../shared/metrics.js";
 import { createOpsServer } from "../shared/ops-server.js";
@@ -25,7 +26,7 @@ runMain(log, async () => {
     publicBaseUrl: config.publicBaseUrl,
     fraudRules: config.fraudRules,
   });
-  const ops = createOpsServer({ checks: [{ name: "database", check: () => pingDatabase(prisma) }], metrics, isDraining: () => draining });
+  const ops = createOpsServer({ checks: readinessChecks({ prisma }), metrics, isDraining: () => draining });
   const port = await rpc.listen(config.port, config.host);
   const opsPort = await ops.listen(config.opsPort, config.host);
   log.info({ port, opsPort, database: redactUrl(config.databaseUrl) }, "referral service listening (Connect, gRPC, gRPC-Web over HTTP/2)");

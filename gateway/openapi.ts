@@ -1,5 +1,6 @@
 import { ERROR_TEXT } from "./http-errors.js";
 import { MAX_BODY_BYTES } from "./raw-body.js";
+import { maxCharsOf, type FieldName } from "../services/shared/field-rules.js";
 
 /** Where the gateway publishes the document. */
 export const OPENAPI_PATH = "/openapi/referral.json";
@@ -50,6 +51,11 @@ const jsonError = (description: string, examples: Record<string, { summary: stri
 });
 
 const nonEmptyString = (description: string) => ({ type: "string", minLength: 1, pattern: "\\S", description });
+/** A non-empty string bounded by services/shared/field-rules.ts (NUL is refused too). */
+const boundedString = (field: FieldName, description: string) => ({
+  ...nonEmptyString(`${description} At most ${maxCharsOf(field)} characters; NUL is refused.`),
+  maxLength: maxCharsOf(field),
+});
 
 /**
  * The OpenAPI 3.1 description of the contract, served at GET /openapi/referral.json:
@@ -218,7 +224,7 @@ export const openApiDocument = {
             in: "query",
             required: true,
             description: "The referrer's player identity on the server list.",
-            schema: { type: "string", minLength: 1 },
+            schema: { type: "string", minLength: 1, maxLength: maxCharsOf("referrer") },
           },
           { $ref: "#/components/parameters/X-Request-Id" },
         ],
@@ -376,12 +382,13 @@ export const openApiDocument = {
         required: ["event", "token", "server_id", "server_event_id"],
         properties: {
           event: { type: "string", enum: ["registered", "qualified", "reversed"], description: "The lifecycle event." },
-          token: nonEmptyString("The referral token captured by the registration page (`ref_token`)."),
+          token: boundedString("token", "The referral token captured by the registration page (`ref_token`)."),
           server_id: nonEmptyString("The service's id for the game server; selects the signing secret."),
-          referee_identity: nonEmptyString(
+          referee_identity: boundedString(
+            "referee_identity",
             "Required for `registered`; ignored on later events. The caller's stable id for the referred player; must never change.",
           ),
-          server_event_id: nonEmptyString("The caller's idempotency key; deduplication is on (token, event, server_event_id)."),
+          server_event_id: boundedString("server_event_id", "The caller's idempotency key; deduplication is on (token, event, server_event_id)."),
           ts: { type: "integer", format: "int64", description: "Unix seconds of the caller's event time (not the signing `t`)." },
           test: { type: "boolean", description: "When true the request is fully verified but nothing is looked up or written." },
         },
@@ -471,7 +478,11 @@ export const openApiDocument = {
             format: "uuid",
             description: "The server the heart was cast for. It identifies the server, not the player; it is not the reward recipient.",
           },
-          username: { type: "string", description: "The voter's in-game name as typed when voting; the reward recipient." },
+          username: {
+            type: "string",
+            maxLength: maxCharsOf("username"),
+            description: "The voter's in-game name as typed when voting; the reward recipient.",
+          },
           heart_id: {
             type: "string",
             format: "uuid",

@@ -10,6 +10,7 @@ import { REFERRAL_LINK_PREFIX, handleReferralLink } from "./handle-referral-link
 import { ERROR_TEXT, errorReply, type HttpReply } from "./http-errors.js";
 import { OPENAPI_PATH, openApiDocument } from "./openapi.js";
 import { MAX_BODY_BYTES, declaresTooLarge, readRawBody } from "./raw-body.js";
+import { maxCharsOf } from "../services/shared/field-rules.js";
 import { REQUEST_ID_HEADER, resolveRequestId } from "./request-id.js";
 import type { IngestRpcs } from "./forward.js";
 
@@ -19,8 +20,6 @@ export const INGEST_PATH = "/api/referral/events";
 export const RPC_TIMEOUT_MS = 10_000;
 /** A whole request (headers and body) must arrive within this, against slow-body clients. */
 export const REQUEST_TIMEOUT_MS = 30_000;
-/** User agents longer than this are cut before they are recorded with a click. */
-export const MAX_USER_AGENT_CHARS = 512;
 
 /** An extra request handler: returns true when it answered the request. */
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
@@ -192,7 +191,7 @@ async function serveReferralLink(
       serverId: decodeSegment(segment),
       referrer: new URLSearchParams(query).get("referrer"),
       ip: clientAddress(deps, req),
-      userAgent: (req.headers["user-agent"] ?? "").slice(0, MAX_USER_AGENT_CHARS),
+      userAgent: (req.headers["user-agent"] ?? "").slice(0, maxCharsOf("user_agent")),
     },
     { recordClick: (request) => deps.referral.recordClick(request, callOptions) },
   );

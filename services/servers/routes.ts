@@ -10,6 +10,7 @@ import {
 import { validateCallbackUrl } from "../shared/callback-url.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
+import { boundField } from "../shared/field-rules.js";
 import { toGraceSeconds } from "./domain/secret-policy.js";
 import { toRegistrationUrl, toServerName } from "./domain/server-fields.js";
 import {
@@ -81,7 +82,7 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
       },
 
       async revokeReferralSecret(req) {
-        return { info: toSecretInfo(await revokeReferralSecret(deps, req.serverId.trim(), req.kid)) };
+        return { info: toSecretInfo(await revokeReferralSecret(deps, req.serverId.trim(), boundField("kid", req.kid.trim()))) };
       },
 
       async listReferralSecrets(req) {
@@ -89,7 +90,7 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
       },
 
       async revealReferralSecret(req) {
-        return { secret: await revealReferralSecret(deps, req.serverId.trim(), req.kid) };
+        return { secret: await revealReferralSecret(deps, req.serverId.trim(), boundField("kid", req.kid.trim())) };
       },
 
       async resolveSigningKeys(req) {

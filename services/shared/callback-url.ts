@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { fieldProblem } from "./field-rules.js";
 
 /**
  * Reward callback URL policy (SSRF guard). The dashboard checks the URL the
@@ -8,9 +9,6 @@ import { isIP } from "node:net";
  * Both are relaxed only by the deployment's explicit development flag
  * (`ALLOW_INSECURE_CALLBACKS`).
  */
-
-/** Longest callback URL accepted. */
-export const MAX_CALLBACK_URL_CHARS = 2048;
 
 /** The result of checking a callback URL. */
 export type CallbackUrlCheck = { ok: true; url: URL } | { ok: false; error: string };
@@ -77,7 +75,8 @@ export function isForbiddenAddress(ip: string): boolean {
 export function validateCallbackUrl(url: string, opts: { allowInsecure: boolean }): CallbackUrlCheck {
   const trimmed = url.trim();
   if (trimmed === "") return { ok: false, error: "callback_url is required" };
-  if (trimmed.length > MAX_CALLBACK_URL_CHARS) return { ok: false, error: `callback_url must be at most ${MAX_CALLBACK_URL_CHARS} characters` };
+  const problem = fieldProblem("callback_url", trimmed);
+  if (problem !== null) return { ok: false, error: problem };
   let parsed: URL;
   try {
     parsed = new URL(trimmed);

@@ -58,6 +58,8 @@ export interface RawResponse {
 export interface GatewayStack {
   db: TestDatabase;
   clients: ReferralServiceClients;
+  /** The referral service's own URL (Connect, gRPC, gRPC-Web over HTTP/2). */
+  serviceUrl: string;
   baseUrl: string;
   gatewayLog: CapturedLog;
   serviceLog: CapturedLog;
@@ -123,6 +125,7 @@ export async function startGatewayStack(
   return {
     db,
     clients,
+    serviceUrl: `http://127.0.0.1:${servicePort}`,
     baseUrl,
     gatewayLog,
     serviceLog,

@@ -1,8 +1,12 @@
 import type { SigningKeyMaterial } from "./verify-signature.js";
 import { ERROR_TEXT, errorReply, type HttpReply } from "./http-errors.js";
-import { forwardEvent, lookupSigningKeys, type IngestRpcs } from "./forward.js";
-import { parseJsonObject, readServerId, validateEvent } from "./validate-event.js";
-import { parseSignatureHeader, verifySignature } from "./verify-signature.js";
+import type { FailureLimiter } from "./failure-limiter.js";
+import { forwardEvent, isServerIdShape, lookupSigningKeys, type IngestRpcs } from "./forward.js";
+import { parseJsonObject, readServerId, validateEvent, type JsonObject } from "./validate-event.js";
+import { parseSignatureHeader, verifySignature, type ParsedSignatureHeader } from "./verify-signature.js";
+
+/** Outcomes of steps 5-6 that count against the failed-signature limits (each may have cost a lookup). */
+const FAILED_AUTHENTICATION_OUTCOMES = new Set(["unknown_server", "referrals_disabled", "no_active_secret", "bad_signature"]);
 
 /** What one ingest request carries once its body has been read within the size limit (step 1). */
 export interface IngestInput {
@@ -32,6 +36,8 @@ export interface IngestResult {
  *  2. X-Service-Signature missing/malformed -> 400
  *  3. body not valid UTF-8 JSON, or not an object -> 400 `body is not valid JSON`
  *  4. `server_id` missing/empty/not a string -> 400 (the only field read before the MAC)
+ *     then, with a `limiter`: too many failed signatures for this server or overall -> 429
+ *     with Retry-After, before any lookup (failures of steps 5 and 6 are counted)
  *  5. unknown server / referrals disabled or no active secret -> 404
  *  6. MAC (by `kid`, or against every active key; constant-time) -> 401 bad_signature
  *  7. |now - t| > 300 s -> 401 stale (after the MAC, so a forged `t` learns nothing)
@@ -39,7 +45,7 @@ export interface IngestResult {
  *  9. `test: true` -> 200 `{ok: true, test: true}`, nothing looked up or written
  * 10. ApplyEvent (token lookup, dedup, state machine) -> 200 / 404 / 422 / 500
  */
-export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: () => Date): Promise<IngestResult> {
+export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: () => Date, limiter?: FailureLimiter): Promise<IngestResult> {
   const signature = parseSignatureHeader(input.signatureHeader);
   if (signature === null) return { reply: errorReply(400, ERROR_TEXT.badSignatureHeader), outcome: "malformed_signature_header" };
 
@@ -50,14 +56,40 @@ export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: ()
   if (serverIdField.kind === "invalid") return { reply: errorReply(400, serverIdField.error), outcome: "invalid_server_id" };
   const serverId = serverIdField.value;
 
+  // Only ids that could name a server cost a lookup, so only they are limited and counted.
+  const admission = isServerIdShape(serverId) ? limiter?.admit(serverId) : undefined;
+  if (admission?.kind === "limited") {
+    const headers = { "retry-after": String(admission.retryAfterSeconds) };
+    return { reply: errorReply(429, ERROR_TEXT.tooManyFailedSignatures, headers), outcome: "failed_signature_limit", serverId };
+  }
+  let failed = false;
+  try {
+    const result = await authenticateAndApply(input, rpcs, now, signature, body, serverId);
+    failed = FAILED_AUTHENTICATION_OUTCOMES.has(result.outcome);
+    return result;
+  } finally {
+    admission?.done(failed);
+  }
+}
+
+/** Steps 5-10 for a request whose header, body and server id passed steps 2-4. */
+async function authenticateAndApply(
+  input: IngestInput,
+  rpcs: IngestRpcs,
+  now: () => Date,
+  signature: ParsedSignatureHeader,
+  body: JsonObject,
+  serverId: string,
+): Promise<IngestResult> {
   let lookup = await lookupSigningKeys(rpcs, serverId);
   if (lookup.kind === "rejected") return { ...lookup.result, serverId };
 
   const verifyWith = (keys: SigningKeyMaterial[]) =>
     verifySignature({ signature, keys, rawBody: input.rawBody, nowSeconds: Math.floor(now().getTime() / 1000) });
   let verdict = verifyWith(lookup.keys);
-  if (verdict.kind === "bad_signature" && rpcs.forgetSigningKeys?.(serverId)) {
-    // The keys came from the gateway's short cache: ask once more, so a just-created secret verifies at once.
+  if (verdict.kind === "bad_signature" && rpcs.invalidateSigningKeys?.(serverId)) {
+    // The keys came from the gateway's short cache: ask once more (at most once per server per
+    // refresh interval), so a just-created secret verifies at once and a flood of forgeries costs no lookups.
     lookup = await lookupSigningKeys(rpcs, serverId);
     if (lookup.kind === "rejected") return { ...lookup.result, serverId };
     verdict = verifyWith(lookup.keys);

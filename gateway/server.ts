@@ -1,5 +1,12 @@
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import { createSigningKeyCache, DEFAULT_SIGNING_KEY_CACHE_MS, type SigningKeyCache } from "./signing-key-cache.js";
+import {
+  createFailureLimiter,
+  DEFAULT_FAILED_SIGNATURE_WINDOW_MS,
+  DEFAULT_FAILED_SIGNATURES_GLOBAL,
+  DEFAULT_FAILED_SIGNATURES_PER_SERVER,
+  type FailureLimiter,
+} from "./failure-limiter.js";
 import type { Client } from "@connectrpc/connect";
 import type { ReferralService } from "../gen/proto/referral/v1/referral_pb.js";
 import type { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
@@ -44,6 +51,12 @@ export interface GatewayDeps {
   rpcTimeoutMs?: number;
   /** How long a server's active signing keys are reused (DEFAULT_SIGNING_KEY_CACHE_MS); 0 asks on every request. */
   signingKeyCacheMs?: number;
+  /** How long an unknown server id is remembered (DEFAULT_UNKNOWN_SERVER_CACHE_MS); 0 asks every time. */
+  unknownServerCacheMs?: number;
+  /** At most one fresh key lookup per server per this interval after failed MACs (DEFAULT_SIGNING_KEY_REFRESH_MS). */
+  signingKeyRefreshMs?: number;
+  /** Limits on failed signatures (gateway/failure-limiter.ts); a limit of 0 is off. */
+  failedSignatures?: { windowMs?: number; perServer?: number; global?: number };
 }
 
 /** What the request's single log line says beyond method, path, status and latency. */
@@ -72,14 +85,29 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * request (no secrets, no signature header, no bodies) and metrics by route and status.
  */
 export function createGatewayServer(deps: GatewayDeps): http.Server {
-  const keyCache = createSigningKeyCache({ ttlMs: deps.signingKeyCacheMs ?? DEFAULT_SIGNING_KEY_CACHE_MS });
+  const keyCache = createSigningKeyCache({
+    ttlMs: deps.signingKeyCacheMs ?? DEFAULT_SIGNING_KEY_CACHE_MS,
+    ...(deps.unknownServerCacheMs === undefined ? {} : { unknownServerTtlMs: deps.unknownServerCacheMs }),
+    ...(deps.signingKeyRefreshMs === undefined ? {} : { refreshIntervalMs: deps.signingKeyRefreshMs }),
+  });
+  const limiter = createFailureLimiter({
+    windowMs: deps.failedSignatures?.windowMs ?? DEFAULT_FAILED_SIGNATURE_WINDOW_MS,
+    perServer: deps.failedSignatures?.perServer ?? DEFAULT_FAILED_SIGNATURES_PER_SERVER,
+    global: deps.failedSignatures?.global ?? DEFAULT_FAILED_SIGNATURES_GLOBAL,
+  });
   const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
-    void handleRequest(deps, keyCache, req, res);
+    void handleRequest(deps, { keyCache, limiter }, req, res);
   });
   return server;
 }
 
-async function handleRequest(deps: GatewayDeps, keyCache: SigningKeyCache, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** The gateway's per-process state against unsigned floods. */
+interface IngestGuards {
+  keyCache: SigningKeyCache;
+  limiter: FailureLimiter;
+}
+
+async function handleRequest(deps: GatewayDeps, guards: IngestGuards, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const started = process.hrtime.bigint();
   const requestId = resolveRequestId(req.headers[REQUEST_ID_HEADER]);
   const url = req.url ?? "/";
@@ -93,7 +121,7 @@ async function handleRequest(deps: GatewayDeps, keyCache: SigningKeyCache, req: 
   try {
     if (rawPath === INGEST_PATH) {
       entry.route = INGEST_PATH;
-      await serveIngest(deps, keyCache, req, res, entry);
+      await serveIngest(deps, guards, req, res, entry);
     } else if (rawPath.startsWith(REFERRAL_LINK_PREFIX)) {
       entry.route = `${REFERRAL_LINK_PREFIX}:server_id`;
       await serveReferralLink(deps, req, res, rawPath, query, entry);
@@ -117,7 +145,7 @@ async function handleRequest(deps: GatewayDeps, keyCache: SigningKeyCache, req: 
   }
 }
 
-async function serveIngest(deps: GatewayDeps, keyCache: SigningKeyCache, req: IncomingMessage, res: ServerResponse, entry: RequestLog): Promise<void> {
+async function serveIngest(deps: GatewayDeps, { keyCache, limiter }: IngestGuards, req: IncomingMessage, res: ServerResponse, entry: RequestLog): Promise<void> {
   if (req.method !== "POST") {
     entry.outcome = "method_not_allowed";
     sendReply(res, errorReply(405, ERROR_TEXT.methodNotAllowed, { allow: "POST" }));
@@ -144,7 +172,7 @@ async function serveIngest(deps: GatewayDeps, keyCache: SigningKeyCache, req: In
   const callOptions = rpcCallOptions(deps, entry.requestId);
   const rpcs: IngestRpcs = {
     resolveSigningKeys: (request) => keyCache.get(request.serverId ?? "", () => deps.admin.resolveSigningKeys(request, callOptions)),
-    forgetSigningKeys: (serverId) => keyCache.forget(serverId),
+    invalidateSigningKeys: (serverId) => keyCache.invalidate(serverId),
     applyEvent: (request) => deps.referral.applyEvent(request, callOptions),
   };
   const signatureHeader = req.headers["x-service-signature"];
@@ -152,6 +180,7 @@ async function serveIngest(deps: GatewayDeps, keyCache: SigningKeyCache, req: In
     { signatureHeader: Array.isArray(signatureHeader) ? signatureHeader.join(", ") : signatureHeader, rawBody: body.bytes },
     rpcs,
     deps.now,
+    limiter,
   );
   Object.assign(entry, { outcome: result.outcome, serverId: result.serverId, kid: result.kid, cause: result.cause });
   sendReply(res, result.reply);

@@ -92,11 +92,12 @@ export async function startGatewayProcess(group: ProcessGroup, opts: { port: num
   const proc = group.spawn({
     name: "gateway",
     file: "gateway/main.ts",
-    env: { PORT: String(opts.port), HOST: "127.0.0.1", REFERRAL_SERVICE_URL: opts.referralServiceUrl, LOG_LEVEL: opts.logLevel ?? "info" },
+    env: { PORT: String(opts.port), OPS_PORT: "0", HOST: "127.0.0.1", REFERRAL_SERVICE_URL: opts.referralServiceUrl, LOG_LEVEL: opts.logLevel ?? "info" },
   });
   const url = `http://127.0.0.1:${opts.port}`;
+  const listening = await waitForLogLine(proc, "gateway listening");
   await proc.waitReady(`${url}/readyz`);
-  return { proc, opsUrl: url, url };
+  return { proc, opsUrl: `http://127.0.0.1:${String(listening.opsPort)}`, url };
 }
 
 /** Starts the outbox relay and waits until /readyz is 200. */

@@ -6,7 +6,7 @@
  */
 import test from "ava";
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -17,7 +17,7 @@ const run = promisify(execFile);
 /** The banner's example: the four shell lines from `SECRET=` to the curl line, exactly as printed (complete: up to its newline). */
 const EXAMPLE = /^( {2}SECRET=.*\n {2}BODY=.*\n {2}T=.*\n {2}curl .*)\n/m;
 
-async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir: string; port: number; rpcPort: number }) {
+async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir: string; port: number; rpcPort: number; opsPort: number }) {
   const proc = group.spawn({
     name: opts.name,
     file: "scripts/start.ts",
@@ -25,6 +25,7 @@ async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir:
       DATA_DIR: opts.dataDir,
       PORT: String(opts.port),
       REFERRAL_SERVICE_PORT: String(opts.rpcPort),
+      OPS_PORT: String(opts.opsPort),
       LOG_LEVEL: "info",
       // The embedded default: neither may reach the process (the helper's base env has neither; this states it).
       DATABASE_URL: undefined,
@@ -35,6 +36,18 @@ async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir:
   // /readyz can answer before the demo is seeded; the banner comes right after.
   const [, example] = await proc.waitForOutput(EXAMPLE, 30_000);
   return { proc, example: example! };
+}
+
+/** Every path under `dir` (itself included) whose mode lets group or others in. */
+function openToOthers(dir: string): string[] {
+  const found: string[] = [];
+  const visit = (path: string) => {
+    const stat = statSync(path);
+    if ((stat.mode & 0o077) !== 0) found.push(`${path} ${(stat.mode & 0o777).toString(8)}`);
+    if (stat.isDirectory()) for (const name of readdirSync(path)) visit(join(path, name));
+  };
+  visit(dir);
+  return found;
 }
 
 /** Runs the example with bash from the repository root (where `npm start` runs), as a user pasting it would. */
@@ -48,9 +61,9 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
   const dataDir = mkdtempSync(join(tmpdir(), "e2e-embedded-"));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const group = useProcesses(t);
-  const [port, rpcPort] = await freePorts(2);
+  const [port, rpcPort, opsPort] = await freePorts(3);
 
-  const first = await startAllInOne(group, { name: "npm start #1", dataDir, port: port!, rpcPort: rpcPort! });
+  const first = await startAllInOne(group, { name: "npm start #1", dataDir, port: port!, rpcPort: rpcPort!, opsPort: opsPort! });
   t.regex(first.proc.stdout, /embedded PostgreSQL \(PGlite\)/);
   t.regex(first.proc.stdout, /in-process bus in place of Kafka/);
   t.true(first.example.includes(`http://127.0.0.1:${port}/api/referral/events`), "the example targets this gateway");
@@ -61,9 +74,12 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
   t.is(registered.state, "registered");
   t.regex(String(registered.referral_id), /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
 
+  t.is((await fetch(`http://127.0.0.1:${port}/metrics`)).status, 404, "no /metrics on the public port");
+  t.regex(await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text(), /requests_total/, "/metrics on the ops port");
   t.deepEqual(await first.proc.stop(), { code: 0, signal: null }, "SIGTERM drains and exits 0");
+  t.deepEqual(openToOthers(dataDir), [], "the data folder (database, secrets key, tokens) is private to the user");
 
-  const second = await startAllInOne(group, { name: "npm start #2", dataDir, port: port!, rpcPort: rpcPort! });
+  const second = await startAllInOne(group, { name: "npm start #2", dataDir, port: port!, rpcPort: rpcPort!, opsPort: opsPort! });
   t.is(second.example, first.example, "the restart prints the same demo example");
   t.deepEqual(await runExample(first.example), { ok: true, duplicate: true }, "the first run's event is remembered across the restart");
   t.deepEqual(await second.proc.stop(), { code: 0, signal: null });

@@ -172,6 +172,8 @@ export const openApiDocument = {
             refereeRequired: errorExample("registered without referee_identity", ERROR_TEXT.refereeRequired),
             missingField: errorExample("Any other missing or invalid field names the field", "server_event_id is required"),
             wrongType: errorExample("A field of the wrong JSON type", "ts must be an integer (unix seconds)"),
+            tooLong: errorExample("A field over its maxLength", `token must be at most ${maxCharsOf("token")} characters`),
+            nul: errorExample("A field holding U+0000", "token must not contain NUL characters"),
           }),
           "401": jsonError("The signature did not verify.", {
             badSignature: errorExample("MAC mismatch or unknown kid", ERROR_TEXT.badSignature),
@@ -185,6 +187,12 @@ export const openApiDocument = {
           "413": jsonError(`The body is over ${MAX_BODY_BYTES} bytes; the connection is closed.`, {
             bodyTooLarge: errorExample("Body over 64 KiB", ERROR_TEXT.bodyTooLarge),
           }),
+          "429": {
+            ...jsonError("Too many failed authentications (bad signature, unknown server, referrals off) for this server_id, or overall; wait Retry-After seconds.", {
+              tooManyFailures: errorExample("Failed-signature limit reached", ERROR_TEXT.tooManyFailedSignatures),
+            }),
+            headers: { "Retry-After": { description: "Seconds until the limit's window ends.", schema: { type: "integer", minimum: 1 } } },
+          },
           "422": jsonError(
             "The event is not valid from the referral's current state.",
             {

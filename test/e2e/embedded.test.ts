@@ -6,10 +6,11 @@
  */
 import test from "ava";
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { openToOthers } from "../helpers/file-modes.js";
 import { freePorts, REPO_ROOT, useProcesses, type ProcessGroup } from "../helpers/processes.js";
 
 const run = promisify(execFile);
@@ -36,18 +37,6 @@ async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir:
   // /readyz can answer before the demo is seeded; the banner comes right after.
   const [, example] = await proc.waitForOutput(EXAMPLE, 30_000);
   return { proc, example: example! };
-}
-
-/** Every path under `dir` (itself included) whose mode lets group or others in. */
-function openToOthers(dir: string): string[] {
-  const found: string[] = [];
-  const visit = (path: string) => {
-    const stat = statSync(path);
-    if ((stat.mode & 0o077) !== 0) found.push(`${path} ${(stat.mode & 0o777).toString(8)}`);
-    if (stat.isDirectory()) for (const name of readdirSync(path)) visit(join(path, name));
-  };
-  visit(dir);
-  return found;
 }
 
 /** Runs the example with bash from the repository root (where `npm start` runs), as a user pasting it would. */

@@ -4,24 +4,14 @@
  * data files are 0600 in 0700 directories, and the in-process bus keeps memory bounded.
  */
 import test from "ava";
-import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { startEmbeddedPostgres } from "../../services/shared/embedded-postgres.js";
 import { createMemoryBus } from "../../services/shared/memory-bus.js";
 import { eventually } from "../helpers/eventually.js";
-
-/** Every path under `dir` (itself included) whose mode lets group or others in. */
-function openToOthers(dir: string): string[] {
-  const found: string[] = [];
-  const visit = (path: string) => {
-    if ((statSync(path).mode & 0o077) !== 0) found.push(`${path} ${(statSync(path).mode & 0o777).toString(8)}`);
-    if (statSync(path).isDirectory()) for (const name of readdirSync(path)) visit(join(path, name));
-  };
-  visit(dir);
-  return found;
-}
+import { openToOthers } from "../helpers/file-modes.js";
 
 test("embedded PostgreSQL listens on a Unix socket in a 0700 directory, never on TCP, and answers through its URL", async (t) => {
   const root = mkdtempSync(join(tmpdir(), "embedded-private-"));
@@ -52,7 +42,6 @@ test("embedded PostgreSQL data files are private: 0700 directories and 0600 file
   await first.stop();
   t.deepEqual(openToOthers(dataDir), []);
   // A data directory written by an older version (PGlite creates files 0666) is made private on start.
-  const { chmodSync } = await import("node:fs");
   chmodSync(dataDir, 0o777);
   chmodSync(join(dataDir, "PG_VERSION"), 0o666);
   const second = await startEmbeddedPostgres(dataDir);

@@ -38,7 +38,7 @@ export interface GatewayDeps {
   log: Logger;
   metrics: Metrics;
   now: () => Date;
-  /** /healthz, /readyz, /metrics (services/shared/health.ts#createOpsHandler). */
+  /** /healthz and /readyz (services/shared/health.ts#createOpsHandler, mounted without metrics: /metrics lives on the ops port). */
   ops?: RequestHandler;
   /** Mounted after the gateway's own routes (for example a dashboard). */
   extraRoutes?: RequestHandler;
@@ -78,7 +78,7 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * - `POST /api/referral/events`: raw body (64 KiB limit) -> signature -> forward over Connect.
  * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL.
  * - `GET /openapi/referral.json`: the OpenAPI 3.1 document.
- * - then `ops` (/healthz, /readyz, /metrics), then `extraRoutes`, else 404 JSON.
+ * - then `ops` (/healthz, /readyz; /metrics is served on the ops port, not here), then `extraRoutes`, else 404 JSON.
  *
  * Every request gets a request id (the caller's `X-Request-Id` when well-formed, else a
  * uuid), echoed in the response and forwarded to the RPCs; one structured log line per

@@ -64,7 +64,21 @@ export function createSigningKeyCache(opts: SigningKeyCacheOptions): SigningKeyC
     get(serverId, load) {
       const hit = entries.get(serverId);
       if (hit && isFresh(hit)) return hit.value;
-      if (opts.ttlMs <= 0 && unknownTtlMs <= 0) return load();
+      if (opts.ttlMs <= 0) {
+        // Key cache off: every request asks for itself (nothing shared); only an unknown server is remembered.
+        const own = load();
+        if (unknownTtlMs > 0) {
+          own.then(
+            (answer) => {
+              if (answer.status === SigningKeyStatus.UNKNOWN_SERVER) remember(entries, serverId, { at: now(), value: own, settled: answer });
+            },
+            () => {
+              // Failure policy: a failed lookup is never cached; the caller sees the rejection itself.
+            },
+          );
+        }
+        return own;
+      }
       const value = load();
       const entry: Entry = { at: now(), value };
       remember(entries, serverId, entry);

@@ -63,13 +63,14 @@ export const SPECIAL_PURPOSE_IPV4: readonly SpecialRange[] = [
 /**
  * THE IPv6 table: every entry of the IANA IPv6 Special-Purpose Address Registry
  * (https://www.iana.org/assignments/iana-ipv6-special-registry), plus multicast, the deprecated
- * site-local and IPv4-compatible ranges. Only the globally reachable NAT64 prefix 64:ff9b::/96
+ * site-local and IPv4-compatible ranges and SIIT's IPv4-translated addresses. Only the globally reachable NAT64 prefix 64:ff9b::/96
  * is judged by the IPv4 address it embeds; every other range is refused whole.
  */
 export const SPECIAL_PURPOSE_IPV6: readonly SpecialRange[] = [
   { cidr: "::1/128", name: "Loopback Address", source: "RFC 4291" },
   { cidr: "::/128", name: "Unspecified Address", source: "RFC 4291" },
   { cidr: "::ffff:0:0/96", name: "IPv4-mapped Address", source: "RFC 4291" },
+  { cidr: "::ffff:0:0:0/96", name: "IPv4-translated Address (SIIT)", source: "RFC 2765" },
   { cidr: "64:ff9b::/96", name: "IPv4-IPv6 Translat.", source: "RFC 6052", embedsIPv4: true },
   { cidr: "64:ff9b:1::/48", name: "IPv4-IPv6 Translat. (local use)", source: "RFC 8215" },
   { cidr: "100::/64", name: "Discard-Only Address Block", source: "RFC 6666" },

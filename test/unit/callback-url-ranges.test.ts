@@ -5,6 +5,7 @@
  * independently of the guard's own table, so a range missing from the table fails a test.
  */
 import test from "ava";
+import ipaddr from "ipaddr.js";
 import { SPECIAL_PURPOSE_IPV4, SPECIAL_PURPOSE_IPV6, isForbiddenAddress, specialRangeOf, validateCallbackUrl } from "../../services/shared/callback-url.js";
 
 /** [cidr, first address, last address, what]. */
@@ -66,6 +67,7 @@ const IPV6: Array<[string, string, string, string]> = [
   ["fec0::/10", "fec0::", "feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "site-local (deprecated)"],
   ["ff00::/8", "ff00::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "multicast"],
   ["::/96", "::2", "::ffff:ffff", "IPv4-compatible (deprecated)"],
+  ["::ffff:0:0:0/96", "::ffff:0:0.0.0.0", "::ffff:0:255.255.255.255", "IPv4-translated (SIIT)"],
 ];
 
 for (const [cidr, first, last, what] of [...IPV4, ...IPV6]) {
@@ -100,4 +102,59 @@ test("specialRangeOf names the range, for error messages and for other transport
   t.is(specialRangeOf("::1")?.name, "Loopback Address");
   t.is(specialRangeOf("not-an-ip")?.name, "not an IP address");
   t.is(specialRangeOf("8.8.8.8"), null);
+});
+
+/** Ranges the guard refuses that ipaddr.js (2.5.0) classifies as plain unicast, each for a stated reason. */
+const UNKNOWN_TO_IPADDR = new Map([
+  ["168.63.129.16/32", "a cloud platform address, not an IANA range"],
+  ["100:0:0:1::/64", "RFC 9780 (2025) is newer than the library's table"],
+  ["::/96", "deprecated IPv4-compatible addresses (RFC 4291), not in the IANA registry"],
+]);
+
+test("cross-check with ipaddr.js: every address the guard refuses by the registries, the library classifies as special too", (t) => {
+  for (const [cidr, first, last] of [...IPV4, ...IPV6]) {
+    if (UNKNOWN_TO_IPADDR.has(cidr)) continue;
+    for (const address of [first, last]) t.not(ipaddr.parse(address).range(), "unicast", `${cidr}: ${address}`);
+  }
+});
+
+/** A deterministic pseudo-random generator (mulberry32), so a failure names the same addresses every run. */
+function seeded(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let r = Math.imul(a ^ (a >>> 15), 1 | a);
+    r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
+    return ((r ^ (r >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** `count` addresses inside `network/prefix`: its first and last address and random ones between. */
+function samplesOf(network: ipaddr.IPv4 | ipaddr.IPv6, prefix: number, count: number, random: () => number): string[] {
+  const bytes = network.toByteArray();
+  const make = (fill: () => number) => {
+    const out = bytes.map((byte, i) => {
+      const fixedBits = Math.max(0, Math.min(8, prefix - i * 8));
+      const hostMask = 0xff >> fixedBits;
+      return (byte & ~hostMask & 0xff) | (fill() & hostMask);
+    });
+    return ipaddr.fromByteArray(out).toString();
+  };
+  return [make(() => 0), make(() => 0xff), ...Array.from({ length: count }, () => make(() => Math.floor(random() * 256)))];
+}
+
+test("cross-check with ipaddr.js: every special range the library knows, the guard refuses (first, last and 50 random addresses each)", (t) => {
+  const random = seeded(20261123);
+  for (const kind of [ipaddr.IPv4, ipaddr.IPv6] as const) {
+    const ranges = (kind.prototype as unknown as { SpecialRanges: unknown }).SpecialRanges as Record<string, Array<[ipaddr.IPv4 | ipaddr.IPv6, number]> | [ipaddr.IPv4 | ipaddr.IPv6, number]>;
+    for (const [name, value] of Object.entries(ranges)) {
+      const nets = (Array.isArray(value[0]) ? value : [value]) as Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>;
+      for (const [network, prefix] of nets) {
+        const cidr = `${network.toString()}/${prefix}`;
+        // The globally reachable NAT64 prefix is judged by the IPv4 address it embeds (a public one is allowed).
+        if (cidr === "64:ff9b::/96") continue;
+        for (const address of samplesOf(network, prefix, 50, random)) t.true(isForbiddenAddress(address), `${name} ${cidr}: ${address}`);
+      }
+    }
+  }
 });

@@ -239,12 +239,16 @@ test.serial("Votifier turned off: pending Votifier deliveries are held (not sent
   const serverId = await votifierServer(h, r);
   const heartId = await countHeart(h, serverId);
   await h.db.prisma.server.update({ where: { id: serverId }, data: { votifierHost: null, votifierPort: null, votifierServiceName: null, votifierToken: null } });
-  const d = dispatcher();
+  // Counts what the dispatcher hands the transport: a held delivery is not even claimed.
+  const real = createVotifierTransport({ secretBox: h.deps.secretBox, allowInsecure: true });
+  const handed: string[] = [];
+  const d = dispatcher({ transports: { votifier: { send: (delivery) => (handed.push(delivery.heartId), real.send(delivery)) } } });
   d.start();
   const other = await votifierServer(h, r);
   await countHeart(h, other, "Other");
   await r.waitForVotes(1);
   t.is((await votifierDelivery(h, heartId)).attemptsLog.length, 0, "held");
+  t.false(handed.includes(heartId), "not claimed while Votifier is off");
   t.is((await countHeart(h, serverId, "NoVotifier").then((id) => h.db.prisma.delivery.count({ where: { heartId: id, transport: "votifier" } }))), 0, "no Votifier delivery is stored while it is off");
   await h.db.prisma.server.update({ where: { id: serverId }, data: { votifierHost: r.host, votifierPort: r.port, votifierServiceName: "HeartsList", votifierToken: h.deps.secretBox.seal(TOKEN) } });
   d.wake();

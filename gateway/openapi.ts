@@ -81,6 +81,43 @@ const PULL_ERRORS = {
   }),
 };
 
+type Examples = Record<string, { summary: string; value: unknown }>;
+
+/** A signed pull endpoint (POST, PullSignature, JSON in and out, the shared error answers). */
+function pullOperation(op: {
+  operationId: string;
+  summary: string;
+  description: string[];
+  request: string;
+  requestExamples: Examples;
+  response: string;
+  responseDescription: string;
+  responseExamples: Examples;
+}) {
+  return {
+    post: {
+      operationId: op.operationId,
+      summary: op.summary,
+      description: [PULL_DESCRIPTION, "", ...op.description].join("\n"),
+      tags: ["pull"],
+      security: [{ PullSignature: [] }],
+      parameters: [{ $ref: "#/components/parameters/X-Request-Id" }],
+      requestBody: {
+        required: true,
+        content: { "application/json": { schema: { $ref: `#/components/schemas/${op.request}` }, examples: op.requestExamples } },
+      },
+      responses: {
+        "200": {
+          description: op.responseDescription,
+          headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
+          content: { "application/json": { schema: { $ref: `#/components/schemas/${op.response}` }, examples: op.responseExamples } },
+        },
+        ...PULL_ERRORS,
+      },
+    },
+  };
+}
+
 const nonEmptyString = (description: string) => ({ type: "string", minLength: 1, pattern: "\\S", description });
 
 /**
@@ -232,103 +269,55 @@ export const openApiDocument = {
         },
       },
     },
-    "/api/pull/hearts": {
-      post: {
-        operationId: "listPullHearts",
-        summary: "List counted hearts not yet claimed",
-        description: [
-          PULL_DESCRIPTION,
-          "",
-          "Oldest first. Pass `next_cursor` as `cursor` to get the next page; `next_cursor` is null on the last page.",
-          "Claimed hearts leave the list, so a poller may also simply list from the start after each claim.",
-        ].join("\n"),
-        tags: ["pull"],
-        security: [{ PullSignature: [] }],
-        parameters: [{ $ref: "#/components/parameters/X-Request-Id" }],
-        requestBody: {
-          required: true,
-          content: {
-            "application/json": {
-              schema: { $ref: "#/components/schemas/PullHeartsRequest" },
-              examples: {
-                first: { summary: "The first page", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", limit: 100 } },
-                next: { summary: "The next page", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", cursor: "MjAyNi0wMS0wMVQwMDowMDowMC4wMDBafDNmMWUyZDRj" } },
-              },
-            },
+    "/api/pull/hearts": pullOperation({
+      operationId: "listPullHearts",
+      summary: "List counted hearts not yet claimed",
+      description: [
+        "Oldest first. Pass `next_cursor` as `cursor` to get the next page; `next_cursor` is null on the last page.",
+        "Claimed hearts leave the list, so a poller may also simply list from the start after each claim.",
+      ],
+      request: "PullHeartsRequest",
+      requestExamples: {
+        first: { summary: "The first page", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", limit: 100 } },
+        next: { summary: "The next page", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", cursor: "MjAyNi0wMS0wMVQwMDowMDowMC4wMDBafDNmMWUyZDRj" } },
+      },
+      response: "PullHeartsResponse",
+      responseDescription: "A page of unclaimed counted hearts.",
+      responseExamples: {
+        page: {
+          summary: "One heart, last page",
+          value: {
+            hearts: [{ heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b", username: "Steve_42", period: "2026-01", counted_at: "2026-01-01T00:00:00.000Z", streak_day: 3 }],
+            next_cursor: null,
           },
-        },
-        responses: {
-          "200": {
-            description: "A page of unclaimed counted hearts.",
-            headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
-            content: {
-              "application/json": {
-                schema: { $ref: "#/components/schemas/PullHeartsResponse" },
-                examples: {
-                  page: {
-                    summary: "One heart, last page",
-                    value: {
-                      hearts: [{ heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b", username: "Steve_42", period: "2026-01", counted_at: "2026-01-01T00:00:00.000Z", streak_day: 3 }],
-                      next_cursor: null,
-                    },
-                  },
-                },
-              },
-            },
-          },
-          ...PULL_ERRORS,
         },
       },
-    },
-    "/api/pull/claims": {
-      post: {
-        operationId: "claimPullHearts",
-        summary: "Claim hearts by heart_id",
-        description: [
-          PULL_DESCRIPTION,
-          "",
-          "Each `heart_id` is answered in request order: `claimed` (now delivered), `already_claimed` (a retried claim;",
-          "nothing changed) or `unknown` (not a pullable heart of this server). Claim after granting the reward.",
-        ].join("\n"),
-        tags: ["pull"],
-        security: [{ PullSignature: [] }],
-        parameters: [{ $ref: "#/components/parameters/X-Request-Id" }],
-        requestBody: {
-          required: true,
-          content: {
-            "application/json": {
-              schema: { $ref: "#/components/schemas/PullClaimsRequest" },
-              examples: {
-                claim: { summary: "Claim two hearts", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", heart_ids: ["3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b", "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d"] } },
-              },
-            },
+    }),
+    "/api/pull/claims": pullOperation({
+      operationId: "claimPullHearts",
+      summary: "Claim hearts by heart_id",
+      description: [
+        "Each `heart_id` is answered in request order: `claimed` (now delivered), `already_claimed` (a retried claim;",
+        "nothing changed) or `unknown` (not a pullable heart of this server). Claim after granting the reward.",
+      ],
+      request: "PullClaimsRequest",
+      requestExamples: {
+        claim: { summary: "Claim two hearts", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", heart_ids: ["3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b", "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d"] } },
+      },
+      response: "PullClaimsResponse",
+      responseDescription: "What the claim did, per heart_id.",
+      responseExamples: {
+        claimed: {
+          summary: "One claimed now, one claimed before",
+          value: {
+            results: [
+              { heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b", status: "claimed" },
+              { heart_id: "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d", status: "already_claimed" },
+            ],
           },
-        },
-        responses: {
-          "200": {
-            description: "What the claim did, per heart_id.",
-            headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
-            content: {
-              "application/json": {
-                schema: { $ref: "#/components/schemas/PullClaimsResponse" },
-                examples: {
-                  claimed: {
-                    summary: "One claimed now, one claimed before",
-                    value: {
-                      results: [
-                        { heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b", status: "claimed" },
-                        { heart_id: "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d", status: "already_claimed" },
-                      ],
-                    },
-                  },
-                },
-              },
-            },
-          },
-          ...PULL_ERRORS,
         },
       },
-    },
+    }),
     "/r/{server_id}": {
       get: {
         operationId: "followReferralLink",

@@ -637,19 +637,10 @@
     }),
   );
 
-  $("reveal-pull-secret").addEventListener("click", (event) =>
-    run(event.target, async () => {
-      const { secret, value } = await api("POST", serverPath("/pull-secret/reveal"));
-      showSecret("pull-secret-box", "Pull secret", "Revealed on your request. Sign pull requests with it.", value, secret);
-    }),
-  );
-
-  $("rotate-pull-secret").addEventListener("click", (event) =>
-    run(event.target, async () => {
-      const { secret, value } = await api("POST", serverPath("/pull-secret/rotate"), { grace_seconds: graceSeconds("pull-grace-hours") });
-      showSecret("pull-secret-box", "New pull secret (rotation)", "Shown once: copy it now. The previous secret also verifies during the grace period.", value, secret);
-    }),
-  );
+  bindSecretButtons("pull", "Pull secret", {
+    reveal: "Revealed on your request. Sign pull requests with it.",
+    rotate: "Shown once: copy it now. The previous secret also verifies during the grace period.",
+  });
 
   $("callback-form").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -670,19 +661,26 @@
     }),
   );
 
-  $("reveal-callback-secret").addEventListener("click", (event) =>
-    run(event.target, async () => {
-      const { secret, value } = await api("POST", serverPath("/callback-secret/reveal"));
-      showSecret("callback-secret-box", "Callback secret", "Revealed on your request. Verify callbacks with it on your backend.", value, secret);
-    }),
-  );
+  /** Reveal and Rotate of a server's newest `kind` secret (callback, pull): `#reveal-<kind>-secret`, `#rotate-<kind>-secret`. */
+  function bindSecretButtons(kind, title, notes) {
+    $(`reveal-${kind}-secret`).addEventListener("click", (event) =>
+      run(event.target, async () => {
+        const { secret, value } = await api("POST", serverPath(`/${kind}-secret/reveal`));
+        showSecret(`${kind}-secret-box`, title, notes.reveal, value, secret);
+      }),
+    );
+    $(`rotate-${kind}-secret`).addEventListener("click", (event) =>
+      run(event.target, async () => {
+        const { secret, value } = await api("POST", serverPath(`/${kind}-secret/rotate`), { grace_seconds: graceSeconds(`${kind}-grace-hours`) });
+        showSecret(`${kind}-secret-box`, `New ${title.toLowerCase()} (rotation)`, notes.rotate, value, secret);
+      }),
+    );
+  }
 
-  $("rotate-callback-secret").addEventListener("click", (event) =>
-    run(event.target, async () => {
-      const { secret, value } = await api("POST", serverPath("/callback-secret/rotate"), { grace_seconds: graceSeconds("callback-grace-hours") });
-      showSecret("callback-secret-box", "New callback secret (rotation)", "Shown once: copy it now. The previous secret also signs during the grace period.", value, secret);
-    }),
-  );
+  bindSecretButtons("callback", "Callback secret", {
+    reveal: "Revealed on your request. Verify callbacks with it on your backend.",
+    rotate: "Shown once: copy it now. The previous secret also signs during the grace period.",
+  });
 
   $("send-test-callback").addEventListener("click", (event) =>
     run(event.target, async () => {

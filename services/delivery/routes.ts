@@ -180,8 +180,15 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
           throw new DomainError("failed_precondition", "Votifier is not set up: set host, port, token and service name in the integration tab first");
         }
         const target = { host: server.votifierHost, port: server.votifierPort };
+        let token: string;
+        try {
+          token = deps.secretBox.open(server.votifierToken);
+        } catch {
+          // Failure policy: a token sealed under another SECRETS_KEY cannot be used; tell the owner to set it again.
+          throw new DomainError("failed_precondition", "the stored Votifier token cannot be decrypted: set the token again");
+        }
         const outcome = await sendVotifierVote(
-          { ...target, token: deps.secretBox.open(server.votifierToken) },
+          { ...target, token },
           {
             serviceName: server.votifierServiceName ?? "",
             username: req.username.trim() === "" ? TEST_CALLBACK_USERNAME : req.username.trim(),

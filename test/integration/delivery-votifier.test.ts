@@ -6,11 +6,12 @@
  * on the schedule. Real PostgreSQL, real sockets.
  */
 import test, { type ExecutionContext } from "ava";
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/dispatcher.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { insertDelivery } from "../../services/delivery/store.js";
 import { createVotifierTransport } from "../../services/delivery/votifier-transport.js";
+import { createSecretBox } from "../../services/shared/secrets.js";
 import { eventually } from "../helpers/eventually.js";
 import { startReceiver, type Receiver } from "../helpers/receiver.js";
 import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
@@ -277,6 +278,23 @@ test.serial("SendTestVote sends one vote and reports the exchange; without setti
   const bare = await insertServer(h.db.prisma);
   const error = await t.throwsAsync(h.delivery.sendTestVote({ serverId: bare, username: "" }));
   t.regex(error!.message, /Votifier is not set up/);
+});
+
+test.serial("a token sealed under another SECRETS_KEY: a recorded attempt saying to set the token again (nothing sent), and SendTestVote says the same", async (t) => {
+  const { h, dispatcher, votifier } = await world(t);
+  const r = await votifier();
+  const serverId = await votifierServer(h, r);
+  await h.db.prisma.server.update({ where: { id: serverId }, data: { votifierToken: createSecretBox(randomBytes(32)).seal(TOKEN) } });
+  const heartId = await countHeart(h, serverId);
+  dispatcher().start();
+  const delivery = await eventually(async () => {
+    const d = await votifierDelivery(h, heartId);
+    return d.attemptsLog.length >= 1 ? d : undefined;
+  });
+  t.is(delivery.attemptsLog[0]!.error, "the stored Votifier token cannot be decrypted: set the token again");
+  t.is(r.connections(), 0);
+  const error = await t.throwsAsync(h.delivery.sendTestVote({ serverId, username: "" }));
+  t.regex(error!.message, /the stored Votifier token cannot be decrypted: set the token again/);
 });
 
 test.serial("ListDeliveries shows the transport and filters by it", async (t) => {

@@ -897,6 +897,7 @@ export const DeliveryService: GenService<{
   },
   /**
    * SendTestVote sends one Votifier v2 vote to the server's Votifier listener and reports the exchange.
+   * Called by the dashboard (the server's owner).
    *
    * @generated from rpc delivery.v1.DeliveryService.SendTestVote
    */
@@ -907,6 +908,7 @@ export const DeliveryService: GenService<{
   },
   /**
    * ListPullHearts lists a server's counted hearts not yet claimed through the pull API, oldest first.
+   * Called by the gateway's signed pull API, after it verified the owner's pull-secret signature.
    *
    * @generated from rpc delivery.v1.DeliveryService.ListPullHearts
    */
@@ -916,7 +918,7 @@ export const DeliveryService: GenService<{
     output: typeof ListPullHeartsResponseSchema;
   },
   /**
-   * ClaimPullHearts marks pulled hearts delivered, idempotently.
+   * ClaimPullHearts marks pulled hearts delivered, idempotently. Called by the gateway's signed pull API.
    *
    * @generated from rpc delivery.v1.DeliveryService.ClaimPullHearts
    */

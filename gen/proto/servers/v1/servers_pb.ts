@@ -1180,7 +1180,7 @@ export const ServerAdminService: GenService<{
     output: typeof EnableCallbackResponseSchema;
   },
   /**
-   * SetVotifierSettings turns the Votifier v2 transport on (host set) or off (empty host).
+   * SetVotifierSettings turns the Votifier v2 transport on (host set) or off (empty host). Dashboard (owner).
    *
    * @generated from rpc servers.v1.ServerAdminService.SetVotifierSettings
    */
@@ -1218,7 +1218,7 @@ export const ServerAdminService: GenService<{
     output: typeof RevealPullSecretResponseSchema;
   },
   /**
-   * ResolvePullKeys is for the gateway: whether the server's pull API is on, and its active pull secrets.
+   * ResolvePullKeys is for the gateway only: whether the server's pull API is on, and its active pull secrets.
    *
    * @generated from rpc servers.v1.ServerAdminService.ResolvePullKeys
    */

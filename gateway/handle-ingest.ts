@@ -1,12 +1,12 @@
 import type { SigningKeyMaterial } from "./verify-signature.js";
 import { ERROR_TEXT, errorReply, type HttpReply } from "./http-errors.js";
 import type { FailureLimiter } from "./failure-limiter.js";
-import { forwardEvent, isServerIdShape, lookupSigningKeys, type IngestRpcs } from "./forward.js";
+import { forwardEvent, isServerIdShape, lookupSigningKeys, type IngestRpcs, type KeyLookup } from "./forward.js";
 import { parseJsonObject, readServerId, validateEvent, type JsonObject } from "./validate-event.js";
 import { parseSignatureHeader, verifySignature, type ParsedSignatureHeader } from "./verify-signature.js";
 
 /** Outcomes of steps 5-6 that count against the failed-signature limits (each may have cost a lookup). */
-const FAILED_AUTHENTICATION_OUTCOMES = new Set(["unknown_server", "referrals_disabled", "no_active_secret", "bad_signature"]);
+const FAILED_AUTHENTICATION_OUTCOMES = new Set(["unknown_server", "referrals_disabled", "no_active_secret", "pull_disabled", "bad_signature"]);
 
 /** What one ingest request carries once its body has been read within the size limit (step 1). */
 export interface IngestInput {
@@ -46,57 +46,12 @@ export interface IngestResult {
  * 10. ApplyEvent (token lookup, dedup, state machine) -> 200 / 404 / 422 / 500
  */
 export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: () => Date, limiter?: FailureLimiter): Promise<IngestResult> {
-  const signature = parseSignatureHeader(input.signatureHeader);
-  if (signature === null) return { reply: errorReply(400, ERROR_TEXT.badSignatureHeader), outcome: "malformed_signature_header" };
-
-  const body = parseJsonObject(input.rawBody);
-  if (body === null) return { reply: errorReply(400, ERROR_TEXT.invalidJson), outcome: "invalid_json" };
-
-  const serverIdField = readServerId(body);
-  if (serverIdField.kind === "invalid") return { reply: errorReply(400, serverIdField.error), outcome: "invalid_server_id" };
-  const serverId = serverIdField.value;
-
-  // Only ids that could name a server cost a lookup, so only they are limited and counted.
-  const admission = isServerIdShape(serverId) ? limiter?.admit(serverId) : undefined;
-  if (admission?.kind === "limited") {
-    const headers = { "retry-after": String(admission.retryAfterSeconds) };
-    return { reply: errorReply(429, ERROR_TEXT.tooManyFailedSignatures, headers), outcome: "failed_signature_limit", serverId };
-  }
-  let failed = false;
-  try {
-    const result = await authenticateAndApply(input, rpcs, now, signature, body, serverId);
-    failed = FAILED_AUTHENTICATION_OUTCOMES.has(result.outcome);
-    return result;
-  } finally {
-    admission?.done(failed);
-  }
-}
-
-/** Steps 5-10 for a request whose header, body and server id passed steps 2-4. */
-async function authenticateAndApply(
-  input: IngestInput,
-  rpcs: IngestRpcs,
-  now: () => Date,
-  signature: ParsedSignatureHeader,
-  body: JsonObject,
-  serverId: string,
-): Promise<IngestResult> {
-  let lookup = await lookupSigningKeys(rpcs, serverId);
-  if (lookup.kind === "rejected") return { ...lookup.result, serverId };
-
-  const verifyWith = (keys: SigningKeyMaterial[]) =>
-    verifySignature({ signature, keys, rawBody: input.rawBody, nowSeconds: Math.floor(now().getTime() / 1000) });
-  let verdict = verifyWith(lookup.keys);
-  if (verdict.kind === "bad_signature" && rpcs.invalidateSigningKeys?.(serverId)) {
-    // The keys came from the gateway's short cache: ask once more (at most once per server per
-    // refresh interval), so a just-created secret verifies at once and a flood of forgeries costs no lookups.
-    lookup = await lookupSigningKeys(rpcs, serverId);
-    if (lookup.kind === "rejected") return { ...lookup.result, serverId };
-    verdict = verifyWith(lookup.keys);
-  }
-  if (verdict.kind === "bad_signature") return { reply: errorReply(401, ERROR_TEXT.badSignature), outcome: "bad_signature", serverId };
-  if (verdict.kind === "stale") return { reply: errorReply(401, ERROR_TEXT.stale), outcome: "stale", serverId };
-  const { kid } = verdict;
+  const keys: SignedRequestKeys = { lookup: (serverId) => lookupSigningKeys(rpcs, serverId) };
+  if (rpcs.invalidateSigningKeys) keys.invalidate = (serverId) => rpcs.invalidateSigningKeys?.(serverId) ?? false;
+  if (limiter) keys.limiter = limiter;
+  const signed = await verifySignedRequest(input, keys, now);
+  if (signed.kind === "rejected") return signed.result;
+  const { body, serverId, kid } = signed;
 
   const validated = validateEvent(body);
   if (validated.kind === "invalid") return { reply: errorReply(400, validated.error), outcome: "invalid_field", serverId, kid };
@@ -105,4 +60,79 @@ async function authenticateAndApply(
   if (event.test) return { reply: { status: 200, body: { ok: true, test: true } }, outcome: "test", serverId, kid };
 
   return { ...(await forwardEvent(rpcs, event, kid)), serverId, kid };
+}
+
+/** Where a signed request's keys come from (step 5). */
+export interface SignedRequestKeys {
+  lookup(serverId: string): Promise<KeyLookup>;
+  /**
+   * After a MAC failed: drops the server's cached keys when a refresh is allowed (bounded per
+   * server, gateway/signing-key-cache.ts); true when the MAC may be checked once more against fresh keys.
+   */
+  invalidate?(serverId: string): boolean;
+  /** Limits failed authentications per server and overall (gateway/failure-limiter.ts): 429 past a limit. */
+  limiter?: FailureLimiter;
+}
+
+/** Steps 2-7 passed: the parsed body, its server and the kid that verified it; or the answer that ends the request. */
+export type SignedRequest = { kind: "verified"; body: JsonObject; serverId: string; kid: string } | { kind: "rejected"; result: IngestResult };
+
+/**
+ * Steps 2-7, shared by every endpoint signed with the ingest scheme (the ingest
+ * endpoint and the pull API): signature header, JSON object body, `server_id`,
+ * the server's keys, the MAC (constant-time), then the clock.
+ */
+export async function verifySignedRequest(input: IngestInput, keys: SignedRequestKeys, now: () => Date): Promise<SignedRequest> {
+  const rejected = (result: IngestResult): SignedRequest => ({ kind: "rejected", result });
+  const signature = parseSignatureHeader(input.signatureHeader);
+  if (signature === null) return rejected({ reply: errorReply(400, ERROR_TEXT.badSignatureHeader), outcome: "malformed_signature_header" });
+
+  const body = parseJsonObject(input.rawBody);
+  if (body === null) return rejected({ reply: errorReply(400, ERROR_TEXT.invalidJson), outcome: "invalid_json" });
+
+  const serverIdField = readServerId(body);
+  if (serverIdField.kind === "invalid") return rejected({ reply: errorReply(400, serverIdField.error), outcome: "invalid_server_id" });
+  const serverId = serverIdField.value;
+
+  // Only ids that could name a server cost a lookup, so only they are limited and counted.
+  const admission = isServerIdShape(serverId) ? keys.limiter?.admit(serverId) : undefined;
+  if (admission?.kind === "limited") {
+    const headers = { "retry-after": String(admission.retryAfterSeconds) };
+    return rejected({ reply: errorReply(429, ERROR_TEXT.tooManyFailedSignatures, headers), outcome: "failed_signature_limit", serverId });
+  }
+  let failed = false;
+  try {
+    const verified = await verifyWithServerKeys(input, keys, now, signature, serverId);
+    failed = verified.kind === "rejected" && FAILED_AUTHENTICATION_OUTCOMES.has(verified.result.outcome);
+    return verified.kind === "rejected" ? verified : { kind: "verified", body, serverId, kid: verified.kid };
+  } finally {
+    admission?.done(failed);
+  }
+}
+
+/** Steps 5-7: the server's keys, the MAC (once more against fresh keys when the cache allows), the clock. */
+async function verifyWithServerKeys(
+  input: IngestInput,
+  keys: SignedRequestKeys,
+  now: () => Date,
+  signature: ParsedSignatureHeader,
+  serverId: string,
+): Promise<{ kind: "verified"; kid: string } | { kind: "rejected"; result: IngestResult }> {
+  const rejected = (result: IngestResult) => ({ kind: "rejected" as const, result });
+  let lookup = await keys.lookup(serverId);
+  if (lookup.kind === "rejected") return rejected({ ...lookup.result, serverId });
+
+  const verifyWith = (material: SigningKeyMaterial[]) =>
+    verifySignature({ signature, keys: material, rawBody: input.rawBody, nowSeconds: Math.floor(now().getTime() / 1000) });
+  let verdict = verifyWith(lookup.keys);
+  if (verdict.kind === "bad_signature" && keys.invalidate?.(serverId)) {
+    // The keys came from the gateway's short cache: ask once more (at most once per server per
+    // refresh interval), so a just-created secret verifies at once and a flood of forgeries costs no lookups.
+    lookup = await keys.lookup(serverId);
+    if (lookup.kind === "rejected") return rejected({ ...lookup.result, serverId });
+    verdict = verifyWith(lookup.keys);
+  }
+  if (verdict.kind === "bad_signature") return rejected({ reply: errorReply(401, ERROR_TEXT.badSignature), outcome: "bad_signature", serverId });
+  if (verdict.kind === "stale") return rejected({ reply: errorReply(401, ERROR_TEXT.stale), outcome: "stale", serverId });
+  return { kind: "verified", kid: verdict.kid };
 }

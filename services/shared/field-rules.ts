@@ -46,6 +46,10 @@ export const FIELD_RULES = {
   name: { maxChars: 200 },
   registration_url: { maxChars: 2048 },
   callback_url: { maxChars: 2048 },
+  // ServerAdminService.SetVotifierSettings (services/servers/domain/votifier-settings.ts has the texts).
+  votifier_host: { maxChars: 253 },
+  votifier_service_name: { maxChars: 64 },
+  votifier_token: { maxChars: 256 },
 } as const satisfies Record<string, FieldRule>;
 
 /** A field the table bounds. */

@@ -12,7 +12,7 @@ export const MAX_ROTATION_GRACE_SECONDS = 30 * 24 * 60 * 60;
 export const MAX_ACTIVE_SECRETS_PER_SERVER = 10;
 
 /** The refusal when a server already holds the most active secrets of a purpose. */
-export function tooManySecretsText(purpose: "referral" | "callback"): string {
+export function tooManySecretsText(purpose: string): string {
   return `too many active ${purpose} secrets (at most ${MAX_ACTIVE_SECRETS_PER_SERVER}): revoke one, or let a rotated one expire, first`;
 }
 

@@ -59,6 +59,17 @@ const jsonError = (description: string, examples: Record<string, { summary: stri
   content: { "application/json": { schema: { $ref: `#/components/schemas/${schema}` }, examples } },
 });
 
+/** 429 past the failed-signature limits (gateway/failure-limiter.ts), shared by every signed endpoint. */
+function tooManyFailures() {
+  const reply = jsonError("Too many failed authentications (bad signature, unknown server, disabled) for this server_id, or overall; wait Retry-After seconds.", {
+    tooManyFailures: errorExample("Failed-signature limit reached", ERROR_TEXT.tooManyFailedSignatures),
+  });
+  return {
+    ...reply,
+    headers: { ...reply.headers, "Retry-After": { description: "Seconds until the limit's window ends.", schema: { type: "integer", minimum: 1 } } },
+  };
+}
+
 /** The error answers the two pull endpoints share. */
 const PULL_ERRORS = {
   "400": jsonError("Malformed signature header, invalid JSON, or a missing or invalid field.", {
@@ -77,6 +88,7 @@ const PULL_ERRORS = {
   "413": jsonError(`The body is over ${MAX_BODY_BYTES} bytes; the connection is closed.`, {
     bodyTooLarge: errorExample("Body over 64 KiB", ERROR_TEXT.bodyTooLarge),
   }),
+  "429": tooManyFailures(),
   "500": jsonError("Internal error; safe to retry with backoff (listing and claiming are idempotent).", {
     internal: errorExample("Internal error", ERROR_TEXT.internal),
   }),
@@ -257,12 +269,7 @@ export const openApiDocument = {
           "413": jsonError(`The body is over ${MAX_BODY_BYTES} bytes; the connection is closed.`, {
             bodyTooLarge: errorExample("Body over 64 KiB", ERROR_TEXT.bodyTooLarge),
           }),
-          "429": {
-            ...jsonError("Too many failed authentications (bad signature, unknown server, referrals off) for this server_id, or overall; wait Retry-After seconds.", {
-              tooManyFailures: errorExample("Failed-signature limit reached", ERROR_TEXT.tooManyFailedSignatures),
-            }),
-            headers: { "Retry-After": { description: "Seconds until the limit's window ends.", schema: { type: "integer", minimum: 1 } } },
-          },
+          "429": tooManyFailures(),
           "422": jsonError(
             "The event is not valid from the referral's current state.",
             {

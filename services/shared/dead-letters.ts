@@ -31,8 +31,13 @@ export interface PoisonMessage {
 /** Longest reason stored (broker and decoder messages are short; this only bounds the column). */
 const MAX_REASON_CHARS = 1_000;
 
-/** The counter of dead letters, `dead_letters_total{source, topic, code}`, in a process's registry. */
+/**
+ * The counter of dead letters, `dead_letters_total{source, topic, code}`, in a process's
+ * registry; the relay and the consumer share it when they run in one process.
+ */
 export function createDeadLetterCounter(registry: Registry): Counter<"source" | "topic" | "code"> {
+  const existing = registry.getSingleMetric("dead_letters_total");
+  if (existing) return existing as Counter<"source" | "topic" | "code">;
   return new Counter({
     name: "dead_letters_total",
     help: "Outbox rows and messages set aside as poison (never publishable or decodable), by source, topic and cause.",
@@ -72,4 +77,83 @@ export async function storeDeadMessage(prisma: PrismaClient, m: PoisonMessage): 
     VALUES ('delivery', ${m.code}, ${m.reason.slice(0, MAX_REASON_CHARS)}, ${m.topic}, ${m.key}, ${Buffer.from(m.value)}, ${m.partition}::int, ${m.offset})
     ON CONFLICT (source, topic, partition, "offset") DO NOTHING`;
   return added > 0;
+}
+
+/** Dead letters per page when the caller gives no limit, and the most one page may hold. */
+export const DEFAULT_DEAD_LETTER_PAGE = 50;
+export const MAX_DEAD_LETTER_PAGE = 500;
+/** Bytes of the original payload shown in a listing (the whole payload may be megabytes). */
+export const DEAD_LETTER_PREVIEW_BYTES = 256;
+
+/** One dead letter as listed: the original payload's size and first bytes, not the whole payload. */
+export interface DeadLetterSummary {
+  id: bigint;
+  source: string;
+  code: string;
+  reason: string;
+  topic: string;
+  key: string;
+  type: string | null;
+  payloadSize: number;
+  payloadPreview: Uint8Array;
+  outboxId: bigint | null;
+  outboxCreatedAt: Date | null;
+  partition: number | null;
+  offset: string | null;
+  createdAt: Date;
+}
+
+/** Lists dead letters newest first (optionally of one source, below an id), and how many match in all. */
+export async function listDeadLetters(
+  prisma: PrismaClient,
+  q: { source?: DeadLetterSource; limit: number; beforeId?: bigint },
+): Promise<{ items: DeadLetterSummary[]; total: number }> {
+  const source = q.source ?? null;
+  const beforeId = q.beforeId ?? null;
+  const items = await prisma.$queryRaw<
+    {
+      id: bigint;
+      source: string;
+      code: string;
+      reason: string;
+      topic: string;
+      key: string;
+      type: string | null;
+      payload_size: number;
+      payload_preview: Uint8Array;
+      outbox_id: bigint | null;
+      outbox_created_at: Date | null;
+      partition: number | null;
+      offset: string | null;
+      created_at: Date;
+    }[]
+  >`
+    SELECT id, source, code, reason, topic, key, type, octet_length(payload) AS payload_size,
+           substring(payload FROM 1 FOR ${DEAD_LETTER_PREVIEW_BYTES}::int) AS payload_preview,
+           outbox_id, outbox_created_at, partition, "offset", created_at
+    FROM dead_letters
+    WHERE (${source}::text IS NULL OR source = ${source}::text) AND (${beforeId}::bigint IS NULL OR id < ${beforeId}::bigint)
+    ORDER BY id DESC
+    LIMIT ${q.limit}::int`;
+  const [count] = await prisma.$queryRaw<{ n: bigint }[]>`
+    SELECT count(*) AS n FROM dead_letters WHERE ${source}::text IS NULL OR source = ${source}::text`;
+  return {
+    total: Number(count?.n ?? 0),
+    items: items.map((r) => ({
+      id: r.id,
+      source: r.source,
+      code: r.code,
+      reason: r.reason,
+      topic: r.topic,
+      key: r.key,
+      type: r.type,
+      payloadSize: r.payload_size,
+      payloadPreview: r.payload_preview,
+      outboxId: r.outbox_id,
+      outboxCreatedAt: r.outbox_created_at,
+      partition: r.partition,
+      offset: r.offset,
+      createdAt: r.created_at,
+    })),
+  };
 }

@@ -222,9 +222,14 @@ export function createRelay(opts: RelayOptions) {
   };
 }
 
-/** A short description of a pass failure for the readiness reason (no secrets: bus and database error texts). */
+/**
+ * A short description of a pass failure for the readiness reason: the innermost
+ * cause's error type or code (kafkajs wraps the broker's error) and message.
+ * Bus and database error texts carry no secrets.
+ */
 function describeError(error: unknown): string {
-  const e = error as { name?: string; message?: string; type?: string; code?: string };
+  let e = error as { name?: string; message?: string; type?: string; code?: string; cause?: unknown };
+  for (let depth = 0; e.cause instanceof Error && depth < 5; depth++) e = e.cause as typeof e;
   const kind = e.type ?? e.code ?? e.name ?? "Error";
   return `${kind}: ${String(e.message ?? error)}`.slice(0, MAX_ERROR_CHARS);
 }

@@ -1,4 +1,4 @@
-import { Kafka, KafkaJSProtocolError, logLevel, CompressionTypes, type Consumer, type Producer } from "kafkajs";
+import kafkajs, { Kafka, logLevel, CompressionTypes, type Consumer, type Producer } from "kafkajs";
 import { RejectedMessagesError, type BusMessage, type EventBus, type MessageHandler, type Subscription } from "./bus.js";
 import type { Logger } from "./log.js";
 
@@ -12,6 +12,9 @@ const ENSURE_TOPICS_ATTEMPTS = 8;
  * succeed. Every other error (broker down, leader moving, too few in-sync replicas)
  * is retryable. Kafka error codes: 10, 18, 17, 87, 32.
  */
+// kafkajs spreads its error classes into module.exports, which Node's CommonJS named-export detection cannot see.
+const { KafkaJSProtocolError } = kafkajs;
+
 const MESSAGE_REJECTION_TYPES = new Set(["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_TOPIC_EXCEPTION", "INVALID_RECORD", "INVALID_TIMESTAMP"]);
 
 /**
@@ -31,7 +34,7 @@ export function toRejectedMessages(error: unknown): RejectedMessagesError | unde
 }
 
 /** The one kafkajs wrapper: every process talks to Kafka through this bus. */
-export function createKafkaBus(opts: { brokers: string[]; clientId: string; log: Logger }): EventBus {
+export function createKafkaBus(opts: { brokers: string[]; clientId: string; log: Logger; retries?: number }): EventBus {
   const kafka = new Kafka({
     clientId: opts.clientId,
     brokers: opts.brokers,
@@ -40,7 +43,8 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
       const { message, ...extra } = log;
       opts.log[level === logLevel.ERROR ? "error" : "warn"]({ kafka: extra }, String(message));
     },
-    retry: { initialRetryTime: 200, retries: 8 },
+    // Tests that provoke retryable errors pass fewer retries, so a failed send surfaces sooner.
+    retry: { initialRetryTime: 200, retries: opts.retries ?? 8 },
   });
   let producer: Producer | undefined;
   let producerReady: Promise<Producer> | undefined;

@@ -20,12 +20,12 @@
  *
  * Bounded: about 5 minutes (FAULTS_TIME_LIMIT_S, default 900, kills it), a fixed
  * number of hearts and events per phase, and only 127.0.0.1.
- * Settings (env): FAULTS_PHASE_S (20), FAULTS_HEARTS_PER_S (5), FAULTS_REFERRALS_PER_S (1),
+ * Settings (env): FAULTS_PHASE_S (20), FAULTS_HEARTS_PER_S (8), FAULTS_REFERRALS_PER_S (2),
  * FAULTS_SERVERS (4), FAULTS_DRAIN_S (180), FAULTS_TIME_LIMIT_S (900), FAULTS_OUTPUT (RELIABILITY.md).
  */
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { resolve } from "node:path";
 import pg from "pg";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -42,11 +42,11 @@ import { startReceiver, type Receiver } from "../test/helpers/receiver.js";
 import { createServiceClients, type ServiceClients } from "../test/helpers/stack.js";
 
 const PHASE_MS = envInt("FAULTS_PHASE_S", 20) * 1000;
-const HEARTS_PER_SECOND = envInt("FAULTS_HEARTS_PER_S", 5);
-const REFERRALS_PER_SECOND = envInt("FAULTS_REFERRALS_PER_S", 1);
+const HEARTS_PER_SECOND = envInt("FAULTS_HEARTS_PER_S", 8);
+const REFERRALS_PER_SECOND = envInt("FAULTS_REFERRALS_PER_S", 2);
 const SERVER_COUNT = envInt("FAULTS_SERVERS", 4);
 const DRAIN_MS = envInt("FAULTS_DRAIN_S", 180) * 1000;
-const OUTPUT = join(REPO_ROOT, process.env.FAULTS_OUTPUT ?? "RELIABILITY.md");
+const OUTPUT = resolve(REPO_ROOT, process.env.FAULTS_OUTPUT ?? "RELIABILITY.md");
 /** The flaky receiver's failure rate. */
 const FLAKY_FAILURE_RATE = 0.15;
 /** When in a phase the fault is injected. */
@@ -337,6 +337,12 @@ interface Fault {
   flaky?: boolean;
 }
 
+/** What "ready" waits for after a restart, per role, beyond /readyz. */
+const READY_NOTES: Partial<Record<Role, string>> = {
+  delivery:
+    "; ready once its consumer has joined the group again, which waits for the killed member's 30 s Kafka session to expire (its dispatcher sends stored deliveries meanwhile)",
+};
+
 /** SIGKILLs a process and starts a new one at once (a supervisor's restart). */
 function killAndRestart(role: Role): Fault["inject"] {
   return async (sys) => {
@@ -348,7 +354,7 @@ function killAndRestart(role: Role): Fault["inject"] {
     await restartRole(sys, role, `${role}#${victim.pid}`);
     const seconds = (Date.now() - started) / 1000;
     progress(`${role} restarted and ready after ${seconds.toFixed(1)} s`);
-    return [{ process: role, how: "SIGKILL; a new process started at once (a supervisor's restart), no draining", secondsToReady: seconds, sawNotReady: true }];
+    return [{ process: role, how: `SIGKILL; a new process started at once (a supervisor's restart), no draining${READY_NOTES[role] ?? ""}`, secondsToReady: seconds, sawNotReady: true }];
   };
 }
 
@@ -711,8 +717,8 @@ npm run faults
 
 Needs what \`npm test\` needs (PostgreSQL server binaries, a JDK for Kafka). It takes about five minutes,
 prints a progress line per step, and exits with status 1 when a heart was lost, an event was half-applied or
-a callback failed verification. Settings (environment): \`FAULTS_PHASE_S\` (20), \`FAULTS_HEARTS_PER_S\` (5),
-\`FAULTS_REFERRALS_PER_S\` (1), \`FAULTS_SERVERS\` (4), \`FAULTS_DRAIN_S\` (180), \`FAULTS_TIME_LIMIT_S\` (900),
+a callback failed verification. Settings (environment): \`FAULTS_PHASE_S\` (20), \`FAULTS_HEARTS_PER_S\` (8),
+\`FAULTS_REFERRALS_PER_S\` (2), \`FAULTS_SERVERS\` (4), \`FAULTS_DRAIN_S\` (180), \`FAULTS_TIME_LIMIT_S\` (900),
 \`FAULTS_OUTPUT\` (\`RELIABILITY.md\`).
 `;
   writeFileSync(OUTPUT, md);

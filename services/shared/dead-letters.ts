@@ -110,50 +110,16 @@ export async function listDeadLetters(
 ): Promise<{ items: DeadLetterSummary[]; total: number }> {
   const source = q.source ?? null;
   const beforeId = q.beforeId ?? null;
-  const items = await prisma.$queryRaw<
-    {
-      id: bigint;
-      source: string;
-      code: string;
-      reason: string;
-      topic: string;
-      key: string;
-      type: string | null;
-      payload_size: number;
-      payload_preview: Uint8Array;
-      outbox_id: bigint | null;
-      outbox_created_at: Date | null;
-      partition: number | null;
-      offset: string | null;
-      created_at: Date;
-    }[]
-  >`
-    SELECT id, source, code, reason, topic, key, type, octet_length(payload) AS payload_size,
-           substring(payload FROM 1 FOR ${DEAD_LETTER_PREVIEW_BYTES}::int) AS payload_preview,
-           outbox_id, outbox_created_at, partition, "offset", created_at
+  // Column aliases are the summary's field names, so the rows are the summaries.
+  const items = await prisma.$queryRaw<DeadLetterSummary[]>`
+    SELECT id, source, code, reason, topic, key, type, octet_length(payload) AS "payloadSize",
+           substring(payload FROM 1 FOR ${DEAD_LETTER_PREVIEW_BYTES}::int) AS "payloadPreview",
+           outbox_id AS "outboxId", outbox_created_at AS "outboxCreatedAt", partition, "offset", created_at AS "createdAt"
     FROM dead_letters
     WHERE (${source}::text IS NULL OR source = ${source}::text) AND (${beforeId}::bigint IS NULL OR id < ${beforeId}::bigint)
     ORDER BY id DESC
     LIMIT ${q.limit}::int`;
   const [count] = await prisma.$queryRaw<{ n: bigint }[]>`
     SELECT count(*) AS n FROM dead_letters WHERE ${source}::text IS NULL OR source = ${source}::text`;
-  return {
-    total: Number(count?.n ?? 0),
-    items: items.map((r) => ({
-      id: r.id,
-      source: r.source,
-      code: r.code,
-      reason: r.reason,
-      topic: r.topic,
-      key: r.key,
-      type: r.type,
-      payloadSize: r.payload_size,
-      payloadPreview: r.payload_preview,
-      outboxId: r.outbox_id,
-      outboxCreatedAt: r.outbox_created_at,
-      partition: r.partition,
-      offset: r.offset,
-      createdAt: r.created_at,
-    })),
-  };
+  return { total: Number(count?.n ?? 0), items };
 }

@@ -61,6 +61,18 @@ async function castHeart(h: Harness, serverId: string, n: number): Promise<strin
   return res.heartId;
 }
 
+/**
+ * A counted heart's outbox row, moved to `topic` and 10 s old: it has waited longer
+ * than the tests' stuck threshold (the readiness rule: no progress AND an old row).
+ */
+async function agedHeartRow(h: Harness, topic: string, n: number): Promise<{ id: bigint }> {
+  await castHeart(h, await insertServer(h.db.prisma), n);
+  await h.db.prisma.outboxMessage.updateMany({ where: { topic: HEARTS_TOPIC }, data: { topic } });
+  const row = await h.db.prisma.outboxMessage.findFirstOrThrow({ where: { topic } });
+  await h.db.prisma.$executeRaw`UPDATE outbox SET created_at = now() - interval '10 seconds' WHERE id = ${row.id}`;
+  return row;
+}
+
 /** GETs /readyz of an ops server. */
 async function readyz(port: number): Promise<{ status: number; body: { ok: boolean; checks: Record<string, string> } }> {
   const response = await fetch(`http://127.0.0.1:${port}/readyz`);
@@ -131,13 +143,7 @@ test.serial("a heart's outbox row Kafka refuses (2 MB username: MESSAGE_TOO_LARG
 test.serial("a relay that cannot reach Kafka retries and never dead-letters; its /readyz turns 503 naming the error, and the row is published once a broker answers", async (t) => {
   const { h, bus } = t.context;
   const prisma = h.db.prisma;
-  const topic = `dead-letters-unreachable-${suffix}`;
-  const serverId = await insertServer(prisma);
-  await castHeart(h, serverId, 30);
-  await prisma.outboxMessage.updateMany({ where: { topic: HEARTS_TOPIC }, data: { topic } });
-  const row = await prisma.outboxMessage.findFirstOrThrow({ where: { topic } });
-  // The row has waited longer than the stuck threshold (the readiness rule: no progress AND an old row).
-  await prisma.$executeRaw`UPDATE outbox SET created_at = now() - interval '10 seconds' WHERE id = ${row.id}`;
+  const row = await agedHeartRow(h, `dead-letters-unreachable-${suffix}`, 30);
   const deadBefore = await prisma.deadLetter.count();
 
   // A broker address where nothing listens: every publish fails with a connection error (retryable).
@@ -171,12 +177,7 @@ test.serial("a relay that cannot reach Kafka retries and never dead-letters; its
 test.serial("a relay pass blocked in the database (an outbox row locked elsewhere) reports the relay stuck on /readyz, and ready again once it commits", async (t) => {
   const { h, bus } = t.context;
   const prisma = h.db.prisma;
-  const topic = `dead-letters-blocked-${suffix}`;
-  const serverId = await insertServer(prisma);
-  await castHeart(h, serverId, 31);
-  await prisma.outboxMessage.updateMany({ where: { topic: HEARTS_TOPIC }, data: { topic } });
-  const row = await prisma.outboxMessage.findFirstOrThrow({ where: { topic } });
-  await prisma.$executeRaw`UPDATE outbox SET created_at = now() - interval '10 seconds' WHERE id = ${row.id}`;
+  const row = await agedHeartRow(h, `dead-letters-blocked-${suffix}`, 31);
   const blocker = new pg.Client({ connectionString: h.db.url });
   await blocker.connect();
   await blocker.query("BEGIN");

@@ -170,7 +170,7 @@ export function createRelay(opts: RelayOptions) {
     const waiting = Number(row?.n ?? 0);
     const oldestMs = (row?.age ?? 0) * 1000;
     if (waiting === 0 || oldestMs <= stuckAfterMs) return;
-    const error = lastError ? `; last error: ${lastError}` : "; a pass is still running";
+    const error = lastError ? `; last error: ${lastError}` : running ? "; a pass is still running" : "; the relay is not running";
     throw new Error(`relay stuck: no progress for ${Math.round(sinceProgressMs / 1000)} s while ${waiting} outbox rows wait (oldest ${Math.round(oldestMs / 1000)} s)${error}`);
   }
 

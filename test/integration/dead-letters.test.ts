@@ -73,6 +73,15 @@ async function agedHeartRow(h: Harness, topic: string, n: number): Promise<{ id:
   return row;
 }
 
+/** A running relay (stuck after 1 s) behind an ops server whose /readyz has the relay's check, as services/relay/main.ts wires it. */
+async function startRelayWithReadiness(h: Harness, bus: EventBus) {
+  const relay = createRelay({ prisma: h.db.prisma, bus, log: h.deps.log, pollIntervalMs: 20, stuckAfterMs: 1_000 });
+  const ops = createOpsServer({ checks: [{ name: "relay", check: () => relay.checkProgress() }], metrics: createMetrics("relay-test") });
+  const port = await ops.listen(0);
+  relay.start();
+  return { relay, ops, port };
+}
+
 /** GETs /readyz of an ops server. */
 async function readyz(port: number): Promise<{ status: number; body: { ok: boolean; checks: Record<string, string> } }> {
   const response = await fetch(`http://127.0.0.1:${port}/readyz`);
@@ -148,10 +157,7 @@ test.serial("a relay that cannot reach Kafka retries and never dead-letters; its
 
   // A broker address where nothing listens: every publish fails with a connection error (retryable).
   const unreachable = createKafkaBus({ brokers: [`127.0.0.1:${await freePort()}`], clientId: `dead-letters-down-${suffix}`, log: h.deps.log, retries: 1 });
-  const relay = createRelay({ prisma, bus: unreachable, log: h.deps.log, pollIntervalMs: 20, stuckAfterMs: 1_000 });
-  const ops = createOpsServer({ checks: [{ name: "relay", check: () => relay.checkProgress() }], metrics: createMetrics("relay-test") });
-  const port = await ops.listen(0);
-  relay.start();
+  const { relay, ops, port } = await startRelayWithReadiness(h, unreachable);
   try {
     const red = await eventually(
       async () => {
@@ -182,10 +188,7 @@ test.serial("a relay pass blocked in the database (an outbox row locked elsewher
   await blocker.connect();
   await blocker.query("BEGIN");
   await blocker.query("SELECT id FROM outbox WHERE id = $1 FOR UPDATE", [String(row.id)]);
-  const relay = createRelay({ prisma, bus, log: h.deps.log, pollIntervalMs: 20, stuckAfterMs: 1_000 });
-  const ops = createOpsServer({ checks: [{ name: "relay", check: () => relay.checkProgress() }], metrics: createMetrics("relay-test") });
-  const port = await ops.listen(0);
-  relay.start();
+  const { relay, ops, port } = await startRelayWithReadiness(h, bus);
   try {
     const red = await eventually(
       async () => {

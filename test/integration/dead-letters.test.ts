@@ -11,6 +11,7 @@ import pg from "pg";
 import { Kafka, logLevel } from "kafkajs";
 import { Registry } from "prom-client";
 import { create } from "@bufbuild/protobuf";
+import { Code, type ConnectError } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { HeartCountedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { createDeliveryConsumer } from "../../services/delivery/consumer.js";
@@ -283,4 +284,26 @@ test.serial("a consumer blocked on one message (a row lock held elsewhere) repor
     await ops.close();
   }
   t.pass();
+});
+
+test.serial("OperatorService.ListDeadLetters: newest first, filtered by source, paged by before_id; a bad source, limit or before_id is invalid_argument", async (t) => {
+  const { h } = t.context;
+  const topic = `dead-letters-listing-${suffix}`;
+  const made = [];
+  for (const [i, source] of (["relay", "delivery", "delivery"] as const).entries()) {
+    made.push(await h.db.prisma.deadLetter.create({ data: { source, code: "test", reason: `listing ${i}`, topic, key: "k", payload: Buffer.from([i]), ...(source === "delivery" ? { partition: 0, offset: String(i) } : {}) } }));
+  }
+  const newest = made.map((d) => String(d.id)).reverse();
+  const page = await h.operator.listDeadLetters({ limit: 3 });
+  t.deepEqual(page.deadLetters.map((d) => d.id), newest, "newest first");
+  t.deepEqual(page.deadLetters.map((d) => d.reason), ["listing 2", "listing 1", "listing 0"]);
+  const second = await h.operator.listDeadLetters({ limit: 1, beforeId: newest[0]! });
+  t.deepEqual(second.deadLetters.map((d) => d.id), [newest[1]], "the next page starts below the last id");
+  const relayOnly = await h.operator.listDeadLetters({ source: "relay", limit: 1 });
+  t.like(relayOnly.deadLetters[0], { id: newest[2], source: "relay", partition: -1, offset: "" });
+  t.is(relayOnly.total, BigInt(await h.db.prisma.deadLetter.count({ where: { source: "relay" } })));
+  for (const bad of [{ source: "kafka" }, { limit: -1 }, { beforeId: "abc" }, { beforeId: "0" }]) {
+    const error = await t.throwsAsync(h.operator.listDeadLetters(bad));
+    t.is((error as ConnectError).code, Code.InvalidArgument, JSON.stringify(bad));
+  }
 });

@@ -78,7 +78,7 @@ export type OutboxMessage = Prisma.OutboxMessageModel
 export type DeadLetter = Prisma.DeadLetterModel
 /**
  * Model Delivery
- * A reward callback to deliver, one per (heart, server).
+ * A counted heart to deliver, one per (heart, server, transport).
  */
 export type Delivery = Prisma.DeliveryModel
 /**

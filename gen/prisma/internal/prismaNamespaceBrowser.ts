@@ -62,7 +62,8 @@ export const ModelName = {
   ServerRanking: 'ServerRanking',
   OutboxMessage: 'OutboxMessage',
   Delivery: 'Delivery',
-  DeliveryAttempt: 'DeliveryAttempt'
+  DeliveryAttempt: 'DeliveryAttempt',
+  SecretsKeyCheck: 'SecretsKeyCheck'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -257,6 +258,15 @@ export const DeliveryAttemptScalarFieldEnum = {
 } as const
 
 export type DeliveryAttemptScalarFieldEnum = (typeof DeliveryAttemptScalarFieldEnum)[keyof typeof DeliveryAttemptScalarFieldEnum]
+
+
+export const SecretsKeyCheckScalarFieldEnum = {
+  id: 'id',
+  sealed: 'sealed',
+  createdAt: 'createdAt'
+} as const
+
+export type SecretsKeyCheckScalarFieldEnum = (typeof SecretsKeyCheckScalarFieldEnum)[keyof typeof SecretsKeyCheckScalarFieldEnum]
 
 
 export const SortOrder = {

@@ -76,7 +76,7 @@ export function createStartup(log: Logger): Startup {
         } catch (error) {
           // Failure policy: keep the process up and retry - an orchestrator sees /healthz alive and /readyz
           // saying why it is not ready; exiting would only restart into the same wait.
-          const reason = (error as Error).message ?? String(error);
+          const reason = describeFailure(error);
           status = `waiting for ${name} at ${target}: ${reason} (attempt ${attempts}, for ${Math.round((Date.now() - since) / 1000)} s)`;
           if (lastLogged === 0 || Date.now() - lastLogged >= REPEAT_LOG_INTERVAL_MS) {
             lastLogged = Date.now();
@@ -111,4 +111,13 @@ export function kafkaDependency(brokers: string[], topics: string[], groupId?: s
     // An unreachable broker fails within about 3 s; a fresh broker may need ~10 s to host the group coordinator.
     timeoutMs: 20_000,
   };
+}
+
+/**
+ * One line for a failed attempt: whitespace collapsed, and for Prisma's multi-line "Invalid
+ * `prisma.$queryRaw()` invocation ... Message: `<cause>`" only the cause.
+ */
+function describeFailure(error: unknown): string {
+  const text = (error instanceof Error ? error.message : String(error)).replace(/\s+/g, " ").trim();
+  return /Message: `([^`]+)`/.exec(text)?.[1] ?? text;
 }

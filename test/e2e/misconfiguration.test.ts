@@ -43,9 +43,16 @@ const settings = (secretsKey: string, databaseUrl = db.url): SystemSettings => (
   groupId: "unused",
 });
 
-/** Waits for the process's exit and returns the listed problems (exit 2 expected). */
-async function expectConfigExit(t: ExecutionContext, proc: ManagedProcess, secrets: string[]): Promise<string[]> {
-  const exit = await proc.exited;
+/**
+ * Waits for the process's exit and returns the listed problems (exit 2 expected). Printing
+ * `passedCheck` first means the start went past the check: the test fails at once instead of hanging.
+ */
+async function expectConfigExit(t: ExecutionContext, proc: ManagedProcess, passedCheck: RegExp, secrets: string[]): Promise<string[]> {
+  const exit = await Promise.race([proc.exited, proc.waitForOutput(passedCheck, 120_000).then(() => undefined, () => proc.exited)]);
+  if (!exit) {
+    t.fail(`the start went past the key check (printed ${passedCheck}):\n${proc.output}`);
+    return [];
+  }
   t.is(exit.code, 2, `exit 2 on a bad configuration:\n${proc.output}`);
   const problems = configProblems(proc.stdout) ?? [];
   for (const secret of secrets) t.false(proc.output.includes(secret), "a secret value appears in the output");
@@ -65,7 +72,7 @@ test.serial("referral service and delivery with a SECRETS_KEY other than the one
     file: "services/referral-service/main.ts",
     env: { DATABASE_URL: db.url, SECRETS_KEY: wrong, PORT: "0", OPS_PORT: "0" },
   });
-  t.deepEqual(await expectConfigExit(t, referral, [wrong, original]), [SECRETS_KEY_MISMATCH]);
+  t.deepEqual(await expectConfigExit(t, referral, /referral service listening/, [wrong, original]), [SECRETS_KEY_MISMATCH]);
 
   const delivery = group.spawn({
     name: "delivery (wrong key)",
@@ -73,7 +80,7 @@ test.serial("referral service and delivery with a SECRETS_KEY other than the one
     // The key is checked before Kafka is awaited: a closed broker port does not delay the answer.
     env: { DATABASE_URL: db.url, KAFKA_BROKERS: `127.0.0.1:${await closedPort()}`, SECRETS_KEY: wrong, OPS_PORT: "0" },
   });
-  t.deepEqual(await expectConfigExit(t, delivery, [wrong, original]), [SECRETS_KEY_MISMATCH]);
+  t.deepEqual(await expectConfigExit(t, delivery, /cannot reach kafka/, [wrong, original]), [SECRETS_KEY_MISMATCH]);
 
   // The original key still starts.
   const again = await startReferralServiceProcess(group, settings(original));

@@ -17,6 +17,7 @@ COPY services services
 COPY scripts scripts
 COPY gen gen
 COPY prisma prisma
+COPY docs docs
 RUN npm run build
 
 FROM node:20-bookworm-slim AS runtime

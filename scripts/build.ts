@@ -3,6 +3,7 @@
  * beside them the files they read at run time relative to their own location, so that
  * `node dist/<process>/main.js` works from dist/ alone (plus node_modules):
  *  - the dashboard's static files (gateway/dashboard/routes.ts reads ./static/),
+ *  - docs/ (gateway/landing.ts serves some of them at /docs/<file>),
  *  - prisma/schema.prisma and prisma/migrations (scripts/db/schema-engine.ts reads <root>/prisma/).
  * dist/ is rebuilt from scratch each time and is not committed.
  */
@@ -16,7 +17,7 @@ const ROOT = fileURLToPath(new URL("../", import.meta.url));
 /** Where the compiled output goes (tsconfig.build.json's outDir). */
 export const DIST_DIR = join(ROOT, "dist");
 /** Files read at run time relative to the code, copied to the same place under dist/. */
-export const RUNTIME_ASSETS = ["gateway/dashboard/static", "prisma/schema.prisma", "prisma/migrations"] as const;
+export const RUNTIME_ASSETS = ["gateway/dashboard/static", "docs", "prisma/schema.prisma", "prisma/migrations"] as const;
 
 rmSync(DIST_DIR, { recursive: true, force: true });
 const tsc = spawnSync(process.execPath, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", join(ROOT, "tsconfig.build.json")], { stdio: "inherit" });

@@ -256,7 +256,7 @@ async function main() {
   // The owners' dashboard: DASHBOARD_TOKEN, or a token generated once into <DATA_DIR>/dashboard-token (0600).
   const dashboard = loadOrCreateDashboardToken(config.dataDir);
   const extraRoutes = createDashboardRoutes({ clients: createDashboardClients(rpcUrl), token: dashboard.token, log });
-  const gateway = createGatewayServer({ ...clients, log, metrics, now, ops, extraRoutes });
+  const gateway = createGatewayServer({ ...clients, log, metrics, now, ops, extraRoutes, dashboard: true });
   await new Promise<void>((resolveListen, reject) => {
     gateway.once("error", reject);
     gateway.listen(config.port, config.host, resolveListen);

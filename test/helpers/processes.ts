@@ -33,6 +33,11 @@ export interface SpawnOptions {
   /** The entry file, relative to the repository root (e.g. "services/relay/main.ts"). */
   file: string;
   /**
+   * The command line instead of `node --import tsx <file>`, for a process started exactly as a
+   * deployment does (e.g. the container image's `tini -- node dist/...`); `file` then only labels it.
+   */
+  argv?: string[];
+  /**
    * The process's environment on top of a minimal base (PATH, HOME, TMPDIR, LANG),
    * NOT on top of this process's env, so a test states every setting it relies on.
    * A value of undefined leaves the variable out.
@@ -97,7 +102,8 @@ export function spawnProcess(opts: SpawnOptions): ManagedProcess {
     if (value === undefined) delete env[key];
     else env[key] = value;
   }
-  const child = spawn(process.execPath, ["--import", "tsx", opts.file], {
+  const [command, ...args] = opts.argv ?? [process.execPath, "--import", "tsx", opts.file];
+  const child = spawn(command!, args, {
     cwd: opts.cwd ?? REPO_ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"],

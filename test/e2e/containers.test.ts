@@ -158,7 +158,9 @@ function startService(group: ProcessGroup, project: ComposeProject, name: string
   const service = project.services[name]!;
   const env: Record<string, string | undefined> = { ...image.env };
   for (const [key, value] of Object.entries(service.environment ?? {})) env[key] = value ?? "";
-  return group.spawn({ name, file: service.command!.join(" "), argv: [...image.entrypoint, ...service.command!], env: { ...env, ...overrides } });
+  // Outside a container tini is not PID 1; as a child subreaper it reaps like PID 1 does (and stays quiet).
+  const outsideDocker = { TINI_SUBREAPER: "1" };
+  return group.spawn({ name, file: service.command!.join(" "), argv: [...image.entrypoint, ...service.command!], env: { ...env, ...outsideDocker, ...overrides } });
 }
 
 async function stopDrained(t: ExecutionContext, proc: ReturnType<typeof startService>): Promise<void> {

@@ -199,6 +199,9 @@ test.serial("the image's entry command, outside Docker with the compose environm
   await relay.waitReady(`http://127.0.0.1:${relayOps}/readyz`, 60_000);
   await delivery.waitReady(`http://127.0.0.1:${deliveryOps}/readyz`, 90_000);
 
+  // A normal start logs no error: in particular the delivery service's consumer does not meet an
+  // unavailable group coordinator (it is awaited before the consumer joins).
+  for (const proc of [referral, gateway, relay, delivery]) t.false(/"level":50/.test(proc.stdout), `${proc.name} logged an error at a normal start:\n${proc.stdout}`);
   const front = await fetch(`http://127.0.0.1:${gatewayPort}/`);
   t.is(front.status, 200, "the compiled gateway serves its front page (docs copied into dist/)");
   for (const proc of [gateway, relay, delivery, referral]) await stopDrained(t, proc);

@@ -14,6 +14,7 @@ export const PUBLIC_DOCS: ReadonlyArray<{ file: string; title: string }> = [
   { file: "integration-guide.md", title: "Integration guide for game-server backends (signing, snippets, test vectors)" },
   { file: "callbacks.md", title: "Reward callbacks for server owners (verification, retries, Standard Webhooks)" },
   { file: "dashboard.md", title: "The owner dashboard" },
+  { file: "votifier-and-pull.md", title: "Votifier v2 transport and the signed pull API (server owners)" },
 ];
 
 const DOCS = new Map(PUBLIC_DOCS.map(({ file }) => [file, readFileSync(new URL(`../docs/${file}`, import.meta.url))]));

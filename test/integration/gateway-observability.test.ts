@@ -119,7 +119,7 @@ test("GET / answers JSON links to the dashboard, the docs and the OpenAPI docume
   const { links } = (await res.json()) as { links: { dashboard: string; openapi: string; docs: Record<string, string> } };
   t.is(links.dashboard, "/dashboard");
   t.is(links.openapi, "/openapi/referral.json");
-  t.deepEqual(Object.keys(links.docs).sort(), ["callbacks", "contract", "dashboard", "integration-guide"]);
+  t.deepEqual(Object.keys(links.docs).sort(), ["callbacks", "contract", "dashboard", "integration-guide", "votifier-and-pull"]);
   for (const path of [links.openapi, ...Object.values(links.docs)]) {
     const doc = await fetch(`${stack.baseUrl}${path}`);
     t.is(doc.status, 200, path);

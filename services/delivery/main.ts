@@ -33,11 +33,19 @@ runMain(log, async () => {
     pollIntervalMs: config.pollIntervalMs,
     registry: metrics.registry,
   });
-  const consumer = createDeliveryConsumer({ bus, prisma, log, groupId: config.groupId, onStored: () => dispatcher.wake() });
+  const consumer = createDeliveryConsumer({
+    bus,
+    prisma,
+    log,
+    groupId: config.groupId,
+    onStored: () => dispatcher.wake(),
+    registry: metrics.registry,
+    stuckAfterMs: config.consumerStuckAfterMs,
+  });
   const startup = createStartup(log);
   let draining = false;
   const ops = createOpsServer({
-    checks: [startup.check, ...readinessChecks({ prisma, bus })],
+    checks: [startup.check, ...readinessChecks({ prisma, bus }), { name: "consumer", check: () => consumer.checkProgress() }],
     metrics,
     isDraining: () => draining,
   });

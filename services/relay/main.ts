@@ -18,11 +18,11 @@ runMain(log, async () => {
   const prisma = createPrisma(config.databaseUrl, { maxConnections: 4 });
   const metrics = createMetrics("relay");
   const bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "relay", log });
-  const relay = createRelay({ prisma, bus, log, batchSize: config.batchSize, pollIntervalMs: config.pollIntervalMs, registry: metrics.registry });
+  const relay = createRelay({ prisma, bus, log, batchSize: config.batchSize, pollIntervalMs: config.pollIntervalMs, registry: metrics.registry, stuckAfterMs: config.stuckAfterMs });
   const startup = createStartup(log);
   let draining = false;
   const ops = createOpsServer({
-    checks: [startup.check, ...readinessChecks({ prisma, bus })],
+    checks: [startup.check, ...readinessChecks({ prisma, bus }), { name: "relay", check: () => relay.checkProgress() }],
     metrics,
     isDraining: () => draining,
   });

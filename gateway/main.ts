@@ -40,6 +40,7 @@ runMain(log, async () => {
     unknownServerCacheMs: config.unknownServerCacheMs,
     signingKeyRefreshMs: config.signingKeyRefreshMs,
     failedSignatures: config.failedSignatures,
+    dashboard: dashboardToken !== undefined,
   });
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   const opsPort = await opsServer.listen(config.opsPort, config.host);

@@ -33,7 +33,8 @@ export interface FailureLimiter {
 /** Builds the limiter (fixed windows, O(1) per request, bounded memory). */
 export function createFailureLimiter(opts: FailureLimiterOptions): FailureLimiter {
   const now = opts.now ?? Date.now;
-  let windowStart = 0;
+  /** The current window began at the first request after the previous one ended (not on wall-clock boundaries). */
+  let windowStart = Number.NEGATIVE_INFINITY;
   let globalFailures = 0;
   let globalPending = 0;
   const failures = new Map<string, number>();
@@ -41,9 +42,8 @@ export function createFailureLimiter(opts: FailureLimiterOptions): FailureLimite
 
   const roll = (): number => {
     const at = now();
-    const start = at - (at % opts.windowMs);
-    if (start !== windowStart) {
-      windowStart = start;
+    if (at >= windowStart + opts.windowMs) {
+      windowStart = at;
       globalFailures = 0;
       failures.clear();
     }

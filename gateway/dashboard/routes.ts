@@ -16,7 +16,7 @@ export const MAX_DASHBOARD_BODY_BYTES = 16_384;
 
 /** What the dashboard needs; built in gateway/main.ts, scripts/start.ts or a test. */
 export interface DashboardDeps {
-  /** Clients of the four internal services (structurally the same as the test stack's ServiceClients). */
+  /** Clients of the internal services (structurally the same as the test stack's ServiceClients). */
   clients: DashboardClients;
   /** DASHBOARD_TOKEN; empty or undefined disables the dashboard (its paths answer 404). */
   token: string | undefined;

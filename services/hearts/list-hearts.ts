@@ -1,0 +1,146 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  HeartDeliverySchema,
+  HeartSummarySchema,
+  HeartVerdict,
+  ListHeartsResponseSchema,
+  type ListHeartsRequest,
+  type ListHeartsResponse,
+} from "../../gen/proto/hearts/v1/hearts_pb.js";
+import type { CoreDeps } from "../shared/deps.js";
+import { DomainError } from "../shared/errors.js";
+import { isUuid } from "../servers/domain/ids.js";
+import { requireServerId } from "../servers/server-store.js";
+
+/** Hearts per page when the caller gives no page size, and the most one page may hold. */
+export const DEFAULT_HEARTS_PAGE = 50;
+export const MAX_HEARTS_PAGE = 200;
+/** Longest search text (a username or a voter identity). */
+export const MAX_HEARTS_QUERY_CHARS = 200;
+
+/** The stored verdict text <-> the proto enum. */
+const VERDICT_TO_PROTO: Record<string, HeartVerdict> = {
+  counted: HeartVerdict.COUNTED,
+  cooldown: HeartVerdict.COOLDOWN,
+  fraud: HeartVerdict.FRAUD,
+};
+const VERDICT_FROM_PROTO: Partial<Record<HeartVerdict, string>> = {
+  [HeartVerdict.UNSPECIFIED]: "",
+  [HeartVerdict.COUNTED]: "counted",
+  [HeartVerdict.COOLDOWN]: "cooldown",
+  [HeartVerdict.FRAUD]: "fraud",
+};
+
+/** Bounds that stand for "no bound": wider than any stored time or id. */
+const EARLIEST = new Date(Date.UTC(1970, 0, 1));
+const LATEST = new Date(Date.UTC(9999, 0, 1));
+const LAST_UUID = "ffffffff-ffff-ffff-ffff-ffffffffffff";
+
+/** Where a page ends: the (cast time, id) of its last heart; the next page starts below it. */
+interface PageCursor {
+  at: Date;
+  id: string;
+}
+
+/** An opaque page token: base64url of `<ISO time>|<heart id>`. */
+export function encodePageToken(cursor: PageCursor): string {
+  return Buffer.from(`${cursor.at.toISOString()}|${cursor.id}`, "utf8").toString("base64url");
+}
+
+/** Reads a page token; InvalidArgument when it is not one this service made. */
+export function decodePageToken(token: string): PageCursor {
+  const [iso, id, extra] = Buffer.from(token, "base64url").toString("utf8").split("|");
+  const at = iso === undefined ? new Date(Number.NaN) : new Date(iso);
+  if (extra !== undefined || id === undefined || !isUuid(id) || Number.isNaN(at.getTime())) {
+    throw new DomainError("invalid_argument", "page_token is invalid");
+  }
+  return { at, id };
+}
+
+/** `%text%` for ILIKE with the pattern characters of `text` escaped. */
+function containsPattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+interface HeartRow {
+  id: string;
+  username: string;
+  voter_identity: string;
+  verdict: string;
+  fraud_score: number;
+  fraud_reasons: string[];
+  streak_day: number | null;
+  period: string;
+  created_at: Date;
+  delivery_id: string | null;
+  delivery_status: string | null;
+  delivery_attempts: number | null;
+  delivery_last_status_code: number | null;
+  delivery_delivered_at: Date | null;
+}
+
+/**
+ * ListHearts: one server's hearts, newest first, filtered by search text (a part of
+ * the username, case-insensitive, or an exact voter identity), verdict and cast
+ * time, each with the delivery it produced. Keyset pagination on (created_at, id),
+ * so a page never repeats or skips a heart while new ones arrive. One statement.
+ */
+export async function listHearts(deps: CoreDeps, req: ListHeartsRequest): Promise<ListHeartsResponse> {
+  const serverId = await requireServerId(deps, req.serverId);
+  const query = req.query.trim();
+  if (query.length > MAX_HEARTS_QUERY_CHARS) throw new DomainError("invalid_argument", `query must be at most ${MAX_HEARTS_QUERY_CHARS} characters`);
+  const verdict = VERDICT_FROM_PROTO[req.verdict];
+  if (verdict === undefined) throw new DomainError("invalid_argument", "verdict must be counted, cooldown or fraud");
+  if (req.pageSize < 0) throw new DomainError("invalid_argument", "page_size must not be negative");
+  const pageSize = Math.min(req.pageSize === 0 ? DEFAULT_HEARTS_PAGE : req.pageSize, MAX_HEARTS_PAGE);
+  const since = req.since ? timestampDate(req.since) : EARLIEST;
+  const until = req.until ? timestampDate(req.until) : LATEST;
+  const cursor = req.pageToken === "" ? { at: LATEST, id: LAST_UUID } : decodePageToken(req.pageToken);
+
+  const rows = await deps.prisma.$queryRaw<HeartRow[]>`
+    SELECT h.id::text AS id, h.username, h.voter_identity, h.verdict, h.fraud_score, h.fraud_reasons, h.streak_day,
+           h.period, h.created_at,
+           d.id::text AS delivery_id, d.status::text AS delivery_status, d.attempts AS delivery_attempts,
+           d.last_status_code AS delivery_last_status_code, d.delivered_at AS delivery_delivered_at
+    FROM hearts h
+    LEFT JOIN deliveries d ON d.heart_id = h.id AND d.server_id = h.server_id
+    WHERE h.server_id = ${serverId}::uuid
+      AND (${verdict} = '' OR h.verdict = ${verdict})
+      AND (${query} = '' OR h.username ILIKE ${containsPattern(query)} OR h.voter_identity = ${query})
+      AND h.created_at >= ${since}::timestamptz AND h.created_at < ${until}::timestamptz
+      AND (h.created_at, h.id) < (${cursor.at}::timestamptz, ${cursor.id}::uuid)
+    ORDER BY h.created_at DESC, h.id DESC
+    LIMIT ${pageSize + 1}`;
+
+  const page = rows.slice(0, pageSize);
+  const last = page[page.length - 1];
+  return create(ListHeartsResponseSchema, {
+    hearts: page.map(toHeartSummary),
+    nextPageToken: rows.length > pageSize && last ? encodePageToken({ at: last.created_at, id: last.id }) : "",
+  });
+}
+
+function toHeartSummary(row: HeartRow) {
+  return create(HeartSummarySchema, {
+    heartId: row.id,
+    username: row.username,
+    voterIdentity: row.voter_identity,
+    verdict: VERDICT_TO_PROTO[row.verdict] ?? HeartVerdict.UNSPECIFIED,
+    fraudScore: row.fraud_score,
+    fraudReasons: row.fraud_reasons,
+    streakDay: row.streak_day ?? 0,
+    period: row.period,
+    castAt: timestampFromDate(row.created_at),
+    delivery:
+      row.delivery_id === null
+        ? undefined
+        : create(HeartDeliverySchema, {
+            deliveryId: row.delivery_id,
+            status: row.delivery_status ?? "",
+            attempts: row.delivery_attempts ?? 0,
+            lastStatusCode: row.delivery_last_status_code ?? 0,
+            deliveredAt: row.delivery_delivered_at ? timestampFromDate(row.delivery_delivered_at) : undefined,
+          }),
+  });
+}

@@ -1,6 +1,7 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { DeliveryStatus, type Delivery, type DeliveryAttempt, type ExchangeReport } from "../../gen/proto/delivery/v1/delivery_pb.js";
-import type { RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import type { DeliveryDayStats } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
+import { HeartVerdict, type GetHeartStatsResponse, type HeartCountBucket, type HeartSummary, type RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { SecretInfo, Server } from "../../gen/proto/servers/v1/servers_pb.js";
 
@@ -134,4 +135,68 @@ export function toLeaderboardJson(e: LeaderboardEntry) {
 /** One server in the hearts ranking, with its name when the dashboard knows it. */
 export function toRankingJson(e: RankingEntry, names: ReadonlyMap<string, string>) {
   return { rank: e.rank, server_id: e.serverId, server_name: names.get(e.serverId) ?? null, hearts: Number(e.hearts) };
+}
+
+/** The API's verdict filter -> the proto enum (UNSPECIFIED = all). */
+export const HEART_VERDICT_FILTER: Record<string, HeartVerdict> = {
+  "": HeartVerdict.UNSPECIFIED,
+  all: HeartVerdict.UNSPECIFIED,
+  counted: HeartVerdict.COUNTED,
+  cooldown: HeartVerdict.COOLDOWN,
+  fraud: HeartVerdict.FRAUD,
+};
+
+const HEART_VERDICT_NAMES: Partial<Record<HeartVerdict, string>> = {
+  [HeartVerdict.COUNTED]: "counted",
+  [HeartVerdict.COOLDOWN]: "cooldown",
+  [HeartVerdict.FRAUD]: "fraud",
+};
+
+/** One cast heart with its verdict and the delivery it produced (null when none). */
+export function toHeartJson(h: HeartSummary) {
+  return {
+    heart_id: h.heartId,
+    username: h.username,
+    voter_identity: h.voterIdentity,
+    verdict: HEART_VERDICT_NAMES[h.verdict] ?? "unknown",
+    fraud_score: h.fraudScore,
+    fraud_reasons: h.fraudReasons,
+    streak_day: h.streakDay === 0 ? null : h.streakDay,
+    period: h.period,
+    cast_at: toIso(h.castAt),
+    delivery: h.delivery
+      ? {
+          id: h.delivery.deliveryId,
+          status: h.delivery.status,
+          attempts: h.delivery.attempts,
+          last_status_code: h.delivery.lastStatusCode === 0 ? null : h.delivery.lastStatusCode,
+          delivered_at: toIso(h.delivery.deliveredAt),
+        }
+      : null,
+  };
+}
+
+function toHeartBucketJson(b: HeartCountBucket) {
+  return { bucket: b.bucket, counted: Number(b.counted), cooldown: Number(b.cooldown), fraud: Number(b.fraud) };
+}
+
+/** Hearts per UTC day and month by verdict. */
+export function toHeartStatsJson(s: GetHeartStatsResponse) {
+  return { daily: s.daily.map(toHeartBucketJson), monthly: s.monthly.map(toHeartBucketJson) };
+}
+
+/** One UTC day of deliveries by outcome, with that day's attempt latency (null without attempts). */
+export function toDeliveryDayJson(d: DeliveryDayStats) {
+  const attempts = Number(d.attempts);
+  return {
+    day: d.day,
+    delivered: Number(d.delivered),
+    failed: Number(d.failed),
+    pending: Number(d.pending),
+    attempts,
+    attempts_ok: Number(d.attemptsOk),
+    latency_p50_ms: attempts === 0 ? null : d.latencyP50Ms,
+    latency_p95_ms: attempts === 0 ? null : d.latencyP95Ms,
+    latency_max_ms: attempts === 0 ? null : d.latencyMaxMs,
+  };
 }

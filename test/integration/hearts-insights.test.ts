@@ -82,6 +82,7 @@ test.serial("ListHearts: newest first with verdict, fraud score and reasons, str
   const second = await cast(h, serverId, "acct-alex", "Alex");
   clock.set("2026-03-09T10:00:00.000Z");
   const cooldown = await cast(h, serverId, "acct-alex", "Alex");
+  clock.set("2026-03-09T10:05:00.000Z");
   const fraud = await cast(h, serverId, "acct-bot", "bad<name>");
   t.is(cooldown.verdict, HeartVerdict.COOLDOWN);
   t.is(fraud.verdict, HeartVerdict.FRAUD);

@@ -194,11 +194,11 @@ export async function checkSignature(input, rules, engine) {
     if (stale) {
       findings.push(
         scheme === "ingest"
-          ? error("t", `t is ${describeOffset(offBy)} the current time, outside the ±${rules.tolerance_seconds} s window: with a matching MAC the service answers 401 "${rules.texts.stale}". Check the signer's clock (NTP) and that t is set when signing, not reused.`)
-          : warn("t", `t is ${describeOffset(offBy)} now. Receivers are advised to reject callbacks outside ±${rules.tolerance_seconds} s; a redelivered callback is signed afresh with a new t.`),
+          ? error("t", `t is ${describeOffset(offBy)} the time checked against, outside the ±${rules.tolerance_seconds} s window: with a matching MAC the service answers 401 "${rules.texts.stale}". Check the signer's clock (NTP) and that t is set when signing, not reused.`)
+          : warn("t", `t is ${describeOffset(offBy)} the time checked against. Receivers are advised to reject callbacks outside ±${rules.tolerance_seconds} s; a redelivered callback is signed afresh with a new t.`),
       );
     } else {
-      findings.push(ok("t", `t is within ±${rules.tolerance_seconds} s of now (${describeOffset(offBy)}).`));
+      findings.push(ok("t", offBy === 0 ? "t equals the time checked against." : `t is ${describeOffset(offBy)} the time checked against: within ±${rules.tolerance_seconds} s.`));
     }
   }
 
@@ -334,7 +334,6 @@ function decodeBase64(text) {
 function describeOffset(seconds) {
   const abs = Math.abs(seconds);
   const amount = abs < 120 ? `${abs} s` : abs < 7200 ? `${Math.round(abs / 60)} min` : abs < 172800 ? `${Math.round(abs / 3600)} h` : `${Math.round(abs / 86400)} days`;
-  if (seconds === 0) return "equal to";
   return seconds > 0 ? `${amount} before` : `${amount} after`;
 }
 

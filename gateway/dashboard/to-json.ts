@@ -4,6 +4,7 @@ import type { DeliveryDayStats } from "../../gen/proto/delivery/v1/delivery_stat
 import { HeartVerdict, type GetHeartStatsResponse, type HeartCountBucket, type HeartSummary, type RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { SecretInfo, Server } from "../../gen/proto/servers/v1/servers_pb.js";
+import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../../services/hearts/list-hearts.js";
 
 /**
  * Proto messages -> the dashboard API's JSON (snake_case, ISO 8601 times, null
@@ -138,19 +139,7 @@ export function toRankingJson(e: RankingEntry, names: ReadonlyMap<string, string
 }
 
 /** The API's verdict filter -> the proto enum (UNSPECIFIED = all). */
-export const HEART_VERDICT_FILTER: Record<string, HeartVerdict> = {
-  "": HeartVerdict.UNSPECIFIED,
-  all: HeartVerdict.UNSPECIFIED,
-  counted: HeartVerdict.COUNTED,
-  cooldown: HeartVerdict.COOLDOWN,
-  fraud: HeartVerdict.FRAUD,
-};
-
-const HEART_VERDICT_NAMES: Partial<Record<HeartVerdict, string>> = {
-  [HeartVerdict.COUNTED]: "counted",
-  [HeartVerdict.COOLDOWN]: "cooldown",
-  [HeartVerdict.FRAUD]: "fraud",
-};
+export const HEART_VERDICT_FILTER: Record<string, HeartVerdict> = { "": HeartVerdict.UNSPECIFIED, all: HeartVerdict.UNSPECIFIED, ...VERDICT_TO_PROTO };
 
 /** One cast heart with its verdict and the delivery it produced (null when none). */
 export function toHeartJson(h: HeartSummary) {
@@ -158,7 +147,7 @@ export function toHeartJson(h: HeartSummary) {
     heart_id: h.heartId,
     username: h.username,
     voter_identity: h.voterIdentity,
-    verdict: HEART_VERDICT_NAMES[h.verdict] ?? "unknown",
+    verdict: VERDICT_FROM_PROTO[h.verdict] || "unknown",
     fraud_score: h.fraudScore,
     fraud_reasons: h.fraudReasons,
     streak_day: h.streakDay === 0 ? null : h.streakDay,

@@ -19,17 +19,16 @@ export const MAX_HEARTS_PAGE = 200;
 /** Longest search text (a username or a voter identity). */
 export const MAX_HEARTS_QUERY_CHARS = 200;
 
-/** The stored verdict text <-> the proto enum. */
-const VERDICT_TO_PROTO: Record<string, HeartVerdict> = {
+/** The stored verdict text (hearts.verdict, also the dashboard API's) <-> the proto enum. */
+export const VERDICT_TO_PROTO: Readonly<Record<string, HeartVerdict>> = {
   counted: HeartVerdict.COUNTED,
   cooldown: HeartVerdict.COOLDOWN,
   fraud: HeartVerdict.FRAUD,
 };
-const VERDICT_FROM_PROTO: Partial<Record<HeartVerdict, string>> = {
+/** The proto enum -> the stored verdict text ("" for UNSPECIFIED: no filter). */
+export const VERDICT_FROM_PROTO: Readonly<Partial<Record<HeartVerdict, string>>> = {
   [HeartVerdict.UNSPECIFIED]: "",
-  [HeartVerdict.COUNTED]: "counted",
-  [HeartVerdict.COOLDOWN]: "cooldown",
-  [HeartVerdict.FRAUD]: "fraud",
+  ...Object.fromEntries(Object.entries(VERDICT_TO_PROTO).map(([name, value]) => [value, name])),
 };
 
 /** Bounds that stand for "no bound": wider than any stored time or id. */

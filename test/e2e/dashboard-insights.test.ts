@@ -450,6 +450,32 @@ test.serial("debugger: without WebCrypto (plain http on another host is not a se
   }
 });
 
+test.serial("debugger: a test callback's exact request opens in the debugger; the owner's secret verifies it, the wrong kind of secret is named", async (t) => {
+  const { page, stack } = t.context;
+  await openTab(page, "integration");
+  await page.fill("#test-username", "Debug_Dora");
+  await page.click("#send-test-callback");
+  const open = page.locator("#test-callback-result .exchange-debug");
+  await open.waitFor();
+  await open.click();
+  await page.waitForSelector("#tab-debugger:not([hidden])");
+  t.true(await page.isChecked('input[name="sig-scheme"][value="callback"]'), "a callback is checked with the callback scheme");
+  const header = await page.inputValue("#sig-header");
+  t.regex(header, /^t=\d+,v1=[0-9a-f]{64}$/);
+  t.true((await page.inputValue("#sig-body")).includes('"username":"Debug_Dora"'));
+  t.is(await page.inputValue("#sig-now"), /^t=(\d+)/.exec(header)![1]!, "t is checked against its own send time");
+  t.is(await page.evaluate("document.activeElement.id"), "sig-secret", "the secret field waits for the owner");
+  const { secret } = await stack.clients.admin.revealCallbackSecret({ serverId: flow.serverId });
+  await page.fill("#sig-secret", secret);
+  await page.click("#sig-check");
+  await page.locator("#sig-verdict[data-verdict=valid]").waitFor();
+  const referralSecret = (await stack.clients.admin.createReferralSecret({ serverId: flow.serverId })).secret;
+  await page.fill("#sig-secret", referralSecret);
+  await page.click("#sig-check");
+  await page.locator("#sig-verdict[data-verdict=mismatch]").waitFor();
+  t.true(((await page.textContent("#sig-findings")) ?? "").includes("This is a referral secret (rsec_)"));
+});
+
 // ---- Every tab: accessibility and layout at desktop and phone widths ------------------------------
 
 test.serial("every tab: referral hint reads ref_token=<token> (no garbled entity); axe finds no serious or critical violation", async (t) => {

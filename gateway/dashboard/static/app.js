@@ -371,6 +371,7 @@
           el("pre", { class: "exchange-body" }, exchange.request_body),
           el("div", { class: "label" }, "Canonical string (signed: <t>.<body>)"),
           el("pre", { class: "exchange-canonical" }, exchange.canonical_string),
+          window.signatureDebugger ? window.signatureDebugger.button(exchange) : null,
         ),
         el(
           "div",

@@ -11,6 +11,8 @@ const el = window.dashboard.el;
 // WebCrypto only exists in secure contexts (https, localhost); elsewhere the plain-JS HMAC runs.
 const engine = createMacEngine(window.isSecureContext && window.crypto ? window.crypto.subtle : undefined);
 let rulesPromise;
+/** Set by openDebugger: focus the secret field once the tab shows. */
+let focusSecret = false;
 
 function loadRules() {
   rulesPromise ??= fetch("/dashboard/signature-rules.json", { cache: "no-store" }).then((res) => {
@@ -25,11 +27,45 @@ const nowSeconds = () => Math.floor(Date.now() / 1000);
 document.addEventListener("dashboard:tab", (event) => {
   if (event.detail.tab === "debugger") {
     if ($("sig-now").value === "") $("sig-now").value = String(nowSeconds());
+    if (focusSecret) $("sig-secret").focus();
+    focusSecret = false;
     return;
   }
   // Leaving the tab forgets the secret (as the secret boxes of the other tabs do).
   $("sig-secret").value = "";
 });
+
+/**
+ * Opens the debugger filled with a request seen elsewhere on the dashboard (an attempt's
+ * headers and body, a test exchange): `{scheme: "ingest"|"callback", header, body, t}`.
+ * The owner adds the secret; `t` (when given) becomes the time to check against.
+ */
+function openDebugger(prefill) {
+  document.querySelector(`input[name="sig-scheme"][value="${prefill.scheme === "callback" ? "callback" : "ingest"}"]`).checked = true;
+  $("sig-header").value = prefill.header || "";
+  $("sig-body").value = prefill.body || "";
+  $("sig-now").value = String(prefill.t || nowSeconds());
+  $("sig-result").replaceChildren();
+  focusSecret = true;
+  location.hash = "#debugger";
+}
+/** A "Check in the signature debugger" button for a request the page shows (`exchange` of the dashboard API). */
+function debuggerButton(exchange) {
+  const headers = Object.entries(exchange.request_headers || {});
+  const find = (name) => (headers.find(([key]) => key.toLowerCase() === name) || [])[1];
+  const header = find("x-service-signature");
+  if (!header) return null;
+  // Reward callbacks carry X-Service-Event; referral events to the ingest endpoint do not.
+  const scheme = find("x-service-event") ? "callback" : "ingest";
+  const t = Number((/(?:^|,)\s*t=(-?\d+)/.exec(header) || [])[1]) || undefined;
+  return el(
+    "button",
+    { type: "button", class: "btn btn-small exchange-debug", onclick: () => openDebugger({ scheme, header, body: exchange.request_body, t }) },
+    "Check in the signature debugger",
+  );
+}
+
+window.signatureDebugger = Object.freeze({ open: openDebugger, button: debuggerButton });
 
 $("sig-now-reset").addEventListener("click", () => ($("sig-now").value = String(nowSeconds())));
 

@@ -125,6 +125,8 @@ export const DeliveryDayStatsSchema: GenMessage<DeliveryDayStats> = /*@__PURE__*
 /**
  * DeliveryStatsService reports how one server's reward callbacks fare over time,
  * for the owners' dashboard charts. Read-only; every figure is one SQL aggregate.
+ * Callers: the dashboard API (scoped to one server by its path) and internal tools;
+ * like every RPC of the referral service it is not exposed to the internet.
  *
  * @generated from service delivery.v1.DeliveryStatsService
  */

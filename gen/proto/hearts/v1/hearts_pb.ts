@@ -541,7 +541,8 @@ export const HeartService: GenService<{
   },
   /**
    * ListHearts lists one server's cast hearts, newest first, with their verdicts
-   * and the delivery each counted heart produced. Cursor-paginated.
+   * and the delivery each counted heart produced. Cursor-paginated. Callers: the
+   * owners' dashboard API (scoped to one server by its path) and internal tools.
    *
    * @generated from rpc hearts.v1.HeartService.ListHearts
    */
@@ -551,7 +552,8 @@ export const HeartService: GenService<{
     output: typeof ListHeartsResponseSchema;
   },
   /**
-   * GetHeartStats counts one server's hearts per UTC day and per UTC month, by verdict.
+   * GetHeartStats counts one server's hearts per UTC day and per UTC month, by
+   * verdict. Callers: the dashboard API's charts and internal tools.
    *
    * @generated from rpc hearts.v1.HeartService.GetHeartStats
    */

@@ -1,5 +1,5 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { DeliveryStatus, type Delivery, type DeliveryAttempt, type ExchangeReport } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { DeliveryStatus, DeliveryTransport, type Delivery, type DeliveryAttempt, type ExchangeReport, type VoteReport } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import type { DeliveryDayStats } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { HeartVerdict, type GetHeartStatsResponse, type HeartCountBucket, type HeartSummary, type RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
@@ -30,6 +30,11 @@ export function toServerJson(server: Server | undefined) {
     callback_disabled_reason: server.callbackDisabledReason,
     callback_disabled_at: toIso(server.callbackDisabledAt),
     created_at: toIso(server.createdAt),
+    votifier_host: server.votifierHost,
+    votifier_port: server.votifierPort === 0 ? null : server.votifierPort,
+    votifier_service_name: server.votifierServiceName,
+    votifier_token_set: server.votifierTokenSet,
+    pull_enabled: server.pullEnabled,
   };
 }
 
@@ -65,7 +70,22 @@ export const DELIVERY_STATUS_FILTER: Record<string, DeliveryStatus> = {
   failed: DeliveryStatus.FAILED,
 };
 
-/** One delivery (a callback and where it stands). */
+const DELIVERY_TRANSPORT_NAMES: Partial<Record<DeliveryTransport, string>> = {
+  [DeliveryTransport.CALLBACK]: "callback",
+  [DeliveryTransport.VOTIFIER]: "votifier",
+  [DeliveryTransport.PULL]: "pull",
+};
+
+/** The API's delivery transport filter -> the proto enum (UNSPECIFIED = all). */
+export const DELIVERY_TRANSPORT_FILTER: Record<string, DeliveryTransport> = {
+  "": DeliveryTransport.UNSPECIFIED,
+  all: DeliveryTransport.UNSPECIFIED,
+  callback: DeliveryTransport.CALLBACK,
+  votifier: DeliveryTransport.VOTIFIER,
+  pull: DeliveryTransport.PULL,
+};
+
+/** One delivery (a callback, a Votifier vote or a pull claim, and where it stands). */
 export function toDeliveryJson(d: Delivery | undefined) {
   if (!d) return null;
   return {
@@ -83,6 +103,7 @@ export function toDeliveryJson(d: Delivery | undefined) {
     failed_at: toIso(d.failedAt),
     last_status_code: d.lastStatusCode === 0 ? null : d.lastStatusCode,
     last_error: d.lastError,
+    transport: DELIVERY_TRANSPORT_NAMES[d.transport] ?? "unknown",
   };
 }
 
@@ -115,6 +136,21 @@ export function toExchangeJson(report: ExchangeReport | undefined) {
   };
 }
 
+/** One Votifier v2 exchange (test vote); the token is never part of it. */
+export function toVoteReportJson(report: VoteReport | undefined) {
+  if (!report) return null;
+  return {
+    target: report.target,
+    greeting: report.greeting,
+    payload: report.payload,
+    frame_bytes: report.frameBytes,
+    response: report.response,
+    latency_ms: report.latencyMs,
+    error: report.error,
+    ok: report.ok,
+  };
+}
+
 /** The referral funnel: counts and rates (0..1). */
 export function toFunnelJson(f: GetFunnelResponse) {
   return {
@@ -141,7 +177,7 @@ export function toRankingJson(e: RankingEntry, names: ReadonlyMap<string, string
 /** The API's verdict filter -> the proto enum (UNSPECIFIED = all). */
 export const HEART_VERDICT_FILTER: Record<string, HeartVerdict> = { "": HeartVerdict.UNSPECIFIED, all: HeartVerdict.UNSPECIFIED, ...VERDICT_TO_PROTO };
 
-/** One cast heart with its verdict and the delivery it produced (null when none). */
+/** One cast heart with its verdict and the deliveries it produced (one per transport). */
 export function toHeartJson(h: HeartSummary) {
   return {
     heart_id: h.heartId,
@@ -153,15 +189,14 @@ export function toHeartJson(h: HeartSummary) {
     streak_day: h.streakDay === 0 ? null : h.streakDay,
     period: h.period,
     cast_at: toIso(h.castAt),
-    delivery: h.delivery
-      ? {
-          id: h.delivery.deliveryId,
-          status: h.delivery.status,
-          attempts: h.delivery.attempts,
-          last_status_code: h.delivery.lastStatusCode === 0 ? null : h.delivery.lastStatusCode,
-          delivered_at: toIso(h.delivery.deliveredAt),
-        }
-      : null,
+    deliveries: h.deliveries.map((d) => ({
+      id: d.deliveryId,
+      transport: d.transport,
+      status: d.status,
+      attempts: d.attempts,
+      last_status_code: d.lastStatusCode === 0 ? null : d.lastStatusCode,
+      delivered_at: toIso(d.deliveredAt),
+    })),
   };
 }
 

@@ -7,10 +7,13 @@ import {
   type GetDeliveryStatsRequest,
   type GetDeliveryStatsResponse,
 } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
+import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
+import { DomainError } from "../shared/errors.js";
 import { dailyWindow, readWindowSize } from "../shared/stats-window.js";
 import { requireServerId } from "../servers/server-store.js";
 import { DEFAULT_STATS_DAYS, MAX_STATS_DAYS } from "../hearts/heart-stats.js";
+import { TRANSPORT_FROM_PROTO } from "./routes.js";
 
 interface DayRow {
   day: string;
@@ -32,14 +35,17 @@ export function deliveryStatsRoutes(deps: CoreDeps): (router: ConnectRouter) => 
 }
 
 /**
- * GetDeliveryStats: per UTC day, the deliveries created that day by where they stand
- * now (delivered, failed, pending), and the attempts started that day with their
+ * GetDeliveryStats: per UTC day, the deliveries (of one transport, or all) created that
+ * day by where they stand now (delivered, failed, pending), and the attempts started that day with their
  * latency (median, 95th percentile, max; timeouts included, since a receiver that
  * times out is slow). Two grouped aggregates joined onto generate_series.
  */
 export async function getDeliveryStats(deps: CoreDeps, req: GetDeliveryStatsRequest): Promise<GetDeliveryStatsResponse> {
   const serverId = await requireServerId(deps, req.serverId);
   const window = dailyWindow(deps.now(), readWindowSize(req.days, "days", DEFAULT_STATS_DAYS, MAX_STATS_DAYS));
+  // "" (UNSPECIFIED): every transport together.
+  const transport = req.transport === DeliveryTransport.UNSPECIFIED ? "" : TRANSPORT_FROM_PROTO[req.transport];
+  if (transport === undefined) throw new DomainError("invalid_argument", "transport must be callback, votifier or pull");
   const rows = await deps.prisma.$queryRaw<DayRow[]>`
     WITH made AS (
       SELECT date_trunc('day', created_at AT TIME ZONE 'UTC') AS day,
@@ -48,6 +54,7 @@ export async function getDeliveryStats(deps: CoreDeps, req: GetDeliveryStatsRequ
              count(*) FILTER (WHERE status = 'pending') AS pending
       FROM deliveries
       WHERE server_id = ${serverId}::uuid AND created_at >= ${window.from}::timestamptz AND created_at < ${window.to}::timestamptz
+        AND (${transport} = '' OR transport::text = ${transport})
       GROUP BY 1
     ), tried AS (
       SELECT date_trunc('day', a.started_at AT TIME ZONE 'UTC') AS day,
@@ -59,6 +66,7 @@ export async function getDeliveryStats(deps: CoreDeps, req: GetDeliveryStatsRequ
       FROM delivery_attempts a
       JOIN deliveries d ON d.id = a.delivery_id
       WHERE d.server_id = ${serverId}::uuid AND a.started_at >= ${window.from}::timestamptz AND a.started_at < ${window.to}::timestamptz
+        AND (${transport} = '' OR d.transport::text = ${transport})
       GROUP BY 1
     )
     SELECT to_char(series.day, 'YYYY-MM-DD') AS day,

@@ -72,18 +72,24 @@ interface HeartRow {
   streak_day: number | null;
   period: string;
   created_at: Date;
-  delivery_id: string | null;
-  delivery_status: string | null;
-  delivery_attempts: number | null;
-  delivery_last_status_code: number | null;
-  delivery_delivered_at: Date | null;
+}
+
+interface DeliveryRow {
+  id: string;
+  heart_id: string;
+  transport: string;
+  status: string;
+  attempts: number;
+  last_status_code: number | null;
+  delivered_at: Date | null;
 }
 
 /**
  * ListHearts: one server's hearts, newest first, filtered by search text (a part of
  * the username, case-insensitive, or an exact voter identity), verdict and cast
- * time, each with the delivery it produced. Keyset pagination on (created_at, id),
- * so a page never repeats or skips a heart while new ones arrive. One statement.
+ * time, each with the deliveries it produced (one per transport). Keyset pagination on
+ * (created_at, id), so a page never repeats or skips a heart while new ones arrive.
+ * Two set-based statements: the page of hearts, then every delivery of that page.
  */
 export async function listHearts(deps: CoreDeps, req: ListHeartsRequest): Promise<ListHeartsResponse> {
   const serverId = await requireServerId(deps, req.serverId);
@@ -99,11 +105,8 @@ export async function listHearts(deps: CoreDeps, req: ListHeartsRequest): Promis
 
   const rows = await deps.prisma.$queryRaw<HeartRow[]>`
     SELECT h.id::text AS id, h.username, h.voter_identity, h.verdict, h.fraud_score, h.fraud_reasons, h.streak_day,
-           h.period, h.created_at,
-           d.id::text AS delivery_id, d.status::text AS delivery_status, d.attempts AS delivery_attempts,
-           d.last_status_code AS delivery_last_status_code, d.delivered_at AS delivery_delivered_at
+           h.period, h.created_at
     FROM hearts h
-    LEFT JOIN deliveries d ON d.heart_id = h.id AND d.server_id = h.server_id
     WHERE h.server_id = ${serverId}::uuid
       AND (${verdict} = '' OR h.verdict = ${verdict})
       AND (${query} = '' OR h.username ILIKE ${containsPattern(query)} OR h.voter_identity = ${query})
@@ -114,13 +117,24 @@ export async function listHearts(deps: CoreDeps, req: ListHeartsRequest): Promis
 
   const page = rows.slice(0, pageSize);
   const last = page[page.length - 1];
+  const deliveries =
+    page.length === 0
+      ? []
+      : await deps.prisma.$queryRaw<DeliveryRow[]>`
+          SELECT id::text AS id, heart_id::text AS heart_id, transport::text AS transport, status::text AS status, attempts,
+                 last_status_code, delivered_at
+          FROM deliveries
+          WHERE server_id = ${serverId}::uuid AND heart_id = ANY(${page.map((h) => h.id)}::uuid[])
+          ORDER BY transport`;
+  const byHeart = new Map<string, DeliveryRow[]>();
+  for (const d of deliveries) byHeart.set(d.heart_id, [...(byHeart.get(d.heart_id) ?? []), d]);
   return create(ListHeartsResponseSchema, {
-    hearts: page.map(toHeartSummary),
+    hearts: page.map((row) => toHeartSummary(row, byHeart.get(row.id) ?? [])),
     nextPageToken: rows.length > pageSize && last ? encodePageToken({ at: last.created_at, id: last.id }) : "",
   });
 }
 
-function toHeartSummary(row: HeartRow) {
+function toHeartSummary(row: HeartRow, deliveries: DeliveryRow[]) {
   return create(HeartSummarySchema, {
     heartId: row.id,
     username: row.username,
@@ -131,15 +145,15 @@ function toHeartSummary(row: HeartRow) {
     streakDay: row.streak_day ?? 0,
     period: row.period,
     castAt: timestampFromDate(row.created_at),
-    delivery:
-      row.delivery_id === null
-        ? undefined
-        : create(HeartDeliverySchema, {
-            deliveryId: row.delivery_id,
-            status: row.delivery_status ?? "",
-            attempts: row.delivery_attempts ?? 0,
-            lastStatusCode: row.delivery_last_status_code ?? 0,
-            deliveredAt: row.delivery_delivered_at ? timestampFromDate(row.delivery_delivered_at) : undefined,
-          }),
+    deliveries: deliveries.map((d) =>
+      create(HeartDeliverySchema, {
+        deliveryId: d.id,
+        transport: d.transport,
+        status: d.status,
+        attempts: d.attempts,
+        lastStatusCode: d.last_status_code ?? 0,
+        deliveredAt: d.delivered_at ? timestampFromDate(d.delivered_at) : undefined,
+      }),
+    ),
   });
 }

@@ -9,6 +9,7 @@ import anyTest, { type TestFn } from "ava";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { HeartVerdict, type HeartSummary } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
@@ -73,7 +74,7 @@ async function rpcCode(promise: Promise<unknown>): Promise<{ code: Code; message
   throw new Error("the call succeeded");
 }
 
-test.serial("ListHearts: newest first with verdict, fraud score and reasons, streak and the delivery a counted heart produced", async (t) => {
+test.serial("ListHearts: newest first with verdict, fraud score and reasons, streak and the deliveries a counted heart produced (one per transport)", async (t) => {
   const { h, clock } = t.context;
   const serverId = await insertServer(h.db.prisma);
   clock.set("2026-03-08T09:00:00.000Z");
@@ -103,6 +104,21 @@ test.serial("ListHearts: newest first with verdict, fraud score and reasons, str
       deliveredAt: new Date("2026-03-09T09:30:01.000Z"),
     },
   });
+  // The same heart also went out as a Votifier vote (a second transport), which failed.
+  const votifier = await h.db.prisma.delivery.create({
+    data: {
+      serverId,
+      heartId: second.heartId,
+      transport: "votifier",
+      eventType: "heart.counted",
+      username: "Alex",
+      voterIdentity: "acct-alex",
+      period: "2026-03",
+      countedAt: new Date("2026-03-09T09:30:00.000Z"),
+      status: "failed",
+      attempts: 3,
+    },
+  });
 
   const { hearts } = await h.hearts.listHearts({ serverId });
   t.deepEqual(
@@ -110,14 +126,24 @@ test.serial("ListHearts: newest first with verdict, fraud score and reasons, str
     [fraud.heartId, cooldown.heartId, second.heartId, first.heartId],
   );
   const [f, c, s, one] = hearts;
-  t.like(f, { username: "bad<name>", voterIdentity: "acct-bot", verdict: HeartVerdict.FRAUD, fraudScore: 100, streakDay: 0, delivery: undefined });
+  t.like(f, { username: "bad<name>", voterIdentity: "acct-bot", verdict: HeartVerdict.FRAUD, fraudScore: 100, streakDay: 0 });
+  t.deepEqual(f!.deliveries, []);
   t.regex(f!.fraudReasons[0] ?? "", /^username:/);
-  t.like(c, { verdict: HeartVerdict.COOLDOWN, streakDay: 0, delivery: undefined });
+  t.like(c, { verdict: HeartVerdict.COOLDOWN, streakDay: 0 });
+  t.deepEqual(c!.deliveries, []);
   t.like(s, { verdict: HeartVerdict.COUNTED, streakDay: 2, period: "2026-03" });
   t.is(timestampDate(s!.castAt!).toISOString(), "2026-03-09T09:30:00.000Z");
-  t.like(s!.delivery, { deliveryId: delivery.id, status: "delivered", attempts: 1, lastStatusCode: 200 });
-  t.is(timestampDate(s!.delivery!.deliveredAt!).toISOString(), "2026-03-09T09:30:01.000Z");
-  t.like(one, { verdict: HeartVerdict.COUNTED, streakDay: 1, delivery: undefined }, "no delivery row yet: none shown");
+  t.deepEqual(
+    s!.deliveries.map((x) => [x.transport, x.deliveryId, x.status, x.attempts, x.lastStatusCode]),
+    [
+      ["callback", delivery.id, "delivered", 1, 200],
+      ["votifier", votifier.id, "failed", 3, 0],
+    ],
+    "one row per heart, with every transport's delivery",
+  );
+  t.is(timestampDate(s!.deliveries[0]!.deliveredAt!).toISOString(), "2026-03-09T09:30:01.000Z");
+  t.like(one, { verdict: HeartVerdict.COUNTED, streakDay: 1 });
+  t.deepEqual(one!.deliveries, [], "no delivery row yet: none shown");
 });
 
 test.serial("ListHearts: search by part of the username (any case) or an exact voter identity, by verdict and by cast time", async (t) => {
@@ -207,15 +233,22 @@ test.serial("GetHeartStats: hearts per UTC day and per UTC month by verdict, qui
   t.deepEqual(await rpcCode(h.hearts.getHeartStats({ serverId: "00000000-0000-0000-0000-000000000001" })), { code: Code.NotFound, message: "unknown server" });
 });
 
-test.serial("GetDeliveryStats: deliveries per UTC day by outcome, and that day's attempts with latency p50/p95/max", async (t) => {
+test.serial("GetDeliveryStats: deliveries per UTC day by outcome, and that day's attempts with latency p50/p95/max, for one transport or all", async (t) => {
   const { h, clock, stats } = t.context;
   const serverId = await insertServer(h.db.prisma);
   const other = await insertServer(h.db.prisma);
   clock.set("2026-03-10T12:00:00.000Z");
-  const make = async (server: string, createdAt: string, status: "pending" | "delivered" | "failed", latencies: Array<[number, number | null]>) => {
+  const make = async (
+    server: string,
+    createdAt: string,
+    status: "pending" | "delivered" | "failed",
+    latencies: Array<[number, number | null]>,
+    transport: "callback" | "votifier" = "callback",
+  ) => {
     const d = await h.db.prisma.delivery.create({
       data: {
         serverId: server,
+        transport,
         heartId: crypto.randomUUID(),
         eventType: "heart.counted",
         username: "P",
@@ -240,8 +273,12 @@ test.serial("GetDeliveryStats: deliveries per UTC day by outcome, and that day's
   await make(serverId, "2026-03-09T03:00:00.000Z", "failed", [[2000, null], [40, 500]]);
   await make(serverId, "2026-03-10T03:00:00.000Z", "pending", []);
   await make(other, "2026-03-09T03:00:00.000Z", "failed", [[9999, null]]);
+  await make(serverId, "2026-03-09T04:00:00.000Z", "failed", [[7000, null]], "votifier");
 
-  const { days } = await stats.getDeliveryStats({ serverId, days: 3 });
+  const all = await stats.getDeliveryStats({ serverId, days: 3 });
+  const day9 = all.days[1]!;
+  t.deepEqual([Number(day9.failed), Number(day9.attempts), day9.latencyMaxMs], [2, 6, 7000], "every transport together");
+  const { days } = await stats.getDeliveryStats({ serverId, days: 3, transport: DeliveryTransport.CALLBACK });
   t.deepEqual(
     days.map((d) => ({
       day: d.day,
@@ -256,7 +293,7 @@ test.serial("GetDeliveryStats: deliveries per UTC day by outcome, and that day's
     })),
     [
       { day: "2026-03-08", delivered: 0, failed: 0, pending: 0, attempts: 0, ok: 0, p50: 0, p95: 0, max: 0 },
-      // Latencies 10, 30, 40, 500, 2000: median 40, p95 2000 (discrete percentiles), max 2000; the other server's 9999 is not here.
+      // Callbacks only. Latencies 10, 30, 40, 500, 2000: median 40, p95 2000 (discrete percentiles), max 2000; the other server's 9999 is not here.
       { day: "2026-03-09", delivered: 2, failed: 1, pending: 0, attempts: 5, ok: 2, p50: 40, p95: 2000, max: 2000 },
       { day: "2026-03-10", delivered: 0, failed: 0, pending: 1, attempts: 0, ok: 0, p50: 0, p95: 0, max: 0 },
     ],

@@ -91,15 +91,19 @@ function heartRow(h) {
 }
 
 function deliveryCell(h) {
-  if (!h.delivery) return h.verdict === "counted" ? el("span", { class: "muted" }, "not created yet") : "\u2013";
-  const x = h.delivery;
+  if (h.deliveries.length === 0) return h.verdict === "counted" ? el("span", { class: "muted" }, "not created yet") : "\u2013";
+  return el("div", { class: "delivery-list" }, ...h.deliveries.map((x) => deliveryLine(h, x)));
+}
+
+function deliveryLine(h, x) {
   const answer = x.last_status_code === null ? "" : ` \u00b7 HTTP ${x.last_status_code}`;
   return el(
     "span",
-    { class: "delivery-cell" },
+    { class: "delivery-cell", dataset: { transport: x.transport } },
+    el("span", { class: "small" }, x.transport),
     d.badge(x.status, DELIVERY_BADGE[x.status]),
-    el("span", { class: "muted small" }, ` ${x.attempts} attempt${x.attempts === 1 ? "" : "s"}${answer}`),
-    el("button", { type: "button", class: "btn btn-small", onclick: () => d.openDelivery(x.id), "aria-label": `Attempts of the callback for ${h.username}` }, "Attempts"),
+    el("span", { class: "muted small" }, `${x.attempts} attempt${x.attempts === 1 ? "" : "s"}${answer}`),
+    el("button", { type: "button", class: "btn btn-small", onclick: () => d.openDelivery(x.id), "aria-label": `Attempts of the ${x.transport} delivery for ${h.username}` }, "Attempts"),
   );
 }
 
@@ -115,7 +119,7 @@ async function loadTrends() {
   const days = $("trends-days").value;
   const [heartStats, deliveryStats, funnel] = await Promise.all([
     d.api("GET", `${d.serverPath("/stats/hearts")}?days=${days}&months=12`),
-    d.api("GET", `${d.serverPath("/stats/deliveries")}?days=${days}`),
+    d.api("GET", `${d.serverPath("/stats/deliveries")}?days=${days}&transport=${$("trends-transport").value}`),
     d.api("GET", `${d.serverPath("/funnel")}?scope=${$("trends-funnel-scope").value}`),
   ]);
   renderHearts("hearts-daily", heartStats.daily, `last ${days} days`);
@@ -140,15 +144,18 @@ function renderHearts(name, buckets, span) {
   dataTable(`data-${name}`, ["Period", "Counted", "Cooldown", "Fraud"], buckets.map((b) => [b.bucket, b.counted, b.cooldown, b.fraud]));
 }
 
+const TRANSPORT_NAMES = { callback: "Reward callbacks", votifier: "Votifier votes", pull: "Pull API claims", all: "Deliveries (all transports)" };
+
 function renderDeliveries(days, span) {
+  const what = TRANSPORT_NAMES[$("trends-transport").value];
   drawChart("chart-deliveries", {
     type: "bar",
     data: {
       labels: days.map((x) => x.day),
       datasets: ["delivered", "failed", "pending"].map((status) => ({ label: status, data: days.map((x) => x[status]), backgroundColor: COLORS[status], stack: "deliveries" })),
     },
-    options: stackedOptions("callbacks"),
-  }, `Reward callbacks, last ${span} days: ${sum(days, "delivered")} delivered, ${sum(days, "failed")} failed, ${sum(days, "pending")} pending.`);
+    options: stackedOptions("deliveries"),
+  }, `${what}, last ${span} days: ${sum(days, "delivered")} delivered, ${sum(days, "failed")} failed, ${sum(days, "pending")} pending.`);
   dataTable("data-deliveries", ["Day", "Delivered", "Failed", "Pending", "Attempts", "2xx answers"], days.map((x) => [x.day, x.delivered, x.failed, x.pending, x.attempts, x.attempts_ok]));
 }
 
@@ -216,5 +223,6 @@ function dataTable(containerId, headers, rows) {
 }
 
 $("trends-days").addEventListener("change", () => d.run(null, loadTrends));
+$("trends-transport").addEventListener("change", () => d.run(null, loadTrends));
 $("trends-funnel-scope").addEventListener("change", () => d.run(null, loadTrends));
 $("refresh-trends").addEventListener("click", (event) => d.run(event.target, loadTrends));

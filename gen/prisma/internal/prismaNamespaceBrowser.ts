@@ -90,6 +90,11 @@ export const ServerScalarFieldEnum = {
   standardWebhooks: 'standardWebhooks',
   callbackDisabledAt: 'callbackDisabledAt',
   callbackDisabledReason: 'callbackDisabledReason',
+  votifierHost: 'votifierHost',
+  votifierPort: 'votifierPort',
+  votifierServiceName: 'votifierServiceName',
+  votifierToken: 'votifierToken',
+  pullEnabled: 'pullEnabled',
   createdAt: 'createdAt'
 } as const
 
@@ -225,6 +230,7 @@ export const DeliveryScalarFieldEnum = {
   id: 'id',
   serverId: 'serverId',
   heartId: 'heartId',
+  transport: 'transport',
   eventType: 'eventType',
   username: 'username',
   voterIdentity: 'voterIdentity',

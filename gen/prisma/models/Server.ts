@@ -20,8 +20,18 @@ export type ServerModel = runtime.Types.Result.DefaultSelection<Prisma.$ServerPa
 
 export type AggregateServer = {
   _count: ServerCountAggregateOutputType | null
+  _avg: ServerAvgAggregateOutputType | null
+  _sum: ServerSumAggregateOutputType | null
   _min: ServerMinAggregateOutputType | null
   _max: ServerMaxAggregateOutputType | null
+}
+
+export type ServerAvgAggregateOutputType = {
+  votifierPort: number | null
+}
+
+export type ServerSumAggregateOutputType = {
+  votifierPort: number | null
 }
 
 export type ServerMinAggregateOutputType = {
@@ -33,6 +43,11 @@ export type ServerMinAggregateOutputType = {
   standardWebhooks: boolean | null
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
+  votifierHost: string | null
+  votifierPort: number | null
+  votifierServiceName: string | null
+  votifierToken: string | null
+  pullEnabled: boolean | null
   createdAt: Date | null
 }
 
@@ -45,6 +60,11 @@ export type ServerMaxAggregateOutputType = {
   standardWebhooks: boolean | null
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
+  votifierHost: string | null
+  votifierPort: number | null
+  votifierServiceName: string | null
+  votifierToken: string | null
+  pullEnabled: boolean | null
   createdAt: Date | null
 }
 
@@ -57,10 +77,23 @@ export type ServerCountAggregateOutputType = {
   standardWebhooks: number
   callbackDisabledAt: number
   callbackDisabledReason: number
+  votifierHost: number
+  votifierPort: number
+  votifierServiceName: number
+  votifierToken: number
+  pullEnabled: number
   createdAt: number
   _all: number
 }
 
+
+export type ServerAvgAggregateInputType = {
+  votifierPort?: true
+}
+
+export type ServerSumAggregateInputType = {
+  votifierPort?: true
+}
 
 export type ServerMinAggregateInputType = {
   id?: true
@@ -71,6 +104,11 @@ export type ServerMinAggregateInputType = {
   standardWebhooks?: true
   callbackDisabledAt?: true
   callbackDisabledReason?: true
+  votifierHost?: true
+  votifierPort?: true
+  votifierServiceName?: true
+  votifierToken?: true
+  pullEnabled?: true
   createdAt?: true
 }
 
@@ -83,6 +121,11 @@ export type ServerMaxAggregateInputType = {
   standardWebhooks?: true
   callbackDisabledAt?: true
   callbackDisabledReason?: true
+  votifierHost?: true
+  votifierPort?: true
+  votifierServiceName?: true
+  votifierToken?: true
+  pullEnabled?: true
   createdAt?: true
 }
 
@@ -95,6 +138,11 @@ export type ServerCountAggregateInputType = {
   standardWebhooks?: true
   callbackDisabledAt?: true
   callbackDisabledReason?: true
+  votifierHost?: true
+  votifierPort?: true
+  votifierServiceName?: true
+  votifierToken?: true
+  pullEnabled?: true
   createdAt?: true
   _all?: true
 }
@@ -137,6 +185,18 @@ export type ServerAggregateArgs<ExtArgs extends runtime.Types.Extensions.Interna
   /**
    * {@link https://www.prisma.io/docs/concepts/components/prisma-client/aggregations Aggregation Docs}
    * 
+   * Select which fields to average
+  **/
+  _avg?: ServerAvgAggregateInputType
+  /**
+   * {@link https://www.prisma.io/docs/concepts/components/prisma-client/aggregations Aggregation Docs}
+   * 
+   * Select which fields to sum
+  **/
+  _sum?: ServerSumAggregateInputType
+  /**
+   * {@link https://www.prisma.io/docs/concepts/components/prisma-client/aggregations Aggregation Docs}
+   * 
    * Select which fields to find the minimum value
   **/
   _min?: ServerMinAggregateInputType
@@ -167,6 +227,8 @@ export type ServerGroupByArgs<ExtArgs extends runtime.Types.Extensions.InternalA
   take?: number
   skip?: number
   _count?: ServerCountAggregateInputType | true
+  _avg?: ServerAvgAggregateInputType
+  _sum?: ServerSumAggregateInputType
   _min?: ServerMinAggregateInputType
   _max?: ServerMaxAggregateInputType
 }
@@ -180,8 +242,15 @@ export type ServerGroupByOutputType = {
   standardWebhooks: boolean
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
+  votifierHost: string | null
+  votifierPort: number | null
+  votifierServiceName: string | null
+  votifierToken: string | null
+  pullEnabled: boolean
   createdAt: Date
   _count: ServerCountAggregateOutputType | null
+  _avg: ServerAvgAggregateOutputType | null
+  _sum: ServerSumAggregateOutputType | null
   _min: ServerMinAggregateOutputType | null
   _max: ServerMaxAggregateOutputType | null
 }
@@ -213,6 +282,11 @@ export type ServerWhereInput = {
   standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
+  votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
+  pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
@@ -229,6 +303,11 @@ export type ServerOrderByWithRelationInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierHost?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierPort?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   secrets?: Prisma.ServerSecretOrderByRelationAggregateInput
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
@@ -248,6 +327,11 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
+  votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
+  pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
@@ -264,10 +348,17 @@ export type ServerOrderByWithAggregationInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierHost?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierPort?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   _count?: Prisma.ServerCountOrderByAggregateInput
+  _avg?: Prisma.ServerAvgOrderByAggregateInput
   _max?: Prisma.ServerMaxOrderByAggregateInput
   _min?: Prisma.ServerMinOrderByAggregateInput
+  _sum?: Prisma.ServerSumOrderByAggregateInput
 }
 
 export type ServerScalarWhereWithAggregatesInput = {
@@ -282,6 +373,11 @@ export type ServerScalarWhereWithAggregatesInput = {
   standardWebhooks?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  votifierHost?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  votifierPort?: Prisma.IntNullableWithAggregatesFilter<"Server"> | number | null
+  votifierServiceName?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  votifierToken?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  pullEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Server"> | Date | string
 }
 
@@ -294,6 +390,11 @@ export type ServerCreateInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -310,6 +411,11 @@ export type ServerUncheckedCreateInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -326,6 +432,11 @@ export type ServerUpdateInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -342,6 +453,11 @@ export type ServerUncheckedUpdateInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -358,6 +474,11 @@ export type ServerCreateManyInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
 }
 
@@ -370,6 +491,11 @@ export type ServerUpdateManyMutationInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -382,6 +508,11 @@ export type ServerUncheckedUpdateManyInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -394,7 +525,16 @@ export type ServerCountOrderByAggregateInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
+  votifierHost?: Prisma.SortOrder
+  votifierPort?: Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrder
+  votifierToken?: Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+}
+
+export type ServerAvgOrderByAggregateInput = {
+  votifierPort?: Prisma.SortOrder
 }
 
 export type ServerMaxOrderByAggregateInput = {
@@ -406,6 +546,11 @@ export type ServerMaxOrderByAggregateInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
+  votifierHost?: Prisma.SortOrder
+  votifierPort?: Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrder
+  votifierToken?: Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
 
@@ -418,7 +563,16 @@ export type ServerMinOrderByAggregateInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
+  votifierHost?: Prisma.SortOrder
+  votifierPort?: Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrder
+  votifierToken?: Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+}
+
+export type ServerSumOrderByAggregateInput = {
+  votifierPort?: Prisma.SortOrder
 }
 
 export type ServerScalarRelationFilter = {
@@ -440,6 +594,14 @@ export type NullableStringFieldUpdateOperationsInput = {
 
 export type NullableDateTimeFieldUpdateOperationsInput = {
   set?: Date | string | null
+}
+
+export type NullableIntFieldUpdateOperationsInput = {
+  set?: number | null
+  increment?: number
+  decrement?: number
+  multiply?: number
+  divide?: number
 }
 
 export type DateTimeFieldUpdateOperationsInput = {
@@ -511,6 +673,11 @@ export type ServerCreateWithoutSecretsInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -526,6 +693,11 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -557,6 +729,11 @@ export type ServerUpdateWithoutSecretsInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -572,6 +749,11 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -587,6 +769,11 @@ export type ServerCreateWithoutClicksInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -602,6 +789,11 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -633,6 +825,11 @@ export type ServerUpdateWithoutClicksInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -648,6 +845,11 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -663,6 +865,11 @@ export type ServerCreateWithoutReferralsInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -678,6 +885,11 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -709,6 +921,11 @@ export type ServerUpdateWithoutReferralsInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -724,6 +941,11 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -739,6 +961,11 @@ export type ServerCreateWithoutDeliveriesInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -754,6 +981,11 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -785,6 +1017,11 @@ export type ServerUpdateWithoutDeliveriesInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -800,6 +1037,11 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -873,6 +1115,11 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   standardWebhooks?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
+  votifierHost?: boolean
+  votifierPort?: boolean
+  votifierServiceName?: boolean
+  votifierToken?: boolean
+  pullEnabled?: boolean
   createdAt?: boolean
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
@@ -890,6 +1137,11 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   standardWebhooks?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
+  votifierHost?: boolean
+  votifierPort?: boolean
+  votifierServiceName?: boolean
+  votifierToken?: boolean
+  pullEnabled?: boolean
   createdAt?: boolean
 }, ExtArgs["result"]["server"]>
 
@@ -902,6 +1154,11 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   standardWebhooks?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
+  votifierHost?: boolean
+  votifierPort?: boolean
+  votifierServiceName?: boolean
+  votifierToken?: boolean
+  pullEnabled?: boolean
   createdAt?: boolean
 }, ExtArgs["result"]["server"]>
 
@@ -914,10 +1171,15 @@ export type ServerSelectScalar = {
   standardWebhooks?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
+  votifierHost?: boolean
+  votifierPort?: boolean
+  votifierServiceName?: boolean
+  votifierToken?: boolean
+  pullEnabled?: boolean
   createdAt?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "callbackDisabledAt" | "callbackDisabledReason" | "createdAt", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
@@ -945,6 +1207,20 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
     standardWebhooks: boolean
     callbackDisabledAt: Date | null
     callbackDisabledReason: string | null
+    /**
+     * Votifier v2 transport: set when the host is set (with port, service name and token).
+     */
+    votifierHost: string | null
+    votifierPort: number | null
+    votifierServiceName: string | null
+    /**
+     * The Votifier token, sealed with SECRETS_KEY (AES-256-GCM); never returned by any RPC.
+     */
+    votifierToken: string | null
+    /**
+     * Counted hearts are also kept for the owner's signed pull API (claimed by heart_id).
+     */
+    pullEnabled: boolean
     createdAt: Date
   }, ExtArgs["result"]["server"]>
   composites: {}
@@ -1381,6 +1657,11 @@ export interface ServerFieldRefs {
   readonly standardWebhooks: Prisma.FieldRef<"Server", 'Boolean'>
   readonly callbackDisabledAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly callbackDisabledReason: Prisma.FieldRef<"Server", 'String'>
+  readonly votifierHost: Prisma.FieldRef<"Server", 'String'>
+  readonly votifierPort: Prisma.FieldRef<"Server", 'Int'>
+  readonly votifierServiceName: Prisma.FieldRef<"Server", 'String'>
+  readonly votifierToken: Prisma.FieldRef<"Server", 'String'>
+  readonly pullEnabled: Prisma.FieldRef<"Server", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Server", 'DateTime'>
 }
     

@@ -4,13 +4,15 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { DeliveryTransport } from "./delivery_pb.js";
+import { file_delivery_v1_delivery } from "./delivery_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file delivery/v1/delivery_stats.proto.
  */
 export const file_delivery_v1_delivery_stats: GenFile = /*@__PURE__*/
-  fileDesc("CiBkZWxpdmVyeS92MS9kZWxpdmVyeV9zdGF0cy5wcm90bxILZGVsaXZlcnkudjEiOgoXR2V0RGVsaXZlcnlTdGF0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgwKBGRheXMYAiABKAUiRwoYR2V0RGVsaXZlcnlTdGF0c1Jlc3BvbnNlEisKBGRheXMYASADKAsyHS5kZWxpdmVyeS52MS5EZWxpdmVyeURheVN0YXRzIsIBChBEZWxpdmVyeURheVN0YXRzEgsKA2RheRgBIAEoCRIRCglkZWxpdmVyZWQYAiABKAMSDgoGZmFpbGVkGAMgASgDEg8KB3BlbmRpbmcYBCABKAMSEAoIYXR0ZW1wdHMYBSABKAMSEwoLYXR0ZW1wdHNfb2sYBiABKAMSFgoObGF0ZW5jeV9wNTBfbXMYByABKAUSFgoObGF0ZW5jeV9wOTVfbXMYCCABKAUSFgoObGF0ZW5jeV9tYXhfbXMYCSABKAUydwoURGVsaXZlcnlTdGF0c1NlcnZpY2USXwoQR2V0RGVsaXZlcnlTdGF0cxIkLmRlbGl2ZXJ5LnYxLkdldERlbGl2ZXJ5U3RhdHNSZXF1ZXN0GiUuZGVsaXZlcnkudjEuR2V0RGVsaXZlcnlTdGF0c1Jlc3BvbnNlYgZwcm90bzM");
+  fileDesc("CiBkZWxpdmVyeS92MS9kZWxpdmVyeV9zdGF0cy5wcm90bxILZGVsaXZlcnkudjEibQoXR2V0RGVsaXZlcnlTdGF0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgwKBGRheXMYAiABKAUSMQoJdHJhbnNwb3J0GAMgASgOMh4uZGVsaXZlcnkudjEuRGVsaXZlcnlUcmFuc3BvcnQiRwoYR2V0RGVsaXZlcnlTdGF0c1Jlc3BvbnNlEisKBGRheXMYASADKAsyHS5kZWxpdmVyeS52MS5EZWxpdmVyeURheVN0YXRzIsIBChBEZWxpdmVyeURheVN0YXRzEgsKA2RheRgBIAEoCRIRCglkZWxpdmVyZWQYAiABKAMSDgoGZmFpbGVkGAMgASgDEg8KB3BlbmRpbmcYBCABKAMSEAoIYXR0ZW1wdHMYBSABKAMSEwoLYXR0ZW1wdHNfb2sYBiABKAMSFgoObGF0ZW5jeV9wNTBfbXMYByABKAUSFgoObGF0ZW5jeV9wOTVfbXMYCCABKAUSFgoObGF0ZW5jeV9tYXhfbXMYCSABKAUydwoURGVsaXZlcnlTdGF0c1NlcnZpY2USXwoQR2V0RGVsaXZlcnlTdGF0cxIkLmRlbGl2ZXJ5LnYxLkdldERlbGl2ZXJ5U3RhdHNSZXF1ZXN0GiUuZGVsaXZlcnkudjEuR2V0RGVsaXZlcnlTdGF0c1Jlc3BvbnNlYgZwcm90bzM", [file_delivery_v1_delivery]);
 
 /**
  * @generated from message delivery.v1.GetDeliveryStatsRequest
@@ -27,6 +29,13 @@ export type GetDeliveryStatsRequest = Message<"delivery.v1.GetDeliveryStatsReque
    * @generated from field: int32 days = 2;
    */
   days: number;
+
+  /**
+   * One transport's deliveries; UNSPECIFIED for every transport together.
+   *
+   * @generated from field: delivery.v1.DeliveryTransport transport = 3;
+   */
+  transport: DeliveryTransport;
 };
 
 /**

@@ -9,6 +9,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
 import type { DeliveryRouteDeps } from "../../services/delivery/routes.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import type { FraudRules } from "../../services/hearts/domain/fraud-rules.js";
@@ -42,6 +43,7 @@ export interface Harness {
   deps: CoreDeps & DeliveryRouteDeps;
   hearts: Client<typeof HeartService>;
   delivery: Client<typeof DeliveryService>;
+  operator: Client<typeof OperatorService>;
   close(): Promise<void>;
 }
 
@@ -73,6 +75,7 @@ export async function startHarness(
     deps,
     hearts: createClient(HeartService, transport),
     delivery: createClient(DeliveryService, transport),
+    operator: createClient(OperatorService, transport),
     async close() {
       await server.close();
       await db.drop();

@@ -409,7 +409,8 @@ export const ModelName = {
   OutboxMessage: 'OutboxMessage',
   DeadLetter: 'DeadLetter',
   Delivery: 'Delivery',
-  DeliveryAttempt: 'DeliveryAttempt'
+  DeliveryAttempt: 'DeliveryAttempt',
+  SecretsKeyCheck: 'SecretsKeyCheck'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -425,7 +426,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "secretsKeyCheck"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -1391,6 +1392,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    SecretsKeyCheck: {
+      payload: Prisma.$SecretsKeyCheckPayload<ExtArgs>
+      fields: Prisma.SecretsKeyCheckFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.SecretsKeyCheckFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.SecretsKeyCheckFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        findFirst: {
+          args: Prisma.SecretsKeyCheckFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.SecretsKeyCheckFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        findMany: {
+          args: Prisma.SecretsKeyCheckFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>[]
+        }
+        create: {
+          args: Prisma.SecretsKeyCheckCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        createMany: {
+          args: Prisma.SecretsKeyCheckCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.SecretsKeyCheckCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>[]
+        }
+        delete: {
+          args: Prisma.SecretsKeyCheckDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        update: {
+          args: Prisma.SecretsKeyCheckUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        deleteMany: {
+          args: Prisma.SecretsKeyCheckDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.SecretsKeyCheckUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.SecretsKeyCheckUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>[]
+        }
+        upsert: {
+          args: Prisma.SecretsKeyCheckUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        aggregate: {
+          args: Prisma.SecretsKeyCheckAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateSecretsKeyCheck>
+        }
+        groupBy: {
+          args: Prisma.SecretsKeyCheckGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.SecretsKeyCheckGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.SecretsKeyCheckCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.SecretsKeyCheckCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -1631,6 +1706,15 @@ export const DeliveryAttemptScalarFieldEnum = {
 } as const
 
 export type DeliveryAttemptScalarFieldEnum = (typeof DeliveryAttemptScalarFieldEnum)[keyof typeof DeliveryAttemptScalarFieldEnum]
+
+
+export const SecretsKeyCheckScalarFieldEnum = {
+  id: 'id',
+  sealed: 'sealed',
+  createdAt: 'createdAt'
+} as const
+
+export type SecretsKeyCheckScalarFieldEnum = (typeof SecretsKeyCheckScalarFieldEnum)[keyof typeof SecretsKeyCheckScalarFieldEnum]
 
 
 export const SortOrder = {
@@ -1973,6 +2057,7 @@ export type GlobalOmitConfig = {
   deadLetter?: Prisma.DeadLetterOmit
   delivery?: Prisma.DeliveryOmit
   deliveryAttempt?: Prisma.DeliveryAttemptOmit
+  secretsKeyCheck?: Prisma.SecretsKeyCheckOmit
 }
 
 /* Types for Logging */

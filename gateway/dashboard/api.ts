@@ -4,6 +4,10 @@ import type { DashboardClients } from "./clients.js";
 import {
   DELIVERY_STATUS_FILTER,
   DELIVERY_TRANSPORT_FILTER,
+  HEART_VERDICT_FILTER,
+  toDeliveryDayJson,
+  toHeartJson,
+  toHeartStatsJson,
   toAttemptJson,
   toDeliveryJson,
   toExchangeJson,
@@ -222,6 +226,38 @@ const ROUTES: readonly Route[] = [
     return { body: { delivery: toDeliveryJson(delivery) } };
   }),
 
+  // Hearts of one server, and the charts (Trends tab)
+  route("GET", "/servers/:serverId/hearts", async ({ clients }, { params, query, call }) => {
+    const verdict = HEART_VERDICT_FILTER[query.get("verdict") ?? ""];
+    if (verdict === undefined) throw new ApiError(400, "verdict must be one of all|counted|cooldown|fraud");
+    const from = readDay(query, "from");
+    const to = readDay(query, "to");
+    const page = await clients.hearts.listHearts(
+      {
+        serverId: params.serverId,
+        query: query.get("q") ?? "",
+        verdict,
+        since: from ? timestampFromDate(from) : undefined,
+        // `to` is an inclusive UTC day: hearts before the next midnight.
+        until: to ? timestampFromDate(new Date(to.getTime() + DAY_MS)) : undefined,
+        pageSize: readCount(query, "page_size"),
+        pageToken: query.get("page_token") ?? "",
+      },
+      call,
+    );
+    return { body: { hearts: page.hearts.map(toHeartJson), next_page_token: page.nextPageToken || null } };
+  }),
+  route("GET", "/servers/:serverId/stats/hearts", async ({ clients }, { params, query, call }) => {
+    const stats = await clients.hearts.getHeartStats({ serverId: params.serverId, days: readCount(query, "days"), months: readCount(query, "months") }, call);
+    return { body: toHeartStatsJson(stats) };
+  }),
+  route("GET", "/servers/:serverId/stats/deliveries", async ({ clients }, { params, query, call }) => {
+    const transport = DELIVERY_TRANSPORT_FILTER[query.get("transport") ?? ""];
+    if (transport === undefined) throw new ApiError(400, "transport must be one of all|callback|votifier|pull");
+    const { days } = await clients.deliveryStats.getDeliveryStats({ serverId: params.serverId, days: readCount(query, "days"), transport }, call);
+    return { body: { days: days.map(toDeliveryDayJson) } };
+  }),
+
   // Hearts
   route("GET", "/hearts/ranking", async ({ clients }, { query, call }) => {
     const period = query.get("period") ?? "";
@@ -334,4 +370,23 @@ function readScope(query: URLSearchParams, now: Date): { scope: "all" | "month";
   if (scope === "all") return { scope, period: "" };
   if (scope === "month") return { scope, period: now.toISOString().slice(0, 7) };
   throw new ApiError(400, "scope must be all or month");
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** An optional `YYYY-MM-DD` query parameter (a UTC day) as its midnight; 400 when malformed. */
+function readDay(query: URLSearchParams, name: string): Date | undefined {
+  const value = query.get(name) ?? "";
+  if (value === "") return undefined;
+  const day = /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(value) ? new Date(`${value}T00:00:00.000Z`) : undefined;
+  if (!day || Number.isNaN(day.getTime()) || day.toISOString().slice(0, 10) !== value) throw new ApiError(400, `${name} must be a date (YYYY-MM-DD)`);
+  return day;
+}
+
+/** An optional non-negative integer query parameter (0 when absent: the service's default); 400 otherwise. */
+function readCount(query: URLSearchParams, name: string): number {
+  const value = query.get(name) ?? "";
+  if (value === "") return 0;
+  if (!/^[0-9]{1,6}$/.test(value)) throw new ApiError(400, `${name} must be a non-negative integer`);
+  return Number(value);
 }

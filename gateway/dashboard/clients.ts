@@ -1,6 +1,7 @@
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
@@ -11,10 +12,11 @@ export interface DashboardClients {
   referral: Client<typeof ReferralService>;
   hearts: Client<typeof HeartService>;
   delivery: Client<typeof DeliveryService>;
+  deliveryStats: Client<typeof DeliveryStatsService>;
 }
 
 /**
- * Creates the four Connect clients over one HTTP/2 transport (the referral
+ * Creates the Connect clients over one HTTP/2 transport (the referral
  * service speaks HTTP/2 only); the session is shared and reconnects on its own.
  */
 export function createDashboardClients(baseUrl: string): DashboardClients {
@@ -24,5 +26,6 @@ export function createDashboardClients(baseUrl: string): DashboardClients {
     referral: createClient(ReferralService, transport),
     hearts: createClient(HeartService, transport),
     delivery: createClient(DeliveryService, transport),
+    deliveryStats: createClient(DeliveryStatsService, transport),
   };
 }

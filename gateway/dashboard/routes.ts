@@ -1,4 +1,6 @@
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../../services/shared/log.js";
 import { declaresTooLarge, readRawBody } from "../raw-body.js";
@@ -6,6 +8,7 @@ import { REQUEST_ID_HEADER } from "../request-id.js";
 import { DASHBOARD_RPC_TIMEOUT_MS, TEST_SEND_RPC_TIMEOUT_MS, matchApiRoute, toApiError, type ApiRequest } from "./api.js";
 import { isAuthorized } from "./auth.js";
 import type { DashboardClients } from "./clients.js";
+import { SIGNATURE_RULES } from "./signature-rules.js";
 
 /** Where the page lives. */
 export const DASHBOARD_PATH = "/dashboard";
@@ -16,7 +19,7 @@ export const MAX_DASHBOARD_BODY_BYTES = 16_384;
 
 /** What the dashboard needs; built in gateway/main.ts, scripts/start.ts or a test. */
 export interface DashboardDeps {
-  /** Clients of the four internal services (structurally the same as the test stack's ServiceClients). */
+  /** Clients of the internal services (structurally the same as the test stack's ServiceClients). */
   clients: DashboardClients;
   /** DASHBOARD_TOKEN; empty or undefined disables the dashboard (its paths answer 404). */
   token: string | undefined;
@@ -32,12 +35,27 @@ interface StaticAsset {
 
 const readStatic = (name: string) => readFileSync(new URL(`./static/${name}`, import.meta.url));
 
-/** The page and its two assets: plain files, no build step, nothing from outside. */
+/**
+ * Chart.js's self-contained browser build, served by the gateway itself (no CDN). Resolved
+ * through Node's module resolution, so it is found from the sources and from a compiled build.
+ */
+const readChartJs = () => readFileSync(join(dirname(createRequire(import.meta.url).resolve("chart.js")), "chart.umd.min.js"));
+
+const JS = "text/javascript; charset=utf-8";
+
+/** The page and its assets: plain files, no build step, nothing from outside. */
 const ASSETS: ReadonlyMap<string, StaticAsset> = new Map([
   [DASHBOARD_PATH, { contentType: "text/html; charset=utf-8", body: readStatic("index.html") }],
   [`${DASHBOARD_PATH}/`, { contentType: "text/html; charset=utf-8", body: readStatic("index.html") }],
-  [`${DASHBOARD_PATH}/app.js`, { contentType: "text/javascript; charset=utf-8", body: readStatic("app.js") }],
+  [`${DASHBOARD_PATH}/app.js`, { contentType: JS, body: readStatic("app.js") }],
   [`${DASHBOARD_PATH}/app.css`, { contentType: "text/css; charset=utf-8", body: readStatic("app.css") }],
+  // Hearts list, charts and the signature debugger: ES modules beside app.js.
+  [`${DASHBOARD_PATH}/insights.js`, { contentType: JS, body: readStatic("insights.js") }],
+  [`${DASHBOARD_PATH}/signature-debugger.js`, { contentType: JS, body: readStatic("signature-debugger.js") }],
+  [`${DASHBOARD_PATH}/signature-check.js`, { contentType: JS, body: readStatic("signature-check.js") }],
+  [`${DASHBOARD_PATH}/hmac-sha256.js`, { contentType: JS, body: readStatic("hmac-sha256.js") }],
+  [`${DASHBOARD_PATH}/signature-rules.json`, { contentType: "application/json", body: Buffer.from(JSON.stringify(SIGNATURE_RULES)) }],
+  [`${DASHBOARD_PATH}/vendor/chart.umd.min.js`, { contentType: JS, body: readChartJs() }],
 ]);
 
 /** Same-origin only: no inline script, nothing from another host, no framing. */
@@ -62,7 +80,8 @@ const SECURITY_HEADERS = {
 /**
  * The server owners' dashboard, mounted on the gateway through `extraRoutes`:
  *
- * - `GET /dashboard` (plus `/dashboard/app.js`, `/dashboard/app.css`): the single page.
+ * - `GET /dashboard` (plus its scripts, styles, `signature-rules.json` and the vendored
+ *   Chart.js): the single page. Public: they hold no data.
  * - `/dashboard/api/...`: the JSON API the page calls; each call needs
  *   `Authorization: Bearer <DASHBOARD_TOKEN>` (constant-time compare), else 401.
  *

@@ -1,8 +1,10 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { DeliveryStatus, DeliveryTransport, type Delivery, type DeliveryAttempt, type ExchangeReport, type VoteReport } from "../../gen/proto/delivery/v1/delivery_pb.js";
-import type { RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import type { DeliveryDayStats } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
+import { HeartVerdict, type GetHeartStatsResponse, type HeartCountBucket, type HeartSummary, type RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { SecretInfo, Server } from "../../gen/proto/servers/v1/servers_pb.js";
+import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../../services/hearts/list-hearts.js";
 
 /**
  * Proto messages -> the dashboard API's JSON (snake_case, ISO 8601 times, null
@@ -170,4 +172,55 @@ export function toLeaderboardJson(e: LeaderboardEntry) {
 /** One server in the hearts ranking, with its name when the dashboard knows it. */
 export function toRankingJson(e: RankingEntry, names: ReadonlyMap<string, string>) {
   return { rank: e.rank, server_id: e.serverId, server_name: names.get(e.serverId) ?? null, hearts: Number(e.hearts) };
+}
+
+/** The API's verdict filter -> the proto enum (UNSPECIFIED = all). */
+export const HEART_VERDICT_FILTER: Record<string, HeartVerdict> = { "": HeartVerdict.UNSPECIFIED, all: HeartVerdict.UNSPECIFIED, ...VERDICT_TO_PROTO };
+
+/** One cast heart with its verdict and the deliveries it produced (one per transport). */
+export function toHeartJson(h: HeartSummary) {
+  return {
+    heart_id: h.heartId,
+    username: h.username,
+    voter_identity: h.voterIdentity,
+    verdict: VERDICT_FROM_PROTO[h.verdict] || "unknown",
+    fraud_score: h.fraudScore,
+    fraud_reasons: h.fraudReasons,
+    streak_day: h.streakDay === 0 ? null : h.streakDay,
+    period: h.period,
+    cast_at: toIso(h.castAt),
+    deliveries: h.deliveries.map((d) => ({
+      id: d.deliveryId,
+      transport: d.transport,
+      status: d.status,
+      attempts: d.attempts,
+      last_status_code: d.lastStatusCode === 0 ? null : d.lastStatusCode,
+      delivered_at: toIso(d.deliveredAt),
+    })),
+  };
+}
+
+function toHeartBucketJson(b: HeartCountBucket) {
+  return { bucket: b.bucket, counted: Number(b.counted), cooldown: Number(b.cooldown), fraud: Number(b.fraud) };
+}
+
+/** Hearts per UTC day and month by verdict. */
+export function toHeartStatsJson(s: GetHeartStatsResponse) {
+  return { daily: s.daily.map(toHeartBucketJson), monthly: s.monthly.map(toHeartBucketJson) };
+}
+
+/** One UTC day of deliveries by outcome, with that day's attempt latency (null without attempts). */
+export function toDeliveryDayJson(d: DeliveryDayStats) {
+  const attempts = Number(d.attempts);
+  return {
+    day: d.day,
+    delivered: Number(d.delivered),
+    failed: Number(d.failed),
+    pending: Number(d.pending),
+    attempts,
+    attempts_ok: Number(d.attemptsOk),
+    latency_p50_ms: attempts === 0 ? null : d.latencyP50Ms,
+    latency_p95_ms: attempts === 0 ? null : d.latencyP95Ms,
+    latency_max_ms: attempts === 0 ? null : d.latencyMaxMs,
+  };
 }

@@ -61,7 +61,8 @@ const STATUS_FROM_PROTO: Partial<Record<DeliveryStatus, "pending" | "delivered" 
   [DeliveryStatus.FAILED]: "failed",
 };
 const TRANSPORT_TO_PROTO = { callback: DeliveryTransport.CALLBACK, votifier: DeliveryTransport.VOTIFIER, pull: DeliveryTransport.PULL } as const;
-const TRANSPORT_FROM_PROTO: Partial<Record<DeliveryTransport, "callback" | "votifier" | "pull">> = {
+/** The proto transport -> the stored transport name (undefined for UNSPECIFIED). */
+export const TRANSPORT_FROM_PROTO: Partial<Record<DeliveryTransport, "callback" | "votifier" | "pull">> = {
   [DeliveryTransport.CALLBACK]: "callback",
   [DeliveryTransport.VOTIFIER]: "votifier",
   [DeliveryTransport.PULL]: "pull",

@@ -19,6 +19,8 @@ import { DEFAULT_FRAUD_RULES, type FraudRules } from "./domain/fraud-rules.js";
 import { toVoterAddress } from "./domain/ip.js";
 import { fraudWindows, scoreHeart } from "./domain/score-heart.js";
 import { HEART_COOLDOWN_MS, isPeriod, periodOf } from "./domain/streak.js";
+import { getHeartStats } from "./heart-stats.js";
+import { listHearts } from "./list-hearts.js";
 import { countFraudSignals, countHeart, readRanking, recordFraudHeart, serverExists, type HeartRecord } from "./store.js";
 
 /** What HeartService needs: the core deps and, optionally, a fraud rule set (defaults otherwise). */
@@ -30,13 +32,15 @@ export const MAX_RANKING_LIMIT = 1000;
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** Registers HeartService (CastHeart, GetRanking) on a Connect router. */
+/** Registers HeartService (CastHeart, GetRanking, ListHearts, GetHeartStats) on a Connect router. */
 export function heartRoutes(deps: HeartRouteDeps): (router: ConnectRouter) => void {
   const rules = deps.fraudRules ?? DEFAULT_FRAUD_RULES;
   return (router) => {
     router.service(HeartService, {
       castHeart: (req) => castHeart(deps, rules, req),
       getRanking: (req) => getRanking(deps, req),
+      listHearts: (req) => listHearts(deps, req),
+      getHeartStats: (req) => getHeartStats(deps, req),
     });
   };
 }

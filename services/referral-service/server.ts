@@ -11,6 +11,7 @@ import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
 import { operatorRoutes } from "../operator/routes.js";
+import { deliveryStatsRoutes } from "../delivery/delivery-stats.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 
 /** Everything the referral service's RPCs need. */
@@ -28,6 +29,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     heartRoutes(deps)(router);
     deliveryRoutes(deps)(router);
     operatorRoutes(deps)(router);
+    deliveryStatsRoutes(deps)(router);
   };
 }
 

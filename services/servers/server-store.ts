@@ -19,6 +19,18 @@ export async function getServer(deps: CoreDeps, serverId: string): Promise<Serve
   return server;
 }
 
+/**
+ * The trimmed id of an existing server: InvalidArgument `server_id is required` when
+ * empty, 404 `unknown server` when no such server. For read-only reports of one server.
+ */
+export async function requireServerId(deps: Pick<CoreDeps, "prisma">, rawServerId: string): Promise<string> {
+  const serverId = rawServerId.trim();
+  if (serverId === "") throw new DomainError("invalid_argument", "server_id is required");
+  const exists = isUuid(serverId) && (await deps.prisma.server.count({ where: { id: serverId } })) === 1;
+  if (!exists) throw new DomainError("unknown_server", "unknown server");
+  return serverId;
+}
+
 /** ListServers, oldest first. */
 export async function listServers(deps: CoreDeps): Promise<Server[]> {
   return deps.prisma.server.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });

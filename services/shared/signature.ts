@@ -2,10 +2,13 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 
 /** The contract's replay window for the signature timestamp `t`. */
 export const SIGNATURE_TOLERANCE_SECONDS = 300;
-const SHA256_HEX_LENGTH = 64;
+/** Hex characters of one `v1` MAC. */
+export const SHA256_HEX_LENGTH = 64;
 const HEX_PATTERN = /^[0-9a-fA-F]+$/;
-const INTEGER_PATTERN = /^-?\d{1,16}$/;
-const KID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+/** What `t` may look like (the dashboard's signature debugger applies the same rules). */
+export const INTEGER_PATTERN = /^-?\d{1,16}$/;
+/** What a `kid` may look like. */
+export const KID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** HMAC-SHA256 over "<t>.<rawBody>": the signed string is the timestamp, a dot, then the raw bytes. */
 export function computeSignature(secret: string | Buffer, t: number | string, rawBody: Buffer | string): Buffer {

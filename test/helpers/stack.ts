@@ -7,6 +7,7 @@ import { ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import { createGatewayServer } from "../../gateway/server.js";
 import { createReferralServiceClients } from "../../gateway/clients.js";
@@ -22,6 +23,7 @@ export interface ServiceClients {
   admin: Client<typeof ServerAdminService>;
   hearts: Client<typeof HeartService>;
   delivery: Client<typeof DeliveryService>;
+  deliveryStats: Client<typeof DeliveryStatsService>;
 }
 
 /** A running referral service (and optionally gateway) on a database of its own. */
@@ -47,6 +49,7 @@ export function createServiceClients(baseUrl: string): ServiceClients {
     admin: createClient(ServerAdminService, transport),
     hearts: createClient(HeartService, transport),
     delivery: createClient(DeliveryService, transport),
+    deliveryStats: createClient(DeliveryStatsService, transport),
   };
 }
 

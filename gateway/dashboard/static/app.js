@@ -6,7 +6,7 @@
   const API = "/dashboard/api";
   const TOKEN_KEY = "dashboard.token";
   const SERVER_KEY = "dashboard.server";
-  const TABS = ["overview", "referrals", "integration", "deliveries", "hearts"];
+  const TABS = ["overview", "referrals", "integration", "deliveries", "hearts", "trends", "debugger"];
 
   const state = {
     token: sessionStorage.getItem(TOKEN_KEY) || "",
@@ -286,9 +286,11 @@
     const needsServer = panel.classList.contains("needs-server");
     for (const p of document.querySelectorAll(".tab-panel")) p.hidden = p !== panel || (needsServer && !state.serverId);
     $("no-server").hidden = !(needsServer && !state.serverId);
+    // Tabs served by the ES modules (insights.js, signature-debugger.js) load on this event.
+    document.dispatchEvent(new CustomEvent("dashboard:tab", { detail: { tab, serverId: state.serverId } }));
     if (needsServer && !state.serverId) return;
     const loaders = { overview: loadServers, referrals: loadReferrals, integration: loadIntegration, deliveries: loadDeliveries, hearts: loadRanking };
-    run(null, loaders[tab]);
+    if (loaders[tab]) run(null, loaders[tab]);
   }
 
   for (const button of document.querySelectorAll(".tab")) {
@@ -371,6 +373,7 @@
           el("pre", { class: "exchange-body" }, exchange.request_body),
           el("div", { class: "label" }, "Canonical string (signed: <t>.<body>)"),
           el("pre", { class: "exchange-canonical" }, exchange.canonical_string),
+          window.signatureDebugger ? window.signatureDebugger.button(exchange) : null,
         ),
         el(
           "div",
@@ -814,6 +817,16 @@
   $("refresh-ranking").addEventListener("click", (event) => run(event.target, loadRanking));
 
   $("flash-close").addEventListener("click", () => ($("flash").hidden = true));
+
+  /** Opens one delivery's attempts on the deliveries tab (used by the hearts list). */
+  function openDelivery(id) {
+    state.deliveryId = id;
+    if (location.hash === "#deliveries") selectTab("deliveries");
+    else location.hash = "#deliveries";
+  }
+
+  // The helpers the page's ES modules share (insights.js, signature-debugger.js).
+  window.dashboard = Object.freeze({ api, run, el, fmtTime, fmtRate, badge, statusBadge, emptyRow, serverPath, showOk, showError, openDelivery });
 
   // ---- start ---------------------------------------------------------------------------
 

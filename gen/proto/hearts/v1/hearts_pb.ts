@@ -4,13 +4,15 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file hearts/v1/hearts.proto.
  */
 export const file_hearts_v1_hearts: GenFile = /*@__PURE__*/
-  fileDesc("ChZoZWFydHMvdjEvaGVhcnRzLnByb3RvEgloZWFydHMudjEibwoQQ2FzdEhlYXJ0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEAoIdXNlcm5hbWUYAiABKAkSFgoOdm90ZXJfaWRlbnRpdHkYAyABKAkSCgoCaXAYBCABKAkSEgoKdXNlcl9hZ2VudBgFIAEoCSLaAQoRQ2FzdEhlYXJ0UmVzcG9uc2USEAoIaGVhcnRfaWQYASABKAkSDwoHY291bnRlZBgCIAEoCBIoCgd2ZXJkaWN0GAMgASgOMhcuaGVhcnRzLnYxLkhlYXJ0VmVyZGljdBIOCgZyZWFzb24YBCABKAkSEwoLZnJhdWRfc2NvcmUYBSABKAUSFQoNZnJhdWRfcmVhc29ucxgGIAMoCRIOCgZwZXJpb2QYByABKAkSEgoKc3RyZWFrX2RheRgIIAEoBRIYChBuZXh0X2VsaWdpYmxlX2F0GAkgASgDIjIKEUdldFJhbmtpbmdSZXF1ZXN0Eg4KBnBlcmlvZBgBIAEoCRINCgVsaW1pdBgCIAEoBSJOChJHZXRSYW5raW5nUmVzcG9uc2USDgoGcGVyaW9kGAEgASgJEigKB2VudHJpZXMYAiADKAsyFy5oZWFydHMudjEuUmFua2luZ0VudHJ5Ij8KDFJhbmtpbmdFbnRyeRIRCglzZXJ2ZXJfaWQYASABKAkSDgoGaGVhcnRzGAIgASgDEgwKBHJhbmsYAyABKAUqfQoMSGVhcnRWZXJkaWN0Eh0KGUhFQVJUX1ZFUkRJQ1RfVU5TUEVDSUZJRUQQABIZChVIRUFSVF9WRVJESUNUX0NPVU5URUQQARIaChZIRUFSVF9WRVJESUNUX0NPT0xET1dOEAISFwoTSEVBUlRfVkVSRElDVF9GUkFVRBADMqEBCgxIZWFydFNlcnZpY2USRgoJQ2FzdEhlYXJ0EhsuaGVhcnRzLnYxLkNhc3RIZWFydFJlcXVlc3QaHC5oZWFydHMudjEuQ2FzdEhlYXJ0UmVzcG9uc2USSQoKR2V0UmFua2luZxIcLmhlYXJ0cy52MS5HZXRSYW5raW5nUmVxdWVzdBodLmhlYXJ0cy52MS5HZXRSYW5raW5nUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("ChZoZWFydHMvdjEvaGVhcnRzLnByb3RvEgloZWFydHMudjEibwoQQ2FzdEhlYXJ0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEAoIdXNlcm5hbWUYAiABKAkSFgoOdm90ZXJfaWRlbnRpdHkYAyABKAkSCgoCaXAYBCABKAkSEgoKdXNlcl9hZ2VudBgFIAEoCSLaAQoRQ2FzdEhlYXJ0UmVzcG9uc2USEAoIaGVhcnRfaWQYASABKAkSDwoHY291bnRlZBgCIAEoCBIoCgd2ZXJkaWN0GAMgASgOMhcuaGVhcnRzLnYxLkhlYXJ0VmVyZGljdBIOCgZyZWFzb24YBCABKAkSEwoLZnJhdWRfc2NvcmUYBSABKAUSFQoNZnJhdWRfcmVhc29ucxgGIAMoCRIOCgZwZXJpb2QYByABKAkSEgoKc3RyZWFrX2RheRgIIAEoBRIYChBuZXh0X2VsaWdpYmxlX2F0GAkgASgDIjIKEUdldFJhbmtpbmdSZXF1ZXN0Eg4KBnBlcmlvZBgBIAEoCRINCgVsaW1pdBgCIAEoBSJOChJHZXRSYW5raW5nUmVzcG9uc2USDgoGcGVyaW9kGAEgASgJEigKB2VudHJpZXMYAiADKAsyFy5oZWFydHMudjEuUmFua2luZ0VudHJ5Ij8KDFJhbmtpbmdFbnRyeRIRCglzZXJ2ZXJfaWQYASABKAkSDgoGaGVhcnRzGAIgASgDEgwKBHJhbmsYAyABKAUi3AEKEUxpc3RIZWFydHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRINCgVxdWVyeRgCIAEoCRIoCgd2ZXJkaWN0GAMgASgOMhcuaGVhcnRzLnYxLkhlYXJ0VmVyZGljdBIpCgVzaW5jZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgGIAEoBRISCgpwYWdlX3Rva2VuGAcgASgJIlYKEkxpc3RIZWFydHNSZXNwb25zZRInCgZoZWFydHMYASADKAsyFy5oZWFydHMudjEuSGVhcnRTdW1tYXJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKfAgoMSGVhcnRTdW1tYXJ5EhAKCGhlYXJ0X2lkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhYKDnZvdGVyX2lkZW50aXR5GAMgASgJEigKB3ZlcmRpY3QYBCABKA4yFy5oZWFydHMudjEuSGVhcnRWZXJkaWN0EhMKC2ZyYXVkX3Njb3JlGAUgASgFEhUKDWZyYXVkX3JlYXNvbnMYBiADKAkSEgoKc3RyZWFrX2RheRgHIAEoBRIOCgZwZXJpb2QYCCABKAkSKwoHY2FzdF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoKZGVsaXZlcmllcxgKIAMoCzIYLmhlYXJ0cy52MS5IZWFydERlbGl2ZXJ5IqUBCg1IZWFydERlbGl2ZXJ5EhMKC2RlbGl2ZXJ5X2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIQCghhdHRlbXB0cxgDIAEoBRIYChBsYXN0X3N0YXR1c19jb2RlGAQgASgFEjAKDGRlbGl2ZXJlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJdHJhbnNwb3J0GAYgASgJIkcKFEdldEhlYXJ0U3RhdHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIMCgRkYXlzGAIgASgFEg4KBm1vbnRocxgDIAEoBSJxChVHZXRIZWFydFN0YXRzUmVzcG9uc2USKgoFZGFpbHkYASADKAsyGy5oZWFydHMudjEuSGVhcnRDb3VudEJ1Y2tldBIsCgdtb250aGx5GAIgAygLMhsuaGVhcnRzLnYxLkhlYXJ0Q291bnRCdWNrZXQiVAoQSGVhcnRDb3VudEJ1Y2tldBIOCgZidWNrZXQYASABKAkSDwoHY291bnRlZBgCIAEoAxIQCghjb29sZG93bhgDIAEoAxINCgVmcmF1ZBgEIAEoAyp9CgxIZWFydFZlcmRpY3QSHQoZSEVBUlRfVkVSRElDVF9VTlNQRUNJRklFRBAAEhkKFUhFQVJUX1ZFUkRJQ1RfQ09VTlRFRBABEhoKFkhFQVJUX1ZFUkRJQ1RfQ09PTERPV04QAhIXChNIRUFSVF9WRVJESUNUX0ZSQVVEEAMywAIKDEhlYXJ0U2VydmljZRJGCglDYXN0SGVhcnQSGy5oZWFydHMudjEuQ2FzdEhlYXJ0UmVxdWVzdBocLmhlYXJ0cy52MS5DYXN0SGVhcnRSZXNwb25zZRJJCgpHZXRSYW5raW5nEhwuaGVhcnRzLnYxLkdldFJhbmtpbmdSZXF1ZXN0Gh0uaGVhcnRzLnYxLkdldFJhbmtpbmdSZXNwb25zZRJJCgpMaXN0SGVhcnRzEhwuaGVhcnRzLnYxLkxpc3RIZWFydHNSZXF1ZXN0Gh0uaGVhcnRzLnYxLkxpc3RIZWFydHNSZXNwb25zZRJSCg1HZXRIZWFydFN0YXRzEh8uaGVhcnRzLnYxLkdldEhlYXJ0U3RhdHNSZXF1ZXN0GiAuaGVhcnRzLnYxLkdldEhlYXJ0U3RhdHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message hearts.v1.CastHeartRequest
@@ -190,6 +192,299 @@ export const RankingEntrySchema: GenMessage<RankingEntry> = /*@__PURE__*/
   messageDesc(file_hearts_v1_hearts, 4);
 
 /**
+ * @generated from message hearts.v1.ListHeartsRequest
+ */
+export type ListHeartsRequest = Message<"hearts.v1.ListHeartsRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Case-insensitive part of the username, or an exact voter identity; empty for all.
+   *
+   * @generated from field: string query = 2;
+   */
+  query: string;
+
+  /**
+   * UNSPECIFIED for every verdict.
+   *
+   * @generated from field: hearts.v1.HeartVerdict verdict = 3;
+   */
+  verdict: HeartVerdict;
+
+  /**
+   * Hearts cast at or after this time; unset for no lower bound.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 4;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * Hearts cast before this time; unset for no upper bound.
+   *
+   * @generated from field: google.protobuf.Timestamp until = 5;
+   */
+  until?: Timestamp | undefined;
+
+  /**
+   * 0 for the default (50); at most 200.
+   *
+   * @generated from field: int32 page_size = 6;
+   */
+  pageSize: number;
+
+  /**
+   * next_page_token of the previous page; empty for the first page.
+   *
+   * @generated from field: string page_token = 7;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message hearts.v1.ListHeartsRequest.
+ * Use `create(ListHeartsRequestSchema)` to create a new message.
+ */
+export const ListHeartsRequestSchema: GenMessage<ListHeartsRequest> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 5);
+
+/**
+ * @generated from message hearts.v1.ListHeartsResponse
+ */
+export type ListHeartsResponse = Message<"hearts.v1.ListHeartsResponse"> & {
+  /**
+   * @generated from field: repeated hearts.v1.HeartSummary hearts = 1;
+   */
+  hearts: HeartSummary[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message hearts.v1.ListHeartsResponse.
+ * Use `create(ListHeartsResponseSchema)` to create a new message.
+ */
+export const ListHeartsResponseSchema: GenMessage<ListHeartsResponse> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 6);
+
+/**
+ * HeartSummary is one cast heart as the owner sees it (no IP or user agent).
+ *
+ * @generated from message hearts.v1.HeartSummary
+ */
+export type HeartSummary = Message<"hearts.v1.HeartSummary"> & {
+  /**
+   * @generated from field: string heart_id = 1;
+   */
+  heartId: string;
+
+  /**
+   * @generated from field: string username = 2;
+   */
+  username: string;
+
+  /**
+   * @generated from field: string voter_identity = 3;
+   */
+  voterIdentity: string;
+
+  /**
+   * @generated from field: hearts.v1.HeartVerdict verdict = 4;
+   */
+  verdict: HeartVerdict;
+
+  /**
+   * @generated from field: int32 fraud_score = 5;
+   */
+  fraudScore: number;
+
+  /**
+   * @generated from field: repeated string fraud_reasons = 6;
+   */
+  fraudReasons: string[];
+
+  /**
+   * Consecutive UTC days with a counted heart, ending at this one; 0 unless counted.
+   *
+   * @generated from field: int32 streak_day = 7;
+   */
+  streakDay: number;
+
+  /**
+   * "YYYY-MM" of the cast.
+   *
+   * @generated from field: string period = 8;
+   */
+  period: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp cast_at = 9;
+   */
+  castAt?: Timestamp | undefined;
+
+  /**
+   * The deliveries a counted heart produced, one per transport (callback, Votifier,
+   * pull), by transport name; empty when none exists (yet).
+   *
+   * @generated from field: repeated hearts.v1.HeartDelivery deliveries = 10;
+   */
+  deliveries: HeartDelivery[];
+};
+
+/**
+ * Describes the message hearts.v1.HeartSummary.
+ * Use `create(HeartSummarySchema)` to create a new message.
+ */
+export const HeartSummarySchema: GenMessage<HeartSummary> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 7);
+
+/**
+ * HeartDelivery is where one of a heart's deliveries stands.
+ *
+ * @generated from message hearts.v1.HeartDelivery
+ */
+export type HeartDelivery = Message<"hearts.v1.HeartDelivery"> & {
+  /**
+   * @generated from field: string delivery_id = 1;
+   */
+  deliveryId: string;
+
+  /**
+   * "pending", "delivered" or "failed".
+   *
+   * @generated from field: string status = 2;
+   */
+  status: string;
+
+  /**
+   * @generated from field: int32 attempts = 3;
+   */
+  attempts: number;
+
+  /**
+   * 0 when no HTTP response was received (yet), and for transports without one.
+   *
+   * @generated from field: int32 last_status_code = 4;
+   */
+  lastStatusCode: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp delivered_at = 5;
+   */
+  deliveredAt?: Timestamp | undefined;
+
+  /**
+   * "callback", "votifier" or "pull".
+   *
+   * @generated from field: string transport = 6;
+   */
+  transport: string;
+};
+
+/**
+ * Describes the message hearts.v1.HeartDelivery.
+ * Use `create(HeartDeliverySchema)` to create a new message.
+ */
+export const HeartDeliverySchema: GenMessage<HeartDelivery> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 8);
+
+/**
+ * @generated from message hearts.v1.GetHeartStatsRequest
+ */
+export type GetHeartStatsRequest = Message<"hearts.v1.GetHeartStatsRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * UTC days ending today; 0 for the default (30); at most 366.
+   *
+   * @generated from field: int32 days = 2;
+   */
+  days: number;
+
+  /**
+   * UTC months ending this month; 0 for the default (12); at most 60.
+   *
+   * @generated from field: int32 months = 3;
+   */
+  months: number;
+};
+
+/**
+ * Describes the message hearts.v1.GetHeartStatsRequest.
+ * Use `create(GetHeartStatsRequestSchema)` to create a new message.
+ */
+export const GetHeartStatsRequestSchema: GenMessage<GetHeartStatsRequest> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 9);
+
+/**
+ * @generated from message hearts.v1.GetHeartStatsResponse
+ */
+export type GetHeartStatsResponse = Message<"hearts.v1.GetHeartStatsResponse"> & {
+  /**
+   * One bucket per day, oldest first, "YYYY-MM-DD"; days without hearts are zeros.
+   *
+   * @generated from field: repeated hearts.v1.HeartCountBucket daily = 1;
+   */
+  daily: HeartCountBucket[];
+
+  /**
+   * One bucket per month, oldest first, "YYYY-MM".
+   *
+   * @generated from field: repeated hearts.v1.HeartCountBucket monthly = 2;
+   */
+  monthly: HeartCountBucket[];
+};
+
+/**
+ * Describes the message hearts.v1.GetHeartStatsResponse.
+ * Use `create(GetHeartStatsResponseSchema)` to create a new message.
+ */
+export const GetHeartStatsResponseSchema: GenMessage<GetHeartStatsResponse> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 10);
+
+/**
+ * @generated from message hearts.v1.HeartCountBucket
+ */
+export type HeartCountBucket = Message<"hearts.v1.HeartCountBucket"> & {
+  /**
+   * @generated from field: string bucket = 1;
+   */
+  bucket: string;
+
+  /**
+   * @generated from field: int64 counted = 2;
+   */
+  counted: bigint;
+
+  /**
+   * @generated from field: int64 cooldown = 3;
+   */
+  cooldown: bigint;
+
+  /**
+   * @generated from field: int64 fraud = 4;
+   */
+  fraud: bigint;
+};
+
+/**
+ * Describes the message hearts.v1.HeartCountBucket.
+ * Use `create(HeartCountBucketSchema)` to create a new message.
+ */
+export const HeartCountBucketSchema: GenMessage<HeartCountBucket> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 11);
+
+/**
  * HeartVerdict is why a heart counted or not.
  *
  * @generated from enum hearts.v1.HeartVerdict
@@ -251,6 +546,29 @@ export const HeartService: GenService<{
     methodKind: "unary";
     input: typeof GetRankingRequestSchema;
     output: typeof GetRankingResponseSchema;
+  },
+  /**
+   * ListHearts lists one server's cast hearts, newest first, with their verdicts
+   * and the delivery each counted heart produced. Cursor-paginated. Callers: the
+   * owners' dashboard API (scoped to one server by its path) and internal tools.
+   *
+   * @generated from rpc hearts.v1.HeartService.ListHearts
+   */
+  listHearts: {
+    methodKind: "unary";
+    input: typeof ListHeartsRequestSchema;
+    output: typeof ListHeartsResponseSchema;
+  },
+  /**
+   * GetHeartStats counts one server's hearts per UTC day and per UTC month, by
+   * verdict. Callers: the dashboard API's charts and internal tools.
+   *
+   * @generated from rpc hearts.v1.HeartService.GetHeartStats
+   */
+  getHeartStats: {
+    methodKind: "unary";
+    input: typeof GetHeartStatsRequestSchema;
+    output: typeof GetHeartStatsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_hearts_v1_hearts, 0);

@@ -1,0 +1,159 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  HeartDeliverySchema,
+  HeartSummarySchema,
+  HeartVerdict,
+  ListHeartsResponseSchema,
+  type ListHeartsRequest,
+  type ListHeartsResponse,
+} from "../../gen/proto/hearts/v1/hearts_pb.js";
+import type { CoreDeps } from "../shared/deps.js";
+import { DomainError } from "../shared/errors.js";
+import { isUuid } from "../servers/domain/ids.js";
+import { requireServerId } from "../servers/server-store.js";
+
+/** Hearts per page when the caller gives no page size, and the most one page may hold. */
+export const DEFAULT_HEARTS_PAGE = 50;
+export const MAX_HEARTS_PAGE = 200;
+/** Longest search text (a username or a voter identity). */
+export const MAX_HEARTS_QUERY_CHARS = 200;
+
+/** The stored verdict text (hearts.verdict, also the dashboard API's) <-> the proto enum. */
+export const VERDICT_TO_PROTO: Readonly<Record<string, HeartVerdict>> = {
+  counted: HeartVerdict.COUNTED,
+  cooldown: HeartVerdict.COOLDOWN,
+  fraud: HeartVerdict.FRAUD,
+};
+/** The proto enum -> the stored verdict text ("" for UNSPECIFIED: no filter). */
+export const VERDICT_FROM_PROTO: Readonly<Partial<Record<HeartVerdict, string>>> = {
+  [HeartVerdict.UNSPECIFIED]: "",
+  ...Object.fromEntries(Object.entries(VERDICT_TO_PROTO).map(([name, value]) => [value, name])),
+};
+
+/** Bounds that stand for "no bound": wider than any stored time or id. */
+const EARLIEST = new Date(Date.UTC(1970, 0, 1));
+const LATEST = new Date(Date.UTC(9999, 0, 1));
+const LAST_UUID = "ffffffff-ffff-ffff-ffff-ffffffffffff";
+
+/** Where a page ends: the (cast time, id) of its last heart; the next page starts below it. */
+interface PageCursor {
+  at: Date;
+  id: string;
+}
+
+/** An opaque page token: base64url of `<ISO time>|<heart id>`. */
+export function encodePageToken(cursor: PageCursor): string {
+  return Buffer.from(`${cursor.at.toISOString()}|${cursor.id}`, "utf8").toString("base64url");
+}
+
+/** Reads a page token; InvalidArgument when it is not one this service made. */
+export function decodePageToken(token: string): PageCursor {
+  const [iso, id, extra] = Buffer.from(token, "base64url").toString("utf8").split("|");
+  const at = iso === undefined ? new Date(Number.NaN) : new Date(iso);
+  if (extra !== undefined || id === undefined || !isUuid(id) || Number.isNaN(at.getTime())) {
+    throw new DomainError("invalid_argument", "page_token is invalid");
+  }
+  return { at, id };
+}
+
+/** `%text%` for ILIKE with the pattern characters of `text` escaped. */
+function containsPattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+interface HeartRow {
+  id: string;
+  username: string;
+  voter_identity: string;
+  verdict: string;
+  fraud_score: number;
+  fraud_reasons: string[];
+  streak_day: number | null;
+  period: string;
+  created_at: Date;
+}
+
+interface DeliveryRow {
+  id: string;
+  heart_id: string;
+  transport: string;
+  status: string;
+  attempts: number;
+  last_status_code: number | null;
+  delivered_at: Date | null;
+}
+
+/**
+ * ListHearts: one server's hearts, newest first, filtered by search text (a part of
+ * the username, case-insensitive, or an exact voter identity), verdict and cast
+ * time, each with the deliveries it produced (one per transport). Keyset pagination on
+ * (created_at, id), so a page never repeats or skips a heart while new ones arrive.
+ * Two set-based statements: the page of hearts, then every delivery of that page.
+ */
+export async function listHearts(deps: CoreDeps, req: ListHeartsRequest): Promise<ListHeartsResponse> {
+  const serverId = await requireServerId(deps, req.serverId);
+  const query = req.query.trim();
+  if (query.length > MAX_HEARTS_QUERY_CHARS) throw new DomainError("invalid_argument", `query must be at most ${MAX_HEARTS_QUERY_CHARS} characters`);
+  const verdict = VERDICT_FROM_PROTO[req.verdict];
+  if (verdict === undefined) throw new DomainError("invalid_argument", "verdict must be counted, cooldown or fraud");
+  if (req.pageSize < 0) throw new DomainError("invalid_argument", "page_size must not be negative");
+  const pageSize = Math.min(req.pageSize === 0 ? DEFAULT_HEARTS_PAGE : req.pageSize, MAX_HEARTS_PAGE);
+  const since = req.since ? timestampDate(req.since) : EARLIEST;
+  const until = req.until ? timestampDate(req.until) : LATEST;
+  const cursor = req.pageToken === "" ? { at: LATEST, id: LAST_UUID } : decodePageToken(req.pageToken);
+
+  const rows = await deps.prisma.$queryRaw<HeartRow[]>`
+    SELECT h.id::text AS id, h.username, h.voter_identity, h.verdict, h.fraud_score, h.fraud_reasons, h.streak_day,
+           h.period, h.created_at
+    FROM hearts h
+    WHERE h.server_id = ${serverId}::uuid
+      AND (${verdict} = '' OR h.verdict = ${verdict})
+      AND (${query} = '' OR h.username ILIKE ${containsPattern(query)} OR h.voter_identity = ${query})
+      AND h.created_at >= ${since}::timestamptz AND h.created_at < ${until}::timestamptz
+      AND (h.created_at, h.id) < (${cursor.at}::timestamptz, ${cursor.id}::uuid)
+    ORDER BY h.created_at DESC, h.id DESC
+    LIMIT ${pageSize + 1}`;
+
+  const page = rows.slice(0, pageSize);
+  const last = page[page.length - 1];
+  const deliveries =
+    page.length === 0
+      ? []
+      : await deps.prisma.$queryRaw<DeliveryRow[]>`
+          SELECT id::text AS id, heart_id::text AS heart_id, transport::text AS transport, status::text AS status, attempts,
+                 last_status_code, delivered_at
+          FROM deliveries
+          WHERE server_id = ${serverId}::uuid AND heart_id = ANY(${page.map((h) => h.id)}::uuid[])
+          ORDER BY transport`;
+  const byHeart = new Map<string, DeliveryRow[]>();
+  for (const d of deliveries) byHeart.set(d.heart_id, [...(byHeart.get(d.heart_id) ?? []), d]);
+  return create(ListHeartsResponseSchema, {
+    hearts: page.map((row) => toHeartSummary(row, byHeart.get(row.id) ?? [])),
+    nextPageToken: rows.length > pageSize && last ? encodePageToken({ at: last.created_at, id: last.id }) : "",
+  });
+}
+
+function toHeartSummary(row: HeartRow, deliveries: DeliveryRow[]) {
+  return create(HeartSummarySchema, {
+    heartId: row.id,
+    username: row.username,
+    voterIdentity: row.voter_identity,
+    verdict: VERDICT_TO_PROTO[row.verdict] ?? HeartVerdict.UNSPECIFIED,
+    fraudScore: row.fraud_score,
+    fraudReasons: row.fraud_reasons,
+    streakDay: row.streak_day ?? 0,
+    period: row.period,
+    castAt: timestampFromDate(row.created_at),
+    deliveries: deliveries.map((d) =>
+      create(HeartDeliverySchema, {
+        deliveryId: d.id,
+        transport: d.transport,
+        status: d.status,
+        attempts: d.attempts,
+        lastStatusCode: d.last_status_code ?? 0,
+        deliveredAt: d.delivered_at ? timestampFromDate(d.delivered_at) : undefined,
+      }),
+    ),
+  });
+}

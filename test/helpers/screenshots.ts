@@ -1,0 +1,12 @@
+import { mkdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+/**
+ * The folder browser tests write screenshots to: `test-results/screenshots/` at the
+ * repository root (git-ignored, kept after the run). DASHBOARD_SCREENSHOT_DIR overrides it.
+ */
+export function screenshotDir(): string {
+  const dir = process.env.DASHBOARD_SCREENSHOT_DIR ?? fileURLToPath(new URL("../../test-results/screenshots/", import.meta.url));
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}

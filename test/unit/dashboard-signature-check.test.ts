@@ -1,0 +1,217 @@
+/**
+ * The dashboard's signature debugger (gateway/dashboard/static/signature-check.js and
+ * hmac-sha256.js, the plain JavaScript the page runs): checked against the frozen OpenSSL
+ * vectors of the integration guide, against the gateway's own header parser, and on every
+ * mistake it claims to recognise.
+ */
+import { createHmac, randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import test from "ava";
+import { parseSignatureHeader } from "../../gateway/verify-signature.js";
+import { SIGNATURE_RULES } from "../../gateway/dashboard/signature-rules.js";
+import { hmacSha256, sha256, toHex } from "../../gateway/dashboard/static/hmac-sha256.js";
+import { checkSignature, createMacEngine, parseHeader, type MacEngine, type Scheme, type SignatureReport } from "../../gateway/dashboard/static/signature-check.js";
+
+interface VectorCase {
+  name: string;
+  secret: string;
+  t: number;
+  kid: string | null;
+  body: string;
+  signed_string: string;
+  mac_hex: string;
+  ingest_header: string;
+  callback_header: string;
+}
+const vectors = JSON.parse(readFileSync(new URL("../fixtures/signature-vectors.json", import.meta.url), "utf8")) as {
+  cases: VectorCase[];
+  callback_rotation: { secrets_newest_first: string[]; t: number; body: string; callback_header: string };
+};
+
+const rules = SIGNATURE_RULES;
+const ENGINES: MacEngine[] = [createMacEngine(undefined), createMacEngine(globalThis.crypto.subtle)];
+const plain = ENGINES[0]!;
+const hmacHex = (key: string | Buffer, message: string) => createHmac("sha256", key).update(message, "utf8").digest("hex");
+
+const enc = new TextEncoder();
+
+test("plain-JS HMAC-SHA256 reproduces every frozen OpenSSL vector", (t) => {
+  for (const v of vectors.cases) t.is(toHex(hmacSha256(enc.encode(v.secret), enc.encode(v.signed_string))), v.mac_hex, v.name);
+});
+
+test("plain-JS SHA-256 and HMAC agree with node:crypto on every length around the block edges and on long keys", (t) => {
+  t.is(toHex(sha256(new Uint8Array())), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  for (let n = 0; n < 200; n++) {
+    const key = randomBytes(n % 140);
+    const message = randomBytes(n);
+    t.is(toHex(hmacSha256(key, message)), createHmac("sha256", key).update(message).digest("hex"), `key ${key.length} B, message ${n} B`);
+  }
+});
+
+test("the engine is WebCrypto when crypto.subtle exists and plain JS otherwise (insecure contexts)", (t) => {
+  t.is(createMacEngine(globalThis.crypto.subtle).name, "webcrypto");
+  t.is(createMacEngine(undefined).name, "plain-js");
+});
+
+for (const engine of ENGINES) {
+  test(`frozen vectors (${engine.name}): both schemes verify, with the canonical string and the expected header the guide shows`, async (t) => {
+    for (const v of vectors.cases) {
+      const ingest = await checkSignature({ scheme: "ingest", header: v.ingest_header, body: v.body, secret: v.secret, nowSeconds: v.t }, rules, engine);
+      t.is(ingest.verdict, "valid", `${v.name} ingest`);
+      t.is(ingest.canonical, v.signed_string);
+      t.is(ingest.expectedHex, v.mac_hex);
+      t.is(ingest.expectedHeader, v.ingest_header);
+      t.is(ingest.answer, null);
+      const callback = await checkSignature({ scheme: "callback", header: v.callback_header, body: v.body, secret: v.secret, nowSeconds: v.t }, rules, engine);
+      t.is(callback.verdict, "valid", `${v.name} callback`);
+      t.is(callback.expectedHeader, v.callback_header);
+    }
+  });
+}
+
+test("a rotation header (one v1 per active secret) verifies with either secret and says which v1 matched", async (t) => {
+  const r = vectors.callback_rotation;
+  const [newest, older] = r.secrets_newest_first;
+  const a = await checkSignature({ scheme: "callback", header: r.callback_header, body: r.body, secret: newest!, nowSeconds: r.t }, rules, plain);
+  const b = await checkSignature({ scheme: "callback", header: r.callback_header, body: r.body, secret: older!, nowSeconds: r.t }, rules, plain);
+  t.is(a.verdict, "valid");
+  t.is(b.verdict, "valid");
+  t.true(messages(a).includes("v1 #1 matches"));
+  t.true(messages(b).includes("v1 #2 matches"));
+});
+
+/** Every finding's text, joined, for `includes` checks. */
+function messages(report: SignatureReport): string {
+  return report.findings.map((f) => `[${f.level}:${f.part}] ${f.message}`).join("\n");
+}
+
+const V = vectors.cases[0]!; // compact-registered, an rsec_ secret
+const W = vectors.cases.find((c) => c.name === "heart-counted")!; // a whsec_ secret
+
+async function check(scheme: Scheme, header: string, opts: { body?: string; secret?: string; now?: number } = {}) {
+  return checkSignature({ scheme, header, body: opts.body ?? V.body, secret: opts.secret ?? V.secret, nowSeconds: opts.now ?? V.t }, rules, plain);
+}
+const ingestHeader = (mac: string, t: number | string = V.t) => `t=${t},v1=sha256=${mac}`;
+
+test("the signer's usual mistakes are each named: body alone, no dot, <body>.<t>, final newline, re-serialised JSON", async (t) => {
+  const cases: Array<[string, string, RegExp]> = [
+    ["body alone", hmacHex(V.secret, V.body), /signed the body alone/],
+    ["no dot", hmacHex(V.secret, `${V.t}${V.body}`), /without the dot/],
+    ["reversed", hmacHex(V.secret, `${V.body}.${V.t}`), /"<body>.<t>"/],
+    ["extra newline", hmacHex(V.secret, `${V.t}.${V.body}\n`), /with a final newline/],
+    ["re-serialised", hmacHex(V.secret, `${V.t}.${JSON.stringify(JSON.parse(V.body), null, 2)}`), /No common mistake/],
+  ];
+  for (const [name, mac, says] of cases) {
+    const report = await check("ingest", ingestHeader(mac));
+    t.is(report.verdict, "mismatch", name);
+    t.deepEqual(report.answer, { status: 401, error: "signature rejected: bad_signature" }, name);
+    t.regex(messages(report), says, name);
+  }
+  // The owner pasted a pretty-printed body, but the sender signed the compact bytes.
+  const pretty = JSON.stringify(JSON.parse(V.body), null, 2);
+  const compactSigned = await check("ingest", ingestHeader(hmacHex(V.secret, `${V.t}.${V.body}`)), { body: pretty });
+  t.regex(messages(compactSigned), /re-serialised body/);
+  const withNewline = await check("ingest", ingestHeader(hmacHex(V.secret, `${V.t}.${V.body}`)), { body: `${V.body}\n` });
+  t.regex(messages(withNewline), /without its final newline/);
+});
+
+test("key mistakes are each named: prefix dropped, base64-decoded whsec_ key, whitespace around the secret, the other kind of secret", async (t) => {
+  const noPrefix = await check("ingest", ingestHeader(hmacHex(V.secret.slice("rsec_".length), `${V.t}.${V.body}`)));
+  t.regex(messages(noPrefix), /without its "rsec_" prefix/);
+  const decodedKey = Buffer.from(W.secret.slice("whsec_".length), "base64");
+  const sw = await check("callback", `t=${W.t},v1=${hmacHex(decodedKey, `${W.t}.${W.body}`)}`, { body: W.body, secret: W.secret });
+  t.is(sw.verdict, "mismatch");
+  t.is(sw.answer, null, "callbacks have no service answer");
+  t.regex(messages(sw), /base64-decoded secret \(the Standard Webhooks way\)/);
+  const padded = await check("ingest", V.ingest_header, { secret: ` ${V.secret}\n` });
+  t.regex(messages(padded), /spaces or newlines around it/);
+  const kind = await check("ingest", V.ingest_header, { secret: W.secret });
+  t.regex(messages(kind), /This is a callback secret \(whsec_\)/);
+  t.regex(messages(kind), /No common mistake/);
+});
+
+test("header format problems are malformed (400 with the contract's text) and name the part", async (t) => {
+  const mac = V.mac_hex;
+  const cases: Array<[string, RegExp]> = [
+    ["", /header is empty/],
+    [`v1=sha256=${mac}`, /no t=/],
+    [`t=${V.t}`, /no v1=sha256=<hex>/],
+    [`t=${V.t},v1=${mac}`, /bare hex: the ingest scheme wants v1=sha256=/],
+    [`t=${V.t},v1=sha256=${mac.toUpperCase()}`, /upper-case hex/],
+    [`t=${V.t},v1=sha256=${mac.slice(2)}`, /62 hex characters; an HMAC-SHA256 has 64/],
+    [`t=${V.t},v1=sha256=${Buffer.from(mac, "hex").toString("base64")}`, /looks like base64/],
+    [`t=${V.t}.5,v1=sha256=${mac}`, /has a fraction/],
+    [`t=${V.t},t=${V.t},v1=sha256=${mac}`, /t appears twice/],
+    [`t=${V.t},v1=sha256=${mac},`, /is empty \(a stray comma\?\)/],
+    [`t=${V.t},v1=sha256=${mac},kid=bad kid`, /kid=bad kid may only hold/],
+  ];
+  for (const [header, says] of cases) {
+    const report = await check("ingest", header);
+    t.is(report.verdict, "malformed", header);
+    t.deepEqual(report.answer, { status: 400, error: "missing or malformed X-Service-Signature header" }, header);
+    t.regex(messages(report), says, header);
+  }
+  const callbackWithPrefix = await check("callback", V.ingest_header);
+  t.is(callbackWithPrefix.verdict, "malformed");
+  t.regex(messages(callbackWithPrefix), /reward callbacks carry bare hex/);
+  const named = await check("ingest", `X-Service-Signature: ${V.ingest_header}`);
+  t.is(named.verdict, "valid", "a pasted header name is removed");
+});
+
+test("the clock: a matching MAC with a stale t is 401 stale; a wrong MAC with a stale t is still bad_signature (MAC first)", async (t) => {
+  const late = V.t + rules.tolerance_seconds + 1;
+  const stale = await check("ingest", V.ingest_header, { now: late });
+  t.is(stale.verdict, "stale");
+  t.deepEqual(stale.answer, { status: 401, error: "signature rejected: stale" });
+  t.regex(messages(stale), /5 min before the time checked against/);
+  const edge = await check("ingest", V.ingest_header, { now: V.t + rules.tolerance_seconds });
+  t.is(edge.verdict, "valid", "exactly 300 s is inside the window");
+  const wrongAndStale = await check("ingest", ingestHeader("0".repeat(64)), { now: late });
+  t.deepEqual(wrongAndStale.answer, { status: 401, error: "signature rejected: bad_signature" });
+  const millis = await check("ingest", ingestHeader(hmacHex(V.secret, `${V.t * 1000}.${V.body}`), V.t * 1000));
+  t.is(millis.verdict, "stale");
+  t.regex(messages(millis), /looks like milliseconds/);
+});
+
+test("without a secret the canonical string is still shown and nothing is judged; body problems are reported", async (t) => {
+  const report = await check("ingest", V.ingest_header, { secret: "" });
+  t.is(report.verdict, "unverified");
+  t.is(report.canonical, V.signed_string);
+  t.is(report.canonicalBytes, Buffer.byteLength(V.signed_string));
+  t.is(report.expectedHex, null);
+  t.regex(messages(report), /stays in this page/);
+  const bom = await check("ingest", V.ingest_header, { body: `\ufeff${V.body}`, secret: "" });
+  t.regex(messages(bom), /byte-order mark/);
+  const notJson = await check("ingest", V.ingest_header, { body: "event=registered", secret: "" });
+  t.regex(messages(notJson), /not valid JSON: the service answers 400 "body is not valid JSON"/);
+  const skew = await check("callback", `t=${W.t + 5},v1=${W.mac_hex}`, { body: W.body, secret: "", now: W.t });
+  t.regex(messages(skew), /timestamp \(1767225600\) differs from t=1767225605/);
+});
+
+test("the debugger's ingest parser agrees with the gateway's on what is malformed", (t) => {
+  const mac = V.mac_hex;
+  const headers = [
+    V.ingest_header,
+    `t=${V.t},v1=sha256=${mac},kid=k_1`,
+    ` t=${V.t} , v1=sha256=${mac} `,
+    `t=${V.t},v1=sha256=${mac},v1=sha256=${"a".repeat(64)}`,
+    `t=${V.t},v1=sha256=${mac},v2=whatever`,
+    `t=${V.t},v1=sha256=${mac},foo`,
+    `t=${V.t},v1=sha256=${mac},`,
+    `t=-${V.t},v1=sha256=${mac}`,
+    `t=${"9".repeat(17)},v1=sha256=${mac}`,
+    `t=${V.t},v1=sha256=${mac.toUpperCase()}`,
+    `t=${V.t},v1=${mac}`,
+    `t=${V.t},v1=sha256=${mac}0`,
+    `t=${V.t},v1=sha256=${mac},kid=a,kid=b`,
+    `t=${V.t},v1=sha256=${mac},kid=${"k".repeat(129)}`,
+    `t=${V.t},t=${V.t},v1=sha256=${mac}`,
+    `T=${V.t},v1=sha256=${mac}`,
+    `t=${V.t}`,
+    `=${V.t},v1=sha256=${mac}`,
+    "",
+  ];
+  for (const header of headers) {
+    t.is(parseHeader(header, "ingest", rules).malformed, parseSignatureHeader(header) === null, JSON.stringify(header));
+  }
+});

@@ -6,7 +6,7 @@ import { createMetrics } from "../services/shared/metrics.js";
 import { onShutdown } from "../services/shared/shutdown.js";
 import { createReferralServiceClients } from "./clients.js";
 import { loadGatewayConfig } from "./config.js";
-import { createDashboardClients } from "./dashboard/clients.js";
+import { createServiceTransport } from "../services/shared/service-transport.js";
 import { readDashboardToken } from "./dashboard/config.js";
 import { createDashboardRoutes } from "./dashboard/routes.js";
 import { createGatewayServer } from "./server.js";
@@ -18,7 +18,7 @@ runMain(log, async () => {
   const config = loadGatewayConfig();
   const dashboardToken = readDashboardToken();
   const metrics = createMetrics("gateway");
-  const clients = createReferralServiceClients(config.referralServiceUrl);
+  const clients = createReferralServiceClients(config.referralServiceUrl, config.referralServiceToken);
   let draining = false;
   const ops = createOpsHandler({
     // Ready when the referral service answers (it is ready only while its database is).
@@ -26,8 +26,13 @@ runMain(log, async () => {
     metrics,
     isDraining: () => draining,
   });
-  // The owners' dashboard at /dashboard, only when DASHBOARD_TOKEN is set (otherwise its paths answer 404).
-  const extraRoutes = createDashboardRoutes({ clients: createDashboardClients(config.referralServiceUrl), token: dashboardToken, log });
+  // The owners' dashboard at /dashboard: owners through login links; the operator too when DASHBOARD_TOKEN is set.
+  const extraRoutes = createDashboardRoutes({
+    transport: createServiceTransport(config.referralServiceUrl, config.referralServiceToken),
+    token: dashboardToken,
+    secureCookies: config.publicBaseUrl.startsWith("https:"),
+    log,
+  });
   const server = createGatewayServer({ ...clients, log, metrics, now: () => new Date(), ops, extraRoutes, trustProxy: config.trustProxy, signingKeyCacheMs: config.signingKeyCacheMs });
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   log.info({ port: (server.address() as AddressInfo).port, referralService: config.referralServiceUrl, dashboard: dashboardToken !== undefined }, "gateway listening");

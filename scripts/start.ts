@@ -31,8 +31,13 @@ import { createDeliveryConsumer } from "../services/delivery/consumer.js";
 import { createDispatcher } from "../services/delivery/dispatcher.js";
 import { createGatewayServer } from "../gateway/server.js";
 import { createReferralServiceClients, type ReferralServiceClients } from "../gateway/clients.js";
-import { createDashboardClients } from "../gateway/dashboard/clients.js";
 import { loadOrCreateDashboardToken } from "../gateway/dashboard/config.js";
+import { createAccessClient } from "../gateway/dashboard/clients.js";
+import { ensureServiceToken } from "../services/access/service-tokens.js";
+import { generateServiceToken } from "../services/shared/secrets.js";
+import { MIN_SERVICE_TOKEN_CHARS, readServiceToken } from "../services/shared/process-config.js";
+import { createServiceTransport } from "../services/shared/service-transport.js";
+import { loadOrCreateTokenFile } from "../services/shared/token-file.js";
 import { createDashboardRoutes } from "../gateway/dashboard/routes.js";
 import { applyMigrations } from "./db/schema-engine.js";
 import { readFraudRules } from "../services/hearts/read-fraud-rules.js";
@@ -54,8 +59,14 @@ function loadConfig() {
     secretBox: explicitKey ? readSecretBox(r) : undefined,
     dispatch: readDispatchSettings(r),
     fraudRules: readFraudRules(r),
+    adminToken: readServiceToken(r, "ADMIN_SERVICE_TOKEN", { required: false }),
   });
 }
+
+/** Name of the file holding the all-in-one mode's admin service token. */
+const SERVICE_TOKEN_FILE = "service-token";
+/** The demo owner (an account id of the list) that owns the demo server. */
+const DEMO_OWNER_ID = "demo-owner";
 
 /** The embedded default keeps its secrets key in the data folder (created once, mode 0600). */
 function loadOrCreateSecretBox(dataDir: string): SecretBox {
@@ -77,8 +88,11 @@ interface Demo {
   token: string;
 }
 
-/** On the first run (no servers yet) creates a demo server with referrals on, a secret and a click. */
-async function seedDemo(clients: ReferralServiceClients, dataDir: string): Promise<Demo | undefined> {
+/**
+ * On the first run (no servers yet) creates a demo server with referrals on, a secret and
+ * a click, owned by the demo owner (so a login link for "demo-owner" shows it).
+ */
+async function seedDemo(clients: ReferralServiceClients, access: ReturnType<typeof createAccessClient>, dataDir: string): Promise<Demo | undefined> {
   const demoPath = join(dataDir, "demo.json");
   if (existsSync(demoPath)) return JSON.parse(readFileSync(demoPath, "utf8")) as Demo;
   const { servers } = await clients.admin.listServers({});
@@ -86,6 +100,8 @@ async function seedDemo(clients: ReferralServiceClients, dataDir: string): Promi
   const { server } = await clients.admin.createServer({ name: "Demo Server", registrationUrl: "https://example.com/register" });
   if (!server) return undefined;
   await clients.admin.setReferralsEnabled({ serverId: server.id, enabled: true });
+  await access.createOwner({ ownerId: DEMO_OWNER_ID, displayName: "Demo Owner" });
+  await access.assignServer({ serverId: server.id, ownerId: DEMO_OWNER_ID });
   const { secret } = await clients.admin.createReferralSecret({ serverId: server.id });
   writeFileSync(join(dataDir, "demo-referral-secret"), secret, { mode: 0o600 });
   const { token } = await clients.referral.recordClick({ serverId: server.id, referrerIdentity: "demo-referrer" });
@@ -94,7 +110,16 @@ async function seedDemo(clients: ReferralServiceClients, dataDir: string): Promi
   return demo;
 }
 
-function printBanner(opts: { gatewayUrl: string; rpcUrl: string; storage: string; bus: string; dataDir: string; demo: Demo | undefined; dashboardTokenLocation: string }) {
+function printBanner(opts: {
+  gatewayUrl: string;
+  rpcUrl: string;
+  storage: string;
+  bus: string;
+  dataDir: string;
+  demo: Demo | undefined;
+  dashboardTokenLocation: string;
+  serviceTokenLocation: string;
+}) {
   const rel = displayPath(opts.dataDir);
   const lines = [
     "",
@@ -105,7 +130,14 @@ function printBanner(opts: { gatewayUrl: string; rpcUrl: string; storage: string
     `    referral links:          ${opts.gatewayUrl}/r/<server_id>?referrer=<player>`,
     `    health/metrics:          ${opts.gatewayUrl}/healthz  ${opts.gatewayUrl}/readyz  ${opts.gatewayUrl}/metrics`,
     `    dashboard:               ${opts.gatewayUrl}/dashboard  (sign-in token: ${opts.dashboardTokenLocation})`,
-    `  Referral service (Connect, gRPC, gRPC-Web over HTTP/2): ${opts.rpcUrl}`,
+    `  Referral service (internal; Connect, gRPC, gRPC-Web over HTTP/2): ${opts.rpcUrl}`,
+    `    admin service token:     ${opts.serviceTokenLocation}  (send it as authorization: Bearer <token>)`,
+    "",
+    "Example: a one-time dashboard login link for the demo owner (open the printed url within 5 minutes):",
+    "",
+    `  TOKEN=$(cat ${opts.serviceTokenLocation.startsWith("the ") ? "<your ADMIN_SERVICE_TOKEN>" : opts.serviceTokenLocation})`,
+    `  npx buf curl --schema proto --protocol grpc --http2-prior-knowledge -H "authorization: Bearer $TOKEN" \\`,
+    `    -d '{"owner_id":"${DEMO_OWNER_ID}"}' ${opts.rpcUrl}/access.v1.AccessService/CreateDashboardLoginLink`,
   ];
   if (opts.demo) {
     const body = JSON.stringify({
@@ -163,6 +195,17 @@ async function main() {
   const now = () => new Date();
   const publicBaseUrl = config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`;
 
+  // The internal API's tokens: the admin token (ADMIN_SERVICE_TOKEN, or one kept in <DATA_DIR>/service-token, 0600),
+  // and the in-process gateway's own token, new on every start (the stored hash is replaced).
+  const adminToken =
+    config.adminToken ??
+    loadOrCreateTokenFile(join(config.dataDir, SERVICE_TOKEN_FILE), generateServiceToken, (t) => t.length >= MIN_SERVICE_TOKEN_CHARS && !/\s/.test(t));
+  const serviceTokenLocation = config.adminToken ? "the ADMIN_SERVICE_TOKEN environment variable" : displayPath(join(config.dataDir, SERVICE_TOKEN_FILE));
+  const gatewayToken = generateServiceToken();
+  await ensureServiceToken(prisma, now(), { name: "admin", token: adminToken, scopes: ["admin"] });
+  // admin as well: the operator dashboard (DASHBOARD_TOKEN) runs in this gateway.
+  await ensureServiceToken(prisma, now(), { name: "gateway", token: gatewayToken, scopes: ["ingest", "clicks:record", "dashboard", "admin"] });
+
   const rpc = createReferralServiceServer({
     prisma,
     secretBox,
@@ -176,7 +219,8 @@ async function main() {
   });
   const rpcPort = await rpc.listen(config.rpcPort, config.host);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;
-  const clients = createReferralServiceClients(rpcUrl);
+  const clients = createReferralServiceClients(rpcUrl, gatewayToken);
+  const adminTransport = createServiceTransport(rpcUrl, adminToken);
 
   const relay = createRelay({ prisma, bus, log, registry: metrics.registry, pollIntervalMs: 50 });
   const dispatcher = createDispatcher({
@@ -207,7 +251,12 @@ async function main() {
   });
   // The owners' dashboard: DASHBOARD_TOKEN, or a token generated once into <DATA_DIR>/dashboard-token (0600).
   const dashboard = loadOrCreateDashboardToken(config.dataDir);
-  const extraRoutes = createDashboardRoutes({ clients: createDashboardClients(rpcUrl), token: dashboard.token, log });
+  const extraRoutes = createDashboardRoutes({
+    transport: createServiceTransport(rpcUrl, gatewayToken),
+    token: dashboard.token,
+    secureCookies: publicBaseUrl.startsWith("https:"),
+    log,
+  });
   const gateway = createGatewayServer({ ...clients, log, metrics, now, ops, extraRoutes });
   await new Promise<void>((resolveListen, reject) => {
     gateway.once("error", reject);
@@ -219,9 +268,9 @@ async function main() {
   await consumer.start();
   dispatcher.start();
 
-  const demo = await seedDemo(clients, config.dataDir);
+  const demo = await seedDemo(createReferralServiceClients(rpcUrl, adminToken), createAccessClient(adminTransport), config.dataDir);
   started = true;
-  printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, dataDir: config.dataDir, demo, dashboardTokenLocation: dashboard.location });
+  printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, dataDir: config.dataDir, demo, dashboardTokenLocation: dashboard.location, serviceTokenLocation });
 
   onShutdown(log, async () => {
     draining = true;

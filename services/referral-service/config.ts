@@ -3,6 +3,7 @@ import { readDatabaseUrl, readPort, readSecretBox } from "../shared/process-conf
 import type { SecretBox } from "../shared/secrets.js";
 import { readFraudRules } from "../hearts/read-fraud-rules.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
+import { readAccessSettings, type AccessSettings } from "../access/bootstrap.js";
 
 /** Settings of the referral service process, validated at start. */
 export interface ReferralServiceConfig {
@@ -16,6 +17,8 @@ export interface ReferralServiceConfig {
   callbackTimeoutMs: number;
   dbPoolSize: number;
   fraudRules: FraudRules;
+  /** Service tokens from settings and the development-only ALLOW_UNAUTHENTICATED_RPC. */
+  access: AccessSettings;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -32,6 +35,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", 10_000, { min: 100, max: 60_000 }),
     dbPoolSize: r.int("DB_POOL_SIZE", 20, { min: 1, max: 200 }),
     fraudRules: readFraudRules(r),
+    access: readAccessSettings(r),
   };
   return r.finish(config as ReferralServiceConfig);
 }

@@ -7,12 +7,15 @@ import { createOpsServer } from "../shared/ops-server.js";
 import { onShutdown } from "../shared/shutdown.js";
 import { loadReferralServiceConfig } from "./config.js";
 import { createReferralServiceServer } from "./server.js";
+import { bootstrapServiceTokens } from "../access/bootstrap.js";
 
 const log = createLogger("referral-service");
 
 runMain(log, async () => {
   const config = loadReferralServiceConfig();
   const prisma = createPrisma(config.databaseUrl, { maxConnections: config.dbPoolSize });
+  // Before listening: upsert the configured tokens; refuse to start when no token could call the service.
+  await bootstrapServiceTokens(prisma, config.access, log, new Date());
   const metrics = createMetrics("referral-service");
   let draining = false;
   const rpc = createReferralServiceServer({
@@ -25,6 +28,7 @@ runMain(log, async () => {
     callbackTimeoutMs: config.callbackTimeoutMs,
     publicBaseUrl: config.publicBaseUrl,
     fraudRules: config.fraudRules,
+    auth: { allowUnauthenticated: config.access.allowUnauthenticated },
   });
   const ops = createOpsServer({ checks: readinessChecks({ prisma }), metrics, isDraining: () => draining });
   const port = await rpc.listen(config.port, config.host);

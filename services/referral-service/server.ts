@@ -10,12 +10,21 @@ import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
+import { accessRoutes } from "../access/routes.js";
+import { createAuthInterceptor } from "../access/auth-interceptor.js";
+import { createTokenVerifier, type TokenVerifier } from "../access/service-tokens.js";
 
 /** Everything the referral service's RPCs need. */
 export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps {
   metrics: Metrics;
   /** Fraud scoring rules for hearts; the documented defaults when omitted. */
   fraudRules?: FraudRules;
+  /**
+   * How callers are authenticated. Default: service tokens stored in the database
+   * (createTokenVerifier). `allowUnauthenticated` is the development-only
+   * ALLOW_UNAUTHENTICATED_RPC: a call without `authorization` acts as admin.
+   */
+  auth?: { verifyToken?: TokenVerifier; allowUnauthenticated?: boolean };
 }
 
 /** The Connect routes of every internal service this process hosts. */
@@ -25,12 +34,14 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     serverAdminRoutes(deps)(router);
     heartRoutes(deps)(router);
     deliveryRoutes(deps)(router);
+    accessRoutes(deps)(router);
   };
 }
 
 /**
  * Builds the referral service's HTTP/2 (cleartext) server, unstarted. One port
- * serves the Connect, gRPC and gRPC-Web protocols.
+ * serves the Connect, gRPC and gRPC-Web protocols; every RPC needs a service token
+ * (services/access/auth-interceptor.ts, rules in services/access/rpc-access.ts).
  */
 export function createReferralServiceServer(deps: ReferralServiceDeps): {
   server: http2.Http2Server;
@@ -39,7 +50,16 @@ export function createReferralServiceServer(deps: ReferralServiceDeps): {
 } {
   const handler = connectNodeAdapter({
     routes: createRoutes(deps),
-    interceptors: [createServerInterceptor(deps.log, deps.metrics)],
+    // Outermost first: logging/metrics/error mapping wraps the access check, which wraps every handler.
+    interceptors: [
+      createServerInterceptor(deps.log, deps.metrics),
+      createAuthInterceptor({
+        prisma: deps.prisma,
+        now: deps.now,
+        verifyToken: deps.auth?.verifyToken ?? createTokenVerifier(deps.prisma),
+        allowUnauthenticated: deps.auth?.allowUnauthenticated ?? false,
+      }),
+    ],
     // Connect, gRPC and gRPC-Web are all enabled by default on the same port.
   });
   const server = http2.createServer(handler);

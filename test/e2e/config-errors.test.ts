@@ -51,10 +51,10 @@ const macro = test.macro({
   title: (provided = "") => provided,
 });
 
-test("gateway with an invalid PORT and a non-http REFERRAL_SERVICE_URL exits 2 and lists both problems", macro, () => ({
+test("gateway with an invalid PORT, a non-http REFERRAL_SERVICE_URL and no REFERRAL_SERVICE_TOKEN exits 2 and lists all three problems", macro, () => ({
   file: "gateway/main.ts",
   env: { PORT: "eighty", REFERRAL_SERVICE_URL: "ftp://127.0.0.1:8081" },
-  problems: [/^PORT must be an integer/, /^REFERRAL_SERVICE_URL must be an http\(s\) URL/],
+  problems: [/^PORT must be an integer/, /^REFERRAL_SERVICE_URL must be an http\(s\) URL/, /^REFERRAL_SERVICE_TOKEN is required/],
   secrets: [],
 }));
 

@@ -8,6 +8,7 @@ import type { ExecutionContext } from "ava";
 import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../integration/delivery-harness.js";
 import { headerOf, type RecordedRequest } from "../helpers/receiver.js";
 import { jsonLines, type ManagedProcess, type ProcessGroup } from "../helpers/processes.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../../services/shared/bus.js";
 import { ensureTopics } from "../../services/shared/kafka-bus.js";
 
@@ -92,7 +93,8 @@ export async function startGatewayProcess(group: ProcessGroup, opts: { port: num
   const proc = group.spawn({
     name: "gateway",
     file: "gateway/main.ts",
-    env: { PORT: String(opts.port), HOST: "127.0.0.1", REFERRAL_SERVICE_URL: opts.referralServiceUrl, LOG_LEVEL: opts.logLevel ?? "info" },
+    // The shared test token (seeded into every test database; test/helpers/service-token.ts).
+    env: { PORT: String(opts.port), HOST: "127.0.0.1", REFERRAL_SERVICE_URL: opts.referralServiceUrl, REFERRAL_SERVICE_TOKEN: TEST_SERVICE_TOKEN, LOG_LEVEL: opts.logLevel ?? "info" },
   });
   const url = `http://127.0.0.1:${opts.port}`;
   await proc.waitReady(`${url}/readyz`);

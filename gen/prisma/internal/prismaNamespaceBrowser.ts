@@ -62,7 +62,11 @@ export const ModelName = {
   ServerRanking: 'ServerRanking',
   OutboxMessage: 'OutboxMessage',
   Delivery: 'Delivery',
-  DeliveryAttempt: 'DeliveryAttempt'
+  DeliveryAttempt: 'DeliveryAttempt',
+  ServiceToken: 'ServiceToken',
+  Owner: 'Owner',
+  DashboardLoginLink: 'DashboardLoginLink',
+  DashboardSession: 'DashboardSession'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -90,7 +94,8 @@ export const ServerScalarFieldEnum = {
   standardWebhooks: 'standardWebhooks',
   callbackDisabledAt: 'callbackDisabledAt',
   callbackDisabledReason: 'callbackDisabledReason',
-  createdAt: 'createdAt'
+  createdAt: 'createdAt',
+  ownerId: 'ownerId'
 } as const
 
 export type ServerScalarFieldEnum = (typeof ServerScalarFieldEnum)[keyof typeof ServerScalarFieldEnum]
@@ -257,6 +262,51 @@ export const DeliveryAttemptScalarFieldEnum = {
 } as const
 
 export type DeliveryAttemptScalarFieldEnum = (typeof DeliveryAttemptScalarFieldEnum)[keyof typeof DeliveryAttemptScalarFieldEnum]
+
+
+export const ServiceTokenScalarFieldEnum = {
+  id: 'id',
+  name: 'name',
+  tokenHash: 'tokenHash',
+  scopes: 'scopes',
+  createdAt: 'createdAt',
+  revokedAt: 'revokedAt'
+} as const
+
+export type ServiceTokenScalarFieldEnum = (typeof ServiceTokenScalarFieldEnum)[keyof typeof ServiceTokenScalarFieldEnum]
+
+
+export const OwnerScalarFieldEnum = {
+  id: 'id',
+  displayName: 'displayName',
+  createdAt: 'createdAt'
+} as const
+
+export type OwnerScalarFieldEnum = (typeof OwnerScalarFieldEnum)[keyof typeof OwnerScalarFieldEnum]
+
+
+export const DashboardLoginLinkScalarFieldEnum = {
+  id: 'id',
+  ownerId: 'ownerId',
+  tokenHash: 'tokenHash',
+  createdAt: 'createdAt',
+  expiresAt: 'expiresAt',
+  usedAt: 'usedAt'
+} as const
+
+export type DashboardLoginLinkScalarFieldEnum = (typeof DashboardLoginLinkScalarFieldEnum)[keyof typeof DashboardLoginLinkScalarFieldEnum]
+
+
+export const DashboardSessionScalarFieldEnum = {
+  id: 'id',
+  ownerId: 'ownerId',
+  tokenHash: 'tokenHash',
+  createdAt: 'createdAt',
+  expiresAt: 'expiresAt',
+  revokedAt: 'revokedAt'
+} as const
+
+export type DashboardSessionScalarFieldEnum = (typeof DashboardSessionScalarFieldEnum)[keyof typeof DashboardSessionScalarFieldEnum]
 
 
 export const SortOrder = {

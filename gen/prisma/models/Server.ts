@@ -34,6 +34,7 @@ export type ServerMinAggregateOutputType = {
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
   createdAt: Date | null
+  ownerId: string | null
 }
 
 export type ServerMaxAggregateOutputType = {
@@ -46,6 +47,7 @@ export type ServerMaxAggregateOutputType = {
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
   createdAt: Date | null
+  ownerId: string | null
 }
 
 export type ServerCountAggregateOutputType = {
@@ -58,6 +60,7 @@ export type ServerCountAggregateOutputType = {
   callbackDisabledAt: number
   callbackDisabledReason: number
   createdAt: number
+  ownerId: number
   _all: number
 }
 
@@ -72,6 +75,7 @@ export type ServerMinAggregateInputType = {
   callbackDisabledAt?: true
   callbackDisabledReason?: true
   createdAt?: true
+  ownerId?: true
 }
 
 export type ServerMaxAggregateInputType = {
@@ -84,6 +88,7 @@ export type ServerMaxAggregateInputType = {
   callbackDisabledAt?: true
   callbackDisabledReason?: true
   createdAt?: true
+  ownerId?: true
 }
 
 export type ServerCountAggregateInputType = {
@@ -96,6 +101,7 @@ export type ServerCountAggregateInputType = {
   callbackDisabledAt?: true
   callbackDisabledReason?: true
   createdAt?: true
+  ownerId?: true
   _all?: true
 }
 
@@ -181,6 +187,7 @@ export type ServerGroupByOutputType = {
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
   createdAt: Date
+  ownerId: string | null
   _count: ServerCountAggregateOutputType | null
   _min: ServerMinAggregateOutputType | null
   _max: ServerMaxAggregateOutputType | null
@@ -214,6 +221,8 @@ export type ServerWhereInput = {
   callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
+  ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
+  owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
   referrals?: Prisma.ReferralListRelationFilter
@@ -230,6 +239,8 @@ export type ServerOrderByWithRelationInput = {
   callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
+  owner?: Prisma.OwnerOrderByWithRelationInput
   secrets?: Prisma.ServerSecretOrderByRelationAggregateInput
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
   referrals?: Prisma.ReferralOrderByRelationAggregateInput
@@ -249,6 +260,8 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
+  ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
+  owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
   referrals?: Prisma.ReferralListRelationFilter
@@ -265,6 +278,7 @@ export type ServerOrderByWithAggregationInput = {
   callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ServerCountOrderByAggregateInput
   _max?: Prisma.ServerMaxOrderByAggregateInput
   _min?: Prisma.ServerMinOrderByAggregateInput
@@ -283,6 +297,7 @@ export type ServerScalarWhereWithAggregatesInput = {
   callbackDisabledAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Server"> | Date | string
+  ownerId?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
 }
 
 export type ServerCreateInput = {
@@ -295,6 +310,7 @@ export type ServerCreateInput = {
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   createdAt?: Date | string
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -311,6 +327,7 @@ export type ServerUncheckedCreateInput = {
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   createdAt?: Date | string
+  ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -327,6 +344,7 @@ export type ServerUpdateInput = {
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -343,6 +361,7 @@ export type ServerUncheckedUpdateInput = {
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -359,6 +378,7 @@ export type ServerCreateManyInput = {
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   createdAt?: Date | string
+  ownerId?: string | null
 }
 
 export type ServerUpdateManyMutationInput = {
@@ -383,6 +403,7 @@ export type ServerUncheckedUpdateManyInput = {
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerCountOrderByAggregateInput = {
@@ -395,6 +416,7 @@ export type ServerCountOrderByAggregateInput = {
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  ownerId?: Prisma.SortOrder
 }
 
 export type ServerMaxOrderByAggregateInput = {
@@ -407,6 +429,7 @@ export type ServerMaxOrderByAggregateInput = {
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  ownerId?: Prisma.SortOrder
 }
 
 export type ServerMinOrderByAggregateInput = {
@@ -419,11 +442,22 @@ export type ServerMinOrderByAggregateInput = {
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  ownerId?: Prisma.SortOrder
 }
 
 export type ServerScalarRelationFilter = {
   is?: Prisma.ServerWhereInput
   isNot?: Prisma.ServerWhereInput
+}
+
+export type ServerListRelationFilter = {
+  every?: Prisma.ServerWhereInput
+  some?: Prisma.ServerWhereInput
+  none?: Prisma.ServerWhereInput
+}
+
+export type ServerOrderByRelationAggregateInput = {
+  _count?: Prisma.SortOrder
 }
 
 export type StringFieldUpdateOperationsInput = {
@@ -502,6 +536,48 @@ export type ServerUpdateOneRequiredWithoutDeliveriesNestedInput = {
   update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutDeliveriesInput, Prisma.ServerUpdateWithoutDeliveriesInput>, Prisma.ServerUncheckedUpdateWithoutDeliveriesInput>
 }
 
+export type ServerCreateNestedManyWithoutOwnerInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutOwnerInput, Prisma.ServerUncheckedCreateWithoutOwnerInput> | Prisma.ServerCreateWithoutOwnerInput[] | Prisma.ServerUncheckedCreateWithoutOwnerInput[]
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutOwnerInput | Prisma.ServerCreateOrConnectWithoutOwnerInput[]
+  createMany?: Prisma.ServerCreateManyOwnerInputEnvelope
+  connect?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+}
+
+export type ServerUncheckedCreateNestedManyWithoutOwnerInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutOwnerInput, Prisma.ServerUncheckedCreateWithoutOwnerInput> | Prisma.ServerCreateWithoutOwnerInput[] | Prisma.ServerUncheckedCreateWithoutOwnerInput[]
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutOwnerInput | Prisma.ServerCreateOrConnectWithoutOwnerInput[]
+  createMany?: Prisma.ServerCreateManyOwnerInputEnvelope
+  connect?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+}
+
+export type ServerUpdateManyWithoutOwnerNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutOwnerInput, Prisma.ServerUncheckedCreateWithoutOwnerInput> | Prisma.ServerCreateWithoutOwnerInput[] | Prisma.ServerUncheckedCreateWithoutOwnerInput[]
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutOwnerInput | Prisma.ServerCreateOrConnectWithoutOwnerInput[]
+  upsert?: Prisma.ServerUpsertWithWhereUniqueWithoutOwnerInput | Prisma.ServerUpsertWithWhereUniqueWithoutOwnerInput[]
+  createMany?: Prisma.ServerCreateManyOwnerInputEnvelope
+  set?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  disconnect?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  delete?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  connect?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  update?: Prisma.ServerUpdateWithWhereUniqueWithoutOwnerInput | Prisma.ServerUpdateWithWhereUniqueWithoutOwnerInput[]
+  updateMany?: Prisma.ServerUpdateManyWithWhereWithoutOwnerInput | Prisma.ServerUpdateManyWithWhereWithoutOwnerInput[]
+  deleteMany?: Prisma.ServerScalarWhereInput | Prisma.ServerScalarWhereInput[]
+}
+
+export type ServerUncheckedUpdateManyWithoutOwnerNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutOwnerInput, Prisma.ServerUncheckedCreateWithoutOwnerInput> | Prisma.ServerCreateWithoutOwnerInput[] | Prisma.ServerUncheckedCreateWithoutOwnerInput[]
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutOwnerInput | Prisma.ServerCreateOrConnectWithoutOwnerInput[]
+  upsert?: Prisma.ServerUpsertWithWhereUniqueWithoutOwnerInput | Prisma.ServerUpsertWithWhereUniqueWithoutOwnerInput[]
+  createMany?: Prisma.ServerCreateManyOwnerInputEnvelope
+  set?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  disconnect?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  delete?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  connect?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  update?: Prisma.ServerUpdateWithWhereUniqueWithoutOwnerInput | Prisma.ServerUpdateWithWhereUniqueWithoutOwnerInput[]
+  updateMany?: Prisma.ServerUpdateManyWithWhereWithoutOwnerInput | Prisma.ServerUpdateManyWithWhereWithoutOwnerInput[]
+  deleteMany?: Prisma.ServerScalarWhereInput | Prisma.ServerScalarWhereInput[]
+}
+
 export type ServerCreateWithoutSecretsInput = {
   id?: string
   name: string
@@ -512,6 +588,7 @@ export type ServerCreateWithoutSecretsInput = {
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   createdAt?: Date | string
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
@@ -527,6 +604,7 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   createdAt?: Date | string
+  ownerId?: string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -558,6 +636,7 @@ export type ServerUpdateWithoutSecretsInput = {
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
@@ -573,6 +652,7 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -588,6 +668,7 @@ export type ServerCreateWithoutClicksInput = {
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   createdAt?: Date | string
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
@@ -603,6 +684,7 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   createdAt?: Date | string
+  ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -634,6 +716,7 @@ export type ServerUpdateWithoutClicksInput = {
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
@@ -649,6 +732,7 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -664,6 +748,7 @@ export type ServerCreateWithoutReferralsInput = {
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   createdAt?: Date | string
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
@@ -679,6 +764,7 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   createdAt?: Date | string
+  ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -710,6 +796,7 @@ export type ServerUpdateWithoutReferralsInput = {
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
@@ -725,6 +812,7 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -740,6 +828,7 @@ export type ServerCreateWithoutDeliveriesInput = {
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   createdAt?: Date | string
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -755,6 +844,7 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   createdAt?: Date | string
+  ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -786,6 +876,7 @@ export type ServerUpdateWithoutDeliveriesInput = {
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -801,9 +892,140 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
+}
+
+export type ServerCreateWithoutOwnerInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  callbackUrl?: string | null
+  standardWebhooks?: boolean
+  callbackDisabledAt?: Date | string | null
+  callbackDisabledReason?: string | null
+  createdAt?: Date | string
+  secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+}
+
+export type ServerUncheckedCreateWithoutOwnerInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  callbackUrl?: string | null
+  standardWebhooks?: boolean
+  callbackDisabledAt?: Date | string | null
+  callbackDisabledReason?: string | null
+  createdAt?: Date | string
+  secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+}
+
+export type ServerCreateOrConnectWithoutOwnerInput = {
+  where: Prisma.ServerWhereUniqueInput
+  create: Prisma.XOR<Prisma.ServerCreateWithoutOwnerInput, Prisma.ServerUncheckedCreateWithoutOwnerInput>
+}
+
+export type ServerCreateManyOwnerInputEnvelope = {
+  data: Prisma.ServerCreateManyOwnerInput | Prisma.ServerCreateManyOwnerInput[]
+  skipDuplicates?: boolean
+}
+
+export type ServerUpsertWithWhereUniqueWithoutOwnerInput = {
+  where: Prisma.ServerWhereUniqueInput
+  update: Prisma.XOR<Prisma.ServerUpdateWithoutOwnerInput, Prisma.ServerUncheckedUpdateWithoutOwnerInput>
+  create: Prisma.XOR<Prisma.ServerCreateWithoutOwnerInput, Prisma.ServerUncheckedCreateWithoutOwnerInput>
+}
+
+export type ServerUpdateWithWhereUniqueWithoutOwnerInput = {
+  where: Prisma.ServerWhereUniqueInput
+  data: Prisma.XOR<Prisma.ServerUpdateWithoutOwnerInput, Prisma.ServerUncheckedUpdateWithoutOwnerInput>
+}
+
+export type ServerUpdateManyWithWhereWithoutOwnerInput = {
+  where: Prisma.ServerScalarWhereInput
+  data: Prisma.XOR<Prisma.ServerUpdateManyMutationInput, Prisma.ServerUncheckedUpdateManyWithoutOwnerInput>
+}
+
+export type ServerScalarWhereInput = {
+  AND?: Prisma.ServerScalarWhereInput | Prisma.ServerScalarWhereInput[]
+  OR?: Prisma.ServerScalarWhereInput[]
+  NOT?: Prisma.ServerScalarWhereInput | Prisma.ServerScalarWhereInput[]
+  id?: Prisma.UuidFilter<"Server"> | string
+  name?: Prisma.StringFilter<"Server"> | string
+  referralsEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  registrationUrl?: Prisma.StringNullableFilter<"Server"> | string | null
+  callbackUrl?: Prisma.StringNullableFilter<"Server"> | string | null
+  standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
+  callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
+  callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
+  createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
+  ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
+}
+
+export type ServerCreateManyOwnerInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  callbackUrl?: string | null
+  standardWebhooks?: boolean
+  callbackDisabledAt?: Date | string | null
+  callbackDisabledReason?: string | null
+  createdAt?: Date | string
+}
+
+export type ServerUpdateWithoutOwnerInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+}
+
+export type ServerUncheckedUpdateWithoutOwnerInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+}
+
+export type ServerUncheckedUpdateManyWithoutOwnerInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
 
@@ -874,6 +1096,8 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
   createdAt?: boolean
+  ownerId?: boolean
+  owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
   referrals?: boolean | Prisma.Server$referralsArgs<ExtArgs>
@@ -891,6 +1115,8 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
   createdAt?: boolean
+  ownerId?: boolean
+  owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
 export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -903,6 +1129,8 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
   createdAt?: boolean
+  ownerId?: boolean
+  owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
 export type ServerSelectScalar = {
@@ -915,22 +1143,29 @@ export type ServerSelectScalar = {
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
   createdAt?: boolean
+  ownerId?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "callbackDisabledAt" | "callbackDisabledReason" | "createdAt", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "callbackDisabledAt" | "callbackDisabledReason" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
   referrals?: boolean | Prisma.Server$referralsArgs<ExtArgs>
   deliveries?: boolean | Prisma.Server$deliveriesArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }
-export type ServerIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {}
-export type ServerIncludeUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {}
+export type ServerIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
+}
+export type ServerIncludeUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
+}
 
 export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Server"
   objects: {
+    owner: Prisma.$OwnerPayload<ExtArgs> | null
     secrets: Prisma.$ServerSecretPayload<ExtArgs>[]
     clicks: Prisma.$ReferralClickPayload<ExtArgs>[]
     referrals: Prisma.$ReferralPayload<ExtArgs>[]
@@ -946,6 +1181,10 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
     callbackDisabledAt: Date | null
     callbackDisabledReason: string | null
     createdAt: Date
+    /**
+     * The owner (the list's account id) whose dashboard sessions may manage this server; null: operators only.
+     */
+    ownerId: string | null
   }, ExtArgs["result"]["server"]>
   composites: {}
 }
@@ -1340,6 +1579,7 @@ readonly fields: ServerFieldRefs;
  */
 export interface Prisma__ServerClient<T, Null = never, ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs, GlobalOmitOptions = {}> extends Prisma.PrismaPromise<T> {
   readonly [Symbol.toStringTag]: "PrismaPromise"
+  owner<T extends Prisma.Server$ownerArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$ownerArgs<ExtArgs>>): Prisma.Prisma__OwnerClient<runtime.Types.Result.GetResult<Prisma.$OwnerPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | null, null, ExtArgs, GlobalOmitOptions>
   secrets<T extends Prisma.Server$secretsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$secretsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ServerSecretPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   clicks<T extends Prisma.Server$clicksArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$clicksArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ReferralClickPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   referrals<T extends Prisma.Server$referralsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$referralsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ReferralPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
@@ -1382,6 +1622,7 @@ export interface ServerFieldRefs {
   readonly callbackDisabledAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly callbackDisabledReason: Prisma.FieldRef<"Server", 'String'>
   readonly createdAt: Prisma.FieldRef<"Server", 'DateTime'>
+  readonly ownerId: Prisma.FieldRef<"Server", 'String'>
 }
     
 
@@ -1636,6 +1877,10 @@ export type ServerCreateManyAndReturnArgs<ExtArgs extends runtime.Types.Extensio
    */
   data: Prisma.ServerCreateManyInput | Prisma.ServerCreateManyInput[]
   skipDuplicates?: boolean
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.ServerIncludeCreateManyAndReturn<ExtArgs> | null
 }
 
 /**
@@ -1706,6 +1951,10 @@ export type ServerUpdateManyAndReturnArgs<ExtArgs extends runtime.Types.Extensio
    * Limit how many Servers to update.
    */
   limit?: number
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.ServerIncludeUpdateManyAndReturn<ExtArgs> | null
 }
 
 /**
@@ -1772,6 +2021,25 @@ export type ServerDeleteManyArgs<ExtArgs extends runtime.Types.Extensions.Intern
    * Limit how many Servers to delete.
    */
   limit?: number
+}
+
+/**
+ * Server.owner
+ */
+export type Server$ownerArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the Owner
+   */
+  select?: Prisma.OwnerSelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the Owner
+   */
+  omit?: Prisma.OwnerOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.OwnerInclude<ExtArgs> | null
+  where?: Prisma.OwnerWhereInput
 }
 
 /**

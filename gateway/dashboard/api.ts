@@ -302,7 +302,7 @@ export function toApiError(error: unknown): { status: number; message: string; l
         return { status: 403, message: error.rawMessage, log: false };
       case Code.Unauthenticated:
         // The owner's session ended between the gateway's check and the call; a gateway token problem is logged.
-        return { status: 401, message: "the dashboard session expired or was revoked; open a new login link", log: true };
+        return { status: 401, message: "the dashboard session expired or was revoked (open a new login link)", log: true };
       case Code.FailedPrecondition:
       case Code.AlreadyExists:
         return { status: 409, message: error.rawMessage, log: false };

@@ -49,9 +49,11 @@ const DEVELOPMENT_CALLER: ServiceCaller = { tokenId: "", name: "unauthenticated 
 export function createAuthInterceptor(deps: AuthDeps): Interceptor {
   return (next) => async (req) => {
     const key = rpcKey(req.service.typeName, req.method.name);
+    // Messages avoid the characters gRPC clients leave percent-encoded (":", "/", ",", ";" ...).
+    const rpc = `${req.service.typeName}.${req.method.name}`;
     const caller = await authenticate(deps, req.header.get("authorization"));
     const rule = RPC_ACCESS[key];
-    if (!rule) throw new ConnectError(`no access rule for ${key}; it is refused until one is added to RPC_ACCESS`, Code.PermissionDenied);
+    if (!rule) throw new ConnectError(`no access rule for ${rpc} (refused until it is added to RPC_ACCESS)`, Code.PermissionDenied);
 
     const sessionToken = req.header.get(DASHBOARD_SESSION_HEADER);
     if (sessionToken !== null) {
@@ -59,8 +61,8 @@ export function createAuthInterceptor(deps: AuthDeps): Interceptor {
         throw new ConnectError(`acting for a dashboard session needs a token with the scope "dashboard"`, Code.PermissionDenied);
       }
       const live = await findLiveSession(deps.prisma, deps.now(), sessionToken.trim());
-      if (!live) throw new ConnectError("the dashboard session expired or was revoked; open a new login link", Code.Unauthenticated);
-      if (rule.owner.kind === "none" || req.stream) throw new ConnectError(`${key} is not available to dashboard sessions`, Code.PermissionDenied);
+      if (!live) throw new ConnectError("the dashboard session expired or was revoked (open a new login link)", Code.Unauthenticated);
+      if (rule.owner.kind === "none" || req.stream) throw new ConnectError(`${rpc} is not available to dashboard sessions`, Code.PermissionDenied);
       if (rule.owner.kind === "owned") {
         await requireOwned(deps.prisma, live.owner.id, rule.owner.resource, (req.message as Record<string, unknown>)[rule.owner.field]);
       }
@@ -68,7 +70,7 @@ export function createAuthInterceptor(deps: AuthDeps): Interceptor {
       return next(req);
     }
     if (!grants(caller.scopes, rule.scope)) {
-      throw new ConnectError(`this token lacks the scope "${rule.scope}" that ${key} requires`, Code.PermissionDenied);
+      throw new ConnectError(`this token lacks the scope "${rule.scope}" that ${rpc} requires`, Code.PermissionDenied);
     }
     return next(req);
   };
@@ -77,10 +79,10 @@ export function createAuthInterceptor(deps: AuthDeps): Interceptor {
 async function authenticate(deps: AuthDeps, header: string | null): Promise<ServiceCaller> {
   if (header === null || header.trim() === "") {
     if (deps.allowUnauthenticated) return DEVELOPMENT_CALLER;
-    throw new ConnectError("missing service token: send the header authorization: Bearer <token>", Code.Unauthenticated);
+    throw new ConnectError("missing service token (send the header authorization with the value Bearer <token>)", Code.Unauthenticated);
   }
   const token = BEARER.exec(header)?.[1];
-  if (token === undefined) throw new ConnectError("malformed authorization header: expected Bearer <token>", Code.Unauthenticated);
+  if (token === undefined) throw new ConnectError("malformed authorization header (expected Bearer <token>)", Code.Unauthenticated);
   const caller = await deps.verifyToken(token);
   if (!caller) throw new ConnectError("invalid or revoked service token", Code.Unauthenticated);
   return caller;

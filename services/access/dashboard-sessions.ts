@@ -53,7 +53,7 @@ export async function redeemLoginLink(prisma: PrismaClient, now: Date, loginToke
       data: { ownerId: link.ownerId, tokenHash: hashToken(sessionToken), createdAt: now, expiresAt: new Date(now.getTime() + DASHBOARD_SESSION_TTL_SECONDS * 1000) },
     });
   });
-  if (!session) throw new DomainError("not_found", "this login link is invalid, expired or already used; ask for a new one");
+  if (!session) throw new DomainError("not_found", "this login link is invalid or expired or already used (ask for a new one)");
   return { sessionToken, session };
 }
 

@@ -53,7 +53,7 @@ export function accessRoutes(deps: AccessRouteDeps): (router: ConnectRouter) => 
       },
       async getDashboardSession(req) {
         const live = await findLiveSession(deps.prisma, deps.now(), req.sessionToken.trim());
-        if (!live) throw new DomainError("not_found", "the dashboard session expired or was revoked; open a new login link");
+        if (!live) throw new DomainError("not_found", "the dashboard session expired or was revoked (open a new login link)");
         return { session: toSessionProto(live.session), owner: toOwnerProto(live.owner) };
       },
       async endDashboardSession(req) {

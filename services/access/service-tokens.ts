@@ -58,7 +58,7 @@ export async function createServiceToken(
     return { record, token };
   } catch (error) {
     // Failure policy: a taken name is the caller's mistake (409); anything else is internal.
-    if (isUniqueViolation(error)) throw new DomainError("conflict", `a service token named ${JSON.stringify(name)} exists; revoke it or pick another name`);
+    if (isUniqueViolation(error)) throw new DomainError("conflict", `a service token named ${JSON.stringify(name)} exists (revoke it or pick another name)`);
     throw error;
   }
 }

@@ -60,6 +60,8 @@ export interface GatewayStack {
   db: TestDatabase;
   clients: ReferralServiceClients;
   baseUrl: string;
+  /** Base URL of the referral service behind the gateway. */
+  serviceUrl: string;
   gatewayLog: CapturedLog;
   serviceLog: CapturedLog;
   gatewayMetrics: Metrics;
@@ -125,6 +127,7 @@ export async function startGatewayStack(
     db,
     clients,
     baseUrl,
+    serviceUrl: `http://127.0.0.1:${servicePort}`,
     gatewayLog,
     serviceLog,
     gatewayMetrics,

@@ -9,8 +9,8 @@ import { createLoginLink, endSession, findLiveSession, listSessions, redeemLogin
 import { assignServer, createOwner, listOwnerServers, type OwnerRecord } from "./owners.js";
 import { createServiceToken, listServiceTokens, revokeServiceToken, type ServiceTokenRecord } from "./service-tokens.js";
 
-/** What the access routes need: the core deps plus the public gateway's URL (login links point there). */
-export type AccessRouteDeps = CoreDeps & { publicBaseUrl: string };
+/** What the access routes need: the core deps plus where login links point (the public gateway). */
+export type AccessRouteDeps = CoreDeps & { publicBaseUrl: string; loginLinkBaseUrl?: string };
 
 /**
  * The AccessService routes: service tokens (admin), owners and their servers
@@ -44,7 +44,7 @@ export function accessRoutes(deps: AccessRouteDeps): (router: ConnectRouter) => 
       },
 
       async createDashboardLoginLink(req) {
-        const link = await createLoginLink(deps.prisma, deps.now(), { ownerId: req.ownerId, ttlSeconds: Number(req.ttlSeconds), publicBaseUrl: deps.publicBaseUrl });
+        const link = await createLoginLink(deps.prisma, deps.now(), { ownerId: req.ownerId, ttlSeconds: Number(req.ttlSeconds), publicBaseUrl: deps.loginLinkBaseUrl ?? deps.publicBaseUrl });
         return { url: link.url, expiresAt: timestampFromDate(link.expiresAt) };
       },
       async redeemDashboardLoginLink(req) {

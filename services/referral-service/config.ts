@@ -13,6 +13,8 @@ export interface ReferralServiceConfig {
   port: number;
   opsPort: number;
   publicBaseUrl: string;
+  /** Base of owners' dashboard login links (LOGIN_LINK_BASE_URL; default PUBLIC_BASE_URL). */
+  loginLinkBaseUrl: string;
   allowInsecureCallbacks: boolean;
   callbackTimeoutMs: number;
   dbPoolSize: number;
@@ -31,6 +33,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     port: readPort(r, "PORT", 8081),
     opsPort: readPort(r, "OPS_PORT", 9081),
     publicBaseUrl: r.string("PUBLIC_BASE_URL", "http://127.0.0.1:8080"),
+    loginLinkBaseUrl: r.string("LOGIN_LINK_BASE_URL", r.string("PUBLIC_BASE_URL", "http://127.0.0.1:8080")),
     allowInsecureCallbacks: r.bool("ALLOW_INSECURE_CALLBACKS", false),
     callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", 10_000, { min: 100, max: 60_000 }),
     dbPoolSize: r.int("DB_POOL_SIZE", 20, { min: 1, max: 200 }),

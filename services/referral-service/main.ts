@@ -27,6 +27,7 @@ runMain(log, async () => {
     allowInsecureCallbacks: config.allowInsecureCallbacks,
     callbackTimeoutMs: config.callbackTimeoutMs,
     publicBaseUrl: config.publicBaseUrl,
+    loginLinkBaseUrl: config.loginLinkBaseUrl,
     fraudRules: config.fraudRules,
     auth: { allowUnauthenticated: config.access.allowUnauthenticated },
   });

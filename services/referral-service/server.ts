@@ -10,12 +10,12 @@ import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
-import { accessRoutes } from "../access/routes.js";
+import { accessRoutes, type AccessRouteDeps } from "../access/routes.js";
 import { createAuthInterceptor } from "../access/auth-interceptor.js";
 import { createTokenVerifier, type TokenVerifier } from "../access/service-tokens.js";
 
 /** Everything the referral service's RPCs need. */
-export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps {
+export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<AccessRouteDeps, "loginLinkBaseUrl"> {
   metrics: Metrics;
   /** Fraud scoring rules for hearts; the documented defaults when omitted. */
   fraudRules?: FraudRules;

@@ -118,7 +118,8 @@ function printBanner(opts: {
   dataDir: string;
   demo: Demo | undefined;
   dashboardTokenLocation: string;
-  serviceTokenLocation: string;
+  /** The admin token's file, or undefined when it comes from ADMIN_SERVICE_TOKEN. */
+  serviceTokenFile: string | undefined;
 }) {
   const rel = displayPath(opts.dataDir);
   const lines = [
@@ -131,11 +132,11 @@ function printBanner(opts: {
     `    health/metrics:          ${opts.gatewayUrl}/healthz  ${opts.gatewayUrl}/readyz  ${opts.gatewayUrl}/metrics`,
     `    dashboard:               ${opts.gatewayUrl}/dashboard  (sign-in token: ${opts.dashboardTokenLocation})`,
     `  Referral service (internal; Connect, gRPC, gRPC-Web over HTTP/2): ${opts.rpcUrl}`,
-    `    admin service token:     ${opts.serviceTokenLocation}  (send it as authorization: Bearer <token>)`,
+    `    admin service token:     ${opts.serviceTokenFile ?? "the ADMIN_SERVICE_TOKEN environment variable"}  (send it as authorization: Bearer <token>)`,
     "",
     "Example: a one-time dashboard login link for the demo owner (open the printed url within 5 minutes):",
     "",
-    `  TOKEN=$(cat ${opts.serviceTokenLocation.startsWith("the ") ? "<your ADMIN_SERVICE_TOKEN>" : opts.serviceTokenLocation})`,
+    opts.serviceTokenFile ? `  TOKEN=$(cat ${opts.serviceTokenFile})` : "  TOKEN=$ADMIN_SERVICE_TOKEN",
     `  npx buf curl --schema proto --protocol grpc --http2-prior-knowledge -H "authorization: Bearer $TOKEN" \\`,
     `    -d '{"owner_id":"${DEMO_OWNER_ID}"}' ${opts.rpcUrl}/access.v1.AccessService/CreateDashboardLoginLink`,
   ];
@@ -200,7 +201,7 @@ async function main() {
   const adminToken =
     config.adminToken ??
     loadOrCreateTokenFile(join(config.dataDir, SERVICE_TOKEN_FILE), generateServiceToken, (t) => t.length >= MIN_SERVICE_TOKEN_CHARS && !/\s/.test(t));
-  const serviceTokenLocation = config.adminToken ? "the ADMIN_SERVICE_TOKEN environment variable" : displayPath(join(config.dataDir, SERVICE_TOKEN_FILE));
+  const serviceTokenFile = config.adminToken ? undefined : displayPath(join(config.dataDir, SERVICE_TOKEN_FILE));
   const gatewayToken = generateServiceToken();
   await ensureServiceToken(prisma, now(), { name: "admin", token: adminToken, scopes: ["admin"] });
   // admin as well: the operator dashboard (DASHBOARD_TOKEN) runs in this gateway.
@@ -270,7 +271,7 @@ async function main() {
 
   const demo = await seedDemo(createReferralServiceClients(rpcUrl, adminToken), createAccessClient(adminTransport), config.dataDir);
   started = true;
-  printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, dataDir: config.dataDir, demo, dashboardTokenLocation: dashboard.location, serviceTokenLocation });
+  printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, dataDir: config.dataDir, demo, dashboardTokenLocation: dashboard.location, serviceTokenFile });
 
   onShutdown(log, async () => {
     draining = true;

@@ -65,6 +65,23 @@ test("referral service with an empty env exits 2 and lists both DATABASE_URL and
   secrets: [],
 }));
 
+test("referral service with a too-short ADMIN_SERVICE_TOKEN, a GATEWAY_SERVICE_TOKEN with whitespace and an unknown gateway scope exits 2, lists them, and echoes no token", macro, () => {
+  const shortToken = `short-${randomBytes(6).toString("hex")}`;
+  const spacedToken = `spaced ${randomBytes(24).toString("hex")}`;
+  return {
+    file: "services/referral-service/main.ts",
+    env: { ADMIN_SERVICE_TOKEN: shortToken, GATEWAY_SERVICE_TOKEN: spacedToken, GATEWAY_SERVICE_TOKEN_SCOPES: "ingest,root" },
+    problems: [
+      /^DATABASE_URL is required/,
+      /^SECRETS_KEY .*is required/,
+      /^ADMIN_SERVICE_TOKEN must be at least 32 characters$/,
+      /^GATEWAY_SERVICE_TOKEN must not contain whitespace$/,
+      /^GATEWAY_SERVICE_TOKEN_SCOPES: unknown scope "root"$/,
+    ],
+    secrets: [shortToken, spacedToken],
+  };
+});
+
 test("referral service with five bad settings exits 2, lists all five, and echoes neither the database password nor the secrets key", macro, () => {
   const password = dbPassword();
   const key = validKey();

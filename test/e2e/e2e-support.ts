@@ -89,12 +89,22 @@ export async function startReferralServiceProcess(
 }
 
 /** Starts the public gateway on `port` in front of `referralServiceUrl` and waits until /readyz is 200. */
-export async function startGatewayProcess(group: ProcessGroup, opts: { port: number; referralServiceUrl: string; logLevel?: string }): Promise<ServiceProcess & { url: string }> {
+export async function startGatewayProcess(
+  group: ProcessGroup,
+  opts: { port: number; referralServiceUrl: string; logLevel?: string; env?: Record<string, string> },
+): Promise<ServiceProcess & { url: string }> {
   const proc = group.spawn({
     name: "gateway",
     file: "gateway/main.ts",
-    // The shared test token (seeded into every test database; test/helpers/service-token.ts).
-    env: { PORT: String(opts.port), HOST: "127.0.0.1", REFERRAL_SERVICE_URL: opts.referralServiceUrl, REFERRAL_SERVICE_TOKEN: TEST_SERVICE_TOKEN, LOG_LEVEL: opts.logLevel ?? "info" },
+    // The shared test token (seeded into every test database; test/helpers/service-token.ts) unless `env` says otherwise.
+    env: {
+      PORT: String(opts.port),
+      HOST: "127.0.0.1",
+      REFERRAL_SERVICE_URL: opts.referralServiceUrl,
+      REFERRAL_SERVICE_TOKEN: TEST_SERVICE_TOKEN,
+      LOG_LEVEL: opts.logLevel ?? "info",
+      ...opts.env,
+    },
   });
   const url = `http://127.0.0.1:${opts.port}`;
   await proc.waitReady(`${url}/readyz`);

@@ -1,6 +1,8 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions } from "@connectrpc/connect";
 import type { DashboardClients } from "./clients.js";
+import { SESSION_EXPIRED_KIND } from "../../services/access/auth-interceptor.js";
+import { ERROR_KIND_HEADER } from "../../services/shared/errors.js";
 import {
   DELIVERY_STATUS_FILTER,
   toAttemptJson,
@@ -301,8 +303,10 @@ export function toApiError(error: unknown): { status: number; message: string; l
       case Code.PermissionDenied:
         return { status: 403, message: error.rawMessage, log: false };
       case Code.Unauthenticated:
-        // The owner's session ended between the gateway's check and the call; a gateway token problem is logged.
-        return { status: 401, message: "the dashboard session expired or was revoked (open a new login link)", log: true };
+        // The owner's session ended between the gateway's check and the call: 401. Otherwise the gateway's own
+        // service token was refused, a misconfiguration: it falls through to 500, logged.
+        if (error.metadata.get(ERROR_KIND_HEADER) === SESSION_EXPIRED_KIND) return { status: 401, message: error.rawMessage, log: false };
+        break;
       case Code.FailedPrecondition:
       case Code.AlreadyExists:
         return { status: 409, message: error.rawMessage, log: false };

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions, type Client, type Transport } from "@connectrpc/connect";
 import type { AccessService } from "../../gen/proto/access/v1/access_pb.js";
 import { DASHBOARD_LOGIN_PATH } from "../../services/access/dashboard-sessions.js";
@@ -182,7 +183,7 @@ async function identify(api: ApiContext, req: IncomingMessage, call: CallOptions
     ownerId: found.owner?.id ?? "",
     displayName: found.owner?.displayName ?? "",
     csrfToken,
-    expiresAt: found.session?.expiresAt ? new Date(Number(found.session.expiresAt.seconds) * 1000) : api.now(),
+    expiresAt: found.session?.expiresAt ? timestampDate(found.session.expiresAt) : api.now(),
   };
   return { kind: "ok", viewer, clients: createSessionClients(api.transport, sessionToken), sessionToken };
 }
@@ -205,7 +206,7 @@ async function serveLogin(api: ApiContext, req: IncomingMessage, res: ServerResp
       { loginToken },
       { timeoutMs: DASHBOARD_RPC_TIMEOUT_MS, headers: requestId === "" ? undefined : { [REQUEST_ID_HEADER]: requestId } },
     );
-    const expiresAt = redeemed.session?.expiresAt ? Number(redeemed.session.expiresAt.seconds) * 1000 : api.now().getTime();
+    const expiresAt = redeemed.session?.expiresAt ? timestampDate(redeemed.session.expiresAt).getTime() : api.now().getTime();
     const maxAgeSeconds = Math.max(0, Math.floor((expiresAt - api.now().getTime()) / 1000));
     res.writeHead(303, {
       location: DASHBOARD_PATH,

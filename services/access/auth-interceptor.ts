@@ -1,5 +1,6 @@
 import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { PrismaClient } from "../shared/db.js";
+import { ERROR_KIND_HEADER } from "../shared/errors.js";
 import { findLiveSession } from "./dashboard-sessions.js";
 import { requireOwned } from "./owners.js";
 import { RPC_ACCESS, rpcKey } from "./rpc-access.js";
@@ -11,6 +12,9 @@ import type { ServiceCaller, TokenVerifier } from "./service-tokens.js";
  * owner's dashboard session: its value is the session token (the cookie's value).
  */
 export const DASHBOARD_SESSION_HEADER = "x-dashboard-session";
+
+/** ERROR_KIND_HEADER value of an `unauthenticated` caused by the dashboard session (not the service token). */
+export const SESSION_EXPIRED_KIND = "session_expired";
 
 /**
  * The owner an RPC runs for, set by the auth interceptor when the call acts for a
@@ -61,7 +65,11 @@ export function createAuthInterceptor(deps: AuthDeps): Interceptor {
         throw new ConnectError(`acting for a dashboard session needs a token with the scope "dashboard"`, Code.PermissionDenied);
       }
       const live = await findLiveSession(deps.prisma, deps.now(), sessionToken.trim());
-      if (!live) throw new ConnectError("the dashboard session expired or was revoked (open a new login link)", Code.Unauthenticated);
+      if (!live) {
+        throw new ConnectError("the dashboard session expired or was revoked (open a new login link)", Code.Unauthenticated, {
+          [ERROR_KIND_HEADER]: SESSION_EXPIRED_KIND,
+        });
+      }
       if (rule.owner.kind === "none" || req.stream) throw new ConnectError(`${rpc} is not available to dashboard sessions`, Code.PermissionDenied);
       if (rule.owner.kind === "owned") {
         await requireOwned(deps.prisma, live.owner.id, rule.owner.resource, (req.message as Record<string, unknown>)[rule.owner.field]);

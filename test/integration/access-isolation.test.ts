@@ -330,3 +330,19 @@ test("without a session cookie or operator token the API is 401; without DASHBOA
     t.is(res.status, 401, JSON.stringify(headers));
   }
 });
+
+test("a gateway whose own service token is refused answers 500 internal error (logged), never 'session expired' and never data", async (t) => {
+  const c = t.context;
+  const operatorToken = `op-${randomBytes(16).toString("hex")}`;
+  const broken = await startDashboardGateway({ rpcUrl: c.stack.rpcUrl, token: `rst_${"z".repeat(43)}`, operatorToken, log: createLogger("test", "silent") });
+  try {
+    const asOperator = await fetch(`${broken.url}/dashboard/api/servers`, { headers: { authorization: `Bearer ${operatorToken}` } });
+    t.is(asOperator.status, 500);
+    t.deepEqual(await asOperator.json(), { error: "internal error" });
+    const asOwner = await fetch(`${broken.url}/dashboard/api/servers`, { headers: { cookie: c.sessionA.cookie } });
+    t.is(asOwner.status, 500);
+    t.deepEqual(await asOwner.json(), { error: "internal error" });
+  } finally {
+    await broken.close();
+  }
+});

@@ -64,9 +64,11 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * Builds the public HTTP/1.1 gateway, unstarted (main.ts or a test calls listen):
  *
  * - `POST /api/referral/events`: raw body (64 KiB limit) -> signature -> forward over Connect.
- * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL.
- * - `GET /openapi/referral.json`: the OpenAPI 3.1 document.
- * - then `ops` (/healthz, /readyz, /metrics), then `extraRoutes`, else 404 JSON.
+ *   Who: anyone holding the server's referral secret (the HMAC is the credential).
+ * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL. Who: the public.
+ * - `GET /openapi/referral.json`: the OpenAPI 3.1 document. Who: the public.
+ * - then `ops` (/healthz, /readyz, /metrics; the public), then `extraRoutes` (the dashboard: an owner's
+ *   session or the operator's token, see gateway/dashboard/routes.ts), else 404 JSON.
  *
  * Every request gets a request id (the caller's `X-Request-Id` when well-formed, else a
  * uuid), echoed in the response and forwarded to the RPCs; one structured log line per

@@ -150,7 +150,8 @@
   }
 
   function signOut(message) {
-    // An owner session ends on the server too (the cookie is HttpOnly); failures still sign out here.
+    // An owner session ends on the server too (the cookie is HttpOnly).
+    // Failure policy: a failed logout call still signs out here; the session then ends at its expiry or by revocation.
     if (state.csrf && !message) api("POST", "/session/logout", {}).catch(() => undefined);
     state.token = "";
     state.csrf = "";
@@ -737,6 +738,7 @@
     signIn(state.token).catch((error) => signOut(error.status === 401 ? `Your token was rejected (${error.message}). Sign in again.` : `Cannot sign in: ${error.message}`));
   } else {
     // An owner who came through a login link has a session cookie: try it before asking for a token.
+    // Failure policy: no (live) session is the ordinary case for operators: show the sign-in screen.
     signIn("").catch(() => showLogin(""));
   }
 })();

@@ -205,7 +205,7 @@ async function main() {
   const gatewayToken = generateServiceToken();
   await ensureServiceToken(prisma, now(), { name: "admin", token: adminToken, scopes: ["admin"] });
   // admin as well: the operator dashboard (DASHBOARD_TOKEN) runs in this gateway.
-  await ensureServiceToken(prisma, now(), { name: "gateway", token: gatewayToken, scopes: ["ingest", "clicks:record", "dashboard", "admin"] });
+  await ensureServiceToken(prisma, now(), { name: "gateway", token: gatewayToken, scopes: ["ingest", "pull", "clicks:record", "dashboard", "admin"] });
 
   const rpc = createReferralServiceServer({
     prisma,

@@ -5,6 +5,7 @@ import { SESSION_EXPIRED_KIND } from "../../services/access/auth-interceptor.js"
 import { ERROR_KIND_HEADER } from "../../services/shared/errors.js";
 import {
   DELIVERY_STATUS_FILTER,
+  DELIVERY_TRANSPORT_FILTER,
   toAttemptJson,
   toDeliveryJson,
   toExchangeJson,
@@ -13,6 +14,7 @@ import {
   toRankingJson,
   toSecretJson,
   toServerJson,
+  toVoteReportJson,
 } from "./to-json.js";
 
 /** Deadline of an ordinary dashboard RPC. */
@@ -231,12 +233,39 @@ export const ROUTES: readonly Route[] = [
     return { body: { exchange: toExchangeJson(report) } };
   }),
 
+  route("PUT", "/servers/:serverId/votifier", async ({ clients }, { params, body, call }) => {
+    const request = { host: readString(body, "host"), port: readPort(body), token: readString(body, "token"), serviceName: readString(body, "service_name") };
+    const { server } = await clients.admin.setVotifierSettings({ serverId: params.serverId, ...request }, call);
+    return { body: { server: toServerJson(server) } };
+  }),
+  route("POST", "/servers/:serverId/test-vote", async ({ clients }, { params, body, slowCall }) => {
+    const username = readString(body, "username");
+    const { report } = await clients.delivery.sendTestVote({ serverId: params.serverId, username }, slowCall);
+    return { body: { vote: toVoteReportJson(report) } };
+  }),
+  route("PUT", "/servers/:serverId/pull", async ({ clients }, { params, body, call }) => {
+    const enabled = readBoolean(body, "enabled");
+    const { server } = await clients.admin.setPullEnabled({ serverId: params.serverId, enabled }, call);
+    return { body: { server: toServerJson(server) } };
+  }),
+  route("POST", "/servers/:serverId/pull-secret/reveal", async ({ clients }, { params, call }) => {
+    const revealed = await clients.admin.revealPullSecret({ serverId: params.serverId }, call);
+    return { body: { secret: toSecretJson(revealed.info), value: revealed.secret } };
+  }),
+  route("POST", "/servers/:serverId/pull-secret/rotate", async ({ clients }, { params, body, call }) => {
+    const graceSeconds = readGraceSeconds(body);
+    const rotated = await clients.admin.rotatePullSecret({ serverId: params.serverId, graceSeconds }, call);
+    return { status: 201, body: { secret: toSecretJson(rotated.info), value: rotated.secret } };
+  }),
+
   // Deliveries
   route("GET", "/servers/:serverId/deliveries", async ({ clients }, { params, query, call }) => {
     const filter = query.get("status") ?? "";
     const status = DELIVERY_STATUS_FILTER[filter];
     if (status === undefined) throw new ApiError(400, "status must be one of all|pending|delivered|failed");
-    const { deliveries } = await clients.delivery.listDeliveries({ serverId: params.serverId, status, limit: 100 }, call);
+    const transport = DELIVERY_TRANSPORT_FILTER[query.get("transport") ?? ""];
+    if (transport === undefined) throw new ApiError(400, "transport must be one of all|callback|votifier|pull");
+    const { deliveries } = await clients.delivery.listDeliveries({ serverId: params.serverId, status, transport, limit: 100 }, call);
     return { body: { deliveries: deliveries.map(toDeliveryJson) } };
   }),
   route("POST", "/servers/:serverId/deliveries/redeliver-failed", async ({ clients }, { params, body, call }) => {
@@ -344,6 +373,15 @@ function readBoolean(body: Record<string, unknown>, field: string): boolean {
   const value = body[field];
   if (typeof value !== "boolean") throw new ApiError(400, `${field} must be true or false`);
   return value;
+}
+
+/** `port`: an optional integer (0 when absent; the service checks the range). */
+function readPort(body: Record<string, unknown>): number {
+  const value = body.port;
+  if (value === undefined || value === null || value === "") return 0;
+  const port = typeof value === "string" && /^\d{1,5}$/.test(value) ? Number(value) : value;
+  if (typeof port !== "number" || !Number.isInteger(port) || port < 0 || port > 65535) throw new ApiError(400, "port must be an integer between 1 and 65535");
+  return port;
 }
 
 /** `grace_seconds`: optional non-negative integer; 0 (or absent) means the service's default (24 h). */

@@ -70,7 +70,7 @@ export type ServerRanking = Prisma.ServerRankingModel
 export type OutboxMessage = Prisma.OutboxMessageModel
 /**
  * Model Delivery
- * A reward callback to deliver, one per (heart, server).
+ * A counted heart to deliver, one per (heart, server, transport).
  */
 export type Delivery = Prisma.DeliveryModel
 /**

@@ -53,6 +53,11 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "servers.v1.ServerAdminService/RotateCallbackSecret": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/RevealCallbackSecret": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/EnableCallback": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/SetVotifierSettings": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/SetPullEnabled": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/RotatePullSecret": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/RevealPullSecret": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/ResolvePullKeys": { scope: "pull", owner: none },
   // referral.v1
   "referral.v1.ReferralService/RecordClick": { scope: "clicks:record", owner: none },
   "referral.v1.ReferralService/ApplyEvent": { scope: "ingest", owner: none },
@@ -69,6 +74,9 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "delivery.v1.DeliveryService/RedeliverFailedSince": { scope: "admin", owner: server },
   "delivery.v1.DeliveryService/SendTestCallback": { scope: "admin", owner: server },
   "delivery.v1.DeliveryService/SendTestReferralEvent": { scope: "admin", owner: server },
+  "delivery.v1.DeliveryService/SendTestVote": { scope: "admin", owner: server },
+  "delivery.v1.DeliveryService/ListPullHearts": { scope: "pull", owner: none },
+  "delivery.v1.DeliveryService/ClaimPullHearts": { scope: "pull", owner: none },
   // access.v1
   "access.v1.AccessService/CreateServiceToken": { scope: "admin", owner: none },
   "access.v1.AccessService/ListServiceTokens": { scope: "admin", owner: none },

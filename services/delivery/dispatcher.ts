@@ -2,17 +2,11 @@ import { Counter, Histogram, type Registry } from "prom-client";
 import type { PrismaClient } from "../shared/db.js";
 import type { Logger } from "../shared/log.js";
 import type { SecretBox } from "../shared/secrets.js";
+import { createCallbackTransport } from "./callback-transport.js";
 import { decideRetry, type RetrySchedule } from "./retry-schedule.js";
-import { sendCallback, signCallback, type DispatchOutcome, type HeartEventType } from "./send-callback.js";
-import {
-  claimDueDeliveries,
-  loadCallbackSecrets,
-  readStreakAtDelivery,
-  recordAttempt,
-  releaseLease,
-  type AttemptResult,
-  type ClaimedDelivery,
-} from "./store.js";
+import { claimDueDeliveries, recordAttempt, releaseLease, type AttemptResult, type ClaimedDelivery } from "./store.js";
+import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
+import { createVotifierTransport } from "./votifier-transport.js";
 
 /** Default number of attempts one dispatcher runs at once, over all servers. */
 export const DEFAULT_DISPATCH_CONCURRENCY = 32;
@@ -30,8 +24,11 @@ export interface DispatcherOptions {
   log: Logger;
   now: () => Date;
   schedule: RetrySchedule;
+  /** Timeout of one HTTP callback attempt (Votifier attempts use VOTIFIER_TIMEOUT_MS per connect and read). */
   timeoutMs: number;
   allowInsecure: boolean;
+  /** Replaces the transports (tests); by default the HTTP callback and Votifier v2. */
+  transports?: Partial<Record<SentTransport, Transport>>;
   concurrency?: number;
   perServerConcurrency?: number;
   pollIntervalMs?: number;
@@ -53,10 +50,11 @@ export interface Dispatcher {
 }
 
 /**
- * Claims due deliveries and sends each one independently: a claimed attempt is
- * never awaited as part of a batch, and per-server in-flight caps keep one
- * hanging receiver from taking every slot, so other servers' callbacks go out on
- * time. Safe with several instances (claims use FOR UPDATE SKIP LOCKED + leases).
+ * Claims due deliveries and sends each one independently over its transport (the
+ * HTTP callback or Votifier v2): a claimed attempt is never awaited as part of a
+ * batch, and per-server in-flight caps keep one hanging receiver from taking every
+ * slot, so other servers' deliveries go out on time. Safe with several instances
+ * (claims use FOR UPDATE SKIP LOCKED + leases).
  */
 export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const concurrency = opts.concurrency ?? DEFAULT_DISPATCH_CONCURRENCY;
@@ -64,6 +62,10 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
   const random = opts.random ?? Math.random;
   const metrics = opts.registry ? createDispatchMetrics(opts.registry) : undefined;
+  const transports: Record<SentTransport, Transport> = {
+    callback: opts.transports?.callback ?? createCallbackTransport(opts),
+    votifier: opts.transports?.votifier ?? createVotifierTransport({ secretBox: opts.secretBox, allowInsecure: opts.allowInsecure }),
+  };
   const inFlightByServer = new Map<string, number>();
   const running = new Set<Promise<void>>();
   let active = false;
@@ -132,54 +134,32 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   };
 
   async function attempt(delivery: ClaimedDelivery): Promise<void> {
-    const secrets = await loadCallbackSecrets(opts.prisma, opts.secretBox, delivery.serverId, opts.now());
-    if (secrets.length === 0) {
-      // The secret was revoked after the claim: hold the delivery like any server without an active secret.
+    const startedAt = opts.now();
+    const outcome = await transports[delivery.transport].send(delivery);
+    if (outcome.kind === "held") {
       await releaseLease(opts.prisma, delivery);
       return;
     }
-    const startedAt = opts.now();
-    let streakDay: number | undefined;
-    try {
-      streakDay = await readStreakAtDelivery(opts.prisma, delivery.serverId, delivery.voterIdentity, startedAt);
-    } catch (error) {
-      // Failure policy: streak_day is optional; when it cannot be read the field is omitted rather than the callback delayed.
-      opts.log.warn({ err: error, deliveryId: delivery.id }, "streak unavailable; omitting streak_day");
-    }
-    const signed = signCallback({
-      url: delivery.callbackUrl,
-      fields: {
-        event: delivery.eventType as HeartEventType,
-        serverId: delivery.serverId,
-        username: delivery.username,
-        heartId: delivery.heartId,
-        period: delivery.period,
-        ...(streakDay === undefined ? {} : { streakDay }),
-      },
-      secretsNewestFirst: secrets,
-      standardWebhooks: delivery.standardWebhooks,
-      t: Math.floor(startedAt.getTime() / 1000),
-    });
-    const outcome = await sendCallback(signed, { timeoutMs: opts.timeoutMs, allowInsecure: opts.allowInsecure, now: opts.now });
     const finishedAt = opts.now();
     const result = decideResult(delivery, outcome, finishedAt);
-    metrics?.record(outcome, result);
+    metrics?.record(delivery.transport, outcome, result);
     const owned = await recordAttempt(opts.prisma, {
       delivery,
       startedAt,
       finishedAt,
-      statusCode: outcome.kind === "failed" ? (outcome.status ?? null) : outcome.status,
+      statusCode: outcome.statusCode,
       latencyMs: outcome.latencyMs,
-      error: outcome.kind === "failed" ? outcome.error : outcome.kind === "gone" ? goneError : null,
+      error: outcome.kind === "delivered" ? null : outcome.error,
       result,
+      url: outcome.target,
     });
-    const logFields = { deliveryId: delivery.id, heartId: delivery.heartId, serverId: delivery.serverId, outcome: outcome.kind, result: result.kind };
+    const logFields = { deliveryId: delivery.id, heartId: delivery.heartId, serverId: delivery.serverId, transport: delivery.transport, outcome: outcome.kind, result: result.kind };
     if (!owned) opts.log.warn(logFields, "lease lost before the attempt was recorded; the attempt is logged only");
-    else if (result.kind === "delivered") opts.log.debug(logFields, "callback delivered");
-    else opts.log.info({ ...logFields, status: outcome.kind === "failed" ? outcome.status : 410, error: outcome.kind === "failed" ? outcome.error : undefined }, "callback not delivered");
+    else if (result.kind === "delivered") opts.log.debug(logFields, "delivered");
+    else opts.log.info({ ...logFields, status: outcome.statusCode, error: outcome.kind === "delivered" ? undefined : outcome.error }, "not delivered");
   }
 
-  function decideResult(delivery: ClaimedDelivery, outcome: DispatchOutcome, at: Date): AttemptResult {
+  function decideResult(delivery: ClaimedDelivery, outcome: Exclude<AttemptOutcome, { kind: "held" }>, at: Date): AttemptResult {
     if (outcome.kind === "delivered") return { kind: "delivered" };
     if (outcome.kind === "gone") return { kind: "held_gone", reason: `receiver answered 410 Gone at ${at.toISOString()}` };
     const decision = decideRetry(opts.schedule, delivery.attempts + 1, {
@@ -206,25 +186,24 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   };
 }
 
-const goneError = "receiver answered 410 Gone: callback disabled, deliveries held until re-enabled";
-
 function createDispatchMetrics(registry: Registry) {
   const attempts = new Counter({
     name: "callback_attempts_total",
-    help: "Reward callback attempts, by outcome (delivered, failed, gone) and result (delivered, retry, failed, held_gone).",
-    labelNames: ["outcome", "result"] as const,
+    help: "Delivery attempts, by transport (callback, votifier), outcome (delivered, failed, gone) and result (delivered, retry, failed, held_gone).",
+    labelNames: ["transport", "outcome", "result"] as const,
     registers: [registry],
   });
   const latency = new Histogram({
     name: "callback_attempt_duration_seconds",
-    help: "Reward callback attempt latency in seconds.",
+    help: "Delivery attempt latency in seconds, by transport.",
+    labelNames: ["transport"] as const,
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
   return {
-    record(outcome: DispatchOutcome, result: AttemptResult) {
-      attempts.inc({ outcome: outcome.kind, result: result.kind });
-      latency.observe(outcome.latencyMs / 1000);
+    record(transport: SentTransport, outcome: Exclude<AttemptOutcome, { kind: "held" }>, result: AttemptResult) {
+      attempts.inc({ transport, outcome: outcome.kind, result: result.kind });
+      latency.observe({ transport }, outcome.latencyMs / 1000);
     },
   };
 }

@@ -2,11 +2,17 @@ import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
 import {
+  ClaimPullHeartsResponseSchema,
   DeliveryAttemptSchema,
   DeliverySchema,
   DeliveryService,
   DeliveryStatus,
+  DeliveryTransport,
   ExchangeReportSchema,
+  ListPullHeartsResponseSchema,
+  PullClaimStatus,
+  SendTestVoteResponseSchema,
+  VoteReportSchema,
   GetDeliveryResponseSchema,
   ListDeliveriesResponseSchema,
   RedeliverFailedSinceResponseSchema,
@@ -23,6 +29,8 @@ import { canonicalString, formatIngestSignature } from "../shared/signature.js";
 import { periodOf } from "../hearts/domain/streak.js";
 import { NIL_UUID, sendCallback, signCallback, type DispatchOutcome } from "./send-callback.js";
 import { loadCallbackSecrets, loadNewestReferralSecret } from "./store.js";
+import { claimPullHearts, listPullHearts, toPullLimit, type PullClaimStatus as PullClaimStatusName } from "./pull-store.js";
+import { sendVotifierVote, VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, votifierTargetName } from "./send-votifier.js";
 
 /** What DeliveryService needs beyond the core deps; the lead's config provides them. */
 export interface DeliveryRouteDeps {
@@ -51,10 +59,23 @@ const STATUS_FROM_PROTO: Partial<Record<DeliveryStatus, "pending" | "delivered" 
   [DeliveryStatus.DELIVERED]: "delivered",
   [DeliveryStatus.FAILED]: "failed",
 };
+const TRANSPORT_TO_PROTO = { callback: DeliveryTransport.CALLBACK, votifier: DeliveryTransport.VOTIFIER, pull: DeliveryTransport.PULL } as const;
+const TRANSPORT_FROM_PROTO: Partial<Record<DeliveryTransport, "callback" | "votifier" | "pull">> = {
+  [DeliveryTransport.CALLBACK]: "callback",
+  [DeliveryTransport.VOTIFIER]: "votifier",
+  [DeliveryTransport.PULL]: "pull",
+};
+const CLAIM_STATUS_TO_PROTO: Record<PullClaimStatusName, PullClaimStatus> = {
+  claimed: PullClaimStatus.CLAIMED,
+  already_claimed: PullClaimStatus.ALREADY_CLAIMED,
+  unknown: PullClaimStatus.UNKNOWN,
+};
 
 /**
- * Registers DeliveryService: delivery list and detail (with every attempt), manual
- * redelivery, and the dashboard's test callback and test referral event.
+ * Registers DeliveryService: delivery list and detail (with every attempt, for
+ * every transport), manual redelivery, the dashboard's test callback, test
+ * referral event and test vote, and the pull transport's list and claim (which
+ * the gateway's signed pull API calls after verifying the owner's signature).
  */
 export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: ConnectRouter) => void {
   return (router) => {
@@ -63,8 +84,9 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
         const serverId = await requireServer(deps, req.serverId);
         if (req.limit < 0) throw new DomainError("invalid_argument", "limit must not be negative");
         const status = STATUS_FROM_PROTO[req.status];
+        const transport = TRANSPORT_FROM_PROTO[req.transport];
         const rows = await deps.prisma.delivery.findMany({
-          where: { serverId, ...(status ? { status } : {}) },
+          where: { serverId, ...(status ? { status } : {}), ...(transport ? { transport } : {}) },
           orderBy: [{ createdAt: "desc" }, { id: "asc" }],
           take: Math.min(req.limit === 0 ? DEFAULT_DELIVERY_PAGE : req.limit, MAX_DELIVERY_PAGE),
         });
@@ -150,6 +172,65 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
         const outcome = await sendCallback(request, { timeoutMs: deps.callbackTimeoutMs, allowInsecure: true, now: deps.now });
         return create(SendTestReferralEventResponseSchema, { report: toReport(request, outcome) });
       },
+
+      async sendTestVote(req) {
+        const serverId = await requireServer(deps, req.serverId);
+        const server = await deps.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
+        if (!server.votifierHost || !server.votifierPort || !server.votifierToken) {
+          throw new DomainError("failed_precondition", "Votifier is not set up: set host, port, token and service name in the integration tab first");
+        }
+        const target = { host: server.votifierHost, port: server.votifierPort };
+        let token: string;
+        try {
+          token = deps.secretBox.open(server.votifierToken);
+        } catch {
+          // Failure policy: a token sealed under another SECRETS_KEY cannot be used; tell the owner to set it again.
+          throw new DomainError("failed_precondition", "the stored Votifier token cannot be decrypted: set the token again");
+        }
+        const outcome = await sendVotifierVote(
+          { ...target, token },
+          {
+            serviceName: server.votifierServiceName ?? "",
+            username: req.username.trim() === "" ? TEST_CALLBACK_USERNAME : req.username.trim(),
+            address: VOTIFIER_VOTE_ADDRESS,
+            timestamp: deps.now().getTime(),
+          },
+          { timeoutMs: VOTIFIER_TIMEOUT_MS, allowInsecure: deps.allowInsecureCallbacks },
+        );
+        return create(SendTestVoteResponseSchema, {
+          report: create(VoteReportSchema, {
+            target: votifierTargetName(target),
+            greeting: outcome.greeting,
+            payload: outcome.payload,
+            frameBytes: outcome.frameBytes,
+            response: outcome.answer,
+            latencyMs: outcome.latencyMs,
+            error: outcome.error ?? "",
+            ok: outcome.kind === "delivered",
+          }),
+        });
+      },
+
+      async listPullHearts(req) {
+        const serverId = await requireServer(deps, req.serverId);
+        const page = await listPullHearts(deps.prisma, { serverId, cursor: req.cursor.trim(), limit: toPullLimit(req.limit) });
+        return create(ListPullHeartsResponseSchema, {
+          hearts: page.hearts.map((h) => ({
+            heartId: h.heartId,
+            username: h.username,
+            period: h.period,
+            countedAt: timestampFromDate(h.countedAt),
+            streakDay: h.streakDay ?? 0,
+          })),
+          nextCursor: page.nextCursor ?? "",
+        });
+      },
+
+      async claimPullHearts(req) {
+        const serverId = await requireServer(deps, req.serverId);
+        const results = await claimPullHearts(deps.prisma, { serverId, heartIds: req.heartIds, now: deps.now() });
+        return create(ClaimPullHeartsResponseSchema, { results: results.map((r) => ({ heartId: r.heartId, status: CLAIM_STATUS_TO_PROTO[r.status] })) });
+      },
     });
   };
 }
@@ -207,6 +288,7 @@ function toDeliveryMessage(row: DeliveryRow): DeliveryMessage {
     ...(row.failedAt ? { failedAt: timestampFromDate(row.failedAt) } : {}),
     lastStatusCode: row.lastStatusCode ?? 0,
     lastError: row.lastError ?? "",
+    transport: TRANSPORT_TO_PROTO[row.transport],
   });
 }
 

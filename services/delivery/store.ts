@@ -1,7 +1,7 @@
-import { randomUUID } from "node:crypto";
 import type { PrismaClient } from "../shared/db.js";
 import type { SecretBox } from "../shared/secrets.js";
 import { streakAtDelivery } from "../hearts/domain/streak.js";
+import type { SentTransport } from "./transport.js";
 
 /** A counted heart, as the consumer turns it into a delivery. */
 export interface NewDelivery {
@@ -19,17 +19,25 @@ export interface NewDelivery {
 export type InsertOutcome = "inserted" | "duplicate" | "unknown_server";
 
 /**
- * Inserts the delivery for a counted heart, idempotently per (heart_id, server_id):
- * `INSERT ... ON CONFLICT DO NOTHING`, so a redelivered Kafka message adds nothing.
- * Selecting from servers makes a deleted server a no-op instead of a foreign-key error.
+ * Inserts the deliveries of a counted heart, idempotently per (heart_id, server_id,
+ * transport): always the HTTP callback (held while the server has no callback URL),
+ * plus a Votifier delivery when the server has Votifier set up and a pull delivery
+ * when its pull API is on, each decided by the server's settings at this moment.
+ * `INSERT ... ON CONFLICT DO NOTHING`, so a redelivered Kafka message adds nothing;
+ * selecting from servers makes a deleted server a no-op instead of a foreign-key error.
  */
 export async function insertDelivery(prisma: PrismaClient, d: NewDelivery): Promise<InsertOutcome> {
   const rows = await prisma.$queryRaw<{ id: string }[]>`
-    INSERT INTO deliveries (id, server_id, heart_id, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
-    SELECT ${randomUUID()}::uuid, s.id, ${d.heartId}::uuid, ${d.eventType}, ${d.username}, ${d.voterIdentity}, ${d.period},
+    INSERT INTO deliveries (id, server_id, heart_id, transport, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
+    SELECT gen_random_uuid(), s.id, ${d.heartId}::uuid, t.transport, ${d.eventType}, ${d.username}, ${d.voterIdentity}, ${d.period},
            ${d.streakDay}::int, ${d.countedAt}::timestamptz, now()
-    FROM servers s WHERE s.id = ${d.serverId}::uuid
-    ON CONFLICT (heart_id, server_id) DO NOTHING
+    FROM servers s
+    CROSS JOIN (VALUES ('callback'::"DeliveryTransport"), ('votifier'::"DeliveryTransport"), ('pull'::"DeliveryTransport")) AS t(transport)
+    WHERE s.id = ${d.serverId}::uuid
+      AND (t.transport = 'callback'
+           OR (t.transport = 'votifier' AND s.votifier_host IS NOT NULL)
+           OR (t.transport = 'pull' AND s.pull_enabled))
+    ON CONFLICT (heart_id, server_id, transport) DO NOTHING
     RETURNING id::text`;
   if (rows.length > 0) return "inserted";
   const server = await prisma.$queryRaw<unknown[]>`SELECT 1 FROM servers WHERE id = ${d.serverId}::uuid`;
@@ -49,13 +57,22 @@ export interface ClaimedDelivery {
   attempts: number;
   /** The lease this claim holds; the result is recorded only while it is still ours. */
   leaseUntil: Date;
-  callbackUrl: string;
+  /** Which transport sends it. */
+  transport: SentTransport;
+  /** When the heart counted. */
+  countedAt: Date;
+  /** Callback settings (callback deliveries); null when the server has no callback URL. */
+  callbackUrl: string | null;
   standardWebhooks: boolean;
+  /** Votifier settings (Votifier deliveries), with the token still sealed; null when not configured. */
+  votifier: { host: string; port: number; serviceName: string; sealedToken: string } | null;
 }
 
 /**
- * Claims due deliveries for this dispatcher: pending, due, not leased, of a server
- * with a callback URL, not disabled (410) and with an active callback secret. Rows
+ * Claims due deliveries for this dispatcher: pending, due, not leased, and sendable:
+ * a callback delivery of a server with a callback URL, not disabled (410) and with
+ * an active callback secret, or a Votifier delivery of a server with Votifier set
+ * up (pull deliveries are claimed by the owner, never here). Rows
  * are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher instances
  * never claim the same row. At most `limit` rows; per server at most
  * `perServerLimit` minus what this instance already has in flight for it.
@@ -80,8 +97,14 @@ export async function claimDueDeliveries(
       period: string;
       attempts: number;
       lease_until: Date;
-      callback_url: string;
+      transport: SentTransport;
+      counted_at: Date;
+      callback_url: string | null;
       standard_webhooks: boolean;
+      votifier_host: string | null;
+      votifier_port: number | null;
+      votifier_service_name: string | null;
+      votifier_token: string | null;
     }[]
   >`
     WITH busy AS (
@@ -92,12 +115,14 @@ export async function claimDueDeliveries(
       WHERE d.status = 'pending'
         AND d.next_attempt_at <= ${q.now}::timestamptz
         AND (d.lease_until IS NULL OR d.lease_until < ${q.now}::timestamptz)
-        AND s.callback_url IS NOT NULL
-        AND s.callback_disabled_at IS NULL
-        AND EXISTS (
-          SELECT 1 FROM server_secrets k
-          WHERE k.server_id = s.id AND k.purpose = 'callback' AND k.revoked_at IS NULL
-            AND (k.expires_at IS NULL OR k.expires_at > ${q.now}::timestamptz))
+        AND ((d.transport = 'callback'
+              AND s.callback_url IS NOT NULL
+              AND s.callback_disabled_at IS NULL
+              AND EXISTS (
+                SELECT 1 FROM server_secrets k
+                WHERE k.server_id = s.id AND k.purpose = 'callback' AND k.revoked_at IS NULL
+                  AND (k.expires_at IS NULL OR k.expires_at > ${q.now}::timestamptz)))
+          OR (d.transport = 'votifier' AND s.votifier_host IS NOT NULL AND s.votifier_token IS NOT NULL))
         AND d.server_id <> ALL(${saturated}::uuid[])
       ORDER BY d.next_attempt_at
       LIMIT ${scan}
@@ -117,7 +142,8 @@ export async function claimDueDeliveries(
     FROM chosen, servers s
     WHERE d.id = chosen.id AND s.id = d.server_id
     RETURNING d.id::text, d.server_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
-              d.attempts, d.lease_until, s.callback_url, s.standard_webhooks`;
+              d.attempts, d.lease_until, d.transport, d.counted_at, s.callback_url, s.standard_webhooks,
+              s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token`;
   return rows.map((r) => ({
     id: r.id,
     serverId: r.server_id,
@@ -128,8 +154,14 @@ export async function claimDueDeliveries(
     period: r.period,
     attempts: r.attempts,
     leaseUntil: new Date(r.lease_until),
+    transport: r.transport,
+    countedAt: new Date(r.counted_at),
     callbackUrl: r.callback_url,
     standardWebhooks: r.standard_webhooks,
+    votifier:
+      r.votifier_host !== null && r.votifier_token !== null
+        ? { host: r.votifier_host, port: r.votifier_port ?? 0, serviceName: r.votifier_service_name ?? "", sealedToken: r.votifier_token }
+        : null,
   }));
 }
 
@@ -195,13 +227,15 @@ export async function recordAttempt(
     latencyMs: number;
     error: string | null;
     result: AttemptResult;
+    /** Where the attempt went (callback URL or votifier://host:port); defaults to the callback URL. */
+    url?: string;
   },
 ): Promise<boolean> {
   const { delivery: d, result } = a;
   return prisma.$transaction(async (tx) => {
     await tx.$executeRaw`
       INSERT INTO delivery_attempts (delivery_id, attempt, url, started_at, status_code, latency_ms, error)
-      VALUES (${d.id}::uuid, (SELECT count(*)::int + 1 FROM delivery_attempts WHERE delivery_id = ${d.id}::uuid), ${d.callbackUrl},
+      VALUES (${d.id}::uuid, (SELECT count(*)::int + 1 FROM delivery_attempts WHERE delivery_id = ${d.id}::uuid), ${a.url ?? d.callbackUrl ?? ""},
               ${a.startedAt}::timestamptz, ${a.statusCode}::int, ${a.latencyMs}::int, ${a.error})`;
     const owned = { id: d.id, status: "pending" as const, leaseUntil: d.leaseUntil };
     const common = { attempts: { increment: 1 }, leaseUntil: null, lastStatusCode: a.statusCode, lastError: a.error };

@@ -13,7 +13,7 @@ import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { RPC_ACCESS, rpcKey } from "../../services/access/rpc-access.js";
-import type { Scope } from "../../services/access/scopes.js";
+import { SCOPES, type Scope } from "../../services/access/scopes.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import { createLogger } from "../../services/shared/log.js";
 import { createMetrics } from "../../services/shared/metrics.js";
@@ -36,7 +36,7 @@ const WRONG_TOKEN = `rst_${"w".repeat(43)}`;
 test.before(async (t) => {
   const stack = await startStack({ gateway: false });
   const tokens = {} as Record<Scope, string>;
-  for (const scope of ["admin", "read", "ingest", "clicks:record", "hearts:cast", "dashboard"] as const) {
+  for (const scope of SCOPES) {
     tokens[scope] = (await stack.clients.access.createServiceToken({ name: `only-${scope.replace(":", "-")}`, scopes: [scope] })).token;
   }
   t.context = { stack, tokens };

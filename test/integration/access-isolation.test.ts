@@ -92,7 +92,7 @@ test.before(async (t) => {
       return gatewayUrl;
     },
   });
-  const gatewayToken = (await stack.clients.access.createServiceToken({ name: "gateway", scopes: ["ingest", "clicks:record", "dashboard"] })).token;
+  const gatewayToken = (await stack.clients.access.createServiceToken({ name: "gateway", scopes: ["ingest", "pull", "clicks:record", "dashboard"] })).token;
   const gateway = await startDashboardGateway({ rpcUrl: stack.rpcUrl, token: gatewayToken, log: createLogger("test", "silent") });
   gatewayUrl = gateway.url;
   const a = await seedOwner(stack, "owner-a");

@@ -1664,6 +1664,11 @@ export const ServerScalarFieldEnum = {
   standardWebhooks: 'standardWebhooks',
   callbackDisabledAt: 'callbackDisabledAt',
   callbackDisabledReason: 'callbackDisabledReason',
+  votifierHost: 'votifierHost',
+  votifierPort: 'votifierPort',
+  votifierServiceName: 'votifierServiceName',
+  votifierToken: 'votifierToken',
+  pullEnabled: 'pullEnabled',
   createdAt: 'createdAt',
   ownerId: 'ownerId'
 } as const
@@ -1800,6 +1805,7 @@ export const DeliveryScalarFieldEnum = {
   id: 'id',
   serverId: 'serverId',
   heartId: 'heartId',
+  transport: 'transport',
   eventType: 'eventType',
   username: 'username',
   voterIdentity: 'voterIdentity',
@@ -1945,6 +1951,20 @@ export type ListDateTimeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaM
 
 
 /**
+ * Reference to a field of type 'Int'
+ */
+export type IntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Int'>
+    
+
+
+/**
+ * Reference to a field of type 'Int[]'
+ */
+export type ListIntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Int[]'>
+    
+
+
+/**
  * Reference to a field of type 'SecretPurpose'
  */
 export type EnumSecretPurposeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'SecretPurpose'>
@@ -1973,20 +1993,6 @@ export type ListEnumReferralStateFieldRefInput<$PrismaModel> = FieldRefInputType
 
 
 /**
- * Reference to a field of type 'Int'
- */
-export type IntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Int'>
-    
-
-
-/**
- * Reference to a field of type 'Int[]'
- */
-export type ListIntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Int[]'>
-    
-
-
-/**
  * Reference to a field of type 'BigInt'
  */
 export type BigIntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'BigInt'>
@@ -2011,6 +2017,20 @@ export type BytesFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, '
  * Reference to a field of type 'Bytes[]'
  */
 export type ListBytesFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Bytes[]'>
+    
+
+
+/**
+ * Reference to a field of type 'DeliveryTransport'
+ */
+export type EnumDeliveryTransportFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DeliveryTransport'>
+    
+
+
+/**
+ * Reference to a field of type 'DeliveryTransport[]'
+ */
+export type ListEnumDeliveryTransportFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DeliveryTransport[]'>
     
 
 

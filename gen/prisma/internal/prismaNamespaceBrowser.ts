@@ -94,6 +94,11 @@ export const ServerScalarFieldEnum = {
   standardWebhooks: 'standardWebhooks',
   callbackDisabledAt: 'callbackDisabledAt',
   callbackDisabledReason: 'callbackDisabledReason',
+  votifierHost: 'votifierHost',
+  votifierPort: 'votifierPort',
+  votifierServiceName: 'votifierServiceName',
+  votifierToken: 'votifierToken',
+  pullEnabled: 'pullEnabled',
   createdAt: 'createdAt',
   ownerId: 'ownerId'
 } as const
@@ -230,6 +235,7 @@ export const DeliveryScalarFieldEnum = {
   id: 'id',
   serverId: 'serverId',
   heartId: 'heartId',
+  transport: 'transport',
   eventType: 'eventType',
   username: 'username',
   voterIdentity: 'voterIdentity',

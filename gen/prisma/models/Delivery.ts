@@ -14,7 +14,7 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 
 /**
  * Model Delivery
- * A reward callback to deliver, one per (heart, server).
+ * A counted heart to deliver, one per (heart, server, transport).
  */
 export type DeliveryModel = runtime.Types.Result.DefaultSelection<Prisma.$DeliveryPayload>
 
@@ -42,6 +42,7 @@ export type DeliveryMinAggregateOutputType = {
   id: string | null
   serverId: string | null
   heartId: string | null
+  transport: $Enums.DeliveryTransport | null
   eventType: string | null
   username: string | null
   voterIdentity: string | null
@@ -63,6 +64,7 @@ export type DeliveryMaxAggregateOutputType = {
   id: string | null
   serverId: string | null
   heartId: string | null
+  transport: $Enums.DeliveryTransport | null
   eventType: string | null
   username: string | null
   voterIdentity: string | null
@@ -84,6 +86,7 @@ export type DeliveryCountAggregateOutputType = {
   id: number
   serverId: number
   heartId: number
+  transport: number
   eventType: number
   username: number
   voterIdentity: number
@@ -119,6 +122,7 @@ export type DeliveryMinAggregateInputType = {
   id?: true
   serverId?: true
   heartId?: true
+  transport?: true
   eventType?: true
   username?: true
   voterIdentity?: true
@@ -140,6 +144,7 @@ export type DeliveryMaxAggregateInputType = {
   id?: true
   serverId?: true
   heartId?: true
+  transport?: true
   eventType?: true
   username?: true
   voterIdentity?: true
@@ -161,6 +166,7 @@ export type DeliveryCountAggregateInputType = {
   id?: true
   serverId?: true
   heartId?: true
+  transport?: true
   eventType?: true
   username?: true
   voterIdentity?: true
@@ -269,6 +275,7 @@ export type DeliveryGroupByOutputType = {
   id: string
   serverId: string
   heartId: string
+  transport: $Enums.DeliveryTransport
   eventType: string
   username: string
   voterIdentity: string
@@ -313,6 +320,7 @@ export type DeliveryWhereInput = {
   id?: Prisma.UuidFilter<"Delivery"> | string
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
+  transport?: Prisma.EnumDeliveryTransportFilter<"Delivery"> | $Enums.DeliveryTransport
   eventType?: Prisma.StringFilter<"Delivery"> | string
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
@@ -336,6 +344,7 @@ export type DeliveryOrderByWithRelationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  transport?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -357,12 +366,13 @@ export type DeliveryOrderByWithRelationInput = {
 
 export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   id?: string
-  heartId_serverId?: Prisma.DeliveryHeartIdServerIdCompoundUniqueInput
+  heartId_serverId_transport?: Prisma.DeliveryHeartIdServerIdTransportCompoundUniqueInput
   AND?: Prisma.DeliveryWhereInput | Prisma.DeliveryWhereInput[]
   OR?: Prisma.DeliveryWhereInput[]
   NOT?: Prisma.DeliveryWhereInput | Prisma.DeliveryWhereInput[]
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
+  transport?: Prisma.EnumDeliveryTransportFilter<"Delivery"> | $Enums.DeliveryTransport
   eventType?: Prisma.StringFilter<"Delivery"> | string
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
@@ -380,12 +390,13 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   attemptsLog?: Prisma.DeliveryAttemptListRelationFilter
-}, "id" | "heartId_serverId">
+}, "id" | "heartId_serverId_transport">
 
 export type DeliveryOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  transport?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -415,6 +426,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   id?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
   serverId?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
   heartId?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
+  transport?: Prisma.EnumDeliveryTransportWithAggregatesFilter<"Delivery"> | $Enums.DeliveryTransport
   eventType?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   username?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
@@ -435,6 +447,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
 export type DeliveryCreateInput = {
   id?: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   eventType: string
   username: string
   voterIdentity: string
@@ -458,6 +471,7 @@ export type DeliveryUncheckedCreateInput = {
   id?: string
   serverId: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   eventType: string
   username: string
   voterIdentity: string
@@ -479,6 +493,7 @@ export type DeliveryUncheckedCreateInput = {
 export type DeliveryUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -502,6 +517,7 @@ export type DeliveryUncheckedUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -524,6 +540,7 @@ export type DeliveryCreateManyInput = {
   id?: string
   serverId: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   eventType: string
   username: string
   voterIdentity: string
@@ -544,6 +561,7 @@ export type DeliveryCreateManyInput = {
 export type DeliveryUpdateManyMutationInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -565,6 +583,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -592,15 +611,17 @@ export type DeliveryOrderByRelationAggregateInput = {
   _count?: Prisma.SortOrder
 }
 
-export type DeliveryHeartIdServerIdCompoundUniqueInput = {
+export type DeliveryHeartIdServerIdTransportCompoundUniqueInput = {
   heartId: string
   serverId: string
+  transport: $Enums.DeliveryTransport
 }
 
 export type DeliveryCountOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  transport?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -628,6 +649,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  transport?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -649,6 +671,7 @@ export type DeliveryMinOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  transport?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -719,6 +742,10 @@ export type DeliveryUncheckedUpdateManyWithoutServerNestedInput = {
   deleteMany?: Prisma.DeliveryScalarWhereInput | Prisma.DeliveryScalarWhereInput[]
 }
 
+export type EnumDeliveryTransportFieldUpdateOperationsInput = {
+  set?: $Enums.DeliveryTransport
+}
+
 export type EnumDeliveryStatusFieldUpdateOperationsInput = {
   set?: $Enums.DeliveryStatus
 }
@@ -740,6 +767,7 @@ export type DeliveryUpdateOneRequiredWithoutAttemptsLogNestedInput = {
 export type DeliveryCreateWithoutServerInput = {
   id?: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   eventType: string
   username: string
   voterIdentity: string
@@ -761,6 +789,7 @@ export type DeliveryCreateWithoutServerInput = {
 export type DeliveryUncheckedCreateWithoutServerInput = {
   id?: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   eventType: string
   username: string
   voterIdentity: string
@@ -812,6 +841,7 @@ export type DeliveryScalarWhereInput = {
   id?: Prisma.UuidFilter<"Delivery"> | string
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
+  transport?: Prisma.EnumDeliveryTransportFilter<"Delivery"> | $Enums.DeliveryTransport
   eventType?: Prisma.StringFilter<"Delivery"> | string
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
@@ -832,6 +862,7 @@ export type DeliveryScalarWhereInput = {
 export type DeliveryCreateWithoutAttemptsLogInput = {
   id?: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   eventType: string
   username: string
   voterIdentity: string
@@ -854,6 +885,7 @@ export type DeliveryUncheckedCreateWithoutAttemptsLogInput = {
   id?: string
   serverId: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   eventType: string
   username: string
   voterIdentity: string
@@ -890,6 +922,7 @@ export type DeliveryUpdateToOneWithWhereWithoutAttemptsLogInput = {
 export type DeliveryUpdateWithoutAttemptsLogInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -912,6 +945,7 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -932,6 +966,7 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
 export type DeliveryCreateManyServerInput = {
   id?: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   eventType: string
   username: string
   voterIdentity: string
@@ -952,6 +987,7 @@ export type DeliveryCreateManyServerInput = {
 export type DeliveryUpdateWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -973,6 +1009,7 @@ export type DeliveryUpdateWithoutServerInput = {
 export type DeliveryUncheckedUpdateWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -994,6 +1031,7 @@ export type DeliveryUncheckedUpdateWithoutServerInput = {
 export type DeliveryUncheckedUpdateManyWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1046,6 +1084,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   id?: boolean
   serverId?: boolean
   heartId?: boolean
+  transport?: boolean
   eventType?: boolean
   username?: boolean
   voterIdentity?: boolean
@@ -1070,6 +1109,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   id?: boolean
   serverId?: boolean
   heartId?: boolean
+  transport?: boolean
   eventType?: boolean
   username?: boolean
   voterIdentity?: boolean
@@ -1092,6 +1132,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   id?: boolean
   serverId?: boolean
   heartId?: boolean
+  transport?: boolean
   eventType?: boolean
   username?: boolean
   voterIdentity?: boolean
@@ -1114,6 +1155,7 @@ export type DeliverySelectScalar = {
   id?: boolean
   serverId?: boolean
   heartId?: boolean
+  transport?: boolean
   eventType?: boolean
   username?: boolean
   voterIdentity?: boolean
@@ -1131,7 +1173,7 @@ export type DeliverySelectScalar = {
   createdAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   attemptsLog?: boolean | Prisma.Delivery$attemptsLogArgs<ExtArgs>
@@ -1154,6 +1196,7 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     id: string
     serverId: string
     heartId: string
+    transport: $Enums.DeliveryTransport
     eventType: string
     username: string
     voterIdentity: string
@@ -1597,6 +1640,7 @@ export interface DeliveryFieldRefs {
   readonly id: Prisma.FieldRef<"Delivery", 'String'>
   readonly serverId: Prisma.FieldRef<"Delivery", 'String'>
   readonly heartId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly transport: Prisma.FieldRef<"Delivery", 'DeliveryTransport'>
   readonly eventType: Prisma.FieldRef<"Delivery", 'String'>
   readonly username: Prisma.FieldRef<"Delivery", 'String'>
   readonly voterIdentity: Prisma.FieldRef<"Delivery", 'String'>

@@ -20,8 +20,18 @@ export type ServerModel = runtime.Types.Result.DefaultSelection<Prisma.$ServerPa
 
 export type AggregateServer = {
   _count: ServerCountAggregateOutputType | null
+  _avg: ServerAvgAggregateOutputType | null
+  _sum: ServerSumAggregateOutputType | null
   _min: ServerMinAggregateOutputType | null
   _max: ServerMaxAggregateOutputType | null
+}
+
+export type ServerAvgAggregateOutputType = {
+  votifierPort: number | null
+}
+
+export type ServerSumAggregateOutputType = {
+  votifierPort: number | null
 }
 
 export type ServerMinAggregateOutputType = {
@@ -33,6 +43,11 @@ export type ServerMinAggregateOutputType = {
   standardWebhooks: boolean | null
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
+  votifierHost: string | null
+  votifierPort: number | null
+  votifierServiceName: string | null
+  votifierToken: string | null
+  pullEnabled: boolean | null
   createdAt: Date | null
   ownerId: string | null
 }
@@ -46,6 +61,11 @@ export type ServerMaxAggregateOutputType = {
   standardWebhooks: boolean | null
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
+  votifierHost: string | null
+  votifierPort: number | null
+  votifierServiceName: string | null
+  votifierToken: string | null
+  pullEnabled: boolean | null
   createdAt: Date | null
   ownerId: string | null
 }
@@ -59,11 +79,24 @@ export type ServerCountAggregateOutputType = {
   standardWebhooks: number
   callbackDisabledAt: number
   callbackDisabledReason: number
+  votifierHost: number
+  votifierPort: number
+  votifierServiceName: number
+  votifierToken: number
+  pullEnabled: number
   createdAt: number
   ownerId: number
   _all: number
 }
 
+
+export type ServerAvgAggregateInputType = {
+  votifierPort?: true
+}
+
+export type ServerSumAggregateInputType = {
+  votifierPort?: true
+}
 
 export type ServerMinAggregateInputType = {
   id?: true
@@ -74,6 +107,11 @@ export type ServerMinAggregateInputType = {
   standardWebhooks?: true
   callbackDisabledAt?: true
   callbackDisabledReason?: true
+  votifierHost?: true
+  votifierPort?: true
+  votifierServiceName?: true
+  votifierToken?: true
+  pullEnabled?: true
   createdAt?: true
   ownerId?: true
 }
@@ -87,6 +125,11 @@ export type ServerMaxAggregateInputType = {
   standardWebhooks?: true
   callbackDisabledAt?: true
   callbackDisabledReason?: true
+  votifierHost?: true
+  votifierPort?: true
+  votifierServiceName?: true
+  votifierToken?: true
+  pullEnabled?: true
   createdAt?: true
   ownerId?: true
 }
@@ -100,6 +143,11 @@ export type ServerCountAggregateInputType = {
   standardWebhooks?: true
   callbackDisabledAt?: true
   callbackDisabledReason?: true
+  votifierHost?: true
+  votifierPort?: true
+  votifierServiceName?: true
+  votifierToken?: true
+  pullEnabled?: true
   createdAt?: true
   ownerId?: true
   _all?: true
@@ -143,6 +191,18 @@ export type ServerAggregateArgs<ExtArgs extends runtime.Types.Extensions.Interna
   /**
    * {@link https://www.prisma.io/docs/concepts/components/prisma-client/aggregations Aggregation Docs}
    * 
+   * Select which fields to average
+  **/
+  _avg?: ServerAvgAggregateInputType
+  /**
+   * {@link https://www.prisma.io/docs/concepts/components/prisma-client/aggregations Aggregation Docs}
+   * 
+   * Select which fields to sum
+  **/
+  _sum?: ServerSumAggregateInputType
+  /**
+   * {@link https://www.prisma.io/docs/concepts/components/prisma-client/aggregations Aggregation Docs}
+   * 
    * Select which fields to find the minimum value
   **/
   _min?: ServerMinAggregateInputType
@@ -173,6 +233,8 @@ export type ServerGroupByArgs<ExtArgs extends runtime.Types.Extensions.InternalA
   take?: number
   skip?: number
   _count?: ServerCountAggregateInputType | true
+  _avg?: ServerAvgAggregateInputType
+  _sum?: ServerSumAggregateInputType
   _min?: ServerMinAggregateInputType
   _max?: ServerMaxAggregateInputType
 }
@@ -186,9 +248,16 @@ export type ServerGroupByOutputType = {
   standardWebhooks: boolean
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
+  votifierHost: string | null
+  votifierPort: number | null
+  votifierServiceName: string | null
+  votifierToken: string | null
+  pullEnabled: boolean
   createdAt: Date
   ownerId: string | null
   _count: ServerCountAggregateOutputType | null
+  _avg: ServerAvgAggregateOutputType | null
+  _sum: ServerSumAggregateOutputType | null
   _min: ServerMinAggregateOutputType | null
   _max: ServerMaxAggregateOutputType | null
 }
@@ -220,6 +289,11 @@ export type ServerWhereInput = {
   standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
+  votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
+  pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
@@ -238,6 +312,11 @@ export type ServerOrderByWithRelationInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierHost?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierPort?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   owner?: Prisma.OwnerOrderByWithRelationInput
@@ -259,6 +338,11 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
+  votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
+  pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
@@ -277,11 +361,18 @@ export type ServerOrderByWithAggregationInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierHost?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierPort?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ServerCountOrderByAggregateInput
+  _avg?: Prisma.ServerAvgOrderByAggregateInput
   _max?: Prisma.ServerMaxOrderByAggregateInput
   _min?: Prisma.ServerMinOrderByAggregateInput
+  _sum?: Prisma.ServerSumOrderByAggregateInput
 }
 
 export type ServerScalarWhereWithAggregatesInput = {
@@ -296,6 +387,11 @@ export type ServerScalarWhereWithAggregatesInput = {
   standardWebhooks?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  votifierHost?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  votifierPort?: Prisma.IntNullableWithAggregatesFilter<"Server"> | number | null
+  votifierServiceName?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  votifierToken?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  pullEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
 }
@@ -309,6 +405,11 @@ export type ServerCreateInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -326,6 +427,11 @@ export type ServerUncheckedCreateInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -343,6 +449,11 @@ export type ServerUpdateInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -360,6 +471,11 @@ export type ServerUncheckedUpdateInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -377,6 +493,11 @@ export type ServerCreateManyInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
 }
@@ -390,6 +511,11 @@ export type ServerUpdateManyMutationInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -402,6 +528,11 @@ export type ServerUncheckedUpdateManyInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
@@ -415,8 +546,17 @@ export type ServerCountOrderByAggregateInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
+  votifierHost?: Prisma.SortOrder
+  votifierPort?: Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrder
+  votifierToken?: Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
+}
+
+export type ServerAvgOrderByAggregateInput = {
+  votifierPort?: Prisma.SortOrder
 }
 
 export type ServerMaxOrderByAggregateInput = {
@@ -428,6 +568,11 @@ export type ServerMaxOrderByAggregateInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
+  votifierHost?: Prisma.SortOrder
+  votifierPort?: Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrder
+  votifierToken?: Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
 }
@@ -441,8 +586,17 @@ export type ServerMinOrderByAggregateInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
+  votifierHost?: Prisma.SortOrder
+  votifierPort?: Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrder
+  votifierToken?: Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
+}
+
+export type ServerSumOrderByAggregateInput = {
+  votifierPort?: Prisma.SortOrder
 }
 
 export type ServerScalarRelationFilter = {
@@ -474,6 +628,14 @@ export type NullableStringFieldUpdateOperationsInput = {
 
 export type NullableDateTimeFieldUpdateOperationsInput = {
   set?: Date | string | null
+}
+
+export type NullableIntFieldUpdateOperationsInput = {
+  set?: number | null
+  increment?: number
+  decrement?: number
+  multiply?: number
+  divide?: number
 }
 
 export type DateTimeFieldUpdateOperationsInput = {
@@ -587,6 +749,11 @@ export type ServerCreateWithoutSecretsInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -603,6 +770,11 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -635,6 +807,11 @@ export type ServerUpdateWithoutSecretsInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -651,6 +828,11 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -667,6 +849,11 @@ export type ServerCreateWithoutClicksInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -683,6 +870,11 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -715,6 +907,11 @@ export type ServerUpdateWithoutClicksInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -731,6 +928,11 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -747,6 +949,11 @@ export type ServerCreateWithoutReferralsInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -763,6 +970,11 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -795,6 +1007,11 @@ export type ServerUpdateWithoutReferralsInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -811,6 +1028,11 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -827,6 +1049,11 @@ export type ServerCreateWithoutDeliveriesInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -843,6 +1070,11 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -875,6 +1107,11 @@ export type ServerUpdateWithoutDeliveriesInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -891,6 +1128,11 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -907,6 +1149,11 @@ export type ServerCreateWithoutOwnerInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -923,6 +1170,11 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -968,6 +1220,11 @@ export type ServerScalarWhereInput = {
   standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
+  votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
+  pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
 }
@@ -981,6 +1238,11 @@ export type ServerCreateManyOwnerInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
 }
 
@@ -993,6 +1255,11 @@ export type ServerUpdateWithoutOwnerInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -1009,6 +1276,11 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -1025,6 +1297,11 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -1095,6 +1372,11 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   standardWebhooks?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
+  votifierHost?: boolean
+  votifierPort?: boolean
+  votifierServiceName?: boolean
+  votifierToken?: boolean
+  pullEnabled?: boolean
   createdAt?: boolean
   ownerId?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
@@ -1114,6 +1396,11 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   standardWebhooks?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
+  votifierHost?: boolean
+  votifierPort?: boolean
+  votifierServiceName?: boolean
+  votifierToken?: boolean
+  pullEnabled?: boolean
   createdAt?: boolean
   ownerId?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
@@ -1128,6 +1415,11 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   standardWebhooks?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
+  votifierHost?: boolean
+  votifierPort?: boolean
+  votifierServiceName?: boolean
+  votifierToken?: boolean
+  pullEnabled?: boolean
   createdAt?: boolean
   ownerId?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
@@ -1142,11 +1434,16 @@ export type ServerSelectScalar = {
   standardWebhooks?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
+  votifierHost?: boolean
+  votifierPort?: boolean
+  votifierServiceName?: boolean
+  votifierToken?: boolean
+  pullEnabled?: boolean
   createdAt?: boolean
   ownerId?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "callbackDisabledAt" | "callbackDisabledReason" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -1180,6 +1477,20 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
     standardWebhooks: boolean
     callbackDisabledAt: Date | null
     callbackDisabledReason: string | null
+    /**
+     * Votifier v2 transport: set when the host is set (with port, service name and token).
+     */
+    votifierHost: string | null
+    votifierPort: number | null
+    votifierServiceName: string | null
+    /**
+     * The Votifier token, sealed with SECRETS_KEY (AES-256-GCM); never returned by any RPC.
+     */
+    votifierToken: string | null
+    /**
+     * Counted hearts are also kept for the owner's signed pull API (claimed by heart_id).
+     */
+    pullEnabled: boolean
     createdAt: Date
     /**
      * The owner (the list's account id) whose dashboard sessions may manage this server; null: operators only.
@@ -1621,6 +1932,11 @@ export interface ServerFieldRefs {
   readonly standardWebhooks: Prisma.FieldRef<"Server", 'Boolean'>
   readonly callbackDisabledAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly callbackDisabledReason: Prisma.FieldRef<"Server", 'String'>
+  readonly votifierHost: Prisma.FieldRef<"Server", 'String'>
+  readonly votifierPort: Prisma.FieldRef<"Server", 'Int'>
+  readonly votifierServiceName: Prisma.FieldRef<"Server", 'String'>
+  readonly votifierToken: Prisma.FieldRef<"Server", 'String'>
+  readonly pullEnabled: Prisma.FieldRef<"Server", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly ownerId: Prisma.FieldRef<"Server", 'String'>
 }

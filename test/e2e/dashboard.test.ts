@@ -63,6 +63,8 @@ const flow = {
   /** Every secret value the page showed, to look for in the log. */
   secretsSeen: [] as string[],
   heartIp: 10,
+  /** The owner's login link and session cookie value, to look for in the log. */
+  ownerCredentials: [] as string[],
 };
 
 const test = anyTest as TestFn<Context>;
@@ -700,6 +702,7 @@ test.serial("browser (owner): a login link minted over RPC opens the dashboard a
 
   const cookie = (await c.browser.context.cookies(c.gatewayUrl + "/dashboard")).find((k) => k.name === "dashboard_session");
   t.truthy(cookie);
+  flow.ownerCredentials.push(new URL(url).searchParams.get("token")!, cookie!.value);
   t.like(cookie, { httpOnly: true, sameSite: "Strict", path: "/dashboard", secure: false });
   t.false(String(await page.evaluate("document.cookie")).includes("dashboard_session"), "scripts cannot read the session");
 
@@ -740,4 +743,9 @@ test.serial("browser (owner): signing out ends the session on the server; the pa
   const { sessions } = await t.context.stack.clients.access.listDashboardSessions({ ownerId: "browser-owner-a" });
   t.is(sessions.length, 1);
   t.truthy(sessions[0]!.revokedAt, "revoked on the server, not just forgotten by the browser");
+  // Neither the login link's token nor the session cookie ever reached the gateway's log.
+  const log = t.context.logLines.join("");
+  t.true(log.includes("/dashboard/login"), "the login request was logged");
+  t.is(flow.ownerCredentials.length, 2);
+  for (const value of flow.ownerCredentials) t.false(log.includes(value), "an owner credential was logged");
 });

@@ -50,14 +50,20 @@ export async function ownerApi(gatewayUrl: string, session: OwnerSession, method
 }
 
 /** A gateway with the dashboard mounted, in front of `rpcUrl`, authenticated with `token`. */
-export async function startDashboardGateway(opts: { rpcUrl: string; token: string; operatorToken?: string; log: Logger; now?: () => Date }) {
+export async function startDashboardGateway(opts: { rpcUrl: string; token: string; operatorToken?: string; secureCookies?: boolean; log: Logger; now?: () => Date }) {
   const now = opts.now ?? (() => new Date());
   const server = createGatewayServer({
     ...createReferralServiceClients(opts.rpcUrl, opts.token),
     log: opts.log,
     metrics: createMetrics("gateway"),
     now,
-    extraRoutes: createDashboardRoutes({ transport: createServiceTransport(opts.rpcUrl, opts.token), token: opts.operatorToken, log: opts.log, now }),
+    extraRoutes: createDashboardRoutes({
+      transport: createServiceTransport(opts.rpcUrl, opts.token),
+      token: opts.operatorToken,
+      secureCookies: opts.secureCookies ?? false,
+      log: opts.log,
+      now,
+    }),
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {

@@ -346,3 +346,17 @@ test("a gateway whose own service token is refused answers 500 internal error (l
     await broken.close();
   }
 });
+
+test("with an https public URL (secureCookies) the session cookie is also Secure", async (t) => {
+  const c = t.context;
+  const secure = await startDashboardGateway({ rpcUrl: c.stack.rpcUrl, token: c.gatewayToken, secureCookies: true, log: createLogger("test", "silent") });
+  try {
+    const { url } = await c.stack.clients.access.createDashboardLoginLink({ ownerId: "owner-a" });
+    const link = new URL(url);
+    const res = await fetch(`${secure.url}${link.pathname}${link.search}`, { redirect: "manual" });
+    t.is(res.status, 303);
+    t.regex(res.headers.get("set-cookie") ?? "", /; HttpOnly; SameSite=Strict; Secure$/);
+  } finally {
+    await secure.close();
+  }
+});

@@ -77,6 +77,8 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "delivery.v1.DeliveryService/SendTestVote": { scope: "admin", owner: server },
   "delivery.v1.DeliveryService/ListPullHearts": { scope: "pull", owner: none },
   "delivery.v1.DeliveryService/ClaimPullHearts": { scope: "pull", owner: none },
+  // ops.v1 (operators only)
+  "ops.v1.OperatorService/ListDeadLetters": { scope: "admin", owner: none },
   // access.v1
   "access.v1.AccessService/CreateServiceToken": { scope: "admin", owner: none },
   "access.v1.AccessService/ListServiceTokens": { scope: "admin", owner: none },

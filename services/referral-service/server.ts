@@ -9,6 +9,7 @@ import { referralRoutes } from "../referral/routes.js";
 import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
+import { operatorRoutes } from "../operator/routes.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import { accessRoutes, type AccessRouteDeps } from "../access/routes.js";
 import { createAuthInterceptor } from "../access/auth-interceptor.js";
@@ -34,6 +35,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     serverAdminRoutes(deps)(router);
     heartRoutes(deps)(router);
     deliveryRoutes(deps)(router);
+    operatorRoutes(deps)(router);
     accessRoutes(deps)(router);
   };
 }

@@ -78,6 +78,9 @@ export async function startReferralServiceProcess(
       OPS_PORT: "0",
       PUBLIC_BASE_URL: opts.publicBaseUrl ?? "http://127.0.0.1:8080",
       ALLOW_INSECURE_CALLBACKS: "true",
+      // The shared test token as the bootstrap admin token, so a database not made by createTestDatabase
+      // (for example the fault campaign's) is callable too; on test databases it is already there.
+      ADMIN_SERVICE_TOKEN: TEST_SERVICE_TOKEN,
       LOG_LEVEL: s.logLevel ?? "info",
       ...opts.env,
     },

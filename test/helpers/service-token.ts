@@ -7,8 +7,8 @@
 import { hashToken } from "../../services/shared/secrets.js";
 
 export const TEST_SERVICE_TOKEN = "rst_test-admin-token-of-throwaway-test-databases";
-/** Name of the seeded row in service_tokens. */
-export const TEST_SERVICE_TOKEN_NAME = "test-admin";
+/** Name of the seeded row in service_tokens: the bootstrap admin's name, so ADMIN_SERVICE_TOKEN=TEST_SERVICE_TOKEN leaves it unchanged. */
+export const TEST_SERVICE_TOKEN_NAME = "admin";
 
 /** SQL that seeds TEST_SERVICE_TOKEN into a database (run by createTestDatabase). */
 export function seedServiceTokenSql(): { text: string; values: unknown[] } {

@@ -10,6 +10,7 @@ import { createServiceTransport } from "../../services/shared/service-transport.
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
 import type { DeliveryRouteDeps } from "../../services/delivery/routes.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import type { FraudRules } from "../../services/hearts/domain/fraud-rules.js";
@@ -43,6 +44,7 @@ export interface Harness {
   deps: CoreDeps & DeliveryRouteDeps;
   hearts: Client<typeof HeartService>;
   delivery: Client<typeof DeliveryService>;
+  operator: Client<typeof OperatorService>;
   close(): Promise<void>;
 }
 
@@ -74,6 +76,7 @@ export async function startHarness(
     deps,
     hearts: createClient(HeartService, transport),
     delivery: createClient(DeliveryService, transport),
+    operator: createClient(OperatorService, transport),
     async close() {
       await server.close();
       await db.drop();

@@ -33,7 +33,7 @@ runMain(log, async () => {
     secureCookies: config.publicBaseUrl.startsWith("https:"),
     log,
   });
-  const server = createGatewayServer({ ...clients, log, metrics, now: () => new Date(), ops, extraRoutes, trustProxy: config.trustProxy, signingKeyCacheMs: config.signingKeyCacheMs });
+  const server = createGatewayServer({ ...clients, log, metrics, now: () => new Date(), ops, extraRoutes, trustProxy: config.trustProxy, signingKeyCacheMs: config.signingKeyCacheMs, dashboard: true });
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   log.info({ port: (server.address() as AddressInfo).port, referralService: config.referralServiceUrl, dashboard: dashboardToken !== undefined }, "gateway listening");
   onShutdown(log, async () => {

@@ -7,12 +7,14 @@
  * copy-paste example request. The same factories as the separate processes.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { join, relative, resolve } from "node:path";
 import { createEnvReader } from "../services/shared/config.js";
 import { runMain } from "../services/shared/run-main.js";
-import { createPrisma } from "../services/shared/db.js";
+import { createPrisma, type PrismaClient } from "../services/shared/db.js";
+import { verifySecretsKey } from "../services/shared/secrets-key-check.js";
+import { SigningKeyStatus } from "../gen/proto/servers/v1/servers_pb.js";
 import { readinessChecks } from "../services/shared/readiness.js";
 import { HEARTS_TOPIC, REFERRALS_TOPIC, type EventBus } from "../services/shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
@@ -33,6 +35,7 @@ import { createGatewayServer } from "../gateway/server.js";
 import { createReferralServiceClients, type ReferralServiceClients } from "../gateway/clients.js";
 import { loadOrCreateDashboardToken } from "../gateway/dashboard/config.js";
 import { createAccessClient } from "../gateway/dashboard/clients.js";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { ensureServiceToken } from "../services/access/service-tokens.js";
 import { generateServiceToken } from "../services/shared/secrets.js";
 import { MIN_SERVICE_TOKEN_CHARS, readServiceToken } from "../services/shared/process-config.js";
@@ -83,31 +86,79 @@ function displayPath(path: string): string {
   return rel === "" ? "." : rel.startsWith("..") ? path : rel;
 }
 
+/** The demo server of one database and the example request printed for it. */
 interface Demo {
   serverId: string;
+  /** A click token of the demo server whose example has not been sent yet (or was sent: see `sent`). */
   token: string;
+  /** The referee the example registers. */
+  referee: string;
 }
 
+/** Files of the demo of the database in use: one pair per database, so switching DATABASE_URL never prints another database's example. */
+function demoFiles(dataDir: string, databaseUrl: string | undefined) {
+  // The embedded database keeps the historical names; a real database gets a suffix derived from its URL without the password.
+  const suffix = databaseUrl ? `-${createHash("sha256").update(redactUrl(databaseUrl)).digest("hex").slice(0, 12)}` : "";
+  return { demo: join(dataDir, `demo${suffix}.json`), secret: join(dataDir, `demo${suffix}-referral-secret`) };
+}
+
+const DEMO_REFERRER = "demo-referrer";
+const demoEventId = (referee: string) => `reg-${referee}`;
+
 /**
- * On the first run (no servers yet) creates a demo server with referrals on, a secret and
- * a click, owned by the demo owner (so a login link for "demo-owner" shows it).
+ * The demo of the database in use, so that the printed example works against THIS database:
+ *  - the recorded demo is reused when its server still exists with referrals on, its secret file
+ *    holds one of the server's active secrets and its click token exists;
+ *  - once its example was sent, a fresh click and referee are taken, so the next paste registers again;
+ *  - otherwise, on a database with no servers (or whose recorded demo is gone), a demo server is created.
+ * Returns undefined when the database already has other servers and no usable demo: nothing is seeded there.
  */
-async function seedDemo(clients: ReferralServiceClients, access: ReturnType<typeof createAccessClient>, dataDir: string): Promise<Demo | undefined> {
-  const demoPath = join(dataDir, "demo.json");
-  if (existsSync(demoPath)) return JSON.parse(readFileSync(demoPath, "utf8")) as Demo;
-  const { servers } = await clients.admin.listServers({});
-  if (servers.length > 0) return undefined;
-  const { server } = await clients.admin.createServer({ name: "Demo Server", registrationUrl: "https://example.com/register" });
-  if (!server) return undefined;
-  await clients.admin.setReferralsEnabled({ serverId: server.id, enabled: true });
-  await access.createOwner({ ownerId: DEMO_OWNER_ID, displayName: "Demo Owner" });
-  await access.assignServer({ serverId: server.id, ownerId: DEMO_OWNER_ID });
-  const { secret } = await clients.admin.createReferralSecret({ serverId: server.id });
-  writeFileSync(join(dataDir, "demo-referral-secret"), secret, { mode: 0o600 });
-  const { token } = await clients.referral.recordClick({ serverId: server.id, referrerIdentity: "demo-referrer" });
-  const demo = { serverId: server.id, token };
-  writeFileSync(demoPath, JSON.stringify(demo, null, 2));
-  return demo;
+async function prepareDemo(
+  clients: ReferralServiceClients,
+  access: ReturnType<typeof createAccessClient>,
+  prisma: PrismaClient,
+  dataDir: string,
+  databaseUrl: string | undefined,
+): Promise<{ demo: Demo; secretPath: string } | undefined> {
+  const files = demoFiles(dataDir, databaseUrl);
+  let demo = existsSync(files.demo) ? (JSON.parse(readFileSync(files.demo, "utf8")) as Partial<Demo>) : undefined;
+  const usable = demo?.serverId && demo.token && (await isDemoUsable(clients, prisma, { serverId: demo.serverId, token: demo.token }, files.secret));
+  if (!usable) {
+    const { servers } = await clients.admin.listServers({});
+    if (servers.length > 0 && demo === undefined) return undefined;
+    const { server } = await clients.admin.createServer({ name: "Demo Server", registrationUrl: "https://example.com/register" });
+    if (!server) return undefined;
+    await clients.admin.setReferralsEnabled({ serverId: server.id, enabled: true });
+    // Owned by the demo owner, so a login link for "demo-owner" shows it.
+    await access.createOwner({ ownerId: DEMO_OWNER_ID, displayName: "Demo Owner" }).catch((error: unknown) => {
+      // Failure policy: the demo owner exists from an earlier demo (already_exists); anything else stops the start.
+      if (!(error instanceof ConnectError && error.code === Code.AlreadyExists)) throw error;
+    });
+    await access.assignServer({ serverId: server.id, ownerId: DEMO_OWNER_ID });
+    const { secret } = await clients.admin.createReferralSecret({ serverId: server.id });
+    writeFileSync(files.secret, secret, { mode: 0o600 });
+    const { token } = await clients.referral.recordClick({ serverId: server.id, referrerIdentity: DEMO_REFERRER });
+    demo = { serverId: server.id, token, referee: "player-1" };
+  }
+  let current: Demo = { serverId: demo!.serverId!, token: demo!.token!, referee: demo!.referee ?? "player-1" };
+  const sent = await prisma.referralEvent.findFirst({ where: { token: current.token, type: "registered", serverEventId: demoEventId(current.referee) }, select: { id: true } });
+  if (sent) {
+    const { token } = await clients.referral.recordClick({ serverId: current.serverId, referrerIdentity: DEMO_REFERRER });
+    const n = Number(/(\d+)$/.exec(current.referee)?.[1] ?? "1") + 1;
+    current = { serverId: current.serverId, token, referee: `player-${n}` };
+  }
+  writeFileSync(files.demo, JSON.stringify(current, null, 2));
+  return { demo: current, secretPath: files.secret };
+}
+
+/** True when the demo's example would be accepted: server with referrals on, the secret file's value active, the token known. */
+async function isDemoUsable(clients: ReferralServiceClients, prisma: PrismaClient, demo: { serverId: string; token: string }, secretPath: string): Promise<boolean> {
+  if (!existsSync(secretPath)) return false;
+  const secret = readFileSync(secretPath, "utf8").trim();
+  const keys = await clients.admin.resolveSigningKeys({ serverId: demo.serverId });
+  if (keys.status !== SigningKeyStatus.OK || !keys.keys.some((k) => Buffer.from(k.secret).toString("utf8") === secret)) return false;
+  const click = await prisma.referralClick.findUnique({ where: { token: demo.token }, select: { serverId: true } });
+  return click?.serverId === demo.serverId;
 }
 
 function printBanner(opts: {
@@ -115,13 +166,11 @@ function printBanner(opts: {
   rpcUrl: string;
   storage: string;
   bus: string;
-  dataDir: string;
-  demo: Demo | undefined;
+  demo: { demo: Demo; secretPath: string } | undefined;
   dashboardTokenLocation: string;
   /** The admin token's file, or undefined when it comes from ADMIN_SERVICE_TOKEN. */
   serviceTokenFile: string | undefined;
 }) {
-  const rel = displayPath(opts.dataDir);
   const lines = [
     "",
     `Referral service is up (${opts.storage}; ${opts.bus}).`,
@@ -141,24 +190,28 @@ function printBanner(opts: {
     `    -d '{"owner_id":"${DEMO_OWNER_ID}"}' ${opts.rpcUrl}/access.v1.AccessService/CreateDashboardLoginLink`,
   ];
   if (opts.demo) {
+    const { demo, secretPath } = opts.demo;
     const body = JSON.stringify({
       event: "registered",
-      token: opts.demo.token,
-      server_id: opts.demo.serverId,
-      referee_identity: "player-1",
-      server_event_id: "reg-player-1",
+      token: demo.token,
+      server_id: demo.serverId,
+      referee_identity: demo.referee,
+      server_event_id: demoEventId(demo.referee),
     });
     lines.push(
       "",
       "Example: a signed `registered` event for the demo server (paste into a shell; needs openssl and curl):",
       "",
-      `  SECRET=$(cat ${rel}/demo-referral-secret)`,
+      `  SECRET=$(cat ${displayPath(secretPath)})`,
       `  BODY='${body}'`,
       `  T=$(date +%s); SIG=$(printf '%s' "$T.$BODY" | openssl dgst -sha256 -hmac "$SECRET" | sed 's/^.* //')`,
       `  curl -sS -X POST ${opts.gatewayUrl}/api/referral/events -H 'Content-Type: application/json' -H "X-Service-Signature: t=$T,v1=sha256=$SIG" --data-raw "$BODY"; echo`,
       "",
       `The first paste answers {"ok":true,"referral_id":"...","state":"registered"}; a second one {"ok":true,"duplicate":true}.`,
+      "(Each start prints a fresh example once the previous one was sent.)",
     );
+  } else {
+    lines.push("", "No example: this database already has servers and no demo server; create a referral secret for one in the dashboard.");
   }
   process.stdout.write(`${lines.join("\n")}\n\n`);
 }
@@ -192,6 +245,8 @@ async function main() {
 
   const secretBox = config.secretBox ?? loadOrCreateSecretBox(config.dataDir);
   const prisma = createPrisma(databaseUrl, { maxConnections: config.databaseUrl ? 20 : 8 });
+  // A key that cannot open the stored secrets stops the start here (exit 2), also in the embedded mode.
+  await verifySecretsKey(prisma, secretBox);
   const metrics = createMetrics("all-in-one");
   const now = () => new Date();
   const publicBaseUrl = config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`;
@@ -260,7 +315,7 @@ async function main() {
     secureCookies: publicBaseUrl.startsWith("https:"),
     log,
   });
-  const gateway = createGatewayServer({ ...clients, log, metrics, now, ops, extraRoutes });
+  const gateway = createGatewayServer({ ...clients, log, metrics, now, ops, extraRoutes, dashboard: true });
   await new Promise<void>((resolveListen, reject) => {
     gateway.once("error", reject);
     gateway.listen(config.port, config.host, resolveListen);
@@ -271,9 +326,9 @@ async function main() {
   await consumer.start();
   dispatcher.start();
 
-  const demo = await seedDemo(createReferralServiceClients(rpcUrl, adminToken), createAccessClient(adminTransport), config.dataDir);
+  const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
   started = true;
-  printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, dataDir: config.dataDir, demo, dashboardTokenLocation: dashboard.location, serviceTokenFile });
+  printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, demo, dashboardTokenLocation: dashboard.location, serviceTokenFile });
 
   onShutdown(log, async () => {
     draining = true;

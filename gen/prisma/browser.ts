@@ -106,3 +106,10 @@ export type DashboardLoginLink = Prisma.DashboardLoginLinkModel
  * An owner's dashboard session (the cookie). Only the token's SHA-256 is stored.
  */
 export type DashboardSession = Prisma.DashboardSessionModel
+/**
+ * Model SecretsKeyCheck
+ * One row: a known value sealed with SECRETS_KEY by the first process that started on this
+ * database. Every process that holds the key opens it at start and refuses to run (exit 2)
+ * with another key, instead of answering 500 on each secret it cannot decrypt.
+ */
+export type SecretsKeyCheck = Prisma.SecretsKeyCheckModel

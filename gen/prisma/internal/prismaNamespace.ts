@@ -413,7 +413,8 @@ export const ModelName = {
   ServiceToken: 'ServiceToken',
   Owner: 'Owner',
   DashboardLoginLink: 'DashboardLoginLink',
-  DashboardSession: 'DashboardSession'
+  DashboardSession: 'DashboardSession',
+  SecretsKeyCheck: 'SecretsKeyCheck'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -429,7 +430,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "secretsKeyCheck"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -1691,6 +1692,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    SecretsKeyCheck: {
+      payload: Prisma.$SecretsKeyCheckPayload<ExtArgs>
+      fields: Prisma.SecretsKeyCheckFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.SecretsKeyCheckFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.SecretsKeyCheckFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        findFirst: {
+          args: Prisma.SecretsKeyCheckFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.SecretsKeyCheckFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        findMany: {
+          args: Prisma.SecretsKeyCheckFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>[]
+        }
+        create: {
+          args: Prisma.SecretsKeyCheckCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        createMany: {
+          args: Prisma.SecretsKeyCheckCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.SecretsKeyCheckCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>[]
+        }
+        delete: {
+          args: Prisma.SecretsKeyCheckDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        update: {
+          args: Prisma.SecretsKeyCheckUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        deleteMany: {
+          args: Prisma.SecretsKeyCheckDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.SecretsKeyCheckUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.SecretsKeyCheckUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>[]
+        }
+        upsert: {
+          args: Prisma.SecretsKeyCheckUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        aggregate: {
+          args: Prisma.SecretsKeyCheckAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateSecretsKeyCheck>
+        }
+        groupBy: {
+          args: Prisma.SecretsKeyCheckGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.SecretsKeyCheckGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.SecretsKeyCheckCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.SecretsKeyCheckCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -1977,6 +2052,15 @@ export const DashboardSessionScalarFieldEnum = {
 } as const
 
 export type DashboardSessionScalarFieldEnum = (typeof DashboardSessionScalarFieldEnum)[keyof typeof DashboardSessionScalarFieldEnum]
+
+
+export const SecretsKeyCheckScalarFieldEnum = {
+  id: 'id',
+  sealed: 'sealed',
+  createdAt: 'createdAt'
+} as const
+
+export type SecretsKeyCheckScalarFieldEnum = (typeof SecretsKeyCheckScalarFieldEnum)[keyof typeof SecretsKeyCheckScalarFieldEnum]
 
 
 export const SortOrder = {
@@ -2323,6 +2407,7 @@ export type GlobalOmitConfig = {
   owner?: Prisma.OwnerOmit
   dashboardLoginLink?: Prisma.DashboardLoginLinkOmit
   dashboardSession?: Prisma.DashboardSessionOmit
+  secretsKeyCheck?: Prisma.SecretsKeyCheckOmit
 }
 
 /* Types for Logging */

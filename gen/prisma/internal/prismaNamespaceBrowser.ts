@@ -67,7 +67,8 @@ export const ModelName = {
   ServiceToken: 'ServiceToken',
   Owner: 'Owner',
   DashboardLoginLink: 'DashboardLoginLink',
-  DashboardSession: 'DashboardSession'
+  DashboardSession: 'DashboardSession',
+  SecretsKeyCheck: 'SecretsKeyCheck'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -333,6 +334,15 @@ export const DashboardSessionScalarFieldEnum = {
 } as const
 
 export type DashboardSessionScalarFieldEnum = (typeof DashboardSessionScalarFieldEnum)[keyof typeof DashboardSessionScalarFieldEnum]
+
+
+export const SecretsKeyCheckScalarFieldEnum = {
+  id: 'id',
+  sealed: 'sealed',
+  createdAt: 'createdAt'
+} as const
+
+export type SecretsKeyCheckScalarFieldEnum = (typeof SecretsKeyCheckScalarFieldEnum)[keyof typeof SecretsKeyCheckScalarFieldEnum]
 
 
 export const SortOrder = {

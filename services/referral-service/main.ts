@@ -16,8 +16,6 @@ const log = createLogger("referral-service");
 runMain(log, async () => {
   const config = loadReferralServiceConfig();
   const prisma = createPrisma(config.databaseUrl, { maxConnections: config.dbPoolSize });
-  // Before listening: upsert the configured tokens; refuse to start when no token could call the service.
-  await bootstrapServiceTokens(prisma, config.access, log, new Date());
   const metrics = createMetrics("referral-service");
   let draining = false;
   const rpc = createReferralServiceServer({
@@ -47,6 +45,8 @@ runMain(log, async () => {
   const opsPort = await ops.listen(config.opsPort, config.host);
   if (!(await startup.waitFor(databaseDependency(prisma, config.databaseUrl)))) return;
   await verifySecretsKey(prisma, config.secretBox);
+  // Before listening: upsert the configured tokens; refuse to start (exit 2) when no token could call the service.
+  await bootstrapServiceTokens(prisma, config.access, log, new Date());
   const port = await rpc.listen(config.port, config.host);
   listening = true;
   startup.ready();

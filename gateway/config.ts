@@ -1,6 +1,10 @@
 import { createEnvReader } from "../services/shared/config.js";
 import { readPort, readServiceToken } from "../services/shared/process-config.js";
-import { DEFAULT_SIGNING_KEY_CACHE_MS } from "./signing-key-cache.js";
+import { DEFAULT_SIGNING_KEY_CACHE_MS, DEFAULT_SIGNING_KEY_REFRESH_MS, DEFAULT_UNKNOWN_SERVER_CACHE_MS } from "./signing-key-cache.js";
+import { DEFAULT_FAILED_SIGNATURE_WINDOW_MS, DEFAULT_FAILED_SIGNATURES_GLOBAL, DEFAULT_FAILED_SIGNATURES_PER_SERVER } from "./failure-limiter.js";
+
+/** The gateway's ops port (/healthz, /readyz, /metrics), apart from the public port. */
+export const DEFAULT_GATEWAY_OPS_PORT = 9080;
 
 /** Settings of the public HTTP gateway, validated at start. */
 export interface GatewayConfig {
@@ -15,6 +19,14 @@ export interface GatewayConfig {
   trustProxy: boolean;
   /** How long a server's active signing keys are reused; 0 asks the referral service on every request. */
   signingKeyCacheMs: number;
+  /** How long an unknown server id is remembered; 0 asks every time. */
+  unknownServerCacheMs: number;
+  /** At most one fresh key lookup per server per this interval after failed MACs. */
+  signingKeyRefreshMs: number;
+  /** Failed-signature limits per window (429 with Retry-After); 0 turns a limit off. */
+  failedSignatures: { windowMs: number; perServer: number; global: number };
+  /** Port of /healthz, /readyz and /metrics (never the public port). */
+  opsPort: number;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -36,5 +48,13 @@ export function loadGatewayConfig(env: Record<string, string | undefined> = proc
     publicBaseUrl,
     trustProxy: r.bool("TRUST_PROXY", false),
     signingKeyCacheMs: r.int("SIGNING_KEY_CACHE_MS", DEFAULT_SIGNING_KEY_CACHE_MS, { min: 0, max: 60_000 }),
+    unknownServerCacheMs: r.int("UNKNOWN_SERVER_CACHE_MS", DEFAULT_UNKNOWN_SERVER_CACHE_MS, { min: 0, max: 3_600_000 }),
+    signingKeyRefreshMs: r.int("SIGNING_KEY_REFRESH_MS", DEFAULT_SIGNING_KEY_REFRESH_MS, { min: 0, max: 60_000 }),
+    failedSignatures: {
+      windowMs: r.int("FAILED_SIGNATURE_WINDOW_MS", DEFAULT_FAILED_SIGNATURE_WINDOW_MS, { min: 1_000, max: 3_600_000 }),
+      perServer: r.int("FAILED_SIGNATURES_PER_SERVER", DEFAULT_FAILED_SIGNATURES_PER_SERVER, { min: 0 }),
+      global: r.int("FAILED_SIGNATURES_GLOBAL", DEFAULT_FAILED_SIGNATURES_GLOBAL, { min: 0 }),
+    },
+    opsPort: readPort(r, "OPS_PORT", DEFAULT_GATEWAY_OPS_PORT),
   });
 }

@@ -21,8 +21,11 @@ import type { SigningKeyMaterial } from "./verify-signature.js";
 export interface IngestRpcs {
   resolveSigningKeys(request: MessageInitShape<typeof ResolveSigningKeysRequestSchema>): Promise<ResolveSigningKeysResponse>;
   applyEvent(request: MessageInitShape<typeof ApplyEventRequestSchema>): Promise<ApplyEventResponse>;
-  /** Drops cached keys of a server; true when some were cached (so a failed MAC may be retried with fresh keys). */
-  forgetSigningKeys?(serverId: string): boolean;
+  /**
+   * After a MAC failed: drops the server's cached keys when a refresh is allowed (bounded per
+   * server, gateway/signing-key-cache.ts); true when the failed MAC may be retried with fresh keys.
+   */
+  invalidateSigningKeys?(serverId: string): boolean;
 }
 
 /** A forwarded call's HTTP answer; `cause` is set for 500s and is logged, never sent. */

@@ -1,8 +1,12 @@
 import type { SigningKeyMaterial } from "./verify-signature.js";
 import { ERROR_TEXT, errorReply, type HttpReply } from "./http-errors.js";
-import { forwardEvent, lookupSigningKeys, type IngestRpcs, type KeyLookup } from "./forward.js";
+import type { FailureLimiter } from "./failure-limiter.js";
+import { forwardEvent, isServerIdShape, lookupSigningKeys, type IngestRpcs, type KeyLookup } from "./forward.js";
 import { parseJsonObject, readServerId, validateEvent, type JsonObject } from "./validate-event.js";
-import { parseSignatureHeader, verifySignature } from "./verify-signature.js";
+import { parseSignatureHeader, verifySignature, type ParsedSignatureHeader } from "./verify-signature.js";
+
+/** Outcomes of steps 5-6 that count against the failed-signature limits (each may have cost a lookup). */
+const FAILED_AUTHENTICATION_OUTCOMES = new Set(["unknown_server", "referrals_disabled", "no_active_secret", "pull_disabled", "bad_signature"]);
 
 /** What one ingest request carries once its body has been read within the size limit (step 1). */
 export interface IngestInput {
@@ -32,6 +36,8 @@ export interface IngestResult {
  *  2. X-Service-Signature missing/malformed -> 400
  *  3. body not valid UTF-8 JSON, or not an object -> 400 `body is not valid JSON`
  *  4. `server_id` missing/empty/not a string -> 400 (the only field read before the MAC)
+ *     then, with a `limiter`: too many failed signatures for this server or overall -> 429
+ *     with Retry-After, before any lookup (failures of steps 5 and 6 are counted)
  *  5. unknown server / referrals disabled or no active secret -> 404
  *  6. MAC (by `kid`, or against every active key; constant-time) -> 401 bad_signature
  *  7. |now - t| > 300 s -> 401 stale (after the MAC, so a forged `t` learns nothing)
@@ -39,8 +45,11 @@ export interface IngestResult {
  *  9. `test: true` -> 200 `{ok: true, test: true}`, nothing looked up or written
  * 10. ApplyEvent (token lookup, dedup, state machine) -> 200 / 404 / 422 / 500
  */
-export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: () => Date): Promise<IngestResult> {
-  const signed = await verifySignedRequest(input, { lookup: (serverId) => lookupSigningKeys(rpcs, serverId), forget: rpcs.forgetSigningKeys }, now);
+export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: () => Date, limiter?: FailureLimiter): Promise<IngestResult> {
+  const keys: SignedRequestKeys = { lookup: (serverId) => lookupSigningKeys(rpcs, serverId) };
+  if (rpcs.invalidateSigningKeys) keys.invalidate = (serverId) => rpcs.invalidateSigningKeys?.(serverId) ?? false;
+  if (limiter) keys.limiter = limiter;
+  const signed = await verifySignedRequest(input, keys, now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
 
@@ -56,8 +65,13 @@ export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: ()
 /** Where a signed request's keys come from (step 5). */
 export interface SignedRequestKeys {
   lookup(serverId: string): Promise<KeyLookup>;
-  /** Drops cached keys; true when some were cached, so a failed MAC is checked once more against fresh keys. */
-  forget?(serverId: string): boolean;
+  /**
+   * After a MAC failed: drops the server's cached keys when a refresh is allowed (bounded per
+   * server, gateway/signing-key-cache.ts); true when the MAC may be checked once more against fresh keys.
+   */
+  invalidate?(serverId: string): boolean;
+  /** Limits failed authentications per server and overall (gateway/failure-limiter.ts): 429 past a limit. */
+  limiter?: FailureLimiter;
 }
 
 /** Steps 2-7 passed: the parsed body, its server and the kid that verified it; or the answer that ends the request. */
@@ -80,19 +94,45 @@ export async function verifySignedRequest(input: IngestInput, keys: SignedReques
   if (serverIdField.kind === "invalid") return rejected({ reply: errorReply(400, serverIdField.error), outcome: "invalid_server_id" });
   const serverId = serverIdField.value;
 
+  // Only ids that could name a server cost a lookup, so only they are limited and counted.
+  const admission = isServerIdShape(serverId) ? keys.limiter?.admit(serverId) : undefined;
+  if (admission?.kind === "limited") {
+    const headers = { "retry-after": String(admission.retryAfterSeconds) };
+    return rejected({ reply: errorReply(429, ERROR_TEXT.tooManyFailedSignatures, headers), outcome: "failed_signature_limit", serverId });
+  }
+  let failed = false;
+  try {
+    const verified = await verifyWithServerKeys(input, keys, now, signature, serverId);
+    failed = verified.kind === "rejected" && FAILED_AUTHENTICATION_OUTCOMES.has(verified.result.outcome);
+    return verified.kind === "rejected" ? verified : { kind: "verified", body, serverId, kid: verified.kid };
+  } finally {
+    admission?.done(failed);
+  }
+}
+
+/** Steps 5-7: the server's keys, the MAC (once more against fresh keys when the cache allows), the clock. */
+async function verifyWithServerKeys(
+  input: IngestInput,
+  keys: SignedRequestKeys,
+  now: () => Date,
+  signature: ParsedSignatureHeader,
+  serverId: string,
+): Promise<{ kind: "verified"; kid: string } | { kind: "rejected"; result: IngestResult }> {
+  const rejected = (result: IngestResult) => ({ kind: "rejected" as const, result });
   let lookup = await keys.lookup(serverId);
   if (lookup.kind === "rejected") return rejected({ ...lookup.result, serverId });
 
   const verifyWith = (material: SigningKeyMaterial[]) =>
     verifySignature({ signature, keys: material, rawBody: input.rawBody, nowSeconds: Math.floor(now().getTime() / 1000) });
   let verdict = verifyWith(lookup.keys);
-  if (verdict.kind === "bad_signature" && keys.forget?.(serverId)) {
-    // The keys came from the gateway's short cache: ask once more, so a just-created secret verifies at once.
+  if (verdict.kind === "bad_signature" && keys.invalidate?.(serverId)) {
+    // The keys came from the gateway's short cache: ask once more (at most once per server per
+    // refresh interval), so a just-created secret verifies at once and a flood of forgeries costs no lookups.
     lookup = await keys.lookup(serverId);
     if (lookup.kind === "rejected") return rejected({ ...lookup.result, serverId });
     verdict = verifyWith(lookup.keys);
   }
   if (verdict.kind === "bad_signature") return rejected({ reply: errorReply(401, ERROR_TEXT.badSignature), outcome: "bad_signature", serverId });
   if (verdict.kind === "stale") return rejected({ reply: errorReply(401, ERROR_TEXT.stale), outcome: "stale", serverId });
-  return { kind: "verified", body, serverId, kid: verdict.kid };
+  return { kind: "verified", kid: verdict.kid };
 }

@@ -10,6 +10,7 @@ import {
 import { PullKeyStatus, type ResolvePullKeysRequestSchema, type ResolvePullKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
 import { isServerIdShape, type KeyLookup } from "./forward.js";
 import { verifySignedRequest, type IngestInput, type IngestResult } from "./handle-ingest.js";
+import type { FailureLimiter } from "./failure-limiter.js";
 import { ERROR_TEXT, errorReply, fromRpcError } from "./http-errors.js";
 import type { JsonObject } from "./validate-event.js";
 import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../services/delivery/pull-store.js";
@@ -39,8 +40,8 @@ const CLAIM_STATUS_NAME: Partial<Record<PullClaimStatus, string>> = {
  * `limit` (optional integer 1-500, default 100). Answers
  * `{"hearts":[{heart_id, username, period, counted_at, streak_day?}], "next_cursor"}`.
  */
-export async function handlePullList(input: IngestInput, rpcs: PullRpcs, now: () => Date): Promise<IngestResult> {
-  const signed = await verifySignedRequest(input, { lookup: (serverId) => lookupPullKeys(rpcs, serverId) }, now);
+export async function handlePullList(input: IngestInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<IngestResult> {
+  const signed = await verifySignedRequest(input, { lookup: (serverId) => lookupPullKeys(rpcs, serverId), ...(limiter ? { limiter } : {}) }, now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const fields = readListFields(body);
@@ -65,8 +66,8 @@ export async function handlePullList(input: IngestInput, rpcs: PullRpcs, now: ()
  * Answers `{"results":[{heart_id, status}]}`, one per id in request order, with
  * status `claimed`, `already_claimed` (a retried claim) or `unknown`.
  */
-export async function handlePullClaim(input: IngestInput, rpcs: PullRpcs, now: () => Date): Promise<IngestResult> {
-  const signed = await verifySignedRequest(input, { lookup: (serverId) => lookupPullKeys(rpcs, serverId) }, now);
+export async function handlePullClaim(input: IngestInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<IngestResult> {
+  const signed = await verifySignedRequest(input, { lookup: (serverId) => lookupPullKeys(rpcs, serverId), ...(limiter ? { limiter } : {}) }, now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const ids = body.heart_ids;

@@ -2,6 +2,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { RecordClickRequestSchema, RecordClickResponse } from "../gen/proto/referral/v1/referral_pb.js";
 import { ERROR_TEXT, errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import { isServerIdShape } from "./forward.js";
+import { fieldProblem } from "../services/shared/field-rules.js";
 
 /** Path prefix of the public referral link: `GET /r/<server_id>?referrer=<identity>`. */
 export const REFERRAL_LINK_PREFIX = "/r/";
@@ -34,12 +35,14 @@ export interface ReferralLinkResult {
  * and sends the visitor on to the server's registration URL with the token appended
  * (302, built by the referral service). Without a registration URL the token is
  * returned as `200 {"token": ...}` so the server's own page can carry it.
- * Missing/empty `referrer` -> 400; unknown server -> 404 `unknown server`; referrals
+ * Missing/empty `referrer`, or one over its bound or holding a NUL -> 400; unknown server -> 404 `unknown server`; referrals
  * disabled -> 404 `referrals not enabled for this server`; anything else -> 500.
  */
 export async function handleReferralLink(input: ReferralLinkInput, rpcs: ReferralLinkRpcs): Promise<ReferralLinkResult> {
   const referrer = input.referrer?.trim() ?? "";
   if (referrer === "") return { reply: errorReply(400, "referrer is required"), outcome: "missing_referrer" };
+  const referrerProblem = fieldProblem("referrer", referrer);
+  if (referrerProblem !== null) return { reply: errorReply(400, referrerProblem), outcome: "invalid_referrer" };
   const serverId = input.serverId.trim();
   if (!isServerIdShape(serverId)) return { reply: errorReply(404, ERROR_TEXT.unknownServer), outcome: "unknown_server" };
 

@@ -18,6 +18,7 @@ export const ERROR_TEXT = {
   internal: "internal error",
   methodNotAllowed: "method not allowed",
   notFound: "not found",
+  tooManyFailedSignatures: "too many failed signature checks; retry after the Retry-After delay",
 } as const;
 
 /** A complete HTTP answer the gateway sends as JSON. */

@@ -1,6 +1,7 @@
 import type { AddressInfo } from "node:net";
 import { runMain } from "../services/shared/run-main.js";
 import { createOpsHandler } from "../services/shared/health.js";
+import { createOpsServer } from "../services/shared/ops-server.js";
 import { createLogger } from "../services/shared/log.js";
 import { createMetrics } from "../services/shared/metrics.js";
 import { onShutdown } from "../services/shared/shutdown.js";
@@ -20,12 +21,11 @@ runMain(log, async () => {
   const metrics = createMetrics("gateway");
   const clients = createReferralServiceClients(config.referralServiceUrl, config.referralServiceToken);
   let draining = false;
-  const ops = createOpsHandler({
-    // Ready when the referral service answers (it is ready only while its database is).
-    checks: [{ name: "referral-service", check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })) }],
-    metrics,
-    isDraining: () => draining,
-  });
+  // Ready when the referral service answers (it is ready only while its database is).
+  const checks = [{ name: "referral-service", check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })) }];
+  // The public port answers the probes; /metrics is served on the ops port only.
+  const ops = createOpsHandler({ checks, isDraining: () => draining });
+  const opsServer = createOpsServer({ checks, metrics, isDraining: () => draining });
   // The owners' dashboard at /dashboard: owners through login links; the operator too when DASHBOARD_TOKEN is set.
   const extraRoutes = createDashboardRoutes({
     transport: createServiceTransport(config.referralServiceUrl, config.referralServiceToken),
@@ -33,9 +33,26 @@ runMain(log, async () => {
     secureCookies: config.publicBaseUrl.startsWith("https:"),
     log,
   });
-  const server = createGatewayServer({ ...clients, log, metrics, now: () => new Date(), ops, extraRoutes, trustProxy: config.trustProxy, signingKeyCacheMs: config.signingKeyCacheMs, dashboard: true });
+  const server = createGatewayServer({
+    ...clients,
+    log,
+    metrics,
+    now: () => new Date(),
+    ops,
+    extraRoutes,
+    trustProxy: config.trustProxy,
+    signingKeyCacheMs: config.signingKeyCacheMs,
+    unknownServerCacheMs: config.unknownServerCacheMs,
+    signingKeyRefreshMs: config.signingKeyRefreshMs,
+    failedSignatures: config.failedSignatures,
+    dashboard: true,
+  });
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
-  log.info({ port: (server.address() as AddressInfo).port, referralService: config.referralServiceUrl, dashboard: dashboardToken !== undefined }, "gateway listening");
+  const opsPort = await opsServer.listen(config.opsPort, config.host);
+  log.info(
+    { port: (server.address() as AddressInfo).port, opsPort, referralService: config.referralServiceUrl, dashboard: dashboardToken !== undefined },
+    "gateway listening",
+  );
   onShutdown(log, async () => {
     draining = true;
     // close() stops accepting and waits for in-flight requests; idle keep-alive sockets are closed.
@@ -43,5 +60,6 @@ runMain(log, async () => {
       server.close(() => resolve());
       server.closeIdleConnections();
     });
+    await opsServer.close();
   });
 });

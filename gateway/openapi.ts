@@ -1,5 +1,6 @@
 import { ERROR_TEXT } from "./http-errors.js";
 import { MAX_BODY_BYTES } from "./raw-body.js";
+import { maxCharsOf, type FieldName } from "../services/shared/field-rules.js";
 
 /** Where the gateway publishes the document. */
 export const OPENAPI_PATH = "/openapi/referral.json";
@@ -58,6 +59,17 @@ const jsonError = (description: string, examples: Record<string, { summary: stri
   content: { "application/json": { schema: { $ref: `#/components/schemas/${schema}` }, examples } },
 });
 
+/** 429 past the failed-signature limits (gateway/failure-limiter.ts), shared by every signed endpoint. */
+function tooManyFailures() {
+  const reply = jsonError("Too many failed authentications (bad signature, unknown server, disabled) for this server_id, or overall; wait Retry-After seconds.", {
+    tooManyFailures: errorExample("Failed-signature limit reached", ERROR_TEXT.tooManyFailedSignatures),
+  });
+  return {
+    ...reply,
+    headers: { ...reply.headers, "Retry-After": { description: "Seconds until the limit's window ends.", schema: { type: "integer", minimum: 1 } } },
+  };
+}
+
 /** The error answers the two pull endpoints share. */
 const PULL_ERRORS = {
   "400": jsonError("Malformed signature header, invalid JSON, or a missing or invalid field.", {
@@ -76,6 +88,7 @@ const PULL_ERRORS = {
   "413": jsonError(`The body is over ${MAX_BODY_BYTES} bytes; the connection is closed.`, {
     bodyTooLarge: errorExample("Body over 64 KiB", ERROR_TEXT.bodyTooLarge),
   }),
+  "429": tooManyFailures(),
   "500": jsonError("Internal error; safe to retry with backoff (listing and claiming are idempotent).", {
     internal: errorExample("Internal error", ERROR_TEXT.internal),
   }),
@@ -119,6 +132,11 @@ function pullOperation(op: {
 }
 
 const nonEmptyString = (description: string) => ({ type: "string", minLength: 1, pattern: "\\S", description });
+/** A non-empty string bounded by services/shared/field-rules.ts (NUL is refused too). */
+const boundedString = (field: FieldName, description: string) => ({
+  ...nonEmptyString(`${description} At most ${maxCharsOf(field)} characters; NUL is refused.`),
+  maxLength: maxCharsOf(field),
+});
 
 /**
  * The OpenAPI 3.1 description of the contract, served at GET /openapi/referral.json:
@@ -236,6 +254,8 @@ export const openApiDocument = {
             refereeRequired: errorExample("registered without referee_identity", ERROR_TEXT.refereeRequired),
             missingField: errorExample("Any other missing or invalid field names the field", "server_event_id is required"),
             wrongType: errorExample("A field of the wrong JSON type", "ts must be an integer (unix seconds)"),
+            tooLong: errorExample("A field over its maxLength", `token must be at most ${maxCharsOf("token")} characters`),
+            nul: errorExample("A field holding U+0000", "token must not contain NUL characters"),
           }),
           "401": jsonError("The signature did not verify.", {
             badSignature: errorExample("MAC mismatch or unknown kid", ERROR_TEXT.badSignature),
@@ -249,6 +269,7 @@ export const openApiDocument = {
           "413": jsonError(`The body is over ${MAX_BODY_BYTES} bytes; the connection is closed.`, {
             bodyTooLarge: errorExample("Body over 64 KiB", ERROR_TEXT.bodyTooLarge),
           }),
+          "429": tooManyFailures(),
           "422": jsonError(
             "The event is not valid from the referral's current state.",
             {
@@ -337,7 +358,7 @@ export const openApiDocument = {
             in: "query",
             required: true,
             description: "The referrer's player identity on the server list.",
-            schema: { type: "string", minLength: 1 },
+            schema: { type: "string", minLength: 1, maxLength: maxCharsOf("referrer") },
           },
           { $ref: "#/components/parameters/X-Request-Id" },
         ],
@@ -501,12 +522,13 @@ export const openApiDocument = {
         required: ["event", "token", "server_id", "server_event_id"],
         properties: {
           event: { type: "string", enum: ["registered", "qualified", "reversed"], description: "The lifecycle event." },
-          token: nonEmptyString("The referral token captured by the registration page (`ref_token`)."),
+          token: boundedString("token", "The referral token captured by the registration page (`ref_token`)."),
           server_id: nonEmptyString("The service's id for the game server; selects the signing secret."),
-          referee_identity: nonEmptyString(
+          referee_identity: boundedString(
+            "referee_identity",
             "Required for `registered`; ignored on later events. The caller's stable id for the referred player; must never change.",
           ),
-          server_event_id: nonEmptyString("The caller's idempotency key; deduplication is on (token, event, server_event_id)."),
+          server_event_id: boundedString("server_event_id", "The caller's idempotency key; deduplication is on (token, event, server_event_id)."),
           ts: { type: "integer", format: "int64", description: "Unix seconds of the caller's event time (not the signing `t`)." },
           test: { type: "boolean", description: "When true the request is fully verified but nothing is looked up or written." },
         },
@@ -659,7 +681,11 @@ export const openApiDocument = {
             format: "uuid",
             description: "The server the heart was cast for. It identifies the server, not the player; it is not the reward recipient.",
           },
-          username: { type: "string", description: "The voter's in-game name as typed when voting; the reward recipient." },
+          username: {
+            type: "string",
+            maxLength: maxCharsOf("username"),
+            description: "The voter's in-game name as typed when voting; the reward recipient.",
+          },
           heart_id: {
             type: "string",
             format: "uuid",

@@ -1,5 +1,12 @@
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import { createSigningKeyCache, DEFAULT_SIGNING_KEY_CACHE_MS, type SigningKeyCache } from "./signing-key-cache.js";
+import {
+  createFailureLimiter,
+  DEFAULT_FAILED_SIGNATURE_WINDOW_MS,
+  DEFAULT_FAILED_SIGNATURES_GLOBAL,
+  DEFAULT_FAILED_SIGNATURES_PER_SERVER,
+  type FailureLimiter,
+} from "./failure-limiter.js";
 import type { Client } from "@connectrpc/connect";
 import type { DeliveryService } from "../gen/proto/delivery/v1/delivery_pb.js";
 import type { ReferralService } from "../gen/proto/referral/v1/referral_pb.js";
@@ -12,6 +19,7 @@ import { REFERRAL_LINK_PREFIX, handleReferralLink } from "./handle-referral-link
 import { ERROR_TEXT, errorReply, type HttpReply } from "./http-errors.js";
 import { OPENAPI_PATH, openApiDocument } from "./openapi.js";
 import { MAX_BODY_BYTES, declaresTooLarge, readRawBody } from "./raw-body.js";
+import { maxCharsOf } from "../services/shared/field-rules.js";
 import { REQUEST_ID_HEADER, resolveRequestId } from "./request-id.js";
 import type { IngestRpcs } from "./forward.js";
 import { DOCS_PREFIX, LANDING_PATH, docReply, landingReply, type RawReply } from "./landing.js";
@@ -22,8 +30,6 @@ export const INGEST_PATH = "/api/referral/events";
 export const RPC_TIMEOUT_MS = 10_000;
 /** A whole request (headers and body) must arrive within this, against slow-body clients. */
 export const REQUEST_TIMEOUT_MS = 30_000;
-/** User agents longer than this are cut before they are recorded with a click. */
-export const MAX_USER_AGENT_CHARS = 512;
 
 /** An extra request handler: returns true when it answered the request. */
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
@@ -37,7 +43,7 @@ export interface GatewayDeps {
   log: Logger;
   metrics: Metrics;
   now: () => Date;
-  /** /healthz, /readyz, /metrics (services/shared/health.ts#createOpsHandler). */
+  /** /healthz and /readyz (services/shared/health.ts#createOpsHandler, mounted without metrics: /metrics lives on the ops port). */
   ops?: RequestHandler;
   /** Mounted after the gateway's own routes (for example a dashboard). */
   extraRoutes?: RequestHandler;
@@ -50,6 +56,12 @@ export interface GatewayDeps {
   rpcTimeoutMs?: number;
   /** How long a server's active signing keys are reused (DEFAULT_SIGNING_KEY_CACHE_MS); 0 asks on every request. */
   signingKeyCacheMs?: number;
+  /** How long an unknown server id is remembered (DEFAULT_UNKNOWN_SERVER_CACHE_MS); 0 asks every time. */
+  unknownServerCacheMs?: number;
+  /** At most one fresh key lookup per server per this interval after failed MACs (DEFAULT_SIGNING_KEY_REFRESH_MS). */
+  signingKeyRefreshMs?: number;
+  /** Limits on failed signatures (gateway/failure-limiter.ts); a limit of 0 is off. */
+  failedSignatures?: { windowMs?: number; perServer?: number; global?: number };
   /** Whether the dashboard is mounted (the front page links to it only then). */
   dashboard?: boolean;
 }
@@ -77,7 +89,7 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL. Who: the public.
  * - `GET /openapi/referral.json`: the OpenAPI 3.1 document. Who: the public.
  * - `GET /`: links to the dashboard, the docs and the OpenAPI document; `GET /docs/<file>`: the docs. Who: the public.
- * - then `ops` (/healthz, /readyz, /metrics; the public), then `extraRoutes` (the dashboard: an owner's
+ * - then `ops` (/healthz, /readyz; the public; /metrics is served on the ops port, not here), then `extraRoutes` (the dashboard: an owner's
  *   session or the operator's token, see gateway/dashboard/routes.ts), else 404 JSON.
  *
  * Every request gets a request id (the caller's `X-Request-Id` when well-formed, else a
@@ -85,14 +97,29 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * request (no secrets, no signature header, no bodies) and metrics by route and status.
  */
 export function createGatewayServer(deps: GatewayDeps): http.Server {
-  const keyCache = createSigningKeyCache({ ttlMs: deps.signingKeyCacheMs ?? DEFAULT_SIGNING_KEY_CACHE_MS });
+  const keyCache = createSigningKeyCache({
+    ttlMs: deps.signingKeyCacheMs ?? DEFAULT_SIGNING_KEY_CACHE_MS,
+    ...(deps.unknownServerCacheMs === undefined ? {} : { unknownServerTtlMs: deps.unknownServerCacheMs }),
+    ...(deps.signingKeyRefreshMs === undefined ? {} : { refreshIntervalMs: deps.signingKeyRefreshMs }),
+  });
+  const limiter = createFailureLimiter({
+    windowMs: deps.failedSignatures?.windowMs ?? DEFAULT_FAILED_SIGNATURE_WINDOW_MS,
+    perServer: deps.failedSignatures?.perServer ?? DEFAULT_FAILED_SIGNATURES_PER_SERVER,
+    global: deps.failedSignatures?.global ?? DEFAULT_FAILED_SIGNATURES_GLOBAL,
+  });
   const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
-    void handleRequest(deps, keyCache, req, res);
+    void handleRequest(deps, { keyCache, limiter }, req, res);
   });
   return server;
 }
 
-async function handleRequest(deps: GatewayDeps, keyCache: SigningKeyCache, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** The gateway's per-process state against unsigned floods. */
+interface IngestGuards {
+  keyCache: SigningKeyCache;
+  limiter: FailureLimiter;
+}
+
+async function handleRequest(deps: GatewayDeps, guards: IngestGuards, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const started = process.hrtime.bigint();
   const requestId = resolveRequestId(req.headers[REQUEST_ID_HEADER]);
   const url = req.url ?? "/";
@@ -106,7 +133,7 @@ async function handleRequest(deps: GatewayDeps, keyCache: SigningKeyCache, req: 
   try {
     if (rawPath === INGEST_PATH) {
       entry.route = INGEST_PATH;
-      await serveIngest(deps, keyCache, req, res, entry);
+      await serveIngest(deps, guards, req, res, entry);
     } else if (rawPath === PULL_HEARTS_PATH || rawPath === PULL_CLAIMS_PATH) {
       entry.route = rawPath;
       const callOptions = rpcCallOptions(deps, entry.requestId);
@@ -116,7 +143,7 @@ async function handleRequest(deps: GatewayDeps, keyCache: SigningKeyCache, req: 
         claimPullHearts: (request) => deps.delivery.claimPullHearts(request, callOptions),
       };
       const handle = rawPath === PULL_HEARTS_PATH ? handlePullList : handlePullClaim;
-      await serveSigned(req, res, entry, (input) => handle(input, rpcs, deps.now));
+      await serveSigned(req, res, entry, (input) => handle(input, rpcs, deps.now, guards.limiter));
     } else if (rawPath.startsWith(REFERRAL_LINK_PREFIX)) {
       entry.route = `${REFERRAL_LINK_PREFIX}:server_id`;
       await serveReferralLink(deps, req, res, rawPath, query, entry);
@@ -145,14 +172,14 @@ async function handleRequest(deps: GatewayDeps, keyCache: SigningKeyCache, req: 
   }
 }
 
-async function serveIngest(deps: GatewayDeps, keyCache: SigningKeyCache, req: IncomingMessage, res: ServerResponse, entry: RequestLog): Promise<void> {
+async function serveIngest(deps: GatewayDeps, { keyCache, limiter }: IngestGuards, req: IncomingMessage, res: ServerResponse, entry: RequestLog): Promise<void> {
   const callOptions = rpcCallOptions(deps, entry.requestId);
   const rpcs: IngestRpcs = {
     resolveSigningKeys: (request) => keyCache.get(request.serverId ?? "", () => deps.admin.resolveSigningKeys(request, callOptions)),
-    forgetSigningKeys: (serverId) => keyCache.forget(serverId),
+    invalidateSigningKeys: (serverId) => keyCache.invalidate(serverId),
     applyEvent: (request) => deps.referral.applyEvent(request, callOptions),
   };
-  await serveSigned(req, res, entry, (input) => handleIngest(input, rpcs, deps.now));
+  await serveSigned(req, res, entry, (input) => handleIngest(input, rpcs, deps.now, limiter));
 }
 
 /**
@@ -222,7 +249,7 @@ async function serveReferralLink(
       serverId: decodeSegment(segment),
       referrer: new URLSearchParams(query).get("referrer"),
       ip: clientAddress(deps, req),
-      userAgent: (req.headers["user-agent"] ?? "").slice(0, MAX_USER_AGENT_CHARS),
+      userAgent: (req.headers["user-agent"] ?? "").slice(0, maxCharsOf("user_agent")),
     },
     { recordClick: (request) => deps.referral.recordClick(request, callOptions) },
   );

@@ -1,3 +1,4 @@
+import { fieldProblem, type FieldName } from "../services/shared/field-rules.js";
 import { ERROR_TEXT } from "./http-errors.js";
 
 /** The three lifecycle events the ingest endpoint accepts. */
@@ -49,13 +50,18 @@ function isAbsent(value: unknown): boolean {
   return value === undefined || value === null;
 }
 
-/** A required string: absent, null and empty-after-trim are "is required"; other types "must be a string". */
-function requiredString(body: JsonObject, field: string): FieldResult<string> {
+/**
+ * A required string: absent, null and empty-after-trim are "is required"; other types "must be a string";
+ * with `bounded`, a value over its limit or holding a NUL is refused (services/shared/field-rules.ts).
+ */
+function requiredString(body: JsonObject, field: string, bounded?: FieldName): FieldResult<string> {
   const value = body[field];
   if (isAbsent(value)) return { kind: "invalid", error: `${field} is required` };
   if (typeof value !== "string") return { kind: "invalid", error: `${field} must be a string` };
   const trimmed = value.trim();
   if (trimmed === "") return { kind: "invalid", error: `${field} is required` };
+  const problem = bounded === undefined ? null : fieldProblem(bounded, trimmed);
+  if (problem !== null) return { kind: "invalid", error: problem };
   return { kind: "ok", value: trimmed };
 }
 
@@ -70,8 +76,9 @@ export function readServerId(body: JsonObject): FieldResult<string> {
 /**
  * Step 8: every other field, checked in this order, first failure wins:
  * `event` (one of registered|qualified|reversed, else the contract's text), `token`,
- * `server_event_id` (non-empty strings after trim), `referee_identity` (a string when
- * present; required non-empty for `registered`, with the contract's text), `ts`
+ * `server_event_id` (non-empty strings after trim, within services/shared/field-rules.ts:
+ * no NUL, at most their length), `referee_identity` (a string when
+ * present; required non-empty and within its bounds for `registered`, with the contract's text), `ts`
  * (an integer in int64 range when present), `test` (a boolean when present).
  * Empty strings count as missing, `null` as absent, unknown extra fields are accepted.
  */
@@ -82,9 +89,9 @@ export function validateEvent(body: JsonObject): FieldResult<ValidEvent> {
   }
   const serverId = readServerId(body);
   if (serverId.kind === "invalid") return serverId;
-  const token = requiredString(body, "token");
+  const token = requiredString(body, "token", "token");
   if (token.kind === "invalid") return token;
-  const serverEventId = requiredString(body, "server_event_id");
+  const serverEventId = requiredString(body, "server_event_id", "server_event_id");
   if (serverEventId.kind === "invalid") return serverEventId;
 
   const referee = body.referee_identity;
@@ -93,6 +100,8 @@ export function validateEvent(body: JsonObject): FieldResult<ValidEvent> {
   }
   const refereeIdentity = typeof referee === "string" ? referee.trim() : "";
   if (event === "registered" && refereeIdentity === "") return { kind: "invalid", error: ERROR_TEXT.refereeRequired };
+  const refereeProblem = event === "registered" ? fieldProblem("referee_identity", refereeIdentity) : null;
+  if (refereeProblem !== null) return { kind: "invalid", error: refereeProblem };
 
   let ts: bigint | undefined;
   if (!isAbsent(body.ts)) {

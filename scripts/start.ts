@@ -6,7 +6,7 @@
  * Migrates on start, seeds a demo server on the first run, prints the URLs and a
  * copy-paste example request. The same factories as the separate processes.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { join, relative, resolve } from "node:path";
@@ -22,6 +22,8 @@ import { createMemoryBus } from "../services/shared/memory-bus.js";
 import { createLogger, redactUrl } from "../services/shared/log.js";
 import { createMetrics } from "../services/shared/metrics.js";
 import { createOpsHandler } from "../services/shared/health.js";
+import { createOpsServer } from "../services/shared/ops-server.js";
+import { DEFAULT_GATEWAY_OPS_PORT } from "../gateway/config.js";
 import { onShutdown } from "../services/shared/shutdown.js";
 import { readPort, readSecretBox } from "../services/shared/process-config.js";
 import { createSecretBox, parseSecretsKey, type SecretBox } from "../services/shared/secrets.js";
@@ -55,6 +57,7 @@ function loadConfig() {
     dataDir,
     host: r.string("HOST", "127.0.0.1"),
     port: readPort(r, "PORT", 8080),
+    opsPort: readPort(r, "OPS_PORT", DEFAULT_GATEWAY_OPS_PORT),
     rpcPort: readPort(r, "REFERRAL_SERVICE_PORT", 8081),
     databaseUrl: r.optionalString("DATABASE_URL"),
     kafkaBrokers: r.list("KAFKA_BROKERS", []),
@@ -163,6 +166,7 @@ async function isDemoUsable(clients: ReferralServiceClients, prisma: PrismaClien
 
 function printBanner(opts: {
   gatewayUrl: string;
+  opsUrl: string;
   rpcUrl: string;
   storage: string;
   bus: string;
@@ -178,7 +182,8 @@ function printBanner(opts: {
     `    ingest:                  POST ${opts.gatewayUrl}/api/referral/events`,
     `    OpenAPI:                 ${opts.gatewayUrl}/openapi/referral.json`,
     `    referral links:          ${opts.gatewayUrl}/r/<server_id>?referrer=<player>`,
-    `    health/metrics:          ${opts.gatewayUrl}/healthz  ${opts.gatewayUrl}/readyz  ${opts.gatewayUrl}/metrics`,
+    `    health:                  ${opts.gatewayUrl}/healthz  ${opts.gatewayUrl}/readyz`,
+    `  Ops (health, metrics):     ${opts.opsUrl}/healthz  ${opts.opsUrl}/readyz  ${opts.opsUrl}/metrics`,
     `    dashboard:               ${opts.gatewayUrl}/dashboard  (sign-in token: ${opts.dashboardTokenLocation})`,
     `  Referral service (internal; Connect, gRPC, gRPC-Web over HTTP/2): ${opts.rpcUrl}`,
     `    admin service token:     ${opts.serviceTokenFile ?? "the ADMIN_SERVICE_TOKEN environment variable"}  (send it as authorization: Bearer <token>)`,
@@ -217,8 +222,11 @@ function printBanner(opts: {
 }
 
 async function main() {
+  // Everything the all-in-one writes (database, secrets key, dashboard token, demo secret) is private to this user.
+  process.umask(0o077);
   const config = loadConfig();
-  mkdirSync(config.dataDir, { recursive: true });
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  chmodSync(config.dataDir, 0o700);
   const stops: (() => Promise<void>)[] = [];
 
   let databaseUrl = config.databaseUrl;
@@ -296,17 +304,17 @@ async function main() {
 
   let draining = false;
   let started = false;
-  const ops = createOpsHandler({
-    checks: [
-      // Ready only once the demo is seeded and the banner printed, so a probe never races the example.
-      { name: "startup", check: async () => { if (!started) throw new Error("starting"); } },
-      ...readinessChecks({ prisma, bus, busName: config.kafkaBrokers.length > 0 ? "kafka" : "bus" }),
-      { name: "relay", check: () => relay.checkProgress() },
-      { name: "consumer", check: () => consumer.checkProgress() },
-    ],
-    metrics,
-    isDraining: () => draining,
-  });
+  const checks = [
+    // Ready only once the demo is seeded and the banner printed, so a probe never races the example.
+    { name: "startup", check: async () => { if (!started) throw new Error("starting"); } },
+    ...readinessChecks({ prisma, bus, busName: config.kafkaBrokers.length > 0 ? "kafka" : "bus" }),
+    { name: "relay", check: () => relay.checkProgress() },
+    { name: "consumer", check: () => consumer.checkProgress() },
+  ];
+  // The public port answers the probes; /metrics is served on the ops port only.
+  const ops = createOpsHandler({ checks, isDraining: () => draining });
+  const opsServer = createOpsServer({ checks, metrics, isDraining: () => draining });
+  const opsPort = await opsServer.listen(config.opsPort, config.host);
   // The owners' dashboard: DASHBOARD_TOKEN, or a token generated once into <DATA_DIR>/dashboard-token (0600).
   const dashboard = loadOrCreateDashboardToken(config.dataDir);
   const extraRoutes = createDashboardRoutes({
@@ -328,7 +336,7 @@ async function main() {
 
   const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
   started = true;
-  printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, demo, dashboardTokenLocation: dashboard.location, serviceTokenFile });
+  printBanner({ gatewayUrl, opsUrl: `http://127.0.0.1:${opsPort}`, rpcUrl, storage, bus: busLabel, demo, dashboardTokenLocation: dashboard.location, serviceTokenFile });
 
   onShutdown(log, async () => {
     draining = true;
@@ -336,6 +344,7 @@ async function main() {
       gateway.close(() => r());
       gateway.closeIdleConnections();
     });
+    await opsServer.close();
     await rpc.close();
     await relay.stop();
     await consumer.stop();

@@ -25,6 +25,7 @@ import {
 import type { Delivery as DeliveryRow, DeliveryAttempt as AttemptRow } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
+import { boundField } from "../shared/field-rules.js";
 import { canonicalString, formatIngestSignature } from "../shared/signature.js";
 import { periodOf } from "../hearts/domain/streak.js";
 import { NIL_UUID, sendCallback, signCallback, type DispatchOutcome } from "./send-callback.js";
@@ -122,6 +123,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       },
 
       async sendTestCallback(req) {
+        const username = boundField("username", req.username);
         const serverId = await requireServer(deps, req.serverId);
         const server = await deps.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
         if (!server.callbackUrl) throw new DomainError("failed_precondition", "no callback URL configured: set one in the integration tab first");
@@ -133,7 +135,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
           fields: {
             event: "heart.test",
             serverId,
-            username: req.username.trim() === "" ? TEST_CALLBACK_USERNAME : req.username,
+            username: username.trim() === "" ? TEST_CALLBACK_USERNAME : username,
             heartId: NIL_UUID,
             period: periodOf(now),
           },

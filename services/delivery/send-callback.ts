@@ -2,7 +2,7 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from "nod
 import http from "node:http";
 import https from "node:https";
 import { isIP, type LookupFunction } from "node:net";
-import { isForbiddenAddress } from "../shared/callback-url.js";
+import { isForbiddenAddress, specialRangeOf } from "../shared/callback-url.js";
 import { canonicalString, formatCallbackSignature, formatStandardWebhookSignature } from "../shared/signature.js";
 import { parseRetryAfter } from "./retry-schedule.js";
 
@@ -97,7 +97,8 @@ export type DispatchOutcome =
 export class ForbiddenAddressError extends Error {
   readonly code = "ERR_FORBIDDEN_ADDRESS";
   constructor(readonly address: string) {
-    super(`refused to connect to ${address}: loopback, private, link-local and metadata addresses are not allowed`);
+    const range = specialRangeOf(address)?.name ?? "special-purpose";
+    super(`refused to connect to ${address}: loopback, private, link-local, metadata and other special-purpose addresses are not allowed (${range})`);
     this.name = "ForbiddenAddressError";
   }
 }

@@ -15,6 +15,7 @@ import {
 import { OWNER_SCOPE } from "../access/auth-interceptor.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
+import { boundField } from "../shared/field-rules.js";
 import { DEFAULT_FRAUD_RULES, type FraudRules } from "./domain/fraud-rules.js";
 import { toVoterAddress } from "./domain/ip.js";
 import { fraudWindows, scoreHeart } from "./domain/score-heart.js";
@@ -47,12 +48,16 @@ export function heartRoutes(deps: HeartRouteDeps): (router: ConnectRouter) => vo
  */
 async function castHeart(deps: CoreDeps, rules: FraudRules, req: CastHeartRequest): Promise<CastHeartResponse> {
   const serverId = req.serverId.trim();
-  const voterIdentity = req.voterIdentity.trim();
   if (serverId === "") throw new DomainError("invalid_argument", "server_id is required");
   // An empty username is a caller bug (400); a whitespace-only one is what a player typed and is scored as fraud.
   if (req.username === "") throw new DomainError("invalid_argument", "username is required");
+  // Bounds come before fraud scoring: an over-long or NUL-holding value is refused, never stored (services/shared/field-rules.ts).
+  const username = boundField("username", req.username);
+  const voterIdentity = req.voterIdentity.trim();
   if (voterIdentity === "") throw new DomainError("invalid_argument", "voter_identity is required");
-  const address = toVoterAddress(req.ip);
+  boundField("voter_identity", voterIdentity);
+  const userAgent = boundField("user_agent", req.userAgent);
+  const address = toVoterAddress(boundField("ip", req.ip));
   if (address === null) throw new DomainError("invalid_argument", "ip must be an IPv4 or IPv6 address");
   if (!UUID_PATTERN.test(serverId) || !(await serverExists(deps.prisma, serverId))) {
     throw new DomainError("unknown_server", "unknown server");
@@ -66,15 +71,15 @@ async function castHeart(deps: CoreDeps, rules: FraudRules, req: CastHeartReques
     subnet: address.subnet,
     windows: fraudWindows(rules, now),
   });
-  const verdict = scoreHeart(rules, { username: req.username, userAgent: req.userAgent }, counts);
+  const verdict = scoreHeart(rules, { username, userAgent }, counts);
   const heart: HeartRecord = {
     id: randomUUID(),
     serverId,
-    username: req.username,
+    username,
     voterIdentity,
     ip: address.ip,
     subnet: address.subnet,
-    userAgent: req.userAgent,
+    userAgent,
     fraudScore: verdict.score,
     fraudReasons: verdict.reasons,
     period: periodOf(now),

@@ -4,6 +4,7 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { CoreDeps } from "../shared/deps.js";
 import { createServerInterceptor } from "../shared/interceptors.js";
+import { MAX_RPC_MESSAGE_BYTES } from "../shared/field-rules.js";
 import type { Metrics } from "../shared/metrics.js";
 import { referralRoutes } from "../referral/routes.js";
 import { serverAdminRoutes } from "../servers/routes.js";
@@ -63,6 +64,8 @@ export function createReferralServiceServer(deps: ReferralServiceDeps): {
       }),
     ],
     // Connect, gRPC and gRPC-Web are all enabled by default on the same port.
+    // Refuse an oversized request message at the edge (ResourceExhausted), before it is decoded.
+    readMaxBytes: MAX_RPC_MESSAGE_BYTES,
   });
   const server = http2.createServer(handler);
   const sessions = new Set<http2.ServerHttp2Session>();

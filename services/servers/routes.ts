@@ -12,6 +12,7 @@ import { OWNER_SCOPE } from "../access/auth-interceptor.js";
 import { validateCallbackUrl } from "../shared/callback-url.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
+import { boundField } from "../shared/field-rules.js";
 import { toGraceSeconds } from "./domain/secret-policy.js";
 import { toRegistrationUrl, toServerName } from "./domain/server-fields.js";
 import { toVotifierSettings } from "./domain/votifier-settings.js";
@@ -106,7 +107,7 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
       },
 
       async revokeReferralSecret(req) {
-        return { info: toSecretInfo(await revokeReferralSecret(deps, req.serverId.trim(), req.kid)) };
+        return { info: toSecretInfo(await revokeReferralSecret(deps, req.serverId.trim(), boundField("kid", req.kid.trim()))) };
       },
 
       async listReferralSecrets(req) {
@@ -114,7 +115,7 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
       },
 
       async revealReferralSecret(req) {
-        return { secret: await revealReferralSecret(deps, req.serverId.trim(), req.kid) };
+        return { secret: await revealReferralSecret(deps, req.serverId.trim(), boundField("kid", req.kid.trim())) };
       },
 
       async resolveSigningKeys(req) {

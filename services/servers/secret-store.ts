@@ -3,7 +3,7 @@ import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
 import { isUuid } from "./domain/ids.js";
-import { isSecretActive, rotationCutoff } from "./domain/secret-policy.js";
+import { MAX_ACTIVE_SECRETS_PER_SERVER, isSecretActive, rotationCutoff, tooManySecretsText } from "./domain/secret-policy.js";
 
 /** Which secret family: referral ingest (`rsec_`), reward callback (`whsec_`) or pull API (`psec_`). */
 export type SecretPurpose = "referral" | "callback" | "pull";
@@ -29,6 +29,11 @@ export type SigningKeysResolution =
   | { status: "referrals_disabled" }
   | { status: "ok"; keys: Array<{ kid: string; secret: string }> };
 
+/** The Prisma filter of secrets active at `now` (not revoked, not expired); domain/secret-policy.ts#isSecretActive in SQL. */
+function activeAt(now: Date) {
+  return { revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] };
+}
+
 /** Newest first: a secret still without expiry, then the one rotated out last, then by creation. */
 const NEWEST_FIRST = [{ expiresAt: { sort: "desc", nulls: "first" } }, { createdAt: "desc" }, { kid: "asc" }] as const;
 
@@ -42,8 +47,14 @@ export async function lockServer(tx: Tx, serverId: string): Promise<void> {
   if (rows.length === 0) throw new DomainError("unknown_server", "unknown server");
 }
 
-/** Adds an active secret inside the caller's transaction; the value is sealed at rest. */
+/**
+ * Adds an active secret inside the caller's transaction (which holds the server lock); the value
+ * is sealed at rest. Refused (failed_precondition) when the server already holds
+ * MAX_ACTIVE_SECRETS_PER_SERVER active secrets of that purpose.
+ */
 export async function insertSecret(deps: CoreDeps, tx: Tx, serverId: string, purpose: SecretPurpose, now: Date): Promise<SecretWithValue> {
+  const active = await tx.serverSecret.count({ where: { serverId, purpose, ...activeAt(now) } });
+  if (active >= MAX_ACTIVE_SECRETS_PER_SERVER) throw new DomainError("failed_precondition", tooManySecretsText(purpose));
   const secret = purpose === "referral" ? generateReferralSecret() : purpose === "pull" ? generatePullSecret() : generateCallbackSecret();
   const row = await tx.serverSecret.create({
     data: { serverId, purpose, kid: generateKid(), ciphertext: deps.secretBox.seal(secret), createdAt: now },
@@ -116,7 +127,7 @@ export async function revealNewestSecret(deps: CoreDeps, serverId: string, purpo
   await requireServer(deps, serverId);
   const now = deps.now();
   const row = await deps.prisma.serverSecret.findFirst({
-    where: { serverId, purpose, revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
+    where: { serverId, purpose, ...activeAt(now) },
     orderBy: [...NEWEST_FIRST],
   });
   if (!row) throw new DomainError("not_found", `no ${purpose} secret`);

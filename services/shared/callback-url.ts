@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { fieldProblem } from "./field-rules.js";
 
 /**
  * Reward callback URL policy (SSRF guard). The dashboard checks the URL the
@@ -9,62 +10,145 @@ import { isIP } from "node:net";
  * (`ALLOW_INSECURE_CALLBACKS`).
  */
 
-/** Longest callback URL accepted. */
-export const MAX_CALLBACK_URL_CHARS = 2048;
-
 /** The result of checking a callback URL. */
 export type CallbackUrlCheck = { ok: true; url: URL } | { ok: false; error: string };
 
-/** An IPv4 network as [first address as uint32, prefix length]. */
-type V4Net = readonly [number, number];
+/** One row of the IANA special-purpose address registries (or a well-known cloud address). */
+export interface SpecialRange {
+  /** The network, `address/prefix`. */
+  cidr: string;
+  /** The registry's name for it. */
+  name: string;
+  /** Where it is defined. */
+  source: string;
+  /** IPv6 only: the last 32 bits are an IPv4 address, judged as that address (the range itself is not refused). */
+  embedsIPv4?: boolean;
+}
 
-/** IPv4 ranges no callback may reach. */
-const FORBIDDEN_V4: readonly V4Net[] = [
-  [v4("0.0.0.0"), 8], // "this network"
-  [v4("10.0.0.0"), 8], // private
-  [v4("100.64.0.0"), 10], // carrier-grade NAT
-  [v4("127.0.0.0"), 8], // loopback
-  [v4("169.254.0.0"), 16], // link-local, includes the metadata address 169.254.169.254
-  [v4("172.16.0.0"), 12], // private
-  [v4("192.168.0.0"), 16], // private
-  [v4("224.0.0.0"), 4], // multicast
-  [v4("240.0.0.0"), 4], // reserved, includes broadcast 255.255.255.255
-];
-
-/** An IPv6 network as [address as 128-bit bigint, prefix length]. */
-type V6Net = readonly [bigint, number];
-
-/** IPv6 ranges no callback may reach (embedded IPv4 forms are checked separately). */
-const FORBIDDEN_V6: readonly V6Net[] = [
-  [0n, 128], // unspecified ::
-  [1n, 128], // loopback ::1
-  [v6("fe80::"), 10], // link-local
-  [v6("fec0::"), 10], // site-local (deprecated)
-  [v6("fc00::"), 7], // unique-local, includes the metadata address fd00:ec2::254
-  [v6("ff00::"), 8], // multicast
-];
-
-/** IPv6 prefixes whose last 32 bits are an IPv4 address, judged as that address. */
-const V4_EMBEDDING_V6: readonly V6Net[] = [
-  [v6("::ffff:0:0"), 96], // IPv4-mapped
-  [v6("64:ff9b::"), 96], // NAT64 well-known prefix
-  [0n, 96], // IPv4-compatible (deprecated)
+/**
+ * THE IPv4 table, the source of truth: every entry of the IANA IPv4 Special-Purpose Address
+ * Registry (https://www.iana.org/assignments/iana-ipv4-special-registry), plus multicast and
+ * cloud metadata addresses. No callback (or other outbound connection) may reach any of them.
+ */
+export const SPECIAL_PURPOSE_IPV4: readonly SpecialRange[] = [
+  { cidr: "0.0.0.0/8", name: "This network", source: "RFC 791" },
+  { cidr: "0.0.0.0/32", name: "This host on this network", source: "RFC 1122" },
+  { cidr: "10.0.0.0/8", name: "Private-Use", source: "RFC 1918" },
+  { cidr: "100.64.0.0/10", name: "Shared Address Space (carrier-grade NAT)", source: "RFC 6598" },
+  { cidr: "127.0.0.0/8", name: "Loopback", source: "RFC 1122" },
+  { cidr: "169.254.0.0/16", name: "Link Local (includes the metadata address 169.254.169.254)", source: "RFC 3927" },
+  { cidr: "172.16.0.0/12", name: "Private-Use", source: "RFC 1918" },
+  { cidr: "192.0.0.0/24", name: "IETF Protocol Assignments", source: "RFC 6890" },
+  { cidr: "192.0.0.0/29", name: "IPv4 Service Continuity Prefix", source: "RFC 7335" },
+  { cidr: "192.0.0.8/32", name: "IPv4 dummy address", source: "RFC 7600" },
+  { cidr: "192.0.0.9/32", name: "Port Control Protocol Anycast", source: "RFC 7723" },
+  { cidr: "192.0.0.10/32", name: "Traversal Using Relays around NAT Anycast", source: "RFC 8155" },
+  { cidr: "192.0.0.170/32", name: "NAT64/DNS64 Discovery", source: "RFC 8880" },
+  { cidr: "192.0.0.171/32", name: "NAT64/DNS64 Discovery", source: "RFC 8880" },
+  { cidr: "192.0.2.0/24", name: "Documentation (TEST-NET-1)", source: "RFC 5737" },
+  { cidr: "192.31.196.0/24", name: "AS112-v4", source: "RFC 7535" },
+  { cidr: "192.52.193.0/24", name: "AMT", source: "RFC 7450" },
+  { cidr: "192.88.99.0/24", name: "Deprecated (6to4 Relay Anycast)", source: "RFC 7526" },
+  { cidr: "192.168.0.0/16", name: "Private-Use", source: "RFC 1918" },
+  { cidr: "192.175.48.0/24", name: "Direct Delegation AS112 Service", source: "RFC 7534" },
+  { cidr: "198.18.0.0/15", name: "Benchmarking", source: "RFC 2544" },
+  { cidr: "198.51.100.0/24", name: "Documentation (TEST-NET-2)", source: "RFC 5737" },
+  { cidr: "203.0.113.0/24", name: "Documentation (TEST-NET-3)", source: "RFC 5737" },
+  { cidr: "240.0.0.0/4", name: "Reserved", source: "RFC 1112" },
+  { cidr: "255.255.255.255/32", name: "Limited Broadcast", source: "RFC 919" },
+  { cidr: "224.0.0.0/4", name: "Multicast", source: "RFC 5771 (IANA multicast registry)" },
+  { cidr: "168.63.129.16/32", name: "Azure platform (wireserver, metadata)", source: "Microsoft Azure" },
 ];
 
 /**
- * True when `ip` is an address a callback must never be sent to: loopback,
- * private, link-local, unique-local, CGNAT, "this network", multicast,
- * reserved, cloud metadata, or an IPv4-mapped / NAT64 / IPv4-compatible IPv6
- * form of any of those. A string that is not an IP address is treated as
- * forbidden (fail closed). An IPv6 zone id (`%eth0`) is ignored.
+ * THE IPv6 table: every entry of the IANA IPv6 Special-Purpose Address Registry
+ * (https://www.iana.org/assignments/iana-ipv6-special-registry), plus multicast, the deprecated
+ * site-local and IPv4-compatible ranges and SIIT's IPv4-translated addresses. Only the globally reachable NAT64 prefix 64:ff9b::/96
+ * is judged by the IPv4 address it embeds; every other range is refused whole.
  */
-export function isForbiddenAddress(ip: string): boolean {
+export const SPECIAL_PURPOSE_IPV6: readonly SpecialRange[] = [
+  { cidr: "::1/128", name: "Loopback Address", source: "RFC 4291" },
+  { cidr: "::/128", name: "Unspecified Address", source: "RFC 4291" },
+  { cidr: "::ffff:0:0/96", name: "IPv4-mapped Address", source: "RFC 4291" },
+  { cidr: "::ffff:0:0:0/96", name: "IPv4-translated Address (SIIT)", source: "RFC 2765" },
+  { cidr: "64:ff9b::/96", name: "IPv4-IPv6 Translat.", source: "RFC 6052", embedsIPv4: true },
+  { cidr: "64:ff9b:1::/48", name: "IPv4-IPv6 Translat. (local use)", source: "RFC 8215" },
+  { cidr: "100::/64", name: "Discard-Only Address Block", source: "RFC 6666" },
+  { cidr: "100:0:0:1::/64", name: "Dummy IPv6 Prefix", source: "RFC 9780" },
+  { cidr: "2001::/23", name: "IETF Protocol Assignments", source: "RFC 2928" },
+  { cidr: "2001::/32", name: "TEREDO", source: "RFC 4380" },
+  { cidr: "2001:1::1/128", name: "Port Control Protocol Anycast", source: "RFC 7723" },
+  { cidr: "2001:1::2/128", name: "Traversal Using Relays around NAT Anycast", source: "RFC 8155" },
+  { cidr: "2001:1::3/128", name: "DNS-SD Service Registration Protocol Anycast", source: "RFC 9665" },
+  { cidr: "2001:2::/48", name: "Benchmarking", source: "RFC 5180" },
+  { cidr: "2001:3::/32", name: "AMT", source: "RFC 7450" },
+  { cidr: "2001:4:112::/48", name: "AS112-v6", source: "RFC 7535" },
+  { cidr: "2001:10::/28", name: "Deprecated (previously ORCHID)", source: "RFC 4843" },
+  { cidr: "2001:20::/28", name: "ORCHIDv2", source: "RFC 7343" },
+  { cidr: "2001:30::/28", name: "Drone Remote ID Protocol Entity Tags (DETs) Prefix", source: "RFC 9374" },
+  { cidr: "2001:db8::/32", name: "Documentation", source: "RFC 3849" },
+  { cidr: "2002::/16", name: "6to4", source: "RFC 3056" },
+  { cidr: "2620:4f:8000::/48", name: "Direct Delegation AS112 Service", source: "RFC 7534" },
+  { cidr: "3fff::/20", name: "Documentation", source: "RFC 9637" },
+  { cidr: "5f00::/16", name: "Segment Routing (SRv6) SIDs", source: "RFC 9602" },
+  { cidr: "fc00::/7", name: "Unique-Local (includes the metadata address fd00:ec2::254)", source: "RFC 4193" },
+  { cidr: "fe80::/10", name: "Link-Local Unicast", source: "RFC 4291" },
+  { cidr: "fec0::/10", name: "Site-Local (deprecated)", source: "RFC 3879" },
+  { cidr: "ff00::/8", name: "Multicast", source: "RFC 4291" },
+  { cidr: "::/96", name: "IPv4-Compatible (deprecated)", source: "RFC 4291" },
+];
+
+/** An IPv4 network as [first address as uint32, prefix length]. */
+type V4Net = readonly [number, number];
+/** An IPv6 network as [address as 128-bit bigint, prefix length]. */
+type V6Net = readonly [bigint, number];
+
+const V4_NETS: ReadonlyArray<{ net: V4Net; range: SpecialRange }> = SPECIAL_PURPOSE_IPV4.map((range) => {
+  const [address = "", prefix = ""] = range.cidr.split("/");
+  return { net: [v4(address), Number(prefix)] as const, range };
+});
+const V6_NETS: ReadonlyArray<{ net: V6Net; range: SpecialRange }> = SPECIAL_PURPOSE_IPV6.map((range) => {
+  const [address = "", prefix = ""] = range.cidr.split("/");
+  return { net: [v6(address), Number(prefix)] as const, range };
+});
+
+/**
+ * The special-purpose range `ip` falls in, or null for an ordinary public address. For the
+ * NAT64 prefix 64:ff9b::/96 the answer is the embedded IPv4 address's range. A string that is
+ * not an IP address is refused as "not an IP address" (fail closed). An IPv6 zone id (`%eth0`)
+ * and brackets are ignored. This is the check for any address the service is about to connect
+ * to (callbacks, and any other outbound transport), after DNS resolution.
+ */
+export function specialRangeOf(ip: string): SpecialRange | null {
   const address = stripBrackets(ip.trim()).split("%")[0] ?? "";
   const family = isIP(address);
-  if (family === 4) return isForbiddenV4(v4(address));
-  if (family === 6) return isForbiddenV6(v6(address));
+  if (family === 4) return rangeOfV4(v4(address));
   // Failure policy: fail closed - something we cannot parse as an address is never connected to.
-  return true;
+  if (family !== 6) return NOT_AN_ADDRESS;
+  const value = v6(address);
+  // The most specific (longest prefix) match decides, so the global NAT64 /96 is not shadowed by ::/96-style entries.
+  let best: { net: V6Net; range: SpecialRange } | undefined;
+  for (const entry of V6_NETS) {
+    if (inV6Net(value, entry.net[0], entry.net[1]) && (best === undefined || entry.net[1] > best.net[1])) best = entry;
+  }
+  if (best === undefined) return null;
+  return best.range.embedsIPv4 ? rangeOfV4(Number(value & 0xffff_ffffn)) : best.range;
+}
+
+/**
+ * True when `ip` is an address no callback may be sent to: any range of SPECIAL_PURPOSE_IPV4 or
+ * SPECIAL_PURPOSE_IPV6 (loopback, private, link-local, unique-local, CGNAT, documentation,
+ * benchmarking, 6to4, Teredo, IPv4-mapped, NAT64 of a refused IPv4 address, multicast, reserved,
+ * cloud metadata, ...), or a string that is not an IP address.
+ */
+export function isForbiddenAddress(ip: string): boolean {
+  return specialRangeOf(ip) !== null;
+}
+
+const NOT_AN_ADDRESS: SpecialRange = { cidr: "", name: "not an IP address", source: "" };
+
+function rangeOfV4(address: number): SpecialRange | null {
+  return V4_NETS.find(({ net: [network, prefix] }) => inV4Net(address, network, prefix))?.range ?? null;
 }
 
 /**
@@ -77,7 +161,8 @@ export function isForbiddenAddress(ip: string): boolean {
 export function validateCallbackUrl(url: string, opts: { allowInsecure: boolean }): CallbackUrlCheck {
   const trimmed = url.trim();
   if (trimmed === "") return { ok: false, error: "callback_url is required" };
-  if (trimmed.length > MAX_CALLBACK_URL_CHARS) return { ok: false, error: `callback_url must be at most ${MAX_CALLBACK_URL_CHARS} characters` };
+  const problem = fieldProblem("callback_url", trimmed);
+  if (problem !== null) return { ok: false, error: problem };
   let parsed: URL;
   try {
     parsed = new URL(trimmed);
@@ -95,23 +180,13 @@ export function validateCallbackUrl(url: string, opts: { allowInsecure: boolean 
   const host = stripBrackets(parsed.hostname).replace(/\.$/, "").toLowerCase();
   if (host === "localhost" || host.endsWith(".localhost")) return { ok: false, error: "callback_url must not point to localhost" };
   if (isIP(host) !== 0 && isForbiddenAddress(host)) {
-    return { ok: false, error: "callback_url must not point to a loopback, private, link-local or metadata address" };
+    return { ok: false, error: "callback_url must not point to a loopback, private, link-local, metadata or other special-purpose address" };
   }
   return { ok: true, url: parsed };
 }
 
 function stripBrackets(host: string): string {
   return host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host;
-}
-
-function isForbiddenV4(address: number): boolean {
-  return FORBIDDEN_V4.some(([network, prefix]) => inV4Net(address, network, prefix));
-}
-
-function isForbiddenV6(address: bigint): boolean {
-  if (FORBIDDEN_V6.some(([network, prefix]) => inV6Net(address, network, prefix))) return true;
-  const embedding = V4_EMBEDDING_V6.find(([network, prefix]) => inV6Net(address, network, prefix));
-  return embedding !== undefined && isForbiddenV4(Number(address & 0xffff_ffffn));
 }
 
 function inV4Net(address: number, network: number, prefix: number): boolean {

@@ -1,8 +1,14 @@
 /**
  * Embedded PostgreSQL for local development and tests: PGlite (PostgreSQL compiled to WASM, running
  * in this process) with its data persisted in a directory, served over the PostgreSQL wire protocol
- * on 127.0.0.1 by `PGLiteSocketServer` from `@electric-sql/pglite-socket`, so that `pg` and
- * `@prisma/adapter-pg` can use it through a normal `postgresql://` URL.
+ * by `PGLiteSocketServer` from `@electric-sql/pglite-socket`, so that `pg` and `@prisma/adapter-pg`
+ * can use it through a normal `postgresql://` URL.
+ *
+ * Access: PGlite has no roles or passwords (every client is trusted), so by default the server
+ * listens on a Unix socket inside a directory only this user may enter (0700), never on a TCP
+ * port another local user could reach. The data directory is kept private too (0700 directories,
+ * 0600 files: PGlite's file layer creates files world-readable and -writable, so they are swept
+ * at start and stop; files it creates in between sit inside the 0700 directory).
  *
  * Concurrency: PGlite is a single backend session. `PGLiteSocketServer` (0.2.17) accepts several
  * client connections (`maxConnections`, default 1) and multiplexes them onto that one session, but
@@ -23,13 +29,13 @@
  *   and session advisory locks are visible to all clients. Use `SET LOCAL`, avoid named prepared
  *   statements (adapter-pg does not use them unless `statementNameGenerator` is set), and note that
  *   `pg_advisory_lock` never blocks between clients.
- * - One database (`postgres`), no roles/passwords (trust), no SSL, no cancel requests, no
+ * - One database (`postgres`), no roles/passwords (trust, hence the private socket), no SSL, no cancel requests, no
  *   `CREATE DATABASE` for other connections (so Prisma shadow databases need a separate instance;
  *   see scripts/db/schema-engine.ts).
  * - Only one process may open a data directory at a time (enforced with a `<dataDir>.lock` file).
  */
 import { readFileSync, rmSync } from 'node:fs';
-import { access, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { access, chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -38,7 +44,13 @@ import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 
 /** Options for {@link startEmbeddedPostgres}. */
 export interface EmbeddedPostgresOptions {
-  /** TCP port on 127.0.0.1; default 0 (a free port chosen by the OS). */
+  /**
+   * `unix-socket` (default): a socket in a private (0700) directory beside the data directory
+   * (or a private temporary directory when that path would be too long or the database is in
+   * memory). `tcp`: 127.0.0.1, reachable by every local user - for tools that need a port.
+   */
+  listen?: 'unix-socket' | 'tcp';
+  /** TCP port on 127.0.0.1 with `listen: 'tcp'`; default 0 (a free port chosen by the OS). */
   port?: number;
   /** Maximum simultaneous client connections; default 100 (pg.Pool defaults to 10 per pool). */
   maxConnections?: number;
@@ -54,10 +66,15 @@ export interface EmbeddedPostgresOptions {
 
 /** A running embedded server returned by {@link startEmbeddedPostgres}. */
 export interface EmbeddedPostgres {
-  /** `postgresql://postgres@127.0.0.1:<port>/postgres` (no password, no SSL). */
+  /**
+   * `postgresql://postgres@localhost/postgres?host=<socket dir>` (Unix socket), or
+   * `postgresql://postgres@127.0.0.1:<port>/postgres` with `listen: 'tcp'` (no password, no SSL).
+   */
   url: string;
-  /** The TCP port the server listens on. */
-  port: number;
+  /** The TCP port the server listens on (`listen: 'tcp'` only). */
+  port?: number;
+  /** The Unix socket's path (`listen: 'unix-socket'` only). */
+  socketPath?: string;
   /** Closes client connections (rolling back open transactions), the server and the database. Idempotent. */
   stop(): Promise<void>;
 }
@@ -83,21 +100,32 @@ const SYNC_MESSAGE = new Uint8Array([0x53, 0, 0, 0, 4]);
 export async function startEmbeddedPostgres(dataDir: string, opts: EmbeddedPostgresOptions = {}): Promise<EmbeddedPostgres> {
   const inMemory = dataDir === IN_MEMORY_DATA_DIR;
   const absoluteDataDir = inMemory ? undefined : resolve(dataDir);
-  if (absoluteDataDir) await mkdir(absoluteDataDir, { recursive: true });
+  if (absoluteDataDir) await mkdir(absoluteDataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
   const releaseLock = absoluteDataDir ? await lockDataDir(absoluteDataDir) : () => {};
   let db: PGlite;
   try {
+    if (absoluteDataDir) await makePrivate(absoluteDataDir);
     db = await openDatabase(absoluteDataDir, opts.templateCacheDir ?? tmpdir());
   } catch (error) {
-    // Failure policy: a database that could not be opened must not keep its directory locked.
+    // Failure policy: a database that could not be opened (or made private) must not keep its directory locked.
     releaseLock();
     throw error;
   }
 
+  const useSocket = (opts.listen ?? 'unix-socket') === 'unix-socket';
+  let socketDir: { path: string; temporary: boolean } | undefined;
+  try {
+    socketDir = useSocket ? await createSocketDir(absoluteDataDir) : undefined;
+  } catch (error) {
+    // Failure policy: without a private socket directory there is nowhere safe to listen; close and report.
+    await db.close();
+    releaseLock();
+    throw error;
+  }
+  const socketPath = socketDir ? join(socketDir.path, SOCKET_FILE) : undefined;
   const server = new PGLiteSocketServer({
     db,
-    host: LOOPBACK_HOST,
-    port: opts.port ?? 0,
+    ...(socketPath ? { path: socketPath } : { host: LOOPBACK_HOST, port: opts.port ?? 0 }),
     maxConnections: opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
     debug: opts.debug ?? false,
   });
@@ -109,18 +137,29 @@ export async function startEmbeddedPostgres(dataDir: string, opts: EmbeddedPostg
   } catch (error) {
     // Failure policy: a port that cannot be bound must not leave the database open (its files would stay in use); close it, then report.
     await db.close();
+    if (socketDir) await removeSocketDir(socketDir);
     releaseLock();
     throw error;
   }
-  const port = Number(server.getServerConn().split(':').pop());
 
   let stopped: Promise<void> | undefined;
   const stop = async (): Promise<void> => {
     await server.stop();
     await scheduler.close();
     await db.close();
+    if (socketDir) await removeSocketDir(socketDir);
+    // Files PGlite created while running are made private too (they were already behind the 0700 directory).
+    if (absoluteDataDir) await makePrivate(absoluteDataDir);
     releaseLock();
   };
+  if (socketDir && socketPath) {
+    return {
+      url: `postgresql://postgres@localhost/postgres?host=${encodeURIComponent(socketDir.path)}`,
+      socketPath,
+      stop: () => (stopped ??= stop()),
+    };
+  }
+  const port = Number(server.getServerConn().split(':').pop());
   return {
     url: `postgresql://postgres@${LOOPBACK_HOST}:${port}/postgres`,
     port,
@@ -159,6 +198,46 @@ async function openDatabase(dataDir: string | undefined, templateCacheDir: strin
     // Failure policy: the template is only a start-up optimisation; a read-only or full temp dir must not prevent the database from starting.
   }
   return db;
+}
+
+const PRIVATE_DIR_MODE = 0o700;
+const PRIVATE_FILE_MODE = 0o600;
+/** libpq's socket file name for the default port, so `?host=<dir>` finds it. */
+const SOCKET_FILE = '.s.PGSQL.5432';
+/** sun_path holds 108 bytes on Linux (104 on macOS); longer socket paths cannot be bound. */
+const MAX_SOCKET_PATH_BYTES = 100;
+
+/**
+ * Makes a data directory private to this user: 0700 for it and every directory below, 0600 for
+ * every file (PGlite's file layer creates files 0666 whatever the umask).
+ */
+export async function makePrivate(dir: string): Promise<void> {
+  await chmod(dir, PRIVATE_DIR_MODE);
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) await makePrivate(path);
+    else if (entry.isFile()) await chmod(path, PRIVATE_FILE_MODE);
+  }
+}
+
+/**
+ * A directory only this user may enter, for the server's socket: `<dataDir>.run` beside a
+ * persistent data directory (holding its lock, so a leftover socket of a crashed run is ours to
+ * remove), else a fresh temporary directory (mkdtemp creates it 0700).
+ */
+async function createSocketDir(dataDir: string | undefined): Promise<{ path: string; temporary: boolean }> {
+  const beside = dataDir === undefined ? undefined : `${dataDir}.run`;
+  if (beside !== undefined && Buffer.byteLength(join(beside, SOCKET_FILE)) <= MAX_SOCKET_PATH_BYTES) {
+    await mkdir(beside, { recursive: true, mode: PRIVATE_DIR_MODE });
+    await chmod(beside, PRIVATE_DIR_MODE);
+    await rm(join(beside, SOCKET_FILE), { force: true });
+    return { path: beside, temporary: false };
+  }
+  return { path: await mkdtemp(join(tmpdir(), 'pglite-')), temporary: true };
+}
+
+async function removeSocketDir(dir: { path: string; temporary: boolean }): Promise<void> {
+  await rm(dir.temporary ? dir.path : join(dir.path, SOCKET_FILE), { recursive: true, force: true });
 }
 
 /** Lock files held by this process, removed on exit even when stop() was never called. */

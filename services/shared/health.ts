@@ -7,10 +7,11 @@ export type ReadinessCheck = { name: string; check: () => Promise<void> };
 const READINESS_TIMEOUT_MS = 2_000;
 
 /**
- * Serves /healthz (process alive), /readyz (every dependency answers) and
- * /metrics (Prometheus). Returns false when the path is not one of them.
+ * Serves /healthz (process alive), /readyz (every dependency answers) and, when `metrics`
+ * is given, /metrics (Prometheus). Returns false when the path is not one of them. A public
+ * port mounts it without `metrics`: metrics are served on the ops port only.
  */
-export function createOpsHandler(opts: { checks: ReadinessCheck[]; metrics: Metrics; isDraining?: () => boolean }) {
+export function createOpsHandler(opts: { checks: ReadinessCheck[]; metrics?: Metrics; isDraining?: () => boolean }) {
   return async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
     const path = (req.url ?? "/").split("?")[0];
     if (req.method !== "GET" && req.method !== "HEAD") return false;
@@ -35,7 +36,7 @@ export function createOpsHandler(opts: { checks: ReadinessCheck[]; metrics: Metr
       sendJson(res, ok ? 200 : 503, { ok, draining, checks: Object.fromEntries(results) });
       return true;
     }
-    if (path === "/metrics") {
+    if (path === "/metrics" && opts.metrics) {
       res.writeHead(200, { "content-type": opts.metrics.registry.contentType });
       res.end(await opts.metrics.registry.metrics());
       return true;

@@ -202,10 +202,10 @@ test.serial("the image's entry command, outside Docker with the compose environm
   const migrate = startService(group, project, "migrate", {});
   t.deepEqual(await migrate.exited, { code: 0, signal: null }, "the migration step exits 0");
 
-  const [rpcPort, referralOps, gatewayPort, relayOps, deliveryOps] = await freePorts(5);
+  const [rpcPort, referralOps, gatewayPort, gatewayOps, relayOps, deliveryOps] = await freePorts(6);
   const referral = startService(group, project, "referral-service", { PORT: String(rpcPort), OPS_PORT: String(referralOps) });
   await referral.waitReady(`http://127.0.0.1:${referralOps}/readyz`, 60_000);
-  const gateway = startService(group, project, "gateway", { PORT: String(gatewayPort), REFERRAL_SERVICE_URL: `http://127.0.0.1:${rpcPort}` });
+  const gateway = startService(group, project, "gateway", { PORT: String(gatewayPort), OPS_PORT: String(gatewayOps), REFERRAL_SERVICE_URL: `http://127.0.0.1:${rpcPort}` });
   await gateway.waitReady(`http://127.0.0.1:${gatewayPort}/readyz`, 60_000);
   const relay = startService(group, project, "relay", { OPS_PORT: String(relayOps) });
   const delivery = startService(group, project, "delivery", { OPS_PORT: String(deliveryOps), KAFKA_GROUP_ID: `containers-${Date.now()}` });

@@ -102,6 +102,7 @@ export async function startGatewayProcess(
     // The shared test token (seeded into every test database; test/helpers/service-token.ts) unless `env` says otherwise.
     env: {
       PORT: String(opts.port),
+      OPS_PORT: "0",
       HOST: "127.0.0.1",
       REFERRAL_SERVICE_URL: opts.referralServiceUrl,
       REFERRAL_SERVICE_TOKEN: TEST_SERVICE_TOKEN,
@@ -110,8 +111,9 @@ export async function startGatewayProcess(
     },
   });
   const url = `http://127.0.0.1:${opts.port}`;
+  const listening = await waitForLogLine(proc, "gateway listening");
   await proc.waitReady(`${url}/readyz`);
-  return { proc, opsUrl: url, url };
+  return { proc, opsUrl: `http://127.0.0.1:${String(listening.opsPort)}`, url };
 }
 
 /** Starts the outbox relay and waits until /readyz is 200. */

@@ -10,6 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { openToOthers } from "../helpers/file-modes.js";
 import { randomBytes } from "node:crypto";
 import { freePorts, REPO_ROOT, useProcesses, type ProcessGroup } from "../helpers/processes.js";
 import { openLoginLink, ownerApi } from "../helpers/owner-session.js";
@@ -23,7 +24,7 @@ const EXAMPLE = /^( {2}SECRET=.*\n {2}BODY=.*\n {2}T=.*\n {2}curl .*)\n/m;
 /** The banner's login link example: TOKEN= and the buf curl command (two lines), exactly as printed. */
 const LOGIN_EXAMPLE = /^( {2}TOKEN=.*\n {2}npx buf curl .*\\\n {4}-d .*CreateDashboardLoginLink)\n/m;
 
-async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir: string; port: number; rpcPort: number; secretsKey?: string }) {
+async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir: string; port: number; rpcPort: number; opsPort: number; secretsKey?: string }) {
   const proc = group.spawn({
     name: opts.name,
     file: "scripts/start.ts",
@@ -31,6 +32,7 @@ async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir:
       DATA_DIR: opts.dataDir,
       PORT: String(opts.port),
       REFERRAL_SERVICE_PORT: String(opts.rpcPort),
+      OPS_PORT: String(opts.opsPort),
       LOG_LEVEL: "info",
       // The embedded default: neither may reach the process (the helper's base env has neither; this states it).
       DATABASE_URL: undefined,
@@ -55,9 +57,9 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
   const dataDir = mkdtempSync(join(tmpdir(), "e2e-embedded-"));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const group = useProcesses(t);
-  const [port, rpcPort] = await freePorts(2);
+  const [port, rpcPort, opsPort] = await freePorts(3);
 
-  const first = await startAllInOne(group, { name: "npm start #1", dataDir, port: port!, rpcPort: rpcPort! });
+  const first = await startAllInOne(group, { name: "npm start #1", dataDir, port: port!, rpcPort: rpcPort!, opsPort: opsPort! });
   t.regex(first.proc.stdout, /embedded PostgreSQL \(PGlite\)/);
   t.regex(first.proc.stdout, /in-process bus in place of Kafka/);
   t.true(first.example.includes(`http://127.0.0.1:${port}/api/referral/events`), "the example targets this gateway");
@@ -68,6 +70,8 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
   t.is(registered.state, "registered");
   t.regex(String(registered.referral_id), /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
 
+  t.is((await fetch(`http://127.0.0.1:${port}/metrics`)).status, 404, "no /metrics on the public port");
+  t.regex(await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text(), /requests_total/, "/metrics on the ops port");
   // The newcomer's way to the owner dashboard: run the printed buf curl, open the link it mints.
   const [, loginExample] = await first.proc.waitForOutput(LOGIN_EXAMPLE, 30_000);
   const { stdout: minted } = await run("bash", ["-c", loginExample!], { cwd: REPO_ROOT, timeout: 60_000 });
@@ -78,8 +82,9 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
   t.deepEqual(owned.servers.map((s) => s.name), ["Demo Server"], "the demo owner sees the demo server");
 
   t.deepEqual(await first.proc.stop(), { code: 0, signal: null }, "SIGTERM drains and exits 0");
+  t.deepEqual(openToOthers(dataDir), [], "the data folder (database, secrets key, tokens) is private to the user");
 
-  const second = await startAllInOne(group, { name: "npm start #2", dataDir, port: port!, rpcPort: rpcPort! });
+  const second = await startAllInOne(group, { name: "npm start #2", dataDir, port: port!, rpcPort: rpcPort!, opsPort: opsPort! });
   t.not(second.example, first.example, "the restart does not offer the already-sent example as a first paste");
   t.deepEqual(await runExample(first.example), { ok: true, duplicate: true }, "the first run's event is remembered across the restart");
   t.like(await runExample(second.example), { ok: true, state: "registered" }, "the restart's example registers, as its banner says");

@@ -241,6 +241,8 @@ test.serial("a heart.counted on the shared topic for a server unknown to this da
 
 test.serial("/metrics of every process exposes its counters: requests by route and code (gateway, referral service), published rows (relay), callback attempts (delivery)", async (t) => {
   const { gateway, referralService, relay, delivery } = t.context;
+  t.is((await fetch(`${gateway.url}/metrics`)).status, 404, "the gateway's public port does not serve /metrics");
+  t.not(gateway.opsUrl, gateway.url);
   const gatewayMetrics = await fetchMetrics(gateway.opsUrl);
   t.true(counterValue(gatewayMetrics, "requests_total", { route: "/api/referral/events", code: "200" }) >= 3, "gateway counts its 200s on the ingest route");
 

@@ -13,9 +13,10 @@ let stack: GatewayStack;
 let server: TestServer;
 test.before(async () => {
   stack = await startGatewayStack({
-    gatewayOverrides: ({ metrics }) => ({
+    gatewayOverrides: () => ({
       dashboard: true,
-      ops: createOpsHandler({ checks: [], metrics }),
+      // As gateway/main.ts mounts it on the public port: probes only, no /metrics.
+      ops: createOpsHandler({ checks: [] }),
       extraRoutes: async (req, res) => {
         if (req.url !== "/dashboard") return false;
         res.writeHead(200, { "content-type": "text/plain" });
@@ -77,10 +78,16 @@ test("a rejected request is logged once with its outcome", async (t) => {
 test("metrics count requests by route and status", async (t) => {
   await stack.postSigned({ secret: "rsec_wrong" }, { event: "registered", server_id: server.serverId });
   await fetch(`${stack.baseUrl}/no/such/path`);
-  const text = await (await fetch(`${stack.baseUrl}/metrics`)).text();
+  const text = await stack.gatewayMetrics.registry.metrics();
   t.regex(text, /requests_total\{[^}]*route="\/api\/referral\/events"[^}]*code="401"[^}]*\} [1-9]/);
   t.regex(text, /requests_total\{[^}]*route="unmatched"[^}]*code="404"[^}]*\} [1-9]/);
   t.regex(text, /request_duration_seconds_count\{[^}]*route="\/api\/referral\/events"/);
+});
+
+test("/metrics is not served on the gateway's public port (the ops port serves it)", async (t) => {
+  const res = await fetch(`${stack.baseUrl}/metrics`);
+  t.is(res.status, 404);
+  t.false((await res.text()).includes("requests_total"));
 });
 
 test("the ops handler (/healthz) and extra routes are mounted after the gateway's own routes", async (t) => {

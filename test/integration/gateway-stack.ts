@@ -59,9 +59,9 @@ export interface RawResponse {
 export interface GatewayStack {
   db: TestDatabase;
   clients: ReferralServiceClients;
-  baseUrl: string;
-  /** Base URL of the referral service behind the gateway. */
+  /** The referral service's own URL (Connect, gRPC, gRPC-Web over HTTP/2). */
   serviceUrl: string;
+  baseUrl: string;
   gatewayLog: CapturedLog;
   serviceLog: CapturedLog;
   gatewayMetrics: Metrics;
@@ -126,8 +126,8 @@ export async function startGatewayStack(
   return {
     db,
     clients,
-    baseUrl,
     serviceUrl: `http://127.0.0.1:${servicePort}`,
+    baseUrl,
     gatewayLog,
     serviceLog,
     gatewayMetrics,

@@ -61,10 +61,10 @@ test("SetVotifierSettings refuses bad input with texts that name the field and n
     [{ serviceName: "x".repeat(65) }, "votifier service_name must be at most 64 printable characters"],
     [{ token: "has space" }, "votifier token must be at most 256 characters without spaces"],
     [{ host: "localhost" }, "votifier host must not point to localhost"],
-    [{ host: "127.0.0.1" }, "votifier host must not point to a loopback, private, link-local or metadata address"],
-    [{ host: "169.254.169.254" }, "votifier host must not point to a loopback, private, link-local or metadata address"],
-    [{ host: "[::1]" }, "votifier host must not point to a loopback, private, link-local or metadata address"],
-    [{ host: "10.1.2.3" }, "votifier host must not point to a loopback, private, link-local or metadata address"],
+    [{ host: "127.0.0.1" }, "votifier host must not point to a loopback, private, link-local, metadata or other special-purpose address"],
+    [{ host: "169.254.169.254" }, "votifier host must not point to a loopback, private, link-local, metadata or other special-purpose address"],
+    [{ host: "[::1]" }, "votifier host must not point to a loopback, private, link-local, metadata or other special-purpose address"],
+    [{ host: "10.1.2.3" }, "votifier host must not point to a loopback, private, link-local, metadata or other special-purpose address"],
   ];
   for (const [override, message] of cases) {
     t.like(errorDetails(await rpcError(h.admin.setVotifierSettings({ serverId, ...settings, ...override }))), { code: Code.InvalidArgument, message }, JSON.stringify(override));

@@ -166,11 +166,11 @@ test("the SSRF guard applies to the address connected to: loopback literals and 
   const r = await receiver();
   const strict = { timeoutMs: 2_000, allowInsecure: false };
   const literal = await sendVotifierVote({ host: "127.0.0.1", port: r.port, token: TOKEN }, vote(), strict);
-  t.is(literal.error, "refused to connect to 127.0.0.1: loopback, private, link-local and metadata addresses are not allowed");
+  t.is(literal.error, "refused to connect to 127.0.0.1: loopback, private, link-local, metadata and other special-purpose addresses are not allowed (Loopback)");
   const named = await sendVotifierVote({ host: "votes.example.test", port: r.port, token: TOKEN }, vote(), {
     ...strict,
     resolve: (_host, _options, callback) => callback(null, [{ address: "127.0.0.1", family: 4 }]),
   });
-  t.is(named.error, "refused to connect to 127.0.0.1: loopback, private, link-local and metadata addresses are not allowed");
+  t.is(named.error, "refused to connect to 127.0.0.1: loopback, private, link-local, metadata and other special-purpose addresses are not allowed (Loopback)");
   t.is(r.connections(), 0, "nothing connected");
 });

@@ -54,8 +54,6 @@ const allowedAddresses: Array<[string, string]> = [
   ["169.253.255.255", "just below link-local"],
   ["223.255.255.255", "just below multicast"],
   ["2606:4700:4700::1111", "public IPv6"],
-  ["2001:db8::1", "documentation IPv6 (not a forbidden class here)"],
-  ["::ffff:8.8.8.8", "IPv4-mapped public address"],
   ["64:ff9b::8.8.8.8", "NAT64 form of a public address"],
 ];
 

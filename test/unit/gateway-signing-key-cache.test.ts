@@ -38,30 +38,76 @@ test("concurrent misses share one lookup (single flight)", async (t) => {
   t.is(rpc.calls(), 1);
 });
 
-test("unknown-server, disabled and failed answers are never cached", async (t) => {
+test("disabled and failed answers are never cached", async (t) => {
   const cache = createSigningKeyCache({ ttlMs: 60_000 });
-  for (const status of [SigningKeyStatus.UNKNOWN_SERVER, SigningKeyStatus.REFERRALS_DISABLED]) {
-    const rpc = counting(() => create(ResolveSigningKeysResponseSchema, { status }));
-    await cache.get(`s${status}`, rpc.load);
-    await cache.get(`s${status}`, rpc.load);
-    t.is(rpc.calls(), 2, `status ${status}`);
-  }
+  const rpc = counting(() => create(ResolveSigningKeysResponseSchema, { status: SigningKeyStatus.REFERRALS_DISABLED }));
+  await cache.get("s", rpc.load);
+  await cache.get("s", rpc.load);
+  t.is(rpc.calls(), 2, "a re-enabled server works at once");
   const failing = counting(() => new Error("unavailable"));
   await t.throwsAsync(() => cache.get("f", failing.load));
   await t.throwsAsync(() => cache.get("f", failing.load));
   t.is(failing.calls(), 2);
 });
 
-test("forget drops an entry and says whether there was one; ttlMs 0 disables the cache", async (t) => {
-  const cache = createSigningKeyCache({ ttlMs: 1000 });
+test("an unknown server is remembered for unknownServerTtlMs, even with the key cache off (negative caching)", async (t) => {
+  let clock = 0;
+  const cache = createSigningKeyCache({ ttlMs: 0, unknownServerTtlMs: 30_000, now: () => clock });
+  const rpc = counting(() => create(ResolveSigningKeysResponseSchema, { status: SigningKeyStatus.UNKNOWN_SERVER }));
+  for (let i = 0; i < 100; i++) await cache.get("ghost", rpc.load);
+  t.is(rpc.calls(), 1);
+  clock = 30_000;
+  await cache.get("ghost", rpc.load);
+  t.is(rpc.calls(), 2, "asked again once the negative entry expired");
+  const off = createSigningKeyCache({ ttlMs: 0, unknownServerTtlMs: 0 });
+  await off.get("ghost", rpc.load);
+  await off.get("ghost", rpc.load);
+  t.is(rpc.calls(), 4);
+});
+
+test("invalidate after a failed MAC allows one fresh lookup per server per refresh interval, never one per failure", async (t) => {
+  let clock = 0;
+  const cache = createSigningKeyCache({ ttlMs: 10_000, refreshIntervalMs: 1_000, now: () => clock });
   const rpc = counting(() => ok("k1"));
-  t.false(cache.forget("s"));
+  t.false(cache.invalidate("s"), "nothing cached: nothing to refresh");
   await cache.get("s", rpc.load);
-  t.true(cache.forget("s"));
+  t.true(cache.invalidate("s"), "the first failure refreshes at once (a just-created secret verifies)");
   await cache.get("s", rpc.load);
   t.is(rpc.calls(), 2);
+  for (let i = 0; i < 300; i++) {
+    t.false(cache.invalidate("s"));
+    await cache.get("s", rpc.load);
+  }
+  t.is(rpc.calls(), 2, "300 more failures within the interval: no lookup");
+  clock = 1_000;
+  t.true(cache.invalidate("s"));
+  await cache.get("s", rpc.load);
+  t.is(rpc.calls(), 3);
+  t.true(cache.invalidate("other") === false, "per server");
+});
+
+test("a refresh that found the keys changed (an owner created or revoked a secret) does not use up the interval", async (t) => {
+  const cache = createSigningKeyCache({ ttlMs: 60_000, refreshIntervalMs: 60_000, now: () => 0 });
+  let kid = "k1";
+  const rpc = counting(() => ok(kid));
+  await cache.get("s", rpc.load);
+  kid = "k2";
+  t.true(cache.invalidate("s"));
+  await cache.get("s", rpc.load);
+  kid = "k3";
+  t.true(cache.invalidate("s"), "the previous refresh found k2: another change may follow at once");
+  await cache.get("s", rpc.load);
+  t.true(cache.invalidate("s"), "k3 was new too");
+  await cache.get("s", rpc.load);
+  t.false(cache.invalidate("s"), "that refresh found nothing new: the interval applies");
+  t.is(rpc.calls(), 4);
+});
+
+test("ttlMs 0 disables the key cache (and so the refresh)", async (t) => {
+  const rpc = counting(() => ok("k1"));
   const off = createSigningKeyCache({ ttlMs: 0 });
   await off.get("s", rpc.load);
   await off.get("s", rpc.load);
-  t.is(rpc.calls(), 4);
+  t.false(off.invalidate("s"));
+  t.is(rpc.calls(), 2);
 });

@@ -1,13 +1,7 @@
 import { DomainError } from "../../shared/errors.js";
+import { boundField, type FieldName } from "../../shared/field-rules.js";
 import { isUuid } from "../../servers/domain/ids.js";
 import { isReferralEventName, type ReferralEventName } from "./transitions.js";
-
-/** Longest accepted identity, token or idempotency key (keeps index entries small). */
-export const MAX_FIELD_CHARS = 512;
-/** Longest stored user agent; longer ones are cut, not refused (it is a signal, not an identity). */
-export const MAX_USER_AGENT_CHARS = 1024;
-/** Longest stored IP text. */
-export const MAX_IP_CHARS = 64;
 
 /** The contract's text for an event outside the enum. */
 export const EVENT_ENUM_ERROR = "event must be one of registered|qualified|reversed";
@@ -52,10 +46,10 @@ export function toApplyEventCommand(input: ApplyEventInput): ApplyEventCommand {
   if (event === "registered") {
     refereeIdentity = input.refereeIdentity.trim();
     if (refereeIdentity === "") throw new DomainError("invalid_argument", REFEREE_REQUIRED_ERROR);
-    checkLength("referee_identity", refereeIdentity);
+    boundField("referee_identity", refereeIdentity);
   }
   if (!isUuid(serverId)) throw new DomainError("unknown_server", "unknown server");
-  const kid = input.kid.trim();
+  const kid = boundField("kid", input.kid.trim());
   return {
     serverId,
     event,
@@ -63,7 +57,7 @@ export function toApplyEventCommand(input: ApplyEventInput): ApplyEventCommand {
     refereeIdentity,
     serverEventId,
     callerTs: input.ts === 0n ? null : input.ts,
-    kid: kid === "" ? null : kid.slice(0, MAX_FIELD_CHARS),
+    kid: kid === "" ? null : kid,
   };
 }
 
@@ -75,23 +69,22 @@ export interface RecordClickCommand {
   userAgent: string | null;
 }
 
-/** Validates a RecordClick request: referrer_identity non-empty after trimming; server_id a uuid. */
+/**
+ * Validates a RecordClick request: referrer_identity non-empty after trimming; server_id a uuid;
+ * every string within services/shared/field-rules.ts (the user agent is cut, not refused).
+ */
 export function toRecordClickCommand(input: { serverId: string; referrerIdentity: string; ip: string; userAgent: string }): RecordClickCommand {
   const serverId = requireField("server_id", input.serverId);
   const referrerIdentity = requireField("referrer_identity", input.referrerIdentity);
   if (!isUuid(serverId)) throw new DomainError("unknown_server", "unknown server");
-  const ip = input.ip.trim().slice(0, MAX_IP_CHARS);
-  const userAgent = input.userAgent.trim().slice(0, MAX_USER_AGENT_CHARS);
+  const ip = boundField("ip", input.ip.trim());
+  const userAgent = boundField("user_agent", input.userAgent.trim());
   return { serverId, referrerIdentity, ip: ip === "" ? null : ip, userAgent: userAgent === "" ? null : userAgent };
 }
 
-function requireField(name: string, value: string): string {
+/** Trimmed and non-empty; bounded by the field table except `server_id` (: the uuid check bounds it; not a uuid -> unknown server). */
+function requireField(name: FieldName | "server_id", value: string): string {
   const trimmed = value.trim();
   if (trimmed === "") throw new DomainError("invalid_argument", `${name} is required`);
-  checkLength(name, trimmed);
-  return trimmed;
-}
-
-function checkLength(name: string, value: string): void {
-  if (value.length > MAX_FIELD_CHARS) throw new DomainError("invalid_argument", `${name} must be at most ${MAX_FIELD_CHARS} characters`);
+  return name === "server_id" ? trimmed : boundField(name, trimmed);
 }

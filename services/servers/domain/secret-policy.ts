@@ -5,6 +5,17 @@ export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 60 * 60;
 /** Longest overlap an owner may ask for. */
 export const MAX_ROTATION_GRACE_SECONDS = 30 * 24 * 60 * 60;
 
+/**
+ * Most active secrets of one purpose a server may hold. The gateway decrypts and tries every
+ * active referral secret of a request without `kid`, so the count bounds the work one request costs.
+ */
+export const MAX_ACTIVE_SECRETS_PER_SERVER = 10;
+
+/** The refusal when a server already holds the most active secrets of a purpose. */
+export function tooManySecretsText(purpose: string): string {
+  return `too many active ${purpose} secrets (at most ${MAX_ACTIVE_SECRETS_PER_SERVER}): revoke one, or let a rotated one expire, first`;
+}
+
 /** The lifetime fields of a stored secret. */
 export interface SecretLifetime {
   expiresAt: Date | null;

@@ -1,16 +1,11 @@
 import { DomainError } from "../../shared/errors.js";
-
-/** Longest server name. */
-export const MAX_SERVER_NAME_CHARS = 200;
-/** Longest registration URL. */
-export const MAX_REGISTRATION_URL_CHARS = 2048;
+import { boundField } from "../../shared/field-rules.js";
 
 /** A trimmed, non-empty server name. */
 export function toServerName(name: string): string {
   const trimmed = name.trim();
   if (trimmed === "") throw new DomainError("invalid_argument", "name is required");
-  if (trimmed.length > MAX_SERVER_NAME_CHARS) throw new DomainError("invalid_argument", `name must be at most ${MAX_SERVER_NAME_CHARS} characters`);
-  return trimmed;
+  return boundField("name", trimmed);
 }
 
 /**
@@ -20,9 +15,7 @@ export function toServerName(name: string): string {
 export function toRegistrationUrl(url: string): string | null {
   const trimmed = url.trim();
   if (trimmed === "") return null;
-  if (trimmed.length > MAX_REGISTRATION_URL_CHARS) {
-    throw new DomainError("invalid_argument", `registration_url must be at most ${MAX_REGISTRATION_URL_CHARS} characters`);
-  }
+  boundField("registration_url", trimmed);
   let parsed: URL;
   try {
     parsed = new URL(trimmed);

@@ -1,13 +1,14 @@
 import { isIP } from "node:net";
 import { validateCallbackUrl } from "../../shared/callback-url.js";
 import { DomainError } from "../../shared/errors.js";
+import { maxCharsOf } from "../../shared/field-rules.js";
 
 /** Longest Votifier service name: with it, every vote of a 16-character username fits NuVotifier's 1024-byte frame. */
-export const MAX_VOTIFIER_SERVICE_NAME_CHARS = 64;
+export const MAX_VOTIFIER_SERVICE_NAME_CHARS = maxCharsOf("votifier_service_name");
 /** Longest Votifier token accepted (NuVotifier generates 26 characters). */
-export const MAX_VOTIFIER_TOKEN_CHARS = 256;
+export const MAX_VOTIFIER_TOKEN_CHARS = maxCharsOf("votifier_token");
 /** Longest host name (DNS). */
-export const MAX_VOTIFIER_HOST_CHARS = 253;
+export const MAX_VOTIFIER_HOST_CHARS = maxCharsOf("votifier_host");
 
 /** Validated Votifier settings; `token` is null when the caller keeps the stored one. */
 export interface VotifierSettings {

@@ -1,0 +1,114 @@
+/**
+ * Unsigned traffic costs no database work beyond a bounded, cached lookup: each test counts the
+ * gateway's real ResolveSigningKeys calls (the referral service's only lookup for ingest) while
+ * flooding the real stack with forgeries.
+ */
+import test from "ava";
+import { randomUUID } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { GatewayDeps } from "../../gateway/server.js";
+import { DEFAULT_SIGNING_KEY_CACHE_MS } from "../../gateway/signing-key-cache.js";
+import type { ReferralServiceClients } from "../../gateway/clients.js";
+import { MAX_ACTIVE_SECRETS_PER_SERVER } from "../../services/servers/domain/secret-policy.js";
+import { startGatewayStack, type GatewayStack } from "./gateway-stack.js";
+
+/** Gateway deps whose admin client counts ResolveSigningKeys calls. */
+function countingLookups(overrides: Partial<GatewayDeps>) {
+  const counter = { lookups: 0 };
+  const make = ({ clients }: { clients: ReferralServiceClients }): Partial<GatewayDeps> => ({
+    admin: {
+      ...clients.admin,
+      resolveSigningKeys: (...args: Parameters<typeof clients.admin.resolveSigningKeys>) => {
+        counter.lookups++;
+        return clients.admin.resolveSigningKeys(...args);
+      },
+    },
+    ...overrides,
+  });
+  return { counter, make };
+}
+
+const event = (serverId: string, n: number) => ({ event: "registered", token: "t", server_id: serverId, referee_identity: "p", server_event_id: `e-${n}`, test: true });
+
+async function flood(stack: GatewayStack, count: number, body: (n: number) => unknown) {
+  const statuses = new Map<number, number>();
+  // Sequential batches of 25 concurrent requests: both the concurrent and the serial shape of a flood.
+  for (let i = 0; i < count; i += 25) {
+    const batch = await Promise.all(Array.from({ length: Math.min(25, count - i) }, (_, j) => stack.postSigned({ secret: "rsec_forged" }, body(i + j))));
+    for (const res of batch) statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+  }
+  return statuses;
+}
+
+test("300 forged signatures for a real server cost at most 2 key lookups (was 301: one cache drop per failed MAC)", async (t) => {
+  const { counter, make } = countingLookups({ signingKeyCacheMs: 60_000, signingKeyRefreshMs: 60_000 });
+  const stack = await startGatewayStack({ gatewayOverrides: make });
+  t.teardown(() => stack.close());
+  const server = await stack.createServer();
+  const before = counter.lookups;
+  const statuses = await flood(stack, 300, (n) => event(server.serverId, n));
+  t.deepEqual([...statuses], [[401, 300]]);
+  t.true(counter.lookups - before <= 2, `lookups: ${counter.lookups - before}`);
+  const valid = await stack.postSigned(server, event(server.serverId, 0));
+  t.is(valid.status, 200, "the real secret still verifies from the cache");
+});
+
+test("300 requests for one unknown server id cost 1 lookup (negative caching)", async (t) => {
+  // The production default key cache (the stack's default is off); unknown answers are remembered on top of it.
+  const { counter, make } = countingLookups({ signingKeyCacheMs: DEFAULT_SIGNING_KEY_CACHE_MS });
+  const stack = await startGatewayStack({ gatewayOverrides: make });
+  t.teardown(() => stack.close());
+  const ghost = randomUUID();
+  const statuses = await flood(stack, 300, (n) => event(ghost, n));
+  t.deepEqual([...statuses], [[404, 300]]);
+  t.is(counter.lookups, 1);
+});
+
+test("failed signatures past the per-server limit get 429 with Retry-After and no lookup; other servers are unaffected", async (t) => {
+  const { counter, make } = countingLookups({ signingKeyCacheMs: 0, failedSignatures: { perServer: 5, global: 0, windowMs: 60_000 } });
+  const stack = await startGatewayStack({ gatewayOverrides: make });
+  t.teardown(() => stack.close());
+  const [target, other] = [await stack.createServer(), await stack.createServer()];
+  const before = counter.lookups;
+  const statuses = await flood(stack, 50, (n) => event(target.serverId, n));
+  t.is(statuses.get(401), 5);
+  t.is(statuses.get(429), 45);
+  t.true(counter.lookups - before <= 5, `lookups: ${counter.lookups - before}`);
+  const limited = await stack.postSigned(target, event(target.serverId, 99));
+  t.is(limited.status, 429);
+  t.deepEqual(JSON.parse(limited.text), { error: "too many failed signature checks; retry after the Retry-After delay" });
+  const retryAfter = Number(limited.headers.get("retry-after"));
+  t.true(retryAfter >= 1 && retryAfter <= 60, `Retry-After: ${retryAfter}`);
+  t.is((await stack.postSigned(other, event(other.serverId, 1))).status, 200);
+});
+
+test("forgeries spread over random server ids stop at the global limit: no lookups past it", async (t) => {
+  const { counter, make } = countingLookups({ signingKeyCacheMs: 0, failedSignatures: { perServer: 0, global: 20, windowMs: 60_000 } });
+  const stack = await startGatewayStack({ gatewayOverrides: make });
+  t.teardown(() => stack.close());
+  const before = counter.lookups;
+  const statuses = await flood(stack, 200, () => event(randomUUID(), 0));
+  t.is(statuses.get(404), 20);
+  t.is(statuses.get(429), 180);
+  t.is(counter.lookups - before, 20);
+});
+
+test(`a server holds at most ${MAX_ACTIVE_SECRETS_PER_SERVER} active referral secrets: the RPC refuses more with a clear error; revoking frees a slot`, async (t) => {
+  const stack = await startGatewayStack();
+  t.teardown(() => stack.close());
+  const server = await stack.createServer();
+  for (let i = 1; i < MAX_ACTIVE_SECRETS_PER_SERVER; i++) await stack.clients.admin.createReferralSecret({ serverId: server.serverId });
+  for (const call of [
+    () => stack.clients.admin.createReferralSecret({ serverId: server.serverId }),
+    () => stack.clients.admin.rotateReferralSecret({ serverId: server.serverId }),
+  ]) {
+    const error = await call().then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    t.is(error?.code, Code.FailedPrecondition);
+    t.is(error?.rawMessage, `too many active referral secrets (at most ${MAX_ACTIVE_SECRETS_PER_SERVER}): revoke one, or let a rotated one expire, first`);
+  }
+  await stack.clients.admin.revokeReferralSecret({ serverId: server.serverId, kid: server.kid });
+  t.truthy((await stack.clients.admin.createReferralSecret({ serverId: server.serverId })).secret);
+});

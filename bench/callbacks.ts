@@ -24,7 +24,6 @@ import http from "node:http";
 import { dirname } from "node:path";
 import { fromBinary } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
 import { EnvelopeSchema } from "../gen/proto/events/v1/events_pb.js";
 import { HeartService } from "../gen/proto/hearts/v1/hearts_pb.js";
 import { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
@@ -35,6 +34,8 @@ import { createDispatcher } from "../services/delivery/dispatcher.js";
 import { sendCallback, signCallback } from "../services/delivery/send-callback.js";
 import { periodOf } from "../services/hearts/domain/streak.js";
 import { createReferralServiceServer } from "../services/referral-service/server.js";
+import { ensureServiceToken } from "../services/access/service-tokens.js";
+import { createServiceTransport } from "../services/shared/service-transport.js";
 import { loadRelayConfig } from "../services/relay/config.js";
 import { createRelay } from "../services/relay/relay.js";
 import { HEARTS_TOPIC, REFERRALS_TOPIC, type EventBus } from "../services/shared/bus.js";
@@ -43,7 +44,7 @@ import { createPrisma, type PrismaClient } from "../services/shared/db.js";
 import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
 import { createMemoryBus } from "../services/shared/memory-bus.js";
 import { createMetrics } from "../services/shared/metrics.js";
-import { createSecretBox, generateCallbackSecret } from "../services/shared/secrets.js";
+import { createSecretBox, generateServiceToken, generateCallbackSecret } from "../services/shared/secrets.js";
 import { startReceiver, type Receiver, type RecordedRequest } from "../test/helpers/receiver.js";
 import {
   createBenchLogger,
@@ -356,6 +357,8 @@ async function runPipeline(
     steps.add(() => Promise.all([servicePrisma.$disconnect(), relayPrisma.$disconnect(), deliveryPrisma.$disconnect()]).then(() => undefined));
     const secretBox = createSecretBox(randomBytes(32));
     const now = () => new Date();
+    const benchToken = generateServiceToken();
+    await ensureServiceToken(servicePrisma, now(), { name: "bench", token: benchToken, scopes: ["admin"] });
     const rpc = createReferralServiceServer({
       prisma: servicePrisma,
       secretBox,
@@ -368,7 +371,7 @@ async function runPipeline(
     });
     const rpcPort = await rpc.listen(0, "127.0.0.1");
     steps.add(() => rpc.close());
-    const transport = createConnectTransport({ baseUrl: `http://127.0.0.1:${rpcPort}`, httpVersion: "2", useBinaryFormat: true });
+    const transport = createServiceTransport(`http://127.0.0.1:${rpcPort}`, benchToken);
     const hearts: Client<typeof HeartService> = createClient(HeartService, transport);
     const admin: Client<typeof ServerAdminService> = createClient(ServerAdminService, transport);
 

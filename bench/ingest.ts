@@ -26,9 +26,10 @@ import { parseJsonObject, validateEvent } from "../gateway/validate-event.js";
 import { parseSignatureHeader, verifySignature } from "../gateway/verify-signature.js";
 import { ReferralEventType } from "../gen/proto/referral/v1/referral_pb.js";
 import { createReferralServiceServer } from "../services/referral-service/server.js";
+import { ensureServiceToken } from "../services/access/service-tokens.js";
 import { createPrisma } from "../services/shared/db.js";
 import { createMetrics } from "../services/shared/metrics.js";
-import { createSecretBox } from "../services/shared/secrets.js";
+import { createSecretBox, generateServiceToken } from "../services/shared/secrets.js";
 import {
   createBenchLogger,
   createCleanup,
@@ -107,6 +108,9 @@ async function main(): Promise<void> {
   cleanup.add(() => prisma.$disconnect());
   const secretBox = createSecretBox(randomBytes(32));
   const now = () => new Date();
+  // The gateway's own token, as in production (scopes of the ingest path only).
+  const benchToken = generateServiceToken();
+  await ensureServiceToken(prisma, now(), { name: "gateway", token: benchToken, scopes: ["ingest", "clicks:record", "admin"] });
   const rpc = createReferralServiceServer({
     prisma,
     secretBox,
@@ -119,7 +123,7 @@ async function main(): Promise<void> {
   });
   const rpcPort = await rpc.listen(0, "127.0.0.1");
   cleanup.add(() => rpc.close());
-  const clients = createReferralServiceClients(`http://127.0.0.1:${rpcPort}`);
+  const clients = createReferralServiceClients(`http://127.0.0.1:${rpcPort}`, benchToken);
   const gateway = createGatewayServer({ ...clients, log: createBenchLogger("gateway"), metrics: createMetrics("gateway"), now });
   const gatewayUrl = `${await listen(gateway)}/api/referral/events`;
   cleanup.add(() => closeServer(gateway));

@@ -7,7 +7,7 @@ import { createMetrics } from "../services/shared/metrics.js";
 import { onShutdown } from "../services/shared/shutdown.js";
 import { createReferralServiceClients } from "./clients.js";
 import { loadGatewayConfig } from "./config.js";
-import { createDashboardClients } from "./dashboard/clients.js";
+import { createServiceTransport } from "../services/shared/service-transport.js";
 import { readDashboardToken } from "./dashboard/config.js";
 import { createDashboardRoutes } from "./dashboard/routes.js";
 import { createGatewayServer } from "./server.js";
@@ -19,15 +19,20 @@ runMain(log, async () => {
   const config = loadGatewayConfig();
   const dashboardToken = readDashboardToken();
   const metrics = createMetrics("gateway");
-  const clients = createReferralServiceClients(config.referralServiceUrl);
+  const clients = createReferralServiceClients(config.referralServiceUrl, config.referralServiceToken);
   let draining = false;
   // Ready when the referral service answers (it is ready only while its database is).
   const checks = [{ name: "referral-service", check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })) }];
   // The public port answers the probes; /metrics is served on the ops port only.
   const ops = createOpsHandler({ checks, isDraining: () => draining });
   const opsServer = createOpsServer({ checks, metrics, isDraining: () => draining });
-  // The owners' dashboard at /dashboard, only when DASHBOARD_TOKEN is set (otherwise its paths answer 404).
-  const extraRoutes = createDashboardRoutes({ clients: createDashboardClients(config.referralServiceUrl), token: dashboardToken, log });
+  // The owners' dashboard at /dashboard: owners through login links; the operator too when DASHBOARD_TOKEN is set.
+  const extraRoutes = createDashboardRoutes({
+    transport: createServiceTransport(config.referralServiceUrl, config.referralServiceToken),
+    token: dashboardToken,
+    secureCookies: config.publicBaseUrl.startsWith("https:"),
+    log,
+  });
   const server = createGatewayServer({
     ...clients,
     log,
@@ -40,7 +45,7 @@ runMain(log, async () => {
     unknownServerCacheMs: config.unknownServerCacheMs,
     signingKeyRefreshMs: config.signingKeyRefreshMs,
     failedSignatures: config.failedSignatures,
-    dashboard: dashboardToken !== undefined,
+    dashboard: true,
   });
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   const opsPort = await opsServer.listen(config.opsPort, config.host);

@@ -83,11 +83,14 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * Builds the public HTTP/1.1 gateway, unstarted (main.ts or a test calls listen):
  *
  * - `POST /api/referral/events`: raw body (64 KiB limit) -> signature -> forward over Connect.
+ *   Who: anyone holding the server's referral secret (the HMAC is the credential).
  * - `POST /api/pull/hearts`, `POST /api/pull/claims`: the signed pull API (same scheme, the pull secret).
- * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL.
- * - `GET /openapi/referral.json`: the OpenAPI 3.1 document.
- * - `GET /`: links to the dashboard, the docs and the OpenAPI document; `GET /docs/<file>`: the docs.
- * - then `ops` (/healthz, /readyz; /metrics is served on the ops port, not here), then `extraRoutes`, else 404 JSON.
+ *   Who: anyone holding the server's pull secret.
+ * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL. Who: the public.
+ * - `GET /openapi/referral.json`: the OpenAPI 3.1 document. Who: the public.
+ * - `GET /`: links to the dashboard, the docs and the OpenAPI document; `GET /docs/<file>`: the docs. Who: the public.
+ * - then `ops` (/healthz, /readyz; the public; /metrics is served on the ops port, not here), then `extraRoutes` (the dashboard: an owner's
+ *   session or the operator's token, see gateway/dashboard/routes.ts), else 404 JSON.
  *
  * Every request gets a request id (the caller's `X-Request-Id` when well-formed, else a
  * uuid), echoed in the response and forwarded to the RPCs; one structured log line per

@@ -35,8 +35,14 @@ import { createDeliveryConsumer } from "../services/delivery/consumer.js";
 import { createDispatcher } from "../services/delivery/dispatcher.js";
 import { createGatewayServer } from "../gateway/server.js";
 import { createReferralServiceClients, type ReferralServiceClients } from "../gateway/clients.js";
-import { createDashboardClients } from "../gateway/dashboard/clients.js";
 import { loadOrCreateDashboardToken } from "../gateway/dashboard/config.js";
+import { createAccessClient } from "../gateway/dashboard/clients.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ensureServiceToken } from "../services/access/service-tokens.js";
+import { generateServiceToken } from "../services/shared/secrets.js";
+import { MIN_SERVICE_TOKEN_CHARS, readServiceToken } from "../services/shared/process-config.js";
+import { createServiceTransport } from "../services/shared/service-transport.js";
+import { loadOrCreateTokenFile } from "../services/shared/token-file.js";
 import { createDashboardRoutes } from "../gateway/dashboard/routes.js";
 import { applyMigrations } from "./db/schema-engine.js";
 import { readFraudRules } from "../services/hearts/read-fraud-rules.js";
@@ -59,8 +65,14 @@ function loadConfig() {
     secretBox: explicitKey ? readSecretBox(r) : undefined,
     dispatch: readDispatchSettings(r),
     fraudRules: readFraudRules(r),
+    adminToken: readServiceToken(r, "ADMIN_SERVICE_TOKEN", { required: false }),
   });
 }
+
+/** Name of the file holding the all-in-one mode's admin service token. */
+const SERVICE_TOKEN_FILE = "service-token";
+/** The demo owner (an account id of the list) that owns the demo server. */
+const DEMO_OWNER_ID = "demo-owner";
 
 /** The embedded default keeps its secrets key in the data folder (created once, mode 0600). */
 function loadOrCreateSecretBox(dataDir: string): SecretBox {
@@ -104,7 +116,13 @@ const demoEventId = (referee: string) => `reg-${referee}`;
  *  - otherwise, on a database with no servers (or whose recorded demo is gone), a demo server is created.
  * Returns undefined when the database already has other servers and no usable demo: nothing is seeded there.
  */
-async function prepareDemo(clients: ReferralServiceClients, prisma: PrismaClient, dataDir: string, databaseUrl: string | undefined): Promise<{ demo: Demo; secretPath: string } | undefined> {
+async function prepareDemo(
+  clients: ReferralServiceClients,
+  access: ReturnType<typeof createAccessClient>,
+  prisma: PrismaClient,
+  dataDir: string,
+  databaseUrl: string | undefined,
+): Promise<{ demo: Demo; secretPath: string } | undefined> {
   const files = demoFiles(dataDir, databaseUrl);
   let demo = existsSync(files.demo) ? (JSON.parse(readFileSync(files.demo, "utf8")) as Partial<Demo>) : undefined;
   const usable = demo?.serverId && demo.token && (await isDemoUsable(clients, prisma, { serverId: demo.serverId, token: demo.token }, files.secret));
@@ -114,6 +132,12 @@ async function prepareDemo(clients: ReferralServiceClients, prisma: PrismaClient
     const { server } = await clients.admin.createServer({ name: "Demo Server", registrationUrl: "https://example.com/register" });
     if (!server) return undefined;
     await clients.admin.setReferralsEnabled({ serverId: server.id, enabled: true });
+    // Owned by the demo owner, so a login link for "demo-owner" shows it.
+    await access.createOwner({ ownerId: DEMO_OWNER_ID, displayName: "Demo Owner" }).catch((error: unknown) => {
+      // Failure policy: the demo owner exists from an earlier demo (already_exists); anything else stops the start.
+      if (!(error instanceof ConnectError && error.code === Code.AlreadyExists)) throw error;
+    });
+    await access.assignServer({ serverId: server.id, ownerId: DEMO_OWNER_ID });
     const { secret } = await clients.admin.createReferralSecret({ serverId: server.id });
     writeFileSync(files.secret, secret, { mode: 0o600 });
     const { token } = await clients.referral.recordClick({ serverId: server.id, referrerIdentity: DEMO_REFERRER });
@@ -140,7 +164,17 @@ async function isDemoUsable(clients: ReferralServiceClients, prisma: PrismaClien
   return click?.serverId === demo.serverId;
 }
 
-function printBanner(opts: { gatewayUrl: string; opsUrl: string; rpcUrl: string; storage: string; bus: string; demo: { demo: Demo; secretPath: string } | undefined; dashboardTokenLocation: string }) {
+function printBanner(opts: {
+  gatewayUrl: string;
+  opsUrl: string;
+  rpcUrl: string;
+  storage: string;
+  bus: string;
+  demo: { demo: Demo; secretPath: string } | undefined;
+  dashboardTokenLocation: string;
+  /** The admin token's file, or undefined when it comes from ADMIN_SERVICE_TOKEN. */
+  serviceTokenFile: string | undefined;
+}) {
   const lines = [
     "",
     `Referral service is up (${opts.storage}; ${opts.bus}).`,
@@ -151,7 +185,14 @@ function printBanner(opts: { gatewayUrl: string; opsUrl: string; rpcUrl: string;
     `    health:                  ${opts.gatewayUrl}/healthz  ${opts.gatewayUrl}/readyz`,
     `  Ops (health, metrics):     ${opts.opsUrl}/healthz  ${opts.opsUrl}/readyz  ${opts.opsUrl}/metrics`,
     `    dashboard:               ${opts.gatewayUrl}/dashboard  (sign-in token: ${opts.dashboardTokenLocation})`,
-    `  Referral service (Connect, gRPC, gRPC-Web over HTTP/2): ${opts.rpcUrl}`,
+    `  Referral service (internal; Connect, gRPC, gRPC-Web over HTTP/2): ${opts.rpcUrl}`,
+    `    admin service token:     ${opts.serviceTokenFile ?? "the ADMIN_SERVICE_TOKEN environment variable"}  (send it as authorization: Bearer <token>)`,
+    "",
+    "Example: a one-time dashboard login link for the demo owner (open the printed url within 5 minutes):",
+    "",
+    opts.serviceTokenFile ? `  TOKEN=$(cat ${opts.serviceTokenFile})` : "  TOKEN=$ADMIN_SERVICE_TOKEN",
+    `  npx buf curl --schema proto --protocol grpc --http2-prior-knowledge -H "authorization: Bearer $TOKEN" \\`,
+    `    -d '{"owner_id":"${DEMO_OWNER_ID}"}' ${opts.rpcUrl}/access.v1.AccessService/CreateDashboardLoginLink`,
   ];
   if (opts.demo) {
     const { demo, secretPath } = opts.demo;
@@ -218,6 +259,17 @@ async function main() {
   const now = () => new Date();
   const publicBaseUrl = config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`;
 
+  // The internal API's tokens: the admin token (ADMIN_SERVICE_TOKEN, or one kept in <DATA_DIR>/service-token, 0600),
+  // and the in-process gateway's own token, new on every start (the stored hash is replaced).
+  const adminToken =
+    config.adminToken ??
+    loadOrCreateTokenFile(join(config.dataDir, SERVICE_TOKEN_FILE), generateServiceToken, (t) => t.length >= MIN_SERVICE_TOKEN_CHARS && !/\s/.test(t));
+  const serviceTokenFile = config.adminToken ? undefined : displayPath(join(config.dataDir, SERVICE_TOKEN_FILE));
+  const gatewayToken = generateServiceToken();
+  await ensureServiceToken(prisma, now(), { name: "admin", token: adminToken, scopes: ["admin"] });
+  // admin as well: the operator dashboard (DASHBOARD_TOKEN) runs in this gateway.
+  await ensureServiceToken(prisma, now(), { name: "gateway", token: gatewayToken, scopes: ["ingest", "pull", "clicks:record", "dashboard", "admin"] });
+
   const rpc = createReferralServiceServer({
     prisma,
     secretBox,
@@ -231,7 +283,8 @@ async function main() {
   });
   const rpcPort = await rpc.listen(config.rpcPort, config.host);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;
-  const clients = createReferralServiceClients(rpcUrl);
+  const clients = createReferralServiceClients(rpcUrl, gatewayToken);
+  const adminTransport = createServiceTransport(rpcUrl, adminToken);
 
   const relay = createRelay({ prisma, bus, log, registry: metrics.registry, pollIntervalMs: 50 });
   const dispatcher = createDispatcher({
@@ -264,7 +317,12 @@ async function main() {
   const opsPort = await opsServer.listen(config.opsPort, config.host);
   // The owners' dashboard: DASHBOARD_TOKEN, or a token generated once into <DATA_DIR>/dashboard-token (0600).
   const dashboard = loadOrCreateDashboardToken(config.dataDir);
-  const extraRoutes = createDashboardRoutes({ clients: createDashboardClients(rpcUrl), token: dashboard.token, log });
+  const extraRoutes = createDashboardRoutes({
+    transport: createServiceTransport(rpcUrl, gatewayToken),
+    token: dashboard.token,
+    secureCookies: publicBaseUrl.startsWith("https:"),
+    log,
+  });
   const gateway = createGatewayServer({ ...clients, log, metrics, now, ops, extraRoutes, dashboard: true });
   await new Promise<void>((resolveListen, reject) => {
     gateway.once("error", reject);
@@ -276,9 +334,9 @@ async function main() {
   await consumer.start();
   dispatcher.start();
 
-  const demo = await prepareDemo(clients, prisma, config.dataDir, config.databaseUrl);
+  const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
   started = true;
-  printBanner({ gatewayUrl, opsUrl: `http://127.0.0.1:${opsPort}`, rpcUrl, storage, bus: busLabel, demo, dashboardTokenLocation: dashboard.location });
+  printBanner({ gatewayUrl, opsUrl: `http://127.0.0.1:${opsPort}`, rpcUrl, storage, bus: busLabel, demo, dashboardTokenLocation: dashboard.location, serviceTokenFile });
 
   onShutdown(log, async () => {
     draining = true;

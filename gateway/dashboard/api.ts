@@ -1,6 +1,8 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions } from "@connectrpc/connect";
 import type { DashboardClients } from "./clients.js";
+import { SESSION_EXPIRED_KIND } from "../../services/access/auth-interceptor.js";
+import { ERROR_KIND_HEADER } from "../../services/shared/errors.js";
 import {
   DELIVERY_STATUS_FILTER,
   DELIVERY_TRANSPORT_FILTER,
@@ -37,8 +39,14 @@ export class ApiError extends Error {
   }
 }
 
+/** Who is calling: the operator (DASHBOARD_TOKEN, every server) or one owner's session. */
+export type Viewer =
+  | { kind: "operator" }
+  | { kind: "owner"; ownerId: string; displayName: string; csrfToken: string; expiresAt: Date };
+
 /** What a handler sees of the request. */
 export interface ApiRequest {
+  viewer: Viewer;
   params: Record<string, string>;
   query: URLSearchParams;
   /** The JSON body (an object; `{}` when the request had none). */
@@ -57,35 +65,87 @@ export interface ApiReply {
 
 /** What the API handlers need. */
 export interface ApiDeps {
+  /** For an owner, clients bound to the owner's session: the referral service scopes every call to the owner's servers. */
   clients: DashboardClients;
   now: () => Date;
 }
 
 type Method = "GET" | "POST" | "PUT";
 
+/** Checks that an owner's session owns the resource a path parameter names; throws (404) otherwise. */
+type OwnerCheck = (clients: DashboardClients, id: string, call: CallOptions) => Promise<unknown>;
+
+/**
+ * How each path parameter is checked for an owner's session, before the handler
+ * runs. Either an owner check (an owner-scoped RPC that answers 404 for another
+ * owner's resource), or `within`: the parameter only names something inside the
+ * resource of another parameter of the same path (which is checked). A route with
+ * a parameter missing here fails at start (route() throws).
+ */
+const PARAM_OWNER_CHECKS: Readonly<Record<string, OwnerCheck | { within: string }>> = {
+  serverId: (clients, serverId, call) => clients.admin.getServer({ serverId }, call),
+  deliveryId: (clients, deliveryId, call) => clients.delivery.getDelivery({ deliveryId }, call),
+  kid: { within: "serverId" },
+};
+
 interface Route {
   method: Method;
+  path: string;
   pattern: RegExp;
   names: string[];
+  /** Owner checks of the path's parameters, in order. */
+  checks: { name: string; check: OwnerCheck }[];
   handle: (deps: ApiDeps, req: ApiRequest) => Promise<ApiReply>;
 }
 
-/** A path like `/servers/:serverId/secrets` -> a matcher with its parameter names. */
+/** A path like `/servers/:serverId/secrets` -> a matcher with its parameter names and owner checks. */
 function route(method: Method, path: string, handle: Route["handle"]): Route {
   const names: string[] = [];
   const source = path.replace(/:([A-Za-z]+)/g, (_, name: string) => {
     names.push(name);
     return "([^/]+)";
   });
-  return { method, pattern: new RegExp(`^${source}$`), names, handle };
+  const checks: Route["checks"] = [];
+  for (const name of names) {
+    const rule = PARAM_OWNER_CHECKS[name];
+    if (rule === undefined) throw new Error(`dashboard route ${method} ${path}: parameter :${name} has no owner check; add one to PARAM_OWNER_CHECKS`);
+    if (typeof rule === "function") checks.push({ name, check: rule });
+    else if (!names.includes(rule.within)) throw new Error(`dashboard route ${method} ${path}: :${name} must come with :${rule.within}`);
+  }
+  return { method, path, pattern: new RegExp(`^${source}$`), names, checks, handle };
 }
 
 /**
  * The dashboard API, relative to `/dashboard/api`. Every answer is JSON; secret
  * values appear only in the answers of create, rotate and reveal.
+ *
+ * ACCESS RULE (owner sessions see only their own servers), enforced where no route can
+ * bypass it:
+ * 1. A path parameter is checked before the handler runs (PARAM_OWNER_CHECKS):
+ *    `:serverId` and `:deliveryId` must belong to the session's owner, else 404. A new
+ *    parameter name fails at start until it gets a check, so a new route taking a
+ *    server id is scoped by construction: name the parameter `:serverId`.
+ * 2. Handlers get only `deps.clients`, which for an owner carry the session
+ *    (x-dashboard-session) on every call; the referral service then scopes each RPC to
+ *    the owner (services/access/rpc-access.ts): another owner's server is "unknown
+ *    server", lists and rankings hold only the owner's servers, and RPCs not meant for
+ *    owners are refused. A handler cannot call without the session.
+ * test/integration/access-isolation.test.ts runs every route here as owner A against
+ * owner B's resources.
  */
-const ROUTES: readonly Route[] = [
-  route("GET", "/session", async () => ({ body: { ok: true } })),
+export const ROUTES: readonly Route[] = [
+  route("GET", "/session", async (_deps, { viewer }) => {
+    if (viewer.kind === "operator") return { body: { ok: true, role: "operator" } };
+    return {
+      body: {
+        ok: true,
+        role: "owner",
+        owner: { id: viewer.ownerId, display_name: viewer.displayName },
+        csrf_token: viewer.csrfToken,
+        expires_at: viewer.expiresAt.toISOString(),
+      },
+    };
+  }),
 
   // Overview
   route("GET", "/servers", async ({ clients }, { call }) => {
@@ -270,7 +330,7 @@ const ROUTES: readonly Route[] = [
 
 /** The outcome of matching a method and path against the API. */
 export type ApiMatch =
-  | { kind: "route"; handle: (deps: ApiDeps, req: ApiRequest) => Promise<ApiReply>; params: Record<string, string> }
+  | { kind: "route"; route: Route; params: Record<string, string> }
   | { kind: "method_not_allowed"; allow: string }
   | { kind: "not_found" };
 
@@ -286,9 +346,14 @@ export function matchApiRoute(method: string, path: string): ApiMatch {
     }
     const params: Record<string, string> = {};
     r.names.forEach((name, i) => (params[name] = decodeParam(m[i + 1] ?? "")));
-    return { kind: "route", handle: r.handle, params };
+    return { kind: "route", route: r, params };
   }
   return allowed.length > 0 ? { kind: "method_not_allowed", allow: allowed.join(", ") } : { kind: "not_found" };
+}
+
+/** Runs the owner checks of a matched route's parameters (for owner sessions, before the handler). */
+export async function checkOwnerParams(route: Route, clients: DashboardClients, params: Record<string, string>, call: CallOptions): Promise<void> {
+  for (const { name, check } of route.checks) await check(clients, params[name] ?? "", call);
 }
 
 /** An RPC failure -> the API's status and message; `log` when the cause must be logged. */
@@ -300,6 +365,13 @@ export function toApiError(error: unknown): { status: number; message: string; l
         return { status: 400, message: error.rawMessage, log: false };
       case Code.NotFound:
         return { status: 404, message: error.rawMessage, log: false };
+      case Code.PermissionDenied:
+        return { status: 403, message: error.rawMessage, log: false };
+      case Code.Unauthenticated:
+        // The owner's session ended between the gateway's check and the call: 401. Otherwise the gateway's own
+        // service token was refused, a misconfiguration: it falls through to 500, logged.
+        if (error.metadata.get(ERROR_KIND_HEADER) === SESSION_EXPIRED_KIND) return { status: 401, message: error.rawMessage, log: false };
+        break;
       case Code.FailedPrecondition:
       case Code.AlreadyExists:
         return { status: 409, message: error.rawMessage, log: false };

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createEnvReader } from "../../services/shared/config.js";
+import { loadOrCreateTokenFile } from "../../services/shared/token-file.js";
 import { MIN_DASHBOARD_TOKEN_CHARS } from "./auth.js";
 
 /** Name of the file holding the all-in-one mode's generated dashboard token. */
@@ -36,10 +36,6 @@ export function loadOrCreateDashboardToken(dataDir: string, env: Record<string, 
   const fromEnv = readDashboardToken(env);
   if (fromEnv !== undefined) return { token: fromEnv, location: "the DASHBOARD_TOKEN environment variable" };
   const path = join(dataDir, DASHBOARD_TOKEN_FILE);
-  if (!existsSync(path)) writeFileSync(path, `${randomBytes(32).toString("base64url")}\n`, { mode: 0o600, flag: "wx" });
-  const token = readFileSync(path, "utf8").trim();
-  if (token.length < MIN_DASHBOARD_TOKEN_CHARS || /\s/.test(token)) {
-    throw new Error(`${path} does not hold a usable dashboard token; delete it to create a new one`);
-  }
+  const token = loadOrCreateTokenFile(path, () => randomBytes(32).toString("base64url"), (t) => t.length >= MIN_DASHBOARD_TOKEN_CHARS && !/\s/.test(t));
   return { token, location: path };
 }

@@ -2,12 +2,16 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type CallOptions, type Client, type Transport } from "@connectrpc/connect";
+import type { AccessService } from "../../gen/proto/access/v1/access_pb.js";
+import { DASHBOARD_LOGIN_PATH } from "../../services/access/dashboard-sessions.js";
 import type { Logger } from "../../services/shared/log.js";
 import { declaresTooLarge, readRawBody } from "../raw-body.js";
 import { REQUEST_ID_HEADER } from "../request-id.js";
-import { DASHBOARD_RPC_TIMEOUT_MS, TEST_SEND_RPC_TIMEOUT_MS, matchApiRoute, toApiError, type ApiRequest } from "./api.js";
-import { isAuthorized } from "./auth.js";
-import type { DashboardClients } from "./clients.js";
+import { DASHBOARD_RPC_TIMEOUT_MS, TEST_SEND_RPC_TIMEOUT_MS, checkOwnerParams, matchApiRoute, toApiError, type ApiRequest, type Viewer } from "./api.js";
+import { SESSION_COOKIE, checkCsrf, csrfTokenFor, readCookie, sessionCookie, clearedSessionCookie, isAuthorized } from "./auth.js";
+import { createAccessClient, createDashboardClients, createSessionClients, type DashboardClients } from "./clients.js";
 import { SIGNATURE_RULES } from "./signature-rules.js";
 
 /** Where the page lives. */
@@ -17,12 +21,20 @@ export const DASHBOARD_API_PREFIX = "/dashboard/api";
 /** Largest JSON body the dashboard API reads. */
 export const MAX_DASHBOARD_BODY_BYTES = 16_384;
 
+/** Path that signs out an owner's session (POST, CSRF-checked). */
+export const LOGOUT_API_PATH = "/session/logout";
+
 /** What the dashboard needs; built in gateway/main.ts, scripts/start.ts or a test. */
 export interface DashboardDeps {
-  /** Clients of the internal services (structurally the same as the test stack's ServiceClients). */
-  clients: DashboardClients;
-  /** DASHBOARD_TOKEN; empty or undefined disables the dashboard (its paths answer 404). */
+  /**
+   * The referral service, with the gateway's service token (services/shared/service-transport.ts).
+   * It needs the scope `dashboard` for owners' sessions and `admin` for the operator.
+   */
+  transport: Transport;
+  /** DASHBOARD_TOKEN: the operator's bearer token (sees every server); empty or undefined: no operator sign-in. */
   token: string | undefined;
+  /** Mark the session cookie Secure (the public base URL is https). */
+  secureCookies?: boolean;
   log: Logger;
   /** Clock for "this month"; default the wall clock. */
   now?: () => Date;
@@ -82,25 +94,40 @@ const SECURITY_HEADERS = {
  *
  * - `GET /dashboard` (plus its scripts, styles, `signature-rules.json` and the vendored
  *   Chart.js): the single page. Public: they hold no data.
- * - `/dashboard/api/...`: the JSON API the page calls; each call needs
- *   `Authorization: Bearer <DASHBOARD_TOKEN>` (constant-time compare), else 401.
+ * - `GET /dashboard/login?token=dl_...`: an owner's one-time login link (minted by the
+ *   CreateDashboardLoginLink RPC) -> session cookie (HttpOnly, SameSite=Strict, Secure
+ *   with an https public URL, Path=/dashboard) and a redirect to the page.
+ * - `/dashboard/api/...`: the JSON API the page calls. Either the operator's
+ *   `Authorization: Bearer <DASHBOARD_TOKEN>` (constant-time compare; every server), or
+ *   an owner's session cookie (that owner's servers only; state-changing calls also need
+ *   `X-CSRF-Token` and a same-origin Origin/Sec-Fetch-Site), else 401.
  *
- * Without a token every dashboard path is left to the gateway's 404. Request and
- * answer bodies are never logged (they carry secrets on create, rotate and reveal).
+ * Request and answer bodies, cookies and tokens are never logged (bodies carry secrets
+ * on create, rotate and reveal).
  */
 export function createDashboardRoutes(deps: DashboardDeps): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
-  const token = deps.token ?? "";
-  const now = deps.now ?? (() => new Date());
+  const api: ApiContext = {
+    operatorToken: deps.token ?? "",
+    operatorClients: createDashboardClients(deps.transport),
+    transport: deps.transport,
+    access: createAccessClient(deps.transport),
+    secureCookies: deps.secureCookies ?? false,
+    log: deps.log,
+    now: deps.now ?? (() => new Date()),
+  };
   return async (req, res) => {
-    if (token === "") return false;
     const url = req.url ?? "/";
     const queryAt = url.indexOf("?");
     const path = queryAt === -1 ? url : url.slice(0, queryAt);
     if (path !== DASHBOARD_PATH && !path.startsWith(`${DASHBOARD_PATH}/`)) return false;
+    const query = new URLSearchParams(queryAt === -1 ? "" : url.slice(queryAt + 1));
 
+    if (path === DASHBOARD_LOGIN_PATH) {
+      await serveLogin(api, req, res, query);
+      return true;
+    }
     if (path === DASHBOARD_API_PREFIX || path.startsWith(`${DASHBOARD_API_PREFIX}/`)) {
-      const query = new URLSearchParams(queryAt === -1 ? "" : url.slice(queryAt + 1));
-      await serveApi({ clients: deps.clients, log: deps.log, now, token }, req, res, path.slice(DASHBOARD_API_PREFIX.length), query);
+      await serveApi(api, req, res, path.slice(DASHBOARD_API_PREFIX.length), query);
       return true;
     }
     const asset = ASSETS.get(path);
@@ -123,15 +150,127 @@ export function createDashboardRoutes(deps: DashboardDeps): (req: IncomingMessag
   };
 }
 
-async function serveApi(
-  deps: { clients: DashboardClients; log: Logger; now: () => Date; token: string },
-  req: IncomingMessage,
-  res: ServerResponse,
-  apiPath: string,
-  query: URLSearchParams,
-): Promise<void> {
-  if (!isAuthorized(req.headers.authorization, deps.token)) {
-    sendJson(res, 401, { error: "missing or invalid dashboard token" }, { "www-authenticate": 'Bearer realm="dashboard"' });
+interface ApiContext {
+  operatorToken: string;
+  operatorClients: DashboardClients;
+  transport: Transport;
+  access: Client<typeof AccessService>;
+  secureCookies: boolean;
+  log: Logger;
+  now: () => Date;
+}
+
+/** Who is calling, with the clients they may use; or the answer that refuses them. */
+type Caller =
+  | { kind: "ok"; viewer: Viewer; clients: DashboardClients; sessionToken?: string }
+  | { kind: "refused"; status: number; error: string; headers?: Record<string, string> };
+
+/**
+ * The one authentication step of the API: the operator's bearer token, else the owner's
+ * session cookie (checked with the referral service on every request, so a revoked
+ * session stops at once) and, for state-changing methods, the CSRF checks.
+ */
+async function identify(api: ApiContext, req: IncomingMessage, call: CallOptions): Promise<Caller> {
+  const authorization = req.headers.authorization;
+  if (authorization !== undefined) {
+    if (api.operatorToken === "" || !isAuthorized(authorization, api.operatorToken)) {
+      return { kind: "refused", status: 401, error: "missing or invalid dashboard token", headers: { "www-authenticate": 'Bearer realm="dashboard"' } };
+    }
+    return { kind: "ok", viewer: { kind: "operator" }, clients: api.operatorClients };
+  }
+  const sessionToken = readCookie(req.headers.cookie, SESSION_COOKIE);
+  if (sessionToken === undefined || sessionToken === "") {
+    return { kind: "refused", status: 401, error: "missing or invalid dashboard token", headers: { "www-authenticate": 'Bearer realm="dashboard"' } };
+  }
+  let found;
+  try {
+    found = await api.access.getDashboardSession({ sessionToken }, call);
+  } catch (error) {
+    // Failure policy: an unknown, expired or revoked session is 401 with the cookie cleared; other failures go to the error table.
+    if (error instanceof ConnectError && error.code === Code.NotFound) {
+      return { kind: "refused", status: 401, error: error.rawMessage, headers: { "set-cookie": clearedSessionCookie(api.secureCookies) } };
+    }
+    throw error;
+  }
+  const csrfToken = csrfTokenFor(sessionToken);
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    const problem = checkCsrf(req.headers, csrfToken);
+    if (problem !== undefined) return { kind: "refused", status: 403, error: problem };
+  }
+  const viewer: Viewer = {
+    kind: "owner",
+    ownerId: found.owner?.id ?? "",
+    displayName: found.owner?.displayName ?? "",
+    csrfToken,
+    expiresAt: found.session?.expiresAt ? timestampDate(found.session.expiresAt) : api.now(),
+  };
+  return { kind: "ok", viewer, clients: createSessionClients(api.transport, sessionToken), sessionToken };
+}
+
+/** `GET /dashboard/login?token=...`: redeems a one-time login link, sets the session cookie, redirects to the page. */
+async function serveLogin(api: ApiContext, req: IncomingMessage, res: ServerResponse, query: URLSearchParams): Promise<void> {
+  if (req.method !== "GET") {
+    // Only GET redeems: a HEAD from a link checker must not use up the link.
+    sendJson(res, 405, { error: "method not allowed" }, { allow: "GET" });
+    return;
+  }
+  const loginToken = query.get("token") ?? "";
+  if (loginToken === "") {
+    sendLoginPage(res, 400, "This login link is incomplete: it carries no token.");
+    return;
+  }
+  const requestId = String(res.getHeader(REQUEST_ID_HEADER) ?? "");
+  try {
+    const redeemed = await api.access.redeemDashboardLoginLink(
+      { loginToken },
+      { timeoutMs: DASHBOARD_RPC_TIMEOUT_MS, headers: requestId === "" ? undefined : { [REQUEST_ID_HEADER]: requestId } },
+    );
+    const expiresAt = redeemed.session?.expiresAt ? timestampDate(redeemed.session.expiresAt).getTime() : api.now().getTime();
+    const maxAgeSeconds = Math.max(0, Math.floor((expiresAt - api.now().getTime()) / 1000));
+    res.writeHead(303, {
+      location: DASHBOARD_PATH,
+      "set-cookie": sessionCookie(redeemed.sessionToken, maxAgeSeconds, api.secureCookies),
+      "cache-control": "no-store",
+      ...SECURITY_HEADERS,
+    });
+    res.end();
+  } catch (error) {
+    // Failure policy: a used, expired or unknown link gets the service's message; other causes are logged, never shown.
+    if (error instanceof ConnectError && error.code === Code.NotFound) {
+      sendLoginPage(res, 404, error.rawMessage);
+      return;
+    }
+    const mapped = toApiError(error);
+    if (mapped.log) api.log.error({ requestId, route: DASHBOARD_LOGIN_PATH, err: error }, "dashboard login failed");
+    sendLoginPage(res, mapped.status, mapped.message);
+  }
+}
+
+async function serveApi(api: ApiContext, req: IncomingMessage, res: ServerResponse, apiPath: string, query: URLSearchParams): Promise<void> {
+  const requestId = String(res.getHeader(REQUEST_ID_HEADER) ?? "");
+  const headers = requestId === "" ? undefined : { [REQUEST_ID_HEADER]: requestId };
+  const call: CallOptions = { timeoutMs: DASHBOARD_RPC_TIMEOUT_MS, headers };
+  let caller: Caller;
+  try {
+    caller = await identify(api, req, call);
+  } catch (error) {
+    // Failure policy: the session could not be checked (service down, ...): answer the mapped status, never let the call through.
+    const mapped = toApiError(error);
+    if (mapped.log) api.log.error({ requestId, route: `${DASHBOARD_API_PREFIX}${apiPath}`, err: error }, "dashboard session check failed");
+    sendJson(res, mapped.status, { error: mapped.message });
+    return;
+  }
+  if (caller.kind === "refused") {
+    sendJson(res, caller.status, { error: caller.error }, caller.headers);
+    return;
+  }
+  if (apiPath === LOGOUT_API_PATH && caller.sessionToken !== undefined) {
+    if (req.method !== "POST") {
+      sendJson(res, 405, { error: "method not allowed" }, { allow: "POST" });
+      return;
+    }
+    await api.access.endDashboardSession({ sessionToken: caller.sessionToken }, call);
+    sendJson(res, 200, { ok: true }, { "set-cookie": clearedSessionCookie(api.secureCookies) });
     return;
   }
   const match = matchApiRoute(req.method ?? "GET", apiPath === "" ? "/" : apiPath);
@@ -153,24 +292,38 @@ async function serveApi(
     sendJson(res, body.status, { error: body.error }, body.status === 413 ? { connection: "close" } : undefined);
     return;
   }
-  const requestId = String(res.getHeader(REQUEST_ID_HEADER) ?? "");
-  const headers = requestId === "" ? undefined : { [REQUEST_ID_HEADER]: requestId };
   const request: ApiRequest = {
+    viewer: caller.viewer,
     params: match.params,
     query,
     body: body.value,
-    call: { timeoutMs: DASHBOARD_RPC_TIMEOUT_MS, headers },
+    call,
     slowCall: { timeoutMs: TEST_SEND_RPC_TIMEOUT_MS, headers },
   };
   try {
-    const reply = await match.handle({ clients: deps.clients, now: deps.now }, request);
+    // The access rule (see ROUTES in api.ts): an owner's path parameters are checked before any handler runs.
+    if (caller.viewer.kind === "owner") await checkOwnerParams(match.route, caller.clients, match.params, call);
+    const reply = await match.route.handle({ clients: caller.clients, now: api.now }, request);
     sendJson(res, reply.status ?? 200, reply.body);
   } catch (error) {
     // Failure policy: answer the mapped status with a message safe to show; unexpected causes are logged, never sent.
     const mapped = toApiError(error);
-    if (mapped.log) deps.log.error({ requestId, route: `${DASHBOARD_API_PREFIX}${apiPath}`, err: error }, "dashboard API call failed");
+    if (mapped.log) api.log.error({ requestId, route: `${DASHBOARD_API_PREFIX}${apiPath}`, err: error }, "dashboard API call failed");
     sendJson(res, mapped.status, { error: mapped.message });
   }
+}
+
+/** A minimal page for the login link's failures (the owner opened it in a browser). */
+function sendLoginPage(res: ServerResponse, status: number, message: string): void {
+  const escaped = message.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Dashboard login</title></head><body><h1>Dashboard login</h1><p id="login-link-error">${escaped}</p></body></html>`;
+  res.writeHead(status, {
+    "content-type": "text/html; charset=utf-8",
+    "content-length": Buffer.byteLength(html),
+    "cache-control": "no-store",
+    ...SECURITY_HEADERS,
+  });
+  res.end(html);
 }
 
 type JsonBody = { kind: "ok"; value: Record<string, unknown> } | { kind: "invalid"; status: number; error: string } | { kind: "aborted" };

@@ -111,6 +111,26 @@ export type Delivery = Prisma.DeliveryModel
  */
 export type DeliveryAttempt = Prisma.DeliveryAttemptModel
 /**
+ * Model ServiceToken
+ * A bearer token of the internal API. Only its SHA-256 is stored; the value is shown once.
+ */
+export type ServiceToken = Prisma.ServiceTokenModel
+/**
+ * Model Owner
+ * A server owner: the server list's own account id.
+ */
+export type Owner = Prisma.OwnerModel
+/**
+ * Model DashboardLoginLink
+ * A one-time dashboard login link for one owner. Only the token's SHA-256 is stored.
+ */
+export type DashboardLoginLink = Prisma.DashboardLoginLinkModel
+/**
+ * Model DashboardSession
+ * An owner's dashboard session (the cookie). Only the token's SHA-256 is stored.
+ */
+export type DashboardSession = Prisma.DashboardSessionModel
+/**
  * Model SecretsKeyCheck
  * One row: a known value sealed with SECRETS_KEY by the first process that started on this
  * database. Every process that holds the key opens it at start and refuses to run (exit 2)

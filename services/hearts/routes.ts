@@ -12,6 +12,7 @@ import {
   type GetRankingRequest,
   type GetRankingResponse,
 } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { OWNER_SCOPE } from "../access/auth-interceptor.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
@@ -38,7 +39,7 @@ export function heartRoutes(deps: HeartRouteDeps): (router: ConnectRouter) => vo
   return (router) => {
     router.service(HeartService, {
       castHeart: (req) => castHeart(deps, rules, req),
-      getRanking: (req) => getRanking(deps, req),
+      getRanking: (req, ctx) => getRanking(deps, req, ctx.values.get(OWNER_SCOPE)),
       listHearts: (req) => listHearts(deps, req),
       getHeartStats: (req) => getHeartStats(deps, req),
     });
@@ -122,12 +123,13 @@ async function castHeart(deps: CoreDeps, rules: FraudRules, req: CastHeartReques
 }
 
 /** Lists servers by counted hearts in a UTC month (default: the current one). */
-async function getRanking(deps: CoreDeps, req: GetRankingRequest): Promise<GetRankingResponse> {
+/** The servers ranked by counted hearts; for an owner's dashboard session (OWNER_SCOPE) only that owner's servers, with their overall rank. */
+async function getRanking(deps: CoreDeps, req: GetRankingRequest, ownerId: string | undefined): Promise<GetRankingResponse> {
   const period = req.period.trim() === "" ? periodOf(deps.now()) : req.period.trim();
   if (!isPeriod(period)) throw new DomainError("invalid_argument", "period must be YYYY-MM");
   if (req.limit < 0) throw new DomainError("invalid_argument", "limit must not be negative");
   const limit = Math.min(req.limit === 0 ? DEFAULT_RANKING_LIMIT : req.limit, MAX_RANKING_LIMIT);
-  const rows = await readRanking(deps.prisma, period, limit);
+  const rows = await readRanking(deps.prisma, period, limit, ownerId);
   return create(GetRankingResponseSchema, {
     period,
     entries: rows.map((row) => create(RankingEntrySchema, { serverId: row.serverId, hearts: BigInt(row.hearts), rank: row.rank })),

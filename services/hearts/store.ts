@@ -154,12 +154,18 @@ export interface RankingRow {
   rank: number;
 }
 
-/** Servers by counted hearts in `period`, most first; ties share a rank (1, 2, 2, 4). */
-export async function readRanking(prisma: PrismaClient, period: string, limit: number): Promise<RankingRow[]> {
+/**
+ * Servers by counted hearts in `period`, most first; ties share a rank (1, 2, 2, 4).
+ * With `ownerId`, only that owner's servers, each keeping its overall rank.
+ */
+export async function readRanking(prisma: PrismaClient, period: string, limit: number, ownerId?: string): Promise<RankingRow[]> {
   const rows = await prisma.$queryRaw<{ server_id: string; hearts: number; rank: bigint }[]>`
-    SELECT server_id::text AS server_id, hearts, rank() OVER (ORDER BY hearts DESC) AS rank
-    FROM server_rankings WHERE period = ${period} AND hearts > 0
-    ORDER BY hearts DESC, server_id ASC
+    SELECT r.server_id::text AS server_id, r.hearts, r.rank FROM (
+      SELECT server_id, hearts, rank() OVER (ORDER BY hearts DESC) AS rank
+      FROM server_rankings WHERE period = ${period} AND hearts > 0
+    ) r
+    WHERE ${ownerId ?? null}::text IS NULL OR r.server_id IN (SELECT id FROM servers WHERE owner_id = ${ownerId ?? null}::text)
+    ORDER BY r.hearts DESC, r.server_id ASC
     LIMIT ${limit}`;
   return rows.map((r) => ({ serverId: r.server_id, hearts: Number(r.hearts), rank: Number(r.rank) }));
 }

@@ -3,6 +3,7 @@ import { readDatabaseUrl, readPort, readSecretBox } from "../shared/process-conf
 import type { SecretBox } from "../shared/secrets.js";
 import { readFraudRules } from "../hearts/read-fraud-rules.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
+import { readAccessSettings, type AccessSettings } from "../access/bootstrap.js";
 
 /** Settings of the referral service process, validated at start. */
 export interface ReferralServiceConfig {
@@ -12,10 +13,14 @@ export interface ReferralServiceConfig {
   port: number;
   opsPort: number;
   publicBaseUrl: string;
+  /** Base of owners' dashboard login links (LOGIN_LINK_BASE_URL; default PUBLIC_BASE_URL). */
+  loginLinkBaseUrl: string;
   allowInsecureCallbacks: boolean;
   callbackTimeoutMs: number;
   dbPoolSize: number;
   fraudRules: FraudRules;
+  /** Service tokens from settings and the development-only ALLOW_UNAUTHENTICATED_RPC. */
+  access: AccessSettings;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -28,10 +33,12 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     port: readPort(r, "PORT", 8081),
     opsPort: readPort(r, "OPS_PORT", 9081),
     publicBaseUrl: r.string("PUBLIC_BASE_URL", "http://127.0.0.1:8080"),
+    loginLinkBaseUrl: r.string("LOGIN_LINK_BASE_URL", r.string("PUBLIC_BASE_URL", "http://127.0.0.1:8080")),
     allowInsecureCallbacks: r.bool("ALLOW_INSECURE_CALLBACKS", false),
     callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", 10_000, { min: 100, max: 60_000 }),
     dbPoolSize: r.int("DB_POOL_SIZE", 20, { min: 1, max: 200 }),
     fraudRules: readFraudRules(r),
+    access: readAccessSettings(r),
   };
   return r.finish(config as ReferralServiceConfig);
 }

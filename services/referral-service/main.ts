@@ -9,6 +9,7 @@ import { createStartup, databaseDependency } from "../shared/startup.js";
 import { verifySecretsKey } from "../shared/secrets-key-check.js";
 import { loadReferralServiceConfig } from "./config.js";
 import { createReferralServiceServer } from "./server.js";
+import { bootstrapServiceTokens } from "../access/bootstrap.js";
 
 const log = createLogger("referral-service");
 
@@ -26,7 +27,9 @@ runMain(log, async () => {
     allowInsecureCallbacks: config.allowInsecureCallbacks,
     callbackTimeoutMs: config.callbackTimeoutMs,
     publicBaseUrl: config.publicBaseUrl,
+    loginLinkBaseUrl: config.loginLinkBaseUrl,
     fraudRules: config.fraudRules,
+    auth: { allowUnauthenticated: config.access.allowUnauthenticated },
   });
   const startup = createStartup(log);
   const ops = createOpsServer({ checks: [startup.check, ...readinessChecks({ prisma })], metrics, isDraining: () => draining });
@@ -42,6 +45,8 @@ runMain(log, async () => {
   const opsPort = await ops.listen(config.opsPort, config.host);
   if (!(await startup.waitFor(databaseDependency(prisma, config.databaseUrl)))) return;
   await verifySecretsKey(prisma, config.secretBox);
+  // Before listening: upsert the configured tokens; refuse to start (exit 2) when no token could call the service.
+  await bootstrapServiceTokens(prisma, config.access, log, new Date());
   const port = await rpc.listen(config.port, config.host);
   listening = true;
   startup.ready();

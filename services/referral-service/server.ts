@@ -13,12 +13,21 @@ import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
 import { operatorRoutes } from "../operator/routes.js";
 import { deliveryStatsRoutes } from "../delivery/delivery-stats.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
+import { accessRoutes, type AccessRouteDeps } from "../access/routes.js";
+import { createAuthInterceptor } from "../access/auth-interceptor.js";
+import { createTokenVerifier, type TokenVerifier } from "../access/service-tokens.js";
 
 /** Everything the referral service's RPCs need. */
-export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps {
+export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<AccessRouteDeps, "loginLinkBaseUrl"> {
   metrics: Metrics;
   /** Fraud scoring rules for hearts; the documented defaults when omitted. */
   fraudRules?: FraudRules;
+  /**
+   * How callers are authenticated. Default: service tokens stored in the database
+   * (createTokenVerifier). `allowUnauthenticated` is the development-only
+   * ALLOW_UNAUTHENTICATED_RPC: a call without `authorization` acts as admin.
+   */
+  auth?: { verifyToken?: TokenVerifier; allowUnauthenticated?: boolean };
 }
 
 /** The Connect routes of every internal service this process hosts. */
@@ -30,12 +39,14 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     deliveryRoutes(deps)(router);
     operatorRoutes(deps)(router);
     deliveryStatsRoutes(deps)(router);
+    accessRoutes(deps)(router);
   };
 }
 
 /**
  * Builds the referral service's HTTP/2 (cleartext) server, unstarted. One port
- * serves the Connect, gRPC and gRPC-Web protocols.
+ * serves the Connect, gRPC and gRPC-Web protocols; every RPC needs a service token
+ * (services/access/auth-interceptor.ts, rules in services/access/rpc-access.ts).
  */
 export function createReferralServiceServer(deps: ReferralServiceDeps): {
   server: http2.Http2Server;
@@ -44,7 +55,16 @@ export function createReferralServiceServer(deps: ReferralServiceDeps): {
 } {
   const handler = connectNodeAdapter({
     routes: createRoutes(deps),
-    interceptors: [createServerInterceptor(deps.log, deps.metrics)],
+    // Outermost first: logging/metrics/error mapping wraps the access check, which wraps every handler.
+    interceptors: [
+      createServerInterceptor(deps.log, deps.metrics),
+      createAuthInterceptor({
+        prisma: deps.prisma,
+        now: deps.now,
+        verifyToken: deps.auth?.verifyToken ?? createTokenVerifier(deps.prisma),
+        allowUnauthenticated: deps.auth?.allowUnauthenticated ?? false,
+      }),
+    ],
     // Connect, gRPC and gRPC-Web are all enabled by default on the same port.
     // Refuse an oversized request message at the edge (ResourceExhausted), before it is decoded.
     readMaxBytes: MAX_RPC_MESSAGE_BYTES,

@@ -8,6 +8,7 @@ import {
   type SecretInfoSchema,
   type ServerSchema,
 } from "../../gen/proto/servers/v1/servers_pb.js";
+import { OWNER_SCOPE } from "../access/auth-interceptor.js";
 import { validateCallbackUrl } from "../shared/callback-url.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
@@ -70,8 +71,10 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
   const allowInsecure = deps.allowInsecureCallbacks ?? false;
   return (router) => {
     router.service(ServerAdminService, {
-      async createServer(req) {
-        const server = await createServer(deps, { name: toServerName(req.name), registrationUrl: toRegistrationUrl(req.registrationUrl) });
+      async createServer(req, ctx) {
+        // An owner's dashboard session creates the server as its own (OWNER_SCOPE; RPC_ACCESS policy "own").
+        const ownerId = ctx.values.get(OWNER_SCOPE) ?? null;
+        const server = await createServer(deps, { name: toServerName(req.name), registrationUrl: toRegistrationUrl(req.registrationUrl), ownerId });
         return { server: toServerProto(server) };
       },
 
@@ -79,8 +82,9 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
         return { server: toServerProto(await getServer(deps, req.serverId.trim())) };
       },
 
-      async listServers() {
-        return { servers: (await listServers(deps)).map(toServerProto) };
+      async listServers(_req, ctx) {
+        // An owner's dashboard session sees only its own servers (OWNER_SCOPE; RPC_ACCESS policy "own").
+        return { servers: (await listServers(deps, ctx.values.get(OWNER_SCOPE))).map(toServerProto) };
       },
 
       async setReferralsEnabled(req) {
@@ -180,7 +184,7 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
 }
 
 /** Maps a stored server to its proto. */
-function toServerProto(server: ServerRecord): MessageInitShape<typeof ServerSchema> {
+export function toServerProto(server: ServerRecord): MessageInitShape<typeof ServerSchema> {
   return {
     id: server.id,
     name: server.name,
@@ -196,6 +200,7 @@ function toServerProto(server: ServerRecord): MessageInitShape<typeof ServerSche
     votifierServiceName: server.votifierServiceName ?? "",
     votifierTokenSet: server.votifierToken !== null,
     pullEnabled: server.pullEnabled,
+    ownerId: server.ownerId ?? "",
   };
 }
 

@@ -8,8 +8,8 @@ import { insertSecret, lockServer } from "./secret-store.js";
 export type { Server as ServerRecord };
 
 /** CreateServer: a named server with referrals off until the owner enables them. */
-export async function createServer(deps: CoreDeps, input: { name: string; registrationUrl: string | null }): Promise<Server> {
-  return deps.prisma.server.create({ data: { name: input.name, registrationUrl: input.registrationUrl, createdAt: deps.now() } });
+export async function createServer(deps: CoreDeps, input: { name: string; registrationUrl: string | null; ownerId?: string | null }): Promise<Server> {
+  return deps.prisma.server.create({ data: { name: input.name, registrationUrl: input.registrationUrl, ownerId: input.ownerId ?? null, createdAt: deps.now() } });
 }
 
 /** GetServer (404 `unknown server`). */
@@ -31,9 +31,9 @@ export async function requireServerId(deps: Pick<CoreDeps, "prisma">, rawServerI
   return serverId;
 }
 
-/** ListServers, oldest first. */
-export async function listServers(deps: CoreDeps): Promise<Server[]> {
-  return deps.prisma.server.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+/** ListServers, oldest first; only `ownerId`'s servers when given. */
+export async function listServers(deps: CoreDeps, ownerId?: string): Promise<Server[]> {
+  return deps.prisma.server.findMany({ where: ownerId === undefined ? {} : { ownerId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
 }
 
 /** Updates some fields of an existing server (404 `unknown server`). */

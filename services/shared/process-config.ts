@@ -46,3 +46,21 @@ export function readSecretBox(env: EnvReader): SecretBox | undefined {
 export function readPort(env: EnvReader, name: string, fallback: number): number {
   return env.int(name, fallback, { min: 0, max: 65535 });
 }
+
+/** Shortest service token accepted from a setting (ADMIN_SERVICE_TOKEN, GATEWAY_SERVICE_TOKEN, REFERRAL_SERVICE_TOKEN). */
+export const MIN_SERVICE_TOKEN_CHARS = 32;
+
+/**
+ * Reads a service token setting: at least MIN_SERVICE_TOKEN_CHARS, no whitespace.
+ * Problems name the setting, never the value. Undefined when unset and not required.
+ */
+export function readServiceToken(env: EnvReader, name: string, opts: { required: boolean; hint?: string }): string | undefined {
+  const token = env.optionalString(name);
+  if (token === undefined) {
+    if (opts.required) env.problem(`${name} is required${opts.hint ? `: ${opts.hint}` : ""}`);
+    return undefined;
+  }
+  if (token.length < MIN_SERVICE_TOKEN_CHARS) env.problem(`${name} must be at least ${MIN_SERVICE_TOKEN_CHARS} characters`);
+  if (/\s/.test(token)) env.problem(`${name} must not contain whitespace`);
+  return token;
+}

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 
 /** Bytes of the AES-256-GCM key that encrypts secrets at rest. */
 export const SECRETS_KEY_BYTES = 32;
@@ -67,4 +67,24 @@ export function generatePullSecret(): string {
 /** A short random key id, for example `k_3f9a1c2b`. */
 export function generateKid(): string {
   return `k_${randomBytes(4).toString("hex")}`;
+}
+
+/** A bearer token of the internal API (`rst_` + 256 bits); stored only as its SHA-256. */
+export function generateServiceToken(): string {
+  return `rst_${randomBytes(32).toString("base64url")}`;
+}
+
+/** A one-time dashboard login token (`dl_` + 256 bits); stored only as its SHA-256. */
+export function generateLoginToken(): string {
+  return `dl_${randomBytes(32).toString("base64url")}`;
+}
+
+/** A dashboard session token, the cookie's value (`ds_` + 256 bits); stored only as its SHA-256. */
+export function generateSessionToken(): string {
+  return `ds_${randomBytes(32).toString("base64url")}`;
+}
+
+/** Lower-case hex SHA-256 of a token: the only form in which tokens are stored and looked up. */
+export function hashToken(token: string): string {
+  return createHash("sha256").update(token, "utf8").digest("hex");
 }

@@ -51,10 +51,10 @@ const macro = test.macro({
   title: (provided = "") => provided,
 });
 
-test("gateway with an invalid PORT and a non-http REFERRAL_SERVICE_URL exits 2 and lists both problems", macro, () => ({
+test("gateway with an invalid PORT, a non-http REFERRAL_SERVICE_URL and no REFERRAL_SERVICE_TOKEN exits 2 and lists all three problems", macro, () => ({
   file: "gateway/main.ts",
   env: { PORT: "eighty", REFERRAL_SERVICE_URL: "ftp://127.0.0.1:8081" },
-  problems: [/^PORT must be an integer/, /^REFERRAL_SERVICE_URL must be an http\(s\) URL/],
+  problems: [/^PORT must be an integer/, /^REFERRAL_SERVICE_URL must be an http\(s\) URL/, /^REFERRAL_SERVICE_TOKEN is required/],
   secrets: [],
 }));
 
@@ -64,6 +64,23 @@ test("referral service with an empty env exits 2 and lists both DATABASE_URL and
   problems: [/^DATABASE_URL is required/, /^SECRETS_KEY .*is required/],
   secrets: [],
 }));
+
+test("referral service with a too-short ADMIN_SERVICE_TOKEN, a GATEWAY_SERVICE_TOKEN with whitespace and an unknown gateway scope exits 2, lists them, and echoes no token", macro, () => {
+  const shortToken = `short-${randomBytes(6).toString("hex")}`;
+  const spacedToken = `spaced ${randomBytes(24).toString("hex")}`;
+  return {
+    file: "services/referral-service/main.ts",
+    env: { ADMIN_SERVICE_TOKEN: shortToken, GATEWAY_SERVICE_TOKEN: spacedToken, GATEWAY_SERVICE_TOKEN_SCOPES: "ingest,root" },
+    problems: [
+      /^DATABASE_URL is required/,
+      /^SECRETS_KEY .*is required/,
+      /^ADMIN_SERVICE_TOKEN must be at least 32 characters$/,
+      /^GATEWAY_SERVICE_TOKEN must not contain whitespace$/,
+      /^GATEWAY_SERVICE_TOKEN_SCOPES: unknown scope "root"$/,
+    ],
+    secrets: [shortToken, spacedToken],
+  };
+});
 
 test("referral service with five bad settings exits 2, lists all five, and echoes neither the database password nor the secrets key", macro, () => {
   const password = dbPassword();

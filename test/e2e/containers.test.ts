@@ -12,6 +12,7 @@
  */
 import test, { type ExecutionContext } from "ava";
 import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -63,10 +64,13 @@ test.before(async () => {
 });
 test.after.always(() => rmSync(composeDir, { recursive: true, force: true }));
 
-/** Loads docker-compose.yml with compose-go in the given environment (on top of PATH and HOME only). */
-async function loadCompose(env: Record<string, string>): Promise<ComposeProject> {
+/** The two service tokens compose requires (ADMIN_SERVICE_TOKEN, GATEWAY_SERVICE_TOKEN), fresh per load unless `env` gives them. */
+const serviceTokens = () => ({ ADMIN_SERVICE_TOKEN: randomBytes(32).toString("base64"), GATEWAY_SERVICE_TOKEN: randomBytes(32).toString("base64") });
+
+/** Loads docker-compose.yml with compose-go in the given environment (on top of PATH, HOME and the service tokens only). */
+async function loadCompose(env: Record<string, string>, opts: { tokens?: boolean } = {}): Promise<ComposeProject> {
   const { stdout } = await run(composeConfig, [join(REPO_ROOT, "docker-compose.yml")], {
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...(opts.tokens === false ? {} : serviceTokens()), ...env },
     maxBuffer: 16 * 1024 * 1024,
   });
   return JSON.parse(stdout) as ComposeProject;
@@ -104,6 +108,15 @@ test("docker-compose.yml loads with compose-go (the Compose specification's sche
 test("without SECRETS_KEY the compose file refuses to load and says how to make one", async (t) => {
   const error = await t.throwsAsync(loadCompose({}));
   t.regex(String((error as { stderr?: string }).stderr), /SECRETS_KEY.*openssl rand -base64 32/);
+});
+
+test("without ADMIN_SERVICE_TOKEN or GATEWAY_SERVICE_TOKEN the compose file refuses to load and says how to make one", async (t) => {
+  for (const missing of ["ADMIN_SERVICE_TOKEN", "GATEWAY_SERVICE_TOKEN"]) {
+    const tokens: Record<string, string> = serviceTokens();
+    delete tokens[missing];
+    const error = await t.throwsAsync(loadCompose({ SECRETS_KEY: newSecretsKey(), ...tokens }, { tokens: false }));
+    t.regex(String((error as { stderr?: string }).stderr), new RegExp(`${missing}.*openssl rand -base64 32`), missing);
+  }
 });
 
 test("only the gateway publishes a port (8080 by default, GATEWAY_PUBLISH to change it); PostgreSQL, Kafka, the RPC port and the ops ports stay internal", async (t) => {

@@ -18,6 +18,7 @@ import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
 import { createReferralServiceClients } from "../../gateway/clients.js";
 import { createDashboardRoutes } from "../../gateway/dashboard/routes.js";
 import { createGatewayServer } from "../../gateway/server.js";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
 import { createDeliveryConsumer, type DeliveryConsumer } from "../../services/delivery/consumer.js";
 import { createDispatcher, type Dispatcher } from "../../services/delivery/dispatcher.js";
@@ -112,12 +113,13 @@ test.before(async (t) => {
   relay.start();
   await consumer.start();
   dispatcher.start();
+  const { token: gatewayToken } = await stack.clients.access.createServiceToken({ name: "gateway", scopes: ["ingest", "pull", "clicks:record", "dashboard", "admin"] });
   const gateway = createGatewayServer({
-    ...createReferralServiceClients(stack.rpcUrl),
+    ...createReferralServiceClients(stack.rpcUrl, gatewayToken),
     log: quiet,
     metrics: createMetrics("gateway"),
     now: stack.clock.now,
-    extraRoutes: createDashboardRoutes({ clients: stack.clients, token: TOKEN, log: quiet }),
+    extraRoutes: createDashboardRoutes({ transport: createServiceTransport(stack.rpcUrl, gatewayToken), token: TOKEN, log: quiet }),
   });
   const gatewayUrl = await listen(gateway);
   const browser = await launchChromium({ viewport: { width: 1280, height: 900 } });

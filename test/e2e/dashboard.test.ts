@@ -31,6 +31,7 @@ import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
 import { startStack, type TestStack } from "../helpers/stack.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 const BROWSER_UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0";
@@ -62,6 +63,8 @@ const flow = {
   /** Every secret value the page showed, to look for in the log. */
   secretsSeen: [] as string[],
   heartIp: 10,
+  /** The owner's login link and session cookie value, to look for in the log. */
+  ownerCredentials: [] as string[],
 };
 
 const test = anyTest as TestFn<Context>;
@@ -123,20 +126,22 @@ test.before(async (t) => {
   await consumer.start();
   dispatcher.start();
 
+  // The gateway's own service token, as in production: the ingest path, owners' sessions, and admin for the operator dashboard.
+  const { token: gatewayToken } = await stack.clients.access.createServiceToken({ name: "gateway", scopes: ["ingest", "pull", "clicks:record", "dashboard", "admin"] });
   const gateway = createGatewayServer({
-    ...createReferralServiceClients(stack.rpcUrl),
+    ...createReferralServiceClients(stack.rpcUrl, gatewayToken),
     log: gatewayLog,
     metrics: createMetrics("gateway"),
     now: stack.clock.now,
-    extraRoutes: createDashboardRoutes({ clients: stack.clients, token: TOKEN, log: gatewayLog }),
+    extraRoutes: createDashboardRoutes({ transport: createServiceTransport(stack.rpcUrl, gatewayToken), token: TOKEN, log: gatewayLog }),
   });
   gatewayUrl = await listen(gateway);
   const disabledGateway = createGatewayServer({
-    ...createReferralServiceClients(stack.rpcUrl),
+    ...createReferralServiceClients(stack.rpcUrl, gatewayToken),
     log: quiet,
     metrics: createMetrics("gateway"),
     now: stack.clock.now,
-    extraRoutes: createDashboardRoutes({ clients: stack.clients, token: undefined, log: quiet }),
+    extraRoutes: createDashboardRoutes({ transport: createServiceTransport(stack.rpcUrl, gatewayToken), token: undefined, log: quiet }),
   });
   const disabledGatewayUrl = await listen(disabledGateway);
 
@@ -235,12 +240,14 @@ async function flashAfter(page: Page, action: () => Promise<unknown>): Promise<s
 
 // ---- the JSON API without a browser ------------------------------------------------------
 
-test.serial("without DASHBOARD_TOKEN the dashboard is disabled: the page and the API answer 404", async (t) => {
+test.serial("without DASHBOARD_TOKEN there is no operator sign-in: every bearer token is refused (401); the page still serves owners' login links", async (t) => {
   const page = await fetch(`${t.context.disabledGatewayUrl}/dashboard`);
-  t.is(page.status, 404);
-  const api = await callApi(t.context.disabledGatewayUrl, "/servers", { token: TOKEN });
-  t.is(api.status, 404);
-  t.deepEqual(JSON.parse(api.text), { error: "not found" });
+  t.is(page.status, 200);
+  for (const token of [TOKEN, "", "anything-of-some-length-here"]) {
+    const api = await callApi(t.context.disabledGatewayUrl, "/servers", { token });
+    t.is(api.status, 401);
+    t.deepEqual(JSON.parse(api.text), { error: "missing or invalid dashboard token" });
+  }
 });
 
 test.serial("dashboard API: a missing or wrong bearer token -> 401 JSON; the right token -> 200", async (t) => {
@@ -255,7 +262,7 @@ test.serial("dashboard API: a missing or wrong bearer token -> 401 JSON; the rig
   t.is(basic.status, 401, "only the Bearer scheme is accepted");
   const ok = await callApi(base, "/session", { token: TOKEN });
   t.is(ok.status, 200);
-  t.deepEqual(JSON.parse(ok.text), { ok: true });
+  t.deepEqual(JSON.parse(ok.text), { ok: true, role: "operator" });
 });
 
 test.serial("dashboard page: served without a token, same-origin only (CSP), no external resources", async (t) => {
@@ -668,4 +675,77 @@ test.serial("browser: signing out forgets the token; an API 401 mid-session retu
   await page.reload();
   await page.waitForSelector("#login-error:not([hidden])");
   t.regex((await page.textContent("#login-error")) ?? "", /rejected \(missing or invalid dashboard token\)/);
+});
+
+// ---- an owner through a login link ---------------------------------------------------------
+
+test.serial("browser (owner): a login link minted over RPC opens the dashboard as that owner (HttpOnly, SameSite=Strict cookie) showing only that owner's servers", async (t) => {
+  const c = t.context;
+  const { page } = c;
+  const { access, admin } = c.stack.clients;
+  const servers: Record<string, string> = {};
+  for (const owner of ["browser-owner-a", "browser-owner-b"]) {
+    await access.createOwner({ ownerId: owner, displayName: owner === "browser-owner-a" ? "Alice's Network" : "Bob's Network" });
+    const { server } = await admin.createServer({ name: `${owner} server`, registrationUrl: "https://play.example.com/register" });
+    await access.assignServer({ serverId: server!.id, ownerId: owner });
+    servers[owner] = server!.id;
+  }
+  // As the list's backend does: mint the link, hand it to the owner, who opens it.
+  const { url } = await access.createDashboardLoginLink({ ownerId: "browser-owner-a" });
+  t.true(url.startsWith(`${c.gatewayUrl}/dashboard/login?token=dl_`), url);
+  await page.evaluate("sessionStorage.clear()");
+  await page.goto(url);
+  await page.waitForSelector("#app:not([hidden])");
+  t.is(new URL(page.url()).pathname, "/dashboard", "redirected to the page; the token left the address bar");
+  t.is(await page.textContent("#session-owner"), "Signed in as Alice's Network");
+  t.is(await storedToken(page), null, "no bearer token: the session is the cookie");
+
+  const cookie = (await c.browser.context.cookies(c.gatewayUrl + "/dashboard")).find((k) => k.name === "dashboard_session");
+  t.truthy(cookie);
+  flow.ownerCredentials.push(new URL(url).searchParams.get("token")!, cookie!.value);
+  t.like(cookie, { httpOnly: true, sameSite: "Strict", path: "/dashboard", secure: false });
+  t.false(String(await page.evaluate("document.cookie")).includes("dashboard_session"), "scripts cannot read the session");
+
+  // Only Alice's server: not Bob's, not the operator flow's (unowned) server.
+  const options = await page.locator("#server-picker option").evaluateAll((els) => els.map((e) => (e as unknown as { value: string }).value));
+  t.deepEqual(options, [servers["browser-owner-a"]]);
+  const table = (await page.textContent("#servers-table tbody")) ?? "";
+  t.true(table.includes(servers["browser-owner-a"]!));
+  t.false(table.includes(servers["browser-owner-b"]!) || table.includes(flow.serverId));
+  await page.screenshot({ path: join(c.shots, "owner-overview.png"), fullPage: true });
+
+  // From the page itself, another owner's server is not found (the session is scoped by the service).
+  const status = await page.evaluate(`fetch("/dashboard/api/servers/${servers["browser-owner-b"]}").then((r) => r.status)`);
+  t.is(status, 404);
+
+  // A state-changing action through the UI works (the page sends the CSRF token): enable referrals.
+  await openTab(page, "referrals");
+  await page.locator("#referrals-status", { hasText: /^disabled$/ }).waitFor();
+  await page.click("#toggle-referrals");
+  await page.locator("#referrals-status", { hasText: /^enabled$/ }).waitFor();
+  t.true((await admin.getServer({ serverId: servers["browser-owner-a"]! })).server!.referralsEnabled);
+
+  // The link was one-time.
+  const reuse = await c.browser.context.newPage();
+  await reuse.goto(url);
+  t.is(await reuse.textContent("#login-link-error"), "this login link is invalid or expired or already used (ask for a new one)");
+  await reuse.close();
+});
+
+test.serial("browser (owner): signing out ends the session on the server; the page returns to sign-in", async (t) => {
+  const { page } = t.context;
+  await page.click("#sign-out");
+  await page.waitForSelector("#login:not([hidden])");
+  await eventually(async () => ((await page.evaluate('fetch("/dashboard/api/session").then((r) => r.status)')) === 401 ? true : undefined), {
+    timeoutMs: 10_000,
+    message: "session ended",
+  });
+  const { sessions } = await t.context.stack.clients.access.listDashboardSessions({ ownerId: "browser-owner-a" });
+  t.is(sessions.length, 1);
+  t.truthy(sessions[0]!.revokedAt, "revoked on the server, not just forgotten by the browser");
+  // Neither the login link's token nor the session cookie ever reached the gateway's log.
+  const log = t.context.logLines.join("");
+  t.true(log.includes("/dashboard/login"), "the login request was logged");
+  t.is(flow.ownerCredentials.length, 2);
+  for (const value of flow.ownerCredentials) t.false(log.includes(value), "an owner credential was logged");
 });

@@ -8,6 +8,7 @@ import type { ExecutionContext } from "ava";
 import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../integration/delivery-harness.js";
 import { headerOf, type RecordedRequest } from "../helpers/receiver.js";
 import { jsonLines, type ManagedProcess, type ProcessGroup } from "../helpers/processes.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../../services/shared/bus.js";
 import { ensureTopics } from "../../services/shared/kafka-bus.js";
 
@@ -77,6 +78,9 @@ export async function startReferralServiceProcess(
       OPS_PORT: "0",
       PUBLIC_BASE_URL: opts.publicBaseUrl ?? "http://127.0.0.1:8080",
       ALLOW_INSECURE_CALLBACKS: "true",
+      // The shared test token as the bootstrap admin token, so a database not made by createTestDatabase
+      // (for example the fault campaign's) is callable too; on test databases it is already there.
+      ADMIN_SERVICE_TOKEN: TEST_SERVICE_TOKEN,
       LOG_LEVEL: s.logLevel ?? "info",
       ...opts.env,
     },
@@ -88,11 +92,23 @@ export async function startReferralServiceProcess(
 }
 
 /** Starts the public gateway on `port` in front of `referralServiceUrl` and waits until /readyz is 200. */
-export async function startGatewayProcess(group: ProcessGroup, opts: { port: number; referralServiceUrl: string; logLevel?: string }): Promise<ServiceProcess & { url: string }> {
+export async function startGatewayProcess(
+  group: ProcessGroup,
+  opts: { port: number; referralServiceUrl: string; logLevel?: string; env?: Record<string, string> },
+): Promise<ServiceProcess & { url: string }> {
   const proc = group.spawn({
     name: "gateway",
     file: "gateway/main.ts",
-    env: { PORT: String(opts.port), OPS_PORT: "0", HOST: "127.0.0.1", REFERRAL_SERVICE_URL: opts.referralServiceUrl, LOG_LEVEL: opts.logLevel ?? "info" },
+    // The shared test token (seeded into every test database; test/helpers/service-token.ts) unless `env` says otherwise.
+    env: {
+      PORT: String(opts.port),
+      OPS_PORT: "0",
+      HOST: "127.0.0.1",
+      REFERRAL_SERVICE_URL: opts.referralServiceUrl,
+      REFERRAL_SERVICE_TOKEN: TEST_SERVICE_TOKEN,
+      LOG_LEVEL: opts.logLevel ?? "info",
+      ...opts.env,
+    },
   });
   const url = `http://127.0.0.1:${opts.port}`;
   const listening = await waitForLogLine(proc, "gateway listening");

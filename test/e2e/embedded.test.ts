@@ -13,6 +13,7 @@ import { promisify } from "node:util";
 import { openToOthers } from "../helpers/file-modes.js";
 import { randomBytes } from "node:crypto";
 import { freePorts, REPO_ROOT, useProcesses, type ProcessGroup } from "../helpers/processes.js";
+import { openLoginLink, ownerApi } from "../helpers/owner-session.js";
 import { configProblems } from "./e2e-support.js";
 import { SECRETS_KEY_MISMATCH } from "../../services/shared/secrets-key-check.js";
 
@@ -20,6 +21,8 @@ const run = promisify(execFile);
 
 /** The banner's example: the four shell lines from `SECRET=` to the curl line, exactly as printed (complete: up to its newline). */
 const EXAMPLE = /^( {2}SECRET=.*\n {2}BODY=.*\n {2}T=.*\n {2}curl .*)\n/m;
+/** The banner's login link example: TOKEN= and the buf curl command (two lines), exactly as printed. */
+const LOGIN_EXAMPLE = /^( {2}TOKEN=.*\n {2}npx buf curl .*\\\n {4}-d .*CreateDashboardLoginLink)\n/m;
 
 async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir: string; port: number; rpcPort: number; opsPort: number; secretsKey?: string }) {
   const proc = group.spawn({
@@ -69,6 +72,15 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
 
   t.is((await fetch(`http://127.0.0.1:${port}/metrics`)).status, 404, "no /metrics on the public port");
   t.regex(await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text(), /requests_total/, "/metrics on the ops port");
+  // The newcomer's way to the owner dashboard: run the printed buf curl, open the link it mints.
+  const [, loginExample] = await first.proc.waitForOutput(LOGIN_EXAMPLE, 30_000);
+  const { stdout: minted } = await run("bash", ["-c", loginExample!], { cwd: REPO_ROOT, timeout: 60_000 });
+  const { url } = JSON.parse(minted) as { url: string };
+  t.true(url.startsWith(`http://127.0.0.1:${port}/dashboard/login?token=dl_`), url);
+  const session = await openLoginLink(`http://127.0.0.1:${port}`, url);
+  const owned = JSON.parse((await ownerApi(`http://127.0.0.1:${port}`, session, "GET", "/servers")).text) as { servers: { name: string }[] };
+  t.deepEqual(owned.servers.map((s) => s.name), ["Demo Server"], "the demo owner sees the demo server");
+
   t.deepEqual(await first.proc.stop(), { code: 0, signal: null }, "SIGTERM drains and exits 0");
   t.deepEqual(openToOthers(dataDir), [], "the data folder (database, secrets key, tokens) is private to the user");
 
@@ -95,7 +107,12 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
   t.true(referralSecret.length >= 16 && secretsKey.length >= 16);
   // Any other secret the data folder holds (the dashboard sign-in token) must not be printed either.
   const dashboardTokenPath = join(dataDir, "dashboard-token");
-  const secrets = { "referral secret": referralSecret, "secrets key": secretsKey, ...(existsSync(dashboardTokenPath) ? { "dashboard token": readFileSync(dashboardTokenPath, "utf8").trim() } : {}) };
+  const secrets = {
+    "referral secret": referralSecret,
+    "secrets key": secretsKey,
+    "admin service token": readFileSync(join(dataDir, "service-token"), "utf8").trim(),
+    ...(existsSync(dashboardTokenPath) ? { "dashboard token": readFileSync(dashboardTokenPath, "utf8").trim() } : {}),
+  };
   for (const proc of [first.proc, second.proc, third]) {
     for (const [what, value] of Object.entries(secrets)) t.false(proc.output.includes(value), `${proc.name} printed the ${what}`);
   }

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { createPrisma, type PrismaClient } from "../../services/shared/db.js";
+import { seedServiceTokenSql } from "./service-token.js";
 
 /** A database of its own for one test file, cloned from the migrated template. */
 export interface TestDatabase {
@@ -39,6 +40,15 @@ export async function createTestDatabase(opts: { maxConnections?: number } = {})
     await admin.end();
   }
   const url = withDatabase(adminUrl, name);
+  // Every test database holds the shared test token (service-token.ts), so the shared clients are authenticated.
+  const seed = new pg.Client({ connectionString: url });
+  await seed.connect();
+  try {
+    const { text, values } = seedServiceTokenSql();
+    await seed.query(text, values);
+  } finally {
+    await seed.end();
+  }
   const prisma = createPrisma(url, { maxConnections: opts.maxConnections ?? 10 });
   return {
     url,

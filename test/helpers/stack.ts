@@ -2,12 +2,14 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
 import { ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
+import { AccessService } from "../../gen/proto/access/v1/access_pb.js";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { TEST_SERVICE_TOKEN } from "./service-token.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import { createGatewayServer } from "../../gateway/server.js";
 import { createReferralServiceClients } from "../../gateway/clients.js";
@@ -24,6 +26,7 @@ export interface ServiceClients {
   hearts: Client<typeof HeartService>;
   delivery: Client<typeof DeliveryService>;
   deliveryStats: Client<typeof DeliveryStatsService>;
+  access: Client<typeof AccessService>;
 }
 
 /** A running referral service (and optionally gateway) on a database of its own. */
@@ -41,15 +44,16 @@ export interface TestStack {
   close(): Promise<void>;
 }
 
-/** Creates Connect clients for a referral service base URL. */
-export function createServiceClients(baseUrl: string): ServiceClients {
-  const transport = createConnectTransport({ baseUrl, httpVersion: "2" });
+/** Creates Connect clients for a referral service base URL, authenticated with `token` (default: the test admin token). */
+export function createServiceClients(baseUrl: string, token: string = TEST_SERVICE_TOKEN): ServiceClients {
+  const transport = createServiceTransport(baseUrl, token, { useBinaryFormat: false });
   return {
     referral: createClient(ReferralService, transport),
     admin: createClient(ServerAdminService, transport),
     hearts: createClient(HeartService, transport),
     delivery: createClient(DeliveryService, transport),
     deliveryStats: createClient(DeliveryStatsService, transport),
+    access: createClient(AccessService, transport),
   };
 }
 
@@ -81,7 +85,7 @@ export async function startStack(opts: { gateway?: boolean; allowInsecureCallbac
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;
   let gateway: http.Server | undefined;
   if (opts.gateway !== false) {
-    gateway = createGatewayServer({ ...createReferralServiceClients(rpcUrl), log, metrics: createMetrics("gateway"), now });
+    gateway = createGatewayServer({ ...createReferralServiceClients(rpcUrl, TEST_SERVICE_TOKEN), log, metrics: createMetrics("gateway"), now });
     await new Promise<void>((resolve) => gateway!.listen(0, "127.0.0.1", resolve));
     gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
   }

@@ -6,7 +6,8 @@
  */
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import { createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
@@ -69,7 +70,7 @@ export async function startHarness(
     ...(opts.fraudRules ? { fraudRules: opts.fraudRules } : {}),
   });
   const port = await server.listen(0);
-  const transport = createConnectTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" });
+  const transport = createServiceTransport(`http://127.0.0.1:${port}`, TEST_SERVICE_TOKEN, { useBinaryFormat: false });
   return {
     db,
     deps,

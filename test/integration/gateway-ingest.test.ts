@@ -6,6 +6,7 @@
 import { connect } from "node:net";
 import test from "ava";
 import { createReferralServiceClients } from "../../gateway/clients.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
 import { nowSeconds, startGatewayStack, type GatewayStack, type RawResponse, type TestServer } from "./gateway-stack.js";
 
@@ -404,7 +405,7 @@ test("only POST is allowed: other methods -> 405 with Allow: POST", async (t) =>
 
 function createDeadClients() {
   // Port 9 (discard) on loopback has no listener in the test environment: every call fails as Unavailable.
-  return createReferralServiceClients("http://127.0.0.1:9");
+  return createReferralServiceClients("http://127.0.0.1:9", TEST_SERVICE_TOKEN);
 }
 
 /** Sends raw bytes over one TCP connection and reads the answer until the server closes or answers fully. */

@@ -15,6 +15,7 @@ import { createMetrics, type Metrics } from "../../services/shared/metrics.js";
 import { createSecretBox } from "../../services/shared/secrets.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 
 /** A log sink that keeps every JSON line, so tests can assert what was (not) logged. */
 export interface CapturedLog {
@@ -99,7 +100,7 @@ export async function startGatewayStack(
     publicBaseUrl: "http://127.0.0.1:9",
   });
   const servicePort = await service.listen(0);
-  const clients = createReferralServiceClients(`http://127.0.0.1:${servicePort}`);
+  const clients = createReferralServiceClients(`http://127.0.0.1:${servicePort}`, TEST_SERVICE_TOKEN);
   const gatewayMetrics = createMetrics("gateway-test");
   const gateway = createGatewayServer({
     ...clients,

@@ -6,7 +6,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { ReferralEventType, ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
@@ -65,7 +66,7 @@ export async function startHarness(opts: { allowInsecureCallbacks?: boolean; max
     publicBaseUrl: "http://127.0.0.1:9",
   });
   const port = await server.listen(0);
-  const transport = createConnectTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" });
+  const transport = createServiceTransport(`http://127.0.0.1:${port}`, TEST_SERVICE_TOKEN, { useBinaryFormat: false });
   return {
     db,
     deps,

@@ -11,6 +11,9 @@ import {
   ServerAdminService,
 } from "../../gen/proto/servers/v1/servers_pb.js";
 import { startStack, type TestStack } from "../helpers/stack.js";
+import { grpcJsBearer } from "../helpers/grpc-js.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { bearerToken } from "../../services/shared/service-transport.js";
 
 let stack: TestStack;
 test.before(async () => {
@@ -39,7 +42,7 @@ test("a stock @grpc/grpc-js client calls the referral service over gRPC (HTTP/2,
     getServer: method("/servers.v1.ServerAdminService/GetServer", GetServerRequestSchema, GetServerResponseSchema),
   };
   const Client = grpc.makeGenericClientConstructor(definition, "ServerAdminService");
-  const client = new Client(new URL(stack.rpcUrl).host, grpc.credentials.createInsecure()) as unknown as {
+  const client = new Client(new URL(stack.rpcUrl).host, grpc.credentials.createInsecure(), { interceptors: [grpcJsBearer(TEST_SERVICE_TOKEN)] }) as unknown as {
     createServer(req: unknown, cb: (err: grpc.ServiceError | null, res: MessageShape<typeof CreateServerResponseSchema>) => void): void;
     getServer(req: unknown, cb: (err: grpc.ServiceError | null, res: MessageShape<typeof GetServerResponseSchema>) => void): void;
     close(): void;
@@ -62,9 +65,9 @@ test("a stock @grpc/grpc-js client calls the referral service over gRPC (HTTP/2,
 });
 
 for (const [name, transport] of [
-  ["Connect", (url: string) => createConnectTransport({ baseUrl: url, httpVersion: "2" })],
-  ["gRPC (connect-node)", (url: string) => createGrpcTransport({ baseUrl: url })],
-  ["gRPC-Web", (url: string) => createGrpcWebTransport({ baseUrl: url, httpVersion: "2" })],
+  ["Connect", (url: string) => createConnectTransport({ baseUrl: url, httpVersion: "2", interceptors: [bearerToken(TEST_SERVICE_TOKEN)] })],
+  ["gRPC (connect-node)", (url: string) => createGrpcTransport({ baseUrl: url, interceptors: [bearerToken(TEST_SERVICE_TOKEN)] })],
+  ["gRPC-Web", (url: string) => createGrpcWebTransport({ baseUrl: url, httpVersion: "2", interceptors: [bearerToken(TEST_SERVICE_TOKEN)] })],
 ] as const) {
   test(`a ${name} client reaches the same port`, async (t) => {
     const client = createClient(ServerAdminService, transport(stack.rpcUrl));

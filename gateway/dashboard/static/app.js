@@ -1,5 +1,7 @@
-// Referral dashboard: vanilla JS, no build step. Every call goes to /dashboard/api with the
-// bearer token kept in sessionStorage. Data is put on the page with textContent only.
+// Referral dashboard: vanilla JS, no build step. Every call goes to /dashboard/api, either with
+// the operator's bearer token kept in sessionStorage, or (an owner who opened a login link)
+// with the HttpOnly session cookie plus the session's CSRF token in X-CSRF-Token.
+// Data is put on the page with textContent only.
 "use strict";
 
 (function () {
@@ -10,6 +12,8 @@
 
   const state = {
     token: sessionStorage.getItem(TOKEN_KEY) || "",
+    /** An owner session's CSRF token (from GET /session; kept in memory only). */
+    csrf: "",
     servers: [],
     serverId: sessionStorage.getItem(SERVER_KEY) || "",
     tab: "overview",
@@ -85,12 +89,14 @@
 
   /** Calls the dashboard API; throws ApiFailure with the API's own error text. */
   async function api(method, path, body, token) {
+    const bearer = token === undefined ? state.token : token;
     let res;
     try {
       res = await fetch(API + path, {
         method,
+        credentials: "same-origin",
         headers: {
-          authorization: `Bearer ${token === undefined ? state.token : token}`,
+          ...(bearer ? { authorization: `Bearer ${bearer}` } : state.csrf ? { "x-csrf-token": state.csrf } : {}),
           ...(body === undefined ? {} : { "content-type": "application/json" }),
         },
         body: body === undefined ? undefined : JSON.stringify(body),
@@ -107,7 +113,7 @@
     }
     if (!res.ok) {
       const message = data && typeof data.error === "string" ? data.error : `${res.status} ${res.statusText}`;
-      if (res.status === 401 && token === undefined) signOut(`Your token was rejected (${message}). Sign in again.`);
+      if (res.status === 401 && token === undefined) signOut(state.csrf ? `Your session ended (${message}).` : `Your token was rejected (${message}). Sign in again.`);
       throw new ApiFailure(res.status, message);
     }
     return data;
@@ -144,15 +150,24 @@
   }
 
   function signOut(message) {
+    // An owner session ends on the server too (the cookie is HttpOnly).
+    // Failure policy: a failed logout call still signs out here; the session then ends at its expiry or by revocation.
+    if (state.csrf && !message) api("POST", "/session/logout", {}).catch(() => undefined);
     state.token = "";
+    state.csrf = "";
+    $("session-owner").textContent = "";
     sessionStorage.removeItem(TOKEN_KEY);
     showLogin(message);
   }
 
   async function signIn(token) {
-    await api("GET", "/session", undefined, token);
+    const session = await api("GET", "/session", undefined, token);
     state.token = token;
-    sessionStorage.setItem(TOKEN_KEY, token);
+    if (token) sessionStorage.setItem(TOKEN_KEY, token);
+    if (session.role === "owner") {
+      state.csrf = session.csrf_token;
+      $("session-owner").textContent = `Signed in as ${session.owner.display_name || session.owner.id}`;
+    }
     $("login").hidden = true;
     $("app").hidden = false;
     $("session-controls").hidden = false;
@@ -833,6 +848,8 @@
   if (state.token) {
     signIn(state.token).catch((error) => signOut(error.status === 401 ? `Your token was rejected (${error.message}). Sign in again.` : `Cannot sign in: ${error.message}`));
   } else {
-    showLogin("");
+    // An owner who came through a login link has a session cookie: try it before asking for a token.
+    // Failure policy: no (live) session is the ordinary case for operators: show the sign-in screen.
+    signIn("").catch(() => showLogin(""));
   }
 })();

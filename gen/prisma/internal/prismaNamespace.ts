@@ -410,6 +410,10 @@ export const ModelName = {
   DeadLetter: 'DeadLetter',
   Delivery: 'Delivery',
   DeliveryAttempt: 'DeliveryAttempt',
+  ServiceToken: 'ServiceToken',
+  Owner: 'Owner',
+  DashboardLoginLink: 'DashboardLoginLink',
+  DashboardSession: 'DashboardSession',
   SecretsKeyCheck: 'SecretsKeyCheck'
 } as const
 
@@ -426,7 +430,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "secretsKeyCheck"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "secretsKeyCheck"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -1392,6 +1396,302 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    ServiceToken: {
+      payload: Prisma.$ServiceTokenPayload<ExtArgs>
+      fields: Prisma.ServiceTokenFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.ServiceTokenFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$ServiceTokenPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.ServiceTokenFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$ServiceTokenPayload>
+        }
+        findFirst: {
+          args: Prisma.ServiceTokenFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$ServiceTokenPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.ServiceTokenFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$ServiceTokenPayload>
+        }
+        findMany: {
+          args: Prisma.ServiceTokenFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$ServiceTokenPayload>[]
+        }
+        create: {
+          args: Prisma.ServiceTokenCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$ServiceTokenPayload>
+        }
+        createMany: {
+          args: Prisma.ServiceTokenCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.ServiceTokenCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$ServiceTokenPayload>[]
+        }
+        delete: {
+          args: Prisma.ServiceTokenDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$ServiceTokenPayload>
+        }
+        update: {
+          args: Prisma.ServiceTokenUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$ServiceTokenPayload>
+        }
+        deleteMany: {
+          args: Prisma.ServiceTokenDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.ServiceTokenUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.ServiceTokenUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$ServiceTokenPayload>[]
+        }
+        upsert: {
+          args: Prisma.ServiceTokenUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$ServiceTokenPayload>
+        }
+        aggregate: {
+          args: Prisma.ServiceTokenAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateServiceToken>
+        }
+        groupBy: {
+          args: Prisma.ServiceTokenGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.ServiceTokenGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.ServiceTokenCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.ServiceTokenCountAggregateOutputType> | number
+        }
+      }
+    }
+    Owner: {
+      payload: Prisma.$OwnerPayload<ExtArgs>
+      fields: Prisma.OwnerFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.OwnerFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.OwnerFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerPayload>
+        }
+        findFirst: {
+          args: Prisma.OwnerFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.OwnerFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerPayload>
+        }
+        findMany: {
+          args: Prisma.OwnerFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerPayload>[]
+        }
+        create: {
+          args: Prisma.OwnerCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerPayload>
+        }
+        createMany: {
+          args: Prisma.OwnerCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.OwnerCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerPayload>[]
+        }
+        delete: {
+          args: Prisma.OwnerDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerPayload>
+        }
+        update: {
+          args: Prisma.OwnerUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerPayload>
+        }
+        deleteMany: {
+          args: Prisma.OwnerDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.OwnerUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.OwnerUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerPayload>[]
+        }
+        upsert: {
+          args: Prisma.OwnerUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerPayload>
+        }
+        aggregate: {
+          args: Prisma.OwnerAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateOwner>
+        }
+        groupBy: {
+          args: Prisma.OwnerGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.OwnerGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.OwnerCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.OwnerCountAggregateOutputType> | number
+        }
+      }
+    }
+    DashboardLoginLink: {
+      payload: Prisma.$DashboardLoginLinkPayload<ExtArgs>
+      fields: Prisma.DashboardLoginLinkFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.DashboardLoginLinkFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardLoginLinkPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.DashboardLoginLinkFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardLoginLinkPayload>
+        }
+        findFirst: {
+          args: Prisma.DashboardLoginLinkFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardLoginLinkPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.DashboardLoginLinkFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardLoginLinkPayload>
+        }
+        findMany: {
+          args: Prisma.DashboardLoginLinkFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardLoginLinkPayload>[]
+        }
+        create: {
+          args: Prisma.DashboardLoginLinkCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardLoginLinkPayload>
+        }
+        createMany: {
+          args: Prisma.DashboardLoginLinkCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.DashboardLoginLinkCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardLoginLinkPayload>[]
+        }
+        delete: {
+          args: Prisma.DashboardLoginLinkDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardLoginLinkPayload>
+        }
+        update: {
+          args: Prisma.DashboardLoginLinkUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardLoginLinkPayload>
+        }
+        deleteMany: {
+          args: Prisma.DashboardLoginLinkDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.DashboardLoginLinkUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.DashboardLoginLinkUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardLoginLinkPayload>[]
+        }
+        upsert: {
+          args: Prisma.DashboardLoginLinkUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardLoginLinkPayload>
+        }
+        aggregate: {
+          args: Prisma.DashboardLoginLinkAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateDashboardLoginLink>
+        }
+        groupBy: {
+          args: Prisma.DashboardLoginLinkGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.DashboardLoginLinkGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.DashboardLoginLinkCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.DashboardLoginLinkCountAggregateOutputType> | number
+        }
+      }
+    }
+    DashboardSession: {
+      payload: Prisma.$DashboardSessionPayload<ExtArgs>
+      fields: Prisma.DashboardSessionFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.DashboardSessionFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardSessionPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.DashboardSessionFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardSessionPayload>
+        }
+        findFirst: {
+          args: Prisma.DashboardSessionFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardSessionPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.DashboardSessionFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardSessionPayload>
+        }
+        findMany: {
+          args: Prisma.DashboardSessionFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardSessionPayload>[]
+        }
+        create: {
+          args: Prisma.DashboardSessionCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardSessionPayload>
+        }
+        createMany: {
+          args: Prisma.DashboardSessionCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.DashboardSessionCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardSessionPayload>[]
+        }
+        delete: {
+          args: Prisma.DashboardSessionDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardSessionPayload>
+        }
+        update: {
+          args: Prisma.DashboardSessionUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardSessionPayload>
+        }
+        deleteMany: {
+          args: Prisma.DashboardSessionDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.DashboardSessionUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.DashboardSessionUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardSessionPayload>[]
+        }
+        upsert: {
+          args: Prisma.DashboardSessionUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DashboardSessionPayload>
+        }
+        aggregate: {
+          args: Prisma.DashboardSessionAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateDashboardSession>
+        }
+        groupBy: {
+          args: Prisma.DashboardSessionGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.DashboardSessionGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.DashboardSessionCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.DashboardSessionCountAggregateOutputType> | number
+        }
+      }
+    }
     SecretsKeyCheck: {
       payload: Prisma.$SecretsKeyCheckPayload<ExtArgs>
       fields: Prisma.SecretsKeyCheckFieldRefs
@@ -1519,7 +1819,8 @@ export const ServerScalarFieldEnum = {
   votifierServiceName: 'votifierServiceName',
   votifierToken: 'votifierToken',
   pullEnabled: 'pullEnabled',
-  createdAt: 'createdAt'
+  createdAt: 'createdAt',
+  ownerId: 'ownerId'
 } as const
 
 export type ServerScalarFieldEnum = (typeof ServerScalarFieldEnum)[keyof typeof ServerScalarFieldEnum]
@@ -1706,6 +2007,51 @@ export const DeliveryAttemptScalarFieldEnum = {
 } as const
 
 export type DeliveryAttemptScalarFieldEnum = (typeof DeliveryAttemptScalarFieldEnum)[keyof typeof DeliveryAttemptScalarFieldEnum]
+
+
+export const ServiceTokenScalarFieldEnum = {
+  id: 'id',
+  name: 'name',
+  tokenHash: 'tokenHash',
+  scopes: 'scopes',
+  createdAt: 'createdAt',
+  revokedAt: 'revokedAt'
+} as const
+
+export type ServiceTokenScalarFieldEnum = (typeof ServiceTokenScalarFieldEnum)[keyof typeof ServiceTokenScalarFieldEnum]
+
+
+export const OwnerScalarFieldEnum = {
+  id: 'id',
+  displayName: 'displayName',
+  createdAt: 'createdAt'
+} as const
+
+export type OwnerScalarFieldEnum = (typeof OwnerScalarFieldEnum)[keyof typeof OwnerScalarFieldEnum]
+
+
+export const DashboardLoginLinkScalarFieldEnum = {
+  id: 'id',
+  ownerId: 'ownerId',
+  tokenHash: 'tokenHash',
+  createdAt: 'createdAt',
+  expiresAt: 'expiresAt',
+  usedAt: 'usedAt'
+} as const
+
+export type DashboardLoginLinkScalarFieldEnum = (typeof DashboardLoginLinkScalarFieldEnum)[keyof typeof DashboardLoginLinkScalarFieldEnum]
+
+
+export const DashboardSessionScalarFieldEnum = {
+  id: 'id',
+  ownerId: 'ownerId',
+  tokenHash: 'tokenHash',
+  createdAt: 'createdAt',
+  expiresAt: 'expiresAt',
+  revokedAt: 'revokedAt'
+} as const
+
+export type DashboardSessionScalarFieldEnum = (typeof DashboardSessionScalarFieldEnum)[keyof typeof DashboardSessionScalarFieldEnum]
 
 
 export const SecretsKeyCheckScalarFieldEnum = {
@@ -2057,6 +2403,10 @@ export type GlobalOmitConfig = {
   deadLetter?: Prisma.DeadLetterOmit
   delivery?: Prisma.DeliveryOmit
   deliveryAttempt?: Prisma.DeliveryAttemptOmit
+  serviceToken?: Prisma.ServiceTokenOmit
+  owner?: Prisma.OwnerOmit
+  dashboardLoginLink?: Prisma.DashboardLoginLinkOmit
+  dashboardSession?: Prisma.DashboardSessionOmit
   secretsKeyCheck?: Prisma.SecretsKeyCheckOmit
 }
 

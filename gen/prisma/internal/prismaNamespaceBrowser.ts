@@ -64,6 +64,10 @@ export const ModelName = {
   DeadLetter: 'DeadLetter',
   Delivery: 'Delivery',
   DeliveryAttempt: 'DeliveryAttempt',
+  ServiceToken: 'ServiceToken',
+  Owner: 'Owner',
+  DashboardLoginLink: 'DashboardLoginLink',
+  DashboardSession: 'DashboardSession',
   SecretsKeyCheck: 'SecretsKeyCheck'
 } as const
 
@@ -97,7 +101,8 @@ export const ServerScalarFieldEnum = {
   votifierServiceName: 'votifierServiceName',
   votifierToken: 'votifierToken',
   pullEnabled: 'pullEnabled',
-  createdAt: 'createdAt'
+  createdAt: 'createdAt',
+  ownerId: 'ownerId'
 } as const
 
 export type ServerScalarFieldEnum = (typeof ServerScalarFieldEnum)[keyof typeof ServerScalarFieldEnum]
@@ -284,6 +289,51 @@ export const DeliveryAttemptScalarFieldEnum = {
 } as const
 
 export type DeliveryAttemptScalarFieldEnum = (typeof DeliveryAttemptScalarFieldEnum)[keyof typeof DeliveryAttemptScalarFieldEnum]
+
+
+export const ServiceTokenScalarFieldEnum = {
+  id: 'id',
+  name: 'name',
+  tokenHash: 'tokenHash',
+  scopes: 'scopes',
+  createdAt: 'createdAt',
+  revokedAt: 'revokedAt'
+} as const
+
+export type ServiceTokenScalarFieldEnum = (typeof ServiceTokenScalarFieldEnum)[keyof typeof ServiceTokenScalarFieldEnum]
+
+
+export const OwnerScalarFieldEnum = {
+  id: 'id',
+  displayName: 'displayName',
+  createdAt: 'createdAt'
+} as const
+
+export type OwnerScalarFieldEnum = (typeof OwnerScalarFieldEnum)[keyof typeof OwnerScalarFieldEnum]
+
+
+export const DashboardLoginLinkScalarFieldEnum = {
+  id: 'id',
+  ownerId: 'ownerId',
+  tokenHash: 'tokenHash',
+  createdAt: 'createdAt',
+  expiresAt: 'expiresAt',
+  usedAt: 'usedAt'
+} as const
+
+export type DashboardLoginLinkScalarFieldEnum = (typeof DashboardLoginLinkScalarFieldEnum)[keyof typeof DashboardLoginLinkScalarFieldEnum]
+
+
+export const DashboardSessionScalarFieldEnum = {
+  id: 'id',
+  ownerId: 'ownerId',
+  tokenHash: 'tokenHash',
+  createdAt: 'createdAt',
+  expiresAt: 'expiresAt',
+  revokedAt: 'revokedAt'
+} as const
+
+export type DashboardSessionScalarFieldEnum = (typeof DashboardSessionScalarFieldEnum)[keyof typeof DashboardSessionScalarFieldEnum]
 
 
 export const SecretsKeyCheckScalarFieldEnum = {

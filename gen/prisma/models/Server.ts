@@ -49,6 +49,7 @@ export type ServerMinAggregateOutputType = {
   votifierToken: string | null
   pullEnabled: boolean | null
   createdAt: Date | null
+  ownerId: string | null
 }
 
 export type ServerMaxAggregateOutputType = {
@@ -66,6 +67,7 @@ export type ServerMaxAggregateOutputType = {
   votifierToken: string | null
   pullEnabled: boolean | null
   createdAt: Date | null
+  ownerId: string | null
 }
 
 export type ServerCountAggregateOutputType = {
@@ -83,6 +85,7 @@ export type ServerCountAggregateOutputType = {
   votifierToken: number
   pullEnabled: number
   createdAt: number
+  ownerId: number
   _all: number
 }
 
@@ -110,6 +113,7 @@ export type ServerMinAggregateInputType = {
   votifierToken?: true
   pullEnabled?: true
   createdAt?: true
+  ownerId?: true
 }
 
 export type ServerMaxAggregateInputType = {
@@ -127,6 +131,7 @@ export type ServerMaxAggregateInputType = {
   votifierToken?: true
   pullEnabled?: true
   createdAt?: true
+  ownerId?: true
 }
 
 export type ServerCountAggregateInputType = {
@@ -144,6 +149,7 @@ export type ServerCountAggregateInputType = {
   votifierToken?: true
   pullEnabled?: true
   createdAt?: true
+  ownerId?: true
   _all?: true
 }
 
@@ -248,6 +254,7 @@ export type ServerGroupByOutputType = {
   votifierToken: string | null
   pullEnabled: boolean
   createdAt: Date
+  ownerId: string | null
   _count: ServerCountAggregateOutputType | null
   _avg: ServerAvgAggregateOutputType | null
   _sum: ServerSumAggregateOutputType | null
@@ -288,6 +295,8 @@ export type ServerWhereInput = {
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
+  ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
+  owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
   referrals?: Prisma.ReferralListRelationFilter
@@ -309,6 +318,8 @@ export type ServerOrderByWithRelationInput = {
   votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
+  owner?: Prisma.OwnerOrderByWithRelationInput
   secrets?: Prisma.ServerSecretOrderByRelationAggregateInput
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
   referrals?: Prisma.ReferralOrderByRelationAggregateInput
@@ -333,6 +344,8 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
+  ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
+  owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
   referrals?: Prisma.ReferralListRelationFilter
@@ -354,6 +367,7 @@ export type ServerOrderByWithAggregationInput = {
   votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ServerCountOrderByAggregateInput
   _avg?: Prisma.ServerAvgOrderByAggregateInput
   _max?: Prisma.ServerMaxOrderByAggregateInput
@@ -379,6 +393,7 @@ export type ServerScalarWhereWithAggregatesInput = {
   votifierToken?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Server"> | Date | string
+  ownerId?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
 }
 
 export type ServerCreateInput = {
@@ -396,6 +411,7 @@ export type ServerCreateInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -417,6 +433,7 @@ export type ServerUncheckedCreateInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -438,6 +455,7 @@ export type ServerUpdateInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -459,6 +477,7 @@ export type ServerUncheckedUpdateInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -480,6 +499,7 @@ export type ServerCreateManyInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  ownerId?: string | null
 }
 
 export type ServerUpdateManyMutationInput = {
@@ -514,6 +534,7 @@ export type ServerUncheckedUpdateManyInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerCountOrderByAggregateInput = {
@@ -531,6 +552,7 @@ export type ServerCountOrderByAggregateInput = {
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  ownerId?: Prisma.SortOrder
 }
 
 export type ServerAvgOrderByAggregateInput = {
@@ -552,6 +574,7 @@ export type ServerMaxOrderByAggregateInput = {
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  ownerId?: Prisma.SortOrder
 }
 
 export type ServerMinOrderByAggregateInput = {
@@ -569,6 +592,7 @@ export type ServerMinOrderByAggregateInput = {
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  ownerId?: Prisma.SortOrder
 }
 
 export type ServerSumOrderByAggregateInput = {
@@ -578,6 +602,16 @@ export type ServerSumOrderByAggregateInput = {
 export type ServerScalarRelationFilter = {
   is?: Prisma.ServerWhereInput
   isNot?: Prisma.ServerWhereInput
+}
+
+export type ServerListRelationFilter = {
+  every?: Prisma.ServerWhereInput
+  some?: Prisma.ServerWhereInput
+  none?: Prisma.ServerWhereInput
+}
+
+export type ServerOrderByRelationAggregateInput = {
+  _count?: Prisma.SortOrder
 }
 
 export type StringFieldUpdateOperationsInput = {
@@ -664,6 +698,48 @@ export type ServerUpdateOneRequiredWithoutDeliveriesNestedInput = {
   update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutDeliveriesInput, Prisma.ServerUpdateWithoutDeliveriesInput>, Prisma.ServerUncheckedUpdateWithoutDeliveriesInput>
 }
 
+export type ServerCreateNestedManyWithoutOwnerInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutOwnerInput, Prisma.ServerUncheckedCreateWithoutOwnerInput> | Prisma.ServerCreateWithoutOwnerInput[] | Prisma.ServerUncheckedCreateWithoutOwnerInput[]
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutOwnerInput | Prisma.ServerCreateOrConnectWithoutOwnerInput[]
+  createMany?: Prisma.ServerCreateManyOwnerInputEnvelope
+  connect?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+}
+
+export type ServerUncheckedCreateNestedManyWithoutOwnerInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutOwnerInput, Prisma.ServerUncheckedCreateWithoutOwnerInput> | Prisma.ServerCreateWithoutOwnerInput[] | Prisma.ServerUncheckedCreateWithoutOwnerInput[]
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutOwnerInput | Prisma.ServerCreateOrConnectWithoutOwnerInput[]
+  createMany?: Prisma.ServerCreateManyOwnerInputEnvelope
+  connect?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+}
+
+export type ServerUpdateManyWithoutOwnerNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutOwnerInput, Prisma.ServerUncheckedCreateWithoutOwnerInput> | Prisma.ServerCreateWithoutOwnerInput[] | Prisma.ServerUncheckedCreateWithoutOwnerInput[]
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutOwnerInput | Prisma.ServerCreateOrConnectWithoutOwnerInput[]
+  upsert?: Prisma.ServerUpsertWithWhereUniqueWithoutOwnerInput | Prisma.ServerUpsertWithWhereUniqueWithoutOwnerInput[]
+  createMany?: Prisma.ServerCreateManyOwnerInputEnvelope
+  set?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  disconnect?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  delete?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  connect?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  update?: Prisma.ServerUpdateWithWhereUniqueWithoutOwnerInput | Prisma.ServerUpdateWithWhereUniqueWithoutOwnerInput[]
+  updateMany?: Prisma.ServerUpdateManyWithWhereWithoutOwnerInput | Prisma.ServerUpdateManyWithWhereWithoutOwnerInput[]
+  deleteMany?: Prisma.ServerScalarWhereInput | Prisma.ServerScalarWhereInput[]
+}
+
+export type ServerUncheckedUpdateManyWithoutOwnerNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutOwnerInput, Prisma.ServerUncheckedCreateWithoutOwnerInput> | Prisma.ServerCreateWithoutOwnerInput[] | Prisma.ServerUncheckedCreateWithoutOwnerInput[]
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutOwnerInput | Prisma.ServerCreateOrConnectWithoutOwnerInput[]
+  upsert?: Prisma.ServerUpsertWithWhereUniqueWithoutOwnerInput | Prisma.ServerUpsertWithWhereUniqueWithoutOwnerInput[]
+  createMany?: Prisma.ServerCreateManyOwnerInputEnvelope
+  set?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  disconnect?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  delete?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  connect?: Prisma.ServerWhereUniqueInput | Prisma.ServerWhereUniqueInput[]
+  update?: Prisma.ServerUpdateWithWhereUniqueWithoutOwnerInput | Prisma.ServerUpdateWithWhereUniqueWithoutOwnerInput[]
+  updateMany?: Prisma.ServerUpdateManyWithWhereWithoutOwnerInput | Prisma.ServerUpdateManyWithWhereWithoutOwnerInput[]
+  deleteMany?: Prisma.ServerScalarWhereInput | Prisma.ServerScalarWhereInput[]
+}
+
 export type ServerCreateWithoutSecretsInput = {
   id?: string
   name: string
@@ -679,6 +755,7 @@ export type ServerCreateWithoutSecretsInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
@@ -699,6 +776,7 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  ownerId?: string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -735,6 +813,7 @@ export type ServerUpdateWithoutSecretsInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
@@ -755,6 +834,7 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -775,6 +855,7 @@ export type ServerCreateWithoutClicksInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
@@ -795,6 +876,7 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -831,6 +913,7 @@ export type ServerUpdateWithoutClicksInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
@@ -851,6 +934,7 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -871,6 +955,7 @@ export type ServerCreateWithoutReferralsInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
@@ -891,6 +976,7 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -927,6 +1013,7 @@ export type ServerUpdateWithoutReferralsInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
@@ -947,6 +1034,7 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -967,6 +1055,7 @@ export type ServerCreateWithoutDeliveriesInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -987,6 +1076,7 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -1023,6 +1113,7 @@ export type ServerUpdateWithoutDeliveriesInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -1043,9 +1134,175 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
+}
+
+export type ServerCreateWithoutOwnerInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  callbackUrl?: string | null
+  standardWebhooks?: boolean
+  callbackDisabledAt?: Date | string | null
+  callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  createdAt?: Date | string
+  secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+}
+
+export type ServerUncheckedCreateWithoutOwnerInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  callbackUrl?: string | null
+  standardWebhooks?: boolean
+  callbackDisabledAt?: Date | string | null
+  callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  createdAt?: Date | string
+  secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+}
+
+export type ServerCreateOrConnectWithoutOwnerInput = {
+  where: Prisma.ServerWhereUniqueInput
+  create: Prisma.XOR<Prisma.ServerCreateWithoutOwnerInput, Prisma.ServerUncheckedCreateWithoutOwnerInput>
+}
+
+export type ServerCreateManyOwnerInputEnvelope = {
+  data: Prisma.ServerCreateManyOwnerInput | Prisma.ServerCreateManyOwnerInput[]
+  skipDuplicates?: boolean
+}
+
+export type ServerUpsertWithWhereUniqueWithoutOwnerInput = {
+  where: Prisma.ServerWhereUniqueInput
+  update: Prisma.XOR<Prisma.ServerUpdateWithoutOwnerInput, Prisma.ServerUncheckedUpdateWithoutOwnerInput>
+  create: Prisma.XOR<Prisma.ServerCreateWithoutOwnerInput, Prisma.ServerUncheckedCreateWithoutOwnerInput>
+}
+
+export type ServerUpdateWithWhereUniqueWithoutOwnerInput = {
+  where: Prisma.ServerWhereUniqueInput
+  data: Prisma.XOR<Prisma.ServerUpdateWithoutOwnerInput, Prisma.ServerUncheckedUpdateWithoutOwnerInput>
+}
+
+export type ServerUpdateManyWithWhereWithoutOwnerInput = {
+  where: Prisma.ServerScalarWhereInput
+  data: Prisma.XOR<Prisma.ServerUpdateManyMutationInput, Prisma.ServerUncheckedUpdateManyWithoutOwnerInput>
+}
+
+export type ServerScalarWhereInput = {
+  AND?: Prisma.ServerScalarWhereInput | Prisma.ServerScalarWhereInput[]
+  OR?: Prisma.ServerScalarWhereInput[]
+  NOT?: Prisma.ServerScalarWhereInput | Prisma.ServerScalarWhereInput[]
+  id?: Prisma.UuidFilter<"Server"> | string
+  name?: Prisma.StringFilter<"Server"> | string
+  referralsEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  registrationUrl?: Prisma.StringNullableFilter<"Server"> | string | null
+  callbackUrl?: Prisma.StringNullableFilter<"Server"> | string | null
+  standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
+  callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
+  callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
+  votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
+  pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
+  ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
+}
+
+export type ServerCreateManyOwnerInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  callbackUrl?: string | null
+  standardWebhooks?: boolean
+  callbackDisabledAt?: Date | string | null
+  callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  createdAt?: Date | string
+}
+
+export type ServerUpdateWithoutOwnerInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+}
+
+export type ServerUncheckedUpdateWithoutOwnerInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+}
+
+export type ServerUncheckedUpdateManyWithoutOwnerInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
 
@@ -1121,6 +1378,8 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   votifierToken?: boolean
   pullEnabled?: boolean
   createdAt?: boolean
+  ownerId?: boolean
+  owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
   referrals?: boolean | Prisma.Server$referralsArgs<ExtArgs>
@@ -1143,6 +1402,8 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   votifierToken?: boolean
   pullEnabled?: boolean
   createdAt?: boolean
+  ownerId?: boolean
+  owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
 export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -1160,6 +1421,8 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   votifierToken?: boolean
   pullEnabled?: boolean
   createdAt?: boolean
+  ownerId?: boolean
+  owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
 export type ServerSelectScalar = {
@@ -1177,22 +1440,29 @@ export type ServerSelectScalar = {
   votifierToken?: boolean
   pullEnabled?: boolean
   createdAt?: boolean
+  ownerId?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
   referrals?: boolean | Prisma.Server$referralsArgs<ExtArgs>
   deliveries?: boolean | Prisma.Server$deliveriesArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }
-export type ServerIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {}
-export type ServerIncludeUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {}
+export type ServerIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
+}
+export type ServerIncludeUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
+}
 
 export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Server"
   objects: {
+    owner: Prisma.$OwnerPayload<ExtArgs> | null
     secrets: Prisma.$ServerSecretPayload<ExtArgs>[]
     clicks: Prisma.$ReferralClickPayload<ExtArgs>[]
     referrals: Prisma.$ReferralPayload<ExtArgs>[]
@@ -1222,6 +1492,10 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
      */
     pullEnabled: boolean
     createdAt: Date
+    /**
+     * The owner (the list's account id) whose dashboard sessions may manage this server; null: operators only.
+     */
+    ownerId: string | null
   }, ExtArgs["result"]["server"]>
   composites: {}
 }
@@ -1616,6 +1890,7 @@ readonly fields: ServerFieldRefs;
  */
 export interface Prisma__ServerClient<T, Null = never, ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs, GlobalOmitOptions = {}> extends Prisma.PrismaPromise<T> {
   readonly [Symbol.toStringTag]: "PrismaPromise"
+  owner<T extends Prisma.Server$ownerArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$ownerArgs<ExtArgs>>): Prisma.Prisma__OwnerClient<runtime.Types.Result.GetResult<Prisma.$OwnerPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | null, null, ExtArgs, GlobalOmitOptions>
   secrets<T extends Prisma.Server$secretsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$secretsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ServerSecretPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   clicks<T extends Prisma.Server$clicksArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$clicksArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ReferralClickPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   referrals<T extends Prisma.Server$referralsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$referralsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ReferralPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
@@ -1663,6 +1938,7 @@ export interface ServerFieldRefs {
   readonly votifierToken: Prisma.FieldRef<"Server", 'String'>
   readonly pullEnabled: Prisma.FieldRef<"Server", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Server", 'DateTime'>
+  readonly ownerId: Prisma.FieldRef<"Server", 'String'>
 }
     
 
@@ -1917,6 +2193,10 @@ export type ServerCreateManyAndReturnArgs<ExtArgs extends runtime.Types.Extensio
    */
   data: Prisma.ServerCreateManyInput | Prisma.ServerCreateManyInput[]
   skipDuplicates?: boolean
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.ServerIncludeCreateManyAndReturn<ExtArgs> | null
 }
 
 /**
@@ -1987,6 +2267,10 @@ export type ServerUpdateManyAndReturnArgs<ExtArgs extends runtime.Types.Extensio
    * Limit how many Servers to update.
    */
   limit?: number
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.ServerIncludeUpdateManyAndReturn<ExtArgs> | null
 }
 
 /**
@@ -2053,6 +2337,25 @@ export type ServerDeleteManyArgs<ExtArgs extends runtime.Types.Extensions.Intern
    * Limit how many Servers to delete.
    */
   limit?: number
+}
+
+/**
+ * Server.owner
+ */
+export type Server$ownerArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the Owner
+   */
+  select?: Prisma.OwnerSelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the Owner
+   */
+  omit?: Prisma.OwnerOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.OwnerInclude<ExtArgs> | null
+  where?: Prisma.OwnerWhereInput
 }
 
 /**

@@ -1,0 +1,103 @@
+import type { Scope } from "./scopes.js";
+
+/**
+ * What an owner's dashboard session may do with an RPC (see auth-interceptor.ts):
+ *
+ * - `owned`: allowed on the owner's own servers only. `field` of the request names a
+ *   server, or a delivery or referral whose server is looked up. Another owner's (or an
+ *   unowned) resource is `not_found` ("unknown server", "unknown delivery", ...), exactly
+ *   as for one that does not exist, so an owner cannot even learn that it exists.
+ * - `own`: allowed; the handler itself narrows to the owner's servers (lists, rankings,
+ *   creating a server assigns it to the owner). The handler reads `OWNER_SCOPE`.
+ * - `none`: never for owner sessions (tokens, owners, ingest, clicks, hearts, ...).
+ */
+export type OwnerPolicy = { kind: "owned"; resource: OwnedResource; field: string } | { kind: "own" } | { kind: "none" };
+
+/** Resources whose server an owner check can find. */
+export type OwnedResource = "server" | "delivery" | "referral";
+
+/** The access rule of one RPC. */
+export interface RpcAccess {
+  /** The scope a service token needs to call the RPC. */
+  scope: Scope;
+  /** What an owner's dashboard session may do with it. */
+  owner: OwnerPolicy;
+}
+
+const server = { kind: "owned", resource: "server", field: "serverId" } as const;
+const delivery = { kind: "owned", resource: "delivery", field: "deliveryId" } as const;
+const referral = { kind: "owned", resource: "referral", field: "referralId" } as const;
+const own = { kind: "own" } as const;
+const none = { kind: "none" } as const;
+
+/**
+ * THE table of internal API access: every RPC of every service, by
+ * `<package>.<Service>/<Method>`, with the scope it needs and what an owner session
+ * may do with it. An RPC missing here is refused (permission_denied) for everyone,
+ * and test/unit/access-rpc-table.test.ts fails until it is added.
+ */
+export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
+  // servers.v1
+  "servers.v1.ServerAdminService/CreateServer": { scope: "admin", owner: own },
+  "servers.v1.ServerAdminService/GetServer": { scope: "read", owner: server },
+  "servers.v1.ServerAdminService/ListServers": { scope: "read", owner: own },
+  "servers.v1.ServerAdminService/SetReferralsEnabled": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/SetRegistrationUrl": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/CreateReferralSecret": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/RotateReferralSecret": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/RevokeReferralSecret": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/ListReferralSecrets": { scope: "read", owner: server },
+  "servers.v1.ServerAdminService/RevealReferralSecret": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/ResolveSigningKeys": { scope: "ingest", owner: none },
+  "servers.v1.ServerAdminService/SetCallbackSettings": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/RotateCallbackSecret": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/RevealCallbackSecret": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/EnableCallback": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/SetVotifierSettings": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/SetPullEnabled": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/RotatePullSecret": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/RevealPullSecret": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/ResolvePullKeys": { scope: "pull", owner: none },
+  // referral.v1
+  "referral.v1.ReferralService/RecordClick": { scope: "clicks:record", owner: none },
+  "referral.v1.ReferralService/ApplyEvent": { scope: "ingest", owner: none },
+  "referral.v1.ReferralService/GetReferral": { scope: "read", owner: referral },
+  "referral.v1.ReferralService/GetLeaderboard": { scope: "read", owner: server },
+  "referral.v1.ReferralService/GetFunnel": { scope: "read", owner: server },
+  // hearts.v1
+  "hearts.v1.HeartService/CastHeart": { scope: "hearts:cast", owner: none },
+  "hearts.v1.HeartService/GetRanking": { scope: "read", owner: own },
+  "hearts.v1.HeartService/ListHearts": { scope: "read", owner: server },
+  "hearts.v1.HeartService/GetHeartStats": { scope: "read", owner: server },
+  "delivery.v1.DeliveryStatsService/GetDeliveryStats": { scope: "read", owner: server },
+  // delivery.v1
+  "delivery.v1.DeliveryService/ListDeliveries": { scope: "read", owner: server },
+  "delivery.v1.DeliveryService/GetDelivery": { scope: "read", owner: delivery },
+  "delivery.v1.DeliveryService/Redeliver": { scope: "admin", owner: delivery },
+  "delivery.v1.DeliveryService/RedeliverFailedSince": { scope: "admin", owner: server },
+  "delivery.v1.DeliveryService/SendTestCallback": { scope: "admin", owner: server },
+  "delivery.v1.DeliveryService/SendTestReferralEvent": { scope: "admin", owner: server },
+  "delivery.v1.DeliveryService/SendTestVote": { scope: "admin", owner: server },
+  "delivery.v1.DeliveryService/ListPullHearts": { scope: "pull", owner: none },
+  "delivery.v1.DeliveryService/ClaimPullHearts": { scope: "pull", owner: none },
+  // ops.v1 (operators only)
+  "ops.v1.OperatorService/ListDeadLetters": { scope: "admin", owner: none },
+  // access.v1
+  "access.v1.AccessService/CreateServiceToken": { scope: "admin", owner: none },
+  "access.v1.AccessService/ListServiceTokens": { scope: "admin", owner: none },
+  "access.v1.AccessService/RevokeServiceToken": { scope: "admin", owner: none },
+  "access.v1.AccessService/CreateOwner": { scope: "admin", owner: none },
+  "access.v1.AccessService/AssignServer": { scope: "admin", owner: none },
+  "access.v1.AccessService/ListOwnerServers": { scope: "admin", owner: none },
+  "access.v1.AccessService/CreateDashboardLoginLink": { scope: "admin", owner: none },
+  "access.v1.AccessService/RedeemDashboardLoginLink": { scope: "dashboard", owner: none },
+  "access.v1.AccessService/GetDashboardSession": { scope: "dashboard", owner: none },
+  "access.v1.AccessService/EndDashboardSession": { scope: "dashboard", owner: none },
+  "access.v1.AccessService/ListDashboardSessions": { scope: "admin", owner: none },
+  "access.v1.AccessService/RevokeDashboardSessions": { scope: "admin", owner: none },
+};
+
+/** The table's key of an RPC. */
+export function rpcKey(serviceTypeName: string, methodName: string): string {
+  return `${serviceTypeName}/${methodName}`;
+}

@@ -5,7 +5,9 @@
  */
 import test from "ava";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { bearerToken, createServiceTransport } from "../../services/shared/service-transport.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { startGatewayStack, type GatewayStack, type TestServer } from "./gateway-stack.js";
@@ -19,7 +21,7 @@ let delivery: ReturnType<typeof createClient<typeof DeliveryService>>;
 test.before(async () => {
   stack = await startGatewayStack();
   server = await stack.createServer();
-  const transport = createConnectTransport({ baseUrl: stack.serviceUrl, httpVersion: "2", useBinaryFormat: true });
+  const transport = createServiceTransport(stack.serviceUrl, TEST_SERVICE_TOKEN);
   hearts = createClient(HeartService, transport);
   delivery = createClient(DeliveryService, transport);
 });
@@ -107,7 +109,7 @@ test("CastHeart: over-long or NUL username, voter identity, user agent or ip are
 test("CastHeart with a 2 MB username is refused at the edge (resource exhausted) over Connect and gRPC", async (t) => {
   const connect = await rpcError(() => heart({ username: TWO_MB }));
   t.is(connect.code, Code.ResourceExhausted);
-  const grpc = createClient(HeartService, createGrpcTransport({ baseUrl: stack.serviceUrl }));
+  const grpc = createClient(HeartService, createGrpcTransport({ baseUrl: stack.serviceUrl, interceptors: [bearerToken(TEST_SERVICE_TOKEN)] }));
   const overGrpc = await rpcError(() => grpc.castHeart({ serverId: server.serverId, username: TWO_MB, voterIdentity: "a", ip: "203.0.113.9" }));
   t.is(overGrpc.code, Code.ResourceExhausted);
   t.is(await stack.db.prisma.heart.count({ where: { username: { startsWith: "xxxx" } } }), 0);

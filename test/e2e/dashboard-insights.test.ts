@@ -126,7 +126,9 @@ test.before(async (t) => {
   const page = await browser.context.newPage();
   // Anything the page reports as an error (a CSP violation, a failed script) fails the last test.
   page.on("console", (message) => {
-    if (message.type() === "error") pageErrors.push(message.text());
+    // The sign-in screen's session probe (GET /dashboard/api/session without a credential) is an expected
+    // 401, which Chromium reports as a failed resource; anything else is an error of the page.
+    if (message.type() === "error" && !/status of 401 \(Unauthorized\)/.test(message.text())) pageErrors.push(message.text());
   });
   page.on("pageerror", (error) => pageErrors.push(error.message));
   t.context = { stack, receiver, bus, relay, consumer, dispatcher, gateway, gatewayUrl, browser, page, shots: screenshotDir() };

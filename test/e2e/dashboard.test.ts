@@ -706,7 +706,9 @@ test.serial("browser (owner): a login link minted over RPC opens the dashboard a
   t.like(cookie, { httpOnly: true, sameSite: "Strict", path: "/dashboard", secure: false });
   t.false(String(await page.evaluate("document.cookie")).includes("dashboard_session"), "scripts cannot read the session");
 
-  // Only Alice's server: not Bob's, not the operator flow's (unowned) server.
+  // Only Alice's server: not Bob's, not the operator flow's (unowned) server. The page shows itself
+  // before its server list arrives, so wait for the picker to be filled.
+  await page.waitForSelector("#server-picker option", { state: "attached" });
   const options = await page.locator("#server-picker option").evaluateAll((els) => els.map((e) => (e as unknown as { value: string }).value));
   t.deepEqual(options, [servers["browser-owner-a"]]);
   const table = (await page.textContent("#servers-table tbody")) ?? "";

@@ -8,9 +8,10 @@
 import anyTest, { type TestFn } from "ava";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
 import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { HeartVerdict, type HeartSummary } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import { createMetrics } from "../../services/shared/metrics.js";
@@ -32,7 +33,7 @@ test.before(async (t) => {
   // The harness has no DeliveryStatsService client; the same production wiring serves it.
   const server = createReferralServiceServer({ ...h.deps, metrics: createMetrics("test") });
   const port = await server.listen(0);
-  const stats = createClient(DeliveryStatsService, createConnectTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" }));
+  const stats = createClient(DeliveryStatsService, createServiceTransport(`http://127.0.0.1:${port}`, TEST_SERVICE_TOKEN));
   t.context = { h, clock, stats, closeStats: () => server.close() };
 });
 test.after.always(async (t) => {

@@ -10,6 +10,8 @@
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+# The stand-in for @prisma/streams-local (see package.json overrides) must be there before npm ci.
+COPY scripts/stubs scripts/stubs
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY gateway gateway
@@ -27,6 +29,7 @@ RUN apt-get update \
 WORKDIR /app
 ENV NODE_ENV=production
 COPY package.json package-lock.json ./
+COPY scripts/stubs scripts/stubs
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist dist
 USER node

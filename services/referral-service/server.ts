@@ -43,6 +43,9 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
   };
 }
 
+/** How long close() lets in-flight streams finish before it cuts the sessions still open. */
+export const DRAIN_TIMEOUT_MS = 10_000;
+
 /**
  * Builds the referral service's HTTP/2 (cleartext) server, unstarted. One port
  * serves the Connect, gRPC and gRPC-Web protocols; every RPC needs a service token
@@ -51,7 +54,8 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
 export function createReferralServiceServer(deps: ReferralServiceDeps): {
   server: http2.Http2Server;
   listen(port: number, host?: string): Promise<number>;
-  close(): Promise<void>;
+  /** Drains: GOAWAY, in-flight streams finish; sessions still open after `drainTimeoutMs` are destroyed. */
+  close(drainTimeoutMs?: number): Promise<void>;
 } {
   const handler = connectNodeAdapter({
     routes: createRoutes(deps),
@@ -82,11 +86,20 @@ export function createReferralServiceServer(deps: ReferralServiceDeps): {
         server.once("error", reject);
         server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
       }),
-    close: () =>
+    close: (drainTimeoutMs = DRAIN_TIMEOUT_MS) =>
       new Promise((resolve) => {
         // Graceful: stop accepting; GOAWAY lets in-flight streams finish before sessions close.
         for (const session of sessions) session.close();
-        server.close(() => resolve());
+        // Failure policy: a stream that never ends (a client still sending a message refused as too large,
+        // a peer that went silent) must not hold shutdown forever; after the drain time it is cut.
+        const cut = setTimeout(() => {
+          for (const session of sessions) session.destroy();
+        }, drainTimeoutMs);
+        cut.unref();
+        server.close(() => {
+          clearTimeout(cut);
+          resolve();
+        });
       }),
   };
 }

@@ -94,11 +94,20 @@ export type ServerRanking = Prisma.ServerRankingModel
 export type OutboxMessage = Prisma.OutboxMessageModel
 /**
  * Model Delivery
- * A reward callback to deliver, one per (heart, server).
+ * A reward callback to deliver: one per (heart, server) for heart.counted, one per send for heart.test.
  */
 export type Delivery = Prisma.DeliveryModel
 /**
  * Model DeliveryAttempt
- * Every delivery attempt: time, status code, latency, error.
+ * Every delivery attempt: time, target, status code, latency, error, and the exact exchange:
+ * the request as sent (headers, body) and the response (headers, the first 4 KiB of the body).
+ * Transport-neutral: `url` is where it went; headers are empty where a transport has none.
  */
 export type DeliveryAttempt = Prisma.DeliveryAttemptModel
+/**
+ * Model CallbackHealth
+ * Per server: how its callback endpoint is doing, kept up to date by every recorded attempt.
+ * `failingSince` starts the current run of failures (null after a 2xx); when that run is older
+ * than the auto-disable period, the callback is disabled.
+ */
+export type CallbackHealth = Prisma.CallbackHealthModel

@@ -408,7 +408,8 @@ export const ModelName = {
   ServerRanking: 'ServerRanking',
   OutboxMessage: 'OutboxMessage',
   Delivery: 'Delivery',
-  DeliveryAttempt: 'DeliveryAttempt'
+  DeliveryAttempt: 'DeliveryAttempt',
+  CallbackHealth: 'CallbackHealth'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -424,7 +425,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "delivery" | "deliveryAttempt"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "delivery" | "deliveryAttempt" | "callbackHealth"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -1316,6 +1317,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    CallbackHealth: {
+      payload: Prisma.$CallbackHealthPayload<ExtArgs>
+      fields: Prisma.CallbackHealthFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.CallbackHealthFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.CallbackHealthFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>
+        }
+        findFirst: {
+          args: Prisma.CallbackHealthFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.CallbackHealthFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>
+        }
+        findMany: {
+          args: Prisma.CallbackHealthFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>[]
+        }
+        create: {
+          args: Prisma.CallbackHealthCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>
+        }
+        createMany: {
+          args: Prisma.CallbackHealthCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.CallbackHealthCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>[]
+        }
+        delete: {
+          args: Prisma.CallbackHealthDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>
+        }
+        update: {
+          args: Prisma.CallbackHealthUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>
+        }
+        deleteMany: {
+          args: Prisma.CallbackHealthDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.CallbackHealthUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.CallbackHealthUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>[]
+        }
+        upsert: {
+          args: Prisma.CallbackHealthUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>
+        }
+        aggregate: {
+          args: Prisma.CallbackHealthAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateCallbackHealth>
+        }
+        groupBy: {
+          args: Prisma.CallbackHealthGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.CallbackHealthGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.CallbackHealthCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.CallbackHealthCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -1499,6 +1574,7 @@ export const DeliveryScalarFieldEnum = {
   id: 'id',
   serverId: 'serverId',
   heartId: 'heartId',
+  dedupKey: 'dedupKey',
   eventType: 'eventType',
   username: 'username',
   voterIdentity: 'voterIdentity',
@@ -1522,15 +1598,33 @@ export type DeliveryScalarFieldEnum = (typeof DeliveryScalarFieldEnum)[keyof typ
 export const DeliveryAttemptScalarFieldEnum = {
   id: 'id',
   deliveryId: 'deliveryId',
+  serverId: 'serverId',
   attempt: 'attempt',
   url: 'url',
   startedAt: 'startedAt',
   statusCode: 'statusCode',
   latencyMs: 'latencyMs',
-  error: 'error'
+  error: 'error',
+  succeeded: 'succeeded',
+  requestHeaders: 'requestHeaders',
+  requestBody: 'requestBody',
+  responseHeaders: 'responseHeaders',
+  responseBody: 'responseBody',
+  responseBodyTruncated: 'responseBodyTruncated'
 } as const
 
 export type DeliveryAttemptScalarFieldEnum = (typeof DeliveryAttemptScalarFieldEnum)[keyof typeof DeliveryAttemptScalarFieldEnum]
+
+
+export const CallbackHealthScalarFieldEnum = {
+  serverId: 'serverId',
+  failingSince: 'failingSince',
+  lastSuccessAt: 'lastSuccessAt',
+  lastFailureAt: 'lastFailureAt',
+  lastFailureReason: 'lastFailureReason'
+} as const
+
+export type CallbackHealthScalarFieldEnum = (typeof CallbackHealthScalarFieldEnum)[keyof typeof CallbackHealthScalarFieldEnum]
 
 
 export const SortOrder = {
@@ -1539,6 +1633,14 @@ export const SortOrder = {
 } as const
 
 export type SortOrder = (typeof SortOrder)[keyof typeof SortOrder]
+
+
+export const NullableJsonNullValueInput = {
+  DbNull: DbNull,
+  JsonNull: JsonNull
+} as const
+
+export type NullableJsonNullValueInput = (typeof NullableJsonNullValueInput)[keyof typeof NullableJsonNullValueInput]
 
 
 export const QueryMode = {
@@ -1555,6 +1657,15 @@ export const NullsOrder = {
 } as const
 
 export type NullsOrder = (typeof NullsOrder)[keyof typeof NullsOrder]
+
+
+export const JsonNullValueFilter = {
+  DbNull: DbNull,
+  JsonNull: JsonNull,
+  AnyNull: AnyNull
+} as const
+
+export type JsonNullValueFilter = (typeof JsonNullValueFilter)[keyof typeof JsonNullValueFilter]
 
 
 
@@ -1679,6 +1790,20 @@ export type EnumDeliveryStatusFieldRefInput<$PrismaModel> = FieldRefInputType<$P
  * Reference to a field of type 'DeliveryStatus[]'
  */
 export type ListEnumDeliveryStatusFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DeliveryStatus[]'>
+    
+
+
+/**
+ * Reference to a field of type 'Json'
+ */
+export type JsonFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Json'>
+    
+
+
+/**
+ * Reference to a field of type 'QueryMode'
+ */
+export type EnumQueryModeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'QueryMode'>
     
 
 
@@ -1858,6 +1983,7 @@ export type GlobalOmitConfig = {
   outboxMessage?: Prisma.OutboxMessageOmit
   delivery?: Prisma.DeliveryOmit
   deliveryAttempt?: Prisma.DeliveryAttemptOmit
+  callbackHealth?: Prisma.CallbackHealthOmit
 }
 
 /* Types for Logging */

@@ -62,7 +62,8 @@ export const ModelName = {
   ServerRanking: 'ServerRanking',
   OutboxMessage: 'OutboxMessage',
   Delivery: 'Delivery',
-  DeliveryAttempt: 'DeliveryAttempt'
+  DeliveryAttempt: 'DeliveryAttempt',
+  CallbackHealth: 'CallbackHealth'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -225,6 +226,7 @@ export const DeliveryScalarFieldEnum = {
   id: 'id',
   serverId: 'serverId',
   heartId: 'heartId',
+  dedupKey: 'dedupKey',
   eventType: 'eventType',
   username: 'username',
   voterIdentity: 'voterIdentity',
@@ -248,15 +250,33 @@ export type DeliveryScalarFieldEnum = (typeof DeliveryScalarFieldEnum)[keyof typ
 export const DeliveryAttemptScalarFieldEnum = {
   id: 'id',
   deliveryId: 'deliveryId',
+  serverId: 'serverId',
   attempt: 'attempt',
   url: 'url',
   startedAt: 'startedAt',
   statusCode: 'statusCode',
   latencyMs: 'latencyMs',
-  error: 'error'
+  error: 'error',
+  succeeded: 'succeeded',
+  requestHeaders: 'requestHeaders',
+  requestBody: 'requestBody',
+  responseHeaders: 'responseHeaders',
+  responseBody: 'responseBody',
+  responseBodyTruncated: 'responseBodyTruncated'
 } as const
 
 export type DeliveryAttemptScalarFieldEnum = (typeof DeliveryAttemptScalarFieldEnum)[keyof typeof DeliveryAttemptScalarFieldEnum]
+
+
+export const CallbackHealthScalarFieldEnum = {
+  serverId: 'serverId',
+  failingSince: 'failingSince',
+  lastSuccessAt: 'lastSuccessAt',
+  lastFailureAt: 'lastFailureAt',
+  lastFailureReason: 'lastFailureReason'
+} as const
+
+export type CallbackHealthScalarFieldEnum = (typeof CallbackHealthScalarFieldEnum)[keyof typeof CallbackHealthScalarFieldEnum]
 
 
 export const SortOrder = {
@@ -265,6 +285,14 @@ export const SortOrder = {
 } as const
 
 export type SortOrder = (typeof SortOrder)[keyof typeof SortOrder]
+
+
+export const NullableJsonNullValueInput = {
+  DbNull: DbNull,
+  JsonNull: JsonNull
+} as const
+
+export type NullableJsonNullValueInput = (typeof NullableJsonNullValueInput)[keyof typeof NullableJsonNullValueInput]
 
 
 export const QueryMode = {
@@ -281,4 +309,13 @@ export const NullsOrder = {
 } as const
 
 export type NullsOrder = (typeof NullsOrder)[keyof typeof NullsOrder]
+
+
+export const JsonNullValueFilter = {
+  DbNull: DbNull,
+  JsonNull: JsonNull,
+  AnyNull: AnyNull
+} as const
+
+export type JsonNullValueFilter = (typeof JsonNullValueFilter)[keyof typeof JsonNullValueFilter]
 

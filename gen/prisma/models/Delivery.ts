@@ -14,7 +14,7 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 
 /**
  * Model Delivery
- * A reward callback to deliver, one per (heart, server).
+ * A reward callback to deliver: one per (heart, server) for heart.counted, one per send for heart.test.
  */
 export type DeliveryModel = runtime.Types.Result.DefaultSelection<Prisma.$DeliveryPayload>
 
@@ -42,6 +42,7 @@ export type DeliveryMinAggregateOutputType = {
   id: string | null
   serverId: string | null
   heartId: string | null
+  dedupKey: string | null
   eventType: string | null
   username: string | null
   voterIdentity: string | null
@@ -63,6 +64,7 @@ export type DeliveryMaxAggregateOutputType = {
   id: string | null
   serverId: string | null
   heartId: string | null
+  dedupKey: string | null
   eventType: string | null
   username: string | null
   voterIdentity: string | null
@@ -84,6 +86,7 @@ export type DeliveryCountAggregateOutputType = {
   id: number
   serverId: number
   heartId: number
+  dedupKey: number
   eventType: number
   username: number
   voterIdentity: number
@@ -119,6 +122,7 @@ export type DeliveryMinAggregateInputType = {
   id?: true
   serverId?: true
   heartId?: true
+  dedupKey?: true
   eventType?: true
   username?: true
   voterIdentity?: true
@@ -140,6 +144,7 @@ export type DeliveryMaxAggregateInputType = {
   id?: true
   serverId?: true
   heartId?: true
+  dedupKey?: true
   eventType?: true
   username?: true
   voterIdentity?: true
@@ -161,6 +166,7 @@ export type DeliveryCountAggregateInputType = {
   id?: true
   serverId?: true
   heartId?: true
+  dedupKey?: true
   eventType?: true
   username?: true
   voterIdentity?: true
@@ -269,6 +275,7 @@ export type DeliveryGroupByOutputType = {
   id: string
   serverId: string
   heartId: string
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -313,6 +320,7 @@ export type DeliveryWhereInput = {
   id?: Prisma.UuidFilter<"Delivery"> | string
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
+  dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
@@ -336,6 +344,7 @@ export type DeliveryOrderByWithRelationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -357,12 +366,13 @@ export type DeliveryOrderByWithRelationInput = {
 
 export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   id?: string
-  heartId_serverId?: Prisma.DeliveryHeartIdServerIdCompoundUniqueInput
+  serverId_dedupKey?: Prisma.DeliveryServerIdDedupKeyCompoundUniqueInput
   AND?: Prisma.DeliveryWhereInput | Prisma.DeliveryWhereInput[]
   OR?: Prisma.DeliveryWhereInput[]
   NOT?: Prisma.DeliveryWhereInput | Prisma.DeliveryWhereInput[]
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
+  dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
@@ -380,12 +390,13 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   attemptsLog?: Prisma.DeliveryAttemptListRelationFilter
-}, "id" | "heartId_serverId">
+}, "id" | "serverId_dedupKey">
 
 export type DeliveryOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -415,6 +426,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   id?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
   serverId?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
   heartId?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
+  dedupKey?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   eventType?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   username?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
@@ -435,6 +447,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
 export type DeliveryCreateInput = {
   id?: string
   heartId: string
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -458,6 +471,7 @@ export type DeliveryUncheckedCreateInput = {
   id?: string
   serverId: string
   heartId: string
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -479,6 +493,7 @@ export type DeliveryUncheckedCreateInput = {
 export type DeliveryUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -502,6 +517,7 @@ export type DeliveryUncheckedUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -524,6 +540,7 @@ export type DeliveryCreateManyInput = {
   id?: string
   serverId: string
   heartId: string
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -544,6 +561,7 @@ export type DeliveryCreateManyInput = {
 export type DeliveryUpdateManyMutationInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -565,6 +583,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -592,15 +611,16 @@ export type DeliveryOrderByRelationAggregateInput = {
   _count?: Prisma.SortOrder
 }
 
-export type DeliveryHeartIdServerIdCompoundUniqueInput = {
-  heartId: string
+export type DeliveryServerIdDedupKeyCompoundUniqueInput = {
   serverId: string
+  dedupKey: string
 }
 
 export type DeliveryCountOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -628,6 +648,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -649,6 +670,7 @@ export type DeliveryMinOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -740,6 +762,7 @@ export type DeliveryUpdateOneRequiredWithoutAttemptsLogNestedInput = {
 export type DeliveryCreateWithoutServerInput = {
   id?: string
   heartId: string
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -761,6 +784,7 @@ export type DeliveryCreateWithoutServerInput = {
 export type DeliveryUncheckedCreateWithoutServerInput = {
   id?: string
   heartId: string
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -812,6 +836,7 @@ export type DeliveryScalarWhereInput = {
   id?: Prisma.UuidFilter<"Delivery"> | string
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
+  dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
@@ -832,6 +857,7 @@ export type DeliveryScalarWhereInput = {
 export type DeliveryCreateWithoutAttemptsLogInput = {
   id?: string
   heartId: string
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -854,6 +880,7 @@ export type DeliveryUncheckedCreateWithoutAttemptsLogInput = {
   id?: string
   serverId: string
   heartId: string
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -890,6 +917,7 @@ export type DeliveryUpdateToOneWithWhereWithoutAttemptsLogInput = {
 export type DeliveryUpdateWithoutAttemptsLogInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -912,6 +940,7 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -932,6 +961,7 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
 export type DeliveryCreateManyServerInput = {
   id?: string
   heartId: string
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -952,6 +982,7 @@ export type DeliveryCreateManyServerInput = {
 export type DeliveryUpdateWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -973,6 +1004,7 @@ export type DeliveryUpdateWithoutServerInput = {
 export type DeliveryUncheckedUpdateWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -994,6 +1026,7 @@ export type DeliveryUncheckedUpdateWithoutServerInput = {
 export type DeliveryUncheckedUpdateManyWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1046,6 +1079,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   id?: boolean
   serverId?: boolean
   heartId?: boolean
+  dedupKey?: boolean
   eventType?: boolean
   username?: boolean
   voterIdentity?: boolean
@@ -1070,6 +1104,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   id?: boolean
   serverId?: boolean
   heartId?: boolean
+  dedupKey?: boolean
   eventType?: boolean
   username?: boolean
   voterIdentity?: boolean
@@ -1092,6 +1127,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   id?: boolean
   serverId?: boolean
   heartId?: boolean
+  dedupKey?: boolean
   eventType?: boolean
   username?: boolean
   voterIdentity?: boolean
@@ -1114,6 +1150,7 @@ export type DeliverySelectScalar = {
   id?: boolean
   serverId?: boolean
   heartId?: boolean
+  dedupKey?: boolean
   eventType?: boolean
   username?: boolean
   voterIdentity?: boolean
@@ -1131,7 +1168,7 @@ export type DeliverySelectScalar = {
   createdAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "dedupKey" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   attemptsLog?: boolean | Prisma.Delivery$attemptsLogArgs<ExtArgs>
@@ -1154,6 +1191,12 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     id: string
     serverId: string
     heartId: string
+    /**
+     * What makes a delivery unique per server: the heart_id for heart.counted (a redelivered
+     * Kafka message adds nothing), the delivery's own id for heart.test (every test is new;
+     * its heart_id is the nil uuid).
+     */
+    dedupKey: string
     eventType: string
     username: string
     voterIdentity: string
@@ -1597,6 +1640,7 @@ export interface DeliveryFieldRefs {
   readonly id: Prisma.FieldRef<"Delivery", 'String'>
   readonly serverId: Prisma.FieldRef<"Delivery", 'String'>
   readonly heartId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly dedupKey: Prisma.FieldRef<"Delivery", 'String'>
   readonly eventType: Prisma.FieldRef<"Delivery", 'String'>
   readonly username: Prisma.FieldRef<"Delivery", 'String'>
   readonly voterIdentity: Prisma.FieldRef<"Delivery", 'String'>

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file delivery/v1/delivery.proto.
  */
 export const file_delivery_v1_delivery: GenFile = /*@__PURE__*/
-  fileDesc("ChpkZWxpdmVyeS92MS9kZWxpdmVyeS5wcm90bxILZGVsaXZlcnkudjEipAMKCERlbGl2ZXJ5EgoKAmlkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIQCghoZWFydF9pZBgDIAEoCRISCgpldmVudF90eXBlGAQgASgJEhAKCHVzZXJuYW1lGAUgASgJEg4KBnBlcmlvZBgGIAEoCRIrCgZzdGF0dXMYByABKA4yGy5kZWxpdmVyeS52MS5EZWxpdmVyeVN0YXR1cxIQCghhdHRlbXB0cxgIIAEoBRIzCg9uZXh0X2F0dGVtcHRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGRlbGl2ZXJlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJZmFpbGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBsYXN0X3N0YXR1c19jb2RlGA0gASgFEhIKCmxhc3RfZXJyb3IYDiABKAkilwEKD0RlbGl2ZXJ5QXR0ZW1wdBIPCgdhdHRlbXB0GAEgASgFEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3N0YXR1c19jb2RlGAMgASgFEhIKCmxhdGVuY3lfbXMYBCABKAUSDQoFZXJyb3IYBSABKAkSCwoDdXJsGAYgASgJImYKFUxpc3REZWxpdmVyaWVzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSKwoGc3RhdHVzGAIgASgOMhsuZGVsaXZlcnkudjEuRGVsaXZlcnlTdGF0dXMSDQoFbGltaXQYAyABKAUiQwoWTGlzdERlbGl2ZXJpZXNSZXNwb25zZRIpCgpkZWxpdmVyaWVzGAEgAygLMhUuZGVsaXZlcnkudjEuRGVsaXZlcnkiKQoSR2V0RGVsaXZlcnlSZXF1ZXN0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJIm4KE0dldERlbGl2ZXJ5UmVzcG9uc2USJwoIZGVsaXZlcnkYASABKAsyFS5kZWxpdmVyeS52MS5EZWxpdmVyeRIuCghhdHRlbXB0cxgCIAMoCzIcLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5QXR0ZW1wdCInChBSZWRlbGl2ZXJSZXF1ZXN0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJIjwKEVJlZGVsaXZlclJlc3BvbnNlEicKCGRlbGl2ZXJ5GAEgASgLMhUuZGVsaXZlcnkudjEuRGVsaXZlcnkiWwobUmVkZWxpdmVyRmFpbGVkU2luY2VSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIpCgVzaW5jZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiMAocUmVkZWxpdmVyRmFpbGVkU2luY2VSZXNwb25zZRIQCghyZXF1ZXVlZBgBIAEoBSI+ChdTZW5kVGVzdENhbGxiYWNrUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEAoIdXNlcm5hbWUYAiABKAkiqQIKDkV4Y2hhbmdlUmVwb3J0EgsKA3VybBgBIAEoCRJICg9yZXF1ZXN0X2hlYWRlcnMYAiADKAsyLy5kZWxpdmVyeS52MS5FeGNoYW5nZVJlcG9ydC5SZXF1ZXN0SGVhZGVyc0VudHJ5EhQKDHJlcXVlc3RfYm9keRgDIAEoCRIYChBjYW5vbmljYWxfc3RyaW5nGAQgASgJEhMKC3N0YXR1c19jb2RlGAUgASgFEhUKDXJlc3BvbnNlX2JvZHkYBiABKAkSEgoKbGF0ZW5jeV9tcxgHIAEoBRINCgVlcnJvchgIIAEoCRIKCgJvaxgJIAEoCBo1ChNSZXF1ZXN0SGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiRwoYU2VuZFRlc3RDYWxsYmFja1Jlc3BvbnNlEisKBnJlcG9ydBgBIAEoCzIbLmRlbGl2ZXJ5LnYxLkV4Y2hhbmdlUmVwb3J0IkAKHFNlbmRUZXN0UmVmZXJyYWxFdmVudFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg0KBWV2ZW50GAIgASgJIkwKHVNlbmRUZXN0UmVmZXJyYWxFdmVudFJlc3BvbnNlEisKBnJlcG9ydBgBIAEoCzIbLmRlbGl2ZXJ5LnYxLkV4Y2hhbmdlUmVwb3J0KokBCg5EZWxpdmVyeVN0YXR1cxIfChtERUxJVkVSWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdERUxJVkVSWV9TVEFUVVNfUEVORElORxABEh0KGURFTElWRVJZX1NUQVRVU19ERUxJVkVSRUQQAhIaChZERUxJVkVSWV9TVEFUVVNfRkFJTEVEEAMyyAQKD0RlbGl2ZXJ5U2VydmljZRJZCg5MaXN0RGVsaXZlcmllcxIiLmRlbGl2ZXJ5LnYxLkxpc3REZWxpdmVyaWVzUmVxdWVzdBojLmRlbGl2ZXJ5LnYxLkxpc3REZWxpdmVyaWVzUmVzcG9uc2USUAoLR2V0RGVsaXZlcnkSHy5kZWxpdmVyeS52MS5HZXREZWxpdmVyeVJlcXVlc3QaIC5kZWxpdmVyeS52MS5HZXREZWxpdmVyeVJlc3BvbnNlEkoKCVJlZGVsaXZlchIdLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlclJlcXVlc3QaHi5kZWxpdmVyeS52MS5SZWRlbGl2ZXJSZXNwb25zZRJrChRSZWRlbGl2ZXJGYWlsZWRTaW5jZRIoLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlckZhaWxlZFNpbmNlUmVxdWVzdBopLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlckZhaWxlZFNpbmNlUmVzcG9uc2USXwoQU2VuZFRlc3RDYWxsYmFjaxIkLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0Q2FsbGJhY2tSZXF1ZXN0GiUuZGVsaXZlcnkudjEuU2VuZFRlc3RDYWxsYmFja1Jlc3BvbnNlEm4KFVNlbmRUZXN0UmVmZXJyYWxFdmVudBIpLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0UmVmZXJyYWxFdmVudFJlcXVlc3QaKi5kZWxpdmVyeS52MS5TZW5kVGVzdFJlZmVycmFsRXZlbnRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChpkZWxpdmVyeS92MS9kZWxpdmVyeS5wcm90bxILZGVsaXZlcnkudjEipAMKCERlbGl2ZXJ5EgoKAmlkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIQCghoZWFydF9pZBgDIAEoCRISCgpldmVudF90eXBlGAQgASgJEhAKCHVzZXJuYW1lGAUgASgJEg4KBnBlcmlvZBgGIAEoCRIrCgZzdGF0dXMYByABKA4yGy5kZWxpdmVyeS52MS5EZWxpdmVyeVN0YXR1cxIQCghhdHRlbXB0cxgIIAEoBRIzCg9uZXh0X2F0dGVtcHRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGRlbGl2ZXJlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJZmFpbGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBsYXN0X3N0YXR1c19jb2RlGA0gASgFEhIKCmxhc3RfZXJyb3IYDiABKAkimgQKD0RlbGl2ZXJ5QXR0ZW1wdBIPCgdhdHRlbXB0GAEgASgFEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3N0YXR1c19jb2RlGAMgASgFEhIKCmxhdGVuY3lfbXMYBCABKAUSDQoFZXJyb3IYBSABKAkSCwoDdXJsGAYgASgJEkkKD3JlcXVlc3RfaGVhZGVycxgHIAMoCzIwLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5QXR0ZW1wdC5SZXF1ZXN0SGVhZGVyc0VudHJ5EhQKDHJlcXVlc3RfYm9keRgIIAEoCRJLChByZXNwb25zZV9oZWFkZXJzGAkgAygLMjEuZGVsaXZlcnkudjEuRGVsaXZlcnlBdHRlbXB0LlJlc3BvbnNlSGVhZGVyc0VudHJ5EhUKDXJlc3BvbnNlX2JvZHkYCiABKAkSHwoXcmVzcG9uc2VfYm9keV90cnVuY2F0ZWQYCyABKAgSGQoRZXhjaGFuZ2VfcmVjb3JkZWQYDCABKAgSEQoJc3VjY2VlZGVkGA0gASgIGjUKE1JlcXVlc3RIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARo2ChRSZXNwb25zZUhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIngKFUxpc3REZWxpdmVyaWVzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSKwoGc3RhdHVzGAIgASgOMhsuZGVsaXZlcnkudjEuRGVsaXZlcnlTdGF0dXMSDQoFbGltaXQYAyABKAUSEAoIdXNlcm5hbWUYBCABKAkiQwoWTGlzdERlbGl2ZXJpZXNSZXNwb25zZRIpCgpkZWxpdmVyaWVzGAEgAygLMhUuZGVsaXZlcnkudjEuRGVsaXZlcnkiPAoSR2V0RGVsaXZlcnlSZXF1ZXN0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCSJuChNHZXREZWxpdmVyeVJlc3BvbnNlEicKCGRlbGl2ZXJ5GAEgASgLMhUuZGVsaXZlcnkudjEuRGVsaXZlcnkSLgoIYXR0ZW1wdHMYAiADKAsyHC5kZWxpdmVyeS52MS5EZWxpdmVyeUF0dGVtcHQiOgoQUmVkZWxpdmVyUmVxdWVzdBITCgtkZWxpdmVyeV9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkiPAoRUmVkZWxpdmVyUmVzcG9uc2USJwoIZGVsaXZlcnkYASABKAsyFS5kZWxpdmVyeS52MS5EZWxpdmVyeSJbChtSZWRlbGl2ZXJGYWlsZWRTaW5jZVJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEikKBXNpbmNlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIwChxSZWRlbGl2ZXJGYWlsZWRTaW5jZVJlc3BvbnNlEhAKCHJlcXVldWVkGAEgASgFIj4KF1NlbmRUZXN0Q2FsbGJhY2tSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCSKpAgoORXhjaGFuZ2VSZXBvcnQSCwoDdXJsGAEgASgJEkgKD3JlcXVlc3RfaGVhZGVycxgCIAMoCzIvLmRlbGl2ZXJ5LnYxLkV4Y2hhbmdlUmVwb3J0LlJlcXVlc3RIZWFkZXJzRW50cnkSFAoMcmVxdWVzdF9ib2R5GAMgASgJEhgKEGNhbm9uaWNhbF9zdHJpbmcYBCABKAkSEwoLc3RhdHVzX2NvZGUYBSABKAUSFQoNcmVzcG9uc2VfYm9keRgGIAEoCRISCgpsYXRlbmN5X21zGAcgASgFEg0KBWVycm9yGAggASgJEgoKAm9rGAkgASgIGjUKE1JlcXVlc3RIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJwChhTZW5kVGVzdENhbGxiYWNrUmVzcG9uc2USKwoGcmVwb3J0GAEgASgLMhsuZGVsaXZlcnkudjEuRXhjaGFuZ2VSZXBvcnQSJwoIZGVsaXZlcnkYAiABKAsyFS5kZWxpdmVyeS52MS5EZWxpdmVyeSJAChxTZW5kVGVzdFJlZmVycmFsRXZlbnRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRINCgVldmVudBgCIAEoCSJMCh1TZW5kVGVzdFJlZmVycmFsRXZlbnRSZXNwb25zZRIrCgZyZXBvcnQYASABKAsyGy5kZWxpdmVyeS52MS5FeGNoYW5nZVJlcG9ydCItChhHZXRFbmRwb2ludEhlYWx0aFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIksKDkVuZHBvaW50V2luZG93EhAKCGF0dGVtcHRzGAEgASgFEhEKCXN1Y2NlZWRlZBgCIAEoBRIUCgxzdWNjZXNzX3JhdGUYAyABKAEilAQKGUdldEVuZHBvaW50SGVhbHRoUmVzcG9uc2USEQoJc2VydmVyX2lkGAEgASgJEhQKDGNhbGxiYWNrX3VybBgCIAEoCRItCghsYXN0XzI0aBgDIAEoCzIbLmRlbGl2ZXJ5LnYxLkVuZHBvaW50V2luZG93EiwKB2xhc3RfN2QYBCABKAsyGy5kZWxpdmVyeS52MS5FbmRwb2ludFdpbmRvdxIzCg9sYXN0X3N1Y2Nlc3NfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfZmFpbHVyZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTbGFzdF9mYWlsdXJlX3JlYXNvbhgHIAEoCRIxCg1mYWlsaW5nX3NpbmNlGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9hdXRvX2Rpc2FibGVfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2Rpc2FibGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9kaXNhYmxlZF9yZWFzb24YCyABKAkSHAoUZmFpbGVkX2RlbGl2ZXJpZXNfN2QYDCABKAUSGgoScGVuZGluZ19kZWxpdmVyaWVzGA0gASgFKokBCg5EZWxpdmVyeVN0YXR1cxIfChtERUxJVkVSWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdERUxJVkVSWV9TVEFUVVNfUEVORElORxABEh0KGURFTElWRVJZX1NUQVRVU19ERUxJVkVSRUQQAhIaChZERUxJVkVSWV9TVEFUVVNfRkFJTEVEEAMyrAUKD0RlbGl2ZXJ5U2VydmljZRJZCg5MaXN0RGVsaXZlcmllcxIiLmRlbGl2ZXJ5LnYxLkxpc3REZWxpdmVyaWVzUmVxdWVzdBojLmRlbGl2ZXJ5LnYxLkxpc3REZWxpdmVyaWVzUmVzcG9uc2USUAoLR2V0RGVsaXZlcnkSHy5kZWxpdmVyeS52MS5HZXREZWxpdmVyeVJlcXVlc3QaIC5kZWxpdmVyeS52MS5HZXREZWxpdmVyeVJlc3BvbnNlEkoKCVJlZGVsaXZlchIdLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlclJlcXVlc3QaHi5kZWxpdmVyeS52MS5SZWRlbGl2ZXJSZXNwb25zZRJrChRSZWRlbGl2ZXJGYWlsZWRTaW5jZRIoLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlckZhaWxlZFNpbmNlUmVxdWVzdBopLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlckZhaWxlZFNpbmNlUmVzcG9uc2USXwoQU2VuZFRlc3RDYWxsYmFjaxIkLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0Q2FsbGJhY2tSZXF1ZXN0GiUuZGVsaXZlcnkudjEuU2VuZFRlc3RDYWxsYmFja1Jlc3BvbnNlEm4KFVNlbmRUZXN0UmVmZXJyYWxFdmVudBIpLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0UmVmZXJyYWxFdmVudFJlcXVlc3QaKi5kZWxpdmVyeS52MS5TZW5kVGVzdFJlZmVycmFsRXZlbnRSZXNwb25zZRJiChFHZXRFbmRwb2ludEhlYWx0aBIlLmRlbGl2ZXJ5LnYxLkdldEVuZHBvaW50SGVhbHRoUmVxdWVzdBomLmRlbGl2ZXJ5LnYxLkdldEVuZHBvaW50SGVhbHRoUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message delivery.v1.Delivery
@@ -97,6 +97,9 @@ export const DeliverySchema: GenMessage<Delivery> = /*@__PURE__*/
   messageDesc(file_delivery_v1_delivery, 0);
 
 /**
+ * DeliveryAttempt is one attempt with its exact exchange. Transport-neutral: url is
+ * where it went; headers are empty where a transport has none. No secret is ever stored.
+ *
  * @generated from message delivery.v1.DeliveryAttempt
  */
 export type DeliveryAttempt = Message<"delivery.v1.DeliveryAttempt"> & {
@@ -131,6 +134,49 @@ export type DeliveryAttempt = Message<"delivery.v1.DeliveryAttempt"> & {
    * @generated from field: string url = 6;
    */
   url: string;
+
+  /**
+   * The request as sent, signature header included.
+   *
+   * @generated from field: map<string, string> request_headers = 7;
+   */
+  requestHeaders: { [key: string]: string };
+
+  /**
+   * @generated from field: string request_body = 8;
+   */
+  requestBody: string;
+
+  /**
+   * Empty when no response arrived.
+   *
+   * @generated from field: map<string, string> response_headers = 9;
+   */
+  responseHeaders: { [key: string]: string };
+
+  /**
+   * The first 4 KiB of the response body.
+   *
+   * @generated from field: string response_body = 10;
+   */
+  responseBody: string;
+
+  /**
+   * @generated from field: bool response_body_truncated = 11;
+   */
+  responseBodyTruncated: boolean;
+
+  /**
+   * False for attempts recorded before exchanges were stored.
+   *
+   * @generated from field: bool exchange_recorded = 12;
+   */
+  exchangeRecorded: boolean;
+
+  /**
+   * @generated from field: bool succeeded = 13;
+   */
+  succeeded: boolean;
 };
 
 /**
@@ -158,6 +204,13 @@ export type ListDeliveriesRequest = Message<"delivery.v1.ListDeliveriesRequest">
    * @generated from field: int32 limit = 3;
    */
   limit: number;
+
+  /**
+   * When set, only deliveries whose username contains it (case-insensitive).
+   *
+   * @generated from field: string username = 4;
+   */
+  username: string;
 };
 
 /**
@@ -192,6 +245,13 @@ export type GetDeliveryRequest = Message<"delivery.v1.GetDeliveryRequest"> & {
    * @generated from field: string delivery_id = 1;
    */
   deliveryId: string;
+
+  /**
+   * When set, the delivery must belong to this server (else NotFound).
+   *
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
 };
 
 /**
@@ -231,6 +291,13 @@ export type RedeliverRequest = Message<"delivery.v1.RedeliverRequest"> & {
    * @generated from field: string delivery_id = 1;
    */
   deliveryId: string;
+
+  /**
+   * When set, the delivery must belong to this server (else NotFound).
+   *
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
 };
 
 /**
@@ -388,9 +455,18 @@ export const ExchangeReportSchema: GenMessage<ExchangeReport> = /*@__PURE__*/
  */
 export type SendTestCallbackResponse = Message<"delivery.v1.SendTestCallbackResponse"> & {
   /**
+   * The first attempt's exchange.
+   *
    * @generated from field: delivery.v1.ExchangeReport report = 1;
    */
   report?: ExchangeReport | undefined;
+
+  /**
+   * The stored heart.test delivery: retried like any other until a 2xx or the schedule ends.
+   *
+   * @generated from field: delivery.v1.Delivery delivery = 2;
+   */
+  delivery?: Delivery | undefined;
 };
 
 /**
@@ -440,6 +516,139 @@ export type SendTestReferralEventResponse = Message<"delivery.v1.SendTestReferra
  */
 export const SendTestReferralEventResponseSchema: GenMessage<SendTestReferralEventResponse> = /*@__PURE__*/
   messageDesc(file_delivery_v1_delivery, 14);
+
+/**
+ * @generated from message delivery.v1.GetEndpointHealthRequest
+ */
+export type GetEndpointHealthRequest = Message<"delivery.v1.GetEndpointHealthRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+};
+
+/**
+ * Describes the message delivery.v1.GetEndpointHealthRequest.
+ * Use `create(GetEndpointHealthRequestSchema)` to create a new message.
+ */
+export const GetEndpointHealthRequestSchema: GenMessage<GetEndpointHealthRequest> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 15);
+
+/**
+ * EndpointWindow counts the attempts of one time window.
+ *
+ * @generated from message delivery.v1.EndpointWindow
+ */
+export type EndpointWindow = Message<"delivery.v1.EndpointWindow"> & {
+  /**
+   * @generated from field: int32 attempts = 1;
+   */
+  attempts: number;
+
+  /**
+   * @generated from field: int32 succeeded = 2;
+   */
+  succeeded: number;
+
+  /**
+   * succeeded / attempts (0..1); 0 when there were no attempts.
+   *
+   * @generated from field: double success_rate = 3;
+   */
+  successRate: number;
+};
+
+/**
+ * Describes the message delivery.v1.EndpointWindow.
+ * Use `create(EndpointWindowSchema)` to create a new message.
+ */
+export const EndpointWindowSchema: GenMessage<EndpointWindow> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 16);
+
+/**
+ * @generated from message delivery.v1.GetEndpointHealthResponse
+ */
+export type GetEndpointHealthResponse = Message<"delivery.v1.GetEndpointHealthResponse"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * @generated from field: string callback_url = 2;
+   */
+  callbackUrl: string;
+
+  /**
+   * @generated from field: delivery.v1.EndpointWindow last_24h = 3;
+   */
+  last24h?: EndpointWindow | undefined;
+
+  /**
+   * @generated from field: delivery.v1.EndpointWindow last_7d = 4;
+   */
+  last7d?: EndpointWindow | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_success_at = 5;
+   */
+  lastSuccessAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_failure_at = 6;
+   */
+  lastFailureAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string last_failure_reason = 7;
+   */
+  lastFailureReason: string;
+
+  /**
+   * Start of the current run of failures; unset after a 2xx.
+   *
+   * @generated from field: google.protobuf.Timestamp failing_since = 8;
+   */
+  failingSince?: Timestamp | undefined;
+
+  /**
+   * When the callback is disabled automatically if the run of failures goes on.
+   *
+   * @generated from field: google.protobuf.Timestamp auto_disable_at = 9;
+   */
+  autoDisableAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp disabled_at = 10;
+   */
+  disabledAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string disabled_reason = 11;
+   */
+  disabledReason: string;
+
+  /**
+   * Deliveries that failed for good in the last 7 days.
+   *
+   * @generated from field: int32 failed_deliveries_7d = 12;
+   */
+  failedDeliveries7d: number;
+
+  /**
+   * Deliveries waiting to be sent (held while the callback is disabled).
+   *
+   * @generated from field: int32 pending_deliveries = 13;
+   */
+  pendingDeliveries: number;
+};
+
+/**
+ * Describes the message delivery.v1.GetEndpointHealthResponse.
+ * Use `create(GetEndpointHealthResponseSchema)` to create a new message.
+ */
+export const GetEndpointHealthResponseSchema: GenMessage<GetEndpointHealthResponse> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 17);
 
 /**
  * DeliveryStatus is where a delivery stands.
@@ -536,6 +745,17 @@ export const DeliveryService: GenService<{
     methodKind: "unary";
     input: typeof SendTestReferralEventRequestSchema;
     output: typeof SendTestReferralEventResponseSchema;
+  },
+  /**
+   * GetEndpointHealth reports how a server's callback endpoint is doing: success rates,
+   * last success, last failure, the current run of failures and whether it is disabled.
+   *
+   * @generated from rpc delivery.v1.DeliveryService.GetEndpointHealth
+   */
+  getEndpointHealth: {
+    methodKind: "unary";
+    input: typeof GetEndpointHealthRequestSchema;
+    output: typeof GetEndpointHealthResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_delivery_v1_delivery, 0);

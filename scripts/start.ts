@@ -14,7 +14,7 @@ import { createEnvReader } from "../services/shared/config.js";
 import { runMain } from "../services/shared/run-main.js";
 import { createPrisma } from "../services/shared/db.js";
 import { readinessChecks } from "../services/shared/readiness.js";
-import { HEARTS_TOPIC, REFERRALS_TOPIC, type EventBus } from "../services/shared/bus.js";
+import { ALL_TOPICS, type EventBus } from "../services/shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
 import { createMemoryBus } from "../services/shared/memory-bus.js";
 import { createLogger, redactUrl } from "../services/shared/log.js";
@@ -149,7 +149,7 @@ async function main() {
   let bus: EventBus;
   let busLabel: string;
   if (config.kafkaBrokers.length > 0) {
-    await ensureTopics(config.kafkaBrokers, [HEARTS_TOPIC, REFERRALS_TOPIC]);
+    await ensureTopics(config.kafkaBrokers, [...ALL_TOPICS]);
     bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "all-in-one", log });
     busLabel = `Kafka at ${config.kafkaBrokers.join(",")}`;
   } else {
@@ -171,6 +171,7 @@ async function main() {
     now,
     allowInsecureCallbacks: config.dispatch.allowInsecureCallbacks,
     callbackTimeoutMs: config.dispatch.callbackTimeoutMs,
+    retrySchedule: config.dispatch.schedule,
     publicBaseUrl,
     fraudRules: config.fraudRules,
   });

@@ -1,18 +1,7 @@
 import { Counter, Histogram, type Registry } from "prom-client";
-import type { PrismaClient } from "../shared/db.js";
-import type { Logger } from "../shared/log.js";
-import type { SecretBox } from "../shared/secrets.js";
-import { decideRetry, type RetrySchedule } from "./retry-schedule.js";
-import { sendCallback, signCallback, type DispatchOutcome, type HeartEventType } from "./send-callback.js";
-import {
-  claimDueDeliveries,
-  loadCallbackSecrets,
-  readStreakAtDelivery,
-  recordAttempt,
-  releaseLease,
-  type AttemptResult,
-  type ClaimedDelivery,
-} from "./store.js";
+import { performAttempt, type AttemptDeps } from "./perform-attempt.js";
+import type { DispatchOutcome } from "./send-callback.js";
+import { claimDueDeliveries, type AttemptResult, type ClaimedDelivery } from "./store.js";
 
 /** Default number of attempts one dispatcher runs at once, over all servers. */
 export const DEFAULT_DISPATCH_CONCURRENCY = 32;
@@ -24,19 +13,10 @@ export const DEFAULT_POLL_INTERVAL_MS = 1_000;
 export const LEASE_MARGIN_MS = 30_000;
 
 /** The dispatcher's dependencies and settings. */
-export interface DispatcherOptions {
-  prisma: PrismaClient;
-  secretBox: SecretBox;
-  log: Logger;
-  now: () => Date;
-  schedule: RetrySchedule;
-  timeoutMs: number;
-  allowInsecure: boolean;
+export interface DispatcherOptions extends AttemptDeps {
   concurrency?: number;
   perServerConcurrency?: number;
   pollIntervalMs?: number;
-  /** Jitter source; tests may pin it. */
-  random?: () => number;
   /** When given, attempt counters and latencies are registered here. */
   registry?: Registry;
 }
@@ -62,7 +42,6 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const concurrency = opts.concurrency ?? DEFAULT_DISPATCH_CONCURRENCY;
   const perServer = opts.perServerConcurrency ?? DEFAULT_PER_SERVER_CONCURRENCY;
   const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
-  const random = opts.random ?? Math.random;
   const metrics = opts.registry ? createDispatchMetrics(opts.registry) : undefined;
   const inFlightByServer = new Map<string, number>();
   const running = new Set<Promise<void>>();
@@ -132,61 +111,14 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   };
 
   async function attempt(delivery: ClaimedDelivery): Promise<void> {
-    const secrets = await loadCallbackSecrets(opts.prisma, opts.secretBox, delivery.serverId, opts.now());
-    if (secrets.length === 0) {
-      // The secret was revoked after the claim: hold the delivery like any server without an active secret.
-      await releaseLease(opts.prisma, delivery);
-      return;
-    }
-    const startedAt = opts.now();
-    let streakDay: number | undefined;
-    try {
-      streakDay = await readStreakAtDelivery(opts.prisma, delivery.serverId, delivery.voterIdentity, startedAt);
-    } catch (error) {
-      // Failure policy: streak_day is optional; when it cannot be read the field is omitted rather than the callback delayed.
-      opts.log.warn({ err: error, deliveryId: delivery.id }, "streak unavailable; omitting streak_day");
-    }
-    const signed = signCallback({
-      url: delivery.callbackUrl,
-      fields: {
-        event: delivery.eventType as HeartEventType,
-        serverId: delivery.serverId,
-        username: delivery.username,
-        heartId: delivery.heartId,
-        period: delivery.period,
-        ...(streakDay === undefined ? {} : { streakDay }),
-      },
-      secretsNewestFirst: secrets,
-      standardWebhooks: delivery.standardWebhooks,
-      t: Math.floor(startedAt.getTime() / 1000),
-    });
-    const outcome = await sendCallback(signed, { timeoutMs: opts.timeoutMs, allowInsecure: opts.allowInsecure, now: opts.now });
-    const finishedAt = opts.now();
-    const result = decideResult(delivery, outcome, finishedAt);
+    const report = await performAttempt(opts, delivery);
+    if (report.kind === "released") return;
+    const { outcome, result, owned } = report;
     metrics?.record(outcome, result);
-    const owned = await recordAttempt(opts.prisma, {
-      delivery,
-      startedAt,
-      finishedAt,
-      statusCode: outcome.kind === "failed" ? (outcome.status ?? null) : outcome.status,
-      latencyMs: outcome.latencyMs,
-      error: outcome.kind === "failed" ? outcome.error : outcome.kind === "gone" ? goneError : null,
-      result,
-    });
     const logFields = { deliveryId: delivery.id, heartId: delivery.heartId, serverId: delivery.serverId, outcome: outcome.kind, result: result.kind };
     if (!owned) opts.log.warn(logFields, "lease lost before the attempt was recorded; the attempt is logged only");
     else if (result.kind === "delivered") opts.log.debug(logFields, "callback delivered");
     else opts.log.info({ ...logFields, status: outcome.kind === "failed" ? outcome.status : 410, error: outcome.kind === "failed" ? outcome.error : undefined }, "callback not delivered");
-  }
-
-  function decideResult(delivery: ClaimedDelivery, outcome: DispatchOutcome, at: Date): AttemptResult {
-    if (outcome.kind === "delivered") return { kind: "delivered" };
-    if (outcome.kind === "gone") return { kind: "held_gone", reason: `receiver answered 410 Gone at ${at.toISOString()}` };
-    const decision = decideRetry(opts.schedule, delivery.attempts + 1, {
-      random,
-      ...(outcome.retryAfterMs === undefined ? {} : { retryAfterMs: outcome.retryAfterMs }),
-    });
-    return decision.kind === "give_up" ? { kind: "failed" } : { kind: "retry", nextAttemptAt: new Date(at.getTime() + decision.delayMs) };
   }
 
   return {
@@ -205,8 +137,6 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     inFlight: () => inFlightByServer,
   };
 }
-
-const goneError = "receiver answered 410 Gone: callback disabled, deliveries held until re-enabled";
 
 function createDispatchMetrics(registry: Registry) {
   const attempts = new Counter({

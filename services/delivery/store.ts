@@ -2,6 +2,10 @@ import { randomUUID } from "node:crypto";
 import type { PrismaClient } from "../shared/db.js";
 import type { SecretBox } from "../shared/secrets.js";
 import { streakAtDelivery } from "../hearts/domain/streak.js";
+import { toStoredExchange, type AttemptExchange } from "./attempt-exchange.js";
+import { autoDisableIfFailingTooLong, recordEndpointHealth } from "./endpoint-health.js";
+import { notifyDeliveryFailed, notifyEndpointDisabled } from "./owner-notifications.js";
+import { NIL_UUID } from "./send-callback.js";
 
 /** A counted heart, as the consumer turns it into a delivery. */
 export interface NewDelivery {
@@ -19,21 +23,63 @@ export interface NewDelivery {
 export type InsertOutcome = "inserted" | "duplicate" | "unknown_server";
 
 /**
- * Inserts the delivery for a counted heart, idempotently per (heart_id, server_id):
- * `INSERT ... ON CONFLICT DO NOTHING`, so a redelivered Kafka message adds nothing.
- * Selecting from servers makes a deleted server a no-op instead of a foreign-key error.
+ * Inserts the delivery for a counted heart, idempotently per (server_id, heart_id): its
+ * dedup_key is the heart_id and `INSERT ... ON CONFLICT DO NOTHING` makes a redelivered
+ * Kafka message add nothing. Selecting from servers makes a deleted server a no-op
+ * instead of a foreign-key error.
  */
 export async function insertDelivery(prisma: PrismaClient, d: NewDelivery): Promise<InsertOutcome> {
   const rows = await prisma.$queryRaw<{ id: string }[]>`
-    INSERT INTO deliveries (id, server_id, heart_id, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
-    SELECT ${randomUUID()}::uuid, s.id, ${d.heartId}::uuid, ${d.eventType}, ${d.username}, ${d.voterIdentity}, ${d.period},
+    INSERT INTO deliveries (id, server_id, heart_id, dedup_key, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
+    SELECT ${randomUUID()}::uuid, s.id, ${d.heartId}::uuid, ${d.heartId}, ${d.eventType}, ${d.username}, ${d.voterIdentity}, ${d.period},
            ${d.streakDay}::int, ${d.countedAt}::timestamptz, now()
     FROM servers s WHERE s.id = ${d.serverId}::uuid
-    ON CONFLICT (heart_id, server_id) DO NOTHING
+    ON CONFLICT (server_id, dedup_key) DO NOTHING
     RETURNING id::text`;
   if (rows.length > 0) return "inserted";
   const server = await prisma.$queryRaw<unknown[]>`SELECT 1 FROM servers WHERE id = ${d.serverId}::uuid`;
   return server.length > 0 ? "duplicate" : "unknown_server";
+}
+
+/**
+ * Stores a `heart.test` delivery (nil heart_id; dedup_key = its own id, so every test is a
+ * new delivery) already leased to the caller, who makes its first attempt at once; the
+ * dispatcher retries it like any other when that attempt fails.
+ */
+export async function insertTestDelivery(
+  prisma: PrismaClient,
+  t: { serverId: string; username: string; period: string; now: Date; leaseUntil: Date; callbackUrl: string; standardWebhooks: boolean },
+): Promise<ClaimedDelivery> {
+  const id = randomUUID();
+  await prisma.delivery.create({
+    data: {
+      id,
+      serverId: t.serverId,
+      heartId: NIL_UUID,
+      dedupKey: id,
+      eventType: "heart.test",
+      username: t.username,
+      voterIdentity: "",
+      period: t.period,
+      countedAt: t.now,
+      nextAttemptAt: t.now,
+      leaseUntil: t.leaseUntil,
+      createdAt: t.now,
+    },
+  });
+  return {
+    id,
+    serverId: t.serverId,
+    heartId: NIL_UUID,
+    eventType: "heart.test",
+    username: t.username,
+    voterIdentity: "",
+    period: t.period,
+    attempts: 0,
+    leaseUntil: t.leaseUntil,
+    callbackUrl: t.callbackUrl,
+    standardWebhooks: t.standardWebhooks,
+  };
 }
 
 /** A delivery claimed by a dispatcher, with what is needed to send it. */
@@ -181,9 +227,11 @@ export type AttemptResult =
   | { kind: "held_gone"; reason: string };
 
 /**
- * Records one attempt (always) and applies its result to the delivery (only while
- * this dispatcher still holds the lease), in one transaction. A 410 also disables
- * the server's callback. Returns false when the lease was lost.
+ * Records one attempt (always), with its exact exchange, and keeps the endpoint's health; then
+ * applies its result to the delivery (only while this dispatcher still holds the lease), all in
+ * one transaction. A 410, or a run of failures older than the auto-disable period, disables the
+ * server's callback; that and a delivery failing for good write an owner notification to the
+ * outbox in the same transaction. Returns false when the lease was lost.
  */
 export async function recordAttempt(
   prisma: PrismaClient,
@@ -191,20 +239,26 @@ export async function recordAttempt(
     delivery: ClaimedDelivery;
     startedAt: Date;
     finishedAt: Date;
-    statusCode: number | null;
-    latencyMs: number;
-    error: string | null;
+    exchange: AttemptExchange;
     result: AttemptResult;
+    /** Overrides AUTO_DISABLE_AFTER_MS. */
+    autoDisableAfterMs?: number;
   },
 ): Promise<boolean> {
   const { delivery: d, result } = a;
+  const x = toStoredExchange(a.exchange);
+  const statusCode = x.response && x.response.status > 0 ? x.response.status : null;
   return prisma.$transaction(async (tx) => {
     await tx.$executeRaw`
-      INSERT INTO delivery_attempts (delivery_id, attempt, url, started_at, status_code, latency_ms, error)
-      VALUES (${d.id}::uuid, (SELECT count(*)::int + 1 FROM delivery_attempts WHERE delivery_id = ${d.id}::uuid), ${d.callbackUrl},
-              ${a.startedAt}::timestamptz, ${a.statusCode}::int, ${a.latencyMs}::int, ${a.error})`;
+      INSERT INTO delivery_attempts (delivery_id, server_id, attempt, url, started_at, status_code, latency_ms, error, succeeded,
+                                     request_headers, request_body, response_headers, response_body, response_body_truncated)
+      VALUES (${d.id}::uuid, ${d.serverId}::uuid, (SELECT count(*)::int + 1 FROM delivery_attempts WHERE delivery_id = ${d.id}::uuid), ${x.target},
+              ${a.startedAt}::timestamptz, ${statusCode}::int, ${x.latencyMs}::int, ${x.error}, ${x.succeeded},
+              ${JSON.stringify(x.request.headers)}::jsonb, ${x.request.body},
+              ${x.response ? JSON.stringify(x.response.headers) : null}::jsonb, ${x.response?.body ?? null}, ${x.response?.bodyTruncated ?? false})`;
+    const failingSince = await recordEndpointHealth(tx, d.serverId, x, a.startedAt);
     const owned = { id: d.id, status: "pending" as const, leaseUntil: d.leaseUntil };
-    const common = { attempts: { increment: 1 }, leaseUntil: null, lastStatusCode: a.statusCode, lastError: a.error };
+    const common = { attempts: { increment: 1 }, leaseUntil: null, lastStatusCode: statusCode, lastError: x.error };
     let changed: { count: number };
     switch (result.kind) {
       case "delivered":
@@ -215,15 +269,32 @@ export async function recordAttempt(
         break;
       case "failed":
         changed = await tx.delivery.updateMany({ where: owned, data: { ...common, status: "failed", failedAt: a.finishedAt } });
+        if (changed.count === 1) {
+          const server = await tx.server.findUniqueOrThrow({ where: { id: d.serverId }, select: { id: true, name: true, callbackUrl: true } });
+          const failed = { ...d, attempts: d.attempts + 1, lastStatusCode: statusCode, lastError: x.error ?? "" };
+          await notifyDeliveryFailed(tx, server, failed, a.finishedAt);
+        }
         break;
-      case "held_gone":
-        await tx.server.updateMany({
-          where: { id: d.serverId, callbackDisabledAt: null },
-          data: { callbackDisabledAt: a.finishedAt, callbackDisabledReason: result.reason },
-        });
+      case "held_gone": {
+        const disabled = await tx.$queryRaw<{ name: string; callback_url: string | null }[]>`
+          UPDATE servers SET callback_disabled_at = ${a.finishedAt}::timestamptz, callback_disabled_reason = ${result.reason}
+          WHERE id = ${d.serverId}::uuid AND callback_disabled_at IS NULL
+          RETURNING name, callback_url`;
+        const server = disabled[0];
+        if (server) await notifyEndpointDisabled(tx, { id: d.serverId, name: server.name, callbackUrl: server.callback_url }, result.reason, a.finishedAt);
         // Stays pending and due: the claim skips it while the callback is disabled, and sends it once re-enabled.
         changed = await tx.delivery.updateMany({ where: owned, data: { ...common, nextAttemptAt: a.finishedAt } });
         break;
+      }
+    }
+    if (failingSince && result.kind !== "held_gone") {
+      await autoDisableIfFailingTooLong(tx, {
+        serverId: d.serverId,
+        failingSince,
+        lastError: x.error ?? "attempt failed",
+        at: a.finishedAt,
+        ...(a.autoDisableAfterMs === undefined ? {} : { afterMs: a.autoDisableAfterMs }),
+      });
     }
     return changed.count === 1;
   });

@@ -1,7 +1,7 @@
 import { runMain } from "../shared/run-main.js";
 import { createPrisma } from "../shared/db.js";
 import { readinessChecks } from "../shared/readiness.js";
-import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../shared/bus.js";
+import { ALL_TOPICS } from "../shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../shared/kafka-bus.js";
 import { createLogger, redactUrl } from "../shared/log.js";
 import { createMetrics } from "../shared/metrics.js";
@@ -17,7 +17,7 @@ runMain(log, async () => {
   const prisma = createPrisma(config.databaseUrl, { maxConnections: 4 });
   const metrics = createMetrics("relay");
   const bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "relay", log });
-  await ensureTopics(config.kafkaBrokers, [HEARTS_TOPIC, REFERRALS_TOPIC]);
+  await ensureTopics(config.kafkaBrokers, [...ALL_TOPICS]);
   const relay = createRelay({ prisma, bus, log, batchSize: config.batchSize, pollIntervalMs: config.pollIntervalMs, registry: metrics.registry });
   let draining = false;
   const ops = createOpsServer({

@@ -173,6 +173,7 @@ const ROUTES: readonly Route[] = [
     const { report, delivery } = await clients.delivery.sendTestCallback({ serverId: params.serverId, username }, slowCall);
     return { body: { exchange: toExchangeJson(report), delivery: toDeliveryJson(delivery) } };
   }),
+  // Who may call: a dashboard session for the server (the bearer token; owner scoping applies through :serverId).
   route("GET", "/servers/:serverId/endpoint-health", async ({ clients }, { params, call }) => {
     const health = await clients.delivery.getEndpointHealth({ serverId: params.serverId }, call);
     return { body: { health: toEndpointHealthJson(health) } };

@@ -749,6 +749,7 @@ export const DeliveryService: GenService<{
   /**
    * GetEndpointHealth reports how a server's callback endpoint is doing: success rates,
    * last success, last failure, the current run of failures and whether it is disabled.
+   * Callers: internal only, like every RPC here (the dashboard calls it for the server's owner).
    *
    * @generated from rpc delivery.v1.DeliveryService.GetEndpointHealth
    */

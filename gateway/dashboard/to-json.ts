@@ -106,7 +106,8 @@ export function toAttemptJson(a: DeliveryAttempt) {
     error: a.error,
     url: a.url,
     succeeded: a.succeeded,
-    request: a.exchangeRecorded ? { method: "POST", url: a.url, headers: a.requestHeaders, body: a.requestBody } : null,
+    // HTTP callbacks are POSTs; a transport without methods (a socket protocol) has none.
+    request: a.exchangeRecorded ? { method: /^https?:/i.test(a.url) ? "POST" : null, url: a.url, headers: a.requestHeaders, body: a.requestBody } : null,
     response:
       a.exchangeRecorded && statusCode !== null
         ? { status_code: statusCode, latency_ms: a.latencyMs, headers: a.responseHeaders, body: a.responseBody, body_truncated: a.responseBodyTruncated }

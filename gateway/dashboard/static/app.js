@@ -736,7 +736,7 @@
           "div",
           { class: "exchange-part exchange-request" },
           el("h3", {}, "Request"),
-          el("p", { class: "exchange-line mono" }, `${attempt.request.method} ${attempt.request.url}`),
+          el("p", { class: "exchange-line mono" }, attempt.request.method ? `${attempt.request.method} ${attempt.request.url}` : attempt.request.url),
           el("div", { class: "label" }, "Headers"),
           el("pre", { class: "exchange-headers" }, headerLines(attempt.request.headers)),
           el("div", { class: "label" }, "Body"),

@@ -233,6 +233,8 @@ test.serial("the test callback is a delivery: the first exchange shows at once (
   receiver.setFallback({ status: 200, body: "ok" });
   receiver.enqueue({ status: 503, body: "warming up" });
   await openTab(page, "integration");
+  await page.waitForSelector("#endpoint-banner:not([hidden])");
+  t.is(await page.textContent("#endpoint-banner-title"), "Your endpoint is failing.", "the notice on the integration tab too");
   await page.fill("#test-username", "Notch");
   await page.click("#send-test-callback");
   await page.waitForSelector("#test-callback-result .exchange");

@@ -598,6 +598,7 @@
         const { exchange, delivery } = await api("POST", serverPath("/test-callback"), { username: $("test-username").value });
         renderExchange("test-callback-result", exchange);
         renderTestDelivery(delivery);
+        run(null, loadEndpointBanner);
       } catch (error) {
         $("test-callback-result").replaceChildren(el("p", { class: "msg msg-error" }, `Error ${error.status || ""}: ${error.message}`));
         throw error;

@@ -25,6 +25,9 @@ import { createTestClock, insertSecret, insertServer, startHarness, type Harness
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
+/** Waits for an asynchronous outcome; generously, because the whole suite shares two cores. */
+const until = <T>(check: () => Promise<T | undefined | false> | T | undefined | false) => eventually(check, { timeoutMs: 30_000 });
+
 interface World {
   h: Harness;
   clock: TestClock | undefined;
@@ -113,7 +116,7 @@ test.serial("every attempt stores the exact request (URL, headers with the signa
   const heartId = await addDelivery(h, serverId, "Alex");
   dispatcher().start();
   const [request] = await r.waitForRequests(1);
-  const delivery = await eventually(async () => {
+  const delivery = await until(async () => {
     const d = await deliveryOf(h, heartId);
     return d.attempts >= 1 ? d : undefined;
   });
@@ -141,7 +144,7 @@ test.serial("no secret is ever stored with an attempt: a whsec_ value echoed by 
   r.setFallback({ status: 200, headers: { "set-cookie": "session=abc123", "x-echo": secret }, body: `my secret is ${secret}` });
   const heartId = await addDelivery(h, serverId);
   dispatcher().start();
-  await eventually(async () => (await deliveryOf(h, heartId)).status === "delivered");
+  await until(async () => (await deliveryOf(h, heartId)).status === "delivered");
   const attempt = await h.db.prisma.deliveryAttempt.findFirstOrThrow({ where: { delivery: { heartId } } });
   const stored = JSON.stringify(attempt, (_, v: unknown) => (typeof v === "bigint" ? String(v) : v));
   t.false(stored.includes(secret), "the secret value is nowhere in the stored attempt");
@@ -158,7 +161,7 @@ test.serial("an attempt without a response stores the request and no response (c
   await r.down();
   const heartId = await addDelivery(h, serverId);
   dispatcher().start();
-  const attempt = await eventually(() => h.db.prisma.deliveryAttempt.findFirst({ where: { delivery: { heartId } } }).then((a) => a ?? undefined));
+  const attempt = await until(() => h.db.prisma.deliveryAttempt.findFirst({ where: { delivery: { heartId } } }).then((a) => a ?? undefined));
   t.regex(attempt.requestBody ?? "", /"event":"heart.counted"/);
   t.is(attempt.responseHeaders, null);
   t.is(attempt.responseBody, null);
@@ -173,7 +176,7 @@ test.serial("GetDelivery and Redeliver scoped to a server: another server's deli
   const other = await insertServer(h.db.prisma, { name: "Someone else" });
   const heartId = await addDelivery(h, serverId);
   dispatcher().start();
-  const delivery = await eventually(async () => {
+  const delivery = await until(async () => {
     const d = await deliveryOf(h, heartId);
     return d.status === "delivered" ? d : undefined;
   });
@@ -210,6 +213,7 @@ test.serial("SendTestCallback stores a heart.test delivery (nil heart_id), retur
 
   dispatcher().start();
   await eventually(async () => (await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: delivery!.id } })).status === "delivered", {
+    timeoutMs: 30_000,
     message: "the test delivery delivered after retries",
   });
   const requests = await r.waitForRequests(3);
@@ -225,7 +229,7 @@ test.serial("SendTestCallback stores a heart.test delivery (nil heart_id), retur
 
   const again = await h.delivery.redeliver({ deliveryId: delivery!.id, serverId });
   t.is(again.delivery?.status, DeliveryStatus.PENDING, "redeliverable like any other");
-  await eventually(async () => (await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: delivery!.id } })).status === "delivered");
+  await until(async () => (await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: delivery!.id } })).status === "delivered");
   await r.waitForRequests(4);
   t.is(r.requests.length, 4);
 });
@@ -236,7 +240,7 @@ test.serial("a test callback that never gets a 2xx fails for good when the sched
   const { serverId } = await callbackServer(h, r.url);
   const { delivery } = await h.delivery.sendTestCallback({ serverId, username: "" });
   dispatcher().start();
-  const failed = await eventually(async () => {
+  const failed = await until(async () => {
     const d = await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: delivery!.id } });
     return d.status === "failed" ? d : undefined;
   });
@@ -269,10 +273,10 @@ test.serial("GetEndpointHealth: success rate over 24 h and 7 days, last success,
   const okHeart = await addDelivery(h, serverId);
   const d = dispatcher({ scheduleText: "50ms" });
   d.start();
-  await eventually(async () => (await deliveryOf(h, okHeart)).status === "delivered");
+  await until(async () => (await deliveryOf(h, okHeart)).status === "delivered");
   const badHeart = await addDelivery(h, serverId);
   d.wake();
-  await eventually(async () => (await deliveryOf(h, badHeart)).status === "failed");
+  await until(async () => (await deliveryOf(h, badHeart)).status === "failed");
   // One old attempt, three days ago: in the 7-day window, not in the 24-hour one.
   await h.db.prisma.deliveryAttempt.updateMany({ where: { delivery: { heartId: okHeart } }, data: { startedAt: new Date(Date.now() - 3 * DAY_MS) } });
 
@@ -296,16 +300,16 @@ test.serial("after 5 days of nothing but failures the callback is disabled with 
   const heartId = await addDelivery(h, serverId);
   const d = dispatcher({ scheduleText: "1h,1h,1h" });
   d.start();
-  await eventually(async () => (await deliveryOf(h, heartId)).attempts === 1);
+  await until(async () => (await deliveryOf(h, heartId)).attempts === 1);
   // Four days later: still failing, not yet disabled.
   clock!.set("2027-03-05T00:00:00Z");
   d.wake();
-  await eventually(async () => (await deliveryOf(h, heartId)).attempts === 2);
+  await until(async () => (await deliveryOf(h, heartId)).attempts === 2);
   t.is((await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt, null);
   // Five days and a minute after the first failure: the next failure disables.
   clock!.set("2027-03-06T00:01:00Z");
   d.wake();
-  await eventually(async () => (await deliveryOf(h, heartId)).attempts === 3);
+  await until(async () => (await deliveryOf(h, heartId)).attempts === 3);
   const server = await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
   t.is(server.callbackDisabledReason, "every attempt failed for 5 days (since 2027-03-01T00:00:00.000Z); last error: receiver answered 500");
   t.deepEqual(server.callbackDisabledAt, new Date("2027-03-06T00:01:00Z"));
@@ -331,7 +335,7 @@ test.serial("after 5 days of nothing but failures the callback is disabled with 
   t.is(enabled?.callbackDisabledReason, "");
   clock!.set("2027-03-06T02:00:00Z");
   d.wake();
-  await eventually(async () => (await deliveryOf(h, heartId)).attempts === 4);
+  await until(async () => (await deliveryOf(h, heartId)).attempts === 4);
   t.is((await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt, null);
 });
 
@@ -344,15 +348,15 @@ test.serial("a 2xx in between ends the run of failures: failures spread over 5 d
   d.start();
   const first = await addDelivery(h, serverId);
   d.wake();
-  await eventually(async () => (await deliveryOf(h, first)).attempts === 1);
+  await until(async () => (await deliveryOf(h, first)).attempts === 1);
   clock!.set("2027-04-03T00:00:00Z");
   r.enqueue({ status: 204 });
   const ok = await addDelivery(h, serverId);
   d.wake();
-  await eventually(async () => (await deliveryOf(h, ok)).status === "delivered");
+  await until(async () => (await deliveryOf(h, ok)).status === "delivered");
   clock!.set("2027-04-06T00:01:00Z");
   d.wake();
-  await eventually(async () => (await deliveryOf(h, first)).attempts === 2);
+  await until(async () => (await deliveryOf(h, first)).attempts === 2);
   t.is((await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt, null);
   const health = await h.delivery.getEndpointHealth({ serverId });
   t.deepEqual(timestampDate(health.failingSince!), new Date("2027-04-06T00:01:00Z"));
@@ -366,7 +370,7 @@ test.serial("a delivery that fails for good writes owner.delivery_failed (delive
   const heartId = await addDelivery(h, serverId, "Herobrine");
   const d = dispatcher({ scheduleText: "50ms" });
   d.start();
-  const failed = await eventually(async () => {
+  const failed = await until(async () => {
     const x = await deliveryOf(h, heartId);
     return x.status === "failed" ? x : undefined;
   });
@@ -387,7 +391,7 @@ test.serial("a delivery that fails for good writes owner.delivery_failed (delive
   r.setFallback({ status: 410, body: "gone" });
   await addDelivery(h, serverId);
   d.wake();
-  await eventually(async () => (await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt !== null);
+  await until(async () => (await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt !== null);
   notes = await notificationsOf(h, serverId);
   t.is(notes.length, 2);
   t.is(notes[1]!.type, ENDPOINT_DISABLED_EVENT);
@@ -403,7 +407,7 @@ test.serial("owner notifications reach real Kafka: the relay publishes them on o
   const { serverId } = await callbackServer(h, r.url);
   await addDelivery(h, serverId);
   dispatcher().start();
-  await eventually(async () => (await notificationsOf(h, serverId)).length === 1);
+  await until(async () => (await notificationsOf(h, serverId)).length === 1);
 
   const log = h.deps.log;
   const bus = createKafkaBus({ brokers, clientId: `notify-test-${randomBytes(4).toString("hex")}`, log });
@@ -430,5 +434,7 @@ test.serial("owner notifications reach real Kafka: the relay publishes them on o
   t.is(envelope.type, ENDPOINT_DISABLED_EVENT);
   t.is(envelope.serverId, serverId);
   t.like(envelope.payload.value, { kind: OwnerNotificationKind.ENDPOINT_DISABLED, serverId, callbackUrl: r.url });
-  t.is((await h.db.prisma.outboxMessage.count({ where: { key: serverId, publishedAt: null } })), 0, "marked published");
+  // The relay publishes before it commits, so the reader may see the message a moment before the row is marked.
+  await eventually(async () => (await h.db.prisma.outboxMessage.count({ where: { key: serverId, publishedAt: null } })) === 0, { timeoutMs: 30_000, message: "the outbox row marked published" });
+  t.pass();
 });

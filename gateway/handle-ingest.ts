@@ -1,7 +1,7 @@
 import type { SigningKeyMaterial } from "./verify-signature.js";
 import { ERROR_TEXT, errorReply, type HttpReply } from "./http-errors.js";
-import { forwardEvent, lookupSigningKeys, type IngestRpcs } from "./forward.js";
-import { parseJsonObject, readServerId, validateEvent } from "./validate-event.js";
+import { forwardEvent, lookupSigningKeys, type IngestRpcs, type KeyLookup } from "./forward.js";
+import { parseJsonObject, readServerId, validateEvent, type JsonObject } from "./validate-event.js";
 import { parseSignatureHeader, verifySignature } from "./verify-signature.js";
 
 /** What one ingest request carries once its body has been read within the size limit (step 1). */
@@ -40,31 +40,9 @@ export interface IngestResult {
  * 10. ApplyEvent (token lookup, dedup, state machine) -> 200 / 404 / 422 / 500
  */
 export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: () => Date): Promise<IngestResult> {
-  const signature = parseSignatureHeader(input.signatureHeader);
-  if (signature === null) return { reply: errorReply(400, ERROR_TEXT.badSignatureHeader), outcome: "malformed_signature_header" };
-
-  const body = parseJsonObject(input.rawBody);
-  if (body === null) return { reply: errorReply(400, ERROR_TEXT.invalidJson), outcome: "invalid_json" };
-
-  const serverIdField = readServerId(body);
-  if (serverIdField.kind === "invalid") return { reply: errorReply(400, serverIdField.error), outcome: "invalid_server_id" };
-  const serverId = serverIdField.value;
-
-  let lookup = await lookupSigningKeys(rpcs, serverId);
-  if (lookup.kind === "rejected") return { ...lookup.result, serverId };
-
-  const verifyWith = (keys: SigningKeyMaterial[]) =>
-    verifySignature({ signature, keys, rawBody: input.rawBody, nowSeconds: Math.floor(now().getTime() / 1000) });
-  let verdict = verifyWith(lookup.keys);
-  if (verdict.kind === "bad_signature" && rpcs.forgetSigningKeys?.(serverId)) {
-    // The keys came from the gateway's short cache: ask once more, so a just-created secret verifies at once.
-    lookup = await lookupSigningKeys(rpcs, serverId);
-    if (lookup.kind === "rejected") return { ...lookup.result, serverId };
-    verdict = verifyWith(lookup.keys);
-  }
-  if (verdict.kind === "bad_signature") return { reply: errorReply(401, ERROR_TEXT.badSignature), outcome: "bad_signature", serverId };
-  if (verdict.kind === "stale") return { reply: errorReply(401, ERROR_TEXT.stale), outcome: "stale", serverId };
-  const { kid } = verdict;
+  const signed = await verifySignedRequest(input, { lookup: (serverId) => lookupSigningKeys(rpcs, serverId), forget: rpcs.forgetSigningKeys }, now);
+  if (signed.kind === "rejected") return signed.result;
+  const { body, serverId, kid } = signed;
 
   const validated = validateEvent(body);
   if (validated.kind === "invalid") return { reply: errorReply(400, validated.error), outcome: "invalid_field", serverId, kid };
@@ -73,4 +51,48 @@ export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: ()
   if (event.test) return { reply: { status: 200, body: { ok: true, test: true } }, outcome: "test", serverId, kid };
 
   return { ...(await forwardEvent(rpcs, event, kid)), serverId, kid };
+}
+
+/** Where a signed request's keys come from (step 5). */
+export interface SignedRequestKeys {
+  lookup(serverId: string): Promise<KeyLookup>;
+  /** Drops cached keys; true when some were cached, so a failed MAC is checked once more against fresh keys. */
+  forget?(serverId: string): boolean;
+}
+
+/** Steps 2-7 passed: the parsed body, its server and the kid that verified it; or the answer that ends the request. */
+export type SignedRequest = { kind: "verified"; body: JsonObject; serverId: string; kid: string } | { kind: "rejected"; result: IngestResult };
+
+/**
+ * Steps 2-7, shared by every endpoint signed with the ingest scheme (the ingest
+ * endpoint and the pull API): signature header, JSON object body, `server_id`,
+ * the server's keys, the MAC (constant-time), then the clock.
+ */
+export async function verifySignedRequest(input: IngestInput, keys: SignedRequestKeys, now: () => Date): Promise<SignedRequest> {
+  const rejected = (result: IngestResult): SignedRequest => ({ kind: "rejected", result });
+  const signature = parseSignatureHeader(input.signatureHeader);
+  if (signature === null) return rejected({ reply: errorReply(400, ERROR_TEXT.badSignatureHeader), outcome: "malformed_signature_header" });
+
+  const body = parseJsonObject(input.rawBody);
+  if (body === null) return rejected({ reply: errorReply(400, ERROR_TEXT.invalidJson), outcome: "invalid_json" });
+
+  const serverIdField = readServerId(body);
+  if (serverIdField.kind === "invalid") return rejected({ reply: errorReply(400, serverIdField.error), outcome: "invalid_server_id" });
+  const serverId = serverIdField.value;
+
+  let lookup = await keys.lookup(serverId);
+  if (lookup.kind === "rejected") return rejected({ ...lookup.result, serverId });
+
+  const verifyWith = (material: SigningKeyMaterial[]) =>
+    verifySignature({ signature, keys: material, rawBody: input.rawBody, nowSeconds: Math.floor(now().getTime() / 1000) });
+  let verdict = verifyWith(lookup.keys);
+  if (verdict.kind === "bad_signature" && keys.forget?.(serverId)) {
+    // The keys came from the gateway's short cache: ask once more, so a just-created secret verifies at once.
+    lookup = await keys.lookup(serverId);
+    if (lookup.kind === "rejected") return rejected({ ...lookup.result, serverId });
+    verdict = verifyWith(lookup.keys);
+  }
+  if (verdict.kind === "bad_signature") return rejected({ reply: errorReply(401, ERROR_TEXT.badSignature), outcome: "bad_signature", serverId });
+  if (verdict.kind === "stale") return rejected({ reply: errorReply(401, ERROR_TEXT.stale), outcome: "stale", serverId });
+  return { kind: "verified", body, serverId, kid: verdict.kid };
 }

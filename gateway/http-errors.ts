@@ -12,6 +12,7 @@ export const ERROR_TEXT = {
   stale: "signature rejected: stale",
   unknownServer: "unknown server",
   referralsDisabled: "referrals not enabled for this server",
+  pullDisabled: "pull API not enabled for this server",
   unknownToken: "unknown referral token for this server",
   invalidTransition: "invalid state transition",
   internal: "internal error",

@@ -41,6 +41,15 @@ const INGEST_DESCRIPTION = [
   "The `Content-Type` header is not enforced (the MAC covers the bytes); send `application/json`.",
 ].join("\n");
 
+const PULL_DESCRIPTION = [
+  "For game servers that cannot accept connections (behind NAT, no web backend): poll for counted hearts and claim them.",
+  "Turn the pull API on in the dashboard's integration tab; that creates the server's pull secret (`psec_...`).",
+  "Requests are signed exactly like ingest events (`X-Service-Signature`, see the security scheme), with the pull secret,",
+  "and checked in the same order: size limit, signature header, JSON object body, `server_id`, server and pull switch, MAC, clock,",
+  "then the fields. Only hearts counted while the pull API is on are offered. A claimed heart counts as delivered",
+  "(the dashboard shows it as a `pull` delivery); claiming is idempotent, so a retried claim is safe. Key rewards on `heart_id`.",
+].join("\n");
+
 const errorExample = (summary: string, error: string) => ({ summary, value: { error } });
 
 const jsonError = (description: string, examples: Record<string, { summary: string; value: unknown }>, schema = "ErrorResponse") => ({
@@ -48,6 +57,66 @@ const jsonError = (description: string, examples: Record<string, { summary: stri
   headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
   content: { "application/json": { schema: { $ref: `#/components/schemas/${schema}` }, examples } },
 });
+
+/** The error answers the two pull endpoints share. */
+const PULL_ERRORS = {
+  "400": jsonError("Malformed signature header, invalid JSON, or a missing or invalid field.", {
+    malformedSignature: errorExample("Missing or malformed X-Service-Signature", ERROR_TEXT.badSignatureHeader),
+    invalidJson: errorExample("Body unreadable, not JSON, or not a JSON object", ERROR_TEXT.invalidJson),
+    invalidField: errorExample("A missing or invalid field names the field", "limit must be an integer between 1 and 500"),
+  }),
+  "401": jsonError("The signature did not verify against the server's pull secrets.", {
+    badSignature: errorExample("MAC mismatch or unknown kid", ERROR_TEXT.badSignature),
+    stale: errorExample("t outside ±300 s of server time", ERROR_TEXT.stale),
+  }),
+  "404": jsonError("Unknown server, or the pull API is off (or has no active pull secret).", {
+    unknownServer: errorExample("No configuration for server_id", ERROR_TEXT.unknownServer),
+    pullDisabled: errorExample("Pull API off", ERROR_TEXT.pullDisabled),
+  }),
+  "413": jsonError(`The body is over ${MAX_BODY_BYTES} bytes; the connection is closed.`, {
+    bodyTooLarge: errorExample("Body over 64 KiB", ERROR_TEXT.bodyTooLarge),
+  }),
+  "500": jsonError("Internal error; safe to retry with backoff (listing and claiming are idempotent).", {
+    internal: errorExample("Internal error", ERROR_TEXT.internal),
+  }),
+};
+
+type Examples = Record<string, { summary: string; value: unknown }>;
+
+/** A signed pull endpoint (POST, PullSignature, JSON in and out, the shared error answers). */
+function pullOperation(op: {
+  operationId: string;
+  summary: string;
+  description: string[];
+  request: string;
+  requestExamples: Examples;
+  response: string;
+  responseDescription: string;
+  responseExamples: Examples;
+}) {
+  return {
+    post: {
+      operationId: op.operationId,
+      summary: op.summary,
+      description: [PULL_DESCRIPTION, "", ...op.description].join("\n"),
+      tags: ["pull"],
+      security: [{ PullSignature: [] }],
+      parameters: [{ $ref: "#/components/parameters/X-Request-Id" }],
+      requestBody: {
+        required: true,
+        content: { "application/json": { schema: { $ref: `#/components/schemas/${op.request}` }, examples: op.requestExamples } },
+      },
+      responses: {
+        "200": {
+          description: op.responseDescription,
+          headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
+          content: { "application/json": { schema: { $ref: `#/components/schemas/${op.response}` }, examples: op.responseExamples } },
+        },
+        ...PULL_ERRORS,
+      },
+    },
+  };
+}
 
 const nonEmptyString = (description: string) => ({ type: "string", minLength: 1, pattern: "\\S", description });
 
@@ -75,6 +144,7 @@ export const openApiDocument = {
   tags: [
     { name: "referrals", description: "Referral links and signed referral lifecycle events." },
     { name: "callbacks", description: "Signed reward callbacks sent by the service to the server owner's URL." },
+    { name: "pull", description: "Signed polling of counted hearts, for servers that cannot accept connections." },
   ],
   paths: {
     "/api/referral/events": {
@@ -199,6 +269,55 @@ export const openApiDocument = {
         },
       },
     },
+    "/api/pull/hearts": pullOperation({
+      operationId: "listPullHearts",
+      summary: "List counted hearts not yet claimed",
+      description: [
+        "Oldest first. Pass `next_cursor` as `cursor` to get the next page; `next_cursor` is null on the last page.",
+        "Claimed hearts leave the list, so a poller may also simply list from the start after each claim.",
+      ],
+      request: "PullHeartsRequest",
+      requestExamples: {
+        first: { summary: "The first page", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", limit: 100 } },
+        next: { summary: "The next page", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", cursor: "MjAyNi0wMS0wMVQwMDowMDowMC4wMDBafDNmMWUyZDRj" } },
+      },
+      response: "PullHeartsResponse",
+      responseDescription: "A page of unclaimed counted hearts.",
+      responseExamples: {
+        page: {
+          summary: "One heart, last page",
+          value: {
+            hearts: [{ heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b", username: "Steve_42", period: "2026-01", counted_at: "2026-01-01T00:00:00.000Z", streak_day: 3 }],
+            next_cursor: null,
+          },
+        },
+      },
+    }),
+    "/api/pull/claims": pullOperation({
+      operationId: "claimPullHearts",
+      summary: "Claim hearts by heart_id",
+      description: [
+        "Each `heart_id` is answered in request order: `claimed` (now delivered), `already_claimed` (a retried claim;",
+        "nothing changed) or `unknown` (not a pullable heart of this server). Claim after granting the reward.",
+      ],
+      request: "PullClaimsRequest",
+      requestExamples: {
+        claim: { summary: "Claim two hearts", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", heart_ids: ["3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b", "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d"] } },
+      },
+      response: "PullClaimsResponse",
+      responseDescription: "What the claim did, per heart_id.",
+      responseExamples: {
+        claimed: {
+          summary: "One claimed now, one claimed before",
+          value: {
+            results: [
+              { heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b", status: "claimed" },
+              { heart_id: "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d", status: "already_claimed" },
+            ],
+          },
+        },
+      },
+    }),
     "/r/{server_id}": {
       get: {
         operationId: "followReferralLink",
@@ -353,6 +472,12 @@ export const openApiDocument = {
   components: {
     securitySchemes: {
       ServiceSignature: { type: "apiKey", in: "header", name: "X-Service-Signature", description: SIGNING_DESCRIPTION },
+      PullSignature: {
+        type: "apiKey",
+        in: "header",
+        name: "X-Service-Signature",
+        description: `The ingest signature scheme, keyed with the server's pull secret (\`psec_...\`) instead of a referral secret.\n\n${SIGNING_DESCRIPTION}`,
+      },
     },
     parameters: {
       "X-Request-Id": {
@@ -454,6 +579,69 @@ export const openApiDocument = {
         type: "object",
         required: ["token"],
         properties: { token: { type: "string", minLength: 22, description: "The click's unguessable, URL-safe token." } },
+        additionalProperties: false,
+      },
+      PullHeartsRequest: {
+        type: "object",
+        required: ["server_id"],
+        properties: {
+          server_id: nonEmptyString("The server whose hearts to list; selects the pull secret."),
+          cursor: { type: "string", description: "`next_cursor` of the previous page; absent or empty for the first page." },
+          limit: { type: "integer", minimum: 0, maximum: 500, description: "Hearts per page, 1-500; absent or 0 means 100." },
+        },
+        additionalProperties: true,
+      },
+      PullHeartsResponse: {
+        type: "object",
+        required: ["hearts", "next_cursor"],
+        properties: {
+          hearts: { type: "array", items: { $ref: "#/components/schemas/PullHeart" } },
+          next_cursor: { type: ["string", "null"], description: "Pass as `cursor` for the next page; null on the last page." },
+        },
+        additionalProperties: false,
+      },
+      PullHeart: {
+        type: "object",
+        required: ["heart_id", "username", "period", "counted_at"],
+        properties: {
+          heart_id: { type: "string", format: "uuid", description: "The vote's unique id: claim it, and key the reward on it." },
+          username: { type: "string", description: "The voter's in-game name as typed when voting; the reward recipient." },
+          period: { type: "string", pattern: "^[0-9]{4}-[0-9]{2}$", description: "The vote's ranking period, `YYYY-MM` (UTC month)." },
+          counted_at: { type: "string", format: "date-time", description: "When the heart counted." },
+          streak_day: { type: "integer", minimum: 1, description: "The voter's daily streak when the heart counted; omitted when unknown." },
+        },
+        additionalProperties: false,
+      },
+      PullClaimsRequest: {
+        type: "object",
+        required: ["server_id", "heart_ids"],
+        properties: {
+          server_id: nonEmptyString("The server whose hearts to claim; selects the pull secret."),
+          heart_ids: { type: "array", minItems: 1, maxItems: 500, items: { type: "string" }, description: "The hearts to claim." },
+        },
+        additionalProperties: true,
+      },
+      PullClaimsResponse: {
+        type: "object",
+        required: ["results"],
+        properties: {
+          results: {
+            type: "array",
+            items: {
+              type: "object",
+              required: ["heart_id", "status"],
+              properties: {
+                heart_id: { type: "string" },
+                status: {
+                  type: "string",
+                  enum: ["claimed", "already_claimed", "unknown"],
+                  description: "`claimed`: now delivered; `already_claimed`: claimed before; `unknown`: not a pullable heart of this server.",
+                },
+              },
+              additionalProperties: false,
+            },
+          },
+        },
         additionalProperties: false,
       },
       HeartEvent: {

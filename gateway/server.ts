@@ -1,11 +1,13 @@
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import { createSigningKeyCache, DEFAULT_SIGNING_KEY_CACHE_MS, type SigningKeyCache } from "./signing-key-cache.js";
 import type { Client } from "@connectrpc/connect";
+import type { DeliveryService } from "../gen/proto/delivery/v1/delivery_pb.js";
 import type { ReferralService } from "../gen/proto/referral/v1/referral_pb.js";
 import type { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import type { Logger } from "../services/shared/log.js";
 import type { Metrics } from "../services/shared/metrics.js";
-import { handleIngest } from "./handle-ingest.js";
+import { handleIngest, type IngestInput, type IngestResult } from "./handle-ingest.js";
+import { PULL_CLAIMS_PATH, PULL_HEARTS_PATH, handlePullClaim, handlePullList, type PullRpcs } from "./handle-pull.js";
 import { REFERRAL_LINK_PREFIX, handleReferralLink } from "./handle-referral-link.js";
 import { ERROR_TEXT, errorReply, type HttpReply } from "./http-errors.js";
 import { OPENAPI_PATH, openApiDocument } from "./openapi.js";
@@ -29,6 +31,8 @@ export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => Prom
 export interface GatewayDeps {
   referral: Client<typeof ReferralService>;
   admin: Client<typeof ServerAdminService>;
+  /** The pull API's list and claim RPCs. */
+  delivery: Client<typeof DeliveryService>;
   log: Logger;
   metrics: Metrics;
   now: () => Date;
@@ -64,6 +68,7 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * Builds the public HTTP/1.1 gateway, unstarted (main.ts or a test calls listen):
  *
  * - `POST /api/referral/events`: raw body (64 KiB limit) -> signature -> forward over Connect.
+ * - `POST /api/pull/hearts`, `POST /api/pull/claims`: the signed pull API (same scheme, the pull secret).
  * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL.
  * - `GET /openapi/referral.json`: the OpenAPI 3.1 document.
  * - then `ops` (/healthz, /readyz, /metrics), then `extraRoutes`, else 404 JSON.
@@ -95,6 +100,16 @@ async function handleRequest(deps: GatewayDeps, keyCache: SigningKeyCache, req: 
     if (rawPath === INGEST_PATH) {
       entry.route = INGEST_PATH;
       await serveIngest(deps, keyCache, req, res, entry);
+    } else if (rawPath === PULL_HEARTS_PATH || rawPath === PULL_CLAIMS_PATH) {
+      entry.route = rawPath;
+      const callOptions = rpcCallOptions(deps, entry.requestId);
+      const rpcs: PullRpcs = {
+        resolvePullKeys: (request) => deps.admin.resolvePullKeys(request, callOptions),
+        listPullHearts: (request) => deps.delivery.listPullHearts(request, callOptions),
+        claimPullHearts: (request) => deps.delivery.claimPullHearts(request, callOptions),
+      };
+      const handle = rawPath === PULL_HEARTS_PATH ? handlePullList : handlePullClaim;
+      await serveSigned(req, res, entry, (input) => handle(input, rpcs, deps.now));
     } else if (rawPath.startsWith(REFERRAL_LINK_PREFIX)) {
       entry.route = `${REFERRAL_LINK_PREFIX}:server_id`;
       await serveReferralLink(deps, req, res, rawPath, query, entry);
@@ -119,12 +134,25 @@ async function handleRequest(deps: GatewayDeps, keyCache: SigningKeyCache, req: 
 }
 
 async function serveIngest(deps: GatewayDeps, keyCache: SigningKeyCache, req: IncomingMessage, res: ServerResponse, entry: RequestLog): Promise<void> {
+  const callOptions = rpcCallOptions(deps, entry.requestId);
+  const rpcs: IngestRpcs = {
+    resolveSigningKeys: (request) => keyCache.get(request.serverId ?? "", () => deps.admin.resolveSigningKeys(request, callOptions)),
+    forgetSigningKeys: (serverId) => keyCache.forget(serverId),
+    applyEvent: (request) => deps.referral.applyEvent(request, callOptions),
+  };
+  await serveSigned(req, res, entry, (input) => handleIngest(input, rpcs, deps.now));
+}
+
+/**
+ * A POST signed with the ingest scheme: method, then the size limit (step 1,
+ * before anything else is looked at), then the handler with the raw bytes.
+ */
+async function serveSigned(req: IncomingMessage, res: ServerResponse, entry: RequestLog, handle: (input: IngestInput) => Promise<IngestResult>): Promise<void> {
   if (req.method !== "POST") {
     entry.outcome = "method_not_allowed";
     sendReply(res, errorReply(405, ERROR_TEXT.methodNotAllowed, { allow: "POST" }));
     return;
   }
-  // Step 1: the size limit, before anything else is looked at.
   if (declaresTooLarge(req.headers, MAX_BODY_BYTES)) {
     entry.outcome = "body_too_large";
     sendTooLarge(req, res);
@@ -142,18 +170,8 @@ async function serveIngest(deps: GatewayDeps, keyCache: SigningKeyCache, req: In
     res.destroy();
     return;
   }
-  const callOptions = rpcCallOptions(deps, entry.requestId);
-  const rpcs: IngestRpcs = {
-    resolveSigningKeys: (request) => keyCache.get(request.serverId ?? "", () => deps.admin.resolveSigningKeys(request, callOptions)),
-    forgetSigningKeys: (serverId) => keyCache.forget(serverId),
-    applyEvent: (request) => deps.referral.applyEvent(request, callOptions),
-  };
   const signatureHeader = req.headers["x-service-signature"];
-  const result = await handleIngest(
-    { signatureHeader: Array.isArray(signatureHeader) ? signatureHeader.join(", ") : signatureHeader, rawBody: body.bytes },
-    rpcs,
-    deps.now,
-  );
+  const result = await handle({ signatureHeader: Array.isArray(signatureHeader) ? signatureHeader.join(", ") : signatureHeader, rawBody: body.bytes });
   Object.assign(entry, { outcome: result.outcome, serverId: result.serverId, kid: result.kid, cause: result.cause });
   sendReply(res, result.reply);
 }

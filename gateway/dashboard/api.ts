@@ -3,6 +3,7 @@ import { Code, ConnectError, type CallOptions } from "@connectrpc/connect";
 import type { DashboardClients } from "./clients.js";
 import {
   DELIVERY_STATUS_FILTER,
+  DELIVERY_TRANSPORT_FILTER,
   toAttemptJson,
   toDeliveryJson,
   toEndpointHealthJson,
@@ -12,6 +13,7 @@ import {
   toRankingJson,
   toSecretJson,
   toServerJson,
+  toVoteReportJson,
 } from "./to-json.js";
 
 /** Deadline of an ordinary dashboard RPC. */
@@ -179,14 +181,41 @@ const ROUTES: readonly Route[] = [
     return { body: { health: toEndpointHealthJson(health) } };
   }),
 
+  route("PUT", "/servers/:serverId/votifier", async ({ clients }, { params, body, call }) => {
+    const request = { host: readString(body, "host"), port: readPort(body), token: readString(body, "token"), serviceName: readString(body, "service_name") };
+    const { server } = await clients.admin.setVotifierSettings({ serverId: params.serverId, ...request }, call);
+    return { body: { server: toServerJson(server) } };
+  }),
+  route("POST", "/servers/:serverId/test-vote", async ({ clients }, { params, body, slowCall }) => {
+    const username = readString(body, "username");
+    const { report } = await clients.delivery.sendTestVote({ serverId: params.serverId, username }, slowCall);
+    return { body: { vote: toVoteReportJson(report) } };
+  }),
+  route("PUT", "/servers/:serverId/pull", async ({ clients }, { params, body, call }) => {
+    const enabled = readBoolean(body, "enabled");
+    const { server } = await clients.admin.setPullEnabled({ serverId: params.serverId, enabled }, call);
+    return { body: { server: toServerJson(server) } };
+  }),
+  route("POST", "/servers/:serverId/pull-secret/reveal", async ({ clients }, { params, call }) => {
+    const revealed = await clients.admin.revealPullSecret({ serverId: params.serverId }, call);
+    return { body: { secret: toSecretJson(revealed.info), value: revealed.secret } };
+  }),
+  route("POST", "/servers/:serverId/pull-secret/rotate", async ({ clients }, { params, body, call }) => {
+    const graceSeconds = readGraceSeconds(body);
+    const rotated = await clients.admin.rotatePullSecret({ serverId: params.serverId, graceSeconds }, call);
+    return { status: 201, body: { secret: toSecretJson(rotated.info), value: rotated.secret } };
+  }),
+
   // Deliveries
   route("GET", "/servers/:serverId/deliveries", async ({ clients }, { params, query, call }) => {
     const filter = query.get("status") ?? "";
     const status = DELIVERY_STATUS_FILTER[filter];
     if (status === undefined) throw new ApiError(400, "status must be one of all|pending|delivered|failed");
+    const transport = DELIVERY_TRANSPORT_FILTER[query.get("transport") ?? ""];
+    if (transport === undefined) throw new ApiError(400, "transport must be one of all|callback|votifier|pull");
     const username = query.get("username") ?? "";
     if (username.length > MAX_USERNAME_FILTER_CHARS) throw new ApiError(400, `username must be at most ${MAX_USERNAME_FILTER_CHARS} characters`);
-    const { deliveries } = await clients.delivery.listDeliveries({ serverId: params.serverId, status, username, limit: 100 }, call);
+    const { deliveries } = await clients.delivery.listDeliveries({ serverId: params.serverId, status, transport, username, limit: 100 }, call);
     return { body: { deliveries: deliveries.map(toDeliveryJson) } };
   }),
   route("POST", "/servers/:serverId/deliveries/redeliver-failed", async ({ clients }, { params, body, call }) => {
@@ -283,6 +312,15 @@ function readBoolean(body: Record<string, unknown>, field: string): boolean {
   const value = body[field];
   if (typeof value !== "boolean") throw new ApiError(400, `${field} must be true or false`);
   return value;
+}
+
+/** `port`: an optional integer (0 when absent; the service checks the range). */
+function readPort(body: Record<string, unknown>): number {
+  const value = body.port;
+  if (value === undefined || value === null || value === "") return 0;
+  const port = typeof value === "string" && /^\d{1,5}$/.test(value) ? Number(value) : value;
+  if (typeof port !== "number" || !Number.isInteger(port) || port < 0 || port > 65535) throw new ApiError(400, "port must be an integer between 1 and 65535");
+  return port;
 }
 
 /** `grace_seconds`: optional non-negative integer; 0 (or absent) means the service's default (24 h). */

@@ -1,11 +1,13 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   DeliveryStatus,
+  DeliveryTransport,
   type Delivery,
   type DeliveryAttempt,
   type EndpointWindow,
   type ExchangeReport,
   type GetEndpointHealthResponse,
+  type VoteReport,
 } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import type { RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
@@ -35,6 +37,11 @@ export function toServerJson(server: Server | undefined) {
     callback_disabled_reason: server.callbackDisabledReason,
     callback_disabled_at: toIso(server.callbackDisabledAt),
     created_at: toIso(server.createdAt),
+    votifier_host: server.votifierHost,
+    votifier_port: server.votifierPort === 0 ? null : server.votifierPort,
+    votifier_service_name: server.votifierServiceName,
+    votifier_token_set: server.votifierTokenSet,
+    pull_enabled: server.pullEnabled,
   };
 }
 
@@ -70,7 +77,22 @@ export const DELIVERY_STATUS_FILTER: Record<string, DeliveryStatus> = {
   failed: DeliveryStatus.FAILED,
 };
 
-/** One delivery (a callback and where it stands). */
+const DELIVERY_TRANSPORT_NAMES: Partial<Record<DeliveryTransport, string>> = {
+  [DeliveryTransport.CALLBACK]: "callback",
+  [DeliveryTransport.VOTIFIER]: "votifier",
+  [DeliveryTransport.PULL]: "pull",
+};
+
+/** The API's delivery transport filter -> the proto enum (UNSPECIFIED = all). */
+export const DELIVERY_TRANSPORT_FILTER: Record<string, DeliveryTransport> = {
+  "": DeliveryTransport.UNSPECIFIED,
+  all: DeliveryTransport.UNSPECIFIED,
+  callback: DeliveryTransport.CALLBACK,
+  votifier: DeliveryTransport.VOTIFIER,
+  pull: DeliveryTransport.PULL,
+};
+
+/** One delivery (a callback, a Votifier vote or a pull claim, and where it stands). */
 export function toDeliveryJson(d: Delivery | undefined) {
   if (!d) return null;
   return {
@@ -88,6 +110,7 @@ export function toDeliveryJson(d: Delivery | undefined) {
     failed_at: toIso(d.failedAt),
     last_status_code: d.lastStatusCode === 0 ? null : d.lastStatusCode,
     last_error: d.lastError,
+    transport: DELIVERY_TRANSPORT_NAMES[d.transport] ?? "unknown",
   };
 }
 
@@ -109,7 +132,7 @@ export function toAttemptJson(a: DeliveryAttempt) {
     // HTTP callbacks are POSTs; a transport without methods (a socket protocol) has none.
     request: a.exchangeRecorded ? { method: /^https?:/i.test(a.url) ? "POST" : null, url: a.url, headers: a.requestHeaders, body: a.requestBody } : null,
     response:
-      a.exchangeRecorded && statusCode !== null
+      a.exchangeRecorded && a.responseReceived
         ? { status_code: statusCode, latency_ms: a.latencyMs, headers: a.responseHeaders, body: a.responseBody, body_truncated: a.responseBodyTruncated }
         : null,
   };
@@ -149,6 +172,21 @@ export function toExchangeJson(report: ExchangeReport | undefined) {
     canonical_string: report.canonicalString,
     status_code: report.statusCode === 0 ? null : report.statusCode,
     response_body: report.responseBody,
+    latency_ms: report.latencyMs,
+    error: report.error,
+    ok: report.ok,
+  };
+}
+
+/** One Votifier v2 exchange (test vote); the token is never part of it. */
+export function toVoteReportJson(report: VoteReport | undefined) {
+  if (!report) return null;
+  return {
+    target: report.target,
+    greeting: report.greeting,
+    payload: report.payload,
+    frame_bytes: report.frameBytes,
+    response: report.response,
     latency_ms: report.latencyMs,
     error: report.error,
     ok: report.ok,

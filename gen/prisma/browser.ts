@@ -70,7 +70,7 @@ export type ServerRanking = Prisma.ServerRankingModel
 export type OutboxMessage = Prisma.OutboxMessageModel
 /**
  * Model Delivery
- * A reward callback to deliver: one per (heart, server) for heart.counted, one per send for heart.test.
+ * A heart to deliver: one per (heart, server, transport) for heart.counted, one per send for heart.test.
  */
 export type Delivery = Prisma.DeliveryModel
 /**

@@ -20,7 +20,8 @@ export type ReferralState = (typeof ReferralState)[keyof typeof ReferralState]
 
 export const SecretPurpose = {
   referral: 'referral',
-  callback: 'callback'
+  callback: 'callback',
+  pull: 'pull'
 } as const
 
 export type SecretPurpose = (typeof SecretPurpose)[keyof typeof SecretPurpose]
@@ -33,3 +34,12 @@ export const DeliveryStatus = {
 } as const
 
 export type DeliveryStatus = (typeof DeliveryStatus)[keyof typeof DeliveryStatus]
+
+
+export const DeliveryTransport = {
+  callback: 'callback',
+  votifier: 'votifier',
+  pull: 'pull'
+} as const
+
+export type DeliveryTransport = (typeof DeliveryTransport)[keyof typeof DeliveryTransport]

@@ -18,6 +18,8 @@ export interface AttemptExchange {
   error: string | null;
   /** The receiver acknowledged (2xx). */
   succeeded: boolean;
+  /** For a signed request: the string that was signed ("<t>.<body>"); shown in test reports, not stored. */
+  signedString?: string;
 }
 
 /**

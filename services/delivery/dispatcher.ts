@@ -1,7 +1,9 @@
 import { Counter, Histogram, type Registry } from "prom-client";
-import { performAttempt, type AttemptDeps } from "./perform-attempt.js";
-import type { DispatchOutcome } from "./send-callback.js";
+import { createCallbackTransport } from "./callback-transport.js";
+import { performAttempt, type AttemptDeps, type SentOutcome } from "./perform-attempt.js";
 import { claimDueDeliveries, type AttemptResult, type ClaimedDelivery } from "./store.js";
+import type { SentTransport, Transport } from "./transport.js";
+import { createVotifierTransport } from "./votifier-transport.js";
 
 /** Default number of attempts one dispatcher runs at once, over all servers. */
 export const DEFAULT_DISPATCH_CONCURRENCY = 32;
@@ -14,6 +16,8 @@ export const LEASE_MARGIN_MS = 30_000;
 
 /** The dispatcher's dependencies and settings. */
 export interface DispatcherOptions extends AttemptDeps {
+  /** Replaces the transports (tests); by default the HTTP callback and Votifier v2. */
+  transports?: Partial<Record<SentTransport, Transport>>;
   concurrency?: number;
   perServerConcurrency?: number;
   pollIntervalMs?: number;
@@ -33,16 +37,21 @@ export interface Dispatcher {
 }
 
 /**
- * Claims due deliveries and sends each one independently: a claimed attempt is
- * never awaited as part of a batch, and per-server in-flight caps keep one
- * hanging receiver from taking every slot, so other servers' callbacks go out on
- * time. Safe with several instances (claims use FOR UPDATE SKIP LOCKED + leases).
+ * Claims due deliveries and sends each one independently over its transport (the
+ * HTTP callback or Votifier v2): a claimed attempt is never awaited as part of a
+ * batch, and per-server in-flight caps keep one hanging receiver from taking every
+ * slot, so other servers' deliveries go out on time. Safe with several instances
+ * (claims use FOR UPDATE SKIP LOCKED + leases).
  */
 export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const concurrency = opts.concurrency ?? DEFAULT_DISPATCH_CONCURRENCY;
   const perServer = opts.perServerConcurrency ?? DEFAULT_PER_SERVER_CONCURRENCY;
   const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
   const metrics = opts.registry ? createDispatchMetrics(opts.registry) : undefined;
+  const transports: Record<SentTransport, Transport> = {
+    callback: opts.transports?.callback ?? createCallbackTransport(opts),
+    votifier: opts.transports?.votifier ?? createVotifierTransport({ secretBox: opts.secretBox, allowInsecure: opts.allowInsecure }),
+  };
   const inFlightByServer = new Map<string, number>();
   const running = new Set<Promise<void>>();
   let active = false;
@@ -111,14 +120,14 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   };
 
   async function attempt(delivery: ClaimedDelivery): Promise<void> {
-    const report = await performAttempt(opts, delivery);
+    const report = await performAttempt(opts, transports[delivery.transport], delivery);
     if (report.kind === "released") return;
     const { outcome, result, owned } = report;
-    metrics?.record(outcome, result);
-    const logFields = { deliveryId: delivery.id, heartId: delivery.heartId, serverId: delivery.serverId, outcome: outcome.kind, result: result.kind };
+    metrics?.record(delivery.transport, outcome, result);
+    const logFields = { deliveryId: delivery.id, heartId: delivery.heartId, serverId: delivery.serverId, transport: delivery.transport, outcome: outcome.kind, result: result.kind };
     if (!owned) opts.log.warn(logFields, "lease lost before the attempt was recorded; the attempt is logged only");
-    else if (result.kind === "delivered") opts.log.debug(logFields, "callback delivered");
-    else opts.log.info({ ...logFields, status: outcome.kind === "failed" ? outcome.status : 410, error: outcome.kind === "failed" ? outcome.error : undefined }, "callback not delivered");
+    else if (result.kind === "delivered") opts.log.debug(logFields, "delivered");
+    else opts.log.info({ ...logFields, status: outcome.statusCode, error: outcome.kind === "delivered" ? undefined : outcome.error }, "not delivered");
   }
 
   return {
@@ -141,20 +150,21 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
 function createDispatchMetrics(registry: Registry) {
   const attempts = new Counter({
     name: "callback_attempts_total",
-    help: "Reward callback attempts, by outcome (delivered, failed, gone) and result (delivered, retry, failed, held_gone).",
-    labelNames: ["outcome", "result"] as const,
+    help: "Delivery attempts, by transport (callback, votifier), outcome (delivered, failed, gone) and result (delivered, retry, failed, held_gone).",
+    labelNames: ["transport", "outcome", "result"] as const,
     registers: [registry],
   });
   const latency = new Histogram({
     name: "callback_attempt_duration_seconds",
-    help: "Reward callback attempt latency in seconds.",
+    help: "Delivery attempt latency in seconds, by transport.",
+    labelNames: ["transport"] as const,
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
   return {
-    record(outcome: DispatchOutcome, result: AttemptResult) {
-      attempts.inc({ outcome: outcome.kind, result: result.kind });
-      latency.observe(outcome.latencyMs / 1000);
+    record(transport: SentTransport, outcome: SentOutcome, result: AttemptResult) {
+      attempts.inc({ transport, outcome: outcome.kind, result: result.kind });
+      latency.observe({ transport }, outcome.latencyMs / 1000);
     },
   };
 }

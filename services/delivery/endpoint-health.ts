@@ -82,7 +82,10 @@ export interface EndpointHealth {
   pendingDeliveries: number;
 }
 
-/** Reads a server's endpoint health at `now` (attempts in the last 24 h and 7 days, by start time). */
+/**
+ * Reads the health of a server's callback endpoint at `now`: its callback attempts in the last
+ * 24 h and 7 days (by start time) and its callback deliveries (other transports are not the endpoint).
+ */
 export async function readEndpointHealth(prisma: PrismaClient, serverId: string, now: Date): Promise<EndpointHealth> {
   const since24h = new Date(now.getTime() - DAY_MS);
   const since7d = new Date(now.getTime() - 7 * DAY_MS);
@@ -90,16 +93,17 @@ export async function readEndpointHealth(prisma: PrismaClient, serverId: string,
     prisma.server.findUniqueOrThrow({ where: { id: serverId }, select: { callbackUrl: true, callbackDisabledAt: true, callbackDisabledReason: true } }),
     prisma.callbackHealth.findUnique({ where: { serverId } }),
     prisma.$queryRaw<{ a24: number; s24: number; a7: number; s7: number }[]>`
-      SELECT count(*) FILTER (WHERE started_at >= ${since24h}::timestamptz)::int AS a24,
-             count(*) FILTER (WHERE started_at >= ${since24h}::timestamptz AND succeeded)::int AS s24,
+      SELECT count(*) FILTER (WHERE a.started_at >= ${since24h}::timestamptz)::int AS a24,
+             count(*) FILTER (WHERE a.started_at >= ${since24h}::timestamptz AND a.succeeded)::int AS s24,
              count(*)::int AS a7,
-             count(*) FILTER (WHERE succeeded)::int AS s7
-      FROM delivery_attempts
-      WHERE server_id = ${serverId}::uuid AND started_at >= ${since7d}::timestamptz AND started_at <= ${now}::timestamptz`,
+             count(*) FILTER (WHERE a.succeeded)::int AS s7
+      FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
+      WHERE a.server_id = ${serverId}::uuid AND d.transport = 'callback'
+        AND a.started_at >= ${since7d}::timestamptz AND a.started_at <= ${now}::timestamptz`,
     prisma.$queryRaw<{ failed7d: number; pending: number }[]>`
       SELECT count(*) FILTER (WHERE status = 'failed' AND failed_at >= ${since7d}::timestamptz)::int AS failed7d,
              count(*) FILTER (WHERE status = 'pending')::int AS pending
-      FROM deliveries WHERE server_id = ${serverId}::uuid`,
+      FROM deliveries WHERE server_id = ${serverId}::uuid AND transport = 'callback'`,
   ]);
   const w = windows[0] ?? { a24: 0, s24: 0, a7: 0, s7: 0 };
   const failingSince = health?.failingSince ?? null;

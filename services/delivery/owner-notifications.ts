@@ -47,6 +47,9 @@ export interface FailedDelivery {
   attempts: number;
   lastStatusCode: number | null;
   lastError: string;
+  transport: string;
+  /** Where its last attempt went (the callback URL, or votifier://host:port). */
+  target: string;
 }
 
 /** Writes `owner.delivery_failed` to the outbox inside the transaction that marked the delivery failed. */
@@ -70,6 +73,8 @@ export async function notifyDeliveryFailed(tx: Tx, server: NotifiedServer, deliv
         username: delivery.username,
         attempts: delivery.attempts,
         lastStatusCode: delivery.lastStatusCode ?? 0,
+        transport: delivery.transport,
+        target: delivery.target,
       }),
     },
   });

@@ -2,12 +2,18 @@ import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
 import {
+  ClaimPullHeartsResponseSchema,
   DeliveryAttemptSchema,
   DeliverySchema,
   DeliveryService,
   DeliveryStatus,
+  DeliveryTransport,
   EndpointWindowSchema,
   ExchangeReportSchema,
+  ListPullHeartsResponseSchema,
+  PullClaimStatus,
+  SendTestVoteResponseSchema,
+  VoteReportSchema,
   GetDeliveryResponseSchema,
   GetEndpointHealthResponseSchema,
   ListDeliveriesResponseSchema,
@@ -24,11 +30,14 @@ import { DomainError } from "../shared/errors.js";
 import { canonicalString, formatIngestSignature } from "../shared/signature.js";
 import { periodOf } from "../hearts/domain/streak.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
+import { createCallbackTransport } from "./callback-transport.js";
 import { LEASE_MARGIN_MS } from "./dispatcher.js";
 import { readEndpointHealth, type EndpointWindow } from "./endpoint-health.js";
 import { performAttempt } from "./perform-attempt.js";
+import { claimPullHearts, listPullHearts, toPullLimit, type PullClaimStatus as PullClaimStatusName } from "./pull-store.js";
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
 import { sendCallback, toHttpExchange } from "./send-callback.js";
+import { sendVotifierVote, VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, votifierTargetName } from "./send-votifier.js";
 import { insertTestDelivery, loadCallbackSecrets, loadNewestReferralSecret } from "./store.js";
 
 /** What DeliveryService needs beyond the core deps; the lead's config provides them. */
@@ -60,10 +69,23 @@ const STATUS_FROM_PROTO: Partial<Record<DeliveryStatus, "pending" | "delivered" 
   [DeliveryStatus.DELIVERED]: "delivered",
   [DeliveryStatus.FAILED]: "failed",
 };
+const TRANSPORT_TO_PROTO = { callback: DeliveryTransport.CALLBACK, votifier: DeliveryTransport.VOTIFIER, pull: DeliveryTransport.PULL } as const;
+const TRANSPORT_FROM_PROTO: Partial<Record<DeliveryTransport, "callback" | "votifier" | "pull">> = {
+  [DeliveryTransport.CALLBACK]: "callback",
+  [DeliveryTransport.VOTIFIER]: "votifier",
+  [DeliveryTransport.PULL]: "pull",
+};
+const CLAIM_STATUS_TO_PROTO: Record<PullClaimStatusName, PullClaimStatus> = {
+  claimed: PullClaimStatus.CLAIMED,
+  already_claimed: PullClaimStatus.ALREADY_CLAIMED,
+  unknown: PullClaimStatus.UNKNOWN,
+};
 
 /**
- * Registers DeliveryService: delivery list and detail (with every attempt), manual
- * redelivery, and the dashboard's test callback and test referral event.
+ * Registers DeliveryService: delivery list and detail (with every attempt, for
+ * every transport), manual redelivery, the dashboard's test callback, test
+ * referral event and test vote, and the pull transport's list and claim (which
+ * the gateway's signed pull API calls after verifying the owner's signature).
  */
 export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: ConnectRouter) => void {
   const retrySchedule = deps.retrySchedule ?? parseRetrySchedule(DEFAULT_RETRY_SCHEDULE);
@@ -73,9 +95,15 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
         const serverId = await requireServer(deps, req.serverId);
         if (req.limit < 0) throw new DomainError("invalid_argument", "limit must not be negative");
         const status = STATUS_FROM_PROTO[req.status];
+        const transport = TRANSPORT_FROM_PROTO[req.transport];
         const username = req.username.trim();
         const rows = await deps.prisma.delivery.findMany({
-          where: { serverId, ...(status ? { status } : {}), ...(username === "" ? {} : { username: { contains: username, mode: "insensitive" } }) },
+          where: {
+            serverId,
+            ...(status ? { status } : {}),
+            ...(transport ? { transport } : {}),
+            ...(username === "" ? {} : { username: { contains: username, mode: "insensitive" } }),
+          },
           orderBy: [{ createdAt: "desc" }, { id: "asc" }],
           take: Math.min(req.limit === 0 ? DEFAULT_DELIVERY_PAGE : req.limit, MAX_DELIVERY_PAGE),
         });
@@ -127,15 +155,13 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
           callbackUrl: server.callbackUrl,
           standardWebhooks: server.standardWebhooks,
         });
-        const report = await performAttempt(
-          { ...deps, schedule: retrySchedule, timeoutMs: deps.callbackTimeoutMs, allowInsecure: deps.allowInsecureCallbacks },
-          delivery,
-        );
+        const attemptDeps = { ...deps, schedule: retrySchedule, timeoutMs: deps.callbackTimeoutMs, allowInsecure: deps.allowInsecureCallbacks };
+        const report = await performAttempt(attemptDeps, createCallbackTransport(attemptDeps), delivery);
         // Failure policy: the secret was revoked between the check and the attempt; the delivery stays pending, held like any other.
         if (report.kind === "released") throw new DomainError("failed_precondition", "no active callback secret: rotate the callback secret to create one");
         const stored = await deps.prisma.delivery.findUniqueOrThrow({ where: { id: delivery.id } });
         return create(SendTestCallbackResponseSchema, {
-          report: toReport(report.exchange, report.signed.canonicalString),
+          report: toReport(report.outcome.exchange),
           delivery: toDeliveryMessage(stored),
         });
       },
@@ -187,7 +213,66 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
         };
         // The service's own public endpoint is trusted configuration, so the callback address guard does not apply.
         const outcome = await sendCallback(request, { timeoutMs: deps.callbackTimeoutMs, allowInsecure: true, now: deps.now });
-        return create(SendTestReferralEventResponseSchema, { report: toReport(toHttpExchange(request, outcome), request.canonicalString) });
+        return create(SendTestReferralEventResponseSchema, { report: toReport({ ...toHttpExchange(request, outcome), signedString: request.canonicalString }) });
+      },
+
+      async sendTestVote(req) {
+        const serverId = await requireServer(deps, req.serverId);
+        const server = await deps.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
+        if (!server.votifierHost || !server.votifierPort || !server.votifierToken) {
+          throw new DomainError("failed_precondition", "Votifier is not set up: set host, port, token and service name in the integration tab first");
+        }
+        const target = { host: server.votifierHost, port: server.votifierPort };
+        let token: string;
+        try {
+          token = deps.secretBox.open(server.votifierToken);
+        } catch {
+          // Failure policy: a token sealed under another SECRETS_KEY cannot be used; tell the owner to set it again.
+          throw new DomainError("failed_precondition", "the stored Votifier token cannot be decrypted: set the token again");
+        }
+        const outcome = await sendVotifierVote(
+          { ...target, token },
+          {
+            serviceName: server.votifierServiceName ?? "",
+            username: req.username.trim() === "" ? TEST_CALLBACK_USERNAME : req.username.trim(),
+            address: VOTIFIER_VOTE_ADDRESS,
+            timestamp: deps.now().getTime(),
+          },
+          { timeoutMs: VOTIFIER_TIMEOUT_MS, allowInsecure: deps.allowInsecureCallbacks },
+        );
+        return create(SendTestVoteResponseSchema, {
+          report: create(VoteReportSchema, {
+            target: votifierTargetName(target),
+            greeting: outcome.greeting,
+            payload: outcome.payload,
+            frameBytes: outcome.frameBytes,
+            response: outcome.answer,
+            latencyMs: outcome.latencyMs,
+            error: outcome.error ?? "",
+            ok: outcome.kind === "delivered",
+          }),
+        });
+      },
+
+      async listPullHearts(req) {
+        const serverId = await requireServer(deps, req.serverId);
+        const page = await listPullHearts(deps.prisma, { serverId, cursor: req.cursor.trim(), limit: toPullLimit(req.limit) });
+        return create(ListPullHeartsResponseSchema, {
+          hearts: page.hearts.map((h) => ({
+            heartId: h.heartId,
+            username: h.username,
+            period: h.period,
+            countedAt: timestampFromDate(h.countedAt),
+            streakDay: h.streakDay ?? 0,
+          })),
+          nextCursor: page.nextCursor ?? "",
+        });
+      },
+
+      async claimPullHearts(req) {
+        const serverId = await requireServer(deps, req.serverId);
+        const results = await claimPullHearts(deps.prisma, { serverId, heartIds: req.heartIds, now: deps.now() });
+        return create(ClaimPullHeartsResponseSchema, { results: results.map((r) => ({ heartId: r.heartId, status: CLAIM_STATUS_TO_PROTO[r.status] })) });
       },
     });
   };
@@ -216,12 +301,12 @@ async function findDelivery(deps: CoreDeps, rawId: string, rawServerId = ""): Pr
 }
 
 /** One exchange as the dashboard's report: exactly what was sent and what came back. */
-function toReport(exchange: AttemptExchange, canonicalString: string): ExchangeReport {
+function toReport(exchange: AttemptExchange): ExchangeReport {
   return create(ExchangeReportSchema, {
     url: exchange.target,
     requestHeaders: exchange.request.headers,
     requestBody: exchange.request.body,
-    canonicalString,
+    canonicalString: exchange.signedString ?? "",
     statusCode: exchange.response?.status ?? 0,
     responseBody: exchange.response?.body ?? "",
     latencyMs: exchange.latencyMs,
@@ -257,6 +342,7 @@ function toDeliveryMessage(row: DeliveryRow): DeliveryMessage {
     ...(row.failedAt ? { failedAt: timestampFromDate(row.failedAt) } : {}),
     lastStatusCode: row.lastStatusCode ?? 0,
     lastError: row.lastError ?? "",
+    transport: TRANSPORT_TO_PROTO[row.transport],
   });
 }
 
@@ -274,6 +360,7 @@ function toAttemptMessage(row: AttemptRow) {
     responseBody: row.responseBody ?? "",
     responseBodyTruncated: row.responseBodyTruncated,
     exchangeRecorded: row.requestHeaders !== null,
+    responseReceived: row.responseHeaders !== null,
     succeeded: row.succeeded,
   });
 }

@@ -130,7 +130,8 @@ export class ForbiddenAddressError extends Error {
   }
 }
 
-type Resolver = (hostname: string, options: LookupOptions & { all: true }, callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+/** Resolves a name to all its addresses (dns.lookup with all: true); tests may replace it. */
+export type Resolver = (hostname: string, options: LookupOptions & { all: true }, callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
 
 /**
  * A `lookup` for http(s).request that resolves the name and refuses it when any
@@ -278,6 +279,7 @@ function describeError(error: NodeJS.ErrnoException): string {
   return error.code ? `connection failed: ${error.code}` : `connection failed: ${truncate(error.message, 200)}`;
 }
 
-function truncate(text: string, max: number): string {
+/** Cuts `text` to `max` characters, marking the cut with `...`. */
+export function truncate(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, max)}...`;
 }

@@ -1,11 +1,12 @@
-import { randomUUID } from "node:crypto";
 import type { PrismaClient } from "../shared/db.js";
 import type { SecretBox } from "../shared/secrets.js";
 import { streakAtDelivery } from "../hearts/domain/streak.js";
+import { randomUUID } from "node:crypto";
 import { toStoredExchange, type AttemptExchange } from "./attempt-exchange.js";
 import { autoDisableIfFailingTooLong, recordEndpointHealth } from "./endpoint-health.js";
 import { notifyDeliveryFailed, notifyEndpointDisabled } from "./owner-notifications.js";
 import { NIL_UUID } from "./send-callback.js";
+import type { SentTransport } from "./transport.js";
 
 /** A counted heart, as the consumer turns it into a delivery. */
 export interface NewDelivery {
@@ -23,18 +24,26 @@ export interface NewDelivery {
 export type InsertOutcome = "inserted" | "duplicate" | "unknown_server";
 
 /**
- * Inserts the delivery for a counted heart, idempotently per (server_id, heart_id): its
- * dedup_key is the heart_id and `INSERT ... ON CONFLICT DO NOTHING` makes a redelivered
- * Kafka message add nothing. Selecting from servers makes a deleted server a no-op
- * instead of a foreign-key error.
+ * Inserts the deliveries of a counted heart, idempotently per (server_id, transport, heart_id):
+ * always the HTTP callback (held while the server has no callback URL), plus a Votifier
+ * delivery when the server has Votifier set up and a pull delivery when its pull API is on,
+ * each decided by the server's settings at this moment. The dedup_key of a counted heart's
+ * delivery is its heart_id, and `INSERT ... ON CONFLICT DO NOTHING` makes a redelivered Kafka
+ * message add nothing; selecting from servers makes a deleted server a no-op instead of a
+ * foreign-key error.
  */
 export async function insertDelivery(prisma: PrismaClient, d: NewDelivery): Promise<InsertOutcome> {
   const rows = await prisma.$queryRaw<{ id: string }[]>`
-    INSERT INTO deliveries (id, server_id, heart_id, dedup_key, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
-    SELECT ${randomUUID()}::uuid, s.id, ${d.heartId}::uuid, ${d.heartId}, ${d.eventType}, ${d.username}, ${d.voterIdentity}, ${d.period},
+    INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
+    SELECT gen_random_uuid(), s.id, ${d.heartId}::uuid, ${d.heartId}, t.transport, ${d.eventType}, ${d.username}, ${d.voterIdentity}, ${d.period},
            ${d.streakDay}::int, ${d.countedAt}::timestamptz, now()
-    FROM servers s WHERE s.id = ${d.serverId}::uuid
-    ON CONFLICT (server_id, dedup_key) DO NOTHING
+    FROM servers s
+    CROSS JOIN (VALUES ('callback'::"DeliveryTransport"), ('votifier'::"DeliveryTransport"), ('pull'::"DeliveryTransport")) AS t(transport)
+    WHERE s.id = ${d.serverId}::uuid
+      AND (t.transport = 'callback'
+           OR (t.transport = 'votifier' AND s.votifier_host IS NOT NULL)
+           OR (t.transport = 'pull' AND s.pull_enabled))
+    ON CONFLICT (server_id, transport, dedup_key) DO NOTHING
     RETURNING id::text`;
   if (rows.length > 0) return "inserted";
   const server = await prisma.$queryRaw<unknown[]>`SELECT 1 FROM servers WHERE id = ${d.serverId}::uuid`;
@@ -57,6 +66,7 @@ export async function insertTestDelivery(
       serverId: t.serverId,
       heartId: NIL_UUID,
       dedupKey: id,
+      transport: "callback",
       eventType: "heart.test",
       username: t.username,
       voterIdentity: "",
@@ -77,8 +87,11 @@ export async function insertTestDelivery(
     period: t.period,
     attempts: 0,
     leaseUntil: t.leaseUntil,
+    transport: "callback",
+    countedAt: t.now,
     callbackUrl: t.callbackUrl,
     standardWebhooks: t.standardWebhooks,
+    votifier: null,
   };
 }
 
@@ -95,13 +108,22 @@ export interface ClaimedDelivery {
   attempts: number;
   /** The lease this claim holds; the result is recorded only while it is still ours. */
   leaseUntil: Date;
-  callbackUrl: string;
+  /** Which transport sends it. */
+  transport: SentTransport;
+  /** When the heart counted. */
+  countedAt: Date;
+  /** Callback settings (callback deliveries); null when the server has no callback URL. */
+  callbackUrl: string | null;
   standardWebhooks: boolean;
+  /** Votifier settings (Votifier deliveries), with the token still sealed; null when not configured. */
+  votifier: { host: string; port: number; serviceName: string; sealedToken: string } | null;
 }
 
 /**
- * Claims due deliveries for this dispatcher: pending, due, not leased, of a server
- * with a callback URL, not disabled (410) and with an active callback secret. Rows
+ * Claims due deliveries for this dispatcher: pending, due, not leased, and sendable:
+ * a callback delivery of a server with a callback URL, not disabled (410) and with
+ * an active callback secret, or a Votifier delivery of a server with Votifier set
+ * up (pull deliveries are claimed by the owner, never here). Rows
  * are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher instances
  * never claim the same row. At most `limit` rows; per server at most
  * `perServerLimit` minus what this instance already has in flight for it.
@@ -126,8 +148,14 @@ export async function claimDueDeliveries(
       period: string;
       attempts: number;
       lease_until: Date;
-      callback_url: string;
+      transport: SentTransport;
+      counted_at: Date;
+      callback_url: string | null;
       standard_webhooks: boolean;
+      votifier_host: string | null;
+      votifier_port: number | null;
+      votifier_service_name: string | null;
+      votifier_token: string | null;
     }[]
   >`
     WITH busy AS (
@@ -138,12 +166,14 @@ export async function claimDueDeliveries(
       WHERE d.status = 'pending'
         AND d.next_attempt_at <= ${q.now}::timestamptz
         AND (d.lease_until IS NULL OR d.lease_until < ${q.now}::timestamptz)
-        AND s.callback_url IS NOT NULL
-        AND s.callback_disabled_at IS NULL
-        AND EXISTS (
-          SELECT 1 FROM server_secrets k
-          WHERE k.server_id = s.id AND k.purpose = 'callback' AND k.revoked_at IS NULL
-            AND (k.expires_at IS NULL OR k.expires_at > ${q.now}::timestamptz))
+        AND ((d.transport = 'callback'
+              AND s.callback_url IS NOT NULL
+              AND s.callback_disabled_at IS NULL
+              AND EXISTS (
+                SELECT 1 FROM server_secrets k
+                WHERE k.server_id = s.id AND k.purpose = 'callback' AND k.revoked_at IS NULL
+                  AND (k.expires_at IS NULL OR k.expires_at > ${q.now}::timestamptz)))
+          OR (d.transport = 'votifier' AND s.votifier_host IS NOT NULL AND s.votifier_token IS NOT NULL))
         AND d.server_id <> ALL(${saturated}::uuid[])
       ORDER BY d.next_attempt_at
       LIMIT ${scan}
@@ -163,7 +193,8 @@ export async function claimDueDeliveries(
     FROM chosen, servers s
     WHERE d.id = chosen.id AND s.id = d.server_id
     RETURNING d.id::text, d.server_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
-              d.attempts, d.lease_until, s.callback_url, s.standard_webhooks`;
+              d.attempts, d.lease_until, d.transport, d.counted_at, s.callback_url, s.standard_webhooks,
+              s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token`;
   return rows.map((r) => ({
     id: r.id,
     serverId: r.server_id,
@@ -174,8 +205,14 @@ export async function claimDueDeliveries(
     period: r.period,
     attempts: r.attempts,
     leaseUntil: new Date(r.lease_until),
+    transport: r.transport,
+    countedAt: new Date(r.counted_at),
     callbackUrl: r.callback_url,
     standardWebhooks: r.standard_webhooks,
+    votifier:
+      r.votifier_host !== null && r.votifier_token !== null
+        ? { host: r.votifier_host, port: r.votifier_port ?? 0, serviceName: r.votifier_service_name ?? "", sealedToken: r.votifier_token }
+        : null,
   }));
 }
 
@@ -256,7 +293,8 @@ export async function recordAttempt(
               ${a.startedAt}::timestamptz, ${statusCode}::int, ${x.latencyMs}::int, ${x.error}, ${x.succeeded},
               ${JSON.stringify(x.request.headers)}::jsonb, ${x.request.body},
               ${x.response ? JSON.stringify(x.response.headers) : null}::jsonb, ${x.response?.body ?? null}, ${x.response?.bodyTruncated ?? false})`;
-    const failingSince = await recordEndpointHealth(tx, d.serverId, x, a.startedAt);
+    // Endpoint health and its auto-disable are about the callback endpoint; other transports only log attempts.
+    const failingSince = d.transport === "callback" ? await recordEndpointHealth(tx, d.serverId, x, a.startedAt) : null;
     const owned = { id: d.id, status: "pending" as const, leaseUntil: d.leaseUntil };
     const common = { attempts: { increment: 1 }, leaseUntil: null, lastStatusCode: statusCode, lastError: x.error };
     let changed: { count: number };
@@ -271,7 +309,7 @@ export async function recordAttempt(
         changed = await tx.delivery.updateMany({ where: owned, data: { ...common, status: "failed", failedAt: a.finishedAt } });
         if (changed.count === 1) {
           const server = await tx.server.findUniqueOrThrow({ where: { id: d.serverId }, select: { id: true, name: true, callbackUrl: true } });
-          const failed = { ...d, attempts: d.attempts + 1, lastStatusCode: statusCode, lastError: x.error ?? "" };
+          const failed = { ...d, attempts: d.attempts + 1, lastStatusCode: statusCode, lastError: x.error ?? "", target: x.target };
           await notifyDeliveryFailed(tx, server, failed, a.finishedAt);
         }
         break;

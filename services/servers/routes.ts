@@ -2,6 +2,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
 import {
+  PullKeyStatus,
   ServerAdminService,
   SigningKeyStatus,
   type SecretInfoSchema,
@@ -12,18 +13,30 @@ import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { toGraceSeconds } from "./domain/secret-policy.js";
 import { toRegistrationUrl, toServerName } from "./domain/server-fields.js";
+import { toVotifierSettings } from "./domain/votifier-settings.js";
 import {
   createReferralSecret,
   listReferralSecrets,
   requireServer,
   resolveSigningKeys,
   revealCallbackSecret,
+  revealNewestSecret,
   revealReferralSecret,
+  resolvePullKeys,
   revokeReferralSecret,
   rotateSecret,
   type SecretMeta,
 } from "./secret-store.js";
-import { createServer, getServer, listServers, setCallbackSettings, updateServer, type ServerRecord } from "./server-store.js";
+import {
+  createServer,
+  getServer,
+  listServers,
+  setCallbackSettings,
+  setPullEnabled,
+  setVotifierSettings,
+  updateServer,
+  type ServerRecord,
+} from "./server-store.js";
 
 /**
  * What the server admin routes need: the core deps plus the deployment's
@@ -38,11 +51,19 @@ const STATUS_TO_PROTO = {
   referrals_disabled: SigningKeyStatus.REFERRALS_DISABLED,
 } as const;
 
+const PULL_STATUS_TO_PROTO = {
+  ok: PullKeyStatus.OK,
+  unknown_server: PullKeyStatus.UNKNOWN_SERVER,
+  pull_disabled: PullKeyStatus.PULL_DISABLED,
+} as const;
+
 /**
  * The ServerAdminService routes (dashboard and gateway): servers, referral
  * secrets with kid/rotation/revocation, the gateway's ResolveSigningKeys, and
- * the reward callback settings and secret. Secret values leave only through
- * Create/Rotate (once), the explicit Reveal RPCs and ResolveSigningKeys.
+ * the reward callback settings and secret, the Votifier v2 settings (the token
+ * is write-only), and the pull API switch and secrets. Secret values leave only
+ * through Create/Rotate (once), the explicit Reveal RPCs, ResolveSigningKeys and
+ * ResolvePullKeys.
  */
 export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter) => void {
   const allowInsecure = deps.allowInsecureCallbacks ?? false;
@@ -128,6 +149,33 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
         await deps.prisma.callbackHealth.updateMany({ where: { serverId }, data: { failingSince: null } });
         return { server: toServerProto(await updateServer(deps, serverId, { callbackDisabledAt: null, callbackDisabledReason: null })) };
       },
+
+      async setVotifierSettings(req) {
+        const settings = toVotifierSettings({ host: req.host, port: req.port, serviceName: req.serviceName, token: req.token }, { allowInsecure });
+        return { server: toServerProto(await setVotifierSettings(deps, req.serverId.trim(), settings)) };
+      },
+
+      async setPullEnabled(req) {
+        return { server: toServerProto(await setPullEnabled(deps, req.serverId.trim(), req.enabled)) };
+      },
+
+      async rotatePullSecret(req) {
+        const rotated = await rotateSecret(deps, req.serverId.trim(), "pull", toGraceSeconds(req.graceSeconds));
+        return { info: toSecretInfo(rotated.info), secret: rotated.secret };
+      },
+
+      async revealPullSecret(req) {
+        const revealed = await revealNewestSecret(deps, req.serverId.trim(), "pull");
+        return { info: toSecretInfo(revealed.info), secret: revealed.secret };
+      },
+
+      async resolvePullKeys(req) {
+        const resolved = await resolvePullKeys(deps, req.serverId);
+        return {
+          status: PULL_STATUS_TO_PROTO[resolved.status],
+          keys: resolved.status === "ok" ? resolved.keys.map((k) => ({ kid: k.kid, secret: Buffer.from(k.secret, "utf8") })) : [],
+        };
+      },
     });
   };
 }
@@ -144,6 +192,11 @@ function toServerProto(server: ServerRecord): MessageInitShape<typeof ServerSche
     callbackDisabledReason: server.callbackDisabledReason ?? "",
     callbackDisabledAt: server.callbackDisabledAt ? timestampFromDate(server.callbackDisabledAt) : undefined,
     createdAt: timestampFromDate(server.createdAt),
+    votifierHost: server.votifierHost ?? "",
+    votifierPort: server.votifierPort ?? 0,
+    votifierServiceName: server.votifierServiceName ?? "",
+    votifierTokenSet: server.votifierToken !== null,
+    pullEnabled: server.pullEnabled,
   };
 }
 

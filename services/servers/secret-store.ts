@@ -1,12 +1,12 @@
 import type { Tx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
-import { generateCallbackSecret, generateKid, generateReferralSecret } from "../shared/secrets.js";
+import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
 import { isUuid } from "./domain/ids.js";
 import { isSecretActive, rotationCutoff } from "./domain/secret-policy.js";
 
-/** Which secret family: referral ingest (`rsec_`) or reward callback (`whsec_`). */
-export type SecretPurpose = "referral" | "callback";
+/** Which secret family: referral ingest (`rsec_`), reward callback (`whsec_`) or pull API (`psec_`). */
+export type SecretPurpose = "referral" | "callback" | "pull";
 
 /** A secret's metadata, never its value. */
 export interface SecretMeta {
@@ -44,7 +44,7 @@ export async function lockServer(tx: Tx, serverId: string): Promise<void> {
 
 /** Adds an active secret inside the caller's transaction; the value is sealed at rest. */
 export async function insertSecret(deps: CoreDeps, tx: Tx, serverId: string, purpose: SecretPurpose, now: Date): Promise<SecretWithValue> {
-  const secret = purpose === "referral" ? generateReferralSecret() : generateCallbackSecret();
+  const secret = purpose === "referral" ? generateReferralSecret() : purpose === "pull" ? generatePullSecret() : generateCallbackSecret();
   const row = await tx.serverSecret.create({
     data: { serverId, purpose, kid: generateKid(), ciphertext: deps.secretBox.seal(secret), createdAt: now },
   });
@@ -108,18 +108,23 @@ export async function revealReferralSecret(deps: CoreDeps, serverId: string, kid
 
 /** The newest active callback secret and its metadata (404 when none). */
 export async function revealCallbackSecret(deps: CoreDeps, serverId: string): Promise<SecretWithValue> {
+  return revealNewestSecret(deps, serverId, "callback");
+}
+
+/** The newest active secret of `purpose` and its metadata (404 `no <purpose> secret` when none). */
+export async function revealNewestSecret(deps: CoreDeps, serverId: string, purpose: "callback" | "pull"): Promise<SecretWithValue> {
   await requireServer(deps, serverId);
   const now = deps.now();
   const row = await deps.prisma.serverSecret.findFirst({
-    where: { serverId, purpose: "callback", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
+    where: { serverId, purpose, revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
     orderBy: [...NEWEST_FIRST],
   });
-  if (!row) throw new DomainError("not_found", "no callback secret");
+  if (!row) throw new DomainError("not_found", `no ${purpose} secret`);
   return { info: toMeta(row, now), secret: deps.secretBox.open(row.ciphertext) };
 }
 
 interface SigningKeyRow {
-  referrals_enabled: boolean;
+  enabled: boolean;
   kid: string | null;
   ciphertext: string | null;
 }
@@ -131,22 +136,45 @@ interface SigningKeyRow {
  * secret is active; otherwise ok with the opened secrets.
  */
 export async function resolveSigningKeys(deps: CoreDeps, rawServerId: string): Promise<SigningKeysResolution> {
+  const resolved = await resolveActiveKeys(deps, rawServerId, "referral");
+  return resolved.status === "disabled" ? { status: "referrals_disabled" } : resolved;
+}
+
+/** The gateway's view of a server's pull API keys. */
+export type PullKeysResolution = { status: "unknown_server" } | { status: "pull_disabled" } | { status: "ok"; keys: Array<{ kid: string; secret: string }> };
+
+/**
+ * ResolvePullKeys, for the gateway's signed pull API: like ResolveSigningKeys, with
+ * the pull switch and the active pull secrets. pull_disabled when the pull API is
+ * off or no pull secret is active.
+ */
+export async function resolvePullKeys(deps: CoreDeps, rawServerId: string): Promise<PullKeysResolution> {
+  const resolved = await resolveActiveKeys(deps, rawServerId, "pull");
+  return resolved.status === "disabled" ? { status: "pull_disabled" } : resolved;
+}
+
+/** One query: the server's switch for `purpose` and its active secrets of that purpose, newest first. */
+async function resolveActiveKeys(
+  deps: CoreDeps,
+  rawServerId: string,
+  purpose: "referral" | "pull",
+): Promise<{ status: "unknown_server" } | { status: "disabled" } | { status: "ok"; keys: Array<{ kid: string; secret: string }> }> {
   const serverId = rawServerId.trim();
   if (!isUuid(serverId)) return { status: "unknown_server" };
   const now = deps.now();
   const rows = await deps.prisma.$queryRaw<SigningKeyRow[]>`
-    SELECT s.referrals_enabled, k.kid, k.ciphertext
+    SELECT CASE WHEN ${purpose} = 'pull' THEN s.pull_enabled ELSE s.referrals_enabled END AS enabled, k.kid, k.ciphertext
     FROM servers s
     LEFT JOIN server_secrets k
-      ON k.server_id = s.id AND k.purpose = 'referral'::"SecretPurpose" AND k.revoked_at IS NULL
+      ON k.server_id = s.id AND k.purpose = ${purpose}::"SecretPurpose" AND k.revoked_at IS NULL
          AND (k.expires_at IS NULL OR k.expires_at > ${now})
     WHERE s.id = ${serverId}::uuid
     ORDER BY k.expires_at DESC NULLS FIRST, k.created_at DESC, k.kid ASC`;
   const first = rows[0];
   if (!first) return { status: "unknown_server" };
-  if (!first.referrals_enabled) return { status: "referrals_disabled" };
+  if (!first.enabled) return { status: "disabled" };
   const keys = rows.flatMap((r) => (r.kid !== null && r.ciphertext !== null ? [{ kid: r.kid, secret: deps.secretBox.open(r.ciphertext) }] : []));
-  return keys.length === 0 ? { status: "referrals_disabled" } : { status: "ok", keys };
+  return keys.length === 0 ? { status: "disabled" } : { status: "ok", keys };
 }
 
 /** Throws unknown_server unless the server exists. */

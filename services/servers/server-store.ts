@@ -2,6 +2,7 @@ import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import type { Server } from "../../gen/prisma/client.js";
 import { isUuid } from "./domain/ids.js";
+import type { VotifierSettings } from "./domain/votifier-settings.js";
 import { insertSecret, lockServer } from "./secret-store.js";
 
 export type { Server as ServerRecord };
@@ -63,6 +64,56 @@ export async function setCallbackSettings(
         where: { serverId, purpose: "callback", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
       });
       if (active === 0) await insertSecret(deps, tx, serverId, "callback", now);
+    }
+    return server;
+  });
+}
+
+/**
+ * SetVotifierSettings: stores host, port, service name and the token sealed with
+ * SECRETS_KEY, or clears them all (null: the transport is off; pending Votifier
+ * deliveries are held). A null token keeps the stored one; there must be one.
+ */
+export async function setVotifierSettings(deps: CoreDeps, serverId: string, settings: VotifierSettings | null): Promise<Server> {
+  return deps.prisma.$transaction(async (tx) => {
+    await lockServer(tx, serverId);
+    if (settings === null) {
+      return tx.server.update({
+        where: { id: serverId },
+        data: { votifierHost: null, votifierPort: null, votifierServiceName: null, votifierToken: null },
+      });
+    }
+    if (settings.token === null) {
+      const stored = await tx.server.findUniqueOrThrow({ where: { id: serverId }, select: { votifierToken: true } });
+      if (stored.votifierToken === null) throw new DomainError("invalid_argument", "votifier token is required");
+    }
+    return tx.server.update({
+      where: { id: serverId },
+      data: {
+        votifierHost: settings.host,
+        votifierPort: settings.port,
+        votifierServiceName: settings.serviceName,
+        ...(settings.token === null ? {} : { votifierToken: deps.secretBox.seal(settings.token) }),
+      },
+    });
+  });
+}
+
+/**
+ * SetPullEnabled: turns the signed pull API on or off. Turning it on creates a
+ * pull secret when none is active (under the server row lock, so two calls create
+ * one). Only hearts counted while it is on are offered for pulling.
+ */
+export async function setPullEnabled(deps: CoreDeps, serverId: string, enabled: boolean): Promise<Server> {
+  const now = deps.now();
+  return deps.prisma.$transaction(async (tx) => {
+    await lockServer(tx, serverId);
+    const server = await tx.server.update({ where: { id: serverId }, data: { pullEnabled: enabled } });
+    if (enabled) {
+      const active = await tx.serverSecret.count({
+        where: { serverId, purpose: "pull", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
+      });
+      if (active === 0) await insertSecret(deps, tx, serverId, "pull", now);
     }
     return server;
   });

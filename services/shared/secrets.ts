@@ -59,6 +59,11 @@ export function generateCallbackSecret(): string {
   return `whsec_${randomBytes(32).toString("base64")}`;
 }
 
+/** A pull API secret (the HMAC key is the whole string's UTF-8 bytes, as for referral secrets). */
+export function generatePullSecret(): string {
+  return `psec_${randomBytes(32).toString("base64url")}`;
+}
+
 /** A short random key id, for example `k_3f9a1c2b`. */
 export function generateKid(): string {
   return `k_${randomBytes(4).toString("hex")}`;

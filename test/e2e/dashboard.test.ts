@@ -30,6 +30,7 @@ import { createMetrics } from "../../services/shared/metrics.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
 import { startStack, type TestStack } from "../helpers/stack.js";
+import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 const BROWSER_UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0";
@@ -597,13 +598,72 @@ test.serial("browser: the hearts tab ranks this month's servers by counted heart
   await page.screenshot({ path: join(c.shots, "hearts.png"), fullPage: true });
 });
 
+test.serial("browser: Votifier settings (token write-only), a test vote, the pull API switch and secret; a counted heart shows as a Votifier and a pull delivery", async (t) => {
+  const c = t.context;
+  const { page } = c;
+  const votifierToken = `nvt${randomBytes(12).toString("hex")}`;
+  const votifier = await startVotifierReceiver({ tokens: { default: votifierToken } });
+  t.teardown(() => votifier.close());
+  flow.secretsSeen.push(votifierToken);
+  await openTab(page, "integration");
+  await page.fill("#votifier-host", votifier.host);
+  await page.fill("#votifier-port", String(votifier.port));
+  await page.fill("#votifier-service-name", "HeartsList");
+  await page.fill("#votifier-token", votifierToken);
+  t.is(await flashAfter(page, () => page.click("#votifier-form button[type=submit]")), "Votifier settings saved.");
+  await page.locator("#votifier-status", { hasText: "on" }).waitFor();
+  t.is(await page.inputValue("#votifier-token"), "", "the token is never shown again");
+  t.is(await page.getAttribute("#votifier-token", "placeholder"), "(stored; leave empty to keep it)");
+
+  await page.fill("#test-vote-username", "Tester");
+  await page.click("#send-test-vote");
+  await page.waitForSelector("#test-vote-result .exchange");
+  t.regex((await page.textContent("#test-vote-result .vote-greeting")) ?? "", /^VOTIFIER 2 \S+$/);
+  t.like(JSON.parse((await page.textContent("#test-vote-result .vote-payload")) ?? "{}"), { serviceName: "HeartsList", username: "Tester" });
+  t.is(await page.textContent("#test-vote-result .vote-response"), '{"status":"ok"}');
+  t.is(votifier.votes.length, 1);
+  t.false(((await page.textContent("#test-vote-result")) ?? "").includes(votifierToken));
+
+  await page.click("#toggle-pull");
+  await page.locator("#pull-status", { hasText: "on" }).waitFor();
+  await page.click("#reveal-pull-secret");
+  await page.waitForSelector("#pull-secret-box:not([hidden])");
+  const pullSecret = ((await page.textContent("#pull-secret-box .secret-value")) ?? "").trim();
+  t.regex(pullSecret, /^psec_/);
+  flow.secretsSeen.push(pullSecret);
+  await page.screenshot({ path: join(c.shots, "integration-votifier-pull.png"), fullPage: true });
+
+  const heartId = await castCountedHeart(c, "Voter");
+  await votifier.waitForVotes(2, 30_000);
+  t.like(votifier.votes[1], { username: "Voter", serviceName: "HeartsList" });
+  await openTab(page, "deliveries");
+  await page.selectOption("#delivery-status", "all");
+  await page.selectOption("#delivery-transport", "votifier");
+  const votifierRows = await refreshDeliveriesUntil(page, "Voter");
+  t.false(votifierRows.includes("Steve"), "the transport filter hides callback deliveries");
+  await page.selectOption("#delivery-transport", "pull");
+  await refreshDeliveriesUntil(page, "pending");
+  // The owner's poller claims the heart through the signed pull API.
+  const body = JSON.stringify({ server_id: flow.serverId, heart_ids: [heartId] });
+  const ts = Math.floor(Date.now() / 1000);
+  const mac = createHmac("sha256", pullSecret).update(`${ts}.${body}`).digest("hex");
+  const claim = await fetch(`${c.gatewayUrl}/api/pull/claims`, { method: "POST", headers: { "x-service-signature": `t=${ts},v1=sha256=${mac}` }, body });
+  t.deepEqual(await claim.json(), { results: [{ heart_id: heartId, status: "claimed" }] });
+  await refreshDeliveriesUntil(page, "delivered");
+  await page.locator("#deliveries-table tbody tr", { hasText: "Voter" }).getByRole("button", { name: "Attempts" }).click();
+  await page.locator("#delivery-detail-facts", { hasText: "pull" }).waitFor();
+  t.true(((await page.textContent("#attempts-table tbody")) ?? "").includes("pull API claim"));
+  await page.selectOption("#delivery-transport", "all");
+  await page.screenshot({ path: join(c.shots, "deliveries-transports.png"), fullPage: true });
+});
+
 test.serial("no secret value and no dashboard token ever reaches the gateway's log", async (t) => {
   const c = t.context;
   const log = c.logLines.join("");
   t.true(log.includes("/dashboard/api/"), "the dashboard's requests were logged");
   t.true(flow.secretsSeen.length >= 3);
   for (const value of [...flow.secretsSeen, TOKEN]) t.false(log.includes(value), "a secret was logged");
-  t.false(/rsec_|whsec_/.test(log));
+  t.false(/rsec_|whsec_|psec_/.test(log));
 });
 
 test.serial("browser: signing out forgets the token; an API 401 mid-session returns to sign-in", async (t) => {

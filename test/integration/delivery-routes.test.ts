@@ -219,7 +219,7 @@ async function seedDeliveries(h: Harness, serverId: string) {
       countedAt: createdAt,
     });
     return h.db.prisma.delivery.update({
-      where: { serverId_dedupKey: { serverId, dedupKey: heartId } },
+      where: { serverId_transport_dedupKey: { serverId, transport: "callback", dedupKey: heartId } },
       data: { status, failedAt, createdAt, attempts: status === "pending" ? 0 : 11, nextAttemptAt: new Date(Date.now() + 3600_000) },
     });
   };

@@ -26,6 +26,7 @@ const doc = openApiDocument as unknown as Json;
 // CJS interop: the module object is the class and also carries it as `.default`, which is what the types name.
 const ajv = new Ajv2020.default({ allErrors: true, strict: true, strictTypes: false });
 ajv.addFormat("uuid", UUID_PATTERN);
+ajv.addFormat("date-time", { type: "string", validate: (value: string) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(value) && !Number.isNaN(Date.parse(value)) });
 ajv.addFormat("uri", { type: "string", validate: (value: string) => URL.canParse(value) });
 ajv.addFormat("int64", { type: "number", validate: (value: number) => Number.isInteger(value) && BigInt(value) >= INT64_MIN && BigInt(value) <= INT64_MAX });
 ajv.addFormat("int32", { type: "number", validate: (value: number) => Number.isInteger(value) && value >= -(2 ** 31) && value < 2 ** 31 });

@@ -1,5 +1,5 @@
 /**
- * Runs the integration guide's signing snippets (test/fixtures/snippets, included
+ * Runs the integration guide's signing and pull snippets (test/fixtures/snippets, included
  * verbatim in docs/integration-guide.md) against the real gateway + referral service
  * + PostgreSQL, so the code integrators copy is known to work.
  * PHP is not run (no interpreter in the test environment); Go runs when `go` is installed
@@ -10,7 +10,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { randomUUID } from "node:crypto";
 import test from "ava";
+import { insertDelivery } from "../../services/delivery/store.js";
 import { startGatewayStack, type GatewayStack, type TestServer } from "./gateway-stack.js";
 
 const SNIPPETS = fileURLToPath(new URL("../fixtures/snippets/", import.meta.url));
@@ -78,5 +80,36 @@ for (const runner of ["node", "python", "shell", "go"]) {
     const res = await run(runner, { BASE_URL: stack.baseUrl, SERVER_ID: server.serverId, SECRET: "rsec_wrong" });
     t.is(res.status, 401);
     t.is(res.body, JSON.stringify({ error: "signature rejected: bad_signature" }));
+  });
+}
+
+const PULL_RUNNERS: Record<string, { command: string; args: string[] }> = {
+  node: { command: process.execPath, args: [`${SNIPPETS}pull-hearts.mjs`] },
+  python: { command: "python3", args: [`${SNIPPETS}pull_hearts.py`] },
+};
+
+for (const runner of Object.keys(PULL_RUNNERS)) {
+  test(`${runner} pull snippet: lists every unclaimed heart, claims them, and a second run finds none`, async (t) => {
+    const { serverId } = await stack.createServer();
+    await stack.clients.admin.setPullEnabled({ serverId, enabled: true });
+    const { secret } = await stack.clients.admin.revealPullSecret({ serverId });
+    const hearts: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const heartId = randomUUID();
+      hearts.push(heartId);
+      // As the delivery consumer stores a counted heart.
+      await insertDelivery(stack.db.prisma, { heartId, serverId, eventType: "heart.counted", username: `P${runner}${i}`, voterIdentity: `v-${heartId}`, period: "2026-03", streakDay: null, countedAt: new Date() });
+    }
+    const { command, args } = PULL_RUNNERS[runner]!;
+    const runPull = () =>
+      new Promise<string>((resolve, reject) => {
+        execFile(command, args, { env: { PATH: process.env.PATH, HOME: process.env.HOME, BASE_URL: stack.baseUrl, SERVER_ID: serverId, PULL_SECRET: secret }, timeout: 120_000 }, (error, stdout, stderr) =>
+          error ? reject(new Error(`${runner} pull snippet failed: ${error.message}\n${stderr}`)) : resolve(stdout.trim()),
+        );
+      });
+    const first = (await runPull()).split("\n");
+    t.deepEqual(first, [...hearts.map((id, i) => `reward P${runner}${i} for heart ${id}`), "claimed 3"]);
+    t.is(await stack.db.prisma.delivery.count({ where: { serverId, transport: "pull", status: "delivered" } }), 3);
+    t.is(await runPull(), "claimed 0");
   });
 }

@@ -7,7 +7,7 @@ import { ERROR_TEXT } from "../../gateway/http-errors.js";
 
 const read = (relative: string) => readFileSync(new URL(relative, import.meta.url), "utf8");
 const guide = read("../../docs/integration-guide.md");
-const SNIPPETS = ["sign-and-send.mjs", "sign_and_send.py", "sign_and_send.php", "sign_and_send.go", "sign-and-send.sh"];
+const SNIPPETS = ["sign-and-send.mjs", "sign_and_send.py", "sign_and_send.php", "sign_and_send.go", "sign-and-send.sh", "pull-hearts.mjs", "pull_hearts.py"];
 
 for (const name of SNIPPETS) {
   test(`the integration guide contains the ${name} snippet verbatim`, (t) => {

@@ -189,8 +189,9 @@
     if (id !== state.serverId) {
       hideSecret("referral-secret-box");
       hideSecret("callback-secret-box");
+      hideSecret("pull-secret-box");
       $("delivery-detail").hidden = true;
-      for (const result of ["test-event-result", "test-callback-result"]) $(result).replaceChildren();
+      for (const result of ["test-event-result", "test-callback-result", "test-vote-result"]) $(result).replaceChildren();
       $("test-callback-delivery").hidden = true;
       $("endpoint-banner").hidden = true;
     }
@@ -279,6 +280,7 @@
       $("flash").hidden = true;
       hideSecret("referral-secret-box");
       hideSecret("callback-secret-box");
+      hideSecret("pull-secret-box");
     }
     state.tab = tab;
     for (const button of document.querySelectorAll(".tab")) button.setAttribute("aria-selected", String(button.dataset.tab === tab));
@@ -556,7 +558,93 @@
     $("callback-disabled").hidden = !server.callback_disabled_reason;
     $("callback-disabled-reason").textContent = server.callback_disabled_reason;
     $("callback-disabled-at").textContent = server.callback_disabled_at ? `(since ${fmtTime(server.callback_disabled_at)})` : "";
+    $("votifier-host").value = server.votifier_host;
+    $("votifier-port").value = server.votifier_port === null ? "" : String(server.votifier_port);
+    $("votifier-service-name").value = server.votifier_service_name;
+    $("votifier-token").value = "";
+    $("votifier-token").placeholder = server.votifier_token_set ? "(stored; leave empty to keep it)" : "from NuVotifier's config.yml";
+    $("votifier-status").replaceChildren(server.votifier_host ? badge("on", "ok") : badge("off"));
+    $("pull-status").replaceChildren(server.pull_enabled ? badge("on", "ok") : badge("off"));
+    $("toggle-pull").textContent = server.pull_enabled ? "Turn off" : "Turn on";
   }
+
+  async function saveVotifier(button, settings, message) {
+    const { server } = await api("PUT", serverPath("/votifier"), settings);
+    updateServer(server);
+    renderIntegration(server);
+    showOk(message);
+  }
+
+  $("votifier-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run(event.submitter, () =>
+      saveVotifier(
+        event.submitter,
+        { host: $("votifier-host").value, port: $("votifier-port").value, service_name: $("votifier-service-name").value, token: $("votifier-token").value },
+        "Votifier settings saved.",
+      ),
+    );
+  });
+
+  $("votifier-off").addEventListener("click", (event) =>
+    run(event.target, () => saveVotifier(event.target, { host: "", port: "", service_name: "", token: "" }, "Votifier turned off; pending votes are held.")),
+  );
+
+  $("send-test-vote").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      $("test-vote-result").replaceChildren(el("p", { class: "muted" }, "Sending\u2026"));
+      try {
+        const { vote } = await api("POST", serverPath("/test-vote"), { username: $("test-vote-username").value });
+        renderVote("test-vote-result", vote);
+      } catch (error) {
+        $("test-vote-result").replaceChildren(el("p", { class: "msg msg-error" }, `Error ${error.status || ""}: ${error.message}`));
+        throw error;
+      }
+    }),
+  );
+
+  function renderVote(containerId, vote) {
+    $(containerId).replaceChildren(
+      el(
+        "div",
+        { class: "exchange" },
+        el(
+          "div",
+          { class: "exchange-part exchange-request" },
+          el("h3", {}, "Vote"),
+          el("p", { class: "exchange-line mono" }, vote.target),
+          el("div", { class: "label" }, "Greeting"),
+          el("pre", { class: "vote-greeting" }, vote.greeting || "(none)"),
+          el("div", { class: "label" }, `Signed payload (${vote.frame_bytes} bytes sent)`),
+          el("pre", { class: "vote-payload" }, vote.payload || "(not sent)"),
+        ),
+        el(
+          "div",
+          { class: "exchange-part exchange-response" },
+          el("h3", {}, "Answer"),
+          el("p", { class: "exchange-line" }, vote.ok ? badge("success", "ok") : badge("failed", "err"), ` \u00b7 ${vote.latency_ms} ms`),
+          vote.error ? el("p", { class: "exchange-line cell-error vote-error" }, vote.error) : null,
+          el("pre", { class: "vote-response" }, vote.response === "" ? "(empty)" : vote.response),
+        ),
+      ),
+    );
+  }
+
+  $("toggle-pull").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      const current = state.servers.find((s) => s.id === state.serverId);
+      const enabled = !(current && current.pull_enabled);
+      const { server } = await api("PUT", serverPath("/pull"), { enabled });
+      updateServer(server);
+      renderIntegration(server);
+      showOk(enabled ? "Pull API on. Reveal the pull secret to sign requests." : "Pull API off.");
+    }),
+  );
+
+  bindSecretButtons("pull", "Pull secret", {
+    reveal: "Revealed on your request. Sign pull requests with it.",
+    rotate: "Shown once: copy it now. The previous secret also verifies during the grace period.",
+  });
 
   $("callback-form").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -577,19 +665,26 @@
     }),
   );
 
-  $("reveal-callback-secret").addEventListener("click", (event) =>
-    run(event.target, async () => {
-      const { secret, value } = await api("POST", serverPath("/callback-secret/reveal"));
-      showSecret("callback-secret-box", "Callback secret", "Revealed on your request. Verify callbacks with it on your backend.", value, secret);
-    }),
-  );
+  /** Reveal and Rotate of a server's newest `kind` secret (callback, pull): `#reveal-<kind>-secret`, `#rotate-<kind>-secret`. */
+  function bindSecretButtons(kind, title, notes) {
+    $(`reveal-${kind}-secret`).addEventListener("click", (event) =>
+      run(event.target, async () => {
+        const { secret, value } = await api("POST", serverPath(`/${kind}-secret/reveal`));
+        showSecret(`${kind}-secret-box`, title, notes.reveal, value, secret);
+      }),
+    );
+    $(`rotate-${kind}-secret`).addEventListener("click", (event) =>
+      run(event.target, async () => {
+        const { secret, value } = await api("POST", serverPath(`/${kind}-secret/rotate`), { grace_seconds: graceSeconds(`${kind}-grace-hours`) });
+        showSecret(`${kind}-secret-box`, `New ${title.toLowerCase()} (rotation)`, notes.rotate, value, secret);
+      }),
+    );
+  }
 
-  $("rotate-callback-secret").addEventListener("click", (event) =>
-    run(event.target, async () => {
-      const { secret, value } = await api("POST", serverPath("/callback-secret/rotate"), { grace_seconds: graceSeconds("callback-grace-hours") });
-      showSecret("callback-secret-box", "New callback secret (rotation)", "Shown once: copy it now. The previous secret also signs during the grace period.", value, secret);
-    }),
-  );
+  bindSecretButtons("callback", "Callback secret", {
+    reveal: "Revealed on your request. Verify callbacks with it on your backend.",
+    rotate: "Shown once: copy it now. The previous secret also signs during the grace period.",
+  });
 
   $("send-test-callback").addEventListener("click", (event) =>
     run(event.target, async () => {
@@ -609,11 +704,15 @@
   // ---- deliveries tab ------------------------------------------------------------------
 
   async function loadDeliveries() {
-    const query = new URLSearchParams({ status: $("delivery-status").value, username: $("delivery-username").value.trim() });
+    const query = new URLSearchParams({
+      status: $("delivery-status").value,
+      transport: $("delivery-transport").value,
+      username: $("delivery-username").value.trim(),
+    });
     const [{ deliveries }] = await Promise.all([api("GET", `${serverPath("/deliveries")}?${query}`), loadEndpointHealth()]);
     const tbody = $("deliveries-table").tBodies[0];
     const kinds = { delivered: "ok", pending: "warn", failed: "err" };
-    if (deliveries.length === 0) emptyRow(tbody, 9, "No deliveries match.");
+    if (deliveries.length === 0) emptyRow(tbody, 10, "No deliveries match.");
     else
       tbody.replaceChildren(
         ...deliveries.map((d) =>
@@ -621,6 +720,7 @@
             "tr",
             { class: d.id === state.deliveryId ? "selected" : "", dataset: { deliveryId: d.id } },
             el("td", { class: "nowrap" }, fmtTime(d.created_at)),
+            el("td", { class: "delivery-transport" }, d.transport),
             el("td", {}, d.event_type),
             el("td", {}, d.username),
             el("td", { class: "nowrap" }, d.period),
@@ -650,6 +750,7 @@
     const fact = (term, value) => [el("dt", {}, term), el("dd", {}, value)];
     $("delivery-detail-facts").replaceChildren(
       ...fact("Heart id", el("code", {}, delivery.heart_id)),
+      ...fact("Transport", delivery.transport),
       ...fact("Status", delivery.status),
       ...fact("Username", delivery.username),
       ...fact("Period", delivery.period),
@@ -692,6 +793,7 @@
 
   $("redeliver-one").addEventListener("click", (event) => redeliver(event.target, state.deliveryId));
   $("delivery-status").addEventListener("change", () => run(null, loadDeliveries));
+  $("delivery-transport").addEventListener("change", () => run(null, loadDeliveries));
   $("delivery-username").addEventListener("keydown", (event) => {
     if (event.key === "Enter") run(null, loadDeliveries);
   });
@@ -750,16 +852,17 @@
           el(
             "p",
             { class: "exchange-line" },
-            "Status ",
-            el("span", { class: "exchange-status" }, statusBadge(attempt.status_code)),
+            // A transport without status codes (Votifier) shows only the outcome.
+            attempt.request.method ? "Status " : null,
+            attempt.request.method ? el("span", { class: "exchange-status" }, statusBadge(attempt.status_code)) : null,
             " ",
             attempt.succeeded ? badge("success", "ok") : badge("failed", "err"),
             ` \u00b7 ${attempt.latency_ms} ms`,
           ),
           attempt.error ? el("p", { class: "exchange-line cell-error exchange-error" }, attempt.error) : null,
-          response ? el("div", { class: "label" }, "Headers") : null,
-          response ? el("pre", { class: "exchange-response-headers" }, headerLines(response.headers)) : null,
-          response ? el("div", { class: "label" }, "Body ", el("span", { class: "muted" }, "(first 4 KiB)")) : null,
+          response && attempt.request.method ? el("div", { class: "label" }, "Headers") : null,
+          response && attempt.request.method ? el("pre", { class: "exchange-response-headers" }, headerLines(response.headers)) : null,
+          response ? el("div", { class: "label" }, attempt.request.method ? "Body " : "Answer ", el("span", { class: "muted" }, "(first 4 KiB)")) : null,
           response ? el("pre", { class: "exchange-response-body" }, response.body === "" ? "(empty)" : response.body) : el("p", { class: "muted" }, "No response was received."),
           response && response.body_truncated ? el("p", { class: "exchange-truncated" }, "The response was longer; only its first 4 KiB are kept.") : null,
         ),

@@ -1439,6 +1439,11 @@ export const ServerScalarFieldEnum = {
   standardWebhooks: 'standardWebhooks',
   callbackDisabledAt: 'callbackDisabledAt',
   callbackDisabledReason: 'callbackDisabledReason',
+  votifierHost: 'votifierHost',
+  votifierPort: 'votifierPort',
+  votifierServiceName: 'votifierServiceName',
+  votifierToken: 'votifierToken',
+  pullEnabled: 'pullEnabled',
   createdAt: 'createdAt'
 } as const
 
@@ -1574,6 +1579,7 @@ export const DeliveryScalarFieldEnum = {
   id: 'id',
   serverId: 'serverId',
   heartId: 'heartId',
+  transport: 'transport',
   dedupKey: 'dedupKey',
   eventType: 'eventType',
   username: 'username',
@@ -1710,6 +1716,20 @@ export type ListDateTimeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaM
 
 
 /**
+ * Reference to a field of type 'Int'
+ */
+export type IntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Int'>
+    
+
+
+/**
+ * Reference to a field of type 'Int[]'
+ */
+export type ListIntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Int[]'>
+    
+
+
+/**
  * Reference to a field of type 'SecretPurpose'
  */
 export type EnumSecretPurposeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'SecretPurpose'>
@@ -1738,20 +1758,6 @@ export type ListEnumReferralStateFieldRefInput<$PrismaModel> = FieldRefInputType
 
 
 /**
- * Reference to a field of type 'Int'
- */
-export type IntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Int'>
-    
-
-
-/**
- * Reference to a field of type 'Int[]'
- */
-export type ListIntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Int[]'>
-    
-
-
-/**
  * Reference to a field of type 'BigInt'
  */
 export type BigIntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'BigInt'>
@@ -1776,6 +1782,20 @@ export type BytesFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, '
  * Reference to a field of type 'Bytes[]'
  */
 export type ListBytesFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Bytes[]'>
+    
+
+
+/**
+ * Reference to a field of type 'DeliveryTransport'
+ */
+export type EnumDeliveryTransportFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DeliveryTransport'>
+    
+
+
+/**
+ * Reference to a field of type 'DeliveryTransport[]'
+ */
+export type ListEnumDeliveryTransportFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DeliveryTransport[]'>
     
 
 

@@ -91,6 +91,11 @@ export const ServerScalarFieldEnum = {
   standardWebhooks: 'standardWebhooks',
   callbackDisabledAt: 'callbackDisabledAt',
   callbackDisabledReason: 'callbackDisabledReason',
+  votifierHost: 'votifierHost',
+  votifierPort: 'votifierPort',
+  votifierServiceName: 'votifierServiceName',
+  votifierToken: 'votifierToken',
+  pullEnabled: 'pullEnabled',
   createdAt: 'createdAt'
 } as const
 
@@ -226,6 +231,7 @@ export const DeliveryScalarFieldEnum = {
   id: 'id',
   serverId: 'serverId',
   heartId: 'heartId',
+  transport: 'transport',
   dedupKey: 'dedupKey',
   eventType: 'eventType',
   username: 'username',

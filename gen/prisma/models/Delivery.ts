@@ -14,7 +14,7 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 
 /**
  * Model Delivery
- * A reward callback to deliver: one per (heart, server) for heart.counted, one per send for heart.test.
+ * A heart to deliver: one per (heart, server, transport) for heart.counted, one per send for heart.test.
  */
 export type DeliveryModel = runtime.Types.Result.DefaultSelection<Prisma.$DeliveryPayload>
 
@@ -42,6 +42,7 @@ export type DeliveryMinAggregateOutputType = {
   id: string | null
   serverId: string | null
   heartId: string | null
+  transport: $Enums.DeliveryTransport | null
   dedupKey: string | null
   eventType: string | null
   username: string | null
@@ -64,6 +65,7 @@ export type DeliveryMaxAggregateOutputType = {
   id: string | null
   serverId: string | null
   heartId: string | null
+  transport: $Enums.DeliveryTransport | null
   dedupKey: string | null
   eventType: string | null
   username: string | null
@@ -86,6 +88,7 @@ export type DeliveryCountAggregateOutputType = {
   id: number
   serverId: number
   heartId: number
+  transport: number
   dedupKey: number
   eventType: number
   username: number
@@ -122,6 +125,7 @@ export type DeliveryMinAggregateInputType = {
   id?: true
   serverId?: true
   heartId?: true
+  transport?: true
   dedupKey?: true
   eventType?: true
   username?: true
@@ -144,6 +148,7 @@ export type DeliveryMaxAggregateInputType = {
   id?: true
   serverId?: true
   heartId?: true
+  transport?: true
   dedupKey?: true
   eventType?: true
   username?: true
@@ -166,6 +171,7 @@ export type DeliveryCountAggregateInputType = {
   id?: true
   serverId?: true
   heartId?: true
+  transport?: true
   dedupKey?: true
   eventType?: true
   username?: true
@@ -275,6 +281,7 @@ export type DeliveryGroupByOutputType = {
   id: string
   serverId: string
   heartId: string
+  transport: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
   username: string
@@ -320,6 +327,7 @@ export type DeliveryWhereInput = {
   id?: Prisma.UuidFilter<"Delivery"> | string
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
+  transport?: Prisma.EnumDeliveryTransportFilter<"Delivery"> | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
   username?: Prisma.StringFilter<"Delivery"> | string
@@ -344,6 +352,7 @@ export type DeliveryOrderByWithRelationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  transport?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
@@ -366,12 +375,13 @@ export type DeliveryOrderByWithRelationInput = {
 
 export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   id?: string
-  serverId_dedupKey?: Prisma.DeliveryServerIdDedupKeyCompoundUniqueInput
+  serverId_transport_dedupKey?: Prisma.DeliveryServerIdTransportDedupKeyCompoundUniqueInput
   AND?: Prisma.DeliveryWhereInput | Prisma.DeliveryWhereInput[]
   OR?: Prisma.DeliveryWhereInput[]
   NOT?: Prisma.DeliveryWhereInput | Prisma.DeliveryWhereInput[]
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
+  transport?: Prisma.EnumDeliveryTransportFilter<"Delivery"> | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
   username?: Prisma.StringFilter<"Delivery"> | string
@@ -390,12 +400,13 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   attemptsLog?: Prisma.DeliveryAttemptListRelationFilter
-}, "id" | "serverId_dedupKey">
+}, "id" | "serverId_transport_dedupKey">
 
 export type DeliveryOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  transport?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
@@ -426,6 +437,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   id?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
   serverId?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
   heartId?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
+  transport?: Prisma.EnumDeliveryTransportWithAggregatesFilter<"Delivery"> | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   eventType?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   username?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
@@ -447,6 +459,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
 export type DeliveryCreateInput = {
   id?: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
   username: string
@@ -471,6 +484,7 @@ export type DeliveryUncheckedCreateInput = {
   id?: string
   serverId: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
   username: string
@@ -493,6 +507,7 @@ export type DeliveryUncheckedCreateInput = {
 export type DeliveryUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
@@ -517,6 +532,7 @@ export type DeliveryUncheckedUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
@@ -540,6 +556,7 @@ export type DeliveryCreateManyInput = {
   id?: string
   serverId: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
   username: string
@@ -561,6 +578,7 @@ export type DeliveryCreateManyInput = {
 export type DeliveryUpdateManyMutationInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
@@ -583,6 +601,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
@@ -611,8 +630,9 @@ export type DeliveryOrderByRelationAggregateInput = {
   _count?: Prisma.SortOrder
 }
 
-export type DeliveryServerIdDedupKeyCompoundUniqueInput = {
+export type DeliveryServerIdTransportDedupKeyCompoundUniqueInput = {
   serverId: string
+  transport: $Enums.DeliveryTransport
   dedupKey: string
 }
 
@@ -620,6 +640,7 @@ export type DeliveryCountOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  transport?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
@@ -648,6 +669,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  transport?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
@@ -670,6 +692,7 @@ export type DeliveryMinOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
+  transport?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
@@ -741,6 +764,10 @@ export type DeliveryUncheckedUpdateManyWithoutServerNestedInput = {
   deleteMany?: Prisma.DeliveryScalarWhereInput | Prisma.DeliveryScalarWhereInput[]
 }
 
+export type EnumDeliveryTransportFieldUpdateOperationsInput = {
+  set?: $Enums.DeliveryTransport
+}
+
 export type EnumDeliveryStatusFieldUpdateOperationsInput = {
   set?: $Enums.DeliveryStatus
 }
@@ -762,6 +789,7 @@ export type DeliveryUpdateOneRequiredWithoutAttemptsLogNestedInput = {
 export type DeliveryCreateWithoutServerInput = {
   id?: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
   username: string
@@ -784,6 +812,7 @@ export type DeliveryCreateWithoutServerInput = {
 export type DeliveryUncheckedCreateWithoutServerInput = {
   id?: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
   username: string
@@ -836,6 +865,7 @@ export type DeliveryScalarWhereInput = {
   id?: Prisma.UuidFilter<"Delivery"> | string
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
+  transport?: Prisma.EnumDeliveryTransportFilter<"Delivery"> | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
   username?: Prisma.StringFilter<"Delivery"> | string
@@ -857,6 +887,7 @@ export type DeliveryScalarWhereInput = {
 export type DeliveryCreateWithoutAttemptsLogInput = {
   id?: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
   username: string
@@ -880,6 +911,7 @@ export type DeliveryUncheckedCreateWithoutAttemptsLogInput = {
   id?: string
   serverId: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
   username: string
@@ -917,6 +949,7 @@ export type DeliveryUpdateToOneWithWhereWithoutAttemptsLogInput = {
 export type DeliveryUpdateWithoutAttemptsLogInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
@@ -940,6 +973,7 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
@@ -961,6 +995,7 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
 export type DeliveryCreateManyServerInput = {
   id?: string
   heartId: string
+  transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
   username: string
@@ -982,6 +1017,7 @@ export type DeliveryCreateManyServerInput = {
 export type DeliveryUpdateWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1004,6 +1040,7 @@ export type DeliveryUpdateWithoutServerInput = {
 export type DeliveryUncheckedUpdateWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1026,6 +1063,7 @@ export type DeliveryUncheckedUpdateWithoutServerInput = {
 export type DeliveryUncheckedUpdateManyWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1079,6 +1117,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   id?: boolean
   serverId?: boolean
   heartId?: boolean
+  transport?: boolean
   dedupKey?: boolean
   eventType?: boolean
   username?: boolean
@@ -1104,6 +1143,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   id?: boolean
   serverId?: boolean
   heartId?: boolean
+  transport?: boolean
   dedupKey?: boolean
   eventType?: boolean
   username?: boolean
@@ -1127,6 +1167,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   id?: boolean
   serverId?: boolean
   heartId?: boolean
+  transport?: boolean
   dedupKey?: boolean
   eventType?: boolean
   username?: boolean
@@ -1150,6 +1191,7 @@ export type DeliverySelectScalar = {
   id?: boolean
   serverId?: boolean
   heartId?: boolean
+  transport?: boolean
   dedupKey?: boolean
   eventType?: boolean
   username?: boolean
@@ -1168,7 +1210,7 @@ export type DeliverySelectScalar = {
   createdAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "dedupKey" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "dedupKey" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   attemptsLog?: boolean | Prisma.Delivery$attemptsLogArgs<ExtArgs>
@@ -1191,10 +1233,11 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     id: string
     serverId: string
     heartId: string
+    transport: $Enums.DeliveryTransport
     /**
-     * What makes a delivery unique per server: the heart_id for heart.counted (a redelivered
-     * Kafka message adds nothing), the delivery's own id for heart.test (every test is new;
-     * its heart_id is the nil uuid).
+     * What makes a delivery unique per server and transport: the heart_id for heart.counted (a
+     * redelivered Kafka message adds nothing), the delivery's own id for heart.test (every test
+     * is new; its heart_id is the nil uuid).
      */
     dedupKey: string
     eventType: string
@@ -1640,6 +1683,7 @@ export interface DeliveryFieldRefs {
   readonly id: Prisma.FieldRef<"Delivery", 'String'>
   readonly serverId: Prisma.FieldRef<"Delivery", 'String'>
   readonly heartId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly transport: Prisma.FieldRef<"Delivery", 'DeliveryTransport'>
   readonly dedupKey: Prisma.FieldRef<"Delivery", 'String'>
   readonly eventType: Prisma.FieldRef<"Delivery", 'String'>
   readonly username: Prisma.FieldRef<"Delivery", 'String'>

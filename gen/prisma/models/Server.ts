@@ -20,8 +20,18 @@ export type ServerModel = runtime.Types.Result.DefaultSelection<Prisma.$ServerPa
 
 export type AggregateServer = {
   _count: ServerCountAggregateOutputType | null
+  _avg: ServerAvgAggregateOutputType | null
+  _sum: ServerSumAggregateOutputType | null
   _min: ServerMinAggregateOutputType | null
   _max: ServerMaxAggregateOutputType | null
+}
+
+export type ServerAvgAggregateOutputType = {
+  votifierPort: number | null
+}
+
+export type ServerSumAggregateOutputType = {
+  votifierPort: number | null
 }
 
 export type ServerMinAggregateOutputType = {
@@ -33,6 +43,11 @@ export type ServerMinAggregateOutputType = {
   standardWebhooks: boolean | null
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
+  votifierHost: string | null
+  votifierPort: number | null
+  votifierServiceName: string | null
+  votifierToken: string | null
+  pullEnabled: boolean | null
   createdAt: Date | null
 }
 
@@ -45,6 +60,11 @@ export type ServerMaxAggregateOutputType = {
   standardWebhooks: boolean | null
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
+  votifierHost: string | null
+  votifierPort: number | null
+  votifierServiceName: string | null
+  votifierToken: string | null
+  pullEnabled: boolean | null
   createdAt: Date | null
 }
 
@@ -57,10 +77,23 @@ export type ServerCountAggregateOutputType = {
   standardWebhooks: number
   callbackDisabledAt: number
   callbackDisabledReason: number
+  votifierHost: number
+  votifierPort: number
+  votifierServiceName: number
+  votifierToken: number
+  pullEnabled: number
   createdAt: number
   _all: number
 }
 
+
+export type ServerAvgAggregateInputType = {
+  votifierPort?: true
+}
+
+export type ServerSumAggregateInputType = {
+  votifierPort?: true
+}
 
 export type ServerMinAggregateInputType = {
   id?: true
@@ -71,6 +104,11 @@ export type ServerMinAggregateInputType = {
   standardWebhooks?: true
   callbackDisabledAt?: true
   callbackDisabledReason?: true
+  votifierHost?: true
+  votifierPort?: true
+  votifierServiceName?: true
+  votifierToken?: true
+  pullEnabled?: true
   createdAt?: true
 }
 
@@ -83,6 +121,11 @@ export type ServerMaxAggregateInputType = {
   standardWebhooks?: true
   callbackDisabledAt?: true
   callbackDisabledReason?: true
+  votifierHost?: true
+  votifierPort?: true
+  votifierServiceName?: true
+  votifierToken?: true
+  pullEnabled?: true
   createdAt?: true
 }
 
@@ -95,6 +138,11 @@ export type ServerCountAggregateInputType = {
   standardWebhooks?: true
   callbackDisabledAt?: true
   callbackDisabledReason?: true
+  votifierHost?: true
+  votifierPort?: true
+  votifierServiceName?: true
+  votifierToken?: true
+  pullEnabled?: true
   createdAt?: true
   _all?: true
 }
@@ -137,6 +185,18 @@ export type ServerAggregateArgs<ExtArgs extends runtime.Types.Extensions.Interna
   /**
    * {@link https://www.prisma.io/docs/concepts/components/prisma-client/aggregations Aggregation Docs}
    * 
+   * Select which fields to average
+  **/
+  _avg?: ServerAvgAggregateInputType
+  /**
+   * {@link https://www.prisma.io/docs/concepts/components/prisma-client/aggregations Aggregation Docs}
+   * 
+   * Select which fields to sum
+  **/
+  _sum?: ServerSumAggregateInputType
+  /**
+   * {@link https://www.prisma.io/docs/concepts/components/prisma-client/aggregations Aggregation Docs}
+   * 
    * Select which fields to find the minimum value
   **/
   _min?: ServerMinAggregateInputType
@@ -167,6 +227,8 @@ export type ServerGroupByArgs<ExtArgs extends runtime.Types.Extensions.InternalA
   take?: number
   skip?: number
   _count?: ServerCountAggregateInputType | true
+  _avg?: ServerAvgAggregateInputType
+  _sum?: ServerSumAggregateInputType
   _min?: ServerMinAggregateInputType
   _max?: ServerMaxAggregateInputType
 }
@@ -180,8 +242,15 @@ export type ServerGroupByOutputType = {
   standardWebhooks: boolean
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
+  votifierHost: string | null
+  votifierPort: number | null
+  votifierServiceName: string | null
+  votifierToken: string | null
+  pullEnabled: boolean
   createdAt: Date
   _count: ServerCountAggregateOutputType | null
+  _avg: ServerAvgAggregateOutputType | null
+  _sum: ServerSumAggregateOutputType | null
   _min: ServerMinAggregateOutputType | null
   _max: ServerMaxAggregateOutputType | null
 }
@@ -213,6 +282,11 @@ export type ServerWhereInput = {
   standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
+  votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
+  pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
@@ -230,6 +304,11 @@ export type ServerOrderByWithRelationInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierHost?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierPort?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   secrets?: Prisma.ServerSecretOrderByRelationAggregateInput
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
@@ -250,6 +329,11 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
+  votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
+  votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
+  pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
@@ -267,10 +351,17 @@ export type ServerOrderByWithAggregationInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierHost?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierPort?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
+  votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   _count?: Prisma.ServerCountOrderByAggregateInput
+  _avg?: Prisma.ServerAvgOrderByAggregateInput
   _max?: Prisma.ServerMaxOrderByAggregateInput
   _min?: Prisma.ServerMinOrderByAggregateInput
+  _sum?: Prisma.ServerSumOrderByAggregateInput
 }
 
 export type ServerScalarWhereWithAggregatesInput = {
@@ -285,6 +376,11 @@ export type ServerScalarWhereWithAggregatesInput = {
   standardWebhooks?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  votifierHost?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  votifierPort?: Prisma.IntNullableWithAggregatesFilter<"Server"> | number | null
+  votifierServiceName?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  votifierToken?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  pullEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Server"> | Date | string
 }
 
@@ -297,6 +393,11 @@ export type ServerCreateInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -314,6 +415,11 @@ export type ServerUncheckedCreateInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -331,6 +437,11 @@ export type ServerUpdateInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -348,6 +459,11 @@ export type ServerUncheckedUpdateInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -365,6 +481,11 @@ export type ServerCreateManyInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
 }
 
@@ -377,6 +498,11 @@ export type ServerUpdateManyMutationInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -389,6 +515,11 @@ export type ServerUncheckedUpdateManyInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -401,7 +532,16 @@ export type ServerCountOrderByAggregateInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
+  votifierHost?: Prisma.SortOrder
+  votifierPort?: Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrder
+  votifierToken?: Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+}
+
+export type ServerAvgOrderByAggregateInput = {
+  votifierPort?: Prisma.SortOrder
 }
 
 export type ServerMaxOrderByAggregateInput = {
@@ -413,6 +553,11 @@ export type ServerMaxOrderByAggregateInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
+  votifierHost?: Prisma.SortOrder
+  votifierPort?: Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrder
+  votifierToken?: Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
 
@@ -425,7 +570,16 @@ export type ServerMinOrderByAggregateInput = {
   standardWebhooks?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
+  votifierHost?: Prisma.SortOrder
+  votifierPort?: Prisma.SortOrder
+  votifierServiceName?: Prisma.SortOrder
+  votifierToken?: Prisma.SortOrder
+  pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+}
+
+export type ServerSumOrderByAggregateInput = {
+  votifierPort?: Prisma.SortOrder
 }
 
 export type ServerScalarRelationFilter = {
@@ -447,6 +601,14 @@ export type NullableStringFieldUpdateOperationsInput = {
 
 export type NullableDateTimeFieldUpdateOperationsInput = {
   set?: Date | string | null
+}
+
+export type NullableIntFieldUpdateOperationsInput = {
+  set?: number | null
+  increment?: number
+  decrement?: number
+  multiply?: number
+  divide?: number
 }
 
 export type DateTimeFieldUpdateOperationsInput = {
@@ -532,6 +694,11 @@ export type ServerCreateWithoutSecretsInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -548,6 +715,11 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -580,6 +752,11 @@ export type ServerUpdateWithoutSecretsInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -596,6 +773,11 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -612,6 +794,11 @@ export type ServerCreateWithoutClicksInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -628,6 +815,11 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -660,6 +852,11 @@ export type ServerUpdateWithoutClicksInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -676,6 +873,11 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -692,6 +894,11 @@ export type ServerCreateWithoutReferralsInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -708,6 +915,11 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -740,6 +952,11 @@ export type ServerUpdateWithoutReferralsInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -756,6 +973,11 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -772,6 +994,11 @@ export type ServerCreateWithoutDeliveriesInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -788,6 +1015,11 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -820,6 +1052,11 @@ export type ServerUpdateWithoutDeliveriesInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -836,6 +1073,11 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -852,6 +1094,11 @@ export type ServerCreateWithoutCallbackHealthInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -868,6 +1115,11 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   standardWebhooks?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -900,6 +1152,11 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -916,6 +1173,11 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -990,6 +1252,11 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   standardWebhooks?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
+  votifierHost?: boolean
+  votifierPort?: boolean
+  votifierServiceName?: boolean
+  votifierToken?: boolean
+  pullEnabled?: boolean
   createdAt?: boolean
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
@@ -1008,6 +1275,11 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   standardWebhooks?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
+  votifierHost?: boolean
+  votifierPort?: boolean
+  votifierServiceName?: boolean
+  votifierToken?: boolean
+  pullEnabled?: boolean
   createdAt?: boolean
 }, ExtArgs["result"]["server"]>
 
@@ -1020,6 +1292,11 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   standardWebhooks?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
+  votifierHost?: boolean
+  votifierPort?: boolean
+  votifierServiceName?: boolean
+  votifierToken?: boolean
+  pullEnabled?: boolean
   createdAt?: boolean
 }, ExtArgs["result"]["server"]>
 
@@ -1032,10 +1309,15 @@ export type ServerSelectScalar = {
   standardWebhooks?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
+  votifierHost?: boolean
+  votifierPort?: boolean
+  votifierServiceName?: boolean
+  votifierToken?: boolean
+  pullEnabled?: boolean
   createdAt?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "callbackDisabledAt" | "callbackDisabledReason" | "createdAt", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
@@ -1065,6 +1347,20 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
     standardWebhooks: boolean
     callbackDisabledAt: Date | null
     callbackDisabledReason: string | null
+    /**
+     * Votifier v2 transport: set when the host is set (with port, service name and token).
+     */
+    votifierHost: string | null
+    votifierPort: number | null
+    votifierServiceName: string | null
+    /**
+     * The Votifier token, sealed with SECRETS_KEY (AES-256-GCM); never returned by any RPC.
+     */
+    votifierToken: string | null
+    /**
+     * Counted hearts are also kept for the owner's signed pull API (claimed by heart_id).
+     */
+    pullEnabled: boolean
     createdAt: Date
   }, ExtArgs["result"]["server"]>
   composites: {}
@@ -1502,6 +1798,11 @@ export interface ServerFieldRefs {
   readonly standardWebhooks: Prisma.FieldRef<"Server", 'Boolean'>
   readonly callbackDisabledAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly callbackDisabledReason: Prisma.FieldRef<"Server", 'String'>
+  readonly votifierHost: Prisma.FieldRef<"Server", 'String'>
+  readonly votifierPort: Prisma.FieldRef<"Server", 'Int'>
+  readonly votifierServiceName: Prisma.FieldRef<"Server", 'String'>
+  readonly votifierToken: Prisma.FieldRef<"Server", 'String'>
+  readonly pullEnabled: Prisma.FieldRef<"Server", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Server", 'DateTime'>
 }
     

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file delivery/v1/delivery.proto.
  */
 export const file_delivery_v1_delivery: GenFile = /*@__PURE__*/
-  fileDesc("ChpkZWxpdmVyeS92MS9kZWxpdmVyeS5wcm90bxILZGVsaXZlcnkudjEipAMKCERlbGl2ZXJ5EgoKAmlkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIQCghoZWFydF9pZBgDIAEoCRISCgpldmVudF90eXBlGAQgASgJEhAKCHVzZXJuYW1lGAUgASgJEg4KBnBlcmlvZBgGIAEoCRIrCgZzdGF0dXMYByABKA4yGy5kZWxpdmVyeS52MS5EZWxpdmVyeVN0YXR1cxIQCghhdHRlbXB0cxgIIAEoBRIzCg9uZXh0X2F0dGVtcHRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGRlbGl2ZXJlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJZmFpbGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBsYXN0X3N0YXR1c19jb2RlGA0gASgFEhIKCmxhc3RfZXJyb3IYDiABKAkimgQKD0RlbGl2ZXJ5QXR0ZW1wdBIPCgdhdHRlbXB0GAEgASgFEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3N0YXR1c19jb2RlGAMgASgFEhIKCmxhdGVuY3lfbXMYBCABKAUSDQoFZXJyb3IYBSABKAkSCwoDdXJsGAYgASgJEkkKD3JlcXVlc3RfaGVhZGVycxgHIAMoCzIwLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5QXR0ZW1wdC5SZXF1ZXN0SGVhZGVyc0VudHJ5EhQKDHJlcXVlc3RfYm9keRgIIAEoCRJLChByZXNwb25zZV9oZWFkZXJzGAkgAygLMjEuZGVsaXZlcnkudjEuRGVsaXZlcnlBdHRlbXB0LlJlc3BvbnNlSGVhZGVyc0VudHJ5EhUKDXJlc3BvbnNlX2JvZHkYCiABKAkSHwoXcmVzcG9uc2VfYm9keV90cnVuY2F0ZWQYCyABKAgSGQoRZXhjaGFuZ2VfcmVjb3JkZWQYDCABKAgSEQoJc3VjY2VlZGVkGA0gASgIGjUKE1JlcXVlc3RIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARo2ChRSZXNwb25zZUhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIngKFUxpc3REZWxpdmVyaWVzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSKwoGc3RhdHVzGAIgASgOMhsuZGVsaXZlcnkudjEuRGVsaXZlcnlTdGF0dXMSDQoFbGltaXQYAyABKAUSEAoIdXNlcm5hbWUYBCABKAkiQwoWTGlzdERlbGl2ZXJpZXNSZXNwb25zZRIpCgpkZWxpdmVyaWVzGAEgAygLMhUuZGVsaXZlcnkudjEuRGVsaXZlcnkiPAoSR2V0RGVsaXZlcnlSZXF1ZXN0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCSJuChNHZXREZWxpdmVyeVJlc3BvbnNlEicKCGRlbGl2ZXJ5GAEgASgLMhUuZGVsaXZlcnkudjEuRGVsaXZlcnkSLgoIYXR0ZW1wdHMYAiADKAsyHC5kZWxpdmVyeS52MS5EZWxpdmVyeUF0dGVtcHQiOgoQUmVkZWxpdmVyUmVxdWVzdBITCgtkZWxpdmVyeV9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkiPAoRUmVkZWxpdmVyUmVzcG9uc2USJwoIZGVsaXZlcnkYASABKAsyFS5kZWxpdmVyeS52MS5EZWxpdmVyeSJbChtSZWRlbGl2ZXJGYWlsZWRTaW5jZVJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEikKBXNpbmNlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIwChxSZWRlbGl2ZXJGYWlsZWRTaW5jZVJlc3BvbnNlEhAKCHJlcXVldWVkGAEgASgFIj4KF1NlbmRUZXN0Q2FsbGJhY2tSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCSKpAgoORXhjaGFuZ2VSZXBvcnQSCwoDdXJsGAEgASgJEkgKD3JlcXVlc3RfaGVhZGVycxgCIAMoCzIvLmRlbGl2ZXJ5LnYxLkV4Y2hhbmdlUmVwb3J0LlJlcXVlc3RIZWFkZXJzRW50cnkSFAoMcmVxdWVzdF9ib2R5GAMgASgJEhgKEGNhbm9uaWNhbF9zdHJpbmcYBCABKAkSEwoLc3RhdHVzX2NvZGUYBSABKAUSFQoNcmVzcG9uc2VfYm9keRgGIAEoCRISCgpsYXRlbmN5X21zGAcgASgFEg0KBWVycm9yGAggASgJEgoKAm9rGAkgASgIGjUKE1JlcXVlc3RIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJwChhTZW5kVGVzdENhbGxiYWNrUmVzcG9uc2USKwoGcmVwb3J0GAEgASgLMhsuZGVsaXZlcnkudjEuRXhjaGFuZ2VSZXBvcnQSJwoIZGVsaXZlcnkYAiABKAsyFS5kZWxpdmVyeS52MS5EZWxpdmVyeSJAChxTZW5kVGVzdFJlZmVycmFsRXZlbnRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRINCgVldmVudBgCIAEoCSJMCh1TZW5kVGVzdFJlZmVycmFsRXZlbnRSZXNwb25zZRIrCgZyZXBvcnQYASABKAsyGy5kZWxpdmVyeS52MS5FeGNoYW5nZVJlcG9ydCItChhHZXRFbmRwb2ludEhlYWx0aFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIksKDkVuZHBvaW50V2luZG93EhAKCGF0dGVtcHRzGAEgASgFEhEKCXN1Y2NlZWRlZBgCIAEoBRIUCgxzdWNjZXNzX3JhdGUYAyABKAEilAQKGUdldEVuZHBvaW50SGVhbHRoUmVzcG9uc2USEQoJc2VydmVyX2lkGAEgASgJEhQKDGNhbGxiYWNrX3VybBgCIAEoCRItCghsYXN0XzI0aBgDIAEoCzIbLmRlbGl2ZXJ5LnYxLkVuZHBvaW50V2luZG93EiwKB2xhc3RfN2QYBCABKAsyGy5kZWxpdmVyeS52MS5FbmRwb2ludFdpbmRvdxIzCg9sYXN0X3N1Y2Nlc3NfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfZmFpbHVyZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTbGFzdF9mYWlsdXJlX3JlYXNvbhgHIAEoCRIxCg1mYWlsaW5nX3NpbmNlGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9hdXRvX2Rpc2FibGVfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2Rpc2FibGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9kaXNhYmxlZF9yZWFzb24YCyABKAkSHAoUZmFpbGVkX2RlbGl2ZXJpZXNfN2QYDCABKAUSGgoScGVuZGluZ19kZWxpdmVyaWVzGA0gASgFKokBCg5EZWxpdmVyeVN0YXR1cxIfChtERUxJVkVSWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdERUxJVkVSWV9TVEFUVVNfUEVORElORxABEh0KGURFTElWRVJZX1NUQVRVU19ERUxJVkVSRUQQAhIaChZERUxJVkVSWV9TVEFUVVNfRkFJTEVEEAMyrAUKD0RlbGl2ZXJ5U2VydmljZRJZCg5MaXN0RGVsaXZlcmllcxIiLmRlbGl2ZXJ5LnYxLkxpc3REZWxpdmVyaWVzUmVxdWVzdBojLmRlbGl2ZXJ5LnYxLkxpc3REZWxpdmVyaWVzUmVzcG9uc2USUAoLR2V0RGVsaXZlcnkSHy5kZWxpdmVyeS52MS5HZXREZWxpdmVyeVJlcXVlc3QaIC5kZWxpdmVyeS52MS5HZXREZWxpdmVyeVJlc3BvbnNlEkoKCVJlZGVsaXZlchIdLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlclJlcXVlc3QaHi5kZWxpdmVyeS52MS5SZWRlbGl2ZXJSZXNwb25zZRJrChRSZWRlbGl2ZXJGYWlsZWRTaW5jZRIoLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlckZhaWxlZFNpbmNlUmVxdWVzdBopLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlckZhaWxlZFNpbmNlUmVzcG9uc2USXwoQU2VuZFRlc3RDYWxsYmFjaxIkLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0Q2FsbGJhY2tSZXF1ZXN0GiUuZGVsaXZlcnkudjEuU2VuZFRlc3RDYWxsYmFja1Jlc3BvbnNlEm4KFVNlbmRUZXN0UmVmZXJyYWxFdmVudBIpLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0UmVmZXJyYWxFdmVudFJlcXVlc3QaKi5kZWxpdmVyeS52MS5TZW5kVGVzdFJlZmVycmFsRXZlbnRSZXNwb25zZRJiChFHZXRFbmRwb2ludEhlYWx0aBIlLmRlbGl2ZXJ5LnYxLkdldEVuZHBvaW50SGVhbHRoUmVxdWVzdBomLmRlbGl2ZXJ5LnYxLkdldEVuZHBvaW50SGVhbHRoUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChpkZWxpdmVyeS92MS9kZWxpdmVyeS5wcm90bxILZGVsaXZlcnkudjEi1wMKCERlbGl2ZXJ5EgoKAmlkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIQCghoZWFydF9pZBgDIAEoCRISCgpldmVudF90eXBlGAQgASgJEhAKCHVzZXJuYW1lGAUgASgJEg4KBnBlcmlvZBgGIAEoCRIrCgZzdGF0dXMYByABKA4yGy5kZWxpdmVyeS52MS5EZWxpdmVyeVN0YXR1cxIQCghhdHRlbXB0cxgIIAEoBRIzCg9uZXh0X2F0dGVtcHRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGRlbGl2ZXJlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJZmFpbGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBsYXN0X3N0YXR1c19jb2RlGA0gASgFEhIKCmxhc3RfZXJyb3IYDiABKAkSMQoJdHJhbnNwb3J0GA8gASgOMh4uZGVsaXZlcnkudjEuRGVsaXZlcnlUcmFuc3BvcnQitQQKD0RlbGl2ZXJ5QXR0ZW1wdBIPCgdhdHRlbXB0GAEgASgFEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3N0YXR1c19jb2RlGAMgASgFEhIKCmxhdGVuY3lfbXMYBCABKAUSDQoFZXJyb3IYBSABKAkSCwoDdXJsGAYgASgJEkkKD3JlcXVlc3RfaGVhZGVycxgHIAMoCzIwLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5QXR0ZW1wdC5SZXF1ZXN0SGVhZGVyc0VudHJ5EhQKDHJlcXVlc3RfYm9keRgIIAEoCRJLChByZXNwb25zZV9oZWFkZXJzGAkgAygLMjEuZGVsaXZlcnkudjEuRGVsaXZlcnlBdHRlbXB0LlJlc3BvbnNlSGVhZGVyc0VudHJ5EhUKDXJlc3BvbnNlX2JvZHkYCiABKAkSHwoXcmVzcG9uc2VfYm9keV90cnVuY2F0ZWQYCyABKAgSGQoRZXhjaGFuZ2VfcmVjb3JkZWQYDCABKAgSEQoJc3VjY2VlZGVkGA0gASgIEhkKEXJlc3BvbnNlX3JlY2VpdmVkGA4gASgIGjUKE1JlcXVlc3RIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARo2ChRSZXNwb25zZUhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqsBChVMaXN0RGVsaXZlcmllc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEisKBnN0YXR1cxgCIAEoDjIbLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5U3RhdHVzEg0KBWxpbWl0GAMgASgFEjEKCXRyYW5zcG9ydBgEIAEoDjIeLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5VHJhbnNwb3J0EhAKCHVzZXJuYW1lGAUgASgJIkMKFkxpc3REZWxpdmVyaWVzUmVzcG9uc2USKQoKZGVsaXZlcmllcxgBIAMoCzIVLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5IjwKEkdldERlbGl2ZXJ5UmVxdWVzdBITCgtkZWxpdmVyeV9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkibgoTR2V0RGVsaXZlcnlSZXNwb25zZRInCghkZWxpdmVyeRgBIAEoCzIVLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5Ei4KCGF0dGVtcHRzGAIgAygLMhwuZGVsaXZlcnkudjEuRGVsaXZlcnlBdHRlbXB0IjoKEFJlZGVsaXZlclJlcXVlc3QSEwoLZGVsaXZlcnlfaWQYASABKAkSEQoJc2VydmVyX2lkGAIgASgJIjwKEVJlZGVsaXZlclJlc3BvbnNlEicKCGRlbGl2ZXJ5GAEgASgLMhUuZGVsaXZlcnkudjEuRGVsaXZlcnkiWwobUmVkZWxpdmVyRmFpbGVkU2luY2VSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIpCgVzaW5jZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiMAocUmVkZWxpdmVyRmFpbGVkU2luY2VSZXNwb25zZRIQCghyZXF1ZXVlZBgBIAEoBSI+ChdTZW5kVGVzdENhbGxiYWNrUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEAoIdXNlcm5hbWUYAiABKAkiqQIKDkV4Y2hhbmdlUmVwb3J0EgsKA3VybBgBIAEoCRJICg9yZXF1ZXN0X2hlYWRlcnMYAiADKAsyLy5kZWxpdmVyeS52MS5FeGNoYW5nZVJlcG9ydC5SZXF1ZXN0SGVhZGVyc0VudHJ5EhQKDHJlcXVlc3RfYm9keRgDIAEoCRIYChBjYW5vbmljYWxfc3RyaW5nGAQgASgJEhMKC3N0YXR1c19jb2RlGAUgASgFEhUKDXJlc3BvbnNlX2JvZHkYBiABKAkSEgoKbGF0ZW5jeV9tcxgHIAEoBRINCgVlcnJvchgIIAEoCRIKCgJvaxgJIAEoCBo1ChNSZXF1ZXN0SGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEicAoYU2VuZFRlc3RDYWxsYmFja1Jlc3BvbnNlEisKBnJlcG9ydBgBIAEoCzIbLmRlbGl2ZXJ5LnYxLkV4Y2hhbmdlUmVwb3J0EicKCGRlbGl2ZXJ5GAIgASgLMhUuZGVsaXZlcnkudjEuRGVsaXZlcnkiQAocU2VuZFRlc3RSZWZlcnJhbEV2ZW50UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDQoFZXZlbnQYAiABKAkiTAodU2VuZFRlc3RSZWZlcnJhbEV2ZW50UmVzcG9uc2USKwoGcmVwb3J0GAEgASgLMhsuZGVsaXZlcnkudjEuRXhjaGFuZ2VSZXBvcnQiLQoYR2V0RW5kcG9pbnRIZWFsdGhSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJLCg5FbmRwb2ludFdpbmRvdxIQCghhdHRlbXB0cxgBIAEoBRIRCglzdWNjZWVkZWQYAiABKAUSFAoMc3VjY2Vzc19yYXRlGAMgASgBIpQEChlHZXRFbmRwb2ludEhlYWx0aFJlc3BvbnNlEhEKCXNlcnZlcl9pZBgBIAEoCRIUCgxjYWxsYmFja191cmwYAiABKAkSLQoIbGFzdF8yNGgYAyABKAsyGy5kZWxpdmVyeS52MS5FbmRwb2ludFdpbmRvdxIsCgdsYXN0XzdkGAQgASgLMhsuZGVsaXZlcnkudjEuRW5kcG9pbnRXaW5kb3cSMwoPbGFzdF9zdWNjZXNzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9sYXN0X2ZhaWx1cmVfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE2xhc3RfZmFpbHVyZV9yZWFzb24YByABKAkSMQoNZmFpbGluZ19zaW5jZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPYXV0b19kaXNhYmxlX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtkaXNhYmxlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPZGlzYWJsZWRfcmVhc29uGAsgASgJEhwKFGZhaWxlZF9kZWxpdmVyaWVzXzdkGAwgASgFEhoKEnBlbmRpbmdfZGVsaXZlcmllcxgNIAEoBSI6ChNTZW5kVGVzdFZvdGVSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCSKVAQoKVm90ZVJlcG9ydBIOCgZ0YXJnZXQYASABKAkSEAoIZ3JlZXRpbmcYAiABKAkSDwoHcGF5bG9hZBgDIAEoCRITCgtmcmFtZV9ieXRlcxgEIAEoBRIQCghyZXNwb25zZRgFIAEoCRISCgpsYXRlbmN5X21zGAYgASgFEg0KBWVycm9yGAcgASgJEgoKAm9rGAggASgIIj8KFFNlbmRUZXN0Vm90ZVJlc3BvbnNlEicKBnJlcG9ydBgBIAEoCzIXLmRlbGl2ZXJ5LnYxLlZvdGVSZXBvcnQigwEKCVB1bGxIZWFydBIQCghoZWFydF9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIOCgZwZXJpb2QYAyABKAkSLgoKY291bnRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc3RyZWFrX2RheRgFIAEoBSJJChVMaXN0UHVsbEhlYXJ0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg4KBmN1cnNvchgCIAEoCRINCgVsaW1pdBgDIAEoBSJVChZMaXN0UHVsbEhlYXJ0c1Jlc3BvbnNlEiYKBmhlYXJ0cxgBIAMoCzIWLmRlbGl2ZXJ5LnYxLlB1bGxIZWFydBITCgtuZXh0X2N1cnNvchgCIAEoCSJRCg9QdWxsQ2xhaW1SZXN1bHQSEAoIaGVhcnRfaWQYASABKAkSLAoGc3RhdHVzGAIgASgOMhwuZGVsaXZlcnkudjEuUHVsbENsYWltU3RhdHVzIj4KFkNsYWltUHVsbEhlYXJ0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhEKCWhlYXJ0X2lkcxgCIAMoCSJIChdDbGFpbVB1bGxIZWFydHNSZXNwb25zZRItCgdyZXN1bHRzGAEgAygLMhwuZGVsaXZlcnkudjEuUHVsbENsYWltUmVzdWx0KpYBChFEZWxpdmVyeVRyYW5zcG9ydBIiCh5ERUxJVkVSWV9UUkFOU1BPUlRfVU5TUEVDSUZJRUQQABIfChtERUxJVkVSWV9UUkFOU1BPUlRfQ0FMTEJBQ0sQARIfChtERUxJVkVSWV9UUkFOU1BPUlRfVk9USUZJRVIQAhIbChdERUxJVkVSWV9UUkFOU1BPUlRfUFVMTBADKokBCg5EZWxpdmVyeVN0YXR1cxIfChtERUxJVkVSWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdERUxJVkVSWV9TVEFUVVNfUEVORElORxABEh0KGURFTElWRVJZX1NUQVRVU19ERUxJVkVSRUQQAhIaChZERUxJVkVSWV9TVEFUVVNfRkFJTEVEEAMqmQEKD1B1bGxDbGFpbVN0YXR1cxIhCh1QVUxMX0NMQUlNX1NUQVRVU19VTlNQRUNJRklFRBAAEh0KGVBVTExfQ0xBSU1fU1RBVFVTX0NMQUlNRUQQARIlCiFQVUxMX0NMQUlNX1NUQVRVU19BTFJFQURZX0NMQUlNRUQQAhIdChlQVUxMX0NMQUlNX1NUQVRVU19VTktOT1dOEAMyugcKD0RlbGl2ZXJ5U2VydmljZRJZCg5MaXN0RGVsaXZlcmllcxIiLmRlbGl2ZXJ5LnYxLkxpc3REZWxpdmVyaWVzUmVxdWVzdBojLmRlbGl2ZXJ5LnYxLkxpc3REZWxpdmVyaWVzUmVzcG9uc2USUAoLR2V0RGVsaXZlcnkSHy5kZWxpdmVyeS52MS5HZXREZWxpdmVyeVJlcXVlc3QaIC5kZWxpdmVyeS52MS5HZXREZWxpdmVyeVJlc3BvbnNlEkoKCVJlZGVsaXZlchIdLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlclJlcXVlc3QaHi5kZWxpdmVyeS52MS5SZWRlbGl2ZXJSZXNwb25zZRJrChRSZWRlbGl2ZXJGYWlsZWRTaW5jZRIoLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlckZhaWxlZFNpbmNlUmVxdWVzdBopLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlckZhaWxlZFNpbmNlUmVzcG9uc2USXwoQU2VuZFRlc3RDYWxsYmFjaxIkLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0Q2FsbGJhY2tSZXF1ZXN0GiUuZGVsaXZlcnkudjEuU2VuZFRlc3RDYWxsYmFja1Jlc3BvbnNlEm4KFVNlbmRUZXN0UmVmZXJyYWxFdmVudBIpLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0UmVmZXJyYWxFdmVudFJlcXVlc3QaKi5kZWxpdmVyeS52MS5TZW5kVGVzdFJlZmVycmFsRXZlbnRSZXNwb25zZRJiChFHZXRFbmRwb2ludEhlYWx0aBIlLmRlbGl2ZXJ5LnYxLkdldEVuZHBvaW50SGVhbHRoUmVxdWVzdBomLmRlbGl2ZXJ5LnYxLkdldEVuZHBvaW50SGVhbHRoUmVzcG9uc2USUwoMU2VuZFRlc3RWb3RlEiAuZGVsaXZlcnkudjEuU2VuZFRlc3RWb3RlUmVxdWVzdBohLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0Vm90ZVJlc3BvbnNlElkKDkxpc3RQdWxsSGVhcnRzEiIuZGVsaXZlcnkudjEuTGlzdFB1bGxIZWFydHNSZXF1ZXN0GiMuZGVsaXZlcnkudjEuTGlzdFB1bGxIZWFydHNSZXNwb25zZRJcCg9DbGFpbVB1bGxIZWFydHMSIy5kZWxpdmVyeS52MS5DbGFpbVB1bGxIZWFydHNSZXF1ZXN0GiQuZGVsaXZlcnkudjEuQ2xhaW1QdWxsSGVhcnRzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message delivery.v1.Delivery
@@ -87,6 +87,11 @@ export type Delivery = Message<"delivery.v1.Delivery"> & {
    * @generated from field: string last_error = 14;
    */
   lastError: string;
+
+  /**
+   * @generated from field: delivery.v1.DeliveryTransport transport = 15;
+   */
+  transport: DeliveryTransport;
 };
 
 /**
@@ -177,6 +182,13 @@ export type DeliveryAttempt = Message<"delivery.v1.DeliveryAttempt"> & {
    * @generated from field: bool succeeded = 13;
    */
   succeeded: boolean;
+
+  /**
+   * An answer arrived (an HTTP response; for Votifier, the greeting or answer line).
+   *
+   * @generated from field: bool response_received = 14;
+   */
+  responseReceived: boolean;
 };
 
 /**
@@ -206,9 +218,16 @@ export type ListDeliveriesRequest = Message<"delivery.v1.ListDeliveriesRequest">
   limit: number;
 
   /**
+   * UNSPECIFIED lists every transport.
+   *
+   * @generated from field: delivery.v1.DeliveryTransport transport = 4;
+   */
+  transport: DeliveryTransport;
+
+  /**
    * When set, only deliveries whose username contains it (case-insensitive).
    *
-   * @generated from field: string username = 4;
+   * @generated from field: string username = 5;
    */
   username: string;
 };
@@ -651,6 +670,313 @@ export const GetEndpointHealthResponseSchema: GenMessage<GetEndpointHealthRespon
   messageDesc(file_delivery_v1_delivery, 17);
 
 /**
+ * @generated from message delivery.v1.SendTestVoteRequest
+ */
+export type SendTestVoteRequest = Message<"delivery.v1.SendTestVoteRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Defaults to a sample username when empty.
+   *
+   * @generated from field: string username = 2;
+   */
+  username: string;
+};
+
+/**
+ * Describes the message delivery.v1.SendTestVoteRequest.
+ * Use `create(SendTestVoteRequestSchema)` to create a new message.
+ */
+export const SendTestVoteRequestSchema: GenMessage<SendTestVoteRequest> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 18);
+
+/**
+ * VoteReport shows one Votifier v2 exchange as it happened (the token is never shown).
+ *
+ * @generated from message delivery.v1.VoteReport
+ */
+export type VoteReport = Message<"delivery.v1.VoteReport"> & {
+  /**
+   * "votifier://<host>:<port>".
+   *
+   * @generated from field: string target = 1;
+   */
+  target: string;
+
+  /**
+   * The greeting line the server sent ("VOTIFIER 2 <challenge>").
+   *
+   * @generated from field: string greeting = 2;
+   */
+  greeting: string;
+
+  /**
+   * The signed payload string (JSON with serviceName, username, address, timestamp, challenge).
+   *
+   * @generated from field: string payload = 3;
+   */
+  payload: string;
+
+  /**
+   * Bytes of the frame sent (magic, length and message); 0 when nothing was sent.
+   *
+   * @generated from field: int32 frame_bytes = 4;
+   */
+  frameBytes: number;
+
+  /**
+   * The server's answer line, as received.
+   *
+   * @generated from field: string response = 5;
+   */
+  response: string;
+
+  /**
+   * @generated from field: int32 latency_ms = 6;
+   */
+  latencyMs: number;
+
+  /**
+   * @generated from field: string error = 7;
+   */
+  error: string;
+
+  /**
+   * @generated from field: bool ok = 8;
+   */
+  ok: boolean;
+};
+
+/**
+ * Describes the message delivery.v1.VoteReport.
+ * Use `create(VoteReportSchema)` to create a new message.
+ */
+export const VoteReportSchema: GenMessage<VoteReport> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 19);
+
+/**
+ * @generated from message delivery.v1.SendTestVoteResponse
+ */
+export type SendTestVoteResponse = Message<"delivery.v1.SendTestVoteResponse"> & {
+  /**
+   * @generated from field: delivery.v1.VoteReport report = 1;
+   */
+  report?: VoteReport | undefined;
+};
+
+/**
+ * Describes the message delivery.v1.SendTestVoteResponse.
+ * Use `create(SendTestVoteResponseSchema)` to create a new message.
+ */
+export const SendTestVoteResponseSchema: GenMessage<SendTestVoteResponse> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 20);
+
+/**
+ * PullHeart is one counted heart waiting to be claimed.
+ *
+ * @generated from message delivery.v1.PullHeart
+ */
+export type PullHeart = Message<"delivery.v1.PullHeart"> & {
+  /**
+   * @generated from field: string heart_id = 1;
+   */
+  heartId: string;
+
+  /**
+   * @generated from field: string username = 2;
+   */
+  username: string;
+
+  /**
+   * "YYYY-MM".
+   *
+   * @generated from field: string period = 3;
+   */
+  period: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp counted_at = 4;
+   */
+  countedAt?: Timestamp | undefined;
+
+  /**
+   * 0 when unknown.
+   *
+   * @generated from field: int32 streak_day = 5;
+   */
+  streakDay: number;
+};
+
+/**
+ * Describes the message delivery.v1.PullHeart.
+ * Use `create(PullHeartSchema)` to create a new message.
+ */
+export const PullHeartSchema: GenMessage<PullHeart> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 21);
+
+/**
+ * @generated from message delivery.v1.ListPullHeartsRequest
+ */
+export type ListPullHeartsRequest = Message<"delivery.v1.ListPullHeartsRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Opaque; from next_cursor of the previous page. Empty starts at the oldest.
+   *
+   * @generated from field: string cursor = 2;
+   */
+  cursor: string;
+
+  /**
+   * Default 100, at most 500.
+   *
+   * @generated from field: int32 limit = 3;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message delivery.v1.ListPullHeartsRequest.
+ * Use `create(ListPullHeartsRequestSchema)` to create a new message.
+ */
+export const ListPullHeartsRequestSchema: GenMessage<ListPullHeartsRequest> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 22);
+
+/**
+ * @generated from message delivery.v1.ListPullHeartsResponse
+ */
+export type ListPullHeartsResponse = Message<"delivery.v1.ListPullHeartsResponse"> & {
+  /**
+   * @generated from field: repeated delivery.v1.PullHeart hearts = 1;
+   */
+  hearts: PullHeart[];
+
+  /**
+   * Empty when this was the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+};
+
+/**
+ * Describes the message delivery.v1.ListPullHeartsResponse.
+ * Use `create(ListPullHeartsResponseSchema)` to create a new message.
+ */
+export const ListPullHeartsResponseSchema: GenMessage<ListPullHeartsResponse> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 23);
+
+/**
+ * @generated from message delivery.v1.PullClaimResult
+ */
+export type PullClaimResult = Message<"delivery.v1.PullClaimResult"> & {
+  /**
+   * @generated from field: string heart_id = 1;
+   */
+  heartId: string;
+
+  /**
+   * @generated from field: delivery.v1.PullClaimStatus status = 2;
+   */
+  status: PullClaimStatus;
+};
+
+/**
+ * Describes the message delivery.v1.PullClaimResult.
+ * Use `create(PullClaimResultSchema)` to create a new message.
+ */
+export const PullClaimResultSchema: GenMessage<PullClaimResult> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 24);
+
+/**
+ * @generated from message delivery.v1.ClaimPullHeartsRequest
+ */
+export type ClaimPullHeartsRequest = Message<"delivery.v1.ClaimPullHeartsRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * At most 500 per call.
+   *
+   * @generated from field: repeated string heart_ids = 2;
+   */
+  heartIds: string[];
+};
+
+/**
+ * Describes the message delivery.v1.ClaimPullHeartsRequest.
+ * Use `create(ClaimPullHeartsRequestSchema)` to create a new message.
+ */
+export const ClaimPullHeartsRequestSchema: GenMessage<ClaimPullHeartsRequest> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 25);
+
+/**
+ * @generated from message delivery.v1.ClaimPullHeartsResponse
+ */
+export type ClaimPullHeartsResponse = Message<"delivery.v1.ClaimPullHeartsResponse"> & {
+  /**
+   * One per requested heart_id, in request order (duplicates answered once each).
+   *
+   * @generated from field: repeated delivery.v1.PullClaimResult results = 1;
+   */
+  results: PullClaimResult[];
+};
+
+/**
+ * Describes the message delivery.v1.ClaimPullHeartsResponse.
+ * Use `create(ClaimPullHeartsResponseSchema)` to create a new message.
+ */
+export const ClaimPullHeartsResponseSchema: GenMessage<ClaimPullHeartsResponse> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 26);
+
+/**
+ * DeliveryTransport is how a delivery reaches the owner.
+ *
+ * @generated from enum delivery.v1.DeliveryTransport
+ */
+export enum DeliveryTransport {
+  /**
+   * @generated from enum value: DELIVERY_TRANSPORT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The signed HTTP reward callback.
+   *
+   * @generated from enum value: DELIVERY_TRANSPORT_CALLBACK = 1;
+   */
+  CALLBACK = 1,
+
+  /**
+   * A Votifier v2 vote to the server's NuVotifier listener.
+   *
+   * @generated from enum value: DELIVERY_TRANSPORT_VOTIFIER = 2;
+   */
+  VOTIFIER = 2,
+
+  /**
+   * Claimed by the owner through the signed pull API.
+   *
+   * @generated from enum value: DELIVERY_TRANSPORT_PULL = 3;
+   */
+  PULL = 3,
+}
+
+/**
+ * Describes the enum delivery.v1.DeliveryTransport.
+ */
+export const DeliveryTransportSchema: GenEnum<DeliveryTransport> = /*@__PURE__*/
+  enumDesc(file_delivery_v1_delivery, 0);
+
+/**
  * DeliveryStatus is where a delivery stands.
  *
  * @generated from enum delivery.v1.DeliveryStatus
@@ -681,7 +1007,46 @@ export enum DeliveryStatus {
  * Describes the enum delivery.v1.DeliveryStatus.
  */
 export const DeliveryStatusSchema: GenEnum<DeliveryStatus> = /*@__PURE__*/
-  enumDesc(file_delivery_v1_delivery, 0);
+  enumDesc(file_delivery_v1_delivery, 1);
+
+/**
+ * PullClaimStatus is what claiming one heart_id did.
+ *
+ * @generated from enum delivery.v1.PullClaimStatus
+ */
+export enum PullClaimStatus {
+  /**
+   * @generated from enum value: PULL_CLAIM_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Claimed now: the heart counts as delivered.
+   *
+   * @generated from enum value: PULL_CLAIM_STATUS_CLAIMED = 1;
+   */
+  CLAIMED = 1,
+
+  /**
+   * Claimed before (a retried claim); nothing changed.
+   *
+   * @generated from enum value: PULL_CLAIM_STATUS_ALREADY_CLAIMED = 2;
+   */
+  ALREADY_CLAIMED = 2,
+
+  /**
+   * Not a pullable heart of this server.
+   *
+   * @generated from enum value: PULL_CLAIM_STATUS_UNKNOWN = 3;
+   */
+  UNKNOWN = 3,
+}
+
+/**
+ * Describes the enum delivery.v1.PullClaimStatus.
+ */
+export const PullClaimStatusSchema: GenEnum<PullClaimStatus> = /*@__PURE__*/
+  enumDesc(file_delivery_v1_delivery, 2);
 
 /**
  * DeliveryService lets owners see reward callback deliveries, redeliver failed
@@ -749,7 +1114,7 @@ export const DeliveryService: GenService<{
   /**
    * GetEndpointHealth reports how a server's callback endpoint is doing: success rates,
    * last success, last failure, the current run of failures and whether it is disabled.
-   * Callers: internal only, like every RPC here (the dashboard calls it for the server's owner).
+   * Called by the dashboard (the server's owner).
    *
    * @generated from rpc delivery.v1.DeliveryService.GetEndpointHealth
    */
@@ -757,6 +1122,38 @@ export const DeliveryService: GenService<{
     methodKind: "unary";
     input: typeof GetEndpointHealthRequestSchema;
     output: typeof GetEndpointHealthResponseSchema;
+  },
+  /**
+   * SendTestVote sends one Votifier v2 vote to the server's Votifier listener and reports the exchange.
+   * Called by the dashboard (the server's owner).
+   *
+   * @generated from rpc delivery.v1.DeliveryService.SendTestVote
+   */
+  sendTestVote: {
+    methodKind: "unary";
+    input: typeof SendTestVoteRequestSchema;
+    output: typeof SendTestVoteResponseSchema;
+  },
+  /**
+   * ListPullHearts lists a server's counted hearts not yet claimed through the pull API, oldest first.
+   * Called by the gateway's signed pull API, after it verified the owner's pull-secret signature.
+   *
+   * @generated from rpc delivery.v1.DeliveryService.ListPullHearts
+   */
+  listPullHearts: {
+    methodKind: "unary";
+    input: typeof ListPullHeartsRequestSchema;
+    output: typeof ListPullHeartsResponseSchema;
+  },
+  /**
+   * ClaimPullHearts marks pulled hearts delivered, idempotently. Called by the gateway's signed pull API.
+   *
+   * @generated from rpc delivery.v1.DeliveryService.ClaimPullHearts
+   */
+  claimPullHearts: {
+    methodKind: "unary";
+    input: typeof ClaimPullHeartsRequestSchema;
+    output: typeof ClaimPullHeartsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_delivery_v1_delivery, 0);

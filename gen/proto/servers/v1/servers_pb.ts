@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file servers/v1/servers.proto.
  */
 export const file_servers_v1_servers: GenFile = /*@__PURE__*/
-  fileDesc("ChhzZXJ2ZXJzL3YxL3NlcnZlcnMucHJvdG8SCnNlcnZlcnMudjEilAIKBlNlcnZlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhkKEXJlZmVycmFsc19lbmFibGVkGAMgASgIEhgKEHJlZ2lzdHJhdGlvbl91cmwYBCABKAkSFAoMY2FsbGJhY2tfdXJsGAUgASgJEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAYgASgIEiAKGGNhbGxiYWNrX2Rpc2FibGVkX3JlYXNvbhgHIAEoCRI4ChRjYWxsYmFja19kaXNhYmxlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPQoTQ3JlYXRlU2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJEhgKEHJlZ2lzdHJhdGlvbl91cmwYAiABKAkiOgoUQ3JlYXRlU2VydmVyUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiJQoQR2V0U2VydmVyUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiNwoRR2V0U2VydmVyUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiFAoSTGlzdFNlcnZlcnNSZXF1ZXN0IjoKE0xpc3RTZXJ2ZXJzUmVzcG9uc2USIwoHc2VydmVycxgBIAMoCzISLnNlcnZlcnMudjEuU2VydmVyIkAKGlNldFJlZmVycmFsc0VuYWJsZWRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIPCgdlbmFibGVkGAIgASgIIkEKG1NldFJlZmVycmFsc0VuYWJsZWRSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJIChlTZXRSZWdpc3RyYXRpb25VcmxSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIYChByZWdpc3RyYXRpb25fdXJsGAIgASgJIkAKGlNldFJlZ2lzdHJhdGlvblVybFJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIrkBCgpTZWNyZXRJbmZvEgsKA2tpZBgBIAEoCRIuCgpjcmVhdGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZhY3RpdmUYBSABKAgiMAobQ3JlYXRlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJUChxDcmVhdGVSZWZlcnJhbFNlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIkcKG1JvdGF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFQoNZ3JhY2Vfc2Vjb25kcxgCIAEoAyJUChxSb3RhdGVSZWZlcnJhbFNlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIj0KG1Jldm9rZVJlZmVycmFsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSCwoDa2lkGAIgASgJIkQKHFJldm9rZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbyIvChpMaXN0UmVmZXJyYWxTZWNyZXRzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiRgobTGlzdFJlZmVycmFsU2VjcmV0c1Jlc3BvbnNlEicKB3NlY3JldHMYASADKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8iPQobUmV2ZWFsUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRILCgNraWQYAiABKAkiLgocUmV2ZWFsUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIOCgZzZWNyZXQYASABKAkiLgoZUmVzb2x2ZVNpZ25pbmdLZXlzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiKQoKU2lnbmluZ0tleRILCgNraWQYASABKAkSDgoGc2VjcmV0GAIgASgMInAKGlJlc29sdmVTaWduaW5nS2V5c1Jlc3BvbnNlEiwKBnN0YXR1cxgBIAEoDjIcLnNlcnZlcnMudjEuU2lnbmluZ0tleVN0YXR1cxIkCgRrZXlzGAIgAygLMhYuc2VydmVycy52MS5TaWduaW5nS2V5ImAKGlNldENhbGxiYWNrU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIUCgxjYWxsYmFja191cmwYAiABKAkSGQoRc3RhbmRhcmRfd2ViaG9va3MYAyABKAgiQQobU2V0Q2FsbGJhY2tTZXR0aW5nc1Jlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIkcKG1JvdGF0ZUNhbGxiYWNrU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFQoNZ3JhY2Vfc2Vjb25kcxgCIAEoAyJUChxSb3RhdGVDYWxsYmFja1NlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIjAKG1JldmVhbENhbGxiYWNrU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiVAocUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSIqChVFbmFibGVDYWxsYmFja1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIjwKFkVuYWJsZUNhbGxiYWNrUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIqowEKEFNpZ25pbmdLZXlTdGF0dXMSIgoeU0lHTklOR19LRVlfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGQoVU0lHTklOR19LRVlfU1RBVFVTX09LEAESJQohU0lHTklOR19LRVlfU1RBVFVTX1VOS05PV05fU0VSVkVSEAISKQolU0lHTklOR19LRVlfU1RBVFVTX1JFRkVSUkFMU19ESVNBQkxFRBADMt4LChJTZXJ2ZXJBZG1pblNlcnZpY2USUQoMQ3JlYXRlU2VydmVyEh8uc2VydmVycy52MS5DcmVhdGVTZXJ2ZXJSZXF1ZXN0GiAuc2VydmVycy52MS5DcmVhdGVTZXJ2ZXJSZXNwb25zZRJICglHZXRTZXJ2ZXISHC5zZXJ2ZXJzLnYxLkdldFNlcnZlclJlcXVlc3QaHS5zZXJ2ZXJzLnYxLkdldFNlcnZlclJlc3BvbnNlEk4KC0xpc3RTZXJ2ZXJzEh4uc2VydmVycy52MS5MaXN0U2VydmVyc1JlcXVlc3QaHy5zZXJ2ZXJzLnYxLkxpc3RTZXJ2ZXJzUmVzcG9uc2USZgoTU2V0UmVmZXJyYWxzRW5hYmxlZBImLnNlcnZlcnMudjEuU2V0UmVmZXJyYWxzRW5hYmxlZFJlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldFJlZmVycmFsc0VuYWJsZWRSZXNwb25zZRJjChJTZXRSZWdpc3RyYXRpb25VcmwSJS5zZXJ2ZXJzLnYxLlNldFJlZ2lzdHJhdGlvblVybFJlcXVlc3QaJi5zZXJ2ZXJzLnYxLlNldFJlZ2lzdHJhdGlvblVybFJlc3BvbnNlEmkKFENyZWF0ZVJlZmVycmFsU2VjcmV0Eicuc2VydmVycy52MS5DcmVhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLkNyZWF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USaQoUUm90YXRlUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJvdGF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUm90YXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJpChRSZXZva2VSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZva2VSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmYKE0xpc3RSZWZlcnJhbFNlY3JldHMSJi5zZXJ2ZXJzLnYxLkxpc3RSZWZlcnJhbFNlY3JldHNSZXF1ZXN0Gicuc2VydmVycy52MS5MaXN0UmVmZXJyYWxTZWNyZXRzUmVzcG9uc2USaQoUUmV2ZWFsUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJldmVhbFJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUmV2ZWFsUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJjChJSZXNvbHZlU2lnbmluZ0tleXMSJS5zZXJ2ZXJzLnYxLlJlc29sdmVTaWduaW5nS2V5c1JlcXVlc3QaJi5zZXJ2ZXJzLnYxLlJlc29sdmVTaWduaW5nS2V5c1Jlc3BvbnNlEmYKE1NldENhbGxiYWNrU2V0dGluZ3MSJi5zZXJ2ZXJzLnYxLlNldENhbGxiYWNrU2V0dGluZ3NSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRDYWxsYmFja1NldHRpbmdzUmVzcG9uc2USaQoUUm90YXRlQ2FsbGJhY2tTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJvdGF0ZUNhbGxiYWNrU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXNwb25zZRJpChRSZXZlYWxDYWxsYmFja1NlY3JldBInLnNlcnZlcnMudjEuUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZlYWxDYWxsYmFja1NlY3JldFJlc3BvbnNlElcKDkVuYWJsZUNhbGxiYWNrEiEuc2VydmVycy52MS5FbmFibGVDYWxsYmFja1JlcXVlc3QaIi5zZXJ2ZXJzLnYxLkVuYWJsZUNhbGxiYWNrUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChhzZXJ2ZXJzL3YxL3NlcnZlcnMucHJvdG8SCnNlcnZlcnMudjEikwMKBlNlcnZlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhkKEXJlZmVycmFsc19lbmFibGVkGAMgASgIEhgKEHJlZ2lzdHJhdGlvbl91cmwYBCABKAkSFAoMY2FsbGJhY2tfdXJsGAUgASgJEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAYgASgIEiAKGGNhbGxiYWNrX2Rpc2FibGVkX3JlYXNvbhgHIAEoCRI4ChRjYWxsYmFja19kaXNhYmxlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdm90aWZpZXJfaG9zdBgKIAEoCRIVCg12b3RpZmllcl9wb3J0GAsgASgFEh0KFXZvdGlmaWVyX3NlcnZpY2VfbmFtZRgMIAEoCRIaChJ2b3RpZmllcl90b2tlbl9zZXQYDSABKAgSFAoMcHVsbF9lbmFibGVkGA4gASgIIj0KE0NyZWF0ZVNlcnZlclJlcXVlc3QSDAoEbmFtZRgBIAEoCRIYChByZWdpc3RyYXRpb25fdXJsGAIgASgJIjoKFENyZWF0ZVNlcnZlclJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIiUKEEdldFNlcnZlclJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIjcKEUdldFNlcnZlclJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIhQKEkxpc3RTZXJ2ZXJzUmVxdWVzdCI6ChNMaXN0U2VydmVyc1Jlc3BvbnNlEiMKB3NlcnZlcnMYASADKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJAChpTZXRSZWZlcnJhbHNFbmFibGVkUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDwoHZW5hYmxlZBgCIAEoCCJBChtTZXRSZWZlcnJhbHNFbmFibGVkUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiSAoZU2V0UmVnaXN0cmF0aW9uVXJsUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSGAoQcmVnaXN0cmF0aW9uX3VybBgCIAEoCSJAChpTZXRSZWdpc3RyYXRpb25VcmxSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciK5AQoKU2VjcmV0SW5mbxILCgNraWQYASABKAkSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGYWN0aXZlGAUgASgIIjAKG0NyZWF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiVAocQ3JlYXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSJHChtSb3RhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhUKDWdyYWNlX3NlY29uZHMYAiABKAMiVAocUm90YXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSI9ChtSZXZva2VSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgsKA2tpZBgCIAEoCSJEChxSZXZva2VSZWZlcnJhbFNlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8iLwoaTGlzdFJlZmVycmFsU2VjcmV0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIkYKG0xpc3RSZWZlcnJhbFNlY3JldHNSZXNwb25zZRInCgdzZWNyZXRzGAEgAygLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvIj0KG1JldmVhbFJlZmVycmFsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSCwoDa2lkGAIgASgJIi4KHFJldmVhbFJlZmVycmFsU2VjcmV0UmVzcG9uc2USDgoGc2VjcmV0GAEgASgJIi4KGVJlc29sdmVTaWduaW5nS2V5c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIikKClNpZ25pbmdLZXkSCwoDa2lkGAEgASgJEg4KBnNlY3JldBgCIAEoDCJwChpSZXNvbHZlU2lnbmluZ0tleXNSZXNwb25zZRIsCgZzdGF0dXMYASABKA4yHC5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXlTdGF0dXMSJAoEa2V5cxgCIAMoCzIWLnNlcnZlcnMudjEuU2lnbmluZ0tleSJgChpTZXRDYWxsYmFja1NldHRpbmdzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFAoMY2FsbGJhY2tfdXJsGAIgASgJEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAMgASgIIkEKG1NldENhbGxiYWNrU2V0dGluZ3NSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJHChtSb3RhdGVDYWxsYmFja1NlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhUKDWdyYWNlX3NlY29uZHMYAiABKAMiVAocUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSIwChtSZXZlYWxDYWxsYmFja1NlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlQKHFJldmVhbENhbGxiYWNrU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiKgoVRW5hYmxlQ2FsbGJhY2tSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSI8ChZFbmFibGVDYWxsYmFja1Jlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyInAKGlNldFZvdGlmaWVyU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIMCgRob3N0GAIgASgJEgwKBHBvcnQYAyABKAUSDQoFdG9rZW4YBCABKAkSFAoMc2VydmljZV9uYW1lGAUgASgJIkEKG1NldFZvdGlmaWVyU2V0dGluZ3NSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciI7ChVTZXRQdWxsRW5hYmxlZFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg8KB2VuYWJsZWQYAiABKAgiPAoWU2V0UHVsbEVuYWJsZWRSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJDChdSb3RhdGVQdWxsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFQoNZ3JhY2Vfc2Vjb25kcxgCIAEoAyJQChhSb3RhdGVQdWxsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiLAoXUmV2ZWFsUHVsbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlAKGFJldmVhbFB1bGxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSIrChZSZXNvbHZlUHVsbEtleXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJqChdSZXNvbHZlUHVsbEtleXNSZXNwb25zZRIpCgZzdGF0dXMYASABKA4yGS5zZXJ2ZXJzLnYxLlB1bGxLZXlTdGF0dXMSJAoEa2V5cxgCIAMoCzIWLnNlcnZlcnMudjEuU2lnbmluZ0tleSqjAQoQU2lnbmluZ0tleVN0YXR1cxIiCh5TSUdOSU5HX0tFWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVTSUdOSU5HX0tFWV9TVEFUVVNfT0sQARIlCiFTSUdOSU5HX0tFWV9TVEFUVVNfVU5LTk9XTl9TRVJWRVIQAhIpCiVTSUdOSU5HX0tFWV9TVEFUVVNfUkVGRVJSQUxTX0RJU0FCTEVEEAMqjwEKDVB1bGxLZXlTdGF0dXMSHwobUFVMTF9LRVlfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUFVMTF9LRVlfU1RBVFVTX09LEAESIgoeUFVMTF9LRVlfU1RBVFVTX1VOS05PV05fU0VSVkVSEAISIQodUFVMTF9LRVlfU1RBVFVTX1BVTExfRElTQUJMRUQQAzK5DwoSU2VydmVyQWRtaW5TZXJ2aWNlElEKDENyZWF0ZVNlcnZlchIfLnNlcnZlcnMudjEuQ3JlYXRlU2VydmVyUmVxdWVzdBogLnNlcnZlcnMudjEuQ3JlYXRlU2VydmVyUmVzcG9uc2USSAoJR2V0U2VydmVyEhwuc2VydmVycy52MS5HZXRTZXJ2ZXJSZXF1ZXN0Gh0uc2VydmVycy52MS5HZXRTZXJ2ZXJSZXNwb25zZRJOCgtMaXN0U2VydmVycxIeLnNlcnZlcnMudjEuTGlzdFNlcnZlcnNSZXF1ZXN0Gh8uc2VydmVycy52MS5MaXN0U2VydmVyc1Jlc3BvbnNlEmYKE1NldFJlZmVycmFsc0VuYWJsZWQSJi5zZXJ2ZXJzLnYxLlNldFJlZmVycmFsc0VuYWJsZWRSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRSZWZlcnJhbHNFbmFibGVkUmVzcG9uc2USYwoSU2V0UmVnaXN0cmF0aW9uVXJsEiUuc2VydmVycy52MS5TZXRSZWdpc3RyYXRpb25VcmxSZXF1ZXN0GiYuc2VydmVycy52MS5TZXRSZWdpc3RyYXRpb25VcmxSZXNwb25zZRJpChRDcmVhdGVSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuQ3JlYXRlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5DcmVhdGVSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmkKFFJvdGF0ZVJlZmVycmFsU2VjcmV0Eicuc2VydmVycy52MS5Sb3RhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLlJvdGF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USaQoUUmV2b2tlUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJldm9rZVJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJmChNMaXN0UmVmZXJyYWxTZWNyZXRzEiYuc2VydmVycy52MS5MaXN0UmVmZXJyYWxTZWNyZXRzUmVxdWVzdBonLnNlcnZlcnMudjEuTGlzdFJlZmVycmFsU2VjcmV0c1Jlc3BvbnNlEmkKFFJldmVhbFJlZmVycmFsU2VjcmV0Eicuc2VydmVycy52MS5SZXZlYWxSZWZlcnJhbFNlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLlJldmVhbFJlZmVycmFsU2VjcmV0UmVzcG9uc2USYwoSUmVzb2x2ZVNpZ25pbmdLZXlzEiUuc2VydmVycy52MS5SZXNvbHZlU2lnbmluZ0tleXNSZXF1ZXN0GiYuc2VydmVycy52MS5SZXNvbHZlU2lnbmluZ0tleXNSZXNwb25zZRJmChNTZXRDYWxsYmFja1NldHRpbmdzEiYuc2VydmVycy52MS5TZXRDYWxsYmFja1NldHRpbmdzUmVxdWVzdBonLnNlcnZlcnMudjEuU2V0Q2FsbGJhY2tTZXR0aW5nc1Jlc3BvbnNlEmkKFFJvdGF0ZUNhbGxiYWNrU2VjcmV0Eicuc2VydmVycy52MS5Sb3RhdGVDYWxsYmFja1NlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLlJvdGF0ZUNhbGxiYWNrU2VjcmV0UmVzcG9uc2USaQoUUmV2ZWFsQ2FsbGJhY2tTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJldmVhbENhbGxiYWNrU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXNwb25zZRJXCg5FbmFibGVDYWxsYmFjaxIhLnNlcnZlcnMudjEuRW5hYmxlQ2FsbGJhY2tSZXF1ZXN0GiIuc2VydmVycy52MS5FbmFibGVDYWxsYmFja1Jlc3BvbnNlEmYKE1NldFZvdGlmaWVyU2V0dGluZ3MSJi5zZXJ2ZXJzLnYxLlNldFZvdGlmaWVyU2V0dGluZ3NSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRWb3RpZmllclNldHRpbmdzUmVzcG9uc2USVwoOU2V0UHVsbEVuYWJsZWQSIS5zZXJ2ZXJzLnYxLlNldFB1bGxFbmFibGVkUmVxdWVzdBoiLnNlcnZlcnMudjEuU2V0UHVsbEVuYWJsZWRSZXNwb25zZRJdChBSb3RhdGVQdWxsU2VjcmV0EiMuc2VydmVycy52MS5Sb3RhdGVQdWxsU2VjcmV0UmVxdWVzdBokLnNlcnZlcnMudjEuUm90YXRlUHVsbFNlY3JldFJlc3BvbnNlEl0KEFJldmVhbFB1bGxTZWNyZXQSIy5zZXJ2ZXJzLnYxLlJldmVhbFB1bGxTZWNyZXRSZXF1ZXN0GiQuc2VydmVycy52MS5SZXZlYWxQdWxsU2VjcmV0UmVzcG9uc2USWgoPUmVzb2x2ZVB1bGxLZXlzEiIuc2VydmVycy52MS5SZXNvbHZlUHVsbEtleXNSZXF1ZXN0GiMuc2VydmVycy52MS5SZXNvbHZlUHVsbEtleXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message servers.v1.Server
@@ -64,6 +64,33 @@ export type Server = Message<"servers.v1.Server"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 9;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * Votifier v2 transport; empty host means off. The token is never returned, only whether one is set.
+   *
+   * @generated from field: string votifier_host = 10;
+   */
+  votifierHost: string;
+
+  /**
+   * @generated from field: int32 votifier_port = 11;
+   */
+  votifierPort: number;
+
+  /**
+   * @generated from field: string votifier_service_name = 12;
+   */
+  votifierServiceName: string;
+
+  /**
+   * @generated from field: bool votifier_token_set = 13;
+   */
+  votifierTokenSet: boolean;
+
+  /**
+   * @generated from field: bool pull_enabled = 14;
+   */
+  pullEnabled: boolean;
 };
 
 /**
@@ -721,6 +748,233 @@ export const EnableCallbackResponseSchema: GenMessage<EnableCallbackResponse> = 
   messageDesc(file_servers_v1_servers, 32);
 
 /**
+ * @generated from message servers.v1.SetVotifierSettingsRequest
+ */
+export type SetVotifierSettingsRequest = Message<"servers.v1.SetVotifierSettingsRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Host name or IP address of the NuVotifier listener; empty turns the transport off.
+   *
+   * @generated from field: string host = 2;
+   */
+  host: string;
+
+  /**
+   * 1-65535 (NuVotifier's default is 8192).
+   *
+   * @generated from field: int32 port = 3;
+   */
+  port: number;
+
+  /**
+   * The token from NuVotifier's config.yml; empty keeps the stored one.
+   *
+   * @generated from field: string token = 4;
+   */
+  token: string;
+
+  /**
+   * serviceName sent with each vote; NuVotifier picks the token by it (or uses "default").
+   *
+   * @generated from field: string service_name = 5;
+   */
+  serviceName: string;
+};
+
+/**
+ * Describes the message servers.v1.SetVotifierSettingsRequest.
+ * Use `create(SetVotifierSettingsRequestSchema)` to create a new message.
+ */
+export const SetVotifierSettingsRequestSchema: GenMessage<SetVotifierSettingsRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 33);
+
+/**
+ * @generated from message servers.v1.SetVotifierSettingsResponse
+ */
+export type SetVotifierSettingsResponse = Message<"servers.v1.SetVotifierSettingsResponse"> & {
+  /**
+   * @generated from field: servers.v1.Server server = 1;
+   */
+  server?: Server | undefined;
+};
+
+/**
+ * Describes the message servers.v1.SetVotifierSettingsResponse.
+ * Use `create(SetVotifierSettingsResponseSchema)` to create a new message.
+ */
+export const SetVotifierSettingsResponseSchema: GenMessage<SetVotifierSettingsResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 34);
+
+/**
+ * @generated from message servers.v1.SetPullEnabledRequest
+ */
+export type SetPullEnabledRequest = Message<"servers.v1.SetPullEnabledRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * @generated from field: bool enabled = 2;
+   */
+  enabled: boolean;
+};
+
+/**
+ * Describes the message servers.v1.SetPullEnabledRequest.
+ * Use `create(SetPullEnabledRequestSchema)` to create a new message.
+ */
+export const SetPullEnabledRequestSchema: GenMessage<SetPullEnabledRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 35);
+
+/**
+ * @generated from message servers.v1.SetPullEnabledResponse
+ */
+export type SetPullEnabledResponse = Message<"servers.v1.SetPullEnabledResponse"> & {
+  /**
+   * @generated from field: servers.v1.Server server = 1;
+   */
+  server?: Server | undefined;
+};
+
+/**
+ * Describes the message servers.v1.SetPullEnabledResponse.
+ * Use `create(SetPullEnabledResponseSchema)` to create a new message.
+ */
+export const SetPullEnabledResponseSchema: GenMessage<SetPullEnabledResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 36);
+
+/**
+ * @generated from message servers.v1.RotatePullSecretRequest
+ */
+export type RotatePullSecretRequest = Message<"servers.v1.RotatePullSecretRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Overlap during which older pull secrets stay valid; 0 means the default (24 h).
+   *
+   * @generated from field: int64 grace_seconds = 2;
+   */
+  graceSeconds: bigint;
+};
+
+/**
+ * Describes the message servers.v1.RotatePullSecretRequest.
+ * Use `create(RotatePullSecretRequestSchema)` to create a new message.
+ */
+export const RotatePullSecretRequestSchema: GenMessage<RotatePullSecretRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 37);
+
+/**
+ * @generated from message servers.v1.RotatePullSecretResponse
+ */
+export type RotatePullSecretResponse = Message<"servers.v1.RotatePullSecretResponse"> & {
+  /**
+   * @generated from field: servers.v1.SecretInfo info = 1;
+   */
+  info?: SecretInfo | undefined;
+
+  /**
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message servers.v1.RotatePullSecretResponse.
+ * Use `create(RotatePullSecretResponseSchema)` to create a new message.
+ */
+export const RotatePullSecretResponseSchema: GenMessage<RotatePullSecretResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 38);
+
+/**
+ * @generated from message servers.v1.RevealPullSecretRequest
+ */
+export type RevealPullSecretRequest = Message<"servers.v1.RevealPullSecretRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+};
+
+/**
+ * Describes the message servers.v1.RevealPullSecretRequest.
+ * Use `create(RevealPullSecretRequestSchema)` to create a new message.
+ */
+export const RevealPullSecretRequestSchema: GenMessage<RevealPullSecretRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 39);
+
+/**
+ * @generated from message servers.v1.RevealPullSecretResponse
+ */
+export type RevealPullSecretResponse = Message<"servers.v1.RevealPullSecretResponse"> & {
+  /**
+   * @generated from field: servers.v1.SecretInfo info = 1;
+   */
+  info?: SecretInfo | undefined;
+
+  /**
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message servers.v1.RevealPullSecretResponse.
+ * Use `create(RevealPullSecretResponseSchema)` to create a new message.
+ */
+export const RevealPullSecretResponseSchema: GenMessage<RevealPullSecretResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 40);
+
+/**
+ * @generated from message servers.v1.ResolvePullKeysRequest
+ */
+export type ResolvePullKeysRequest = Message<"servers.v1.ResolvePullKeysRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+};
+
+/**
+ * Describes the message servers.v1.ResolvePullKeysRequest.
+ * Use `create(ResolvePullKeysRequestSchema)` to create a new message.
+ */
+export const ResolvePullKeysRequestSchema: GenMessage<ResolvePullKeysRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 41);
+
+/**
+ * @generated from message servers.v1.ResolvePullKeysResponse
+ */
+export type ResolvePullKeysResponse = Message<"servers.v1.ResolvePullKeysResponse"> & {
+  /**
+   * @generated from field: servers.v1.PullKeyStatus status = 1;
+   */
+  status: PullKeyStatus;
+
+  /**
+   * Active pull secrets, newest first.
+   *
+   * @generated from field: repeated servers.v1.SigningKey keys = 2;
+   */
+  keys: SigningKey[];
+};
+
+/**
+ * Describes the message servers.v1.ResolvePullKeysResponse.
+ * Use `create(ResolvePullKeysResponseSchema)` to create a new message.
+ */
+export const ResolvePullKeysResponseSchema: GenMessage<ResolvePullKeysResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 42);
+
+/**
  * SigningKeyStatus says whether a server can accept signed referral events.
  *
  * @generated from enum servers.v1.SigningKeyStatus
@@ -752,6 +1006,39 @@ export enum SigningKeyStatus {
  */
 export const SigningKeyStatusSchema: GenEnum<SigningKeyStatus> = /*@__PURE__*/
   enumDesc(file_servers_v1_servers, 0);
+
+/**
+ * PullKeyStatus says whether a server's pull API accepts signed requests.
+ *
+ * @generated from enum servers.v1.PullKeyStatus
+ */
+export enum PullKeyStatus {
+  /**
+   * @generated from enum value: PULL_KEY_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: PULL_KEY_STATUS_OK = 1;
+   */
+  OK = 1,
+
+  /**
+   * @generated from enum value: PULL_KEY_STATUS_UNKNOWN_SERVER = 2;
+   */
+  UNKNOWN_SERVER = 2,
+
+  /**
+   * @generated from enum value: PULL_KEY_STATUS_PULL_DISABLED = 3;
+   */
+  PULL_DISABLED = 3,
+}
+
+/**
+ * Describes the enum servers.v1.PullKeyStatus.
+ */
+export const PullKeyStatusSchema: GenEnum<PullKeyStatus> = /*@__PURE__*/
+  enumDesc(file_servers_v1_servers, 1);
 
 /**
  * ServerAdminService manages game servers, their referral secrets and their
@@ -891,6 +1178,54 @@ export const ServerAdminService: GenService<{
     methodKind: "unary";
     input: typeof EnableCallbackRequestSchema;
     output: typeof EnableCallbackResponseSchema;
+  },
+  /**
+   * SetVotifierSettings turns the Votifier v2 transport on (host set) or off (empty host). Dashboard (owner).
+   *
+   * @generated from rpc servers.v1.ServerAdminService.SetVotifierSettings
+   */
+  setVotifierSettings: {
+    methodKind: "unary";
+    input: typeof SetVotifierSettingsRequestSchema;
+    output: typeof SetVotifierSettingsResponseSchema;
+  },
+  /**
+   * SetPullEnabled turns the signed pull API on or off; turning it on creates a pull secret when none is active.
+   *
+   * @generated from rpc servers.v1.ServerAdminService.SetPullEnabled
+   */
+  setPullEnabled: {
+    methodKind: "unary";
+    input: typeof SetPullEnabledRequestSchema;
+    output: typeof SetPullEnabledResponseSchema;
+  },
+  /**
+   * RotatePullSecret creates a new psec_ secret; older ones stay valid for the grace period.
+   *
+   * @generated from rpc servers.v1.ServerAdminService.RotatePullSecret
+   */
+  rotatePullSecret: {
+    methodKind: "unary";
+    input: typeof RotatePullSecretRequestSchema;
+    output: typeof RotatePullSecretResponseSchema;
+  },
+  /**
+   * @generated from rpc servers.v1.ServerAdminService.RevealPullSecret
+   */
+  revealPullSecret: {
+    methodKind: "unary";
+    input: typeof RevealPullSecretRequestSchema;
+    output: typeof RevealPullSecretResponseSchema;
+  },
+  /**
+   * ResolvePullKeys is for the gateway only: whether the server's pull API is on, and its active pull secrets.
+   *
+   * @generated from rpc servers.v1.ServerAdminService.ResolvePullKeys
+   */
+  resolvePullKeys: {
+    methodKind: "unary";
+    input: typeof ResolvePullKeysRequestSchema;
+    output: typeof ResolvePullKeysResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_servers_v1_servers, 0);

@@ -1,5 +1,5 @@
 -- DropIndex
-DROP INDEX "deliveries_heart_id_server_id_key";
+DROP INDEX "deliveries_heart_id_server_id_transport_key";
 
 -- AlterTable (existing rows are all heart.counted: their key is their heart_id)
 ALTER TABLE "deliveries" ADD COLUMN     "dedup_key" TEXT;
@@ -30,16 +30,18 @@ CREATE TABLE "callback_health" (
     CONSTRAINT "callback_health_pkey" PRIMARY KEY ("server_id")
 );
 
--- Backfill: last success and last failure of every server that had attempts (no failure run: never auto-disabled by history).
+-- Backfill: last success and last failure of every server's callback endpoint that had attempts
+-- (no failure run: history never auto-disables).
 INSERT INTO "callback_health" ("server_id", "last_success_at", "last_failure_at")
-SELECT "server_id", max("started_at") FILTER (WHERE "succeeded"), max("started_at") FILTER (WHERE NOT "succeeded")
-FROM "delivery_attempts" WHERE "server_id" IS NOT NULL GROUP BY "server_id";
+SELECT a."server_id", max(a."started_at") FILTER (WHERE a."succeeded"), max(a."started_at") FILTER (WHERE NOT a."succeeded")
+FROM "delivery_attempts" a JOIN "deliveries" d ON d."id" = a."delivery_id"
+WHERE a."server_id" IS NOT NULL AND d."transport" = 'callback' GROUP BY a."server_id";
 
 -- CreateIndex
 CREATE INDEX "deliveries_heart_id_idx" ON "deliveries"("heart_id");
 
 -- CreateIndex
-CREATE UNIQUE INDEX "deliveries_server_id_dedup_key_key" ON "deliveries"("server_id", "dedup_key");
+CREATE UNIQUE INDEX "deliveries_server_id_transport_dedup_key_key" ON "deliveries"("server_id", "transport", "dedup_key");
 
 -- CreateIndex
 CREATE INDEX "delivery_attempts_server_id_started_at_idx" ON "delivery_attempts"("server_id", "started_at");

@@ -1,0 +1,66 @@
+import type { PrismaClient } from "../shared/db.js";
+import type { Logger } from "../shared/log.js";
+import type { SecretBox } from "../shared/secrets.js";
+import { GONE_ERROR, sendCallback, signCallback, toHttpExchange, type HeartEventType } from "./send-callback.js";
+import { loadCallbackSecrets, readStreakAtDelivery } from "./store.js";
+import type { Transport } from "./transport.js";
+
+/** The signed HTTP reward callback as a transport. */
+export function createCallbackTransport(deps: {
+  prisma: PrismaClient;
+  secretBox: SecretBox;
+  log: Logger;
+  now: () => Date;
+  timeoutMs: number;
+  allowInsecure: boolean;
+}): Transport {
+  return {
+    async send(delivery) {
+      const url = delivery.callbackUrl;
+      const secrets = await loadCallbackSecrets(deps.prisma, deps.secretBox, delivery.serverId, deps.now());
+      // The secret was revoked (or the URL removed) after the claim: hold the delivery like any server without them.
+      if (url === null || secrets.length === 0) return { kind: "held", reason: "no callback URL or no active callback secret" };
+      const startedAt = deps.now();
+      let streakDay: number | undefined;
+      try {
+        // heart.test has no voter: never a streak_day.
+        if (delivery.eventType === "heart.counted") streakDay = await readStreakAtDelivery(deps.prisma, delivery.serverId, delivery.voterIdentity, startedAt);
+      } catch (error) {
+        // Failure policy: streak_day is optional; when it cannot be read the field is omitted rather than the callback delayed.
+        deps.log.warn({ err: error, deliveryId: delivery.id }, "streak unavailable; omitting streak_day");
+      }
+      const signed = signCallback({
+        url,
+        fields: {
+          event: delivery.eventType as HeartEventType,
+          serverId: delivery.serverId,
+          username: delivery.username,
+          heartId: delivery.heartId,
+          period: delivery.period,
+          ...(streakDay === undefined ? {} : { streakDay }),
+        },
+        secretsNewestFirst: secrets,
+        standardWebhooks: delivery.standardWebhooks,
+        t: Math.floor(startedAt.getTime() / 1000),
+      });
+      const outcome = await sendCallback(signed, { timeoutMs: deps.timeoutMs, allowInsecure: deps.allowInsecure, now: deps.now });
+      const exchange = { ...toHttpExchange(signed, outcome), signedString: signed.canonicalString };
+      switch (outcome.kind) {
+        case "delivered":
+          return { kind: "delivered", target: url, statusCode: outcome.status, latencyMs: outcome.latencyMs, exchange };
+        case "gone":
+          return { kind: "gone", target: url, statusCode: 410, latencyMs: outcome.latencyMs, error: GONE_ERROR, exchange };
+        case "failed":
+          return {
+            kind: "failed",
+            target: url,
+            statusCode: outcome.status ?? null,
+            error: outcome.error,
+            latencyMs: outcome.latencyMs,
+            exchange,
+            ...(outcome.retryAfterMs === undefined ? {} : { retryAfterMs: outcome.retryAfterMs }),
+          };
+      }
+    },
+  };
+}

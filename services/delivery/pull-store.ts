@@ -1,0 +1,126 @@
+import type { PrismaClient } from "../shared/db.js";
+import { DomainError } from "../shared/errors.js";
+
+/**
+ * The pull transport: counted hearts of a server whose pull API is on are stored
+ * as `pull` deliveries (by the consumer, like every delivery) and wait, pending,
+ * until the owner claims them by heart_id through the gateway's signed pull API.
+ * A claim marks the delivery delivered and records it in the attempt log.
+ */
+
+/** Hearts per page when the caller gives no limit, and the most one page may hold. */
+export const DEFAULT_PULL_PAGE = 100;
+export const MAX_PULL_PAGE = 500;
+/** The most heart ids one claim may carry. */
+export const MAX_PULL_CLAIM = 500;
+/** What the attempt log shows as the target of a claim. */
+export const PULL_CLAIM_TARGET = "pull API claim";
+
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** One heart waiting to be claimed. */
+export interface PullHeartRow {
+  heartId: string;
+  username: string;
+  period: string;
+  countedAt: Date;
+  streakDay: number | null;
+}
+
+/** A page position: after this (created_at, id). */
+interface PullCursor {
+  createdAt: Date;
+  id: string;
+}
+
+/** Opaque cursor text: base64url of `<created_at ISO>|<delivery id>`. */
+export function encodePullCursor(cursor: PullCursor): string {
+  return Buffer.from(`${cursor.createdAt.toISOString()}|${cursor.id}`, "utf8").toString("base64url");
+}
+
+/** Parses a cursor; throws invalid_argument `cursor is not valid` for anything else. */
+export function decodePullCursor(text: string): PullCursor {
+  const [iso = "", id = ""] = Buffer.from(text, "base64url").toString("utf8").split("|");
+  const createdAt = new Date(iso);
+  if (!UUID_PATTERN.test(id) || Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== iso) {
+    throw new DomainError("invalid_argument", "cursor is not valid");
+  }
+  return { createdAt, id };
+}
+
+/** The page size: 0 means the default; 1..MAX_PULL_PAGE otherwise. */
+export function toPullLimit(limit: number): number {
+  if (limit === 0) return DEFAULT_PULL_PAGE;
+  if (!Number.isInteger(limit) || limit < 0 || limit > MAX_PULL_PAGE) throw new DomainError("invalid_argument", `limit must be between 1 and ${MAX_PULL_PAGE}`);
+  return limit;
+}
+
+/**
+ * A page of the server's unclaimed hearts, oldest first (by when the delivery was
+ * stored, then id), after `cursor`. `nextCursor` is null on the last page. Claiming
+ * removes hearts from later listings; the cursor stays valid across claims.
+ */
+export async function listPullHearts(
+  prisma: PrismaClient,
+  q: { serverId: string; cursor: string; limit: number },
+): Promise<{ hearts: PullHeartRow[]; nextCursor: string | null }> {
+  const after = q.cursor === "" ? null : decodePullCursor(q.cursor);
+  const rows = await prisma.$queryRaw<
+    Array<{ id: string; created_at: Date; heart_id: string; username: string; period: string; counted_at: Date; streak_day: number | null }>
+  >`
+    SELECT id::text, created_at, heart_id::text, username, period, counted_at, streak_day
+    FROM deliveries
+    WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending'
+      AND (${after === null} OR (created_at, id) > (${after?.createdAt ?? new Date(0)}::timestamptz, ${after?.id ?? "00000000-0000-0000-0000-000000000000"}::uuid))
+    ORDER BY created_at, id
+    LIMIT ${q.limit + 1}`;
+  const page = rows.slice(0, q.limit);
+  const last = page[page.length - 1];
+  return {
+    hearts: page.map((r) => ({ heartId: r.heart_id, username: r.username, period: r.period, countedAt: new Date(r.counted_at), streakDay: r.streak_day })),
+    nextCursor: rows.length > q.limit && last ? encodePullCursor({ createdAt: new Date(last.created_at), id: last.id }) : null,
+  };
+}
+
+/** What claiming one heart_id did. */
+export type PullClaimStatus = "claimed" | "already_claimed" | "unknown";
+
+/**
+ * Claims hearts by heart_id, idempotently: a pending pull delivery of this server
+ * becomes delivered (with one attempt recorded, in the same statement), one
+ * already delivered is `already_claimed`, anything else (another server's heart,
+ * not a uuid, no pull delivery) is `unknown`. Concurrent claims of the same heart:
+ * the conditional update lets exactly one of them claim it.
+ */
+export async function claimPullHearts(
+  prisma: PrismaClient,
+  q: { serverId: string; heartIds: string[]; now: Date },
+): Promise<Array<{ heartId: string; status: PullClaimStatus }>> {
+  if (q.heartIds.length > MAX_PULL_CLAIM) throw new DomainError("invalid_argument", `heart_ids must hold at most ${MAX_PULL_CLAIM} ids`);
+  const ids = [...new Set(q.heartIds.filter((id) => UUID_PATTERN.test(id)).map((id) => id.toLowerCase()))];
+  const claimed = new Set<string>();
+  const delivered = new Set<string>();
+  if (ids.length > 0) {
+    const rows = await prisma.$queryRaw<Array<{ heart_id: string; claimed: boolean }>>`
+      WITH claimed AS (
+        UPDATE deliveries
+        SET status = 'delivered', delivered_at = ${q.now}::timestamptz, attempts = attempts + 1, lease_until = NULL, last_error = NULL
+        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending' AND heart_id = ANY(${ids}::uuid[])
+        RETURNING id, heart_id
+      ), logged AS (
+        INSERT INTO delivery_attempts (delivery_id, attempt, url, started_at, status_code, latency_ms, error)
+        SELECT c.id, (SELECT count(*)::int + 1 FROM delivery_attempts a WHERE a.delivery_id = c.id), ${PULL_CLAIM_TARGET}, ${q.now}::timestamptz, NULL, 0, NULL
+        FROM claimed c
+      )
+      SELECT heart_id::text, true AS claimed FROM claimed
+      UNION ALL
+      SELECT heart_id::text, false AS claimed FROM deliveries
+      WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND heart_id = ANY(${ids}::uuid[])
+        AND heart_id NOT IN (SELECT heart_id FROM claimed)`;
+    for (const row of rows) (row.claimed ? claimed : delivered).add(row.heart_id);
+  }
+  return q.heartIds.map((heartId) => {
+    const id = heartId.toLowerCase();
+    return { heartId, status: claimed.has(id) ? "claimed" : delivered.has(id) ? "already_claimed" : "unknown" };
+  });
+}

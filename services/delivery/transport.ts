@@ -1,0 +1,27 @@
+import type { AttemptExchange } from "./attempt-exchange.js";
+import type { ClaimedDelivery } from "./store.js";
+
+/**
+ * A delivery transport: how one claimed delivery reaches the owner. The pipeline
+ * (consumer -> deliveries table -> dispatcher claim -> send -> recorded attempt ->
+ * retry schedule) is the same for every transport; only `send` differs.
+ */
+export interface Transport {
+  /** Makes one attempt. Never throws for I/O outcomes. */
+  send(delivery: ClaimedDelivery): Promise<AttemptOutcome>;
+}
+
+/** The transports the dispatcher sends over (pull deliveries are claimed by the owner, never sent). */
+export type SentTransport = "callback" | "votifier";
+
+/**
+ * How one attempt ended. `target` names where it went (the callback URL, or votifier://host:port);
+ * `exchange` is exactly what was sent and what came back, for the attempt log.
+ */
+export type AttemptOutcome =
+  | { kind: "delivered"; target: string; statusCode: number | null; latencyMs: number; exchange: AttemptExchange }
+  /** HTTP 410 from a callback receiver: the server's callback is disabled and its deliveries held. */
+  | { kind: "gone"; target: string; statusCode: 410; latencyMs: number; error: string; exchange: AttemptExchange }
+  | { kind: "failed"; target: string; statusCode: number | null; error: string; latencyMs: number; retryAfterMs?: number; exchange: AttemptExchange }
+  /** Nothing was sent (for example the callback secret was revoked after the claim): the lease is given back. */
+  | { kind: "held"; reason: string };

@@ -21,6 +21,7 @@ import { OWNER_NOTIFICATIONS_TOPIC } from "../../services/shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
+import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 import { createTestClock, insertSecret, insertServer, startHarness, type Harness, type TestClock } from "./delivery-harness.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -437,4 +438,31 @@ test.serial("owner notifications reach real Kafka: the relay publishes them on o
   // The relay publishes before it commits, so the reader may see the message a moment before the row is marked.
   await eventually(async () => (await h.db.prisma.outboxMessage.count({ where: { key: serverId, publishedAt: null } })) === 0, { timeoutMs: 30_000, message: "the outbox row marked published" });
   t.pass();
+});
+
+test.serial("a Votifier attempt stores its exchange too (the signed payload, the greeting and the answer; never the token) and leaves the callback endpoint's health alone", async (t) => {
+  const { h, dispatcher } = await world(t);
+  const token = "nvtoken-exchange-test-4k2m9x";
+  const r = await startVotifierReceiver({ tokens: { default: token } });
+  t.teardown(() => r.close());
+  const serverId = await insertServer(h.db.prisma, { name: "Votifier only" });
+  await h.db.prisma.server.update({
+    where: { id: serverId },
+    data: { votifierHost: r.host, votifierPort: r.port, votifierServiceName: "HeartsList", votifierToken: h.deps.secretBox.seal(token) },
+  });
+  const heartId = await addDelivery(h, serverId, "Alex");
+  dispatcher().start();
+  await r.waitForVotes(1);
+  const attempt = await until(() =>
+    h.db.prisma.deliveryAttempt.findFirst({ where: { delivery: { heartId, transport: "votifier" } } }).then((a) => a ?? undefined),
+  );
+  t.true(attempt.succeeded);
+  t.regex(attempt.url, /^votifier:\/\//);
+  t.deepEqual(attempt.requestHeaders, {});
+  t.true((attempt.requestBody ?? "").includes('"username":"Alex"'), attempt.requestBody ?? "");
+  t.regex(attempt.responseBody ?? "", /^VOTIFIER 2 \S+\n.*"status":"ok"/s);
+  t.false(JSON.stringify(attempt, (_, v: unknown) => (typeof v === "bigint" ? String(v) : v)).includes(token), "the token is never stored");
+  const { attempts } = await h.delivery.getDelivery({ deliveryId: attempt.deliveryId, serverId });
+  t.true(attempts[0]!.responseReceived);
+  t.is(await h.db.prisma.callbackHealth.count({ where: { serverId } }), 0, "not the callback endpoint's health");
 });

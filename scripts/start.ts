@@ -193,7 +193,7 @@ async function main() {
     pollIntervalMs: config.dispatch.pollIntervalMs,
     registry: metrics.registry,
   });
-  const consumer = createDeliveryConsumer({ bus, prisma, log, onStored: () => dispatcher.wake() });
+  const consumer = createDeliveryConsumer({ bus, prisma, log, onStored: () => dispatcher.wake(), registry: metrics.registry });
 
   let draining = false;
   let started = false;
@@ -202,6 +202,8 @@ async function main() {
       // Ready only once the demo is seeded and the banner printed, so a probe never races the example.
       { name: "startup", check: async () => { if (!started) throw new Error("starting"); } },
       ...readinessChecks({ prisma, bus, busName: config.kafkaBrokers.length > 0 ? "kafka" : "bus" }),
+      { name: "relay", check: () => relay.checkProgress() },
+      { name: "consumer", check: () => consumer.checkProgress() },
     ],
     metrics,
     isDraining: () => draining,

@@ -69,6 +69,14 @@ export type ServerRanking = Prisma.ServerRankingModel
  */
 export type OutboxMessage = Prisma.OutboxMessageModel
 /**
+ * Model DeadLetter
+ * A row or message set aside because it can never be published or decoded (poison),
+ * with its reason and the original bytes. The relay moves an outbox row here in the
+ * same transaction that marks the rest of its batch published; the delivery consumer
+ * stores an undecodable hearts message here before committing its offset.
+ */
+export type DeadLetter = Prisma.DeadLetterModel
+/**
  * Model Delivery
  * A heart to deliver: one per (heart, server, transport) for heart.counted, one per send for heart.test.
  */

@@ -49,6 +49,11 @@ export interface PostgresInstance {
   baseDir: string;
   /** Stops the server (`pg_ctl stop -m fast`) and deletes {@link baseDir}. Idempotent. */
   stop(): Promise<void>;
+  /**
+   * Restarts the server on the same port and data (`pg_ctl restart -m fast`: open
+   * connections are terminated) and resolves once it accepts connections again.
+   */
+  restart(): Promise<void>;
 }
 
 const DEFAULT_OS_USER = 'postgres';
@@ -150,6 +155,13 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
       port,
       baseDir,
       stop: () => (stopped ??= stopCluster(cluster, log)),
+      async restart() {
+        const restartedAtMs = Date.now();
+        // pg_ctl restart reuses the command-line options of the running server (postmaster.opts).
+        await runChecked(runAs, pgCtl, ['restart', '-D', dataDir, '-l', logFile, '-m', 'fast', '-w', '-t', String(Math.max(1, Math.ceil(startTimeoutMs / 1000))), '-s'], baseDir);
+        await waitUntilAcceptingConnections(url, Date.now() + startTimeoutMs);
+        log(`postgres restarted in ${Date.now() - restartedAtMs} ms`);
+      },
     };
   } catch (error) {
     // Failure policy: never leak a half-started cluster or its temp dir; clean up, then surface the original error.

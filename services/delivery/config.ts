@@ -4,7 +4,7 @@ import type { SecretBox } from "../shared/secrets.js";
 import { DEFAULT_DISPATCH_CONCURRENCY, DEFAULT_PER_SERVER_CONCURRENCY, DEFAULT_POLL_INTERVAL_MS } from "./dispatcher.js";
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "./send-callback.js";
-import { DELIVERY_CONSUMER_GROUP } from "./consumer.js";
+import { DEFAULT_CONSUMER_STUCK_AFTER_MS, DELIVERY_CONSUMER_GROUP } from "./consumer.js";
 import type { EnvReader } from "../shared/config.js";
 
 /** Dispatcher settings shared by the delivery process and the all-in-one mode. */
@@ -25,6 +25,7 @@ export interface DeliveryConfig extends DispatchSettings {
   host: string;
   opsPort: number;
   groupId: string;
+  consumerStuckAfterMs: number;
 }
 
 /** Reads DELIVERY_RETRY_SCHEDULE (the dispatcher's, and the referral service's for test callbacks). */
@@ -63,6 +64,7 @@ export function loadDeliveryConfig(env: Record<string, string | undefined> = pro
     host: r.string("HOST", "127.0.0.1"),
     opsPort: readPort(r, "OPS_PORT", 9083),
     groupId: r.string("KAFKA_GROUP_ID", DELIVERY_CONSUMER_GROUP),
+    consumerStuckAfterMs: r.int("CONSUMER_STUCK_AFTER_MS", DEFAULT_CONSUMER_STUCK_AFTER_MS, { min: 1_000, max: 3_600_000 }),
     ...readDispatchSettings(r),
   };
   return r.finish(config as DeliveryConfig);

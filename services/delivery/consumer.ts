@@ -1,13 +1,17 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { EnvelopeSchema, type Envelope } from "../../gen/proto/events/v1/events_pb.js";
+import type { Registry } from "prom-client";
 import { HEARTS_TOPIC, type EventBus, type ReceivedMessage, type Subscription } from "../shared/bus.js";
 import type { PrismaClient } from "../shared/db.js";
+import { createDeadLetterCounter, storeDeadMessage } from "../shared/dead-letters.js";
 import type { Logger } from "../shared/log.js";
 import { insertDelivery, type NewDelivery } from "./store.js";
 
 /** The default consumer group of the delivery service. */
 export const DELIVERY_CONSUMER_GROUP = "delivery.v1";
+/** Default of CONSUMER_STUCK_AFTER_MS: readiness fails after this long without progress while messages wait. */
+export const DEFAULT_CONSUMER_STUCK_AFTER_MS = 60_000;
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -21,6 +25,16 @@ export interface DeliveryConsumerOptions {
   topic?: string;
   /** Called after a delivery row was stored, so a dispatcher in the same process can claim it at once. */
   onStored?: () => void;
+  /** Registry for the dead-letter counter; none when omitted. */
+  registry?: Registry;
+  /**
+   * `checkProgress` fails when one message has been in its handler this long, or
+   * when messages wait (consumer lag) and none was handled for this long.
+   * Default DEFAULT_CONSUMER_STUCK_AFTER_MS.
+   */
+  stuckAfterMs?: number;
+  /** The clock (milliseconds). */
+  nowMs?: () => number;
 }
 
 /** A consumer that can be started and stopped. */
@@ -29,10 +43,15 @@ export interface DeliveryConsumer {
   stop(): Promise<void>;
   /** Handles one message (exposed for tests of poison handling and idempotency). */
   handle(message: ReceivedMessage): Promise<void>;
+  /** Readiness: throws with the reason when the consumer is stuck. */
+  checkProgress(): Promise<void>;
 }
 
 /** What decoding a message gave. */
-export type DecodedMessage = { kind: "delivery"; delivery: NewDelivery; eventId: string } | { kind: "ignored"; type: string } | { kind: "poison"; error: string };
+export type DecodedMessage =
+  | { kind: "delivery"; delivery: NewDelivery; eventId: string }
+  | { kind: "ignored"; type: string }
+  | { kind: "poison"; code: "undecodable" | "incomplete"; error: string };
 
 /**
  * Decodes a hearts topic message. `heart.counted` with a complete payload becomes
@@ -45,15 +64,15 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
     envelope = fromBinary(EnvelopeSchema, value);
   } catch (error) {
     // Failure policy: an undecodable message can never succeed; report it as poison so it is skipped, not retried forever.
-    return { kind: "poison", error: `undecodable envelope: ${(error as Error).message}` };
+    return { kind: "poison", code: "undecodable", error: `undecodable envelope: ${(error as Error).message}` };
   }
   if (envelope.type !== "heart.counted") return { kind: "ignored", type: envelope.type };
-  if (envelope.payload.case !== "heartCounted") return { kind: "poison", error: "heart.counted without a heartCounted payload" };
+  if (envelope.payload.case !== "heartCounted") return { kind: "poison", code: "incomplete", error: "heart.counted without a heartCounted payload" };
   const h = envelope.payload.value;
   const serverId = h.serverId || envelope.serverId;
-  if (!UUID_PATTERN.test(h.heartId) || !UUID_PATTERN.test(serverId)) return { kind: "poison", error: "heart_id or server_id is not a uuid" };
+  if (!UUID_PATTERN.test(h.heartId) || !UUID_PATTERN.test(serverId)) return { kind: "poison", code: "incomplete", error: "heart_id or server_id is not a uuid" };
   if (h.username === "" || h.voterIdentity === "" || !/^[0-9]{4}-[0-9]{2}$/.test(h.period)) {
-    return { kind: "poison", error: "heart.counted payload is missing username, voter_identity or period" };
+    return { kind: "poison", code: "incomplete", error: "heart.counted payload is missing username, voter_identity or period" };
   }
   const countedAt = h.countedAt ?? envelope.occurredAt;
   return {
@@ -76,19 +95,37 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
  * Subscribes to the hearts topic and turns each `heart.counted` into a stored
  * delivery row (idempotent per heart and server), then resolves so the bus commits
  * the offset. It never does HTTP: the dispatcher sends, so a slow receiver never
- * blocks a partition. Database errors throw, leaving the offset uncommitted so
- * the message comes again.
+ * blocks a partition. A message that cannot be decoded is stored in `dead_letters`
+ * (with its reason and bytes) and counted, then committed. Database errors throw,
+ * leaving the offset uncommitted so the message comes again.
  */
 export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryConsumer {
   const topic = opts.topic ?? HEARTS_TOPIC;
   const groupId = opts.groupId ?? DELIVERY_CONSUMER_GROUP;
+  const stuckAfterMs = opts.stuckAfterMs ?? DEFAULT_CONSUMER_STUCK_AFTER_MS;
+  const nowMs = opts.nowMs ?? Date.now;
+  const deadLetters = opts.registry ? createDeadLetterCounter(opts.registry) : undefined;
   let subscription: Subscription | undefined;
+  /** When a message was last handled (or the consumer started). */
+  let lastProgressAt = nowMs();
+  /** Messages in their handler now, with when each started. */
+  const inFlight = new Map<ReceivedMessage, number>();
 
-  const handle = async (message: ReceivedMessage): Promise<void> => {
+  const handleMessage = async (message: ReceivedMessage): Promise<void> => {
     const decoded = decodeHeartMessage(message.value);
     if (decoded.kind === "poison") {
-      // Failure policy: skip and log poison messages (with their coordinates to find them again); blocking the partition would stop every server's callbacks.
-      opts.log.error({ topic: message.topic, partition: message.partition, offset: message.offset, error: decoded.error }, "skipping poison message");
+      // Failure policy: a poison message can never succeed; store it aside (a redelivery adds nothing) and commit, so the partition keeps moving.
+      const added = await storeDeadMessage(opts.prisma, {
+        topic: message.topic,
+        partition: message.partition,
+        offset: message.offset,
+        key: message.key,
+        value: message.value,
+        code: decoded.code,
+        reason: decoded.error,
+      });
+      if (added) deadLetters?.inc({ source: "delivery", topic: message.topic, code: decoded.code });
+      opts.log.error({ topic: message.topic, partition: message.partition, offset: message.offset, code: decoded.code, error: decoded.error }, "poison message moved to dead_letters");
       return;
     }
     if (decoded.kind === "ignored") {
@@ -105,10 +142,40 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
     opts.onStored?.();
   };
 
+  const handle = async (message: ReceivedMessage): Promise<void> => {
+    inFlight.set(message, nowMs());
+    try {
+      await handleMessage(message);
+      lastProgressAt = nowMs();
+    } finally {
+      inFlight.delete(message);
+    }
+  };
+
+  /**
+   * Stuck: one message has been in its handler for `stuckAfterMs`, or messages wait
+   * (the group's lag, when the bus reports it) and none was handled for `stuckAfterMs`.
+   */
+  const checkProgress = async (): Promise<void> => {
+    const now = nowMs();
+    for (const [message, since] of inFlight) {
+      if (now - since > stuckAfterMs) {
+        throw new Error(`consumer stuck: message ${message.topic}/${message.partition}@${message.offset} in its handler for ${Math.round((now - since) / 1000)} s`);
+      }
+    }
+    if (!subscription || now - lastProgressAt <= stuckAfterMs) return;
+    const lag = await opts.bus.lag?.(groupId, [topic]);
+    if (lag !== undefined && lag > 0) {
+      throw new Error(`consumer stuck: ${lag} messages wait on ${topic} and none was handled for ${Math.round((now - lastProgressAt) / 1000)} s`);
+    }
+  };
+
   return {
     handle,
+    checkProgress,
     async start() {
       if (subscription) return;
+      lastProgressAt = nowMs();
       subscription = await opts.bus.subscribe({ groupId, topics: [topic], handler: handle, fromBeginning: true });
     },
     async stop() {

@@ -32,10 +32,18 @@ runMain(log, async () => {
     pollIntervalMs: config.pollIntervalMs,
     registry: metrics.registry,
   });
-  const consumer = createDeliveryConsumer({ bus, prisma, log, groupId: config.groupId, onStored: () => dispatcher.wake() });
+  const consumer = createDeliveryConsumer({
+    bus,
+    prisma,
+    log,
+    groupId: config.groupId,
+    onStored: () => dispatcher.wake(),
+    registry: metrics.registry,
+    stuckAfterMs: config.consumerStuckAfterMs,
+  });
   let draining = false;
   const ops = createOpsServer({
-    checks: readinessChecks({ prisma, bus }),
+    checks: [...readinessChecks({ prisma, bus }), { name: "consumer", check: () => consumer.checkProgress() }],
     metrics,
     isDraining: () => draining,
   });

@@ -9,6 +9,7 @@ import { referralRoutes } from "../referral/routes.js";
 import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
+import { operatorRoutes } from "../operator/routes.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 
 /** Everything the referral service's RPCs need. */
@@ -25,6 +26,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     serverAdminRoutes(deps)(router);
     heartRoutes(deps)(router);
     deliveryRoutes(deps)(router);
+    operatorRoutes(deps)(router);
   };
 }
 

@@ -1,5 +1,6 @@
 import { createEnvReader } from "../shared/config.js";
 import { readDatabaseUrl, readKafkaBrokers, readPort } from "../shared/process-config.js";
+import { DEFAULT_RELAY_STUCK_AFTER_MS } from "./relay.js";
 
 /** Settings of the relay process, validated at start. */
 export interface RelayConfig {
@@ -9,6 +10,7 @@ export interface RelayConfig {
   opsPort: number;
   batchSize: number;
   pollIntervalMs: number;
+  stuckAfterMs: number;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -21,5 +23,6 @@ export function loadRelayConfig(env: Record<string, string | undefined> = proces
     opsPort: readPort(r, "OPS_PORT", 9082),
     batchSize: r.int("RELAY_BATCH_SIZE", 500, { min: 1, max: 10_000 }),
     pollIntervalMs: r.int("RELAY_POLL_INTERVAL_MS", 25, { min: 5, max: 60_000 }),
+    stuckAfterMs: r.int("RELAY_STUCK_AFTER_MS", DEFAULT_RELAY_STUCK_AFTER_MS, { min: 1_000, max: 3_600_000 }),
   });
 }

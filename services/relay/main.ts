@@ -18,10 +18,10 @@ runMain(log, async () => {
   const metrics = createMetrics("relay");
   const bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "relay", log });
   await ensureTopics(config.kafkaBrokers, [...ALL_TOPICS]);
-  const relay = createRelay({ prisma, bus, log, batchSize: config.batchSize, pollIntervalMs: config.pollIntervalMs, registry: metrics.registry });
+  const relay = createRelay({ prisma, bus, log, batchSize: config.batchSize, pollIntervalMs: config.pollIntervalMs, registry: metrics.registry, stuckAfterMs: config.stuckAfterMs });
   let draining = false;
   const ops = createOpsServer({
-    checks: readinessChecks({ prisma, bus }),
+    checks: [...readinessChecks({ prisma, bus }), { name: "relay", check: () => relay.checkProgress() }],
     metrics,
     isDraining: () => draining,
   });

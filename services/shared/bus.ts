@@ -36,11 +36,36 @@ export interface Subscription {
   stop(): Promise<void>;
 }
 
+/**
+ * The bus refused messages for what they are (too large, invalid record or topic),
+ * not because it is unavailable: sending the same messages again can never succeed.
+ * Any other publish error is retryable. `code` is the broker's error type, for
+ * example `MESSAGE_TOO_LARGE`.
+ */
+export class RejectedMessagesError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = "RejectedMessagesError";
+  }
+}
+
 export interface EventBus {
-  /** Publishes messages and resolves once the bus has durably accepted all of them. */
+  /**
+   * Publishes messages and resolves once the bus has durably accepted all of them.
+   * Throws RejectedMessagesError when the messages themselves are refused; some of a
+   * batch may have been written anyway (at least once).
+   */
   publish(topic: string, messages: BusMessage[]): Promise<void>;
   /** Subscribes a consumer group; each message is committed after its handler resolves. */
   subscribe(opts: { groupId: string; topics: string[]; handler: MessageHandler; fromBeginning?: boolean }): Promise<Subscription>;
+  /**
+   * Messages of `topics` not yet committed by `groupId` (the consumer lag), or
+   * undefined when the bus cannot tell.
+   */
+  lag?(groupId: string, topics: string[]): Promise<number | undefined>;
   /** Throws when the bus is unreachable; used by /readyz. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -1,5 +1,5 @@
-import { Kafka, logLevel, CompressionTypes, type Consumer, type Producer } from "kafkajs";
-import type { BusMessage, EventBus, MessageHandler, Subscription } from "./bus.js";
+import kafkajs, { Kafka, logLevel, CompressionTypes, type Consumer, type Producer } from "kafkajs";
+import { RejectedMessagesError, type BusMessage, type EventBus, type MessageHandler, type Subscription } from "./bus.js";
 import type { Logger } from "./log.js";
 
 /** Pause before a crashed consumer is recreated. */
@@ -7,8 +7,34 @@ const CONSUMER_RESTART_DELAY_MS = 2_000;
 /** Attempts of topic creation at start (a fresh broker may not host a new partition yet). */
 const ENSURE_TOPICS_ATTEMPTS = 8;
 
+/**
+ * Broker error types that refuse the messages themselves: resending them can never
+ * succeed. Every other error (broker down, leader moving, too few in-sync replicas)
+ * is retryable. Kafka error codes: 10, 18, 17, 87, 32.
+ */
+// kafkajs spreads its error classes into module.exports, which Node's CommonJS named-export detection cannot see.
+const { KafkaJSProtocolError } = kafkajs;
+
+const MESSAGE_REJECTION_TYPES = new Set(["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_TOPIC_EXCEPTION", "INVALID_RECORD", "INVALID_TIMESTAMP"]);
+
+/**
+ * A RejectedMessagesError when `error` (or one of its causes: kafkajs wraps errors in
+ * KafkaJSNonRetriableError / KafkaJSNumberOfRetriesExceeded) is a broker refusal of the
+ * messages; undefined otherwise. Classified by the protocol error's type, never its text.
+ */
+export function toRejectedMessages(error: unknown): RejectedMessagesError | undefined {
+  const seen = new Set<unknown>();
+  for (let current: unknown = error; current instanceof Error && !seen.has(current); current = current.cause) {
+    seen.add(current);
+    if (current instanceof KafkaJSProtocolError && MESSAGE_REJECTION_TYPES.has(current.type)) {
+      return new RejectedMessagesError(current.type, `${current.type}: ${current.message}`);
+    }
+  }
+  return undefined;
+}
+
 /** The one kafkajs wrapper: every process talks to Kafka through this bus. */
-export function createKafkaBus(opts: { brokers: string[]; clientId: string; log: Logger }): EventBus {
+export function createKafkaBus(opts: { brokers: string[]; clientId: string; log: Logger; retries?: number }): EventBus {
   const kafka = new Kafka({
     clientId: opts.clientId,
     brokers: opts.brokers,
@@ -17,7 +43,8 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
       const { message, ...extra } = log;
       opts.log[level === logLevel.ERROR ? "error" : "warn"]({ kafka: extra }, String(message));
     },
-    retry: { initialRetryTime: 200, retries: 8 },
+    // Tests that provoke retryable errors pass fewer retries, so a failed send surfaces sooner.
+    retry: { initialRetryTime: 200, retries: opts.retries ?? 8 },
   });
   let producer: Producer | undefined;
   let producerReady: Promise<Producer> | undefined;
@@ -27,6 +54,13 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
   let closed = false;
   const admin = kafka.admin();
   let adminConnected: Promise<void> | undefined;
+
+  const connectAdmin = (): Promise<void> =>
+    (adminConnected ??= admin.connect().catch((error: unknown) => {
+      // Failure policy: retry the admin connection on the next readiness probe or lag query.
+      adminConnected = undefined;
+      throw error;
+    }));
 
   const getProducer = (): Promise<Producer> => {
     producerReady ??= (async () => {
@@ -43,16 +77,51 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
     return producerReady;
   };
 
+  /**
+   * Drops the producer after a failed send. The idempotent producer rolls its sequence
+   * numbers back for every partition of a failed request, including partitions the broker
+   * did write, so reusing it could make the broker drop (as duplicates) or refuse (out of
+   * order) the next messages; a new producer gets a new producer id and fresh sequences.
+   */
+  const resetProducer = async (): Promise<void> => {
+    const stale = producerReady;
+    producerReady = undefined;
+    producer = undefined;
+    // Failure policy: a producer that fails to disconnect is abandoned; the next publish makes a new one.
+    await stale?.then((p) => p.disconnect()).catch(() => undefined);
+  };
+
   return {
     async publish(topic: string, messages: BusMessage[]) {
       if (messages.length === 0) return;
       const p = await getProducer();
-      await p.send({
-        topic,
-        acks: -1,
-        compression: CompressionTypes.None,
-        messages: messages.map((m) => ({ key: m.key, value: Buffer.from(m.value) })),
-      });
+      try {
+        await p.send({
+          topic,
+          acks: -1,
+          compression: CompressionTypes.None,
+          messages: messages.map((m) => ({ key: m.key, value: Buffer.from(m.value) })),
+        });
+      } catch (error) {
+        // Failure policy: start the next publish on a fresh producer; tell a refusal of these messages apart from an outage.
+        await resetProducer();
+        throw toRejectedMessages(error) ?? error;
+      }
+    },
+    async lag(groupId: string, topics: string[]) {
+      await connectAdmin();
+      let total = 0;
+      const committed = await admin.fetchOffsets({ groupId, topics });
+      for (const topic of topics) {
+        const ends = await admin.fetchTopicOffsets(topic);
+        const mine = committed.find((c) => c.topic === topic)?.partitions ?? [];
+        for (const end of ends) {
+          const at = Number(mine.find((p) => p.partition === end.partition)?.offset ?? "-1");
+          // -1: nothing committed yet; the group starts at the earliest retained offset.
+          total += Math.max(0, Number(end.high) - (at < 0 ? Number(end.low) : at));
+        }
+      }
+      return total;
     },
     async subscribe({ groupId, topics, handler, fromBeginning = true }: { groupId: string; topics: string[]; handler: MessageHandler; fromBeginning?: boolean }): Promise<Subscription> {
       let current: Consumer | undefined;
@@ -112,12 +181,7 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
       };
     },
     async ping() {
-      adminConnected ??= admin.connect().catch((error: unknown) => {
-        // Failure policy: retry the admin connection on the next readiness probe.
-        adminConnected = undefined;
-        throw error;
-      });
-      await adminConnected;
+      await connectAdmin();
       await admin.describeCluster();
       for (const isRunning of subscriptions) if (!isRunning()) throw new Error("a kafka consumer is being recreated after a crash");
     },

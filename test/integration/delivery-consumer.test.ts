@@ -78,7 +78,7 @@ test.serial("consumer idempotency: the same envelope delivered twice gives one d
   t.is(await h.db.prisma.delivery.count({ where: { heartId } }), 1);
 });
 
-test.serial("consumer: a poison message is logged and skipped; the messages after it are still processed", async (t) => {
+test.serial("consumer: a poison message is set aside in dead_letters; the messages after it are still processed", async (t) => {
   const { h, bus } = t.context;
   const serverId = await insertServer(h.db.prisma);
   const after = randomUUID();
@@ -87,7 +87,7 @@ test.serial("consumer: a poison message is logged and skipped; the messages afte
     { key: serverId, value: heartCountedEnvelope(serverId, after) },
   ]);
   await eventually(() => h.db.prisma.delivery.findFirst({ where: { heartId: after } }).then((d) => d ?? undefined), { timeoutMs: 30_000 });
-  t.pass();
+  t.is(await h.db.prisma.deadLetter.count({ where: { source: "delivery", topic: TOPIC, key: serverId, code: "undecodable" } }), 1);
 });
 
 test.serial("consumer: a heart for a server that no longer exists is skipped, not retried forever", async (t) => {

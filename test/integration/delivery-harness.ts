@@ -9,6 +9,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import type { DeliveryRouteDeps } from "../../services/delivery/routes.js";
 import type { RetrySchedule } from "../../services/delivery/retry-schedule.js";
@@ -44,6 +45,7 @@ export interface Harness {
   deps: CoreDeps & DeliveryRouteDeps;
   hearts: Client<typeof HeartService>;
   delivery: Client<typeof DeliveryService>;
+  operator: Client<typeof OperatorService>;
   admin: Client<typeof ServerAdminService>;
   close(): Promise<void>;
 }
@@ -85,6 +87,7 @@ export async function startHarness(
     deps,
     hearts: createClient(HeartService, transport),
     delivery: createClient(DeliveryService, transport),
+    operator: createClient(OperatorService, transport),
     admin: createClient(ServerAdminService, transport),
     async close() {
       await server.close();

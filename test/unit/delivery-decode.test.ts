@@ -52,16 +52,16 @@ test("consumer decode: heart.counted becomes a delivery with the heart's fields"
 
 test("consumer decode: bytes that are not an Envelope are poison (skipped, not retried)", (t) => {
   const decoded = decodeHeartMessage(new Uint8Array([0xff, 0xff, 0xff, 0x01, 0x02]));
-  t.is(decoded.kind, "poison");
+  t.like(decoded, { kind: "poison", code: "undecodable" });
 });
 
 test("consumer decode: a heart.counted with a non-uuid heart_id is poison", (t) => {
-  t.is(decodeHeartMessage(heartEnvelope({ heartId: "nope" })).kind, "poison");
+  t.like(decodeHeartMessage(heartEnvelope({ heartId: "nope" })), { kind: "poison", code: "incomplete" });
 });
 
 test("consumer decode: a heart.counted without username or period is poison", (t) => {
-  t.is(decodeHeartMessage(heartEnvelope({ username: "" })).kind, "poison");
-  t.is(decodeHeartMessage(heartEnvelope({ period: "March" })).kind, "poison");
+  t.like(decodeHeartMessage(heartEnvelope({ username: "" })), { kind: "poison", code: "incomplete" });
+  t.like(decodeHeartMessage(heartEnvelope({ period: "March" })), { kind: "poison", code: "incomplete" });
 });
 
 test("consumer decode: other event types are ignored", (t) => {

@@ -61,6 +61,7 @@ export const ModelName = {
   VoterState: 'VoterState',
   ServerRanking: 'ServerRanking',
   OutboxMessage: 'OutboxMessage',
+  DeadLetter: 'DeadLetter',
   Delivery: 'Delivery',
   DeliveryAttempt: 'DeliveryAttempt',
   CallbackHealth: 'CallbackHealth'
@@ -225,6 +226,25 @@ export const OutboxMessageScalarFieldEnum = {
 } as const
 
 export type OutboxMessageScalarFieldEnum = (typeof OutboxMessageScalarFieldEnum)[keyof typeof OutboxMessageScalarFieldEnum]
+
+
+export const DeadLetterScalarFieldEnum = {
+  id: 'id',
+  source: 'source',
+  code: 'code',
+  reason: 'reason',
+  topic: 'topic',
+  key: 'key',
+  type: 'type',
+  payload: 'payload',
+  outboxId: 'outboxId',
+  outboxCreatedAt: 'outboxCreatedAt',
+  partition: 'partition',
+  offset: 'offset',
+  createdAt: 'createdAt'
+} as const
+
+export type DeadLetterScalarFieldEnum = (typeof DeadLetterScalarFieldEnum)[keyof typeof DeadLetterScalarFieldEnum]
 
 
 export const DeliveryScalarFieldEnum = {

@@ -25,7 +25,7 @@ export interface IngestResult {
 }
 
 /**
- * POST /api/referral/events, steps 2-10 of the rulings' order of checks (step 1,
+ * POST /api/referral/events, steps 2-10 of the contract's order of checks (step 1,
  * the 64 KiB limit, happens while reading the body). Each step only runs when the
  * previous ones passed, so the first failing step decides the answer:
  *

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ERROR_KIND_HEADER, TRANSITION_EVENT_HEADER, TRANSITION_FROM_HEADER, type DomainErrorKind } from "../services/shared/errors.js";
 
-/** The contract's exact error texts (referral-contract.md, "Errors"; rulings.md for 413). */
+/** The contract's exact error texts (docs/contract.md, "Errors"). */
 export const ERROR_TEXT = {
   bodyTooLarge: "body too large",
   badSignatureHeader: "missing or malformed X-Service-Signature header",

@@ -28,7 +28,7 @@ runMain(log, async () => {
   });
   // The owners' dashboard at /dashboard, only when DASHBOARD_TOKEN is set (otherwise its paths answer 404).
   const extraRoutes = createDashboardRoutes({ clients: createDashboardClients(config.referralServiceUrl), token: dashboardToken, log });
-  const server = createGatewayServer({ ...clients, log, metrics, now: () => new Date(), ops, extraRoutes, trustProxy: config.trustProxy, signingKeyCacheMs: config.signingKeyCacheMs });
+  const server = createGatewayServer({ ...clients, log, metrics, now: () => new Date(), ops, extraRoutes, trustProxy: config.trustProxy, signingKeyCacheMs: config.signingKeyCacheMs, dashboard: dashboardToken !== undefined });
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   log.info({ port: (server.address() as AddressInfo).port, referralService: config.referralServiceUrl, dashboard: dashboardToken !== undefined }, "gateway listening");
   onShutdown(log, async () => {

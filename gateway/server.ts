@@ -14,6 +14,7 @@ import { OPENAPI_PATH, openApiDocument } from "./openapi.js";
 import { MAX_BODY_BYTES, declaresTooLarge, readRawBody } from "./raw-body.js";
 import { REQUEST_ID_HEADER, resolveRequestId } from "./request-id.js";
 import type { IngestRpcs } from "./forward.js";
+import { DOCS_PREFIX, LANDING_PATH, docReply, landingReply, type RawReply } from "./landing.js";
 
 /** The ingest endpoint's path. */
 export const INGEST_PATH = "/api/referral/events";
@@ -49,6 +50,8 @@ export interface GatewayDeps {
   rpcTimeoutMs?: number;
   /** How long a server's active signing keys are reused (DEFAULT_SIGNING_KEY_CACHE_MS); 0 asks on every request. */
   signingKeyCacheMs?: number;
+  /** Whether the dashboard is mounted (the front page links to it only then). */
+  dashboard?: boolean;
 }
 
 /** What the request's single log line says beyond method, path, status and latency. */
@@ -71,6 +74,7 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * - `POST /api/pull/hearts`, `POST /api/pull/claims`: the signed pull API (same scheme, the pull secret).
  * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL.
  * - `GET /openapi/referral.json`: the OpenAPI 3.1 document.
+ * - `GET /`: links to the dashboard, the docs and the OpenAPI document; `GET /docs/<file>`: the docs.
  * - then `ops` (/healthz, /readyz, /metrics), then `extraRoutes`, else 404 JSON.
  *
  * Every request gets a request id (the caller's `X-Request-Id` when well-formed, else a
@@ -116,11 +120,16 @@ async function handleRequest(deps: GatewayDeps, keyCache: SigningKeyCache, req: 
     } else if (rawPath === OPENAPI_PATH) {
       entry.route = OPENAPI_PATH;
       serveOpenApi(req, res, entry);
-    } else if (deps.ops && (await deps.ops(req, res))) {
-      entry.route = rawPath;
-      entry.quiet = true;
-    } else if (deps.extraRoutes && (await deps.extraRoutes(req, res))) {
-      entry.route = "extra";
+    } else if (rawPath === LANDING_PATH) {
+      entry.route = LANDING_PATH;
+      serveRaw(req, res, entry, () => landingReply(req, { dashboard: deps.dashboard ?? false }));
+    } else if (rawPath.startsWith(DOCS_PREFIX)) {
+      entry.route = `${DOCS_PREFIX}:file`;
+      serveRaw(req, res, entry, () => docReply(rawPath));
+    } else if (deps.ops && (await routeAs(entry, { route: rawPath, quiet: true }, () => deps.ops!(req, res)))) {
+      // Logged at debug under its own path: probes every few seconds are not news.
+    } else if (deps.extraRoutes && (await routeAs(entry, { route: "extra" }, () => deps.extraRoutes!(req, res)))) {
+      // Answered by a mounted handler (the dashboard).
     } else {
       sendReply(res, errorReply(404, ERROR_TEXT.notFound));
     }
@@ -230,6 +239,36 @@ function serveOpenApi(req: IncomingMessage, res: ServerResponse, entry: RequestL
     "cache-control": "public, max-age=300",
   });
   res.end(OPENAPI_JSON);
+}
+
+/**
+ * Runs a handler that may decline the request, with the log entry already naming its route: the
+ * request's log line is written on the response's 'close', which can come before the handler's
+ * promise resolves, so a name set afterwards would be lost (the line would say "unmatched").
+ */
+async function routeAs(entry: RequestLog, as: { route: string; quiet?: boolean }, handler: () => Promise<boolean>): Promise<boolean> {
+  const before = { route: entry.route, quiet: entry.quiet };
+  Object.assign(entry, as);
+  const handled = await handler();
+  if (!handled) Object.assign(entry, before);
+  return handled;
+}
+
+/** GET/HEAD of a fixed document (front page, docs); 404 when `reply` finds none, 405 for other methods. */
+function serveRaw(req: IncomingMessage, res: ServerResponse, entry: RequestLog, reply: () => RawReply | undefined): void {
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    entry.outcome = "method_not_allowed";
+    sendReply(res, errorReply(405, ERROR_TEXT.methodNotAllowed, { allow: "GET, HEAD" }));
+    return;
+  }
+  const answer = reply();
+  if (!answer) {
+    entry.outcome = "not_found";
+    sendReply(res, errorReply(404, ERROR_TEXT.notFound));
+    return;
+  }
+  res.writeHead(answer.status, { ...answer.headers, "content-length": Buffer.byteLength(answer.body) });
+  res.end(req.method === "HEAD" ? undefined : answer.body);
 }
 
 function decodeSegment(segment: string): string {

@@ -7,12 +7,14 @@
  * copy-paste example request. The same factories as the separate processes.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { join, relative, resolve } from "node:path";
 import { createEnvReader } from "../services/shared/config.js";
 import { runMain } from "../services/shared/run-main.js";
-import { createPrisma } from "../services/shared/db.js";
+import { createPrisma, type PrismaClient } from "../services/shared/db.js";
+import { verifySecretsKey } from "../services/shared/secrets-key-check.js";
+import { SigningKeyStatus } from "../gen/proto/servers/v1/servers_pb.js";
 import { readinessChecks } from "../services/shared/readiness.js";
 import { ALL_TOPICS, type EventBus } from "../services/shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
@@ -72,30 +74,70 @@ function displayPath(path: string): string {
   return rel === "" ? "." : rel.startsWith("..") ? path : rel;
 }
 
+/** The demo server of one database and the example request printed for it. */
 interface Demo {
   serverId: string;
+  /** A click token of the demo server whose example has not been sent yet (or was sent: see `sent`). */
   token: string;
+  /** The referee the example registers. */
+  referee: string;
 }
 
-/** On the first run (no servers yet) creates a demo server with referrals on, a secret and a click. */
-async function seedDemo(clients: ReferralServiceClients, dataDir: string): Promise<Demo | undefined> {
-  const demoPath = join(dataDir, "demo.json");
-  if (existsSync(demoPath)) return JSON.parse(readFileSync(demoPath, "utf8")) as Demo;
-  const { servers } = await clients.admin.listServers({});
-  if (servers.length > 0) return undefined;
-  const { server } = await clients.admin.createServer({ name: "Demo Server", registrationUrl: "https://example.com/register" });
-  if (!server) return undefined;
-  await clients.admin.setReferralsEnabled({ serverId: server.id, enabled: true });
-  const { secret } = await clients.admin.createReferralSecret({ serverId: server.id });
-  writeFileSync(join(dataDir, "demo-referral-secret"), secret, { mode: 0o600 });
-  const { token } = await clients.referral.recordClick({ serverId: server.id, referrerIdentity: "demo-referrer" });
-  const demo = { serverId: server.id, token };
-  writeFileSync(demoPath, JSON.stringify(demo, null, 2));
-  return demo;
+/** Files of the demo of the database in use: one pair per database, so switching DATABASE_URL never prints another database's example. */
+function demoFiles(dataDir: string, databaseUrl: string | undefined) {
+  // The embedded database keeps the historical names; a real database gets a suffix derived from its URL without the password.
+  const suffix = databaseUrl ? `-${createHash("sha256").update(redactUrl(databaseUrl)).digest("hex").slice(0, 12)}` : "";
+  return { demo: join(dataDir, `demo${suffix}.json`), secret: join(dataDir, `demo${suffix}-referral-secret`) };
 }
 
-function printBanner(opts: { gatewayUrl: string; rpcUrl: string; storage: string; bus: string; dataDir: string; demo: Demo | undefined; dashboardTokenLocation: string }) {
-  const rel = displayPath(opts.dataDir);
+const DEMO_REFERRER = "demo-referrer";
+const demoEventId = (referee: string) => `reg-${referee}`;
+
+/**
+ * The demo of the database in use, so that the printed example works against THIS database:
+ *  - the recorded demo is reused when its server still exists with referrals on, its secret file
+ *    holds one of the server's active secrets and its click token exists;
+ *  - once its example was sent, a fresh click and referee are taken, so the next paste registers again;
+ *  - otherwise, on a database with no servers (or whose recorded demo is gone), a demo server is created.
+ * Returns undefined when the database already has other servers and no usable demo: nothing is seeded there.
+ */
+async function prepareDemo(clients: ReferralServiceClients, prisma: PrismaClient, dataDir: string, databaseUrl: string | undefined): Promise<{ demo: Demo; secretPath: string } | undefined> {
+  const files = demoFiles(dataDir, databaseUrl);
+  let demo = existsSync(files.demo) ? (JSON.parse(readFileSync(files.demo, "utf8")) as Partial<Demo>) : undefined;
+  const usable = demo?.serverId && demo.token && (await isDemoUsable(clients, prisma, { serverId: demo.serverId, token: demo.token }, files.secret));
+  if (!usable) {
+    const { servers } = await clients.admin.listServers({});
+    if (servers.length > 0 && demo === undefined) return undefined;
+    const { server } = await clients.admin.createServer({ name: "Demo Server", registrationUrl: "https://example.com/register" });
+    if (!server) return undefined;
+    await clients.admin.setReferralsEnabled({ serverId: server.id, enabled: true });
+    const { secret } = await clients.admin.createReferralSecret({ serverId: server.id });
+    writeFileSync(files.secret, secret, { mode: 0o600 });
+    const { token } = await clients.referral.recordClick({ serverId: server.id, referrerIdentity: DEMO_REFERRER });
+    demo = { serverId: server.id, token, referee: "player-1" };
+  }
+  let current: Demo = { serverId: demo!.serverId!, token: demo!.token!, referee: demo!.referee ?? "player-1" };
+  const sent = await prisma.referralEvent.findFirst({ where: { token: current.token, type: "registered", serverEventId: demoEventId(current.referee) }, select: { id: true } });
+  if (sent) {
+    const { token } = await clients.referral.recordClick({ serverId: current.serverId, referrerIdentity: DEMO_REFERRER });
+    const n = Number(/(\d+)$/.exec(current.referee)?.[1] ?? "1") + 1;
+    current = { serverId: current.serverId, token, referee: `player-${n}` };
+  }
+  writeFileSync(files.demo, JSON.stringify(current, null, 2));
+  return { demo: current, secretPath: files.secret };
+}
+
+/** True when the demo's example would be accepted: server with referrals on, the secret file's value active, the token known. */
+async function isDemoUsable(clients: ReferralServiceClients, prisma: PrismaClient, demo: { serverId: string; token: string }, secretPath: string): Promise<boolean> {
+  if (!existsSync(secretPath)) return false;
+  const secret = readFileSync(secretPath, "utf8").trim();
+  const keys = await clients.admin.resolveSigningKeys({ serverId: demo.serverId });
+  if (keys.status !== SigningKeyStatus.OK || !keys.keys.some((k) => Buffer.from(k.secret).toString("utf8") === secret)) return false;
+  const click = await prisma.referralClick.findUnique({ where: { token: demo.token }, select: { serverId: true } });
+  return click?.serverId === demo.serverId;
+}
+
+function printBanner(opts: { gatewayUrl: string; rpcUrl: string; storage: string; bus: string; demo: { demo: Demo; secretPath: string } | undefined; dashboardTokenLocation: string }) {
   const lines = [
     "",
     `Referral service is up (${opts.storage}; ${opts.bus}).`,
@@ -108,24 +150,28 @@ function printBanner(opts: { gatewayUrl: string; rpcUrl: string; storage: string
     `  Referral service (Connect, gRPC, gRPC-Web over HTTP/2): ${opts.rpcUrl}`,
   ];
   if (opts.demo) {
+    const { demo, secretPath } = opts.demo;
     const body = JSON.stringify({
       event: "registered",
-      token: opts.demo.token,
-      server_id: opts.demo.serverId,
-      referee_identity: "player-1",
-      server_event_id: "reg-player-1",
+      token: demo.token,
+      server_id: demo.serverId,
+      referee_identity: demo.referee,
+      server_event_id: demoEventId(demo.referee),
     });
     lines.push(
       "",
       "Example: a signed `registered` event for the demo server (paste into a shell; needs openssl and curl):",
       "",
-      `  SECRET=$(cat ${rel}/demo-referral-secret)`,
+      `  SECRET=$(cat ${displayPath(secretPath)})`,
       `  BODY='${body}'`,
       `  T=$(date +%s); SIG=$(printf '%s' "$T.$BODY" | openssl dgst -sha256 -hmac "$SECRET" | sed 's/^.* //')`,
       `  curl -sS -X POST ${opts.gatewayUrl}/api/referral/events -H 'Content-Type: application/json' -H "X-Service-Signature: t=$T,v1=sha256=$SIG" --data-raw "$BODY"; echo`,
       "",
       `The first paste answers {"ok":true,"referral_id":"...","state":"registered"}; a second one {"ok":true,"duplicate":true}.`,
+      "(Each start prints a fresh example once the previous one was sent.)",
     );
+  } else {
+    lines.push("", "No example: this database already has servers and no demo server; create a referral secret for one in the dashboard.");
   }
   process.stdout.write(`${lines.join("\n")}\n\n`);
 }
@@ -159,6 +205,8 @@ async function main() {
 
   const secretBox = config.secretBox ?? loadOrCreateSecretBox(config.dataDir);
   const prisma = createPrisma(databaseUrl, { maxConnections: config.databaseUrl ? 20 : 8 });
+  // A key that cannot open the stored secrets stops the start here (exit 2), also in the embedded mode.
+  await verifySecretsKey(prisma, secretBox);
   const metrics = createMetrics("all-in-one");
   const now = () => new Date();
   const publicBaseUrl = config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`;
@@ -211,7 +259,7 @@ async function main() {
   // The owners' dashboard: DASHBOARD_TOKEN, or a token generated once into <DATA_DIR>/dashboard-token (0600).
   const dashboard = loadOrCreateDashboardToken(config.dataDir);
   const extraRoutes = createDashboardRoutes({ clients: createDashboardClients(rpcUrl), token: dashboard.token, log });
-  const gateway = createGatewayServer({ ...clients, log, metrics, now, ops, extraRoutes });
+  const gateway = createGatewayServer({ ...clients, log, metrics, now, ops, extraRoutes, dashboard: true });
   await new Promise<void>((resolveListen, reject) => {
     gateway.once("error", reject);
     gateway.listen(config.port, config.host, resolveListen);
@@ -222,9 +270,9 @@ async function main() {
   await consumer.start();
   dispatcher.start();
 
-  const demo = await seedDemo(clients, config.dataDir);
+  const demo = await prepareDemo(clients, prisma, config.dataDir, config.databaseUrl);
   started = true;
-  printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, dataDir: config.dataDir, demo, dashboardTokenLocation: dashboard.location });
+  printBanner({ gatewayUrl, rpcUrl, storage, bus: busLabel, demo, dashboardTokenLocation: dashboard.location });
 
   onShutdown(log, async () => {
     draining = true;

@@ -5,7 +5,9 @@
  *     in .cache/) unless KAFKA_BROKERS is given,
  *  3. a template database migrated through Prisma's WASM schema engine, which each
  *     integration test file clones into a database of its own,
- *  4. Debian's Chromium for the dashboard's browser test (apt-get, as root, when missing),
+ *  4. Debian packages the tests run (Chromium for the dashboard, php-cli and php-curl for the PHP
+ *     snippet, tini for the image's entry command): apt-get, as root, when missing, its output in
+ *     .cache/apt-get.log,
  *  5. ava over test/unit, test/integration and test/e2e (or `--unit` for unit only),
  * then prints the plain closing line `N passed, M failed`.
  */
@@ -15,9 +17,12 @@ import pg from "pg";
 import { startPostgres } from "./infra/postgres.js";
 import { startKafka } from "./infra/kafka.js";
 import { applyMigrations, diffSchemaAgainstMigrations } from "./db/schema-engine.js";
-import { ensureChromium } from "./infra/chromium.js";
+import { ensureAptPackages, PHP_REQUIREMENT, TINI_REQUIREMENT } from "./infra/apt.js";
+import { CHROMIUM_REQUIREMENT } from "./infra/chromium.js";
 
 const TEMPLATE_DB = "referral_template";
+/** Debian packages the tests run beside Node: Chromium (dashboard), PHP with curl (PHP snippet), tini (the image's init). */
+const TEST_REQUIREMENTS = [CHROMIUM_REQUIREMENT, PHP_REQUIREMENT, TINI_REQUIREMENT];
 const args = process.argv.slice(2);
 const unitOnly = args.includes("--unit");
 const avaArgs = args.filter((a) => a !== "--unit");
@@ -72,8 +77,8 @@ async function main(): Promise<number> {
         stops.push(() => broker.stop());
         return { brokers: broker.brokers };
       })(),
-      // Installed here rather than in the browser test, so a first install never runs into ava's timeout.
-      ensureChromium({ log: (line) => step(`chromium: ${line}`) }),
+      // Installed here rather than in the tests, so a first install never runs into ava's timeout.
+      ensureAptPackages(TEST_REQUIREMENTS, { log: (line) => step(`apt: ${line}`) }),
     ]);
     await prepareTemplate(database.url);
     env.TEST_PG_ADMIN_URL = database.url;

@@ -95,3 +95,10 @@ export type DeliveryAttempt = Prisma.DeliveryAttemptModel
  * than the auto-disable period, the callback is disabled.
  */
 export type CallbackHealth = Prisma.CallbackHealthModel
+/**
+ * Model SecretsKeyCheck
+ * One row: a known value sealed with SECRETS_KEY by the first process that started on this
+ * database. Every process that holds the key opens it at start and refuses to run (exit 2)
+ * with another key, instead of answering 500 on each secret it cannot decrypt.
+ */
+export type SecretsKeyCheck = Prisma.SecretsKeyCheckModel

@@ -15,19 +15,25 @@
  *
  * When `/usr/bin/chromium` is missing and this process is root, it runs
  * `apt-get update && apt-get install -y --no-install-recommends chromium` (about a minute on the
- * first run; progress goes to stderr). Not root and missing: a clear error saying what to run.
+ * first run; apt-get's output goes to .cache/apt-get.log). Not root and missing: a clear error saying what to run.
  */
-import { spawn } from "node:child_process";
-import { realpathSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { chromium, type BrowserContext } from "playwright-core";
 import { isExecutable } from "../lib/is-executable.js";
+import { isMainModule } from "../lib/is-main-module.js";
+import { ensureAptPackages, type AptRequirement } from "./apt.js";
 
 /** Where Debian's `chromium` package puts the browser. */
 export const CHROMIUM_PATH = "/usr/bin/chromium";
+
+/** Debian's Chromium, for the dashboard's browser test. */
+export const CHROMIUM_REQUIREMENT: AptRequirement = {
+  name: "chromium (dashboard browser test)",
+  packages: ["chromium"],
+  isPresent: () => isExecutable(CHROMIUM_PATH),
+};
 
 /**
  * Flags that work on these machines (root, no GPU, no internet): no sandbox (root cannot use
@@ -93,65 +99,17 @@ export interface EnsureChromiumOptions {
 
 /**
  * Returns the path of Debian's Chromium, installing it with apt-get first when it is missing
- * and this process is root. Throws (with the command to run) when it is missing and this
- * process is not root, or when the install fails.
+ * and this process is root (scripts/infra/apt.ts: output to a log file, one line here). Throws
+ * (with the command to run) when it is missing and this process is not root, or when the install fails.
  */
 export async function ensureChromium(opts: EnsureChromiumOptions = {}): Promise<string> {
   const path = opts.path ?? CHROMIUM_PATH;
-  const log = opts.log ?? ((line: string) => process.stderr.write(`[chromium] ${line}\n`));
-  if (isExecutable(path)) return path;
-  const isRoot = opts.isRoot ?? process.getuid?.() === 0;
-  if (!isRoot) {
-    throw new Error(
-      `${path} not found and this process is not root, so it cannot install it; ` +
-        "run as root: apt-get update && apt-get install -y --no-install-recommends chromium",
-    );
-  }
-  log(`${path} not found; installing Debian's chromium package (about a minute on the first run)`);
-  await runApt(["update"], log);
-  await runApt(["install", "-y", "--no-install-recommends", "chromium"], log);
-  if (!isExecutable(path)) throw new Error(`apt-get installed chromium but ${path} is still missing`);
-  log(`installed ${path}`);
+  const requirement = path === CHROMIUM_PATH ? CHROMIUM_REQUIREMENT : { ...CHROMIUM_REQUIREMENT, isPresent: () => isExecutable(path) };
+  await ensureAptPackages([requirement], { log: opts.log, isRoot: opts.isRoot });
   return path;
 }
 
-
-/** Runs apt-get non-interactively, forwarding its output line by line as progress. */
-function runApt(args: string[], log: (line: string) => void): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn("apt-get", args, {
-      env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    const tail: string[] = [];
-    const forward = (chunk: Buffer) => {
-      for (const line of chunk.toString("utf8").split("\n")) {
-        if (line.trim() === "") continue;
-        log(`apt-get ${args[0]}: ${line}`);
-        tail.push(line);
-        if (tail.length > 20) tail.shift();
-      }
-    };
-    child.stdout.on("data", forward);
-    child.stderr.on("data", forward);
-    child.once("error", (error) => reject(new Error(`cannot run apt-get: ${error.message}`)));
-    child.once("close", (code) => {
-      if (code === 0) resolve();
-      else reject(new Error(`apt-get ${args.join(" ")} exited with ${code}:\n${tail.join("\n")}`));
-    });
-  });
-}
-
-function isMain(): boolean {
-  try {
-    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    // Failure policy: when the entry cannot be resolved this module was imported, not run.
-    return false;
-  }
-}
-
-if (isMain()) {
+if (isMainModule(import.meta.url)) {
   ensureChromium().then(
     (path) => process.stdout.write(`${path}\n`),
     (error: unknown) => {

@@ -2,11 +2,13 @@ import { runMain } from "../shared/run-main.js";
 import { createPrisma } from "../shared/db.js";
 import { readinessChecks } from "../shared/readiness.js";
 import { HEARTS_TOPIC } from "../shared/bus.js";
-import { createKafkaBus, ensureTopics } from "../shared/kafka-bus.js";
+import { createKafkaBus } from "../shared/kafka-bus.js";
 import { createLogger, redactUrl } from "../shared/log.js";
 import { createMetrics } from "../shared/metrics.js";
 import { createOpsServer } from "../shared/ops-server.js";
 import { onShutdown } from "../shared/shutdown.js";
+import { createStartup, databaseDependency, kafkaDependency } from "../shared/startup.js";
+import { verifySecretsKey } from "../shared/secrets-key-check.js";
 import { loadDeliveryConfig } from "./config.js";
 import { createDeliveryConsumer } from "./consumer.js";
 import { createDispatcher } from "./dispatcher.js";
@@ -18,7 +20,6 @@ runMain(log, async () => {
   const prisma = createPrisma(config.databaseUrl, { maxConnections: 10 });
   const metrics = createMetrics("delivery");
   const bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "delivery", log });
-  await ensureTopics(config.kafkaBrokers, [HEARTS_TOPIC]);
   const dispatcher = createDispatcher({
     prisma,
     secretBox: config.secretBox,
@@ -41,15 +42,17 @@ runMain(log, async () => {
     registry: metrics.registry,
     stuckAfterMs: config.consumerStuckAfterMs,
   });
+  const startup = createStartup(log);
   let draining = false;
   const ops = createOpsServer({
-    checks: [...readinessChecks({ prisma, bus }), { name: "consumer", check: () => consumer.checkProgress() }],
+    checks: [startup.check, ...readinessChecks({ prisma, bus }), { name: "consumer", check: () => consumer.checkProgress() }],
     metrics,
     isDraining: () => draining,
   });
   // Registered before the slow start steps, so a SIGTERM while joining the group still drains.
   onShutdown(log, async () => {
     draining = true;
+    startup.stop();
     // Stop taking new work first, then let in-flight callbacks finish and record their attempts.
     await consumer.stop();
     await dispatcher.stop();
@@ -57,9 +60,14 @@ runMain(log, async () => {
     await ops.close();
     await prisma.$disconnect();
   });
+  // Ops first: /healthz answers and /readyz says what the start waits for, even while a dependency is down.
   const opsPort = await ops.listen(config.opsPort, config.host);
-  // Stored deliveries need no Kafka: dispatch them while the consumer is still joining its group.
+  if (!(await startup.waitFor(databaseDependency(prisma, config.databaseUrl)))) return;
+  await verifySecretsKey(prisma, config.secretBox);
+  // Stored deliveries need no Kafka: dispatch them while Kafka is awaited and the consumer joins its group.
   dispatcher.start();
+  if (!(await startup.waitFor(kafkaDependency(config.kafkaBrokers, [HEARTS_TOPIC], config.groupId)))) return;
   await consumer.start();
+  startup.ready();
   log.info({ opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers, groupId: config.groupId }, "delivery consuming and dispatching");
 });

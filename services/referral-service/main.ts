@@ -5,6 +5,8 @@ import { createLogger, redactUrl } from "../shared/log.js";
 import { createMetrics } from "../shared/metrics.js";
 import { createOpsServer } from "../shared/ops-server.js";
 import { onShutdown } from "../shared/shutdown.js";
+import { createStartup, databaseDependency } from "../shared/startup.js";
+import { verifySecretsKey } from "../shared/secrets-key-check.js";
 import { loadReferralServiceConfig } from "./config.js";
 import { createReferralServiceServer } from "./server.js";
 
@@ -27,14 +29,22 @@ runMain(log, async () => {
     publicBaseUrl: config.publicBaseUrl,
     fraudRules: config.fraudRules,
   });
-  const ops = createOpsServer({ checks: readinessChecks({ prisma }), metrics, isDraining: () => draining });
-  const port = await rpc.listen(config.port, config.host);
-  const opsPort = await ops.listen(config.opsPort, config.host);
-  log.info({ port, opsPort, database: redactUrl(config.databaseUrl) }, "referral service listening (Connect, gRPC, gRPC-Web over HTTP/2)");
+  const startup = createStartup(log);
+  const ops = createOpsServer({ checks: [startup.check, ...readinessChecks({ prisma })], metrics, isDraining: () => draining });
+  let listening = false;
   onShutdown(log, async () => {
     draining = true;
-    await rpc.close();
+    startup.stop();
+    if (listening) await rpc.close();
     await ops.close();
     await prisma.$disconnect();
   });
+  // Ops first: /healthz answers and /readyz says what the start waits for, even while the database is down.
+  const opsPort = await ops.listen(config.opsPort, config.host);
+  if (!(await startup.waitFor(databaseDependency(prisma, config.databaseUrl)))) return;
+  await verifySecretsKey(prisma, config.secretBox);
+  const port = await rpc.listen(config.port, config.host);
+  listening = true;
+  startup.ready();
+  log.info({ port, opsPort, database: redactUrl(config.databaseUrl) }, "referral service listening (Connect, gRPC, gRPC-Web over HTTP/2)");
 });

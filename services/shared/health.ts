@@ -51,7 +51,8 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(payload);
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+/** Rejects with `timed out after <ms> ms` when `promise` has not settled within `ms`. */
+export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
     promise.then(

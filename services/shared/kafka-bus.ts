@@ -194,22 +194,48 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
   };
 }
 
-/** Creates topics with several partitions (idempotent); auto-created topics would get the broker default. */
+/**
+ * One bounded attempt at what a process needs from Kafka before it starts: the broker answers,
+ * the topics exist with several partitions (auto-created topics would get the broker default),
+ * and, with `groupId`, the group's coordinator is available. Fails fast (about 2 s) when no broker
+ * answers, so the caller can report it and retry (services/shared/startup.ts).
+ *
+ * The coordinator step is why a normal first start logs no error: on a fresh broker the first
+ * FindCoordinator request makes Kafka create `__consumer_offsets` and answers "The group coordinator
+ * is not available" until it exists. kafkajs retries that, but its consumer logs each such answer as
+ * an error; asking here, through a client that logs nothing, lets the consumer find it ready.
+ */
+export async function prepareKafka(brokers: string[], topics: string[], opts: { numPartitions?: number; groupId?: string } = {}): Promise<void> {
+  const quick = new Kafka({ clientId: "kafka-setup", brokers, logLevel: logLevel.NOTHING, connectionTimeout: 1_500, retry: { retries: 1, initialRetryTime: 200 } }).admin();
+  try {
+    await quick.connect();
+    const existing = new Set(await quick.listTopics());
+    const missing = topics.filter((t) => !existing.has(t));
+    if (missing.length > 0) await quick.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions: opts.numPartitions ?? 6 })) });
+  } finally {
+    await quick.disconnect().catch(() => undefined);
+  }
+  if (opts.groupId === undefined) return;
+  // The broker answered: give the coordinator the seconds a fresh broker needs to create __consumer_offsets.
+  const patient = new Kafka({ clientId: "kafka-setup", brokers, logLevel: logLevel.NOTHING, retry: { retries: 6, initialRetryTime: 300 } }).admin();
+  try {
+    await patient.connect();
+    await patient.describeGroups([opts.groupId]);
+  } finally {
+    await patient.disconnect().catch(() => undefined);
+  }
+}
+
+/** Creates topics with several partitions (idempotent), retrying while a fresh broker settles; for tests and tools. */
 export async function ensureTopics(brokers: string[], topics: string[], numPartitions = 6): Promise<void> {
   for (let attempt = 1; ; attempt++) {
-    const admin = new Kafka({ clientId: "topic-setup", brokers, logLevel: logLevel.NOTHING }).admin();
     try {
-      await admin.connect();
-      const existing = new Set(await admin.listTopics());
-      const missing = topics.filter((t) => !existing.has(t));
-      if (missing.length > 0) await admin.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions })) });
+      await prepareKafka(brokers, topics, { numPartitions });
       return;
     } catch (error) {
-      // Failure policy: a fresh broker answers "does not host this topic-partition" for a moment; retry with backoff, then fail the start.
+      // Failure policy: a fresh broker answers "does not host this topic-partition" for a moment; retry with backoff, then fail.
       if (attempt >= ENSURE_TOPICS_ATTEMPTS) throw error;
       await new Promise((r) => setTimeout(r, 250 * 2 ** Math.min(attempt, 5)));
-    } finally {
-      await admin.disconnect().catch(() => undefined);
     }
   }
 }

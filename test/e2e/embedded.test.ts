@@ -10,14 +10,17 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { randomBytes } from "node:crypto";
 import { freePorts, REPO_ROOT, useProcesses, type ProcessGroup } from "../helpers/processes.js";
+import { configProblems } from "./e2e-support.js";
+import { SECRETS_KEY_MISMATCH } from "../../services/shared/secrets-key-check.js";
 
 const run = promisify(execFile);
 
 /** The banner's example: the four shell lines from `SECRET=` to the curl line, exactly as printed (complete: up to its newline). */
 const EXAMPLE = /^( {2}SECRET=.*\n {2}BODY=.*\n {2}T=.*\n {2}curl .*)\n/m;
 
-async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir: string; port: number; rpcPort: number }) {
+async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir: string; port: number; rpcPort: number; secretsKey?: string }) {
   const proc = group.spawn({
     name: opts.name,
     file: "scripts/start.ts",
@@ -29,6 +32,7 @@ async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir:
       // The embedded default: neither may reach the process (the helper's base env has neither; this states it).
       DATABASE_URL: undefined,
       KAFKA_BROKERS: undefined,
+      SECRETS_KEY: opts.secretsKey,
     },
   });
   await proc.waitReady(`http://127.0.0.1:${opts.port}/readyz`, 60_000);
@@ -43,8 +47,8 @@ async function runExample(script: string): Promise<Record<string, unknown>> {
   return JSON.parse(stdout.trim()) as Record<string, unknown>;
 }
 
-test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banner's example works as printed, SIGTERM exits 0, and a restart on the same DATA_DIR keeps the data (duplicate) without printing a secret", async (t) => {
-  t.timeout(150_000);
+test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banner's example works as printed, SIGTERM exits 0, a restart on the same DATA_DIR keeps the data (duplicate) and prints a fresh working example, a foreign SECRETS_KEY exits 2, and no secret is printed", async (t) => {
+  t.timeout(180_000);
   const dataDir = mkdtempSync(join(tmpdir(), "e2e-embedded-"));
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const group = useProcesses(t);
@@ -64,9 +68,22 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
   t.deepEqual(await first.proc.stop(), { code: 0, signal: null }, "SIGTERM drains and exits 0");
 
   const second = await startAllInOne(group, { name: "npm start #2", dataDir, port: port!, rpcPort: rpcPort! });
-  t.is(second.example, first.example, "the restart prints the same demo example");
+  t.not(second.example, first.example, "the restart does not offer the already-sent example as a first paste");
   t.deepEqual(await runExample(first.example), { ok: true, duplicate: true }, "the first run's event is remembered across the restart");
+  t.like(await runExample(second.example), { ok: true, state: "registered" }, "the restart's example registers, as its banner says");
   t.deepEqual(await second.proc.stop(), { code: 0, signal: null });
+
+  // The embedded database's secrets were sealed with DATA_DIR/secrets.key: another key stops the start.
+  const foreignKey = randomBytes(32).toString("base64");
+  const third = group.spawn({
+    name: "npm start #3 (foreign SECRETS_KEY)",
+    file: "scripts/start.ts",
+    env: { DATA_DIR: dataDir, PORT: String(port), REFERRAL_SERVICE_PORT: String(rpcPort), DATABASE_URL: undefined, KAFKA_BROKERS: undefined, SECRETS_KEY: foreignKey },
+  });
+  const thirdExit = await Promise.race([third.exited, third.waitForOutput(/Referral service is up/, 120_000).then(() => undefined, () => third.exited)]);
+  t.is(thirdExit?.code, 2, `a foreign SECRETS_KEY exits 2:\n${third.output}`);
+  t.deepEqual(configProblems(third.stdout), [SECRETS_KEY_MISMATCH]);
+  t.false(third.output.includes(foreignKey));
 
   const referralSecret = readFileSync(join(dataDir, "demo-referral-secret"), "utf8").trim();
   const secretsKey = readFileSync(join(dataDir, "secrets.key"), "utf8").trim();
@@ -74,7 +91,7 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
   // Any other secret the data folder holds (the dashboard sign-in token) must not be printed either.
   const dashboardTokenPath = join(dataDir, "dashboard-token");
   const secrets = { "referral secret": referralSecret, "secrets key": secretsKey, ...(existsSync(dashboardTokenPath) ? { "dashboard token": readFileSync(dashboardTokenPath, "utf8").trim() } : {}) };
-  for (const proc of [first.proc, second.proc]) {
+  for (const proc of [first.proc, second.proc, third]) {
     for (const [what, value] of Object.entries(secrets)) t.false(proc.output.includes(value), `${proc.name} printed the ${what}`);
   }
 });

@@ -7,6 +7,7 @@
  * outlives the test file.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
@@ -32,6 +33,11 @@ export interface SpawnOptions {
   name: string;
   /** The entry file, relative to the repository root (e.g. "services/relay/main.ts"). */
   file: string;
+  /**
+   * The command line instead of `node --import tsx <file>`, for a process started exactly as a
+   * deployment does (e.g. the container image's `tini -- node dist/...`); `file` then only labels it.
+   */
+  argv?: string[];
   /**
    * The process's environment on top of a minimal base (PATH, HOME, TMPDIR, LANG),
    * NOT on top of this process's env, so a test states every setting it relies on.
@@ -69,6 +75,43 @@ export interface ManagedProcess {
 }
 
 const live = new Set<ChildProcess>();
+/** How to SIGKILL a process together with its children (processes started from an `argv`). */
+const killTrees = new Map<ChildProcess, () => void>();
+
+/** The pids of every process in session `sid` (Linux /proc): a detached child's whole tree, orphans included. */
+function sessionMembers(sid: number): number[] {
+  const members: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // After the parenthesised command name: state, ppid, pgrp, session.
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[3]) === sid) members.push(Number(entry));
+    } catch {
+      // Failure policy: the process ended while we read; it has nothing left to kill.
+    }
+  }
+  return members;
+}
+
+/** SIGKILLs every process of a detached child's session (an init such as tini, its child, and any orphan of theirs). */
+function killGroup(child: ChildProcess): void {
+  child.kill("SIGKILL");
+  for (const pid of child.pid === undefined ? [] : sessionMembers(child.pid)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // Failure policy: already gone.
+    }
+  }
+}
+
+/** SIGKILLs a process, and its children when it was started from an `argv`. */
+function killHard(child: ChildProcess): void {
+  const tree = killTrees.get(child);
+  if (tree) tree();
+  else child.kill("SIGKILL");
+}
 let exitHookInstalled = false;
 
 function installExitHook(): void {
@@ -76,7 +119,7 @@ function installExitHook(): void {
   exitHookInstalled = true;
   // Last resort if a test forgot its teardown or the worker is exiting: no orphans.
   process.once("exit", () => {
-    for (const child of live) child.kill("SIGKILL");
+    for (const child of live) killHard(child);
   });
 }
 
@@ -97,11 +140,18 @@ export function spawnProcess(opts: SpawnOptions): ManagedProcess {
     if (value === undefined) delete env[key];
     else env[key] = value;
   }
-  const child = spawn(process.execPath, ["--import", "tsx", opts.file], {
+  const [command, ...args] = opts.argv ?? [process.execPath, "--import", "tsx", opts.file];
+  // A given command line may start children of its own (an init such as tini starts node, npm starts
+  // a shell): it runs in a session of its own, so a signal it sends to its group never reaches the
+  // test worker, and a kill reaches its whole tree, so nothing is orphaned.
+  const ownSession = opts.argv !== undefined;
+  const child = spawn(command!, args, {
     cwd: opts.cwd ?? REPO_ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"],
+    detached: ownSession,
   });
+  if (ownSession) killTrees.set(child, () => killGroup(child));
   live.add(child);
   let stdout = "";
   let stderr = "";
@@ -207,7 +257,7 @@ export function spawnProcess(opts: SpawnOptions): ManagedProcess {
     async stop(timeoutMs = DEFAULT_STOP_TIMEOUT_MS) {
       if (exitInfo) return exitInfo;
       child.kill("SIGTERM");
-      const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+      const timer = setTimeout(() => killHard(child), timeoutMs);
       try {
         return await exited;
       } finally {
@@ -216,7 +266,7 @@ export function spawnProcess(opts: SpawnOptions): ManagedProcess {
     },
     async kill() {
       if (exitInfo) return exitInfo;
-      child.kill("SIGKILL");
+      killHard(child);
       return exited;
     },
   };

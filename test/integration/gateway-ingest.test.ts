@@ -193,7 +193,7 @@ test("referral service unreachable for the key lookup -> 500 `internal error`", 
   }
 });
 
-// ---- Ingest rulings: the order of checks ----
+// ---- Ingest: the contract's order of checks ----
 
 test("413 over 64 KiB before the signature is looked at", async (t) => {
   const big = JSON.stringify({ ...(await registered()), padding: "x".repeat(65_536) });

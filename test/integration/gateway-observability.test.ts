@@ -5,6 +5,7 @@
  */
 import test from "ava";
 import { createOpsHandler } from "../../services/shared/health.js";
+import { eventually } from "../helpers/eventually.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
 import { nowSeconds, startGatewayStack, type GatewayStack, type TestServer } from "./gateway-stack.js";
 
@@ -13,6 +14,7 @@ let server: TestServer;
 test.before(async () => {
   stack = await startGatewayStack({
     gatewayOverrides: ({ metrics }) => ({
+      dashboard: true,
       ops: createOpsHandler({ checks: [], metrics }),
       extraRoutes: async (req, res) => {
         if (req.url !== "/dashboard") return false;
@@ -93,4 +95,40 @@ test("an unknown path -> 404 JSON `not found`", async (t) => {
   const res = await fetch(`${stack.baseUrl}/api/referral/eventsX`, { method: "POST" });
   t.is(res.status, 404);
   t.is(await res.text(), JSON.stringify({ error: "not found" }));
+});
+
+test("/healthz, /readyz and a mounted route are logged under their own route (probes at debug level), never as unmatched", async (t) => {
+  for (const path of ["/healthz", "/readyz", "/dashboard"]) {
+    const requestId = `route-log-${path.slice(1)}`;
+    const res = await fetch(`${stack.baseUrl}${path}`, { headers: { "x-request-id": requestId } });
+    t.is(res.status, 200, path);
+    await res.arrayBuffer();
+    const lines = await eventually(() => {
+      const found = linesFor(requestId);
+      return found.length > 0 ? found : undefined;
+    });
+    t.is(lines.length, 1, path);
+    t.like(lines[0], path === "/dashboard" ? { route: "extra", level: 30 } : { route: path, level: 20 }, path);
+  }
+});
+
+test("GET / answers JSON links to the dashboard, the docs and the OpenAPI document, HTML for a browser, and every linked document is served", async (t) => {
+  const res = await fetch(`${stack.baseUrl}/`);
+  t.is(res.status, 200);
+  t.regex(res.headers.get("content-type") ?? "", /^application\/json/);
+  const { links } = (await res.json()) as { links: { dashboard: string; openapi: string; docs: Record<string, string> } };
+  t.is(links.dashboard, "/dashboard");
+  t.is(links.openapi, "/openapi/referral.json");
+  t.deepEqual(Object.keys(links.docs).sort(), ["callbacks", "contract", "dashboard", "integration-guide", "votifier-and-pull"]);
+  for (const path of [links.openapi, ...Object.values(links.docs)]) {
+    const doc = await fetch(`${stack.baseUrl}${path}`);
+    t.is(doc.status, 200, path);
+    t.true((await doc.text()).length > 500, path);
+  }
+  const html = await fetch(`${stack.baseUrl}/`, { headers: { accept: "text/html,application/xhtml+xml" } });
+  t.regex(html.headers.get("content-type") ?? "", /^text\/html/);
+  const page = await html.text();
+  for (const path of [links.dashboard, links.openapi, ...Object.values(links.docs)]) t.true(page.includes(`href="${path}"`), path);
+  for (const path of ["/docs/..%2FREADME.md", "/docs/referral-rules.md", "/docs/"]) t.is((await fetch(`${stack.baseUrl}${path}`)).status, 404, `only the listed documents are served: ${path}`);
+  t.is((await fetch(`${stack.baseUrl}/`, { method: "POST" })).status, 405);
 });

@@ -2,8 +2,8 @@
  * Runs the integration guide's signing and pull snippets (test/fixtures/snippets, included
  * verbatim in docs/integration-guide.md) against the real gateway + referral service
  * + PostgreSQL, so the code integrators copy is known to work.
- * PHP is not run (no interpreter in the test environment); Go runs when `go` is installed
- * (built once with `go build`, standard library only, so no network is needed).
+ * Every language runs: PHP needs php-cli and php-curl, which the test runner installs with apt-get
+ * (scripts/infra/apt.ts); Go is built once with `go build` (standard library only, no network).
  */
 import { execFile, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -24,6 +24,7 @@ const RUNNERS: Record<string, { command: string; args: string[] }> = {
   python: { command: "python3", args: [`${SNIPPETS}sign_and_send.py`] },
   shell: { command: "bash", args: [`${SNIPPETS}sign-and-send.sh`] },
   go: { command: goBinary, args: [] },
+  php: { command: "php", args: [`${SNIPPETS}sign_and_send.php`] },
 };
 
 let stack: GatewayStack;
@@ -50,7 +51,7 @@ function run(runner: string, env: Record<string, string>): Promise<{ status: num
   });
 }
 
-for (const runner of ["node", "python", "shell", "go"]) {
+for (const runner of Object.keys(RUNNERS)) {
   test(`${runner} snippet: without TOKEN it sends a signed test dry-run -> 200 {ok, test}`, async (t) => {
     const res = await run(runner, { BASE_URL: stack.baseUrl, SERVER_ID: server.serverId, SECRET: server.secret });
     t.is(res.status, 200, res.body);

@@ -410,7 +410,8 @@ export const ModelName = {
   DeadLetter: 'DeadLetter',
   Delivery: 'Delivery',
   DeliveryAttempt: 'DeliveryAttempt',
-  CallbackHealth: 'CallbackHealth'
+  CallbackHealth: 'CallbackHealth',
+  SecretsKeyCheck: 'SecretsKeyCheck'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -426,7 +427,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "callbackHealth"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "callbackHealth" | "secretsKeyCheck"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -1466,6 +1467,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    SecretsKeyCheck: {
+      payload: Prisma.$SecretsKeyCheckPayload<ExtArgs>
+      fields: Prisma.SecretsKeyCheckFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.SecretsKeyCheckFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.SecretsKeyCheckFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        findFirst: {
+          args: Prisma.SecretsKeyCheckFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.SecretsKeyCheckFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        findMany: {
+          args: Prisma.SecretsKeyCheckFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>[]
+        }
+        create: {
+          args: Prisma.SecretsKeyCheckCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        createMany: {
+          args: Prisma.SecretsKeyCheckCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.SecretsKeyCheckCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>[]
+        }
+        delete: {
+          args: Prisma.SecretsKeyCheckDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        update: {
+          args: Prisma.SecretsKeyCheckUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        deleteMany: {
+          args: Prisma.SecretsKeyCheckDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.SecretsKeyCheckUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.SecretsKeyCheckUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>[]
+        }
+        upsert: {
+          args: Prisma.SecretsKeyCheckUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$SecretsKeyCheckPayload>
+        }
+        aggregate: {
+          args: Prisma.SecretsKeyCheckAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateSecretsKeyCheck>
+        }
+        groupBy: {
+          args: Prisma.SecretsKeyCheckGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.SecretsKeyCheckGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.SecretsKeyCheckCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.SecretsKeyCheckCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -1725,6 +1800,15 @@ export const CallbackHealthScalarFieldEnum = {
 } as const
 
 export type CallbackHealthScalarFieldEnum = (typeof CallbackHealthScalarFieldEnum)[keyof typeof CallbackHealthScalarFieldEnum]
+
+
+export const SecretsKeyCheckScalarFieldEnum = {
+  id: 'id',
+  sealed: 'sealed',
+  createdAt: 'createdAt'
+} as const
+
+export type SecretsKeyCheckScalarFieldEnum = (typeof SecretsKeyCheckScalarFieldEnum)[keyof typeof SecretsKeyCheckScalarFieldEnum]
 
 
 export const SortOrder = {
@@ -2099,6 +2183,7 @@ export type GlobalOmitConfig = {
   delivery?: Prisma.DeliveryOmit
   deliveryAttempt?: Prisma.DeliveryAttemptOmit
   callbackHealth?: Prisma.CallbackHealthOmit
+  secretsKeyCheck?: Prisma.SecretsKeyCheckOmit
 }
 
 /* Types for Logging */

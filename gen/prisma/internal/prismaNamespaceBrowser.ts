@@ -64,7 +64,8 @@ export const ModelName = {
   DeadLetter: 'DeadLetter',
   Delivery: 'Delivery',
   DeliveryAttempt: 'DeliveryAttempt',
-  CallbackHealth: 'CallbackHealth'
+  CallbackHealth: 'CallbackHealth',
+  SecretsKeyCheck: 'SecretsKeyCheck'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -303,6 +304,15 @@ export const CallbackHealthScalarFieldEnum = {
 } as const
 
 export type CallbackHealthScalarFieldEnum = (typeof CallbackHealthScalarFieldEnum)[keyof typeof CallbackHealthScalarFieldEnum]
+
+
+export const SecretsKeyCheckScalarFieldEnum = {
+  id: 'id',
+  sealed: 'sealed',
+  createdAt: 'createdAt'
+} as const
+
+export type SecretsKeyCheckScalarFieldEnum = (typeof SecretsKeyCheckScalarFieldEnum)[keyof typeof SecretsKeyCheckScalarFieldEnum]
 
 
 export const SortOrder = {

@@ -25,8 +25,8 @@ const idempotent: TransitionRule = { kind: "idempotent" };
 const reject: TransitionRule = { kind: "reject" };
 
 /**
- * The transition table (contract "States and transitions" plus the `reversed`
- * rulings). `clicked --registered--> registered` is the mint of the anchor; the
+ * The transition table (docs/contract.md, "Referral states and transitions",
+ * `reversed` included). `clicked --registered--> registered` is the mint of the anchor; the
  * first-touch rule around it lives in first-touch.ts.
  */
 export const TRANSITIONS: Readonly<Record<ReferralStateName, Readonly<Record<ReferralEventName, TransitionRule>>>> = {

@@ -37,7 +37,7 @@ import { periodOf } from "../services/hearts/domain/streak.js";
 import { createReferralServiceServer } from "../services/referral-service/server.js";
 import { loadRelayConfig } from "../services/relay/config.js";
 import { createRelay } from "../services/relay/relay.js";
-import { HEARTS_TOPIC, REFERRALS_TOPIC, type EventBus } from "../services/shared/bus.js";
+import { ALL_TOPICS, HEARTS_TOPIC, type EventBus } from "../services/shared/bus.js";
 import { createEnvReader } from "../services/shared/config.js";
 import { createPrisma, type PrismaClient } from "../services/shared/db.js";
 import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
@@ -385,7 +385,7 @@ async function runPipeline(
     let bus: EventBus;
     if (busKind === "kafka") {
       if (!brokers) throw new Error("no Kafka broker");
-      await ensureTopics([brokers], [HEARTS_TOPIC, REFERRALS_TOPIC]);
+      await ensureTopics([brokers], [...ALL_TOPICS]);
       bus = createKafkaBus({ brokers: [brokers], clientId: "bench", log: createBenchLogger("kafka") });
     } else {
       bus = createMemoryBus();

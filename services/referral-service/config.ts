@@ -3,6 +3,8 @@ import { readDatabaseUrl, readPort, readSecretBox } from "../shared/process-conf
 import type { SecretBox } from "../shared/secrets.js";
 import { readFraudRules } from "../hearts/read-fraud-rules.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
+import { readRetrySchedule } from "../delivery/config.js";
+import type { RetrySchedule } from "../delivery/retry-schedule.js";
 
 /** Settings of the referral service process, validated at start. */
 export interface ReferralServiceConfig {
@@ -14,6 +16,8 @@ export interface ReferralServiceConfig {
   publicBaseUrl: string;
   allowInsecureCallbacks: boolean;
   callbackTimeoutMs: number;
+  /** Retry schedule of test callbacks, which are deliveries like any other. */
+  retrySchedule: RetrySchedule;
   dbPoolSize: number;
   fraudRules: FraudRules;
 }
@@ -30,6 +34,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     publicBaseUrl: r.string("PUBLIC_BASE_URL", "http://127.0.0.1:8080"),
     allowInsecureCallbacks: r.bool("ALLOW_INSECURE_CALLBACKS", false),
     callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", 10_000, { min: 100, max: 60_000 }),
+    retrySchedule: readRetrySchedule(r),
     dbPoolSize: r.int("DB_POOL_SIZE", 20, { min: 1, max: 200 }),
     fraudRules: readFraudRules(r),
   };

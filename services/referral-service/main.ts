@@ -25,6 +25,7 @@ runMain(log, async () => {
     now: () => new Date(),
     allowInsecureCallbacks: config.allowInsecureCallbacks,
     callbackTimeoutMs: config.callbackTimeoutMs,
+    retrySchedule: config.retrySchedule,
     publicBaseUrl: config.publicBaseUrl,
     fraudRules: config.fraudRules,
   });

@@ -292,6 +292,7 @@ export type ServerWhereInput = {
   clicks?: Prisma.ReferralClickListRelationFilter
   referrals?: Prisma.ReferralListRelationFilter
   deliveries?: Prisma.DeliveryListRelationFilter
+  callbackHealth?: Prisma.XOR<Prisma.CallbackHealthNullableScalarRelationFilter, Prisma.CallbackHealthWhereInput> | null
 }
 
 export type ServerOrderByWithRelationInput = {
@@ -313,6 +314,7 @@ export type ServerOrderByWithRelationInput = {
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
   referrals?: Prisma.ReferralOrderByRelationAggregateInput
   deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
+  callbackHealth?: Prisma.CallbackHealthOrderByWithRelationInput
 }
 
 export type ServerWhereUniqueInput = Prisma.AtLeast<{
@@ -337,6 +339,7 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   clicks?: Prisma.ReferralClickListRelationFilter
   referrals?: Prisma.ReferralListRelationFilter
   deliveries?: Prisma.DeliveryListRelationFilter
+  callbackHealth?: Prisma.XOR<Prisma.CallbackHealthNullableScalarRelationFilter, Prisma.CallbackHealthWhereInput> | null
 }, "id">
 
 export type ServerOrderByWithAggregationInput = {
@@ -400,6 +403,7 @@ export type ServerCreateInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
 }
 
 export type ServerUncheckedCreateInput = {
@@ -421,6 +425,7 @@ export type ServerUncheckedCreateInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
 }
 
 export type ServerUpdateInput = {
@@ -442,6 +447,7 @@ export type ServerUpdateInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateInput = {
@@ -463,6 +469,7 @@ export type ServerUncheckedUpdateInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
 }
 
 export type ServerCreateManyInput = {
@@ -664,6 +671,20 @@ export type ServerUpdateOneRequiredWithoutDeliveriesNestedInput = {
   update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutDeliveriesInput, Prisma.ServerUpdateWithoutDeliveriesInput>, Prisma.ServerUncheckedUpdateWithoutDeliveriesInput>
 }
 
+export type ServerCreateNestedOneWithoutCallbackHealthInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutCallbackHealthInput, Prisma.ServerUncheckedCreateWithoutCallbackHealthInput>
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutCallbackHealthInput
+  connect?: Prisma.ServerWhereUniqueInput
+}
+
+export type ServerUpdateOneRequiredWithoutCallbackHealthNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutCallbackHealthInput, Prisma.ServerUncheckedCreateWithoutCallbackHealthInput>
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutCallbackHealthInput
+  upsert?: Prisma.ServerUpsertWithoutCallbackHealthInput
+  connect?: Prisma.ServerWhereUniqueInput
+  update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutCallbackHealthInput, Prisma.ServerUpdateWithoutCallbackHealthInput>, Prisma.ServerUncheckedUpdateWithoutCallbackHealthInput>
+}
+
 export type ServerCreateWithoutSecretsInput = {
   id?: string
   name: string
@@ -682,6 +703,7 @@ export type ServerCreateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutSecretsInput = {
@@ -702,6 +724,7 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutSecretsInput = {
@@ -738,6 +761,7 @@ export type ServerUpdateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutSecretsInput = {
@@ -758,6 +782,7 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutClicksInput = {
@@ -778,6 +803,7 @@ export type ServerCreateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutClicksInput = {
@@ -798,6 +824,7 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutClicksInput = {
@@ -834,6 +861,7 @@ export type ServerUpdateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutClicksInput = {
@@ -854,6 +882,7 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutReferralsInput = {
@@ -874,6 +903,7 @@ export type ServerCreateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutReferralsInput = {
@@ -894,6 +924,7 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutReferralsInput = {
@@ -930,6 +961,7 @@ export type ServerUpdateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutReferralsInput = {
@@ -950,6 +982,7 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutDeliveriesInput = {
@@ -970,6 +1003,7 @@ export type ServerCreateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutDeliveriesInput = {
@@ -990,6 +1024,7 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutDeliveriesInput = {
@@ -1026,6 +1061,7 @@ export type ServerUpdateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutDeliveriesInput = {
@@ -1046,6 +1082,107 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+}
+
+export type ServerCreateWithoutCallbackHealthInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  callbackUrl?: string | null
+  standardWebhooks?: boolean
+  callbackDisabledAt?: Date | string | null
+  callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  createdAt?: Date | string
+  secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+}
+
+export type ServerUncheckedCreateWithoutCallbackHealthInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  callbackUrl?: string | null
+  standardWebhooks?: boolean
+  callbackDisabledAt?: Date | string | null
+  callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  createdAt?: Date | string
+  secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+}
+
+export type ServerCreateOrConnectWithoutCallbackHealthInput = {
+  where: Prisma.ServerWhereUniqueInput
+  create: Prisma.XOR<Prisma.ServerCreateWithoutCallbackHealthInput, Prisma.ServerUncheckedCreateWithoutCallbackHealthInput>
+}
+
+export type ServerUpsertWithoutCallbackHealthInput = {
+  update: Prisma.XOR<Prisma.ServerUpdateWithoutCallbackHealthInput, Prisma.ServerUncheckedUpdateWithoutCallbackHealthInput>
+  create: Prisma.XOR<Prisma.ServerCreateWithoutCallbackHealthInput, Prisma.ServerUncheckedCreateWithoutCallbackHealthInput>
+  where?: Prisma.ServerWhereInput
+}
+
+export type ServerUpdateToOneWithWhereWithoutCallbackHealthInput = {
+  where?: Prisma.ServerWhereInput
+  data: Prisma.XOR<Prisma.ServerUpdateWithoutCallbackHealthInput, Prisma.ServerUncheckedUpdateWithoutCallbackHealthInput>
+}
+
+export type ServerUpdateWithoutCallbackHealthInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+}
+
+export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
 }
 
 
@@ -1125,6 +1262,7 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
   referrals?: boolean | Prisma.Server$referralsArgs<ExtArgs>
   deliveries?: boolean | Prisma.Server$deliveriesArgs<ExtArgs>
+  callbackHealth?: boolean | Prisma.Server$callbackHealthArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
@@ -1185,6 +1323,7 @@ export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs 
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
   referrals?: boolean | Prisma.Server$referralsArgs<ExtArgs>
   deliveries?: boolean | Prisma.Server$deliveriesArgs<ExtArgs>
+  callbackHealth?: boolean | Prisma.Server$callbackHealthArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }
 export type ServerIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {}
@@ -1197,6 +1336,7 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
     clicks: Prisma.$ReferralClickPayload<ExtArgs>[]
     referrals: Prisma.$ReferralPayload<ExtArgs>[]
     deliveries: Prisma.$DeliveryPayload<ExtArgs>[]
+    callbackHealth: Prisma.$CallbackHealthPayload<ExtArgs> | null
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
@@ -1620,6 +1760,7 @@ export interface Prisma__ServerClient<T, Null = never, ExtArgs extends runtime.T
   clicks<T extends Prisma.Server$clicksArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$clicksArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ReferralClickPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   referrals<T extends Prisma.Server$referralsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$referralsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ReferralPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   deliveries<T extends Prisma.Server$deliveriesArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$deliveriesArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$DeliveryPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
+  callbackHealth<T extends Prisma.Server$callbackHealthArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$callbackHealthArgs<ExtArgs>>): Prisma.Prisma__CallbackHealthClient<runtime.Types.Result.GetResult<Prisma.$CallbackHealthPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | null, null, ExtArgs, GlobalOmitOptions>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -2149,6 +2290,25 @@ export type Server$deliveriesArgs<ExtArgs extends runtime.Types.Extensions.Inter
   take?: number
   skip?: number
   distinct?: Prisma.DeliveryScalarFieldEnum | Prisma.DeliveryScalarFieldEnum[]
+}
+
+/**
+ * Server.callbackHealth
+ */
+export type Server$callbackHealthArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the CallbackHealth
+   */
+  select?: Prisma.CallbackHealthSelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the CallbackHealth
+   */
+  omit?: Prisma.CallbackHealthOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.CallbackHealthInclude<ExtArgs> | null
+  where?: Prisma.CallbackHealthWhereInput
 }
 
 /**

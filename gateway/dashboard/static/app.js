@@ -891,14 +891,6 @@
     box.hidden = false;
   }
 
-  /** Opens the deliveries tab with one delivery's attempts shown. */
-  function openDelivery(id) {
-    state.deliveryId = id;
-    $("delivery-status").value = "all";
-    $("delivery-username").value = "";
-    location.hash = "#deliveries";
-  }
-
   const pct = (w) => (w.attempts === 0 ? "\u2013" : fmtRate(w.success_rate));
 
   async function loadEndpointHealth() {
@@ -994,9 +986,14 @@
 
   $("flash-close").addEventListener("click", () => ($("flash").hidden = true));
 
-  /** Opens one delivery's attempts on the deliveries tab (used by the hearts list). */
+  /**
+   * Opens one delivery's attempts on the deliveries tab (the hearts list and the test callback's
+   * link): the status and player filters are cleared so the delivery is in the list too.
+   */
   function openDelivery(id) {
     state.deliveryId = id;
+    $("delivery-status").value = "all";
+    $("delivery-username").value = "";
     if (location.hash === "#deliveries") selectTab("deliveries");
     else location.hash = "#deliveries";
   }

@@ -38,7 +38,7 @@ import { ensureServiceToken } from "../services/access/service-tokens.js";
 import { createServiceTransport } from "../services/shared/service-transport.js";
 import { loadRelayConfig } from "../services/relay/config.js";
 import { createRelay } from "../services/relay/relay.js";
-import { HEARTS_TOPIC, REFERRALS_TOPIC, type EventBus } from "../services/shared/bus.js";
+import { ALL_TOPICS, HEARTS_TOPIC, type EventBus } from "../services/shared/bus.js";
 import { createEnvReader } from "../services/shared/config.js";
 import { createPrisma, type PrismaClient } from "../services/shared/db.js";
 import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
@@ -388,7 +388,7 @@ async function runPipeline(
     let bus: EventBus;
     if (busKind === "kafka") {
       if (!brokers) throw new Error("no Kafka broker");
-      await ensureTopics([brokers], [HEARTS_TOPIC, REFERRALS_TOPIC]);
+      await ensureTopics([brokers], [...ALL_TOPICS]);
       bus = createKafkaBus({ brokers: [brokers], clientId: "bench", log: createBenchLogger("kafka") });
     } else {
       bus = createMemoryBus();

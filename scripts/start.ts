@@ -16,7 +16,7 @@ import { createPrisma, type PrismaClient } from "../services/shared/db.js";
 import { verifySecretsKey } from "../services/shared/secrets-key-check.js";
 import { SigningKeyStatus } from "../gen/proto/servers/v1/servers_pb.js";
 import { readinessChecks } from "../services/shared/readiness.js";
-import { HEARTS_TOPIC, REFERRALS_TOPIC, type EventBus } from "../services/shared/bus.js";
+import { ALL_TOPICS, type EventBus } from "../services/shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
 import { createMemoryBus } from "../services/shared/memory-bus.js";
 import { createLogger, redactUrl } from "../services/shared/log.js";
@@ -243,7 +243,7 @@ async function main() {
   let bus: EventBus;
   let busLabel: string;
   if (config.kafkaBrokers.length > 0) {
-    await ensureTopics(config.kafkaBrokers, [HEARTS_TOPIC, REFERRALS_TOPIC]);
+    await ensureTopics(config.kafkaBrokers, [...ALL_TOPICS]);
     bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "all-in-one", log });
     busLabel = `Kafka at ${config.kafkaBrokers.join(",")}`;
   } else {
@@ -278,6 +278,7 @@ async function main() {
     now,
     allowInsecureCallbacks: config.dispatch.allowInsecureCallbacks,
     callbackTimeoutMs: config.dispatch.callbackTimeoutMs,
+    retrySchedule: config.dispatch.schedule,
     publicBaseUrl,
     fraudRules: config.fraudRules,
   });

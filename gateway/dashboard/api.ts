@@ -12,6 +12,7 @@ import {
   toHeartStatsJson,
   toAttemptJson,
   toDeliveryJson,
+  toEndpointHealthJson,
   toExchangeJson,
   toFunnelJson,
   toLeaderboardJson,
@@ -27,6 +28,8 @@ export const DASHBOARD_RPC_TIMEOUT_MS = 10_000;
 export const TEST_SEND_RPC_TIMEOUT_MS = 30_000;
 /** Referrers shown per leaderboard and servers per hearts ranking. */
 export const RANKING_LIMIT = 100;
+/** Longest username search of the deliveries list. */
+export const MAX_USERNAME_FILTER_CHARS = 200;
 
 /** A failure the API answers with `{error}`; the message is safe to show the owner. */
 export class ApiError extends Error {
@@ -233,8 +236,13 @@ export const ROUTES: readonly Route[] = [
   }),
   route("POST", "/servers/:serverId/test-callback", async ({ clients }, { params, body, slowCall }) => {
     const username = readString(body, "username");
-    const { report } = await clients.delivery.sendTestCallback({ serverId: params.serverId, username }, slowCall);
-    return { body: { exchange: toExchangeJson(report) } };
+    const { report, delivery } = await clients.delivery.sendTestCallback({ serverId: params.serverId, username }, slowCall);
+    return { body: { exchange: toExchangeJson(report), delivery: toDeliveryJson(delivery) } };
+  }),
+  // Who may call: a dashboard session for the server (the bearer token; owner scoping applies through :serverId).
+  route("GET", "/servers/:serverId/endpoint-health", async ({ clients }, { params, call }) => {
+    const health = await clients.delivery.getEndpointHealth({ serverId: params.serverId }, call);
+    return { body: { health: toEndpointHealthJson(health) } };
   }),
 
   route("PUT", "/servers/:serverId/votifier", async ({ clients }, { params, body, call }) => {
@@ -269,7 +277,9 @@ export const ROUTES: readonly Route[] = [
     if (status === undefined) throw new ApiError(400, "status must be one of all|pending|delivered|failed");
     const transport = DELIVERY_TRANSPORT_FILTER[query.get("transport") ?? ""];
     if (transport === undefined) throw new ApiError(400, "transport must be one of all|callback|votifier|pull");
-    const { deliveries } = await clients.delivery.listDeliveries({ serverId: params.serverId, status, transport, limit: 100 }, call);
+    const username = query.get("username") ?? "";
+    if (username.length > MAX_USERNAME_FILTER_CHARS) throw new ApiError(400, `username must be at most ${MAX_USERNAME_FILTER_CHARS} characters`);
+    const { deliveries } = await clients.delivery.listDeliveries({ serverId: params.serverId, status, transport, username, limit: 100 }, call);
     return { body: { deliveries: deliveries.map(toDeliveryJson) } };
   }),
   route("POST", "/servers/:serverId/deliveries/redeliver-failed", async ({ clients }, { params, body, call }) => {
@@ -277,12 +287,13 @@ export const ROUTES: readonly Route[] = [
     const { requeued } = await clients.delivery.redeliverFailedSince({ serverId: params.serverId, since: timestampFromDate(since) }, call);
     return { body: { requeued } };
   }),
-  route("GET", "/deliveries/:deliveryId", async ({ clients }, { params, call }) => {
-    const { delivery, attempts } = await clients.delivery.getDelivery({ deliveryId: params.deliveryId }, call);
+  // A delivery is addressed through its server, so whatever scopes /servers/:serverId scopes these too.
+  route("GET", "/servers/:serverId/deliveries/:deliveryId", async ({ clients }, { params, call }) => {
+    const { delivery, attempts } = await clients.delivery.getDelivery({ serverId: params.serverId, deliveryId: params.deliveryId }, call);
     return { body: { delivery: toDeliveryJson(delivery), attempts: attempts.map(toAttemptJson) } };
   }),
-  route("POST", "/deliveries/:deliveryId/redeliver", async ({ clients }, { params, call }) => {
-    const { delivery } = await clients.delivery.redeliver({ deliveryId: params.deliveryId }, call);
+  route("POST", "/servers/:serverId/deliveries/:deliveryId/redeliver", async ({ clients }, { params, call }) => {
+    const { delivery } = await clients.delivery.redeliver({ serverId: params.serverId, deliveryId: params.deliveryId }, call);
     return { body: { delivery: toDeliveryJson(delivery) } };
   }),
 

@@ -1,5 +1,14 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { DeliveryStatus, DeliveryTransport, type Delivery, type DeliveryAttempt, type ExchangeReport, type VoteReport } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import {
+  DeliveryStatus,
+  DeliveryTransport,
+  type Delivery,
+  type DeliveryAttempt,
+  type EndpointWindow,
+  type ExchangeReport,
+  type GetEndpointHealthResponse,
+  type VoteReport,
+} from "../../gen/proto/delivery/v1/delivery_pb.js";
 import type { DeliveryDayStats } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { HeartVerdict, type GetHeartStatsResponse, type HeartCountBucket, type HeartSummary, type RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
@@ -107,15 +116,50 @@ export function toDeliveryJson(d: Delivery | undefined) {
   };
 }
 
-/** One recorded attempt of a delivery. */
+/**
+ * One recorded attempt of a delivery with its exact exchange: the request as sent (the
+ * signature header included; no secret is ever in it) and the response (null when none
+ * arrived, or for attempts recorded before exchanges were stored).
+ */
 export function toAttemptJson(a: DeliveryAttempt) {
+  const statusCode = a.statusCode === 0 ? null : a.statusCode;
   return {
     attempt: a.attempt,
     started_at: toIso(a.startedAt),
-    status_code: a.statusCode === 0 ? null : a.statusCode,
+    status_code: statusCode,
     latency_ms: a.latencyMs,
     error: a.error,
     url: a.url,
+    succeeded: a.succeeded,
+    // HTTP callbacks are POSTs; a transport without methods (a socket protocol) has none.
+    request: a.exchangeRecorded ? { method: /^https?:/i.test(a.url) ? "POST" : null, url: a.url, headers: a.requestHeaders, body: a.requestBody } : null,
+    response:
+      a.exchangeRecorded && a.responseReceived
+        ? { status_code: statusCode, latency_ms: a.latencyMs, headers: a.responseHeaders, body: a.responseBody, body_truncated: a.responseBodyTruncated }
+        : null,
+  };
+}
+
+function toWindowJson(w: EndpointWindow | undefined) {
+  return { attempts: w?.attempts ?? 0, succeeded: w?.succeeded ?? 0, success_rate: w?.successRate ?? 0 };
+}
+
+/** How a server's callback endpoint is doing (success rates, last success and failure, disable state). */
+export function toEndpointHealthJson(h: GetEndpointHealthResponse) {
+  return {
+    server_id: h.serverId,
+    callback_url: h.callbackUrl,
+    last_24h: toWindowJson(h.last24h),
+    last_7d: toWindowJson(h.last7d),
+    last_success_at: toIso(h.lastSuccessAt),
+    last_failure_at: toIso(h.lastFailureAt),
+    last_failure_reason: h.lastFailureReason,
+    failing_since: toIso(h.failingSince),
+    auto_disable_at: toIso(h.autoDisableAt),
+    disabled_at: toIso(h.disabledAt),
+    disabled_reason: h.disabledReason,
+    failed_deliveries_7d: h.failedDeliveries7d,
+    pending_deliveries: h.pendingDeliveries,
   };
 }
 

@@ -78,12 +78,14 @@ export type OutboxMessage = Prisma.OutboxMessageModel
 export type DeadLetter = Prisma.DeadLetterModel
 /**
  * Model Delivery
- * A counted heart to deliver, one per (heart, server, transport).
+ * A heart to deliver: one per (heart, server, transport) for heart.counted, one per send for heart.test.
  */
 export type Delivery = Prisma.DeliveryModel
 /**
  * Model DeliveryAttempt
- * Every delivery attempt: time, status code, latency, error.
+ * Every delivery attempt: time, target, status code, latency, error, and the exact exchange:
+ * the request as sent (headers, body) and the response (headers, the first 4 KiB of the body).
+ * Transport-neutral: `url` is where it went; headers are empty where a transport has none.
  */
 export type DeliveryAttempt = Prisma.DeliveryAttemptModel
 /**
@@ -106,6 +108,13 @@ export type DashboardLoginLink = Prisma.DashboardLoginLinkModel
  * An owner's dashboard session (the cookie). Only the token's SHA-256 is stored.
  */
 export type DashboardSession = Prisma.DashboardSessionModel
+/**
+ * Model CallbackHealth
+ * Per server: how its callback endpoint is doing, kept up to date by every recorded attempt.
+ * `failingSince` starts the current run of failures (null after a 2xx); when that run is older
+ * than the auto-disable period, the callback is disabled.
+ */
+export type CallbackHealth = Prisma.CallbackHealthModel
 /**
  * Model SecretsKeyCheck
  * One row: a known value sealed with SECRETS_KEY by the first process that started on this

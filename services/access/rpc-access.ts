@@ -73,6 +73,7 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   // delivery.v1
   "delivery.v1.DeliveryService/ListDeliveries": { scope: "read", owner: server },
   "delivery.v1.DeliveryService/GetDelivery": { scope: "read", owner: delivery },
+  "delivery.v1.DeliveryService/GetEndpointHealth": { scope: "read", owner: server },
   "delivery.v1.DeliveryService/Redeliver": { scope: "admin", owner: delivery },
   "delivery.v1.DeliveryService/RedeliverFailedSince": { scope: "admin", owner: server },
   "delivery.v1.DeliveryService/SendTestCallback": { scope: "admin", owner: server },

@@ -1,7 +1,7 @@
 import type { PrismaClient } from "../shared/db.js";
 import type { Logger } from "../shared/log.js";
 import type { SecretBox } from "../shared/secrets.js";
-import { sendCallback, signCallback, type HeartEventType } from "./send-callback.js";
+import { GONE_ERROR, sendCallback, signCallback, toHttpExchange, type HeartEventType } from "./send-callback.js";
 import { loadCallbackSecrets, readStreakAtDelivery } from "./store.js";
 import type { Transport } from "./transport.js";
 
@@ -23,7 +23,8 @@ export function createCallbackTransport(deps: {
       const startedAt = deps.now();
       let streakDay: number | undefined;
       try {
-        streakDay = await readStreakAtDelivery(deps.prisma, delivery.serverId, delivery.voterIdentity, startedAt);
+        // heart.test has no voter: never a streak_day.
+        if (delivery.eventType === "heart.counted") streakDay = await readStreakAtDelivery(deps.prisma, delivery.serverId, delivery.voterIdentity, startedAt);
       } catch (error) {
         // Failure policy: streak_day is optional; when it cannot be read the field is omitted rather than the callback delayed.
         deps.log.warn({ err: error, deliveryId: delivery.id }, "streak unavailable; omitting streak_day");
@@ -43,11 +44,12 @@ export function createCallbackTransport(deps: {
         t: Math.floor(startedAt.getTime() / 1000),
       });
       const outcome = await sendCallback(signed, { timeoutMs: deps.timeoutMs, allowInsecure: deps.allowInsecure, now: deps.now });
+      const exchange = { ...toHttpExchange(signed, outcome), signedString: signed.canonicalString };
       switch (outcome.kind) {
         case "delivered":
-          return { kind: "delivered", target: url, statusCode: outcome.status, latencyMs: outcome.latencyMs };
+          return { kind: "delivered", target: url, statusCode: outcome.status, latencyMs: outcome.latencyMs, exchange };
         case "gone":
-          return { kind: "gone", target: url, statusCode: 410, latencyMs: outcome.latencyMs, error: GONE_ERROR };
+          return { kind: "gone", target: url, statusCode: 410, latencyMs: outcome.latencyMs, error: GONE_ERROR, exchange };
         case "failed":
           return {
             kind: "failed",
@@ -55,12 +57,10 @@ export function createCallbackTransport(deps: {
             statusCode: outcome.status ?? null,
             error: outcome.error,
             latencyMs: outcome.latencyMs,
+            exchange,
             ...(outcome.retryAfterMs === undefined ? {} : { retryAfterMs: outcome.retryAfterMs }),
           };
       }
     },
   };
 }
-
-/** The attempt log's text for a 410. */
-export const GONE_ERROR = "receiver answered 410 Gone: callback disabled, deliveries held until re-enabled";

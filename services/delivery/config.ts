@@ -28,20 +28,24 @@ export interface DeliveryConfig extends DispatchSettings {
   consumerStuckAfterMs: number;
 }
 
-/** Reads the dispatcher settings (DELIVERY_RETRY_SCHEDULE, CALLBACK_TIMEOUT_MS, ...). */
-export function readDispatchSettings(r: EnvReader): DispatchSettings {
-  let schedule = parseRetrySchedule(DEFAULT_RETRY_SCHEDULE);
+/** Reads DELIVERY_RETRY_SCHEDULE (the dispatcher's, and the referral service's for test callbacks). */
+export function readRetrySchedule(r: EnvReader): RetrySchedule {
   const scheduleText = r.optionalString("DELIVERY_RETRY_SCHEDULE");
   if (scheduleText) {
     try {
-      schedule = parseRetrySchedule(scheduleText);
+      return parseRetrySchedule(scheduleText);
     } catch (error) {
       // Failure policy: report with every other problem; the process does not start.
       r.problem(`DELIVERY_RETRY_SCHEDULE: ${(error as Error).message}`);
     }
   }
+  return parseRetrySchedule(DEFAULT_RETRY_SCHEDULE);
+}
+
+/** Reads the dispatcher settings (DELIVERY_RETRY_SCHEDULE, CALLBACK_TIMEOUT_MS, ...). */
+export function readDispatchSettings(r: EnvReader): DispatchSettings {
   return {
-    schedule,
+    schedule: readRetrySchedule(r),
     callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", CALLBACK_TIMEOUT_MS, { min: 100, max: 60_000 }),
     allowInsecureCallbacks: r.bool("ALLOW_INSECURE_CALLBACKS", false),
     concurrency: r.int("DELIVERY_CONCURRENCY", DEFAULT_DISPATCH_CONCURRENCY, { min: 1, max: 1000 }),

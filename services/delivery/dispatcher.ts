@@ -1,11 +1,8 @@
 import { Counter, Histogram, type Registry } from "prom-client";
-import type { PrismaClient } from "../shared/db.js";
-import type { Logger } from "../shared/log.js";
-import type { SecretBox } from "../shared/secrets.js";
 import { createCallbackTransport } from "./callback-transport.js";
-import { decideRetry, type RetrySchedule } from "./retry-schedule.js";
-import { claimDueDeliveries, recordAttempt, releaseLease, type AttemptResult, type ClaimedDelivery } from "./store.js";
-import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
+import { performAttempt, type AttemptDeps, type SentOutcome } from "./perform-attempt.js";
+import { claimDueDeliveries, type AttemptResult, type ClaimedDelivery } from "./store.js";
+import type { SentTransport, Transport } from "./transport.js";
 import { createVotifierTransport } from "./votifier-transport.js";
 
 /** Default number of attempts one dispatcher runs at once, over all servers. */
@@ -18,22 +15,12 @@ export const DEFAULT_POLL_INTERVAL_MS = 1_000;
 export const LEASE_MARGIN_MS = 30_000;
 
 /** The dispatcher's dependencies and settings. */
-export interface DispatcherOptions {
-  prisma: PrismaClient;
-  secretBox: SecretBox;
-  log: Logger;
-  now: () => Date;
-  schedule: RetrySchedule;
-  /** Timeout of one HTTP callback attempt (Votifier attempts use VOTIFIER_TIMEOUT_MS per connect and read). */
-  timeoutMs: number;
-  allowInsecure: boolean;
+export interface DispatcherOptions extends AttemptDeps {
   /** Replaces the transports (tests); by default the HTTP callback and Votifier v2. */
   transports?: Partial<Record<SentTransport, Transport>>;
   concurrency?: number;
   perServerConcurrency?: number;
   pollIntervalMs?: number;
-  /** Jitter source; tests may pin it. */
-  random?: () => number;
   /** When given, attempt counters and latencies are registered here. */
   registry?: Registry;
 }
@@ -60,7 +47,6 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const concurrency = opts.concurrency ?? DEFAULT_DISPATCH_CONCURRENCY;
   const perServer = opts.perServerConcurrency ?? DEFAULT_PER_SERVER_CONCURRENCY;
   const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
-  const random = opts.random ?? Math.random;
   const metrics = opts.registry ? createDispatchMetrics(opts.registry) : undefined;
   const transports: Record<SentTransport, Transport> = {
     callback: opts.transports?.callback ?? createCallbackTransport(opts),
@@ -134,39 +120,14 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   };
 
   async function attempt(delivery: ClaimedDelivery): Promise<void> {
-    const startedAt = opts.now();
-    const outcome = await transports[delivery.transport].send(delivery);
-    if (outcome.kind === "held") {
-      await releaseLease(opts.prisma, delivery);
-      return;
-    }
-    const finishedAt = opts.now();
-    const result = decideResult(delivery, outcome, finishedAt);
+    const report = await performAttempt(opts, transports[delivery.transport], delivery);
+    if (report.kind === "released") return;
+    const { outcome, result, owned } = report;
     metrics?.record(delivery.transport, outcome, result);
-    const owned = await recordAttempt(opts.prisma, {
-      delivery,
-      startedAt,
-      finishedAt,
-      statusCode: outcome.statusCode,
-      latencyMs: outcome.latencyMs,
-      error: outcome.kind === "delivered" ? null : outcome.error,
-      result,
-      url: outcome.target,
-    });
     const logFields = { deliveryId: delivery.id, heartId: delivery.heartId, serverId: delivery.serverId, transport: delivery.transport, outcome: outcome.kind, result: result.kind };
     if (!owned) opts.log.warn(logFields, "lease lost before the attempt was recorded; the attempt is logged only");
     else if (result.kind === "delivered") opts.log.debug(logFields, "delivered");
     else opts.log.info({ ...logFields, status: outcome.statusCode, error: outcome.kind === "delivered" ? undefined : outcome.error }, "not delivered");
-  }
-
-  function decideResult(delivery: ClaimedDelivery, outcome: Exclude<AttemptOutcome, { kind: "held" }>, at: Date): AttemptResult {
-    if (outcome.kind === "delivered") return { kind: "delivered" };
-    if (outcome.kind === "gone") return { kind: "held_gone", reason: `receiver answered 410 Gone at ${at.toISOString()}` };
-    const decision = decideRetry(opts.schedule, delivery.attempts + 1, {
-      random,
-      ...(outcome.retryAfterMs === undefined ? {} : { retryAfterMs: outcome.retryAfterMs }),
-    });
-    return decision.kind === "give_up" ? { kind: "failed" } : { kind: "retry", nextAttemptAt: new Date(at.getTime() + decision.delayMs) };
   }
 
   return {
@@ -201,7 +162,7 @@ function createDispatchMetrics(registry: Registry) {
     registers: [registry],
   });
   return {
-    record(transport: SentTransport, outcome: Exclude<AttemptOutcome, { kind: "held" }>, result: AttemptResult) {
+    record(transport: SentTransport, outcome: SentOutcome, result: AttemptResult) {
       attempts.inc({ transport, outcome: outcome.kind, result: result.kind });
       latency.observe({ transport }, outcome.latencyMs / 1000);
     },

@@ -8,12 +8,14 @@ import {
   DeliveryService,
   DeliveryStatus,
   DeliveryTransport,
+  EndpointWindowSchema,
   ExchangeReportSchema,
   ListPullHeartsResponseSchema,
   PullClaimStatus,
   SendTestVoteResponseSchema,
   VoteReportSchema,
   GetDeliveryResponseSchema,
+  GetEndpointHealthResponseSchema,
   ListDeliveriesResponseSchema,
   RedeliverFailedSinceResponseSchema,
   RedeliverResponseSchema,
@@ -28,10 +30,16 @@ import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
 import { canonicalString, formatIngestSignature } from "../shared/signature.js";
 import { periodOf } from "../hearts/domain/streak.js";
-import { NIL_UUID, sendCallback, signCallback, type DispatchOutcome } from "./send-callback.js";
-import { loadCallbackSecrets, loadNewestReferralSecret } from "./store.js";
+import type { AttemptExchange } from "./attempt-exchange.js";
+import { createCallbackTransport } from "./callback-transport.js";
+import { LEASE_MARGIN_MS } from "./dispatcher.js";
+import { readEndpointHealth, type EndpointWindow } from "./endpoint-health.js";
+import { performAttempt } from "./perform-attempt.js";
 import { claimPullHearts, listPullHearts, toPullLimit, type PullClaimStatus as PullClaimStatusName } from "./pull-store.js";
+import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
+import { sendCallback, toHttpExchange } from "./send-callback.js";
 import { sendVotifierVote, VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, votifierTargetName } from "./send-votifier.js";
+import { insertTestDelivery, loadCallbackSecrets, loadNewestReferralSecret } from "./store.js";
 
 /** What DeliveryService needs beyond the core deps; the lead's config provides them. */
 export interface DeliveryRouteDeps {
@@ -41,6 +49,8 @@ export interface DeliveryRouteDeps {
   callbackTimeoutMs: number;
   /** The public gateway's base URL, for "send test referral event" (for example https://refer.example.com). */
   publicBaseUrl: string;
+  /** Retry schedule of test callbacks (DELIVERY_RETRY_SCHEDULE); the default schedule when omitted. */
+  retrySchedule?: RetrySchedule;
 }
 
 /** Deliveries per page when the caller gives no limit, and the most one page may hold. */
@@ -80,6 +90,7 @@ const CLAIM_STATUS_TO_PROTO: Record<PullClaimStatusName, PullClaimStatus> = {
  * the gateway's signed pull API calls after verifying the owner's signature).
  */
 export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: ConnectRouter) => void {
+  const retrySchedule = deps.retrySchedule ?? parseRetrySchedule(DEFAULT_RETRY_SCHEDULE);
   return (router) => {
     router.service(DeliveryService, {
       async listDeliveries(req) {
@@ -87,8 +98,15 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
         if (req.limit < 0) throw new DomainError("invalid_argument", "limit must not be negative");
         const status = STATUS_FROM_PROTO[req.status];
         const transport = TRANSPORT_FROM_PROTO[req.transport];
+        // The player search is bounded like the username it searches (services/shared/field-rules.ts): a NUL or over-long value is 400, never a query.
+        const username = boundField("username", req.username).trim();
         const rows = await deps.prisma.delivery.findMany({
-          where: { serverId, ...(status ? { status } : {}), ...(transport ? { transport } : {}) },
+          where: {
+            serverId,
+            ...(status ? { status } : {}),
+            ...(transport ? { transport } : {}),
+            ...(username === "" ? {} : { username: { contains: username, mode: "insensitive" } }),
+          },
           orderBy: [{ createdAt: "desc" }, { id: "asc" }],
           take: Math.min(req.limit === 0 ? DEFAULT_DELIVERY_PAGE : req.limit, MAX_DELIVERY_PAGE),
         });
@@ -96,13 +114,13 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       },
 
       async getDelivery(req) {
-        const row = await findDelivery(deps, req.deliveryId);
+        const row = await findDelivery(deps, req.deliveryId, req.serverId);
         const attempts = await deps.prisma.deliveryAttempt.findMany({ where: { deliveryId: row.id }, orderBy: { id: "asc" } });
         return create(GetDeliveryResponseSchema, { delivery: toDeliveryMessage(row), attempts: attempts.map(toAttemptMessage) });
       },
 
       async redeliver(req) {
-        const row = await findDelivery(deps, req.deliveryId);
+        const row = await findDelivery(deps, req.deliveryId, req.serverId);
         // Conditional write: only a finished delivery goes back to the queue, with a fresh retry cycle; the attempt log stays.
         const changed = await deps.prisma.delivery.updateMany({
           where: { id: row.id, status: { in: ["failed", "delivered"] } },
@@ -131,21 +149,47 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
         const now = deps.now();
         const secrets = await loadCallbackSecrets(deps.prisma, deps.secretBox, serverId, now);
         if (secrets.length === 0) throw new DomainError("failed_precondition", "no active callback secret: rotate the callback secret to create one");
-        const signed = signCallback({
-          url: server.callbackUrl,
-          fields: {
-            event: "heart.test",
-            serverId,
-            username: username.trim() === "" ? TEST_CALLBACK_USERNAME : username,
-            heartId: NIL_UUID,
-            period: periodOf(now),
-          },
-          secretsNewestFirst: secrets,
+        // A delivery like any other: stored, first attempt here and now (leased to this call), retried by the dispatcher.
+        const delivery = await insertTestDelivery(deps.prisma, {
+          serverId,
+          username: username.trim() === "" ? TEST_CALLBACK_USERNAME : username,
+          period: periodOf(now),
+          now,
+          leaseUntil: new Date(now.getTime() + deps.callbackTimeoutMs + LEASE_MARGIN_MS),
+          callbackUrl: server.callbackUrl,
           standardWebhooks: server.standardWebhooks,
-          t: Math.floor(now.getTime() / 1000),
         });
-        const outcome = await sendCallback(signed, { timeoutMs: deps.callbackTimeoutMs, allowInsecure: deps.allowInsecureCallbacks, now: deps.now });
-        return create(SendTestCallbackResponseSchema, { report: toReport(signed, outcome) });
+        const attemptDeps = { ...deps, schedule: retrySchedule, timeoutMs: deps.callbackTimeoutMs, allowInsecure: deps.allowInsecureCallbacks };
+        const report = await performAttempt(attemptDeps, createCallbackTransport(attemptDeps), delivery);
+        // Failure policy: the secret was revoked between the check and the attempt; the delivery stays pending, held like any other.
+        if (report.kind === "released") throw new DomainError("failed_precondition", "no active callback secret: rotate the callback secret to create one");
+        const stored = await deps.prisma.delivery.findUniqueOrThrow({ where: { id: delivery.id } });
+        return create(SendTestCallbackResponseSchema, {
+          report: toReport(report.outcome.exchange),
+          delivery: toDeliveryMessage(stored),
+        });
+      },
+
+      async getEndpointHealth(req) {
+        const serverId = await requireServer(deps, req.serverId);
+        const health = await readEndpointHealth(deps.prisma, serverId, deps.now());
+        return create(GetEndpointHealthResponseSchema, {
+          serverId,
+          callbackUrl: health.callbackUrl ?? "",
+          last24h: toWindowMessage(health.last24h),
+          last7d: toWindowMessage(health.last7d),
+          ...optionalTimestamps({
+            lastSuccessAt: health.lastSuccessAt,
+            lastFailureAt: health.lastFailureAt,
+            failingSince: health.failingSince,
+            autoDisableAt: health.autoDisableAt,
+            disabledAt: health.disabledAt,
+          }),
+          lastFailureReason: health.lastFailureReason ?? "",
+          disabledReason: health.disabledReason ?? "",
+          failedDeliveries7d: health.failedDeliveries7d,
+          pendingDeliveries: health.pendingDeliveries,
+        });
       },
 
       async sendTestReferralEvent(req) {
@@ -173,7 +217,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
         };
         // The service's own public endpoint is trusted configuration, so the callback address guard does not apply.
         const outcome = await sendCallback(request, { timeoutMs: deps.callbackTimeoutMs, allowInsecure: true, now: deps.now });
-        return create(SendTestReferralEventResponseSchema, { report: toReport(request, outcome) });
+        return create(SendTestReferralEventResponseSchema, { report: toReport({ ...toHttpExchange(request, outcome), signedString: request.canonicalString }) });
       },
 
       async sendTestVote(req) {
@@ -250,29 +294,40 @@ async function requireServer(deps: CoreDeps, rawId: string): Promise<string> {
   return id;
 }
 
-async function findDelivery(deps: CoreDeps, rawId: string): Promise<DeliveryRow> {
+/** The delivery `rawId`; with `rawServerId`, only when it belongs to that server (another server's id is unknown). */
+async function findDelivery(deps: CoreDeps, rawId: string, rawServerId = ""): Promise<DeliveryRow> {
   const id = rawId.trim();
   if (id === "") throw new DomainError("invalid_argument", "delivery_id is required");
+  const serverId = rawServerId.trim() === "" ? undefined : await requireServer(deps, rawServerId);
   const row = UUID_PATTERN.test(id) ? await deps.prisma.delivery.findUnique({ where: { id } }) : null;
-  if (!row) throw new DomainError("not_found", "unknown delivery");
+  if (!row || (serverId !== undefined && row.serverId !== serverId)) throw new DomainError("not_found", "unknown delivery");
   return row;
 }
 
-function toReport(
-  request: { url: string; body: string; headers: Record<string, string>; canonicalString: string },
-  outcome: DispatchOutcome,
-): ExchangeReport {
+/** One exchange as the dashboard's report: exactly what was sent and what came back. */
+function toReport(exchange: AttemptExchange): ExchangeReport {
   return create(ExchangeReportSchema, {
-    url: request.url,
-    requestHeaders: { ...request.headers, "Content-Length": String(Buffer.byteLength(request.body)) },
-    requestBody: request.body,
-    canonicalString: request.canonicalString,
-    statusCode: outcome.status ?? 0,
-    responseBody: outcome.responseBody ?? "",
-    latencyMs: outcome.latencyMs,
-    error: outcome.kind === "failed" ? outcome.error : outcome.kind === "gone" ? "receiver answered 410 Gone" : "",
-    ok: outcome.kind === "delivered",
+    url: exchange.target,
+    requestHeaders: exchange.request.headers,
+    requestBody: exchange.request.body,
+    canonicalString: exchange.signedString ?? "",
+    statusCode: exchange.response?.status ?? 0,
+    responseBody: exchange.response?.body ?? "",
+    latencyMs: exchange.latencyMs,
+    error: exchange.error ?? "",
+    ok: exchange.succeeded,
   });
+}
+
+function toWindowMessage(w: EndpointWindow) {
+  return create(EndpointWindowSchema, { attempts: w.attempts, succeeded: w.succeeded, successRate: w.successRate });
+}
+
+/** Proto timestamps of the set times only (unset stays unset). */
+function optionalTimestamps<K extends string>(times: Record<K, Date | null>): Partial<Record<K, ReturnType<typeof timestampFromDate>>> {
+  const out: Partial<Record<K, ReturnType<typeof timestampFromDate>>> = {};
+  for (const [key, at] of Object.entries(times) as [K, Date | null][]) if (at) out[key] = timestampFromDate(at);
+  return out;
 }
 
 function toDeliveryMessage(row: DeliveryRow): DeliveryMessage {
@@ -303,5 +358,21 @@ function toAttemptMessage(row: AttemptRow) {
     latencyMs: row.latencyMs,
     error: row.error ?? "",
     url: row.url,
+    requestHeaders: toHeaderMap(row.requestHeaders),
+    requestBody: row.requestBody ?? "",
+    responseHeaders: toHeaderMap(row.responseHeaders),
+    responseBody: row.responseBody ?? "",
+    responseBodyTruncated: row.responseBodyTruncated,
+    exchangeRecorded: row.requestHeaders !== null,
+    responseReceived: row.responseHeaders !== null,
+    succeeded: row.succeeded,
   });
+}
+
+/** A stored header object (jsonb) -> name -> value; anything else is no headers. */
+function toHeaderMap(value: unknown): Record<string, string> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return {};
+  const headers: Record<string, string> = {};
+  for (const [name, v] of Object.entries(value)) if (typeof v === "string") headers[name] = v;
+  return headers;
 }

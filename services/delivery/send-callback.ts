@@ -4,6 +4,7 @@ import https from "node:https";
 import { isIP, type LookupFunction } from "node:net";
 import { isForbiddenAddress, specialRangeOf } from "../shared/callback-url.js";
 import { canonicalString, formatCallbackSignature, formatStandardWebhookSignature } from "../shared/signature.js";
+import type { AttemptExchange } from "./attempt-exchange.js";
 import { parseRetryAfter } from "./retry-schedule.js";
 
 /** Total budget of one callback attempt: connect, send, status and (capped) body. */
@@ -12,6 +13,8 @@ export const CALLBACK_TIMEOUT_MS = 10_000;
 export const MAX_RESPONSE_BODY_BYTES = 4096;
 /** heart_id of a `heart.test` callback: the nil uuid, so no receiver pays for it. */
 export const NIL_UUID = "00000000-0000-0000-0000-000000000000";
+/** The error recorded for a 410 Gone: the server's callback is disabled and its deliveries held. */
+export const GONE_ERROR = "receiver answered 410 Gone: callback disabled, deliveries held until re-enabled";
 /** Sent as User-Agent so receivers can recognise (and allow-list) the service. */
 export const CALLBACK_USER_AGENT = "referral-callbacks/1.0 (+reward-callback)";
 
@@ -86,12 +89,37 @@ export function signCallback(opts: {
   return { url: opts.url, body, headers, canonicalString: canonicalString(opts.t, body), t: opts.t };
 }
 
+/** What a receiver answered: its status, headers and the first MAX_RESPONSE_BODY_BYTES of its body. */
+export interface ReceivedResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  /** The receiver sent more than was kept. */
+  bodyTruncated: boolean;
+}
+
 /** How one HTTP attempt ended. Expected I/O outcomes are values, never exceptions. */
 export type DispatchOutcome =
-  | { kind: "delivered"; status: number; latencyMs: number; responseBody: string }
+  | { kind: "delivered"; status: number; latencyMs: number; responseBody: string; response: ReceivedResponse }
   /** 410 Gone: the receiver asks to stop; the server's callback is disabled and deliveries held. */
-  | { kind: "gone"; status: 410; latencyMs: number; responseBody: string }
-  | { kind: "failed"; status?: number; error: string; retryAfterMs?: number; latencyMs: number; responseBody?: string };
+  | { kind: "gone"; status: 410; latencyMs: number; responseBody: string; response: ReceivedResponse }
+  /** No `response` when none arrived (connection refused, timeout, refused address). */
+  | { kind: "failed"; status?: number; error: string; retryAfterMs?: number; latencyMs: number; responseBody?: string; response?: ReceivedResponse };
+
+/**
+ * One HTTP attempt as an AttemptExchange: the request exactly as sent (with the
+ * Content-Length the socket got) and the response, when one arrived.
+ */
+export function toHttpExchange(request: { url: string; body: string; headers: Record<string, string> }, outcome: DispatchOutcome): AttemptExchange {
+  return {
+    target: request.url,
+    request: { headers: { ...request.headers, "Content-Length": String(Buffer.byteLength(request.body)) }, body: request.body },
+    response: outcome.response ? { ...outcome.response } : null,
+    latencyMs: outcome.latencyMs,
+    error: outcome.kind === "failed" ? outcome.error : outcome.kind === "gone" ? GONE_ERROR : null,
+    succeeded: outcome.kind === "delivered",
+  };
+}
 
 /** Thrown inside the lookup when a name resolves to a forbidden address. */
 export class ForbiddenAddressError extends Error {
@@ -198,15 +226,20 @@ export function sendCallback(request: { url: string; body: string; headers: Reco
       const chunks: Buffer[] = [];
       let size = 0;
       const complete = () => {
-        const responseBody = Buffer.concat(chunks).subarray(0, maxBytes).toString("utf8");
-        finish(toOutcome(status, res.headers, responseBody, latency(), opts.now()));
+        const response: ReceivedResponse = {
+          status,
+          headers: flattenHeaders(res.headers),
+          body: Buffer.concat(chunks).subarray(0, maxBytes).toString("utf8"),
+          bodyTruncated: size > maxBytes,
+        };
+        finish(toOutcome(response, res.headers, latency(), opts.now()));
         res.destroy();
       };
       res.on("data", (chunk: Buffer) => {
         chunks.push(chunk);
         size += chunk.length;
-        // Enough of the body is kept; the rest is not worth waiting for.
-        if (size >= maxBytes) complete();
+        // More than is kept has arrived; the rest is not worth waiting for.
+        if (size > maxBytes) complete();
       });
       res.on("end", complete);
       res.on("error", () => {
@@ -218,16 +251,27 @@ export function sendCallback(request: { url: string; body: string; headers: Reco
   });
 }
 
-function toOutcome(status: number, headers: http.IncomingHttpHeaders, responseBody: string, latencyMs: number, now: Date): DispatchOutcome {
-  if (status >= 200 && status < 300) return { kind: "delivered", status, latencyMs, responseBody };
-  if (status === 410) return { kind: "gone", status: 410, latencyMs, responseBody };
+/** Response headers as one string per name (repeated headers joined with ", ", as HTTP allows). */
+function flattenHeaders(headers: http.IncomingHttpHeaders): Record<string, string> {
+  const flat: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    flat[name] = Array.isArray(value) ? value.join(", ") : value;
+  }
+  return flat;
+}
+
+function toOutcome(response: ReceivedResponse, headers: http.IncomingHttpHeaders, latencyMs: number, now: Date): DispatchOutcome {
+  const { status, body: responseBody } = response;
+  if (status >= 200 && status < 300) return { kind: "delivered", status, latencyMs, responseBody, response };
+  if (status === 410) return { kind: "gone", status: 410, latencyMs, responseBody, response };
   const retryAfter = headers["retry-after"];
   const retryAfterMs = parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, now);
   const error =
     status >= 300 && status < 400
       ? `redirect not followed: receiver answered ${status}${headers.location ? ` to ${truncate(headers.location, 200)}` : ""}`
       : `receiver answered ${status}`;
-  return { kind: "failed", status, error, latencyMs, responseBody, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
+  return { kind: "failed", status, error, latencyMs, responseBody, response, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
 }
 
 function describeError(error: NodeJS.ErrnoException): string {

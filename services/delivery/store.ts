@@ -1,6 +1,11 @@
 import type { PrismaClient } from "../shared/db.js";
 import type { SecretBox } from "../shared/secrets.js";
 import { streakAtDelivery } from "../hearts/domain/streak.js";
+import { randomUUID } from "node:crypto";
+import { toStoredExchange, type AttemptExchange } from "./attempt-exchange.js";
+import { autoDisableIfFailingTooLong, recordEndpointHealth } from "./endpoint-health.js";
+import { notifyDeliveryFailed, notifyEndpointDisabled } from "./owner-notifications.js";
+import { NIL_UUID } from "./send-callback.js";
 import type { SentTransport } from "./transport.js";
 
 /** A counted heart, as the consumer turns it into a delivery. */
@@ -19,17 +24,18 @@ export interface NewDelivery {
 export type InsertOutcome = "inserted" | "duplicate" | "unknown_server";
 
 /**
- * Inserts the deliveries of a counted heart, idempotently per (heart_id, server_id,
- * transport): always the HTTP callback (held while the server has no callback URL),
- * plus a Votifier delivery when the server has Votifier set up and a pull delivery
- * when its pull API is on, each decided by the server's settings at this moment.
- * `INSERT ... ON CONFLICT DO NOTHING`, so a redelivered Kafka message adds nothing;
- * selecting from servers makes a deleted server a no-op instead of a foreign-key error.
+ * Inserts the deliveries of a counted heart, idempotently per (server_id, transport, heart_id):
+ * always the HTTP callback (held while the server has no callback URL), plus a Votifier
+ * delivery when the server has Votifier set up and a pull delivery when its pull API is on,
+ * each decided by the server's settings at this moment. The dedup_key of a counted heart's
+ * delivery is its heart_id, and `INSERT ... ON CONFLICT DO NOTHING` makes a redelivered Kafka
+ * message add nothing; selecting from servers makes a deleted server a no-op instead of a
+ * foreign-key error.
  */
 export async function insertDelivery(prisma: PrismaClient, d: NewDelivery): Promise<InsertOutcome> {
   const rows = await prisma.$queryRaw<{ id: string }[]>`
-    INSERT INTO deliveries (id, server_id, heart_id, transport, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
-    SELECT gen_random_uuid(), s.id, ${d.heartId}::uuid, t.transport, ${d.eventType}, ${d.username}, ${d.voterIdentity}, ${d.period},
+    INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
+    SELECT gen_random_uuid(), s.id, ${d.heartId}::uuid, ${d.heartId}, t.transport, ${d.eventType}, ${d.username}, ${d.voterIdentity}, ${d.period},
            ${d.streakDay}::int, ${d.countedAt}::timestamptz, now()
     FROM servers s
     CROSS JOIN (VALUES ('callback'::"DeliveryTransport"), ('votifier'::"DeliveryTransport"), ('pull'::"DeliveryTransport")) AS t(transport)
@@ -37,11 +43,56 @@ export async function insertDelivery(prisma: PrismaClient, d: NewDelivery): Prom
       AND (t.transport = 'callback'
            OR (t.transport = 'votifier' AND s.votifier_host IS NOT NULL)
            OR (t.transport = 'pull' AND s.pull_enabled))
-    ON CONFLICT (heart_id, server_id, transport) DO NOTHING
+    ON CONFLICT (server_id, transport, dedup_key) DO NOTHING
     RETURNING id::text`;
   if (rows.length > 0) return "inserted";
   const server = await prisma.$queryRaw<unknown[]>`SELECT 1 FROM servers WHERE id = ${d.serverId}::uuid`;
   return server.length > 0 ? "duplicate" : "unknown_server";
+}
+
+/**
+ * Stores a `heart.test` delivery (nil heart_id; dedup_key = its own id, so every test is a
+ * new delivery) already leased to the caller, who makes its first attempt at once; the
+ * dispatcher retries it like any other when that attempt fails.
+ */
+export async function insertTestDelivery(
+  prisma: PrismaClient,
+  t: { serverId: string; username: string; period: string; now: Date; leaseUntil: Date; callbackUrl: string; standardWebhooks: boolean },
+): Promise<ClaimedDelivery> {
+  const id = randomUUID();
+  await prisma.delivery.create({
+    data: {
+      id,
+      serverId: t.serverId,
+      heartId: NIL_UUID,
+      dedupKey: id,
+      transport: "callback",
+      eventType: "heart.test",
+      username: t.username,
+      voterIdentity: "",
+      period: t.period,
+      countedAt: t.now,
+      nextAttemptAt: t.now,
+      leaseUntil: t.leaseUntil,
+      createdAt: t.now,
+    },
+  });
+  return {
+    id,
+    serverId: t.serverId,
+    heartId: NIL_UUID,
+    eventType: "heart.test",
+    username: t.username,
+    voterIdentity: "",
+    period: t.period,
+    attempts: 0,
+    leaseUntil: t.leaseUntil,
+    transport: "callback",
+    countedAt: t.now,
+    callbackUrl: t.callbackUrl,
+    standardWebhooks: t.standardWebhooks,
+    votifier: null,
+  };
 }
 
 /** A delivery claimed by a dispatcher, with what is needed to send it. */
@@ -213,9 +264,11 @@ export type AttemptResult =
   | { kind: "held_gone"; reason: string };
 
 /**
- * Records one attempt (always) and applies its result to the delivery (only while
- * this dispatcher still holds the lease), in one transaction. A 410 also disables
- * the server's callback. Returns false when the lease was lost.
+ * Records one attempt (always), with its exact exchange, and keeps the endpoint's health; then
+ * applies its result to the delivery (only while this dispatcher still holds the lease), all in
+ * one transaction. A 410, or a run of failures older than the auto-disable period, disables the
+ * server's callback; that and a delivery failing for good write an owner notification to the
+ * outbox in the same transaction. Returns false when the lease was lost.
  */
 export async function recordAttempt(
   prisma: PrismaClient,
@@ -223,22 +276,27 @@ export async function recordAttempt(
     delivery: ClaimedDelivery;
     startedAt: Date;
     finishedAt: Date;
-    statusCode: number | null;
-    latencyMs: number;
-    error: string | null;
+    exchange: AttemptExchange;
     result: AttemptResult;
-    /** Where the attempt went (callback URL or votifier://host:port); defaults to the callback URL. */
-    url?: string;
+    /** Overrides AUTO_DISABLE_AFTER_MS. */
+    autoDisableAfterMs?: number;
   },
 ): Promise<boolean> {
   const { delivery: d, result } = a;
+  const x = toStoredExchange(a.exchange);
+  const statusCode = x.response && x.response.status > 0 ? x.response.status : null;
   return prisma.$transaction(async (tx) => {
     await tx.$executeRaw`
-      INSERT INTO delivery_attempts (delivery_id, attempt, url, started_at, status_code, latency_ms, error)
-      VALUES (${d.id}::uuid, (SELECT count(*)::int + 1 FROM delivery_attempts WHERE delivery_id = ${d.id}::uuid), ${a.url ?? d.callbackUrl ?? ""},
-              ${a.startedAt}::timestamptz, ${a.statusCode}::int, ${a.latencyMs}::int, ${a.error})`;
+      INSERT INTO delivery_attempts (delivery_id, server_id, attempt, url, started_at, status_code, latency_ms, error, succeeded,
+                                     request_headers, request_body, response_headers, response_body, response_body_truncated)
+      VALUES (${d.id}::uuid, ${d.serverId}::uuid, (SELECT count(*)::int + 1 FROM delivery_attempts WHERE delivery_id = ${d.id}::uuid), ${x.target},
+              ${a.startedAt}::timestamptz, ${statusCode}::int, ${x.latencyMs}::int, ${x.error}, ${x.succeeded},
+              ${JSON.stringify(x.request.headers)}::jsonb, ${x.request.body},
+              ${x.response ? JSON.stringify(x.response.headers) : null}::jsonb, ${x.response?.body ?? null}, ${x.response?.bodyTruncated ?? false})`;
+    // Endpoint health and its auto-disable are about the callback endpoint; other transports only log attempts.
+    const failingSince = d.transport === "callback" ? await recordEndpointHealth(tx, d.serverId, x, a.startedAt) : null;
     const owned = { id: d.id, status: "pending" as const, leaseUntil: d.leaseUntil };
-    const common = { attempts: { increment: 1 }, leaseUntil: null, lastStatusCode: a.statusCode, lastError: a.error };
+    const common = { attempts: { increment: 1 }, leaseUntil: null, lastStatusCode: statusCode, lastError: x.error };
     let changed: { count: number };
     switch (result.kind) {
       case "delivered":
@@ -249,15 +307,32 @@ export async function recordAttempt(
         break;
       case "failed":
         changed = await tx.delivery.updateMany({ where: owned, data: { ...common, status: "failed", failedAt: a.finishedAt } });
+        if (changed.count === 1) {
+          const server = await tx.server.findUniqueOrThrow({ where: { id: d.serverId }, select: { id: true, name: true, callbackUrl: true } });
+          const failed = { ...d, attempts: d.attempts + 1, lastStatusCode: statusCode, lastError: x.error ?? "", target: x.target };
+          await notifyDeliveryFailed(tx, server, failed, a.finishedAt);
+        }
         break;
-      case "held_gone":
-        await tx.server.updateMany({
-          where: { id: d.serverId, callbackDisabledAt: null },
-          data: { callbackDisabledAt: a.finishedAt, callbackDisabledReason: result.reason },
-        });
+      case "held_gone": {
+        const disabled = await tx.$queryRaw<{ name: string; callback_url: string | null }[]>`
+          UPDATE servers SET callback_disabled_at = ${a.finishedAt}::timestamptz, callback_disabled_reason = ${result.reason}
+          WHERE id = ${d.serverId}::uuid AND callback_disabled_at IS NULL
+          RETURNING name, callback_url`;
+        const server = disabled[0];
+        if (server) await notifyEndpointDisabled(tx, { id: d.serverId, name: server.name, callbackUrl: server.callback_url }, result.reason, a.finishedAt);
         // Stays pending and due: the claim skips it while the callback is disabled, and sends it once re-enabled.
         changed = await tx.delivery.updateMany({ where: owned, data: { ...common, nextAttemptAt: a.finishedAt } });
         break;
+      }
+    }
+    if (failingSince && result.kind !== "held_gone") {
+      await autoDisableIfFailingTooLong(tx, {
+        serverId: d.serverId,
+        failingSince,
+        lastError: x.error ?? "attempt failed",
+        at: a.finishedAt,
+        ...(a.autoDisableAfterMs === undefined ? {} : { afterMs: a.autoDisableAfterMs }),
+      });
     }
     return changed.count === 1;
   });

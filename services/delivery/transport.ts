@@ -1,3 +1,4 @@
+import type { AttemptExchange } from "./attempt-exchange.js";
 import type { ClaimedDelivery } from "./store.js";
 
 /**
@@ -13,11 +14,14 @@ export interface Transport {
 /** The transports the dispatcher sends over (pull deliveries are claimed by the owner, never sent). */
 export type SentTransport = "callback" | "votifier";
 
-/** How one attempt ended. `target` names where it went (the callback URL, or votifier://host:port). */
+/**
+ * How one attempt ended. `target` names where it went (the callback URL, or votifier://host:port);
+ * `exchange` is exactly what was sent and what came back, for the attempt log.
+ */
 export type AttemptOutcome =
-  | { kind: "delivered"; target: string; statusCode: number | null; latencyMs: number }
+  | { kind: "delivered"; target: string; statusCode: number | null; latencyMs: number; exchange: AttemptExchange }
   /** HTTP 410 from a callback receiver: the server's callback is disabled and its deliveries held. */
-  | { kind: "gone"; target: string; statusCode: 410; latencyMs: number; error: string }
-  | { kind: "failed"; target: string; statusCode: number | null; error: string; latencyMs: number; retryAfterMs?: number }
+  | { kind: "gone"; target: string; statusCode: 410; latencyMs: number; error: string; exchange: AttemptExchange }
+  | { kind: "failed"; target: string; statusCode: number | null; error: string; latencyMs: number; retryAfterMs?: number; exchange: AttemptExchange }
   /** Nothing was sent (for example the callback secret was revoked after the claim): the lease is given back. */
   | { kind: "held"; reason: string };

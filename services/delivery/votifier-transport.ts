@@ -1,6 +1,7 @@
 import type { SecretBox } from "../shared/secrets.js";
 import type { Resolver } from "./send-callback.js";
-import { sendVotifierVote, VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, votifierTargetName } from "./send-votifier.js";
+import type { AttemptExchange } from "./attempt-exchange.js";
+import { sendVotifierVote, VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, votifierTargetName, type VotifierOutcome } from "./send-votifier.js";
 import type { Transport } from "./transport.js";
 
 /**
@@ -21,15 +22,33 @@ export function createVotifierTransport(deps: { secretBox: SecretBox; allowInsec
         token = deps.secretBox.open(settings.sealedToken);
       } catch {
         // Failure policy: a token sealed under another SECRETS_KEY cannot be used; the attempt fails (retried) with a reason the owner can act on.
-        return { kind: "failed", target, statusCode: null, latencyMs: 0, error: "the stored Votifier token cannot be decrypted: set the token again" };
+        const error = "the stored Votifier token cannot be decrypted: set the token again";
+        return { kind: "failed", target, statusCode: null, latencyMs: 0, error, exchange: toVotifierExchange(target, { latencyMs: 0, greeting: "", payload: "", answer: "" }, error) };
       }
       const outcome = await sendVotifierVote(
         { host: settings.host, port: settings.port, token },
         { serviceName: settings.serviceName, username: delivery.username, address: VOTIFIER_VOTE_ADDRESS, timestamp: delivery.countedAt.getTime() },
         { timeoutMs, allowInsecure: deps.allowInsecure, ...(deps.resolve ? { resolve: deps.resolve } : {}) },
       );
-      if (outcome.kind === "delivered") return { kind: "delivered", target, statusCode: null, latencyMs: outcome.latencyMs };
-      return { kind: "failed", target, statusCode: null, latencyMs: outcome.latencyMs, error: outcome.error ?? "vote not acknowledged" };
+      if (outcome.kind === "delivered") return { kind: "delivered", target, statusCode: null, latencyMs: outcome.latencyMs, exchange: toVotifierExchange(target, outcome, null) };
+      const error = outcome.error ?? "vote not acknowledged";
+      return { kind: "failed", target, statusCode: null, latencyMs: outcome.latencyMs, error, exchange: toVotifierExchange(target, outcome, error) };
     },
+  };
+}
+
+/**
+ * A Votifier exchange for the attempt log: no headers and no status (the protocol has none); the
+ * request body is the signed payload (never the token), the response the server's greeting and answer lines.
+ */
+function toVotifierExchange(target: string, outcome: Pick<VotifierOutcome, "latencyMs" | "greeting" | "payload" | "answer">, error: string | null): AttemptExchange {
+  const lines = [outcome.greeting, outcome.answer].filter((line) => line !== "");
+  return {
+    target,
+    request: { headers: {}, body: outcome.payload },
+    response: lines.length === 0 ? null : { status: 0, headers: {}, body: lines.join("\n"), bodyTruncated: false },
+    latencyMs: outcome.latencyMs,
+    error,
+    succeeded: error === null,
   };
 }

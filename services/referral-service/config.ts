@@ -4,6 +4,8 @@ import type { SecretBox } from "../shared/secrets.js";
 import { readFraudRules } from "../hearts/read-fraud-rules.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import { readAccessSettings, type AccessSettings } from "../access/bootstrap.js";
+import { readRetrySchedule } from "../delivery/config.js";
+import type { RetrySchedule } from "../delivery/retry-schedule.js";
 
 /** Settings of the referral service process, validated at start. */
 export interface ReferralServiceConfig {
@@ -17,6 +19,8 @@ export interface ReferralServiceConfig {
   loginLinkBaseUrl: string;
   allowInsecureCallbacks: boolean;
   callbackTimeoutMs: number;
+  /** Retry schedule of test callbacks, which are deliveries like any other. */
+  retrySchedule: RetrySchedule;
   dbPoolSize: number;
   fraudRules: FraudRules;
   /** Service tokens from settings and the development-only ALLOW_UNAUTHENTICATED_RPC. */
@@ -36,6 +40,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     loginLinkBaseUrl: r.string("LOGIN_LINK_BASE_URL", r.string("PUBLIC_BASE_URL", "http://127.0.0.1:8080")),
     allowInsecureCallbacks: r.bool("ALLOW_INSECURE_CALLBACKS", false),
     callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", 10_000, { min: 100, max: 60_000 }),
+    retrySchedule: readRetrySchedule(r),
     dbPoolSize: r.int("DB_POOL_SIZE", 20, { min: 1, max: 200 }),
     fraudRules: readFraudRules(r),
     access: readAccessSettings(r),

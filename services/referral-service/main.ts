@@ -26,6 +26,7 @@ runMain(log, async () => {
     now: () => new Date(),
     allowInsecureCallbacks: config.allowInsecureCallbacks,
     callbackTimeoutMs: config.callbackTimeoutMs,
+    retrySchedule: config.retrySchedule,
     publicBaseUrl: config.publicBaseUrl,
     loginLinkBaseUrl: config.loginLinkBaseUrl,
     fraudRules: config.fraudRules,

@@ -1,7 +1,7 @@
 import { runMain } from "../shared/run-main.js";
 import { createPrisma } from "../shared/db.js";
 import { readinessChecks } from "../shared/readiness.js";
-import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../shared/bus.js";
+import { ALL_TOPICS } from "../shared/bus.js";
 import { createKafkaBus } from "../shared/kafka-bus.js";
 import { createLogger, redactUrl } from "../shared/log.js";
 import { createMetrics } from "../shared/metrics.js";
@@ -37,7 +37,7 @@ runMain(log, async () => {
   // Ops first: /healthz answers and /readyz says what the start waits for, even while a dependency is down.
   const opsPort = await ops.listen(config.opsPort, config.host);
   if (!(await startup.waitFor(databaseDependency(prisma, config.databaseUrl)))) return;
-  if (!(await startup.waitFor(kafkaDependency(config.kafkaBrokers, [HEARTS_TOPIC, REFERRALS_TOPIC])))) return;
+  if (!(await startup.waitFor(kafkaDependency(config.kafkaBrokers, [...ALL_TOPICS])))) return;
   relay.start();
   startup.ready();
   log.info({ opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers }, "relay publishing the outbox to Kafka");

@@ -150,6 +150,8 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
       async enableCallback(req) {
         const serverId = req.serverId.trim();
         await requireServer(deps, serverId);
+        // A re-enabled endpoint gets a fresh auto-disable period: its old run of failures ends here (before enabling, so a failure in between cannot re-disable at once).
+        await deps.prisma.callbackHealth.updateMany({ where: { serverId }, data: { failingSince: null } });
         return { server: toServerProto(await updateServer(deps, serverId, { callbackDisabledAt: null, callbackDisabledReason: null })) };
       },
 

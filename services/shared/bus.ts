@@ -8,6 +8,10 @@
 export const HEARTS_TOPIC = "hearts.events.v1";
 /** Topic for referral transition events (key = server id). */
 export const REFERRALS_TOPIC = "referrals.events.v1";
+/** Topic for owner notifications: an endpoint disabled, a delivery failed for good (key = server id). */
+export const OWNER_NOTIFICATIONS_TOPIC = "owner.notifications.v1";
+/** Every topic the relay publishes to; each process creates the ones it uses at start. */
+export const ALL_TOPICS = [HEARTS_TOPIC, REFERRALS_TOPIC, OWNER_NOTIFICATIONS_TOPIC] as const;
 
 /** One message to publish. */
 export interface BusMessage {

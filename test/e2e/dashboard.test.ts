@@ -518,8 +518,16 @@ test.serial("browser: a counted heart (cast over RPC) shows as a delivery with i
   c.receiver.setFallback({ status: 200, body: "ok" });
   const heartId = await castCountedHeart(c, "Steve");
   await openTab(page, "deliveries");
-  await refreshDeliveriesUntil(page, "delivered");
+  // The test callback above is a delivered delivery too, so wait for Steve's own row to be delivered.
   const row = page.locator("#deliveries-table tbody tr", { hasText: "Steve" });
+  await eventually(
+    async () => {
+      await page.click("#refresh-deliveries");
+      await page.locator("#refresh-deliveries:enabled").waitFor();
+      return (await row.count()) === 1 && ((await row.textContent()) ?? "").includes("delivered");
+    },
+    { timeoutMs: 30_000, intervalMs: 250, message: "Steve's delivery delivered" },
+  );
   await row.getByRole("button", { name: "Attempts" }).click();
   await page.waitForSelector("#delivery-detail:not([hidden])");
   t.true(((await page.textContent("#delivery-detail-facts")) ?? "").includes(heartId));

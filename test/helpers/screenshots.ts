@@ -1,4 +1,5 @@
 import { mkdirSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /**
@@ -6,7 +7,7 @@ import { fileURLToPath } from "node:url";
  * repository root (git-ignored, kept after the run). DASHBOARD_SCREENSHOT_DIR overrides it.
  */
 export function screenshotDir(): string {
-  const dir = process.env.DASHBOARD_SCREENSHOT_DIR ?? fileURLToPath(new URL("../../test-results/screenshots/", import.meta.url));
+  const dir = process.env.DASHBOARD_SCREENSHOT_DIR ?? join(fileURLToPath(new URL("../../", import.meta.url)), "test-results", "screenshots");
   mkdirSync(dir, { recursive: true });
   return dir;
 }

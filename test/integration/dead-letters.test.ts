@@ -251,13 +251,13 @@ test.serial("a consumer blocked on one message (a row lock held elsewhere) repor
   const serverId = await insertServer(prisma);
   const heartId = await castHeart(h, serverId, 50);
   const row = await prisma.outboxMessage.findFirstOrThrow({ where: { key: serverId } });
-  // Another transaction inserts the same (heart_id, server_id) and stays open: the consumer's insert waits on it.
+  // Another transaction inserts the same (server_id, transport, dedup_key = heart_id) and stays open: the consumer's insert waits on it.
   const blocker = new pg.Client({ connectionString: h.db.url });
   await blocker.connect();
   await blocker.query("BEGIN");
   await blocker.query(
-    "INSERT INTO deliveries (id, server_id, heart_id, event_type, username, voter_identity, period, counted_at, next_attempt_at) VALUES ($1, $2, $3, 'heart.counted', 'x', 'y', '2026-11', now(), now())",
-    [randomUUID(), serverId, heartId],
+    "INSERT INTO deliveries (id, server_id, heart_id, dedup_key, event_type, username, voter_identity, period, counted_at, next_attempt_at) VALUES ($1, $2, $3, $4, 'heart.counted', 'x', 'y', '2026-11', now(), now())",
+    [randomUUID(), serverId, heartId, heartId],
   );
   const consumer = createDeliveryConsumer({ bus, prisma, log: h.deps.log, groupId: `dead-letters-stuck-${suffix}`, topic, stuckAfterMs: 1_000 });
   const ops = createOpsServer({ checks: [{ name: "consumer", check: () => consumer.checkProgress() }], metrics: createMetrics("delivery-test") });

@@ -11,7 +11,9 @@ import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
+import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import type { DeliveryRouteDeps } from "../../services/delivery/routes.js";
+import type { RetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import type { FraudRules } from "../../services/hearts/domain/fraud-rules.js";
 import type { PrismaClient } from "../../services/shared/db.js";
@@ -45,12 +47,21 @@ export interface Harness {
   hearts: Client<typeof HeartService>;
   delivery: Client<typeof DeliveryService>;
   operator: Client<typeof OperatorService>;
+  admin: Client<typeof ServerAdminService>;
   close(): Promise<void>;
 }
 
 /** Starts the harness with the wall clock unless `now` is given. */
 export async function startHarness(
-  opts: { now?: () => Date; fraudRules?: FraudRules; allowInsecureCallbacks?: boolean; publicBaseUrl?: string; callbackTimeoutMs?: number; maxConnections?: number } = {},
+  opts: {
+    now?: () => Date;
+    fraudRules?: FraudRules;
+    allowInsecureCallbacks?: boolean;
+    publicBaseUrl?: string;
+    callbackTimeoutMs?: number;
+    maxConnections?: number;
+    retrySchedule?: RetrySchedule;
+  } = {},
 ): Promise<Harness> {
   const db = await createTestDatabase({ maxConnections: opts.maxConnections ?? 30 });
   const log = createLogger("test", process.env.LOG_LEVEL ?? "silent");
@@ -62,6 +73,7 @@ export async function startHarness(
     allowInsecureCallbacks: opts.allowInsecureCallbacks ?? true,
     callbackTimeoutMs: opts.callbackTimeoutMs ?? 2_000,
     publicBaseUrl: opts.publicBaseUrl ?? "http://127.0.0.1:9",
+    ...(opts.retrySchedule ? { retrySchedule: opts.retrySchedule } : {}),
   };
   // The production wiring of the referral service process (all routes, interceptor, HTTP/2 server).
   const server = createReferralServiceServer({
@@ -77,6 +89,7 @@ export async function startHarness(
     hearts: createClient(HeartService, transport),
     delivery: createClient(DeliveryService, transport),
     operator: createClient(OperatorService, transport),
+    admin: createClient(ServerAdminService, transport),
     async close() {
       await server.close();
       await db.drop();

@@ -60,7 +60,10 @@ test("SendTestCallback: heart.test with the nil uuid, the given username, the cu
   t.deepEqual(body, { event: "heart.test", server_id: serverId, username: "Jeb", heart_id: NIL_UUID, period: currentPeriod(), timestamp: signature!.t });
   t.deepEqual(validateHeartEvent(body).errors, []);
   t.deepEqual(validateHeartCallbackHeaders(request!.headers as Record<string, string>).errors, []);
-  t.is(await h.db.prisma.delivery.count({ where: { serverId } }), 0, "a test callback is not a delivery and pays nothing");
+  // Since issue #11 a test callback is a stored delivery like any other (it still pays nothing: heart.test, nil heart_id).
+  const stored = await h.db.prisma.delivery.findMany({ where: { serverId } });
+  t.is(stored.length, 1, "the test callback is stored as one delivery");
+  t.like(stored[0], { eventType: "heart.test", heartId: NIL_UUID, status: "delivered", attempts: 1 });
 
   // The report is the exact exchange.
   t.truthy(report);
@@ -216,7 +219,7 @@ async function seedDeliveries(h: Harness, serverId: string) {
       countedAt: createdAt,
     });
     return h.db.prisma.delivery.update({
-      where: { heartId_serverId_transport: { heartId, serverId, transport: "callback" } },
+      where: { serverId_transport_dedupKey: { serverId, transport: "callback", dedupKey: heartId } },
       data: { status, failedAt, createdAt, attempts: status === "pending" ? 0 : 11, nextAttemptAt: new Date(Date.now() + 3600_000) },
     });
   };

@@ -124,4 +124,16 @@ test("server admin and test callback: NUL or over-long name, kid and username ar
   const username = await rpcError(() => delivery.sendTestCallback({ serverId: server.serverId, username: "u".repeat(65) }));
   t.is(username.code, Code.InvalidArgument);
   t.is(username.rawMessage, "username must be at most 64 characters");
+  // The test callback is a stored delivery: a refused username stores nothing.
+  t.is(await stack.db.prisma.delivery.count({ where: { serverId: server.serverId, eventType: "heart.test" } }), 0);
+});
+
+test("ListDeliveries player search: NUL or over-long username is invalid_argument naming the field, never a query", async (t) => {
+  const long = await rpcError(() => delivery.listDeliveries({ serverId: server.serverId, username: "u".repeat(65) }));
+  t.is(long.code, Code.InvalidArgument);
+  t.is(long.rawMessage, "username must be at most 64 characters");
+  const nul = await rpcError(() => delivery.listDeliveries({ serverId: server.serverId, username: "St\u0000eve" }));
+  t.is(nul.code, Code.InvalidArgument);
+  t.is(nul.rawMessage, "username must not contain NUL characters");
+  t.deepEqual((await delivery.listDeliveries({ serverId: server.serverId, username: "u".repeat(64) })).deliveries, []);
 });

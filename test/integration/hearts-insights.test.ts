@@ -93,6 +93,7 @@ test.serial("ListHearts: newest first with verdict, fraud score and reasons, str
     data: {
       serverId,
       heartId: second.heartId,
+      dedupKey: second.heartId,
       eventType: "heart.counted",
       username: "Alex",
       voterIdentity: "acct-alex",
@@ -110,6 +111,7 @@ test.serial("ListHearts: newest first with verdict, fraud score and reasons, str
     data: {
       serverId,
       heartId: second.heartId,
+      dedupKey: second.heartId,
       transport: "votifier",
       eventType: "heart.counted",
       username: "Alex",
@@ -246,11 +248,13 @@ test.serial("GetDeliveryStats: deliveries per UTC day by outcome, and that day's
     latencies: Array<[number, number | null]>,
     transport: "callback" | "votifier" = "callback",
   ) => {
+    const heartId = crypto.randomUUID();
     const d = await h.db.prisma.delivery.create({
       data: {
         serverId: server,
         transport,
-        heartId: crypto.randomUUID(),
+        heartId,
+        dedupKey: heartId,
         eventType: "heart.counted",
         username: "P",
         voterIdentity: "v",

@@ -207,6 +207,8 @@
       hideSecret("pull-secret-box");
       $("delivery-detail").hidden = true;
       for (const result of ["test-event-result", "test-callback-result", "test-vote-result"]) $(result).replaceChildren();
+      $("test-callback-delivery").hidden = true;
+      $("endpoint-banner").hidden = true;
     }
     state.serverId = id;
     state.deliveryId = "";
@@ -306,6 +308,8 @@
     if (needsServer && !state.serverId) return;
     const loaders = { overview: loadServers, referrals: loadReferrals, integration: loadIntegration, deliveries: loadDeliveries, hearts: loadRanking };
     if (loaders[tab]) run(null, loaders[tab]);
+    // The deliveries tab refreshes the notice with its own health card.
+    if (tab !== "deliveries") run(null, loadEndpointBanner);
   }
 
   for (const button of document.querySelectorAll(".tab")) {
@@ -704,8 +708,10 @@
     run(event.target, async () => {
       $("test-callback-result").replaceChildren(el("p", { class: "muted" }, "Sending\u2026"));
       try {
-        const { exchange } = await api("POST", serverPath("/test-callback"), { username: $("test-username").value });
+        const { exchange, delivery } = await api("POST", serverPath("/test-callback"), { username: $("test-username").value });
         renderExchange("test-callback-result", exchange);
+        renderTestDelivery(delivery);
+        run(null, loadEndpointBanner);
       } catch (error) {
         $("test-callback-result").replaceChildren(el("p", { class: "msg msg-error" }, `Error ${error.status || ""}: ${error.message}`));
         throw error;
@@ -716,7 +722,12 @@
   // ---- deliveries tab ------------------------------------------------------------------
 
   async function loadDeliveries() {
-    const { deliveries } = await api("GET", `${serverPath("/deliveries")}?status=${$("delivery-status").value}&transport=${$("delivery-transport").value}`);
+    const query = new URLSearchParams({
+      status: $("delivery-status").value,
+      transport: $("delivery-transport").value,
+      username: $("delivery-username").value.trim(),
+    });
+    const [{ deliveries }] = await Promise.all([api("GET", `${serverPath("/deliveries")}?${query}`), loadEndpointHealth()]);
     const tbody = $("deliveries-table").tBodies[0];
     const kinds = { delivered: "ok", pending: "warn", failed: "err" };
     if (deliveries.length === 0) emptyRow(tbody, 10, "No deliveries match.");
@@ -748,7 +759,7 @@
   }
 
   async function showDelivery(id) {
-    const { delivery, attempts } = await api("GET", `/deliveries/${encodeURIComponent(id)}`);
+    const { delivery, attempts } = await api("GET", serverPath(`/deliveries/${encodeURIComponent(id)}`));
     state.deliveryId = id;
     for (const row of $("deliveries-table").tBodies[0].rows) row.classList.toggle("selected", row.dataset.deliveryId === id);
     $("delivery-detail").hidden = false;
@@ -767,27 +778,31 @@
       ...fact("Next attempt", delivery.status === "pending" ? fmtTime(delivery.next_attempt_at) : "\u2013"),
     );
     const tbody = $("attempts-table").tBodies[0];
-    if (attempts.length === 0) emptyRow(tbody, 6, "No attempts yet.");
+    if (attempts.length === 0) emptyRow(tbody, 7, "No attempts yet.");
     else
       tbody.replaceChildren(
         ...attempts.map((a) =>
           el(
             "tr",
-            {},
+            { dataset: { attempt: a.attempt } },
             el("td", {}, a.attempt),
             el("td", { class: "nowrap" }, fmtTime(a.started_at)),
             el("td", {}, statusBadge(a.status_code)),
             el("td", {}, `${a.latency_ms} ms`),
             el("td", { class: "cell-error" }, a.error || "\u2013"),
             el("td", {}, el("code", {}, a.url)),
+            el("td", {}, el("button", { type: "button", class: "btn btn-small", onclick: () => showAttemptExchange(a) }, "Exchange")),
           ),
         ),
       );
+    // The newest attempt's exchange is shown at once: what exactly the endpoint answered last.
+    if (attempts.length > 0) showAttemptExchange(attempts[attempts.length - 1]);
+    else showAttemptExchange(null);
   }
 
   function redeliver(button, id) {
     run(button, async () => {
-      await api("POST", `/deliveries/${encodeURIComponent(id)}/redeliver`);
+      await api("POST", serverPath(`/deliveries/${encodeURIComponent(id)}/redeliver`));
       state.deliveryId = id;
       showOk("Delivery queued again; it is sent right away.");
       await loadDeliveries();
@@ -797,6 +812,9 @@
   $("redeliver-one").addEventListener("click", (event) => redeliver(event.target, state.deliveryId));
   $("delivery-status").addEventListener("change", () => run(null, loadDeliveries));
   $("delivery-transport").addEventListener("change", () => run(null, loadDeliveries));
+  $("delivery-username").addEventListener("keydown", (event) => {
+    if (event.key === "Enter") run(null, loadDeliveries);
+  });
   $("refresh-deliveries").addEventListener("click", (event) => run(event.target, loadDeliveries));
 
   $("redeliver-failed-form").addEventListener("submit", (event) => {
@@ -809,6 +827,156 @@
       await loadDeliveries();
     });
   });
+
+  // ---- attempt exchanges, endpoint health and the endpoint notice ---------------------
+
+  const headerLines = (headers) =>
+    Object.entries(headers || {})
+      .map(([name, value]) => `${name}: ${value}`)
+      .join("\n");
+
+  /** Shows one attempt's stored exchange: the request as sent and the response as received. */
+  function showAttemptExchange(attempt) {
+    for (const row of $("attempts-table").tBodies[0].rows) row.classList.toggle("selected", attempt !== null && row.dataset.attempt === String(attempt.attempt));
+    if (!attempt) {
+      $("attempt-exchange-title").textContent = "";
+      $("attempt-exchange-body").replaceChildren();
+      return;
+    }
+    $("attempt-exchange-title").textContent = `Attempt ${attempt.attempt} \u00b7 ${fmtTime(attempt.started_at)}`;
+    if (!attempt.request) {
+      $("attempt-exchange-body").replaceChildren(el("p", { class: "muted" }, "This attempt was recorded before request and response details were stored."));
+      return;
+    }
+    const response = attempt.response;
+    $("attempt-exchange-body").replaceChildren(
+      el(
+        "div",
+        { class: "exchange attempt-exchange" },
+        el(
+          "div",
+          { class: "exchange-part exchange-request" },
+          el("h3", {}, "Request"),
+          el("p", { class: "exchange-line mono" }, attempt.request.method ? `${attempt.request.method} ${attempt.request.url}` : attempt.request.url),
+          el("div", { class: "label" }, "Headers"),
+          el("pre", { class: "exchange-headers" }, headerLines(attempt.request.headers)),
+          el("div", { class: "label" }, "Body"),
+          el("pre", { class: "exchange-body" }, attempt.request.body),
+        ),
+        el(
+          "div",
+          { class: "exchange-part exchange-response" },
+          el("h3", {}, "Response"),
+          el(
+            "p",
+            { class: "exchange-line" },
+            // A transport without status codes (Votifier) shows only the outcome.
+            attempt.request.method ? "Status " : null,
+            attempt.request.method ? el("span", { class: "exchange-status" }, statusBadge(attempt.status_code)) : null,
+            " ",
+            attempt.succeeded ? badge("success", "ok") : badge("failed", "err"),
+            ` \u00b7 ${attempt.latency_ms} ms`,
+          ),
+          attempt.error ? el("p", { class: "exchange-line cell-error exchange-error" }, attempt.error) : null,
+          response && attempt.request.method ? el("div", { class: "label" }, "Headers") : null,
+          response && attempt.request.method ? el("pre", { class: "exchange-response-headers" }, headerLines(response.headers)) : null,
+          response ? el("div", { class: "label" }, attempt.request.method ? "Body " : "Answer ", el("span", { class: "muted" }, "(first 4 KiB)")) : null,
+          response ? el("pre", { class: "exchange-response-body" }, response.body === "" ? "(empty)" : response.body) : el("p", { class: "muted" }, "No response was received."),
+          response && response.body_truncated ? el("p", { class: "exchange-truncated" }, "The response was longer; only its first 4 KiB are kept.") : null,
+        ),
+      ),
+    );
+  }
+
+  /** After "Send test callback": where the stored test delivery stands, with a link to it. */
+  function renderTestDelivery(delivery) {
+    const box = $("test-callback-delivery");
+    if (!delivery) {
+      box.hidden = true;
+      return;
+    }
+    const kinds = { delivered: "ok", pending: "warn", failed: "err" };
+    const note = delivery.status === "pending" ? ` \u00b7 retried at ${fmtTime(delivery.next_attempt_at)}` : "";
+    box.replaceChildren(
+      el("span", {}, "Stored as delivery ", el("code", {}, delivery.id), " "),
+      badge(delivery.status, kinds[delivery.status]),
+      el("span", { class: "muted" }, note),
+      el("button", { type: "button", class: "btn btn-small", id: "open-test-delivery", onclick: () => openDelivery(delivery.id) }, "Open in delivery log"),
+    );
+    box.hidden = false;
+  }
+
+  const pct = (w) => (w.attempts === 0 ? "\u2013" : fmtRate(w.success_rate));
+
+  async function loadEndpointHealth() {
+    const { health } = await api("GET", serverPath("/endpoint-health"));
+    const stat = (label, value, id) => el("div", { class: "stat", id }, el("div", { class: "stat-value" }, value), el("div", { class: "stat-label" }, label));
+    $("endpoint-health-url").textContent = health.callback_url || "No callback URL configured.";
+    $("endpoint-health-state").replaceChildren(
+      health.disabled_at ? badge("disabled", "err") : health.failing_since ? badge("failing", "warn") : health.last_success_at ? badge("healthy", "ok") : badge("no attempts yet"),
+    );
+    $("endpoint-health-stats").replaceChildren(
+      stat(`Success, last 24 h (${health.last_24h.succeeded} of ${health.last_24h.attempts})`, pct(health.last_24h), "health-rate-24h"),
+      stat(`Success, last 7 days (${health.last_7d.succeeded} of ${health.last_7d.attempts})`, pct(health.last_7d), "health-rate-7d"),
+      stat("Failed for good, last 7 days", String(health.failed_deliveries_7d), "health-failed-7d"),
+      stat("Waiting to be sent", String(health.pending_deliveries), "health-pending"),
+    );
+    const fact = (term, value, id) => [el("dt", {}, term), el("dd", { id }, value)];
+    $("endpoint-health-facts").replaceChildren(
+      ...fact("Last success", fmtTime(health.last_success_at), "health-last-success"),
+      ...fact("Last failure", fmtTime(health.last_failure_at), "health-last-failure"),
+      ...fact("Last failure reason", health.last_failure_reason || "\u2013", "health-last-failure-reason"),
+      ...fact("Failing since", fmtTime(health.failing_since), "health-failing-since"),
+      ...fact("Disabled", health.disabled_at ? `${fmtTime(health.disabled_at)}: ${health.disabled_reason}` : "\u2013", "health-disabled"),
+      ...fact("Auto-disable at", fmtTime(health.auto_disable_at), "health-auto-disable-at"),
+    );
+    showEndpointBanner(health);
+  }
+
+  async function loadEndpointBanner() {
+    if (!state.serverId) return;
+    const { health } = await api("GET", serverPath("/endpoint-health"));
+    showEndpointBanner(health);
+  }
+
+  /** The notice on every tab: callback disabled, endpoint failing, or deliveries lost for good. */
+  function showEndpointBanner(health) {
+    const banner = $("endpoint-banner");
+    const failed = health.failed_deliveries_7d;
+    const lost = failed > 0 ? ` ${failed} ${failed === 1 ? "delivery" : "deliveries"} failed for good in the last 7 days.` : "";
+    let title = "";
+    let detail = "";
+    if (health.disabled_at) {
+      title = "Callbacks are disabled.";
+      detail = `${health.disabled_reason} (since ${fmtTime(health.disabled_at)}). ${health.pending_deliveries} waiting ${health.pending_deliveries === 1 ? "delivery is" : "deliveries are"} held until you re-enable.${lost}`;
+    } else if (health.failing_since) {
+      title = "Your endpoint is failing.";
+      detail = `Every attempt since ${fmtTime(health.failing_since)} failed (last: ${health.last_failure_reason}). Unless it answers 2xx, callbacks are disabled automatically at ${fmtTime(health.auto_disable_at)}.${lost}`;
+    } else if (failed > 0) {
+      title = "Deliveries failed.";
+      detail = lost.trim();
+    }
+    banner.hidden = title === "";
+    banner.classList.toggle("banner-warn", !health.disabled_at);
+    $("endpoint-banner-title").textContent = title;
+    $("endpoint-banner-detail").textContent = detail;
+    $("endpoint-banner-reenable").hidden = !health.disabled_at;
+  }
+
+  $("endpoint-banner-deliveries").addEventListener("click", () => {
+    $("delivery-status").value = "all";
+    if (location.hash === "#deliveries") selectTab("deliveries");
+    else location.hash = "#deliveries";
+  });
+  $("endpoint-banner-reenable").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      const { server } = await api("POST", serverPath("/callback/enable"));
+      updateServer(server);
+      if (state.tab === "integration") renderIntegration(server);
+      showOk("Callbacks re-enabled; held deliveries resume.");
+      await loadEndpointBanner();
+    }),
+  );
 
   // ---- hearts tab ----------------------------------------------------------------------
 
@@ -833,9 +1001,14 @@
 
   $("flash-close").addEventListener("click", () => ($("flash").hidden = true));
 
-  /** Opens one delivery's attempts on the deliveries tab (used by the hearts list). */
+  /**
+   * Opens one delivery's attempts on the deliveries tab (the hearts list and the test callback's
+   * link): the status and player filters are cleared so the delivery is in the list too.
+   */
   function openDelivery(id) {
     state.deliveryId = id;
+    $("delivery-status").value = "all";
+    $("delivery-username").value = "";
     if (location.hash === "#deliveries") selectTab("deliveries");
     else location.hash = "#deliveries";
   }

@@ -414,6 +414,7 @@ export const ModelName = {
   Owner: 'Owner',
   DashboardLoginLink: 'DashboardLoginLink',
   DashboardSession: 'DashboardSession',
+  CallbackHealth: 'CallbackHealth',
   SecretsKeyCheck: 'SecretsKeyCheck'
 } as const
 
@@ -430,7 +431,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "secretsKeyCheck"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "secretsKeyCheck"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -1692,6 +1693,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    CallbackHealth: {
+      payload: Prisma.$CallbackHealthPayload<ExtArgs>
+      fields: Prisma.CallbackHealthFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.CallbackHealthFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.CallbackHealthFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>
+        }
+        findFirst: {
+          args: Prisma.CallbackHealthFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.CallbackHealthFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>
+        }
+        findMany: {
+          args: Prisma.CallbackHealthFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>[]
+        }
+        create: {
+          args: Prisma.CallbackHealthCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>
+        }
+        createMany: {
+          args: Prisma.CallbackHealthCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.CallbackHealthCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>[]
+        }
+        delete: {
+          args: Prisma.CallbackHealthDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>
+        }
+        update: {
+          args: Prisma.CallbackHealthUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>
+        }
+        deleteMany: {
+          args: Prisma.CallbackHealthDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.CallbackHealthUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.CallbackHealthUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>[]
+        }
+        upsert: {
+          args: Prisma.CallbackHealthUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackHealthPayload>
+        }
+        aggregate: {
+          args: Prisma.CallbackHealthAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateCallbackHealth>
+        }
+        groupBy: {
+          args: Prisma.CallbackHealthGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.CallbackHealthGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.CallbackHealthCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.CallbackHealthCountAggregateOutputType> | number
+        }
+      }
+    }
     SecretsKeyCheck: {
       payload: Prisma.$SecretsKeyCheckPayload<ExtArgs>
       fields: Prisma.SecretsKeyCheckFieldRefs
@@ -1975,6 +2050,7 @@ export const DeliveryScalarFieldEnum = {
   serverId: 'serverId',
   heartId: 'heartId',
   transport: 'transport',
+  dedupKey: 'dedupKey',
   eventType: 'eventType',
   username: 'username',
   voterIdentity: 'voterIdentity',
@@ -1998,12 +2074,19 @@ export type DeliveryScalarFieldEnum = (typeof DeliveryScalarFieldEnum)[keyof typ
 export const DeliveryAttemptScalarFieldEnum = {
   id: 'id',
   deliveryId: 'deliveryId',
+  serverId: 'serverId',
   attempt: 'attempt',
   url: 'url',
   startedAt: 'startedAt',
   statusCode: 'statusCode',
   latencyMs: 'latencyMs',
-  error: 'error'
+  error: 'error',
+  succeeded: 'succeeded',
+  requestHeaders: 'requestHeaders',
+  requestBody: 'requestBody',
+  responseHeaders: 'responseHeaders',
+  responseBody: 'responseBody',
+  responseBodyTruncated: 'responseBodyTruncated'
 } as const
 
 export type DeliveryAttemptScalarFieldEnum = (typeof DeliveryAttemptScalarFieldEnum)[keyof typeof DeliveryAttemptScalarFieldEnum]
@@ -2054,6 +2137,17 @@ export const DashboardSessionScalarFieldEnum = {
 export type DashboardSessionScalarFieldEnum = (typeof DashboardSessionScalarFieldEnum)[keyof typeof DashboardSessionScalarFieldEnum]
 
 
+export const CallbackHealthScalarFieldEnum = {
+  serverId: 'serverId',
+  failingSince: 'failingSince',
+  lastSuccessAt: 'lastSuccessAt',
+  lastFailureAt: 'lastFailureAt',
+  lastFailureReason: 'lastFailureReason'
+} as const
+
+export type CallbackHealthScalarFieldEnum = (typeof CallbackHealthScalarFieldEnum)[keyof typeof CallbackHealthScalarFieldEnum]
+
+
 export const SecretsKeyCheckScalarFieldEnum = {
   id: 'id',
   sealed: 'sealed',
@@ -2071,6 +2165,14 @@ export const SortOrder = {
 export type SortOrder = (typeof SortOrder)[keyof typeof SortOrder]
 
 
+export const NullableJsonNullValueInput = {
+  DbNull: DbNull,
+  JsonNull: JsonNull
+} as const
+
+export type NullableJsonNullValueInput = (typeof NullableJsonNullValueInput)[keyof typeof NullableJsonNullValueInput]
+
+
 export const QueryMode = {
   default: 'default',
   insensitive: 'insensitive'
@@ -2085,6 +2187,15 @@ export const NullsOrder = {
 } as const
 
 export type NullsOrder = (typeof NullsOrder)[keyof typeof NullsOrder]
+
+
+export const JsonNullValueFilter = {
+  DbNull: DbNull,
+  JsonNull: JsonNull,
+  AnyNull: AnyNull
+} as const
+
+export type JsonNullValueFilter = (typeof JsonNullValueFilter)[keyof typeof JsonNullValueFilter]
 
 
 
@@ -2223,6 +2334,20 @@ export type EnumDeliveryStatusFieldRefInput<$PrismaModel> = FieldRefInputType<$P
  * Reference to a field of type 'DeliveryStatus[]'
  */
 export type ListEnumDeliveryStatusFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DeliveryStatus[]'>
+    
+
+
+/**
+ * Reference to a field of type 'Json'
+ */
+export type JsonFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Json'>
+    
+
+
+/**
+ * Reference to a field of type 'QueryMode'
+ */
+export type EnumQueryModeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'QueryMode'>
     
 
 
@@ -2407,6 +2532,7 @@ export type GlobalOmitConfig = {
   owner?: Prisma.OwnerOmit
   dashboardLoginLink?: Prisma.DashboardLoginLinkOmit
   dashboardSession?: Prisma.DashboardSessionOmit
+  callbackHealth?: Prisma.CallbackHealthOmit
   secretsKeyCheck?: Prisma.SecretsKeyCheckOmit
 }
 

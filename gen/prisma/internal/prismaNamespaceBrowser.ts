@@ -68,6 +68,7 @@ export const ModelName = {
   Owner: 'Owner',
   DashboardLoginLink: 'DashboardLoginLink',
   DashboardSession: 'DashboardSession',
+  CallbackHealth: 'CallbackHealth',
   SecretsKeyCheck: 'SecretsKeyCheck'
 } as const
 
@@ -257,6 +258,7 @@ export const DeliveryScalarFieldEnum = {
   serverId: 'serverId',
   heartId: 'heartId',
   transport: 'transport',
+  dedupKey: 'dedupKey',
   eventType: 'eventType',
   username: 'username',
   voterIdentity: 'voterIdentity',
@@ -280,12 +282,19 @@ export type DeliveryScalarFieldEnum = (typeof DeliveryScalarFieldEnum)[keyof typ
 export const DeliveryAttemptScalarFieldEnum = {
   id: 'id',
   deliveryId: 'deliveryId',
+  serverId: 'serverId',
   attempt: 'attempt',
   url: 'url',
   startedAt: 'startedAt',
   statusCode: 'statusCode',
   latencyMs: 'latencyMs',
-  error: 'error'
+  error: 'error',
+  succeeded: 'succeeded',
+  requestHeaders: 'requestHeaders',
+  requestBody: 'requestBody',
+  responseHeaders: 'responseHeaders',
+  responseBody: 'responseBody',
+  responseBodyTruncated: 'responseBodyTruncated'
 } as const
 
 export type DeliveryAttemptScalarFieldEnum = (typeof DeliveryAttemptScalarFieldEnum)[keyof typeof DeliveryAttemptScalarFieldEnum]
@@ -336,6 +345,17 @@ export const DashboardSessionScalarFieldEnum = {
 export type DashboardSessionScalarFieldEnum = (typeof DashboardSessionScalarFieldEnum)[keyof typeof DashboardSessionScalarFieldEnum]
 
 
+export const CallbackHealthScalarFieldEnum = {
+  serverId: 'serverId',
+  failingSince: 'failingSince',
+  lastSuccessAt: 'lastSuccessAt',
+  lastFailureAt: 'lastFailureAt',
+  lastFailureReason: 'lastFailureReason'
+} as const
+
+export type CallbackHealthScalarFieldEnum = (typeof CallbackHealthScalarFieldEnum)[keyof typeof CallbackHealthScalarFieldEnum]
+
+
 export const SecretsKeyCheckScalarFieldEnum = {
   id: 'id',
   sealed: 'sealed',
@@ -353,6 +373,14 @@ export const SortOrder = {
 export type SortOrder = (typeof SortOrder)[keyof typeof SortOrder]
 
 
+export const NullableJsonNullValueInput = {
+  DbNull: DbNull,
+  JsonNull: JsonNull
+} as const
+
+export type NullableJsonNullValueInput = (typeof NullableJsonNullValueInput)[keyof typeof NullableJsonNullValueInput]
+
+
 export const QueryMode = {
   default: 'default',
   insensitive: 'insensitive'
@@ -367,4 +395,13 @@ export const NullsOrder = {
 } as const
 
 export type NullsOrder = (typeof NullsOrder)[keyof typeof NullsOrder]
+
+
+export const JsonNullValueFilter = {
+  DbNull: DbNull,
+  JsonNull: JsonNull,
+  AnyNull: AnyNull
+} as const
+
+export type JsonNullValueFilter = (typeof JsonNullValueFilter)[keyof typeof JsonNullValueFilter]
 

@@ -14,7 +14,7 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 
 /**
  * Model Delivery
- * A counted heart to deliver, one per (heart, server, transport).
+ * A heart to deliver: one per (heart, server, transport) for heart.counted, one per send for heart.test.
  */
 export type DeliveryModel = runtime.Types.Result.DefaultSelection<Prisma.$DeliveryPayload>
 
@@ -43,6 +43,7 @@ export type DeliveryMinAggregateOutputType = {
   serverId: string | null
   heartId: string | null
   transport: $Enums.DeliveryTransport | null
+  dedupKey: string | null
   eventType: string | null
   username: string | null
   voterIdentity: string | null
@@ -65,6 +66,7 @@ export type DeliveryMaxAggregateOutputType = {
   serverId: string | null
   heartId: string | null
   transport: $Enums.DeliveryTransport | null
+  dedupKey: string | null
   eventType: string | null
   username: string | null
   voterIdentity: string | null
@@ -87,6 +89,7 @@ export type DeliveryCountAggregateOutputType = {
   serverId: number
   heartId: number
   transport: number
+  dedupKey: number
   eventType: number
   username: number
   voterIdentity: number
@@ -123,6 +126,7 @@ export type DeliveryMinAggregateInputType = {
   serverId?: true
   heartId?: true
   transport?: true
+  dedupKey?: true
   eventType?: true
   username?: true
   voterIdentity?: true
@@ -145,6 +149,7 @@ export type DeliveryMaxAggregateInputType = {
   serverId?: true
   heartId?: true
   transport?: true
+  dedupKey?: true
   eventType?: true
   username?: true
   voterIdentity?: true
@@ -167,6 +172,7 @@ export type DeliveryCountAggregateInputType = {
   serverId?: true
   heartId?: true
   transport?: true
+  dedupKey?: true
   eventType?: true
   username?: true
   voterIdentity?: true
@@ -276,6 +282,7 @@ export type DeliveryGroupByOutputType = {
   serverId: string
   heartId: string
   transport: $Enums.DeliveryTransport
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -321,6 +328,7 @@ export type DeliveryWhereInput = {
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
   transport?: Prisma.EnumDeliveryTransportFilter<"Delivery"> | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
@@ -345,6 +353,7 @@ export type DeliveryOrderByWithRelationInput = {
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
   transport?: Prisma.SortOrder
+  dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -366,13 +375,14 @@ export type DeliveryOrderByWithRelationInput = {
 
 export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   id?: string
-  heartId_serverId_transport?: Prisma.DeliveryHeartIdServerIdTransportCompoundUniqueInput
+  serverId_transport_dedupKey?: Prisma.DeliveryServerIdTransportDedupKeyCompoundUniqueInput
   AND?: Prisma.DeliveryWhereInput | Prisma.DeliveryWhereInput[]
   OR?: Prisma.DeliveryWhereInput[]
   NOT?: Prisma.DeliveryWhereInput | Prisma.DeliveryWhereInput[]
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
   transport?: Prisma.EnumDeliveryTransportFilter<"Delivery"> | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
@@ -390,13 +400,14 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   attemptsLog?: Prisma.DeliveryAttemptListRelationFilter
-}, "id" | "heartId_serverId_transport">
+}, "id" | "serverId_transport_dedupKey">
 
 export type DeliveryOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
   transport?: Prisma.SortOrder
+  dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -427,6 +438,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   serverId?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
   heartId?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
   transport?: Prisma.EnumDeliveryTransportWithAggregatesFilter<"Delivery"> | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   eventType?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   username?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
@@ -448,6 +460,7 @@ export type DeliveryCreateInput = {
   id?: string
   heartId: string
   transport?: $Enums.DeliveryTransport
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -472,6 +485,7 @@ export type DeliveryUncheckedCreateInput = {
   serverId: string
   heartId: string
   transport?: $Enums.DeliveryTransport
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -494,6 +508,7 @@ export type DeliveryUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -518,6 +533,7 @@ export type DeliveryUncheckedUpdateInput = {
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -541,6 +557,7 @@ export type DeliveryCreateManyInput = {
   serverId: string
   heartId: string
   transport?: $Enums.DeliveryTransport
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -562,6 +579,7 @@ export type DeliveryUpdateManyMutationInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -584,6 +602,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -611,10 +630,10 @@ export type DeliveryOrderByRelationAggregateInput = {
   _count?: Prisma.SortOrder
 }
 
-export type DeliveryHeartIdServerIdTransportCompoundUniqueInput = {
-  heartId: string
+export type DeliveryServerIdTransportDedupKeyCompoundUniqueInput = {
   serverId: string
   transport: $Enums.DeliveryTransport
+  dedupKey: string
 }
 
 export type DeliveryCountOrderByAggregateInput = {
@@ -622,6 +641,7 @@ export type DeliveryCountOrderByAggregateInput = {
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
   transport?: Prisma.SortOrder
+  dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -650,6 +670,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
   transport?: Prisma.SortOrder
+  dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -672,6 +693,7 @@ export type DeliveryMinOrderByAggregateInput = {
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
   transport?: Prisma.SortOrder
+  dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
@@ -768,6 +790,7 @@ export type DeliveryCreateWithoutServerInput = {
   id?: string
   heartId: string
   transport?: $Enums.DeliveryTransport
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -790,6 +813,7 @@ export type DeliveryUncheckedCreateWithoutServerInput = {
   id?: string
   heartId: string
   transport?: $Enums.DeliveryTransport
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -842,6 +866,7 @@ export type DeliveryScalarWhereInput = {
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
   transport?: Prisma.EnumDeliveryTransportFilter<"Delivery"> | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
@@ -863,6 +888,7 @@ export type DeliveryCreateWithoutAttemptsLogInput = {
   id?: string
   heartId: string
   transport?: $Enums.DeliveryTransport
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -886,6 +912,7 @@ export type DeliveryUncheckedCreateWithoutAttemptsLogInput = {
   serverId: string
   heartId: string
   transport?: $Enums.DeliveryTransport
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -923,6 +950,7 @@ export type DeliveryUpdateWithoutAttemptsLogInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -946,6 +974,7 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -967,6 +996,7 @@ export type DeliveryCreateManyServerInput = {
   id?: string
   heartId: string
   transport?: $Enums.DeliveryTransport
+  dedupKey: string
   eventType: string
   username: string
   voterIdentity: string
@@ -988,6 +1018,7 @@ export type DeliveryUpdateWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1010,6 +1041,7 @@ export type DeliveryUncheckedUpdateWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1032,6 +1064,7 @@ export type DeliveryUncheckedUpdateManyWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1085,6 +1118,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   serverId?: boolean
   heartId?: boolean
   transport?: boolean
+  dedupKey?: boolean
   eventType?: boolean
   username?: boolean
   voterIdentity?: boolean
@@ -1110,6 +1144,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   serverId?: boolean
   heartId?: boolean
   transport?: boolean
+  dedupKey?: boolean
   eventType?: boolean
   username?: boolean
   voterIdentity?: boolean
@@ -1133,6 +1168,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   serverId?: boolean
   heartId?: boolean
   transport?: boolean
+  dedupKey?: boolean
   eventType?: boolean
   username?: boolean
   voterIdentity?: boolean
@@ -1156,6 +1192,7 @@ export type DeliverySelectScalar = {
   serverId?: boolean
   heartId?: boolean
   transport?: boolean
+  dedupKey?: boolean
   eventType?: boolean
   username?: boolean
   voterIdentity?: boolean
@@ -1173,7 +1210,7 @@ export type DeliverySelectScalar = {
   createdAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "dedupKey" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   attemptsLog?: boolean | Prisma.Delivery$attemptsLogArgs<ExtArgs>
@@ -1197,6 +1234,12 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     serverId: string
     heartId: string
     transport: $Enums.DeliveryTransport
+    /**
+     * What makes a delivery unique per server and transport: the heart_id for heart.counted (a
+     * redelivered Kafka message adds nothing), the delivery's own id for heart.test (every test
+     * is new; its heart_id is the nil uuid).
+     */
+    dedupKey: string
     eventType: string
     username: string
     voterIdentity: string
@@ -1641,6 +1684,7 @@ export interface DeliveryFieldRefs {
   readonly serverId: Prisma.FieldRef<"Delivery", 'String'>
   readonly heartId: Prisma.FieldRef<"Delivery", 'String'>
   readonly transport: Prisma.FieldRef<"Delivery", 'DeliveryTransport'>
+  readonly dedupKey: Prisma.FieldRef<"Delivery", 'String'>
   readonly eventType: Prisma.FieldRef<"Delivery", 'String'>
   readonly username: Prisma.FieldRef<"Delivery", 'String'>
   readonly voterIdentity: Prisma.FieldRef<"Delivery", 'String'>

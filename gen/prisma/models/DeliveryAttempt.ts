@@ -14,7 +14,9 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 
 /**
  * Model DeliveryAttempt
- * Every delivery attempt: time, status code, latency, error.
+ * Every delivery attempt: time, target, status code, latency, error, and the exact exchange:
+ * the request as sent (headers, body) and the response (headers, the first 4 KiB of the body).
+ * Transport-neutral: `url` is where it went; headers are empty where a transport has none.
  */
 export type DeliveryAttemptModel = runtime.Types.Result.DefaultSelection<Prisma.$DeliveryAttemptPayload>
 
@@ -43,34 +45,51 @@ export type DeliveryAttemptSumAggregateOutputType = {
 export type DeliveryAttemptMinAggregateOutputType = {
   id: bigint | null
   deliveryId: string | null
+  serverId: string | null
   attempt: number | null
   url: string | null
   startedAt: Date | null
   statusCode: number | null
   latencyMs: number | null
   error: string | null
+  succeeded: boolean | null
+  requestBody: string | null
+  responseBody: string | null
+  responseBodyTruncated: boolean | null
 }
 
 export type DeliveryAttemptMaxAggregateOutputType = {
   id: bigint | null
   deliveryId: string | null
+  serverId: string | null
   attempt: number | null
   url: string | null
   startedAt: Date | null
   statusCode: number | null
   latencyMs: number | null
   error: string | null
+  succeeded: boolean | null
+  requestBody: string | null
+  responseBody: string | null
+  responseBodyTruncated: boolean | null
 }
 
 export type DeliveryAttemptCountAggregateOutputType = {
   id: number
   deliveryId: number
+  serverId: number
   attempt: number
   url: number
   startedAt: number
   statusCode: number
   latencyMs: number
   error: number
+  succeeded: number
+  requestHeaders: number
+  requestBody: number
+  responseHeaders: number
+  responseBody: number
+  responseBodyTruncated: number
   _all: number
 }
 
@@ -92,34 +111,51 @@ export type DeliveryAttemptSumAggregateInputType = {
 export type DeliveryAttemptMinAggregateInputType = {
   id?: true
   deliveryId?: true
+  serverId?: true
   attempt?: true
   url?: true
   startedAt?: true
   statusCode?: true
   latencyMs?: true
   error?: true
+  succeeded?: true
+  requestBody?: true
+  responseBody?: true
+  responseBodyTruncated?: true
 }
 
 export type DeliveryAttemptMaxAggregateInputType = {
   id?: true
   deliveryId?: true
+  serverId?: true
   attempt?: true
   url?: true
   startedAt?: true
   statusCode?: true
   latencyMs?: true
   error?: true
+  succeeded?: true
+  requestBody?: true
+  responseBody?: true
+  responseBodyTruncated?: true
 }
 
 export type DeliveryAttemptCountAggregateInputType = {
   id?: true
   deliveryId?: true
+  serverId?: true
   attempt?: true
   url?: true
   startedAt?: true
   statusCode?: true
   latencyMs?: true
   error?: true
+  succeeded?: true
+  requestHeaders?: true
+  requestBody?: true
+  responseHeaders?: true
+  responseBody?: true
+  responseBodyTruncated?: true
   _all?: true
 }
 
@@ -212,12 +248,19 @@ export type DeliveryAttemptGroupByArgs<ExtArgs extends runtime.Types.Extensions.
 export type DeliveryAttemptGroupByOutputType = {
   id: bigint
   deliveryId: string
+  serverId: string | null
   attempt: number
   url: string
   startedAt: Date
   statusCode: number | null
   latencyMs: number
   error: string | null
+  succeeded: boolean
+  requestHeaders: runtime.JsonValue | null
+  requestBody: string | null
+  responseHeaders: runtime.JsonValue | null
+  responseBody: string | null
+  responseBodyTruncated: boolean
   _count: DeliveryAttemptCountAggregateOutputType | null
   _avg: DeliveryAttemptAvgAggregateOutputType | null
   _sum: DeliveryAttemptSumAggregateOutputType | null
@@ -246,24 +289,38 @@ export type DeliveryAttemptWhereInput = {
   NOT?: Prisma.DeliveryAttemptWhereInput | Prisma.DeliveryAttemptWhereInput[]
   id?: Prisma.BigIntFilter<"DeliveryAttempt"> | bigint | number
   deliveryId?: Prisma.UuidFilter<"DeliveryAttempt"> | string
+  serverId?: Prisma.UuidNullableFilter<"DeliveryAttempt"> | string | null
   attempt?: Prisma.IntFilter<"DeliveryAttempt"> | number
   url?: Prisma.StringFilter<"DeliveryAttempt"> | string
   startedAt?: Prisma.DateTimeFilter<"DeliveryAttempt"> | Date | string
   statusCode?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   latencyMs?: Prisma.IntFilter<"DeliveryAttempt"> | number
   error?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
+  succeeded?: Prisma.BoolFilter<"DeliveryAttempt"> | boolean
+  requestHeaders?: Prisma.JsonNullableFilter<"DeliveryAttempt">
+  requestBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
+  responseHeaders?: Prisma.JsonNullableFilter<"DeliveryAttempt">
+  responseBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
+  responseBodyTruncated?: Prisma.BoolFilter<"DeliveryAttempt"> | boolean
   delivery?: Prisma.XOR<Prisma.DeliveryScalarRelationFilter, Prisma.DeliveryWhereInput>
 }
 
 export type DeliveryAttemptOrderByWithRelationInput = {
   id?: Prisma.SortOrder
   deliveryId?: Prisma.SortOrder
+  serverId?: Prisma.SortOrderInput | Prisma.SortOrder
   attempt?: Prisma.SortOrder
   url?: Prisma.SortOrder
   startedAt?: Prisma.SortOrder
   statusCode?: Prisma.SortOrderInput | Prisma.SortOrder
   latencyMs?: Prisma.SortOrder
   error?: Prisma.SortOrderInput | Prisma.SortOrder
+  succeeded?: Prisma.SortOrder
+  requestHeaders?: Prisma.SortOrderInput | Prisma.SortOrder
+  requestBody?: Prisma.SortOrderInput | Prisma.SortOrder
+  responseHeaders?: Prisma.SortOrderInput | Prisma.SortOrder
+  responseBody?: Prisma.SortOrderInput | Prisma.SortOrder
+  responseBodyTruncated?: Prisma.SortOrder
   delivery?: Prisma.DeliveryOrderByWithRelationInput
 }
 
@@ -273,24 +330,38 @@ export type DeliveryAttemptWhereUniqueInput = Prisma.AtLeast<{
   OR?: Prisma.DeliveryAttemptWhereInput[]
   NOT?: Prisma.DeliveryAttemptWhereInput | Prisma.DeliveryAttemptWhereInput[]
   deliveryId?: Prisma.UuidFilter<"DeliveryAttempt"> | string
+  serverId?: Prisma.UuidNullableFilter<"DeliveryAttempt"> | string | null
   attempt?: Prisma.IntFilter<"DeliveryAttempt"> | number
   url?: Prisma.StringFilter<"DeliveryAttempt"> | string
   startedAt?: Prisma.DateTimeFilter<"DeliveryAttempt"> | Date | string
   statusCode?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   latencyMs?: Prisma.IntFilter<"DeliveryAttempt"> | number
   error?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
+  succeeded?: Prisma.BoolFilter<"DeliveryAttempt"> | boolean
+  requestHeaders?: Prisma.JsonNullableFilter<"DeliveryAttempt">
+  requestBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
+  responseHeaders?: Prisma.JsonNullableFilter<"DeliveryAttempt">
+  responseBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
+  responseBodyTruncated?: Prisma.BoolFilter<"DeliveryAttempt"> | boolean
   delivery?: Prisma.XOR<Prisma.DeliveryScalarRelationFilter, Prisma.DeliveryWhereInput>
 }, "id">
 
 export type DeliveryAttemptOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   deliveryId?: Prisma.SortOrder
+  serverId?: Prisma.SortOrderInput | Prisma.SortOrder
   attempt?: Prisma.SortOrder
   url?: Prisma.SortOrder
   startedAt?: Prisma.SortOrder
   statusCode?: Prisma.SortOrderInput | Prisma.SortOrder
   latencyMs?: Prisma.SortOrder
   error?: Prisma.SortOrderInput | Prisma.SortOrder
+  succeeded?: Prisma.SortOrder
+  requestHeaders?: Prisma.SortOrderInput | Prisma.SortOrder
+  requestBody?: Prisma.SortOrderInput | Prisma.SortOrder
+  responseHeaders?: Prisma.SortOrderInput | Prisma.SortOrder
+  responseBody?: Prisma.SortOrderInput | Prisma.SortOrder
+  responseBodyTruncated?: Prisma.SortOrder
   _count?: Prisma.DeliveryAttemptCountOrderByAggregateInput
   _avg?: Prisma.DeliveryAttemptAvgOrderByAggregateInput
   _max?: Prisma.DeliveryAttemptMaxOrderByAggregateInput
@@ -304,88 +375,144 @@ export type DeliveryAttemptScalarWhereWithAggregatesInput = {
   NOT?: Prisma.DeliveryAttemptScalarWhereWithAggregatesInput | Prisma.DeliveryAttemptScalarWhereWithAggregatesInput[]
   id?: Prisma.BigIntWithAggregatesFilter<"DeliveryAttempt"> | bigint | number
   deliveryId?: Prisma.UuidWithAggregatesFilter<"DeliveryAttempt"> | string
+  serverId?: Prisma.UuidNullableWithAggregatesFilter<"DeliveryAttempt"> | string | null
   attempt?: Prisma.IntWithAggregatesFilter<"DeliveryAttempt"> | number
   url?: Prisma.StringWithAggregatesFilter<"DeliveryAttempt"> | string
   startedAt?: Prisma.DateTimeWithAggregatesFilter<"DeliveryAttempt"> | Date | string
   statusCode?: Prisma.IntNullableWithAggregatesFilter<"DeliveryAttempt"> | number | null
   latencyMs?: Prisma.IntWithAggregatesFilter<"DeliveryAttempt"> | number
   error?: Prisma.StringNullableWithAggregatesFilter<"DeliveryAttempt"> | string | null
+  succeeded?: Prisma.BoolWithAggregatesFilter<"DeliveryAttempt"> | boolean
+  requestHeaders?: Prisma.JsonNullableWithAggregatesFilter<"DeliveryAttempt">
+  requestBody?: Prisma.StringNullableWithAggregatesFilter<"DeliveryAttempt"> | string | null
+  responseHeaders?: Prisma.JsonNullableWithAggregatesFilter<"DeliveryAttempt">
+  responseBody?: Prisma.StringNullableWithAggregatesFilter<"DeliveryAttempt"> | string | null
+  responseBodyTruncated?: Prisma.BoolWithAggregatesFilter<"DeliveryAttempt"> | boolean
 }
 
 export type DeliveryAttemptCreateInput = {
   id?: bigint | number
+  serverId?: string | null
   attempt: number
   url: string
   startedAt: Date | string
   statusCode?: number | null
   latencyMs: number
   error?: string | null
+  succeeded?: boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: string | null
+  responseBodyTruncated?: boolean
   delivery: Prisma.DeliveryCreateNestedOneWithoutAttemptsLogInput
 }
 
 export type DeliveryAttemptUncheckedCreateInput = {
   id?: bigint | number
   deliveryId: string
+  serverId?: string | null
   attempt: number
   url: string
   startedAt: Date | string
   statusCode?: number | null
   latencyMs: number
   error?: string | null
+  succeeded?: boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: string | null
+  responseBodyTruncated?: boolean
 }
 
 export type DeliveryAttemptUpdateInput = {
   id?: Prisma.BigIntFieldUpdateOperationsInput | bigint | number
+  serverId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attempt?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   statusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   latencyMs?: Prisma.IntFieldUpdateOperationsInput | number
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  succeeded?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseBodyTruncated?: Prisma.BoolFieldUpdateOperationsInput | boolean
   delivery?: Prisma.DeliveryUpdateOneRequiredWithoutAttemptsLogNestedInput
 }
 
 export type DeliveryAttemptUncheckedUpdateInput = {
   id?: Prisma.BigIntFieldUpdateOperationsInput | bigint | number
   deliveryId?: Prisma.StringFieldUpdateOperationsInput | string
+  serverId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attempt?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   statusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   latencyMs?: Prisma.IntFieldUpdateOperationsInput | number
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  succeeded?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseBodyTruncated?: Prisma.BoolFieldUpdateOperationsInput | boolean
 }
 
 export type DeliveryAttemptCreateManyInput = {
   id?: bigint | number
   deliveryId: string
+  serverId?: string | null
   attempt: number
   url: string
   startedAt: Date | string
   statusCode?: number | null
   latencyMs: number
   error?: string | null
+  succeeded?: boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: string | null
+  responseBodyTruncated?: boolean
 }
 
 export type DeliveryAttemptUpdateManyMutationInput = {
   id?: Prisma.BigIntFieldUpdateOperationsInput | bigint | number
+  serverId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attempt?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   statusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   latencyMs?: Prisma.IntFieldUpdateOperationsInput | number
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  succeeded?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseBodyTruncated?: Prisma.BoolFieldUpdateOperationsInput | boolean
 }
 
 export type DeliveryAttemptUncheckedUpdateManyInput = {
   id?: Prisma.BigIntFieldUpdateOperationsInput | bigint | number
   deliveryId?: Prisma.StringFieldUpdateOperationsInput | string
+  serverId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attempt?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   statusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   latencyMs?: Prisma.IntFieldUpdateOperationsInput | number
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  succeeded?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseBodyTruncated?: Prisma.BoolFieldUpdateOperationsInput | boolean
 }
 
 export type DeliveryAttemptListRelationFilter = {
@@ -401,12 +528,19 @@ export type DeliveryAttemptOrderByRelationAggregateInput = {
 export type DeliveryAttemptCountOrderByAggregateInput = {
   id?: Prisma.SortOrder
   deliveryId?: Prisma.SortOrder
+  serverId?: Prisma.SortOrder
   attempt?: Prisma.SortOrder
   url?: Prisma.SortOrder
   startedAt?: Prisma.SortOrder
   statusCode?: Prisma.SortOrder
   latencyMs?: Prisma.SortOrder
   error?: Prisma.SortOrder
+  succeeded?: Prisma.SortOrder
+  requestHeaders?: Prisma.SortOrder
+  requestBody?: Prisma.SortOrder
+  responseHeaders?: Prisma.SortOrder
+  responseBody?: Prisma.SortOrder
+  responseBodyTruncated?: Prisma.SortOrder
 }
 
 export type DeliveryAttemptAvgOrderByAggregateInput = {
@@ -419,23 +553,33 @@ export type DeliveryAttemptAvgOrderByAggregateInput = {
 export type DeliveryAttemptMaxOrderByAggregateInput = {
   id?: Prisma.SortOrder
   deliveryId?: Prisma.SortOrder
+  serverId?: Prisma.SortOrder
   attempt?: Prisma.SortOrder
   url?: Prisma.SortOrder
   startedAt?: Prisma.SortOrder
   statusCode?: Prisma.SortOrder
   latencyMs?: Prisma.SortOrder
   error?: Prisma.SortOrder
+  succeeded?: Prisma.SortOrder
+  requestBody?: Prisma.SortOrder
+  responseBody?: Prisma.SortOrder
+  responseBodyTruncated?: Prisma.SortOrder
 }
 
 export type DeliveryAttemptMinOrderByAggregateInput = {
   id?: Prisma.SortOrder
   deliveryId?: Prisma.SortOrder
+  serverId?: Prisma.SortOrder
   attempt?: Prisma.SortOrder
   url?: Prisma.SortOrder
   startedAt?: Prisma.SortOrder
   statusCode?: Prisma.SortOrder
   latencyMs?: Prisma.SortOrder
   error?: Prisma.SortOrder
+  succeeded?: Prisma.SortOrder
+  requestBody?: Prisma.SortOrder
+  responseBody?: Prisma.SortOrder
+  responseBodyTruncated?: Prisma.SortOrder
 }
 
 export type DeliveryAttemptSumOrderByAggregateInput = {
@@ -489,22 +633,36 @@ export type DeliveryAttemptUncheckedUpdateManyWithoutDeliveryNestedInput = {
 
 export type DeliveryAttemptCreateWithoutDeliveryInput = {
   id?: bigint | number
+  serverId?: string | null
   attempt: number
   url: string
   startedAt: Date | string
   statusCode?: number | null
   latencyMs: number
   error?: string | null
+  succeeded?: boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: string | null
+  responseBodyTruncated?: boolean
 }
 
 export type DeliveryAttemptUncheckedCreateWithoutDeliveryInput = {
   id?: bigint | number
+  serverId?: string | null
   attempt: number
   url: string
   startedAt: Date | string
   statusCode?: number | null
   latencyMs: number
   error?: string | null
+  succeeded?: boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: string | null
+  responseBodyTruncated?: boolean
 }
 
 export type DeliveryAttemptCreateOrConnectWithoutDeliveryInput = {
@@ -539,52 +697,87 @@ export type DeliveryAttemptScalarWhereInput = {
   NOT?: Prisma.DeliveryAttemptScalarWhereInput | Prisma.DeliveryAttemptScalarWhereInput[]
   id?: Prisma.BigIntFilter<"DeliveryAttempt"> | bigint | number
   deliveryId?: Prisma.UuidFilter<"DeliveryAttempt"> | string
+  serverId?: Prisma.UuidNullableFilter<"DeliveryAttempt"> | string | null
   attempt?: Prisma.IntFilter<"DeliveryAttempt"> | number
   url?: Prisma.StringFilter<"DeliveryAttempt"> | string
   startedAt?: Prisma.DateTimeFilter<"DeliveryAttempt"> | Date | string
   statusCode?: Prisma.IntNullableFilter<"DeliveryAttempt"> | number | null
   latencyMs?: Prisma.IntFilter<"DeliveryAttempt"> | number
   error?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
+  succeeded?: Prisma.BoolFilter<"DeliveryAttempt"> | boolean
+  requestHeaders?: Prisma.JsonNullableFilter<"DeliveryAttempt">
+  requestBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
+  responseHeaders?: Prisma.JsonNullableFilter<"DeliveryAttempt">
+  responseBody?: Prisma.StringNullableFilter<"DeliveryAttempt"> | string | null
+  responseBodyTruncated?: Prisma.BoolFilter<"DeliveryAttempt"> | boolean
 }
 
 export type DeliveryAttemptCreateManyDeliveryInput = {
   id?: bigint | number
+  serverId?: string | null
   attempt: number
   url: string
   startedAt: Date | string
   statusCode?: number | null
   latencyMs: number
   error?: string | null
+  succeeded?: boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: string | null
+  responseBodyTruncated?: boolean
 }
 
 export type DeliveryAttemptUpdateWithoutDeliveryInput = {
   id?: Prisma.BigIntFieldUpdateOperationsInput | bigint | number
+  serverId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attempt?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   statusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   latencyMs?: Prisma.IntFieldUpdateOperationsInput | number
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  succeeded?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseBodyTruncated?: Prisma.BoolFieldUpdateOperationsInput | boolean
 }
 
 export type DeliveryAttemptUncheckedUpdateWithoutDeliveryInput = {
   id?: Prisma.BigIntFieldUpdateOperationsInput | bigint | number
+  serverId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attempt?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   statusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   latencyMs?: Prisma.IntFieldUpdateOperationsInput | number
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  succeeded?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseBodyTruncated?: Prisma.BoolFieldUpdateOperationsInput | boolean
 }
 
 export type DeliveryAttemptUncheckedUpdateManyWithoutDeliveryInput = {
   id?: Prisma.BigIntFieldUpdateOperationsInput | bigint | number
+  serverId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attempt?: Prisma.IntFieldUpdateOperationsInput | number
   url?: Prisma.StringFieldUpdateOperationsInput | string
   startedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   statusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   latencyMs?: Prisma.IntFieldUpdateOperationsInput | number
   error?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  succeeded?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  requestHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  requestBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseHeaders?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  responseBody?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  responseBodyTruncated?: Prisma.BoolFieldUpdateOperationsInput | boolean
 }
 
 
@@ -592,51 +785,79 @@ export type DeliveryAttemptUncheckedUpdateManyWithoutDeliveryInput = {
 export type DeliveryAttemptSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   deliveryId?: boolean
+  serverId?: boolean
   attempt?: boolean
   url?: boolean
   startedAt?: boolean
   statusCode?: boolean
   latencyMs?: boolean
   error?: boolean
+  succeeded?: boolean
+  requestHeaders?: boolean
+  requestBody?: boolean
+  responseHeaders?: boolean
+  responseBody?: boolean
+  responseBodyTruncated?: boolean
   delivery?: boolean | Prisma.DeliveryDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["deliveryAttempt"]>
 
 export type DeliveryAttemptSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   deliveryId?: boolean
+  serverId?: boolean
   attempt?: boolean
   url?: boolean
   startedAt?: boolean
   statusCode?: boolean
   latencyMs?: boolean
   error?: boolean
+  succeeded?: boolean
+  requestHeaders?: boolean
+  requestBody?: boolean
+  responseHeaders?: boolean
+  responseBody?: boolean
+  responseBodyTruncated?: boolean
   delivery?: boolean | Prisma.DeliveryDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["deliveryAttempt"]>
 
 export type DeliveryAttemptSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   deliveryId?: boolean
+  serverId?: boolean
   attempt?: boolean
   url?: boolean
   startedAt?: boolean
   statusCode?: boolean
   latencyMs?: boolean
   error?: boolean
+  succeeded?: boolean
+  requestHeaders?: boolean
+  requestBody?: boolean
+  responseHeaders?: boolean
+  responseBody?: boolean
+  responseBodyTruncated?: boolean
   delivery?: boolean | Prisma.DeliveryDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["deliveryAttempt"]>
 
 export type DeliveryAttemptSelectScalar = {
   id?: boolean
   deliveryId?: boolean
+  serverId?: boolean
   attempt?: boolean
   url?: boolean
   startedAt?: boolean
   statusCode?: boolean
   latencyMs?: boolean
   error?: boolean
+  succeeded?: boolean
+  requestHeaders?: boolean
+  requestBody?: boolean
+  responseHeaders?: boolean
+  responseBody?: boolean
+  responseBodyTruncated?: boolean
 }
 
-export type DeliveryAttemptOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "deliveryId" | "attempt" | "url" | "startedAt" | "statusCode" | "latencyMs" | "error", ExtArgs["result"]["deliveryAttempt"]>
+export type DeliveryAttemptOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "deliveryId" | "serverId" | "attempt" | "url" | "startedAt" | "statusCode" | "latencyMs" | "error" | "succeeded" | "requestHeaders" | "requestBody" | "responseHeaders" | "responseBody" | "responseBodyTruncated", ExtArgs["result"]["deliveryAttempt"]>
 export type DeliveryAttemptInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   delivery?: boolean | Prisma.DeliveryDefaultArgs<ExtArgs>
 }
@@ -655,12 +876,34 @@ export type $DeliveryAttemptPayload<ExtArgs extends runtime.Types.Extensions.Int
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: bigint
     deliveryId: string
+    /**
+     * Denormalised from the delivery, for the endpoint health of a server (null on rows older than it).
+     */
+    serverId: string | null
     attempt: number
     url: string
     startedAt: Date
     statusCode: number | null
     latencyMs: number
     error: string | null
+    /**
+     * The attempt got a 2xx.
+     */
+    succeeded: boolean
+    /**
+     * Request headers as sent, name -> value (the signature header included; no secret is ever a header).
+     */
+    requestHeaders: runtime.JsonValue | null
+    requestBody: string | null
+    /**
+     * Response headers, name -> value; null when no response arrived.
+     */
+    responseHeaders: runtime.JsonValue | null
+    /**
+     * The first MAX_RESPONSE_BODY_BYTES (4 KiB) of the response body.
+     */
+    responseBody: string | null
+    responseBodyTruncated: boolean
   }, ExtArgs["result"]["deliveryAttempt"]>
   composites: {}
 }
@@ -1087,12 +1330,19 @@ export interface Prisma__DeliveryAttemptClient<T, Null = never, ExtArgs extends 
 export interface DeliveryAttemptFieldRefs {
   readonly id: Prisma.FieldRef<"DeliveryAttempt", 'BigInt'>
   readonly deliveryId: Prisma.FieldRef<"DeliveryAttempt", 'String'>
+  readonly serverId: Prisma.FieldRef<"DeliveryAttempt", 'String'>
   readonly attempt: Prisma.FieldRef<"DeliveryAttempt", 'Int'>
   readonly url: Prisma.FieldRef<"DeliveryAttempt", 'String'>
   readonly startedAt: Prisma.FieldRef<"DeliveryAttempt", 'DateTime'>
   readonly statusCode: Prisma.FieldRef<"DeliveryAttempt", 'Int'>
   readonly latencyMs: Prisma.FieldRef<"DeliveryAttempt", 'Int'>
   readonly error: Prisma.FieldRef<"DeliveryAttempt", 'String'>
+  readonly succeeded: Prisma.FieldRef<"DeliveryAttempt", 'Boolean'>
+  readonly requestHeaders: Prisma.FieldRef<"DeliveryAttempt", 'Json'>
+  readonly requestBody: Prisma.FieldRef<"DeliveryAttempt", 'String'>
+  readonly responseHeaders: Prisma.FieldRef<"DeliveryAttempt", 'Json'>
+  readonly responseBody: Prisma.FieldRef<"DeliveryAttempt", 'String'>
+  readonly responseBodyTruncated: Prisma.FieldRef<"DeliveryAttempt", 'Boolean'>
 }
     
 

@@ -301,6 +301,7 @@ export type ServerWhereInput = {
   clicks?: Prisma.ReferralClickListRelationFilter
   referrals?: Prisma.ReferralListRelationFilter
   deliveries?: Prisma.DeliveryListRelationFilter
+  callbackHealth?: Prisma.XOR<Prisma.CallbackHealthNullableScalarRelationFilter, Prisma.CallbackHealthWhereInput> | null
 }
 
 export type ServerOrderByWithRelationInput = {
@@ -324,6 +325,7 @@ export type ServerOrderByWithRelationInput = {
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
   referrals?: Prisma.ReferralOrderByRelationAggregateInput
   deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
+  callbackHealth?: Prisma.CallbackHealthOrderByWithRelationInput
 }
 
 export type ServerWhereUniqueInput = Prisma.AtLeast<{
@@ -350,6 +352,7 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   clicks?: Prisma.ReferralClickListRelationFilter
   referrals?: Prisma.ReferralListRelationFilter
   deliveries?: Prisma.DeliveryListRelationFilter
+  callbackHealth?: Prisma.XOR<Prisma.CallbackHealthNullableScalarRelationFilter, Prisma.CallbackHealthWhereInput> | null
 }, "id">
 
 export type ServerOrderByWithAggregationInput = {
@@ -416,6 +419,7 @@ export type ServerCreateInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
 }
 
 export type ServerUncheckedCreateInput = {
@@ -438,6 +442,7 @@ export type ServerUncheckedCreateInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
 }
 
 export type ServerUpdateInput = {
@@ -460,6 +465,7 @@ export type ServerUpdateInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateInput = {
@@ -482,6 +488,7 @@ export type ServerUncheckedUpdateInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
 }
 
 export type ServerCreateManyInput = {
@@ -740,6 +747,20 @@ export type ServerUncheckedUpdateManyWithoutOwnerNestedInput = {
   deleteMany?: Prisma.ServerScalarWhereInput | Prisma.ServerScalarWhereInput[]
 }
 
+export type ServerCreateNestedOneWithoutCallbackHealthInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutCallbackHealthInput, Prisma.ServerUncheckedCreateWithoutCallbackHealthInput>
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutCallbackHealthInput
+  connect?: Prisma.ServerWhereUniqueInput
+}
+
+export type ServerUpdateOneRequiredWithoutCallbackHealthNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutCallbackHealthInput, Prisma.ServerUncheckedCreateWithoutCallbackHealthInput>
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutCallbackHealthInput
+  upsert?: Prisma.ServerUpsertWithoutCallbackHealthInput
+  connect?: Prisma.ServerWhereUniqueInput
+  update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutCallbackHealthInput, Prisma.ServerUpdateWithoutCallbackHealthInput>, Prisma.ServerUncheckedUpdateWithoutCallbackHealthInput>
+}
+
 export type ServerCreateWithoutSecretsInput = {
   id?: string
   name: string
@@ -759,6 +780,7 @@ export type ServerCreateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutSecretsInput = {
@@ -780,6 +802,7 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutSecretsInput = {
@@ -817,6 +840,7 @@ export type ServerUpdateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutSecretsInput = {
@@ -838,6 +862,7 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutClicksInput = {
@@ -859,6 +884,7 @@ export type ServerCreateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutClicksInput = {
@@ -880,6 +906,7 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutClicksInput = {
@@ -917,6 +944,7 @@ export type ServerUpdateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutClicksInput = {
@@ -938,6 +966,7 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutReferralsInput = {
@@ -959,6 +988,7 @@ export type ServerCreateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutReferralsInput = {
@@ -980,6 +1010,7 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutReferralsInput = {
@@ -1017,6 +1048,7 @@ export type ServerUpdateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutReferralsInput = {
@@ -1038,6 +1070,7 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutDeliveriesInput = {
@@ -1059,6 +1092,7 @@ export type ServerCreateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutDeliveriesInput = {
@@ -1080,6 +1114,7 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutDeliveriesInput = {
@@ -1117,6 +1152,7 @@ export type ServerUpdateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutDeliveriesInput = {
@@ -1138,6 +1174,7 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutOwnerInput = {
@@ -1159,6 +1196,7 @@ export type ServerCreateWithoutOwnerInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutOwnerInput = {
@@ -1180,6 +1218,7 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutOwnerInput = {
@@ -1229,6 +1268,110 @@ export type ServerScalarWhereInput = {
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
 }
 
+export type ServerCreateWithoutCallbackHealthInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  callbackUrl?: string | null
+  standardWebhooks?: boolean
+  callbackDisabledAt?: Date | string | null
+  callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  createdAt?: Date | string
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
+  secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+}
+
+export type ServerUncheckedCreateWithoutCallbackHealthInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  callbackUrl?: string | null
+  standardWebhooks?: boolean
+  callbackDisabledAt?: Date | string | null
+  callbackDisabledReason?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  createdAt?: Date | string
+  ownerId?: string | null
+  secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+}
+
+export type ServerCreateOrConnectWithoutCallbackHealthInput = {
+  where: Prisma.ServerWhereUniqueInput
+  create: Prisma.XOR<Prisma.ServerCreateWithoutCallbackHealthInput, Prisma.ServerUncheckedCreateWithoutCallbackHealthInput>
+}
+
+export type ServerUpsertWithoutCallbackHealthInput = {
+  update: Prisma.XOR<Prisma.ServerUpdateWithoutCallbackHealthInput, Prisma.ServerUncheckedUpdateWithoutCallbackHealthInput>
+  create: Prisma.XOR<Prisma.ServerCreateWithoutCallbackHealthInput, Prisma.ServerUncheckedCreateWithoutCallbackHealthInput>
+  where?: Prisma.ServerWhereInput
+}
+
+export type ServerUpdateToOneWithWhereWithoutCallbackHealthInput = {
+  where?: Prisma.ServerWhereInput
+  data: Prisma.XOR<Prisma.ServerUpdateWithoutCallbackHealthInput, Prisma.ServerUncheckedUpdateWithoutCallbackHealthInput>
+}
+
+export type ServerUpdateWithoutCallbackHealthInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
+  secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+}
+
+export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+}
+
 export type ServerCreateManyOwnerInput = {
   id?: string
   name: string
@@ -1265,6 +1408,7 @@ export type ServerUpdateWithoutOwnerInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutOwnerInput = {
@@ -1286,6 +1430,7 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateManyWithoutOwnerInput = {
@@ -1384,6 +1529,7 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
   referrals?: boolean | Prisma.Server$referralsArgs<ExtArgs>
   deliveries?: boolean | Prisma.Server$deliveriesArgs<ExtArgs>
+  callbackHealth?: boolean | Prisma.Server$callbackHealthArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
@@ -1450,6 +1596,7 @@ export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs 
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
   referrals?: boolean | Prisma.Server$referralsArgs<ExtArgs>
   deliveries?: boolean | Prisma.Server$deliveriesArgs<ExtArgs>
+  callbackHealth?: boolean | Prisma.Server$callbackHealthArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }
 export type ServerIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
@@ -1467,6 +1614,7 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
     clicks: Prisma.$ReferralClickPayload<ExtArgs>[]
     referrals: Prisma.$ReferralPayload<ExtArgs>[]
     deliveries: Prisma.$DeliveryPayload<ExtArgs>[]
+    callbackHealth: Prisma.$CallbackHealthPayload<ExtArgs> | null
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
@@ -1895,6 +2043,7 @@ export interface Prisma__ServerClient<T, Null = never, ExtArgs extends runtime.T
   clicks<T extends Prisma.Server$clicksArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$clicksArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ReferralClickPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   referrals<T extends Prisma.Server$referralsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$referralsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ReferralPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   deliveries<T extends Prisma.Server$deliveriesArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$deliveriesArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$DeliveryPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
+  callbackHealth<T extends Prisma.Server$callbackHealthArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$callbackHealthArgs<ExtArgs>>): Prisma.Prisma__CallbackHealthClient<runtime.Types.Result.GetResult<Prisma.$CallbackHealthPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | null, null, ExtArgs, GlobalOmitOptions>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -2452,6 +2601,25 @@ export type Server$deliveriesArgs<ExtArgs extends runtime.Types.Extensions.Inter
   take?: number
   skip?: number
   distinct?: Prisma.DeliveryScalarFieldEnum | Prisma.DeliveryScalarFieldEnum[]
+}
+
+/**
+ * Server.callbackHealth
+ */
+export type Server$callbackHealthArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the CallbackHealth
+   */
+  select?: Prisma.CallbackHealthSelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the CallbackHealth
+   */
+  omit?: Prisma.CallbackHealthOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.CallbackHealthInclude<ExtArgs> | null
+  where?: Prisma.CallbackHealthWhereInput
 }
 
 /**

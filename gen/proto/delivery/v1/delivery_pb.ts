@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file delivery/v1/delivery.proto.
  */
 export const file_delivery_v1_delivery: GenFile = /*@__PURE__*/
-  fileDesc("ChpkZWxpdmVyeS92MS9kZWxpdmVyeS5wcm90bxILZGVsaXZlcnkudjEi1wMKCERlbGl2ZXJ5EgoKAmlkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIQCghoZWFydF9pZBgDIAEoCRISCgpldmVudF90eXBlGAQgASgJEhAKCHVzZXJuYW1lGAUgASgJEg4KBnBlcmlvZBgGIAEoCRIrCgZzdGF0dXMYByABKA4yGy5kZWxpdmVyeS52MS5EZWxpdmVyeVN0YXR1cxIQCghhdHRlbXB0cxgIIAEoBRIzCg9uZXh0X2F0dGVtcHRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGRlbGl2ZXJlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJZmFpbGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBsYXN0X3N0YXR1c19jb2RlGA0gASgFEhIKCmxhc3RfZXJyb3IYDiABKAkSMQoJdHJhbnNwb3J0GA8gASgOMh4uZGVsaXZlcnkudjEuRGVsaXZlcnlUcmFuc3BvcnQilwEKD0RlbGl2ZXJ5QXR0ZW1wdBIPCgdhdHRlbXB0GAEgASgFEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3N0YXR1c19jb2RlGAMgASgFEhIKCmxhdGVuY3lfbXMYBCABKAUSDQoFZXJyb3IYBSABKAkSCwoDdXJsGAYgASgJIpkBChVMaXN0RGVsaXZlcmllc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEisKBnN0YXR1cxgCIAEoDjIbLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5U3RhdHVzEg0KBWxpbWl0GAMgASgFEjEKCXRyYW5zcG9ydBgEIAEoDjIeLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5VHJhbnNwb3J0IkMKFkxpc3REZWxpdmVyaWVzUmVzcG9uc2USKQoKZGVsaXZlcmllcxgBIAMoCzIVLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5IikKEkdldERlbGl2ZXJ5UmVxdWVzdBITCgtkZWxpdmVyeV9pZBgBIAEoCSJuChNHZXREZWxpdmVyeVJlc3BvbnNlEicKCGRlbGl2ZXJ5GAEgASgLMhUuZGVsaXZlcnkudjEuRGVsaXZlcnkSLgoIYXR0ZW1wdHMYAiADKAsyHC5kZWxpdmVyeS52MS5EZWxpdmVyeUF0dGVtcHQiJwoQUmVkZWxpdmVyUmVxdWVzdBITCgtkZWxpdmVyeV9pZBgBIAEoCSI8ChFSZWRlbGl2ZXJSZXNwb25zZRInCghkZWxpdmVyeRgBIAEoCzIVLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5IlsKG1JlZGVsaXZlckZhaWxlZFNpbmNlUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjAKHFJlZGVsaXZlckZhaWxlZFNpbmNlUmVzcG9uc2USEAoIcmVxdWV1ZWQYASABKAUiPgoXU2VuZFRlc3RDYWxsYmFja1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJIqkCCg5FeGNoYW5nZVJlcG9ydBILCgN1cmwYASABKAkSSAoPcmVxdWVzdF9oZWFkZXJzGAIgAygLMi8uZGVsaXZlcnkudjEuRXhjaGFuZ2VSZXBvcnQuUmVxdWVzdEhlYWRlcnNFbnRyeRIUCgxyZXF1ZXN0X2JvZHkYAyABKAkSGAoQY2Fub25pY2FsX3N0cmluZxgEIAEoCRITCgtzdGF0dXNfY29kZRgFIAEoBRIVCg1yZXNwb25zZV9ib2R5GAYgASgJEhIKCmxhdGVuY3lfbXMYByABKAUSDQoFZXJyb3IYCCABKAkSCgoCb2sYCSABKAgaNQoTUmVxdWVzdEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkcKGFNlbmRUZXN0Q2FsbGJhY2tSZXNwb25zZRIrCgZyZXBvcnQYASABKAsyGy5kZWxpdmVyeS52MS5FeGNoYW5nZVJlcG9ydCJAChxTZW5kVGVzdFJlZmVycmFsRXZlbnRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRINCgVldmVudBgCIAEoCSJMCh1TZW5kVGVzdFJlZmVycmFsRXZlbnRSZXNwb25zZRIrCgZyZXBvcnQYASABKAsyGy5kZWxpdmVyeS52MS5FeGNoYW5nZVJlcG9ydCI6ChNTZW5kVGVzdFZvdGVSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCSKVAQoKVm90ZVJlcG9ydBIOCgZ0YXJnZXQYASABKAkSEAoIZ3JlZXRpbmcYAiABKAkSDwoHcGF5bG9hZBgDIAEoCRITCgtmcmFtZV9ieXRlcxgEIAEoBRIQCghyZXNwb25zZRgFIAEoCRISCgpsYXRlbmN5X21zGAYgASgFEg0KBWVycm9yGAcgASgJEgoKAm9rGAggASgIIj8KFFNlbmRUZXN0Vm90ZVJlc3BvbnNlEicKBnJlcG9ydBgBIAEoCzIXLmRlbGl2ZXJ5LnYxLlZvdGVSZXBvcnQigwEKCVB1bGxIZWFydBIQCghoZWFydF9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIOCgZwZXJpb2QYAyABKAkSLgoKY291bnRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc3RyZWFrX2RheRgFIAEoBSJJChVMaXN0UHVsbEhlYXJ0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg4KBmN1cnNvchgCIAEoCRINCgVsaW1pdBgDIAEoBSJVChZMaXN0UHVsbEhlYXJ0c1Jlc3BvbnNlEiYKBmhlYXJ0cxgBIAMoCzIWLmRlbGl2ZXJ5LnYxLlB1bGxIZWFydBITCgtuZXh0X2N1cnNvchgCIAEoCSJRCg9QdWxsQ2xhaW1SZXN1bHQSEAoIaGVhcnRfaWQYASABKAkSLAoGc3RhdHVzGAIgASgOMhwuZGVsaXZlcnkudjEuUHVsbENsYWltU3RhdHVzIj4KFkNsYWltUHVsbEhlYXJ0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhEKCWhlYXJ0X2lkcxgCIAMoCSJIChdDbGFpbVB1bGxIZWFydHNSZXNwb25zZRItCgdyZXN1bHRzGAEgAygLMhwuZGVsaXZlcnkudjEuUHVsbENsYWltUmVzdWx0KpYBChFEZWxpdmVyeVRyYW5zcG9ydBIiCh5ERUxJVkVSWV9UUkFOU1BPUlRfVU5TUEVDSUZJRUQQABIfChtERUxJVkVSWV9UUkFOU1BPUlRfQ0FMTEJBQ0sQARIfChtERUxJVkVSWV9UUkFOU1BPUlRfVk9USUZJRVIQAhIbChdERUxJVkVSWV9UUkFOU1BPUlRfUFVMTBADKokBCg5EZWxpdmVyeVN0YXR1cxIfChtERUxJVkVSWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdERUxJVkVSWV9TVEFUVVNfUEVORElORxABEh0KGURFTElWRVJZX1NUQVRVU19ERUxJVkVSRUQQAhIaChZERUxJVkVSWV9TVEFUVVNfRkFJTEVEEAMqmQEKD1B1bGxDbGFpbVN0YXR1cxIhCh1QVUxMX0NMQUlNX1NUQVRVU19VTlNQRUNJRklFRBAAEh0KGVBVTExfQ0xBSU1fU1RBVFVTX0NMQUlNRUQQARIlCiFQVUxMX0NMQUlNX1NUQVRVU19BTFJFQURZX0NMQUlNRUQQAhIdChlQVUxMX0NMQUlNX1NUQVRVU19VTktOT1dOEAMy1gYKD0RlbGl2ZXJ5U2VydmljZRJZCg5MaXN0RGVsaXZlcmllcxIiLmRlbGl2ZXJ5LnYxLkxpc3REZWxpdmVyaWVzUmVxdWVzdBojLmRlbGl2ZXJ5LnYxLkxpc3REZWxpdmVyaWVzUmVzcG9uc2USUAoLR2V0RGVsaXZlcnkSHy5kZWxpdmVyeS52MS5HZXREZWxpdmVyeVJlcXVlc3QaIC5kZWxpdmVyeS52MS5HZXREZWxpdmVyeVJlc3BvbnNlEkoKCVJlZGVsaXZlchIdLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlclJlcXVlc3QaHi5kZWxpdmVyeS52MS5SZWRlbGl2ZXJSZXNwb25zZRJrChRSZWRlbGl2ZXJGYWlsZWRTaW5jZRIoLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlckZhaWxlZFNpbmNlUmVxdWVzdBopLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlckZhaWxlZFNpbmNlUmVzcG9uc2USXwoQU2VuZFRlc3RDYWxsYmFjaxIkLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0Q2FsbGJhY2tSZXF1ZXN0GiUuZGVsaXZlcnkudjEuU2VuZFRlc3RDYWxsYmFja1Jlc3BvbnNlEm4KFVNlbmRUZXN0UmVmZXJyYWxFdmVudBIpLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0UmVmZXJyYWxFdmVudFJlcXVlc3QaKi5kZWxpdmVyeS52MS5TZW5kVGVzdFJlZmVycmFsRXZlbnRSZXNwb25zZRJTCgxTZW5kVGVzdFZvdGUSIC5kZWxpdmVyeS52MS5TZW5kVGVzdFZvdGVSZXF1ZXN0GiEuZGVsaXZlcnkudjEuU2VuZFRlc3RWb3RlUmVzcG9uc2USWQoOTGlzdFB1bGxIZWFydHMSIi5kZWxpdmVyeS52MS5MaXN0UHVsbEhlYXJ0c1JlcXVlc3QaIy5kZWxpdmVyeS52MS5MaXN0UHVsbEhlYXJ0c1Jlc3BvbnNlElwKD0NsYWltUHVsbEhlYXJ0cxIjLmRlbGl2ZXJ5LnYxLkNsYWltUHVsbEhlYXJ0c1JlcXVlc3QaJC5kZWxpdmVyeS52MS5DbGFpbVB1bGxIZWFydHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChpkZWxpdmVyeS92MS9kZWxpdmVyeS5wcm90bxILZGVsaXZlcnkudjEi1wMKCERlbGl2ZXJ5EgoKAmlkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIQCghoZWFydF9pZBgDIAEoCRISCgpldmVudF90eXBlGAQgASgJEhAKCHVzZXJuYW1lGAUgASgJEg4KBnBlcmlvZBgGIAEoCRIrCgZzdGF0dXMYByABKA4yGy5kZWxpdmVyeS52MS5EZWxpdmVyeVN0YXR1cxIQCghhdHRlbXB0cxgIIAEoBRIzCg9uZXh0X2F0dGVtcHRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGRlbGl2ZXJlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJZmFpbGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBsYXN0X3N0YXR1c19jb2RlGA0gASgFEhIKCmxhc3RfZXJyb3IYDiABKAkSMQoJdHJhbnNwb3J0GA8gASgOMh4uZGVsaXZlcnkudjEuRGVsaXZlcnlUcmFuc3BvcnQitQQKD0RlbGl2ZXJ5QXR0ZW1wdBIPCgdhdHRlbXB0GAEgASgFEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3N0YXR1c19jb2RlGAMgASgFEhIKCmxhdGVuY3lfbXMYBCABKAUSDQoFZXJyb3IYBSABKAkSCwoDdXJsGAYgASgJEkkKD3JlcXVlc3RfaGVhZGVycxgHIAMoCzIwLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5QXR0ZW1wdC5SZXF1ZXN0SGVhZGVyc0VudHJ5EhQKDHJlcXVlc3RfYm9keRgIIAEoCRJLChByZXNwb25zZV9oZWFkZXJzGAkgAygLMjEuZGVsaXZlcnkudjEuRGVsaXZlcnlBdHRlbXB0LlJlc3BvbnNlSGVhZGVyc0VudHJ5EhUKDXJlc3BvbnNlX2JvZHkYCiABKAkSHwoXcmVzcG9uc2VfYm9keV90cnVuY2F0ZWQYCyABKAgSGQoRZXhjaGFuZ2VfcmVjb3JkZWQYDCABKAgSEQoJc3VjY2VlZGVkGA0gASgIEhkKEXJlc3BvbnNlX3JlY2VpdmVkGA4gASgIGjUKE1JlcXVlc3RIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARo2ChRSZXNwb25zZUhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqsBChVMaXN0RGVsaXZlcmllc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEisKBnN0YXR1cxgCIAEoDjIbLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5U3RhdHVzEg0KBWxpbWl0GAMgASgFEjEKCXRyYW5zcG9ydBgEIAEoDjIeLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5VHJhbnNwb3J0EhAKCHVzZXJuYW1lGAUgASgJIkMKFkxpc3REZWxpdmVyaWVzUmVzcG9uc2USKQoKZGVsaXZlcmllcxgBIAMoCzIVLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5IjwKEkdldERlbGl2ZXJ5UmVxdWVzdBITCgtkZWxpdmVyeV9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkibgoTR2V0RGVsaXZlcnlSZXNwb25zZRInCghkZWxpdmVyeRgBIAEoCzIVLmRlbGl2ZXJ5LnYxLkRlbGl2ZXJ5Ei4KCGF0dGVtcHRzGAIgAygLMhwuZGVsaXZlcnkudjEuRGVsaXZlcnlBdHRlbXB0IjoKEFJlZGVsaXZlclJlcXVlc3QSEwoLZGVsaXZlcnlfaWQYASABKAkSEQoJc2VydmVyX2lkGAIgASgJIjwKEVJlZGVsaXZlclJlc3BvbnNlEicKCGRlbGl2ZXJ5GAEgASgLMhUuZGVsaXZlcnkudjEuRGVsaXZlcnkiWwobUmVkZWxpdmVyRmFpbGVkU2luY2VSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIpCgVzaW5jZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiMAocUmVkZWxpdmVyRmFpbGVkU2luY2VSZXNwb25zZRIQCghyZXF1ZXVlZBgBIAEoBSI+ChdTZW5kVGVzdENhbGxiYWNrUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEAoIdXNlcm5hbWUYAiABKAkiqQIKDkV4Y2hhbmdlUmVwb3J0EgsKA3VybBgBIAEoCRJICg9yZXF1ZXN0X2hlYWRlcnMYAiADKAsyLy5kZWxpdmVyeS52MS5FeGNoYW5nZVJlcG9ydC5SZXF1ZXN0SGVhZGVyc0VudHJ5EhQKDHJlcXVlc3RfYm9keRgDIAEoCRIYChBjYW5vbmljYWxfc3RyaW5nGAQgASgJEhMKC3N0YXR1c19jb2RlGAUgASgFEhUKDXJlc3BvbnNlX2JvZHkYBiABKAkSEgoKbGF0ZW5jeV9tcxgHIAEoBRINCgVlcnJvchgIIAEoCRIKCgJvaxgJIAEoCBo1ChNSZXF1ZXN0SGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEicAoYU2VuZFRlc3RDYWxsYmFja1Jlc3BvbnNlEisKBnJlcG9ydBgBIAEoCzIbLmRlbGl2ZXJ5LnYxLkV4Y2hhbmdlUmVwb3J0EicKCGRlbGl2ZXJ5GAIgASgLMhUuZGVsaXZlcnkudjEuRGVsaXZlcnkiQAocU2VuZFRlc3RSZWZlcnJhbEV2ZW50UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDQoFZXZlbnQYAiABKAkiTAodU2VuZFRlc3RSZWZlcnJhbEV2ZW50UmVzcG9uc2USKwoGcmVwb3J0GAEgASgLMhsuZGVsaXZlcnkudjEuRXhjaGFuZ2VSZXBvcnQiLQoYR2V0RW5kcG9pbnRIZWFsdGhSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJLCg5FbmRwb2ludFdpbmRvdxIQCghhdHRlbXB0cxgBIAEoBRIRCglzdWNjZWVkZWQYAiABKAUSFAoMc3VjY2Vzc19yYXRlGAMgASgBIpQEChlHZXRFbmRwb2ludEhlYWx0aFJlc3BvbnNlEhEKCXNlcnZlcl9pZBgBIAEoCRIUCgxjYWxsYmFja191cmwYAiABKAkSLQoIbGFzdF8yNGgYAyABKAsyGy5kZWxpdmVyeS52MS5FbmRwb2ludFdpbmRvdxIsCgdsYXN0XzdkGAQgASgLMhsuZGVsaXZlcnkudjEuRW5kcG9pbnRXaW5kb3cSMwoPbGFzdF9zdWNjZXNzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9sYXN0X2ZhaWx1cmVfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE2xhc3RfZmFpbHVyZV9yZWFzb24YByABKAkSMQoNZmFpbGluZ19zaW5jZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPYXV0b19kaXNhYmxlX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtkaXNhYmxlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPZGlzYWJsZWRfcmVhc29uGAsgASgJEhwKFGZhaWxlZF9kZWxpdmVyaWVzXzdkGAwgASgFEhoKEnBlbmRpbmdfZGVsaXZlcmllcxgNIAEoBSI6ChNTZW5kVGVzdFZvdGVSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCSKVAQoKVm90ZVJlcG9ydBIOCgZ0YXJnZXQYASABKAkSEAoIZ3JlZXRpbmcYAiABKAkSDwoHcGF5bG9hZBgDIAEoCRITCgtmcmFtZV9ieXRlcxgEIAEoBRIQCghyZXNwb25zZRgFIAEoCRISCgpsYXRlbmN5X21zGAYgASgFEg0KBWVycm9yGAcgASgJEgoKAm9rGAggASgIIj8KFFNlbmRUZXN0Vm90ZVJlc3BvbnNlEicKBnJlcG9ydBgBIAEoCzIXLmRlbGl2ZXJ5LnYxLlZvdGVSZXBvcnQigwEKCVB1bGxIZWFydBIQCghoZWFydF9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIOCgZwZXJpb2QYAyABKAkSLgoKY291bnRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc3RyZWFrX2RheRgFIAEoBSJJChVMaXN0UHVsbEhlYXJ0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg4KBmN1cnNvchgCIAEoCRINCgVsaW1pdBgDIAEoBSJVChZMaXN0UHVsbEhlYXJ0c1Jlc3BvbnNlEiYKBmhlYXJ0cxgBIAMoCzIWLmRlbGl2ZXJ5LnYxLlB1bGxIZWFydBITCgtuZXh0X2N1cnNvchgCIAEoCSJRCg9QdWxsQ2xhaW1SZXN1bHQSEAoIaGVhcnRfaWQYASABKAkSLAoGc3RhdHVzGAIgASgOMhwuZGVsaXZlcnkudjEuUHVsbENsYWltU3RhdHVzIj4KFkNsYWltUHVsbEhlYXJ0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhEKCWhlYXJ0X2lkcxgCIAMoCSJIChdDbGFpbVB1bGxIZWFydHNSZXNwb25zZRItCgdyZXN1bHRzGAEgAygLMhwuZGVsaXZlcnkudjEuUHVsbENsYWltUmVzdWx0KpYBChFEZWxpdmVyeVRyYW5zcG9ydBIiCh5ERUxJVkVSWV9UUkFOU1BPUlRfVU5TUEVDSUZJRUQQABIfChtERUxJVkVSWV9UUkFOU1BPUlRfQ0FMTEJBQ0sQARIfChtERUxJVkVSWV9UUkFOU1BPUlRfVk9USUZJRVIQAhIbChdERUxJVkVSWV9UUkFOU1BPUlRfUFVMTBADKokBCg5EZWxpdmVyeVN0YXR1cxIfChtERUxJVkVSWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdERUxJVkVSWV9TVEFUVVNfUEVORElORxABEh0KGURFTElWRVJZX1NUQVRVU19ERUxJVkVSRUQQAhIaChZERUxJVkVSWV9TVEFUVVNfRkFJTEVEEAMqmQEKD1B1bGxDbGFpbVN0YXR1cxIhCh1QVUxMX0NMQUlNX1NUQVRVU19VTlNQRUNJRklFRBAAEh0KGVBVTExfQ0xBSU1fU1RBVFVTX0NMQUlNRUQQARIlCiFQVUxMX0NMQUlNX1NUQVRVU19BTFJFQURZX0NMQUlNRUQQAhIdChlQVUxMX0NMQUlNX1NUQVRVU19VTktOT1dOEAMyugcKD0RlbGl2ZXJ5U2VydmljZRJZCg5MaXN0RGVsaXZlcmllcxIiLmRlbGl2ZXJ5LnYxLkxpc3REZWxpdmVyaWVzUmVxdWVzdBojLmRlbGl2ZXJ5LnYxLkxpc3REZWxpdmVyaWVzUmVzcG9uc2USUAoLR2V0RGVsaXZlcnkSHy5kZWxpdmVyeS52MS5HZXREZWxpdmVyeVJlcXVlc3QaIC5kZWxpdmVyeS52MS5HZXREZWxpdmVyeVJlc3BvbnNlEkoKCVJlZGVsaXZlchIdLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlclJlcXVlc3QaHi5kZWxpdmVyeS52MS5SZWRlbGl2ZXJSZXNwb25zZRJrChRSZWRlbGl2ZXJGYWlsZWRTaW5jZRIoLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlckZhaWxlZFNpbmNlUmVxdWVzdBopLmRlbGl2ZXJ5LnYxLlJlZGVsaXZlckZhaWxlZFNpbmNlUmVzcG9uc2USXwoQU2VuZFRlc3RDYWxsYmFjaxIkLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0Q2FsbGJhY2tSZXF1ZXN0GiUuZGVsaXZlcnkudjEuU2VuZFRlc3RDYWxsYmFja1Jlc3BvbnNlEm4KFVNlbmRUZXN0UmVmZXJyYWxFdmVudBIpLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0UmVmZXJyYWxFdmVudFJlcXVlc3QaKi5kZWxpdmVyeS52MS5TZW5kVGVzdFJlZmVycmFsRXZlbnRSZXNwb25zZRJiChFHZXRFbmRwb2ludEhlYWx0aBIlLmRlbGl2ZXJ5LnYxLkdldEVuZHBvaW50SGVhbHRoUmVxdWVzdBomLmRlbGl2ZXJ5LnYxLkdldEVuZHBvaW50SGVhbHRoUmVzcG9uc2USUwoMU2VuZFRlc3RWb3RlEiAuZGVsaXZlcnkudjEuU2VuZFRlc3RWb3RlUmVxdWVzdBohLmRlbGl2ZXJ5LnYxLlNlbmRUZXN0Vm90ZVJlc3BvbnNlElkKDkxpc3RQdWxsSGVhcnRzEiIuZGVsaXZlcnkudjEuTGlzdFB1bGxIZWFydHNSZXF1ZXN0GiMuZGVsaXZlcnkudjEuTGlzdFB1bGxIZWFydHNSZXNwb25zZRJcCg9DbGFpbVB1bGxIZWFydHMSIy5kZWxpdmVyeS52MS5DbGFpbVB1bGxIZWFydHNSZXF1ZXN0GiQuZGVsaXZlcnkudjEuQ2xhaW1QdWxsSGVhcnRzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message delivery.v1.Delivery
@@ -102,6 +102,9 @@ export const DeliverySchema: GenMessage<Delivery> = /*@__PURE__*/
   messageDesc(file_delivery_v1_delivery, 0);
 
 /**
+ * DeliveryAttempt is one attempt with its exact exchange. Transport-neutral: url is
+ * where it went; headers are empty where a transport has none. No secret is ever stored.
+ *
  * @generated from message delivery.v1.DeliveryAttempt
  */
 export type DeliveryAttempt = Message<"delivery.v1.DeliveryAttempt"> & {
@@ -136,6 +139,56 @@ export type DeliveryAttempt = Message<"delivery.v1.DeliveryAttempt"> & {
    * @generated from field: string url = 6;
    */
   url: string;
+
+  /**
+   * The request as sent, signature header included.
+   *
+   * @generated from field: map<string, string> request_headers = 7;
+   */
+  requestHeaders: { [key: string]: string };
+
+  /**
+   * @generated from field: string request_body = 8;
+   */
+  requestBody: string;
+
+  /**
+   * Empty when no response arrived.
+   *
+   * @generated from field: map<string, string> response_headers = 9;
+   */
+  responseHeaders: { [key: string]: string };
+
+  /**
+   * The first 4 KiB of the response body.
+   *
+   * @generated from field: string response_body = 10;
+   */
+  responseBody: string;
+
+  /**
+   * @generated from field: bool response_body_truncated = 11;
+   */
+  responseBodyTruncated: boolean;
+
+  /**
+   * False for attempts recorded before exchanges were stored.
+   *
+   * @generated from field: bool exchange_recorded = 12;
+   */
+  exchangeRecorded: boolean;
+
+  /**
+   * @generated from field: bool succeeded = 13;
+   */
+  succeeded: boolean;
+
+  /**
+   * An answer arrived (an HTTP response; for Votifier, the greeting or answer line).
+   *
+   * @generated from field: bool response_received = 14;
+   */
+  responseReceived: boolean;
 };
 
 /**
@@ -170,6 +223,13 @@ export type ListDeliveriesRequest = Message<"delivery.v1.ListDeliveriesRequest">
    * @generated from field: delivery.v1.DeliveryTransport transport = 4;
    */
   transport: DeliveryTransport;
+
+  /**
+   * When set, only deliveries whose username contains it (case-insensitive).
+   *
+   * @generated from field: string username = 5;
+   */
+  username: string;
 };
 
 /**
@@ -204,6 +264,13 @@ export type GetDeliveryRequest = Message<"delivery.v1.GetDeliveryRequest"> & {
    * @generated from field: string delivery_id = 1;
    */
   deliveryId: string;
+
+  /**
+   * When set, the delivery must belong to this server (else NotFound).
+   *
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
 };
 
 /**
@@ -243,6 +310,13 @@ export type RedeliverRequest = Message<"delivery.v1.RedeliverRequest"> & {
    * @generated from field: string delivery_id = 1;
    */
   deliveryId: string;
+
+  /**
+   * When set, the delivery must belong to this server (else NotFound).
+   *
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
 };
 
 /**
@@ -400,9 +474,18 @@ export const ExchangeReportSchema: GenMessage<ExchangeReport> = /*@__PURE__*/
  */
 export type SendTestCallbackResponse = Message<"delivery.v1.SendTestCallbackResponse"> & {
   /**
+   * The first attempt's exchange.
+   *
    * @generated from field: delivery.v1.ExchangeReport report = 1;
    */
   report?: ExchangeReport | undefined;
+
+  /**
+   * The stored heart.test delivery: retried like any other until a 2xx or the schedule ends.
+   *
+   * @generated from field: delivery.v1.Delivery delivery = 2;
+   */
+  delivery?: Delivery | undefined;
 };
 
 /**
@@ -454,6 +537,139 @@ export const SendTestReferralEventResponseSchema: GenMessage<SendTestReferralEve
   messageDesc(file_delivery_v1_delivery, 14);
 
 /**
+ * @generated from message delivery.v1.GetEndpointHealthRequest
+ */
+export type GetEndpointHealthRequest = Message<"delivery.v1.GetEndpointHealthRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+};
+
+/**
+ * Describes the message delivery.v1.GetEndpointHealthRequest.
+ * Use `create(GetEndpointHealthRequestSchema)` to create a new message.
+ */
+export const GetEndpointHealthRequestSchema: GenMessage<GetEndpointHealthRequest> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 15);
+
+/**
+ * EndpointWindow counts the attempts of one time window.
+ *
+ * @generated from message delivery.v1.EndpointWindow
+ */
+export type EndpointWindow = Message<"delivery.v1.EndpointWindow"> & {
+  /**
+   * @generated from field: int32 attempts = 1;
+   */
+  attempts: number;
+
+  /**
+   * @generated from field: int32 succeeded = 2;
+   */
+  succeeded: number;
+
+  /**
+   * succeeded / attempts (0..1); 0 when there were no attempts.
+   *
+   * @generated from field: double success_rate = 3;
+   */
+  successRate: number;
+};
+
+/**
+ * Describes the message delivery.v1.EndpointWindow.
+ * Use `create(EndpointWindowSchema)` to create a new message.
+ */
+export const EndpointWindowSchema: GenMessage<EndpointWindow> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 16);
+
+/**
+ * @generated from message delivery.v1.GetEndpointHealthResponse
+ */
+export type GetEndpointHealthResponse = Message<"delivery.v1.GetEndpointHealthResponse"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * @generated from field: string callback_url = 2;
+   */
+  callbackUrl: string;
+
+  /**
+   * @generated from field: delivery.v1.EndpointWindow last_24h = 3;
+   */
+  last24h?: EndpointWindow | undefined;
+
+  /**
+   * @generated from field: delivery.v1.EndpointWindow last_7d = 4;
+   */
+  last7d?: EndpointWindow | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_success_at = 5;
+   */
+  lastSuccessAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_failure_at = 6;
+   */
+  lastFailureAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string last_failure_reason = 7;
+   */
+  lastFailureReason: string;
+
+  /**
+   * Start of the current run of failures; unset after a 2xx.
+   *
+   * @generated from field: google.protobuf.Timestamp failing_since = 8;
+   */
+  failingSince?: Timestamp | undefined;
+
+  /**
+   * When the callback is disabled automatically if the run of failures goes on.
+   *
+   * @generated from field: google.protobuf.Timestamp auto_disable_at = 9;
+   */
+  autoDisableAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp disabled_at = 10;
+   */
+  disabledAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string disabled_reason = 11;
+   */
+  disabledReason: string;
+
+  /**
+   * Deliveries that failed for good in the last 7 days.
+   *
+   * @generated from field: int32 failed_deliveries_7d = 12;
+   */
+  failedDeliveries7d: number;
+
+  /**
+   * Deliveries waiting to be sent (held while the callback is disabled).
+   *
+   * @generated from field: int32 pending_deliveries = 13;
+   */
+  pendingDeliveries: number;
+};
+
+/**
+ * Describes the message delivery.v1.GetEndpointHealthResponse.
+ * Use `create(GetEndpointHealthResponseSchema)` to create a new message.
+ */
+export const GetEndpointHealthResponseSchema: GenMessage<GetEndpointHealthResponse> = /*@__PURE__*/
+  messageDesc(file_delivery_v1_delivery, 17);
+
+/**
  * @generated from message delivery.v1.SendTestVoteRequest
  */
 export type SendTestVoteRequest = Message<"delivery.v1.SendTestVoteRequest"> & {
@@ -475,7 +691,7 @@ export type SendTestVoteRequest = Message<"delivery.v1.SendTestVoteRequest"> & {
  * Use `create(SendTestVoteRequestSchema)` to create a new message.
  */
 export const SendTestVoteRequestSchema: GenMessage<SendTestVoteRequest> = /*@__PURE__*/
-  messageDesc(file_delivery_v1_delivery, 15);
+  messageDesc(file_delivery_v1_delivery, 18);
 
 /**
  * VoteReport shows one Votifier v2 exchange as it happened (the token is never shown).
@@ -539,7 +755,7 @@ export type VoteReport = Message<"delivery.v1.VoteReport"> & {
  * Use `create(VoteReportSchema)` to create a new message.
  */
 export const VoteReportSchema: GenMessage<VoteReport> = /*@__PURE__*/
-  messageDesc(file_delivery_v1_delivery, 16);
+  messageDesc(file_delivery_v1_delivery, 19);
 
 /**
  * @generated from message delivery.v1.SendTestVoteResponse
@@ -556,7 +772,7 @@ export type SendTestVoteResponse = Message<"delivery.v1.SendTestVoteResponse"> &
  * Use `create(SendTestVoteResponseSchema)` to create a new message.
  */
 export const SendTestVoteResponseSchema: GenMessage<SendTestVoteResponse> = /*@__PURE__*/
-  messageDesc(file_delivery_v1_delivery, 17);
+  messageDesc(file_delivery_v1_delivery, 20);
 
 /**
  * PullHeart is one counted heart waiting to be claimed.
@@ -599,7 +815,7 @@ export type PullHeart = Message<"delivery.v1.PullHeart"> & {
  * Use `create(PullHeartSchema)` to create a new message.
  */
 export const PullHeartSchema: GenMessage<PullHeart> = /*@__PURE__*/
-  messageDesc(file_delivery_v1_delivery, 18);
+  messageDesc(file_delivery_v1_delivery, 21);
 
 /**
  * @generated from message delivery.v1.ListPullHeartsRequest
@@ -630,7 +846,7 @@ export type ListPullHeartsRequest = Message<"delivery.v1.ListPullHeartsRequest">
  * Use `create(ListPullHeartsRequestSchema)` to create a new message.
  */
 export const ListPullHeartsRequestSchema: GenMessage<ListPullHeartsRequest> = /*@__PURE__*/
-  messageDesc(file_delivery_v1_delivery, 19);
+  messageDesc(file_delivery_v1_delivery, 22);
 
 /**
  * @generated from message delivery.v1.ListPullHeartsResponse
@@ -654,7 +870,7 @@ export type ListPullHeartsResponse = Message<"delivery.v1.ListPullHeartsResponse
  * Use `create(ListPullHeartsResponseSchema)` to create a new message.
  */
 export const ListPullHeartsResponseSchema: GenMessage<ListPullHeartsResponse> = /*@__PURE__*/
-  messageDesc(file_delivery_v1_delivery, 20);
+  messageDesc(file_delivery_v1_delivery, 23);
 
 /**
  * @generated from message delivery.v1.PullClaimResult
@@ -676,7 +892,7 @@ export type PullClaimResult = Message<"delivery.v1.PullClaimResult"> & {
  * Use `create(PullClaimResultSchema)` to create a new message.
  */
 export const PullClaimResultSchema: GenMessage<PullClaimResult> = /*@__PURE__*/
-  messageDesc(file_delivery_v1_delivery, 21);
+  messageDesc(file_delivery_v1_delivery, 24);
 
 /**
  * @generated from message delivery.v1.ClaimPullHeartsRequest
@@ -700,7 +916,7 @@ export type ClaimPullHeartsRequest = Message<"delivery.v1.ClaimPullHeartsRequest
  * Use `create(ClaimPullHeartsRequestSchema)` to create a new message.
  */
 export const ClaimPullHeartsRequestSchema: GenMessage<ClaimPullHeartsRequest> = /*@__PURE__*/
-  messageDesc(file_delivery_v1_delivery, 22);
+  messageDesc(file_delivery_v1_delivery, 25);
 
 /**
  * @generated from message delivery.v1.ClaimPullHeartsResponse
@@ -719,7 +935,7 @@ export type ClaimPullHeartsResponse = Message<"delivery.v1.ClaimPullHeartsRespon
  * Use `create(ClaimPullHeartsResponseSchema)` to create a new message.
  */
 export const ClaimPullHeartsResponseSchema: GenMessage<ClaimPullHeartsResponse> = /*@__PURE__*/
-  messageDesc(file_delivery_v1_delivery, 23);
+  messageDesc(file_delivery_v1_delivery, 26);
 
 /**
  * DeliveryTransport is how a delivery reaches the owner.
@@ -894,6 +1110,18 @@ export const DeliveryService: GenService<{
     methodKind: "unary";
     input: typeof SendTestReferralEventRequestSchema;
     output: typeof SendTestReferralEventResponseSchema;
+  },
+  /**
+   * GetEndpointHealth reports how a server's callback endpoint is doing: success rates,
+   * last success, last failure, the current run of failures and whether it is disabled.
+   * Called by the dashboard (the server's owner).
+   *
+   * @generated from rpc delivery.v1.DeliveryService.GetEndpointHealth
+   */
+  getEndpointHealth: {
+    methodKind: "unary";
+    input: typeof GetEndpointHealthRequestSchema;
+    output: typeof GetEndpointHealthResponseSchema;
   },
   /**
    * SendTestVote sends one Votifier v2 vote to the server's Votifier listener and reports the exchange.

@@ -2,8 +2,8 @@
 // @generated from file events/v1/events.proto (package events.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,12 +12,13 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file events/v1/events.proto.
  */
 export const file_events_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZldmVudHMvdjEvZXZlbnRzLnByb3RvEglldmVudHMudjEi7QEKCEVudmVsb3BlEhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXNlcnZlcl9pZBgEIAEoCRIwCg1oZWFydF9jb3VudGVkGAogASgLMhcuZXZlbnRzLnYxLkhlYXJ0Q291bnRlZEgAEkAKFXJlZmVycmFsX3RyYW5zaXRpb25lZBgLIAEoCzIfLmV2ZW50cy52MS5SZWZlcnJhbFRyYW5zaXRpb25lZEgAQgkKB3BheWxvYWQisQEKDEhlYXJ0Q291bnRlZBIQCghoZWFydF9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSFgoOdm90ZXJfaWRlbnRpdHkYBCABKAkSDgoGcGVyaW9kGAUgASgJEi4KCmNvdW50ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnN0cmVha19kYXkYByABKAUiswEKFFJlZmVycmFsVHJhbnNpdGlvbmVkEhMKC3JlZmVycmFsX2lkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIZChFyZWZlcnJlcl9pZGVudGl0eRgDIAEoCRIYChByZWZlcmVlX2lkZW50aXR5GAQgASgJEg0KBXN0YXRlGAUgASgJEhYKDnByZXZpb3VzX3N0YXRlGAYgASgJEhcKD3NlcnZlcl9ldmVudF9pZBgHIAEoCWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChZldmVudHMvdjEvZXZlbnRzLnByb3RvEglldmVudHMudjEiqQIKCEVudmVsb3BlEhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXNlcnZlcl9pZBgEIAEoCRIwCg1oZWFydF9jb3VudGVkGAogASgLMhcuZXZlbnRzLnYxLkhlYXJ0Q291bnRlZEgAEkAKFXJlZmVycmFsX3RyYW5zaXRpb25lZBgLIAEoCzIfLmV2ZW50cy52MS5SZWZlcnJhbFRyYW5zaXRpb25lZEgAEjoKEm93bmVyX25vdGlmaWNhdGlvbhgUIAEoCzIcLmV2ZW50cy52MS5Pd25lck5vdGlmaWNhdGlvbkgAQgkKB3BheWxvYWQisQEKDEhlYXJ0Q291bnRlZBIQCghoZWFydF9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSFgoOdm90ZXJfaWRlbnRpdHkYBCABKAkSDgoGcGVyaW9kGAUgASgJEi4KCmNvdW50ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnN0cmVha19kYXkYByABKAUiswEKFFJlZmVycmFsVHJhbnNpdGlvbmVkEhMKC3JlZmVycmFsX2lkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIZChFyZWZlcnJlcl9pZGVudGl0eRgDIAEoCRIYChByZWZlcmVlX2lkZW50aXR5GAQgASgJEg0KBXN0YXRlGAUgASgJEhYKDnByZXZpb3VzX3N0YXRlGAYgASgJEhcKD3NlcnZlcl9ldmVudF9pZBgHIAEoCSKtAgoRT3duZXJOb3RpZmljYXRpb24SLgoEa2luZBgBIAEoDjIgLmV2ZW50cy52MS5Pd25lck5vdGlmaWNhdGlvbktpbmQSEQoJc2VydmVyX2lkGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEhQKDGNhbGxiYWNrX3VybBgEIAEoCRIOCgZyZWFzb24YBSABKAkSEwoLZGVsaXZlcnlfaWQYBiABKAkSEAoIaGVhcnRfaWQYByABKAkSEgoKZXZlbnRfdHlwZRgIIAEoCRIQCgh1c2VybmFtZRgJIAEoCRIQCghhdHRlbXB0cxgKIAEoBRIYChBsYXN0X3N0YXR1c19jb2RlGAsgASgFEhEKCXRyYW5zcG9ydBgMIAEoCRIOCgZ0YXJnZXQYDSABKAkqnAEKFU93bmVyTm90aWZpY2F0aW9uS2luZBInCiNPV05FUl9OT1RJRklDQVRJT05fS0lORF9VTlNQRUNJRklFRBAAEi0KKU9XTkVSX05PVElGSUNBVElPTl9LSU5EX0VORFBPSU5UX0RJU0FCTEVEEAESKwonT1dORVJfTk9USUZJQ0FUSU9OX0tJTkRfREVMSVZFUllfRkFJTEVEEAJiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * Envelope is the value of every Kafka message the relay publishes. The Kafka
  * key is the aggregate's server id, so one server's events stay in order.
- * Topics: hearts.events.v1 (heart.counted), referrals.events.v1 (referral.*).
+ * Topics: hearts.events.v1 (heart.counted), referrals.events.v1 (referral.*),
+ * owner.notifications.v1 (owner.endpoint_disabled, owner.delivery_failed).
  *
  * @generated from message events.v1.Envelope
  */
@@ -30,7 +31,8 @@ export type Envelope = Message<"events.v1.Envelope"> & {
   eventId: string;
 
   /**
-   * "heart.counted", "referral.registered", "referral.qualified", "referral.reversed".
+   * "heart.counted", "referral.registered", "referral.qualified", "referral.reversed",
+   * "owner.endpoint_disabled", "owner.delivery_failed".
    *
    * @generated from field: string type = 2;
    */
@@ -61,6 +63,12 @@ export type Envelope = Message<"events.v1.Envelope"> & {
      */
     value: ReferralTransitioned;
     case: "referralTransitioned";
+  } | {
+    /**
+     * @generated from field: events.v1.OwnerNotification owner_notification = 20;
+     */
+    value: OwnerNotification;
+    case: "ownerNotification";
   } | { case: undefined; value?: undefined };
 };
 
@@ -172,4 +180,124 @@ export type ReferralTransitioned = Message<"events.v1.ReferralTransitioned"> & {
  */
 export const ReferralTransitionedSchema: GenMessage<ReferralTransitioned> = /*@__PURE__*/
   messageDesc(file_events_v1_events, 2);
+
+/**
+ * OwnerNotification is emitted on owner.notifications.v1 so the list's backend can tell
+ * the owner (for example by email). It carries no secret.
+ *
+ * @generated from message events.v1.OwnerNotification
+ */
+export type OwnerNotification = Message<"events.v1.OwnerNotification"> & {
+  /**
+   * @generated from field: events.v1.OwnerNotificationKind kind = 1;
+   */
+  kind: OwnerNotificationKind;
+
+  /**
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
+
+  /**
+   * @generated from field: string server_name = 3;
+   */
+  serverName: string;
+
+  /**
+   * @generated from field: string callback_url = 4;
+   */
+  callbackUrl: string;
+
+  /**
+   * Why: the disable reason, or the last attempt's error.
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+
+  /**
+   * DELIVERY_FAILED only: the delivery, its event and player, and how many attempts it made.
+   *
+   * @generated from field: string delivery_id = 6;
+   */
+  deliveryId: string;
+
+  /**
+   * @generated from field: string heart_id = 7;
+   */
+  heartId: string;
+
+  /**
+   * @generated from field: string event_type = 8;
+   */
+  eventType: string;
+
+  /**
+   * @generated from field: string username = 9;
+   */
+  username: string;
+
+  /**
+   * @generated from field: int32 attempts = 10;
+   */
+  attempts: number;
+
+  /**
+   * 0 when the last attempt got no HTTP status.
+   *
+   * @generated from field: int32 last_status_code = 11;
+   */
+  lastStatusCode: number;
+
+  /**
+   * DELIVERY_FAILED only: "callback" or "votifier", and where its last attempt went.
+   *
+   * @generated from field: string transport = 12;
+   */
+  transport: string;
+
+  /**
+   * @generated from field: string target = 13;
+   */
+  target: string;
+};
+
+/**
+ * Describes the message events.v1.OwnerNotification.
+ * Use `create(OwnerNotificationSchema)` to create a new message.
+ */
+export const OwnerNotificationSchema: GenMessage<OwnerNotification> = /*@__PURE__*/
+  messageDesc(file_events_v1_events, 3);
+
+/**
+ * OwnerNotificationKind is what happened to a server owner's callback.
+ *
+ * @generated from enum events.v1.OwnerNotificationKind
+ */
+export enum OwnerNotificationKind {
+  /**
+   * @generated from enum value: OWNER_NOTIFICATION_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The callback endpoint was disabled: it answered 410 Gone, or every attempt failed for 5 days.
+   *
+   * @generated from enum value: OWNER_NOTIFICATION_KIND_ENDPOINT_DISABLED = 1;
+   */
+  ENDPOINT_DISABLED = 1,
+
+  /**
+   * A delivery failed for good: its retry schedule ended without a 2xx.
+   *
+   * @generated from enum value: OWNER_NOTIFICATION_KIND_DELIVERY_FAILED = 2;
+   */
+  DELIVERY_FAILED = 2,
+}
+
+/**
+ * Describes the enum events.v1.OwnerNotificationKind.
+ */
+export const OwnerNotificationKindSchema: GenEnum<OwnerNotificationKind> = /*@__PURE__*/
+  enumDesc(file_events_v1_events, 0);
 

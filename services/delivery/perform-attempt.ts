@@ -1,0 +1,74 @@
+import type { PrismaClient } from "../shared/db.js";
+import type { Logger } from "../shared/log.js";
+import type { SecretBox } from "../shared/secrets.js";
+import { decideRetry, type RetrySchedule } from "./retry-schedule.js";
+import { recordAttempt, releaseLease, type AttemptResult, type ClaimedDelivery } from "./store.js";
+import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
+
+/** What one attempt needs: the dispatcher's settings, also used by the test callback's first attempt. */
+export interface AttemptDeps {
+  prisma: PrismaClient;
+  secretBox: SecretBox;
+  log: Logger;
+  now: () => Date;
+  schedule: RetrySchedule;
+  /** Timeout of one HTTP callback attempt (Votifier attempts use VOTIFIER_TIMEOUT_MS per connect and read). */
+  timeoutMs: number;
+  allowInsecure: boolean;
+  /** Jitter source; tests may pin it. */
+  random?: () => number;
+  /** Overrides AUTO_DISABLE_AFTER_MS. */
+  autoDisableAfterMs?: number;
+}
+
+/** An outcome of a sent attempt (not held). */
+export type SentOutcome = Exclude<AttemptOutcome, { kind: "held" }>;
+
+/** How an attempt of a claimed delivery went. */
+export type AttemptReport =
+  /** Nothing was sent (for example no active callback secret any more): the lease was given back. */
+  | { kind: "released"; reason: string }
+  | {
+      kind: "attempted";
+      outcome: SentOutcome;
+      result: AttemptResult;
+      /** False when the lease was lost before the result was recorded (the attempt is logged only). */
+      owned: boolean;
+    };
+
+/**
+ * Makes one attempt of a claimed delivery over its transport (signed afresh for a callback),
+ * decides what comes next (delivered, retry per the schedule, failed, or held after a 410) and
+ * records the attempt with its exact exchange. The dispatcher and the test callback share it.
+ */
+export async function performAttempt(deps: AttemptDeps, transport: Transport, delivery: ClaimedDelivery): Promise<AttemptReport> {
+  const startedAt = deps.now();
+  const outcome = await transport.send(delivery);
+  if (outcome.kind === "held") {
+    await releaseLease(deps.prisma, delivery);
+    return { kind: "released", reason: outcome.reason };
+  }
+  const finishedAt = deps.now();
+  const result = decideResult(deps, delivery, outcome, finishedAt);
+  const owned = await recordAttempt(deps.prisma, {
+    delivery,
+    startedAt,
+    finishedAt,
+    exchange: outcome.exchange,
+    result,
+    ...(deps.autoDisableAfterMs === undefined ? {} : { autoDisableAfterMs: deps.autoDisableAfterMs }),
+  });
+  return { kind: "attempted", outcome, result, owned };
+}
+
+function decideResult(deps: AttemptDeps, delivery: ClaimedDelivery, outcome: SentOutcome, at: Date): AttemptResult {
+  if (outcome.kind === "delivered") return { kind: "delivered" };
+  if (outcome.kind === "gone") return { kind: "held_gone", reason: `receiver answered 410 Gone at ${at.toISOString()}` };
+  const decision = decideRetry(deps.schedule, delivery.attempts + 1, {
+    random: deps.random ?? Math.random,
+    ...(outcome.retryAfterMs === undefined ? {} : { retryAfterMs: outcome.retryAfterMs }),
+  });
+  return decision.kind === "give_up" ? { kind: "failed" } : { kind: "retry", nextAttemptAt: new Date(at.getTime() + decision.delayMs) };
+}
+
+export type { SentTransport };

@@ -30,6 +30,7 @@ import { createMetrics } from "../../services/shared/metrics.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
 import { startStack, type TestStack } from "../helpers/stack.js";
+import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 const BROWSER_UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0";
@@ -201,6 +202,9 @@ test.serial("did player X's reward arrive, and what exactly did my endpoint answ
   t.is(await page.textContent("#health-rate-24h .stat-value"), "100.0%", health);
   t.regex(await page.textContent("#health-last-success") ?? "", /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/);
   await page.screenshot({ path: join(SCREENSHOTS, "deliveries-attempt-exchange.png"), fullPage: true });
+  // The attempt exchange and the health card: axe finds no serious or critical violation.
+  const violations = await findA11yViolations(page);
+  t.deepEqual(violations, [], formatViolations(violations));
 });
 
 test.serial("a failing endpoint: the health card shows the success rates and the last failure reason; a notice says it is failing and when it would be disabled", async (t) => {
@@ -320,6 +324,9 @@ test.serial("after 5 days of nothing but failures the endpoint is disabled autom
   await row.getByRole("button", { name: "Attempts" }).click();
   await page.locator("#attempt-exchange-body .exchange-response-body", { hasText: "bad gateway" }).waitFor();
   await page.screenshot({ path: join(SCREENSHOTS, "deliveries-auto-disabled.png"), fullPage: true });
+  // The disabled notice, the health card and the exchange together: no serious or critical violation.
+  const violations = await findA11yViolations(page);
+  t.deepEqual(violations, [], formatViolations(violations));
   await page.setViewportSize({ width: 390, height: 844 });
   await page.screenshot({ path: join(SCREENSHOTS, "deliveries-phone.png"), fullPage: true });
   await page.setViewportSize({ width: 1280, height: 900 });

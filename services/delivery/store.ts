@@ -1,3 +1,4 @@
+import { serverExists } from "../servers/server-exists.js";
 import type { PrismaClient } from "../shared/db.js";
 import type { SecretBox } from "../shared/secrets.js";
 import { streakAtDelivery } from "../hearts/domain/streak.js";
@@ -5,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import { toStoredExchange, type AttemptExchange } from "./attempt-exchange.js";
 import { autoDisableIfFailingTooLong, recordEndpointHealth } from "./endpoint-health.js";
 import { notifyDeliveryFailed, notifyEndpointDisabled } from "./owner-notifications.js";
-import { NIL_UUID } from "./send-callback.js";
+import { NIL_UUID } from "../shared/ids.js";
 import type { SentTransport } from "./transport.js";
 
 /** A counted heart, as the consumer turns it into a delivery. */
@@ -46,8 +47,7 @@ export async function insertDelivery(prisma: PrismaClient, d: NewDelivery): Prom
     ON CONFLICT (server_id, transport, dedup_key) DO NOTHING
     RETURNING id::text`;
   if (rows.length > 0) return "inserted";
-  const server = await prisma.$queryRaw<unknown[]>`SELECT 1 FROM servers WHERE id = ${d.serverId}::uuid`;
-  return server.length > 0 ? "duplicate" : "unknown_server";
+  return (await serverExists(prisma, d.serverId)) ? "duplicate" : "unknown_server";
 }
 
 /**

@@ -2,7 +2,8 @@ import type { Tx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
-import { isUuid } from "./domain/ids.js";
+import { isUuid } from "../shared/ids.js";
+import { requireServer } from "./server-exists.js";
 import { MAX_ACTIVE_SECRETS_PER_SERVER, isSecretActive, rotationCutoff, tooManySecretsText } from "./domain/secret-policy.js";
 
 /** Which secret family: referral ingest (`rsec_`), reward callback (`whsec_`) or pull API (`psec_`). */
@@ -186,12 +187,6 @@ async function resolveActiveKeys(
   if (!first.enabled) return { status: "disabled" };
   const keys = rows.flatMap((r) => (r.kid !== null && r.ciphertext !== null ? [{ kid: r.kid, secret: deps.secretBox.open(r.ciphertext) }] : []));
   return keys.length === 0 ? { status: "disabled" } : { status: "ok", keys };
-}
-
-/** Throws unknown_server unless the server exists. */
-export async function requireServer(deps: CoreDeps, serverId: string): Promise<void> {
-  const exists = isUuid(serverId) && (await deps.prisma.server.count({ where: { id: serverId } })) === 1;
-  if (!exists) throw new DomainError("unknown_server", "unknown server");
 }
 
 function toMeta(row: { kid: string; createdAt: Date; expiresAt: Date | null; revokedAt: Date | null }, now: Date): SecretMeta {

@@ -1,7 +1,7 @@
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import type { Server } from "../../gen/prisma/client.js";
-import { isUuid } from "./domain/ids.js";
+import { isUuid } from "../shared/ids.js";
 import type { VotifierSettings } from "./domain/votifier-settings.js";
 import { insertSecret, lockServer } from "./secret-store.js";
 
@@ -17,18 +17,6 @@ export async function getServer(deps: CoreDeps, serverId: string): Promise<Serve
   const server = isUuid(serverId) ? await deps.prisma.server.findUnique({ where: { id: serverId } }) : null;
   if (!server) throw new DomainError("unknown_server", "unknown server");
   return server;
-}
-
-/**
- * The trimmed id of an existing server: InvalidArgument `server_id is required` when
- * empty, 404 `unknown server` when no such server. For read-only reports of one server.
- */
-export async function requireServerId(deps: Pick<CoreDeps, "prisma">, rawServerId: string): Promise<string> {
-  const serverId = rawServerId.trim();
-  if (serverId === "") throw new DomainError("invalid_argument", "server_id is required");
-  const exists = isUuid(serverId) && (await deps.prisma.server.count({ where: { id: serverId } })) === 1;
-  if (!exists) throw new DomainError("unknown_server", "unknown server");
-  return serverId;
 }
 
 /** ListServers, oldest first; only `ownerId`'s servers when given. */

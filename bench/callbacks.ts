@@ -32,7 +32,7 @@ import { readDispatchSettings } from "../services/delivery/config.js";
 import { createDeliveryConsumer } from "../services/delivery/consumer.js";
 import { createDispatcher } from "../services/delivery/dispatcher.js";
 import { sendCallback, signCallback } from "../services/delivery/send-callback.js";
-import { periodOf } from "../services/hearts/domain/streak.js";
+import { periodOf } from "../services/shared/period.js";
 import { createReferralServiceServer } from "../services/referral-service/server.js";
 import { ensureServiceToken } from "../services/access/service-tokens.js";
 import { createServiceTransport } from "../services/shared/service-transport.js";

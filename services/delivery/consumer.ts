@@ -1,4 +1,5 @@
 import { isUuid } from "../shared/ids.js";
+import { isPeriod } from "../shared/period.js";
 import { fromBinary } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { EnvelopeSchema, type Envelope } from "../../gen/proto/events/v1/events_pb.js";
@@ -71,7 +72,7 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
   const h = envelope.payload.value;
   const serverId = h.serverId || envelope.serverId;
   if (!isUuid(h.heartId) || !isUuid(serverId)) return { kind: "poison", code: "incomplete", error: "heart_id or server_id is not a uuid" };
-  if (h.username === "" || h.voterIdentity === "" || !/^[0-9]{4}-[0-9]{2}$/.test(h.period)) {
+  if (h.username === "" || h.voterIdentity === "" || !isPeriod(h.period)) {
     return { kind: "poison", code: "incomplete", error: "heart.counted payload is missing username, voter_identity or period" };
   }
   const countedAt = h.countedAt ?? envelope.occurredAt;

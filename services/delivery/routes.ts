@@ -31,7 +31,7 @@ import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
 import { canonicalString, formatIngestSignature } from "../shared/signature.js";
-import { periodOf } from "../hearts/domain/streak.js";
+import { periodOf } from "../shared/period.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { createCallbackTransport } from "./callback-transport.js";
 import { LEASE_MARGIN_MS } from "./dispatcher.js";

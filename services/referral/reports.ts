@@ -2,7 +2,7 @@ import { requireServer } from "../servers/server-exists.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
-import { periodRange } from "./domain/period.js";
+import { periodRange } from "../shared/period.js";
 import type { AnchorState } from "./domain/transitions.js";
 
 /** Leaderboard rows returned when the caller sets no limit. */

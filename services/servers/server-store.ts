@@ -3,6 +3,7 @@ import { DomainError } from "../shared/errors.js";
 import type { Server } from "../../gen/prisma/client.js";
 import { isUuid } from "../shared/ids.js";
 import type { VotifierSettings } from "./domain/votifier-settings.js";
+import { activeSecretWhere } from "./domain/secret-policy.js";
 import { insertSecret, lockServer } from "./secret-store.js";
 
 export type { Server as ServerRecord };
@@ -61,7 +62,7 @@ export async function setCallbackSettings(
     });
     if (input.callbackUrl !== null) {
       const active = await tx.serverSecret.count({
-        where: { serverId, purpose: "callback", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
+        where: { serverId, purpose: "callback", ...activeSecretWhere(now) },
       });
       if (active === 0) await insertSecret(deps, tx, serverId, "callback", now);
     }
@@ -111,7 +112,7 @@ export async function setPullEnabled(deps: CoreDeps, serverId: string, enabled: 
     const server = await tx.server.update({ where: { id: serverId }, data: { pullEnabled: enabled } });
     if (enabled) {
       const active = await tx.serverSecret.count({
-        where: { serverId, purpose: "pull", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
+        where: { serverId, purpose: "pull", ...activeSecretWhere(now) },
       });
       if (active === 0) await insertSecret(deps, tx, serverId, "pull", now);
     }

@@ -70,6 +70,17 @@ function tooManyFailures() {
   };
 }
 
+/** 503 beyond the referral service's capacity: nothing was written; retry (same server_event_id, fresh t) after Retry-After. */
+function overloaded() {
+  const reply = jsonError("Beyond the service's capacity; nothing was applied. Retry after Retry-After seconds with the same server_event_id and a fresh t.", {
+    overloaded: errorExample("Service overloaded", ERROR_TEXT.overloaded),
+  });
+  return {
+    ...reply,
+    headers: { ...reply.headers, "Retry-After": { description: "Seconds to wait before retrying.", schema: { type: "integer", minimum: 1 } } },
+  };
+}
+
 /** The error answers the two pull endpoints share. */
 const PULL_ERRORS = {
   "400": jsonError("Malformed signature header, invalid JSON, or a missing or invalid field.", {
@@ -287,6 +298,7 @@ export const openApiDocument = {
           "500": jsonError("Internal error; safe to retry with backoff (same server_event_id, fresh t).", {
             internal: errorExample("Internal error", ERROR_TEXT.internal),
           }),
+          "503": overloaded(),
         },
       },
     },

@@ -170,8 +170,17 @@ export function createGroupCommit<I, O>(opts: GroupCommitOptions<I, O>): GroupCo
       // throws fails every item of the batch with that error (each caller maps it, e.g. to a 500).
       for (const p of batch) p.reject(error);
     } finally {
-      averageBatchMs = averageBatchMs * 0.8 + (now() - started) * 0.2;
-      for (const p of batch) for (const k of p.keys) busyKeys.delete(k);
+      const finished = now();
+      averageBatchMs = averageBatchMs * 0.8 + (finished - started) * 0.2;
+      const released = new Set<string>();
+      for (const p of batch) {
+        for (const k of p.keys) {
+          busyKeys.delete(k);
+          released.add(k);
+        }
+      }
+      // Items that waited for these keys start waiting for capacity only now.
+      if (released.size > 0) for (const p of queue) if (p.keys.some((k) => released.has(k))) p.at = finished;
       stats.inFlight--;
       schedule();
     }

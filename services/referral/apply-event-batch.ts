@@ -82,6 +82,13 @@ export async function applyEventBatch(deps: CoreDeps, commands: readonly ApplyEv
       timeout: BATCH_TIMEOUT_MS,
     });
   } catch (error) {
+    // Failure policy: no connection within BATCH_MAX_WAIT_MS (or the transaction expired) means the database is
+    // saturated and nothing of this batch committed: every event is refused as overloaded (retryable, nothing
+    // written) instead of queueing more work behind it or answering `internal error`.
+    if (isTransactionApiError(error)) {
+      deps.log.warn({ events: commands.length }, "referral event batch refused: no database transaction in time");
+      return commands.map(() => ({ ok: false, error: new Overloaded(BATCH_MAX_WAIT_MS) }));
+    }
     // Failure policy: the whole batch rolled back (a lost click link after a mint, a deadlock with another
     // instance, a lost connection): each event is applied alone through the one-event path, which has its own
     // retries and error mapping, so one event's trouble still reaches only that event's caller.
@@ -95,6 +102,11 @@ export async function applyEventBatch(deps: CoreDeps, commands: readonly ApplyEv
   );
   applied.retry.forEach((i, n) => (outcomes[i] = again[n]!));
   return outcomes as ItemOutcome<ApplyEventResult>[];
+}
+
+/** Prisma's P2028 (a transaction could not start within maxWait, or expired before its commit): nothing committed. */
+function isTransactionApiError(error: unknown): boolean {
+  return (error as { code?: unknown })?.code === "P2028";
 }
 
 async function settleEach<I, O>(items: readonly I[], run: (item: I) => Promise<O>): Promise<ItemOutcome<O>[]> {

@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { ERROR_KIND_HEADER, TRANSITION_EVENT_HEADER, TRANSITION_FROM_HEADER, type DomainErrorKind } from "../services/shared/errors.js";
+import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER, TRANSITION_EVENT_HEADER, TRANSITION_FROM_HEADER, type DomainErrorKind } from "../services/shared/errors.js";
 
 /** The contract's exact error texts (docs/contract.md, "Errors"). */
 export const ERROR_TEXT = {
@@ -19,6 +19,7 @@ export const ERROR_TEXT = {
   methodNotAllowed: "method not allowed",
   notFound: "not found",
   tooManyFailedSignatures: "too many failed signature checks; retry after the Retry-After delay",
+  overloaded: "service overloaded; retry after the Retry-After delay",
 } as const;
 
 /** A complete HTTP answer the gateway sends as JSON. */
@@ -64,6 +65,16 @@ const RPC_ERROR_TABLE: readonly ErrorRow[] = [
       const event = error.metadata.get(TRANSITION_EVENT_HEADER);
       if (!from || !event) return undefined;
       return { status: 422, body: { error: ERROR_TEXT.invalidTransition, from, event } };
+    },
+  },
+  {
+    // Beyond the service's capacity nothing was written: retryable, after the service's hint (whole seconds).
+    code: Code.ResourceExhausted,
+    kind: "overloaded",
+    toReply(error) {
+      const hint = Number(error.metadata.get(RETRY_AFTER_HEADER));
+      const seconds = Number.isInteger(hint) && hint >= 1 && hint <= 60 ? hint : 1;
+      return errorReply(503, ERROR_TEXT.overloaded, { "retry-after": String(seconds) });
     },
   },
   // DomainError messages are written to be shown to callers (services/shared/errors.ts).

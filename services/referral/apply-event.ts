@@ -267,7 +267,7 @@ async function linkClick(tx: Tx, clickId: string, referralId: string): Promise<v
 }
 
 /** An advanced transition, as its outbox event describes it. */
-interface Transition {
+export interface Transition {
   referralId: string;
   serverId: string;
   referrerIdentity: string;
@@ -279,7 +279,7 @@ interface Transition {
 }
 
 /** The outbox event of an applied transition (`referral.<state>` on the referrals topic). */
-function transitionEvent(t: Transition): OutboxEvent {
+export function transitionEvent(t: Transition): OutboxEvent {
   return {
     topic: REFERRALS_TOPIC,
     type: `referral.${t.to}`,

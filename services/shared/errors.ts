@@ -13,7 +13,9 @@ export type DomainErrorKind =
   | "not_found"
   | "illegal_transition"
   | "failed_precondition"
-  | "conflict";
+  | "conflict"
+  /** Beyond capacity: nothing was done; retry after the hint (`retry-after` metadata). */
+  | "overloaded";
 
 /** A typed domain failure with a message safe to show callers. */
 export class DomainError extends Error {
@@ -37,6 +39,20 @@ export class IllegalTransition extends DomainError {
   }
 }
 
+/**
+ * Beyond capacity (a bounded queue is full, or an item waited too long): refused before
+ * anything was written, so the caller may retry after `retryAfterMs`.
+ */
+export class Overloaded extends DomainError {
+  constructor(readonly retryAfterMs: number) {
+    super("overloaded", "service overloaded; retry later");
+    this.name = "Overloaded";
+  }
+}
+
+/** Connect metadata key of an Overloaded error's retry hint, in whole seconds (at least 1), like HTTP Retry-After. */
+export const RETRY_AFTER_HEADER = "retry-after";
+
 /** Connect metadata keys that carry an IllegalTransition's details to the gateway. */
 export const TRANSITION_FROM_HEADER = "x-transition-from";
 export const TRANSITION_EVENT_HEADER = "x-transition-event";
@@ -52,6 +68,7 @@ const CONNECT_CODE_BY_KIND: Record<DomainErrorKind, Code> = {
   illegal_transition: Code.FailedPrecondition,
   failed_precondition: Code.FailedPrecondition,
   conflict: Code.AlreadyExists,
+  overloaded: Code.ResourceExhausted,
 };
 
 /** Maps any thrown value to a ConnectError; unknown errors become a bare Internal. */
@@ -63,6 +80,7 @@ export function toConnectError(error: unknown): ConnectError {
       metadata.set(TRANSITION_FROM_HEADER, error.from);
       metadata.set(TRANSITION_EVENT_HEADER, error.event);
     }
+    if (error instanceof Overloaded) metadata.set(RETRY_AFTER_HEADER, String(Math.max(1, Math.ceil(error.retryAfterMs / 1000))));
     return new ConnectError(error.message, CONNECT_CODE_BY_KIND[error.kind], metadata);
   }
   // Failure policy: never leak internals; the cause is logged by the interceptor with the request id.

@@ -11,6 +11,7 @@ import { pino, type Logger } from "pino";
 import { createReferralServiceClients, type ReferralServiceClients } from "../../gateway/clients.js";
 import { createGatewayServer, type GatewayDeps } from "../../gateway/server.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
+import type { ApplyEventBatchOptions } from "../../services/referral/apply-event-batch.js";
 import { createMetrics, type Metrics } from "../../services/shared/metrics.js";
 import { createSecretBox } from "../../services/shared/secrets.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
@@ -84,7 +85,11 @@ export const nowSeconds = (): number => Math.floor(Date.now() / 1000);
  * the gateway's deps (for example a `referral` client pointing at a dead port).
  */
 export async function startGatewayStack(
-  opts: { gatewayOverrides?: (ctx: { clients: ReferralServiceClients; metrics: Metrics }) => Partial<GatewayDeps> } = {},
+  opts: {
+    gatewayOverrides?: (ctx: { clients: ReferralServiceClients; metrics: Metrics }) => Partial<GatewayDeps>;
+    /** ApplyEvent's group-commit bounds in the referral service (tests of overload shrink them). */
+    applyEventBatch?: ApplyEventBatchOptions;
+  } = {},
 ): Promise<GatewayStack> {
   const db = await createTestDatabase();
   const serviceLog = captureLog("debug");
@@ -98,6 +103,7 @@ export async function startGatewayStack(
     allowInsecureCallbacks: true,
     callbackTimeoutMs: 2_000,
     publicBaseUrl: "http://127.0.0.1:9",
+    ...(opts.applyEventBatch ? { applyEventBatch: opts.applyEventBatch } : {}),
   });
   const servicePort = await service.listen(0);
   const clients = createReferralServiceClients(`http://127.0.0.1:${servicePort}`, TEST_SERVICE_TOKEN);

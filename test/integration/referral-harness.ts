@@ -11,6 +11,7 @@ import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { ReferralEventType, ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
+import type { ApplyEventBatchOptions } from "../../services/referral/apply-event-batch.js";
 import type { ServerAdminDeps } from "../../services/servers/routes.js";
 import { ERROR_KIND_HEADER, TRANSITION_EVENT_HEADER, TRANSITION_FROM_HEADER } from "../../services/shared/errors.js";
 import { createLogger } from "../../services/shared/log.js";
@@ -46,7 +47,9 @@ export interface Harness {
 }
 
 /** Starts the harness; `close()` stops the server and drops the database. */
-export async function startHarness(opts: { allowInsecureCallbacks?: boolean; maxConnections?: number } = {}): Promise<Harness> {
+export async function startHarness(
+  opts: { allowInsecureCallbacks?: boolean; maxConnections?: number; applyEventBatch?: ApplyEventBatchOptions } = {},
+): Promise<Harness> {
   const db = await createTestDatabase({ maxConnections: opts.maxConnections ?? 20 });
   const clock = createTestClock();
   const log = createLogger("test", process.env.LOG_LEVEL ?? "silent");
@@ -64,6 +67,7 @@ export async function startHarness(opts: { allowInsecureCallbacks?: boolean; max
     allowInsecureCallbacks: deps.allowInsecureCallbacks ?? false,
     callbackTimeoutMs: 2_000,
     publicBaseUrl: "http://127.0.0.1:9",
+    ...(opts.applyEventBatch ? { applyEventBatch: opts.applyEventBatch } : {}),
   });
   const port = await server.listen(0);
   const transport = createServiceTransport(`http://127.0.0.1:${port}`, TEST_SERVICE_TOKEN, { useBinaryFormat: false });

@@ -1,22 +1,27 @@
-import { randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { CastHeartResponseSchema, HeartVerdict, type CastHeartRequest, type CastHeartResponse } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
-import { periodOf } from "../shared/period.js";
-import { serverExists } from "../servers/server-exists.js";
+import type { GroupCommit } from "../shared/group-commit.js";
+import { isUuid } from "../shared/ids.js";
+import type { HeartCast, HeartCastResult } from "./cast-heart-batch.js";
 import type { FraudRules } from "./domain/fraud-rules.js";
 import { toVoterAddress } from "./domain/ip.js";
-import { fraudWindows, scoreHeart } from "./domain/score-heart.js";
 import { HEART_COOLDOWN_MS } from "./domain/streak.js";
-import { countFraudSignals, countHeart, recordFraudHeart, type HeartRecord } from "./store.js";
 
 /**
- * Casts a heart: validate, score fraud on the counted signals, then let the
- * conditional upsert decide the 24 h cooldown. Every heart is recorded with its verdict.
+ * Casts a heart: validate, then hand it to the CastHeart group commit (cast-heart-batch.ts),
+ * which scores fraud on the counted signals and lets the conditional upsert decide the
+ * 24 h cooldown. Every heart is recorded with its verdict. Beyond capacity the queue
+ * refuses with `Overloaded` (resource_exhausted, retry hint; nothing written).
  */
-export async function castHeart(deps: CoreDeps, rules: FraudRules, req: CastHeartRequest): Promise<CastHeartResponse> {
+export async function castHeart(
+  deps: CoreDeps,
+  rules: FraudRules,
+  queue: GroupCommit<HeartCast, HeartCastResult>,
+  req: CastHeartRequest,
+): Promise<CastHeartResponse> {
   const serverId = req.serverId.trim();
   if (serverId === "") throw new DomainError("invalid_argument", "server_id is required");
   // An empty username is a caller bug (400); a whitespace-only one is what a player typed and is scored as fraud.
@@ -29,46 +34,23 @@ export async function castHeart(deps: CoreDeps, rules: FraudRules, req: CastHear
   const userAgent = boundField("user_agent", req.userAgent);
   const address = toVoterAddress(boundField("ip", req.ip));
   if (address === null) throw new DomainError("invalid_argument", "ip must be an IPv4 or IPv6 address");
-  if (!(await serverExists(deps.prisma, serverId))) {
-    throw new DomainError("unknown_server", "unknown server");
-  }
+  // An id that is not a uuid names no server: answered here, without a database round trip (as serverExists does).
+  if (!isUuid(serverId)) throw new DomainError("unknown_server", "unknown server");
 
-  const now = deps.now();
-  const counts = await countFraudSignals(deps.prisma, {
-    serverId,
-    voterIdentity,
-    ip: address.ip,
-    subnet: address.subnet,
-    windows: fraudWindows(rules, now),
-  });
-  const verdict = scoreHeart(rules, { username, userAgent }, counts);
-  const heart: HeartRecord = {
-    id: randomUUID(),
-    serverId,
-    username,
-    voterIdentity,
-    ip: address.ip,
-    subnet: address.subnet,
-    userAgent,
-    fraudScore: verdict.score,
-    fraudReasons: verdict.reasons,
-    period: periodOf(now),
-    at: now,
-  };
-  const base = { heartId: heart.id, fraudScore: verdict.score, fraudReasons: verdict.reasons, period: heart.period };
+  const outcome = await queue.submit({ serverId, username, voterIdentity, userAgent, address, at: deps.now() });
+  const { heart } = outcome;
+  const now = heart.at;
+  const base = { heartId: heart.id, fraudScore: heart.fraudScore, fraudReasons: heart.fraudReasons, period: heart.period };
 
-  if (verdict.blocked) {
-    await recordFraudHeart(deps.prisma, heart);
-    deps.log.info({ serverId, heartId: heart.id, score: verdict.score, reasons: verdict.reasons }, "heart blocked by fraud scoring");
+  if (outcome.kind === "fraud") {
+    deps.log.info({ serverId, heartId: heart.id, score: heart.fraudScore, reasons: heart.fraudReasons }, "heart blocked by fraud scoring");
     return create(CastHeartResponseSchema, {
       ...base,
       counted: false,
       verdict: HeartVerdict.FRAUD,
-      reason: `blocked by fraud scoring (score ${verdict.score} >= ${rules.blockThreshold})`,
+      reason: `blocked by fraud scoring (score ${heart.fraudScore} >= ${rules.blockThreshold})`,
     });
   }
-
-  const outcome = await countHeart(deps.prisma, heart);
   if (outcome.kind === "cooldown") {
     return create(CastHeartResponseSchema, {
       ...base,

@@ -16,6 +16,7 @@ import type { DeliveryRouteDeps } from "../../services/delivery/routes.js";
 import type { RetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import type { FraudRules } from "../../services/hearts/domain/fraud-rules.js";
+import type { CastHeartBatchOptions } from "../../services/hearts/cast-heart-batch.js";
 import type { PrismaClient } from "../../services/shared/db.js";
 import type { CoreDeps } from "../../services/shared/deps.js";
 import { createLogger } from "../../services/shared/log.js";
@@ -61,6 +62,7 @@ export async function startHarness(
     callbackTimeoutMs?: number;
     maxConnections?: number;
     retrySchedule?: RetrySchedule;
+    castHeartBatch?: CastHeartBatchOptions;
   } = {},
 ): Promise<Harness> {
   const db = await createTestDatabase({ maxConnections: opts.maxConnections ?? 30 });
@@ -80,6 +82,7 @@ export async function startHarness(
     ...deps,
     metrics: createMetrics("test"),
     ...(opts.fraudRules ? { fraudRules: opts.fraudRules } : {}),
+    ...(opts.castHeartBatch ? { castHeartBatch: opts.castHeartBatch } : {}),
   });
   const port = await server.listen(0);
   const transport = createServiceTransport(`http://127.0.0.1:${port}`, TEST_SERVICE_TOKEN, { useBinaryFormat: false });

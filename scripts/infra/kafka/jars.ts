@@ -57,7 +57,7 @@ function isExecutable(file: string): boolean {
 }
 
 export function findOnPath(command: string): string | undefined {
-  for (const dir of (process.env['PATH'] ?? '').split(path.delimiter)) {
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
     if (dir && isExecutable(path.join(dir, command))) return path.join(dir, command);
   }
   return undefined;
@@ -65,7 +65,7 @@ export function findOnPath(command: string): string | undefined {
 
 /** The `java` launcher Kafka's own scripts would use: $JAVA_HOME/bin/java, else `java` on PATH. */
 export function resolveJava(): string {
-  const javaHome = process.env['JAVA_HOME'];
+  const javaHome = process.env.JAVA_HOME;
   if (javaHome && isExecutable(path.join(javaHome, 'bin', 'java'))) return path.join(javaHome, 'bin', 'java');
   const onPath = findOnPath('java');
   if (onPath) return onPath;

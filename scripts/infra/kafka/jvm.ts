@@ -131,7 +131,7 @@ function pathToFileUrl(file: string): string {
  * The archive name is keyed on the JDK so a JDK change never maps an incompatible archive.
  */
 export function cdsPlan(layout: JvmLayout, canDump: boolean): { args: string[]; archivePath?: string; dumpPath?: string } {
-  if (process.env['KAFKA_CDS'] === '0') return { args: [] };
+  if (process.env.KAFKA_CDS === '0') return { args: [] };
   const major = javaMajorVersion(layout.javaBin);
   if (major === undefined || major < CDS_MIN_JAVA_MAJOR) return { args: [] };
   let jdkKey: string;

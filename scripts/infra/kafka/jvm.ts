@@ -207,6 +207,9 @@ export function spawnJvm(layout: JvmLayout, jvmArgs: string[], mainArgs: string[
 export async function stopJvm(jvm: JvmProcess, graceMs: number = KAFKA_STOP_GRACE_MS): Promise<void> {
   jvm.stopping = true;
   if (!jvm.exitInfo) {
+    // The child is unref'd while it runs; while stopping, it must hold the event loop, or a JVM slower than the grace
+    // period leaves `await jvm.exited` with nothing pending: Node exits 13 and stop() never resolves.
+    jvm.child.ref();
     if (graceMs > 0) jvm.child.kill('SIGTERM');
     if (graceMs <= 0 || !(await withTimeout(jvm.exited, graceMs))) {
       jvm.child.kill('SIGKILL');

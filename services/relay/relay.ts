@@ -287,6 +287,8 @@ export function createRelay(opts: RelayOptions) {
   return {
     runOnce,
     checkProgress,
+    /** True while commit notifications are known to arrive (the loop wakes on commit and polls only as a safety net). */
+    wakesOnCommit: () => listener?.active() ?? false,
     /** Starts the loop (and, with `notifications`, listening for commits). */
     start() {
       if (running) return;

@@ -190,6 +190,10 @@ export function createRelay(opts: RelayOptions) {
     const startedAt = performance.now();
     let count = 0;
     const moved: { topic: string; code: string }[] = [];
+    // The claims read the partial index of unpublished ids, never the published history: right after
+    // a burst, stale statistics can make a sequential scan and sort of the whole table look cheaper
+    // (measured: 140 ms instead of 1 ms per claim of 2,000 with 95,000 rows left behind). For this transaction only.
+    await tx.$queryRaw`SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
     let current = await markAndClaim(tx, [], 0n, batchSize);
     /** Sent rows of the previous batch, to be marked published by the next statement. */
     let toMark: bigint[] = [];

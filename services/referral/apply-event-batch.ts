@@ -7,7 +7,7 @@ import { toOutboxRow, type OutboxRow } from "../shared/outbox.js";
 import { applyEvent, transitionEvent, type ApplyEventResult } from "./apply-event.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
-import { toPeriod } from "./domain/period.js";
+import { periodOf } from "../shared/period.js";
 import { decide, isAnchorState, type AnchorState } from "./domain/transitions.js";
 
 /** Most events applied in one transaction. */
@@ -384,7 +384,7 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date): Promise<Wr
   if (mints.length + advances.length + joins.length + records.length + dropped.length === 0) {
     return { minted: new Set(), mintLinked: new Set(), advanced: new Set(), joinLinked: new Set() };
   }
-  const period = toPeriod(now);
+  const period = periodOf(now);
   const hex = (b: Buffer) => b.toString("hex");
   const [row] = await tx.$queryRaw<Array<{ minted: number[]; mint_linked: number[]; advanced: number[]; join_linked: number[] }>>`
     WITH m AS (

@@ -1,6 +1,6 @@
 import type { PrismaClient } from "../shared/db.js";
 import { isUniqueViolation } from "../shared/db.js";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
 import { isUuid } from "../servers/domain/ids.js";
 import type { Owner, Server } from "../../gen/prisma/client.js";
 import type { OwnedResource } from "./rpc-access.js";
@@ -45,7 +45,7 @@ export async function assignServer(prisma: PrismaClient, rawServerId: string, ra
   const serverId = rawServerId.trim();
   const ownerId = rawOwnerId.trim() === "" ? null : (await requireOwner(prisma, rawOwnerId)).id;
   const updated = isUuid(serverId) ? await prisma.server.updateMany({ where: { id: serverId }, data: { ownerId } }) : { count: 0 };
-  if (updated.count !== 1) throw new DomainError("unknown_server", "unknown server");
+  if (updated.count !== 1) throw unknownServer();
   return prisma.server.findUniqueOrThrow({ where: { id: serverId } });
 }
 
@@ -57,7 +57,7 @@ export async function listOwnerServers(prisma: PrismaClient, rawOwnerId: string)
 
 /** What a non-owner is told about each resource: exactly what a missing one answers. */
 const NOT_FOUND: Record<OwnedResource, () => DomainError> = {
-  server: () => new DomainError("unknown_server", "unknown server"),
+  server: () => unknownServer(),
   delivery: () => new DomainError("not_found", "unknown delivery"),
   referral: () => new DomainError("not_found", "referral not found"),
 };

@@ -26,7 +26,7 @@ import {
 } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import type { Delivery as DeliveryRow, DeliveryAttempt as AttemptRow } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
 import { canonicalString, formatIngestSignature } from "../shared/signature.js";
 import { periodOf } from "../hearts/domain/streak.js";
@@ -290,7 +290,7 @@ async function requireServer(deps: CoreDeps, rawId: string): Promise<string> {
   const id = rawId.trim();
   if (id === "") throw new DomainError("invalid_argument", "server_id is required");
   const found = UUID_PATTERN.test(id) ? await deps.prisma.server.findUnique({ where: { id }, select: { id: true } }) : null;
-  if (!found) throw new DomainError("unknown_server", "unknown server");
+  if (!found) throw unknownServer();
   return id;
 }
 

@@ -1,5 +1,5 @@
 import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
 import { generateClickToken } from "../shared/secrets.js";
 import type { RecordClickCommand } from "./domain/commands.js";
 import { toRedirectUrl } from "./domain/redirect-url.js";
@@ -22,7 +22,7 @@ export async function recordClick(deps: CoreDeps, command: RecordClickCommand): 
     where: { id: command.serverId },
     select: { referralsEnabled: true, registrationUrl: true },
   });
-  if (!server) throw new DomainError("unknown_server", "unknown server");
+  if (!server) throw unknownServer();
   if (!server.referralsEnabled) throw new DomainError("referrals_disabled", "referrals not enabled for this server");
   const token = generateClickToken();
   const click = await deps.prisma.referralClick.create({

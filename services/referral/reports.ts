@@ -1,5 +1,5 @@
 import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
 import { isUuid } from "../servers/domain/ids.js";
 import { periodRange } from "./domain/period.js";
 import type { AnchorState } from "./domain/transitions.js";
@@ -132,6 +132,6 @@ function ratio(part: number, whole: number): number {
 async function requireServer(deps: CoreDeps, rawServerId: string): Promise<string> {
   const serverId = rawServerId.trim();
   const exists = isUuid(serverId) && (await deps.prisma.server.count({ where: { id: serverId } })) === 1;
-  if (!exists) throw new DomainError("unknown_server", "unknown server");
+  if (!exists) throw unknownServer();
   return serverId;
 }

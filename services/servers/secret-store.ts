@@ -1,6 +1,6 @@
 import type { Tx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
 import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
 import { isUuid } from "./domain/ids.js";
 import { MAX_ACTIVE_SECRETS_PER_SERVER, isSecretActive, rotationCutoff, tooManySecretsText } from "./domain/secret-policy.js";
@@ -44,7 +44,7 @@ const NEWEST_FIRST = [{ expiresAt: { sort: "desc", nulls: "first" } }, { created
  */
 export async function lockServer(tx: Tx, serverId: string): Promise<void> {
   const rows = isUuid(serverId) ? await tx.$queryRaw<Array<{ id: string }>>`SELECT id::text FROM servers WHERE id = ${serverId}::uuid FOR UPDATE` : [];
-  if (rows.length === 0) throw new DomainError("unknown_server", "unknown server");
+  if (rows.length === 0) throw unknownServer();
 }
 
 /**
@@ -191,7 +191,7 @@ async function resolveActiveKeys(
 /** Throws unknown_server unless the server exists. */
 export async function requireServer(deps: CoreDeps, serverId: string): Promise<void> {
   const exists = isUuid(serverId) && (await deps.prisma.server.count({ where: { id: serverId } })) === 1;
-  if (!exists) throw new DomainError("unknown_server", "unknown server");
+  if (!exists) throw unknownServer();
 }
 
 function toMeta(row: { kid: string; createdAt: Date; expiresAt: Date | null; revokedAt: Date | null }, now: Date): SecretMeta {

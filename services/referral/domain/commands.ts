@@ -1,4 +1,4 @@
-import { DomainError } from "../../shared/errors.js";
+import { DomainError, unknownServer } from "../../shared/errors.js";
 import { boundField, type FieldName } from "../../shared/field-rules.js";
 import { isUuid } from "../../servers/domain/ids.js";
 import { isReferralEventName, type ReferralEventName } from "./transitions.js";
@@ -48,7 +48,7 @@ export function toApplyEventCommand(input: ApplyEventInput): ApplyEventCommand {
     if (refereeIdentity === "") throw new DomainError("invalid_argument", REFEREE_REQUIRED_ERROR);
     boundField("referee_identity", refereeIdentity);
   }
-  if (!isUuid(serverId)) throw new DomainError("unknown_server", "unknown server");
+  if (!isUuid(serverId)) throw unknownServer();
   const kid = boundField("kid", input.kid.trim());
   return {
     serverId,
@@ -76,7 +76,7 @@ export interface RecordClickCommand {
 export function toRecordClickCommand(input: { serverId: string; referrerIdentity: string; ip: string; userAgent: string }): RecordClickCommand {
   const serverId = requireField("server_id", input.serverId);
   const referrerIdentity = requireField("referrer_identity", input.referrerIdentity);
-  if (!isUuid(serverId)) throw new DomainError("unknown_server", "unknown server");
+  if (!isUuid(serverId)) throw unknownServer();
   const ip = boundField("ip", input.ip.trim());
   const userAgent = boundField("user_agent", input.userAgent.trim());
   return { serverId, referrerIdentity, ip: ip === "" ? null : ip, userAgent: userAgent === "" ? null : userAgent };

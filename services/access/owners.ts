@@ -1,6 +1,7 @@
 import type { PrismaClient } from "../shared/db.js";
 import { isUniqueViolation } from "../shared/db.js";
 import { DomainError, unknownServer } from "../shared/errors.js";
+import { boundField } from "../shared/field-rules.js";
 import { isUuid } from "../servers/domain/ids.js";
 import type { Owner, Server } from "../../gen/prisma/client.js";
 import type { OwnedResource } from "./rpc-access.js";
@@ -8,8 +9,6 @@ import type { OwnedResource } from "./rpc-access.js";
 export type { Owner as OwnerRecord };
 
 const OWNER_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
-/** Longest owner display name. */
-export const MAX_OWNER_NAME_CHARS = 200;
 
 /** Validates an owner id: the list's account id, 1-128 of letters, digits, `.`, `_`, `:`, `@`, `-`. */
 export function toOwnerId(raw: string): string {
@@ -21,8 +20,7 @@ export function toOwnerId(raw: string): string {
 /** CreateOwner (409 when the id exists). */
 export async function createOwner(prisma: PrismaClient, now: Date, input: { ownerId: string; displayName: string }): Promise<Owner> {
   const id = toOwnerId(input.ownerId);
-  const displayName = input.displayName.trim();
-  if (displayName.length > MAX_OWNER_NAME_CHARS) throw new DomainError("invalid_argument", `display_name must be at most ${MAX_OWNER_NAME_CHARS} characters`);
+  const displayName = boundField("display_name", input.displayName.trim());
   try {
     return await prisma.owner.create({ data: { id, displayName, createdAt: now } });
   } catch (error) {

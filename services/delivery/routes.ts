@@ -26,6 +26,7 @@ import {
 } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import type { Delivery as DeliveryRow, DeliveryAttempt as AttemptRow } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/deps.js";
+import { ERROR_TEXT, isReferralEventName } from "../shared/contract.js";
 import { DomainError, unknownServer } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
 import { canonicalString, formatIngestSignature } from "../shared/signature.js";
@@ -62,7 +63,6 @@ export const TEST_CALLBACK_USERNAME = "TestPlayer";
 export const INGEST_PATH = "/api/referral/events";
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const REFERRAL_EVENTS = ["registered", "qualified", "reversed"];
 
 const STATUS_TO_PROTO = { pending: DeliveryStatus.PENDING, delivered: DeliveryStatus.DELIVERED, failed: DeliveryStatus.FAILED } as const;
 const STATUS_FROM_PROTO: Partial<Record<DeliveryStatus, "pending" | "delivered" | "failed">> = {
@@ -195,7 +195,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       async sendTestReferralEvent(req) {
         const serverId = await requireServer(deps, req.serverId);
         const event = req.event.trim() === "" ? "registered" : req.event.trim();
-        if (!REFERRAL_EVENTS.includes(event)) throw new DomainError("invalid_argument", "event must be one of registered|qualified|reversed");
+        if (!isReferralEventName(event)) throw new DomainError("invalid_argument", ERROR_TEXT.badEvent);
         const now = deps.now();
         const secret = await loadNewestReferralSecret(deps.prisma, deps.secretBox, serverId, now);
         if (!secret) throw new DomainError("failed_precondition", "no active referral secret: create one in the referrals tab first");
@@ -222,6 +222,8 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
 
       async sendTestVote(req) {
         const serverId = await requireServer(deps, req.serverId);
+        // Bounded like a heart's username (services/shared/field-rules.ts): a NUL or over-long name is 400, never sent.
+        const testVoteUsername = boundField("username", req.username).trim() || TEST_CALLBACK_USERNAME;
         const server = await deps.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
         if (!server.votifierHost || !server.votifierPort || !server.votifierToken) {
           throw new DomainError("failed_precondition", "Votifier is not set up: set host, port, token and service name in the integration tab first");
@@ -238,7 +240,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
           { ...target, token },
           {
             serviceName: server.votifierServiceName ?? "",
-            username: req.username.trim() === "" ? TEST_CALLBACK_USERNAME : req.username.trim(),
+            username: testVoteUsername,
             address: VOTIFIER_VOTE_ADDRESS,
             timestamp: deps.now().getTime(),
           },

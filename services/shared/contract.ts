@@ -34,8 +34,10 @@ export const CONTRACT_ERRORS = {
   tooManyFailedSignatures: { status: 429, text: "too many failed signature checks; retry after the Retry-After delay" },
 } as const satisfies Record<string, FixedError>;
 
-/** The dashboard API's own fixed texts for a referral service that cannot answer (not in the public contract). */
-export const SERVICE_ERRORS = {
+/** The dashboard API's own fixed texts (not in the public contract). */
+export const DASHBOARD_ERRORS = {
+  bodyNotObject: { status: 400, text: "body must be a JSON object" },
+  dashboardTokenInvalid: { status: 401, text: "missing or invalid dashboard token" },
   serviceUnavailable: { status: 503, text: "the referral service is unavailable; try again shortly" },
   serviceTimeout: { status: 504, text: "the referral service did not answer in time; try again" },
 } as const satisfies Record<string, FixedError>;
@@ -55,11 +57,11 @@ export const CHECK_ERRORS = {
 /** A public contract error kind. */
 export type ContractErrorKind = keyof typeof CONTRACT_ERRORS;
 /** An error kind with a fixed text. */
-export type FixedErrorKind = ContractErrorKind | keyof typeof SERVICE_ERRORS;
+export type FixedErrorKind = ContractErrorKind | keyof typeof DASHBOARD_ERRORS;
 /** An error kind whose text the failing check writes. */
 export type CheckErrorKind = keyof typeof CHECK_ERRORS;
 
-const FIXED_ERRORS: Record<FixedErrorKind, FixedError> = { ...CONTRACT_ERRORS, ...SERVICE_ERRORS };
+const FIXED_ERRORS: Record<FixedErrorKind, FixedError> = { ...CONTRACT_ERRORS, ...DASHBOARD_ERRORS };
 
 /** The status and exact text of a fixed-text error. */
 export function fixedError(kind: FixedErrorKind): FixedError {

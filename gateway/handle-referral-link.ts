@@ -3,6 +3,7 @@ import type { RecordClickRequestSchema, RecordClickResponse } from "../gen/proto
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import { isServerIdShape } from "./forward.js";
 import { fieldProblem } from "../services/shared/field-rules.js";
+import { requiredText } from "../services/shared/contract.js";
 
 /** Path prefix of the public referral link: `GET /r/<server_id>?referrer=<identity>`. */
 export const REFERRAL_LINK_PREFIX = "/r/";
@@ -40,7 +41,7 @@ export interface ReferralLinkResult {
  */
 export async function handleReferralLink(input: ReferralLinkInput, rpcs: ReferralLinkRpcs): Promise<ReferralLinkResult> {
   const referrer = input.referrer?.trim() ?? "";
-  if (referrer === "") return { reply: errorReply("invalidField", "referrer is required"), outcome: "missing_referrer" };
+  if (referrer === "") return { reply: errorReply("invalidField", requiredText("referrer")), outcome: "missing_referrer" };
   const referrerProblem = fieldProblem("referrer", referrer);
   if (referrerProblem !== null) return { reply: errorReply("invalidField", referrerProblem), outcome: "invalid_referrer" };
   const serverId = input.serverId.trim();

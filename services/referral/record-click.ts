@@ -3,6 +3,7 @@ import { DomainError, unknownServer } from "../shared/errors.js";
 import { generateClickToken } from "../shared/secrets.js";
 import type { RecordClickCommand } from "./domain/commands.js";
 import { toRedirectUrl } from "./domain/redirect-url.js";
+import { ERROR_TEXT } from "../shared/contract.js";
 
 /** A stored click and where to send the visitor. */
 export interface RecordedClick {
@@ -23,7 +24,7 @@ export async function recordClick(deps: CoreDeps, command: RecordClickCommand): 
     select: { referralsEnabled: true, registrationUrl: true },
   });
   if (!server) throw unknownServer();
-  if (!server.referralsEnabled) throw new DomainError("referrals_disabled", "referrals not enabled for this server");
+  if (!server.referralsEnabled) throw new DomainError("referrals_disabled", ERROR_TEXT.referralsDisabled);
   const token = generateClickToken();
   const click = await deps.prisma.referralClick.create({
     data: {

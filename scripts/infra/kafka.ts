@@ -40,6 +40,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
+import { freePorts } from '../lib/free-ports.js';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
 const REPO_ROOT = path.resolve(path.dirname(THIS_FILE), '..', '..');
@@ -325,25 +326,6 @@ function randomClusterId(): string {
     const id = randomBytes(16).toString('base64url');
     // Kafka's own Uuid.randomUuid() rejects ids starting with '-' because CLIs would parse them as flags.
     if (!id.startsWith('-')) return id;
-  }
-}
-
-async function pickFreePorts(count: number): Promise<number[]> {
-  const servers: net.Server[] = [];
-  try {
-    const ports: number[] = [];
-    for (let i = 0; i < count; i += 1) {
-      const server = net.createServer();
-      servers.push(server);
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(0, '127.0.0.1', () => resolve());
-      });
-      ports.push((server.address() as net.AddressInfo).port);
-    }
-    return ports;
-  } finally {
-    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
   }
 }
 
@@ -775,7 +757,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaBro
     let formatMs = 0;
     let allowCds = true;
     for (let attempt = 1; ; attempt += 1) {
-      const [pickedBrokerPort, controllerPort] = await pickFreePorts(2);
+      const [pickedBrokerPort, controllerPort] = await freePorts(2);
       brokerPort = pickedBrokerPort ?? 0;
       writeFileSync(serverProperties, serverPropertiesText(dataDir, brokerPort, controllerPort ?? 0));
       if (attempt === 1) {

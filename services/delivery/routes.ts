@@ -1,3 +1,5 @@
+import { isUuid } from "../shared/ids.js";
+import { requireServerId } from "../servers/server-exists.js";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
@@ -27,10 +29,10 @@ import {
 import type { Delivery as DeliveryRow, DeliveryAttempt as AttemptRow } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { ERROR_TEXT, isReferralEventName } from "../shared/contract.js";
-import { DomainError, unknownServer } from "../shared/errors.js";
+import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
 import { canonicalString, formatIngestSignature } from "../shared/signature.js";
-import { periodOf } from "../hearts/domain/streak.js";
+import { periodOf } from "../shared/period.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { createCallbackTransport } from "./callback-transport.js";
 import { LEASE_MARGIN_MS } from "./dispatcher.js";
@@ -62,8 +64,6 @@ export const TEST_CALLBACK_USERNAME = "TestPlayer";
 /** The ingest path "send test referral event" posts to. */
 export const INGEST_PATH = "/api/referral/events";
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 const STATUS_TO_PROTO = { pending: DeliveryStatus.PENDING, delivered: DeliveryStatus.DELIVERED, failed: DeliveryStatus.FAILED } as const;
 const STATUS_FROM_PROTO: Partial<Record<DeliveryStatus, "pending" | "delivered" | "failed">> = {
   [DeliveryStatus.PENDING]: "pending",
@@ -94,7 +94,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
   return (router) => {
     router.service(DeliveryService, {
       async listDeliveries(req) {
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         if (req.limit < 0) throw new DomainError("invalid_argument", "limit must not be negative");
         const status = STATUS_FROM_PROTO[req.status];
         const transport = TRANSPORT_FROM_PROTO[req.transport];
@@ -132,7 +132,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       },
 
       async redeliverFailedSince(req) {
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         if (!req.since) throw new DomainError("invalid_argument", "since is required");
         const changed = await deps.prisma.delivery.updateMany({
           where: { serverId, status: "failed", failedAt: { gte: timestampDate(req.since) } },
@@ -143,7 +143,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
 
       async sendTestCallback(req) {
         const username = boundField("username", req.username);
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         const server = await deps.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
         if (!server.callbackUrl) throw new DomainError("failed_precondition", "no callback URL configured: set one in the integration tab first");
         const now = deps.now();
@@ -171,7 +171,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       },
 
       async getEndpointHealth(req) {
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         const health = await readEndpointHealth(deps.prisma, serverId, deps.now());
         return create(GetEndpointHealthResponseSchema, {
           serverId,
@@ -193,7 +193,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       },
 
       async sendTestReferralEvent(req) {
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         const event = req.event.trim() === "" ? "registered" : req.event.trim();
         if (!isReferralEventName(event)) throw new DomainError("invalid_argument", ERROR_TEXT.badEvent);
         const now = deps.now();
@@ -221,7 +221,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       },
 
       async sendTestVote(req) {
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         // Bounded like a heart's username (services/shared/field-rules.ts): a NUL or over-long name is 400, never sent.
         const testVoteUsername = boundField("username", req.username).trim() || TEST_CALLBACK_USERNAME;
         const server = await deps.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
@@ -261,7 +261,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       },
 
       async listPullHearts(req) {
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         const page = await listPullHearts(deps.prisma, { serverId, cursor: req.cursor.trim(), limit: toPullLimit(req.limit) });
         return create(ListPullHeartsResponseSchema, {
           hearts: page.hearts.map((h) => ({
@@ -276,7 +276,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       },
 
       async claimPullHearts(req) {
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         const results = await claimPullHearts(deps.prisma, { serverId, heartIds: req.heartIds, now: deps.now() });
         return create(ClaimPullHeartsResponseSchema, { results: results.map((r) => ({ heartId: r.heartId, status: CLAIM_STATUS_TO_PROTO[r.status] })) });
       },
@@ -288,20 +288,12 @@ function requeueData(now: Date) {
   return { status: "pending" as const, attempts: 0, nextAttemptAt: now, leaseUntil: null, failedAt: null, deliveredAt: null };
 }
 
-async function requireServer(deps: CoreDeps, rawId: string): Promise<string> {
-  const id = rawId.trim();
-  if (id === "") throw new DomainError("invalid_argument", "server_id is required");
-  const found = UUID_PATTERN.test(id) ? await deps.prisma.server.findUnique({ where: { id }, select: { id: true } }) : null;
-  if (!found) throw unknownServer();
-  return id;
-}
-
 /** The delivery `rawId`; with `rawServerId`, only when it belongs to that server (another server's id is unknown). */
 async function findDelivery(deps: CoreDeps, rawId: string, rawServerId = ""): Promise<DeliveryRow> {
   const id = rawId.trim();
   if (id === "") throw new DomainError("invalid_argument", "delivery_id is required");
-  const serverId = rawServerId.trim() === "" ? undefined : await requireServer(deps, rawServerId);
-  const row = UUID_PATTERN.test(id) ? await deps.prisma.delivery.findUnique({ where: { id } }) : null;
+  const serverId = rawServerId.trim() === "" ? undefined : await requireServerId(deps, rawServerId);
+  const row = isUuid(id) ? await deps.prisma.delivery.findUnique({ where: { id } }) : null;
   if (!row || (serverId !== undefined && row.serverId !== serverId)) throw new DomainError("not_found", "unknown delivery");
   return row;
 }

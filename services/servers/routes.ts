@@ -1,3 +1,4 @@
+import { requireServer } from "./server-exists.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
@@ -19,7 +20,6 @@ import { toVotifierSettings } from "./domain/votifier-settings.js";
 import {
   createReferralSecret,
   listReferralSecrets,
-  requireServer,
   resolveSigningKeys,
   revealCallbackSecret,
   revealNewestSecret,

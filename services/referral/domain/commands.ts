@@ -1,7 +1,7 @@
 import { DomainError, unknownServer } from "../../shared/errors.js";
 import { boundField, type FieldName } from "../../shared/field-rules.js";
 import { checkEvent, checkRefereeIdentity, checkRequiredText, type ReferralEventName } from "../../shared/contract.js";
-import { isUuid } from "../../servers/domain/ids.js";
+import { isUuid } from "../../shared/ids.js";
 
 /** A validated, trimmed lifecycle event. */
 export interface ApplyEventCommand {

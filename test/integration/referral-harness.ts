@@ -12,7 +12,7 @@ import { ReferralEventType, ReferralService } from "../../gen/proto/referral/v1/
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import type { ServerAdminDeps } from "../../services/servers/routes.js";
-import { ERROR_KIND_HEADER, TRANSITION_EVENT_HEADER, TRANSITION_FROM_HEADER } from "../../services/shared/errors.js";
+import { ERROR_KIND_HEADER, illegalTransitionOf } from "../../services/shared/errors.js";
 import { createLogger } from "../../services/shared/log.js";
 import { createMetrics } from "../../services/shared/metrics.js";
 import { createSecretBox } from "../../services/shared/secrets.js";
@@ -125,13 +125,14 @@ export async function rpcError(promise: Promise<unknown>): Promise<ConnectError>
   throw new Error("expected the RPC to fail");
 }
 
-/** The details the gateway reads from an error: code, message, kind and transition metadata. */
+/** The details the gateway reads from an error: code, message, kind and the transition detail. */
 export function errorDetails(error: ConnectError): { code: Code; message: string; kind: string | null; from: string | null; event: string | null } {
+  const transition = illegalTransitionOf(error);
   return {
     code: error.code,
     message: error.rawMessage,
     kind: error.metadata.get(ERROR_KIND_HEADER),
-    from: error.metadata.get(TRANSITION_FROM_HEADER),
-    event: error.metadata.get(TRANSITION_EVENT_HEADER),
+    from: transition?.from ?? null,
+    event: transition?.event ?? null,
   };
 }

@@ -27,7 +27,7 @@ import { DEFAULT_GATEWAY_OPS_PORT } from "../gateway/config.js";
 import { onShutdown } from "../services/shared/shutdown.js";
 import { readPort, readSecretBox } from "../services/shared/process-config.js";
 import { createSecretBox, parseSecretsKey, type SecretBox } from "../services/shared/secrets.js";
-import { startEmbeddedPostgres } from "../services/shared/embedded-postgres.js";
+import { startEmbeddedPostgres } from "./infra/embedded-postgres.js";
 import { createReferralServiceServer } from "../services/referral-service/server.js";
 import { createRelay } from "../services/relay/relay.js";
 import { readDispatchSettings } from "../services/delivery/config.js";

@@ -8,6 +8,10 @@ import type { Logger } from "../shared/log.js";
 const RELAY_LOCK_NAMESPACE = 7_100_101;
 /** Default of RELAY_STUCK_AFTER_MS: readiness fails after this long without progress while rows wait. */
 export const DEFAULT_RELAY_STUCK_AFTER_MS = 60_000;
+/** Default of RELAY_BATCH_SIZE: rows claimed per transaction. */
+export const DEFAULT_RELAY_BATCH_SIZE = 500;
+/** Default of RELAY_POLL_INTERVAL_MS: sleep between polls when the outbox is drained. */
+export const DEFAULT_RELAY_POLL_INTERVAL_MS = 25;
 /** Longest last-error text quoted by the readiness check. */
 const MAX_ERROR_CHARS = 300;
 
@@ -59,8 +63,8 @@ export type RelayPass = { kind: "published"; count: number; deadLettered: number
  * other error (broker down) rolls the pass back and is retried, never dead-lettered.
  */
 export function createRelay(opts: RelayOptions) {
-  const batchSize = opts.batchSize ?? 500;
-  const pollIntervalMs = opts.pollIntervalMs ?? 25;
+  const batchSize = opts.batchSize ?? DEFAULT_RELAY_BATCH_SIZE;
+  const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_RELAY_POLL_INTERVAL_MS;
   const stuckAfterMs = opts.stuckAfterMs ?? DEFAULT_RELAY_STUCK_AFTER_MS;
   const nowMs = opts.nowMs ?? Date.now;
   const { prisma, bus, log } = opts;

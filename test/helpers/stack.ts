@@ -16,6 +16,7 @@ import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { AccessService } from "../../gen/proto/access/v1/access_pb.js";
+import { OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { TEST_SERVICE_TOKEN } from "./service-token.js";
 import { createReferralServiceServer, type ReferralServiceDeps } from "../../services/referral-service/server.js";
@@ -40,6 +41,7 @@ export interface ServiceClients {
   delivery: Client<typeof DeliveryService>;
   deliveryStats: Client<typeof DeliveryStatsService>;
   access: Client<typeof AccessService>;
+  operator: Client<typeof OperatorService>;
 }
 
 /** The scopes of a gateway's own service token, as the all-in-one gives its gateway. */
@@ -124,6 +126,7 @@ export function createServiceClients(baseUrl: string, token: string = TEST_SERVI
     delivery: createClient(DeliveryService, transport),
     deliveryStats: createClient(DeliveryStatsService, transport),
     access: createClient(AccessService, transport),
+    operator: createClient(OperatorService, transport),
   };
 }
 

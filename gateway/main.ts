@@ -1,12 +1,9 @@
 import type { AddressInfo } from "node:net";
 import { runService } from "../services/shared/run-service.js";
-import { createOpsHandler } from "../services/shared/health.js";
 import { createReferralServiceClients } from "./clients.js";
 import { loadGatewayConfig } from "./config.js";
-import { createServiceTransport } from "../services/shared/service-transport.js";
 import { readDashboardToken } from "./dashboard/config.js";
-import { createDashboardRoutes } from "./dashboard/routes.js";
-import { createGatewayServer } from "./server.js";
+import { createPublicGateway } from "./public-gateway.js";
 
 const NIL_UUID = "00000000-0000-0000-0000-000000000000";
 
@@ -17,27 +14,17 @@ runService({
     const clients = createReferralServiceClients(config.referralServiceUrl, config.referralServiceToken);
     // Ready when the referral service answers (it is ready only while its database is).
     const checks = [{ name: "referral-service", check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })) }];
-    // The owners' dashboard at /dashboard: owners through login links; the operator too when DASHBOARD_TOKEN is set.
-    const extraRoutes = createDashboardRoutes({
-      transport: createServiceTransport(config.referralServiceUrl, config.referralServiceToken),
-      token: config.dashboardToken,
-      secureCookies: config.publicBaseUrl.startsWith("https:"),
-      log,
-    });
-    const server = createGatewayServer({
-      ...clients,
+    const server = createPublicGateway({
+      referralServiceUrl: config.referralServiceUrl,
+      serviceToken: config.referralServiceToken,
+      dashboardToken: config.dashboardToken,
+      publicBaseUrl: config.publicBaseUrl,
       log,
       metrics,
       now: () => new Date(),
-      // The public port answers the probes; /metrics is served on the ops port only.
-      ops: createOpsHandler({ checks, isDraining }),
-      extraRoutes,
-      trustProxy: config.trustProxy,
-      signingKeyCacheMs: config.signingKeyCacheMs,
-      unknownServerCacheMs: config.unknownServerCacheMs,
-      signingKeyRefreshMs: config.signingKeyRefreshMs,
-      failedSignatures: config.failedSignatures,
-      dashboard: true,
+      checks,
+      isDraining,
+      settings: config,
     });
     return {
       checks,

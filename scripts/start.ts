@@ -21,7 +21,6 @@ import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
 import { createMemoryBus } from "../services/shared/memory-bus.js";
 import { createLogger, redactUrl } from "../services/shared/log.js";
 import { createMetrics } from "../services/shared/metrics.js";
-import { createOpsHandler } from "../services/shared/health.js";
 import { createOpsServer } from "../services/shared/ops-server.js";
 import { DEFAULT_GATEWAY_OPS_PORT } from "../gateway/config.js";
 import { onShutdown } from "../services/shared/shutdown.js";
@@ -33,7 +32,7 @@ import { createReferralServiceServer } from "../services/referral-service/server
 import { createRelay } from "../services/relay/relay.js";
 import { readDispatchSettings } from "../services/delivery/config.js";
 import { createDeliveryWorker } from "../services/delivery/worker.js";
-import { createGatewayServer } from "../gateway/server.js";
+import { createPublicGateway } from "../gateway/public-gateway.js";
 import { createReferralServiceClients, type ReferralServiceClients } from "../gateway/clients.js";
 import { loadOrCreateDashboardToken } from "../gateway/dashboard/config.js";
 import { createAccessClient } from "../gateway/dashboard/clients.js";
@@ -43,7 +42,6 @@ import { generateServiceToken } from "../services/shared/secrets.js";
 import { MIN_SERVICE_TOKEN_CHARS, readServiceToken } from "../services/shared/process-config.js";
 import { createServiceTransport } from "../services/shared/service-transport.js";
 import { loadOrCreateTokenFile } from "../services/shared/token-file.js";
-import { createDashboardRoutes } from "../gateway/dashboard/routes.js";
 import { applyMigrations } from "./db/schema-engine.js";
 import { readFraudRules } from "../services/hearts/read-fraud-rules.js";
 
@@ -299,19 +297,21 @@ async function main() {
     { name: "relay", check: () => relay.checkProgress() },
     ...delivery.checks,
   ];
-  // The public port answers the probes; /metrics is served on the ops port only.
-  const ops = createOpsHandler({ checks, isDraining: () => draining });
   const opsServer = createOpsServer({ checks, metrics, isDraining: () => draining });
   const opsPort = await opsServer.listen(config.opsPort, config.host);
   // The owners' dashboard: DASHBOARD_TOKEN, or a token generated once into <DATA_DIR>/dashboard-token (0600).
   const dashboard = loadOrCreateDashboardToken(config.dataDir);
-  const extraRoutes = createDashboardRoutes({
-    transport: createServiceTransport(rpcUrl, gatewayToken),
-    token: dashboard.token,
-    secureCookies: publicBaseUrl.startsWith("https:"),
+  const gateway = createPublicGateway({
+    referralServiceUrl: rpcUrl,
+    serviceToken: gatewayToken,
+    dashboardToken: dashboard.token,
+    publicBaseUrl,
     log,
+    metrics,
+    now,
+    checks,
+    isDraining: () => draining,
   });
-  const gateway = createGatewayServer({ ...clients, log, metrics, now, ops, extraRoutes, dashboard: true });
   await new Promise<void>((resolveListen, reject) => {
     gateway.once("error", reject);
     gateway.listen(config.port, config.host, resolveListen);

@@ -1,11 +1,10 @@
+import { NIL_UUID } from "../services/shared/ids.js";
 import type { AddressInfo } from "node:net";
 import { runService } from "../services/shared/run-service.js";
 import { createReferralServiceClients } from "./clients.js";
 import { loadGatewayConfig } from "./config.js";
 import { readDashboardToken } from "./dashboard/config.js";
 import { createPublicGateway } from "./public-gateway.js";
-
-const NIL_UUID = "00000000-0000-0000-0000-000000000000";
 
 runService({
   name: "gateway",

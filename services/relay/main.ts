@@ -14,7 +14,17 @@ runService({
   create(config, { log, metrics, startup }) {
     const prisma = createPrisma(config.databaseUrl, { maxConnections: 4 });
     const bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "relay", log });
-    const relay = createRelay({ prisma, bus, log, batchSize: config.batchSize, pollIntervalMs: config.pollIntervalMs, registry: metrics.registry, stuckAfterMs: config.stuckAfterMs });
+    const relay = createRelay({
+      prisma,
+      bus,
+      log,
+      batchSize: config.batchSize,
+      pollIntervalMs: config.pollIntervalMs,
+      // Wake on commit (LISTEN); the poll slows to the safety interval while notifications arrive.
+      notifications: { databaseUrl: config.databaseUrl, safetyPollIntervalMs: config.safetyPollIntervalMs },
+      registry: metrics.registry,
+      stuckAfterMs: config.stuckAfterMs,
+    });
     return {
       checks: [startup.check, ...readinessChecks({ prisma, bus }), { name: "relay", check: () => relay.checkProgress() }],
       async start(opsPort) {

@@ -10,13 +10,8 @@ import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { createClient, type Client } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import { ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
-import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
-import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
-import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
-import { AccessService } from "../../gen/proto/access/v1/access_pb.js";
 import { OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
+import { createRpcClients, type RpcClients } from "../../services/shared/service-clients.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { TEST_SERVICE_TOKEN } from "./service-token.js";
 import { createReferralServiceServer, type ReferralServiceDeps } from "../../services/referral-service/server.js";
@@ -34,15 +29,7 @@ import type { PrismaClient } from "../../services/shared/db.js";
 import { createTestDatabase, type TestDatabase } from "./db.js";
 
 /** Connect clients of every internal service. */
-export interface ServiceClients {
-  referral: Client<typeof ReferralService>;
-  admin: Client<typeof ServerAdminService>;
-  hearts: Client<typeof HeartService>;
-  delivery: Client<typeof DeliveryService>;
-  deliveryStats: Client<typeof DeliveryStatsService>;
-  access: Client<typeof AccessService>;
-  operator: Client<typeof OperatorService>;
-}
+export type ServiceClients = RpcClients & { operator: Client<typeof OperatorService> };
 
 /** The scopes of a gateway's own service token, as the all-in-one gives its gateway. */
 export const GATEWAY_TOKEN_SCOPES = ["ingest", "pull", "clicks:record", "dashboard", "admin"];
@@ -119,15 +106,7 @@ export interface StackOptions {
 /** Creates Connect clients for a referral service base URL, authenticated with `token` (default: the test admin token). */
 export function createServiceClients(baseUrl: string, token: string = TEST_SERVICE_TOKEN): ServiceClients {
   const transport = createServiceTransport(baseUrl, token, { useBinaryFormat: false });
-  return {
-    referral: createClient(ReferralService, transport),
-    admin: createClient(ServerAdminService, transport),
-    hearts: createClient(HeartService, transport),
-    delivery: createClient(DeliveryService, transport),
-    deliveryStats: createClient(DeliveryStatsService, transport),
-    access: createClient(AccessService, transport),
-    operator: createClient(OperatorService, transport),
-  };
+  return { ...createRpcClients(transport), operator: createClient(OperatorService, transport) };
 }
 
 async function listen(server: http.Server): Promise<string> {

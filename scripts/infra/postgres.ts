@@ -11,12 +11,11 @@
  * running in the foreground until SIGINT/SIGTERM.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { chown, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { freePort } from '../lib/free-ports.js';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { isMainModule } from '../lib/is-main-module.js';
 import { isExecutable } from '../lib/is-executable.js';

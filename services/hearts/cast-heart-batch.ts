@@ -4,7 +4,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { HeartCountedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { HEARTS_TOPIC } from "../shared/bus.js";
 import type { CoreDeps } from "../shared/deps.js";
-import { DomainError, Overloaded } from "../shared/errors.js";
+import { Overloaded, unknownServer } from "../shared/errors.js";
 import { createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
 import { toOutboxRow } from "../shared/outbox.js";
 import { periodOf } from "../shared/period.js";
@@ -171,7 +171,7 @@ async function castRound(
     const cast = casts[i]!;
     const context = contexts[n]!;
     if (!context.serverExists) {
-      outcomes[i] = { ok: false, error: new DomainError("unknown_server", "unknown server") };
+      outcomes[i] = { ok: false, error: unknownServer() };
       return;
     }
     const verdict = scoreHeart(rules, { username: cast.username, userAgent: cast.userAgent }, context.counts);

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { CastHeartResponseSchema, HeartVerdict, type CastHeartRequest, type CastHeartResponse } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
 import type { GroupCommit } from "../shared/group-commit.js";
 import { isUuid } from "../shared/ids.js";
@@ -35,7 +35,7 @@ export async function castHeart(
   const address = toVoterAddress(boundField("ip", req.ip));
   if (address === null) throw new DomainError("invalid_argument", "ip must be an IPv4 or IPv6 address");
   // An id that is not a uuid names no server: answered here, without a database round trip (as serverExists does).
-  if (!isUuid(serverId)) throw new DomainError("unknown_server", "unknown server");
+  if (!isUuid(serverId)) throw unknownServer();
 
   const outcome = await queue.submit({ serverId, username, voterIdentity, userAgent, address, at: deps.now() });
   const { heart } = outcome;

@@ -8,6 +8,7 @@ import { applyEvent, transitionEvent, type ApplyEventResult } from "./apply-even
 import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { periodOf } from "../shared/period.js";
+import { ERROR_TEXT } from "../shared/contract.js";
 import { decide, isAnchorState, type AnchorState } from "./domain/transitions.js";
 
 /** Most events applied in one transaction. */
@@ -273,7 +274,7 @@ function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date)
 function planEvent(command: ApplyEventCommand, row: ReadRow | undefined, now: Date, advancing: Set<string>): Plan {
   // Ruling 10: the token is checked before dedup, so another server's token is a 404 even on replay.
   if (!row || row.click_id === null || row.click_server_id !== command.serverId) {
-    throw new DomainError("unknown_token", "unknown referral token for this server");
+    throw new DomainError("unknown_token", ERROR_TEXT.unknownToken);
   }
   if (row.event_id === null) return { kind: "answer", outcome: { ok: true, value: { kind: "duplicate" } } };
   const eventId = row.event_id;
@@ -281,7 +282,7 @@ function planEvent(command: ApplyEventCommand, row: ReadRow | undefined, now: Da
 
   if (command.event === "registered") {
     const referee = command.refereeIdentity;
-    if (referee === null) throw new DomainError("invalid_argument", "referee_identity is required for a registered event");
+    if (referee === null) throw new DomainError("invalid_argument", ERROR_TEXT.refereeRequired);
     const decision = decideRegistration({
       clickReferrer: row.click_referrer!,
       refereeAnchor: anchorOf(row.referee_id, row.referee_referrer, row.referee_state),

@@ -122,7 +122,7 @@ export function validateHeartCallbackHeaders(headers: Record<string, string | un
   const errors: string[] = [];
   for (const node of (operationOf("heartCallback", "post")?.parameters as unknown[]) ?? []) {
     const param = deref(node);
-    if (!param || param.in !== "header") continue;
+    if (param?.in !== "header") continue;
     const name = String(param.name);
     const value = get(name);
     if (value === undefined) {

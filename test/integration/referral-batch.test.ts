@@ -26,7 +26,13 @@ test.after.always(async (t) => {
   await t.context.h?.close();
 });
 
-function command(e: { serverId: string; event: "registered" | "qualified" | "reversed"; token: string; serverEventId: string; refereeIdentity?: string }): ApplyEventCommand {
+function command(e: {
+  serverId: string;
+  event: "registered" | "qualified" | "reversed";
+  token: string;
+  serverEventId: string;
+  refereeIdentity?: string;
+}): ApplyEventCommand {
   return toApplyEventCommand({ ...e, refereeIdentity: e.refereeIdentity ?? "", ts: 0n, kid: "k1" });
 }
 

@@ -75,7 +75,10 @@ test("items sharing a key never share a batch and keep their submission order; o
   await Promise.all(items.map((i) => q.submit(i)));
   const labels = r.batches.map((b) => b.map((i) => `${i.key}${i.n}`));
   for (const batch of labels) t.is(new Set(batch.map((l) => l[0])).size, batch.length, `one item per key in ${batch.join(",")}`);
-  t.deepEqual(labels.flat().filter((l) => l.startsWith("a")), ["a1", "a2", "a3"]);
+  t.deepEqual(
+    labels.flat().filter((l) => l.startsWith("a")),
+    ["a1", "a2", "a3"],
+  );
   t.deepEqual(labels[0], ["a1", "b1", "c1"]);
 });
 

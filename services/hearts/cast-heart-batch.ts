@@ -121,7 +121,13 @@ export async function castHeartBatch(deps: CoreDeps, rules: FraudRules, casts: r
   return outcomes;
 }
 
-async function castAlone(deps: CoreDeps, rules: FraudRules, casts: readonly HeartCast[], i: number, outcomes: ItemOutcome<HeartCastResult>[]): Promise<number[]> {
+async function castAlone(
+  deps: CoreDeps,
+  rules: FraudRules,
+  casts: readonly HeartCast[],
+  i: number,
+  outcomes: ItemOutcome<HeartCastResult>[],
+): Promise<number[]> {
   try {
     return await castRound(deps, rules, casts, [i], outcomes);
   } catch (error) {

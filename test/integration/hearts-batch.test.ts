@@ -60,12 +60,19 @@ test.serial("one batch mixing counted, unknown-server, fraud, cooldown and a sec
   const outcomes = await castHeartBatch(h.deps, DEFAULT_FRAUD_RULES, casts);
   t.deepEqual(outcomes.map(label), ["counted", "error unknown_server", "fraud", "cooldown", "counted", "cooldown"]);
   const cooldown = outcomes[5]!.ok ? outcomes[5]!.value : undefined;
-  t.is(cooldown?.kind === "cooldown" ? cooldown.nextEligibleAt.toISOString() : undefined, "2026-05-11T13:00:00.000Z", "the second heart of alice waits for the first one's 24 h");
+  t.is(
+    cooldown?.kind === "cooldown" ? cooldown.nextEligibleAt.toISOString() : undefined,
+    "2026-05-11T13:00:00.000Z",
+    "the second heart of alice waits for the first one's 24 h",
+  );
 
   const rows = await h.db.prisma.heart.findMany({ where: { serverId }, orderBy: { createdAt: "asc" } });
   t.is(rows.length, 6, "every cast of a known server is recorded, the unknown server's is not");
   t.deepEqual(
-    rows.filter((r) => r.voterIdentity === "alice").map((r) => r.verdict).sort(),
+    rows
+      .filter((r) => r.voterIdentity === "alice")
+      .map((r) => r.verdict)
+      .sort(),
     ["cooldown", "counted"],
   );
   t.is(await h.db.prisma.heart.count({ where: { voterIdentity: "bob" } }), 0);
@@ -79,7 +86,10 @@ test.serial("a round whose write fails as a whole is retried cast by cast: only 
   // A NUL cannot be stored in PostgreSQL text (CastHeart refuses it before the queue; here it stands for any write failure).
   const casts = [heartCast(clock, serverId, "p1"), heartCast(clock, serverId, "p2", { username: "nul\u0000" }), heartCast(clock, serverId, "p3")];
   const outcomes = await castHeartBatch(h.deps, DEFAULT_FRAUD_RULES, casts);
-  t.deepEqual(outcomes.map((o) => (o.ok ? o.value.kind : "failed")), ["counted", "failed", "counted"]);
+  t.deepEqual(
+    outcomes.map((o) => (o.ok ? o.value.kind : "failed")),
+    ["counted", "failed", "counted"],
+  );
   t.is(await h.db.prisma.heart.count({ where: { serverId } }), 2);
   t.is((await h.db.prisma.serverRanking.findFirstOrThrow({ where: { serverId } })).hearts, 2);
 });

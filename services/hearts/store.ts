@@ -58,12 +58,15 @@ export async function readHeartContexts(prisma: PrismaClient, queries: readonly 
   >`
     SELECT
       EXISTS (SELECT 1 FROM servers s WHERE s.id = q.server_id) AS server_exists,
-      (SELECT count(DISTINCT voter_identity) FROM hearts
-        WHERE server_id = q.server_id AND ip = q.ip AND counted
-          AND created_at >= q.ip_since AND voter_identity <> q.voter) AS ip_identities,
-      (SELECT count(DISTINCT voter_identity) FROM hearts
-        WHERE server_id = q.server_id AND subnet = q.subnet AND counted
-          AND created_at >= q.subnet_since AND voter_identity <> q.voter) AS subnet_identities,
+      -- OFFSET 0 fences the server condition out of the scan: the (ip|subnet, created_at) index finds the few
+      -- hearts of one address, where a plan led by server_id (a generic plan of this prepared statement
+      -- may pick one) would walk every heart of a popular server in the window.
+      (SELECT count(DISTINCT voter_identity) FROM (
+        SELECT server_id, voter_identity, counted FROM hearts WHERE ip = q.ip AND created_at >= q.ip_since OFFSET 0
+      ) h WHERE server_id = q.server_id AND counted AND voter_identity <> q.voter) AS ip_identities,
+      (SELECT count(DISTINCT voter_identity) FROM (
+        SELECT server_id, voter_identity, counted FROM hearts WHERE subnet = q.subnet AND created_at >= q.subnet_since OFFSET 0
+      ) h WHERE server_id = q.server_id AND counted AND voter_identity <> q.voter) AS subnet_identities,
       (SELECT count(*) FROM hearts WHERE ip = q.ip AND created_at >= q.velocity_since) AS ip_hearts,
       v.last_counted_at, v.last_day::text AS last_day, v.streak_days
     FROM unnest(

@@ -14,24 +14,23 @@ import { fraudWindows, scoreHeart } from "./domain/score-heart.js";
 import { HEART_COOLDOWN_MS, nextStreak } from "./domain/streak.js";
 import { readHeartContexts, writeHearts, type HeartRecord, type HeartWrite } from "./store.js";
 
-/** Most hearts decided and written together (one read and one write statement). */
-export const CAST_HEART_MAX_BATCH = 128;
-/** Most hearts waiting for a batch; beyond it CastHeart answers resource_exhausted with a retry hint. */
-export const CAST_HEART_MAX_QUEUE = 4_096;
-/** A heart that waited this long for capacity is refused (resource_exhausted) instead of cast: well inside callers' deadlines. */
-export const CAST_HEART_MAX_QUEUE_WAIT_MS = 3_000;
-/** Batches in flight at once (each uses one pooled connection at a time). */
-export const CAST_HEART_MAX_IN_FLIGHT = 2;
 /** Times one heart may lose its voter row to a concurrent writer before it is refused as overloaded (nothing written). */
 const MAX_ATTEMPTS = 5;
 
-/** Settings of the CastHeart group commit (the CAST_HEART_* defaults when omitted; tests shrink them). */
+/** Bounds of the CastHeart group commit; tests shrink them. */
 export interface CastHeartBatchOptions {
+  /** Most hearts decided and written together (one read and one write statement). */
   maxBatch?: number;
+  /** Most hearts waiting for a batch; beyond it CastHeart answers resource_exhausted with a retry hint. */
   maxQueue?: number;
+  /** A heart that waited this long for capacity is refused (resource_exhausted) instead of cast: well inside callers' deadlines. */
   maxQueueWaitMs?: number;
+  /** Batches in flight at once (each uses one pooled connection at a time). */
   maxInFlight?: number;
 }
+
+/** The bounds in production. */
+export const CAST_HEART_BATCH_DEFAULTS: Required<CastHeartBatchOptions> = { maxBatch: 128, maxQueue: 4_096, maxQueueWaitMs: 3_000, maxInFlight: 2 };
 
 /** One validated cast, as the use case hands it to the queue. */
 export interface HeartCast {
@@ -61,10 +60,8 @@ export function createCastHeartQueue(deps: CoreDeps, rules: FraudRules, opts: Ca
   return createGroupCommit<HeartCast, HeartCastResult>({
     runBatch: (casts) => castHeartBatch(deps, rules, casts),
     keysOf: castKeys,
-    maxBatch: opts.maxBatch ?? CAST_HEART_MAX_BATCH,
-    maxQueue: opts.maxQueue ?? CAST_HEART_MAX_QUEUE,
-    maxQueueWaitMs: opts.maxQueueWaitMs ?? CAST_HEART_MAX_QUEUE_WAIT_MS,
-    maxInFlight: opts.maxInFlight ?? CAST_HEART_MAX_IN_FLIGHT,
+    ...CAST_HEART_BATCH_DEFAULTS,
+    ...opts,
     overloaded: (retryAfterMs) => new Overloaded(retryAfterMs),
   });
 }

@@ -100,12 +100,13 @@ interface Window {
 
 type Tracked = { name: string; snapshot: () => CpuSnapshot };
 
-function openWindow(tracked: Tracked[]): () => Window {
+/** Opens a window; `finish(late)` closes it, `late` adding processes started inside it (all their CPU since spawn). */
+function openWindow(tracked: Tracked[]): (late?: SutProcess[]) => Window {
   const before = tracked.map((t) => ({ name: t.name, snap: t.snapshot() }));
   const machineBefore = machineCpuMs();
   const loadavgBefore = machineInfo().loadAverage;
   const t0 = performance.now();
-  return () => {
+  return (late = []) => {
     const ms = performance.now() - t0;
     const cpuMs: Record<string, number> = {};
     let ours = 0;
@@ -114,6 +115,11 @@ function openWindow(tracked: Tracked[]): () => Window {
       cpuMs[t.name] = (cpuMs[t.name] ?? 0) + round(used, 0);
       ours += used;
     });
+    for (const p of late) {
+      const used = cpuBetween(new Map(), p.cpu());
+      cpuMs[p.kind] = (cpuMs[p.kind] ?? 0) + round(used, 0);
+      ours += used;
+    }
     const machineAfter = machineCpuMs();
     const busy = machineAfter.busy - machineBefore.busy;
     const total = machineAfter.total - machineBefore.total;
@@ -418,13 +424,10 @@ async function phaseCallbacks(ctx: Ctx, roundNo: number, instances: number, figu
   await ctx.pgb.resetStatements();
   const spawnAt = Date.now();
   const finish = openWindow(tracked(ctx));
-  // CPU of the delivery processes is read from their pids after start; the window's own list was taken before they existed.
+  // The delivery processes start inside the window: all of their CPU since spawn belongs to the drain.
   await ensure(ctx, "delivery", instances);
-  // The delivery processes started inside the window: all of their CPU since spawn belongs to the drain.
-  const deliveryBefore = ctx.running.delivery.map((p) => ({ p, snap: new Map<number, number>() }));
   await waitUntil(`all ${ids.length} backlog callbacks received`, async () => ids.every((id) => ctx.receiver.arrivals.has(id)), WAIT_MS * 2);
-  const window = finish();
-  window.cpuMs.delivery = round(deliveryBefore.reduce((sum, d) => sum + cpuBetween(d.snap, d.p.cpu()), 0), 0);
+  const window = finish(ctx.running.delivery);
   const statements = await statementsSince(ctx);
   const times = ids.map((id) => ctx.receiver.arrivals.get(id) ?? Number.NaN).filter(Number.isFinite).sort((a, b) => a - b);
   const first = times[0] ?? Number.NaN;
@@ -539,9 +542,8 @@ async function phaseRelay(ctx: Ctx, roundNo: number, figures: Figures, details: 
   const relayProc = ctx.running.relay[0];
   await waitUntil(`${RELAY_ROWS} outbox rows published`, async () => (await unpublishedOutbox(ctx, afterId)) === 0, WAIT_MS * 2);
   const doneAt = Date.now();
-  const window = finish();
   // The relay started inside the window: all of its CPU since spawn belongs to the drain.
-  if (relayProc) window.cpuMs.relay = round(cpuBetween(new Map(), relayProc.cpu()), 0);
+  const window = finish(ctx.running.relay);
   let rate = Number.NaN;
   if (ctx.outboxHasPublishedAt) {
     const span = await ctx.sql.query<{ first: Date; last: Date; n: string }>("SELECT min(published_at) AS first, max(published_at) AS last, count(*) AS n FROM outbox WHERE id > $1", [afterId.toString()]);
@@ -577,7 +579,7 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
     const child = fork(join(target.dir, "scripts/db/migrate.ts"), ["deploy"], { cwd: target.dir, execArgv: ["--import", "tsx"], env: { PATH: process.env.PATH ?? "", DATABASE_URL: url }, stdio: ["ignore", "ignore", "inherit", "ipc"] });
     const code = await new Promise<number | null>((r) => child.once("exit", (c) => r(c)));
     if (code !== 0) throw new Error(`the target's migrations failed (exit ${code})`);
-    return -1;
+    return Number.NaN; // the target's migrate.ts reports its own count
   };
   const brokersFromEnv = process.env.BENCH_KAFKA_BROKERS;
   const [pgb, kafka] = await Promise.all([
@@ -639,7 +641,7 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
   const tokenPrefix = `tok_${randomBytes(4).toString("hex")}_`;
   const baselineTokenPrefix = `raw_${randomBytes(4).toString("hex")}_`;
   const seeded = Date.now();
-  for (const [prefix, count] of [[tokenPrefix, TOKENS], [baselineTokenPrefix, BASELINE_TOKENS]] as const) {
+  for (const [prefix, count] of PHASES.has("ingest") ? ([[tokenPrefix, TOKENS], [baselineTokenPrefix, BASELINE_TOKENS]] as const) : []) {
     await sql.query(
       `INSERT INTO referral_clicks (id, server_id, referrer_identity, token)
        SELECT gen_random_uuid(), $1::uuid, 'referrer-' || (g % 997), $2 || g FROM generate_series(0, $3::int - 1) g`,
@@ -647,7 +649,7 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
     );
   }
   await sql.query("ANALYZE");
-  progress(`${TOKENS + BASELINE_TOKENS} click tokens seeded in ${Date.now() - seeded} ms`);
+  if (PHASES.has("ingest")) progress(`${TOKENS + BASELINE_TOKENS} click tokens seeded in ${Date.now() - seeded} ms`);
   const callbackSecrets = new Map<string, string>();
   const heartServerIds: string[] = [];
   for (let i = 0; i <= HEART_SERVERS; i++) {
@@ -710,7 +712,7 @@ async function main(): Promise<void> {
     await fn();
     phaseTimes[name] = (phaseTimes[name] ?? 0) + (Date.now() - t);
   };
-  await ensure(ctx, "gateway", 1);
+  if (PHASES.has("ingest")) await ensure(ctx, "gateway", 1);
   await ensure(ctx, "relay", 1);
   for (let r = 1; r <= ROUNDS; r++) {
     progress(`--- round ${r}/${ROUNDS}, one instance of each process`);
@@ -727,7 +729,7 @@ async function main(): Promise<void> {
     await ensure(ctx, "delivery", 0);
     await ensure(ctx, "gateway", 0);
     await ensure(ctx, "referral-service", 2);
-    await ensure(ctx, "gateway", 2);
+    if (PHASES.has("ingest")) await ensure(ctx, "gateway", 2);
     await ensure(ctx, "relay", 2);
     for (let r = 1; r <= ROUNDS; r++) {
       progress(`--- scale-out round ${r}/${ROUNDS}`);
@@ -775,7 +777,8 @@ async function main(): Promise<void> {
   mkdirSync(dirname(join(fileURLToPath(new URL("./results/", import.meta.url)), NAME)), { recursive: true });
   const { jsonPath, mdPath } = writeResults(NAME, results, renderMarkdown(results));
   progress(`wrote ${jsonPath} and ${mdPath} (${results.durationSeconds} s in all)`);
-  rmSync(ctx.logDir, { recursive: true, force: true });
+  if (process.env.BENCH_KEEP_LOGS === "1") progress(`process logs kept in ${ctx.logDir}`);
+  else rmSync(ctx.logDir, { recursive: true, force: true });
 }
 
 function gitCommit(): string {
@@ -818,7 +821,8 @@ function renderMarkdown(r: Results): string {
   const all = (...xs: Array<boolean | undefined>) => (xs.some((x) => x === undefined) ? undefined : xs.every(Boolean));
   const mc = r.machine.atStart;
   const out: string[] = [];
-  out.push(`# Issue #8 benchmark${r.quick ? " (SMOKE RUN: --quick, 1 round, short phases; not figures to quote)" : ""}`, "");
+  const fsyncOff = r.postgres.settings.fsync === "off";
+  out.push(`# Issue #8 benchmark${r.quick ? " (SMOKE RUN: --quick, 1 round, short phases; not figures to quote)" : ""}${fsyncOff ? " (PostgreSQL with fsync OFF: not the targets' durability)" : ""}`, "");
   out.push(
     `Target checkout \`${r.target.dir}\` at \`${r.target.commit}\`${r.target.dirty ? " **with uncommitted changes**" : ""} (run with ${r.target.runtime}); harness \`${r.harnessCommit.slice(0, 12)}\`. ` +
       `${mc.nproc} cores (${mc.cpuModel}), Node ${mc.node}; load average ${mc.loadAverage.join(" / ")} at start, ${r.machine.loadAverageAtEnd.join(" / ")} at end. ` +
@@ -904,7 +908,14 @@ function renderMarkdown(r: Results): string {
     out.push(`### Top statements: ${phase} (${d.what}, round ${d.round})`, "");
     out.push(markdownTable(["statement (normalised, truncated)", "calls", "mean ms"], (d.extra?.top as Array<{ query: string; calls: number; meanMs: number }>).map((s) => [`\`${s.query.replace(/\|/g, "\\|")}\``, String(s.calls), fmt(s.meanMs, 3)])), "");
   }
-  out.push(`## Checks`, "", `\`${JSON.stringify(r.checks)}\``, "");
+  out.push(
+    `## Checks`,
+    "",
+    `\`${JSON.stringify(r.checks)}\``,
+    "",
+    "Duplicates are at-least-once redeliveries: the harness stops delivery processes (SIGTERM) and starts them again between phases; receivers dedupe on heart_id.",
+    "",
+  );
   return out.join("\n");
 }
 

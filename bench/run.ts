@@ -258,11 +258,29 @@ function tracked(ctx: Ctx, extra: Tracked[] = []): Tracked[] {
   return [...list, ...extra];
 }
 
-async function statementsSince(ctx: Ctx): Promise<{ calls: number; top: Array<{ query: string; calls: number; meanMs: number }> }> {
+/**
+ * Statements since the last reset: `calls` counts what the clients sent (top-level statements,
+ * BEGIN and COMMIT included); `allCalls` adds what PostgreSQL runs inside them (foreign-key checks,
+ * pg_stat_statements.track = all).
+ */
+async function statementsSince(ctx: Ctx): Promise<{ calls: number; allCalls: number; top: Array<{ query: string; calls: number; meanMs: number }> }> {
   const stats = await ctx.pgb.readStatements(ctx.database);
   const relevant = stats.filter((s) => !/pg_stat_statements|^SHOW |^SET /.test(s.query));
+  let calls = Number.NaN;
+  try {
+    const { rows } = await ctx.statsSql.query<{ calls: string }>(
+      `SELECT coalesce(sum(s.calls), 0)::text AS calls FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+       WHERE d.datname = $1 AND s.toplevel AND s.query NOT LIKE '%pg_stat_statements%'`,
+      [ctx.database],
+    );
+    calls = Number(rows[0]?.calls ?? 0);
+  } catch (error) {
+    // Failure policy: PostgreSQL before 14 has no `toplevel`; the figure is then reported as not measured, the run goes on.
+    progress(`top-level statement count unavailable: ${(error as Error).message}`);
+  }
   return {
-    calls: relevant.reduce((sum, s) => sum + s.calls, 0),
+    calls,
+    allCalls: relevant.reduce((sum, s) => sum + s.calls, 0),
     top: relevant.slice(0, 8).map((s) => ({ query: s.query.slice(0, 140), calls: s.calls, meanMs: round(s.totalExecMs / Math.max(1, s.calls), 3) })),
   };
 }
@@ -349,6 +367,7 @@ async function phaseIngest(ctx: Ctx, roundNo: number, instances: number, figures
   figures["ingest.gateway.p99"] = gw.load.latency.p99;
   figures["ingest.gateway.failed"] = gw.load.unexpected + gw.load.errors;
   figures["ingest.gateway.stmtsPerEvent"] = round2(gw.statements.calls / Math.max(1, gw.load.ok));
+  figures["ingest.gateway.stmtsPerEventInclNested"] = round2(gw.statements.allCalls / Math.max(1, gw.load.ok));
   for (const [k, v] of Object.entries(gw.perEvent)) figures[`ingest.gateway.cpuMsPerEvent.${k}`] = v;
   if (instances === 1 && ctx.baseline) {
     const baselinePid = ctx.baseline.pid;
@@ -383,6 +402,7 @@ async function phaseHearts(ctx: Ctx, roundNo: number, instances: number, figures
     figures[`${key}.p99`] = load.latency.p99;
     figures[`${key}.failed`] = load.unexpected + load.errors;
     figures[`${key}.stmtsPerHeart`] = round2(statements.calls / Math.max(1, load.ok));
+    figures[`${key}.stmtsPerHeartInclNested`] = round2(statements.allCalls / Math.max(1, load.ok));
     progress(
       `hearts ${what} (x${instances}): ${fmt(load.requestsPerSecond, 0)} counted/s p50 ${fmt(load.latency.p50, 1)} p99 ${fmt(load.latency.p99, 1)} ms, not counted ${load.unexpected}, failed ${load.errors}` +
         `${load.errorCodes ? ` ${JSON.stringify(load.errorCodes)}` : ""}`,
@@ -437,6 +457,7 @@ async function phaseCallbacks(ctx: Ctx, roundNo: number, instances: number, figu
   figures["callbacks.drain.rps"] = round(steady, 0);
   figures["callbacks.drain.rpsFromSpawn"] = round((times.length / Math.max(1, last - spawnAt)) * 1000, 0);
   figures["callbacks.drain.stmtsPerCallback"] = round2(statements.calls / Math.max(1, times.length));
+  figures["callbacks.drain.stmtsPerCallbackInclNested"] = round2(statements.allCalls / Math.max(1, times.length));
   figures["callbacks.drain.delivered"] = times.length;
   figures["callbacks.drain.backlog"] = ids.length;
   for (const [k, v] of Object.entries(window.cpuMs)) figures[`callbacks.cpuMsPerCallback.${k}`] = round2(v / Math.max(1, times.length));
@@ -567,6 +588,8 @@ function round2(v: number): number {
 // ---------------------------------------------------------------- setup
 interface Ctx {
   outboxHasPublishedAt: boolean;
+  /** Connected to the `postgres` database, where the pg_stat_statements view lives. */
+  statsSql: pg.Client;
 }
 
 async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminService>; hearts: Client<typeof HeartService> }> {
@@ -600,6 +623,9 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
   cleanup.add(() => receiver.close());
   const loadgen = await startLoadGenerator();
   cleanup.add(() => loadgen.close());
+  const statsSql = new pg.Client({ connectionString: pgb.adminUrl });
+  await statsSql.connect();
+  cleanup.add(() => statsSql.end());
   const outboxHasPublishedAt = (await sql.query("SELECT 1 FROM information_schema.columns WHERE table_name = 'outbox' AND column_name = 'published_at'")).rowCount === 1;
   const ctx: Ctx = {
     target,
@@ -626,6 +652,7 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
     counted: 0,
     envWarnings: new Set(),
     outboxHasPublishedAt,
+    statsSql,
   };
   cleanup.add(() => stopAll(ctx));
   await ensure(ctx, "referral-service", 1);
@@ -912,6 +939,8 @@ function renderMarkdown(r: Results): string {
     `## Checks`,
     "",
     `\`${JSON.stringify(r.checks)}\``,
+    "",
+    "Statements per event/heart/callback count what the processes sent to PostgreSQL (top-level statements, BEGIN and COMMIT included, from pg_stat_statements); the `InclNested` figures add the statements PostgreSQL runs inside them (foreign-key checks).",
     "",
     "Duplicates are at-least-once redeliveries: the harness stops delivery processes (SIGTERM) and starts them again between phases; receivers dedupe on heart_id.",
     "",

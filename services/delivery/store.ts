@@ -1,3 +1,5 @@
+import { activeSecretWhere, activeSecretsNewestFirst } from "../servers/domain/secret-policy.js";
+import { serverExists } from "../servers/server-exists.js";
 import type { PrismaClient } from "../shared/db.js";
 import type { SecretBox } from "../shared/secrets.js";
 import { streakAtDelivery } from "../hearts/domain/streak.js";
@@ -5,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import { toStoredExchange, type AttemptExchange } from "./attempt-exchange.js";
 import { autoDisableIfFailingTooLong, recordEndpointHealth } from "./endpoint-health.js";
 import { notifyDeliveryFailed, notifyEndpointDisabled } from "./owner-notifications.js";
-import { NIL_UUID } from "./send-callback.js";
+import { NIL_UUID } from "../shared/ids.js";
 import type { SentTransport } from "./transport.js";
 
 /** A counted heart, as the consumer turns it into a delivery. */
@@ -46,8 +48,7 @@ export async function insertDelivery(prisma: PrismaClient, d: NewDelivery): Prom
     ON CONFLICT (server_id, transport, dedup_key) DO NOTHING
     RETURNING id::text`;
   if (rows.length > 0) return "inserted";
-  const server = await prisma.$queryRaw<unknown[]>`SELECT 1 FROM servers WHERE id = ${d.serverId}::uuid`;
-  return server.length > 0 ? "duplicate" : "unknown_server";
+  return (await serverExists(prisma, d.serverId)) ? "duplicate" : "unknown_server";
 }
 
 /**
@@ -169,7 +170,7 @@ export async function claimDueDeliveries(
         AND ((d.transport = 'callback'
               AND s.callback_url IS NOT NULL
               AND s.callback_disabled_at IS NULL
-              AND EXISTS (
+              AND EXISTS ( -- an active callback secret (servers/domain/secret-policy.ts#isSecretActive)
                 SELECT 1 FROM server_secrets k
                 WHERE k.server_id = s.id AND k.purpose = 'callback' AND k.revoked_at IS NULL
                   AND (k.expires_at IS NULL OR k.expires_at > ${q.now}::timestamptz)))
@@ -221,12 +222,8 @@ export async function claimDueDeliveries(
  * not past the end of their rotation overlap.
  */
 export async function loadCallbackSecrets(prisma: PrismaClient, secretBox: SecretBox, serverId: string, now: Date): Promise<string[]> {
-  const rows = await prisma.serverSecret.findMany({
-    where: { serverId, purpose: "callback", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
-    orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-    select: { ciphertext: true },
-  });
-  return rows.map((r) => secretBox.open(r.ciphertext));
+  const rows = await prisma.serverSecret.findMany({ where: { serverId, purpose: "callback", ...activeSecretWhere(now) } });
+  return activeSecretsNewestFirst(rows, now).map((r) => secretBox.open(r.ciphertext));
 }
 
 /** The newest active referral secret with its kid, or null. */
@@ -236,11 +233,7 @@ export async function loadNewestReferralSecret(
   serverId: string,
   now: Date,
 ): Promise<{ kid: string; secret: string } | null> {
-  const row = await prisma.serverSecret.findFirst({
-    where: { serverId, purpose: "referral", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
-    orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-    select: { kid: true, ciphertext: true },
-  });
+  const [row] = activeSecretsNewestFirst(await prisma.serverSecret.findMany({ where: { serverId, purpose: "referral", ...activeSecretWhere(now) } }), now);
   return row ? { kid: row.kid, secret: secretBox.open(row.ciphertext) } : null;
 }
 

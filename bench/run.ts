@@ -57,7 +57,11 @@ const QUICK = ARGS.includes("--quick");
 const ALL_PHASES = ["ingest", "hearts", "callbacks", "latency", "relay", "scaleout"] as const;
 type PhaseName = (typeof ALL_PHASES)[number];
 const PHASES = new Set<PhaseName>(
-  (ARGS.find((a) => a.startsWith("--phases="))?.slice("--phases=".length).split(",") ?? [...ALL_PHASES]).map((p) => {
+  (
+    ARGS.find((a) => a.startsWith("--phases="))
+      ?.slice("--phases=".length)
+      .split(",") ?? [...ALL_PHASES]
+  ).map((p) => {
     if (!(ALL_PHASES as readonly string[]).includes(p)) throw new Error(`unknown phase ${p}; phases: ${ALL_PHASES.join(",")}`);
     return p as PhaseName;
   }),
@@ -207,13 +211,26 @@ function envFor(ctx: Ctx, kind: ProcessKind, index: number, ports: { port: numbe
       };
       break;
     case "gateway":
-      env = { ...base, PORT: String(ports.port), REFERRAL_SERVICE_URL: rsUrl(index), REFERRAL_SERVICE_TOKEN: ctx.env.gatewayToken, PUBLIC_BASE_URL: "http://127.0.0.1:8080" };
+      env = {
+        ...base,
+        PORT: String(ports.port),
+        REFERRAL_SERVICE_URL: rsUrl(index),
+        REFERRAL_SERVICE_TOKEN: ctx.env.gatewayToken,
+        PUBLIC_BASE_URL: "http://127.0.0.1:8080",
+      };
       break;
     case "relay":
       env = { ...base, DATABASE_URL: ctx.databaseUrl, KAFKA_BROKERS: ctx.brokers };
       break;
     case "delivery":
-      env = { ...base, DATABASE_URL: ctx.databaseUrl, KAFKA_BROKERS: ctx.brokers, SECRETS_KEY: ctx.env.secretsKey, ALLOW_INSECURE_CALLBACKS: "true", KAFKA_GROUP_ID: ctx.env.deliveryGroup };
+      env = {
+        ...base,
+        DATABASE_URL: ctx.databaseUrl,
+        KAFKA_BROKERS: ctx.brokers,
+        SECRETS_KEY: ctx.env.secretsKey,
+        ALLOW_INSECURE_CALLBACKS: "true",
+        KAFKA_GROUP_ID: ctx.env.deliveryGroup,
+      };
       break;
   }
   // BENCH_SUT_ENV="NAME=value,NAME=value": extra settings for every process (what-if runs).
@@ -288,7 +305,15 @@ async function statementsSince(ctx: Ctx): Promise<{ calls: number; allCalls: num
 function ingestSpec(ctx: Ctx, baseline: boolean): IngestBodySpec {
   const f = ctx.fixtures;
   return baseline
-    ? { serverId: f.ingestServerId, secret: f.ingestSecret, tokenPrefix: f.baselineTokenPrefix, start: ctx.nextBaselineToken, end: BASELINE_TOKENS, cycle: false, test: false }
+    ? {
+        serverId: f.ingestServerId,
+        secret: f.ingestSecret,
+        tokenPrefix: f.baselineTokenPrefix,
+        start: ctx.nextBaselineToken,
+        end: BASELINE_TOKENS,
+        cycle: false,
+        test: false,
+      }
     : { serverId: f.ingestServerId, secret: f.ingestSecret, tokenPrefix: f.tokenPrefix, start: ctx.nextToken, end: TOKENS, cycle: false, test: false };
 }
 
@@ -322,7 +347,14 @@ async function runCast(ctx: Ctx, serverIds: string[], over: Partial<LoadJob> & {
     concurrency: CONCURRENCY,
     durationMs: MEASURE_MS,
     body: ingestSpec(ctx, false),
-    cast: { token: ctx.env.adminToken, serverIds, voterPrefix: `voter-${ctx.env.deliveryGroup}-`, start: ctx.nextVoter, recordHearts: over.recordHearts ?? false, timeoutMs: 15_000 },
+    cast: {
+      token: ctx.env.adminToken,
+      serverIds,
+      voterPrefix: `voter-${ctx.env.deliveryGroup}-`,
+      start: ctx.nextVoter,
+      recordHearts: over.recordHearts ?? false,
+      timeoutMs: 15_000,
+    },
     expectStatus: 200,
     expectContains: "",
     ...over,
@@ -353,7 +385,15 @@ async function phaseIngest(ctx: Ctx, roundNo: number, instances: number, figures
     const load = await runIngest(ctx, baseline, urls, over);
     const window = finish();
     const statements = await statementsSince(ctx);
-    details.push({ phase: "ingest", round: roundNo, instances, what, window, load, extra: { statementsPerEvent: round2(statements.calls / Math.max(1, load.ok)), top: statements.top } });
+    details.push({
+      phase: "ingest",
+      round: roundNo,
+      instances,
+      what,
+      window,
+      load,
+      extra: { statementsPerEvent: round2(statements.calls / Math.max(1, load.ok)), top: statements.top },
+    });
     const perEvent = Object.fromEntries(Object.entries(window.cpuMs).map(([k, v]) => [k, round2(v / Math.max(1, load.ok))]));
     progress(
       `ingest ${what} (x${instances}): ${fmt(load.requestsPerSecond, 0)} req/s p50 ${fmt(load.latency.p50, 1)} p99 ${fmt(load.latency.p99, 1)} ms, ok ${load.ok} bad ${load.unexpected} err ${load.errors}` +
@@ -371,12 +411,18 @@ async function phaseIngest(ctx: Ctx, roundNo: number, instances: number, figures
   for (const [k, v] of Object.entries(gw.perEvent)) figures[`ingest.gateway.cpuMsPerEvent.${k}`] = v;
   if (instances === 1 && ctx.baseline) {
     const baselinePid = ctx.baseline.pid;
-    const base = await measure(`raw baseline (node:http + pg, one CTE statement) c=${CONCURRENCY}`, true, [ctx.baseline.url], {}, [{ name: "baseline", snapshot: () => snapshotProcessTree(baselinePid) }]);
+    const base = await measure(`raw baseline (node:http + pg, one CTE statement) c=${CONCURRENCY}`, true, [ctx.baseline.url], {}, [
+      { name: "baseline", snapshot: () => snapshotProcessTree(baselinePid) },
+    ]);
     figures["ingest.baseline.rps"] = base.load.requestsPerSecond;
     figures["ingest.baseline.p99"] = base.load.latency.p99;
     figures["ingest.baseline.stmtsPerEvent"] = round2(base.statements.calls / Math.max(1, base.load.ok));
     figures["ingest.ratio"] = round2(gw.load.requestsPerSecond / Math.max(1, base.load.requestsPerSecond));
-    const open = await measure(`gateway open loop ${INGEST_RATE} req/s offered`, false, gatewayUrls, { ratePerSecond: INGEST_RATE, durationMs: OPEN_LOOP_MS, concurrency: 1_000 });
+    const open = await measure(`gateway open loop ${INGEST_RATE} req/s offered`, false, gatewayUrls, {
+      ratePerSecond: INGEST_RATE,
+      durationMs: OPEN_LOOP_MS,
+      concurrency: 1_000,
+    });
     figures["ingest.open.p50"] = open.load.latency.p50;
     figures["ingest.open.p99"] = open.load.latency.p99;
     figures["ingest.open.achievedRps"] = open.load.requestsPerSecond;
@@ -397,7 +443,15 @@ async function phaseHearts(ctx: Ctx, roundNo: number, instances: number, figures
     const window = finish();
     const statements = await statementsSince(ctx);
     const { hearts: _h, ...loadNoHearts } = load;
-    details.push({ phase: "hearts", round: roundNo, instances, what, window, load: loadNoHearts, extra: { statementsPerHeart: round2(statements.calls / Math.max(1, load.ok)), top: statements.top } });
+    details.push({
+      phase: "hearts",
+      round: roundNo,
+      instances,
+      what,
+      window,
+      load: loadNoHearts,
+      extra: { statementsPerHeart: round2(statements.calls / Math.max(1, load.ok)), top: statements.top },
+    });
     figures[`${key}.rps`] = load.requestsPerSecond;
     figures[`${key}.p99`] = load.latency.p99;
     figures[`${key}.failed`] = load.unexpected + load.errors;
@@ -449,7 +503,10 @@ async function phaseCallbacks(ctx: Ctx, roundNo: number, instances: number, figu
   await waitUntil(`all ${ids.length} backlog callbacks received`, async () => ids.every((id) => ctx.receiver.arrivals.has(id)), WAIT_MS * 2);
   const window = finish(ctx.running.delivery);
   const statements = await statementsSince(ctx);
-  const times = ids.map((id) => ctx.receiver.arrivals.get(id) ?? Number.NaN).filter(Number.isFinite).sort((a, b) => a - b);
+  const times = ids
+    .map((id) => ctx.receiver.arrivals.get(id) ?? Number.NaN)
+    .filter(Number.isFinite)
+    .sort((a, b) => a - b);
   const first = times[0] ?? Number.NaN;
   const last = times[times.length - 1] ?? Number.NaN;
   const readyAt = Math.min(...ctx.running.delivery.map((p) => p.readyAt));
@@ -469,7 +526,9 @@ async function phaseCallbacks(ctx: Ctx, roundNo: number, instances: number, figu
     window,
     extra: { firstArrivalAfterReadyMs: first - readyAt, deliveryStartMs: readyAt - spawnAt, top: statements.top, backlogCastRps: cast.requestsPerSecond },
   });
-  progress(`callbacks (x${instances}): ${times.length}/${ids.length} drained at ${fmt(steady, 0)}/s (first to last arrival), ${figures["callbacks.drain.stmtsPerCallback"]} stmts/callback`);
+  progress(
+    `callbacks (x${instances}): ${times.length}/${ids.length} drained at ${fmt(steady, 0)}/s (first to last arrival), ${figures["callbacks.drain.stmtsPerCallback"]} stmts/callback`,
+  );
   if (instances === 1) {
     const raw = await ctx.loadgen.run({
       label: "raw callbacks",
@@ -478,7 +537,7 @@ async function phaseCallbacks(ctx: Ctx, roundNo: number, instances: number, figu
       concurrency: CONCURRENCY,
       durationMs: MEASURE_MS,
       body: ingestSpec(ctx, false),
-      callback: { secret: "whsec_" + randomBytes(24).toString("base64"), serverId: ctx.fixtures.heartServerIds[0] ?? "" },
+      callback: { secret: `whsec_${randomBytes(24).toString("base64")}`, serverId: ctx.fixtures.heartServerIds[0] ?? "" },
       expectStatus: 200,
       expectContains: "",
     });
@@ -500,7 +559,13 @@ async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details
     await new Promise((r) => setTimeout(r, 40 + Math.random() * 120)); // random gaps: no phase lock with any poll
     const n = ctx.nextVoter++;
     const t0 = Date.now();
-    const res = await hearts.castHeart({ serverId: servers[n % servers.length] ?? "", username: `idle_${n % 1000}`, voterIdentity: `idle-${ctx.env.deliveryGroup}-${n}`, ip: `10.${n & 255}.${(n >> 8) & 255}.${((n >> 16) & 255) + 1}`, userAgent: "Mozilla/5.0 bench" });
+    const res = await hearts.castHeart({
+      serverId: servers[n % servers.length] ?? "",
+      username: `idle_${n % 1000}`,
+      voterIdentity: `idle-${ctx.env.deliveryGroup}-${n}`,
+      ip: `10.${n & 255}.${(n >> 8) & 255}.${((n >> 16) & 255) + 1}`,
+      userAgent: "Mozilla/5.0 bench",
+    });
     if (!res.counted) continue;
     ctx.counted++;
     await waitUntil("idle callback", async () => ctx.receiver.arrivals.has(res.heartId), 30_000);
@@ -524,7 +589,15 @@ async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details
   figures["latency.load.failedCasts"] = offered - load.ok;
   figures["latency.load.undelivered"] = list.length - delivered.length;
   const { hearts: _h, ...loadNoHearts } = load;
-  details.push({ phase: "latency", round: roundNo, instances: 1, what: `vote -> callback: idle (${idle.length} hearts) and ${HEART_RATE} hearts/s offered open loop`, window, load: loadNoHearts, extra: { idle: idleSummary, underLoad: s } });
+  details.push({
+    phase: "latency",
+    round: roundNo,
+    instances: 1,
+    what: `vote -> callback: idle (${idle.length} hearts) and ${HEART_RATE} hearts/s offered open loop`,
+    window,
+    load: loadNoHearts,
+    extra: { idle: idleSummary, underLoad: s },
+  });
   progress(
     `latency: idle p50 ${fmt(idleSummary.p50, 1)} p99 ${fmt(idleSummary.p99, 1)} ms; at ${HEART_RATE}/s offered: ${load.ok}/${offered} counted, callback p50 ${fmt(s.p50, 1)} p99 ${fmt(s.p99, 1)} ms` +
       `${load.errorCodes ? `; failed ${JSON.stringify(load.errorCodes)}` : ""}`,
@@ -544,7 +617,18 @@ async function phaseRelay(ctx: Ctx, roundNo: number, figures: Figures, details: 
       type: "referral.registered",
       serverId: key,
       occurredAt: new Date(),
-      payload: { case: "referralTransitioned", value: create(ReferralTransitionedSchema, { referralId: crypto.randomUUID(), serverId: key, referrerIdentity: "referrer-1", refereeIdentity: "referee-1", state: "registered", previousState: "clicked", serverEventId: "reg-1" }) },
+      payload: {
+        case: "referralTransitioned",
+        value: create(ReferralTransitionedSchema, {
+          referralId: crypto.randomUUID(),
+          serverId: key,
+          referrerIdentity: "referrer-1",
+          refereeIdentity: "referee-1",
+          state: "registered",
+          previousState: "clicked",
+          serverEventId: "reg-1",
+        }),
+      },
     }),
   );
   const insertStarted = Date.now();
@@ -567,7 +651,10 @@ async function phaseRelay(ctx: Ctx, roundNo: number, figures: Figures, details: 
   const window = finish(ctx.running.relay);
   let rate = Number.NaN;
   if (ctx.outboxHasPublishedAt) {
-    const span = await ctx.sql.query<{ first: Date; last: Date; n: string }>("SELECT min(published_at) AS first, max(published_at) AS last, count(*) AS n FROM outbox WHERE id > $1", [afterId.toString()]);
+    const span = await ctx.sql.query<{ first: Date; last: Date; n: string }>(
+      "SELECT min(published_at) AS first, max(published_at) AS last, count(*) AS n FROM outbox WHERE id > $1",
+      [afterId.toString()],
+    );
     const r = span.rows[0];
     if (r) rate = (Number(r.n) / Math.max(1, r.last.getTime() - r.first.getTime() + 1)) * 1000;
   }
@@ -577,7 +664,14 @@ async function phaseRelay(ctx: Ctx, roundNo: number, figures: Figures, details: 
   figures["relay.rowsPerSecond"] = round(Number.isFinite(rate) ? rate : wallRate, 0);
   figures["relay.rowsPerSecondFromReady"] = round(wallRate, 0);
   figures["relay.stmtsPerRow"] = round2(statements.calls / RELAY_ROWS);
-  details.push({ phase: "relay", round: roundNo, instances: 1, what: `${RELAY_ROWS}-row outbox backlog, relay alone`, window, extra: { top: statements.top, relayReadyMs: readyAt - spawnAt } });
+  details.push({
+    phase: "relay",
+    round: roundNo,
+    instances: 1,
+    what: `${RELAY_ROWS}-row outbox backlog, relay alone`,
+    window,
+    extra: { top: statements.top, relayReadyMs: readyAt - spawnAt },
+  });
   progress(`relay: ${fmt(figures["relay.rowsPerSecond"], 0)} rows/s (first to last published_at), ${fmt(wallRate, 0)} rows/s from ready to done`);
 }
 
@@ -599,7 +693,12 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
   progress(`process logs in ${logDir}`);
   // The target's own migrations, run as the target runs them.
   const migrate = async (url: string) => {
-    const child = fork(join(target.dir, "scripts/db/migrate.ts"), ["deploy"], { cwd: target.dir, execArgv: ["--import", "tsx"], env: { PATH: process.env.PATH ?? "", DATABASE_URL: url }, stdio: ["ignore", "ignore", "inherit", "ipc"] });
+    const child = fork(join(target.dir, "scripts/db/migrate.ts"), ["deploy"], {
+      cwd: target.dir,
+      execArgv: ["--import", "tsx"],
+      env: { PATH: process.env.PATH ?? "", DATABASE_URL: url },
+      stdio: ["ignore", "ignore", "inherit", "ipc"],
+    });
     const code = await new Promise<number | null>((r) => child.once("exit", (c) => r(c)));
     if (code !== 0) throw new Error(`the target's migrations failed (exit ${code})`);
     return Number.NaN; // the target's migrate.ts reports its own count
@@ -626,7 +725,8 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
   const statsSql = new pg.Client({ connectionString: pgb.adminUrl });
   await statsSql.connect();
   cleanup.add(() => statsSql.end());
-  const outboxHasPublishedAt = (await sql.query("SELECT 1 FROM information_schema.columns WHERE table_name = 'outbox' AND column_name = 'published_at'")).rowCount === 1;
+  const outboxHasPublishedAt =
+    (await sql.query("SELECT 1 FROM information_schema.columns WHERE table_name = 'outbox' AND column_name = 'published_at'")).rowCount === 1;
   const ctx: Ctx = {
     target,
     pgb,
@@ -668,7 +768,12 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
   const tokenPrefix = `tok_${randomBytes(4).toString("hex")}_`;
   const baselineTokenPrefix = `raw_${randomBytes(4).toString("hex")}_`;
   const seeded = Date.now();
-  for (const [prefix, count] of PHASES.has("ingest") ? ([[tokenPrefix, TOKENS], [baselineTokenPrefix, BASELINE_TOKENS]] as const) : []) {
+  for (const [prefix, count] of PHASES.has("ingest")
+    ? ([
+        [tokenPrefix, TOKENS],
+        [baselineTokenPrefix, BASELINE_TOKENS],
+      ] as const)
+    : []) {
     await sql.query(
       `INSERT INTO referral_clicks (id, server_id, referrer_identity, token)
        SELECT gen_random_uuid(), $1::uuid, 'referrer-' || (g % 997), $2 || g FROM generate_series(0, $3::int - 1) g`,
@@ -687,7 +792,16 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
     heartServerIds.push(id);
   }
   const hotServerId = heartServerIds.pop() ?? "";
-  ctx.fixtures = { ingestServerId, ingestSecret: secret, ingestKid: info?.kid ?? "", tokenPrefix, baselineTokenPrefix, heartServerIds, hotServerId, callbackSecrets };
+  ctx.fixtures = {
+    ingestServerId,
+    ingestSecret: secret,
+    ingestKid: info?.kid ?? "",
+    tokenPrefix,
+    baselineTokenPrefix,
+    heartServerIds,
+    hotServerId,
+    callbackSecrets,
+  };
   return { ctx, admin, hearts };
 }
 
@@ -725,9 +839,15 @@ async function startBaseline(ctx: Ctx): Promise<void> {
 // ---------------------------------------------------------------- main
 async function main(): Promise<void> {
   const machineAtStart = machineInfo();
-  progress(`nproc=${machineAtStart.nproc} load=${machineAtStart.loadAverage.join(" ")} phases=${[...PHASES].join(",")} rounds=${ROUNDS}${QUICK ? " (quick)" : ""}`);
+  progress(
+    `nproc=${machineAtStart.nproc} load=${machineAtStart.loadAverage.join(" ")} phases=${[...PHASES].join(",")} rounds=${ROUNDS}${QUICK ? " (quick)" : ""}`,
+  );
   const { ctx, hearts } = await setup();
-  const durability = (await ctx.sql.query<{ name: string; setting: string }>("SELECT name, setting FROM pg_settings WHERE name IN ('fsync','synchronous_commit','full_page_writes','wal_sync_method','shared_buffers','max_connections') ORDER BY name")).rows;
+  const durability = (
+    await ctx.sql.query<{ name: string; setting: string }>(
+      "SELECT name, setting FROM pg_settings WHERE name IN ('fsync','synchronous_commit','full_page_writes','wal_sync_method','shared_buffers','max_connections') ORDER BY name",
+    )
+  ).rows;
   const pgVersion = ctx.pgb.serverVersion;
   if (PHASES.has("ingest")) await startBaseline(ctx);
 
@@ -774,7 +894,14 @@ async function main(): Promise<void> {
   await ensure(ctx, "delivery", 1);
   const allDelivered = await ctx.receiver.waitForCount(ctx.counted, WAIT_MS);
   const signatures = ctx.receiver.checkSignatures(ctx.fixtures.callbackSecrets);
-  const checks = { countedHearts: ctx.counted, callbacksReceived: ctx.receiver.arrivals.size, duplicates: ctx.receiver.duplicates, allDelivered, signaturesChecked: signatures.checked, badSignatures: signatures.bad };
+  const checks = {
+    countedHearts: ctx.counted,
+    callbacksReceived: ctx.receiver.arrivals.size,
+    duplicates: ctx.receiver.duplicates,
+    allDelivered,
+    signaturesChecked: signatures.checked,
+    badSignatures: signatures.bad,
+  };
   progress(`checks: ${JSON.stringify(checks)}`);
   await stopAll(ctx);
 
@@ -794,7 +921,20 @@ async function main(): Promise<void> {
     machine: { atStart: machineAtStart, loadAverageAtEnd: machineInfo().loadAverage },
     postgres: { version: pgVersion, settings: Object.fromEntries(durability.map((d) => [d.name, d.setting])) },
     kafka: { brokers: ctx.brokers, own: ctx.kafkaPid !== undefined },
-    settings: { rounds: ROUNDS, measureMs: MEASURE_MS, warmupMs: WARMUP_MS, openLoopMs: OPEN_LOOP_MS, concurrency: CONCURRENCY, ingestRate: INGEST_RATE, heartRate: HEART_RATE, backlog: BACKLOG, relayRows: RELAY_ROWS, heartServers: HEART_SERVERS, logLevel: process.env.BENCH_LOG_LEVEL ?? "info", sutEnv: process.env.BENCH_SUT_ENV ?? "" },
+    settings: {
+      rounds: ROUNDS,
+      measureMs: MEASURE_MS,
+      warmupMs: WARMUP_MS,
+      openLoopMs: OPEN_LOOP_MS,
+      concurrency: CONCURRENCY,
+      ingestRate: INGEST_RATE,
+      heartRate: HEART_RATE,
+      backlog: BACKLOG,
+      relayRows: RELAY_ROWS,
+      heartServers: HEART_SERVERS,
+      logLevel: process.env.BENCH_LOG_LEVEL ?? "info",
+      sutEnv: process.env.BENCH_SUT_ENV ?? "",
+    },
     envNamesTheTargetDoesNotRead: [...ctx.envWarnings],
     summary,
     rounds,
@@ -841,7 +981,8 @@ type Results = {
 function renderMarkdown(r: Results): string {
   const one = r.summary["1"] ?? {};
   const two = r.summary["2"] ?? {};
-  const f = (s: Spread | undefined, digits = 0, unit = "") => (s && Number.isFinite(s.median) ? `${fmt(s.median, digits)}${unit} (${fmt(s.min, digits)}-${fmt(s.max, digits)})` : "not measured");
+  const f = (s: Spread | undefined, digits = 0, unit = "") =>
+    s && Number.isFinite(s.median) ? `${fmt(s.median, digits)}${unit} (${fmt(s.min, digits)}-${fmt(s.max, digits)})` : "not measured";
   const m = (s: Spread | undefined) => s?.median ?? Number.NaN;
   const met = (ok: boolean | undefined) => (ok === undefined ? "not measured" : ok ? "**met**" : "**not met**");
   const cmp = (s: Spread | undefined, test: (v: number) => boolean) => (s && Number.isFinite(s.median) ? test(s.median) : undefined);
@@ -849,17 +990,25 @@ function renderMarkdown(r: Results): string {
   const mc = r.machine.atStart;
   const out: string[] = [];
   const fsyncOff = r.postgres.settings.fsync === "off";
-  out.push(`# Issue #8 benchmark${r.quick ? " (SMOKE RUN: --quick, 1 round, short phases; not figures to quote)" : ""}${fsyncOff ? " (PostgreSQL with fsync OFF: not the targets' durability)" : ""}`, "");
+  out.push(
+    `# Issue #8 benchmark${r.quick ? " (SMOKE RUN: --quick, 1 round, short phases; not figures to quote)" : ""}${fsyncOff ? " (PostgreSQL with fsync OFF: not the targets' durability)" : ""}`,
+    "",
+  );
   out.push(
     `Target checkout \`${r.target.dir}\` at \`${r.target.commit}\`${r.target.dirty ? " **with uncommitted changes**" : ""} (run with ${r.target.runtime}); harness \`${r.harnessCommit.slice(0, 12)}\`. ` +
       `${mc.nproc} cores (${mc.cpuModel}), Node ${mc.node}; load average ${mc.loadAverage.join(" / ")} at start, ${r.machine.loadAverageAtEnd.join(" / ")} at end. ` +
-      `PostgreSQL ${r.postgres.version}: ${Object.entries(r.postgres.settings).map(([k, v]) => `${k}=${v}`).join(", ")}. Kafka: ${r.kafka.own ? "own single-node broker" : `shared broker ${r.kafka.brokers}`}. ` +
-      `Run took ${r.durationSeconds} s (${Object.entries(r.phaseSeconds).map(([k, v]) => `${k} ${v} s`).join(", ")}).`,
+      `PostgreSQL ${r.postgres.version}: ${Object.entries(r.postgres.settings)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(", ")}. Kafka: ${r.kafka.own ? "own single-node broker" : `shared broker ${r.kafka.brokers}`}. ` +
+      `Run took ${r.durationSeconds} s (${Object.entries(r.phaseSeconds)
+        .map(([k, v]) => `${k} ${v} s`)
+        .join(", ")}).`,
     "",
     `Figures: median of the rounds (min-max in brackets). Every process of the system under test runs on its own (gateway, referral service, relay, delivery), as in production.`,
     "",
   );
-  if (r.envNamesTheTargetDoesNotRead.length > 0) out.push(`Settings passed that the target's config files do not name (ignored by it): ${r.envNamesTheTargetDoesNotRead.join(", ")}.`, "");
+  if (r.envNamesTheTargetDoesNotRead.length > 0)
+    out.push(`Settings passed that the target's config files do not name (ignored by it): ${r.envNamesTheTargetDoesNotRead.join(", ")}.`, "");
   out.push(`## Targets`, "");
   const rows: string[][] = [
     [
@@ -867,28 +1016,51 @@ function renderMarkdown(r: Results): string {
       `${f(one["ingest.gateway.rps"])} req/s at c=32 (p99 ${f(one["ingest.gateway.p99"], 1, " ms")}); open loop ${INGEST_RATE}/s: p99 ${f(one["ingest.open.p99"], 1, " ms")}, failed ${f(one["ingest.open.failed"])}`,
       `${f(one["ingest.baseline.rps"])} req/s`,
       f(one["ingest.ratio"], 2, "x"),
-      met(all(cmp(one["ingest.gateway.rps"], (v) => v >= 2500), cmp(one["ingest.ratio"], (v) => v >= 0.8), cmp(one["ingest.open.p99"], (v) => v <= 25))),
+      met(
+        all(
+          cmp(one["ingest.gateway.rps"], (v) => v >= 2500),
+          cmp(one["ingest.ratio"], (v) => v >= 0.8),
+          cmp(one["ingest.open.p99"], (v) => v <= 25),
+        ),
+      ),
     ],
     [
       "2. CastHeart (fraud scoring included, fresh voters): at least 2,500 counted hearts/s; and at least 1,500/s when every heart goes to ONE server (the per-server ranking row must not serialise every vote of a popular server behind one row lock).",
       `${f(one["hearts.many.rps"])} counted/s over ${HEART_SERVERS} servers; ${f(one["hearts.one.rps"])} counted/s to ONE server`,
       "—",
       "—",
-      met(all(cmp(one["hearts.many.rps"], (v) => v >= 2500), cmp(one["hearts.one.rps"], (v) => v >= 1500))),
+      met(
+        all(
+          cmp(one["hearts.many.rps"], (v) => v >= 2500),
+          cmp(one["hearts.one.rps"], (v) => v >= 1500),
+        ),
+      ),
     ],
     [
       "3. Callbacks: a backlog drains at at least 3,000 callbacks/s to a local receiver, at least 0.4x a raw signed-POST loop to the same receiver in the same run; at most 3 DB statements per callback, amortised.",
       `${f(one["callbacks.drain.rps"])} callbacks/s; ${f(one["callbacks.drain.stmtsPerCallback"], 2)} statements/callback`,
       `${f(one["callbacks.baseline.rps"])} /s`,
       f(one["callbacks.ratio"], 2, "x"),
-      met(all(cmp(one["callbacks.drain.rps"], (v) => v >= 3000), cmp(one["callbacks.ratio"], (v) => v >= 0.4), cmp(one["callbacks.drain.stmtsPerCallback"], (v) => v <= 3))),
+      met(
+        all(
+          cmp(one["callbacks.drain.rps"], (v) => v >= 3000),
+          cmp(one["callbacks.ratio"], (v) => v >= 0.4),
+          cmp(one["callbacks.drain.stmtsPerCallback"], (v) => v <= 3),
+        ),
+      ),
     ],
     [
       "4. Vote -> callback: p50 at most 10 ms idle; p99 at most 50 ms under 1,000 hearts/s offered.",
       `idle p50 ${f(one["latency.idle.p50"], 1, " ms")}; under ${HEART_RATE}/s offered: p99 ${f(one["latency.load.p99"], 1, " ms")} over counted hearts, ${f(one["latency.load.failedCasts"])} casts not counted, ${f(one["latency.load.undelivered"])} not delivered in time`,
       "—",
       "—",
-      met(all(cmp(one["latency.idle.p50"], (v) => v <= 10), cmp(one["latency.load.p99"], (v) => v <= 50), cmp(one["latency.load.failedCasts"], (v) => v === 0))),
+      met(
+        all(
+          cmp(one["latency.idle.p50"], (v) => v <= 10),
+          cmp(one["latency.load.p99"], (v) => v <= 50),
+          cmp(one["latency.load.failedCasts"], (v) => v === 0),
+        ),
+      ),
     ],
     [
       "5. Relay: a 100,000-row outbox backlog drains at at least 20,000 rows/s into Kafka.",
@@ -908,7 +1080,9 @@ function renderMarkdown(r: Results): string {
       "7. Scale-out is shown, not claimed: two instances each of gateway, referral service, relay and delivery against one PostgreSQL and one Kafka deliver every heart exactly once per receiver key (a test), and the benchmark reports the figures for one and for two instances.",
       `2 instances: ingest ${f(two["ingest.gateway.rps"])} req/s, hearts ${f(two["hearts.many.rps"])} /s (one server ${f(two["hearts.one.rps"])}), drain ${f(two["callbacks.drain.rps"])} /s`,
       `1 instance: ${f(one["ingest.gateway.rps"])} / ${f(one["hearts.many.rps"])} (${f(one["hearts.one.rps"])}) / ${f(one["callbacks.drain.rps"])}`,
-      Number.isFinite(m(two["ingest.gateway.rps"])) ? `${fmt(m(two["ingest.gateway.rps"]) / m(one["ingest.gateway.rps"]), 2)}x / ${fmt(m(two["hearts.many.rps"]) / m(one["hearts.many.rps"]), 2)}x / ${fmt(m(two["callbacks.drain.rps"]) / m(one["callbacks.drain.rps"]), 2)}x` : "—",
+      Number.isFinite(m(two["ingest.gateway.rps"]))
+        ? `${fmt(m(two["ingest.gateway.rps"]) / m(one["ingest.gateway.rps"]), 2)}x / ${fmt(m(two["hearts.many.rps"]) / m(one["hearts.many.rps"]), 2)}x / ${fmt(m(two["callbacks.drain.rps"]) / m(one["callbacks.drain.rps"]), 2)}x`
+        : "—",
       Number.isFinite(m(two["callbacks.drain.rps"])) ? "reported" : "not measured",
     ],
   ];
@@ -916,15 +1090,38 @@ function renderMarkdown(r: Results): string {
   out.push(`## Every figure`, "");
   for (const [inst, figs] of Object.entries(r.summary)) {
     out.push(`### ${inst} instance${inst === "1" ? "" : "s"} of each process`, "");
-    out.push(markdownTable(["figure", "median", "min", "max", "rounds"], Object.entries(figs).map(([k, s]) => [k, fmt(s.median, 2), fmt(s.min, 2), fmt(s.max, 2), s.values.map((v) => fmt(v, 1)).join(" / ")])), "");
+    out.push(
+      markdownTable(
+        ["figure", "median", "min", "max", "rounds"],
+        Object.entries(figs).map(([k, s]) => [k, fmt(s.median, 2), fmt(s.min, 2), fmt(s.max, 2), s.values.map((v) => fmt(v, 1)).join(" / ")]),
+      ),
+      "",
+    );
   }
-  out.push(`## Machine load and CPU per phase`, "", "CPU in ms over the measured window, per process; other = CPU of everything else on the machine, in cores (anything well above 0 means the machine was not quiet).", "");
+  out.push(
+    `## Machine load and CPU per phase`,
+    "",
+    "CPU in ms over the measured window, per process; other = CPU of everything else on the machine, in cores (anything well above 0 means the machine was not quiet).",
+    "",
+  );
   out.push(
     markdownTable(
       ["phase", "round", "inst.", "what", "window s", "loadavg before -> after", "machine busy %", "CPU ms per process", "other (cores)"],
       r.details
         .filter((d) => d.window)
-        .map((d) => [d.phase, String(d.round), String(d.instances), d.what, fmt((d.window?.ms ?? 0) / 1000, 1), `${d.window?.loadavgBefore[0]} -> ${d.window?.loadavgAfter[0]}`, fmt(d.window?.machineBusyPercent, 0), Object.entries(d.window?.cpuMs ?? {}).map(([k, v]) => `${k} ${v}`).join(", "), fmt(d.window?.otherCores, 2)]),
+        .map((d) => [
+          d.phase,
+          String(d.round),
+          String(d.instances),
+          d.what,
+          fmt((d.window?.ms ?? 0) / 1000, 1),
+          `${d.window?.loadavgBefore[0]} -> ${d.window?.loadavgAfter[0]}`,
+          fmt(d.window?.machineBusyPercent, 0),
+          Object.entries(d.window?.cpuMs ?? {})
+            .map(([k, v]) => `${k} ${v}`)
+            .join(", "),
+          fmt(d.window?.otherCores, 2),
+        ]),
     ),
     "",
   );
@@ -933,7 +1130,17 @@ function renderMarkdown(r: Results): string {
     const d = last(phase);
     if (!d) continue;
     out.push(`### Top statements: ${phase} (${d.what}, round ${d.round})`, "");
-    out.push(markdownTable(["statement (normalised, truncated)", "calls", "mean ms"], (d.extra?.top as Array<{ query: string; calls: number; meanMs: number }>).map((s) => [`\`${s.query.replace(/\|/g, "\\|")}\``, String(s.calls), fmt(s.meanMs, 3)])), "");
+    out.push(
+      markdownTable(
+        ["statement (normalised, truncated)", "calls", "mean ms"],
+        ((d.extra?.top ?? []) as Array<{ query: string; calls: number; meanMs: number }>).map((s) => [
+          `\`${s.query.replace(/\|/g, "\\|")}\``,
+          String(s.calls),
+          fmt(s.meanMs, 3),
+        ]),
+      ),
+      "",
+    );
   }
   out.push(
     `## Checks`,

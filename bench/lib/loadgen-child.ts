@@ -13,7 +13,7 @@ import { ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { Code } from "@connectrpc/connect";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { signCallback } from "../../services/delivery/send-callback.js";
-import { periodOf } from "../../services/hearts/domain/streak.js";
+import { periodOf } from "../../services/shared/period.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { buildIngestBody, signIngestBody, type LoadJob, type LoadResult } from "./loadgen.js";
 import { summarize } from "./stats.js";
@@ -142,7 +142,14 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
     if (kind === "callback" && job.callback && poster) {
       const signed = signCallback({
         url: target.href,
-        fields: { event: "heart.counted", serverId: job.callback.serverId, username: "bench_player", heartId: `raw-${index}`, period: periodOf(new Date()), streakDay: 3 },
+        fields: {
+          event: "heart.counted",
+          serverId: job.callback.serverId,
+          username: "bench_player",
+          heartId: `raw-${index}`,
+          period: periodOf(new Date()),
+          streakDay: 3,
+        },
         secretsNewestFirst: [job.callback.secret],
         standardWebhooks: false,
         t: Math.floor(Date.now() / 1000),

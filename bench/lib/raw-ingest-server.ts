@@ -68,9 +68,10 @@ async function handle(rawBody: Buffer, header: string | undefined): Promise<{ st
   if (verdict.kind !== "verified") return { status: 401, body: { error: verdict.kind } };
   const json = parseJsonObject(rawBody);
   const event = json ? validateEvent(json) : null;
-  if (!event || event.kind !== "ok") return { status: 400, body: { error: "invalid event" } };
+  if (event?.kind !== "ok") return { status: 400, body: { error: "invalid event" } };
   const e = event.value;
-  if (e.event !== "registered" || e.serverId !== serverId || !e.refereeIdentity) return { status: 422, body: { error: "baseline handles registered events only" } };
+  if (e.event !== "registered" || e.serverId !== serverId || !e.refereeIdentity)
+    return { status: 422, body: { error: "baseline handles registered events only" } };
   const referralId = randomUUID();
   const outbox = toOutboxRow({
     topic: REFERRALS_TOPIC,
@@ -92,7 +93,18 @@ async function handle(rawBody: Buffer, header: string | undefined): Promise<{ st
   const { rows } = await pool.query<{ clicks: number; minted: number }>({
     name: "apply_registered",
     text: APPLY_REGISTERED,
-    values: [e.token, serverId, e.serverEventId, referralId, kid, e.ts === undefined ? null : String(e.ts), e.refereeIdentity, outbox.topic, outbox.payload, outbox.shard],
+    values: [
+      e.token,
+      serverId,
+      e.serverEventId,
+      referralId,
+      kid,
+      e.ts === undefined ? null : String(e.ts),
+      e.refereeIdentity,
+      outbox.topic,
+      outbox.payload,
+      outbox.shard,
+    ],
   });
   const row = rows[0];
   if (!row || row.clicks === 0) return { status: 404, body: { error: "unknown token" } };

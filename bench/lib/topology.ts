@@ -11,9 +11,10 @@
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join, resolve } from "node:path";
 import { BENCH_DIR, snapshotProcessTree, type CpuSnapshot } from "./infra.js";
+
+export { freePort } from "../../scripts/lib/free-ports.js";
 
 /** The four production processes. */
 export type ProcessKind = "gateway" | "referral-service" | "relay" | "delivery";
@@ -86,19 +87,6 @@ export function unknownEnvNames(target: Target, env: Record<string, string>): st
   return Object.keys(env).filter((name) => !always.has(name) && !target.envNames.has(name));
 }
 
-/** A free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolvePort(port));
-    });
-  });
-}
-
 /** One running process of the system under test. */
 export interface SutProcess {
   kind: ProcessKind;
@@ -135,7 +123,12 @@ export async function startSutProcess(
   });
   closeSync(fd);
   let exited: number | string | null = null;
-  const exitPromise = new Promise<void>((r) => child.once("exit", (code, signal) => ((exited = code ?? signal ?? "?"), r())));
+  const exitPromise = new Promise<void>((r) =>
+    child.once("exit", (code, signal) => {
+      exited = code ?? signal ?? "?";
+      r();
+    }),
+  );
   const deadline = spawnedAt + (opts.readyTimeoutMs ?? 90_000);
   for (;;) {
     if (exited !== null) throw new Error(`${name} exited (${exited}) before it was ready; log tail:\n${tail(logFile)}`);

@@ -280,7 +280,7 @@ export async function startBenchPostgres(progress: (line: string) => void, opts:
   const migrateStarted = Date.now();
   const migrate = opts.migrate ?? (async (url: string) => (await applyMigrations(url)).applied.length);
   const applied = await migrate(withDatabase(adminUrl, TEMPLATE_DB));
-  progress(`${applied} migration(s) applied in ${Date.now() - migrateStarted} ms`);
+  progress(`${Number.isFinite(applied) ? `${applied} migration(s)` : "migrations"} applied in ${Date.now() - migrateStarted} ms`);
 
   return {
     instance,

@@ -555,6 +555,7 @@ async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details
   await ctx.receiver.waitForCount(ctx.counted, WAIT_MS);
   const servers = ctx.fixtures.heartServerIds;
   const idle: number[] = [];
+  let idleMissing = 0;
   for (let i = 0; i < IDLE_HEARTS; i++) {
     await new Promise((r) => setTimeout(r, 40 + Math.random() * 120)); // random gaps: no phase lock with any poll
     const n = ctx.nextVoter++;
@@ -569,11 +570,14 @@ async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details
     if (!res.counted) continue;
     ctx.counted++;
     await waitUntil("idle callback", async () => ctx.receiver.arrivals.has(res.heartId), 30_000);
-    idle.push((ctx.receiver.arrivals.get(res.heartId) ?? Number.NaN) - t0);
+    const arrived = ctx.receiver.arrivals.get(res.heartId);
+    if (arrived === undefined) idleMissing++;
+    else idle.push(arrived - t0);
   }
   const idleSummary = summarize(idle);
   figures["latency.idle.p50"] = idleSummary.p50;
   figures["latency.idle.p99"] = idleSummary.p99;
+  figures["latency.idle.missing"] = idleMissing;
   const finish = openWindow(tracked(ctx));
   const load = await runCast(ctx, servers, { ratePerSecond: HEART_RATE, durationMs: OPEN_LOOP_MS, concurrency: 2_000, recordHearts: true });
   const list = load.hearts ?? [];

@@ -96,6 +96,8 @@ export interface StackOptions {
   maxConnections?: number;
   fraudRules?: ReferralServiceDeps["fraudRules"];
   retrySchedule?: ReferralServiceDeps["retrySchedule"];
+  /** ApplyEvent's group-commit bounds (tests of overload shrink them). */
+  applyEventBatch?: ReferralServiceDeps["applyEventBatch"];
   /**
    * The relay and a delivery worker on a Kafka bus (KAFKA_BROKERS), started before `startStack` returns.
    * `name` prefixes the bus's client id and the worker's consumer group, both unique per stack.
@@ -140,6 +142,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
     },
     ...(opts.fraudRules ? { fraudRules: opts.fraudRules } : {}),
     ...(opts.retrySchedule ? { retrySchedule: opts.retrySchedule } : {}),
+    ...(opts.applyEventBatch ? { applyEventBatch: opts.applyEventBatch } : {}),
   });
   const rpcPort = await rpc.listen(0);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;

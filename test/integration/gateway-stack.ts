@@ -91,7 +91,12 @@ export async function startGatewayStack(
 ): Promise<GatewayStack> {
   const serviceLog = captureLog("debug");
   const gatewayLog = captureLog("debug");
-  const stack = await startStack({ gateway: false, log: serviceLog.log, maxConnections: 10, callbackTimeoutMs: 2_000, publicBaseUrl: "http://127.0.0.1:9",
+  const stack = await startStack({
+    gateway: false,
+    log: serviceLog.log,
+    maxConnections: 10,
+    callbackTimeoutMs: 2_000,
+    publicBaseUrl: "http://127.0.0.1:9",
     ...(opts.applyEventBatch ? { applyEventBatch: opts.applyEventBatch } : {}),
   });
   const clients = createReferralServiceClients(stack.rpcUrl, TEST_SERVICE_TOKEN);

@@ -14,6 +14,7 @@ import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
 import { operatorRoutes } from "../operator/routes.js";
 import { deliveryStatsRoutes } from "../delivery/delivery-stats.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
+import type { CastHeartBatchOptions } from "../hearts/cast-heart-batch.js";
 import { accessRoutes, type AccessRouteDeps } from "../access/routes.js";
 import { createAuthInterceptor } from "../access/auth-interceptor.js";
 import { createTokenVerifier, type TokenVerifier } from "../access/service-tokens.js";
@@ -31,6 +32,8 @@ export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<A
   auth?: { verifyToken?: TokenVerifier; allowUnauthenticated?: boolean };
   /** ApplyEvent's group commit bounds (services/referral/apply-event-batch.ts defaults when omitted). */
   applyEventBatch?: ApplyEventBatchOptions;
+  /** CastHeart's group commit bounds (services/hearts/cast-heart-batch.ts defaults when omitted). */
+  castHeartBatch?: CastHeartBatchOptions;
 }
 
 /** The Connect routes of every internal service this process hosts. */

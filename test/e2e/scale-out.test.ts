@@ -21,6 +21,7 @@ import { randomBytes } from "node:crypto";
 import { fromBinary } from "@bufbuild/protobuf";
 import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { HeartVerdict, type CastHeartResponse } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { ensureServiceToken } from "../../services/access/service-tokens.js";
 import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../../services/shared/bus.js";
 import { createKafkaBus } from "../../services/shared/kafka-bus.js";
 import { createLogger } from "../../services/shared/log.js";
@@ -196,6 +197,13 @@ async function allHeartsPaid(t: { context: Context }, timeoutMs: number): Promis
     message: "every callback delivery row marked delivered",
   });
 }
+
+test.serial("replicas booting at once: concurrent bootstraps of one configured service token all succeed, and exactly one creates its row", async (t) => {
+  // The before hook started both referral services at once with the same GATEWAY_SERVICE_TOKEN; this makes the race certain.
+  const input = { name: `replica-${randomBytes(4).toString("hex")}`, token: `rst_${randomBytes(24).toString("base64url")}`, scopes: ["ingest"] as const };
+  const outcomes = await Promise.all(Array.from({ length: 4 }, () => ensureServiceToken(t.context.db.prisma, new Date(), input)));
+  t.deepEqual([...outcomes].sort(), ["created", "unchanged", "unchanged", "unchanged"]);
+});
 
 test.serial("two of each process: registered/qualified via both gateways and hearts via both referral services reach each receiver exactly once; every applied event has one outbox row, published once", async (t) => {
   t.timeout(180_000);

@@ -7,6 +7,7 @@ import { createServerInterceptor } from "../shared/interceptors.js";
 import { MAX_RPC_MESSAGE_BYTES } from "../shared/field-rules.js";
 import type { Metrics } from "../shared/metrics.js";
 import { referralRoutes } from "../referral/routes.js";
+import type { ApplyEventBatchOptions } from "../referral/apply-event-batch.js";
 import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
@@ -28,12 +29,14 @@ export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<A
    * ALLOW_UNAUTHENTICATED_RPC: a call without `authorization` acts as admin.
    */
   auth?: { verifyToken?: TokenVerifier; allowUnauthenticated?: boolean };
+  /** ApplyEvent's group commit bounds (services/referral/apply-event-batch.ts defaults when omitted). */
+  applyEventBatch?: ApplyEventBatchOptions;
 }
 
 /** The Connect routes of every internal service this process hosts. */
 export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter) => void {
   return (router) => {
-    referralRoutes(deps)(router);
+    referralRoutes(deps, deps.applyEventBatch ? { applyEventBatch: deps.applyEventBatch } : {})(router);
     serverAdminRoutes(deps)(router);
     heartRoutes(deps)(router);
     deliveryRoutes(deps)(router);

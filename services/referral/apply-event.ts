@@ -10,6 +10,7 @@ import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { periodOf } from "../shared/period.js";
 import { decide, isAnchorState, type AnchorState, type ReferralEventName, type ReferralStateName } from "./domain/transitions.js";
+import { ERROR_TEXT } from "../shared/contract.js";
 
 /** Retries of the whole transaction after a lost conditional write (version or click link). */
 export const MAX_TRANSACTION_RETRIES = 3;
@@ -99,7 +100,7 @@ async function applyOnce(tx: Tx, command: ApplyEventCommand, now: Date): Promise
     )
     SELECT click.id::text, click.server_id::text, click.referrer_identity, (SELECT id FROM inserted) AS event_id FROM click`;
   if (!click || click.server_id !== command.serverId) {
-    throw new DomainError("unknown_token", "unknown referral token for this server");
+    throw new DomainError("unknown_token", ERROR_TEXT.unknownToken);
   }
   if (click.event_id === null) return { kind: "duplicate" };
   const eventId = click.event_id;
@@ -141,7 +142,7 @@ async function readRegistrationAnchors(tx: Tx, clickId: string, serverId: string
 
 async function applyRegistered(tx: Tx, command: ApplyEventCommand, click: ClickRow, now: Date, eventId: bigint): Promise<Step> {
   const refereeIdentity = command.refereeIdentity;
-  if (refereeIdentity === null) throw new DomainError("invalid_argument", "referee_identity is required for a registered event");
+  if (refereeIdentity === null) throw new DomainError("invalid_argument", ERROR_TEXT.refereeRequired);
 
   // At most two passes: the second runs only when a concurrent transaction minted the anchor first.
   for (let pass = 0; pass < 2; pass++) {
@@ -267,7 +268,7 @@ async function linkClick(tx: Tx, clickId: string, referralId: string): Promise<v
 }
 
 /** An advanced transition, as its outbox event describes it. */
-interface Transition {
+export interface Transition {
   referralId: string;
   serverId: string;
   referrerIdentity: string;
@@ -279,7 +280,7 @@ interface Transition {
 }
 
 /** The outbox event of an applied transition (`referral.<state>` on the referrals topic). */
-function transitionEvent(t: Transition): OutboxEvent {
+export function transitionEvent(t: Transition): OutboxEvent {
   return {
     topic: REFERRALS_TOPIC,
     type: `referral.${t.to}`,

@@ -133,7 +133,12 @@ export async function startRelayProcess(group: ProcessGroup, s: SystemSettings, 
 export const E2E_RETRY_SCHEDULE = "200ms,500ms,1s,2s,3s,5s";
 
 /** Starts the delivery service (consumer + dispatcher) and waits until /readyz is 200; `env` overrides or adds settings. */
-export async function startDeliveryProcess(group: ProcessGroup, s: SystemSettings, name = "delivery", env: Record<string, string> = {}): Promise<ServiceProcess> {
+export async function startDeliveryProcess(
+  group: ProcessGroup,
+  s: SystemSettings,
+  name = "delivery",
+  env: Record<string, string> = {},
+): Promise<ServiceProcess> {
   const proc = group.spawn({
     name,
     file: "services/delivery/main.ts",

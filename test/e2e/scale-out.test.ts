@@ -143,7 +143,10 @@ test.before(async (t) => {
     // A callback answered late on a loaded machine would be retried and arrive twice (at least once, as it should); this
     // test is about scale-out, so the attempt timeout is generous (the lease, and so a takeover after the kill, follows it).
     const deliveryEnv = { CALLBACK_TIMEOUT_MS: String(CALLBACK_TIMEOUT_MS) };
-    const deliveries = [await startDeliveryProcess(group, settings, "delivery#1", deliveryEnv), await startDeliveryProcess(group, settings, "delivery#2", deliveryEnv)];
+    const deliveries = [
+      await startDeliveryProcess(group, settings, "delivery#1", deliveryEnv),
+      await startDeliveryProcess(group, settings, "delivery#2", deliveryEnv),
+    ];
     const clients = referralServices.map((s) => createServiceClients(s.rpcUrl));
     const servers: Server[] = [];
     for (let i = 0; i < SERVERS; i++) {
@@ -205,172 +208,227 @@ test.serial("replicas booting at once: concurrent bootstraps of one configured s
   t.deepEqual([...outcomes].sort(), ["created", "unchanged", "unchanged", "unchanged"]);
 });
 
-test.serial("two of each process: registered/qualified via both gateways and hearts via both referral services reach each receiver exactly once; every applied event has one outbox row, published once", async (t) => {
-  t.timeout(180_000);
-  const { gateways, clients, servers, db, relays, deliveries, brokers } = t.context;
+test.serial(
+  "two of each process: registered/qualified via both gateways and hearts via both referral services reach each receiver exactly once; every applied event has one outbox row, published once",
+  async (t) => {
+    t.timeout(180_000);
+    const { gateways, clients, servers, db, relays, deliveries, brokers } = t.context;
 
-  // Referrals: registered through one gateway, qualified through the other, an exact replay of the registration through the first is a duplicate.
-  await inPool(
-    servers.flatMap((server) => Array.from({ length: REFEREES_PER_SERVER }, (_, n) => ({ server, n }))),
-    CONCURRENCY,
-    async ({ server, n }, index) => {
-      const [first, second] = index % 2 === 0 ? [gateways[0]!, gateways[1]!] : [gateways[1]!, gateways[0]!];
-      const { token } = await clients[index % 2]!.referral.recordClick({ serverId: server.id, referrerIdentity: `referrer-${n % 3}`, ip: voterIp(9, index), userAgent: USER_AGENT });
-      const registeredEvent = { event: "registered", token, server_id: server.id, referee_identity: `referee-${n}`, server_event_id: `reg-${n}`, ts: unixNow() };
-      const registered = await postSignedEvent(first.url, server.referralSecret, registeredEvent);
-      t.is(registered.status, 200, JSON.stringify(registered.body));
-      t.is(registered.body.state, "registered");
-      const referralId = String(registered.body.referral_id);
-      t.context.applied.add(`${referralId}/registered`);
-      const qualified = await postSignedEvent(second.url, server.referralSecret, { event: "qualified", token, server_id: server.id, server_event_id: `qual-${n}`, ts: unixNow() });
-      t.is(qualified.status, 200, JSON.stringify(qualified.body));
-      t.deepEqual(qualified.body, { ok: true, referral_id: referralId, state: "qualified" });
-      t.context.applied.add(`${referralId}/qualified`);
-      const replay = await postSignedEvent(second.url, server.referralSecret, registeredEvent);
-      t.deepEqual([replay.status, replay.body], [200, { ok: true, duplicate: true }]);
-    },
-  );
-
-  // Contested: the same voter and server cast CASTS_PER_CONTEST times at once, half on each instance: exactly one counts.
-  const contests = Array.from({ length: CONTESTS }, (_, c) => ({ server: servers[c % SERVERS]!, voter: `contested-${c}`, ip: voterIp(8, c) }));
-  const contested = await Promise.all(
-    contests.map(async ({ server, voter, ip }) => {
-      const answers = await Promise.all(
-        Array.from({ length: CASTS_PER_CONTEST }, (_, k) =>
-          clients[k % 2]!.hearts.castHeart({ serverId: server.id, username: `Steve_${voter}`, voterIdentity: voter, ip, userAgent: USER_AGENT }),
-        ),
-      );
-      for (const answer of answers) noteHeart(t, server.id, answer);
-      return answers;
-    }),
-  );
-  for (const answers of contested) {
-    t.is(answers.filter((a) => a.counted).length, 1, `one of ${CASTS_PER_CONTEST} concurrent casts counts: ${answers.map((a) => a.reason).join("; ")}`);
-    t.true(answers.filter((a) => !a.counted).every((a) => a.verdict === HeartVerdict.COOLDOWN));
-  }
-
-  // The bulk: every voter votes for every server, alternating instances; a few fraud hearts (malformed username) never count.
-  const casts = Array.from({ length: VOTERS }, (_, v) => servers.map((server) => ({ server, v }))).flat();
-  await inPool(casts, CONCURRENCY * 2, async ({ server, v }, index) => {
-    const answer = await clients[index % 2]!.hearts.castHeart({ serverId: server.id, username: `Player_${v}`, voterIdentity: `voter-${v}`, ip: voterIp(1, v), userAgent: USER_AGENT });
-    t.true(answer.counted, `voter-${v} on ${server.id}: ${answer.reason}`);
-    noteHeart(t, server.id, answer);
-  });
-  for (const [i, server] of servers.entries()) {
-    const answer = await clients[i % 2]!.hearts.castHeart({ serverId: server.id, username: "bad!name", voterIdentity: `fraud-${i}`, ip: voterIp(7, i), userAgent: USER_AGENT });
-    t.is(answer.verdict, HeartVerdict.FRAUD);
-    noteHeart(t, server.id, answer);
-  }
-  const countedTotal = [...t.context.counted.values()].reduce((n, set) => n + set.size, 0);
-  t.is(countedTotal, CONTESTS + VOTERS * SERVERS);
-  t.is(await db.prisma.heart.count({ where: { counted: true } }), countedTotal);
-
-  // Every counted heart reaches its own server's receiver exactly once, verified; nothing else arrives.
-  await allHeartsPaid(t, 60_000);
-  for (const server of servers) {
-    const expected = t.context.counted.get(server.id)!;
-    t.deepEqual(server.ledger.rejected, [], "every callback's signature verifies");
-    t.deepEqual([...server.ledger.received.keys()].sort(), [...expected].sort(), "the receiver saw exactly the server's counted hearts");
-    t.deepEqual([...server.ledger.received.values()].filter((n) => n !== 1), [], "each heart id once");
-    t.is(server.receiver.requests.length, expected.size, "no other request reached the receiver");
-    for (const heartId of t.context.notCounted) t.false(server.ledger.received.has(heartId), `no callback for the non-counted heart ${heartId}`);
-  }
-  t.is(await db.prisma.delivery.count({ where: { heartId: { in: [...t.context.notCounted] } } }), 0, "no delivery for a non-counted heart");
-
-  // Every applied event has exactly one outbox row, and all were published.
-  const rows = await eventually(
-    async () => {
-      const found = await db.prisma.outboxMessage.findMany({ orderBy: { id: "asc" } });
-      return found.every((r) => r.publishedAt !== null) ? found : undefined;
-    },
-    { timeoutMs: 30_000, message: "every outbox row published" },
-  );
-  const outboxKeys = rows.map((r) => {
-    const envelope = fromBinary(EnvelopeSchema, r.payload);
-    if (envelope.payload.case === "heartCounted") return `heart/${envelope.payload.value.heartId}`;
-    if (envelope.payload.case === "referralTransitioned") return `${envelope.payload.value.referralId}/${envelope.payload.value.state}`;
-    return `${envelope.type}/${envelope.eventId}`;
-  });
-  const expectedKeys = [...t.context.applied, ...[...t.context.counted.values()].flatMap((set) => [...set].map((id) => `heart/${id}`))];
-  t.deepEqual([...outboxKeys].sort(), [...expectedKeys].sort(), "one outbox row per applied event, none for a duplicate or a non-counted heart");
-
-  // Published once: the two relays' counters add up to the rows, and a reader sees each event id once.
-  const relayCounts = await Promise.all(relays.map(async (r) => counterValue(await fetchMetrics(r.opsUrl), "relay_published_total")));
-  t.is(relayCounts[0]! + relayCounts[1]!, rows.length, `relay counters ${relayCounts.join(" + ")}`);
-  const eventIds = rows.map((r) => fromBinary(EnvelopeSchema, r.payload).eventId);
-  const ours = new Set(servers.map((s) => s.id));
-  const seen = new Map<string, number>();
-  const bus = createKafkaBus({ brokers: brokers.split(","), clientId: "e2e-scale-reader", log: createLogger("e2e-scale-reader", "silent") });
-  const subscription = await bus.subscribe({
-    groupId: `e2e-scale-reader-${randomBytes(4).toString("hex")}`,
-    topics: [HEARTS_TOPIC, REFERRALS_TOPIC],
-    fromBeginning: true,
-    handler: async (message) => {
-      const envelope = fromBinary(EnvelopeSchema, message.value);
-      if (ours.has(envelope.serverId)) seen.set(envelope.eventId, (seen.get(envelope.eventId) ?? 0) + 1);
-    },
-  });
-  try {
-    await eventually(() => eventIds.every((id) => seen.has(id)), { timeoutMs: 60_000, message: "every outbox event read back from Kafka" });
-  } finally {
-    await subscription.stop();
-    await bus.close();
-  }
-  t.is(seen.size, eventIds.length, "no event on the topics that is not in the outbox");
-  t.deepEqual([...seen.entries()].filter(([, n]) => n !== 1), [], "each event published once");
-
-  const deliveryCounts = await Promise.all(deliveries.map(async (d) => counterValue(await fetchMetrics(d.opsUrl), "callback_attempts_total", { outcome: "delivered" })));
-  t.log(`relay rows published per instance: ${relayCounts.join(" / ")}; callbacks delivered per delivery instance: ${deliveryCounts.join(" / ")}`);
-});
-
-test.serial("SIGKILL one delivery instance mid-stream: the other takes over; every heart is paid once, and only a callback sent before the kill and not recorded reaches its receiver twice", async (t) => {
-  t.timeout(180_000);
-  const { clients, servers, deliveries } = t.context;
-  const [survivor, victim] = [deliveries[0]!, deliveries[1]!];
-  // Receivers pay on arrival and answer later, so a callback can be paid and still in flight when its sender dies.
-  for (const server of servers) {
-    const slow = createPaymentLedger(() => server.callbackSecret, { answerDelayMs: KILL_ROUND_ANSWER_DELAY_MS });
-    server.respond = (request) => {
-      const answer = slow.respond(request);
-      server.ledger.respond(request);
-      return answer;
-    };
-  }
-  const before = new Map(servers.map((s) => [s.id, s.receiver.requests.length]));
-  const casts = Array.from({ length: KILL_ROUND_VOTERS }, (_, v) => servers.map((server) => ({ server, v }))).flat();
-  const load = inPool(casts, CONCURRENCY * 2, async ({ server, v }, index) => {
-    const answer = await clients[index % 2]!.hearts.castHeart({ serverId: server.id, username: `Round2_${v}`, voterIdentity: `round2-${v}`, ip: voterIp(2, v), userAgent: USER_AGENT });
-    t.true(answer.counted, answer.reason);
-    noteHeart(t, server.id, answer);
-  });
-  // Mid-stream: once callbacks of this round are arriving.
-  await eventually(() => servers.reduce((n, s) => n + s.receiver.requests.length - before.get(s.id)!, 0) >= 10, { timeoutMs: 60_000, message: "callbacks of the kill round arriving" });
-  const exit = await victim.proc.kill();
-  const killedAt = Date.now();
-  t.is(exit.signal, "SIGKILL");
-  await load;
-
-  // The survivor gets the victim's partitions after the session timeout and its leased rows after the lease.
-  await allHeartsPaid(t, 120_000);
-  t.is(survivor.proc.exitInfo, undefined, "the surviving delivery instance keeps running");
-  for (const server of servers) {
-    const expected = t.context.counted.get(server.id)!;
-    t.deepEqual(server.ledger.rejected, [], "every callback's signature verifies");
-    t.deepEqual([...server.ledger.received.keys()].sort(), [...expected].sort(), "the receiver saw exactly the server's counted hearts");
-    // At least once: a heart arrives twice only when the victim sent it before it died and had not recorded the answer
-    // (first arrival before the kill), and the survivor sent it again after the lease (second arrival after the kill).
-    const arrivals = new Map<string, number[]>();
-    for (const r of server.receiver.requests) {
-      const heartId = String((JSON.parse(r.text) as { heart_id: string }).heart_id);
-      arrivals.set(heartId, [...(arrivals.get(heartId) ?? []), r.receivedAt]);
-    }
-    const twice = [...arrivals.entries()].filter(([, at]) => at.length !== 1);
-    t.deepEqual(
-      twice.filter(([, at]) => at.length > 2 || !(at[0]! <= killedAt && at[1]! > killedAt)),
-      [],
-      "a heart arrives more than once only when its first callback was sent before the kill and not recorded",
+    // Referrals: registered through one gateway, qualified through the other, an exact replay of the registration through the first is a duplicate.
+    await inPool(
+      servers.flatMap((server) => Array.from({ length: REFEREES_PER_SERVER }, (_, n) => ({ server, n }))),
+      CONCURRENCY,
+      async ({ server, n }, index) => {
+        const [first, second] = index % 2 === 0 ? [gateways[0]!, gateways[1]!] : [gateways[1]!, gateways[0]!];
+        const { token } = await clients[index % 2]!.referral.recordClick({
+          serverId: server.id,
+          referrerIdentity: `referrer-${n % 3}`,
+          ip: voterIp(9, index),
+          userAgent: USER_AGENT,
+        });
+        const registeredEvent = {
+          event: "registered",
+          token,
+          server_id: server.id,
+          referee_identity: `referee-${n}`,
+          server_event_id: `reg-${n}`,
+          ts: unixNow(),
+        };
+        const registered = await postSignedEvent(first.url, server.referralSecret, registeredEvent);
+        t.is(registered.status, 200, JSON.stringify(registered.body));
+        t.is(registered.body.state, "registered");
+        const referralId = String(registered.body.referral_id);
+        t.context.applied.add(`${referralId}/registered`);
+        const qualified = await postSignedEvent(second.url, server.referralSecret, {
+          event: "qualified",
+          token,
+          server_id: server.id,
+          server_event_id: `qual-${n}`,
+          ts: unixNow(),
+        });
+        t.is(qualified.status, 200, JSON.stringify(qualified.body));
+        t.deepEqual(qualified.body, { ok: true, referral_id: referralId, state: "qualified" });
+        t.context.applied.add(`${referralId}/qualified`);
+        const replay = await postSignedEvent(second.url, server.referralSecret, registeredEvent);
+        t.deepEqual([replay.status, replay.body], [200, { ok: true, duplicate: true }]);
+      },
     );
-    if (twice.length > 0) t.log(`${server.id}: ${twice.length} heart(s) sent before the kill and not recorded arrived twice (paid once by heart_id)`);
-  }
-  t.is(await t.context.db.prisma.delivery.count({ where: { heartId: { in: [...t.context.notCounted] } } }), 0, "no delivery for a non-counted heart");
-});
+
+    // Contested: the same voter and server cast CASTS_PER_CONTEST times at once, half on each instance: exactly one counts.
+    const contests = Array.from({ length: CONTESTS }, (_, c) => ({ server: servers[c % SERVERS]!, voter: `contested-${c}`, ip: voterIp(8, c) }));
+    const contested = await Promise.all(
+      contests.map(async ({ server, voter, ip }) => {
+        const answers = await Promise.all(
+          Array.from({ length: CASTS_PER_CONTEST }, (_, k) =>
+            clients[k % 2]!.hearts.castHeart({ serverId: server.id, username: `Steve_${voter}`, voterIdentity: voter, ip, userAgent: USER_AGENT }),
+          ),
+        );
+        for (const answer of answers) noteHeart(t, server.id, answer);
+        return answers;
+      }),
+    );
+    for (const answers of contested) {
+      t.is(answers.filter((a) => a.counted).length, 1, `one of ${CASTS_PER_CONTEST} concurrent casts counts: ${answers.map((a) => a.reason).join("; ")}`);
+      t.true(answers.filter((a) => !a.counted).every((a) => a.verdict === HeartVerdict.COOLDOWN));
+    }
+
+    // The bulk: every voter votes for every server, alternating instances; a few fraud hearts (malformed username) never count.
+    const casts = Array.from({ length: VOTERS }, (_, v) => servers.map((server) => ({ server, v }))).flat();
+    await inPool(casts, CONCURRENCY * 2, async ({ server, v }, index) => {
+      const answer = await clients[index % 2]!.hearts.castHeart({
+        serverId: server.id,
+        username: `Player_${v}`,
+        voterIdentity: `voter-${v}`,
+        ip: voterIp(1, v),
+        userAgent: USER_AGENT,
+      });
+      t.true(answer.counted, `voter-${v} on ${server.id}: ${answer.reason}`);
+      noteHeart(t, server.id, answer);
+    });
+    for (const [i, server] of servers.entries()) {
+      const answer = await clients[i % 2]!.hearts.castHeart({
+        serverId: server.id,
+        username: "bad!name",
+        voterIdentity: `fraud-${i}`,
+        ip: voterIp(7, i),
+        userAgent: USER_AGENT,
+      });
+      t.is(answer.verdict, HeartVerdict.FRAUD);
+      noteHeart(t, server.id, answer);
+    }
+    const countedTotal = [...t.context.counted.values()].reduce((n, set) => n + set.size, 0);
+    t.is(countedTotal, CONTESTS + VOTERS * SERVERS);
+    t.is(await db.prisma.heart.count({ where: { counted: true } }), countedTotal);
+
+    // Every counted heart reaches its own server's receiver exactly once, verified; nothing else arrives.
+    await allHeartsPaid(t, 60_000);
+    for (const server of servers) {
+      const expected = t.context.counted.get(server.id)!;
+      t.deepEqual(server.ledger.rejected, [], "every callback's signature verifies");
+      t.deepEqual([...server.ledger.received.keys()].sort(), [...expected].sort(), "the receiver saw exactly the server's counted hearts");
+      t.deepEqual(
+        [...server.ledger.received.values()].filter((n) => n !== 1),
+        [],
+        "each heart id once",
+      );
+      t.is(server.receiver.requests.length, expected.size, "no other request reached the receiver");
+      for (const heartId of t.context.notCounted) t.false(server.ledger.received.has(heartId), `no callback for the non-counted heart ${heartId}`);
+    }
+    t.is(await db.prisma.delivery.count({ where: { heartId: { in: [...t.context.notCounted] } } }), 0, "no delivery for a non-counted heart");
+
+    // Every applied event has exactly one outbox row, and all were published.
+    const rows = await eventually(
+      async () => {
+        const found = await db.prisma.outboxMessage.findMany({ orderBy: { id: "asc" } });
+        return found.every((r) => r.publishedAt !== null) ? found : undefined;
+      },
+      { timeoutMs: 30_000, message: "every outbox row published" },
+    );
+    const outboxKeys = rows.map((r) => {
+      const envelope = fromBinary(EnvelopeSchema, r.payload);
+      if (envelope.payload.case === "heartCounted") return `heart/${envelope.payload.value.heartId}`;
+      if (envelope.payload.case === "referralTransitioned") return `${envelope.payload.value.referralId}/${envelope.payload.value.state}`;
+      return `${envelope.type}/${envelope.eventId}`;
+    });
+    const expectedKeys = [...t.context.applied, ...[...t.context.counted.values()].flatMap((set) => [...set].map((id) => `heart/${id}`))];
+    t.deepEqual([...outboxKeys].sort(), [...expectedKeys].sort(), "one outbox row per applied event, none for a duplicate or a non-counted heart");
+
+    // Published once: the two relays' counters add up to the rows, and a reader sees each event id once.
+    const relayCounts = await Promise.all(relays.map(async (r) => counterValue(await fetchMetrics(r.opsUrl), "relay_published_total")));
+    t.is(relayCounts[0]! + relayCounts[1]!, rows.length, `relay counters ${relayCounts.join(" + ")}`);
+    const eventIds = rows.map((r) => fromBinary(EnvelopeSchema, r.payload).eventId);
+    const ours = new Set(servers.map((s) => s.id));
+    const seen = new Map<string, number>();
+    const bus = createKafkaBus({ brokers: brokers.split(","), clientId: "e2e-scale-reader", log: createLogger("e2e-scale-reader", "silent") });
+    const subscription = await bus.subscribe({
+      groupId: `e2e-scale-reader-${randomBytes(4).toString("hex")}`,
+      topics: [HEARTS_TOPIC, REFERRALS_TOPIC],
+      fromBeginning: true,
+      handler: async (message) => {
+        const envelope = fromBinary(EnvelopeSchema, message.value);
+        if (ours.has(envelope.serverId)) seen.set(envelope.eventId, (seen.get(envelope.eventId) ?? 0) + 1);
+      },
+    });
+    try {
+      await eventually(() => eventIds.every((id) => seen.has(id)), { timeoutMs: 60_000, message: "every outbox event read back from Kafka" });
+    } finally {
+      await subscription.stop();
+      await bus.close();
+    }
+    t.is(seen.size, eventIds.length, "no event on the topics that is not in the outbox");
+    t.deepEqual(
+      [...seen.entries()].filter(([, n]) => n !== 1),
+      [],
+      "each event published once",
+    );
+
+    const deliveryCounts = await Promise.all(
+      deliveries.map(async (d) => counterValue(await fetchMetrics(d.opsUrl), "callback_attempts_total", { outcome: "delivered" })),
+    );
+    t.log(`relay rows published per instance: ${relayCounts.join(" / ")}; callbacks delivered per delivery instance: ${deliveryCounts.join(" / ")}`);
+  },
+);
+
+test.serial(
+  "SIGKILL one delivery instance mid-stream: the other takes over; every heart is paid once, and only a callback sent before the kill and not recorded reaches its receiver twice",
+  async (t) => {
+    t.timeout(180_000);
+    const { clients, servers, deliveries } = t.context;
+    const [survivor, victim] = [deliveries[0]!, deliveries[1]!];
+    // Receivers pay on arrival and answer later, so a callback can be paid and still in flight when its sender dies.
+    for (const server of servers) {
+      const slow = createPaymentLedger(() => server.callbackSecret, { answerDelayMs: KILL_ROUND_ANSWER_DELAY_MS });
+      server.respond = (request) => {
+        const answer = slow.respond(request);
+        server.ledger.respond(request);
+        return answer;
+      };
+    }
+    const before = new Map(servers.map((s) => [s.id, s.receiver.requests.length]));
+    const casts = Array.from({ length: KILL_ROUND_VOTERS }, (_, v) => servers.map((server) => ({ server, v }))).flat();
+    const load = inPool(casts, CONCURRENCY * 2, async ({ server, v }, index) => {
+      const answer = await clients[index % 2]!.hearts.castHeart({
+        serverId: server.id,
+        username: `Round2_${v}`,
+        voterIdentity: `round2-${v}`,
+        ip: voterIp(2, v),
+        userAgent: USER_AGENT,
+      });
+      t.true(answer.counted, answer.reason);
+      noteHeart(t, server.id, answer);
+    });
+    // Mid-stream: once callbacks of this round are arriving.
+    await eventually(() => servers.reduce((n, s) => n + s.receiver.requests.length - before.get(s.id)!, 0) >= 10, {
+      timeoutMs: 60_000,
+      message: "callbacks of the kill round arriving",
+    });
+    const exit = await victim.proc.kill();
+    const killedAt = Date.now();
+    t.is(exit.signal, "SIGKILL");
+    await load;
+
+    // The survivor gets the victim's partitions after the session timeout and its leased rows after the lease.
+    await allHeartsPaid(t, 120_000);
+    t.is(survivor.proc.exitInfo, undefined, "the surviving delivery instance keeps running");
+    for (const server of servers) {
+      const expected = t.context.counted.get(server.id)!;
+      t.deepEqual(server.ledger.rejected, [], "every callback's signature verifies");
+      t.deepEqual([...server.ledger.received.keys()].sort(), [...expected].sort(), "the receiver saw exactly the server's counted hearts");
+      // At least once: a heart arrives twice only when the victim sent it before it died and had not recorded the answer
+      // (first arrival before the kill), and the survivor sent it again after the lease (second arrival after the kill).
+      const arrivals = new Map<string, number[]>();
+      for (const r of server.receiver.requests) {
+        const heartId = String((JSON.parse(r.text) as { heart_id: string }).heart_id);
+        arrivals.set(heartId, [...(arrivals.get(heartId) ?? []), r.receivedAt]);
+      }
+      const twice = [...arrivals.entries()].filter(([, at]) => at.length !== 1);
+      t.deepEqual(
+        twice.filter(([, at]) => at.length > 2 || !(at[0]! <= killedAt && at[1]! > killedAt)),
+        [],
+        "a heart arrives more than once only when its first callback was sent before the kill and not recorded",
+      );
+      if (twice.length > 0) t.log(`${server.id}: ${twice.length} heart(s) sent before the kill and not recorded arrived twice (paid once by heart_id)`);
+    }
+    t.is(await t.context.db.prisma.delivery.count({ where: { heartId: { in: [...t.context.notCounted] } } }), 0, "no delivery for a non-counted heart");
+  },
+);

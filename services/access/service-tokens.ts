@@ -84,18 +84,27 @@ export type EnsureOutcome = "created" | "replaced" | "unchanged" | "revoked";
 /**
  * Bootstraps a token from a setting: the row named `name` gets this token's hash and
  * `scopes`. A different token under the same name replaces the old one (the old value
- * stops working); the same token once revoked stays revoked ("revoked").
+ * stops working); the same token once revoked stays revoked ("revoked"). Safe when several
+ * instances bootstrap the same token at once: one creates the row, the others find it.
  */
 export async function ensureServiceToken(
   prisma: PrismaClient,
   now: Date,
   input: { name: string; token: string; scopes: readonly Scope[] },
+  raced = false,
 ): Promise<EnsureOutcome> {
   const tokenHash = hashToken(input.token);
   const existing = await prisma.serviceToken.findUnique({ where: { name: input.name } });
   if (!existing) {
-    await prisma.serviceToken.create({ data: { name: input.name, tokenHash, scopes: [...input.scopes], createdAt: now } });
-    return "created";
+    try {
+      await prisma.serviceToken.create({ data: { name: input.name, tokenHash, scopes: [...input.scopes], createdAt: now } });
+      return "created";
+    } catch (error) {
+      // Failure policy: replicas booting at once race to create the row; the loser decides again against the winner's
+      // row (once: a conflict that persists, such as this hash under another name, is thrown as before).
+      if (!isUniqueViolation(error) || raced) throw error;
+      return ensureServiceToken(prisma, now, input, true);
+    }
   }
   if (existing.tokenHash === tokenHash) {
     if (existing.revokedAt) return "revoked";

@@ -132,8 +132,13 @@ export async function startRelayProcess(group: ProcessGroup, s: SystemSettings, 
 /** The compressed retry schedule of the e2e tests (about 12 s in all instead of two days). */
 export const E2E_RETRY_SCHEDULE = "200ms,500ms,1s,2s,3s,5s";
 
-/** Starts the delivery service (consumer + dispatcher) and waits until /readyz is 200. */
-export async function startDeliveryProcess(group: ProcessGroup, s: SystemSettings, name = "delivery"): Promise<ServiceProcess> {
+/** Starts the delivery service (consumer + dispatcher) and waits until /readyz is 200; `env` overrides or adds settings. */
+export async function startDeliveryProcess(
+  group: ProcessGroup,
+  s: SystemSettings,
+  name = "delivery",
+  env: Record<string, string> = {},
+): Promise<ServiceProcess> {
   const proc = group.spawn({
     name,
     file: "services/delivery/main.ts",
@@ -148,6 +153,7 @@ export async function startDeliveryProcess(group: ProcessGroup, s: SystemSetting
       CALLBACK_TIMEOUT_MS: "2000",
       ALLOW_INSECURE_CALLBACKS: "true",
       LOG_LEVEL: s.logLevel ?? "info",
+      ...env,
     },
   });
   // Logged after the consumer subscribed and the dispatcher started.

@@ -40,12 +40,16 @@ export function createAttemptRecorder(opts: { prisma: PrismaClient; log?: Logger
       queue = queue.slice(group.length);
       writing = group.length;
       try {
-        const owned = await recordAttempts(
+        const outcomes = await recordAttempts(
           opts.prisma,
           group.map((w) => w.attempt),
           opts.log,
         );
-        group.forEach((w, i) => w.resolve(owned[i] ?? false));
+        group.forEach((w, i) => {
+          const outcome = outcomes[i];
+          if (outcome?.kind === "recorded") w.resolve(outcome.owned);
+          else w.reject(outcome?.error ?? new Error("attempt not recorded"));
+        });
       } catch (error) {
         // Failure policy: the caller logs it; the leases expire and the deliveries are claimed again (at least once).
         for (const w of group) w.reject(error);

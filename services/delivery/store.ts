@@ -420,31 +420,42 @@ export interface AttemptRecord {
   autoDisableAfterMs?: number;
 }
 
+/** How recording one attempt of a batch went: whether the lease was still held, or why it could not be recorded. */
+export type RecordOutcome = { kind: "recorded"; owned: boolean } | { kind: "error"; error: unknown };
+
 /**
  * Records many attempts with what recordAttempt does for each, in as few statements as it can:
  * every delivered or retried attempt of the batch with ONE statement (attempt rows with their
  * exchanges, the deliveries' results under their leases, and each server's endpoint health,
  * folded in recording order), and the rare ones (failed for good, 410 Gone) one transaction
- * each, as they write owner notifications. Returns, per record in input order, whether the lease
- * was still held (false: the attempt is logged only).
+ * each, as they write owner notifications. Per record, in input order: whether the lease was
+ * still held (false: the attempt is logged only), or the error that kept it from being recorded;
+ * one record's error never fails the others.
  */
-export async function recordAttempts(prisma: PrismaClient, records: AttemptRecord[], log?: Logger): Promise<boolean[]> {
-  const owned: boolean[] = records.map(() => false);
+export async function recordAttempts(prisma: PrismaClient, records: AttemptRecord[], log?: Logger): Promise<RecordOutcome[]> {
+  const outcomes: RecordOutcome[] = records.map(() => ({ kind: "recorded", owned: false }));
   const bulk: number[] = [];
   const single: number[] = [];
   records.forEach((r, i) => (r.result.kind === "delivered" || r.result.kind === "retry" ? bulk : single).push(i));
   if (bulk.length > 0) {
     try {
       const changed = await recordRoutineAttempts(prisma, bulk.map((i) => records[i]!));
-      bulk.forEach((i, j) => (owned[i] = changed[j] ?? false));
+      bulk.forEach((i, j) => (outcomes[i] = { kind: "recorded", owned: changed[j] ?? false }));
     } catch (error) {
       // Failure policy: one bad item (say a byte the database refuses) must not fail its neighbours: record them one by one.
       log?.warn({ err: error, attempts: bulk.length }, "recording attempts in bulk failed; recording them one by one");
       single.push(...bulk);
     }
   }
-  for (const i of single.sort((a, b) => a - b)) owned[i] = await recordAttempt(prisma, records[i]!);
-  return owned;
+  for (const i of single.sort((a, b) => a - b)) {
+    try {
+      outcomes[i] = { kind: "recorded", owned: await recordAttempt(prisma, records[i]!) };
+    } catch (error) {
+      // Failure policy: reported for this record alone (its caller logs it; the lease expires and it is attempted again).
+      outcomes[i] = { kind: "error", error };
+    }
+  }
+  return outcomes;
 }
 
 /** The bulk statement of recordAttempts (delivered and retry results only), then any auto-disable it calls for. */

@@ -16,9 +16,10 @@ export const DEFAULT_POLL_INTERVAL_MS = 1_000;
 /** A lease outlives the attempt's timeout by this much; after it, another dispatcher may claim the row. */
 export const LEASE_MARGIN_MS = 30_000;
 /**
- * With fewer free slots than a quarter of the concurrency (and attempts in flight), a claim waits
- * this long for more slots to free up, so a busy dispatcher claims in batches, not one row per
- * finished attempt. Never longer: slots held by a slow receiver cannot hold the claim back.
+ * While attempts are in flight, a claim waits until a quarter of the concurrency (or, when the
+ * per-server caps bind first, a quarter of what is in flight) has finished since the last claim,
+ * or this long: a busy dispatcher claims in batches, not one row per finished attempt. Never
+ * longer: slots held by a slow receiver cannot hold the claim back.
  */
 export const CLAIM_BATCH_WINDOW_MS = 5;
 /** Claims pause while this many attempts per concurrency slot wait to be recorded (the database is behind). */
@@ -72,6 +73,8 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const running = new Set<Promise<void>>();
   /** Attempts from claim until the receiver answered: what the concurrency bounds. */
   let sending = 0;
+  /** Attempts that finished sending since the last claim. */
+  let freedSinceClaim = 0;
   let active = false;
   let loop: Promise<void> | undefined;
   let wakeSleeper: (() => void) | undefined;
@@ -102,6 +105,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       if (sent) return;
       sent = true;
       sending--;
+      freedSinceClaim++;
       const left = (inFlightByServer.get(delivery.serverId) ?? 1) - 1;
       if (left <= 0) inFlightByServer.delete(delivery.serverId);
       else inFlightByServer.set(delivery.serverId, left);
@@ -128,7 +132,9 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       const capacity = concurrency - sending;
       const dbBehind = recorder.pending() >= concurrency * MAX_UNRECORDED_PER_SLOT;
       if (capacity > 0 && !dbBehind) {
-        if (capacity < minClaim && sending > 0) {
+        // Enough finished to claim a batch: a quarter of the concurrency, or of what was in flight when the caps bind.
+        const enough = capacity >= minClaim && freedSinceClaim >= Math.min(minClaim, Math.ceil((sending + freedSinceClaim) / 4));
+        if (sending > 0 && !enough) {
           waitingSince ??= performance.now();
           const waited = performance.now() - waitingSince;
           if (waited < CLAIM_BATCH_WINDOW_MS) {
@@ -137,6 +143,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
           }
         }
         waitingSince = undefined;
+        freedSinceClaim = 0;
         try {
           const now = opts.now();
           const claimed = await claimDueDeliveries(opts.prisma, {

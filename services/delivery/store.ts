@@ -41,7 +41,9 @@ export async function insertDelivery(prisma: PrismaClient, d: NewDelivery): Prom
  * heart_id, and `INSERT ... ON CONFLICT DO NOTHING` makes a redelivered Kafka message add
  * nothing (exactly once per receiver key, whatever the batch); joining servers makes a deleted
  * server a no-op instead of a foreign-key error. Rows go in (server, heart) order, so two
- * instances inserting overlapping batches lock in the same order.
+ * instances inserting overlapping batches lock in the same order. A delivery is due from when its
+ * heart counted (never later than now): claims take the oldest hearts first, across servers,
+ * however the batches that stored them were grouped.
  */
 export async function insertDeliveries(prisma: PrismaClient, items: NewDelivery[]): Promise<InsertOutcome[]> {
   if (items.length === 0) return [];
@@ -79,7 +81,7 @@ export async function insertDeliveries(prisma: PrismaClient, items: NewDelivery[
     ), added AS (
       INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
       SELECT gen_random_uuid(), s.id, i.heart_id::uuid, i.heart_id, t.transport, i.event_type, i.username, i.voter_identity, i.period,
-             i.streak_day, i.counted_at, now()
+             i.streak_day, i.counted_at, least(i.counted_at, now())
       FROM input i
       JOIN servers s ON s.id = i.server_id
       CROSS JOIN (VALUES ('callback'::"DeliveryTransport"), ('votifier'::"DeliveryTransport"), ('pull'::"DeliveryTransport")) AS t(transport)

@@ -23,16 +23,14 @@ import { createHmac, randomBytes, randomUUID, timingSafeEqual } from "node:crypt
 import http from "node:http";
 import { dirname } from "node:path";
 import { fromBinary } from "@bufbuild/protobuf";
-import { createClient, type Client } from "@connectrpc/connect";
+import { createRpcClients } from "../services/shared/service-clients.js";
 import { EnvelopeSchema } from "../gen/proto/events/v1/events_pb.js";
-import { HeartService } from "../gen/proto/hearts/v1/hearts_pb.js";
-import { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import { startKafka } from "../scripts/infra/kafka.js";
 import { readDispatchSettings } from "../services/delivery/config.js";
 import { createDeliveryConsumer } from "../services/delivery/consumer.js";
 import { createDispatcher } from "../services/delivery/dispatcher.js";
 import { sendCallback, signCallback } from "../services/delivery/send-callback.js";
-import { periodOf } from "../services/hearts/domain/streak.js";
+import { periodOf } from "../services/shared/period.js";
 import { createReferralServiceServer } from "../services/referral-service/server.js";
 import { ensureServiceToken } from "../services/access/service-tokens.js";
 import { createServiceTransport } from "../services/shared/service-transport.js";
@@ -372,8 +370,7 @@ async function runPipeline(
     const rpcPort = await rpc.listen(0, "127.0.0.1");
     steps.add(() => rpc.close());
     const transport = createServiceTransport(`http://127.0.0.1:${rpcPort}`, benchToken);
-    const hearts: Client<typeof HeartService> = createClient(HeartService, transport);
-    const admin: Client<typeof ServerAdminService> = createClient(ServerAdminService, transport);
+    const { hearts, admin } = createRpcClients(transport);
 
     const serverIds: string[] = [];
     const secrets = new Map<string, string>();

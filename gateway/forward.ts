@@ -1,3 +1,4 @@
+import { isUuid } from "../services/shared/ids.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import {
   ReferralEventType,
@@ -51,11 +52,10 @@ const STATE_NAME: Partial<Record<ReferralState, ReferralEventName>> = {
   [ReferralState.REVERSED]: "reversed",
 };
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** True when `value` has the shape of a server id (a uuid); anything else cannot name a server. */
 export function isServerIdShape(value: string): boolean {
-  return UUID_PATTERN.test(value);
+  return isUuid(value);
 }
 
 function rejected(reply: HttpReply, outcome: string, cause?: unknown): KeyLookup {

@@ -1,3 +1,4 @@
+import { NIL_UUID } from "../services/shared/ids.js";
 import type { AddressInfo } from "node:net";
 import { runMain } from "../services/shared/run-main.js";
 import { createOpsHandler } from "../services/shared/health.js";
@@ -13,7 +14,6 @@ import { createDashboardRoutes } from "./dashboard/routes.js";
 import { createGatewayServer } from "./server.js";
 
 const log = createLogger("gateway");
-const NIL_UUID = "00000000-0000-0000-0000-000000000000";
 
 runMain(log, async () => {
   const config = loadGatewayConfig();

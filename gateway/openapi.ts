@@ -1,6 +1,7 @@
 import { ERROR_TEXT } from "./http-errors.js";
 import { MAX_BODY_BYTES } from "./raw-body.js";
 import { maxCharsOf, type FieldName } from "../services/shared/field-rules.js";
+import { NIL_UUID } from "../services/shared/ids.js";
 
 /** Where the gateway publishes the document. */
 export const OPENAPI_PATH = "/openapi/referral.json";
@@ -474,7 +475,7 @@ export const openApiDocument = {
                     event: "heart.test",
                     server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
                     username: "test-player",
-                    heart_id: "00000000-0000-0000-0000-000000000000",
+                    heart_id: NIL_UUID,
                     period: "2026-01",
                     timestamp: 1767225600,
                   },

@@ -1,3 +1,4 @@
+import { sendJson } from "../services/shared/send-json.js";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import { createSigningKeyCache, DEFAULT_SIGNING_KEY_CACHE_MS, type SigningKeyCache } from "./signing-key-cache.js";
 import {
@@ -330,13 +331,7 @@ function sendReply(res: ServerResponse, reply: HttpReply): void {
     res.end();
     return;
   }
-  const payload = JSON.stringify(reply.body);
-  res.writeHead(reply.status, {
-    "content-type": "application/json",
-    "content-length": Buffer.byteLength(payload),
-    ...reply.headers,
-  });
-  res.end(payload);
+  sendJson(res, reply.status, reply.body, reply.headers);
 }
 
 function writeRequestLog(

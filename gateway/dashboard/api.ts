@@ -1,3 +1,4 @@
+import { isPeriod, periodOf } from "../../services/shared/period.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions } from "@connectrpc/connect";
 import type { DashboardClients } from "./clients.js";
@@ -332,7 +333,7 @@ export const ROUTES: readonly Route[] = [
   // Hearts
   route("GET", "/hearts/ranking", async ({ clients }, { query, call }) => {
     const period = query.get("period") ?? "";
-    if (period !== "" && !/^[0-9]{4}-[0-9]{2}$/.test(period)) throw new ApiError(400, "period must be YYYY-MM");
+    if (period !== "" && !isPeriod(period)) throw new ApiError(400, "period must be YYYY-MM");
     const [ranking, { servers }] = await Promise.all([clients.hearts.getRanking({ period, limit: RANKING_LIMIT }, call), clients.admin.listServers({}, call)]);
     const names = new Map(servers.map((s) => [s.id, s.name]));
     return { body: { period: ranking.period, entries: ranking.entries.map((e) => toRankingJson(e, names)) } };
@@ -451,7 +452,7 @@ function readTime(body: Record<string, unknown>, field: string): Date {
 function readScope(query: URLSearchParams, now: Date): { scope: "all" | "month"; period: string } {
   const scope = query.get("scope") ?? "all";
   if (scope === "all") return { scope, period: "" };
-  if (scope === "month") return { scope, period: now.toISOString().slice(0, 7) };
+  if (scope === "month") return { scope, period: periodOf(now) };
   throw new ApiError(400, "scope must be all or month");
 }
 

@@ -1,3 +1,4 @@
+import { sendJson as writeJson } from "../../services/shared/send-json.js";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -351,14 +352,7 @@ async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
   return { kind: "ok", value: parsed as Record<string, unknown> };
 }
 
+/** A dashboard JSON reply: never cached, with the dashboard's security headers. */
 function sendJson(res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
-  const payload = JSON.stringify(body);
-  res.writeHead(status, {
-    "content-type": "application/json",
-    "content-length": Buffer.byteLength(payload),
-    "cache-control": "no-store",
-    ...SECURITY_HEADERS,
-    ...headers,
-  });
-  res.end(payload);
+  writeJson(res, status, body, { "cache-control": "no-store", ...SECURITY_HEADERS, ...headers });
 }

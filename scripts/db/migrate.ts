@@ -9,9 +9,7 @@
  *
  * Exit codes: 0 success, 1 failure or drift, 2 usage error. The password of DATABASE_URL is never printed.
  */
-import { realpathSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { pathToFileURL } from 'node:url';
 import {
   applyMigrations,
   createMigration,

@@ -11,12 +11,11 @@
  * running in the foreground until SIGINT/SIGTERM.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { chown, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { freePort } from '../lib/free-ports.js';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { isMainModule } from '../lib/is-main-module.js';
 import { isExecutable } from '../lib/is-executable.js';
@@ -118,7 +117,7 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
 
     let port = 0;
     for (let attempt = 1; ; attempt++) {
-      port = opts.port ?? (await findFreePort());
+      port = opts.port ?? (await freePort());
       const serverOptions = [
         `-p ${port}`,
         `-k ${shellQuote(baseDir)}`,
@@ -260,19 +259,6 @@ function run(runAs: RunAs, binary: string, args: string[], cwd: string): Promise
 async function runChecked(runAs: RunAs, binary: string, args: string[], cwd: string): Promise<void> {
   const result = await run(runAs, binary, args, cwd);
   if (result.code !== 0) throw new Error(`${binary} failed (exit ${result.code}): ${result.output.trim()}`);
-}
-
-/** Asks the OS for a free TCP port on the loopback interface. */
-function findFreePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, LOOPBACK_HOST, () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => (port ? resolve(port) : reject(new Error('could not determine a free port'))));
-    });
-  });
 }
 
 async function readTail(file: string): Promise<string> {

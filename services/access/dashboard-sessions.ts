@@ -2,7 +2,7 @@ import type { PrismaClient } from "../shared/db.js";
 import { DomainError } from "../shared/errors.js";
 import { generateLoginToken, generateSessionToken, hashToken } from "../shared/secrets.js";
 import type { DashboardSession, Owner } from "../../gen/prisma/client.js";
-import { isUuid } from "../servers/domain/ids.js";
+import { isUuid } from "../shared/ids.js";
 import { requireOwner } from "./owners.js";
 
 export type { DashboardSession as DashboardSessionRecord };

@@ -1,7 +1,7 @@
 import type { PrismaClient } from "../shared/db.js";
 import { isUniqueViolation } from "../shared/db.js";
 import { DomainError } from "../shared/errors.js";
-import { isUuid } from "../servers/domain/ids.js";
+import { isUuid } from "../shared/ids.js";
 import type { Owner, Server } from "../../gen/prisma/client.js";
 import type { OwnedResource } from "./rpc-access.js";
 

@@ -1,3 +1,5 @@
+import { isUuid } from "../shared/ids.js";
+import { isPeriod } from "../shared/period.js";
 import { fromBinary } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { EnvelopeSchema, type Envelope } from "../../gen/proto/events/v1/events_pb.js";
@@ -13,7 +15,6 @@ export const DELIVERY_CONSUMER_GROUP = "delivery.v1";
 /** Default of CONSUMER_STUCK_AFTER_MS: readiness fails after this long without progress while messages wait. */
 export const DEFAULT_CONSUMER_STUCK_AFTER_MS = 60_000;
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The consumer's dependencies. */
 export interface DeliveryConsumerOptions {
@@ -72,8 +73,8 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
   if (envelope.payload.case !== "heartCounted") return { kind: "poison", code: "incomplete", error: "heart.counted without a heartCounted payload" };
   const h = envelope.payload.value;
   const serverId = h.serverId || envelope.serverId;
-  if (!UUID_PATTERN.test(h.heartId) || !UUID_PATTERN.test(serverId)) return { kind: "poison", code: "incomplete", error: "heart_id or server_id is not a uuid" };
-  if (h.username === "" || h.voterIdentity === "" || !/^[0-9]{4}-[0-9]{2}$/.test(h.period)) {
+  if (!isUuid(h.heartId) || !isUuid(serverId)) return { kind: "poison", code: "incomplete", error: "heart_id or server_id is not a uuid" };
+  if (h.username === "" || h.voterIdentity === "" || !isPeriod(h.period)) {
     return { kind: "poison", code: "incomplete", error: "heart.counted payload is missing username, voter_identity or period" };
   }
   const countedAt = h.countedAt ?? envelope.occurredAt;

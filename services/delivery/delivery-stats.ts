@@ -11,7 +11,7 @@ import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { dailyWindow, readWindowSize } from "../shared/stats-window.js";
-import { requireServerId } from "../servers/server-store.js";
+import { requireServerId } from "../servers/server-exists.js";
 import { DEFAULT_STATS_DAYS, MAX_STATS_DAYS } from "../hearts/heart-stats.js";
 import { TRANSPORT_FROM_PROTO } from "./routes.js";
 

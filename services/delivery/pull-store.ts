@@ -1,3 +1,4 @@
+import { isUuid, NIL_UUID } from "../shared/ids.js";
 import type { PrismaClient } from "../shared/db.js";
 import { DomainError } from "../shared/errors.js";
 
@@ -16,7 +17,6 @@ export const MAX_PULL_CLAIM = 500;
 /** What the attempt log shows as the target of a claim. */
 export const PULL_CLAIM_TARGET = "pull API claim";
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** One heart waiting to be claimed. */
 export interface PullHeartRow {
@@ -42,7 +42,7 @@ export function encodePullCursor(cursor: PullCursor): string {
 export function decodePullCursor(text: string): PullCursor {
   const [iso = "", id = ""] = Buffer.from(text, "base64url").toString("utf8").split("|");
   const createdAt = new Date(iso);
-  if (!UUID_PATTERN.test(id) || Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== iso) {
+  if (!isUuid(id) || Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== iso) {
     throw new DomainError("invalid_argument", "cursor is not valid");
   }
   return { createdAt, id };
@@ -71,7 +71,7 @@ export async function listPullHearts(
     SELECT id::text, created_at, heart_id::text, username, period, counted_at, streak_day
     FROM deliveries
     WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending'
-      AND (${after === null} OR (created_at, id) > (${after?.createdAt ?? new Date(0)}::timestamptz, ${after?.id ?? "00000000-0000-0000-0000-000000000000"}::uuid))
+      AND (${after === null} OR (created_at, id) > (${after?.createdAt ?? new Date(0)}::timestamptz, ${after?.id ?? NIL_UUID}::uuid))
     ORDER BY created_at, id
     LIMIT ${q.limit + 1}`;
   const page = rows.slice(0, q.limit);
@@ -97,7 +97,7 @@ export async function claimPullHearts(
   q: { serverId: string; heartIds: string[]; now: Date },
 ): Promise<Array<{ heartId: string; status: PullClaimStatus }>> {
   if (q.heartIds.length > MAX_PULL_CLAIM) throw new DomainError("invalid_argument", `heart_ids must hold at most ${MAX_PULL_CLAIM} ids`);
-  const ids = [...new Set(q.heartIds.filter((id) => UUID_PATTERN.test(id)).map((id) => id.toLowerCase()))];
+  const ids = [...new Set(q.heartIds.filter((id) => isUuid(id)).map((id) => id.toLowerCase()))];
   const claimed = new Set<string>();
   const delivered = new Set<string>();
   if (ids.length > 0) {

@@ -1,3 +1,5 @@
+import { isUuid } from "../shared/ids.js";
+import { requireServerId } from "../servers/server-exists.js";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
@@ -28,18 +30,16 @@ import type { Delivery as DeliveryRow, DeliveryAttempt as AttemptRow } from "../
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
-import { canonicalString, formatIngestSignature } from "../shared/signature.js";
-import { periodOf } from "../hearts/domain/streak.js";
+import { sendTestReferralEvent } from "../referral/send-test-referral-event.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
-import { createCallbackTransport } from "./callback-transport.js";
-import { LEASE_MARGIN_MS } from "./dispatcher.js";
 import { readEndpointHealth, type EndpointWindow } from "./endpoint-health.js";
-import { performAttempt } from "./perform-attempt.js";
+import { listDeliveries } from "./list-deliveries.js";
 import { claimPullHearts, listPullHearts, toPullLimit, type PullClaimStatus as PullClaimStatusName } from "./pull-store.js";
+import { redeliver, redeliverFailedSince } from "./redeliver.js";
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
-import { sendCallback, toHttpExchange } from "./send-callback.js";
-import { sendVotifierVote, VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, votifierTargetName } from "./send-votifier.js";
-import { insertTestDelivery, loadCallbackSecrets, loadNewestReferralSecret } from "./store.js";
+import { sendTestCallback } from "./send-test-callback.js";
+import { sendTestVote } from "./send-test-vote.js";
+import { votifierTargetName } from "./send-votifier.js";
 
 /** What DeliveryService needs beyond the core deps; the lead's config provides them. */
 export interface DeliveryRouteDeps {
@@ -53,16 +53,7 @@ export interface DeliveryRouteDeps {
   retrySchedule?: RetrySchedule;
 }
 
-/** Deliveries per page when the caller gives no limit, and the most one page may hold. */
-export const DEFAULT_DELIVERY_PAGE = 50;
-export const MAX_DELIVERY_PAGE = 500;
-/** Username of a test callback when the owner gives none. */
-export const TEST_CALLBACK_USERNAME = "TestPlayer";
-/** The ingest path "send test referral event" posts to. */
-export const INGEST_PATH = "/api/referral/events";
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const REFERRAL_EVENTS = ["registered", "qualified", "reversed"];
 
 const STATUS_TO_PROTO = { pending: DeliveryStatus.PENDING, delivered: DeliveryStatus.DELIVERED, failed: DeliveryStatus.FAILED } as const;
 const STATUS_FROM_PROTO: Partial<Record<DeliveryStatus, "pending" | "delivered" | "failed">> = {
@@ -94,22 +85,13 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
   return (router) => {
     router.service(DeliveryService, {
       async listDeliveries(req) {
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         if (req.limit < 0) throw new DomainError("invalid_argument", "limit must not be negative");
         const status = STATUS_FROM_PROTO[req.status];
         const transport = TRANSPORT_FROM_PROTO[req.transport];
         // The player search is bounded like the username it searches (services/shared/field-rules.ts): a NUL or over-long value is 400, never a query.
         const username = boundField("username", req.username).trim();
-        const rows = await deps.prisma.delivery.findMany({
-          where: {
-            serverId,
-            ...(status ? { status } : {}),
-            ...(transport ? { transport } : {}),
-            ...(username === "" ? {} : { username: { contains: username, mode: "insensitive" } }),
-          },
-          orderBy: [{ createdAt: "desc" }, { id: "asc" }],
-          take: Math.min(req.limit === 0 ? DEFAULT_DELIVERY_PAGE : req.limit, MAX_DELIVERY_PAGE),
-        });
+        const rows = await listDeliveries(deps, { serverId, status, transport, username, limit: req.limit });
         return create(ListDeliveriesResponseSchema, { deliveries: rows.map(toDeliveryMessage) });
       },
 
@@ -121,57 +103,28 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
 
       async redeliver(req) {
         const row = await findDelivery(deps, req.deliveryId, req.serverId);
-        // Conditional write: only a finished delivery goes back to the queue, with a fresh retry cycle; the attempt log stays.
-        const changed = await deps.prisma.delivery.updateMany({
-          where: { id: row.id, status: { in: ["failed", "delivered"] } },
-          data: requeueData(deps.now()),
-        });
-        if (changed.count !== 1) throw new DomainError("failed_precondition", "delivery is already pending; it will be sent when due");
-        const updated = await deps.prisma.delivery.findUniqueOrThrow({ where: { id: row.id } });
+        const updated = await redeliver(deps, row);
         return create(RedeliverResponseSchema, { delivery: toDeliveryMessage(updated) });
       },
 
       async redeliverFailedSince(req) {
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         if (!req.since) throw new DomainError("invalid_argument", "since is required");
-        const changed = await deps.prisma.delivery.updateMany({
-          where: { serverId, status: "failed", failedAt: { gte: timestampDate(req.since) } },
-          data: requeueData(deps.now()),
-        });
-        return create(RedeliverFailedSinceResponseSchema, { requeued: changed.count });
+        return create(RedeliverFailedSinceResponseSchema, { requeued: await redeliverFailedSince(deps, serverId, timestampDate(req.since)) });
       },
 
       async sendTestCallback(req) {
         const username = boundField("username", req.username);
-        const serverId = await requireServer(deps, req.serverId);
-        const server = await deps.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
-        if (!server.callbackUrl) throw new DomainError("failed_precondition", "no callback URL configured: set one in the integration tab first");
-        const now = deps.now();
-        const secrets = await loadCallbackSecrets(deps.prisma, deps.secretBox, serverId, now);
-        if (secrets.length === 0) throw new DomainError("failed_precondition", "no active callback secret: rotate the callback secret to create one");
-        // A delivery like any other: stored, first attempt here and now (leased to this call), retried by the dispatcher.
-        const delivery = await insertTestDelivery(deps.prisma, {
-          serverId,
-          username: username.trim() === "" ? TEST_CALLBACK_USERNAME : username,
-          period: periodOf(now),
-          now,
-          leaseUntil: new Date(now.getTime() + deps.callbackTimeoutMs + LEASE_MARGIN_MS),
-          callbackUrl: server.callbackUrl,
-          standardWebhooks: server.standardWebhooks,
-        });
-        const attemptDeps = { ...deps, schedule: retrySchedule, timeoutMs: deps.callbackTimeoutMs, allowInsecure: deps.allowInsecureCallbacks };
-        const report = await performAttempt(attemptDeps, createCallbackTransport(attemptDeps), delivery);
-        // Failure policy: the secret was revoked between the check and the attempt; the delivery stays pending, held like any other.
-        if (report.kind === "released") throw new DomainError("failed_precondition", "no active callback secret: rotate the callback secret to create one");
-        const stored = await deps.prisma.delivery.findUniqueOrThrow({ where: { id: delivery.id } });
+        const serverId = await requireServerId(deps, req.serverId);
+        const { exchange, delivery } = await sendTestCallback({ ...deps, retrySchedule }, serverId, username);
         return create(SendTestCallbackResponseSchema, {
-          report: toReport(report.outcome.exchange),
-          delivery: toDeliveryMessage(stored),
+          report: toReport(exchange),
+          delivery: toDeliveryMessage(delivery),
         });
       },
 
       async getEndpointHealth(req) {
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         const health = await readEndpointHealth(deps.prisma, serverId, deps.now());
         return create(GetEndpointHealthResponseSchema, {
           serverId,
@@ -193,57 +146,13 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       },
 
       async sendTestReferralEvent(req) {
-        const serverId = await requireServer(deps, req.serverId);
-        const event = req.event.trim() === "" ? "registered" : req.event.trim();
-        if (!REFERRAL_EVENTS.includes(event)) throw new DomainError("invalid_argument", "event must be one of registered|qualified|reversed");
-        const now = deps.now();
-        const secret = await loadNewestReferralSecret(deps.prisma, deps.secretBox, serverId, now);
-        if (!secret) throw new DomainError("failed_precondition", "no active referral secret: create one in the referrals tab first");
-        const t = Math.floor(now.getTime() / 1000);
-        const body = JSON.stringify({
-          event,
-          token: "test-token",
-          server_id: serverId,
-          referee_identity: "test-player",
-          server_event_id: `dashboard-test-${now.getTime()}`,
-          ts: t,
-          test: true,
-        });
-        const request = {
-          url: `${deps.publicBaseUrl.replace(/\/+$/, "")}${INGEST_PATH}`,
-          body,
-          headers: { "Content-Type": "application/json", "X-Service-Signature": formatIngestSignature(secret.secret, t, body, secret.kid) },
-          canonicalString: canonicalString(t, body),
-        };
-        // The service's own public endpoint is trusted configuration, so the callback address guard does not apply.
-        const outcome = await sendCallback(request, { timeoutMs: deps.callbackTimeoutMs, allowInsecure: true, now: deps.now });
-        return create(SendTestReferralEventResponseSchema, { report: toReport({ ...toHttpExchange(request, outcome), signedString: request.canonicalString }) });
+        const serverId = await requireServerId(deps, req.serverId);
+        return create(SendTestReferralEventResponseSchema, { report: toReport(await sendTestReferralEvent(deps, serverId, req.event)) });
       },
 
       async sendTestVote(req) {
-        const serverId = await requireServer(deps, req.serverId);
-        const server = await deps.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
-        if (!server.votifierHost || !server.votifierPort || !server.votifierToken) {
-          throw new DomainError("failed_precondition", "Votifier is not set up: set host, port, token and service name in the integration tab first");
-        }
-        const target = { host: server.votifierHost, port: server.votifierPort };
-        let token: string;
-        try {
-          token = deps.secretBox.open(server.votifierToken);
-        } catch {
-          // Failure policy: a token sealed under another SECRETS_KEY cannot be used; tell the owner to set it again.
-          throw new DomainError("failed_precondition", "the stored Votifier token cannot be decrypted: set the token again");
-        }
-        const outcome = await sendVotifierVote(
-          { ...target, token },
-          {
-            serviceName: server.votifierServiceName ?? "",
-            username: req.username.trim() === "" ? TEST_CALLBACK_USERNAME : req.username.trim(),
-            address: VOTIFIER_VOTE_ADDRESS,
-            timestamp: deps.now().getTime(),
-          },
-          { timeoutMs: VOTIFIER_TIMEOUT_MS, allowInsecure: deps.allowInsecureCallbacks },
-        );
+        const serverId = await requireServerId(deps, req.serverId);
+        const { target, outcome } = await sendTestVote(deps, serverId, req.username);
         return create(SendTestVoteResponseSchema, {
           report: create(VoteReportSchema, {
             target: votifierTargetName(target),
@@ -259,7 +168,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       },
 
       async listPullHearts(req) {
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         const page = await listPullHearts(deps.prisma, { serverId, cursor: req.cursor.trim(), limit: toPullLimit(req.limit) });
         return create(ListPullHeartsResponseSchema, {
           hearts: page.hearts.map((h) => ({
@@ -274,7 +183,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       },
 
       async claimPullHearts(req) {
-        const serverId = await requireServer(deps, req.serverId);
+        const serverId = await requireServerId(deps, req.serverId);
         const results = await claimPullHearts(deps.prisma, { serverId, heartIds: req.heartIds, now: deps.now() });
         return create(ClaimPullHeartsResponseSchema, { results: results.map((r) => ({ heartId: r.heartId, status: CLAIM_STATUS_TO_PROTO[r.status] })) });
       },
@@ -282,24 +191,13 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
   };
 }
 
-function requeueData(now: Date) {
-  return { status: "pending" as const, attempts: 0, nextAttemptAt: now, leaseUntil: null, failedAt: null, deliveredAt: null };
-}
-
-async function requireServer(deps: CoreDeps, rawId: string): Promise<string> {
-  const id = rawId.trim();
-  if (id === "") throw new DomainError("invalid_argument", "server_id is required");
-  const found = UUID_PATTERN.test(id) ? await deps.prisma.server.findUnique({ where: { id }, select: { id: true } }) : null;
-  if (!found) throw new DomainError("unknown_server", "unknown server");
-  return id;
-}
 
 /** The delivery `rawId`; with `rawServerId`, only when it belongs to that server (another server's id is unknown). */
 async function findDelivery(deps: CoreDeps, rawId: string, rawServerId = ""): Promise<DeliveryRow> {
   const id = rawId.trim();
   if (id === "") throw new DomainError("invalid_argument", "delivery_id is required");
-  const serverId = rawServerId.trim() === "" ? undefined : await requireServer(deps, rawServerId);
-  const row = UUID_PATTERN.test(id) ? await deps.prisma.delivery.findUnique({ where: { id } }) : null;
+  const serverId = rawServerId.trim() === "" ? undefined : await requireServerId(deps, rawServerId);
+  const row = isUuid(id) ? await deps.prisma.delivery.findUnique({ where: { id } }) : null;
   if (!row || (serverId !== undefined && row.serverId !== serverId)) throw new DomainError("not_found", "unknown delivery");
   return row;
 }

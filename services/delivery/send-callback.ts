@@ -11,8 +11,6 @@ import { parseRetryAfter } from "./retry-schedule.js";
 export const CALLBACK_TIMEOUT_MS = 10_000;
 /** How much of a receiver's response body is kept for the attempt log and test reports. */
 export const MAX_RESPONSE_BODY_BYTES = 4096;
-/** heart_id of a `heart.test` callback: the nil uuid, so no receiver pays for it. */
-export const NIL_UUID = "00000000-0000-0000-0000-000000000000";
 /** The error recorded for a 410 Gone: the server's callback is disabled and its deliveries held. */
 export const GONE_ERROR = "receiver answered 410 Gone: callback disabled, deliveries held until re-enabled";
 /** Sent as User-Agent so receivers can recognise (and allow-list) the service. */

@@ -1,3 +1,4 @@
+import { activeSecretWhere, activeSecretsNewestFirst } from "../servers/domain/secret-policy.js";
 import type { PrismaClient } from "../shared/db.js";
 import type { Logger } from "../shared/log.js";
 import type { SecretBox } from "../shared/secrets.js";
@@ -6,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import { toStoredExchange, type AttemptExchange } from "./attempt-exchange.js";
 import { autoDisableIfFailingTooLong, recordEndpointHealth } from "./endpoint-health.js";
 import { notifyDeliveryFailed, notifyEndpointDisabled } from "./owner-notifications.js";
-import { NIL_UUID } from "./send-callback.js";
+import { NIL_UUID } from "../shared/ids.js";
 import type { SentTransport } from "./transport.js";
 
 /** A counted heart, as the consumer turns it into a delivery. */
@@ -228,7 +229,7 @@ export async function claimDueDeliveries(
       votifier_port: number | null;
       votifier_service_name: string | null;
       votifier_token: string | null;
-      callback_secrets: string[] | null;
+      callback_secrets: { kid: string; ciphertext: string; created_at: string; expires_at: string | null; revoked_at: string | null }[] | null;
       last_day: Date | string | null;
       streak_days: number | null;
     }[]
@@ -244,7 +245,7 @@ export async function claimDueDeliveries(
         AND ((d.transport = 'callback'
               AND s.callback_url IS NOT NULL
               AND s.callback_disabled_at IS NULL
-              AND EXISTS (
+              AND EXISTS ( -- an active callback secret (servers/domain/secret-policy.ts#isSecretActive)
                 SELECT 1 FROM server_secrets k
                 WHERE k.server_id = s.id AND k.purpose = 'callback' AND k.revoked_at IS NULL
                   AND (k.expires_at IS NULL OR k.expires_at > ${q.now}::timestamptz)))
@@ -272,11 +273,11 @@ export async function claimDueDeliveries(
               d.attempts, d.lease_until, d.transport, d.counted_at, s.callback_url, s.standard_webhooks,
               s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token,
               chosen.last_day, chosen.streak_days,
-              CASE WHEN d.transport = 'callback' THEN ARRAY(
-                SELECT k.ciphertext FROM server_secrets k
-                WHERE k.server_id = d.server_id AND k.purpose = 'callback' AND k.revoked_at IS NULL
-                  AND (k.expires_at IS NULL OR k.expires_at > ${q.now}::timestamptz)
-                ORDER BY k.created_at DESC, k.id DESC) END AS callback_secrets`;
+              CASE WHEN d.transport = 'callback' THEN (
+                SELECT coalesce(json_agg(json_build_object('kid', k.kid, 'ciphertext', k.ciphertext, 'created_at', k.created_at,
+                                                           'expires_at', k.expires_at, 'revoked_at', k.revoked_at)), '[]'::json)
+                FROM server_secrets k
+                WHERE k.server_id = d.server_id AND k.purpose = 'callback' AND k.revoked_at IS NULL) END AS callback_secrets`;
   return rows.map((r) => ({
     id: r.id,
     serverId: r.server_id,
@@ -295,9 +296,21 @@ export async function claimDueDeliveries(
       r.votifier_host !== null && r.votifier_token !== null
         ? { host: r.votifier_host, port: r.votifier_port ?? 0, serviceName: r.votifier_service_name ?? "", sealedToken: r.votifier_token }
         : null,
-    ...(r.callback_secrets === null ? {} : { sealedCallbackSecrets: r.callback_secrets }),
+    ...(r.callback_secrets === null ? {} : { sealedCallbackSecrets: sealedActiveSecrets(r.callback_secrets, q.now) }),
     voterStreak: r.last_day === null || r.streak_days === null ? null : { lastDay: new Date(r.last_day), streakDays: r.streak_days },
   }));
+}
+
+/** The claimed secret rows that are active at `now`, newest first (secret-policy's rule), still sealed. */
+function sealedActiveSecrets(rows: { kid: string; ciphertext: string; created_at: string; expires_at: string | null; revoked_at: string | null }[], now: Date): string[] {
+  const secrets = rows.map((k) => ({
+    kid: k.kid,
+    ciphertext: k.ciphertext,
+    createdAt: new Date(k.created_at),
+    expiresAt: k.expires_at === null ? null : new Date(k.expires_at),
+    revokedAt: k.revoked_at === null ? null : new Date(k.revoked_at),
+  }));
+  return activeSecretsNewestFirst(secrets, now).map((k) => k.ciphertext);
 }
 
 /**
@@ -305,12 +318,8 @@ export async function claimDueDeliveries(
  * not past the end of their rotation overlap.
  */
 export async function loadCallbackSecrets(prisma: PrismaClient, secretBox: SecretBox, serverId: string, now: Date): Promise<string[]> {
-  const rows = await prisma.serverSecret.findMany({
-    where: { serverId, purpose: "callback", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
-    orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-    select: { ciphertext: true },
-  });
-  return rows.map((r) => secretBox.open(r.ciphertext));
+  const rows = await prisma.serverSecret.findMany({ where: { serverId, purpose: "callback", ...activeSecretWhere(now) } });
+  return activeSecretsNewestFirst(rows, now).map((r) => secretBox.open(r.ciphertext));
 }
 
 /** The newest active referral secret with its kid, or null. */
@@ -320,11 +329,7 @@ export async function loadNewestReferralSecret(
   serverId: string,
   now: Date,
 ): Promise<{ kid: string; secret: string } | null> {
-  const row = await prisma.serverSecret.findFirst({
-    where: { serverId, purpose: "referral", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
-    orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-    select: { kid: true, ciphertext: true },
-  });
+  const [row] = activeSecretsNewestFirst(await prisma.serverSecret.findMany({ where: { serverId, purpose: "referral", ...activeSecretWhere(now) } }), now);
   return row ? { kid: row.kid, secret: secretBox.open(row.ciphertext) } : null;
 }
 

@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { GetHeartStatsResponseSchema, HeartCountBucketSchema, type GetHeartStatsRequest, type GetHeartStatsResponse } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { dailyWindow, monthlyWindow, readWindowSize, type StatsWindow } from "../shared/stats-window.js";
-import { requireServerId } from "../servers/server-store.js";
+import { requireServerId } from "../servers/server-exists.js";
 
 /** Days and months charted when the caller gives none, and the most allowed. */
 export const DEFAULT_STATS_DAYS = 30;

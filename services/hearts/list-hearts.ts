@@ -10,8 +10,8 @@ import {
 } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
-import { isUuid } from "../servers/domain/ids.js";
-import { requireServerId } from "../servers/server-store.js";
+import { isUuid } from "../shared/ids.js";
+import { requireServerId } from "../servers/server-exists.js";
 
 /** Hearts per page when the caller gives no page size, and the most one page may hold. */
 export const DEFAULT_HEARTS_PAGE = 50;

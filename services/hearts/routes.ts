@@ -1,3 +1,4 @@
+import { serverExists } from "../servers/server-exists.js";
 import { randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
@@ -19,10 +20,11 @@ import { boundField } from "../shared/field-rules.js";
 import { DEFAULT_FRAUD_RULES, type FraudRules } from "./domain/fraud-rules.js";
 import { toVoterAddress } from "./domain/ip.js";
 import { fraudWindows, scoreHeart } from "./domain/score-heart.js";
-import { HEART_COOLDOWN_MS, isPeriod, periodOf } from "./domain/streak.js";
+import { HEART_COOLDOWN_MS } from "./domain/streak.js";
+import { isPeriod, periodOf } from "../shared/period.js";
 import { getHeartStats } from "./heart-stats.js";
 import { listHearts } from "./list-hearts.js";
-import { countFraudSignals, countHeart, readRanking, recordFraudHeart, serverExists, type HeartRecord } from "./store.js";
+import { countFraudSignals, countHeart, readRanking, recordFraudHeart, type HeartRecord } from "./store.js";
 
 /** What HeartService needs: the core deps and, optionally, a fraud rule set (defaults otherwise). */
 export type HeartRouteDeps = CoreDeps & { fraudRules?: FraudRules };
@@ -30,8 +32,6 @@ export type HeartRouteDeps = CoreDeps & { fraudRules?: FraudRules };
 /** Ranking page size when the caller gives none, and the most one page may hold. */
 export const DEFAULT_RANKING_LIMIT = 100;
 export const MAX_RANKING_LIMIT = 1000;
-
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Registers HeartService (CastHeart, GetRanking, ListHearts, GetHeartStats) on a Connect router. */
 export function heartRoutes(deps: HeartRouteDeps): (router: ConnectRouter) => void {
@@ -63,7 +63,7 @@ async function castHeart(deps: CoreDeps, rules: FraudRules, req: CastHeartReques
   const userAgent = boundField("user_agent", req.userAgent);
   const address = toVoterAddress(boundField("ip", req.ip));
   if (address === null) throw new DomainError("invalid_argument", "ip must be an IPv4 or IPv6 address");
-  if (!UUID_PATTERN.test(serverId) || !(await serverExists(deps.prisma, serverId))) {
+  if (!(await serverExists(deps.prisma, serverId))) {
     throw new DomainError("unknown_server", "unknown server");
   }
 

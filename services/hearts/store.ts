@@ -26,12 +26,6 @@ export interface HeartRecord {
 /** How the counting transaction ended. */
 export type CountOutcome = { kind: "counted"; streakDay: number } | { kind: "cooldown"; nextEligibleAt: Date };
 
-/** True when a server with this id exists. */
-export async function serverExists(prisma: PrismaClient, serverId: string): Promise<boolean> {
-  const rows = await prisma.$queryRaw<unknown[]>`SELECT 1 FROM servers WHERE id = ${serverId}::uuid`;
-  return rows.length > 0;
-}
-
 /**
  * Counts the fraud signals for a heart (see FraudCounts); each count includes the
  * heart being cast. Identity rules look at this server only; velocity at every server.

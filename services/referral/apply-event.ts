@@ -8,7 +8,7 @@ import { DomainError, IllegalTransition } from "../shared/errors.js";
 import { toOutboxRow, writeOutbox, type OutboxEvent } from "../shared/outbox.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
-import { toPeriod } from "./domain/period.js";
+import { periodOf } from "../shared/period.js";
 import { decide, isAnchorState, type AnchorState, type ReferralEventName, type ReferralStateName } from "./domain/transitions.js";
 
 /** Retries of the whole transaction after a lost conditional write (version or click link). */
@@ -238,7 +238,7 @@ async function applyProgress(
         referralId: anchor.id,
         serverId: click.server_id,
         referrerIdentity: anchor.referrerIdentity,
-        period: toPeriod(now),
+        period: periodOf(now),
         creditedAt: now,
       },
     });

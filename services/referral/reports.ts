@@ -1,7 +1,8 @@
+import { requireServer } from "../servers/server-exists.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
-import { isUuid } from "../servers/domain/ids.js";
-import { periodRange } from "./domain/period.js";
+import { isUuid } from "../shared/ids.js";
+import { periodRange } from "../shared/period.js";
 import type { AnchorState } from "./domain/transitions.js";
 
 /** Leaderboard rows returned when the caller sets no limit. */
@@ -127,11 +128,4 @@ export async function getFunnel(deps: CoreDeps, input: { serverId: string; perio
 
 function ratio(part: number, whole: number): number {
   return whole === 0 ? 0 : part / whole;
-}
-
-async function requireServer(deps: CoreDeps, rawServerId: string): Promise<string> {
-  const serverId = rawServerId.trim();
-  const exists = isUuid(serverId) && (await deps.prisma.server.count({ where: { id: serverId } })) === 1;
-  if (!exists) throw new DomainError("unknown_server", "unknown server");
-  return serverId;
 }

@@ -18,7 +18,17 @@ runMain(log, async () => {
   const prisma = createPrisma(config.databaseUrl, { maxConnections: 4 });
   const metrics = createMetrics("relay");
   const bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "relay", log });
-  const relay = createRelay({ prisma, bus, log, batchSize: config.batchSize, pollIntervalMs: config.pollIntervalMs, registry: metrics.registry, stuckAfterMs: config.stuckAfterMs });
+  const relay = createRelay({
+    prisma,
+    bus,
+    log,
+    batchSize: config.batchSize,
+    pollIntervalMs: config.pollIntervalMs,
+    // Wake on commit (LISTEN); the poll slows to the safety interval while notifications arrive.
+    notifications: { databaseUrl: config.databaseUrl, safetyPollIntervalMs: config.safetyPollIntervalMs },
+    registry: metrics.registry,
+    stuckAfterMs: config.stuckAfterMs,
+  });
   const startup = createStartup(log);
   let draining = false;
   const ops = createOpsServer({

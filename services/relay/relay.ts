@@ -1,8 +1,9 @@
 import { Gauge, Counter, type Registry } from "prom-client";
 import { RejectedMessagesError, type EventBus } from "../shared/bus.js";
-import type { PrismaClient } from "../shared/db.js";
+import type { PrismaClient, Tx } from "../shared/db.js";
 import { createDeadLetterCounter, moveOutboxRowsToDeadLetters, type PoisonRow } from "../shared/dead-letters.js";
 import type { Logger } from "../shared/log.js";
+import { createCommitListener } from "./commit-listener.js";
 
 /** Advisory-lock namespace of the relay's per-shard locks (any constant unique to this use). */
 const RELAY_LOCK_NAMESPACE = 7_100_101;
@@ -10,16 +11,31 @@ const RELAY_LOCK_NAMESPACE = 7_100_101;
 export const DEFAULT_RELAY_STUCK_AFTER_MS = 60_000;
 /** Longest last-error text quoted by the readiness check. */
 const MAX_ERROR_CHARS = 300;
+/** Default of `batchSize`: rows claimed, and sent to the bus, at a time. */
+export const DEFAULT_RELAY_BATCH_SIZE = 2_000;
+/** Default of `pollIntervalMs`: the poll while commit notifications are not known to arrive. */
+export const DEFAULT_RELAY_POLL_INTERVAL_MS = 25;
+/** Default of `notifications.safetyPollIntervalMs`: the poll kept as a safety net while notifications arrive. */
+export const DEFAULT_RELAY_SAFETY_POLL_INTERVAL_MS = 1_000;
+/** A pass stops claiming more batches after this long, then commits (progress is durable, shards change hands). */
+const PASS_BUDGET_MS = 1_000;
 
 /** Settings of one relay instance. */
 export interface RelayOptions {
   prisma: PrismaClient;
   bus: EventBus;
   log: Logger;
-  /** Rows claimed per transaction. */
+  /** Rows claimed (and sent to the bus) at a time; a pass handles several batches. Default DEFAULT_RELAY_BATCH_SIZE. */
   batchSize?: number;
-  /** Sleep between polls when the outbox is drained. */
+  /** Sleep between polls when the outbox is drained and no commit notifications arrive. Default DEFAULT_RELAY_POLL_INTERVAL_MS. */
   pollIntervalMs?: number;
+  /**
+   * Wake on commit: LISTEN on this database for the outbox trigger's notifications
+   * (OUTBOX_COMMITTED_CHANNEL); while they are known to arrive, the poll slows to
+   * `safetyPollIntervalMs` (default DEFAULT_RELAY_SAFETY_POLL_INTERVAL_MS). Without it (or where
+   * notifications do not arrive: embedded PGlite) the relay polls every `pollIntervalMs`.
+   */
+  notifications?: { databaseUrl: string; safetyPollIntervalMs?: number };
   /** Registry for the lag and dead-letter metrics; none when omitted. */
   registry?: Registry;
   /**
@@ -42,14 +58,19 @@ interface OutboxRow {
 export type RelayPass = { kind: "published"; count: number; deadLettered: number } | { kind: "idle" };
 
 /**
- * The outbox relay. Each pass, in one transaction, it takes the per-shard
- * advisory locks of the unpublished rows it sees (shards held by another
- * instance are skipped), publishes those rows in id order and marks them
- * published. It selects on `published_at IS NULL` rather than a cursor, so a
- * row that commits after a higher id was published is still picked up, and a
- * shard is published by one instance at a time, so one key stays in order.
- * Publishing happens before the commit: a crash in between republishes
- * (at least once); consumers dedupe.
+ * The outbox relay. A pass is one transaction: it claims up to `batchSize` unpublished rows in id
+ * order, taking the per-shard advisory lock of each row it sees (shards held by another instance
+ * are skipped), sends them to the bus and marks them published; while the backlog lasts it goes on
+ * with the next batch in the same transaction, for up to PASS_BUDGET_MS, then commits. It selects
+ * on `published_at IS NULL` (a partial index) rather than a cursor kept between passes, so a row
+ * that commits after a higher id was published is picked up by the next pass; and a shard is
+ * published by one instance at a time, so one key stays in order. Publishing happens before the
+ * commit: a crash in between republishes (at least once); consumers dedupe.
+ *
+ * Pipelining: while batch N is being sent, one statement marks batch N-1 published and claims
+ * batch N+1 (rows above batch N's last id; the advisory locks are the transaction's, so it keeps
+ * its shards). Sends stay one at a time and in id order, and a failed send stops the pass before
+ * anything after it is sent, so a key's order holds.
  *
  * Poison isolation: when the bus refuses a batch for what its messages are
  * (RejectedMessagesError: too large, invalid record), the batch is bisected,
@@ -57,19 +78,38 @@ export type RelayPass = { kind: "published"; count: number; deadLettered: number
  * are moved to `dead_letters` in the same transaction that marks the rest
  * published, so one bad row never holds back the other servers' events. Any
  * other error (broker down) rolls the pass back and is retried, never dead-lettered.
+ *
+ * Waking: with `notifications`, a commit that writes outbox rows wakes the loop at once (LISTEN);
+ * notifications that arrive during a pass are coalesced into one more pass.
  */
 export function createRelay(opts: RelayOptions) {
-  const batchSize = opts.batchSize ?? 500;
-  const pollIntervalMs = opts.pollIntervalMs ?? 25;
+  const batchSize = opts.batchSize ?? DEFAULT_RELAY_BATCH_SIZE;
+  const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_RELAY_POLL_INTERVAL_MS;
+  const safetyPollIntervalMs = opts.notifications?.safetyPollIntervalMs ?? DEFAULT_RELAY_SAFETY_POLL_INTERVAL_MS;
   const stuckAfterMs = opts.stuckAfterMs ?? DEFAULT_RELAY_STUCK_AFTER_MS;
   const nowMs = opts.nowMs ?? Date.now;
   const { prisma, bus, log } = opts;
   let running = false;
+  /** stop() was called: a pass in progress stops claiming more batches. */
+  let stopping = false;
   /** When a pass last succeeded (published, set aside or found nothing to do). */
   let lastProgressAt = nowMs();
   let lastError: string | undefined;
   let loop: Promise<void> | undefined;
   let wake: (() => void) | undefined;
+  /** A commit notification arrived since the current pass began: run another pass before sleeping. */
+  let notified = false;
+  const listener = opts.notifications
+    ? createCommitListener({
+        databaseUrl: opts.notifications.databaseUrl,
+        prisma,
+        log,
+        onCommit: () => {
+          notified = true;
+          wake?.();
+        },
+      })
+    : undefined;
 
   const published = opts.registry
     ? new Counter({ name: "relay_published_total", help: "Outbox rows published to the bus.", labelNames: ["topic"], registers: [opts.registry] })
@@ -118,40 +158,79 @@ export function createRelay(opts: RelayOptions) {
     }
   }
 
-  /** Publishes one batch; returns what it did. */
-  async function runOnce(): Promise<RelayPass> {
-    const pass = await prisma.$transaction(
-      async (tx) => {
-        const rows = await tx.$queryRaw<OutboxRow[]>`
-          SELECT id, topic, key, payload FROM outbox
-          WHERE published_at IS NULL AND pg_try_advisory_xact_lock(${RELAY_LOCK_NAMESPACE}::int, shard)
-          ORDER BY id
-          LIMIT ${batchSize}`;
-        if (rows.length === 0) return { kind: "idle" } as const;
-        // Group rows by topic so one topic's order is the id order.
-        const byTopic = new Map<string, OutboxRow[]>();
-        for (const row of rows) {
-          const list = byTopic.get(row.topic) ?? [];
-          list.push(row);
-          byTopic.set(row.topic, list);
-        }
-        const poison: PoisonRow[] = [];
-        for (const [topic, topicRows] of byTopic) poison.push(...(await publishIsolating(topic, topicRows)));
-        const poisonIds = new Set(poison.map((p) => p.id));
-        const ids = rows.filter((r) => !poisonIds.has(r.id)).map((r) => r.id);
-        if (ids.length > 0) await tx.$executeRaw`UPDATE outbox SET published_at = now() WHERE id = ANY(${ids}::bigint[])`;
-        const moved = await moveOutboxRowsToDeadLetters(tx, poison);
+  /** Publishes one batch (grouped by topic, so one topic's order is the id order); returns the refused rows. */
+  async function publishBatch(rows: OutboxRow[]): Promise<PoisonRow[]> {
+    const byTopic = new Map<string, OutboxRow[]>();
+    for (const row of rows) {
+      const list = byTopic.get(row.topic);
+      if (list) list.push(row);
+      else byTopic.set(row.topic, [row]);
+    }
+    const poison: PoisonRow[] = [];
+    for (const [topic, topicRows] of byTopic) poison.push(...(await publishIsolating(topic, topicRows)));
+    return poison;
+  }
+
+  /**
+   * One statement: marks `markIds` published and claims up to `limit` unpublished rows above
+   * `afterId` (id order), taking each claimed row's shard lock for the transaction. The claim
+   * cannot see the marked rows (they are at or below `afterId`). `limit` 0 only marks.
+   */
+  function markAndClaim(tx: Tx, markIds: bigint[], afterId: bigint, limit: number): Promise<OutboxRow[]> {
+    return tx.$queryRaw<OutboxRow[]>`
+      WITH marked AS (UPDATE outbox SET published_at = now() WHERE id = ANY(${markIds}::bigint[]))
+      SELECT id, topic, key, payload FROM outbox
+      WHERE published_at IS NULL AND id > ${afterId}::bigint AND pg_try_advisory_xact_lock(${RELAY_LOCK_NAMESPACE}::int, shard)
+      ORDER BY id
+      LIMIT ${limit}::int`;
+  }
+
+  /** Publishes batches until the backlog is drained or the pass budget is spent; returns what it did. */
+  async function runPass(tx: Tx): Promise<{ count: number; moved: { topic: string; code: string }[] }> {
+    const startedAt = performance.now();
+    let count = 0;
+    const moved: { topic: string; code: string }[] = [];
+    // The claims read the partial index of unpublished ids, never the published history: right after
+    // a burst, stale statistics can make a sequential scan and sort of the whole table look cheaper
+    // (measured: 140 ms instead of 1 ms per claim of 2,000 with 95,000 rows left behind). For this transaction only.
+    await tx.$queryRaw`SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
+    let current = await markAndClaim(tx, [], 0n, batchSize);
+    /** Sent rows of the previous batch, to be marked published by the next statement. */
+    let toMark: bigint[] = [];
+    while (current.length > 0) {
+      const lastId = current[current.length - 1]!.id;
+      const more = current.length >= batchSize && !stopping && performance.now() - startedAt < PASS_BUDGET_MS;
+      // The send of this batch and the statement marking the previous one (and claiming the next) run together.
+      const statement = toMark.length > 0 || more ? markAndClaim(tx, toMark, lastId, more ? batchSize : 0) : Promise.resolve([]);
+      const [sent, claimed] = await Promise.allSettled([publishBatch(current), statement]);
+      // Failure policy: either failing fails the pass (the transaction rolls back, rows stay unpublished); both settled first, so no statement runs on a finished transaction.
+      if (sent.status === "rejected") throw sent.reason;
+      if (claimed.status === "rejected") throw claimed.reason;
+      const poison = sent.value;
+      if (poison.length > 0) {
+        moved.push(...(await moveOutboxRowsToDeadLetters(tx, poison)));
         for (const p of poison) {
-          const row = rows.find((r) => r.id === p.id)!;
+          const row = current.find((r) => r.id === p.id)!;
           log.error({ outboxId: String(p.id), topic: row.topic, key: row.key, bytes: row.payload.length, code: p.code }, "outbox row refused by the bus; moved to dead_letters");
         }
-        return { kind: "published", count: rows.length, moved } as const;
-      },
-      { timeout: 60_000, maxWait: 10_000 },
-    );
+        const poisonIds = new Set(poison.map((p) => p.id));
+        toMark = current.filter((r) => !poisonIds.has(r.id)).map((r) => r.id);
+      } else {
+        toMark = current.map((r) => r.id);
+      }
+      count += current.length;
+      current = claimed.value;
+    }
+    if (toMark.length > 0) await tx.$executeRaw`UPDATE outbox SET published_at = now() WHERE id = ANY(${toMark}::bigint[])`;
+    return { count, moved };
+  }
+
+  /** Runs one pass (one transaction, one or more batches); returns what it did. */
+  async function runOnce(): Promise<RelayPass> {
+    const pass = await prisma.$transaction((tx) => runPass(tx), { timeout: 60_000, maxWait: 10_000 });
     lastProgressAt = nowMs();
     lastError = undefined;
-    if (pass.kind === "idle") return pass;
+    if (pass.count === 0) return { kind: "idle" };
     // Counted after the commit, so a rolled-back pass counts nothing.
     for (const { topic, code } of pass.moved) deadLetters?.inc({ source: "relay", topic, code });
     return { kind: "published", count: pass.count, deadLettered: pass.moved.length };
@@ -177,6 +256,7 @@ export function createRelay(opts: RelayOptions) {
   async function run(): Promise<void> {
     let failures = 0;
     while (running) {
+      notified = false;
       let pass: RelayPass;
       try {
         pass = await runOnce();
@@ -191,33 +271,49 @@ export function createRelay(opts: RelayOptions) {
       }
       if (pass.kind === "published") {
         log.debug({ count: pass.count }, "relay published");
+        // A pass ends on its budget with the backlog not drained: go on at once.
         if (pass.count >= batchSize) continue;
       }
+      // Notifications that arrived during the pass: their rows may have committed after its claim.
+      if (notified || !running) continue;
+      const sleepMs = listener?.active() ? safetyPollIntervalMs : pollIntervalMs;
       await new Promise<void>((resolve) => {
-        wake = resolve;
-        setTimeout(resolve, pollIntervalMs);
+        const timer = setTimeout(resolve, sleepMs);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
       });
+      wake = undefined;
     }
   }
 
   return {
     runOnce,
     checkProgress,
-    /** Starts the polling loop. */
+    /** True while commit notifications are known to arrive (the loop wakes on commit and polls only as a safety net). */
+    wakesOnCommit: () => listener?.active() ?? false,
+    /** Starts the loop (and, with `notifications`, listening for commits). */
     start() {
       if (running) return;
       running = true;
+      stopping = false;
+      listener?.start();
       loop = run();
     },
     /** Nudges the loop to poll now (the embedded mode calls it after a write). */
     poke() {
+      notified = true;
       wake?.();
     },
-    /** Stops polling and waits for the in-flight pass to finish (commit or roll back). */
+    /** Stops the loop and waits for the in-flight pass to finish (commit or roll back). */
     async stop() {
       running = false;
+      stopping = true;
       wake?.();
       await loop;
+      stopping = false;
+      await listener?.stop();
     },
   };
 }

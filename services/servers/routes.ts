@@ -1,3 +1,4 @@
+import { requireServer } from "./server-exists.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
@@ -13,13 +14,13 @@ import { validateCallbackUrl } from "../shared/callback-url.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
+import { enableCallback } from "./enable-callback.js";
 import { toGraceSeconds } from "./domain/secret-policy.js";
 import { toRegistrationUrl, toServerName } from "./domain/server-fields.js";
 import { toVotifierSettings } from "./domain/votifier-settings.js";
 import {
   createReferralSecret,
   listReferralSecrets,
-  requireServer,
   resolveSigningKeys,
   revealCallbackSecret,
   revealNewestSecret,
@@ -148,11 +149,7 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
       },
 
       async enableCallback(req) {
-        const serverId = req.serverId.trim();
-        await requireServer(deps, serverId);
-        // A re-enabled endpoint gets a fresh auto-disable period: its old run of failures ends here (before enabling, so a failure in between cannot re-disable at once).
-        await deps.prisma.callbackHealth.updateMany({ where: { serverId }, data: { failingSince: null } });
-        return { server: toServerProto(await updateServer(deps, serverId, { callbackDisabledAt: null, callbackDisabledReason: null })) };
+        return { server: toServerProto(await enableCallback(deps, req.serverId.trim())) };
       },
 
       async setVotifierSettings(req) {

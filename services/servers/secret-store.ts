@@ -2,8 +2,17 @@ import type { Tx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
-import { isUuid } from "./domain/ids.js";
-import { MAX_ACTIVE_SECRETS_PER_SERVER, isSecretActive, rotationCutoff, tooManySecretsText } from "./domain/secret-policy.js";
+import { isUuid } from "../shared/ids.js";
+import { requireServer } from "./server-exists.js";
+import {
+  MAX_ACTIVE_SECRETS_PER_SERVER,
+  activeSecretWhere,
+  activeSecretsNewestFirst,
+  compareNewestFirst,
+  isSecretActive,
+  rotationCutoff,
+  tooManySecretsText,
+} from "./domain/secret-policy.js";
 
 /** Which secret family: referral ingest (`rsec_`), reward callback (`whsec_`) or pull API (`psec_`). */
 export type SecretPurpose = "referral" | "callback" | "pull";
@@ -29,14 +38,6 @@ export type SigningKeysResolution =
   | { status: "referrals_disabled" }
   | { status: "ok"; keys: Array<{ kid: string; secret: string }> };
 
-/** The Prisma filter of secrets active at `now` (not revoked, not expired); domain/secret-policy.ts#isSecretActive in SQL. */
-function activeAt(now: Date) {
-  return { revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] };
-}
-
-/** Newest first: a secret still without expiry, then the one rotated out last, then by creation. */
-const NEWEST_FIRST = [{ expiresAt: { sort: "desc", nulls: "first" } }, { createdAt: "desc" }, { kid: "asc" }] as const;
-
 /**
  * Locks the server row for the rest of the transaction, so secret changes of one
  * server are serialised (two concurrent rotations cannot both leave an unexpired
@@ -53,7 +54,7 @@ export async function lockServer(tx: Tx, serverId: string): Promise<void> {
  * MAX_ACTIVE_SECRETS_PER_SERVER active secrets of that purpose.
  */
 export async function insertSecret(deps: CoreDeps, tx: Tx, serverId: string, purpose: SecretPurpose, now: Date): Promise<SecretWithValue> {
-  const active = await tx.serverSecret.count({ where: { serverId, purpose, ...activeAt(now) } });
+  const active = await tx.serverSecret.count({ where: { serverId, purpose, ...activeSecretWhere(now) } });
   if (active >= MAX_ACTIVE_SECRETS_PER_SERVER) throw new DomainError("failed_precondition", tooManySecretsText(purpose));
   const secret = purpose === "referral" ? generateReferralSecret() : purpose === "pull" ? generatePullSecret() : generateCallbackSecret();
   const row = await tx.serverSecret.create({
@@ -82,7 +83,8 @@ export async function rotateSecret(deps: CoreDeps, serverId: string, purpose: Se
   return deps.prisma.$transaction(async (tx) => {
     await lockServer(tx, serverId);
     await tx.serverSecret.updateMany({
-      where: { serverId, purpose, revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: cutoff } }] },
+      // Every secret still active at the cutoff (an older expiry is left alone).
+      where: { serverId, purpose, ...activeSecretWhere(cutoff) },
       data: { expiresAt: cutoff },
     });
     return insertSecret(deps, tx, serverId, purpose, now);
@@ -104,8 +106,8 @@ export async function revokeReferralSecret(deps: CoreDeps, serverId: string, kid
 export async function listReferralSecrets(deps: CoreDeps, serverId: string): Promise<SecretMeta[]> {
   await requireServer(deps, serverId);
   const now = deps.now();
-  const rows = await deps.prisma.serverSecret.findMany({ where: { serverId, purpose: "referral" }, orderBy: [{ createdAt: "desc" }, { kid: "asc" }] });
-  return rows.map((row) => toMeta(row, now));
+  const rows = await deps.prisma.serverSecret.findMany({ where: { serverId, purpose: "referral" } });
+  return rows.sort(compareNewestFirst).map((row) => toMeta(row, now));
 }
 
 /** The owner's explicit reveal of one referral secret (a revoked one is not revealed). */
@@ -126,10 +128,7 @@ export async function revealCallbackSecret(deps: CoreDeps, serverId: string): Pr
 export async function revealNewestSecret(deps: CoreDeps, serverId: string, purpose: "callback" | "pull"): Promise<SecretWithValue> {
   await requireServer(deps, serverId);
   const now = deps.now();
-  const row = await deps.prisma.serverSecret.findFirst({
-    where: { serverId, purpose, ...activeAt(now) },
-    orderBy: [...NEWEST_FIRST],
-  });
+  const [row] = activeSecretsNewestFirst(await deps.prisma.serverSecret.findMany({ where: { serverId, purpose, ...activeSecretWhere(now) } }), now);
   if (!row) throw new DomainError("not_found", `no ${purpose} secret`);
   return { info: toMeta(row, now), secret: deps.secretBox.open(row.ciphertext) };
 }
@@ -138,6 +137,9 @@ interface SigningKeyRow {
   enabled: boolean;
   kid: string | null;
   ciphertext: string | null;
+  created_at: Date | null;
+  expires_at: Date | null;
+  revoked_at: Date | null;
 }
 
 /**
@@ -174,24 +176,23 @@ async function resolveActiveKeys(
   if (!isUuid(serverId)) return { status: "unknown_server" };
   const now = deps.now();
   const rows = await deps.prisma.$queryRaw<SigningKeyRow[]>`
-    SELECT CASE WHEN ${purpose} = 'pull' THEN s.pull_enabled ELSE s.referrals_enabled END AS enabled, k.kid, k.ciphertext
+    SELECT CASE WHEN ${purpose} = 'pull' THEN s.pull_enabled ELSE s.referrals_enabled END AS enabled,
+           k.kid, k.ciphertext, k.created_at, k.expires_at, k.revoked_at
     FROM servers s
     LEFT JOIN server_secrets k
       ON k.server_id = s.id AND k.purpose = ${purpose}::"SecretPurpose" AND k.revoked_at IS NULL
          AND (k.expires_at IS NULL OR k.expires_at > ${now})
-    WHERE s.id = ${serverId}::uuid
-    ORDER BY k.expires_at DESC NULLS FIRST, k.created_at DESC, k.kid ASC`;
+    WHERE s.id = ${serverId}::uuid`;
   const first = rows[0];
   if (!first) return { status: "unknown_server" };
   if (!first.enabled) return { status: "disabled" };
-  const keys = rows.flatMap((r) => (r.kid !== null && r.ciphertext !== null ? [{ kid: r.kid, secret: deps.secretBox.open(r.ciphertext) }] : []));
+  const secrets = rows.flatMap((r) =>
+    r.kid !== null && r.ciphertext !== null && r.created_at !== null
+      ? [{ kid: r.kid, ciphertext: r.ciphertext, createdAt: r.created_at, expiresAt: r.expires_at, revokedAt: r.revoked_at }]
+      : [],
+  );
+  const keys = activeSecretsNewestFirst(secrets, now).map((s) => ({ kid: s.kid, secret: deps.secretBox.open(s.ciphertext) }));
   return keys.length === 0 ? { status: "disabled" } : { status: "ok", keys };
-}
-
-/** Throws unknown_server unless the server exists. */
-export async function requireServer(deps: CoreDeps, serverId: string): Promise<void> {
-  const exists = isUuid(serverId) && (await deps.prisma.server.count({ where: { id: serverId } })) === 1;
-  if (!exists) throw new DomainError("unknown_server", "unknown server");
 }
 
 function toMeta(row: { kid: string; createdAt: Date; expiresAt: Date | null; revokedAt: Date | null }, now: Date): SecretMeta {

@@ -1,8 +1,9 @@
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import type { Server } from "../../gen/prisma/client.js";
-import { isUuid } from "./domain/ids.js";
+import { isUuid } from "../shared/ids.js";
 import type { VotifierSettings } from "./domain/votifier-settings.js";
+import { activeSecretWhere } from "./domain/secret-policy.js";
 import { insertSecret, lockServer } from "./secret-store.js";
 
 export type { Server as ServerRecord };
@@ -17,18 +18,6 @@ export async function getServer(deps: CoreDeps, serverId: string): Promise<Serve
   const server = isUuid(serverId) ? await deps.prisma.server.findUnique({ where: { id: serverId } }) : null;
   if (!server) throw new DomainError("unknown_server", "unknown server");
   return server;
-}
-
-/**
- * The trimmed id of an existing server: InvalidArgument `server_id is required` when
- * empty, 404 `unknown server` when no such server. For read-only reports of one server.
- */
-export async function requireServerId(deps: Pick<CoreDeps, "prisma">, rawServerId: string): Promise<string> {
-  const serverId = rawServerId.trim();
-  if (serverId === "") throw new DomainError("invalid_argument", "server_id is required");
-  const exists = isUuid(serverId) && (await deps.prisma.server.count({ where: { id: serverId } })) === 1;
-  if (!exists) throw new DomainError("unknown_server", "unknown server");
-  return serverId;
 }
 
 /** ListServers, oldest first; only `ownerId`'s servers when given. */
@@ -73,7 +62,7 @@ export async function setCallbackSettings(
     });
     if (input.callbackUrl !== null) {
       const active = await tx.serverSecret.count({
-        where: { serverId, purpose: "callback", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
+        where: { serverId, purpose: "callback", ...activeSecretWhere(now) },
       });
       if (active === 0) await insertSecret(deps, tx, serverId, "callback", now);
     }
@@ -123,7 +112,7 @@ export async function setPullEnabled(deps: CoreDeps, serverId: string, enabled: 
     const server = await tx.server.update({ where: { id: serverId }, data: { pullEnabled: enabled } });
     if (enabled) {
       const active = await tx.serverSecret.count({
-        where: { serverId, purpose: "pull", revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] },
+        where: { serverId, purpose: "pull", ...activeSecretWhere(now) },
       });
       if (active === 0) await insertSecret(deps, tx, serverId, "pull", now);
     }

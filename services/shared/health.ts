@@ -1,3 +1,4 @@
+import { sendJson } from "./send-json.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Metrics } from "./metrics.js";
 
@@ -43,13 +44,6 @@ export function createOpsHandler(opts: { checks: ReadinessCheck[]; metrics?: Met
     }
     return false;
   };
-}
-
-/** Writes a JSON response. */
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const payload = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(payload), ...headers });
-  res.end(payload);
 }
 
 /** Rejects with `timed out after <ms> ms` when `promise` has not settled within `ms`. */

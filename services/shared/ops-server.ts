@@ -1,6 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { createOpsHandler, sendJson, type ReadinessCheck } from "./health.js";
+import { createOpsHandler, type ReadinessCheck } from "./health.js";
+import { sendJson } from "./send-json.js";
 import type { Metrics } from "./metrics.js";
 
 /**

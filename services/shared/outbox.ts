@@ -17,6 +17,16 @@ export function shardOf(key: string): number {
   return hash % RELAY_SHARDS;
 }
 
+/**
+ * The channel on which a transaction that writes outbox rows notifies, at its commit, that rows
+ * wait (an empty payload). The `outbox_committed` trigger does it for every INSERT statement into
+ * `outbox`, whoever writes (writeOutbox, a CTE chain, a bulk insert): it runs inside the writing
+ * transaction, so the notification leaves exactly when the rows become visible, and PostgreSQL
+ * folds all notifications of one transaction into one. The relay LISTENs on it (wake on commit);
+ * migration 20261123141500_outbox_relay_wake creates the trigger.
+ */
+export const OUTBOX_COMMITTED_CHANNEL = "outbox_committed";
+
 /** What a store passes to write an outbox row. */
 export interface OutboxEvent {
   topic: string;
@@ -57,7 +67,8 @@ export function toOutboxRow(event: OutboxEvent): OutboxRow {
 
 /**
  * Writes an outbox row inside the caller's transaction, so the state change and
- * its event commit together. Nothing calls Kafka here; the relay publishes later.
+ * its event commit together. Nothing calls Kafka here; the relay publishes later, woken by the
+ * commit's notification (OUTBOX_COMMITTED_CHANNEL).
  */
 export async function writeOutbox(tx: Tx, event: OutboxEvent): Promise<void> {
   await tx.outboxMessage.create({ data: toOutboxRow(event) });

@@ -708,7 +708,7 @@ test.serial("browser (owner): a login link minted over RPC opens the dashboard a
   t.is(await page.textContent("#session-owner"), "Signed in as Alice's Network");
   t.is(await storedToken(page), null, "no bearer token: the session is the cookie");
 
-  const cookie = (await c.browser.context.cookies(c.gatewayUrl + "/dashboard")).find((k) => k.name === "dashboard_session");
+  const cookie = (await c.browser.context.cookies(`${c.gatewayUrl}/dashboard`)).find((k) => k.name === "dashboard_session");
   t.truthy(cookie);
   flow.ownerCredentials.push(new URL(url).searchParams.get("token")!, cookie!.value);
   t.like(cookie, { httpOnly: true, sameSite: "Strict", path: "/dashboard", secure: false });

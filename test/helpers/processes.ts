@@ -8,8 +8,6 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import { createServer } from "node:net";
-import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import type { ExecutionContext } from "ava";
 
@@ -320,29 +318,7 @@ export function useProcesses<Context>(t: ExecutionContext<Context>): ProcessGrou
   return group;
 }
 
-/** A TCP port that was free on 127.0.0.1 a moment ago. */
-export async function freePort(): Promise<number> {
-  const [port] = await freePorts(1);
-  return port!;
-}
-
-/** `count` distinct ports that were free on 127.0.0.1 a moment ago (held together, so no duplicates). */
-export async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from(
-      { length: count },
-      () =>
-        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-          const server = createServer();
-          server.once("error", reject);
-          server.listen(0, "127.0.0.1", () => resolve(server));
-        }),
-    ),
-  );
-  const ports = servers.map((s) => (s.address() as AddressInfo).port);
-  await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-  return ports;
-}
+export { freePort, freePorts } from "../../scripts/lib/free-ports.js";
 
 /** Parses the pino JSON lines of a process's stdout (non-JSON lines are skipped). */
 export function jsonLines(text: string): Array<Record<string, unknown>> {

@@ -1,13 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
-import { createClient, type Client } from "@connectrpc/connect";
-import { ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
-import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
-import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
-import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
-import { AccessService } from "../../gen/proto/access/v1/access_pb.js";
+import { createRpcClients, type RpcClients } from "../../services/shared/service-clients.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { TEST_SERVICE_TOKEN } from "./service-token.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
@@ -20,14 +14,7 @@ import type { PrismaClient } from "../../services/shared/db.js";
 import { createTestDatabase, type TestDatabase } from "./db.js";
 
 /** Connect clients of every internal service. */
-export interface ServiceClients {
-  referral: Client<typeof ReferralService>;
-  admin: Client<typeof ServerAdminService>;
-  hearts: Client<typeof HeartService>;
-  delivery: Client<typeof DeliveryService>;
-  deliveryStats: Client<typeof DeliveryStatsService>;
-  access: Client<typeof AccessService>;
-}
+export type ServiceClients = RpcClients;
 
 /** A running referral service (and optionally gateway) on a database of its own. */
 export interface TestStack {
@@ -46,15 +33,7 @@ export interface TestStack {
 
 /** Creates Connect clients for a referral service base URL, authenticated with `token` (default: the test admin token). */
 export function createServiceClients(baseUrl: string, token: string = TEST_SERVICE_TOKEN): ServiceClients {
-  const transport = createServiceTransport(baseUrl, token, { useBinaryFormat: false });
-  return {
-    referral: createClient(ReferralService, transport),
-    admin: createClient(ServerAdminService, transport),
-    hearts: createClient(HeartService, transport),
-    delivery: createClient(DeliveryService, transport),
-    deliveryStats: createClient(DeliveryStatsService, transport),
-    access: createClient(AccessService, transport),
-  };
+  return createRpcClients(createServiceTransport(baseUrl, token, { useBinaryFormat: false }));
 }
 
 /**

@@ -14,7 +14,8 @@ import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../..
 import { AUTO_DISABLE_AFTER_MS } from "../../services/delivery/endpoint-health.js";
 import { DELIVERY_FAILED_EVENT, ENDPOINT_DISABLED_EVENT } from "../../services/delivery/owner-notifications.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { MAX_RESPONSE_BODY_BYTES, NIL_UUID } from "../../services/delivery/send-callback.js";
+import { MAX_RESPONSE_BODY_BYTES } from "../../services/delivery/send-callback.js";
+import { NIL_UUID } from "../../services/shared/ids.js";
 import { insertDelivery } from "../../services/delivery/store.js";
 import { createRelay } from "../../services/relay/relay.js";
 import { OWNER_NOTIFICATIONS_TOPIC } from "../../services/shared/bus.js";

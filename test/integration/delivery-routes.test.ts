@@ -3,7 +3,7 @@ import { createHmac, randomUUID } from "node:crypto";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { DeliveryStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
-import { NIL_UUID } from "../../services/delivery/send-callback.js";
+import { NIL_UUID } from "../../services/shared/ids.js";
 import { insertDelivery } from "../../services/delivery/store.js";
 import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
 import { startStack } from "../helpers/stack.js";

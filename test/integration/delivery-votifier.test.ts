@@ -243,7 +243,11 @@ test.serial("Votifier turned off: pending Votifier deliveries are held (not sent
   // Counts what the dispatcher hands the transport: a held delivery is not even claimed.
   const real = createVotifierTransport({ secretBox: h.deps.secretBox, allowInsecure: true });
   const handed: string[] = [];
-  const d = dispatcher({ transports: { votifier: { send: (delivery) => (handed.push(delivery.heartId), real.send(delivery)) } } });
+  const send = (delivery: Parameters<typeof real.send>[0]) => {
+    handed.push(delivery.heartId);
+    return real.send(delivery);
+  };
+  const d = dispatcher({ transports: { votifier: { send } } });
   d.start();
   const other = await votifierServer(h, r);
   await countHeart(h, other, "Other");

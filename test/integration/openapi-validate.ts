@@ -4,6 +4,7 @@
  * matches the document integrators read. Used by the gateway's tests (responses)
  * and by the hearts/delivery tests (reward callback bodies and headers).
  */
+import { isUuid } from "../../services/shared/ids.js";
 import Ajv2020 from "ajv/dist/2020.js";
 import type { ValidateFunction } from "ajv/dist/2020.js";
 import { openApiDocument } from "../../gateway/openapi.js";
@@ -17,7 +18,6 @@ export interface ValidationResult {
 const DOC_ID = "https://referral.invalid/openapi/referral.json";
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A loose view of the document for lookups (the exported object is deeply readonly). */
 type Json = Record<string, unknown>;
@@ -25,7 +25,7 @@ const doc = openApiDocument as unknown as Json;
 
 // CJS interop: the module object is the class and also carries it as `.default`, which is what the types name.
 const ajv = new Ajv2020.default({ allErrors: true, strict: true, strictTypes: false });
-ajv.addFormat("uuid", UUID_PATTERN);
+ajv.addFormat("uuid", { type: "string", validate: isUuid });
 ajv.addFormat("date-time", { type: "string", validate: (value: string) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(value) && !Number.isNaN(Date.parse(value)) });
 ajv.addFormat("uri", { type: "string", validate: (value: string) => URL.canParse(value) });
 ajv.addFormat("int64", { type: "number", validate: (value: number) => Number.isInteger(value) && BigInt(value) >= INT64_MIN && BigInt(value) <= INT64_MAX });
@@ -122,7 +122,7 @@ export function validateHeartCallbackHeaders(headers: Record<string, string | un
   const errors: string[] = [];
   for (const node of (operationOf("heartCallback", "post")?.parameters as unknown[]) ?? []) {
     const param = deref(node);
-    if (!param || param.in !== "header") continue;
+    if (param?.in !== "header") continue;
     const name = String(param.name);
     const value = get(name);
     if (value === undefined) {

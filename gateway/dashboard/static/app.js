@@ -329,7 +329,7 @@
     const box = $(boxId);
     const valueId = `${boxId}-value`;
     box.replaceChildren(
-      el("p", {}, el("strong", {}, title), secret ? ` kid ${secret.kid}` : "", secret && secret.expires_at ? ` \u00b7 expires ${fmtTime(secret.expires_at)}` : ""),
+      el("p", {}, el("strong", {}, title), secret ? ` kid ${secret.kid}` : "", secret?.expires_at ? ` \u00b7 expires ${fmtTime(secret.expires_at)}` : ""),
       el("p", { class: "muted" }, note),
       el(
         "div",
@@ -586,7 +586,7 @@
     $("toggle-pull").textContent = server.pull_enabled ? "Turn off" : "Turn on";
   }
 
-  async function saveVotifier(button, settings, message) {
+  async function saveVotifier(_button, settings, message) {
     const { server } = await api("PUT", serverPath("/votifier"), settings);
     updateServer(server);
     renderIntegration(server);
@@ -651,7 +651,7 @@
   $("toggle-pull").addEventListener("click", (event) =>
     run(event.target, async () => {
       const current = state.servers.find((s) => s.id === state.serverId);
-      const enabled = !(current && current.pull_enabled);
+      const enabled = !(current?.pull_enabled);
       const { server } = await api("PUT", serverPath("/pull"), { enabled });
       updateServer(server);
       renderIntegration(server);
@@ -882,7 +882,7 @@
           response && attempt.request.method ? el("pre", { class: "exchange-response-headers" }, headerLines(response.headers)) : null,
           response ? el("div", { class: "label" }, attempt.request.method ? "Body " : "Answer ", el("span", { class: "muted" }, "(first 4 KiB)")) : null,
           response ? el("pre", { class: "exchange-response-body" }, response.body === "" ? "(empty)" : response.body) : el("p", { class: "muted" }, "No response was received."),
-          response && response.body_truncated ? el("p", { class: "exchange-truncated" }, "The response was longer; only its first 4 KiB are kept.") : null,
+          response?.body_truncated ? el("p", { class: "exchange-truncated" }, "The response was longer; only its first 4 KiB are kept.") : null,
         ),
       ),
     );

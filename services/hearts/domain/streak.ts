@@ -3,16 +3,6 @@ export const HEART_COOLDOWN_MS = 24 * 60 * 60 * 1000;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-/** The ranking period of an instant: its UTC month as "YYYY-MM". */
-export function periodOf(at: Date): string {
-  return at.toISOString().slice(0, 7);
-}
-
-/** True for a well-formed "YYYY-MM" period (month 01-12). */
-export function isPeriod(value: string): boolean {
-  return /^[0-9]{4}-(0[1-9]|1[0-2])$/.test(value);
-}
-
 /** The UTC calendar day of an instant, as midnight UTC. */
 export function utcDay(at: Date): Date {
   return new Date(Math.floor(at.getTime() / DAY_MS) * DAY_MS);

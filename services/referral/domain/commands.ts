@@ -1,6 +1,6 @@
 import { DomainError } from "../../shared/errors.js";
 import { boundField, type FieldName } from "../../shared/field-rules.js";
-import { isUuid } from "../../servers/domain/ids.js";
+import { isUuid } from "../../shared/ids.js";
 import { isReferralEventName, type ReferralEventName } from "./transitions.js";
 
 /** The contract's text for an event outside the enum. */

@@ -28,6 +28,41 @@ export function isSecretActive(secret: SecretLifetime, now: Date): boolean {
 }
 
 /**
+ * isSecretActive as a Prisma `where` fragment, so stores fetch only active rows (the server holds at
+ * most MAX_ACTIVE_SECRETS_PER_SERVER of them) before ranking them with activeSecretsNewestFirst.
+ */
+export function activeSecretWhere(now: Date) {
+  return { revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] };
+}
+
+/** What ranks a secret: its lifetime, its creation and its kid. */
+export interface RankedSecret extends SecretLifetime {
+  createdAt: Date;
+  kid: string;
+}
+
+/**
+ * Newest first = created last first; equal creation times by kid (ascending), so the order is total.
+ * Creation, not expiry, is the rule: a rotation creates the secret receivers and signers move to
+ * (rulings: callbacks carry one `v1=` per active secret "newest first"; the test referral event is
+ * signed with the current secret). A rotation only ever shortens older secrets' expiries, so
+ * ordering by expiry agreed in practice, but it is a proxy for creation, not the rule.
+ */
+export function compareNewestFirst(a: RankedSecret, b: RankedSecret): number {
+  const byCreation = b.createdAt.getTime() - a.createdAt.getTime();
+  if (byCreation !== 0) return byCreation;
+  return a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0;
+}
+
+/**
+ * The secrets active at `now`, newest first. Signing uses the first (the newest active secret);
+ * verification accepts any of them.
+ */
+export function activeSecretsNewestFirst<T extends RankedSecret>(secrets: readonly T[], now: Date): T[] {
+  return secrets.filter((s) => isSecretActive(s, now)).sort(compareNewestFirst);
+}
+
+/**
  * The rotation overlap in seconds: 0 means the default (24 h); negative or more
  * than 30 days is refused.
  */

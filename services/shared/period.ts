@@ -1,10 +1,15 @@
-/** Ranking and reporting periods: a UTC month written "YYYY-MM". */
+/** Ranking, reporting and callback periods: a UTC month written "YYYY-MM" (month 01-12). */
 
 const PERIOD_PATTERN = /^(\d{4})-(0[1-9]|1[0-2])$/;
 
 /** The UTC month of `at` as "YYYY-MM". */
-export function toPeriod(at: Date): string {
+export function periodOf(at: Date): string {
   return `${at.getUTCFullYear().toString().padStart(4, "0")}-${(at.getUTCMonth() + 1).toString().padStart(2, "0")}`;
+}
+
+/** True for a well-formed "YYYY-MM" period (month 01-12). */
+export function isPeriod(value: string): boolean {
+  return PERIOD_PATTERN.test(value);
 }
 
 /** The half-open UTC range [start, end) of a "YYYY-MM" period, or null when malformed. */

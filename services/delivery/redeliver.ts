@@ -1,0 +1,27 @@
+import type { Delivery as DeliveryRow } from "../../gen/prisma/client.js";
+import type { CoreDeps } from "../shared/deps.js";
+import { DomainError } from "../shared/errors.js";
+
+/** Puts one finished delivery (delivered or failed) back in the queue with a fresh retry cycle; the attempt log stays. */
+export async function redeliver(deps: CoreDeps, row: DeliveryRow): Promise<DeliveryRow> {
+  // Conditional write: only a finished delivery goes back to the queue, with a fresh retry cycle; the attempt log stays.
+  const changed = await deps.prisma.delivery.updateMany({
+    where: { id: row.id, status: { in: ["failed", "delivered"] } },
+    data: requeueData(deps.now()),
+  });
+  if (changed.count !== 1) throw new DomainError("failed_precondition", "delivery is already pending; it will be sent when due");
+  return deps.prisma.delivery.findUniqueOrThrow({ where: { id: row.id } });
+}
+
+/** Puts every delivery of `serverId` that failed at or after `since` back in the queue; returns how many. */
+export async function redeliverFailedSince(deps: CoreDeps, serverId: string, since: Date): Promise<number> {
+  const changed = await deps.prisma.delivery.updateMany({
+    where: { serverId, status: "failed", failedAt: { gte: since } },
+    data: requeueData(deps.now()),
+  });
+  return changed.count;
+}
+
+function requeueData(now: Date) {
+  return { status: "pending" as const, attempts: 0, nextAttemptAt: now, leaseUntil: null, failedAt: null, deliveredAt: null };
+}

@@ -1,0 +1,56 @@
+import type { Delivery as DeliveryRow } from "../../gen/prisma/client.js";
+import { periodOf } from "../shared/period.js";
+import type { CoreDeps } from "../shared/deps.js";
+import { DomainError } from "../shared/errors.js";
+import type { AttemptExchange } from "./attempt-exchange.js";
+import { createCallbackTransport } from "./callback-transport.js";
+import { LEASE_MARGIN_MS } from "./dispatcher.js";
+import { performAttempt } from "./perform-attempt.js";
+import type { RetrySchedule } from "./retry-schedule.js";
+import { insertTestDelivery, loadCallbackSecrets } from "./store.js";
+
+/** Username of a test callback (and test vote) when the owner gives none. */
+export const TEST_CALLBACK_USERNAME = "TestPlayer";
+
+/** What a test callback needs beyond the core deps. */
+export interface SendTestCallbackDeps extends CoreDeps {
+  /** The development flag: http callback URLs and private addresses allowed. */
+  allowInsecureCallbacks: boolean;
+  /** Timeout of a test callback (the same as real callbacks: CALLBACK_TIMEOUT_MS). */
+  callbackTimeoutMs: number;
+  /** Retry schedule of test callbacks (DELIVERY_RETRY_SCHEDULE). */
+  retrySchedule: RetrySchedule;
+}
+
+/**
+ * Sends a `heart.test` callback to the server's callback URL as a delivery like any other: stored,
+ * first attempt here and now, retried by the dispatcher. `serverId` is an existing server; `username`
+ * is bounded (TEST_CALLBACK_USERNAME when blank). Returns the attempt's exchange and the stored delivery.
+ */
+export async function sendTestCallback(
+  deps: SendTestCallbackDeps,
+  serverId: string,
+  username: string,
+): Promise<{ exchange: AttemptExchange; delivery: DeliveryRow }> {
+  const server = await deps.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
+  if (!server.callbackUrl) throw new DomainError("failed_precondition", "no callback URL configured: set one in the integration tab first");
+  const now = deps.now();
+  const secrets = await loadCallbackSecrets(deps.prisma, deps.secretBox, serverId, now);
+  if (secrets.length === 0) throw new DomainError("failed_precondition", "no active callback secret: rotate the callback secret to create one");
+  // A delivery like any other: stored, first attempt here and now (leased to this call), retried by the dispatcher.
+  const delivery = await insertTestDelivery(deps.prisma, {
+    serverId,
+    username: username.trim() === "" ? TEST_CALLBACK_USERNAME : username,
+    period: periodOf(now),
+    now,
+    leaseUntil: new Date(now.getTime() + deps.callbackTimeoutMs + LEASE_MARGIN_MS),
+    callbackUrl: server.callbackUrl,
+    standardWebhooks: server.standardWebhooks,
+  });
+  const attemptDeps = { ...deps, schedule: deps.retrySchedule, timeoutMs: deps.callbackTimeoutMs, allowInsecure: deps.allowInsecureCallbacks };
+  const report = await performAttempt(attemptDeps, createCallbackTransport(attemptDeps), delivery);
+  // Failure policy: the secret was revoked between the check and the attempt; the delivery stays pending, held like any other.
+  if (report.kind === "released") throw new DomainError("failed_precondition", "no active callback secret: rotate the callback secret to create one");
+  const stored = await deps.prisma.delivery.findUniqueOrThrow({ where: { id: delivery.id } });
+  return { exchange: report.outcome.exchange, delivery: stored };
+}

@@ -1,0 +1,32 @@
+import { createClient, type Client, type Transport } from "@connectrpc/connect";
+import { AccessService } from "../../gen/proto/access/v1/access_pb.js";
+import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
+import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
+import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
+
+/** A client of every service the referral service process hosts. */
+export interface RpcClients {
+  referral: Client<typeof ReferralService>;
+  admin: Client<typeof ServerAdminService>;
+  hearts: Client<typeof HeartService>;
+  delivery: Client<typeof DeliveryService>;
+  deliveryStats: Client<typeof DeliveryStatsService>;
+  access: Client<typeof AccessService>;
+}
+
+/**
+ * THE client factory of the referral service: one client per service over `transport`
+ * (service-transport.ts builds it). Callers keep only the clients they are meant to use.
+ */
+export function createRpcClients(transport: Transport): RpcClients {
+  return {
+    referral: createClient(ReferralService, transport),
+    admin: createClient(ServerAdminService, transport),
+    hearts: createClient(HeartService, transport),
+    delivery: createClient(DeliveryService, transport),
+    deliveryStats: createClient(DeliveryStatsService, transport),
+    access: createClient(AccessService, transport),
+  };
+}

@@ -1,5 +1,5 @@
 import { activeSecretWhere, activeSecretsNewestFirst } from "../servers/domain/secret-policy.js";
-import type { PrismaClient } from "../shared/db.js";
+import type { PrismaClient, Tx } from "../shared/db.js";
 import type { Logger } from "../shared/log.js";
 import type { SecretBox } from "../shared/secrets.js";
 import { streakAtDelivery, type StreakState } from "../hearts/domain/streak.js";
@@ -493,7 +493,7 @@ async function recordRoutineAttempts(prisma: PrismaClient, records: AttemptRecor
     };
   });
   const health = foldEndpointHealth(records, stored);
-  const rows = await prisma.$queryRaw<{ owned: string[]; health: { server_id: string; failing_since: string | null }[] }[]>`
+  const write = (db: PrismaClient | Tx) => db.$queryRaw<{ owned: string[]; health: { server_id: string; failing_since: string | null }[] }[]>`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
         AS i(n int, id uuid, server_id uuid, lease_until timestamptz, result text, next_attempt_at timestamptz, finished_at timestamptz,
@@ -534,24 +534,28 @@ async function recordRoutineAttempts(prisma: PrismaClient, records: AttemptRecor
     )
     SELECT ARRAY(SELECT id::text FROM changed) AS owned,
            coalesce((SELECT json_agg(json_build_object('server_id', server_id, 'failing_since', failing_since)) FROM health), '[]'::json) AS health`;
-  const result = rows[0] ?? { owned: [], health: [] };
-  const ownedIds = new Set(result.owned);
-  // Auto-disable (rare): for each server whose batch ended in a failure, with the run's start as stored now.
-  for (const h of result.health) {
-    const last = lastFailureOf(records, stored, h.server_id);
-    if (h.failing_since === null || !last) continue;
-    const { record, error } = last;
-    await prisma.$transaction((tx) =>
-      autoDisableIfFailingTooLong(tx, {
+  const ownedOf = (rows: { owned: string[] }[]) => {
+    const ownedIds = new Set(rows[0]?.owned ?? []);
+    return records.map((r) => ownedIds.has(r.delivery.id));
+  };
+  // Only successes (the hot path): one statement, nothing can call for an auto-disable.
+  if (records.every((r, n) => r.delivery.transport !== "callback" || stored[n]!.succeeded)) return ownedOf(await write(prisma));
+  // A callback failed: the statement and any auto-disable it calls for commit together, as recordAttempt's do.
+  return prisma.$transaction(async (tx) => {
+    const rows = await write(tx);
+    for (const h of rows[0]?.health ?? []) {
+      const last = lastFailureOf(records, stored, h.server_id);
+      if (h.failing_since === null || !last) continue;
+      await autoDisableIfFailingTooLong(tx, {
         serverId: h.server_id,
-        failingSince: new Date(h.failing_since!),
-        lastError: error,
-        at: record.finishedAt,
-        ...(record.autoDisableAfterMs === undefined ? {} : { afterMs: record.autoDisableAfterMs }),
-      }),
-    );
-  }
-  return records.map((r) => ownedIds.has(r.delivery.id));
+        failingSince: new Date(h.failing_since),
+        lastError: last.error,
+        at: last.record.finishedAt,
+        ...(last.record.autoDisableAfterMs === undefined ? {} : { afterMs: last.record.autoDisableAfterMs }),
+      });
+    }
+    return ownedOf(rows);
+  });
 }
 
 /** The batch's effect on each server's callback_health row, folded in recording order (callback attempts only). */

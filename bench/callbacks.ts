@@ -133,7 +133,8 @@ function trackArrivals(receiver: Receiver): Arrivals {
     async waitAll(heartIds, timeoutMs) {
       const deadline = Date.now() + timeoutMs;
       while (heartIds.some((id) => !at.has(id))) {
-        if (Date.now() > deadline) throw new Error(`${heartIds.filter((id) => !at.has(id)).length} of ${heartIds.length} callbacks missing after ${timeoutMs} ms`);
+        if (Date.now() > deadline)
+          throw new Error(`${heartIds.filter((id) => !at.has(id)).length} of ${heartIds.length} callbacks missing after ${timeoutMs} ms`);
         await new Promise((r) => setTimeout(r, 5));
       }
     },
@@ -197,7 +198,14 @@ async function runFloor(receiver: Receiver, arrivals: Arrivals) {
       const request = signed();
       const url = new URL(request.url);
       const req = http.request(
-        { host: url.hostname, port: url.port, path: url.pathname, method: "POST", agent: keepAlive, headers: { ...request.headers, "Content-Length": Buffer.byteLength(request.body) } },
+        {
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname,
+          method: "POST",
+          agent: keepAlive,
+          headers: { ...request.headers, "Content-Length": Buffer.byteLength(request.body) },
+        },
         (res) => {
           res.resume();
           res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(`floor keep-alive got ${res.statusCode}`))));
@@ -232,7 +240,11 @@ async function runFloor(receiver: Receiver, arrivals: Arrivals) {
       }),
     );
     const elapsed = performance.now() - started;
-    return { callbacksPerSecond: round((samples.length / elapsed) * 1000, 1), latency: summarize(samples), cpuMsPerCallback: round((selfCpuMs() - cpuBefore) / samples.length, 3) };
+    return {
+      callbacksPerSecond: round((samples.length / elapsed) * 1000, 1),
+      latency: summarize(samples),
+      cpuMsPerCallback: round((selfCpuMs() - cpuBefore) / samples.length, 3),
+    };
   };
 
   arrivals.reset();
@@ -269,7 +281,13 @@ const STAGES = [
  * created_at (the consumer's insert), the first attempt's started_at, and the
  * receiver's arrival time. Database times have millisecond precision.
  */
-async function breakDownStages(prisma: PrismaClient, heartIds: string[], castStarts: Map<string, number>, rpcMs: Map<string, number>, arrivals: Arrivals): Promise<StageBreakdown> {
+async function breakDownStages(
+  prisma: PrismaClient,
+  heartIds: string[],
+  castStarts: Map<string, number>,
+  rpcMs: Map<string, number>,
+  arrivals: Arrivals,
+): Promise<StageBreakdown> {
   const wanted = new Set(heartIds);
   const outbox = await prisma.$queryRaw<Array<{ payload: Uint8Array; published_at: Date | null }>>`
     SELECT payload, published_at FROM outbox WHERE topic = ${HEARTS_TOPIC}`;
@@ -293,7 +311,13 @@ async function breakDownStages(prisma: PrismaClient, heartIds: string[], castSta
     const arrived = arrivals.at.get(id);
     if (cast === undefined || rpc === undefined || published === undefined || arrived === undefined || !row.started_at) continue;
     const committedEpoch = performance.timeOrigin + cast + rpc;
-    const values = [rpc, published - committedEpoch, row.created_at.getTime() - published, row.started_at.getTime() - row.created_at.getTime(), performance.timeOrigin + arrived - row.started_at.getTime()];
+    const values = [
+      rpc,
+      published - committedEpoch,
+      row.created_at.getTime() - published,
+      row.started_at.getTime() - row.created_at.getTime(),
+      performance.timeOrigin + arrived - row.started_at.getTime(),
+    ];
     values.forEach((v, i) => columns[i]?.push(v));
   }
   return {
@@ -391,7 +415,13 @@ async function runPipeline(
       bus = createMemoryBus();
     }
     steps.add(() => bus.close());
-    const relay = createRelay({ prisma: relayPrisma, bus, log: createBenchLogger("relay"), batchSize: RELAY_DEFAULTS.batchSize, pollIntervalMs: RELAY_POLL_MS });
+    const relay = createRelay({
+      prisma: relayPrisma,
+      bus,
+      log: createBenchLogger("relay"),
+      batchSize: RELAY_DEFAULTS.batchSize,
+      pollIntervalMs: RELAY_POLL_MS,
+    });
     const dispatcher = createDispatcher({
       prisma: deliveryPrisma,
       secretBox,
@@ -479,7 +509,9 @@ async function runPipeline(
       castRpc: summarize(rpcTimes),
       stages: await breakDownStages(deliveryPrisma, idleIds, castStarts, rpcById, arrivals),
     };
-    progress(`${busKind}: idle cast->callback p50 ${fmt(idle.castToCallback.p50, 1)} ms p95 ${fmt(idle.castToCallback.p95, 1)} ms (cast RPC p50 ${fmt(idle.castRpc.p50, 1)} ms)`);
+    progress(
+      `${busKind}: idle cast->callback p50 ${fmt(idle.castToCallback.p50, 1)} ms p95 ${fmt(idle.castToCallback.p95, 1)} ms (cast RPC p50 ${fmt(idle.castRpc.p50, 1)} ms)`,
+    );
 
     // Under load: hearts cast continuously by CAST_CONCURRENCY callers for LOAD_MS.
     rpcTimes.length = 0;
@@ -508,7 +540,12 @@ async function runPipeline(
     const backlogIds = await castLoop(BACKLOG_CAST_CONCURRENCY, { count: BACKLOG });
     const castSeconds = round((performance.now() - backlogCastStarted) / 1000, 2);
     await pgb.resetStatements();
-    const cpuBefore = { node: selfCpuMs(), postgres: pgb.cpuSnapshot(), kafka: kafkaPid === undefined ? undefined : snapshotProcessTree(kafkaPid), machine: machineCpuMs().busy };
+    const cpuBefore = {
+      node: selfCpuMs(),
+      postgres: pgb.cpuSnapshot(),
+      kafka: kafkaPid === undefined ? undefined : snapshotProcessTree(kafkaPid),
+      machine: machineCpuMs().busy,
+    };
     const drainStarted = performance.now();
     relay.start();
     await arrivals.waitAll(backlogIds, ARRIVAL_TIMEOUT_MS * 2);
@@ -539,7 +576,9 @@ async function runPipeline(
       },
       loadAverage1m: loadNow(),
     };
-    progress(`${busKind}: backlog of ${backlog.hearts} drained in ${backlog.drainSeconds} s = ${fmt(backlog.callbacksPerSecond, 0)} callbacks/s (${backlog.db.statementsPerCallback} DB statements per callback)`);
+    progress(
+      `${busKind}: backlog of ${backlog.hearts} drained in ${backlog.drainSeconds} s = ${fmt(backlog.callbacksPerSecond, 0)} callbacks/s (${backlog.db.statementsPerCallback} DB statements per callback)`,
+    );
 
     // Where the node process's CPU goes while draining: a second, smaller backlog under the profiler.
     let drainProfile: ProfileSummary | undefined;
@@ -551,7 +590,12 @@ async function runPipeline(
         await arrivals.waitAll(ids, ARRIVAL_TIMEOUT_MS * 2);
       });
       drainProfile = profiled.summary;
-      progress(`${busKind}: drain profile: ${drainProfile.components.slice(0, 5).map((c) => `${c.component} ${c.percent}%`).join("; ")}`);
+      progress(
+        `${busKind}: drain profile: ${drainProfile.components
+          .slice(0, 5)
+          .map((c) => `${c.component} ${c.percent}%`)
+          .join("; ")}`,
+      );
     }
 
     // Let stragglers (retries, duplicates) land before counting.
@@ -601,8 +645,14 @@ async function main(): Promise<void> {
       castConcurrency: CAST_CONCURRENCY,
       backlog: BACKLOG,
       relay: { pollIntervalMs: RELAY_POLL_MS, batchSize: RELAY_DEFAULTS.batchSize, defaultPollIntervalMs: RELAY_DEFAULTS.pollIntervalMs },
-      dispatcher: { concurrency: DISPATCH.concurrency, perServerConcurrency: DISPATCH.perServerConcurrency, pollIntervalMs: DISPATCH.pollIntervalMs, timeoutMs: DISPATCH.callbackTimeoutMs },
-      topology: "referral service, relay, delivery consumer + dispatcher and the receiver in this process (one Prisma client per production process, with its pool size); PostgreSQL (fsync off) and Kafka (single KRaft node) local",
+      dispatcher: {
+        concurrency: DISPATCH.concurrency,
+        perServerConcurrency: DISPATCH.perServerConcurrency,
+        pollIntervalMs: DISPATCH.pollIntervalMs,
+        timeoutMs: DISPATCH.callbackTimeoutMs,
+      },
+      topology:
+        "referral service, relay, delivery consumer + dispatcher and the receiver in this process (one Prisma client per production process, with its pool size); PostgreSQL (fsync off) and Kafka (single KRaft node) local",
       logLevel: process.env.BENCH_LOG_LEVEL ?? "info",
     },
     floor,
@@ -666,7 +716,8 @@ function renderMarkdown(r: Results): string {
       p.bus === "kafka" ? "relay + **Kafka** + delivery" : "relay + in-process bus (memory-bus.ts) + delivery",
       `${fmt(p.idle.castToCallback.p50, 1)} / ${fmt(p.idle.castToCallback.p95, 1)}`,
       `${fmt(p.underLoad.castToCallback.p50, 1)} / ${fmt(p.underLoad.castToCallback.p95, 1)} at ${fmt(p.underLoad.castPerSecond, 0)} casts/s`,
-      `${fmt(p.backlog.callbacksPerSecond, 0)} (${p.backlog.hearts} backlog)` + (p.bus === "kafka" && mem ? `, ${ratio(p.backlog.callbacksPerSecond, mem.backlog.callbacksPerSecond)} of memory bus` : ""),
+      `${fmt(p.backlog.callbacksPerSecond, 0)} (${p.backlog.hearts} backlog)` +
+        (p.bus === "kafka" && mem ? `, ${ratio(p.backlog.callbacksPerSecond, mem.backlog.callbacksPerSecond)} of memory bus` : ""),
       `${fmt(p.underLoad.callbacksPerSecond, 0)}`,
     ]);
   }
@@ -685,17 +736,43 @@ function renderMarkdown(r: Results): string {
       [
         ["warm-up until the first callbacks (ms; Kafka includes the consumer group join)", ...r.pipelines.map((p) => fmt(p.warmupMs, 0))],
         ["idle: CastHeart RPC p50 ms", ...r.pipelines.map((p) => fmt(p.idle.castRpc.p50, 2))],
-        ["idle: cast -> callback p50 / p95 / max ms", ...r.pipelines.map((p) => `${fmt(p.idle.castToCallback.p50, 1)} / ${fmt(p.idle.castToCallback.p95, 1)} / ${fmt(p.idle.castToCallback.max, 1)}`)],
-        ["under load: hearts / casts per s / callbacks per s", ...r.pipelines.map((p) => `${p.underLoad.hearts} / ${fmt(p.underLoad.castPerSecond, 0)} / ${fmt(p.underLoad.callbacksPerSecond, 0)}`)],
+        [
+          "idle: cast -> callback p50 / p95 / max ms",
+          ...r.pipelines.map((p) => `${fmt(p.idle.castToCallback.p50, 1)} / ${fmt(p.idle.castToCallback.p95, 1)} / ${fmt(p.idle.castToCallback.max, 1)}`),
+        ],
+        [
+          "under load: hearts / casts per s / callbacks per s",
+          ...r.pipelines.map((p) => `${p.underLoad.hearts} / ${fmt(p.underLoad.castPerSecond, 0)} / ${fmt(p.underLoad.callbacksPerSecond, 0)}`),
+        ],
         ["under load: CastHeart RPC p50 / p95 ms", ...r.pipelines.map((p) => `${fmt(p.underLoad.castRpc.p50, 1)} / ${fmt(p.underLoad.castRpc.p95, 1)}`)],
-        ["under load: cast -> callback p50 / p95 / p99 ms", ...r.pipelines.map((p) => `${fmt(p.underLoad.castToCallback.p50, 1)} / ${fmt(p.underLoad.castToCallback.p95, 1)} / ${fmt(p.underLoad.castToCallback.p99, 1)}`)],
+        [
+          "under load: cast -> callback p50 / p95 / p99 ms",
+          ...r.pipelines.map(
+            (p) => `${fmt(p.underLoad.castToCallback.p50, 1)} / ${fmt(p.underLoad.castToCallback.p95, 1)} / ${fmt(p.underLoad.castToCallback.p99, 1)}`,
+          ),
+        ],
         ["backlog: cast time s (relay stopped)", ...r.pipelines.map((p) => fmt(p.backlog.castSeconds, 2))],
         ["backlog: drain s / callbacks per s", ...r.pipelines.map((p) => `${fmt(p.backlog.drainSeconds, 2)} / ${fmt(p.backlog.callbacksPerSecond, 0)}`)],
-        ["backlog: relay start -> callback p50 / p95 ms", ...r.pipelines.map((p) => `${fmt(p.backlog.timeToCallback.p50, 0)} / ${fmt(p.backlog.timeToCallback.p95, 0)}`)],
-        ["backlog: CPU ms per callback (node / PostgreSQL / Kafka)", ...r.pipelines.map((p) => `${fmt(p.backlog.cpuMsPerCallback.node, 2)} / ${fmt(p.backlog.cpuMsPerCallback.postgres, 2)} / ${p.backlog.cpuMsPerCallback.kafka === null ? "—" : fmt(p.backlog.cpuMsPerCallback.kafka, 2)}`)],
+        [
+          "backlog: relay start -> callback p50 / p95 ms",
+          ...r.pipelines.map((p) => `${fmt(p.backlog.timeToCallback.p50, 0)} / ${fmt(p.backlog.timeToCallback.p95, 0)}`),
+        ],
+        [
+          "backlog: CPU ms per callback (node / PostgreSQL / Kafka)",
+          ...r.pipelines.map(
+            (p) =>
+              `${fmt(p.backlog.cpuMsPerCallback.node, 2)} / ${fmt(p.backlog.cpuMsPerCallback.postgres, 2)} / ${p.backlog.cpuMsPerCallback.kafka === null ? "—" : fmt(p.backlog.cpuMsPerCallback.kafka, 2)}`,
+          ),
+        ],
         ["backlog: CPU used by other processes on the machine (cores)", ...r.pipelines.map((p) => fmt(p.backlog.otherProcessesCores, 2))],
-        ["backlog: DB statements / exec ms per callback", ...r.pipelines.map((p) => `${fmt(p.backlog.db.statementsPerCallback, 1)} / ${fmt(p.backlog.db.execMsPerCallback, 3)}`)],
-        ["checks: received / expected / bad signatures / duplicates", ...r.pipelines.map((p) => `${p.checks.received} / ${p.checks.expected} / ${p.checks.badSignature} / ${p.checks.duplicates}`)],
+        [
+          "backlog: DB statements / exec ms per callback",
+          ...r.pipelines.map((p) => `${fmt(p.backlog.db.statementsPerCallback, 1)} / ${fmt(p.backlog.db.execMsPerCallback, 3)}`),
+        ],
+        [
+          "checks: received / expected / bad signatures / duplicates",
+          ...r.pipelines.map((p) => `${p.checks.received} / ${p.checks.expected} / ${p.checks.badSignature} / ${p.checks.duplicates}`),
+        ],
       ],
     ),
     "",
@@ -716,8 +793,20 @@ function renderMarkdown(r: Results): string {
   for (const p of r.pipelines) {
     if (!p.drainProfile) continue;
     out.push(`## Where this process's CPU goes while draining a backlog (${p.bus}; sampling profile, % of busy samples)`, "");
-    out.push(markdownTable(["component (self time)", "%"], p.drainProfile.components.slice(0, 14).map((c) => [c.component, fmt(c.percent, 1)])), "");
-    out.push(markdownTable(["hottest functions (self time)", "component", "%"], p.drainProfile.functions.slice(0, 10).map((fn) => [`\`${fn.fn}\``, fn.component, fmt(fn.percent, 1)])), "");
+    out.push(
+      markdownTable(
+        ["component (self time)", "%"],
+        p.drainProfile.components.slice(0, 14).map((c) => [c.component, fmt(c.percent, 1)]),
+      ),
+      "",
+    );
+    out.push(
+      markdownTable(
+        ["hottest functions (self time)", "component", "%"],
+        p.drainProfile.functions.slice(0, 10).map((fn) => [`\`${fn.fn}\``, fn.component, fmt(fn.percent, 1)]),
+      ),
+      "",
+    );
   }
   const k = r.pipelines.find((p) => p.bus === "kafka") ?? r.pipelines[0];
   if (k) {
@@ -725,14 +814,20 @@ function renderMarkdown(r: Results): string {
     out.push(
       markdownTable(
         ["statement (normalised, truncated)", "calls per callback", "exec ms per call"],
-        k.backlog.db.top.map((st) => [`\`${st.query.slice(0, 110).replace(/\|/g, "\\|")}\``, fmt(st.calls / Math.max(1, k.backlog.hearts), 2), fmt(st.totalExecMs / Math.max(1, st.calls), 3)]),
+        k.backlog.db.top.map((st) => [
+          `\`${st.query.slice(0, 110).replace(/\|/g, "\\|")}\``,
+          fmt(st.calls / Math.max(1, k.backlog.hearts), 2),
+          fmt(st.totalExecMs / Math.max(1, st.calls), 3),
+        ]),
       ),
       "",
     );
   }
   out.push(`## Checks`, "", `- Floor: ${f.signatures.received} callbacks, ${f.signatures.badSignature} bad signatures.`);
   for (const p of r.pipelines) {
-    out.push(`- ${p.bus}: ${p.checks.received} callbacks received for ${p.checks.expected} counted hearts, ${p.checks.badSignature} bad signatures (verified independently with node:crypto), ${p.checks.duplicates} duplicates.`);
+    out.push(
+      `- ${p.bus}: ${p.checks.received} callbacks received for ${p.checks.expected} counted hearts, ${p.checks.badSignature} bad signatures (verified independently with node:crypto), ${p.checks.duplicates} duplicates.`,
+    );
   }
   out.push("");
   return out.join("\n");

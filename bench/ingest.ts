@@ -202,12 +202,16 @@ async function main(): Promise<void> {
     prismaSelect1: await timeSequential(BREAKDOWN_MS, () => prisma.$queryRaw`SELECT 1`),
     prismaEmptyTransaction: await timeSequential(BREAKDOWN_MS, () => prisma.$transaction(async (tx) => tx.$queryRaw`SELECT 1`)),
     // The registered transaction's shape (BEGIN + 7 statements + COMMIT) against a 3-statement one: the slope is the cost of a round trip.
-    prismaTransaction7Statements: await timeSequential(BREAKDOWN_MS, () => prisma.$transaction(async (tx) => {
-      for (let i = 0; i < 7; i++) await tx.$queryRaw`SELECT 1`;
-    })),
-    prismaTransaction3Statements: await timeSequential(BREAKDOWN_MS, () => prisma.$transaction(async (tx) => {
-      for (let i = 0; i < 3; i++) await tx.$queryRaw`SELECT 1`;
-    })),
+    prismaTransaction7Statements: await timeSequential(BREAKDOWN_MS, () =>
+      prisma.$transaction(async (tx) => {
+        for (let i = 0; i < 7; i++) await tx.$queryRaw`SELECT 1`;
+      }),
+    ),
+    prismaTransaction3Statements: await timeSequential(BREAKDOWN_MS, () =>
+      prisma.$transaction(async (tx) => {
+        for (let i = 0; i < 3; i++) await tx.$queryRaw`SELECT 1`;
+      }),
+    ),
   };
   const directApplied = directIndex - TOKENS;
 
@@ -238,7 +242,15 @@ async function main(): Promise<void> {
               expectContains: '"state":"registered"',
             };
           case "replay":
-            return { label, url: gatewayUrl, concurrency, durationMs, body: spec({ start: 0, end: nextToken }), expectStatus: 200, expectContains: '"duplicate":true' };
+            return {
+              label,
+              url: gatewayUrl,
+              concurrency,
+              durationMs,
+              body: spec({ start: 0, end: nextToken }),
+              expectStatus: 200,
+              expectContains: '"duplicate":true',
+            };
         }
       };
       const warm = await loadgen.run(job(WARMUP_MS, `${mode} c=${concurrency} warm-up`));
@@ -249,7 +261,11 @@ async function main(): Promise<void> {
       await pgb.resetStatements();
       const cpuBefore = { server: selfCpuMs(), postgres: pgb.cpuSnapshot(), machine: machineCpuMs().busy };
       const load = await loadgen.run(job(MEASURE_MS, `${mode} c=${concurrency}`));
-      const cpu = { server: selfCpuMs() - cpuBefore.server, postgres: cpuBetween(cpuBefore.postgres, pgb.cpuSnapshot()), machine: machineCpuMs().busy - cpuBefore.machine };
+      const cpu = {
+        server: selfCpuMs() - cpuBefore.server,
+        postgres: cpuBetween(cpuBefore.postgres, pgb.cpuSnapshot()),
+        machine: machineCpuMs().busy - cpuBefore.machine,
+      };
       const statements = await pgb.readStatements(database);
       if (mode === "registered") {
         nextToken = load.nextIndex;
@@ -302,7 +318,12 @@ async function main(): Promise<void> {
         registeredOk += result.ok;
       }
       profiles[mode] = summary;
-      progress(`  ${summary.components.slice(0, 6).map((c) => `${c.component} ${c.percent}%`).join("; ")}`);
+      progress(
+        `  ${summary.components
+          .slice(0, 6)
+          .map((c) => `${c.component} ${c.percent}%`)
+          .join("; ")}`,
+      );
     }
   }
 
@@ -322,7 +343,14 @@ async function main(): Promise<void> {
   const results = {
     benchmark: NAME,
     machine: { atStart: machineAtStart, loadAverageAtEnd: machineAtEnd.loadAverage, postgres: pgb.serverVersion },
-    settings: { measureMs: MEASURE_MS, warmupMs: WARMUP_MS, concurrencies: CONCURRENCIES, dbPoolSize: DB_POOL_SIZE, logLevel: process.env.BENCH_LOG_LEVEL ?? "info", topology: "gateway + referral service in this process; load generator in a child process; PostgreSQL local (fsync off)" },
+    settings: {
+      measureMs: MEASURE_MS,
+      warmupMs: WARMUP_MS,
+      concurrencies: CONCURRENCIES,
+      dbPoolSize: DB_POOL_SIZE,
+      logLevel: process.env.BENCH_LOG_LEVEL ?? "info",
+      topology: "gateway + referral service in this process; load generator in a child process; PostgreSQL local (fsync off)",
+    },
     signatureVerification: micro,
     breakdownC1: breakdown,
     phases,
@@ -395,7 +423,21 @@ function renderMarkdown(r: Results): string {
     out.push(`### Concurrency ${c}`, "");
     out.push(
       markdownTable(
-        ["path", "req/s", "of floor", "p50 ms", "p95 ms", "p99 ms", "ok / bad / err", "server CPU µs/req", "PG CPU µs/req", "DB stmts/req", "DB exec ms/req", "bench busy % of cores", "other processes (cores)"],
+        [
+          "path",
+          "req/s",
+          "of floor",
+          "p50 ms",
+          "p95 ms",
+          "p99 ms",
+          "ok / bad / err",
+          "server CPU µs/req",
+          "PG CPU µs/req",
+          "DB stmts/req",
+          "DB exec ms/req",
+          "bench busy % of cores",
+          "other processes (cores)",
+        ],
         rows.map((p) => [
           MODE_LABEL[p.mode],
           fmt(p.load.requestsPerSecond, 0),
@@ -420,9 +462,21 @@ function renderMarkdown(r: Results): string {
     markdownTable(
       ["step", "ops/s", "µs/op"],
       [
-        ["(b) signature verification: parse header + HMAC-SHA256 + constant-time compare + clock check", fmt(r.signatureVerification.verifySignature?.opsPerSecond, 0), fmt(r.signatureVerification.verifySignature?.microsPerOp, 2)],
-        ["JSON parse (fatal UTF-8 decode) + field validation", fmt(r.signatureVerification.parseAndValidateBody?.opsPerSecond, 0), fmt(r.signatureVerification.parseAndValidateBody?.microsPerOp, 2)],
-        ["AES-256-GCM open of one sealed secret (ResolveSigningKeys does this per request)", fmt(r.signatureVerification.openSealedSecret?.opsPerSecond, 0), fmt(r.signatureVerification.openSealedSecret?.microsPerOp, 2)],
+        [
+          "(b) signature verification: parse header + HMAC-SHA256 + constant-time compare + clock check",
+          fmt(r.signatureVerification.verifySignature?.opsPerSecond, 0),
+          fmt(r.signatureVerification.verifySignature?.microsPerOp, 2),
+        ],
+        [
+          "JSON parse (fatal UTF-8 decode) + field validation",
+          fmt(r.signatureVerification.parseAndValidateBody?.opsPerSecond, 0),
+          fmt(r.signatureVerification.parseAndValidateBody?.microsPerOp, 2),
+        ],
+        [
+          "AES-256-GCM open of one sealed secret (ResolveSigningKeys does this per request)",
+          fmt(r.signatureVerification.openSealedSecret?.opsPerSecond, 0),
+          fmt(r.signatureVerification.openSealedSecret?.microsPerOp, 2),
+        ],
       ],
     ),
     "",
@@ -436,9 +490,27 @@ function renderMarkdown(r: Results): string {
     markdownTable(
       ["leg", "p50 ms", "p95 ms", "mean ms", "CPU µs/call (this process)"],
       [
-        ["full registered request through the gateway (load phase c=1)", fmt(reg1?.load.latency.p50, 2), fmt(reg1?.load.latency.p95, 2), fmt(reg1?.load.latency.mean, 2), fmt(reg1?.cpuMsPerRequest.server, 0)],
-        ["full dry-run request through the gateway (load phase c=1)", fmt(dry1?.load.latency.p50, 2), fmt(dry1?.load.latency.p95, 2), fmt(dry1?.load.latency.mean, 2), fmt(dry1?.cpuMsPerRequest.server, 0)],
-        ["HTTP floor (load phase c=1)", fmt(floor1?.load.latency.p50, 2), fmt(floor1?.load.latency.p95, 2), fmt(floor1?.load.latency.mean, 2), fmt(floor1?.cpuMsPerRequest.server, 0)],
+        [
+          "full registered request through the gateway (load phase c=1)",
+          fmt(reg1?.load.latency.p50, 2),
+          fmt(reg1?.load.latency.p95, 2),
+          fmt(reg1?.load.latency.mean, 2),
+          fmt(reg1?.cpuMsPerRequest.server, 0),
+        ],
+        [
+          "full dry-run request through the gateway (load phase c=1)",
+          fmt(dry1?.load.latency.p50, 2),
+          fmt(dry1?.load.latency.p95, 2),
+          fmt(dry1?.load.latency.mean, 2),
+          fmt(dry1?.cpuMsPerRequest.server, 0),
+        ],
+        [
+          "HTTP floor (load phase c=1)",
+          fmt(floor1?.load.latency.p50, 2),
+          fmt(floor1?.load.latency.p95, 2),
+          fmt(floor1?.load.latency.mean, 2),
+          fmt(floor1?.cpuMsPerRequest.server, 0),
+        ],
         ...(
           [
             ["ResolveSigningKeys RPC alone (client + server side)", b.resolveSigningKeysRpc],
@@ -460,15 +532,31 @@ function renderMarkdown(r: Results): string {
     out.push(
       markdownTable(
         ["statement (normalised, truncated)", "calls per request", "exec ms per call"],
-        reg.db.top.map((s) => [`\`${s.query.slice(0, 110).replace(/\|/g, "\\|")}\``, fmt(s.calls / Math.max(1, reg.load.requests), 2), fmt(s.totalExecMs / Math.max(1, s.calls), 3)]),
+        reg.db.top.map((s) => [
+          `\`${s.query.slice(0, 110).replace(/\|/g, "\\|")}\``,
+          fmt(s.calls / Math.max(1, reg.load.requests), 2),
+          fmt(s.totalExecMs / Math.max(1, s.calls), 3),
+        ]),
       ),
       "",
     );
   }
   for (const [mode, profile] of Object.entries(r.cpuProfiles)) {
     out.push(`## Where the server process's CPU goes: ${mode} at c=${PROFILE_CONCURRENCY} (sampling profile, % of busy samples)`, "");
-    out.push(markdownTable(["component (self time)", "%"], profile.components.slice(0, 14).map((c) => [c.component, fmt(c.percent, 1)])), "");
-    out.push(markdownTable(["hottest functions (self time)", "component", "%"], profile.functions.slice(0, 10).map((f) => [`\`${f.fn}\``, f.component, fmt(f.percent, 1)])), "");
+    out.push(
+      markdownTable(
+        ["component (self time)", "%"],
+        profile.components.slice(0, 14).map((c) => [c.component, fmt(c.percent, 1)]),
+      ),
+      "",
+    );
+    out.push(
+      markdownTable(
+        ["hottest functions (self time)", "component", "%"],
+        profile.functions.slice(0, 10).map((f) => [`\`${f.fn}\``, f.component, fmt(f.percent, 1)]),
+      ),
+      "",
+    );
   }
   out.push(`## Checks`, "");
   out.push(

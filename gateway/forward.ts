@@ -11,7 +11,7 @@ import {
   type ResolveSigningKeysRequestSchema,
   type ResolveSigningKeysResponse,
 } from "../gen/proto/servers/v1/servers_pb.js";
-import { ERROR_TEXT, errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
+import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import type { ReferralEventName, ValidEvent } from "./validate-event.js";
 import type { SigningKeyMaterial } from "./verify-signature.js";
 
@@ -69,7 +69,7 @@ function rejected(reply: HttpReply, outcome: string, cause?: unknown): KeyLookup
  * A `server_id` that is not a uuid cannot name a server and is answered without a call.
  */
 export async function lookupSigningKeys(rpcs: IngestRpcs, serverId: string): Promise<KeyLookup> {
-  if (!isServerIdShape(serverId)) return rejected(errorReply(404, ERROR_TEXT.unknownServer), "unknown_server");
+  if (!isServerIdShape(serverId)) return rejected(errorReply("unknownServer"), "unknown_server");
   let response: ResolveSigningKeysResponse;
   try {
     response = await rpcs.resolveSigningKeys({ serverId });
@@ -80,15 +80,15 @@ export async function lookupSigningKeys(rpcs: IngestRpcs, serverId: string): Pro
   }
   switch (response.status) {
     case SigningKeyStatus.OK:
-      if (response.keys.length === 0) return rejected(errorReply(404, ERROR_TEXT.referralsDisabled), "no_active_secret");
+      if (response.keys.length === 0) return rejected(errorReply("referralsDisabled"), "no_active_secret");
       return { kind: "keys", keys: response.keys.map((k) => ({ kid: k.kid, secret: k.secret })) };
     case SigningKeyStatus.UNKNOWN_SERVER:
-      return rejected(errorReply(404, ERROR_TEXT.unknownServer), "unknown_server");
+      return rejected(errorReply("unknownServer"), "unknown_server");
     case SigningKeyStatus.REFERRALS_DISABLED:
-      return rejected(errorReply(404, ERROR_TEXT.referralsDisabled), "referrals_disabled");
+      return rejected(errorReply("referralsDisabled"), "referrals_disabled");
     default:
       // Failure policy: fail closed - an unspecified status is a service bug, answered 500.
-      return rejected(errorReply(500, ERROR_TEXT.internal), "internal_error", new Error(`unexpected signing key status ${response.status}`));
+      return rejected(errorReply("internal"), "internal_error", new Error(`unexpected signing key status ${response.status}`));
   }
 }
 
@@ -148,5 +148,5 @@ export async function forwardEvent(rpcs: IngestRpcs, event: ValidEvent, kid: str
   }
   const ok = toOkReply(response);
   // Failure policy: fail closed - an outcome the contract cannot express is a service bug, answered 500.
-  return ok ?? { reply: errorReply(500, ERROR_TEXT.internal), outcome: "internal_error", cause: new Error("ApplyEvent returned no usable outcome") };
+  return ok ?? { reply: errorReply("internal"), outcome: "internal_error", cause: new Error("ApplyEvent returned no usable outcome") };
 }

@@ -1,5 +1,5 @@
 import type { SigningKeyMaterial } from "./verify-signature.js";
-import { ERROR_TEXT, errorReply, type HttpReply } from "./http-errors.js";
+import { errorReply, type HttpReply } from "./http-errors.js";
 import type { FailureLimiter } from "./failure-limiter.js";
 import { forwardEvent, isServerIdShape, lookupSigningKeys, type IngestRpcs, type KeyLookup } from "./forward.js";
 import { parseJsonObject, readServerId, validateEvent, type JsonObject } from "./validate-event.js";
@@ -54,7 +54,7 @@ export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: ()
   const { body, serverId, kid } = signed;
 
   const validated = validateEvent(body);
-  if (validated.kind === "invalid") return { reply: errorReply(400, validated.error), outcome: "invalid_field", serverId, kid };
+  if (validated.kind === "invalid") return { reply: errorReply("invalidField", validated.error), outcome: "invalid_field", serverId, kid };
   const event = validated.value;
 
   if (event.test) return { reply: { status: 200, body: { ok: true, test: true } }, outcome: "test", serverId, kid };
@@ -85,20 +85,20 @@ export type SignedRequest = { kind: "verified"; body: JsonObject; serverId: stri
 export async function verifySignedRequest(input: IngestInput, keys: SignedRequestKeys, now: () => Date): Promise<SignedRequest> {
   const rejected = (result: IngestResult): SignedRequest => ({ kind: "rejected", result });
   const signature = parseSignatureHeader(input.signatureHeader);
-  if (signature === null) return rejected({ reply: errorReply(400, ERROR_TEXT.badSignatureHeader), outcome: "malformed_signature_header" });
+  if (signature === null) return rejected({ reply: errorReply("badSignatureHeader"), outcome: "malformed_signature_header" });
 
   const body = parseJsonObject(input.rawBody);
-  if (body === null) return rejected({ reply: errorReply(400, ERROR_TEXT.invalidJson), outcome: "invalid_json" });
+  if (body === null) return rejected({ reply: errorReply("invalidJson"), outcome: "invalid_json" });
 
   const serverIdField = readServerId(body);
-  if (serverIdField.kind === "invalid") return rejected({ reply: errorReply(400, serverIdField.error), outcome: "invalid_server_id" });
+  if (serverIdField.kind === "invalid") return rejected({ reply: errorReply("invalidField", serverIdField.error), outcome: "invalid_server_id" });
   const serverId = serverIdField.value;
 
   // Only ids that could name a server cost a lookup, so only they are limited and counted.
   const admission = isServerIdShape(serverId) ? keys.limiter?.admit(serverId) : undefined;
   if (admission?.kind === "limited") {
     const headers = { "retry-after": String(admission.retryAfterSeconds) };
-    return rejected({ reply: errorReply(429, ERROR_TEXT.tooManyFailedSignatures, headers), outcome: "failed_signature_limit", serverId });
+    return rejected({ reply: errorReply("tooManyFailedSignatures", { headers }), outcome: "failed_signature_limit", serverId });
   }
   let failed = false;
   try {
@@ -132,7 +132,7 @@ async function verifyWithServerKeys(
     if (lookup.kind === "rejected") return rejected({ ...lookup.result, serverId });
     verdict = verifyWith(lookup.keys);
   }
-  if (verdict.kind === "bad_signature") return rejected({ reply: errorReply(401, ERROR_TEXT.badSignature), outcome: "bad_signature", serverId });
-  if (verdict.kind === "stale") return rejected({ reply: errorReply(401, ERROR_TEXT.stale), outcome: "stale", serverId });
+  if (verdict.kind === "bad_signature") return rejected({ reply: errorReply("badSignature"), outcome: "bad_signature", serverId });
+  if (verdict.kind === "stale") return rejected({ reply: errorReply("stale"), outcome: "stale", serverId });
   return { kind: "verified", kid: verdict.kid };
 }

@@ -11,7 +11,7 @@ import { PullKeyStatus, type ResolvePullKeysRequestSchema, type ResolvePullKeysR
 import { isServerIdShape, type KeyLookup } from "./forward.js";
 import { verifySignedRequest, type IngestInput, type IngestResult } from "./handle-ingest.js";
 import type { FailureLimiter } from "./failure-limiter.js";
-import { ERROR_TEXT, errorReply, fromRpcError } from "./http-errors.js";
+import { errorReply, fromRpcError } from "./http-errors.js";
 import type { JsonObject } from "./validate-event.js";
 import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../services/delivery/pull-store.js";
 
@@ -45,7 +45,7 @@ export async function handlePullList(input: IngestInput, rpcs: PullRpcs, now: ()
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const fields = readListFields(body);
-  if (fields.kind === "invalid") return { reply: errorReply(400, fields.error), outcome: "invalid_field", serverId, kid };
+  if (fields.kind === "invalid") return { reply: errorReply("invalidField", fields.error), outcome: "invalid_field", serverId, kid };
   try {
     const page = await rpcs.listPullHearts({ serverId, cursor: fields.cursor, limit: fields.limit });
     const hearts = page.hearts.map((h) => ({
@@ -72,7 +72,7 @@ export async function handlePullClaim(input: IngestInput, rpcs: PullRpcs, now: (
   const { body, serverId, kid } = signed;
   const ids = body.heart_ids;
   if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_PULL_CLAIM || !ids.every((id) => typeof id === "string")) {
-    return { reply: errorReply(400, `heart_ids must be an array of 1-${MAX_PULL_CLAIM} strings`), outcome: "invalid_field", serverId, kid };
+    return { reply: errorReply("invalidField", `heart_ids must be an array of 1-${MAX_PULL_CLAIM} strings`), outcome: "invalid_field", serverId, kid };
   }
   try {
     const { results } = await rpcs.claimPullHearts({ serverId, heartIds: ids as string[] });
@@ -85,11 +85,11 @@ export async function handlePullClaim(input: IngestInput, rpcs: PullRpcs, now: (
 
 /** Step 5 for the pull API: the server's active pull secrets. */
 async function lookupPullKeys(rpcs: PullRpcs, serverId: string): Promise<KeyLookup> {
-  const rejected = (status: number, error: string, outcome: string, cause?: unknown): KeyLookup => ({
+  const rejected = (kind: "unknownServer" | "pullDisabled" | "internal", outcome: string, cause?: unknown): KeyLookup => ({
     kind: "rejected",
-    result: cause === undefined ? { reply: errorReply(status, error), outcome } : { reply: errorReply(status, error), outcome, cause },
+    result: cause === undefined ? { reply: errorReply(kind), outcome } : { reply: errorReply(kind), outcome, cause },
   });
-  if (!isServerIdShape(serverId)) return rejected(404, ERROR_TEXT.unknownServer, "unknown_server");
+  if (!isServerIdShape(serverId)) return rejected("unknownServer", "unknown_server");
   let response: ResolvePullKeysResponse;
   try {
     response = await rpcs.resolvePullKeys({ serverId });
@@ -100,15 +100,15 @@ async function lookupPullKeys(rpcs: PullRpcs, serverId: string): Promise<KeyLook
   }
   switch (response.status) {
     case PullKeyStatus.OK:
-      if (response.keys.length === 0) return rejected(404, ERROR_TEXT.pullDisabled, "no_active_secret");
+      if (response.keys.length === 0) return rejected("pullDisabled", "no_active_secret");
       return { kind: "keys", keys: response.keys.map((k) => ({ kid: k.kid, secret: k.secret })) };
     case PullKeyStatus.UNKNOWN_SERVER:
-      return rejected(404, ERROR_TEXT.unknownServer, "unknown_server");
+      return rejected("unknownServer", "unknown_server");
     case PullKeyStatus.PULL_DISABLED:
-      return rejected(404, ERROR_TEXT.pullDisabled, "pull_disabled");
+      return rejected("pullDisabled", "pull_disabled");
     default:
       // Failure policy: fail closed - an unspecified status is a service bug, answered 500.
-      return rejected(500, ERROR_TEXT.internal, "internal_error", new Error(`unexpected pull key status ${response.status}`));
+      return rejected("internal", "internal_error", new Error(`unexpected pull key status ${response.status}`));
   }
 }
 

@@ -1,8 +1,9 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { RecordClickRequestSchema, RecordClickResponse } from "../gen/proto/referral/v1/referral_pb.js";
-import { ERROR_TEXT, errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
+import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import { isServerIdShape } from "./forward.js";
 import { fieldProblem } from "../services/shared/field-rules.js";
+import { requiredText } from "../services/shared/contract.js";
 
 /** Path prefix of the public referral link: `GET /r/<server_id>?referrer=<identity>`. */
 export const REFERRAL_LINK_PREFIX = "/r/";
@@ -40,11 +41,11 @@ export interface ReferralLinkResult {
  */
 export async function handleReferralLink(input: ReferralLinkInput, rpcs: ReferralLinkRpcs): Promise<ReferralLinkResult> {
   const referrer = input.referrer?.trim() ?? "";
-  if (referrer === "") return { reply: errorReply(400, "referrer is required"), outcome: "missing_referrer" };
+  if (referrer === "") return { reply: errorReply("invalidField", requiredText("referrer")), outcome: "missing_referrer" };
   const referrerProblem = fieldProblem("referrer", referrer);
-  if (referrerProblem !== null) return { reply: errorReply(400, referrerProblem), outcome: "invalid_referrer" };
+  if (referrerProblem !== null) return { reply: errorReply("invalidField", referrerProblem), outcome: "invalid_referrer" };
   const serverId = input.serverId.trim();
-  if (!isServerIdShape(serverId)) return { reply: errorReply(404, ERROR_TEXT.unknownServer), outcome: "unknown_server" };
+  if (!isServerIdShape(serverId)) return { reply: errorReply("unknownServer"), outcome: "unknown_server" };
 
   let response: RecordClickResponse;
   try {

@@ -1,25 +1,10 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { ERROR_KIND_HEADER, TRANSITION_EVENT_HEADER, TRANSITION_FROM_HEADER, type DomainErrorKind } from "../services/shared/errors.js";
+import { SESSION_EXPIRED_KIND } from "../services/access/auth-interceptor.js";
+import { ERROR_KIND_HEADER, illegalTransitionOf, type DomainErrorKind } from "../services/shared/errors.js";
+import { CHECK_ERRORS, fixedError, type CheckErrorKind, type FixedErrorKind } from "../services/shared/contract.js";
 
-/** The contract's exact error texts (docs/contract.md, "Errors"). */
-export const ERROR_TEXT = {
-  bodyTooLarge: "body too large",
-  badSignatureHeader: "missing or malformed X-Service-Signature header",
-  invalidJson: "body is not valid JSON",
-  badEvent: "event must be one of registered|qualified|reversed",
-  refereeRequired: "referee_identity is required for a registered event",
-  badSignature: "signature rejected: bad_signature",
-  stale: "signature rejected: stale",
-  unknownServer: "unknown server",
-  referralsDisabled: "referrals not enabled for this server",
-  pullDisabled: "pull API not enabled for this server",
-  unknownToken: "unknown referral token for this server",
-  invalidTransition: "invalid state transition",
-  internal: "internal error",
-  methodNotAllowed: "method not allowed",
-  notFound: "not found",
-  tooManyFailedSignatures: "too many failed signature checks; retry after the Retry-After delay",
-} as const;
+/** The contract's exact error texts (services/shared/contract.ts is their home). */
+export { ERROR_TEXT } from "../services/shared/contract.js";
 
 /** A complete HTTP answer the gateway sends as JSON. */
 export interface HttpReply {
@@ -28,60 +13,101 @@ export interface HttpReply {
   headers?: Record<string, string>;
 }
 
-/** Builds an `{error}` reply. */
-export function errorReply(status: number, error: string, headers?: Record<string, string>): HttpReply {
-  return headers ? { status, body: { error }, headers } : { status, body: { error } };
+/** What an error reply carries besides its status and text. */
+export interface ErrorReplyOptions {
+  /** Response headers (`allow`, `retry-after`, `connection`, ...). */
+  headers?: Record<string, string>;
+  /** Body fields after `error` (the 422's `from` and `event`). */
+  fields?: Record<string, string>;
+}
+
+/**
+ * THE one builder of the gateway's error replies: `{error, ...fields}` with the kind's status
+ * (services/shared/contract.ts). A fixed-text kind takes its text from the contract; a
+ * check-written kind (`invalidField`, ...) takes the failing check's text.
+ */
+export function errorReply(kind: FixedErrorKind, options?: ErrorReplyOptions): HttpReply;
+export function errorReply(kind: CheckErrorKind, text: string, options?: ErrorReplyOptions): HttpReply;
+export function errorReply(kind: FixedErrorKind | CheckErrorKind, textOrOptions?: string | ErrorReplyOptions, maybeOptions?: ErrorReplyOptions): HttpReply {
+  const checkWritten = kind in CHECK_ERRORS;
+  const status = checkWritten ? CHECK_ERRORS[kind as CheckErrorKind].status : fixedError(kind as FixedErrorKind).status;
+  const text = checkWritten ? (textOrOptions as string) : fixedError(kind as FixedErrorKind).text;
+  const options = (checkWritten ? maybeOptions : (textOrOptions as ErrorReplyOptions | undefined)) ?? {};
+  const body = { error: text, ...options.fields };
+  return options.headers ? { status, body, headers: options.headers } : { status, body };
 }
 
 /** An RPC failure mapped to HTTP; `cause` is set when the failure is unexpected and must be logged. */
 export interface MappedRpcError {
   reply: HttpReply;
-  /** Set for 500s: the original error, logged with the request id, never sent. */
+  /** Set for 500s (and the dashboard's 503/504): the original error, logged with the request id, never sent. */
   cause?: unknown;
 }
 
-/** One row of the table: a Connect code plus (optionally) the domain error kind. */
+/** Which HTTP surface maps the failure: the public signed API (the contract) or the dashboard API. */
+export type ErrorSurface = "public" | "dashboard";
+
+/** One row of the table: a Connect code, optionally the domain error kind, the surfaces it serves. */
 interface ErrorRow {
   code: Code;
-  kind?: DomainErrorKind;
+  /** The `x-error-kind` the row needs; absent = any kind. */
+  kind?: DomainErrorKind | typeof SESSION_EXPIRED_KIND;
+  on: readonly ErrorSurface[];
   toReply(error: ConnectError): HttpReply | undefined;
+  /** The failure is the service's, not the caller's: its cause is logged. */
+  log?: true;
 }
 
+const PUBLIC: readonly ErrorSurface[] = ["public"];
+const DASHBOARD: readonly ErrorSurface[] = ["dashboard"];
+
 /**
- * THE table: Connect code and domain error kind (from the `x-error-kind` metadata
- * set by services/shared/errors.ts) -> the contract's HTTP status and exact text.
- * A row without a reply (422 missing its details) falls through to 500.
+ * THE table: Connect code and domain error kind (from the `x-error-kind` metadata set by
+ * services/shared/errors.ts) -> the HTTP status and text (services/shared/contract.ts), per surface;
+ * the first matching row wins. The public API answers the contract's exact texts; the dashboard shows
+ * the service's caller-safe message. A row without a reply (422 missing its detail) falls through to 500.
  */
 const RPC_ERROR_TABLE: readonly ErrorRow[] = [
-  { code: Code.NotFound, kind: "unknown_token", toReply: () => errorReply(404, ERROR_TEXT.unknownToken) },
-  { code: Code.NotFound, kind: "unknown_server", toReply: () => errorReply(404, ERROR_TEXT.unknownServer) },
-  { code: Code.NotFound, kind: "referrals_disabled", toReply: () => errorReply(404, ERROR_TEXT.referralsDisabled) },
+  { code: Code.NotFound, kind: "unknown_token", on: PUBLIC, toReply: () => errorReply("unknownToken") },
+  { code: Code.NotFound, kind: "unknown_server", on: PUBLIC, toReply: () => errorReply("unknownServer") },
+  { code: Code.NotFound, kind: "referrals_disabled", on: PUBLIC, toReply: () => errorReply("referralsDisabled") },
   {
     code: Code.FailedPrecondition,
     kind: "illegal_transition",
+    on: PUBLIC,
     toReply(error) {
-      const from = error.metadata.get(TRANSITION_FROM_HEADER);
-      const event = error.metadata.get(TRANSITION_EVENT_HEADER);
-      if (!from || !event) return undefined;
-      return { status: 422, body: { error: ERROR_TEXT.invalidTransition, from, event } };
+      const transition = illegalTransitionOf(error);
+      return transition ? errorReply("invalidTransition", { fields: { from: transition.from, event: transition.event } }) : undefined;
     },
   },
   // DomainError messages are written to be shown to callers (services/shared/errors.ts).
-  { code: Code.InvalidArgument, kind: "invalid_argument", toReply: (error) => errorReply(400, error.rawMessage) },
+  { code: Code.InvalidArgument, kind: "invalid_argument", on: PUBLIC, toReply: (error) => errorReply("invalidField", error.rawMessage) },
+  { code: Code.InvalidArgument, on: DASHBOARD, toReply: (error) => errorReply("invalidField", error.rawMessage) },
+  { code: Code.NotFound, on: DASHBOARD, toReply: (error) => errorReply("unknownResource", error.rawMessage) },
+  { code: Code.PermissionDenied, on: DASHBOARD, toReply: (error) => errorReply("forbidden", error.rawMessage) },
+  // The owner's session ended between the gateway's check and the call: 401. Any other Unauthenticated is the
+  // gateway's own service token refused, a misconfiguration: it falls through to 500, logged.
+  { code: Code.Unauthenticated, kind: SESSION_EXPIRED_KIND, on: DASHBOARD, toReply: (error) => errorReply("sessionExpired", error.rawMessage) },
+  { code: Code.FailedPrecondition, on: DASHBOARD, toReply: (error) => errorReply("conflict", error.rawMessage) },
+  { code: Code.AlreadyExists, on: DASHBOARD, toReply: (error) => errorReply("conflict", error.rawMessage) },
+  { code: Code.DeadlineExceeded, on: DASHBOARD, toReply: () => errorReply("serviceTimeout"), log: true },
+  { code: Code.Unavailable, on: DASHBOARD, toReply: () => errorReply("serviceUnavailable"), log: true },
 ];
 
 /**
- * Maps an error thrown by a referral-service RPC to the contract's HTTP answer.
- * Anything the table does not name - including the service being down, a
- * deadline, or an unknown kind - is 500 `internal error` with the cause kept for the log.
+ * Maps an error thrown by a referral-service RPC to the HTTP answer of `surface` (default: the
+ * public contract). Anything the table does not name - on the public API including the service
+ * being down, a deadline, or an unknown kind - is 500 `internal error` with the cause kept for the log.
  */
-export function fromRpcError(error: unknown): MappedRpcError {
+export function fromRpcError(error: unknown, surface: ErrorSurface = "public"): MappedRpcError {
   if (error instanceof ConnectError) {
     const kind = error.metadata.get(ERROR_KIND_HEADER) ?? undefined;
-    const row = RPC_ERROR_TABLE.find((r) => r.code === error.code && r.kind === kind);
-    const reply = row?.toReply(error);
-    if (reply) return { reply };
+    for (const row of RPC_ERROR_TABLE) {
+      if (row.code !== error.code || !row.on.includes(surface) || (row.kind !== undefined && row.kind !== kind)) continue;
+      const reply = row.toReply(error);
+      if (reply) return row.log ? { reply, cause: error } : { reply };
+    }
   }
   // Failure policy: fail closed - an unrecognised failure is a retryable 500; the cause is logged, never sent.
-  return { reply: errorReply(500, ERROR_TEXT.internal), cause: error };
+  return { reply: errorReply("internal"), cause: error };
 }

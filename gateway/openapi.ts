@@ -1,6 +1,6 @@
-import { ERROR_TEXT } from "./http-errors.js";
+import { ANCHOR_STATES, CONTRACT_ERRORS, ERROR_TEXT, REFERRAL_EVENTS, REFERRAL_STATES, requiredText, type ContractErrorKind } from "../services/shared/contract.js";
 import { MAX_BODY_BYTES } from "./raw-body.js";
-import { maxCharsOf, type FieldName } from "../services/shared/field-rules.js";
+import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/field-rules.js";
 import { NIL_UUID } from "../services/shared/ids.js";
 
 /** Where the gateway publishes the document. */
@@ -52,7 +52,10 @@ const PULL_DESCRIPTION = [
   "(the dashboard shows it as a `pull` delivery); claiming is idempotent, so a retried claim is safe. Key rewards on `heart_id`.",
 ].join("\n");
 
-const errorExample = (summary: string, error: string) => ({ summary, value: { error } });
+/** An example of a contract error: its exact text from services/shared/contract.ts. */
+const errorExample = (summary: string, kind: ContractErrorKind) => ({ summary, value: { error: CONTRACT_ERRORS[kind].text } });
+/** An example of a field error, whose text the failing check writes (`<field> ...`). */
+const fieldErrorExample = (summary: string, error: string) => ({ summary, value: { error } });
 
 const jsonError = (description: string, examples: Record<string, { summary: string; value: unknown }>, schema = "ErrorResponse") => ({
   description,
@@ -63,7 +66,7 @@ const jsonError = (description: string, examples: Record<string, { summary: stri
 /** 429 past the failed-signature limits (gateway/failure-limiter.ts), shared by every signed endpoint. */
 function tooManyFailures() {
   const reply = jsonError("Too many failed authentications (bad signature, unknown server, disabled) for this server_id, or overall; wait Retry-After seconds.", {
-    tooManyFailures: errorExample("Failed-signature limit reached", ERROR_TEXT.tooManyFailedSignatures),
+    tooManyFailures: errorExample("Failed-signature limit reached", "tooManyFailedSignatures"),
   });
   return {
     ...reply,
@@ -74,24 +77,24 @@ function tooManyFailures() {
 /** The error answers the two pull endpoints share. */
 const PULL_ERRORS = {
   "400": jsonError("Malformed signature header, invalid JSON, or a missing or invalid field.", {
-    malformedSignature: errorExample("Missing or malformed X-Service-Signature", ERROR_TEXT.badSignatureHeader),
-    invalidJson: errorExample("Body unreadable, not JSON, or not a JSON object", ERROR_TEXT.invalidJson),
-    invalidField: errorExample("A missing or invalid field names the field", "limit must be an integer between 1 and 500"),
+    malformedSignature: errorExample("Missing or malformed X-Service-Signature", "badSignatureHeader"),
+    invalidJson: errorExample("Body unreadable, not JSON, or not a JSON object", "invalidJson"),
+    invalidField: fieldErrorExample("A missing or invalid field names the field", "limit must be an integer between 1 and 500"),
   }),
   "401": jsonError("The signature did not verify against the server's pull secrets.", {
-    badSignature: errorExample("MAC mismatch or unknown kid", ERROR_TEXT.badSignature),
-    stale: errorExample("t outside ±300 s of server time", ERROR_TEXT.stale),
+    badSignature: errorExample("MAC mismatch or unknown kid", "badSignature"),
+    stale: errorExample("t outside ±300 s of server time", "stale"),
   }),
   "404": jsonError("Unknown server, or the pull API is off (or has no active pull secret).", {
-    unknownServer: errorExample("No configuration for server_id", ERROR_TEXT.unknownServer),
-    pullDisabled: errorExample("Pull API off", ERROR_TEXT.pullDisabled),
+    unknownServer: errorExample("No configuration for server_id", "unknownServer"),
+    pullDisabled: errorExample("Pull API off", "pullDisabled"),
   }),
   "413": jsonError(`The body is over ${MAX_BODY_BYTES} bytes; the connection is closed.`, {
-    bodyTooLarge: errorExample("Body over 64 KiB", ERROR_TEXT.bodyTooLarge),
+    bodyTooLarge: errorExample("Body over 64 KiB", "bodyTooLarge"),
   }),
   "429": tooManyFailures(),
   "500": jsonError("Internal error; safe to retry with backoff (listing and claiming are idempotent).", {
-    internal: errorExample("Internal error", ERROR_TEXT.internal),
+    internal: errorExample("Internal error", "internal"),
   }),
 };
 
@@ -249,26 +252,26 @@ export const openApiDocument = {
             },
           },
           "400": jsonError("Malformed signature header, invalid JSON, or a missing or invalid field.", {
-            malformedSignature: errorExample("Missing or malformed X-Service-Signature", ERROR_TEXT.badSignatureHeader),
-            invalidJson: errorExample("Body unreadable, not JSON, or not a JSON object", ERROR_TEXT.invalidJson),
-            badEvent: errorExample("event outside registered|qualified|reversed", ERROR_TEXT.badEvent),
-            refereeRequired: errorExample("registered without referee_identity", ERROR_TEXT.refereeRequired),
-            missingField: errorExample("Any other missing or invalid field names the field", "server_event_id is required"),
-            wrongType: errorExample("A field of the wrong JSON type", "ts must be an integer (unix seconds)"),
-            tooLong: errorExample("A field over its maxLength", `token must be at most ${maxCharsOf("token")} characters`),
-            nul: errorExample("A field holding U+0000", "token must not contain NUL characters"),
+            malformedSignature: errorExample("Missing or malformed X-Service-Signature", "badSignatureHeader"),
+            invalidJson: errorExample("Body unreadable, not JSON, or not a JSON object", "invalidJson"),
+            badEvent: errorExample("event outside registered|qualified|reversed", "badEvent"),
+            refereeRequired: errorExample("registered without referee_identity", "refereeRequired"),
+            missingField: fieldErrorExample("Any other missing or invalid field names the field", requiredText("server_event_id")),
+            wrongType: fieldErrorExample("A field of the wrong JSON type", "ts must be an integer (unix seconds)"),
+            tooLong: fieldErrorExample("A field over its maxLength", tooLongText("token")),
+            nul: fieldErrorExample("A field holding U+0000", nulText("token")),
           }),
           "401": jsonError("The signature did not verify.", {
-            badSignature: errorExample("MAC mismatch or unknown kid", ERROR_TEXT.badSignature),
-            stale: errorExample("t outside ±300 s of server time", ERROR_TEXT.stale),
+            badSignature: errorExample("MAC mismatch or unknown kid", "badSignature"),
+            stale: errorExample("t outside ±300 s of server time", "stale"),
           }),
           "404": jsonError("Unknown server, referrals not enabled, or unknown token.", {
-            unknownServer: errorExample("No configuration for server_id", ERROR_TEXT.unknownServer),
-            referralsDisabled: errorExample("Referrals disabled or no active secret", ERROR_TEXT.referralsDisabled),
-            unknownToken: errorExample("The token has no click record for this server", ERROR_TEXT.unknownToken),
+            unknownServer: errorExample("No configuration for server_id", "unknownServer"),
+            referralsDisabled: errorExample("Referrals disabled or no active secret", "referralsDisabled"),
+            unknownToken: errorExample("The token has no click record for this server", "unknownToken"),
           }),
           "413": jsonError(`The body is over ${MAX_BODY_BYTES} bytes; the connection is closed.`, {
-            bodyTooLarge: errorExample("Body over 64 KiB", ERROR_TEXT.bodyTooLarge),
+            bodyTooLarge: errorExample("Body over 64 KiB", "bodyTooLarge"),
           }),
           "429": tooManyFailures(),
           "422": jsonError(
@@ -286,7 +289,7 @@ export const openApiDocument = {
             "TransitionErrorResponse",
           ),
           "500": jsonError("Internal error; safe to retry with backoff (same server_event_id, fresh t).", {
-            internal: errorExample("Internal error", ERROR_TEXT.internal),
+            internal: errorExample("Internal error", "internal"),
           }),
         },
       },
@@ -384,12 +387,12 @@ export const openApiDocument = {
               },
             },
           },
-          "400": jsonError("`referrer` missing or invalid.", { missingReferrer: errorExample("No referrer", "referrer is required") }),
+          "400": jsonError("`referrer` missing or invalid.", { missingReferrer: fieldErrorExample("No referrer", requiredText("referrer")) }),
           "404": jsonError("Unknown server, or referrals not enabled.", {
-            unknownServer: errorExample("No such server", ERROR_TEXT.unknownServer),
-            referralsDisabled: errorExample("Referrals disabled", ERROR_TEXT.referralsDisabled),
+            unknownServer: errorExample("No such server", "unknownServer"),
+            referralsDisabled: errorExample("Referrals disabled", "referralsDisabled"),
           }),
-          "500": jsonError("Internal error.", { internal: errorExample("Internal error", ERROR_TEXT.internal) }),
+          "500": jsonError("Internal error.", { internal: errorExample("Internal error", "internal") }),
         },
       },
     },
@@ -522,7 +525,7 @@ export const openApiDocument = {
         description: "Unknown extra fields are accepted. Empty strings count as missing; strings are trimmed; `null` counts as absent.",
         required: ["event", "token", "server_id", "server_event_id"],
         properties: {
-          event: { type: "string", enum: ["registered", "qualified", "reversed"], description: "The lifecycle event." },
+          event: { type: "string", enum: [...REFERRAL_EVENTS], description: "The lifecycle event." },
           token: boundedString("token", "The referral token captured by the registration page (`ref_token`)."),
           server_id: nonEmptyString("The service's id for the game server; selects the signing secret."),
           referee_identity: boundedString(
@@ -553,7 +556,7 @@ export const openApiDocument = {
         properties: {
           ok: { const: true },
           referral_id: { type: "string", format: "uuid" },
-          state: { type: "string", enum: ["registered", "qualified", "reversed"] },
+          state: { type: "string", enum: [...ANCHOR_STATES] },
         },
         additionalProperties: false,
       },
@@ -591,10 +594,10 @@ export const openApiDocument = {
           error: { const: ERROR_TEXT.invalidTransition },
           from: {
             type: "string",
-            enum: ["clicked", "registered", "qualified", "reversed"],
+            enum: [...REFERRAL_STATES],
             description: "The referral's current state.",
           },
-          event: { type: "string", enum: ["registered", "qualified", "reversed"], description: "The rejected event." },
+          event: { type: "string", enum: [...REFERRAL_EVENTS], description: "The rejected event." },
         },
         additionalProperties: false,
       },

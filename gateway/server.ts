@@ -17,7 +17,7 @@ import type { Metrics } from "../services/shared/metrics.js";
 import { handleIngest, type IngestInput, type IngestResult } from "./handle-ingest.js";
 import { PULL_CLAIMS_PATH, PULL_HEARTS_PATH, handlePullClaim, handlePullList, type PullRpcs } from "./handle-pull.js";
 import { REFERRAL_LINK_PREFIX, handleReferralLink } from "./handle-referral-link.js";
-import { ERROR_TEXT, errorReply, type HttpReply } from "./http-errors.js";
+import { errorReply, type HttpReply } from "./http-errors.js";
 import { OPENAPI_PATH, openApiDocument } from "./openapi.js";
 import { MAX_BODY_BYTES, declaresTooLarge, readRawBody } from "./raw-body.js";
 import { maxCharsOf } from "../services/shared/field-rules.js";
@@ -162,13 +162,13 @@ async function handleRequest(deps: GatewayDeps, guards: IngestGuards, req: Incom
     } else if (deps.extraRoutes && (await routeAs(entry, { route: "extra" }, () => deps.extraRoutes!(req, res)))) {
       // Answered by a mounted handler (the dashboard).
     } else {
-      sendReply(res, errorReply(404, ERROR_TEXT.notFound));
+      sendReply(res, errorReply("notFound"));
     }
   } catch (error) {
     // Failure policy: never leak internals - answer 500 `internal error` when still possible and log the cause with the request id.
     entry.outcome = "internal_error";
     entry.cause = error;
-    if (!res.headersSent) sendReply(res, errorReply(500, ERROR_TEXT.internal));
+    if (!res.headersSent) sendReply(res, errorReply("internal"));
     else res.destroy();
   }
 }
@@ -190,7 +190,7 @@ async function serveIngest(deps: GatewayDeps, { keyCache, limiter }: IngestGuard
 async function serveSigned(req: IncomingMessage, res: ServerResponse, entry: RequestLog, handle: (input: IngestInput) => Promise<IngestResult>): Promise<void> {
   if (req.method !== "POST") {
     entry.outcome = "method_not_allowed";
-    sendReply(res, errorReply(405, ERROR_TEXT.methodNotAllowed, { allow: "POST" }));
+    sendReply(res, errorReply("methodNotAllowed", { headers: { allow: "POST" } }));
     return;
   }
   if (declaresTooLarge(req.headers, MAX_BODY_BYTES)) {
@@ -222,7 +222,7 @@ async function serveSigned(req: IncomingMessage, res: ServerResponse, entry: Req
  */
 function sendTooLarge(req: IncomingMessage, res: ServerResponse): void {
   req.pause();
-  sendReply(res, errorReply(413, ERROR_TEXT.bodyTooLarge, { connection: "close" }));
+  sendReply(res, errorReply("bodyTooLarge", { headers: { connection: "close" } }));
 }
 
 async function serveReferralLink(
@@ -235,13 +235,13 @@ async function serveReferralLink(
 ): Promise<void> {
   if (req.method !== "GET") {
     entry.outcome = "method_not_allowed";
-    sendReply(res, errorReply(405, ERROR_TEXT.methodNotAllowed, { allow: "GET" }));
+    sendReply(res, errorReply("methodNotAllowed", { headers: { allow: "GET" } }));
     return;
   }
   const segment = rawPath.slice(REFERRAL_LINK_PREFIX.length).replace(/\/$/, "");
   if (segment === "" || segment.includes("/")) {
     entry.outcome = "not_found";
-    sendReply(res, errorReply(404, ERROR_TEXT.notFound));
+    sendReply(res, errorReply("notFound"));
     return;
   }
   const callOptions = rpcCallOptions(deps, entry.requestId);
@@ -261,7 +261,7 @@ async function serveReferralLink(
 function serveOpenApi(req: IncomingMessage, res: ServerResponse, entry: RequestLog): void {
   if (req.method !== "GET" && req.method !== "HEAD") {
     entry.outcome = "method_not_allowed";
-    sendReply(res, errorReply(405, ERROR_TEXT.methodNotAllowed, { allow: "GET, HEAD" }));
+    sendReply(res, errorReply("methodNotAllowed", { headers: { allow: "GET, HEAD" } }));
     return;
   }
   res.writeHead(200, {
@@ -289,13 +289,13 @@ async function routeAs(entry: RequestLog, as: { route: string; quiet?: boolean }
 function serveRaw(req: IncomingMessage, res: ServerResponse, entry: RequestLog, reply: () => RawReply | undefined): void {
   if (req.method !== "GET" && req.method !== "HEAD") {
     entry.outcome = "method_not_allowed";
-    sendReply(res, errorReply(405, ERROR_TEXT.methodNotAllowed, { allow: "GET, HEAD" }));
+    sendReply(res, errorReply("methodNotAllowed", { headers: { allow: "GET, HEAD" } }));
     return;
   }
   const answer = reply();
   if (!answer) {
     entry.outcome = "not_found";
-    sendReply(res, errorReply(404, ERROR_TEXT.notFound));
+    sendReply(res, errorReply("notFound"));
     return;
   }
   res.writeHead(answer.status, { ...answer.headers, "content-length": Buffer.byteLength(answer.body) });

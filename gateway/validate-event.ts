@@ -1,10 +1,7 @@
-import { fieldProblem, type FieldName } from "../services/shared/field-rules.js";
-import { ERROR_TEXT } from "./http-errors.js";
+import type { FieldName } from "../services/shared/field-rules.js";
+import { checkEvent, checkRefereeIdentity, checkRequiredText, notStringText, requiredText, type ReferralEventName } from "../services/shared/contract.js";
 
-/** The three lifecycle events the ingest endpoint accepts. */
-export const REFERRAL_EVENTS = ["registered", "qualified", "reversed"] as const;
-/** One of the three lifecycle event names. */
-export type ReferralEventName = (typeof REFERRAL_EVENTS)[number];
+export type { ReferralEventName } from "../services/shared/contract.js";
 
 /** A JSON object body: the only shape the ingest endpoint accepts. */
 export type JsonObject = Record<string, unknown>;
@@ -51,18 +48,14 @@ function isAbsent(value: unknown): boolean {
 }
 
 /**
- * A required string: absent, null and empty-after-trim are "is required"; other types "must be a string";
- * with `bounded`, a value over its limit or holding a NUL is refused (services/shared/field-rules.ts).
+ * A required string: absent and null are "is required"; other types "must be a string"; then the
+ * contract's text rule (services/shared/contract.ts: empty after trimming, NUL, length).
  */
 function requiredString(body: JsonObject, field: string, bounded?: FieldName): FieldResult<string> {
   const value = body[field];
-  if (isAbsent(value)) return { kind: "invalid", error: `${field} is required` };
-  if (typeof value !== "string") return { kind: "invalid", error: `${field} must be a string` };
-  const trimmed = value.trim();
-  if (trimmed === "") return { kind: "invalid", error: `${field} is required` };
-  const problem = bounded === undefined ? null : fieldProblem(bounded, trimmed);
-  if (problem !== null) return { kind: "invalid", error: problem };
-  return { kind: "ok", value: trimmed };
+  if (isAbsent(value)) return { kind: "invalid", error: requiredText(field) };
+  if (typeof value !== "string") return { kind: "invalid", error: notStringText(field) };
+  return checkRequiredText(field, value, bounded);
 }
 
 /**
@@ -83,10 +76,9 @@ export function readServerId(body: JsonObject): FieldResult<string> {
  * Empty strings count as missing, `null` as absent, unknown extra fields are accepted.
  */
 export function validateEvent(body: JsonObject): FieldResult<ValidEvent> {
-  const event = body.event;
-  if (typeof event !== "string" || !(REFERRAL_EVENTS as readonly string[]).includes(event)) {
-    return { kind: "invalid", error: ERROR_TEXT.badEvent };
-  }
+  const checkedEvent = checkEvent(body.event);
+  if (checkedEvent.kind === "invalid") return checkedEvent;
+  const event = checkedEvent.value;
   const serverId = readServerId(body);
   if (serverId.kind === "invalid") return serverId;
   const token = requiredString(body, "token", "token");
@@ -95,13 +87,9 @@ export function validateEvent(body: JsonObject): FieldResult<ValidEvent> {
   if (serverEventId.kind === "invalid") return serverEventId;
 
   const referee = body.referee_identity;
-  if (!isAbsent(referee) && typeof referee !== "string") {
-    return { kind: "invalid", error: "referee_identity must be a string" };
-  }
-  const refereeIdentity = typeof referee === "string" ? referee.trim() : "";
-  if (event === "registered" && refereeIdentity === "") return { kind: "invalid", error: ERROR_TEXT.refereeRequired };
-  const refereeProblem = event === "registered" ? fieldProblem("referee_identity", refereeIdentity) : null;
-  if (refereeProblem !== null) return { kind: "invalid", error: refereeProblem };
+  if (!isAbsent(referee) && typeof referee !== "string") return { kind: "invalid", error: notStringText("referee_identity") };
+  const refereeIdentity = checkRefereeIdentity(event, typeof referee === "string" ? referee.trim() : "");
+  if (refereeIdentity.kind === "invalid") return refereeIdentity;
 
   let ts: bigint | undefined;
   if (!isAbsent(body.ts)) {
@@ -116,11 +104,11 @@ export function validateEvent(body: JsonObject): FieldResult<ValidEvent> {
   if (!isAbsent(test) && typeof test !== "boolean") return { kind: "invalid", error: "test must be a boolean" };
 
   const valid: ValidEvent = {
-    event: event as ReferralEventName,
+    event,
     token: token.value,
     serverId: serverId.value,
     serverEventId: serverEventId.value,
-    refereeIdentity,
+    refereeIdentity: refereeIdentity.value,
     test: test === true,
   };
   if (ts !== undefined) valid.ts = ts;

@@ -21,19 +21,18 @@ import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
 import { createMemoryBus } from "../services/shared/memory-bus.js";
 import { createLogger, redactUrl } from "../services/shared/log.js";
 import { createMetrics } from "../services/shared/metrics.js";
-import { createOpsHandler } from "../services/shared/health.js";
 import { createOpsServer } from "../services/shared/ops-server.js";
 import { DEFAULT_GATEWAY_OPS_PORT } from "../gateway/config.js";
 import { onShutdown } from "../services/shared/shutdown.js";
+import { createStartup } from "../services/shared/startup.js";
 import { readPort, readSecretBox } from "../services/shared/process-config.js";
 import { createSecretBox, parseSecretsKey, type SecretBox } from "../services/shared/secrets.js";
-import { startEmbeddedPostgres } from "../services/shared/embedded-postgres.js";
+import { startEmbeddedPostgres } from "./infra/embedded-postgres.js";
 import { createReferralServiceServer } from "../services/referral-service/server.js";
 import { createRelay } from "../services/relay/relay.js";
 import { readDispatchSettings } from "../services/delivery/config.js";
-import { createDeliveryConsumer } from "../services/delivery/consumer.js";
-import { createDispatcher } from "../services/delivery/dispatcher.js";
-import { createGatewayServer } from "../gateway/server.js";
+import { createDeliveryWorker } from "../services/delivery/worker.js";
+import { createPublicGateway } from "../gateway/public-gateway.js";
 import { createReferralServiceClients, type ReferralServiceClients } from "../gateway/clients.js";
 import { loadOrCreateDashboardToken } from "../gateway/dashboard/config.js";
 import { createAccessClient } from "../gateway/dashboard/clients.js";
@@ -43,7 +42,6 @@ import { generateServiceToken } from "../services/shared/secrets.js";
 import { MIN_SERVICE_TOKEN_CHARS, readServiceToken } from "../services/shared/process-config.js";
 import { createServiceTransport } from "../services/shared/service-transport.js";
 import { loadOrCreateTokenFile } from "../services/shared/token-file.js";
-import { createDashboardRoutes } from "../gateway/dashboard/routes.js";
 import { applyMigrations } from "./db/schema-engine.js";
 import { readFraudRules } from "../services/hearts/read-fraud-rules.js";
 
@@ -288,43 +286,32 @@ async function main() {
   const adminTransport = createServiceTransport(rpcUrl, adminToken);
 
   const relay = createRelay({ prisma, bus, log, registry: metrics.registry, pollIntervalMs: 50 });
-  const dispatcher = createDispatcher({
-    prisma,
-    secretBox,
-    log,
-    now,
-    schedule: config.dispatch.schedule,
-    timeoutMs: config.dispatch.callbackTimeoutMs,
-    allowInsecure: config.dispatch.allowInsecureCallbacks,
-    concurrency: config.dispatch.concurrency,
-    perServerConcurrency: config.dispatch.perServerConcurrency,
-    pollIntervalMs: config.dispatch.pollIntervalMs,
-    registry: metrics.registry,
-  });
-  const consumer = createDeliveryConsumer({ bus, prisma, log, onStored: () => dispatcher.wake(), registry: metrics.registry });
+  const delivery = createDeliveryWorker({ prisma, bus, secretBox, log, now, registry: metrics.registry }, config.dispatch);
 
   let draining = false;
-  let started = false;
+  // Ready only once the demo is seeded and the banner printed, so a probe never races the example.
+  const startup = createStartup(log);
   const checks = [
-    // Ready only once the demo is seeded and the banner printed, so a probe never races the example.
-    { name: "startup", check: async () => { if (!started) throw new Error("starting"); } },
+    startup.check,
     ...readinessChecks({ prisma, bus, busName: config.kafkaBrokers.length > 0 ? "kafka" : "bus" }),
     { name: "relay", check: () => relay.checkProgress() },
-    { name: "consumer", check: () => consumer.checkProgress() },
+    ...delivery.checks,
   ];
-  // The public port answers the probes; /metrics is served on the ops port only.
-  const ops = createOpsHandler({ checks, isDraining: () => draining });
   const opsServer = createOpsServer({ checks, metrics, isDraining: () => draining });
   const opsPort = await opsServer.listen(config.opsPort, config.host);
   // The owners' dashboard: DASHBOARD_TOKEN, or a token generated once into <DATA_DIR>/dashboard-token (0600).
   const dashboard = loadOrCreateDashboardToken(config.dataDir);
-  const extraRoutes = createDashboardRoutes({
-    transport: createServiceTransport(rpcUrl, gatewayToken),
-    token: dashboard.token,
-    secureCookies: publicBaseUrl.startsWith("https:"),
+  const gateway = createPublicGateway({
+    referralServiceUrl: rpcUrl,
+    serviceToken: gatewayToken,
+    dashboardToken: dashboard.token,
+    publicBaseUrl,
     log,
+    metrics,
+    now,
+    checks,
+    isDraining: () => draining,
   });
-  const gateway = createGatewayServer({ ...clients, log, metrics, now, ops, extraRoutes, dashboard: true });
   await new Promise<void>((resolveListen, reject) => {
     gateway.once("error", reject);
     gateway.listen(config.port, config.host, resolveListen);
@@ -332,11 +319,10 @@ async function main() {
   const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
 
   relay.start();
-  await consumer.start();
-  dispatcher.start();
+  await delivery.start();
 
   const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
-  started = true;
+  startup.ready();
   printBanner({ gatewayUrl, opsUrl: `http://127.0.0.1:${opsPort}`, rpcUrl, storage, bus: busLabel, demo, dashboardTokenLocation: dashboard.location, serviceTokenFile });
 
   onShutdown(log, async () => {
@@ -348,8 +334,7 @@ async function main() {
     await opsServer.close();
     await rpc.close();
     await relay.stop();
-    await consumer.stop();
-    await dispatcher.stop();
+    await delivery.stop();
     await bus.close();
     await prisma.$disconnect();
     for (const stop of stops.reverse()) await stop();

@@ -1,10 +1,20 @@
 /**
- * The load generator's child process (see loadgen.ts): receives jobs over IPC,
- * runs each as a closed loop of `concurrency` keep-alive workers for
- * `durationMs`, and answers with a LoadResult. Keeps its keep-alive Agent between
- * jobs with the same URL and concurrency, so a warm-up job leaves warm sockets.
+ * The load generator's child process (see loadgen.ts): receives jobs over IPC and
+ * answers each with a LoadResult. A job is either signed ingest POSTs (keep-alive
+ * node:http) or CastHeart calls (Connect over HTTP/2, the product's own transport),
+ * run as a closed loop of `concurrency` workers, or as an open loop at
+ * `ratePerSecond` with at most `concurrency` in flight, where each latency counts
+ * from the request's intended start (no coordinated omission). Keeps its keep-alive
+ * Agents and Connect clients between jobs with the same targets, so a warm-up job
+ * leaves warm connections.
  */
 import http from "node:http";
+import { ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
+import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { signCallback } from "../../services/delivery/send-callback.js";
+import { periodOf } from "../../services/shared/period.js";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { buildIngestBody, signIngestBody, type LoadJob, type LoadResult } from "./loadgen.js";
 import { summarize } from "./stats.js";
 
@@ -14,16 +24,28 @@ interface RunMessage {
   job: LoadJob;
 }
 
-let agent: http.Agent | undefined;
-let agentKey = "";
+const USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
 
-function agentFor(job: LoadJob): http.Agent {
-  const key = `${job.url}|${job.concurrency}`;
-  if (agent && agentKey === key) return agent;
-  agent?.destroy();
-  agent = new http.Agent({ keepAlive: true, maxSockets: job.concurrency, maxFreeSockets: job.concurrency });
-  agentKey = key;
+const agents = new Map<string, http.Agent>();
+function agentFor(url: string, sockets: number): http.Agent {
+  const key = `${url}|${sockets}`;
+  let agent = agents.get(key);
+  if (!agent) {
+    agent = new http.Agent({ keepAlive: true, maxSockets: sockets, maxFreeSockets: sockets });
+    agents.set(key, agent);
+  }
   return agent;
+}
+
+const heartClients = new Map<string, Client<typeof HeartService>>();
+function heartClientFor(url: string, token: string): Client<typeof HeartService> {
+  const key = `${url}|${token}`;
+  let client = heartClients.get(key);
+  if (!client) {
+    client = createClient(HeartService, createServiceTransport(url, token));
+    heartClients.set(key, client);
+  }
+  return client;
 }
 
 function post(url: URL, agentToUse: http.Agent, body: string, signature: string): Promise<{ status: number; text: string }> {
@@ -49,23 +71,60 @@ function post(url: URL, agentToUse: http.Agent, body: string, signature: string)
   });
 }
 
-async function runJob(job: LoadJob): Promise<LoadResult> {
-  const url = new URL(job.url);
-  if (url.hostname !== "127.0.0.1") throw new Error(`refusing to send load to ${url.hostname}: benchmarks only talk to 127.0.0.1`);
-  const spec = job.body;
-  const agentToUse = agentFor(job);
-  const latencies: number[] = [];
-  let next = spec.start;
-  let exhausted = false;
-  let ok = 0;
-  let unexpected = 0;
-  let errors = 0;
-  let sampleUnexpected: string | undefined;
-  const cpuBefore = process.cpuUsage();
-  const started = performance.now();
-  const deadline = started + job.durationMs;
+/** A keep-alive POST for the raw callback loop: undici's request() when installed, else Node's fetch (undici inside). */
+type RawPost = (url: string, headers: Record<string, string>, body: string) => Promise<number>;
+let rawPost: { name: string; post: RawPost } | undefined;
+async function rawPoster(connections: number): Promise<{ name: string; post: RawPost }> {
+  if (rawPost) return rawPost;
+  try {
+    const undici = (await import("undici" as string)) as {
+      Agent: new (o: object) => unknown;
+      request: (url: string, o: object) => Promise<{ statusCode: number; body: { dump(): Promise<void> } }>;
+    };
+    const dispatcher = new undici.Agent({ connections, pipelining: 1, keepAliveTimeout: 60_000 });
+    rawPost = {
+      name: "undici.request (keep-alive Agent)",
+      post: async (url, headers, body) => {
+        const res = await undici.request(url, { method: "POST", headers, body, dispatcher });
+        await res.body.dump();
+        return res.statusCode;
+      },
+    };
+  } catch {
+    // Failure policy: undici is not a dependency here; Node's global fetch is undici with a keep-alive pool, the same client one level up.
+    rawPost = {
+      name: "fetch (Node's bundled undici, keep-alive)",
+      post: async (url, headers, body) => {
+        const res = await fetch(url, { method: "POST", headers, body });
+        await res.arrayBuffer();
+        return res.status;
+      },
+    };
+  }
+  return rawPost;
+}
 
+/** What one request reported. */
+type Outcome = { kind: "ok"; heartId?: string } | { kind: "unexpected"; sample: string; code: string } | { kind: "error"; sample: string; code: string };
+
+async function runJob(job: LoadJob): Promise<LoadResult> {
+  const targets = (job.urls ?? [job.url]).map((u) => new URL(u));
+  for (const url of targets) {
+    if (url.hostname !== "127.0.0.1") throw new Error(`refusing to send load to ${url.hostname}: benchmarks only talk to 127.0.0.1`);
+  }
+  const kind = job.kind ?? "ingest";
+  const spec = job.body;
+  const cast = job.cast;
+  if (kind === "cast" && !cast) throw new Error("cast job without a cast spec");
+  let next = kind === "cast" ? (cast?.start ?? 0) : spec.start;
+  let exhausted = false;
+  let sent = 0;
+
+  let taken = 0;
   const take = (): number | undefined => {
+    if (job.maxRequests !== undefined && taken >= job.maxRequests) return undefined;
+    taken++;
+    if (kind !== "ingest") return next++;
     if (next >= spec.end) {
       if (!spec.cycle) {
         exhausted = true;
@@ -76,30 +135,134 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
     return next++;
   };
 
-  const worker = async () => {
-    while (performance.now() < deadline) {
-      const index = take();
-      if (index === undefined) return;
-      const body = buildIngestBody(spec, index);
-      const signature = signIngestBody(spec.secret, Math.floor(Date.now() / 1000), body);
-      const sent = performance.now();
+  /** Sends request `index` to the target chosen round-robin. */
+  const poster = kind === "callback" ? await rawPoster(job.concurrency) : undefined;
+  const send = async (index: number): Promise<Outcome> => {
+    const target = targets[sent++ % targets.length] as URL;
+    if (kind === "callback" && job.callback && poster) {
+      const signed = signCallback({
+        url: target.href,
+        fields: {
+          event: "heart.counted",
+          serverId: job.callback.serverId,
+          username: "bench_player",
+          heartId: `raw-${index}`,
+          period: periodOf(new Date()),
+          streakDay: 3,
+        },
+        secretsNewestFirst: [job.callback.secret],
+        standardWebhooks: false,
+        t: Math.floor(Date.now() / 1000),
+      });
       try {
-        const res = await post(url, agentToUse, body, signature);
-        latencies.push(performance.now() - sent);
-        if (res.status === job.expectStatus && res.text.includes(job.expectContains)) ok++;
-        else {
-          unexpected++;
-          sampleUnexpected ??= `${res.status} ${res.text.slice(0, 300)}`;
-        }
+        const status = await poster.post(target.href, signed.headers, signed.body);
+        return status === job.expectStatus ? { kind: "ok" } : { kind: "unexpected", sample: `status ${status}`, code: String(status) };
       } catch (error) {
-        // Failure policy: count transport errors and keep going; a short pause avoids a hot loop on a dead port.
-        errors++;
-        sampleUnexpected ??= `transport error: ${(error as Error).message}`;
-        await new Promise((r) => setTimeout(r, 10));
+        // Failure policy: count transport errors and keep going; the caller sees them in the result.
+        return { kind: "error", sample: `transport error: ${(error as Error).message}`, code: "transport" };
       }
     }
+    if (kind === "cast" && cast) {
+      const client = heartClientFor(target.origin, cast.token);
+      try {
+        const res = await client.castHeart(
+          {
+            serverId: cast.serverIds[index % cast.serverIds.length] ?? "",
+            username: `player_${index % 100_000}`,
+            voterIdentity: `${cast.voterPrefix}${index}`,
+            // A distinct address per heart, and consecutive hearts in different /24s, so fraud scoring lets them count.
+            ip: `10.${index & 255}.${(index >> 8) & 255}.${((index >> 16) & 255) + 1}`,
+            userAgent: USER_AGENT,
+          },
+          { timeoutMs: cast.timeoutMs },
+        );
+        if (res.counted) return { kind: "ok", heartId: res.heartId };
+        return { kind: "unexpected", sample: `not counted: ${res.reason}`, code: `verdict_${res.verdict}` };
+      } catch (error) {
+        // Failure policy: count the failure by its Connect code and keep going; overload answers are data here.
+        const connectError = ConnectError.from(error);
+        return { kind: "error", sample: connectError.message.slice(0, 300), code: Code[connectError.code] ?? String(connectError.code) };
+      }
+    }
+    const body = buildIngestBody(spec, index);
+    const signature = signIngestBody(spec.secret, Math.floor(Date.now() / 1000), body);
+    try {
+      const res = await post(target, agentFor(target.href, job.concurrency), body, signature);
+      if (res.status === job.expectStatus && res.text.includes(job.expectContains)) return { kind: "ok" };
+      return { kind: "unexpected", sample: `${res.status} ${res.text.slice(0, 300)}`, code: String(res.status) };
+    } catch (error) {
+      // Failure policy: count transport errors and keep going; the caller sees them in the result.
+      return { kind: "error", sample: `transport error: ${(error as Error).message}`, code: "transport" };
+    }
   };
-  await Promise.all(Array.from({ length: job.concurrency }, worker));
+
+  const latencies: number[] = [];
+  const hearts: Array<[string, number]> = [];
+  const errorCodes: Record<string, number> = {};
+  let ok = 0;
+  let unexpected = 0;
+  let errors = 0;
+  let sampleUnexpected: string | undefined;
+  const record = (outcome: Outcome, intendedAt: number) => {
+    latencies.push(performance.now() - intendedAt);
+    if (outcome.kind === "ok") {
+      ok++;
+      if (cast?.recordHearts && outcome.heartId) hearts.push([outcome.heartId, performance.timeOrigin + intendedAt]);
+      return;
+    }
+    if (outcome.kind === "unexpected") unexpected++;
+    else errors++;
+    errorCodes[outcome.code] = (errorCodes[outcome.code] ?? 0) + 1;
+    sampleUnexpected ??= outcome.sample;
+  };
+
+  const cpuBefore = process.cpuUsage();
+  const started = performance.now();
+  const deadline = started + job.durationMs;
+  let notSent = 0;
+
+  if (job.ratePerSecond === undefined) {
+    const worker = async () => {
+      while (performance.now() < deadline) {
+        const index = take();
+        if (index === undefined) return;
+        const at = performance.now();
+        const outcome = await send(index);
+        record(outcome, at);
+        // A short pause after a transport error avoids a hot loop on a dead port.
+        if (outcome.kind === "error" && kind === "ingest") await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    await Promise.all(Array.from({ length: job.concurrency }, worker));
+  } else {
+    const intervalMs = 1000 / job.ratePerSecond;
+    const total = Math.floor(job.durationMs / intervalMs);
+    let issued = 0;
+    let inFlight = 0;
+    const pending = new Set<Promise<void>>();
+    while (issued < total) {
+      const now = performance.now();
+      if (now >= deadline + 1_000) break;
+      const due = Math.min(total, Math.floor((now - started) / intervalMs) + 1);
+      while (issued < due && inFlight < job.concurrency) {
+        const index = take();
+        if (index === undefined) break;
+        const intendedAt = started + issued * intervalMs;
+        issued++;
+        inFlight++;
+        const p: Promise<void> = send(index).then((outcome) => {
+          inFlight--;
+          record(outcome, intendedAt);
+          pending.delete(p);
+        });
+        pending.add(p);
+      }
+      if (exhausted) break;
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    notSent = total - issued;
+    await Promise.all(pending);
+  }
   const elapsedMs = performance.now() - started;
   const cpu = process.cpuUsage(cpuBefore);
   return {
@@ -116,12 +279,16 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
     nextIndex: next,
     exhausted,
     clientCpuMs: Math.round((cpu.user + cpu.system) / 1000),
+    ...(job.ratePerSecond === undefined ? {} : { notSent }),
+    ...(Object.keys(errorCodes).length > 0 ? { errorCodes } : {}),
+    ...(cast?.recordHearts ? { hearts } : {}),
+    ...(poster ? { client: poster.name } : {}),
   };
 }
 
 process.on("message", (message: RunMessage) => {
   if (message.type === "exit") {
-    agent?.destroy();
+    for (const agent of agents.values()) agent.destroy();
     process.exit(0);
   }
   runJob(message.job).then(

@@ -32,14 +32,45 @@ export interface IngestBodySpec {
   test: boolean;
 }
 
+/** How the CastHeart calls of a `cast` job are made: one fresh voter per call. */
+export interface CastSpec {
+  /** Bearer token of the referral service (scope hearts:cast or admin). */
+  token: string;
+  /** Hearts go round-robin over these servers (one entry: every heart to ONE server). */
+  serverIds: string[];
+  /** Voter i is `${voterPrefix}${i}`; its IP is derived from i so fraud scoring lets it count. */
+  voterPrefix: string;
+  /** First voter index. */
+  start: number;
+  /** Return each counted heart's id with its (intended) start, epoch ms (latency phases). */
+  recordHearts: boolean;
+  /** Per-call deadline. */
+  timeoutMs: number;
+}
+
 /** One measured run. */
 export interface LoadJob {
   label: string;
-  /** Full URL, always on 127.0.0.1. */
+  /**
+   * `ingest` (default): signed HTTP POSTs to the gateway; `cast`: CastHeart over Connect;
+   * `callback`: the raw baseline of callbacks, signed callback POSTs over undici keep-alive.
+   */
+  kind?: "ingest" | "cast" | "callback";
+  /** Full URL, always on 127.0.0.1 (ingest: the events URL; cast: the referral service's base URL). */
   url: string;
+  /** Several targets (scale-out): requests go round-robin over them; default [url]. */
+  urls?: string[];
+  /** Closed loop: workers. Open loop (ratePerSecond set): the most requests in flight at once. */
   concurrency: number;
+  /** Open loop at this offered rate; latency counts from each request's intended start. */
+  ratePerSecond?: number;
   durationMs: number;
   body: IngestBodySpec;
+  cast?: CastSpec;
+  /** callback jobs: the callback secret and server id the raw POSTs are signed for. */
+  callback?: { secret: string; serverId: string };
+  /** Stop after this many requests (closed loop), even before durationMs. */
+  maxRequests?: number;
   expectStatus: number;
   /** A substring every expected response body contains. */
   expectContains: string;
@@ -69,6 +100,14 @@ export interface LoadResult {
   exhausted: boolean;
   /** CPU ms the load generator itself used. */
   clientCpuMs: number;
+  /** Open loop: requests that were due but never sent (the in-flight cap was reached until the end). */
+  notSent?: number;
+  /** Failed calls by error code (Connect code name, or HTTP status for ingest). */
+  errorCodes?: Record<string, number>;
+  /** callback jobs: which HTTP client sent them (undici when installed, else Node's fetch, itself undici). */
+  client?: string;
+  /** cast jobs with recordHearts: [heart id, intended start epoch ms] of every counted heart. */
+  hearts?: Array<[string, number]>;
 }
 
 /** The exact body bytes of ingest event `index`. */
@@ -93,6 +132,8 @@ export function signIngestBody(secret: string, t: number, body: string): string 
 
 /** A running load generator process. */
 export interface LoadGenerator {
+  /** The child's pid (for its CPU from /proc). */
+  pid: number;
   run(job: LoadJob): Promise<LoadResult>;
   close(): Promise<void>;
 }
@@ -128,6 +169,7 @@ export async function startLoadGenerator(): Promise<LoadGenerator> {
     pending.clear();
   });
   return {
+    pid: child.pid ?? -1,
     run(job) {
       const id = nextId++;
       return new Promise<LoadResult>((resolve, reject) => {

@@ -33,7 +33,13 @@ const COMPONENTS: Array<[string, (url: string) => boolean]> = [
   ["node-postgres driver (pg, pg-protocol, pg-pool)", (u) => /\/node_modules\/(pg|pg-protocol|pg-pool|pg-types|postgres-\w+|pgpass)\//.test(u)],
   ["Connect RPC (@connectrpc)", (u) => u.includes("/@connectrpc/")],
   ["protobuf runtime + generated code (@bufbuild, gen/proto)", (u) => u.includes("/@bufbuild/") || u.includes("/gen/proto/")],
-  ["logging (pino, fast-redact, sonic-boom)", (u) => /\/node_modules\/(pino|pino-std-serializers|fast-redact|sonic-boom|thread-stream|quick-format-unescaped|safe-stable-stringify|on-exit-leak-free|fast-safe-stringify)/.test(u)],
+  [
+    "logging (pino, fast-redact, sonic-boom)",
+    (u) =>
+      /\/node_modules\/(pino|pino-std-serializers|fast-redact|sonic-boom|thread-stream|quick-format-unescaped|safe-stable-stringify|on-exit-leak-free|fast-safe-stringify)/.test(
+        u,
+      ),
+  ],
   ["metrics (prom-client)", (u) => u.includes("/prom-client/") || u.includes("/tdigest/") || u.includes("/bintrees/")],
   ["gateway code (gateway/)", (u) => u.includes("/gateway/")],
   ["service code (services/)", (u) => u.includes("/services/")],
@@ -113,7 +119,10 @@ function summarizeProfile(profile: CpuProfile): ProfileSummary {
     busy += micros;
     byComponent.set(component, (byComponent.get(component) ?? 0) + micros);
     const file = node.callFrame.url.split("/").slice(-2).join("/");
-    const key = file === "" ? `${node.callFrame.functionName} (native, under ${component})` : `${node.callFrame.functionName || "(anonymous)"} ${file}:${node.callFrame.lineNumber + 1}`;
+    const key =
+      file === ""
+        ? `${node.callFrame.functionName} (native, under ${component})`
+        : `${node.callFrame.functionName || "(anonymous)"} ${file}:${node.callFrame.lineNumber + 1}`;
     const entry = byFunction.get(key) ?? { component, micros: 0 };
     entry.micros += micros;
     byFunction.set(key, entry);

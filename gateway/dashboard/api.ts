@@ -1,9 +1,9 @@
 import { isPeriod, periodOf } from "../../services/shared/period.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, type CallOptions } from "@connectrpc/connect";
+import type { CallOptions } from "@connectrpc/connect";
 import type { DashboardClients } from "./clients.js";
-import { SESSION_EXPIRED_KIND } from "../../services/access/auth-interceptor.js";
-import { ERROR_KIND_HEADER } from "../../services/shared/errors.js";
+import { errorReply, fromRpcError, type HttpReply } from "../http-errors.js";
+import { notStringText } from "../../services/shared/contract.js";
 import {
   DELIVERY_STATUS_FILTER,
   DELIVERY_TRANSPORT_FILTER,
@@ -32,12 +32,9 @@ export const RANKING_LIMIT = 100;
 /** Longest username search of the deliveries list. */
 export const MAX_USERNAME_FILTER_CHARS = 200;
 
-/** A failure the API answers with `{error}`; the message is safe to show the owner. */
+/** A field the API refuses before any call: 400 `{error}` naming the field (`invalidField`); the message is safe to show the owner. */
 export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
+  constructor(message: string) {
     super(message);
     this.name = "ApiError";
   }
@@ -275,11 +272,11 @@ export const ROUTES: readonly Route[] = [
   route("GET", "/servers/:serverId/deliveries", async ({ clients }, { params, query, call }) => {
     const filter = query.get("status") ?? "";
     const status = DELIVERY_STATUS_FILTER[filter];
-    if (status === undefined) throw new ApiError(400, "status must be one of all|pending|delivered|failed");
+    if (status === undefined) throw new ApiError("status must be one of all|pending|delivered|failed");
     const transport = DELIVERY_TRANSPORT_FILTER[query.get("transport") ?? ""];
-    if (transport === undefined) throw new ApiError(400, "transport must be one of all|callback|votifier|pull");
+    if (transport === undefined) throw new ApiError("transport must be one of all|callback|votifier|pull");
     const username = query.get("username") ?? "";
-    if (username.length > MAX_USERNAME_FILTER_CHARS) throw new ApiError(400, `username must be at most ${MAX_USERNAME_FILTER_CHARS} characters`);
+    if (username.length > MAX_USERNAME_FILTER_CHARS) throw new ApiError(`username must be at most ${MAX_USERNAME_FILTER_CHARS} characters`);
     const { deliveries } = await clients.delivery.listDeliveries({ serverId: params.serverId, status, transport, username, limit: 100 }, call);
     return { body: { deliveries: deliveries.map(toDeliveryJson) } };
   }),
@@ -301,7 +298,7 @@ export const ROUTES: readonly Route[] = [
   // Hearts of one server, and the charts (Trends tab)
   route("GET", "/servers/:serverId/hearts", async ({ clients }, { params, query, call }) => {
     const verdict = HEART_VERDICT_FILTER[query.get("verdict") ?? ""];
-    if (verdict === undefined) throw new ApiError(400, "verdict must be one of all|counted|cooldown|fraud");
+    if (verdict === undefined) throw new ApiError("verdict must be one of all|counted|cooldown|fraud");
     const from = readDay(query, "from");
     const to = readDay(query, "to");
     const page = await clients.hearts.listHearts(
@@ -325,7 +322,7 @@ export const ROUTES: readonly Route[] = [
   }),
   route("GET", "/servers/:serverId/stats/deliveries", async ({ clients }, { params, query, call }) => {
     const transport = DELIVERY_TRANSPORT_FILTER[query.get("transport") ?? ""];
-    if (transport === undefined) throw new ApiError(400, "transport must be one of all|callback|votifier|pull");
+    if (transport === undefined) throw new ApiError("transport must be one of all|callback|votifier|pull");
     const { days } = await clients.deliveryStats.getDeliveryStats({ serverId: params.serverId, days: readCount(query, "days"), transport }, call);
     return { body: { days: days.map(toDeliveryDayJson) } };
   }),
@@ -333,7 +330,7 @@ export const ROUTES: readonly Route[] = [
   // Hearts
   route("GET", "/hearts/ranking", async ({ clients }, { query, call }) => {
     const period = query.get("period") ?? "";
-    if (period !== "" && !isPeriod(period)) throw new ApiError(400, "period must be YYYY-MM");
+    if (period !== "" && !isPeriod(period)) throw new ApiError("period must be YYYY-MM");
     const [ranking, { servers }] = await Promise.all([clients.hearts.getRanking({ period, limit: RANKING_LIMIT }, call), clients.admin.listServers({}, call)]);
     const names = new Map(servers.map((s) => [s.id, s.name]));
     return { body: { period: ranking.period, entries: ranking.entries.map((e) => toRankingJson(e, names)) } };
@@ -368,35 +365,12 @@ export async function checkOwnerParams(route: Route, clients: DashboardClients, 
   for (const { name, check } of route.checks) await check(clients, params[name] ?? "", call);
 }
 
-/** An RPC failure -> the API's status and message; `log` when the cause must be logged. */
-export function toApiError(error: unknown): { status: number; message: string; log: boolean } {
-  if (error instanceof ApiError) return { status: error.status, message: error.message, log: false };
-  if (error instanceof ConnectError) {
-    switch (error.code) {
-      case Code.InvalidArgument:
-        return { status: 400, message: error.rawMessage, log: false };
-      case Code.NotFound:
-        return { status: 404, message: error.rawMessage, log: false };
-      case Code.PermissionDenied:
-        return { status: 403, message: error.rawMessage, log: false };
-      case Code.Unauthenticated:
-        // The owner's session ended between the gateway's check and the call: 401. Otherwise the gateway's own
-        // service token was refused, a misconfiguration: it falls through to 500, logged.
-        if (error.metadata.get(ERROR_KIND_HEADER) === SESSION_EXPIRED_KIND) return { status: 401, message: error.rawMessage, log: false };
-        break;
-      case Code.FailedPrecondition:
-      case Code.AlreadyExists:
-        return { status: 409, message: error.rawMessage, log: false };
-      case Code.DeadlineExceeded:
-        return { status: 504, message: "the referral service did not answer in time; try again", log: true };
-      case Code.Unavailable:
-        return { status: 503, message: "the referral service is unavailable; try again shortly", log: true };
-      default:
-        break;
-    }
-  }
-  // Failure policy: never leak internals; the cause is logged with the request id.
-  return { status: 500, message: "internal error", log: true };
+/** A failure -> the API's `{error}` reply (the gateway's one RPC error table); `log` when the cause must be logged. */
+export function toApiError(error: unknown): { reply: HttpReply; message: string; log: boolean } {
+  if (error instanceof ApiError) return { reply: errorReply("invalidField", error.message), message: error.message, log: false };
+  // Failure policy: the table decides; anything it does not name is 500 `internal error`, logged with the request id, never shown.
+  const mapped = fromRpcError(error, "dashboard");
+  return { reply: mapped.reply, message: (mapped.reply.body as { error: string }).error, log: mapped.cause !== undefined };
 }
 
 function decodeParam(raw: string): string {
@@ -412,14 +386,14 @@ function decodeParam(raw: string): string {
 function readString(body: Record<string, unknown>, field: string): string {
   const value = body[field];
   if (value === undefined || value === null) return "";
-  if (typeof value !== "string") throw new ApiError(400, `${field} must be a string`);
+  if (typeof value !== "string") throw new ApiError(notStringText(field));
   return value;
 }
 
 /** A required boolean field. */
 function readBoolean(body: Record<string, unknown>, field: string): boolean {
   const value = body[field];
-  if (typeof value !== "boolean") throw new ApiError(400, `${field} must be true or false`);
+  if (typeof value !== "boolean") throw new ApiError(`${field} must be true or false`);
   return value;
 }
 
@@ -428,7 +402,7 @@ function readPort(body: Record<string, unknown>): number {
   const value = body.port;
   if (value === undefined || value === null || value === "") return 0;
   const port = typeof value === "string" && /^\d{1,5}$/.test(value) ? Number(value) : value;
-  if (typeof port !== "number" || !Number.isInteger(port) || port < 0 || port > 65535) throw new ApiError(400, "port must be an integer between 1 and 65535");
+  if (typeof port !== "number" || !Number.isInteger(port) || port < 0 || port > 65535) throw new ApiError("port must be an integer between 1 and 65535");
   return port;
 }
 
@@ -436,7 +410,7 @@ function readPort(body: Record<string, unknown>): number {
 function readGraceSeconds(body: Record<string, unknown>): bigint {
   const value = body.grace_seconds;
   if (value === undefined || value === null) return 0n;
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw new ApiError(400, "grace_seconds must be a non-negative integer");
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw new ApiError("grace_seconds must be a non-negative integer");
   return BigInt(value);
 }
 
@@ -444,7 +418,7 @@ function readGraceSeconds(body: Record<string, unknown>): bigint {
 function readTime(body: Record<string, unknown>, field: string): Date {
   const value = body[field];
   const parsed = typeof value === "string" && value.trim() !== "" ? new Date(value) : undefined;
-  if (!parsed || Number.isNaN(parsed.getTime())) throw new ApiError(400, `${field} must be an ISO 8601 date-time`);
+  if (!parsed || Number.isNaN(parsed.getTime())) throw new ApiError(`${field} must be an ISO 8601 date-time`);
   return parsed;
 }
 
@@ -453,7 +427,7 @@ function readScope(query: URLSearchParams, now: Date): { scope: "all" | "month";
   const scope = query.get("scope") ?? "all";
   if (scope === "all") return { scope, period: "" };
   if (scope === "month") return { scope, period: periodOf(now) };
-  throw new ApiError(400, "scope must be all or month");
+  throw new ApiError("scope must be all or month");
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -463,7 +437,7 @@ function readDay(query: URLSearchParams, name: string): Date | undefined {
   const value = query.get(name) ?? "";
   if (value === "") return undefined;
   const day = /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(value) ? new Date(`${value}T00:00:00.000Z`) : undefined;
-  if (!day || Number.isNaN(day.getTime()) || day.toISOString().slice(0, 10) !== value) throw new ApiError(400, `${name} must be a date (YYYY-MM-DD)`);
+  if (!day || Number.isNaN(day.getTime()) || day.toISOString().slice(0, 10) !== value) throw new ApiError(`${name} must be a date (YYYY-MM-DD)`);
   return day;
 }
 
@@ -471,6 +445,6 @@ function readDay(query: URLSearchParams, name: string): Date | undefined {
 function readCount(query: URLSearchParams, name: string): number {
   const value = query.get(name) ?? "";
   if (value === "") return 0;
-  if (!/^[0-9]{1,6}$/.test(value)) throw new ApiError(400, `${name} must be a non-negative integer`);
+  if (!/^[0-9]{1,6}$/.test(value)) throw new ApiError(`${name} must be a non-negative integer`);
   return Number(value);
 }

@@ -8,6 +8,7 @@ import { Code, ConnectError, type CallOptions, type Client, type Transport } fro
 import type { AccessService } from "../../gen/proto/access/v1/access_pb.js";
 import { DASHBOARD_LOGIN_PATH } from "../../services/access/dashboard-sessions.js";
 import type { Logger } from "../../services/shared/log.js";
+import { errorReply, type HttpReply } from "../http-errors.js";
 import { declaresTooLarge, readRawBody } from "../raw-body.js";
 import { REQUEST_ID_HEADER } from "../request-id.js";
 import { DASHBOARD_RPC_TIMEOUT_MS, TEST_SEND_RPC_TIMEOUT_MS, checkOwnerParams, matchApiRoute, toApiError, type ApiRequest, type Viewer } from "./api.js";
@@ -133,11 +134,11 @@ export function createDashboardRoutes(deps: DashboardDeps): (req: IncomingMessag
     }
     const asset = ASSETS.get(path);
     if (!asset) {
-      sendJson(res, 404, { error: "not found" });
+      sendError(res, errorReply("notFound"));
       return true;
     }
     if (req.method !== "GET" && req.method !== "HEAD") {
-      sendJson(res, 405, { error: "method not allowed" }, { allow: "GET, HEAD" });
+      sendError(res, errorReply("methodNotAllowed", { headers: { allow: "GET, HEAD" } }));
       return true;
     }
     res.writeHead(200, {
@@ -164,7 +165,7 @@ interface ApiContext {
 /** Who is calling, with the clients they may use; or the answer that refuses them. */
 type Caller =
   | { kind: "ok"; viewer: Viewer; clients: DashboardClients; sessionToken?: string }
-  | { kind: "refused"; status: number; error: string; headers?: Record<string, string> };
+  | { kind: "refused"; reply: HttpReply };
 
 /**
  * The one authentication step of the API: the operator's bearer token, else the owner's
@@ -175,13 +176,13 @@ async function identify(api: ApiContext, req: IncomingMessage, call: CallOptions
   const authorization = req.headers.authorization;
   if (authorization !== undefined) {
     if (api.operatorToken === "" || !isAuthorized(authorization, api.operatorToken)) {
-      return { kind: "refused", status: 401, error: "missing or invalid dashboard token", headers: { "www-authenticate": 'Bearer realm="dashboard"' } };
+      return { kind: "refused", reply: errorReply("dashboardTokenInvalid", { headers: { "www-authenticate": 'Bearer realm="dashboard"' } }) };
     }
     return { kind: "ok", viewer: { kind: "operator" }, clients: api.operatorClients };
   }
   const sessionToken = readCookie(req.headers.cookie, SESSION_COOKIE);
   if (sessionToken === undefined || sessionToken === "") {
-    return { kind: "refused", status: 401, error: "missing or invalid dashboard token", headers: { "www-authenticate": 'Bearer realm="dashboard"' } };
+    return { kind: "refused", reply: errorReply("dashboardTokenInvalid", { headers: { "www-authenticate": 'Bearer realm="dashboard"' } }) };
   }
   let found;
   try {
@@ -189,14 +190,14 @@ async function identify(api: ApiContext, req: IncomingMessage, call: CallOptions
   } catch (error) {
     // Failure policy: an unknown, expired or revoked session is 401 with the cookie cleared; other failures go to the error table.
     if (error instanceof ConnectError && error.code === Code.NotFound) {
-      return { kind: "refused", status: 401, error: error.rawMessage, headers: { "set-cookie": clearedSessionCookie(api.secureCookies) } };
+      return { kind: "refused", reply: errorReply("sessionExpired", error.rawMessage, { headers: { "set-cookie": clearedSessionCookie(api.secureCookies) } }) };
     }
     throw error;
   }
   const csrfToken = csrfTokenFor(sessionToken);
   if (req.method !== "GET" && req.method !== "HEAD") {
     const problem = checkCsrf(req.headers, csrfToken);
-    if (problem !== undefined) return { kind: "refused", status: 403, error: problem };
+    if (problem !== undefined) return { kind: "refused", reply: errorReply("forbidden", problem) };
   }
   const viewer: Viewer = {
     kind: "owner",
@@ -212,7 +213,7 @@ async function identify(api: ApiContext, req: IncomingMessage, call: CallOptions
 async function serveLogin(api: ApiContext, req: IncomingMessage, res: ServerResponse, query: URLSearchParams): Promise<void> {
   if (req.method !== "GET") {
     // Only GET redeems: a HEAD from a link checker must not use up the link.
-    sendJson(res, 405, { error: "method not allowed" }, { allow: "GET" });
+    sendError(res, errorReply("methodNotAllowed", { headers: { allow: "GET" } }));
     return;
   }
   const loginToken = query.get("token") ?? "";
@@ -243,7 +244,7 @@ async function serveLogin(api: ApiContext, req: IncomingMessage, res: ServerResp
     }
     const mapped = toApiError(error);
     if (mapped.log) api.log.error({ requestId, route: DASHBOARD_LOGIN_PATH, err: error }, "dashboard login failed");
-    sendLoginPage(res, mapped.status, mapped.message);
+    sendLoginPage(res, mapped.reply.status, mapped.message);
   }
 }
 
@@ -258,16 +259,16 @@ async function serveApi(api: ApiContext, req: IncomingMessage, res: ServerRespon
     // Failure policy: the session could not be checked (service down, ...): answer the mapped status, never let the call through.
     const mapped = toApiError(error);
     if (mapped.log) api.log.error({ requestId, route: `${DASHBOARD_API_PREFIX}${apiPath}`, err: error }, "dashboard session check failed");
-    sendJson(res, mapped.status, { error: mapped.message });
+    sendError(res, mapped.reply);
     return;
   }
   if (caller.kind === "refused") {
-    sendJson(res, caller.status, { error: caller.error }, caller.headers);
+    sendError(res, caller.reply);
     return;
   }
   if (apiPath === LOGOUT_API_PATH && caller.sessionToken !== undefined) {
     if (req.method !== "POST") {
-      sendJson(res, 405, { error: "method not allowed" }, { allow: "POST" });
+      sendError(res, errorReply("methodNotAllowed", { headers: { allow: "POST" } }));
       return;
     }
     await api.access.endDashboardSession({ sessionToken: caller.sessionToken }, call);
@@ -276,11 +277,11 @@ async function serveApi(api: ApiContext, req: IncomingMessage, res: ServerRespon
   }
   const match = matchApiRoute(req.method ?? "GET", apiPath === "" ? "/" : apiPath);
   if (match.kind === "not_found") {
-    sendJson(res, 404, { error: "not found" });
+    sendError(res, errorReply("notFound"));
     return;
   }
   if (match.kind === "method_not_allowed") {
-    sendJson(res, 405, { error: "method not allowed" }, { allow: match.allow });
+    sendError(res, errorReply("methodNotAllowed", { headers: { allow: match.allow } }));
     return;
   }
   const body = await readJsonBody(req);
@@ -290,7 +291,7 @@ async function serveApi(api: ApiContext, req: IncomingMessage, res: ServerRespon
       res.destroy();
       return;
     }
-    sendJson(res, body.status, { error: body.error }, body.status === 413 ? { connection: "close" } : undefined);
+    sendError(res, body.reply);
     return;
   }
   const request: ApiRequest = {
@@ -310,7 +311,7 @@ async function serveApi(api: ApiContext, req: IncomingMessage, res: ServerRespon
     // Failure policy: answer the mapped status with a message safe to show; unexpected causes are logged, never sent.
     const mapped = toApiError(error);
     if (mapped.log) api.log.error({ requestId, route: `${DASHBOARD_API_PREFIX}${apiPath}`, err: error }, "dashboard API call failed");
-    sendJson(res, mapped.status, { error: mapped.message });
+    sendError(res, mapped.reply);
   }
 }
 
@@ -327,17 +328,17 @@ function sendLoginPage(res: ServerResponse, status: number, message: string): vo
   res.end(html);
 }
 
-type JsonBody = { kind: "ok"; value: Record<string, unknown> } | { kind: "invalid"; status: number; error: string } | { kind: "aborted" };
+type JsonBody = { kind: "ok"; value: Record<string, unknown> } | { kind: "invalid"; reply: HttpReply } | { kind: "aborted" };
 
 /** Reads the JSON object body of a POST/PUT (`{}` for none); GET bodies are ignored. */
 async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
   if (req.method === "GET" || req.method === "HEAD") return { kind: "ok", value: {} };
   if (declaresTooLarge(req.headers, MAX_DASHBOARD_BODY_BYTES)) {
     req.pause();
-    return { kind: "invalid", status: 413, error: "body too large" };
+    return { kind: "invalid", reply: bodyTooLarge() };
   }
   const raw = await readRawBody(req, MAX_DASHBOARD_BODY_BYTES);
-  if (raw.kind === "too_large") return { kind: "invalid", status: 413, error: "body too large" };
+  if (raw.kind === "too_large") return { kind: "invalid", reply: bodyTooLarge() };
   if (raw.kind === "aborted") return { kind: "aborted" };
   const text = raw.bytes.toString("utf8").trim();
   if (text === "") return { kind: "ok", value: {} };
@@ -346,12 +347,21 @@ async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
     parsed = JSON.parse(text);
   } catch {
     // Failure policy: a body that is not JSON is the caller's mistake: 400, nothing called.
-    return { kind: "invalid", status: 400, error: "body is not valid JSON" };
+    return { kind: "invalid", reply: errorReply("invalidJson") };
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return { kind: "invalid", status: 400, error: "body must be a JSON object" };
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return { kind: "invalid", reply: errorReply("bodyNotObject") };
   return { kind: "ok", value: parsed as Record<string, unknown> };
 }
 
+/** 413: the connection is closed (the rest of the body is not read). */
+function bodyTooLarge(): HttpReply {
+  return errorReply("bodyTooLarge", { headers: { connection: "close" } });
+}
+
+/** Sends an error reply built by errorReply (gateway/http-errors.ts). */
+function sendError(res: ServerResponse, reply: HttpReply): void {
+  sendJson(res, reply.status, reply.body, reply.headers);
+}
 /** A dashboard JSON reply: never cached, with the dashboard's security headers. */
 function sendJson(res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void {
   writeJson(res, status, body, { "cache-control": "no-store", ...SECURITY_HEADERS, ...headers });

@@ -1,7 +1,7 @@
 /**
  * Offline replacement for `prisma migrate deploy | dev | diff`, built on Prisma's WASM schema
  * engine (see ./schema-engine.ts). Works with real PostgreSQL and with PGlite served by
- * services/shared/embedded-postgres.ts.
+ * scripts/infra/embedded-postgres.ts.
  *
  *   npx tsx scripts/db/migrate.ts deploy                 apply pending migrations to $DATABASE_URL
  *   npx tsx scripts/db/migrate.ts dev --name <name>      create a migration from schema changes, then apply it

@@ -45,7 +45,7 @@ import type {
   SchemaFilter,
 } from '@prisma/schema-engine-wasm/schema_engine_bg';
 import pg from 'pg';
-import { type EmbeddedPostgres, IN_MEMORY_DATA_DIR, startEmbeddedPostgres } from '../../services/shared/embedded-postgres.js';
+import { type EmbeddedPostgres, IN_MEMORY_DATA_DIR, startEmbeddedPostgres } from '../infra/embedded-postgres.js';
 
 /** Repository root (this file lives in `<root>/scripts/db/`). */
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -3,7 +3,7 @@
  *
  * `startPostgres()` runs `initdb` + `pg_ctl start` on a fresh temporary directory and a free
  * localhost port, with durability switched off (fsync, synchronous_commit, full_page_writes) because
- * the data is disposable. PostgreSQL refuses to run as root, so when this process is root the
+ * the data is disposable; `durability: 'default'` keeps PostgreSQL's durable defaults (benchmarks). PostgreSQL refuses to run as root, so when this process is root the
  * binaries run as the unprivileged `postgres` OS user (via `runuser`, or `su` as a fallback) and the
  * temporary directory is chown'ed to that user.
  *
@@ -32,6 +32,11 @@ export interface StartPostgresOptions {
   maxConnections?: number;
   /** How long to wait for the server to accept connections; default 60 000 ms. */
   startTimeoutMs?: number;
+  /**
+   * `off` (default: the data is disposable): fsync, synchronous_commit and full_page_writes off.
+   * `default`: PostgreSQL's own durable defaults (all three on), for benchmarks of a production setup.
+   */
+  durability?: 'off' | 'default';
   /** Extra `-c name=value` server settings, e.g. `{ log_statement: 'all' }`. */
   settings?: Record<string, string>;
   /** Progress lines (never contain secrets); default: silent. */
@@ -122,9 +127,7 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
         `-p ${port}`,
         `-k ${shellQuote(baseDir)}`,
         `-c listen_addresses=${LOOPBACK_HOST}`,
-        '-c fsync=off',
-        '-c synchronous_commit=off',
-        '-c full_page_writes=off',
+        ...(opts.durability === 'default' ? [] : ['-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off']),
         `-c max_connections=${opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS}`,
         ...Object.entries(opts.settings ?? {}).map(([name, value]) => `-c ${shellQuote(`${name}=${value}`)}`),
       ].join(' ');

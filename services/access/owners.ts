@@ -1,6 +1,7 @@
 import type { PrismaClient } from "../shared/db.js";
 import { isUniqueViolation } from "../shared/db.js";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
+import { boundField } from "../shared/field-rules.js";
 import { isUuid } from "../shared/ids.js";
 import type { Owner, Server } from "../../gen/prisma/client.js";
 import type { OwnedResource } from "./rpc-access.js";
@@ -8,8 +9,6 @@ import type { OwnedResource } from "./rpc-access.js";
 export type { Owner as OwnerRecord };
 
 const OWNER_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
-/** Longest owner display name. */
-export const MAX_OWNER_NAME_CHARS = 200;
 
 /** Validates an owner id: the list's account id, 1-128 of letters, digits, `.`, `_`, `:`, `@`, `-`. */
 export function toOwnerId(raw: string): string {
@@ -21,8 +20,7 @@ export function toOwnerId(raw: string): string {
 /** CreateOwner (409 when the id exists). */
 export async function createOwner(prisma: PrismaClient, now: Date, input: { ownerId: string; displayName: string }): Promise<Owner> {
   const id = toOwnerId(input.ownerId);
-  const displayName = input.displayName.trim();
-  if (displayName.length > MAX_OWNER_NAME_CHARS) throw new DomainError("invalid_argument", `display_name must be at most ${MAX_OWNER_NAME_CHARS} characters`);
+  const displayName = boundField("display_name", input.displayName.trim());
   try {
     return await prisma.owner.create({ data: { id, displayName, createdAt: now } });
   } catch (error) {
@@ -45,7 +43,7 @@ export async function assignServer(prisma: PrismaClient, rawServerId: string, ra
   const serverId = rawServerId.trim();
   const ownerId = rawOwnerId.trim() === "" ? null : (await requireOwner(prisma, rawOwnerId)).id;
   const updated = isUuid(serverId) ? await prisma.server.updateMany({ where: { id: serverId }, data: { ownerId } }) : { count: 0 };
-  if (updated.count !== 1) throw new DomainError("unknown_server", "unknown server");
+  if (updated.count !== 1) throw unknownServer();
   return prisma.server.findUniqueOrThrow({ where: { id: serverId } });
 }
 
@@ -57,7 +55,7 @@ export async function listOwnerServers(prisma: PrismaClient, rawOwnerId: string)
 
 /** What a non-owner is told about each resource: exactly what a missing one answers. */
 const NOT_FOUND: Record<OwnedResource, () => DomainError> = {
-  server: () => new DomainError("unknown_server", "unknown server"),
+  server: () => unknownServer(),
   delivery: () => new DomainError("not_found", "unknown delivery"),
   referral: () => new DomainError("not_found", "referral not found"),
 };

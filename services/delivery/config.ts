@@ -17,6 +17,19 @@ export interface DispatchSettings {
   pollIntervalMs: number;
 }
 
+/** Defaults of the dispatcher settings: the delivery process's, the all-in-one's and createDeliveryWorker's. */
+export const DEFAULT_DISPATCH_SETTINGS: Readonly<DispatchSettings> = Object.freeze({
+  schedule: parseRetrySchedule(DEFAULT_RETRY_SCHEDULE),
+  callbackTimeoutMs: CALLBACK_TIMEOUT_MS,
+  allowInsecureCallbacks: false,
+  concurrency: DEFAULT_DISPATCH_CONCURRENCY,
+  perServerConcurrency: DEFAULT_PER_SERVER_CONCURRENCY,
+  pollIntervalMs: DEFAULT_POLL_INTERVAL_MS,
+});
+
+/** Default of the delivery process's OPS_PORT. */
+export const DEFAULT_DELIVERY_OPS_PORT = 9083;
+
 /** Settings of the delivery process, validated at start. */
 export interface DeliveryConfig extends DispatchSettings {
   databaseUrl: string;
@@ -39,18 +52,18 @@ export function readRetrySchedule(r: EnvReader): RetrySchedule {
       r.problem(`DELIVERY_RETRY_SCHEDULE: ${(error as Error).message}`);
     }
   }
-  return parseRetrySchedule(DEFAULT_RETRY_SCHEDULE);
+  return DEFAULT_DISPATCH_SETTINGS.schedule;
 }
 
 /** Reads the dispatcher settings (DELIVERY_RETRY_SCHEDULE, CALLBACK_TIMEOUT_MS, ...). */
 export function readDispatchSettings(r: EnvReader): DispatchSettings {
   return {
     schedule: readRetrySchedule(r),
-    callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", CALLBACK_TIMEOUT_MS, { min: 100, max: 60_000 }),
-    allowInsecureCallbacks: r.bool("ALLOW_INSECURE_CALLBACKS", false),
-    concurrency: r.int("DELIVERY_CONCURRENCY", DEFAULT_DISPATCH_CONCURRENCY, { min: 1, max: 1000 }),
-    perServerConcurrency: r.int("DELIVERY_PER_SERVER_CONCURRENCY", DEFAULT_PER_SERVER_CONCURRENCY, { min: 1, max: 100 }),
-    pollIntervalMs: r.int("DELIVERY_POLL_INTERVAL_MS", DEFAULT_POLL_INTERVAL_MS, { min: 10, max: 60_000 }),
+    callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", DEFAULT_DISPATCH_SETTINGS.callbackTimeoutMs, { min: 100, max: 60_000 }),
+    allowInsecureCallbacks: r.bool("ALLOW_INSECURE_CALLBACKS", DEFAULT_DISPATCH_SETTINGS.allowInsecureCallbacks),
+    concurrency: r.int("DELIVERY_CONCURRENCY", DEFAULT_DISPATCH_SETTINGS.concurrency, { min: 1, max: 1000 }),
+    perServerConcurrency: r.int("DELIVERY_PER_SERVER_CONCURRENCY", DEFAULT_DISPATCH_SETTINGS.perServerConcurrency, { min: 1, max: 100 }),
+    pollIntervalMs: r.int("DELIVERY_POLL_INTERVAL_MS", DEFAULT_DISPATCH_SETTINGS.pollIntervalMs, { min: 10, max: 60_000 }),
   };
 }
 
@@ -62,7 +75,7 @@ export function loadDeliveryConfig(env: Record<string, string | undefined> = pro
     kafkaBrokers: readKafkaBrokers(r),
     secretBox: readSecretBox(r),
     host: r.string("HOST", "127.0.0.1"),
-    opsPort: readPort(r, "OPS_PORT", 9083),
+    opsPort: readPort(r, "OPS_PORT", DEFAULT_DELIVERY_OPS_PORT),
     groupId: r.string("KAFKA_GROUP_ID", DELIVERY_CONSUMER_GROUP),
     consumerStuckAfterMs: r.int("CONSUMER_STUCK_AFTER_MS", DEFAULT_CONSUMER_STUCK_AFTER_MS, { min: 1_000, max: 3_600_000 }),
     ...readDispatchSettings(r),

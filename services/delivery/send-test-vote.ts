@@ -1,5 +1,6 @@
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
+import { boundField } from "../shared/field-rules.js";
 import { TEST_CALLBACK_USERNAME } from "./send-test-callback.js";
 import { sendVotifierVote, VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, type VotifierOutcome } from "./send-votifier.js";
 
@@ -13,6 +14,8 @@ export async function sendTestVote(
   serverId: string,
   rawUsername: string,
 ): Promise<{ target: { host: string; port: number }; outcome: VotifierOutcome }> {
+  // Bounded like a heart's username (services/shared/field-rules.ts): a NUL or over-long name is 400, never sent.
+  const username = boundField("username", rawUsername).trim() || TEST_CALLBACK_USERNAME;
   const server = await deps.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
   if (!server.votifierHost || !server.votifierPort || !server.votifierToken) {
     throw new DomainError("failed_precondition", "Votifier is not set up: set host, port, token and service name in the integration tab first");
@@ -29,7 +32,7 @@ export async function sendTestVote(
     { ...target, token },
     {
       serviceName: server.votifierServiceName ?? "",
-      username: rawUsername.trim() === "" ? TEST_CALLBACK_USERNAME : rawUsername.trim(),
+      username,
       address: VOTIFIER_VOTE_ADDRESS,
       timestamp: deps.now().getTime(),
     },

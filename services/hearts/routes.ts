@@ -15,7 +15,7 @@ import {
 } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { OWNER_SCOPE } from "../access/auth-interceptor.js";
 import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
 import { DEFAULT_FRAUD_RULES, type FraudRules } from "./domain/fraud-rules.js";
 import { toVoterAddress } from "./domain/ip.js";
@@ -64,7 +64,7 @@ async function castHeart(deps: CoreDeps, rules: FraudRules, req: CastHeartReques
   const address = toVoterAddress(boundField("ip", req.ip));
   if (address === null) throw new DomainError("invalid_argument", "ip must be an IPv4 or IPv6 address");
   if (!(await serverExists(deps.prisma, serverId))) {
-    throw new DomainError("unknown_server", "unknown server");
+    throw unknownServer();
   }
 
   const now = deps.now();

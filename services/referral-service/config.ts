@@ -6,6 +6,7 @@ import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import { readAccessSettings, type AccessSettings } from "../access/bootstrap.js";
 import { readRetrySchedule } from "../delivery/config.js";
 import type { RetrySchedule } from "../delivery/retry-schedule.js";
+import { CALLBACK_TIMEOUT_MS } from "../delivery/send-callback.js";
 
 /** Settings of the referral service process, validated at start. */
 export interface ReferralServiceConfig {
@@ -39,7 +40,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     publicBaseUrl: r.string("PUBLIC_BASE_URL", "http://127.0.0.1:8080"),
     loginLinkBaseUrl: r.string("LOGIN_LINK_BASE_URL", r.string("PUBLIC_BASE_URL", "http://127.0.0.1:8080")),
     allowInsecureCallbacks: r.bool("ALLOW_INSECURE_CALLBACKS", false),
-    callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", 10_000, { min: 100, max: 60_000 }),
+    callbackTimeoutMs: r.int("CALLBACK_TIMEOUT_MS", CALLBACK_TIMEOUT_MS, { min: 100, max: 60_000 }),
     retrySchedule: readRetrySchedule(r),
     dbPoolSize: r.int("DB_POOL_SIZE", 20, { min: 1, max: 200 }),
     fraudRules: readFraudRules(r),

@@ -10,6 +10,7 @@ import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { periodOf } from "../shared/period.js";
 import { decide, isAnchorState, type AnchorState, type ReferralEventName, type ReferralStateName } from "./domain/transitions.js";
+import { ERROR_TEXT } from "../shared/contract.js";
 
 /** Retries of the whole transaction after a lost conditional write (version or click link). */
 export const MAX_TRANSACTION_RETRIES = 3;
@@ -99,7 +100,7 @@ async function applyOnce(tx: Tx, command: ApplyEventCommand, now: Date): Promise
     )
     SELECT click.id::text, click.server_id::text, click.referrer_identity, (SELECT id FROM inserted) AS event_id FROM click`;
   if (!click || click.server_id !== command.serverId) {
-    throw new DomainError("unknown_token", "unknown referral token for this server");
+    throw new DomainError("unknown_token", ERROR_TEXT.unknownToken);
   }
   if (click.event_id === null) return { kind: "duplicate" };
   const eventId = click.event_id;

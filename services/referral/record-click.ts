@@ -1,8 +1,9 @@
 import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
 import { generateClickToken } from "../shared/secrets.js";
 import type { RecordClickCommand } from "./domain/commands.js";
 import { toRedirectUrl } from "./domain/redirect-url.js";
+import { ERROR_TEXT } from "../shared/contract.js";
 
 /** A stored click and where to send the visitor. */
 export interface RecordedClick {
@@ -22,8 +23,8 @@ export async function recordClick(deps: CoreDeps, command: RecordClickCommand): 
     where: { id: command.serverId },
     select: { referralsEnabled: true, registrationUrl: true },
   });
-  if (!server) throw new DomainError("unknown_server", "unknown server");
-  if (!server.referralsEnabled) throw new DomainError("referrals_disabled", "referrals not enabled for this server");
+  if (!server) throw unknownServer();
+  if (!server.referralsEnabled) throw new DomainError("referrals_disabled", ERROR_TEXT.referralsDisabled);
   const token = generateClickToken();
   const click = await deps.prisma.referralClick.create({
     data: {

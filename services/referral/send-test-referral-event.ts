@@ -1,14 +1,13 @@
 import type { AttemptExchange } from "../delivery/attempt-exchange.js";
 import { sendCallback, toHttpExchange } from "../delivery/send-callback.js";
 import { loadNewestReferralSecret } from "../delivery/store.js";
+import { ERROR_TEXT, isReferralEventName } from "../shared/contract.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { canonicalString, formatIngestSignature } from "../shared/signature.js";
 
 /** The ingest path "send test referral event" posts to. */
 export const INGEST_PATH = "/api/referral/events";
-
-const REFERRAL_EVENTS = ["registered", "qualified", "reversed"];
 
 /** What sending a test referral event needs beyond the core deps. */
 export interface SendTestReferralEventDeps extends CoreDeps {
@@ -25,7 +24,7 @@ export interface SendTestReferralEventDeps extends CoreDeps {
  */
 export async function sendTestReferralEvent(deps: SendTestReferralEventDeps, serverId: string, rawEvent: string): Promise<AttemptExchange> {
   const event = rawEvent.trim() === "" ? "registered" : rawEvent.trim();
-  if (!REFERRAL_EVENTS.includes(event)) throw new DomainError("invalid_argument", "event must be one of registered|qualified|reversed");
+  if (!isReferralEventName(event)) throw new DomainError("invalid_argument", ERROR_TEXT.badEvent);
   const now = deps.now();
   const secret = await loadNewestReferralSecret(deps.prisma, deps.secretBox, serverId, now);
   if (!secret) throw new DomainError("failed_precondition", "no active referral secret: create one in the referrals tab first");

@@ -1,6 +1,6 @@
 import { createEnvReader } from "../shared/config.js";
 import { readDatabaseUrl, readKafkaBrokers, readPort } from "../shared/process-config.js";
-import { DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_SAFETY_POLL_INTERVAL_MS, DEFAULT_RELAY_STUCK_AFTER_MS } from "./relay.js";
+import { DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_POLL_INTERVAL_MS, DEFAULT_RELAY_SAFETY_POLL_INTERVAL_MS, DEFAULT_RELAY_STUCK_AFTER_MS } from "./relay.js";
 
 /** Settings of the relay process, validated at start. */
 export interface RelayConfig {
@@ -24,7 +24,7 @@ export function loadRelayConfig(env: Record<string, string | undefined> = proces
     host: r.string("HOST", "127.0.0.1"),
     opsPort: readPort(r, "OPS_PORT", 9082),
     batchSize: r.int("RELAY_BATCH_SIZE", DEFAULT_RELAY_BATCH_SIZE, { min: 1, max: 10_000 }),
-    pollIntervalMs: r.int("RELAY_POLL_INTERVAL_MS", 25, { min: 5, max: 60_000 }),
+    pollIntervalMs: r.int("RELAY_POLL_INTERVAL_MS", DEFAULT_RELAY_POLL_INTERVAL_MS, { min: 5, max: 60_000 }),
     safetyPollIntervalMs: r.int("RELAY_SAFETY_POLL_INTERVAL_MS", DEFAULT_RELAY_SAFETY_POLL_INTERVAL_MS, { min: 5, max: 600_000 }),
     stuckAfterMs: r.int("RELAY_STUCK_AFTER_MS", DEFAULT_RELAY_STUCK_AFTER_MS, { min: 1_000, max: 3_600_000 }),
   });

@@ -1,6 +1,6 @@
 import type { Tx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
 import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
 import { isUuid } from "../shared/ids.js";
 import { requireServer } from "./server-exists.js";
@@ -45,7 +45,7 @@ export type SigningKeysResolution =
  */
 export async function lockServer(tx: Tx, serverId: string): Promise<void> {
   const rows = isUuid(serverId) ? await tx.$queryRaw<Array<{ id: string }>>`SELECT id::text FROM servers WHERE id = ${serverId}::uuid FOR UPDATE` : [];
-  if (rows.length === 0) throw new DomainError("unknown_server", "unknown server");
+  if (rows.length === 0) throw unknownServer();
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { PrismaClient, Tx } from "../shared/db.js";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
 
 /** True when `serverId` names a stored server; an id that is not a uuid names none (the database is not asked). */
@@ -10,7 +10,7 @@ export async function serverExists(prisma: PrismaClient | Tx, serverId: string):
 /** The trimmed id of an existing server; unknown_server (404 `unknown server`) otherwise, an empty id included. */
 export async function requireServer(deps: { prisma: PrismaClient }, rawServerId: string): Promise<string> {
   const serverId = rawServerId.trim();
-  if (!(await serverExists(deps.prisma, serverId))) throw new DomainError("unknown_server", "unknown server");
+  if (!(await serverExists(deps.prisma, serverId))) throw unknownServer();
   return serverId;
 }
 

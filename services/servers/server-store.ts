@@ -1,5 +1,5 @@
 import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
 import type { Server } from "../../gen/prisma/client.js";
 import { isUuid } from "../shared/ids.js";
 import type { VotifierSettings } from "./domain/votifier-settings.js";
@@ -16,7 +16,7 @@ export async function createServer(deps: CoreDeps, input: { name: string; regist
 /** GetServer (404 `unknown server`). */
 export async function getServer(deps: CoreDeps, serverId: string): Promise<Server> {
   const server = isUuid(serverId) ? await deps.prisma.server.findUnique({ where: { id: serverId } }) : null;
-  if (!server) throw new DomainError("unknown_server", "unknown server");
+  if (!server) throw unknownServer();
   return server;
 }
 
@@ -31,9 +31,9 @@ export async function updateServer(
   serverId: string,
   data: { referralsEnabled?: boolean; registrationUrl?: string | null; callbackDisabledAt?: null; callbackDisabledReason?: null },
 ): Promise<Server> {
-  if (!isUuid(serverId)) throw new DomainError("unknown_server", "unknown server");
+  if (!isUuid(serverId)) throw unknownServer();
   const updated = await deps.prisma.server.updateMany({ where: { id: serverId }, data });
-  if (updated.count !== 1) throw new DomainError("unknown_server", "unknown server");
+  if (updated.count !== 1) throw unknownServer();
   return getServer(deps, serverId);
 }
 

@@ -1,4 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import { IllegalTransitionDetailSchema } from "../../gen/proto/referral/v1/referral_pb.js";
+import { ERROR_TEXT } from "./contract.js";
 
 /**
  * Domain errors. Domain and store code throws these; `toConnectError` is the one
@@ -32,14 +35,25 @@ export class IllegalTransition extends DomainError {
     readonly from: string,
     readonly event: string,
   ) {
-    super("illegal_transition", "invalid state transition");
+    super("illegal_transition", ERROR_TEXT.invalidTransition);
     this.name = "IllegalTransition";
   }
 }
 
-/** Connect metadata keys that carry an IllegalTransition's details to the gateway. */
-export const TRANSITION_FROM_HEADER = "x-transition-from";
-export const TRANSITION_EVENT_HEADER = "x-transition-event";
+/** `unknown_server` with the contract's text (services/shared/contract.ts). */
+export function unknownServer(): DomainError {
+  return new DomainError("unknown_server", ERROR_TEXT.unknownServer);
+}
+
+/**
+ * The refused transition's `from` and `event` as the Connect error carries them (a typed
+ * `referral.v1.IllegalTransitionDetail`), or null when the error has no such detail.
+ */
+export function illegalTransitionOf(error: ConnectError): { from: string; event: string } | null {
+  const [detail] = error.findDetails(IllegalTransitionDetailSchema);
+  return detail ? { from: detail.from, event: detail.event } : null;
+}
+
 /** Carries the domain error kind so the gateway can pick the exact contract text. */
 export const ERROR_KIND_HEADER = "x-error-kind";
 
@@ -59,12 +73,9 @@ export function toConnectError(error: unknown): ConnectError {
   if (error instanceof ConnectError) return error;
   if (error instanceof DomainError) {
     const metadata = new Headers({ [ERROR_KIND_HEADER]: error.kind });
-    if (error instanceof IllegalTransition) {
-      metadata.set(TRANSITION_FROM_HEADER, error.from);
-      metadata.set(TRANSITION_EVENT_HEADER, error.event);
-    }
-    return new ConnectError(error.message, CONNECT_CODE_BY_KIND[error.kind], metadata);
+    const details = error instanceof IllegalTransition ? [{ desc: IllegalTransitionDetailSchema, value: create(IllegalTransitionDetailSchema, { from: error.from, event: error.event }) }] : [];
+    return new ConnectError(error.message, CONNECT_CODE_BY_KIND[error.kind], metadata, details);
   }
   // Failure policy: never leak internals; the cause is logged by the interceptor with the request id.
-  return new ConnectError("internal error", Code.Internal);
+  return new ConnectError(ERROR_TEXT.internal, Code.Internal);
 }

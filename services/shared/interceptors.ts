@@ -3,6 +3,7 @@ import { ConnectError, type Interceptor } from "@connectrpc/connect";
 import { toConnectError } from "./errors.js";
 import type { Logger } from "./log.js";
 import type { Metrics } from "./metrics.js";
+import { ERROR_TEXT } from "./contract.js";
 
 /** Header carrying the request id across the gateway and internal RPCs. */
 export const REQUEST_ID_HEADER = "x-request-id";
@@ -26,7 +27,7 @@ export function createServerInterceptor(log: Logger, metrics: Metrics): Intercep
       const mapped = toConnectError(error);
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       metrics.observe(route, mapped.code, seconds);
-      if (!(error instanceof ConnectError) && mapped.rawMessage === "internal error") {
+      if (!(error instanceof ConnectError) && mapped.rawMessage === ERROR_TEXT.internal) {
         log.error({ requestId, route, err: error }, "rpc failed with an internal error");
       } else {
         log.info({ requestId, route, code: mapped.code, msg: mapped.rawMessage }, "rpc rejected");

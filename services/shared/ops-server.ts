@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { createOpsHandler, type ReadinessCheck } from "./health.js";
 import { sendJson } from "./send-json.js";
 import type { Metrics } from "./metrics.js";
+import { CONTRACT_ERRORS, ERROR_TEXT } from "./contract.js";
 
 /**
  * A small HTTP/1.1 server with /healthz, /readyz and /metrics, for processes
@@ -14,11 +15,11 @@ export function createOpsServer(opts: { checks: ReadinessCheck[]; metrics: Metri
   const server = http.createServer((req, res) => {
     ops(req, res).then(
       (handled) => {
-        if (!handled) sendJson(res, 404, { error: "not found" });
+        if (!handled) sendJson(res, CONTRACT_ERRORS.notFound.status, { error: ERROR_TEXT.notFound });
       },
       () => {
         // Failure policy: an ops endpoint failing answers 500 rather than hanging the probe.
-        if (!res.headersSent) sendJson(res, 500, { error: "internal error" });
+        if (!res.headersSent) sendJson(res, CONTRACT_ERRORS.internal.status, { error: ERROR_TEXT.internal });
       },
     );
   });

@@ -10,23 +10,11 @@
 import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
 import { mkdirSync } from "node:fs";
-import type http from "node:http";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
-import { createReferralServiceClients } from "../../gateway/clients.js";
-import { createDashboardRoutes } from "../../gateway/dashboard/routes.js";
-import { createGatewayServer } from "../../gateway/server.js";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
-import { createDeliveryConsumer, type DeliveryConsumer } from "../../services/delivery/consumer.js";
-import { createDispatcher, type Dispatcher } from "../../services/delivery/dispatcher.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { createRelay } from "../../services/relay/relay.js";
-import { ALL_TOPICS, type EventBus } from "../../services/shared/bus.js";
-import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
 import { createLogger } from "../../services/shared/log.js";
-import { createMetrics } from "../../services/shared/metrics.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
 import { startStack, type TestStack } from "../helpers/stack.js";
@@ -41,11 +29,6 @@ const SCREENSHOTS = join(process.cwd(), "test-results", "screenshots");
 interface Context {
   stack: TestStack;
   receiver: Receiver;
-  bus: EventBus;
-  relay: ReturnType<typeof createRelay>;
-  consumer: DeliveryConsumer;
-  dispatcher: Dispatcher;
-  gateway: http.Server;
   gatewayUrl: string;
   browser: LaunchedChromium;
   page: Page;
@@ -57,61 +40,29 @@ const flow = { serverId: "", heartIp: 10, clockOffsetMs: 0 };
 const test = anyTest as TestFn<Context>;
 
 test.before(async (t) => {
-  const brokers = (process.env.KAFKA_BROKERS ?? "").split(",").filter(Boolean);
-  if (brokers.length === 0) throw new Error("KAFKA_BROKERS is not set: run e2e tests through `npm test`");
   mkdirSync(SCREENSHOTS, { recursive: true });
   const quiet = createLogger("dashboard-deliveries-e2e", process.env.TEST_LOG_LEVEL ?? "silent");
-  const stack = await startStack({ gateway: false, callbackTimeoutMs: 5_000 });
-  // One clock for the whole stack, movable forward (the auto-disable test skips five days).
-  stack.clock.now = () => new Date(Date.now() + flow.clockOffsetMs);
-  const receiver = await startReceiver();
-  await ensureTopics(brokers, [...ALL_TOPICS]);
-  const suffix = randomBytes(4).toString("hex");
-  const bus = createKafkaBus({ brokers, clientId: `dashboard-deliveries-${suffix}`, log: quiet });
-  const relay = createRelay({ prisma: stack.prisma, bus, log: quiet, pollIntervalMs: 50 });
-  const dispatcher = createDispatcher({
-    prisma: stack.prisma,
-    secretBox: stack.secretBox,
+  const stack = await startStack({
+    gateway: false,
+    callbackTimeoutMs: 5_000,
     log: quiet,
-    now: () => stack.clock.now(),
+    // One clock for the whole stack, movable forward (the auto-disable test skips five days).
+    now: () => new Date(Date.now() + flow.clockOffsetMs),
     // Two attempts 300 ms apart, then failed.
-    schedule: parseRetrySchedule("300ms", { jitterRatio: 0 }),
-    timeoutMs: 5_000,
-    allowInsecure: true,
-    pollIntervalMs: 100,
+    pipeline: { name: "dashboard-deliveries", delivery: { schedule: parseRetrySchedule("300ms", { jitterRatio: 0 }), callbackTimeoutMs: 5_000, pollIntervalMs: 100 } },
   });
-  const consumer = createDeliveryConsumer({ bus, prisma: stack.prisma, log: quiet, groupId: `dashboard-deliveries-${suffix}`, onStored: () => dispatcher.wake() });
-  relay.start();
-  await consumer.start();
-  dispatcher.start();
-  const { token: gatewayToken } = await stack.clients.access.createServiceToken({ name: "gateway", scopes: ["ingest", "pull", "clicks:record", "dashboard", "admin"] });
-  const gateway = createGatewayServer({
-    ...createReferralServiceClients(stack.rpcUrl, gatewayToken),
-    log: quiet,
-    metrics: createMetrics("gateway"),
-    now: () => stack.clock.now(),
-    extraRoutes: createDashboardRoutes({ transport: createServiceTransport(stack.rpcUrl, gatewayToken), token: TOKEN, log: quiet }),
-  });
-  await new Promise<void>((resolve) => gateway.listen(0, "127.0.0.1", resolve));
-  const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
+  const receiver = await startReceiver();
+  const { url: gatewayUrl } = await stack.startGateway({ log: quiet, dashboard: { token: TOKEN } });
   const browser = await launchChromium({ viewport: { width: 1280, height: 900 } });
   const page = await browser.context.newPage();
-  t.context = { stack, receiver, bus, relay, consumer, dispatcher, gateway, gatewayUrl, browser, page };
+  t.context = { stack, receiver, gatewayUrl, browser, page };
 });
 
 test.after.always(async (t) => {
   const c = t.context;
   await c.browser?.close();
-  if (c.gateway) {
-    c.gateway.closeAllConnections();
-    await new Promise<void>((resolve) => c.gateway.close(() => resolve()));
-  }
-  await c.dispatcher?.stop();
-  await c.consumer?.stop();
-  await c.relay?.stop();
-  await c.bus?.close();
-  await c.receiver?.close();
   await c.stack?.close();
+  await c.receiver?.close();
 });
 
 /** Casts a heart over RPC from a fresh identity and address; asserts it counted. */
@@ -298,7 +249,7 @@ test.serial("a 410 disables the callback: the notice shows the reason on every t
   receiver.setFallback({ status: 200, body: "ok" });
   await page.click("#endpoint-banner-reenable");
   await page.waitForSelector("#endpoint-banner-reenable", { state: "hidden" });
-  c.dispatcher.wake();
+  c.stack.pipeline!.delivery.dispatcher.wake();
   await searchPlayerUntil(page, "Creeper", "delivered");
   t.pass();
 });

@@ -9,25 +9,13 @@
 import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import type http from "node:http";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { Page, Request } from "playwright-core";
 import { DeliveryStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
-import { createReferralServiceClients } from "../../gateway/clients.js";
-import { createDashboardRoutes } from "../../gateway/dashboard/routes.js";
-import { createGatewayServer } from "../../gateway/server.js";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
-import { createDeliveryConsumer, type DeliveryConsumer } from "../../services/delivery/consumer.js";
-import { createDispatcher, type Dispatcher } from "../../services/delivery/dispatcher.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { createRelay } from "../../services/relay/relay.js";
-import { HEARTS_TOPIC, REFERRALS_TOPIC, type EventBus } from "../../services/shared/bus.js";
-import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
 import { createLogger } from "../../services/shared/log.js";
-import { createMetrics } from "../../services/shared/metrics.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { eventually } from "../helpers/eventually.js";
 import { startReceiver, type Receiver } from "../helpers/receiver.js";
@@ -57,11 +45,6 @@ const vectors = JSON.parse(readFileSync(new URL("../fixtures/signature-vectors.j
 interface Context {
   stack: TestStack;
   receiver: Receiver;
-  bus: EventBus;
-  relay: ReturnType<typeof createRelay>;
-  consumer: DeliveryConsumer;
-  dispatcher: Dispatcher;
-  gateway: http.Server;
   gatewayUrl: string;
   browser: LaunchedChromium;
   page: Page;
@@ -82,46 +65,17 @@ const test = anyTest as TestFn<Context>;
 /** Console errors and uncaught exceptions of the main page. */
 const pageErrors: string[] = [];
 
-async function listen(server: http.Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
 test.before(async (t) => {
-  const brokers = (process.env.KAFKA_BROKERS ?? "").split(",").filter(Boolean);
-  if (brokers.length === 0) throw new Error("KAFKA_BROKERS is not set: run e2e tests through `npm test`");
   const quiet = createLogger("dashboard-insights-e2e", process.env.TEST_LOG_LEVEL ?? "silent");
-  const stack = await startStack({ gateway: false });
+  const stack = await startStack({
+    gateway: false,
+    log: quiet,
+    // Two attempts 200 ms apart, then failed.
+    pipeline: { name: "dashboard-insights", delivery: { schedule: parseRetrySchedule("200ms", { jitterRatio: 0 }), callbackTimeoutMs: 5_000, pollIntervalMs: 100 } },
+  });
   // The receiver refuses one player's callbacks, so the charts show failures too.
   const receiver = await startReceiver({ fallback: (req) => (req.text.includes(`"username":"${REFUSED}"`) ? { status: 500, body: "nope" } : { status: 200, body: "ok" }) });
-  await ensureTopics(brokers, [HEARTS_TOPIC, REFERRALS_TOPIC]);
-  const suffix = randomBytes(4).toString("hex");
-  const bus = createKafkaBus({ brokers, clientId: `dashboard-insights-${suffix}`, log: quiet });
-  const relay = createRelay({ prisma: stack.prisma, bus, log: quiet, pollIntervalMs: 50 });
-  const dispatcher = createDispatcher({
-    prisma: stack.prisma,
-    secretBox: stack.secretBox,
-    log: quiet,
-    now: stack.clock.now,
-    // Two attempts 200 ms apart, then failed.
-    schedule: parseRetrySchedule("200ms", { jitterRatio: 0 }),
-    timeoutMs: 5_000,
-    allowInsecure: true,
-    pollIntervalMs: 100,
-  });
-  const consumer = createDeliveryConsumer({ bus, prisma: stack.prisma, log: quiet, groupId: `dashboard-insights-${suffix}`, onStored: () => dispatcher.wake() });
-  relay.start();
-  await consumer.start();
-  dispatcher.start();
-  const { token: gatewayToken } = await stack.clients.access.createServiceToken({ name: "gateway", scopes: ["ingest", "pull", "clicks:record", "dashboard", "admin"] });
-  const gateway = createGatewayServer({
-    ...createReferralServiceClients(stack.rpcUrl, gatewayToken),
-    log: quiet,
-    metrics: createMetrics("gateway"),
-    now: stack.clock.now,
-    extraRoutes: createDashboardRoutes({ transport: createServiceTransport(stack.rpcUrl, gatewayToken), token: TOKEN, log: quiet }),
-  });
-  const gatewayUrl = await listen(gateway);
+  const { url: gatewayUrl } = await stack.startGateway({ log: quiet, dashboard: { token: TOKEN } });
   const browser = await launchChromium({ viewport: { width: 1280, height: 900 } });
   const page = await browser.context.newPage();
   // Anything the page reports as an error (a CSP violation, a failed script) fails the last test.
@@ -131,22 +85,14 @@ test.before(async (t) => {
     if (message.type() === "error" && !/status of 401 \(Unauthorized\)/.test(message.text())) pageErrors.push(message.text());
   });
   page.on("pageerror", (error) => pageErrors.push(error.message));
-  t.context = { stack, receiver, bus, relay, consumer, dispatcher, gateway, gatewayUrl, browser, page, shots: screenshotDir() };
+  t.context = { stack, receiver, gatewayUrl, browser, page, shots: screenshotDir() };
 });
 
 test.after.always(async (t) => {
   const c = t.context;
   await c.browser?.close();
-  if (c.gateway) {
-    c.gateway.closeAllConnections();
-    await new Promise<void>((resolve) => c.gateway.close(() => resolve()));
-  }
-  await c.dispatcher?.stop();
-  await c.consumer?.stop();
-  await c.relay?.stop();
-  await c.bus?.close();
-  await c.receiver?.close();
   await c.stack?.close();
+  await c.receiver?.close();
 });
 
 let ipCounter = 0;

@@ -7,31 +7,19 @@
 import anyTest, { type TestFn } from "ava";
 import { createHmac, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync } from "node:fs";
-import type http from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { pino } from "pino";
 import type { Page } from "playwright-core";
 import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
-import { createReferralServiceClients } from "../../gateway/clients.js";
-import { createDashboardRoutes } from "../../gateway/dashboard/routes.js";
-import { createGatewayServer } from "../../gateway/server.js";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
-import { createDeliveryConsumer, type DeliveryConsumer } from "../../services/delivery/consumer.js";
-import { createDispatcher, type Dispatcher } from "../../services/delivery/dispatcher.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { createRelay } from "../../services/relay/relay.js";
-import { HEARTS_TOPIC, REFERRALS_TOPIC, type EventBus } from "../../services/shared/bus.js";
-import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
 import { createLogger } from "../../services/shared/log.js";
-import { createMetrics } from "../../services/shared/metrics.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
 import { startStack, type TestStack } from "../helpers/stack.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 const BROWSER_UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0";
@@ -39,13 +27,7 @@ const BROWSER_UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Fir
 interface Context {
   stack: TestStack;
   receiver: Receiver;
-  bus: EventBus;
-  relay: ReturnType<typeof createRelay>;
-  consumer: DeliveryConsumer;
-  dispatcher: Dispatcher;
-  gateway: http.Server;
   gatewayUrl: string;
-  disabledGateway: http.Server;
   disabledGatewayUrl: string;
   browser: LaunchedChromium;
   page: Page;
@@ -69,21 +51,7 @@ const flow = {
 
 const test = anyTest as TestFn<Context>;
 
-async function listen(server: http.Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-async function close(server: http.Server | undefined): Promise<void> {
-  if (!server) return;
-  server.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-}
-
 test.before(async (t) => {
-  const brokers = (process.env.KAFKA_BROKERS ?? "").split(",").filter(Boolean);
-  if (brokers.length === 0) throw new Error("KAFKA_BROKERS is not set: run e2e tests through `npm test`");
-
   // Every line the gateway and the dashboard log, to prove no secret is ever among them.
   const logLines: string[] = [];
   const sink = new Writable({
@@ -98,52 +66,18 @@ test.before(async (t) => {
   let gatewayUrl = "";
   const stack = await startStack({
     gateway: false,
+    log: quiet,
     // "Send test referral event" posts to the public gateway: the one with the dashboard.
     get publicBaseUrl() {
       return gatewayUrl;
     },
+    // Two attempts 300 ms apart, then failed: the failure screens are reachable in a second.
+    pipeline: { name: "dashboard-e2e", delivery: { schedule: parseRetrySchedule("300ms", { jitterRatio: 0 }), callbackTimeoutMs: 5_000, pollIntervalMs: 100 } },
   });
   const receiver = await startReceiver();
 
-  await ensureTopics(brokers, [HEARTS_TOPIC, REFERRALS_TOPIC]);
-  const suffix = randomBytes(4).toString("hex");
-  const bus = createKafkaBus({ brokers, clientId: `dashboard-e2e-${suffix}`, log: quiet });
-  const relay = createRelay({ prisma: stack.prisma, bus, log: quiet, pollIntervalMs: 50 });
-  const dispatcher = createDispatcher({
-    prisma: stack.prisma,
-    secretBox: stack.secretBox,
-    log: quiet,
-    now: stack.clock.now,
-    // Two attempts 300 ms apart, then failed: the failure screens are reachable in a second.
-    schedule: parseRetrySchedule("300ms", { jitterRatio: 0 }),
-    timeoutMs: 5_000,
-    allowInsecure: true,
-    pollIntervalMs: 100,
-  });
-  // A consumer group of this file's own; other files' hearts name servers this database lacks, so they are skipped.
-  const consumer = createDeliveryConsumer({ bus, prisma: stack.prisma, log: quiet, groupId: `dashboard-e2e-${suffix}`, onStored: () => dispatcher.wake() });
-  relay.start();
-  await consumer.start();
-  dispatcher.start();
-
-  // The gateway's own service token, as in production: the ingest path, owners' sessions, and admin for the operator dashboard.
-  const { token: gatewayToken } = await stack.clients.access.createServiceToken({ name: "gateway", scopes: ["ingest", "pull", "clicks:record", "dashboard", "admin"] });
-  const gateway = createGatewayServer({
-    ...createReferralServiceClients(stack.rpcUrl, gatewayToken),
-    log: gatewayLog,
-    metrics: createMetrics("gateway"),
-    now: stack.clock.now,
-    extraRoutes: createDashboardRoutes({ transport: createServiceTransport(stack.rpcUrl, gatewayToken), token: TOKEN, log: gatewayLog }),
-  });
-  gatewayUrl = await listen(gateway);
-  const disabledGateway = createGatewayServer({
-    ...createReferralServiceClients(stack.rpcUrl, gatewayToken),
-    log: quiet,
-    metrics: createMetrics("gateway"),
-    now: stack.clock.now,
-    extraRoutes: createDashboardRoutes({ transport: createServiceTransport(stack.rpcUrl, gatewayToken), token: undefined, log: quiet }),
-  });
-  const disabledGatewayUrl = await listen(disabledGateway);
+  gatewayUrl = (await stack.startGateway({ log: gatewayLog, dashboard: { token: TOKEN } })).url;
+  const disabledGatewayUrl = (await stack.startGateway({ log: quiet, dashboard: { token: undefined } })).url;
 
   const browser = await launchChromium();
   const page = await browser.context.newPage();
@@ -152,13 +86,7 @@ test.before(async (t) => {
   t.context = {
     stack,
     receiver,
-    bus,
-    relay,
-    consumer,
-    dispatcher,
-    gateway,
     gatewayUrl,
-    disabledGateway,
     disabledGatewayUrl,
     browser,
     page,
@@ -170,14 +98,8 @@ test.before(async (t) => {
 test.after.always(async (t) => {
   const c = t.context;
   await c.browser?.close();
-  await close(c.gateway);
-  await close(c.disabledGateway);
-  await c.dispatcher?.stop();
-  await c.consumer?.stop();
-  await c.relay?.stop();
-  await c.bus?.close();
-  await c.receiver?.close();
   await c.stack?.close();
+  await c.receiver?.close();
 });
 
 /** Calls the dashboard API directly (no browser). */
@@ -588,7 +510,7 @@ test.serial("browser: a disabled callback (receiver answered 410) shows its reas
   await page.click("#reenable-callback");
   await page.waitForSelector("#callback-disabled", { state: "hidden" });
   t.is((await c.stack.clients.admin.getServer({ serverId: flow.serverId })).server!.callbackDisabledReason, "");
-  c.dispatcher.wake();
+  c.stack.pipeline!.delivery.dispatcher.wake();
   await eventually(() => c.stack.prisma.delivery.findFirst({ where: { heartId, status: "delivered" } }).then((d) => d ?? undefined), { timeoutMs: 30_000 });
   t.pass();
 });

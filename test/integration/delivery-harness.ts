@@ -1,27 +1,24 @@
 /**
- * Test harness for the hearts and delivery tests: a fresh database per test file,
- * HeartService and DeliveryService (production routes and interceptor) behind a
- * real HTTP/2 Connect server, fixtures that insert servers and secrets, and an
+ * Test harness for the hearts and delivery tests (on startStack, the tests' one stack builder):
+ * a fresh database per test file, HeartService and DeliveryService (production routes and
+ * interceptor) behind a real HTTP/2 Connect server, fixtures that insert servers and secrets, and an
  * independent verifier of callback signatures (node:crypto, not the project's signer).
  */
-import { createHmac, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
-import { createClient, type Client } from "@connectrpc/connect";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import type { DeliveryRouteDeps } from "../../services/delivery/routes.js";
 import type { RetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import type { FraudRules } from "../../services/hearts/domain/fraud-rules.js";
 import type { PrismaClient } from "../../services/shared/db.js";
 import type { CoreDeps } from "../../services/shared/deps.js";
 import { createLogger } from "../../services/shared/log.js";
-import { createMetrics } from "../../services/shared/metrics.js";
-import { createSecretBox, generateCallbackSecret, generateKid, generateReferralSecret, type SecretBox } from "../../services/shared/secrets.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { generateCallbackSecret, generateKid, generateReferralSecret, type SecretBox } from "../../services/shared/secrets.js";
+import type { TestDatabase } from "../helpers/db.js";
+import { startStack } from "../helpers/stack.js";
+import type { Client } from "@connectrpc/connect";
 
 /** A clock the test sets and advances; `real()` follows the wall clock. */
 export interface TestClock {
@@ -63,37 +60,41 @@ export async function startHarness(
     retrySchedule?: RetrySchedule;
   } = {},
 ): Promise<Harness> {
-  const db = await createTestDatabase({ maxConnections: opts.maxConnections ?? 30 });
   const log = createLogger("test", process.env.LOG_LEVEL ?? "silent");
-  const deps: CoreDeps & DeliveryRouteDeps = {
-    prisma: db.prisma,
-    secretBox: createSecretBox(randomBytes(32)),
+  const now = opts.now ?? (() => new Date());
+  const allowInsecureCallbacks = opts.allowInsecureCallbacks ?? true;
+  const callbackTimeoutMs = opts.callbackTimeoutMs ?? 2_000;
+  const publicBaseUrl = opts.publicBaseUrl ?? "http://127.0.0.1:9";
+  // The production wiring of the referral service process (all routes, interceptor, HTTP/2 server).
+  const stack = await startStack({
+    gateway: false,
     log,
-    now: opts.now ?? (() => new Date()),
-    allowInsecureCallbacks: opts.allowInsecureCallbacks ?? true,
-    callbackTimeoutMs: opts.callbackTimeoutMs ?? 2_000,
-    publicBaseUrl: opts.publicBaseUrl ?? "http://127.0.0.1:9",
+    now,
+    maxConnections: opts.maxConnections ?? 30,
+    allowInsecureCallbacks,
+    callbackTimeoutMs,
+    publicBaseUrl,
+    ...(opts.fraudRules ? { fraudRules: opts.fraudRules } : {}),
+    ...(opts.retrySchedule ? { retrySchedule: opts.retrySchedule } : {}),
+  });
+  const deps: CoreDeps & DeliveryRouteDeps = {
+    prisma: stack.prisma,
+    secretBox: stack.secretBox,
+    log,
+    now,
+    allowInsecureCallbacks,
+    callbackTimeoutMs,
+    publicBaseUrl,
     ...(opts.retrySchedule ? { retrySchedule: opts.retrySchedule } : {}),
   };
-  // The production wiring of the referral service process (all routes, interceptor, HTTP/2 server).
-  const server = createReferralServiceServer({
-    ...deps,
-    metrics: createMetrics("test"),
-    ...(opts.fraudRules ? { fraudRules: opts.fraudRules } : {}),
-  });
-  const port = await server.listen(0);
-  const transport = createServiceTransport(`http://127.0.0.1:${port}`, TEST_SERVICE_TOKEN, { useBinaryFormat: false });
   return {
-    db,
+    db: stack.db,
     deps,
-    hearts: createClient(HeartService, transport),
-    delivery: createClient(DeliveryService, transport),
-    operator: createClient(OperatorService, transport),
-    admin: createClient(ServerAdminService, transport),
-    async close() {
-      await server.close();
-      await db.drop();
-    },
+    hearts: stack.clients.hearts,
+    delivery: stack.clients.delivery,
+    operator: stack.clients.operator,
+    admin: stack.clients.admin,
+    close: () => stack.close(),
   };
 }
 

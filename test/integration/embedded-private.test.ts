@@ -8,7 +8,7 @@ import { chmodSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { startEmbeddedPostgres } from "../../services/shared/embedded-postgres.js";
+import { startEmbeddedPostgres } from "../../scripts/infra/embedded-postgres.js";
 import { createMemoryBus } from "../../services/shared/memory-bus.js";
 import { eventually } from "../helpers/eventually.js";
 import { openToOthers } from "../helpers/file-modes.js";

@@ -10,6 +10,7 @@ import { bearerToken, createServiceTransport } from "../../services/shared/servi
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { AccessService } from "../../gen/proto/access/v1/access_pb.js";
 import { startGatewayStack, type GatewayStack, type TestServer } from "./gateway-stack.js";
 
 const TWO_MB = "x".repeat(2 * 1024 * 1024);
@@ -136,4 +137,23 @@ test("ListDeliveries player search: NUL or over-long username is invalid_argumen
   t.is(nul.code, Code.InvalidArgument);
   t.is(nul.rawMessage, "username must not contain NUL characters");
   t.deepEqual((await delivery.listDeliveries({ serverId: server.serverId, username: "u".repeat(64) })).deliveries, []);
+});
+
+test("SendTestVote and CreateOwner: a NUL or over-long username / display_name is invalid_argument naming the field (was sent, or 500)", async (t) => {
+  for (const [username, text] of [
+    ["St\u0000eve", "username must not contain NUL characters"],
+    ["u".repeat(65), "username must be at most 64 characters"],
+  ] as const) {
+    // Refused before the Votifier settings are looked at: this server has none.
+    const error = await rpcError(() => delivery.sendTestVote({ serverId: server.serverId, username }));
+    t.is(error.code, Code.InvalidArgument, username);
+    t.is(error.rawMessage, text);
+  }
+  const access = createClient(AccessService, createServiceTransport(stack.serviceUrl, TEST_SERVICE_TOKEN));
+  const owner = await rpcError(() => access.createOwner({ ownerId: "acct-nul", displayName: "Ste\u0000ve" }));
+  t.is(owner.code, Code.InvalidArgument);
+  t.is(owner.rawMessage, "display_name must not contain NUL characters");
+  const long = await rpcError(() => access.createOwner({ ownerId: "acct-long", displayName: "n".repeat(201) }));
+  t.is(long.rawMessage, "display_name must be at most 200 characters");
+  t.is(await stack.db.prisma.owner.count({ where: { id: { in: ["acct-nul", "acct-long"] } } }), 0);
 });

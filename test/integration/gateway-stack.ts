@@ -1,21 +1,19 @@
 /**
- * A real stack for the gateway's integration tests: a database of its own (cloned
- * from the migrated template), the referral service (createReferralServiceServer,
- * the production wiring) on a free port, and the gateway (createGatewayServer) on
- * another, talking Connect over HTTP/2 exactly as in production. Nothing is mocked.
+ * A real stack for the gateway's integration tests (startStack, the tests' one stack builder):
+ * a database of its own (cloned from the migrated template), the referral service on a free
+ * port, and the gateway on another, talking Connect over HTTP/2 exactly as in production,
+ * with captured logs and helpers to create servers and send (signed) requests. Nothing is mocked.
  */
 import { randomBytes } from "node:crypto";
-import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { pino, type Logger } from "pino";
 import { createReferralServiceClients, type ReferralServiceClients } from "../../gateway/clients.js";
-import { createGatewayServer, type GatewayDeps } from "../../gateway/server.js";
-import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import { createMetrics, type Metrics } from "../../services/shared/metrics.js";
-import { createSecretBox } from "../../services/shared/secrets.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import type { TestDatabase } from "../helpers/db.js";
+import type { GatewayDeps } from "../../gateway/server.js";
+import { startStack } from "../helpers/stack.js";
 
 /** A log sink that keeps every JSON line, so tests can assert what was (not) logged. */
 export interface CapturedLog {
@@ -86,33 +84,17 @@ export const nowSeconds = (): number => Math.floor(Date.now() / 1000);
 export async function startGatewayStack(
   opts: { gatewayOverrides?: (ctx: { clients: ReferralServiceClients; metrics: Metrics }) => Partial<GatewayDeps> } = {},
 ): Promise<GatewayStack> {
-  const db = await createTestDatabase();
   const serviceLog = captureLog("debug");
   const gatewayLog = captureLog("debug");
-  const service = createReferralServiceServer({
-    prisma: db.prisma,
-    secretBox: createSecretBox(randomBytes(32)),
-    log: serviceLog.log,
-    metrics: createMetrics("referral-service-test"),
-    now: () => new Date(),
-    allowInsecureCallbacks: true,
-    callbackTimeoutMs: 2_000,
-    publicBaseUrl: "http://127.0.0.1:9",
-  });
-  const servicePort = await service.listen(0);
-  const clients = createReferralServiceClients(`http://127.0.0.1:${servicePort}`, TEST_SERVICE_TOKEN);
+  const stack = await startStack({ gateway: false, log: serviceLog.log, maxConnections: 10, callbackTimeoutMs: 2_000, publicBaseUrl: "http://127.0.0.1:9" });
+  const clients = createReferralServiceClients(stack.rpcUrl, TEST_SERVICE_TOKEN);
   const gatewayMetrics = createMetrics("gateway-test");
-  const gateway = createGatewayServer({
-    ...clients,
+  const { url: baseUrl } = await stack.startGateway({
     log: gatewayLog.log,
     metrics: gatewayMetrics,
-    now: () => new Date(),
     // The ingest tests check every request's own key lookup; the cache has tests of its own.
-    signingKeyCacheMs: 0,
-    ...opts.gatewayOverrides?.({ clients, metrics: gatewayMetrics }),
+    overrides: (ctx) => ({ signingKeyCacheMs: 0, ...opts.gatewayOverrides?.(ctx) }),
   });
-  await new Promise<void>((resolve) => gateway.listen(0, "127.0.0.1", resolve));
-  const baseUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
 
   const postRaw = async (body: string | Buffer, headers: Record<string, string> = {}): Promise<RawResponse> => {
     const res = await fetch(`${baseUrl}/api/referral/events`, {
@@ -124,9 +106,9 @@ export async function startGatewayStack(
   };
 
   return {
-    db,
+    db: stack.db,
     clients,
-    serviceUrl: `http://127.0.0.1:${servicePort}`,
+    serviceUrl: stack.rpcUrl,
     baseUrl,
     gatewayLog,
     serviceLog,
@@ -148,13 +130,6 @@ export async function startGatewayStack(
       const header = formatIngestSignature(server.secret, o.t ?? nowSeconds(), raw, o.kid);
       return postRaw(raw, { "x-service-signature": header, ...o.headers });
     },
-    async close() {
-      await new Promise<void>((resolve) => {
-        gateway.close(() => resolve());
-        gateway.closeAllConnections();
-      });
-      await service.close();
-      await db.drop();
-    },
+    close: () => stack.close(),
   };
 }

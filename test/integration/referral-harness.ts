@@ -1,22 +1,17 @@
 /**
- * Test harness for the referral and server-admin RPCs: a fresh database cloned
- * from the migrated template, the production referral service server
- * (createReferralServiceServer) on a free port, real Connect clients, and a clock
+ * Test harness for the referral and server-admin RPCs (on startStack, the tests' one
+ * stack builder): a fresh database cloned from the migrated template, the production
+ * referral service server (createReferralServiceServer) on a free port, real Connect clients, and a clock
  * the test moves by hand.
  */
-import { randomBytes } from "node:crypto";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { ReferralEventType, ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
-import { createReferralServiceServer } from "../../services/referral-service/server.js";
 import type { ServerAdminDeps } from "../../services/servers/routes.js";
-import { ERROR_KIND_HEADER, TRANSITION_EVENT_HEADER, TRANSITION_FROM_HEADER } from "../../services/shared/errors.js";
+import { ERROR_KIND_HEADER, illegalTransitionOf } from "../../services/shared/errors.js";
 import { createLogger } from "../../services/shared/log.js";
-import { createMetrics } from "../../services/shared/metrics.js";
-import { createSecretBox } from "../../services/shared/secrets.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import type { TestDatabase } from "../helpers/db.js";
+import { startStack } from "../helpers/stack.js";
 
 /** A clock the test sets and advances. */
 export interface TestClock {
@@ -47,36 +42,33 @@ export interface Harness {
 
 /** Starts the harness; `close()` stops the server and drops the database. */
 export async function startHarness(opts: { allowInsecureCallbacks?: boolean; maxConnections?: number } = {}): Promise<Harness> {
-  const db = await createTestDatabase({ maxConnections: opts.maxConnections ?? 20 });
   const clock = createTestClock();
   const log = createLogger("test", process.env.LOG_LEVEL ?? "silent");
-  const deps: ServerAdminDeps = {
-    prisma: db.prisma,
-    secretBox: createSecretBox(randomBytes(32)),
-    log,
-    now: () => clock.now(),
-    ...(opts.allowInsecureCallbacks !== undefined ? { allowInsecureCallbacks: opts.allowInsecureCallbacks } : {}),
-  };
+  const now = () => clock.now();
   // The production wiring: every route, the interceptor and the HTTP/2 server of the referral service.
-  const server = createReferralServiceServer({
-    ...deps,
-    metrics: createMetrics("test"),
-    allowInsecureCallbacks: deps.allowInsecureCallbacks ?? false,
+  const stack = await startStack({
+    gateway: false,
+    log,
+    now,
+    maxConnections: opts.maxConnections ?? 20,
+    allowInsecureCallbacks: opts.allowInsecureCallbacks ?? false,
     callbackTimeoutMs: 2_000,
     publicBaseUrl: "http://127.0.0.1:9",
   });
-  const port = await server.listen(0);
-  const transport = createServiceTransport(`http://127.0.0.1:${port}`, TEST_SERVICE_TOKEN, { useBinaryFormat: false });
+  const deps: ServerAdminDeps = {
+    prisma: stack.prisma,
+    secretBox: stack.secretBox,
+    log,
+    now,
+    ...(opts.allowInsecureCallbacks !== undefined ? { allowInsecureCallbacks: opts.allowInsecureCallbacks } : {}),
+  };
   return {
-    db,
+    db: stack.db,
     deps,
     clock,
-    referral: createClient(ReferralService, transport),
-    admin: createClient(ServerAdminService, transport),
-    async close() {
-      await server.close();
-      await db.drop();
-    },
+    referral: stack.clients.referral,
+    admin: stack.clients.admin,
+    close: () => stack.close(),
   };
 }
 
@@ -125,13 +117,14 @@ export async function rpcError(promise: Promise<unknown>): Promise<ConnectError>
   throw new Error("expected the RPC to fail");
 }
 
-/** The details the gateway reads from an error: code, message, kind and transition metadata. */
+/** The details the gateway reads from an error: code, message, kind and the transition detail. */
 export function errorDetails(error: ConnectError): { code: Code; message: string; kind: string | null; from: string | null; event: string | null } {
+  const transition = illegalTransitionOf(error);
   return {
     code: error.code,
     message: error.rawMessage,
     kind: error.metadata.get(ERROR_KIND_HEADER),
-    from: error.metadata.get(TRANSITION_FROM_HEADER),
-    event: error.metadata.get(TRANSITION_EVENT_HEADER),
+    from: transition?.from ?? null,
+    event: transition?.event ?? null,
   };
 }

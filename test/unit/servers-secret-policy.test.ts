@@ -30,6 +30,15 @@ test("secrets created at the same instant are ordered by kid, so the order is to
   t.is(compareNewestFirst(a, a), 0);
 });
 
+test("two rotations in one clock tick: the secret without an expiry, then the later expiry, is newer", (t) => {
+  const createdAt = at("2026-03-01T00:00:00Z");
+  const first = { kid: "k_a", createdAt, expiresAt: at("2026-03-01T00:00:05Z"), revokedAt: null };
+  const second = { kid: "k_b", createdAt, expiresAt: at("2026-03-01T00:01:00Z"), revokedAt: null };
+  const current = { kid: "k_c", createdAt, expiresAt: null, revokedAt: null };
+  const ranked = activeSecretsNewestFirst([first, current, second], at("2026-03-01T00:00:01Z"));
+  t.deepEqual(ranked.map((s) => s.kid), ["k_c", "k_b", "k_a"]);
+});
+
 test("inactive secrets are left out; the first is the one that signs", (t) => {
   const rotatedOut = { kid: "k_1", createdAt: at("2026-03-01T00:00:00Z"), expiresAt: at("2026-03-11T00:00:00Z"), revokedAt: null };
   const expired = { kid: "k_0", createdAt: at("2026-02-01T00:00:00Z"), expiresAt: at("2026-03-02T00:00:00Z"), revokedAt: null };

@@ -1,12 +1,7 @@
-import { DomainError } from "../../shared/errors.js";
+import { DomainError, unknownServer } from "../../shared/errors.js";
 import { boundField, type FieldName } from "../../shared/field-rules.js";
+import { checkEvent, checkRefereeIdentity, checkRequiredText, type ReferralEventName } from "../../shared/contract.js";
 import { isUuid } from "../../shared/ids.js";
-import { isReferralEventName, type ReferralEventName } from "./transitions.js";
-
-/** The contract's text for an event outside the enum. */
-export const EVENT_ENUM_ERROR = "event must be one of registered|qualified|reversed";
-/** The contract's text for `registered` without `referee_identity`. */
-export const REFEREE_REQUIRED_ERROR = "referee_identity is required for a registered event";
 
 /** A validated, trimmed lifecycle event. */
 export interface ApplyEventCommand {
@@ -37,18 +32,13 @@ export interface ApplyEventInput {
  * `server_id` cannot be a server id.
  */
 export function toApplyEventCommand(input: ApplyEventInput): ApplyEventCommand {
-  const event = input.event;
-  if (event === null || !isReferralEventName(event)) throw new DomainError("invalid_argument", EVENT_ENUM_ERROR);
+  const event = valueOf(checkEvent(input.event));
   const serverId = requireField("server_id", input.serverId);
   const token = requireField("token", input.token);
   const serverEventId = requireField("server_event_id", input.serverEventId);
-  let refereeIdentity: string | null = null;
-  if (event === "registered") {
-    refereeIdentity = input.refereeIdentity.trim();
-    if (refereeIdentity === "") throw new DomainError("invalid_argument", REFEREE_REQUIRED_ERROR);
-    boundField("referee_identity", refereeIdentity);
-  }
-  if (!isUuid(serverId)) throw new DomainError("unknown_server", "unknown server");
+  const referee = valueOf(checkRefereeIdentity(event, input.refereeIdentity.trim()));
+  const refereeIdentity = event === "registered" ? referee : null;
+  if (!isUuid(serverId)) throw unknownServer();
   const kid = boundField("kid", input.kid.trim());
   return {
     serverId,
@@ -76,7 +66,7 @@ export interface RecordClickCommand {
 export function toRecordClickCommand(input: { serverId: string; referrerIdentity: string; ip: string; userAgent: string }): RecordClickCommand {
   const serverId = requireField("server_id", input.serverId);
   const referrerIdentity = requireField("referrer_identity", input.referrerIdentity);
-  if (!isUuid(serverId)) throw new DomainError("unknown_server", "unknown server");
+  if (!isUuid(serverId)) throw unknownServer();
   const ip = boundField("ip", input.ip.trim());
   const userAgent = boundField("user_agent", input.userAgent.trim());
   return { serverId, referrerIdentity, ip: ip === "" ? null : ip, userAgent: userAgent === "" ? null : userAgent };
@@ -84,7 +74,11 @@ export function toRecordClickCommand(input: { serverId: string; referrerIdentity
 
 /** Trimmed and non-empty; bounded by the field table except `server_id` (: the uuid check bounds it; not a uuid -> unknown server). */
 function requireField(name: FieldName | "server_id", value: string): string {
-  const trimmed = value.trim();
-  if (trimmed === "") throw new DomainError("invalid_argument", `${name} is required`);
-  return name === "server_id" ? trimmed : boundField(name, trimmed);
+  return valueOf(checkRequiredText(name, value, name === "server_id" ? undefined : name));
+}
+
+/** A contract check's value, or DomainError invalid_argument with its text. */
+function valueOf<T>(check: { kind: "ok"; value: T } | { kind: "invalid"; error: string }): T {
+  if (check.kind === "invalid") throw new DomainError("invalid_argument", check.error);
+  return check.value;
 }

@@ -1,21 +1,14 @@
 import { IllegalTransition } from "../../shared/errors.js";
+import type { AnchorState, ReferralEventName, ReferralStateName } from "../../shared/contract.js";
+
+export { REFERRAL_EVENTS, REFERRAL_STATES, isAnchorState, isReferralEventName, type AnchorState, type ReferralEventName, type ReferralStateName } from "../../shared/contract.js";
 
 /**
  * The referral state machine: ONE table of every (state, event) pair. Pure: no
  * I/O, no clock. The store re-asserts the precondition with a conditional write.
  */
 
-/** Every state a referral can be reported in; `clicked` means no anchor exists yet. */
-export const REFERRAL_STATES = ["clicked", "registered", "qualified", "reversed"] as const;
-/** A referral state, including `clicked` (no anchor). */
-export type ReferralStateName = (typeof REFERRAL_STATES)[number];
-/** The state of a minted anchor (stored in the database). */
-export type AnchorState = Exclude<ReferralStateName, "clicked">;
-
-/** The lifecycle events a game server reports. */
-export const REFERRAL_EVENTS = ["registered", "qualified", "reversed"] as const;
-/** A lifecycle event name. */
-export type ReferralEventName = (typeof REFERRAL_EVENTS)[number];
+/* The events and states themselves live in services/shared/contract.ts (re-exported above). */
 
 /** What one row of the table says to do. */
 export type TransitionRule = { kind: "advance"; to: AnchorState } | { kind: "idempotent" } | { kind: "reject" };
@@ -57,14 +50,4 @@ export function decide(state: ReferralStateName, event: ReferralEventName): Tran
     case "reject":
       throw new IllegalTransition(state, event);
   }
-}
-
-/** True when `value` names a lifecycle event. */
-export function isReferralEventName(value: string): value is ReferralEventName {
-  return (REFERRAL_EVENTS as readonly string[]).includes(value);
-}
-
-/** True when `value` names an anchor state. */
-export function isAnchorState(value: string): value is AnchorState {
-  return value === "registered" || value === "qualified" || value === "reversed";
 }

@@ -42,7 +42,9 @@ export interface RankedSecret extends SecretLifetime {
 }
 
 /**
- * Newest first = created last first; equal creation times by kid (ascending), so the order is total.
+ * Newest first = created last first; equal creation times (two rotations in one clock tick) by
+ * expiry - a rotation shortens every older secret's expiry, so the secret without one, then the
+ * later expiry, is the newer - and last by kid (ascending), so the order is total.
  * Creation, not expiry, is the rule: a rotation creates the secret receivers and signers move to
  * (rulings: callbacks carry one `v1=` per active secret "newest first"; the test referral event is
  * signed with the current secret). A rotation only ever shortens older secrets' expiries, so
@@ -51,7 +53,15 @@ export interface RankedSecret extends SecretLifetime {
 export function compareNewestFirst(a: RankedSecret, b: RankedSecret): number {
   const byCreation = b.createdAt.getTime() - a.createdAt.getTime();
   if (byCreation !== 0) return byCreation;
+  const aExpiry = expiryRank(a);
+  const bExpiry = expiryRank(b);
+  if (aExpiry !== bExpiry) return aExpiry > bExpiry ? -1 : 1;
   return a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0;
+}
+
+/** A secret's expiry as a number to compare; no expiry ranks above every date. */
+function expiryRank(secret: SecretLifetime): number {
+  return secret.expiresAt === null ? Number.POSITIVE_INFINITY : secret.expiresAt.getTime();
 }
 
 /**

@@ -1,10 +1,11 @@
 import { DomainError } from "../../shared/errors.js";
 import { boundField } from "../../shared/field-rules.js";
+import { requiredText } from "../../shared/contract.js";
 
 /** A trimmed, non-empty server name. */
 export function toServerName(name: string): string {
   const trimmed = name.trim();
-  if (trimmed === "") throw new DomainError("invalid_argument", "name is required");
+  if (trimmed === "") throw new DomainError("invalid_argument", requiredText("name"));
   return boundField("name", trimmed);
 }
 

@@ -349,7 +349,7 @@ function installScheduler(server: PGLiteSocketServer, scheduler: SocketQueryQueu
   if (!compatible) {
     throw new Error(
       '@electric-sql/pglite-socket internals changed (PGLiteSocketServer.queryQueue); ' +
-        'services/shared/embedded-postgres.ts was written for 0.2.17 and must be re-checked before upgrading.',
+        'scripts/infra/embedded-postgres.ts was written for 0.2.17 and must be re-checked before upgrading.',
     );
   }
   internals.queryQueue = scheduler;

@@ -1,0 +1,52 @@
+import type http from "node:http";
+import { createOpsHandler, type ReadinessCheck } from "../services/shared/health.js";
+import type { Logger } from "../services/shared/log.js";
+import type { Metrics } from "../services/shared/metrics.js";
+import { createServiceTransport } from "../services/shared/service-transport.js";
+import { createReferralServiceClients } from "./clients.js";
+import { createDashboardRoutes } from "./dashboard/routes.js";
+import { createGatewayServer, type GatewayDeps } from "./server.js";
+
+/** Settings of the public gateway that its process reads (GatewayConfig) and the all-in-one leaves at their defaults. */
+export type PublicGatewaySettings = Pick<GatewayDeps, "trustProxy" | "signingKeyCacheMs" | "unknownServerCacheMs" | "signingKeyRefreshMs" | "failedSignatures">;
+
+/**
+ * The public gateway as a process runs it, written once for the gateway process and the
+ * all-in-one: the referral service's clients with the gateway's own service token, the owners'
+ * dashboard at /dashboard (the operator sign-in too when `dashboardToken` is set), and the
+ * probes on the public port (/metrics is served on the ops port only). Not listening yet.
+ */
+export function createPublicGateway(opts: {
+  referralServiceUrl: string;
+  serviceToken: string;
+  dashboardToken: string | undefined;
+  /** Cookies are Secure when this is https. */
+  publicBaseUrl: string;
+  log: Logger;
+  metrics: Metrics;
+  now: () => Date;
+  checks: ReadinessCheck[];
+  isDraining: () => boolean;
+  settings?: PublicGatewaySettings;
+}): http.Server {
+  const extraRoutes = createDashboardRoutes({
+    transport: createServiceTransport(opts.referralServiceUrl, opts.serviceToken),
+    token: opts.dashboardToken,
+    secureCookies: opts.publicBaseUrl.startsWith("https:"),
+    log: opts.log,
+  });
+  return createGatewayServer({
+    ...createReferralServiceClients(opts.referralServiceUrl, opts.serviceToken),
+    log: opts.log,
+    metrics: opts.metrics,
+    now: opts.now,
+    ops: createOpsHandler({ checks: opts.checks, isDraining: opts.isDraining }),
+    extraRoutes,
+    trustProxy: opts.settings?.trustProxy,
+    signingKeyCacheMs: opts.settings?.signingKeyCacheMs,
+    unknownServerCacheMs: opts.settings?.unknownServerCacheMs,
+    signingKeyRefreshMs: opts.settings?.signingKeyRefreshMs,
+    failedSignatures: opts.settings?.failedSignatures,
+    dashboard: true,
+  });
+}

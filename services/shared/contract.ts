@@ -1,0 +1,146 @@
+import { fieldProblem, type FieldName } from "./field-rules.js";
+
+/**
+ * THE contract module (docs/contract.md): every error the HTTP edge answers with its status and
+ * exact text, the referral lifecycle's events and states, and the field rules the gateway and the
+ * referral service both apply. Services build their domain errors' messages from it, the gateway
+ * its replies (gateway/http-errors.ts) and gateway/openapi.ts its enums and error examples, so a
+ * status, a text or an event name has this one home. Pure: no I/O.
+ */
+
+/** One error with a fixed text: the HTTP status and the exact `error` text. */
+export interface FixedError {
+  status: number;
+  text: string;
+}
+
+/** The public contract's errors (the integration guide lists every text): kind -> status and exact text. */
+export const CONTRACT_ERRORS = {
+  bodyTooLarge: { status: 413, text: "body too large" },
+  badSignatureHeader: { status: 400, text: "missing or malformed X-Service-Signature header" },
+  invalidJson: { status: 400, text: "body is not valid JSON" },
+  badEvent: { status: 400, text: "event must be one of registered|qualified|reversed" },
+  refereeRequired: { status: 400, text: "referee_identity is required for a registered event" },
+  badSignature: { status: 401, text: "signature rejected: bad_signature" },
+  stale: { status: 401, text: "signature rejected: stale" },
+  unknownServer: { status: 404, text: "unknown server" },
+  referralsDisabled: { status: 404, text: "referrals not enabled for this server" },
+  pullDisabled: { status: 404, text: "pull API not enabled for this server" },
+  unknownToken: { status: 404, text: "unknown referral token for this server" },
+  invalidTransition: { status: 422, text: "invalid state transition" },
+  internal: { status: 500, text: "internal error" },
+  methodNotAllowed: { status: 405, text: "method not allowed" },
+  notFound: { status: 404, text: "not found" },
+  tooManyFailedSignatures: { status: 429, text: "too many failed signature checks; retry after the Retry-After delay" },
+} as const satisfies Record<string, FixedError>;
+
+/** The dashboard API's own fixed texts (not in the public contract). */
+export const DASHBOARD_ERRORS = {
+  bodyNotObject: { status: 400, text: "body must be a JSON object" },
+  dashboardTokenInvalid: { status: 401, text: "missing or invalid dashboard token" },
+  serviceUnavailable: { status: 503, text: "the referral service is unavailable; try again shortly" },
+  serviceTimeout: { status: 504, text: "the referral service did not answer in time; try again" },
+} as const satisfies Record<string, FixedError>;
+
+/**
+ * Errors whose text is written by the check that failed (it names the field or the resource:
+ * `token is required`, `unknown delivery`, ...): kind -> status only.
+ */
+export const CHECK_ERRORS = {
+  invalidField: { status: 400 },
+  sessionExpired: { status: 401 },
+  forbidden: { status: 403 },
+  unknownResource: { status: 404 },
+  conflict: { status: 409 },
+} as const satisfies Record<string, { status: number }>;
+
+/** A public contract error kind. */
+export type ContractErrorKind = keyof typeof CONTRACT_ERRORS;
+/** An error kind with a fixed text. */
+export type FixedErrorKind = ContractErrorKind | keyof typeof DASHBOARD_ERRORS;
+/** An error kind whose text the failing check writes. */
+export type CheckErrorKind = keyof typeof CHECK_ERRORS;
+
+const FIXED_ERRORS: Record<FixedErrorKind, FixedError> = { ...CONTRACT_ERRORS, ...DASHBOARD_ERRORS };
+
+/** The status and exact text of a fixed-text error. */
+export function fixedError(kind: FixedErrorKind): FixedError {
+  return FIXED_ERRORS[kind];
+}
+
+/** The HTTP status of any error kind. */
+export function statusOf(kind: FixedErrorKind | CheckErrorKind): number {
+  return kind in CHECK_ERRORS ? CHECK_ERRORS[kind as CheckErrorKind].status : FIXED_ERRORS[kind as FixedErrorKind].status;
+}
+
+/** Contract kind -> exact text. */
+export const ERROR_TEXT = Object.fromEntries(Object.entries(CONTRACT_ERRORS).map(([kind, e]) => [kind, e.text])) as {
+  readonly [K in ContractErrorKind]: (typeof CONTRACT_ERRORS)[K]["text"];
+};
+
+// ---- The referral lifecycle -------------------------------------------------------------------
+
+/** The lifecycle events a game server reports. */
+export const REFERRAL_EVENTS = ["registered", "qualified", "reversed"] as const;
+/** A lifecycle event name. */
+export type ReferralEventName = (typeof REFERRAL_EVENTS)[number];
+/** The states of a minted anchor (stored in the database): each is the event that reached it. */
+export const ANCHOR_STATES = REFERRAL_EVENTS;
+/** The state of a minted anchor. */
+export type AnchorState = (typeof ANCHOR_STATES)[number];
+/** Every state a referral can be reported in; `clicked` means no anchor exists yet. */
+export const REFERRAL_STATES = ["clicked", ...ANCHOR_STATES] as const;
+/** A referral state, including `clicked` (no anchor). */
+export type ReferralStateName = (typeof REFERRAL_STATES)[number];
+
+/** True when `value` names a lifecycle event. */
+export function isReferralEventName(value: string): value is ReferralEventName {
+  return (REFERRAL_EVENTS as readonly string[]).includes(value);
+}
+
+/** True when `value` names an anchor state. */
+export function isAnchorState(value: string): value is AnchorState {
+  return (ANCHOR_STATES as readonly string[]).includes(value);
+}
+
+// ---- Field rules (each written once: the gateway's checks and the referral service's commands) ----
+
+/** The 400 / invalid_argument text of a missing (absent, null or empty after trimming) field. */
+export function requiredText(field: string): string {
+  return `${field} is required`;
+}
+
+/** The 400 text of a field of another JSON type than string. */
+export function notStringText(field: string): string {
+  return `${field} must be a string`;
+}
+
+/** A required string's check: trimmed, non-empty and (for a bounded field) within its bound. */
+export type TextCheck = { kind: "ok"; value: string } | { kind: "invalid"; error: string };
+
+/**
+ * A required text field: empty after trimming is "is required"; a `bounded` field holding a NUL or
+ * over its length is refused (services/shared/field-rules.ts). Returns the trimmed value.
+ */
+export function checkRequiredText(field: string, value: string, bounded?: FieldName): TextCheck {
+  const trimmed = value.trim();
+  if (trimmed === "") return { kind: "invalid", error: requiredText(field) };
+  const problem = bounded === undefined ? null : fieldProblem(bounded, trimmed);
+  return problem === null ? { kind: "ok", value: trimmed } : { kind: "invalid", error: problem };
+}
+
+/** `event`: one of the lifecycle events, else the contract's enum text. */
+export function checkEvent(value: unknown): { kind: "ok"; value: ReferralEventName } | { kind: "invalid"; error: string } {
+  return typeof value === "string" && isReferralEventName(value) ? { kind: "ok", value } : { kind: "invalid", error: ERROR_TEXT.badEvent };
+}
+
+/**
+ * `referee_identity` (already trimmed): required, and within its bounds, for `registered` only (later
+ * events ignore it, so it is passed through unchecked).
+ */
+export function checkRefereeIdentity(event: ReferralEventName, trimmed: string): TextCheck {
+  if (event !== "registered") return { kind: "ok", value: trimmed };
+  if (trimmed === "") return { kind: "invalid", error: ERROR_TEXT.refereeRequired };
+  const problem = fieldProblem("referee_identity", trimmed);
+  return problem === null ? { kind: "ok", value: trimmed } : { kind: "invalid", error: problem };
+}

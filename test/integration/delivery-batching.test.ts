@@ -58,7 +58,16 @@ async function world(t: ExecutionContext): Promise<World> {
 
 async function addDelivery(h: Harness, serverId: string): Promise<string> {
   const heartId = randomUUID();
-  await insertDelivery(h.db.prisma, { heartId, serverId, eventType: "heart.counted", username: "Steve", voterIdentity: `voter-${heartId}`, period: "2026-03", streakDay: null, countedAt: new Date() });
+  await insertDelivery(h.db.prisma, {
+    heartId,
+    serverId,
+    eventType: "heart.counted",
+    username: "Steve",
+    voterIdentity: `voter-${heartId}`,
+    period: "2026-03",
+    streakDay: null,
+    countedAt: new Date(),
+  });
   return heartId;
 }
 
@@ -77,7 +86,18 @@ function heartMessage(serverId: string, heartId: string, offset: number): Receiv
       type: "heart.counted",
       occurredAt: timestampFromDate(at),
       serverId,
-      payload: { case: "heartCounted", value: create(HeartCountedSchema, { heartId, serverId, username: "Alex", voterIdentity: `v-${heartId}`, period: "2026-03", countedAt: timestampFromDate(at), streakDay: 2 }) },
+      payload: {
+        case: "heartCounted",
+        value: create(HeartCountedSchema, {
+          heartId,
+          serverId,
+          username: "Alex",
+          voterIdentity: `v-${heartId}`,
+          period: "2026-03",
+          countedAt: timestampFromDate(at),
+          streakDay: 2,
+        }),
+      },
     }),
   );
   return { topic: "test.batch", key: serverId, value, partition: 0, offset: String(offset) };
@@ -113,45 +133,53 @@ test.serial("a rotated callback secret signs the very next attempt: overlap sign
   await eventually(async () => (await h.db.prisma.delivery.findFirstOrThrow({ where: { heartId } })).status === "delivered");
 });
 
-test.serial("one slow receiver never delays a fast one: every fast delivery is sent and recorded while the slow receiver still holds its first requests", async (t) => {
-  const { h, dispatcher, receiver } = await world(t);
-  const slow = await receiver({ fallback: { hang: true } });
-  const fast = await receiver();
-  const slowServer = await insertServer(h.db.prisma, { callbackUrl: slow.url });
-  await insertSecret(h.db.prisma, h.deps.secretBox, slowServer, "callback");
-  const fastServer = await insertServer(h.db.prisma, { callbackUrl: fast.url });
-  await insertSecret(h.db.prisma, h.deps.secretBox, fastServer, "callback");
-  // The slow server's rows first: they are due earliest and claimed first.
-  for (let i = 0; i < 12; i++) await addDelivery(h, slowServer);
-  const fastHearts: string[] = [];
-  for (let i = 0; i < 60; i++) fastHearts.push(await addDelivery(h, fastServer));
-  dispatcher({ concurrency: 8, perServerConcurrency: 4 }).start();
-  await eventually(async () => (await h.db.prisma.delivery.count({ where: { serverId: fastServer, status: "delivered" } })) === fastHearts.length, { timeoutMs: 15_000 });
-  t.is(new Set(fast.requests.map((q) => (JSON.parse(q.text) as { heart_id: string }).heart_id)).size, fastHearts.length, "each fast heart sent once");
-  t.true(slow.requests.length <= 4, `the slow receiver holds at most its per-server share (${slow.requests.length})`);
-  t.is(await h.db.prisma.deliveryAttempt.count({ where: { serverId: slowServer } }), 0, "no slow attempt has ended");
-});
+test.serial(
+  "one slow receiver never delays a fast one: every fast delivery is sent and recorded while the slow receiver still holds its first requests",
+  async (t) => {
+    const { h, dispatcher, receiver } = await world(t);
+    const slow = await receiver({ fallback: { hang: true } });
+    const fast = await receiver();
+    const slowServer = await insertServer(h.db.prisma, { callbackUrl: slow.url });
+    await insertSecret(h.db.prisma, h.deps.secretBox, slowServer, "callback");
+    const fastServer = await insertServer(h.db.prisma, { callbackUrl: fast.url });
+    await insertSecret(h.db.prisma, h.deps.secretBox, fastServer, "callback");
+    // The slow server's rows first: they are due earliest and claimed first.
+    for (let i = 0; i < 12; i++) await addDelivery(h, slowServer);
+    const fastHearts: string[] = [];
+    for (let i = 0; i < 60; i++) fastHearts.push(await addDelivery(h, fastServer));
+    dispatcher({ concurrency: 8, perServerConcurrency: 4 }).start();
+    await eventually(async () => (await h.db.prisma.delivery.count({ where: { serverId: fastServer, status: "delivered" } })) === fastHearts.length, {
+      timeoutMs: 15_000,
+    });
+    t.is(new Set(fast.requests.map((q) => (JSON.parse(q.text) as { heart_id: string }).heart_id)).size, fastHearts.length, "each fast heart sent once");
+    t.true(slow.requests.length <= 4, `the slow receiver holds at most its per-server share (${slow.requests.length})`);
+    t.is(await h.db.prisma.deliveryAttempt.count({ where: { serverId: slowServer } }), 0, "no slow attempt has ended");
+  },
+);
 
-test.serial("a consumer batch stores one delivery per heart: duplicates in the batch and across concurrent batches add nothing; poison and unknown servers are set aside without failing the rest", async (t) => {
-  const { h } = await world(t);
-  const consumer = createDeliveryConsumer({ bus: unusedBus, prisma: h.db.prisma, log: h.deps.log, topic: "test.batch" });
-  const a = await insertServer(h.db.prisma);
-  const b = await insertServer(h.db.prisma);
-  const hearts = Array.from({ length: 20 }, () => randomUUID());
-  const batch = hearts.map((id, i) => heartMessage(i % 2 === 0 ? a : b, id, i));
-  const poison: ReceivedMessage = { topic: "test.batch", key: a, value: new Uint8Array([0xff, 0xff, 0x0f]), partition: 0, offset: "100" };
-  const ghost = heartMessage(randomUUID(), randomUUID(), 101);
-  // The same heart twice in one batch, and the batch handled twice at once (two instances during a rebalance).
-  const withRepeats = [...batch, batch[0]!, poison, ghost, batch[1]!];
-  await Promise.all([consumer.handleBatch(withRepeats), consumer.handleBatch([...withRepeats].reverse())]);
-  for (const [i, heartId] of hearts.entries()) {
-    t.is(await h.db.prisma.delivery.count({ where: { heartId, serverId: i % 2 === 0 ? a : b } }), 1, `heart ${i}`);
-  }
-  t.is(await h.db.prisma.delivery.count(), hearts.length, "nothing for the unknown server");
-  t.is(await h.db.prisma.deadLetter.count({ where: { source: "delivery", topic: "test.batch", code: "undecodable" } }), 1);
-  const stored = await h.db.prisma.delivery.findFirstOrThrow({ where: { heartId: hearts[3] } });
-  t.like(stored, { serverId: b, username: "Alex", period: "2026-03", streakDay: 2, status: "pending", transport: "callback" });
-});
+test.serial(
+  "a consumer batch stores one delivery per heart: duplicates in the batch and across concurrent batches add nothing; poison and unknown servers are set aside without failing the rest",
+  async (t) => {
+    const { h } = await world(t);
+    const consumer = createDeliveryConsumer({ bus: unusedBus, prisma: h.db.prisma, log: h.deps.log, topic: "test.batch" });
+    const a = await insertServer(h.db.prisma);
+    const b = await insertServer(h.db.prisma);
+    const hearts = Array.from({ length: 20 }, () => randomUUID());
+    const batch = hearts.map((id, i) => heartMessage(i % 2 === 0 ? a : b, id, i));
+    const poison: ReceivedMessage = { topic: "test.batch", key: a, value: new Uint8Array([0xff, 0xff, 0x0f]), partition: 0, offset: "100" };
+    const ghost = heartMessage(randomUUID(), randomUUID(), 101);
+    // The same heart twice in one batch, and the batch handled twice at once (two instances during a rebalance).
+    const withRepeats = [...batch, batch[0]!, poison, ghost, batch[1]!];
+    await Promise.all([consumer.handleBatch(withRepeats), consumer.handleBatch([...withRepeats].reverse())]);
+    for (const [i, heartId] of hearts.entries()) {
+      t.is(await h.db.prisma.delivery.count({ where: { heartId, serverId: i % 2 === 0 ? a : b } }), 1, `heart ${i}`);
+    }
+    t.is(await h.db.prisma.delivery.count(), hearts.length, "nothing for the unknown server");
+    t.is(await h.db.prisma.deadLetter.count({ where: { source: "delivery", topic: "test.batch", code: "undecodable" } }), 1);
+    const stored = await h.db.prisma.delivery.findFirstOrThrow({ where: { heartId: hearts[3] } });
+    t.like(stored, { serverId: b, username: "Alex", period: "2026-03", streakDay: 2, status: "pending", transport: "callback" });
+  },
+);
 
 test.serial("attempts recorded together keep per-item outcomes: a lost lease is logged only, and a record the database refuses fails alone", async (t) => {
   const { h } = await world(t);
@@ -159,7 +187,13 @@ test.serial("attempts recorded together keep per-item outcomes: a lost lease is 
   await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
   for (let i = 0; i < 5; i++) await addDelivery(h, serverId);
   const now = new Date();
-  const claimed = await claimDueDeliveries(h.db.prisma, { now, leaseUntil: new Date(now.getTime() + 60_000), limit: 10, perServerLimit: 10, inFlightByServer: new Map() });
+  const claimed = await claimDueDeliveries(h.db.prisma, {
+    now,
+    leaseUntil: new Date(now.getTime() + 60_000),
+    limit: 10,
+    perServerLimit: 10,
+    inFlightByServer: new Map(),
+  });
   t.is(claimed.length, 5);
   const [delivered, lost, retried, refused, neighbour] = claimed as [ClaimedDelivery, ClaimedDelivery, ClaimedDelivery, ClaimedDelivery, ClaimedDelivery];
   // Another dispatcher took `lost` over after its lease expired.
@@ -196,7 +230,12 @@ test.serial("attempts recorded together keep per-item outcomes: a lost lease is 
   t.like(rows.get(retried.id), { status: "pending", attempts: 1, nextAttemptAt: later, lastStatusCode: 503, leaseUntil: null });
   t.like(rows.get(retried.id)?.attemptsLog[0], { attempt: 1, statusCode: 503, succeeded: false, error: "receiver answered 503", requestBody: "{}" });
   // Health folded in recording order: the successes, then a failure after them starts a new run.
-  t.like(await h.db.prisma.callbackHealth.findUniqueOrThrow({ where: { serverId } }), { lastSuccessAt: ms(2), failingSince: ms(3), lastFailureAt: ms(3), lastFailureReason: "receiver answered 503" });
+  t.like(await h.db.prisma.callbackHealth.findUniqueOrThrow({ where: { serverId } }), {
+    lastSuccessAt: ms(2),
+    failingSince: ms(3),
+    lastFailureAt: ms(3),
+    lastFailureReason: "receiver answered 503",
+  });
 
   const second = await recordAttempts(h.db.prisma, [
     // A NUL byte: PostgreSQL refuses it in text.

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SESSION_EXPIRED_KIND } from "../services/access/auth-interceptor.js";
-import { ERROR_KIND_HEADER, illegalTransitionOf, type DomainErrorKind } from "../services/shared/errors.js";
+import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER, illegalTransitionOf, type DomainErrorKind } from "../services/shared/errors.js";
 import { CHECK_ERRORS, fixedError, type CheckErrorKind, type FixedErrorKind } from "../services/shared/contract.js";
 
 /** The contract's exact error texts (services/shared/contract.ts is their home). */
@@ -78,6 +78,17 @@ const RPC_ERROR_TABLE: readonly ErrorRow[] = [
     toReply(error) {
       const transition = illegalTransitionOf(error);
       return transition ? errorReply("invalidTransition", { fields: { from: transition.from, event: transition.event } }) : undefined;
+    },
+  },
+  {
+    // Beyond the service's capacity nothing was written: retryable, after the service's hint (whole seconds).
+    code: Code.ResourceExhausted,
+    kind: "overloaded",
+    on: PUBLIC,
+    toReply(error) {
+      const hint = Number(error.metadata.get(RETRY_AFTER_HEADER));
+      const seconds = Number.isInteger(hint) && hint >= 1 && hint <= 60 ? hint : 1;
+      return errorReply("overloaded", { headers: { "retry-after": String(seconds) } });
     },
   },
   // DomainError messages are written to be shown to callers (services/shared/errors.ts).

@@ -63,15 +63,28 @@ const jsonError = (description: string, examples: Record<string, { summary: stri
   content: { "application/json": { schema: { $ref: `#/components/schemas/${schema}` }, examples } },
 });
 
+/** An `{error}` answer that carries `Retry-After` (whole seconds). */
+function retryableError(description: string, examples: Record<string, { summary: string; value: unknown }>, retryAfter: string) {
+  const reply = jsonError(description, examples);
+  return { ...reply, headers: { ...reply.headers, "Retry-After": { description: retryAfter, schema: { type: "integer", minimum: 1 } } } };
+}
+
 /** 429 past the failed-signature limits (gateway/failure-limiter.ts), shared by every signed endpoint. */
 function tooManyFailures() {
-  const reply = jsonError("Too many failed authentications (bad signature, unknown server, disabled) for this server_id, or overall; wait Retry-After seconds.", {
-    tooManyFailures: errorExample("Failed-signature limit reached", "tooManyFailedSignatures"),
-  });
-  return {
-    ...reply,
-    headers: { ...reply.headers, "Retry-After": { description: "Seconds until the limit's window ends.", schema: { type: "integer", minimum: 1 } } },
-  };
+  return retryableError(
+    "Too many failed authentications (bad signature, unknown server, disabled) for this server_id, or overall; wait Retry-After seconds.",
+    { tooManyFailures: errorExample("Failed-signature limit reached", "tooManyFailedSignatures") },
+    "Seconds until the limit's window ends.",
+  );
+}
+
+/** 503 beyond the referral service's capacity: nothing was written; retry (same server_event_id, fresh t) after Retry-After. */
+function overloaded() {
+  return retryableError(
+    "Beyond the service's capacity; nothing was applied. Retry after Retry-After seconds with the same server_event_id and a fresh t.",
+    { overloaded: errorExample("Service overloaded", "overloaded") },
+    "Seconds to wait before retrying.",
+  );
 }
 
 /** The error answers the two pull endpoints share. */
@@ -291,6 +304,7 @@ export const openApiDocument = {
           "500": jsonError("Internal error; safe to retry with backoff (same server_event_id, fresh t).", {
             internal: errorExample("Internal error", "internal"),
           }),
+          "503": overloaded(),
         },
       },
     },

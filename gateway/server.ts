@@ -24,9 +24,9 @@ import { maxCharsOf } from "../services/shared/field-rules.js";
 import { REQUEST_ID_HEADER, resolveRequestId } from "./request-id.js";
 import type { IngestRpcs } from "./forward.js";
 import { DOCS_PREFIX, LANDING_PATH, docReply, landingReply, type RawReply } from "./landing.js";
+import { INGEST_PATH } from "../services/shared/contract.js";
 
 /** The ingest endpoint's path. */
-export const INGEST_PATH = "/api/referral/events";
 /** Deadline of each internal RPC; past it the request is a retryable 500. */
 export const RPC_TIMEOUT_MS = 10_000;
 /** A whole request (headers and body) must arrive within this, against slow-body clients. */

@@ -119,17 +119,16 @@ export type TokenVerifier = (token: string) => Promise<ServiceCaller | undefined
  * The token check of the auth interceptor: SHA-256 of the presented token, looked up
  * by its unique hash. Answers (also "no such token") are reused for `ttlMs`, so a
  * revoke takes effect within that time and a flood of wrong tokens costs one query
- * per distinct token per `ttlMs`.
+ * per distinct token per `ttlMs`. Concurrent checks of one token share one lookup
+ * (single flight): when an answer expires under load, one query refreshes it, not
+ * one per call in flight.
  */
 export function createTokenVerifier(prisma: PrismaClient, opts: { ttlMs?: number; now?: () => number } = {}): TokenVerifier {
   const ttlMs = opts.ttlMs ?? SERVICE_TOKEN_CACHE_MS;
   const clock = opts.now ?? Date.now;
   const cache = new Map<string, { caller: ServiceCaller | undefined; until: number }>();
-  return async (token) => {
-    const tokenHash = hashToken(token);
-    const at = clock();
-    const hit = cache.get(tokenHash);
-    if (hit && hit.until > at) return hit.caller;
+  const inFlight = new Map<string, Promise<ServiceCaller | undefined>>();
+  const lookUp = async (tokenHash: string, at: number): Promise<ServiceCaller | undefined> => {
     const row = await prisma.serviceToken.findUnique({ where: { tokenHash }, select: { id: true, name: true, scopes: true, revokedAt: true } });
     const caller = row && !row.revokedAt ? { tokenId: row.id, name: row.name, scopes: row.scopes } : undefined;
     if (ttlMs > 0) {
@@ -137,5 +136,18 @@ export function createTokenVerifier(prisma: PrismaClient, opts: { ttlMs?: number
       cache.set(tokenHash, { caller, until: at + ttlMs });
     }
     return caller;
+  };
+  return async (token) => {
+    const tokenHash = hashToken(token);
+    const at = clock();
+    const hit = cache.get(tokenHash);
+    if (hit && hit.until > at) return hit.caller;
+    const pending = inFlight.get(tokenHash);
+    if (pending) return pending;
+    // Failure policy: a failed lookup is not cached; the calls sharing it fail (unauthenticated is
+    // decided by the interceptor) and the next call asks the database again.
+    const lookup = lookUp(tokenHash, at).finally(() => inFlight.delete(tokenHash));
+    inFlight.set(tokenHash, lookup);
+    return lookup;
   };
 }

@@ -1,5 +1,10 @@
 import { create } from "@bufbuild/protobuf";
-import { GetHeartStatsResponseSchema, HeartCountBucketSchema, type GetHeartStatsRequest, type GetHeartStatsResponse } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import {
+  GetHeartStatsResponseSchema,
+  HeartCountBucketSchema,
+  type GetHeartStatsRequest,
+  type GetHeartStatsResponse,
+} from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { dailyWindow, monthlyWindow, readWindowSize, type StatsWindow } from "../shared/stats-window.js";
 import { requireServerId } from "../servers/server-exists.js";

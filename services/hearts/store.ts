@@ -1,11 +1,7 @@
-import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { HeartCountedSchema } from "../../gen/proto/events/v1/events_pb.js";
-import { HEARTS_TOPIC } from "../shared/bus.js";
-import type { PrismaClient, Tx } from "../shared/db.js";
-import { writeOutbox } from "../shared/outbox.js";
+import type { PrismaClient } from "../shared/db.js";
+import type { OutboxRow } from "../shared/outbox.js";
 import type { FraudCounts, FraudWindows } from "./domain/score-heart.js";
-import { HEART_COOLDOWN_MS } from "./domain/streak.js";
+import type { StreakState } from "./domain/streak.js";
 
 /** Everything stored about one cast heart. */
 export interface HeartRecord {
@@ -23,122 +19,152 @@ export interface HeartRecord {
   at: Date;
 }
 
-/** How the counting transaction ended. */
-export type CountOutcome = { kind: "counted"; streakDay: number } | { kind: "cooldown"; nextEligibleAt: Date };
+/** What the batch read needs of one heart. */
+export interface HeartContextQuery {
+  serverId: string;
+  voterIdentity: string;
+  ip: string;
+  subnet: string;
+  windows: FraudWindows;
+}
+
+/** What the database says about one heart before it is decided. */
+export interface HeartContext {
+  serverExists: boolean;
+  /** The fraud signals (see FraudCounts); each count includes the heart being cast. */
+  counts: FraudCounts;
+  /** The voter's cooldown anchor and streak for this server; null when the voter never counted here. */
+  state: (StreakState & { lastCountedAt: Date }) | null;
+}
 
 /**
- * Counts the fraud signals for a heart (see FraudCounts); each count includes the
- * heart being cast. Identity rules look at this server only; velocity at every server.
+ * Reads, for many hearts in ONE statement, whether each server exists, each heart's
+ * fraud signal counts (identity rules look at its server only; velocity at every server)
+ * and the voter's state row. Every server id must be a uuid (the caller checks).
  */
-export async function countFraudSignals(
-  prisma: PrismaClient,
-  q: { serverId: string; voterIdentity: string; ip: string; subnet: string; windows: FraudWindows },
-): Promise<FraudCounts> {
-  const rows = await prisma.$queryRaw<{ ip_identities: bigint; subnet_identities: bigint; ip_hearts: bigint }[]>`
+export async function readHeartContexts(prisma: PrismaClient, queries: readonly HeartContextQuery[]): Promise<HeartContext[]> {
+  if (queries.length === 0) return [];
+  const iso = (pick: (w: FraudWindows) => Date) => queries.map((q) => pick(q.windows).toISOString());
+  const rows = await prisma.$queryRaw<
+    {
+      server_exists: boolean;
+      ip_identities: bigint;
+      subnet_identities: bigint;
+      ip_hearts: bigint;
+      last_counted_at: Date | null;
+      last_day: string | null;
+      streak_days: number | null;
+    }[]
+  >`
     SELECT
-      (SELECT count(DISTINCT voter_identity) FROM hearts
-        WHERE server_id = ${q.serverId}::uuid AND ip = ${q.ip} AND counted
-          AND created_at >= ${q.windows.ipIdentitiesSince}::timestamptz AND voter_identity <> ${q.voterIdentity}) AS ip_identities,
-      (SELECT count(DISTINCT voter_identity) FROM hearts
-        WHERE server_id = ${q.serverId}::uuid AND subnet = ${q.subnet} AND counted
-          AND created_at >= ${q.windows.subnetIdentitiesSince}::timestamptz AND voter_identity <> ${q.voterIdentity}) AS subnet_identities,
-      (SELECT count(*) FROM hearts
-        WHERE ip = ${q.ip} AND created_at >= ${q.windows.velocitySince}::timestamptz) AS ip_hearts`;
-  const row = rows[0];
-  return {
-    identitiesOnIp: Number(row?.ip_identities ?? 0) + 1,
-    identitiesOnSubnet: Number(row?.subnet_identities ?? 0) + 1,
-    heartsFromIp: Number(row?.ip_hearts ?? 0) + 1,
-  };
+      EXISTS (SELECT 1 FROM servers s WHERE s.id = q.server_id) AS server_exists,
+      -- OFFSET 0 fences the server condition out of the scan: the (ip|subnet, created_at) index finds the few
+      -- hearts of one address, where a plan led by server_id (a generic plan of this prepared statement
+      -- may pick one) would walk every heart of a popular server in the window.
+      (SELECT count(DISTINCT voter_identity) FROM (
+        SELECT server_id, voter_identity, counted FROM hearts WHERE ip = q.ip AND created_at >= q.ip_since OFFSET 0
+      ) h WHERE server_id = q.server_id AND counted AND voter_identity <> q.voter) AS ip_identities,
+      (SELECT count(DISTINCT voter_identity) FROM (
+        SELECT server_id, voter_identity, counted FROM hearts WHERE subnet = q.subnet AND created_at >= q.subnet_since OFFSET 0
+      ) h WHERE server_id = q.server_id AND counted AND voter_identity <> q.voter) AS subnet_identities,
+      (SELECT count(*) FROM hearts WHERE ip = q.ip AND created_at >= q.velocity_since) AS ip_hearts,
+      v.last_counted_at, v.last_day::text AS last_day, v.streak_days
+    FROM unnest(
+      ${queries.map((q) => q.serverId)}::uuid[], ${queries.map((q) => q.voterIdentity)}::text[],
+      ${queries.map((q) => q.ip)}::text[], ${queries.map((q) => q.subnet)}::text[],
+      ${iso((w) => w.ipIdentitiesSince)}::timestamptz[], ${iso((w) => w.subnetIdentitiesSince)}::timestamptz[],
+      ${iso((w) => w.velocitySince)}::timestamptz[]
+    ) WITH ORDINALITY AS q(server_id, voter, ip, subnet, ip_since, subnet_since, velocity_since, ord)
+    LEFT JOIN voter_states v ON v.server_id = q.server_id AND v.voter_identity = q.voter
+    ORDER BY q.ord`;
+  return rows.map((row) => ({
+    serverExists: row.server_exists,
+    counts: {
+      identitiesOnIp: Number(row.ip_identities) + 1,
+      identitiesOnSubnet: Number(row.subnet_identities) + 1,
+      heartsFromIp: Number(row.ip_hearts) + 1,
+    },
+    state:
+      row.last_counted_at === null || row.last_day === null || row.streak_days === null
+        ? null
+        : { lastCountedAt: new Date(row.last_counted_at), lastDay: new Date(`${row.last_day}T00:00:00.000Z`), streakDays: row.streak_days },
+  }));
 }
 
-/** Records a heart that fraud scoring blocked: kept for the audit trail, never counted. */
-export async function recordFraudHeart(prisma: PrismaClient, heart: HeartRecord): Promise<void> {
-  await insertHeart(prisma, heart, { counted: false, verdict: "fraud", streakDay: null });
-}
+/** One heart to write: recorded as blocked or cooldown, or an attempt to count it. */
+export type HeartWrite =
+  | { kind: "fraud" | "cooldown"; heart: HeartRecord }
+  /** Counts only if the conditional upsert lets it: `streakDay` is what the voter's current row implies, `outbox` its heart.counted row. */
+  | { kind: "count"; heart: HeartRecord; streakDay: number; outbox: OutboxRow };
 
 /**
- * Tries to count a heart, in ONE transaction. The conditional upsert on
- * voter_states decides the cooldown race: its WHERE only lets the update through
- * when the last counted heart is at least 24 h old, and the row lock serialises
- * concurrent casts, so of any number of simultaneous casts exactly one returns a
- * row. That one inserts the counted heart, bumps the ranking and writes the
- * heart.counted outbox row; the others record a cooldown heart.
+ * Writes many hearts in ONE statement (so they commit together, with one WAL flush).
+ * No two writes may share a (server, voter identity).
+ *
+ * Counting is decided by the database: each `count` write upserts the voter's row
+ * ON CONFLICT ... WHERE the last counted heart is at least 24 h older than this one AND
+ * the stored streak leads to exactly `streakDay` (the state the caller read is still the
+ * row's state), so concurrent casts (other batches, other instances) serialise on the row
+ * lock and at most one of them counts. A count write that wins inserts its counted heart,
+ * its heart.counted outbox row and its share of ONE ranking increment per (server, period)
+ * of the batch; one that loses writes nothing and is returned, for the caller to decide
+ * again from a fresh read. `fraud` and `cooldown` writes insert their uncounted heart.
+ *
+ * Returns the indexes (into `writes`) of the count writes that won.
  */
-export async function countHeart(prisma: PrismaClient, heart: HeartRecord): Promise<CountOutcome> {
-  const today = heart.at.toISOString().slice(0, 10);
-  return prisma.$transaction(async (tx) => {
-    const won = await tx.$queryRaw<{ streak_days: number }[]>`
-      INSERT INTO voter_states (server_id, voter_identity, last_counted_at, last_day, streak_days)
-      VALUES (${heart.serverId}::uuid, ${heart.voterIdentity}, ${heart.at}::timestamptz, ${today}::date, 1)
+export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWrite[]): Promise<Set<number>> {
+  if (writes.length === 0) return new Set();
+  const col = <T>(pick: (w: HeartWrite, i: number) => T) => writes.map((w, i) => pick(w, i));
+  const count = (w: HeartWrite) => (w.kind === "count" ? w : null);
+  const rows = await prisma.$queryRaw<{ idx: number }[]>`
+    WITH w AS (
+      SELECT * FROM unnest(
+        ${col((_, i) => i)}::int[], ${col((w) => w.kind)}::text[], ${col((w) => w.heart.id)}::uuid[], ${col((w) => w.heart.serverId)}::uuid[],
+        ${col((w) => w.heart.username)}::text[], ${col((w) => w.heart.voterIdentity)}::text[], ${col((w) => w.heart.ip)}::text[],
+        ${col((w) => w.heart.subnet)}::text[], ${col((w) => w.heart.userAgent)}::text[], ${col((w) => w.heart.fraudScore)}::int[],
+        ${col((w) => JSON.stringify(w.heart.fraudReasons))}::text[], ${col((w) => w.heart.period)}::text[],
+        ${col((w) => w.heart.at.toISOString())}::timestamptz[], ${col((w) => count(w)?.streakDay ?? null)}::int[],
+        ${col((w) => count(w)?.outbox.topic ?? null)}::text[], ${col((w) => count(w)?.outbox.key ?? null)}::text[], ${col((w) => count(w)?.outbox.type ?? null)}::text[],
+        ${col((w) => count(w)?.outbox.payload.toString("hex") ?? null)}::text[], ${col((w) => count(w)?.outbox.shard ?? null)}::int[]
+      ) AS t(idx, kind, id, server_id, username, voter_identity, ip, subnet, user_agent, fraud_score, fraud_reasons, period, at,
+             streak_day, topic, key, type, payload, shard)
+    ), won AS (
+      INSERT INTO voter_states AS s (server_id, voter_identity, last_counted_at, last_day, streak_days)
+      SELECT server_id, voter_identity, at, (at AT TIME ZONE 'UTC')::date, streak_day FROM w
+      WHERE kind = 'count' ORDER BY server_id, voter_identity
       ON CONFLICT (server_id, voter_identity) DO UPDATE SET
-        last_counted_at = EXCLUDED.last_counted_at,
-        last_day = EXCLUDED.last_day,
-        streak_days = CASE
-          WHEN voter_states.last_day = EXCLUDED.last_day - 1 THEN voter_states.streak_days + 1
-          WHEN voter_states.last_day = EXCLUDED.last_day THEN voter_states.streak_days
+        last_counted_at = EXCLUDED.last_counted_at, last_day = EXCLUDED.last_day, streak_days = EXCLUDED.streak_days
+      WHERE s.last_counted_at <= EXCLUDED.last_counted_at - interval '24 hours'
+        AND EXCLUDED.streak_days = CASE
+          WHEN s.last_day = EXCLUDED.last_day - 1 THEN s.streak_days + 1
+          WHEN s.last_day = EXCLUDED.last_day THEN s.streak_days
           ELSE 1
         END
-      WHERE voter_states.last_counted_at <= EXCLUDED.last_counted_at - interval '24 hours'
-      RETURNING streak_days`;
-    const streakDay = won[0]?.streak_days;
-    if (streakDay === undefined) {
-      // The conflicting row is locked by the upsert above, so this read is the state that refused us.
-      const state = await tx.$queryRaw<{ last_counted_at: Date }[]>`
-        SELECT last_counted_at FROM voter_states WHERE server_id = ${heart.serverId}::uuid AND voter_identity = ${heart.voterIdentity}`;
-      const last = state[0]?.last_counted_at ?? heart.at;
-      await insertHeart(tx, heart, { counted: false, verdict: "cooldown", streakDay: null });
-      return { kind: "cooldown", nextEligibleAt: new Date(new Date(last).getTime() + HEART_COOLDOWN_MS) };
-    }
-    await insertHeart(tx, heart, { counted: true, verdict: "counted", streakDay });
-    await tx.$executeRaw`
-      INSERT INTO server_rankings (server_id, period, hearts) VALUES (${heart.serverId}::uuid, ${heart.period}, 1)
-      ON CONFLICT (server_id, period) DO UPDATE SET hearts = server_rankings.hearts + 1`;
-    await writeOutbox(tx, {
-      topic: HEARTS_TOPIC,
-      type: "heart.counted",
-      serverId: heart.serverId,
-      occurredAt: heart.at,
-      payload: {
-        case: "heartCounted",
-        value: create(HeartCountedSchema, {
-          heartId: heart.id,
-          serverId: heart.serverId,
-          username: heart.username,
-          voterIdentity: heart.voterIdentity,
-          period: heart.period,
-          countedAt: timestampFromDate(heart.at),
-          streakDay,
-        }),
-      },
-    });
-    return { kind: "counted", streakDay };
-  });
-}
-
-async function insertHeart(
-  db: PrismaClient | Tx,
-  heart: HeartRecord,
-  outcome: { counted: boolean; verdict: "counted" | "cooldown" | "fraud"; streakDay: number | null },
-): Promise<void> {
-  await db.heart.create({
-    data: {
-      id: heart.id,
-      serverId: heart.serverId,
-      username: heart.username,
-      voterIdentity: heart.voterIdentity,
-      ip: heart.ip,
-      subnet: heart.subnet,
-      userAgent: heart.userAgent,
-      counted: outcome.counted,
-      verdict: outcome.verdict,
-      fraudScore: heart.fraudScore,
-      fraudReasons: heart.fraudReasons,
-      period: heart.period,
-      streakDay: outcome.streakDay,
-      createdAt: heart.at,
-    },
-  });
+      RETURNING s.server_id, s.voter_identity
+    ), done AS (
+      SELECT w.* FROM w LEFT JOIN won ON won.server_id = w.server_id AND won.voter_identity = w.voter_identity
+      WHERE w.kind <> 'count' OR won.server_id IS NOT NULL
+    ), hearts_written AS (
+      INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons,
+                          period, streak_day, created_at)
+      SELECT id, server_id, username, voter_identity, ip, subnet, user_agent, kind = 'count', CASE WHEN kind = 'count' THEN 'counted' ELSE kind END,
+             fraud_score, ARRAY(SELECT jsonb_array_elements_text(fraud_reasons::jsonb)), period, streak_day, at
+      FROM done ORDER BY idx
+      RETURNING id
+    ), ranked AS (
+      -- One increment per (server, period) of the batch; taken in key order, so two batches never wait on each other in a cycle.
+      INSERT INTO server_rankings AS r (server_id, period, hearts)
+      SELECT server_id, period, count(*)::int FROM done WHERE kind = 'count' GROUP BY server_id, period ORDER BY server_id, period
+      ON CONFLICT (server_id, period) DO UPDATE SET hearts = r.hearts + EXCLUDED.hearts
+      RETURNING r.server_id
+    ), queued AS (
+      INSERT INTO outbox (topic, key, type, payload, shard, created_at)
+      SELECT topic, key, type, decode(payload, 'hex'), shard, at FROM done WHERE kind = 'count' ORDER BY idx
+      RETURNING id
+    )
+    -- Every data-modifying CTE above runs to completion whether or not this SELECT reads it.
+    SELECT idx FROM done WHERE kind = 'count'`;
+  return new Set(rows.map((r) => r.idx));
 }
 
 /** One ranking row. */

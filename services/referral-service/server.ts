@@ -7,12 +7,14 @@ import { createServerInterceptor } from "../shared/interceptors.js";
 import { MAX_RPC_MESSAGE_BYTES } from "../shared/field-rules.js";
 import type { Metrics } from "../shared/metrics.js";
 import { referralRoutes } from "../referral/routes.js";
+import type { ApplyEventBatchOptions } from "../referral/apply-event-batch.js";
 import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
 import { operatorRoutes } from "../operator/routes.js";
 import { deliveryStatsRoutes } from "../delivery/delivery-stats.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
+import type { CastHeartBatchOptions } from "../hearts/cast-heart-batch.js";
 import { accessRoutes, type AccessRouteDeps } from "../access/routes.js";
 import { createAuthInterceptor } from "../access/auth-interceptor.js";
 import { createTokenVerifier, type TokenVerifier } from "../access/service-tokens.js";
@@ -28,12 +30,16 @@ export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<A
    * ALLOW_UNAUTHENTICATED_RPC: a call without `authorization` acts as admin.
    */
   auth?: { verifyToken?: TokenVerifier; allowUnauthenticated?: boolean };
+  /** ApplyEvent's group commit bounds (services/referral/apply-event-batch.ts defaults when omitted). */
+  applyEventBatch?: ApplyEventBatchOptions;
+  /** CastHeart's group commit bounds (services/hearts/cast-heart-batch.ts defaults when omitted). */
+  castHeartBatch?: CastHeartBatchOptions;
 }
 
 /** The Connect routes of every internal service this process hosts. */
 export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter) => void {
   return (router) => {
-    referralRoutes(deps)(router);
+    referralRoutes(deps, deps.applyEventBatch ? { applyEventBatch: deps.applyEventBatch } : {})(router);
     serverAdminRoutes(deps)(router);
     heartRoutes(deps)(router);
     deliveryRoutes(deps)(router);

@@ -142,7 +142,7 @@ async function readRegistrationAnchors(tx: Tx, clickId: string, serverId: string
 
 async function applyRegistered(tx: Tx, command: ApplyEventCommand, click: ClickRow, now: Date, eventId: bigint): Promise<Step> {
   const refereeIdentity = command.refereeIdentity;
-  if (refereeIdentity === null) throw new DomainError("invalid_argument", "referee_identity is required for a registered event");
+  if (refereeIdentity === null) throw new DomainError("invalid_argument", ERROR_TEXT.refereeRequired);
 
   // At most two passes: the second runs only when a concurrent transaction minted the anchor first.
   for (let pass = 0; pass < 2; pass++) {
@@ -268,7 +268,7 @@ async function linkClick(tx: Tx, clickId: string, referralId: string): Promise<v
 }
 
 /** An advanced transition, as its outbox event describes it. */
-interface Transition {
+export interface Transition {
   referralId: string;
   serverId: string;
   referrerIdentity: string;
@@ -280,7 +280,7 @@ interface Transition {
 }
 
 /** The outbox event of an applied transition (`referral.<state>` on the referrals topic). */
-function transitionEvent(t: Transition): OutboxEvent {
+export function transitionEvent(t: Transition): OutboxEvent {
   return {
     topic: REFERRALS_TOPIC,
     type: `referral.${t.to}`,

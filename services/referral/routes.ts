@@ -8,7 +8,8 @@ import {
   type ApplyEventResponseSchema,
 } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
-import { applyEvent, type ApplyEventResult } from "./apply-event.js";
+import type { ApplyEventResult } from "./apply-event.js";
+import { createApplyEventQueue, type ApplyEventBatchOptions } from "./apply-event-batch.js";
 import { toApplyEventCommand, toRecordClickCommand } from "./domain/commands.js";
 import type { AnchorState, ReferralEventName } from "./domain/transitions.js";
 import { recordClick } from "./record-click.js";
@@ -31,7 +32,9 @@ const STATE_TO_PROTO: Record<AnchorState, ReferralState> = {
  * -> proto. Domain errors thrown below are mapped to Connect codes by the
  * server interceptor (services/shared/errors.ts is the one table).
  */
-export function referralRoutes(deps: CoreDeps): (router: ConnectRouter) => void {
+export function referralRoutes(deps: CoreDeps, opts: { applyEventBatch?: ApplyEventBatchOptions } = {}): (router: ConnectRouter) => void {
+  // Group commit: concurrent ApplyEvent calls share one transaction (services/referral/apply-event-batch.ts).
+  const applyEvents = createApplyEventQueue(deps, opts.applyEventBatch);
   return (router) => {
     router.service(ReferralService, {
       async recordClick(req) {
@@ -41,7 +44,7 @@ export function referralRoutes(deps: CoreDeps): (router: ConnectRouter) => void 
 
       async applyEvent(req) {
         const command = toApplyEventCommand({ ...req, event: EVENT_BY_PROTO[req.event] ?? null });
-        return toApplyEventResponse(await applyEvent(deps, command));
+        return toApplyEventResponse(await applyEvents.submit(command));
       },
 
       async getReferral(req) {

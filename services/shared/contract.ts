@@ -32,6 +32,7 @@ export const CONTRACT_ERRORS = {
   methodNotAllowed: { status: 405, text: "method not allowed" },
   notFound: { status: 404, text: "not found" },
   tooManyFailedSignatures: { status: 429, text: "too many failed signature checks; retry after the Retry-After delay" },
+  overloaded: { status: 503, text: "service overloaded; retry after the Retry-After delay" },
 } as const satisfies Record<string, FixedError>;
 
 /** The dashboard API's own fixed texts (not in the public contract). */
@@ -81,6 +82,9 @@ export const ERROR_TEXT = Object.fromEntries(Object.entries(CONTRACT_ERRORS).map
 // ---- The referral lifecycle -------------------------------------------------------------------
 
 /** The lifecycle events a game server reports. */
+/** The public path signed referral lifecycle events are POSTed to. */
+export const INGEST_PATH = "/api/referral/events";
+
 export const REFERRAL_EVENTS = ["registered", "qualified", "reversed"] as const;
 /** A lifecycle event name. */
 export type ReferralEventName = (typeof REFERRAL_EVENTS)[number];

@@ -4,14 +4,39 @@ import { PrismaClient } from "../../gen/prisma/client.js";
 export { PrismaClient };
 export type { Prisma } from "../../gen/prisma/client.js";
 
+/** Distinct SQL texts prepared as named statements at most; texts beyond it run unnamed (parsed each time). */
+export const MAX_NAMED_STATEMENTS = 500;
+
+/**
+ * Names each distinct SQL text once (`p1`, `p2`, ...), so node-postgres prepares it once per
+ * connection and PostgreSQL parses it once and may reuse its plan, instead of parsing and
+ * planning every execution afresh. Bounded: Prisma writes a new text for each length of an
+ * `IN (...)` list, so only the first MAX_NAMED_STATEMENTS texts are named; the rest stay unnamed.
+ */
+export function createStatementNamer(limit = MAX_NAMED_STATEMENTS): (query: { sql: string }) => string | undefined {
+  const names = new Map<string, string>();
+  return ({ sql }) => {
+    const known = names.get(sql);
+    if (known !== undefined) return known;
+    // Failure policy: past the bound a statement simply runs unnamed, as it did before naming existed.
+    if (names.size >= limit) return undefined;
+    const name = `p${names.size + 1}`;
+    names.set(sql, name);
+    return name;
+  };
+}
+
 /** The one PrismaClient factory: every process and test builds its client here. */
 export function createPrisma(databaseUrl: string, opts: { maxConnections?: number } = {}): PrismaClient {
-  const adapter = new PrismaPg({
-    connectionString: databaseUrl,
-    max: opts.maxConnections ?? 10,
-    // Failure policy: fail fast rather than queue forever when the database is gone.
-    connectionTimeoutMillis: 10_000,
-  });
+  const adapter = new PrismaPg(
+    {
+      connectionString: databaseUrl,
+      max: opts.maxConnections ?? 10,
+      // Failure policy: fail fast rather than queue forever when the database is gone.
+      connectionTimeoutMillis: 10_000,
+    },
+    { statementNameGenerator: createStatementNamer() as (query: { sql: string }) => string },
+  );
   return new PrismaClient({ adapter });
 }
 

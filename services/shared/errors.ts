@@ -16,7 +16,9 @@ export type DomainErrorKind =
   | "not_found"
   | "illegal_transition"
   | "failed_precondition"
-  | "conflict";
+  | "conflict"
+  /** Beyond capacity: nothing was done; retry after the hint (`retry-after` metadata). */
+  | "overloaded";
 
 /** A typed domain failure with a message safe to show callers. */
 export class DomainError extends Error {
@@ -39,6 +41,20 @@ export class IllegalTransition extends DomainError {
     this.name = "IllegalTransition";
   }
 }
+
+/**
+ * Beyond capacity (a bounded queue is full, or an item waited too long): refused before
+ * anything was written, so the caller may retry after `retryAfterMs`.
+ */
+export class Overloaded extends DomainError {
+  constructor(readonly retryAfterMs: number) {
+    super("overloaded", ERROR_TEXT.overloaded);
+    this.name = "Overloaded";
+  }
+}
+
+/** Connect metadata key of an Overloaded error's retry hint, in whole seconds (at least 1), like HTTP Retry-After. */
+export const RETRY_AFTER_HEADER = "retry-after";
 
 /** `unknown_server` with the contract's text (services/shared/contract.ts). */
 export function unknownServer(): DomainError {
@@ -66,6 +82,7 @@ const CONNECT_CODE_BY_KIND: Record<DomainErrorKind, Code> = {
   illegal_transition: Code.FailedPrecondition,
   failed_precondition: Code.FailedPrecondition,
   conflict: Code.AlreadyExists,
+  overloaded: Code.ResourceExhausted,
 };
 
 /** Maps any thrown value to a ConnectError; unknown errors become a bare Internal. */
@@ -74,6 +91,7 @@ export function toConnectError(error: unknown): ConnectError {
   if (error instanceof DomainError) {
     const metadata = new Headers({ [ERROR_KIND_HEADER]: error.kind });
     const details = error instanceof IllegalTransition ? [{ desc: IllegalTransitionDetailSchema, value: create(IllegalTransitionDetailSchema, { from: error.from, event: error.event }) }] : [];
+    if (error instanceof Overloaded) metadata.set(RETRY_AFTER_HEADER, String(Math.max(1, Math.ceil(error.retryAfterMs / 1000))));
     return new ConnectError(error.message, CONNECT_CODE_BY_KIND[error.kind], metadata, details);
   }
   // Failure policy: never leak internals; the cause is logged by the interceptor with the request id.

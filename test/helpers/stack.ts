@@ -96,6 +96,10 @@ export interface StackOptions {
   maxConnections?: number;
   fraudRules?: ReferralServiceDeps["fraudRules"];
   retrySchedule?: ReferralServiceDeps["retrySchedule"];
+  /** ApplyEvent's group-commit bounds (tests of overload shrink them). */
+  applyEventBatch?: ReferralServiceDeps["applyEventBatch"];
+  /** CastHeart's group-commit bounds (tests of overload shrink them). */
+  castHeartBatch?: ReferralServiceDeps["castHeartBatch"];
   /**
    * The relay and a delivery worker on a Kafka bus (KAFKA_BROKERS), started before `startStack` returns.
    * `name` prefixes the bus's client id and the worker's consumer group, both unique per stack.
@@ -140,6 +144,8 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
     },
     ...(opts.fraudRules ? { fraudRules: opts.fraudRules } : {}),
     ...(opts.retrySchedule ? { retrySchedule: opts.retrySchedule } : {}),
+    ...(opts.applyEventBatch ? { applyEventBatch: opts.applyEventBatch } : {}),
+    ...(opts.castHeartBatch ? { castHeartBatch: opts.castHeartBatch } : {}),
   });
   const rpcPort = await rpc.listen(0);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;

@@ -12,6 +12,7 @@ import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import type { DeliveryRouteDeps } from "../../services/delivery/routes.js";
 import type { RetrySchedule } from "../../services/delivery/retry-schedule.js";
 import type { FraudRules } from "../../services/hearts/domain/fraud-rules.js";
+import type { CastHeartBatchOptions } from "../../services/hearts/cast-heart-batch.js";
 import type { PrismaClient } from "../../services/shared/db.js";
 import type { CoreDeps } from "../../services/shared/deps.js";
 import { createLogger } from "../../services/shared/log.js";
@@ -58,6 +59,7 @@ export async function startHarness(
     callbackTimeoutMs?: number;
     maxConnections?: number;
     retrySchedule?: RetrySchedule;
+    castHeartBatch?: CastHeartBatchOptions;
   } = {},
 ): Promise<Harness> {
   const log = createLogger("test", process.env.LOG_LEVEL ?? "silent");
@@ -76,6 +78,7 @@ export async function startHarness(
     publicBaseUrl,
     ...(opts.fraudRules ? { fraudRules: opts.fraudRules } : {}),
     ...(opts.retrySchedule ? { retrySchedule: opts.retrySchedule } : {}),
+    ...(opts.castHeartBatch ? { castHeartBatch: opts.castHeartBatch } : {}),
   });
   const deps: CoreDeps & DeliveryRouteDeps = {
     prisma: stack.prisma,

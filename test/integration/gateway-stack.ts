@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
 import { pino, type Logger } from "pino";
 import { createReferralServiceClients, type ReferralServiceClients } from "../../gateway/clients.js";
+import type { ApplyEventBatchOptions } from "../../services/referral/apply-event-batch.js";
 import { createMetrics, type Metrics } from "../../services/shared/metrics.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
@@ -82,11 +83,22 @@ export const nowSeconds = (): number => Math.floor(Date.now() / 1000);
  * the gateway's deps (for example a `referral` client pointing at a dead port).
  */
 export async function startGatewayStack(
-  opts: { gatewayOverrides?: (ctx: { clients: ReferralServiceClients; metrics: Metrics }) => Partial<GatewayDeps> } = {},
+  opts: {
+    gatewayOverrides?: (ctx: { clients: ReferralServiceClients; metrics: Metrics }) => Partial<GatewayDeps>;
+    /** ApplyEvent's group-commit bounds in the referral service (tests of overload shrink them). */
+    applyEventBatch?: ApplyEventBatchOptions;
+  } = {},
 ): Promise<GatewayStack> {
   const serviceLog = captureLog("debug");
   const gatewayLog = captureLog("debug");
-  const stack = await startStack({ gateway: false, log: serviceLog.log, maxConnections: 10, callbackTimeoutMs: 2_000, publicBaseUrl: "http://127.0.0.1:9" });
+  const stack = await startStack({
+    gateway: false,
+    log: serviceLog.log,
+    maxConnections: 10,
+    callbackTimeoutMs: 2_000,
+    publicBaseUrl: "http://127.0.0.1:9",
+    ...(opts.applyEventBatch ? { applyEventBatch: opts.applyEventBatch } : {}),
+  });
   const clients = createReferralServiceClients(stack.rpcUrl, TEST_SERVICE_TOKEN);
   const gatewayMetrics = createMetrics("gateway-test");
   const { url: baseUrl } = await stack.startGateway({

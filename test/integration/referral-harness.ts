@@ -7,6 +7,7 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { ReferralEventType, ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
+import type { ApplyEventBatchOptions } from "../../services/referral/apply-event-batch.js";
 import type { ServerAdminDeps } from "../../services/servers/routes.js";
 import { ERROR_KIND_HEADER, illegalTransitionOf } from "../../services/shared/errors.js";
 import { createLogger } from "../../services/shared/log.js";
@@ -41,7 +42,9 @@ export interface Harness {
 }
 
 /** Starts the harness; `close()` stops the server and drops the database. */
-export async function startHarness(opts: { allowInsecureCallbacks?: boolean; maxConnections?: number } = {}): Promise<Harness> {
+export async function startHarness(
+  opts: { allowInsecureCallbacks?: boolean; maxConnections?: number; applyEventBatch?: ApplyEventBatchOptions } = {},
+): Promise<Harness> {
   const clock = createTestClock();
   const log = createLogger("test", process.env.LOG_LEVEL ?? "silent");
   const now = () => clock.now();
@@ -54,6 +57,7 @@ export async function startHarness(opts: { allowInsecureCallbacks?: boolean; max
     allowInsecureCallbacks: opts.allowInsecureCallbacks ?? false,
     callbackTimeoutMs: 2_000,
     publicBaseUrl: "http://127.0.0.1:9",
+    ...(opts.applyEventBatch ? { applyEventBatch: opts.applyEventBatch } : {}),
   });
   const deps: ServerAdminDeps = {
     prisma: stack.prisma,

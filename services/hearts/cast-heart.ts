@@ -1,0 +1,71 @@
+import { create } from "@bufbuild/protobuf";
+import { CastHeartResponseSchema, HeartVerdict, type CastHeartRequest, type CastHeartResponse } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import type { CoreDeps } from "../shared/deps.js";
+import { DomainError, unknownServer } from "../shared/errors.js";
+import { boundField } from "../shared/field-rules.js";
+import type { GroupCommit } from "../shared/group-commit.js";
+import { isUuid } from "../shared/ids.js";
+import type { HeartCast, HeartCastResult } from "./cast-heart-batch.js";
+import type { FraudRules } from "./domain/fraud-rules.js";
+import { toVoterAddress } from "./domain/ip.js";
+import { HEART_COOLDOWN_MS } from "./domain/streak.js";
+
+/**
+ * Casts a heart: validate, then hand it to the CastHeart group commit (cast-heart-batch.ts),
+ * which scores fraud on the counted signals and lets the conditional upsert decide the
+ * 24 h cooldown. Every heart is recorded with its verdict. Beyond capacity the queue
+ * refuses with `Overloaded` (resource_exhausted, retry hint; nothing written).
+ */
+export async function castHeart(
+  deps: CoreDeps,
+  rules: FraudRules,
+  queue: GroupCommit<HeartCast, HeartCastResult>,
+  req: CastHeartRequest,
+): Promise<CastHeartResponse> {
+  const serverId = req.serverId.trim();
+  if (serverId === "") throw new DomainError("invalid_argument", "server_id is required");
+  // An empty username is a caller bug (400); a whitespace-only one is what a player typed and is scored as fraud.
+  if (req.username === "") throw new DomainError("invalid_argument", "username is required");
+  // Bounds come before fraud scoring: an over-long or NUL-holding value is refused, never stored (services/shared/field-rules.ts).
+  const username = boundField("username", req.username);
+  const voterIdentity = req.voterIdentity.trim();
+  if (voterIdentity === "") throw new DomainError("invalid_argument", "voter_identity is required");
+  boundField("voter_identity", voterIdentity);
+  const userAgent = boundField("user_agent", req.userAgent);
+  const address = toVoterAddress(boundField("ip", req.ip));
+  if (address === null) throw new DomainError("invalid_argument", "ip must be an IPv4 or IPv6 address");
+  // An id that is not a uuid names no server: answered here, without a database round trip (as serverExists does).
+  if (!isUuid(serverId)) throw unknownServer();
+
+  const outcome = await queue.submit({ serverId, username, voterIdentity, userAgent, address, at: deps.now() });
+  const { heart } = outcome;
+  const now = heart.at;
+  const base = { heartId: heart.id, fraudScore: heart.fraudScore, fraudReasons: heart.fraudReasons, period: heart.period };
+
+  if (outcome.kind === "fraud") {
+    deps.log.info({ serverId, heartId: heart.id, score: heart.fraudScore, reasons: heart.fraudReasons }, "heart blocked by fraud scoring");
+    return create(CastHeartResponseSchema, {
+      ...base,
+      counted: false,
+      verdict: HeartVerdict.FRAUD,
+      reason: `blocked by fraud scoring (score ${heart.fraudScore} >= ${rules.blockThreshold})`,
+    });
+  }
+  if (outcome.kind === "cooldown") {
+    return create(CastHeartResponseSchema, {
+      ...base,
+      counted: false,
+      verdict: HeartVerdict.COOLDOWN,
+      reason: `cooldown until ${outcome.nextEligibleAt.toISOString()}`,
+      nextEligibleAt: BigInt(Math.floor(outcome.nextEligibleAt.getTime() / 1000)),
+    });
+  }
+  return create(CastHeartResponseSchema, {
+    ...base,
+    counted: true,
+    verdict: HeartVerdict.COUNTED,
+    reason: "counted",
+    streakDay: outcome.streakDay,
+    nextEligibleAt: BigInt(Math.floor((now.getTime() + HEART_COOLDOWN_MS) / 1000)),
+  });
+}

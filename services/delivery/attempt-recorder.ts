@@ -1,72 +1,45 @@
 import type { PrismaClient } from "../shared/db.js";
+import { createGroupCommit } from "../shared/group-commit.js";
 import type { Logger } from "../shared/log.js";
 import { recordAttempts, type AttemptRecord } from "./store.js";
 
 /** Attempts recorded by one statement at most. */
 export const MAX_RECORD_BATCH = 500;
+/**
+ * Attempts waiting to be recorded at most; the dispatcher stops claiming well before (it pauses
+ * while a few per concurrency slot wait), so this is a backstop, never a normal answer.
+ */
+const MAX_WAITING_RECORDS = 100_000;
 
 /** Records attempts in groups: group commit for the dispatcher. */
 export interface AttemptRecorder {
   /** Records one attempt with the next group; resolves with whether the lease was still held. */
   record(attempt: AttemptRecord): Promise<boolean>;
-  /** Attempts waiting for their group or being written now. */
+  /** Attempts waiting for their group. */
   pending(): number;
 }
 
-interface Waiting {
-  attempt: AttemptRecord;
-  resolve(owned: boolean): void;
-  reject(error: unknown): void;
-}
-
 /**
- * Group commit of attempt records: attempts finishing while a group is being written wait for
- * the next one, and each group is written by recordAttempts (one statement for the routine
- * results). Nobody waits for a timer: a lone attempt is written at once, so an idle dispatcher
- * records as quickly as before, and a busy one writes one statement per group instead of a
- * transaction per attempt. A group never waits for a receiver, only for the database.
+ * Group commit of attempt records (services/shared/group-commit.ts): attempts finishing while a
+ * group is being written form the next one, and each group is written by recordAttempts (one
+ * statement for the routine results, per-record outcomes). A lone attempt is written at once, so
+ * an idle dispatcher records as quickly as before; a group waits for the database, never for a
+ * receiver. Two attempts of one delivery never share a group.
  */
 export function createAttemptRecorder(opts: { prisma: PrismaClient; log?: Logger; maxBatch?: number }): AttemptRecorder {
-  const maxBatch = opts.maxBatch ?? MAX_RECORD_BATCH;
-  let queue: Waiting[] = [];
-  let writing = 0;
-  /** True while flush() runs; set and cleared synchronously, so no record is left without a writer. */
-  let flushing = false;
-
-  const flush = async (): Promise<void> => {
-    flushing = true;
-    while (queue.length > 0) {
-      const group = queue.slice(0, maxBatch);
-      queue = queue.slice(group.length);
-      writing = group.length;
-      try {
-        const outcomes = await recordAttempts(
-          opts.prisma,
-          group.map((w) => w.attempt),
-          opts.log,
-        );
-        group.forEach((w, i) => {
-          const outcome = outcomes[i];
-          if (outcome?.kind === "recorded") w.resolve(outcome.owned);
-          else w.reject(outcome?.error ?? new Error("attempt not recorded"));
-        });
-      } catch (error) {
-        // Failure policy: the caller logs it; the leases expire and the deliveries are claimed again (at least once).
-        for (const w of group) w.reject(error);
-      } finally {
-        writing = 0;
-      }
-    }
-    flushing = false;
-  };
-
-  return {
-    record(attempt) {
-      return new Promise<boolean>((resolve, reject) => {
-        queue.push({ attempt, resolve, reject });
-        if (!flushing) void flush();
-      });
+  const queue = createGroupCommit<AttemptRecord, boolean>({
+    maxBatch: opts.maxBatch ?? MAX_RECORD_BATCH,
+    maxQueue: MAX_WAITING_RECORDS,
+    keysOf: (attempt) => [attempt.delivery.id],
+    // Failure policy: refused, the attempt is not recorded; the caller logs it and the lease expires, so it is attempted again.
+    overloaded: (retryAfterMs) => new Error(`too many attempts wait to be recorded; retry in ${retryAfterMs} ms`),
+    async runBatch(attempts) {
+      const outcomes = await recordAttempts(opts.prisma, [...attempts], opts.log);
+      return outcomes.map((o) => (o.kind === "recorded" ? { ok: true, value: o.owned } : { ok: false, error: o.error }));
     },
-    pending: () => queue.length + writing,
+  });
+  return {
+    record: (attempt) => queue.submit(attempt),
+    pending: () => queue.stats().queued,
   };
 }

@@ -1,11 +1,21 @@
 import type { PrismaClient } from "../shared/db.js";
 import type { Logger } from "../shared/log.js";
 import type { SecretBox } from "../shared/secrets.js";
-import { GONE_ERROR, sendCallback, signCallback, toHttpExchange, type HeartEventType } from "./send-callback.js";
-import { loadCallbackSecrets, readStreakAtDelivery } from "./store.js";
+import { streakAtDelivery } from "../hearts/domain/streak.js";
+import { GONE_ERROR, sendCallback, signCallback, toHttpExchange, type CallbackAgents, type HeartEventType } from "./send-callback.js";
+import { loadCallbackSecrets, readStreakAtDelivery, type ClaimedDelivery } from "./store.js";
 import type { Transport } from "./transport.js";
 
-/** The signed HTTP reward callback as a transport. */
+/** Opened callback secrets kept at most by one transport (then the cache starts afresh). */
+const MAX_OPENED_SECRETS = 10_000;
+
+/**
+ * The signed HTTP reward callback as a transport. A delivery claimed with its server's sealed
+ * secrets and its voter's streak (claimDueDeliveries reads both) costs no further reads, and a
+ * sealed secret is opened once per transport (keyed by its ciphertext, so a rotated secret, a
+ * new ciphertext, is opened and used at the next claim); otherwise both are read here. With
+ * `agents` callbacks go over keep-alive pools per destination.
+ */
 export function createCallbackTransport(deps: {
   prisma: PrismaClient;
   secretBox: SecretBox;
@@ -13,18 +23,33 @@ export function createCallbackTransport(deps: {
   now: () => Date;
   timeoutMs: number;
   allowInsecure: boolean;
+  agents?: CallbackAgents;
 }): Transport {
+  const opened = new Map<string, string>();
+  const open = (sealed: string): string => {
+    let secret = opened.get(sealed);
+    if (secret === undefined) {
+      secret = deps.secretBox.open(sealed);
+      if (opened.size >= MAX_OPENED_SECRETS) opened.clear();
+      opened.set(sealed, secret);
+    }
+    return secret;
+  };
+  const secretsOf = (delivery: ClaimedDelivery): Promise<string[]> | string[] =>
+    delivery.sealedCallbackSecrets ? delivery.sealedCallbackSecrets.map(open) : loadCallbackSecrets(deps.prisma, deps.secretBox, delivery.serverId, deps.now());
+  const streakOf = async (delivery: ClaimedDelivery, at: Date): Promise<number | undefined> =>
+    delivery.voterStreak !== undefined ? streakAtDelivery(delivery.voterStreak, at) : readStreakAtDelivery(deps.prisma, delivery.serverId, delivery.voterIdentity, at);
   return {
     async send(delivery) {
       const url = delivery.callbackUrl;
-      const secrets = await loadCallbackSecrets(deps.prisma, deps.secretBox, delivery.serverId, deps.now());
+      const secrets = await secretsOf(delivery);
       // The secret was revoked (or the URL removed) after the claim: hold the delivery like any server without them.
       if (url === null || secrets.length === 0) return { kind: "held", reason: "no callback URL or no active callback secret" };
       const startedAt = deps.now();
       let streakDay: number | undefined;
       try {
         // heart.test has no voter: never a streak_day.
-        if (delivery.eventType === "heart.counted") streakDay = await readStreakAtDelivery(deps.prisma, delivery.serverId, delivery.voterIdentity, startedAt);
+        if (delivery.eventType === "heart.counted") streakDay = await streakOf(delivery, startedAt);
       } catch (error) {
         // Failure policy: streak_day is optional; when it cannot be read the field is omitted rather than the callback delayed.
         deps.log.warn({ err: error, deliveryId: delivery.id }, "streak unavailable; omitting streak_day");
@@ -43,7 +68,7 @@ export function createCallbackTransport(deps: {
         standardWebhooks: delivery.standardWebhooks,
         t: Math.floor(startedAt.getTime() / 1000),
       });
-      const outcome = await sendCallback(signed, { timeoutMs: deps.timeoutMs, allowInsecure: deps.allowInsecure, now: deps.now });
+      const outcome = await sendCallback(signed, { timeoutMs: deps.timeoutMs, allowInsecure: deps.allowInsecure, now: deps.now, ...(deps.agents ? { agents: deps.agents } : {}) });
       const exchange = { ...toHttpExchange(signed, outcome), signedString: signed.canonicalString };
       switch (outcome.kind) {
         case "delivered":

@@ -8,7 +8,7 @@ import { HEARTS_TOPIC, type EventBus, type ReceivedMessage, type Subscription } 
 import type { PrismaClient } from "../shared/db.js";
 import { createDeadLetterCounter, storeDeadMessage } from "../shared/dead-letters.js";
 import type { Logger } from "../shared/log.js";
-import { insertDelivery, type NewDelivery } from "./store.js";
+import { insertDeliveries, type NewDelivery } from "./store.js";
 
 /** The default consumer group of the delivery service. */
 export const DELIVERY_CONSUMER_GROUP = "delivery.v1";
@@ -24,7 +24,7 @@ export interface DeliveryConsumerOptions {
   groupId?: string;
   /** Defaults to HEARTS_TOPIC; tests pass a topic of their own. */
   topic?: string;
-  /** Called after a delivery row was stored, so a dispatcher in the same process can claim it at once. */
+  /** Called after delivery rows were stored (once per batch), so a dispatcher in the same process can claim them at once. */
   onStored?: () => void;
   /** Registry for the dead-letter counter; none when omitted. */
   registry?: Registry;
@@ -44,6 +44,8 @@ export interface DeliveryConsumer {
   stop(): Promise<void>;
   /** Handles one message (exposed for tests of poison handling and idempotency). */
   handle(message: ReceivedMessage): Promise<void>;
+  /** Handles a batch of messages as the bus hands them over: one statement stores all their deliveries. */
+  handleBatch(messages: ReceivedMessage[]): Promise<void>;
   /** Readiness: throws with the reason when the consumer is stuck. */
   checkProgress(): Promise<void>;
 }
@@ -93,12 +95,12 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
 }
 
 /**
- * Subscribes to the hearts topic and turns each `heart.counted` into a stored
- * delivery row (idempotent per heart and server), then resolves so the bus commits
- * the offset. It never does HTTP: the dispatcher sends, so a slow receiver never
- * blocks a partition. A message that cannot be decoded is stored in `dead_letters`
- * (with its reason and bytes) and counted, then committed. Database errors throw,
- * leaving the offset uncommitted so the message comes again.
+ * Subscribes to the hearts topic and turns each `heart.counted` into a stored delivery row
+ * (idempotent per heart and server), a batch of messages at a time with one statement, then
+ * resolves so the bus commits the batch's offsets. It never does HTTP: the dispatcher sends,
+ * so a slow receiver never blocks a partition. A message that cannot be decoded is stored in
+ * `dead_letters` (with its reason and bytes) and counted, then committed with its batch.
+ * Database errors throw, leaving the batch uncommitted so its messages come again.
  */
 export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryConsumer {
   const topic = opts.topic ?? HEARTS_TOPIC;
@@ -112,46 +114,55 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
   /** Messages in their handler now, with when each started. */
   const inFlight = new Map<ReceivedMessage, number>();
 
-  const handleMessage = async (message: ReceivedMessage): Promise<void> => {
-    const decoded = decodeHeartMessage(message.value);
-    if (decoded.kind === "poison") {
-      // Failure policy: a poison message can never succeed; store it aside (a redelivery adds nothing) and commit, so the partition keeps moving.
-      const added = await storeDeadMessage(opts.prisma, {
-        topic: message.topic,
-        partition: message.partition,
-        offset: message.offset,
-        key: message.key,
-        value: message.value,
-        code: decoded.code,
-        reason: decoded.error,
-      });
-      if (added) deadLetters?.inc({ source: "delivery", topic: message.topic, code: decoded.code });
-      opts.log.error({ topic: message.topic, partition: message.partition, offset: message.offset, code: decoded.code, error: decoded.error }, "poison message moved to dead_letters");
-      return;
-    }
-    if (decoded.kind === "ignored") {
-      opts.log.debug({ type: decoded.type, offset: message.offset }, "ignoring event type");
-      return;
-    }
-    const outcome = await insertDelivery(opts.prisma, decoded.delivery);
-    if (outcome === "unknown_server") {
-      // Failure policy: the server was deleted after the heart counted; there is no one to call back, so skip.
-      opts.log.warn({ heartId: decoded.delivery.heartId, serverId: decoded.delivery.serverId }, "heart for an unknown server; no delivery");
-      return;
-    }
-    opts.log.debug({ heartId: decoded.delivery.heartId, eventId: decoded.eventId, outcome }, "delivery stored");
-    opts.onStored?.();
+  const setAside = async (message: ReceivedMessage, poison: Extract<DecodedMessage, { kind: "poison" }>): Promise<void> => {
+    // Failure policy: a poison message can never succeed; store it aside (a redelivery adds nothing) and commit, so the partition keeps moving.
+    const added = await storeDeadMessage(opts.prisma, {
+      topic: message.topic,
+      partition: message.partition,
+      offset: message.offset,
+      key: message.key,
+      value: message.value,
+      code: poison.code,
+      reason: poison.error,
+    });
+    if (added) deadLetters?.inc({ source: "delivery", topic: message.topic, code: poison.code });
+    opts.log.error({ topic: message.topic, partition: message.partition, offset: message.offset, code: poison.code, error: poison.error }, "poison message moved to dead_letters");
   };
 
-  const handle = async (message: ReceivedMessage): Promise<void> => {
-    inFlight.set(message, nowMs());
+  const handleMessages = async (messages: ReceivedMessage[]): Promise<void> => {
+    const stored: { delivery: NewDelivery; eventId: string }[] = [];
+    for (const message of messages) {
+      const decoded = decodeHeartMessage(message.value);
+      if (decoded.kind === "poison") await setAside(message, decoded);
+      else if (decoded.kind === "ignored") opts.log.debug({ type: decoded.type, offset: message.offset }, "ignoring event type");
+      else stored.push(decoded);
+    }
+    if (stored.length === 0) return;
+    const outcomes = await insertDeliveries(
+      opts.prisma,
+      stored.map((s) => s.delivery),
+    );
+    stored.forEach(({ delivery, eventId }, i) => {
+      const outcome = outcomes[i];
+      if (outcome === "unknown_server") {
+        // Failure policy: the server was deleted after the heart counted; there is no one to call back, so skip.
+        opts.log.warn({ heartId: delivery.heartId, serverId: delivery.serverId }, "heart for an unknown server; no delivery");
+      } else opts.log.debug({ heartId: delivery.heartId, eventId, outcome }, "delivery stored");
+    });
+    if (outcomes.some((o) => o !== "unknown_server")) opts.onStored?.();
+  };
+
+  const handleBatch = async (messages: ReceivedMessage[]): Promise<void> => {
+    const started = nowMs();
+    for (const message of messages) inFlight.set(message, started);
     try {
-      await handleMessage(message);
+      await handleMessages(messages);
       lastProgressAt = nowMs();
     } finally {
-      inFlight.delete(message);
+      for (const message of messages) inFlight.delete(message);
     }
   };
+  const handle = (message: ReceivedMessage): Promise<void> => handleBatch([message]);
 
   /**
    * Stuck: one message has been in its handler for `stuckAfterMs`, or messages wait
@@ -173,11 +184,12 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
 
   return {
     handle,
+    handleBatch,
     checkProgress,
     async start() {
       if (subscription) return;
       lastProgressAt = nowMs();
-      subscription = await opts.bus.subscribe({ groupId, topics: [topic], handler: handle, fromBeginning: true });
+      subscription = await opts.bus.subscribe({ groupId, topics: [topic], batchHandler: handleBatch, fromBeginning: true });
     },
     async stop() {
       const current = subscription;

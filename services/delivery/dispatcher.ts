@@ -1,6 +1,8 @@
 import { Counter, Histogram, type Registry } from "prom-client";
+import { createAttemptRecorder } from "./attempt-recorder.js";
 import { createCallbackTransport } from "./callback-transport.js";
 import { performAttempt, type AttemptDeps, type SentOutcome } from "./perform-attempt.js";
+import { createCallbackAgents } from "./send-callback.js";
 import { claimDueDeliveries, type AttemptResult, type ClaimedDelivery } from "./store.js";
 import type { SentTransport, Transport } from "./transport.js";
 import { createVotifierTransport } from "./votifier-transport.js";
@@ -13,6 +15,15 @@ export const DEFAULT_PER_SERVER_CONCURRENCY = 4;
 export const DEFAULT_POLL_INTERVAL_MS = 1_000;
 /** A lease outlives the attempt's timeout by this much; after it, another dispatcher may claim the row. */
 export const LEASE_MARGIN_MS = 30_000;
+/**
+ * While attempts are in flight, a claim waits until a quarter of the concurrency (or, when the
+ * per-server caps bind first, a quarter of what is in flight) has finished since the last claim,
+ * or this long: a busy dispatcher claims in batches, not one row per finished attempt. Never
+ * longer: slots held by a slow receiver cannot hold the claim back.
+ */
+export const CLAIM_BATCH_WINDOW_MS = 5;
+/** Claims pause while this many attempts per concurrency slot wait to be recorded (the database is behind). */
+const MAX_UNRECORDED_PER_SLOT = 8;
 
 /** The dispatcher's dependencies and settings. */
 export interface DispatcherOptions extends AttemptDeps {
@@ -37,23 +48,33 @@ export interface Dispatcher {
 }
 
 /**
- * Claims due deliveries and sends each one independently over its transport (the
- * HTTP callback or Votifier v2): a claimed attempt is never awaited as part of a
- * batch, and per-server in-flight caps keep one hanging receiver from taking every
- * slot, so other servers' deliveries go out on time. Safe with several instances
- * (claims use FOR UPDATE SKIP LOCKED + leases).
+ * Claims due deliveries in batches and sends each one independently over its transport (the
+ * HTTP callback over keep-alive pools per destination, or Votifier v2): a claimed attempt is
+ * never awaited as part of a batch, and per-server in-flight caps keep one hanging receiver from
+ * taking every slot, so other servers' deliveries go out on time. A slot is free again once the
+ * receiver answered; the attempt is then recorded with the others that finished meanwhile (group
+ * commit, createAttemptRecorder). Safe with several instances (claims use FOR UPDATE SKIP
+ * LOCKED + leases, and results are recorded only under the lease).
  */
 export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const concurrency = opts.concurrency ?? DEFAULT_DISPATCH_CONCURRENCY;
   const perServer = opts.perServerConcurrency ?? DEFAULT_PER_SERVER_CONCURRENCY;
   const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+  const minClaim = Math.max(1, Math.floor(concurrency / 4));
   const metrics = opts.registry ? createDispatchMetrics(opts.registry) : undefined;
+  const agents = opts.transports?.callback ? undefined : createCallbackAgents({ maxSocketsPerDestination: concurrency });
   const transports: Record<SentTransport, Transport> = {
-    callback: opts.transports?.callback ?? createCallbackTransport(opts),
+    callback: opts.transports?.callback ?? createCallbackTransport({ ...opts, ...(agents ? { agents } : {}) }),
     votifier: opts.transports?.votifier ?? createVotifierTransport({ secretBox: opts.secretBox, allowInsecure: opts.allowInsecure }),
   };
+  const recorder = createAttemptRecorder({ prisma: opts.prisma, log: opts.log });
   const inFlightByServer = new Map<string, number>();
+  /** Attempts from claim until recorded. */
   const running = new Set<Promise<void>>();
+  /** Attempts from claim until the receiver answered: what the concurrency bounds. */
+  let sending = 0;
+  /** Attempts that finished sending since the last claim. */
+  let freedSinceClaim = 0;
   let active = false;
   let loop: Promise<void> | undefined;
   let wakeSleeper: (() => void) | undefined;
@@ -64,10 +85,10 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     wakeSleeper?.();
   };
 
-  const sleep = () =>
+  const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
       if (wakeRequested || !active) return resolve();
-      const timer = setTimeout(done, pollIntervalMs);
+      const timer = setTimeout(done, ms);
       function done() {
         clearTimeout(timer);
         wakeSleeper = undefined;
@@ -78,15 +99,25 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
 
   const track = (delivery: ClaimedDelivery) => {
     inFlightByServer.set(delivery.serverId, (inFlightByServer.get(delivery.serverId) ?? 0) + 1);
-    const task = attempt(delivery)
+    sending++;
+    let sent = false;
+    const freeSlot = () => {
+      if (sent) return;
+      sent = true;
+      sending--;
+      freedSinceClaim++;
+      const left = (inFlightByServer.get(delivery.serverId) ?? 1) - 1;
+      if (left <= 0) inFlightByServer.delete(delivery.serverId);
+      else inFlightByServer.set(delivery.serverId, left);
+      wake();
+    };
+    const task = attempt(delivery, freeSlot)
       .catch((error: unknown) => {
         // Failure policy: the lease expires and the delivery is claimed again later; at-least-once, receivers dedupe on heart_id.
         opts.log.error({ err: error, deliveryId: delivery.id }, "delivery attempt failed before its result was recorded; it is retried when the lease expires");
       })
       .finally(() => {
-        const left = (inFlightByServer.get(delivery.serverId) ?? 1) - 1;
-        if (left <= 0) inFlightByServer.delete(delivery.serverId);
-        else inFlightByServer.set(delivery.serverId, left);
+        freeSlot();
         running.delete(task);
         wake();
       });
@@ -94,10 +125,25 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   };
 
   const claimLoop = async () => {
+    /** Since when a claim has waited for more free slots (CLAIM_BATCH_WINDOW_MS), or undefined. */
+    let waitingSince: number | undefined;
     while (active) {
       wakeRequested = false;
-      const capacity = concurrency - running.size;
-      if (capacity > 0) {
+      const capacity = concurrency - sending;
+      const dbBehind = recorder.pending() >= concurrency * MAX_UNRECORDED_PER_SLOT;
+      if (capacity > 0 && !dbBehind) {
+        // Enough finished to claim a batch: a quarter of the concurrency, or of what was in flight when the caps bind.
+        const enough = capacity >= minClaim && freedSinceClaim >= Math.min(minClaim, Math.ceil((sending + freedSinceClaim) / 4));
+        if (sending > 0 && !enough) {
+          waitingSince ??= performance.now();
+          const waited = performance.now() - waitingSince;
+          if (waited < CLAIM_BATCH_WINDOW_MS) {
+            await sleep(CLAIM_BATCH_WINDOW_MS - waited);
+            continue;
+          }
+        }
+        waitingSince = undefined;
+        freedSinceClaim = 0;
         try {
           const now = opts.now();
           const claimed = await claimDueDeliveries(opts.prisma, {
@@ -115,12 +161,12 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
           opts.log.error({ err: error }, "claiming deliveries failed");
         }
       }
-      await sleep();
+      await sleep(pollIntervalMs);
     }
   };
 
-  async function attempt(delivery: ClaimedDelivery): Promise<void> {
-    const report = await performAttempt(opts, transports[delivery.transport], delivery);
+  async function attempt(delivery: ClaimedDelivery, onSent: () => void): Promise<void> {
+    const report = await performAttempt(opts, transports[delivery.transport], delivery, { onSent, record: recorder.record });
     if (report.kind === "released") return;
     const { outcome, result, owned } = report;
     metrics?.record(delivery.transport, outcome, result);
@@ -141,6 +187,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       wakeSleeper?.();
       await loop;
       await Promise.allSettled([...running]);
+      agents?.destroy();
     },
     wake,
     inFlight: () => inFlightByServer,

@@ -2,7 +2,7 @@ import type { PrismaClient } from "../shared/db.js";
 import type { Logger } from "../shared/log.js";
 import type { SecretBox } from "../shared/secrets.js";
 import { decideRetry, type RetrySchedule } from "./retry-schedule.js";
-import { recordAttempt, releaseLease, type AttemptResult, type ClaimedDelivery } from "./store.js";
+import { recordAttempt, releaseLease, type AttemptRecord, type AttemptResult, type ClaimedDelivery } from "./store.js";
 import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
 
 /** What one attempt needs: the dispatcher's settings, also used by the test callback's first attempt. */
@@ -36,21 +36,36 @@ export type AttemptReport =
       owned: boolean;
     };
 
+/** How performAttempt records, and what it tells its caller on the way. */
+export interface AttemptHooks {
+  /** Records the attempt (default: recordAttempt, one transaction); resolves with whether the lease was still held. */
+  record?: (attempt: AttemptRecord) => Promise<boolean>;
+  /** Called once the receiver has answered (or the send failed), before the attempt is recorded. */
+  onSent?: () => void;
+}
+
 /**
  * Makes one attempt of a claimed delivery over its transport (signed afresh for a callback),
  * decides what comes next (delivered, retry per the schedule, failed, or held after a 410) and
- * records the attempt with its exact exchange. The dispatcher and the test callback share it.
+ * records the attempt with its exact exchange. The dispatcher (recording in groups) and the test
+ * callback share it.
  */
-export async function performAttempt(deps: AttemptDeps, transport: Transport, delivery: ClaimedDelivery): Promise<AttemptReport> {
+export async function performAttempt(deps: AttemptDeps, transport: Transport, delivery: ClaimedDelivery, hooks: AttemptHooks = {}): Promise<AttemptReport> {
   const startedAt = deps.now();
-  const outcome = await transport.send(delivery);
+  let outcome: AttemptOutcome;
+  try {
+    outcome = await transport.send(delivery);
+  } finally {
+    hooks.onSent?.();
+  }
   if (outcome.kind === "held") {
     await releaseLease(deps.prisma, delivery);
     return { kind: "released", reason: outcome.reason };
   }
   const finishedAt = deps.now();
   const result = decideResult(deps, delivery, outcome, finishedAt);
-  const owned = await recordAttempt(deps.prisma, {
+  const record = hooks.record ?? ((attempt: AttemptRecord) => recordAttempt(deps.prisma, attempt));
+  const owned = await record({
     delivery,
     startedAt,
     finishedAt,

@@ -153,6 +153,37 @@ export function createGuardedLookup(opts: { allowInsecure: boolean; resolve?: Re
   };
 }
 
+/** Keep-alive sockets a receiver's pool keeps idle at most. */
+const MAX_IDLE_SOCKETS_PER_DESTINATION = 64;
+/** An idle pooled socket is closed after this long (receivers commonly close theirs after 5 s). */
+const IDLE_SOCKET_TIMEOUT_MS = 4_000;
+
+/** Keep-alive connection pools, one per destination (scheme, host, port), for sendCallback. */
+export interface CallbackAgents {
+  http: http.Agent;
+  https: https.Agent;
+  /** Closes every pooled socket. */
+  destroy(): void;
+}
+
+/**
+ * Keep-alive pools for callbacks: per destination at most `maxSocketsPerDestination` connections
+ * (more requests wait for one), so a slow receiver holds its own sockets, never another's. The
+ * guarded lookup of each request runs when a socket is opened, so every pooled connection went to
+ * an address checked at connect time; a reused one stays with that address.
+ */
+export function createCallbackAgents(opts: { maxSocketsPerDestination: number }): CallbackAgents {
+  const settings = { keepAlive: true, maxSockets: opts.maxSocketsPerDestination, maxFreeSockets: MAX_IDLE_SOCKETS_PER_DESTINATION, timeout: IDLE_SOCKET_TIMEOUT_MS, scheduling: "lifo" as const };
+  const agents = { http: new http.Agent(settings), https: new https.Agent(settings) };
+  return {
+    ...agents,
+    destroy() {
+      agents.http.destroy();
+      agents.https.destroy();
+    },
+  };
+}
+
 /** Options of one send. */
 export interface SendOptions {
   timeoutMs: number;
@@ -162,6 +193,8 @@ export interface SendOptions {
   /** Replaces DNS resolution (tests); the forbidden-address check still applies. */
   resolve?: Resolver;
   maxResponseBytes?: number;
+  /** Keep-alive pools to send over; without them every attempt opens (and closes) its own connection. */
+  agents?: CallbackAgents;
 }
 
 /**
@@ -208,8 +241,8 @@ export function sendCallback(request: { url: string; body: string; headers: Reco
       method: "POST",
       headers: { ...request.headers, "Content-Length": String(body.length) },
       lookup: createGuardedLookup({ allowInsecure: opts.allowInsecure, ...(opts.resolve ? { resolve: opts.resolve } : {}) }),
-      // No pooling: every attempt resolves and checks the address afresh.
-      agent: false,
+      // Pooled: a new socket resolves and checks the address; without pools every attempt does.
+      agent: opts.agents ? (isHttps ? opts.agents.https : opts.agents.http) : false,
     });
     // Failure policy: the total budget covers connect, send and the response; past it the attempt fails and is retried.
     const timer = setTimeout(() => {
@@ -223,7 +256,7 @@ export function sendCallback(request: { url: string; body: string; headers: Reco
       const status = res.statusCode ?? 0;
       const chunks: Buffer[] = [];
       let size = 0;
-      const complete = () => {
+      const complete = (ended: boolean) => {
         const response: ReceivedResponse = {
           status,
           headers: flattenHeaders(res.headers),
@@ -231,18 +264,19 @@ export function sendCallback(request: { url: string; body: string; headers: Reco
           bodyTruncated: size > maxBytes,
         };
         finish(toOutcome(response, res.headers, latency(), opts.now()));
-        res.destroy();
+        // A response read to its end leaves a pooled socket reusable; one cut short closes it.
+        if (!ended) res.destroy();
       };
       res.on("data", (chunk: Buffer) => {
         chunks.push(chunk);
         size += chunk.length;
         // More than is kept has arrived; the rest is not worth waiting for.
-        if (size > maxBytes) complete();
+        if (size > maxBytes) complete(false);
       });
-      res.on("end", complete);
+      res.on("end", () => complete(opts.agents !== undefined));
       res.on("error", () => {
         // Failure policy: the status decides; a body cut short only shortens what is logged.
-        if (!settled) complete();
+        if (!settled) complete(false);
       });
     });
     req.end(body);

@@ -1,8 +1,8 @@
 import { activeSecretWhere, activeSecretsNewestFirst } from "../servers/domain/secret-policy.js";
-import { serverExists } from "../servers/server-exists.js";
-import type { PrismaClient } from "../shared/db.js";
+import type { PrismaClient, Tx } from "../shared/db.js";
+import type { Logger } from "../shared/log.js";
 import type { SecretBox } from "../shared/secrets.js";
-import { streakAtDelivery } from "../hearts/domain/streak.js";
+import { streakAtDelivery, type StreakState } from "../hearts/domain/streak.js";
 import { randomUUID } from "node:crypto";
 import { toStoredExchange, type AttemptExchange } from "./attempt-exchange.js";
 import { autoDisableIfFailingTooLong, recordEndpointHealth } from "./endpoint-health.js";
@@ -29,26 +29,88 @@ export type InsertOutcome = "inserted" | "duplicate" | "unknown_server";
  * Inserts the deliveries of a counted heart, idempotently per (server_id, transport, heart_id):
  * always the HTTP callback (held while the server has no callback URL), plus a Votifier
  * delivery when the server has Votifier set up and a pull delivery when its pull API is on,
- * each decided by the server's settings at this moment. The dedup_key of a counted heart's
- * delivery is its heart_id, and `INSERT ... ON CONFLICT DO NOTHING` makes a redelivered Kafka
- * message add nothing; selecting from servers makes a deleted server a no-op instead of a
- * foreign-key error.
+ * each decided by the server's settings at this moment. See insertDeliveries.
  */
 export async function insertDelivery(prisma: PrismaClient, d: NewDelivery): Promise<InsertOutcome> {
-  const rows = await prisma.$queryRaw<{ id: string }[]>`
-    INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
-    SELECT gen_random_uuid(), s.id, ${d.heartId}::uuid, ${d.heartId}, t.transport, ${d.eventType}, ${d.username}, ${d.voterIdentity}, ${d.period},
-           ${d.streakDay}::int, ${d.countedAt}::timestamptz, now()
-    FROM servers s
-    CROSS JOIN (VALUES ('callback'::"DeliveryTransport"), ('votifier'::"DeliveryTransport"), ('pull'::"DeliveryTransport")) AS t(transport)
-    WHERE s.id = ${d.serverId}::uuid
-      AND (t.transport = 'callback'
-           OR (t.transport = 'votifier' AND s.votifier_host IS NOT NULL)
-           OR (t.transport = 'pull' AND s.pull_enabled))
-    ON CONFLICT (server_id, transport, dedup_key) DO NOTHING
-    RETURNING id::text`;
-  if (rows.length > 0) return "inserted";
-  return (await serverExists(prisma, d.serverId)) ? "duplicate" : "unknown_server";
+  const [outcome] = await insertDeliveries(prisma, [d]);
+  return outcome ?? "unknown_server";
+}
+
+/**
+ * Inserts the deliveries of many counted hearts with ONE statement (the consumer's batch), with
+ * an outcome per heart in input order. The dedup_key of a counted heart's delivery is its
+ * heart_id, and `INSERT ... ON CONFLICT DO NOTHING` makes a redelivered Kafka message add
+ * nothing (exactly once per receiver key, whatever the batch); joining servers makes a deleted
+ * server a no-op instead of a foreign-key error. Rows go in (server, heart) order, so two
+ * instances inserting overlapping batches lock in the same order. A delivery is due from when its
+ * heart counted (never later than now): claims take the oldest hearts first, across servers,
+ * however the batches that stored them were grouped.
+ */
+export async function insertDeliveries(prisma: PrismaClient, items: NewDelivery[]): Promise<InsertOutcome[]> {
+  if (items.length === 0) return [];
+  // One row per (server, heart): a heart twice in one batch is a duplicate of itself.
+  const byKey = new Map<string, number>();
+  const unique: NewDelivery[] = [];
+  const slot = items.map((d) => {
+    const key = `${d.serverId}/${d.heartId}`;
+    let i = byKey.get(key);
+    if (i === undefined) {
+      i = unique.push(d) - 1;
+      byKey.set(key, i);
+    }
+    return i;
+  });
+  const order = unique.map((_, i) => i).sort((a, b) => compareKeys(unique[a]!, unique[b]!));
+  const input = order.map((i) => {
+    const d = unique[i]!;
+    return {
+      n: i,
+      heart_id: d.heartId,
+      server_id: d.serverId,
+      event_type: d.eventType,
+      username: d.username,
+      voter_identity: d.voterIdentity,
+      period: d.period,
+      streak_day: d.streakDay,
+      counted_at: d.countedAt.toISOString(),
+    };
+  });
+  const rows = await prisma.$queryRaw<{ n: number; inserted: boolean; known: boolean }[]>`
+    WITH input AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
+        AS i(n int, heart_id text, server_id uuid, event_type text, username text, voter_identity text, period text, streak_day int, counted_at timestamptz)
+    ), added AS (
+      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
+      SELECT gen_random_uuid(), s.id, i.heart_id::uuid, i.heart_id, t.transport, i.event_type, i.username, i.voter_identity, i.period,
+             i.streak_day, i.counted_at, least(i.counted_at, now())
+      FROM input i
+      JOIN servers s ON s.id = i.server_id
+      CROSS JOIN (VALUES ('callback'::"DeliveryTransport"), ('votifier'::"DeliveryTransport"), ('pull'::"DeliveryTransport")) AS t(transport)
+      WHERE t.transport = 'callback'
+         OR (t.transport = 'votifier' AND s.votifier_host IS NOT NULL)
+         OR (t.transport = 'pull' AND s.pull_enabled)
+      ORDER BY i.server_id, i.heart_id, t.transport
+      ON CONFLICT (server_id, transport, dedup_key) DO NOTHING
+      RETURNING server_id, dedup_key
+    )
+    SELECT i.n,
+           EXISTS (SELECT 1 FROM added a WHERE a.server_id = i.server_id AND a.dedup_key = i.heart_id) AS inserted,
+           EXISTS (SELECT 1 FROM servers s WHERE s.id = i.server_id) AS known
+    FROM input i`;
+  const outcomes: InsertOutcome[] = unique.map(() => "unknown_server");
+  for (const r of rows) outcomes[r.n] = r.inserted ? "inserted" : r.known ? "duplicate" : "unknown_server";
+  // A repeat within the batch is a duplicate of its first copy (or, like it, of an unknown server).
+  const firstSeen = new Set<number>();
+  return slot.map((i) => {
+    const outcome = outcomes[i] ?? "unknown_server";
+    if (firstSeen.has(i)) return outcome === "unknown_server" ? outcome : "duplicate";
+    firstSeen.add(i);
+    return outcome;
+  });
+}
+
+function compareKeys(a: NewDelivery, b: NewDelivery): number {
+  return a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : a.heartId < b.heartId ? -1 : a.heartId > b.heartId ? 1 : 0;
 }
 
 /**
@@ -118,6 +180,14 @@ export interface ClaimedDelivery {
   standardWebhooks: boolean;
   /** Votifier settings (Votifier deliveries), with the token still sealed; null when not configured. */
   votifier: { host: string; port: number; serviceName: string; sealedToken: string } | null;
+  /**
+   * The server's active callback secrets, still sealed, newest first, as the claim read them
+   * (so a rotation is seen by the next claim); absent when not read with the delivery, and the
+   * transport reads them itself.
+   */
+  sealedCallbackSecrets?: string[];
+  /** The voter's streak state as the claim read it (null: none); absent when not read with the delivery. */
+  voterStreak?: StreakState | null;
 }
 
 /**
@@ -127,7 +197,9 @@ export interface ClaimedDelivery {
  * up (pull deliveries are claimed by the owner, never here). Rows
  * are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher instances
  * never claim the same row. At most `limit` rows; per server at most
- * `perServerLimit` minus what this instance already has in flight for it.
+ * `perServerLimit` minus what this instance already has in flight for it. The same statement
+ * reads what sending needs: the server's active callback secrets (sealed) and the voter's
+ * streak state, so an attempt costs no further reads.
  */
 export async function claimDueDeliveries(
   prisma: PrismaClient,
@@ -157,12 +229,15 @@ export async function claimDueDeliveries(
       votifier_port: number | null;
       votifier_service_name: string | null;
       votifier_token: string | null;
+      callback_secrets: { kid: string; ciphertext: string; created_at: string; expires_at: string | null; revoked_at: string | null }[] | null;
+      last_day: Date | string | null;
+      streak_days: number | null;
     }[]
   >`
     WITH busy AS (
       SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
     ), candidates AS (
-      SELECT d.id, d.server_id, d.next_attempt_at
+      SELECT d.id, d.server_id, d.next_attempt_at, d.voter_identity, d.event_type
       FROM deliveries d JOIN servers s ON s.id = d.server_id
       WHERE d.status = 'pending'
         AND d.next_attempt_at <= ${q.now}::timestamptz
@@ -180,12 +255,13 @@ export async function claimDueDeliveries(
       LIMIT ${scan}
       FOR UPDATE OF d SKIP LOCKED
     ), chosen AS (
-      SELECT c.id FROM (
-        SELECT c.id, c.next_attempt_at,
+      SELECT c.id, v.last_day, v.streak_days FROM (
+        SELECT c.id, c.server_id, c.voter_identity, c.event_type, c.next_attempt_at,
                row_number() OVER (PARTITION BY c.server_id ORDER BY c.next_attempt_at, c.id) AS rn,
                ${q.perServerLimit}::int - coalesce(b.in_flight, 0) AS room
         FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
       ) c
+      LEFT JOIN voter_states v ON c.event_type = 'heart.counted' AND v.server_id = c.server_id AND v.voter_identity = c.voter_identity
       WHERE c.rn <= c.room
       ORDER BY c.next_attempt_at
       LIMIT ${q.limit}
@@ -195,7 +271,13 @@ export async function claimDueDeliveries(
     WHERE d.id = chosen.id AND s.id = d.server_id
     RETURNING d.id::text, d.server_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
               d.attempts, d.lease_until, d.transport, d.counted_at, s.callback_url, s.standard_webhooks,
-              s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token`;
+              s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token,
+              chosen.last_day, chosen.streak_days,
+              CASE WHEN d.transport = 'callback' THEN (
+                SELECT coalesce(json_agg(json_build_object('kid', k.kid, 'ciphertext', k.ciphertext, 'created_at', k.created_at,
+                                                           'expires_at', k.expires_at, 'revoked_at', k.revoked_at)), '[]'::json)
+                FROM server_secrets k
+                WHERE k.server_id = d.server_id AND k.purpose = 'callback' AND k.revoked_at IS NULL) END AS callback_secrets`;
   return rows.map((r) => ({
     id: r.id,
     serverId: r.server_id,
@@ -214,7 +296,21 @@ export async function claimDueDeliveries(
       r.votifier_host !== null && r.votifier_token !== null
         ? { host: r.votifier_host, port: r.votifier_port ?? 0, serviceName: r.votifier_service_name ?? "", sealedToken: r.votifier_token }
         : null,
+    ...(r.callback_secrets === null ? {} : { sealedCallbackSecrets: sealedActiveSecrets(r.callback_secrets, q.now) }),
+    voterStreak: r.last_day === null || r.streak_days === null ? null : { lastDay: new Date(r.last_day), streakDays: r.streak_days },
   }));
+}
+
+/** The claimed secret rows that are active at `now`, newest first (secret-policy's rule), still sealed. */
+function sealedActiveSecrets(rows: { kid: string; ciphertext: string; created_at: string; expires_at: string | null; revoked_at: string | null }[], now: Date): string[] {
+  const secrets = rows.map((k) => ({
+    kid: k.kid,
+    ciphertext: k.ciphertext,
+    createdAt: new Date(k.created_at),
+    expiresAt: k.expires_at === null ? null : new Date(k.expires_at),
+    revokedAt: k.revoked_at === null ? null : new Date(k.revoked_at),
+  }));
+  return activeSecretsNewestFirst(secrets, now).map((k) => k.ciphertext);
 }
 
 /**
@@ -263,18 +359,7 @@ export type AttemptResult =
  * server's callback; that and a delivery failing for good write an owner notification to the
  * outbox in the same transaction. Returns false when the lease was lost.
  */
-export async function recordAttempt(
-  prisma: PrismaClient,
-  a: {
-    delivery: ClaimedDelivery;
-    startedAt: Date;
-    finishedAt: Date;
-    exchange: AttemptExchange;
-    result: AttemptResult;
-    /** Overrides AUTO_DISABLE_AFTER_MS. */
-    autoDisableAfterMs?: number;
-  },
-): Promise<boolean> {
+export async function recordAttempt(prisma: PrismaClient, a: AttemptRecord): Promise<boolean> {
   const { delivery: d, result } = a;
   const x = toStoredExchange(a.exchange);
   const statusCode = x.response && x.response.status > 0 ? x.response.status : null;
@@ -329,6 +414,183 @@ export async function recordAttempt(
     }
     return changed.count === 1;
   });
+}
+
+/** One attempt to record, as recordAttempt takes it. */
+export interface AttemptRecord {
+  delivery: ClaimedDelivery;
+  startedAt: Date;
+  finishedAt: Date;
+  exchange: AttemptExchange;
+  result: AttemptResult;
+  /** Overrides AUTO_DISABLE_AFTER_MS. */
+  autoDisableAfterMs?: number;
+}
+
+/** How recording one attempt of a batch went: whether the lease was still held, or why it could not be recorded. */
+export type RecordOutcome = { kind: "recorded"; owned: boolean } | { kind: "error"; error: unknown };
+
+/**
+ * Records many attempts with what recordAttempt does for each, in as few statements as it can:
+ * every delivered or retried attempt of the batch with ONE statement (attempt rows with their
+ * exchanges, the deliveries' results under their leases, and each server's endpoint health,
+ * folded in recording order), and the rare ones (failed for good, 410 Gone) one transaction
+ * each, as they write owner notifications. Per record, in input order: whether the lease was
+ * still held (false: the attempt is logged only), or the error that kept it from being recorded;
+ * one record's error never fails the others.
+ */
+export async function recordAttempts(prisma: PrismaClient, records: AttemptRecord[], log?: Logger): Promise<RecordOutcome[]> {
+  const outcomes: RecordOutcome[] = records.map(() => ({ kind: "recorded", owned: false }));
+  const bulk: number[] = [];
+  const single: number[] = [];
+  records.forEach((r, i) => (r.result.kind === "delivered" || r.result.kind === "retry" ? bulk : single).push(i));
+  if (bulk.length > 0) {
+    try {
+      const changed = await recordRoutineAttempts(prisma, bulk.map((i) => records[i]!));
+      bulk.forEach((i, j) => (outcomes[i] = { kind: "recorded", owned: changed[j] ?? false }));
+    } catch (error) {
+      // Failure policy: one bad item (say a byte the database refuses) must not fail its neighbours: record them one by one.
+      log?.warn({ err: error, attempts: bulk.length }, "recording attempts in bulk failed; recording them one by one");
+      single.push(...bulk);
+    }
+  }
+  for (const i of single.sort((a, b) => a - b)) {
+    try {
+      outcomes[i] = { kind: "recorded", owned: await recordAttempt(prisma, records[i]!) };
+    } catch (error) {
+      // Failure policy: reported for this record alone (its caller logs it; the lease expires and it is attempted again).
+      outcomes[i] = { kind: "error", error };
+    }
+  }
+  return outcomes;
+}
+
+/** The bulk statement of recordAttempts (delivered and retry results only), then any auto-disable it calls for. */
+async function recordRoutineAttempts(prisma: PrismaClient, records: AttemptRecord[]): Promise<boolean[]> {
+  const stored = records.map((r) => toStoredExchange(r.exchange));
+  const input = records.map((r, n) => {
+    const x = stored[n]!;
+    const statusCode = x.response && x.response.status > 0 ? x.response.status : null;
+    return {
+      n,
+      id: r.delivery.id,
+      server_id: r.delivery.serverId,
+      lease_until: r.delivery.leaseUntil.toISOString(),
+      result: r.result.kind,
+      next_attempt_at: r.result.kind === "retry" ? r.result.nextAttemptAt.toISOString() : null,
+      finished_at: r.finishedAt.toISOString(),
+      url: x.target,
+      started_at: r.startedAt.toISOString(),
+      status_code: statusCode,
+      latency_ms: x.latencyMs,
+      error: x.error,
+      succeeded: x.succeeded,
+      request_headers: x.request.headers,
+      request_body: x.request.body,
+      response_headers: x.response ? x.response.headers : null,
+      response_body: x.response?.body ?? null,
+      response_body_truncated: x.response?.bodyTruncated ?? false,
+    };
+  });
+  const health = foldEndpointHealth(records, stored);
+  const write = (db: PrismaClient | Tx) => db.$queryRaw<{ owned: string[]; health: { server_id: string; failing_since: string | null }[] }[]>`
+    WITH input AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
+        AS i(n int, id uuid, server_id uuid, lease_until timestamptz, result text, next_attempt_at timestamptz, finished_at timestamptz,
+             url text, started_at timestamptz, status_code int, latency_ms int, error text, succeeded boolean,
+             request_headers jsonb, request_body text, response_headers jsonb, response_body text, response_body_truncated boolean)
+    ), changed AS (
+      UPDATE deliveries d
+      SET attempts = d.attempts + 1, lease_until = NULL, last_status_code = i.status_code, last_error = i.error,
+          status = CASE WHEN i.result = 'delivered' THEN 'delivered'::"DeliveryStatus" ELSE d.status END,
+          delivered_at = CASE WHEN i.result = 'delivered' THEN i.finished_at ELSE d.delivered_at END,
+          next_attempt_at = CASE WHEN i.result = 'retry' THEN i.next_attempt_at ELSE d.next_attempt_at END
+      FROM input i
+      WHERE d.id = i.id AND d.status = 'pending' AND d.lease_until = i.lease_until
+      RETURNING d.id
+    ), logged AS (
+      INSERT INTO delivery_attempts (delivery_id, server_id, attempt, url, started_at, status_code, latency_ms, error, succeeded,
+                                     request_headers, request_body, response_headers, response_body, response_body_truncated)
+      SELECT i.id, i.server_id,
+             (SELECT count(*)::int FROM delivery_attempts a WHERE a.delivery_id = i.id) + (row_number() OVER (PARTITION BY i.id ORDER BY i.n))::int,
+             i.url, i.started_at, i.status_code, i.latency_ms, i.error, i.succeeded,
+             i.request_headers, i.request_body, i.response_headers, i.response_body, i.response_body_truncated
+      FROM input i ORDER BY i.n
+    ), health AS (
+      INSERT INTO callback_health (server_id, last_success_at, failing_since, last_failure_at, last_failure_reason)
+      SELECT h.server_id, h.last_success_at, h.failing_since, h.last_failure_at, h.last_failure_reason
+      FROM jsonb_to_recordset(${JSON.stringify(health)}::jsonb)
+        AS h(server_id uuid, last_success_at timestamptz, failing_since timestamptz, last_failure_at timestamptz, last_failure_reason text)
+      ORDER BY h.server_id
+      ON CONFLICT (server_id) DO UPDATE
+      SET last_success_at = greatest(callback_health.last_success_at, EXCLUDED.last_success_at),
+          -- A success in the batch ends the run (the batch's own failures after it start the next one).
+          failing_since = CASE WHEN EXCLUDED.last_success_at IS NOT NULL THEN EXCLUDED.failing_since
+                               ELSE coalesce(callback_health.failing_since, EXCLUDED.failing_since) END,
+          last_failure_at = coalesce(EXCLUDED.last_failure_at, callback_health.last_failure_at),
+          last_failure_reason = CASE WHEN EXCLUDED.last_failure_at IS NOT NULL THEN EXCLUDED.last_failure_reason
+                                     ELSE callback_health.last_failure_reason END
+      RETURNING server_id, failing_since
+    )
+    SELECT ARRAY(SELECT id::text FROM changed) AS owned,
+           coalesce((SELECT json_agg(json_build_object('server_id', server_id, 'failing_since', failing_since)) FROM health), '[]'::json) AS health`;
+  const ownedOf = (rows: { owned: string[] }[]) => {
+    const ownedIds = new Set(rows[0]?.owned ?? []);
+    return records.map((r) => ownedIds.has(r.delivery.id));
+  };
+  // Only successes (the hot path): one statement, nothing can call for an auto-disable.
+  if (records.every((r, n) => r.delivery.transport !== "callback" || stored[n]!.succeeded)) return ownedOf(await write(prisma));
+  // A callback failed: the statement and any auto-disable it calls for commit together, as recordAttempt's do.
+  return prisma.$transaction(async (tx) => {
+    const rows = await write(tx);
+    for (const h of rows[0]?.health ?? []) {
+      const last = lastFailureOf(records, stored, h.server_id);
+      if (h.failing_since === null || !last) continue;
+      await autoDisableIfFailingTooLong(tx, {
+        serverId: h.server_id,
+        failingSince: new Date(h.failing_since),
+        lastError: last.error,
+        at: last.record.finishedAt,
+        ...(last.record.autoDisableAfterMs === undefined ? {} : { afterMs: last.record.autoDisableAfterMs }),
+      });
+    }
+    return ownedOf(rows);
+  });
+}
+
+/** The batch's effect on each server's callback_health row, folded in recording order (callback attempts only). */
+function foldEndpointHealth(records: AttemptRecord[], stored: AttemptExchange[]) {
+  const byServer = new Map<string, { server_id: string; last_success_at: string | null; failing_since: string | null; last_failure_at: string | null; last_failure_reason: string | null }>();
+  records.forEach((r, n) => {
+    if (r.delivery.transport !== "callback") return;
+    const x = stored[n]!;
+    let h = byServer.get(r.delivery.serverId);
+    if (!h) {
+      h = { server_id: r.delivery.serverId, last_success_at: null, failing_since: null, last_failure_at: null, last_failure_reason: null };
+      byServer.set(r.delivery.serverId, h);
+    }
+    const at = r.startedAt.toISOString();
+    if (x.succeeded) {
+      if (h.last_success_at === null || at > h.last_success_at) h.last_success_at = at;
+      h.failing_since = null;
+    } else {
+      h.failing_since ??= at;
+      h.last_failure_at = at;
+      h.last_failure_reason = x.error ?? "attempt failed";
+    }
+  });
+  return [...byServer.values()];
+}
+
+/** The last callback attempt of `serverId` in the batch, when it failed. */
+function lastFailureOf(records: AttemptRecord[], stored: AttemptExchange[], serverId: string): { record: AttemptRecord; error: string } | undefined {
+  for (let n = records.length - 1; n >= 0; n--) {
+    const r = records[n]!;
+    if (r.delivery.serverId !== serverId || r.delivery.transport !== "callback") continue;
+    const x = stored[n]!;
+    return x.succeeded ? undefined : { record: r, error: x.error ?? "attempt failed" };
+  }
+  return undefined;
 }
 
 /** Gives a claimed delivery back without an attempt (for example its secret was revoked meanwhile). */

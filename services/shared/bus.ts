@@ -31,6 +31,18 @@ export interface ReceivedMessage {
 /** Handles one message; throwing leaves it uncommitted so it is redelivered. */
 export type MessageHandler = (message: ReceivedMessage) => Promise<void>;
 
+/**
+ * Handles several messages of one partition at once, in offset order (a consumer that writes
+ * them with one statement); throwing leaves all of them uncommitted so they are redelivered.
+ */
+export type BatchHandler = (messages: ReceivedMessage[]) => Promise<void>;
+
+/** What a subscription needs: one handler per message, or one per batch. */
+export type SubscribeOptions = { groupId: string; topics: string[]; fromBeginning?: boolean } & (
+  | { handler: MessageHandler; batchHandler?: undefined }
+  | { batchHandler: BatchHandler; handler?: undefined }
+);
+
 /** A running subscription. */
 export interface Subscription {
   stop(): Promise<void>;
@@ -59,8 +71,8 @@ export interface EventBus {
    * batch may have been written anyway (at least once).
    */
   publish(topic: string, messages: BusMessage[]): Promise<void>;
-  /** Subscribes a consumer group; each message is committed after its handler resolves. */
-  subscribe(opts: { groupId: string; topics: string[]; handler: MessageHandler; fromBeginning?: boolean }): Promise<Subscription>;
+  /** Subscribes a consumer group; each message is committed after its handler (or its batch's handler) resolves. */
+  subscribe(opts: SubscribeOptions): Promise<Subscription>;
   /**
    * Messages of `topics` not yet committed by `groupId` (the consumer lag), or
    * undefined when the bus cannot tell.

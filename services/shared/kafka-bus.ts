@@ -1,9 +1,11 @@
 import kafkajs, { Kafka, logLevel, CompressionTypes, type Consumer, type Producer } from "kafkajs";
-import { RejectedMessagesError, type BusMessage, type EventBus, type MessageHandler, type Subscription } from "./bus.js";
+import { RejectedMessagesError, type BusMessage, type EventBus, type ReceivedMessage, type SubscribeOptions, type Subscription } from "./bus.js";
 import type { Logger } from "./log.js";
 
 /** Pause before a crashed consumer is recreated. */
 const CONSUMER_RESTART_DELAY_MS = 2_000;
+/** Messages handed to a batch handler at most at once (a fetch may bring thousands). */
+const MAX_HANDLER_BATCH = 500;
 /** Attempts of topic creation at start (a fresh broker may not host a new partition yet). */
 const ENSURE_TOPICS_ATTEMPTS = 8;
 
@@ -123,7 +125,7 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
       }
       return total;
     },
-    async subscribe({ groupId, topics, handler, fromBeginning = true }: { groupId: string; topics: string[]; handler: MessageHandler; fromBeginning?: boolean }): Promise<Subscription> {
+    async subscribe({ groupId, topics, handler, batchHandler, fromBeginning = true }: SubscribeOptions): Promise<Subscription> {
       let current: Consumer | undefined;
       let stopped = false;
       let restartTimer: NodeJS.Timeout | undefined;
@@ -154,18 +156,37 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
         });
         await consumer.connect();
         for (const topic of topics) await consumer.subscribe({ topic, fromBeginning });
-        await consumer.run({
-          partitionsConsumedConcurrently: 3,
-          eachMessage: async ({ topic, partition, message }) => {
-            await handler({
-              topic,
-              partition,
-              offset: message.offset,
-              key: message.key?.toString("utf8") ?? "",
-              value: message.value ?? new Uint8Array(),
-            });
-          },
+        const toReceived = (topic: string, partition: number, message: kafkajs.KafkaMessage): ReceivedMessage => ({
+          topic,
+          partition,
+          offset: message.offset,
+          key: message.key?.toString("utf8") ?? "",
+          value: message.value ?? new Uint8Array(),
         });
+        if (batchHandler) {
+          await consumer.run({
+            partitionsConsumedConcurrently: 3,
+            eachBatchAutoResolve: false,
+            eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
+              const messages = batch.messages.map((m) => toReceived(batch.topic, batch.partition, m));
+              for (let i = 0; i < messages.length; i += MAX_HANDLER_BATCH) {
+                if (!isRunning() || isStale()) return;
+                const chunk = messages.slice(i, i + MAX_HANDLER_BATCH);
+                await batchHandler(chunk);
+                // Committed (auto-commit) only up to what was handled: a throw above redelivers the rest.
+                resolveOffset(chunk[chunk.length - 1]!.offset);
+                await heartbeat();
+              }
+            },
+          });
+        } else if (handler) {
+          await consumer.run({
+            partitionsConsumedConcurrently: 3,
+            eachMessage: async ({ topic, partition, message }) => {
+              await handler(toReceived(topic, partition, message));
+            },
+          });
+        }
       };
       subscriptions.add(() => current !== undefined && consumers.has(current));
       await run();

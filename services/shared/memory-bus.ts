@@ -1,4 +1,4 @@
-import type { BusMessage, EventBus, MessageHandler, ReceivedMessage } from "./bus.js";
+import type { BusMessage, EventBus, MessageHandler, ReceivedMessage, SubscribeOptions } from "./bus.js";
 
 /** Messages a topic keeps at most: unacknowledged by some group, or, on a topic no group reads, the newest. */
 export const DEFAULT_MAX_RETAINED_MESSAGES = 10_000;
@@ -83,7 +83,9 @@ export function createMemoryBus(opts: { retryDelayMs?: number; maxRetainedMessag
       trim(topic, true);
       for (const wake of wakeups) wake();
     },
-    async subscribe({ groupId, topics, handler }: { groupId: string; topics: string[]; handler: MessageHandler }) {
+    async subscribe({ groupId, topics, ...handlers }: SubscribeOptions) {
+      // One message at a time either way: a batch handler gets batches of one.
+      const handler: MessageHandler = handlers.handler ?? ((message) => handlers.batchHandler!([message]));
       // A group new to a topic starts at the oldest retained message; a known group resumes where it committed.
       for (const topic of topics) {
         const groups = groupsOf(topic);

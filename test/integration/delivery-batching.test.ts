@@ -1,0 +1,252 @@
+import test, { type ExecutionContext } from "ava";
+import { randomUUID } from "node:crypto";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { EnvelopeSchema, HeartCountedSchema } from "../../gen/proto/events/v1/events_pb.js";
+import { createDeliveryConsumer } from "../../services/delivery/consumer.js";
+import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/dispatcher.js";
+import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { claimDueDeliveries, insertDelivery, recordAttempts, type AttemptRecord, type ClaimedDelivery } from "../../services/delivery/store.js";
+import type { EventBus, ReceivedMessage } from "../../services/shared/bus.js";
+import { eventually } from "../helpers/eventually.js";
+import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../helpers/receiver.js";
+import { expectedCallbackMac, hexEquals, insertSecret, insertServer, parseCallbackSignature, startHarness, type Harness } from "./delivery-harness.js";
+
+// Batching in the delivery service (issue #8): the consumer's one-statement insert, the claim that
+// reads secrets with the rows, group-committed attempt records, keep-alive pools. Correctness only,
+// no timings.
+
+interface World {
+  h: Harness;
+  dispatcher(opts?: Partial<DispatcherOptions>): Dispatcher;
+  receiver(opts?: Parameters<typeof startReceiver>[0]): Promise<Receiver>;
+}
+
+async function world(t: ExecutionContext): Promise<World> {
+  const h = await startHarness();
+  const dispatchers: Dispatcher[] = [];
+  const receivers: Receiver[] = [];
+  t.teardown(async () => {
+    await Promise.all(receivers.map((r) => r.close()));
+    await Promise.all(dispatchers.map((d) => d.stop()));
+    await h.close();
+  });
+  return {
+    h,
+    dispatcher(opts = {}) {
+      const d = createDispatcher({
+        prisma: h.db.prisma,
+        secretBox: h.deps.secretBox,
+        log: h.deps.log,
+        now: () => new Date(),
+        schedule: parseRetrySchedule("200ms,200ms,200ms", { jitterRatio: 0 }),
+        timeoutMs: 20_000,
+        allowInsecure: true,
+        pollIntervalMs: 25,
+        ...opts,
+      });
+      dispatchers.push(d);
+      return d;
+    },
+    async receiver(opts) {
+      const r = await startReceiver(opts);
+      receivers.push(r);
+      return r;
+    },
+  };
+}
+
+async function addDelivery(h: Harness, serverId: string): Promise<string> {
+  const heartId = randomUUID();
+  await insertDelivery(h.db.prisma, {
+    heartId,
+    serverId,
+    eventType: "heart.counted",
+    username: "Steve",
+    voterIdentity: `voter-${heartId}`,
+    period: "2026-03",
+    streakDay: null,
+    countedAt: new Date(),
+  });
+  return heartId;
+}
+
+function macsOf(request: RecordedRequest): { t: number; v1: string[] } {
+  const parsed = parseCallbackSignature(headerOf(request, "x-service-signature"));
+  if (!parsed) throw new Error("malformed signature header");
+  return parsed;
+}
+
+function heartMessage(serverId: string, heartId: string, offset: number): ReceivedMessage {
+  const at = new Date();
+  const value = toBinary(
+    EnvelopeSchema,
+    create(EnvelopeSchema, {
+      eventId: randomUUID(),
+      type: "heart.counted",
+      occurredAt: timestampFromDate(at),
+      serverId,
+      payload: {
+        case: "heartCounted",
+        value: create(HeartCountedSchema, {
+          heartId,
+          serverId,
+          username: "Alex",
+          voterIdentity: `v-${heartId}`,
+          period: "2026-03",
+          countedAt: timestampFromDate(at),
+          streakDay: 2,
+        }),
+      },
+    }),
+  );
+  return { topic: "test.batch", key: serverId, value, partition: 0, offset: String(offset) };
+}
+
+/** handleBatch is called directly here; the consumer is never started, so the bus is never used. */
+const unusedBus = {} as EventBus;
+
+test.serial("a rotated callback secret signs the very next attempt: overlap signs with both (newest first), a revoked one no more", async (t) => {
+  const { h, dispatcher, receiver } = await world(t);
+  const r = await receiver({ responses: [{ status: 503 }, { status: 503 }], fallback: { status: 200 } });
+  const serverId = await insertServer(h.db.prisma, { callbackUrl: r.url });
+  const old = await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback", { createdAt: new Date(Date.now() - 60_000) });
+  const heartId = await addDelivery(h, serverId);
+  // Pause between attempts long enough to rotate while the delivery waits for its retry.
+  dispatcher({ schedule: parseRetrySchedule("1500ms,1500ms", { jitterRatio: 0 }) }).start();
+  const [first] = await r.waitForRequests(1, 15_000);
+  t.deepEqual(macsOf(first!).v1.length, 1);
+  t.true(hexEquals(macsOf(first!).v1[0]!, expectedCallbackMac(old.secret, macsOf(first!).t, first!.body)), "first attempt: the old secret");
+
+  const rotated = await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
+  const [, second] = await r.waitForRequests(2, 15_000);
+  const s2 = macsOf(second!);
+  t.is(s2.v1.length, 2, "during the overlap both secrets sign");
+  t.true(hexEquals(s2.v1[0]!, expectedCallbackMac(rotated.secret, s2.t, second!.body)), "the new secret first");
+  t.true(hexEquals(s2.v1[1]!, expectedCallbackMac(old.secret, s2.t, second!.body)));
+
+  await h.db.prisma.serverSecret.updateMany({ where: { serverId, kid: old.kid }, data: { revokedAt: new Date() } });
+  const [, , third] = await r.waitForRequests(3, 15_000);
+  const s3 = macsOf(third!);
+  t.is(s3.v1.length, 1, "the revoked secret signs nothing");
+  t.true(hexEquals(s3.v1[0]!, expectedCallbackMac(rotated.secret, s3.t, third!.body)));
+  await eventually(async () => (await h.db.prisma.delivery.findFirstOrThrow({ where: { heartId } })).status === "delivered");
+});
+
+test.serial(
+  "one slow receiver never delays a fast one: every fast delivery is sent and recorded while the slow receiver still holds its first requests",
+  async (t) => {
+    const { h, dispatcher, receiver } = await world(t);
+    const slow = await receiver({ fallback: { hang: true } });
+    const fast = await receiver();
+    const slowServer = await insertServer(h.db.prisma, { callbackUrl: slow.url });
+    await insertSecret(h.db.prisma, h.deps.secretBox, slowServer, "callback");
+    const fastServer = await insertServer(h.db.prisma, { callbackUrl: fast.url });
+    await insertSecret(h.db.prisma, h.deps.secretBox, fastServer, "callback");
+    // The slow server's rows first: they are due earliest and claimed first.
+    for (let i = 0; i < 12; i++) await addDelivery(h, slowServer);
+    const fastHearts: string[] = [];
+    for (let i = 0; i < 60; i++) fastHearts.push(await addDelivery(h, fastServer));
+    dispatcher({ concurrency: 8, perServerConcurrency: 4 }).start();
+    await eventually(async () => (await h.db.prisma.delivery.count({ where: { serverId: fastServer, status: "delivered" } })) === fastHearts.length, {
+      timeoutMs: 15_000,
+    });
+    t.is(new Set(fast.requests.map((q) => (JSON.parse(q.text) as { heart_id: string }).heart_id)).size, fastHearts.length, "each fast heart sent once");
+    t.true(slow.requests.length <= 4, `the slow receiver holds at most its per-server share (${slow.requests.length})`);
+    t.is(await h.db.prisma.deliveryAttempt.count({ where: { serverId: slowServer } }), 0, "no slow attempt has ended");
+  },
+);
+
+test.serial(
+  "a consumer batch stores one delivery per heart: duplicates in the batch and across concurrent batches add nothing; poison and unknown servers are set aside without failing the rest",
+  async (t) => {
+    const { h } = await world(t);
+    const consumer = createDeliveryConsumer({ bus: unusedBus, prisma: h.db.prisma, log: h.deps.log, topic: "test.batch" });
+    const a = await insertServer(h.db.prisma);
+    const b = await insertServer(h.db.prisma);
+    const hearts = Array.from({ length: 20 }, () => randomUUID());
+    const batch = hearts.map((id, i) => heartMessage(i % 2 === 0 ? a : b, id, i));
+    const poison: ReceivedMessage = { topic: "test.batch", key: a, value: new Uint8Array([0xff, 0xff, 0x0f]), partition: 0, offset: "100" };
+    const ghost = heartMessage(randomUUID(), randomUUID(), 101);
+    // The same heart twice in one batch, and the batch handled twice at once (two instances during a rebalance).
+    const withRepeats = [...batch, batch[0]!, poison, ghost, batch[1]!];
+    await Promise.all([consumer.handleBatch(withRepeats), consumer.handleBatch([...withRepeats].reverse())]);
+    for (const [i, heartId] of hearts.entries()) {
+      t.is(await h.db.prisma.delivery.count({ where: { heartId, serverId: i % 2 === 0 ? a : b } }), 1, `heart ${i}`);
+    }
+    t.is(await h.db.prisma.delivery.count(), hearts.length, "nothing for the unknown server");
+    t.is(await h.db.prisma.deadLetter.count({ where: { source: "delivery", topic: "test.batch", code: "undecodable" } }), 1);
+    const stored = await h.db.prisma.delivery.findFirstOrThrow({ where: { heartId: hearts[3] } });
+    t.like(stored, { serverId: b, username: "Alex", period: "2026-03", streakDay: 2, status: "pending", transport: "callback" });
+  },
+);
+
+test.serial("attempts recorded together keep per-item outcomes: a lost lease is logged only, and a record the database refuses fails alone", async (t) => {
+  const { h } = await world(t);
+  const serverId = await insertServer(h.db.prisma, { callbackUrl: "http://127.0.0.1:9/hook" });
+  await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
+  for (let i = 0; i < 5; i++) await addDelivery(h, serverId);
+  const now = new Date();
+  const claimed = await claimDueDeliveries(h.db.prisma, {
+    now,
+    leaseUntil: new Date(now.getTime() + 60_000),
+    limit: 10,
+    perServerLimit: 10,
+    inFlightByServer: new Map(),
+  });
+  t.is(claimed.length, 5);
+  const [delivered, lost, retried, refused, neighbour] = claimed as [ClaimedDelivery, ClaimedDelivery, ClaimedDelivery, ClaimedDelivery, ClaimedDelivery];
+  // Another dispatcher took `lost` over after its lease expired.
+  await h.db.prisma.delivery.update({ where: { id: lost.id }, data: { leaseUntil: new Date(now.getTime() + 120_000) } });
+  const record = (d: ClaimedDelivery, result: AttemptRecord["result"], at: Date, body = "ok"): AttemptRecord => ({
+    delivery: d,
+    startedAt: at,
+    finishedAt: at,
+    result,
+    exchange: {
+      target: d.callbackUrl ?? "",
+      request: { headers: { "X-Test": "1" }, body: "{}" },
+      response: { status: result.kind === "delivered" ? 200 : 503, headers: {}, body, bodyTruncated: false },
+      latencyMs: 3,
+      error: result.kind === "delivered" ? null : "receiver answered 503",
+      succeeded: result.kind === "delivered",
+    },
+  });
+  const ms = (offset: number) => new Date(now.getTime() + offset);
+  const later = ms(60_000);
+  const outcomes = await recordAttempts(h.db.prisma, [
+    record(delivered, { kind: "delivered" }, ms(1)),
+    record(lost, { kind: "delivered" }, ms(2)),
+    record(retried, { kind: "retry", nextAttemptAt: later }, ms(3)),
+  ]);
+  t.deepEqual(
+    outcomes.map((o) => (o.kind === "recorded" ? o.owned : "error")),
+    [true, false, true],
+  );
+  const rows = new Map((await h.db.prisma.delivery.findMany({ include: { attemptsLog: true } })).map((d) => [d.id, d]));
+  t.like(rows.get(delivered.id), { status: "delivered", attempts: 1, leaseUntil: null, deliveredAt: ms(1) });
+  t.like(rows.get(lost.id), { status: "pending", attempts: 0 });
+  t.is(rows.get(lost.id)?.attemptsLog.length, 1, "the lost lease's attempt is still logged");
+  t.like(rows.get(retried.id), { status: "pending", attempts: 1, nextAttemptAt: later, lastStatusCode: 503, leaseUntil: null });
+  t.like(rows.get(retried.id)?.attemptsLog[0], { attempt: 1, statusCode: 503, succeeded: false, error: "receiver answered 503", requestBody: "{}" });
+  // Health folded in recording order: the successes, then a failure after them starts a new run.
+  t.like(await h.db.prisma.callbackHealth.findUniqueOrThrow({ where: { serverId } }), {
+    lastSuccessAt: ms(2),
+    failingSince: ms(3),
+    lastFailureAt: ms(3),
+    lastFailureReason: "receiver answered 503",
+  });
+
+  const second = await recordAttempts(h.db.prisma, [
+    // A NUL byte: PostgreSQL refuses it in text.
+    record(refused, { kind: "retry", nextAttemptAt: later }, ms(4), "bad\u0000body"),
+    record(neighbour, { kind: "delivered" }, ms(5)),
+  ]);
+  t.deepEqual(
+    second.map((o) => (o.kind === "recorded" ? o.owned : "error")),
+    ["error", true],
+  );
+  t.like(await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: refused.id } }), { attempts: 0, status: "pending" });
+  t.like(await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: neighbour.id } }), { attempts: 1, status: "delivered" });
+  t.like(await h.db.prisma.callbackHealth.findUniqueOrThrow({ where: { serverId } }), { lastSuccessAt: ms(5), failingSince: null });
+});

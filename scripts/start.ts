@@ -250,7 +250,7 @@ async function main() {
   }
 
   const secretBox = config.secretBox ?? loadOrCreateSecretBox(config.dataDir);
-  const prisma = createPrisma(databaseUrl, { maxConnections: config.databaseUrl ? 20 : 8 });
+  const prisma = createPrisma(databaseUrl, { maxConnections: config.databaseUrl ? 20 : 8, namedStatements: Boolean(config.databaseUrl) });
   // A key that cannot open the stored secrets stops the start here (exit 2), also in the embedded mode.
   await verifySecretsKey(prisma, secretBox);
   const metrics = createMetrics("all-in-one");

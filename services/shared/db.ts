@@ -26,8 +26,13 @@ export function createStatementNamer(limit = MAX_NAMED_STATEMENTS): (query: { sq
   };
 }
 
-/** The one PrismaClient factory: every process and test builds its client here. */
-export function createPrisma(databaseUrl: string, opts: { maxConnections?: number } = {}): PrismaClient {
+/**
+ * The one PrismaClient factory: every process and test builds its client here. `namedStatements`
+ * (default on) must be off where pooled connections share one session - the embedded PGlite
+ * socket serves every connection from one backend, so two connections preparing `p7` collide
+ * (42P05 "prepared statement already exists").
+ */
+export function createPrisma(databaseUrl: string, opts: { maxConnections?: number; namedStatements?: boolean } = {}): PrismaClient {
   const adapter = new PrismaPg(
     {
       connectionString: databaseUrl,
@@ -35,7 +40,7 @@ export function createPrisma(databaseUrl: string, opts: { maxConnections?: numbe
       // Failure policy: fail fast rather than queue forever when the database is gone.
       connectionTimeoutMillis: 10_000,
     },
-    { statementNameGenerator: createStatementNamer() as (query: { sql: string }) => string },
+    opts.namedStatements === false ? {} : { statementNameGenerator: createStatementNamer() as (query: { sql: string }) => string },
   );
   return new PrismaClient({ adapter });
 }

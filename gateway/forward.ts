@@ -1,16 +1,7 @@
 import { isUuid } from "../services/shared/ids.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import {
-  ReferralEventType,
-  ReferralState,
-  type ApplyEventRequestSchema,
-  type ApplyEventResponse,
-} from "../gen/proto/referral/v1/referral_pb.js";
-import {
-  SigningKeyStatus,
-  type ResolveSigningKeysRequestSchema,
-  type ResolveSigningKeysResponse,
-} from "../gen/proto/servers/v1/servers_pb.js";
+import { ReferralEventType, ReferralState, type ApplyEventRequestSchema, type ApplyEventResponse } from "../gen/proto/referral/v1/referral_pb.js";
+import { SigningKeyStatus, type ResolveSigningKeysRequestSchema, type ResolveSigningKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import type { ReferralEventName, ValidEvent } from "./validate-event.js";
 import type { SigningKeyMaterial } from "./verify-signature.js";
@@ -51,7 +42,6 @@ const STATE_NAME: Partial<Record<ReferralState, ReferralEventName>> = {
   [ReferralState.QUALIFIED]: "qualified",
   [ReferralState.REVERSED]: "reversed",
 };
-
 
 /** True when `value` has the shape of a server id (a uuid); anything else cannot name a server. */
 export function isServerIdShape(value: string): boolean {

@@ -96,7 +96,14 @@ async function lookupPullKeys(rpcs: PullRpcs, serverId: string): Promise<KeyLook
   } catch (error) {
     // Failure policy: the table decides; an unexpected failure is a retryable 500 with its cause logged.
     const mapped = fromRpcError(error);
-    return { kind: "rejected", result: { reply: mapped.reply, outcome: mapped.cause === undefined ? "rejected_by_service" : "internal_error", ...(mapped.cause === undefined ? {} : { cause: mapped.cause }) } };
+    return {
+      kind: "rejected",
+      result: {
+        reply: mapped.reply,
+        outcome: mapped.cause === undefined ? "rejected_by_service" : "internal_error",
+        ...(mapped.cause === undefined ? {} : { cause: mapped.cause }),
+      },
+    };
   }
   switch (response.status) {
     case PullKeyStatus.OK:
@@ -127,5 +134,7 @@ function readListFields(body: JsonObject): ListFields {
 function rpcFailure(error: unknown): Pick<IngestResult, "reply" | "outcome" | "cause"> {
   // Failure policy: the table decides (400 for a bad cursor); an unexpected failure is a retryable 500 with its cause logged.
   const mapped = fromRpcError(error);
-  return mapped.cause === undefined ? { reply: mapped.reply, outcome: `rejected_${mapped.reply.status}` } : { reply: mapped.reply, outcome: "internal_error", cause: mapped.cause };
+  return mapped.cause === undefined
+    ? { reply: mapped.reply, outcome: `rejected_${mapped.reply.status}` }
+    : { reply: mapped.reply, outcome: "internal_error", cause: mapped.cause };
 }

@@ -57,7 +57,7 @@ export function landingReply(req: IncomingMessage, opts: { dashboard: boolean })
     item(OPENAPI_PATH, "OpenAPI 3.1 document"),
     ...PUBLIC_DOCS.map(({ file, title }) => item(`${DOCS_PREFIX}${file}`, title)),
     "</ul>",
-    "<p>Ingest endpoint: <code>POST /api/referral/events</code>. Health: <a href=\"/healthz\">/healthz</a>, <a href=\"/readyz\">/readyz</a>.</p>",
+    '<p>Ingest endpoint: <code>POST /api/referral/events</code>. Health: <a href="/healthz">/healthz</a>, <a href="/readyz">/readyz</a>.</p>',
     "</body></html>",
   ].join("\n");
   return { status: 200, headers: { "content-type": "text/html; charset=utf-8" }, body: html };
@@ -66,5 +66,7 @@ export function landingReply(req: IncomingMessage, opts: { dashboard: boolean })
 /** GET /docs/<file>: one of PUBLIC_DOCS as Markdown text; undefined for any other path. */
 export function docReply(path: string): RawReply | undefined {
   const body = DOCS.get(path.slice(DOCS_PREFIX.length));
-  return body === undefined ? undefined : { status: 200, headers: { "content-type": "text/markdown; charset=utf-8", "cache-control": "public, max-age=300" }, body };
+  return body === undefined
+    ? undefined
+    : { status: 200, headers: { "content-type": "text/markdown; charset=utf-8", "cache-control": "public, max-age=300" }, body };
 }

@@ -12,7 +12,9 @@ runService({
   create(config, { log, metrics, isDraining }) {
     const clients = createReferralServiceClients(config.referralServiceUrl, config.referralServiceToken);
     // Ready when the referral service answers (it is ready only while its database is).
-    const checks = [{ name: "referral-service", check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })) }];
+    const checks = [
+      { name: "referral-service", check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })) },
+    ];
     const server = createPublicGateway({
       referralServiceUrl: config.referralServiceUrl,
       serviceToken: config.referralServiceToken,

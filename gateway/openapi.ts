@@ -1,4 +1,12 @@
-import { ANCHOR_STATES, CONTRACT_ERRORS, ERROR_TEXT, REFERRAL_EVENTS, REFERRAL_STATES, requiredText, type ContractErrorKind } from "../services/shared/contract.js";
+import {
+  ANCHOR_STATES,
+  CONTRACT_ERRORS,
+  ERROR_TEXT,
+  REFERRAL_EVENTS,
+  REFERRAL_STATES,
+  requiredText,
+  type ContractErrorKind,
+} from "../services/shared/contract.js";
 import { MAX_BODY_BYTES } from "./raw-body.js";
 import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/field-rules.js";
 import { NIL_UUID } from "../services/shared/ids.js";
@@ -35,11 +43,11 @@ const INGEST_DESCRIPTION = [
   `6. MAC mismatch, or unknown \`kid\` -> 401 \`${ERROR_TEXT.badSignature}\` (constant-time comparison).`,
   `7. \`t\` more than 300 s from server time -> 401 \`${ERROR_TEXT.stale}\`.`,
   "8. Other field validation -> 400 (`event` and `referee_identity` texts are fixed; others name the field).",
-  "9. `test: true` -> 200 `{\"ok\":true,\"test\":true}`; no token lookup, nothing written.",
+  '9. `test: true` -> 200 `{"ok":true,"test":true}`; no token lookup, nothing written.',
   `10. Token lookup (404 \`${ERROR_TEXT.unknownToken}\`), deduplication on \`(token, event, server_event_id)\`, then the state machine (422 on an invalid transition).`,
   "",
   "Retries: a 200 must never be retried. A 500 is safe to retry with backoff: reuse the same",
-  "`server_event_id` and re-sign with a fresh `t`; an exact replay returns `{\"ok\":true,\"duplicate\":true}`.",
+  '`server_event_id` and re-sign with a fresh `t`; an exact replay returns `{"ok":true,"duplicate":true}`.',
   "The `Content-Type` header is not enforced (the MAC covers the bytes); send `application/json`.",
 ].join("\n");
 
@@ -318,7 +326,10 @@ export const openApiDocument = {
       request: "PullHeartsRequest",
       requestExamples: {
         first: { summary: "The first page", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", limit: 100 } },
-        next: { summary: "The next page", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", cursor: "MjAyNi0wMS0wMVQwMDowMDowMC4wMDBafDNmMWUyZDRj" } },
+        next: {
+          summary: "The next page",
+          value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", cursor: "MjAyNi0wMS0wMVQwMDowMDowMC4wMDBafDNmMWUyZDRj" },
+        },
       },
       response: "PullHeartsResponse",
       responseDescription: "A page of unclaimed counted hearts.",
@@ -326,7 +337,15 @@ export const openApiDocument = {
         page: {
           summary: "One heart, last page",
           value: {
-            hearts: [{ heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b", username: "Steve_42", period: "2026-01", counted_at: "2026-01-01T00:00:00.000Z", streak_day: 3 }],
+            hearts: [
+              {
+                heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
+                username: "Steve_42",
+                period: "2026-01",
+                counted_at: "2026-01-01T00:00:00.000Z",
+                streak_day: 3,
+              },
+            ],
             next_cursor: null,
           },
         },
@@ -341,7 +360,13 @@ export const openApiDocument = {
       ],
       request: "PullClaimsRequest",
       requestExamples: {
-        claim: { summary: "Claim two hearts", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", heart_ids: ["3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b", "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d"] } },
+        claim: {
+          summary: "Claim two hearts",
+          value: {
+            server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+            heart_ids: ["3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b", "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d"],
+          },
+        },
       },
       response: "PullClaimsResponse",
       responseDescription: "What the claim did, per heart_id.",
@@ -420,7 +445,7 @@ export const openApiDocument = {
           "Sent by the service to the reward callback URL set on the dashboard's integration tab when a player hearts the",
           "server and the vote counts (`heart.counted`), or when the owner sends a test (`heart.test`, nil `heart_id`, pays nothing).",
           "",
-          "Verify before parsing: recompute lower-case hex `HMAC_SHA256(callback secret, \"<t>.<rawBody>\")` over the exact raw",
+          'Verify before parsing: recompute lower-case hex `HMAC_SHA256(callback secret, "<t>.<rawBody>")` over the exact raw',
           "body (the key is the whole `whsec_...` string's UTF-8 bytes) and compare it, in constant time, with any `v1=` value of",
           "`X-Service-Signature`. During a secret rotation the header carries one `v1=` per active secret, newest first.",
           "`t` equals the body's `timestamp`; rejecting `t` more than 300 s from your clock is recommended.",
@@ -552,7 +577,11 @@ export const openApiDocument = {
         },
         additionalProperties: true,
         if: { properties: { event: { const: "registered" } }, required: ["event"] },
-        then: { properties: { referee_identity: { type: "string", minLength: 1, pattern: "\\S" } }, required: ["referee_identity"], additionalProperties: true },
+        then: {
+          properties: { referee_identity: { type: "string", minLength: 1, pattern: "\\S" } },
+          required: ["referee_identity"],
+          additionalProperties: true,
+        },
       },
       OkResponse: {
         description: "`ok` is always true; the other fields depend on the outcome.",

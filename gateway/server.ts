@@ -173,7 +173,13 @@ async function handleRequest(deps: GatewayDeps, guards: IngestGuards, req: Incom
   }
 }
 
-async function serveIngest(deps: GatewayDeps, { keyCache, limiter }: IngestGuards, req: IncomingMessage, res: ServerResponse, entry: RequestLog): Promise<void> {
+async function serveIngest(
+  deps: GatewayDeps,
+  { keyCache, limiter }: IngestGuards,
+  req: IncomingMessage,
+  res: ServerResponse,
+  entry: RequestLog,
+): Promise<void> {
   const callOptions = rpcCallOptions(deps, entry.requestId);
   const rpcs: IngestRpcs = {
     resolveSigningKeys: (request) => keyCache.get(request.serverId ?? "", () => deps.admin.resolveSigningKeys(request, callOptions)),
@@ -334,14 +340,7 @@ function sendReply(res: ServerResponse, reply: HttpReply): void {
   sendJson(res, reply.status, reply.body, reply.headers);
 }
 
-function writeRequestLog(
-  deps: GatewayDeps,
-  req: IncomingMessage,
-  res: ServerResponse,
-  path: string,
-  entry: RequestLog,
-  started: bigint,
-): void {
+function writeRequestLog(deps: GatewayDeps, req: IncomingMessage, res: ServerResponse, path: string, entry: RequestLog, started: bigint): void {
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const completed = res.writableFinished;
   const status = completed ? res.statusCode : 499;

@@ -35,9 +35,7 @@ export function parseSignatureHeader(header: string | undefined): ParsedSignatur
 /** The outcome of verifying an ingest signature (steps 6 and 7 of the order of checks). */
 export type SignatureVerdict =
   /** A key matched and `t` is fresh; `kid` names the key that matched. */
-  | { kind: "verified"; kid: string }
-  | { kind: "bad_signature" }
-  | { kind: "stale" };
+  { kind: "verified"; kid: string } | { kind: "bad_signature" } | { kind: "stale" };
 
 /**
  * Verifies a parsed X-Service-Signature against a server's active keys.

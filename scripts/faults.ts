@@ -36,7 +36,19 @@ import { toOutboxRow } from "../services/shared/outbox.js";
 import { applyMigrations } from "./db/schema-engine.js";
 import { startKafka, type KafkaBroker } from "./infra/kafka.js";
 import { startPostgres, type PostgresInstance } from "./infra/postgres.js";
-import { checkCallback, newSecretsKey, precreateTopics, signIngest, startDeliveryProcess, startGatewayProcess, startReferralServiceProcess, startRelayProcess, unixNow, type ServiceProcess, type SystemSettings } from "../test/e2e/e2e-support.js";
+import {
+  checkCallback,
+  newSecretsKey,
+  precreateTopics,
+  signIngest,
+  startDeliveryProcess,
+  startGatewayProcess,
+  startReferralServiceProcess,
+  startRelayProcess,
+  unixNow,
+  type ServiceProcess,
+  type SystemSettings,
+} from "../test/e2e/e2e-support.js";
 import { createProcessGroup, freePort, REPO_ROOT, type ProcessGroup } from "../test/helpers/processes.js";
 import { startReceiver, type Receiver } from "../test/helpers/receiver.js";
 import { createServiceClients, type ServiceClients } from "../test/helpers/stack.js";
@@ -164,7 +176,10 @@ async function waitReady(opsUrl: string, timeoutMs = READY_TIMEOUT_MS): Promise<
 }
 
 /** Runs `fn` until it resolves, retrying after errors until `giveUpMs`; returns the result and the retries. */
-async function withRetries<T>(fn: () => Promise<T>, isRetryable: (result: T) => boolean = () => false): Promise<{ result?: T; retries: number; error?: unknown }> {
+async function withRetries<T>(
+  fn: () => Promise<T>,
+  isRetryable: (result: T) => boolean = () => false,
+): Promise<{ result?: T; retries: number; error?: unknown }> {
   const deadline = Date.now() + CLIENT_GIVE_UP_MS;
   let retries = 0;
   for (;;) {
@@ -259,14 +274,22 @@ async function sendEvent(sys: System, load: PhaseLoad, server: CampaignServer, b
 
 /** One referral: a click (RPC), then signed registered and qualified events through the gateway. */
 async function runReferral(sys: System, load: PhaseLoad, server: CampaignServer, tag: string): Promise<void> {
-  const click = await withRetries(() => sys.clients.referral.recordClick({ serverId: server.id, referrerIdentity: `referrer-${tag}`, ip: "198.51.100.7", userAgent: "Mozilla/5.0 fault-campaign" }));
+  const click = await withRetries(() =>
+    sys.clients.referral.recordClick({ serverId: server.id, referrerIdentity: `referrer-${tag}`, ip: "198.51.100.7", userAgent: "Mozilla/5.0 fault-campaign" }),
+  );
   if (!click.result) {
     load.eventsGivenUp += 2;
     return;
   }
   const token = click.result.token;
   const base = { token, server_id: server.id };
-  const registered = await sendEvent(sys, load, server, { event: "registered", ...base, referee_identity: `player-${tag}`, server_event_id: `reg-${tag}`, ts: unixNow() });
+  const registered = await sendEvent(sys, load, server, {
+    event: "registered",
+    ...base,
+    referee_identity: `player-${tag}`,
+    server_event_id: `reg-${tag}`,
+    ts: unixNow(),
+  });
   if (!registered) return;
   const qualified = await sendEvent(sys, load, server, { event: "qualified", ...base, server_event_id: `qual-${tag}`, ts: unixNow() });
   if (qualified) load.qualifiedTokens.push(token);
@@ -323,7 +346,9 @@ function watchCrash(sys: System, role: Role): void {
     const how = `code ${exit.code}, signal ${exit.signal}`;
     sys.crashes.push({ role, phase: currentPhase, exit: how });
     progress(`!! ${role} (pid ${proc.pid}) exited by itself (${how}) during "${currentPhase}"; restarting it`);
-    void restartRole(sys, role, `${role}#crash${sys.crashes.length}`).catch((error: unknown) => progress(`restarting ${role} failed: ${(error as Error).message}`));
+    void restartRole(sys, role, `${role}#crash${sys.crashes.length}`).catch((error: unknown) =>
+      progress(`restarting ${role} failed: ${(error as Error).message}`),
+    );
   });
 }
 
@@ -354,7 +379,14 @@ function killAndRestart(role: Role): Fault["inject"] {
     await restartRole(sys, role, `${role}#${victim.pid}`);
     const seconds = (Date.now() - started) / 1000;
     progress(`${role} restarted and ready after ${seconds.toFixed(1)} s`);
-    return [{ process: role, how: `SIGKILL; a new process started at once (a supervisor's restart), no draining${READY_NOTES[role] ?? ""}`, secondsToReady: seconds, sawNotReady: true }];
+    return [
+      {
+        process: role,
+        how: `SIGKILL; a new process started at once (a supervisor's restart), no draining${READY_NOTES[role] ?? ""}`,
+        secondsToReady: seconds,
+        sawNotReady: true,
+      },
+    ];
   };
 }
 
@@ -387,7 +419,12 @@ async function restartDependency(sys: System, roles: Role[], label: string, rest
       const { sawNotReady } = await waitReady(sys.live[role].opsUrl);
       const seconds = (Date.now() - started) / 1000;
       progress(`${role} ready ${seconds.toFixed(1)} s after the ${label} restart began`);
-      return { process: role, how: `reconnected by itself (${label} down for ${restartSeconds.toFixed(1)} s)`, secondsToReady: seconds, sawNotReady: sawNotReady || notReadySeen.get(role) === true };
+      return {
+        process: role,
+        how: `reconnected by itself (${label} down for ${restartSeconds.toFixed(1)} s)`,
+        secondsToReady: seconds,
+        sawNotReady: sawNotReady || notReadySeen.get(role) === true,
+      };
     }),
   );
 }
@@ -406,11 +443,22 @@ async function injectPoisonRow(sys: System): Promise<Omit<Recovery, "phase">[]> 
       occurredAt: new Date(),
       payload: {
         case: "heartCounted",
-        value: create(HeartCountedSchema, { heartId: "00000000-0000-4000-8000-00000000dead", serverId, username: "x".repeat(2 * 1024 * 1024), voterIdentity: "poison", period: "2026-01", countedAt: timestampFromDate(new Date()), streakDay: 1 }),
+        value: create(HeartCountedSchema, {
+          heartId: "00000000-0000-4000-8000-00000000dead",
+          serverId,
+          username: "x".repeat(2 * 1024 * 1024),
+          voterIdentity: "poison",
+          period: "2026-01",
+          countedAt: timestampFromDate(new Date()),
+          streakDay: 1,
+        }),
       },
     });
     const started = Date.now();
-    const inserted = await client.query<{ id: string }>("INSERT INTO outbox (topic, key, type, payload, shard) VALUES ($1, $2, $3, $4, $5) RETURNING id::text", [row.topic, row.key, row.type, row.payload, row.shard]);
+    const inserted = await client.query<{ id: string }>(
+      "INSERT INTO outbox (topic, key, type, payload, shard) VALUES ($1, $2, $3, $4, $5) RETURNING id::text",
+      [row.topic, row.key, row.type, row.payload, row.shard],
+    );
     const outboxId = inserted.rows[0]!.id;
     progress(`poison outbox row ${outboxId} (${row.payload.length} bytes) written for server ${serverId}`);
     for (;;) {
@@ -419,7 +467,14 @@ async function injectPoisonRow(sys: System): Promise<Omit<Recovery, "phase">[]> 
         const seconds = (Date.now() - started) / 1000;
         progress(`poison row moved to dead_letters (${String(dead.rows[0].code)}) after ${seconds.toFixed(1)} s`);
         const { sawNotReady } = await waitReady(sys.live.relay.opsUrl);
-        return [{ process: "relay", how: `moved the row to dead_letters (${String(dead.rows[0].code)}); the rest of its batch published in the same pass`, secondsToReady: seconds, sawNotReady }];
+        return [
+          {
+            process: "relay",
+            how: `moved the row to dead_letters (${String(dead.rows[0].code)}); the rest of its batch published in the same pass`,
+            secondsToReady: seconds,
+            sawNotReady,
+          },
+        ];
       }
       if (Date.now() - started > READY_TIMEOUT_MS) throw new Error("the poison row was not dead-lettered in time");
       await sleep(200);
@@ -431,8 +486,16 @@ async function injectPoisonRow(sys: System): Promise<Omit<Recovery, "phase">[]> 
 
 const FAULTS: Fault[] = [
   { name: "none", description: "baseline: no fault" },
-  { name: "relay SIGKILL", description: "the relay is SIGKILLed mid-stream (possibly between publishing and marking rows) and started again", inject: killAndRestart("relay") },
-  { name: "delivery SIGKILL", description: "the delivery service is SIGKILLed mid-stream (callbacks in flight, offsets uncommitted) and started again", inject: killAndRestart("delivery") },
+  {
+    name: "relay SIGKILL",
+    description: "the relay is SIGKILLed mid-stream (possibly between publishing and marking rows) and started again",
+    inject: killAndRestart("relay"),
+  },
+  {
+    name: "delivery SIGKILL",
+    description: "the delivery service is SIGKILLed mid-stream (callbacks in flight, offsets uncommitted) and started again",
+    inject: killAndRestart("delivery"),
+  },
   {
     name: "Kafka broker restart",
     description: "the broker is stopped and started again on the same ports and data",
@@ -443,8 +506,16 @@ const FAULTS: Fault[] = [
     description: "PostgreSQL restarts (`pg_ctl restart -m fast`: every connection is cut)",
     inject: (sys) => restartDependency(sys, ["referral-service", "relay", "delivery"], "PostgreSQL", () => sys.pgInstance.restart()),
   },
-  { name: "receiver fails 15 %", description: "the receiver answers 500 to 15 % of the callbacks at random (after verifying them), for the whole phase", flaky: true },
-  { name: "poison outbox row", description: "a 2 MB heart outbox row is written by hand (Kafka refuses it: MESSAGE_TOO_LARGE)", inject: (sys) => injectPoisonRow(sys) },
+  {
+    name: "receiver fails 15 %",
+    description: "the receiver answers 500 to 15 % of the callbacks at random (after verifying them), for the whole phase",
+    flaky: true,
+  },
+  {
+    name: "poison outbox row",
+    description: "a 2 MB heart outbox row is written by hand (Kafka refuses it: MESSAGE_TOO_LARGE)",
+    inject: (sys) => injectPoisonRow(sys),
+  },
 ];
 
 /** The receiver: verifies each callback with node:crypto, pays each heart_id once, fails at random when flaky. */
@@ -481,7 +552,9 @@ async function startCampaignReceiver(secrets: Map<string, string>): Promise<{ re
 async function main(): Promise<void> {
   const startedAt = Date.now();
   const machine = machineInfo();
-  progress(`starting PostgreSQL and Kafka (phase ${PHASE_MS / 1000} s, ${HEARTS_PER_SECOND} hearts/s, ${REFERRALS_PER_SECOND} referrals/s, ${SERVER_COUNT} servers)`);
+  progress(
+    `starting PostgreSQL and Kafka (phase ${PHASE_MS / 1000} s, ${HEARTS_PER_SECOND} hearts/s, ${REFERRALS_PER_SECOND} referrals/s, ${SERVER_COUNT} servers)`,
+  );
   const [pgInstance, broker] = await Promise.all([startPostgres(), startKafka()]);
   cleanup.add(() => pgInstance.stop());
   cleanup.add(() => broker.stop());
@@ -499,12 +572,31 @@ async function main(): Promise<void> {
     shuttingDown = true;
     await Promise.all(group.processes.map((p) => p.stop(10_000)));
   });
-  const settings: SystemSettings = { databaseUrl, kafkaBrokers: broker.brokers, secretsKey: newSecretsKey(), groupId: `faults-${randomBytes(4).toString("hex")}` };
+  const settings: SystemSettings = {
+    databaseUrl,
+    kafkaBrokers: broker.brokers,
+    secretsKey: newSecretsKey(),
+    groupId: `faults-${randomBytes(4).toString("hex")}`,
+  };
   const gatewayUrl = `http://127.0.0.1:${await freePort()}`;
   const base = { group, settings, gatewayUrl };
   const referralService = (await startRole(base, "referral-service", "referral-service")) as ServiceProcess & { rpcUrl: string };
-  const [gateway, relay, delivery] = await Promise.all([startRole(base, "gateway", "gateway", referralService.rpcUrl), startRole(base, "relay", "relay"), startRole(base, "delivery", "delivery")]);
-  const sys: System = { pgInstance, broker, databaseUrl, settings, group, clients: createServiceClients(referralService.rpcUrl), gatewayUrl, live: { "referral-service": referralService, gateway, relay, delivery }, crashes: [] };
+  const [gateway, relay, delivery] = await Promise.all([
+    startRole(base, "gateway", "gateway", referralService.rpcUrl),
+    startRole(base, "relay", "relay"),
+    startRole(base, "delivery", "delivery"),
+  ]);
+  const sys: System = {
+    pgInstance,
+    broker,
+    databaseUrl,
+    settings,
+    group,
+    clients: createServiceClients(referralService.rpcUrl),
+    gatewayUrl,
+    live: { "referral-service": referralService, gateway, relay, delivery },
+    crashes: [],
+  };
   for (const role of Object.keys(sys.live) as Role[]) watchCrash(sys, role);
   progress(`processes ready (gateway ${gatewayUrl}, referral service ${referralService.rpcUrl})`);
 
@@ -526,7 +618,20 @@ async function main(): Promise<void> {
   const recoveries: Recovery[] = [];
   for (const [index, fault] of FAULTS.entries()) {
     currentPhase = fault.name;
-    const load: PhaseLoad = { name: fault.name, fault: fault.description, heartsCast: 0, heartRpcRetries: 0, heartsGivenUp: 0, eventsSent: 0, eventsAnswered200: 0, eventRetries: 0, eventsGivenUp: 0, eventsRejected: 0, okEventIds: [], qualifiedTokens: [] };
+    const load: PhaseLoad = {
+      name: fault.name,
+      fault: fault.description,
+      heartsCast: 0,
+      heartRpcRetries: 0,
+      heartsGivenUp: 0,
+      eventsSent: 0,
+      eventsAnswered200: 0,
+      eventRetries: 0,
+      eventsGivenUp: 0,
+      eventsRejected: 0,
+      okEventIds: [],
+      qualifiedTokens: [],
+    };
     loads.push(load);
     progress(`phase ${index + 1}/${FAULTS.length}: ${fault.name}`);
     ledger.flaky = fault.flaky === true;
@@ -540,7 +645,9 @@ async function main(): Promise<void> {
     }
     await Promise.all([traffic, injected]);
     ledger.flaky = false;
-    progress(`phase "${fault.name}" done: ${load.heartsCast} hearts cast (${load.heartRpcRetries} RPC retries), ${load.eventsSent} events sent (${load.eventsAnswered200} answered 200, ${load.eventRetries} retries); receiver paid ${ledger.paid.size} hearts so far`);
+    progress(
+      `phase "${fault.name}" done: ${load.heartsCast} hearts cast (${load.heartRpcRetries} RPC retries), ${load.eventsSent} events sent (${load.eventsAnswered200} answered 200, ${load.eventRetries} retries); receiver paid ${ledger.paid.size} hearts so far`,
+    );
   }
   currentPhase = "drain";
 
@@ -581,7 +688,9 @@ async function reportAndWrite(
   const hearts = await db.query<{ id: string; voter_identity: string; counted: boolean }>("SELECT id::text, voter_identity, counted FROM hearts");
   const deliveries = await db.query<{ heart_id: string; status: string; attempts: number }>("SELECT heart_id::text, status::text, attempts FROM deliveries");
   const attempts = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM delivery_attempts");
-  const deadLetters = await db.query<{ source: string; code: string; n: string }>("SELECT source, code, count(*)::text AS n FROM dead_letters GROUP BY 1, 2 ORDER BY 1, 2");
+  const deadLetters = await db.query<{ source: string; code: string; n: string }>(
+    "SELECT source, code, count(*)::text AS n FROM dead_letters GROUP BY 1, 2 ORDER BY 1, 2",
+  );
   const unpublished = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM outbox WHERE published_at IS NULL");
   const deliveryByHeart = new Map(deliveries.rows.map((d) => [d.heart_id, d]));
   const phaseOf = (voter: string) => Number(/^f(\d+)-/.exec(voter)?.[1] ?? -1);
@@ -613,14 +722,30 @@ async function reportAndWrite(
       String(load.heartRpcRetries),
     ]);
   }
-  heartRows.push(["**all**", String(totals.cast), String(totals.counted), String(totals.notCounted), String(totals.delivered), `**${totals.lost}**`, String(totals.duplicated), "", ""]);
+  heartRows.push([
+    "**all**",
+    String(totals.cast),
+    String(totals.counted),
+    String(totals.notCounted),
+    String(totals.delivered),
+    `**${totals.lost}**`,
+    String(totals.duplicated),
+    "",
+    "",
+  ]);
 
   // Referral events: every event answered 200 has its dedup row; every referral whose qualified was answered 200 is qualified with a credit.
   const eventRows: string[][] = [];
   const eventTotals = { sent: 0, ok: 0, applied: 0, missing: 0, halfApplied: 0 };
   for (const load of loads) {
-    const applied = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM referral_events WHERE server_event_id = ANY($1::text[]) AND outcome = 'advanced'", [load.okEventIds]);
-    const recorded = await db.query<{ n: string }>("SELECT count(DISTINCT server_event_id)::text AS n FROM referral_events WHERE server_event_id = ANY($1::text[])", [load.okEventIds]);
+    const applied = await db.query<{ n: string }>(
+      "SELECT count(*)::text AS n FROM referral_events WHERE server_event_id = ANY($1::text[]) AND outcome = 'advanced'",
+      [load.okEventIds],
+    );
+    const recorded = await db.query<{ n: string }>(
+      "SELECT count(DISTINCT server_event_id)::text AS n FROM referral_events WHERE server_event_id = ANY($1::text[])",
+      [load.okEventIds],
+    );
     const half = await db.query<{ n: string }>(
       `SELECT count(*)::text AS n FROM referral_clicks c LEFT JOIN referrals r ON r.id = c.referral_id
        LEFT JOIN referral_credits k ON k.referral_id = r.id
@@ -633,16 +758,41 @@ async function reportAndWrite(
     eventTotals.applied += Number(applied.rows[0]!.n);
     eventTotals.missing += missing;
     eventTotals.halfApplied += Number(half.rows[0]!.n);
-    eventRows.push([load.name, String(load.eventsSent), String(load.eventsAnswered200), String(applied.rows[0]!.n), `**${missing}**`, `**${half.rows[0]!.n}**`, String(load.eventRetries), String(load.eventsRejected), String(load.eventsGivenUp)]);
+    eventRows.push([
+      load.name,
+      String(load.eventsSent),
+      String(load.eventsAnswered200),
+      String(applied.rows[0]!.n),
+      `**${missing}**`,
+      `**${half.rows[0]!.n}**`,
+      String(load.eventRetries),
+      String(load.eventsRejected),
+      String(load.eventsGivenUp),
+    ]);
   }
   // Each applied transition wrote exactly one outbox row in its transaction.
   const transitions = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM referral_events WHERE outcome = 'advanced'");
   const referralOutbox = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM outbox WHERE type LIKE 'referral.%'");
-  eventRows.push(["**all**", String(eventTotals.sent), String(eventTotals.ok), String(eventTotals.applied), `**${eventTotals.missing}**`, `**${eventTotals.halfApplied}**`, "", "", ""]);
+  eventRows.push([
+    "**all**",
+    String(eventTotals.sent),
+    String(eventTotals.ok),
+    String(eventTotals.applied),
+    `**${eventTotals.missing}**`,
+    `**${eventTotals.halfApplied}**`,
+    "",
+    "",
+    "",
+  ]);
 
   const recoveryRows = recoveries.map((r) => [r.phase, r.process, r.how, r.sawNotReady ? "yes" : "no", r.secondsToReady.toFixed(1)]);
   const crashRows = sys.crashes.map((c) => [c.phase, c.role, c.exit]);
-  const ok = totals.lost === 0 && eventTotals.missing === 0 && eventTotals.halfApplied === 0 && ledger.invalidSignatures === 0 && transitions.rows[0]!.n === referralOutbox.rows[0]!.n;
+  const ok =
+    totals.lost === 0 &&
+    eventTotals.missing === 0 &&
+    eventTotals.halfApplied === 0 &&
+    ledger.invalidSignatures === 0 &&
+    transitions.rows[0]!.n === referralOutbox.rows[0]!.n;
   const minutes = ((Date.now() - run.startedAt) / 60_000).toFixed(1);
 
   const md = `# Reliability
@@ -722,7 +872,9 @@ a callback failed verification. Settings (environment): \`FAULTS_PHASE_S\` (20),
 \`FAULTS_OUTPUT\` (\`RELIABILITY.md\`).
 `;
   writeFileSync(OUTPUT, md);
-  progress(`wrote ${OUTPUT}: ${totals.counted} counted, ${totals.delivered} delivered, ${totals.lost} lost, ${totals.duplicated} duplicated; events ${eventTotals.ok} answered 200, ${eventTotals.missing} missing, ${eventTotals.halfApplied} half-applied`);
+  progress(
+    `wrote ${OUTPUT}: ${totals.counted} counted, ${totals.delivered} delivered, ${totals.lost} lost, ${totals.duplicated} duplicated; events ${eventTotals.ok} answered 200, ${eventTotals.missing} missing, ${eventTotals.halfApplied} half-applied`,
+  );
   if (!ok) process.exitCode = 1;
 }
 

@@ -142,7 +142,10 @@ async function prepareDemo(
     demo = { serverId: server.id, token, referee: "player-1" };
   }
   let current: Demo = { serverId: demo!.serverId!, token: demo!.token!, referee: demo!.referee ?? "player-1" };
-  const sent = await prisma.referralEvent.findFirst({ where: { token: current.token, type: "registered", serverEventId: demoEventId(current.referee) }, select: { id: true } });
+  const sent = await prisma.referralEvent.findFirst({
+    where: { token: current.token, type: "registered", serverEventId: demoEventId(current.referee) },
+    select: { id: true },
+  });
   if (sent) {
     const { token } = await clients.referral.recordClick({ serverId: current.serverId, referrerIdentity: DEMO_REFERRER });
     const n = Number(/(\d+)$/.exec(current.referee)?.[1] ?? "1") + 1;
@@ -153,7 +156,12 @@ async function prepareDemo(
 }
 
 /** True when the demo's example would be accepted: server with referrals on, the secret file's value active, the token known. */
-async function isDemoUsable(clients: ReferralServiceClients, prisma: PrismaClient, demo: { serverId: string; token: string }, secretPath: string): Promise<boolean> {
+async function isDemoUsable(
+  clients: ReferralServiceClients,
+  prisma: PrismaClient,
+  demo: { serverId: string; token: string },
+  secretPath: string,
+): Promise<boolean> {
   if (!existsSync(secretPath)) return false;
   const secret = readFileSync(secretPath, "utf8").trim();
   const keys = await clients.admin.resolveSigningKeys({ serverId: demo.serverId });
@@ -323,7 +331,16 @@ async function main() {
 
   const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
   startup.ready();
-  printBanner({ gatewayUrl, opsUrl: `http://127.0.0.1:${opsPort}`, rpcUrl, storage, bus: busLabel, demo, dashboardTokenLocation: dashboard.location, serviceTokenFile });
+  printBanner({
+    gatewayUrl,
+    opsUrl: `http://127.0.0.1:${opsPort}`,
+    rpcUrl,
+    storage,
+    bus: busLabel,
+    demo,
+    dashboardTokenLocation: dashboard.location,
+    serviceTokenFile,
+  });
 
   onShutdown(log, async () => {
     draining = true;

@@ -38,7 +38,11 @@ class UsageError extends Error {}
 export async function runTokensCli(argv: string[], env: Record<string, string | undefined> = process.env): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, allowPositionals: true, options: { name: { type: "string" }, scopes: { type: "string" }, help: { type: "boolean", short: "h" } } });
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { name: { type: "string" }, scopes: { type: "string" }, help: { type: "boolean", short: "h" } },
+    });
   } catch (error) {
     // Failure policy: a malformed command line is a usage error with the usage text, nothing touched.
     process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
@@ -64,7 +68,9 @@ export async function runTokensCli(argv: string[], env: Record<string, string | 
       process.stdout.write(`${token}\n`);
     } else if (command === "list") {
       for (const t of await listServiceTokens(prisma)) {
-        process.stdout.write(`${t.id}  ${t.name}  ${t.scopes.join(",")}  created ${t.createdAt.toISOString()}${t.revokedAt ? `  REVOKED ${t.revokedAt.toISOString()}` : ""}\n`);
+        process.stdout.write(
+          `${t.id}  ${t.name}  ${t.scopes.join(",")}  created ${t.createdAt.toISOString()}${t.revokedAt ? `  REVOKED ${t.revokedAt.toISOString()}` : ""}\n`,
+        );
       }
     } else if (command === "revoke") {
       if (!parsed.values.name) throw new UsageError("revoke needs --name");

@@ -41,9 +41,7 @@ export class ApiError extends Error {
 }
 
 /** Who is calling: the operator (DASHBOARD_TOKEN, every server) or one owner's session. */
-export type Viewer =
-  | { kind: "operator" }
-  | { kind: "owner"; ownerId: string; displayName: string; csrfToken: string; expiresAt: Date };
+export type Viewer = { kind: "operator" } | { kind: "owner"; ownerId: string; displayName: string; csrfToken: string; expiresAt: Date };
 
 /** What a handler sees of the request. */
 export interface ApiRequest {
@@ -338,10 +336,7 @@ export const ROUTES: readonly Route[] = [
 ];
 
 /** The outcome of matching a method and path against the API. */
-export type ApiMatch =
-  | { kind: "route"; route: Route; params: Record<string, string> }
-  | { kind: "method_not_allowed"; allow: string }
-  | { kind: "not_found" };
+export type ApiMatch = { kind: "route"; route: Route; params: Record<string, string> } | { kind: "method_not_allowed"; allow: string } | { kind: "not_found" };
 
 /** Finds the route of `method` and `path` (relative to `/dashboard/api`). */
 export function matchApiRoute(method: string, path: string): ApiMatch {

@@ -68,7 +68,9 @@ export function checkCsrf(headers: IncomingHttpHeaders, expected: string): strin
   const origin = headers.origin;
   if (origin !== undefined && originHost(origin) !== headers.host) return "cross-origin request refused";
   const presented = headers[CSRF_HEADER];
-  const given = createHash("sha256").update(typeof presented === "string" ? presented : "", "utf8").digest();
+  const given = createHash("sha256")
+    .update(typeof presented === "string" ? presented : "", "utf8")
+    .digest();
   const wanted = createHash("sha256").update(expected, "utf8").digest();
   if (!timingSafeEqual(given, wanted)) return "missing or invalid CSRF token: send X-CSRF-Token from GET /dashboard/api/session";
   return undefined;

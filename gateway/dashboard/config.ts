@@ -36,6 +36,10 @@ export function loadOrCreateDashboardToken(dataDir: string, env: Record<string, 
   const fromEnv = readDashboardToken(env);
   if (fromEnv !== undefined) return { token: fromEnv, location: "the DASHBOARD_TOKEN environment variable" };
   const path = join(dataDir, DASHBOARD_TOKEN_FILE);
-  const token = loadOrCreateTokenFile(path, () => randomBytes(32).toString("base64url"), (t) => t.length >= MIN_DASHBOARD_TOKEN_CHARS && !/\s/.test(t));
+  const token = loadOrCreateTokenFile(
+    path,
+    () => randomBytes(32).toString("base64url"),
+    (t) => t.length >= MIN_DASHBOARD_TOKEN_CHARS && !/\s/.test(t),
+  );
   return { token, location: path };
 }

@@ -163,9 +163,7 @@ interface ApiContext {
 }
 
 /** Who is calling, with the clients they may use; or the answer that refuses them. */
-type Caller =
-  | { kind: "ok"; viewer: Viewer; clients: DashboardClients; sessionToken?: string }
-  | { kind: "refused"; reply: HttpReply };
+type Caller = { kind: "ok"; viewer: Viewer; clients: DashboardClients; sessionToken?: string } | { kind: "refused"; reply: HttpReply };
 
 /**
  * The one authentication step of the API: the operator's bearer token, else the owner's

@@ -9,7 +9,7 @@
  *
  * Exit codes: 0 success, 1 failure or drift, 2 usage error. The password of DATABASE_URL is never printed.
  */
-import { parseArgs } from 'node:util';
+import { parseArgs } from "node:util";
 import {
   applyMigrations,
   createMigration,
@@ -17,13 +17,13 @@ import {
   DEFAULT_SCHEMA_PATH,
   diffSchemaAgainstMigrations,
   type ShadowDatabaseMode,
-} from './schema-engine.js';
-import { isMainModule } from '../lib/is-main-module.js';
+} from "./schema-engine.js";
+import { isMainModule } from "../lib/is-main-module.js";
 
 const EXIT_OK = 0;
 const EXIT_FAILURE = 1;
 const EXIT_USAGE = 2;
-const SHADOW_MODES: readonly ShadowDatabaseMode[] = ['auto', 'same-server', 'embedded'];
+const SHADOW_MODES: readonly ShadowDatabaseMode[] = ["auto", "same-server", "embedded"];
 
 const USAGE = `usage: npx tsx scripts/db/migrate.ts <command> [options]
 
@@ -49,33 +49,33 @@ class UsageError extends Error {}
 export function redactDatabaseUrl(url: string): string {
   try {
     const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
+    if (parsed.password) parsed.password = "***";
     return parsed.toString();
   } catch {
     // Failure policy: an unparsable URL is shown as a placeholder rather than risking printing a secret.
-    return '<unparsable DATABASE_URL>';
+    return "<unparsable DATABASE_URL>";
   }
 }
 
 /** Removes the password of `url` (raw and URL-encoded) from any text that is about to be printed. */
 function redactSecrets(text: string, url: string | undefined): string {
   if (!url) return text;
-  let password = '';
+  let password = "";
   try {
     password = new URL(url).password;
   } catch {
     // Failure policy: if the URL cannot be parsed we cannot know its password; fall back to scrubbing the whole URL.
-    return text.split(url).join('<DATABASE_URL>');
+    return text.split(url).join("<DATABASE_URL>");
   }
   if (!password) return text;
   let redacted = text.split(url).join(redactDatabaseUrl(url));
-  for (const secret of new Set([password, decodeURIComponent(password)])) redacted = redacted.split(secret).join('***');
+  for (const secret of new Set([password, decodeURIComponent(password)])) redacted = redacted.split(secret).join("***");
   return redacted;
 }
 
 function requireDatabaseUrl(): string {
   const url = process.env.DATABASE_URL;
-  if (!url) throw new UsageError('DATABASE_URL is not set (e.g. DATABASE_URL=postgresql://user:password@host:5432/db).');
+  if (!url) throw new UsageError("DATABASE_URL is not set (e.g. DATABASE_URL=postgresql://user:password@host:5432/db).");
   return url;
 }
 
@@ -84,12 +84,12 @@ async function main(argv: string[]): Promise<number> {
     args: argv,
     allowPositionals: true,
     options: {
-      name: { type: 'string' },
-      'create-only': { type: 'boolean', default: false },
-      'migrations-dir': { type: 'string' },
-      schema: { type: 'string' },
-      shadow: { type: 'string', default: 'auto' },
-      help: { type: 'boolean', short: 'h', default: false },
+      name: { type: "string" },
+      "create-only": { type: "boolean", default: false },
+      "migrations-dir": { type: "string" },
+      schema: { type: "string" },
+      shadow: { type: "string", default: "auto" },
+      help: { type: "boolean", short: "h", default: false },
     },
   });
   const [command, ...extra] = positionals;
@@ -97,17 +97,17 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return values.help ? EXIT_OK : EXIT_USAGE;
   }
-  if (extra.length > 0) throw new UsageError(`unexpected argument(s): ${extra.join(' ')}`);
+  if (extra.length > 0) throw new UsageError(`unexpected argument(s): ${extra.join(" ")}`);
   const shadow = values.shadow as ShadowDatabaseMode;
-  if (!SHADOW_MODES.includes(shadow)) throw new UsageError(`--shadow must be one of ${SHADOW_MODES.join(', ')}`);
+  if (!SHADOW_MODES.includes(shadow)) throw new UsageError(`--shadow must be one of ${SHADOW_MODES.join(", ")}`);
 
   const log = (line: string): void => {
     process.stderr.write(`${line}\n`);
   };
-  const common = { migrationsDir: values['migrations-dir'], schemaPath: values.schema, shadow, log };
+  const common = { migrationsDir: values["migrations-dir"], schemaPath: values.schema, shadow, log };
 
   switch (command) {
-    case 'deploy': {
+    case "deploy": {
       const url = requireDatabaseUrl();
       log(`target: ${redactDatabaseUrl(url)}`);
       const startedAtMs = Date.now();
@@ -116,39 +116,39 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(`database is up to date (${applied.length} applied in ${Date.now() - startedAtMs} ms)\n`);
       return EXIT_OK;
     }
-    case 'dev': {
-      if (!values.name) throw new UsageError('dev needs --name <name>, e.g. --name add_delivery_attempts');
+    case "dev": {
+      if (!values.name) throw new UsageError("dev needs --name <name>, e.g. --name add_delivery_attempts");
       const url = requireDatabaseUrl();
       log(`target: ${redactDatabaseUrl(url)}`);
-      if (!values['create-only']) {
+      if (!values["create-only"]) {
         // Like `prisma migrate dev`: the development database first catches up with the existing history.
         for (const name of (await applyMigrations(url, common)).applied) process.stdout.write(`applied ${name}\n`);
       }
       const created = await createMigration(url, values.name, common);
       if (created === null) {
-        process.stdout.write('no schema changes, no migration created\n');
+        process.stdout.write("no schema changes, no migration created\n");
       } else {
         process.stdout.write(`created ${created}\n`);
       }
-      if (!values['create-only']) {
+      if (!values["create-only"]) {
         for (const name of (await applyMigrations(url, common)).applied) process.stdout.write(`applied ${name}\n`);
-        process.stdout.write('database is up to date\n');
+        process.stdout.write("database is up to date\n");
       }
       return EXIT_OK;
     }
-    case 'check': {
+    case "check": {
       const url = process.env.DATABASE_URL || undefined;
-      log(url ? `shadow database server: ${redactDatabaseUrl(url)}` : 'DATABASE_URL not set: replaying the migrations in an in-memory PGlite');
+      log(url ? `shadow database server: ${redactDatabaseUrl(url)}` : "DATABASE_URL not set: replaying the migrations in an in-memory PGlite");
       const drift = await diffSchemaAgainstMigrations(url, common);
-      if (drift === '') {
-        process.stdout.write('schema and migrations are in sync\n');
+      if (drift === "") {
+        process.stdout.write("schema and migrations are in sync\n");
         return EXIT_OK;
       }
       process.stderr.write(
-        'The Prisma schema differs from the migrations (schema changed without a migration?). Create one with\n' +
-          '  npx tsx scripts/db/migrate.ts dev --name <name>\nSQL missing from the migrations:\n',
+        "The Prisma schema differs from the migrations (schema changed without a migration?). Create one with\n" +
+          "  npx tsx scripts/db/migrate.ts dev --name <name>\nSQL missing from the migrations:\n",
       );
-      process.stdout.write(drift.endsWith('\n') ? drift : `${drift}\n`);
+      process.stdout.write(drift.endsWith("\n") ? drift : `${drift}\n`);
       return EXIT_FAILURE;
     }
     default:
@@ -156,15 +156,14 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-
 /** Exits once stdout and stderr are flushed (a bare process.exit can truncate output piped to CI logs). */
 function exitAfterFlush(code: number): void {
-  process.stdout.write('', () => process.stderr.write('', () => process.exit(code)));
+  process.stdout.write("", () => process.stderr.write("", () => process.exit(code)));
 }
 
 if (isMainModule(import.meta.url)) {
   main(process.argv.slice(2)).then(exitAfterFlush, (error: unknown) => {
-    const usage = error instanceof UsageError || Boolean((error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS'));
+    const usage = error instanceof UsageError || Boolean((error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS"));
     const message = error instanceof Error ? error.message : String(error);
     process.stderr.write(`error: ${redactSecrets(message, process.env.DATABASE_URL)}\n`);
     if (usage) process.stderr.write(`\n${USAGE}`);

@@ -51,10 +51,7 @@ function phpHasCurl(): boolean {
  * `apt-get install`, logging to APT_LOG. Resolves when all are present; throws (with the command to
  * run, or the log's tail) otherwise.
  */
-export async function ensureAptPackages(
-  requirements: readonly AptRequirement[],
-  opts: { log?: (line: string) => void; isRoot?: boolean } = {},
-): Promise<void> {
+export async function ensureAptPackages(requirements: readonly AptRequirement[], opts: { log?: (line: string) => void; isRoot?: boolean } = {}): Promise<void> {
   const log = opts.log ?? ((line: string) => process.stderr.write(`[apt] ${line}\n`));
   const missing = requirements.filter((r) => !r.isPresent());
   if (missing.length === 0) return;
@@ -62,7 +59,9 @@ export async function ensureAptPackages(
   const names = missing.map((r) => r.name).join(", ");
   const isRoot = opts.isRoot ?? process.getuid?.() === 0;
   if (!isRoot) {
-    throw new Error(`missing ${names}, and this process is not root, so it cannot install them; run as root: apt-get update && apt-get install -y --no-install-recommends ${packages.join(" ")}`);
+    throw new Error(
+      `missing ${names}, and this process is not root, so it cannot install them; run as root: apt-get update && apt-get install -y --no-install-recommends ${packages.join(" ")}`,
+    );
   }
   const started = Date.now();
   log(`installing ${packages.join(" ")} for ${names} (apt-get output: ${APT_LOG})`);
@@ -70,7 +69,8 @@ export async function ensureAptPackages(
   await runAptGet(["update"]);
   await runAptGet(["install", "-y", "--no-install-recommends", ...packages]);
   const stillMissing = missing.filter((r) => !r.isPresent());
-  if (stillMissing.length > 0) throw new Error(`apt-get installed ${packages.join(" ")} but ${stillMissing.map((r) => r.name).join(", ")} is still missing; see ${APT_LOG}`);
+  if (stillMissing.length > 0)
+    throw new Error(`apt-get installed ${packages.join(" ")} but ${stillMissing.map((r) => r.name).join(", ")} is still missing; see ${APT_LOG}`);
   log(`installed ${packages.join(" ")} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
 }
 
@@ -85,7 +85,12 @@ function runAptGet(args: string[]): Promise<void> {
     const tail: string[] = [];
     const record = (chunk: Buffer) => {
       appendFileSync(APT_LOG, chunk);
-      tail.push(...chunk.toString("utf8").split("\n").filter((l) => l.trim() !== ""));
+      tail.push(
+        ...chunk
+          .toString("utf8")
+          .split("\n")
+          .filter((l) => l.trim() !== ""),
+      );
       tail.splice(0, Math.max(0, tail.length - 20));
     };
     child.stdout.on("data", record);

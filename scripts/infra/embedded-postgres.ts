@@ -34,13 +34,13 @@
  *   see scripts/db/schema-engine.ts).
  * - Only one process may open a data directory at a time (enforced with a `<dataDir>.lock` file).
  */
-import { readFileSync, rmSync } from 'node:fs';
-import { access, chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import { readFileSync, rmSync } from "node:fs";
+import { access, chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { PGlite } from "@electric-sql/pglite";
+import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
 
 /** Options for {@link startEmbeddedPostgres}. */
 export interface EmbeddedPostgresOptions {
@@ -49,7 +49,7 @@ export interface EmbeddedPostgresOptions {
    * (or a private temporary directory when that path would be too long or the database is in
    * memory). `tcp`: 127.0.0.1, reachable by every local user - for tools that need a port.
    */
-  listen?: 'unix-socket' | 'tcp';
+  listen?: "unix-socket" | "tcp";
   /** TCP port on 127.0.0.1 with `listen: 'tcp'`; default 0 (a free port chosen by the OS). */
   port?: number;
   /** Maximum simultaneous client connections; default 100 (pg.Pool defaults to 10 per pool). */
@@ -80,9 +80,9 @@ export interface EmbeddedPostgres {
 }
 
 /** Special `dataDir` value for a non-persistent, in-memory database. */
-export const IN_MEMORY_DATA_DIR = 'memory://';
+export const IN_MEMORY_DATA_DIR = "memory://";
 
-const LOOPBACK_HOST = '127.0.0.1';
+const LOOPBACK_HOST = "127.0.0.1";
 const DEFAULT_MAX_CONNECTIONS = 100;
 const MESSAGE_HEADER_BYTES = 5;
 const MESSAGE_TYPE_READY_FOR_QUERY = 0x5a; // 'Z'
@@ -112,7 +112,7 @@ export async function startEmbeddedPostgres(dataDir: string, opts: EmbeddedPostg
     throw error;
   }
 
-  const useSocket = (opts.listen ?? 'unix-socket') === 'unix-socket';
+  const useSocket = (opts.listen ?? "unix-socket") === "unix-socket";
   let socketDir: { path: string; temporary: boolean } | undefined;
   try {
     socketDir = useSocket ? await createSocketDir(absoluteDataDir) : undefined;
@@ -159,7 +159,7 @@ export async function startEmbeddedPostgres(dataDir: string, opts: EmbeddedPostg
       stop: () => (stopped ??= stop()),
     };
   }
-  const port = Number(server.getServerConn().split(':').pop());
+  const port = Number(server.getServerConn().split(":").pop());
   return {
     url: `postgresql://postgres@${LOOPBACK_HOST}:${port}/postgres`,
     port,
@@ -174,7 +174,7 @@ export async function startEmbeddedPostgres(dataDir: string, opts: EmbeddedPostg
  */
 async function openDatabase(dataDir: string | undefined, templateCacheDir: string | false): Promise<PGlite> {
   const location = dataDir === undefined ? {} : { dataDir };
-  const isNew = dataDir === undefined || !(await pathExists(join(dataDir, 'PG_VERSION')));
+  const isNew = dataDir === undefined || !(await pathExists(join(dataDir, "PG_VERSION")));
   if (!isNew || templateCacheDir === false) return PGlite.create(location);
   const templateFile = join(templateCacheDir, `pglite-${pgliteVersion()}-template.tar`);
   templates[templateFile] ??= readFile(templateFile).then(
@@ -186,7 +186,7 @@ async function openDatabase(dataDir: string | undefined, templateCacheDir: strin
   if (template) return PGlite.create({ ...location, loadDataDir: template });
   const db = await PGlite.create(location);
   try {
-    const dump = await db.dumpDataDir('none');
+    const dump = await db.dumpDataDir("none");
     const bytes = Buffer.from(await dump.arrayBuffer());
     // Write-then-rename so that a concurrent process never loads a half-written template.
     const partial = `${templateFile}.${process.pid}.${Date.now()}.partial`;
@@ -203,7 +203,7 @@ async function openDatabase(dataDir: string | undefined, templateCacheDir: strin
 const PRIVATE_DIR_MODE = 0o700;
 const PRIVATE_FILE_MODE = 0o600;
 /** libpq's socket file name for the default port, so `?host=<dir>` finds it. */
-const SOCKET_FILE = '.s.PGSQL.5432';
+const SOCKET_FILE = ".s.PGSQL.5432";
 /** sun_path holds 108 bytes on Linux (104 on macOS); longer socket paths cannot be bound. */
 const MAX_SOCKET_PATH_BYTES = 100;
 
@@ -233,7 +233,7 @@ async function createSocketDir(dataDir: string | undefined): Promise<{ path: str
     await rm(join(beside, SOCKET_FILE), { force: true });
     return { path: beside, temporary: false };
   }
-  return { path: await mkdtemp(join(tmpdir(), 'pglite-')), temporary: true };
+  return { path: await mkdtemp(join(tmpdir(), "pglite-")), temporary: true };
 }
 
 async function removeSocketDir(dir: { path: string; temporary: boolean }): Promise<void> {
@@ -255,26 +255,26 @@ async function lockDataDir(dataDir: string): Promise<() => void> {
   const lockFile = `${dataDir}.lock`;
   for (;;) {
     try {
-      await writeFile(lockFile, `${process.pid}\n`, { flag: 'wx' });
+      await writeFile(lockFile, `${process.pid}\n`, { flag: "wx" });
       break;
     } catch (error) {
       // Failure policy: only "already exists" is handled (stale or live owner); any other error (read-only dir, ...) is reported as is.
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     }
-    const ownerText = await readFile(lockFile, 'utf8').catch(
+    const ownerText = await readFile(lockFile, "utf8").catch(
       // Failure policy: a lock removed or unreadable in between is treated as stale; the exclusive create above is the real arbiter.
-      () => '',
+      () => "",
     );
     const ownerPid = Number.parseInt(ownerText, 10);
     if (Number.isInteger(ownerPid) && isProcessAlive(ownerPid)) {
-      throw new Error(`${dataDir} is already in use by process ${ownerPid}${ownerPid === process.pid ? ' (this process)' : ''}; lock file ${lockFile}`);
+      throw new Error(`${dataDir} is already in use by process ${ownerPid}${ownerPid === process.pid ? " (this process)" : ""}; lock file ${lockFile}`);
     }
     await rm(lockFile, { force: true });
   }
   heldLocks.add(lockFile);
   if (!lockCleanupInstalled) {
     lockCleanupInstalled = true;
-    process.on('exit', () => {
+    process.on("exit", () => {
       for (const file of heldLocks) rmSync(file, { force: true });
     });
   }
@@ -289,7 +289,7 @@ function isProcessAlive(pid: number): boolean {
     return true;
   } catch (error) {
     // Failure policy: ESRCH means the owner is gone (stale lock); EPERM means it exists but belongs to someone else (treat as alive).
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
+    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 
@@ -309,16 +309,16 @@ async function pathExists(path: string): Promise<boolean> {
 /** The installed PGlite version (the template cache must not outlive a PGlite upgrade). */
 function pgliteVersion(): string {
   const require = createRequire(import.meta.url);
-  let dir = dirname(require.resolve('@electric-sql/pglite'));
+  let dir = dirname(require.resolve("@electric-sql/pglite"));
   for (;;) {
     try {
-      const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
-      if (manifest.name === '@electric-sql/pglite' && manifest.version) return manifest.version;
+      const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name?: string; version?: string };
+      if (manifest.name === "@electric-sql/pglite" && manifest.version) return manifest.version;
     } catch {
       // Failure policy: dist/ has no package.json; keep walking up to the package root.
     }
     const parent = dirname(dir);
-    if (parent === dir) return 'unknown';
+    if (parent === dir) return "unknown";
     dir = parent;
   }
 }
@@ -342,14 +342,14 @@ function installScheduler(server: PGLiteSocketServer, scheduler: SocketQueryQueu
   const current = internals.queryQueue;
   const compatible =
     current !== undefined &&
-    typeof current.enqueue === 'function' &&
-    typeof current.clearQueueForHandler === 'function' &&
-    typeof current.clearTransactionIfNeeded === 'function' &&
-    typeof current.getQueueLength === 'function';
+    typeof current.enqueue === "function" &&
+    typeof current.clearQueueForHandler === "function" &&
+    typeof current.clearTransactionIfNeeded === "function" &&
+    typeof current.getQueueLength === "function";
   if (!compatible) {
     throw new Error(
-      '@electric-sql/pglite-socket internals changed (PGLiteSocketServer.queryQueue); ' +
-        'scripts/infra/embedded-postgres.ts was written for 0.2.17 and must be re-checked before upgrading.',
+      "@electric-sql/pglite-socket internals changed (PGLiteSocketServer.queryQueue); " +
+        "scripts/infra/embedded-postgres.ts was written for 0.2.17 and must be re-checked before upgrading.",
     );
   }
   internals.queryQueue = scheduler;
@@ -393,7 +393,7 @@ export class ProtocolCycleScheduler implements SocketQueryQueue {
   enqueue(handlerId: number, message: Uint8Array, onData: (data: Uint8Array) => void): Promise<number> {
     return new Promise((resolvePromise, rejectPromise) => {
       if (this.closed) {
-        rejectPromise(new Error('embedded postgres is shutting down'));
+        rejectPromise(new Error("embedded postgres is shutting down"));
         return;
       }
       this.queue.push({ handlerId, message, onData, resolve: resolvePromise, reject: rejectPromise });
@@ -404,8 +404,8 @@ export class ProtocolCycleScheduler implements SocketQueryQueue {
   /** Drops (rejects) the queued messages of a disconnected client. */
   clearQueueForHandler(handlerId: number): void {
     this.queue = this.queue.filter((item) => {
-      if (item.handlerId !== handlerId || 'cleanup' in item) return true;
-      item.reject(new Error('client disconnected'));
+      if (item.handlerId !== handlerId || "cleanup" in item) return true;
+      item.reject(new Error("client disconnected"));
       return false;
     });
   }
@@ -432,8 +432,7 @@ export class ProtocolCycleScheduler implements SocketQueryQueue {
   }
 
   private takeNext(): QueueItem | undefined {
-    const index =
-      this.owner === null ? 0 : this.queue.findIndex((item) => item.handlerId === this.owner || 'cleanup' in item);
+    const index = this.owner === null ? 0 : this.queue.findIndex((item) => item.handlerId === this.owner || "cleanup" in item);
     if (index < 0 || index >= this.queue.length) return undefined;
     return this.queue.splice(index, 1)[0];
   }
@@ -443,7 +442,7 @@ export class ProtocolCycleScheduler implements SocketQueryQueue {
     this.running = true;
     try {
       for (let item = this.takeNext(); item; item = this.takeNext()) {
-        if ('cleanup' in item) await this.runCleanup(item);
+        if ("cleanup" in item) await this.runCleanup(item);
         else await this.runMessage(item);
       }
     } finally {
@@ -479,7 +478,7 @@ export class ProtocolCycleScheduler implements SocketQueryQueue {
     if (this.owner === item.handlerId && !this.db.closed) {
       try {
         await this.db.runExclusive(() => this.db.execProtocolRawStream(SYNC_MESSAGE, { onRawData: () => {} }));
-        if (this.db.isInTransaction()) await this.db.exec('ROLLBACK');
+        if (this.db.isInTransaction()) await this.db.exec("ROLLBACK");
       } catch {
         // Failure policy: the client is already gone and the session must be released for the others; a failed cleanup is not worth more than that (the next client's statements would surface a broken session).
       }

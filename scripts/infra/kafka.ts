@@ -16,24 +16,24 @@
  * AppCDS archive of the loaded classes into the cache dir; later runs map it, which roughly
  * halves JVM startup. Set KAFKA_CDS=0 to disable the archive.
  */
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { ensureKafkaJars } from './kafka/jars.js';
-import { startKafka } from './kafka/broker.js';
-import { log } from './kafka/util.js';
+import { realpathSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { ensureKafkaJars } from "./kafka/jars.js";
+import { startKafka } from "./kafka/broker.js";
+import { log } from "./kafka/util.js";
 
-export { ensureKafkaJars } from './kafka/jars.js';
-export { startKafka, type KafkaBroker, type StartKafkaOptions } from './kafka/broker.js';
+export { ensureKafkaJars } from "./kafka/jars.js";
+export { startKafka, type KafkaBroker, type StartKafkaOptions } from "./kafka/broker.js";
 
 const THIS_FILE = fileURLToPath(import.meta.url);
 
 async function main(argv: string[]): Promise<void> {
   const command = argv[0];
-  if (command === 'fetch') {
+  if (command === "fetch") {
     process.stdout.write(`${await ensureKafkaJars()}\n`);
     return;
   }
-  if (command === 'start') {
+  if (command === "start") {
     const keepAlive = setInterval(() => {}, 1 << 30);
     const brokerPromise = startKafka({
       onUnexpectedExit: ({ code, signal, logFile }) => {
@@ -52,7 +52,7 @@ async function main(argv: string[]): Promise<void> {
         .then(
           () => {
             clearInterval(keepAlive);
-            log('broker stopped');
+            log("broker stopped");
             process.exit(0);
           },
           (error: unknown) => {
@@ -61,15 +61,15 @@ async function main(argv: string[]): Promise<void> {
           },
         );
     };
-    process.on('SIGINT', shutdown);
-    process.on('SIGTERM', shutdown);
+    process.on("SIGINT", shutdown);
+    process.on("SIGTERM", shutdown);
     const broker = await brokerPromise;
     if (stopping) return;
     process.stdout.write(`KAFKA_BROKERS=${broker.brokers}\n`);
-    log('running in the foreground; send SIGINT (Ctrl-C) or SIGTERM to stop');
+    log("running in the foreground; send SIGINT (Ctrl-C) or SIGTERM to stop");
     return;
   }
-  process.stderr.write('usage: npx tsx scripts/infra/kafka.ts <start|fetch>\n');
+  process.stderr.write("usage: npx tsx scripts/infra/kafka.ts <start|fetch>\n");
   process.exitCode = 2;
 }
 

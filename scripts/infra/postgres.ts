@@ -10,15 +10,15 @@
  * CLI: `npx tsx scripts/infra/postgres.ts start` prints `DATABASE_URL=...` and keeps the cluster
  * running in the foreground until SIGINT/SIGTERM.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
-import { chown, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { freePort } from '../lib/free-ports.js';
-import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
-import pg from 'pg';
-import { isMainModule } from '../lib/is-main-module.js';
-import { isExecutable } from '../lib/is-executable.js';
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { chown, mkdtemp, readFile, rm } from "node:fs/promises";
+import { freePort } from "../lib/free-ports.js";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import pg from "pg";
+import { isMainModule } from "../lib/is-main-module.js";
+import { isExecutable } from "../lib/is-executable.js";
 
 /** Options for {@link startPostgres}. */
 export interface StartPostgresOptions {
@@ -36,7 +36,7 @@ export interface StartPostgresOptions {
    * `off` (default: the data is disposable): fsync, synchronous_commit and full_page_writes off.
    * `default`: PostgreSQL's own durable defaults (all three on), for benchmarks of a production setup.
    */
-  durability?: 'off' | 'default';
+  durability?: "off" | "default";
   /** Extra `-c name=value` server settings, e.g. `{ log_statement: 'all' }`. */
   settings?: Record<string, string>;
   /** Progress lines (never contain secrets); default: silent. */
@@ -60,15 +60,15 @@ export interface PostgresInstance {
   restart(): Promise<void>;
 }
 
-const DEFAULT_OS_USER = 'postgres';
+const DEFAULT_OS_USER = "postgres";
 const DEFAULT_MAX_CONNECTIONS = 300;
 const DEFAULT_START_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_SECONDS = 30;
 const READY_POLL_INTERVAL_MS = 100;
 const MAX_PORT_ATTEMPTS = 3;
 const SERVER_LOG_TAIL_CHARS = 2_000;
-const LOOPBACK_HOST = '127.0.0.1';
-const SUPERUSER = 'postgres';
+const LOOPBACK_HOST = "127.0.0.1";
+const SUPERUSER = "postgres";
 const KEEPALIVE_INTERVAL_MS = 60_000;
 const WATCHDOG_POLL_INTERVAL_SECONDS = 1;
 
@@ -104,20 +104,20 @@ let exitHooksInstalled = false;
  */
 export async function startPostgres(opts: StartPostgresOptions = {}): Promise<PostgresInstance> {
   const log = opts.log ?? (() => {});
-  const initdb = findBinary('initdb', opts.binDir);
-  const pgCtl = findBinary('pg_ctl', opts.binDir);
+  const initdb = findBinary("initdb", opts.binDir);
+  const pgCtl = findBinary("pg_ctl", opts.binDir);
   const runAs = resolveRunAs(opts.osUser ?? DEFAULT_OS_USER);
   const startTimeoutMs = opts.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
 
   const startedAtMs = Date.now();
-  const baseDir = await mkdtemp(join(tmpdir(), 'pg-throwaway-'));
+  const baseDir = await mkdtemp(join(tmpdir(), "pg-throwaway-"));
   if (runAs.uid !== undefined && runAs.gid !== undefined) await chown(baseDir, runAs.uid, runAs.gid);
-  const dataDir = join(baseDir, 'data');
-  const logFile = join(baseDir, 'server.log');
+  const dataDir = join(baseDir, "data");
+  const logFile = join(baseDir, "server.log");
   const cluster: LiveCluster = { pgCtl, dataDir, baseDir, runAs };
 
   try {
-    await runChecked(runAs, initdb, ['-D', dataDir, '-A', 'trust', '-U', SUPERUSER, '--no-sync', '-E', 'UTF8', '--locale=C'], baseDir);
+    await runChecked(runAs, initdb, ["-D", dataDir, "-A", "trust", "-U", SUPERUSER, "--no-sync", "-E", "UTF8", "--locale=C"], baseDir);
     log(`initdb done in ${Date.now() - startedAtMs} ms (${dataDir})`);
 
     let port = 0;
@@ -127,12 +127,12 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
         `-p ${port}`,
         `-k ${shellQuote(baseDir)}`,
         `-c listen_addresses=${LOOPBACK_HOST}`,
-        ...(opts.durability === 'default' ? [] : ['-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off']),
+        ...(opts.durability === "default" ? [] : ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]),
         `-c max_connections=${opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS}`,
         ...Object.entries(opts.settings ?? {}).map(([name, value]) => `-c ${shellQuote(`${name}=${value}`)}`),
-      ].join(' ');
+      ].join(" ");
       const timeoutSeconds = String(Math.max(1, Math.ceil(startTimeoutMs / 1000)));
-      const result = await run(runAs, pgCtl, ['start', '-D', dataDir, '-l', logFile, '-w', '-t', timeoutSeconds, '-s', '-o', serverOptions], baseDir);
+      const result = await run(runAs, pgCtl, ["start", "-D", dataDir, "-l", logFile, "-w", "-t", timeoutSeconds, "-s", "-o", serverOptions], baseDir);
       if (result.code === 0) break;
       const serverLog = await readTail(logFile);
       const portTaken = /could not bind|address already in use/i.test(serverLog);
@@ -160,7 +160,12 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
       async restart() {
         const restartedAtMs = Date.now();
         // pg_ctl restart reuses the command-line options of the running server (postmaster.opts).
-        await runChecked(runAs, pgCtl, ['restart', '-D', dataDir, '-l', logFile, '-m', 'fast', '-w', '-t', String(Math.max(1, Math.ceil(startTimeoutMs / 1000))), '-s'], baseDir);
+        await runChecked(
+          runAs,
+          pgCtl,
+          ["restart", "-D", dataDir, "-l", logFile, "-m", "fast", "-w", "-t", String(Math.max(1, Math.ceil(startTimeoutMs / 1000))), "-s"],
+          baseDir,
+        );
         await waitUntilAcceptingConnections(url, Date.now() + startTimeoutMs);
         log(`postgres restarted in ${Date.now() - restartedAtMs} ms`);
       },
@@ -177,25 +182,25 @@ function findBinary(name: string, binDir: string | undefined): string {
   const explicitDir = binDir ?? (process.env.PG_BIN_DIR || undefined);
   const dirs = explicitDir
     ? [explicitDir]
-    : [...(process.env.PATH ?? '').split(delimiter), '/usr/local/bin', ...listVersionedPostgresBinDirs()].filter(Boolean);
+    : [...(process.env.PATH ?? "").split(delimiter), "/usr/local/bin", ...listVersionedPostgresBinDirs()].filter(Boolean);
   for (const dir of dirs) {
     const candidate = join(dir, name);
     if (isExecutable(candidate)) return candidate;
   }
   throw new Error(
-    `PostgreSQL server binary "${name}" not found (looked in: ${[...new Set(dirs)].join(', ')}). ` +
-      'Install the PostgreSQL server package (e.g. apt-get install postgresql) or set PG_BIN_DIR to the directory containing initdb and pg_ctl.',
+    `PostgreSQL server binary "${name}" not found (looked in: ${[...new Set(dirs)].join(", ")}). ` +
+      "Install the PostgreSQL server package (e.g. apt-get install postgresql) or set PG_BIN_DIR to the directory containing initdb and pg_ctl.",
   );
 }
 
 /** `/usr/lib/postgresql/<version>/bin` directories, newest version first. */
 function listVersionedPostgresBinDirs(): string[] {
-  const root = '/usr/lib/postgresql';
+  const root = "/usr/lib/postgresql";
   try {
     return readdirSync(root)
       .filter((version) => /^\d+$/.test(version))
       .sort((a, b) => Number(b) - Number(a))
-      .map((version) => join(root, version, 'bin'));
+      .map((version) => join(root, version, "bin"));
   } catch {
     // Failure policy: the Debian layout is optional; no such directory simply means no candidates.
     return [];
@@ -204,29 +209,29 @@ function listVersionedPostgresBinDirs(): string[] {
 
 /** Decides how to run the binaries: directly, or as `osUser` when we are root (postgres refuses root). */
 function resolveRunAs(osUser: string): RunAs {
-  if (typeof process.getuid !== 'function' || process.getuid() !== 0) {
+  if (typeof process.getuid !== "function" || process.getuid() !== 0) {
     return { wrap: (binary, args) => ({ command: binary, args }) };
   }
   const account = lookupOsUser(osUser);
-  const runuser = ['/usr/sbin/runuser', '/sbin/runuser', '/usr/bin/runuser'].find(isExecutable);
+  const runuser = ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"].find(isExecutable);
   if (runuser) {
-    return { uid: account.uid, gid: account.gid, wrap: (binary, args) => ({ command: runuser, args: ['-u', osUser, '--', binary, ...args] }) };
+    return { uid: account.uid, gid: account.gid, wrap: (binary, args) => ({ command: runuser, args: ["-u", osUser, "--", binary, ...args] }) };
   }
-  const su = ['/usr/bin/su', '/bin/su'].find(isExecutable);
+  const su = ["/usr/bin/su", "/bin/su"].find(isExecutable);
   if (su) {
     return {
       uid: account.uid,
       gid: account.gid,
-      wrap: (binary, args) => ({ command: su, args: [osUser, '-s', '/bin/sh', '-c', [binary, ...args].map(shellQuote).join(' ')] }),
+      wrap: (binary, args) => ({ command: su, args: [osUser, "-s", "/bin/sh", "-c", [binary, ...args].map(shellQuote).join(" ")] }),
     };
   }
   throw new Error(`Running as root but neither runuser nor su is available to run PostgreSQL as "${osUser}".`);
 }
 
 function lookupOsUser(osUser: string): { uid: number; gid: number } {
-  const passwd = readFileSync('/etc/passwd', 'utf8');
-  for (const line of passwd.split('\n')) {
-    const [name, , uid, gid] = line.split(':');
+  const passwd = readFileSync("/etc/passwd", "utf8");
+  for (const line of passwd.split("\n")) {
+    const [name, , uid, gid] = line.split(":");
     if (name === osUser && uid !== undefined && gid !== undefined) return { uid: Number(uid), gid: Number(gid) };
   }
   throw new Error(
@@ -234,7 +239,6 @@ function lookupOsUser(osUser: string): { uid: number; gid: number } {
       `Create it (e.g. useradd --system ${osUser}) or run this as a non-root user.`,
   );
 }
-
 
 /** Quotes an argument for /bin/sh (pg_ctl passes `-o` through a shell). */
 function shellQuote(value: string): string {
@@ -250,12 +254,12 @@ interface RunResult {
 function run(runAs: RunAs, binary: string, args: string[], cwd: string): Promise<RunResult> {
   const { command, args: fullArgs } = runAs.wrap(binary, args);
   return new Promise((resolve, reject) => {
-    const child = spawn(command, fullArgs, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, output }));
+    const child = spawn(command, fullArgs, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code: code ?? 1, output }));
   });
 }
 
@@ -266,10 +270,10 @@ async function runChecked(runAs: RunAs, binary: string, args: string[], cwd: str
 
 async function readTail(file: string): Promise<string> {
   try {
-    return (await readFile(file, 'utf8')).slice(-SERVER_LOG_TAIL_CHARS);
+    return (await readFile(file, "utf8")).slice(-SERVER_LOG_TAIL_CHARS);
   } catch {
     // Failure policy: the log is only diagnostic context for another error; its absence must not mask that error.
-    return '(no server log)';
+    return "(no server log)";
   }
 }
 
@@ -279,7 +283,7 @@ async function waitUntilAcceptingConnections(url: string, deadlineMs: number): P
     const client = new pg.Client({ connectionString: url });
     try {
       await client.connect();
-      await client.query('SELECT 1');
+      await client.query("SELECT 1");
       return;
     } catch (error) {
       // Failure policy: connection refusals are expected while the server starts; retry until the deadline, then report the last error.
@@ -295,11 +299,16 @@ async function waitUntilAcceptingConnections(url: string, deadlineMs: number): P
 
 async function stopCluster(cluster: LiveCluster, log: (line: string) => void): Promise<void> {
   const startedAtMs = Date.now();
-  const result = await run(cluster.runAs, cluster.pgCtl, ['stop', '-D', cluster.dataDir, '-m', 'fast', '-w', '-t', String(STOP_TIMEOUT_SECONDS), '-s'], cluster.baseDir);
+  const result = await run(
+    cluster.runAs,
+    cluster.pgCtl,
+    ["stop", "-D", cluster.dataDir, "-m", "fast", "-w", "-t", String(STOP_TIMEOUT_SECONDS), "-s"],
+    cluster.baseDir,
+  );
   if (result.code !== 0) {
     // Failure policy: a fast shutdown that fails (e.g. stuck backend) must still not leave a server behind; escalate to immediate.
     log(`pg_ctl stop -m fast failed (${result.output.trim()}), retrying with -m immediate`);
-    await run(cluster.runAs, cluster.pgCtl, ['stop', '-D', cluster.dataDir, '-m', 'immediate', '-w', '-s'], cluster.baseDir);
+    await run(cluster.runAs, cluster.pgCtl, ["stop", "-D", cluster.dataDir, "-m", "immediate", "-w", "-s"], cluster.baseDir);
   }
   cluster.watchdog?.kill();
   liveClusters.delete(cluster);
@@ -312,12 +321,12 @@ async function stopCluster(cluster: LiveCluster, log: (line: string) => void): P
  * shell polls our pid and then stops the cluster and removes its directory. stop() kills it.
  */
 function spawnWatchdog(cluster: LiveCluster): ChildProcess {
-  const stop = cluster.runAs.wrap(cluster.pgCtl, ['stop', '-D', cluster.dataDir, '-m', 'immediate', '-w', '-s']);
+  const stop = cluster.runAs.wrap(cluster.pgCtl, ["stop", "-D", cluster.dataDir, "-m", "immediate", "-w", "-s"]);
   const script =
     `while kill -0 ${process.pid} 2>/dev/null; do sleep ${WATCHDOG_POLL_INTERVAL_SECONDS}; done; ` +
-    `${[stop.command, ...stop.args].map(shellQuote).join(' ')} >/dev/null 2>&1; rm -rf ${shellQuote(cluster.baseDir)}`;
-  const child = spawn('/bin/sh', ['-c', script], { cwd: cluster.baseDir, detached: true, stdio: 'ignore' });
-  child.on('error', () => {
+    `${[stop.command, ...stop.args].map(shellQuote).join(" ")} >/dev/null 2>&1; rm -rf ${shellQuote(cluster.baseDir)}`;
+  const child = spawn("/bin/sh", ["-c", script], { cwd: cluster.baseDir, detached: true, stdio: "ignore" });
+  child.on("error", () => {
     // Failure policy: the watchdog is a backstop for abnormal exits only; without /bin/sh the exit hooks still cover normal exits.
   });
   child.unref();
@@ -326,9 +335,9 @@ function spawnWatchdog(cluster: LiveCluster): ChildProcess {
 
 /** Synchronous variant for process-exit hooks and failed starts (no event loop available on 'exit'). */
 function stopClusterSync(cluster: LiveCluster): void {
-  const { command, args } = cluster.runAs.wrap(cluster.pgCtl, ['stop', '-D', cluster.dataDir, '-m', 'immediate', '-w', '-s']);
+  const { command, args } = cluster.runAs.wrap(cluster.pgCtl, ["stop", "-D", cluster.dataDir, "-m", "immediate", "-w", "-s"]);
   try {
-    if (readdirSync(cluster.dataDir).includes('postmaster.pid')) spawnSync(command, args, { cwd: cluster.baseDir, stdio: 'ignore' });
+    if (readdirSync(cluster.dataDir).includes("postmaster.pid")) spawnSync(command, args, { cwd: cluster.baseDir, stdio: "ignore" });
   } catch {
     // Failure policy: no data dir means initdb never finished, so there is no server to stop; removing the directory below is all that is left.
   }
@@ -341,10 +350,10 @@ function stopClusterSync(cluster: LiveCluster): void {
 function installExitHooks(): void {
   if (exitHooksInstalled) return;
   exitHooksInstalled = true;
-  process.on('exit', () => {
+  process.on("exit", () => {
     for (const cluster of [...liveClusters]) stopClusterSync(cluster);
   });
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
     const onSignal = (): void => {
       // Someone else handles this signal (e.g. the CLI below) and will call stop(); the 'exit' hook stays as the backstop.
       if (process.listeners(signal).some((listener) => listener !== onSignal)) return;
@@ -356,11 +365,10 @@ function installExitHooks(): void {
   }
 }
 
-
 async function main(argv: string[]): Promise<number> {
   const [command] = argv;
-  if (command !== 'start') {
-    process.stderr.write('usage: npx tsx scripts/infra/postgres.ts start\n');
+  if (command !== "start") {
+    process.stderr.write("usage: npx tsx scripts/infra/postgres.ts start\n");
     return 2;
   }
   const instance = await startPostgres({ log: (line) => process.stderr.write(`[postgres] ${line}\n`) });
@@ -373,8 +381,8 @@ async function main(argv: string[]): Promise<number> {
       clearInterval(keepAlive);
       resolve();
     };
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
+    process.once("SIGINT", onSignal);
+    process.once("SIGTERM", onSignal);
   });
   await instance.stop();
   return 0;

@@ -50,7 +50,12 @@ export async function redeemLoginLink(prisma: PrismaClient, now: Date, loginToke
     if (used.count !== 1) return undefined;
     const link = await tx.dashboardLoginLink.findUniqueOrThrow({ where: { tokenHash } });
     return tx.dashboardSession.create({
-      data: { ownerId: link.ownerId, tokenHash: hashToken(sessionToken), createdAt: now, expiresAt: new Date(now.getTime() + DASHBOARD_SESSION_TTL_SECONDS * 1000) },
+      data: {
+        ownerId: link.ownerId,
+        tokenHash: hashToken(sessionToken),
+        createdAt: now,
+        expiresAt: new Date(now.getTime() + DASHBOARD_SESSION_TTL_SECONDS * 1000),
+      },
     });
   });
   if (!session) throw new DomainError("not_found", "this login link is invalid or expired or already used (ask for a new one)");

@@ -5,7 +5,15 @@ import { AccessService, type DashboardSessionSchema, type OwnerSchema, type Serv
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { toServerProto } from "../servers/routes.js";
-import { createLoginLink, endSession, findLiveSession, listSessions, redeemLoginLink, revokeSessions, type DashboardSessionRecord } from "./dashboard-sessions.js";
+import {
+  createLoginLink,
+  endSession,
+  findLiveSession,
+  listSessions,
+  redeemLoginLink,
+  revokeSessions,
+  type DashboardSessionRecord,
+} from "./dashboard-sessions.js";
 import { assignServer, createOwner, listOwnerServers, type OwnerRecord } from "./owners.js";
 import { createServiceToken, listServiceTokens, revokeServiceToken, type ServiceTokenRecord } from "./service-tokens.js";
 
@@ -44,7 +52,11 @@ export function accessRoutes(deps: AccessRouteDeps): (router: ConnectRouter) => 
       },
 
       async createDashboardLoginLink(req) {
-        const link = await createLoginLink(deps.prisma, deps.now(), { ownerId: req.ownerId, ttlSeconds: Number(req.ttlSeconds), publicBaseUrl: deps.loginLinkBaseUrl ?? deps.publicBaseUrl });
+        const link = await createLoginLink(deps.prisma, deps.now(), {
+          ownerId: req.ownerId,
+          ttlSeconds: Number(req.ttlSeconds),
+          publicBaseUrl: deps.loginLinkBaseUrl ?? deps.publicBaseUrl,
+        });
         return { url: link.url, expiresAt: timestampFromDate(link.expiresAt) };
       },
       async redeemDashboardLoginLink(req) {
@@ -71,7 +83,13 @@ export function accessRoutes(deps: AccessRouteDeps): (router: ConnectRouter) => 
 }
 
 function toTokenInfo(t: ServiceTokenRecord): MessageInitShape<typeof ServiceTokenInfoSchema> {
-  return { id: t.id, name: t.name, scopes: t.scopes, createdAt: timestampFromDate(t.createdAt), revokedAt: t.revokedAt ? timestampFromDate(t.revokedAt) : undefined };
+  return {
+    id: t.id,
+    name: t.name,
+    scopes: t.scopes,
+    createdAt: timestampFromDate(t.createdAt),
+    revokedAt: t.revokedAt ? timestampFromDate(t.revokedAt) : undefined,
+  };
 }
 
 function toOwnerProto(o: OwnerRecord): MessageInitShape<typeof OwnerSchema> {

@@ -65,7 +65,10 @@ export async function createServiceToken(
 
 /** Every token, newest first (values are never stored, so never listed). */
 export async function listServiceTokens(prisma: PrismaClient): Promise<ServiceTokenRecord[]> {
-  return prisma.serviceToken.findMany({ orderBy: [{ createdAt: "desc" }, { id: "asc" }], select: { id: true, name: true, scopes: true, createdAt: true, revokedAt: true } });
+  return prisma.serviceToken.findMany({
+    orderBy: [{ createdAt: "desc" }, { id: "asc" }],
+    select: { id: true, name: true, scopes: true, createdAt: true, revokedAt: true },
+  });
 }
 
 /** Revokes a token by id or name (idempotent); 404 `unknown service token`. */
@@ -73,7 +76,8 @@ export async function revokeServiceToken(prisma: PrismaClient, now: Date, idOrNa
   const key = idOrName.trim();
   const where = isUuid(key) ? { id: key } : { name: key };
   await prisma.serviceToken.updateMany({ where: { ...where, revokedAt: null }, data: { revokedAt: now } });
-  const row = key === "" ? null : await prisma.serviceToken.findFirst({ where, select: { id: true, name: true, scopes: true, createdAt: true, revokedAt: true } });
+  const row =
+    key === "" ? null : await prisma.serviceToken.findFirst({ where, select: { id: true, name: true, scopes: true, createdAt: true, revokedAt: true } });
   if (!row) throw new DomainError("not_found", "unknown service token");
   return row;
 }

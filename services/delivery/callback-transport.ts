@@ -38,7 +38,9 @@ export function createCallbackTransport(deps: {
   const secretsOf = (delivery: ClaimedDelivery): Promise<string[]> | string[] =>
     delivery.sealedCallbackSecrets ? delivery.sealedCallbackSecrets.map(open) : loadCallbackSecrets(deps.prisma, deps.secretBox, delivery.serverId, deps.now());
   const streakOf = async (delivery: ClaimedDelivery, at: Date): Promise<number | undefined> =>
-    delivery.voterStreak !== undefined ? streakAtDelivery(delivery.voterStreak, at) : readStreakAtDelivery(deps.prisma, delivery.serverId, delivery.voterIdentity, at);
+    delivery.voterStreak !== undefined
+      ? streakAtDelivery(delivery.voterStreak, at)
+      : readStreakAtDelivery(deps.prisma, delivery.serverId, delivery.voterIdentity, at);
   return {
     async send(delivery) {
       const url = delivery.callbackUrl;
@@ -68,7 +70,12 @@ export function createCallbackTransport(deps: {
         standardWebhooks: delivery.standardWebhooks,
         t: Math.floor(startedAt.getTime() / 1000),
       });
-      const outcome = await sendCallback(signed, { timeoutMs: deps.timeoutMs, allowInsecure: deps.allowInsecure, now: deps.now, ...(deps.agents ? { agents: deps.agents } : {}) });
+      const outcome = await sendCallback(signed, {
+        timeoutMs: deps.timeoutMs,
+        allowInsecure: deps.allowInsecure,
+        now: deps.now,
+        ...(deps.agents ? { agents: deps.agents } : {}),
+      });
       const exchange = { ...toHttpExchange(signed, outcome), signedString: signed.canonicalString };
       switch (outcome.kind) {
         case "delivered":

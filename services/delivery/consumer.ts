@@ -15,7 +15,6 @@ export const DELIVERY_CONSUMER_GROUP = "delivery.v1";
 /** Default of CONSUMER_STUCK_AFTER_MS: readiness fails after this long without progress while messages wait. */
 export const DEFAULT_CONSUMER_STUCK_AFTER_MS = 60_000;
 
-
 /** The consumer's dependencies. */
 export interface DeliveryConsumerOptions {
   bus: EventBus;
@@ -126,7 +125,10 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
       reason: poison.error,
     });
     if (added) deadLetters?.inc({ source: "delivery", topic: message.topic, code: poison.code });
-    opts.log.error({ topic: message.topic, partition: message.partition, offset: message.offset, code: poison.code, error: poison.error }, "poison message moved to dead_letters");
+    opts.log.error(
+      { topic: message.topic, partition: message.partition, offset: message.offset, code: poison.code, error: poison.error },
+      "poison message moved to dead_letters",
+    );
   };
 
   const handleMessages = async (messages: ReceivedMessage[]): Promise<void> => {
@@ -172,7 +174,9 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
     const now = nowMs();
     for (const [message, since] of inFlight) {
       if (now - since > stuckAfterMs) {
-        throw new Error(`consumer stuck: message ${message.topic}/${message.partition}@${message.offset} in its handler for ${Math.round((now - since) / 1000)} s`);
+        throw new Error(
+          `consumer stuck: message ${message.topic}/${message.partition}@${message.offset} in its handler for ${Math.round((now - since) / 1000)} s`,
+        );
       }
     }
     if (!subscription || now - lastProgressAt <= stuckAfterMs) return;

@@ -170,7 +170,14 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     if (report.kind === "released") return;
     const { outcome, result, owned } = report;
     metrics?.record(delivery.transport, outcome, result);
-    const logFields = { deliveryId: delivery.id, heartId: delivery.heartId, serverId: delivery.serverId, transport: delivery.transport, outcome: outcome.kind, result: result.kind };
+    const logFields = {
+      deliveryId: delivery.id,
+      heartId: delivery.heartId,
+      serverId: delivery.serverId,
+      transport: delivery.transport,
+      outcome: outcome.kind,
+      result: result.kind,
+    };
     if (!owned) opts.log.warn(logFields, "lease lost before the attempt was recorded; the attempt is logged only");
     else if (result.kind === "delivered") opts.log.debug(logFields, "delivered");
     else opts.log.info({ ...logFields, status: outcome.statusCode, error: outcome.kind === "delivered" ? undefined : outcome.error }, "not delivered");

@@ -25,7 +25,10 @@ runService({
         worker.dispatcher.start();
         if (!(await startup.waitFor(kafkaDependency(config.kafkaBrokers, [HEARTS_TOPIC], config.groupId)))) return false;
         await worker.consumer.start();
-        log.info({ opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers, groupId: config.groupId }, "delivery consuming and dispatching");
+        log.info(
+          { opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers, groupId: config.groupId },
+          "delivery consuming and dispatching",
+        );
         return true;
       },
       // Stop taking new work first, then let in-flight callbacks finish and record their attempts.

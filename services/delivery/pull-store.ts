@@ -17,7 +17,6 @@ export const MAX_PULL_CLAIM = 500;
 /** What the attempt log shows as the target of a claim. */
 export const PULL_CLAIM_TARGET = "pull API claim";
 
-
 /** One heart waiting to be claimed. */
 export interface PullHeartRow {
   heartId: string;

@@ -27,10 +27,7 @@ const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_00
  * Parses "10s,30s,2m,10m,30m,1h,3h,6h,12h,24h" (units ms, s, m, h, d). Throws an
  * Error naming every bad entry; an empty list is an error (at least one retry).
  */
-export function parseRetrySchedule(
-  text: string,
-  opts: { jitterRatio?: number; retryAfterCapMs?: number } = {},
-): RetrySchedule {
+export function parseRetrySchedule(text: string, opts: { jitterRatio?: number; retryAfterCapMs?: number } = {}): RetrySchedule {
   const entries = text.split(",").map((s) => s.trim());
   const problems: string[] = [];
   const delaysMs = entries.map((entry) => {
@@ -56,11 +53,7 @@ export type RetryDecision = { kind: "retry"; delayMs: number } | { kind: "give_u
  * retry cycle). The jittered schedule delay is a floor; a Retry-After may only
  * push the retry later, never past the cap. After the last scheduled retry: give up.
  */
-export function decideRetry(
-  schedule: RetrySchedule,
-  attemptsMade: number,
-  opts: { retryAfterMs?: number; random: () => number },
-): RetryDecision {
+export function decideRetry(schedule: RetrySchedule, attemptsMade: number, opts: { retryAfterMs?: number; random: () => number }): RetryDecision {
   const base = schedule.delaysMs[attemptsMade - 1];
   if (base === undefined) return { kind: "give_up" };
   const factor = 1 + schedule.jitterRatio * (2 * opts.random() - 1);

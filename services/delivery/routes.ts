@@ -53,8 +53,6 @@ export interface DeliveryRouteDeps {
   retrySchedule?: RetrySchedule;
 }
 
-
-
 const STATUS_TO_PROTO = { pending: DeliveryStatus.PENDING, delivered: DeliveryStatus.DELIVERED, failed: DeliveryStatus.FAILED } as const;
 const STATUS_FROM_PROTO: Partial<Record<DeliveryStatus, "pending" | "delivered" | "failed">> = {
   [DeliveryStatus.PENDING]: "pending",
@@ -190,7 +188,6 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
     });
   };
 }
-
 
 /** The delivery `rawId`; with `rawServerId`, only when it belongs to that server (another server's id is unknown). */
 async function findDelivery(deps: CoreDeps, rawId: string, rawServerId = ""): Promise<DeliveryRow> {

@@ -130,7 +130,11 @@ export class ForbiddenAddressError extends Error {
 }
 
 /** Resolves a name to all its addresses (dns.lookup with all: true); tests may replace it. */
-export type Resolver = (hostname: string, options: LookupOptions & { all: true }, callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+export type Resolver = (
+  hostname: string,
+  options: LookupOptions & { all: true },
+  callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
+) => void;
 
 /**
  * A `lookup` for http(s).request that resolves the name and refuses it when any
@@ -173,7 +177,13 @@ export interface CallbackAgents {
  * an address checked at connect time; a reused one stays with that address.
  */
 export function createCallbackAgents(opts: { maxSocketsPerDestination: number }): CallbackAgents {
-  const settings = { keepAlive: true, maxSockets: opts.maxSocketsPerDestination, maxFreeSockets: MAX_IDLE_SOCKETS_PER_DESTINATION, timeout: IDLE_SOCKET_TIMEOUT_MS, scheduling: "lifo" as const };
+  const settings = {
+    keepAlive: true,
+    maxSockets: opts.maxSocketsPerDestination,
+    maxFreeSockets: MAX_IDLE_SOCKETS_PER_DESTINATION,
+    timeout: IDLE_SOCKET_TIMEOUT_MS,
+    scheduling: "lifo" as const,
+  };
   const agents = { http: new http.Agent(settings), https: new https.Agent(settings) };
   return {
     ...agents,

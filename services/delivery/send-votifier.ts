@@ -68,7 +68,8 @@ export function parseVotifierGreeting(line: string): GreetingParse {
   const text = line.replace(/\r$/, "");
   const match = /^VOTIFIER (\S+)(?: (\S+))?$/.exec(text);
   if (!match) return { kind: "invalid", error: "the server did not greet as a Votifier server" };
-  if (match[1] !== "2" || !match[2]) return { kind: "invalid", error: `the server speaks Votifier ${match[1] ?? "?"}, not v2 (NuVotifier with v2 enabled is needed)` };
+  if (match[1] !== "2" || !match[2])
+    return { kind: "invalid", error: `the server speaks Votifier ${match[1] ?? "?"}, not v2 (NuVotifier with v2 enabled is needed)` };
   return { kind: "v2", challenge: match[2] };
 }
 
@@ -177,7 +178,9 @@ export function sendVotifierVote(target: VotifierTarget, vote: VotifierVote, opt
       clearTimeout(connectTimer);
       state.phase = "greeting";
       // Failure policy: each read waits at most timeoutMs, so a server that stalls cannot hold the attempt.
-      socket.setTimeout(opts.timeoutMs, () => finish(received.toString("utf8"), `timed out after ${opts.timeoutMs} ms waiting for the ${state.phase === "greeting" ? "greeting" : "answer"}`));
+      socket.setTimeout(opts.timeoutMs, () =>
+        finish(received.toString("utf8"), `timed out after ${opts.timeoutMs} ms waiting for the ${state.phase === "greeting" ? "greeting" : "answer"}`),
+      );
     });
     socket.on("error", (error: NodeJS.ErrnoException) => {
       // Failure policy: refused connections, resets and forbidden addresses are failed attempts, never exceptions.
@@ -207,7 +210,10 @@ export function sendVotifierVote(target: VotifierTarget, vote: VotifierVote, opt
       const frame = encodeVotifierFrame(state.payload, target.token);
       if (frame.length > VOTIFIER_MAX_FRAME_BYTES) {
         // Failure policy: NuVotifier would drop the connection on this frame; refuse it with the reason instead of sending it.
-        return finish("", `the vote frame is ${frame.length} bytes, over Votifier's ${VOTIFIER_MAX_FRAME_BYTES}-byte limit (shorten the service name; long usernames cannot be sent)`);
+        return finish(
+          "",
+          `the vote frame is ${frame.length} bytes, over Votifier's ${VOTIFIER_MAX_FRAME_BYTES}-byte limit (shorten the service name; long usernames cannot be sent)`,
+        );
       }
       state.phase = "answer";
       state.frameBytes = frame.length;
@@ -217,14 +223,16 @@ export function sendVotifierVote(target: VotifierTarget, vote: VotifierVote, opt
     function onAnswer(ended: boolean) {
       const newline = received.indexOf(0x0a);
       if (newline === -1 && !ended) {
-        if (received.length > MAX_ANSWER_BYTES) finish(received.subarray(0, MAX_ANSWER_BYTES).toString("utf8"), `the answer is longer than ${MAX_ANSWER_BYTES} bytes`);
+        if (received.length > MAX_ANSWER_BYTES)
+          finish(received.subarray(0, MAX_ANSWER_BYTES).toString("utf8"), `the answer is longer than ${MAX_ANSWER_BYTES} bytes`);
         return;
       }
       const line = (newline === -1 ? received : received.subarray(0, newline)).toString("utf8").trim();
       if (line === "") return finish("", "the server closed the connection without answering");
       const answer = parseVotifierAnswer(line);
       if (answer.kind === "ok") return finish(line);
-      if (answer.kind === "error") return finish(line, `the Votifier server refused the vote: ${[answer.cause, answer.message].filter((s) => s !== "").join(": ") || "no reason given"}`);
+      if (answer.kind === "error")
+        return finish(line, `the Votifier server refused the vote: ${[answer.cause, answer.message].filter((s) => s !== "").join(": ") || "no reason given"}`);
       finish(line, answer.error);
     }
   });

@@ -302,7 +302,10 @@ export async function claimDueDeliveries(
 }
 
 /** The claimed secret rows that are active at `now`, newest first (secret-policy's rule), still sealed. */
-function sealedActiveSecrets(rows: { kid: string; ciphertext: string; created_at: string; expires_at: string | null; revoked_at: string | null }[], now: Date): string[] {
+function sealedActiveSecrets(
+  rows: { kid: string; ciphertext: string; created_at: string; expires_at: string | null; revoked_at: string | null }[],
+  now: Date,
+): string[] {
   const secrets = rows.map((k) => ({
     kid: k.kid,
     ciphertext: k.ciphertext,
@@ -346,11 +349,7 @@ export async function readStreakAtDelivery(prisma: PrismaClient, serverId: strin
 }
 
 /** What the dispatcher decided after one attempt. */
-export type AttemptResult =
-  | { kind: "delivered" }
-  | { kind: "retry"; nextAttemptAt: Date }
-  | { kind: "failed" }
-  | { kind: "held_gone"; reason: string };
+export type AttemptResult = { kind: "delivered" } | { kind: "retry"; nextAttemptAt: Date } | { kind: "failed" } | { kind: "held_gone"; reason: string };
 
 /**
  * Records one attempt (always), with its exact exchange, and keeps the endpoint's health; then
@@ -446,7 +445,10 @@ export async function recordAttempts(prisma: PrismaClient, records: AttemptRecor
   records.forEach((r, i) => (r.result.kind === "delivered" || r.result.kind === "retry" ? bulk : single).push(i));
   if (bulk.length > 0) {
     try {
-      const changed = await recordRoutineAttempts(prisma, bulk.map((i) => records[i]!));
+      const changed = await recordRoutineAttempts(
+        prisma,
+        bulk.map((i) => records[i]!),
+      );
       bulk.forEach((i, j) => (outcomes[i] = { kind: "recorded", owned: changed[j] ?? false }));
     } catch (error) {
       // Failure policy: one bad item (say a byte the database refuses) must not fail its neighbours: record them one by one.
@@ -560,7 +562,10 @@ async function recordRoutineAttempts(prisma: PrismaClient, records: AttemptRecor
 
 /** The batch's effect on each server's callback_health row, folded in recording order (callback attempts only). */
 function foldEndpointHealth(records: AttemptRecord[], stored: AttemptExchange[]) {
-  const byServer = new Map<string, { server_id: string; last_success_at: string | null; failing_since: string | null; last_failure_at: string | null; last_failure_reason: string | null }>();
+  const byServer = new Map<
+    string,
+    { server_id: string; last_success_at: string | null; failing_since: string | null; last_failure_at: string | null; last_failure_reason: string | null }
+  >();
   records.forEach((r, n) => {
     if (r.delivery.transport !== "callback") return;
     const x = stored[n]!;

@@ -23,14 +23,22 @@ export function createVotifierTransport(deps: { secretBox: SecretBox; allowInsec
       } catch {
         // Failure policy: a token sealed under another SECRETS_KEY cannot be used; the attempt fails (retried) with a reason the owner can act on.
         const error = "the stored Votifier token cannot be decrypted: set the token again";
-        return { kind: "failed", target, statusCode: null, latencyMs: 0, error, exchange: toVotifierExchange(target, { latencyMs: 0, greeting: "", payload: "", answer: "" }, error) };
+        return {
+          kind: "failed",
+          target,
+          statusCode: null,
+          latencyMs: 0,
+          error,
+          exchange: toVotifierExchange(target, { latencyMs: 0, greeting: "", payload: "", answer: "" }, error),
+        };
       }
       const outcome = await sendVotifierVote(
         { host: settings.host, port: settings.port, token },
         { serviceName: settings.serviceName, username: delivery.username, address: VOTIFIER_VOTE_ADDRESS, timestamp: delivery.countedAt.getTime() },
         { timeoutMs, allowInsecure: deps.allowInsecure, ...(deps.resolve ? { resolve: deps.resolve } : {}) },
       );
-      if (outcome.kind === "delivered") return { kind: "delivered", target, statusCode: null, latencyMs: outcome.latencyMs, exchange: toVotifierExchange(target, outcome, null) };
+      if (outcome.kind === "delivered")
+        return { kind: "delivered", target, statusCode: null, latencyMs: outcome.latencyMs, exchange: toVotifierExchange(target, outcome, null) };
       const error = outcome.error ?? "vote not acknowledged";
       return { kind: "failed", target, statusCode: null, latencyMs: outcome.latencyMs, error, exchange: toVotifierExchange(target, outcome, error) };
     },
@@ -41,7 +49,11 @@ export function createVotifierTransport(deps: { secretBox: SecretBox; allowInsec
  * A Votifier exchange for the attempt log: no headers and no status (the protocol has none); the
  * request body is the signed payload (never the token), the response the server's greeting and answer lines.
  */
-function toVotifierExchange(target: string, outcome: Pick<VotifierOutcome, "latencyMs" | "greeting" | "payload" | "answer">, error: string | null): AttemptExchange {
+function toVotifierExchange(
+  target: string,
+  outcome: Pick<VotifierOutcome, "latencyMs" | "greeting" | "payload" | "answer">,
+  error: string | null,
+): AttemptExchange {
   const lines = [outcome.greeting, outcome.answer].filter((line) => line !== "");
   return {
     target,

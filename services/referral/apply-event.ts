@@ -106,9 +106,7 @@ async function applyOnce(tx: Tx, command: ApplyEventCommand, now: Date): Promise
   const eventId = click.event_id;
 
   const step =
-    command.event === "registered"
-      ? await applyRegistered(tx, command, click, now, eventId)
-      : await applyProgress(tx, command, command.event, click, now);
+    command.event === "registered" ? await applyRegistered(tx, command, click, now, eventId) : await applyProgress(tx, command, command.event, click, now);
 
   if (!step.recorded) {
     await tx.referralEvent.update({
@@ -203,13 +201,7 @@ async function applyRegistered(tx: Tx, command: ApplyEventCommand, click: ClickR
   throw new LostRace("anchor vanished between the conflicting insert and its re-read");
 }
 
-async function applyProgress(
-  tx: Tx,
-  command: ApplyEventCommand,
-  event: Exclude<ReferralEventName, "registered">,
-  click: ClickRow,
-  now: Date,
-): Promise<Step> {
+async function applyProgress(tx: Tx, command: ApplyEventCommand, event: Exclude<ReferralEventName, "registered">, click: ClickRow, now: Date): Promise<Step> {
   // The anchor is resolved from (token, server_id); referee_identity is not needed.
   const [row] = await tx.$queryRaw<AnchorRow[]>`
     SELECT r.id::text, r.referee_identity, r.referrer_identity, r.state::text AS state, r.version, true AS linked

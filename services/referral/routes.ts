@@ -1,12 +1,7 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import {
-  ReferralEventType,
-  ReferralService,
-  ReferralState,
-  type ApplyEventResponseSchema,
-} from "../../gen/proto/referral/v1/referral_pb.js";
+import { ReferralEventType, ReferralService, ReferralState, type ApplyEventResponseSchema } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
 import type { ApplyEventResult } from "./apply-event.js";
 import { createApplyEventQueue, type ApplyEventBatchOptions } from "./apply-event-batch.js";

@@ -27,7 +27,6 @@ export function createCommitListener(opts: { databaseUrl: string; prisma: Prisma
   let client: pg.Client | undefined;
   let active = false;
   let stopped = false;
-  let unsupported = false;
   let failures = 0;
   let reconnectTimer: NodeJS.Timeout | undefined;
   let probeArrived: (() => void) | undefined;
@@ -58,7 +57,6 @@ export function createCommitListener(opts: { databaseUrl: string; prisma: Prisma
       // A connection lost during the probe is an outage (retried), not a missing feature.
       if (!(await Promise.race([arrived, connectionLost]))) {
         // Failure policy: notifications never reach a listener here (embedded PGlite); give up on them for good and let the relay poll fast.
-        unsupported = true;
         log.warn({ probeTimeoutMs: PROBE_TIMEOUT_MS }, "the database does not deliver LISTEN notifications; the relay polls instead");
         client = undefined;
         await c.end().catch(() => undefined);

@@ -144,7 +144,10 @@ export function createRelay(opts: RelayOptions) {
    */
   async function publishIsolating(topic: string, rows: OutboxRow[]): Promise<PoisonRow[]> {
     try {
-      await bus.publish(topic, rows.map((r) => ({ key: r.key, value: r.payload })));
+      await bus.publish(
+        topic,
+        rows.map((r) => ({ key: r.key, value: r.payload })),
+      );
       published?.inc({ topic }, rows.length);
       return [];
     } catch (error) {
@@ -211,7 +214,10 @@ export function createRelay(opts: RelayOptions) {
         moved.push(...(await moveOutboxRowsToDeadLetters(tx, poison)));
         for (const p of poison) {
           const row = current.find((r) => r.id === p.id)!;
-          log.error({ outboxId: String(p.id), topic: row.topic, key: row.key, bytes: row.payload.length, code: p.code }, "outbox row refused by the bus; moved to dead_letters");
+          log.error(
+            { outboxId: String(p.id), topic: row.topic, key: row.key, bytes: row.payload.length, code: p.code },
+            "outbox row refused by the bus; moved to dead_letters",
+          );
         }
         const poisonIds = new Set(poison.map((p) => p.id));
         toMark = current.filter((r) => !poisonIds.has(r.id)).map((r) => r.id);
@@ -250,7 +256,9 @@ export function createRelay(opts: RelayOptions) {
     const oldestMs = (row?.age ?? 0) * 1000;
     if (waiting === 0 || oldestMs <= stuckAfterMs) return;
     const error = lastError ? `; last error: ${lastError}` : running ? "; a pass is still running" : "; the relay is not running";
-    throw new Error(`relay stuck: no progress for ${Math.round(sinceProgressMs / 1000)} s while ${waiting} outbox rows wait (oldest ${Math.round(oldestMs / 1000)} s)${error}`);
+    throw new Error(
+      `relay stuck: no progress for ${Math.round(sinceProgressMs / 1000)} s while ${waiting} outbox rows wait (oldest ${Math.round(oldestMs / 1000)} s)${error}`,
+    );
   }
 
   async function run(): Promise<void> {

@@ -10,7 +10,9 @@ export type { Server as ServerRecord };
 
 /** CreateServer: a named server with referrals off until the owner enables them. */
 export async function createServer(deps: CoreDeps, input: { name: string; registrationUrl: string | null; ownerId?: string | null }): Promise<Server> {
-  return deps.prisma.server.create({ data: { name: input.name, registrationUrl: input.registrationUrl, ownerId: input.ownerId ?? null, createdAt: deps.now() } });
+  return deps.prisma.server.create({
+    data: { name: input.name, registrationUrl: input.registrationUrl, ownerId: input.ownerId ?? null, createdAt: deps.now() },
+  });
 }
 
 /** GetServer (404 `unknown server`). */
@@ -44,11 +46,7 @@ export async function updateServer(
  * callback secret, one is created in the same transaction (the server row lock
  * keeps two concurrent calls from creating two).
  */
-export async function setCallbackSettings(
-  deps: CoreDeps,
-  serverId: string,
-  input: { callbackUrl: string | null; standardWebhooks: boolean },
-): Promise<Server> {
+export async function setCallbackSettings(deps: CoreDeps, serverId: string, input: { callbackUrl: string | null; standardWebhooks: boolean }): Promise<Server> {
   const now = deps.now();
   return deps.prisma.$transaction(async (tx) => {
     await lockServer(tx, serverId);

@@ -192,7 +192,7 @@ function stripBrackets(host: string): string {
 function inV4Net(address: number, network: number, prefix: number): boolean {
   if (prefix === 0) return true;
   const mask = (0xffff_ffff << (32 - prefix)) >>> 0;
-  return ((address & mask) >>> 0) === ((network & mask) >>> 0);
+  return (address & mask) >>> 0 === (network & mask) >>> 0;
 }
 
 function inV6Net(address: bigint, network: bigint, prefix: number): boolean {

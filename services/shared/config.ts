@@ -65,7 +65,12 @@ export function createEnvReader(env: Env = process.env): EnvReader {
     },
     list(name, fallback) {
       const value = raw(name);
-      return value === undefined ? fallback : value.split(",").map((s) => s.trim()).filter(Boolean);
+      return value === undefined
+        ? fallback
+        : value
+            .split(",")
+            .map((s) => s.trim())
+            .filter(Boolean);
     },
     problem: (message) => void problems.push(message),
     finish(value) {

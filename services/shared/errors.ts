@@ -90,7 +90,10 @@ export function toConnectError(error: unknown): ConnectError {
   if (error instanceof ConnectError) return error;
   if (error instanceof DomainError) {
     const metadata = new Headers({ [ERROR_KIND_HEADER]: error.kind });
-    const details = error instanceof IllegalTransition ? [{ desc: IllegalTransitionDetailSchema, value: create(IllegalTransitionDetailSchema, { from: error.from, event: error.event }) }] : [];
+    const details =
+      error instanceof IllegalTransition
+        ? [{ desc: IllegalTransitionDetailSchema, value: create(IllegalTransitionDetailSchema, { from: error.from, event: error.event }) }]
+        : [];
     if (error instanceof Overloaded) metadata.set(RETRY_AFTER_HEADER, String(Math.max(1, Math.ceil(error.retryAfterMs / 1000))));
     return new ConnectError(error.message, CONNECT_CODE_BY_KIND[error.kind], metadata, details);
   }

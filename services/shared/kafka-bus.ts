@@ -41,10 +41,12 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
     clientId: opts.clientId,
     brokers: opts.brokers,
     logLevel: logLevel.WARN,
-    logCreator: () => ({ level, log }) => {
-      const { message, ...extra } = log;
-      opts.log[level === logLevel.ERROR ? "error" : "warn"]({ kafka: extra }, String(message));
-    },
+    logCreator:
+      () =>
+      ({ level, log }) => {
+        const { message, ...extra } = log;
+        opts.log[level === logLevel.ERROR ? "error" : "warn"]({ kafka: extra }, String(message));
+      },
     // Tests that provoke retryable errors pass fewer retries, so a failed send surfaces sooner.
     retry: { initialRetryTime: 200, retries: opts.retries ?? 8 },
   });
@@ -227,12 +229,19 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
  * an error; asking here, through a client that logs nothing, lets the consumer find it ready.
  */
 export async function prepareKafka(brokers: string[], topics: string[], opts: { numPartitions?: number; groupId?: string } = {}): Promise<void> {
-  const quick = new Kafka({ clientId: "kafka-setup", brokers, logLevel: logLevel.NOTHING, connectionTimeout: 1_500, retry: { retries: 1, initialRetryTime: 200 } }).admin();
+  const quick = new Kafka({
+    clientId: "kafka-setup",
+    brokers,
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: 1_500,
+    retry: { retries: 1, initialRetryTime: 200 },
+  }).admin();
   try {
     await quick.connect();
     const existing = new Set(await quick.listTopics());
     const missing = topics.filter((t) => !existing.has(t));
-    if (missing.length > 0) await quick.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions: opts.numPartitions ?? 6 })) });
+    if (missing.length > 0)
+      await quick.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions: opts.numPartitions ?? 6 })) });
   } finally {
     await quick.disconnect().catch(() => undefined);
   }

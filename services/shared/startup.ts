@@ -80,7 +80,10 @@ export function createStartup(log: Logger): Startup {
           status = `waiting for ${name} at ${target}: ${reason} (attempt ${attempts}, for ${Math.round((Date.now() - since) / 1000)} s)`;
           if (lastLogged === 0 || Date.now() - lastLogged >= REPEAT_LOG_INTERVAL_MS) {
             lastLogged = Date.now();
-            log.error({ dependency: name, target, attempts, error: reason }, `cannot reach ${name} at ${target}: ${reason}; retrying every ${DEPENDENCY_RETRY_DELAY_MS / 1000} s`);
+            log.error(
+              { dependency: name, target, attempts, error: reason },
+              `cannot reach ${name} at ${target}: ${reason}; retrying every ${DEPENDENCY_RETRY_DELAY_MS / 1000} s`,
+            );
           }
         }
         await sleep(DEPENDENCY_RETRY_DELAY_MS);

@@ -58,7 +58,11 @@ test("the referral service refuses to start with no service token (exit 2); with
   await asGateway.resolveSigningKeys({ serverId: server!.id });
 
   // The gateway process with its token: ready means its readiness RPC (ResolveSigningKeys) is accepted.
-  const gateway = await startGatewayProcess(group, { port: await freePort(), referralServiceUrl: service.rpcUrl, env: { REFERRAL_SERVICE_TOKEN: gatewayToken } });
+  const gateway = await startGatewayProcess(group, {
+    port: await freePort(),
+    referralServiceUrl: service.rpcUrl,
+    env: { REFERRAL_SERVICE_TOKEN: gatewayToken },
+  });
   t.is((await fetch(`${gateway.url}/readyz`)).status, 200);
   for (const proc of [refused, service.proc, gateway.proc]) {
     t.false(proc.output.includes(adminToken) || proc.output.includes(gatewayToken), `${proc.name} printed a token`);

@@ -65,22 +65,26 @@ test("referral service with an empty env exits 2 and lists both DATABASE_URL and
   secrets: [],
 }));
 
-test("referral service with a too-short ADMIN_SERVICE_TOKEN, a GATEWAY_SERVICE_TOKEN with whitespace and an unknown gateway scope exits 2, lists them, and echoes no token", macro, () => {
-  const shortToken = `short-${randomBytes(6).toString("hex")}`;
-  const spacedToken = `spaced ${randomBytes(24).toString("hex")}`;
-  return {
-    file: "services/referral-service/main.ts",
-    env: { ADMIN_SERVICE_TOKEN: shortToken, GATEWAY_SERVICE_TOKEN: spacedToken, GATEWAY_SERVICE_TOKEN_SCOPES: "ingest,root" },
-    problems: [
-      /^DATABASE_URL is required/,
-      /^SECRETS_KEY .*is required/,
-      /^ADMIN_SERVICE_TOKEN must be at least 32 characters$/,
-      /^GATEWAY_SERVICE_TOKEN must not contain whitespace$/,
-      /^GATEWAY_SERVICE_TOKEN_SCOPES: unknown scope "root"$/,
-    ],
-    secrets: [shortToken, spacedToken],
-  };
-});
+test(
+  "referral service with a too-short ADMIN_SERVICE_TOKEN, a GATEWAY_SERVICE_TOKEN with whitespace and an unknown gateway scope exits 2, lists them, and echoes no token",
+  macro,
+  () => {
+    const shortToken = `short-${randomBytes(6).toString("hex")}`;
+    const spacedToken = `spaced ${randomBytes(24).toString("hex")}`;
+    return {
+      file: "services/referral-service/main.ts",
+      env: { ADMIN_SERVICE_TOKEN: shortToken, GATEWAY_SERVICE_TOKEN: spacedToken, GATEWAY_SERVICE_TOKEN_SCOPES: "ingest,root" },
+      problems: [
+        /^DATABASE_URL is required/,
+        /^SECRETS_KEY .*is required/,
+        /^ADMIN_SERVICE_TOKEN must be at least 32 characters$/,
+        /^GATEWAY_SERVICE_TOKEN must not contain whitespace$/,
+        /^GATEWAY_SERVICE_TOKEN_SCOPES: unknown scope "root"$/,
+      ],
+      secrets: [shortToken, spacedToken],
+    };
+  },
+);
 
 test("referral service with five bad settings exits 2, lists all five, and echoes neither the database password nor the secrets key", macro, () => {
   const password = dbPassword();
@@ -95,7 +99,13 @@ test("referral service with five bad settings exits 2, lists all five, and echoe
       CALLBACK_TIMEOUT_MS: "5",
       FRAUD_RULES_JSON: `{"noSuchRule": 1}`,
     },
-    problems: [/^DATABASE_URL must start with postgres/, /^PORT must be <= 65535/, /^ALLOW_INSECURE_CALLBACKS must be true or false/, /^CALLBACK_TIMEOUT_MS must be >= 100/, /^fraud rules: unknown rule "noSuchRule"/],
+    problems: [
+      /^DATABASE_URL must start with postgres/,
+      /^PORT must be <= 65535/,
+      /^ALLOW_INSECURE_CALLBACKS must be true or false/,
+      /^CALLBACK_TIMEOUT_MS must be >= 100/,
+      /^fraud rules: unknown rule "noSuchRule"/,
+    ],
     secrets: [password, key],
   };
 });
@@ -107,15 +117,23 @@ test("relay with no DATABASE_URL and no KAFKA_BROKERS exits 2 and mentions both"
   secrets: [],
 }));
 
-test("relay with a non-postgres DATABASE_URL, a broker without a port and a too-small poll interval exits 2, lists all three, and echoes no password", macro, () => {
-  const password = dbPassword();
-  return {
-    file: "services/relay/main.ts",
-    env: { DATABASE_URL: `http://relay:${password}@127.0.0.1/db`, KAFKA_BROKERS: "127.0.0.1:9092,kafka-without-port", RELAY_POLL_INTERVAL_MS: "1" },
-    problems: [/^DATABASE_URL must start with postgres/, /^KAFKA_BROKERS entry "kafka-without-port" must be host:port/, /^RELAY_POLL_INTERVAL_MS must be >= 5/],
-    secrets: [password],
-  };
-});
+test(
+  "relay with a non-postgres DATABASE_URL, a broker without a port and a too-small poll interval exits 2, lists all three, and echoes no password",
+  macro,
+  () => {
+    const password = dbPassword();
+    return {
+      file: "services/relay/main.ts",
+      env: { DATABASE_URL: `http://relay:${password}@127.0.0.1/db`, KAFKA_BROKERS: "127.0.0.1:9092,kafka-without-port", RELAY_POLL_INTERVAL_MS: "1" },
+      problems: [
+        /^DATABASE_URL must start with postgres/,
+        /^KAFKA_BROKERS entry "kafka-without-port" must be host:port/,
+        /^RELAY_POLL_INTERVAL_MS must be >= 5/,
+      ],
+      secrets: [password],
+    };
+  },
+);
 
 test("delivery with an empty env exits 2 and lists DATABASE_URL, KAFKA_BROKERS and SECRETS_KEY", macro, () => ({
   file: "services/delivery/main.ts",
@@ -124,30 +142,43 @@ test("delivery with an empty env exits 2 and lists DATABASE_URL, KAFKA_BROKERS a
   secrets: [],
 }));
 
-test("delivery with a bad DELIVERY_RETRY_SCHEDULE and a bad SECRETS_KEY exits 2, mentions both, and echoes neither the key nor the database password", macro, () => {
-  const password = dbPassword();
-  const key = invalidKey();
-  return {
-    file: "services/delivery/main.ts",
-    env: {
-      DATABASE_URL: `postgres://delivery:${password}@127.0.0.1:1/db`,
-      KAFKA_BROKERS: "127.0.0.1:1",
-      SECRETS_KEY: key,
-      DELIVERY_RETRY_SCHEDULE: "10s,soon,-5m",
-    },
-    problems: [/^SECRETS_KEY must be 32 bytes/, /^DELIVERY_RETRY_SCHEDULE: invalid retry schedule: "soon" .*; "-5m" /],
-    secrets: [password, key],
-  };
-});
+test(
+  "delivery with a bad DELIVERY_RETRY_SCHEDULE and a bad SECRETS_KEY exits 2, mentions both, and echoes neither the key nor the database password",
+  macro,
+  () => {
+    const password = dbPassword();
+    const key = invalidKey();
+    return {
+      file: "services/delivery/main.ts",
+      env: {
+        DATABASE_URL: `postgres://delivery:${password}@127.0.0.1:1/db`,
+        KAFKA_BROKERS: "127.0.0.1:1",
+        SECRETS_KEY: key,
+        DELIVERY_RETRY_SCHEDULE: "10s,soon,-5m",
+      },
+      problems: [/^SECRETS_KEY must be 32 bytes/, /^DELIVERY_RETRY_SCHEDULE: invalid retry schedule: "soon" .*; "-5m" /],
+      secrets: [password, key],
+    };
+  },
+);
 
-test("npm start (scripts/start.ts) with a bad PORT, SECRETS_KEY, retry schedule and fraud rules exits 2, lists all four, and creates no data folder", macro, () => {
-  const key = invalidKey();
-  const dataDir = join(tmpdir(), `e2e-config-${randomBytes(6).toString("hex")}`);
-  return {
-    file: "scripts/start.ts",
-    env: { DATA_DIR: dataDir, PORT: "http", SECRETS_KEY: key, DELIVERY_RETRY_SCHEDULE: "0s", FRAUD_RULES_JSON: "{not json" },
-    problems: [/^PORT must be an integer/, /^SECRETS_KEY must be 32 bytes/, /^DELIVERY_RETRY_SCHEDULE: invalid retry schedule/, /^fraud rules: not valid JSON/],
-    secrets: [key],
-    after: (t) => t.false(existsSync(dataDir), "a bad configuration stops the start before anything is written"),
-  };
-});
+test(
+  "npm start (scripts/start.ts) with a bad PORT, SECRETS_KEY, retry schedule and fraud rules exits 2, lists all four, and creates no data folder",
+  macro,
+  () => {
+    const key = invalidKey();
+    const dataDir = join(tmpdir(), `e2e-config-${randomBytes(6).toString("hex")}`);
+    return {
+      file: "scripts/start.ts",
+      env: { DATA_DIR: dataDir, PORT: "http", SECRETS_KEY: key, DELIVERY_RETRY_SCHEDULE: "0s", FRAUD_RULES_JSON: "{not json" },
+      problems: [
+        /^PORT must be an integer/,
+        /^SECRETS_KEY must be 32 bytes/,
+        /^DELIVERY_RETRY_SCHEDULE: invalid retry schedule/,
+        /^fraud rules: not valid JSON/,
+      ],
+      secrets: [key],
+      after: (t) => t.false(existsSync(dataDir), "a bad configuration stops the start before anything is written"),
+    };
+  },
+);

@@ -122,7 +122,10 @@ test("without ADMIN_SERVICE_TOKEN or GATEWAY_SERVICE_TOKEN the compose file refu
 test("only the gateway publishes a port (8080 by default, GATEWAY_PUBLISH to change it); PostgreSQL, Kafka, the RPC port and the ops ports stay internal", async (t) => {
   const project = await loadCompose({ SECRETS_KEY: newSecretsKey() });
   const published = Object.entries(project.services).filter(([, s]) => (s.ports ?? []).length > 0);
-  t.deepEqual(published.map(([name]) => name), ["gateway"]);
+  t.deepEqual(
+    published.map(([name]) => name),
+    ["gateway"],
+  );
   t.like(project.services.gateway?.ports, [{ target: 8080, published: "8080" }]);
   const moved = await loadCompose({ SECRETS_KEY: newSecretsKey(), GATEWAY_PUBLISH: "18080" });
   t.like(moved.services.gateway?.ports, [{ target: 8080, published: "18080" }]);
@@ -160,7 +163,8 @@ test("every setting of the README's table reaches the compose services of the pr
     for (const service of users) {
       const environment = services[service]?.environment ?? {};
       t.true(name in environment, `${name} is not set on ${service}`);
-      if (!FIXED_IN_COMPOSE.has(name) && name !== "SECRETS_KEY") t.is(environment[name], markers[name], `${name} on ${service} is not taken from the environment`);
+      if (!FIXED_IN_COMPOSE.has(name) && name !== "SECRETS_KEY")
+        t.is(environment[name], markers[name], `${name} on ${service} is not taken from the environment`);
     }
   }
 });
@@ -173,7 +177,12 @@ function startService(group: ProcessGroup, project: ComposeProject, name: string
   for (const [key, value] of Object.entries(service.environment ?? {})) env[key] = value ?? "";
   // Outside a container tini is not PID 1; as a child subreaper it reaps like PID 1 does (and stays quiet).
   const outsideDocker = { TINI_SUBREAPER: "1" };
-  return group.spawn({ name, file: service.command!.join(" "), argv: [...image.entrypoint, ...service.command!], env: { ...env, ...outsideDocker, ...overrides } });
+  return group.spawn({
+    name,
+    file: service.command!.join(" "),
+    argv: [...image.entrypoint, ...service.command!],
+    env: { ...env, ...outsideDocker, ...overrides },
+  });
 }
 
 async function stopDrained(t: ExecutionContext, proc: ReturnType<typeof startService>): Promise<void> {
@@ -186,36 +195,44 @@ test.after.always(async () => {
   await db?.drop();
 });
 
-test.serial("the image's entry command, outside Docker with the compose environment: migrate exits 0, each process becomes ready, SIGTERM to tini drains node and exits 0", async (t) => {
-  t.timeout(300_000);
-  const brokers = process.env.KAFKA_BROKERS!;
-  await run(process.execPath, ["--import", "tsx", "scripts/build.ts"], { cwd: REPO_ROOT, timeout: 180_000 });
-  // An empty database: the image's own migration command creates the schema.
-  db = await createTestDatabase({ maxConnections: 1 });
-  await db.prisma.$executeRawUnsafe("DROP SCHEMA public CASCADE");
-  await db.prisma.$executeRawUnsafe("CREATE SCHEMA public");
-  await precreateTopics(brokers);
+test.serial(
+  "the image's entry command, outside Docker with the compose environment: migrate exits 0, each process becomes ready, SIGTERM to tini drains node and exits 0",
+  async (t) => {
+    t.timeout(300_000);
+    const brokers = process.env.KAFKA_BROKERS!;
+    await run(process.execPath, ["--import", "tsx", "scripts/build.ts"], { cwd: REPO_ROOT, timeout: 180_000 });
+    // An empty database: the image's own migration command creates the schema.
+    db = await createTestDatabase({ maxConnections: 1 });
+    await db.prisma.$executeRawUnsafe("DROP SCHEMA public CASCADE");
+    await db.prisma.$executeRawUnsafe("CREATE SCHEMA public");
+    await precreateTopics(brokers);
 
-  const secretsKey = newSecretsKey();
-  const project = await loadCompose({ SECRETS_KEY: secretsKey, DATABASE_URL: db.url, KAFKA_BROKERS: brokers, ALLOW_INSECURE_CALLBACKS: "true" });
-  const group = useProcesses(t);
-  const migrate = startService(group, project, "migrate", {});
-  t.deepEqual(await migrate.exited, { code: 0, signal: null }, "the migration step exits 0");
+    const secretsKey = newSecretsKey();
+    const project = await loadCompose({ SECRETS_KEY: secretsKey, DATABASE_URL: db.url, KAFKA_BROKERS: brokers, ALLOW_INSECURE_CALLBACKS: "true" });
+    const group = useProcesses(t);
+    const migrate = startService(group, project, "migrate", {});
+    t.deepEqual(await migrate.exited, { code: 0, signal: null }, "the migration step exits 0");
 
-  const [rpcPort, referralOps, gatewayPort, gatewayOps, relayOps, deliveryOps] = await freePorts(6);
-  const referral = startService(group, project, "referral-service", { PORT: String(rpcPort), OPS_PORT: String(referralOps) });
-  await referral.waitReady(`http://127.0.0.1:${referralOps}/readyz`, 60_000);
-  const gateway = startService(group, project, "gateway", { PORT: String(gatewayPort), OPS_PORT: String(gatewayOps), REFERRAL_SERVICE_URL: `http://127.0.0.1:${rpcPort}` });
-  await gateway.waitReady(`http://127.0.0.1:${gatewayPort}/readyz`, 60_000);
-  const relay = startService(group, project, "relay", { OPS_PORT: String(relayOps) });
-  const delivery = startService(group, project, "delivery", { OPS_PORT: String(deliveryOps), KAFKA_GROUP_ID: `containers-${Date.now()}` });
-  await relay.waitReady(`http://127.0.0.1:${relayOps}/readyz`, 60_000);
-  await delivery.waitReady(`http://127.0.0.1:${deliveryOps}/readyz`, 90_000);
+    const [rpcPort, referralOps, gatewayPort, gatewayOps, relayOps, deliveryOps] = await freePorts(6);
+    const referral = startService(group, project, "referral-service", { PORT: String(rpcPort), OPS_PORT: String(referralOps) });
+    await referral.waitReady(`http://127.0.0.1:${referralOps}/readyz`, 60_000);
+    const gateway = startService(group, project, "gateway", {
+      PORT: String(gatewayPort),
+      OPS_PORT: String(gatewayOps),
+      REFERRAL_SERVICE_URL: `http://127.0.0.1:${rpcPort}`,
+    });
+    await gateway.waitReady(`http://127.0.0.1:${gatewayPort}/readyz`, 60_000);
+    const relay = startService(group, project, "relay", { OPS_PORT: String(relayOps) });
+    const delivery = startService(group, project, "delivery", { OPS_PORT: String(deliveryOps), KAFKA_GROUP_ID: `containers-${Date.now()}` });
+    await relay.waitReady(`http://127.0.0.1:${relayOps}/readyz`, 60_000);
+    await delivery.waitReady(`http://127.0.0.1:${deliveryOps}/readyz`, 90_000);
 
-  // A normal start logs no error: in particular the delivery service's consumer does not meet an
-  // unavailable group coordinator (it is awaited before the consumer joins).
-  for (const proc of [referral, gateway, relay, delivery]) t.false(/"level":50/.test(proc.stdout), `${proc.name} logged an error at a normal start:\n${proc.stdout}`);
-  const front = await fetch(`http://127.0.0.1:${gatewayPort}/`);
-  t.is(front.status, 200, "the compiled gateway serves its front page (docs copied into dist/)");
-  for (const proc of [gateway, relay, delivery, referral]) await stopDrained(t, proc);
-});
+    // A normal start logs no error: in particular the delivery service's consumer does not meet an
+    // unavailable group coordinator (it is awaited before the consumer joins).
+    for (const proc of [referral, gateway, relay, delivery])
+      t.false(/"level":50/.test(proc.stdout), `${proc.name} logged an error at a normal start:\n${proc.stdout}`);
+    const front = await fetch(`http://127.0.0.1:${gatewayPort}/`);
+    t.is(front.status, 200, "the compiled gateway serves its front page (docs copied into dist/)");
+    for (const proc of [gateway, relay, delivery, referral]) await stopDrained(t, proc);
+  },
+);

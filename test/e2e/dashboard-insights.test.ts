@@ -71,10 +71,15 @@ test.before(async (t) => {
     gateway: false,
     log: quiet,
     // Two attempts 200 ms apart, then failed.
-    pipeline: { name: "dashboard-insights", delivery: { schedule: parseRetrySchedule("200ms", { jitterRatio: 0 }), callbackTimeoutMs: 5_000, pollIntervalMs: 100 } },
+    pipeline: {
+      name: "dashboard-insights",
+      delivery: { schedule: parseRetrySchedule("200ms", { jitterRatio: 0 }), callbackTimeoutMs: 5_000, pollIntervalMs: 100 },
+    },
   });
   // The receiver refuses one player's callbacks, so the charts show failures too.
-  const receiver = await startReceiver({ fallback: (req) => (req.text.includes(`"username":"${REFUSED}"`) ? { status: 500, body: "nope" } : { status: 200, body: "ok" }) });
+  const receiver = await startReceiver({
+    fallback: (req) => (req.text.includes(`"username":"${REFUSED}"`) ? { status: 500, body: "nope" } : { status: 200, body: "ok" }),
+  });
   const { url: gatewayUrl } = await stack.startGateway({ log: quiet, dashboard: { token: TOKEN } });
   const browser = await launchChromium({ viewport: { width: 1280, height: 900 } });
   const page = await browser.context.newPage();
@@ -159,7 +164,8 @@ test.serial("setup: a server with a callback URL, 30 counted hearts, a cooldown,
 
   // Funnel: 4 clicks, 3 registered, 2 qualified, 1 reversed.
   const tokens: string[] = [];
-  for (let i = 0; i < 4; i++) tokens.push((await stack.clients.referral.recordClick({ serverId, referrerIdentity: "referrer-1", ip: freshIp(), userAgent: UA })).token);
+  for (let i = 0; i < 4; i++)
+    tokens.push((await stack.clients.referral.recordClick({ serverId, referrerIdentity: "referrer-1", ip: freshIp(), userAgent: UA })).token);
   const apply = (event: ReferralEventType, i: number) =>
     stack.clients.referral.applyEvent({ serverId, event, token: tokens[i]!, refereeIdentity: `referee-${i}`, serverEventId: `${event}-${i}` });
   for (const i of [0, 1, 2]) await apply(ReferralEventType.REGISTERED, i);
@@ -263,36 +269,42 @@ async function chartData(page: Page, canvasId: string): Promise<Record<string, A
 }
 const total = (values: Array<number | null> | undefined) => (values ?? []).reduce<number>((a, b) => a + (b ?? 0), 0);
 
-test.serial("trends: how are my votes and referrals trending? hearts per day and month, callbacks by outcome, latency and the funnel are drawn from SQL aggregates", async (t) => {
-  const { page, shots } = t.context;
-  await openTab(page, "trends");
-  await waitInPage(page, `(() => { const c = document.getElementById("chart-funnel"); return Boolean(window.Chart && Chart.getChart(c) && c.dataset.summary); })()`);
-  const daily = await chartData(page, "chart-hearts-daily");
-  t.is(daily.counted?.length, 30, "30 days by default");
-  t.deepEqual([total(daily.counted), total(daily.cooldown), total(daily.fraud)], [30, 1, 1]);
-  t.is(daily.counted?.at(-1), 30, "all of them today");
-  const monthly = await chartData(page, "chart-hearts-monthly");
-  t.is(monthly.counted?.length, 12);
-  t.is(monthly.counted?.at(-1), 30);
-  const deliveries = await chartData(page, "chart-deliveries");
-  t.deepEqual([total(deliveries.delivered), total(deliveries.failed), total(deliveries.pending)], [29, 1, 0]);
-  const latency = await chartData(page, "chart-latency");
-  t.true((latency["95th percentile"]?.at(-1) ?? -1) >= 0, "today's latency is drawn");
-  t.is(latency.median?.[0], null, "days without attempts are gaps, not zeros");
-  const funnel = await chartData(page, "chart-funnel");
-  t.deepEqual(funnel.referrals, [4, 3, 2, 1]);
-  const rates = (await page.textContent("#funnel-rates")) ?? "";
-  t.true(rates.includes("75.0%") && rates.includes("3 of 4") && rates.includes("66.7%") && rates.includes("50.0%"), rates);
-  t.is(await page.getAttribute("#chart-hearts-daily", "aria-label"), "Hearts, last 30 days: 30 counted, 1 cooldown, 1 fraud.");
-  t.is(await page.getAttribute("#chart-deliveries", "aria-label"), "Reward callbacks, last 30 days: 29 delivered, 1 failed, 0 pending.");
-  // The numbers behind each chart are on the page too.
-  await page.click("#tab-trends details >> nth=2");
-  const todayRow = (await page.locator("#data-deliveries tbody tr").last().locator("td").allTextContents()).slice(0, 4);
-  t.deepEqual(todayRow, [new Date().toISOString().slice(0, 10), "29", "1", "0"]);
-  await page.selectOption("#trends-days", "7");
-  await waitInPage(page, `Chart.getChart(document.getElementById("chart-hearts-daily")).data.labels.length === 7`);
-  await page.screenshot({ path: join(shots, "trends-1280.png"), fullPage: true });
-});
+test.serial(
+  "trends: how are my votes and referrals trending? hearts per day and month, callbacks by outcome, latency and the funnel are drawn from SQL aggregates",
+  async (t) => {
+    const { page, shots } = t.context;
+    await openTab(page, "trends");
+    await waitInPage(
+      page,
+      `(() => { const c = document.getElementById("chart-funnel"); return Boolean(window.Chart && Chart.getChart(c) && c.dataset.summary); })()`,
+    );
+    const daily = await chartData(page, "chart-hearts-daily");
+    t.is(daily.counted?.length, 30, "30 days by default");
+    t.deepEqual([total(daily.counted), total(daily.cooldown), total(daily.fraud)], [30, 1, 1]);
+    t.is(daily.counted?.at(-1), 30, "all of them today");
+    const monthly = await chartData(page, "chart-hearts-monthly");
+    t.is(monthly.counted?.length, 12);
+    t.is(monthly.counted?.at(-1), 30);
+    const deliveries = await chartData(page, "chart-deliveries");
+    t.deepEqual([total(deliveries.delivered), total(deliveries.failed), total(deliveries.pending)], [29, 1, 0]);
+    const latency = await chartData(page, "chart-latency");
+    t.true((latency["95th percentile"]?.at(-1) ?? -1) >= 0, "today's latency is drawn");
+    t.is(latency.median?.[0], null, "days without attempts are gaps, not zeros");
+    const funnel = await chartData(page, "chart-funnel");
+    t.deepEqual(funnel.referrals, [4, 3, 2, 1]);
+    const rates = (await page.textContent("#funnel-rates")) ?? "";
+    t.true(rates.includes("75.0%") && rates.includes("3 of 4") && rates.includes("66.7%") && rates.includes("50.0%"), rates);
+    t.is(await page.getAttribute("#chart-hearts-daily", "aria-label"), "Hearts, last 30 days: 30 counted, 1 cooldown, 1 fraud.");
+    t.is(await page.getAttribute("#chart-deliveries", "aria-label"), "Reward callbacks, last 30 days: 29 delivered, 1 failed, 0 pending.");
+    // The numbers behind each chart are on the page too.
+    await page.click("#tab-trends details >> nth=2");
+    const todayRow = (await page.locator("#data-deliveries tbody tr").last().locator("td").allTextContents()).slice(0, 4);
+    t.deepEqual(todayRow, [new Date().toISOString().slice(0, 10), "29", "1", "0"]);
+    await page.selectOption("#trends-days", "7");
+    await waitInPage(page, `Chart.getChart(document.getElementById("chart-hearts-daily")).data.labels.length === 7`);
+    await page.screenshot({ path: join(shots, "trends-1280.png"), fullPage: true });
+  },
+);
 
 test.serial("trends: Chart.js is served by the gateway itself, and the page keeps its strict CSP", async (t) => {
   const { gatewayUrl } = t.context;
@@ -330,68 +342,83 @@ async function checkSignatureInPage(page: Page, input: { scheme: "ingest" | "cal
   };
 }
 
-test.serial("debugger: why did my signature check fail? frozen vectors verify in both schemes; each mistake is named; no request carries the secret", async (t) => {
-  const { page, shots } = t.context;
-  const requests: Request[] = [];
-  const record = (request: Request) => requests.push(request);
-  page.on("request", record);
-  try {
-    await openTab(page, "debugger");
-    const v = vectors.cases[0]!;
-    const ok = await checkSignatureInPage(page, { scheme: "ingest", header: v.ingest_header, body: v.body, secret: v.secret, now: v.t });
-    t.is(ok.verdict, "valid", ok.findings);
-    t.is(ok.expectedHeader, v.ingest_header);
-    t.is(ok.canonical, `${v.t}.${v.body}`);
-    t.true(ok.engine.includes("the browser's WebCrypto"), "localhost is a secure context");
+test.serial(
+  "debugger: why did my signature check fail? frozen vectors verify in both schemes; each mistake is named; no request carries the secret",
+  async (t) => {
+    const { page, shots } = t.context;
+    const requests: Request[] = [];
+    const record = (request: Request) => requests.push(request);
+    page.on("request", record);
+    try {
+      await openTab(page, "debugger");
+      const v = vectors.cases[0]!;
+      const ok = await checkSignatureInPage(page, { scheme: "ingest", header: v.ingest_header, body: v.body, secret: v.secret, now: v.t });
+      t.is(ok.verdict, "valid", ok.findings);
+      t.is(ok.expectedHeader, v.ingest_header);
+      t.is(ok.canonical, `${v.t}.${v.body}`);
+      t.true(ok.engine.includes("the browser's WebCrypto"), "localhost is a secure context");
 
-    const wrongSecret = await checkSignatureInPage(page, { scheme: "ingest", header: v.ingest_header, body: v.body, secret: vectors.cases[1]!.secret, now: v.t });
-    t.is(wrongSecret.verdict, "mismatch");
-    t.true(wrongSecret.verdictText.includes('401 "signature rejected: bad_signature"'), wrongSecret.verdictText);
-    t.true(wrongSecret.findings.includes(`, got ${v.mac_hex}`), wrongSecret.findings);
+      const wrongSecret = await checkSignatureInPage(page, {
+        scheme: "ingest",
+        header: v.ingest_header,
+        body: v.body,
+        secret: vectors.cases[1]!.secret,
+        now: v.t,
+      });
+      t.is(wrongSecret.verdict, "mismatch");
+      t.true(wrongSecret.verdictText.includes('401 "signature rejected: bad_signature"'), wrongSecret.verdictText);
+      t.true(wrongSecret.findings.includes(`, got ${v.mac_hex}`), wrongSecret.findings);
 
-    const bodyAlone = await checkSignatureInPage(page, {
-      scheme: "ingest",
-      header: `t=${v.t},v1=sha256=${(await import("node:crypto")).createHmac("sha256", v.secret).update(v.body).digest("hex")}`,
-      body: v.body,
-      secret: v.secret,
-      now: v.t,
-    });
-    t.true(bodyAlone.findings.includes("They signed the body alone."), bodyAlone.findings);
+      const bodyAlone = await checkSignatureInPage(page, {
+        scheme: "ingest",
+        header: `t=${v.t},v1=sha256=${(await import("node:crypto")).createHmac("sha256", v.secret).update(v.body).digest("hex")}`,
+        body: v.body,
+        secret: v.secret,
+        now: v.t,
+      });
+      t.true(bodyAlone.findings.includes("They signed the body alone."), bodyAlone.findings);
 
-    const stale = await checkSignatureInPage(page, { scheme: "ingest", header: v.ingest_header, body: v.body, secret: v.secret, now: v.t + 301 });
-    t.is(stale.verdict, "stale");
-    t.true(stale.verdictText.includes('401 "signature rejected: stale"'));
+      const stale = await checkSignatureInPage(page, { scheme: "ingest", header: v.ingest_header, body: v.body, secret: v.secret, now: v.t + 301 });
+      t.is(stale.verdict, "stale");
+      t.true(stale.verdictText.includes('401 "signature rejected: stale"'));
 
-    const malformed = await checkSignatureInPage(page, { scheme: "ingest", header: v.callback_header, body: v.body, secret: v.secret, now: v.t });
-    t.is(malformed.verdict, "malformed");
-    t.true(malformed.verdictText.includes('400 "missing or malformed X-Service-Signature header"'));
-    t.true(malformed.findings.includes("v1 is bare hex"), malformed.findings);
+      const malformed = await checkSignatureInPage(page, { scheme: "ingest", header: v.callback_header, body: v.body, secret: v.secret, now: v.t });
+      t.is(malformed.verdict, "malformed");
+      t.true(malformed.verdictText.includes('400 "missing or malformed X-Service-Signature header"'));
+      t.true(malformed.findings.includes("v1 is bare hex"), malformed.findings);
 
-    const r = vectors.callback_rotation;
-    const rotation = await checkSignatureInPage(page, { scheme: "callback", header: r.callback_header, body: r.body, secret: r.secrets_newest_first[1]!, now: r.t });
-    t.is(rotation.verdict, "valid");
-    t.true(rotation.findings.includes("v1 #2 matches"), rotation.findings);
-    await page.screenshot({ path: join(shots, "debugger-1280.png"), fullPage: true });
-  } finally {
-    page.off("request", record);
-  }
-  const secrets = [...vectors.cases.map((c) => c.secret), ...vectors.callback_rotation.secrets_newest_first];
-  for (const request of requests) {
-    const carried = [request.url(), JSON.stringify(await request.allHeaders()), request.postData() ?? ""].join("\n");
-    for (const secret of secrets) t.false(carried.includes(secret), `${request.method()} ${request.url()} carried a secret`);
-  }
-  t.deepEqual(
-    // Opening the tab refreshes the page-wide endpoint notice (a GET of the server's endpoint health, checked above
-    // to carry no secret); that is the page's, not the debugger's.
-    requests
-      .map((r) => new URL(r.url()).pathname)
-      .filter((p) => p !== "/dashboard/signature-rules.json" && !/^\/dashboard\/api\/servers\/[0-9a-f-]{36}\/endpoint-health$/.test(p)),
-    [],
-    "the debugger makes no request but the public rules file",
-  );
-  await openTab(t.context.page, "hearts");
-  t.is(await page.inputValue("#sig-secret"), "", "leaving the tab forgets the secret");
-});
+      const r = vectors.callback_rotation;
+      const rotation = await checkSignatureInPage(page, {
+        scheme: "callback",
+        header: r.callback_header,
+        body: r.body,
+        secret: r.secrets_newest_first[1]!,
+        now: r.t,
+      });
+      t.is(rotation.verdict, "valid");
+      t.true(rotation.findings.includes("v1 #2 matches"), rotation.findings);
+      await page.screenshot({ path: join(shots, "debugger-1280.png"), fullPage: true });
+    } finally {
+      page.off("request", record);
+    }
+    const secrets = [...vectors.cases.map((c) => c.secret), ...vectors.callback_rotation.secrets_newest_first];
+    for (const request of requests) {
+      const carried = [request.url(), JSON.stringify(await request.allHeaders()), request.postData() ?? ""].join("\n");
+      for (const secret of secrets) t.false(carried.includes(secret), `${request.method()} ${request.url()} carried a secret`);
+    }
+    t.deepEqual(
+      // Opening the tab refreshes the page-wide endpoint notice (a GET of the server's endpoint health, checked above
+      // to carry no secret); that is the page's, not the debugger's.
+      requests
+        .map((r) => new URL(r.url()).pathname)
+        .filter((p) => p !== "/dashboard/signature-rules.json" && !/^\/dashboard\/api\/servers\/[0-9a-f-]{36}\/endpoint-health$/.test(p)),
+      [],
+      "the debugger makes no request but the public rules file",
+    );
+    await openTab(t.context.page, "hearts");
+    t.is(await page.inputValue("#sig-secret"), "", "leaving the tab forgets the secret");
+  },
+);
 
 test.serial("debugger: without WebCrypto (plain http on another host is not a secure context) the plain-JS HMAC gives the same answers", async (t) => {
   const { browser, gatewayUrl } = t.context;
@@ -407,7 +434,13 @@ test.serial("debugger: without WebCrypto (plain http on another host is not a se
       t.is(ok.verdict, "valid", v.name);
       t.true(ok.engine.includes("plain-JavaScript HMAC-SHA256"), v.name);
     }
-    const wrong = await checkSignatureInPage(page, { scheme: "callback", header: `t=${vectors.cases[0]!.t},v1=${"0".repeat(64)}`, body: vectors.cases[0]!.body, secret: vectors.cases[0]!.secret, now: vectors.cases[0]!.t });
+    const wrong = await checkSignatureInPage(page, {
+      scheme: "callback",
+      header: `t=${vectors.cases[0]!.t},v1=${"0".repeat(64)}`,
+      body: vectors.cases[0]!.body,
+      secret: vectors.cases[0]!.secret,
+      now: vectors.cases[0]!.t,
+    });
     t.is(wrong.verdict, "mismatch");
   } finally {
     await page.close();
@@ -451,7 +484,8 @@ test.serial("every tab: referral hint reads ref_token=<token> (no garbled entity
   t.false(/hellip|&\w+;/.test(hint), hint);
   for (const tab of TABS) {
     await openTab(page, tab);
-    if (tab === "trends") await waitInPage(page, `(() => { const c = document.getElementById("chart-funnel"); return Boolean(window.Chart && Chart.getChart(c)); })()`);
+    if (tab === "trends")
+      await waitInPage(page, `(() => { const c = document.getElementById("chart-funnel"); return Boolean(window.Chart && Chart.getChart(c)); })()`);
     const violations = await findA11yViolations(page);
     t.deepEqual(violations, [], `${tab}:\n${formatViolations(violations)}`);
   }
@@ -466,7 +500,8 @@ for (const width of [1280, 375]) {
       await openTab(page, tab);
       if (tab === "hearts") await page.waitForSelector("#hearts-table tbody tr");
       if (tab === "deliveries") await page.waitForSelector("#deliveries-table tbody tr[data-delivery-id]");
-      if (tab === "trends") await waitInPage(page, `(() => { const c = document.getElementById("chart-funnel"); return Boolean(window.Chart && Chart.getChart(c)); })()`);
+      if (tab === "trends")
+        await waitInPage(page, `(() => { const c = document.getElementById("chart-funnel"); return Boolean(window.Chart && Chart.getChart(c)); })()`);
       t.is(await pageOverflowPx(page), 0, `${tab}: the page scrolls sideways`);
       t.deepEqual(await overflowingCards(page), [], `${tab}: a card overflows`);
       await page.screenshot({ path: join(shots, `${tab}-${width}.png`), fullPage: true });

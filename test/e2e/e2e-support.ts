@@ -176,7 +176,11 @@ export function signIngest(secret: string, t: number, rawBody: string): string {
 }
 
 /** POSTs a signed event to the gateway; returns status and parsed JSON body. */
-export async function postSignedEvent(gatewayUrl: string, secret: string, body: Record<string, unknown>): Promise<{ status: number; body: Record<string, unknown> }> {
+export async function postSignedEvent(
+  gatewayUrl: string,
+  secret: string,
+  body: Record<string, unknown>,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const raw = JSON.stringify(body);
   const response = await fetch(`${gatewayUrl}/api/referral/events`, {
     method: "POST",

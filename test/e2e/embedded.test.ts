@@ -24,7 +24,10 @@ const EXAMPLE = /^( {2}SECRET=.*\n {2}BODY=.*\n {2}T=.*\n {2}curl .*)\n/m;
 /** The banner's login link example: TOKEN= and the buf curl command (two lines), exactly as printed. */
 const LOGIN_EXAMPLE = /^( {2}TOKEN=.*\n {2}npx buf curl .*\\\n {4}-d .*CreateDashboardLoginLink)\n/m;
 
-async function startAllInOne(group: ProcessGroup, opts: { name: string; dataDir: string; port: number; rpcPort: number; opsPort: number; secretsKey?: string }) {
+async function startAllInOne(
+  group: ProcessGroup,
+  opts: { name: string; dataDir: string; port: number; rpcPort: number; opsPort: number; secretsKey?: string },
+) {
   const proc = group.spawn({
     name: opts.name,
     file: "scripts/start.ts",
@@ -79,7 +82,11 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
   t.true(url.startsWith(`http://127.0.0.1:${port}/dashboard/login?token=dl_`), url);
   const session = await openLoginLink(`http://127.0.0.1:${port}`, url);
   const owned = JSON.parse((await ownerApi(`http://127.0.0.1:${port}`, session, "GET", "/servers")).text) as { servers: { name: string }[] };
-  t.deepEqual(owned.servers.map((s) => s.name), ["Demo Server"], "the demo owner sees the demo server");
+  t.deepEqual(
+    owned.servers.map((s) => s.name),
+    ["Demo Server"],
+    "the demo owner sees the demo server",
+  );
 
   t.deepEqual(await first.proc.stop(), { code: 0, signal: null }, "SIGTERM drains and exits 0");
   t.deepEqual(openToOthers(dataDir), [], "the data folder (database, secrets key, tokens) is private to the user");
@@ -95,9 +102,22 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
   const third = group.spawn({
     name: "npm start #3 (foreign SECRETS_KEY)",
     file: "scripts/start.ts",
-    env: { DATA_DIR: dataDir, PORT: String(port), REFERRAL_SERVICE_PORT: String(rpcPort), DATABASE_URL: undefined, KAFKA_BROKERS: undefined, SECRETS_KEY: foreignKey },
+    env: {
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      REFERRAL_SERVICE_PORT: String(rpcPort),
+      DATABASE_URL: undefined,
+      KAFKA_BROKERS: undefined,
+      SECRETS_KEY: foreignKey,
+    },
   });
-  const thirdExit = await Promise.race([third.exited, third.waitForOutput(/Referral service is up/, 120_000).then(() => undefined, () => third.exited)]);
+  const thirdExit = await Promise.race([
+    third.exited,
+    third.waitForOutput(/Referral service is up/, 120_000).then(
+      () => undefined,
+      () => third.exited,
+    ),
+  ]);
   t.is(thirdExit?.code, 2, `a foreign SECRETS_KEY exits 2:\n${third.output}`);
   t.deepEqual(configProblems(third.stdout), [SECRETS_KEY_MISMATCH]);
   t.false(third.output.includes(foreignKey));

@@ -48,7 +48,13 @@ const settings = (secretsKey: string, databaseUrl = db.url): SystemSettings => (
  * `passedCheck` first means the start went past the check: the test fails at once instead of hanging.
  */
 async function expectConfigExit(t: ExecutionContext, proc: ManagedProcess, passedCheck: RegExp, secrets: string[]): Promise<string[]> {
-  const exit = await Promise.race([proc.exited, proc.waitForOutput(passedCheck, 120_000).then(() => undefined, () => proc.exited)]);
+  const exit = await Promise.race([
+    proc.exited,
+    proc.waitForOutput(passedCheck, 120_000).then(
+      () => undefined,
+      () => proc.exited,
+    ),
+  ]);
   if (!exit) {
     t.fail(`the start went past the key check (printed ${passedCheck}):\n${proc.output}`);
     return [];
@@ -59,33 +65,36 @@ async function expectConfigExit(t: ExecutionContext, proc: ManagedProcess, passe
   return problems;
 }
 
-test.serial("referral service and delivery with a SECRETS_KEY other than the one that sealed the database's secrets exit 2 naming the mismatch, echoing no key", async (t) => {
-  const group = useProcesses(t);
-  const original = newSecretsKey();
-  // The first process on the database seals the check value with its key.
-  const first = await startReferralServiceProcess(group, settings(original));
-  t.deepEqual(await first.proc.stop(), { code: 0, signal: null });
+test.serial(
+  "referral service and delivery with a SECRETS_KEY other than the one that sealed the database's secrets exit 2 naming the mismatch, echoing no key",
+  async (t) => {
+    const group = useProcesses(t);
+    const original = newSecretsKey();
+    // The first process on the database seals the check value with its key.
+    const first = await startReferralServiceProcess(group, settings(original));
+    t.deepEqual(await first.proc.stop(), { code: 0, signal: null });
 
-  const wrong = newSecretsKey();
-  const referral = group.spawn({
-    name: "referral-service (wrong key)",
-    file: "services/referral-service/main.ts",
-    env: { DATABASE_URL: db.url, SECRETS_KEY: wrong, PORT: "0", OPS_PORT: "0" },
-  });
-  t.deepEqual(await expectConfigExit(t, referral, /referral service listening/, [wrong, original]), [SECRETS_KEY_MISMATCH]);
+    const wrong = newSecretsKey();
+    const referral = group.spawn({
+      name: "referral-service (wrong key)",
+      file: "services/referral-service/main.ts",
+      env: { DATABASE_URL: db.url, SECRETS_KEY: wrong, PORT: "0", OPS_PORT: "0" },
+    });
+    t.deepEqual(await expectConfigExit(t, referral, /referral service listening/, [wrong, original]), [SECRETS_KEY_MISMATCH]);
 
-  const delivery = group.spawn({
-    name: "delivery (wrong key)",
-    file: "services/delivery/main.ts",
-    // The key is checked before Kafka is awaited: a closed broker port does not delay the answer.
-    env: { DATABASE_URL: db.url, KAFKA_BROKERS: `127.0.0.1:${await closedPort()}`, SECRETS_KEY: wrong, OPS_PORT: "0" },
-  });
-  t.deepEqual(await expectConfigExit(t, delivery, /cannot reach kafka/, [wrong, original]), [SECRETS_KEY_MISMATCH]);
+    const delivery = group.spawn({
+      name: "delivery (wrong key)",
+      file: "services/delivery/main.ts",
+      // The key is checked before Kafka is awaited: a closed broker port does not delay the answer.
+      env: { DATABASE_URL: db.url, KAFKA_BROKERS: `127.0.0.1:${await closedPort()}`, SECRETS_KEY: wrong, OPS_PORT: "0" },
+    });
+    t.deepEqual(await expectConfigExit(t, delivery, /cannot reach kafka/, [wrong, original]), [SECRETS_KEY_MISMATCH]);
 
-  // The original key still starts.
-  const again = await startReferralServiceProcess(group, settings(original));
-  t.deepEqual(await again.proc.stop(), { code: 0, signal: null });
-});
+    // The original key still starts.
+    const again = await startReferralServiceProcess(group, settings(original));
+    t.deepEqual(await again.proc.stop(), { code: 0, signal: null });
+  },
+);
 
 /** The first "cannot reach <dependency>" error line of a process. */
 async function firstUnreachableLine(proc: ManagedProcess, dependency: string): Promise<Record<string, unknown>> {
@@ -111,7 +120,11 @@ test("relay with an unreachable broker: the first failed attempt is logged namin
   const group = useProcesses(t);
   const [opsPort] = await freePorts(1);
   const broker = `127.0.0.1:${await closedPort()}`;
-  const relay = group.spawn({ name: "relay", file: "services/relay/main.ts", env: { DATABASE_URL: db.url, KAFKA_BROKERS: broker, OPS_PORT: String(opsPort), LOG_LEVEL: "info" } });
+  const relay = group.spawn({
+    name: "relay",
+    file: "services/relay/main.ts",
+    env: { DATABASE_URL: db.url, KAFKA_BROKERS: broker, OPS_PORT: String(opsPort), LOG_LEVEL: "info" },
+  });
   const line = await firstUnreachableLine(relay, "kafka");
   t.is(line.attempts, 1, "reported on the first failed attempt, not after retries");
   t.is(line.target, broker);
@@ -154,7 +167,10 @@ test("referral service and relay with an unreachable database: the first failed 
     file: "services/relay/main.ts",
     env: { DATABASE_URL: databaseUrl, KAFKA_BROKERS: process.env.KAFKA_BROKERS ?? "127.0.0.1:9092", OPS_PORT: String(relayOps) },
   });
-  for (const [proc, opsPort] of [[referral, referralOps!], [relay, relayOps!]] as const) {
+  for (const [proc, opsPort] of [
+    [referral, referralOps!],
+    [relay, relayOps!],
+  ] as const) {
     const line = await firstUnreachableLine(proc, "database");
     t.is(line.attempts, 1);
     t.is(line.target, databaseUrl.replace(password, "***"));
@@ -188,7 +204,8 @@ test("npm start with DATABASE_URL prints an example that works against that data
     const [, example] = await proc.waitForOutput(EXAMPLE, 90_000);
     return { proc, example: example! };
   };
-  const paste = async (script: string) => JSON.parse((await run("bash", ["-c", script], { cwd: REPO_ROOT, timeout: 20_000 })).stdout.trim()) as Record<string, unknown>;
+  const paste = async (script: string) =>
+    JSON.parse((await run("bash", ["-c", script], { cwd: REPO_ROOT, timeout: 20_000 })).stdout.trim()) as Record<string, unknown>;
 
   const first = await start("npm start #1");
   t.false(first.example.includes("from-the-embedded-database"));

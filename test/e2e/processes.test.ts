@@ -71,7 +71,14 @@ test.before(async (t) => {
       startRelayProcess(group, settings),
       startDeliveryProcess(group, settings),
     ]);
-    Object.assign(t.context, { gateway, referralService, relay, delivery, clients: createServiceClients(referralService.rpcUrl), receiver: await startReceiver() });
+    Object.assign(t.context, {
+      gateway,
+      referralService,
+      relay,
+      delivery,
+      clients: createServiceClients(referralService.rpcUrl),
+      receiver: await startReceiver(),
+    });
   } catch (error) {
     group.dump("before hook failed");
     throw error;
@@ -95,38 +102,50 @@ test.serial("all four processes (gateway, referral service, relay, delivery) ans
     const body = (await ready.json()) as { ok: boolean; checks: Record<string, string> };
     t.is(ready.status, 200, `${name} /readyz`);
     t.true(body.ok, `${name} /readyz body.ok`);
-    t.true(Object.values(body.checks).every((status) => status === "ok"), `${name} checks: ${JSON.stringify(body.checks)}`);
+    t.true(
+      Object.values(body.checks).every((status) => status === "ok"),
+      `${name} checks: ${JSON.stringify(body.checks)}`,
+    );
   }
 });
 
-test.serial("a signed registered, then qualified, through the gateway's HTTP endpoint answer 200 with the contract bodies; an exact replay is duplicate", async (t) => {
-  const { admin, referral } = t.context.clients;
-  const { server } = await admin.createServer({ name: "E2E Server", registrationUrl: "https://example.com/register" });
-  const serverId = server!.id;
-  await admin.setReferralsEnabled({ serverId, enabled: true });
-  const { secret } = await admin.createReferralSecret({ serverId });
-  const { token } = await referral.recordClick({ serverId, referrerIdentity: "referrer-e2e", ip: "198.51.100.7", userAgent: "Mozilla/5.0 e2e" });
-  const gatewayUrl = t.context.gateway.url;
+test.serial(
+  "a signed registered, then qualified, through the gateway's HTTP endpoint answer 200 with the contract bodies; an exact replay is duplicate",
+  async (t) => {
+    const { admin, referral } = t.context.clients;
+    const { server } = await admin.createServer({ name: "E2E Server", registrationUrl: "https://example.com/register" });
+    const serverId = server!.id;
+    await admin.setReferralsEnabled({ serverId, enabled: true });
+    const { secret } = await admin.createReferralSecret({ serverId });
+    const { token } = await referral.recordClick({ serverId, referrerIdentity: "referrer-e2e", ip: "198.51.100.7", userAgent: "Mozilla/5.0 e2e" });
+    const gatewayUrl = t.context.gateway.url;
 
-  const registeredEvent = { event: "registered", token, server_id: serverId, referee_identity: "player-1", server_event_id: "reg-player-1", ts: unixNow() };
-  const registered = await postSignedEvent(gatewayUrl, secret, registeredEvent);
-  t.is(registered.status, 200);
-  t.deepEqual(Object.keys(registered.body).sort(), ["ok", "referral_id", "state"]);
-  t.is(registered.body.ok, true);
-  t.is(registered.body.state, "registered");
-  t.regex(String(registered.body.referral_id), UUID);
+    const registeredEvent = { event: "registered", token, server_id: serverId, referee_identity: "player-1", server_event_id: "reg-player-1", ts: unixNow() };
+    const registered = await postSignedEvent(gatewayUrl, secret, registeredEvent);
+    t.is(registered.status, 200);
+    t.deepEqual(Object.keys(registered.body).sort(), ["ok", "referral_id", "state"]);
+    t.is(registered.body.ok, true);
+    t.is(registered.body.state, "registered");
+    t.regex(String(registered.body.referral_id), UUID);
 
-  const qualified = await postSignedEvent(gatewayUrl, secret, { event: "qualified", token, server_id: serverId, server_event_id: "qual-player-1", ts: unixNow() });
-  t.is(qualified.status, 200);
-  t.deepEqual(qualified.body, { ok: true, referral_id: registered.body.referral_id, state: "qualified" });
+    const qualified = await postSignedEvent(gatewayUrl, secret, {
+      event: "qualified",
+      token,
+      server_id: serverId,
+      server_event_id: "qual-player-1",
+      ts: unixNow(),
+    });
+    t.is(qualified.status, 200);
+    t.deepEqual(qualified.body, { ok: true, referral_id: registered.body.referral_id, state: "qualified" });
 
-  // Re-signed with a fresh t, same server_event_id: the contract's retry is a no-op.
-  const replay = await postSignedEvent(gatewayUrl, secret, registeredEvent);
-  t.is(replay.status, 200);
-  t.deepEqual(replay.body, { ok: true, duplicate: true });
+    // Re-signed with a fresh t, same server_event_id: the contract's retry is a no-op.
+    const replay = await postSignedEvent(gatewayUrl, secret, registeredEvent);
+    t.is(replay.status, 200);
+    t.deepEqual(replay.body, { ok: true, duplicate: true });
 
-  t.context.shared.referral = { serverId, referralId: String(registered.body.referral_id) };
-});
+    t.context.shared.referral = { serverId, referralId: String(registered.body.referral_id) };
+  },
+);
 
 test.serial("the relay publishes the referral.* outbox rows to Kafka: published_at is set and both transitions are on referrals.events.v1", async (t) => {
   const { db, brokers } = t.context;
@@ -173,39 +192,51 @@ test.serial("the relay publishes the referral.* outbox rows to Kafka: published_
   ]);
 });
 
-test.serial("a heart cast via RPC reaches the local receiver as a heart.counted callback signed HMAC_SHA256(secret, `${t}.${rawBody}`) in bare hex, with t == body.timestamp", async (t) => {
-  const { clients, receiver, db } = t.context;
-  const { server } = await clients.admin.createServer({ name: "E2E Hearts", registrationUrl: "" });
-  const serverId = server!.id;
-  await clients.admin.setCallbackSettings({ serverId, callbackUrl: receiver.url, standardWebhooks: false });
-  const { secret } = await clients.admin.revealCallbackSecret({ serverId });
-  t.true(secret.startsWith("whsec_"));
+test.serial(
+  "a heart cast via RPC reaches the local receiver as a heart.counted callback signed HMAC_SHA256(secret, `${t}.${rawBody}`) in bare hex, with t == body.timestamp",
+  async (t) => {
+    const { clients, receiver, db } = t.context;
+    const { server } = await clients.admin.createServer({ name: "E2E Hearts", registrationUrl: "" });
+    const serverId = server!.id;
+    await clients.admin.setCallbackSettings({ serverId, callbackUrl: receiver.url, standardWebhooks: false });
+    const { secret } = await clients.admin.revealCallbackSecret({ serverId });
+    t.true(secret.startsWith("whsec_"));
 
-  const cast = await clients.hearts.castHeart({ serverId, username: "Steve", voterIdentity: "voter-e2e-1", ip: "203.0.113.10", userAgent: "Mozilla/5.0 (X11; Linux x86_64) e2e" });
-  t.true(cast.counted, `heart not counted: ${cast.reason}`);
-  t.regex(cast.heartId, UUID);
+    const cast = await clients.hearts.castHeart({
+      serverId,
+      username: "Steve",
+      voterIdentity: "voter-e2e-1",
+      ip: "203.0.113.10",
+      userAgent: "Mozilla/5.0 (X11; Linux x86_64) e2e",
+    });
+    t.true(cast.counted, `heart not counted: ${cast.reason}`);
+    t.regex(cast.heartId, UUID);
 
-  const [request] = await receiver.waitForRequests(1, 30_000);
-  t.is(request!.method, "POST");
-  t.is(request!.path, new URL(receiver.url).pathname);
-  t.is(headerOf(request!, "content-type"), "application/json");
-  t.is(headerOf(request!, "x-service-event"), "heart.counted");
-  t.regex(headerOf(request!, "x-service-signature") ?? "", /^t=\d+,v1=[0-9a-f]{64}$/);
-  const check = checkCallback(request!, secret);
-  if (!check.ok) return t.fail(check.reason);
-  t.deepEqual(
-    { ...check.body, timestamp: typeof check.body.timestamp },
-    { event: "heart.counted", server_id: serverId, username: "Steve", heart_id: cast.heartId, period: cast.period, timestamp: "number", streak_day: 1 },
-  );
-  t.true(Math.abs((check.body.timestamp as number) - unixNow()) <= 60, "timestamp is the delivery time");
-  t.regex(cast.period, /^[0-9]{4}-[0-9]{2}$/);
+    const [request] = await receiver.waitForRequests(1, 30_000);
+    t.is(request!.method, "POST");
+    t.is(request!.path, new URL(receiver.url).pathname);
+    t.is(headerOf(request!, "content-type"), "application/json");
+    t.is(headerOf(request!, "x-service-event"), "heart.counted");
+    t.regex(headerOf(request!, "x-service-signature") ?? "", /^t=\d+,v1=[0-9a-f]{64}$/);
+    const check = checkCallback(request!, secret);
+    if (!check.ok) return t.fail(check.reason);
+    t.deepEqual(
+      { ...check.body, timestamp: typeof check.body.timestamp },
+      { event: "heart.counted", server_id: serverId, username: "Steve", heart_id: cast.heartId, period: cast.period, timestamp: "number", streak_day: 1 },
+    );
+    t.true(Math.abs((check.body.timestamp as number) - unixNow()) <= 60, "timestamp is the delivery time");
+    t.regex(cast.period, /^[0-9]{4}-[0-9]{2}$/);
 
-  const delivery = await eventually(() => db.prisma.delivery.findFirst({ where: { heartId: cast.heartId, status: "delivered" } }).then((d) => d ?? undefined), {
-    timeoutMs: 10_000,
-    message: "delivery row marked delivered",
-  });
-  t.is(delivery.lastStatusCode, 200);
-});
+    const delivery = await eventually(
+      () => db.prisma.delivery.findFirst({ where: { heartId: cast.heartId, status: "delivered" } }).then((d) => d ?? undefined),
+      {
+        timeoutMs: 10_000,
+        message: "delivery row marked delivered",
+      },
+    );
+    t.is(delivery.lastStatusCode, 200);
+  },
+);
 
 test.serial("a heart.counted on the shared topic for a server unknown to this database is skipped: no delivery row, no callback", async (t) => {
   const { brokers, delivery, db, receiver } = t.context;
@@ -219,7 +250,15 @@ test.serial("a heart.counted on the shared topic for a server unknown to this da
     serverId: foreignServerId,
     payload: {
       case: "heartCounted",
-      value: create(HeartCountedSchema, { heartId, serverId: foreignServerId, username: "Other", voterIdentity: "voter-other", period: "2026-01", countedAt: timestampFromDate(at), streakDay: 1 }),
+      value: create(HeartCountedSchema, {
+        heartId,
+        serverId: foreignServerId,
+        username: "Other",
+        voterIdentity: "voter-other",
+        period: "2026-01",
+        countedAt: timestampFromDate(at),
+        streakDay: 1,
+      }),
     },
   });
   const requestsBefore = receiver.requests.length;
@@ -239,25 +278,31 @@ test.serial("a heart.counted on the shared topic for a server unknown to this da
   t.is(delivery.proc.exitInfo, undefined, "the delivery process keeps running");
 });
 
-test.serial("/metrics of every process exposes its counters: requests by route and code (gateway, referral service), published rows (relay), callback attempts (delivery)", async (t) => {
-  const { gateway, referralService, relay, delivery } = t.context;
-  t.is((await fetch(`${gateway.url}/metrics`)).status, 404, "the gateway's public port does not serve /metrics");
-  t.not(gateway.opsUrl, gateway.url);
-  const gatewayMetrics = await fetchMetrics(gateway.opsUrl);
-  t.true(counterValue(gatewayMetrics, "requests_total", { route: "/api/referral/events", code: "200" }) >= 3, "gateway counts its 200s on the ingest route");
+test.serial(
+  "/metrics of every process exposes its counters: requests by route and code (gateway, referral service), published rows (relay), callback attempts (delivery)",
+  async (t) => {
+    const { gateway, referralService, relay, delivery } = t.context;
+    t.is((await fetch(`${gateway.url}/metrics`)).status, 404, "the gateway's public port does not serve /metrics");
+    t.not(gateway.opsUrl, gateway.url);
+    const gatewayMetrics = await fetchMetrics(gateway.opsUrl);
+    t.true(counterValue(gatewayMetrics, "requests_total", { route: "/api/referral/events", code: "200" }) >= 3, "gateway counts its 200s on the ingest route");
 
-  const serviceMetrics = await fetchMetrics(referralService.opsUrl);
-  t.true(counterValue(serviceMetrics, "requests_total", { route: "referral.v1.ReferralService/ApplyEvent", code: "ok" }) >= 2, "referral service counts ApplyEvent");
-  t.true(counterValue(serviceMetrics, "requests_total", { route: "hearts.v1.HeartService/CastHeart", code: "ok" }) >= 1, "referral service counts CastHeart");
+    const serviceMetrics = await fetchMetrics(referralService.opsUrl);
+    t.true(
+      counterValue(serviceMetrics, "requests_total", { route: "referral.v1.ReferralService/ApplyEvent", code: "ok" }) >= 2,
+      "referral service counts ApplyEvent",
+    );
+    t.true(counterValue(serviceMetrics, "requests_total", { route: "hearts.v1.HeartService/CastHeart", code: "ok" }) >= 1, "referral service counts CastHeart");
 
-  const relayMetrics = await fetchMetrics(relay.opsUrl);
-  t.true(counterValue(relayMetrics, "relay_published_total", { topic: REFERRALS_TOPIC }) >= 2, "relay counts referral rows");
-  t.true(counterValue(relayMetrics, "relay_published_total", { topic: HEARTS_TOPIC }) >= 1, "relay counts heart rows");
+    const relayMetrics = await fetchMetrics(relay.opsUrl);
+    t.true(counterValue(relayMetrics, "relay_published_total", { topic: REFERRALS_TOPIC }) >= 2, "relay counts referral rows");
+    t.true(counterValue(relayMetrics, "relay_published_total", { topic: HEARTS_TOPIC }) >= 1, "relay counts heart rows");
 
-  const deliveryMetrics = await fetchMetrics(delivery.opsUrl);
-  t.true(counterValue(deliveryMetrics, "callback_attempts_total", { outcome: "delivered" }) >= 1, "delivery counts callback attempts");
-  for (const text of [gatewayMetrics, serviceMetrics, relayMetrics, deliveryMetrics]) t.regex(text, /^process_cpu_seconds_total/m);
-});
+    const deliveryMetrics = await fetchMetrics(delivery.opsUrl);
+    t.true(counterValue(deliveryMetrics, "callback_attempts_total", { outcome: "delivered" }) >= 1, "delivery counts callback attempts");
+    for (const text of [gatewayMetrics, serviceMetrics, relayMetrics, deliveryMetrics]) t.regex(text, /^process_cpu_seconds_total/m);
+  },
+);
 
 test.serial("SIGTERM: every process drains and exits 0", async (t) => {
   const { gateway, referralService, relay, delivery } = t.context;
@@ -272,6 +317,9 @@ test.serial("SIGTERM: every process drains and exits 0", async (t) => {
     ],
   );
   for (const service of [gateway, referralService, relay, delivery]) {
-    t.true(jsonLines(service.proc.stdout).some((l) => l.msg === "drained; exiting"), `${service.proc.name} logged its drain`);
+    t.true(
+      jsonLines(service.proc.stdout).some((l) => l.msg === "drained; exiting"),
+      `${service.proc.name} logged its drain`,
+    );
   }
 });

@@ -52,7 +52,11 @@ test.before(async (t) => {
       startRelayProcess(group, settings),
       startDeliveryProcess(group, settings),
     ]);
-    Object.assign(t.context, { gateway, clients: createServiceClients(referralService.rpcUrl), votifier: await startVotifierReceiver({ tokens: { default: TOKEN } }) });
+    Object.assign(t.context, {
+      gateway,
+      clients: createServiceClients(referralService.rpcUrl),
+      votifier: await startVotifierReceiver({ tokens: { default: TOKEN } }),
+    });
   } catch (error) {
     group.dump("before hook failed");
     throw error;
@@ -70,7 +74,13 @@ test.after.always(async (t) => {
 let ip = 10;
 async function castCounted(clients: ServiceClients, serverId: string, username: string): Promise<string> {
   ip++;
-  const cast = await clients.hearts.castHeart({ serverId, username, voterIdentity: `voter-${randomBytes(4).toString("hex")}`, ip: `198.51.${ip}.9`, userAgent: "Mozilla/5.0 e2e" });
+  const cast = await clients.hearts.castHeart({
+    serverId,
+    username,
+    voterIdentity: `voter-${randomBytes(4).toString("hex")}`,
+    ip: `198.51.${ip}.9`,
+    userAgent: "Mozilla/5.0 e2e",
+  });
   if (!cast.counted) throw new Error(`heart did not count: ${cast.reason}`);
   return cast.heartId;
 }
@@ -79,66 +89,85 @@ async function signedPull(gatewayUrl: string, path: string, secret: string, payl
   const body = JSON.stringify(payload);
   const ts = Math.floor(Date.now() / 1000);
   const mac = createHmac("sha256", secret).update(`${ts}.${body}`).digest("hex");
-  const res = await fetch(`${gatewayUrl}${path}`, { method: "POST", headers: { "content-type": "application/json", "x-service-signature": `t=${ts},v1=sha256=${mac}` }, body });
+  const res = await fetch(`${gatewayUrl}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-service-signature": `t=${ts},v1=sha256=${mac}` },
+    body,
+  });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-test.serial("a counted heart -> one Votifier vote, retried while the listener is down, exactly once after; the same heart is pulled and claimed once", async (t) => {
-  const { clients, votifier, db, gateway } = t.context;
-  const { server } = await clients.admin.createServer({ name: "Votifier E2E" });
-  const serverId = server!.id;
-  await clients.admin.setVotifierSettings({ serverId, host: votifier.host, port: votifier.port, token: TOKEN, serviceName: "HeartsList" });
-  await clients.admin.setPullEnabled({ serverId, enabled: true });
-  const { secret: pullSecret } = await clients.admin.revealPullSecret({ serverId });
+test.serial(
+  "a counted heart -> one Votifier vote, retried while the listener is down, exactly once after; the same heart is pulled and claimed once",
+  async (t) => {
+    const { clients, votifier, db, gateway } = t.context;
+    const { server } = await clients.admin.createServer({ name: "Votifier E2E" });
+    const serverId = server!.id;
+    await clients.admin.setVotifierSettings({ serverId, host: votifier.host, port: votifier.port, token: TOKEN, serviceName: "HeartsList" });
+    await clients.admin.setPullEnabled({ serverId, enabled: true });
+    const { secret: pullSecret } = await clients.admin.revealPullSecret({ serverId });
 
-  await votifier.down();
-  const heartId = await castCounted(clients, serverId, "Steve");
-  const failing = await eventually(
-    async () => {
-      const d = await db.prisma.delivery.findFirst({ where: { heartId, transport: "votifier" }, include: { attemptsLog: true } });
-      return d && d.attemptsLog.length >= 2 ? d : undefined;
-    },
-    { timeoutMs: 60_000, message: "two failed Votifier attempts while the listener is down" },
-  );
-  t.is(failing.status, "pending", "still retrying");
-  t.true(failing.attemptsLog.every((a) => a.error === "connection failed: ECONNREFUSED"));
+    await votifier.down();
+    const heartId = await castCounted(clients, serverId, "Steve");
+    const failing = await eventually(
+      async () => {
+        const d = await db.prisma.delivery.findFirst({ where: { heartId, transport: "votifier" }, include: { attemptsLog: true } });
+        return d && d.attemptsLog.length >= 2 ? d : undefined;
+      },
+      { timeoutMs: 60_000, message: "two failed Votifier attempts while the listener is down" },
+    );
+    t.is(failing.status, "pending", "still retrying");
+    t.true(failing.attemptsLog.every((a) => a.error === "connection failed: ECONNREFUSED"));
 
-  await votifier.up();
-  const [vote] = await votifier.waitForVotes(1, 60_000);
-  t.like(vote, { serviceName: "HeartsList", username: "Steve", address: "0.0.0.0" });
-  await eventually(async () => (await db.prisma.delivery.findFirstOrThrow({ where: { heartId, transport: "votifier" } })).status === "delivered", { timeoutMs: 30_000 });
+    await votifier.up();
+    const [vote] = await votifier.waitForVotes(1, 60_000);
+    t.like(vote, { serviceName: "HeartsList", username: "Steve", address: "0.0.0.0" });
+    await eventually(async () => (await db.prisma.delivery.findFirstOrThrow({ where: { heartId, transport: "votifier" } })).status === "delivered", {
+      timeoutMs: 30_000,
+    });
 
-  // A second heart as a barrier: once its vote is in, the first had every chance to arrive twice.
-  const second = await castCounted(clients, serverId, "Alex");
-  await votifier.waitForVotes(2, 60_000);
-  await eventually(async () => (await db.prisma.delivery.findFirstOrThrow({ where: { heartId: second, transport: "votifier" } })).status === "delivered", { timeoutMs: 30_000 });
-  t.deepEqual(
-    votifier.votes.map((v) => v.username),
-    ["Steve", "Alex"],
-    "one vote per heart",
-  );
+    // A second heart as a barrier: once its vote is in, the first had every chance to arrive twice.
+    const second = await castCounted(clients, serverId, "Alex");
+    await votifier.waitForVotes(2, 60_000);
+    await eventually(async () => (await db.prisma.delivery.findFirstOrThrow({ where: { heartId: second, transport: "votifier" } })).status === "delivered", {
+      timeoutMs: 30_000,
+    });
+    t.deepEqual(
+      votifier.votes.map((v) => v.username),
+      ["Steve", "Alex"],
+      "one vote per heart",
+    );
 
-  const listed = await eventually(
-    async () => {
-      const res = await signedPull(gateway.url, "/api/pull/hearts", pullSecret, { server_id: serverId });
-      return (res.body.hearts as unknown[] | undefined)?.length === 2 ? res : undefined;
-    },
-    { timeoutMs: 30_000, message: "both hearts offered for pulling" },
-  );
-  t.deepEqual((listed.body.hearts as Array<{ heart_id: string }>).map((h) => h.heart_id), [heartId, second]);
-  const claimed = await signedPull(gateway.url, "/api/pull/claims", pullSecret, { server_id: serverId, heart_ids: [heartId, second] });
-  t.deepEqual(claimed.body, { results: [{ heart_id: heartId, status: "claimed" }, { heart_id: second, status: "claimed" }] });
-  const again = await signedPull(gateway.url, "/api/pull/claims", pullSecret, { server_id: serverId, heart_ids: [heartId] });
-  t.deepEqual(again.body, { results: [{ heart_id: heartId, status: "already_claimed" }] });
-  t.deepEqual((await signedPull(gateway.url, "/api/pull/hearts", pullSecret, { server_id: serverId })).body, { hearts: [], next_cursor: null });
-  const transports = await db.prisma.delivery.findMany({ where: { heartId }, orderBy: { transport: "asc" } });
-  t.deepEqual(
-    transports.map((d) => [d.transport, d.status]),
-    [
-      ["callback", "pending"],
-      ["votifier", "delivered"],
-      ["pull", "delivered"],
-    ],
-    "the callback delivery is held (no callback URL); Votifier and pull each delivered once",
-  );
-});
+    const listed = await eventually(
+      async () => {
+        const res = await signedPull(gateway.url, "/api/pull/hearts", pullSecret, { server_id: serverId });
+        return (res.body.hearts as unknown[] | undefined)?.length === 2 ? res : undefined;
+      },
+      { timeoutMs: 30_000, message: "both hearts offered for pulling" },
+    );
+    t.deepEqual(
+      (listed.body.hearts as Array<{ heart_id: string }>).map((h) => h.heart_id),
+      [heartId, second],
+    );
+    const claimed = await signedPull(gateway.url, "/api/pull/claims", pullSecret, { server_id: serverId, heart_ids: [heartId, second] });
+    t.deepEqual(claimed.body, {
+      results: [
+        { heart_id: heartId, status: "claimed" },
+        { heart_id: second, status: "claimed" },
+      ],
+    });
+    const again = await signedPull(gateway.url, "/api/pull/claims", pullSecret, { server_id: serverId, heart_ids: [heartId] });
+    t.deepEqual(again.body, { results: [{ heart_id: heartId, status: "already_claimed" }] });
+    t.deepEqual((await signedPull(gateway.url, "/api/pull/hearts", pullSecret, { server_id: serverId })).body, { hearts: [], next_cursor: null });
+    const transports = await db.prisma.delivery.findMany({ where: { heartId }, orderBy: { transport: "asc" } });
+    t.deepEqual(
+      transports.map((d) => [d.transport, d.status]),
+      [
+        ["callback", "pending"],
+        ["votifier", "delivered"],
+        ["pull", "delivered"],
+      ],
+      "the callback delivery is held (no callback URL); Votifier and pull each delivered once",
+    );
+  },
+);

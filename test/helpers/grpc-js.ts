@@ -41,7 +41,9 @@ export function createGrpcJsClient(service: DescService, rpcUrl: string, token: 
     /** Calls `method` with `input` (a partial message). */
     call(method: DescMethod, input: Record<string, unknown> = {}): Promise<GrpcJsOutcome> {
       const fn = (client as unknown as Record<string, (req: unknown, cb: (err: grpc.ServiceError | null, res: unknown) => void) => void>)[method.localName]!;
-      return new Promise((resolve) => fn.call(client, create(method.input, input as never), (err, res) => resolve(err ? { ok: false, error: err } : { ok: true, value: res })));
+      return new Promise((resolve) =>
+        fn.call(client, create(method.input, input as never), (err, res) => resolve(err ? { ok: false, error: err } : { ok: true, value: res })),
+      );
     },
     close: () => client.close(),
   };

@@ -50,7 +50,14 @@ export async function ownerApi(gatewayUrl: string, session: OwnerSession, method
 }
 
 /** A gateway with the dashboard mounted, in front of `rpcUrl`, authenticated with `token`. */
-export async function startDashboardGateway(opts: { rpcUrl: string; token: string; operatorToken?: string; secureCookies?: boolean; log: Logger; now?: () => Date }) {
+export async function startDashboardGateway(opts: {
+  rpcUrl: string;
+  token: string;
+  operatorToken?: string;
+  secureCookies?: boolean;
+  log: Logger;
+  now?: () => Date;
+}) {
   const now = opts.now ?? (() => new Date());
   const server = createGatewayServer({
     ...createReferralServiceClients(opts.rpcUrl, opts.token),

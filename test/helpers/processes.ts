@@ -296,7 +296,9 @@ export function createProcessGroup(): ProcessGroup {
     dump(reason) {
       for (const p of processes) {
         const exit = p.exitInfo ? `exited code ${p.exitInfo.code} signal ${p.exitInfo.signal}` : "running";
-        process.stderr.write(`\n----- ${reason}: output of ${p.name} (pid ${p.pid}, ${exit}) -----\n${tail(p.output, 200_000)}\n----- end of ${p.name} -----\n`);
+        process.stderr.write(
+          `\n----- ${reason}: output of ${p.name} (pid ${p.pid}, ${exit}) -----\n${tail(p.output, 200_000)}\n----- end of ${p.name} -----\n`,
+        );
       }
     },
     async killAll() {

@@ -5,7 +5,7 @@
  * on KAFKA_BROKERS, the outbox relay and a delivery worker, createDeliveryWorker); more gateways
  * (for example with the dashboard) through `startGateway`. Nothing is mocked.
  */
-import http from "node:http";
+import type http from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { createClient, type Client } from "@connectrpc/connect";
@@ -167,7 +167,13 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       metrics,
       now,
       ...(g.dashboard
-        ? { extraRoutes: createDashboardRoutes({ transport: createServiceTransport(rpcUrl, token), token: g.dashboard.token, log: g.dashboard.log ?? gatewayLog }) }
+        ? {
+            extraRoutes: createDashboardRoutes({
+              transport: createServiceTransport(rpcUrl, token),
+              token: g.dashboard.token,
+              log: g.dashboard.log ?? gatewayLog,
+            }),
+          }
         : {}),
       ...g.overrides?.({ clients: gatewayClients, metrics }),
     });

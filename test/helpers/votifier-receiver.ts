@@ -65,7 +65,9 @@ const MAGIC = 0x733a;
 const MAX_FRAME_BYTES = 1024;
 
 /** Starts a listener on 127.0.0.1 (a free port unless given). */
-export async function startVotifierReceiver(opts: { tokens?: Record<string, string>; behaviour?: VotifierBehaviour; port?: number } = {}): Promise<VotifierReceiver> {
+export async function startVotifierReceiver(
+  opts: { tokens?: Record<string, string>; behaviour?: VotifierBehaviour; port?: number } = {},
+): Promise<VotifierReceiver> {
   let tokens = opts.tokens ?? { default: "votifier-token" };
   let behaviour: VotifierBehaviour = opts.behaviour ?? "normal";
   let fixedChallenge: string | undefined;
@@ -132,7 +134,8 @@ export async function startVotifierReceiver(opts: { tokens?: Record<string, stri
       const expected = createHmac("sha256", token).update(message.payload, "utf8").digest();
       const presented = Buffer.from(message.signature, "base64");
       exchange.signatureValid = presented.length === expected.length && timingSafeEqual(presented, expected);
-      if (!exchange.signatureValid) return reply({ status: "error", cause: "CorruptedFrameException", errorMessage: "Signature is not valid (invalid token?)" });
+      if (!exchange.signatureValid)
+        return reply({ status: "error", cause: "CorruptedFrameException", errorMessage: "Signature is not valid (invalid token?)" });
       for (const field of ["serviceName", "username", "address", "timestamp"]) {
         if (vote[field] === undefined) return reply({ status: "error", cause: "NullPointerException", errorMessage: `${field} missing` });
       }
@@ -181,7 +184,8 @@ export async function startVotifierReceiver(opts: { tokens?: Record<string, stri
     setTokens: (t) => void (tokens = t),
     setChallenge: (c) => void (fixedChallenge = c),
     waitForVotes: (count, timeoutMs = 15_000) => waitFor(() => (votes.length >= count ? votes.slice() : undefined), timeoutMs, `${count} vote(s)`),
-    waitForExchanges: (count, timeoutMs = 15_000) => waitFor(() => (exchanges.length >= count ? exchanges.slice() : undefined), timeoutMs, `${count} exchange(s)`),
+    waitForExchanges: (count, timeoutMs = 15_000) =>
+      waitFor(() => (exchanges.length >= count ? exchanges.slice() : undefined), timeoutMs, `${count} exchange(s)`),
     down: stop,
     async up() {
       server = net.createServer(handle);

@@ -51,7 +51,12 @@ function otherScope(required: Scope): Scope {
 }
 
 /** Calls `method` over a Connect-family transport; returns the Connect code (or "ok") and the message. */
-async function callConnect(transport: Transport, service: DescService, method: DescMethod, authorization?: string): Promise<{ code: Code | "ok"; message: string }> {
+async function callConnect(
+  transport: Transport,
+  service: DescService,
+  method: DescMethod,
+  authorization?: string,
+): Promise<{ code: Code | "ok"; message: string }> {
   const client = createClient(service, transport) as unknown as Record<string, (input: object, opts: object) => Promise<unknown>>;
   try {
     await client[method.localName]!({}, { headers: authorization === undefined ? {} : { authorization }, timeoutMs: 10_000 });
@@ -62,7 +67,10 @@ async function callConnect(transport: Transport, service: DescService, method: D
   }
 }
 
-const GRPC_CODE: Partial<Record<Code, grpc.status>> = { [Code.Unauthenticated]: grpc.status.UNAUTHENTICATED, [Code.PermissionDenied]: grpc.status.PERMISSION_DENIED };
+const GRPC_CODE: Partial<Record<Code, grpc.status>> = {
+  [Code.Unauthenticated]: grpc.status.UNAUTHENTICATED,
+  [Code.PermissionDenied]: grpc.status.PERMISSION_DENIED,
+};
 
 for (const service of hostedServices()) {
   for (const [protocol, makeTransport] of [
@@ -75,11 +83,27 @@ for (const service of hostedServices()) {
       for (const method of service.methods) {
         const rule = RPC_ACCESS[rpcKey(service.typeName, method.name)]!;
         const name = `${service.typeName}/${method.name}`;
-        t.deepEqual(await callConnect(transport, service, method), { code: Code.Unauthenticated, message: "missing service token (send the header authorization with the value Bearer <token>)" }, name);
-        t.deepEqual(await callConnect(transport, service, method, `Bearer ${WRONG_TOKEN}`), { code: Code.Unauthenticated, message: "invalid or revoked service token" }, name);
-        t.deepEqual(await callConnect(transport, service, method, `Basic ${TEST_SERVICE_TOKEN}`), { code: Code.Unauthenticated, message: "malformed authorization header (expected Bearer <token>)" }, name);
+        t.deepEqual(
+          await callConnect(transport, service, method),
+          { code: Code.Unauthenticated, message: "missing service token (send the header authorization with the value Bearer <token>)" },
+          name,
+        );
+        t.deepEqual(
+          await callConnect(transport, service, method, `Bearer ${WRONG_TOKEN}`),
+          { code: Code.Unauthenticated, message: "invalid or revoked service token" },
+          name,
+        );
+        t.deepEqual(
+          await callConnect(transport, service, method, `Basic ${TEST_SERVICE_TOKEN}`),
+          { code: Code.Unauthenticated, message: "malformed authorization header (expected Bearer <token>)" },
+          name,
+        );
         const denied = await callConnect(transport, service, method, `Bearer ${tokens[otherScope(rule.scope)]}`);
-        t.deepEqual(denied, { code: Code.PermissionDenied, message: `this token lacks the scope "${rule.scope}" that ${service.typeName}.${method.name} requires` }, name);
+        t.deepEqual(
+          denied,
+          { code: Code.PermissionDenied, message: `this token lacks the scope "${rule.scope}" that ${service.typeName}.${method.name} requires` },
+          name,
+        );
         const allowed = await callConnect(transport, service, method, `Bearer ${tokens[rule.scope]}`);
         t.false(allowed.code === Code.Unauthenticated || allowed.code === Code.PermissionDenied, `${name} with scope ${rule.scope}: ${allowed.message}`);
         const asAdmin = await callConnect(transport, service, method, `Bearer ${tokens.admin}`);
@@ -115,7 +139,8 @@ for (const service of hostedServices()) {
           t.is(decodeURIComponent(denied.error.details), `this token lacks the scope "${rule.scope}" that ${service.typeName}.${method.name} requires`, name);
         }
         const allowed = await clients[rule.scope]!.call(method);
-        if (!allowed.ok) t.false([grpc.status.UNAUTHENTICATED, grpc.status.PERMISSION_DENIED].includes(allowed.error.code), `${name}: ${allowed.error.details}`);
+        if (!allowed.ok)
+          t.false([grpc.status.UNAUTHENTICATED, grpc.status.PERMISSION_DENIED].includes(allowed.error.code), `${name}: ${allowed.error.details}`);
       }
     } finally {
       for (const client of Object.values(clients)) client.close();
@@ -133,7 +158,10 @@ test("a revoked token stops working (within the token cache lifetime); tokens ar
   t.truthy(revoked.info?.revokedAt);
   const code = await eventually(
     async () => {
-      const outcome = await client.listServers({}).then(() => undefined, (e: unknown) => ConnectError.from(e));
+      const outcome = await client.listServers({}).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
       return outcome?.code === Code.Unauthenticated ? outcome : undefined;
     },
     { timeoutMs: 10_000, message: "revoked token refused" },
@@ -143,7 +171,9 @@ test("a revoked token stops working (within the token cache lifetime); tokens ar
   t.true(listed.tokens.some((x) => x.name === "to-revoke" && x.revokedAt !== undefined));
   t.false(JSON.stringify(listed.tokens.map((x) => ({ ...x, createdAt: undefined, revokedAt: undefined }))).includes(created.token));
   // Creating a second token under a taken name is a conflict; an unknown scope is refused.
-  await t.throwsAsync(stack.clients.access.createServiceToken({ name: "to-revoke", scopes: ["read"] }), { message: /already_exists.*a service token named "to-revoke" exists/ });
+  await t.throwsAsync(stack.clients.access.createServiceToken({ name: "to-revoke", scopes: ["read"] }), {
+    message: /already_exists.*a service token named "to-revoke" exists/,
+  });
   await t.throwsAsync(stack.clients.access.createServiceToken({ name: "x", scopes: ["root"] }), { message: /invalid_argument.*unknown scope "root"/ });
 });
 
@@ -206,7 +236,10 @@ test("tokens never reach a log line: not the service's (rejected or accepted cal
     await admin.listServers({}, { headers: { authorization: `Bearer ${TEST_SERVICE_TOKEN}` } });
     await gw.createServer();
     const all = [...gw.serviceLog.raw, ...gw.gatewayLog.raw].join("\n");
-    t.true(gw.serviceLog.raw.some((line) => line.includes("rpc rejected")), "the rejection itself is logged");
+    t.true(
+      gw.serviceLog.raw.some((line) => line.includes("rpc rejected")),
+      "the rejection itself is logged",
+    );
     for (const token of [WRONG_TOKEN, TEST_SERVICE_TOKEN]) t.false(all.includes(token));
   } finally {
     await gw.close();

@@ -67,9 +67,24 @@ async function seedOwner(stack: TestStack, ownerId: string | undefined): Promise
   const { token } = await referral.recordClick({ serverId, referrerIdentity: "referrer-1" });
   const applied = await referral.applyEvent({ serverId, event: ReferralEventType.REGISTERED, token, refereeIdentity: "player-1", serverEventId: "reg-1" });
   ipCounter += 1;
-  const heart = await hearts.castHeart({ serverId, username: "Steve", voterIdentity: `voter-${ipCounter}`, ip: `203.0.113.${ipCounter}`, userAgent: "Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0" });
+  const heart = await hearts.castHeart({
+    serverId,
+    username: "Steve",
+    voterIdentity: `voter-${ipCounter}`,
+    ip: `203.0.113.${ipCounter}`,
+    userAgent: "Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0",
+  });
   const heartId = heart.heartId || randomUUID();
-  await insertDelivery(stack.prisma, { heartId, serverId, eventType: "heart.counted", username: "Steve", voterIdentity: "v", period: "2026-11", streakDay: 1, countedAt: new Date() });
+  await insertDelivery(stack.prisma, {
+    heartId,
+    serverId,
+    eventType: "heart.counted",
+    username: "Steve",
+    voterIdentity: "v",
+    period: "2026-11",
+    streakDay: 1,
+    countedAt: new Date(),
+  });
   const delivery = await stack.prisma.delivery.findFirstOrThrow({ where: { serverId } });
   return {
     ownerId: ownerId ?? "",
@@ -192,7 +207,11 @@ test("every RPC for owner A's session: B's and unowned resources answer exactly 
       const rule = RPC_ACCESS[rpcKey(service.typeName, method.name)]!;
       const name = `${service.typeName}/${method.name}`;
       if (rule.owner.kind === "none") {
-        t.deepEqual(await call(method.localName, {}), { code: Code.PermissionDenied, text: `${service.typeName}.${method.name} is not available to dashboard sessions` }, name);
+        t.deepEqual(
+          await call(method.localName, {}),
+          { code: Code.PermissionDenied, text: `${service.typeName}.${method.name} is not available to dashboard sessions` },
+          name,
+        );
         continue;
       }
       if (rule.owner.kind === "own") {
@@ -202,13 +221,19 @@ test("every RPC for owner A's session: B's and unowned resources answer exactly 
       }
       owned += 1;
       const { field, resource } = rule.owner;
-      const missing = await call(method.localName, inputFor(field, resource, { ...c.b, serverId: randomUUID(), deliveryId: randomUUID(), referralId: randomUUID() }));
+      const missing = await call(
+        method.localName,
+        inputFor(field, resource, { ...c.b, serverId: randomUUID(), deliveryId: randomUUID(), referralId: randomUUID() }),
+      );
       t.deepEqual(missing, { code: Code.NotFound, text: NOT_FOUND_TEXT[resource] }, `${name}: a missing ${resource}`);
       for (const other of [c.b, c.unowned]) {
         t.deepEqual(await call(method.localName, inputFor(field, resource, other)), missing, `${name}: another owner's ${resource} answers like a missing one`);
       }
       const own = await call(method.localName, inputFor(field, resource, c.a));
-      t.false(own.code === Code.PermissionDenied || own.code === Code.Unauthenticated || own.text === NOT_FOUND_TEXT[resource], `${name} on A's own: ${own.text}`);
+      t.false(
+        own.code === Code.PermissionDenied || own.code === Code.Unauthenticated || own.text === NOT_FOUND_TEXT[resource],
+        `${name} on A's own: ${own.text}`,
+      );
     }
   }
   t.true(owned >= 20, "the owner-scoped RPCs were all exercised");
@@ -234,7 +259,10 @@ test("a session acting without the gateway's dashboard scope, or after revocatio
   // Owner C: revoking C's sessions leaves A's (used by the other tests) alone.
   const session = await signInOwner(c.stack.clients.access, c.gateway.url, "owner-c");
   const second = await signInOwner(c.stack.clients.access, c.gateway.url, "owner-c");
-  const asReader = createClient(hostedServices().find((s) => s.name === "ServerAdminService")!, withHeaders(createServiceTransport(c.stack.rpcUrl, readOnly), { [DASHBOARD_SESSION_HEADER]: session.sessionToken })) as unknown as {
+  const asReader = createClient(
+    hostedServices().find((s) => s.name === "ServerAdminService")!,
+    withHeaders(createServiceTransport(c.stack.rpcUrl, readOnly), { [DASHBOARD_SESSION_HEADER]: session.sessionToken }),
+  ) as unknown as {
     listServers(i: object): Promise<unknown>;
   };
   const err = await asReader.listServers({}).catch((e: unknown) => ConnectError.from(e));
@@ -296,7 +324,11 @@ test("CSRF: a state-changing call with the session cookie needs X-CSRF-Token, a 
   const c = t.context;
   const path = `${c.gateway.url}/dashboard/api/servers/${c.a.serverId}/referrals`;
   const send = (headers: Record<string, string>) =>
-    fetch(path, { method: "PUT", headers: { cookie: c.sessionA.cookie, "content-type": "application/json", ...headers }, body: JSON.stringify({ enabled: true }) });
+    fetch(path, {
+      method: "PUT",
+      headers: { cookie: c.sessionA.cookie, "content-type": "application/json", ...headers },
+      body: JSON.stringify({ enabled: true }),
+    });
   const host = new URL(c.gateway.url).host;
   for (const [why, headers, error] of [
     ["no CSRF token", {}, "missing or invalid CSRF token: send X-CSRF-Token from GET /dashboard/api/session"],
@@ -320,7 +352,11 @@ test("without a session cookie or operator token the API is 401; without DASHBOA
   const c = t.context;
   // Every route of the table, unauthenticated, with the ids of a real server: 401, nothing leaks.
   for (const route of ROUTES) {
-    const res = await fetch(`${c.gateway.url}/dashboard/api${fillPath(route.path, c.a)}`, { method: route.method, headers: { "content-type": "application/json" }, body: route.method === "GET" ? undefined : "{}" });
+    const res = await fetch(`${c.gateway.url}/dashboard/api${fillPath(route.path, c.a)}`, {
+      method: route.method,
+      headers: { "content-type": "application/json" },
+      body: route.method === "GET" ? undefined : "{}",
+    });
     t.is(res.status, 401, `${route.method} ${route.path}`);
     t.deepEqual(await res.json(), { error: "missing or invalid dashboard token" });
   }

@@ -27,7 +27,11 @@ test("CreateOwner takes the list's account id; a second one with the same id is 
   t.like(owner, { id: "acct:42@eu", displayName: "Alice" });
   t.deepEqual(await codeOf(access.createOwner({ ownerId: "acct:42@eu" })), { code: Code.AlreadyExists, message: "owner already exists" });
   for (const ownerId of ["", "with space", "-leading-dash", "x".repeat(129), "semi;colon"]) {
-    t.deepEqual(await codeOf(access.createOwner({ ownerId })), { code: Code.InvalidArgument, message: "owner_id must be 1-128 letters, digits, '.', '_', ':', '@' or '-'" }, ownerId);
+    t.deepEqual(
+      await codeOf(access.createOwner({ ownerId })),
+      { code: Code.InvalidArgument, message: "owner_id must be 1-128 letters, digits, '.', '_', ':', '@' or '-'" },
+      ownerId,
+    );
   }
 });
 
@@ -38,14 +42,23 @@ test("AssignServer gives a server to an owner, moves it, and an empty owner_id m
   const { server } = await admin.createServer({ name: "assignable" });
   const serverId = server!.id;
   t.is((await access.assignServer({ serverId, ownerId: "acct-1" })).server?.ownerId, "acct-1");
-  t.deepEqual((await access.listOwnerServers({ ownerId: "acct-1" })).servers.map((s) => s.id), [serverId]);
+  t.deepEqual(
+    (await access.listOwnerServers({ ownerId: "acct-1" })).servers.map((s) => s.id),
+    [serverId],
+  );
   await access.assignServer({ serverId, ownerId: "acct-2" });
   t.deepEqual((await access.listOwnerServers({ ownerId: "acct-1" })).servers, []);
-  t.deepEqual((await access.listOwnerServers({ ownerId: "acct-2" })).servers.map((s) => s.id), [serverId]);
+  t.deepEqual(
+    (await access.listOwnerServers({ ownerId: "acct-2" })).servers.map((s) => s.id),
+    [serverId],
+  );
   t.is((await access.assignServer({ serverId, ownerId: "" })).server?.ownerId, "");
   t.deepEqual((await access.listOwnerServers({ ownerId: "acct-2" })).servers, []);
   t.deepEqual(await codeOf(access.assignServer({ serverId, ownerId: "nobody" })), { code: Code.NotFound, message: "unknown owner" });
-  t.deepEqual(await codeOf(access.assignServer({ serverId: "00000000-0000-0000-0000-000000000000", ownerId: "acct-1" })), { code: Code.NotFound, message: "unknown server" });
+  t.deepEqual(await codeOf(access.assignServer({ serverId: "00000000-0000-0000-0000-000000000000", ownerId: "acct-1" })), {
+    code: Code.NotFound,
+    message: "unknown server",
+  });
   t.deepEqual(await codeOf(access.assignServer({ serverId: "not-a-uuid", ownerId: "acct-1" })), { code: Code.NotFound, message: "unknown server" });
   t.deepEqual(await codeOf(access.listOwnerServers({ ownerId: "nobody" })), { code: Code.NotFound, message: "unknown owner" });
 });
@@ -60,7 +73,10 @@ test("CreateDashboardLoginLink: a one-time URL on the public base URL, 5 minutes
   t.true(ttlMs > 290_000 && ttlMs <= 301_000, `${ttlMs}`);
   const hour = await access.createDashboardLoginLink({ ownerId: "acct-links", ttlSeconds: 3600n });
   t.true(Number(hour.expiresAt!.seconds) * 1000 - before > 3_590_000);
-  t.deepEqual(await codeOf(access.createDashboardLoginLink({ ownerId: "acct-links", ttlSeconds: 3601n })), { code: Code.InvalidArgument, message: "ttl_seconds must be 0 (default 300) to 3600" });
+  t.deepEqual(await codeOf(access.createDashboardLoginLink({ ownerId: "acct-links", ttlSeconds: 3601n })), {
+    code: Code.InvalidArgument,
+    message: "ttl_seconds must be 0 (default 300) to 3600",
+  });
   t.deepEqual(await codeOf(access.createDashboardLoginLink({ ownerId: "nobody" })), { code: Code.NotFound, message: "unknown owner" });
   // Only the hash is stored: the token in the URL appears nowhere in the table.
   const token = new URL(link.url).searchParams.get("token")!;
@@ -76,6 +92,7 @@ test("RedeemDashboardLoginLink: of concurrent redemptions of one link exactly on
   const loginToken = new URL(url).searchParams.get("token")!;
   const outcomes = await Promise.all(Array.from({ length: 8 }, () => codeOf(access.redeemDashboardLoginLink({ loginToken }))));
   t.is(outcomes.filter((o) => o === "ok").length, 1, JSON.stringify(outcomes));
-  for (const o of outcomes.filter((x) => x !== "ok")) t.deepEqual(o, { code: Code.NotFound, message: "this login link is invalid or expired or already used (ask for a new one)" });
+  for (const o of outcomes.filter((x) => x !== "ok"))
+    t.deepEqual(o, { code: Code.NotFound, message: "this login link is invalid or expired or already used (ask for a new one)" });
   t.is((await access.listDashboardSessions({ ownerId: "acct-race" })).sessions.length, 1);
 });

@@ -46,7 +46,15 @@ function heartCountedEnvelope(serverId: string, heartId: string, username = "Ste
       serverId,
       payload: {
         case: "heartCounted",
-        value: create(HeartCountedSchema, { heartId, serverId, username, voterIdentity: `voter-${heartId}`, period: "2026-03", countedAt: timestampFromDate(at), streakDay: 1 }),
+        value: create(HeartCountedSchema, {
+          heartId,
+          serverId,
+          username,
+          voterIdentity: `voter-${heartId}`,
+          period: "2026-03",
+          countedAt: timestampFromDate(at),
+          streakDay: 1,
+        }),
       },
     }),
   );
@@ -101,46 +109,55 @@ test.serial("consumer: a heart for a server that no longer exists is skipped, no
   t.is(await h.db.prisma.delivery.count({ where: { heartId: ghost } }), 0);
 });
 
-test.serial("end to end without the relay: CastHeart's outbox row, published to Kafka, becomes a signed heart.counted callback the receiver verifies", async (t) => {
-  const { h, bus } = t.context;
-  const receiver = await startReceiver();
-  const dispatcher = createDispatcher({
-    prisma: h.db.prisma,
-    secretBox: h.deps.secretBox,
-    log: h.deps.log,
-    now: () => new Date(),
-    schedule: parseRetrySchedule("100ms"),
-    timeoutMs: 2_000,
-    allowInsecure: true,
-    pollIntervalMs: 25,
-  });
-  try {
-    const serverId = await insertServer(h.db.prisma, { callbackUrl: receiver.url });
-    const { secret } = await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
-    const res = await h.hearts.castHeart({ serverId, username: "Notch", voterIdentity: "acct-e2e", ip: "203.0.113.200", userAgent: "Mozilla/5.0 Firefox/128.0" });
-    t.true(res.counted);
-    // What the relay does: publish the outbox row's payload, keyed by server id.
-    const outbox = await h.db.prisma.outboxMessage.findFirstOrThrow({ where: { key: serverId } });
-    await bus.publish(TOPIC, [{ key: outbox.key, value: outbox.payload }]);
-    dispatcher.start();
-    const [request] = await receiver.waitForRequests(1, 30_000);
-    const signature = parseCallbackSignature(headerOf(request!, "x-service-signature"));
-    t.truthy(signature);
-    t.true(hexEquals(signature!.v1[0] ?? "", expectedCallbackMac(secret, signature!.t, request!.body)), "HMAC verified with node:crypto in the test");
-    t.is(headerOf(request!, "x-service-event"), "heart.counted");
-    const body = JSON.parse(request!.text) as Record<string, unknown>;
-    t.deepEqual(body, {
-      event: "heart.counted",
-      server_id: serverId,
-      username: "Notch",
-      heart_id: res.heartId,
-      period: res.period,
-      timestamp: signature!.t,
-      streak_day: 1,
+test.serial(
+  "end to end without the relay: CastHeart's outbox row, published to Kafka, becomes a signed heart.counted callback the receiver verifies",
+  async (t) => {
+    const { h, bus } = t.context;
+    const receiver = await startReceiver();
+    const dispatcher = createDispatcher({
+      prisma: h.db.prisma,
+      secretBox: h.deps.secretBox,
+      log: h.deps.log,
+      now: () => new Date(),
+      schedule: parseRetrySchedule("100ms"),
+      timeoutMs: 2_000,
+      allowInsecure: true,
+      pollIntervalMs: 25,
     });
-    await eventually(async () => (await h.db.prisma.delivery.findFirstOrThrow({ where: { heartId: res.heartId } })).status === "delivered");
-  } finally {
-    await receiver.close();
-    await dispatcher.stop();
-  }
-});
+    try {
+      const serverId = await insertServer(h.db.prisma, { callbackUrl: receiver.url });
+      const { secret } = await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
+      const res = await h.hearts.castHeart({
+        serverId,
+        username: "Notch",
+        voterIdentity: "acct-e2e",
+        ip: "203.0.113.200",
+        userAgent: "Mozilla/5.0 Firefox/128.0",
+      });
+      t.true(res.counted);
+      // What the relay does: publish the outbox row's payload, keyed by server id.
+      const outbox = await h.db.prisma.outboxMessage.findFirstOrThrow({ where: { key: serverId } });
+      await bus.publish(TOPIC, [{ key: outbox.key, value: outbox.payload }]);
+      dispatcher.start();
+      const [request] = await receiver.waitForRequests(1, 30_000);
+      const signature = parseCallbackSignature(headerOf(request!, "x-service-signature"));
+      t.truthy(signature);
+      t.true(hexEquals(signature!.v1[0] ?? "", expectedCallbackMac(secret, signature!.t, request!.body)), "HMAC verified with node:crypto in the test");
+      t.is(headerOf(request!, "x-service-event"), "heart.counted");
+      const body = JSON.parse(request!.text) as Record<string, unknown>;
+      t.deepEqual(body, {
+        event: "heart.counted",
+        server_id: serverId,
+        username: "Notch",
+        heart_id: res.heartId,
+        period: res.period,
+        timestamp: signature!.t,
+        streak_day: 1,
+      });
+      await eventually(async () => (await h.db.prisma.delivery.findFirstOrThrow({ where: { heartId: res.heartId } })).status === "delivered");
+    } finally {
+      await receiver.close();
+      await dispatcher.stop();
+    }
+  },
+);

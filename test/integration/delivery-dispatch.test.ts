@@ -147,22 +147,25 @@ test.serial("any 2xx (202, 204) marks the delivery delivered", async (t) => {
   }
 });
 
-test.serial("rotation: with two active callback secrets the header carries two v1 entries, newest first; expired and revoked secrets sign nothing", async (t) => {
-  const { h, dispatcher, receiver } = await world(t);
-  const r = await receiver();
-  const serverId = await insertServer(h.db.prisma, { callbackUrl: r.url });
-  const now = Date.now();
-  const db = h.db.prisma;
-  const box = h.deps.secretBox;
-  await insertSecret(db, box, serverId, "callback", { createdAt: new Date(now - 72 * 3600_000), expiresAt: new Date(now - 24 * 3600_000) });
-  await insertSecret(db, box, serverId, "callback", { createdAt: new Date(now - 60 * 3600_000), revokedAt: new Date(now - 3600_000) });
-  const old = await insertSecret(db, box, serverId, "callback", { createdAt: new Date(now - 48 * 3600_000), expiresAt: new Date(now + 23 * 3600_000) });
-  const newest = await insertSecret(db, box, serverId, "callback", { createdAt: new Date(now - 3600_000) });
-  await addDelivery(h, serverId);
-  dispatcher().start();
-  const [request] = await r.waitForRequests(1);
-  assertSignedBy(t, request!, [newest.secret, old.secret]);
-});
+test.serial(
+  "rotation: with two active callback secrets the header carries two v1 entries, newest first; expired and revoked secrets sign nothing",
+  async (t) => {
+    const { h, dispatcher, receiver } = await world(t);
+    const r = await receiver();
+    const serverId = await insertServer(h.db.prisma, { callbackUrl: r.url });
+    const now = Date.now();
+    const db = h.db.prisma;
+    const box = h.deps.secretBox;
+    await insertSecret(db, box, serverId, "callback", { createdAt: new Date(now - 72 * 3600_000), expiresAt: new Date(now - 24 * 3600_000) });
+    await insertSecret(db, box, serverId, "callback", { createdAt: new Date(now - 60 * 3600_000), revokedAt: new Date(now - 3600_000) });
+    const old = await insertSecret(db, box, serverId, "callback", { createdAt: new Date(now - 48 * 3600_000), expiresAt: new Date(now + 23 * 3600_000) });
+    const newest = await insertSecret(db, box, serverId, "callback", { createdAt: new Date(now - 3600_000) });
+    await addDelivery(h, serverId);
+    dispatcher().start();
+    const [request] = await r.waitForRequests(1);
+    assertSignedBy(t, request!, [newest.secret, old.secret]);
+  },
+);
 
 test.serial("Standard Webhooks opt-in: webhook-id = heart_id, webhook-timestamp = t, webhook-signature verifies (computed in the test)", async (t) => {
   const { h, dispatcher, receiver } = await world(t);
@@ -189,46 +192,49 @@ test.serial("without the opt-in no Standard Webhooks headers are sent", async (t
   t.is(headerOf(request!, "webhook-signature"), undefined);
 });
 
-test.serial("compressed schedule: a failing receiver is retried per schedule, every attempt recorded, then the delivery is failed and stays visible; Redeliver sends it again", async (t) => {
-  const { h, dispatcher, receiver } = await world(t);
-  const r = await receiver({ fallback: { status: 500, body: "boom" } });
-  const { serverId, secret } = await callbackServer(h, r.url);
-  const heartId = await addDelivery(h, serverId);
-  dispatcher({ scheduleText: "100ms,200ms,300ms" }).start();
-  const failed = await eventually(async () => {
-    const d = await deliveryOf(h, heartId);
-    return d.status === "failed" ? d : undefined;
-  });
-  t.is(r.requests.length, 4, "1 attempt + 3 retries");
-  const gaps = r.requests.slice(1).map((req, i) => req.receivedAt - r.requests[i]!.receivedAt);
-  [100, 200, 300].forEach((delay, i) => t.true(gaps[i]! >= delay - 5, `retry ${i + 1} waited ${gaps[i]} ms >= ${delay} ms`));
-  t.is(failed.attempts, 4);
-  t.truthy(failed.failedAt);
-  t.is(failed.lastStatusCode, 500);
-  t.is(failed.lastError, "receiver answered 500");
-  t.deepEqual(
-    failed.attemptsLog.map((a) => [a.attempt, a.statusCode, a.error, a.url]),
-    [1, 2, 3, 4].map((n) => [n, 500, "receiver answered 500", r.url]),
-  );
-  t.true(failed.attemptsLog.every((a) => a.latencyMs >= 0 && a.startedAt instanceof Date));
-  // Every retry carries the same heart_id and is freshly signed.
-  for (const request of r.requests) {
-    t.is(bodyOf(request).heart_id, heartId);
-    assertSignedBy(t, request, [secret]);
-  }
+test.serial(
+  "compressed schedule: a failing receiver is retried per schedule, every attempt recorded, then the delivery is failed and stays visible; Redeliver sends it again",
+  async (t) => {
+    const { h, dispatcher, receiver } = await world(t);
+    const r = await receiver({ fallback: { status: 500, body: "boom" } });
+    const { serverId, secret } = await callbackServer(h, r.url);
+    const heartId = await addDelivery(h, serverId);
+    dispatcher({ scheduleText: "100ms,200ms,300ms" }).start();
+    const failed = await eventually(async () => {
+      const d = await deliveryOf(h, heartId);
+      return d.status === "failed" ? d : undefined;
+    });
+    t.is(r.requests.length, 4, "1 attempt + 3 retries");
+    const gaps = r.requests.slice(1).map((req, i) => req.receivedAt - r.requests[i]!.receivedAt);
+    [100, 200, 300].forEach((delay, i) => t.true(gaps[i]! >= delay - 5, `retry ${i + 1} waited ${gaps[i]} ms >= ${delay} ms`));
+    t.is(failed.attempts, 4);
+    t.truthy(failed.failedAt);
+    t.is(failed.lastStatusCode, 500);
+    t.is(failed.lastError, "receiver answered 500");
+    t.deepEqual(
+      failed.attemptsLog.map((a) => [a.attempt, a.statusCode, a.error, a.url]),
+      [1, 2, 3, 4].map((n) => [n, 500, "receiver answered 500", r.url]),
+    );
+    t.true(failed.attemptsLog.every((a) => a.latencyMs >= 0 && a.startedAt instanceof Date));
+    // Every retry carries the same heart_id and is freshly signed.
+    for (const request of r.requests) {
+      t.is(bodyOf(request).heart_id, heartId);
+      assertSignedBy(t, request, [secret]);
+    }
 
-  r.setFallback({ status: 200 });
-  const res = await h.delivery.redeliver({ deliveryId: failed.id });
-  t.is(res.delivery?.status, 1 /* PENDING */);
-  const delivered = await eventually(async () => {
-    const d = await deliveryOf(h, heartId);
-    return d.status === "delivered" ? d : undefined;
-  });
-  t.is(r.requests.length, 5);
-  t.is(delivered.attemptsLog.length, 5, "the attempt log is kept across a redelivery");
-  t.is(delivered.attemptsLog[4]?.attempt, 5);
-  t.is(delivered.failedAt, null);
-});
+    r.setFallback({ status: 200 });
+    const res = await h.delivery.redeliver({ deliveryId: failed.id });
+    t.is(res.delivery?.status, 1 /* PENDING */);
+    const delivered = await eventually(async () => {
+      const d = await deliveryOf(h, heartId);
+      return d.status === "delivered" ? d : undefined;
+    });
+    t.is(r.requests.length, 5);
+    t.is(delivered.attemptsLog.length, 5, "the attempt log is kept across a redelivery");
+    t.is(delivered.attemptsLog[4]?.attempt, 5);
+    t.is(delivered.failedAt, null);
+  },
+);
 
 test.serial("receiver down then up: every heart is delivered, each heart_id is paid exactly once", async (t) => {
   const { h, dispatcher, receiver } = await world(t);
@@ -254,7 +260,10 @@ test.serial("receiver down then up: every heart is delivered, each heart_id is p
   await r.up();
   await eventually(async () => (await h.db.prisma.delivery.count({ where: { serverId, status: "delivered" } })) === heartIds.length);
   t.deepEqual([...paid.keys()].sort(), [...heartIds].sort());
-  t.true([...paid.values()].every((n) => n === 1), JSON.stringify([...paid.values()]));
+  t.true(
+    [...paid.values()].every((n) => n === 1),
+    JSON.stringify([...paid.values()]),
+  );
 });
 
 test.serial("410 Gone disables the server's callback with a reason and holds its deliveries; re-enabling resumes them, nothing is lost", async (t) => {
@@ -324,25 +333,28 @@ test.serial("redirects are not followed: a 302 is a failed attempt and the Locat
   t.is(target.requests.length, 0);
 });
 
-test.serial("a hanging receiver for server A does not delay server B: B is delivered within 3 s (A's timeout is 20 s) while A's attempts are stuck", async (t) => {
-  const { h, dispatcher, receiver } = await world(t);
-  const hangA = await receiver({ fallback: { hang: true } });
-  const okB = await receiver();
-  const a = await callbackServer(h, hangA.url);
-  const b = await callbackServer(h, okB.url);
-  for (let i = 0; i < 8; i++) await addDelivery(h, a.serverId);
-  const d = dispatcher({ timeoutMs: 20_000, concurrency: 4, perServerConcurrency: 2 });
-  d.start();
-  await hangA.waitForRequests(2);
-  const queuedAt = Date.now();
-  const heartB = await addDelivery(h, b.serverId);
-  const [requestB] = await okB.waitForRequests(1, 10_000);
-  const waited = requestB!.receivedAt - queuedAt;
-  t.true(waited < 3000, `B waited ${waited} ms`);
-  t.is(bodyOf(requestB!).heart_id, heartB);
-  t.is(hangA.requests.length, 2, "A is capped at its per-server concurrency");
-  t.is(d.inFlight().get(a.serverId), 2);
-});
+test.serial(
+  "a hanging receiver for server A does not delay server B: B is delivered within 3 s (A's timeout is 20 s) while A's attempts are stuck",
+  async (t) => {
+    const { h, dispatcher, receiver } = await world(t);
+    const hangA = await receiver({ fallback: { hang: true } });
+    const okB = await receiver();
+    const a = await callbackServer(h, hangA.url);
+    const b = await callbackServer(h, okB.url);
+    for (let i = 0; i < 8; i++) await addDelivery(h, a.serverId);
+    const d = dispatcher({ timeoutMs: 20_000, concurrency: 4, perServerConcurrency: 2 });
+    d.start();
+    await hangA.waitForRequests(2);
+    const queuedAt = Date.now();
+    const heartB = await addDelivery(h, b.serverId);
+    const [requestB] = await okB.waitForRequests(1, 10_000);
+    const waited = requestB!.receivedAt - queuedAt;
+    t.true(waited < 3000, `B waited ${waited} ms`);
+    t.is(bodyOf(requestB!).heart_id, heartB);
+    t.is(hangA.requests.length, 2, "A is capped at its per-server concurrency");
+    t.is(d.inFlight().get(a.serverId), 2);
+  },
+);
 
 test.serial("a receiver slower than the timeout is a failed attempt with a timeout error", async (t) => {
   const { h, dispatcher, receiver } = await world(t);

@@ -110,34 +110,37 @@ async function notificationsOf(h: Harness, serverId: string): Promise<Envelope[]
 
 // ---- attempt exchanges ------------------------------------------------------------------------
 
-test.serial("every attempt stores the exact request (URL, headers with the signature, body) and the response (status, headers, first 4 KiB of the body); GetDelivery returns them", async (t) => {
-  const { h, dispatcher, receiver } = await world(t);
-  const longBody = `${"x".repeat(MAX_RESPONSE_BODY_BYTES)}TAIL`;
-  const r = await receiver({ fallback: { status: 503, headers: { "x-receiver": "shard-7", "retry-after": "1" }, body: longBody } });
-  const { serverId } = await callbackServer(h, r.url);
-  const heartId = await addDelivery(h, serverId, "Alex");
-  dispatcher().start();
-  const [request] = await r.waitForRequests(1);
-  const delivery = await until(async () => {
-    const d = await deliveryOf(h, heartId);
-    return d.attempts >= 1 ? d : undefined;
-  });
+test.serial(
+  "every attempt stores the exact request (URL, headers with the signature, body) and the response (status, headers, first 4 KiB of the body); GetDelivery returns them",
+  async (t) => {
+    const { h, dispatcher, receiver } = await world(t);
+    const longBody = `${"x".repeat(MAX_RESPONSE_BODY_BYTES)}TAIL`;
+    const r = await receiver({ fallback: { status: 503, headers: { "x-receiver": "shard-7", "retry-after": "1" }, body: longBody } });
+    const { serverId } = await callbackServer(h, r.url);
+    const heartId = await addDelivery(h, serverId, "Alex");
+    dispatcher().start();
+    const [request] = await r.waitForRequests(1);
+    const delivery = await until(async () => {
+      const d = await deliveryOf(h, heartId);
+      return d.attempts >= 1 ? d : undefined;
+    });
 
-  const { attempts } = await h.delivery.getDelivery({ deliveryId: delivery.id, serverId });
-  const first = attempts[0]!;
-  t.true(first.exchangeRecorded);
-  t.is(first.url, r.url);
-  t.is(first.requestBody, request!.text, "the stored body is the exact bytes the receiver got");
-  t.is(first.requestHeaders["X-Service-Signature"], headerOf(request!, "x-service-signature"), "the signature header as sent");
-  t.is(first.requestHeaders["X-Service-Event"], "heart.counted");
-  t.is(first.requestHeaders["Content-Length"], String(request!.body.length));
-  t.is(first.statusCode, 503);
-  t.false(first.succeeded);
-  t.is(first.responseHeaders["x-receiver"], "shard-7");
-  t.is(first.responseBody, "x".repeat(MAX_RESPONSE_BODY_BYTES), "exactly the first 4 KiB are kept");
-  t.true(first.responseBodyTruncated);
-  t.is(first.error, "receiver answered 503");
-});
+    const { attempts } = await h.delivery.getDelivery({ deliveryId: delivery.id, serverId });
+    const first = attempts[0]!;
+    t.true(first.exchangeRecorded);
+    t.is(first.url, r.url);
+    t.is(first.requestBody, request!.text, "the stored body is the exact bytes the receiver got");
+    t.is(first.requestHeaders["X-Service-Signature"], headerOf(request!, "x-service-signature"), "the signature header as sent");
+    t.is(first.requestHeaders["X-Service-Event"], "heart.counted");
+    t.is(first.requestHeaders["Content-Length"], String(request!.body.length));
+    t.is(first.statusCode, 503);
+    t.false(first.succeeded);
+    t.is(first.responseHeaders["x-receiver"], "shard-7");
+    t.is(first.responseBody, "x".repeat(MAX_RESPONSE_BODY_BYTES), "exactly the first 4 KiB are kept");
+    t.true(first.responseBodyTruncated);
+    t.is(first.error, "receiver answered 503");
+  },
+);
 
 test.serial("no secret is ever stored with an attempt: a whsec_ value echoed by the receiver and its cookies are masked", async (t) => {
   const { h, dispatcher, receiver } = await world(t);
@@ -200,41 +203,55 @@ test.serial("ListDeliveries finds a player's deliveries by username (case-insens
 
 // ---- the test callback as a delivery --------------------------------------------------------
 
-test.serial("SendTestCallback stores a heart.test delivery (nil heart_id), returns its first exchange at once, and a non-2xx is retried by the dispatcher until a 2xx", async (t) => {
-  const { h, dispatcher, receiver } = await world(t);
-  const r = await receiver({ responses: [{ status: 500, body: "not yet" }, { status: 502, body: "still not" }] });
-  const { serverId } = await callbackServer(h, r.url);
-  const { report, delivery } = await h.delivery.sendTestCallback({ serverId, username: "Notch" });
-  t.is(report?.statusCode, 500);
-  t.is(report?.responseBody, "not yet");
-  t.false(report?.ok);
-  t.is(delivery?.eventType, "heart.test");
-  t.is(delivery?.heartId, NIL_UUID);
-  t.is(delivery?.status, DeliveryStatus.PENDING, "a failed first attempt leaves it pending for a retry");
-  t.is(delivery?.attempts, 1);
+test.serial(
+  "SendTestCallback stores a heart.test delivery (nil heart_id), returns its first exchange at once, and a non-2xx is retried by the dispatcher until a 2xx",
+  async (t) => {
+    const { h, dispatcher, receiver } = await world(t);
+    const r = await receiver({
+      responses: [
+        { status: 500, body: "not yet" },
+        { status: 502, body: "still not" },
+      ],
+    });
+    const { serverId } = await callbackServer(h, r.url);
+    const { report, delivery } = await h.delivery.sendTestCallback({ serverId, username: "Notch" });
+    t.is(report?.statusCode, 500);
+    t.is(report?.responseBody, "not yet");
+    t.false(report?.ok);
+    t.is(delivery?.eventType, "heart.test");
+    t.is(delivery?.heartId, NIL_UUID);
+    t.is(delivery?.status, DeliveryStatus.PENDING, "a failed first attempt leaves it pending for a retry");
+    t.is(delivery?.attempts, 1);
 
-  dispatcher().start();
-  await eventually(async () => (await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: delivery!.id } })).status === "delivered", {
-    timeoutMs: 30_000,
-    message: "the test delivery delivered after retries",
-  });
-  const requests = await r.waitForRequests(3);
-  t.true(requests.every((q) => JSON.parse(q.text).event === "heart.test" && JSON.parse(q.text).heart_id === NIL_UUID));
-  t.true(requests.every((q) => /^t=\d+,v1=[0-9a-f]{64}$/.test(headerOf(q, "x-service-signature") ?? "")), "each attempt signed");
-  const { attempts } = await h.delivery.getDelivery({ deliveryId: delivery!.id, serverId });
-  t.deepEqual(
-    attempts.map((a) => a.statusCode),
-    [500, 502, 200],
-  );
-  const listed = await h.delivery.listDeliveries({ serverId });
-  t.true(listed.deliveries.some((d) => d.id === delivery!.id), "visible in the delivery log");
+    dispatcher().start();
+    await eventually(async () => (await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: delivery!.id } })).status === "delivered", {
+      timeoutMs: 30_000,
+      message: "the test delivery delivered after retries",
+    });
+    const requests = await r.waitForRequests(3);
+    t.true(requests.every((q) => JSON.parse(q.text).event === "heart.test" && JSON.parse(q.text).heart_id === NIL_UUID));
+    t.true(
+      requests.every((q) => /^t=\d+,v1=[0-9a-f]{64}$/.test(headerOf(q, "x-service-signature") ?? "")),
+      "each attempt signed",
+    );
+    const { attempts } = await h.delivery.getDelivery({ deliveryId: delivery!.id, serverId });
+    t.deepEqual(
+      attempts.map((a) => a.statusCode),
+      [500, 502, 200],
+    );
+    const listed = await h.delivery.listDeliveries({ serverId });
+    t.true(
+      listed.deliveries.some((d) => d.id === delivery!.id),
+      "visible in the delivery log",
+    );
 
-  const again = await h.delivery.redeliver({ deliveryId: delivery!.id, serverId });
-  t.is(again.delivery?.status, DeliveryStatus.PENDING, "redeliverable like any other");
-  await until(async () => (await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: delivery!.id } })).status === "delivered");
-  await r.waitForRequests(4);
-  t.is(r.requests.length, 4);
-});
+    const again = await h.delivery.redeliver({ deliveryId: delivery!.id, serverId });
+    t.is(again.delivery?.status, DeliveryStatus.PENDING, "redeliverable like any other");
+    await until(async () => (await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: delivery!.id } })).status === "delivered");
+    await r.waitForRequests(4);
+    t.is(r.requests.length, 4);
+  },
+);
 
 test.serial("a test callback that never gets a 2xx fails for good when the schedule ends", async (t) => {
   const { h, dispatcher, receiver } = await world(t);
@@ -261,7 +278,16 @@ test.serial("every test callback is its own delivery, while heart.counted stays 
   t.is(await h.db.prisma.delivery.count({ where: { serverId, heartId: NIL_UUID } }), 2);
 
   const heartId = randomUUID();
-  const counted = { heartId, serverId, eventType: "heart.counted", username: "S", voterIdentity: "v", period: "2026-03", streakDay: null, countedAt: new Date() };
+  const counted = {
+    heartId,
+    serverId,
+    eventType: "heart.counted",
+    username: "S",
+    voterIdentity: "v",
+    period: "2026-03",
+    streakDay: null,
+    countedAt: new Date(),
+  };
   t.is(await insertDelivery(h.db.prisma, counted), "inserted");
   t.is(await insertDelivery(h.db.prisma, counted), "duplicate", "a redelivered Kafka message adds nothing");
 });
@@ -270,7 +296,7 @@ test.serial("every test callback is its own delivery, while heart.counted stays 
 
 test.serial("GetEndpointHealth: success rate over 24 h and 7 days, last success, last failure and its reason, the current run of failures", async (t) => {
   const { h, dispatcher, receiver } = await world(t);
-  const r = await receiver({ responses: [{ status: 200 }] , fallback: { status: 500, body: "boom" } });
+  const r = await receiver({ responses: [{ status: 200 }], fallback: { status: 500, body: "boom" } });
   const { serverId } = await callbackServer(h, r.url);
   const okHeart = await addDelivery(h, serverId);
   const d = dispatcher({ scheduleText: "50ms" });
@@ -295,51 +321,54 @@ test.serial("GetEndpointHealth: success rate over 24 h and 7 days, last success,
   await t.throwsAsync(h.delivery.getEndpointHealth({ serverId: randomUUID() }), { message: /unknown server/ });
 });
 
-test.serial("after 5 days of nothing but failures the callback is disabled with its reason, deliveries are held, and owner.endpoint_disabled is written to the outbox", async (t) => {
-  const { h, clock, dispatcher, receiver } = await world(t, { clockAt: "2027-03-01T00:00:00Z" });
-  const r = await receiver({ fallback: { status: 500, body: "down" } });
-  const { serverId } = await callbackServer(h, r.url);
-  const heartId = await addDelivery(h, serverId);
-  const d = dispatcher({ scheduleText: "1h,1h,1h" });
-  d.start();
-  await until(async () => (await deliveryOf(h, heartId)).attempts === 1);
-  // Four days later: still failing, not yet disabled.
-  clock!.set("2027-03-05T00:00:00Z");
-  d.wake();
-  await until(async () => (await deliveryOf(h, heartId)).attempts === 2);
-  t.is((await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt, null);
-  // Five days and a minute after the first failure: the next failure disables.
-  clock!.set("2027-03-06T00:01:00Z");
-  d.wake();
-  await until(async () => (await deliveryOf(h, heartId)).attempts === 3);
-  const server = await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
-  t.is(server.callbackDisabledReason, "every attempt failed for 5 days (since 2027-03-01T00:00:00.000Z); last error: receiver answered 500");
-  t.deepEqual(server.callbackDisabledAt, new Date("2027-03-06T00:01:00Z"));
-  const delivery = await deliveryOf(h, heartId);
-  t.is(delivery.status, "pending", "held, not lost");
+test.serial(
+  "after 5 days of nothing but failures the callback is disabled with its reason, deliveries are held, and owner.endpoint_disabled is written to the outbox",
+  async (t) => {
+    const { h, clock, dispatcher, receiver } = await world(t, { clockAt: "2027-03-01T00:00:00Z" });
+    const r = await receiver({ fallback: { status: 500, body: "down" } });
+    const { serverId } = await callbackServer(h, r.url);
+    const heartId = await addDelivery(h, serverId);
+    const d = dispatcher({ scheduleText: "1h,1h,1h" });
+    d.start();
+    await until(async () => (await deliveryOf(h, heartId)).attempts === 1);
+    // Four days later: still failing, not yet disabled.
+    clock!.set("2027-03-05T00:00:00Z");
+    d.wake();
+    await until(async () => (await deliveryOf(h, heartId)).attempts === 2);
+    t.is((await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt, null);
+    // Five days and a minute after the first failure: the next failure disables.
+    clock!.set("2027-03-06T00:01:00Z");
+    d.wake();
+    await until(async () => (await deliveryOf(h, heartId)).attempts === 3);
+    const server = await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
+    t.is(server.callbackDisabledReason, "every attempt failed for 5 days (since 2027-03-01T00:00:00.000Z); last error: receiver answered 500");
+    t.deepEqual(server.callbackDisabledAt, new Date("2027-03-06T00:01:00Z"));
+    const delivery = await deliveryOf(h, heartId);
+    t.is(delivery.status, "pending", "held, not lost");
 
-  const notes = await notificationsOf(h, serverId);
-  t.is(notes.length, 1);
-  t.is(notes[0]!.type, ENDPOINT_DISABLED_EVENT);
-  t.is(notes[0]!.payload.case, "ownerNotification");
-  const n = notes[0]!.payload.value as { kind: OwnerNotificationKind; reason: string; callbackUrl: string; serverName: string };
-  t.is(n.kind, OwnerNotificationKind.ENDPOINT_DISABLED);
-  t.is(n.reason, server.callbackDisabledReason ?? "(none)");
-  t.is(n.callbackUrl, r.url);
-  t.is(n.serverName, "Exchange test server");
+    const notes = await notificationsOf(h, serverId);
+    t.is(notes.length, 1);
+    t.is(notes[0]!.type, ENDPOINT_DISABLED_EVENT);
+    t.is(notes[0]!.payload.case, "ownerNotification");
+    const n = notes[0]!.payload.value as { kind: OwnerNotificationKind; reason: string; callbackUrl: string; serverName: string };
+    t.is(n.kind, OwnerNotificationKind.ENDPOINT_DISABLED);
+    t.is(n.reason, server.callbackDisabledReason ?? "(none)");
+    t.is(n.callbackUrl, r.url);
+    t.is(n.serverName, "Exchange test server");
 
-  const health = await h.delivery.getEndpointHealth({ serverId });
-  t.is(health.disabledReason, server.callbackDisabledReason ?? "(none)");
-  t.is(health.autoDisableAt, undefined, "no auto-disable time while already disabled");
+    const health = await h.delivery.getEndpointHealth({ serverId });
+    t.is(health.disabledReason, server.callbackDisabledReason ?? "(none)");
+    t.is(health.autoDisableAt, undefined, "no auto-disable time while already disabled");
 
-  // Re-enabling starts a fresh period: the next failure does not disable again at once.
-  const { server: enabled } = await h.admin.enableCallback({ serverId });
-  t.is(enabled?.callbackDisabledReason, "");
-  clock!.set("2027-03-06T02:00:00Z");
-  d.wake();
-  await until(async () => (await deliveryOf(h, heartId)).attempts === 4);
-  t.is((await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt, null);
-});
+    // Re-enabling starts a fresh period: the next failure does not disable again at once.
+    const { server: enabled } = await h.admin.enableCallback({ serverId });
+    t.is(enabled?.callbackDisabledReason, "");
+    clock!.set("2027-03-06T02:00:00Z");
+    d.wake();
+    await until(async () => (await deliveryOf(h, heartId)).attempts === 4);
+    t.is((await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt, null);
+  },
+);
 
 test.serial("a 2xx in between ends the run of failures: failures spread over 5 days with a success among them do not disable", async (t) => {
   const { h, clock, dispatcher, receiver } = await world(t, { clockAt: "2027-04-01T00:00:00Z" });
@@ -365,40 +394,43 @@ test.serial("a 2xx in between ends the run of failures: failures spread over 5 d
   t.deepEqual(timestampDate(health.lastSuccessAt!), new Date("2027-04-03T00:00:00Z"));
 });
 
-test.serial("a delivery that fails for good writes owner.delivery_failed (delivery, player, attempts, last error); a 410 writes owner.endpoint_disabled", async (t) => {
-  const { h, dispatcher, receiver } = await world(t);
-  const r = await receiver({ fallback: { status: 500, body: "no" } });
-  const { serverId } = await callbackServer(h, r.url);
-  const heartId = await addDelivery(h, serverId, "Herobrine");
-  const d = dispatcher({ scheduleText: "50ms" });
-  d.start();
-  const failed = await until(async () => {
-    const x = await deliveryOf(h, heartId);
-    return x.status === "failed" ? x : undefined;
-  });
-  let notes = await notificationsOf(h, serverId);
-  t.is(notes.length, 1);
-  t.is(notes[0]!.type, DELIVERY_FAILED_EVENT);
-  t.like(notes[0]!.payload.value, {
-    kind: OwnerNotificationKind.DELIVERY_FAILED,
-    deliveryId: failed.id,
-    heartId,
-    eventType: "heart.counted",
-    username: "Herobrine",
-    attempts: 2,
-    lastStatusCode: 500,
-    reason: "receiver answered 500",
-  });
+test.serial(
+  "a delivery that fails for good writes owner.delivery_failed (delivery, player, attempts, last error); a 410 writes owner.endpoint_disabled",
+  async (t) => {
+    const { h, dispatcher, receiver } = await world(t);
+    const r = await receiver({ fallback: { status: 500, body: "no" } });
+    const { serverId } = await callbackServer(h, r.url);
+    const heartId = await addDelivery(h, serverId, "Herobrine");
+    const d = dispatcher({ scheduleText: "50ms" });
+    d.start();
+    const failed = await until(async () => {
+      const x = await deliveryOf(h, heartId);
+      return x.status === "failed" ? x : undefined;
+    });
+    let notes = await notificationsOf(h, serverId);
+    t.is(notes.length, 1);
+    t.is(notes[0]!.type, DELIVERY_FAILED_EVENT);
+    t.like(notes[0]!.payload.value, {
+      kind: OwnerNotificationKind.DELIVERY_FAILED,
+      deliveryId: failed.id,
+      heartId,
+      eventType: "heart.counted",
+      username: "Herobrine",
+      attempts: 2,
+      lastStatusCode: 500,
+      reason: "receiver answered 500",
+    });
 
-  r.setFallback({ status: 410, body: "gone" });
-  await addDelivery(h, serverId);
-  d.wake();
-  await until(async () => (await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt !== null);
-  notes = await notificationsOf(h, serverId);
-  t.is(notes.length, 2);
-  t.is(notes[1]!.type, ENDPOINT_DISABLED_EVENT);
-  t.regex((notes[1]!.payload.value as { reason: string }).reason, /^receiver answered 410 Gone at /);
-});
+    r.setFallback({ status: 410, body: "gone" });
+    await addDelivery(h, serverId);
+    d.wake();
+    await until(async () => (await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt !== null);
+    notes = await notificationsOf(h, serverId);
+    t.is(notes.length, 2);
+    t.is(notes[1]!.type, ENDPOINT_DISABLED_EVENT);
+    t.regex((notes[1]!.payload.value as { reason: string }).reason, /^receiver answered 410 Gone at /);
+  },
+);
 
 test.serial("owner notifications reach real Kafka: the relay publishes them on owner.notifications.v1, keyed by server id", async (t) => {
   const brokers = (process.env.KAFKA_BROKERS ?? "").split(",").filter(Boolean);
@@ -437,33 +469,39 @@ test.serial("owner notifications reach real Kafka: the relay publishes them on o
   t.is(envelope.serverId, serverId);
   t.like(envelope.payload.value, { kind: OwnerNotificationKind.ENDPOINT_DISABLED, serverId, callbackUrl: r.url });
   // The relay publishes before it commits, so the reader may see the message a moment before the row is marked.
-  await eventually(async () => (await h.db.prisma.outboxMessage.count({ where: { key: serverId, publishedAt: null } })) === 0, { timeoutMs: 30_000, message: "the outbox row marked published" });
+  await eventually(async () => (await h.db.prisma.outboxMessage.count({ where: { key: serverId, publishedAt: null } })) === 0, {
+    timeoutMs: 30_000,
+    message: "the outbox row marked published",
+  });
   t.pass();
 });
 
-test.serial("a Votifier attempt stores its exchange too (the signed payload, the greeting and the answer; never the token) and leaves the callback endpoint's health alone", async (t) => {
-  const { h, dispatcher } = await world(t);
-  const token = "nvtoken-exchange-test-4k2m9x";
-  const r = await startVotifierReceiver({ tokens: { default: token } });
-  t.teardown(() => r.close());
-  const serverId = await insertServer(h.db.prisma, { name: "Votifier only" });
-  await h.db.prisma.server.update({
-    where: { id: serverId },
-    data: { votifierHost: r.host, votifierPort: r.port, votifierServiceName: "HeartsList", votifierToken: h.deps.secretBox.seal(token) },
-  });
-  const heartId = await addDelivery(h, serverId, "Alex");
-  dispatcher().start();
-  await r.waitForVotes(1);
-  const attempt = await until(() =>
-    h.db.prisma.deliveryAttempt.findFirst({ where: { delivery: { heartId, transport: "votifier" } } }).then((a) => a ?? undefined),
-  );
-  t.true(attempt.succeeded);
-  t.regex(attempt.url, /^votifier:\/\//);
-  t.deepEqual(attempt.requestHeaders, {});
-  t.true((attempt.requestBody ?? "").includes('"username":"Alex"'), attempt.requestBody ?? "");
-  t.regex(attempt.responseBody ?? "", /^VOTIFIER 2 \S+\n.*"status":"ok"/s);
-  t.false(JSON.stringify(attempt, (_, v: unknown) => (typeof v === "bigint" ? String(v) : v)).includes(token), "the token is never stored");
-  const { attempts } = await h.delivery.getDelivery({ deliveryId: attempt.deliveryId, serverId });
-  t.true(attempts[0]!.responseReceived);
-  t.is(await h.db.prisma.callbackHealth.count({ where: { serverId } }), 0, "not the callback endpoint's health");
-});
+test.serial(
+  "a Votifier attempt stores its exchange too (the signed payload, the greeting and the answer; never the token) and leaves the callback endpoint's health alone",
+  async (t) => {
+    const { h, dispatcher } = await world(t);
+    const token = "nvtoken-exchange-test-4k2m9x";
+    const r = await startVotifierReceiver({ tokens: { default: token } });
+    t.teardown(() => r.close());
+    const serverId = await insertServer(h.db.prisma, { name: "Votifier only" });
+    await h.db.prisma.server.update({
+      where: { id: serverId },
+      data: { votifierHost: r.host, votifierPort: r.port, votifierServiceName: "HeartsList", votifierToken: h.deps.secretBox.seal(token) },
+    });
+    const heartId = await addDelivery(h, serverId, "Alex");
+    dispatcher().start();
+    await r.waitForVotes(1);
+    const attempt = await until(() =>
+      h.db.prisma.deliveryAttempt.findFirst({ where: { delivery: { heartId, transport: "votifier" } } }).then((a) => a ?? undefined),
+    );
+    t.true(attempt.succeeded);
+    t.regex(attempt.url, /^votifier:\/\//);
+    t.deepEqual(attempt.requestHeaders, {});
+    t.true((attempt.requestBody ?? "").includes('"username":"Alex"'), attempt.requestBody ?? "");
+    t.regex(attempt.responseBody ?? "", /^VOTIFIER 2 \S+\n.*"status":"ok"/s);
+    t.false(JSON.stringify(attempt, (_, v: unknown) => (typeof v === "bigint" ? String(v) : v)).includes(token), "the token is never stored");
+    const { attempts } = await h.delivery.getDelivery({ deliveryId: attempt.deliveryId, serverId });
+    t.true(attempts[0]!.responseReceived);
+    t.is(await h.db.prisma.callbackHealth.count({ where: { serverId } }), 0, "not the callback endpoint's health");
+  },
+);

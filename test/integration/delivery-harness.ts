@@ -5,10 +5,10 @@
  * independent verifier of callback signatures (node:crypto, not the project's signer).
  */
 import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
-import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
-import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
-import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
+import type { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import type { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import type { OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
+import type { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import type { DeliveryRouteDeps } from "../../services/delivery/routes.js";
 import type { RetrySchedule } from "../../services/delivery/retry-schedule.js";
 import type { FraudRules } from "../../services/hearts/domain/fraud-rules.js";
@@ -153,18 +153,28 @@ export function parseCallbackSignature(header: string | undefined): ParsedCallba
   if (!header) return null;
   const match = /^t=(\d+)((?:,v1=[0-9a-f]{64})+)$/.exec(header);
   if (!match?.[1] || !match[2]) return null;
-  return { t: Number(match[1]), v1: match[2].slice(1).split(",").map((p) => p.slice(3)) };
+  return {
+    t: Number(match[1]),
+    v1: match[2]
+      .slice(1)
+      .split(",")
+      .map((p) => p.slice(3)),
+  };
 }
 
 /** The expected callback MAC, computed here with node:crypto: HMAC-SHA256(secret, "<t>.<raw body>") hex. */
 export function expectedCallbackMac(secret: string, t: number, rawBody: Buffer): string {
-  return createHmac("sha256", secret).update(Buffer.concat([Buffer.from(`${t}.`), rawBody])).digest("hex");
+  return createHmac("sha256", secret)
+    .update(Buffer.concat([Buffer.from(`${t}.`), rawBody]))
+    .digest("hex");
 }
 
 /** The expected Standard Webhooks signature: base64 HMAC-SHA256(base64-decoded whsec_ key, "<id>.<t>.<body>"). */
 export function expectedStandardWebhookSignature(secret: string, id: string, t: number, rawBody: Buffer): string {
   const key = Buffer.from(secret.replace(/^whsec_/, ""), "base64");
-  return createHmac("sha256", key).update(Buffer.concat([Buffer.from(`${id}.${t}.`), rawBody])).digest("base64");
+  return createHmac("sha256", key)
+    .update(Buffer.concat([Buffer.from(`${id}.${t}.`), rawBody]))
+    .digest("base64");
 }
 
 /** Constant-time hex comparison, as a receiver would do it. */

@@ -241,12 +241,23 @@ test("ListDeliveries: a server's deliveries newest first, filtered by status; Ge
     [seeded.newFailure.id, seeded.delivered.id, ...[seeded.pending.id, seeded.oldFailure.id].sort()],
   );
   const failed = await h.delivery.listDeliveries({ serverId, status: DeliveryStatus.FAILED });
-  t.deepEqual(failed.deliveries.map((d) => d.id), [seeded.newFailure.id, seeded.oldFailure.id]);
+  t.deepEqual(
+    failed.deliveries.map((d) => d.id),
+    [seeded.newFailure.id, seeded.oldFailure.id],
+  );
   t.true(failed.deliveries.every((d) => d.status === DeliveryStatus.FAILED && d.failedAt !== undefined));
   t.is((await h.delivery.listDeliveries({ serverId, limit: 1 })).deliveries.length, 1);
 
   await h.db.prisma.deliveryAttempt.create({
-    data: { deliveryId: seeded.newFailure.id, attempt: 1, url: "http://127.0.0.1:9/hook", startedAt: new Date("2026-03-04T00:00:10Z"), statusCode: 503, latencyMs: 12, error: "receiver answered 503" },
+    data: {
+      deliveryId: seeded.newFailure.id,
+      attempt: 1,
+      url: "http://127.0.0.1:9/hook",
+      startedAt: new Date("2026-03-04T00:00:10Z"),
+      statusCode: 503,
+      latencyMs: 12,
+      error: "receiver answered 503",
+    },
   });
   const detail = await h.delivery.getDelivery({ deliveryId: seeded.newFailure.id });
   t.is(detail.delivery?.heartId, seeded.newFailure.heartId);

@@ -75,7 +75,12 @@ async function votifierServer(h: Harness, r: { host: string; port: number }, opt
   const serverId = await insertServer(h.db.prisma, { callbackUrl: opts.callbackUrl ?? null });
   await h.db.prisma.server.update({
     where: { id: serverId },
-    data: { votifierHost: r.host, votifierPort: r.port, votifierServiceName: opts.serviceName ?? "HeartsList", votifierToken: h.deps.secretBox.seal(opts.token ?? TOKEN) },
+    data: {
+      votifierHost: r.host,
+      votifierPort: r.port,
+      votifierServiceName: opts.serviceName ?? "HeartsList",
+      votifierToken: h.deps.secretBox.seal(opts.token ?? TOKEN),
+    },
   });
   return serverId;
 }
@@ -99,25 +104,31 @@ function votifierDelivery(h: Harness, heartId: string) {
   return h.db.prisma.delivery.findFirstOrThrow({ where: { heartId, transport: "votifier" }, include: { attemptsLog: { orderBy: { id: "asc" } } } });
 }
 
-test.serial("a counted heart becomes one Votifier vote: username, service name, counted time in ms, the greeted challenge; the attempt is recorded", async (t) => {
-  const { h, dispatcher, votifier } = await world(t);
-  const r = await votifier();
-  const serverId = await votifierServer(h, r);
-  const heartId = await countHeart(h, serverId, "Alex");
-  t.deepEqual((await h.db.prisma.delivery.findMany({ where: { heartId }, orderBy: { transport: "asc" } })).map((d) => d.transport), ["callback", "votifier"]);
-  dispatcher().start();
-  const [vote] = await r.waitForVotes(1);
-  t.like(vote, { serviceName: "HeartsList", username: "Alex", address: "0.0.0.0", timestamp: COUNTED_AT.getTime() });
-  t.is(vote!.challenge, r.exchanges[0]!.challenge);
-  const delivery = await eventually(async () => {
-    const d = await votifierDelivery(h, heartId);
-    return d.status === "delivered" ? d : undefined;
-  });
-  t.is(delivery.attempts, 1);
-  t.is(delivery.attemptsLog.length, 1);
-  t.like(delivery.attemptsLog[0], { attempt: 1, url: `votifier://127.0.0.1:${r.port}`, statusCode: null, error: null });
-  t.is(r.votes.length, 1, "exactly one vote");
-});
+test.serial(
+  "a counted heart becomes one Votifier vote: username, service name, counted time in ms, the greeted challenge; the attempt is recorded",
+  async (t) => {
+    const { h, dispatcher, votifier } = await world(t);
+    const r = await votifier();
+    const serverId = await votifierServer(h, r);
+    const heartId = await countHeart(h, serverId, "Alex");
+    t.deepEqual(
+      (await h.db.prisma.delivery.findMany({ where: { heartId }, orderBy: { transport: "asc" } })).map((d) => d.transport),
+      ["callback", "votifier"],
+    );
+    dispatcher().start();
+    const [vote] = await r.waitForVotes(1);
+    t.like(vote, { serviceName: "HeartsList", username: "Alex", address: "0.0.0.0", timestamp: COUNTED_AT.getTime() });
+    t.is(vote!.challenge, r.exchanges[0]!.challenge);
+    const delivery = await eventually(async () => {
+      const d = await votifierDelivery(h, heartId);
+      return d.status === "delivered" ? d : undefined;
+    });
+    t.is(delivery.attempts, 1);
+    t.is(delivery.attemptsLog.length, 1);
+    t.like(delivery.attemptsLog[0], { attempt: 1, url: `votifier://127.0.0.1:${r.port}`, statusCode: null, error: null });
+    t.is(r.votes.length, 1, "exactly one vote");
+  },
+);
 
 test.serial("HTTP callback and Votifier both on: each gets its own delivery and both arrive once", async (t) => {
   const { h, dispatcher, votifier, http } = await world(t);
@@ -135,8 +146,16 @@ test.serial("HTTP callback and Votifier both on: each gets its own delivery and 
 });
 
 for (const [name, setup, error] of [
-  ["a refused token", async (r: VotifierReceiver) => r.setTokens({ default: "another-token" }), /^the Votifier server refused the vote: CorruptedFrameException: Signature is not valid/],
-  ["a wrong challenge", async (r: VotifierReceiver) => r.setBehaviour("wrong-challenge"), /^the Votifier server refused the vote: CorruptedFrameException: Challenge is not valid$/],
+  [
+    "a refused token",
+    async (r: VotifierReceiver) => r.setTokens({ default: "another-token" }),
+    /^the Votifier server refused the vote: CorruptedFrameException: Signature is not valid/,
+  ],
+  [
+    "a wrong challenge",
+    async (r: VotifierReceiver) => r.setBehaviour("wrong-challenge"),
+    /^the Votifier server refused the vote: CorruptedFrameException: Challenge is not valid$/,
+  ],
   ["a closed port", async (r: VotifierReceiver) => r.down(), /^connection failed: ECONNREFUSED$/],
   ["a slow server", async (r: VotifierReceiver) => r.setBehaviour("silent"), /^timed out after 300 ms waiting for the greeting$/],
 ] as const) {
@@ -193,7 +212,10 @@ test.serial("while the Votifier server is down the delivery is retried; once it 
   // A later heart as a barrier: once it is delivered, the first has had every chance to be sent twice.
   const barrier = await countHeart(h, serverId, "Barrier");
   await eventually(async () => (await votifierDelivery(h, barrier)).status === "delivered");
-  t.deepEqual(r.votes.map((v) => v.username), ["Patient", "Barrier"]);
+  t.deepEqual(
+    r.votes.map((v) => v.username),
+    ["Patient", "Barrier"],
+  );
 });
 
 test.serial("one hanging Votifier server does not delay another server's votes", async (t) => {
@@ -239,7 +261,10 @@ test.serial("Votifier turned off: pending Votifier deliveries are held (not sent
   const r = await votifier();
   const serverId = await votifierServer(h, r);
   const heartId = await countHeart(h, serverId);
-  await h.db.prisma.server.update({ where: { id: serverId }, data: { votifierHost: null, votifierPort: null, votifierServiceName: null, votifierToken: null } });
+  await h.db.prisma.server.update({
+    where: { id: serverId },
+    data: { votifierHost: null, votifierPort: null, votifierServiceName: null, votifierToken: null },
+  });
   // Counts what the dispatcher hands the transport: a held delivery is not even claimed.
   const real = createVotifierTransport({ secretBox: h.deps.secretBox, allowInsecure: true });
   const handed: string[] = [];
@@ -254,8 +279,15 @@ test.serial("Votifier turned off: pending Votifier deliveries are held (not sent
   await r.waitForVotes(1);
   t.is((await votifierDelivery(h, heartId)).attemptsLog.length, 0, "held");
   t.false(handed.includes(heartId), "not claimed while Votifier is off");
-  t.is((await countHeart(h, serverId, "NoVotifier").then((id) => h.db.prisma.delivery.count({ where: { heartId: id, transport: "votifier" } }))), 0, "no Votifier delivery is stored while it is off");
-  await h.db.prisma.server.update({ where: { id: serverId }, data: { votifierHost: r.host, votifierPort: r.port, votifierServiceName: "HeartsList", votifierToken: h.deps.secretBox.seal(TOKEN) } });
+  t.is(
+    await countHeart(h, serverId, "NoVotifier").then((id) => h.db.prisma.delivery.count({ where: { heartId: id, transport: "votifier" } })),
+    0,
+    "no Votifier delivery is stored while it is off",
+  );
+  await h.db.prisma.server.update({
+    where: { id: serverId },
+    data: { votifierHost: r.host, votifierPort: r.port, votifierServiceName: "HeartsList", votifierToken: h.deps.secretBox.seal(TOKEN) },
+  });
   d.wake();
   await r.waitForVotes(2);
   await eventually(async () => (await votifierDelivery(h, heartId)).status === "delivered");
@@ -284,22 +316,25 @@ test.serial("SendTestVote sends one vote and reports the exchange; without setti
   t.regex(error!.message, /Votifier is not set up/);
 });
 
-test.serial("a token sealed under another SECRETS_KEY: a recorded attempt saying to set the token again (nothing sent), and SendTestVote says the same", async (t) => {
-  const { h, dispatcher, votifier } = await world(t);
-  const r = await votifier();
-  const serverId = await votifierServer(h, r);
-  await h.db.prisma.server.update({ where: { id: serverId }, data: { votifierToken: createSecretBox(randomBytes(32)).seal(TOKEN) } });
-  const heartId = await countHeart(h, serverId);
-  dispatcher().start();
-  const delivery = await eventually(async () => {
-    const d = await votifierDelivery(h, heartId);
-    return d.attemptsLog.length >= 1 ? d : undefined;
-  });
-  t.is(delivery.attemptsLog[0]!.error, "the stored Votifier token cannot be decrypted: set the token again");
-  t.is(r.connections(), 0);
-  const error = await t.throwsAsync(h.delivery.sendTestVote({ serverId, username: "" }));
-  t.regex(error!.message, /the stored Votifier token cannot be decrypted: set the token again/);
-});
+test.serial(
+  "a token sealed under another SECRETS_KEY: a recorded attempt saying to set the token again (nothing sent), and SendTestVote says the same",
+  async (t) => {
+    const { h, dispatcher, votifier } = await world(t);
+    const r = await votifier();
+    const serverId = await votifierServer(h, r);
+    await h.db.prisma.server.update({ where: { id: serverId }, data: { votifierToken: createSecretBox(randomBytes(32)).seal(TOKEN) } });
+    const heartId = await countHeart(h, serverId);
+    dispatcher().start();
+    const delivery = await eventually(async () => {
+      const d = await votifierDelivery(h, heartId);
+      return d.attemptsLog.length >= 1 ? d : undefined;
+    });
+    t.is(delivery.attemptsLog[0]!.error, "the stored Votifier token cannot be decrypted: set the token again");
+    t.is(r.connections(), 0);
+    const error = await t.throwsAsync(h.delivery.sendTestVote({ serverId, username: "" }));
+    t.regex(error!.message, /the stored Votifier token cannot be decrypted: set the token again/);
+  },
+);
 
 test.serial("ListDeliveries shows the transport and filters by it", async (t) => {
   const { h, votifier } = await world(t);

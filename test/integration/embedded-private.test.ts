@@ -60,7 +60,10 @@ test("in-process bus: acknowledged messages are dropped, so 50,000 messages thro
   const sub = await bus.subscribe({ groupId: "g", topics: ["t"], handler: async () => void handled++ });
   for (let i = 0; i < 50_000; i += 500) {
     await eventually(() => bus.retainedMessages("t") + 500 <= 1_000, { intervalMs: 1 });
-    await bus.publish("t", Array.from({ length: 500 }, (_, j) => ({ key: "k", value: Buffer.from(String(i + j)) })));
+    await bus.publish(
+      "t",
+      Array.from({ length: 500 }, (_, j) => ({ key: "k", value: Buffer.from(String(i + j)) })),
+    );
   }
   await eventually(() => handled === 50_000);
   await sub.stop();
@@ -94,7 +97,10 @@ test("in-process bus: a lagging group makes publish refuse (the relay retries) i
   await eventually(() => seen.length === 10);
   await bus.publish("t", [{ key: "k", value: Buffer.from("10") }]);
   await eventually(() => seen.length === 11);
-  t.deepEqual(seen, Array.from({ length: 11 }, (_, i) => String(i)));
+  t.deepEqual(
+    seen,
+    Array.from({ length: 11 }, (_, i) => String(i)),
+  );
   await sub.stop();
   await bus.close();
 });
@@ -110,7 +116,10 @@ test("in-process bus: a second group holds retention until it has acknowledged t
       if (!bOpen) throw new Error("b is behind");
     },
   });
-  await bus.publish("t", Array.from({ length: 300 }, () => ({ key: "k", value: Buffer.from("x") })));
+  await bus.publish(
+    "t",
+    Array.from({ length: 300 }, () => ({ key: "k", value: Buffer.from("x") })),
+  );
   t.is(bus.retainedMessages("t"), 300, "b has not acknowledged");
   bOpen = true;
   await eventually(() => bus.retainedMessages("t") === 0);

@@ -172,9 +172,13 @@ test("referral service unreachable during ApplyEvent -> 500 `internal error`, lo
   try {
     const s = await broken.createServer();
     const token = await broken.click(s.serverId);
-    const res = await broken.postSigned(s, { event: "registered", token, server_id: s.serverId, referee_identity: "p", server_event_id: "e" }, {
-      headers: { "x-request-id": "req-500-test" },
-    });
+    const res = await broken.postSigned(
+      s,
+      { event: "registered", token, server_id: s.serverId, referee_identity: "p", server_event_id: "e" },
+      {
+        headers: { "x-request-id": "req-500-test" },
+      },
+    );
     exact(t, res, 500, { error: "internal error" });
     const line = broken.gatewayLog.lines.find((l) => l.requestId === "req-500-test");
     t.is(line?.level, 50, "logged at error level");

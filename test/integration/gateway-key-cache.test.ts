@@ -15,14 +15,17 @@ test.after.always(async () => {
 });
 
 const dryRun = (secret: string) =>
-  stack.postSigned({ secret }, {
-    event: "registered",
-    token: "t",
-    server_id: server.serverId,
-    referee_identity: "p",
-    server_event_id: "e",
-    test: true,
-  });
+  stack.postSigned(
+    { secret },
+    {
+      event: "registered",
+      token: "t",
+      server_id: server.serverId,
+      referee_identity: "p",
+      server_event_id: "e",
+      test: true,
+    },
+  );
 
 test.serial("with the key cache, a secret created after the keys were cached verifies at once (a failed MAC re-asks once)", async (t) => {
   t.is((await dryRun(server.secret)).status, 200, "keys now cached");

@@ -41,7 +41,7 @@ test("a well-formed X-Request-Id is echoed in the response", async (t) => {
 test("without X-Request-Id (or with a malformed one) a uuid is generated and echoed", async (t) => {
   const plain = await fetch(`${stack.baseUrl}/openapi/referral.json`);
   t.regex(plain.headers.get("x-request-id") ?? "", /^[0-9a-f-]{36}$/);
-  const odd = await fetch(`${stack.baseUrl}/openapi/referral.json`, { headers: { "x-request-id": "has spaces and \"quotes\"" } });
+  const odd = await fetch(`${stack.baseUrl}/openapi/referral.json`, { headers: { "x-request-id": 'has spaces and "quotes"' } });
   t.regex(odd.headers.get("x-request-id") ?? "", /^[0-9a-f-]{36}$/);
 });
 
@@ -70,7 +70,11 @@ test("one log line per request, naming route, status and outcome, without secret
 });
 
 test("a rejected request is logged once with its outcome", async (t) => {
-  const res = await stack.postSigned({ secret: "rsec_wrong" }, { event: "registered", server_id: server.serverId }, { headers: { "x-request-id": "log-line-401" } });
+  const res = await stack.postSigned(
+    { secret: "rsec_wrong" },
+    { event: "registered", server_id: server.serverId },
+    { headers: { "x-request-id": "log-line-401" } },
+  );
   t.is(res.status, 401);
   t.like(linesFor("log-line-401"), [{ status: 401, outcome: "bad_signature", level: 30 }]);
 });
@@ -136,6 +140,7 @@ test("GET / answers JSON links to the dashboard, the docs and the OpenAPI docume
   t.regex(html.headers.get("content-type") ?? "", /^text\/html/);
   const page = await html.text();
   for (const path of [links.dashboard, links.openapi, ...Object.values(links.docs)]) t.true(page.includes(`href="${path}"`), path);
-  for (const path of ["/docs/..%2FREADME.md", "/docs/referral-rules.md", "/docs/"]) t.is((await fetch(`${stack.baseUrl}${path}`)).status, 404, `only the listed documents are served: ${path}`);
+  for (const path of ["/docs/..%2FREADME.md", "/docs/referral-rules.md", "/docs/"])
+    t.is((await fetch(`${stack.baseUrl}${path}`)).status, 404, `only the listed documents are served: ${path}`);
   t.is((await fetch(`${stack.baseUrl}/`, { method: "POST" })).status, 405);
 });

@@ -62,7 +62,12 @@ async function post(path: string, secret: string, body: unknown, t = Math.floor(
 }
 
 /** Asserts the status and that the real body matches the OpenAPI document; returns the parsed body. */
-function expectValid(t: { is(a: unknown, b: unknown, m?: string): void; deepEqual(a: unknown, b: unknown, m?: string): void }, res: RawResponse, status: number, path: string) {
+function expectValid(
+  t: { is(a: unknown, b: unknown, m?: string): void; deepEqual(a: unknown, b: unknown, m?: string): void },
+  res: RawResponse,
+  status: number,
+  path: string,
+) {
   t.is(res.status, status, res.text);
   const body = JSON.parse(res.text) as Record<string, unknown>;
   t.deepEqual(validateAgainstOpenApi(path, "post", res.status, body).errors, [], `${path} ${status} ${res.text}`);
@@ -77,7 +82,12 @@ test("list: unclaimed hearts oldest first, paginated by cursor until next_cursor
   let cursor: string | null = null;
   let pages = 0;
   do {
-    const body: Record<string, unknown> = expectValid(t, await post(HEARTS, s.pullSecret, { server_id: s.serverId, limit: 2, ...(cursor ? { cursor } : {}) }), 200, HEARTS);
+    const body: Record<string, unknown> = expectValid(
+      t,
+      await post(HEARTS, s.pullSecret, { server_id: s.serverId, limit: 2, ...(cursor ? { cursor } : {}) }),
+      200,
+      HEARTS,
+    );
     const hearts = body.hearts as Array<Record<string, unknown>>;
     seen.push(...hearts.map((h) => String(h.heart_id)));
     cursor = body.next_cursor as string | null;
@@ -86,7 +96,13 @@ test("list: unclaimed hearts oldest first, paginated by cursor until next_cursor
   t.deepEqual(seen, ids);
   t.is(pages, 3);
   const first = expectValid(t, await post(HEARTS, s.pullSecret, { server_id: s.serverId, limit: 1 }), 200, HEARTS);
-  t.deepEqual((first.hearts as unknown[])[0], { heart_id: ids[0], username: "Player0", period: "2026-03", counted_at: "2026-03-04T05:06:07.089Z", streak_day: 2 });
+  t.deepEqual((first.hearts as unknown[])[0], {
+    heart_id: ids[0],
+    username: "Player0",
+    period: "2026-03",
+    counted_at: "2026-03-04T05:06:07.089Z",
+    streak_day: 2,
+  });
 });
 
 test("claim: claimed once, then already_claimed on retry; unknown ids are named; claimed hearts leave the list and count as delivered", async (t) => {
@@ -103,13 +119,20 @@ test("claim: claimed once, then already_claimed on retry; unknown ids are named;
   const retry = expectValid(t, await post(CLAIMS, s.pullSecret, { server_id: s.serverId, heart_ids: [a] }), 200, CLAIMS);
   t.deepEqual(retry.results, [{ heart_id: a, status: "already_claimed" }]);
   const list = expectValid(t, await post(HEARTS, s.pullSecret, { server_id: s.serverId }), 200, HEARTS);
-  t.deepEqual((list.hearts as Array<{ heart_id: string }>).map((h) => h.heart_id), [b]);
+  t.deepEqual(
+    (list.hearts as Array<{ heart_id: string }>).map((h) => h.heart_id),
+    [b],
+  );
   const delivery = await stack.db.prisma.delivery.findFirstOrThrow({ where: { heartId: a, transport: "pull" }, include: { attemptsLog: true } });
   t.is(delivery.status, "delivered");
   t.truthy(delivery.deliveredAt);
   t.is(delivery.attemptsLog.length, 1, "the claim is in the attempt log");
   t.is(delivery.attemptsLog[0]!.url, "pull API claim");
-  t.is((await stack.db.prisma.delivery.findFirstOrThrow({ where: { heartId: foreign, transport: "pull" } })).status, "pending", "another server's heart is untouched");
+  t.is(
+    (await stack.db.prisma.delivery.findFirstOrThrow({ where: { heartId: foreign, transport: "pull" } })).status,
+    "pending",
+    "another server's heart is untouched",
+  );
 });
 
 test("concurrent claims of the same heart: exactly one answers claimed", async (t) => {
@@ -128,14 +151,21 @@ test("a redelivered pull delivery is offered again", async (t) => {
   const delivery = await stack.db.prisma.delivery.findFirstOrThrow({ where: { heartId: heart, transport: "pull" } });
   await stack.clients.delivery.redeliver({ deliveryId: delivery.id });
   const list = expectValid(t, await post(HEARTS, s.pullSecret, { server_id: s.serverId }), 200, HEARTS);
-  t.deepEqual((list.hearts as Array<{ heart_id: string }>).map((h) => h.heart_id), [heart]);
+  t.deepEqual(
+    (list.hearts as Array<{ heart_id: string }>).map((h) => h.heart_id),
+    [heart],
+  );
 });
 
 test("signature and switches: wrong secret, the referral secret, a stale t -> 401; pull off or unknown server -> 404; malformed header -> 400", async (t) => {
   const s = await pullServer();
   const body = { server_id: s.serverId };
   t.deepEqual(expectValid(t, await post(HEARTS, "psec_wrong", body), 401, HEARTS), { error: "signature rejected: bad_signature" });
-  t.deepEqual(expectValid(t, await post(HEARTS, s.referralSecret, body), 401, HEARTS), { error: "signature rejected: bad_signature" }, "the referral secret is not a pull secret");
+  t.deepEqual(
+    expectValid(t, await post(HEARTS, s.referralSecret, body), 401, HEARTS),
+    { error: "signature rejected: bad_signature" },
+    "the referral secret is not a pull secret",
+  );
   t.deepEqual(expectValid(t, await post(CLAIMS, s.pullSecret, { ...body, heart_ids: [randomUUID()] }, Math.floor(Date.now() / 1000) - 400), 401, CLAIMS), {
     error: "signature rejected: stale",
   });
@@ -146,7 +176,9 @@ test("signature and switches: wrong secret, the referral secret, a stale t -> 40
   t.deepEqual(expectValid(t, await post(HEARTS, s.pullSecret, body), 404, HEARTS), { error: "pull API not enabled for this server" });
   await stack.clients.admin.setPullEnabled({ serverId: s.serverId, enabled: true });
   const res = await fetch(`${stack.baseUrl}${HEARTS}`, { method: "POST", body: JSON.stringify(body) });
-  t.deepEqual(expectValid(t, { status: res.status, text: await res.text(), headers: res.headers }, 400, HEARTS), { error: "missing or malformed X-Service-Signature header" });
+  t.deepEqual(expectValid(t, { status: res.status, text: await res.text(), headers: res.headers }, 400, HEARTS), {
+    error: "missing or malformed X-Service-Signature header",
+  });
   t.is((await fetch(`${stack.baseUrl}${HEARTS}`)).status, 405);
 });
 

@@ -28,7 +28,14 @@ function countingLookups(overrides: Partial<GatewayDeps>) {
   return { counter, make };
 }
 
-const event = (serverId: string, n: number) => ({ event: "registered", token: "t", server_id: serverId, referee_identity: "p", server_event_id: `e-${n}`, test: true });
+const event = (serverId: string, n: number) => ({
+  event: "registered",
+  token: "t",
+  server_id: serverId,
+  referee_identity: "p",
+  server_event_id: `e-${n}`,
+  test: true,
+});
 
 async function flood(stack: GatewayStack, count: number, body: (n: number) => unknown) {
   const statuses = new Map<number, number>();

@@ -30,7 +30,13 @@ function freshIp(): string {
 }
 
 function cast(h: Harness, serverId: string, voter: string, extra: Partial<{ username: string; ip: string; userAgent: string }> = {}) {
-  return h.hearts.castHeart({ serverId, voterIdentity: voter, username: extra.username ?? "Steve", ip: extra.ip ?? freshIp(), userAgent: extra.userAgent ?? UA });
+  return h.hearts.castHeart({
+    serverId,
+    voterIdentity: voter,
+    username: extra.username ?? "Steve",
+    ip: extra.ip ?? freshIp(),
+    userAgent: extra.userAgent ?? UA,
+  });
 }
 
 async function outboxFor(h: Harness, serverId: string) {
@@ -76,22 +82,25 @@ test.serial("the username is kept exactly as typed (the reward recipient), not t
   t.is(outbox?.envelope.payload.case === "heartCounted" ? outbox.envelope.payload.value.username : undefined, "xX_Ærø_Xx ");
 });
 
-test.serial("a second heart within 24 h is a cooldown: recorded uncounted, no outbox row, ranking unchanged, next_eligible_at = last counted + 24 h", async (t) => {
-  const { h, clock } = t.context;
-  clock.set("2026-03-10T08:00:00.000Z");
-  const serverId = await insertServer(h.db.prisma);
-  t.true((await cast(h, serverId, "acct-cool")).counted);
-  clock.set("2026-03-11T07:59:59.999Z");
-  const second = await cast(h, serverId, "acct-cool");
-  t.false(second.counted);
-  t.is(second.verdict, HeartVerdict.COOLDOWN);
-  t.is(second.nextEligibleAt, BigInt(Date.parse("2026-03-11T08:00:00.000Z") / 1000));
-  t.is(second.reason, "cooldown until 2026-03-11T08:00:00.000Z");
-  const heart = await h.db.prisma.heart.findUniqueOrThrow({ where: { id: second.heartId } });
-  t.like(heart, { counted: false, verdict: "cooldown" });
-  t.is((await outboxFor(h, serverId)).length, 1);
-  t.is((await h.db.prisma.serverRanking.findFirstOrThrow({ where: { serverId } })).hearts, 1);
-});
+test.serial(
+  "a second heart within 24 h is a cooldown: recorded uncounted, no outbox row, ranking unchanged, next_eligible_at = last counted + 24 h",
+  async (t) => {
+    const { h, clock } = t.context;
+    clock.set("2026-03-10T08:00:00.000Z");
+    const serverId = await insertServer(h.db.prisma);
+    t.true((await cast(h, serverId, "acct-cool")).counted);
+    clock.set("2026-03-11T07:59:59.999Z");
+    const second = await cast(h, serverId, "acct-cool");
+    t.false(second.counted);
+    t.is(second.verdict, HeartVerdict.COOLDOWN);
+    t.is(second.nextEligibleAt, BigInt(Date.parse("2026-03-11T08:00:00.000Z") / 1000));
+    t.is(second.reason, "cooldown until 2026-03-11T08:00:00.000Z");
+    const heart = await h.db.prisma.heart.findUniqueOrThrow({ where: { id: second.heartId } });
+    t.like(heart, { counted: false, verdict: "cooldown" });
+    t.is((await outboxFor(h, serverId)).length, 1);
+    t.is((await h.db.prisma.serverRanking.findFirstOrThrow({ where: { serverId } })).hearts, 1);
+  },
+);
 
 test.serial("the cooldown is per server: the same identity counts for another server", async (t) => {
   const { h, clock } = t.context;

@@ -75,79 +75,82 @@ async function rpcCode(promise: Promise<unknown>): Promise<{ code: Code; message
   throw new Error("the call succeeded");
 }
 
-test.serial("ListHearts: newest first with verdict, fraud score and reasons, streak and the deliveries a counted heart produced (one per transport)", async (t) => {
-  const { h, clock } = t.context;
-  const serverId = await insertServer(h.db.prisma);
-  clock.set("2026-03-08T09:00:00.000Z");
-  const first = await cast(h, serverId, "acct-alex", "Alex");
-  clock.set("2026-03-09T09:30:00.000Z");
-  const second = await cast(h, serverId, "acct-alex", "Alex");
-  clock.set("2026-03-09T10:00:00.000Z");
-  const cooldown = await cast(h, serverId, "acct-alex", "Alex");
-  clock.set("2026-03-09T10:05:00.000Z");
-  const fraud = await cast(h, serverId, "acct-bot", "bad<name>");
-  t.is(cooldown.verdict, HeartVerdict.COOLDOWN);
-  t.is(fraud.verdict, HeartVerdict.FRAUD);
-  // The consumer turns heart.counted into a delivery row; here the row is written as it would be.
-  const delivery = await h.db.prisma.delivery.create({
-    data: {
-      serverId,
-      heartId: second.heartId,
-      dedupKey: second.heartId,
-      eventType: "heart.counted",
-      username: "Alex",
-      voterIdentity: "acct-alex",
-      period: "2026-03",
-      streakDay: 2,
-      countedAt: new Date("2026-03-09T09:30:00.000Z"),
-      status: "delivered",
-      attempts: 1,
-      lastStatusCode: 200,
-      deliveredAt: new Date("2026-03-09T09:30:01.000Z"),
-    },
-  });
-  // The same heart also went out as a Votifier vote (a second transport), which failed.
-  const votifier = await h.db.prisma.delivery.create({
-    data: {
-      serverId,
-      heartId: second.heartId,
-      dedupKey: second.heartId,
-      transport: "votifier",
-      eventType: "heart.counted",
-      username: "Alex",
-      voterIdentity: "acct-alex",
-      period: "2026-03",
-      countedAt: new Date("2026-03-09T09:30:00.000Z"),
-      status: "failed",
-      attempts: 3,
-    },
-  });
+test.serial(
+  "ListHearts: newest first with verdict, fraud score and reasons, streak and the deliveries a counted heart produced (one per transport)",
+  async (t) => {
+    const { h, clock } = t.context;
+    const serverId = await insertServer(h.db.prisma);
+    clock.set("2026-03-08T09:00:00.000Z");
+    const first = await cast(h, serverId, "acct-alex", "Alex");
+    clock.set("2026-03-09T09:30:00.000Z");
+    const second = await cast(h, serverId, "acct-alex", "Alex");
+    clock.set("2026-03-09T10:00:00.000Z");
+    const cooldown = await cast(h, serverId, "acct-alex", "Alex");
+    clock.set("2026-03-09T10:05:00.000Z");
+    const fraud = await cast(h, serverId, "acct-bot", "bad<name>");
+    t.is(cooldown.verdict, HeartVerdict.COOLDOWN);
+    t.is(fraud.verdict, HeartVerdict.FRAUD);
+    // The consumer turns heart.counted into a delivery row; here the row is written as it would be.
+    const delivery = await h.db.prisma.delivery.create({
+      data: {
+        serverId,
+        heartId: second.heartId,
+        dedupKey: second.heartId,
+        eventType: "heart.counted",
+        username: "Alex",
+        voterIdentity: "acct-alex",
+        period: "2026-03",
+        streakDay: 2,
+        countedAt: new Date("2026-03-09T09:30:00.000Z"),
+        status: "delivered",
+        attempts: 1,
+        lastStatusCode: 200,
+        deliveredAt: new Date("2026-03-09T09:30:01.000Z"),
+      },
+    });
+    // The same heart also went out as a Votifier vote (a second transport), which failed.
+    const votifier = await h.db.prisma.delivery.create({
+      data: {
+        serverId,
+        heartId: second.heartId,
+        dedupKey: second.heartId,
+        transport: "votifier",
+        eventType: "heart.counted",
+        username: "Alex",
+        voterIdentity: "acct-alex",
+        period: "2026-03",
+        countedAt: new Date("2026-03-09T09:30:00.000Z"),
+        status: "failed",
+        attempts: 3,
+      },
+    });
 
-  const { hearts } = await h.hearts.listHearts({ serverId });
-  t.deepEqual(
-    hearts.map((x) => x.heartId),
-    [fraud.heartId, cooldown.heartId, second.heartId, first.heartId],
-  );
-  const [f, c, s, one] = hearts;
-  t.like(f, { username: "bad<name>", voterIdentity: "acct-bot", verdict: HeartVerdict.FRAUD, fraudScore: 100, streakDay: 0 });
-  t.deepEqual(f!.deliveries, []);
-  t.regex(f!.fraudReasons[0] ?? "", /^username:/);
-  t.like(c, { verdict: HeartVerdict.COOLDOWN, streakDay: 0 });
-  t.deepEqual(c!.deliveries, []);
-  t.like(s, { verdict: HeartVerdict.COUNTED, streakDay: 2, period: "2026-03" });
-  t.is(timestampDate(s!.castAt!).toISOString(), "2026-03-09T09:30:00.000Z");
-  t.deepEqual(
-    s!.deliveries.map((x) => [x.transport, x.deliveryId, x.status, x.attempts, x.lastStatusCode]),
-    [
-      ["callback", delivery.id, "delivered", 1, 200],
-      ["votifier", votifier.id, "failed", 3, 0],
-    ],
-    "one row per heart, with every transport's delivery",
-  );
-  t.is(timestampDate(s!.deliveries[0]!.deliveredAt!).toISOString(), "2026-03-09T09:30:01.000Z");
-  t.like(one, { verdict: HeartVerdict.COUNTED, streakDay: 1 });
-  t.deepEqual(one!.deliveries, [], "no delivery row yet: none shown");
-});
+    const { hearts } = await h.hearts.listHearts({ serverId });
+    t.deepEqual(
+      hearts.map((x) => x.heartId),
+      [fraud.heartId, cooldown.heartId, second.heartId, first.heartId],
+    );
+    const [f, c, s, one] = hearts;
+    t.like(f, { username: "bad<name>", voterIdentity: "acct-bot", verdict: HeartVerdict.FRAUD, fraudScore: 100, streakDay: 0 });
+    t.deepEqual(f!.deliveries, []);
+    t.regex(f!.fraudReasons[0] ?? "", /^username:/);
+    t.like(c, { verdict: HeartVerdict.COOLDOWN, streakDay: 0 });
+    t.deepEqual(c!.deliveries, []);
+    t.like(s, { verdict: HeartVerdict.COUNTED, streakDay: 2, period: "2026-03" });
+    t.is(timestampDate(s!.castAt!).toISOString(), "2026-03-09T09:30:00.000Z");
+    t.deepEqual(
+      s!.deliveries.map((x) => [x.transport, x.deliveryId, x.status, x.attempts, x.lastStatusCode]),
+      [
+        ["callback", delivery.id, "delivered", 1, 200],
+        ["votifier", votifier.id, "failed", 3, 0],
+      ],
+      "one row per heart, with every transport's delivery",
+    );
+    t.is(timestampDate(s!.deliveries[0]!.deliveredAt!).toISOString(), "2026-03-09T09:30:01.000Z");
+    t.like(one, { verdict: HeartVerdict.COUNTED, streakDay: 1 });
+    t.deepEqual(one!.deliveries, [], "no delivery row yet: none shown");
+  },
+);
 
 test.serial("ListHearts: search by part of the username (any case) or an exact voter identity, by verdict and by cast time", async (t) => {
   const { h, clock } = t.context;
@@ -171,7 +174,11 @@ test.serial("ListHearts: search by part of the username (any case) or an exact v
   t.deepEqual(await ids({ verdict: HeartVerdict.COOLDOWN }), [again.heartId]);
   t.deepEqual(await ids({ verdict: HeartVerdict.COUNTED, query: "alex" }), [alex.heartId]);
   t.deepEqual(await ids({ until: timestampFromDate(new Date("2026-03-02T00:00:00.000Z")) }), [steve.heartId], "until is exclusive");
-  t.deepEqual(await ids({ since: timestampFromDate(new Date("2026-03-02T08:00:00.000Z")) }), [again.heartId, percent.heartId, alex.heartId], "since is inclusive");
+  t.deepEqual(
+    await ids({ since: timestampFromDate(new Date("2026-03-02T08:00:00.000Z")) }),
+    [again.heartId, percent.heartId, alex.heartId],
+    "since is inclusive",
+  );
 });
 
 test.serial("ListHearts: pages follow next_page_token without repeats or gaps, also when hearts share a cast time", async (t) => {
@@ -194,9 +201,15 @@ test.serial("ListHearts: an unknown server is NotFound; a bad page token, verdic
   t.deepEqual(await rpcCode(h.hearts.listHearts({ serverId: "00000000-0000-0000-0000-000000000001" })), { code: Code.NotFound, message: "unknown server" });
   t.deepEqual(await rpcCode(h.hearts.listHearts({ serverId: "not-a-uuid" })), { code: Code.NotFound, message: "unknown server" });
   t.deepEqual(await rpcCode(h.hearts.listHearts({ serverId, pageToken: "garbage" })), { code: Code.InvalidArgument, message: "page_token is invalid" });
-  t.deepEqual(await rpcCode(h.hearts.listHearts({ serverId, verdict: 42 as HeartVerdict })), { code: Code.InvalidArgument, message: "verdict must be counted, cooldown or fraud" });
+  t.deepEqual(await rpcCode(h.hearts.listHearts({ serverId, verdict: 42 as HeartVerdict })), {
+    code: Code.InvalidArgument,
+    message: "verdict must be counted, cooldown or fraud",
+  });
   t.deepEqual(await rpcCode(h.hearts.listHearts({ serverId, pageSize: -1 })), { code: Code.InvalidArgument, message: "page_size must not be negative" });
-  t.deepEqual(await rpcCode(h.hearts.listHearts({ serverId, query: "x".repeat(201) })), { code: Code.InvalidArgument, message: "query must be at most 200 characters" });
+  t.deepEqual(await rpcCode(h.hearts.listHearts({ serverId, query: "x".repeat(201) })), {
+    code: Code.InvalidArgument,
+    message: "query must be at most 200 characters",
+  });
 });
 
 test.serial("GetHeartStats: hearts per UTC day and per UTC month by verdict, quiet days and months as zeros", async (t) => {
@@ -274,8 +287,14 @@ test.serial("GetDeliveryStats: deliveries per UTC day by outcome, and that day's
     }
   };
   await make(serverId, "2026-03-09T01:00:00.000Z", "delivered", [[10, 200]]);
-  await make(serverId, "2026-03-09T02:00:00.000Z", "delivered", [[500, 503], [30, 200]]);
-  await make(serverId, "2026-03-09T03:00:00.000Z", "failed", [[2000, null], [40, 500]]);
+  await make(serverId, "2026-03-09T02:00:00.000Z", "delivered", [
+    [500, 503],
+    [30, 200],
+  ]);
+  await make(serverId, "2026-03-09T03:00:00.000Z", "failed", [
+    [2000, null],
+    [40, 500],
+  ]);
   await make(serverId, "2026-03-10T03:00:00.000Z", "pending", []);
   await make(other, "2026-03-09T03:00:00.000Z", "failed", [[9999, null]]);
   await make(serverId, "2026-03-09T04:00:00.000Z", "failed", [[7000, null]], "votifier");

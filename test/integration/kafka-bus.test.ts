@@ -32,7 +32,10 @@ test("a consumer that kafkajs crashes without restarting is recreated, the messa
   await eventually(
     async () => {
       if (!pingFailedWhileDown && calls >= 1 && handled.length === 0) {
-        pingFailedWhileDown = await bus.ping().then(() => false, () => true);
+        pingFailedWhileDown = await bus.ping().then(
+          () => false,
+          () => true,
+        );
       }
       return handled.length === 1;
     },

@@ -40,7 +40,10 @@ test("migrations apply to an empty PostgreSQL database, a second run applies not
     const second = await applyMigrations(url);
     t.deepEqual(second.applied, [], "idempotent");
     const rows = await migrationRows(url);
-    t.deepEqual(rows.map((r) => r.migration_name), first.applied);
+    t.deepEqual(
+      rows.map((r) => r.migration_name),
+      first.applied,
+    );
     for (const row of rows) {
       t.regex(row.checksum, /^[0-9a-f]{64}$/, "sha256 checksum as Prisma writes it");
       t.truthy(row.finished_at);

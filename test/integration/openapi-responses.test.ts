@@ -28,7 +28,13 @@ async function registeredBody(overrides: Record<string, unknown> = {}) {
   return { event: "registered", token, server_id: server.serverId, referee_identity: `oa-${seq}`, server_event_id: `reg-oa-${seq}`, ...overrides };
 }
 
-const assertValid = (t: { deepEqual(a: unknown, b: unknown, m?: string): void; is(a: unknown, b: unknown, m?: string): void }, res: RawResponse, status: number, path = INGEST, method = "post") => {
+const assertValid = (
+  t: { deepEqual(a: unknown, b: unknown, m?: string): void; is(a: unknown, b: unknown, m?: string): void },
+  res: RawResponse,
+  status: number,
+  path = INGEST,
+  method = "post",
+) => {
   t.is(res.status, status, res.text);
   t.deepEqual(validateAgainstOpenApi(path, method, res.status, res.text === "" ? undefined : JSON.parse(res.text)).errors, [], `${status} ${res.text}`);
 };
@@ -40,7 +46,10 @@ test("GET /openapi/referral.json serves the document as JSON, and the served byt
   const text = await res.text();
   t.deepEqual(JSON.parse(text), JSON.parse(JSON.stringify(openApiDocument)));
   const problems = await lintFromString({ source: text, absoluteRef: "/openapi/referral.json", config: await createConfig({ extends: ["recommended"] }) });
-  t.deepEqual(problems.map((p) => `${p.ruleId}: ${p.message}`), []);
+  t.deepEqual(
+    problems.map((p) => `${p.ruleId}: ${p.message}`),
+    [],
+  );
 });
 
 test("real 200 responses (applied, duplicate, first-touch conflict, test) validate against OkResponse", async (t) => {

@@ -26,13 +26,16 @@ const doc = openApiDocument as unknown as Json;
 // CJS interop: the module object is the class and also carries it as `.default`, which is what the types name.
 const ajv = new Ajv2020.default({ allErrors: true, strict: true, strictTypes: false });
 ajv.addFormat("uuid", { type: "string", validate: isUuid });
-ajv.addFormat("date-time", { type: "string", validate: (value: string) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(value) && !Number.isNaN(Date.parse(value)) });
+ajv.addFormat("date-time", {
+  type: "string",
+  validate: (value: string) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(value) && !Number.isNaN(Date.parse(value)),
+});
 ajv.addFormat("uri", { type: "string", validate: (value: string) => URL.canParse(value) });
 ajv.addFormat("int64", { type: "number", validate: (value: number) => Number.isInteger(value) && BigInt(value) >= INT64_MIN && BigInt(value) <= INT64_MAX });
 ajv.addFormat("int32", { type: "number", validate: (value: number) => Number.isInteger(value) && value >= -(2 ** 31) && value < 2 ** 31 });
 // OpenAPI keywords around the schemas: annotations for Ajv, so `#/components/...` pointers resolve.
 ajv.addKeyword({ keyword: "components" });
-ajv.addSchema({ $id: DOC_ID, components: (doc.components as Json) }, DOC_ID);
+ajv.addSchema({ $id: DOC_ID, components: doc.components as Json }, DOC_ID);
 
 const compiled = new Map<string, ValidateFunction>();
 
@@ -48,7 +51,9 @@ function compile(key: string, schema: unknown): ValidateFunction {
 
 function run(validate: ValidateFunction, body: unknown): ValidationResult {
   const valid = validate(body) as boolean;
-  const errors = valid ? [] : (validate.errors ?? []).map((e) => `${e.instancePath || "/"} ${e.message ?? "invalid"}${e.params ? ` ${JSON.stringify(e.params)}` : ""}`);
+  const errors = valid
+    ? []
+    : (validate.errors ?? []).map((e) => `${e.instancePath || "/"} ${e.message ?? "invalid"}${e.params ? ` ${JSON.stringify(e.params)}` : ""}`);
   return { valid, errors };
 }
 
@@ -116,9 +121,7 @@ export function validateHeartEvent(body: unknown): ValidationResult {
  */
 export function validateHeartCallbackHeaders(headers: Record<string, string | undefined> | Headers): ValidationResult {
   const get = (name: string) =>
-    headers instanceof Headers
-      ? (headers.get(name) ?? undefined)
-      : Object.entries(headers).find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1];
+    headers instanceof Headers ? (headers.get(name) ?? undefined) : Object.entries(headers).find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1];
   const errors: string[] = [];
   for (const node of (operationOf("heartCallback", "post")?.parameters as unknown[]) ?? []) {
     const param = deref(node);

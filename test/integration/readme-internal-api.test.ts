@@ -59,12 +59,18 @@ test("the README's buf curl example works as written: list servers, create an ow
     t.true(url.startsWith(`${gateway.url}/dashboard/login?token=dl_`), url);
     const session = await openLoginLink(gateway.url, url);
     const servers = JSON.parse((await ownerApi(gateway.url, session, "GET", "/servers")).text) as { servers: { id: string }[] };
-    t.deepEqual(servers.servers.map((s) => s.id), [server!.id], "the owner's dashboard shows exactly the assigned server");
+    t.deepEqual(
+      servers.servers.map((s) => s.id),
+      [server!.id],
+      "the owner's dashboard shows exactly the assigned server",
+    );
 
     // Without the token, the same command is refused: the internal API is not open.
-    const refused = await run("bash", ["-c", commands[0]!.replace("http://127.0.0.1:8081", stack.rpcUrl)], { cwd: REPO_ROOT, env: { ...process.env, TOKEN: "" }, timeout: 60_000 }).catch(
-      (e: { stderr: string }) => e,
-    );
+    const refused = await run("bash", ["-c", commands[0]!.replace("http://127.0.0.1:8081", stack.rpcUrl)], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, TOKEN: "" },
+      timeout: 60_000,
+    }).catch((e: { stderr: string }) => e);
     t.regex((refused as { stderr: string }).stderr, /unauthenticated/);
   } finally {
     await gateway.close();

@@ -18,7 +18,9 @@ test("RecordClick stores the click for its server and referrer and returns an un
   t.regex(res.token, /^[A-Za-z0-9_-]{32}$/, "32 base64url characters = 24 random bytes");
   const click = await h.db.prisma.referralClick.findUniqueOrThrow({ where: { token: res.token } });
   t.like(click, { id: res.clickId, serverId, referrerIdentity: "alice", ip: "203.0.113.7", userAgent: "Mozilla/5.0", referralId: null });
-  const tokens = new Set(await Promise.all(Array.from({ length: 20 }, async () => (await h.referral.recordClick({ serverId, referrerIdentity: "alice" })).token)));
+  const tokens = new Set(
+    await Promise.all(Array.from({ length: 20 }, async () => (await h.referral.recordClick({ serverId, referrerIdentity: "alice" })).token)),
+  );
   t.is(tokens.size, 20, "every click gets its own token");
 });
 

@@ -4,9 +4,9 @@
  * referral service server (createReferralServiceServer) on a free port, real Connect clients, and a clock
  * the test moves by hand.
  */
-import { Code, ConnectError, type Client } from "@connectrpc/connect";
-import { ReferralEventType, ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
-import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
+import { type Code, ConnectError, type Client } from "@connectrpc/connect";
+import { ReferralEventType, type ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
+import type { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import type { ApplyEventBatchOptions } from "../../services/referral/apply-event-batch.js";
 import type { ServerAdminDeps } from "../../services/servers/routes.js";
 import { ERROR_KIND_HEADER, illegalTransitionOf } from "../../services/shared/errors.js";
@@ -77,7 +77,11 @@ export async function startHarness(
 }
 
 /** Creates a server with referrals enabled and one referral secret. */
-export async function createReferralServer(h: Harness, name = "Test Server", registrationUrl = "https://game.example/register"): Promise<{ serverId: string; secret: string; kid: string }> {
+export async function createReferralServer(
+  h: Harness,
+  name = "Test Server",
+  registrationUrl = "https://game.example/register",
+): Promise<{ serverId: string; secret: string; kid: string }> {
   const { server } = await h.admin.createServer({ name, registrationUrl });
   if (!server) throw new Error("no server returned");
   await h.admin.setReferralsEnabled({ serverId: server.id, enabled: true });

@@ -46,10 +46,14 @@ test.serial("leaderboard ranks by live credits; a reversal removes the credit fr
   ]);
 
   await applyEvent(h, { serverId, event: "reversed", token: aliceSecond, serverEventId: "rev-a2" });
-  t.deepEqual(await board(h, serverId), [
-    { referrer: "alice", credits: 1, reversed: 1, rank: 1 },
-    { referrer: "bob", credits: 1, reversed: 0, rank: 1 },
-  ], "ties share a rank");
+  t.deepEqual(
+    await board(h, serverId),
+    [
+      { referrer: "alice", credits: 1, reversed: 1, rank: 1 },
+      { referrer: "bob", credits: 1, reversed: 0, rank: 1 },
+    ],
+    "ties share a rank",
+  );
 });
 
 test.serial("leaderboard period selects credits by the UTC month of qualification; a later reversal still removes the credit from its month", async (t) => {
@@ -89,7 +93,15 @@ test("leaderboard limit defaults to 50 and is clamped to at most 500", async (t)
   const now = new Date("2024-05-01T00:00:00Z");
   const ids = Array.from({ length: 510 }, () => randomUUID());
   await h.db.prisma.referral.createMany({
-    data: ids.map((id, i) => ({ id, serverId, refereeIdentity: `p${i}`, referrerIdentity: `r${i}`, state: "qualified" as const, registeredAt: now, qualifiedAt: now })),
+    data: ids.map((id, i) => ({
+      id,
+      serverId,
+      refereeIdentity: `p${i}`,
+      referrerIdentity: `r${i}`,
+      state: "qualified" as const,
+      registeredAt: now,
+      qualifiedAt: now,
+    })),
   });
   await h.db.prisma.referralCredit.createMany({
     data: ids.map((referralId, i) => ({ referralId, serverId, referrerIdentity: `r${i}`, period: "2024-05", creditedAt: now })),
@@ -101,7 +113,10 @@ test("leaderboard limit defaults to 50 and is clamped to at most 500", async (t)
 test("leaderboard and funnel refuse a malformed period and an unknown server", async (t) => {
   const { h } = t.context;
   const { serverId } = await createReferralServer(h);
-  t.like(errorDetails(await rpcError(h.referral.getLeaderboard({ serverId, period: "2024-13" }))), { code: Code.InvalidArgument, message: "period must be YYYY-MM" });
+  t.like(errorDetails(await rpcError(h.referral.getLeaderboard({ serverId, period: "2024-13" }))), {
+    code: Code.InvalidArgument,
+    message: "period must be YYYY-MM",
+  });
   t.like(errorDetails(await rpcError(h.referral.getFunnel({ serverId, period: "May" }))), { code: Code.InvalidArgument, message: "period must be YYYY-MM" });
   const unknown = "00000000-0000-4000-8000-000000000000";
   t.like(errorDetails(await rpcError(h.referral.getLeaderboard({ serverId: unknown }))), { code: Code.NotFound, message: "unknown server" });
@@ -125,7 +140,11 @@ test.serial("funnel counts clicks, anchors, credits and reversed anchors with th
   const { h } = t.context;
   h.clock.set("2024-05-10T10:00:00Z");
   const { serverId } = await createReferralServer(h);
-  t.deepEqual(await funnel(h, serverId), { clicks: 0, registered: 0, qualified: 0, reversed: 0, clickToRegisterRate: 0, registerToQualifyRate: 0, reversalRate: 0 }, "no division by zero");
+  t.deepEqual(
+    await funnel(h, serverId),
+    { clicks: 0, registered: 0, qualified: 0, reversed: 0, clickToRegisterRate: 0, registerToQualifyRate: 0, reversalRate: 0 },
+    "no division by zero",
+  );
   const q1 = await refer(h, serverId, "alice", "p1", true);
   await refer(h, serverId, "alice", "p2", true);
   await refer(h, serverId, "bob", "p3", false);
@@ -133,10 +152,26 @@ test.serial("funnel counts clicks, anchors, credits and reversed anchors with th
   // A conflicting registration is not an anchor.
   const conflict = await clickToken(h, serverId, "carol");
   await applyEvent(h, { serverId, event: "registered", token: conflict, serverEventId: "reg-c", refereeIdentity: "p1" });
-  t.deepEqual(await funnel(h, serverId), { clicks: 5, registered: 3, qualified: 2, reversed: 0, clickToRegisterRate: 3 / 5, registerToQualifyRate: 2 / 3, reversalRate: 0 });
+  t.deepEqual(await funnel(h, serverId), {
+    clicks: 5,
+    registered: 3,
+    qualified: 2,
+    reversed: 0,
+    clickToRegisterRate: 3 / 5,
+    registerToQualifyRate: 2 / 3,
+    reversalRate: 0,
+  });
 
   await applyEvent(h, { serverId, event: "reversed", token: q1, serverEventId: "rev-p1" });
-  t.deepEqual(await funnel(h, serverId), { clicks: 5, registered: 3, qualified: 2, reversed: 1, clickToRegisterRate: 3 / 5, registerToQualifyRate: 2 / 3, reversalRate: 1 / 2 });
+  t.deepEqual(await funnel(h, serverId), {
+    clicks: 5,
+    registered: 3,
+    qualified: 2,
+    reversed: 1,
+    clickToRegisterRate: 3 / 5,
+    registerToQualifyRate: 2 / 3,
+    reversalRate: 1 / 2,
+  });
 });
 
 test.serial("funnel period counts each step by the UTC month of its own timestamp", async (t) => {

@@ -139,7 +139,13 @@ test("qualified before registered -> 422 invalid state transition from clicked, 
   const { serverId } = await createReferralServer(h);
   const token = await clickToken(h, serverId, "alice");
   const error = await rpcError(applyEvent(h, { serverId, event: "qualified", token, serverEventId: "q" }));
-  t.deepEqual(errorDetails(error), { code: Code.FailedPrecondition, message: "invalid state transition", kind: "illegal_transition", from: "clicked", event: "qualified" });
+  t.deepEqual(errorDetails(error), {
+    code: Code.FailedPrecondition,
+    message: "invalid state transition",
+    kind: "illegal_transition",
+    from: "clicked",
+    event: "qualified",
+  });
   t.is(await h.db.prisma.referralEvent.count({ where: { serverId } }), 0, "the error rolled the event row back");
 });
 
@@ -216,7 +222,11 @@ test("ruling: the same referrer registering the same referee through a different
   t.like(res.outcome.case === "applied" ? res.outcome.value : {}, { referralId, state: ReferralState.REGISTERED, advanced: false });
   t.is((await h.db.prisma.referralClick.findUniqueOrThrow({ where: { token: secondToken } })).referralId, referralId);
   const q = await applyEvent(h, { serverId, event: "qualified", token: secondToken, serverEventId: "q-via-2nd" });
-  t.like(q.outcome.case === "applied" ? q.outcome.value : {}, { referralId, state: ReferralState.QUALIFIED, advanced: true }, "the second token now resolves to the anchor");
+  t.like(
+    q.outcome.case === "applied" ? q.outcome.value : {},
+    { referralId, state: ReferralState.QUALIFIED, advanced: true },
+    "the second token now resolves to the anchor",
+  );
 });
 
 test("a token that already registered one referee cannot register another -> 422 from that anchor's state, no second anchor", async (t) => {

@@ -69,7 +69,13 @@ test.serial("a row that commits after a higher id was published is still publish
   try {
     await slow.query("BEGIN");
     const row = outboxRow(topic, "server-a", 1);
-    await slow.query("INSERT INTO outbox (topic, key, type, payload, shard) VALUES ($1, $2, $3, $4, $5)", [row.topic, row.key, row.type, row.payload, row.shard]);
+    await slow.query("INSERT INTO outbox (topic, key, type, payload, shard) VALUES ($1, $2, $3, $4, $5)", [
+      row.topic,
+      row.key,
+      row.type,
+      row.payload,
+      row.shard,
+    ]);
     // A later transaction takes a higher id and commits first.
     await db.prisma.outboxMessage.create({ data: outboxRow(topic, "server-b", 2) });
     t.is(await drain(relay), 1, "only the committed row is visible");
@@ -98,7 +104,11 @@ test.serial("two relay instances publish every row exactly once and keep each ke
   t.is(seen.length, rows.length, "no duplicates");
   for (const key of keys) {
     const seqs = seen.filter((m) => m.key === key).map((m) => m.seq);
-    t.deepEqual(seqs, [...seqs].sort((x, y) => x - y), `key ${key} in order`);
+    t.deepEqual(
+      seqs,
+      [...seqs].sort((x, y) => x - y),
+      `key ${key} in order`,
+    );
     t.is(seqs.length, perKey);
   }
 });
@@ -122,7 +132,10 @@ test.serial("a failed publish rolls the pass back and the rows are published on 
   t.is(await db.prisma.outboxMessage.count({ where: { topic, publishedAt: null } }), 2, "nothing marked published");
   t.is(await drain(relay), 2);
   const seen = await consumeAll(topic, 2);
-  t.deepEqual(seen.map((m) => m.seq), [1, 2]);
+  t.deepEqual(
+    seen.map((m) => m.seq),
+    [1, 2],
+  );
 });
 
 test.serial("the relay loop publishes new rows without being called, and its lag metrics count unpublished rows", async (t) => {
@@ -151,18 +164,27 @@ test.serial("with notifications, a commit that writes outbox rows wakes the rela
     await eventually(() => relay.wakesOnCommit(), { timeoutMs: 30_000, message: "the relay listening for commits" });
     // Its first passes are over: from here on only a notification can start a pass within the test's time.
     await db.prisma.outboxMessage.create({ data: outboxRow(topic, "w", 1) });
-    await eventually(async () => (await db.prisma.outboxMessage.count({ where: { topic, publishedAt: null } })) === 0, { timeoutMs: 20_000, message: "the first row published" });
+    await eventually(async () => (await db.prisma.outboxMessage.count({ where: { topic, publishedAt: null } })) === 0, {
+      timeoutMs: 20_000,
+      message: "the first row published",
+    });
     // A transaction writing several rows (by several statements) wakes it as well; it publishes them all, in order.
     await db.prisma.$transaction(async (tx) => {
       await tx.outboxMessage.create({ data: outboxRow(topic, "w", 2) });
       await tx.outboxMessage.createMany({ data: [outboxRow(topic, "w", 3), outboxRow(topic, "w", 4)] });
     });
-    await eventually(async () => (await db.prisma.outboxMessage.count({ where: { topic, publishedAt: null } })) === 0, { timeoutMs: 20_000, message: "the transaction's rows published" });
+    await eventually(async () => (await db.prisma.outboxMessage.count({ where: { topic, publishedAt: null } })) === 0, {
+      timeoutMs: 20_000,
+      message: "the transaction's rows published",
+    });
   } finally {
     await relay.stop();
   }
   const seen = await consumeAll(topic, 4);
-  t.deepEqual(seen.map((m) => m.seq), [1, 2, 3, 4]);
+  t.deepEqual(
+    seen.map((m) => m.seq),
+    [1, 2, 3, 4],
+  );
 });
 
 test.serial("where notifications never reach the relay (as with embedded PGlite), it says so and polls at its fast interval", async (t) => {
@@ -171,46 +193,69 @@ test.serial("where notifications never reach the relay (as with embedded PGlite)
   const elsewhere = await createTestDatabase({ maxConnections: 1 });
   const lines: string[] = [];
   const captured = createLogger("relay-test", "warn", { write: (line: string) => void lines.push(line) });
-  const relay = createRelay({ prisma: db.prisma, bus, log: captured, pollIntervalMs: 20, notifications: { databaseUrl: elsewhere.url, safetyPollIntervalMs: 60_000 } });
+  const relay = createRelay({
+    prisma: db.prisma,
+    bus,
+    log: captured,
+    pollIntervalMs: 20,
+    notifications: { databaseUrl: elsewhere.url, safetyPollIntervalMs: 60_000 },
+  });
   relay.start();
   try {
-    await eventually(() => lines.some((l) => l.includes("does not deliver LISTEN notifications")), { timeoutMs: 30_000, message: "the relay giving up on notifications" });
+    await eventually(() => lines.some((l) => l.includes("does not deliver LISTEN notifications")), {
+      timeoutMs: 30_000,
+      message: "the relay giving up on notifications",
+    });
     t.false(relay.wakesOnCommit());
     await db.prisma.outboxMessage.create({ data: outboxRow(topic, "p", 1) });
-    await eventually(async () => (await db.prisma.outboxMessage.count({ where: { topic, publishedAt: null } })) === 0, { timeoutMs: 20_000, message: "the row published by the fast poll" });
+    await eventually(async () => (await db.prisma.outboxMessage.count({ where: { topic, publishedAt: null } })) === 0, {
+      timeoutMs: 20_000,
+      message: "the row published by the fast poll",
+    });
   } finally {
     await relay.stop();
     await elsewhere.drop();
   }
-  t.deepEqual((await consumeAll(topic, 1)).map((m) => m.seq), [1]);
+  t.deepEqual(
+    (await consumeAll(topic, 1)).map((m) => m.seq),
+    [1],
+  );
 });
 
-test.serial("a pass of several batches sets a refused row of a later batch aside, publishes the rest once and in order, and marks every other row published", async (t) => {
-  const topic = uniqueTopic();
-  const rows = [];
-  for (let seq = 0; seq < 50; seq++) rows.push(outboxRow(topic, `b${seq % 3}`, seq));
-  await db.prisma.outboxMessage.createMany({ data: rows });
-  const created = await db.prisma.outboxMessage.findMany({ where: { topic }, orderBy: { id: "asc" } });
-  const poisonId = created[37]!.id;
-  const poisonValue = Buffer.from(created[37]!.payload);
-  const sends: number[] = [];
-  const picky: EventBus = {
-    ...bus,
-    publish: async (tp, messages) => {
-      sends.push(messages.length);
-      if (messages.some((m) => Buffer.from(m.value).equals(poisonValue))) throw new RejectedMessagesError("INVALID_RECORD", "INVALID_RECORD: refused by the test bus");
-      await bus.publish(tp, messages);
-    },
-  };
-  const relay = createRelay({ prisma: db.prisma, bus: picky, log, batchSize: 10 });
-  t.deepEqual(await relay.runOnce(), { kind: "published", count: 50, deadLettered: 1 }, "one pass, five batches");
-  t.is(await db.prisma.outboxMessage.count({ where: { topic, publishedAt: null } }), 0);
-  t.is(await db.prisma.deadLetter.count({ where: { outboxId: poisonId, code: "INVALID_RECORD" } }), 1);
-  const seen = await consumeAll(topic, 49);
-  t.is(seen.length, 49, "every other row once");
-  t.false(seen.some((m) => m.seq === 37));
-  for (const key of ["b0", "b1", "b2"]) {
-    const seqs = seen.filter((m) => m.key === key).map((m) => m.seq);
-    t.deepEqual(seqs, [...seqs].sort((x, y) => x - y), `key ${key} in order`);
-  }
-});
+test.serial(
+  "a pass of several batches sets a refused row of a later batch aside, publishes the rest once and in order, and marks every other row published",
+  async (t) => {
+    const topic = uniqueTopic();
+    const rows = [];
+    for (let seq = 0; seq < 50; seq++) rows.push(outboxRow(topic, `b${seq % 3}`, seq));
+    await db.prisma.outboxMessage.createMany({ data: rows });
+    const created = await db.prisma.outboxMessage.findMany({ where: { topic }, orderBy: { id: "asc" } });
+    const poisonId = created[37]!.id;
+    const poisonValue = Buffer.from(created[37]!.payload);
+    const sends: number[] = [];
+    const picky: EventBus = {
+      ...bus,
+      publish: async (tp, messages) => {
+        sends.push(messages.length);
+        if (messages.some((m) => Buffer.from(m.value).equals(poisonValue)))
+          throw new RejectedMessagesError("INVALID_RECORD", "INVALID_RECORD: refused by the test bus");
+        await bus.publish(tp, messages);
+      },
+    };
+    const relay = createRelay({ prisma: db.prisma, bus: picky, log, batchSize: 10 });
+    t.deepEqual(await relay.runOnce(), { kind: "published", count: 50, deadLettered: 1 }, "one pass, five batches");
+    t.is(await db.prisma.outboxMessage.count({ where: { topic, publishedAt: null } }), 0);
+    t.is(await db.prisma.deadLetter.count({ where: { outboxId: poisonId, code: "INVALID_RECORD" } }), 1);
+    const seen = await consumeAll(topic, 49);
+    t.is(seen.length, 49, "every other row once");
+    t.false(seen.some((m) => m.seq === 37));
+    for (const key of ["b0", "b1", "b2"]) {
+      const seqs = seen.filter((m) => m.key === key).map((m) => m.seq);
+      t.deepEqual(
+        seqs,
+        [...seqs].sort((x, y) => x - y),
+        `key ${key} in order`,
+      );
+    }
+  },
+);

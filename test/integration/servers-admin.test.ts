@@ -35,7 +35,10 @@ test("CreateServer refuses an empty name and a registration URL that is not http
     code: Code.InvalidArgument,
     message: "registration_url must use http or https",
   });
-  t.like(errorDetails(await rpcError(h.admin.createServer({ name: "x", registrationUrl: "not a url" }))), { code: Code.InvalidArgument, message: "registration_url is not a valid URL" });
+  t.like(errorDetails(await rpcError(h.admin.createServer({ name: "x", registrationUrl: "not a url" }))), {
+    code: Code.InvalidArgument,
+    message: "registration_url is not a valid URL",
+  });
 });
 
 test("GetServer of an unknown or malformed id -> NotFound unknown server", async (t) => {
@@ -56,7 +59,10 @@ test("SetReferralsEnabled toggles referrals; unknown server -> NotFound", async 
 test("SetRegistrationUrl validates an http(s) URL (http allowed: the page is public) and an empty value clears it", async (t) => {
   const { h } = t.context;
   const serverId = await newServer(h);
-  t.is((await h.admin.setRegistrationUrl({ serverId, registrationUrl: "http://game.example/join?a=1" })).server?.registrationUrl, "http://game.example/join?a=1");
+  t.is(
+    (await h.admin.setRegistrationUrl({ serverId, registrationUrl: "http://game.example/join?a=1" })).server?.registrationUrl,
+    "http://game.example/join?a=1",
+  );
   t.is((await rpcError(h.admin.setRegistrationUrl({ serverId, registrationUrl: "javascript:alert(1)" }))).code, Code.InvalidArgument);
   t.is((await h.admin.setRegistrationUrl({ serverId, registrationUrl: "" })).server?.registrationUrl, "");
 });
@@ -74,7 +80,15 @@ test("callback URL: https required, http refused without the development flag", 
 test("callback URL: loopback, private, link-local and metadata literals and localhost are refused without the flag", async (t) => {
   const { h } = t.context;
   const serverId = await newServer(h);
-  for (const callbackUrl of ["https://127.0.0.1/cb", "https://10.0.0.1/cb", "https://169.254.169.254/", "https://[::1]/cb", "https://[fd00:ec2::254]/", "https://localhost/cb", "https://[::ffff:192.168.0.1]/"]) {
+  for (const callbackUrl of [
+    "https://127.0.0.1/cb",
+    "https://10.0.0.1/cb",
+    "https://169.254.169.254/",
+    "https://[::1]/cb",
+    "https://[fd00:ec2::254]/",
+    "https://localhost/cb",
+    "https://[::ffff:192.168.0.1]/",
+  ]) {
     t.is((await rpcError(h.admin.setCallbackSettings({ serverId, callbackUrl }))).code, Code.InvalidArgument, callbackUrl);
   }
   t.is(await h.db.prisma.server.count({ where: { id: serverId, callbackUrl: { not: null } } }), 0);

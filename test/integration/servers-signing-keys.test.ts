@@ -102,7 +102,10 @@ test.serial("rotation overlap: the previous secret stays valid for the default 2
   const rotated = await h.admin.rotateReferralSecret({ serverId });
   const newKid = rotated.info?.kid ?? "";
   t.true(rotated.secret.startsWith("rsec_"));
-  t.deepEqual((await resolve(h, serverId)).keys.map((k) => k.kid), [newKid, oldKid]);
+  t.deepEqual(
+    (await resolve(h, serverId)).keys.map((k) => k.kid),
+    [newKid, oldKid],
+  );
 
   const listed = await h.admin.listReferralSecrets({ serverId });
   const old = listed.secrets.find((s) => s.kid === oldKid);
@@ -110,9 +113,17 @@ test.serial("rotation overlap: the previous secret stays valid for the default 2
   t.is(listed.secrets.find((s) => s.kid === newKid)?.expiresAt, undefined, "the newest secret has no expiry");
 
   h.clock.advanceSeconds(DEFAULT_ROTATION_GRACE_SECONDS - 1);
-  t.deepEqual((await resolve(h, serverId)).keys.map((k) => k.kid), [newKid, oldKid], "still inside the overlap");
+  t.deepEqual(
+    (await resolve(h, serverId)).keys.map((k) => k.kid),
+    [newKid, oldKid],
+    "still inside the overlap",
+  );
   h.clock.advanceSeconds(1);
-  t.deepEqual((await resolve(h, serverId)).keys.map((k) => k.kid), [newKid], "expired exactly at now + grace");
+  t.deepEqual(
+    (await resolve(h, serverId)).keys.map((k) => k.kid),
+    [newKid],
+    "expired exactly at now + grace",
+  );
   t.false((await h.admin.listReferralSecrets({ serverId })).secrets.find((s) => s.kid === oldKid)?.active);
 });
 
@@ -124,12 +135,20 @@ test.serial("rotation grace_seconds overrides the default; an older secret that 
   const b = (await h.admin.rotateReferralSecret({ serverId, graceSeconds: 600n })).info?.kid ?? ""; // a expires at +610 s
   h.clock.advanceSeconds(10);
   const c = (await h.admin.rotateReferralSecret({ serverId, graceSeconds: 3600n })).info?.kid ?? ""; // b expires at +3620 s; a keeps +610 s
-  const expiries = Object.fromEntries((await h.admin.listReferralSecrets({ serverId })).secrets.map((s) => [s.kid, s.expiresAt ? Number(s.expiresAt.seconds) : null]));
+  const expiries = Object.fromEntries(
+    (await h.admin.listReferralSecrets({ serverId })).secrets.map((s) => [s.kid, s.expiresAt ? Number(s.expiresAt.seconds) : null]),
+  );
   const t0 = Date.parse("2024-07-01T00:00:00Z") / 1000;
   t.deepEqual(expiries, { [a]: t0 + 610, [b]: t0 + 3620, [c]: null });
-  t.deepEqual((await resolve(h, serverId)).keys.map((k) => k.kid), [c, b, a]);
+  t.deepEqual(
+    (await resolve(h, serverId)).keys.map((k) => k.kid),
+    [c, b, a],
+  );
   h.clock.set(new Date((t0 + 610) * 1000));
-  t.deepEqual((await resolve(h, serverId)).keys.map((k) => k.kid), [c, b]);
+  t.deepEqual(
+    (await resolve(h, serverId)).keys.map((k) => k.kid),
+    [c, b],
+  );
 });
 
 test("rotation refuses a negative or oversized grace_seconds", async (t) => {
@@ -144,13 +163,18 @@ test("revocation is immediate even during a rotation overlap", async (t) => {
   const { serverId, kid: oldKid } = await createReferralServer(h);
   const rotated = await h.admin.rotateReferralSecret({ serverId });
   await h.admin.revokeReferralSecret({ serverId, kid: oldKid });
-  t.deepEqual((await resolve(h, serverId)).keys.map((k) => k.kid), [rotated.info?.kid]);
+  t.deepEqual(
+    (await resolve(h, serverId)).keys.map((k) => k.kid),
+    [rotated.info?.kid],
+  );
 });
 
 test("secrets are stored encrypted: the raw ciphertext in the database does not contain the secret, and opens to it", async (t) => {
   const { h } = t.context;
   const { serverId, secret, kid } = await createReferralServer(h);
-  const rows = await h.db.prisma.$queryRaw<Array<{ ciphertext: string }>>`SELECT ciphertext FROM server_secrets WHERE server_id = ${serverId}::uuid AND kid = ${kid}`;
+  const rows = await h.db.prisma.$queryRaw<
+    Array<{ ciphertext: string }>
+  >`SELECT ciphertext FROM server_secrets WHERE server_id = ${serverId}::uuid AND kid = ${kid}`;
   const ciphertext = rows[0]?.ciphertext ?? "";
   t.regex(ciphertext, /^v1:/);
   t.false(ciphertext.includes(secret));
@@ -165,7 +189,10 @@ test("CreateReferralSecret returns the value once; ListReferralSecrets shows kid
   t.regex(kid, /^k_[0-9a-f]{8}$/);
   t.regex(secret, /^rsec_[A-Za-z0-9_-]{43}$/);
   const listed = await h.admin.listReferralSecrets({ serverId });
-  t.deepEqual(listed.secrets.map((s) => ({ kid: s.kid, active: s.active })), [{ kid, active: true }]);
+  t.deepEqual(
+    listed.secrets.map((s) => ({ kid: s.kid, active: s.active })),
+    [{ kid, active: true }],
+  );
   t.false(JSON.stringify(listed.secrets, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)).includes(secret.slice(5)));
   t.is((await h.admin.revealReferralSecret({ serverId, kid })).secret, secret);
 });

@@ -39,7 +39,10 @@ test("SetVotifierSettings stores the settings with the token sealed; no RPC retu
 test("an empty token keeps the stored one (a first setup needs one); an empty host turns Votifier off and forgets the token", async (t) => {
   const { h } = t.context;
   const serverId = await newServer(h);
-  t.like(errorDetails(await rpcError(h.admin.setVotifierSettings({ serverId, ...settings, token: "" }))), { code: Code.InvalidArgument, message: "votifier token is required" });
+  t.like(errorDetails(await rpcError(h.admin.setVotifierSettings({ serverId, ...settings, token: "" }))), {
+    code: Code.InvalidArgument,
+    message: "votifier token is required",
+  });
   await h.admin.setVotifierSettings({ serverId, ...settings });
   const { server } = await h.admin.setVotifierSettings({ serverId, ...settings, port: 8193, token: "" });
   t.like(server, { votifierPort: 8193, votifierTokenSet: true });
@@ -67,9 +70,16 @@ test("SetVotifierSettings refuses bad input with texts that name the field and n
     [{ host: "10.1.2.3" }, "votifier host must not point to a loopback, private, link-local, metadata or other special-purpose address"],
   ];
   for (const [override, message] of cases) {
-    t.like(errorDetails(await rpcError(h.admin.setVotifierSettings({ serverId, ...settings, ...override }))), { code: Code.InvalidArgument, message }, JSON.stringify(override));
+    t.like(
+      errorDetails(await rpcError(h.admin.setVotifierSettings({ serverId, ...settings, ...override }))),
+      { code: Code.InvalidArgument, message },
+      JSON.stringify(override),
+    );
   }
-  t.like(errorDetails(await rpcError(h.admin.setVotifierSettings({ ...settings, serverId: "5b0f8c4e-2d1a-4e3b-9c7d-6a5f4e3d2c1b" }))), { code: Code.NotFound, message: "unknown server" });
+  t.like(errorDetails(await rpcError(h.admin.setVotifierSettings({ ...settings, serverId: "5b0f8c4e-2d1a-4e3b-9c7d-6a5f4e3d2c1b" }))), {
+    code: Code.NotFound,
+    message: "unknown server",
+  });
 });
 
 test("with ALLOW_INSECURE_CALLBACKS a loopback Votifier host is allowed (development)", async (t) => {
@@ -91,7 +101,10 @@ test("SetPullEnabled(true) creates one pull secret (psec_); ResolvePullKeys answ
   t.regex(secret, /^psec_[A-Za-z0-9_-]{43}$/);
   const resolved = await h.admin.resolvePullKeys({ serverId });
   t.is(resolved.status, PullKeyStatus.OK);
-  t.deepEqual(resolved.keys.map((k) => [k.kid, Buffer.from(k.secret).toString("utf8")]), [[info?.kid, secret]]);
+  t.deepEqual(
+    resolved.keys.map((k) => [k.kid, Buffer.from(k.secret).toString("utf8")]),
+    [[info?.kid, secret]],
+  );
   await h.admin.setPullEnabled({ serverId, enabled: false });
   t.is((await h.admin.resolvePullKeys({ serverId })).status, PullKeyStatus.PULL_DISABLED);
   t.is((await h.admin.resolvePullKeys({ serverId: "nope" })).status, PullKeyStatus.UNKNOWN_SERVER);

@@ -99,13 +99,25 @@ for (const runner of Object.keys(PULL_RUNNERS)) {
       const heartId = randomUUID();
       hearts.push(heartId);
       // As the delivery consumer stores a counted heart.
-      await insertDelivery(stack.db.prisma, { heartId, serverId, eventType: "heart.counted", username: `P${runner}${i}`, voterIdentity: `v-${heartId}`, period: "2026-03", streakDay: null, countedAt: new Date() });
+      await insertDelivery(stack.db.prisma, {
+        heartId,
+        serverId,
+        eventType: "heart.counted",
+        username: `P${runner}${i}`,
+        voterIdentity: `v-${heartId}`,
+        period: "2026-03",
+        streakDay: null,
+        countedAt: new Date(),
+      });
     }
     const { command, args } = PULL_RUNNERS[runner]!;
     const runPull = () =>
       new Promise<string>((resolve, reject) => {
-        execFile(command, args, { env: { PATH: process.env.PATH, HOME: process.env.HOME, BASE_URL: stack.baseUrl, SERVER_ID: serverId, PULL_SECRET: secret }, timeout: 120_000 }, (error, stdout, stderr) =>
-          error ? reject(new Error(`${runner} pull snippet failed: ${error.message}\n${stderr}`)) : resolve(stdout.trim()),
+        execFile(
+          command,
+          args,
+          { env: { PATH: process.env.PATH, HOME: process.env.HOME, BASE_URL: stack.baseUrl, SERVER_ID: serverId, PULL_SECRET: secret }, timeout: 120_000 },
+          (error, stdout, stderr) => (error ? reject(new Error(`${runner} pull snippet failed: ${error.message}\n${stderr}`)) : resolve(stdout.trim())),
         );
       });
     const first = (await runPull()).split("\n");

@@ -43,8 +43,9 @@ test.after.always(async () => {
 function sendWithVotifier2(r: VotifierReceiver, token: string, v: VotifierVote): Promise<Error | null> {
   return new Promise((resolve) => {
     // Key order as the project's payload has it, so the JSON the two clients sign is comparable byte for byte.
-    votifier2({ host: r.host, port: r.port, token, vote: { serviceName: v.serviceName, username: v.username, address: v.address, timestamp: v.timestamp } }, (error) =>
-      resolve(error),
+    votifier2(
+      { host: r.host, port: r.port, token, vote: { serviceName: v.serviceName, username: v.username, address: v.address, timestamp: v.timestamp } },
+      (error) => resolve(error),
     );
   });
 }
@@ -60,7 +61,13 @@ test("the project's sender and votifier2 (NuVotifier's JS client) send identical
   t.deepEqual(mine!.frame, theirs!.frame, "byte for byte: magic, length, payload JSON and signature");
   t.is(mine!.frame.readUInt16BE(0), 0x733a);
   t.is(mine!.frame.readUInt16BE(2), mine!.frame.length - 4);
-  t.deepEqual(r.votes[1], { serviceName: "HeartsList", username: "Steve_42", address: "0.0.0.0", timestamp: 1767225600123, challenge: "fixedchallenge0123456789" });
+  t.deepEqual(r.votes[1], {
+    serviceName: "HeartsList",
+    username: "Steve_42",
+    address: "0.0.0.0",
+    timestamp: 1767225600123,
+    challenge: "fixedchallenge0123456789",
+  });
   t.is(ours.greeting, "VOTIFIER 2 fixedchallenge0123456789");
   t.is(ours.answer, '{"status":"ok"}');
   t.is(ours.frameBytes, mine!.frame.length);
@@ -86,7 +93,11 @@ test("a refused token: the listener answers an error and the outcome carries its
   t.is(outcome.error, "the Votifier server refused the vote: CorruptedFrameException: Signature is not valid (invalid token?)");
   t.regex(outcome.answer, /"status":"error"/);
   t.false(r.exchanges[0]!.accepted);
-  t.is(await sendWithVotifier2(r, "not-the-token", vote()).then((e) => e?.message), "CorruptedFrameException: Signature is not valid (invalid token?)", "votifier2 sees the same refusal");
+  t.is(
+    await sendWithVotifier2(r, "not-the-token", vote()).then((e) => e?.message),
+    "CorruptedFrameException: Signature is not valid (invalid token?)",
+    "votifier2 sees the same refusal",
+  );
 });
 
 test("a wrong challenge is refused by the listener and reported", async (t) => {
@@ -166,7 +177,10 @@ test("the SSRF guard applies to the address connected to: loopback literals and 
   const r = await receiver();
   const strict = { timeoutMs: 2_000, allowInsecure: false };
   const literal = await sendVotifierVote({ host: "127.0.0.1", port: r.port, token: TOKEN }, vote(), strict);
-  t.is(literal.error, "refused to connect to 127.0.0.1: loopback, private, link-local, metadata and other special-purpose addresses are not allowed (Loopback)");
+  t.is(
+    literal.error,
+    "refused to connect to 127.0.0.1: loopback, private, link-local, metadata and other special-purpose addresses are not allowed (Loopback)",
+  );
   const named = await sendVotifierVote({ host: "votes.example.test", port: r.port, token: TOKEN }, vote(), {
     ...strict,
     resolve: (_host, _options, callback) => callback(null, [{ address: "127.0.0.1", family: 4 }]),

@@ -9,7 +9,9 @@ import { isScope } from "../../services/access/scopes.js";
 import { hostedServices } from "../helpers/hosted-services.js";
 
 test("the referral service hosts the five services (the recording router sees them all)", (t) => {
-  const names = hostedServices().map((s) => s.typeName).sort();
+  const names = hostedServices()
+    .map((s) => s.typeName)
+    .sort();
   for (const s of [AccessService, DeliveryService, HeartService, ReferralService, ServerAdminService]) t.true(names.includes(s.typeName), s.typeName);
 });
 
@@ -27,7 +29,10 @@ test("RPC_ACCESS has an entry for every method of every hosted service, with a k
 
 test("RPC_ACCESS names no RPC that does not exist (no stale rules)", (t) => {
   const known = new Set(hostedServices().flatMap((s) => s.methods.map((m) => rpcKey(s.typeName, m.name))));
-  t.deepEqual(Object.keys(RPC_ACCESS).filter((k) => !known.has(k)), []);
+  t.deepEqual(
+    Object.keys(RPC_ACCESS).filter((k) => !known.has(k)),
+    [],
+  );
 });
 
 /** Request fields that name an owned resource; an RPC taking one must check it for owners, or refuse owners. */
@@ -41,7 +46,11 @@ test("an RPC whose request names a server, delivery or referral either checks th
       if (owner.kind === "none") continue;
       const named = method.input.fields.filter((f) => f.name in OWNED_FIELDS);
       if (owner.kind === "own") {
-        t.deepEqual(named.map((f) => f.name), [], `${key} takes an id but is "own": it must check ownership instead`);
+        t.deepEqual(
+          named.map((f) => f.name),
+          [],
+          `${key} takes an id but is "own": it must check ownership instead`,
+        );
         continue;
       }
       // "owned": the checked field is a real field of the request, and it is the only id field.

@@ -29,5 +29,8 @@ test("concurrent checks of one token share one lookup, also when the cached answ
   row.revokedAt = new Date();
   const second = await Promise.all(Array.from({ length: 50 }, () => verify("svc_token")));
   t.is(db.calls(), 2, "one refresh, not one per call in flight");
-  t.true(second.every((c) => c === undefined), "a revoke takes effect after the cache time");
+  t.true(
+    second.every((c) => c === undefined),
+    "a revoke takes effect after the cache time",
+  );
 });

@@ -92,7 +92,21 @@ test("NAT64 64:ff9b::/96 (globally reachable) is judged by the IPv4 address it e
 });
 
 test("neighbours of the ranges stay allowed: the guard refuses ranges, not whole blocks", (t) => {
-  for (const ip of ["192.0.1.255", "192.0.3.0", "198.17.255.255", "198.20.0.0", "168.63.129.15", "168.63.129.17", "2001:200::1", "2003::1", "2620:4f:8001::1", "3fff:1000::1", "64:ff9b:2::1", "2606:4700:4700::1111", "9.9.9.9"]) {
+  for (const ip of [
+    "192.0.1.255",
+    "192.0.3.0",
+    "198.17.255.255",
+    "198.20.0.0",
+    "168.63.129.15",
+    "168.63.129.17",
+    "2001:200::1",
+    "2003::1",
+    "2620:4f:8001::1",
+    "3fff:1000::1",
+    "64:ff9b:2::1",
+    "2606:4700:4700::1111",
+    "9.9.9.9",
+  ]) {
     t.false(isForbiddenAddress(ip), ip);
   }
 });
@@ -146,7 +160,10 @@ function samplesOf(network: ipaddr.IPv4 | ipaddr.IPv6, prefix: number, count: nu
 test("cross-check with ipaddr.js: every special range the library knows, the guard refuses (first, last and 50 random addresses each)", (t) => {
   const random = seeded(20261123);
   for (const kind of [ipaddr.IPv4, ipaddr.IPv6] as const) {
-    const ranges = (kind.prototype as unknown as { SpecialRanges: unknown }).SpecialRanges as Record<string, Array<[ipaddr.IPv4 | ipaddr.IPv6, number]> | [ipaddr.IPv4 | ipaddr.IPv6, number]>;
+    const ranges = (kind.prototype as unknown as { SpecialRanges: unknown }).SpecialRanges as Record<
+      string,
+      Array<[ipaddr.IPv4 | ipaddr.IPv6, number]> | [ipaddr.IPv4 | ipaddr.IPv6, number]
+    >;
     for (const [name, value] of Object.entries(ranges)) {
       const nets = (Array.isArray(value[0]) ? value : [value]) as Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>;
       for (const [network, prefix] of nets) {

@@ -20,7 +20,11 @@ test("errorReply builds {error} with the kind's status and text (the check's tex
   }
   t.deepEqual(errorReply("invalidField", "token is required"), { status: 400, body: { error: "token is required" } });
   t.deepEqual(errorReply("methodNotAllowed", { headers: { allow: "GET" } }), { status: 405, body: { error: "method not allowed" }, headers: { allow: "GET" } });
-  t.deepEqual(errorReply("invalidTransition", { fields: { from: "clicked", event: "qualified" } }).body, { error: "invalid state transition", from: "clicked", event: "qualified" });
+  t.deepEqual(errorReply("invalidTransition", { fields: { from: "clicked", event: "qualified" } }).body, {
+    error: "invalid state transition",
+    from: "clicked",
+    event: "qualified",
+  });
   t.is(statusOf("conflict"), 409);
 });
 
@@ -63,6 +67,9 @@ test("openapi's event and state enums are the contract's lists", (t) => {
   const json = JSON.stringify(openApiDocument);
   for (const list of json.matchAll(/"enum":\[("(?:registered|qualified|reversed|clicked)"(?:,"[a-z]+")*)\]/g)) {
     const values = JSON.parse(`[${list[1]}]`) as string[];
-    t.true(values.every((v) => (REFERRAL_STATES as readonly string[]).includes(v)), list[0]);
+    t.true(
+      values.every((v) => (REFERRAL_STATES as readonly string[]).includes(v)),
+      list[0],
+    );
   }
 });

@@ -10,7 +10,14 @@ import test from "ava";
 import { parseSignatureHeader } from "../../gateway/verify-signature.js";
 import { SIGNATURE_RULES } from "../../gateway/dashboard/signature-rules.js";
 import { hmacSha256, sha256, toHex } from "../../gateway/dashboard/static/hmac-sha256.js";
-import { checkSignature, createMacEngine, parseHeader, type MacEngine, type Scheme, type SignatureReport } from "../../gateway/dashboard/static/signature-check.js";
+import {
+  checkSignature,
+  createMacEngine,
+  parseHeader,
+  type MacEngine,
+  type Scheme,
+  type SignatureReport,
+} from "../../gateway/dashboard/static/signature-check.js";
 
 interface VectorCase {
   name: string;

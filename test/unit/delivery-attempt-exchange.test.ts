@@ -2,7 +2,11 @@ import test from "ava";
 import { MASKED_VALUE, maskSecretValues, toStoredExchange, type AttemptExchange } from "../../services/delivery/attempt-exchange.js";
 import { GONE_ERROR, toHttpExchange } from "../../services/delivery/send-callback.js";
 
-const request = { url: "https://game.example/hook", body: '{"event":"heart.test"}', headers: { "Content-Type": "application/json", "X-Service-Signature": "t=1,v1=ab" } };
+const request = {
+  url: "https://game.example/hook",
+  body: '{"event":"heart.test"}',
+  headers: { "Content-Type": "application/json", "X-Service-Signature": "t=1,v1=ab" },
+};
 
 test("maskSecretValues hides whsec_ and rsec_ values wherever they stand, and nothing else", (t) => {
   t.is(maskSecretValues("key whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw= end"), `key whsec_${MASKED_VALUE} end`);
@@ -15,7 +19,12 @@ test("toStoredExchange keeps the signature header, hides receiver credentials (c
   const exchange: AttemptExchange = {
     target: request.url,
     request: { headers: request.headers, body: request.body },
-    response: { status: 401, headers: { "Set-Cookie": "sid=1", "www-authenticate": "Bearer", "x-debug": "used whsec_abc" }, body: "bad rsec_zzz", bodyTruncated: false },
+    response: {
+      status: 401,
+      headers: { "Set-Cookie": "sid=1", "www-authenticate": "Bearer", "x-debug": "used whsec_abc" },
+      body: "bad rsec_zzz",
+      bodyTruncated: false,
+    },
     latencyMs: 3,
     error: "receiver answered 401",
     succeeded: false,

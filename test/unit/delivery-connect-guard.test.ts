@@ -19,7 +19,14 @@ test("connect-time guard: a name resolving to a private address is refused (DNS 
 });
 
 test("connect-time guard: refused when any resolved address is forbidden (metadata among public)", async (t) => {
-  const { err } = await lookupWith([{ address: "93.184.215.14", family: 4 }, { address: "169.254.169.254", family: 4 }], false, true);
+  const { err } = await lookupWith(
+    [
+      { address: "93.184.215.14", family: 4 },
+      { address: "169.254.169.254", family: 4 },
+    ],
+    false,
+    true,
+  );
   t.true(err instanceof ForbiddenAddressError);
 });
 
@@ -33,7 +40,14 @@ test("connect-time guard: a public address passes, in the single and all forms",
   t.is(single.err, null);
   t.is(single.address, "93.184.215.14");
   t.is(single.family, 4);
-  const all = await lookupWith([{ address: "93.184.215.14", family: 4 }, { address: "2606:4700:4700::1111", family: 6 }], false, true);
+  const all = await lookupWith(
+    [
+      { address: "93.184.215.14", family: 4 },
+      { address: "2606:4700:4700::1111", family: 6 },
+    ],
+    false,
+    true,
+  );
   t.deepEqual(all.address, [
     { address: "93.184.215.14", family: 4 },
     { address: "2606:4700:4700::1111", family: 6 },

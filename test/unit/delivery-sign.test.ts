@@ -48,7 +48,13 @@ test("callback signature: t=<unix>,v1=<bare lower-case hex> of HMAC(secret, '<t>
 });
 
 test("callback signature: during a rotation one v1 per active secret, newest first", (t) => {
-  const signed = signCallback({ url: "https://example.test/hook", fields: FIELDS, secretsNewestFirst: [NEW_SECRET, OLD_SECRET], standardWebhooks: false, t: T });
+  const signed = signCallback({
+    url: "https://example.test/hook",
+    fields: FIELDS,
+    secretsNewestFirst: [NEW_SECRET, OLD_SECRET],
+    standardWebhooks: false,
+    t: T,
+  });
   t.is(signed.headers["X-Service-Signature"], `t=${T},v1=${MAC_NEW},v1=${MAC_OLD}`);
 });
 

@@ -50,10 +50,7 @@ function fakeRpcs(apply: ApplyBehaviour = create(ApplyEventResponseSchema, { out
 const event = (overrides: Record<string, unknown> = {}) =>
   JSON.stringify({ event: "registered", token: "tok_1", server_id: SERVER, referee_identity: "p1", server_event_id: "reg-p1", ...overrides });
 
-async function send(
-  body: string | Buffer,
-  opts: { header?: string | null; secret?: string; t?: number; kid?: string; apply?: ApplyBehaviour } = {},
-) {
+async function send(body: string | Buffer, opts: { header?: string | null; secret?: string; t?: number; kid?: string; apply?: ApplyBehaviour } = {}) {
   const raw = typeof body === "string" ? Buffer.from(body, "utf8") : body;
   const header = opts.header === null ? undefined : (opts.header ?? formatIngestSignature(opts.secret ?? SECRET, opts.t ?? T, raw, opts.kid));
   const { rpcs, calls } = fakeRpcs(opts.apply);

@@ -88,7 +88,14 @@ test("HeartEvent: the contract's table - streak_day optional, period YYYY-MM, uu
   const { streak_day: _omitted, ...withoutStreak } = heart;
   t.true(validateHeartEvent(withoutStreak).valid, "streak_day may be omitted");
   t.true(validateHeartEvent({ ...withoutStreak, event: "heart.test", heart_id: "00000000-0000-0000-0000-000000000000" }).valid);
-  for (const [field, value] of Object.entries({ period: "2026-1", event: "heart.other", heart_id: "nope", server_id: 5, timestamp: "1767225600", streak_day: 1.5 })) {
+  for (const [field, value] of Object.entries({
+    period: "2026-1",
+    event: "heart.other",
+    heart_id: "nope",
+    server_id: 5,
+    timestamp: "1767225600",
+    streak_day: 1.5,
+  })) {
     t.false(validateHeartEvent({ ...heart, [field]: value }).valid, `${field}=${String(value)}`);
   }
   for (const field of ["event", "server_id", "username", "heart_id", "period", "timestamp"]) {

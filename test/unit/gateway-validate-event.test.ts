@@ -92,6 +92,9 @@ test("the first failing field wins, in the documented order: event, token, serve
   t.is(errorOf({ server_id: SERVER_ID, ts: "x", test: "y" }), "event must be one of registered|qualified|reversed");
   t.is(errorOf({ event: "registered", server_id: SERVER_ID, ts: "x" }), "token is required");
   t.is(errorOf({ event: "registered", server_id: SERVER_ID, token: "a", ts: "x" }), "server_event_id is required");
-  t.is(errorOf({ event: "registered", server_id: SERVER_ID, token: "a", server_event_id: "b", ts: "x" }), "referee_identity is required for a registered event");
+  t.is(
+    errorOf({ event: "registered", server_id: SERVER_ID, token: "a", server_event_id: "b", ts: "x" }),
+    "referee_identity is required for a registered event",
+  );
   t.is(errorOf(base({ ts: "x", test: "y" })), "ts must be an integer (unix seconds)");
 });

@@ -10,9 +10,24 @@ const cases: { title: string; username?: string; userAgent?: string; counts?: Pa
   { title: "a first heart with a normal name and browser passes", rules: [], blocked: false },
   { title: "identities on one IP at the max do not fire", counts: { identitiesOnIp: 3 }, rules: [], blocked: false },
   { title: "more voter identities on one IP than the max fires and blocks", counts: { identitiesOnIp: 4 }, rules: ["ip_identities"], blocked: true },
-  { title: "more identities on one /24 or /64 than the max fires but does not block alone", counts: { identitiesOnSubnet: 11 }, rules: ["subnet_identities"], blocked: false },
-  { title: "velocity over the max hearts per IP per minute fires but does not block alone", counts: { heartsFromIp: 11 }, rules: ["ip_velocity"], blocked: false },
-  { title: "subnet identities plus velocity reach the threshold together", counts: { identitiesOnSubnet: 11, heartsFromIp: 11 }, rules: ["subnet_identities", "ip_velocity"], blocked: true },
+  {
+    title: "more identities on one /24 or /64 than the max fires but does not block alone",
+    counts: { identitiesOnSubnet: 11 },
+    rules: ["subnet_identities"],
+    blocked: false,
+  },
+  {
+    title: "velocity over the max hearts per IP per minute fires but does not block alone",
+    counts: { heartsFromIp: 11 },
+    rules: ["ip_velocity"],
+    blocked: false,
+  },
+  {
+    title: "subnet identities plus velocity reach the threshold together",
+    counts: { identitiesOnSubnet: 11, heartsFromIp: 11 },
+    rules: ["subnet_identities", "ip_velocity"],
+    blocked: true,
+  },
   { title: "a whitespace-only username is malformed and blocks", username: "   ", rules: ["username"], blocked: true },
   { title: "a username longer than 32 characters is malformed", username: "a".repeat(33), rules: ["username"], blocked: true },
   { title: "a username of exactly 32 characters is fine", username: "a".repeat(32), rules: [], blocked: false },
@@ -22,7 +37,13 @@ const cases: { title: string; username?: string; userAgent?: string; counts?: Pa
   { title: "non-Latin letters are allowed in usernames", username: "Мария_2", rules: [], blocked: false },
   { title: "a missing user agent adds score but does not block alone", userAgent: " ", rules: ["user_agent"], blocked: false },
   { title: "a bot-like user agent adds score but does not block alone", userAgent: "curl/8.5.0", rules: ["user_agent"], blocked: false },
-  { title: "a missing user agent plus a subnet hit block together", userAgent: "", counts: { identitiesOnSubnet: 11 }, rules: ["subnet_identities", "user_agent"], blocked: true },
+  {
+    title: "a missing user agent plus a subnet hit block together",
+    userAgent: "",
+    counts: { identitiesOnSubnet: 11 },
+    rules: ["subnet_identities", "user_agent"],
+    blocked: true,
+  },
 ];
 
 for (const c of cases) {
@@ -40,10 +61,7 @@ for (const c of cases) {
 test("fraud verdict: score is the sum of the fired rules and each reason names its rule", (t) => {
   const verdict = scoreHeart(rules, { username: "Steve", userAgent: "" }, { ...CLEAN, identitiesOnSubnet: 12 });
   t.is(verdict.score, rules.subnetIdentities.score + rules.userAgent.missingScore);
-  t.deepEqual(verdict.reasons, [
-    "subnet_identities: 12 voter identities from this subnet in 1440 min (max 10)",
-    "user_agent: missing",
-  ]);
+  t.deepEqual(verdict.reasons, ["subnet_identities: 12 voter identities from this subnet in 1440 min (max 10)", "user_agent: missing"]);
 });
 
 test("fraud verdict: blocks at exactly the threshold (score >= threshold)", (t) => {

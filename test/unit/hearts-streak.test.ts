@@ -31,7 +31,12 @@ test("utcDay and daysBetween count UTC calendar days, not 24 h spans", (t) => {
 
 const streaks: { title: string; previous: { lastDay: string; streakDays: number } | null; now: string; expected: number }[] = [
   { title: "a first counted heart starts a streak of 1", previous: null, now: "2026-05-05T10:00:00Z", expected: 1 },
-  { title: "a counted heart the next UTC day extends the streak", previous: { lastDay: "2026-05-04", streakDays: 4 }, now: "2026-05-05T10:00:00Z", expected: 5 },
+  {
+    title: "a counted heart the next UTC day extends the streak",
+    previous: { lastDay: "2026-05-04", streakDays: 4 },
+    now: "2026-05-05T10:00:00Z",
+    expected: 5,
+  },
   { title: "a counted heart the same UTC day keeps the streak", previous: { lastDay: "2026-05-05", streakDays: 4 }, now: "2026-05-05T23:00:00Z", expected: 4 },
   { title: "a missed UTC day restarts the streak at 1", previous: { lastDay: "2026-05-03", streakDays: 9 }, now: "2026-05-05T10:00:00Z", expected: 1 },
   { title: "the streak crosses a month boundary", previous: { lastDay: "2026-04-30", streakDays: 30 }, now: "2026-05-01T00:00:01Z", expected: 31 },

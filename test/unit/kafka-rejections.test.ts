@@ -7,7 +7,8 @@ import { toRejectedMessages } from "../../services/shared/kafka-bus.js";
 const { KafkaJSProtocolError, KafkaJSNonRetriableError, KafkaJSNumberOfRetriesExceeded, KafkaJSConnectionError } = kafkajs;
 
 /** A broker error as kafkajs builds it from a response's error code. */
-const protocolError = (type: string, code: number, retriable: boolean) => new KafkaJSProtocolError({ type, code, retriable, message: `broker says ${type}` } as unknown as Error);
+const protocolError = (type: string, code: number, retriable: boolean) =>
+  new KafkaJSProtocolError({ type, code, retriable, message: `broker says ${type}` } as unknown as Error);
 
 const REFUSALS: [string, number][] = [
   ["MESSAGE_TOO_LARGE", 10],
@@ -20,7 +21,11 @@ const REFUSALS: [string, number][] = [
 for (const [type, code] of REFUSALS) {
   test(`kafka error classification: ${type} (${code}) refuses the messages themselves -> RejectedMessagesError, also when kafkajs wraps it`, (t) => {
     const error = protocolError(type, code, false);
-    for (const thrown of [error, Reflect.construct(KafkaJSNonRetriableError, [error, { cause: error }]) as Error, new KafkaJSNumberOfRetriesExceeded(error, { retryCount: 1, retryTime: 1 })]) {
+    for (const thrown of [
+      error,
+      Reflect.construct(KafkaJSNonRetriableError, [error, { cause: error }]) as Error,
+      new KafkaJSNumberOfRetriesExceeded(error, { retryCount: 1, retryTime: 1 }),
+    ]) {
       const rejected = toRejectedMessages(thrown);
       t.true(rejected instanceof RejectedMessagesError);
       t.is(rejected?.code, type);

@@ -16,14 +16,44 @@ const valid: ApplyEventInput = {
 };
 
 const invalid: Array<{ rule: string; input: Partial<ApplyEventInput>; kind: DomainErrorKind; message: string }> = [
-  { rule: "unspecified event -> the contract's enum text", input: { event: null }, kind: "invalid_argument", message: "event must be one of registered|qualified|reversed" },
-  { rule: "unknown event name -> the contract's enum text", input: { event: "clicked" }, kind: "invalid_argument", message: "event must be one of registered|qualified|reversed" },
-  { rule: "registered without referee_identity -> the contract's text", input: { refereeIdentity: "" }, kind: "invalid_argument", message: "referee_identity is required for a registered event" },
-  { rule: "whitespace-only referee_identity counts as missing", input: { refereeIdentity: "   " }, kind: "invalid_argument", message: "referee_identity is required for a registered event" },
+  {
+    rule: "unspecified event -> the contract's enum text",
+    input: { event: null },
+    kind: "invalid_argument",
+    message: "event must be one of registered|qualified|reversed",
+  },
+  {
+    rule: "unknown event name -> the contract's enum text",
+    input: { event: "clicked" },
+    kind: "invalid_argument",
+    message: "event must be one of registered|qualified|reversed",
+  },
+  {
+    rule: "registered without referee_identity -> the contract's text",
+    input: { refereeIdentity: "" },
+    kind: "invalid_argument",
+    message: "referee_identity is required for a registered event",
+  },
+  {
+    rule: "whitespace-only referee_identity counts as missing",
+    input: { refereeIdentity: "   " },
+    kind: "invalid_argument",
+    message: "referee_identity is required for a registered event",
+  },
   { rule: "empty token -> 400 naming token", input: { token: " " }, kind: "invalid_argument", message: "token is required" },
   { rule: "empty server_id -> 400 naming server_id", input: { serverId: "" }, kind: "invalid_argument", message: "server_id is required" },
-  { rule: "empty server_event_id -> 400 naming server_event_id", input: { serverEventId: "\t" }, kind: "invalid_argument", message: "server_event_id is required" },
-  { rule: "overlong server_event_id -> 400", input: { serverEventId: "x".repeat(513) }, kind: "invalid_argument", message: "server_event_id must be at most 512 characters" },
+  {
+    rule: "empty server_event_id -> 400 naming server_event_id",
+    input: { serverEventId: "\t" },
+    kind: "invalid_argument",
+    message: "server_event_id is required",
+  },
+  {
+    rule: "overlong server_event_id -> 400",
+    input: { serverEventId: "x".repeat(513) },
+    kind: "invalid_argument",
+    message: "server_event_id must be at most 512 characters",
+  },
   { rule: "server_id that is not a uuid -> unknown server", input: { serverId: "srv-1" }, kind: "unknown_server", message: "unknown server" },
 ];
 
@@ -36,7 +66,15 @@ for (const c of invalid) {
 }
 
 test("toApplyEventCommand trims every field", (t) => {
-  const command = toApplyEventCommand({ ...valid, serverId: ` ${SERVER} `, token: " tok ", refereeIdentity: " p1 ", serverEventId: " e1 ", kid: " k_1 ", ts: 1700000000n });
+  const command = toApplyEventCommand({
+    ...valid,
+    serverId: ` ${SERVER} `,
+    token: " tok ",
+    refereeIdentity: " p1 ",
+    serverEventId: " e1 ",
+    kid: " k_1 ",
+    ts: 1700000000n,
+  });
   t.deepEqual(command, { serverId: SERVER, event: "registered", token: "tok", refereeIdentity: "p1", serverEventId: "e1", kid: "k_1", callerTs: 1700000000n });
 });
 

@@ -19,7 +19,12 @@ const cases: Array<{ from: ReferralStateName; event: ReferralEventName; expected
   { from: "registered", event: "registered", expected: { idempotent: "registered" }, rule: "registered + registered (same anchor) -> idempotent registered" },
   { from: "registered", event: "qualified", expected: { advanced: "qualified" }, rule: "registered + qualified -> qualified" },
   { from: "registered", event: "reversed", expected: { advanced: "reversed" }, rule: "ruling: registered + reversed -> reversed" },
-  { from: "qualified", event: "registered", expected: { idempotent: "qualified" }, rule: "qualified + registered (same referrer) -> idempotent, state stays qualified" },
+  {
+    from: "qualified",
+    event: "registered",
+    expected: { idempotent: "qualified" },
+    rule: "qualified + registered (same referrer) -> idempotent, state stays qualified",
+  },
   { from: "qualified", event: "qualified", expected: { idempotent: "qualified" }, rule: "qualified + qualified -> idempotent qualified" },
   { from: "qualified", event: "reversed", expected: { advanced: "reversed" }, rule: "ruling: qualified + reversed -> reversed" },
   { from: "reversed", event: "registered", expected: { rejectedFrom: "reversed" }, rule: "ruling: registered on a reversed referral -> 422 from reversed" },

@@ -18,15 +18,24 @@ test("active = not revoked and no expiry or an expiry still ahead (an expiry at 
 test("newest first is by creation, not by expiry: a newer secret with an expiry ranks before an older one without", (t) => {
   const older = { kid: "k_old", createdAt: at("2026-03-01T00:00:00Z"), expiresAt: null, revokedAt: null };
   const newer = { kid: "k_new", createdAt: at("2026-03-05T00:00:00Z"), expiresAt: at("2026-03-20T00:00:00Z"), revokedAt: null };
-  t.deepEqual(activeSecretsNewestFirst([older, newer], NOW).map((s) => s.kid), ["k_new", "k_old"]);
-  t.deepEqual(activeSecretsNewestFirst([newer, older], NOW).map((s) => s.kid), ["k_new", "k_old"]);
+  t.deepEqual(
+    activeSecretsNewestFirst([older, newer], NOW).map((s) => s.kid),
+    ["k_new", "k_old"],
+  );
+  t.deepEqual(
+    activeSecretsNewestFirst([newer, older], NOW).map((s) => s.kid),
+    ["k_new", "k_old"],
+  );
 });
 
 test("secrets created at the same instant are ordered by kid, so the order is total", (t) => {
   const createdAt = at("2026-03-01T00:00:00Z");
   const b = { kid: "k_b", createdAt, expiresAt: null, revokedAt: null };
   const a = { kid: "k_a", createdAt, expiresAt: null, revokedAt: null };
-  t.deepEqual([b, a].sort(compareNewestFirst).map((s) => s.kid), ["k_a", "k_b"]);
+  t.deepEqual(
+    [b, a].sort(compareNewestFirst).map((s) => s.kid),
+    ["k_a", "k_b"],
+  );
   t.is(compareNewestFirst(a, a), 0);
 });
 
@@ -36,7 +45,10 @@ test("two rotations in one clock tick: the secret without an expiry, then the la
   const second = { kid: "k_b", createdAt, expiresAt: at("2026-03-01T00:01:00Z"), revokedAt: null };
   const current = { kid: "k_c", createdAt, expiresAt: null, revokedAt: null };
   const ranked = activeSecretsNewestFirst([first, current, second], at("2026-03-01T00:00:01Z"));
-  t.deepEqual(ranked.map((s) => s.kid), ["k_c", "k_b", "k_a"]);
+  t.deepEqual(
+    ranked.map((s) => s.kid),
+    ["k_c", "k_b", "k_a"],
+  );
 });
 
 test("inactive secrets are left out; the first is the one that signs", (t) => {
@@ -45,6 +57,9 @@ test("inactive secrets are left out; the first is the one that signs", (t) => {
   const revoked = { kid: "k_3", createdAt: at("2026-03-09T00:00:00Z"), expiresAt: null, revokedAt: at("2026-03-09T01:00:00Z") };
   const current = { kid: "k_2", createdAt: at("2026-03-08T00:00:00Z"), expiresAt: null, revokedAt: null };
   const ranked = activeSecretsNewestFirst([expired, rotatedOut, revoked, current], NOW);
-  t.deepEqual(ranked.map((s) => s.kid), ["k_2", "k_1"]);
+  t.deepEqual(
+    ranked.map((s) => s.kid),
+    ["k_2", "k_1"],
+  );
   t.deepEqual(activeSecretsNewestFirst([expired, revoked], NOW), []);
 });

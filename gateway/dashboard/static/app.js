@@ -4,7 +4,7 @@
 // Data is put on the page with textContent only.
 "use strict";
 
-(function () {
+(() => {
   const API = "/dashboard/api";
   const TOKEN_KEY = "dashboard.token";
   const SERVER_KEY = "dashboard.server";
@@ -44,7 +44,10 @@
   /** ISO time -> "2026-11-21 22:39:05 UTC"; "-" when unset. */
   function fmtTime(iso) {
     if (!iso) return "\u2013";
-    return iso.replace("T", " ").replace(/\.\d+Z$/, "Z").replace(/Z$/, " UTC");
+    return iso
+      .replace("T", " ")
+      .replace(/\.\d+Z$/, "Z")
+      .replace(/Z$/, " UTC");
   }
 
   function fmtRate(rate) {
@@ -113,7 +116,8 @@
     }
     if (!res.ok) {
       const message = data && typeof data.error === "string" ? data.error : `${res.status} ${res.statusText}`;
-      if (res.status === 401 && token === undefined) signOut(state.csrf ? `Your session ended (${message}).` : `Your token was rejected (${message}). Sign in again.`);
+      if (res.status === 401 && token === undefined)
+        signOut(state.csrf ? `Your session ended (${message}).` : `Your token was rejected (${message}). Sign in again.`);
       throw new ApiFailure(res.status, message);
     }
     return data;
@@ -398,7 +402,15 @@
           "div",
           { class: "exchange-part exchange-response" },
           el("h3", {}, "Response"),
-          el("p", { class: "exchange-line" }, "Status ", el("span", { class: "exchange-status" }, statusBadge(exchange.status_code)), " ", outcome, ` \u00b7 ${exchange.latency_ms} ms`),
+          el(
+            "p",
+            { class: "exchange-line" },
+            "Status ",
+            el("span", { class: "exchange-status" }, statusBadge(exchange.status_code)),
+            " ",
+            outcome,
+            ` \u00b7 ${exchange.latency_ms} ms`,
+          ),
           exchange.error ? el("p", { class: "exchange-line cell-error exchange-error" }, exchange.error) : null,
           el("div", { class: "label" }, "Body"),
           el("pre", { class: "exchange-response-body" }, exchange.response_body === "" ? "(empty)" : exchange.response_body),
@@ -444,7 +456,9 @@
             "td",
             {},
             s.revoked_at ? null : el("button", { type: "button", class: "btn btn-small", onclick: (e) => revealReferralSecret(e.target, s.kid) }, "Reveal"),
-            s.revoked_at ? null : el("button", { type: "button", class: "btn btn-small btn-danger", onclick: (e) => revokeReferralSecret(e.target, s.kid) }, "Revoke"),
+            s.revoked_at
+              ? null
+              : el("button", { type: "button", class: "btn btn-small btn-danger", onclick: (e) => revokeReferralSecret(e.target, s.kid) }, "Revoke"),
           ),
         ),
       ),
@@ -509,7 +523,13 @@
   $("rotate-secret").addEventListener("click", (event) =>
     run(event.target, async () => {
       const { secret, value } = await api("POST", serverPath("/referral-secrets/rotate"), { grace_seconds: graceSeconds("rotate-grace-hours") });
-      showSecret("referral-secret-box", "New referral secret (rotation)", "Shown once: copy it now. Older secrets stay valid for the grace period.", value, secret);
+      showSecret(
+        "referral-secret-box",
+        "New referral secret (rotation)",
+        "Shown once: copy it now. Older secrets stay valid for the grace period.",
+        value,
+        secret,
+      );
       await reloadSecrets();
     }),
   );
@@ -554,7 +574,11 @@
   }
 
   function renderLeaderboard(containerId, entries) {
-    const table = el("table", { class: "table" }, el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, "Referrer"), el("th", {}, "Credits"), el("th", {}, "Reversed"))));
+    const table = el(
+      "table",
+      { class: "table" },
+      el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, "Referrer"), el("th", {}, "Credits"), el("th", {}, "Reversed"))),
+    );
     const tbody = el("tbody");
     table.append(tbody);
     if (entries.length === 0) emptyRow(tbody, 4, "No qualified referrals yet.");
@@ -651,7 +675,7 @@
   $("toggle-pull").addEventListener("click", (event) =>
     run(event.target, async () => {
       const current = state.servers.find((s) => s.id === state.serverId);
-      const enabled = !(current?.pull_enabled);
+      const enabled = !current?.pull_enabled;
       const { server } = await api("PUT", serverPath("/pull"), { enabled });
       updateServer(server);
       renderIntegration(server);
@@ -667,7 +691,10 @@
   $("callback-form").addEventListener("submit", (event) => {
     event.preventDefault();
     run(event.submitter, async () => {
-      const { server } = await api("PUT", serverPath("/callback"), { callback_url: $("callback-url").value, standard_webhooks: $("standard-webhooks").checked });
+      const { server } = await api("PUT", serverPath("/callback"), {
+        callback_url: $("callback-url").value,
+        standard_webhooks: $("standard-webhooks").checked,
+      });
       updateServer(server);
       renderIntegration(server);
       showOk(server.callback_url ? "Callback settings saved." : "Callback removed.");
@@ -744,7 +771,11 @@
             el("td", { class: "nowrap" }, d.period),
             el("td", {}, badge(d.status, kinds[d.status])),
             el("td", {}, d.attempts),
-            el("td", {}, d.last_status_code === null ? (d.last_error ? el("span", { class: "cell-error" }, d.last_error) : "\u2013") : statusBadge(d.last_status_code)),
+            el(
+              "td",
+              {},
+              d.last_status_code === null ? (d.last_error ? el("span", { class: "cell-error" }, d.last_error) : "\u2013") : statusBadge(d.last_status_code),
+            ),
             el("td", { class: "nowrap" }, d.status === "pending" ? fmtTime(d.next_attempt_at) : "\u2013"),
             el(
               "td",
@@ -837,7 +868,8 @@
 
   /** Shows one attempt's stored exchange: the request as sent and the response as received. */
   function showAttemptExchange(attempt) {
-    for (const row of $("attempts-table").tBodies[0].rows) row.classList.toggle("selected", attempt !== null && row.dataset.attempt === String(attempt.attempt));
+    for (const row of $("attempts-table").tBodies[0].rows)
+      row.classList.toggle("selected", attempt !== null && row.dataset.attempt === String(attempt.attempt));
     if (!attempt) {
       $("attempt-exchange-title").textContent = "";
       $("attempt-exchange-body").replaceChildren();
@@ -881,7 +913,9 @@
           response && attempt.request.method ? el("div", { class: "label" }, "Headers") : null,
           response && attempt.request.method ? el("pre", { class: "exchange-response-headers" }, headerLines(response.headers)) : null,
           response ? el("div", { class: "label" }, attempt.request.method ? "Body " : "Answer ", el("span", { class: "muted" }, "(first 4 KiB)")) : null,
-          response ? el("pre", { class: "exchange-response-body" }, response.body === "" ? "(empty)" : response.body) : el("p", { class: "muted" }, "No response was received."),
+          response
+            ? el("pre", { class: "exchange-response-body" }, response.body === "" ? "(empty)" : response.body)
+            : el("p", { class: "muted" }, "No response was received."),
           response?.body_truncated ? el("p", { class: "exchange-truncated" }, "The response was longer; only its first 4 KiB are kept.") : null,
         ),
       ),
@@ -913,7 +947,13 @@
     const stat = (label, value, id) => el("div", { class: "stat", id }, el("div", { class: "stat-value" }, value), el("div", { class: "stat-label" }, label));
     $("endpoint-health-url").textContent = health.callback_url || "No callback URL configured.";
     $("endpoint-health-state").replaceChildren(
-      health.disabled_at ? badge("disabled", "err") : health.failing_since ? badge("failing", "warn") : health.last_success_at ? badge("healthy", "ok") : badge("no attempts yet"),
+      health.disabled_at
+        ? badge("disabled", "err")
+        : health.failing_since
+          ? badge("failing", "warn")
+          : health.last_success_at
+            ? badge("healthy", "ok")
+            : badge("no attempts yet"),
     );
     $("endpoint-health-stats").replaceChildren(
       stat(`Success, last 24 h (${health.last_24h.succeeded} of ${health.last_24h.attempts})`, pct(health.last_24h), "health-rate-24h"),
@@ -991,7 +1031,11 @@
           "tr",
           { class: e.server_id === state.serverId ? "selected" : "" },
           el("td", {}, e.rank),
-          el("td", {}, e.server_name ? el("span", {}, el("strong", {}, e.server_name), " ", el("code", { class: "muted" }, e.server_id)) : el("code", {}, e.server_id)),
+          el(
+            "td",
+            {},
+            e.server_name ? el("span", {}, el("strong", {}, e.server_name), " ", el("code", { class: "muted" }, e.server_id)) : el("code", {}, e.server_id),
+          ),
           el("td", {}, e.hearts),
         ),
       ),
@@ -1019,7 +1063,9 @@
   // ---- start ---------------------------------------------------------------------------
 
   if (state.token) {
-    signIn(state.token).catch((error) => signOut(error.status === 401 ? `Your token was rejected (${error.message}). Sign in again.` : `Cannot sign in: ${error.message}`));
+    signIn(state.token).catch((error) =>
+      signOut(error.status === 401 ? `Your token was rejected (${error.message}). Sign in again.` : `Cannot sign in: ${error.message}`),
+    );
   } else {
     // An owner who came through a login link has a session cookie: try it before asking for a token.
     // Failure policy: no (live) session is the ordinary case for operators: show the sign-in screen.

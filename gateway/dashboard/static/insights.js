@@ -84,7 +84,11 @@ function heartRow(h) {
     el("td", {}, el("strong", {}, h.username), el("div", { class: "muted small" }, h.voter_identity)),
     el("td", {}, d.badge(h.verdict, VERDICT_BADGE[h.verdict])),
     el("td", {}, String(h.fraud_score)),
-    el("td", { class: "cell-reasons" }, h.fraud_reasons.length === 0 ? "\u2013" : el("ul", { class: "reasons" }, ...h.fraud_reasons.map((r) => el("li", {}, r)))),
+    el(
+      "td",
+      { class: "cell-reasons" },
+      h.fraud_reasons.length === 0 ? "\u2013" : el("ul", { class: "reasons" }, ...h.fraud_reasons.map((r) => el("li", {}, r))),
+    ),
     el("td", {}, h.streak_day === null ? "\u2013" : `day ${h.streak_day}`),
     el("td", {}, deliveryCell(h)),
   );
@@ -103,7 +107,16 @@ function deliveryLine(h, x) {
     el("span", { class: "small" }, x.transport),
     d.badge(x.status, DELIVERY_BADGE[x.status]),
     el("span", { class: "muted small" }, `${x.attempts} attempt${x.attempts === 1 ? "" : "s"}${answer}`),
-    el("button", { type: "button", class: "btn btn-small", onclick: () => d.openDelivery(x.id), "aria-label": `Attempts of the ${x.transport} delivery for ${h.username}` }, "Attempts"),
+    el(
+      "button",
+      {
+        type: "button",
+        class: "btn btn-small",
+        onclick: () => d.openDelivery(x.id),
+        "aria-label": `Attempts of the ${x.transport} delivery for ${h.username}`,
+      },
+      "Attempts",
+    ),
   );
 }
 
@@ -133,60 +146,110 @@ const sum = (rows, key) => rows.reduce((total, row) => total + (row[key] || 0), 
 
 function renderHearts(name, buckets, span) {
   const labels = buckets.map((b) => b.bucket);
-  drawChart(`chart-${name}`, {
-    type: "bar",
-    data: {
-      labels,
-      datasets: ["counted", "cooldown", "fraud"].map((verdict) => ({ label: verdict, data: buckets.map((b) => b[verdict]), backgroundColor: COLORS[verdict], stack: "hearts" })),
+  drawChart(
+    `chart-${name}`,
+    {
+      type: "bar",
+      data: {
+        labels,
+        datasets: ["counted", "cooldown", "fraud"].map((verdict) => ({
+          label: verdict,
+          data: buckets.map((b) => b[verdict]),
+          backgroundColor: COLORS[verdict],
+          stack: "hearts",
+        })),
+      },
+      options: stackedOptions("hearts"),
     },
-    options: stackedOptions("hearts"),
-  }, `Hearts, ${span}: ${sum(buckets, "counted")} counted, ${sum(buckets, "cooldown")} cooldown, ${sum(buckets, "fraud")} fraud.`);
-  dataTable(`data-${name}`, ["Period", "Counted", "Cooldown", "Fraud"], buckets.map((b) => [b.bucket, b.counted, b.cooldown, b.fraud]));
+    `Hearts, ${span}: ${sum(buckets, "counted")} counted, ${sum(buckets, "cooldown")} cooldown, ${sum(buckets, "fraud")} fraud.`,
+  );
+  dataTable(
+    `data-${name}`,
+    ["Period", "Counted", "Cooldown", "Fraud"],
+    buckets.map((b) => [b.bucket, b.counted, b.cooldown, b.fraud]),
+  );
 }
 
 const TRANSPORT_NAMES = { callback: "Reward callbacks", votifier: "Votifier votes", pull: "Pull API claims", all: "Deliveries (all transports)" };
 
 function renderDeliveries(days, span) {
   const what = TRANSPORT_NAMES[$("trends-transport").value];
-  drawChart("chart-deliveries", {
-    type: "bar",
-    data: {
-      labels: days.map((x) => x.day),
-      datasets: ["delivered", "failed", "pending"].map((status) => ({ label: status, data: days.map((x) => x[status]), backgroundColor: COLORS[status], stack: "deliveries" })),
+  drawChart(
+    "chart-deliveries",
+    {
+      type: "bar",
+      data: {
+        labels: days.map((x) => x.day),
+        datasets: ["delivered", "failed", "pending"].map((status) => ({
+          label: status,
+          data: days.map((x) => x[status]),
+          backgroundColor: COLORS[status],
+          stack: "deliveries",
+        })),
+      },
+      options: stackedOptions("deliveries"),
     },
-    options: stackedOptions("deliveries"),
-  }, `${what}, last ${span} days: ${sum(days, "delivered")} delivered, ${sum(days, "failed")} failed, ${sum(days, "pending")} pending.`);
-  dataTable("data-deliveries", ["Day", "Delivered", "Failed", "Pending", "Attempts", "2xx answers"], days.map((x) => [x.day, x.delivered, x.failed, x.pending, x.attempts, x.attempts_ok]));
+    `${what}, last ${span} days: ${sum(days, "delivered")} delivered, ${sum(days, "failed")} failed, ${sum(days, "pending")} pending.`,
+  );
+  dataTable(
+    "data-deliveries",
+    ["Day", "Delivered", "Failed", "Pending", "Attempts", "2xx answers"],
+    days.map((x) => [x.day, x.delivered, x.failed, x.pending, x.attempts, x.attempts_ok]),
+  );
 }
 
 function renderLatency(days, span) {
   const withAttempts = days.filter((x) => x.attempts > 0);
   const worst = withAttempts.reduce((max, x) => Math.max(max, x.latency_p95_ms), 0);
-  drawChart("chart-latency", {
-    type: "line",
-    data: {
-      labels: days.map((x) => x.day),
-      datasets: [
-        { label: "median", data: days.map((x) => x.latency_p50_ms), borderColor: COLORS.p50, backgroundColor: COLORS.p50, spanGaps: true },
-        { label: "95th percentile", data: days.map((x) => x.latency_p95_ms), borderColor: COLORS.p95, backgroundColor: COLORS.p95, spanGaps: true },
-        { label: "slowest", data: days.map((x) => x.latency_max_ms), borderColor: COLORS.max, backgroundColor: COLORS.max, borderDash: [4, 4], spanGaps: true },
-      ],
+  drawChart(
+    "chart-latency",
+    {
+      type: "line",
+      data: {
+        labels: days.map((x) => x.day),
+        datasets: [
+          { label: "median", data: days.map((x) => x.latency_p50_ms), borderColor: COLORS.p50, backgroundColor: COLORS.p50, spanGaps: true },
+          { label: "95th percentile", data: days.map((x) => x.latency_p95_ms), borderColor: COLORS.p95, backgroundColor: COLORS.p95, spanGaps: true },
+          {
+            label: "slowest",
+            data: days.map((x) => x.latency_max_ms),
+            borderColor: COLORS.max,
+            backgroundColor: COLORS.max,
+            borderDash: [4, 4],
+            spanGaps: true,
+          },
+        ],
+      },
+      options: { ...baseOptions(), scales: { y: { beginAtZero: true, title: { display: true, text: "ms" } } } },
     },
-    options: { ...baseOptions(), scales: { y: { beginAtZero: true, title: { display: true, text: "ms" } } } },
-  }, withAttempts.length === 0 ? `No callback attempts in the last ${span} days.` : `Callback latency, last ${span} days: the worst daily 95th percentile was ${worst} ms.`);
-  dataTable("data-latency", ["Day", "Attempts", "Median ms", "95th pct ms", "Slowest ms"], days.map((x) => [x.day, x.attempts, x.latency_p50_ms ?? "\u2013", x.latency_p95_ms ?? "\u2013", x.latency_max_ms ?? "\u2013"]));
+    withAttempts.length === 0
+      ? `No callback attempts in the last ${span} days.`
+      : `Callback latency, last ${span} days: the worst daily 95th percentile was ${worst} ms.`,
+  );
+  dataTable(
+    "data-latency",
+    ["Day", "Attempts", "Median ms", "95th pct ms", "Slowest ms"],
+    days.map((x) => [x.day, x.attempts, x.latency_p50_ms ?? "\u2013", x.latency_p95_ms ?? "\u2013", x.latency_max_ms ?? "\u2013"]),
+  );
 }
 
 function renderFunnel(f, span) {
-  drawChart("chart-funnel", {
-    type: "bar",
-    data: {
-      labels: ["Clicks", "Registered", "Qualified", "Reversed"],
-      datasets: [{ label: "referrals", data: [f.clicks, f.registered, f.qualified, f.reversed], backgroundColor: COLORS.funnel }],
+  drawChart(
+    "chart-funnel",
+    {
+      type: "bar",
+      data: {
+        labels: ["Clicks", "Registered", "Qualified", "Reversed"],
+        datasets: [{ label: "referrals", data: [f.clicks, f.registered, f.qualified, f.reversed], backgroundColor: COLORS.funnel }],
+      },
+      options: { ...baseOptions(), indexAxis: "y", plugins: { legend: { display: false } }, scales: { x: { beginAtZero: true, ticks: { precision: 0 } } } },
     },
-    options: { ...baseOptions(), indexAxis: "y", plugins: { legend: { display: false } }, scales: { x: { beginAtZero: true, ticks: { precision: 0 } } } },
-  }, `Referral funnel, ${span}: ${f.clicks} clicks, ${f.registered} registered, ${f.qualified} qualified, ${f.reversed} reversed.`);
-  const rate = (term, value, detail) => [el("dt", {}, term), el("dd", {}, el("strong", {}, d.fmtRate(value)), el("span", { class: "muted small" }, ` ${detail}`))];
+    `Referral funnel, ${span}: ${f.clicks} clicks, ${f.registered} registered, ${f.qualified} qualified, ${f.reversed} reversed.`,
+  );
+  const rate = (term, value, detail) => [
+    el("dt", {}, term),
+    el("dd", {}, el("strong", {}, d.fmtRate(value)), el("span", { class: "muted small" }, ` ${detail}`)),
+  ];
   $("funnel-rates").replaceChildren(
     ...rate("Click \u2192 registered", f.click_to_register_rate, `${f.registered} of ${f.clicks}`),
     ...rate("Registered \u2192 qualified", f.register_to_qualify_rate, `${f.qualified} of ${f.registered}`),
@@ -195,11 +258,20 @@ function renderFunnel(f, span) {
 }
 
 function baseOptions() {
-  return { responsive: true, maintainAspectRatio: false, animation: false, interaction: { mode: "index", intersect: false }, plugins: { legend: { position: "bottom" } } };
+  return {
+    responsive: true,
+    maintainAspectRatio: false,
+    animation: false,
+    interaction: { mode: "index", intersect: false },
+    plugins: { legend: { position: "bottom" } },
+  };
 }
 
 function stackedOptions(unit) {
-  return { ...baseOptions(), scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true, ticks: { precision: 0 }, title: { display: true, text: unit } } } };
+  return {
+    ...baseOptions(),
+    scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true, ticks: { precision: 0 }, title: { display: true, text: unit } } },
+  };
 }
 
 /** Draws (or redraws) a chart; the canvas's accessible name carries the summary. */

@@ -51,7 +51,7 @@ export function parseHeader(rawHeader, scheme, rules) {
   let header = rawHeader;
   if (HEADER_NAME.test(header)) {
     header = header.replace(HEADER_NAME, "");
-    findings.push(info("header", "The header name was removed: only the value after \"X-Service-Signature:\" is checked."));
+    findings.push(info("header", 'The header name was removed: only the value after "X-Service-Signature:" is checked.'));
   }
   header = header.replace(/[\r\n]+$/, "");
   const result = { header, t: null, tText: null, macs: [], kid: null, malformed: false, findings };
@@ -83,7 +83,9 @@ export function parseHeader(rawHeader, scheme, rules) {
       result.tText = value;
       if (!tPattern.test(value)) {
         result.malformed = true;
-        findings.push(error("t", /^-?\d+\.\d+$/.test(value) ? `t=${value} has a fraction: it must be whole Unix seconds.` : `t=${value} is not an integer (Unix seconds).`));
+        findings.push(
+          error("t", /^-?\d+\.\d+$/.test(value) ? `t=${value} has a fraction: it must be whole Unix seconds.` : `t=${value} is not an integer (Unix seconds).`),
+        );
         return;
       }
       result.t = Number(value);
@@ -129,7 +131,8 @@ function parseMac(value, scheme, rules, result, findings) {
   if (scheme === "ingest") {
     if (!value.startsWith("sha256=")) {
       result.malformed = true;
-      if (value.length === rules.mac_hex_length && HEX.test(value)) findings.push(error("v1", "v1 is bare hex: the ingest scheme wants v1=sha256=<hex>. (Bare hex is the reward callback scheme.)"));
+      if (value.length === rules.mac_hex_length && HEX.test(value))
+        findings.push(error("v1", "v1 is bare hex: the ingest scheme wants v1=sha256=<hex>. (Bare hex is the reward callback scheme.)"));
       else findings.push(error("v1", `v1 must start with "sha256=" (found "${value.slice(0, 12)}...").`));
       return mac;
     }
@@ -194,11 +197,22 @@ export async function checkSignature(input, rules, engine) {
     if (stale) {
       findings.push(
         scheme === "ingest"
-          ? error("t", `t is ${describeOffset(offBy)} the time checked against, outside the ±${rules.tolerance_seconds} s window: with a matching MAC the service answers 401 "${rules.texts.stale}". Check the signer's clock (NTP) and that t is set when signing, not reused.`)
-          : warn("t", `t is ${describeOffset(offBy)} the time checked against. Receivers are advised to reject callbacks outside ±${rules.tolerance_seconds} s; a redelivered callback is signed afresh with a new t.`),
+          ? error(
+              "t",
+              `t is ${describeOffset(offBy)} the time checked against, outside the ±${rules.tolerance_seconds} s window: with a matching MAC the service answers 401 "${rules.texts.stale}". Check the signer's clock (NTP) and that t is set when signing, not reused.`,
+            )
+          : warn(
+              "t",
+              `t is ${describeOffset(offBy)} the time checked against. Receivers are advised to reject callbacks outside ±${rules.tolerance_seconds} s; a redelivered callback is signed afresh with a new t.`,
+            ),
       );
     } else {
-      findings.push(ok("t", offBy === 0 ? "t equals the time checked against." : `t is ${describeOffset(offBy)} the time checked against: within ±${rules.tolerance_seconds} s.`));
+      findings.push(
+        ok(
+          "t",
+          offBy === 0 ? "t equals the time checked against." : `t is ${describeOffset(offBy)} the time checked against: within ±${rules.tolerance_seconds} s.`,
+        ),
+      );
     }
   }
 
@@ -207,18 +221,22 @@ export async function checkSignature(input, rules, engine) {
     if (scheme === "ingest") report.answer = { status: 400, error: rules.texts.malformed };
   }
   if (canonical === null || secret === "") {
-    if (secret === "") findings.push(info("secret", "Add the secret to compute the expected signature. It stays in this page: nothing you type here is sent anywhere."));
+    if (secret === "")
+      findings.push(info("secret", "Add the secret to compute the expected signature. It stays in this page: nothing you type here is sent anywhere."));
     return finish(report, scheme);
   }
 
   const expectedHex = await engine.hex(secret, canonical);
   report.expectedHex = expectedHex;
-  report.expectedHeader = scheme === "ingest" ? `t=${parsed.tText},v1=sha256=${expectedHex}${parsed.kid ? `,kid=${parsed.kid}` : ""}` : `t=${parsed.tText},v1=${expectedHex}`;
+  report.expectedHeader =
+    scheme === "ingest" ? `t=${parsed.tText},v1=sha256=${expectedHex}${parsed.kid ? `,kid=${parsed.kid}` : ""}` : `t=${parsed.tText},v1=${expectedHex}`;
   const candidates = parsed.macs.filter((m) => m.hex !== null);
   const matchIndex = candidates.findIndex((m) => m.hex === expectedHex);
   if (matchIndex >= 0) {
     const match = candidates[matchIndex];
-    findings.push(ok("mac", candidates.length > 1 ? `v1 #${matchIndex + 1} matches HMAC-SHA256(secret, "<t>.<body>").` : `v1 matches HMAC-SHA256(secret, "<t>.<body>").`));
+    findings.push(
+      ok("mac", candidates.length > 1 ? `v1 #${matchIndex + 1} matches HMAC-SHA256(secret, "<t>.<body>").` : `v1 matches HMAC-SHA256(secret, "<t>.<body>").`),
+    );
     if (match.upper && scheme === "ingest") findings.push(error("v1", "The MAC is right but written in upper case: send it in lower case."));
     if (!parsed.malformed) report.verdict = stale ? "stale" : "valid";
     if (scheme === "ingest" && !parsed.malformed) report.answer = stale ? { status: 401, error: rules.texts.stale } : null;
@@ -226,7 +244,9 @@ export async function checkSignature(input, rules, engine) {
     return finish(report, scheme);
   }
   if (candidates.length > 0) {
-    findings.push(error("mac", `No v1 matches. Expected ${expectedHex}${candidates.length === 1 ? `, got ${candidates[0].hex}` : ` (got ${candidates.length} others)`}.`));
+    findings.push(
+      error("mac", `No v1 matches. Expected ${expectedHex}${candidates.length === 1 ? `, got ${candidates[0].hex}` : ` (got ${candidates.length} others)`}.`),
+    );
     findings.push(...(await explainMismatch({ secret, body, tText: parsed.tText, scheme, candidates, engine })));
     if (!parsed.malformed) {
       report.verdict = "mismatch";
@@ -238,7 +258,8 @@ export async function checkSignature(input, rules, engine) {
 }
 
 function finish(report, scheme) {
-  if (scheme === "ingest" && report.verdict === "valid") report.findings.push(ok("header", "The service would accept this signature (the body's fields are checked next)."));
+  if (scheme === "ingest" && report.verdict === "valid")
+    report.findings.push(ok("header", "The service would accept this signature (the body's fields are checked next)."));
   return report;
 }
 
@@ -250,17 +271,52 @@ async function explainMismatch({ secret, body, tText, scheme, candidates, engine
     { key: secret, message: `${tText}${body}`, says: 'They signed "<t><body>" without the dot between t and the body.' },
     { key: secret, message: `${body}.${tText}`, says: 'They signed "<body>.<t>": t comes first.' },
   ];
-  if (body.endsWith("\n")) tries.push({ key: secret, message: `${tText}.${body.replace(/\r?\n$/, "")}`, says: "They signed the body without its final newline: the bytes sent and the bytes signed must be the same." });
-  else tries.push({ key: secret, message: `${tText}.${body}\n`, says: "They signed the body with a final newline that the request does not carry (or the newline was lost on the way)." });
-  if (body.includes("\r\n")) tries.push({ key: secret, message: `${tText}.${body.replace(/\r\n/g, "\n")}`, says: "They signed the body with \\n line ends; it was sent (or pasted) with \\r\\n." });
+  if (body.endsWith("\n"))
+    tries.push({
+      key: secret,
+      message: `${tText}.${body.replace(/\r?\n$/, "")}`,
+      says: "They signed the body without its final newline: the bytes sent and the bytes signed must be the same.",
+    });
+  else
+    tries.push({
+      key: secret,
+      message: `${tText}.${body}\n`,
+      says: "They signed the body with a final newline that the request does not carry (or the newline was lost on the way).",
+    });
+  if (body.includes("\r\n"))
+    tries.push({
+      key: secret,
+      message: `${tText}.${body.replace(/\r\n/g, "\n")}`,
+      says: "They signed the body with \\n line ends; it was sent (or pasted) with \\r\\n.",
+    });
   const reserialised = reserialise(body);
-  if (reserialised !== null && reserialised !== body) tries.push({ key: secret, message: `${tText}.${reserialised}`, says: "They signed a re-serialised body (JSON.stringify of the parsed object): sign and send the exact same bytes." });
-  if (secret !== secret.trim()) tries.push({ key: secret.trim(), message: `${tText}.${body}`, says: "The secret pasted here has spaces or newlines around it; the MAC matches the trimmed secret." });
+  if (reserialised !== null && reserialised !== body)
+    tries.push({
+      key: secret,
+      message: `${tText}.${reserialised}`,
+      says: "They signed a re-serialised body (JSON.stringify of the parsed object): sign and send the exact same bytes.",
+    });
+  if (secret !== secret.trim())
+    tries.push({
+      key: secret.trim(),
+      message: `${tText}.${body}`,
+      says: "The secret pasted here has spaces or newlines around it; the MAC matches the trimmed secret.",
+    });
   const prefix = /^(rsec_|whsec_)/.exec(secret);
-  if (prefix) tries.push({ key: secret.slice(prefix[1].length), message: `${tText}.${body}`, says: `They keyed the HMAC with the secret without its "${prefix[1]}" prefix: the key is the whole string.` });
+  if (prefix)
+    tries.push({
+      key: secret.slice(prefix[1].length),
+      message: `${tText}.${body}`,
+      says: `They keyed the HMAC with the secret without its "${prefix[1]}" prefix: the key is the whole string.`,
+    });
   if (secret.startsWith("whsec_")) {
     const decoded = decodeBase64(secret.slice("whsec_".length));
-    if (decoded) tries.push({ key: decoded, message: `${tText}.${body}`, says: "They keyed the HMAC with the base64-decoded secret (the Standard Webhooks way). X-Service-Signature is keyed with the whole whsec_ string's bytes; only webhook-signature uses the decoded key." });
+    if (decoded)
+      tries.push({
+        key: decoded,
+        message: `${tText}.${body}`,
+        says: "They keyed the HMAC with the base64-decoded secret (the Standard Webhooks way). X-Service-Signature is keyed with the whole whsec_ string's bytes; only webhook-signature uses the decoded key.",
+      });
   }
   const hits = [];
   for (const attempt of tries) {
@@ -284,18 +340,32 @@ function checkBody(body, scheme, parsed, rules) {
     findings.push(warn("body", "The body is empty: paste the raw request body exactly as sent."));
     return findings;
   }
-  if (body.charCodeAt(0) === 0xfeff) findings.push(error("body", `The body starts with a byte-order mark (U+FEFF). It is part of the signed bytes, and the service answers 400 "${rules.texts.invalid_json}".`));
+  if (body.charCodeAt(0) === 0xfeff)
+    findings.push(
+      error(
+        "body",
+        `The body starts with a byte-order mark (U+FEFF). It is part of the signed bytes, and the service answers 400 "${rules.texts.invalid_json}".`,
+      ),
+    );
   if (/\s$/.test(body)) findings.push(info("body", "The body ends with whitespace or a newline. The MAC covers it: sign exactly the bytes you send."));
   let json;
   try {
     json = JSON.parse(body);
   } catch (_) {
     // Failure policy: a body that is not JSON is reported, and its MAC is still checked.
-    findings.push(scheme === "ingest" ? error("body", `The body is not valid JSON: the service answers 400 "${rules.texts.invalid_json}" (after the header checks).`) : warn("body", "The body is not valid JSON."));
+    findings.push(
+      scheme === "ingest"
+        ? error("body", `The body is not valid JSON: the service answers 400 "${rules.texts.invalid_json}" (after the header checks).`)
+        : warn("body", "The body is not valid JSON."),
+    );
     return findings;
   }
   if (typeof json !== "object" || json === null || Array.isArray(json)) {
-    findings.push(scheme === "ingest" ? error("body", `The body is JSON but not an object: the service answers 400 "${rules.texts.invalid_json}".`) : warn("body", "The body is JSON but not an object."));
+    findings.push(
+      scheme === "ingest"
+        ? error("body", `The body is JSON but not an object: the service answers 400 "${rules.texts.invalid_json}".`)
+        : warn("body", "The body is JSON but not an object."),
+    );
     return findings;
   }
   if (scheme === "callback" && parsed.t !== null && "timestamp" in json && json.timestamp !== parsed.t) {
@@ -307,8 +377,10 @@ function checkBody(body, scheme, parsed, rules) {
 function checkSecret(secret, scheme) {
   if (secret === "") return [];
   const findings = [];
-  if (scheme === "ingest" && secret.startsWith("whsec_")) findings.push(warn("secret", "This is a callback secret (whsec_): referral events are signed with a referral secret (rsec_)."));
-  if (scheme === "callback" && secret.startsWith("rsec_")) findings.push(warn("secret", "This is a referral secret (rsec_): callbacks are signed with the callback secret (whsec_)."));
+  if (scheme === "ingest" && secret.startsWith("whsec_"))
+    findings.push(warn("secret", "This is a callback secret (whsec_): referral events are signed with a referral secret (rsec_)."));
+  if (scheme === "callback" && secret.startsWith("rsec_"))
+    findings.push(warn("secret", "This is a referral secret (rsec_): callbacks are signed with the callback secret (whsec_)."));
   return findings;
 }
 
@@ -333,7 +405,8 @@ function decodeBase64(text) {
 
 function describeOffset(seconds) {
   const abs = Math.abs(seconds);
-  const amount = abs < 120 ? `${abs} s` : abs < 7200 ? `${Math.round(abs / 60)} min` : abs < 172800 ? `${Math.round(abs / 3600)} h` : `${Math.round(abs / 86400)} days`;
+  const amount =
+    abs < 120 ? `${abs} s` : abs < 7200 ? `${Math.round(abs / 60)} min` : abs < 172800 ? `${Math.round(abs / 3600)} h` : `${Math.round(abs / 86400)} days`;
   return seconds > 0 ? `${amount} before` : `${amount} after`;
 }
 

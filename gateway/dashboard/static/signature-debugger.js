@@ -107,7 +107,11 @@ const LEVELS = { ok: "OK", info: "Note", warn: "Warning", error: "Problem" };
 
 function render(report) {
   const [kind, title] = VERDICTS[report.verdict];
-  const answer = report.answer ? `The service would answer ${report.answer.status} "${report.answer.error}".` : report.scheme === "ingest" && report.verdict === "valid" ? "The service would accept the signature." : "";
+  const answer = report.answer
+    ? `The service would answer ${report.answer.status} "${report.answer.error}".`
+    : report.scheme === "ingest" && report.verdict === "valid"
+      ? "The service would accept the signature."
+      : "";
   const copyable = (id, label, value) =>
     value === null
       ? null
@@ -115,21 +119,48 @@ function render(report) {
           "div",
           { class: "sig-value" },
           el("div", { class: "label" }, label),
-          el("div", { class: "copy-row" }, el("code", { id, class: "mono-box" }, value), el("button", { type: "button", class: "btn btn-small", dataset: { copy: id } }, "Copy")),
+          el(
+            "div",
+            { class: "copy-row" },
+            el("code", { id, class: "mono-box" }, value),
+            el("button", { type: "button", class: "btn btn-small", dataset: { copy: id } }, "Copy"),
+          ),
         );
   $("sig-result").replaceChildren(
-    el("p", { class: `sig-verdict sig-${kind || "none"}`, id: "sig-verdict", dataset: { verdict: report.verdict } }, el("strong", {}, title), answer ? ` ${answer}` : ""),
+    el(
+      "p",
+      { class: `sig-verdict sig-${kind || "none"}`, id: "sig-verdict", dataset: { verdict: report.verdict } },
+      el("strong", {}, title),
+      answer ? ` ${answer}` : "",
+    ),
     el(
       "ul",
       { class: "findings", id: "sig-findings" },
-      ...report.findings.map((f) => el("li", { class: `finding finding-${f.level}`, dataset: { part: f.part, level: f.level } }, el("span", { class: "finding-level" }, `${LEVELS[f.level]} \u00b7 ${f.part}`), " ", f.message)),
+      ...report.findings.map((f) =>
+        el(
+          "li",
+          { class: `finding finding-${f.level}`, dataset: { part: f.part, level: f.level } },
+          el("span", { class: "finding-level" }, `${LEVELS[f.level]} \u00b7 ${f.part}`),
+          " ",
+          f.message,
+        ),
+      ),
     ),
     report.canonical === null
       ? null
-      : el("div", { class: "sig-value" }, el("div", { class: "label" }, `Canonical string "<t>.<body>" (${report.canonicalBytes} bytes as UTF-8)`), el("pre", { id: "sig-canonical", class: "mono-block" }, visible(report.canonical))),
+      : el(
+          "div",
+          { class: "sig-value" },
+          el("div", { class: "label" }, `Canonical string "<t>.<body>" (${report.canonicalBytes} bytes as UTF-8)`),
+          el("pre", { id: "sig-canonical", class: "mono-block" }, visible(report.canonical)),
+        ),
     copyable("sig-expected", "Expected v1 (HMAC-SHA256, lower-case hex)", report.expectedHex),
     copyable("sig-expected-header", "Expected header", report.expectedHeader),
-    el("p", { class: "muted small" }, `Computed in this page with ${report.engine === "webcrypto" ? "the browser's WebCrypto" : "a plain-JavaScript HMAC-SHA256 (WebCrypto needs https or localhost)"}.`),
+    el(
+      "p",
+      { class: "muted small" },
+      `Computed in this page with ${report.engine === "webcrypto" ? "the browser's WebCrypto" : "a plain-JavaScript HMAC-SHA256 (WebCrypto needs https or localhost)"}.`,
+    ),
   );
 }
 

@@ -2,12 +2,11 @@
  * One single-node KRaft broker: its config files, storage format, launch and readiness wait, and the
  * {@link KafkaBroker} handle with stop() and restart().
  */
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import { ensureKafkaJars, javaMajorVersion, resolveJava } from './jars.js';
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { ensureKafkaJars, javaMajorVersion, resolveJava } from "./jars.js";
 import {
   baseJvmArgs,
   cdsPlan,
@@ -22,10 +21,10 @@ import {
   spawnJvm,
   spawnWatchdog,
   stopJvm,
-} from './jvm.js';
-import { describeClusterOnce, errorLines, logTail, readLogSince, tcpProbe } from './probe.js';
-import { log, withTimeout } from './util.js';
-import { freePorts } from '../../lib/free-ports.js';
+} from "./jvm.js";
+import { describeClusterOnce, errorLines, logTail, readLogSince, tcpProbe } from "./probe.js";
+import { log, withTimeout } from "./util.js";
+import { freePorts } from "../../lib/free-ports.js";
 
 /** How long the broker may take from spawn until a kafkajs admin can describe the cluster. */
 const KAFKA_READY_TIMEOUT_MS = 90_000;
@@ -68,27 +67,19 @@ export interface StartKafkaOptions {
 /** Kafka cluster ids are 16 random bytes in URL-safe base64 without padding (22 chars). */
 function randomClusterId(): string {
   for (;;) {
-    const id = randomBytes(16).toString('base64url');
+    const id = randomBytes(16).toString("base64url");
     // Kafka's own Uuid.randomUuid() rejects ids starting with '-' because CLIs would parse them as flags.
-    if (!id.startsWith('-')) return id;
+    if (!id.startsWith("-")) return id;
   }
 }
 
-
 async function formatStorage(layout: JvmLayout, serverProperties: string, clusterId: string): Promise<void> {
   const attempt = async (cds: ReturnType<typeof cdsPlan>): Promise<ExitInfo> => {
-    const jvm = spawnJvm(layout, [...baseJvmArgs(layout), ...cds.args], [
-      'kafka.tools.StorageTool',
-      'format',
-      '-t',
-      clusterId,
-      '-c',
-      serverProperties,
-    ]);
+    const jvm = spawnJvm(layout, [...baseJvmArgs(layout), ...cds.args], ["kafka.tools.StorageTool", "format", "-t", clusterId, "-c", serverProperties]);
     const info = await withTimeout(jvm.exited, KAFKA_FORMAT_TIMEOUT_MS);
     if (info) return info;
-    jvm.child.kill('SIGKILL');
-    return { code: null, signal: 'SIGKILL', error: new Error(`timed out after ${KAFKA_FORMAT_TIMEOUT_MS} ms`) };
+    jvm.child.kill("SIGKILL");
+    return { code: null, signal: "SIGKILL", error: new Error(`timed out after ${KAFKA_FORMAT_TIMEOUT_MS} ms`) };
   };
   const cds = cdsPlan(layout, false);
   let info = await attempt(cds);
@@ -98,7 +89,7 @@ async function formatStorage(layout: JvmLayout, serverProperties: string, cluste
   }
   if (info.code !== 0) {
     throw new Error(
-      `kafka StorageTool format failed (code ${info.code}, signal ${info.signal}${info.error ? `, ${info.error.message}` : ''}); ` +
+      `kafka StorageTool format failed (code ${info.code}, signal ${info.signal}${info.error ? `, ${info.error.message}` : ""}); ` +
         `last lines of ${layout.logFile}:\n${logTail(layout.logFile)}`,
     );
   }
@@ -124,7 +115,7 @@ async function launchBroker(
 ): Promise<JvmProcess> {
   const logOffset = existsSync(layout.logFile) ? statSync(layout.logFile).size : 0;
   const cds = allowCds ? cdsPlan(layout, true) : { args: [] };
-  const jvm = spawnJvm(layout, [...baseJvmArgs(layout), ...cds.args], ['kafka.Kafka', serverProperties]);
+  const jvm = spawnJvm(layout, [...baseJvmArgs(layout), ...cds.args], ["kafka.Kafka", serverProperties]);
   if (cds.dumpPath && cds.archivePath) jvm.cdsDump = { dumpPath: cds.dumpPath, archivePath: cds.archivePath };
   // Do not keep the event loop alive just for the broker: if the caller forgets stop(), the process
   // still exits and the 'exit' handler kills the JVM.
@@ -163,9 +154,9 @@ async function launchBroker(
   // Only a JVM crash (signal or hs_err banner) can be blamed on a mapped CDS archive.
   const jvmCrashed = died && (jvm.exitInfo?.signal != null || /A fatal error has been detected by the Java Runtime/.test(newLog));
   const reason = fatalLogged
-    ? 'Kafka broker hit a fatal error during startup'
+    ? "Kafka broker hit a fatal error during startup"
     : died
-      ? `Kafka broker exited during startup (code ${jvm.exitInfo?.code}, signal ${jvm.exitInfo?.signal}${jvm.exitInfo?.error ? `, ${jvm.exitInfo.error.message}` : ''})`
+      ? `Kafka broker exited during startup (code ${jvm.exitInfo?.code}, signal ${jvm.exitInfo?.signal}${jvm.exitInfo?.error ? `, ${jvm.exitInfo.error.message}` : ""})`
       : `Kafka broker not ready within ${KAFKA_READY_TIMEOUT_MS} ms`;
   throw new BrokerStartError(
     `${reason}; errors from ${layout.logFile}:\n${errorLines(newLog)}\n--- last lines:\n${logTail(layout.logFile)}`,
@@ -176,40 +167,40 @@ async function launchBroker(
 
 function serverPropertiesText(dataDir: string, brokerPort: number, controllerPort: number): string {
   return `${[
-    '# Generated by scripts/infra/kafka.ts: single-node KRaft broker for tests.',
-    'process.roles=broker,controller',
+    "# Generated by scripts/infra/kafka.ts: single-node KRaft broker for tests.",
+    "process.roles=broker,controller",
     `node.id=${KAFKA_NODE_ID}`,
     `controller.quorum.voters=${KAFKA_NODE_ID}@127.0.0.1:${controllerPort}`,
     `listeners=PLAINTEXT://127.0.0.1:${brokerPort},CONTROLLER://127.0.0.1:${controllerPort}`,
     `advertised.listeners=PLAINTEXT://127.0.0.1:${brokerPort}`,
-    'controller.listener.names=CONTROLLER',
-    'inter.broker.listener.name=PLAINTEXT',
-    'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+    "controller.listener.names=CONTROLLER",
+    "inter.broker.listener.name=PLAINTEXT",
+    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
     `log.dirs=${dataDir}`,
-    'offsets.topic.replication.factor=1',
-    'transaction.state.log.replication.factor=1',
-    'transaction.state.log.min.isr=1',
-    'auto.create.topics.enable=true',
-    'num.partitions=3',
-    'group.initial.rebalance.delay.ms=0',
+    "offsets.topic.replication.factor=1",
+    "transaction.state.log.replication.factor=1",
+    "transaction.state.log.min.isr=1",
+    "auto.create.topics.enable=true",
+    "num.partitions=3",
+    "group.initial.rebalance.delay.ms=0",
     // Small, test-friendly footprint.
-    'num.network.threads=2',
-    'num.io.threads=4',
-    'log.segment.bytes=67108864',
-  ].join('\n')}\n`;
+    "num.network.threads=2",
+    "num.io.threads=4",
+    "log.segment.bytes=67108864",
+  ].join("\n")}\n`;
 }
 
 const LOG4J_PROPERTIES = `${[
-  '# Generated by scripts/infra/kafka.ts: everything to stdout, which is redirected to the broker log file.',
-  'log4j.rootLogger=INFO, stdout',
-  'log4j.appender.stdout=org.apache.log4j.ConsoleAppender',
-  'log4j.appender.stdout.layout=org.apache.log4j.PatternLayout',
-  'log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n',
-  'log4j.logger.kafka.request.logger=WARN',
-  'log4j.logger.kafka.network.RequestChannel$=WARN',
-  'log4j.logger.kafka.authorizer.logger=WARN',
-  'log4j.logger.state.change.logger=WARN',
-].join('\n')}\n`;
+  "# Generated by scripts/infra/kafka.ts: everything to stdout, which is redirected to the broker log file.",
+  "log4j.rootLogger=INFO, stdout",
+  "log4j.appender.stdout=org.apache.log4j.ConsoleAppender",
+  "log4j.appender.stdout.layout=org.apache.log4j.PatternLayout",
+  "log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n",
+  "log4j.logger.kafka.request.logger=WARN",
+  "log4j.logger.kafka.network.RequestChannel$=WARN",
+  "log4j.logger.kafka.authorizer.logger=WARN",
+  "log4j.logger.state.change.logger=WARN",
+].join("\n")}\n`;
 
 /**
  * Starts a single-node Kafka 3.9 broker (KRaft, broker+controller in one JVM) on free 127.0.0.1 ports,
@@ -229,7 +220,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaBro
     throw new Error(`${javaBin} is Java ${javaMajor}; the Kafka 3.9 broker needs Java ${KAFKA_MIN_JAVA_MAJOR}+ (17 recommended)`);
   }
 
-  const workDir = mkdtempSync(path.join(os.tmpdir(), 'kafka-broker-'));
+  const workDir = mkdtempSync(path.join(os.tmpdir(), "kafka-broker-"));
   const live: LiveBroker = { workDir };
   liveBrokers.add(live);
   ensureExitHandler();
@@ -246,11 +237,11 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaBro
       libsDir,
       cacheDir: path.dirname(libsDir),
       workDir,
-      logFile: path.join(logDir, 'kafka-broker.log'),
-      log4jFile: path.join(workDir, 'log4j.properties'),
+      logFile: path.join(logDir, "kafka-broker.log"),
+      log4jFile: path.join(workDir, "log4j.properties"),
     };
-    const dataDir = path.join(workDir, 'data');
-    const serverProperties = path.join(workDir, 'server.properties');
+    const dataDir = path.join(workDir, "data");
+    const serverProperties = path.join(workDir, "server.properties");
     writeFileSync(layout.log4jFile, LOG4J_PROPERTIES);
 
     const onUnexpectedExit = (jvm: JvmProcess): void => {
@@ -284,7 +275,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaBro
         } else if (!error.portInUse) {
           throw error;
         }
-        log(`broker start attempt ${attempt} failed (${error.portInUse ? 'port in use' : 'CDS archive'}); retrying`);
+        log(`broker start attempt ${attempt} failed (${error.portInUse ? "port in use" : "CDS archive"}); retrying`);
       }
     }
 
@@ -317,12 +308,12 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaBro
         }),
       restart: () =>
         enqueue(async () => {
-          if (stopped) throw new Error('restart() called after stop()');
+          if (stopped) throw new Error("restart() called after stop()");
           const restartStartMs = Date.now();
           if (live.jvm) await stopJvm(live.jvm);
           live.jvm = undefined;
           writeFileSync(layout.logFile, `\n===== ${new Date().toISOString()} restart requested by scripts/infra/kafka.ts =====\n`, {
-            flag: 'a',
+            flag: "a",
           });
           live.jvm = await launchBroker(layout, serverProperties, brokerPort, onUnexpectedExit, allowCds);
           log(`broker ${brokers} restarted in ${Date.now() - restartStartMs} ms`);

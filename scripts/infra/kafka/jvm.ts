@@ -2,14 +2,14 @@
  * The broker's JVMs: spawning with test-tuned flags and the AppCDS archive, stopping (SIGTERM, then
  * SIGKILL), and making sure no JVM or temp dir outlives this process (exit handler plus watchdog).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, existsSync, openSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
-import type net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import { javaMajorVersion } from './jars.js';
-import { withTimeout } from './util.js';
+import { spawn, type ChildProcess } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { closeSync, existsSync, openSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
+import type net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { javaMajorVersion } from "./jars.js";
+import { withTimeout } from "./util.js";
 
 /** Grace period after SIGTERM before the broker gets SIGKILL. */
 export const KAFKA_STOP_GRACE_MS = 15_000;
@@ -54,10 +54,10 @@ let exitHandlerInstalled = false;
 export function ensureExitHandler(): void {
   if (exitHandlerInstalled) return;
   exitHandlerInstalled = true;
-  process.on('exit', () => {
+  process.on("exit", () => {
     for (const broker of liveBrokers) {
-      broker.jvm?.child.kill('SIGKILL');
-      broker.jvm?.watchdog?.kill('SIGKILL');
+      broker.jvm?.child.kill("SIGKILL");
+      broker.jvm?.watchdog?.kill("SIGKILL");
       if (broker.jvm?.cdsDump) rmSync(broker.jvm.cdsDump.dumpPath, { force: true });
       try {
         rmSync(broker.workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
@@ -76,17 +76,17 @@ export function ensureExitHandler(): void {
 export function spawnWatchdog(pid: number, workDir: string): ChildProcess | undefined {
   const script = [
     "trap '' INT TERM HUP",
-    'read _ignored',
+    "read _ignored",
     `kill -9 ${pid} 2>/dev/null`,
     // Wait (bounded) until the JVM is dead (gone or a zombie) so it cannot write while we delete its files.
     `n=0; while [ $n -lt ${WATCHDOG_REAP_WAIT_STEPS} ] && [ -r /proc/${pid}/stat ] && ! grep -q ') Z' /proc/${pid}/stat 2>/dev/null; do sleep 0.1; n=$((n+1)); done`,
     'rm -rf -- "$1"',
-  ].join('\n');
+  ].join("\n");
   try {
-    const watchdog = spawn('/bin/sh', ['-c', script, 'kafka-watchdog', workDir], {
-      stdio: ['pipe', 'ignore', 'ignore'],
+    const watchdog = spawn("/bin/sh", ["-c", script, "kafka-watchdog", workDir], {
+      stdio: ["pipe", "ignore", "ignore"],
     });
-    watchdog.once('error', () => {
+    watchdog.once("error", () => {
       // Failure policy: the watchdog is a best-effort extra; the 'exit' handler still covers normal exits.
     });
     watchdog.unref();
@@ -112,11 +112,11 @@ export function baseJvmArgs(layout: JvmLayout): string[] {
   return [
     `-Xmx${KAFKA_HEAP_MAX_MB}m`,
     `-Xms${KAFKA_HEAP_INITIAL_MB}m`,
-    '-XX:+UseSerialGC',
-    '-XX:TieredStopAtLevel=1', // C1 only: ~0.8 s faster startup; plenty for test traffic
-    '-XX:-UsePerfData',
-    `-XX:ErrorFile=${path.join(layout.workDir, 'hs_err_pid%p.log')}`,
-    '-Djava.awt.headless=true',
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1", // C1 only: ~0.8 s faster startup; plenty for test traffic
+    "-XX:-UsePerfData",
+    `-XX:ErrorFile=${path.join(layout.workDir, "hs_err_pid%p.log")}`,
+    "-Djava.awt.headless=true",
     `-Dlog4j.configuration=${pathToFileUrl(layout.log4jFile)}`,
     `-Dkafka.logs.dir=${path.dirname(layout.logFile)}`,
   ];
@@ -131,13 +131,16 @@ function pathToFileUrl(file: string): string {
  * The archive name is keyed on the JDK so a JDK change never maps an incompatible archive.
  */
 export function cdsPlan(layout: JvmLayout, canDump: boolean): { args: string[]; archivePath?: string; dumpPath?: string } {
-  if (process.env.KAFKA_CDS === '0') return { args: [] };
+  if (process.env.KAFKA_CDS === "0") return { args: [] };
   const major = javaMajorVersion(layout.javaBin);
   if (major === undefined || major < CDS_MIN_JAVA_MAJOR) return { args: [] };
   let jdkKey: string;
   try {
     const real = realpathSync(layout.javaBin);
-    jdkKey = createHash('sha256').update(`${real}:${statSync(real).mtimeMs}:${os.arch()}`).digest('hex').slice(0, 12);
+    jdkKey = createHash("sha256")
+      .update(`${real}:${statSync(real).mtimeMs}:${os.arch()}`)
+      .digest("hex")
+      .slice(0, 12);
   } catch {
     // Failure policy: cannot identify the JDK -> no archive; startup is just slower.
     return { args: [] };
@@ -145,9 +148,9 @@ export function cdsPlan(layout: JvmLayout, canDump: boolean): { args: string[]; 
   const archivePath = path.join(layout.cacheDir, `broker-cds-${jdkKey}.jsa`);
   if (existsSync(archivePath)) return { args: [`-XX:SharedArchiveFile=${archivePath}`], archivePath };
   if (!canDump) return { args: [] };
-  const dumpPath = `${archivePath}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+  const dumpPath = `${archivePath}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`;
   // -Xlog:cds=off hides ~100 "Pre JDK 6 class not supported by CDS" lines (log4j 1.x classes) at dump time.
-  return { args: [`-XX:ArchiveClassesAtExit=${dumpPath}`, '-Xlog:cds=off'], archivePath, dumpPath };
+  return { args: [`-XX:ArchiveClassesAtExit=${dumpPath}`, "-Xlog:cds=off"], archivePath, dumpPath };
 }
 
 /** Publishes a finished AppCDS dump if the JVM exited by itself (a SIGKILLed dump may be truncated). */
@@ -172,14 +175,13 @@ export function discardCdsArchive(archivePath: string | undefined): void {
   if (archivePath) rmSync(archivePath, { force: true });
 }
 
-
 export function spawnJvm(layout: JvmLayout, jvmArgs: string[], mainArgs: string[]): JvmProcess {
-  const logFd = openSync(layout.logFile, 'a');
+  const logFd = openSync(layout.logFile, "a");
   let child: ChildProcess;
   try {
-    child = spawn(layout.javaBin, [...jvmArgs, '-cp', `${layout.libsDir}${path.sep}*`, ...mainArgs], {
+    child = spawn(layout.javaBin, [...jvmArgs, "-cp", `${layout.libsDir}${path.sep}*`, ...mainArgs], {
       cwd: layout.workDir,
-      stdio: ['ignore', logFd, logFd],
+      stdio: ["ignore", logFd, logFd],
       env: process.env,
     });
   } finally {
@@ -190,11 +192,11 @@ export function spawnJvm(layout: JvmLayout, jvmArgs: string[], mainArgs: string[
     stopping: false,
     ready: false,
     exited: new Promise<ExitInfo>((resolve) => {
-      child.once('error', (error) => {
+      child.once("error", (error) => {
         jvm.exitInfo ??= { code: null, signal: null, error };
         resolve(jvm.exitInfo);
       });
-      child.once('exit', (code, signal) => {
+      child.once("exit", (code, signal) => {
         jvm.exitInfo ??= { code, signal };
         resolve(jvm.exitInfo);
       });
@@ -210,12 +212,12 @@ export async function stopJvm(jvm: JvmProcess, graceMs: number = KAFKA_STOP_GRAC
     // The child is unref'd while it runs; while stopping, it must hold the event loop, or a JVM slower than the grace
     // period leaves `await jvm.exited` with nothing pending: Node exits 13 and stop() never resolves.
     jvm.child.ref();
-    if (graceMs > 0) jvm.child.kill('SIGTERM');
+    if (graceMs > 0) jvm.child.kill("SIGTERM");
     if (graceMs <= 0 || !(await withTimeout(jvm.exited, graceMs))) {
-      jvm.child.kill('SIGKILL');
+      jvm.child.kill("SIGKILL");
       await jvm.exited;
     }
   }
-  jvm.watchdog?.kill('SIGKILL');
+  jvm.watchdog?.kill("SIGKILL");
   promoteCdsDump(jvm);
 }

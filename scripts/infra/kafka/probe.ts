@@ -1,7 +1,7 @@
 /** Watching a starting broker: TCP and kafkajs readiness probes, and the log excerpts quoted in errors. */
-import { closeSync, openSync, readSync, statSync } from 'node:fs';
-import net from 'node:net';
-import { Kafka, logLevel } from 'kafkajs';
+import { closeSync, openSync, readSync, statSync } from "node:fs";
+import net from "node:net";
+import { Kafka, logLevel } from "kafkajs";
 
 /** Per-probe TCP connect timeout while waiting for the listener. */
 const KAFKA_TCP_PROBE_TIMEOUT_MS = 500;
@@ -17,20 +17,20 @@ const KAFKA_ERROR_LINE_PATTERN = /\] (ERROR|FATAL) |^Caused by: |^Exception in t
 
 export function tcpProbe(port: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
+    const socket = net.connect({ host: "127.0.0.1", port });
     const done = (ok: boolean): void => {
       socket.destroy();
       resolve(ok);
     };
     socket.setTimeout(KAFKA_TCP_PROBE_TIMEOUT_MS, () => done(false));
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
+    socket.once("connect", () => done(true));
+    socket.once("error", () => done(false));
   });
 }
 
 export async function describeClusterOnce(brokers: string): Promise<boolean> {
   const admin = new Kafka({
-    clientId: 'local-kafka-ready-probe',
+    clientId: "local-kafka-ready-probe",
     brokers: [brokers],
     logLevel: logLevel.NOTHING,
     connectionTimeout: KAFKA_PROBE_CONNECTION_TIMEOUT_MS,
@@ -54,14 +54,14 @@ export async function describeClusterOnce(brokers: string): Promise<boolean> {
 export function readLogSince(logFile: string, offset: number): string {
   let fd: number | undefined;
   try {
-    fd = openSync(logFile, 'r');
+    fd = openSync(logFile, "r");
     const length = Math.max(0, statSync(logFile).size - offset);
     const buffer = Buffer.alloc(length);
     readSync(fd, buffer, 0, length, offset);
-    return buffer.toString('utf8');
+    return buffer.toString("utf8");
   } catch {
     // Failure policy: the log is only used for diagnostics; an unreadable log yields no extra detail.
-    return '';
+    return "";
   } finally {
     if (fd !== undefined) closeSync(fd);
   }
@@ -69,19 +69,19 @@ export function readLogSince(logFile: string, offset: number): string {
 
 /** The first ERROR/FATAL/exception lines of a log excerpt: usually the real cause, unlike the shutdown tail. */
 export function errorLines(logText: string): string {
-  const lines = logText.split('\n').filter((line) => KAFKA_ERROR_LINE_PATTERN.test(line));
-  return lines.length > 0 ? lines.slice(0, KAFKA_ERROR_LINES_MAX).join('\n') : '(no ERROR lines)';
+  const lines = logText.split("\n").filter((line) => KAFKA_ERROR_LINE_PATTERN.test(line));
+  return lines.length > 0 ? lines.slice(0, KAFKA_ERROR_LINES_MAX).join("\n") : "(no ERROR lines)";
 }
 
 export function logTail(logFile: string): string {
   let fd: number | undefined;
   try {
-    fd = openSync(logFile, 'r');
+    fd = openSync(logFile, "r");
     const size = statSync(logFile).size;
     const length = Math.min(size, KAFKA_LOG_TAIL_BYTES);
     const buffer = Buffer.alloc(length);
     readSync(fd, buffer, 0, length, size - length);
-    return buffer.toString('utf8').split('\n').slice(-KAFKA_LOG_TAIL_LINES).join('\n');
+    return buffer.toString("utf8").split("\n").slice(-KAFKA_LOG_TAIL_LINES).join("\n");
   } catch (error) {
     // Failure policy: the tail only decorates an error message; say why it is missing instead of failing.
     return `(could not read ${logFile}: ${(error as Error).message})`;

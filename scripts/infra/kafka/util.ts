@@ -1,5 +1,5 @@
 /** Small helpers shared by the local Kafka broker's modules (see ../kafka.ts). */
-const LOG_PREFIX = 'kafka:';
+const LOG_PREFIX = "kafka:";
 
 export function log(message: string): void {
   process.stderr.write(`${LOG_PREFIX} ${message}\n`);

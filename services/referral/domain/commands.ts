@@ -32,11 +32,11 @@ export interface ApplyEventInput {
  * `server_id` cannot be a server id.
  */
 export function toApplyEventCommand(input: ApplyEventInput): ApplyEventCommand {
-  const event = valueOf(checkEvent(input.event));
+  const event = checkedValue(checkEvent(input.event));
   const serverId = requireField("server_id", input.serverId);
   const token = requireField("token", input.token);
   const serverEventId = requireField("server_event_id", input.serverEventId);
-  const referee = valueOf(checkRefereeIdentity(event, input.refereeIdentity.trim()));
+  const referee = checkedValue(checkRefereeIdentity(event, input.refereeIdentity.trim()));
   const refereeIdentity = event === "registered" ? referee : null;
   if (!isUuid(serverId)) throw unknownServer();
   const kid = boundField("kid", input.kid.trim());
@@ -74,11 +74,11 @@ export function toRecordClickCommand(input: { serverId: string; referrerIdentity
 
 /** Trimmed and non-empty; bounded by the field table except `server_id` (: the uuid check bounds it; not a uuid -> unknown server). */
 function requireField(name: FieldName | "server_id", value: string): string {
-  return valueOf(checkRequiredText(name, value, name === "server_id" ? undefined : name));
+  return checkedValue(checkRequiredText(name, value, name === "server_id" ? undefined : name));
 }
 
 /** A contract check's value, or DomainError invalid_argument with its text. */
-function valueOf<T>(check: { kind: "ok"; value: T } | { kind: "invalid"; error: string }): T {
+function checkedValue<T>(check: { kind: "ok"; value: T } | { kind: "invalid"; error: string }): T {
   if (check.kind === "invalid") throw new DomainError("invalid_argument", check.error);
   return check.value;
 }

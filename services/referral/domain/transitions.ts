@@ -1,7 +1,15 @@
 import { IllegalTransition } from "../../shared/errors.js";
 import type { AnchorState, ReferralEventName, ReferralStateName } from "../../shared/contract.js";
 
-export { REFERRAL_EVENTS, REFERRAL_STATES, isAnchorState, isReferralEventName, type AnchorState, type ReferralEventName, type ReferralStateName } from "../../shared/contract.js";
+export {
+  REFERRAL_EVENTS,
+  REFERRAL_STATES,
+  isAnchorState,
+  isReferralEventName,
+  type AnchorState,
+  type ReferralEventName,
+  type ReferralStateName,
+} from "../../shared/contract.js";
 
 /**
  * The referral state machine: ONE table of every (state, event) pair. Pure: no
@@ -30,9 +38,7 @@ export const TRANSITIONS: Readonly<Record<ReferralStateName, Readonly<Record<Ref
 };
 
 /** The outcome of applying an event to a state. */
-export type TransitionDecision =
-  | { kind: "advanced"; from: ReferralStateName; to: AnchorState }
-  | { kind: "idempotent"; state: AnchorState };
+export type TransitionDecision = { kind: "advanced"; from: ReferralStateName; to: AnchorState } | { kind: "idempotent"; state: AnchorState };
 
 /**
  * Decides what `event` does to a referral in `state`: advance it, or leave it

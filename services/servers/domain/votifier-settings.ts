@@ -38,7 +38,8 @@ export function toVotifierSettings(
   if (host.length > MAX_VOTIFIER_HOST_CHARS || !HOST_PATTERN.test(host) || (host.includes(":") && isIP(host) !== 6)) {
     throw new DomainError("invalid_argument", "votifier host must be a host name or an IP address");
   }
-  if (!Number.isInteger(input.port) || input.port < 1 || input.port > 65535) throw new DomainError("invalid_argument", "votifier port must be between 1 and 65535");
+  if (!Number.isInteger(input.port) || input.port < 1 || input.port > 65535)
+    throw new DomainError("invalid_argument", "votifier port must be between 1 and 65535");
   const checked = validateCallbackUrl(`https://${isIP(host) === 6 ? `[${host}]` : host}:${input.port}/`, opts);
   // One home for the address policy: the callback URL check, with this field's name in its text.
   if (!checked.ok) throw new DomainError("invalid_argument", checked.error.replace(/^callback_url/, "votifier host"));

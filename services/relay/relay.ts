@@ -17,6 +17,13 @@ export const DEFAULT_RELAY_BATCH_SIZE = 2_000;
 export const DEFAULT_RELAY_POLL_INTERVAL_MS = 25;
 /** Default of `notifications.safetyPollIntervalMs`: the poll kept as a safety net while notifications arrive. */
 export const DEFAULT_RELAY_SAFETY_POLL_INTERVAL_MS = 1_000;
+/**
+ * Shortest time from one pass's start to the next one's when commits keep waking the relay: at idle
+ * a commit is published at once (the last pass began long ago); under a stream of commits the
+ * passes take what committed meanwhile together instead of one pass per commit, which cost the
+ * relay 0.4 ms of CPU per ingested event at ~850 commits/s on the 2-core bench machine.
+ */
+export const RELAY_MIN_PASS_GAP_MS = 5;
 /** A pass stops claiming more batches after this long, then commits (progress is durable, shards change hands). */
 const PASS_BUDGET_MS = 1_000;
 
@@ -263,7 +270,11 @@ export function createRelay(opts: RelayOptions) {
 
   async function run(): Promise<void> {
     let failures = 0;
+    let lastPassStartedAt = Number.NEGATIVE_INFINITY;
     while (running) {
+      const gapMs = lastPassStartedAt + RELAY_MIN_PASS_GAP_MS - Date.now();
+      if (gapMs > 0) await sleep(gapMs);
+      lastPassStartedAt = Date.now();
       notified = false;
       let pass: RelayPass;
       try {

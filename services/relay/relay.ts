@@ -21,9 +21,10 @@ export const DEFAULT_RELAY_SAFETY_POLL_INTERVAL_MS = 1_000;
  * Shortest time from one pass's start to the next one's when commits keep waking the relay: at idle
  * a commit is published at once (the last pass began long ago); under a stream of commits the
  * passes take what committed meanwhile together instead of one pass per commit, which cost the
- * relay 0.4 ms of CPU per ingested event at ~850 commits/s on the 2-core bench machine.
+ * relay 0.4 ms of CPU per ingested event at ~850 commits/s on the 2-core bench machine (0.26-0.38 ms
+ * with this gap; bench/results/ANALYSIS.md).
  */
-export const RELAY_MIN_PASS_GAP_MS = 5;
+export const RELAY_MIN_PASS_GAP_MS = 20;
 /** A pass stops claiming more batches after this long, then commits (progress is durable, shards change hands). */
 const PASS_BUDGET_MS = 1_000;
 

@@ -16,6 +16,8 @@ import { readHeartContexts, writeHearts, type HeartRecord, type HeartWrite } fro
 
 /** Times one heart may lose its voter row to a concurrent writer before it is refused as overloaded (nothing written). */
 const MAX_ATTEMPTS = 5;
+/** The retry hint given with that refusal: the contention is another instance's write, gone within moments. */
+const CONTENDED_RETRY_AFTER_MS = 100;
 
 /** Bounds of the CastHeart group commit; tests shrink them. */
 export interface CastHeartBatchOptions {
@@ -110,7 +112,7 @@ export async function castHeartBatch(deps: CoreDeps, rules: FraudRules, casts: r
       attempts[i]!++;
       // Failure policy: a voter row that keeps changing under this cast (contention from other instances) is refused as
       // overloaded, nothing written for it, rather than retried without end.
-      if (attempts[i]! >= MAX_ATTEMPTS) outcomes[i] = { ok: false, error: new Overloaded(100) };
+      if (attempts[i]! >= MAX_ATTEMPTS) outcomes[i] = { ok: false, error: new Overloaded(CONTENDED_RETRY_AFTER_MS) };
       else retry.push(i);
     }
     pending = [...retry, ...later].sort((a, b) => a - b);

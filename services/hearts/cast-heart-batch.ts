@@ -5,7 +5,7 @@ import { HeartCountedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { HEARTS_TOPIC } from "../shared/bus.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { Overloaded, unknownServer } from "../shared/errors.js";
-import { createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
+import { ADMISSION_MAX_QUEUE_WAIT_MS, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
 import { toOutboxRow } from "../shared/outbox.js";
 import { periodOf } from "../shared/period.js";
 import type { FraudRules } from "./domain/fraud-rules.js";
@@ -32,7 +32,7 @@ export interface CastHeartBatchOptions {
 }
 
 /** The bounds in production. */
-export const CAST_HEART_BATCH_DEFAULTS: Required<CastHeartBatchOptions> = { maxBatch: 128, maxQueue: 4_096, maxQueueWaitMs: 3_000, maxInFlight: 2 };
+export const CAST_HEART_BATCH_DEFAULTS: Required<CastHeartBatchOptions> = { maxBatch: 128, maxQueue: 4_096, maxQueueWaitMs: ADMISSION_MAX_QUEUE_WAIT_MS, maxInFlight: 2 };
 
 /** One validated cast, as the use case hands it to the queue. */
 export interface HeartCast {

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Tx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError, IllegalTransition, Overloaded } from "../shared/errors.js";
-import { createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
+import { ADMISSION_MAX_QUEUE_WAIT_MS, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
 import { toOutboxRow, type OutboxRow } from "../shared/outbox.js";
 import { applyEvent, transitionEvent, type ApplyEventResult } from "./apply-event.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
@@ -15,8 +15,6 @@ import { decide, isAnchorState, type AnchorState } from "./domain/transitions.js
 export const APPLY_EVENT_MAX_BATCH = 64;
 /** Most events waiting for a batch; beyond it ApplyEvent answers resource_exhausted with a retry hint. */
 export const APPLY_EVENT_MAX_QUEUE = 2_048;
-/** An event that waited this long is refused (resource_exhausted) instead of applied: well inside the gateway's 10 s deadline. */
-export const APPLY_EVENT_MAX_QUEUE_WAIT_MS = 3_000;
 /** Batches in flight at once (each holds one pooled connection). */
 export const APPLY_EVENT_MAX_IN_FLIGHT = 2;
 /** How long a batch may wait for a pooled connection, and run, before Prisma gives up. */
@@ -42,7 +40,7 @@ export function createApplyEventQueue(deps: CoreDeps, opts: ApplyEventBatchOptio
     keysOf: batchKeys,
     maxBatch: opts.maxBatch ?? APPLY_EVENT_MAX_BATCH,
     maxQueue: opts.maxQueue ?? APPLY_EVENT_MAX_QUEUE,
-    maxQueueWaitMs: opts.maxQueueWaitMs ?? APPLY_EVENT_MAX_QUEUE_WAIT_MS,
+    maxQueueWaitMs: opts.maxQueueWaitMs ?? ADMISSION_MAX_QUEUE_WAIT_MS,
     maxInFlight: opts.maxInFlight ?? APPLY_EVENT_MAX_IN_FLIGHT,
     overloaded: (retryAfterMs) => new Overloaded(retryAfterMs),
   });

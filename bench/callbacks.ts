@@ -439,7 +439,7 @@ async function runPipeline(
       prisma: deliveryPrisma,
       log: createBenchLogger("delivery"),
       groupId: `bench-delivery-${randomBytes(4).toString("hex")}`,
-      onStored: () => dispatcher.wake(),
+      dispatcher,
     });
     relay.start();
     steps.add(() => relay.stop());

@@ -8,7 +8,8 @@ import { HEARTS_TOPIC, type EventBus, type ReceivedMessage, type Subscription } 
 import type { PrismaClient } from "../shared/db.js";
 import { createDeadLetterCounter, storeDeadMessage } from "../shared/dead-letters.js";
 import type { Logger } from "../shared/log.js";
-import { insertDeliveries, type NewDelivery } from "./store.js";
+import type { Dispatcher } from "./dispatcher.js";
+import { insertAndLeaseDeliveries, type NewDelivery } from "./store.js";
 
 /** The default consumer group of the delivery service. */
 export const DELIVERY_CONSUMER_GROUP = "delivery.v1";
@@ -23,8 +24,12 @@ export interface DeliveryConsumerOptions {
   groupId?: string;
   /** Defaults to HEARTS_TOPIC; tests pass a topic of their own. */
   topic?: string;
-  /** Called after delivery rows were stored (once per batch), so a dispatcher in the same process can claim them at once. */
-  onStored?: () => void;
+  /**
+   * The dispatcher of the same process: the statement storing a batch's deliveries also leases the
+   * new rows it has room for (Dispatcher.withInsertLease), which it sends at once, without a claim
+   * statement after the insert. Without it the rows wait for a dispatcher's claim.
+   */
+  dispatcher?: Pick<Dispatcher, "withInsertLease">;
   /** Registry for the dead-letter counter; none when omitted. */
   registry?: Registry;
   /**
@@ -140,10 +145,13 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
       else stored.push(decoded);
     }
     if (stored.length === 0) return;
-    const outcomes = await insertDeliveries(
-      opts.prisma,
-      stored.map((s) => s.delivery),
-    );
+    const insert = (lease?: Parameters<typeof insertAndLeaseDeliveries>[2]) =>
+      insertAndLeaseDeliveries(
+        opts.prisma,
+        stored.map((s) => s.delivery),
+        lease,
+      );
+    const { outcomes } = await (opts.dispatcher ? opts.dispatcher.withInsertLease(insert) : insert());
     stored.forEach(({ delivery, eventId }, i) => {
       const outcome = outcomes[i];
       if (outcome === "unknown_server") {
@@ -151,7 +159,6 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
         opts.log.warn({ heartId: delivery.heartId, serverId: delivery.serverId }, "heart for an unknown server; no delivery");
       } else opts.log.debug({ heartId: delivery.heartId, eventId, outcome }, "delivery stored");
     });
-    if (outcomes.some((o) => o !== "unknown_server")) opts.onStored?.();
   };
 
   const handleBatch = async (messages: ReceivedMessage[]): Promise<void> => {

@@ -3,7 +3,7 @@ import { createAttemptRecorder } from "./attempt-recorder.js";
 import { createCallbackTransport } from "./callback-transport.js";
 import { performAttempt, type AttemptDeps, type SentOutcome } from "./perform-attempt.js";
 import { createCallbackAgents } from "./send-callback.js";
-import { claimDueDeliveries, type AttemptResult, type ClaimedDelivery } from "./store.js";
+import { claimDueDeliveries, type AttemptResult, type ClaimedDelivery, type InsertedDeliveries, type InsertLease } from "./store.js";
 import type { SentTransport, Transport } from "./transport.js";
 import { createVotifierTransport } from "./votifier-transport.js";
 
@@ -43,6 +43,12 @@ export interface Dispatcher {
   stop(): Promise<void>;
   /** Claims now instead of at the next poll (for example right after new deliveries were stored). */
   wake(): void;
+  /**
+   * Runs `insert` (insertAndLeaseDeliveries) with this dispatcher's free room as its lease, unless a
+   * claim is running or the last claim left due rows behind (then the lease is undefined: older rows
+   * go first); sends the rows it leased at once, and claims when it left sendable rows unleased.
+   */
+  withInsertLease(insert: (lease: InsertLease | undefined) => Promise<InsertedDeliveries>): Promise<InsertedDeliveries>;
   /** Attempts in flight, by server id. */
   inFlight(): ReadonlyMap<string, number>;
 }
@@ -79,6 +85,12 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   let loop: Promise<void> | undefined;
   let wakeSleeper: (() => void) | undefined;
   let wakeRequested = false;
+  /** Room handed to an insert's lease (withInsertLease) until its rows are tracked: a claim meanwhile does not count on it. */
+  let reserved = 0;
+  /** A claim statement is running. */
+  let claiming = false;
+  /** The last claim filled its limit: due rows may be waiting, and they go before new ones. */
+  let backlog = false;
 
   const wake = () => {
     wakeRequested = true;
@@ -129,7 +141,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     let waitingSince: number | undefined;
     while (active) {
       wakeRequested = false;
-      const capacity = concurrency - sending;
+      const capacity = concurrency - sending - reserved;
       const dbBehind = recorder.pending() >= concurrency * MAX_UNRECORDED_PER_SLOT;
       if (capacity > 0 && !dbBehind) {
         // Enough finished to claim a batch: a quarter of the concurrency, or of what was in flight when the caps bind.
@@ -144,26 +156,46 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
         }
         waitingSince = undefined;
         freedSinceClaim = 0;
+        claiming = true;
         try {
-          const now = opts.now();
-          const claimed = await claimDueDeliveries(opts.prisma, {
-            now,
-            leaseUntil: new Date(now.getTime() + opts.timeoutMs + LEASE_MARGIN_MS),
-            limit: capacity,
-            perServerLimit: perServer,
-            inFlightByServer,
-          });
+          const claimed = await claimDueDeliveries(opts.prisma, { ...room(), limit: capacity });
           for (const delivery of claimed) track(delivery);
+          backlog = claimed.length === capacity;
           // A full claim means more may be due: claim again at once.
-          if (claimed.length === capacity && active) continue;
+          if (backlog && active) continue;
         } catch (error) {
           // Failure policy: the database may be briefly away; log and try again at the next poll.
           opts.log.error({ err: error }, "claiming deliveries failed");
+        } finally {
+          claiming = false;
         }
       }
       await sleep(pollIntervalMs);
     }
   };
+
+  /** This dispatcher's lease terms now (the claim's and an insert's): until when, and per-server room. */
+  function room(): Omit<InsertLease, "limit"> {
+    const now = opts.now();
+    return { now, leaseUntil: new Date(now.getTime() + opts.timeoutMs + LEASE_MARGIN_MS), perServerLimit: perServer, inFlightByServer: new Map(inFlightByServer) };
+  }
+
+  async function withInsertLease(insert: (lease: InsertLease | undefined) => Promise<InsertedDeliveries>): Promise<InsertedDeliveries> {
+    const capacity = concurrency - sending - reserved;
+    const dbBehind = recorder.pending() >= concurrency * MAX_UNRECORDED_PER_SLOT;
+    const offer = active && !claiming && !backlog && !dbBehind && capacity > 0 ? capacity : 0;
+    reserved += offer;
+    let stored: InsertedDeliveries;
+    try {
+      stored = await insert(offer > 0 ? { ...room(), limit: offer } : undefined);
+    } finally {
+      // Failure policy: an insert that failed leased nothing (its statement rolled back); the room is free again.
+      reserved -= offer;
+    }
+    for (const delivery of stored.leased) track(delivery);
+    if (stored.leftForClaim) wake();
+    return stored;
+  }
 
   async function attempt(delivery: ClaimedDelivery, onSent: () => void): Promise<void> {
     const report = await performAttempt(opts, transports[delivery.transport], delivery, { onSent, record: recorder.record });
@@ -197,6 +229,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       agents?.destroy();
     },
     wake,
+    withInsertLease,
     inFlight: () => inFlightByServer,
   };
 }

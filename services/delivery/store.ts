@@ -1,4 +1,5 @@
 import { activeSecretWhere, activeSecretsNewestFirst } from "../servers/domain/secret-policy.js";
+import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient, Tx } from "../shared/db.js";
 import type { Logger } from "../shared/log.js";
 import type { SecretBox } from "../shared/secrets.js";
@@ -47,7 +48,38 @@ export async function insertDelivery(prisma: PrismaClient, d: NewDelivery): Prom
  * however the batches that stored them were grouped.
  */
 export async function insertDeliveries(prisma: PrismaClient, items: NewDelivery[]): Promise<InsertOutcome[]> {
-  if (items.length === 0) return [];
+  return (await insertAndLeaseDeliveries(prisma, items)).outcomes;
+}
+
+/** A lease offered with an insert: the dispatcher's room, as claimDueDeliveries takes it. */
+export interface InsertLease {
+  now: Date;
+  leaseUntil: Date;
+  /** Most rows leased; 0 leases none. */
+  limit: number;
+  perServerLimit: number;
+  inFlightByServer: ReadonlyMap<string, number>;
+}
+
+/** What insertAndLeaseDeliveries did: an outcome per heart, the rows it leased, and whether sendable rows were left for a claim. */
+export interface InsertedDeliveries {
+  outcomes: InsertOutcome[];
+  /** Rows inserted already leased to the caller (as claimDueDeliveries would have claimed them). */
+  leased: ClaimedDelivery[];
+  /** Sendable rows were inserted without a lease (beyond the room, or none offered): a claim should run. */
+  leftForClaim: boolean;
+}
+
+/**
+ * insertDeliveries, and in the same statement (one commit) the new rows a dispatcher would claim
+ * next are inserted already leased to it, up to `lease.limit` rows and `lease.perServerLimit` per
+ * server (minus what is in flight), with what sending needs, so a delivery stored at idle goes out
+ * without a claim statement after it. Which rows are sendable is the claim's rule (SENDABLE_DELIVERY).
+ * A leased row is durable with its lease, like a claimed one: if this process dies before the
+ * attempt is recorded, the lease expires and any dispatcher claims it again.
+ */
+export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewDelivery[], lease?: InsertLease): Promise<InsertedDeliveries> {
+  if (items.length === 0) return { outcomes: [], leased: [], leftForClaim: false };
   // One row per (server, heart): a heart twice in one batch is a duplicate of itself.
   const byKey = new Map<string, number>();
   const unique: NewDelivery[] = [];
@@ -75,38 +107,65 @@ export async function insertDeliveries(prisma: PrismaClient, items: NewDelivery[
       counted_at: d.countedAt.toISOString(),
     };
   });
-  const rows = await prisma.$queryRaw<{ n: number; inserted: boolean; known: boolean }[]>`
+  const room = lease ?? { now: new Date(), leaseUntil: new Date(0), limit: 0, perServerLimit: 0, inFlightByServer: new Map<string, number>() };
+  const busyIds = [...room.inFlightByServer.keys()];
+  const busyCounts = busyIds.map((id) => room.inFlightByServer.get(id) ?? 0);
+  const rows = await prisma.$queryRaw<{ n: number; inserted: boolean; known: boolean; leased: LeasedRow[] | null; left_for_claim: boolean }[]>`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
         AS i(n int, heart_id text, server_id uuid, event_type text, username text, voter_identity text, period text, streak_day int, counted_at timestamptz)
-    ), added AS (
-      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, streak_day, counted_at, next_attempt_at)
-      SELECT gen_random_uuid(), s.id, i.heart_id::uuid, i.heart_id, t.transport, i.event_type, i.username, i.voter_identity, i.period,
-             i.streak_day, i.counted_at, least(i.counted_at, now())
+    ), busy AS (
+      SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
+    ), candidates AS (
+      SELECT i.*, d.transport, ${SENDABLE_DELIVERY(room.now)} AS sendable
       FROM input i
       JOIN servers s ON s.id = i.server_id
-      CROSS JOIN (VALUES ('callback'::"DeliveryTransport"), ('votifier'::"DeliveryTransport"), ('pull'::"DeliveryTransport")) AS t(transport)
-      WHERE t.transport = 'callback'
-         OR (t.transport = 'votifier' AND s.votifier_host IS NOT NULL)
-         OR (t.transport = 'pull' AND s.pull_enabled)
-      ORDER BY i.server_id, i.heart_id, t.transport
+      CROSS JOIN (VALUES ('callback'::"DeliveryTransport"), ('votifier'::"DeliveryTransport"), ('pull'::"DeliveryTransport")) AS d(transport)
+      WHERE d.transport = 'callback'
+         OR (d.transport = 'votifier' AND s.votifier_host IS NOT NULL)
+         OR (d.transport = 'pull' AND s.pull_enabled)
+    ), offered AS (
+      -- The rows a claim would take first: per server at most its room, in all at most the limit (oldest hearts first).
+      SELECT c.*, c.sendable
+               AND row_number() OVER (PARTITION BY c.sendable, c.server_id ORDER BY c.counted_at, c.heart_id, c.transport)
+                   <= ${room.perServerLimit}::int - coalesce(b.in_flight, 0)
+               AND row_number() OVER (PARTITION BY c.sendable ORDER BY c.counted_at, c.heart_id, c.transport) <= ${room.limit}::int AS leased
+      FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
+    ), added AS (
+      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, streak_day, counted_at,
+                              next_attempt_at, lease_until)
+      SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.heart_id, o.transport, o.event_type, o.username, o.voter_identity, o.period,
+             o.streak_day, o.counted_at, least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END
+      FROM offered o
+      ORDER BY o.server_id, o.heart_id, o.transport
       ON CONFLICT (server_id, transport, dedup_key) DO NOTHING
-      RETURNING server_id, dedup_key
+      RETURNING *
     )
     SELECT i.n,
            EXISTS (SELECT 1 FROM added a WHERE a.server_id = i.server_id AND a.dedup_key = i.heart_id) AS inserted,
-           EXISTS (SELECT 1 FROM servers s WHERE s.id = i.server_id) AS known
+           EXISTS (SELECT 1 FROM servers s WHERE s.id = i.server_id) AS known,
+           (SELECT json_agg(c) FROM (
+              SELECT ${CLAIMED_COLUMNS}
+              FROM added d
+              JOIN servers s ON s.id = d.server_id
+              LEFT JOIN voter_states v ON d.event_type = 'heart.counted' AND v.server_id = d.server_id AND v.voter_identity = d.voter_identity
+              WHERE d.lease_until IS NOT NULL) c) AS leased,
+           EXISTS (SELECT 1 FROM offered o WHERE o.sendable AND NOT o.leased) AS left_for_claim
     FROM input i`;
   const outcomes: InsertOutcome[] = unique.map(() => "unknown_server");
   for (const r of rows) outcomes[r.n] = r.inserted ? "inserted" : r.known ? "duplicate" : "unknown_server";
   // A repeat within the batch is a duplicate of its first copy (or, like it, of an unknown server).
   const firstSeen = new Set<number>();
-  return slot.map((i) => {
-    const outcome = outcomes[i] ?? "unknown_server";
-    if (firstSeen.has(i)) return outcome === "unknown_server" ? outcome : "duplicate";
-    firstSeen.add(i);
-    return outcome;
-  });
+  return {
+    outcomes: slot.map((i) => {
+      const outcome = outcomes[i] ?? "unknown_server";
+      if (firstSeen.has(i)) return outcome === "unknown_server" ? outcome : "duplicate";
+      firstSeen.add(i);
+      return outcome;
+    }),
+    leased: (rows[0]?.leased ?? []).map((r) => toClaimedDelivery(r, room.now)),
+    leftForClaim: rows.some((r) => r.left_for_claim),
+  };
 }
 
 function compareKeys(a: NewDelivery, b: NewDelivery): number {
@@ -203,37 +262,14 @@ export interface ClaimedDelivery {
  */
 export async function claimDueDeliveries(
   prisma: PrismaClient,
-  q: { now: Date; leaseUntil: Date; limit: number; perServerLimit: number; inFlightByServer: Map<string, number> },
+  q: { now: Date; leaseUntil: Date; limit: number; perServerLimit: number; inFlightByServer: ReadonlyMap<string, number> },
 ): Promise<ClaimedDelivery[]> {
   const busyIds = [...q.inFlightByServer.keys()];
   const busyCounts = busyIds.map((id) => q.inFlightByServer.get(id) ?? 0);
   const saturated = busyIds.filter((id) => (q.inFlightByServer.get(id) ?? 0) >= q.perServerLimit);
   // Scan a few times the limit, so one server's backlog cannot hide other servers' rows in one claim.
   const scan = q.limit * 4;
-  const rows = await prisma.$queryRaw<
-    {
-      id: string;
-      server_id: string;
-      heart_id: string;
-      event_type: string;
-      username: string;
-      voter_identity: string;
-      period: string;
-      attempts: number;
-      lease_until: Date;
-      transport: SentTransport;
-      counted_at: Date;
-      callback_url: string | null;
-      standard_webhooks: boolean;
-      votifier_host: string | null;
-      votifier_port: number | null;
-      votifier_service_name: string | null;
-      votifier_token: string | null;
-      callback_secrets: { kid: string; ciphertext: string; created_at: string; expires_at: string | null; revoked_at: string | null }[] | null;
-      last_day: Date | string | null;
-      streak_days: number | null;
-    }[]
-  >`
+  const rows = await prisma.$queryRaw<LeasedRow[]>`
     WITH busy AS (
       SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
     ), candidates AS (
@@ -242,14 +278,7 @@ export async function claimDueDeliveries(
       WHERE d.status = 'pending'
         AND d.next_attempt_at <= ${q.now}::timestamptz
         AND (d.lease_until IS NULL OR d.lease_until < ${q.now}::timestamptz)
-        AND ((d.transport = 'callback'
-              AND s.callback_url IS NOT NULL
-              AND s.callback_disabled_at IS NULL
-              AND EXISTS ( -- an active callback secret (servers/domain/secret-policy.ts#isSecretActive)
-                SELECT 1 FROM server_secrets k
-                WHERE k.server_id = s.id AND k.purpose = 'callback' AND k.revoked_at IS NULL
-                  AND (k.expires_at IS NULL OR k.expires_at > ${q.now}::timestamptz)))
-          OR (d.transport = 'votifier' AND s.votifier_host IS NOT NULL AND s.votifier_token IS NOT NULL))
+        AND ${SENDABLE_DELIVERY(q.now)}
         AND d.server_id <> ALL(${saturated}::uuid[])
       ORDER BY d.next_attempt_at
       LIMIT ${scan}
@@ -267,18 +296,69 @@ export async function claimDueDeliveries(
       LIMIT ${q.limit}
     )
     UPDATE deliveries d SET lease_until = ${q.leaseUntil}::timestamptz
-    FROM chosen, servers s
-    WHERE d.id = chosen.id AND s.id = d.server_id
-    RETURNING d.id::text, d.server_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
-              d.attempts, d.lease_until, d.transport, d.counted_at, s.callback_url, s.standard_webhooks,
-              s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token,
-              chosen.last_day, chosen.streak_days,
-              CASE WHEN d.transport = 'callback' THEN (
-                SELECT coalesce(json_agg(json_build_object('kid', k.kid, 'ciphertext', k.ciphertext, 'created_at', k.created_at,
-                                                           'expires_at', k.expires_at, 'revoked_at', k.revoked_at)), '[]'::json)
-                FROM server_secrets k
-                WHERE k.server_id = d.server_id AND k.purpose = 'callback' AND k.revoked_at IS NULL) END AS callback_secrets`;
-  return rows.map((r) => ({
+    FROM chosen v, servers s
+    WHERE d.id = v.id AND s.id = d.server_id
+    RETURNING ${CLAIMED_COLUMNS}`;
+  return rows.map((r) => toClaimedDelivery(r, q.now));
+}
+
+/**
+ * Whether delivery `d` of server `s` can be sent by a dispatcher at `now`: a callback delivery of a
+ * server with a callback URL, not disabled (410) and with an active callback secret, or a Votifier
+ * delivery of a server with Votifier set up (pull deliveries are claimed by the owner, never here).
+ * The one rule of the claim and of the lease taken with an insert.
+ */
+const SENDABLE_DELIVERY = (now: Date) => Prisma.sql`
+  ((d.transport = 'callback'
+    AND s.callback_url IS NOT NULL
+    AND s.callback_disabled_at IS NULL
+    AND EXISTS ( -- an active callback secret (servers/domain/secret-policy.ts#isSecretActive)
+      SELECT 1 FROM server_secrets k
+      WHERE k.server_id = s.id AND k.purpose = 'callback' AND k.revoked_at IS NULL
+        AND (k.expires_at IS NULL OR k.expires_at > ${now}::timestamptz)))
+   OR (d.transport = 'votifier' AND s.votifier_host IS NOT NULL AND s.votifier_token IS NOT NULL))`;
+
+/**
+ * What a dispatcher needs to send a leased delivery `d` of server `s`, with `v` the voter's streak
+ * state (last_day, streak_days): the columns of LeasedRow.
+ */
+const CLAIMED_COLUMNS = Prisma.sql`
+  d.id::text, d.server_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
+  d.attempts, d.lease_until, d.transport, d.counted_at, s.callback_url, s.standard_webhooks,
+  s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token,
+  v.last_day, v.streak_days,
+  CASE WHEN d.transport = 'callback' THEN (
+    SELECT coalesce(json_agg(json_build_object('kid', k.kid, 'ciphertext', k.ciphertext, 'created_at', k.created_at,
+                                               'expires_at', k.expires_at, 'revoked_at', k.revoked_at)), '[]'::json)
+    FROM server_secrets k
+    WHERE k.server_id = d.server_id AND k.purpose = 'callback' AND k.revoked_at IS NULL) END AS callback_secrets`;
+
+/** A row of CLAIMED_COLUMNS (dates as Date from a statement's columns, as ISO text from JSON). */
+interface LeasedRow {
+  id: string;
+  server_id: string;
+  heart_id: string;
+  event_type: string;
+  username: string;
+  voter_identity: string;
+  period: string;
+  attempts: number;
+  lease_until: Date | string;
+  transport: SentTransport;
+  counted_at: Date | string;
+  callback_url: string | null;
+  standard_webhooks: boolean;
+  votifier_host: string | null;
+  votifier_port: number | null;
+  votifier_service_name: string | null;
+  votifier_token: string | null;
+  callback_secrets: { kid: string; ciphertext: string; created_at: string; expires_at: string | null; revoked_at: string | null }[] | null;
+  last_day: Date | string | null;
+  streak_days: number | null;
+}
+
+function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
+  return {
     id: r.id,
     serverId: r.server_id,
     heartId: r.heart_id,
@@ -296,9 +376,9 @@ export async function claimDueDeliveries(
       r.votifier_host !== null && r.votifier_token !== null
         ? { host: r.votifier_host, port: r.votifier_port ?? 0, serviceName: r.votifier_service_name ?? "", sealedToken: r.votifier_token }
         : null,
-    ...(r.callback_secrets === null ? {} : { sealedCallbackSecrets: sealedActiveSecrets(r.callback_secrets, q.now) }),
+    ...(r.callback_secrets === null ? {} : { sealedCallbackSecrets: sealedActiveSecrets(r.callback_secrets, now) }),
     voterStreak: r.last_day === null || r.streak_days === null ? null : { lastDay: new Date(r.last_day), streakDays: r.streak_days },
-  }));
+  };
 }
 
 /** The claimed secret rows that are active at `now`, newest first (secret-policy's rule), still sealed. */

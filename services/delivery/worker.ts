@@ -49,7 +49,7 @@ export interface DeliveryWorker {
 /**
  * The delivery service's wiring, written once for every process that runs it (the delivery
  * process, the all-in-one `npm start`, tests and benchmarks): a consumer that stores deliveries
- * and wakes the dispatcher of the same process at once.
+ * already leased to the dispatcher of the same process, which sends them at once.
  */
 export function createDeliveryWorker(deps: DeliveryWorkerDeps, settings: DeliveryWorkerSettings = {}): DeliveryWorker {
   const dispatch: DispatchSettings = { ...DEFAULT_DISPATCH_SETTINGS, ...definedOnly(settings) };
@@ -71,7 +71,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps, settings: Deliver
     bus: deps.bus,
     prisma: deps.prisma,
     log: deps.log,
-    onStored: () => dispatcher.wake(),
+    dispatcher,
     ...(settings.groupId !== undefined ? { groupId: settings.groupId } : {}),
     ...(settings.topic !== undefined ? { topic: settings.topic } : {}),
     ...(settings.consumerStuckAfterMs !== undefined ? { stuckAfterMs: settings.consumerStuckAfterMs } : {}),

@@ -250,3 +250,45 @@ test.serial("attempts recorded together keep per-item outcomes: a lost lease is 
   t.like(await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: neighbour.id } }), { attempts: 1, status: "delivered" });
   t.like(await h.db.prisma.callbackHealth.findUniqueOrThrow({ where: { serverId } }), { lastSuccessAt: ms(5), failingSince: null });
 });
+
+test.serial(
+  "a consumer batch stored while the dispatcher has room goes out leased by the insert itself, no claim after it; beyond a server's room the rest waits for a claim",
+  async (t) => {
+    const { h, dispatcher } = await world(t);
+    const a = await insertServer(h.db.prisma, { callbackUrl: "http://127.0.0.1:9/hook" });
+    const b = await insertServer(h.db.prisma, { callbackUrl: "http://127.0.0.1:9/hook" });
+    const noUrl = await insertServer(h.db.prisma);
+    for (const id of [a, b, noUrl]) await insertSecret(h.db.prisma, h.deps.secretBox, id, "callback");
+    const sent: ClaimedDelivery[] = [];
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    t.teardown(() => release()); // runs before the dispatcher stops (teardowns run last-registered first)
+    const send = async (delivery: ClaimedDelivery) => {
+      sent.push(delivery);
+      await held;
+      const exchange = { target: "stub", request: { headers: {}, body: "{}" }, response: null, latencyMs: 1, error: null, succeeded: true };
+      return { kind: "delivered" as const, target: "stub", statusCode: 200, latencyMs: 1, exchange };
+    };
+    const d = dispatcher({ concurrency: 8, perServerConcurrency: 2, pollIntervalMs: 3_600_000, transports: { callback: { send } } });
+    d.start();
+    // The claim the dispatcher makes as it starts (an empty table) is long done by then; a claim running would withhold the lease.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const consumer = createDeliveryConsumer({ bus: unusedBus, prisma: h.db.prisma, log: h.deps.log, topic: "test.batch", dispatcher: d });
+    const hearts = [a, a, a, b, noUrl].map((serverId) => ({ serverId, heartId: randomUUID() }));
+    await consumer.handleBatch(hearts.map(({ serverId, heartId }, i) => heartMessage(serverId, heartId, i)));
+    // Tracked before handleBatch returned: no claim statement (a round trip after the insert) could have leased them.
+    t.is(d.inFlight().get(a), 2, "server a: its room of 2");
+    t.is(d.inFlight().get(b), 1);
+    t.is(d.inFlight().get(noUrl), undefined, "a callback without a URL is not sendable: stored, not leased");
+    t.is(await h.db.prisma.delivery.count({ where: { leaseUntil: { not: null } } }), 3, "the leases are in the rows, durable with them");
+    await eventually(() => sent.length === 3, { message: `sent ${sent.length}` });
+    t.true(
+      sent.every((s) => s.sealedCallbackSecrets?.length === 1 && s.username === "Alex"),
+      "what sending needs came with the insert",
+    );
+    release();
+    await eventually(async () => (await h.db.prisma.delivery.count({ where: { status: "delivered" } })) === 4, { timeoutMs: 15_000 });
+    t.is(new Set(sent.map((s) => s.heartId)).size, 4, "server a's third heart was claimed once its room freed; each heart sent once");
+    t.is(await h.db.prisma.delivery.count({ where: { serverId: noUrl, status: "pending", leaseUntil: null } }), 1);
+  },
+);

@@ -352,15 +352,7 @@ function sendReply(res: ServerResponse, reply: HttpReply): void {
   sendJson(res, reply.status, reply.body, reply.headers);
 }
 
-function writeRequestLog(
-  deps: GatewayDeps,
-  lines: Logger,
-  req: IncomingMessage,
-  res: ServerResponse,
-  path: string,
-  entry: RequestLog,
-  started: bigint,
-): void {
+function writeRequestLog(deps: GatewayDeps, lines: Logger, req: IncomingMessage, res: ServerResponse, path: string, entry: RequestLog, started: bigint): void {
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const completed = res.writableFinished;
   const status = completed ? res.statusCode : 499;

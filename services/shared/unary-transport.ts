@@ -176,25 +176,16 @@ function toWebHeaders(headers: http2.IncomingHttpHeaders, trailers: http2.Incomi
   return web;
 }
 
-/** Reset codes as Connect's Node client maps them (connect-node's node-error.ts); any other one is unavailable. */
-const RESET_CODES: Record<number, [string, Code]> = {
-  0x1: ["PROTOCOL_ERROR", Code.Internal],
-  0x2: ["INTERNAL_ERROR", Code.Internal],
-  0x3: ["FLOW_CONTROL_ERROR", Code.Internal],
-  0x4: ["SETTINGS_TIMEOUT", Code.Internal],
-  0x6: ["FRAME_SIZE_ERROR", Code.Internal],
-  0x7: ["REFUSED_STREAM", Code.Unavailable],
-  0x8: ["CANCEL", Code.Canceled],
-  0x9: ["COMPRESSION_ERROR", Code.Internal],
-  0xa: ["CONNECT_ERROR", Code.Internal],
-  0xb: ["ENHANCE_YOUR_CALM", Code.ResourceExhausted],
-  0xc: ["INADEQUATE_SECURITY", Code.PermissionDenied],
-  0xd: ["HTTP_1_1_REQUIRED", Code.PermissionDenied],
-};
+/** Reset codes by the Connect code Connect's Node client maps them to (connect-node's node-error.ts); any other one is unavailable. */
+const RESET_CODES: ReadonlyArray<[Code, readonly number[]]> = [
+  [Code.Internal, [0x1, 0x2, 0x3, 0x4, 0x6, 0x9, 0xa]],
+  [Code.Canceled, [0x8]],
+  [Code.ResourceExhausted, [0xb]],
+  [Code.PermissionDenied, [0xc, 0xd]],
+];
 
 /** A stream closed before its response ended. */
 function errorFromResetCode(rstCode: number | undefined): ConnectError {
-  const known = rstCode === undefined ? undefined : RESET_CODES[rstCode];
-  if (known) return new ConnectError(`http/2 stream closed with error code ${known[0]} (0x${(rstCode as number).toString(16)})`, known[1]);
-  return new ConnectError(`http/2 stream closed (code ${rstCode ?? "none"}) before the response ended`, Code.Unavailable);
+  const code = RESET_CODES.find(([, codes]) => rstCode !== undefined && codes.includes(rstCode))?.[0] ?? Code.Unavailable;
+  return new ConnectError(`http/2 stream closed with error code 0x${(rstCode ?? 0).toString(16)} before the response ended`, code);
 }

@@ -12,6 +12,8 @@
  *   HOP_CPU_PROF=/tmp/prof npx tsx bench/gateway-hop.ts   # --cpu-prof for every child
  *   HOP_VARIANTS=connect,product npx tsx bench/gateway-hop.ts  # A/B: one gateway per variant, rounds interleaved
  *                                  # (connect: the gateway's clients over Connect's own transport)
+ *   HOP_VARIANTS=before=/tmp/main-checkout,product npx tsx bench/gateway-hop.ts
+ *                                  # A/B against another checkout's gateway (it needs this file and node_modules)
  *
  * Prints one JSON line per round and a summary (medians) to stdout; progress to stderr.
  */
@@ -20,6 +22,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { createWriteStream } from "node:fs";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
@@ -91,10 +94,10 @@ async function runGateway(stubUrl: string, variant: string): Promise<void> {
   server.listen(0, "127.0.0.1", () => listening((server.address() as AddressInfo).port));
 }
 
-function startChild(args: string[]): Promise<{ child: ChildProcess; port: number }> {
+function startChild(args: string[], script = fileURLToPath(import.meta.url)): Promise<{ child: ChildProcess; port: number }> {
   const profDir = process.env.HOP_CPU_PROF;
   const execArgv = ["--import", "tsx", ...(profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [])];
-  const child = fork(fileURLToPath(import.meta.url), args, { execArgv, stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const child = fork(script, args, { execArgv, stdio: ["ignore", "inherit", "inherit", "ipc"] });
   return new Promise((resolve, reject) => {
     child.once("message", (m: { port: number }) => resolve({ child, port: m.port }));
     child.once("exit", (code) => reject(new Error(`${args[0]} exited (${code})`)));
@@ -109,7 +112,12 @@ async function runParent(): Promise<void> {
   const variants = (process.env.HOP_VARIANTS ?? "product").split(",");
   const stub = await startChild(["stub"]);
   const gateways = new Map<string, { child: ChildProcess; port: number }>();
-  for (const v of variants) gateways.set(v, await startChild(["gateway", `http://127.0.0.1:${stub.port}`, v]));
+  for (const v of variants) {
+    // `name=/other/checkout`: that checkout's gateway (its own copy of this file), e.g. the code before a change.
+    const [name, dir] = v.split("=") as [string, string | undefined];
+    const script = dir === undefined ? undefined : join(dir, "bench", "gateway-hop.ts");
+    gateways.set(name, await startChild(["gateway", `http://127.0.0.1:${stub.port}`, dir === undefined ? v : "product"], script));
+  }
   const loadgen = await startLoadGenerator();
   const serverId = randomUUID();
   const job = (gateway: { port: number }, durationMs: number) => ({
@@ -157,7 +165,7 @@ async function runParent(): Promise<void> {
       await exited;
     }
   }
-  for (const variant of variants) {
+  for (const variant of gateways.keys()) {
     const median = (key: string) => {
       const v = results
         .filter((r) => r.variant === variant)

@@ -9,6 +9,7 @@
  *
  *   npx tsx bench/gateway-hop.ts                   # 3 rounds of 5 s at c=32
  *   HOP_ROUNDS=5 HOP_MEASURE_MS=8000 BENCH_CONCURRENCY=8 npx tsx bench/gateway-hop.ts
+ *   HOP_RATE=300 npx tsx bench/gateway-hop.ts     # open loop at 300 req/s (same work per second for every variant)
  *   HOP_CPU_PROF=/tmp/prof npx tsx bench/gateway-hop.ts   # --cpu-prof for every child
  *   HOP_VARIANTS=connect,product npx tsx bench/gateway-hop.ts  # A/B: one gateway per variant, rounds interleaved
  *                                  # (connect: the gateway's clients over Connect's own transport)
@@ -109,6 +110,8 @@ async function runParent(): Promise<void> {
   const measureMs = envInt("HOP_MEASURE_MS", 5_000);
   const warmupMs = envInt("HOP_WARMUP_MS", 2_000);
   const concurrency = envInt("BENCH_CONCURRENCY", 32);
+  // Open loop at this rate instead (every variant serves the same load, so batching per event-loop turn is alike).
+  const rate = envInt("HOP_RATE", 0);
   const variants = (process.env.HOP_VARIANTS ?? "product").split(",");
   const stub = await startChild(["stub"]);
   const gateways = new Map<string, { child: ChildProcess; port: number }>();
@@ -123,7 +126,8 @@ async function runParent(): Promise<void> {
   const job = (gateway: { port: number }, durationMs: number) => ({
     label: "hop",
     url: `http://127.0.0.1:${gateway.port}/api/referral/events`,
-    concurrency,
+    concurrency: rate > 0 ? 256 : concurrency,
+    ...(rate > 0 ? { ratePerSecond: rate } : {}),
     durationMs,
     body: { serverId, secret: SECRET, tokenPrefix: "hop_", start: 0, end: 1_000_000_000, cycle: true, test: false },
     expectStatus: 200,

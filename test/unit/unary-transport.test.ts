@@ -23,7 +23,7 @@ import { createServiceTransport, createUnaryServiceTransport } from "../../servi
  */
 const TOKEN = "unary-transport-test-token";
 
-/** What the stub saw of the last call's request headers. */
+/** What the stub saw of the last call's request headers (the tests run serially, so it is that test's call). */
 const seen: { authorization?: string; requestId?: string; contentType?: string; timeout?: string } = {};
 
 function routes(router: ConnectRouter): void {
@@ -98,7 +98,7 @@ async function call(transport: Transport, token: string, timeoutMs = 5_000) {
   }
 }
 
-test("a successful call: same message, response header and trailer; the service token, request id and timeout reach the service", async (t) => {
+test.serial("a successful call: same message, response header and trailer; the service token, request id and timeout reach the service", async (t) => {
   const results = [];
   for (const [name, transport] of both(baseUrl)) {
     results.push(await call(transport, "fine"));
@@ -109,7 +109,7 @@ test("a successful call: same message, response header and trailer; the service 
 });
 
 for (const token of ["unknown", "illegal", "overloaded"]) {
-  test(`a failed call (${token}): same code, message, metadata and gateway reply`, async (t) => {
+  test.serial(`a failed call (${token}): same code, message, metadata and gateway reply`, async (t) => {
     const [connect, lean] = both(baseUrl);
     const expected = await call(connect?.[1] as Transport, token);
     t.truthy((expected as { code?: Code }).code);
@@ -117,12 +117,37 @@ for (const token of ["unknown", "illegal", "overloaded"]) {
   });
 }
 
-test("a call past its deadline is deadline_exceeded on both", async (t) => {
+test.serial("a call past its deadline is deadline_exceeded on both", async (t) => {
   for (const [name, transport] of both(baseUrl)) t.like(await call(transport, "slow", 50), { code: Code.DeadlineExceeded }, name);
 });
 
-test("a service that is down is unavailable on both (the gateway answers 500)", async (t) => {
+test.serial("a service that is down is unavailable on both (the gateway answers 500)", async (t) => {
   for (const [name, transport] of both("http://127.0.0.1:9")) {
     t.like(await call(transport, "fine"), { code: Code.Unavailable, reply: { status: 500, body: { error: "internal error" } } }, name);
+  }
+});
+
+test.serial("after the service restarts on its port, calls reconnect (one shared session, like Connect's)", async (t) => {
+  const first = http2.createServer(connectNodeAdapter({ routes }));
+  const own = new Set<http2.ServerHttp2Session>();
+  first.on("session", (s) => own.add(s));
+  await new Promise<void>((r) => first.listen(0, "127.0.0.1", r));
+  const port = (first.address() as AddressInfo).port;
+  const transports = both(`http://127.0.0.1:${port}`);
+  for (const [name, transport] of transports) t.like(await call(transport, "fine"), { ok: { case: "applied" } }, name);
+  for (const s of own) s.destroy();
+  await new Promise((r) => first.close(r));
+  const second = http2.createServer(connectNodeAdapter({ routes }));
+  second.on("session", (s) => own.add(s));
+  await new Promise<void>((r) => second.listen(port, "127.0.0.1", r));
+  try {
+    // A call racing the old session's teardown may fail (Connect's transport too); the one after it reconnects.
+    for (const [name, transport] of transports) {
+      const first = await call(transport, "fine");
+      t.like("ok" in first ? first : await call(transport, "fine"), { ok: { case: "applied" } }, name);
+    }
+  } finally {
+    for (const s of own) s.destroy();
+    second.close();
   }
 });

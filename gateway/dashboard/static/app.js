@@ -34,7 +34,7 @@
       else if (key === "dataset") Object.assign(node.dataset, value);
       else node.setAttribute(key, value === true ? "" : String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Number.POSITIVE_INFINITY)) {
       if (child === undefined || child === null || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }

@@ -14,6 +14,7 @@ import type { FailureLimiter } from "./failure-limiter.js";
 import { errorReply, fromRpcError } from "./http-errors.js";
 import type { JsonObject } from "./validate-event.js";
 import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../services/delivery/pull-store.js";
+import { integerBetweenText, notStringText } from "../services/shared/contract.js";
 
 /** Lists a server's unclaimed counted hearts (signed POST). */
 export const PULL_HEARTS_PATH = "/api/pull/hearts";
@@ -123,10 +124,10 @@ type ListFields = { kind: "ok"; cursor: string; limit: number } | { kind: "inval
 
 function readListFields(body: JsonObject): ListFields {
   const cursor = body.cursor ?? "";
-  if (typeof cursor !== "string") return { kind: "invalid", error: "cursor must be a string" };
+  if (typeof cursor !== "string") return { kind: "invalid", error: notStringText("cursor") };
   const limit = body.limit ?? 0;
   if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 0 || limit > MAX_PULL_PAGE) {
-    return { kind: "invalid", error: `limit must be an integer between 1 and ${MAX_PULL_PAGE}` };
+    return { kind: "invalid", error: integerBetweenText("limit", 1, MAX_PULL_PAGE) };
   }
   return { kind: "ok", cursor, limit };
 }

@@ -70,6 +70,11 @@ const DELIVERY_STATUS_NAMES: Partial<Record<DeliveryStatus, string>> = {
   [DeliveryStatus.FAILED]: "failed",
 };
 
+/** A filter table's accepted values as its error text lists them ("" stands for "all" unwritten). */
+export function filterNames(filter: Record<string, unknown>): string[] {
+  return Object.keys(filter).filter((name) => name !== "");
+}
+
 /** The API's delivery status filter -> the proto enum (UNSPECIFIED = all). */
 export const DELIVERY_STATUS_FILTER: Record<string, DeliveryStatus> = {
   "": DeliveryStatus.UNSPECIFIED,

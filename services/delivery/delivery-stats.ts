@@ -14,6 +14,7 @@ import { dailyWindow, readWindowSize } from "../shared/stats-window.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { DEFAULT_STATS_DAYS, MAX_STATS_DAYS } from "../hearts/heart-stats.js";
 import { TRANSPORT_FROM_PROTO } from "./routes.js";
+import { choiceText } from "../shared/contract.js";
 
 interface DayRow {
   day: string;
@@ -45,7 +46,7 @@ export async function getDeliveryStats(deps: CoreDeps, req: GetDeliveryStatsRequ
   const window = dailyWindow(deps.now(), readWindowSize(req.days, "days", DEFAULT_STATS_DAYS, MAX_STATS_DAYS));
   // "" (UNSPECIFIED): every transport together.
   const transport = req.transport === DeliveryTransport.UNSPECIFIED ? "" : TRANSPORT_FROM_PROTO[req.transport];
-  if (transport === undefined) throw new DomainError("invalid_argument", "transport must be callback, votifier or pull");
+  if (transport === undefined) throw new DomainError("invalid_argument", choiceText("transport", Object.values(TRANSPORT_FROM_PROTO)));
   const rows = await deps.prisma.$queryRaw<DayRow[]>`
     WITH made AS (
       SELECT date_trunc('day', created_at AT TIME ZONE 'UTC') AS day,

@@ -1,6 +1,7 @@
 import { isUuid, NIL_UUID } from "../shared/ids.js";
 import type { PrismaClient } from "../shared/db.js";
 import { DomainError } from "../shared/errors.js";
+import { betweenText } from "../shared/contract.js";
 
 /**
  * The pull transport: counted hearts of a server whose pull API is on are stored
@@ -50,7 +51,7 @@ export function decodePullCursor(text: string): PullCursor {
 /** The page size: 0 means the default; 1..MAX_PULL_PAGE otherwise. */
 export function toPullLimit(limit: number): number {
   if (limit === 0) return DEFAULT_PULL_PAGE;
-  if (!Number.isInteger(limit) || limit < 0 || limit > MAX_PULL_PAGE) throw new DomainError("invalid_argument", `limit must be between 1 and ${MAX_PULL_PAGE}`);
+  if (!Number.isInteger(limit) || limit < 0 || limit > MAX_PULL_PAGE) throw new DomainError("invalid_argument", betweenText("limit", 1, MAX_PULL_PAGE));
   return limit;
 }
 

@@ -40,6 +40,7 @@ import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "
 import { sendTestCallback } from "./send-test-callback.js";
 import { sendTestVote } from "./send-test-vote.js";
 import { votifierTargetName } from "./send-votifier.js";
+import { notNegativeText, requiredText } from "../shared/contract.js";
 
 /** What DeliveryService needs beyond the core deps; the lead's config provides them. */
 export interface DeliveryRouteDeps {
@@ -84,7 +85,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
     router.service(DeliveryService, {
       async listDeliveries(req) {
         const serverId = await requireServerId(deps, req.serverId);
-        if (req.limit < 0) throw new DomainError("invalid_argument", "limit must not be negative");
+        if (req.limit < 0) throw new DomainError("invalid_argument", notNegativeText("limit"));
         const status = STATUS_FROM_PROTO[req.status];
         const transport = TRANSPORT_FROM_PROTO[req.transport];
         // The player search is bounded like the username it searches (services/shared/field-rules.ts): a NUL or over-long value is 400, never a query.
@@ -107,7 +108,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
 
       async redeliverFailedSince(req) {
         const serverId = await requireServerId(deps, req.serverId);
-        if (!req.since) throw new DomainError("invalid_argument", "since is required");
+        if (!req.since) throw new DomainError("invalid_argument", requiredText("since"));
         return create(RedeliverFailedSinceResponseSchema, { requeued: await redeliverFailedSince(deps, serverId, timestampDate(req.since)) });
       },
 
@@ -192,7 +193,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
 /** The delivery `rawId`; with `rawServerId`, only when it belongs to that server (another server's id is unknown). */
 async function findDelivery(deps: CoreDeps, rawId: string, rawServerId = ""): Promise<DeliveryRow> {
   const id = rawId.trim();
-  if (id === "") throw new DomainError("invalid_argument", "delivery_id is required");
+  if (id === "") throw new DomainError("invalid_argument", requiredText("delivery_id"));
   const serverId = rawServerId.trim() === "" ? undefined : await requireServerId(deps, rawServerId);
   const row = isUuid(id) ? await deps.prisma.delivery.findUnique({ where: { id } }) : null;
   if (!row || (serverId !== undefined && row.serverId !== serverId)) throw new DomainError("not_found", "unknown delivery");

@@ -58,6 +58,10 @@
     return el("span", { class: `badge${kind ? ` badge-${kind}` : ""}` }, text);
   }
 
+  const DELIVERY_STATUS_KINDS = { delivered: "ok", pending: "warn", failed: "err" };
+  /** A delivery's status as a badge (deliveries tab, the test callback's delivery, the hearts list). */
+  const deliveryBadge = (status) => badge(status, DELIVERY_STATUS_KINDS[status]);
+
   function statusBadge(code) {
     if (code === null || code === undefined) return badge("no response", "err");
     return badge(String(code), code >= 200 && code < 300 ? "ok" : "err");
@@ -783,7 +787,6 @@
     });
     const [{ deliveries }] = await Promise.all([api("GET", `${serverPath("/deliveries")}?${query}`), loadEndpointHealth()]);
     const tbody = $("deliveries-table").tBodies[0];
-    const kinds = { delivered: "ok", pending: "warn", failed: "err" };
     if (deliveries.length === 0) emptyRow(tbody, 10, "No deliveries match.");
     else
       tbody.replaceChildren(
@@ -796,7 +799,7 @@
             el("td", {}, d.event_type),
             el("td", {}, d.username),
             el("td", { class: "nowrap" }, d.period),
-            el("td", {}, badge(d.status, kinds[d.status])),
+            el("td", {}, deliveryBadge(d.status)),
             el("td", {}, d.attempts),
             el(
               "td",
@@ -938,11 +941,10 @@
       box.hidden = true;
       return;
     }
-    const kinds = { delivered: "ok", pending: "warn", failed: "err" };
     const note = delivery.status === "pending" ? ` \u00b7 retried at ${fmtTime(delivery.next_attempt_at)}` : "";
     box.replaceChildren(
       el("span", {}, "Stored as delivery ", el("code", {}, delivery.id), " "),
-      badge(delivery.status, kinds[delivery.status]),
+      deliveryBadge(delivery.status),
       el("span", { class: "muted" }, note),
       el("button", { type: "button", class: "btn btn-small", id: "open-test-delivery", onclick: () => openDelivery(delivery.id) }, "Open in delivery log"),
     );
@@ -1067,7 +1069,21 @@
   }
 
   // The helpers the page's ES modules share (insights.js, signature-debugger.js).
-  window.dashboard = Object.freeze({ api, run, el, fmtTime, fmtRate, badge, statusBadge, emptyRow, serverPath, showOk, showError, openDelivery });
+  window.dashboard = Object.freeze({
+    api,
+    run,
+    el,
+    fmtTime,
+    fmtRate,
+    badge,
+    deliveryBadge,
+    statusBadge,
+    emptyRow,
+    serverPath,
+    showOk,
+    showError,
+    openDelivery,
+  });
 
   // ---- start ---------------------------------------------------------------------------
 

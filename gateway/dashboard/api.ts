@@ -3,7 +3,15 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { CallOptions } from "@connectrpc/connect";
 import type { DashboardClients } from "./clients.js";
 import { errorReply, fromRpcError, type HttpReply } from "../http-errors.js";
-import { notStringText, atMostCharsText, integerBetweenText, monthText, oneOfText } from "../../services/shared/contract.js";
+import {
+  atMostCharsText,
+  choiceText,
+  integerBetweenText,
+  monthText,
+  nonNegativeIntegerText,
+  notStringText,
+  oneOfText,
+} from "../../services/shared/contract.js";
 import {
   DELIVERY_STATUS_FILTER,
   filterNames,
@@ -406,7 +414,7 @@ function readPort(body: Record<string, unknown>): number {
 function readGraceSeconds(body: Record<string, unknown>): bigint {
   const value = body.grace_seconds;
   if (value === undefined || value === null) return 0n;
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw new ApiError("grace_seconds must be a non-negative integer");
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw new ApiError(nonNegativeIntegerText("grace_seconds"));
   return BigInt(value);
 }
 
@@ -423,7 +431,7 @@ function readScope(query: URLSearchParams, now: Date): { scope: "all" | "month";
   const scope = query.get("scope") ?? "all";
   if (scope === "all") return { scope, period: "" };
   if (scope === "month") return { scope, period: periodOf(now) };
-  throw new ApiError("scope must be all or month");
+  throw new ApiError(choiceText("scope", ["all", "month"]));
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -441,6 +449,6 @@ function readDay(query: URLSearchParams, name: string): Date | undefined {
 function readCount(query: URLSearchParams, name: string): number {
   const value = query.get(name) ?? "";
   if (value === "") return 0;
-  if (!/^[0-9]{1,6}$/.test(value)) throw new ApiError(`${name} must be a non-negative integer`);
+  if (!/^[0-9]{1,6}$/.test(value)) throw new ApiError(nonNegativeIntegerText(name));
   return Number(value);
 }

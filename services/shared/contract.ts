@@ -139,6 +139,11 @@ export function notNegativeText(field: string): string {
   return `${field} must not be negative`;
 }
 
+/** The text of a count that is not a whole number of zero or more. */
+export function nonNegativeIntegerText(field: string): string {
+  return `${field} must be a non-negative integer`;
+}
+
 /** The text of a number outside [min, max]. */
 export function betweenText(field: string, min: number, max: number): string {
   return `${field} must be between ${min} and ${max}`;

@@ -118,6 +118,16 @@ export async function claimPullHearts(
       WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND heart_id = ANY(${ids}::uuid[])
         AND heart_id NOT IN (SELECT heart_id FROM claimed)`;
     for (const row of rows) (row.claimed ? claimed : delivered).add(row.heart_id);
+    // A claim that waited for a concurrent claim's row lock skips the row once that commits, but its
+    // statement still reads the row as pending (its snapshot predates the commit): the ids it could
+    // not place are read again by a statement of its own, which sees that commit.
+    const unplaced = ids.filter((id) => !claimed.has(id) && !delivered.has(id));
+    if (unplaced.length > 0) {
+      const late = await prisma.$queryRaw<Array<{ heart_id: string }>>`
+        SELECT heart_id::text FROM deliveries
+        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND heart_id = ANY(${unplaced}::uuid[])`;
+      for (const row of late) delivered.add(row.heart_id);
+    }
   }
   return q.heartIds.map((heartId) => {
     const id = heartId.toLowerCase();

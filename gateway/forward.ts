@@ -1,10 +1,11 @@
 import { isUuid } from "../services/shared/ids.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { ReferralEventType, ReferralState, type ApplyEventRequestSchema, type ApplyEventResponse } from "../gen/proto/referral/v1/referral_pb.js";
+import type { ApplyEventRequestSchema, ApplyEventResponse } from "../gen/proto/referral/v1/referral_pb.js";
 import { SigningKeyStatus, type ResolveSigningKeysRequestSchema, type ResolveSigningKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
-import type { ReferralEventName, ValidEvent } from "./validate-event.js";
+import type { ValidEvent } from "./validate-event.js";
 import type { SigningKeyMaterial } from "./verify-signature.js";
+import { ANCHOR_STATE_NAMES, REFERRAL_EVENT_TO_PROTO } from "../services/shared/proto-names.js";
 
 /**
  * The two referral-service RPCs the ingest endpoint calls. In production they are
@@ -30,18 +31,6 @@ export interface ForwardResult {
 
 /** Step 5's outcome: the server's active keys, or the answer that ends the request. */
 export type KeyLookup = { kind: "keys"; keys: SigningKeyMaterial[] } | { kind: "rejected"; result: ForwardResult };
-
-const EVENT_TYPE: Record<ReferralEventName, ReferralEventType> = {
-  registered: ReferralEventType.REGISTERED,
-  qualified: ReferralEventType.QUALIFIED,
-  reversed: ReferralEventType.REVERSED,
-};
-
-const STATE_NAME: Partial<Record<ReferralState, ReferralEventName>> = {
-  [ReferralState.REGISTERED]: "registered",
-  [ReferralState.QUALIFIED]: "qualified",
-  [ReferralState.REVERSED]: "reversed",
-};
 
 /** True when `value` has the shape of a server id (a uuid); anything else cannot name a server. */
 export function isServerIdShape(value: string): boolean {
@@ -86,7 +75,7 @@ export async function lookupSigningKeys(rpcs: IngestRpcs, serverId: string): Pro
 export function toApplyEventRequest(event: ValidEvent, kid: string): MessageInitShape<typeof ApplyEventRequestSchema> {
   return {
     serverId: event.serverId,
-    event: EVENT_TYPE[event.event],
+    event: REFERRAL_EVENT_TO_PROTO[event.event],
     token: event.token,
     refereeIdentity: event.refereeIdentity,
     serverEventId: event.serverEventId,
@@ -105,7 +94,7 @@ export function toOkReply(response: ApplyEventResponse): { reply: HttpReply; out
   const { outcome } = response;
   switch (outcome.case) {
     case "applied": {
-      const state = STATE_NAME[outcome.value.state];
+      const state = ANCHOR_STATE_NAMES[outcome.value.state];
       if (state === undefined || outcome.value.referralId === "") return null;
       return {
         reply: { status: 200, body: { ok: true, referral_id: outcome.value.referralId, state } },

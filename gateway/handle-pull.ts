@@ -1,11 +1,10 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import {
-  PullClaimStatus,
-  type ClaimPullHeartsRequestSchema,
-  type ClaimPullHeartsResponse,
-  type ListPullHeartsRequestSchema,
-  type ListPullHeartsResponse,
+import type {
+  ClaimPullHeartsRequestSchema,
+  ClaimPullHeartsResponse,
+  ListPullHeartsRequestSchema,
+  ListPullHeartsResponse,
 } from "../gen/proto/delivery/v1/delivery_pb.js";
 import { PullKeyStatus, type ResolvePullKeysRequestSchema, type ResolvePullKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
 import { isServerIdShape, type KeyLookup } from "./forward.js";
@@ -14,6 +13,8 @@ import type { FailureLimiter } from "./failure-limiter.js";
 import { errorReply, fromRpcError } from "./http-errors.js";
 import type { JsonObject } from "./validate-event.js";
 import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../services/delivery/pull-store.js";
+import { integerBetweenText, notStringText } from "../services/shared/contract.js";
+import { PULL_CLAIM_STATUS_NAMES } from "../services/shared/proto-names.js";
 
 /** Lists a server's unclaimed counted hearts (signed POST). */
 export const PULL_HEARTS_PATH = "/api/pull/hearts";
@@ -26,12 +27,6 @@ export interface PullRpcs {
   listPullHearts(request: MessageInitShape<typeof ListPullHeartsRequestSchema>): Promise<ListPullHeartsResponse>;
   claimPullHearts(request: MessageInitShape<typeof ClaimPullHeartsRequestSchema>): Promise<ClaimPullHeartsResponse>;
 }
-
-const CLAIM_STATUS_NAME: Partial<Record<PullClaimStatus, string>> = {
-  [PullClaimStatus.CLAIMED]: "claimed",
-  [PullClaimStatus.ALREADY_CLAIMED]: "already_claimed",
-  [PullClaimStatus.UNKNOWN]: "unknown",
-};
 
 /**
  * POST /api/pull/hearts, for servers that cannot accept connections: the same
@@ -76,7 +71,7 @@ export async function handlePullClaim(input: IngestInput, rpcs: PullRpcs, now: (
   }
   try {
     const { results } = await rpcs.claimPullHearts({ serverId, heartIds: ids as string[] });
-    const body = { results: results.map((r) => ({ heart_id: r.heartId, status: CLAIM_STATUS_NAME[r.status] ?? "unknown" })) };
+    const body = { results: results.map((r) => ({ heart_id: r.heartId, status: PULL_CLAIM_STATUS_NAMES[r.status] ?? "unknown" })) };
     return { reply: { status: 200, body }, outcome: "claimed", serverId, kid };
   } catch (error) {
     return { ...rpcFailure(error), serverId, kid };
@@ -123,10 +118,10 @@ type ListFields = { kind: "ok"; cursor: string; limit: number } | { kind: "inval
 
 function readListFields(body: JsonObject): ListFields {
   const cursor = body.cursor ?? "";
-  if (typeof cursor !== "string") return { kind: "invalid", error: "cursor must be a string" };
+  if (typeof cursor !== "string") return { kind: "invalid", error: notStringText("cursor") };
   const limit = body.limit ?? 0;
   if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 0 || limit > MAX_PULL_PAGE) {
-    return { kind: "invalid", error: `limit must be an integer between 1 and ${MAX_PULL_PAGE}` };
+    return { kind: "invalid", error: integerBetweenText("limit", 1, MAX_PULL_PAGE) };
   }
   return { kind: "ok", cursor, limit };
 }

@@ -6,9 +6,12 @@ import {
   REFERRAL_STATES,
   requiredText,
   type ContractErrorKind,
+  integerBetweenText,
+  unixSecondsText,
 } from "../services/shared/contract.js";
 import { MAX_BODY_BYTES } from "./raw-body.js";
 import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/field-rules.js";
+import { MAX_PULL_PAGE } from "../services/delivery/pull-store.js";
 import { NIL_UUID } from "../services/shared/ids.js";
 
 /** Where the gateway publishes the document. */
@@ -100,7 +103,7 @@ const PULL_ERRORS = {
   "400": jsonError("Malformed signature header, invalid JSON, or a missing or invalid field.", {
     malformedSignature: errorExample("Missing or malformed X-Service-Signature", "badSignatureHeader"),
     invalidJson: errorExample("Body unreadable, not JSON, or not a JSON object", "invalidJson"),
-    invalidField: fieldErrorExample("A missing or invalid field names the field", "limit must be an integer between 1 and 500"),
+    invalidField: fieldErrorExample("A missing or invalid field names the field", integerBetweenText("limit", 1, MAX_PULL_PAGE)),
   }),
   "401": jsonError("The signature did not verify against the server's pull secrets.", {
     badSignature: errorExample("MAC mismatch or unknown kid", "badSignature"),
@@ -278,7 +281,7 @@ export const openApiDocument = {
             badEvent: errorExample("event outside registered|qualified|reversed", "badEvent"),
             refereeRequired: errorExample("registered without referee_identity", "refereeRequired"),
             missingField: fieldErrorExample("Any other missing or invalid field names the field", requiredText("server_event_id")),
-            wrongType: fieldErrorExample("A field of the wrong JSON type", "ts must be an integer (unix seconds)"),
+            wrongType: fieldErrorExample("A field of the wrong JSON type", unixSecondsText("ts")),
             tooLong: fieldErrorExample("A field over its maxLength", tooLongText("token")),
             nul: fieldErrorExample("A field holding U+0000", nulText("token")),
           }),

@@ -108,16 +108,28 @@ export function createGatewayServer(deps: GatewayDeps): http.Server {
     perServer: deps.failedSignatures?.perServer ?? DEFAULT_FAILED_SIGNATURES_PER_SERVER,
     global: deps.failedSignatures?.global ?? DEFAULT_FAILED_SIGNATURES_GLOBAL,
   });
+  const guards: IngestGuards = { keyCache, limiter, requestLines: requestLineLogger(deps.log) };
   const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
-    void handleRequest(deps, { keyCache, limiter }, req, res);
+    void handleRequest(deps, guards, req, res);
   });
   return server;
 }
 
-/** The gateway's per-process state against unsigned floods. */
+/** The gateway's per-process state against unsigned floods, and its request-line logger. */
 interface IngestGuards {
   keyCache: SigningKeyCache;
   limiter: FailureLimiter;
+  requestLines: Logger;
+}
+
+/**
+ * The logger of the per-request line: `log` without its redaction pass. The line's fields are fixed
+ * (writeRequestLog: id, method, route, path, status, ms, outcome, server id, kid) and none is a field the
+ * redaction list names, so the pass could change nothing, yet it cost ~24 µs of CPU per line (the redaction
+ * library re-parses its paths on every call). A line carrying an error (`err`) still goes through `log`.
+ */
+function requestLineLogger(log: Logger): Logger {
+  return log.child({}, { redact: [] });
 }
 
 async function handleRequest(deps: GatewayDeps, guards: IngestGuards, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -129,7 +141,7 @@ async function handleRequest(deps: GatewayDeps, guards: IngestGuards, req: Incom
   const query = queryAt === -1 ? "" : url.slice(queryAt + 1);
   const entry: RequestLog = { requestId, route: "unmatched" };
   res.setHeader(REQUEST_ID_HEADER, requestId);
-  res.once("close", () => writeRequestLog(deps, req, res, rawPath, entry, started));
+  res.once("close", () => writeRequestLog(deps, guards.requestLines, req, res, rawPath, entry, started));
 
   try {
     if (rawPath === INGEST_PATH) {
@@ -340,7 +352,7 @@ function sendReply(res: ServerResponse, reply: HttpReply): void {
   sendJson(res, reply.status, reply.body, reply.headers);
 }
 
-function writeRequestLog(deps: GatewayDeps, req: IncomingMessage, res: ServerResponse, path: string, entry: RequestLog, started: bigint): void {
+function writeRequestLog(deps: GatewayDeps, lines: Logger, req: IncomingMessage, res: ServerResponse, path: string, entry: RequestLog, started: bigint): void {
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const completed = res.writableFinished;
   const status = completed ? res.statusCode : 499;
@@ -357,7 +369,7 @@ function writeRequestLog(deps: GatewayDeps, req: IncomingMessage, res: ServerRes
     ...(entry.kid === undefined ? {} : { kid: entry.kid }),
   };
   if (entry.cause !== undefined) deps.log.error({ ...line, err: entry.cause }, "request failed with an internal error");
-  else if (!completed) deps.log.warn(line, "request aborted by the client");
-  else if (entry.quiet) deps.log.debug(line, "request");
-  else deps.log.info(line, "request");
+  else if (!completed) lines.warn(line, "request aborted by the client");
+  else if (entry.quiet) lines.debug(line, "request");
+  else lines.info(line, "request");
 }

@@ -1,5 +1,14 @@
 import type { FieldName } from "../services/shared/field-rules.js";
-import { checkEvent, checkRefereeIdentity, checkRequiredText, notStringText, requiredText, type ReferralEventName } from "../services/shared/contract.js";
+import {
+  checkEvent,
+  checkRefereeIdentity,
+  checkRequiredText,
+  notStringText,
+  requiredText,
+  type ReferralEventName,
+  notBooleanText,
+  unixSecondsText,
+} from "../services/shared/contract.js";
 
 export type { ReferralEventName } from "../services/shared/contract.js";
 
@@ -95,13 +104,13 @@ export function validateEvent(body: JsonObject): FieldResult<ValidEvent> {
   if (!isAbsent(body.ts)) {
     const value = body.ts;
     if (typeof value !== "number" || !Number.isInteger(value) || BigInt(value) < INT64_MIN || BigInt(value) > INT64_MAX) {
-      return { kind: "invalid", error: "ts must be an integer (unix seconds)" };
+      return { kind: "invalid", error: unixSecondsText("ts") };
     }
     ts = BigInt(value);
   }
 
   const test = body.test;
-  if (!isAbsent(test) && typeof test !== "boolean") return { kind: "invalid", error: "test must be a boolean" };
+  if (!isAbsent(test) && typeof test !== "boolean") return { kind: "invalid", error: notBooleanText("test") };
 
   const valid: ValidEvent = {
     event,

@@ -4,14 +4,15 @@
  *    kept in DATA_DIR across restarts) and an in-process bus in place of Kafka.
  *  - With DATABASE_URL and/or KAFKA_BROKERS: the real PostgreSQL and/or Kafka.
  * Migrates on start, seeds a demo server on the first run, prints the URLs and a
- * copy-paste example request. The same factories as the separate processes.
+ * copy-paste example request. The same factories and the same process skeleton (runService:
+ * signals, drain, exit codes) as the separate processes.
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { join, relative, resolve } from "node:path";
 import { createEnvReader } from "../services/shared/config.js";
-import { runMain } from "../services/shared/run-main.js";
+import { runService, type ServiceContext, type ServiceParts } from "../services/shared/run-service.js";
 import { createPrisma, type PrismaClient } from "../services/shared/db.js";
 import { verifySecretsKey } from "../services/shared/secrets-key-check.js";
 import { SigningKeyStatus } from "../gen/proto/servers/v1/servers_pb.js";
@@ -19,12 +20,8 @@ import { readinessChecks } from "../services/shared/readiness.js";
 import { ALL_TOPICS, type EventBus } from "../services/shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
 import { createMemoryBus } from "../services/shared/memory-bus.js";
-import { createLogger, redactUrl } from "../services/shared/log.js";
-import { createMetrics } from "../services/shared/metrics.js";
-import { createOpsServer } from "../services/shared/ops-server.js";
+import { redactUrl } from "../services/shared/log.js";
 import { DEFAULT_GATEWAY_OPS_PORT } from "../gateway/config.js";
-import { onShutdown } from "../services/shared/shutdown.js";
-import { createStartup } from "../services/shared/startup.js";
 import { readPort, readSecretBox } from "../services/shared/process-config.js";
 import { createSecretBox, parseSecretsKey, type SecretBox } from "../services/shared/secrets.js";
 import { startEmbeddedPostgres } from "./infra/embedded-postgres.js";
@@ -44,8 +41,6 @@ import { createServiceTransport } from "../services/shared/service-transport.js"
 import { loadOrCreateTokenFile } from "../services/shared/token-file.js";
 import { applyMigrations } from "./db/schema-engine.js";
 import { readFraudRules } from "../services/hearts/read-fraud-rules.js";
-
-const log = createLogger("all-in-one");
 
 function loadConfig() {
   const r = createEnvReader();
@@ -227,10 +222,25 @@ function printBanner(opts: {
   process.stdout.write(`${lines.join("\n")}\n\n`);
 }
 
-async function main() {
-  // Everything the all-in-one writes (database, secrets key, dashboard token, demo secret) is private to this user.
-  process.umask(0o077);
-  const config = loadConfig();
+runService({
+  name: "all-in-one",
+  loadConfig() {
+    // Everything the all-in-one writes (database, secrets key, dashboard token, demo secret) is private to this user.
+    process.umask(0o077);
+    return loadConfig();
+  },
+  create: createAllInOne,
+});
+
+/**
+ * The whole system's parts on runService's skeleton (signals, drain, exit codes, start failures,
+ * the ops server). Unlike the four mains, the wiring is asynchronous: the embedded database is
+ * started and migrated, and the secrets key checked, before the parts that need the client exist;
+ * the referral service listens here too (the gateway's clients need its port). The start steps
+ * then open the gateway, start the relay and the dispatcher, seed the demo and print the banner:
+ * ready only after that, so a probe never races the printed example.
+ */
+async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metrics, startup, isDraining }: ServiceContext): Promise<ServiceParts> {
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   chmodSync(config.dataDir, 0o700);
   const stops: (() => Promise<void>)[] = [];
@@ -261,7 +271,6 @@ async function main() {
   const prisma = createPrisma(databaseUrl, { maxConnections: config.databaseUrl ? 20 : 8, namedStatements: Boolean(config.databaseUrl) });
   // A key that cannot open the stored secrets stops the start here (exit 2), also in the embedded mode.
   await verifySecretsKey(prisma, secretBox);
-  const metrics = createMetrics("all-in-one");
   const now = () => new Date();
   const publicBaseUrl = config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`;
 
@@ -296,17 +305,12 @@ async function main() {
   const relay = createRelay({ prisma, bus, log, registry: metrics.registry, pollIntervalMs: 50 });
   const delivery = createDeliveryWorker({ prisma, bus, secretBox, log, now, registry: metrics.registry }, config.dispatch);
 
-  let draining = false;
-  // Ready only once the demo is seeded and the banner printed, so a probe never races the example.
-  const startup = createStartup(log);
   const checks = [
     startup.check,
     ...readinessChecks({ prisma, bus, busName: config.kafkaBrokers.length > 0 ? "kafka" : "bus" }),
     { name: "relay", check: () => relay.checkProgress() },
     ...delivery.checks,
   ];
-  const opsServer = createOpsServer({ checks, metrics, isDraining: () => draining });
-  const opsPort = await opsServer.listen(config.opsPort, config.host);
   // The owners' dashboard: DASHBOARD_TOKEN, or a token generated once into <DATA_DIR>/dashboard-token (0600).
   const dashboard = loadOrCreateDashboardToken(config.dataDir);
   const gateway = createPublicGateway({
@@ -318,44 +322,45 @@ async function main() {
     metrics,
     now,
     checks,
-    isDraining: () => draining,
-  });
-  await new Promise<void>((resolveListen, reject) => {
-    gateway.once("error", reject);
-    gateway.listen(config.port, config.host, resolveListen);
-  });
-  const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
-
-  relay.start();
-  await delivery.start();
-
-  const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
-  startup.ready();
-  printBanner({
-    gatewayUrl,
-    opsUrl: `http://127.0.0.1:${opsPort}`,
-    rpcUrl,
-    storage,
-    bus: busLabel,
-    demo,
-    dashboardTokenLocation: dashboard.location,
-    serviceTokenFile,
+    isDraining,
   });
 
-  onShutdown(log, async () => {
-    draining = true;
-    await new Promise<void>((r) => {
-      gateway.close(() => r());
-      gateway.closeIdleConnections();
-    });
-    await opsServer.close();
-    await rpc.close();
-    await relay.stop();
-    await delivery.stop();
-    await bus.close();
-    await prisma.$disconnect();
-    for (const stop of stops.reverse()) await stop();
-  });
+  return {
+    checks,
+    async start(opsPort) {
+      await new Promise<void>((resolveListen, reject) => {
+        gateway.once("error", reject);
+        gateway.listen(config.port, config.host, resolveListen);
+      });
+      const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
+      relay.start();
+      await delivery.start();
+      const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
+      printBanner({
+        gatewayUrl,
+        opsUrl: `http://127.0.0.1:${opsPort}`,
+        rpcUrl,
+        storage,
+        bus: busLabel,
+        demo,
+        dashboardTokenLocation: dashboard.location,
+        serviceTokenFile,
+      });
+      return true;
+    },
+    // The public edge stops taking requests first; the ops server closes after it (runService).
+    drain: () =>
+      new Promise<void>((r) => {
+        gateway.close(() => r());
+        gateway.closeIdleConnections();
+      }),
+    async close() {
+      await rpc.close();
+      await relay.stop();
+      await delivery.stop();
+      await bus.close();
+      await prisma.$disconnect();
+      for (const stop of stops.reverse()) await stop();
+    },
+  };
 }
-
-runMain(log, main);

@@ -3,9 +3,18 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { CallOptions } from "@connectrpc/connect";
 import type { DashboardClients } from "./clients.js";
 import { errorReply, fromRpcError, type HttpReply } from "../http-errors.js";
-import { notStringText } from "../../services/shared/contract.js";
+import {
+  atMostCharsText,
+  choiceText,
+  integerBetweenText,
+  monthText,
+  nonNegativeIntegerText,
+  notStringText,
+  oneOfText,
+} from "../../services/shared/contract.js";
 import {
   DELIVERY_STATUS_FILTER,
+  filterNames,
   DELIVERY_TRANSPORT_FILTER,
   HEART_VERDICT_FILTER,
   toDeliveryDayJson,
@@ -270,11 +279,11 @@ export const ROUTES: readonly Route[] = [
   route("GET", "/servers/:serverId/deliveries", async ({ clients }, { params, query, call }) => {
     const filter = query.get("status") ?? "";
     const status = DELIVERY_STATUS_FILTER[filter];
-    if (status === undefined) throw new ApiError("status must be one of all|pending|delivered|failed");
+    if (status === undefined) throw new ApiError(oneOfText("status", filterNames(DELIVERY_STATUS_FILTER)));
     const transport = DELIVERY_TRANSPORT_FILTER[query.get("transport") ?? ""];
-    if (transport === undefined) throw new ApiError("transport must be one of all|callback|votifier|pull");
+    if (transport === undefined) throw new ApiError(oneOfText("transport", filterNames(DELIVERY_TRANSPORT_FILTER)));
     const username = query.get("username") ?? "";
-    if (username.length > MAX_USERNAME_FILTER_CHARS) throw new ApiError(`username must be at most ${MAX_USERNAME_FILTER_CHARS} characters`);
+    if (username.length > MAX_USERNAME_FILTER_CHARS) throw new ApiError(atMostCharsText("username", MAX_USERNAME_FILTER_CHARS));
     const { deliveries } = await clients.delivery.listDeliveries({ serverId: params.serverId, status, transport, username, limit: 100 }, call);
     return { body: { deliveries: deliveries.map(toDeliveryJson) } };
   }),
@@ -296,7 +305,7 @@ export const ROUTES: readonly Route[] = [
   // Hearts of one server, and the charts (Trends tab)
   route("GET", "/servers/:serverId/hearts", async ({ clients }, { params, query, call }) => {
     const verdict = HEART_VERDICT_FILTER[query.get("verdict") ?? ""];
-    if (verdict === undefined) throw new ApiError("verdict must be one of all|counted|cooldown|fraud");
+    if (verdict === undefined) throw new ApiError(oneOfText("verdict", filterNames(HEART_VERDICT_FILTER)));
     const from = readDay(query, "from");
     const to = readDay(query, "to");
     const page = await clients.hearts.listHearts(
@@ -320,7 +329,7 @@ export const ROUTES: readonly Route[] = [
   }),
   route("GET", "/servers/:serverId/stats/deliveries", async ({ clients }, { params, query, call }) => {
     const transport = DELIVERY_TRANSPORT_FILTER[query.get("transport") ?? ""];
-    if (transport === undefined) throw new ApiError("transport must be one of all|callback|votifier|pull");
+    if (transport === undefined) throw new ApiError(oneOfText("transport", filterNames(DELIVERY_TRANSPORT_FILTER)));
     const { days } = await clients.deliveryStats.getDeliveryStats({ serverId: params.serverId, days: readCount(query, "days"), transport }, call);
     return { body: { days: days.map(toDeliveryDayJson) } };
   }),
@@ -328,7 +337,7 @@ export const ROUTES: readonly Route[] = [
   // Hearts
   route("GET", "/hearts/ranking", async ({ clients }, { query, call }) => {
     const period = query.get("period") ?? "";
-    if (period !== "" && !isPeriod(period)) throw new ApiError("period must be YYYY-MM");
+    if (period !== "" && !isPeriod(period)) throw new ApiError(monthText("period"));
     const [ranking, { servers }] = await Promise.all([clients.hearts.getRanking({ period, limit: RANKING_LIMIT }, call), clients.admin.listServers({}, call)]);
     const names = new Map(servers.map((s) => [s.id, s.name]));
     return { body: { period: ranking.period, entries: ranking.entries.map((e) => toRankingJson(e, names)) } };
@@ -397,7 +406,7 @@ function readPort(body: Record<string, unknown>): number {
   const value = body.port;
   if (value === undefined || value === null || value === "") return 0;
   const port = typeof value === "string" && /^\d{1,5}$/.test(value) ? Number(value) : value;
-  if (typeof port !== "number" || !Number.isInteger(port) || port < 0 || port > 65535) throw new ApiError("port must be an integer between 1 and 65535");
+  if (typeof port !== "number" || !Number.isInteger(port) || port < 0 || port > 65535) throw new ApiError(integerBetweenText("port", 1, 65535));
   return port;
 }
 
@@ -405,7 +414,7 @@ function readPort(body: Record<string, unknown>): number {
 function readGraceSeconds(body: Record<string, unknown>): bigint {
   const value = body.grace_seconds;
   if (value === undefined || value === null) return 0n;
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw new ApiError("grace_seconds must be a non-negative integer");
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw new ApiError(nonNegativeIntegerText("grace_seconds"));
   return BigInt(value);
 }
 
@@ -422,7 +431,7 @@ function readScope(query: URLSearchParams, now: Date): { scope: "all" | "month";
   const scope = query.get("scope") ?? "all";
   if (scope === "all") return { scope, period: "" };
   if (scope === "month") return { scope, period: periodOf(now) };
-  throw new ApiError("scope must be all or month");
+  throw new ApiError(choiceText("scope", ["all", "month"]));
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -440,6 +449,6 @@ function readDay(query: URLSearchParams, name: string): Date | undefined {
 function readCount(query: URLSearchParams, name: string): number {
   const value = query.get(name) ?? "";
   if (value === "") return 0;
-  if (!/^[0-9]{1,6}$/.test(value)) throw new ApiError(`${name} must be a non-negative integer`);
+  if (!/^[0-9]{1,6}$/.test(value)) throw new ApiError(nonNegativeIntegerText(name));
   return Number(value);
 }

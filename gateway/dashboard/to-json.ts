@@ -14,6 +14,7 @@ import { HeartVerdict, type GetHeartStatsResponse, type HeartCountBucket, type H
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { SecretInfo, Server } from "../../gen/proto/servers/v1/servers_pb.js";
 import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../../services/hearts/list-hearts.js";
+import { DELIVERY_STATUS_NAMES, DELIVERY_STATUS_TO_PROTO, DELIVERY_TRANSPORT_NAMES, DELIVERY_TRANSPORT_TO_PROTO } from "../../services/shared/proto-names.js";
 
 /**
  * Proto messages -> the dashboard API's JSON (snake_case, ISO 8601 times, null
@@ -64,34 +65,23 @@ export function toSecretJson(info: SecretInfo | undefined) {
   };
 }
 
-const DELIVERY_STATUS_NAMES: Partial<Record<DeliveryStatus, string>> = {
-  [DeliveryStatus.PENDING]: "pending",
-  [DeliveryStatus.DELIVERED]: "delivered",
-  [DeliveryStatus.FAILED]: "failed",
-};
+/** A filter table's accepted values as its error text lists them ("" stands for "all" unwritten). */
+export function filterNames(filter: Record<string, unknown>): string[] {
+  return Object.keys(filter).filter((name) => name !== "");
+}
 
 /** The API's delivery status filter -> the proto enum (UNSPECIFIED = all). */
 export const DELIVERY_STATUS_FILTER: Record<string, DeliveryStatus> = {
   "": DeliveryStatus.UNSPECIFIED,
   all: DeliveryStatus.UNSPECIFIED,
-  pending: DeliveryStatus.PENDING,
-  delivered: DeliveryStatus.DELIVERED,
-  failed: DeliveryStatus.FAILED,
-};
-
-const DELIVERY_TRANSPORT_NAMES: Partial<Record<DeliveryTransport, string>> = {
-  [DeliveryTransport.CALLBACK]: "callback",
-  [DeliveryTransport.VOTIFIER]: "votifier",
-  [DeliveryTransport.PULL]: "pull",
+  ...DELIVERY_STATUS_TO_PROTO,
 };
 
 /** The API's delivery transport filter -> the proto enum (UNSPECIFIED = all). */
 export const DELIVERY_TRANSPORT_FILTER: Record<string, DeliveryTransport> = {
   "": DeliveryTransport.UNSPECIFIED,
   all: DeliveryTransport.UNSPECIFIED,
-  callback: DeliveryTransport.CALLBACK,
-  votifier: DeliveryTransport.VOTIFIER,
-  pull: DeliveryTransport.PULL,
+  ...DELIVERY_TRANSPORT_TO_PROTO,
 };
 
 /** One delivery (a callback, a Votifier vote or a pull claim, and where it stands). */

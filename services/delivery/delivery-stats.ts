@@ -13,7 +13,8 @@ import { DomainError } from "../shared/errors.js";
 import { dailyWindow, readWindowSize } from "../shared/stats-window.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { DEFAULT_STATS_DAYS, MAX_STATS_DAYS } from "../hearts/heart-stats.js";
-import { TRANSPORT_FROM_PROTO } from "./routes.js";
+import { DELIVERY_TRANSPORT_NAMES, DELIVERY_TRANSPORT_TO_PROTO } from "../shared/proto-names.js";
+import { choiceText } from "../shared/contract.js";
 
 interface DayRow {
   day: string;
@@ -44,8 +45,8 @@ export async function getDeliveryStats(deps: CoreDeps, req: GetDeliveryStatsRequ
   const serverId = await requireServerId(deps, req.serverId);
   const window = dailyWindow(deps.now(), readWindowSize(req.days, "days", DEFAULT_STATS_DAYS, MAX_STATS_DAYS));
   // "" (UNSPECIFIED): every transport together.
-  const transport = req.transport === DeliveryTransport.UNSPECIFIED ? "" : TRANSPORT_FROM_PROTO[req.transport];
-  if (transport === undefined) throw new DomainError("invalid_argument", "transport must be callback, votifier or pull");
+  const transport = req.transport === DeliveryTransport.UNSPECIFIED ? "" : DELIVERY_TRANSPORT_NAMES[req.transport];
+  if (transport === undefined) throw new DomainError("invalid_argument", choiceText("transport", Object.keys(DELIVERY_TRANSPORT_TO_PROTO)));
   const rows = await deps.prisma.$queryRaw<DayRow[]>`
     WITH made AS (
       SELECT date_trunc('day', created_at AT TIME ZONE 'UTC') AS day,

@@ -1,6 +1,7 @@
 import { isUuid, NIL_UUID } from "../shared/ids.js";
 import type { PrismaClient } from "../shared/db.js";
 import { DomainError } from "../shared/errors.js";
+import { betweenText } from "../shared/contract.js";
 
 /**
  * The pull transport: counted hearts of a server whose pull API is on are stored
@@ -50,7 +51,7 @@ export function decodePullCursor(text: string): PullCursor {
 /** The page size: 0 means the default; 1..MAX_PULL_PAGE otherwise. */
 export function toPullLimit(limit: number): number {
   if (limit === 0) return DEFAULT_PULL_PAGE;
-  if (!Number.isInteger(limit) || limit < 0 || limit > MAX_PULL_PAGE) throw new DomainError("invalid_argument", `limit must be between 1 and ${MAX_PULL_PAGE}`);
+  if (!Number.isInteger(limit) || limit < 0 || limit > MAX_PULL_PAGE) throw new DomainError("invalid_argument", betweenText("limit", 1, MAX_PULL_PAGE));
   return limit;
 }
 
@@ -117,6 +118,16 @@ export async function claimPullHearts(
       WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND heart_id = ANY(${ids}::uuid[])
         AND heart_id NOT IN (SELECT heart_id FROM claimed)`;
     for (const row of rows) (row.claimed ? claimed : delivered).add(row.heart_id);
+    // A claim that waited for a concurrent claim's row lock skips the row once that commits, but its
+    // statement still reads the row as pending (its snapshot predates the commit): the ids it could
+    // not place are read again by a statement of its own, which sees that commit.
+    const unplaced = ids.filter((id) => !claimed.has(id) && !delivered.has(id));
+    if (unplaced.length > 0) {
+      const late = await prisma.$queryRaw<Array<{ heart_id: string }>>`
+        SELECT heart_id::text FROM deliveries
+        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND heart_id = ANY(${unplaced}::uuid[])`;
+      for (const row of late) delivered.add(row.heart_id);
+    }
   }
   return q.heartIds.map((heartId) => {
     const id = heartId.toLowerCase();

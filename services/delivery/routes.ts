@@ -8,12 +8,9 @@ import {
   DeliveryAttemptSchema,
   DeliverySchema,
   DeliveryService,
-  DeliveryStatus,
-  DeliveryTransport,
   EndpointWindowSchema,
   ExchangeReportSchema,
   ListPullHeartsResponseSchema,
-  PullClaimStatus,
   SendTestVoteResponseSchema,
   VoteReportSchema,
   GetDeliveryResponseSchema,
@@ -34,12 +31,20 @@ import { sendTestReferralEvent } from "../referral/send-test-referral-event.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { readEndpointHealth, type EndpointWindow } from "./endpoint-health.js";
 import { listDeliveries } from "./list-deliveries.js";
-import { claimPullHearts, listPullHearts, toPullLimit, type PullClaimStatus as PullClaimStatusName } from "./pull-store.js";
+import { claimPullHearts, listPullHearts, toPullLimit } from "./pull-store.js";
 import { redeliver, redeliverFailedSince } from "./redeliver.js";
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
 import { sendTestCallback } from "./send-test-callback.js";
 import { sendTestVote } from "./send-test-vote.js";
 import { votifierTargetName } from "./send-votifier.js";
+import { notNegativeText, requiredText } from "../shared/contract.js";
+import {
+  DELIVERY_STATUS_NAMES,
+  DELIVERY_STATUS_TO_PROTO,
+  DELIVERY_TRANSPORT_NAMES,
+  DELIVERY_TRANSPORT_TO_PROTO,
+  PULL_CLAIM_STATUS_TO_PROTO,
+} from "../shared/proto-names.js";
 
 /** What DeliveryService needs beyond the core deps; the lead's config provides them. */
 export interface DeliveryRouteDeps {
@@ -53,25 +58,6 @@ export interface DeliveryRouteDeps {
   retrySchedule?: RetrySchedule;
 }
 
-const STATUS_TO_PROTO = { pending: DeliveryStatus.PENDING, delivered: DeliveryStatus.DELIVERED, failed: DeliveryStatus.FAILED } as const;
-const STATUS_FROM_PROTO: Partial<Record<DeliveryStatus, "pending" | "delivered" | "failed">> = {
-  [DeliveryStatus.PENDING]: "pending",
-  [DeliveryStatus.DELIVERED]: "delivered",
-  [DeliveryStatus.FAILED]: "failed",
-};
-const TRANSPORT_TO_PROTO = { callback: DeliveryTransport.CALLBACK, votifier: DeliveryTransport.VOTIFIER, pull: DeliveryTransport.PULL } as const;
-/** The proto transport -> the stored transport name (undefined for UNSPECIFIED). */
-export const TRANSPORT_FROM_PROTO: Partial<Record<DeliveryTransport, "callback" | "votifier" | "pull">> = {
-  [DeliveryTransport.CALLBACK]: "callback",
-  [DeliveryTransport.VOTIFIER]: "votifier",
-  [DeliveryTransport.PULL]: "pull",
-};
-const CLAIM_STATUS_TO_PROTO: Record<PullClaimStatusName, PullClaimStatus> = {
-  claimed: PullClaimStatus.CLAIMED,
-  already_claimed: PullClaimStatus.ALREADY_CLAIMED,
-  unknown: PullClaimStatus.UNKNOWN,
-};
-
 /**
  * Registers DeliveryService: delivery list and detail (with every attempt, for
  * every transport), manual redelivery, the dashboard's test callback, test
@@ -84,9 +70,9 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
     router.service(DeliveryService, {
       async listDeliveries(req) {
         const serverId = await requireServerId(deps, req.serverId);
-        if (req.limit < 0) throw new DomainError("invalid_argument", "limit must not be negative");
-        const status = STATUS_FROM_PROTO[req.status];
-        const transport = TRANSPORT_FROM_PROTO[req.transport];
+        if (req.limit < 0) throw new DomainError("invalid_argument", notNegativeText("limit"));
+        const status = DELIVERY_STATUS_NAMES[req.status];
+        const transport = DELIVERY_TRANSPORT_NAMES[req.transport];
         // The player search is bounded like the username it searches (services/shared/field-rules.ts): a NUL or over-long value is 400, never a query.
         const username = boundField("username", req.username).trim();
         const rows = await listDeliveries(deps, { serverId, status, transport, username, limit: req.limit });
@@ -107,7 +93,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
 
       async redeliverFailedSince(req) {
         const serverId = await requireServerId(deps, req.serverId);
-        if (!req.since) throw new DomainError("invalid_argument", "since is required");
+        if (!req.since) throw new DomainError("invalid_argument", requiredText("since"));
         return create(RedeliverFailedSinceResponseSchema, { requeued: await redeliverFailedSince(deps, serverId, timestampDate(req.since)) });
       },
 
@@ -183,7 +169,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       async claimPullHearts(req) {
         const serverId = await requireServerId(deps, req.serverId);
         const results = await claimPullHearts(deps.prisma, { serverId, heartIds: req.heartIds, now: deps.now() });
-        return create(ClaimPullHeartsResponseSchema, { results: results.map((r) => ({ heartId: r.heartId, status: CLAIM_STATUS_TO_PROTO[r.status] })) });
+        return create(ClaimPullHeartsResponseSchema, { results: results.map((r) => ({ heartId: r.heartId, status: PULL_CLAIM_STATUS_TO_PROTO[r.status] })) });
       },
     });
   };
@@ -192,7 +178,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
 /** The delivery `rawId`; with `rawServerId`, only when it belongs to that server (another server's id is unknown). */
 async function findDelivery(deps: CoreDeps, rawId: string, rawServerId = ""): Promise<DeliveryRow> {
   const id = rawId.trim();
-  if (id === "") throw new DomainError("invalid_argument", "delivery_id is required");
+  if (id === "") throw new DomainError("invalid_argument", requiredText("delivery_id"));
   const serverId = rawServerId.trim() === "" ? undefined : await requireServerId(deps, rawServerId);
   const row = isUuid(id) ? await deps.prisma.delivery.findUnique({ where: { id } }) : null;
   if (!row || (serverId !== undefined && row.serverId !== serverId)) throw new DomainError("not_found", "unknown delivery");
@@ -233,7 +219,7 @@ function toDeliveryMessage(row: DeliveryRow): DeliveryMessage {
     eventType: row.eventType,
     username: row.username,
     period: row.period,
-    status: STATUS_TO_PROTO[row.status],
+    status: DELIVERY_STATUS_TO_PROTO[row.status],
     attempts: row.attempts,
     nextAttemptAt: timestampFromDate(row.nextAttemptAt),
     createdAt: timestampFromDate(row.createdAt),
@@ -241,7 +227,7 @@ function toDeliveryMessage(row: DeliveryRow): DeliveryMessage {
     ...(row.failedAt ? { failedAt: timestampFromDate(row.failedAt) } : {}),
     lastStatusCode: row.lastStatusCode ?? 0,
     lastError: row.lastError ?? "",
-    transport: TRANSPORT_TO_PROTO[row.transport],
+    transport: DELIVERY_TRANSPORT_TO_PROTO[row.transport],
   });
 }
 

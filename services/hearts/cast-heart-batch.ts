@@ -5,7 +5,7 @@ import { HeartCountedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { HEARTS_TOPIC } from "../shared/bus.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { Overloaded, unknownServer } from "../shared/errors.js";
-import { ADMISSION_MAX_QUEUE_WAIT_MS, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
+import { ADMISSION_MAX_QUEUE_WAIT_MS, claimKeys, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
 import { toOutboxRow } from "../shared/outbox.js";
 import { periodOf } from "../shared/period.js";
 import type { FraudRules } from "./domain/fraud-rules.js";
@@ -136,17 +136,12 @@ async function castAlone(
   }
 }
 
-/** Takes, in order, the items whose keys no earlier pending item holds; the rest wait (and keep their order). */
+/** Takes, in order, the items whose keys no earlier pending item holds (group commit's per-key rule); the rest wait (and keep their order). */
 function takeRound(pending: readonly number[], keysOf: (i: number) => readonly string[]): { round: number[]; later: number[] } {
   const round: number[] = [];
   const later: number[] = [];
   const taken = new Set<string>();
-  for (const i of pending) {
-    const keys = keysOf(i);
-    if (keys.some((k) => taken.has(k))) later.push(i);
-    else round.push(i);
-    for (const k of keys) taken.add(k);
-  }
+  for (const i of pending) (claimKeys(keysOf(i), taken) ? round : later).push(i);
   return { round, later };
 }
 

@@ -9,6 +9,7 @@ import type { HeartCast, HeartCastResult } from "./cast-heart-batch.js";
 import type { FraudRules } from "./domain/fraud-rules.js";
 import { toVoterAddress } from "./domain/ip.js";
 import { HEART_COOLDOWN_MS } from "./domain/streak.js";
+import { requiredText } from "../shared/contract.js";
 
 /**
  * Casts a heart: validate, then hand it to the CastHeart group commit (cast-heart-batch.ts),
@@ -23,13 +24,13 @@ export async function castHeart(
   req: CastHeartRequest,
 ): Promise<CastHeartResponse> {
   const serverId = req.serverId.trim();
-  if (serverId === "") throw new DomainError("invalid_argument", "server_id is required");
+  if (serverId === "") throw new DomainError("invalid_argument", requiredText("server_id"));
   // An empty username is a caller bug (400); a whitespace-only one is what a player typed and is scored as fraud.
-  if (req.username === "") throw new DomainError("invalid_argument", "username is required");
+  if (req.username === "") throw new DomainError("invalid_argument", requiredText("username"));
   // Bounds come before fraud scoring: an over-long or NUL-holding value is refused, never stored (services/shared/field-rules.ts).
   const username = boundField("username", req.username);
   const voterIdentity = req.voterIdentity.trim();
-  if (voterIdentity === "") throw new DomainError("invalid_argument", "voter_identity is required");
+  if (voterIdentity === "") throw new DomainError("invalid_argument", requiredText("voter_identity"));
   boundField("voter_identity", voterIdentity);
   const userAgent = boundField("user_agent", req.userAgent);
   const address = toVoterAddress(boundField("ip", req.ip));

@@ -4,6 +4,7 @@ import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { isPeriod, periodOf } from "../shared/period.js";
 import { readRanking } from "./store.js";
+import { monthText, notNegativeText } from "../shared/contract.js";
 
 /** Ranking page size when the caller gives none, and the most one page may hold. */
 export const DEFAULT_RANKING_LIMIT = 100;
@@ -15,8 +16,8 @@ export const MAX_RANKING_LIMIT = 1000;
  */
 export async function getRanking(deps: CoreDeps, req: GetRankingRequest, ownerId: string | undefined): Promise<GetRankingResponse> {
   const period = req.period.trim() === "" ? periodOf(deps.now()) : req.period.trim();
-  if (!isPeriod(period)) throw new DomainError("invalid_argument", "period must be YYYY-MM");
-  if (req.limit < 0) throw new DomainError("invalid_argument", "limit must not be negative");
+  if (!isPeriod(period)) throw new DomainError("invalid_argument", monthText("period"));
+  if (req.limit < 0) throw new DomainError("invalid_argument", notNegativeText("limit"));
   const limit = Math.min(req.limit === 0 ? DEFAULT_RANKING_LIMIT : req.limit, MAX_RANKING_LIMIT);
   const rows = await readRanking(deps.prisma, period, limit, ownerId);
   return create(GetRankingResponseSchema, {

@@ -12,6 +12,7 @@ import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
 import { requireServerId } from "../servers/server-exists.js";
+import { atMostCharsText, choiceText, notNegativeText } from "../shared/contract.js";
 
 /** Hearts per page when the caller gives no page size, and the most one page may hold. */
 export const DEFAULT_HEARTS_PAGE = 50;
@@ -94,10 +95,10 @@ interface DeliveryRow {
 export async function listHearts(deps: CoreDeps, req: ListHeartsRequest): Promise<ListHeartsResponse> {
   const serverId = await requireServerId(deps, req.serverId);
   const query = req.query.trim();
-  if (query.length > MAX_HEARTS_QUERY_CHARS) throw new DomainError("invalid_argument", `query must be at most ${MAX_HEARTS_QUERY_CHARS} characters`);
+  if (query.length > MAX_HEARTS_QUERY_CHARS) throw new DomainError("invalid_argument", atMostCharsText("query", MAX_HEARTS_QUERY_CHARS));
   const verdict = VERDICT_FROM_PROTO[req.verdict];
-  if (verdict === undefined) throw new DomainError("invalid_argument", "verdict must be counted, cooldown or fraud");
-  if (req.pageSize < 0) throw new DomainError("invalid_argument", "page_size must not be negative");
+  if (verdict === undefined) throw new DomainError("invalid_argument", choiceText("verdict", Object.keys(VERDICT_TO_PROTO)));
+  if (req.pageSize < 0) throw new DomainError("invalid_argument", notNegativeText("page_size"));
   const pageSize = Math.min(req.pageSize === 0 ? DEFAULT_HEARTS_PAGE : req.pageSize, MAX_HEARTS_PAGE);
   const since = req.since ? timestampDate(req.since) : EARLIEST;
   const until = req.until ? timestampDate(req.until) : LATEST;

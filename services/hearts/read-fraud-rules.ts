@@ -1,5 +1,5 @@
-import { readFileSync } from "node:fs";
 import type { EnvReader } from "../shared/config.js";
+import { readValueOrFile } from "../shared/process-config.js";
 import { DEFAULT_FRAUD_RULES, FraudRulesError, loadFraudRules, type FraudRules } from "./domain/fraud-rules.js";
 
 /**
@@ -7,17 +7,8 @@ import { DEFAULT_FRAUD_RULES, FraudRulesError, loadFraudRules, type FraudRules }
  * FRAUD_RULES_FILE (a JSON file); the documented defaults when neither is set.
  */
 export function readFraudRules(r: EnvReader): FraudRules {
-  let json = r.optionalString("FRAUD_RULES_JSON");
-  const file = r.optionalString("FRAUD_RULES_FILE");
-  if (!json && file) {
-    try {
-      json = readFileSync(file, "utf8");
-    } catch {
-      // Failure policy: a named but unreadable rules file stops the start; silently using defaults would hide it.
-      r.problem(`FRAUD_RULES_FILE ${file} cannot be read`);
-      return DEFAULT_FRAUD_RULES;
-    }
-  }
+  const json = readValueOrFile(r, "FRAUD_RULES_JSON", "FRAUD_RULES_FILE");
+  // An unreadable file is already a recorded problem (the start stops); neither setting means the defaults.
   if (!json) return DEFAULT_FRAUD_RULES;
   try {
     return loadFraudRules(json);

@@ -5,6 +5,7 @@ import { DeadLetterSchema, ListDeadLettersResponseSchema, OperatorService } from
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { DEFAULT_DEAD_LETTER_PAGE, listDeadLetters, MAX_DEAD_LETTER_PAGE, type DeadLetterSource } from "../shared/dead-letters.js";
+import { notNegativeText } from "../shared/contract.js";
 
 const SOURCES: readonly DeadLetterSource[] = ["relay", "delivery"];
 
@@ -20,7 +21,7 @@ export function operatorRoutes(deps: CoreDeps): (router: ConnectRouter) => void 
         if (req.source !== "" && !SOURCES.includes(req.source as DeadLetterSource)) {
           throw new DomainError("invalid_argument", `source must be one of ${SOURCES.join(", ")} or empty`);
         }
-        if (req.limit < 0) throw new DomainError("invalid_argument", "limit must not be negative");
+        if (req.limit < 0) throw new DomainError("invalid_argument", notNegativeText("limit"));
         if (req.beforeId !== "" && !/^[1-9][0-9]{0,18}$/.test(req.beforeId)) throw new DomainError("invalid_argument", "before_id must be a dead letter id");
         const { items, total } = await listDeadLetters(deps.prisma, {
           ...(req.source !== "" ? { source: req.source as DeadLetterSource } : {}),

@@ -4,7 +4,7 @@ import type { CoreDeps } from "../shared/deps.js";
 import { DomainError, IllegalTransition, Overloaded } from "../shared/errors.js";
 import { ADMISSION_MAX_QUEUE_WAIT_MS, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
 import { toOutboxRow, type OutboxRow } from "../shared/outbox.js";
-import { applyEvent, transitionEvent, type ApplyEventResult } from "./apply-event.js";
+import { APPLY_EVENT_TRANSACTION_LIMITS_MS, applyEvent, transitionEvent, type ApplyEventResult } from "./apply-event.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { periodOf } from "../shared/period.js";
@@ -17,9 +17,8 @@ export const APPLY_EVENT_MAX_BATCH = 64;
 export const APPLY_EVENT_MAX_QUEUE = 2_048;
 /** Batches in flight at once (each holds one pooled connection). */
 export const APPLY_EVENT_MAX_IN_FLIGHT = 2;
-/** How long a batch may wait for a pooled connection, and run, before Prisma gives up. */
-const BATCH_MAX_WAIT_MS = 5_000;
-const BATCH_TIMEOUT_MS = 15_000;
+/** A batch transaction's limits (their reasons beside APPLY_EVENT_TRANSACTION_LIMITS_MS). */
+const TRANSACTION_LIMITS_MS = APPLY_EVENT_TRANSACTION_LIMITS_MS.batch;
 
 /** Settings of the ApplyEvent group commit (the APPLY_EVENT_* defaults when omitted; tests shrink them). */
 export interface ApplyEventBatchOptions {
@@ -76,17 +75,14 @@ function batchKeys(command: ApplyEventCommand): string[] {
 export async function applyEventBatch(deps: CoreDeps, commands: readonly ApplyEventCommand[]): Promise<ItemOutcome<ApplyEventResult>[]> {
   let applied: BatchResult;
   try {
-    applied = await deps.prisma.$transaction((tx) => applyBatchOnce(tx, commands, deps.now()), {
-      maxWait: BATCH_MAX_WAIT_MS,
-      timeout: BATCH_TIMEOUT_MS,
-    });
+    applied = await deps.prisma.$transaction((tx) => applyBatchOnce(tx, commands, deps.now()), TRANSACTION_LIMITS_MS);
   } catch (error) {
-    // Failure policy: no connection within BATCH_MAX_WAIT_MS (or the transaction expired) means the database is
+    // Failure policy: no connection within its maxWait (or the transaction expired) means the database is
     // saturated and nothing of this batch committed: every event is refused as overloaded (retryable, nothing
     // written) instead of queueing more work behind it or answering `internal error`.
     if (isTransactionApiError(error)) {
       deps.log.warn({ events: commands.length }, "referral event batch refused: no database transaction in time");
-      return commands.map(() => ({ ok: false, error: new Overloaded(BATCH_MAX_WAIT_MS) }));
+      return commands.map(() => ({ ok: false, error: new Overloaded(TRANSACTION_LIMITS_MS.maxWait) }));
     }
     // Failure policy: the whole batch rolled back (a lost click link after a mint, a deadlock with another
     // instance, a lost connection): each event is applied alone through the one-event path, which has its own

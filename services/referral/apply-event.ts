@@ -14,10 +14,21 @@ import { ERROR_TEXT } from "../shared/contract.js";
 
 /** Retries of the whole transaction after a lost conditional write (version or click link). */
 export const MAX_TRANSACTION_RETRIES = 3;
-/** How long a transaction may wait for a pooled connection (bursts of concurrent events queue here). */
-const TRANSACTION_MAX_WAIT_MS = 10_000;
-/** How long one transaction may run before Prisma rolls it back. */
-const TRANSACTION_TIMEOUT_MS = 15_000;
+/**
+ * Prisma's interactive-transaction limits for ApplyEvent, both paths (milliseconds, Prisma's option names):
+ * - `maxWait`, how long a transaction may wait for a pooled connection. A batch waits 5 s: no connection
+ *   by then means the database is saturated, and the batch's events are refused as overloaded (retryable,
+ *   this wait as the retry hint) inside the gateway's 10 s RPC deadline (gateway/server.ts RPC_TIMEOUT_MS),
+ *   instead of queueing more work. The one-event path (an event rerun after its batch failed or lost a
+ *   race, and its own lost-race retries) waits up to 10 s: it runs only for events a batch could not
+ *   settle, few at a time, and its caller would otherwise get `internal error`.
+ * - `timeout`, how long one transaction may run before Prisma rolls it back (15 s on both paths): a bound
+ *   for a stuck transaction (a lock wait), so its connection returns to the pool; nothing it wrote stays.
+ */
+export const APPLY_EVENT_TRANSACTION_LIMITS_MS = {
+  single: { maxWait: 10_000, timeout: 15_000 },
+  batch: { maxWait: 5_000, timeout: 15_000 },
+} as const;
 
 /** The result of ApplyEvent, as the contract's 200 bodies distinguish them. */
 export type ApplyEventResult =
@@ -51,10 +62,7 @@ class LostRace extends Error {
 export async function applyEvent(deps: CoreDeps, command: ApplyEventCommand): Promise<ApplyEventResult> {
   for (let retry = 0; ; retry++) {
     try {
-      return await deps.prisma.$transaction((tx) => applyOnce(tx, command, deps.now()), {
-        maxWait: TRANSACTION_MAX_WAIT_MS,
-        timeout: TRANSACTION_TIMEOUT_MS,
-      });
+      return await deps.prisma.$transaction((tx) => applyOnce(tx, command, deps.now()), APPLY_EVENT_TRANSACTION_LIMITS_MS.single);
     } catch (error) {
       // Failure policy: a lost conditional write means the state moved under us - rerun the whole
       // transaction on fresh reads, at most MAX_TRANSACTION_RETRIES times, then fail as an internal error.

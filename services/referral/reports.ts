@@ -4,6 +4,7 @@ import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
 import { periodRange } from "../shared/period.js";
 import type { AnchorState } from "./domain/transitions.js";
+import { monthText, notNegativeText } from "../shared/contract.js";
 
 /** Leaderboard rows returned when the caller sets no limit. */
 export const DEFAULT_LEADERBOARD_LIMIT = 50;
@@ -57,8 +58,8 @@ export interface LeaderboardRow {
 export async function getLeaderboard(deps: CoreDeps, input: { serverId: string; period: string; limit: number }): Promise<LeaderboardRow[]> {
   const serverId = await requireServer(deps, input.serverId);
   const period = input.period.trim();
-  if (period !== "" && !periodRange(period)) throw new DomainError("invalid_argument", "period must be YYYY-MM");
-  if (input.limit < 0) throw new DomainError("invalid_argument", "limit must not be negative");
+  if (period !== "" && !periodRange(period)) throw new DomainError("invalid_argument", monthText("period"));
+  if (input.limit < 0) throw new DomainError("invalid_argument", notNegativeText("limit"));
   const limit = input.limit === 0 ? DEFAULT_LEADERBOARD_LIMIT : Math.min(input.limit, MAX_LEADERBOARD_LIMIT);
   const rows = await deps.prisma.$queryRaw<Array<{ referrer_identity: string; credits: bigint; reversed: bigint; rank: bigint }>>`
     SELECT referrer_identity, credits, reversed, RANK() OVER (ORDER BY credits DESC) AS rank
@@ -96,7 +97,7 @@ export async function getFunnel(deps: CoreDeps, input: { serverId: string; perio
   const serverId = await requireServer(deps, input.serverId);
   const period = input.period.trim();
   const range = period === "" ? null : periodRange(period);
-  if (period !== "" && !range) throw new DomainError("invalid_argument", "period must be YYYY-MM");
+  if (period !== "" && !range) throw new DomainError("invalid_argument", monthText("period"));
   // An all-time funnel uses a range wider than any stored timestamp.
   const from = range?.start ?? new Date(Date.UTC(1970, 0, 1));
   const to = range?.end ?? new Date(Date.UTC(9999, 0, 1));

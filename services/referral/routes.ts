@@ -1,26 +1,14 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { ReferralEventType, ReferralService, ReferralState, type ApplyEventResponseSchema } from "../../gen/proto/referral/v1/referral_pb.js";
+import { ReferralService, type ApplyEventResponseSchema } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
 import type { ApplyEventResult } from "./apply-event.js";
 import { createApplyEventQueue, type ApplyEventBatchOptions } from "./apply-event-batch.js";
 import { toApplyEventCommand, toRecordClickCommand } from "./domain/commands.js";
-import type { AnchorState, ReferralEventName } from "./domain/transitions.js";
 import { recordClick } from "./record-click.js";
 import { getFunnel, getLeaderboard, getReferral } from "./reports.js";
-
-const EVENT_BY_PROTO: Partial<Record<ReferralEventType, ReferralEventName>> = {
-  [ReferralEventType.REGISTERED]: "registered",
-  [ReferralEventType.QUALIFIED]: "qualified",
-  [ReferralEventType.REVERSED]: "reversed",
-};
-
-const STATE_TO_PROTO: Record<AnchorState, ReferralState> = {
-  registered: ReferralState.REGISTERED,
-  qualified: ReferralState.QUALIFIED,
-  reversed: ReferralState.REVERSED,
-};
+import { ANCHOR_STATE_TO_PROTO, REFERRAL_EVENT_NAMES } from "../shared/proto-names.js";
 
 /**
  * The ReferralService routes: thin handlers that map proto -> command -> store
@@ -38,7 +26,7 @@ export function referralRoutes(deps: CoreDeps, opts: { applyEventBatch?: ApplyEv
       },
 
       async applyEvent(req) {
-        const command = toApplyEventCommand({ ...req, event: EVENT_BY_PROTO[req.event] ?? null });
+        const command = toApplyEventCommand({ ...req, event: REFERRAL_EVENT_NAMES[req.event] ?? null });
         return toApplyEventResponse(await applyEvents.submit(command));
       },
 
@@ -50,7 +38,7 @@ export function referralRoutes(deps: CoreDeps, opts: { applyEventBatch?: ApplyEv
             serverId: r.serverId,
             refereeIdentity: r.refereeIdentity,
             referrerIdentity: r.referrerIdentity,
-            state: STATE_TO_PROTO[r.state],
+            state: ANCHOR_STATE_TO_PROTO[r.state],
             registeredAt: timestampFromDate(r.registeredAt),
             qualifiedAt: r.qualifiedAt ? timestampFromDate(r.qualifiedAt) : undefined,
             reversedAt: r.reversedAt ? timestampFromDate(r.reversedAt) : undefined,
@@ -88,7 +76,7 @@ function toApplyEventResponse(result: ApplyEventResult): MessageInitShape<typeof
       return {
         outcome: {
           case: "applied",
-          value: { referralId: result.referralId, state: STATE_TO_PROTO[result.state], advanced: result.advanced },
+          value: { referralId: result.referralId, state: ANCHOR_STATE_TO_PROTO[result.state], advanced: result.advanced },
         },
       };
     case "duplicate":

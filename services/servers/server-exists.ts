@@ -1,6 +1,7 @@
 import type { PrismaClient, Tx } from "../shared/db.js";
 import { DomainError, unknownServer } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
+import { requiredText } from "../shared/contract.js";
 
 /** True when `serverId` names a stored server; an id that is not a uuid names none (the database is not asked). */
 export async function serverExists(prisma: PrismaClient | Tx, serverId: string): Promise<boolean> {
@@ -19,6 +20,6 @@ export async function requireServer(deps: { prisma: PrismaClient }, rawServerId:
  * empty, 404 `unknown server` when no such server. For read-only reports of one server.
  */
 export async function requireServerId(deps: { prisma: PrismaClient }, rawServerId: string): Promise<string> {
-  if (rawServerId.trim() === "") throw new DomainError("invalid_argument", "server_id is required");
+  if (rawServerId.trim() === "") throw new DomainError("invalid_argument", requiredText("server_id"));
   return requireServer(deps, rawServerId);
 }

@@ -5,6 +5,7 @@ import { isUuid } from "../shared/ids.js";
 import type { VotifierSettings } from "./domain/votifier-settings.js";
 import { activeSecretWhere } from "./domain/secret-policy.js";
 import { insertSecret, lockServer } from "./secret-store.js";
+import { requiredText } from "../shared/contract.js";
 
 export type { Server as ServerRecord };
 
@@ -84,7 +85,7 @@ export async function setVotifierSettings(deps: CoreDeps, serverId: string, sett
     }
     if (settings.token === null) {
       const stored = await tx.server.findUniqueOrThrow({ where: { id: serverId }, select: { votifierToken: true } });
-      if (stored.votifierToken === null) throw new DomainError("invalid_argument", "votifier token is required");
+      if (stored.votifierToken === null) throw new DomainError("invalid_argument", requiredText("votifier token"));
     }
     return tx.server.update({
       where: { id: serverId },

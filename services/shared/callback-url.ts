@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import { fieldProblem } from "./field-rules.js";
+import { invalidUrlText, requiredText, urlCredentialsText } from "./contract.js";
 
 /**
  * Reward callback URL policy (SSRF guard). The dashboard checks the URL the
@@ -160,7 +161,7 @@ function rangeOfV4(address: number): SpecialRange | null {
  */
 export function validateCallbackUrl(url: string, opts: { allowInsecure: boolean }): CallbackUrlCheck {
   const trimmed = url.trim();
-  if (trimmed === "") return { ok: false, error: "callback_url is required" };
+  if (trimmed === "") return { ok: false, error: requiredText("callback_url") };
   const problem = fieldProblem("callback_url", trimmed);
   if (problem !== null) return { ok: false, error: problem };
   let parsed: URL;
@@ -168,12 +169,12 @@ export function validateCallbackUrl(url: string, opts: { allowInsecure: boolean 
     parsed = new URL(trimmed);
   } catch {
     // Failure policy: an unparseable URL is a caller error, reported without echoing it.
-    return { ok: false, error: "callback_url is not a valid URL" };
+    return { ok: false, error: invalidUrlText("callback_url") };
   }
   if (parsed.protocol !== "https:" && !(opts.allowInsecure && parsed.protocol === "http:")) {
     return { ok: false, error: opts.allowInsecure ? "callback_url must use https or http" : "callback_url must use https" };
   }
-  if (parsed.username !== "" || parsed.password !== "") return { ok: false, error: "callback_url must not contain credentials" };
+  if (parsed.username !== "" || parsed.password !== "") return { ok: false, error: urlCredentialsText("callback_url") };
   if (parsed.hostname === "") return { ok: false, error: "callback_url must have a host" };
   if (opts.allowInsecure) return { ok: true, url: parsed };
   // WHATWG URL parsing already canonicalised odd IPv4 spellings (0x7f.1, 2130706433) to dotted quads.

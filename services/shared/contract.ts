@@ -109,6 +109,11 @@ export function isAnchorState(value: string): value is AnchorState {
 
 // ---- Field rules (each written once: the gateway's checks and the referral service's commands) ----
 
+// Every text below names the field as the caller spells it; each kind of rule has its one builder here,
+// used by the check that applies it (gateway, dashboard API or an RPC handler) and by gateway/openapi.ts.
+// The texts of a bounded field's limits (length, NUL) are built beside their table in field-rules.ts.
+export { atMostCharsText, nulText, tooLongText } from "./field-rules.js";
+
 /** The 400 / invalid_argument text of a missing (absent, null or empty after trimming) field. */
 export function requiredText(field: string): string {
   return `${field} is required`;
@@ -117,6 +122,61 @@ export function requiredText(field: string): string {
 /** The 400 text of a field of another JSON type than string. */
 export function notStringText(field: string): string {
   return `${field} must be a string`;
+}
+
+/** The 400 text of a field of another JSON type than boolean. */
+export function notBooleanText(field: string): string {
+  return `${field} must be a boolean`;
+}
+
+/** The 400 text of a timestamp that is not an integer number of unix seconds (in int64 range). */
+export function unixSecondsText(field: string): string {
+  return `${field} must be an integer (unix seconds)`;
+}
+
+/** The invalid_argument text of a negative count (a page size or limit: 0 means the default). */
+export function notNegativeText(field: string): string {
+  return `${field} must not be negative`;
+}
+
+/** The text of a count that is not a whole number of zero or more. */
+export function nonNegativeIntegerText(field: string): string {
+  return `${field} must be a non-negative integer`;
+}
+
+/** The text of a number outside [min, max]. */
+export function betweenText(field: string, min: number, max: number): string {
+  return `${field} must be between ${min} and ${max}`;
+}
+
+/** The text of a JSON value that is not an integer within [min, max]. */
+export function integerBetweenText(field: string, min: number, max: number): string {
+  return `${field} must be an integer between ${min} and ${max}`;
+}
+
+/** The text of a value outside a list, as the HTTP edge writes it: `event must be one of a|b|c`. */
+export function oneOfText(field: string, values: readonly string[]): string {
+  return `${field} must be one of ${values.join("|")}`;
+}
+
+/** The invalid_argument text of an RPC enum outside its list, in words: `verdict must be a, b or c`. */
+export function choiceText(field: string, values: readonly string[]): string {
+  return `${field} must be ${values.slice(0, -1).join(", ")} or ${values.at(-1)}`;
+}
+
+/** The text of a calendar month that is not `YYYY-MM`. */
+export function monthText(field: string): string {
+  return `${field} must be YYYY-MM`;
+}
+
+/** The text of a URL that does not parse (the URL itself is never echoed). */
+export function invalidUrlText(field: string): string {
+  return `${field} is not a valid URL`;
+}
+
+/** The text of a URL that carries a user name or password. */
+export function urlCredentialsText(field: string): string {
+  return `${field} must not contain credentials`;
 }
 
 /** A required string's check: trimmed, non-empty and (for a bounded field) within its bound. */

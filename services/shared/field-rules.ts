@@ -62,9 +62,14 @@ export function maxCharsOf(field: FieldName): number {
   return FIELD_RULES[field].maxChars;
 }
 
+/** The text of a value longer than `maxChars` (any field; `tooLongText` for a field of the table). */
+export function atMostCharsText(field: string, maxChars: number): string {
+  return `${field} must be at most ${maxChars} characters`;
+}
+
 /** The 400 / invalid_argument text for a value over the field's limit. */
 export function tooLongText(field: FieldName): string {
-  return `${field} must be at most ${FIELD_RULES[field].maxChars} characters`;
+  return atMostCharsText(field, FIELD_RULES[field].maxChars);
 }
 
 /** The 400 / invalid_argument text for a value holding a NUL character. */

@@ -136,10 +136,7 @@ export function createGroupCommit<I, O>(opts: GroupCommitOptions<I, O>): GroupCo
     let i = 0;
     while (i < queue.length && batch.length < maxBatch) {
       const p = queue[i]!;
-      const blocked = p.keys.some((k) => busyKeys.has(k) || taken.has(k));
-      // A skipped item's keys stay taken for this batch, so a later item of the same key never overtakes it.
-      for (const k of p.keys) taken.add(k);
-      if (blocked) {
+      if (!claimKeys(p.keys, taken, busyKeys)) {
         // Waiting for its own key (an earlier item of the same key) is not waiting for capacity: its clock restarts.
         p.at = now();
         i++;
@@ -215,4 +212,15 @@ export function createGroupCommit<I, O>(opts: GroupCommitOptions<I, O>): GroupCo
         settleDrain();
       }),
   };
+}
+
+/**
+ * The per-key rule of a batch being built, item by item in queue order: true when an item with
+ * `keys` may join it (no key taken by an earlier item of this batch or held in `busy`). Either
+ * way its keys become taken, so a skipped item's later namesakes never overtake it.
+ */
+export function claimKeys(keys: readonly string[], taken: Set<string>, busy?: ReadonlySet<string>): boolean {
+  const free = !keys.some((k) => taken.has(k) || busy?.has(k) === true);
+  for (const k of keys) taken.add(k);
+  return free;
 }

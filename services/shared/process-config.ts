@@ -17,19 +17,28 @@ export function readKafkaBrokers(env: EnvReader): string[] {
   return brokers;
 }
 
+/**
+ * A setting given inline (`name`) or as a file (`fileName`, read when `name` is unset or empty): its
+ * text, undefined when neither is set, or null when the file cannot be read (a problem is recorded).
+ */
+export function readValueOrFile(env: EnvReader, name: string, fileName: string): string | undefined | null {
+  const value = env.optionalString(name);
+  const file = env.optionalString(fileName);
+  if (value || !file) return value;
+  try {
+    return readFileSync(file, "utf8");
+  } catch {
+    // Failure policy: a named but unreadable file stops the start as a config problem naming the path (not a
+    // secret); silently going on without the setting would hide it.
+    env.problem(`${fileName} ${file} cannot be read`);
+    return null;
+  }
+}
+
 /** Reads SECRETS_KEY (32 bytes, base64 or hex) or SECRETS_KEY_FILE; returns the SecretBox. */
 export function readSecretBox(env: EnvReader): SecretBox | undefined {
-  const file = env.optionalString("SECRETS_KEY_FILE");
-  let value = env.optionalString("SECRETS_KEY");
-  if (!value && file) {
-    try {
-      value = readFileSync(file, "utf8");
-    } catch {
-      // Failure policy: report the unreadable file as a config problem; the path is not secret.
-      env.problem(`SECRETS_KEY_FILE ${file} cannot be read`);
-      return undefined;
-    }
-  }
+  const value = readValueOrFile(env, "SECRETS_KEY", "SECRETS_KEY_FILE");
+  if (value === null) return undefined;
   if (!value) {
     env.problem("SECRETS_KEY (32 bytes as base64 or 64 hex characters) or SECRETS_KEY_FILE is required; generate one with: openssl rand -base64 32");
     return undefined;

@@ -32,14 +32,18 @@ export interface ServiceParts {
   close?(): Promise<void>;
 }
 
-/** A back-end process: gateway, referral service, relay or delivery. */
+/** A process: gateway, referral service, relay, delivery, or all of them in one (scripts/start.ts). */
 export interface ServiceDefinition<Config extends { host: string; opsPort: number }> {
   /** Name of its logger and of its metrics. */
   name: string;
   /** Loads and validates the settings; a ConfigError exits 2 with every problem (runMain). */
   loadConfig(): Config;
-  /** Wires the process's parts (nothing listens or connects yet). */
-  create(config: Config, context: ServiceContext): ServiceParts;
+  /**
+   * Wires the process's parts (nothing listens or connects yet). The four back-end mains wire
+   * synchronously; the all-in-one (scripts/start.ts) first starts and migrates its database,
+   * since its checks and parts need the client, so it may return a promise.
+   */
+  create(config: Config, context: ServiceContext): ServiceParts | Promise<ServiceParts>;
 }
 
 /**
@@ -54,7 +58,7 @@ export function runService<Config extends { host: string; opsPort: number }>(def
     const metrics = createMetrics(definition.name);
     const startup = createStartup(log);
     let draining = false;
-    const parts = definition.create(config, { log, metrics, startup, isDraining: () => draining });
+    const parts = await definition.create(config, { log, metrics, startup, isDraining: () => draining });
     const ops = createOpsServer({ checks: parts.checks, metrics, isDraining: () => draining });
     onShutdown(log, async () => {
       draining = true;

@@ -1,10 +1,17 @@
 import type { Interceptor, Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { createUnaryTransport } from "./unary-transport.js";
+
+/** The header every call to the referral service carries (the referral service requires it). */
+function authorization(token: string): { authorization: string } {
+  return { authorization: `Bearer ${token}` };
+}
 
 /** Client interceptor: every call carries `authorization: Bearer <token>` (the referral service requires it). */
 export function bearerToken(token: string): Interceptor {
+  const { authorization: value } = authorization(token);
   return (next) => (req) => {
-    req.header.set("authorization", `Bearer ${token}`);
+    req.header.set("authorization", value);
     return next(req);
   };
 }
@@ -15,6 +22,15 @@ export function bearerToken(token: string): Interceptor {
  */
 export function createServiceTransport(baseUrl: string, token: string, opts: { useBinaryFormat?: boolean } = {}): Transport {
   return createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: opts.useBinaryFormat ?? true, interceptors: [bearerToken(token)] });
+}
+
+/**
+ * The same calls (Connect over HTTP/2, binary, one shared session, authenticated with `token`)
+ * through the lean unary path of services/shared/unary-transport.ts: for a hot caller (the
+ * gateway forwards every ingest event with one unary call). Streaming calls take Connect's transport.
+ */
+export function createUnaryServiceTransport(baseUrl: string, token: string): Transport {
+  return createUnaryTransport(baseUrl, authorization(token));
 }
 
 /** `transport` with `headers` added to every call (for example the dashboard session a call acts for). */

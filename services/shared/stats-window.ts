@@ -1,4 +1,5 @@
 import { DomainError } from "./errors.js";
+import { betweenText } from "./contract.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -19,7 +20,7 @@ export interface StatsWindow {
  */
 export function readWindowSize(value: number, field: string, fallback: number, max: number): number {
   if (value === 0) return fallback;
-  if (!Number.isInteger(value) || value < 0 || value > max) throw new DomainError("invalid_argument", `${field} must be between 1 and ${max}`);
+  if (!Number.isInteger(value) || value < 0 || value > max) throw new DomainError("invalid_argument", betweenText(field, 1, max));
   return value;
 }
 

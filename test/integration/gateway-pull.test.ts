@@ -6,10 +6,12 @@
  */
 import { randomUUID } from "node:crypto";
 import test from "ava";
+import pg from "pg";
 import { insertDelivery } from "../../services/delivery/store.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
 import { startGatewayStack, type GatewayStack, type RawResponse } from "./gateway-stack.js";
 import { validateAgainstOpenApi } from "./openapi-validate.js";
+import { eventually } from "../helpers/eventually.js";
 
 const HEARTS = "/api/pull/hearts";
 const CLAIMS = "/api/pull/claims";
@@ -142,6 +144,34 @@ test("concurrent claims of the same heart: exactly one answers claimed", async (
   const statuses = answers.map((res) => (JSON.parse(res.text) as { results: Array<{ status: string }> }).results[0]!.status);
   t.is(statuses.filter((x) => x === "claimed").length, 1, statuses.join(","));
   t.is(statuses.filter((x) => x === "already_claimed").length, 5);
+});
+
+test.serial("a claim that waited behind another transaction's claim of the same heart answers already_claimed, not unknown", async (t) => {
+  const s = await pullServer();
+  const heart = await countHeart(s.serverId);
+  // Another claim holds the row: it has marked the heart delivered and not yet committed.
+  const other = new pg.Client({ connectionString: stack.db.url });
+  await other.connect();
+  try {
+    await other.query("BEGIN");
+    await other.query("UPDATE deliveries SET status = 'delivered', delivered_at = now() WHERE heart_id = $1::uuid AND transport = 'pull'", [heart]);
+    const waiting = post(CLAIMS, s.pullSecret, { server_id: s.serverId, heart_ids: [heart] });
+    // The claim's statement has taken its snapshot and waits for the row lock.
+    await eventually(
+      async () => {
+        const { rows } = await other.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'transactionid'",
+        );
+        return rows[0].n > 0;
+      },
+      { timeoutMs: 10_000, message: "the claim waiting for the row lock" },
+    );
+    await other.query("COMMIT");
+    const res = await waiting;
+    t.deepEqual((JSON.parse(res.text) as { results: unknown[] }).results, [{ heart_id: heart, status: "already_claimed" }]);
+  } finally {
+    await other.end();
+  }
 });
 
 test("a redelivered pull delivery is offered again", async (t) => {

@@ -1,5 +1,19 @@
 import test from "ava";
-import { CHECK_ERRORS, CONTRACT_ERRORS, DASHBOARD_ERRORS, ERROR_TEXT, REFERRAL_EVENTS, REFERRAL_STATES, statusOf } from "../../services/shared/contract.js";
+import {
+  atMostCharsText,
+  CHECK_ERRORS,
+  choiceText,
+  CONTRACT_ERRORS,
+  DASHBOARD_ERRORS,
+  ERROR_TEXT,
+  integerBetweenText,
+  notNegativeText,
+  oneOfText,
+  REFERRAL_EVENTS,
+  REFERRAL_STATES,
+  requiredText,
+  statusOf,
+} from "../../services/shared/contract.js";
 import { errorReply } from "../../gateway/http-errors.js";
 import { openApiDocument } from "../../gateway/openapi.js";
 
@@ -72,4 +86,13 @@ test("openapi's event and state enums are the contract's lists", (t) => {
       list[0],
     );
   }
+});
+
+test("the field text builders write the texts the checks answer with (the contract's event text is the enum rule's text)", (t) => {
+  t.is(oneOfText("event", REFERRAL_EVENTS), ERROR_TEXT.badEvent);
+  t.is(requiredText("server_id"), "server_id is required");
+  t.is(notNegativeText("limit"), "limit must not be negative");
+  t.is(choiceText("verdict", ["counted", "cooldown", "fraud"]), "verdict must be counted, cooldown or fraud");
+  t.is(integerBetweenText("limit", 1, 500), "limit must be an integer between 1 and 500");
+  t.is(atMostCharsText("query", 200), "query must be at most 200 characters");
 });

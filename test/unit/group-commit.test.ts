@@ -4,7 +4,7 @@
  * the bounds (queue length, queue wait) that refuse with the overload error.
  */
 import test from "ava";
-import { createGroupCommit, type ItemOutcome } from "../../services/shared/group-commit.js";
+import { claimKeys, createGroupCommit, type ItemOutcome } from "../../services/shared/group-commit.js";
 
 class Busy extends Error {
   constructor(readonly retryAfterMs: number) {
@@ -157,4 +157,14 @@ test("a batch body that throws fails every item of that batch with its error; th
   const failed = await Promise.allSettled([q.submit(1), q.submit(2)]);
   t.true(failed.every((s) => s.status === "rejected" && (s.reason as Error).message === "database gone"));
   t.is(await q.submit(3), "3");
+});
+
+test("claimKeys: an item joins unless an earlier item (joined or skipped) or a busy batch holds one of its keys", (t) => {
+  const taken = new Set<string>();
+  const busy = new Set(["b"]);
+  const joined = [["a"], ["b", "c"], ["c"], ["a", "d"], ["e"]].map((keys) => claimKeys(keys, taken, busy));
+  // ["c"] waits behind the skipped ["b", "c"]: a later item of a key never overtakes an earlier one.
+  t.deepEqual(joined, [true, false, false, false, true]);
+  t.deepEqual([...taken].sort(), ["a", "b", "c", "d", "e"]);
+  t.true(claimKeys(["b"], new Set()), "without a busy set only this batch's keys count");
 });

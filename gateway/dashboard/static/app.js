@@ -34,7 +34,7 @@
       else if (key === "dataset") Object.assign(node.dataset, value);
       else node.setAttribute(key, value === true ? "" : String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Number.POSITIVE_INFINITY)) {
       if (child === undefined || child === null || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
@@ -57,6 +57,10 @@
   function badge(text, kind) {
     return el("span", { class: `badge${kind ? ` badge-${kind}` : ""}` }, text);
   }
+
+  const DELIVERY_STATUS_KINDS = { delivered: "ok", pending: "warn", failed: "err" };
+  /** A delivery's status as a badge (deliveries tab, the test callback's delivery, the hearts list). */
+  const deliveryBadge = (status) => badge(status, DELIVERY_STATUS_KINDS[status]);
 
   function statusBadge(code) {
     if (code === null || code === undefined) return badge("no response", "err");
@@ -376,47 +380,90 @@
 
   // ---- exchanges (test callback, test referral event) ----------------------------------
 
-  function renderExchange(containerId, exchange) {
-    const headers = Object.entries(exchange.request_headers || {})
-      .map(([name, value]) => `${name}: ${value}`)
-      .join("\n");
-    const outcome = exchange.ok ? badge("success", "ok") : badge("failed", "err");
-    $(containerId).replaceChildren(
+  /**
+   * The one exchange layout: what was sent (left) and what came back (right). The test callback, the
+   * test referral event, the test vote and a stored delivery attempt all show through it.
+   * request: { title, line, parts }; response: { title, statusCode, ok, latencyMs, error, errorClass, parts }.
+   * A transport without status codes (Votifier) leaves statusCode undefined: the outcome alone shows.
+   */
+  function exchangeView({ variant, request, response }) {
+    return el(
+      "div",
+      { class: variant ? `exchange ${variant}` : "exchange" },
       el(
         "div",
-        { class: "exchange" },
+        { class: "exchange-part exchange-request" },
+        el("h3", {}, request.title),
+        el("p", { class: "exchange-line mono" }, request.line),
+        request.parts,
+      ),
+      el(
+        "div",
+        { class: "exchange-part exchange-response" },
+        el("h3", {}, response.title),
         el(
-          "div",
-          { class: "exchange-part exchange-request" },
-          el("h3", {}, "Request"),
-          el("p", { class: "exchange-line mono" }, `${exchange.method} ${exchange.url}`),
-          el("div", { class: "label" }, "Headers"),
-          el("pre", { class: "exchange-headers" }, headers),
-          el("div", { class: "label" }, "Body"),
-          el("pre", { class: "exchange-body" }, exchange.request_body),
-          el("div", { class: "label" }, "Canonical string (signed: <t>.<body>)"),
-          el("pre", { class: "exchange-canonical" }, exchange.canonical_string),
-          window.signatureDebugger ? window.signatureDebugger.button(exchange) : null,
+          "p",
+          { class: "exchange-line" },
+          response.statusCode === undefined ? null : ["Status ", el("span", { class: "exchange-status" }, statusBadge(response.statusCode)), " "],
+          response.ok ? badge("success", "ok") : badge("failed", "err"),
+          ` \u00b7 ${response.latencyMs} ms`,
         ),
-        el(
-          "div",
-          { class: "exchange-part exchange-response" },
-          el("h3", {}, "Response"),
-          el(
-            "p",
-            { class: "exchange-line" },
-            "Status ",
-            el("span", { class: "exchange-status" }, statusBadge(exchange.status_code)),
-            " ",
-            outcome,
-            ` \u00b7 ${exchange.latency_ms} ms`,
-          ),
-          exchange.error ? el("p", { class: "exchange-line cell-error exchange-error" }, exchange.error) : null,
-          el("div", { class: "label" }, "Body"),
-          el("pre", { class: "exchange-response-body" }, exchange.response_body === "" ? "(empty)" : exchange.response_body),
-        ),
+        response.error ? el("p", { class: `exchange-line cell-error ${response.errorClass ?? "exchange-error"}` }, response.error) : null,
+        response.parts,
       ),
     );
+  }
+
+  /** A labelled block of exchange text: the label above, the text as sent or received. */
+  const exchangeText = (label, className, text) => [el("div", { class: "label" }, label), el("pre", { class: className }, text)];
+
+  /** A received body as shown: an empty one says so. */
+  const shownBody = (body) => (body === "" ? "(empty)" : body);
+
+  const headerLines = (headers) =>
+    Object.entries(headers || {})
+      .map(([name, value]) => `${name}: ${value}`)
+      .join("\n");
+
+  /** A test callback's or test referral event's exchange (sent now, not stored). */
+  function renderExchange(containerId, exchange) {
+    $(containerId).replaceChildren(
+      exchangeView({
+        request: {
+          title: "Request",
+          line: `${exchange.method} ${exchange.url}`,
+          parts: [
+            exchangeText("Headers", "exchange-headers", headerLines(exchange.request_headers)),
+            exchangeText("Body", "exchange-body", exchange.request_body),
+            exchangeText("Canonical string (signed: <t>.<body>)", "exchange-canonical", exchange.canonical_string),
+            window.signatureDebugger ? window.signatureDebugger.button(exchange) : null,
+          ],
+        },
+        response: {
+          title: "Response",
+          statusCode: exchange.status_code,
+          ok: exchange.ok,
+          latencyMs: exchange.latency_ms,
+          error: exchange.error,
+          parts: exchangeText("Body", "exchange-response-body", shownBody(exchange.response_body)),
+        },
+      }),
+    );
+  }
+
+  /**
+   * A "send test ..." button's work: "Sending..." in its result box, then what send() shows there,
+   * or the error in the box.
+   */
+  async function sendTest(resultId, send) {
+    $(resultId).replaceChildren(el("p", { class: "muted" }, "Sending\u2026"));
+    try {
+      await send();
+    } catch (error) {
+      // Failure policy: shown where the result would be, then rethrown so run() reports it as usual.
+      $(resultId).replaceChildren(el("p", { class: "msg msg-error" }, `Error ${error.status || ""}: ${error.message}`));
+      throw error;
+    }
   }
 
   // ---- referrals tab -------------------------------------------------------------------
@@ -535,16 +582,12 @@
   );
 
   $("send-test-event").addEventListener("click", (event) =>
-    run(event.target, async () => {
-      $("test-event-result").replaceChildren(el("p", { class: "muted" }, "Sending\u2026"));
-      try {
+    run(event.target, () =>
+      sendTest("test-event-result", async () => {
         const { exchange } = await api("POST", serverPath("/test-referral-event"), { event: $("test-event-type").value });
         renderExchange("test-event-result", exchange);
-      } catch (error) {
-        $("test-event-result").replaceChildren(el("p", { class: "msg msg-error" }, `Error ${error.status || ""}: ${error.message}`));
-        throw error;
-      }
-    }),
+      }),
+    ),
   );
 
   async function loadFunnel() {
@@ -633,42 +676,34 @@
   );
 
   $("send-test-vote").addEventListener("click", (event) =>
-    run(event.target, async () => {
-      $("test-vote-result").replaceChildren(el("p", { class: "muted" }, "Sending\u2026"));
-      try {
+    run(event.target, () =>
+      sendTest("test-vote-result", async () => {
         const { vote } = await api("POST", serverPath("/test-vote"), { username: $("test-vote-username").value });
         renderVote("test-vote-result", vote);
-      } catch (error) {
-        $("test-vote-result").replaceChildren(el("p", { class: "msg msg-error" }, `Error ${error.status || ""}: ${error.message}`));
-        throw error;
-      }
-    }),
+      }),
+    ),
   );
 
   function renderVote(containerId, vote) {
     $(containerId).replaceChildren(
-      el(
-        "div",
-        { class: "exchange" },
-        el(
-          "div",
-          { class: "exchange-part exchange-request" },
-          el("h3", {}, "Vote"),
-          el("p", { class: "exchange-line mono" }, vote.target),
-          el("div", { class: "label" }, "Greeting"),
-          el("pre", { class: "vote-greeting" }, vote.greeting || "(none)"),
-          el("div", { class: "label" }, `Signed payload (${vote.frame_bytes} bytes sent)`),
-          el("pre", { class: "vote-payload" }, vote.payload || "(not sent)"),
-        ),
-        el(
-          "div",
-          { class: "exchange-part exchange-response" },
-          el("h3", {}, "Answer"),
-          el("p", { class: "exchange-line" }, vote.ok ? badge("success", "ok") : badge("failed", "err"), ` \u00b7 ${vote.latency_ms} ms`),
-          vote.error ? el("p", { class: "exchange-line cell-error vote-error" }, vote.error) : null,
-          el("pre", { class: "vote-response" }, vote.response === "" ? "(empty)" : vote.response),
-        ),
-      ),
+      exchangeView({
+        request: {
+          title: "Vote",
+          line: vote.target,
+          parts: [
+            exchangeText("Greeting", "vote-greeting", vote.greeting || "(none)"),
+            exchangeText(`Signed payload (${vote.frame_bytes} bytes sent)`, "vote-payload", vote.payload || "(not sent)"),
+          ],
+        },
+        response: {
+          title: "Answer",
+          ok: vote.ok,
+          latencyMs: vote.latency_ms,
+          error: vote.error,
+          errorClass: "vote-error",
+          parts: el("pre", { class: "vote-response" }, shownBody(vote.response)),
+        },
+      }),
     );
   }
 
@@ -732,18 +767,14 @@
   });
 
   $("send-test-callback").addEventListener("click", (event) =>
-    run(event.target, async () => {
-      $("test-callback-result").replaceChildren(el("p", { class: "muted" }, "Sending\u2026"));
-      try {
+    run(event.target, () =>
+      sendTest("test-callback-result", async () => {
         const { exchange, delivery } = await api("POST", serverPath("/test-callback"), { username: $("test-username").value });
         renderExchange("test-callback-result", exchange);
         renderTestDelivery(delivery);
         run(null, loadEndpointBanner);
-      } catch (error) {
-        $("test-callback-result").replaceChildren(el("p", { class: "msg msg-error" }, `Error ${error.status || ""}: ${error.message}`));
-        throw error;
-      }
-    }),
+      }),
+    ),
   );
 
   // ---- deliveries tab ------------------------------------------------------------------
@@ -756,7 +787,6 @@
     });
     const [{ deliveries }] = await Promise.all([api("GET", `${serverPath("/deliveries")}?${query}`), loadEndpointHealth()]);
     const tbody = $("deliveries-table").tBodies[0];
-    const kinds = { delivered: "ok", pending: "warn", failed: "err" };
     if (deliveries.length === 0) emptyRow(tbody, 10, "No deliveries match.");
     else
       tbody.replaceChildren(
@@ -769,7 +799,7 @@
             el("td", {}, d.event_type),
             el("td", {}, d.username),
             el("td", { class: "nowrap" }, d.period),
-            el("td", {}, badge(d.status, kinds[d.status])),
+            el("td", {}, deliveryBadge(d.status)),
             el("td", {}, d.attempts),
             el(
               "td",
@@ -861,11 +891,6 @@
 
   // ---- attempt exchanges, endpoint health and the endpoint notice ---------------------
 
-  const headerLines = (headers) =>
-    Object.entries(headers || {})
-      .map(([name, value]) => `${name}: ${value}`)
-      .join("\n");
-
   /** Shows one attempt's stored exchange: the request as sent and the response as received. */
   function showAttemptExchange(attempt) {
     for (const row of $("attempts-table").tBodies[0].rows)
@@ -880,45 +905,32 @@
       $("attempt-exchange-body").replaceChildren(el("p", { class: "muted" }, "This attempt was recorded before request and response details were stored."));
       return;
     }
-    const response = attempt.response;
+    const { request, response } = attempt;
+    // A transport without status codes (Votifier) has no method: no status and no response headers.
+    const http = Boolean(request.method);
     $("attempt-exchange-body").replaceChildren(
-      el(
-        "div",
-        { class: "exchange attempt-exchange" },
-        el(
-          "div",
-          { class: "exchange-part exchange-request" },
-          el("h3", {}, "Request"),
-          el("p", { class: "exchange-line mono" }, attempt.request.method ? `${attempt.request.method} ${attempt.request.url}` : attempt.request.url),
-          el("div", { class: "label" }, "Headers"),
-          el("pre", { class: "exchange-headers" }, headerLines(attempt.request.headers)),
-          el("div", { class: "label" }, "Body"),
-          el("pre", { class: "exchange-body" }, attempt.request.body),
-        ),
-        el(
-          "div",
-          { class: "exchange-part exchange-response" },
-          el("h3", {}, "Response"),
-          el(
-            "p",
-            { class: "exchange-line" },
-            // A transport without status codes (Votifier) shows only the outcome.
-            attempt.request.method ? "Status " : null,
-            attempt.request.method ? el("span", { class: "exchange-status" }, statusBadge(attempt.status_code)) : null,
-            " ",
-            attempt.succeeded ? badge("success", "ok") : badge("failed", "err"),
-            ` \u00b7 ${attempt.latency_ms} ms`,
-          ),
-          attempt.error ? el("p", { class: "exchange-line cell-error exchange-error" }, attempt.error) : null,
-          response && attempt.request.method ? el("div", { class: "label" }, "Headers") : null,
-          response && attempt.request.method ? el("pre", { class: "exchange-response-headers" }, headerLines(response.headers)) : null,
-          response ? el("div", { class: "label" }, attempt.request.method ? "Body " : "Answer ", el("span", { class: "muted" }, "(first 4 KiB)")) : null,
-          response
-            ? el("pre", { class: "exchange-response-body" }, response.body === "" ? "(empty)" : response.body)
-            : el("p", { class: "muted" }, "No response was received."),
-          response?.body_truncated ? el("p", { class: "exchange-truncated" }, "The response was longer; only its first 4 KiB are kept.") : null,
-        ),
-      ),
+      exchangeView({
+        variant: "attempt-exchange",
+        request: {
+          title: "Request",
+          line: http ? `${request.method} ${request.url}` : request.url,
+          parts: [exchangeText("Headers", "exchange-headers", headerLines(request.headers)), exchangeText("Body", "exchange-body", request.body)],
+        },
+        response: {
+          title: "Response",
+          statusCode: http ? attempt.status_code : undefined,
+          ok: attempt.succeeded,
+          latencyMs: attempt.latency_ms,
+          error: attempt.error,
+          parts: [
+            response && http ? exchangeText("Headers", "exchange-response-headers", headerLines(response.headers)) : null,
+            response
+              ? exchangeText([http ? "Body " : "Answer ", el("span", { class: "muted" }, "(first 4 KiB)")], "exchange-response-body", shownBody(response.body))
+              : el("p", { class: "muted" }, "No response was received."),
+            response?.body_truncated ? el("p", { class: "exchange-truncated" }, "The response was longer; only its first 4 KiB are kept.") : null,
+          ],
+        },
+      }),
     );
   }
 
@@ -929,11 +941,10 @@
       box.hidden = true;
       return;
     }
-    const kinds = { delivered: "ok", pending: "warn", failed: "err" };
     const note = delivery.status === "pending" ? ` \u00b7 retried at ${fmtTime(delivery.next_attempt_at)}` : "";
     box.replaceChildren(
       el("span", {}, "Stored as delivery ", el("code", {}, delivery.id), " "),
-      badge(delivery.status, kinds[delivery.status]),
+      deliveryBadge(delivery.status),
       el("span", { class: "muted" }, note),
       el("button", { type: "button", class: "btn btn-small", id: "open-test-delivery", onclick: () => openDelivery(delivery.id) }, "Open in delivery log"),
     );
@@ -1058,7 +1069,21 @@
   }
 
   // The helpers the page's ES modules share (insights.js, signature-debugger.js).
-  window.dashboard = Object.freeze({ api, run, el, fmtTime, fmtRate, badge, statusBadge, emptyRow, serverPath, showOk, showError, openDelivery });
+  window.dashboard = Object.freeze({
+    api,
+    run,
+    el,
+    fmtTime,
+    fmtRate,
+    badge,
+    deliveryBadge,
+    statusBadge,
+    emptyRow,
+    serverPath,
+    showOk,
+    showError,
+    openDelivery,
+  });
 
   // ---- start ---------------------------------------------------------------------------
 

@@ -23,7 +23,6 @@ const COLORS = {
 /** Hearts per page of the list ("Load more" fetches the next). */
 const HEARTS_PAGE_SIZE = 25;
 const VERDICT_BADGE = { counted: "ok", cooldown: "warn", fraud: "err" };
-const DELIVERY_BADGE = { delivered: "ok", pending: "warn", failed: "err" };
 
 let serverId = "";
 const hearts = { nextToken: null, shown: 0, filters: null };
@@ -105,7 +104,7 @@ function deliveryLine(h, x) {
     "span",
     { class: "delivery-cell", dataset: { transport: x.transport } },
     el("span", { class: "small" }, x.transport),
-    d.badge(x.status, DELIVERY_BADGE[x.status]),
+    d.deliveryBadge(x.status),
     el("span", { class: "muted small" }, `${x.attempts} attempt${x.attempts === 1 ? "" : "s"}${answer}`),
     el(
       "button",

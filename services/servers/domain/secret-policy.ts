@@ -1,4 +1,5 @@
 import { DomainError } from "../../shared/errors.js";
+import { notNegativeText } from "../../shared/contract.js";
 
 /** Default overlap after a rotation during which older secrets stay valid. */
 export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 60 * 60;
@@ -78,7 +79,7 @@ export function activeSecretsNewestFirst<T extends RankedSecret>(secrets: readon
  */
 export function toGraceSeconds(requested: bigint): number {
   if (requested === 0n) return DEFAULT_ROTATION_GRACE_SECONDS;
-  if (requested < 0n) throw new DomainError("invalid_argument", "grace_seconds must not be negative");
+  if (requested < 0n) throw new DomainError("invalid_argument", notNegativeText("grace_seconds"));
   if (requested > BigInt(MAX_ROTATION_GRACE_SECONDS)) {
     throw new DomainError("invalid_argument", `grace_seconds must be at most ${MAX_ROTATION_GRACE_SECONDS}`);
   }

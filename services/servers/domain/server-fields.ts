@@ -1,6 +1,6 @@
 import { DomainError } from "../../shared/errors.js";
 import { boundField } from "../../shared/field-rules.js";
-import { requiredText } from "../../shared/contract.js";
+import { requiredText, invalidUrlText, urlCredentialsText } from "../../shared/contract.js";
 
 /** A trimmed, non-empty server name. */
 export function toServerName(name: string): string {
@@ -22,9 +22,9 @@ export function toRegistrationUrl(url: string): string | null {
     parsed = new URL(trimmed);
   } catch {
     // Failure policy: an unparseable URL is the caller's error, reported without echoing it.
-    throw new DomainError("invalid_argument", "registration_url is not a valid URL");
+    throw new DomainError("invalid_argument", invalidUrlText("registration_url"));
   }
   if (parsed.protocol !== "https:" && parsed.protocol !== "http:") throw new DomainError("invalid_argument", "registration_url must use http or https");
-  if (parsed.username !== "" || parsed.password !== "") throw new DomainError("invalid_argument", "registration_url must not contain credentials");
+  if (parsed.username !== "" || parsed.password !== "") throw new DomainError("invalid_argument", urlCredentialsText("registration_url"));
   return parsed.toString();
 }

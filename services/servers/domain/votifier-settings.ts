@@ -2,6 +2,7 @@ import { isIP } from "node:net";
 import { validateCallbackUrl } from "../../shared/callback-url.js";
 import { DomainError } from "../../shared/errors.js";
 import { maxCharsOf } from "../../shared/field-rules.js";
+import { betweenText, requiredText } from "../../shared/contract.js";
 
 /** Longest Votifier service name: with it, every vote of a 16-character username fits NuVotifier's 1024-byte frame. */
 export const MAX_VOTIFIER_SERVICE_NAME_CHARS = maxCharsOf("votifier_service_name");
@@ -38,13 +39,12 @@ export function toVotifierSettings(
   if (host.length > MAX_VOTIFIER_HOST_CHARS || !HOST_PATTERN.test(host) || (host.includes(":") && isIP(host) !== 6)) {
     throw new DomainError("invalid_argument", "votifier host must be a host name or an IP address");
   }
-  if (!Number.isInteger(input.port) || input.port < 1 || input.port > 65535)
-    throw new DomainError("invalid_argument", "votifier port must be between 1 and 65535");
+  if (!Number.isInteger(input.port) || input.port < 1 || input.port > 65535) throw new DomainError("invalid_argument", betweenText("votifier port", 1, 65535));
   const checked = validateCallbackUrl(`https://${isIP(host) === 6 ? `[${host}]` : host}:${input.port}/`, opts);
   // One home for the address policy: the callback URL check, with this field's name in its text.
   if (!checked.ok) throw new DomainError("invalid_argument", checked.error.replace(/^callback_url/, "votifier host"));
   const serviceName = input.serviceName.trim();
-  if (serviceName === "") throw new DomainError("invalid_argument", "votifier service_name is required");
+  if (serviceName === "") throw new DomainError("invalid_argument", requiredText("votifier service_name"));
   if (serviceName.length > MAX_VOTIFIER_SERVICE_NAME_CHARS || /\p{Cc}/u.test(serviceName)) {
     throw new DomainError("invalid_argument", `votifier service_name must be at most ${MAX_VOTIFIER_SERVICE_NAME_CHARS} printable characters`);
   }

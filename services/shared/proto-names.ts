@@ -1,0 +1,54 @@
+import { DeliveryStatus, DeliveryTransport, PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { ReferralEventType, ReferralState } from "../../gen/proto/referral/v1/referral_pb.js";
+import type { AnchorState, ReferralEventName } from "./contract.js";
+
+/**
+ * The names the database, the contract and the dashboard use <-> the proto enums the services and
+ * the gateway exchange: each table written once, name -> enum, and read backwards with
+ * `namesOf` (an enum value outside the table, such as UNSPECIFIED, has no name). Pure.
+ */
+
+/** A referral lifecycle event (the contract's `event`). */
+export const REFERRAL_EVENT_TO_PROTO = {
+  registered: ReferralEventType.REGISTERED,
+  qualified: ReferralEventType.QUALIFIED,
+  reversed: ReferralEventType.REVERSED,
+} as const satisfies Record<ReferralEventName, ReferralEventType>;
+
+/** The state of a minted anchor (the contract's `state`). */
+export const ANCHOR_STATE_TO_PROTO = {
+  registered: ReferralState.REGISTERED,
+  qualified: ReferralState.QUALIFIED,
+  reversed: ReferralState.REVERSED,
+} as const satisfies Record<AnchorState, ReferralState>;
+
+/** A stored delivery's status. */
+export const DELIVERY_STATUS_TO_PROTO = { pending: DeliveryStatus.PENDING, delivered: DeliveryStatus.DELIVERED, failed: DeliveryStatus.FAILED } as const;
+
+/** A stored delivery's transport. */
+export const DELIVERY_TRANSPORT_TO_PROTO = {
+  callback: DeliveryTransport.CALLBACK,
+  votifier: DeliveryTransport.VOTIFIER,
+  pull: DeliveryTransport.PULL,
+} as const;
+
+/** One heart's outcome of a pull claim. */
+export const PULL_CLAIM_STATUS_TO_PROTO = {
+  claimed: PullClaimStatus.CLAIMED,
+  already_claimed: PullClaimStatus.ALREADY_CLAIMED,
+  unknown: PullClaimStatus.UNKNOWN,
+} as const;
+
+/** A name -> enum table read backwards: enum value -> name. */
+export function namesOf<N extends string, P extends number>(toProto: Readonly<Record<N, P>>): Readonly<Partial<Record<P, N>>> {
+  return Object.fromEntries(Object.entries<P>(toProto).map(([name, value]) => [value, name])) as Partial<Record<P, N>>;
+}
+
+/** Enum value -> name, for any value of the enum `E` (those outside the table have none). */
+export type NamesOf<E extends number, T> = Readonly<Partial<Record<E, keyof T>>>;
+
+export const REFERRAL_EVENT_NAMES: NamesOf<ReferralEventType, typeof REFERRAL_EVENT_TO_PROTO> = namesOf(REFERRAL_EVENT_TO_PROTO);
+export const ANCHOR_STATE_NAMES: NamesOf<ReferralState, typeof ANCHOR_STATE_TO_PROTO> = namesOf(ANCHOR_STATE_TO_PROTO);
+export const DELIVERY_STATUS_NAMES: NamesOf<DeliveryStatus, typeof DELIVERY_STATUS_TO_PROTO> = namesOf(DELIVERY_STATUS_TO_PROTO);
+export const DELIVERY_TRANSPORT_NAMES: NamesOf<DeliveryTransport, typeof DELIVERY_TRANSPORT_TO_PROTO> = namesOf(DELIVERY_TRANSPORT_TO_PROTO);
+export const PULL_CLAIM_STATUS_NAMES: NamesOf<PullClaimStatus, typeof PULL_CLAIM_STATUS_TO_PROTO> = namesOf(PULL_CLAIM_STATUS_TO_PROTO);

@@ -177,7 +177,12 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   /** This dispatcher's lease terms now (the claim's and an insert's): until when, and per-server room. */
   function room(): Omit<InsertLease, "limit"> {
     const now = opts.now();
-    return { now, leaseUntil: new Date(now.getTime() + opts.timeoutMs + LEASE_MARGIN_MS), perServerLimit: perServer, inFlightByServer: new Map(inFlightByServer) };
+    return {
+      now,
+      leaseUntil: new Date(now.getTime() + opts.timeoutMs + LEASE_MARGIN_MS),
+      perServerLimit: perServer,
+      inFlightByServer: new Map(inFlightByServer),
+    };
   }
 
   async function withInsertLease(insert: (lease: InsertLease | undefined) => Promise<InsertedDeliveries>): Promise<InsertedDeliveries> {

@@ -32,7 +32,12 @@ export interface CastHeartBatchOptions {
 }
 
 /** The bounds in production. */
-export const CAST_HEART_BATCH_DEFAULTS: Required<CastHeartBatchOptions> = { maxBatch: 128, maxQueue: 4_096, maxQueueWaitMs: ADMISSION_MAX_QUEUE_WAIT_MS, maxInFlight: 2 };
+export const CAST_HEART_BATCH_DEFAULTS: Required<CastHeartBatchOptions> = {
+  maxBatch: 128,
+  maxQueue: 4_096,
+  maxQueueWaitMs: ADMISSION_MAX_QUEUE_WAIT_MS,
+  maxInFlight: 2,
+};
 
 /** One validated cast, as the use case hands it to the queue. */
 export interface HeartCast {

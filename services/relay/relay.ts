@@ -6,7 +6,7 @@ import type { Logger } from "../shared/log.js";
 import { createCommitListener } from "./commit-listener.js";
 
 /** Advisory-lock namespace of the relay's per-shard locks (any constant unique to this use). */
-const RELAY_LOCK_NAMESPACE = 7_100_101;
+export const RELAY_LOCK_NAMESPACE = 7_100_101;
 /** Default of RELAY_STUCK_AFTER_MS: readiness fails after this long without progress while rows wait. */
 export const DEFAULT_RELAY_STUCK_AFTER_MS = 60_000;
 /** Longest last-error text quoted by the readiness check. */
@@ -185,10 +185,11 @@ export function createRelay(opts: RelayOptions) {
 
   /**
    * Takes the shard locks (for the transaction) of the shards among the next `window` unpublished
-   * rows above `afterId` that no other instance holds, adding them to `held`. A shard this
-   * transaction already holds is taken again (advisory locks are re-entrant).
+   * rows above `afterId` that no other instance holds, adds them to `held` and returns the ones this
+   * transaction did not hold before. A shard already held is taken again (advisory locks are
+   * re-entrant).
    */
-  async function lockShards(tx: Tx, afterId: bigint, window: number, held: Set<number>): Promise<void> {
+  async function lockShards(tx: Tx, afterId: bigint, window: number, held: Set<number>): Promise<number[]> {
     const locked = await tx.$queryRaw<{ shard: number }[]>`
       SELECT shard FROM (
         SELECT DISTINCT shard FROM (
@@ -196,14 +197,17 @@ export function createRelay(opts: RelayOptions) {
         ) AS next_rows
       ) AS shards
       WHERE pg_try_advisory_xact_lock(${RELAY_LOCK_NAMESPACE}::int, shard)`;
-    for (const { shard } of locked) held.add(shard);
+    const taken = locked.map((r) => r.shard).filter((shard) => !held.has(shard));
+    for (const shard of taken) held.add(shard);
+    return taken;
   }
 
   /**
    * Claims the next batch: first the shard locks, then, in a statement of its own, the rows. That
-   * statement marks `markIds` published and returns up to `limit` unpublished rows of the `held`
-   * shards in id order, from the lowest (not from a cursor), except `excluded` (rows in flight, and
-   * the marked rows its own snapshot still shows unpublished).
+   * statement marks `markIds` published (rows at or below `afterId`) and returns up to `limit`
+   * unpublished rows in id order: of the shards this pass held before, the rows above `afterId` (the
+   * rows below are in flight, marked, or committed late and wait for the next pass); of the shards
+   * it has just taken, every row from the lowest.
    *
    * The order matters for exactly once and for each key's order between instances: the rows are
    * read by a snapshot taken after the locks were granted, so every pass that held one of those
@@ -213,17 +217,18 @@ export function createRelay(opts: RelayOptions) {
    * another instance held it starts from its lowest unpublished row when it is taken, never above
    * the rows that instance left. `limit` 0 only marks.
    */
-  async function claim(tx: Tx, markIds: bigint[], excluded: bigint[], afterId: bigint, limit: number, held: Set<number>): Promise<OutboxRow[]> {
-    if (limit > 0) await lockShards(tx, afterId, limit, held);
-    const shards = limit > 0 ? [...held] : [];
-    if (shards.length === 0) {
+  async function claim(tx: Tx, markIds: bigint[], afterId: bigint, limit: number, held: Set<number>): Promise<OutboxRow[]> {
+    const before = [...held];
+    const taken = limit > 0 ? await lockShards(tx, afterId, limit, held) : [];
+    if (limit === 0 || held.size === 0) {
       if (markIds.length > 0) await tx.$executeRaw`UPDATE outbox SET published_at = now() WHERE id = ANY(${markIds}::bigint[])`;
       return [];
     }
     return tx.$queryRaw<OutboxRow[]>`
       WITH marked AS (UPDATE outbox SET published_at = now() WHERE id = ANY(${markIds}::bigint[]))
       SELECT id, topic, key, payload FROM outbox
-      WHERE published_at IS NULL AND shard = ANY(${shards}::int[]) AND id <> ALL(${excluded}::bigint[])
+      WHERE published_at IS NULL
+        AND ((shard = ANY(${before}::int[]) AND id > ${afterId}::bigint) OR shard = ANY(${taken}::int[]))
       ORDER BY id
       LIMIT ${limit}::int`;
   }
@@ -239,15 +244,14 @@ export function createRelay(opts: RelayOptions) {
     await tx.$queryRaw`SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
     /** The shards this pass holds the locks of. */
     const held = new Set<number>();
-    let current = await claim(tx, [], [], 0n, batchSize, held);
+    let current = await claim(tx, [], 0n, batchSize, held);
     /** Sent rows of the previous batch, to be marked published by the next statement. */
     let toMark: bigint[] = [];
     while (current.length > 0) {
       const lastId = current[current.length - 1]!.id;
       const more = current.length >= batchSize && !stopping && performance.now() - startedAt < PASS_BUDGET_MS;
       // The send of this batch and the statement marking the previous one (and claiming the next) run together.
-      const inFlight = current.map((r) => r.id);
-      const statement = toMark.length > 0 || more ? claim(tx, toMark, [...toMark, ...inFlight], lastId, more ? batchSize : 0, held) : Promise.resolve([]);
+      const statement = toMark.length > 0 || more ? claim(tx, toMark, lastId, more ? batchSize : 0, held) : Promise.resolve([]);
       const [sent, claimed] = await Promise.allSettled([publishBatch(current), statement]);
       // Failure policy: either failing fails the pass (the transaction rolls back, rows stay unpublished); both settled first, so no statement runs on a finished transaction.
       if (sent.status === "rejected") throw sent.reason;

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { Kafka, logLevel } from "kafkajs";
 import { Registry } from "prom-client";
-import { createRelay } from "../../services/relay/relay.js";
+import { createRelay, RELAY_LOCK_NAMESPACE } from "../../services/relay/relay.js";
 import { createKafkaBus } from "../../services/shared/kafka-bus.js";
 import { createLogger } from "../../services/shared/log.js";
 import { shardOf } from "../../services/shared/outbox.js";
@@ -311,5 +311,53 @@ test.serial(
         [...seqs].sort((x, y) => x - y),
         `key ${key} in order`,
       );
+  },
+);
+
+test.serial(
+  "a shard another instance held when the pass began is taken later in the same pass from its lowest unpublished row, not above the pass's cursor",
+  async (t) => {
+    const topic = uniqueTopic();
+    const keyOfShard = (shard: number, not?: string) => {
+      for (let i = 0; ; i++) if (shardOf(`key-${i}`) === shard && `key-${i}` !== not) return `key-${i}`;
+    };
+    const k = keyOfShard(3);
+    const j = keyOfShard(5);
+    // r1 (shard of k), then 8 rows of another shard, r2 (shard of k), then 4 more of the other shard.
+    const rows = [outboxRow(topic, k, 1)];
+    for (let seq = 0; seq < 8; seq++) rows.push(outboxRow(topic, j, seq));
+    rows.push(outboxRow(topic, k, 2));
+    for (let seq = 8; seq < 12; seq++) rows.push(outboxRow(topic, j, seq));
+    for (const row of rows) await db.prisma.outboxMessage.create({ data: row });
+    // Another instance holds the shard of k when the pass begins.
+    const other = new pg.Client({ connectionString: db.url });
+    await other.connect();
+    await other.query("BEGIN");
+    await other.query("SELECT pg_advisory_xact_lock($1::int, $2::int)", [RELAY_LOCK_NAMESPACE, shardOf(k)]);
+    const seen: { key: string; seq: number }[] = [];
+    let released = false;
+    const memory: EventBus = {
+      ...bus,
+      publish: async (_tp, messages) => {
+        for (const m of messages) seen.push(JSON.parse(Buffer.from(m.value).toString("utf8")) as { key: string; seq: number });
+        // It commits while the pass sends its first batch.
+        if (!released) {
+          released = true;
+          await other.query("COMMIT");
+        }
+      },
+    };
+    try {
+      const relay = createRelay({ prisma: db.prisma, bus: memory, log, batchSize: 4 });
+      const pass = await relay.runOnce();
+      t.is(pass.kind === "published" && pass.count, rows.length, "one pass published every row");
+    } finally {
+      await other.end();
+    }
+    t.deepEqual(
+      seen.filter((m) => m.key === k).map((m) => m.seq),
+      [1, 2],
+      "k's rows in order",
+    );
   },
 );

@@ -190,8 +190,16 @@ export function createRelay(opts: RelayOptions) {
    * re-entrant).
    */
   async function lockShards(tx: Tx, afterId: bigint, window: number, held: Set<number>): Promise<number[]> {
+    // `planner`: the claims read the partial index of unpublished ids, never the published history:
+    // right after a burst, stale statistics can make a sequential scan and sort of the whole table
+    // look cheaper (measured: 140 ms instead of 1 ms per claim of 2,000 with 95,000 rows left
+    // behind). For this transaction only; set here rather than by a statement of its own (one round
+    // trip less per pass). It is evaluated whenever a shard is locked, so before any claim.
     const locked = await tx.$queryRaw<{ shard: number }[]>`
-      SELECT shard FROM (
+      WITH planner AS MATERIALIZED (
+        SELECT set_config('enable_seqscan', 'off', true) AS seqscan, set_config('enable_bitmapscan', 'off', true) AS bitmapscan
+      )
+      SELECT shard FROM planner, (
         SELECT DISTINCT shard FROM (
           SELECT shard FROM outbox WHERE published_at IS NULL AND id > ${afterId}::bigint ORDER BY id LIMIT ${window}::int
         ) AS next_rows
@@ -238,10 +246,6 @@ export function createRelay(opts: RelayOptions) {
     const startedAt = performance.now();
     let count = 0;
     const moved: { topic: string; code: string }[] = [];
-    // The claims read the partial index of unpublished ids, never the published history: right after
-    // a burst, stale statistics can make a sequential scan and sort of the whole table look cheaper
-    // (measured: 140 ms instead of 1 ms per claim of 2,000 with 95,000 rows left behind). For this transaction only.
-    await tx.$queryRaw`SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
     /** The shards this pass holds the locks of. */
     const held = new Set<number>();
     let current = await claim(tx, [], 0n, batchSize, held);

@@ -4,72 +4,18 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { EnvelopeSchema, HeartCountedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { createDeliveryConsumer } from "../../services/delivery/consumer.js";
-import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/dispatcher.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { claimDueDeliveries, insertDelivery, recordAttempts, type AttemptRecord, type ClaimedDelivery } from "../../services/delivery/store.js";
+import { claimDueDeliveries, recordAttempts, type AttemptRecord, type ClaimedDelivery } from "../../services/delivery/store.js";
 import type { EventBus, ReceivedMessage } from "../../services/shared/bus.js";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../helpers/receiver.js";
-import { expectedCallbackMac, hexEquals, insertSecret, insertServer, parseCallbackSignature, startHarness, type Harness } from "./delivery-harness.js";
+import { headerOf, type RecordedRequest } from "../helpers/receiver.js";
+import { expectedCallbackMac, hexEquals, insertSecret, insertServer, parseCallbackSignature, startDispatchWorld, addDelivery } from "./delivery-harness.js";
 
 // Batching in the delivery service (issue #8): the consumer's one-statement insert, the claim that
 // reads secrets with the rows, group-committed attempt records, keep-alive pools. Correctness only,
 // no timings.
 
-interface World {
-  h: Harness;
-  dispatcher(opts?: Partial<DispatcherOptions>): Dispatcher;
-  receiver(opts?: Parameters<typeof startReceiver>[0]): Promise<Receiver>;
-}
-
-async function world(t: ExecutionContext): Promise<World> {
-  const h = await startHarness();
-  const dispatchers: Dispatcher[] = [];
-  const receivers: Receiver[] = [];
-  t.teardown(async () => {
-    await Promise.all(receivers.map((r) => r.close()));
-    await Promise.all(dispatchers.map((d) => d.stop()));
-    await h.close();
-  });
-  return {
-    h,
-    dispatcher(opts = {}) {
-      const d = createDispatcher({
-        prisma: h.db.prisma,
-        secretBox: h.deps.secretBox,
-        log: h.deps.log,
-        now: () => new Date(),
-        schedule: parseRetrySchedule("200ms,200ms,200ms", { jitterRatio: 0 }),
-        timeoutMs: 20_000,
-        allowInsecure: true,
-        pollIntervalMs: 25,
-        ...opts,
-      });
-      dispatchers.push(d);
-      return d;
-    },
-    async receiver(opts) {
-      const r = await startReceiver(opts);
-      receivers.push(r);
-      return r;
-    },
-  };
-}
-
-async function addDelivery(h: Harness, serverId: string): Promise<string> {
-  const heartId = randomUUID();
-  await insertDelivery(h.db.prisma, {
-    heartId,
-    serverId,
-    eventType: "heart.counted",
-    username: "Steve",
-    voterIdentity: `voter-${heartId}`,
-    period: "2026-03",
-    streakDay: null,
-    countedAt: new Date(),
-  });
-  return heartId;
-}
+const world = (t: ExecutionContext) => startDispatchWorld(t, { scheduleText: "200ms,200ms,200ms", timeoutMs: 20_000 });
 
 function macsOf(request: RecordedRequest): { t: number; v1: string[] } {
   const parsed = parseCallbackSignature(headerOf(request, "x-service-signature"));

@@ -1,10 +1,6 @@
 import test, { type ExecutionContext } from "ava";
-import { randomUUID } from "node:crypto";
-import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/dispatcher.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { insertDelivery } from "../../services/delivery/store.js";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../helpers/receiver.js";
+import { headerOf, type RecordedRequest } from "../helpers/receiver.js";
 import { validateHeartCallbackHeaders, validateHeartEvent } from "./openapi-validate.js";
 import {
   expectedCallbackMac,
@@ -13,77 +9,21 @@ import {
   insertSecret,
   insertServer,
   parseCallbackSignature,
-  startHarness,
   type Harness,
+  startDispatchWorld,
+  addDelivery,
 } from "./delivery-harness.js";
 
 // Serial: these tests measure delays (the schedule, Retry-After, one server not delaying another),
 // so they do not compete with each other for the machine's cores.
 
-/** One test's world: its own database, receivers and dispatchers, all closed at the end. */
-interface World {
-  h: Harness;
-  dispatcher(opts?: Partial<DispatcherOptions> & { scheduleText?: string }): Dispatcher;
-  receiver(opts?: Parameters<typeof startReceiver>[0]): Promise<Receiver>;
-}
-
-async function world(t: ExecutionContext): Promise<World> {
-  const h = await startHarness();
-  const dispatchers: Dispatcher[] = [];
-  const receivers: Receiver[] = [];
-  t.teardown(async () => {
-    // Receivers first: closing them ends hanging attempts, so stop() returns promptly.
-    await Promise.all(receivers.map((r) => r.close()));
-    await Promise.all(dispatchers.map((d) => d.stop()));
-    await h.close();
-  });
-  return {
-    h,
-    dispatcher(opts = {}) {
-      const { scheduleText, ...rest } = opts;
-      const d = createDispatcher({
-        prisma: h.db.prisma,
-        secretBox: h.deps.secretBox,
-        log: h.deps.log,
-        now: () => new Date(),
-        schedule: parseRetrySchedule(scheduleText ?? "100ms,200ms,300ms", { jitterRatio: 0 }),
-        timeoutMs: 2_000,
-        allowInsecure: true,
-        pollIntervalMs: 25,
-        ...rest,
-      });
-      dispatchers.push(d);
-      return d;
-    },
-    async receiver(opts) {
-      const r = await startReceiver(opts);
-      receivers.push(r);
-      return r;
-    },
-  };
-}
+const world = (t: ExecutionContext) => startDispatchWorld(t);
 
 /** A server with a callback URL and one active callback secret. */
 async function callbackServer(h: Harness, url: string | null, opts: { standardWebhooks?: boolean } = {}) {
   const serverId = await insertServer(h.db.prisma, { callbackUrl: url, ...opts });
   const { secret } = await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
   return { serverId, secret };
-}
-
-/** Stores a delivery the way the consumer does; returns its heart id. */
-async function addDelivery(h: Harness, serverId: string, opts: { username?: string; voterIdentity?: string } = {}): Promise<string> {
-  const heartId = randomUUID();
-  await insertDelivery(h.db.prisma, {
-    heartId,
-    serverId,
-    eventType: "heart.counted",
-    username: opts.username ?? "Steve",
-    voterIdentity: opts.voterIdentity ?? `voter-${heartId}`,
-    period: "2026-03",
-    streakDay: null,
-    countedAt: new Date(),
-  });
-  return heartId;
 }
 
 function deliveryOf(h: Harness, heartId: string) {

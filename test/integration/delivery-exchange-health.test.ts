@@ -10,7 +10,6 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { Kafka, logLevel } from "kafkajs";
 import { DeliveryStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { EnvelopeSchema, OwnerNotificationKind, type Envelope } from "../../gen/proto/events/v1/events_pb.js";
-import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/dispatcher.js";
 import { AUTO_DISABLE_AFTER_MS } from "../../services/delivery/endpoint-health.js";
 import { DELIVERY_FAILED_EVENT, ENDPOINT_DISABLED_EVENT } from "../../services/delivery/owner-notifications.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
@@ -21,83 +20,39 @@ import { createRelay } from "../../services/relay/relay.js";
 import { OWNER_NOTIFICATIONS_TOPIC } from "../../services/shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
+import { headerOf } from "../helpers/receiver.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
-import { createTestClock, insertSecret, insertServer, startHarness, type Harness, type TestClock } from "./delivery-harness.js";
+import {
+  createTestClock,
+  insertSecret,
+  insertServer,
+  type Harness,
+  type TestClock,
+  startDispatchWorld,
+  addDelivery,
+  type DispatchWorld,
+} from "./delivery-harness.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** Waits for an asynchronous outcome; generously, because the whole suite shares two cores. */
 const until = <T>(check: () => Promise<T | undefined | false> | T | undefined | false) => eventually(check, { timeoutMs: 30_000 });
 
-interface World {
-  h: Harness;
-  clock: TestClock | undefined;
-  dispatcher(opts?: Partial<DispatcherOptions> & { scheduleText?: string }): Dispatcher;
-  receiver(opts?: Parameters<typeof startReceiver>[0]): Promise<Receiver>;
-}
-
-/** One test's world: its own database, receivers and dispatchers; with `clockAt`, a test clock for everything. */
-async function world(t: ExecutionContext, opts: { clockAt?: string; testSchedule?: string } = {}): Promise<World> {
+/** One test's world (startDispatchWorld); with `clockAt`, a test clock for everything. */
+async function world(t: ExecutionContext, opts: { clockAt?: string; testSchedule?: string } = {}): Promise<DispatchWorld & { clock: TestClock | undefined }> {
   const clock = opts.clockAt ? createTestClock(opts.clockAt) : undefined;
   const now = clock ? clock.now : () => new Date();
-  const h = await startHarness({
-    now,
-    retrySchedule: parseRetrySchedule(opts.testSchedule ?? "100ms,100ms", { jitterRatio: 0 }),
+  const w = await startDispatchWorld(t, {
+    harness: { now, retrySchedule: parseRetrySchedule(opts.testSchedule ?? "100ms,100ms", { jitterRatio: 0 }) },
+    scheduleText: "100ms,100ms",
   });
-  const dispatchers: Dispatcher[] = [];
-  const receivers: Receiver[] = [];
-  t.teardown(async () => {
-    await Promise.all(receivers.map((r) => r.close()));
-    await Promise.all(dispatchers.map((d) => d.stop()));
-    await h.close();
-  });
-  return {
-    h,
-    clock,
-    dispatcher(o = {}) {
-      const { scheduleText, ...rest } = o;
-      const d = createDispatcher({
-        prisma: h.db.prisma,
-        secretBox: h.deps.secretBox,
-        log: h.deps.log,
-        now,
-        schedule: parseRetrySchedule(scheduleText ?? "100ms,100ms", { jitterRatio: 0 }),
-        timeoutMs: 2_000,
-        allowInsecure: true,
-        pollIntervalMs: 25,
-        ...rest,
-      });
-      dispatchers.push(d);
-      return d;
-    },
-    async receiver(o) {
-      const r = await startReceiver(o);
-      receivers.push(r);
-      return r;
-    },
-  };
+  return { ...w, clock };
 }
 
 async function callbackServer(h: Harness, url: string) {
   const serverId = await insertServer(h.db.prisma, { callbackUrl: url, name: "Exchange test server" });
   const { secret } = await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
   return { serverId, secret };
-}
-
-async function addDelivery(h: Harness, serverId: string, username = "Steve"): Promise<string> {
-  const heartId = randomUUID();
-  await insertDelivery(h.db.prisma, {
-    heartId,
-    serverId,
-    eventType: "heart.counted",
-    username,
-    voterIdentity: `voter-${heartId}`,
-    period: "2026-03",
-    streakDay: null,
-    countedAt: new Date(),
-  });
-  return heartId;
 }
 
 const deliveryOf = (h: Harness, heartId: string) => h.db.prisma.delivery.findFirstOrThrow({ where: { heartId } });
@@ -117,7 +72,7 @@ test.serial(
     const longBody = `${"x".repeat(MAX_RESPONSE_BODY_BYTES)}TAIL`;
     const r = await receiver({ fallback: { status: 503, headers: { "x-receiver": "shard-7", "retry-after": "1" }, body: longBody } });
     const { serverId } = await callbackServer(h, r.url);
-    const heartId = await addDelivery(h, serverId, "Alex");
+    const heartId = await addDelivery(h, serverId, { username: "Alex" });
     dispatcher().start();
     const [request] = await r.waitForRequests(1);
     const delivery = await until(async () => {
@@ -193,9 +148,9 @@ test.serial("GetDelivery and Redeliver scoped to a server: another server's deli
 test.serial("ListDeliveries finds a player's deliveries by username (case-insensitive, part of the name)", async (t) => {
   const { h } = await world(t);
   const serverId = await insertServer(h.db.prisma);
-  await addDelivery(h, serverId, "Steve");
-  await addDelivery(h, serverId, "Alex");
-  await addDelivery(h, serverId, "steven_2");
+  await addDelivery(h, serverId, { username: "Steve" });
+  await addDelivery(h, serverId, { username: "Alex" });
+  await addDelivery(h, serverId, { username: "steven_2" });
   const { deliveries } = await h.delivery.listDeliveries({ serverId, username: "STEV" });
   t.deepEqual(deliveries.map((d) => d.username).sort(), ["Steve", "steven_2"]);
   t.is((await h.delivery.listDeliveries({ serverId, username: "nobody" })).deliveries.length, 0);
@@ -400,7 +355,7 @@ test.serial(
     const { h, dispatcher, receiver } = await world(t);
     const r = await receiver({ fallback: { status: 500, body: "no" } });
     const { serverId } = await callbackServer(h, r.url);
-    const heartId = await addDelivery(h, serverId, "Herobrine");
+    const heartId = await addDelivery(h, serverId, { username: "Herobrine" });
     const d = dispatcher({ scheduleText: "50ms" });
     d.start();
     const failed = await until(async () => {
@@ -488,7 +443,7 @@ test.serial(
       where: { id: serverId },
       data: { votifierHost: r.host, votifierPort: r.port, votifierServiceName: "HeartsList", votifierToken: h.deps.secretBox.seal(token) },
     });
-    const heartId = await addDelivery(h, serverId, "Alex");
+    const heartId = await addDelivery(h, serverId, { username: "Alex" });
     dispatcher().start();
     await r.waitForVotes(1);
     const attempt = await until(() =>

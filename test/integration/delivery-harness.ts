@@ -20,6 +20,11 @@ import { generateCallbackSecret, generateKid, generateReferralSecret, type Secre
 import type { TestDatabase } from "../helpers/db.js";
 import { startStack } from "../helpers/stack.js";
 import type { Client } from "@connectrpc/connect";
+import type { ExecutionContext } from "ava";
+import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/dispatcher.js";
+import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { insertDelivery } from "../../services/delivery/store.js";
+import { startReceiver, type Receiver } from "../helpers/receiver.js";
 
 /** A clock the test sets and advances; `real()` follows the wall clock. */
 export interface TestClock {
@@ -182,4 +187,75 @@ export function hexEquals(a: string, b: string): boolean {
   const x = Buffer.from(a, "hex");
   const y = Buffer.from(b, "hex");
   return x.length === y.length && x.length > 0 && timingSafeEqual(x, y);
+}
+
+/** One test's dispatch world: its harness, and the dispatchers and receivers it starts, all closed when the test ends. */
+export interface DispatchWorld {
+  h: Harness;
+  /** A dispatcher on the world's database and clock; `scheduleText` replaces the world's retry schedule. */
+  dispatcher(opts?: Partial<DispatcherOptions> & { scheduleText?: string }): Dispatcher;
+  receiver(opts?: Parameters<typeof startReceiver>[0]): Promise<Receiver>;
+  /** Runs `close` when the test ends, with the receivers. */
+  onClose(close: () => Promise<void>): void;
+}
+
+/**
+ * Starts a harness for one test, with dispatchers polling every 25 ms, insecure URLs allowed, the
+ * retry schedule `scheduleText` (default "100ms,200ms,300ms", no jitter) and `timeoutMs` (default 2 s).
+ * At the end, receivers close first (that ends hanging attempts, so the dispatchers stop promptly).
+ */
+export async function startDispatchWorld(
+  t: ExecutionContext,
+  opts: { harness?: Parameters<typeof startHarness>[0]; scheduleText?: string; timeoutMs?: number } = {},
+): Promise<DispatchWorld> {
+  const h = await startHarness(opts.harness);
+  const dispatchers: Dispatcher[] = [];
+  const closers: Array<() => Promise<void>> = [];
+  t.teardown(async () => {
+    await Promise.all(closers.map((close) => close()));
+    await Promise.all(dispatchers.map((d) => d.stop()));
+    await h.close();
+  });
+  return {
+    h,
+    dispatcher({ scheduleText, ...rest } = {}) {
+      const d = createDispatcher({
+        prisma: h.db.prisma,
+        secretBox: h.deps.secretBox,
+        log: h.deps.log,
+        now: opts.harness?.now ?? (() => new Date()),
+        schedule: parseRetrySchedule(scheduleText ?? opts.scheduleText ?? "100ms,200ms,300ms", { jitterRatio: 0 }),
+        timeoutMs: opts.timeoutMs ?? 2_000,
+        allowInsecure: true,
+        pollIntervalMs: 25,
+        ...rest,
+      });
+      dispatchers.push(d);
+      return d;
+    },
+    async receiver(o) {
+      const r = await startReceiver(o);
+      closers.push(() => r.close());
+      return r;
+    },
+    onClose(close) {
+      closers.push(close);
+    },
+  };
+}
+
+/** Stores a counted heart's delivery the way the consumer does (period 2026-03, no streak); returns its heart id. */
+export async function addDelivery(h: Harness, serverId: string, opts: { username?: string; voterIdentity?: string } = {}): Promise<string> {
+  const heartId = randomUUID();
+  await insertDelivery(h.db.prisma, {
+    heartId,
+    serverId,
+    eventType: "heart.counted",
+    username: opts.username ?? "Steve",
+    voterIdentity: opts.voterIdentity ?? `voter-${heartId}`,
+    period: "2026-03",
+    streakDay: null,
+    countedAt: new Date(),
+  });
+  return heartId;
 }

@@ -7,66 +7,38 @@
  */
 import test, { type ExecutionContext } from "ava";
 import { randomBytes, randomUUID } from "node:crypto";
-import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/dispatcher.js";
+import type { Dispatcher, DispatcherOptions } from "../../services/delivery/dispatcher.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { insertDelivery } from "../../services/delivery/store.js";
 import { createVotifierTransport } from "../../services/delivery/votifier-transport.js";
 import { createSecretBox } from "../../services/shared/secrets.js";
 import { eventually } from "../helpers/eventually.js";
-import { startReceiver, type Receiver } from "../helpers/receiver.js";
+import type { Receiver } from "../helpers/receiver.js";
 import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
-import { insertSecret, insertServer, startHarness, type Harness } from "./delivery-harness.js";
+import { insertSecret, insertServer, type Harness, startDispatchWorld } from "./delivery-harness.js";
 
 const TOKEN = "nvtoken7kq2m9x4hd8s3v1c6p0w";
 const COUNTED_AT = new Date("2026-03-04T05:06:07.089Z");
 
-interface World {
-  h: Harness;
-  dispatcher(opts?: Partial<DispatcherOptions> & { votifierTimeoutMs?: number }): Dispatcher;
-  votifier(opts?: Parameters<typeof startVotifierReceiver>[0]): Promise<VotifierReceiver>;
-  http(): Promise<Receiver>;
-}
-
-async function world(t: ExecutionContext): Promise<World> {
-  const h = await startHarness();
-  const dispatchers: Dispatcher[] = [];
-  const closers: Array<() => Promise<void>> = [];
-  t.teardown(async () => {
-    await Promise.all(closers.map((close) => close()));
-    await Promise.all(dispatchers.map((d) => d.stop()));
-    await h.close();
-  });
+/** One test's world (startDispatchWorld), with Votifier receivers and an optional Votifier timeout. */
+async function world(t: ExecutionContext) {
+  const w = await startDispatchWorld(t);
   return {
-    h,
-    dispatcher(opts = {}) {
-      const { votifierTimeoutMs, ...rest } = opts;
-      const d = createDispatcher({
-        prisma: h.db.prisma,
-        secretBox: h.deps.secretBox,
-        log: h.deps.log,
-        now: () => new Date(),
-        schedule: parseRetrySchedule("100ms,200ms,300ms", { jitterRatio: 0 }),
-        timeoutMs: 2_000,
-        allowInsecure: true,
-        pollIntervalMs: 25,
+    h: w.h,
+    dispatcher({ votifierTimeoutMs, ...rest }: Partial<DispatcherOptions> & { votifierTimeoutMs?: number } = {}): Dispatcher {
+      return w.dispatcher({
         ...(votifierTimeoutMs === undefined
           ? {}
-          : { transports: { votifier: createVotifierTransport({ secretBox: h.deps.secretBox, allowInsecure: true, timeoutMs: votifierTimeoutMs }) } }),
+          : { transports: { votifier: createVotifierTransport({ secretBox: w.h.deps.secretBox, allowInsecure: true, timeoutMs: votifierTimeoutMs }) } }),
         ...rest,
       });
-      dispatchers.push(d);
-      return d;
     },
-    async votifier(opts = {}) {
+    async votifier(opts: Parameters<typeof startVotifierReceiver>[0] = {}): Promise<VotifierReceiver> {
       const r = await startVotifierReceiver({ tokens: { default: TOKEN }, ...opts });
-      closers.push(() => r.close());
+      w.onClose(() => r.close());
       return r;
     },
-    async http() {
-      const r = await startReceiver();
-      closers.push(() => r.close());
-      return r;
-    },
+    http: (): Promise<Receiver> => w.receiver(),
   };
 }
 

@@ -10,7 +10,7 @@ import pg from "pg";
 import { createClient } from "@connectrpc/connect";
 import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
-import { insertDelivery } from "../../services/delivery/store.js";
+import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";

@@ -56,10 +56,10 @@ export interface ClaimRoom {
 
 /**
  * Claims due deliveries for this dispatcher: pending, due, not leased, and sendable
- * (SENDABLE_DELIVERY). Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher
+ * (sendableDeliverySql). Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher
  * instances never claim the same row. At most `limit` rows; per server at most `perServerLimit`
  * minus what this instance already has in flight for it. The same statement reads what sending
- * needs (CLAIMED_COLUMNS): the server's active callback secrets (sealed) and the voter's streak
+ * needs (claimedColumnsSql): the server's active callback secrets (sealed) and the voter's streak
  * state, so an attempt costs no further reads.
  */
 export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Promise<ClaimedDelivery[]> {

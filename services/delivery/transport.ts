@@ -11,6 +11,7 @@ export interface Transport {
   send(delivery: ClaimedDelivery): Promise<AttemptOutcome>;
 }
 
+/** The transports the dispatcher sends over (declared with the claim, claim-deliveries.ts, which has no transport import). */
 export type { SentTransport };
 
 /**

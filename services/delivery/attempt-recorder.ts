@@ -1,7 +1,7 @@
 import type { PrismaClient } from "../shared/db.js";
 import { createGroupCommit } from "../shared/group-commit.js";
 import type { Logger } from "../shared/log.js";
-import { recordAttempts, type AttemptRecord } from "./store.js";
+import { recordAttempts, type AttemptRecord } from "./attempt-log.js";
 
 /** Attempts recorded by one statement at most. */
 export const MAX_RECORD_BATCH = 500;

@@ -3,7 +3,8 @@ import type { Logger } from "../shared/log.js";
 import type { SecretBox } from "../shared/secrets.js";
 import { streakAtDelivery } from "../hearts/domain/streak.js";
 import { GONE_ERROR, sendCallback, signCallback, toHttpExchange, type CallbackAgents, type HeartEventType } from "./send-callback.js";
-import { loadCallbackSecrets, readStreakAtDelivery, type ClaimedDelivery } from "./store.js";
+import { loadCallbackSecrets } from "../servers/active-secrets.js";
+import type { ClaimedDelivery } from "./claim-deliveries.js";
 import type { Transport } from "./transport.js";
 
 /** Opened callback secrets kept at most by one transport (then the cache starts afresh). */
@@ -95,4 +96,16 @@ export function createCallbackTransport(deps: {
       }
     },
   };
+}
+
+/**
+ * The voter's streak at delivery time `at` (see streakAtDelivery), for a delivery not claimed with
+ * it: today or yesterday keeps `streak_days`, older is 0, no row is undefined (omitted).
+ */
+async function readStreakAtDelivery(prisma: PrismaClient, serverId: string, voterIdentity: string, at: Date): Promise<number | undefined> {
+  const state = await prisma.voterState.findUnique({
+    where: { serverId_voterIdentity: { serverId, voterIdentity } },
+    select: { lastDay: true, streakDays: true },
+  });
+  return streakAtDelivery(state, at);
 }

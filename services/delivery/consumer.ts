@@ -9,7 +9,7 @@ import type { PrismaClient } from "../shared/db.js";
 import { createDeadLetterCounter, storeDeadMessage } from "../shared/dead-letters.js";
 import type { Logger } from "../shared/log.js";
 import type { Dispatcher } from "./dispatcher.js";
-import { insertAndLeaseDeliveries, type NewDelivery } from "./store.js";
+import { insertAndLeaseDeliveries, type NewDelivery } from "./insert-deliveries.js";
 
 /** The default consumer group of the delivery service. */
 export const DELIVERY_CONSUMER_GROUP = "delivery.v1";

@@ -3,7 +3,9 @@ import { createAttemptRecorder } from "./attempt-recorder.js";
 import { createCallbackTransport } from "./callback-transport.js";
 import { performAttempt, type AttemptDeps, type SentOutcome } from "./perform-attempt.js";
 import { createCallbackAgents } from "./send-callback.js";
-import { claimDueDeliveries, type AttemptResult, type ClaimedDelivery, type InsertedDeliveries, type InsertLease } from "./store.js";
+import type { AttemptResult } from "./attempt-log.js";
+import { claimDueDeliveries, type ClaimedDelivery } from "./claim-deliveries.js";
+import type { InsertedDeliveries, InsertLease } from "./insert-deliveries.js";
 import type { SentTransport, Transport } from "./transport.js";
 import { createVotifierTransport } from "./votifier-transport.js";
 

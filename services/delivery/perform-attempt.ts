@@ -2,7 +2,8 @@ import type { PrismaClient } from "../shared/db.js";
 import type { Logger } from "../shared/log.js";
 import type { SecretBox } from "../shared/secrets.js";
 import { decideRetry, type RetrySchedule } from "./retry-schedule.js";
-import { recordAttempt, releaseLease, type AttemptRecord, type AttemptResult, type ClaimedDelivery } from "./store.js";
+import { recordAttempt, type AttemptRecord, type AttemptResult } from "./attempt-log.js";
+import { releaseLease, type ClaimedDelivery } from "./claim-deliveries.js";
 import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
 
 /** What one attempt needs: the dispatcher's settings, also used by the test callback's first attempt. */

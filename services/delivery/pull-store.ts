@@ -7,7 +7,7 @@ import { betweenText } from "../shared/contract.js";
  * The pull transport: counted hearts of a server whose pull API is on are stored
  * as `pull` deliveries (by the consumer, like every delivery) and wait, pending,
  * until the owner claims them by heart_id through the gateway's signed pull API.
- * A claim marks the delivery delivered and records it in the attempt log.
+ * This module lists them (and holds the API's limits); claim-pull-hearts.ts claims them.
  */
 
 /** Hearts per page when the caller gives no limit, and the most one page may hold. */
@@ -15,8 +15,6 @@ export const DEFAULT_PULL_PAGE = 100;
 export const MAX_PULL_PAGE = 500;
 /** The most heart ids one claim may carry. */
 export const MAX_PULL_CLAIM = 500;
-/** What the attempt log shows as the target of a claim. */
-export const PULL_CLAIM_TARGET = "pull API claim";
 
 /** One heart waiting to be claimed. */
 export interface PullHeartRow {
@@ -80,57 +78,4 @@ export async function listPullHearts(
     hearts: page.map((r) => ({ heartId: r.heart_id, username: r.username, period: r.period, countedAt: new Date(r.counted_at), streakDay: r.streak_day })),
     nextCursor: rows.length > q.limit && last ? encodePullCursor({ createdAt: new Date(last.created_at), id: last.id }) : null,
   };
-}
-
-/** What claiming one heart_id did. */
-export type PullClaimStatus = "claimed" | "already_claimed" | "unknown";
-
-/**
- * Claims hearts by heart_id, idempotently: a pending pull delivery of this server
- * becomes delivered (with one attempt recorded, in the same statement), one
- * already delivered is `already_claimed`, anything else (another server's heart,
- * not a uuid, no pull delivery) is `unknown`. Concurrent claims of the same heart:
- * the conditional update lets exactly one of them claim it.
- */
-export async function claimPullHearts(
-  prisma: PrismaClient,
-  q: { serverId: string; heartIds: string[]; now: Date },
-): Promise<Array<{ heartId: string; status: PullClaimStatus }>> {
-  if (q.heartIds.length > MAX_PULL_CLAIM) throw new DomainError("invalid_argument", `heart_ids must hold at most ${MAX_PULL_CLAIM} ids`);
-  const ids = [...new Set(q.heartIds.filter((id) => isUuid(id)).map((id) => id.toLowerCase()))];
-  const claimed = new Set<string>();
-  const delivered = new Set<string>();
-  if (ids.length > 0) {
-    const rows = await prisma.$queryRaw<Array<{ heart_id: string; claimed: boolean }>>`
-      WITH claimed AS (
-        UPDATE deliveries
-        SET status = 'delivered', delivered_at = ${q.now}::timestamptz, attempts = attempts + 1, lease_until = NULL, last_error = NULL
-        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending' AND heart_id = ANY(${ids}::uuid[])
-        RETURNING id, heart_id
-      ), logged AS (
-        INSERT INTO delivery_attempts (delivery_id, attempt, url, started_at, status_code, latency_ms, error)
-        SELECT c.id, (SELECT count(*)::int + 1 FROM delivery_attempts a WHERE a.delivery_id = c.id), ${PULL_CLAIM_TARGET}, ${q.now}::timestamptz, NULL, 0, NULL
-        FROM claimed c
-      )
-      SELECT heart_id::text, true AS claimed FROM claimed
-      UNION ALL
-      SELECT heart_id::text, false AS claimed FROM deliveries
-      WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND heart_id = ANY(${ids}::uuid[])
-        AND heart_id NOT IN (SELECT heart_id FROM claimed)`;
-    for (const row of rows) (row.claimed ? claimed : delivered).add(row.heart_id);
-    // A claim that waited for a concurrent claim's row lock skips the row once that commits, but its
-    // statement still reads the row as pending (its snapshot predates the commit): the ids it could
-    // not place are read again by a statement of its own, which sees that commit.
-    const unplaced = ids.filter((id) => !claimed.has(id) && !delivered.has(id));
-    if (unplaced.length > 0) {
-      const late = await prisma.$queryRaw<Array<{ heart_id: string }>>`
-        SELECT heart_id::text FROM deliveries
-        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND heart_id = ANY(${unplaced}::uuid[])`;
-      for (const row of late) delivered.add(row.heart_id);
-    }
-  }
-  return q.heartIds.map((heartId) => {
-    const id = heartId.toLowerCase();
-    return { heartId, status: claimed.has(id) ? "claimed" : delivered.has(id) ? "already_claimed" : "unknown" };
-  });
 }

@@ -1,4 +1,3 @@
-import { isUuid } from "../shared/ids.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -29,9 +28,9 @@ import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
 import { sendTestReferralEvent } from "../referral/send-test-referral-event.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
-import { readEndpointHealth, type EndpointWindow } from "./endpoint-health.js";
-import { listDeliveries } from "./list-deliveries.js";
-import { claimPullHearts, listPullHearts, toPullLimit } from "./pull-store.js";
+import { findDelivery, listAttempts, listDeliveries, readEndpointHealth, type EndpointWindow } from "./read-deliveries.js";
+import { claimPullHearts } from "./claim-pull-hearts.js";
+import { listPullHearts, toPullLimit } from "./pull-store.js";
 import { redeliver, redeliverFailedSince } from "./redeliver.js";
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
 import { sendTestCallback } from "./send-test-callback.js";
@@ -81,7 +80,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
 
       async getDelivery(req) {
         const row = await findDelivery(deps, req.deliveryId, req.serverId);
-        const attempts = await deps.prisma.deliveryAttempt.findMany({ where: { deliveryId: row.id }, orderBy: { id: "asc" } });
+        const attempts = await listAttempts(deps, row.id);
         return create(GetDeliveryResponseSchema, { delivery: toDeliveryMessage(row), attempts: attempts.map(toAttemptMessage) });
       },
 
@@ -173,16 +172,6 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       },
     });
   };
-}
-
-/** The delivery `rawId`; with `rawServerId`, only when it belongs to that server (another server's id is unknown). */
-async function findDelivery(deps: CoreDeps, rawId: string, rawServerId = ""): Promise<DeliveryRow> {
-  const id = rawId.trim();
-  if (id === "") throw new DomainError("invalid_argument", requiredText("delivery_id"));
-  const serverId = rawServerId.trim() === "" ? undefined : await requireServerId(deps, rawServerId);
-  const row = isUuid(id) ? await deps.prisma.delivery.findUnique({ where: { id } }) : null;
-  if (!row || (serverId !== undefined && row.serverId !== serverId)) throw new DomainError("not_found", "unknown delivery");
-  return row;
 }
 
 /** One exchange as the dashboard's report: exactly what was sent and what came back. */

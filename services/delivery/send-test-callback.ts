@@ -7,7 +7,8 @@ import { createCallbackTransport } from "./callback-transport.js";
 import { LEASE_MARGIN_MS } from "./dispatcher.js";
 import { performAttempt } from "./perform-attempt.js";
 import type { RetrySchedule } from "./retry-schedule.js";
-import { insertTestDelivery, loadCallbackSecrets } from "./store.js";
+import { loadCallbackSecrets } from "../servers/active-secrets.js";
+import { insertTestDelivery } from "./insert-deliveries.js";
 
 /** Username of a test callback (and test vote) when the owner gives none. */
 export const TEST_CALLBACK_USERNAME = "TestPlayer";

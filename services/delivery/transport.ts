@@ -1,5 +1,5 @@
 import type { AttemptExchange } from "./attempt-exchange.js";
-import type { ClaimedDelivery } from "./store.js";
+import type { ClaimedDelivery, SentTransport } from "./claim-deliveries.js";
 
 /**
  * A delivery transport: how one claimed delivery reaches the owner. The pipeline
@@ -11,8 +11,8 @@ export interface Transport {
   send(delivery: ClaimedDelivery): Promise<AttemptOutcome>;
 }
 
-/** The transports the dispatcher sends over (pull deliveries are claimed by the owner, never sent). */
-export type SentTransport = "callback" | "votifier";
+/** The transports the dispatcher sends over (declared with the claim, claim-deliveries.ts, which has no transport import). */
+export type { SentTransport };
 
 /**
  * How one attempt ended. `target` names where it went (the callback URL, or votifier://host:port);

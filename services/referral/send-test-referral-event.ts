@@ -1,6 +1,6 @@
 import type { AttemptExchange } from "../delivery/attempt-exchange.js";
 import { sendCallback, toHttpExchange } from "../delivery/send-callback.js";
-import { loadNewestReferralSecret } from "../delivery/store.js";
+import { loadNewestReferralSecret } from "../servers/active-secrets.js";
 import { ERROR_TEXT, INGEST_PATH, isReferralEventName } from "../shared/contract.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";

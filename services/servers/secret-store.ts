@@ -4,6 +4,7 @@ import { DomainError, unknownServer } from "../shared/errors.js";
 import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
 import { isUuid } from "../shared/ids.js";
 import { requireServer } from "./server-exists.js";
+import { activeSecretSql } from "./active-secrets.js";
 import {
   MAX_ACTIVE_SECRETS_PER_SERVER,
   activeSecretWhere,
@@ -179,9 +180,7 @@ async function resolveActiveKeys(
     SELECT CASE WHEN ${purpose} = 'pull' THEN s.pull_enabled ELSE s.referrals_enabled END AS enabled,
            k.kid, k.ciphertext, k.created_at, k.expires_at, k.revoked_at
     FROM servers s
-    LEFT JOIN server_secrets k
-      ON k.server_id = s.id AND k.purpose = ${purpose}::"SecretPurpose" AND k.revoked_at IS NULL
-         AND (k.expires_at IS NULL OR k.expires_at > ${now})
+    LEFT JOIN server_secrets k ON k.server_id = s.id AND k.purpose = ${purpose}::"SecretPurpose" AND ${activeSecretSql("k", now)}
     WHERE s.id = ${serverId}::uuid`;
   const first = rows[0];
   if (!first) return { status: "unknown_server" };

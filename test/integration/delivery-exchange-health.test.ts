@@ -15,7 +15,7 @@ import { DELIVERY_FAILED_EVENT, ENDPOINT_DISABLED_EVENT } from "../../services/d
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { MAX_RESPONSE_BODY_BYTES } from "../../services/delivery/send-callback.js";
 import { NIL_UUID } from "../../services/shared/ids.js";
-import { insertDelivery } from "../../services/delivery/store.js";
+import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { createRelay } from "../../services/relay/relay.js";
 import { OWNER_NOTIFICATIONS_TOPIC } from "../../services/shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";

@@ -23,7 +23,7 @@ import type { Client } from "@connectrpc/connect";
 import type { ExecutionContext } from "ava";
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/dispatcher.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { insertDelivery } from "../../services/delivery/store.js";
+import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { startReceiver, type Receiver } from "../helpers/receiver.js";
 
 /** A clock the test sets and advances; `real()` follows the wall clock. */

@@ -4,7 +4,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { DeliveryStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { NIL_UUID } from "../../services/shared/ids.js";
-import { insertDelivery } from "../../services/delivery/store.js";
+import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
 import { startStack } from "../helpers/stack.js";
 import { validateHeartCallbackHeaders, validateHeartEvent } from "./openapi-validate.js";

@@ -9,7 +9,7 @@ import test, { type ExecutionContext } from "ava";
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Dispatcher, DispatcherOptions } from "../../services/delivery/dispatcher.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { insertDelivery } from "../../services/delivery/store.js";
+import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { createVotifierTransport } from "../../services/delivery/votifier-transport.js";
 import { createSecretBox } from "../../services/shared/secrets.js";
 import { eventually } from "../helpers/eventually.js";

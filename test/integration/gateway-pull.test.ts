@@ -7,7 +7,12 @@
 import { randomUUID } from "node:crypto";
 import test from "ava";
 import pg from "pg";
-import { insertDelivery } from "../../services/delivery/store.js";
+import { createClient } from "@connectrpc/connect";
+import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
+import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
 import { startGatewayStack, type GatewayStack, type RawResponse } from "./gateway-stack.js";
 import { validateAgainstOpenApi } from "./openapi-validate.js";
@@ -135,6 +140,27 @@ test("claim: claimed once, then already_claimed on retry; unknown ids are named;
     "pending",
     "another server's heart is untouched",
   );
+});
+
+test("a claimed heart's attempt is a success with its exchange, for the dashboard and the delivery statistics", async (t) => {
+  const s = await pullServer();
+  const heartId = await countHeart(s.serverId);
+  const claim = expectValid(t, await post(CLAIMS, s.pullSecret, { server_id: s.serverId, heart_ids: [heartId] }), 200, CLAIMS);
+  t.deepEqual(claim.results, [{ heart_id: heartId, status: "claimed" }]);
+  const { id: deliveryId } = await stack.db.prisma.delivery.findFirstOrThrow({ where: { heartId, transport: "pull" } });
+  // What the dashboard reads: DeliveryService.GetDelivery.
+  const { attempts } = await stack.clients.delivery.getDelivery({ deliveryId, serverId: s.serverId });
+  t.is(attempts.length, 1);
+  const attempt = attempts[0]!;
+  t.like(attempt, { attempt: 1, url: "pull API claim", statusCode: 200, error: "", succeeded: true, exchangeRecorded: true, responseReceived: true });
+  t.deepEqual(JSON.parse(attempt.requestBody), { server_id: s.serverId, heart_ids: [heartId] }, "the claim as it concerned this heart");
+  t.deepEqual(JSON.parse(attempt.responseBody), { results: [{ heart_id: heartId, status: "claimed" }] });
+  const row = await stack.db.prisma.deliveryAttempt.findFirstOrThrow({ where: { deliveryId } });
+  t.is(row.serverId, s.serverId, "the attempt row names its server");
+  // What the dashboard's charts read: DeliveryStatsService.GetDeliveryStats counts the claim as an attempt that succeeded.
+  const stats = createClient(DeliveryStatsService, createServiceTransport(stack.serviceUrl, TEST_SERVICE_TOKEN));
+  const { days } = await stats.getDeliveryStats({ serverId: s.serverId, days: 1, transport: DeliveryTransport.PULL });
+  t.like(days[0], { delivered: 1n, failed: 0n, pending: 0n, attempts: 1n, attemptsOk: 1n });
 });
 
 test("concurrent claims of the same heart: exactly one answers claimed", async (t) => {

@@ -1,5 +1,6 @@
 import test from "ava";
-import { activeSecretsNewestFirst, compareNewestFirst, isSecretActive } from "../../services/servers/domain/secret-policy.js";
+import { activeSecretWhere, activeSecretsNewestFirst, compareNewestFirst, isSecretActive } from "../../services/servers/domain/secret-policy.js";
+import { NOW as CASES_NOW, SECRET_LIFETIME_CASES } from "../helpers/secret-lifetimes.js";
 
 const NOW = new Date("2026-03-10T12:00:00Z");
 const at = (iso: string) => new Date(iso);
@@ -62,4 +63,27 @@ test("inactive secrets are left out; the first is the one that signs", (t) => {
     ["k_2", "k_1"],
   );
   t.deepEqual(activeSecretsNewestFirst([expired, revoked], NOW), []);
+});
+
+/** Evaluates a Prisma `where` of the forms activeSecretWhere uses (a field equal to null, `{ gt }`, `OR`) on one row. */
+function matchesWhere(row: Record<string, Date | null>, where: Record<string, unknown>): boolean {
+  return Object.entries(where).every(([key, condition]) => {
+    if (key === "OR") return (condition as Record<string, unknown>[]).some((branch) => matchesWhere(row, branch));
+    const value = row[key];
+    if (value === undefined) throw new Error(`activeSecretWhere uses ${key}, which this evaluator does not know`);
+    if (condition === null) return value === null;
+    if (typeof condition === "object" && condition !== null && Object.keys(condition).join() === "gt") {
+      const bound = (condition as { gt: Date }).gt;
+      return value !== null && value.getTime() > bound.getTime();
+    }
+    throw new Error(`activeSecretWhere uses a condition this evaluator does not know: ${key} ${JSON.stringify(condition)}`);
+  });
+}
+
+test("one definition of active: the Prisma where (activeSecretWhere) selects exactly the secrets isSecretActive calls active", (t) => {
+  for (const c of SECRET_LIFETIME_CASES) {
+    const row = { expiresAt: c.expiresAt, revokedAt: c.revokedAt };
+    t.is(isSecretActive(row, CASES_NOW), c.active, `isSecretActive: ${c.name}`);
+    t.is(matchesWhere(row, activeSecretWhere(CASES_NOW)), c.active, `activeSecretWhere: ${c.name}`);
+  }
 });

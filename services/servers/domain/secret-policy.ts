@@ -31,6 +31,8 @@ export function isSecretActive(secret: SecretLifetime, now: Date): boolean {
 /**
  * isSecretActive as a Prisma `where` fragment, so stores fetch only active rows (the server holds at
  * most MAX_ACTIVE_SECRETS_PER_SERVER of them) before ranking them with activeSecretsNewestFirst.
+ * Its SQL twin, for raw statements, is activeSecretSql (services/servers/active-secrets.ts); the
+ * tests hold all three equal on one table of cases.
  */
 export function activeSecretWhere(now: Date) {
   return { revokedAt: null, OR: [{ expiresAt: null }, { expiresAt: { gt: now } }] };

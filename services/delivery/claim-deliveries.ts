@@ -1,0 +1,184 @@
+import { Prisma } from "../../gen/prisma/client.js";
+import type { PrismaClient } from "../shared/db.js";
+import type { StreakState } from "../hearts/domain/streak.js";
+import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, type SealedSecretJson } from "../servers/active-secrets.js";
+
+/**
+ * The dispatcher's claims: which stored deliveries are sendable, the claim that leases due ones
+ * (with what sending them needs), and giving a lease back. The consumer's insert leases with the
+ * same rule and the same columns (insert-deliveries.ts).
+ */
+
+/** The transports the dispatcher sends over (pull deliveries are claimed by the owner, never sent). */
+export type SentTransport = "callback" | "votifier";
+
+/** A delivery claimed by a dispatcher, with what is needed to send it. */
+export interface ClaimedDelivery {
+  id: string;
+  serverId: string;
+  heartId: string;
+  eventType: string;
+  username: string;
+  voterIdentity: string;
+  period: string;
+  /** Attempts made in the current retry cycle, before this one. */
+  attempts: number;
+  /** The lease this claim holds; the result is recorded only while it is still ours. */
+  leaseUntil: Date;
+  /** Which transport sends it. */
+  transport: SentTransport;
+  /** When the heart counted. */
+  countedAt: Date;
+  /** Callback settings (callback deliveries); null when the server has no callback URL. */
+  callbackUrl: string | null;
+  standardWebhooks: boolean;
+  /** Votifier settings (Votifier deliveries), with the token still sealed; null when not configured. */
+  votifier: { host: string; port: number; serviceName: string; sealedToken: string } | null;
+  /**
+   * The server's active callback secrets, still sealed, newest first, as the claim read them
+   * (so a rotation is seen by the next claim); absent when not read with the delivery, and the
+   * transport reads them itself.
+   */
+  sealedCallbackSecrets?: string[];
+  /** The voter's streak state as the claim read it (null: none); absent when not read with the delivery. */
+  voterStreak?: StreakState | null;
+}
+
+/** The room a claim (or an insert's lease) has: how many rows in all and per server, given what is in flight. */
+export interface ClaimRoom {
+  now: Date;
+  leaseUntil: Date;
+  /** Most rows leased; 0 leases none. */
+  limit: number;
+  perServerLimit: number;
+  inFlightByServer: ReadonlyMap<string, number>;
+}
+
+/**
+ * Claims due deliveries for this dispatcher: pending, due, not leased, and sendable
+ * (sendableDeliverySql). Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher
+ * instances never claim the same row. At most `limit` rows; per server at most `perServerLimit`
+ * minus what this instance already has in flight for it. The same statement reads what sending
+ * needs (claimedColumnsSql): the server's active callback secrets (sealed) and the voter's streak
+ * state, so an attempt costs no further reads.
+ */
+export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Promise<ClaimedDelivery[]> {
+  const busyIds = [...q.inFlightByServer.keys()];
+  const busyCounts = busyIds.map((id) => q.inFlightByServer.get(id) ?? 0);
+  const saturated = busyIds.filter((id) => (q.inFlightByServer.get(id) ?? 0) >= q.perServerLimit);
+  // Scan a few times the limit, so one server's backlog cannot hide other servers' rows in one claim.
+  const scan = q.limit * 4;
+  const rows = await prisma.$queryRaw<LeasedRow[]>`
+    WITH busy AS (
+      SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
+    ), candidates AS (
+      SELECT d.id, d.server_id, d.next_attempt_at, d.voter_identity, d.event_type
+      FROM deliveries d JOIN servers s ON s.id = d.server_id
+      WHERE d.status = 'pending'
+        AND d.next_attempt_at <= ${q.now}::timestamptz
+        AND (d.lease_until IS NULL OR d.lease_until < ${q.now}::timestamptz)
+        AND ${sendableDeliverySql(q.now)}
+        AND d.server_id <> ALL(${saturated}::uuid[])
+      ORDER BY d.next_attempt_at
+      LIMIT ${scan}
+      FOR UPDATE OF d SKIP LOCKED
+    ), chosen AS (
+      SELECT c.id, v.last_day, v.streak_days FROM (
+        SELECT c.id, c.server_id, c.voter_identity, c.event_type, c.next_attempt_at,
+               row_number() OVER (PARTITION BY c.server_id ORDER BY c.next_attempt_at, c.id) AS rn,
+               ${q.perServerLimit}::int - coalesce(b.in_flight, 0) AS room
+        FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
+      ) c
+      LEFT JOIN voter_states v ON c.event_type = 'heart.counted' AND v.server_id = c.server_id AND v.voter_identity = c.voter_identity
+      WHERE c.rn <= c.room
+      ORDER BY c.next_attempt_at
+      LIMIT ${q.limit}
+    )
+    UPDATE deliveries d SET lease_until = ${q.leaseUntil}::timestamptz
+    FROM chosen v, servers s
+    WHERE d.id = v.id AND s.id = d.server_id
+    RETURNING ${claimedColumnsSql(q.now)}`;
+  return rows.map((r) => toClaimedDelivery(r, q.now));
+}
+
+/**
+ * Whether delivery `d` of server `s` can be sent by a dispatcher at `now`: a callback delivery of a
+ * server with a callback URL, not disabled (410) and with an active callback secret, or a Votifier
+ * delivery of a server with Votifier set up (pull deliveries are claimed by the owner, never here).
+ * The one rule of the claim and of the lease taken with an insert.
+ */
+export function sendableDeliverySql(now: Date): Prisma.Sql {
+  return Prisma.sql`
+  ((d.transport = 'callback'
+    AND s.callback_url IS NOT NULL
+    AND s.callback_disabled_at IS NULL
+    AND ${hasActiveSecretSql(Prisma.sql`s.id`, "callback", now)})
+   OR (d.transport = 'votifier' AND s.votifier_host IS NOT NULL AND s.votifier_token IS NOT NULL))`;
+}
+
+/**
+ * What a dispatcher needs to send a leased delivery `d` of server `s` at `now`, with `v` the voter's
+ * streak state (last_day, streak_days): the columns of LeasedRow.
+ */
+export function claimedColumnsSql(now: Date): Prisma.Sql {
+  return Prisma.sql`
+  d.id::text, d.server_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
+  d.attempts, d.lease_until, d.transport, d.counted_at, s.callback_url, s.standard_webhooks,
+  s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token,
+  v.last_day, v.streak_days,
+  CASE WHEN d.transport = 'callback' THEN ${sealedActiveSecretsJsonSql(Prisma.sql`d.server_id`, "callback", now)} END AS callback_secrets`;
+}
+
+/** A row of claimedColumnsSql (dates as Date from a statement's columns, as ISO text from JSON). */
+export interface LeasedRow {
+  id: string;
+  server_id: string;
+  heart_id: string;
+  event_type: string;
+  username: string;
+  voter_identity: string;
+  period: string;
+  attempts: number;
+  lease_until: Date | string;
+  transport: SentTransport;
+  counted_at: Date | string;
+  callback_url: string | null;
+  standard_webhooks: boolean;
+  votifier_host: string | null;
+  votifier_port: number | null;
+  votifier_service_name: string | null;
+  votifier_token: string | null;
+  callback_secrets: SealedSecretJson[] | null;
+  last_day: Date | string | null;
+  streak_days: number | null;
+}
+
+/** A leased row as the dispatcher sends it; the secrets active at `now`, newest first. */
+export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
+  return {
+    id: r.id,
+    serverId: r.server_id,
+    heartId: r.heart_id,
+    eventType: r.event_type,
+    username: r.username,
+    voterIdentity: r.voter_identity,
+    period: r.period,
+    attempts: r.attempts,
+    leaseUntil: new Date(r.lease_until),
+    transport: r.transport,
+    countedAt: new Date(r.counted_at),
+    callbackUrl: r.callback_url,
+    standardWebhooks: r.standard_webhooks,
+    votifier:
+      r.votifier_host !== null && r.votifier_token !== null
+        ? { host: r.votifier_host, port: r.votifier_port ?? 0, serviceName: r.votifier_service_name ?? "", sealedToken: r.votifier_token }
+        : null,
+    ...(r.callback_secrets === null ? {} : { sealedCallbackSecrets: toSealedNewestFirst(r.callback_secrets, now) }),
+    voterStreak: r.last_day === null || r.streak_days === null ? null : { lastDay: new Date(r.last_day), streakDays: r.streak_days },
+  };
+}
+
+/** Gives a claimed delivery back without an attempt (for example its secret was revoked meanwhile). */
+export async function releaseLease(prisma: PrismaClient, delivery: ClaimedDelivery): Promise<void> {
+  await prisma.delivery.updateMany({ where: { id: delivery.id, leaseUntil: delivery.leaseUntil }, data: { leaseUntil: null } });
+}

@@ -1,0 +1,209 @@
+import { randomUUID } from "node:crypto";
+import type { PrismaClient } from "../shared/db.js";
+import { NIL_UUID } from "../shared/ids.js";
+import { claimedColumnsSql, sendableDeliverySql, toClaimedDelivery, type ClaimedDelivery, type ClaimRoom, type LeasedRow } from "./claim-deliveries.js";
+
+/**
+ * The delivery inbox: the consumer stores each counted heart's deliveries (one statement per batch,
+ * optionally leasing the new rows a dispatcher would claim next), and the test callback stores its
+ * `heart.test` delivery.
+ */
+
+/** A counted heart, as the consumer turns it into a delivery. */
+export interface NewDelivery {
+  heartId: string;
+  serverId: string;
+  eventType: string;
+  username: string;
+  voterIdentity: string;
+  period: string;
+  streakDay: number | null;
+  countedAt: Date;
+}
+
+/** What inserting a delivery did. */
+export type InsertOutcome = "inserted" | "duplicate" | "unknown_server";
+
+/**
+ * Inserts the deliveries of a counted heart, idempotently per (server_id, transport, heart_id):
+ * always the HTTP callback (held while the server has no callback URL), plus a Votifier
+ * delivery when the server has Votifier set up and a pull delivery when its pull API is on,
+ * each decided by the server's settings at this moment. See insertDeliveries.
+ */
+export async function insertDelivery(prisma: PrismaClient, d: NewDelivery): Promise<InsertOutcome> {
+  const [outcome] = await insertDeliveries(prisma, [d]);
+  return outcome ?? "unknown_server";
+}
+
+/**
+ * Inserts the deliveries of many counted hearts with ONE statement (the consumer's batch), with
+ * an outcome per heart in input order. The dedup_key of a counted heart's delivery is its
+ * heart_id, and `INSERT ... ON CONFLICT DO NOTHING` makes a redelivered Kafka message add
+ * nothing (exactly once per receiver key, whatever the batch); joining servers makes a deleted
+ * server a no-op instead of a foreign-key error. Rows go in (server, heart) order, so two
+ * instances inserting overlapping batches lock in the same order. A delivery is due from when its
+ * heart counted (never later than now): claims take the oldest hearts first, across servers,
+ * however the batches that stored them were grouped.
+ */
+export async function insertDeliveries(prisma: PrismaClient, items: NewDelivery[]): Promise<InsertOutcome[]> {
+  return (await insertAndLeaseDeliveries(prisma, items)).outcomes;
+}
+
+/** A lease offered with an insert: the dispatcher's room, as claimDueDeliveries takes it. */
+export type InsertLease = ClaimRoom;
+
+/** What insertAndLeaseDeliveries did: an outcome per heart, the rows it leased, and whether sendable rows were left for a claim. */
+export interface InsertedDeliveries {
+  outcomes: InsertOutcome[];
+  /** Rows inserted already leased to the caller (as claimDueDeliveries would have claimed them). */
+  leased: ClaimedDelivery[];
+  /** Sendable rows were inserted without a lease (beyond the room, or none offered): a claim should run. */
+  leftForClaim: boolean;
+}
+
+/**
+ * insertDeliveries, and in the same statement (one commit) the new rows a dispatcher would claim
+ * next are inserted already leased to it, up to `lease.limit` rows and `lease.perServerLimit` per
+ * server (minus what is in flight), with what sending needs, so a delivery stored at idle goes out
+ * without a claim statement after it. Which rows are sendable is the claim's rule (sendableDeliverySql).
+ * A leased row is durable with its lease, like a claimed one: if this process dies before the
+ * attempt is recorded, the lease expires and any dispatcher claims it again.
+ */
+export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewDelivery[], lease?: InsertLease): Promise<InsertedDeliveries> {
+  if (items.length === 0) return { outcomes: [], leased: [], leftForClaim: false };
+  // One row per (server, heart): a heart twice in one batch is a duplicate of itself.
+  const byKey = new Map<string, number>();
+  const unique: NewDelivery[] = [];
+  const slot = items.map((d) => {
+    const key = `${d.serverId}/${d.heartId}`;
+    let i = byKey.get(key);
+    if (i === undefined) {
+      i = unique.push(d) - 1;
+      byKey.set(key, i);
+    }
+    return i;
+  });
+  const order = unique.map((_, i) => i).sort((a, b) => compareKeys(unique[a]!, unique[b]!));
+  const input = order.map((i) => {
+    const d = unique[i]!;
+    return {
+      n: i,
+      heart_id: d.heartId,
+      server_id: d.serverId,
+      event_type: d.eventType,
+      username: d.username,
+      voter_identity: d.voterIdentity,
+      period: d.period,
+      streak_day: d.streakDay,
+      counted_at: d.countedAt.toISOString(),
+    };
+  });
+  const room = lease ?? { now: new Date(), leaseUntil: new Date(0), limit: 0, perServerLimit: 0, inFlightByServer: new Map<string, number>() };
+  const busyIds = [...room.inFlightByServer.keys()];
+  const busyCounts = busyIds.map((id) => room.inFlightByServer.get(id) ?? 0);
+  const rows = await prisma.$queryRaw<{ n: number; inserted: boolean; known: boolean; leased: LeasedRow[] | null; left_for_claim: boolean }[]>`
+    WITH input AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
+        AS i(n int, heart_id text, server_id uuid, event_type text, username text, voter_identity text, period text, streak_day int, counted_at timestamptz)
+    ), busy AS (
+      SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
+    ), candidates AS (
+      SELECT i.*, d.transport, ${sendableDeliverySql(room.now)} AS sendable
+      FROM input i
+      JOIN servers s ON s.id = i.server_id
+      CROSS JOIN (VALUES ('callback'::"DeliveryTransport"), ('votifier'::"DeliveryTransport"), ('pull'::"DeliveryTransport")) AS d(transport)
+      WHERE d.transport = 'callback'
+         OR (d.transport = 'votifier' AND s.votifier_host IS NOT NULL)
+         OR (d.transport = 'pull' AND s.pull_enabled)
+    ), offered AS (
+      -- The rows a claim would take first: per server at most its room, in all at most the limit (oldest hearts first).
+      SELECT c.*, c.sendable
+               AND row_number() OVER (PARTITION BY c.sendable, c.server_id ORDER BY c.counted_at, c.heart_id, c.transport)
+                   <= ${room.perServerLimit}::int - coalesce(b.in_flight, 0)
+               AND row_number() OVER (PARTITION BY c.sendable ORDER BY c.counted_at, c.heart_id, c.transport) <= ${room.limit}::int AS leased
+      FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
+    ), added AS (
+      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, streak_day, counted_at,
+                              next_attempt_at, lease_until)
+      SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.heart_id, o.transport, o.event_type, o.username, o.voter_identity, o.period,
+             o.streak_day, o.counted_at, least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END
+      FROM offered o
+      ORDER BY o.server_id, o.heart_id, o.transport
+      ON CONFLICT (server_id, transport, dedup_key) DO NOTHING
+      RETURNING *
+    )
+    SELECT i.n,
+           EXISTS (SELECT 1 FROM added a WHERE a.server_id = i.server_id AND a.dedup_key = i.heart_id) AS inserted,
+           EXISTS (SELECT 1 FROM servers s WHERE s.id = i.server_id) AS known,
+           (SELECT json_agg(c) FROM (
+              SELECT ${claimedColumnsSql(room.now)}
+              FROM added d
+              JOIN servers s ON s.id = d.server_id
+              LEFT JOIN voter_states v ON d.event_type = 'heart.counted' AND v.server_id = d.server_id AND v.voter_identity = d.voter_identity
+              WHERE d.lease_until IS NOT NULL) c) AS leased,
+           EXISTS (SELECT 1 FROM offered o WHERE o.sendable AND NOT o.leased) AS left_for_claim
+    FROM input i`;
+  const outcomes: InsertOutcome[] = unique.map(() => "unknown_server");
+  for (const r of rows) outcomes[r.n] = r.inserted ? "inserted" : r.known ? "duplicate" : "unknown_server";
+  // A repeat within the batch is a duplicate of its first copy (or, like it, of an unknown server).
+  const firstSeen = new Set<number>();
+  return {
+    outcomes: slot.map((i) => {
+      const outcome = outcomes[i] ?? "unknown_server";
+      if (firstSeen.has(i)) return outcome === "unknown_server" ? outcome : "duplicate";
+      firstSeen.add(i);
+      return outcome;
+    }),
+    leased: (rows[0]?.leased ?? []).map((r) => toClaimedDelivery(r, room.now)),
+    leftForClaim: rows.some((r) => r.left_for_claim),
+  };
+}
+
+function compareKeys(a: NewDelivery, b: NewDelivery): number {
+  return a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : a.heartId < b.heartId ? -1 : a.heartId > b.heartId ? 1 : 0;
+}
+
+/**
+ * Stores a `heart.test` delivery (nil heart_id; dedup_key = its own id, so every test is a
+ * new delivery) already leased to the caller, who makes its first attempt at once; the
+ * dispatcher retries it like any other when that attempt fails.
+ */
+export async function insertTestDelivery(
+  prisma: PrismaClient,
+  t: { serverId: string; username: string; period: string; now: Date; leaseUntil: Date; callbackUrl: string; standardWebhooks: boolean },
+): Promise<ClaimedDelivery> {
+  const id = randomUUID();
+  await prisma.delivery.create({
+    data: {
+      id,
+      serverId: t.serverId,
+      heartId: NIL_UUID,
+      dedupKey: id,
+      transport: "callback",
+      eventType: "heart.test",
+      username: t.username,
+      voterIdentity: "",
+      period: t.period,
+      countedAt: t.now,
+      nextAttemptAt: t.now,
+      leaseUntil: t.leaseUntil,
+      createdAt: t.now,
+    },
+  });
+  return {
+    id,
+    serverId: t.serverId,
+    heartId: NIL_UUID,
+    eventType: "heart.test",
+    username: t.username,
+    voterIdentity: "",
+    period: t.period,
+    attempts: 0,
+    leaseUntil: t.leaseUntil,
+    transport: "callback",
+    countedAt: t.now,
+    callbackUrl: t.callbackUrl,
+    standardWebhooks: t.standardWebhooks,
+    votifier: null,
+  };
+}

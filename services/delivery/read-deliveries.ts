@@ -1,0 +1,130 @@
+import type { Delivery as DeliveryRow, DeliveryAttempt as AttemptRow } from "../../gen/prisma/client.js";
+import type { PrismaClient } from "../shared/db.js";
+import type { CoreDeps } from "../shared/deps.js";
+import { DomainError } from "../shared/errors.js";
+import { isUuid } from "../shared/ids.js";
+import { requiredText } from "../shared/contract.js";
+import { requireServerId } from "../servers/server-exists.js";
+import { AUTO_DISABLE_AFTER_MS } from "./endpoint-health.js";
+
+/**
+ * The dashboard's reads of the delivery pipeline: a server's delivery list, one delivery with its
+ * attempt log (every transport's attempts, written by attempt-log.ts and the pull claim), and the
+ * health of its callback endpoint. The day-by-day figures are DeliveryStatsService's (delivery-stats.ts).
+ */
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** Deliveries per page when the caller gives no limit, and the most one page may hold. */
+export const DEFAULT_DELIVERY_PAGE = 50;
+export const MAX_DELIVERY_PAGE = 500;
+
+/** A server's delivery list filter; `username` is bounded and trimmed ("" matches every player), `limit` 0 means the default page. */
+export interface DeliveryListQuery {
+  serverId: string;
+  status: "pending" | "delivered" | "failed" | undefined;
+  transport: "callback" | "votifier" | "pull" | undefined;
+  username: string;
+  limit: number;
+}
+
+/** A server's deliveries, newest first, filtered by status, transport and a case-insensitive player search. */
+export async function listDeliveries(deps: CoreDeps, query: DeliveryListQuery): Promise<DeliveryRow[]> {
+  const { serverId, status, transport, username } = query;
+  return deps.prisma.delivery.findMany({
+    where: {
+      serverId,
+      ...(status ? { status } : {}),
+      ...(transport ? { transport } : {}),
+      ...(username === "" ? {} : { username: { contains: username, mode: "insensitive" } }),
+    },
+    orderBy: [{ createdAt: "desc" }, { id: "asc" }],
+    take: Math.min(query.limit === 0 ? DEFAULT_DELIVERY_PAGE : query.limit, MAX_DELIVERY_PAGE),
+  });
+}
+
+/** The delivery `rawId`; with `rawServerId`, only when it belongs to that server (another server's id is unknown). */
+export async function findDelivery(deps: CoreDeps, rawId: string, rawServerId = ""): Promise<DeliveryRow> {
+  const id = rawId.trim();
+  if (id === "") throw new DomainError("invalid_argument", requiredText("delivery_id"));
+  const serverId = rawServerId.trim() === "" ? undefined : await requireServerId(deps, rawServerId);
+  const row = isUuid(id) ? await deps.prisma.delivery.findUnique({ where: { id } }) : null;
+  if (!row || (serverId !== undefined && row.serverId !== serverId)) throw new DomainError("not_found", "unknown delivery");
+  return row;
+}
+
+/** A delivery's attempt log, oldest first. */
+export async function listAttempts(deps: CoreDeps, deliveryId: string): Promise<AttemptRow[]> {
+  return deps.prisma.deliveryAttempt.findMany({ where: { deliveryId }, orderBy: { id: "asc" } });
+}
+
+/** Attempts of one time window. */
+export interface EndpointWindow {
+  attempts: number;
+  succeeded: number;
+  /** succeeded / attempts, 0 when there were none. */
+  successRate: number;
+}
+
+/** How a server's callback endpoint is doing. */
+export interface EndpointHealth {
+  callbackUrl: string | null;
+  last24h: EndpointWindow;
+  last7d: EndpointWindow;
+  lastSuccessAt: Date | null;
+  lastFailureAt: Date | null;
+  lastFailureReason: string | null;
+  failingSince: Date | null;
+  /** When the callback is disabled if the run of failures goes on; null when not failing or already disabled. */
+  autoDisableAt: Date | null;
+  disabledAt: Date | null;
+  disabledReason: string | null;
+  failedDeliveries7d: number;
+  pendingDeliveries: number;
+}
+
+/**
+ * Reads the health of a server's callback endpoint at `now`: its callback attempts in the last
+ * 24 h and 7 days (by start time) and its callback deliveries (other transports are not the endpoint).
+ */
+export async function readEndpointHealth(prisma: PrismaClient, serverId: string, now: Date): Promise<EndpointHealth> {
+  const since24h = new Date(now.getTime() - DAY_MS);
+  const since7d = new Date(now.getTime() - 7 * DAY_MS);
+  const [server, health, windows, deliveries] = await Promise.all([
+    prisma.server.findUniqueOrThrow({ where: { id: serverId }, select: { callbackUrl: true, callbackDisabledAt: true, callbackDisabledReason: true } }),
+    prisma.callbackHealth.findUnique({ where: { serverId } }),
+    prisma.$queryRaw<{ a24: number; s24: number; a7: number; s7: number }[]>`
+      SELECT count(*) FILTER (WHERE a.started_at >= ${since24h}::timestamptz)::int AS a24,
+             count(*) FILTER (WHERE a.started_at >= ${since24h}::timestamptz AND a.succeeded)::int AS s24,
+             count(*)::int AS a7,
+             count(*) FILTER (WHERE a.succeeded)::int AS s7
+      FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
+      WHERE a.server_id = ${serverId}::uuid AND d.transport = 'callback'
+        AND a.started_at >= ${since7d}::timestamptz AND a.started_at <= ${now}::timestamptz`,
+    prisma.$queryRaw<{ failed7d: number; pending: number }[]>`
+      SELECT count(*) FILTER (WHERE status = 'failed' AND failed_at >= ${since7d}::timestamptz)::int AS failed7d,
+             count(*) FILTER (WHERE status = 'pending')::int AS pending
+      FROM deliveries WHERE server_id = ${serverId}::uuid AND transport = 'callback'`,
+  ]);
+  const w = windows[0] ?? { a24: 0, s24: 0, a7: 0, s7: 0 };
+  const failingSince = health?.failingSince ?? null;
+  const disabledAt = server.callbackDisabledAt;
+  return {
+    callbackUrl: server.callbackUrl,
+    last24h: toWindow(w.a24, w.s24),
+    last7d: toWindow(w.a7, w.s7),
+    lastSuccessAt: health?.lastSuccessAt ?? null,
+    lastFailureAt: health?.lastFailureAt ?? null,
+    lastFailureReason: health?.lastFailureReason ?? null,
+    failingSince,
+    autoDisableAt: failingSince && !disabledAt ? new Date(failingSince.getTime() + AUTO_DISABLE_AFTER_MS) : null,
+    disabledAt,
+    disabledReason: server.callbackDisabledReason,
+    failedDeliveries7d: deliveries[0]?.failed7d ?? 0,
+    pendingDeliveries: deliveries[0]?.pending ?? 0,
+  };
+}
+
+function toWindow(attempts: number, succeeded: number): EndpointWindow {
+  return { attempts, succeeded, successRate: attempts === 0 ? 0 : succeeded / attempts };
+}

@@ -707,7 +707,7 @@
     $("standard-webhooks").checked = server.standard_webhooks;
     $("callback-disabled").hidden = !server.callback_disabled_reason;
     $("callback-disabled-reason").textContent = fmtText(server.callback_disabled_reason);
-    $("callback-disabled-at").textContent = server.callback_disabled_at ? `(since ${fmtTime(server.callback_disabled_at)})` : "";
+    $("callback-disabled-at").textContent = server.callback_disabled_at ? `(since ${fmtTime(server.callback_disabled_at)}).` : "";
     $("votifier-host").value = server.votifier_host;
     $("votifier-port").value = server.votifier_port === null ? "" : String(server.votifier_port);
     $("votifier-service-name").value = server.votifier_service_name;

@@ -56,8 +56,6 @@ test.before(async (t) => {
   const { url: gatewayUrl } = await stack.startGateway({ log: quiet, dashboard: { token: TOKEN } });
   const browser = await launchChromium({ viewport: LAPTOP });
   const page = await browser.context.newPage();
-  // tsx compiles this file keeping function names: a function handed to page.evaluate may call its `__name` helper.
-  await page.addInitScript("globalThis.__name = (fn) => fn;");
   t.context = { stack, receiver, gatewayUrl, browser, page, shots: screenshotDir() };
 });
 
@@ -81,7 +79,7 @@ async function castCountedHeart(c: Context, username: string): Promise<string> {
   return cast.heartId;
 }
 
-async function deliveryIs(c: Context, heartId: string, status: string): Promise<void> {
+async function deliveryIs(c: Context, heartId: string, status: "delivered" | "failed"): Promise<void> {
   await eventually(() => c.stack.prisma.delivery.findFirst({ where: { heartId, status } }).then((d) => d ?? undefined), {
     timeoutMs: 30_000,
     message: `delivery of ${heartId} ${status}`,
@@ -89,9 +87,7 @@ async function deliveryIs(c: Context, heartId: string, status: string): Promise<
 }
 
 async function openTab(page: Page, tab: string): Promise<void> {
-  await page.evaluate((name) => {
-    location.hash = `#${name}`;
-  }, tab);
+  await page.evaluate(`location.hash = "#${tab}"`);
   await page.waitForSelector(`#tab-${tab}:not([hidden])`);
 }
 
@@ -112,9 +108,7 @@ async function tabReady(page: Page, tab: (typeof TABS)[number]): Promise<void> {
   if (tab === "trends") {
     // Open every "Show the numbers": their tables are checked and shown too.
     await page.locator("#data-latency table").waitFor({ state: "attached" });
-    await page.evaluate(() => {
-      for (const details of document.querySelectorAll("#tab-trends details")) (details as HTMLDetailsElement).open = true;
-    });
+    await page.evaluate('for (const details of document.querySelectorAll("#tab-trends details")) details.open = true');
   }
   // Let late layout (the endpoint notice, fonts, charts) settle.
   await page.waitForTimeout(300);
@@ -127,49 +121,64 @@ interface Offender {
   limit: string;
 }
 
+interface LayoutReport {
+  pageOverflow: number;
+  offenders: Offender[];
+  uncued: string[];
+  deliveriesScroll: number;
+}
+
+// The code below runs in the page (a string, as in dashboard-insights.test.ts: this program has no DOM types).
+
 /** What lies outside where it must be seen, in the page as it is now. */
-function layoutOffenders(page: Page): Promise<{ pageOverflow: number; offenders: Offender[]; uncued: string[]; deliveriesScroll: number }> {
-  return page.evaluate(() => {
+async function layoutOffenders(page: Page): Promise<LayoutReport> {
+  return (await page.evaluate(`(() => {
     const width = window.innerWidth;
-    const offenders: Offender[] = [];
+    const offenders = [];
     // As a person first sees it: every table scrolled to its start.
     for (const wrap of document.querySelectorAll(".table-wrap")) wrap.scrollLeft = 0;
-    const visible = (node: Element) => {
+    // checkVisibility: false inside a closed <details> too (its content is laid out but not rendered).
+    const visible = (node) => {
       const r = node.getBoundingClientRect();
-      // checkVisibility: false inside a closed <details> too (its content is laid out but not rendered).
       return r.width > 0 && r.height > 0 && node.checkVisibility({ visibilityProperty: true });
     };
-    const name = (node: Element) => `${node.tagName.toLowerCase()}${node.id ? `#${node.id}` : ""} "${(node.textContent ?? "").trim().slice(0, 30)}"`;
+    const name = (node) => node.tagName.toLowerCase() + (node.id ? "#" + node.id : "") + ' "' + (node.textContent || "").trim().slice(0, 30) + '"';
     for (const node of document.querySelectorAll(".table-wrap button, .table-wrap .badge, #server-picker, #sign-out")) {
       if (!visible(node)) continue;
       const r = node.getBoundingClientRect();
-      if (r.left < -0.5 || r.right > width + 0.5) offenders.push({ what: name(node), left: r.left, right: r.right, limit: `viewport 0..${width}` });
+      if (r.left < -0.5 || r.right > width + 0.5) offenders.push({ what: name(node), left: r.left, right: r.right, limit: "viewport 0.." + width });
       const wrap = node.closest(".table-wrap");
       if (wrap) {
         const w = wrap.getBoundingClientRect();
-        if (r.left < w.left - 0.5 || r.right > w.right + 0.5) {
-          offenders.push({ what: name(node), left: r.left, right: r.right, limit: `its table's visible box ${w.left}..${w.right}` });
-        }
+        if (r.left < w.left - 0.5 || r.right > w.right + 0.5) offenders.push({ what: name(node), left: r.left, right: r.right, limit: "its table's visible box " + w.left + ".." + w.right });
       }
     }
     // A table wider than its card scrolls, with a visible cue (.scrolls draws the shadow beside the row buttons).
-    const uncued: string[] = [];
+    const uncued = [];
     for (const wrap of document.querySelectorAll(".table-wrap")) {
       if (!visible(wrap) || wrap.scrollWidth <= wrap.clientWidth + 1) continue;
       const cue = wrap.classList.contains("scrolls") && getComputedStyle(wrap).backgroundImage.includes("gradient");
-      if (!cue) uncued.push(wrap.getAttribute("aria-label") ?? "a table");
+      if (!cue) uncued.push(wrap.getAttribute("aria-label") || "a table");
     }
     const deliveries = document.querySelector("#deliveries-table")?.closest(".table-wrap");
     const deliveriesScroll = deliveries && visible(deliveries) ? deliveries.scrollWidth - deliveries.clientWidth : 0;
     return { pageOverflow: document.documentElement.scrollWidth - width, offenders, uncued, deliveriesScroll };
-  }) as Promise<{ pageOverflow: number; offenders: Offender[]; uncued: string[]; deliveriesScroll: number }>;
+  })()`)) as LayoutReport;
+}
+
+interface TabBarState {
+  cut: number;
+  scrollable: boolean;
+  cueRight: boolean;
+  lastShown: boolean;
+  cueRightAtEnd: boolean;
 }
 
 /** The tab bar: every tab visible, or a scroll container with a visible cue whose end shows the last tab. */
-function tabBarState(page: Page) {
-  return page.evaluate(async () => {
+async function tabBarState(page: Page): Promise<TabBarState> {
+  return (await page.evaluate(`(async () => {
     const frames = () => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
-    const nav = document.querySelector(".tabs") as HTMLElement;
+    const nav = document.querySelector(".tabs");
     nav.scrollLeft = 0;
     await frames();
     const box = nav.getBoundingClientRect();
@@ -184,12 +193,12 @@ function tabBarState(page: Page) {
     const cueRight = wrap !== null && wrap.classList.contains("more-right") && getComputedStyle(wrap, "::after").opacity !== "0";
     nav.scrollLeft = nav.scrollWidth;
     await frames();
-    const last = (tabs.at(-1) as Element).getBoundingClientRect();
+    const last = tabs.at(-1).getBoundingClientRect();
     const lastShown = last.right <= Math.min(box.right, window.innerWidth) + 0.5 && last.left >= box.left - 0.5;
     const cueRightAtEnd = wrap !== null && wrap.classList.contains("more-right");
     nav.scrollLeft = 0;
     return { cut, scrollable, cueRight, lastShown, cueRightAtEnd };
-  });
+  })()`)) as TabBarState;
 }
 
 test.serial("a server with realistic rows: secrets, delivered and failed deliveries, hearts, a callback disabled by a 410", async (t) => {
@@ -236,13 +245,8 @@ for (const viewport of [LAPTOP, PHONE]) {
       }
       await tabReady(page, tab);
       // An owner's session also names who is signed in, beside the picker.
-      await page.evaluate(() => {
-        const owner = document.getElementById("session-owner") as HTMLElement;
-        owner.textContent = "Signed in as Owner of a server with a long display name";
-      });
-      await page.evaluate(() => {
-        for (const wrap of document.querySelectorAll(".table-wrap")) wrap.scrollLeft = 0;
-      });
+      await page.evaluate('document.getElementById("session-owner").textContent = "Signed in as Owner of a server with a long display name"');
+      await page.evaluate('for (const wrap of document.querySelectorAll(".table-wrap")) wrap.scrollLeft = 0');
       await page.screenshot({ path: join(shots, `layout-${viewport.width}-${tab}.png`), fullPage: true });
       // Each card with a table on its own, at full resolution, for a person to look at.
       const cards = page.locator(`#tab-${tab} .card:has(.table-wrap)`);
@@ -252,11 +256,12 @@ for (const viewport of [LAPTOP, PHONE]) {
       const { pageOverflow, offenders, uncued, deliveriesScroll } = await layoutOffenders(page);
       if (pageOverflow > 0) problems.push(`${tab}: the page scrolls sideways by ${pageOverflow} px`);
       for (const table of uncued) problems.push(`${tab}: the table "${table}" scrolls sideways with no cue`);
-      if (viewport === LAPTOP && deliveriesScroll > 1) problems.push(`${tab}: at ${viewport.width} px the deliveries table is ${deliveriesScroll} px wider than its card`);
+      if (viewport === LAPTOP && deliveriesScroll > 1)
+        problems.push(`${tab}: at ${viewport.width} px the deliveries table is ${deliveriesScroll} px wider than its card`);
       for (const o of offenders) problems.push(`${tab}: ${o.what} at ${Math.round(o.left)}..${Math.round(o.right)}, outside ${o.limit}`);
     }
     t.deepEqual(problems, []);
-    const redeliver = await page.evaluate(() => document.querySelectorAll("#deliveries-table button").length);
+    const redeliver = (await page.evaluate('document.querySelectorAll("#deliveries-table button").length')) as number;
     t.true(redeliver >= 2, "the deliveries table was checked with its buttons");
   });
 
@@ -271,16 +276,16 @@ for (const viewport of [LAPTOP, PHONE]) {
       t.true(state.lastShown, "scrolled to its end, the last tab is fully shown");
       t.false(state.cueRightAtEnd, "at the end, the cue to the right is gone");
     } else t.pass();
-    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.evaluate("window.scrollTo(0, 0)");
     await page.screenshot({ path: join(shots, `layout-${viewport.width}-tabbar.png`), clip: { x: 0, y: 0, width: viewport.width, height: 200 } });
     // The picked tab is scrolled into view.
     await openTab(page, "debugger");
     await page.waitForTimeout(400);
-    const shown = await page.evaluate(() => {
-      const nav = (document.querySelector(".tabs") as HTMLElement).getBoundingClientRect();
-      const tab = (document.querySelector('.tab[data-tab="debugger"]') as HTMLElement).getBoundingClientRect();
+    const shown = (await page.evaluate(`(() => {
+      const nav = document.querySelector(".tabs").getBoundingClientRect();
+      const tab = document.querySelector('.tab[data-tab="debugger"]').getBoundingClientRect();
       return tab.left >= nav.left - 0.5 && tab.right <= Math.min(nav.right, window.innerWidth) + 0.5;
-    });
+    })()`)) as boolean;
     t.true(shown, "the selected tab is in view");
   });
 
@@ -291,21 +296,22 @@ for (const viewport of [LAPTOP, PHONE]) {
     await page.waitForSelector("#callback-disabled:not([hidden])");
     // The notice on every tab loads after the tab's own data.
     await page.waitForTimeout(800);
-    const seen = await page.evaluate(() => {
-      const shown = (node: Element) => (node as HTMLElement).offsetParent !== null;
+    const seen = (await page.evaluate(`(() => {
+      const shown = (node) => node.offsetParent !== null;
       const blocks = [...document.querySelectorAll("#app .card, #app .banner")].filter(shown);
-      const notices = blocks.filter((b) => (b.textContent ?? "").includes("Callbacks are disabled")).map((b) => (b.textContent ?? "").replace(/\s+/g, " ").trim());
-      const reenable = [...document.querySelectorAll("#app button")].filter((b) => shown(b) && (b.textContent ?? "").trim() === "Re-enable").length;
+      const notices = blocks.filter((b) => b.textContent.includes("Callbacks are disabled")).map((b) => b.textContent.replace(/\\s+/g, " ").trim());
+      const reenable = [...document.querySelectorAll("#app button")].filter((b) => shown(b) && b.textContent.trim() === "Re-enable").length;
       return { notices, reenable };
-    });
-    await page.evaluate(() => window.scrollTo(0, 0));
+    })()`)) as { notices: string[]; reenable: number };
+    await page.evaluate("window.scrollTo(0, 0)");
     await page.screenshot({ path: join(shots, `layout-${viewport.width}-integration-disabled.png`), fullPage: false });
     t.is(seen.notices.length, 1, JSON.stringify(seen.notices));
     t.is(seen.reenable, 1);
     const notice = seen.notices[0] ?? "";
     t.regex(notice, /410 Gone/);
-    t.notRegex(notice, /\d{4}-\d\d-\d\dT\d\d:\d\d/, "no raw ISO time: every time is written as YYYY-MM-DD HH:MM:SS UTC");
-    t.regex(notice, /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
+    // One moment, one format: the reason carries its time (as the service wrote it), nothing repeats it in another form.
+    const formats = [/\d{4}-\d\d-\d\dT\d\d:\d\d/, /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/].filter((format) => format.test(notice));
+    t.is(formats.length, 1, notice);
     t.regex(notice, /held until you re-enable/, "the notice says what happens to waiting deliveries");
   });
 }

@@ -243,8 +243,8 @@ test("docs/dashboard.md: the dashboard API's own errors and the RPC mapping carr
       `${status} ${text}: in the code, not in docs/dashboard.md`,
     );
   }
-  const fixed = [...Object.values(DASHBOARD_ERRORS), ...Object.values(CONTRACT_ERRORS)];
-  const statuses = new Set([...fixed.map((e) => e.status), ...Object.values(CHECK_ERRORS).map((e) => e.status)]);
+  const fixed: Array<{ status: number; text: string }> = [...Object.values(DASHBOARD_ERRORS), ...Object.values(CONTRACT_ERRORS)];
+  const statuses = new Set<number>([...fixed.map((e) => e.status), ...Object.values(CHECK_ERRORS).map((e) => e.status)]);
   for (const answer of rows) {
     const status = Number(/^\d{3}/.exec(answer)?.[0]);
     t.true(statuses.has(status), `${answer}: a status the code does not answer`);

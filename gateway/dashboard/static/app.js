@@ -58,9 +58,15 @@
     return el("span", { class: "when" }, el("span", {}, text.slice(0, space)), " ", el("span", {}, text.slice(space + 1)));
   }
 
-  /** ISO times inside a text the service wrote (a disable reason) -> fmtTime's form, so one page shows one format. */
-  function fmtText(text) {
-    return (text || "").replace(/\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z/g, (iso) => fmtTime(iso));
+  /**
+   * A disable reason as the service wrote it, with the time it happened: a reason that carries its own time
+   * ("receiver answered 410 Gone at <ISO time>") is shown alone, so a notice never gives one moment twice in
+   * two formats; otherwise "(since <time>)" is added. The reason itself is shown verbatim.
+   */
+  function reasonSince(reason, at) {
+    const text = reason || "";
+    if (/\d{4}-\d\d-\d\dT\d\d:\d\d/.test(text) || !at) return text;
+    return `${text} (since ${fmtTime(at)})`;
   }
 
   function fmtRate(rate) {
@@ -706,8 +712,9 @@
     $("callback-url").value = server.callback_url;
     $("standard-webhooks").checked = server.standard_webhooks;
     $("callback-disabled").hidden = !server.callback_disabled_reason;
-    $("callback-disabled-reason").textContent = fmtText(server.callback_disabled_reason);
-    $("callback-disabled-at").textContent = server.callback_disabled_at ? `(since ${fmtTime(server.callback_disabled_at)}).` : "";
+    $("callback-disabled-reason").textContent = server.callback_disabled_reason
+      ? `${reasonSince(server.callback_disabled_reason, server.callback_disabled_at)}.`
+      : "";
     $("votifier-host").value = server.votifier_host;
     $("votifier-port").value = server.votifier_port === null ? "" : String(server.votifier_port);
     $("votifier-service-name").value = server.votifier_service_name;
@@ -1043,9 +1050,9 @@
     $("endpoint-health-facts").replaceChildren(
       ...fact("Last success", fmtTime(health.last_success_at), "health-last-success"),
       ...fact("Last failure", fmtTime(health.last_failure_at), "health-last-failure"),
-      ...fact("Last failure reason", fmtText(health.last_failure_reason) || "\u2013", "health-last-failure-reason"),
+      ...fact("Last failure reason", health.last_failure_reason || "\u2013", "health-last-failure-reason"),
       ...fact("Failing since", fmtTime(health.failing_since), "health-failing-since"),
-      ...fact("Disabled", health.disabled_at ? `${fmtTime(health.disabled_at)}: ${fmtText(health.disabled_reason)}` : "\u2013", "health-disabled"),
+      ...fact("Disabled", health.disabled_at ? reasonSince(health.disabled_reason, health.disabled_at) : "\u2013", "health-disabled"),
       ...fact("Auto-disable at", fmtTime(health.auto_disable_at), "health-auto-disable-at"),
     );
     showEndpointBanner(health);
@@ -1067,10 +1074,10 @@
     const held = `${health.pending_deliveries} waiting ${health.pending_deliveries === 1 ? "delivery is" : "deliveries are"} held until you re-enable.${lost}`;
     if (health.disabled_at) {
       title = "Callbacks are disabled.";
-      detail = `${fmtText(health.disabled_reason)} (since ${fmtTime(health.disabled_at)}). ${held}`;
+      detail = `${reasonSince(health.disabled_reason, health.disabled_at)}. ${held}`;
     } else if (health.failing_since) {
       title = "Your endpoint is failing.";
-      detail = `Every attempt since ${fmtTime(health.failing_since)} failed (last: ${fmtText(health.last_failure_reason)}). Unless it answers 2xx, callbacks are disabled automatically at ${fmtTime(health.auto_disable_at)}.${lost}`;
+      detail = `Every attempt since ${fmtTime(health.failing_since)} failed (last: ${health.last_failure_reason}). Unless it answers 2xx, callbacks are disabled automatically at ${fmtTime(health.auto_disable_at)}.${lost}`;
     } else if (failed > 0) {
       title = "Deliveries failed.";
       detail = lost.trim();

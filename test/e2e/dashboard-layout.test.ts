@@ -12,6 +12,7 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
@@ -27,6 +28,12 @@ const BROWSER_UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Fir
 const PHONE = { width: 375, height: 812 };
 const LAPTOP = { width: 1280, height: 900 };
 const TABS = ["overview", "referrals", "integration", "deliveries", "hearts", "trends", "debugger"] as const;
+/** The integration guide's frozen heart.counted callback: secret, body, t and the header the service sends. */
+const HEART = (
+  JSON.parse(readFileSync(new URL("../fixtures/signature-vectors.json", import.meta.url), "utf8")) as {
+    cases: Array<{ name: string; secret: string; t: number; body: string; callback_header: string }>;
+  }
+).cases.find((c) => c.name === "heart-counted")!;
 
 interface Context {
   stack: TestStack;
@@ -313,5 +320,34 @@ for (const viewport of [LAPTOP, PHONE]) {
     const formats = [/\d{4}-\d\d-\d\dT\d\d:\d\d/, /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/].filter((format) => format.test(notice));
     t.is(formats.length, 1, notice);
     t.regex(notice, /held until you re-enable/, "the notice says what happens to waiting deliveries");
+  });
+
+  test.serial(`${viewport.width} px: the signature debugger, in the page, names a callback secret pasted without whsec_ and blames no sender`, async (t) => {
+    const { page, shots } = t.context;
+    await page.setViewportSize(viewport);
+    await openTab(page, "debugger");
+    const check = async (body: string, secret: string) => {
+      await page.check('input[name="sig-scheme"][value="callback"]');
+      await page.fill("#sig-header", HEART.callback_header);
+      await page.fill("#sig-body", body);
+      await page.fill("#sig-secret", secret);
+      await page.fill("#sig-now", String(HEART.t));
+      await page.evaluate('document.getElementById("sig-result").replaceChildren()');
+      await page.click("#sig-check");
+      await page.waitForSelector("#sig-findings");
+      return { verdict: await page.getAttribute("#sig-verdict", "data-verdict"), findings: (await page.textContent("#sig-findings")) ?? "" };
+    };
+    const noPrefix = await check(HEART.body, HEART.secret.slice("whsec_".length));
+    await page.locator("#sig-result").screenshot({ path: join(shots, `layout-${viewport.width}-debugger-no-prefix.png`) });
+    t.is(noPrefix.verdict, "mismatch");
+    t.regex(noPrefix.findings, /The secret pasted here has no "whsec_" prefix/);
+    t.notRegex(noPrefix.findings, /No common mistake/);
+    const pretty = await check(JSON.stringify(JSON.parse(HEART.body), null, 2), HEART.secret);
+    await page.locator("#sig-result").screenshot({ path: join(shots, `layout-${viewport.width}-debugger-reserialised.png`) });
+    t.is(pretty.verdict, "mismatch");
+    t.regex(pretty.findings, /your receiver \(or the log you copied from\) parsed the JSON and wrote it again/);
+    t.notRegex(pretty.findings, /They signed|They keyed/);
+    const { pageOverflow } = await layoutOffenders(page);
+    t.true(pageOverflow <= 0, "the debugger's result does not widen the page");
   });
 }

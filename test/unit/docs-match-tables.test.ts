@@ -9,7 +9,9 @@ import { readFileSync } from "node:fs";
 import test from "ava";
 import { MAX_BODY_BYTES } from "../../gateway/raw-body.js";
 import { MAX_USERNAME_FILTER_CHARS } from "../../gateway/dashboard/api.js";
+import { DEFAULT_JITTER_RATIO, DEFAULT_RETRY_SCHEDULE, RETRY_AFTER_CAP_MS } from "../../services/delivery/retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "../../services/delivery/send-callback.js";
+import { HEART_COOLDOWN_MS } from "../../services/hearts/domain/streak.js";
 import { MAX_HEARTS_QUERY_CHARS } from "../../services/hearts/list-hearts.js";
 import {
   CHECK_ERRORS,
@@ -263,12 +265,25 @@ test("docs/dashboard.md: the deliveries username filter and the hearts search st
   t.deepEqual([...doc.matchAll(/at most (\d+) characters/g)].map((m) => Number(m[1])).sort(), [MAX_USERNAME_FILTER_CHARS, MAX_HEARTS_QUERY_CHARS].sort());
 });
 
-test("docs/contract.md: its Limits table states the code's body size, clock window and callback timeout", (t) => {
+test("docs/contract.md: its Limits table states the code's body size, clock window, callback timeout, heart cooldown and retry count", (t) => {
   const rows = new Map(tableRows(read("docs/contract.md"), "| Limit | Value |").map(([limit = "", value = ""]) => [limit, value]));
   t.is(rows.get("Body size (ingest)"), `${MAX_BODY_BYTES / 1024} KiB`);
   t.regex(rows.get("Signature timestamp window") ?? "", new RegExp(`^±${SIGNATURE_TOLERANCE_SECONDS} s`));
   t.is(rows.get("Callback attempt timeout"), `${CALLBACK_TIMEOUT_MS / 1000} s`);
   t.notRegex(rows.get("String fields") ?? "missing", /^\d+ characters/);
+  t.is(rows.get("Heart cooldown per voter identity and server"), `${HEART_COOLDOWN_MS / 3_600_000} hours`);
+  const retries = DEFAULT_RETRY_SCHEDULE.split(",");
+  t.regex(rows.get("Callback retries") ?? "", new RegExp(`^${retries.length} retries`));
+});
+
+test("docs/contract.md: the delivery schedule it states is the code's default (delays, jitter, Retry-After cap)", (t) => {
+  const doc = read("docs/contract.md");
+  const words = (delay: string) => delay.replace(/^(\d+)(s|m|h)$/, (_, n: string, unit: string) => `${n} ${unit === "m" ? "min" : unit}`);
+  const delays = DEFAULT_RETRY_SCHEDULE.split(",").map(words);
+  const listed = `${delays.slice(0, -1).join(", ")} and ${delays.at(-1)}`;
+  t.true(doc.replace(/\s+/g, " ").includes(`retries after ${listed} (±${DEFAULT_JITTER_RATIO * 100} % jitter)`), listed);
+  t.true(doc.includes(`(capped at ${RETRY_AFTER_CAP_MS / 3_600_000} h)`));
+  t.true(doc.includes(`timeout ${CALLBACK_TIMEOUT_MS / 1000} s per attempt`));
 });
 
 // ---- The checks themselves ------------------------------------------------------------------------

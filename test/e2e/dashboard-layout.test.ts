@@ -18,6 +18,7 @@ import type { Page } from "playwright-core";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { createLogger } from "../../services/shared/log.js";
+import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { eventually } from "../helpers/eventually.js";
 import { startReceiver, type Receiver } from "../helpers/receiver.js";
 import { screenshotDir } from "../helpers/screenshots.js";
@@ -266,6 +267,11 @@ for (const viewport of [LAPTOP, PHONE]) {
       if (viewport === LAPTOP && deliveriesScroll > 1)
         problems.push(`${tab}: at ${viewport.width} px the deliveries table is ${deliveriesScroll} px wider than its card`);
       for (const o of offenders) problems.push(`${tab}: ${o.what} at ${Math.round(o.left)}..${Math.round(o.right)}, outside ${o.limit}`);
+      // The stacked (phone) and the pinned-button (wide) tables keep their accessibility: no serious or critical violation.
+      if (tab === "deliveries" || tab === "referrals" || tab === "hearts") {
+        const violations = await findA11yViolations(page);
+        for (const v of violations) problems.push(`${tab}: axe ${formatViolations([v])}`);
+      }
     }
     t.deepEqual(problems, []);
     const redeliver = (await page.evaluate('document.querySelectorAll("#deliveries-table button").length')) as number;

@@ -222,3 +222,48 @@ test("the debugger's ingest parser agrees with the gateway's on what is malforme
     t.is(parseHeader(header, "ingest", rules).malformed, parseSignatureHeader(header) === null, JSON.stringify(header));
   }
 });
+
+test("a secret pasted without its prefix is named, in both schemes (docs/callbacks.md promises it for whsec_)", async (t) => {
+  const callback = await check("callback", W.callback_header, { body: W.body, secret: W.secret.slice("whsec_".length) });
+  t.is(callback.verdict, "mismatch");
+  t.regex(messages(callback), /The secret pasted here has no "whsec_" prefix, and the MAC matches "whsec_" \+ it/);
+  t.notRegex(messages(callback), /No common mistake/);
+  const ingest = await check("ingest", V.ingest_header, { secret: V.secret.slice("rsec_".length) });
+  t.is(ingest.verdict, "mismatch");
+  t.deepEqual(ingest.answer, { status: 401, error: "signature rejected: bad_signature" });
+  t.regex(messages(ingest), /The secret pasted here has no "rsec_" prefix/);
+  t.notRegex(messages(ingest), /No common mistake/);
+  // Around-the-secret whitespace and a missing prefix together: still named.
+  const both = await check("callback", W.callback_header, { body: W.body, secret: ` ${W.secret.slice("whsec_".length)}\n` });
+  t.regex(messages(both), /no "whsec_" prefix/);
+});
+
+test("in the callback scheme the service signed: a re-serialised body is the receiver's doing, and no hint blames the sender", async (t) => {
+  // The service signed the compact raw bytes; the owner pasted what their receiver logged after parsing.
+  const pretty = JSON.stringify(JSON.parse(W.body), null, 2);
+  const reserialised = await check("callback", W.callback_header, { body: pretty, secret: W.secret });
+  t.is(reserialised.verdict, "mismatch");
+  t.regex(
+    messages(reserialised),
+    /your receiver \(or the log you copied from\) parsed the JSON and wrote it again\. Verify over the raw request body, before parsing it/,
+  );
+  t.notRegex(messages(reserialised), /They signed/);
+
+  // Every mistake the debugger recognises, in the callback scheme: each is named, none as the sender's ("They ...").
+  const decodedKey = Buffer.from(W.secret.slice("whsec_".length), "base64");
+  const cases: Array<[string, { header: string; body?: string }, RegExp]> = [
+    ["body alone", { header: `t=${W.t},v1=${hmacHex(W.secret, W.body)}` }, /over the body alone\. The service never signs that way/],
+    ["no dot", { header: `t=${W.t},v1=${hmacHex(W.secret, `${W.t}${W.body}`)}` }, /without the dot/],
+    ["reversed", { header: `t=${W.t},v1=${hmacHex(W.secret, `${W.body}.${W.t}`)}` }, /"<body>.<t>"/],
+    ["newline lost in the paste", { header: `t=${W.t},v1=${hmacHex(W.secret, `${W.t}.${W.body}\n`)}` }, /end with a newline that the body pasted here lacks/],
+    ["newline added in the paste", { header: W.callback_header, body: `${W.body}\n` }, /ends with a newline that the service did not send/],
+    ["prefix dropped", { header: `t=${W.t},v1=${hmacHex(W.secret.slice("whsec_".length), `${W.t}.${W.body}`)}` }, /without its "whsec_" prefix/],
+    ["decoded key", { header: `t=${W.t},v1=${hmacHex(decodedKey, `${W.t}.${W.body}`)}` }, /base64-decoded secret \(the Standard Webhooks way\)/],
+  ];
+  for (const [name, { header, body }, says] of cases) {
+    const report = await check("callback", header, { body: body ?? W.body, secret: W.secret, now: W.t });
+    t.is(report.verdict, "mismatch", name);
+    t.regex(messages(report), says, name);
+    t.notRegex(messages(report), /They (signed|keyed)|No common mistake/, name);
+  }
+});

@@ -50,6 +50,25 @@
       .replace(/Z$/, " UTC");
   }
 
+  /** A UTC time for a table cell: date and time wrap as two pieces, never inside one (the text is fmtTime's). */
+  function fmtWhen(iso) {
+    const text = fmtTime(iso);
+    const space = text.indexOf(" ");
+    if (space < 0) return text;
+    return el("span", { class: "when" }, el("span", {}, text.slice(0, space)), " ", el("span", {}, text.slice(space + 1)));
+  }
+
+  /**
+   * A disable reason as the service wrote it, with the time it happened: a reason that carries its own time
+   * ("receiver answered 410 Gone at <ISO time>") is shown alone, so a notice never gives one moment twice in
+   * two formats; otherwise "(since <time>)" is added. The reason itself is shown verbatim.
+   */
+  function reasonSince(reason, at) {
+    const text = reason || "";
+    if (/\d{4}-\d\d-\d\dT\d\d:\d\d/.test(text) || !at) return text;
+    return `${text} (since ${fmtTime(at)})`;
+  }
+
   function fmtRate(rate) {
     return `${(rate * 100).toFixed(1)}%`;
   }
@@ -216,6 +235,7 @@
       $("delivery-detail").hidden = true;
       for (const result of ["test-event-result", "test-callback-result", "test-vote-result"]) $(result).replaceChildren();
       $("test-callback-delivery").hidden = true;
+      $("endpoint-banner").dataset.empty = "true";
       $("endpoint-banner").hidden = true;
     }
     state.serverId = id;
@@ -255,7 +275,7 @@
           el("td", {}, s.referrals_enabled ? badge("enabled", "ok") : badge("disabled")),
           el("td", {}, s.callback_disabled_reason ? badge("disabled", "err") : s.callback_url ? badge("set", "ok") : badge("not set")),
           el("td", {}, fmtTime(s.created_at)),
-          el("td", {}, el("button", { type: "button", class: "btn btn-small", onclick: () => openServer(s.id) }, "Open")),
+          el("td", { class: "row-actions" }, el("button", { type: "button", class: "btn btn-small", onclick: () => openServer(s.id) }, "Open")),
         ),
       ),
     );
@@ -307,6 +327,8 @@
     }
     state.tab = tab;
     for (const button of document.querySelectorAll(".tab")) button.setAttribute("aria-selected", String(button.dataset.tab === tab));
+    showSelectedTab();
+    syncNotices();
     const panel = $(`tab-${tab}`);
     const needsServer = panel.classList.contains("needs-server");
     for (const p of document.querySelectorAll(".tab-panel")) p.hidden = p !== panel || (needsServer && !state.serverId);
@@ -329,6 +351,55 @@
   window.addEventListener("hashchange", () => {
     if (!$("app").hidden) selectTab(tabFromHash());
   });
+
+  // A narrow screen scrolls the tab bar: a fade with an arrow marks each side that hides tabs.
+  const tabBar = document.querySelector(".tabs");
+  function updateTabCues() {
+    const wrap = $("tabs-wrap");
+    const hiddenRight = tabBar.scrollWidth - tabBar.clientWidth - tabBar.scrollLeft;
+    wrap.classList.toggle("more-left", tabBar.scrollLeft > 1);
+    wrap.classList.toggle("more-right", hiddenRight > 1);
+  }
+  /** Scrolls the selected tab fully into the bar's view (clear of the fades), then updates the cues. */
+  function showSelectedTab() {
+    const selected = tabBar.querySelector('.tab[aria-selected="true"]');
+    if (selected) {
+      const FADE_PX = 28;
+      const bar = tabBar.getBoundingClientRect();
+      const box = selected.getBoundingClientRect();
+      if (box.right > bar.right - FADE_PX) tabBar.scrollLeft += box.right - bar.right + FADE_PX;
+      else if (box.left < bar.left + FADE_PX) tabBar.scrollLeft -= bar.left + FADE_PX - box.left;
+    }
+    updateTabCues();
+  }
+  tabBar.addEventListener("scroll", updateTabCues, { passive: true });
+  window.addEventListener("resize", updateTabCues);
+
+  // On a phone a table's rows stack: each cell shows its column's name (data-label, from the header row).
+  function labelCells(table) {
+    const names = [...table.tHead.rows[0].cells].map((th) => th.textContent.trim());
+    for (const row of table.tBodies[0].rows) for (const cell of row.cells) cell.dataset.label = names[cell.cellIndex] ?? "";
+  }
+  for (const table of document.querySelectorAll("table.table-stack")) {
+    labelCells(table);
+    new MutationObserver(() => labelCells(table)).observe(table.tBodies[0], { childList: true });
+  }
+  // A table wider than its card scrolls sideways: .scrolls shows a shadow beside the row buttons that stay in view.
+  const wrapSizes = new ResizeObserver((entries) => {
+    for (const entry of entries) {
+      const wrap = entry.target.closest(".table-wrap");
+      if (wrap) wrap.classList.toggle("scrolls", wrap.scrollWidth > wrap.clientWidth + 1);
+    }
+  });
+  for (const wrap of document.querySelectorAll(".table-wrap")) {
+    wrapSizes.observe(wrap);
+    new MutationObserver(() => {
+      const table = wrap.querySelector("table");
+      if (table) wrapSizes.observe(table);
+    }).observe(wrap, { childList: true });
+    const table = wrap.querySelector("table");
+    if (table) wrapSizes.observe(table);
+  }
 
   // ---- secrets (shown once) ------------------------------------------------------------
 
@@ -501,7 +572,7 @@
           el("td", {}, badge(s.status, kinds[s.status])),
           el(
             "td",
-            {},
+            { class: "row-actions" },
             s.revoked_at ? null : el("button", { type: "button", class: "btn btn-small", onclick: (e) => revealReferralSecret(e.target, s.kid) }, "Reveal"),
             s.revoked_at
               ? null
@@ -641,8 +712,9 @@
     $("callback-url").value = server.callback_url;
     $("standard-webhooks").checked = server.standard_webhooks;
     $("callback-disabled").hidden = !server.callback_disabled_reason;
-    $("callback-disabled-reason").textContent = server.callback_disabled_reason;
-    $("callback-disabled-at").textContent = server.callback_disabled_at ? `(since ${fmtTime(server.callback_disabled_at)})` : "";
+    $("callback-disabled-reason").textContent = server.callback_disabled_reason
+      ? `${reasonSince(server.callback_disabled_reason, server.callback_disabled_at)}.`
+      : "";
     $("votifier-host").value = server.votifier_host;
     $("votifier-port").value = server.votifier_port === null ? "" : String(server.votifier_port);
     $("votifier-service-name").value = server.votifier_service_name;
@@ -651,6 +723,7 @@
     $("votifier-status").replaceChildren(server.votifier_host ? badge("on", "ok") : badge("off"));
     $("pull-status").replaceChildren(server.pull_enabled ? badge("on", "ok") : badge("off"));
     $("toggle-pull").textContent = server.pull_enabled ? "Turn off" : "Turn on";
+    syncNotices();
   }
 
   async function saveVotifier(_button, settings, message) {
@@ -742,6 +815,7 @@
       updateServer(server);
       renderIntegration(server);
       showOk("Callbacks re-enabled; held deliveries resume.");
+      await loadEndpointBanner();
     }),
   );
 
@@ -794,10 +868,10 @@
           el(
             "tr",
             { class: d.id === state.deliveryId ? "selected" : "", dataset: { deliveryId: d.id } },
-            el("td", { class: "nowrap" }, fmtTime(d.created_at)),
+            el("td", {}, fmtWhen(d.created_at)),
             el("td", { class: "delivery-transport" }, d.transport),
             el("td", {}, d.event_type),
-            el("td", {}, d.username),
+            el("td", { class: "cell-name" }, d.username),
             el("td", { class: "nowrap" }, d.period),
             el("td", {}, deliveryBadge(d.status)),
             el("td", {}, d.attempts),
@@ -806,10 +880,10 @@
               {},
               d.last_status_code === null ? (d.last_error ? el("span", { class: "cell-error" }, d.last_error) : "\u2013") : statusBadge(d.last_status_code),
             ),
-            el("td", { class: "nowrap" }, d.status === "pending" ? fmtTime(d.next_attempt_at) : "\u2013"),
+            el("td", {}, d.status === "pending" ? fmtWhen(d.next_attempt_at) : "\u2013"),
             el(
               "td",
-              { class: "nowrap" },
+              { class: "nowrap row-actions" },
               el("button", { type: "button", class: "btn btn-small", onclick: (e) => run(e.target, () => showDelivery(d.id)) }, "Attempts"),
               d.status === "pending" ? null : el("button", { type: "button", class: "btn btn-small", onclick: (e) => redeliver(e.target, d.id) }, "Redeliver"),
             ),
@@ -852,7 +926,7 @@
             el("td", {}, `${a.latency_ms} ms`),
             el("td", { class: "cell-error" }, a.error || "\u2013"),
             el("td", {}, el("code", {}, a.url)),
-            el("td", {}, el("button", { type: "button", class: "btn btn-small", onclick: () => showAttemptExchange(a) }, "Exchange")),
+            el("td", { class: "row-actions" }, el("button", { type: "button", class: "btn btn-small", onclick: () => showAttemptExchange(a) }, "Exchange")),
           ),
         ),
       );
@@ -978,7 +1052,7 @@
       ...fact("Last failure", fmtTime(health.last_failure_at), "health-last-failure"),
       ...fact("Last failure reason", health.last_failure_reason || "\u2013", "health-last-failure-reason"),
       ...fact("Failing since", fmtTime(health.failing_since), "health-failing-since"),
-      ...fact("Disabled", health.disabled_at ? `${fmtTime(health.disabled_at)}: ${health.disabled_reason}` : "\u2013", "health-disabled"),
+      ...fact("Disabled", health.disabled_at ? reasonSince(health.disabled_reason, health.disabled_at) : "\u2013", "health-disabled"),
       ...fact("Auto-disable at", fmtTime(health.auto_disable_at), "health-auto-disable-at"),
     );
     showEndpointBanner(health);
@@ -997,9 +1071,10 @@
     const lost = failed > 0 ? ` ${failed} ${failed === 1 ? "delivery" : "deliveries"} failed for good in the last 7 days.` : "";
     let title = "";
     let detail = "";
+    const held = `${health.pending_deliveries} waiting ${health.pending_deliveries === 1 ? "delivery is" : "deliveries are"} held until you re-enable.${lost}`;
     if (health.disabled_at) {
       title = "Callbacks are disabled.";
-      detail = `${health.disabled_reason} (since ${fmtTime(health.disabled_at)}). ${health.pending_deliveries} waiting ${health.pending_deliveries === 1 ? "delivery is" : "deliveries are"} held until you re-enable.${lost}`;
+      detail = `${reasonSince(health.disabled_reason, health.disabled_at)}. ${held}`;
     } else if (health.failing_since) {
       title = "Your endpoint is failing.";
       detail = `Every attempt since ${fmtTime(health.failing_since)} failed (last: ${health.last_failure_reason}). Unless it answers 2xx, callbacks are disabled automatically at ${fmtTime(health.auto_disable_at)}.${lost}`;
@@ -1007,11 +1082,24 @@
       title = "Deliveries failed.";
       detail = lost.trim();
     }
-    banner.hidden = title === "";
+    banner.dataset.empty = String(title === "");
+    banner.dataset.disabled = String(Boolean(health.disabled_at));
     banner.classList.toggle("banner-warn", !health.disabled_at);
     $("endpoint-banner-title").textContent = title;
     $("endpoint-banner-detail").textContent = detail;
     $("endpoint-banner-reenable").hidden = !health.disabled_at;
+    $("callback-disabled-held").textContent = health.disabled_at ? held : "";
+    syncNotices();
+  }
+
+  /**
+   * One "Callbacks are disabled" notice at a time: the Integration tab has its own (beside the callback
+   * settings, with its Re-enable), so there the notice on every tab stands down while the callback is disabled.
+   */
+  function syncNotices() {
+    const banner = $("endpoint-banner");
+    const integrationSaysIt = state.tab === "integration" && !$("callback-disabled").hidden;
+    banner.hidden = banner.dataset.empty !== "false" || (integrationSaysIt && banner.dataset.disabled === "true");
   }
 
   $("endpoint-banner-deliveries").addEventListener("click", () => {

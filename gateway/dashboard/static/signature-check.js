@@ -263,38 +263,71 @@ function finish(report, scheme) {
   return report;
 }
 
-/** Tries the usual mistakes one by one; each hit names the mistake. */
+/**
+ * Tries the usual mistakes one by one; each hit names the mistake. Who made it depends on the scheme: a referral
+ * event is signed by the game server's backend (the sender may have signed the wrong bytes or with the wrong key),
+ * while a reward callback is signed by the service over the raw bytes with the whole whsec_ string, so there a
+ * hit means the body or secret pasted here (or what the owner's receiver computed) differs from what was sent.
+ */
 async function explainMismatch({ secret, body, tText, scheme, candidates, engine }) {
   const seen = new Set(candidates.map((m) => m.hex));
+  const ingest = scheme === "ingest";
+  /** The callback scheme's v1 never comes from these mistakes: the service signs "<t>.<raw body>" with the whole secret. */
+  const notTheService = (what, fix) =>
+    `This v1 is ${what}. The service never signs that way, so this value was computed by other code (your receiver?): ${fix}`;
   const tries = [
-    { key: secret, message: body, says: 'They signed the body alone. Sign "<t>.<body>": t, a dot, then the raw body.' },
-    { key: secret, message: `${tText}${body}`, says: 'They signed "<t><body>" without the dot between t and the body.' },
-    { key: secret, message: `${body}.${tText}`, says: 'They signed "<body>.<t>": t comes first.' },
+    {
+      key: secret,
+      message: body,
+      says: ingest
+        ? 'They signed the body alone. Sign "<t>.<body>": t, a dot, then the raw body.'
+        : notTheService("HMAC(secret, body) over the body alone", 'compute it over "<t>.<raw body>": t, a dot, then the raw body.'),
+    },
+    {
+      key: secret,
+      message: `${tText}${body}`,
+      says: ingest
+        ? 'They signed "<t><body>" without the dot between t and the body.'
+        : notTheService('HMAC over "<t><body>" without the dot between t and the body', 'compute it over "<t>.<raw body>".'),
+    },
+    {
+      key: secret,
+      message: `${body}.${tText}`,
+      says: ingest ? 'They signed "<body>.<t>": t comes first.' : notTheService('HMAC over "<body>.<t>"', 't comes first: "<t>.<raw body>".'),
+    },
   ];
   if (body.endsWith("\n"))
     tries.push({
       key: secret,
       message: `${tText}.${body.replace(/\r?\n$/, "")}`,
-      says: "They signed the body without its final newline: the bytes sent and the bytes signed must be the same.",
+      says: ingest
+        ? "They signed the body without its final newline: the bytes sent and the bytes signed must be the same."
+        : "The body pasted here ends with a newline that the service did not send (added when it was copied or logged): verify over the raw request bytes exactly as received.",
     });
   else
     tries.push({
       key: secret,
       message: `${tText}.${body}\n`,
-      says: "They signed the body with a final newline that the request does not carry (or the newline was lost on the way).",
+      says: ingest
+        ? "They signed the body with a final newline that the request does not carry (or the newline was lost on the way)."
+        : "The bytes the service sent end with a newline that the body pasted here lacks (lost when it was copied or logged): verify over the raw request bytes exactly as received.",
     });
   if (body.includes("\r\n"))
     tries.push({
       key: secret,
       message: `${tText}.${body.replace(/\r\n/g, "\n")}`,
-      says: "They signed the body with \\n line ends; it was sent (or pasted) with \\r\\n.",
+      says: ingest
+        ? "They signed the body with \\n line ends; it was sent (or pasted) with \\r\\n."
+        : "The service sent \\n line ends; the body pasted here has \\r\\n (changed when it was copied): verify over the raw request bytes.",
     });
   const reserialised = reserialise(body);
   if (reserialised !== null && reserialised !== body)
     tries.push({
       key: secret,
       message: `${tText}.${reserialised}`,
-      says: "They signed a re-serialised body (JSON.stringify of the parsed object): sign and send the exact same bytes.",
+      says: ingest
+        ? "They signed a re-serialised body (JSON.stringify of the parsed object): sign and send the exact same bytes."
+        : "The service signed the raw bytes it sent, and the body pasted here is a re-serialised copy of them (the MAC matches JSON.stringify of its parsed object): your receiver (or the log you copied from) parsed the JSON and wrote it again. Verify over the raw request body, before parsing it.",
     });
   if (secret !== secret.trim())
     tries.push({
@@ -307,15 +340,29 @@ async function explainMismatch({ secret, body, tText, scheme, candidates, engine
     tries.push({
       key: secret.slice(prefix[1].length),
       message: `${tText}.${body}`,
-      says: `They keyed the HMAC with the secret without its "${prefix[1]}" prefix: the key is the whole string.`,
+      says: ingest
+        ? `They keyed the HMAC with the secret without its "${prefix[1]}" prefix: the key is the whole string.`
+        : notTheService(`keyed with the secret without its "${prefix[1]}" prefix`, `key the HMAC with the whole "${prefix[1]}..." string.`),
     });
+  else {
+    // The secret pasted here lacks the prefix of this scheme's secrets: the signer may have used the whole string.
+    const expected = ingest ? "rsec_" : "whsec_";
+    const trimmed = secret.trim();
+    tries.push({
+      key: `${expected}${trimmed}`,
+      message: `${tText}.${body}`,
+      says: `The secret pasted here has no "${expected}" prefix, and the MAC matches "${expected}" + it: the key is the whole secret string, prefix included. Paste it whole${ingest ? "" : ", and key your receiver's HMAC with the whole string too"}.`,
+    });
+  }
   if (secret.startsWith("whsec_")) {
     const decoded = decodeBase64(secret.slice("whsec_".length));
     if (decoded)
       tries.push({
         key: decoded,
         message: `${tText}.${body}`,
-        says: "They keyed the HMAC with the base64-decoded secret (the Standard Webhooks way). X-Service-Signature is keyed with the whole whsec_ string's bytes; only webhook-signature uses the decoded key.",
+        says: ingest
+          ? "They keyed the HMAC with the base64-decoded secret (the Standard Webhooks way). X-Service-Signature is keyed with the whole whsec_ string's bytes; only webhook-signature uses the decoded key."
+          : "This v1 is keyed with the base64-decoded secret (the Standard Webhooks way), which the service uses only for webhook-signature: X-Service-Signature is keyed with the whole whsec_ string's bytes, so this value was computed by other code (your receiver?).",
       });
   }
   const hits = [];

@@ -41,7 +41,7 @@ async function assignments(kafka: Kafka, groupId: string, topic: string, members
       async () => {
         const { groups } = await admin.describeGroups([groupId]);
         const group = groups[0];
-        if (!group || group.state !== "Stable" || group.members.length !== members) return undefined;
+        if (group?.state !== "Stable" || group.members.length !== members) return undefined;
         const held = group.members.map((m) => AssignerProtocol.MemberAssignment.decode(m.memberAssignment)?.assignment[topic] ?? []);
         return held.every((p) => p.length > 0) ? held : undefined;
       },

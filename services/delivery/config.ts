@@ -4,7 +4,7 @@ import type { SecretBox } from "../shared/secrets.js";
 import { DEFAULT_DISPATCH_CONCURRENCY, DEFAULT_PER_SERVER_CONCURRENCY, DEFAULT_POLL_INTERVAL_MS } from "./dispatcher.js";
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "./send-callback.js";
-import { DEFAULT_CONSUMER_STUCK_AFTER_MS, DELIVERY_CONSUMER_GROUP } from "./consumer.js";
+import { DEFAULT_CONSUMER_STUCK_AFTER_MS, DEFAULT_KAFKA_SESSION_TIMEOUT_MS, DELIVERY_CONSUMER_GROUP } from "./consumer.js";
 import type { EnvReader } from "../shared/config.js";
 
 /** Dispatcher settings shared by the delivery process and the all-in-one mode. */
@@ -39,6 +39,8 @@ export interface DeliveryConfig extends DispatchSettings {
   opsPort: number;
   groupId: string;
   consumerStuckAfterMs: number;
+  /** KAFKA_SESSION_TIMEOUT_MS: how long a killed delivery process keeps its partitions (DEFAULT_KAFKA_SESSION_TIMEOUT_MS). */
+  kafkaSessionTimeoutMs: number;
 }
 
 /** Reads DELIVERY_RETRY_SCHEDULE (the dispatcher's, and the referral service's for test callbacks). */
@@ -78,6 +80,8 @@ export function loadDeliveryConfig(env: Record<string, string | undefined> = pro
     opsPort: readPort(r, "OPS_PORT", DEFAULT_DELIVERY_OPS_PORT),
     groupId: r.string("KAFKA_GROUP_ID", DELIVERY_CONSUMER_GROUP),
     consumerStuckAfterMs: r.int("CONSUMER_STUCK_AFTER_MS", DEFAULT_CONSUMER_STUCK_AFTER_MS, { min: 1_000, max: 3_600_000 }),
+    // The broker refuses a session timeout outside its group.min/max.session.timeout.ms (6 s and 30 min by default).
+    kafkaSessionTimeoutMs: r.int("KAFKA_SESSION_TIMEOUT_MS", DEFAULT_KAFKA_SESSION_TIMEOUT_MS, { min: 1_000, max: 1_800_000 }),
     ...readDispatchSettings(r),
   };
   return r.finish(config as DeliveryConfig);

@@ -4,7 +4,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { EnvelopeSchema, type Envelope } from "../../gen/proto/events/v1/events_pb.js";
 import type { Registry } from "prom-client";
-import { HEARTS_TOPIC, type EventBus, type ReceivedMessage, type Subscription } from "../shared/bus.js";
+import { HEARTS_TOPIC, type ConsumerSession, type EventBus, type ReceivedMessage, type Subscription } from "../shared/bus.js";
 import type { PrismaClient } from "../shared/db.js";
 import { createDeadLetterCounter, storeDeadMessage } from "../shared/dead-letters.js";
 import type { Logger } from "../shared/log.js";
@@ -15,6 +15,25 @@ import { insertAndLeaseDeliveries, type NewDelivery } from "./insert-deliveries.
 export const DELIVERY_CONSUMER_GROUP = "delivery.v1";
 /** Default of CONSUMER_STUCK_AFTER_MS: readiness fails after this long without progress while messages wait. */
 export const DEFAULT_CONSUMER_STUCK_AFTER_MS = 60_000;
+/**
+ * Default of KAFKA_SESSION_TIMEOUT_MS: how long the broker waits for a silent member of the delivery
+ * group (a killed process) before it hands that member's partitions to the others. 6 s is the
+ * broker's default `group.min.session.timeout.ms`, the shortest a stock broker accepts (kafkajs's
+ * default, used before, is 30 s). A clean stop leaves the group at once and does not wait for it.
+ */
+export const DEFAULT_KAFKA_SESSION_TIMEOUT_MS = 6_000;
+/** Heartbeats per session timeout; kafkajs recommends at least 3. */
+const HEARTBEATS_PER_SESSION = 6;
+
+/**
+ * The delivery group's membership timings for a session timeout: a heartbeat every sixth of it
+ * (1 s at 6 s), and fetches that wait at most as long, so an idle member learns of a rebalance
+ * (a dead member's partitions to take over) within a heartbeat, not after kafkajs's 5 s fetch wait.
+ */
+export function deliveryConsumerSession(sessionTimeoutMs: number): ConsumerSession {
+  const heartbeatIntervalMs = Math.max(100, Math.floor(sessionTimeoutMs / HEARTBEATS_PER_SESSION));
+  return { sessionTimeoutMs, heartbeatIntervalMs, fetchMaxWaitMs: heartbeatIntervalMs };
+}
 
 /** The consumer's dependencies. */
 export interface DeliveryConsumerOptions {
@@ -40,6 +59,8 @@ export interface DeliveryConsumerOptions {
   stuckAfterMs?: number;
   /** The clock (milliseconds). */
   nowMs?: () => number;
+  /** The group session timeout (deliveryConsumerSession); default DEFAULT_KAFKA_SESSION_TIMEOUT_MS. */
+  sessionTimeoutMs?: number;
 }
 
 /** A consumer that can be started and stopped. */
@@ -200,8 +221,15 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
     async start() {
       if (subscription) return;
       lastProgressAt = nowMs();
-      subscription = await opts.bus.subscribe({ groupId, topics: [topic], batchHandler: handleBatch, fromBeginning: true });
+      subscription = await opts.bus.subscribe({
+        groupId,
+        topics: [topic],
+        batchHandler: handleBatch,
+        fromBeginning: true,
+        session: deliveryConsumerSession(opts.sessionTimeoutMs ?? DEFAULT_KAFKA_SESSION_TIMEOUT_MS),
+      });
     },
+    /** Leaves the group (kafkajs's disconnect sends LeaveGroup): the others take the partitions over at once. */
     async stop() {
       const current = subscription;
       subscription = undefined;

@@ -37,7 +37,10 @@ export function deliveryStatsRoutes(deps: CoreDeps): (router: ConnectRouter) => 
 
 /**
  * GetDeliveryStats: per UTC day, the deliveries (of one transport, or all) created that
- * day by where they stand now (delivered, failed, pending), and the attempts started that day with their
+ * day by where they stand now (delivered, failed, pending), and the attempts started that day (and how many
+ * succeeded: the attempt's `succeeded` flag, set by its transport - a 2xx callback answer, a Votifier
+ * `{"status":"ok"}`, a pull claim - not only from an HTTP status, which Votifier does not have; a 2xx
+ * counts too, for a row written without the flag, the column's default) with their
  * latency (median, 95th percentile, max; timeouts included, since a receiver that
  * times out is slow). Two grouped aggregates joined onto generate_series.
  */
@@ -60,7 +63,7 @@ export async function getDeliveryStats(deps: CoreDeps, req: GetDeliveryStatsRequ
     ), tried AS (
       SELECT date_trunc('day', a.started_at AT TIME ZONE 'UTC') AS day,
              count(*) AS attempts,
-             count(*) FILTER (WHERE a.status_code BETWEEN 200 AND 299) AS attempts_ok,
+             count(*) FILTER (WHERE a.succeeded OR a.status_code BETWEEN 200 AND 299) AS attempts_ok,
              percentile_disc(0.5) WITHIN GROUP (ORDER BY a.latency_ms) AS p50,
              percentile_disc(0.95) WITHIN GROUP (ORDER BY a.latency_ms) AS p95,
              max(a.latency_ms) AS max

@@ -80,6 +80,8 @@ export async function performAttempt(deps: AttemptDeps, transport: Transport, de
 function decideResult(deps: AttemptDeps, delivery: ClaimedDelivery, outcome: SentOutcome, at: Date): AttemptResult {
   if (outcome.kind === "delivered") return { kind: "delivered" };
   if (outcome.kind === "gone") return { kind: "held_gone", reason: `receiver answered 410 Gone at ${at.toISOString()}` };
+  // A vote the transport can never deliver is not retried: failed for good, its reason in the attempt.
+  if (outcome.final) return { kind: "failed" };
   const decision = decideRetry(deps.schedule, delivery.attempts + 1, {
     random: deps.random ?? Math.random,
     ...(outcome.retryAfterMs === undefined ? {} : { retryAfterMs: outcome.retryAfterMs }),

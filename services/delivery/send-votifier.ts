@@ -1,11 +1,13 @@
 import { createHmac } from "node:crypto";
 import net, { isIP } from "node:net";
 import { isForbiddenAddress } from "../shared/callback-url.js";
+import { VOTIFIER_MAX_FRAME_BYTES } from "../shared/votifier-limits.js";
 import { createGuardedLookup, ForbiddenAddressError, truncate, type Resolver } from "./send-callback.js";
 
 /**
  * The Votifier v2 sender (the protocol NuVotifier speaks), written from the
- * protocol description:
+ * protocol description and checked against NuVotifier's v2 server source
+ * (common/src/main/java/com/vexsoftware/votifier/net/protocol/ in github.com/NuVotifier/NuVotifier):
  *
  *  1. the server greets with `VOTIFIER 2 <challenge>\n`;
  *  2. the client sends the magic 0x733A (big-endian uint16), the message length
@@ -13,16 +15,19 @@ import { createGuardedLookup, ForbiddenAddressError, truncate, type Resolver } f
  *     "signature": base64(HMAC-SHA256(token, payload string))}`, where the payload
  *     carries serviceName, username, address, timestamp (ms) and the challenge;
  *  3. the server answers one JSON line: `{"status":"ok"}` or
- *     `{"status":"error","cause":..,"errorMessage":..}` (older NuVotifier: `error`).
+ *     `{"status":"error","cause":<exception class>,"error":<message>}` (VoteInboundHandler.java;
+ *     NuVotifier has only ever sent `error`; `errorMessage` is what the votifier2 JS client reads,
+ *     and is read here only when `error` is absent).
  *
  * NuVotifier reads frames with a 1024-byte cap (magic and length included), so a
- * vote that would not fit is refused here, before anything is sent.
+ * vote that would not fit is refused here, before anything is sent. What a listener can
+ * never accept (a username over 16 characters) is services/shared/votifier-limits.ts.
  */
 
 /** Connect timeout, and the longest wait for each read (greeting, answer). */
 export const VOTIFIER_TIMEOUT_MS = 5_000;
-/** NuVotifier's frame cap: magic (2) + length (2) + message must fit. */
-export const VOTIFIER_MAX_FRAME_BYTES = 1024;
+/** NuVotifier's frame cap (services/shared/votifier-limits.ts), exported here for the sender's callers. */
+export { VOTIFIER_MAX_FRAME_BYTES };
 /** The v2 magic that precedes the length. */
 export const VOTIFIER_MAGIC = 0x733a;
 /** The `address` field of every vote: the voter's IP is not disclosed (the HTTP callback carries none either). */
@@ -89,7 +94,8 @@ export function parseVotifierAnswer(text: string): AnswerParse {
   const answer = parsed as Record<string, unknown>;
   if (answer.status === "ok") return { kind: "ok" };
   if (answer.status === "error") {
-    const message = answer.errorMessage ?? answer.error;
+    // NuVotifier's key is `error`; `errorMessage` (what the votifier2 JS client reads) only when `error` is absent.
+    const message = answer.error ?? answer.errorMessage;
     return { kind: "error", cause: typeof answer.cause === "string" ? answer.cause : "", message: typeof message === "string" ? message : "" };
   }
   return { kind: "invalid", error: "the server's answer has no status ok or error" };

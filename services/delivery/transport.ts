@@ -22,6 +22,16 @@ export type AttemptOutcome =
   | { kind: "delivered"; target: string; statusCode: number | null; latencyMs: number; exchange: AttemptExchange }
   /** HTTP 410 from a callback receiver: the server's callback is disabled and its deliveries held. */
   | { kind: "gone"; target: string; statusCode: 410; latencyMs: number; error: string; exchange: AttemptExchange }
-  | { kind: "failed"; target: string; statusCode: number | null; error: string; latencyMs: number; retryAfterMs?: number; exchange: AttemptExchange }
+  /** `final`: the transport can never deliver it (for example services/shared/votifier-limits.ts): failed for good at once, no retry. */
+  | {
+      kind: "failed";
+      target: string;
+      statusCode: number | null;
+      error: string;
+      latencyMs: number;
+      retryAfterMs?: number;
+      final?: true;
+      exchange: AttemptExchange;
+    }
   /** Nothing was sent (for example the callback secret was revoked after the claim): the lease is given back. */
   | { kind: "held"; reason: string };

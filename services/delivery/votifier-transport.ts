@@ -3,12 +3,15 @@ import type { Resolver } from "./send-callback.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { sendVotifierVote, VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, votifierTargetName, type VotifierOutcome } from "./send-votifier.js";
 import type { Transport } from "./transport.js";
+import { votifierRefusal } from "../shared/votifier-limits.js";
 
 /**
  * Votifier v2 as a transport: each counted heart becomes one vote with the
  * heart's username and its counted time (ms) as `timestamp`, so every retry of a
  * delivery carries the same vote. NuVotifier answers no status code: the attempt
- * log records the server's `cause: message` as the error.
+ * log records the server's `cause: message` as the error. A vote no listener can accept
+ * (votifierRefusal: a username over 16 characters) fails for good on its first attempt,
+ * without connecting.
  */
 export function createVotifierTransport(deps: { secretBox: SecretBox; allowInsecure: boolean; timeoutMs?: number; resolve?: Resolver }): Transport {
   const timeoutMs = deps.timeoutMs ?? VOTIFIER_TIMEOUT_MS;
@@ -17,6 +20,21 @@ export function createVotifierTransport(deps: { secretBox: SecretBox; allowInsec
       const settings = delivery.votifier;
       if (!settings) return { kind: "held", reason: "Votifier is not configured" };
       const target = votifierTargetName(settings);
+      const refusal = votifierRefusal({ username: delivery.username });
+      if (refusal !== undefined) {
+        // Failure policy: a vote every Votifier listener refuses (services/shared/votifier-limits.ts) is never sent nor retried:
+        // failed for good at once, its reason in the attempt (shown on the dashboard); CastHeart told the list when it was cast.
+        const error = `not sent: ${refusal}`;
+        return {
+          kind: "failed",
+          final: true,
+          target,
+          statusCode: null,
+          latencyMs: 0,
+          error,
+          exchange: toVotifierExchange(target, { latencyMs: 0, greeting: "", payload: "", answer: "" }, error),
+        };
+      }
       let token: string;
       try {
         token = deps.secretBox.open(settings.sealedToken);

@@ -25,11 +25,13 @@ export interface DeliveryWorkerDeps {
 /**
  * Settings of a delivery worker, named as the delivery process's settings (DeliveryConfig).
  * Each one left out takes its default: DEFAULT_DISPATCH_SETTINGS, DELIVERY_CONSUMER_GROUP,
- * DEFAULT_CONSUMER_STUCK_AFTER_MS, HEARTS_TOPIC.
+ * DEFAULT_CONSUMER_STUCK_AFTER_MS, DEFAULT_KAFKA_SESSION_TIMEOUT_MS, HEARTS_TOPIC.
  */
 export interface DeliveryWorkerSettings extends Partial<DispatchSettings> {
   groupId?: string;
   consumerStuckAfterMs?: number;
+  /** How long a killed process keeps its partitions; default DEFAULT_KAFKA_SESSION_TIMEOUT_MS. */
+  kafkaSessionTimeoutMs?: number;
   /** The topic consumed; tests may pass one of their own. */
   topic?: string;
 }
@@ -42,7 +44,7 @@ export interface DeliveryWorker {
   checks: ReadinessCheck[];
   /** Starts dispatching stored deliveries, then joins the consumer group. */
   start(): Promise<void>;
-  /** Stops taking new work first, then lets in-flight callbacks finish and record their attempts. */
+  /** Stops taking new work first (the consumer leaves its group, so another process takes its partitions at once), then lets in-flight callbacks finish and record their attempts. */
   stop(): Promise<void>;
 }
 
@@ -75,6 +77,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps, settings: Deliver
     ...(settings.groupId !== undefined ? { groupId: settings.groupId } : {}),
     ...(settings.topic !== undefined ? { topic: settings.topic } : {}),
     ...(settings.consumerStuckAfterMs !== undefined ? { stuckAfterMs: settings.consumerStuckAfterMs } : {}),
+    ...(settings.kafkaSessionTimeoutMs !== undefined ? { sessionTimeoutMs: settings.kafkaSessionTimeoutMs } : {}),
     ...(deps.registry ? { registry: deps.registry } : {}),
   });
   return {

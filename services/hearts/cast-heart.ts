@@ -1,5 +1,12 @@
 import { create } from "@bufbuild/protobuf";
-import { CastHeartResponseSchema, HeartVerdict, type CastHeartRequest, type CastHeartResponse } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import {
+  CastHeartResponseSchema,
+  HeartVerdict,
+  UndeliverableTransportSchema,
+  type CastHeartRequest,
+  type CastHeartResponse,
+  type UndeliverableTransport,
+} from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError, unknownServer } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
@@ -10,12 +17,15 @@ import type { FraudRules } from "./domain/fraud-rules.js";
 import { toVoterAddress } from "./domain/ip.js";
 import { HEART_COOLDOWN_MS } from "./domain/streak.js";
 import { requiredText } from "../shared/contract.js";
+import { VOTIFIER_TRANSPORT_NAME, votifierRefusal } from "../shared/votifier-limits.js";
 
 /**
  * Casts a heart: validate, then hand it to the CastHeart group commit (cast-heart-batch.ts),
  * which scores fraud on the counted signals and lets the conditional upsert decide the
  * 24 h cooldown. Every heart is recorded with its verdict. Beyond capacity the queue
- * refuses with `Overloaded` (resource_exhausted, retry hint; nothing written).
+ * refuses with `Overloaded` (resource_exhausted, retry hint; nothing written). The answer names
+ * the server's transports that can never carry the heart (`undeliverable`), so the list learns it
+ * when the heart is cast, not when its delivery fails.
  */
 export async function castHeart(
   deps: CoreDeps,
@@ -41,7 +51,8 @@ export async function castHeart(
   const outcome = await queue.submit({ serverId, username, voterIdentity, userAgent, address, at: deps.now() });
   const { heart } = outcome;
   const now = heart.at;
-  const base = { heartId: heart.id, fraudScore: heart.fraudScore, fraudReasons: heart.fraudReasons, period: heart.period };
+  const undeliverable = await findUndeliverable(deps, serverId, username);
+  const base = { heartId: heart.id, fraudScore: heart.fraudScore, fraudReasons: heart.fraudReasons, period: heart.period, undeliverable };
 
   if (outcome.kind === "fraud") {
     deps.log.info({ serverId, heartId: heart.id, score: heart.fraudScore, reasons: heart.fraudReasons }, "heart blocked by fraud scoring");
@@ -69,4 +80,25 @@ export async function castHeart(
     streakDay: outcome.streakDay,
     nextEligibleAt: BigInt(Math.floor((now.getTime() + HEART_COOLDOWN_MS) / 1000)),
   });
+}
+
+/**
+ * The server's transports that can never carry a heart of this username (CastHeartResponse.undeliverable).
+ * The rule is pure (services/shared/votifier-limits.ts, also what the Votifier transport applies); the
+ * server's Votifier setting is read only when the rule refuses the name, so an ordinary cast costs no
+ * extra statement. A server has the Votifier transport when its host is set, as the delivery store
+ * decides (a Votifier delivery is stored for every counted heart then).
+ */
+async function findUndeliverable(deps: CoreDeps, serverId: string, username: string): Promise<UndeliverableTransport[]> {
+  const refusal = votifierRefusal({ username });
+  if (refusal === undefined) return [];
+  try {
+    const server = await deps.prisma.server.findUnique({ where: { id: serverId }, select: { votifierHost: true } });
+    return server?.votifierHost ? [create(UndeliverableTransportSchema, { transport: VOTIFIER_TRANSPORT_NAME, reason: refusal })] : [];
+  } catch (error) {
+    // Failure policy: the heart is already recorded; answering an error would make the caller cast it again. Only the early
+    // notice is lost: the Votifier delivery still fails at once with the same reason, shown on the dashboard.
+    deps.log.warn({ err: error, serverId }, "could not read the server's Votifier setting for CastHeart's undeliverable list");
+    return [];
+  }
 }

@@ -37,8 +37,20 @@ export type MessageHandler = (message: ReceivedMessage) => Promise<void>;
  */
 export type BatchHandler = (messages: ReceivedMessage[]) => Promise<void>;
 
-/** What a subscription needs: one handler per message, or one per batch. */
-export type SubscribeOptions = { groupId: string; topics: string[]; fromBeginning?: boolean } & (
+/**
+ * How a group member keeps its membership (Kafka): the broker gives its partitions to the others
+ * once it has not heard from it for `sessionTimeoutMs` (a killed process), or at once when it
+ * leaves (a clean stop). `fetchMaxWaitMs` bounds a fetch with nothing to read, so an idle member
+ * heartbeats, and learns of a rebalance, that often. A bus without groups ignores it.
+ */
+export interface ConsumerSession {
+  sessionTimeoutMs: number;
+  heartbeatIntervalMs: number;
+  fetchMaxWaitMs: number;
+}
+
+/** What a subscription needs: one handler per message, or one per batch; `session` defaults to the bus's own. */
+export type SubscribeOptions = { groupId: string; topics: string[]; fromBeginning?: boolean; session?: ConsumerSession } & (
   | { handler: MessageHandler; batchHandler?: undefined }
   | { batchHandler: BatchHandler; handler?: undefined }
 );

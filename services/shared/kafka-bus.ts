@@ -127,13 +127,19 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
       }
       return total;
     },
-    async subscribe({ groupId, topics, handler, batchHandler, fromBeginning = true }: SubscribeOptions): Promise<Subscription> {
+    async subscribe({ groupId, topics, handler, batchHandler, fromBeginning = true, session }: SubscribeOptions): Promise<Subscription> {
       let current: Consumer | undefined;
       let stopped = false;
       let restartTimer: NodeJS.Timeout | undefined;
 
       const run = async (): Promise<void> => {
-        const consumer = kafka.consumer({ groupId, allowAutoTopicCreation: true, sessionTimeout: 30_000, heartbeatInterval: 3_000 });
+        const consumer = kafka.consumer({
+          groupId,
+          allowAutoTopicCreation: true,
+          sessionTimeout: session?.sessionTimeoutMs ?? 30_000,
+          heartbeatInterval: session?.heartbeatIntervalMs ?? 3_000,
+          ...(session ? { maxWaitTimeInMs: session.fetchMaxWaitMs } : {}),
+        });
         current = consumer;
         consumers.add(consumer);
         // kafkajs gives up on some errors (for example the group coordinator missing for a few
@@ -174,7 +180,17 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
               for (let i = 0; i < messages.length; i += MAX_HANDLER_BATCH) {
                 if (!isRunning() || isStale()) return;
                 const chunk = messages.slice(i, i + MAX_HANDLER_BATCH);
-                await batchHandler(chunk);
+                // A slow handler (the database away for a moment) keeps the membership alive: with a short
+                // session timeout, silence while handling would hand the partition to another member.
+                const keepAlive = setInterval(() => {
+                  // Failure policy: a failed heartbeat (a rebalance under way) is seen again, and handled, by the runner's own next one.
+                  heartbeat().catch(() => undefined);
+                }, session?.heartbeatIntervalMs ?? 3_000);
+                try {
+                  await batchHandler(chunk);
+                } finally {
+                  clearInterval(keepAlive);
+                }
                 // Committed (auto-commit) only up to what was handled: a throw above redelivers the rest.
                 resolveOffset(chunk[chunk.length - 1]!.offset);
                 await heartbeat();

@@ -2,15 +2,31 @@ import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import net, { type AddressInfo } from "node:net";
 
 /**
- * A real Votifier v2 listener for tests, written from the protocol description
- * alone (it shares no code with the project's sender): greet with
- * `VOTIFIER 2 <challenge>\n`; read magic 0x733A, a big-endian uint16 length and
- * that many bytes of JSON `{payload, signature}`; check the frame fits in 1024
- * bytes (as NuVotifier's frame decoder does), the payload's challenge, and the
- * base64 HMAC-SHA256 of the payload string under the token of the payload's
- * serviceName (or "default"); answer `{"status":"ok"}\r\n` or
- * `{"status":"error","cause":..,"errorMessage":..}\r\n` and close.
+ * A real Votifier v2 listener for tests (it shares no code with the project's sender), made
+ * faithful to NuVotifier's v2 server as read in its source (github.com/NuVotifier/NuVotifier,
+ * common/src/main/java/com/vexsoftware/votifier/net/protocol/):
+ * - VotifierGreetingHandler.java: greet with `VOTIFIER 2 <challenge>\n`;
+ * - VotifierProtocolDifferentiator.java: magic 0x733A, then `LengthFieldBasedFrameDecoder(1024, 2, 2, 0, 4)`:
+ *   a big-endian uint16 length and that many bytes of JSON `{payload, signature}`; the whole frame
+ *   (magic and length included) at most 1024 bytes, else TooLongFrameException;
+ * - VotifierProtocol2Decoder.java, in this order: the payload's challenge ("Challenge is not valid"),
+ *   the token of the payload's serviceName or "default" ("Unknown service '<name>'", a
+ *   RuntimeException), the base64 HMAC-SHA256 of the payload string ("Signature is not valid
+ *   (invalid token?)"), then the username's length: over 16 characters (Java String.length, UTF-16
+ *   code units) is `CorruptedFrameException("Username too long")`;
+ * - VoteInboundHandler.java: answer `{"status":"ok"}\r\n`, or on any exception
+ *   `{"status":"error","cause":<exception class simple name>,"error":<message>}\r\n`, and close.
+ *   NuVotifier has only ever answered `error`; `errorMessage` is what the votifier2 JS client
+ *   (node_modules/votifier2/index.js) reads, so the listener adds it only when asked
+ *   (`answerKeys: "with-votifier2-key"`), for tests that read votifier2's own error text.
+ * Texts that differ from NuVotifier's: an oversized frame says "frame length exceeds 1024"
+ * (netty: "Adjusted frame length exceeds 1024: <n> - discarded"); the cause is the same.
+ * A manual run against NuVotifier's own server (compiled from that source) gave the same
+ * answers for a 16- and a 20-character username.
  */
+
+/** NuVotifier's username limit, from its source (VotifierProtocol2Decoder.java); written here, not imported, so the test double stays independent of the code under test. */
+const NUVOTIFIER_MAX_USERNAME_CHARS = 16;
 
 /** How the listener behaves. */
 export type VotifierBehaviour =
@@ -66,7 +82,15 @@ const MAX_FRAME_BYTES = 1024;
 
 /** Starts a listener on 127.0.0.1 (a free port unless given). */
 export async function startVotifierReceiver(
-  opts: { tokens?: Record<string, string>; behaviour?: VotifierBehaviour; port?: number } = {},
+  opts: {
+    tokens?: Record<string, string>;
+    behaviour?: VotifierBehaviour;
+    port?: number;
+    /** `nuvotifier` (default): `error` only, as NuVotifier answers; `with-votifier2-key`: `errorMessage` too. */
+    answerKeys?: "nuvotifier" | "with-votifier2-key";
+    /** Default true (NuVotifier); false: a v2 listener without NuVotifier's username check, for tests of frame sizing alone. */
+    checkUsernameLength?: boolean;
+  } = {},
 ): Promise<VotifierReceiver> {
   let tokens = opts.tokens ?? { default: "votifier-token" };
   let behaviour: VotifierBehaviour = opts.behaviour ?? "normal";
@@ -102,6 +126,7 @@ export async function startVotifierReceiver(
       const exchange: VotifierExchange = { challenge, frame: buffer, declaredLength: buffer.readUInt16BE(2), answer: "", accepted: false };
       const reply = (answer: Record<string, string>) => {
         done = true;
+        if (opts.answerKeys === "with-votifier2-key" && answer.error !== undefined) answer.errorMessage = answer.error;
         exchange.answer = JSON.stringify(answer);
         exchange.frame = buffer;
         exchanges.push(exchange);
@@ -109,9 +134,9 @@ export async function startVotifierReceiver(
         notify();
         socket.end(`${exchange.answer}\r\n`);
       };
-      if (buffer.readUInt16BE(0) !== MAGIC) return reply({ status: "error", cause: "CorruptedFrameException", errorMessage: "not a v2 frame" });
+      if (buffer.readUInt16BE(0) !== MAGIC) return reply({ status: "error", cause: "CorruptedFrameException", error: "not a v2 frame" });
       if (exchange.declaredLength + 4 > MAX_FRAME_BYTES) {
-        return reply({ status: "error", cause: "TooLongFrameException", errorMessage: `frame length exceeds ${MAX_FRAME_BYTES}` });
+        return reply({ status: "error", cause: "TooLongFrameException", error: `frame length exceeds ${MAX_FRAME_BYTES}` });
       }
       if (buffer.length < 4 + exchange.declaredLength) return;
       let message: { payload?: unknown; signature?: unknown };
@@ -119,25 +144,26 @@ export async function startVotifierReceiver(
         message = JSON.parse(buffer.subarray(4, 4 + exchange.declaredLength).toString("utf8")) as typeof message;
       } catch {
         // Failure policy: a frame that is not JSON is refused, as NuVotifier does.
-        return reply({ status: "error", cause: "JsonSyntaxException", errorMessage: "message is not JSON" });
+        return reply({ status: "error", cause: "JsonSyntaxException", error: "message is not JSON" });
       }
       if (typeof message.payload !== "string" || typeof message.signature !== "string") {
-        return reply({ status: "error", cause: "CorruptedFrameException", errorMessage: "payload or signature missing" });
+        return reply({ status: "error", cause: "CorruptedFrameException", error: "payload or signature missing" });
       }
       exchange.payload = message.payload;
       const vote = JSON.parse(message.payload) as Record<string, unknown>;
       exchange.vote = vote;
-      if (vote.challenge !== expectedChallenge) return reply({ status: "error", cause: "CorruptedFrameException", errorMessage: "Challenge is not valid" });
+      if (vote.challenge !== expectedChallenge) return reply({ status: "error", cause: "CorruptedFrameException", error: "Challenge is not valid" });
       const serviceName = String(vote.serviceName);
       const token = tokens[serviceName] ?? tokens.default;
-      if (token === undefined) return reply({ status: "error", cause: "RuntimeException", errorMessage: `Unknown service '${serviceName}'` });
+      if (token === undefined) return reply({ status: "error", cause: "RuntimeException", error: `Unknown service '${serviceName}'` });
       const expected = createHmac("sha256", token).update(message.payload, "utf8").digest();
       const presented = Buffer.from(message.signature, "base64");
       exchange.signatureValid = presented.length === expected.length && timingSafeEqual(presented, expected);
-      if (!exchange.signatureValid)
-        return reply({ status: "error", cause: "CorruptedFrameException", errorMessage: "Signature is not valid (invalid token?)" });
+      if (!exchange.signatureValid) return reply({ status: "error", cause: "CorruptedFrameException", error: "Signature is not valid (invalid token?)" });
+      if (opts.checkUsernameLength !== false && String(vote.username).length > NUVOTIFIER_MAX_USERNAME_CHARS)
+        return reply({ status: "error", cause: "CorruptedFrameException", error: "Username too long" });
       for (const field of ["serviceName", "username", "address", "timestamp"]) {
-        if (vote[field] === undefined) return reply({ status: "error", cause: "NullPointerException", errorMessage: `${field} missing` });
+        if (vote[field] === undefined) return reply({ status: "error", cause: "NullPointerException", error: `${field} missing` });
       }
       exchange.accepted = true;
       reply({ status: "ok" });

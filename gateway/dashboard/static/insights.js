@@ -192,7 +192,7 @@ function renderDeliveries(days, span) {
   );
   dataTable(
     "data-deliveries",
-    ["Day", "Delivered", "Failed", "Pending", "Attempts", "2xx answers"],
+    ["Day", "Delivered", "Failed", "Pending", "Attempts", "Succeeded"],
     days.map((x) => [x.day, x.delivered, x.failed, x.pending, x.attempts, x.attempts_ok]),
   );
 }

@@ -95,7 +95,8 @@ export type DeliveryDayStats = Message<"delivery.v1.DeliveryDayStats"> & {
   pending: bigint;
 
   /**
-   * Attempts started that day; attempts_ok got a 2xx answer.
+   * Attempts started that day; attempts_ok succeeded by their transport's own
+   * measure (a 2xx callback answer, a Votifier {"status":"ok"}, a pull claim).
    *
    * @generated from field: int64 attempts = 5;
    */

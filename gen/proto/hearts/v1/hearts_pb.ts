@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file hearts/v1/hearts.proto.
  */
 export const file_hearts_v1_hearts: GenFile = /*@__PURE__*/
-  fileDesc("ChZoZWFydHMvdjEvaGVhcnRzLnByb3RvEgloZWFydHMudjEibwoQQ2FzdEhlYXJ0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEAoIdXNlcm5hbWUYAiABKAkSFgoOdm90ZXJfaWRlbnRpdHkYAyABKAkSCgoCaXAYBCABKAkSEgoKdXNlcl9hZ2VudBgFIAEoCSLaAQoRQ2FzdEhlYXJ0UmVzcG9uc2USEAoIaGVhcnRfaWQYASABKAkSDwoHY291bnRlZBgCIAEoCBIoCgd2ZXJkaWN0GAMgASgOMhcuaGVhcnRzLnYxLkhlYXJ0VmVyZGljdBIOCgZyZWFzb24YBCABKAkSEwoLZnJhdWRfc2NvcmUYBSABKAUSFQoNZnJhdWRfcmVhc29ucxgGIAMoCRIOCgZwZXJpb2QYByABKAkSEgoKc3RyZWFrX2RheRgIIAEoBRIYChBuZXh0X2VsaWdpYmxlX2F0GAkgASgDIjIKEUdldFJhbmtpbmdSZXF1ZXN0Eg4KBnBlcmlvZBgBIAEoCRINCgVsaW1pdBgCIAEoBSJOChJHZXRSYW5raW5nUmVzcG9uc2USDgoGcGVyaW9kGAEgASgJEigKB2VudHJpZXMYAiADKAsyFy5oZWFydHMudjEuUmFua2luZ0VudHJ5Ij8KDFJhbmtpbmdFbnRyeRIRCglzZXJ2ZXJfaWQYASABKAkSDgoGaGVhcnRzGAIgASgDEgwKBHJhbmsYAyABKAUi3AEKEUxpc3RIZWFydHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRINCgVxdWVyeRgCIAEoCRIoCgd2ZXJkaWN0GAMgASgOMhcuaGVhcnRzLnYxLkhlYXJ0VmVyZGljdBIpCgVzaW5jZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgGIAEoBRISCgpwYWdlX3Rva2VuGAcgASgJIlYKEkxpc3RIZWFydHNSZXNwb25zZRInCgZoZWFydHMYASADKAsyFy5oZWFydHMudjEuSGVhcnRTdW1tYXJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKfAgoMSGVhcnRTdW1tYXJ5EhAKCGhlYXJ0X2lkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhYKDnZvdGVyX2lkZW50aXR5GAMgASgJEigKB3ZlcmRpY3QYBCABKA4yFy5oZWFydHMudjEuSGVhcnRWZXJkaWN0EhMKC2ZyYXVkX3Njb3JlGAUgASgFEhUKDWZyYXVkX3JlYXNvbnMYBiADKAkSEgoKc3RyZWFrX2RheRgHIAEoBRIOCgZwZXJpb2QYCCABKAkSKwoHY2FzdF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoKZGVsaXZlcmllcxgKIAMoCzIYLmhlYXJ0cy52MS5IZWFydERlbGl2ZXJ5IqUBCg1IZWFydERlbGl2ZXJ5EhMKC2RlbGl2ZXJ5X2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIQCghhdHRlbXB0cxgDIAEoBRIYChBsYXN0X3N0YXR1c19jb2RlGAQgASgFEjAKDGRlbGl2ZXJlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJdHJhbnNwb3J0GAYgASgJIkcKFEdldEhlYXJ0U3RhdHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIMCgRkYXlzGAIgASgFEg4KBm1vbnRocxgDIAEoBSJxChVHZXRIZWFydFN0YXRzUmVzcG9uc2USKgoFZGFpbHkYASADKAsyGy5oZWFydHMudjEuSGVhcnRDb3VudEJ1Y2tldBIsCgdtb250aGx5GAIgAygLMhsuaGVhcnRzLnYxLkhlYXJ0Q291bnRCdWNrZXQiVAoQSGVhcnRDb3VudEJ1Y2tldBIOCgZidWNrZXQYASABKAkSDwoHY291bnRlZBgCIAEoAxIQCghjb29sZG93bhgDIAEoAxINCgVmcmF1ZBgEIAEoAyp9CgxIZWFydFZlcmRpY3QSHQoZSEVBUlRfVkVSRElDVF9VTlNQRUNJRklFRBAAEhkKFUhFQVJUX1ZFUkRJQ1RfQ09VTlRFRBABEhoKFkhFQVJUX1ZFUkRJQ1RfQ09PTERPV04QAhIXChNIRUFSVF9WRVJESUNUX0ZSQVVEEAMywAIKDEhlYXJ0U2VydmljZRJGCglDYXN0SGVhcnQSGy5oZWFydHMudjEuQ2FzdEhlYXJ0UmVxdWVzdBocLmhlYXJ0cy52MS5DYXN0SGVhcnRSZXNwb25zZRJJCgpHZXRSYW5raW5nEhwuaGVhcnRzLnYxLkdldFJhbmtpbmdSZXF1ZXN0Gh0uaGVhcnRzLnYxLkdldFJhbmtpbmdSZXNwb25zZRJJCgpMaXN0SGVhcnRzEhwuaGVhcnRzLnYxLkxpc3RIZWFydHNSZXF1ZXN0Gh0uaGVhcnRzLnYxLkxpc3RIZWFydHNSZXNwb25zZRJSCg1HZXRIZWFydFN0YXRzEh8uaGVhcnRzLnYxLkdldEhlYXJ0U3RhdHNSZXF1ZXN0GiAuaGVhcnRzLnYxLkdldEhlYXJ0U3RhdHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChZoZWFydHMvdjEvaGVhcnRzLnByb3RvEgloZWFydHMudjEibwoQQ2FzdEhlYXJ0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEAoIdXNlcm5hbWUYAiABKAkSFgoOdm90ZXJfaWRlbnRpdHkYAyABKAkSCgoCaXAYBCABKAkSEgoKdXNlcl9hZ2VudBgFIAEoCSKUAgoRQ2FzdEhlYXJ0UmVzcG9uc2USEAoIaGVhcnRfaWQYASABKAkSDwoHY291bnRlZBgCIAEoCBIoCgd2ZXJkaWN0GAMgASgOMhcuaGVhcnRzLnYxLkhlYXJ0VmVyZGljdBIOCgZyZWFzb24YBCABKAkSEwoLZnJhdWRfc2NvcmUYBSABKAUSFQoNZnJhdWRfcmVhc29ucxgGIAMoCRIOCgZwZXJpb2QYByABKAkSEgoKc3RyZWFrX2RheRgIIAEoBRIYChBuZXh0X2VsaWdpYmxlX2F0GAkgASgDEjgKDXVuZGVsaXZlcmFibGUYCiADKAsyIS5oZWFydHMudjEuVW5kZWxpdmVyYWJsZVRyYW5zcG9ydCI7ChZVbmRlbGl2ZXJhYmxlVHJhbnNwb3J0EhEKCXRyYW5zcG9ydBgBIAEoCRIOCgZyZWFzb24YAiABKAkiMgoRR2V0UmFua2luZ1JlcXVlc3QSDgoGcGVyaW9kGAEgASgJEg0KBWxpbWl0GAIgASgFIk4KEkdldFJhbmtpbmdSZXNwb25zZRIOCgZwZXJpb2QYASABKAkSKAoHZW50cmllcxgCIAMoCzIXLmhlYXJ0cy52MS5SYW5raW5nRW50cnkiPwoMUmFua2luZ0VudHJ5EhEKCXNlcnZlcl9pZBgBIAEoCRIOCgZoZWFydHMYAiABKAMSDAoEcmFuaxgDIAEoBSLcAQoRTGlzdEhlYXJ0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg0KBXF1ZXJ5GAIgASgJEigKB3ZlcmRpY3QYAyABKA4yFy5oZWFydHMudjEuSGVhcnRWZXJkaWN0EikKBXNpbmNlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV1bnRpbBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAYgASgFEhIKCnBhZ2VfdG9rZW4YByABKAkiVgoSTGlzdEhlYXJ0c1Jlc3BvbnNlEicKBmhlYXJ0cxgBIAMoCzIXLmhlYXJ0cy52MS5IZWFydFN1bW1hcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIp8CCgxIZWFydFN1bW1hcnkSEAoIaGVhcnRfaWQYASABKAkSEAoIdXNlcm5hbWUYAiABKAkSFgoOdm90ZXJfaWRlbnRpdHkYAyABKAkSKAoHdmVyZGljdBgEIAEoDjIXLmhlYXJ0cy52MS5IZWFydFZlcmRpY3QSEwoLZnJhdWRfc2NvcmUYBSABKAUSFQoNZnJhdWRfcmVhc29ucxgGIAMoCRISCgpzdHJlYWtfZGF5GAcgASgFEg4KBnBlcmlvZBgIIAEoCRIrCgdjYXN0X2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgpkZWxpdmVyaWVzGAogAygLMhguaGVhcnRzLnYxLkhlYXJ0RGVsaXZlcnkipQEKDUhlYXJ0RGVsaXZlcnkSEwoLZGVsaXZlcnlfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhAKCGF0dGVtcHRzGAMgASgFEhgKEGxhc3Rfc3RhdHVzX2NvZGUYBCABKAUSMAoMZGVsaXZlcmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgl0cmFuc3BvcnQYBiABKAkiRwoUR2V0SGVhcnRTdGF0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgwKBGRheXMYAiABKAUSDgoGbW9udGhzGAMgASgFInEKFUdldEhlYXJ0U3RhdHNSZXNwb25zZRIqCgVkYWlseRgBIAMoCzIbLmhlYXJ0cy52MS5IZWFydENvdW50QnVja2V0EiwKB21vbnRobHkYAiADKAsyGy5oZWFydHMudjEuSGVhcnRDb3VudEJ1Y2tldCJUChBIZWFydENvdW50QnVja2V0Eg4KBmJ1Y2tldBgBIAEoCRIPCgdjb3VudGVkGAIgASgDEhAKCGNvb2xkb3duGAMgASgDEg0KBWZyYXVkGAQgASgDKn0KDEhlYXJ0VmVyZGljdBIdChlIRUFSVF9WRVJESUNUX1VOU1BFQ0lGSUVEEAASGQoVSEVBUlRfVkVSRElDVF9DT1VOVEVEEAESGgoWSEVBUlRfVkVSRElDVF9DT09MRE9XThACEhcKE0hFQVJUX1ZFUkRJQ1RfRlJBVUQQAzLAAgoMSGVhcnRTZXJ2aWNlEkYKCUNhc3RIZWFydBIbLmhlYXJ0cy52MS5DYXN0SGVhcnRSZXF1ZXN0GhwuaGVhcnRzLnYxLkNhc3RIZWFydFJlc3BvbnNlEkkKCkdldFJhbmtpbmcSHC5oZWFydHMudjEuR2V0UmFua2luZ1JlcXVlc3QaHS5oZWFydHMudjEuR2V0UmFua2luZ1Jlc3BvbnNlEkkKCkxpc3RIZWFydHMSHC5oZWFydHMudjEuTGlzdEhlYXJ0c1JlcXVlc3QaHS5oZWFydHMudjEuTGlzdEhlYXJ0c1Jlc3BvbnNlElIKDUdldEhlYXJ0U3RhdHMSHy5oZWFydHMudjEuR2V0SGVhcnRTdGF0c1JlcXVlc3QaIC5oZWFydHMudjEuR2V0SGVhcnRTdGF0c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message hearts.v1.CastHeartRequest
@@ -109,6 +109,18 @@ export type CastHeartResponse = Message<"hearts.v1.CastHeartResponse"> & {
    * @generated from field: int64 next_eligible_at = 9;
    */
   nextEligibleAt: bigint;
+
+  /**
+   * The server's delivery transports that can never carry this heart, and why (for
+   * example: the server's Votifier listener refuses usernames over 16 characters).
+   * Set whatever the verdict; empty when every transport the server has set up can
+   * carry it. A counted heart still counts and goes out over the server's other
+   * transports; its delivery over a transport listed here fails at once, never
+   * retried, with the same reason in its attempt.
+   *
+   * @generated from field: repeated hearts.v1.UndeliverableTransport undeliverable = 10;
+   */
+  undeliverable: UndeliverableTransport[];
 };
 
 /**
@@ -117,6 +129,35 @@ export type CastHeartResponse = Message<"hearts.v1.CastHeartResponse"> & {
  */
 export const CastHeartResponseSchema: GenMessage<CastHeartResponse> = /*@__PURE__*/
   messageDesc(file_hearts_v1_hearts, 1);
+
+/**
+ * UndeliverableTransport is one transport that cannot carry a heart.
+ *
+ * @generated from message hearts.v1.UndeliverableTransport
+ */
+export type UndeliverableTransport = Message<"hearts.v1.UndeliverableTransport"> & {
+  /**
+   * "votifier" (the transport names of HeartDelivery.transport).
+   *
+   * @generated from field: string transport = 1;
+   */
+  transport: string;
+
+  /**
+   * Why, for example "the username is 20 characters; Votifier (NuVotifier)
+   * refuses usernames over 16 characters".
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message hearts.v1.UndeliverableTransport.
+ * Use `create(UndeliverableTransportSchema)` to create a new message.
+ */
+export const UndeliverableTransportSchema: GenMessage<UndeliverableTransport> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 2);
 
 /**
  * @generated from message hearts.v1.GetRankingRequest
@@ -140,7 +181,7 @@ export type GetRankingRequest = Message<"hearts.v1.GetRankingRequest"> & {
  * Use `create(GetRankingRequestSchema)` to create a new message.
  */
 export const GetRankingRequestSchema: GenMessage<GetRankingRequest> = /*@__PURE__*/
-  messageDesc(file_hearts_v1_hearts, 2);
+  messageDesc(file_hearts_v1_hearts, 3);
 
 /**
  * @generated from message hearts.v1.GetRankingResponse
@@ -162,7 +203,7 @@ export type GetRankingResponse = Message<"hearts.v1.GetRankingResponse"> & {
  * Use `create(GetRankingResponseSchema)` to create a new message.
  */
 export const GetRankingResponseSchema: GenMessage<GetRankingResponse> = /*@__PURE__*/
-  messageDesc(file_hearts_v1_hearts, 3);
+  messageDesc(file_hearts_v1_hearts, 4);
 
 /**
  * @generated from message hearts.v1.RankingEntry
@@ -189,7 +230,7 @@ export type RankingEntry = Message<"hearts.v1.RankingEntry"> & {
  * Use `create(RankingEntrySchema)` to create a new message.
  */
 export const RankingEntrySchema: GenMessage<RankingEntry> = /*@__PURE__*/
-  messageDesc(file_hearts_v1_hearts, 4);
+  messageDesc(file_hearts_v1_hearts, 5);
 
 /**
  * @generated from message hearts.v1.ListHeartsRequest
@@ -248,7 +289,7 @@ export type ListHeartsRequest = Message<"hearts.v1.ListHeartsRequest"> & {
  * Use `create(ListHeartsRequestSchema)` to create a new message.
  */
 export const ListHeartsRequestSchema: GenMessage<ListHeartsRequest> = /*@__PURE__*/
-  messageDesc(file_hearts_v1_hearts, 5);
+  messageDesc(file_hearts_v1_hearts, 6);
 
 /**
  * @generated from message hearts.v1.ListHeartsResponse
@@ -272,7 +313,7 @@ export type ListHeartsResponse = Message<"hearts.v1.ListHeartsResponse"> & {
  * Use `create(ListHeartsResponseSchema)` to create a new message.
  */
 export const ListHeartsResponseSchema: GenMessage<ListHeartsResponse> = /*@__PURE__*/
-  messageDesc(file_hearts_v1_hearts, 6);
+  messageDesc(file_hearts_v1_hearts, 7);
 
 /**
  * HeartSummary is one cast heart as the owner sees it (no IP or user agent).
@@ -343,7 +384,7 @@ export type HeartSummary = Message<"hearts.v1.HeartSummary"> & {
  * Use `create(HeartSummarySchema)` to create a new message.
  */
 export const HeartSummarySchema: GenMessage<HeartSummary> = /*@__PURE__*/
-  messageDesc(file_hearts_v1_hearts, 7);
+  messageDesc(file_hearts_v1_hearts, 8);
 
 /**
  * HeartDelivery is where one of a heart's deliveries stands.
@@ -393,7 +434,7 @@ export type HeartDelivery = Message<"hearts.v1.HeartDelivery"> & {
  * Use `create(HeartDeliverySchema)` to create a new message.
  */
 export const HeartDeliverySchema: GenMessage<HeartDelivery> = /*@__PURE__*/
-  messageDesc(file_hearts_v1_hearts, 8);
+  messageDesc(file_hearts_v1_hearts, 9);
 
 /**
  * @generated from message hearts.v1.GetHeartStatsRequest
@@ -424,7 +465,7 @@ export type GetHeartStatsRequest = Message<"hearts.v1.GetHeartStatsRequest"> & {
  * Use `create(GetHeartStatsRequestSchema)` to create a new message.
  */
 export const GetHeartStatsRequestSchema: GenMessage<GetHeartStatsRequest> = /*@__PURE__*/
-  messageDesc(file_hearts_v1_hearts, 9);
+  messageDesc(file_hearts_v1_hearts, 10);
 
 /**
  * @generated from message hearts.v1.GetHeartStatsResponse
@@ -450,7 +491,7 @@ export type GetHeartStatsResponse = Message<"hearts.v1.GetHeartStatsResponse"> &
  * Use `create(GetHeartStatsResponseSchema)` to create a new message.
  */
 export const GetHeartStatsResponseSchema: GenMessage<GetHeartStatsResponse> = /*@__PURE__*/
-  messageDesc(file_hearts_v1_hearts, 10);
+  messageDesc(file_hearts_v1_hearts, 11);
 
 /**
  * @generated from message hearts.v1.HeartCountBucket
@@ -482,7 +523,7 @@ export type HeartCountBucket = Message<"hearts.v1.HeartCountBucket"> & {
  * Use `create(HeartCountBucketSchema)` to create a new message.
  */
 export const HeartCountBucketSchema: GenMessage<HeartCountBucket> = /*@__PURE__*/
-  messageDesc(file_hearts_v1_hearts, 11);
+  messageDesc(file_hearts_v1_hearts, 12);
 
 /**
  * HeartVerdict is why a heart counted or not.

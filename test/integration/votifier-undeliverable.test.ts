@@ -13,7 +13,7 @@ import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { GetDeliveryStatsRequestSchema } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { HeartVerdict } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { getDeliveryStats } from "../../services/delivery/delivery-stats.js";
-import { insertDelivery } from "../../services/delivery/store.js";
+import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { sendVotifierVote } from "../../services/delivery/send-votifier.js";
 import { votifierRefusal, VOTIFIER_MAX_USERNAME_CHARS } from "../../services/shared/votifier-limits.js";
 import { eventually } from "../helpers/eventually.js";

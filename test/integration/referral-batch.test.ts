@@ -1,5 +1,5 @@
 /**
- * ApplyEvent's group commit (services/referral/apply-event-batch.ts) against real
+ * ApplyEvent's group commit (services/referral/apply-event.ts) against real
  * PostgreSQL: per-event isolation inside one batch, races between batches of two
  * service instances decided by the unique constraints, one advance per referral per
  * batch, and overload answered as resource_exhausted / 503 + Retry-After with
@@ -8,8 +8,7 @@
 import anyTest, { type TestFn } from "ava";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
-import { applyEventBatch, createApplyEventQueue } from "../../services/referral/apply-event-batch.js";
-import type { ApplyEventResult } from "../../services/referral/apply-event.js";
+import { applyEventBatch, createApplyEventQueue, type ApplyEventResult } from "../../services/referral/apply-event.js";
 import { toApplyEventCommand, type ApplyEventCommand } from "../../services/referral/domain/commands.js";
 import { DomainError, IllegalTransition, RETRY_AFTER_HEADER } from "../../services/shared/errors.js";
 import { ERROR_TEXT } from "../../gateway/http-errors.js";

@@ -140,17 +140,10 @@ async function settleRound(
   round: readonly number[],
   outcomes: ItemOutcome<ApplyEventResult>[],
 ): Promise<RoundLeft> {
+  const events = round.map((i) => commands[i]!);
   let applied: RoundResult;
   try {
-    applied = await deps.prisma.$transaction(
-      (tx) =>
-        applyRound(
-          tx,
-          round.map((i) => commands[i]!),
-          deps.now(),
-        ),
-      APPLY_EVENT_TRANSACTION_LIMITS_MS,
-    );
+    applied = await deps.prisma.$transaction((tx) => applyRound(tx, events, deps.now()), APPLY_EVENT_TRANSACTION_LIMITS_MS);
   } catch (error) {
     // Failure policy: no connection within its maxWait (or the transaction expired) means the database is
     // saturated and nothing of this round committed: its events are refused as overloaded (retryable, nothing

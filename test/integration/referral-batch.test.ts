@@ -55,12 +55,13 @@ async function installRaceLoser(h: Harness): Promise<void> {
   await h.db.prisma.$executeRawUnsafe(`CREATE TRIGGER lose_race BEFORE UPDATE ON referrals FOR EACH ROW EXECUTE FUNCTION lose_race()`);
 }
 
-/** Makes the next `times` conditional writes of referral `id` lose; returns how many were tried so far. */
+/** Makes the next `times` conditional writes of referral `id` lose (and restarts its count of tries). */
 async function loseRaces(h: Harness, id: string, times: number): Promise<void> {
   await h.db.prisma.$executeRaw`INSERT INTO lost_races (referral_id, remaining) VALUES (${id}::uuid, ${times}::int)
     ON CONFLICT (referral_id) DO UPDATE SET remaining = EXCLUDED.remaining, tries = 0`;
 }
 
+/** The conditional writes of referral `id` tried since loseRaces. */
 async function triedWrites(h: Harness, id: string): Promise<number> {
   const [row] = await h.db.prisma.$queryRaw<{ tries: number }[]>`SELECT tries FROM lost_races WHERE referral_id = ${id}::uuid`;
   return row?.tries ?? 0;

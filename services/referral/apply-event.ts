@@ -88,11 +88,11 @@ class LostRace extends Error {
  * Applies many events (no two sharing a token or a registered referee) in rounds; each round is ONE
  * transaction of two statements (plus a third only after a lost race):
  *
- *  1. read + dedup (readAndDedup): every token's click, the dedup rows (`INSERT ... ON CONFLICT DO
+ *  1. read + dedup (statement 1, readAndDedup): every token's click, the dedup rows (`INSERT ... ON CONFLICT DO
  *     NOTHING`, only for tokens of the caller's server), and the anchors each event is decided on
  *     (the referee's and the one the click is linked to);
  *  2. in memory, each event is decided (planEvent: decideRegistration, the transition table);
- *  3. write (writePlans): mints, click links, conditional state writes (on the version read),
+ *  3. write (statement 2, writePlans): mints, click links, conditional state writes (on the version read),
  *     credits, outbox rows and outcomes, each part depending on the write it follows (nothing is
  *     written for an event whose mint or state write lost), and the dedup rows of events answered
  *     with an error are deleted (an error outcome leaves nothing, as a rollback would).
@@ -250,7 +250,7 @@ async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: D
   const lostEventIds: bigint[] = [];
   const results: RoundResult = [];
   plans.forEach((plan, idx) => {
-    const won = (result: ApplyEventResult, ok: boolean, eventId: bigint) => {
+    const settle = (result: ApplyEventResult, ok: boolean, eventId: bigint) => {
       if (ok) results.push({ ok: true, value: result });
       else {
         lostEventIds.push(eventId);
@@ -271,15 +271,15 @@ async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: D
         results.push("deferred"); // its dedup row was deleted by the write statement already
         return;
       case "join":
-        won(plan.result, written.joinLinked.has(idx), plan.eventId);
+        settle(plan.result, written.joinLinked.has(idx), plan.eventId);
         return;
       case "advance":
-        won(plan.result, written.advanced.has(idx), plan.eventId);
+        settle(plan.result, written.advanced.has(idx), plan.eventId);
         return;
       case "mint":
         // Not minted: another transaction anchored the referee first; decided afresh in the next round.
         if (written.minted.has(idx) && !written.mintLinked.has(idx)) throw new LostRace(`click ${plan.clickId} was linked concurrently`);
-        won({ kind: "applied", referralId: plan.id, state: "registered", advanced: true }, written.minted.has(idx), plan.eventId);
+        settle({ kind: "applied", referralId: plan.id, state: "registered", advanced: true }, written.minted.has(idx), plan.eventId);
         return;
     }
   });

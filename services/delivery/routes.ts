@@ -26,7 +26,7 @@ import type { Delivery as DeliveryRow, DeliveryAttempt as AttemptRow } from "../
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
-import { sendTestReferralEvent } from "../referral/send-test-referral-event.js";
+import { sendTestReferralEvent } from "./send-test-referral-event.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { findDelivery, listAttempts, listDeliveries, readEndpointHealth, type EndpointWindow } from "./read-deliveries.js";
 import { claimPullHearts } from "./claim-pull-hearts.js";

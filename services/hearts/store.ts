@@ -1,5 +1,6 @@
 import type { PrismaClient } from "../shared/db.js";
-import type { OutboxRow } from "../shared/outbox.js";
+import { Prisma } from "../../gen/prisma/client.js";
+import { insertOutboxRows, type OutboxRow } from "../shared/outbox.js";
 import type { FraudCounts, FraudWindows } from "./domain/score-heart.js";
 import type { StreakState } from "./domain/streak.js";
 
@@ -116,6 +117,7 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
   if (writes.length === 0) return new Set();
   const col = <T>(pick: (w: HeartWrite, i: number) => T) => writes.map((w, i) => pick(w, i));
   const count = (w: HeartWrite) => (w.kind === "count" ? w : null);
+  const outbox = writes.flatMap((w, idx) => (w.kind === "count" ? [{ idx, row: w.outbox }] : []));
   const rows = await prisma.$queryRaw<{ idx: number }[]>`
     WITH w AS (
       SELECT * FROM unnest(
@@ -123,11 +125,8 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
         ${col((w) => w.heart.username)}::text[], ${col((w) => w.heart.voterIdentity)}::text[], ${col((w) => w.heart.ip)}::text[],
         ${col((w) => w.heart.subnet)}::text[], ${col((w) => w.heart.userAgent)}::text[], ${col((w) => w.heart.fraudScore)}::int[],
         ${col((w) => JSON.stringify(w.heart.fraudReasons))}::text[], ${col((w) => w.heart.period)}::text[],
-        ${col((w) => w.heart.at.toISOString())}::timestamptz[], ${col((w) => count(w)?.streakDay ?? null)}::int[],
-        ${col((w) => count(w)?.outbox.topic ?? null)}::text[], ${col((w) => count(w)?.outbox.key ?? null)}::text[], ${col((w) => count(w)?.outbox.type ?? null)}::text[],
-        ${col((w) => count(w)?.outbox.payload.toString("hex") ?? null)}::text[], ${col((w) => count(w)?.outbox.shard ?? null)}::int[]
-      ) AS t(idx, kind, id, server_id, username, voter_identity, ip, subnet, user_agent, fraud_score, fraud_reasons, period, at,
-             streak_day, topic, key, type, payload, shard)
+        ${col((w) => w.heart.at.toISOString())}::timestamptz[], ${col((w) => count(w)?.streakDay ?? null)}::int[]
+      ) AS t(idx, kind, id, server_id, username, voter_identity, ip, subnet, user_agent, fraud_score, fraud_reasons, period, at, streak_day)
     ), won AS (
       INSERT INTO voter_states AS s (server_id, voter_identity, last_counted_at, last_day, streak_days)
       SELECT server_id, voter_identity, at, (at AT TIME ZONE 'UTC')::date, streak_day FROM w
@@ -157,11 +156,7 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
       SELECT server_id, period, count(*)::int FROM done WHERE kind = 'count' GROUP BY server_id, period ORDER BY server_id, period
       ON CONFLICT (server_id, period) DO UPDATE SET hearts = r.hearts + EXCLUDED.hearts
       RETURNING r.server_id
-    ), queued AS (
-      INSERT INTO outbox (topic, key, type, payload, shard, created_at)
-      SELECT topic, key, type, decode(payload, 'hex'), shard, at FROM done WHERE kind = 'count' ORDER BY idx
-      RETURNING id
-    )
+    ), queued AS (${insertOutboxRows(outbox, Prisma.sql`SELECT idx FROM done WHERE kind = 'count'`)})
     -- Every data-modifying CTE above runs to completion whether or not this SELECT reads it.
     SELECT idx FROM done WHERE kind = 'count'`;
   return new Set(rows.map((r) => r.idx));

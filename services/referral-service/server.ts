@@ -7,7 +7,7 @@ import { createServerInterceptor } from "../shared/interceptors.js";
 import { MAX_RPC_MESSAGE_BYTES } from "../shared/field-rules.js";
 import type { Metrics } from "../shared/metrics.js";
 import { referralRoutes } from "../referral/routes.js";
-import type { ApplyEventBatchOptions } from "../referral/apply-event-batch.js";
+import type { ApplyEventBatchOptions } from "../referral/apply-event.js";
 import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
@@ -30,7 +30,7 @@ export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<A
    * ALLOW_UNAUTHENTICATED_RPC: a call without `authorization` acts as admin.
    */
   auth?: { verifyToken?: TokenVerifier; allowUnauthenticated?: boolean };
-  /** ApplyEvent's group commit bounds (services/referral/apply-event-batch.ts defaults when omitted). */
+  /** ApplyEvent's group commit bounds (services/referral/apply-event.ts defaults when omitted). */
   applyEventBatch?: ApplyEventBatchOptions;
   /** CastHeart's group commit bounds (services/hearts/cast-heart-batch.ts defaults when omitted). */
   castHeartBatch?: CastHeartBatchOptions;

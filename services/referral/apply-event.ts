@@ -1,34 +1,37 @@
 import { randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
+import { Prisma } from "../../gen/prisma/client.js";
 import { ReferralTransitionedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { REFERRALS_TOPIC } from "../shared/bus.js";
+import { ERROR_TEXT } from "../shared/contract.js";
 import type { Tx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
-import { DomainError, IllegalTransition } from "../shared/errors.js";
-import { toOutboxRow, writeOutbox, type OutboxEvent } from "../shared/outbox.js";
+import { DomainError, IllegalTransition, Overloaded } from "../shared/errors.js";
+import { ADMISSION_MAX_QUEUE_WAIT_MS, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
+import { insertOutboxRows, toOutboxRow, type OutboxEvent, type OutboxRow } from "../shared/outbox.js";
+import { periodOf } from "../shared/period.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
-import { periodOf } from "../shared/period.js";
-import { decide, isAnchorState, type AnchorState, type ReferralEventName, type ReferralStateName } from "./domain/transitions.js";
-import { ERROR_TEXT } from "../shared/contract.js";
+import { decide, isAnchorState, type AnchorState, type ReferralStateName } from "./domain/transitions.js";
 
-/** Retries of the whole transaction after a lost conditional write (version or click link). */
+/** Most events applied in one batch. */
+export const APPLY_EVENT_MAX_BATCH = 64;
+/** Most events waiting for a batch; beyond it ApplyEvent answers resource_exhausted with a retry hint. */
+export const APPLY_EVENT_MAX_QUEUE = 2_048;
+/** Batches in flight at once (each holds one pooled connection). */
+export const APPLY_EVENT_MAX_IN_FLIGHT = 2;
+/** Reruns of one event after a lost conditional write (version, click link, anchor mint); one more loss answers `internal error`. */
 export const MAX_TRANSACTION_RETRIES = 3;
 /**
- * Prisma's interactive-transaction limits for ApplyEvent, both paths (milliseconds, Prisma's option names):
- * - `maxWait`, how long a transaction may wait for a pooled connection. A batch waits 5 s: no connection
- *   by then means the database is saturated, and the batch's events are refused as overloaded (retryable,
- *   this wait as the retry hint) inside the gateway's 10 s RPC deadline (gateway/server.ts RPC_TIMEOUT_MS),
- *   instead of queueing more work. The one-event path (an event rerun after its batch failed or lost a
- *   race, and its own lost-race retries) waits up to 10 s: it runs only for events a batch could not
- *   settle, few at a time, and its caller would otherwise get `internal error`.
- * - `timeout`, how long one transaction may run before Prisma rolls it back (15 s on both paths): a bound
- *   for a stuck transaction (a lock wait), so its connection returns to the pool; nothing it wrote stays.
+ * Prisma's interactive-transaction limits of one round (milliseconds, Prisma's option names):
+ * - `maxWait`, how long a round may wait for a pooled connection. No connection by then means the
+ *   database is saturated, and the round's events are refused as overloaded (retryable, this wait as
+ *   the retry hint) inside the gateway's RPC deadline (gateway/server.ts RPC_TIMEOUT_MS, 10 s),
+ *   instead of queueing more work.
+ * - `timeout`, how long one round may run before Prisma rolls it back: a bound for a stuck
+ *   transaction (a lock wait), so its connection returns to the pool; nothing it wrote stays.
  */
-export const APPLY_EVENT_TRANSACTION_LIMITS_MS = {
-  single: { maxWait: 10_000, timeout: 15_000 },
-  batch: { maxWait: 5_000, timeout: 15_000 },
-} as const;
+export const APPLY_EVENT_TRANSACTION_LIMITS_MS = { maxWait: 5_000, timeout: 15_000 } as const;
 
 /** The result of ApplyEvent, as the contract's 200 bodies distinguish them. */
 export type ApplyEventResult =
@@ -36,13 +39,43 @@ export type ApplyEventResult =
   | { kind: "duplicate" }
   | { kind: "first_touch_conflict" };
 
-/** The `outcome` recorded on the event row. */
-type RecordedOutcome = "advanced" | "idempotent" | "first_touch_conflict";
+/** Settings of the ApplyEvent group commit (the APPLY_EVENT_* defaults when omitted; tests shrink them). */
+export interface ApplyEventBatchOptions {
+  maxBatch?: number;
+  maxQueue?: number;
+  maxQueueWaitMs?: number;
+  maxInFlight?: number;
+}
 
 /**
- * Thrown inside the transaction when a conditional write matched no row because
- * a concurrent transaction changed the row first; the whole transaction is rolled
- * back and run again (never carried on after a lost race).
+ * The referral service's ApplyEvent queue, the one way events are applied: concurrent events are
+ * applied together (applyEventBatch; a lone event is a batch of one), two events of one token or one
+ * (server, referee) never in one batch, and beyond capacity callers get `Overloaded`
+ * (resource_exhausted, retryable).
+ */
+export function createApplyEventQueue(deps: CoreDeps, opts: ApplyEventBatchOptions = {}): GroupCommit<ApplyEventCommand, ApplyEventResult> {
+  return createGroupCommit<ApplyEventCommand, ApplyEventResult>({
+    runBatch: (commands) => applyEventBatch(deps, commands),
+    keysOf: batchKeys,
+    maxBatch: opts.maxBatch ?? APPLY_EVENT_MAX_BATCH,
+    maxQueue: opts.maxQueue ?? APPLY_EVENT_MAX_QUEUE,
+    maxQueueWaitMs: opts.maxQueueWaitMs ?? ADMISSION_MAX_QUEUE_WAIT_MS,
+    maxInFlight: opts.maxInFlight ?? APPLY_EVENT_MAX_IN_FLIGHT,
+    overloaded: (retryAfterMs) => new Overloaded(retryAfterMs),
+  });
+}
+
+/** The rows an event may write: its token's click and, for `registered`, the (server, referee) anchor. */
+function batchKeys(command: ApplyEventCommand): string[] {
+  const keys = [`t:${command.token}`];
+  if (command.refereeIdentity !== null) keys.push(`r:${command.serverId}:${command.refereeIdentity}`);
+  return keys;
+}
+
+/**
+ * Thrown inside a round's transaction to roll it all back: a click linked concurrently after this
+ * round minted the anchor it was to be linked to. Also the error of an event that lost more than
+ * MAX_TRANSACTION_RETRIES races (the interceptor answers it `internal error`, retryable).
  */
 class LostRace extends Error {
   constructor(what: string) {
@@ -52,223 +85,447 @@ class LostRace extends Error {
 }
 
 /**
- * Applies one verified lifecycle event. In ONE interactive transaction: token
- * lookup, the dedup row `INSERT ... ON CONFLICT DO NOTHING RETURNING`, the
- * first-touch / state-machine decision, the conditional state write, the credit
- * row, the outbox row and the event row's outcome. Any thrown error (404, 422,
- * 500) rolls everything back, including the dedup row, so a retry with the same
- * server_event_id is processed afresh.
+ * Applies many events (no two sharing a token or a registered referee) in rounds; each round is ONE
+ * transaction of two statements (plus a third only after a lost race):
+ *
+ *  1. read + dedup (statement 1, readAndDedup): every token's click, the dedup rows (`INSERT ... ON CONFLICT DO
+ *     NOTHING`, only for tokens of the caller's server), and the anchors each event is decided on
+ *     (the referee's and the one the click is linked to);
+ *  2. in memory, each event is decided (planEvent: decideRegistration, the transition table);
+ *  3. write (statement 2, writePlans): mints, click links, conditional state writes (on the version read),
+ *     credits, outbox rows and outcomes, each part depending on the write it follows (nothing is
+ *     written for an event whose mint or state write lost), and the dedup rows of events answered
+ *     with an error are deleted (an error outcome leaves nothing, as a rollback would).
+ *
+ * Per-event isolation: a 404/422 is that event's outcome only. An event whose conditional write lost
+ * to a concurrent transaction (another instance), or that would advance a referral another event of
+ * the round advances, leaves nothing behind and is decided again from fresh reads in the next round,
+ * with the other such events. An event that lost MAX_TRANSACTION_RETRIES + 1 races is answered with
+ * LostRace (500 `internal error`, retryable; nothing of it written). A round that fails as a whole is
+ * rerun event by event, each in a round of one, so one event's trouble reaches only its caller.
  */
-export async function applyEvent(deps: CoreDeps, command: ApplyEventCommand): Promise<ApplyEventResult> {
-  for (let retry = 0; ; retry++) {
-    try {
-      return await deps.prisma.$transaction((tx) => applyOnce(tx, command, deps.now()), APPLY_EVENT_TRANSACTION_LIMITS_MS.single);
-    } catch (error) {
-      // Failure policy: a lost conditional write means the state moved under us - rerun the whole
-      // transaction on fresh reads, at most MAX_TRANSACTION_RETRIES times, then fail as an internal error.
-      if (error instanceof LostRace && retry < MAX_TRANSACTION_RETRIES) {
-        deps.log.debug({ retry: retry + 1, reason: error.message }, "retrying referral event transaction");
-        continue;
-      }
-      throw error;
+export async function applyEventBatch(deps: CoreDeps, commands: readonly ApplyEventCommand[]): Promise<ItemOutcome<ApplyEventResult>[]> {
+  const outcomes: ItemOutcome<ApplyEventResult>[] = new Array(commands.length);
+  const losses = new Array<number>(commands.length).fill(0);
+  let pending = commands.map((_, i) => i);
+  while (pending.length > 0) {
+    const { lost, deferred } = await settleRound(deps, commands, pending, outcomes);
+    const rerun = [...deferred];
+    for (const i of lost) {
+      losses[i]!++;
+      // Failure policy: a conditional write that keeps losing (contention from other instances) is answered as an
+      // internal error (retryable; nothing of it was written) after MAX_TRANSACTION_RETRIES reruns, not retried without end.
+      if (losses[i]! > MAX_TRANSACTION_RETRIES) outcomes[i] = { ok: false, error: new LostRace(`event ${commands[i]!.serverEventId}, ${losses[i]} times`) };
+      else rerun.push(i);
     }
+    if (rerun.length > 0) deps.log.debug({ events: rerun.length, lost: lost.length }, "rerunning referral events in a new round");
+    // In command order, so a second advance of one referral follows the first.
+    pending = rerun.sort((a, b) => a - b);
   }
+  return outcomes;
 }
 
-interface ClickRow {
-  id: string;
-  server_id: string;
-  referrer_identity: string;
+/** What a round leaves for the next one (indexes into the batch's commands). */
+interface RoundLeft {
+  /** Lost a conditional write: rerun, and counted against MAX_TRANSACTION_RETRIES. */
+  lost: number[];
+  /** Would advance a referral another event of the round advanced: rerun, not counted (one of them always proceeds). */
+  deferred: number[];
 }
 
-interface AnchorRow {
-  id: string;
-  referee_identity: string;
-  referrer_identity: string;
-  state: string;
-  version: number;
-  linked: boolean;
+/** Runs one round (`round`: indexes into `commands`) and sets the outcome of every event it settles. */
+async function settleRound(
+  deps: CoreDeps,
+  commands: readonly ApplyEventCommand[],
+  round: readonly number[],
+  outcomes: ItemOutcome<ApplyEventResult>[],
+): Promise<RoundLeft> {
+  const events = round.map((i) => commands[i]!);
+  let applied: RoundResult;
+  try {
+    applied = await deps.prisma.$transaction((tx) => applyRound(tx, events, deps.now()), APPLY_EVENT_TRANSACTION_LIMITS_MS);
+  } catch (error) {
+    // Failure policy: no connection within its maxWait (or the transaction expired) means the database is
+    // saturated and nothing of this round committed: its events are refused as overloaded (retryable, nothing
+    // written) instead of queueing more work behind them or answering `internal error`.
+    if (isTransactionApiError(error)) {
+      deps.log.warn({ events: round.length }, "referral event round refused: no database transaction in time");
+      for (const i of round) outcomes[i] = { ok: false, error: new Overloaded(APPLY_EVENT_TRANSACTION_LIMITS_MS.maxWait) };
+      return { lost: [], deferred: [] };
+    }
+    if (round.length === 1) {
+      // Failure policy: a round of one rolled back. A lost click link (after its mint) is a lost race like any other,
+      // rerun from fresh reads; anything else (a lost connection, a deadlock) is this event's failure, answered
+      // `internal error` (retryable) by the interceptor, which logs the cause. Nothing of it committed.
+      if (error instanceof LostRace) return { lost: [round[0]!], deferred: [] };
+      outcomes[round[0]!] = { ok: false, error };
+      return { lost: [], deferred: [] };
+    }
+    // Failure policy: the round rolled back as a whole (a lost click link after a mint, a deadlock with another
+    // instance, a lost connection): each event is rerun in a round of its own, so one event's trouble reaches only
+    // its caller. They run concurrently: their tokens and referees differ, and two advances of one referral are
+    // decided by the conditional write (the loser reruns).
+    deps.log.debug({ err: error, events: round.length }, "referral event round failed; rerunning its events one by one");
+    const alone = await Promise.all(round.map((i) => settleRound(deps, commands, [i], outcomes)));
+    return { lost: alone.flatMap((a) => a.lost), deferred: alone.flatMap((a) => a.deferred) };
+  }
+  const lost: number[] = [];
+  const deferred: number[] = [];
+  applied.forEach((result, n) => {
+    const i = round[n]!;
+    if (result === "lost") lost.push(i);
+    else if (result === "deferred") deferred.push(i);
+    else outcomes[i] = result;
+  });
+  return { lost, deferred };
 }
 
-async function applyOnce(tx: Tx, command: ApplyEventCommand, now: Date): Promise<ApplyEventResult> {
-  // Ruling 10: the token is checked before dedup, so another server's token is a 404 even on replay.
-  // One statement: the dedup row is inserted only when the token belongs to this server. It is written
-  // before any processing; a concurrent identical insert waits on the unique index and then does
-  // nothing, so exactly one request is processed.
-  const [click] = await tx.$queryRaw<Array<ClickRow & { event_id: bigint | null }>>`
-    WITH click AS (
-      SELECT id, server_id, referrer_identity FROM referral_clicks WHERE token = ${command.token}
+/** Prisma's P2028 (a transaction could not start within maxWait, or expired before its commit): nothing committed. */
+function isTransactionApiError(error: unknown): boolean {
+  return (error as { code?: unknown })?.code === "P2028";
+}
+
+/** Per event of a round: its answer, or what the next round does with it. */
+type RoundResult = Array<ItemOutcome<ApplyEventResult> | "lost" | "deferred">;
+
+interface ReadRow {
+  idx: number;
+  click_id: string | null;
+  click_server_id: string | null;
+  click_referrer: string | null;
+  event_id: bigint | null;
+  linked_id: string | null;
+  linked_referrer: string | null;
+  linked_referee: string | null;
+  linked_state: string | null;
+  linked_version: number | null;
+  referee_id: string | null;
+  referee_referrer: string | null;
+  referee_state: string | null;
+}
+
+/** What the write statement does for one event. */
+type Plan =
+  /** Nothing to write: a 404 (no dedup row was inserted) or a duplicate. */
+  | { kind: "answer"; outcome: ItemOutcome<ApplyEventResult> }
+  /** A 422/400 after the dedup row was inserted: the row is deleted. */
+  | { kind: "error"; eventId: bigint; error: unknown }
+  /** No state change: record the outcome (idempotent, first_touch_conflict). */
+  | { kind: "record"; eventId: bigint; outcome: "idempotent" | "first_touch_conflict"; referralId: string | null; result: ApplyEventResult }
+  /** Idempotent `registered` through another token of the same referrer: link the click, then record. */
+  | { kind: "join"; eventId: bigint; clickId: string; anchorId: string; result: ApplyEventResult }
+  | { kind: "mint"; eventId: bigint; id: string; serverId: string; referee: string; referrer: string; clickId: string; outbox: OutboxRow }
+  | {
+      kind: "advance";
+      eventId: bigint;
+      referralId: string;
+      version: number;
+      to: AnchorState;
+      reverseCredit: boolean;
+      serverId: string;
+      referrer: string;
+      outbox: OutboxRow;
+      result: ApplyEventResult;
+    }
+  /** A second advance of one referral in this round: rerun in the next round (its dedup row is deleted here). */
+  | { kind: "defer"; eventId: bigint };
+
+/** One round, inside its transaction: read, decide, write; returns each event's answer or its rerun. */
+async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: Date): Promise<RoundResult> {
+  const rows = await readAndDedup(tx, commands, now);
+  const byIdx = new Map(rows.map((r) => [r.idx, r]));
+  const advancing = new Set<string>();
+  const plans = commands.map((command, idx): Plan => {
+    const row = byIdx.get(idx);
+    try {
+      return planEvent(command, row, now, advancing);
+    } catch (error) {
+      // Failure policy: a domain rejection (422, 400) is this event's answer; its dedup row is deleted by the write.
+      if (row?.event_id == null) return { kind: "answer", outcome: { ok: false, error } };
+      return { kind: "error", eventId: row.event_id, error };
+    }
+  });
+
+  const written = await writePlans(tx, plans, now);
+  const lostEventIds: bigint[] = [];
+  const results: RoundResult = [];
+  plans.forEach((plan, idx) => {
+    const settle = (result: ApplyEventResult, ok: boolean, eventId: bigint) => {
+      if (ok) results.push({ ok: true, value: result });
+      else {
+        lostEventIds.push(eventId);
+        results.push("lost");
+      }
+    };
+    switch (plan.kind) {
+      case "answer":
+        results.push(plan.outcome);
+        return;
+      case "error":
+        results.push({ ok: false, error: plan.error });
+        return;
+      case "record":
+        results.push({ ok: true, value: plan.result });
+        return;
+      case "defer":
+        results.push("deferred"); // its dedup row was deleted by the write statement already
+        return;
+      case "join":
+        settle(plan.result, written.joinLinked.has(idx), plan.eventId);
+        return;
+      case "advance":
+        settle(plan.result, written.advanced.has(idx), plan.eventId);
+        return;
+      case "mint":
+        // Not minted: another transaction anchored the referee first; decided afresh in the next round.
+        if (written.minted.has(idx) && !written.mintLinked.has(idx)) throw new LostRace(`click ${plan.clickId} was linked concurrently`);
+        settle({ kind: "applied", referralId: plan.id, state: "registered", advanced: true }, written.minted.has(idx), plan.eventId);
+        return;
+    }
+  });
+  if (lostEventIds.length > 0) {
+    // The events that lost a race wrote nothing but their dedup rows; those go, so the rerun inserts them afresh.
+    await tx.$executeRaw`DELETE FROM referral_events WHERE id = ANY(${lostEventIds.map(String)}::bigint[])`;
+  }
+  return results;
+}
+
+/** Statement 1: clicks, dedup rows (only for tokens of the caller's server) and the anchors, per event. */
+function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date): Promise<ReadRow[]> {
+  return tx.$queryRaw<ReadRow[]>`
+    WITH input AS (
+      SELECT * FROM unnest(
+        ${commands.map((c) => c.token)}::text[], ${commands.map((c) => c.event)}::text[], ${commands.map((c) => c.serverEventId)}::text[],
+        ${commands.map((c) => c.serverId)}::uuid[], ${commands.map((c) => c.kid)}::text[],
+        ${commands.map((c) => (c.callerTs === null ? null : c.callerTs.toString()))}::bigint[], ${commands.map((c) => c.refereeIdentity)}::text[]
+      ) WITH ORDINALITY AS i(token, type, server_event_id, server_id, kid, caller_ts, referee, ord)
+    ), click AS (
+      SELECT i.ord, c.id, c.server_id, c.referrer_identity, c.referral_id
+      FROM input i JOIN referral_clicks c ON c.token = i.token
     ), inserted AS (
       INSERT INTO referral_events (token, type, server_event_id, server_id, outcome, kid, caller_ts, received_at)
-      SELECT ${command.token}::text, ${command.event}::text, ${command.serverEventId}::text, click.server_id, 'pending',
-             ${command.kid}::text, ${command.callerTs}::bigint, ${now}::timestamptz
-      FROM click WHERE click.server_id = ${command.serverId}::uuid
+      SELECT i.token, i.type, i.server_event_id, c.server_id, 'pending', i.kid, i.caller_ts, ${now}::timestamptz
+      FROM input i JOIN click c ON c.ord = i.ord
+      WHERE c.server_id = i.server_id
+      ORDER BY i.ord
       ON CONFLICT (token, type, server_event_id) DO NOTHING
-      RETURNING id
+      RETURNING id, token
     )
-    SELECT click.id::text, click.server_id::text, click.referrer_identity, (SELECT id FROM inserted) AS event_id FROM click`;
-  if (!click || click.server_id !== command.serverId) {
+    SELECT (i.ord - 1)::int AS idx, c.id::text AS click_id, c.server_id::text AS click_server_id, c.referrer_identity AS click_referrer,
+           e.id AS event_id,
+           l.id::text AS linked_id, l.referrer_identity AS linked_referrer, l.referee_identity AS linked_referee,
+           l.state::text AS linked_state, l.version AS linked_version,
+           r.id::text AS referee_id, r.referrer_identity AS referee_referrer, r.state::text AS referee_state
+    FROM input i
+    LEFT JOIN click c ON c.ord = i.ord
+    LEFT JOIN inserted e ON e.token = i.token
+    LEFT JOIN referrals l ON l.id = c.referral_id
+    LEFT JOIN referrals r ON i.referee IS NOT NULL AND r.server_id = c.server_id AND r.referee_identity = i.referee`;
+}
+
+/** Decides one event from its row (throws the event's DomainError). */
+function planEvent(command: ApplyEventCommand, row: ReadRow | undefined, now: Date, advancing: Set<string>): Plan {
+  // Ruling 10: the token is checked before dedup, so another server's token is a 404 even on replay.
+  if (!row || row.click_id === null || row.click_server_id !== command.serverId) {
     throw new DomainError("unknown_token", ERROR_TEXT.unknownToken);
   }
-  if (click.event_id === null) return { kind: "duplicate" };
-  const eventId = click.event_id;
+  if (row.event_id === null) return { kind: "answer", outcome: { ok: true, value: { kind: "duplicate" } } };
+  const eventId = row.event_id;
+  const linked = anchorOf(row.linked_id, row.linked_referrer, row.linked_state);
 
-  const step =
-    command.event === "registered" ? await applyRegistered(tx, command, click, now, eventId) : await applyProgress(tx, command, command.event, click, now);
-
-  if (!step.recorded) {
-    await tx.referralEvent.update({
-      where: { id: eventId },
-      data: { outcome: step.outcome, referralId: step.result.kind === "applied" ? step.result.referralId : null },
+  if (command.event === "registered") {
+    const referee = command.refereeIdentity;
+    if (referee === null) throw new DomainError("invalid_argument", ERROR_TEXT.refereeRequired);
+    const decision = decideRegistration({
+      clickReferrer: row.click_referrer!,
+      refereeAnchor: anchorOf(row.referee_id, row.referee_referrer, row.referee_state),
+      linkedAnchor: linked,
     });
-  }
-  return step.result;
-}
-
-interface Step {
-  outcome: RecordedOutcome;
-  result: ApplyEventResult;
-  /** True when the step already wrote the event row's outcome in its own statement. */
-  recorded?: boolean;
-}
-
-/** Reads the referee's anchor and the anchor the click is linked to, in one query. */
-async function readRegistrationAnchors(tx: Tx, clickId: string, serverId: string, refereeIdentity: string) {
-  const rows = await tx.$queryRaw<AnchorRow[]>`
-    SELECT r.id::text, r.referee_identity, r.referrer_identity, r.state::text AS state, r.version,
-           (r.id = c.referral_id) AS linked
-    FROM referral_clicks c
-    JOIN referrals r
-      ON (r.server_id = ${serverId}::uuid AND r.referee_identity = ${refereeIdentity}) OR r.id = c.referral_id
-    WHERE c.id = ${clickId}::uuid`;
-  const refereeRow = rows.find((r) => r.referee_identity === refereeIdentity) ?? null;
-  const linkedRow = rows.find((r) => r.linked) ?? null;
-  return { refereeAnchor: refereeRow && toAnchorView(refereeRow), linkedAnchor: linkedRow && toAnchorView(linkedRow) };
-}
-
-async function applyRegistered(tx: Tx, command: ApplyEventCommand, click: ClickRow, now: Date, eventId: bigint): Promise<Step> {
-  const refereeIdentity = command.refereeIdentity;
-  if (refereeIdentity === null) throw new DomainError("invalid_argument", ERROR_TEXT.refereeRequired);
-
-  // At most two passes: the second runs only when a concurrent transaction minted the anchor first.
-  for (let pass = 0; pass < 2; pass++) {
-    const facts = await readRegistrationAnchors(tx, click.id, click.server_id, refereeIdentity);
-    const decision = decideRegistration({ clickReferrer: click.referrer_identity, ...facts });
-
-    if (decision.kind === "first_touch_conflict") {
-      return { outcome: "first_touch_conflict", result: { kind: "first_touch_conflict" } };
+    switch (decision.kind) {
+      case "first_touch_conflict":
+        return { kind: "record", eventId, outcome: "first_touch_conflict", referralId: null, result: { kind: "first_touch_conflict" } };
+      case "join": {
+        const result: ApplyEventResult = { kind: "applied", referralId: decision.anchorId, state: decision.state, advanced: false };
+        if (decision.link) return { kind: "join", eventId, clickId: row.click_id, anchorId: decision.anchorId, result };
+        return { kind: "record", eventId, outcome: "idempotent", referralId: decision.anchorId, result };
+      }
+      case "mint": {
+        // First touch is decided by the unique (server_id, referee_identity) index at the write, not by this read.
+        const id = randomUUID();
+        const outbox = toOutboxRow(
+          transitionEvent({
+            referralId: id,
+            serverId: row.click_server_id,
+            referrerIdentity: row.click_referrer!,
+            refereeIdentity: referee,
+            from: "clicked",
+            to: "registered",
+            serverEventId: command.serverEventId,
+            now,
+          }),
+        );
+        return { kind: "mint", eventId, id, serverId: row.click_server_id, referee, referrer: row.click_referrer!, clickId: row.click_id, outbox };
+      }
     }
-    if (decision.kind === "join") {
-      if (decision.link) await linkClick(tx, click.id, decision.anchorId);
-      return { outcome: "idempotent", result: { kind: "applied", referralId: decision.anchorId, state: decision.state, advanced: false } };
-    }
-
-    // First touch is decided by the unique (server_id, referee_identity) index, not by the read above.
-    // One statement: mint, link the click, queue the outbox row and record the outcome; every part
-    // after the mint reads `minted`, so nothing else is written when the mint lost the race.
-    const id = randomUUID();
-    const outbox = toOutboxRow(
-      transitionEvent({
-        referralId: id,
-        serverId: click.server_id,
-        referrerIdentity: click.referrer_identity,
-        refereeIdentity,
-        from: "clicked",
-        to: "registered",
-        serverEventId: command.serverEventId,
-        now,
-      }),
-    );
-    const [written] = await tx.$queryRaw<Array<{ minted: number; linked: number }>>`
-      WITH minted AS (
-        INSERT INTO referrals (id, server_id, referee_identity, referrer_identity, state, version, registered_at)
-        VALUES (${id}::uuid, ${click.server_id}::uuid, ${refereeIdentity}, ${click.referrer_identity},
-                'registered'::"ReferralState", 1, ${now}::timestamptz)
-        ON CONFLICT (server_id, referee_identity) DO NOTHING
-        RETURNING id
-      ), linked AS (
-        UPDATE referral_clicks c SET referral_id = minted.id FROM minted
-        WHERE c.id = ${click.id}::uuid AND c.referral_id IS NULL
-        RETURNING c.id
-      ), queued AS (
-        INSERT INTO outbox (topic, key, type, payload, shard, created_at)
-        SELECT ${outbox.topic}::text, ${outbox.key}::text, ${outbox.type}::text, ${outbox.payload}::bytea, ${outbox.shard}::int,
-               ${outbox.createdAt}::timestamptz
-        FROM minted
-        RETURNING id
-      ), recorded AS (
-        UPDATE referral_events e SET outcome = 'advanced', referral_id = minted.id FROM minted
-        WHERE e.id = ${eventId}::bigint
-        RETURNING e.id
-      )
-      SELECT (SELECT count(*) FROM minted)::int AS minted, (SELECT count(*) FROM linked)::int AS linked`;
-    if (!written || written.minted === 0) continue; // Another transaction committed the anchor; READ COMMITTED sees it on re-read.
-    if (written.linked !== 1) throw new LostRace(`click ${click.id} was linked concurrently`);
-    return { outcome: "advanced", result: { kind: "applied", referralId: id, state: "registered", advanced: true }, recorded: true };
   }
-  throw new LostRace("anchor vanished between the conflicting insert and its re-read");
-}
 
-async function applyProgress(tx: Tx, command: ApplyEventCommand, event: Exclude<ReferralEventName, "registered">, click: ClickRow, now: Date): Promise<Step> {
-  // The anchor is resolved from (token, server_id); referee_identity is not needed.
-  const [row] = await tx.$queryRaw<AnchorRow[]>`
-    SELECT r.id::text, r.referee_identity, r.referrer_identity, r.state::text AS state, r.version, true AS linked
-    FROM referral_clicks c JOIN referrals r ON r.id = c.referral_id
-    WHERE c.id = ${click.id}::uuid`;
-  if (!row) throw new IllegalTransition("clicked", event);
-  const anchor = toAnchorView(row);
-  const decision = decide(anchor.state, event);
+  // qualified / reversed: the anchor is resolved from (token, server_id); referee_identity is not needed.
+  if (!linked) throw new IllegalTransition("clicked", command.event);
+  const decision = decide(linked.state, command.event);
   if (decision.kind === "idempotent") {
-    return { outcome: "idempotent", result: { kind: "applied", referralId: anchor.id, state: decision.state, advanced: false } };
+    const result: ApplyEventResult = { kind: "applied", referralId: linked.id, state: decision.state, advanced: false };
+    return { kind: "record", eventId, outcome: "idempotent", referralId: linked.id, result };
   }
-
-  // Conditional write: the state we decided on must still be the stored one.
-  const updated = await tx.referral.updateMany({
-    where: { id: anchor.id, version: row.version },
-    data: {
-      state: decision.to,
-      version: { increment: 1 },
-      ...(decision.to === "qualified" ? { qualifiedAt: now } : { reversedAt: now }),
-    },
-  });
-  if (updated.count !== 1) throw new LostRace(`referral ${anchor.id} version ${row.version}`);
-
-  if (decision.to === "qualified") {
-    await tx.referralCredit.create({
-      data: {
-        referralId: anchor.id,
-        serverId: click.server_id,
-        referrerIdentity: anchor.referrerIdentity,
-        period: periodOf(now),
-        creditedAt: now,
-      },
-    });
-  } else if (anchor.state === "qualified") {
-    // A reversal keeps the credit as a record and takes it off the leaderboard and analytics.
-    await tx.referralCredit.updateMany({ where: { referralId: anchor.id, reversedAt: null }, data: { reversedAt: now } });
-  }
-
-  await writeTransition(tx, {
-    referralId: anchor.id,
-    serverId: click.server_id,
-    referrerIdentity: anchor.referrerIdentity,
-    refereeIdentity: row.referee_identity,
-    from: anchor.state,
+  // One advance per referral per round: a second one is decided afresh in the next round, after this one commits.
+  if (advancing.has(linked.id)) return { kind: "defer", eventId };
+  advancing.add(linked.id);
+  const outbox = toOutboxRow(
+    transitionEvent({
+      referralId: linked.id,
+      serverId: row.click_server_id,
+      referrerIdentity: linked.referrerIdentity,
+      refereeIdentity: row.linked_referee!,
+      from: linked.state,
+      to: decision.to,
+      serverEventId: command.serverEventId,
+      now,
+    }),
+  );
+  return {
+    kind: "advance",
+    eventId,
+    referralId: linked.id,
+    version: row.linked_version!,
     to: decision.to,
-    serverEventId: command.serverEventId,
-    now,
-  });
-  return { outcome: "advanced", result: { kind: "applied", referralId: anchor.id, state: decision.to, advanced: true } };
+    reverseCredit: decision.to === "reversed" && linked.state === "qualified",
+    serverId: row.click_server_id,
+    referrer: linked.referrerIdentity,
+    outbox,
+    result: { kind: "applied", referralId: linked.id, state: decision.to, advanced: true },
+  };
 }
 
-/** Links the token's click to its anchor; a click is linked once (conditional on still being unlinked). */
-async function linkClick(tx: Tx, clickId: string, referralId: string): Promise<void> {
-  const linked = await tx.referralClick.updateMany({ where: { id: clickId, referralId: null }, data: { referralId } });
-  if (linked.count !== 1) throw new LostRace(`click ${clickId} was linked concurrently`);
+function anchorOf(id: string | null, referrer: string | null, state: string | null): AnchorView | null {
+  if (id === null || referrer === null || state === null) return null;
+  if (!isAnchorState(state)) throw new Error(`referral ${id} has an unknown state`);
+  return { id, referrerIdentity: referrer, state };
+}
+
+interface Written {
+  minted: Set<number>;
+  mintLinked: Set<number>;
+  advanced: Set<number>;
+  joinLinked: Set<number>;
+}
+
+/**
+ * Statement 2: every write of the round in one statement. Each part reads the RETURNING of
+ * the write it depends on, so an event whose mint or conditional write lost writes nothing
+ * else (its dedup row stays 'pending' and is deleted by applyRound before the rerun).
+ */
+async function writePlans(tx: Tx, plans: readonly Plan[], now: Date): Promise<Written> {
+  const mints: Array<Extract<Plan, { kind: "mint" }> & { idx: number }> = [];
+  const advances: Array<Extract<Plan, { kind: "advance" }> & { idx: number }> = [];
+  const joins: Array<Extract<Plan, { kind: "join" }> & { idx: number }> = [];
+  const records: Array<Extract<Plan, { kind: "record" }>> = [];
+  const dropped: bigint[] = [];
+  plans.forEach((plan, idx) => {
+    if (plan.kind === "mint") mints.push({ ...plan, idx });
+    else if (plan.kind === "advance") advances.push({ ...plan, idx });
+    else if (plan.kind === "join") joins.push({ ...plan, idx });
+    else if (plan.kind === "record") records.push(plan);
+    else if (plan.kind === "error" || plan.kind === "defer") dropped.push(plan.eventId);
+  });
+  if (mints.length + advances.length + joins.length + records.length + dropped.length === 0) {
+    return { minted: new Set(), mintLinked: new Set(), advanced: new Set(), joinLinked: new Set() };
+  }
+  const period = periodOf(now);
+  const outbox = [...mints, ...advances].map((p) => ({ idx: p.idx, row: p.outbox }));
+  const [row] = await tx.$queryRaw<Array<{ minted: number[]; mint_linked: number[]; advanced: number[]; join_linked: number[] }>>`
+    WITH m AS (
+      SELECT * FROM unnest(
+        ${mints.map((m) => m.idx)}::int[], ${mints.map((m) => m.id)}::uuid[], ${mints.map((m) => m.serverId)}::uuid[],
+        ${mints.map((m) => m.referee)}::text[], ${mints.map((m) => m.referrer)}::text[], ${mints.map((m) => m.clickId)}::uuid[],
+        ${mints.map((m) => m.eventId.toString())}::bigint[]
+      ) AS t(idx, id, server_id, referee, referrer, click_id, event_id)
+    ), minted AS (
+      INSERT INTO referrals (id, server_id, referee_identity, referrer_identity, state, version, registered_at)
+      SELECT id, server_id, referee, referrer, 'registered'::"ReferralState", 1, ${now}::timestamptz FROM m ORDER BY idx
+      ON CONFLICT (server_id, referee_identity) DO NOTHING
+      RETURNING id
+    ), mint_ok AS (
+      SELECT m.* FROM m JOIN minted ON minted.id = m.id
+    ), mint_linked AS (
+      UPDATE referral_clicks c SET referral_id = mint_ok.id FROM mint_ok
+      WHERE c.id = mint_ok.click_id AND c.referral_id IS NULL
+      RETURNING mint_ok.idx
+    ), p AS (
+      SELECT * FROM unnest(
+        ${advances.map((a) => a.idx)}::int[], ${advances.map((a) => a.referralId)}::uuid[], ${advances.map((a) => a.version)}::int[],
+        ${advances.map((a) => a.to)}::text[], ${advances.map((a) => a.reverseCredit)}::boolean[], ${advances.map((a) => a.serverId)}::uuid[],
+        ${advances.map((a) => a.referrer)}::text[], ${advances.map((a) => a.eventId.toString())}::bigint[]
+      ) AS t(idx, id, version, "to", reverse_credit, server_id, referrer, event_id)
+    ), advanced AS (
+      -- Conditional write: the state decided on must still be the stored one.
+      UPDATE referrals r SET state = p."to"::"ReferralState", version = r.version + 1,
+             qualified_at = CASE WHEN p."to" = 'qualified' THEN ${now}::timestamptz ELSE r.qualified_at END,
+             reversed_at = CASE WHEN p."to" = 'reversed' THEN ${now}::timestamptz ELSE r.reversed_at END
+      FROM p WHERE r.id = p.id AND r.version = p.version
+      RETURNING p.idx
+    ), adv_ok AS (
+      SELECT p.* FROM p JOIN advanced a ON a.idx = p.idx
+    ), credited AS (
+      INSERT INTO referral_credits (referral_id, server_id, referrer_identity, period, credited_at)
+      SELECT id, server_id, referrer, ${period}::text, ${now}::timestamptz FROM adv_ok WHERE "to" = 'qualified'
+      RETURNING referral_id
+    ), uncredited AS (
+      -- A reversal keeps the credit as a record and takes it off the leaderboard and analytics.
+      UPDATE referral_credits c SET reversed_at = ${now}::timestamptz FROM adv_ok
+      WHERE adv_ok.reverse_credit AND c.referral_id = adv_ok.id AND c.reversed_at IS NULL
+      RETURNING c.referral_id
+    ), j AS (
+      SELECT * FROM unnest(
+        ${joins.map((j) => j.idx)}::int[], ${joins.map((j) => j.clickId)}::uuid[], ${joins.map((j) => j.anchorId)}::uuid[],
+        ${joins.map((j) => j.eventId.toString())}::bigint[]
+      ) AS t(idx, click_id, anchor_id, event_id)
+    ), join_linked AS (
+      UPDATE referral_clicks c SET referral_id = j.anchor_id FROM j
+      WHERE c.id = j.click_id AND c.referral_id IS NULL
+      RETURNING j.idx, j.anchor_id, j.event_id
+    ), queued AS (${insertOutboxRows(outbox, Prisma.sql`SELECT idx FROM mint_ok UNION ALL SELECT idx FROM adv_ok`)}
+    ), rec AS (
+      SELECT * FROM unnest(
+        ${records.map((r) => r.eventId.toString())}::bigint[], ${records.map((r) => r.outcome)}::text[], ${records.map((r) => r.referralId)}::uuid[]
+      ) AS t(event_id, outcome, referral_id)
+    ), recorded AS (
+      UPDATE referral_events e SET outcome = x.outcome, referral_id = x.referral_id
+      FROM (
+        SELECT event_id, outcome, referral_id FROM rec
+        UNION ALL SELECT event_id, 'advanced', id FROM mint_ok
+        UNION ALL SELECT event_id, 'advanced', id FROM adv_ok
+        UNION ALL SELECT event_id, 'idempotent', anchor_id FROM join_linked
+      ) x
+      WHERE e.id = x.event_id
+      RETURNING e.id
+    ), dropped AS (
+      -- Events answered with an error leave no dedup row (as a rolled-back transaction would).
+      DELETE FROM referral_events WHERE id = ANY(${dropped.map(String)}::bigint[])
+      RETURNING id
+    )
+    SELECT (SELECT coalesce(array_agg(idx), '{}') FROM mint_ok) AS minted,
+           (SELECT coalesce(array_agg(idx), '{}') FROM mint_linked) AS mint_linked,
+           (SELECT coalesce(array_agg(idx), '{}') FROM advanced) AS advanced,
+           (SELECT coalesce(array_agg(idx), '{}') FROM join_linked) AS join_linked`;
+  return {
+    minted: new Set(row?.minted ?? []),
+    mintLinked: new Set(row?.mint_linked ?? []),
+    advanced: new Set(row?.advanced ?? []),
+    joinLinked: new Set(row?.join_linked ?? []),
+  };
 }
 
 /** An advanced transition, as its outbox event describes it. */
-export interface Transition {
+interface Transition {
   referralId: string;
   serverId: string;
   referrerIdentity: string;
@@ -280,7 +537,7 @@ export interface Transition {
 }
 
 /** The outbox event of an applied transition (`referral.<state>` on the referrals topic). */
-export function transitionEvent(t: Transition): OutboxEvent {
+function transitionEvent(t: Transition): OutboxEvent {
   return {
     topic: REFERRALS_TOPIC,
     type: `referral.${t.to}`,
@@ -299,14 +556,4 @@ export function transitionEvent(t: Transition): OutboxEvent {
       }),
     },
   };
-}
-
-/** Writes the outbox row of an advanced transition, in the caller's transaction. */
-async function writeTransition(tx: Tx, t: Transition): Promise<void> {
-  await writeOutbox(tx, transitionEvent(t));
-}
-
-function toAnchorView(row: AnchorRow): AnchorView {
-  if (!isAnchorState(row.state)) throw new Error(`referral ${row.id} has an unknown state`);
-  return { id: row.id, referrerIdentity: row.referrer_identity, state: row.state };
 }

@@ -3,8 +3,7 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ReferralService, type ApplyEventResponseSchema } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
-import type { ApplyEventResult } from "./apply-event.js";
-import { createApplyEventQueue, type ApplyEventBatchOptions } from "./apply-event-batch.js";
+import { createApplyEventQueue, type ApplyEventBatchOptions, type ApplyEventResult } from "./apply-event.js";
 import { toApplyEventCommand, toRecordClickCommand } from "./domain/commands.js";
 import { recordClick } from "./record-click.js";
 import { getFunnel, getLeaderboard, getReferral } from "./reports.js";
@@ -16,7 +15,7 @@ import { ANCHOR_STATE_TO_PROTO, REFERRAL_EVENT_NAMES } from "../shared/proto-nam
  * server interceptor (services/shared/errors.ts is the one table).
  */
 export function referralRoutes(deps: CoreDeps, opts: { applyEventBatch?: ApplyEventBatchOptions } = {}): (router: ConnectRouter) => void {
-  // Group commit: concurrent ApplyEvent calls share one transaction (services/referral/apply-event-batch.ts).
+  // Group commit: concurrent ApplyEvent calls share one transaction; a lone call is a batch of one (services/referral/apply-event.ts).
   const applyEvents = createApplyEventQueue(deps, opts.applyEventBatch);
   return (router) => {
     router.service(ReferralService, {

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Prisma } from "../../gen/prisma/client.js";
 import { EnvelopeSchema, type Envelope } from "../../gen/proto/events/v1/events_pb.js";
 import type { Tx } from "./db.js";
 
@@ -20,7 +21,7 @@ export function shardOf(key: string): number {
 /**
  * The channel on which a transaction that writes outbox rows notifies, at its commit, that rows
  * wait (an empty payload). The `outbox_committed` trigger does it for every INSERT statement into
- * `outbox`, whoever writes (writeOutbox, a CTE chain, a bulk insert): it runs inside the writing
+ * `outbox` (insertOutboxRows, alone or inside a CTE chain): it runs inside the writing
  * transaction, so the notification leaves exactly when the rows become visible, and PostgreSQL
  * folds all notifications of one transaction into one. The relay LISTENs on it (wake on commit);
  * migration 20261123141500_outbox_relay_wake creates the trigger.
@@ -65,11 +66,39 @@ export function toOutboxRow(event: OutboxEvent): OutboxRow {
   };
 }
 
+/** An outbox row and the index of the item it belongs to in a multi-row statement (its order and its condition). */
+export interface IndexedOutboxRow {
+  idx: number;
+  row: OutboxRow;
+}
+
 /**
- * Writes an outbox row inside the caller's transaction, so the state change and
- * its event commit together. Nothing calls Kafka here; the relay publishes later, woken by the
- * commit's notification (OUTBOX_COMMITTED_CHANNEL).
+ * The one outbox INSERT: every writer of outbox rows uses it (writeOutbox below, and the CTE chains of
+ * ApplyEvent and CastHeart as a data-modifying CTE, `queued AS (${insertOutboxRows(...)})`), so the
+ * column list and the row encoding live here only. The rows travel as one array per column (the
+ * payload as hex text: node-postgres sends no bytea arrays), so the SQL text is the same for any
+ * number of rows. `only`, when given, is a subquery returning the `idx` values whose rows are written
+ * (in a CTE chain: the items whose own conditional write won); rows are inserted in `idx` order, so
+ * their ids (the relay's order within a shard) follow the items' order.
+ */
+export function insertOutboxRows(rows: readonly IndexedOutboxRow[], only?: Prisma.Sql): Prisma.Sql {
+  const column = <T>(pick: (row: OutboxRow) => T) => rows.map((r) => pick(r.row));
+  return Prisma.sql`
+    INSERT INTO outbox (topic, key, type, payload, shard, created_at)
+    SELECT o.topic, o.key, o.type, decode(o.payload, 'hex'), o.shard, o.created_at
+    FROM unnest(
+      ${rows.map((r) => r.idx)}::int[], ${column((r) => r.topic)}::text[], ${column((r) => r.key)}::text[], ${column((r) => r.type)}::text[],
+      ${column((r) => r.payload.toString("hex"))}::text[], ${column((r) => r.shard)}::int[], ${column((r) => r.createdAt.toISOString())}::timestamptz[]
+    ) AS o(idx, topic, key, type, payload, shard, created_at)
+    ${only === undefined ? Prisma.empty : Prisma.sql`WHERE o.idx IN (${only})`}
+    ORDER BY o.idx`;
+}
+
+/**
+ * Writes an event's outbox row inside the caller's transaction, so the state change and its event
+ * commit together. Nothing calls Kafka here; the relay publishes later, woken by the commit's notification
+ * (OUTBOX_COMMITTED_CHANNEL).
  */
 export async function writeOutbox(tx: Tx, event: OutboxEvent): Promise<void> {
-  await tx.outboxMessage.create({ data: toOutboxRow(event) });
+  await tx.$executeRaw(insertOutboxRows([{ idx: 0, row: toOutboxRow(event) }]));
 }

@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
 import { pino, type Logger } from "pino";
 import { createReferralServiceClients, type ReferralServiceClients } from "../../gateway/clients.js";
-import type { ApplyEventBatchOptions } from "../../services/referral/apply-event-batch.js";
+import type { ApplyEventBatchOptions } from "../../services/referral/apply-event.js";
 import { createMetrics, type Metrics } from "../../services/shared/metrics.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";

@@ -1,5 +1,5 @@
 /**
- * ApplyEvent's group commit (services/referral/apply-event-batch.ts) against real
+ * ApplyEvent's group commit (services/referral/apply-event.ts) against real
  * PostgreSQL: per-event isolation inside one batch, races between batches of two
  * service instances decided by the unique constraints, one advance per referral per
  * batch, and overload answered as resource_exhausted / 503 + Retry-After with
@@ -8,19 +8,19 @@
 import anyTest, { type TestFn } from "ava";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
-import { applyEventBatch, createApplyEventQueue } from "../../services/referral/apply-event-batch.js";
-import type { ApplyEventResult } from "../../services/referral/apply-event.js";
+import { applyEventBatch, createApplyEventQueue, MAX_TRANSACTION_RETRIES, type ApplyEventResult } from "../../services/referral/apply-event.js";
 import { toApplyEventCommand, type ApplyEventCommand } from "../../services/referral/domain/commands.js";
 import { DomainError, IllegalTransition, RETRY_AFTER_HEADER } from "../../services/shared/errors.js";
 import { ERROR_TEXT } from "../../gateway/http-errors.js";
 import type { ItemOutcome } from "../../services/shared/group-commit.js";
-import { applyEvent, clickToken, createReferralServer, startHarness, type Harness } from "./referral-harness.js";
+import { applyEvent, clickToken, createReferralServer, rpcError, startHarness, type Harness } from "./referral-harness.js";
 import { nowSeconds, startGatewayStack } from "./gateway-stack.js";
 
 const test = anyTest as TestFn<{ h: Harness }>;
 
 test.before(async (t) => {
   t.context.h = await startHarness({ maxConnections: 20 });
+  await installRaceLoser(t.context.h);
 });
 test.after.always(async (t) => {
   await t.context.h?.close();
@@ -34,6 +34,37 @@ function command(e: {
   refereeIdentity?: string;
 }): ApplyEventCommand {
   return toApplyEventCommand({ ...e, refereeIdentity: e.refereeIdentity ?? "", ts: 0n, kid: "k1" });
+}
+
+/**
+ * Stands in for a concurrent writer: while `lost_races.remaining` of a referral is above zero, an
+ * UPDATE of that referral row changes nothing (a BEFORE trigger returning NULL), exactly what a
+ * conditional write sees when another transaction moved the version first. `tries` counts the
+ * conditional writes tried. Any other referral is untouched.
+ */
+async function installRaceLoser(h: Harness): Promise<void> {
+  await h.db.prisma.$executeRawUnsafe(`CREATE TABLE lost_races (referral_id uuid PRIMARY KEY, remaining int NOT NULL, tries int NOT NULL DEFAULT 0)`);
+  await h.db.prisma.$executeRawUnsafe(`
+    CREATE FUNCTION lose_race() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE left_over int;
+    BEGIN
+      UPDATE lost_races SET tries = tries + 1, remaining = remaining - 1 WHERE referral_id = OLD.id RETURNING remaining INTO left_over;
+      IF left_over IS NOT NULL AND left_over >= 0 THEN RETURN NULL; END IF;
+      RETURN NEW;
+    END $$`);
+  await h.db.prisma.$executeRawUnsafe(`CREATE TRIGGER lose_race BEFORE UPDATE ON referrals FOR EACH ROW EXECUTE FUNCTION lose_race()`);
+}
+
+/** Makes the next `times` conditional writes of referral `id` lose (and restarts its count of tries). */
+async function loseRaces(h: Harness, id: string, times: number): Promise<void> {
+  await h.db.prisma.$executeRaw`INSERT INTO lost_races (referral_id, remaining) VALUES (${id}::uuid, ${times}::int)
+    ON CONFLICT (referral_id) DO UPDATE SET remaining = EXCLUDED.remaining, tries = 0`;
+}
+
+/** The conditional writes of referral `id` tried since loseRaces. */
+async function triedWrites(h: Harness, id: string): Promise<number> {
+  const [row] = await h.db.prisma.$queryRaw<{ tries: number }[]>`SELECT tries FROM lost_races WHERE referral_id = ${id}::uuid`;
+  return row?.tries ?? 0;
 }
 
 /** A readable label of one outcome. */
@@ -225,4 +256,100 @@ test("past capacity, the public endpoint answers 503 with Retry-After (never 500
   }
   t.log(Object.fromEntries(statuses));
   t.true((statuses.get(200) ?? 0) > 0);
+});
+
+test("a conditional write that loses a race is decided again in a later round: its batch-mate commits in the first round, it advances once, nothing of the lost try stays", async (t) => {
+  const { h } = t.context;
+  const { serverId } = await createReferralServer(h);
+  const token = await clickToken(h, serverId, "alice");
+  await applyEvent(h, { serverId, event: "registered", token, serverEventId: "reg-bob", refereeIdentity: "bob" });
+  const bob = await h.db.prisma.referral.findFirstOrThrow({ where: { serverId, refereeIdentity: "bob" } });
+  await loseRaces(h, bob.id, 1);
+  const fresh = await clickToken(h, serverId, "alice");
+
+  const outcomes = await applyEventBatch(h.deps, [
+    command({ serverId, event: "qualified", token, serverEventId: "q-bob" }),
+    command({ serverId, event: "registered", token: fresh, serverEventId: "reg-carol", refereeIdentity: "carol" }),
+  ]);
+  t.deepEqual(outcomes.map(label), ["advanced qualified", "advanced registered"]);
+  t.is(await triedWrites(h, bob.id), 2, "lost once, then won in the next round");
+  const after = await h.db.prisma.referral.findUniqueOrThrow({ where: { id: bob.id } });
+  t.is(after.state, "qualified");
+  t.is(after.version, 2, "one state change");
+  t.is(await h.db.prisma.referralCredit.count({ where: { referralId: bob.id } }), 1);
+  const types = (await h.db.prisma.outboxMessage.findMany({ where: { key: serverId }, orderBy: { id: "asc" } })).map((o) => o.type);
+  t.deepEqual(types, ["referral.registered", "referral.registered", "referral.qualified"], "carol's round committed before bob's rerun");
+  const rows = await h.db.prisma.referralEvent.findMany({ where: { serverId, serverEventId: "q-bob" } });
+  t.deepEqual(
+    rows.map((r) => r.outcome),
+    ["advanced"],
+    "one event row: the lost try's dedup row is gone",
+  );
+});
+
+test("an event that keeps losing its conditional write is answered `internal error` after MAX_TRANSACTION_RETRIES reruns, with nothing of it written; later it is processed afresh", async (t) => {
+  const { h } = t.context;
+  const { serverId } = await createReferralServer(h);
+  const token = await clickToken(h, serverId, "alice");
+  await applyEvent(h, { serverId, event: "registered", token, serverEventId: "reg-bob", refereeIdentity: "bob" });
+  const bob = await h.db.prisma.referral.findFirstOrThrow({ where: { serverId, refereeIdentity: "bob" } });
+  await loseRaces(h, bob.id, 1_000);
+
+  // Through the RPC: a lone event is a batch of one, on the same path.
+  const error = await rpcError(applyEvent(h, { serverId, event: "qualified", token, serverEventId: "q-bob" }));
+  t.is(error.code, Code.Internal);
+  t.is(error.rawMessage, ERROR_TEXT.internal);
+  t.is(await triedWrites(h, bob.id), MAX_TRANSACTION_RETRIES + 1, "the first try and MAX_TRANSACTION_RETRIES reruns");
+  const after = await h.db.prisma.referral.findUniqueOrThrow({ where: { id: bob.id } });
+  t.is(after.state, "registered");
+  t.is(after.version, 1);
+  t.is(await h.db.prisma.referralCredit.count({ where: { referralId: bob.id } }), 0);
+  t.is(await h.db.prisma.outboxMessage.count({ where: { key: serverId, type: "referral.qualified" } }), 0);
+  t.is(await h.db.prisma.referralEvent.count({ where: { serverId, serverEventId: "q-bob" } }), 0, "no event row: a retry is processed afresh");
+
+  await loseRaces(h, bob.id, 0);
+  const retried = await applyEvent(h, { serverId, event: "qualified", token, serverEventId: "q-bob" });
+  t.is(retried.outcome.case, "applied");
+  t.is((await h.db.prisma.referral.findUniqueOrThrow({ where: { id: bob.id } })).version, 2);
+});
+
+test("a round that fails as a whole reruns its events in rounds of one: the failing event alone gets the error and leaves nothing, the others apply once", async (t) => {
+  const { h } = t.context;
+  const { serverId } = await createReferralServer(h);
+  const token = await clickToken(h, serverId, "alice");
+  await applyEvent(h, { serverId, event: "registered", token, serverEventId: "reg-bob", refereeIdentity: "bob" });
+  const boomToken = await clickToken(h, serverId, "alice");
+  const carolToken = await clickToken(h, serverId, "alice");
+  // Minting this server's referee "boom" fails the statement that carries it (and so its whole round).
+  await h.db.prisma.$executeRawUnsafe(`
+    CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.referee_identity = 'boom' AND NEW.server_id = '${serverId}'::uuid THEN RAISE EXCEPTION 'refused by the test'; END IF;
+      RETURN NEW;
+    END $$`);
+  await h.db.prisma.$executeRawUnsafe(`CREATE TRIGGER refuse_boom BEFORE INSERT ON referrals FOR EACH ROW EXECUTE FUNCTION refuse_boom()`);
+  t.teardown(async () => {
+    await h.db.prisma.$executeRawUnsafe(`DROP TRIGGER refuse_boom ON referrals`);
+    await h.db.prisma.$executeRawUnsafe(`DROP FUNCTION refuse_boom()`);
+  });
+
+  const outcomes = await applyEventBatch(h.deps, [
+    command({ serverId, event: "qualified", token, serverEventId: "q-bob" }),
+    command({ serverId, event: "registered", token: boomToken, serverEventId: "reg-boom", refereeIdentity: "boom" }),
+    command({ serverId, event: "registered", token: carolToken, serverEventId: "reg-carol", refereeIdentity: "carol" }),
+  ]);
+  t.deepEqual(
+    outcomes.map(label).map((l) => (l.startsWith("failed") ? "failed" : l)),
+    ["advanced qualified", "failed", "advanced registered"],
+  );
+  t.is(await h.db.prisma.referralEvent.count({ where: { serverId, serverEventId: "reg-boom" } }), 0, "the failed event leaves no event row");
+  t.is(await h.db.prisma.referral.count({ where: { serverId, refereeIdentity: "boom" } }), 0);
+  t.deepEqual(
+    (await h.db.prisma.referralEvent.findMany({ where: { serverId, serverEventId: { in: ["q-bob", "reg-carol"] } } })).map((e) => e.outcome),
+    ["advanced", "advanced"],
+  );
+  const bob = await h.db.prisma.referral.findFirstOrThrow({ where: { serverId, refereeIdentity: "bob" } });
+  t.is(bob.version, 2, "applied once");
+  t.is(await h.db.prisma.referralCredit.count({ where: { referralId: bob.id } }), 1);
+  t.is(await h.db.prisma.outboxMessage.count({ where: { key: serverId } }), 3, "bob registered and qualified, carol registered");
 });

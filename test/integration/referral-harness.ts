@@ -7,7 +7,7 @@
 import { type Code, ConnectError, type Client } from "@connectrpc/connect";
 import { ReferralEventType, type ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
-import type { ApplyEventBatchOptions } from "../../services/referral/apply-event-batch.js";
+import type { ApplyEventBatchOptions } from "../../services/referral/apply-event.js";
 import type { ServerAdminDeps } from "../../services/servers/routes.js";
 import { ERROR_KIND_HEADER, illegalTransitionOf } from "../../services/shared/errors.js";
 import { createLogger } from "../../services/shared/log.js";

@@ -1,3 +1,8 @@
+/**
+ * The referral state machine: ONE table of every (state, event) pair. Pure: no
+ * I/O, no clock. The store re-asserts the precondition with a conditional write.
+ */
+
 import { IllegalTransition } from "../../shared/errors.js";
 import type { AnchorState, ReferralEventName, ReferralStateName } from "../../shared/contract.js";
 
@@ -10,11 +15,6 @@ export {
   type ReferralEventName,
   type ReferralStateName,
 } from "../../shared/contract.js";
-
-/**
- * The referral state machine: ONE table of every (state, event) pair. Pure: no
- * I/O, no clock. The store re-asserts the precondition with a conditional write.
- */
 
 /* The events and states themselves live in services/shared/contract.ts (re-exported above). */
 

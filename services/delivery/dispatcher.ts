@@ -35,9 +35,10 @@ export interface Dispatcher {
   /** Claims now instead of at the next poll (for example right after new deliveries were stored). */
   wake(): void;
   /**
-   * Runs `insert` (insertAndLeaseDeliveries) with this dispatcher's free room as its lease, unless a
-   * claim is running or the last claim left due rows behind (then the lease is undefined: older rows
-   * go first); sends the rows it leased at once, and claims when it left sendable rows unleased.
+   * Runs `insert` (insertAndLeaseDeliveries) with this dispatcher's free room as its lease, unless
+   * decideInsertLease (claim-decision.ts) says no: a claim is running, the last claim left due rows
+   * behind (older rows go first), the recorder is behind or no slot is free; then the lease is
+   * undefined. Sends the rows it leased at once, and claims when it left sendable rows unleased.
    */
   withInsertLease(insert: (lease: InsertLease | undefined) => Promise<InsertedDeliveries>): Promise<InsertedDeliveries>;
   /** Attempts in flight, by server id. */

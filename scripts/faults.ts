@@ -175,7 +175,10 @@ async function waitReady(opsUrl: string, timeoutMs = READY_TIMEOUT_MS): Promise<
   }
 }
 
-/** Runs `fn` until it resolves, retrying after errors until `giveUpMs`; returns the result and the retries. */
+/**
+ * Runs `fn` until it returns a result `isRetryable` does not ask to retry, retrying after errors and retryable results
+ * every CLIENT_RETRY_DELAY_MS until CLIENT_GIVE_UP_MS has passed; returns the result (or the last error) and the retries.
+ */
 async function withRetries<T>(
   fn: () => Promise<T>,
   isRetryable: (result: T) => boolean = () => false,

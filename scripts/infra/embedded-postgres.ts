@@ -58,8 +58,8 @@ export interface EmbeddedPostgresOptions {
   debug?: boolean;
   /**
    * Where to cache a freshly initialised cluster, so that new databases (in-memory ones, or an empty
-   * `dataDir`) are loaded from it instead of running PGlite's initdb again (~2 s instead of ~5-15 s);
-   * default the OS temp dir, `false` disables the cache.
+   * `dataDir`) are loaded from it instead of running PGlite's initdb again (several times faster;
+   * figures: bench/results/ANALYSIS.md); default the OS temp dir, `false` disables the cache.
    */
   templateCacheDir?: string | false;
 }

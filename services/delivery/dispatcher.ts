@@ -1,6 +1,7 @@
 import { Counter, Histogram, type Registry } from "prom-client";
 import { createAttemptRecorder } from "./attempt-recorder.js";
 import { createCallbackTransport } from "./callback-transport.js";
+import { decideClaim, decideInsertLease, leavesBacklog, type DispatcherLoad } from "./claim-decision.js";
 import { performAttempt, type AttemptDeps, type SentOutcome } from "./perform-attempt.js";
 import { createCallbackAgents } from "./send-callback.js";
 import type { AttemptResult } from "./attempt-log.js";
@@ -17,16 +18,6 @@ export const DEFAULT_PER_SERVER_CONCURRENCY = 4;
 export const DEFAULT_POLL_INTERVAL_MS = 1_000;
 /** A lease outlives the attempt's timeout by this much; after it, another dispatcher may claim the row. */
 export const LEASE_MARGIN_MS = 30_000;
-/**
- * While attempts are in flight, a claim waits until a quarter of the concurrency (or, when the
- * per-server caps bind first, a quarter of what is in flight) has finished since the last claim,
- * or this long: a busy dispatcher claims in batches, not one row per finished attempt. Never
- * longer: slots held by a slow receiver cannot hold the claim back.
- */
-export const CLAIM_BATCH_WINDOW_MS = 5;
-/** Claims pause while this many attempts per concurrency slot wait to be recorded (the database is behind). */
-const MAX_UNRECORDED_PER_SLOT = 8;
-
 /** The dispatcher's dependencies and settings. */
 export interface DispatcherOptions extends AttemptDeps {
   /** Replaces the transports (tests); by default the HTTP callback and Votifier v2. */
@@ -46,9 +37,10 @@ export interface Dispatcher {
   /** Claims now instead of at the next poll (for example right after new deliveries were stored). */
   wake(): void;
   /**
-   * Runs `insert` (insertAndLeaseDeliveries) with this dispatcher's free room as its lease, unless a
-   * claim is running or the last claim left due rows behind (then the lease is undefined: older rows
-   * go first); sends the rows it leased at once, and claims when it left sendable rows unleased.
+   * Runs `insert` (insertAndLeaseDeliveries) with this dispatcher's free room as its lease, unless
+   * decideInsertLease (claim-decision.ts) says no: a claim is running, the last claim left due rows
+   * behind (older rows go first), the recorder is behind or no slot is free; then the lease is
+   * undefined. Sends the rows it leased at once, and claims when it left sendable rows unleased.
    */
   withInsertLease(insert: (lease: InsertLease | undefined) => Promise<InsertedDeliveries>): Promise<InsertedDeliveries>;
   /** Attempts in flight, by server id. */
@@ -68,7 +60,6 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const concurrency = opts.concurrency ?? DEFAULT_DISPATCH_CONCURRENCY;
   const perServer = opts.perServerConcurrency ?? DEFAULT_PER_SERVER_CONCURRENCY;
   const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
-  const minClaim = Math.max(1, Math.floor(concurrency / 4));
   const metrics = opts.registry ? createDispatchMetrics(opts.registry) : undefined;
   const agents = opts.transports?.callback ? undefined : createCallbackAgents({ maxSocketsPerDestination: concurrency });
   const transports: Record<SentTransport, Transport> = {
@@ -138,31 +129,29 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     running.add(task);
   };
 
+  /** This dispatcher's load now, for the claim decisions (claim-decision.ts). */
+  const load = (): DispatcherLoad => ({ concurrency, sending, reserved, unrecorded: recorder.pending() });
+
   const claimLoop = async () => {
-    /** Since when a claim has waited for more free slots (CLAIM_BATCH_WINDOW_MS), or undefined. */
+    /** Since when a claim has waited for more free slots (a `wait` decision's `sinceMs`), or undefined. */
     let waitingSince: number | undefined;
     while (active) {
       wakeRequested = false;
-      const capacity = concurrency - sending - reserved;
-      const dbBehind = recorder.pending() >= concurrency * MAX_UNRECORDED_PER_SLOT;
-      if (capacity > 0 && !dbBehind) {
-        // Enough finished to claim a batch: a quarter of the concurrency, or of what was in flight when the caps bind.
-        const enough = capacity >= minClaim && freedSinceClaim >= Math.min(minClaim, Math.ceil((sending + freedSinceClaim) / 4));
-        if (sending > 0 && !enough) {
-          waitingSince ??= performance.now();
-          const waited = performance.now() - waitingSince;
-          if (waited < CLAIM_BATCH_WINDOW_MS) {
-            await sleep(CLAIM_BATCH_WINDOW_MS - waited);
-            continue;
-          }
-        }
+      const nowMs = performance.now();
+      const decision = decideClaim({ ...load(), freedSinceClaim, waitingSinceMs: waitingSince, nowMs });
+      if (decision.kind === "wait") {
+        waitingSince = decision.sinceMs;
+        await sleep(decision.untilMs - nowMs);
+        continue;
+      }
+      if (decision.kind === "claim") {
         waitingSince = undefined;
         freedSinceClaim = 0;
         claiming = true;
         try {
-          const claimed = await claimDueDeliveries(opts.prisma, { ...room(), limit: capacity });
+          const claimed = await claimDueDeliveries(opts.prisma, { ...room(), limit: decision.limit });
           for (const delivery of claimed) track(delivery);
-          backlog = claimed.length === capacity;
+          backlog = leavesBacklog(claimed.length, decision.limit);
           // A full claim means more may be due: claim again at once.
           if (backlog && active) continue;
         } catch (error) {
@@ -188,9 +177,8 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   }
 
   async function withInsertLease(insert: (lease: InsertLease | undefined) => Promise<InsertedDeliveries>): Promise<InsertedDeliveries> {
-    const capacity = concurrency - sending - reserved;
-    const dbBehind = recorder.pending() >= concurrency * MAX_UNRECORDED_PER_SLOT;
-    const offer = active && !claiming && !backlog && !dbBehind && capacity > 0 ? capacity : 0;
+    const decision = decideInsertLease({ ...load(), active, claiming, backlog });
+    const offer = decision.kind === "lease" ? decision.limit : 0;
     reserved += offer;
     let stored: InsertedDeliveries;
     try {

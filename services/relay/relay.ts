@@ -4,9 +4,16 @@ import type { PrismaClient, Tx } from "../shared/db.js";
 import { createDeadLetterCounter, moveOutboxRowsToDeadLetters, type PoisonRow } from "../shared/dead-letters.js";
 import type { Logger } from "../shared/log.js";
 import { createCommitListener } from "./commit-listener.js";
+import {
+  countUnpublished,
+  lockShardsOfNextRows,
+  markPublished,
+  markPublishedAndClaim,
+  oldestUnpublishedAgeSeconds,
+  readUnpublishedLag,
+  type OutboxRow,
+} from "./statements.js";
 
-/** Advisory-lock namespace of the relay's per-shard locks (any constant unique to this use). */
-export const RELAY_LOCK_NAMESPACE = 7_100_101;
 /** Default of RELAY_STUCK_AFTER_MS: readiness fails after this long without progress while rows wait. */
 export const DEFAULT_RELAY_STUCK_AFTER_MS = 60_000;
 /** Longest last-error text quoted by the readiness check. */
@@ -20,9 +27,8 @@ export const DEFAULT_RELAY_SAFETY_POLL_INTERVAL_MS = 1_000;
 /**
  * Shortest time from one pass's start to the next one's when commits keep waking the relay: at idle
  * a commit is published at once (the last pass began long ago); under a stream of commits the
- * passes take what committed meanwhile together instead of one pass per commit, which cost the
- * relay 0.4 ms of CPU per ingested event at ~850 commits/s on the 2-core bench machine (0.26-0.38 ms
- * with this gap; bench/results/ANALYSIS.md).
+ * passes take what committed meanwhile together instead of one pass per commit, which costs the
+ * relay much more CPU per ingested event (figures: bench/results/ANALYSIS.md).
  */
 export const RELAY_MIN_PASS_GAP_MS = 20;
 /** A pass stops claiming more batches after this long, then commits (progress is durable, shards change hands). */
@@ -55,31 +61,24 @@ export interface RelayOptions {
   nowMs?: () => number;
 }
 
-interface OutboxRow {
-  id: bigint;
-  topic: string;
-  key: string;
-  payload: Uint8Array;
-}
-
 /** What one pass of the relay did: `count` rows handled, of which `deadLettered` were set aside. */
 export type RelayPass = { kind: "published"; count: number; deadLettered: number } | { kind: "idle" };
 
 /**
  * The outbox relay. A pass is one transaction: it takes the per-shard advisory locks of the shards
  * among the next unpublished rows (shards held by another instance are skipped), then claims up to
- * `batchSize` unpublished rows of its shards in id order (`claim`), sends them to the bus and marks
- * them published; while the backlog lasts it goes on
- * with the next batch in the same transaction, for up to PASS_BUDGET_MS, then commits. It selects
- * on `published_at IS NULL` (a partial index) rather than a cursor kept between passes, so a row
- * that commits after a higher id was published is picked up by the next pass; and a shard is
- * published by one instance at a time, so one key stays in order. Publishing happens before the
- * commit: a crash in between republishes (at least once); consumers dedupe.
+ * `batchSize` unpublished rows of its shards in id order (claimBatch), sends them to the bus and
+ * marks them published; while the backlog lasts it goes on with the next batch in the same
+ * transaction, for up to PASS_BUDGET_MS, then commits. It selects on `published_at IS NULL` (a
+ * partial index) rather than a cursor kept between passes, so a row that commits after a higher id
+ * was published is picked up by the next pass; and a shard is published by one instance at a time,
+ * so one key stays in order. Publishing happens before the commit: a crash in between republishes
+ * (at least once); consumers dedupe. The SQL is in statements.ts.
  *
  * Pipelining: while batch N is being sent, the claim of batch N+1 runs (shard locks from the rows
  * above batch N's last id; the advisory locks are the transaction's, so it keeps its shards), and
- * its statement marks batch N-1 published. Sends stay one at a time and in id order, and a failed send stops the pass before
- * anything after it is sent, so a key's order holds.
+ * its statement marks batch N-1 published. Sends stay one at a time and in id order, and a failed
+ * send stops the pass before anything after it is sent, so a key's order holds.
  *
  * Poison isolation: when the bus refuses a batch for what its messages are
  * (RejectedMessagesError: too large, invalid record), the batch is bisected,
@@ -119,178 +118,23 @@ export function createRelay(opts: RelayOptions) {
         },
       })
     : undefined;
-
-  const published = opts.registry
-    ? new Counter({ name: "relay_published_total", help: "Outbox rows published to the bus.", labelNames: ["topic"], registers: [opts.registry] })
-    : undefined;
-  const deadLetters = opts.registry ? createDeadLetterCounter(opts.registry) : undefined;
-  if (opts.registry) {
-    new Gauge({
-      name: "relay_lag_rows",
-      help: "Outbox rows not yet published.",
-      registers: [opts.registry],
-      async collect() {
-        const [row] = await prisma.$queryRaw<{ n: bigint }[]>`SELECT count(*) AS n FROM outbox WHERE published_at IS NULL`;
-        this.set(Number(row?.n ?? 0));
-      },
-    });
-    new Gauge({
-      name: "relay_lag_seconds",
-      help: "Age of the oldest unpublished outbox row, in seconds (0 when none).",
-      registers: [opts.registry],
-      async collect() {
-        const [row] = await prisma.$queryRaw<{ age: number | null }[]>`
-          SELECT EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 AS age FROM outbox WHERE published_at IS NULL`;
-        this.set(Math.max(0, row?.age ?? 0));
-      },
-    });
-  }
-
-  /**
-   * Publishes `rows` (one topic, id order) and returns the rows the bus refused.
-   * On a refusal it bisects: the left half, then the right half, so the order holds;
-   * a single refused row is poison. Retryable errors propagate (the pass rolls back).
-   */
-  async function publishIsolating(topic: string, rows: OutboxRow[]): Promise<PoisonRow[]> {
-    try {
-      await bus.publish(
-        topic,
-        rows.map((r) => ({ key: r.key, value: r.payload })),
-      );
-      published?.inc({ topic }, rows.length);
-      return [];
-    } catch (error) {
-      if (!(error instanceof RejectedMessagesError)) throw error;
-      // Failure policy: the bus refuses these messages for what they are; find the refused rows by bisection and set them aside.
-      if (rows.length === 1) return [{ id: rows[0]!.id, code: error.code, reason: error.message }];
-      const middle = Math.ceil(rows.length / 2);
-      const left = await publishIsolating(topic, rows.slice(0, middle));
-      const right = await publishIsolating(topic, rows.slice(middle));
-      return [...left, ...right];
-    }
-  }
-
-  /** Publishes one batch (grouped by topic, so one topic's order is the id order); returns the refused rows. */
-  async function publishBatch(rows: OutboxRow[]): Promise<PoisonRow[]> {
-    const byTopic = new Map<string, OutboxRow[]>();
-    for (const row of rows) {
-      const list = byTopic.get(row.topic);
-      if (list) list.push(row);
-      else byTopic.set(row.topic, [row]);
-    }
-    const poison: PoisonRow[] = [];
-    for (const [topic, topicRows] of byTopic) poison.push(...(await publishIsolating(topic, topicRows)));
-    return poison;
-  }
-
-  /**
-   * Takes the shard locks (for the transaction) of the shards among the next `window` unpublished
-   * rows above `afterId` that no other instance holds, adds them to `held` and returns the ones this
-   * transaction did not hold before. A shard already held is taken again (advisory locks are
-   * re-entrant).
-   */
-  async function lockShards(tx: Tx, afterId: bigint, window: number, held: Set<number>): Promise<number[]> {
-    // `planner`: the claims read the partial index of unpublished ids, never the published history:
-    // right after a burst, stale statistics can make a sequential scan and sort of the whole table
-    // look cheaper (measured: 140 ms instead of 1 ms per claim of 2,000 with 95,000 rows left
-    // behind). For this transaction only; set here rather than by a statement of its own (one round
-    // trip less per pass). It is evaluated whenever a shard is locked, so before any claim.
-    const locked = await tx.$queryRaw<{ shard: number }[]>`
-      WITH planner AS MATERIALIZED (
-        SELECT set_config('enable_seqscan', 'off', true) AS seqscan, set_config('enable_bitmapscan', 'off', true) AS bitmapscan
-      )
-      SELECT shard FROM planner, (
-        SELECT DISTINCT shard FROM (
-          SELECT shard FROM outbox WHERE published_at IS NULL AND id > ${afterId}::bigint ORDER BY id LIMIT ${window}::int
-        ) AS next_rows
-      ) AS shards
-      WHERE pg_try_advisory_xact_lock(${RELAY_LOCK_NAMESPACE}::int, shard)`;
-    const taken = locked.map((r) => r.shard).filter((shard) => !held.has(shard));
-    for (const shard of taken) held.add(shard);
-    return taken;
-  }
-
-  /**
-   * Claims the next batch: first the shard locks, then, in a statement of its own, the rows. That
-   * statement marks `markIds` published (rows at or below `afterId`) and returns up to `limit`
-   * unpublished rows in id order: of the shards this pass held before, the rows above `afterId` (the
-   * rows below are in flight, marked, or committed late and wait for the next pass); of the shards
-   * it has just taken, every row from the lowest.
-   *
-   * The order matters for exactly once and for each key's order between instances: the rows are
-   * read by a snapshot taken after the locks were granted, so every pass that held one of those
-   * shards before has committed and its rows read as published (a lock taken in the same statement
-   * that reads the rows can be granted after that statement's snapshot, and the other instance's
-   * just-published rows would be published again); and a shard skipped earlier in the pass because
-   * another instance held it starts from its lowest unpublished row when it is taken, never above
-   * the rows that instance left. `limit` 0 only marks.
-   */
-  async function claim(tx: Tx, markIds: bigint[], afterId: bigint, limit: number, held: Set<number>): Promise<OutboxRow[]> {
-    const before = [...held];
-    const taken = limit > 0 ? await lockShards(tx, afterId, limit, held) : [];
-    if (limit === 0 || held.size === 0) {
-      if (markIds.length > 0) await tx.$executeRaw`UPDATE outbox SET published_at = now() WHERE id = ANY(${markIds}::bigint[])`;
-      return [];
-    }
-    return tx.$queryRaw<OutboxRow[]>`
-      WITH marked AS (UPDATE outbox SET published_at = now() WHERE id = ANY(${markIds}::bigint[]))
-      SELECT id, topic, key, payload FROM outbox
-      WHERE published_at IS NULL
-        AND ((shard = ANY(${before}::int[]) AND id > ${afterId}::bigint) OR shard = ANY(${taken}::int[]))
-      ORDER BY id
-      LIMIT ${limit}::int`;
-  }
-
-  /** Publishes batches until the backlog is drained or the pass budget is spent; returns what it did. */
-  async function runPass(tx: Tx): Promise<{ count: number; moved: { topic: string; code: string }[] }> {
-    const startedAt = performance.now();
-    let count = 0;
-    const moved: { topic: string; code: string }[] = [];
-    /** The shards this pass holds the locks of. */
-    const held = new Set<number>();
-    let current = await claim(tx, [], 0n, batchSize, held);
-    /** Sent rows of the previous batch, to be marked published by the next statement. */
-    let toMark: bigint[] = [];
-    while (current.length > 0) {
-      const lastId = current[current.length - 1]!.id;
-      const more = current.length >= batchSize && !stopping && performance.now() - startedAt < PASS_BUDGET_MS;
-      // The send of this batch and the statement marking the previous one (and claiming the next) run together.
-      const statement = toMark.length > 0 || more ? claim(tx, toMark, lastId, more ? batchSize : 0, held) : Promise.resolve([]);
-      const [sent, claimed] = await Promise.allSettled([publishBatch(current), statement]);
-      // Failure policy: either failing fails the pass (the transaction rolls back, rows stay unpublished); both settled first, so no statement runs on a finished transaction.
-      if (sent.status === "rejected") throw sent.reason;
-      if (claimed.status === "rejected") throw claimed.reason;
-      const poison = sent.value;
-      if (poison.length > 0) {
-        moved.push(...(await moveOutboxRowsToDeadLetters(tx, poison)));
-        for (const p of poison) {
-          const row = current.find((r) => r.id === p.id)!;
-          log.error(
-            { outboxId: String(p.id), topic: row.topic, key: row.key, bytes: row.payload.length, code: p.code },
-            "outbox row refused by the bus; moved to dead_letters",
-          );
-        }
-        const poisonIds = new Set(poison.map((p) => p.id));
-        toMark = current.filter((r) => !poisonIds.has(r.id)).map((r) => r.id);
-      } else {
-        toMark = current.map((r) => r.id);
-      }
-      count += current.length;
-      current = claimed.value;
-    }
-    if (toMark.length > 0) await tx.$executeRaw`UPDATE outbox SET published_at = now() WHERE id = ANY(${toMark}::bigint[])`;
-    return { count, moved };
-  }
+  const metrics = opts.registry ? createRelayMetrics(opts.registry, prisma) : undefined;
+  const pass: PassDeps = {
+    batchSize,
+    log,
+    publish: (rows) => publishBatch(bus, rows, metrics?.published),
+    isStopping: () => stopping,
+  };
 
   /** Runs one pass (one transaction, one or more batches); returns what it did. */
   async function runOnce(): Promise<RelayPass> {
-    const pass = await prisma.$transaction((tx) => runPass(tx), { timeout: 60_000, maxWait: 10_000 });
+    const done = await prisma.$transaction((tx) => runPass(tx, pass), { timeout: 60_000, maxWait: 10_000 });
     lastProgressAt = nowMs();
     lastError = undefined;
-    if (pass.count === 0) return { kind: "idle" };
+    if (done.count === 0) return { kind: "idle" };
     // Counted after the commit, so a rolled-back pass counts nothing.
-    for (const { topic, code } of pass.moved) deadLetters?.inc({ source: "relay", topic, code });
-    return { kind: "published", count: pass.count, deadLettered: pass.moved.length };
+    for (const { topic, code } of done.moved) metrics?.deadLetters.inc({ source: "relay", topic, code });
+    return { kind: "published", count: done.count, deadLettered: done.moved.length };
   }
 
   /**
@@ -301,10 +145,7 @@ export function createRelay(opts: RelayOptions) {
   async function checkProgress(): Promise<void> {
     const sinceProgressMs = nowMs() - lastProgressAt;
     if (sinceProgressMs <= stuckAfterMs) return;
-    const [row] = await prisma.$queryRaw<{ n: bigint; age: number | null }[]>`
-      SELECT count(*) AS n, EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 AS age FROM outbox WHERE published_at IS NULL`;
-    const waiting = Number(row?.n ?? 0);
-    const oldestMs = (row?.age ?? 0) * 1000;
+    const { waiting, oldestMs } = await readUnpublishedLag(prisma);
     if (waiting === 0 || oldestMs <= stuckAfterMs) return;
     const error = lastError ? `; last error: ${lastError}` : running ? "; a pass is still running" : "; the relay is not running";
     throw new Error(
@@ -379,6 +220,168 @@ export function createRelay(opts: RelayOptions) {
       await listener?.stop();
     },
   };
+}
+
+/** What one pass needs from its relay. */
+interface PassDeps {
+  batchSize: number;
+  log: Logger;
+  /** Sends one batch to the bus; returns the rows the bus refused (publishBatch). */
+  publish: (rows: OutboxRow[]) => Promise<PoisonRow[]>;
+  /** stop() was called: claim no more batches. */
+  isStopping: () => boolean;
+}
+
+/** What a pass did, known at its commit: rows handled, and the refused rows moved to `dead_letters`. */
+interface PassResult {
+  count: number;
+  moved: { topic: string; code: string }[];
+}
+
+/**
+ * One pass, inside its transaction: claims a batch, then, while the backlog lasts and the budget is
+ * not spent, sends batch N while the next statement marks batch N-1 published and claims batch N+1;
+ * sets refused rows aside; marks the last batch published.
+ */
+async function runPass(tx: Tx, deps: PassDeps): Promise<PassResult> {
+  const startedAt = performance.now();
+  let count = 0;
+  const moved: PassResult["moved"] = [];
+  /** The shards this pass holds the locks of. */
+  const held = new Set<number>();
+  let current = await claimBatch(tx, [], 0n, deps.batchSize, held);
+  /** Sent rows of the previous batch, to be marked published by the next statement. */
+  let toMark: bigint[] = [];
+  while (current.length > 0) {
+    const lastId = current[current.length - 1]!.id;
+    const more = current.length >= deps.batchSize && !deps.isStopping() && performance.now() - startedAt < PASS_BUDGET_MS;
+    // The send of this batch and the statement marking the previous one (and claiming the next) run together.
+    const statement = toMark.length > 0 || more ? claimBatch(tx, toMark, lastId, more ? deps.batchSize : 0, held) : Promise.resolve([]);
+    const [sent, claimed] = await Promise.allSettled([deps.publish(current), statement]);
+    // Failure policy: either failing fails the pass (the transaction rolls back, rows stay unpublished); both settled first, so no statement runs on a finished transaction.
+    if (sent.status === "rejected") throw sent.reason;
+    if (claimed.status === "rejected") throw claimed.reason;
+    const poison = sent.value;
+    if (poison.length > 0) {
+      moved.push(...(await setAsidePoison(tx, poison, current, deps.log)));
+      const poisonIds = new Set(poison.map((p) => p.id));
+      toMark = current.filter((r) => !poisonIds.has(r.id)).map((r) => r.id);
+    } else {
+      toMark = current.map((r) => r.id);
+    }
+    count += current.length;
+    current = claimed.value;
+  }
+  if (toMark.length > 0) await markPublished(tx, toMark);
+  return { count, moved };
+}
+
+/**
+ * Claims the next batch: first the shard locks (lockNewShards), then, in a statement of its own
+ * (markPublishedAndClaim, whose comment says why the order matters), the rows. That statement marks
+ * `markIds` published (rows at or below `afterId`) and returns up to `limit` unpublished rows in id
+ * order: of the shards this pass held before, the rows above `afterId`; of the shards it has just
+ * taken, every row from the lowest. `limit` 0 only marks; so does a pass that holds no shard.
+ */
+async function claimBatch(tx: Tx, markIds: bigint[], afterId: bigint, limit: number, held: Set<number>): Promise<OutboxRow[]> {
+  const heldBefore = [...held];
+  const taken = limit > 0 ? await lockNewShards(tx, afterId, limit, held) : [];
+  if (limit === 0 || held.size === 0) {
+    if (markIds.length > 0) await markPublished(tx, markIds);
+    return [];
+  }
+  return markPublishedAndClaim(tx, { markIds, heldBefore, afterId, taken, limit });
+}
+
+/**
+ * Takes the shard locks of the shards among the next `window` unpublished rows above `afterId` that
+ * no other instance holds (lockShardsOfNextRows), adds them to `held` and returns the ones this
+ * transaction did not hold before.
+ */
+async function lockNewShards(tx: Tx, afterId: bigint, window: number, held: Set<number>): Promise<number[]> {
+  const taken = (await lockShardsOfNextRows(tx, afterId, window)).filter((shard) => !held.has(shard));
+  for (const shard of taken) held.add(shard);
+  return taken;
+}
+
+/** Moves the rows the bus refused (of the batch `sent`) to `dead_letters` in the pass's transaction, logging each. */
+async function setAsidePoison(tx: Tx, poison: PoisonRow[], sent: OutboxRow[], log: Logger): Promise<PassResult["moved"]> {
+  const moved = await moveOutboxRowsToDeadLetters(tx, poison);
+  for (const p of poison) {
+    const row = sent.find((r) => r.id === p.id)!;
+    log.error(
+      { outboxId: String(p.id), topic: row.topic, key: row.key, bytes: row.payload.length, code: p.code },
+      "outbox row refused by the bus; moved to dead_letters",
+    );
+  }
+  return moved;
+}
+
+/** Publishes one batch (grouped by topic, so one topic's order is the id order); returns the refused rows. */
+async function publishBatch(bus: EventBus, rows: OutboxRow[], published: PublishedCounter | undefined): Promise<PoisonRow[]> {
+  const byTopic = new Map<string, OutboxRow[]>();
+  for (const row of rows) {
+    const list = byTopic.get(row.topic);
+    if (list) list.push(row);
+    else byTopic.set(row.topic, [row]);
+  }
+  const poison: PoisonRow[] = [];
+  for (const [topic, topicRows] of byTopic) poison.push(...(await publishIsolating(bus, topic, topicRows, published)));
+  return poison;
+}
+
+/**
+ * Publishes `rows` (one topic, id order) and returns the rows the bus refused.
+ * On a refusal it bisects: the left half, then the right half, so the order holds;
+ * a single refused row is poison. Retryable errors propagate (the pass rolls back).
+ */
+async function publishIsolating(bus: EventBus, topic: string, rows: OutboxRow[], published: PublishedCounter | undefined): Promise<PoisonRow[]> {
+  try {
+    await bus.publish(
+      topic,
+      rows.map((r) => ({ key: r.key, value: r.payload })),
+    );
+    published?.inc({ topic }, rows.length);
+    return [];
+  } catch (error) {
+    if (!(error instanceof RejectedMessagesError)) throw error;
+    // Failure policy: the bus refuses these messages for what they are; find the refused rows by bisection and set them aside.
+    if (rows.length === 1) return [{ id: rows[0]!.id, code: error.code, reason: error.message }];
+    const middle = Math.ceil(rows.length / 2);
+    const left = await publishIsolating(bus, topic, rows.slice(0, middle), published);
+    const right = await publishIsolating(bus, topic, rows.slice(middle), published);
+    return [...left, ...right];
+  }
+}
+
+type PublishedCounter = Counter<"topic">;
+
+/** The relay's metrics in `registry`: rows published by topic, dead letters, and the lag gauges (read when scraped). */
+function createRelayMetrics(registry: Registry, prisma: PrismaClient) {
+  const published: PublishedCounter = new Counter({
+    name: "relay_published_total",
+    help: "Outbox rows published to the bus.",
+    labelNames: ["topic"],
+    registers: [registry],
+  });
+  const deadLetters = createDeadLetterCounter(registry);
+  new Gauge({
+    name: "relay_lag_rows",
+    help: "Outbox rows not yet published.",
+    registers: [registry],
+    async collect() {
+      this.set(await countUnpublished(prisma));
+    },
+  });
+  new Gauge({
+    name: "relay_lag_seconds",
+    help: "Age of the oldest unpublished outbox row, in seconds (0 when none).",
+    registers: [registry],
+    async collect() {
+      this.set(await oldestUnpublishedAgeSeconds(prisma));
+    },
+  });
+  return { published, deadLetters };
 }
 
 /**

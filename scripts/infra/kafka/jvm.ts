@@ -113,7 +113,7 @@ export function baseJvmArgs(layout: JvmLayout): string[] {
     `-Xmx${KAFKA_HEAP_MAX_MB}m`,
     `-Xms${KAFKA_HEAP_INITIAL_MB}m`,
     "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1", // C1 only: ~0.8 s faster startup; plenty for test traffic
+    "-XX:TieredStopAtLevel=1", // C1 only: a faster startup (figures: bench/results/ANALYSIS.md); plenty for test traffic
     "-XX:-UsePerfData",
     `-XX:ErrorFile=${path.join(layout.workDir, "hs_err_pid%p.log")}`,
     "-Djava.awt.headless=true",

@@ -1,0 +1,111 @@
+import type { PrismaClient, Tx } from "../shared/db.js";
+
+/**
+ * Every SQL statement of the relay, one named function each, so relay.ts reads as steps. Within a
+ * pass the order is: lockShardsOfNextRows, then markPublishedAndClaim (repeatedly, pipelined with
+ * the sends), then markPublished for the last batch; refused rows go to `dead_letters` through
+ * moveOutboxRowsToDeadLetters (services/shared/dead-letters.ts, shared with the delivery consumer).
+ * The lag reads serve the metrics and the readiness check, outside any pass.
+ *
+ * Every read selects on `published_at IS NULL` (the partial index of unpublished ids), never on a
+ * cursor kept between passes, so a row that commits after a higher id was published is not skipped.
+ */
+
+/** Advisory-lock namespace of the relay's per-shard locks (any constant unique to this use). */
+export const RELAY_LOCK_NAMESPACE = 7_100_101;
+
+/** An outbox row as a claim returns it: what is sent to the bus. */
+export interface OutboxRow {
+  id: bigint;
+  topic: string;
+  key: string;
+  payload: Uint8Array;
+}
+
+/**
+ * The shard-lock statement: takes, for the transaction, the advisory locks of the shards among the
+ * next `window` unpublished rows above `afterId` that no other instance holds
+ * (`pg_try_advisory_xact_lock`, so a shard held elsewhere is skipped, never waited for), and returns
+ * the shards it holds. Locks are re-entrant: a shard this transaction holds already is returned again.
+ *
+ * It also sets the transaction's planner settings (the materialized `planner` CTE, evaluated whenever
+ * a shard is locked, so before any claim): the claims must read the partial index of unpublished ids,
+ * never the published history, because right after a burst stale statistics can make a sequential
+ * scan and sort of the whole table look cheaper (figures: bench/results/ANALYSIS.md, "Figures moved
+ * out of code comments"). The settings ride on this statement rather than one of their own: one
+ * round trip less per pass.
+ */
+export async function lockShardsOfNextRows(tx: Tx, afterId: bigint, window: number): Promise<number[]> {
+  const locked = await tx.$queryRaw<{ shard: number }[]>`
+      WITH planner AS MATERIALIZED (
+        SELECT set_config('enable_seqscan', 'off', true) AS seqscan, set_config('enable_bitmapscan', 'off', true) AS bitmapscan
+      )
+      SELECT shard FROM planner, (
+        SELECT DISTINCT shard FROM (
+          SELECT shard FROM outbox WHERE published_at IS NULL AND id > ${afterId}::bigint ORDER BY id LIMIT ${window}::int
+        ) AS next_rows
+      ) AS shards
+      WHERE pg_try_advisory_xact_lock(${RELAY_LOCK_NAMESPACE}::int, shard)`;
+  return locked.map((r) => r.shard);
+}
+
+/** What markPublishedAndClaim marks and reads. */
+export interface ClaimAfterLocks {
+  /** Sent rows of the previous batch, marked published by the same statement. */
+  markIds: bigint[];
+  /** Shards the pass held before this claim's locks: read above `afterId` only. */
+  heldBefore: number[];
+  /** The last id the pass has claimed: rows of `heldBefore` at or below it are in flight, marked, or committed late (next pass). */
+  afterId: bigint;
+  /** Shards the pass has just taken: read from their lowest unpublished row. */
+  taken: number[];
+  /** Most rows returned (at least 1). */
+  limit: number;
+}
+
+/**
+ * The claim-after-locks read, a statement of its own that runs after lockShardsOfNextRows: marks
+ * `markIds` published and returns up to `limit` unpublished rows in id order, of the shards held
+ * before above `afterId` and of the shards just taken from their lowest row.
+ *
+ * Why a statement of its own, after the locks: its snapshot is taken after the locks were granted,
+ * so every pass that held one of those shards before has committed and its rows read as published
+ * (a lock taken inside the reading statement can be granted after that statement's snapshot, and the
+ * other instance's just-published rows would be published again). Why the just-taken shards read
+ * from their lowest row: a shard skipped earlier in the pass because another instance held it must
+ * never start above the rows that instance left.
+ */
+export async function markPublishedAndClaim(tx: Tx, c: ClaimAfterLocks): Promise<OutboxRow[]> {
+  return tx.$queryRaw<OutboxRow[]>`
+      WITH marked AS (UPDATE outbox SET published_at = now() WHERE id = ANY(${c.markIds}::bigint[]))
+      SELECT id, topic, key, payload FROM outbox
+      WHERE published_at IS NULL
+        AND ((shard = ANY(${c.heldBefore}::int[]) AND id > ${c.afterId}::bigint) OR shard = ANY(${c.taken}::int[]))
+      ORDER BY id
+      LIMIT ${c.limit}::int`;
+}
+
+/** Marks sent rows published (in the pass's transaction: a rolled-back pass leaves them unpublished). */
+export async function markPublished(tx: Tx, ids: bigint[]): Promise<void> {
+  await tx.$executeRaw`UPDATE outbox SET published_at = now() WHERE id = ANY(${ids}::bigint[])`;
+}
+
+/** Lag: how many outbox rows wait to be published (the `relay_lag_rows` gauge). */
+export async function countUnpublished(prisma: PrismaClient): Promise<number> {
+  const [row] = await prisma.$queryRaw<{ n: bigint }[]>`SELECT count(*) AS n FROM outbox WHERE published_at IS NULL`;
+  return Number(row?.n ?? 0);
+}
+
+/** Lag: the age of the oldest unpublished outbox row in seconds, 0 when none (the `relay_lag_seconds` gauge). */
+export async function oldestUnpublishedAgeSeconds(prisma: PrismaClient): Promise<number> {
+  const [row] = await prisma.$queryRaw<{ age: number | null }[]>`
+          SELECT EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 AS age FROM outbox WHERE published_at IS NULL`;
+  return Math.max(0, row?.age ?? 0);
+}
+
+/** Lag, both at once (the readiness check): rows waiting, and the oldest one's age in milliseconds (0 when none). */
+export async function readUnpublishedLag(prisma: PrismaClient): Promise<{ waiting: number; oldestMs: number }> {
+  const [row] = await prisma.$queryRaw<{ n: bigint; age: number | null }[]>`
+      SELECT count(*) AS n, EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 AS age FROM outbox WHERE published_at IS NULL`;
+  return { waiting: Number(row?.n ?? 0), oldestMs: (row?.age ?? 0) * 1000 };
+}

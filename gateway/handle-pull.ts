@@ -12,7 +12,7 @@ import { verifySignedRequest, type IngestInput, type IngestResult } from "./hand
 import type { FailureLimiter } from "./failure-limiter.js";
 import { errorReply, fromRpcError } from "./http-errors.js";
 import type { JsonObject } from "./validate-event.js";
-import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../services/delivery/pull-store.js";
+import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../services/shared/wire.js";
 import { integerBetweenText, notStringText } from "../services/shared/contract.js";
 import { PULL_CLAIM_STATUS_NAMES } from "../services/shared/proto-names.js";
 

@@ -11,7 +11,7 @@ import {
 } from "../services/shared/contract.js";
 import { MAX_BODY_BYTES } from "./raw-body.js";
 import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/field-rules.js";
-import { MAX_PULL_PAGE } from "../services/delivery/pull-store.js";
+import { MAX_PULL_PAGE } from "../services/shared/wire.js";
 import { NIL_UUID } from "../services/shared/ids.js";
 
 /** Where the gateway publishes the document. */

@@ -14,7 +14,8 @@ import type { ReferralService } from "../gen/proto/referral/v1/referral_pb.js";
 import type { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import type { Logger } from "../services/shared/log.js";
 import type { Metrics } from "../services/shared/metrics.js";
-import { handleIngest, type IngestInput, type IngestResult } from "./handle-ingest.js";
+import { handleIngest } from "./handle-ingest.js";
+import type { SignedInput, SignedResult } from "./signed-request.js";
 import { PULL_CLAIMS_PATH, PULL_HEARTS_PATH, handlePullClaim, handlePullList, type PullRpcs } from "./handle-pull.js";
 import { REFERRAL_LINK_PREFIX, handleReferralLink } from "./handle-referral-link.js";
 import { errorReply, type HttpReply } from "./http-errors.js";
@@ -205,7 +206,7 @@ async function serveIngest(
  * A POST signed with the ingest scheme: method, then the size limit (step 1,
  * before anything else is looked at), then the handler with the raw bytes.
  */
-async function serveSigned(req: IncomingMessage, res: ServerResponse, entry: RequestLog, handle: (input: IngestInput) => Promise<IngestResult>): Promise<void> {
+async function serveSigned(req: IncomingMessage, res: ServerResponse, entry: RequestLog, handle: (input: SignedInput) => Promise<SignedResult>): Promise<void> {
   if (req.method !== "POST") {
     entry.outcome = "method_not_allowed";
     sendReply(res, errorReply("methodNotAllowed", { headers: { allow: "POST" } }));

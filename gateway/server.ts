@@ -217,8 +217,9 @@ interface IngestGuards {
 /**
  * The logger of the per-request line: `log` without its redaction pass. The line's fields are fixed
  * (writeRequestLog: id, method, route, path, status, ms, outcome, server id, kid) and none is a field the
- * redaction list names, so the pass could change nothing, yet it cost ~24 µs of CPU per line (the redaction
- * library re-parses its paths on every call). A line carrying an error (`err`) still goes through `log`.
+ * redaction list names, so the pass could change nothing, yet it cost CPU on every line (the redaction library
+ * re-parses its paths on every call; bench/results/ANALYSIS.md has the figure). A line carrying an error
+ * (`err`) still goes through `log`.
  */
 function requestLineLogger(log: Logger): Logger {
   return log.child({}, { redact: [] });

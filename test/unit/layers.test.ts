@@ -4,7 +4,7 @@
  * 1. The gateway process talks to the referral service only: nothing it loads at run time (the
  *    closure of gateway/main.ts) reaches a database or Kafka client, nor a service's own code.
  * 2. No import cycle between files of services/shared, and none between service folders
- *    (services/<a> -> services/<b> -> services/<a>).
+ *    (services/<a> -> services/<b> -> services/<a>); services/shared imports no service folder.
  *
  * Edges are read the way the code runs: each file is compiled alone (TypeScript's transpileModule,
  * as the build does), so imports used only as types are gone, and the imports left are resolved
@@ -182,6 +182,8 @@ test("no import cycle between service folders", (t) => {
       if (!examples.has(`${from}|${to}`)) examples.set(`${from}|${to}`, `${file} imports ${target}`);
     }
   }
+  const sharedImports = [...examples].filter(([edge]) => edge.startsWith("shared|")).map(([, example]) => example);
+  t.deepEqual(sharedImports, [], 'services/shared imports no service folder (ARCHITECTURE.md, "Layers")');
   const found = cyclesOf(edges);
   const cycles = found.filter((members) => !FOLDER_CYCLES_REMOVED_ELSEWHERE.has(members.join(", "))).map((members) => describeCycle(members, edges, examples));
   t.deepEqual(cycles, [], `import cycles between service folders:\n${cycles.join("\n")}`);

@@ -16,10 +16,10 @@ function referralSecrets(rpcs: IngestRpcs): KeyPurpose {
 }
 
 /**
- * POST /api/referral/events, steps 2-10 of the contract's order of checks (step 1,
- * the 64 KiB limit, happens while reading the body; steps 2-7 are gateway/signed-request.ts,
- * shared with the pull API). Each step only runs when the
- * previous ones passed, so the first failing step decides the answer:
+ * POST /api/referral/events, steps 2-10 of the contract's order of checks (step 1, the 64 KiB
+ * limit, happens while reading the body; steps 2-7 are gateway/signed-request.ts, shared with the
+ * pull API). Each step only runs when the previous ones passed, so the first failing step decides
+ * the answer:
  *
  *  2. X-Service-Signature missing/malformed -> 400
  *  3. body not valid UTF-8 JSON, or not an object -> 400 `body is not valid JSON`

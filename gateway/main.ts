@@ -1,7 +1,7 @@
 import { NIL_UUID } from "../services/shared/ids.js";
 import type { AddressInfo } from "node:net";
 import { runService } from "../services/shared/run-service.js";
-import { createReferralServiceTransport, referralServiceClientsOver } from "./clients.js";
+import { createReferralServiceTransports, referralServiceClientsOver } from "./clients.js";
 import { loadGatewayConfig } from "./config.js";
 import { readDashboardToken } from "./dashboard/config.js";
 import { createPublicGateway } from "./public-gateway.js";
@@ -11,8 +11,8 @@ runService({
   loadConfig: () => ({ ...loadGatewayConfig(), dashboardToken: readDashboardToken() }),
   create(config, { log, metrics, isDraining }) {
     // One HTTP/2 session to the referral service for the whole process: the readiness check, the routes and the dashboard.
-    const transport = createReferralServiceTransport(config.referralServiceUrl, config.referralServiceToken);
-    const clients = referralServiceClientsOver(transport);
+    const transports = createReferralServiceTransports(config.referralServiceUrl, config.referralServiceToken);
+    const clients = referralServiceClientsOver(transports.routes);
     // Ready when the referral service answers (it is ready only while its database is).
     const checks = [
       { name: "referral-service", check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })) },
@@ -20,7 +20,7 @@ runService({
     const server = createPublicGateway({
       referralServiceUrl: config.referralServiceUrl,
       serviceToken: config.referralServiceToken,
-      transport,
+      transports,
       dashboardToken: config.dashboardToken,
       publicBaseUrl: config.publicBaseUrl,
       log,

@@ -28,10 +28,10 @@ export const CONNECT_ES_VERIFIED_VERSION = "2.1.1";
  * forwarded event. Streaming calls use Connect's transport on the same session.
  *
  * `headers` are added to every call after the caller's (they win, like an interceptor's
- * `header.set`): the service token's `authorization`.
+ * `header.set`): the service token's `authorization`. `sessions` shares an HTTP/2 session manager
+ * with other transports of the same process (one session to the service); by default it has its own.
  */
-export function createUnaryTransport(baseUrl: string, headers: Record<string, string>): Transport {
-  const sessions = new Http2SessionManager(baseUrl);
+export function createUnaryTransport(baseUrl: string, headers: Record<string, string>, sessions = new Http2SessionManager(baseUrl)): Transport {
   const streaming = createConnectTransport({
     baseUrl,
     httpVersion: "2",

@@ -1,10 +1,9 @@
 import { isUuid } from "../services/shared/ids.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ApplyEventRequestSchema, ApplyEventResponse } from "../gen/proto/referral/v1/referral_pb.js";
-import { SigningKeyStatus, type ResolveSigningKeysRequestSchema, type ResolveSigningKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
+import type { ResolveSigningKeysRequestSchema, ResolveSigningKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import type { ValidEvent } from "./validate-event.js";
-import type { SigningKeyMaterial } from "./verify-signature.js";
 import { ANCHOR_STATE_NAMES, REFERRAL_EVENT_TO_PROTO } from "../services/shared/proto-names.js";
 
 /**
@@ -29,46 +28,9 @@ export interface ForwardResult {
   cause?: unknown;
 }
 
-/** Step 5's outcome: the server's active keys, or the answer that ends the request. */
-export type KeyLookup = { kind: "keys"; keys: SigningKeyMaterial[] } | { kind: "rejected"; result: ForwardResult };
-
 /** True when `value` has the shape of a server id (a uuid); anything else cannot name a server. */
 export function isServerIdShape(value: string): boolean {
   return isUuid(value);
-}
-
-function rejected(reply: HttpReply, outcome: string, cause?: unknown): KeyLookup {
-  return { kind: "rejected", result: cause === undefined ? { reply, outcome } : { reply, outcome, cause } };
-}
-
-/**
- * Step 5: asks the referral service for the server's active referral secrets.
- * Unknown server -> 404 `unknown server`; referrals disabled, or enabled with no
- * active secret -> 404 `referrals not enabled for this server`; RPC failure -> 500.
- * A `server_id` that is not a uuid cannot name a server and is answered without a call.
- */
-export async function lookupSigningKeys(rpcs: IngestRpcs, serverId: string): Promise<KeyLookup> {
-  if (!isServerIdShape(serverId)) return rejected(errorReply("unknownServer"), "unknown_server");
-  let response: ResolveSigningKeysResponse;
-  try {
-    response = await rpcs.resolveSigningKeys({ serverId });
-  } catch (error) {
-    // Failure policy: the table decides; an unexpected failure is a retryable 500 with its cause logged.
-    const mapped = fromRpcError(error);
-    return rejected(mapped.reply, mapped.cause === undefined ? "rejected_by_service" : "internal_error", mapped.cause);
-  }
-  switch (response.status) {
-    case SigningKeyStatus.OK:
-      if (response.keys.length === 0) return rejected(errorReply("referralsDisabled"), "no_active_secret");
-      return { kind: "keys", keys: response.keys.map((k) => ({ kid: k.kid, secret: k.secret })) };
-    case SigningKeyStatus.UNKNOWN_SERVER:
-      return rejected(errorReply("unknownServer"), "unknown_server");
-    case SigningKeyStatus.REFERRALS_DISABLED:
-      return rejected(errorReply("referralsDisabled"), "referrals_disabled");
-    default:
-      // Failure policy: fail closed - an unspecified status is a service bug, answered 500.
-      return rejected(errorReply("internal"), "internal_error", new Error(`unexpected signing key status ${response.status}`));
-  }
 }
 
 /** Builds the ApplyEvent request from a validated event and the kid that verified it. */

@@ -1,37 +1,25 @@
-import type { SigningKeyMaterial } from "./verify-signature.js";
-import { errorReply, type HttpReply } from "./http-errors.js";
+import { SigningKeyStatus } from "../gen/proto/servers/v1/servers_pb.js";
+import { errorReply } from "./http-errors.js";
 import type { FailureLimiter } from "./failure-limiter.js";
-import { forwardEvent, isServerIdShape, lookupSigningKeys, type IngestRpcs, type KeyLookup } from "./forward.js";
-import { parseJsonObject, readServerId, validateEvent, type JsonObject } from "./validate-event.js";
-import { parseSignatureHeader, verifySignature, type ParsedSignatureHeader } from "./verify-signature.js";
+import { forwardEvent, type IngestRpcs } from "./forward.js";
+import { keysOf, verifySignedRequest, type KeyPurpose, type SignedInput, type SignedResult } from "./signed-request.js";
+import { validateEvent } from "./validate-event.js";
 
-/** Outcomes of steps 5-6 that count against the failed-signature limits (each may have cost a lookup). */
-const FAILED_AUTHENTICATION_OUTCOMES = new Set(["unknown_server", "referrals_disabled", "no_active_secret", "pull_disabled", "bad_signature"]);
-
-/** What one ingest request carries once its body has been read within the size limit (step 1). */
-export interface IngestInput {
-  /** The X-Service-Signature header value as received (undefined when absent). */
-  signatureHeader: string | undefined;
-  /** The exact raw body bytes. */
-  rawBody: Buffer;
-}
-
-/** The answer plus what the request log line records about it (never secrets or bodies). */
-export interface IngestResult {
-  reply: HttpReply;
-  /** Short label of how the request ended, for logs and debugging. */
-  outcome: string;
-  serverId?: string;
-  /** The kid of the key that verified the MAC. */
-  kid?: string;
-  /** Set for 500s: the cause, logged with the request id, never sent. */
-  cause?: unknown;
+/** The server's referral secrets, the keys of the ingest endpoint (step 5). */
+function referralSecrets(rpcs: IngestRpcs): KeyPurpose {
+  return {
+    name: "signing key",
+    resolve: (serverId) => rpcs.resolveSigningKeys({ serverId }),
+    status: { ok: SigningKeyStatus.OK, unknownServer: SigningKeyStatus.UNKNOWN_SERVER, disabled: SigningKeyStatus.REFERRALS_DISABLED },
+    disabled: { kind: "referralsDisabled", outcome: "referrals_disabled" },
+  };
 }
 
 /**
- * POST /api/referral/events, steps 2-10 of the contract's order of checks (step 1,
- * the 64 KiB limit, happens while reading the body). Each step only runs when the
- * previous ones passed, so the first failing step decides the answer:
+ * POST /api/referral/events, steps 2-10 of the contract's order of checks (step 1, the 64 KiB
+ * limit, happens while reading the body; steps 2-7 are gateway/signed-request.ts, shared with the
+ * pull API). Each step only runs when the previous ones passed, so the first failing step decides
+ * the answer:
  *
  *  2. X-Service-Signature missing/malformed -> 400
  *  3. body not valid UTF-8 JSON, or not an object -> 400 `body is not valid JSON`
@@ -45,11 +33,9 @@ export interface IngestResult {
  *  9. `test: true` -> 200 `{ok: true, test: true}`, nothing looked up or written
  * 10. ApplyEvent (token lookup, dedup, state machine) -> 200 / 404 / 422 / 500
  */
-export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: () => Date, limiter?: FailureLimiter): Promise<IngestResult> {
-  const keys: SignedRequestKeys = { lookup: (serverId) => lookupSigningKeys(rpcs, serverId) };
-  if (rpcs.invalidateSigningKeys) keys.invalidate = (serverId) => rpcs.invalidateSigningKeys?.(serverId) ?? false;
-  if (limiter) keys.limiter = limiter;
-  const signed = await verifySignedRequest(input, keys, now);
+export async function handleIngest(input: SignedInput, rpcs: IngestRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
+  const invalidate = rpcs.invalidateSigningKeys ? (serverId: string) => rpcs.invalidateSigningKeys?.(serverId) ?? false : undefined;
+  const signed = await verifySignedRequest(input, keysOf(referralSecrets(rpcs), { invalidate, limiter }), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
 
@@ -60,79 +46,4 @@ export async function handleIngest(input: IngestInput, rpcs: IngestRpcs, now: ()
   if (event.test) return { reply: { status: 200, body: { ok: true, test: true } }, outcome: "test", serverId, kid };
 
   return { ...(await forwardEvent(rpcs, event, kid)), serverId, kid };
-}
-
-/** Where a signed request's keys come from (step 5). */
-export interface SignedRequestKeys {
-  lookup(serverId: string): Promise<KeyLookup>;
-  /**
-   * After a MAC failed: drops the server's cached keys when a refresh is allowed (bounded per
-   * server, gateway/signing-key-cache.ts); true when the MAC may be checked once more against fresh keys.
-   */
-  invalidate?(serverId: string): boolean;
-  /** Limits failed authentications per server and overall (gateway/failure-limiter.ts): 429 past a limit. */
-  limiter?: FailureLimiter;
-}
-
-/** Steps 2-7 passed: the parsed body, its server and the kid that verified it; or the answer that ends the request. */
-export type SignedRequest = { kind: "verified"; body: JsonObject; serverId: string; kid: string } | { kind: "rejected"; result: IngestResult };
-
-/**
- * Steps 2-7, shared by every endpoint signed with the ingest scheme (the ingest
- * endpoint and the pull API): signature header, JSON object body, `server_id`,
- * the server's keys, the MAC (constant-time), then the clock.
- */
-export async function verifySignedRequest(input: IngestInput, keys: SignedRequestKeys, now: () => Date): Promise<SignedRequest> {
-  const rejected = (result: IngestResult): SignedRequest => ({ kind: "rejected", result });
-  const signature = parseSignatureHeader(input.signatureHeader);
-  if (signature === null) return rejected({ reply: errorReply("badSignatureHeader"), outcome: "malformed_signature_header" });
-
-  const body = parseJsonObject(input.rawBody);
-  if (body === null) return rejected({ reply: errorReply("invalidJson"), outcome: "invalid_json" });
-
-  const serverIdField = readServerId(body);
-  if (serverIdField.kind === "invalid") return rejected({ reply: errorReply("invalidField", serverIdField.error), outcome: "invalid_server_id" });
-  const serverId = serverIdField.value;
-
-  // Only ids that could name a server cost a lookup, so only they are limited and counted.
-  const admission = isServerIdShape(serverId) ? keys.limiter?.admit(serverId) : undefined;
-  if (admission?.kind === "limited") {
-    const headers = { "retry-after": String(admission.retryAfterSeconds) };
-    return rejected({ reply: errorReply("tooManyFailedSignatures", { headers }), outcome: "failed_signature_limit", serverId });
-  }
-  let failed = false;
-  try {
-    const verified = await verifyWithServerKeys(input, keys, now, signature, serverId);
-    failed = verified.kind === "rejected" && FAILED_AUTHENTICATION_OUTCOMES.has(verified.result.outcome);
-    return verified.kind === "rejected" ? verified : { kind: "verified", body, serverId, kid: verified.kid };
-  } finally {
-    admission?.done(failed);
-  }
-}
-
-/** Steps 5-7: the server's keys, the MAC (once more against fresh keys when the cache allows), the clock. */
-async function verifyWithServerKeys(
-  input: IngestInput,
-  keys: SignedRequestKeys,
-  now: () => Date,
-  signature: ParsedSignatureHeader,
-  serverId: string,
-): Promise<{ kind: "verified"; kid: string } | { kind: "rejected"; result: IngestResult }> {
-  const rejected = (result: IngestResult) => ({ kind: "rejected" as const, result });
-  let lookup = await keys.lookup(serverId);
-  if (lookup.kind === "rejected") return rejected({ ...lookup.result, serverId });
-
-  const verifyWith = (material: SigningKeyMaterial[]) =>
-    verifySignature({ signature, keys: material, rawBody: input.rawBody, nowSeconds: Math.floor(now().getTime() / 1000) });
-  let verdict = verifyWith(lookup.keys);
-  if (verdict.kind === "bad_signature" && keys.invalidate?.(serverId)) {
-    // The keys came from the gateway's short cache: ask once more (at most once per server per
-    // refresh interval), so a just-created secret verifies at once and a flood of forgeries costs no lookups.
-    lookup = await keys.lookup(serverId);
-    if (lookup.kind === "rejected") return rejected({ ...lookup.result, serverId });
-    verdict = verifyWith(lookup.keys);
-  }
-  if (verdict.kind === "bad_signature") return rejected({ reply: errorReply("badSignature"), outcome: "bad_signature", serverId });
-  if (verdict.kind === "stale") return rejected({ reply: errorReply("stale"), outcome: "stale", serverId });
-  return { kind: "verified", kid: verdict.kid };
 }

@@ -7,12 +7,11 @@ import type {
   ListPullHeartsResponse,
 } from "../gen/proto/delivery/v1/delivery_pb.js";
 import { PullKeyStatus, type ResolvePullKeysRequestSchema, type ResolvePullKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
-import { isServerIdShape, type KeyLookup } from "./forward.js";
-import { verifySignedRequest, type IngestInput, type IngestResult } from "./handle-ingest.js";
 import type { FailureLimiter } from "./failure-limiter.js";
+import { keysOf, verifySignedRequest, type KeyPurpose, type SignedInput, type SignedResult } from "./signed-request.js";
 import { errorReply, fromRpcError } from "./http-errors.js";
 import type { JsonObject } from "./validate-event.js";
-import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../services/delivery/pull-store.js";
+import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../services/shared/wire.js";
 import { integerBetweenText, notStringText } from "../services/shared/contract.js";
 import { PULL_CLAIM_STATUS_NAMES } from "../services/shared/proto-names.js";
 
@@ -35,8 +34,8 @@ export interface PullRpcs {
  * `limit` (optional integer 1-500, default 100). Answers
  * `{"hearts":[{heart_id, username, period, counted_at, streak_day?}], "next_cursor"}`.
  */
-export async function handlePullList(input: IngestInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<IngestResult> {
-  const signed = await verifySignedRequest(input, { lookup: (serverId) => lookupPullKeys(rpcs, serverId), ...(limiter ? { limiter } : {}) }, now);
+export async function handlePullList(input: SignedInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
+  const signed = await verifySignedRequest(input, keysOf(pullSecrets(rpcs), { limiter }), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const fields = readListFields(body);
@@ -61,8 +60,8 @@ export async function handlePullList(input: IngestInput, rpcs: PullRpcs, now: ()
  * Answers `{"results":[{heart_id, status}]}`, one per id in request order, with
  * status `claimed`, `already_claimed` (a retried claim) or `unknown`.
  */
-export async function handlePullClaim(input: IngestInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<IngestResult> {
-  const signed = await verifySignedRequest(input, { lookup: (serverId) => lookupPullKeys(rpcs, serverId), ...(limiter ? { limiter } : {}) }, now);
+export async function handlePullClaim(input: SignedInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
+  const signed = await verifySignedRequest(input, keysOf(pullSecrets(rpcs), { limiter }), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const ids = body.heart_ids;
@@ -78,40 +77,14 @@ export async function handlePullClaim(input: IngestInput, rpcs: PullRpcs, now: (
   }
 }
 
-/** Step 5 for the pull API: the server's active pull secrets. */
-async function lookupPullKeys(rpcs: PullRpcs, serverId: string): Promise<KeyLookup> {
-  const rejected = (kind: "unknownServer" | "pullDisabled" | "internal", outcome: string, cause?: unknown): KeyLookup => ({
-    kind: "rejected",
-    result: cause === undefined ? { reply: errorReply(kind), outcome } : { reply: errorReply(kind), outcome, cause },
-  });
-  if (!isServerIdShape(serverId)) return rejected("unknownServer", "unknown_server");
-  let response: ResolvePullKeysResponse;
-  try {
-    response = await rpcs.resolvePullKeys({ serverId });
-  } catch (error) {
-    // Failure policy: the table decides; an unexpected failure is a retryable 500 with its cause logged.
-    const mapped = fromRpcError(error);
-    return {
-      kind: "rejected",
-      result: {
-        reply: mapped.reply,
-        outcome: mapped.cause === undefined ? "rejected_by_service" : "internal_error",
-        ...(mapped.cause === undefined ? {} : { cause: mapped.cause }),
-      },
-    };
-  }
-  switch (response.status) {
-    case PullKeyStatus.OK:
-      if (response.keys.length === 0) return rejected("pullDisabled", "no_active_secret");
-      return { kind: "keys", keys: response.keys.map((k) => ({ kid: k.kid, secret: k.secret })) };
-    case PullKeyStatus.UNKNOWN_SERVER:
-      return rejected("unknownServer", "unknown_server");
-    case PullKeyStatus.PULL_DISABLED:
-      return rejected("pullDisabled", "pull_disabled");
-    default:
-      // Failure policy: fail closed - an unspecified status is a service bug, answered 500.
-      return rejected("internal", "internal_error", new Error(`unexpected pull key status ${response.status}`));
-  }
+/** The server's pull secrets, the keys of the pull API (step 5). */
+function pullSecrets(rpcs: PullRpcs): KeyPurpose {
+  return {
+    name: "pull key",
+    resolve: (serverId) => rpcs.resolvePullKeys({ serverId }),
+    status: { ok: PullKeyStatus.OK, unknownServer: PullKeyStatus.UNKNOWN_SERVER, disabled: PullKeyStatus.PULL_DISABLED },
+    disabled: { kind: "pullDisabled", outcome: "pull_disabled" },
+  };
 }
 
 type ListFields = { kind: "ok"; cursor: string; limit: number } | { kind: "invalid"; error: string };
@@ -126,7 +99,7 @@ function readListFields(body: JsonObject): ListFields {
   return { kind: "ok", cursor, limit };
 }
 
-function rpcFailure(error: unknown): Pick<IngestResult, "reply" | "outcome" | "cause"> {
+function rpcFailure(error: unknown): Pick<SignedResult, "reply" | "outcome" | "cause"> {
   // Failure policy: the table decides (400 for a bad cursor); an unexpected failure is a retryable 500 with its cause logged.
   const mapped = fromRpcError(error);
   return mapped.cause === undefined

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { SESSION_EXPIRED_KIND } from "../services/access/auth-interceptor.js";
-import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER, illegalTransitionOf, type DomainErrorKind } from "../services/shared/errors.js";
+import { illegalTransitionOf, type DomainErrorKind } from "../services/shared/errors.js";
+import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER, SESSION_EXPIRED_KIND } from "../services/shared/wire.js";
 import { CHECK_ERRORS, fixedError, type CheckErrorKind, type FixedErrorKind } from "../services/shared/contract.js";
 
 /** The contract's exact error texts (services/shared/contract.ts is their home). */

@@ -1,7 +1,7 @@
 import { NIL_UUID } from "../services/shared/ids.js";
 import type { AddressInfo } from "node:net";
 import { runService } from "../services/shared/run-service.js";
-import { createReferralServiceClients } from "./clients.js";
+import { createReferralServiceTransports, referralServiceClientsOver } from "./clients.js";
 import { loadGatewayConfig } from "./config.js";
 import { readDashboardToken } from "./dashboard/config.js";
 import { createPublicGateway } from "./public-gateway.js";
@@ -10,7 +10,9 @@ runService({
   name: "gateway",
   loadConfig: () => ({ ...loadGatewayConfig(), dashboardToken: readDashboardToken() }),
   create(config, { log, metrics, isDraining }) {
-    const clients = createReferralServiceClients(config.referralServiceUrl, config.referralServiceToken);
+    // One HTTP/2 session to the referral service for the whole process: the readiness check, the routes and the dashboard.
+    const transports = createReferralServiceTransports(config.referralServiceUrl, config.referralServiceToken);
+    const clients = referralServiceClientsOver(transports.routes);
     // Ready when the referral service answers (it is ready only while its database is).
     const checks = [
       { name: "referral-service", check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })) },
@@ -18,6 +20,7 @@ runService({
     const server = createPublicGateway({
       referralServiceUrl: config.referralServiceUrl,
       serviceToken: config.referralServiceToken,
+      transports,
       dashboardToken: config.dashboardToken,
       publicBaseUrl: config.publicBaseUrl,
       log,

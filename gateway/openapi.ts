@@ -11,8 +11,9 @@ import {
 } from "../services/shared/contract.js";
 import { MAX_BODY_BYTES } from "./raw-body.js";
 import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/field-rules.js";
-import { MAX_PULL_PAGE } from "../services/delivery/pull-store.js";
+import { MAX_PULL_PAGE } from "../services/shared/wire.js";
 import { NIL_UUID } from "../services/shared/ids.js";
+import { PERIOD_PATTERN } from "../services/shared/period.js";
 
 /** Where the gateway publishes the document. */
 export const OPENAPI_PATH = "/openapi/referral.json";
@@ -678,7 +679,7 @@ export const openApiDocument = {
         properties: {
           heart_id: { type: "string", format: "uuid", description: "The vote's unique id: claim it, and key the reward on it." },
           username: { type: "string", description: "The voter's in-game name as typed when voting; the reward recipient." },
-          period: { type: "string", pattern: "^[0-9]{4}-[0-9]{2}$", description: "The vote's ranking period, `YYYY-MM` (UTC month)." },
+          period: { type: "string", pattern: PERIOD_PATTERN.source, description: "The vote's ranking period, `YYYY-MM` (UTC month)." },
           counted_at: { type: "string", format: "date-time", description: "When the heart counted." },
           streak_day: { type: "integer", minimum: 1, description: "The voter's daily streak when the heart counted; omitted when unknown." },
         },
@@ -741,7 +742,7 @@ export const openApiDocument = {
             format: "uuid",
             description: "The vote's unique id and the receiver's idempotency key; all zeros for `heart.test`.",
           },
-          period: { type: "string", pattern: "^[0-9]{4}-[0-9]{2}$", description: "The vote's ranking period, `YYYY-MM` (UTC month)." },
+          period: { type: "string", pattern: PERIOD_PATTERN.source, description: "The vote's ranking period, `YYYY-MM` (UTC month)." },
           timestamp: { type: "integer", format: "int64", description: "Unix seconds at delivery time; also the signature's `t`." },
           streak_day: {
             type: "integer",

@@ -2,8 +2,7 @@ import type http from "node:http";
 import { createOpsHandler, type ReadinessCheck } from "../services/shared/health.js";
 import type { Logger } from "../services/shared/log.js";
 import type { Metrics } from "../services/shared/metrics.js";
-import { createServiceTransport } from "../services/shared/service-transport.js";
-import { createReferralServiceClients } from "./clients.js";
+import { createReferralServiceTransports, referralServiceClientsOver, type ReferralServiceTransports } from "./clients.js";
 import { createDashboardRoutes } from "./dashboard/routes.js";
 import { createGatewayServer, type GatewayDeps } from "./server.js";
 
@@ -15,10 +14,14 @@ export type PublicGatewaySettings = Pick<GatewayDeps, "trustProxy" | "signingKey
  * all-in-one: the referral service's clients with the gateway's own service token, the owners'
  * dashboard at /dashboard (the operator sign-in too when `dashboardToken` is set), and the
  * probes on the public port (/metrics is served on the ops port only). Not listening yet.
+ * The gateway's routes and the dashboard share ONE HTTP/2 session: `transports` when the caller
+ * built them (gateway/main.ts shares them with its readiness check), else built here.
  */
 export function createPublicGateway(opts: {
   referralServiceUrl: string;
   serviceToken: string;
+  /** The transports to the referral service (createReferralServiceTransports); built from the URL and token when absent. */
+  transports?: ReferralServiceTransports;
   dashboardToken: string | undefined;
   /** Cookies are Secure when this is https. */
   publicBaseUrl: string;
@@ -29,14 +32,15 @@ export function createPublicGateway(opts: {
   isDraining: () => boolean;
   settings?: PublicGatewaySettings;
 }): http.Server {
+  const transports = opts.transports ?? createReferralServiceTransports(opts.referralServiceUrl, opts.serviceToken);
   const extraRoutes = createDashboardRoutes({
-    transport: createServiceTransport(opts.referralServiceUrl, opts.serviceToken),
+    transport: transports.dashboard,
     token: opts.dashboardToken,
     secureCookies: opts.publicBaseUrl.startsWith("https:"),
     log: opts.log,
   });
   return createGatewayServer({
-    ...createReferralServiceClients(opts.referralServiceUrl, opts.serviceToken),
+    ...referralServiceClientsOver(transports.routes),
     log: opts.log,
     metrics: opts.metrics,
     now: opts.now,

@@ -14,7 +14,8 @@ import type { ReferralService } from "../gen/proto/referral/v1/referral_pb.js";
 import type { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import type { Logger } from "../services/shared/log.js";
 import type { Metrics } from "../services/shared/metrics.js";
-import { handleIngest, type IngestInput, type IngestResult } from "./handle-ingest.js";
+import { handleIngest } from "./handle-ingest.js";
+import type { SignedInput, SignedResult } from "./signed-request.js";
 import { PULL_CLAIMS_PATH, PULL_HEARTS_PATH, handlePullClaim, handlePullList, type PullRpcs } from "./handle-pull.js";
 import { REFERRAL_LINK_PREFIX, handleReferralLink } from "./handle-referral-link.js";
 import { errorReply, type HttpReply } from "./http-errors.js";
@@ -26,7 +27,6 @@ import type { IngestRpcs } from "./forward.js";
 import { DOCS_PREFIX, LANDING_PATH, docReply, landingReply, type RawReply } from "./landing.js";
 import { INGEST_PATH } from "../services/shared/contract.js";
 
-/** The ingest endpoint's path. */
 /** Deadline of each internal RPC; past it the request is a retryable 500. */
 export const RPC_TIMEOUT_MS = 10_000;
 /** A whole request (headers and body) must arrive within this, against slow-body clients. */
@@ -109,10 +109,102 @@ export function createGatewayServer(deps: GatewayDeps): http.Server {
     global: deps.failedSignatures?.global ?? DEFAULT_FAILED_SIGNATURES_GLOBAL,
   });
   const guards: IngestGuards = { keyCache, limiter, requestLines: requestLineLogger(deps.log) };
+  const routes = createRoutes(deps, guards);
   const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
-    void handleRequest(deps, guards, req, res);
+    void handleRequest(deps, guards, routes, req, res);
   });
   return server;
+}
+
+/** One request as a route's handler sees it. */
+interface RouteRequest {
+  req: IncomingMessage;
+  res: ServerResponse;
+  /** The path without the query string, as received (not decoded). */
+  rawPath: string;
+  /** The query string without `?` ("" when none). */
+  query: string;
+  entry: RequestLog;
+}
+
+/** One row of the route table: a method and a path pattern -> the handler. */
+interface Route {
+  method: string;
+  /** An exact path, or with `prefix: true` every path that starts with it. */
+  path: string;
+  prefix?: true;
+  /** The request log's and the metrics' route name. */
+  name: string;
+  handle(request: RouteRequest): Promise<void> | void;
+}
+
+/**
+ * THE gateway's route table: a request whose path matches no row goes on to the ops probes and the
+ * mounted routes (the dashboard), then 404 `not found`; a path that matches with another method is
+ * 405 with `Allow` listing the methods the table has for that path.
+ */
+function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[] {
+  const signed = (handle: (request: RouteRequest) => (input: SignedInput) => Promise<SignedResult>) => (request: RouteRequest) =>
+    serveSigned(request, handle(request));
+  const pullRpcs = (entry: RequestLog): PullRpcs => {
+    const callOptions = rpcCallOptions(deps, entry.requestId);
+    return {
+      resolvePullKeys: (request) => deps.admin.resolvePullKeys(request, callOptions),
+      listPullHearts: (request) => deps.delivery.listPullHearts(request, callOptions),
+      claimPullHearts: (request) => deps.delivery.claimPullHearts(request, callOptions),
+    };
+  };
+  const landing = ({ req, res, entry }: RouteRequest) => serveRaw(req, res, entry, () => landingReply(req, { dashboard: deps.dashboard ?? false }));
+  const docs = ({ req, res, rawPath, entry }: RouteRequest) => serveRaw(req, res, entry, () => docReply(rawPath));
+  return [
+    {
+      method: "POST",
+      path: INGEST_PATH,
+      name: INGEST_PATH,
+      handle: signed(
+        ({ entry }) =>
+          (input) =>
+            serveIngest(deps, guards, entry, input),
+      ),
+    },
+    {
+      method: "POST",
+      path: PULL_HEARTS_PATH,
+      name: PULL_HEARTS_PATH,
+      handle: signed(
+        ({ entry }) =>
+          (input) =>
+            handlePullList(input, pullRpcs(entry), deps.now, guards.limiter),
+      ),
+    },
+    {
+      method: "POST",
+      path: PULL_CLAIMS_PATH,
+      name: PULL_CLAIMS_PATH,
+      handle: signed(
+        ({ entry }) =>
+          (input) =>
+            handlePullClaim(input, pullRpcs(entry), deps.now, guards.limiter),
+      ),
+    },
+    {
+      method: "GET",
+      path: REFERRAL_LINK_PREFIX,
+      prefix: true,
+      name: `${REFERRAL_LINK_PREFIX}:server_id`,
+      handle: (request) => serveReferralLink(deps, request),
+    },
+    { method: "GET", path: OPENAPI_PATH, name: OPENAPI_PATH, handle: ({ res }) => serveOpenApi(res) },
+    { method: "HEAD", path: OPENAPI_PATH, name: OPENAPI_PATH, handle: ({ res }) => serveOpenApi(res) },
+    { method: "GET", path: LANDING_PATH, name: LANDING_PATH, handle: landing },
+    { method: "HEAD", path: LANDING_PATH, name: LANDING_PATH, handle: landing },
+    { method: "GET", path: DOCS_PREFIX, prefix: true, name: `${DOCS_PREFIX}:file`, handle: docs },
+    { method: "HEAD", path: DOCS_PREFIX, prefix: true, name: `${DOCS_PREFIX}:file`, handle: docs },
+  ];
+}
+
+function pathMatches(route: Route, rawPath: string): boolean {
+  return route.prefix ? rawPath.startsWith(route.path) : rawPath === route.path;
 }
 
 /** The gateway's per-process state against unsigned floods, and its request-line logger. */
@@ -125,14 +217,15 @@ interface IngestGuards {
 /**
  * The logger of the per-request line: `log` without its redaction pass. The line's fields are fixed
  * (writeRequestLog: id, method, route, path, status, ms, outcome, server id, kid) and none is a field the
- * redaction list names, so the pass could change nothing, yet it cost ~24 µs of CPU per line (the redaction
- * library re-parses its paths on every call). A line carrying an error (`err`) still goes through `log`.
+ * redaction list names, so the pass could change nothing, yet it cost CPU on every line (the redaction library
+ * re-parses its paths on every call; bench/results/ANALYSIS.md has the figure). A line carrying an error
+ * (`err`) still goes through `log`.
  */
 function requestLineLogger(log: Logger): Logger {
   return log.child({}, { redact: [] });
 }
 
-async function handleRequest(deps: GatewayDeps, guards: IngestGuards, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handleRequest(deps: GatewayDeps, guards: IngestGuards, routes: readonly Route[], req: IncomingMessage, res: ServerResponse): Promise<void> {
   const started = process.hrtime.bigint();
   const requestId = resolveRequestId(req.headers[REQUEST_ID_HEADER]);
   const url = req.url ?? "/";
@@ -144,31 +237,16 @@ async function handleRequest(deps: GatewayDeps, guards: IngestGuards, req: Incom
   res.once("close", () => writeRequestLog(deps, guards.requestLines, req, res, rawPath, entry, started));
 
   try {
-    if (rawPath === INGEST_PATH) {
-      entry.route = INGEST_PATH;
-      await serveIngest(deps, guards, req, res, entry);
-    } else if (rawPath === PULL_HEARTS_PATH || rawPath === PULL_CLAIMS_PATH) {
-      entry.route = rawPath;
-      const callOptions = rpcCallOptions(deps, entry.requestId);
-      const rpcs: PullRpcs = {
-        resolvePullKeys: (request) => deps.admin.resolvePullKeys(request, callOptions),
-        listPullHearts: (request) => deps.delivery.listPullHearts(request, callOptions),
-        claimPullHearts: (request) => deps.delivery.claimPullHearts(request, callOptions),
-      };
-      const handle = rawPath === PULL_HEARTS_PATH ? handlePullList : handlePullClaim;
-      await serveSigned(req, res, entry, (input) => handle(input, rpcs, deps.now, guards.limiter));
-    } else if (rawPath.startsWith(REFERRAL_LINK_PREFIX)) {
-      entry.route = `${REFERRAL_LINK_PREFIX}:server_id`;
-      await serveReferralLink(deps, req, res, rawPath, query, entry);
-    } else if (rawPath === OPENAPI_PATH) {
-      entry.route = OPENAPI_PATH;
-      serveOpenApi(req, res, entry);
-    } else if (rawPath === LANDING_PATH) {
-      entry.route = LANDING_PATH;
-      serveRaw(req, res, entry, () => landingReply(req, { dashboard: deps.dashboard ?? false }));
-    } else if (rawPath.startsWith(DOCS_PREFIX)) {
-      entry.route = `${DOCS_PREFIX}:file`;
-      serveRaw(req, res, entry, () => docReply(rawPath));
+    const matched = routes.filter((route) => pathMatches(route, rawPath));
+    const route = matched.find((candidate) => candidate.method === req.method);
+    if (matched.length > 0) {
+      entry.route = (route ?? (matched[0] as Route)).name;
+      if (route) {
+        await route.handle({ req, res, rawPath, query, entry });
+      } else {
+        entry.outcome = "method_not_allowed";
+        sendReply(res, errorReply("methodNotAllowed", { headers: { allow: matched.map((candidate) => candidate.method).join(", ") } }));
+      }
     } else if (deps.ops && (await routeAs(entry, { route: rawPath, quiet: true }, () => deps.ops!(req, res)))) {
       // Logged at debug under its own path: probes every few seconds are not news.
     } else if (deps.extraRoutes && (await routeAs(entry, { route: "extra" }, () => deps.extraRoutes!(req, res)))) {
@@ -185,32 +263,21 @@ async function handleRequest(deps: GatewayDeps, guards: IngestGuards, req: Incom
   }
 }
 
-async function serveIngest(
-  deps: GatewayDeps,
-  { keyCache, limiter }: IngestGuards,
-  req: IncomingMessage,
-  res: ServerResponse,
-  entry: RequestLog,
-): Promise<void> {
+function serveIngest(deps: GatewayDeps, { keyCache, limiter }: IngestGuards, entry: RequestLog, input: SignedInput): Promise<SignedResult> {
   const callOptions = rpcCallOptions(deps, entry.requestId);
   const rpcs: IngestRpcs = {
     resolveSigningKeys: (request) => keyCache.get(request.serverId ?? "", () => deps.admin.resolveSigningKeys(request, callOptions)),
     invalidateSigningKeys: (serverId) => keyCache.invalidate(serverId),
     applyEvent: (request) => deps.referral.applyEvent(request, callOptions),
   };
-  await serveSigned(req, res, entry, (input) => handleIngest(input, rpcs, deps.now, limiter));
+  return handleIngest(input, rpcs, deps.now, limiter);
 }
 
 /**
- * A POST signed with the ingest scheme: method, then the size limit (step 1,
- * before anything else is looked at), then the handler with the raw bytes.
+ * A POST signed with the ingest scheme: the size limit (step 1, before anything
+ * else is looked at), then the handler with the raw bytes.
  */
-async function serveSigned(req: IncomingMessage, res: ServerResponse, entry: RequestLog, handle: (input: IngestInput) => Promise<IngestResult>): Promise<void> {
-  if (req.method !== "POST") {
-    entry.outcome = "method_not_allowed";
-    sendReply(res, errorReply("methodNotAllowed", { headers: { allow: "POST" } }));
-    return;
-  }
+async function serveSigned({ req, res, entry }: RouteRequest, handle: (input: SignedInput) => Promise<SignedResult>): Promise<void> {
   if (declaresTooLarge(req.headers, MAX_BODY_BYTES)) {
     entry.outcome = "body_too_large";
     sendTooLarge(req, res);
@@ -243,19 +310,7 @@ function sendTooLarge(req: IncomingMessage, res: ServerResponse): void {
   sendReply(res, errorReply("bodyTooLarge", { headers: { connection: "close" } }));
 }
 
-async function serveReferralLink(
-  deps: GatewayDeps,
-  req: IncomingMessage,
-  res: ServerResponse,
-  rawPath: string,
-  query: string,
-  entry: RequestLog,
-): Promise<void> {
-  if (req.method !== "GET") {
-    entry.outcome = "method_not_allowed";
-    sendReply(res, errorReply("methodNotAllowed", { headers: { allow: "GET" } }));
-    return;
-  }
+async function serveReferralLink(deps: GatewayDeps, { req, res, rawPath, query, entry }: RouteRequest): Promise<void> {
   const segment = rawPath.slice(REFERRAL_LINK_PREFIX.length).replace(/\/$/, "");
   if (segment === "" || segment.includes("/")) {
     entry.outcome = "not_found";
@@ -276,12 +331,7 @@ async function serveReferralLink(
   sendReply(res, result.reply);
 }
 
-function serveOpenApi(req: IncomingMessage, res: ServerResponse, entry: RequestLog): void {
-  if (req.method !== "GET" && req.method !== "HEAD") {
-    entry.outcome = "method_not_allowed";
-    sendReply(res, errorReply("methodNotAllowed", { headers: { allow: "GET, HEAD" } }));
-    return;
-  }
+function serveOpenApi(res: ServerResponse): void {
   res.writeHead(200, {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(OPENAPI_JSON),
@@ -303,13 +353,8 @@ async function routeAs(entry: RequestLog, as: { route: string; quiet?: boolean }
   return handled;
 }
 
-/** GET/HEAD of a fixed document (front page, docs); 404 when `reply` finds none, 405 for other methods. */
+/** GET/HEAD of a fixed document (front page, docs); 404 when `reply` finds none. */
 function serveRaw(req: IncomingMessage, res: ServerResponse, entry: RequestLog, reply: () => RawReply | undefined): void {
-  if (req.method !== "GET" && req.method !== "HEAD") {
-    entry.outcome = "method_not_allowed";
-    sendReply(res, errorReply("methodNotAllowed", { headers: { allow: "GET, HEAD" } }));
-    return;
-  }
   const answer = reply();
   if (!answer) {
     entry.outcome = "not_found";

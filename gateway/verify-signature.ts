@@ -1,4 +1,4 @@
-import { computeSignature, isStale, macMatches, parseIngestSignature, type IngestSignature } from "../services/shared/signature.js";
+import { computeSignature, isStale, macMatches, type IngestSignature } from "../services/shared/signature.js";
 
 /** One active referral secret of a server, as resolved for verification. */
 export interface SigningKeyMaterial {
@@ -7,30 +7,11 @@ export interface SigningKeyMaterial {
   secret: Uint8Array;
 }
 
-/** A parsed ingest header plus the exact text of `t`, which is what the caller signed. */
-export interface ParsedSignatureHeader extends IngestSignature {
-  tText: string;
-}
+/** A parsed X-Service-Signature header (step 2). */
+export type ParsedSignatureHeader = IngestSignature;
 
-/**
- * Parses `X-Service-Signature: t=<unix>,v1=sha256=<hex>[,kid=<key-id>]` (step 2).
- * Returns null - answered as 400 `missing or malformed X-Service-Signature header` - when
- * `services/shared/signature.ts#parseIngestSignature` finds it missing or malformed (no `t`,
- * non-integer `t`, no `v1`, `v1` without `sha256=`, hex of the wrong length or not hex),
- * and also when a `v1` hex has upper-case letters: the contract's format is lower-case hex.
- * Several headers are joined by Node with ", ", which repeats `t` and so is malformed too.
- */
-export function parseSignatureHeader(header: string | undefined): ParsedSignatureHeader | null {
-  const parsed = parseIngestSignature(header);
-  if (parsed === null || header === undefined) return null;
-  let tText = "";
-  for (const rawPart of header.split(",")) {
-    const part = rawPart.trim();
-    if (part.startsWith("t=")) tText = part.slice(2);
-    if (part.startsWith("v1=") && part !== part.toLowerCase()) return null;
-  }
-  return { ...parsed, tText };
-}
+/** Step 2: the header's one parser, services/shared/signature.ts#parseIngestSignature (null: 400 malformed). */
+export { parseIngestSignature as parseSignatureHeader } from "../services/shared/signature.js";
 
 /** The outcome of verifying an ingest signature (steps 6 and 7 of the order of checks). */
 export type SignatureVerdict =

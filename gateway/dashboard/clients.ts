@@ -1,5 +1,5 @@
 import type { Transport } from "@connectrpc/connect";
-import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
+import { DASHBOARD_SESSION_HEADER } from "../../services/shared/wire.js";
 import { createRpcClients, type RpcClients } from "../../services/shared/service-clients.js";
 import { withHeaders } from "../../services/shared/service-transport.js";
 

@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions, type Client, type Transport } from "@connectrpc/connect";
 import type { AccessService } from "../../gen/proto/access/v1/access_pb.js";
-import { DASHBOARD_LOGIN_PATH } from "../../services/access/dashboard-sessions.js";
+import { DASHBOARD_LOGIN_PATH } from "../../services/shared/wire.js";
 import type { Logger } from "../../services/shared/log.js";
 import { errorReply, type HttpReply } from "../http-errors.js";
 import { declaresTooLarge, readRawBody } from "../raw-body.js";

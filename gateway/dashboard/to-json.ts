@@ -13,8 +13,14 @@ import type { DeliveryDayStats } from "../../gen/proto/delivery/v1/delivery_stat
 import { HeartVerdict, type GetHeartStatsResponse, type HeartCountBucket, type HeartSummary, type RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { SecretInfo, Server } from "../../gen/proto/servers/v1/servers_pb.js";
-import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../../services/hearts/list-hearts.js";
-import { DELIVERY_STATUS_NAMES, DELIVERY_STATUS_TO_PROTO, DELIVERY_TRANSPORT_NAMES, DELIVERY_TRANSPORT_TO_PROTO } from "../../services/shared/proto-names.js";
+import {
+  DELIVERY_STATUS_NAMES,
+  DELIVERY_STATUS_TO_PROTO,
+  DELIVERY_TRANSPORT_NAMES,
+  DELIVERY_TRANSPORT_TO_PROTO,
+  VERDICT_FROM_PROTO,
+  VERDICT_TO_PROTO,
+} from "../../services/shared/proto-names.js";
 
 /**
  * Proto messages -> the dashboard API's JSON (snake_case, ISO 8601 times, null

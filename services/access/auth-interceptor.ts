@@ -1,27 +1,15 @@
-import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { PrismaClient } from "../shared/db.js";
-import { ERROR_KIND_HEADER } from "../shared/errors.js";
+import { OWNER_SCOPE } from "../shared/interceptors.js";
+import { DASHBOARD_SESSION_HEADER, ERROR_KIND_HEADER, SESSION_EXPIRED_KIND } from "../shared/wire.js";
 import { findLiveSession } from "./dashboard-sessions.js";
 import { requireOwned } from "./owners.js";
 import { RPC_ACCESS, rpcKey } from "./rpc-access.js";
 import { grants } from "./scopes.js";
 import type { ServiceCaller, TokenVerifier } from "./service-tokens.js";
 
-/**
- * Header with which a caller holding the `dashboard` scope (the gateway) acts for an
- * owner's dashboard session: its value is the session token (the cookie's value).
- */
-export const DASHBOARD_SESSION_HEADER = "x-dashboard-session";
-
-/** ERROR_KIND_HEADER value of an `unauthenticated` caused by the dashboard session (not the service token). */
-export const SESSION_EXPIRED_KIND = "session_expired";
-
-/**
- * The owner an RPC runs for, set by the auth interceptor when the call acts for a
- * dashboard session; undefined for service tokens (which see every server). Handlers
- * of RPCs with the `own` owner policy narrow their answers to this owner's servers.
- */
-export const OWNER_SCOPE = createContextKey<string | undefined>(undefined, { description: "owner id of the dashboard session" });
+/** The wire names the gateway shares (services/shared/wire.ts is their home). */
+export { DASHBOARD_SESSION_HEADER, SESSION_EXPIRED_KIND } from "../shared/wire.js";
 
 /** What the auth interceptor needs. */
 export interface AuthDeps {

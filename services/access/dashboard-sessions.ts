@@ -3,6 +3,7 @@ import { DomainError } from "../shared/errors.js";
 import { generateLoginToken, generateSessionToken, hashToken } from "../shared/secrets.js";
 import type { DashboardSession, Owner } from "../../gen/prisma/client.js";
 import { isUuid } from "../shared/ids.js";
+import { DASHBOARD_LOGIN_PATH } from "../shared/wire.js";
 import { requireOwner } from "./owners.js";
 
 export type { DashboardSession as DashboardSessionRecord };
@@ -13,8 +14,8 @@ export const LOGIN_LINK_TTL_SECONDS = 300;
 export const MAX_LOGIN_LINK_TTL_SECONDS = 3_600;
 /** Lifetime of a dashboard session (the cookie's Max-Age). */
 export const DASHBOARD_SESSION_TTL_SECONDS = 12 * 3_600;
-/** Path of the login link on the public gateway; the token is the `token` query parameter. */
-export const DASHBOARD_LOGIN_PATH = "/dashboard/login";
+/** Path of the login link on the public gateway (services/shared/wire.ts is its home). */
+export { DASHBOARD_LOGIN_PATH } from "../shared/wire.js";
 
 /**
  * CreateDashboardLoginLink: a one-time URL for one owner, valid `ttlSeconds`

@@ -4,7 +4,7 @@ import { readinessChecks } from "../shared/readiness.js";
 import { HEARTS_TOPIC } from "../shared/bus.js";
 import { createKafkaBus } from "../shared/kafka-bus.js";
 import { redactUrl } from "../shared/log.js";
-import { databaseDependency, kafkaDependency } from "../shared/startup.js";
+import { databaseDependency, kafkaDependency } from "../shared/startup-dependencies.js";
 import { verifySecretsKey } from "../shared/secrets-key-check.js";
 import { loadDeliveryConfig } from "./config.js";
 import { createDeliveryWorker } from "./worker.js";

@@ -2,6 +2,7 @@ import { isUuid, NIL_UUID } from "../shared/ids.js";
 import type { PrismaClient } from "../shared/db.js";
 import { DomainError } from "../shared/errors.js";
 import { betweenText } from "../shared/contract.js";
+import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../shared/wire.js";
 
 /**
  * The pull transport: counted hearts of a server whose pull API is on are stored
@@ -12,9 +13,8 @@ import { betweenText } from "../shared/contract.js";
 
 /** Hearts per page when the caller gives no limit, and the most one page may hold. */
 export const DEFAULT_PULL_PAGE = 100;
-export const MAX_PULL_PAGE = 500;
-/** The most heart ids one claim may carry. */
-export const MAX_PULL_CLAIM = 500;
+/** The most one page may hold and the most ids one claim may carry (services/shared/wire.ts is their home: the gateway checks them too). */
+export { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../shared/wire.js";
 
 /** One heart waiting to be claimed. */
 export interface PullHeartRow {

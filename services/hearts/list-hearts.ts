@@ -13,24 +13,13 @@ import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { atMostCharsText, choiceText, notNegativeText } from "../shared/contract.js";
+import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../shared/proto-names.js";
 
 /** Hearts per page when the caller gives no page size, and the most one page may hold. */
 export const DEFAULT_HEARTS_PAGE = 50;
 export const MAX_HEARTS_PAGE = 200;
 /** Longest search text (a username or a voter identity). */
 export const MAX_HEARTS_QUERY_CHARS = 200;
-
-/** The stored verdict text (hearts.verdict, also the dashboard API's) <-> the proto enum. */
-export const VERDICT_TO_PROTO: Readonly<Record<string, HeartVerdict>> = {
-  counted: HeartVerdict.COUNTED,
-  cooldown: HeartVerdict.COOLDOWN,
-  fraud: HeartVerdict.FRAUD,
-};
-/** The proto enum -> the stored verdict text ("" for UNSPECIFIED: no filter). */
-export const VERDICT_FROM_PROTO: Readonly<Partial<Record<HeartVerdict, string>>> = {
-  [HeartVerdict.UNSPECIFIED]: "",
-  ...Object.fromEntries(Object.entries(VERDICT_TO_PROTO).map(([name, value]) => [value, name])),
-};
 
 /** Bounds that stand for "no bound": wider than any stored time or id. */
 const EARLIEST = new Date(Date.UTC(1970, 0, 1));

@@ -1,6 +1,6 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { OWNER_SCOPE } from "../access/auth-interceptor.js";
+import { OWNER_SCOPE } from "../shared/interceptors.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { castHeart } from "./cast-heart.js";
 import { createCastHeartQueue, type CastHeartBatchOptions } from "./cast-heart-batch.js";

@@ -2,7 +2,7 @@ import { runService } from "../shared/run-service.js";
 import { createPrisma } from "../shared/db.js";
 import { readinessChecks } from "../shared/readiness.js";
 import { redactUrl } from "../shared/log.js";
-import { databaseDependency } from "../shared/startup.js";
+import { databaseDependency } from "../shared/startup-dependencies.js";
 import { verifySecretsKey } from "../shared/secrets-key-check.js";
 import { loadReferralServiceConfig } from "./config.js";
 import { createReferralServiceServer } from "./server.js";

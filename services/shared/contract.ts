@@ -81,10 +81,10 @@ export const ERROR_TEXT = Object.fromEntries(Object.entries(CONTRACT_ERRORS).map
 
 // ---- The referral lifecycle -------------------------------------------------------------------
 
-/** The lifecycle events a game server reports. */
 /** The public path signed referral lifecycle events are POSTed to. */
 export const INGEST_PATH = "/api/referral/events";
 
+/** The lifecycle events a game server reports. */
 export const REFERRAL_EVENTS = ["registered", "qualified", "reversed"] as const;
 /** A lifecycle event name. */
 export type ReferralEventName = (typeof REFERRAL_EVENTS)[number];

@@ -2,34 +2,18 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { IllegalTransitionDetailSchema } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ERROR_TEXT } from "./contract.js";
+import { DomainError, type DomainErrorKind } from "./domain-error.js";
+import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER } from "./wire.js";
 
 /**
  * Domain errors. Domain and store code throws these; `toConnectError` is the one
  * table that maps them to Connect codes, and the gateway maps Connect codes to
- * the contract's HTTP statuses and exact error texts.
+ * the contract's HTTP statuses and exact error texts. DomainError itself lives in
+ * domain-error.ts (import-free); it is re-exported here for its callers.
  */
-export type DomainErrorKind =
-  | "invalid_argument"
-  | "unknown_server"
-  | "referrals_disabled"
-  | "unknown_token"
-  | "not_found"
-  | "illegal_transition"
-  | "failed_precondition"
-  | "conflict"
-  /** Beyond capacity: nothing was done; retry after the hint (`retry-after` metadata). */
-  | "overloaded";
-
-/** A typed domain failure with a message safe to show callers. */
-export class DomainError extends Error {
-  constructor(
-    readonly kind: DomainErrorKind,
-    message: string,
-  ) {
-    super(message);
-    this.name = "DomainError";
-  }
-}
+export { DomainError, type DomainErrorKind } from "./domain-error.js";
+/** The metadata keys the gateway reads (services/shared/wire.ts is their home). */
+export { ERROR_KIND_HEADER, RETRY_AFTER_HEADER } from "./wire.js";
 
 /** A state-machine rejection: `from` is the current state, `event` the rejected event. */
 export class IllegalTransition extends DomainError {
@@ -53,9 +37,6 @@ export class Overloaded extends DomainError {
   }
 }
 
-/** Connect metadata key of an Overloaded error's retry hint, in whole seconds (at least 1), like HTTP Retry-After. */
-export const RETRY_AFTER_HEADER = "retry-after";
-
 /** `unknown_server` with the contract's text (services/shared/contract.ts). */
 export function unknownServer(): DomainError {
   return new DomainError("unknown_server", ERROR_TEXT.unknownServer);
@@ -69,9 +50,6 @@ export function illegalTransitionOf(error: ConnectError): { from: string; event:
   const [detail] = error.findDetails(IllegalTransitionDetailSchema);
   return detail ? { from: detail.from, event: detail.event } : null;
 }
-
-/** Carries the domain error kind so the gateway can pick the exact contract text. */
-export const ERROR_KIND_HEADER = "x-error-kind";
 
 const CONNECT_CODE_BY_KIND: Record<DomainErrorKind, Code> = {
   invalid_argument: Code.InvalidArgument,

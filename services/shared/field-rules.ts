@@ -1,4 +1,4 @@
-import { DomainError } from "./errors.js";
+import { DomainError } from "./domain-error.js";
 
 /**
  * THE table of bounds on every text field that comes from outside, on every path: the

@@ -1,12 +1,21 @@
 import { randomUUID } from "node:crypto";
-import { ConnectError, type Interceptor } from "@connectrpc/connect";
+import { ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import { toConnectError } from "./errors.js";
 import type { Logger } from "./log.js";
 import type { Metrics } from "./metrics.js";
 import { ERROR_TEXT } from "./contract.js";
+import { REQUEST_ID_HEADER } from "./wire.js";
 
-/** Header carrying the request id across the gateway and internal RPCs. */
-export const REQUEST_ID_HEADER = "x-request-id";
+/** Header carrying the request id across the gateway and internal RPCs (services/shared/wire.ts is its home). */
+export { REQUEST_ID_HEADER } from "./wire.js";
+
+/**
+ * The owner an RPC runs for, set by the auth interceptor (services/access/auth-interceptor.ts) when
+ * the call acts for a dashboard session; undefined for service tokens (which see every server).
+ * Handlers of RPCs with the `own` owner policy narrow their answers to this owner's servers. It lives
+ * here, beside the server interceptor, so the service folders that read it do not import services/access.
+ */
+export const OWNER_SCOPE = createContextKey<string | undefined>(undefined, { description: "owner id of the dashboard session" });
 
 /**
  * Server interceptor: request id, one log line per RPC, metrics, and the error

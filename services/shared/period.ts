@@ -1,6 +1,7 @@
 /** Ranking, reporting and callback periods: a UTC month written "YYYY-MM" (month 01-12). */
 
-const PERIOD_PATTERN = /^(\d{4})-(0[1-9]|1[0-2])$/;
+/** THE period rule; every copy (the OpenAPI document's `period` schemas too) takes its source. */
+export const PERIOD_PATTERN = /^(\d{4})-(0[1-9]|1[0-2])$/;
 
 /** The UTC month of `at` as "YYYY-MM". */
 export function periodOf(at: Date): string {

@@ -1,4 +1,5 @@
 import { DeliveryStatus, DeliveryTransport, PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { HeartVerdict } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { ReferralEventType, ReferralState } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { AnchorState, ReferralEventName } from "./contract.js";
 
@@ -38,6 +39,18 @@ export const PULL_CLAIM_STATUS_TO_PROTO = {
   already_claimed: PullClaimStatus.ALREADY_CLAIMED,
   unknown: PullClaimStatus.UNKNOWN,
 } as const;
+
+/** The stored verdict text (hearts.verdict, also the dashboard API's) <-> the proto enum. */
+export const VERDICT_TO_PROTO: Readonly<Record<string, HeartVerdict>> = {
+  counted: HeartVerdict.COUNTED,
+  cooldown: HeartVerdict.COOLDOWN,
+  fraud: HeartVerdict.FRAUD,
+};
+/** The proto enum -> the stored verdict text ("" for UNSPECIFIED: no filter). */
+export const VERDICT_FROM_PROTO: Readonly<Partial<Record<HeartVerdict, string>>> = {
+  [HeartVerdict.UNSPECIFIED]: "",
+  ...Object.fromEntries(Object.entries(VERDICT_TO_PROTO).map(([name, value]) => [value, name])),
+};
 
 /** A name -> enum table read backwards: enum value -> name. */
 export function namesOf<N extends string, P extends number>(toProto: Readonly<Record<N, P>>): Readonly<Partial<Record<P, N>>> {

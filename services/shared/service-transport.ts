@@ -1,5 +1,5 @@
 import type { Interceptor, Transport } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, type Http2SessionManager } from "@connectrpc/connect-node";
 import { createUnaryTransport } from "./unary-transport.js";
 
 /** The header every call to the referral service carries (the referral service requires it). */
@@ -19,9 +19,16 @@ export function bearerToken(token: string): Interceptor {
 /**
  * THE client transport of the referral service: Connect over HTTP/2 (binary), one
  * session shared and reconnecting on its own, every call authenticated with `token`.
+ * `sessions` shares the session with other transports of the process.
  */
-export function createServiceTransport(baseUrl: string, token: string, opts: { useBinaryFormat?: boolean } = {}): Transport {
-  return createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: opts.useBinaryFormat ?? true, interceptors: [bearerToken(token)] });
+export function createServiceTransport(baseUrl: string, token: string, opts: { useBinaryFormat?: boolean; sessions?: Http2SessionManager } = {}): Transport {
+  return createConnectTransport({
+    baseUrl,
+    httpVersion: "2",
+    useBinaryFormat: opts.useBinaryFormat ?? true,
+    interceptors: [bearerToken(token)],
+    ...(opts.sessions ? { sessionManager: opts.sessions } : {}),
+  });
 }
 
 /**
@@ -29,8 +36,8 @@ export function createServiceTransport(baseUrl: string, token: string, opts: { u
  * through the lean unary path of services/shared/unary-transport.ts: for a hot caller (the
  * gateway forwards every ingest event with one unary call). Streaming calls take Connect's transport.
  */
-export function createUnaryServiceTransport(baseUrl: string, token: string): Transport {
-  return createUnaryTransport(baseUrl, authorization(token));
+export function createUnaryServiceTransport(baseUrl: string, token: string, sessions?: Http2SessionManager): Transport {
+  return createUnaryTransport(baseUrl, authorization(token), sessions);
 }
 
 /** `transport` with `headers` added to every call (for example the dashboard session a call acts for). */

@@ -4,7 +4,8 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 export const SIGNATURE_TOLERANCE_SECONDS = 300;
 /** Hex characters of one `v1` MAC. */
 export const SHA256_HEX_LENGTH = 64;
-const HEX_PATTERN = /^[0-9a-fA-F]+$/;
+/** What a `v1` MAC may look like: lower-case hex (the contract's format; upper case is malformed). */
+export const MAC_HEX_PATTERN = /^[0-9a-f]+$/;
 /** What `t` may look like (the dashboard's signature debugger applies the same rules). */
 export const INTEGER_PATTERN = /^-?\d{1,16}$/;
 /** What a `kid` may look like. */
@@ -24,19 +25,26 @@ export function canonicalString(t: number | string, rawBody: Buffer | string): s
 /** A parsed ingest header `t=<unix>,v1=sha256=<hex>[,kid=<key-id>]`. */
 export interface IngestSignature {
   t: number;
+  /** The exact text of `t`: what the caller signed (`<t>.<raw body>`). */
+  tText: string;
   /** Raw MAC bytes of every `v1` entry. */
   macs: Buffer[];
   kid?: string;
 }
 
 /**
- * Parses the ingest endpoint's X-Service-Signature header. Returns null when it is
- * missing or malformed: no `t`, non-integer `t`, no `v1`, `v1` without `sha256=`,
- * or `v1` hex of the wrong length or with non-hex characters.
+ * THE parser of the ingest scheme's X-Service-Signature header (the ingest endpoint and the pull
+ * API; the dashboard's signature debugger reads the same rules from signature-rules.json). Returns
+ * null - answered as 400 `missing or malformed X-Service-Signature header` - when it is missing or
+ * malformed: a part without `=`, no `t`, a repeated or non-integer `t`, no `v1`, `v1` without
+ * `sha256=`, `v1` hex of the wrong length, not hex or with upper-case letters (the contract's format is
+ * lower-case hex), a repeated or malformed `kid`. Several headers are joined by Node with ", ", which
+ * repeats `t` and so is malformed too. Unknown keys are ignored.
  */
 export function parseIngestSignature(header: string | undefined): IngestSignature | null {
   if (header === undefined) return null;
   let t: number | undefined;
+  let tText = "";
   let kid: string | undefined;
   const macs: Buffer[] = [];
   for (const rawPart of header.split(",")) {
@@ -48,10 +56,11 @@ export function parseIngestSignature(header: string | undefined): IngestSignatur
     if (key === "t") {
       if (t !== undefined || !INTEGER_PATTERN.test(value)) return null;
       t = Number(value);
+      tText = value;
     } else if (key === "v1") {
       if (!value.startsWith("sha256=")) return null;
       const hex = value.slice("sha256=".length);
-      if (hex.length !== SHA256_HEX_LENGTH || !HEX_PATTERN.test(hex)) return null;
+      if (hex.length !== SHA256_HEX_LENGTH || !MAC_HEX_PATTERN.test(hex)) return null;
       macs.push(Buffer.from(hex, "hex"));
     } else if (key === "kid") {
       if (kid !== undefined || !KID_PATTERN.test(value)) return null;
@@ -60,7 +69,7 @@ export function parseIngestSignature(header: string | undefined): IngestSignatur
     // Unknown keys are ignored so the scheme can grow (v2=...) without breaking callers.
   }
   if (t === undefined || macs.length === 0) return null;
-  return kid === undefined ? { t, macs } : { t, macs, kid };
+  return kid === undefined ? { t, tText, macs } : { t, tText, macs, kid };
 }
 
 /** Constant-time check of any presented MAC against the expected one. */

@@ -1,7 +1,5 @@
 import { withTimeout, type ReadinessCheck } from "./health.js";
-import { pingDatabase, type PrismaClient } from "./db.js";
-import { prepareKafka } from "./kafka-bus.js";
-import { redactUrl, type Logger } from "./log.js";
+import type { Logger } from "./log.js";
 
 /** One attempt to reach a dependency at start is bounded by this, so a problem is reported within 10 s. */
 export const DEPENDENCY_ATTEMPT_TIMEOUT_MS = 6_000;
@@ -97,22 +95,6 @@ export function createStartup(log: Logger): Startup {
       stopped = true;
       wakeSleeper?.();
     },
-  };
-}
-
-/** The database as a start dependency: answers `SELECT 1`. */
-export function databaseDependency(prisma: PrismaClient, databaseUrl: string): Dependency {
-  return { name: "database", target: redactUrl(databaseUrl), attempt: () => pingDatabase(prisma) };
-}
-
-/** Kafka as a start dependency: brokers answer, topics exist, and the consumer group's coordinator is available. */
-export function kafkaDependency(brokers: string[], topics: string[], groupId?: string): Dependency {
-  return {
-    name: "kafka",
-    target: brokers.join(","),
-    attempt: () => prepareKafka(brokers, topics, { groupId }),
-    // An unreachable broker fails within about 3 s; a fresh broker may need ~10 s to host the group coordinator.
-    timeoutMs: 20_000,
   };
 }
 

@@ -1,9 +1,22 @@
 import http2 from "node:http2";
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues, type Transport, type UnaryResponse } from "@connectrpc/connect";
+// PRIVATE API: connect-es marks these four helpers "@private Internal code, does not follow semantic versioning"
+// (@connectrpc/connect/protocol-connect). They keep this transport's wire format, response checks and error decoding
+// identical to Connect's own client; any release may change or drop them. The version they were verified against is
+// CONNECT_ES_VERIFIED_VERSION below, and test/unit/unary-transport.test.ts fails when the installed version differs.
 import { errorFromJsonBytes, protocolVersion, trailerDemux, validateResponse } from "@connectrpc/connect/protocol-connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { MAX_RPC_MESSAGE_BYTES } from "./field-rules.js";
+
+/**
+ * The @connectrpc/connect and @connectrpc/connect-node version this transport was checked against (its private
+ * imports above, and Http2SessionManager's request/notifyResponseByteRead contract). On an upgrade, re-check: the
+ * four protocol-connect helpers' signatures and behaviour, the headers Connect's client sends (user agent, protocol
+ * version, timeout), connect-node's reset-code mapping (RESET_CODES), then run test/unit/unary-transport.test.ts
+ * and raise this constant.
+ */
+export const CONNECT_ES_VERIFIED_VERSION = "2.1.1";
 
 /**
  * A Connect-protocol transport whose unary calls go straight onto a shared HTTP/2 session:
@@ -15,10 +28,10 @@ import { MAX_RPC_MESSAGE_BYTES } from "./field-rules.js";
  * forwarded event. Streaming calls use Connect's transport on the same session.
  *
  * `headers` are added to every call after the caller's (they win, like an interceptor's
- * `header.set`): the service token's `authorization`.
+ * `header.set`): the service token's `authorization`. `sessions` shares an HTTP/2 session manager
+ * with other transports of the same process (one session to the service); by default it has its own.
  */
-export function createUnaryTransport(baseUrl: string, headers: Record<string, string>): Transport {
-  const sessions = new Http2SessionManager(baseUrl);
+export function createUnaryTransport(baseUrl: string, headers: Record<string, string>, sessions = new Http2SessionManager(baseUrl)): Transport {
   const streaming = createConnectTransport({
     baseUrl,
     httpVersion: "2",
@@ -64,7 +77,7 @@ async function unaryCall<I extends DescMessage, O extends DescMessage>(
   if (deadline !== undefined) outgoing["connect-timeout-ms"] = String(deadline);
   outgoing["content-type"] = "application/proto";
   outgoing["connect-protocol-version"] = protocolVersion;
-  if (outgoing["user-agent"] === undefined) outgoing["user-agent"] = "connect-es/2.1.1";
+  if (outgoing["user-agent"] === undefined) outgoing["user-agent"] = `connect-es/${CONNECT_ES_VERIFIED_VERSION}`;
   outgoing["content-length"] = body.byteLength;
   for (const name in fixedHeaders) outgoing[name] = fixedHeaders[name];
 

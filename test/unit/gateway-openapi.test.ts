@@ -1,6 +1,7 @@
 import test from "ava";
 import { createConfig, lintFromString } from "@redocly/openapi-core";
 import { openApiDocument } from "../../gateway/openapi.js";
+import { PERIOD_PATTERN } from "../../services/shared/period.js";
 import { validateAgainstOpenApi, validateHeartCallbackHeaders, validateHeartEvent, validateRequestBody } from "../integration/openapi-validate.js";
 
 test("the OpenAPI document passes the Redocly recommended ruleset with no problems", async (t) => {
@@ -112,4 +113,21 @@ test("heart callback headers: X-Service-Event and X-Service-Signature t=<unix>,v
   t.false(validateHeartCallbackHeaders({ "X-Service-Event": "heart.counted", "X-Service-Signature": `t=1767225600,v1=sha256=${mac}` }).valid);
   t.false(validateHeartCallbackHeaders({ "X-Service-Event": "heart.counted" }).valid);
   t.false(validateHeartCallbackHeaders({ "X-Service-Event": "heart.other", "X-Service-Signature": `t=1,v1=${mac}` }).valid);
+});
+
+test("every period in the document takes the one period rule (services/shared/period.ts): a real month, 01-12", (t) => {
+  const patterns: string[] = [];
+  const walk = (node: unknown, key: string): void => {
+    if (node === null || typeof node !== "object") return;
+    const schema = node as { pattern?: unknown };
+    if (key === "period" && typeof schema.pattern === "string") patterns.push(schema.pattern);
+    for (const [name, child] of Object.entries(node)) walk(child, name);
+  };
+  walk(openApiDocument, "");
+  t.true(patterns.length >= 2, "the pull list and the heart callback both carry a period");
+  for (const pattern of patterns) {
+    t.is(pattern, PERIOD_PATTERN.source);
+    for (const bad of ["2026-13", "2026-00"]) t.false(new RegExp(pattern).test(bad), `${bad} is not a month`);
+    t.true(new RegExp(pattern).test("2026-12"));
+  }
 });

@@ -14,6 +14,8 @@ import {
 import { fromRpcError } from "../../gateway/http-errors.js";
 import { DomainError, IllegalTransition, toConnectError } from "../../services/shared/errors.js";
 import { createServiceTransport, createUnaryServiceTransport } from "../../services/shared/service-transport.js";
+import { CONNECT_ES_VERIFIED_VERSION } from "../../services/shared/unary-transport.js";
+import { readFileSync } from "node:fs";
 
 /**
  * The gateway's lean unary transport (services/shared/unary-transport.ts) against Connect's own
@@ -149,5 +151,18 @@ test.serial("after the service restarts on its port, calls reconnect (one shared
   } finally {
     for (const s of own) s.destroy();
     second.close();
+  }
+});
+
+test("the installed connect-es is the version the lean transport's private imports were verified against", (t) => {
+  for (const name of ["@connectrpc/connect", "@connectrpc/connect-node"]) {
+    // The packages do not export ./package.json, so it is read from node_modules.
+    const { version } = JSON.parse(readFileSync(new URL(`../../node_modules/${name}/package.json`, import.meta.url), "utf8")) as { version: string };
+    t.is(
+      version,
+      CONNECT_ES_VERIFIED_VERSION,
+      `${name} is ${version}: services/shared/unary-transport.ts imports helpers connect-es marks private (protocol-connect). ` +
+        "Re-check them, the headers and the reset-code mapping as its CONNECT_ES_VERIFIED_VERSION comment lists, then raise that constant.",
+    );
   }
 });

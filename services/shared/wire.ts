@@ -1,0 +1,31 @@
+/**
+ * Wire constants both sides of an internal call need (the gateway and the referral service's
+ * modules): header names, metadata values, paths and request bounds. Import-free on purpose, so
+ * the gateway can share them without loading a service's code (ARCHITECTURE.md, "Layers").
+ */
+
+/** Header carrying the request id across the gateway and internal RPCs. */
+export const REQUEST_ID_HEADER = "x-request-id";
+
+/** Connect metadata key carrying the domain error kind, so the gateway can pick the exact contract text. */
+export const ERROR_KIND_HEADER = "x-error-kind";
+
+/** Connect metadata key of an Overloaded error's retry hint, in whole seconds (at least 1), like HTTP Retry-After. */
+export const RETRY_AFTER_HEADER = "retry-after";
+
+/**
+ * Header with which a caller holding the `dashboard` scope (the gateway) acts for an
+ * owner's dashboard session: its value is the session token (the cookie's value).
+ */
+export const DASHBOARD_SESSION_HEADER = "x-dashboard-session";
+
+/** ERROR_KIND_HEADER value of an `unauthenticated` caused by the dashboard session (not the service token). */
+export const SESSION_EXPIRED_KIND = "session_expired";
+
+/** Path of the login link on the public gateway; the token is the `token` query parameter. */
+export const DASHBOARD_LOGIN_PATH = "/dashboard/login";
+
+/** The most hearts one page of the pull API may hold. */
+export const MAX_PULL_PAGE = 500;
+/** The most heart ids one pull claim may carry. */
+export const MAX_PULL_CLAIM = 500;

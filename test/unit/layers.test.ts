@@ -1,0 +1,192 @@
+/**
+ * The layers, checked on the real import graph (ARCHITECTURE.md, "Layers"):
+ *
+ * 1. The gateway process talks to the referral service only: nothing it loads at run time (the
+ *    closure of gateway/main.ts) reaches a database or Kafka client, nor a service's own code.
+ * 2. No import cycle between files of services/shared, and none between service folders
+ *    (services/<a> -> services/<b> -> services/<a>); services/shared imports no service folder.
+ *
+ * Edges are read the way the code runs: each file is compiled alone (TypeScript's transpileModule,
+ * as the build does), so imports used only as types are gone, and the imports left are resolved
+ * relative to the file (`./x.js` -> `./x.ts`). Bare specifiers (`kafkajs`, `@prisma/client/...`)
+ * are leaves. A failure names the chain of imports that reaches the forbidden module.
+ */
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import test from "ava";
+import ts from "typescript";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+/** What the gateway's run-time closure must not reach, and why. */
+const FORBIDDEN_IN_GATEWAY: ReadonlyArray<{ pattern: RegExp; what: string }> = [
+  { pattern: /^@prisma\//, what: "the Prisma client or its adapter" },
+  { pattern: /^pg$/, what: "the PostgreSQL driver" },
+  { pattern: /^kafkajs$/, what: "the Kafka client" },
+  { pattern: /^@electric-sql\//, what: "the embedded PostgreSQL" },
+  { pattern: /^gen\/prisma\//, what: "the generated Prisma client" },
+  {
+    pattern: /^services\/shared\/(db|kafka-bus|memory-bus|bus|outbox|startup-dependencies)\.ts$/,
+    what: "a module that opens or waits for the database or the bus",
+  },
+  { pattern: /^services\/(?!shared\/)/, what: "a service's own code (the gateway reaches the services over RPC only)" },
+];
+
+/**
+ * Folder cycles another change of the same issue removes (issue 17 item 2 owns services/delivery and
+ * services/referral): tolerated until it is merged. An entry whose cycle is gone fails the test, so the
+ * entry is deleted then and the check holds the line from there on.
+ */
+const FOLDER_CYCLES_REMOVED_ELSEWHERE: ReadonlySet<string> = new Set(["delivery, referral"]);
+
+/** Repository-relative path of a resolved relative import, or the bare specifier itself. */
+function resolveSpecifier(fromFile: string, specifier: string): string {
+  if (!specifier.startsWith(".")) return specifier;
+  const absolute = resolve(ROOT, dirname(fromFile), specifier);
+  const asTs = absolute.endsWith(".js") ? `${absolute.slice(0, -3)}.ts` : absolute;
+  return relative(ROOT, existsSync(asTs) ? asTs : absolute)
+    .split("\\")
+    .join("/");
+}
+
+const importCache = new Map<string, string[]>();
+
+/** The imports `file` (repository-relative .ts) still has once compiled: static, re-exports and dynamic `import()`. */
+function runtimeImportsOf(file: string): string[] {
+  const cached = importCache.get(file);
+  if (cached) return cached;
+  const source = readFileSync(join(ROOT, file), "utf8");
+  const compiled = ts.transpileModule(source, {
+    fileName: file,
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, isolatedModules: true, verbatimModuleSyntax: false },
+  }).outputText;
+  const imports = ts.preProcessFile(compiled, true, true).importedFiles.map((f) => resolveSpecifier(file, f.fileName));
+  importCache.set(file, imports);
+  return imports;
+}
+
+/** Breadth-first closure from `entry`: every module reached, with the module that first imported it. */
+function closureOf(entry: string): Map<string, string | undefined> {
+  const parent = new Map<string, string | undefined>([[entry, undefined]]);
+  const queue = [entry];
+  while (queue.length > 0) {
+    const file = queue.shift() as string;
+    for (const target of runtimeImportsOf(file)) {
+      if (parent.has(target)) continue;
+      parent.set(target, file);
+      if (target.endsWith(".ts") && existsSync(join(ROOT, target))) queue.push(target);
+    }
+  }
+  return parent;
+}
+
+function chainTo(parent: Map<string, string | undefined>, module: string): string {
+  const chain = [module];
+  for (let at = parent.get(module); at !== undefined; at = parent.get(at)) chain.unshift(at);
+  return chain.join(" -> ");
+}
+
+function tsFilesUnder(dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(join(ROOT, dir), { withFileTypes: true })) {
+    const path = `${dir}/${entry.name}`;
+    if (entry.isDirectory()) out.push(...tsFilesUnder(path));
+    else if (entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts")) out.push(path);
+  }
+  return out;
+}
+
+/** Strongly connected components of more than one node (or a node importing itself): the cycles. */
+function cyclesOf(edges: ReadonlyMap<string, ReadonlySet<string>>): string[][] {
+  let index = 0;
+  const indices = new Map<string, number>();
+  const lowLinks = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const cycles: string[][] = [];
+  const visit = (node: string): void => {
+    indices.set(node, index);
+    lowLinks.set(node, index);
+    index++;
+    stack.push(node);
+    onStack.add(node);
+    for (const next of edges.get(node) ?? []) {
+      if (!indices.has(next)) {
+        visit(next);
+        lowLinks.set(node, Math.min(lowLinks.get(node) as number, lowLinks.get(next) as number));
+      } else if (onStack.has(next)) {
+        lowLinks.set(node, Math.min(lowLinks.get(node) as number, indices.get(next) as number));
+      }
+    }
+    if (lowLinks.get(node) === indices.get(node)) {
+      const component: string[] = [];
+      let member: string;
+      do {
+        member = stack.pop() as string;
+        onStack.delete(member);
+        component.push(member);
+      } while (member !== node);
+      if (component.length > 1 || edges.get(node)?.has(node)) cycles.push(component.sort());
+    }
+  };
+  for (const node of edges.keys()) if (!indices.has(node)) visit(node);
+  return cycles;
+}
+
+/** How one module of a cycle reaches the next: the file edges behind a folder edge, for the failure message. */
+function describeCycle(members: readonly string[], edges: ReadonlyMap<string, ReadonlySet<string>>, examples?: ReadonlyMap<string, string>): string {
+  const inCycle = new Set(members);
+  const lines: string[] = [];
+  for (const from of members) {
+    for (const to of edges.get(from) ?? []) {
+      if (inCycle.has(to)) lines.push(`  ${from} -> ${to}${examples ? ` (${examples.get(`${from}|${to}`)})` : ""}`);
+    }
+  }
+  return `{${members.join(", ")}}:\n${lines.join("\n")}`;
+}
+
+test("the gateway's run-time imports reach no database or Kafka client and no service's own code", (t) => {
+  const closure = closureOf("gateway/main.ts");
+  // The walker works: the closure holds the gateway's own modules and the process skeleton.
+  for (const expected of ["gateway/server.ts", "gateway/handle-ingest.ts", "services/shared/run-service.ts", "@connectrpc/connect"]) {
+    t.true(closure.has(expected), `the import walker should reach ${expected} from gateway/main.ts`);
+  }
+  const violations: string[] = [];
+  for (const module of closure.keys()) {
+    const rule = FORBIDDEN_IN_GATEWAY.find(({ pattern }) => pattern.test(module));
+    if (rule) violations.push(`${chainTo(closure, module)}\n    reaches ${rule.what}`);
+  }
+  t.deepEqual(violations, [], `gateway/main.ts must not load these (ARCHITECTURE.md, "Layers"):\n${violations.join("\n")}`);
+});
+
+test("no import cycle between files of services/shared", (t) => {
+  const files = tsFilesUnder("services/shared");
+  const edges = new Map<string, Set<string>>();
+  for (const file of files) edges.set(file, new Set(runtimeImportsOf(file).filter((target) => target.startsWith("services/shared/"))));
+  const cycles = cyclesOf(edges).map((members) => describeCycle(members, edges));
+  t.deepEqual(cycles, [], `import cycles in services/shared:\n${cycles.join("\n")}`);
+});
+
+test("no import cycle between service folders", (t) => {
+  const folderOf = (path: string): string | undefined => /^services\/([^/]+)\//.exec(path)?.[1];
+  const edges = new Map<string, Set<string>>();
+  const examples = new Map<string, string>();
+  for (const file of tsFilesUnder("services")) {
+    const from = folderOf(file) as string;
+    if (!edges.has(from)) edges.set(from, new Set());
+    for (const target of runtimeImportsOf(file)) {
+      const to = folderOf(target);
+      if (to === undefined || to === from) continue;
+      edges.get(from)?.add(to);
+      if (!examples.has(`${from}|${to}`)) examples.set(`${from}|${to}`, `${file} imports ${target}`);
+    }
+  }
+  const sharedImports = [...examples].filter(([edge]) => edge.startsWith("shared|")).map(([, example]) => example);
+  t.deepEqual(sharedImports, [], 'services/shared imports no service folder (ARCHITECTURE.md, "Layers")');
+  const found = cyclesOf(edges);
+  const cycles = found.filter((members) => !FOLDER_CYCLES_REMOVED_ELSEWHERE.has(members.join(", "))).map((members) => describeCycle(members, edges, examples));
+  t.deepEqual(cycles, [], `import cycles between service folders:\n${cycles.join("\n")}`);
+  const stale = [...FOLDER_CYCLES_REMOVED_ELSEWHERE].filter((cycle) => !found.some((members) => members.join(", ") === cycle));
+  t.deepEqual(stale, [], "these folder cycles are gone: delete them from FOLDER_CYCLES_REMOVED_ELSEWHERE");
+});

@@ -33,13 +33,6 @@ const FORBIDDEN_IN_GATEWAY: ReadonlyArray<{ pattern: RegExp; what: string }> = [
   { pattern: /^services\/(?!shared\/)/, what: "a service's own code (the gateway reaches the services over RPC only)" },
 ];
 
-/**
- * Folder cycles another change of the same issue removes (issue 17 item 2 owns services/delivery and
- * services/referral): tolerated until it is merged. An entry whose cycle is gone fails the test, so the
- * entry is deleted then and the check holds the line from there on.
- */
-const FOLDER_CYCLES_REMOVED_ELSEWHERE: ReadonlySet<string> = new Set(["delivery, referral"]);
-
 /** Repository-relative path of a resolved relative import, or the bare specifier itself. */
 function resolveSpecifier(fromFile: string, specifier: string): string {
   if (!specifier.startsWith(".")) return specifier;
@@ -185,8 +178,6 @@ test("no import cycle between service folders", (t) => {
   const sharedImports = [...examples].filter(([edge]) => edge.startsWith("shared|")).map(([, example]) => example);
   t.deepEqual(sharedImports, [], 'services/shared imports no service folder (ARCHITECTURE.md, "Layers")');
   const found = cyclesOf(edges);
-  const cycles = found.filter((members) => !FOLDER_CYCLES_REMOVED_ELSEWHERE.has(members.join(", "))).map((members) => describeCycle(members, edges, examples));
+  const cycles = found.map((members) => describeCycle(members, edges, examples));
   t.deepEqual(cycles, [], `import cycles between service folders:\n${cycles.join("\n")}`);
-  const stale = [...FOLDER_CYCLES_REMOVED_ELSEWHERE].filter((cycle) => !found.some((members) => members.join(", ") === cycle));
-  t.deepEqual(stale, [], "these folder cycles are gone: delete them from FOLDER_CYCLES_REMOVED_ELSEWHERE");
 });

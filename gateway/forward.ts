@@ -5,6 +5,7 @@ import { SigningKeyStatus, type ResolveSigningKeysRequestSchema, type ResolveSig
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import type { ValidEvent } from "./validate-event.js";
 import type { SigningKeyMaterial } from "./verify-signature.js";
+import type { CachedKeyAnswer } from "./signing-key-cache.js";
 import { ANCHOR_STATE_NAMES, REFERRAL_EVENT_TO_PROTO } from "../services/shared/proto-names.js";
 
 /**
@@ -19,6 +20,8 @@ export interface IngestRpcs {
    * server, gateway/signing-key-cache.ts); true when the failed MAC may be retried with fresh keys.
    */
   invalidateSigningKeys?(serverId: string): boolean;
+  /** The key cache's answer for the server without a lookup (gateway/signing-key-cache.ts#peek); verified MACs against it skip the failure limiter. */
+  peekSigningKeys?(serverId: string): CachedKeyAnswer<ResolveSigningKeysResponse> | undefined;
 }
 
 /** A forwarded call's HTTP answer; `cause` is set for 500s and is logged, never sent. */

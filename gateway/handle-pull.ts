@@ -8,7 +8,8 @@ import type {
 } from "../gen/proto/delivery/v1/delivery_pb.js";
 import { PullKeyStatus, type ResolvePullKeysRequestSchema, type ResolvePullKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
 import { isServerIdShape, type KeyLookup } from "./forward.js";
-import { verifySignedRequest, type IngestInput, type IngestResult } from "./handle-ingest.js";
+import { readCachedKeys, verifySignedRequest, type IngestInput, type IngestResult, type SignedRequestKeys } from "./handle-ingest.js";
+import type { CachedKeyAnswer, KeyAnswer, KeyAnswerKind } from "./signing-key-cache.js";
 import type { FailureLimiter } from "./failure-limiter.js";
 import { errorReply, fromRpcError } from "./http-errors.js";
 import type { JsonObject } from "./validate-event.js";
@@ -26,6 +27,26 @@ export interface PullRpcs {
   resolvePullKeys(request: MessageInitShape<typeof ResolvePullKeysRequestSchema>): Promise<ResolvePullKeysResponse>;
   listPullHearts(request: MessageInitShape<typeof ListPullHeartsRequestSchema>): Promise<ListPullHeartsResponse>;
   claimPullHearts(request: MessageInitShape<typeof ClaimPullHeartsRequestSchema>): Promise<ClaimPullHeartsResponse>;
+  /** After a MAC failed: drops the server's cached pull keys when a refresh is allowed (gateway/signing-key-cache.ts#invalidate). */
+  invalidatePullKeys?(serverId: string): boolean;
+  /** The pull key cache's answer without a lookup (gateway/signing-key-cache.ts#peek). */
+  peekPullKeys?(serverId: string): CachedKeyAnswer<ResolvePullKeysResponse> | undefined;
+}
+
+/** The pull keys' classification for the key cache (ResolvePullKeys's statuses). */
+export function classifyPullKeys(answer: KeyAnswer): KeyAnswerKind {
+  if (answer.status === PullKeyStatus.OK) return "ok";
+  return answer.status === PullKeyStatus.UNKNOWN_SERVER ? "unknown_server" : "other";
+}
+
+/** Where a pull request's keys come from: the RPC (through the gateway's pull key cache when wired), the cache's peek, the limiter. */
+function pullKeys(rpcs: PullRpcs, limiter: FailureLimiter | undefined): SignedRequestKeys {
+  const keys: SignedRequestKeys = { lookup: (serverId) => lookupPullKeys(rpcs, serverId) };
+  if (rpcs.invalidatePullKeys) keys.invalidate = (serverId) => rpcs.invalidatePullKeys?.(serverId) ?? false;
+  const peek = rpcs.peekPullKeys;
+  if (peek) keys.cached = (serverId) => readCachedKeys(peek(serverId), classifyPullKeys);
+  if (limiter) keys.limiter = limiter;
+  return keys;
 }
 
 /**
@@ -36,7 +57,7 @@ export interface PullRpcs {
  * `{"hearts":[{heart_id, username, period, counted_at, streak_day?}], "next_cursor"}`.
  */
 export async function handlePullList(input: IngestInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<IngestResult> {
-  const signed = await verifySignedRequest(input, { lookup: (serverId) => lookupPullKeys(rpcs, serverId), ...(limiter ? { limiter } : {}) }, now);
+  const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const fields = readListFields(body);
@@ -62,7 +83,7 @@ export async function handlePullList(input: IngestInput, rpcs: PullRpcs, now: ()
  * status `claimed`, `already_claimed` (a retried claim) or `unknown`.
  */
 export async function handlePullClaim(input: IngestInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<IngestResult> {
-  const signed = await verifySignedRequest(input, { lookup: (serverId) => lookupPullKeys(rpcs, serverId), ...(limiter ? { limiter } : {}) }, now);
+  const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const ids = body.heart_ids;

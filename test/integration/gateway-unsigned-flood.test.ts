@@ -184,7 +184,7 @@ test("forgeries never get correctly signed traffic refused: a flood of random id
   const seconds = (Date.now() - started) / 1000;
 
   const honestTotal = [...honestStatuses.values()].reduce((a, b) => a + b, 0);
-  t.true(honestTotal >= 20, `the honest sender went on during the flood: ${honestTotal} requests`);
+  t.true(honestTotal >= 10, `the honest sender went on during the flood: ${honestTotal} requests`);
   t.deepEqual([...honestStatuses], [[200, honestTotal]], "no correctly signed request was refused");
   t.true((forgedStatuses.get(429) ?? 0) > 0, `the forgers met the limits: ${JSON.stringify([...forgedStatuses])}`);
   // Forgeries cost at most the global budget; the honest traffic at most a few refreshes per second (key cache lifetime, refresh interval).

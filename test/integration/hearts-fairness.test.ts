@@ -102,7 +102,7 @@ test("one IP casting hundreds of hearts a second: ordinary voters are never refu
       50,
     )} ms, p99 ${normalP99} ms; busy IP: ${hotResults.length} casts, ${hotRefused.length} refused, max wait ${hotMax} ms, refused within ${Math.max(0, ...hotRefused.map((c) => c.ms))} ms`,
   );
-  t.true(normalResults.length >= 100, `ordinary voters cast during the flood: ${normalResults.length}`);
+  t.true(normalResults.length >= 50, `ordinary voters cast during the flood: ${normalResults.length}`);
   t.is(normalRefused, 0, "no ordinary voter was refused");
   t.true(normalP99 <= MAX_TOTAL_WAIT_MS + SLACK_MS, `ordinary voters' p99 wait: ${normalP99} ms`);
   t.true(hotRefused.length > 0, "the busy IP was held to its share");

@@ -1,7 +1,12 @@
 import { createEnvReader } from "../services/shared/config.js";
 import { readPort, readServiceToken } from "../services/shared/process-config.js";
 import { DEFAULT_SIGNING_KEY_CACHE_MS, DEFAULT_SIGNING_KEY_REFRESH_MS, DEFAULT_UNKNOWN_SERVER_CACHE_MS } from "./signing-key-cache.js";
-import { DEFAULT_FAILED_SIGNATURE_WINDOW_MS, DEFAULT_FAILED_SIGNATURES_GLOBAL, DEFAULT_FAILED_SIGNATURES_PER_SERVER } from "./failure-limiter.js";
+import {
+  DEFAULT_FAILED_SIGNATURE_WINDOW_MS,
+  DEFAULT_FAILED_SIGNATURES_GLOBAL,
+  DEFAULT_FAILED_SIGNATURES_PER_SERVER,
+  DEFAULT_FAILED_SIGNATURES_PER_SOURCE,
+} from "./failure-limiter.js";
 
 /** The gateway's ops port (/healthz, /readyz, /metrics), apart from the public port. */
 export const DEFAULT_GATEWAY_OPS_PORT = 9080;
@@ -24,7 +29,7 @@ export interface GatewayConfig {
   /** At most one fresh key lookup per server per this interval after failed MACs. */
   signingKeyRefreshMs: number;
   /** Failed-signature limits per window (429 with Retry-After); 0 turns a limit off. */
-  failedSignatures: { windowMs: number; perServer: number; global: number };
+  failedSignatures: { windowMs: number; perServer: number; perSource: number; global: number };
   /** Port of /healthz, /readyz and /metrics (never the public port). */
   opsPort: number;
 }
@@ -53,6 +58,7 @@ export function loadGatewayConfig(env: Record<string, string | undefined> = proc
     failedSignatures: {
       windowMs: r.int("FAILED_SIGNATURE_WINDOW_MS", DEFAULT_FAILED_SIGNATURE_WINDOW_MS, { min: 1_000, max: 3_600_000 }),
       perServer: r.int("FAILED_SIGNATURES_PER_SERVER", DEFAULT_FAILED_SIGNATURES_PER_SERVER, { min: 0 }),
+      perSource: r.int("FAILED_SIGNATURES_PER_SOURCE", DEFAULT_FAILED_SIGNATURES_PER_SOURCE, { min: 0 }),
       global: r.int("FAILED_SIGNATURES_GLOBAL", DEFAULT_FAILED_SIGNATURES_GLOBAL, { min: 0 }),
     },
     opsPort: readPort(r, "OPS_PORT", DEFAULT_GATEWAY_OPS_PORT),

@@ -4,6 +4,7 @@ import type { ApplyEventRequestSchema, ApplyEventResponse } from "../gen/proto/r
 import type { ResolveSigningKeysRequestSchema, ResolveSigningKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import type { ValidEvent } from "./validate-event.js";
+import type { CachedKeyAnswer } from "./signing-key-cache.js";
 import { ANCHOR_STATE_NAMES, REFERRAL_EVENT_TO_PROTO } from "../services/shared/proto-names.js";
 
 /**
@@ -18,6 +19,8 @@ export interface IngestRpcs {
    * server, gateway/signing-key-cache.ts); true when the failed MAC may be retried with fresh keys.
    */
   invalidateSigningKeys?(serverId: string): boolean;
+  /** The key cache's answer for the server without a lookup (gateway/signing-key-cache.ts#peek); MACs verified against it skip the failure limiter. */
+  peekSigningKeys?(serverId: string): CachedKeyAnswer<ResolveSigningKeysResponse> | undefined;
 }
 
 /** A forwarded call's HTTP answer; `cause` is set for 500s and is logged, never sent. */

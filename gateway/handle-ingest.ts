@@ -2,7 +2,8 @@ import { SigningKeyStatus } from "../gen/proto/servers/v1/servers_pb.js";
 import { errorReply } from "./http-errors.js";
 import type { FailureLimiter } from "./failure-limiter.js";
 import { forwardEvent, type IngestRpcs } from "./forward.js";
-import { keysOf, verifySignedRequest, type KeyPurpose, type SignedInput, type SignedResult } from "./signed-request.js";
+import { classifySigningKeys } from "./signing-key-cache.js";
+import { keysOf, readCachedKeys, verifySignedRequest, type KeyPurpose, type SignedInput, type SignedResult } from "./signed-request.js";
 import { validateEvent } from "./validate-event.js";
 
 /** The server's referral secrets, the keys of the ingest endpoint (step 5). */
@@ -24,8 +25,9 @@ function referralSecrets(rpcs: IngestRpcs): KeyPurpose {
  *  2. X-Service-Signature missing/malformed -> 400
  *  3. body not valid UTF-8 JSON, or not an object -> 400 `body is not valid JSON`
  *  4. `server_id` missing/empty/not a string -> 400 (the only field read before the MAC)
- *     then, with a `limiter`: too many failed signatures for this server or overall -> 429
- *     with Retry-After, before any lookup (failures of steps 5 and 6 are counted)
+ *     then: a MAC that verifies against the gateway's cached keys goes on without the limiter;
+ *     otherwise, with a `limiter`: too many failed signatures for this server, this source or
+ *     overall -> 429 with Retry-After, before any lookup (failures of steps 5 and 6 are counted)
  *  5. unknown server / referrals disabled or no active secret -> 404
  *  6. MAC (by `kid`, or against every active key; constant-time) -> 401 bad_signature
  *  7. |now - t| > 300 s -> 401 stale (after the MAC, so a forged `t` learns nothing)
@@ -35,7 +37,9 @@ function referralSecrets(rpcs: IngestRpcs): KeyPurpose {
  */
 export async function handleIngest(input: SignedInput, rpcs: IngestRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
   const invalidate = rpcs.invalidateSigningKeys ? (serverId: string) => rpcs.invalidateSigningKeys?.(serverId) ?? false : undefined;
-  const signed = await verifySignedRequest(input, keysOf(referralSecrets(rpcs), { invalidate, limiter }), now);
+  const peek = rpcs.peekSigningKeys;
+  const cached = peek ? (serverId: string) => readCachedKeys(peek(serverId), classifySigningKeys) : undefined;
+  const signed = await verifySignedRequest(input, keysOf(referralSecrets(rpcs), { invalidate, cached, limiter }), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
 

@@ -8,7 +8,8 @@ import type {
 } from "../gen/proto/delivery/v1/delivery_pb.js";
 import { PullKeyStatus, type ResolvePullKeysRequestSchema, type ResolvePullKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
 import type { FailureLimiter } from "./failure-limiter.js";
-import { keysOf, verifySignedRequest, type KeyPurpose, type SignedInput, type SignedResult } from "./signed-request.js";
+import { keysOf, readCachedKeys, verifySignedRequest, type KeyPurpose, type SignedInput, type SignedRequestKeys, type SignedResult } from "./signed-request.js";
+import type { CachedKeyAnswer, KeyAnswer, KeyAnswerKind } from "./signing-key-cache.js";
 import { errorReply, fromRpcError } from "./http-errors.js";
 import type { JsonObject } from "./validate-event.js";
 import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../services/shared/wire.js";
@@ -25,6 +26,24 @@ export interface PullRpcs {
   resolvePullKeys(request: MessageInitShape<typeof ResolvePullKeysRequestSchema>): Promise<ResolvePullKeysResponse>;
   listPullHearts(request: MessageInitShape<typeof ListPullHeartsRequestSchema>): Promise<ListPullHeartsResponse>;
   claimPullHearts(request: MessageInitShape<typeof ClaimPullHeartsRequestSchema>): Promise<ClaimPullHeartsResponse>;
+  /** After a MAC failed: drops the server's cached pull keys when a refresh is allowed (gateway/signing-key-cache.ts#invalidate). */
+  invalidatePullKeys?(serverId: string): boolean;
+  /** The pull key cache's answer without a lookup (gateway/signing-key-cache.ts#peek). */
+  peekPullKeys?(serverId: string): CachedKeyAnswer<ResolvePullKeysResponse> | undefined;
+}
+
+/** The pull keys' classification for the key cache (ResolvePullKeys's statuses). */
+export function classifyPullKeys(answer: KeyAnswer): KeyAnswerKind {
+  if (answer.status === PullKeyStatus.OK) return "ok";
+  return answer.status === PullKeyStatus.UNKNOWN_SERVER ? "unknown_server" : "other";
+}
+
+/** Where a pull request's keys come from: the RPC (through the gateway's pull key cache when wired), the cache's peek, the limiter. */
+function pullKeys(rpcs: PullRpcs, limiter: FailureLimiter | undefined): SignedRequestKeys {
+  const invalidate = rpcs.invalidatePullKeys ? (serverId: string) => rpcs.invalidatePullKeys?.(serverId) ?? false : undefined;
+  const peek = rpcs.peekPullKeys;
+  const cached = peek ? (serverId: string) => readCachedKeys(peek(serverId), classifyPullKeys) : undefined;
+  return keysOf(pullSecrets(rpcs), { invalidate, cached, limiter });
 }
 
 /**
@@ -35,7 +54,7 @@ export interface PullRpcs {
  * `{"hearts":[{heart_id, username, period, counted_at, streak_day?}], "next_cursor"}`.
  */
 export async function handlePullList(input: SignedInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
-  const signed = await verifySignedRequest(input, keysOf(pullSecrets(rpcs), { limiter }), now);
+  const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const fields = readListFields(body);
@@ -61,7 +80,7 @@ export async function handlePullList(input: SignedInput, rpcs: PullRpcs, now: ()
  * status `claimed`, `already_claimed` (a retried claim) or `unknown`.
  */
 export async function handlePullClaim(input: SignedInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
-  const signed = await verifySignedRequest(input, keysOf(pullSecrets(rpcs), { limiter }), now);
+  const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const ids = body.heart_ids;

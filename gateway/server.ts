@@ -1,11 +1,13 @@
 import { sendJson } from "../services/shared/send-json.js";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import { createSigningKeyCache, DEFAULT_SIGNING_KEY_CACHE_MS, type SigningKeyCache } from "./signing-key-cache.js";
+import type { ResolvePullKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
 import {
   createFailureLimiter,
   DEFAULT_FAILED_SIGNATURE_WINDOW_MS,
   DEFAULT_FAILED_SIGNATURES_GLOBAL,
   DEFAULT_FAILED_SIGNATURES_PER_SERVER,
+  DEFAULT_FAILED_SIGNATURES_PER_SOURCE,
   type FailureLimiter,
 } from "./failure-limiter.js";
 import type { Client } from "@connectrpc/connect";
@@ -16,7 +18,7 @@ import type { Logger } from "../services/shared/log.js";
 import type { Metrics } from "../services/shared/metrics.js";
 import { handleIngest } from "./handle-ingest.js";
 import type { SignedInput, SignedResult } from "./signed-request.js";
-import { PULL_CLAIMS_PATH, PULL_HEARTS_PATH, handlePullClaim, handlePullList, type PullRpcs } from "./handle-pull.js";
+import { PULL_CLAIMS_PATH, PULL_HEARTS_PATH, classifyPullKeys, handlePullClaim, handlePullList, type PullRpcs } from "./handle-pull.js";
 import { REFERRAL_LINK_PREFIX, handleReferralLink } from "./handle-referral-link.js";
 import { errorReply, type HttpReply } from "./http-errors.js";
 import { OPENAPI_PATH, openApiDocument } from "./openapi.js";
@@ -62,7 +64,7 @@ export interface GatewayDeps {
   /** At most one fresh key lookup per server per this interval after failed MACs (DEFAULT_SIGNING_KEY_REFRESH_MS). */
   signingKeyRefreshMs?: number;
   /** Limits on failed signatures (gateway/failure-limiter.ts); a limit of 0 is off. */
-  failedSignatures?: { windowMs?: number; perServer?: number; global?: number };
+  failedSignatures?: { windowMs?: number; perServer?: number; perSource?: number; global?: number };
   /** Whether the dashboard is mounted (the front page links to it only then). */
   dashboard?: boolean;
 }
@@ -98,17 +100,20 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * request (no secrets, no signature header, no bodies) and metrics by route and status.
  */
 export function createGatewayServer(deps: GatewayDeps): http.Server {
-  const keyCache = createSigningKeyCache({
+  const keyCacheOptions = {
     ttlMs: deps.signingKeyCacheMs ?? DEFAULT_SIGNING_KEY_CACHE_MS,
     ...(deps.unknownServerCacheMs === undefined ? {} : { unknownServerTtlMs: deps.unknownServerCacheMs }),
     ...(deps.signingKeyRefreshMs === undefined ? {} : { refreshIntervalMs: deps.signingKeyRefreshMs }),
-  });
+  };
+  const keyCache = createSigningKeyCache(keyCacheOptions);
+  const pullKeyCache = createSigningKeyCache<ResolvePullKeysResponse>({ ...keyCacheOptions, classify: classifyPullKeys });
   const limiter = createFailureLimiter({
     windowMs: deps.failedSignatures?.windowMs ?? DEFAULT_FAILED_SIGNATURE_WINDOW_MS,
     perServer: deps.failedSignatures?.perServer ?? DEFAULT_FAILED_SIGNATURES_PER_SERVER,
+    perSource: deps.failedSignatures?.perSource ?? DEFAULT_FAILED_SIGNATURES_PER_SOURCE,
     global: deps.failedSignatures?.global ?? DEFAULT_FAILED_SIGNATURES_GLOBAL,
   });
-  const guards: IngestGuards = { keyCache, limiter, requestLines: requestLineLogger(deps.log) };
+  const guards: IngestGuards = { keyCache, pullKeyCache, limiter, requestLines: requestLineLogger(deps.log) };
   const routes = createRoutes(deps, guards);
   const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
     void handleRequest(deps, guards, routes, req, res);
@@ -145,11 +150,13 @@ interface Route {
  */
 function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[] {
   const signed = (handle: (request: RouteRequest) => (input: SignedInput) => Promise<SignedResult>) => (request: RouteRequest) =>
-    serveSigned(request, handle(request));
+    serveSigned(deps, request, handle(request));
   const pullRpcs = (entry: RequestLog): PullRpcs => {
     const callOptions = rpcCallOptions(deps, entry.requestId);
     return {
-      resolvePullKeys: (request) => deps.admin.resolvePullKeys(request, callOptions),
+      resolvePullKeys: (request) => guards.pullKeyCache.get(request.serverId ?? "", () => deps.admin.resolvePullKeys(request, callOptions)),
+      invalidatePullKeys: (serverId) => guards.pullKeyCache.invalidate(serverId),
+      peekPullKeys: (serverId) => guards.pullKeyCache.peek(serverId),
       listPullHearts: (request) => deps.delivery.listPullHearts(request, callOptions),
       claimPullHearts: (request) => deps.delivery.claimPullHearts(request, callOptions),
     };
@@ -210,6 +217,7 @@ function pathMatches(route: Route, rawPath: string): boolean {
 /** The gateway's per-process state against unsigned floods, and its request-line logger. */
 interface IngestGuards {
   keyCache: SigningKeyCache;
+  pullKeyCache: SigningKeyCache<ResolvePullKeysResponse>;
   limiter: FailureLimiter;
   requestLines: Logger;
 }
@@ -268,6 +276,7 @@ function serveIngest(deps: GatewayDeps, { keyCache, limiter }: IngestGuards, ent
   const rpcs: IngestRpcs = {
     resolveSigningKeys: (request) => keyCache.get(request.serverId ?? "", () => deps.admin.resolveSigningKeys(request, callOptions)),
     invalidateSigningKeys: (serverId) => keyCache.invalidate(serverId),
+    peekSigningKeys: (serverId) => keyCache.peek(serverId),
     applyEvent: (request) => deps.referral.applyEvent(request, callOptions),
   };
   return handleIngest(input, rpcs, deps.now, limiter);
@@ -277,7 +286,7 @@ function serveIngest(deps: GatewayDeps, { keyCache, limiter }: IngestGuards, ent
  * A POST signed with the ingest scheme: the size limit (step 1, before anything
  * else is looked at), then the handler with the raw bytes.
  */
-async function serveSigned({ req, res, entry }: RouteRequest, handle: (input: SignedInput) => Promise<SignedResult>): Promise<void> {
+async function serveSigned(deps: GatewayDeps, { req, res, entry }: RouteRequest, handle: (input: SignedInput) => Promise<SignedResult>): Promise<void> {
   if (declaresTooLarge(req.headers, MAX_BODY_BYTES)) {
     entry.outcome = "body_too_large";
     sendTooLarge(req, res);
@@ -296,7 +305,11 @@ async function serveSigned({ req, res, entry }: RouteRequest, handle: (input: Si
     return;
   }
   const signatureHeader = req.headers["x-service-signature"];
-  const result = await handle({ signatureHeader: Array.isArray(signatureHeader) ? signatureHeader.join(", ") : signatureHeader, rawBody: body.bytes });
+  const result = await handle({
+    signatureHeader: Array.isArray(signatureHeader) ? signatureHeader.join(", ") : signatureHeader,
+    rawBody: body.bytes,
+    source: clientAddress(deps, req),
+  });
   Object.assign(entry, { outcome: result.outcome, serverId: result.serverId, kid: result.kid, cause: result.cause });
   sendReply(res, result.reply);
 }

@@ -1,5 +1,6 @@
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import type { FailureLimiter } from "./failure-limiter.js";
+import type { CachedKeyAnswer, KeyAnswerKind } from "./signing-key-cache.js";
 import { isServerIdShape } from "./forward.js";
 import { parseJsonObject, readServerId, type JsonObject } from "./validate-event.js";
 import { parseSignatureHeader, verifySignature, type ParsedSignatureHeader, type SigningKeyMaterial } from "./verify-signature.js";
@@ -18,6 +19,8 @@ export interface SignedInput {
   signatureHeader: string | undefined;
   /** The exact raw body bytes. */
   rawBody: Buffer;
+  /** The client's address (the failure limiter's per-source budget); undefined is counted only per server and overall. */
+  source?: string;
 }
 
 /** The answer plus what the request log line records about it (never secrets or bodies). */
@@ -43,8 +46,29 @@ export interface SignedRequestKeys {
    * server, gateway/signing-key-cache.ts); true when the MAC may be checked once more against fresh keys.
    */
   invalidate?(serverId: string): boolean;
-  /** Limits failed authentications per server and overall (gateway/failure-limiter.ts): 429 past a limit. */
+  /**
+   * The keys the gateway's key cache holds for the server, without a lookup (gateway/signing-key-cache.ts#peek).
+   * A MAC that verifies against fresh cached keys is accepted without the limiter; one that verifies against
+   * stale cached keys earns a lookup the limiter does not charge.
+   */
+  cached?(serverId: string): CachedKeys | undefined;
+  /** Limits the lookups of requests not verified by cached keys, per server, per source and overall (gateway/failure-limiter.ts): 429 past a limit. */
   limiter?: FailureLimiter;
+}
+
+/** What a key cache holds for a server: its keys (fresh, or stale: they only vouch for a lookup), or a fresh unknown-server answer. */
+export type CachedKeys = { kind: "keys"; keys: SigningKeyMaterial[]; fresh: boolean } | { kind: "unknown_server" };
+
+/** Reads a key cache's peek (gateway/signing-key-cache.ts) as verifySignedRequest needs it. */
+export function readCachedKeys<A extends { status: number; keys: ReadonlyArray<SigningKeyMaterial> }>(
+  peeked: CachedKeyAnswer<A> | undefined,
+  classify: (answer: A) => KeyAnswerKind,
+): CachedKeys | undefined {
+  if (peeked === undefined) return undefined;
+  const kind = classify(peeked.answer);
+  if (kind === "unknown_server" && peeked.fresh) return { kind: "unknown_server" };
+  if (kind !== "ok" || peeked.answer.keys.length === 0) return undefined;
+  return { kind: "keys", keys: peeked.answer.keys.map((k) => ({ kid: k.kid, secret: k.secret })), fresh: peeked.fresh };
 }
 
 /** Steps 2-7 passed: the parsed body, its server and the kid that verified it; or the answer that ends the request. */
@@ -71,7 +95,23 @@ export async function verifySignedRequest(input: SignedInput, keys: SignedReques
   const serverId = serverIdField.value;
 
   // Only ids that could name a server cost a lookup, so only they are limited and counted.
-  const admission = isServerIdShape(serverId) ? keys.limiter?.admit(serverId) : undefined;
+  if (!isServerIdShape(serverId)) return withBody(await verifyWithServerKeys(input, keys, now, signature, serverId), body, serverId);
+
+  // Cached keys first: they cost nothing, so a request they verify is never refused by the limiter.
+  const cached = keys.cached?.(serverId);
+  if (cached?.kind === "unknown_server") return rejected({ reply: errorReply("unknownServer"), outcome: "unknown_server", serverId });
+  const cachedVerdict = cached?.kind === "keys" ? verifyMac(input, now, signature, cached.keys) : undefined;
+  if (cached?.kind === "keys" && cachedVerdict !== undefined && cachedVerdict.kind !== "bad_signature") {
+    // Fresh keys decide at once (verified, or 401 stale for the clock). Stale keys only vouch for the
+    // sender - it holds a secret that was active recently - so its lookup is not charged to the limiter,
+    // and the fresh keys decide (a revoked secret or disabled referrals still take effect).
+    if (cached.fresh) return withBody(macVerdict(cachedVerdict, serverId), body, serverId);
+    return withBody(await verifyWithServerKeys(input, keys, now, signature, serverId), body, serverId);
+  }
+
+  // Everything else may cost a lookup or a refresh (an unknown id, a MAC the cached keys refuse): charged
+  // per server, per source and overall, and refused with 429 past a limit, before any lookup.
+  const admission = keys.limiter?.admit(serverId, input.source);
   if (admission?.kind === "limited") {
     const headers = { "retry-after": String(admission.retryAfterSeconds) };
     return rejected({ reply: errorReply("tooManyFailedSignatures", { headers }), outcome: "failed_signature_limit", serverId });
@@ -80,10 +120,28 @@ export async function verifySignedRequest(input: SignedInput, keys: SignedReques
   try {
     const verified = await verifyWithServerKeys(input, keys, now, signature, serverId);
     failed = verified.kind === "rejected" && FAILED_AUTHENTICATION_OUTCOMES.has(verified.result.outcome);
-    return verified.kind === "rejected" ? verified : { kind: "verified", body, serverId, kid: verified.kid };
+    return withBody(verified, body, serverId);
   } finally {
     admission?.done(failed);
   }
+}
+
+type KeysVerdict = { kind: "verified"; kid: string } | { kind: "rejected"; result: SignedResult };
+
+function withBody(verdict: KeysVerdict, body: JsonObject, serverId: string): SignedRequest {
+  return verdict.kind === "rejected" ? verdict : { kind: "verified", body, serverId, kid: verdict.kid };
+}
+
+/** Steps 6-7 against one key set (constant-time MAC, then the clock). */
+function verifyMac(input: SignedInput, now: () => Date, signature: ParsedSignatureHeader, material: SigningKeyMaterial[]) {
+  return verifySignature({ signature, keys: material, rawBody: input.rawBody, nowSeconds: Math.floor(now().getTime() / 1000) });
+}
+
+/** The answer of a MAC verdict: verified, or 401 bad_signature / stale. */
+function macVerdict(verdict: ReturnType<typeof verifyMac>, serverId: string): KeysVerdict {
+  if (verdict.kind === "bad_signature") return { kind: "rejected", result: { reply: errorReply("badSignature"), outcome: "bad_signature", serverId } };
+  if (verdict.kind === "stale") return { kind: "rejected", result: { reply: errorReply("stale"), outcome: "stale", serverId } };
+  return { kind: "verified", kid: verdict.kid };
 }
 
 /** Steps 5-7: the server's keys, the MAC (once more against fresh keys when the cache allows), the clock. */
@@ -93,13 +151,12 @@ async function verifyWithServerKeys(
   now: () => Date,
   signature: ParsedSignatureHeader,
   serverId: string,
-): Promise<{ kind: "verified"; kid: string } | { kind: "rejected"; result: SignedResult }> {
+): Promise<KeysVerdict> {
   const rejected = (result: SignedResult) => ({ kind: "rejected" as const, result });
   let lookup = await keys.lookup(serverId);
   if (lookup.kind === "rejected") return rejected({ ...lookup.result, serverId });
 
-  const verifyWith = (material: SigningKeyMaterial[]) =>
-    verifySignature({ signature, keys: material, rawBody: input.rawBody, nowSeconds: Math.floor(now().getTime() / 1000) });
+  const verifyWith = (material: SigningKeyMaterial[]) => verifyMac(input, now, signature, material);
   let verdict = verifyWith(lookup.keys);
   if (verdict.kind === "bad_signature" && keys.invalidate?.(serverId)) {
     // The keys came from the gateway's short cache: ask once more (at most once per server per
@@ -108,9 +165,7 @@ async function verifyWithServerKeys(
     if (lookup.kind === "rejected") return rejected({ ...lookup.result, serverId });
     verdict = verifyWith(lookup.keys);
   }
-  if (verdict.kind === "bad_signature") return rejected({ reply: errorReply("badSignature"), outcome: "bad_signature", serverId });
-  if (verdict.kind === "stale") return rejected({ reply: errorReply("stale"), outcome: "stale", serverId });
-  return { kind: "verified", kid: verdict.kid };
+  return macVerdict(verdict, serverId);
 }
 
 /** A key RPC's answer (ResolveSigningKeys, ResolvePullKeys): a status and the active keys. */
@@ -169,10 +224,15 @@ export async function lookupKeys(purpose: KeyPurpose, serverId: string): Promise
  */
 export function keysOf(
   purpose: KeyPurpose,
-  opts: { invalidate?: (serverId: string) => boolean; limiter?: FailureLimiter | undefined } = {},
+  opts: {
+    invalidate?: ((serverId: string) => boolean) | undefined;
+    cached?: ((serverId: string) => CachedKeys | undefined) | undefined;
+    limiter?: FailureLimiter | undefined;
+  } = {},
 ): SignedRequestKeys {
   const keys: SignedRequestKeys = { lookup: (serverId) => lookupKeys(purpose, serverId) };
   if (opts.invalidate) keys.invalidate = opts.invalidate;
+  if (opts.cached) keys.cached = opts.cached;
   if (opts.limiter) keys.limiter = opts.limiter;
   return keys;
 }

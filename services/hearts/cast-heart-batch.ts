@@ -5,7 +5,15 @@ import { HeartCountedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { HEARTS_TOPIC } from "../shared/bus.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { Overloaded, unknownServer } from "../shared/errors.js";
-import { ADMISSION_MAX_QUEUE_WAIT_MS, claimKeys, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
+import {
+  ADMISSION_MAX_QUEUE_WAIT_MS,
+  ADMISSION_MAX_TOTAL_WAIT_MS,
+  claimKeys,
+  createGroupCommit,
+  type GroupCommit,
+  type ItemOutcome,
+  type QueueQuota,
+} from "../shared/group-commit.js";
 import { toOutboxRow } from "../shared/outbox.js";
 import { periodOf } from "../shared/period.js";
 import type { FraudRules } from "./domain/fraud-rules.js";
@@ -29,6 +37,17 @@ export interface CastHeartBatchOptions {
   maxQueueWaitMs?: number;
   /** Batches in flight at once (each uses one pooled connection at a time). */
   maxInFlight?: number;
+  /** A heart that waited this long in all (capacity, and behind earlier casts of its voter, IP or subnet) is refused. */
+  maxTotalWaitMs?: number;
+  /**
+   * Most casts of one IP, or of one (server, subnet), waiting at once; a cast past it is refused at once
+   * (resource_exhausted with a retry hint). They run one per batch, so this also bounds their wait.
+   */
+  maxQueuedPerAddress?: number;
+  /** Most casts of one subnet (any server) waiting at once. */
+  maxQueuedPerSubnet?: number;
+  /** Most casts for one server waiting at once (a share of maxQueue, so one server's crowd cannot fill it). */
+  maxQueuedPerServer?: number;
 }
 
 /** The bounds in production. */
@@ -37,6 +56,10 @@ export const CAST_HEART_BATCH_DEFAULTS: Required<CastHeartBatchOptions> = {
   maxQueue: 4_096,
   maxQueueWaitMs: ADMISSION_MAX_QUEUE_WAIT_MS,
   maxInFlight: 2,
+  maxTotalWaitMs: ADMISSION_MAX_TOTAL_WAIT_MS,
+  maxQueuedPerAddress: 32,
+  maxQueuedPerSubnet: 128,
+  maxQueuedPerServer: 1_024,
 };
 
 /** One validated cast, as the use case hands it to the queue. */
@@ -60,17 +83,37 @@ export type HeartCastResult =
  * The referral service's CastHeart queue: concurrent casts are decided and written
  * together (castHeartBatch). Casts sharing a voter row, an IP or a (server, subnet)
  * never run in one batch nor in two batches at once, so each one's fraud counts see
- * every earlier heart, as if cast one by one. Beyond capacity callers get `Overloaded`
- * (resource_exhausted with a retry hint; nothing written).
+ * every earlier heart, as if cast one by one. Beyond capacity, past its address's, subnet's
+ * or server's share of the queue (castQuotas), or after waiting maxTotalWaitMs in all, callers
+ * get `Overloaded` (resource_exhausted with a retry hint; nothing written).
  */
 export function createCastHeartQueue(deps: CoreDeps, rules: FraudRules, opts: CastHeartBatchOptions = {}): GroupCommit<HeartCast, HeartCastResult> {
+  const bounds = { ...CAST_HEART_BATCH_DEFAULTS, ...opts };
   return createGroupCommit<HeartCast, HeartCastResult>({
     runBatch: (casts) => castHeartBatch(deps, rules, casts),
     keysOf: castKeys,
-    ...CAST_HEART_BATCH_DEFAULTS,
-    ...opts,
+    quotasOf: (cast) => castQuotas(cast, bounds),
+    maxBatch: bounds.maxBatch,
+    maxQueue: bounds.maxQueue,
+    maxQueueWaitMs: bounds.maxQueueWaitMs,
+    maxTotalWaitMs: bounds.maxTotalWaitMs,
+    maxInFlight: bounds.maxInFlight,
     overloaded: (retryAfterMs) => new Overloaded(retryAfterMs),
   });
+}
+
+/**
+ * Fair admission: the shares of the queue one IP, one (server, subnet), one subnet and one server may
+ * hold. Casts of one IP or (server, subnet) run one per batch (castKeys), so without a share one busy
+ * address queued thousands and every other voter was refused (issue 18).
+ */
+function castQuotas(cast: HeartCast, bounds: Required<CastHeartBatchOptions>): QueueQuota[] {
+  return [
+    { key: `ip:${cast.address.ip}`, max: bounds.maxQueuedPerAddress },
+    { key: `sn:${cast.serverId}:${cast.address.subnet}`, max: bounds.maxQueuedPerAddress },
+    { key: `subnet:${cast.address.subnet}`, max: bounds.maxQueuedPerSubnet },
+    { key: `server:${cast.serverId}`, max: bounds.maxQueuedPerServer },
+  ];
 }
 
 /** The rows and counts a cast reads or writes: its voter row, its IP (velocity, any server), its server's subnet. */

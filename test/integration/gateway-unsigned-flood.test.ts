@@ -10,7 +10,8 @@ import type { GatewayDeps } from "../../gateway/server.js";
 import { DEFAULT_SIGNING_KEY_CACHE_MS } from "../../gateway/signing-key-cache.js";
 import type { ReferralServiceClients } from "../../gateway/clients.js";
 import { MAX_ACTIVE_SECRETS_PER_SERVER } from "../../services/servers/domain/secret-policy.js";
-import { startGatewayStack, type GatewayStack } from "./gateway-stack.js";
+import { formatIngestSignature } from "../../services/shared/signature.js";
+import { startGatewayStack, type GatewayStack, type RawResponse } from "./gateway-stack.js";
 
 /** Gateway deps whose admin client counts ResolveSigningKeys calls. */
 function countingLookups(overrides: Partial<GatewayDeps>) {
@@ -98,6 +99,102 @@ test("forgeries spread over random server ids stop at the global limit: no looku
   t.is(statuses.get(404), 20);
   t.is(statuses.get(429), 180);
   t.is(counter.lookups - before, 20);
+});
+
+/** Gateway deps that count both key lookups (ingest's ResolveSigningKeys, pull's ResolvePullKeys). */
+function countingBothLookups(overrides: Partial<GatewayDeps>) {
+  const counter = { ingest: 0, pull: 0 };
+  const make = ({ clients }: { clients: ReferralServiceClients }): Partial<GatewayDeps> => ({
+    admin: {
+      ...clients.admin,
+      resolveSigningKeys: (...args: Parameters<typeof clients.admin.resolveSigningKeys>) => {
+        counter.ingest++;
+        return clients.admin.resolveSigningKeys(...args);
+      },
+      resolvePullKeys: (...args: Parameters<typeof clients.admin.resolvePullKeys>) => {
+        counter.pull++;
+        return clients.admin.resolvePullKeys(...args);
+      },
+    },
+    ...overrides,
+  });
+  return { counter, make };
+}
+
+async function postPull(stack: GatewayStack, secret: string, body: unknown, source: string): Promise<RawResponse> {
+  const raw = JSON.stringify(body);
+  const res = await fetch(`${stack.baseUrl}/api/pull/hearts`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "x-service-signature": formatIngestSignature(secret, Math.floor(Date.now() / 1000), raw),
+      "x-forwarded-for": source,
+    },
+    body: raw,
+  });
+  return { status: res.status, text: await res.text(), headers: res.headers };
+}
+
+test("forgeries never get correctly signed traffic refused: a flood of random ids from many sources and of the honest server's own id (ingest and pull) while its sender goes on; lookups stay bounded", async (t) => {
+  const limits = { perServer: 50, perSource: 50, global: 200, windowMs: 60_000 };
+  // Production's key cache (1 s) and refresh interval, behind a proxy so each request has its own source.
+  const { counter, make } = countingBothLookups({ signingKeyCacheMs: DEFAULT_SIGNING_KEY_CACHE_MS, trustProxy: true, failedSignatures: limits });
+  const stack = await startGatewayStack({ gatewayOverrides: make });
+  t.teardown(() => stack.close());
+  const honest = await stack.createServer();
+  await stack.clients.admin.setPullEnabled({ serverId: honest.serverId, enabled: true });
+  const { secret: pullSecret } = await stack.clients.admin.revealPullSecret({ serverId: honest.serverId });
+  const honestSource = { "x-forwarded-for": "198.51.100.1" };
+  const sendHonest = async (n: number) => [
+    await stack.postSigned(honest, event(honest.serverId, n), { headers: honestSource }),
+    await postPull(stack, pullSecret, { server_id: honest.serverId, limit: 1 }, honestSource["x-forwarded-for"]),
+  ];
+  for (const res of await sendHonest(0)) t.is(res.status, 200, res.text);
+  const before = { ...counter };
+
+  // The honest sender goes on, one ingest event and one pull every 40 ms, across several key cache lifetimes.
+  const honestStatuses = new Map<number, number>();
+  let flooding = true;
+  const honestLoop = (async () => {
+    const until = Date.now() + 3_500;
+    for (let n = 1; flooding || Date.now() < until; n++) {
+      for (const res of await sendHonest(n)) honestStatuses.set(res.status, (honestStatuses.get(res.status) ?? 0) + 1);
+      await new Promise((resolve) => setTimeout(resolve, 40));
+    }
+  })();
+
+  const forgedStatuses = new Map<number, number>();
+  const count = (res: RawResponse) => forgedStatuses.set(res.status, (forgedStatuses.get(res.status) ?? 0) + 1);
+  const forge = (source: string, n: number, serverId: string) =>
+    stack.postSigned({ secret: "rsec_forged" }, event(serverId, n), { headers: { "x-forwarded-for": source } });
+  const started = Date.now();
+  for (let i = 0; i < 200; i += 25) {
+    const batch = Array.from({ length: 25 }, (_, j) => [
+      // Random server ids from six sources (each past its own limit; together past the global one).
+      forge(`203.0.113.${(i + j) % 6}`, i + j, randomUUID()),
+      forge(`203.0.113.${(i + j + 3) % 6}`, i + j, randomUUID()),
+      // The honest server's own id (public in every /r/ link), on ingest and pull.
+      forge("203.0.113.100", i + j, honest.serverId),
+      postPull(stack, "psec_forged", { server_id: honest.serverId }, "203.0.113.101"),
+    ]).flat();
+    for (const res of await Promise.all(batch)) count(res);
+  }
+  flooding = false;
+  await honestLoop;
+  const seconds = (Date.now() - started) / 1000;
+
+  const honestTotal = [...honestStatuses.values()].reduce((a, b) => a + b, 0);
+  t.true(honestTotal >= 10, `the honest sender went on during the flood: ${honestTotal} requests`);
+  t.deepEqual([...honestStatuses], [[200, honestTotal]], "no correctly signed request was refused");
+  t.true((forgedStatuses.get(429) ?? 0) > 0, `the forgers met the limits: ${JSON.stringify([...forgedStatuses])}`);
+  // Forgeries cost at most the global budget; the honest traffic at most a few refreshes per second (key cache lifetime, refresh interval).
+  const ingestLookups = counter.ingest - before.ingest;
+  const pullLookups = counter.pull - before.pull;
+  t.true(ingestLookups + pullLookups <= limits.global + 4 * Math.ceil(seconds + 1), `lookups: ingest ${ingestLookups}, pull ${pullLookups} in ${seconds} s`);
+  t.true(pullLookups <= limits.perServer + 4 * Math.ceil(seconds + 1), `pull lookups: ${pullLookups}`);
+  t.log(
+    `forged: ${JSON.stringify([...forgedStatuses])}; honest: ${honestTotal}; lookups: ingest ${ingestLookups}, pull ${pullLookups} in ${seconds.toFixed(1)} s`,
+  );
 });
 
 test(`a server holds at most ${MAX_ACTIVE_SECRETS_PER_SERVER} active referral secrets: the RPC refuses more with a clear error; revoking frees a slot`, async (t) => {

@@ -44,3 +44,14 @@ test("a limit of 0 is off", (t) => {
   for (let i = 0; i < 10_000; i++) attempt(limiter, "a", true);
   t.is(attempt(limiter, "a", true), 0);
 });
+
+test("per-source limit: a source past it waits; other sources, even for the same server, are unaffected", (t) => {
+  const limiter = createFailureLimiter({ windowMs: 60_000, perServer: 0, perSource: 3, global: 0, now: () => 0 });
+  for (let i = 0; i < 3; i++) {
+    const admission = limiter.admit(`random-${i}`, "203.0.113.7");
+    if (admission.kind === "admitted") admission.done(true);
+  }
+  t.is(limiter.admit("another", "203.0.113.7").kind, "limited", "the forger's source is limited whatever server it names");
+  t.is(limiter.admit("random-0", "198.51.100.1").kind, "admitted", "another source is not");
+  t.is(limiter.admit("random-0").kind, "admitted", "a request without a source is counted per server and overall only");
+});

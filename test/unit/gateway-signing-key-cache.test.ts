@@ -1,7 +1,7 @@
 import test from "ava";
 import { create } from "@bufbuild/protobuf";
 import { ResolveSigningKeysResponseSchema, SigningKeyStatus, type ResolveSigningKeysResponse } from "../../gen/proto/servers/v1/servers_pb.js";
-import { createSigningKeyCache } from "../../gateway/signing-key-cache.js";
+import { createSigningKeyCache, STALE_SIGNING_KEYS_RETENTION_MS } from "../../gateway/signing-key-cache.js";
 
 const ok = (kid: string) => create(ResolveSigningKeysResponseSchema, { status: SigningKeyStatus.OK, keys: [{ kid, secret: new TextEncoder().encode(kid) }] });
 
@@ -110,4 +110,30 @@ test("ttlMs 0 disables the key cache (and so the refresh)", async (t) => {
   await off.get("s", rpc.load);
   t.false(off.invalidate("s"));
   t.is(rpc.calls(), 2);
+});
+
+test("peek: the fresh answer without a lookup, then the last OK keys as stale (they only vouch for a lookup) until a non-OK answer or the retention ends", async (t) => {
+  let clock = 0;
+  const cache = createSigningKeyCache({ ttlMs: 1000, now: () => clock });
+  t.is(cache.peek("s"), undefined, "nothing held before the first lookup");
+  await cache.get("s", async () => ok("k1"));
+  t.deepEqual(cache.peek("s"), { answer: ok("k1"), fresh: true });
+  clock = 1000;
+  t.deepEqual(cache.peek("s"), { answer: ok("k1"), fresh: false }, "past ttlMs the keys are kept, as stale");
+  clock = STALE_SIGNING_KEYS_RETENTION_MS - 1;
+  t.is(cache.peek("s")?.fresh, false);
+  clock = STALE_SIGNING_KEYS_RETENTION_MS;
+  t.is(cache.peek("s"), undefined, "past the retention nothing is held");
+
+  await cache.get("d", async () => ok("k1"));
+  clock += 1000;
+  await cache.get("d", async () => create(ResolveSigningKeysResponseSchema, { status: SigningKeyStatus.REFERRALS_DISABLED }));
+  t.is(cache.peek("d"), undefined, "a non-OK answer ends the stale keys");
+
+  await cache.get("u", async () => create(ResolveSigningKeysResponseSchema, { status: SigningKeyStatus.UNKNOWN_SERVER }));
+  t.is(cache.peek("u")?.answer.status, SigningKeyStatus.UNKNOWN_SERVER, "a remembered unknown server is peeked as fresh");
+
+  const off = createSigningKeyCache({ ttlMs: 0, now: () => clock });
+  await off.get("s", async () => ok("k1"));
+  t.is(off.peek("s"), undefined, "with the key cache off no keys are held, stale or fresh");
 });

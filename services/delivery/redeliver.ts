@@ -5,12 +5,14 @@ import { DomainError } from "../shared/errors.js";
 /** Puts one finished delivery (delivered or failed) back in the queue with a fresh retry cycle; the attempt log stays. */
 export async function redeliver(deps: CoreDeps, row: DeliveryRow): Promise<DeliveryRow> {
   // Conditional write: only a finished delivery goes back to the queue, with a fresh retry cycle; the attempt log stays.
-  const changed = await deps.prisma.delivery.updateMany({
+  // The row is returned by the same statement (RETURNING): a read after the write could already see the
+  // dispatcher's next attempt, and the caller must get the delivery as it was put back.
+  const [requeued] = await deps.prisma.delivery.updateManyAndReturn({
     where: { id: row.id, status: { in: ["failed", "delivered"] } },
     data: requeueData(deps.now()),
   });
-  if (changed.count !== 1) throw new DomainError("failed_precondition", "delivery is already pending; it will be sent when due");
-  return deps.prisma.delivery.findUniqueOrThrow({ where: { id: row.id } });
+  if (requeued === undefined) throw new DomainError("failed_precondition", "delivery is already pending; it will be sent when due");
+  return requeued;
 }
 
 /** Puts every delivery of `serverId` that failed at or after `since` back in the queue; returns how many. */

@@ -4,7 +4,7 @@
  * line before anything listens, instead of starting silently and answering 500 to every public request.
  * The referral service runs in-process on a database of its own; the gateway is a real OS process.
  */
-import anyTest, { type TestFn } from "ava";
+import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
 import { checkServiceToken } from "../../gateway/check-service-token.js";
 import { createReferralServiceClients } from "../../gateway/clients.js";
@@ -24,7 +24,7 @@ test.after.always(async (t) => {
 });
 
 /** Starts gateway/main.ts with `token` and waits for it to exit; its config problems and exit code. */
-async function startWith(t: Parameters<Parameters<typeof test>[1]>[0], token: string) {
+async function startWith(t: ExecutionContext<{ stack: TestStack }>, token: string) {
   const group = useProcesses(t);
   const proc = group.spawn({
     name: "gateway",

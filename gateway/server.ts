@@ -168,7 +168,7 @@ async function handleRequest(deps: GatewayDeps, guards: IngestGuards, req: Incom
       serveRaw(req, res, entry, () => landingReply(req, { dashboard: deps.dashboard ?? false }));
     } else if (rawPath.startsWith(DOCS_PREFIX)) {
       entry.route = `${DOCS_PREFIX}:file`;
-      serveRaw(req, res, entry, () => docReply(rawPath));
+      serveRaw(req, res, entry, () => docReply(rawPath, req, new URLSearchParams(query)));
     } else if (deps.ops && (await routeAs(entry, { route: rawPath, quiet: true }, () => deps.ops!(req, res)))) {
       // Logged at debug under its own path: probes every few seconds are not news.
     } else if (deps.extraRoutes && (await routeAs(entry, { route: "extra" }, () => deps.extraRoutes!(req, res)))) {

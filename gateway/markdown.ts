@@ -49,7 +49,7 @@ export function renderInline(text: string): string {
     return `${CODE_MARK}${codes.length - 1}${CODE_MARK}`;
   });
   let html = escapeHtml(rest);
-  html = html.replace(/\[([^\]]+)\]\(([^)\s]+)\)/g, (match, label: string, target: string) => {
+  html = html.replace(/\[([^\]]+)\]\(([^)\s]+)\)/g, (_match, label: string, target: string) => {
     const href = safeHref(target.replace(/&amp;/g, "&"));
     return href === undefined ? label : `<a href="${escapeHtml(href)}">${label}</a>`;
   });

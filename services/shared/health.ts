@@ -42,7 +42,8 @@ export function describeFailure(error: unknown): string {
 
 /**
  * A check run at most once at a time (probes arriving together share one run), remembering its last
- * result: /readyz answers within READYZ_ANSWER_WITHIN_MS from a fresh result or the last known one.
+ * result: once it has one, /readyz answers within READYZ_ANSWER_WITHIN_MS from a fresh result or the
+ * last known one; the very first probe waits for the first result (at most READINESS_TIMEOUT_MS).
  */
 function createCheckRunner({ check }: ReadinessCheck, nowMs: () => number) {
   let last: CheckResult | undefined;
@@ -64,19 +65,31 @@ function createCheckRunner({ check }: ReadinessCheck, nowMs: () => number) {
     return running;
   };
   return {
-    /** A fresh result when the check answers within `withinMs`, else the last known one (or "still checking"). */
+    /** A fresh result when the check answers within `withinMs`, else the last known one (none yet: wait for it). */
     async answer(withinMs: number): Promise<CheckResult> {
+      const previous = last;
+      if (previous === undefined) return run();
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<undefined>((resolve) => {
         timer = setTimeout(() => resolve(undefined), withinMs);
       });
       const fresh = await Promise.race([run(), late]);
       clearTimeout(timer);
-      return (
-        fresh ?? last ?? { status: `down: no answer within ${withinMs} ms yet (still checking, gives up after ${READINESS_TIMEOUT_MS} ms)`, atMs: nowMs() }
-      );
+      return fresh ?? last ?? previous;
     },
   };
+}
+
+const nowMs = () => Date.now();
+/** One runner per check object, so handlers sharing a check (the gateway's public and ops ports) share its results. */
+const RUNNERS = new WeakMap<ReadinessCheck, ReturnType<typeof createCheckRunner>>();
+function runnerOf(check: ReadinessCheck): ReturnType<typeof createCheckRunner> {
+  let runner = RUNNERS.get(check);
+  if (runner === undefined) {
+    runner = createCheckRunner(check, nowMs);
+    RUNNERS.set(check, runner);
+  }
+  return runner;
 }
 
 /**
@@ -84,12 +97,12 @@ function createCheckRunner({ check }: ReadinessCheck, nowMs: () => number) {
  * is given, /metrics (Prometheus). Returns false when the path is not one of them. A public
  * port mounts it without `metrics`: metrics are served on the ops port only.
  *
- * /readyz answers within `answerWithinMs` (READYZ_ANSWER_WITHIN_MS): `checks` holds each check's
- * `ok` or `down: <reason>` (one line), `checked_ms_ago` how old each result is (0 = found for this request).
+ * /readyz answers within `answerWithinMs` (READYZ_ANSWER_WITHIN_MS) once each check has a result:
+ * `checks` holds each check's `ok` or `down: <reason>` (one line), `checked_ms_ago` how old each
+ * result is (0 = found for this request).
  */
 export function createOpsHandler(opts: { checks: ReadinessCheck[]; metrics?: Metrics; isDraining?: () => boolean; answerWithinMs?: number }) {
-  const nowMs = () => Date.now();
-  const runners = opts.checks.map((check) => ({ name: check.name, runner: createCheckRunner(check, nowMs) }));
+  const runners = opts.checks.map((check) => ({ name: check.name, runner: runnerOf(check) }));
   const answerWithinMs = opts.answerWithinMs ?? READYZ_ANSWER_WITHIN_MS;
   return async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
     const path = (req.url ?? "/").split("?")[0];

@@ -22,7 +22,13 @@ export type TokenCheck = "accepted" | "unreachable";
  * Unreachable for `waitMs`: logged, and the gateway starts not ready (its /readyz names the cause).
  */
 export async function checkServiceToken(
-  deps: { admin: Pick<ReferralServiceClients["admin"], "resolveSigningKeys">; log: Logger; referralServiceUrl: string },
+  deps: {
+    admin: Pick<ReferralServiceClients["admin"], "resolveSigningKeys" | "getServer">;
+    log: Logger;
+    referralServiceUrl: string;
+    /** DASHBOARD_TOKEN is set: the operator dashboard needs the token's `admin` scope, checked here too (a warning). */
+    operatorDashboard?: boolean;
+  },
   opts: { waitMs?: number; retryMs?: number } = {},
 ): Promise<TokenCheck> {
   const deadline = Date.now() + (opts.waitMs ?? TOKEN_CHECK_WAIT_MS);
@@ -30,6 +36,7 @@ export async function checkServiceToken(
     try {
       await deps.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: TOKEN_CHECK_CALL_TIMEOUT_MS });
       deps.log.info({ referralService: deps.referralServiceUrl }, "the referral service accepts the gateway's service token");
+      if (deps.operatorDashboard) await warnWithoutOperatorScope(deps);
       return "accepted";
     } catch (error) {
       const refused = refusalOf(error, deps.referralServiceUrl);
@@ -64,4 +71,19 @@ function refusalOf(error: unknown, url: string): string | undefined {
     );
   }
   return undefined;
+}
+
+/** The operator dashboard reads every server: a token that may not (no `read`/`admin`) gets a warning at start, not a silent 403 later. */
+async function warnWithoutOperatorScope(deps: { admin: Pick<ReferralServiceClients["admin"], "getServer">; log: Logger }): Promise<void> {
+  try {
+    await deps.admin.getServer({ serverId: NIL_UUID }, { timeoutMs: TOKEN_CHECK_CALL_TIMEOUT_MS });
+  } catch (error) {
+    // Failure policy: only a refusal of the scope is news here (the nil server is never found); anything else is ignored.
+    if (error instanceof ConnectError && error.code === Code.PermissionDenied) {
+      deps.log.warn(
+        "DASHBOARD_TOKEN is set, but REFERRAL_SERVICE_TOKEN lacks the admin scope the operator dashboard needs: operators will be refused; " +
+          "add admin to GATEWAY_SERVICE_TOKEN_SCOPES (owners' dashboard sessions work without it)",
+      );
+    }
+  }
 }

@@ -32,7 +32,12 @@ runService({
       checks,
       async start(opsPort) {
         // A wrong or under-scoped token exits 2 with the reason (ConfigError), before anything listens.
-        await checkServiceToken({ admin: clients.admin, log, referralServiceUrl: config.referralServiceUrl });
+        await checkServiceToken({
+          admin: clients.admin,
+          log,
+          referralServiceUrl: config.referralServiceUrl,
+          operatorDashboard: config.dashboardToken !== undefined,
+        });
         await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
         log.info(
           { port: (server.address() as AddressInfo).port, opsPort, referralService: config.referralServiceUrl, dashboard: config.dashboardToken !== undefined },

@@ -67,6 +67,14 @@ test("the right token: the gateway says it was accepted and becomes ready", asyn
     env: { REFERRAL_SERVICE_TOKEN: token },
   });
   t.regex(gateway.proc.stdout, /the referral service accepts the gateway's service token/);
+  t.false(gateway.proc.stdout.includes("lacks the admin scope"), "no operator dashboard, no warning");
+  // With DASHBOARD_TOKEN (the operator dashboard) the same token starts, with a warning that operators would be refused.
+  const operator = await startGatewayProcess(group, {
+    port: await freePort(),
+    referralServiceUrl: t.context.stack.rpcUrl,
+    env: { REFERRAL_SERVICE_TOKEN: token, DASHBOARD_TOKEN: randomBytes(24).toString("hex") },
+  });
+  t.regex(operator.proc.stdout, /DASHBOARD_TOKEN is set, but REFERRAL_SERVICE_TOKEN lacks the admin scope the operator dashboard needs/);
 });
 
 test("checkServiceToken: a referral service that does not answer is not the token's fault: logged, start continues", async (t) => {

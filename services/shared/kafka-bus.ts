@@ -40,13 +40,15 @@ const KAFKA_LOG_FIELDS = ["broker", "clientId", "groupId", "memberId", "topic", 
 
 /**
  * One concise line for a kafkajs log entry: its message with the retry count and delay appended, the
- * broker and group as fields, no stack trace. The per-connection "Connection error" entry kafkajs
+ * broker and group as fields, no stack trace (except a consumer crash caused by our own code's error). The per-connection "Connection error" entry kafkajs
  * writes before each retry's own line says the same thing with a stack: it goes to debug (`quiet`).
  */
 export function toKafkaLogLine(log: { message?: unknown; [field: string]: unknown }): { message: string; fields: Record<string, unknown>; quiet: boolean } {
   const fields: Record<string, unknown> = {};
   for (const name of KAFKA_LOG_FIELDS) if (log[name] !== undefined) fields[name] = log[name] instanceof Error ? (log[name] as Error).message : log[name];
   const text = String(log.message ?? "").split("\n")[0] ?? "";
+  // A consumer crashing on an error of our own code (not a kafkajs one: broker down, retries exhausted) keeps its stack.
+  if (/^Crash: (?!KafkaJS)/.test(text) && log.stack !== undefined) fields.stack = log.stack;
   const retry =
     typeof log.retryCount === "number"
       ? ` (retry ${log.retryCount}${typeof log.retryTime === "number" ? `, next in ${Math.round(log.retryTime)} ms` : ""})`

@@ -6,7 +6,7 @@
 import test from "ava";
 import { Writable } from "node:stream";
 import { pino } from "pino";
-import { createKafkaBus } from "../../services/shared/kafka-bus.js";
+import { createKafkaBus, toKafkaLogLine } from "../../services/shared/kafka-bus.js";
 
 function captureLines() {
   const raw: string[] = [];
@@ -39,4 +39,13 @@ test("Kafka unreachable: each kafkajs retry is one short line without a stack tr
     errors.some((entry) => /^Connection error:/.test(String(entry.msg))),
     "no second line per retry",
   );
+});
+
+test("toKafkaLogLine: a consumer crash from our own handler keeps its stack; kafkajs's own errors never do", (t) => {
+  const own = toKafkaLogLine({ message: "Crash: TypeError: x is undefined", stack: "TypeError: x is undefined\n    at handler (file.ts:1:1)", groupId: "g" });
+  t.is(own.message, "Crash: TypeError: x is undefined");
+  t.truthy(own.fields.stack);
+  const broker = toKafkaLogLine({ message: "Crash: KafkaJSNumberOfRetriesExceeded: Connection error", stack: "x\n    at y", retryCount: 5, retryTime: 1234.5 });
+  t.is(broker.message, "Crash: KafkaJSNumberOfRetriesExceeded: Connection error (retry 5, next in 1235 ms)");
+  t.false("stack" in broker.fields);
 });

@@ -31,8 +31,8 @@ async function startWith(t: ExecutionContext<{ stack: TestStack }>, token: strin
     file: "gateway/main.ts",
     env: { PORT: String(await freePort()), OPS_PORT: "0", HOST: "127.0.0.1", REFERRAL_SERVICE_URL: t.context.stack.rpcUrl, REFERRAL_SERVICE_TOKEN: token },
   });
-  // A gateway that does not exit on its own (the bug: it started and listened) is killed after 20 s.
-  const timer = setTimeout(() => void proc.kill(), 20_000);
+  // A gateway that does not exit on its own (the bug: it started and listened) is killed after 60 s (tsx compiles the gateway first: slow on a loaded machine).
+  const timer = setTimeout(() => void proc.kill(), 60_000);
   const exit = await proc.exited;
   clearTimeout(timer);
   return { code: exit.code, problems: configProblems(proc.stdout) ?? [], output: proc.output };

@@ -59,6 +59,9 @@ interface ErrorRow {
 }
 
 const PUBLIC: readonly ErrorSurface[] = ["public"];
+
+/** Retry-After (seconds) of the public 503 while the referral service is unreachable: about one process restart. */
+export const SERVICE_DOWN_RETRY_AFTER_S = 5;
 const DASHBOARD: readonly ErrorSurface[] = ["dashboard"];
 
 /**
@@ -91,6 +94,14 @@ const RPC_ERROR_TABLE: readonly ErrorRow[] = [
       return errorReply("overloaded", { headers: { "retry-after": String(seconds) } });
     },
   },
+  {
+    // The referral service is unreachable (down, restarting, connection refused or reset): nothing was applied,
+    // so the answer is the contract's retryable 503 with Retry-After, never a 500. The cause is logged.
+    code: Code.Unavailable,
+    on: PUBLIC,
+    toReply: () => errorReply("overloaded", { headers: { "retry-after": String(SERVICE_DOWN_RETRY_AFTER_S) } }),
+    log: true,
+  },
   // DomainError messages are written to be shown to callers (services/shared/errors.ts).
   { code: Code.InvalidArgument, kind: "invalid_argument", on: PUBLIC, toReply: (error) => errorReply("invalidField", error.rawMessage) },
   { code: Code.InvalidArgument, on: DASHBOARD, toReply: (error) => errorReply("invalidField", error.rawMessage) },
@@ -107,8 +118,9 @@ const RPC_ERROR_TABLE: readonly ErrorRow[] = [
 
 /**
  * Maps an error thrown by a referral-service RPC to the HTTP answer of `surface` (default: the
- * public contract). Anything the table does not name - on the public API including the service
- * being down, a deadline, or an unknown kind - is 500 `internal error` with the cause kept for the log.
+ * public contract). Anything the table does not name - on the public API including a deadline
+ * or an unknown kind - is 500 `internal error` with the cause kept for the log; the service being
+ * unreachable is the retryable 503 with Retry-After.
  */
 export function fromRpcError(error: unknown, surface: ErrorSurface = "public"): MappedRpcError {
   if (error instanceof ConnectError) {

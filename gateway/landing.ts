@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import type { IncomingMessage } from "node:http";
 import { DASHBOARD_PATH } from "./dashboard/routes.js";
 import { OPENAPI_PATH } from "./openapi.js";
+import { escapeHtml, htmlPage, PAGE_HEADERS, renderMarkdown } from "./markdown.js";
 
 /** The gateway's front page: where a newcomer's browser or `curl` lands. */
 export const LANDING_PATH = "/";
@@ -18,6 +19,19 @@ export const PUBLIC_DOCS: ReadonlyArray<{ file: string; title: string }> = [
 ];
 
 const DOCS = new Map(PUBLIC_DOCS.map(({ file }) => [file, readFileSync(new URL(`../docs/${file}`, import.meta.url))]));
+/** Each document rendered to one HTML page, once (the files do not change while the process runs). */
+const DOC_PAGES = new Map(
+  PUBLIC_DOCS.map(({ file, title }) => {
+    const markdown = DOCS.get(file)?.toString("utf8") ?? "";
+    const nav = `<nav><a href="${LANDING_PATH}">All documents</a> · <a href="${DOCS_PREFIX}${file}?format=md">Markdown source</a></nav>`;
+    return [file, htmlPage(title, `${nav}\n${renderMarkdown(markdown)}`)];
+  }),
+);
+
+/** True when the client asks for an HTML page (a browser): `Accept` names text/html. */
+function wantsHtml(req: Pick<IncomingMessage, "headers">): boolean {
+  return /\btext\/html\b/.test(req.headers.accept ?? "");
+}
 
 /** The links of the front page, relative to the gateway. */
 export function landingLinks(opts: { dashboard: boolean }) {
@@ -44,13 +58,11 @@ export interface RawReply {
  */
 export function landingReply(req: IncomingMessage, opts: { dashboard: boolean }): RawReply {
   const links = landingLinks(opts);
-  if (!/\btext\/html\b/.test(req.headers.accept ?? "")) {
+  if (!wantsHtml(req)) {
     return { status: 200, headers: { "content-type": "application/json" }, body: JSON.stringify({ service: "referral and reward-callback service", links }) };
   }
-  const item = (href: string, text: string) => `<li><a href="${href}">${text}</a></li>`;
-  const html = [
-    "<!doctype html>",
-    '<html lang="en"><head><meta charset="utf-8"><title>Referral and reward-callback service</title></head><body>',
+  const item = (href: string, text: string) => `<li><a href="${escapeHtml(href)}">${escapeHtml(text)}</a></li>`;
+  const body = [
     "<h1>Referral and reward-callback service</h1>",
     "<ul>",
     opts.dashboard ? item(DASHBOARD_PATH, "Owner dashboard") : "<li>Owner dashboard: not enabled (set DASHBOARD_TOKEN)</li>",
@@ -58,15 +70,22 @@ export function landingReply(req: IncomingMessage, opts: { dashboard: boolean })
     ...PUBLIC_DOCS.map(({ file, title }) => item(`${DOCS_PREFIX}${file}`, title)),
     "</ul>",
     '<p>Ingest endpoint: <code>POST /api/referral/events</code>. Health: <a href="/healthz">/healthz</a>, <a href="/readyz">/readyz</a>.</p>',
-    "</body></html>",
   ].join("\n");
-  return { status: 200, headers: { "content-type": "text/html; charset=utf-8" }, body: html };
+  return { status: 200, headers: { ...PAGE_HEADERS }, body: htmlPage("Referral and reward-callback service", body) };
 }
 
-/** GET /docs/<file>: one of PUBLIC_DOCS as Markdown text; undefined for any other path. */
-export function docReply(path: string): RawReply | undefined {
-  const body = DOCS.get(path.slice(DOCS_PREFIX.length));
-  return body === undefined
-    ? undefined
-    : { status: 200, headers: { "content-type": "text/markdown; charset=utf-8", "cache-control": "public, max-age=300" }, body };
+/**
+ * GET /docs/<file>: one of PUBLIC_DOCS, rendered as an HTML page for a browser (`Accept: text/html`,
+ * strict CSP), as its Markdown text otherwise or with `?format=md`; undefined for any other path.
+ */
+export function docReply(path: string, req?: Pick<IncomingMessage, "headers">, query?: URLSearchParams): RawReply | undefined {
+  const file = path.slice(DOCS_PREFIX.length);
+  const body = DOCS.get(file);
+  if (body === undefined) return undefined;
+  const cache = { "cache-control": "public, max-age=300", vary: "accept" };
+  const page = DOC_PAGES.get(file);
+  if (req !== undefined && wantsHtml(req) && query?.get("format") !== "md" && page !== undefined) {
+    return { status: 200, headers: { ...PAGE_HEADERS, ...cache }, body: page };
+  }
+  return { status: 200, headers: { "content-type": "text/markdown; charset=utf-8", ...cache }, body };
 }

@@ -1,6 +1,7 @@
 import { NIL_UUID } from "../services/shared/ids.js";
 import type { AddressInfo } from "node:net";
 import { runService } from "../services/shared/run-service.js";
+import { checkServiceToken } from "./check-service-token.js";
 import { createReferralServiceTransports, referralServiceClientsOver } from "./clients.js";
 import { loadGatewayConfig } from "./config.js";
 import { readDashboardToken } from "./dashboard/config.js";
@@ -33,6 +34,13 @@ runService({
     return {
       checks,
       async start(opsPort) {
+        // A wrong or under-scoped token exits 2 with the reason (ConfigError), before anything listens.
+        await checkServiceToken({
+          admin: clients.admin,
+          log,
+          referralServiceUrl: config.referralServiceUrl,
+          operatorDashboard: config.dashboardToken !== undefined,
+        });
         await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
         log.info(
           { port: (server.address() as AddressInfo).port, opsPort, referralService: config.referralServiceUrl, dashboard: config.dashboardToken !== undefined },

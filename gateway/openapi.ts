@@ -90,11 +90,20 @@ function tooManyFailures() {
   );
 }
 
-/** 503 beyond the referral service's capacity: nothing was written; retry (same server_event_id, fresh t) after Retry-After. */
+/** 503 beyond the referral service's capacity or while it is unreachable: nothing was written; retry (same server_event_id, fresh t) after Retry-After. */
 function overloaded() {
   return retryableError(
-    "Beyond the service's capacity; nothing was applied. Retry after Retry-After seconds with the same server_event_id and a fresh t.",
+    "Beyond the service's capacity, or the referral service is unreachable; nothing was applied. Retry after Retry-After seconds with the same server_event_id and a fresh t.",
     { overloaded: errorExample("Service overloaded", "overloaded") },
+    "Seconds to wait before retrying.",
+  );
+}
+
+/** 503 while the referral service is unreachable (or beyond its capacity): nothing was done; retry after Retry-After. */
+function unavailable() {
+  return retryableError(
+    "The referral service is unreachable or beyond its capacity; nothing was done. Retry after Retry-After seconds.",
+    { overloaded: errorExample("Service unavailable", "overloaded") },
     "Seconds to wait before retrying.",
   );
 }
@@ -121,6 +130,7 @@ const PULL_ERRORS = {
   "500": jsonError("Internal error; safe to retry with backoff (listing and claiming are idempotent).", {
     internal: errorExample("Internal error", "internal"),
   }),
+  "503": unavailable(),
 };
 
 type Examples = Record<string, { summary: string; value: unknown }>;
@@ -436,6 +446,7 @@ export const openApiDocument = {
             referralsDisabled: errorExample("Referrals disabled", "referralsDisabled"),
           }),
           "500": jsonError("Internal error.", { internal: errorExample("Internal error", "internal") }),
+          "503": unavailable(),
         },
       },
     },

@@ -162,7 +162,7 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
     };
   };
   const landing = ({ req, res, entry }: RouteRequest) => serveRaw(req, res, entry, () => landingReply(req, { dashboard: deps.dashboard ?? false }));
-  const docs = ({ req, res, rawPath, entry }: RouteRequest) => serveRaw(req, res, entry, () => docReply(rawPath));
+  const docs = ({ req, res, rawPath, query, entry }: RouteRequest) => serveRaw(req, res, entry, () => docReply(rawPath, req, new URLSearchParams(query)));
   return [
     {
       method: "POST",

@@ -7,6 +7,7 @@
  * copy-paste example request. The same factories and the same process skeleton (runService:
  * signals, drain, exit codes) as the separate processes.
  */
+import { insecureCallbacksNotice } from "./lib/callbacks-notice.js";
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
@@ -175,6 +176,8 @@ function printBanner(opts: {
   dashboardTokenLocation: string;
   /** The admin token's file, or undefined when it comes from ADMIN_SERVICE_TOKEN. */
   serviceTokenFile: string | undefined;
+  /** ALLOW_INSECURE_CALLBACKS: the banner says whether the SSRF guard is lifted. */
+  allowInsecureCallbacks: boolean;
 }) {
   const lines = [
     "",
@@ -188,6 +191,7 @@ function printBanner(opts: {
     `    dashboard:               ${opts.gatewayUrl}/dashboard  (sign-in token: ${opts.dashboardTokenLocation})`,
     `  Referral service (internal; Connect, gRPC, gRPC-Web over HTTP/2): ${opts.rpcUrl}`,
     `    admin service token:     ${opts.serviceTokenFile ?? "the ADMIN_SERVICE_TOKEN environment variable"}  (send it as authorization: Bearer <token>)`,
+    insecureCallbacksNotice(opts.allowInsecureCallbacks),
     "",
     "Example: a one-time dashboard login link for the demo owner (open the printed url within 5 minutes):",
     "",
@@ -345,6 +349,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
         demo,
         dashboardTokenLocation: dashboard.location,
         serviceTokenFile,
+        allowInsecureCallbacks: config.dispatch.allowInsecureCallbacks,
       });
       return true;
     },

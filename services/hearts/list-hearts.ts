@@ -12,14 +12,13 @@ import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
 import { requireServerId } from "../servers/server-exists.js";
-import { atMostCharsText, choiceText, notNegativeText } from "../shared/contract.js";
+import { choiceText, notNegativeText } from "../shared/contract.js";
+import { boundField } from "../shared/field-rules.js";
 import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../shared/proto-names.js";
 
 /** Hearts per page when the caller gives no page size, and the most one page may hold. */
 export const DEFAULT_HEARTS_PAGE = 50;
 export const MAX_HEARTS_PAGE = 200;
-/** Longest search text (a username or a voter identity). */
-export const MAX_HEARTS_QUERY_CHARS = 200;
 
 /** Bounds that stand for "no bound": wider than any stored time or id. */
 const EARLIEST = new Date(Date.UTC(1970, 0, 1));
@@ -83,8 +82,8 @@ interface DeliveryRow {
  */
 export async function listHearts(deps: CoreDeps, req: ListHeartsRequest): Promise<ListHeartsResponse> {
   const serverId = await requireServerId(deps, req.serverId);
-  const query = req.query.trim();
-  if (query.length > MAX_HEARTS_QUERY_CHARS) throw new DomainError("invalid_argument", atMostCharsText("query", MAX_HEARTS_QUERY_CHARS));
+  // The one field table bounds the search text: too long or holding a NUL is invalid_argument naming `query`.
+  const query = boundField("query", req.query.trim());
   const verdict = VERDICT_FROM_PROTO[req.verdict];
   if (verdict === undefined) throw new DomainError("invalid_argument", choiceText("verdict", Object.keys(VERDICT_TO_PROTO)));
   if (req.pageSize < 0) throw new DomainError("invalid_argument", notNegativeText("page_size"));

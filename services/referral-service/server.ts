@@ -34,6 +34,8 @@ export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<A
   applyEventBatch?: ApplyEventBatchOptions;
   /** CastHeart's group commit bounds (services/hearts/cast-heart-batch.ts defaults when omitted). */
   castHeartBatch?: CastHeartBatchOptions;
+  /** How long an HTTP/2 session may stay without a frame before it is closed; RPC_IDLE_SESSION_TIMEOUT_MS when omitted. */
+  idleSessionTimeoutMs?: number;
 }
 
 /** The Connect routes of every internal service this process hosts. */
@@ -51,6 +53,14 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
 
 /** How long close() lets in-flight streams finish before it cuts the sessions still open. */
 export const DRAIN_TIMEOUT_MS = 10_000;
+
+/**
+ * An HTTP/2 session with no frame in either direction for this long gets GOAWAY (open streams may
+ * finish); still silent for as long again, it is destroyed. Idle connections cannot pile up on the
+ * RPC port, and a quiet gateway's session (Connect's client keeps one for 15 minutes) is replaced by
+ * a fresh one on its next call. docs/limits.md.
+ */
+export const RPC_IDLE_SESSION_TIMEOUT_MS = 5 * 60_000;
 
 /**
  * Builds the referral service's HTTP/2 (cleartext) server, unstarted. One port
@@ -81,9 +91,19 @@ export function createReferralServiceServer(deps: ReferralServiceDeps): {
   });
   const server = http2.createServer(handler);
   const sessions = new Set<http2.ServerHttp2Session>();
+  const idleSessionTimeoutMs = deps.idleSessionTimeoutMs ?? RPC_IDLE_SESSION_TIMEOUT_MS;
   server.on("session", (session) => {
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
+    // Failure policy: an idle session is closed gracefully (GOAWAY, open streams may finish); one still
+    // open an idle period later (a stream the peer never ends) is destroyed.
+    session.setTimeout(idleSessionTimeoutMs, () => {
+      if (session.closed || session.destroyed) return;
+      session.close();
+      const cut = setTimeout(() => session.destroy(), idleSessionTimeoutMs);
+      cut.unref();
+      session.once("close", () => clearTimeout(cut));
+    });
   });
   return {
     server,

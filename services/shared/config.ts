@@ -12,6 +12,16 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * A ConfigError as an operator reads it on a terminal: which process did not start and why, every
+ * problem on a line of its own, the exit status, and where the settings are described.
+ */
+export function formatConfigErrorForTerminal(error: ConfigError, processName: string, exitCode: number): string {
+  const lines = [`${processName}: invalid configuration, not started (exit ${exitCode}):`, ...error.problems.map((p) => `  - ${p}`)];
+  lines.push("Every setting is described in the README's settings table.");
+  return `${lines.join("\n")}\n`;
+}
+
 type Env = Record<string, string | undefined>;
 
 /** Reads typed settings from an environment, collecting problems. */

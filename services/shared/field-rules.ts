@@ -44,6 +44,8 @@ export const FIELD_RULES = {
   user_agent: { maxChars: 1024, overflow: "truncate" },
   // ServerAdminService.
   name: { maxChars: 200 },
+  // HeartService.ListHearts (the dashboard's Hearts search: a part of a username or a voter identity).
+  query: { maxChars: 200 },
   // AccessService.CreateOwner.
   display_name: { maxChars: 200 },
   registration_url: { maxChars: 2048 },

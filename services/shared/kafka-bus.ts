@@ -15,7 +15,7 @@ const ENSURE_TOPICS_ATTEMPTS = 8;
  * is retryable. Kafka error codes: 10, 18, 17, 87, 32.
  */
 // kafkajs spreads its error classes into module.exports, which Node's CommonJS named-export detection cannot see.
-const { KafkaJSProtocolError } = kafkajs;
+const { KafkaJSProtocolError, Partitioners } = kafkajs;
 
 const MESSAGE_REJECTION_TYPES = new Set(["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_TOPIC_EXCEPTION", "INVALID_RECORD", "INVALID_TIMESTAMP"]);
 
@@ -35,6 +35,27 @@ export function toRejectedMessages(error: unknown): RejectedMessagesError | unde
   return undefined;
 }
 
+/** kafkajs's fields worth a log line (never `stack`, nor its own `timestamp` and `logger`). */
+const KAFKA_LOG_FIELDS = ["broker", "clientId", "groupId", "memberId", "topic", "partition", "retryCount", "retryTime", "error"] as const;
+
+/**
+ * One concise line for a kafkajs log entry: its message with the retry count and delay appended, the
+ * broker and group as fields, no stack trace (except a consumer crash caused by our own code's error). The per-connection "Connection error" entry kafkajs
+ * writes before each retry's own line says the same thing with a stack: it goes to debug (`quiet`).
+ */
+export function toKafkaLogLine(log: { message?: unknown; [field: string]: unknown }): { message: string; fields: Record<string, unknown>; quiet: boolean } {
+  const fields: Record<string, unknown> = {};
+  for (const name of KAFKA_LOG_FIELDS) if (log[name] !== undefined) fields[name] = log[name] instanceof Error ? (log[name] as Error).message : log[name];
+  const text = String(log.message ?? "").split("\n")[0] ?? "";
+  // A consumer crashing on an error of our own code (not a kafkajs one: broker down, retries exhausted) keeps its stack.
+  if (/^Crash: (?!KafkaJS)/.test(text) && log.stack !== undefined) fields.stack = log.stack;
+  const retry =
+    typeof log.retryCount === "number"
+      ? ` (retry ${log.retryCount}${typeof log.retryTime === "number" ? `, next in ${Math.round(log.retryTime)} ms` : ""})`
+      : "";
+  return { message: `${text}${retry}`, fields, quiet: /^Connection error:/.test(text) && log.stack !== undefined };
+}
+
 /** The one kafkajs wrapper: every process talks to Kafka through this bus. */
 export function createKafkaBus(opts: { brokers: string[]; clientId: string; log: Logger; retries?: number }): EventBus {
   const kafka = new Kafka({
@@ -44,8 +65,8 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
     logCreator:
       () =>
       ({ level, log }) => {
-        const { message, ...extra } = log;
-        opts.log[level === logLevel.ERROR ? "error" : "warn"]({ kafka: extra }, String(message));
+        const line = toKafkaLogLine(log);
+        opts.log[line.quiet ? "debug" : level === logLevel.ERROR ? "error" : "warn"]({ kafka: line.fields }, line.message);
       },
     // Tests that provoke retryable errors pass fewer retries, so a failed send surfaces sooner.
     retry: { initialRetryTime: 200, retries: opts.retries ?? 8 },
@@ -68,8 +89,9 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
 
   const getProducer = (): Promise<Producer> => {
     producerReady ??= (async () => {
-      // Idempotent producer: broker-side dedup of retried sends, acks from all in-sync replicas.
-      const p = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: true });
+      // Idempotent producer: broker-side dedup of retried sends, acks from all in-sync replicas. The partitioner
+      // is kafkajs's default, named so that kafkajs does not print its v2 migration warning at every start.
+      const p = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: true, createPartitioner: Partitioners.DefaultPartitioner });
       await p.connect();
       producer = p;
       return p;

@@ -10,7 +10,7 @@ import { CONTRACT_ERRORS, ERROR_TEXT } from "./contract.js";
  * whose main port is not HTTP/1.1 (the relay, the delivery service, and the
  * referral service, whose RPC port speaks HTTP/2 only).
  */
-export function createOpsServer(opts: { checks: ReadinessCheck[]; metrics: Metrics; isDraining?: () => boolean }) {
+export function createOpsServer(opts: { checks: ReadinessCheck[]; metrics: Metrics; isDraining?: () => boolean; answerWithinMs?: number }) {
   const ops = createOpsHandler(opts);
   const server = http.createServer((req, res) => {
     ops(req, res).then(

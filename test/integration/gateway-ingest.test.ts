@@ -162,7 +162,7 @@ test("qualified before registered -> 422 `invalid state transition` with from: c
   exact(t, res, 422, { error: "invalid state transition", from: "clicked", event: "qualified" });
 });
 
-test("referral service unreachable during ApplyEvent -> 500 `internal error`, logged with the request id", async (t) => {
+test("referral service unreachable during ApplyEvent -> 503 + Retry-After (issue 18), logged with the request id", async (t) => {
   const broken = await startGatewayStack({
     gatewayOverrides: () => {
       const { referral } = createDeadClients();
@@ -179,7 +179,8 @@ test("referral service unreachable during ApplyEvent -> 500 `internal error`, lo
         headers: { "x-request-id": "req-500-test" },
       },
     );
-    exact(t, res, 500, { error: "internal error" });
+    exact(t, res, 503, { error: "service overloaded; retry after the Retry-After delay" });
+    t.is(res.headers.get("retry-after"), "5");
     const line = broken.gatewayLog.lines.find((l) => l.requestId === "req-500-test");
     t.is(line?.level, 50, "logged at error level");
     t.truthy(line?.err, "the cause is logged");
@@ -188,11 +189,11 @@ test("referral service unreachable during ApplyEvent -> 500 `internal error`, lo
   }
 });
 
-test("referral service unreachable for the key lookup -> 500 `internal error`", async (t) => {
+test("referral service unreachable for the key lookup -> 503 + Retry-After (issue 18)", async (t) => {
   const broken = await startGatewayStack({ gatewayOverrides: () => createDeadClients() });
   try {
     const body = { event: "registered", token: "t", server_id: "5b0f8c4e-2d1a-4e3b-9c7d-6a5f4e3d2c1b", referee_identity: "p", server_event_id: "e" };
-    exact(t, await broken.postSigned({ secret: "rsec_x" }, body), 500, { error: "internal error" });
+    exact(t, await broken.postSigned({ secret: "rsec_x" }, body), 503, { error: "service overloaded; retry after the Retry-After delay" });
   } finally {
     await broken.close();
   }

@@ -6,7 +6,6 @@
 import test from "ava";
 import { createConfig, lintFromString } from "@redocly/openapi-core";
 import { createReferralServiceClients } from "../../gateway/clients.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { openApiDocument } from "../../gateway/openapi.js";
 import { startGatewayStack, type GatewayStack, type RawResponse, type TestServer } from "./gateway-stack.js";
 import { validateAgainstOpenApi } from "./openapi-validate.js";
@@ -94,7 +93,10 @@ test("a real 422 response validates against TransitionErrorResponse", async (t) 
 });
 
 test("a real 500 response validates against ErrorResponse", async (t) => {
-  const broken = await startGatewayStack({ gatewayOverrides: () => createReferralServiceClients("http://127.0.0.1:9", TEST_SERVICE_TOKEN) });
+  // A gateway whose own service token the referral service refuses (a misconfiguration) answers 500.
+  const broken = await startGatewayStack({
+    gatewayOverrides: () => createReferralServiceClients(stack.serviceUrl, "rst_not-a-token-the-service-knows-0123456789"),
+  });
   try {
     const body = { event: "registered", token: "t", server_id: "5b0f8c4e-2d1a-4e3b-9c7d-6a5f4e3d2c1b", referee_identity: "p", server_event_id: "e" };
     assertValid(t, await broken.postSigned({ secret: "rsec_x" }, body), 500);

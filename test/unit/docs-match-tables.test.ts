@@ -12,7 +12,6 @@ import { MAX_USERNAME_FILTER_CHARS } from "../../gateway/dashboard/api.js";
 import { DEFAULT_JITTER_RATIO, DEFAULT_RETRY_SCHEDULE, RETRY_AFTER_CAP_MS } from "../../services/delivery/retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "../../services/delivery/send-callback.js";
 import { HEART_COOLDOWN_MS } from "../../services/hearts/domain/streak.js";
-import { MAX_HEARTS_QUERY_CHARS } from "../../services/hearts/list-hearts.js";
 import {
   CHECK_ERRORS,
   CONTRACT_ERRORS,
@@ -259,6 +258,7 @@ test("docs/dashboard.md: the dashboard API's own errors and the RPC mapping carr
 });
 
 test("docs/dashboard.md: the deliveries username filter and the hearts search state the code's limits", (t) => {
+  const MAX_HEARTS_QUERY_CHARS = FIELD_RULES.query.maxChars;
   const doc = read("docs/dashboard.md");
   t.regex(doc, new RegExp(`\\(\`username\`: a case-insensitive part of the player name, at most ${MAX_USERNAME_FILTER_CHARS} characters\\)`));
   t.regex(doc, new RegExp(`\`q\` is at most ${MAX_HEARTS_QUERY_CHARS} characters`));

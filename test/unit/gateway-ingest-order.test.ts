@@ -207,7 +207,7 @@ test("illegal transition -> 422 with from and event", async (t) => {
   t.is(r.status, 422);
 });
 
-test("referral service down -> 500 internal error", async (t) => {
+test("referral service down -> 503 + Retry-After (issue 18; was 500 internal error)", async (t) => {
   const r = await send(event(), { apply: new ConnectError("connect ECONNREFUSED", Code.Unavailable) });
-  t.deepEqual([r.status, r.body], [500, { error: "internal error" }]);
+  t.deepEqual([r.status, r.body], [503, { error: "service overloaded; retry after the Retry-After delay" }]);
 });

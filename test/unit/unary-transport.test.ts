@@ -123,9 +123,13 @@ test.serial("a call past its deadline is deadline_exceeded on both", async (t) =
   for (const [name, transport] of both(baseUrl)) t.like(await call(transport, "slow", 50), { code: Code.DeadlineExceeded }, name);
 });
 
-test.serial("a service that is down is unavailable on both (the gateway answers 500)", async (t) => {
+test.serial("a service that is down is unavailable on both (the gateway answers 503 + Retry-After since issue 18; was 500)", async (t) => {
   for (const [name, transport] of both("http://127.0.0.1:9")) {
-    t.like(await call(transport, "fine"), { code: Code.Unavailable, reply: { status: 500, body: { error: "internal error" } } }, name);
+    t.like(
+      await call(transport, "fine"),
+      { code: Code.Unavailable, reply: { status: 503, body: { error: "service overloaded; retry after the Retry-After delay" } } },
+      name,
+    );
   }
 });
 

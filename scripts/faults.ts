@@ -25,6 +25,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
+import { withKeptSections } from "./lib/kept-sections.js";
 import { resolve } from "node:path";
 import pg from "pg";
 import { create } from "@bufbuild/protobuf";
@@ -874,7 +875,7 @@ a callback failed verification. Settings (environment): \`FAULTS_PHASE_S\` (20),
 \`FAULTS_REFERRALS_PER_S\` (2), \`FAULTS_SERVERS\` (4), \`FAULTS_DRAIN_S\` (180), \`FAULTS_TIME_LIMIT_S\` (900),
 \`FAULTS_OUTPUT\` (\`RELIABILITY.md\`).
 `;
-  writeFileSync(OUTPUT, md);
+  writeFileSync(OUTPUT, withKeptSections(md, OUTPUT));
   progress(
     `wrote ${OUTPUT}: ${totals.counted} counted, ${totals.delivered} delivered, ${totals.lost} lost, ${totals.duplicated} duplicated; events ${eventTotals.ok} answered 200, ${eventTotals.missing} missing, ${eventTotals.halfApplied} half-applied`,
   );

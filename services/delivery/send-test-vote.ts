@@ -1,6 +1,7 @@
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
+import { votifierRefusal } from "../shared/votifier-limits.js";
 import { TEST_CALLBACK_USERNAME } from "./send-test-callback.js";
 import { sendVotifierVote, VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, type VotifierOutcome } from "./send-votifier.js";
 
@@ -16,6 +17,9 @@ export async function sendTestVote(
 ): Promise<{ target: { host: string; port: number }; outcome: VotifierOutcome }> {
   // Bounded like a heart's username (services/shared/field-rules.ts): a NUL or over-long name is 400, never sent.
   const username = boundField("username", rawUsername).trim() || TEST_CALLBACK_USERNAME;
+  // The one rule of what a listener can carry: a name NuVotifier always refuses is not sent, the owner is told why.
+  const refusal = votifierRefusal({ username });
+  if (refusal !== undefined) throw new DomainError("invalid_argument", `username: ${refusal}`);
   const server = await deps.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
   if (!server.votifierHost || !server.votifierPort || !server.votifierToken) {
     throw new DomainError("failed_precondition", "Votifier is not set up: set host, port, token and service name in the integration tab first");

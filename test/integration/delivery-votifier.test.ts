@@ -295,6 +295,15 @@ test.serial("SendTestVote sends one vote and reports the exchange; without setti
   t.regex(error!.message, /Votifier is not set up/);
 });
 
+test.serial("SendTestVote refuses a username no Votifier listener accepts (over 16 characters) with the reason, and sends nothing", async (t) => {
+  const { h, votifier } = await world(t);
+  const r = await votifier();
+  const serverId = await votifierServer(h, r);
+  const error = await t.throwsAsync(h.delivery.sendTestVote({ serverId, username: "Twenty_characters_xx" }));
+  t.regex(error!.message, /username: the username is 20 characters; Votifier \(NuVotifier\) refuses usernames over 16 characters/);
+  t.is(r.votes.length, 0);
+});
+
 test.serial(
   "a token sealed under another SECRETS_KEY: a recorded attempt saying to set the token again (nothing sent), and SendTestVote says the same",
   async (t) => {

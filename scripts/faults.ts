@@ -26,6 +26,7 @@
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { withKeptSections } from "./lib/kept-sections.js";
+import { DEFAULT_KAFKA_SESSION_TIMEOUT_MS } from "../services/delivery/consumer.js";
 import { resolve } from "node:path";
 import pg from "pg";
 import { create } from "@bufbuild/protobuf";
@@ -368,8 +369,7 @@ interface Fault {
 
 /** What "ready" waits for after a restart, per role, beyond /readyz. */
 const READY_NOTES: Partial<Record<Role, string>> = {
-  delivery:
-    "; ready once its consumer has joined the group again, which waits for the killed member's 30 s Kafka session to expire (its dispatcher sends stored deliveries meanwhile)",
+  delivery: `; ready once its consumer has joined the group again, which waits for the killed member's ${DEFAULT_KAFKA_SESSION_TIMEOUT_MS / 1000} s Kafka session to expire (its dispatcher sends stored deliveries meanwhile)`,
 };
 
 /** SIGKILLs a process and starts a new one at once (a supervisor's restart). */

@@ -4,32 +4,8 @@
  * behind its own key too.
  */
 import test from "ava";
-import { createGroupCommit, type ItemOutcome } from "../../services/shared/group-commit.js";
-
-class Busy extends Error {
-  constructor(readonly retryAfterMs: number) {
-    super("busy");
-  }
-}
-
-/** A batch body that records its batches and answers each item by `answer`, after `gate` opens. */
-function recorder<I>(answer: (item: I) => ItemOutcome<string>) {
-  const batches: I[][] = [];
-  let open: () => void = () => {};
-  let gate = Promise.resolve();
-  return {
-    batches,
-    hold() {
-      gate = new Promise<void>((resolve) => (open = resolve));
-    },
-    release: () => open(),
-    async runBatch(items: readonly I[]): Promise<ItemOutcome<string>[]> {
-      batches.push([...items]);
-      await gate;
-      return items.map(answer);
-    },
-  };
-}
+import { Busy, recorder } from "../helpers/group-commit-recorder.js";
+import { createGroupCommit } from "../../services/shared/group-commit.js";
 
 test.serial("quotas: a key past its share of the queue is refused at once (the refused item never runs); other keys are still admitted", async (t) => {
   const r = recorder<{ ip: string; n: number }>((i) => ({ ok: true, value: `${i.ip}${i.n}` }));

@@ -4,32 +4,8 @@
  * the bounds (queue length, queue wait) that refuse with the overload error.
  */
 import test from "ava";
-import { claimKeys, createGroupCommit, type ItemOutcome } from "../../services/shared/group-commit.js";
-
-class Busy extends Error {
-  constructor(readonly retryAfterMs: number) {
-    super("busy");
-  }
-}
-
-/** A batch body that records its batches and answers each item by `answer`, after `gate` opens. */
-function recorder<I>(answer: (item: I) => ItemOutcome<string>) {
-  const batches: I[][] = [];
-  let open: () => void = () => {};
-  let gate = Promise.resolve();
-  return {
-    batches,
-    hold() {
-      gate = new Promise<void>((resolve) => (open = resolve));
-    },
-    release: () => open(),
-    async runBatch(items: readonly I[]): Promise<ItemOutcome<string>[]> {
-      batches.push([...items]);
-      await gate;
-      return items.map(answer);
-    },
-  };
-}
+import { Busy, recorder } from "../helpers/group-commit-recorder.js";
+import { claimKeys, createGroupCommit } from "../../services/shared/group-commit.js";
 
 test("items submitted together run as one batch, each caller gets its own outcome (one failure fails no neighbour)", async (t) => {
   const r = recorder<number>((n) => (n === 3 ? { ok: false, error: new Error(`bad ${n}`) } : { ok: true, value: `v${n}` }));

@@ -2,7 +2,7 @@ import { isUuid, NIL_UUID } from "../shared/ids.js";
 import type { PrismaClient } from "../shared/db.js";
 import { DomainError } from "../shared/errors.js";
 import { betweenText } from "../shared/contract.js";
-import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../shared/wire.js";
+import { MAX_PULL_PAGE } from "../shared/wire.js";
 
 /**
  * The pull transport: counted hearts of a server whose pull API is on are stored

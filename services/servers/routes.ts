@@ -1,7 +1,14 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
-import { PullKeyStatus, ServerAdminService, SigningKeyStatus, type SecretInfoSchema, type ServerSchema, type WebhookSigningKeySchema } from "../../gen/proto/servers/v1/servers_pb.js";
+import {
+  PullKeyStatus,
+  ServerAdminService,
+  SigningKeyStatus,
+  type SecretInfoSchema,
+  type ServerSchema,
+  type WebhookSigningKeySchema,
+} from "../../gen/proto/servers/v1/servers_pb.js";
 import { OWNER_SCOPE } from "../shared/interceptors.js";
 import { validateCallbackUrl } from "../shared/callback-url.js";
 import type { CoreDeps } from "../shared/deps.js";

@@ -113,7 +113,8 @@ export async function rotateSigningKey(deps: SigningKeyDeps): Promise<{ key: Pub
     return { key: toPublished(created), keys: await listPublishedSigningKeys(deps) };
   } catch (error) {
     // Failure policy: a concurrent rotation won the unique index; this one is rolled back and says so.
-    if (isUniqueViolation(error)) throw new DomainError("conflict", "another rotation of the signing key ran at the same time; list the keys and retry if needed");
+    if (isUniqueViolation(error))
+      throw new DomainError("conflict", "another rotation of the signing key ran at the same time; list the keys and retry if needed");
     throw error;
   }
 }

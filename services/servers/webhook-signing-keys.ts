@@ -66,14 +66,15 @@ function newKeyRow(secretBox: SecretBox, now: Date): { kid: string; publicKey: s
  * once both insert `current = true`; the unique index keeps one and the loser reads the winner's.
  */
 async function ensureCurrentRow(deps: SigningKeyDeps): Promise<KeyRow> {
-  const existing = await deps.prisma.webhookSigningKey.findUnique({ where: { current: true } });
+  // findFirst, not findUnique: Prisma batches concurrent findUnique calls into an `in` list, which a boolean key refuses.
+  const existing = await deps.prisma.webhookSigningKey.findFirst({ where: { current: true } });
   if (existing) return existing;
   try {
     return await deps.prisma.webhookSigningKey.create({ data: newKeyRow(deps.secretBox, deps.now()) });
   } catch (error) {
     // Failure policy: another process created the first key meanwhile; its key is the one that signs.
     if (!isUniqueViolation(error)) throw error;
-    return deps.prisma.webhookSigningKey.findUniqueOrThrow({ where: { current: true } });
+    return deps.prisma.webhookSigningKey.findFirstOrThrow({ where: { current: true } });
   }
 }
 

@@ -199,6 +199,7 @@ export const openApiDocument = {
   },
   servers: [{ url: "/", description: "The deployment that serves this document." }],
   tags: [
+    { name: "keys", description: "The list's published ed25519 public keys for `v1a` callback signatures." },
     { name: "referrals", description: "Referral links and signed referral lifecycle events." },
     { name: "callbacks", description: "Signed reward callbacks sent by the service to the server owner's URL." },
     { name: "pull", description: "Signed polling of counted hearts, for servers that cannot accept connections." },
@@ -396,6 +397,80 @@ export const openApiDocument = {
         },
       },
     }),
+    "/.well-known/webhook-keys.json": {
+      get: {
+        operationId: "getWebhookKeys",
+        summary: "The list's public keys for v1a callback signatures",
+        description: [
+          "Standard Webhooks' asymmetric scheme: a callback of a server opted in to public-key signatures carries",
+          '`v1a,<base64 ed25519 signature>` in `webhook-signature`, over `"<webhook-id>.<webhook-timestamp>.<rawBody>"`.',
+          "The header names no key: verify with each key listed here until one verifies; when none does, fetch this",
+          "document again once (a rotation may be newer than your copy) before rejecting. The current key has `expires_at`",
+          "null; after a rotation the previous key stays listed for 7 days with its `expires_at`. Public material only.",
+        ].join("\n"),
+        tags: ["keys"],
+        security: [],
+        responses: {
+          "200": {
+            description: "The published keys, the signing key first.",
+            headers: { "Cache-Control": { description: "`public, max-age=300`.", schema: { type: "string" } } },
+            content: {
+              "application/json": {
+                schema: { $ref: "#/components/schemas/WebhookKeys" },
+                examples: {
+                  keys: {
+                    summary: "One signing key",
+                    value: {
+                      keys: [
+                        {
+                          kid: "wk_3f9a1c2b",
+                          alg: "Ed25519",
+                          public_key: "whpk_11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
+                          created_at: "2026-11-26T03:00:00.000Z",
+                          expires_at: null,
+                        },
+                      ],
+                    },
+                  },
+                },
+              },
+            },
+          },
+          "405": jsonError("Only GET.", { methodNotAllowed: errorExample("Another method", "methodNotAllowed") }),
+          "500": jsonError("Internal error.", { internal: errorExample("Internal error", "internal") }),
+        },
+      },
+    },
+    "/.well-known/jwks.json": {
+      get: {
+        operationId: "getWebhookJwks",
+        summary: "The same keys as a JSON Web Key Set (OKP, Ed25519)",
+        description: "RFC 7517 / RFC 8037: `x` is the raw public key, base64url. For JOSE libraries; the keys and their order equal webhook-keys.json's.",
+        tags: ["keys"],
+        security: [],
+        responses: {
+          "200": {
+            description: "The published keys as a JWKS.",
+            headers: { "Cache-Control": { description: "`public, max-age=300`.", schema: { type: "string" } } },
+            content: {
+              "application/json": {
+                schema: { $ref: "#/components/schemas/Jwks" },
+                examples: {
+                  jwks: {
+                    summary: "One signing key",
+                    value: {
+                      keys: [{ kty: "OKP", crv: "Ed25519", alg: "EdDSA", use: "sig", kid: "wk_3f9a1c2b", x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo" }],
+                    },
+                  },
+                },
+              },
+            },
+          },
+          "405": jsonError("Only GET.", { methodNotAllowed: errorExample("Another method", "methodNotAllowed") }),
+          "500": jsonError("Internal error.", { internal: errorExample("Internal error", "internal") }),
+        },
+      },
+    },
     "/r/{server_id}": {
       get: {
         operationId: "followReferralLink",
@@ -504,7 +579,11 @@ export const openApiDocument = {
             name: "webhook-signature",
             in: "header",
             required: false,
-            description: "Standard Webhooks header (only when opted in): `v1,<base64>` entries separated by spaces.",
+            description: [
+              "Standard Webhooks header (only when opted in): space-separated `v1,<base64 HMAC>` entries (the symmetric opt-in)",
+              'and/or one `v1a,<base64 ed25519 signature>` (the public-key opt-in) over `"<webhook-id>.<webhook-timestamp>.<rawBody>"`,',
+              "verifiable with any key published at `/.well-known/webhook-keys.json`.",
+            ].join(" "),
             schema: { type: "string" },
           },
         ],
@@ -574,6 +653,55 @@ export const openApiDocument = {
       },
     },
     schemas: {
+      WebhookKeys: {
+        type: "object",
+        required: ["keys"],
+        additionalProperties: false,
+        properties: {
+          keys: {
+            type: "array",
+            items: {
+              type: "object",
+              required: ["kid", "alg", "public_key", "created_at", "expires_at"],
+              additionalProperties: false,
+              properties: {
+                kid: { type: "string" },
+                alg: { type: "string", const: "Ed25519" },
+                public_key: { type: "string", pattern: "^whpk_[A-Za-z0-9+/]{43}=$", description: "`whpk_` + base64 of the raw 32-byte public key." },
+                created_at: { type: "string", format: "date-time" },
+                expires_at: {
+                  type: ["string", "null"],
+                  format: "date-time",
+                  description: "null while the key signs; after a rotation, the end of its overlap.",
+                },
+              },
+            },
+          },
+        },
+      },
+      Jwks: {
+        type: "object",
+        required: ["keys"],
+        additionalProperties: false,
+        properties: {
+          keys: {
+            type: "array",
+            items: {
+              type: "object",
+              required: ["kty", "crv", "alg", "use", "kid", "x"],
+              additionalProperties: false,
+              properties: {
+                kty: { type: "string", const: "OKP" },
+                crv: { type: "string", const: "Ed25519" },
+                alg: { type: "string", const: "EdDSA" },
+                use: { type: "string", const: "sig" },
+                kid: { type: "string" },
+                x: { type: "string", pattern: "^[A-Za-z0-9_-]{43}$" },
+              },
+            },
+          },
+        },
+      },
       ReferralEvent: {
         type: "object",
         description: "Unknown extra fields are accepted. Empty strings count as missing; strings are trimmed; `null` counts as absent.",

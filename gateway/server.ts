@@ -22,6 +22,7 @@ import { PULL_CLAIMS_PATH, PULL_HEARTS_PATH, classifyPullKeys, handlePullClaim, 
 import { REFERRAL_LINK_PREFIX, handleReferralLink } from "./handle-referral-link.js";
 import { errorReply, type HttpReply } from "./http-errors.js";
 import { OPENAPI_PATH, openApiDocument } from "./openapi.js";
+import { JWKS_PATH, WEBHOOK_KEYS_PATH, createWellKnownKeys } from "./handle-well-known.js";
 import { MAX_BODY_BYTES, declaresTooLarge, readRawBody } from "./raw-body.js";
 import { maxCharsOf } from "../services/shared/field-rules.js";
 import { REQUEST_ID_HEADER, resolveRequestId } from "./request-id.js";
@@ -91,6 +92,8 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  *   Who: anyone holding the server's pull secret.
  * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL. Who: the public.
  * - `GET /openapi/referral.json`: the OpenAPI 3.1 document. Who: the public.
+ * - `GET /.well-known/webhook-keys.json` and `/.well-known/jwks.json`: the list's published ed25519
+ *   public keys for `v1a` callback signatures (handle-well-known.ts). Who: the public.
  * - `GET /`: links to the dashboard, the docs and the OpenAPI document; `GET /docs/<file>`: the docs. Who: the public.
  * - then `ops` (/healthz, /readyz; the public; /metrics is served on the ops port, not here), then `extraRoutes` (the dashboard: an owner's
  *   session or the operator's token, see gateway/dashboard/routes.ts), else 404 JSON.
@@ -163,6 +166,17 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
   };
   const landing = ({ req, res, entry }: RouteRequest) => serveRaw(req, res, entry, () => landingReply(req, { dashboard: deps.dashboard ?? false }));
   const docs = ({ req, res, rawPath, query, entry }: RouteRequest) => serveRaw(req, res, entry, () => docReply(rawPath, req, new URLSearchParams(query)));
+  const wellKnown = createWellKnownKeys({
+    listKeys: () => deps.admin.listWebhookSigningKeys({}, { timeoutMs: deps.rpcTimeoutMs ?? RPC_TIMEOUT_MS }),
+    now: deps.now,
+  });
+  const publishedKeys =
+    (path: typeof WEBHOOK_KEYS_PATH | typeof JWKS_PATH) =>
+    async ({ entry, res }: RouteRequest): Promise<void> => {
+      const { reply, cause } = await wellKnown.reply(path);
+      if (cause !== undefined) Object.assign(entry, { outcome: "keys_unavailable", cause });
+      sendReply(res, reply);
+    };
   return [
     {
       method: "POST",
@@ -203,6 +217,8 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
     },
     { method: "GET", path: OPENAPI_PATH, name: OPENAPI_PATH, handle: ({ res }) => serveOpenApi(res) },
     { method: "HEAD", path: OPENAPI_PATH, name: OPENAPI_PATH, handle: ({ res }) => serveOpenApi(res) },
+    { method: "GET", path: WEBHOOK_KEYS_PATH, name: WEBHOOK_KEYS_PATH, handle: publishedKeys(WEBHOOK_KEYS_PATH) },
+    { method: "GET", path: JWKS_PATH, name: JWKS_PATH, handle: publishedKeys(JWKS_PATH) },
     { method: "GET", path: LANDING_PATH, name: LANDING_PATH, handle: landing },
     { method: "HEAD", path: LANDING_PATH, name: LANDING_PATH, handle: landing },
     { method: "GET", path: DOCS_PREFIX, prefix: true, name: `${DOCS_PREFIX}:file`, handle: docs },

@@ -43,6 +43,7 @@ export function toServerJson(server: Server | undefined) {
     registration_url: server.registrationUrl,
     callback_url: server.callbackUrl,
     standard_webhooks: server.standardWebhooks,
+    public_key_signatures: server.publicKeySignatures,
     callback_disabled_reason: server.callbackDisabledReason,
     callback_disabled_at: toIso(server.callbackDisabledAt),
     created_at: toIso(server.createdAt),

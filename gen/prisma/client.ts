@@ -146,3 +146,10 @@ export type CallbackHealth = Prisma.CallbackHealthModel
  * with another key, instead of answering 500 on each secret it cannot decrypt.
  */
 export type SecretsKeyCheck = Prisma.SecretsKeyCheckModel
+/**
+ * Model WebhookSigningKey
+ * The list's ed25519 key pairs for the `v1a` callback signature (list-wide, not per server). The
+ * current key (`current` = true, at most one: the unique index decides a race) signs; a retired key
+ * stays published until `expires_at` (the rotation overlap), so receivers that cached it keep verifying.
+ */
+export type WebhookSigningKey = Prisma.WebhookSigningKeyModel

@@ -58,6 +58,9 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "servers.v1.ServerAdminService/RotatePullSecret": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/RevealPullSecret": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/ResolvePullKeys": { scope: "pull", owner: none },
+  // Public keys only, for the gateway's /.well-known/webhook-keys.json: `ingest`, which every gateway token holds.
+  "servers.v1.ServerAdminService/ListWebhookSigningKeys": { scope: "ingest", owner: none },
+  "servers.v1.ServerAdminService/RotateWebhookSigningKey": { scope: "admin", owner: none },
   // referral.v1
   "referral.v1.ReferralService/RecordClick": { scope: "clicks:record", owner: none },
   "referral.v1.ReferralService/ApplyEvent": { scope: "ingest", owner: none },

@@ -4,6 +4,7 @@ import type { SecretBox } from "../shared/secrets.js";
 import { streakAtDelivery } from "../hearts/domain/streak.js";
 import { GONE_ERROR, sendCallback, signCallback, toHttpExchange, type CallbackAgents, type HeartEventType } from "./send-callback.js";
 import { loadCallbackSecrets } from "../servers/active-secrets.js";
+import { createSigningKeyReader, type CurrentSigningKey } from "../servers/webhook-signing-keys.js";
 import type { ClaimedDelivery } from "./claim-deliveries.js";
 import type { Transport } from "./transport.js";
 
@@ -15,7 +16,9 @@ const MAX_OPENED_SECRETS = 10_000;
  * secrets and its voter's streak (claimDueDeliveries reads both) costs no further reads, and a
  * sealed secret is opened once per transport (keyed by its ciphertext, so a rotated secret, a
  * new ciphertext, is opened and used at the next claim); otherwise both are read here. With
- * `agents` callbacks go over keep-alive pools per destination.
+ * `agents` callbacks go over keep-alive pools per destination. A server opted in to public-key
+ * signatures gets the `v1a` signature by the list's current key (`signingKey`, by default read
+ * through a short cache: createSigningKeyReader).
  */
 export function createCallbackTransport(deps: {
   prisma: PrismaClient;
@@ -25,7 +28,10 @@ export function createCallbackTransport(deps: {
   timeoutMs: number;
   allowInsecure: boolean;
   agents?: CallbackAgents;
+  /** The list's current ed25519 signing key; default: read from the database through a short cache. */
+  signingKey?: () => Promise<CurrentSigningKey>;
 }): Transport {
+  const signingKey = deps.signingKey ?? createSigningKeyReader(deps);
   const opened = new Map<string, string>();
   const open = (sealed: string): string => {
     let secret = opened.get(sealed);
@@ -57,6 +63,8 @@ export function createCallbackTransport(deps: {
         // Failure policy: streak_day is optional; when it cannot be read the field is omitted rather than the callback delayed.
         deps.log.warn({ err: error, deliveryId: delivery.id }, "streak unavailable; omitting streak_day");
       }
+      // Failure policy: the key cannot be read (database away): this throws, the lease expires and the delivery is claimed again later.
+      const key = delivery.publicKeySignatures ? await signingKey() : undefined;
       const signed = signCallback({
         url,
         fields: {
@@ -69,6 +77,7 @@ export function createCallbackTransport(deps: {
         },
         secretsNewestFirst: secrets,
         standardWebhooks: delivery.standardWebhooks,
+        ...(key ? { signingKey: key.privateKey } : {}),
         t: Math.floor(startedAt.getTime() / 1000),
       });
       const outcome = await sendCallback(signed, {

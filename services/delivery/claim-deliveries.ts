@@ -32,6 +32,8 @@ export interface ClaimedDelivery {
   /** Callback settings (callback deliveries); null when the server has no callback URL. */
   callbackUrl: string | null;
   standardWebhooks: boolean;
+  /** The server opted in to the asymmetric `v1a` signature by the list's key. */
+  publicKeySignatures: boolean;
   /** Votifier settings (Votifier deliveries), with the token still sealed; null when not configured. */
   votifier: { host: string; port: number; serviceName: string; sealedToken: string } | null;
   /**
@@ -123,7 +125,7 @@ export function sendableDeliverySql(now: Date): Prisma.Sql {
 export function claimedColumnsSql(now: Date): Prisma.Sql {
   return Prisma.sql`
   d.id::text, d.server_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
-  d.attempts, d.lease_until, d.transport, d.counted_at, s.callback_url, s.standard_webhooks,
+  d.attempts, d.lease_until, d.transport, d.counted_at, s.callback_url, s.standard_webhooks, s.public_key_signatures,
   s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token,
   v.last_day, v.streak_days,
   CASE WHEN d.transport = 'callback' THEN ${sealedActiveSecretsJsonSql(Prisma.sql`d.server_id`, "callback", now)} END AS callback_secrets`;
@@ -144,6 +146,7 @@ export interface LeasedRow {
   counted_at: Date | string;
   callback_url: string | null;
   standard_webhooks: boolean;
+  public_key_signatures: boolean;
   votifier_host: string | null;
   votifier_port: number | null;
   votifier_service_name: string | null;
@@ -169,6 +172,7 @@ export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
     countedAt: new Date(r.counted_at),
     callbackUrl: r.callback_url,
     standardWebhooks: r.standard_webhooks,
+    publicKeySignatures: r.public_key_signatures,
     votifier:
       r.votifier_host !== null && r.votifier_token !== null
         ? { host: r.votifier_host, port: r.votifier_port ?? 0, serviceName: r.votifier_service_name ?? "", sealedToken: r.votifier_token }

@@ -170,7 +170,16 @@ function compareKeys(a: NewDelivery, b: NewDelivery): number {
  */
 export async function insertTestDelivery(
   prisma: PrismaClient,
-  t: { serverId: string; username: string; period: string; now: Date; leaseUntil: Date; callbackUrl: string; standardWebhooks: boolean },
+  t: {
+    serverId: string;
+    username: string;
+    period: string;
+    now: Date;
+    leaseUntil: Date;
+    callbackUrl: string;
+    standardWebhooks: boolean;
+    publicKeySignatures: boolean;
+  },
 ): Promise<ClaimedDelivery> {
   const id = randomUUID();
   await prisma.delivery.create({
@@ -204,6 +213,7 @@ export async function insertTestDelivery(
     countedAt: t.now,
     callbackUrl: t.callbackUrl,
     standardWebhooks: t.standardWebhooks,
+    publicKeySignatures: t.publicKeySignatures,
     votifier: null,
   };
 }

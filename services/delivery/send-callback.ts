@@ -3,7 +3,8 @@ import http from "node:http";
 import https from "node:https";
 import { isIP, type LookupFunction } from "node:net";
 import { isForbiddenAddress, specialRangeOf } from "../shared/callback-url.js";
-import { canonicalString, formatCallbackSignature, formatStandardWebhookSignature } from "../shared/signature.js";
+import type { KeyObject } from "node:crypto";
+import { canonicalString, formatCallbackSignature, formatStandardWebhookAsymmetricSignature, formatStandardWebhookSignature } from "../shared/signature.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { parseRetryAfter } from "./retry-schedule.js";
 
@@ -60,7 +61,10 @@ export interface SignedCallback {
 /**
  * Builds and signs one callback attempt: the body with `timestamp = t`, the
  * contract's headers (one `v1` per active callback secret, newest first) and,
- * when the server opted in, the Standard Webhooks headers (`webhook-id` = heart_id).
+ * when the server opted in, the Standard Webhooks headers (`webhook-id` = heart_id):
+ * `webhook-signature` holds the `v1,` HMACs (standardWebhooks) and the `v1a,` ed25519
+ * signature by the list's current key (signingKey), space-separated. The contract's
+ * X-Service-Signature is always there and never changes with either opt-in.
  */
 export function signCallback(opts: {
   url: string;
@@ -68,6 +72,8 @@ export function signCallback(opts: {
   /** Active callback secrets (whsec_...), newest first; at least one. */
   secretsNewestFirst: string[];
   standardWebhooks: boolean;
+  /** The list's current ed25519 key, when the server opted in to `v1a` public-key signatures. */
+  signingKey?: KeyObject;
   /** Unix seconds of this attempt. */
   t: number;
 }): SignedCallback {
@@ -79,10 +85,15 @@ export function signCallback(opts: {
     "X-Service-Event": opts.fields.event,
     "X-Service-Signature": formatCallbackSignature(opts.secretsNewestFirst, opts.t, body),
   };
-  if (opts.standardWebhooks) {
-    headers["webhook-id"] = opts.fields.heartId;
+  if (opts.standardWebhooks || opts.signingKey) {
+    const id = opts.fields.heartId;
+    const signatures = [
+      ...(opts.standardWebhooks ? [formatStandardWebhookSignature(opts.secretsNewestFirst, id, opts.t, body)] : []),
+      ...(opts.signingKey ? [formatStandardWebhookAsymmetricSignature(opts.signingKey, id, opts.t, body)] : []),
+    ];
+    headers["webhook-id"] = id;
     headers["webhook-timestamp"] = String(opts.t);
-    headers["webhook-signature"] = formatStandardWebhookSignature(opts.secretsNewestFirst, opts.fields.heartId, opts.t, body);
+    headers["webhook-signature"] = signatures.join(" ");
   }
   return { url: opts.url, body, headers, canonicalString: canonicalString(opts.t, body), t: opts.t };
 }

@@ -47,6 +47,7 @@ export async function sendTestCallback(
     leaseUntil: new Date(now.getTime() + deps.callbackTimeoutMs + LEASE_MARGIN_MS),
     callbackUrl: server.callbackUrl,
     standardWebhooks: server.standardWebhooks,
+    publicKeySignatures: server.publicKeySignatures,
   });
   const attemptDeps = { ...deps, schedule: deps.retrySchedule, timeoutMs: deps.callbackTimeoutMs, allowInsecure: deps.allowInsecureCallbacks };
   const report = await performAttempt(attemptDeps, createCallbackTransport(attemptDeps), delivery);

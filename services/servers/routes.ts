@@ -1,7 +1,14 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
-import { PullKeyStatus, ServerAdminService, SigningKeyStatus, type SecretInfoSchema, type ServerSchema } from "../../gen/proto/servers/v1/servers_pb.js";
+import {
+  PullKeyStatus,
+  ServerAdminService,
+  SigningKeyStatus,
+  type SecretInfoSchema,
+  type ServerSchema,
+  type WebhookSigningKeySchema,
+} from "../../gen/proto/servers/v1/servers_pb.js";
 import { OWNER_SCOPE } from "../shared/interceptors.js";
 import { validateCallbackUrl } from "../shared/callback-url.js";
 import type { CoreDeps } from "../shared/deps.js";
@@ -33,6 +40,7 @@ import {
   updateServer,
   type ServerRecord,
 } from "./server-store.js";
+import { listPublishedSigningKeys, rotateSigningKey, type PublishedSigningKey } from "./webhook-signing-keys.js";
 
 /**
  * What the server admin routes need: the core deps plus the deployment's
@@ -127,7 +135,11 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
           if (!checked.ok) throw new DomainError("invalid_argument", checked.error);
           callbackUrl = checked.url.toString();
         }
-        const server = await setCallbackSettings(deps, req.serverId.trim(), { callbackUrl, standardWebhooks: req.standardWebhooks });
+        const server = await setCallbackSettings(deps, req.serverId.trim(), {
+          callbackUrl,
+          standardWebhooks: req.standardWebhooks,
+          ...(req.publicKeySignatures === undefined ? {} : { publicKeySignatures: req.publicKeySignatures }),
+        });
         return { server: toServerProto(server) };
       },
 
@@ -171,6 +183,15 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
           keys: resolved.status === "ok" ? resolved.keys.map((k) => ({ kid: k.kid, secret: Buffer.from(k.secret, "utf8") })) : [],
         };
       },
+
+      async listWebhookSigningKeys() {
+        return { keys: (await listPublishedSigningKeys(deps)).map(toSigningKeyProto) };
+      },
+
+      async rotateWebhookSigningKey() {
+        const rotated = await rotateSigningKey(deps);
+        return { key: toSigningKeyProto(rotated.key), keys: rotated.keys.map(toSigningKeyProto) };
+      },
     });
   };
 }
@@ -184,6 +205,7 @@ export function toServerProto(server: ServerRecord): MessageInitShape<typeof Ser
     registrationUrl: server.registrationUrl ?? "",
     callbackUrl: server.callbackUrl ?? "",
     standardWebhooks: server.standardWebhooks,
+    publicKeySignatures: server.publicKeySignatures,
     callbackDisabledReason: server.callbackDisabledReason ?? "",
     callbackDisabledAt: server.callbackDisabledAt ? timestampFromDate(server.callbackDisabledAt) : undefined,
     createdAt: timestampFromDate(server.createdAt),
@@ -204,5 +226,17 @@ function toSecretInfo(meta: SecretMeta): MessageInitShape<typeof SecretInfoSchem
     expiresAt: meta.expiresAt ? timestampFromDate(meta.expiresAt) : undefined,
     revokedAt: meta.revokedAt ? timestampFromDate(meta.revokedAt) : undefined,
     active: meta.active,
+  };
+}
+
+/** Maps a published signing key (public material only) to its proto. */
+function toSigningKeyProto(key: PublishedSigningKey): MessageInitShape<typeof WebhookSigningKeySchema> {
+  return {
+    kid: key.kid,
+    alg: key.alg,
+    publicKey: key.publicKey,
+    createdAt: timestampFromDate(key.createdAt),
+    expiresAt: key.expiresAt ? timestampFromDate(key.expiresAt) : undefined,
+    current: key.current,
   };
 }

@@ -42,12 +42,16 @@ export async function updateServer(
 
 /**
  * SetCallbackSettings: stores the (already validated) callback URL and the
- * Standard Webhooks opt-in. Setting a URL clears a callback disable; an empty
+ * Standard Webhooks opt-ins (`publicKeySignatures` undefined: unchanged). Setting a URL clears a callback disable; an empty
  * URL removes the callback. When a URL is set and the server has no active
  * callback secret, one is created in the same transaction (the server row lock
  * keeps two concurrent calls from creating two).
  */
-export async function setCallbackSettings(deps: CoreDeps, serverId: string, input: { callbackUrl: string | null; standardWebhooks: boolean }): Promise<Server> {
+export async function setCallbackSettings(
+  deps: CoreDeps,
+  serverId: string,
+  input: { callbackUrl: string | null; standardWebhooks: boolean; publicKeySignatures?: boolean },
+): Promise<Server> {
   const now = deps.now();
   return deps.prisma.$transaction(async (tx) => {
     await lockServer(tx, serverId);
@@ -56,6 +60,7 @@ export async function setCallbackSettings(deps: CoreDeps, serverId: string, inpu
       data: {
         callbackUrl: input.callbackUrl,
         standardWebhooks: input.standardWebhooks,
+        ...(input.publicKeySignatures === undefined ? {} : { publicKeySignatures: input.publicKeySignatures }),
         ...(input.callbackUrl !== null ? { callbackDisabledAt: null, callbackDisabledReason: null } : {}),
       },
     });

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { createHmac, createPrivateKey, createPublicKey, sign as signBytes, timingSafeEqual, type KeyObject } from "node:crypto";
 
 /** The contract's replay window for the signature timestamp `t`. */
 export const SIGNATURE_TOLERANCE_SECONDS = 300;
@@ -110,4 +110,43 @@ export function formatStandardWebhookSignature(secretsNewestFirst: string[], id:
       return `v1,${createHmac("sha256", key).update(`${id}.${t}.${rawBody}`, "utf8").digest("base64")}`;
     })
     .join(" ");
+}
+
+/** Standard Webhooks' prefix of a serialized ed25519 public key (`whpk_<base64 of the raw 32 bytes>`). */
+export const PUBLIC_KEY_PREFIX = "whpk_";
+/** Standard Webhooks' prefix of a serialized ed25519 secret key (`whsk_<base64 of the 32-byte seed>`). */
+export const SECRET_KEY_PREFIX = "whsk_";
+/** DER prefix of a PKCS#8 ed25519 private key, before its 32-byte seed (RFC 8410). */
+const ED25519_PKCS8_PREFIX = Buffer.from("302e020100300506032b657004220420", "hex");
+/** DER prefix of an SPKI ed25519 public key, before its 32 raw bytes (RFC 8410). */
+const ED25519_SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
+/** Bytes of a raw ed25519 key (seed or public key). */
+export const ED25519_KEY_BYTES = 32;
+
+/** The signing key of a `whsk_<base64 seed>` string. */
+export function ed25519PrivateKeyOf(whsk: string): KeyObject {
+  const seed = Buffer.from(whsk.startsWith(SECRET_KEY_PREFIX) ? whsk.slice(SECRET_KEY_PREFIX.length) : whsk, "base64");
+  if (seed.length !== ED25519_KEY_BYTES) throw new Error("an ed25519 secret key is 32 bytes");
+  return createPrivateKey({ key: Buffer.concat([ED25519_PKCS8_PREFIX, seed]), format: "der", type: "pkcs8" });
+}
+
+/** The verifying key of a `whpk_<base64 raw public key>` string (what receivers do with a published key). */
+export function ed25519PublicKeyOf(whpk: string): KeyObject {
+  const raw = Buffer.from(whpk.startsWith(PUBLIC_KEY_PREFIX) ? whpk.slice(PUBLIC_KEY_PREFIX.length) : whpk, "base64");
+  if (raw.length !== ED25519_KEY_BYTES) throw new Error("an ed25519 public key is 32 bytes");
+  return createPublicKey({ key: Buffer.concat([ED25519_SPKI_PREFIX, raw]), format: "der", type: "spki" });
+}
+
+/** The `whpk_` form of the public half of an ed25519 private key. */
+export function publicKeyStringOf(privateKey: KeyObject): string {
+  const spki = createPublicKey(privateKey).export({ format: "der", type: "spki" });
+  return `${PUBLIC_KEY_PREFIX}${spki.subarray(ED25519_SPKI_PREFIX.length).toString("base64")}`;
+}
+
+/**
+ * Standard Webhooks' asymmetric signature `v1a,<base64 of the 64-byte ed25519 signature>` over the
+ * same signed content as `v1,`: "<id>.<timestamp>.<body>".
+ */
+export function formatStandardWebhookAsymmetricSignature(privateKey: KeyObject, id: string, t: number, rawBody: string): string {
+  return `v1a,${signBytes(null, Buffer.from(`${id}.${t}.${rawBody}`, "utf8"), privateKey).toString("base64")}`;
 }

@@ -711,6 +711,7 @@
   function renderIntegration(server) {
     $("callback-url").value = server.callback_url;
     $("standard-webhooks").checked = server.standard_webhooks;
+    $("public-key-signatures").hidden = !server.public_key_signatures;
     $("callback-disabled").hidden = !server.callback_disabled_reason;
     $("callback-disabled-reason").textContent = server.callback_disabled_reason
       ? `${reasonSince(server.callback_disabled_reason, server.callback_disabled_at)}.`

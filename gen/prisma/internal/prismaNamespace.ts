@@ -415,7 +415,8 @@ export const ModelName = {
   DashboardLoginLink: 'DashboardLoginLink',
   DashboardSession: 'DashboardSession',
   CallbackHealth: 'CallbackHealth',
-  SecretsKeyCheck: 'SecretsKeyCheck'
+  SecretsKeyCheck: 'SecretsKeyCheck',
+  WebhookSigningKey: 'WebhookSigningKey'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -431,7 +432,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "secretsKeyCheck"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "secretsKeyCheck" | "webhookSigningKey"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -1841,6 +1842,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    WebhookSigningKey: {
+      payload: Prisma.$WebhookSigningKeyPayload<ExtArgs>
+      fields: Prisma.WebhookSigningKeyFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.WebhookSigningKeyFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$WebhookSigningKeyPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.WebhookSigningKeyFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$WebhookSigningKeyPayload>
+        }
+        findFirst: {
+          args: Prisma.WebhookSigningKeyFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$WebhookSigningKeyPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.WebhookSigningKeyFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$WebhookSigningKeyPayload>
+        }
+        findMany: {
+          args: Prisma.WebhookSigningKeyFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$WebhookSigningKeyPayload>[]
+        }
+        create: {
+          args: Prisma.WebhookSigningKeyCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$WebhookSigningKeyPayload>
+        }
+        createMany: {
+          args: Prisma.WebhookSigningKeyCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.WebhookSigningKeyCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$WebhookSigningKeyPayload>[]
+        }
+        delete: {
+          args: Prisma.WebhookSigningKeyDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$WebhookSigningKeyPayload>
+        }
+        update: {
+          args: Prisma.WebhookSigningKeyUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$WebhookSigningKeyPayload>
+        }
+        deleteMany: {
+          args: Prisma.WebhookSigningKeyDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.WebhookSigningKeyUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.WebhookSigningKeyUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$WebhookSigningKeyPayload>[]
+        }
+        upsert: {
+          args: Prisma.WebhookSigningKeyUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$WebhookSigningKeyPayload>
+        }
+        aggregate: {
+          args: Prisma.WebhookSigningKeyAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateWebhookSigningKey>
+        }
+        groupBy: {
+          args: Prisma.WebhookSigningKeyGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.WebhookSigningKeyGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.WebhookSigningKeyCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.WebhookSigningKeyCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -1887,6 +1962,7 @@ export const ServerScalarFieldEnum = {
   registrationUrl: 'registrationUrl',
   callbackUrl: 'callbackUrl',
   standardWebhooks: 'standardWebhooks',
+  publicKeySignatures: 'publicKeySignatures',
   callbackDisabledAt: 'callbackDisabledAt',
   callbackDisabledReason: 'callbackDisabledReason',
   votifierHost: 'votifierHost',
@@ -2155,6 +2231,19 @@ export const SecretsKeyCheckScalarFieldEnum = {
 } as const
 
 export type SecretsKeyCheckScalarFieldEnum = (typeof SecretsKeyCheckScalarFieldEnum)[keyof typeof SecretsKeyCheckScalarFieldEnum]
+
+
+export const WebhookSigningKeyScalarFieldEnum = {
+  kid: 'kid',
+  publicKey: 'publicKey',
+  privateKey: 'privateKey',
+  current: 'current',
+  createdAt: 'createdAt',
+  retiredAt: 'retiredAt',
+  expiresAt: 'expiresAt'
+} as const
+
+export type WebhookSigningKeyScalarFieldEnum = (typeof WebhookSigningKeyScalarFieldEnum)[keyof typeof WebhookSigningKeyScalarFieldEnum]
 
 
 export const SortOrder = {
@@ -2534,6 +2623,7 @@ export type GlobalOmitConfig = {
   dashboardSession?: Prisma.DashboardSessionOmit
   callbackHealth?: Prisma.CallbackHealthOmit
   secretsKeyCheck?: Prisma.SecretsKeyCheckOmit
+  webhookSigningKey?: Prisma.WebhookSigningKeyOmit
 }
 
 /* Types for Logging */

@@ -69,7 +69,8 @@ export const ModelName = {
   DashboardLoginLink: 'DashboardLoginLink',
   DashboardSession: 'DashboardSession',
   CallbackHealth: 'CallbackHealth',
-  SecretsKeyCheck: 'SecretsKeyCheck'
+  SecretsKeyCheck: 'SecretsKeyCheck',
+  WebhookSigningKey: 'WebhookSigningKey'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -95,6 +96,7 @@ export const ServerScalarFieldEnum = {
   registrationUrl: 'registrationUrl',
   callbackUrl: 'callbackUrl',
   standardWebhooks: 'standardWebhooks',
+  publicKeySignatures: 'publicKeySignatures',
   callbackDisabledAt: 'callbackDisabledAt',
   callbackDisabledReason: 'callbackDisabledReason',
   votifierHost: 'votifierHost',
@@ -363,6 +365,19 @@ export const SecretsKeyCheckScalarFieldEnum = {
 } as const
 
 export type SecretsKeyCheckScalarFieldEnum = (typeof SecretsKeyCheckScalarFieldEnum)[keyof typeof SecretsKeyCheckScalarFieldEnum]
+
+
+export const WebhookSigningKeyScalarFieldEnum = {
+  kid: 'kid',
+  publicKey: 'publicKey',
+  privateKey: 'privateKey',
+  current: 'current',
+  createdAt: 'createdAt',
+  retiredAt: 'retiredAt',
+  expiresAt: 'expiresAt'
+} as const
+
+export type WebhookSigningKeyScalarFieldEnum = (typeof WebhookSigningKeyScalarFieldEnum)[keyof typeof WebhookSigningKeyScalarFieldEnum]
 
 
 export const SortOrder = {

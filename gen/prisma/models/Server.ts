@@ -41,6 +41,7 @@ export type ServerMinAggregateOutputType = {
   registrationUrl: string | null
   callbackUrl: string | null
   standardWebhooks: boolean | null
+  publicKeySignatures: boolean | null
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
   votifierHost: string | null
@@ -59,6 +60,7 @@ export type ServerMaxAggregateOutputType = {
   registrationUrl: string | null
   callbackUrl: string | null
   standardWebhooks: boolean | null
+  publicKeySignatures: boolean | null
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
   votifierHost: string | null
@@ -77,6 +79,7 @@ export type ServerCountAggregateOutputType = {
   registrationUrl: number
   callbackUrl: number
   standardWebhooks: number
+  publicKeySignatures: number
   callbackDisabledAt: number
   callbackDisabledReason: number
   votifierHost: number
@@ -105,6 +108,7 @@ export type ServerMinAggregateInputType = {
   registrationUrl?: true
   callbackUrl?: true
   standardWebhooks?: true
+  publicKeySignatures?: true
   callbackDisabledAt?: true
   callbackDisabledReason?: true
   votifierHost?: true
@@ -123,6 +127,7 @@ export type ServerMaxAggregateInputType = {
   registrationUrl?: true
   callbackUrl?: true
   standardWebhooks?: true
+  publicKeySignatures?: true
   callbackDisabledAt?: true
   callbackDisabledReason?: true
   votifierHost?: true
@@ -141,6 +146,7 @@ export type ServerCountAggregateInputType = {
   registrationUrl?: true
   callbackUrl?: true
   standardWebhooks?: true
+  publicKeySignatures?: true
   callbackDisabledAt?: true
   callbackDisabledReason?: true
   votifierHost?: true
@@ -246,6 +252,7 @@ export type ServerGroupByOutputType = {
   registrationUrl: string | null
   callbackUrl: string | null
   standardWebhooks: boolean
+  publicKeySignatures: boolean
   callbackDisabledAt: Date | null
   callbackDisabledReason: string | null
   votifierHost: string | null
@@ -287,6 +294,7 @@ export type ServerWhereInput = {
   registrationUrl?: Prisma.StringNullableFilter<"Server"> | string | null
   callbackUrl?: Prisma.StringNullableFilter<"Server"> | string | null
   standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
+  publicKeySignatures?: Prisma.BoolFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
@@ -311,6 +319,7 @@ export type ServerOrderByWithRelationInput = {
   registrationUrl?: Prisma.SortOrderInput | Prisma.SortOrder
   callbackUrl?: Prisma.SortOrderInput | Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
+  publicKeySignatures?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierHost?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -338,6 +347,7 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   registrationUrl?: Prisma.StringNullableFilter<"Server"> | string | null
   callbackUrl?: Prisma.StringNullableFilter<"Server"> | string | null
   standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
+  publicKeySignatures?: Prisma.BoolFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
@@ -362,6 +372,7 @@ export type ServerOrderByWithAggregationInput = {
   registrationUrl?: Prisma.SortOrderInput | Prisma.SortOrder
   callbackUrl?: Prisma.SortOrderInput | Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
+  publicKeySignatures?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierHost?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -388,6 +399,7 @@ export type ServerScalarWhereWithAggregatesInput = {
   registrationUrl?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   callbackUrl?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   standardWebhooks?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
+  publicKeySignatures?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   votifierHost?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
@@ -406,6 +418,7 @@ export type ServerCreateInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -429,6 +442,7 @@ export type ServerUncheckedCreateInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -452,6 +466,7 @@ export type ServerUpdateInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -475,6 +490,7 @@ export type ServerUncheckedUpdateInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -498,6 +514,7 @@ export type ServerCreateManyInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -516,6 +533,7 @@ export type ServerUpdateManyMutationInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -533,6 +551,7 @@ export type ServerUncheckedUpdateManyInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -551,6 +570,7 @@ export type ServerCountOrderByAggregateInput = {
   registrationUrl?: Prisma.SortOrder
   callbackUrl?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
+  publicKeySignatures?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
   votifierHost?: Prisma.SortOrder
@@ -573,6 +593,7 @@ export type ServerMaxOrderByAggregateInput = {
   registrationUrl?: Prisma.SortOrder
   callbackUrl?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
+  publicKeySignatures?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
   votifierHost?: Prisma.SortOrder
@@ -591,6 +612,7 @@ export type ServerMinOrderByAggregateInput = {
   registrationUrl?: Prisma.SortOrder
   callbackUrl?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
+  publicKeySignatures?: Prisma.SortOrder
   callbackDisabledAt?: Prisma.SortOrder
   callbackDisabledReason?: Prisma.SortOrder
   votifierHost?: Prisma.SortOrder
@@ -768,6 +790,7 @@ export type ServerCreateWithoutSecretsInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -790,6 +813,7 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -828,6 +852,7 @@ export type ServerUpdateWithoutSecretsInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -850,6 +875,7 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -872,6 +898,7 @@ export type ServerCreateWithoutClicksInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -894,6 +921,7 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -932,6 +960,7 @@ export type ServerUpdateWithoutClicksInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -954,6 +983,7 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -976,6 +1006,7 @@ export type ServerCreateWithoutReferralsInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -998,6 +1029,7 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -1036,6 +1068,7 @@ export type ServerUpdateWithoutReferralsInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1058,6 +1091,7 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1080,6 +1114,7 @@ export type ServerCreateWithoutDeliveriesInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -1102,6 +1137,7 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -1140,6 +1176,7 @@ export type ServerUpdateWithoutDeliveriesInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1162,6 +1199,7 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1184,6 +1222,7 @@ export type ServerCreateWithoutOwnerInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -1206,6 +1245,7 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -1257,6 +1297,7 @@ export type ServerScalarWhereInput = {
   registrationUrl?: Prisma.StringNullableFilter<"Server"> | string | null
   callbackUrl?: Prisma.StringNullableFilter<"Server"> | string | null
   standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
+  publicKeySignatures?: Prisma.BoolFilter<"Server"> | boolean
   callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
   callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
@@ -1275,6 +1316,7 @@ export type ServerCreateWithoutCallbackHealthInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -1297,6 +1339,7 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -1335,6 +1378,7 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1357,6 +1401,7 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1379,6 +1424,7 @@ export type ServerCreateManyOwnerInput = {
   registrationUrl?: string | null
   callbackUrl?: string | null
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: Date | string | null
   callbackDisabledReason?: string | null
   votifierHost?: string | null
@@ -1396,6 +1442,7 @@ export type ServerUpdateWithoutOwnerInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1418,6 +1465,7 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1440,6 +1488,7 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
   callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1515,6 +1564,7 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   registrationUrl?: boolean
   callbackUrl?: boolean
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
   votifierHost?: boolean
@@ -1540,6 +1590,7 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   registrationUrl?: boolean
   callbackUrl?: boolean
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
   votifierHost?: boolean
@@ -1559,6 +1610,7 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   registrationUrl?: boolean
   callbackUrl?: boolean
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
   votifierHost?: boolean
@@ -1578,6 +1630,7 @@ export type ServerSelectScalar = {
   registrationUrl?: boolean
   callbackUrl?: boolean
   standardWebhooks?: boolean
+  publicKeySignatures?: boolean
   callbackDisabledAt?: boolean
   callbackDisabledReason?: boolean
   votifierHost?: boolean
@@ -1589,7 +1642,7 @@ export type ServerSelectScalar = {
   ownerId?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -1623,6 +1676,10 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
     registrationUrl: string | null
     callbackUrl: string | null
     standardWebhooks: boolean
+    /**
+     * Opt-in: callbacks also carry Standard Webhooks' asymmetric `v1a` (ed25519) signature by the list's key.
+     */
+    publicKeySignatures: boolean
     callbackDisabledAt: Date | null
     callbackDisabledReason: string | null
     /**
@@ -2079,6 +2136,7 @@ export interface ServerFieldRefs {
   readonly registrationUrl: Prisma.FieldRef<"Server", 'String'>
   readonly callbackUrl: Prisma.FieldRef<"Server", 'String'>
   readonly standardWebhooks: Prisma.FieldRef<"Server", 'Boolean'>
+  readonly publicKeySignatures: Prisma.FieldRef<"Server", 'Boolean'>
   readonly callbackDisabledAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly callbackDisabledReason: Prisma.FieldRef<"Server", 'String'>
   readonly votifierHost: Prisma.FieldRef<"Server", 'String'>

@@ -64,7 +64,7 @@ test("the referral service's answer is reused for WELL_KNOWN_CACHE_MS; a failure
   const keys = createWellKnownKeys({
     listKeys: async () => {
       calls++;
-      if (fail) throw new ConnectError("down", Code.Unavailable);
+      if (fail) throw new ConnectError("broken", Code.Internal);
       return ANSWER;
     },
     now: () => new Date(at),
@@ -81,4 +81,20 @@ test("the referral service's answer is reused for WELL_KNOWN_CACHE_MS; a failure
   fail = false;
   t.is((await keys.reply(WEBHOOK_KEYS_PATH)).reply.status, 200);
   t.is(calls, 3);
+});
+
+test("the referral service unreachable: the public 503 with Retry-After (the one error table's answer), not cached", async (t) => {
+  let down = true;
+  const keys = createWellKnownKeys({
+    listKeys: async () => {
+      if (down) throw new ConnectError("down", Code.Unavailable);
+      return ANSWER;
+    },
+    now: () => CREATED,
+  });
+  const failed = await keys.reply(JWKS_PATH);
+  t.is(failed.reply.status, 503);
+  t.truthy(failed.reply.headers?.["retry-after"]);
+  down = false;
+  t.is((await keys.reply(JWKS_PATH)).reply.status, 200);
 });

@@ -117,7 +117,7 @@ function findCommand(argv: string[]): { command: Command; rest: string[] } | { g
   }
   if (words.length === 0) return undefined;
   const two = words.slice(0, 2).join(" ");
-  const byTwo = COMMANDS.find((c) => c.name === two);
+  const byTwo = words.length === 2 ? COMMANDS.find((c) => c.name === two) : undefined;
   if (byTwo) return { command: byTwo, rest: argv.slice(2) };
   const byOne = COMMANDS.find((c) => c.name === words[0]);
   if (byOne) return { command: byOne, rest: argv.slice(1) };
@@ -150,7 +150,10 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
       return argv.includes("--help") || argv.includes("-h") ? EXIT_OK : EXIT_USAGE;
     }
     if ("unknown" in found) {
-      const guess = closest(found.unknown, COMMANDS.map((c) => c.name));
+      const guess = closest(
+        found.unknown,
+        COMMANDS.map((c) => c.name),
+      );
       throw new CliError(`unknown command "${found.unknown}" for "${CLI_NAME}"`, {
         hint: `${guess ? `did you mean "${guess}"? ` : ""}Run \`${CLI_NAME} --help\` for the commands.`,
         exitCode: EXIT_USAGE,
@@ -180,7 +183,10 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     }
     const extra = command === trigger ? parsed.positionals.slice(1) : parsed.positionals;
     if (extra.length > 0) {
-      throw new CliError(`unexpected argument "${extra[0]}" for "${CLI_NAME} ${command.name}"`, { hint: `See \`${CLI_NAME} ${command.name} --help\`.`, exitCode: EXIT_USAGE });
+      throw new CliError(`unexpected argument "${extra[0]}" for "${CLI_NAME} ${command.name}"`, {
+        hint: `See \`${CLI_NAME} ${command.name} --help\`.`,
+        exitCode: EXIT_USAGE,
+      });
     }
     const flags: FlagValues = { ...parsed.values, ...(command === trigger ? { _event: parsed.positionals[0] } : {}) };
     // events send's --token is the click token; the service token then comes only from the environment or the data folder.

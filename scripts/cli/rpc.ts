@@ -41,7 +41,9 @@ function describeRpcError(error: unknown, config: CliConfig, what: string): CliE
         hint: "pass a valid token with --token or SERVICE_TOKEN (mint one with `npm run tokens -- create --name cli --scopes admin`)",
       });
     case Code.PermissionDenied:
-      return new CliError(`${what}: ${connect.rawMessage}`, { hint: "use a token with the scope admin (`npm run tokens -- create --name cli --scopes admin`)" });
+      return new CliError(`${what}: ${connect.rawMessage}`, {
+        hint: "use a token with the scope admin (`npm run tokens -- create --name cli --scopes admin`)",
+      });
     case Code.DeadlineExceeded:
       return new CliError(`${what}: the referral service at ${config.apiUrl} did not answer within ${RPC_TIMEOUT_MS / 1000} s`);
     case Code.NotFound:

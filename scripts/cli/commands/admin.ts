@@ -147,7 +147,9 @@ export const serversCreate: Command = {
         ["pull_secret", `${pullSecret}   signs pull API requests (listen)`],
       ]),
     );
-    ctx.out.line(`\nNext:\n  ${CLI_NAME} listen --server ${server.id} --forward-to http://localhost:3000/hook\n  ${CLI_NAME} trigger heart.counted --server ${server.id}`);
+    ctx.out.line(
+      `\nNext:\n  ${CLI_NAME} listen --server ${server.id} --forward-to http://localhost:3000/hook\n  ${CLI_NAME} trigger heart.counted --server ${server.id}`,
+    );
     return EXIT_OK;
   },
 };
@@ -246,7 +248,8 @@ export const loginLink: Command = {
     const ownerId = stringFlag(ctx.flags, "owner") ?? DEMO_OWNER_ID;
     const ttlText = stringFlag(ctx.flags, "ttl");
     const ttl = ttlText === undefined ? 0 : Number(ttlText);
-    if (!Number.isInteger(ttl) || ttl < 0) throw new CliError("--ttl must be a whole number of seconds", { hint: "for example --ttl 600", exitCode: EXIT_USAGE });
+    if (!Number.isInteger(ttl) || ttl < 0)
+      throw new CliError("--ttl must be a whole number of seconds", { hint: "for example --ttl 600", exitCode: EXIT_USAGE });
     const config = ctx.config();
     const r = await callRpc(config, "minting the login link", (o) =>
       createClients(config).access.createDashboardLoginLink({ ownerId, ttlSeconds: BigInt(ttl) }, o),
@@ -274,7 +277,10 @@ export const trigger: Command = {
   async run(ctx) {
     const event = stringFlag(ctx.flags, "_event");
     if (event === undefined || !TRIGGERS.includes(event)) {
-      throw new CliError(event === undefined ? "which event? name one" : `unknown event "${event}"`, { hint: `one of: ${TRIGGERS.join(", ")}`, exitCode: EXIT_USAGE });
+      throw new CliError(event === undefined ? "which event? name one" : `unknown event "${event}"`, {
+        hint: `one of: ${TRIGGERS.join(", ")}`,
+        exitCode: EXIT_USAGE,
+      });
     }
     const serverId = requireFlag(ctx, "server", "<server id from `servers list`>");
     const username = stringFlag(ctx.flags, "username") ?? TEST_USERNAME;
@@ -310,7 +316,8 @@ export const trigger: Command = {
           ["delivery", `${r.delivery?.id ?? "-"} (retried like any callback until a 2xx)`],
         ]),
       );
-      if (!report.ok) throw new CliError(`the receiver did not accept the test callback${report.error ? `: ${report.error}` : ` (status ${report.statusCode})`}`);
+      if (!report.ok)
+        throw new CliError(`the receiver did not accept the test callback${report.error ? `: ${report.error}` : ` (status ${report.statusCode})`}`);
       return EXIT_OK;
     }
     // referral.*: the service's signed test event to its own public ingest endpoint (the owner gets no referral events yet).
@@ -319,7 +326,13 @@ export const trigger: Command = {
     const r = await callRpc(config, "sending the test referral event", (o) => delivery.sendTestReferralEvent({ serverId, event: kind }, o));
     const report = r.report!;
     ctx.out.result({ url: report.url, ok: report.ok, status: report.statusCode || null, response_body: report.responseBody, error: report.error || null });
-    ctx.out.line(formatPairs([["url", report.url], ["status", report.statusCode ? String(report.statusCode) : "no answer"], ["response", report.responseBody || report.error]]));
+    ctx.out.line(
+      formatPairs([
+        ["url", report.url],
+        ["status", report.statusCode ? String(report.statusCode) : "no answer"],
+        ["response", report.responseBody || report.error],
+      ]),
+    );
     ctx.out.progress("Referral events are not sent to owners' receivers yet, so `listen` does not show them; this checks the ingest path.");
     if (!report.ok) throw new CliError(`the ingest endpoint refused the test event (status ${report.statusCode || "none"})`);
     return EXIT_OK;

@@ -79,7 +79,9 @@ async function resolveSecrets(ctx: CommandContext, serverId: string) {
   standardWebhooks ||= server.standardWebhooks;
   if (!pullSecret) {
     if (!server.pullEnabled) {
-      throw new CliError(`the pull API is off for server ${serverId}`, { hint: "turn it on in the dashboard's integration tab (servers made by `servers create` have it on)" });
+      throw new CliError(`the pull API is off for server ${serverId}`, {
+        hint: "turn it on in the dashboard's integration tab (servers made by `servers create` have it on)",
+      });
     }
     pullSecret = (await callRpc(config, "revealing the pull secret", (o) => admin.revealPullSecret({ serverId }, o))).secret;
   }
@@ -100,7 +102,8 @@ async function resolveSecrets(ctx: CommandContext, serverId: string) {
 
 function readForwardTo(ctx: CommandContext): string {
   const target = stringFlag(ctx.flags, "forward-to");
-  if (target === undefined) throw new CliError("--forward-to is required", { hint: "for example --forward-to http://localhost:3000/hook", exitCode: EXIT_USAGE });
+  if (target === undefined)
+    throw new CliError("--forward-to is required", { hint: "for example --forward-to http://localhost:3000/hook", exitCode: EXIT_USAGE });
   let url: URL;
   try {
     url = new URL(/^[a-z]+:\/\//i.test(target) ? target : `http://${target}`);
@@ -145,7 +148,8 @@ export const listen: Command = {
     const forwardTo = readForwardTo(ctx);
     const intervalText = stringFlag(ctx.flags, "interval");
     const intervalMs = intervalText === undefined ? DEFAULT_INTERVAL_MS : Number(intervalText);
-    if (!Number.isInteger(intervalMs) || intervalMs < 100) throw new CliError("--interval must be a whole number of milliseconds, at least 100", { exitCode: EXIT_USAGE });
+    if (!Number.isInteger(intervalMs) || intervalMs < 100)
+      throw new CliError("--interval must be a whole number of milliseconds, at least 100", { exitCode: EXIT_USAGE });
     const { pullSecret, callbackSecret, standardWebhooks } = await resolveSecrets(ctx, serverId);
     const gatewayUrl = ctx.config().gatewayUrl;
     const stop = ctx.interrupted;
@@ -189,7 +193,13 @@ export const listen: Command = {
       try {
         let cursor: string | null = null;
         do {
-          const page = (await postSigned(gatewayUrl, PULL_PATHS.hearts, pullSecret, { server_id: serverId, limit: PAGE_LIMIT, ...(cursor ? { cursor } : {}) }, stop)) as {
+          const page = (await postSigned(
+            gatewayUrl,
+            PULL_PATHS.hearts,
+            pullSecret,
+            { server_id: serverId, limit: PAGE_LIMIT, ...(cursor ? { cursor } : {}) },
+            stop,
+          )) as {
             hearts: PulledHeart[];
             next_cursor: string | null;
           };
@@ -210,7 +220,13 @@ export const listen: Command = {
           }
           // Claimed only once the receiver answered 2xx: a refused heart stays pending and is offered again.
           for (let i = 0; i < delivered.length; i += MAX_PULL_CLAIM) {
-            await postSigned(gatewayUrl, PULL_PATHS.claims, pullSecret, { server_id: serverId, heart_ids: delivered.slice(i, i + MAX_PULL_CLAIM) }, AbortSignal.timeout(GATEWAY_TIMEOUT_MS));
+            await postSigned(
+              gatewayUrl,
+              PULL_PATHS.claims,
+              pullSecret,
+              { server_id: serverId, heart_ids: delivered.slice(i, i + MAX_PULL_CLAIM) },
+              AbortSignal.timeout(GATEWAY_TIMEOUT_MS),
+            );
           }
           forwarded += delivered.length;
           cursor = page.next_cursor;

@@ -60,7 +60,8 @@ function readScheme(ctx: CommandContext, guess: () => Scheme): Scheme {
 function readUnixSeconds(ctx: CommandContext, flag: string): number {
   const text = stringFlag(ctx.flags, flag);
   if (text === undefined) return Math.floor(Date.now() / 1000);
-  if (!/^-?\d{1,16}$/.test(text)) throw new CliError(`--${flag} must be whole Unix seconds`, { hint: `for example --${flag} ${Math.floor(Date.now() / 1000)}`, exitCode: EXIT_USAGE });
+  if (!/^-?\d{1,16}$/.test(text))
+    throw new CliError(`--${flag} must be whole Unix seconds`, { hint: `for example --${flag} ${Math.floor(Date.now() / 1000)}`, exitCode: EXIT_USAGE });
   return Number(text);
 }
 
@@ -84,8 +85,18 @@ export const sign: Command = {
     ["--webhook-id ID", "callback: also the Standard Webhooks headers, with this webhook-id (the heart_id)"],
     ...BODY_HELP,
   ],
-  flags: { secret: { type: "string" }, scheme: { type: "string" }, t: { type: "string" }, kid: { type: "string" }, "webhook-id": { type: "string" }, ...BODY_FLAGS },
-  examples: [`echo -n '{"event":"registered",...}' | ${CLI_NAME} sign --secret rsec_...`, `${CLI_NAME} sign --secret whsec_... --body-file body.json --t 1700000000`],
+  flags: {
+    secret: { type: "string" },
+    scheme: { type: "string" },
+    t: { type: "string" },
+    kid: { type: "string" },
+    "webhook-id": { type: "string" },
+    ...BODY_FLAGS,
+  },
+  examples: [
+    `echo -n '{"event":"registered",...}' | ${CLI_NAME} sign --secret rsec_...`,
+    `${CLI_NAME} sign --secret whsec_... --body-file body.json --t 1700000000`,
+  ],
   async run(ctx) {
     const secret = requireSecret(ctx);
     const scheme = readScheme(ctx, () => (secret.startsWith("whsec_") ? "callback" : "ingest"));
@@ -117,10 +128,12 @@ function checkStandardWebhooks(input: { id: string; timestamp: string; signature
   const t = Number(input.timestamp);
   const expected = formatStandardWebhookSignature([input.secret], input.id, t, input.body);
   const presented = input.signature.split(" ").filter(Boolean);
-  if (presented.includes(expected)) findings.push({ level: "ok", part: "mac", message: "webhook-signature matches (HMAC keyed with the base64-decoded whsec_ secret)." });
+  if (presented.includes(expected))
+    findings.push({ level: "ok", part: "mac", message: "webhook-signature matches (HMAC keyed with the base64-decoded whsec_ secret)." });
   else {
     findings.push({ level: "error", part: "mac", message: `webhook-signature does not match. Expected ${expected}.` });
-    if (!input.secret.startsWith("whsec_")) findings.push({ level: "warn", part: "secret", message: 'The secret has no "whsec_" prefix: paste the whole callback secret.' });
+    if (!input.secret.startsWith("whsec_"))
+      findings.push({ level: "warn", part: "secret", message: 'The secret has no "whsec_" prefix: paste the whole callback secret.' });
     const rawKeyed = formatCallbackSignature([input.secret], t, `${input.id}.${input.body}`);
     if (presented.some((p) => p.startsWith("v1,") && Buffer.from(p.slice(3), "base64").toString("hex") === rawKeyed.split("v1=")[1]))
       findings.push({
@@ -137,7 +150,8 @@ function checkStandardWebhooks(input: { id: string; timestamp: string; signature
 export const verify: Command = {
   name: "verify",
   summary: "check a signature header against a body and a secret, naming the usual mistakes (as the dashboard's debugger)",
-  usage: "--header VALUE --secret SECRET [--scheme ingest|callback] [--now UNIX] [--body TEXT | --body-file PATH] [--webhook-id ID --webhook-timestamp T --webhook-signature S]",
+  usage:
+    "--header VALUE --secret SECRET [--scheme ingest|callback] [--now UNIX] [--body TEXT | --body-file PATH] [--webhook-id ID --webhook-timestamp T --webhook-signature S]",
   flagHelp: [
     ["--header VALUE", "the X-Service-Signature value (t=...,v1=...)"],
     ["--secret SECRET", "the secret it should verify with (without it: only the header's shape is checked)"],
@@ -163,7 +177,9 @@ export const verify: Command = {
       throw new CliError("--header is required", { hint: "the X-Service-Signature value, for example --header 't=1700000000,v1=...'", exitCode: EXIT_USAGE });
     }
     const secret = typeof ctx.flags.secret === "string" ? ctx.flags.secret : "";
-    const scheme = readScheme(ctx, () => (header.includes("v1=sha256=") ? "ingest" : /v1=[0-9a-fA-F]/.test(header) ? "callback" : secret.startsWith("whsec_") ? "callback" : "ingest"));
+    const scheme = readScheme(ctx, () =>
+      header.includes("v1=sha256=") ? "ingest" : /v1=[0-9a-fA-F]/.test(header) ? "callback" : secret.startsWith("whsec_") ? "callback" : "ingest",
+    );
     const nowSeconds = readUnixSeconds(ctx, "now");
     const body = await readBody(ctx);
     const report = await checkSignature({ scheme, header, body, secret, nowSeconds }, SIGNATURE_RULES, createMacEngine(globalThis.crypto.subtle));
@@ -254,7 +270,9 @@ export const eventsSend: Command = {
       });
     } catch {
       // Failure policy: an unreachable gateway is reported with where it was looked for.
-      throw new CliError(`cannot reach the gateway at ${ctx.config().gatewayUrl}`, { hint: "is `npm start` running? Otherwise pass --gateway-url or set GATEWAY_URL" });
+      throw new CliError(`cannot reach the gateway at ${ctx.config().gatewayUrl}`, {
+        hint: "is `npm start` running? Otherwise pass --gateway-url or set GATEWAY_URL",
+      });
     }
     const text = await response.text();
     let parsed: unknown = text;
@@ -264,10 +282,17 @@ export const eventsSend: Command = {
       // Failure policy: a non-JSON answer is shown as text.
     }
     ctx.out.result({ status: response.status, body: parsed, request: JSON.parse(body) });
-    ctx.out.line(formatPairs([["status", `${response.status} ${response.statusText}`], ["body", text]]));
+    ctx.out.line(
+      formatPairs([
+        ["status", `${response.status} ${response.statusText}`],
+        ["body", text],
+      ]),
+    );
     if (!response.ok) {
       ctx.out.progress(
-        response.status === 401 ? `The signature was refused: check the secret (\`${CLI_NAME} verify\` names the usual mistakes).` : "The event was not accepted.",
+        response.status === 401
+          ? `The signature was refused: check the secret (\`${CLI_NAME} verify\` names the usual mistakes).`
+          : "The event was not accepted.",
       );
       return EXIT_FAILURE;
     }

@@ -71,7 +71,7 @@ export function rootHelp(): string {
 
 export function commandHelp(c: Command): string {
   return [
-    c.summary.charAt(0).toUpperCase() + c.summary.slice(1) + ".",
+    `${c.summary.charAt(0).toUpperCase() + c.summary.slice(1)}.`,
     "",
     "Usage:",
     `  ${CLI_NAME} ${c.name}${c.usage ? ` ${c.usage}` : ""} [--json]`,

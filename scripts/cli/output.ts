@@ -60,7 +60,7 @@ export function createOutput(json: boolean, streams: { stdout: NodeJS.WritableSt
 export function formatTable(headers: string[], rows: string[][]): string {
   const all = [headers, ...rows];
   const widths = headers.map((_, i) => Math.max(...all.map((r) => (r[i] ?? "").length)));
-  return all.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join("  ")).join("\n") + "\n";
+  return `${all.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join("  ")).join("\n")}\n`;
 }
 
 /** `key  value` lines aligned on the key, for one record (a created server, a cast heart). */

@@ -7,6 +7,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { createRpcClients, type RpcClients } from "../../services/shared/service-clients.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import type { CliConfig } from "./config.js";
+import { CLI_NAME } from "./name.js";
 import { CliError } from "./output.js";
 
 /** A deadline per call: a referral service that hangs is reported, not waited on forever. */
@@ -17,16 +18,21 @@ export function createClients(config: CliConfig): RpcClients {
 }
 
 /** Calls `fn`; a ConnectError becomes a CliError naming the cause and the fix. */
-export async function callRpc<T>(config: CliConfig, what: string, fn: (opts: { timeoutMs: number }) => Promise<T>): Promise<T> {
+export async function callRpc<T>(
+  config: CliConfig,
+  what: string,
+  fn: (opts: { timeoutMs: number }) => Promise<T>,
+  hints: { notFound?: string; failedPrecondition?: string } = {},
+): Promise<T> {
   try {
     return await fn({ timeoutMs: RPC_TIMEOUT_MS });
   } catch (error) {
     // Failure policy: every RPC failure is reported with its cause and what to try; nothing is retried.
-    throw describeRpcError(error, config, what);
+    throw describeRpcError(error, config, what, hints);
   }
 }
 
-function describeRpcError(error: unknown, config: CliConfig, what: string): CliError {
+function describeRpcError(error: unknown, config: CliConfig, what: string, hints: { notFound?: string; failedPrecondition?: string }): CliError {
   if (error instanceof CliError) return error;
   const connect = ConnectError.from(error);
   const unreachable = /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ECONNRESET|socket hang up/i.test(`${connect.message} ${String(connect.cause ?? "")}`);
@@ -47,7 +53,9 @@ function describeRpcError(error: unknown, config: CliConfig, what: string): CliE
     case Code.DeadlineExceeded:
       return new CliError(`${what}: the referral service at ${config.apiUrl} did not answer within ${RPC_TIMEOUT_MS / 1000} s`);
     case Code.NotFound:
-      return new CliError(`${what}: ${connect.rawMessage}`, { hint: "check the id (`rcb servers list` shows the servers)" });
+      return new CliError(`${what}: ${connect.rawMessage}`, { hint: hints.notFound ?? `check the server id (\`${CLI_NAME} servers list\` shows them)` });
+    case Code.FailedPrecondition:
+      return new CliError(`${what}: ${connect.rawMessage}`, { hint: hints.failedPrecondition });
     default:
       return new CliError(`${what}: ${connect.rawMessage} (${Code[connect.code]})`);
   }

@@ -204,7 +204,7 @@ async function castHeart(ctx: CommandContext, input: { serverId: string; usernam
   ctx.out.result(json);
   const pairs: [string, string][] = [
     ["heart_id", r.heartId],
-    ["verdict", `${verdict}${r.reason ? ` (${r.reason})` : ""}`],
+    ["verdict", `${verdict}${r.reason && r.reason !== verdict ? ` (${r.reason})` : ""}`],
     ["username", input.username],
     ["voter", `${input.voter} from ${input.ip}`],
   ];
@@ -251,8 +251,11 @@ export const loginLink: Command = {
     if (!Number.isInteger(ttl) || ttl < 0)
       throw new CliError("--ttl must be a whole number of seconds", { hint: "for example --ttl 600", exitCode: EXIT_USAGE });
     const config = ctx.config();
-    const r = await callRpc(config, "minting the login link", (o) =>
-      createClients(config).access.createDashboardLoginLink({ ownerId, ttlSeconds: BigInt(ttl) }, o),
+    const r = await callRpc(
+      config,
+      "minting the login link",
+      (o) => createClients(config).access.createDashboardLoginLink({ ownerId, ttlSeconds: BigInt(ttl) }, o),
+      { notFound: `no owner "${ownerId}": owners are the list's account ids (\`${CLI_NAME} servers create --owner ID\` creates one)` },
     );
     const expiresAt = r.expiresAt ? timestampDate(r.expiresAt).toISOString() : null;
     ctx.out.result({ owner_id: ownerId, url: r.url, expires_at: expiresAt });
@@ -296,7 +299,9 @@ export const trigger: Command = {
     const { delivery } = createClients(config);
     if (event === "heart.test") {
       ctx.out.progress("Sending a heart.test callback...");
-      const r = await callRpc(config, "sending the test callback", (o) => delivery.sendTestCallback({ serverId, username }, o));
+      const r = await callRpc(config, "sending the test callback", (o) => delivery.sendTestCallback({ serverId, username }, o), {
+        failedPrecondition: `heart.test goes to the server's callback URL only (\`${CLI_NAME} servers create --callback-url URL\`); with \`listen\`, use \`${CLI_NAME} trigger heart.counted\``,
+      });
       const report = r.report!;
       ctx.out.result({
         url: report.url,

@@ -6,13 +6,14 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHmac } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "ava";
 import { PULL_CLAIMS_PATH, PULL_HEARTS_PATH } from "../../gateway/handle-pull.js";
 import { CALLBACK_USER_AGENT } from "../../services/delivery/send-callback.js";
 import { PULL_PATHS } from "../../scripts/cli/commands/listen.js";
+import { COMMANDS } from "../../scripts/cli/main.js";
 import { eventually } from "../helpers/eventually.js";
 import { startReceiver, type Receiver } from "../helpers/receiver.js";
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
@@ -259,4 +260,12 @@ test("a wrong token is refused and said so, without printing it; an unreachable 
   t.is(down.code, 1);
   t.regex(down.stderr, /cannot reach the referral service at http:\/\/127\.0\.0\.1:9/);
   t.regex(down.stderr, /npm start/);
+});
+
+test("docs/cli.md documents every command and every flag the CLI takes", (t) => {
+  const doc = readFileSync(join(import.meta.dirname, "../../docs/cli.md"), "utf8");
+  for (const command of COMMANDS) {
+    t.true(doc.includes(`### \`rcb ${command.name}\``), `a section for ${command.name}`);
+    for (const flag of Object.keys(command.flags)) t.true(doc.includes(`--${flag}`), `${command.name} --${flag}`);
+  }
 });

@@ -16,6 +16,7 @@ import { PULL_PATHS } from "../../scripts/cli/commands/listen.js";
 import { COMMANDS } from "../../scripts/cli/main.js";
 import { eventually } from "../helpers/eventually.js";
 import { startReceiver, type Receiver } from "../helpers/receiver.js";
+import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { startStack, type TestStack } from "../helpers/stack.js";
 
@@ -268,4 +269,33 @@ test("docs/cli.md documents every command and every flag the CLI takes", (t) => 
     t.true(doc.includes(`### \`rcb ${command.name}\``), `a section for ${command.name}`);
     for (const flag of Object.keys(command.flags)) t.true(doc.includes(`--${flag}`), `${command.name} --${flag}`);
   }
+});
+
+test("listen --forward-to votifier://: each counted heart becomes a Votifier v2 vote to a local listener (secrets from flags, no service token)", async (t) => {
+  const votifier = await startVotifierReceiver({ tokens: { default: "local-votifier-token" } });
+  t.teardown(() => votifier.close());
+  const created = await createServer(t);
+  const serverId = created.server.server_id;
+  const cast = await rcb(["hearts", "cast", "--server", serverId, "--username", "Alex", "--json"]);
+  t.is(cast.code, 0, cast.stderr);
+  const emptyDataDir = mkdtempSync(join(tmpdir(), "rcb-none-"));
+  t.teardown(() => rmSync(emptyDataDir, { recursive: true, force: true }));
+  const noToken = { DATA_DIR: emptyDataDir };
+  const target = `votifier://127.0.0.1:${votifier.port}`;
+  // Without a token, the pull secret must be given.
+  const refused = await rcb(["listen", "--server", serverId, "--forward-to", target, "--votifier-token", "local-votifier-token"], { env: noToken });
+  t.is(refused.code, 2);
+  t.regex(refused.stderr, /--pull-secret not given, and no service token found/);
+  const listen = start(
+    ["listen", "--server", serverId, "--forward-to", target, "--votifier-token", "local-votifier-token", "--pull-secret", created.secrets.pull_secret, "--interval", "200"],
+    { env: noToken },
+  );
+  t.teardown(() => listen.child.kill("SIGKILL"));
+  await eventually(() => votifier.votes.length >= 1, { timeoutMs: 60_000, message: "the vote arrived" });
+  t.like(votifier.votes[0], { username: "Alex", serviceName: "rcb" });
+  await eventually(async () => (await stack.clients.delivery.listPullHearts({ serverId })).hearts.length === 0, { message: "the heart is claimed" });
+  listen.child.kill("SIGINT");
+  const ended = await listen.done;
+  t.is(ended.code, 0, ended.stderr);
+  t.regex(ended.stdout, /--> vote\s+\S+\s+Alex\s+\[ok\]/);
 });

@@ -5,9 +5,12 @@
  * callback: the same body builder and signer (services/delivery/send-callback.ts signCallback) and the
  * same sender (sendCallback), keyed with the server's callback secret. A heart is claimed only after
  * the receiver answered 2xx, so one the receiver refused is offered again on a later poll.
+ * With `--forward-to votifier://host:port` each heart is sent instead as a Votifier v2 vote to a
+ * local NuVotifier listener, with the delivery service's own sender (send-votifier.ts).
  */
 import { MAX_PULL_CLAIM } from "../../../services/delivery/pull-store.js";
 import { CALLBACK_TIMEOUT_MS, sendCallback, signCallback } from "../../../services/delivery/send-callback.js";
+import { VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, sendVotifierVote } from "../../../services/delivery/send-votifier.js";
 import { formatIngestSignature } from "../../../services/shared/signature.js";
 import { stringFlag, type Command, type CommandContext } from "../command.js";
 import type { CliConfig } from "../config.js";
@@ -56,11 +59,12 @@ async function postSigned(gatewayUrl: string, path: string, pullSecret: string, 
   throw new Error(`the gateway answered ${response.status}: ${reason}`);
 }
 
-async function resolveSecrets(ctx: CommandContext, serverId: string) {
+async function resolveSecrets(ctx: CommandContext, serverId: string, needsCallbackSecret: boolean) {
   let pullSecret = stringFlag(ctx.flags, "pull-secret");
-  let callbackSecret = stringFlag(ctx.flags, "callback-secret");
+  // Votes are signed with the Votifier token, not the callback secret.
+  let callbackSecret = needsCallbackSecret ? stringFlag(ctx.flags, "callback-secret") : undefined;
   let standardWebhooks = ctx.flags["standard-webhooks"] === true;
-  if (pullSecret && callbackSecret) return { pullSecret, callbackSecret, standardWebhooks };
+  if (pullSecret && (callbackSecret || !needsCallbackSecret)) return { pullSecret, callbackSecret: callbackSecret ?? "", standardWebhooks };
   // A secret not given is revealed with the service token (the admin's own tool; the secret is never printed).
   let config: CliConfig;
   try {
@@ -69,8 +73,9 @@ async function resolveSecrets(ctx: CommandContext, serverId: string) {
   } catch (error) {
     // Failure policy: without a token the secrets must come from flags; say which.
     if (!(error instanceof CliError)) throw error;
-    throw new CliError(`${pullSecret ? "" : "--pull-secret "}${callbackSecret ? "" : "--callback-secret "}missing and ${error.message}`.replace("  ", " "), {
-      hint: `pass --pull-secret psec_... and --callback-secret whsec_... (\`${CLI_NAME} servers create\` printed them), or a service token to reveal them`,
+    const missing = [pullSecret ? undefined : "--pull-secret", callbackSecret || !needsCallbackSecret ? undefined : "--callback-secret"].filter(Boolean);
+    throw new CliError(`${missing.join(" and ")} not given, and ${error.message} to reveal ${missing.length > 1 ? "them" : "it"} with`, {
+      hint: `pass ${missing.map((f) => `${f} ${f === "--pull-secret" ? "psec_..." : "whsec_..."}`).join(" and ")} (\`${CLI_NAME} servers create\` printed them), or a service token`,
       exitCode: EXIT_USAGE,
     });
   }
@@ -85,7 +90,7 @@ async function resolveSecrets(ctx: CommandContext, serverId: string) {
     }
     pullSecret = (await callRpc(config, "revealing the pull secret", (o) => admin.revealPullSecret({ serverId }, o))).secret;
   }
-  if (!callbackSecret) {
+  if (needsCallbackSecret && !callbackSecret) {
     callbackSecret = (
       await callRpc(config, "revealing the callback secret", (o) => admin.revealCallbackSecret({ serverId }, o)).catch((error: unknown) => {
         // Failure policy: a server without a callback secret cannot sign what is forwarded; say how to get one.
@@ -97,11 +102,46 @@ async function resolveSecrets(ctx: CommandContext, serverId: string) {
       })
     ).secret;
   }
-  return { pullSecret, callbackSecret, standardWebhooks };
+  return { pullSecret, callbackSecret: callbackSecret ?? "", standardWebhooks };
 }
 
-function readForwardTo(ctx: CommandContext): string {
+/** Where hearts go: an HTTP receiver (signed callbacks) or a Votifier v2 listener (votes). */
+type ForwardTarget = { kind: "http"; url: string } | { kind: "votifier"; host: string; port: number; token: string; serviceName: string; name: string };
+
+/** The service name sent with each vote when --votifier-service is not given. */
+const DEFAULT_VOTIFIER_SERVICE = "rcb";
+
+function readForwardTarget(ctx: CommandContext): ForwardTarget {
   const target = stringFlag(ctx.flags, "forward-to");
+  if (target?.startsWith("votifier://")) {
+    let url: URL;
+    try {
+      url = new URL(target.replace(/^votifier:/, "http:"));
+    } catch {
+      // Failure policy: an unparseable target is a usage error.
+      throw new CliError(`--forward-to ${target} is not a votifier://host:port address`, {
+        hint: "for example --forward-to votifier://localhost:8192",
+        exitCode: EXIT_USAGE,
+      });
+    }
+    const token = stringFlag(ctx.flags, "votifier-token");
+    if (token === undefined) {
+      throw new CliError("--votifier-token is required with a votifier:// target", { hint: "the token from NuVotifier's config.yml", exitCode: EXIT_USAGE });
+    }
+    const port = url.port === "" ? 8192 : Number(url.port);
+    return {
+      kind: "votifier",
+      host: url.hostname,
+      port,
+      token,
+      serviceName: stringFlag(ctx.flags, "votifier-service") ?? DEFAULT_VOTIFIER_SERVICE,
+      name: `votifier://${url.host}`,
+    };
+  }
+  return { kind: "http", url: readForwardTo(target) };
+}
+
+function readForwardTo(target: string | undefined): string {
   if (target === undefined)
     throw new CliError("--forward-to is required", { hint: "for example --forward-to http://localhost:3000/hook", exitCode: EXIT_USAGE });
   let url: URL;
@@ -131,7 +171,8 @@ const sleep = (ms: number, signal: AbortSignal) =>
 export const listen: Command = {
   name: "listen",
   summary: "forward a server's counted hearts to a local receiver, signed as real callbacks, over the pull API (no public URL needed)",
-  usage: "--server ID --forward-to URL [--pull-secret psec_...] [--callback-secret whsec_...] [--standard-webhooks] [--interval MS]",
+  usage:
+    "--server ID --forward-to URL|votifier://HOST:PORT [--pull-secret psec_...] [--callback-secret whsec_...] [--standard-webhooks] [--interval MS] [--votifier-token T]",
   flagHelp: [
     ["--server ID", "the server whose hearts are forwarded"],
     ["--forward-to URL", "your receiver, for example http://localhost:3000/hook"],
@@ -139,6 +180,8 @@ export const listen: Command = {
     ["--callback-secret whsec_...", "signs each forwarded heart as the service signs callbacks (default: revealed with the service token)"],
     ["--standard-webhooks", "also send the Standard Webhooks headers (default: the server's setting, when a token can read it)"],
     ["--interval MS", `how often to poll (default ${DEFAULT_INTERVAL_MS})`],
+    ["--votifier-token T", "with --forward-to votifier://host:port: send each heart as a Votifier v2 vote signed with NuVotifier's token"],
+    ["--votifier-service NAME", `the vote's serviceName (default ${DEFAULT_VOTIFIER_SERVICE})`],
   ],
   flags: {
     server: { type: "string" },
@@ -147,17 +190,23 @@ export const listen: Command = {
     "callback-secret": { type: "string" },
     "standard-webhooks": { type: "boolean" },
     interval: { type: "string" },
+    "votifier-token": { type: "string" },
+    "votifier-service": { type: "string" },
   },
-  examples: [`${CLI_NAME} listen --server 0b7c... --forward-to http://localhost:3000/hook`],
+  examples: [
+    `${CLI_NAME} listen --server 0b7c... --forward-to http://localhost:3000/hook`,
+    `${CLI_NAME} listen --server 0b7c... --forward-to votifier://localhost:8192 --votifier-token <token from NuVotifier's config.yml>`,
+  ],
   async run(ctx) {
     const serverId = stringFlag(ctx.flags, "server");
     if (serverId === undefined) throw new CliError("--server is required", { hint: `\`${CLI_NAME} servers list\` shows the ids`, exitCode: EXIT_USAGE });
-    const forwardTo = readForwardTo(ctx);
+    const target = readForwardTarget(ctx);
+    const forwardTo = target.kind === "http" ? target.url : target.name;
     const intervalText = stringFlag(ctx.flags, "interval");
     const intervalMs = intervalText === undefined ? DEFAULT_INTERVAL_MS : Number(intervalText);
     if (!Number.isInteger(intervalMs) || intervalMs < 100)
       throw new CliError("--interval must be a whole number of milliseconds, at least 100", { exitCode: EXIT_USAGE });
-    const { pullSecret, callbackSecret, standardWebhooks } = await resolveSecrets(ctx, serverId);
+    const { pullSecret, callbackSecret, standardWebhooks } = await resolveSecrets(ctx, serverId, target.kind === "http");
     const gatewayUrl = ctx.config().gatewayUrl;
     const stop = ctx.interrupted;
     /** Hearts the receiver refused: when each may be forwarded again. */
@@ -166,7 +215,17 @@ export const listen: Command = {
     let gatewayDown = false;
 
     ctx.out.progress(`Ready! Forwarding counted hearts of ${serverId} to ${forwardTo} (polling ${gatewayUrl} every ${intervalMs} ms). Ctrl-C to stop.`);
-    const forward = async (heart: PulledHeart): Promise<boolean> => {
+    /** Sends one heart to the target; the outcome as status text, latency and error. */
+    const send = async (heart: PulledHeart): Promise<{ ok: boolean; status: number | undefined; latencyMs: number; error: string }> => {
+      if (target.kind === "votifier") {
+        const timestamp = heart.counted_at ? Date.parse(heart.counted_at) : Date.now();
+        const vote = await sendVotifierVote(
+          target,
+          { serviceName: target.serviceName, username: heart.username, address: VOTIFIER_VOTE_ADDRESS, timestamp },
+          { timeoutMs: VOTIFIER_TIMEOUT_MS, allowInsecure: true },
+        );
+        return { ok: vote.kind === "delivered", status: undefined, latencyMs: vote.latencyMs, error: vote.error ?? "" };
+      }
       const signed = signCallback({
         url: forwardTo,
         fields: {
@@ -182,16 +241,26 @@ export const listen: Command = {
         t: Math.floor(Date.now() / 1000),
       });
       const outcome = await sendCallback(signed, { timeoutMs: CALLBACK_TIMEOUT_MS, allowInsecure: true, now: () => new Date() });
-      const ok = outcome.kind === "delivered";
-      const status = outcome.status === undefined ? "---" : String(outcome.status);
+      return {
+        ok: outcome.kind === "delivered",
+        status: outcome.status,
+        latencyMs: outcome.latencyMs,
+        error: outcome.kind === "failed" ? outcome.error : outcome.kind === "gone" ? "410 Gone (the service would disable the callback)" : "",
+      };
+    };
+    const forward = async (heart: PulledHeart): Promise<boolean> => {
+      const outcome = await send(heart);
+      const ok = outcome.ok;
+      const status = outcome.status === undefined ? (target.kind === "votifier" ? (ok ? "ok" : "refused") : "---") : String(outcome.status);
       const time = new Date().toISOString().slice(11, 19);
-      const detail = ok ? "" : outcome.kind === "failed" ? `  ${outcome.error}` : "  410 Gone (the service would disable the callback)";
+      const detail = ok ? "" : `  ${outcome.error}`;
+      const label = target.kind === "votifier" ? "vote" : "heart.counted";
       if (ctx.out.json) {
         process.stdout.write(
-          `${JSON.stringify({ time: new Date().toISOString(), event: "heart.counted", heart_id: heart.heart_id, username: heart.username, status: outcome.status ?? null, ok, latency_ms: outcome.latencyMs, ...(ok ? {} : { error: detail.trim() }) })}\n`,
+          `${JSON.stringify({ time: new Date().toISOString(), event: label, heart_id: heart.heart_id, username: heart.username, status: outcome.status ?? null, ok, latency_ms: outcome.latencyMs, ...(ok ? {} : { error: detail.trim() }) })}\n`,
         );
       } else {
-        process.stdout.write(`${time}  --> heart.counted  ${heart.heart_id}  ${heart.username.padEnd(16)}  [${status}] ${outcome.latencyMs} ms${detail}\n`);
+        process.stdout.write(`${time}  --> ${label}  ${heart.heart_id}  ${heart.username.padEnd(16)}  [${status}] ${outcome.latencyMs} ms${detail}\n`);
       }
       return ok;
     };

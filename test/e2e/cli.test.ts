@@ -132,7 +132,8 @@ test("servers create, hearts cast, then listen --forward-to: the heart reaches a
   t.teardown(() => receiver.close());
   // The receiver fails the first delivery: listen must offer the heart again, and claim it only after the 2xx.
   receiver.enqueue({ status: 500, body: "not yet" });
-  const created = await createServer(t);
+  // Standard Webhooks on: listen reads the server's setting and sends those headers too, as the service does.
+  const created = await createServer(t, ["--standard-webhooks"]);
   const serverId = created.server.server_id;
 
   const cast = await rcb(["hearts", "cast", "--server", serverId, "--username", "Steve", "--json"]);
@@ -153,6 +154,11 @@ test("servers create, hearts cast, then listen --forward-to: the heart reaches a
     t.is(`t=${body.timestamp}`, signature.split(",")[0] ?? "");
     t.is(request.headers["x-service-event"], "heart.counted");
     t.is(request.headers["user-agent"], CALLBACK_USER_AGENT);
+    t.is(request.headers["webhook-id"], heart.heart_id);
+    t.is(request.headers["webhook-timestamp"], String(body.timestamp));
+    const key = Buffer.from(created.secrets.callback_secret.slice("whsec_".length), "base64");
+    const standard = createHmac("sha256", key).update(`${heart.heart_id}.${body.timestamp}.${request.text}`).digest("base64");
+    t.true(String(request.headers["webhook-signature"]).split(" ").includes(`v1,${standard}`), "the Standard Webhooks signature verifies");
   }
   // Claimed: the pull API no longer offers it.
   await eventually(async () => (await stack.clients.delivery.listPullHearts({ serverId })).hearts.length === 0, { message: "the heart is claimed" });
@@ -287,7 +293,19 @@ test("listen --forward-to votifier://: each counted heart becomes a Votifier v2 
   t.is(refused.code, 2);
   t.regex(refused.stderr, /--pull-secret not given, and no service token found/);
   const listen = start(
-    ["listen", "--server", serverId, "--forward-to", target, "--votifier-token", "local-votifier-token", "--pull-secret", created.secrets.pull_secret, "--interval", "200"],
+    [
+      "listen",
+      "--server",
+      serverId,
+      "--forward-to",
+      target,
+      "--votifier-token",
+      "local-votifier-token",
+      "--pull-secret",
+      created.secrets.pull_secret,
+      "--interval",
+      "200",
+    ],
     { env: noToken },
   );
   t.teardown(() => listen.child.kill("SIGKILL"));

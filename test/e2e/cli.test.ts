@@ -105,6 +105,12 @@ test("servers create sets a server up in one command (configured from the data f
   t.is(revealed.secret, created.secrets.callback_secret);
   t.is((await stack.clients.admin.revealPullSecret({ serverId: created.server.server_id })).secret, created.secrets.pull_secret);
 
+  // --owner creates the owner once and assigns the server; a second server of the same owner reuses it.
+  for (let i = 0; i < 2; i++) {
+    const owned = await createServer(t, ["--owner", "cli-owner"]);
+    t.is((owned.server as { owner_id?: string }).owner_id, "cli-owner");
+  }
+
   const list = await rcb(["servers", "list", "--json"]);
   t.is(list.code, 0, list.stderr);
   const ids = (JSON.parse(list.stdout) as { servers: { server_id: string }[] }).servers.map((s) => s.server_id);

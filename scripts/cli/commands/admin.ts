@@ -4,6 +4,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { HeartVerdict } from "../../../gen/proto/hearts/v1/hearts_pb.js";
 import type { Server } from "../../../gen/proto/servers/v1/servers_pb.js";
 import { stringFlag, type Command, type CommandContext } from "../command.js";
@@ -126,7 +127,7 @@ export const serversCreate: Command = {
       await onServer("creating the owner", (o) =>
         access.createOwner({ ownerId: owner, displayName: owner }, o).catch((error: unknown) => {
           // Failure policy: an owner that already exists is the one meant; anything else is reported.
-          if (error instanceof Error && /already/i.test(error.message)) return undefined;
+          if (ConnectError.from(error).code === Code.AlreadyExists) return undefined;
           throw error;
         }),
       );

@@ -1,0 +1,346 @@
+/**
+ * The commands that call the referral service's RPCs with the service token: `servers create`,
+ * `servers list`, `hearts cast`, `login-link` and `trigger`.
+ */
+import { randomBytes } from "node:crypto";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { HeartVerdict } from "../../../gen/proto/hearts/v1/hearts_pb.js";
+import type { Server } from "../../../gen/proto/servers/v1/servers_pb.js";
+import { stringFlag, type Command, type CommandContext } from "../command.js";
+import { CliError, EXIT_OK, EXIT_USAGE, formatPairs } from "../output.js";
+import { callRpc, createClients } from "../rpc.js";
+import { CLI_NAME } from "../name.js";
+
+/** The owner `npm start` seeds with the demo server. */
+const DEMO_OWNER_ID = "demo-owner";
+/** The username of test hearts, as the dashboard's "Send test callback" uses. */
+const TEST_USERNAME = "TestPlayer";
+
+const VERDICT_NAMES: Record<number, string> = {
+  [HeartVerdict.COUNTED]: "counted",
+  [HeartVerdict.COOLDOWN]: "cooldown",
+  [HeartVerdict.FRAUD]: "fraud",
+};
+
+function requireFlag(ctx: CommandContext, name: string, example: string): string {
+  const value = stringFlag(ctx.flags, name);
+  if (value === undefined) throw new CliError(`--${name} is required`, { hint: `for example --${name} ${example}`, exitCode: EXIT_USAGE });
+  return value;
+}
+
+/** A random address of 2001:db8::/32 (documentation range), its own /64: a fresh voter that trips no per-IP fraud rule. */
+function randomTestIp(): string {
+  const groups = [...randomBytes(12)].reduce<string[]>((acc, byte, i) => {
+    if (i % 2 === 0) acc.push(byte.toString(16).padStart(2, "0"));
+    else acc[acc.length - 1] += byte.toString(16).padStart(2, "0");
+    return acc;
+  }, []);
+  return `2001:db8:${groups.join(":")}`;
+}
+
+function serverJson(s: Server) {
+  return {
+    server_id: s.id,
+    name: s.name,
+    referrals_enabled: s.referralsEnabled,
+    callback_url: s.callbackUrl || null,
+    standard_webhooks: s.standardWebhooks,
+    callback_disabled_reason: s.callbackDisabledReason || null,
+    pull_enabled: s.pullEnabled,
+    votifier: s.votifierHost ? `${s.votifierHost}:${s.votifierPort}` : null,
+    owner_id: s.ownerId || null,
+    created_at: s.createdAt ? timestampDate(s.createdAt).toISOString() : null,
+  };
+}
+
+export const serversCreate: Command = {
+  name: "servers create",
+  summary: "create a server with referrals, a referral secret, a callback secret and the pull API, in one step",
+  usage: "[--name NAME] [--callback-url URL] [--standard-webhooks] [--registration-url URL] [--owner ID]",
+  flagHelp: [
+    ["--name NAME", 'the server\'s name (default "Test Server")'],
+    ["--callback-url URL", "where the service POSTs signed callbacks (https; a receiver on this machine: leave it out and use `listen`)"],
+    ["--standard-webhooks", "also sign callbacks with the Standard Webhooks headers (webhook-id, webhook-timestamp, webhook-signature)"],
+    ["--registration-url URL", "where referral links send players"],
+    ["--owner ID", "assign the server to this owner (an account id of the list; created when missing)"],
+  ],
+  flags: {
+    name: { type: "string" },
+    "callback-url": { type: "string" },
+    "standard-webhooks": { type: "boolean" },
+    "registration-url": { type: "string" },
+    owner: { type: "string" },
+  },
+  examples: [`${CLI_NAME} servers create --name "My Server"`, `${CLI_NAME} servers create --callback-url https://example.com/hooks/hearts --json`],
+  async run(ctx) {
+    const config = ctx.config();
+    const { admin, access } = createClients(config);
+    const name = stringFlag(ctx.flags, "name") ?? "Test Server";
+    const callbackUrl = stringFlag(ctx.flags, "callback-url");
+    const owner = stringFlag(ctx.flags, "owner");
+    const step = (text: string) => ctx.out.progress(`  ${text}`);
+
+    const created = await callRpc(config, "creating the server", (o) =>
+      admin.createServer({ name, registrationUrl: stringFlag(ctx.flags, "registration-url") ?? "" }, o),
+    );
+    const serverId = created.server!.id;
+    step(`created server ${serverId}`);
+    // From here on a failure leaves a server behind: say which, so the user can finish or retry on it.
+    const onServer = async <T>(what: string, fn: (o: { timeoutMs: number }) => Promise<T>): Promise<T> => {
+      try {
+        return await callRpc(config, what, fn);
+      } catch (error) {
+        // Failure policy: report the half-done set-up with the server's id; nothing is rolled back.
+        if (!(error instanceof CliError)) throw error;
+        throw new CliError(`${error.message}`, {
+          hint: `server ${serverId} was created; the steps before this one are done.${error.hint ? ` ${error.hint}` : ""}${
+            what.includes("callback URL") ? ` A receiver on this machine: leave --callback-url out and run \`${CLI_NAME} listen --forward-to URL\`.` : ""
+          }`,
+        });
+      }
+    };
+    await onServer("turning referrals on", (o) => admin.setReferralsEnabled({ serverId, enabled: true }, o));
+    step("referrals on");
+    const referral = await onServer("creating the referral secret", (o) => admin.createReferralSecret({ serverId }, o));
+    step(`referral secret ${referral.info?.kid ?? ""} created`);
+    let callbackSecret: string;
+    if (callbackUrl) {
+      await onServer("setting the callback URL", (o) =>
+        admin.setCallbackSettings({ serverId, callbackUrl, standardWebhooks: ctx.flags["standard-webhooks"] === true }, o),
+      );
+      // SetCallbackSettings creates the callback secret without returning it: reveal it once here.
+      callbackSecret = (await onServer("revealing the callback secret", (o) => admin.revealCallbackSecret({ serverId }, o))).secret;
+      step(`callback URL set; callback secret created`);
+    } else {
+      if (ctx.flags["standard-webhooks"] === true) {
+        await onServer("turning Standard Webhooks on", (o) => admin.setCallbackSettings({ serverId, callbackUrl: "", standardWebhooks: true }, o));
+      }
+      // No URL: the callback secret still signs what `listen` forwards, exactly as a callback would be signed.
+      callbackSecret = (await onServer("creating the callback secret", (o) => admin.rotateCallbackSecret({ serverId }, o))).secret;
+      step("callback secret created (no callback URL: use `listen` to receive hearts locally)");
+    }
+    await onServer("turning the pull API on", (o) => admin.setPullEnabled({ serverId, enabled: true }, o));
+    const pullSecret = (await onServer("revealing the pull secret", (o) => admin.revealPullSecret({ serverId }, o))).secret;
+    step("pull API on; pull secret created");
+    if (owner) {
+      await onServer("creating the owner", (o) =>
+        access.createOwner({ ownerId: owner, displayName: owner }, o).catch((error: unknown) => {
+          // Failure policy: an owner that already exists is the one meant; anything else is reported.
+          if (ConnectError.from(error).code === Code.AlreadyExists) return undefined;
+          throw error;
+        }),
+      );
+      await onServer("assigning the owner", (o) => access.assignServer({ serverId, ownerId: owner }, o));
+      step(`assigned to owner ${owner}`);
+    }
+    const server = (await onServer("reading the server back", (o) => admin.getServer({ serverId }, o))).server!;
+
+    const secrets = { referral_secret: referral.secret, callback_secret: callbackSecret, pull_secret: pullSecret };
+    ctx.out.result({ server: serverJson(server), secrets });
+    ctx.out.line(`Server "${server.name}" is ready. The secrets are shown only now: store them.\n`);
+    ctx.out.line(
+      formatPairs([
+        ["server_id", server.id],
+        ["callback_url", server.callbackUrl || "(none: use `listen` for a receiver on this machine)"],
+        ["referral_secret", `${referral.secret}   signs referral events (events send)`],
+        ["callback_secret", `${callbackSecret}   verifies callbacks (X-Service-Signature)`],
+        ["pull_secret", `${pullSecret}   signs pull API requests (listen)`],
+      ]),
+    );
+    ctx.out.line(
+      `\nNext:\n  ${CLI_NAME} listen --server ${server.id} --forward-to http://localhost:3000/hook\n  ${CLI_NAME} trigger heart.counted --server ${server.id}`,
+    );
+    return EXIT_OK;
+  },
+};
+
+export const serversList: Command = {
+  name: "servers list",
+  summary: "list the servers",
+  usage: "",
+  flagHelp: [],
+  flags: {},
+  async run(ctx) {
+    const config = ctx.config();
+    const { servers } = await callRpc(config, "listing servers", (o) => createClients(config).admin.listServers({}, o));
+    ctx.out.result({ servers: servers.map(serverJson) });
+    if (servers.length === 0) ctx.out.line(`No servers yet: \`${CLI_NAME} servers create\` makes one.`);
+    ctx.out.table(
+      ["ID", "NAME", "REFERRALS", "CALLBACK", "PULL", "OWNER"],
+      servers.map((s) => [
+        s.id,
+        s.name,
+        s.referralsEnabled ? "on" : "off",
+        s.callbackDisabledReason ? `disabled (${s.callbackUrl})` : s.callbackUrl || "-",
+        s.pullEnabled ? "on" : "off",
+        s.ownerId || "-",
+      ]),
+    );
+    return EXIT_OK;
+  },
+};
+
+async function castHeart(ctx: CommandContext, input: { serverId: string; username: string; voter: string; ip: string }) {
+  const config = ctx.config();
+  const hearts = createClients(config).hearts;
+  const r = await callRpc(config, "casting the heart", (o) =>
+    hearts.castHeart({ serverId: input.serverId, username: input.username, voterIdentity: input.voter, ip: input.ip, userAgent: `${CLI_NAME}-cli` }, o),
+  );
+  const verdict = VERDICT_NAMES[r.verdict] ?? "unknown";
+  const json = {
+    heart_id: r.heartId,
+    counted: r.counted,
+    verdict,
+    reason: r.reason || null,
+    fraud_score: r.fraudScore,
+    fraud_reasons: r.fraudReasons,
+    period: r.period || null,
+    streak_day: r.streakDay || null,
+    next_eligible_at: r.nextEligibleAt > 0n ? new Date(Number(r.nextEligibleAt) * 1000).toISOString() : null,
+    undeliverable: r.undeliverable.map((u) => ({ transport: u.transport, reason: u.reason })),
+    voter_identity: input.voter,
+    ip: input.ip,
+  };
+  ctx.out.result(json);
+  const pairs: [string, string][] = [
+    ["heart_id", r.heartId],
+    ["verdict", `${verdict}${r.reason && r.reason !== verdict ? ` (${r.reason})` : ""}`],
+    ["username", input.username],
+    ["voter", `${input.voter} from ${input.ip}`],
+  ];
+  if (r.counted) pairs.push(["period", r.period], ["streak_day", String(r.streakDay)]);
+  if (r.fraudScore > 0) pairs.push(["fraud_score", `${r.fraudScore} (${r.fraudReasons.join(", ")})`]);
+  for (const u of r.undeliverable) pairs.push([`not by ${u.transport}`, u.reason]);
+  ctx.out.line(formatPairs(pairs));
+  return r;
+}
+
+export const heartsCast: Command = {
+  name: "hearts cast",
+  summary: "cast a heart (a vote) through HeartService.CastHeart",
+  usage: "--server ID --username NAME [--voter ID] [--ip ADDRESS]",
+  flagHelp: [
+    ["--server ID", "the server voted for"],
+    ["--username NAME", "the in-game name: the reward's recipient"],
+    ["--voter ID", "the voter's stable identity on the list (default: cli:<username>)"],
+    ["--ip ADDRESS", "the voter's IP address (default: a random 2001:db8:: documentation address)"],
+  ],
+  flags: { server: { type: "string" }, username: { type: "string" }, voter: { type: "string" }, ip: { type: "string" } },
+  examples: [`${CLI_NAME} hearts cast --server 0b7c... --username Steve`],
+  async run(ctx) {
+    const serverId = requireFlag(ctx, "server", "<server id from `servers list`>");
+    const username = requireFlag(ctx, "username", "Steve");
+    await castHeart(ctx, { serverId, username, voter: stringFlag(ctx.flags, "voter") ?? `cli:${username}`, ip: stringFlag(ctx.flags, "ip") ?? randomTestIp() });
+    return EXIT_OK;
+  },
+};
+
+export const loginLink: Command = {
+  name: "login-link",
+  summary: "mint a one-time dashboard login link for an owner",
+  usage: "[--owner ID] [--ttl SECONDS]",
+  flagHelp: [
+    ["--owner ID", `the owner's account id (default ${DEMO_OWNER_ID}, the owner \`npm start\` seeds)`],
+    ["--ttl SECONDS", "how long the link stays valid (default 300, at most 3600)"],
+  ],
+  flags: { owner: { type: "string" }, ttl: { type: "string" } },
+  async run(ctx) {
+    const ownerId = stringFlag(ctx.flags, "owner") ?? DEMO_OWNER_ID;
+    const ttlText = stringFlag(ctx.flags, "ttl");
+    const ttl = ttlText === undefined ? 0 : Number(ttlText);
+    if (!Number.isInteger(ttl) || ttl < 0)
+      throw new CliError("--ttl must be a whole number of seconds", { hint: "for example --ttl 600", exitCode: EXIT_USAGE });
+    const config = ctx.config();
+    const r = await callRpc(
+      config,
+      "minting the login link",
+      (o) => createClients(config).access.createDashboardLoginLink({ ownerId, ttlSeconds: BigInt(ttl) }, o),
+      { notFound: `no owner "${ownerId}": owners are the list's account ids (\`${CLI_NAME} servers create --owner ID\` creates one)` },
+    );
+    const expiresAt = r.expiresAt ? timestampDate(r.expiresAt).toISOString() : null;
+    ctx.out.result({ owner_id: ownerId, url: r.url, expires_at: expiresAt });
+    ctx.out.line(r.url);
+    ctx.out.progress(`Opens the dashboard as ${ownerId} once${expiresAt ? `, until ${expiresAt}` : ""}.`);
+    return EXIT_OK;
+  },
+};
+
+const TRIGGERS = ["heart.test", "heart.counted", "referral.registered", "referral.qualified", "referral.reversed"];
+
+export const trigger: Command = {
+  name: "trigger",
+  summary: "send a test event through the real pipeline",
+  usage: "<heart.test | heart.counted | referral.registered | referral.qualified | referral.reversed> --server ID [--username NAME]",
+  flagHelp: [
+    ["--server ID", "the server"],
+    ["--username NAME", `the test player (default ${TEST_USERNAME})`],
+  ],
+  flags: { server: { type: "string" }, username: { type: "string" } },
+  examples: [`${CLI_NAME} trigger heart.counted --server 0b7c...`, `${CLI_NAME} trigger heart.test --server 0b7c...`],
+  async run(ctx) {
+    const event = stringFlag(ctx.flags, "_event");
+    if (event === undefined || !TRIGGERS.includes(event)) {
+      throw new CliError(event === undefined ? "which event? name one" : `unknown event "${event}"`, {
+        hint: `one of: ${TRIGGERS.join(", ")}`,
+        exitCode: EXIT_USAGE,
+      });
+    }
+    const serverId = requireFlag(ctx, "server", "<server id from `servers list`>");
+    const username = stringFlag(ctx.flags, "username") ?? TEST_USERNAME;
+    const config = ctx.config();
+    if (event === "heart.counted") {
+      // A fresh voter and address every time: the heart counts (no cooldown, no fraud rule) and goes out over every transport.
+      ctx.out.progress(`Casting a heart for ${username} from a fresh test voter...`);
+      const r = await castHeart(ctx, { serverId, username, voter: `${CLI_NAME}-test-${randomBytes(6).toString("hex")}`, ip: randomTestIp() });
+      if (!r.counted) throw new CliError(`the heart did not count: ${r.reason || VERDICT_NAMES[r.verdict]}`);
+      ctx.out.progress("It goes out to the callback URL, the Votifier listener and the pull API (`listen` forwards it), as a real vote does.");
+      return EXIT_OK;
+    }
+    const { delivery } = createClients(config);
+    if (event === "heart.test") {
+      ctx.out.progress("Sending a heart.test callback...");
+      const r = await callRpc(config, "sending the test callback", (o) => delivery.sendTestCallback({ serverId, username }, o), {
+        failedPrecondition: `heart.test goes to the server's callback URL only (\`${CLI_NAME} servers create --callback-url URL\`); with \`listen\`, use \`${CLI_NAME} trigger heart.counted\``,
+      });
+      const report = r.report!;
+      ctx.out.result({
+        url: report.url,
+        ok: report.ok,
+        status: report.statusCode || null,
+        latency_ms: report.latencyMs,
+        error: report.error || null,
+        response_body: report.responseBody,
+        delivery_id: r.delivery?.id ?? null,
+      });
+      ctx.out.line(
+        formatPairs([
+          ["url", report.url],
+          ["status", report.statusCode ? String(report.statusCode) : "no answer"],
+          ["latency", `${report.latencyMs} ms`],
+          ...(report.error ? ([["error", report.error]] as [string, string][]) : []),
+          ["delivery", `${r.delivery?.id ?? "-"} (retried like any callback until a 2xx)`],
+        ]),
+      );
+      if (!report.ok)
+        throw new CliError(`the receiver did not accept the test callback${report.error ? `: ${report.error}` : ` (status ${report.statusCode})`}`);
+      return EXIT_OK;
+    }
+    // referral.*: the service's signed test event to its own public ingest endpoint (the owner gets no referral events yet).
+    const kind = event.slice("referral.".length);
+    ctx.out.progress(`Sending a signed test ${kind} event to the gateway's ingest endpoint...`);
+    const r = await callRpc(config, "sending the test referral event", (o) => delivery.sendTestReferralEvent({ serverId, event: kind }, o));
+    const report = r.report!;
+    ctx.out.result({ url: report.url, ok: report.ok, status: report.statusCode || null, response_body: report.responseBody, error: report.error || null });
+    ctx.out.line(
+      formatPairs([
+        ["url", report.url],
+        ["status", report.statusCode ? String(report.statusCode) : "no answer"],
+        ["response", report.responseBody || report.error],
+      ]),
+    );
+    ctx.out.progress("Referral events are not sent to owners' receivers yet, so `listen` does not show them; this checks the ingest path.");
+    if (!report.ok) throw new CliError(`the ingest endpoint refused the test event (status ${report.statusCode || "none"})`);
+    return EXIT_OK;
+  },
+};

@@ -1,0 +1,2 @@
+/** The command's name (package.json "bin"), used in help texts and hints. */
+export const CLI_NAME = "rcb";

@@ -1,0 +1,325 @@
+/**
+ * The CLI (`rcb`, package.json "bin" -> scripts/cli/bin.js) run as a user runs it: a child
+ * process with real stdout, stderr and exit codes, against the in-process stack (referral
+ * service, gateway, relay, Kafka, delivery worker). Configuration comes the way `npm start`
+ * leaves it: a data folder holding `service-token`, and the URLs in the environment.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { createHmac } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import test from "ava";
+import { PULL_CLAIMS_PATH, PULL_HEARTS_PATH } from "../../gateway/handle-pull.js";
+import { CALLBACK_USER_AGENT } from "../../services/delivery/send-callback.js";
+import { PULL_PATHS } from "../../scripts/cli/commands/listen.js";
+import { COMMANDS } from "../../scripts/cli/main.js";
+import { eventually } from "../helpers/eventually.js";
+import { startReceiver, type Receiver } from "../helpers/receiver.js";
+import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { startStack, type TestStack } from "../helpers/stack.js";
+
+const BIN = join(import.meta.dirname, "../../scripts/cli/bin.js");
+
+let stack: TestStack;
+let dataDir: string;
+let env: Record<string, string>;
+
+test.before(async () => {
+  stack = await startStack({ pipeline: { name: "cli" } });
+  dataDir = mkdtempSync(join(tmpdir(), "rcb-"));
+  // As `npm start` leaves it: the admin token in <DATA_DIR>/service-token.
+  writeFileSync(join(dataDir, "service-token"), `${TEST_SERVICE_TOKEN}\n`, { mode: 0o600 });
+  env = {
+    PATH: process.env.PATH ?? "",
+    HOME: process.env.HOME ?? "",
+    DATA_DIR: dataDir,
+    REFERRAL_SERVICE_URL: stack.rpcUrl,
+    GATEWAY_URL: stack.gatewayUrl,
+  };
+});
+test.after.always(async () => {
+  await stack?.close();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Starts `rcb <args>` in a child process (never a synchronous spawn: the stack serves it from this process). */
+function start(args: string[], opts: { env?: Record<string, string>; stdin?: string } = {}): { child: ChildProcess; done: Promise<Run>; stdout: () => string } {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...env, ...opts.env }, stdio: ["pipe", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+  child.stderr!.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
+  child.stdin!.end(opts.stdin ?? "");
+  const done = new Promise<Run>((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
+  return { child, done, stdout: () => stdout };
+}
+
+const rcb = (args: string[], opts: { env?: Record<string, string>; stdin?: string } = {}) => start(args, opts).done;
+
+interface Created {
+  server: { server_id: string; callback_url: string | null; pull_enabled: boolean; referrals_enabled: boolean };
+  secrets: { referral_secret: string; callback_secret: string; pull_secret: string };
+}
+
+async function createServer(t: { is: (a: unknown, b: unknown, m?: string) => void }, extra: string[] = []): Promise<Created> {
+  const run = await rcb(["servers", "create", "--name", "CLI Test", ...extra, "--json"]);
+  t.is(run.code, 0, run.stderr);
+  return JSON.parse(run.stdout) as Created;
+}
+
+/** The receiver's own check, written with node:crypto from the contract: HMAC-SHA256(whsec_..., "<t>.<raw body>"), any v1. */
+function verifyCallback(secret: string, header: string, rawBody: Buffer): boolean {
+  const parts = header.split(",").map((p) => p.trim());
+  const ts = parts.find((p) => p.startsWith("t="))?.slice(2);
+  const expected = createHmac("sha256", secret).update(`${ts}.`).update(rawBody).digest("hex");
+  return parts.some((p) => p === `v1=${expected}`);
+}
+
+test("the CLI's pull paths are the gateway's", (t) => {
+  t.deepEqual(PULL_PATHS, { hearts: PULL_HEARTS_PATH, claims: PULL_CLAIMS_PATH });
+});
+
+test("servers create sets a server up in one command (configured from the data folder); servers list shows it; --json parses", async (t) => {
+  const human = await rcb(["servers", "create", "--name", "Human Output"]);
+  t.is(human.code, 0, human.stderr);
+  t.regex(human.stdout, /server_id\s+[0-9a-f-]{36}/);
+  t.regex(human.stdout, /referral_secret\s+rsec_/);
+  t.regex(human.stdout, /callback_secret\s+whsec_/);
+  t.regex(human.stdout, /pull_secret\s+psec_/);
+  t.regex(human.stderr, /created server/);
+
+  const created = await createServer(t);
+  t.true(created.server.referrals_enabled);
+  t.true(created.server.pull_enabled);
+  t.regex(created.secrets.referral_secret, /^rsec_/);
+  // The secrets printed are the server's active ones.
+  const revealed = await stack.clients.admin.revealCallbackSecret({ serverId: created.server.server_id });
+  t.is(revealed.secret, created.secrets.callback_secret);
+  t.is((await stack.clients.admin.revealPullSecret({ serverId: created.server.server_id })).secret, created.secrets.pull_secret);
+
+  // --owner creates the owner once and assigns the server; a second server of the same owner reuses it.
+  for (let i = 0; i < 2; i++) {
+    const owned = await createServer(t, ["--owner", "cli-owner"]);
+    t.is((owned.server as { owner_id?: string }).owner_id, "cli-owner");
+  }
+
+  const list = await rcb(["servers", "list", "--json"]);
+  t.is(list.code, 0, list.stderr);
+  const ids = (JSON.parse(list.stdout) as { servers: { server_id: string }[] }).servers.map((s) => s.server_id);
+  t.true(ids.includes(created.server.server_id));
+  const table = await rcb(["servers", "list"]);
+  t.regex(table.stdout, /^ID\s+NAME\s+REFERRALS\s+CALLBACK\s+PULL\s+OWNER/);
+  t.true(table.stdout.includes(created.server.server_id));
+});
+
+test("servers create --callback-url reveals the callback secret; trigger heart.test reaches the receiver signed with it", async (t) => {
+  const receiver = await startReceiver();
+  t.teardown(() => receiver.close());
+  const created = await createServer(t, ["--callback-url", receiver.url]);
+  t.is(created.server.callback_url, receiver.url);
+  const run = await rcb(["trigger", "heart.test", "--server", created.server.server_id]);
+  t.is(run.code, 0, run.stderr);
+  t.regex(run.stdout, /status\s+200/);
+  const [request] = await receiver.waitForRequests(1);
+  t.is(JSON.parse(request!.text).event, "heart.test");
+  t.true(verifyCallback(created.secrets.callback_secret, String(request!.headers["x-service-signature"]), request!.body));
+});
+
+test("servers create, hearts cast, then listen --forward-to: the heart reaches a local receiver signed as a real callback and is claimed after its 2xx", async (t) => {
+  const receiver: Receiver = await startReceiver();
+  t.teardown(() => receiver.close());
+  // The receiver fails the first delivery: listen must offer the heart again, and claim it only after the 2xx.
+  receiver.enqueue({ status: 500, body: "not yet" });
+  // Standard Webhooks on: listen reads the server's setting and sends those headers too, as the service does.
+  const created = await createServer(t, ["--standard-webhooks"]);
+  const serverId = created.server.server_id;
+
+  const cast = await rcb(["hearts", "cast", "--server", serverId, "--username", "Steve", "--json"]);
+  t.is(cast.code, 0, cast.stderr);
+  const heart = JSON.parse(cast.stdout) as { heart_id: string; counted: boolean };
+  t.true(heart.counted);
+
+  const listen = start(["listen", "--server", serverId, "--forward-to", receiver.url, "--interval", "200"]);
+  t.teardown(() => listen.child.kill("SIGKILL"));
+  const [failed, delivered] = await receiver.waitForRequests(2, 60_000);
+  t.is(failed!.response.status, 500);
+  t.is(delivered!.response.status, 200);
+  for (const request of [failed!, delivered!]) {
+    const signature = String(request.headers["x-service-signature"]);
+    t.true(verifyCallback(created.secrets.callback_secret, signature, request.body), "the receiver verifies the signature with node:crypto");
+    const body = JSON.parse(request.text) as Record<string, unknown>;
+    t.like(body, { event: "heart.counted", server_id: serverId, username: "Steve", heart_id: heart.heart_id });
+    t.is(`t=${body.timestamp}`, signature.split(",")[0] ?? "");
+    t.is(request.headers["x-service-event"], "heart.counted");
+    t.is(request.headers["user-agent"], CALLBACK_USER_AGENT);
+    t.is(request.headers["webhook-id"], heart.heart_id);
+    t.is(request.headers["webhook-timestamp"], String(body.timestamp));
+    const key = Buffer.from(created.secrets.callback_secret.slice("whsec_".length), "base64");
+    const standard = createHmac("sha256", key).update(`${heart.heart_id}.${body.timestamp}.${request.text}`).digest("base64");
+    t.true(String(request.headers["webhook-signature"]).split(" ").includes(`v1,${standard}`), "the Standard Webhooks signature verifies");
+  }
+  // Claimed: the pull API no longer offers it.
+  await eventually(async () => (await stack.clients.delivery.listPullHearts({ serverId })).hearts.length === 0, { message: "the heart is claimed" });
+  await eventually(() => /heart\.counted\s+\S+\s+Steve\s+\[200\]/.test(listen.stdout()), { message: "listen printed the forwarded heart" });
+
+  // trigger heart.counted: a fresh test voter's heart goes the same way.
+  const triggered = await rcb(["trigger", "heart.counted", "--server", serverId, "--json"]);
+  t.is(triggered.code, 0, triggered.stderr);
+  const third = (await receiver.waitForRequests(3, 60_000))[2]!;
+  t.is(JSON.parse(third.text).heart_id, (JSON.parse(triggered.stdout) as { heart_id: string }).heart_id);
+
+  // Ctrl-C stops it cleanly.
+  listen.child.kill("SIGINT");
+  const ended = await listen.done;
+  t.is(ended.code, 0, ended.stderr);
+  t.regex(ended.stderr, /Stopped\. 2 hearts forwarded/);
+  t.regex(ended.stdout, /\[500\]/);
+});
+
+test("events send: a correctly signed registered event is answered 200", async (t) => {
+  const created = await createServer(t);
+  const serverId = created.server.server_id;
+  const { token } = await stack.clients.referral.recordClick({ serverId, referrerIdentity: "referrer-1" });
+  const args = ["events", "send", "--server", serverId, "--secret", created.secrets.referral_secret, "--event", "registered", "--token", token];
+  const run = await rcb([...args, "--referee", "player-1", "--id", "reg-1", "--json"]);
+  t.is(run.code, 0, run.stderr);
+  const answer = JSON.parse(run.stdout) as { status: number; body: { ok: boolean; state: string } };
+  t.is(answer.status, 200);
+  t.like(answer.body, { ok: true, state: "registered" });
+  const human = await rcb([...args, "--referee", "player-1", "--id", "reg-1"]);
+  t.regex(human.stdout, /status\s+200 OK/);
+  t.regex(human.stdout, /"duplicate":true/);
+  // A wrong secret: the gateway's 401 is shown, exit 1.
+  const wrong = await rcb(["events", "send", "--server", serverId, "--secret", "rsec_wrong", "--event", "qualified", "--token", token]);
+  t.is(wrong.code, 1);
+  t.regex(wrong.stdout, /status\s+401/);
+});
+
+test("sign and verify round trip for both schemes; verify names a mistake (the secret without whsec_) and exits 1", async (t) => {
+  const body = '{"event":"heart.counted","server_id":"s","username":"Steve","heart_id":"h","period":"2026-11","timestamp":1700000000}';
+  const secret = "whsec_c2VjcmV0LWJ5dGVzLWZvci10aGUtdGVzdA==";
+  const signed = await rcb(["sign", "--secret", secret, "--t", "1700000000", "--webhook-id", "h", "--json"], { stdin: body });
+  t.is(signed.code, 0, signed.stderr);
+  const { headers } = JSON.parse(signed.stdout) as { headers: Record<string, string> };
+  const expected = createHmac("sha256", secret).update(`1700000000.${body}`).digest("hex");
+  t.is(headers["X-Service-Signature"], `t=1700000000,v1=${expected}`);
+
+  const check = ["verify", "--header", headers["X-Service-Signature"]!, "--body", body, "--now", "1700000010"];
+  const valid = await rcb([
+    ...check,
+    "--secret",
+    secret,
+    "--webhook-id",
+    "h",
+    "--webhook-timestamp",
+    "1700000000",
+    "--webhook-signature",
+    headers["webhook-signature"]!,
+  ]);
+  t.is(valid.code, 0, valid.stdout + valid.stderr);
+  t.regex(valid.stdout, /^VALID {2}\(callback scheme\)/);
+
+  const mistake = await rcb([...check, "--secret", secret.slice("whsec_".length)]);
+  t.is(mistake.code, 1);
+  t.regex(mistake.stdout, /MISMATCH/);
+  t.regex(mistake.stdout, /no "whsec_" prefix, and the MAC matches "whsec_" \+ it/);
+
+  // The ingest scheme, body on stdin, checked as JSON.
+  const ingest = await rcb(["sign", "--secret", "rsec_abc", "--t", "1700000000"], { stdin: '{"a":1}' });
+  const header = ingest.stdout.trim().replace(/^X-Service-Signature: /, "");
+  t.regex(header, /^t=1700000000,v1=sha256=[0-9a-f]{64}$/);
+  const json = await rcb(["verify", "--header", header, "--secret", "rsec_abc", "--now", "1700009999", "--json"], { stdin: '{"a":1}' });
+  t.is(json.code, 1);
+  const report = JSON.parse(json.stdout) as { verdict: string; service_answer: { status: number } };
+  t.is(report.verdict, "stale");
+  t.is(report.service_answer.status, 401);
+});
+
+test("a bad flag or command exits 2 with a helpful message; --help exits 0", async (t) => {
+  const flag = await rcb(["servers", "create", "--nme", "x"]);
+  t.is(flag.code, 2);
+  t.regex(flag.stderr, /unknown flag --nme for "rcb servers create"/);
+  t.regex(flag.stderr, /did you mean --name\?/);
+  const command = await rcb(["lisen"]);
+  t.is(command.code, 2);
+  t.regex(command.stderr, /did you mean "listen"\?/);
+  const missing = await rcb(["hearts", "cast", "--username", "Steve", "--json"]);
+  t.is(missing.code, 2);
+  t.regex(missing.stderr, /--server is required/);
+  t.regex((JSON.parse(missing.stdout) as { error: { message: string } }).error.message, /--server is required/);
+  const help = await rcb(["listen", "--help"]);
+  t.is(help.code, 0);
+  t.regex(help.stdout, /--forward-to URL/);
+});
+
+test("a wrong token is refused and said so, without printing it; an unreachable service says what to do", async (t) => {
+  const wrongToken = "rst_this-token-is-wrong-and-must-not-be-printed";
+  const run = await rcb(["servers", "list", "--token", wrongToken]);
+  t.is(run.code, 1);
+  t.regex(run.stderr, /refused the service token from --token \(unauthenticated\)/);
+  t.false(run.stdout.includes(wrongToken) || run.stderr.includes(wrongToken));
+  const fromEnv = await rcb(["servers", "list"], { env: { SERVICE_TOKEN: wrongToken } });
+  t.regex(fromEnv.stderr, /from SERVICE_TOKEN/);
+  t.false(fromEnv.stderr.includes(wrongToken));
+  const down = await rcb(["servers", "list", "--api-url", "http://127.0.0.1:9"]);
+  t.is(down.code, 1);
+  t.regex(down.stderr, /cannot reach the referral service at http:\/\/127\.0\.0\.1:9/);
+  t.regex(down.stderr, /npm start/);
+});
+
+test("docs/cli.md documents every command and every flag the CLI takes", (t) => {
+  const doc = readFileSync(join(import.meta.dirname, "../../docs/cli.md"), "utf8");
+  for (const command of COMMANDS) {
+    t.true(doc.includes(`### \`rcb ${command.name}\``), `a section for ${command.name}`);
+    for (const flag of Object.keys(command.flags)) t.true(doc.includes(`--${flag}`), `${command.name} --${flag}`);
+  }
+});
+
+test("listen --forward-to votifier://: each counted heart becomes a Votifier v2 vote to a local listener (secrets from flags, no service token)", async (t) => {
+  const votifier = await startVotifierReceiver({ tokens: { default: "local-votifier-token" } });
+  t.teardown(() => votifier.close());
+  const created = await createServer(t);
+  const serverId = created.server.server_id;
+  const cast = await rcb(["hearts", "cast", "--server", serverId, "--username", "Alex", "--json"]);
+  t.is(cast.code, 0, cast.stderr);
+  const emptyDataDir = mkdtempSync(join(tmpdir(), "rcb-none-"));
+  t.teardown(() => rmSync(emptyDataDir, { recursive: true, force: true }));
+  const noToken = { DATA_DIR: emptyDataDir };
+  const target = `votifier://127.0.0.1:${votifier.port}`;
+  // Without a token, the pull secret must be given.
+  const refused = await rcb(["listen", "--server", serverId, "--forward-to", target, "--votifier-token", "local-votifier-token"], { env: noToken });
+  t.is(refused.code, 2);
+  t.regex(refused.stderr, /--pull-secret not given, and no service token found/);
+  const listen = start(
+    [
+      "listen",
+      "--server",
+      serverId,
+      "--forward-to",
+      target,
+      "--votifier-token",
+      "local-votifier-token",
+      "--pull-secret",
+      created.secrets.pull_secret,
+      "--interval",
+      "200",
+    ],
+    { env: noToken },
+  );
+  t.teardown(() => listen.child.kill("SIGKILL"));
+  await eventually(() => votifier.votes.length >= 1, { timeoutMs: 60_000, message: "the vote arrived" });
+  t.like(votifier.votes[0], { username: "Alex", serviceName: "rcb" });
+  await eventually(async () => (await stack.clients.delivery.listPullHearts({ serverId })).hearts.length === 0, { message: "the heart is claimed" });
+  listen.child.kill("SIGINT");
+  const ended = await listen.done;
+  t.is(ended.code, 0, ended.stderr);
+  t.regex(ended.stdout, /--> vote\s+\S+\s+Alex\s+\[ok\]/);
+});

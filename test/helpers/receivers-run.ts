@@ -38,6 +38,9 @@ export const RECEIVER_PLATFORMS: Record<string, ReceiverPlatform> = {
 
 const prepared = new Set<string>();
 
+/** How long a receiver's output must stay quiet before `settledPaid` reads it. */
+const SETTLE_MS = 400;
+
 /** A free TCP port on 127.0.0.1 (the receivers take a fixed PORT; a restart reuses it). */
 export async function freePort(): Promise<number> {
   const server = createServer();
@@ -55,6 +58,12 @@ export interface RunningReceiver {
   lines: string[];
   /** The `PAID ...` lines printed so far. */
   paid(): string[];
+  /**
+   * The `PAID ...` lines once output has settled: the receivers print before they answer, but the
+   * pipe's data can reach this process after the HTTP answer, so a "nothing more was paid" check waits
+   * until no line has arrived for SETTLE_MS.
+   */
+  settledPaid(): Promise<string[]>;
   /** POSTs raw bytes with the given headers; returns the status and body text. */
   post(body: Buffer, headers: Record<string, string>): Promise<{ status: number; text: string }>;
   /** Stops the process (SIGTERM) and waits for it to exit. */
@@ -92,6 +101,7 @@ export async function startPlatformReceiver(
     stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: string[] = [];
+  let lastLineAt = Date.now();
   let exited = false;
   const exit = new Promise<void>((resolve) =>
     child.on("exit", () => {
@@ -105,12 +115,19 @@ export async function startPlatformReceiver(
       const parts = (rest + chunk.toString("utf8")).split("\n");
       rest = parts.pop() ?? "";
       lines.push(...parts.map((l) => l.trimEnd()));
+      lastLineAt = Date.now();
     });
   }
   const url = `http://127.0.0.1:${port}/callback`;
   const post: RunningReceiver["post"] = async (body, headers) => {
-    const res = await fetch(url, { method: "POST", body, headers: { "content-type": "application/json", ...headers } });
-    return { status: res.status, text: await res.text() };
+    try {
+      const res = await fetch(url, { method: "POST", body, headers: { "content-type": "application/json", ...headers } });
+      return { status: res.status, text: await res.text() };
+    } catch (error) {
+      // Failure policy: a failed exchange is rethrown with its cause and the receiver's output, to see why.
+      const cause = error instanceof Error && error.cause instanceof Error ? error.cause.message : "";
+      throw new Error(`${platform} receiver: POST failed (${String(error)} ${cause}); exited=${exited}\n${lines.join("\n")}`);
+    }
   };
   const stop = async () => {
     if (!exited) child.kill("SIGTERM");
@@ -129,5 +146,11 @@ export async function startPlatformReceiver(
     await stop();
     throw new Error(`${String(error)}\n${lines.join("\n")}`);
   });
-  return { url, port, lines, paid: () => lines.filter((l) => l.startsWith("PAID ")), post, stop };
+  const paid = () => lines.filter((l) => l.startsWith("PAID "));
+  const settledPaid = async () => {
+    const since = Date.now();
+    await eventually(() => Date.now() - Math.max(lastLineAt, since) >= SETTLE_MS, { timeoutMs: 30_000, intervalMs: 50 });
+    return paid();
+  };
+  return { url, port, lines, paid, settledPaid, post, stop };
 }

@@ -1,6 +1,7 @@
 /**
  * Runs the platform receivers of docs/receivers/<platform>/ as a server owner would: each in a
- * subprocess of its own runtime (node, python3, php -S, a `go build` binary, `java Receiver.java`),
+ * subprocess of its own runtime (node, python3, php -S, a `go build` binary, `java Receiver.java`,
+ * an `mcs`-built assembly on `mono`),
  * configured only through the environment their READMEs document (PORT, CALLBACK_SECRET, PAID_FILE
  * or PAID_DB, and the test-only RECEIVER_NOW). Every line they print is kept, so a test can count
  * `PAID <heart_id> <username>` lines.
@@ -21,7 +22,9 @@ interface ReceiverPlatform {
   command: (port: number) => { command: string; args: string[] };
 }
 
-const goBinary = join(mkdtempSync(join(tmpdir(), "receiver-go-")), "receiver");
+const buildDir = mkdtempSync(join(tmpdir(), "receiver-build-"));
+const goBinary = join(buildDir, "receiver");
+const csharpAssembly = join(buildDir, "Receiver.exe");
 
 /** The platforms, by the name each test title carries. */
 export const RECEIVER_PLATFORMS: Record<string, ReceiverPlatform> = {
@@ -34,6 +37,11 @@ export const RECEIVER_PLATFORMS: Record<string, ReceiverPlatform> = {
     command: () => ({ command: goBinary, args: [] }),
   },
   java: { command: () => ({ command: "java", args: [`${RECEIVERS_DIR}java/Receiver.java`] }) },
+  csharp: {
+    // Mono's compiler and runtime come from Debian's packages (scripts/infra/apt.ts, CSHARP_REQUIREMENT).
+    prepare: () => execFileSync("mcs", [`-out:${csharpAssembly}`, `${RECEIVERS_DIR}csharp/Receiver.cs`], { timeout: 180_000, stdio: "pipe" }),
+    command: () => ({ command: "mono", args: [csharpAssembly] }),
+  },
 };
 
 const prepared = new Set<string>();

@@ -1,5 +1,5 @@
 /**
- * The platform receivers of docs/receivers/ (Node, Python, PHP, Go, Java), each run in its own
+ * The platform receivers of docs/receivers/ (Node, Python, PHP, Go, Java, C#), each run in its own
  * runtime as a subprocess, exactly as their READMEs say:
  * - against the frozen HMAC vectors (test/fixtures/signature-vectors.json, computed with openssl,
  *   never by the project), with the test-only clock RECEIVER_NOW set to the vectors' time;
@@ -7,7 +7,8 @@
  *   worker): a counted heart is paid once, a redelivery and a redelivery after a restart of the
  *   receiver pay nothing more, the dashboard's test callback gets a 2xx and pays nothing, and a
  *   tampered body is refused.
- * PHP comes from apt through the test runner (scripts/infra/apt.ts); Go is built once with `go build`.
+ * PHP and Mono (C#) come from apt through the test runner (scripts/infra/apt.ts); Go is built once with
+ * `go build`, C# once with `mcs`.
  */
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync } from "node:fs";

@@ -39,6 +39,7 @@ const signed = (header: string) => ({ "x-service-signature": header });
 const heartVector = vectors.cases.find((c) => c.name === "heart-counted")!;
 const heartOf = (body: string) => JSON.parse(body) as { heart_id: string; username: string };
 
+// The tests run one at a time: each starts runtimes (a JVM compiling, Mono) on a machine the suite shares.
 let stack: TestStack;
 let voter = 0;
 test.before(async () => {
@@ -58,7 +59,7 @@ function cleanup(t: { teardown: (fn: () => Promise<void>) => void }, r: RunningR
 }
 
 for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
-  test(`${platform} receiver: every frozen vector verifies at its time, a changed byte, a re-serialised body and the ingest header form are refused, and one heart_id pays once`, async (t) => {
+  test.serial(`${platform} receiver: every frozen vector verifies at its time, a changed byte, a re-serialised body and the ingest header form are refused, and one heart_id pays once`, async (t) => {
     const secrets = [...new Set(vectors.cases.map((c) => c.secret))];
     const r = cleanup(t, await startPlatformReceiver(platform, { secrets, nowSeconds: heartVector.t }));
     for (const c of vectors.cases) {
@@ -79,7 +80,7 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
     t.deepEqual(await r.settledPaid(), [`PAID ${heart_id} ${username}`], "two vectors carry one heart_id (old and new secret): paid once");
   });
 
-  test(`${platform} receiver: during a rotation the older secret verifies the second v1 at exactly -${TOLERANCE_SECONDS} s; at +${TOLERANCE_SECONDS + 1} s it is stale`, async (t) => {
+  test.serial(`${platform} receiver: during a rotation the older secret verifies the second v1 at exactly -${TOLERANCE_SECONDS} s; at +${TOLERANCE_SECONDS + 1} s it is stale`, async (t) => {
     const rotation = vectors.callback_rotation;
     const older = [rotation.secrets_newest_first[1]!];
     const edge = cleanup(t, await startPlatformReceiver(platform, { secrets: older, nowSeconds: rotation.t - TOLERANCE_SECONDS }));
@@ -92,7 +93,7 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
     t.deepEqual(await late.settledPaid(), [], "a stale signature pays nothing");
   });
 
-  test(`${platform} receiver: a live callback pays once; a redelivery, and a redelivery after a restart, pay nothing more; the test callback gets 2xx and pays nothing; a tampered body is refused`, async (t) => {
+  test.serial(`${platform} receiver: a live callback pays once; a redelivery, and a redelivery after a restart, pay nothing more; the test callback gets 2xx and pays nothing; a tampered body is refused`, async (t) => {
     const { admin, hearts, delivery } = stack.clients;
     const port = await freePort();
     const storeDir = mkdtempSync(join(tmpdir(), `receiver-live-${platform}-`));

@@ -7,7 +7,10 @@ import http from "node:http";
 /** The contract's replay window: refuse a signature whose t is more than 300 s from now. */
 const TOLERANCE_SECONDS = 300;
 /** One secret, or several separated by commas during a rotation (any of them verifies). */
-const SECRETS = (process.env.CALLBACK_SECRET ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+const SECRETS = (process.env.CALLBACK_SECRET ?? "")
+  .split(",")
+  .map((s) => s.trim())
+  .filter(Boolean);
 const PORT = Number(process.env.PORT ?? 8080);
 /** The dedupe store: one paid heart_id per line, appended and fsynced before answering 2xx. */
 const PAID_FILE = process.env.PAID_FILE ?? "paid-hearts.txt";

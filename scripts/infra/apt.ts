@@ -1,6 +1,6 @@
 /**
  * Debian packages the tests need beside Node (Chromium for the dashboard test, PHP for the PHP
- * snippet, tini for the image's entry command), installed with apt-get when missing. The test
+ * snippet and receiver, Mono for the C# receiver, tini for the image's entry command), installed with apt-get when missing. The test
  * runner (scripts/test.ts) lists them; Chromium's requirement lives in ./chromium.ts.
  *
  * apt-get's output (hundreds of lines) goes to a log file, `.cache/apt-get.log`; the caller gets
@@ -30,6 +30,13 @@ export const PHP_REQUIREMENT: AptRequirement = {
   name: "php-cli and php-curl (PHP signing snippet)",
   packages: ["php-cli", "php-curl"],
   isPresent: () => phpHasCurl(),
+};
+
+/** Mono's C# compiler and runtime, for the C# (uMod-style) reward callback receiver (docs/receivers/csharp). */
+export const CSHARP_REQUIREMENT: AptRequirement = {
+  name: "mono-mcs and mono-runtime (C# receiver)",
+  packages: ["mono-mcs", "mono-runtime"],
+  isPresent: () => isExecutable("/usr/bin/mcs") && isExecutable("/usr/bin/mono"),
 };
 
 /** tini, the image's init process (PID 1 forwarding signals to node), for the entry-command test. */

@@ -1,0 +1,164 @@
+/**
+ * Runs the platform receivers of docs/receivers/<platform>/ as a server owner would: each in a
+ * subprocess of its own runtime (node, python3, php -S, a `go build` binary, `java Receiver.java`,
+ * an `mcs`-built assembly on `mono`),
+ * configured only through the environment their READMEs document (PORT, CALLBACK_SECRET, PAID_FILE
+ * or PAID_DB, and the test-only RECEIVER_NOW). Every line they print is kept, so a test can count
+ * `PAID <heart_id> <username>` lines.
+ */
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { eventually } from "./eventually.js";
+
+const RECEIVERS_DIR = fileURLToPath(new URL("../../docs/receivers/", import.meta.url));
+
+/** How a platform's receiver is started, given its port; `prepare` runs once before the first start. */
+interface ReceiverPlatform {
+  prepare?: () => void;
+  command: (port: number) => { command: string; args: string[] };
+}
+
+const buildDir = mkdtempSync(join(tmpdir(), "receiver-build-"));
+const goBinary = join(buildDir, "receiver");
+const csharpAssembly = join(buildDir, "Receiver.exe");
+
+/** The platforms, by the name each test title carries. */
+export const RECEIVER_PLATFORMS: Record<string, ReceiverPlatform> = {
+  node: { command: () => ({ command: process.execPath, args: [`${RECEIVERS_DIR}node/receiver.mjs`] }) },
+  python: { command: () => ({ command: "python3", args: [`${RECEIVERS_DIR}python/receiver.py`] }) },
+  php: { command: (port) => ({ command: "php", args: ["-S", `127.0.0.1:${port}`, `${RECEIVERS_DIR}php/receiver.php`] }) },
+  go: {
+    // Standard library only: builds without the network.
+    prepare: () => execFileSync("go", ["build", "-o", goBinary, `${RECEIVERS_DIR}go/receiver.go`], { timeout: 180_000, stdio: "pipe" }),
+    command: () => ({ command: goBinary, args: [] }),
+  },
+  java: { command: () => ({ command: "java", args: [`${RECEIVERS_DIR}java/Receiver.java`] }) },
+  csharp: {
+    // Mono's compiler and runtime come from Debian's packages (scripts/infra/apt.ts, CSHARP_REQUIREMENT).
+    prepare: () => execFileSync("mcs", [`-out:${csharpAssembly}`, `${RECEIVERS_DIR}csharp/Receiver.cs`], { timeout: 180_000, stdio: "pipe" }),
+    command: () => ({ command: "mono", args: [csharpAssembly] }),
+  },
+};
+
+const prepared = new Set<string>();
+
+/** How long a receiver's output must stay quiet before `settledPaid` reads it. */
+const SETTLE_MS = 400;
+
+/** A free TCP port on 127.0.0.1 (the receivers take a fixed PORT; a restart reuses it). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** A receiver process as started by `startPlatformReceiver`. */
+export interface RunningReceiver {
+  url: string;
+  port: number;
+  /** Every line printed so far (stdout and stderr). */
+  lines: string[];
+  /** The `PAID ...` lines printed so far. */
+  paid(): string[];
+  /**
+   * The `PAID ...` lines once output has settled: the receivers print before they answer, but the
+   * pipe's data can reach this process after the HTTP answer, so a "nothing more was paid" check waits
+   * until no line has arrived for SETTLE_MS.
+   */
+  settledPaid(): Promise<string[]>;
+  /** POSTs raw bytes with the given headers; returns the status and body text. */
+  post(body: Buffer, headers: Record<string, string>): Promise<{ status: number; text: string }>;
+  /** Stops the process (SIGTERM) and waits for it to exit. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `platform`'s receiver with `secrets` (comma-joined into CALLBACK_SECRET), its paid store in
+ * `storeDir` (a restart with the same dir keeps it), on `port`; resolves once it answers HTTP.
+ */
+export async function startPlatformReceiver(
+  platform: string,
+  opts: { secrets: string[]; storeDir?: string; port?: number; nowSeconds?: number },
+): Promise<RunningReceiver> {
+  const def = RECEIVER_PLATFORMS[platform];
+  if (!def) throw new Error(`no receiver for ${platform}`);
+  if (!prepared.has(platform)) {
+    def.prepare?.();
+    prepared.add(platform);
+  }
+  const port = opts.port ?? (await freePort());
+  const storeDir = opts.storeDir ?? mkdtempSync(join(tmpdir(), `receiver-${platform}-`));
+  const { command, args } = def.command(port);
+  const child: ChildProcess = spawn(command, args, {
+    cwd: storeDir,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      PORT: String(port),
+      CALLBACK_SECRET: opts.secrets.join(","),
+      PAID_FILE: join(storeDir, "paid-hearts.txt"),
+      PAID_DB: join(storeDir, "paid-hearts.sqlite3"),
+      ...(opts.nowSeconds !== undefined ? { RECEIVER_NOW: String(opts.nowSeconds) } : {}),
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const lines: string[] = [];
+  let lastLineAt = Date.now();
+  let exited = false;
+  const exit = new Promise<void>((resolve) =>
+    child.on("exit", () => {
+      exited = true;
+      resolve();
+    }),
+  );
+  for (const stream of [child.stdout, child.stderr]) {
+    let rest = "";
+    stream?.on("data", (chunk: Buffer) => {
+      const parts = (rest + chunk.toString("utf8")).split("\n");
+      rest = parts.pop() ?? "";
+      lines.push(...parts.map((l) => l.trimEnd()));
+      lastLineAt = Date.now();
+    });
+  }
+  const url = `http://127.0.0.1:${port}/callback`;
+  const post: RunningReceiver["post"] = async (body, headers) => {
+    try {
+      const res = await fetch(url, { method: "POST", body, headers: { "content-type": "application/json", ...headers } });
+      return { status: res.status, text: await res.text() };
+    } catch (error) {
+      // Failure policy: a failed exchange is rethrown with its cause and the receiver's output, to see why.
+      const cause = error instanceof Error && error.cause instanceof Error ? error.cause.message : "";
+      throw new Error(`${platform} receiver: POST failed (${String(error)} ${cause}); exited=${exited}\n${lines.join("\n")}`);
+    }
+  };
+  const stop = async () => {
+    if (!exited) child.kill("SIGTERM");
+    await exit;
+  };
+  // Java compiles the source on start: give it time on a loaded machine.
+  await eventually(
+    async () => {
+      if (exited) throw new Error(`${platform} receiver exited: ${lines.join("\n")}`);
+      const res = await fetch(url, { method: "GET" });
+      return res.status === 405;
+    },
+    { timeoutMs: 90_000, intervalMs: 200, message: `${platform} receiver answering on ${port}` },
+  ).catch(async (error: unknown) => {
+    // Failure policy: a receiver that never came up is stopped, and the error carries its output.
+    await stop();
+    throw new Error(`${String(error)}\n${lines.join("\n")}`);
+  });
+  const paid = () => lines.filter((l) => l.startsWith("PAID "));
+  const settledPaid = async () => {
+    const since = Date.now();
+    await eventually(() => Date.now() - Math.max(lastLineAt, since) >= SETTLE_MS, { timeoutMs: 30_000, intervalMs: 50 });
+    return paid();
+  };
+  return { url, port, lines, paid, settledPaid, post, stop };
+}

@@ -141,7 +141,13 @@ async function startDatabase(target: Target): Promise<{ url: string; shared: boo
     progress(`database ${name} on the running PostgreSQL (BENCH_DATABASE_URL), migrated`);
     return { url, shared: true };
   }
-  const pgb = await startBenchPostgres(progress, { durability: "default", migrate: async (url) => (await migrateWithTarget(target, url), Number.NaN) });
+  const pgb = await startBenchPostgres(progress, {
+    durability: "default",
+    migrate: async (url) => {
+      await migrateWithTarget(target, url);
+      return Number.NaN; // the target's migrate.ts reports its own count
+    },
+  });
   cleanup.add(() => pgb.stop());
   return { url: await pgb.createDatabase("flood"), shared: false };
 }

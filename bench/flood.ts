@@ -35,6 +35,7 @@ import { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import { startKafka } from "../scripts/infra/kafka.js";
 import { createServiceTransport } from "../services/shared/service-transport.js";
 import {
+  cpuBetween,
   createCleanup,
   envInt,
   installTimeLimit,
@@ -77,19 +78,28 @@ installTimeLimit(envInt("BENCH_TIME_LIMIT_S", 900), cleanup, progress);
 
 // ---------------------------------------------------------------- load and machine
 interface Load {
+  /** CPU ms per process of the system under test and of this harness over the window. */
+  cpuMs: Record<string, number>;
   loadavgBefore: number[];
   loadavgAfter: number[];
   machineBusyPercent: number;
   ms: number;
 }
 
-function openLoad(): () => Load {
+function openLoad(ctx: Ctx): () => Load {
+  const procs = Object.values(ctx.running).filter((p): p is SutProcess => p !== undefined);
+  const self = () => (process.cpuUsage().user + process.cpuUsage().system) / 1000;
+  const cpuBefore = procs.map((p) => p.cpu());
+  const selfBefore = self();
   const loadavgBefore = machineInfo().loadAverage;
   const cpu = machineCpuMs();
   const t0 = performance.now();
   return () => {
     const after = machineCpuMs();
+    const cpuMs: Record<string, number> = Object.fromEntries(procs.map((p, i) => [p.kind, round(cpuBetween(cpuBefore[i] ?? new Map(), p.cpu()), 0)]));
+    cpuMs.harness = round(self() - selfBefore, 0);
     return {
+      cpuMs,
       loadavgBefore,
       loadavgAfter: machineInfo().loadAverage,
       machineBusyPercent: round(((after.busy - cpu.busy) / Math.max(1, after.total - cpu.total)) * 100, 0),
@@ -267,7 +277,7 @@ async function phaseForgeries(ctx: Ctx, server: { id: string; secret: string; pu
   ];
   progress(`forgeries: warm-up answers ${warm.join(", ")}`);
   const lookupsBefore = await keyLookups(ctx);
-  const finish = openLoad();
+  const finish = openLoad(ctx);
   const t0 = performance.now();
   const honest: ForgeryResult["honest"] = { sent: 0, ingest: {}, pull: {}, latency: summarize([]), refusedAtMs: [] };
   const honestLatencies: number[] = [];
@@ -401,7 +411,7 @@ async function phaseHotIp(ctx: Ctx, serverIds: string[]): Promise<HotIpResult> {
         .finally(() => side.waits.push(performance.now() - intendedAt)),
     );
   };
-  const finish = openLoad();
+  const finish = openLoad(ctx);
   const t0 = performance.now();
   const busyLoop = (async () => {
     const perTick = Math.max(1, Math.round(HOT_RATE / 100));
@@ -667,7 +677,12 @@ function renderMarkdown(r: {
     );
     loads.push(loadRow("hot ip", h.load));
   }
-  out.push("## Machine load per phase", "", markdownTable(["phase", "window s", "loadavg 1/5/15 before -> after", "machine busy %"], loads), "");
+  out.push(
+    "## Machine load per phase",
+    "",
+    markdownTable(["phase", "window s", "loadavg 1/5/15 before -> after", "machine busy %", "CPU ms per process"], loads),
+    "",
+  );
   return out.join("\n");
 }
 

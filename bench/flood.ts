@@ -581,6 +581,7 @@ function renderMarkdown(r: {
     fmt(l.ms / 1000, 1),
     `${l.loadavgBefore.join(" / ")} -> ${l.loadavgAfter.join(" / ")}`,
     fmt(l.machineBusyPercent, 0),
+    st(l.cpuMs),
   ];
   const out: string[] = [
     "# Issue 18 floods at the issue's scale",

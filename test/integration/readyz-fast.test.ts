@@ -11,6 +11,7 @@ import { createLogger } from "../../services/shared/log.js";
 import { createMetrics } from "../../services/shared/metrics.js";
 import { createOpsServer } from "../../services/shared/ops-server.js";
 import { readinessChecks } from "../../services/shared/readiness.js";
+import { createTestDatabase } from "../helpers/db.js";
 
 // One test at a time: Prisma's first query compiles its engine and holds the event loop meanwhile.
 const test = anyTest.serial;
@@ -61,7 +62,10 @@ test("with a check that never answers, /readyz reports its last known reason and
 test("relay/delivery shape: Kafka unreachable, /readyz still answers a 1 s probe with the reason", async (t) => {
   const log = createLogger("readyz-fast", "silent");
   const bus = createKafkaBus({ brokers: ["127.0.0.1:9"], clientId: "readyz-fast", log });
-  const prisma = createPrisma(process.env.DATABASE_URL ?? "postgresql://127.0.0.1:9/none", { maxConnections: 1 });
+  // A database of the test's own (the runner's cluster; DATABASE_URL is set only when the caller gave one).
+  const db = await createTestDatabase({ maxConnections: 1 });
+  t.teardown(() => db.drop());
+  const prisma = createPrisma(db.url, { maxConnections: 1 });
   await pingDatabase(prisma);
   const ops = createOpsServer({ checks: readinessChecks({ prisma, bus }), metrics: createMetrics("readyz-fast-kafka") });
   const port = await ops.listen(0);

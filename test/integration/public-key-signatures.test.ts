@@ -233,3 +233,14 @@ test.serial("RotateWebhookSigningKey needs the admin scope: a read-only or gatew
   t.true(listed.keys.length >= 1);
   t.true(listed.keys.every((k) => k.publicKey.startsWith("whpk_")));
 });
+
+test.serial("ListWebhookSigningKeys needs the ingest scope: a token without it, or no token, is refused", async (t) => {
+  const { token: clicksOnly } = await t.context.stack.clients.access.createServiceToken({
+    name: `clicks-${randomBytes(3).toString("hex")}`,
+    scopes: ["clicks:record"],
+  });
+  const refused = await t.throwsAsync(createServiceClients(t.context.stack.rpcUrl, clicksOnly).admin.listWebhookSigningKeys({}));
+  t.is(ConnectError.from(refused).code, Code.PermissionDenied);
+  const anonymous = await t.throwsAsync(createServiceClients(t.context.stack.rpcUrl, "").admin.listWebhookSigningKeys({}));
+  t.is(ConnectError.from(anonymous).code, Code.Unauthenticated);
+});

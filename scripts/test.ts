@@ -20,7 +20,8 @@ import { applyMigrations, diffSchemaAgainstMigrations } from "./db/schema-engine
 import { CSHARP_REQUIREMENT, ensureAptPackages, PHP_REQUIREMENT, TINI_REQUIREMENT } from "./infra/apt.js";
 import { CHROMIUM_REQUIREMENT } from "./infra/chromium.js";
 
-const TEMPLATE_DB = "referral_template";
+/** The migrated template each test file clones; TEST_TEMPLATE_DB_NAME lets several checkouts share one DATABASE_URL server. */
+const TEMPLATE_DB = process.env.TEST_TEMPLATE_DB_NAME || "referral_template";
 /** Debian packages the tests run beside Node: Chromium (dashboard), PHP with curl (PHP snippet and receiver), Mono (C# receiver), tini (the image's init). */
 const TEST_REQUIREMENTS = [CHROMIUM_REQUIREMENT, PHP_REQUIREMENT, CSHARP_REQUIREMENT, TINI_REQUIREMENT];
 const args = process.argv.slice(2);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file events/v1/events.proto.
  */
 export const file_events_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZldmVudHMvdjEvZXZlbnRzLnByb3RvEglldmVudHMudjEiqQIKCEVudmVsb3BlEhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXNlcnZlcl9pZBgEIAEoCRIwCg1oZWFydF9jb3VudGVkGAogASgLMhcuZXZlbnRzLnYxLkhlYXJ0Q291bnRlZEgAEkAKFXJlZmVycmFsX3RyYW5zaXRpb25lZBgLIAEoCzIfLmV2ZW50cy52MS5SZWZlcnJhbFRyYW5zaXRpb25lZEgAEjoKEm93bmVyX25vdGlmaWNhdGlvbhgUIAEoCzIcLmV2ZW50cy52MS5Pd25lck5vdGlmaWNhdGlvbkgAQgkKB3BheWxvYWQisQEKDEhlYXJ0Q291bnRlZBIQCghoZWFydF9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSFgoOdm90ZXJfaWRlbnRpdHkYBCABKAkSDgoGcGVyaW9kGAUgASgJEi4KCmNvdW50ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnN0cmVha19kYXkYByABKAUiswEKFFJlZmVycmFsVHJhbnNpdGlvbmVkEhMKC3JlZmVycmFsX2lkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIZChFyZWZlcnJlcl9pZGVudGl0eRgDIAEoCRIYChByZWZlcmVlX2lkZW50aXR5GAQgASgJEg0KBXN0YXRlGAUgASgJEhYKDnByZXZpb3VzX3N0YXRlGAYgASgJEhcKD3NlcnZlcl9ldmVudF9pZBgHIAEoCSKtAgoRT3duZXJOb3RpZmljYXRpb24SLgoEa2luZBgBIAEoDjIgLmV2ZW50cy52MS5Pd25lck5vdGlmaWNhdGlvbktpbmQSEQoJc2VydmVyX2lkGAIgASgJEhMKC3NlcnZlcl9uYW1lGAMgASgJEhQKDGNhbGxiYWNrX3VybBgEIAEoCRIOCgZyZWFzb24YBSABKAkSEwoLZGVsaXZlcnlfaWQYBiABKAkSEAoIaGVhcnRfaWQYByABKAkSEgoKZXZlbnRfdHlwZRgIIAEoCRIQCgh1c2VybmFtZRgJIAEoCRIQCghhdHRlbXB0cxgKIAEoBRIYChBsYXN0X3N0YXR1c19jb2RlGAsgASgFEhEKCXRyYW5zcG9ydBgMIAEoCRIOCgZ0YXJnZXQYDSABKAkqnAEKFU93bmVyTm90aWZpY2F0aW9uS2luZBInCiNPV05FUl9OT1RJRklDQVRJT05fS0lORF9VTlNQRUNJRklFRBAAEi0KKU9XTkVSX05PVElGSUNBVElPTl9LSU5EX0VORFBPSU5UX0RJU0FCTEVEEAESKwonT1dORVJfTk9USUZJQ0FUSU9OX0tJTkRfREVMSVZFUllfRkFJTEVEEAJiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChZldmVudHMvdjEvZXZlbnRzLnByb3RvEglldmVudHMudjEiqQIKCEVudmVsb3BlEhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXNlcnZlcl9pZBgEIAEoCRIwCg1oZWFydF9jb3VudGVkGAogASgLMhcuZXZlbnRzLnYxLkhlYXJ0Q291bnRlZEgAEkAKFXJlZmVycmFsX3RyYW5zaXRpb25lZBgLIAEoCzIfLmV2ZW50cy52MS5SZWZlcnJhbFRyYW5zaXRpb25lZEgAEjoKEm93bmVyX25vdGlmaWNhdGlvbhgUIAEoCzIcLmV2ZW50cy52MS5Pd25lck5vdGlmaWNhdGlvbkgAQgkKB3BheWxvYWQiuQIKDEhlYXJ0Q291bnRlZBIQCghoZWFydF9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSFgoOdm90ZXJfaWRlbnRpdHkYBCABKAkSDgoGcGVyaW9kGAUgASgJEi4KCmNvdW50ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnN0cmVha19kYXkYByABKAUSEAoIc3RlYW1faWQYCCABKAkSEgoKZGlzY29yZF9pZBgJIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgKIAEoCRISCgphY2NvdW50X2lkGAsgASgJEjQKEG5leHRfZWxpZ2libGVfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBChRSZWZlcnJhbFRyYW5zaXRpb25lZBITCgtyZWZlcnJhbF9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSGQoRcmVmZXJyZXJfaWRlbnRpdHkYAyABKAkSGAoQcmVmZXJlZV9pZGVudGl0eRgEIAEoCRINCgVzdGF0ZRgFIAEoCRIWCg5wcmV2aW91c19zdGF0ZRgGIAEoCRIXCg9zZXJ2ZXJfZXZlbnRfaWQYByABKAkSDgoGcmVhc29uGAggASgJEhMKC3JlYXNvbl90ZXh0GAkgASgJIq0CChFPd25lck5vdGlmaWNhdGlvbhIuCgRraW5kGAEgASgOMiAuZXZlbnRzLnYxLk93bmVyTm90aWZpY2F0aW9uS2luZBIRCglzZXJ2ZXJfaWQYAiABKAkSEwoLc2VydmVyX25hbWUYAyABKAkSFAoMY2FsbGJhY2tfdXJsGAQgASgJEg4KBnJlYXNvbhgFIAEoCRITCgtkZWxpdmVyeV9pZBgGIAEoCRIQCghoZWFydF9pZBgHIAEoCRISCgpldmVudF90eXBlGAggASgJEhAKCHVzZXJuYW1lGAkgASgJEhAKCGF0dGVtcHRzGAogASgFEhgKEGxhc3Rfc3RhdHVzX2NvZGUYCyABKAUSEQoJdHJhbnNwb3J0GAwgASgJEg4KBnRhcmdldBgNIAEoCSqcAQoVT3duZXJOb3RpZmljYXRpb25LaW5kEicKI09XTkVSX05PVElGSUNBVElPTl9LSU5EX1VOU1BFQ0lGSUVEEAASLQopT1dORVJfTk9USUZJQ0FUSU9OX0tJTkRfRU5EUE9JTlRfRElTQUJMRUQQARIrCidPV05FUl9OT1RJRklDQVRJT05fS0lORF9ERUxJVkVSWV9GQUlMRUQQAmIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Envelope is the value of every Kafka message the relay publishes. The Kafka
@@ -121,6 +121,42 @@ export type HeartCounted = Message<"events.v1.HeartCounted"> & {
    * @generated from field: int32 streak_day = 7;
    */
   streakDay: number;
+
+  /**
+   * The voter's platform ids, as CastHeart received them (format-checked there); empty when not given.
+   * SteamID64 in decimal.
+   *
+   * @generated from field: string steam_id = 8;
+   */
+  steamId: string;
+
+  /**
+   * A Discord user id (snowflake, decimal).
+   *
+   * @generated from field: string discord_id = 9;
+   */
+  discordId: string;
+
+  /**
+   * A Minecraft (Java) account UUID, lower-case with dashes.
+   *
+   * @generated from field: string minecraft_uuid = 10;
+   */
+  minecraftUuid: string;
+
+  /**
+   * An opaque game account id the list passed through from the vote link.
+   *
+   * @generated from field: string account_id = 11;
+   */
+  accountId: string;
+
+  /**
+   * When the voter may count again for this server (the end of the 24-hour cooldown).
+   *
+   * @generated from field: google.protobuf.Timestamp next_eligible_at = 12;
+   */
+  nextEligibleAt?: Timestamp | undefined;
 };
 
 /**
@@ -172,6 +208,20 @@ export type ReferralTransitioned = Message<"events.v1.ReferralTransitioned"> & {
    * @generated from field: string server_event_id = 7;
    */
   serverEventId: string;
+
+  /**
+   * reversed only: "refund", "chargeback", "fraud", "abuse", "test" or "other"; empty when none was sent.
+   *
+   * @generated from field: string reason = 8;
+   */
+  reason: string;
+
+  /**
+   * reversed only: the reason as sent (bounded), when it was not one of the known values; else empty.
+   *
+   * @generated from field: string reason_text = 9;
+   */
+  reasonText: string;
 };
 
 /**

@@ -46,6 +46,7 @@ export function toApplyEventRequest(event: ValidEvent, kid: string): MessageInit
     serverEventId: event.serverEventId,
     ts: event.ts ?? 0n,
     kid,
+    reason: event.reason ?? "",
   };
 }
 

@@ -3,6 +3,7 @@ import {
   CONTRACT_ERRORS,
   ERROR_TEXT,
   REFERRAL_EVENTS,
+  REVERSAL_REASONS,
   REFERRAL_STATES,
   requiredText,
   type ContractErrorKind,
@@ -717,6 +718,13 @@ export const openApiDocument = {
           server_event_id: boundedString("server_event_id", "The caller's idempotency key; deduplication is on (token, event, server_event_id)."),
           ts: { type: "integer", format: "int64", description: "Unix seconds of the caller's event time (not the signing `t`)." },
           test: { type: "boolean", description: "When true the request is fully verified but nothing is looked up or written." },
+          reason: {
+            description:
+              `\`reversed\` only, optional: why. One of ${REVERSAL_REASONS.map((r) => `\`${r}\``).join(", ")}. It is stored, shown and sent on ` +
+              `in the \`referral.reversed\` event. Never a 400: any other value (a non-string included) is kept as \`other\` with the ` +
+              `text as sent, cut to ${maxCharsOf("reason")} characters. Ignored on other events.`,
+            examples: ["chargeback"],
+          },
         },
         additionalProperties: true,
         if: { properties: { event: { const: "registered" } }, required: ["event"] },

@@ -1,4 +1,4 @@
-import type { FieldName } from "../services/shared/field-rules.js";
+import { cutField, type FieldName } from "../services/shared/field-rules.js";
 import {
   checkEvent,
   checkRefereeIdentity,
@@ -29,6 +29,8 @@ export interface ValidEvent {
   /** The caller's own event time (unix seconds), when sent. */
   ts?: bigint;
   test: boolean;
+  /** `reversed` only: the optional `reason` as sent (bounded; a non-string as its JSON text); unset when absent. */
+  reason?: string;
 }
 
 const INT64_MIN = -(2n ** 63n);
@@ -65,6 +67,18 @@ function requiredString(body: JsonObject, field: string, bounded?: FieldName): F
   if (isAbsent(value)) return { kind: "invalid", error: requiredText(field) };
   if (typeof value !== "string") return { kind: "invalid", error: notStringText(field) };
   return checkRequiredText(field, value, bounded);
+}
+
+/**
+ * The optional `reason` of `reversed`, never a 400 (it is not a contract field and the contract accepts
+ * unknown extra fields): a string as sent, any other JSON value (number, object, ...) as its JSON text, so the
+ * referral service keeps it as `other` with that text; absent or null -> empty. Cut to its bound
+ * (services/shared/field-rules.ts) before it is forwarded.
+ */
+function readReason(body: JsonObject): string {
+  const value = body.reason;
+  if (isAbsent(value)) return "";
+  return cutField("reason", typeof value === "string" ? value : JSON.stringify(value));
 }
 
 /**
@@ -121,5 +135,7 @@ export function validateEvent(body: JsonObject): FieldResult<ValidEvent> {
     test: test === true,
   };
   if (ts !== undefined) valid.ts = ts;
+  const reason = event === "reversed" ? readReason(body) : "";
+  if (reason !== "") valid.reason = reason;
   return { kind: "ok", value: valid };
 }

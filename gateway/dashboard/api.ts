@@ -182,6 +182,13 @@ export const ROUTES: readonly Route[] = [
     const { server } = await clients.admin.setRegistrationUrl({ serverId: params.serverId, registrationUrl }, call);
     return { body: { server: toServerJson(server) } };
   }),
+  route("PUT", "/servers/:serverId/referral-settings", async ({ clients }, { params, body, call }) => {
+    // Absent fields stay unchanged; the referral service checks the ranges (docs/referral-rules.md R2, R3).
+    const attributionWindowDays = readOptionalInteger(body, "attribution_window_days");
+    const lockDays = readOptionalInteger(body, "lock_days");
+    const { server } = await clients.admin.setReferralSettings({ serverId: params.serverId, attributionWindowDays, lockDays }, call);
+    return { body: { server: toServerJson(server) } };
+  }),
   route("GET", "/servers/:serverId/referral-secrets", async ({ clients }, { params, call }) => {
     const { secrets } = await clients.admin.listReferralSecrets({ serverId: params.serverId }, call);
     return { body: { secrets: secrets.map(toSecretJson) } };
@@ -408,6 +415,14 @@ function readPort(body: Record<string, unknown>): number {
   const port = typeof value === "string" && /^\d{1,5}$/.test(value) ? Number(value) : value;
   if (typeof port !== "number" || !Number.isInteger(port) || port < 0 || port > 65535) throw new ApiError(integerBetweenText("port", 1, 65535));
   return port;
+}
+
+/** An optional integer field (undefined when absent or null); the service checks its range. */
+function readOptionalInteger(body: Record<string, unknown>, field: string): number | undefined {
+  const value = body[field];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== "number" || !Number.isSafeInteger(value)) throw new ApiError(nonNegativeIntegerText(field));
+  return value;
 }
 
 /** `grace_seconds`: optional non-negative integer; 0 (or absent) means the service's default (24 h). */

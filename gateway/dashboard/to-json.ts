@@ -52,6 +52,8 @@ export function toServerJson(server: Server | undefined) {
     votifier_service_name: server.votifierServiceName,
     votifier_token_set: server.votifierTokenSet,
     pull_enabled: server.pullEnabled,
+    attribution_window_days: server.attributionWindowDays,
+    lock_days: server.lockDays,
   };
 }
 
@@ -202,6 +204,8 @@ export function toFunnelJson(f: GetFunnelResponse) {
     click_to_register_rate: f.clickToRegisterRate,
     register_to_qualify_rate: f.registerToQualifyRate,
     reversal_rate: f.reversalRate,
+    clawbacks: Number(f.clawbacks),
+    reversals_by_reason: f.reversalsByReason.map((r) => ({ reason: r.reason, count: Number(r.count), clawbacks: Number(r.clawbacks) })),
   };
 }
 

@@ -43,6 +43,7 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "servers.v1.ServerAdminService/ListServers": { scope: "read", owner: own },
   "servers.v1.ServerAdminService/SetReferralsEnabled": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/SetRegistrationUrl": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/SetReferralSettings": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/CreateReferralSecret": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/RotateReferralSecret": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/RevokeReferralSecret": { scope: "admin", owner: server },

@@ -13,6 +13,7 @@ import { periodOf } from "../shared/period.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { decide, isAnchorState, type AnchorState, type ReferralStateName } from "./domain/transitions.js";
+import { decideReversalEffect, isPastAttributionWindow, NO_REASON, type StoredReason } from "./domain/reversal-rules.js";
 
 /** Most events applied in one batch. */
 export const APPLY_EVENT_MAX_BATCH = 64;
@@ -202,6 +203,11 @@ interface ReadRow {
   referee_id: string | null;
   referee_referrer: string | null;
   referee_state: string | null;
+  // Referral rules (R2, R3): the click's time, its server's window and lock, the linked anchor's qualification.
+  click_created_at: Date | null;
+  window_days: number | null;
+  lock_days: number | null;
+  linked_qualified_at: Date | null;
 }
 
 /** What the write statement does for one event. */
@@ -222,6 +228,8 @@ type Plan =
       version: number;
       to: AnchorState;
       reverseCredit: boolean;
+      /** `reversed` only: the reason stored and whether it is a clawback (R1, R3). */
+      reversal: ReversalWrite;
       serverId: string;
       referrer: string;
       outbox: OutboxRow;
@@ -297,14 +305,16 @@ function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date)
       SELECT * FROM unnest(
         ${commands.map((c) => c.token)}::text[], ${commands.map((c) => c.event)}::text[], ${commands.map((c) => c.serverEventId)}::text[],
         ${commands.map((c) => c.serverId)}::uuid[], ${commands.map((c) => c.kid)}::text[],
-        ${commands.map((c) => (c.callerTs === null ? null : c.callerTs.toString()))}::bigint[], ${commands.map((c) => c.refereeIdentity)}::text[]
-      ) WITH ORDINALITY AS i(token, type, server_event_id, server_id, kid, caller_ts, referee, ord)
+        ${commands.map((c) => (c.callerTs === null ? null : c.callerTs.toString()))}::bigint[], ${commands.map((c) => c.refereeIdentity)}::text[],
+        ${commands.map((c) => c.reason?.reason ?? null)}::text[], ${commands.map((c) => c.reason?.text ?? null)}::text[]
+      ) WITH ORDINALITY AS i(token, type, server_event_id, server_id, kid, caller_ts, referee, reason, reason_text, ord)
     ), click AS (
-      SELECT i.ord, c.id, c.server_id, c.referrer_identity, c.referral_id
-      FROM input i JOIN referral_clicks c ON c.token = i.token
+      SELECT i.ord, c.id, c.server_id, c.referrer_identity, c.referral_id, c.created_at,
+             s.attribution_window_days AS window_days, s.lock_days
+      FROM input i JOIN referral_clicks c ON c.token = i.token JOIN servers s ON s.id = c.server_id
     ), inserted AS (
-      INSERT INTO referral_events (token, type, server_event_id, server_id, outcome, kid, caller_ts, received_at)
-      SELECT i.token, i.type, i.server_event_id, c.server_id, 'pending', i.kid, i.caller_ts, ${now}::timestamptz
+      INSERT INTO referral_events (token, type, server_event_id, server_id, outcome, kid, caller_ts, received_at, reason, reason_text)
+      SELECT i.token, i.type, i.server_event_id, c.server_id, 'pending', i.kid, i.caller_ts, ${now}::timestamptz, i.reason, i.reason_text
       FROM input i JOIN click c ON c.ord = i.ord
       WHERE c.server_id = i.server_id
       ORDER BY i.ord
@@ -315,7 +325,8 @@ function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date)
            e.id AS event_id,
            l.id::text AS linked_id, l.referrer_identity AS linked_referrer, l.referee_identity AS linked_referee,
            l.state::text AS linked_state, l.version AS linked_version,
-           r.id::text AS referee_id, r.referrer_identity AS referee_referrer, r.state::text AS referee_state
+           r.id::text AS referee_id, r.referrer_identity AS referee_referrer, r.state::text AS referee_state,
+           c.created_at AS click_created_at, c.window_days, c.lock_days, l.qualified_at AS linked_qualified_at
     FROM input i
     LEFT JOIN click c ON c.ord = i.ord
     LEFT JOIN inserted e ON e.token = i.token
@@ -336,6 +347,7 @@ function planEvent(command: ApplyEventCommand, row: ReadRow | undefined, now: Da
   if (command.event === "registered") {
     const referee = command.refereeIdentity;
     if (referee === null) throw new DomainError("invalid_argument", ERROR_TEXT.refereeRequired);
+    refuseOutsideAttributionWindow(row, now);
     const decision = decideRegistration({
       clickReferrer: row.click_referrer!,
       refereeAnchor: anchorOf(row.referee_id, row.referee_referrer, row.referee_state),
@@ -379,6 +391,7 @@ function planEvent(command: ApplyEventCommand, row: ReadRow | undefined, now: Da
   // One advance per referral per round: a second one is decided afresh in the next round, after this one commits.
   if (advancing.has(linked.id)) return { kind: "defer", eventId };
   advancing.add(linked.id);
+  const reversal = reversalOf(command, row, linked.state, now);
   const outbox = toOutboxRow(
     transitionEvent({
       referralId: linked.id,
@@ -389,6 +402,7 @@ function planEvent(command: ApplyEventCommand, row: ReadRow | undefined, now: Da
       to: decision.to,
       serverEventId: command.serverEventId,
       now,
+      reversal,
     }),
   );
   return {
@@ -397,12 +411,38 @@ function planEvent(command: ApplyEventCommand, row: ReadRow | undefined, now: Da
     referralId: linked.id,
     version: row.linked_version!,
     to: decision.to,
-    reverseCredit: decision.to === "reversed" && linked.state === "qualified",
+    reverseCredit: decision.to === "reversed" && reversal.effect === "remove_credit",
+    reversal,
     serverId: row.click_server_id,
     referrer: linked.referrerIdentity,
     outbox,
     result: { kind: "applied", referralId: linked.id, state: decision.to, advanced: true },
   };
+}
+
+/**
+ * R2: a `registered` event through a click that has not registered yet (not linked) and is past its
+ * server's attribution window: the token no longer registers, the contract's 404. Checked after dedup,
+ * so an exact replay of an event applied in time is still a duplicate; a click linked in time goes on.
+ */
+function refuseOutsideAttributionWindow(row: ReadRow, now: Date): void {
+  if (row.linked_id !== null || row.click_created_at === null || row.window_days === null) return;
+  if (isPastAttributionWindow({ clickedAt: row.click_created_at, windowDays: row.window_days, now })) {
+    throw new DomainError("unknown_token", ERROR_TEXT.unknownToken);
+  }
+}
+
+/** What an advancing `reversed` writes beside the state: its reason and its effect on the credit (R1, R3). */
+interface ReversalWrite {
+  reason: StoredReason;
+  effect: "no_credit" | "remove_credit" | "clawback" | "none";
+}
+
+/** The ReversalWrite of an advance (`none` for an advance that is not a reversal). */
+function reversalOf(command: ApplyEventCommand, row: ReadRow, from: AnchorState, now: Date): ReversalWrite {
+  if (command.event !== "reversed" || from === "reversed") return { reason: NO_REASON, effect: "none" };
+  const effect = decideReversalEffect({ from, qualifiedAt: row.linked_qualified_at, lockDays: row.lock_days ?? 0, now });
+  return { reason: command.reason ?? NO_REASON, effect };
 }
 
 function anchorOf(id: string | null, referrer: string | null, state: string | null): AnchorView | null {
@@ -463,13 +503,18 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date): Promise<Wr
       SELECT * FROM unnest(
         ${advances.map((a) => a.idx)}::int[], ${advances.map((a) => a.referralId)}::uuid[], ${advances.map((a) => a.version)}::int[],
         ${advances.map((a) => a.to)}::text[], ${advances.map((a) => a.reverseCredit)}::boolean[], ${advances.map((a) => a.serverId)}::uuid[],
-        ${advances.map((a) => a.referrer)}::text[], ${advances.map((a) => a.eventId.toString())}::bigint[]
-      ) AS t(idx, id, version, "to", reverse_credit, server_id, referrer, event_id)
+        ${advances.map((a) => a.referrer)}::text[], ${advances.map((a) => a.eventId.toString())}::bigint[],
+        ${advances.map((a) => a.reversal.reason.reason)}::text[], ${advances.map((a) => a.reversal.reason.text)}::text[],
+        ${advances.map((a) => a.reversal.effect === "clawback")}::boolean[]
+      ) AS t(idx, id, version, "to", reverse_credit, server_id, referrer, event_id, reason, reason_text, clawback)
     ), advanced AS (
       -- Conditional write: the state decided on must still be the stored one.
       UPDATE referrals r SET state = p."to"::"ReferralState", version = r.version + 1,
              qualified_at = CASE WHEN p."to" = 'qualified' THEN ${now}::timestamptz ELSE r.qualified_at END,
-             reversed_at = CASE WHEN p."to" = 'reversed' THEN ${now}::timestamptz ELSE r.reversed_at END
+             reversed_at = CASE WHEN p."to" = 'reversed' THEN ${now}::timestamptz ELSE r.reversed_at END,
+             reversal_reason = CASE WHEN p."to" = 'reversed' THEN p.reason ELSE r.reversal_reason END,
+             reversal_reason_text = CASE WHEN p."to" = 'reversed' THEN p.reason_text ELSE r.reversal_reason_text END,
+             clawback_at = CASE WHEN p.clawback THEN ${now}::timestamptz ELSE r.clawback_at END
       FROM p WHERE r.id = p.id AND r.version = p.version
       RETURNING p.idx
     ), adv_ok AS (
@@ -482,6 +527,11 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date): Promise<Wr
       -- A reversal keeps the credit as a record and takes it off the leaderboard and analytics.
       UPDATE referral_credits c SET reversed_at = ${now}::timestamptz FROM adv_ok
       WHERE adv_ok.reverse_credit AND c.referral_id = adv_ok.id AND c.reversed_at IS NULL
+      RETURNING c.referral_id
+    ), clawed AS (
+      -- R3: a reversal after the lock period keeps the credit counted and records the clawback on it.
+      UPDATE referral_credits c SET clawback_at = ${now}::timestamptz FROM adv_ok
+      WHERE adv_ok.clawback AND c.referral_id = adv_ok.id AND c.reversed_at IS NULL AND c.clawback_at IS NULL
       RETURNING c.referral_id
     ), j AS (
       SELECT * FROM unnest(
@@ -534,6 +584,8 @@ interface Transition {
   to: AnchorState;
   serverEventId: string;
   now: Date;
+  /** Set for a reversal: its reason and whether it is a clawback. */
+  reversal?: ReversalWrite;
 }
 
 /** The outbox event of an applied transition (`referral.<state>` on the referrals topic). */
@@ -553,6 +605,9 @@ function transitionEvent(t: Transition): OutboxEvent {
         state: t.to,
         previousState: t.from,
         serverEventId: t.serverEventId,
+        reason: t.reversal?.reason.reason ?? "",
+        reasonText: t.reversal?.reason.text ?? "",
+        clawback: t.reversal?.effect === "clawback",
       }),
     },
   };

@@ -21,6 +21,11 @@ export interface ReferralRecord {
   registeredAt: Date;
   qualifiedAt: Date | null;
   reversedAt: Date | null;
+  /** R1: the reversal's reason (null when none was sent) and, for `other`, the text as sent. */
+  reversalReason: string | null;
+  reversalReasonText: string | null;
+  /** R3: set when the reversal came after the lock period (the credit stayed counted). */
+  clawbackAt: Date | null;
 }
 
 /** Returns one referral by id (404 `referral not found`). */
@@ -37,6 +42,9 @@ export async function getReferral(deps: CoreDeps, referralId: string): Promise<R
     registeredAt: row.registeredAt,
     qualifiedAt: row.qualifiedAt,
     reversedAt: row.reversedAt,
+    reversalReason: row.reversalReason,
+    reversalReasonText: row.reversalReasonText,
+    clawbackAt: row.clawbackAt,
   };
 }
 
@@ -85,13 +93,18 @@ export interface Funnel {
   clickToRegisterRate: number;
   registerToQualifyRate: number;
   reversalRate: number;
+  /** Reversals after the lock period (counted in `reversed`; their credits stayed counted). */
+  clawbacks: number;
+  /** The reversal records of the period by reason ("" when none was sent), most frequent first. */
+  reversalsByReason: Array<{ reason: string; count: number; clawbacks: number }>;
 }
 
 /**
  * The referral funnel of a server: clicks, anchors created (registered),
  * credits (qualified, including later reversed ones) and reversed anchors.
  * `period` "YYYY-MM" counts each by the UTC month of its own timestamp (click
- * time, registration, qualification, reversal). One SQL statement of aggregates.
+ * time, registration, qualification, reversal). The reversals are also listed by reason, with the
+ * clawbacks among them (the records a reversal leaves). One SQL statement of aggregates.
  */
 export async function getFunnel(deps: CoreDeps, input: { serverId: string; period: string }): Promise<Funnel> {
   const serverId = await requireServer(deps, input.serverId);
@@ -101,7 +114,15 @@ export async function getFunnel(deps: CoreDeps, input: { serverId: string; perio
   // An all-time funnel uses a range wider than any stored timestamp.
   const from = range?.start ?? new Date(Date.UTC(1970, 0, 1));
   const to = range?.end ?? new Date(Date.UTC(9999, 0, 1));
-  const [row] = await deps.prisma.$queryRaw<Array<{ clicks: bigint; registered: bigint; qualified: bigint; reversed: bigint }>>`
+  const [row] = await deps.prisma.$queryRaw<
+    Array<{
+      clicks: bigint;
+      registered: bigint;
+      qualified: bigint;
+      reversed: bigint;
+      by_reason: Array<{ reason: string; count: number; clawbacks: number }> | null;
+    }>
+  >`
     SELECT
       (SELECT count(*) FROM referral_clicks
         WHERE server_id = ${serverId}::uuid AND created_at >= ${from} AND created_at < ${to}) AS clicks,
@@ -111,11 +132,17 @@ export async function getFunnel(deps: CoreDeps, input: { serverId: string; perio
         WHERE server_id = ${serverId}::uuid AND credited_at >= ${from} AND credited_at < ${to}) AS qualified,
       (SELECT count(*) FROM referrals
         WHERE server_id = ${serverId}::uuid AND state = 'reversed'::"ReferralState"
-          AND reversed_at >= ${from} AND reversed_at < ${to}) AS reversed`;
+          AND reversed_at >= ${from} AND reversed_at < ${to}) AS reversed,
+      (SELECT json_agg(json_build_object('reason', reason, 'count', n, 'clawbacks', c) ORDER BY n DESC, reason) FROM (
+        SELECT coalesce(reversal_reason, '') AS reason, count(*) AS n, count(clawback_at) AS c FROM referrals
+        WHERE server_id = ${serverId}::uuid AND state = 'reversed'::"ReferralState"
+          AND reversed_at >= ${from} AND reversed_at < ${to}
+        GROUP BY 1) per_reason) AS by_reason`;
   const clicks = Number(row?.clicks ?? 0n);
   const registered = Number(row?.registered ?? 0n);
   const qualified = Number(row?.qualified ?? 0n);
   const reversed = Number(row?.reversed ?? 0n);
+  const reversalsByReason = (row?.by_reason ?? []).map((r) => ({ reason: r.reason, count: Number(r.count), clawbacks: Number(r.clawbacks) }));
   return {
     clicks,
     registered,
@@ -124,6 +151,8 @@ export async function getFunnel(deps: CoreDeps, input: { serverId: string; perio
     clickToRegisterRate: ratio(registered, clicks),
     registerToQualifyRate: ratio(qualified, registered),
     reversalRate: ratio(reversed, qualified),
+    clawbacks: reversalsByReason.reduce((sum, r) => sum + r.clawbacks, 0),
+    reversalsByReason,
   };
 }
 

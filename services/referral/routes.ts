@@ -41,6 +41,9 @@ export function referralRoutes(deps: CoreDeps, opts: { applyEventBatch?: ApplyEv
             registeredAt: timestampFromDate(r.registeredAt),
             qualifiedAt: r.qualifiedAt ? timestampFromDate(r.qualifiedAt) : undefined,
             reversedAt: r.reversedAt ? timestampFromDate(r.reversedAt) : undefined,
+            reversalReason: r.reversalReason ?? "",
+            reversalReasonText: r.reversalReasonText ?? "",
+            clawbackAt: r.clawbackAt ? timestampFromDate(r.clawbackAt) : undefined,
           },
         };
       },
@@ -62,6 +65,8 @@ export function referralRoutes(deps: CoreDeps, opts: { applyEventBatch?: ApplyEv
           clickToRegisterRate: f.clickToRegisterRate,
           registerToQualifyRate: f.registerToQualifyRate,
           reversalRate: f.reversalRate,
+          clawbacks: BigInt(f.clawbacks),
+          reversalsByReason: f.reversalsByReason.map((r) => ({ reason: r.reason, count: BigInt(r.count), clawbacks: BigInt(r.clawbacks) })),
         };
       },
     });

@@ -17,6 +17,7 @@ import { boundField } from "../shared/field-rules.js";
 import { enableCallback } from "./enable-callback.js";
 import { toGraceSeconds } from "./domain/secret-policy.js";
 import { toRegistrationUrl, toServerName } from "./domain/server-fields.js";
+import { toReferralSettings } from "./domain/referral-settings.js";
 import { toVotifierSettings } from "./domain/votifier-settings.js";
 import {
   createReferralSecret,
@@ -96,6 +97,11 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
       async setRegistrationUrl(req) {
         const registrationUrl = toRegistrationUrl(req.registrationUrl);
         return { server: toServerProto(await updateServer(deps, req.serverId.trim(), { registrationUrl })) };
+      },
+
+      async setReferralSettings(req) {
+        const settings = toReferralSettings({ attributionWindowDays: req.attributionWindowDays, lockDays: req.lockDays });
+        return { server: toServerProto(await updateServer(deps, req.serverId.trim(), settings)) };
       },
 
       async createReferralSecret(req) {
@@ -215,6 +221,8 @@ export function toServerProto(server: ServerRecord): MessageInitShape<typeof Ser
     votifierTokenSet: server.votifierToken !== null,
     pullEnabled: server.pullEnabled,
     ownerId: server.ownerId ?? "",
+    attributionWindowDays: server.attributionWindowDays,
+    lockDays: server.lockDays,
   };
 }
 

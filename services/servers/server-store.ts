@@ -32,7 +32,14 @@ export async function listServers(deps: CoreDeps, ownerId?: string): Promise<Ser
 export async function updateServer(
   deps: CoreDeps,
   serverId: string,
-  data: { referralsEnabled?: boolean; registrationUrl?: string | null; callbackDisabledAt?: null; callbackDisabledReason?: null },
+  data: {
+    referralsEnabled?: boolean;
+    registrationUrl?: string | null;
+    callbackDisabledAt?: null;
+    callbackDisabledReason?: null;
+    attributionWindowDays?: number;
+    lockDays?: number;
+  },
 ): Promise<Server> {
   if (!isUuid(serverId)) throw unknownServer();
   const updated = await deps.prisma.server.updateMany({ where: { id: serverId }, data });

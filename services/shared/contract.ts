@@ -129,6 +129,14 @@ export function notBooleanText(field: string): string {
   return `${field} must be a boolean`;
 }
 
+/**
+ * The reasons a `reversed` event may carry (optional `reason`). Not a contract field: any other value
+ * is kept as `other` with its text, never refused.
+ */
+export const REVERSAL_REASONS = ["refund", "chargeback", "fraud", "abuse", "test", "other"] as const;
+/** One of REVERSAL_REASONS. */
+export type ReversalReason = (typeof REVERSAL_REASONS)[number];
+
 /** The 400 text of a timestamp that is not an integer number of unix seconds (in int64 range). */
 export function unixSecondsText(field: string): string {
   return `${field} must be an integer (unix seconds)`;

@@ -34,6 +34,9 @@ export const FIELD_RULES = {
   server_event_id: { maxChars: 512 },
   referee_identity: { maxChars: 512 },
   kid: { maxChars: 64 },
+  // The optional `reason` of `reversed` (ingest and ApplyEvent): never refused (the contract accepts unknown
+  // extra fields); a text that is not a known reason is kept as `other` with the text cut here (`cutField`).
+  reason: { maxChars: 200, overflow: "truncate" },
   // Referral links (GET /r/<server_id>?referrer=...) and ReferralService.RecordClick.
   referrer: { maxChars: 512 },
   referrer_identity: { maxChars: 512 },
@@ -99,6 +102,19 @@ export function boundField(field: FieldName, value: string): string {
   if (problem !== null) throw new DomainError("invalid_argument", problem);
   const rule: FieldRule = FIELD_RULES[field];
   return value.length > rule.maxChars ? value.slice(0, rule.maxChars) : value;
+}
+
+/**
+ * For values that are never refused (the ingest's optional `reason`): NUL characters removed and the
+ * value cut to the field's bound. Use `boundField` where the caller's error is an answer.
+ */
+export function cutField(field: FieldName, value: string): string {
+  const clean = value.includes("\u0000") ? value.replaceAll("\u0000", "") : value;
+  const max = FIELD_RULES[field].maxChars;
+  if (clean.length <= max) return clean;
+  // Never end on half of a surrogate pair: a lone surrogate is not valid UTF-8 text.
+  const cut = clean.slice(0, max);
+  return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
 
 /** Largest request message the referral service reads (Connect, gRPC and gRPC-Web alike). */

@@ -553,6 +553,8 @@
     status.className = `badge ${server.referrals_enabled ? "badge-ok" : ""}`;
     $("toggle-referrals").textContent = server.referrals_enabled ? "Disable referrals" : "Enable referrals";
     $("registration-url").value = server.registration_url;
+    $("attribution-window-days").value = String(server.attribution_window_days);
+    $("lock-days").value = String(server.lock_days);
     $("referral-link").textContent = `${location.origin}/r/${server.id}?referrer=<player>`;
   }
 
@@ -624,6 +626,19 @@
     });
   });
 
+  $("referral-settings-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run(event.submitter, async () => {
+      const { server } = await api("PUT", serverPath("/referral-settings"), {
+        attribution_window_days: Number($("attribution-window-days").value),
+        lock_days: Number($("lock-days").value),
+      });
+      updateServer(server);
+      renderReferralSettings(server);
+      showOk("Referral settings saved.");
+    });
+  });
+
   $("create-secret").addEventListener("click", (event) =>
     run(event.target, async () => {
       const { secret, value } = await api("POST", serverPath("/referral-secrets"));
@@ -676,6 +691,8 @@
         el("span", {}, "Register \u2192 qualify ", el("strong", {}, fmtRate(funnel.register_to_qualify_rate))),
         el("span", {}, "Reversal rate ", el("strong", {}, fmtRate(funnel.reversal_rate))),
       ),
+      // The reversal records behind "Reversed", by reason (a clawback kept the referrer's credit).
+      ...funnel.reversals_by_reason.map((r) => stat(`Reversed: ${r.reason || "no reason"}${r.clawbacks > 0 ? ` (${r.clawbacks} clawback)` : ""}`, r.count)),
     );
   }
   $("funnel-scope").addEventListener("change", () => run(null, loadFunnel));

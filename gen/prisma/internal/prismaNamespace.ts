@@ -1971,7 +1971,9 @@ export const ServerScalarFieldEnum = {
   votifierToken: 'votifierToken',
   pullEnabled: 'pullEnabled',
   createdAt: 'createdAt',
-  ownerId: 'ownerId'
+  ownerId: 'ownerId',
+  attributionWindowDays: 'attributionWindowDays',
+  lockDays: 'lockDays'
 } as const
 
 export type ServerScalarFieldEnum = (typeof ServerScalarFieldEnum)[keyof typeof ServerScalarFieldEnum]
@@ -2014,7 +2016,10 @@ export const ReferralScalarFieldEnum = {
   version: 'version',
   registeredAt: 'registeredAt',
   qualifiedAt: 'qualifiedAt',
-  reversedAt: 'reversedAt'
+  reversedAt: 'reversedAt',
+  reversalReason: 'reversalReason',
+  reversalReasonText: 'reversalReasonText',
+  clawbackAt: 'clawbackAt'
 } as const
 
 export type ReferralScalarFieldEnum = (typeof ReferralScalarFieldEnum)[keyof typeof ReferralScalarFieldEnum]
@@ -2030,7 +2035,9 @@ export const ReferralEventScalarFieldEnum = {
   outcome: 'outcome',
   kid: 'kid',
   callerTs: 'callerTs',
-  receivedAt: 'receivedAt'
+  receivedAt: 'receivedAt',
+  reason: 'reason',
+  reasonText: 'reasonText'
 } as const
 
 export type ReferralEventScalarFieldEnum = (typeof ReferralEventScalarFieldEnum)[keyof typeof ReferralEventScalarFieldEnum]
@@ -2042,7 +2049,8 @@ export const ReferralCreditScalarFieldEnum = {
   referrerIdentity: 'referrerIdentity',
   period: 'period',
   creditedAt: 'creditedAt',
-  reversedAt: 'reversedAt'
+  reversedAt: 'reversedAt',
+  clawbackAt: 'clawbackAt'
 } as const
 
 export type ReferralCreditScalarFieldEnum = (typeof ReferralCreditScalarFieldEnum)[keyof typeof ReferralCreditScalarFieldEnum]

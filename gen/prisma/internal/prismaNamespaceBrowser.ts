@@ -105,7 +105,9 @@ export const ServerScalarFieldEnum = {
   votifierToken: 'votifierToken',
   pullEnabled: 'pullEnabled',
   createdAt: 'createdAt',
-  ownerId: 'ownerId'
+  ownerId: 'ownerId',
+  attributionWindowDays: 'attributionWindowDays',
+  lockDays: 'lockDays'
 } as const
 
 export type ServerScalarFieldEnum = (typeof ServerScalarFieldEnum)[keyof typeof ServerScalarFieldEnum]
@@ -148,7 +150,10 @@ export const ReferralScalarFieldEnum = {
   version: 'version',
   registeredAt: 'registeredAt',
   qualifiedAt: 'qualifiedAt',
-  reversedAt: 'reversedAt'
+  reversedAt: 'reversedAt',
+  reversalReason: 'reversalReason',
+  reversalReasonText: 'reversalReasonText',
+  clawbackAt: 'clawbackAt'
 } as const
 
 export type ReferralScalarFieldEnum = (typeof ReferralScalarFieldEnum)[keyof typeof ReferralScalarFieldEnum]
@@ -164,7 +169,9 @@ export const ReferralEventScalarFieldEnum = {
   outcome: 'outcome',
   kid: 'kid',
   callerTs: 'callerTs',
-  receivedAt: 'receivedAt'
+  receivedAt: 'receivedAt',
+  reason: 'reason',
+  reasonText: 'reasonText'
 } as const
 
 export type ReferralEventScalarFieldEnum = (typeof ReferralEventScalarFieldEnum)[keyof typeof ReferralEventScalarFieldEnum]
@@ -176,7 +183,8 @@ export const ReferralCreditScalarFieldEnum = {
   referrerIdentity: 'referrerIdentity',
   period: 'period',
   creditedAt: 'creditedAt',
-  reversedAt: 'reversedAt'
+  reversedAt: 'reversedAt',
+  clawbackAt: 'clawbackAt'
 } as const
 
 export type ReferralCreditScalarFieldEnum = (typeof ReferralCreditScalarFieldEnum)[keyof typeof ReferralCreditScalarFieldEnum]

@@ -44,6 +44,9 @@ export type ReferralMinAggregateOutputType = {
   registeredAt: Date | null
   qualifiedAt: Date | null
   reversedAt: Date | null
+  reversalReason: string | null
+  reversalReasonText: string | null
+  clawbackAt: Date | null
 }
 
 export type ReferralMaxAggregateOutputType = {
@@ -56,6 +59,9 @@ export type ReferralMaxAggregateOutputType = {
   registeredAt: Date | null
   qualifiedAt: Date | null
   reversedAt: Date | null
+  reversalReason: string | null
+  reversalReasonText: string | null
+  clawbackAt: Date | null
 }
 
 export type ReferralCountAggregateOutputType = {
@@ -68,6 +74,9 @@ export type ReferralCountAggregateOutputType = {
   registeredAt: number
   qualifiedAt: number
   reversedAt: number
+  reversalReason: number
+  reversalReasonText: number
+  clawbackAt: number
   _all: number
 }
 
@@ -90,6 +99,9 @@ export type ReferralMinAggregateInputType = {
   registeredAt?: true
   qualifiedAt?: true
   reversedAt?: true
+  reversalReason?: true
+  reversalReasonText?: true
+  clawbackAt?: true
 }
 
 export type ReferralMaxAggregateInputType = {
@@ -102,6 +114,9 @@ export type ReferralMaxAggregateInputType = {
   registeredAt?: true
   qualifiedAt?: true
   reversedAt?: true
+  reversalReason?: true
+  reversalReasonText?: true
+  clawbackAt?: true
 }
 
 export type ReferralCountAggregateInputType = {
@@ -114,6 +129,9 @@ export type ReferralCountAggregateInputType = {
   registeredAt?: true
   qualifiedAt?: true
   reversedAt?: true
+  reversalReason?: true
+  reversalReasonText?: true
+  clawbackAt?: true
   _all?: true
 }
 
@@ -213,6 +231,9 @@ export type ReferralGroupByOutputType = {
   registeredAt: Date
   qualifiedAt: Date | null
   reversedAt: Date | null
+  reversalReason: string | null
+  reversalReasonText: string | null
+  clawbackAt: Date | null
   _count: ReferralCountAggregateOutputType | null
   _avg: ReferralAvgAggregateOutputType | null
   _sum: ReferralSumAggregateOutputType | null
@@ -248,6 +269,9 @@ export type ReferralWhereInput = {
   registeredAt?: Prisma.DateTimeFilter<"Referral"> | Date | string
   qualifiedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
   reversedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
+  reversalReason?: Prisma.StringNullableFilter<"Referral"> | string | null
+  reversalReasonText?: Prisma.StringNullableFilter<"Referral"> | string | null
+  clawbackAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   clicks?: Prisma.ReferralClickListRelationFilter
   credit?: Prisma.XOR<Prisma.ReferralCreditNullableScalarRelationFilter, Prisma.ReferralCreditWhereInput> | null
@@ -263,6 +287,9 @@ export type ReferralOrderByWithRelationInput = {
   registeredAt?: Prisma.SortOrder
   qualifiedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   reversedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  reversalReason?: Prisma.SortOrderInput | Prisma.SortOrder
+  reversalReasonText?: Prisma.SortOrderInput | Prisma.SortOrder
+  clawbackAt?: Prisma.SortOrderInput | Prisma.SortOrder
   server?: Prisma.ServerOrderByWithRelationInput
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
   credit?: Prisma.ReferralCreditOrderByWithRelationInput
@@ -282,6 +309,9 @@ export type ReferralWhereUniqueInput = Prisma.AtLeast<{
   registeredAt?: Prisma.DateTimeFilter<"Referral"> | Date | string
   qualifiedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
   reversedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
+  reversalReason?: Prisma.StringNullableFilter<"Referral"> | string | null
+  reversalReasonText?: Prisma.StringNullableFilter<"Referral"> | string | null
+  clawbackAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   clicks?: Prisma.ReferralClickListRelationFilter
   credit?: Prisma.XOR<Prisma.ReferralCreditNullableScalarRelationFilter, Prisma.ReferralCreditWhereInput> | null
@@ -297,6 +327,9 @@ export type ReferralOrderByWithAggregationInput = {
   registeredAt?: Prisma.SortOrder
   qualifiedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   reversedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  reversalReason?: Prisma.SortOrderInput | Prisma.SortOrder
+  reversalReasonText?: Prisma.SortOrderInput | Prisma.SortOrder
+  clawbackAt?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ReferralCountOrderByAggregateInput
   _avg?: Prisma.ReferralAvgOrderByAggregateInput
   _max?: Prisma.ReferralMaxOrderByAggregateInput
@@ -317,6 +350,9 @@ export type ReferralScalarWhereWithAggregatesInput = {
   registeredAt?: Prisma.DateTimeWithAggregatesFilter<"Referral"> | Date | string
   qualifiedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Referral"> | Date | string | null
   reversedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Referral"> | Date | string | null
+  reversalReason?: Prisma.StringNullableWithAggregatesFilter<"Referral"> | string | null
+  reversalReasonText?: Prisma.StringNullableWithAggregatesFilter<"Referral"> | string | null
+  clawbackAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Referral"> | Date | string | null
 }
 
 export type ReferralCreateInput = {
@@ -328,6 +364,9 @@ export type ReferralCreateInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  reversalReason?: string | null
+  reversalReasonText?: string | null
+  clawbackAt?: Date | string | null
   server: Prisma.ServerCreateNestedOneWithoutReferralsInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutReferralInput
   credit?: Prisma.ReferralCreditCreateNestedOneWithoutReferralInput
@@ -343,6 +382,9 @@ export type ReferralUncheckedCreateInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  reversalReason?: string | null
+  reversalReasonText?: string | null
+  clawbackAt?: Date | string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutReferralInput
   credit?: Prisma.ReferralCreditUncheckedCreateNestedOneWithoutReferralInput
 }
@@ -356,6 +398,9 @@ export type ReferralUpdateInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutReferralsNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutReferralNestedInput
   credit?: Prisma.ReferralCreditUpdateOneWithoutReferralNestedInput
@@ -371,6 +416,9 @@ export type ReferralUncheckedUpdateInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutReferralNestedInput
   credit?: Prisma.ReferralCreditUncheckedUpdateOneWithoutReferralNestedInput
 }
@@ -385,6 +433,9 @@ export type ReferralCreateManyInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  reversalReason?: string | null
+  reversalReasonText?: string | null
+  clawbackAt?: Date | string | null
 }
 
 export type ReferralUpdateManyMutationInput = {
@@ -396,6 +447,9 @@ export type ReferralUpdateManyMutationInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type ReferralUncheckedUpdateManyInput = {
@@ -408,6 +462,9 @@ export type ReferralUncheckedUpdateManyInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type ReferralListRelationFilter = {
@@ -440,6 +497,9 @@ export type ReferralCountOrderByAggregateInput = {
   registeredAt?: Prisma.SortOrder
   qualifiedAt?: Prisma.SortOrder
   reversedAt?: Prisma.SortOrder
+  reversalReason?: Prisma.SortOrder
+  reversalReasonText?: Prisma.SortOrder
+  clawbackAt?: Prisma.SortOrder
 }
 
 export type ReferralAvgOrderByAggregateInput = {
@@ -456,6 +516,9 @@ export type ReferralMaxOrderByAggregateInput = {
   registeredAt?: Prisma.SortOrder
   qualifiedAt?: Prisma.SortOrder
   reversedAt?: Prisma.SortOrder
+  reversalReason?: Prisma.SortOrder
+  reversalReasonText?: Prisma.SortOrder
+  clawbackAt?: Prisma.SortOrder
 }
 
 export type ReferralMinOrderByAggregateInput = {
@@ -468,6 +531,9 @@ export type ReferralMinOrderByAggregateInput = {
   registeredAt?: Prisma.SortOrder
   qualifiedAt?: Prisma.SortOrder
   reversedAt?: Prisma.SortOrder
+  reversalReason?: Prisma.SortOrder
+  reversalReasonText?: Prisma.SortOrder
+  clawbackAt?: Prisma.SortOrder
 }
 
 export type ReferralSumOrderByAggregateInput = {
@@ -541,14 +607,6 @@ export type EnumReferralStateFieldUpdateOperationsInput = {
   set?: $Enums.ReferralState
 }
 
-export type IntFieldUpdateOperationsInput = {
-  set?: number
-  increment?: number
-  decrement?: number
-  multiply?: number
-  divide?: number
-}
-
 export type ReferralCreateNestedOneWithoutCreditInput = {
   create?: Prisma.XOR<Prisma.ReferralCreateWithoutCreditInput, Prisma.ReferralUncheckedCreateWithoutCreditInput>
   connectOrCreate?: Prisma.ReferralCreateOrConnectWithoutCreditInput
@@ -572,6 +630,9 @@ export type ReferralCreateWithoutServerInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  reversalReason?: string | null
+  reversalReasonText?: string | null
+  clawbackAt?: Date | string | null
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutReferralInput
   credit?: Prisma.ReferralCreditCreateNestedOneWithoutReferralInput
 }
@@ -585,6 +646,9 @@ export type ReferralUncheckedCreateWithoutServerInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  reversalReason?: string | null
+  reversalReasonText?: string | null
+  clawbackAt?: Date | string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutReferralInput
   credit?: Prisma.ReferralCreditUncheckedCreateNestedOneWithoutReferralInput
 }
@@ -628,6 +692,9 @@ export type ReferralScalarWhereInput = {
   registeredAt?: Prisma.DateTimeFilter<"Referral"> | Date | string
   qualifiedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
   reversedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
+  reversalReason?: Prisma.StringNullableFilter<"Referral"> | string | null
+  reversalReasonText?: Prisma.StringNullableFilter<"Referral"> | string | null
+  clawbackAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
 }
 
 export type ReferralCreateWithoutClicksInput = {
@@ -639,6 +706,9 @@ export type ReferralCreateWithoutClicksInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  reversalReason?: string | null
+  reversalReasonText?: string | null
+  clawbackAt?: Date | string | null
   server: Prisma.ServerCreateNestedOneWithoutReferralsInput
   credit?: Prisma.ReferralCreditCreateNestedOneWithoutReferralInput
 }
@@ -653,6 +723,9 @@ export type ReferralUncheckedCreateWithoutClicksInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  reversalReason?: string | null
+  reversalReasonText?: string | null
+  clawbackAt?: Date | string | null
   credit?: Prisma.ReferralCreditUncheckedCreateNestedOneWithoutReferralInput
 }
 
@@ -681,6 +754,9 @@ export type ReferralUpdateWithoutClicksInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutReferralsNestedInput
   credit?: Prisma.ReferralCreditUpdateOneWithoutReferralNestedInput
 }
@@ -695,6 +771,9 @@ export type ReferralUncheckedUpdateWithoutClicksInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   credit?: Prisma.ReferralCreditUncheckedUpdateOneWithoutReferralNestedInput
 }
 
@@ -707,6 +786,9 @@ export type ReferralCreateWithoutCreditInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  reversalReason?: string | null
+  reversalReasonText?: string | null
+  clawbackAt?: Date | string | null
   server: Prisma.ServerCreateNestedOneWithoutReferralsInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutReferralInput
 }
@@ -721,6 +803,9 @@ export type ReferralUncheckedCreateWithoutCreditInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  reversalReason?: string | null
+  reversalReasonText?: string | null
+  clawbackAt?: Date | string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutReferralInput
 }
 
@@ -749,6 +834,9 @@ export type ReferralUpdateWithoutCreditInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutReferralsNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutReferralNestedInput
 }
@@ -763,6 +851,9 @@ export type ReferralUncheckedUpdateWithoutCreditInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutReferralNestedInput
 }
 
@@ -775,6 +866,9 @@ export type ReferralCreateManyServerInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  reversalReason?: string | null
+  reversalReasonText?: string | null
+  clawbackAt?: Date | string | null
 }
 
 export type ReferralUpdateWithoutServerInput = {
@@ -786,6 +880,9 @@ export type ReferralUpdateWithoutServerInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   clicks?: Prisma.ReferralClickUpdateManyWithoutReferralNestedInput
   credit?: Prisma.ReferralCreditUpdateOneWithoutReferralNestedInput
 }
@@ -799,6 +896,9 @@ export type ReferralUncheckedUpdateWithoutServerInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutReferralNestedInput
   credit?: Prisma.ReferralCreditUncheckedUpdateOneWithoutReferralNestedInput
 }
@@ -812,6 +912,9 @@ export type ReferralUncheckedUpdateManyWithoutServerInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 
@@ -855,6 +958,9 @@ export type ReferralSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   registeredAt?: boolean
   qualifiedAt?: boolean
   reversedAt?: boolean
+  reversalReason?: boolean
+  reversalReasonText?: boolean
+  clawbackAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   clicks?: boolean | Prisma.Referral$clicksArgs<ExtArgs>
   credit?: boolean | Prisma.Referral$creditArgs<ExtArgs>
@@ -871,6 +977,9 @@ export type ReferralSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   registeredAt?: boolean
   qualifiedAt?: boolean
   reversedAt?: boolean
+  reversalReason?: boolean
+  reversalReasonText?: boolean
+  clawbackAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["referral"]>
 
@@ -884,6 +993,9 @@ export type ReferralSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   registeredAt?: boolean
   qualifiedAt?: boolean
   reversedAt?: boolean
+  reversalReason?: boolean
+  reversalReasonText?: boolean
+  clawbackAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["referral"]>
 
@@ -897,9 +1009,12 @@ export type ReferralSelectScalar = {
   registeredAt?: boolean
   qualifiedAt?: boolean
   reversedAt?: boolean
+  reversalReason?: boolean
+  reversalReasonText?: boolean
+  clawbackAt?: boolean
 }
 
-export type ReferralOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "refereeIdentity" | "referrerIdentity" | "state" | "version" | "registeredAt" | "qualifiedAt" | "reversedAt", ExtArgs["result"]["referral"]>
+export type ReferralOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "refereeIdentity" | "referrerIdentity" | "state" | "version" | "registeredAt" | "qualifiedAt" | "reversedAt" | "reversalReason" | "reversalReasonText" | "clawbackAt", ExtArgs["result"]["referral"]>
 export type ReferralInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   clicks?: boolean | Prisma.Referral$clicksArgs<ExtArgs>
@@ -930,6 +1045,18 @@ export type $ReferralPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     registeredAt: Date
     qualifiedAt: Date | null
     reversedAt: Date | null
+    /**
+     * The reversal's reason: refund | chargeback | fraud | abuse | test | other; null when none was sent.
+     */
+    reversalReason: string | null
+    /**
+     * The reason as sent (bounded), when it was not a known value.
+     */
+    reversalReasonText: string | null
+    /**
+     * Set (= reversed_at) when the reversal came after the lock period: the credit stayed counted.
+     */
+    clawbackAt: Date | null
   }, ExtArgs["result"]["referral"]>
   composites: {}
 }
@@ -1365,6 +1492,9 @@ export interface ReferralFieldRefs {
   readonly registeredAt: Prisma.FieldRef<"Referral", 'DateTime'>
   readonly qualifiedAt: Prisma.FieldRef<"Referral", 'DateTime'>
   readonly reversedAt: Prisma.FieldRef<"Referral", 'DateTime'>
+  readonly reversalReason: Prisma.FieldRef<"Referral", 'String'>
+  readonly reversalReasonText: Prisma.FieldRef<"Referral", 'String'>
+  readonly clawbackAt: Prisma.FieldRef<"Referral", 'DateTime'>
 }
     
 

@@ -31,6 +31,7 @@ export type ReferralCreditMinAggregateOutputType = {
   period: string | null
   creditedAt: Date | null
   reversedAt: Date | null
+  clawbackAt: Date | null
 }
 
 export type ReferralCreditMaxAggregateOutputType = {
@@ -40,6 +41,7 @@ export type ReferralCreditMaxAggregateOutputType = {
   period: string | null
   creditedAt: Date | null
   reversedAt: Date | null
+  clawbackAt: Date | null
 }
 
 export type ReferralCreditCountAggregateOutputType = {
@@ -49,6 +51,7 @@ export type ReferralCreditCountAggregateOutputType = {
   period: number
   creditedAt: number
   reversedAt: number
+  clawbackAt: number
   _all: number
 }
 
@@ -60,6 +63,7 @@ export type ReferralCreditMinAggregateInputType = {
   period?: true
   creditedAt?: true
   reversedAt?: true
+  clawbackAt?: true
 }
 
 export type ReferralCreditMaxAggregateInputType = {
@@ -69,6 +73,7 @@ export type ReferralCreditMaxAggregateInputType = {
   period?: true
   creditedAt?: true
   reversedAt?: true
+  clawbackAt?: true
 }
 
 export type ReferralCreditCountAggregateInputType = {
@@ -78,6 +83,7 @@ export type ReferralCreditCountAggregateInputType = {
   period?: true
   creditedAt?: true
   reversedAt?: true
+  clawbackAt?: true
   _all?: true
 }
 
@@ -160,6 +166,7 @@ export type ReferralCreditGroupByOutputType = {
   period: string
   creditedAt: Date
   reversedAt: Date | null
+  clawbackAt: Date | null
   _count: ReferralCreditCountAggregateOutputType | null
   _min: ReferralCreditMinAggregateOutputType | null
   _max: ReferralCreditMaxAggregateOutputType | null
@@ -190,6 +197,7 @@ export type ReferralCreditWhereInput = {
   period?: Prisma.StringFilter<"ReferralCredit"> | string
   creditedAt?: Prisma.DateTimeFilter<"ReferralCredit"> | Date | string
   reversedAt?: Prisma.DateTimeNullableFilter<"ReferralCredit"> | Date | string | null
+  clawbackAt?: Prisma.DateTimeNullableFilter<"ReferralCredit"> | Date | string | null
   referral?: Prisma.XOR<Prisma.ReferralScalarRelationFilter, Prisma.ReferralWhereInput>
 }
 
@@ -200,6 +208,7 @@ export type ReferralCreditOrderByWithRelationInput = {
   period?: Prisma.SortOrder
   creditedAt?: Prisma.SortOrder
   reversedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  clawbackAt?: Prisma.SortOrderInput | Prisma.SortOrder
   referral?: Prisma.ReferralOrderByWithRelationInput
 }
 
@@ -213,6 +222,7 @@ export type ReferralCreditWhereUniqueInput = Prisma.AtLeast<{
   period?: Prisma.StringFilter<"ReferralCredit"> | string
   creditedAt?: Prisma.DateTimeFilter<"ReferralCredit"> | Date | string
   reversedAt?: Prisma.DateTimeNullableFilter<"ReferralCredit"> | Date | string | null
+  clawbackAt?: Prisma.DateTimeNullableFilter<"ReferralCredit"> | Date | string | null
   referral?: Prisma.XOR<Prisma.ReferralScalarRelationFilter, Prisma.ReferralWhereInput>
 }, "referralId">
 
@@ -223,6 +233,7 @@ export type ReferralCreditOrderByWithAggregationInput = {
   period?: Prisma.SortOrder
   creditedAt?: Prisma.SortOrder
   reversedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  clawbackAt?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ReferralCreditCountOrderByAggregateInput
   _max?: Prisma.ReferralCreditMaxOrderByAggregateInput
   _min?: Prisma.ReferralCreditMinOrderByAggregateInput
@@ -238,6 +249,7 @@ export type ReferralCreditScalarWhereWithAggregatesInput = {
   period?: Prisma.StringWithAggregatesFilter<"ReferralCredit"> | string
   creditedAt?: Prisma.DateTimeWithAggregatesFilter<"ReferralCredit"> | Date | string
   reversedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"ReferralCredit"> | Date | string | null
+  clawbackAt?: Prisma.DateTimeNullableWithAggregatesFilter<"ReferralCredit"> | Date | string | null
 }
 
 export type ReferralCreditCreateInput = {
@@ -246,6 +258,7 @@ export type ReferralCreditCreateInput = {
   period: string
   creditedAt: Date | string
   reversedAt?: Date | string | null
+  clawbackAt?: Date | string | null
   referral: Prisma.ReferralCreateNestedOneWithoutCreditInput
 }
 
@@ -256,6 +269,7 @@ export type ReferralCreditUncheckedCreateInput = {
   period: string
   creditedAt: Date | string
   reversedAt?: Date | string | null
+  clawbackAt?: Date | string | null
 }
 
 export type ReferralCreditUpdateInput = {
@@ -264,6 +278,7 @@ export type ReferralCreditUpdateInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   creditedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   referral?: Prisma.ReferralUpdateOneRequiredWithoutCreditNestedInput
 }
 
@@ -274,6 +289,7 @@ export type ReferralCreditUncheckedUpdateInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   creditedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type ReferralCreditCreateManyInput = {
@@ -283,6 +299,7 @@ export type ReferralCreditCreateManyInput = {
   period: string
   creditedAt: Date | string
   reversedAt?: Date | string | null
+  clawbackAt?: Date | string | null
 }
 
 export type ReferralCreditUpdateManyMutationInput = {
@@ -291,6 +308,7 @@ export type ReferralCreditUpdateManyMutationInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   creditedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type ReferralCreditUncheckedUpdateManyInput = {
@@ -300,6 +318,7 @@ export type ReferralCreditUncheckedUpdateManyInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   creditedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type ReferralCreditNullableScalarRelationFilter = {
@@ -314,6 +333,7 @@ export type ReferralCreditCountOrderByAggregateInput = {
   period?: Prisma.SortOrder
   creditedAt?: Prisma.SortOrder
   reversedAt?: Prisma.SortOrder
+  clawbackAt?: Prisma.SortOrder
 }
 
 export type ReferralCreditMaxOrderByAggregateInput = {
@@ -323,6 +343,7 @@ export type ReferralCreditMaxOrderByAggregateInput = {
   period?: Prisma.SortOrder
   creditedAt?: Prisma.SortOrder
   reversedAt?: Prisma.SortOrder
+  clawbackAt?: Prisma.SortOrder
 }
 
 export type ReferralCreditMinOrderByAggregateInput = {
@@ -332,6 +353,7 @@ export type ReferralCreditMinOrderByAggregateInput = {
   period?: Prisma.SortOrder
   creditedAt?: Prisma.SortOrder
   reversedAt?: Prisma.SortOrder
+  clawbackAt?: Prisma.SortOrder
 }
 
 export type ReferralCreditCreateNestedOneWithoutReferralInput = {
@@ -372,6 +394,7 @@ export type ReferralCreditCreateWithoutReferralInput = {
   period: string
   creditedAt: Date | string
   reversedAt?: Date | string | null
+  clawbackAt?: Date | string | null
 }
 
 export type ReferralCreditUncheckedCreateWithoutReferralInput = {
@@ -380,6 +403,7 @@ export type ReferralCreditUncheckedCreateWithoutReferralInput = {
   period: string
   creditedAt: Date | string
   reversedAt?: Date | string | null
+  clawbackAt?: Date | string | null
 }
 
 export type ReferralCreditCreateOrConnectWithoutReferralInput = {
@@ -404,6 +428,7 @@ export type ReferralCreditUpdateWithoutReferralInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   creditedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type ReferralCreditUncheckedUpdateWithoutReferralInput = {
@@ -412,6 +437,7 @@ export type ReferralCreditUncheckedUpdateWithoutReferralInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   creditedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 
@@ -423,6 +449,7 @@ export type ReferralCreditSelect<ExtArgs extends runtime.Types.Extensions.Intern
   period?: boolean
   creditedAt?: boolean
   reversedAt?: boolean
+  clawbackAt?: boolean
   referral?: boolean | Prisma.ReferralDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["referralCredit"]>
 
@@ -433,6 +460,7 @@ export type ReferralCreditSelectCreateManyAndReturn<ExtArgs extends runtime.Type
   period?: boolean
   creditedAt?: boolean
   reversedAt?: boolean
+  clawbackAt?: boolean
   referral?: boolean | Prisma.ReferralDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["referralCredit"]>
 
@@ -443,6 +471,7 @@ export type ReferralCreditSelectUpdateManyAndReturn<ExtArgs extends runtime.Type
   period?: boolean
   creditedAt?: boolean
   reversedAt?: boolean
+  clawbackAt?: boolean
   referral?: boolean | Prisma.ReferralDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["referralCredit"]>
 
@@ -453,9 +482,10 @@ export type ReferralCreditSelectScalar = {
   period?: boolean
   creditedAt?: boolean
   reversedAt?: boolean
+  clawbackAt?: boolean
 }
 
-export type ReferralCreditOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"referralId" | "serverId" | "referrerIdentity" | "period" | "creditedAt" | "reversedAt", ExtArgs["result"]["referralCredit"]>
+export type ReferralCreditOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"referralId" | "serverId" | "referrerIdentity" | "period" | "creditedAt" | "reversedAt" | "clawbackAt", ExtArgs["result"]["referralCredit"]>
 export type ReferralCreditInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   referral?: boolean | Prisma.ReferralDefaultArgs<ExtArgs>
 }
@@ -481,6 +511,10 @@ export type $ReferralCreditPayload<ExtArgs extends runtime.Types.Extensions.Inte
     period: string
     creditedAt: Date
     reversedAt: Date | null
+    /**
+     * A reversal after the lock period: the credit stays counted (reversed_at stays null) and this records the clawback.
+     */
+    clawbackAt: Date | null
   }, ExtArgs["result"]["referralCredit"]>
   composites: {}
 }
@@ -911,6 +945,7 @@ export interface ReferralCreditFieldRefs {
   readonly period: Prisma.FieldRef<"ReferralCredit", 'String'>
   readonly creditedAt: Prisma.FieldRef<"ReferralCredit", 'DateTime'>
   readonly reversedAt: Prisma.FieldRef<"ReferralCredit", 'DateTime'>
+  readonly clawbackAt: Prisma.FieldRef<"ReferralCredit", 'DateTime'>
 }
     
 

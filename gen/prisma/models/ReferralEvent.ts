@@ -47,6 +47,8 @@ export type ReferralEventMinAggregateOutputType = {
   kid: string | null
   callerTs: bigint | null
   receivedAt: Date | null
+  reason: string | null
+  reasonText: string | null
 }
 
 export type ReferralEventMaxAggregateOutputType = {
@@ -60,6 +62,8 @@ export type ReferralEventMaxAggregateOutputType = {
   kid: string | null
   callerTs: bigint | null
   receivedAt: Date | null
+  reason: string | null
+  reasonText: string | null
 }
 
 export type ReferralEventCountAggregateOutputType = {
@@ -73,6 +77,8 @@ export type ReferralEventCountAggregateOutputType = {
   kid: number
   callerTs: number
   receivedAt: number
+  reason: number
+  reasonText: number
   _all: number
 }
 
@@ -98,6 +104,8 @@ export type ReferralEventMinAggregateInputType = {
   kid?: true
   callerTs?: true
   receivedAt?: true
+  reason?: true
+  reasonText?: true
 }
 
 export type ReferralEventMaxAggregateInputType = {
@@ -111,6 +119,8 @@ export type ReferralEventMaxAggregateInputType = {
   kid?: true
   callerTs?: true
   receivedAt?: true
+  reason?: true
+  reasonText?: true
 }
 
 export type ReferralEventCountAggregateInputType = {
@@ -124,6 +134,8 @@ export type ReferralEventCountAggregateInputType = {
   kid?: true
   callerTs?: true
   receivedAt?: true
+  reason?: true
+  reasonText?: true
   _all?: true
 }
 
@@ -224,6 +236,8 @@ export type ReferralEventGroupByOutputType = {
   kid: string | null
   callerTs: bigint | null
   receivedAt: Date
+  reason: string | null
+  reasonText: string | null
   _count: ReferralEventCountAggregateOutputType | null
   _avg: ReferralEventAvgAggregateOutputType | null
   _sum: ReferralEventSumAggregateOutputType | null
@@ -260,6 +274,8 @@ export type ReferralEventWhereInput = {
   kid?: Prisma.StringNullableFilter<"ReferralEvent"> | string | null
   callerTs?: Prisma.BigIntNullableFilter<"ReferralEvent"> | bigint | number | null
   receivedAt?: Prisma.DateTimeFilter<"ReferralEvent"> | Date | string
+  reason?: Prisma.StringNullableFilter<"ReferralEvent"> | string | null
+  reasonText?: Prisma.StringNullableFilter<"ReferralEvent"> | string | null
 }
 
 export type ReferralEventOrderByWithRelationInput = {
@@ -273,6 +289,8 @@ export type ReferralEventOrderByWithRelationInput = {
   kid?: Prisma.SortOrderInput | Prisma.SortOrder
   callerTs?: Prisma.SortOrderInput | Prisma.SortOrder
   receivedAt?: Prisma.SortOrder
+  reason?: Prisma.SortOrderInput | Prisma.SortOrder
+  reasonText?: Prisma.SortOrderInput | Prisma.SortOrder
 }
 
 export type ReferralEventWhereUniqueInput = Prisma.AtLeast<{
@@ -290,6 +308,8 @@ export type ReferralEventWhereUniqueInput = Prisma.AtLeast<{
   kid?: Prisma.StringNullableFilter<"ReferralEvent"> | string | null
   callerTs?: Prisma.BigIntNullableFilter<"ReferralEvent"> | bigint | number | null
   receivedAt?: Prisma.DateTimeFilter<"ReferralEvent"> | Date | string
+  reason?: Prisma.StringNullableFilter<"ReferralEvent"> | string | null
+  reasonText?: Prisma.StringNullableFilter<"ReferralEvent"> | string | null
 }, "id" | "token_type_serverEventId">
 
 export type ReferralEventOrderByWithAggregationInput = {
@@ -303,6 +323,8 @@ export type ReferralEventOrderByWithAggregationInput = {
   kid?: Prisma.SortOrderInput | Prisma.SortOrder
   callerTs?: Prisma.SortOrderInput | Prisma.SortOrder
   receivedAt?: Prisma.SortOrder
+  reason?: Prisma.SortOrderInput | Prisma.SortOrder
+  reasonText?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ReferralEventCountOrderByAggregateInput
   _avg?: Prisma.ReferralEventAvgOrderByAggregateInput
   _max?: Prisma.ReferralEventMaxOrderByAggregateInput
@@ -324,6 +346,8 @@ export type ReferralEventScalarWhereWithAggregatesInput = {
   kid?: Prisma.StringNullableWithAggregatesFilter<"ReferralEvent"> | string | null
   callerTs?: Prisma.BigIntNullableWithAggregatesFilter<"ReferralEvent"> | bigint | number | null
   receivedAt?: Prisma.DateTimeWithAggregatesFilter<"ReferralEvent"> | Date | string
+  reason?: Prisma.StringNullableWithAggregatesFilter<"ReferralEvent"> | string | null
+  reasonText?: Prisma.StringNullableWithAggregatesFilter<"ReferralEvent"> | string | null
 }
 
 export type ReferralEventCreateInput = {
@@ -337,6 +361,8 @@ export type ReferralEventCreateInput = {
   kid?: string | null
   callerTs?: bigint | number | null
   receivedAt?: Date | string
+  reason?: string | null
+  reasonText?: string | null
 }
 
 export type ReferralEventUncheckedCreateInput = {
@@ -350,6 +376,8 @@ export type ReferralEventUncheckedCreateInput = {
   kid?: string | null
   callerTs?: bigint | number | null
   receivedAt?: Date | string
+  reason?: string | null
+  reasonText?: string | null
 }
 
 export type ReferralEventUpdateInput = {
@@ -363,6 +391,8 @@ export type ReferralEventUpdateInput = {
   kid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callerTs?: Prisma.NullableBigIntFieldUpdateOperationsInput | bigint | number | null
   receivedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  reason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ReferralEventUncheckedUpdateInput = {
@@ -376,6 +406,8 @@ export type ReferralEventUncheckedUpdateInput = {
   kid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callerTs?: Prisma.NullableBigIntFieldUpdateOperationsInput | bigint | number | null
   receivedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  reason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ReferralEventCreateManyInput = {
@@ -389,6 +421,8 @@ export type ReferralEventCreateManyInput = {
   kid?: string | null
   callerTs?: bigint | number | null
   receivedAt?: Date | string
+  reason?: string | null
+  reasonText?: string | null
 }
 
 export type ReferralEventUpdateManyMutationInput = {
@@ -402,6 +436,8 @@ export type ReferralEventUpdateManyMutationInput = {
   kid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callerTs?: Prisma.NullableBigIntFieldUpdateOperationsInput | bigint | number | null
   receivedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  reason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ReferralEventUncheckedUpdateManyInput = {
@@ -415,6 +451,8 @@ export type ReferralEventUncheckedUpdateManyInput = {
   kid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   callerTs?: Prisma.NullableBigIntFieldUpdateOperationsInput | bigint | number | null
   receivedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  reason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  reasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ReferralEventTokenTypeServerEventIdCompoundUniqueInput = {
@@ -434,6 +472,8 @@ export type ReferralEventCountOrderByAggregateInput = {
   kid?: Prisma.SortOrder
   callerTs?: Prisma.SortOrder
   receivedAt?: Prisma.SortOrder
+  reason?: Prisma.SortOrder
+  reasonText?: Prisma.SortOrder
 }
 
 export type ReferralEventAvgOrderByAggregateInput = {
@@ -452,6 +492,8 @@ export type ReferralEventMaxOrderByAggregateInput = {
   kid?: Prisma.SortOrder
   callerTs?: Prisma.SortOrder
   receivedAt?: Prisma.SortOrder
+  reason?: Prisma.SortOrder
+  reasonText?: Prisma.SortOrder
 }
 
 export type ReferralEventMinOrderByAggregateInput = {
@@ -465,6 +507,8 @@ export type ReferralEventMinOrderByAggregateInput = {
   kid?: Prisma.SortOrder
   callerTs?: Prisma.SortOrder
   receivedAt?: Prisma.SortOrder
+  reason?: Prisma.SortOrder
+  reasonText?: Prisma.SortOrder
 }
 
 export type ReferralEventSumOrderByAggregateInput = {
@@ -501,6 +545,8 @@ export type ReferralEventSelect<ExtArgs extends runtime.Types.Extensions.Interna
   kid?: boolean
   callerTs?: boolean
   receivedAt?: boolean
+  reason?: boolean
+  reasonText?: boolean
 }, ExtArgs["result"]["referralEvent"]>
 
 export type ReferralEventSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -514,6 +560,8 @@ export type ReferralEventSelectCreateManyAndReturn<ExtArgs extends runtime.Types
   kid?: boolean
   callerTs?: boolean
   receivedAt?: boolean
+  reason?: boolean
+  reasonText?: boolean
 }, ExtArgs["result"]["referralEvent"]>
 
 export type ReferralEventSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -527,6 +575,8 @@ export type ReferralEventSelectUpdateManyAndReturn<ExtArgs extends runtime.Types
   kid?: boolean
   callerTs?: boolean
   receivedAt?: boolean
+  reason?: boolean
+  reasonText?: boolean
 }, ExtArgs["result"]["referralEvent"]>
 
 export type ReferralEventSelectScalar = {
@@ -540,9 +590,11 @@ export type ReferralEventSelectScalar = {
   kid?: boolean
   callerTs?: boolean
   receivedAt?: boolean
+  reason?: boolean
+  reasonText?: boolean
 }
 
-export type ReferralEventOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "token" | "type" | "serverEventId" | "serverId" | "referralId" | "outcome" | "kid" | "callerTs" | "receivedAt", ExtArgs["result"]["referralEvent"]>
+export type ReferralEventOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "token" | "type" | "serverEventId" | "serverId" | "referralId" | "outcome" | "kid" | "callerTs" | "receivedAt" | "reason" | "reasonText", ExtArgs["result"]["referralEvent"]>
 
 export type $ReferralEventPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "ReferralEvent"
@@ -561,6 +613,11 @@ export type $ReferralEventPayload<ExtArgs extends runtime.Types.Extensions.Inter
     kid: string | null
     callerTs: bigint | null
     receivedAt: Date
+    /**
+     * `reversed` only: the reason (refund | chargeback | fraud | abuse | test | other) and, for other, the text as sent (bounded).
+     */
+    reason: string | null
+    reasonText: string | null
   }, ExtArgs["result"]["referralEvent"]>
   composites: {}
 }
@@ -994,6 +1051,8 @@ export interface ReferralEventFieldRefs {
   readonly kid: Prisma.FieldRef<"ReferralEvent", 'String'>
   readonly callerTs: Prisma.FieldRef<"ReferralEvent", 'BigInt'>
   readonly receivedAt: Prisma.FieldRef<"ReferralEvent", 'DateTime'>
+  readonly reason: Prisma.FieldRef<"ReferralEvent", 'String'>
+  readonly reasonText: Prisma.FieldRef<"ReferralEvent", 'String'>
 }
     
 

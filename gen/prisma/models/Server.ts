@@ -28,10 +28,14 @@ export type AggregateServer = {
 
 export type ServerAvgAggregateOutputType = {
   votifierPort: number | null
+  attributionWindowDays: number | null
+  lockDays: number | null
 }
 
 export type ServerSumAggregateOutputType = {
   votifierPort: number | null
+  attributionWindowDays: number | null
+  lockDays: number | null
 }
 
 export type ServerMinAggregateOutputType = {
@@ -51,6 +55,8 @@ export type ServerMinAggregateOutputType = {
   pullEnabled: boolean | null
   createdAt: Date | null
   ownerId: string | null
+  attributionWindowDays: number | null
+  lockDays: number | null
 }
 
 export type ServerMaxAggregateOutputType = {
@@ -70,6 +76,8 @@ export type ServerMaxAggregateOutputType = {
   pullEnabled: boolean | null
   createdAt: Date | null
   ownerId: string | null
+  attributionWindowDays: number | null
+  lockDays: number | null
 }
 
 export type ServerCountAggregateOutputType = {
@@ -89,16 +97,22 @@ export type ServerCountAggregateOutputType = {
   pullEnabled: number
   createdAt: number
   ownerId: number
+  attributionWindowDays: number
+  lockDays: number
   _all: number
 }
 
 
 export type ServerAvgAggregateInputType = {
   votifierPort?: true
+  attributionWindowDays?: true
+  lockDays?: true
 }
 
 export type ServerSumAggregateInputType = {
   votifierPort?: true
+  attributionWindowDays?: true
+  lockDays?: true
 }
 
 export type ServerMinAggregateInputType = {
@@ -118,6 +132,8 @@ export type ServerMinAggregateInputType = {
   pullEnabled?: true
   createdAt?: true
   ownerId?: true
+  attributionWindowDays?: true
+  lockDays?: true
 }
 
 export type ServerMaxAggregateInputType = {
@@ -137,6 +153,8 @@ export type ServerMaxAggregateInputType = {
   pullEnabled?: true
   createdAt?: true
   ownerId?: true
+  attributionWindowDays?: true
+  lockDays?: true
 }
 
 export type ServerCountAggregateInputType = {
@@ -156,6 +174,8 @@ export type ServerCountAggregateInputType = {
   pullEnabled?: true
   createdAt?: true
   ownerId?: true
+  attributionWindowDays?: true
+  lockDays?: true
   _all?: true
 }
 
@@ -262,6 +282,8 @@ export type ServerGroupByOutputType = {
   pullEnabled: boolean
   createdAt: Date
   ownerId: string | null
+  attributionWindowDays: number
+  lockDays: number
   _count: ServerCountAggregateOutputType | null
   _avg: ServerAvgAggregateOutputType | null
   _sum: ServerSumAggregateOutputType | null
@@ -304,6 +326,8 @@ export type ServerWhereInput = {
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
+  attributionWindowDays?: Prisma.IntFilter<"Server"> | number
+  lockDays?: Prisma.IntFilter<"Server"> | number
   owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
@@ -329,6 +353,8 @@ export type ServerOrderByWithRelationInput = {
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
+  attributionWindowDays?: Prisma.SortOrder
+  lockDays?: Prisma.SortOrder
   owner?: Prisma.OwnerOrderByWithRelationInput
   secrets?: Prisma.ServerSecretOrderByRelationAggregateInput
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
@@ -357,6 +383,8 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
+  attributionWindowDays?: Prisma.IntFilter<"Server"> | number
+  lockDays?: Prisma.IntFilter<"Server"> | number
   owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
@@ -382,6 +410,8 @@ export type ServerOrderByWithAggregationInput = {
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
+  attributionWindowDays?: Prisma.SortOrder
+  lockDays?: Prisma.SortOrder
   _count?: Prisma.ServerCountOrderByAggregateInput
   _avg?: Prisma.ServerAvgOrderByAggregateInput
   _max?: Prisma.ServerMaxOrderByAggregateInput
@@ -409,6 +439,8 @@ export type ServerScalarWhereWithAggregatesInput = {
   pullEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  attributionWindowDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
+  lockDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
 }
 
 export type ServerCreateInput = {
@@ -427,6 +459,8 @@ export type ServerCreateInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  attributionWindowDays?: number
+  lockDays?: number
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -452,6 +486,8 @@ export type ServerUncheckedCreateInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  attributionWindowDays?: number
+  lockDays?: number
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -475,6 +511,8 @@ export type ServerUpdateInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -500,6 +538,8 @@ export type ServerUncheckedUpdateInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -524,6 +564,8 @@ export type ServerCreateManyInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  attributionWindowDays?: number
+  lockDays?: number
 }
 
 export type ServerUpdateManyMutationInput = {
@@ -542,6 +584,8 @@ export type ServerUpdateManyMutationInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
 }
 
 export type ServerUncheckedUpdateManyInput = {
@@ -561,6 +605,8 @@ export type ServerUncheckedUpdateManyInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
 }
 
 export type ServerCountOrderByAggregateInput = {
@@ -580,10 +626,14 @@ export type ServerCountOrderByAggregateInput = {
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
+  attributionWindowDays?: Prisma.SortOrder
+  lockDays?: Prisma.SortOrder
 }
 
 export type ServerAvgOrderByAggregateInput = {
   votifierPort?: Prisma.SortOrder
+  attributionWindowDays?: Prisma.SortOrder
+  lockDays?: Prisma.SortOrder
 }
 
 export type ServerMaxOrderByAggregateInput = {
@@ -603,6 +653,8 @@ export type ServerMaxOrderByAggregateInput = {
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
+  attributionWindowDays?: Prisma.SortOrder
+  lockDays?: Prisma.SortOrder
 }
 
 export type ServerMinOrderByAggregateInput = {
@@ -622,10 +674,14 @@ export type ServerMinOrderByAggregateInput = {
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
+  attributionWindowDays?: Prisma.SortOrder
+  lockDays?: Prisma.SortOrder
 }
 
 export type ServerSumOrderByAggregateInput = {
   votifierPort?: Prisma.SortOrder
+  attributionWindowDays?: Prisma.SortOrder
+  lockDays?: Prisma.SortOrder
 }
 
 export type ServerScalarRelationFilter = {
@@ -669,6 +725,14 @@ export type NullableIntFieldUpdateOperationsInput = {
 
 export type DateTimeFieldUpdateOperationsInput = {
   set?: Date | string
+}
+
+export type IntFieldUpdateOperationsInput = {
+  set?: number
+  increment?: number
+  decrement?: number
+  multiply?: number
+  divide?: number
 }
 
 export type ServerCreateNestedOneWithoutSecretsInput = {
@@ -799,6 +863,8 @@ export type ServerCreateWithoutSecretsInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  attributionWindowDays?: number
+  lockDays?: number
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -823,6 +889,8 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  attributionWindowDays?: number
+  lockDays?: number
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -861,6 +929,8 @@ export type ServerUpdateWithoutSecretsInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -885,6 +955,8 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -907,6 +979,8 @@ export type ServerCreateWithoutClicksInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  attributionWindowDays?: number
+  lockDays?: number
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -931,6 +1005,8 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  attributionWindowDays?: number
+  lockDays?: number
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -969,6 +1045,8 @@ export type ServerUpdateWithoutClicksInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -993,6 +1071,8 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -1015,6 +1095,8 @@ export type ServerCreateWithoutReferralsInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  attributionWindowDays?: number
+  lockDays?: number
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -1039,6 +1121,8 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  attributionWindowDays?: number
+  lockDays?: number
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -1077,6 +1161,8 @@ export type ServerUpdateWithoutReferralsInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -1101,6 +1187,8 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -1123,6 +1211,8 @@ export type ServerCreateWithoutDeliveriesInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  attributionWindowDays?: number
+  lockDays?: number
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -1147,6 +1237,8 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  attributionWindowDays?: number
+  lockDays?: number
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -1185,6 +1277,8 @@ export type ServerUpdateWithoutDeliveriesInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -1209,6 +1303,8 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -1231,6 +1327,8 @@ export type ServerCreateWithoutOwnerInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  attributionWindowDays?: number
+  lockDays?: number
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -1254,6 +1352,8 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  attributionWindowDays?: number
+  lockDays?: number
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -1307,6 +1407,8 @@ export type ServerScalarWhereInput = {
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
+  attributionWindowDays?: Prisma.IntFilter<"Server"> | number
+  lockDays?: Prisma.IntFilter<"Server"> | number
 }
 
 export type ServerCreateWithoutCallbackHealthInput = {
@@ -1325,6 +1427,8 @@ export type ServerCreateWithoutCallbackHealthInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  attributionWindowDays?: number
+  lockDays?: number
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -1349,6 +1453,8 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  attributionWindowDays?: number
+  lockDays?: number
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -1387,6 +1493,8 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -1411,6 +1519,8 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -1433,6 +1543,8 @@ export type ServerCreateManyOwnerInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  attributionWindowDays?: number
+  lockDays?: number
 }
 
 export type ServerUpdateWithoutOwnerInput = {
@@ -1451,6 +1563,8 @@ export type ServerUpdateWithoutOwnerInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -1474,6 +1588,8 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -1497,6 +1613,8 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
 }
 
 
@@ -1574,6 +1692,8 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   pullEnabled?: boolean
   createdAt?: boolean
   ownerId?: boolean
+  attributionWindowDays?: boolean
+  lockDays?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
@@ -1600,6 +1720,8 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   pullEnabled?: boolean
   createdAt?: boolean
   ownerId?: boolean
+  attributionWindowDays?: boolean
+  lockDays?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
@@ -1620,6 +1742,8 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   pullEnabled?: boolean
   createdAt?: boolean
   ownerId?: boolean
+  attributionWindowDays?: boolean
+  lockDays?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
@@ -1640,9 +1764,11 @@ export type ServerSelectScalar = {
   pullEnabled?: boolean
   createdAt?: boolean
   ownerId?: boolean
+  attributionWindowDays?: boolean
+  lockDays?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -1701,6 +1827,14 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
      * The owner (the list's account id) whose dashboard sessions may manage this server; null: operators only.
      */
     ownerId: string | null
+    /**
+     * Days a click's token may register (`registered` minting); an older unlinked click's token is unknown (docs/referral-rules.md R2).
+     */
+    attributionWindowDays: number
+    /**
+     * Days after `qualified` during which a reversal removes the credit; after them it is a clawback record. 0: no lock (R3).
+     */
+    lockDays: number
   }, ExtArgs["result"]["server"]>
   composites: {}
 }
@@ -2146,6 +2280,8 @@ export interface ServerFieldRefs {
   readonly pullEnabled: Prisma.FieldRef<"Server", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly ownerId: Prisma.FieldRef<"Server", 'String'>
+  readonly attributionWindowDays: Prisma.FieldRef<"Server", 'Int'>
+  readonly lockDays: Prisma.FieldRef<"Server", 'Int'>
 }
     
 

@@ -2,6 +2,7 @@ import { DomainError, unknownServer } from "../../shared/errors.js";
 import { boundField, type FieldName } from "../../shared/field-rules.js";
 import { checkEvent, checkRefereeIdentity, checkRequiredText, type ReferralEventName } from "../../shared/contract.js";
 import { isUuid } from "../../shared/ids.js";
+import { toStoredReason, type StoredReason } from "./reversal-rules.js";
 
 /** A validated, trimmed lifecycle event. */
 export interface ApplyEventCommand {
@@ -13,6 +14,8 @@ export interface ApplyEventCommand {
   serverEventId: string;
   callerTs: bigint | null;
   kid: string | null;
+  /** `reversed` with a reason only: the reason as stored (R1); unset: none. */
+  reason?: StoredReason;
 }
 
 /** The raw fields of an ApplyEvent request (event already mapped to its name, or null when unspecified). */
@@ -24,6 +27,8 @@ export interface ApplyEventInput {
   serverEventId: string;
   ts: bigint;
   kid: string;
+  /** The reason as sent (`reversed` only; absent: empty). */
+  reason?: string;
 }
 
 /**
@@ -48,7 +53,15 @@ export function toApplyEventCommand(input: ApplyEventInput): ApplyEventCommand {
     serverEventId,
     callerTs: input.ts === 0n ? null : input.ts,
     kid: kid === "" ? null : kid,
+    ...reasonOf(event, input.reason ?? ""),
   };
+}
+
+/** R1: the stored reason of a `reversed` event, as an optional field (none: absent). */
+function reasonOf(event: ReferralEventName, sent: string): { reason?: StoredReason } {
+  if (event !== "reversed") return {};
+  const reason = toStoredReason(sent);
+  return reason.reason === null ? {} : { reason };
 }
 
 /** A validated click. */

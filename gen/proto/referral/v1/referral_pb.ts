@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file referral/v1/referral.proto.
  */
 export const file_referral_v1_referral: GenFile = /*@__PURE__*/
-  fileDesc("ChpyZWZlcnJhbC92MS9yZWZlcnJhbC5wcm90bxILcmVmZXJyYWwudjEiYgoSUmVjb3JkQ2xpY2tSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIZChFyZWZlcnJlcl9pZGVudGl0eRgCIAEoCRIKCgJpcBgDIAEoCRISCgp1c2VyX2FnZW50GAQgASgJIkwKE1JlY29yZENsaWNrUmVzcG9uc2USDQoFdG9rZW4YASABKAkSEAoIY2xpY2tfaWQYAiABKAkSFAoMcmVkaXJlY3RfdXJsGAMgASgJIrABChFBcHBseUV2ZW50UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSLQoFZXZlbnQYAiABKA4yHi5yZWZlcnJhbC52MS5SZWZlcnJhbEV2ZW50VHlwZRINCgV0b2tlbhgDIAEoCRIYChByZWZlcmVlX2lkZW50aXR5GAQgASgJEhcKD3NlcnZlcl9ldmVudF9pZBgFIAEoCRIKCgJ0cxgGIAEoAxILCgNraWQYByABKAki7wIKEkFwcGx5RXZlbnRSZXNwb25zZRI6CgdhcHBsaWVkGAEgASgLMicucmVmZXJyYWwudjEuQXBwbHlFdmVudFJlc3BvbnNlLkFwcGxpZWRIABI+CglkdXBsaWNhdGUYAiABKAsyKS5yZWZlcnJhbC52MS5BcHBseUV2ZW50UmVzcG9uc2UuRHVwbGljYXRlSAASUgoUZmlyc3RfdG91Y2hfY29uZmxpY3QYAyABKAsyMi5yZWZlcnJhbC52MS5BcHBseUV2ZW50UmVzcG9uc2UuRmlyc3RUb3VjaENvbmZsaWN0SAAaWwoHQXBwbGllZBITCgtyZWZlcnJhbF9pZBgBIAEoCRIpCgVzdGF0ZRgCIAEoDjIaLnJlZmVycmFsLnYxLlJlZmVycmFsU3RhdGUSEAoIYWR2YW5jZWQYAyABKAgaCwoJRHVwbGljYXRlGhQKEkZpcnN0VG91Y2hDb25mbGljdEIJCgdvdXRjb21lIikKEkdldFJlZmVycmFsUmVxdWVzdBITCgtyZWZlcnJhbF9pZBgBIAEoCSI+ChNHZXRSZWZlcnJhbFJlc3BvbnNlEicKCHJlZmVycmFsGAEgASgLMhUucmVmZXJyYWwudjEuUmVmZXJyYWwinwIKCFJlZmVycmFsEgoKAmlkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIYChByZWZlcmVlX2lkZW50aXR5GAMgASgJEhkKEXJlZmVycmVyX2lkZW50aXR5GAQgASgJEikKBXN0YXRlGAUgASgOMhoucmVmZXJyYWwudjEuUmVmZXJyYWxTdGF0ZRIxCg1yZWdpc3RlcmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxxdWFsaWZpZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3JldmVyc2VkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJJChVHZXRMZWFkZXJib2FyZFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg4KBnBlcmlvZBgCIAEoCRINCgVsaW1pdBgDIAEoBSJIChZHZXRMZWFkZXJib2FyZFJlc3BvbnNlEi4KB2VudHJpZXMYASADKAsyHS5yZWZlcnJhbC52MS5MZWFkZXJib2FyZEVudHJ5Il4KEExlYWRlcmJvYXJkRW50cnkSGQoRcmVmZXJyZXJfaWRlbnRpdHkYASABKAkSDwoHY3JlZGl0cxgCIAEoAxIQCghyZXZlcnNlZBgDIAEoAxIMCgRyYW5rGAQgASgFIjUKEEdldEZ1bm5lbFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg4KBnBlcmlvZBgCIAEoCSK1AQoRR2V0RnVubmVsUmVzcG9uc2USDgoGY2xpY2tzGAEgASgDEhIKCnJlZ2lzdGVyZWQYAiABKAMSEQoJcXVhbGlmaWVkGAMgASgDEhAKCHJldmVyc2VkGAQgASgDEh4KFmNsaWNrX3RvX3JlZ2lzdGVyX3JhdGUYBSABKAESIAoYcmVnaXN0ZXJfdG9fcXVhbGlmeV9yYXRlGAYgASgBEhUKDXJldmVyc2FsX3JhdGUYByABKAEiNgoXSWxsZWdhbFRyYW5zaXRpb25EZXRhaWwSDAoEZnJvbRgBIAEoCRINCgVldmVudBgCIAEoCSqhAQoRUmVmZXJyYWxFdmVudFR5cGUSIwofUkVGRVJSQUxfRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEiIKHlJFRkVSUkFMX0VWRU5UX1RZUEVfUkVHSVNURVJFRBABEiEKHVJFRkVSUkFMX0VWRU5UX1RZUEVfUVVBTElGSUVEEAISIAocUkVGRVJSQUxfRVZFTlRfVFlQRV9SRVZFUlNFRBADKqUBCg1SZWZlcnJhbFN0YXRlEh4KGlJFRkVSUkFMX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWUkVGRVJSQUxfU1RBVEVfQ0xJQ0tFRBABEh0KGVJFRkVSUkFMX1NUQVRFX1JFR0lTVEVSRUQQAhIcChhSRUZFUlJBTF9TVEFURV9RVUFMSUZJRUQQAxIbChdSRUZFUlJBTF9TVEFURV9SRVZFUlNFRBAEMqsDCg9SZWZlcnJhbFNlcnZpY2USUAoLUmVjb3JkQ2xpY2sSHy5yZWZlcnJhbC52MS5SZWNvcmRDbGlja1JlcXVlc3QaIC5yZWZlcnJhbC52MS5SZWNvcmRDbGlja1Jlc3BvbnNlEk0KCkFwcGx5RXZlbnQSHi5yZWZlcnJhbC52MS5BcHBseUV2ZW50UmVxdWVzdBofLnJlZmVycmFsLnYxLkFwcGx5RXZlbnRSZXNwb25zZRJQCgtHZXRSZWZlcnJhbBIfLnJlZmVycmFsLnYxLkdldFJlZmVycmFsUmVxdWVzdBogLnJlZmVycmFsLnYxLkdldFJlZmVycmFsUmVzcG9uc2USWQoOR2V0TGVhZGVyYm9hcmQSIi5yZWZlcnJhbC52MS5HZXRMZWFkZXJib2FyZFJlcXVlc3QaIy5yZWZlcnJhbC52MS5HZXRMZWFkZXJib2FyZFJlc3BvbnNlEkoKCUdldEZ1bm5lbBIdLnJlZmVycmFsLnYxLkdldEZ1bm5lbFJlcXVlc3QaHi5yZWZlcnJhbC52MS5HZXRGdW5uZWxSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChpyZWZlcnJhbC92MS9yZWZlcnJhbC5wcm90bxILcmVmZXJyYWwudjEiYgoSUmVjb3JkQ2xpY2tSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIZChFyZWZlcnJlcl9pZGVudGl0eRgCIAEoCRIKCgJpcBgDIAEoCRISCgp1c2VyX2FnZW50GAQgASgJIkwKE1JlY29yZENsaWNrUmVzcG9uc2USDQoFdG9rZW4YASABKAkSEAoIY2xpY2tfaWQYAiABKAkSFAoMcmVkaXJlY3RfdXJsGAMgASgJIsABChFBcHBseUV2ZW50UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSLQoFZXZlbnQYAiABKA4yHi5yZWZlcnJhbC52MS5SZWZlcnJhbEV2ZW50VHlwZRINCgV0b2tlbhgDIAEoCRIYChByZWZlcmVlX2lkZW50aXR5GAQgASgJEhcKD3NlcnZlcl9ldmVudF9pZBgFIAEoCRIKCgJ0cxgGIAEoAxILCgNraWQYByABKAkSDgoGcmVhc29uGAggASgJIu8CChJBcHBseUV2ZW50UmVzcG9uc2USOgoHYXBwbGllZBgBIAEoCzInLnJlZmVycmFsLnYxLkFwcGx5RXZlbnRSZXNwb25zZS5BcHBsaWVkSAASPgoJZHVwbGljYXRlGAIgASgLMikucmVmZXJyYWwudjEuQXBwbHlFdmVudFJlc3BvbnNlLkR1cGxpY2F0ZUgAElIKFGZpcnN0X3RvdWNoX2NvbmZsaWN0GAMgASgLMjIucmVmZXJyYWwudjEuQXBwbHlFdmVudFJlc3BvbnNlLkZpcnN0VG91Y2hDb25mbGljdEgAGlsKB0FwcGxpZWQSEwoLcmVmZXJyYWxfaWQYASABKAkSKQoFc3RhdGUYAiABKA4yGi5yZWZlcnJhbC52MS5SZWZlcnJhbFN0YXRlEhAKCGFkdmFuY2VkGAMgASgIGgsKCUR1cGxpY2F0ZRoUChJGaXJzdFRvdWNoQ29uZmxpY3RCCQoHb3V0Y29tZSIpChJHZXRSZWZlcnJhbFJlcXVlc3QSEwoLcmVmZXJyYWxfaWQYASABKAkiPgoTR2V0UmVmZXJyYWxSZXNwb25zZRInCghyZWZlcnJhbBgBIAEoCzIVLnJlZmVycmFsLnYxLlJlZmVycmFsIocDCghSZWZlcnJhbBIKCgJpZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSGAoQcmVmZXJlZV9pZGVudGl0eRgDIAEoCRIZChFyZWZlcnJlcl9pZGVudGl0eRgEIAEoCRIpCgVzdGF0ZRgFIAEoDjIaLnJlZmVycmFsLnYxLlJlZmVycmFsU3RhdGUSMQoNcmVnaXN0ZXJlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMcXVhbGlmaWVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZXZlcnNlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPcmV2ZXJzYWxfcmVhc29uGAkgASgJEhwKFHJldmVyc2FsX3JlYXNvbl90ZXh0GAogASgJEi8KC2NsYXdiYWNrX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJJChVHZXRMZWFkZXJib2FyZFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg4KBnBlcmlvZBgCIAEoCRINCgVsaW1pdBgDIAEoBSJIChZHZXRMZWFkZXJib2FyZFJlc3BvbnNlEi4KB2VudHJpZXMYASADKAsyHS5yZWZlcnJhbC52MS5MZWFkZXJib2FyZEVudHJ5Il4KEExlYWRlcmJvYXJkRW50cnkSGQoRcmVmZXJyZXJfaWRlbnRpdHkYASABKAkSDwoHY3JlZGl0cxgCIAEoAxIQCghyZXZlcnNlZBgDIAEoAxIMCgRyYW5rGAQgASgFIjUKEEdldEZ1bm5lbFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg4KBnBlcmlvZBgCIAEoCSKHAgoRR2V0RnVubmVsUmVzcG9uc2USDgoGY2xpY2tzGAEgASgDEhIKCnJlZ2lzdGVyZWQYAiABKAMSEQoJcXVhbGlmaWVkGAMgASgDEhAKCHJldmVyc2VkGAQgASgDEh4KFmNsaWNrX3RvX3JlZ2lzdGVyX3JhdGUYBSABKAESIAoYcmVnaXN0ZXJfdG9fcXVhbGlmeV9yYXRlGAYgASgBEhUKDXJldmVyc2FsX3JhdGUYByABKAESEQoJY2xhd2JhY2tzGAggASgDEj0KE3JldmVyc2Fsc19ieV9yZWFzb24YCSADKAsyIC5yZWZlcnJhbC52MS5SZXZlcnNhbFJlYXNvbkNvdW50IkcKE1JldmVyc2FsUmVhc29uQ291bnQSDgoGcmVhc29uGAEgASgJEg0KBWNvdW50GAIgASgDEhEKCWNsYXdiYWNrcxgDIAEoAyI2ChdJbGxlZ2FsVHJhbnNpdGlvbkRldGFpbBIMCgRmcm9tGAEgASgJEg0KBWV2ZW50GAIgASgJKqEBChFSZWZlcnJhbEV2ZW50VHlwZRIjCh9SRUZFUlJBTF9FVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASIgoeUkVGRVJSQUxfRVZFTlRfVFlQRV9SRUdJU1RFUkVEEAESIQodUkVGRVJSQUxfRVZFTlRfVFlQRV9RVUFMSUZJRUQQAhIgChxSRUZFUlJBTF9FVkVOVF9UWVBFX1JFVkVSU0VEEAMqpQEKDVJlZmVycmFsU3RhdGUSHgoaUkVGRVJSQUxfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZSRUZFUlJBTF9TVEFURV9DTElDS0VEEAESHQoZUkVGRVJSQUxfU1RBVEVfUkVHSVNURVJFRBACEhwKGFJFRkVSUkFMX1NUQVRFX1FVQUxJRklFRBADEhsKF1JFRkVSUkFMX1NUQVRFX1JFVkVSU0VEEAQyqwMKD1JlZmVycmFsU2VydmljZRJQCgtSZWNvcmRDbGljaxIfLnJlZmVycmFsLnYxLlJlY29yZENsaWNrUmVxdWVzdBogLnJlZmVycmFsLnYxLlJlY29yZENsaWNrUmVzcG9uc2USTQoKQXBwbHlFdmVudBIeLnJlZmVycmFsLnYxLkFwcGx5RXZlbnRSZXF1ZXN0Gh8ucmVmZXJyYWwudjEuQXBwbHlFdmVudFJlc3BvbnNlElAKC0dldFJlZmVycmFsEh8ucmVmZXJyYWwudjEuR2V0UmVmZXJyYWxSZXF1ZXN0GiAucmVmZXJyYWwudjEuR2V0UmVmZXJyYWxSZXNwb25zZRJZCg5HZXRMZWFkZXJib2FyZBIiLnJlZmVycmFsLnYxLkdldExlYWRlcmJvYXJkUmVxdWVzdBojLnJlZmVycmFsLnYxLkdldExlYWRlcmJvYXJkUmVzcG9uc2USSgoJR2V0RnVubmVsEh0ucmVmZXJyYWwudjEuR2V0RnVubmVsUmVxdWVzdBoeLnJlZmVycmFsLnYxLkdldEZ1bm5lbFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message referral.v1.RecordClickRequest
@@ -119,6 +119,14 @@ export type ApplyEventRequest = Message<"referral.v1.ApplyEventRequest"> & {
    * @generated from field: string kid = 7;
    */
   kid: string;
+
+  /**
+   * reversed only, optional: the reason as the caller sent it ("refund", "chargeback", "fraud", "abuse",
+   * "test" or "other"). Any other text is kept as "other" with the text bounded; never refused.
+   *
+   * @generated from field: string reason = 8;
+   */
+  reason: string;
 };
 
 /**
@@ -303,6 +311,28 @@ export type Referral = Message<"referral.v1.Referral"> & {
    * @generated from field: google.protobuf.Timestamp reversed_at = 8;
    */
   reversedAt?: Timestamp | undefined;
+
+  /**
+   * Reversed only: "refund", "chargeback", "fraud", "abuse", "test" or "other"; empty when none was sent.
+   *
+   * @generated from field: string reversal_reason = 9;
+   */
+  reversalReason: string;
+
+  /**
+   * Reversed only: the reason as sent (bounded), when it was not one of the known values.
+   *
+   * @generated from field: string reversal_reason_text = 10;
+   */
+  reversalReasonText: string;
+
+  /**
+   * Set when the reversal came after the server's lock period: the referrer's credit stayed counted
+   * and the reversal is kept as a clawback record.
+   *
+   * @generated from field: google.protobuf.Timestamp clawback_at = 11;
+   */
+  clawbackAt?: Timestamp | undefined;
 };
 
 /**
@@ -462,6 +492,20 @@ export type GetFunnelResponse = Message<"referral.v1.GetFunnelResponse"> & {
    * @generated from field: double reversal_rate = 7;
    */
   reversalRate: number;
+
+  /**
+   * Reversals after the lock period (included in `reversed`): the credit stayed counted.
+   *
+   * @generated from field: int64 clawbacks = 8;
+   */
+  clawbacks: bigint;
+
+  /**
+   * The reversals of the period (the records behind `reversed`) by reason, most frequent first.
+   *
+   * @generated from field: repeated referral.v1.ReversalReasonCount reversals_by_reason = 9;
+   */
+  reversalsByReason: ReversalReasonCount[];
 };
 
 /**
@@ -470,6 +514,39 @@ export type GetFunnelResponse = Message<"referral.v1.GetFunnelResponse"> & {
  */
 export const GetFunnelResponseSchema: GenMessage<GetFunnelResponse> = /*@__PURE__*/
   messageDesc(file_referral_v1_referral, 11);
+
+/**
+ * ReversalReasonCount is how many referrals a reason reversed.
+ *
+ * @generated from message referral.v1.ReversalReasonCount
+ */
+export type ReversalReasonCount = Message<"referral.v1.ReversalReasonCount"> & {
+  /**
+   * "refund", "chargeback", "fraud", "abuse", "test", "other", or empty when none was sent.
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: int64 count = 2;
+   */
+  count: bigint;
+
+  /**
+   * Of them, reversals after the lock period (clawback records; the credit stayed counted).
+   *
+   * @generated from field: int64 clawbacks = 3;
+   */
+  clawbacks: bigint;
+};
+
+/**
+ * Describes the message referral.v1.ReversalReasonCount.
+ * Use `create(ReversalReasonCountSchema)` to create a new message.
+ */
+export const ReversalReasonCountSchema: GenMessage<ReversalReasonCount> = /*@__PURE__*/
+  messageDesc(file_referral_v1_referral, 12);
 
 /**
  * IllegalTransitionDetail is the Connect error detail of ApplyEvent's FAILED_PRECONDITION
@@ -495,7 +572,7 @@ export type IllegalTransitionDetail = Message<"referral.v1.IllegalTransitionDeta
  * Use `create(IllegalTransitionDetailSchema)` to create a new message.
  */
 export const IllegalTransitionDetailSchema: GenMessage<IllegalTransitionDetail> = /*@__PURE__*/
-  messageDesc(file_referral_v1_referral, 12);
+  messageDesc(file_referral_v1_referral, 13);
 
 /**
  * ReferralEventType is the lifecycle event a game server reports.

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file servers/v1/servers.proto.
  */
 export const file_servers_v1_servers: GenFile = /*@__PURE__*/
-  fileDesc("ChhzZXJ2ZXJzL3YxL3NlcnZlcnMucHJvdG8SCnNlcnZlcnMudjEixAMKBlNlcnZlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhkKEXJlZmVycmFsc19lbmFibGVkGAMgASgIEhgKEHJlZ2lzdHJhdGlvbl91cmwYBCABKAkSFAoMY2FsbGJhY2tfdXJsGAUgASgJEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAYgASgIEiAKGGNhbGxiYWNrX2Rpc2FibGVkX3JlYXNvbhgHIAEoCRI4ChRjYWxsYmFja19kaXNhYmxlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdm90aWZpZXJfaG9zdBgKIAEoCRIVCg12b3RpZmllcl9wb3J0GAsgASgFEh0KFXZvdGlmaWVyX3NlcnZpY2VfbmFtZRgMIAEoCRIaChJ2b3RpZmllcl90b2tlbl9zZXQYDSABKAgSFAoMcHVsbF9lbmFibGVkGA4gASgIEhAKCG93bmVyX2lkGA8gASgJEh0KFXB1YmxpY19rZXlfc2lnbmF0dXJlcxgQIAEoCCI9ChNDcmVhdGVTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSGAoQcmVnaXN0cmF0aW9uX3VybBgCIAEoCSI6ChRDcmVhdGVTZXJ2ZXJSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciIlChBHZXRTZXJ2ZXJSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSI3ChFHZXRTZXJ2ZXJSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciIUChJMaXN0U2VydmVyc1JlcXVlc3QiOgoTTGlzdFNlcnZlcnNSZXNwb25zZRIjCgdzZXJ2ZXJzGAEgAygLMhIuc2VydmVycy52MS5TZXJ2ZXIiQAoaU2V0UmVmZXJyYWxzRW5hYmxlZFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg8KB2VuYWJsZWQYAiABKAgiQQobU2V0UmVmZXJyYWxzRW5hYmxlZFJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIkgKGVNldFJlZ2lzdHJhdGlvblVybFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhgKEHJlZ2lzdHJhdGlvbl91cmwYAiABKAkiQAoaU2V0UmVnaXN0cmF0aW9uVXJsUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiuQEKClNlY3JldEluZm8SCwoDa2lkGAEgASgJEi4KCmNyZWF0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGl2ZRgFIAEoCCIwChtDcmVhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlQKHENyZWF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiRwobUm90YXRlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlQKHFJvdGF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiPQobUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRILCgNraWQYAiABKAkiRAocUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvIi8KGkxpc3RSZWZlcnJhbFNlY3JldHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJGChtMaXN0UmVmZXJyYWxTZWNyZXRzUmVzcG9uc2USJwoHc2VjcmV0cxgBIAMoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbyI9ChtSZXZlYWxSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgsKA2tpZBgCIAEoCSIuChxSZXZlYWxSZWZlcnJhbFNlY3JldFJlc3BvbnNlEg4KBnNlY3JldBgBIAEoCSIuChlSZXNvbHZlU2lnbmluZ0tleXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSIpCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRIOCgZzZWNyZXQYAiABKAwicAoaUmVzb2x2ZVNpZ25pbmdLZXlzUmVzcG9uc2USLAoGc3RhdHVzGAEgASgOMhwuc2VydmVycy52MS5TaWduaW5nS2V5U3RhdHVzEiQKBGtleXMYAiADKAsyFi5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXkingEKGlNldENhbGxiYWNrU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIUCgxjYWxsYmFja191cmwYAiABKAkSGQoRc3RhbmRhcmRfd2ViaG9va3MYAyABKAgSIgoVcHVibGljX2tleV9zaWduYXR1cmVzGAQgASgISACIAQFCGAoWX3B1YmxpY19rZXlfc2lnbmF0dXJlcyJBChtTZXRDYWxsYmFja1NldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiRwobUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlQKHFJvdGF0ZUNhbGxiYWNrU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiMAobUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJUChxSZXZlYWxDYWxsYmFja1NlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIioKFUVuYWJsZUNhbGxiYWNrUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiPAoWRW5hYmxlQ2FsbGJhY2tSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJwChpTZXRWb3RpZmllclNldHRpbmdzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDAoEaG9zdBgCIAEoCRIMCgRwb3J0GAMgASgFEg0KBXRva2VuGAQgASgJEhQKDHNlcnZpY2VfbmFtZRgFIAEoCSJBChtTZXRWb3RpZmllclNldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiOwoVU2V0UHVsbEVuYWJsZWRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIPCgdlbmFibGVkGAIgASgIIjwKFlNldFB1bGxFbmFibGVkUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiQwoXUm90YXRlUHVsbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhUKDWdyYWNlX3NlY29uZHMYAiABKAMiUAoYUm90YXRlUHVsbFNlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIiwKF1JldmVhbFB1bGxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJQChhSZXZlYWxQdWxsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiKwoWUmVzb2x2ZVB1bGxLZXlzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiagoXUmVzb2x2ZVB1bGxLZXlzUmVzcG9uc2USKQoGc3RhdHVzGAEgASgOMhkuc2VydmVycy52MS5QdWxsS2V5U3RhdHVzEiQKBGtleXMYAiADKAsyFi5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXkisgEKEVdlYmhvb2tTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdjdXJyZW50GAYgASgIIh8KHUxpc3RXZWJob29rU2lnbmluZ0tleXNSZXF1ZXN0Ik0KHkxpc3RXZWJob29rU2lnbmluZ0tleXNSZXNwb25zZRIrCgRrZXlzGAEgAygLMh0uc2VydmVycy52MS5XZWJob29rU2lnbmluZ0tleSIgCh5Sb3RhdGVXZWJob29rU2lnbmluZ0tleVJlcXVlc3QiegofUm90YXRlV2ViaG9va1NpZ25pbmdLZXlSZXNwb25zZRIqCgNrZXkYASABKAsyHS5zZXJ2ZXJzLnYxLldlYmhvb2tTaWduaW5nS2V5EisKBGtleXMYAiADKAsyHS5zZXJ2ZXJzLnYxLldlYmhvb2tTaWduaW5nS2V5KqMBChBTaWduaW5nS2V5U3RhdHVzEiIKHlNJR05JTkdfS0VZX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFVNJR05JTkdfS0VZX1NUQVRVU19PSxABEiUKIVNJR05JTkdfS0VZX1NUQVRVU19VTktOT1dOX1NFUlZFUhACEikKJVNJR05JTkdfS0VZX1NUQVRVU19SRUZFUlJBTFNfRElTQUJMRUQQAyqPAQoNUHVsbEtleVN0YXR1cxIfChtQVUxMX0tFWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJQVUxMX0tFWV9TVEFUVVNfT0sQARIiCh5QVUxMX0tFWV9TVEFUVVNfVU5LTk9XTl9TRVJWRVIQAhIhCh1QVUxMX0tFWV9TVEFUVVNfUFVMTF9ESVNBQkxFRBADMp4RChJTZXJ2ZXJBZG1pblNlcnZpY2USUQoMQ3JlYXRlU2VydmVyEh8uc2VydmVycy52MS5DcmVhdGVTZXJ2ZXJSZXF1ZXN0GiAuc2VydmVycy52MS5DcmVhdGVTZXJ2ZXJSZXNwb25zZRJICglHZXRTZXJ2ZXISHC5zZXJ2ZXJzLnYxLkdldFNlcnZlclJlcXVlc3QaHS5zZXJ2ZXJzLnYxLkdldFNlcnZlclJlc3BvbnNlEk4KC0xpc3RTZXJ2ZXJzEh4uc2VydmVycy52MS5MaXN0U2VydmVyc1JlcXVlc3QaHy5zZXJ2ZXJzLnYxLkxpc3RTZXJ2ZXJzUmVzcG9uc2USZgoTU2V0UmVmZXJyYWxzRW5hYmxlZBImLnNlcnZlcnMudjEuU2V0UmVmZXJyYWxzRW5hYmxlZFJlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldFJlZmVycmFsc0VuYWJsZWRSZXNwb25zZRJjChJTZXRSZWdpc3RyYXRpb25VcmwSJS5zZXJ2ZXJzLnYxLlNldFJlZ2lzdHJhdGlvblVybFJlcXVlc3QaJi5zZXJ2ZXJzLnYxLlNldFJlZ2lzdHJhdGlvblVybFJlc3BvbnNlEmkKFENyZWF0ZVJlZmVycmFsU2VjcmV0Eicuc2VydmVycy52MS5DcmVhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLkNyZWF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USaQoUUm90YXRlUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJvdGF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUm90YXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJpChRSZXZva2VSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZva2VSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmYKE0xpc3RSZWZlcnJhbFNlY3JldHMSJi5zZXJ2ZXJzLnYxLkxpc3RSZWZlcnJhbFNlY3JldHNSZXF1ZXN0Gicuc2VydmVycy52MS5MaXN0UmVmZXJyYWxTZWNyZXRzUmVzcG9uc2USaQoUUmV2ZWFsUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJldmVhbFJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUmV2ZWFsUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJjChJSZXNvbHZlU2lnbmluZ0tleXMSJS5zZXJ2ZXJzLnYxLlJlc29sdmVTaWduaW5nS2V5c1JlcXVlc3QaJi5zZXJ2ZXJzLnYxLlJlc29sdmVTaWduaW5nS2V5c1Jlc3BvbnNlEmYKE1NldENhbGxiYWNrU2V0dGluZ3MSJi5zZXJ2ZXJzLnYxLlNldENhbGxiYWNrU2V0dGluZ3NSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRDYWxsYmFja1NldHRpbmdzUmVzcG9uc2USaQoUUm90YXRlQ2FsbGJhY2tTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJvdGF0ZUNhbGxiYWNrU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXNwb25zZRJpChRSZXZlYWxDYWxsYmFja1NlY3JldBInLnNlcnZlcnMudjEuUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZlYWxDYWxsYmFja1NlY3JldFJlc3BvbnNlElcKDkVuYWJsZUNhbGxiYWNrEiEuc2VydmVycy52MS5FbmFibGVDYWxsYmFja1JlcXVlc3QaIi5zZXJ2ZXJzLnYxLkVuYWJsZUNhbGxiYWNrUmVzcG9uc2USZgoTU2V0Vm90aWZpZXJTZXR0aW5ncxImLnNlcnZlcnMudjEuU2V0Vm90aWZpZXJTZXR0aW5nc1JlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldFZvdGlmaWVyU2V0dGluZ3NSZXNwb25zZRJXCg5TZXRQdWxsRW5hYmxlZBIhLnNlcnZlcnMudjEuU2V0UHVsbEVuYWJsZWRSZXF1ZXN0GiIuc2VydmVycy52MS5TZXRQdWxsRW5hYmxlZFJlc3BvbnNlEl0KEFJvdGF0ZVB1bGxTZWNyZXQSIy5zZXJ2ZXJzLnYxLlJvdGF0ZVB1bGxTZWNyZXRSZXF1ZXN0GiQuc2VydmVycy52MS5Sb3RhdGVQdWxsU2VjcmV0UmVzcG9uc2USXQoQUmV2ZWFsUHVsbFNlY3JldBIjLnNlcnZlcnMudjEuUmV2ZWFsUHVsbFNlY3JldFJlcXVlc3QaJC5zZXJ2ZXJzLnYxLlJldmVhbFB1bGxTZWNyZXRSZXNwb25zZRJaCg9SZXNvbHZlUHVsbEtleXMSIi5zZXJ2ZXJzLnYxLlJlc29sdmVQdWxsS2V5c1JlcXVlc3QaIy5zZXJ2ZXJzLnYxLlJlc29sdmVQdWxsS2V5c1Jlc3BvbnNlEm8KFkxpc3RXZWJob29rU2lnbmluZ0tleXMSKS5zZXJ2ZXJzLnYxLkxpc3RXZWJob29rU2lnbmluZ0tleXNSZXF1ZXN0Giouc2VydmVycy52MS5MaXN0V2ViaG9va1NpZ25pbmdLZXlzUmVzcG9uc2UScgoXUm90YXRlV2ViaG9va1NpZ25pbmdLZXkSKi5zZXJ2ZXJzLnYxLlJvdGF0ZVdlYmhvb2tTaWduaW5nS2V5UmVxdWVzdBorLnNlcnZlcnMudjEuUm90YXRlV2ViaG9va1NpZ25pbmdLZXlSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChhzZXJ2ZXJzL3YxL3NlcnZlcnMucHJvdG8SCnNlcnZlcnMudjEi+AMKBlNlcnZlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhkKEXJlZmVycmFsc19lbmFibGVkGAMgASgIEhgKEHJlZ2lzdHJhdGlvbl91cmwYBCABKAkSFAoMY2FsbGJhY2tfdXJsGAUgASgJEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAYgASgIEiAKGGNhbGxiYWNrX2Rpc2FibGVkX3JlYXNvbhgHIAEoCRI4ChRjYWxsYmFja19kaXNhYmxlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdm90aWZpZXJfaG9zdBgKIAEoCRIVCg12b3RpZmllcl9wb3J0GAsgASgFEh0KFXZvdGlmaWVyX3NlcnZpY2VfbmFtZRgMIAEoCRIaChJ2b3RpZmllcl90b2tlbl9zZXQYDSABKAgSFAoMcHVsbF9lbmFibGVkGA4gASgIEhAKCG93bmVyX2lkGA8gASgJEh0KFXB1YmxpY19rZXlfc2lnbmF0dXJlcxgQIAEoCBIfChdhdHRyaWJ1dGlvbl93aW5kb3dfZGF5cxgRIAEoBRIRCglsb2NrX2RheXMYEiABKAUiPQoTQ3JlYXRlU2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJEhgKEHJlZ2lzdHJhdGlvbl91cmwYAiABKAkiOgoUQ3JlYXRlU2VydmVyUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiJQoQR2V0U2VydmVyUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiNwoRR2V0U2VydmVyUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiFAoSTGlzdFNlcnZlcnNSZXF1ZXN0IjoKE0xpc3RTZXJ2ZXJzUmVzcG9uc2USIwoHc2VydmVycxgBIAMoCzISLnNlcnZlcnMudjEuU2VydmVyIkAKGlNldFJlZmVycmFsc0VuYWJsZWRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIPCgdlbmFibGVkGAIgASgIIkEKG1NldFJlZmVycmFsc0VuYWJsZWRSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJIChlTZXRSZWdpc3RyYXRpb25VcmxSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIYChByZWdpc3RyYXRpb25fdXJsGAIgASgJIkAKGlNldFJlZ2lzdHJhdGlvblVybFJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIpcBChpTZXRSZWZlcnJhbFNldHRpbmdzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSJAoXYXR0cmlidXRpb25fd2luZG93X2RheXMYAiABKAVIAIgBARIWCglsb2NrX2RheXMYAyABKAVIAYgBAUIaChhfYXR0cmlidXRpb25fd2luZG93X2RheXNCDAoKX2xvY2tfZGF5cyJBChtTZXRSZWZlcnJhbFNldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiuQEKClNlY3JldEluZm8SCwoDa2lkGAEgASgJEi4KCmNyZWF0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGl2ZRgFIAEoCCIwChtDcmVhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlQKHENyZWF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiRwobUm90YXRlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlQKHFJvdGF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiPQobUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRILCgNraWQYAiABKAkiRAocUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvIi8KGkxpc3RSZWZlcnJhbFNlY3JldHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJGChtMaXN0UmVmZXJyYWxTZWNyZXRzUmVzcG9uc2USJwoHc2VjcmV0cxgBIAMoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbyI9ChtSZXZlYWxSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgsKA2tpZBgCIAEoCSIuChxSZXZlYWxSZWZlcnJhbFNlY3JldFJlc3BvbnNlEg4KBnNlY3JldBgBIAEoCSIuChlSZXNvbHZlU2lnbmluZ0tleXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSIpCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRIOCgZzZWNyZXQYAiABKAwicAoaUmVzb2x2ZVNpZ25pbmdLZXlzUmVzcG9uc2USLAoGc3RhdHVzGAEgASgOMhwuc2VydmVycy52MS5TaWduaW5nS2V5U3RhdHVzEiQKBGtleXMYAiADKAsyFi5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXkingEKGlNldENhbGxiYWNrU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIUCgxjYWxsYmFja191cmwYAiABKAkSGQoRc3RhbmRhcmRfd2ViaG9va3MYAyABKAgSIgoVcHVibGljX2tleV9zaWduYXR1cmVzGAQgASgISACIAQFCGAoWX3B1YmxpY19rZXlfc2lnbmF0dXJlcyJBChtTZXRDYWxsYmFja1NldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiRwobUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlQKHFJvdGF0ZUNhbGxiYWNrU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiMAobUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJUChxSZXZlYWxDYWxsYmFja1NlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIioKFUVuYWJsZUNhbGxiYWNrUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiPAoWRW5hYmxlQ2FsbGJhY2tSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJwChpTZXRWb3RpZmllclNldHRpbmdzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDAoEaG9zdBgCIAEoCRIMCgRwb3J0GAMgASgFEg0KBXRva2VuGAQgASgJEhQKDHNlcnZpY2VfbmFtZRgFIAEoCSJBChtTZXRWb3RpZmllclNldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiOwoVU2V0UHVsbEVuYWJsZWRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIPCgdlbmFibGVkGAIgASgIIjwKFlNldFB1bGxFbmFibGVkUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiQwoXUm90YXRlUHVsbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhUKDWdyYWNlX3NlY29uZHMYAiABKAMiUAoYUm90YXRlUHVsbFNlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIiwKF1JldmVhbFB1bGxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJQChhSZXZlYWxQdWxsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiKwoWUmVzb2x2ZVB1bGxLZXlzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiagoXUmVzb2x2ZVB1bGxLZXlzUmVzcG9uc2USKQoGc3RhdHVzGAEgASgOMhkuc2VydmVycy52MS5QdWxsS2V5U3RhdHVzEiQKBGtleXMYAiADKAsyFi5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXkisgEKEVdlYmhvb2tTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdjdXJyZW50GAYgASgIIh8KHUxpc3RXZWJob29rU2lnbmluZ0tleXNSZXF1ZXN0Ik0KHkxpc3RXZWJob29rU2lnbmluZ0tleXNSZXNwb25zZRIrCgRrZXlzGAEgAygLMh0uc2VydmVycy52MS5XZWJob29rU2lnbmluZ0tleSIgCh5Sb3RhdGVXZWJob29rU2lnbmluZ0tleVJlcXVlc3QiegofUm90YXRlV2ViaG9va1NpZ25pbmdLZXlSZXNwb25zZRIqCgNrZXkYASABKAsyHS5zZXJ2ZXJzLnYxLldlYmhvb2tTaWduaW5nS2V5EisKBGtleXMYAiADKAsyHS5zZXJ2ZXJzLnYxLldlYmhvb2tTaWduaW5nS2V5KqMBChBTaWduaW5nS2V5U3RhdHVzEiIKHlNJR05JTkdfS0VZX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFVNJR05JTkdfS0VZX1NUQVRVU19PSxABEiUKIVNJR05JTkdfS0VZX1NUQVRVU19VTktOT1dOX1NFUlZFUhACEikKJVNJR05JTkdfS0VZX1NUQVRVU19SRUZFUlJBTFNfRElTQUJMRUQQAyqPAQoNUHVsbEtleVN0YXR1cxIfChtQVUxMX0tFWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJQVUxMX0tFWV9TVEFUVVNfT0sQARIiCh5QVUxMX0tFWV9TVEFUVVNfVU5LTk9XTl9TRVJWRVIQAhIhCh1QVUxMX0tFWV9TVEFUVVNfUFVMTF9ESVNBQkxFRBADMoYSChJTZXJ2ZXJBZG1pblNlcnZpY2USUQoMQ3JlYXRlU2VydmVyEh8uc2VydmVycy52MS5DcmVhdGVTZXJ2ZXJSZXF1ZXN0GiAuc2VydmVycy52MS5DcmVhdGVTZXJ2ZXJSZXNwb25zZRJICglHZXRTZXJ2ZXISHC5zZXJ2ZXJzLnYxLkdldFNlcnZlclJlcXVlc3QaHS5zZXJ2ZXJzLnYxLkdldFNlcnZlclJlc3BvbnNlEk4KC0xpc3RTZXJ2ZXJzEh4uc2VydmVycy52MS5MaXN0U2VydmVyc1JlcXVlc3QaHy5zZXJ2ZXJzLnYxLkxpc3RTZXJ2ZXJzUmVzcG9uc2USZgoTU2V0UmVmZXJyYWxzRW5hYmxlZBImLnNlcnZlcnMudjEuU2V0UmVmZXJyYWxzRW5hYmxlZFJlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldFJlZmVycmFsc0VuYWJsZWRSZXNwb25zZRJjChJTZXRSZWdpc3RyYXRpb25VcmwSJS5zZXJ2ZXJzLnYxLlNldFJlZ2lzdHJhdGlvblVybFJlcXVlc3QaJi5zZXJ2ZXJzLnYxLlNldFJlZ2lzdHJhdGlvblVybFJlc3BvbnNlEmYKE1NldFJlZmVycmFsU2V0dGluZ3MSJi5zZXJ2ZXJzLnYxLlNldFJlZmVycmFsU2V0dGluZ3NSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRSZWZlcnJhbFNldHRpbmdzUmVzcG9uc2USaQoUQ3JlYXRlUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLkNyZWF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuQ3JlYXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJpChRSb3RhdGVSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUm90YXRlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5Sb3RhdGVSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmkKFFJldm9rZVJlZmVycmFsU2VjcmV0Eicuc2VydmVycy52MS5SZXZva2VSZWZlcnJhbFNlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLlJldm9rZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USZgoTTGlzdFJlZmVycmFsU2VjcmV0cxImLnNlcnZlcnMudjEuTGlzdFJlZmVycmFsU2VjcmV0c1JlcXVlc3QaJy5zZXJ2ZXJzLnYxLkxpc3RSZWZlcnJhbFNlY3JldHNSZXNwb25zZRJpChRSZXZlYWxSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUmV2ZWFsUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZlYWxSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmMKElJlc29sdmVTaWduaW5nS2V5cxIlLnNlcnZlcnMudjEuUmVzb2x2ZVNpZ25pbmdLZXlzUmVxdWVzdBomLnNlcnZlcnMudjEuUmVzb2x2ZVNpZ25pbmdLZXlzUmVzcG9uc2USZgoTU2V0Q2FsbGJhY2tTZXR0aW5ncxImLnNlcnZlcnMudjEuU2V0Q2FsbGJhY2tTZXR0aW5nc1JlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldENhbGxiYWNrU2V0dGluZ3NSZXNwb25zZRJpChRSb3RhdGVDYWxsYmFja1NlY3JldBInLnNlcnZlcnMudjEuUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5Sb3RhdGVDYWxsYmFja1NlY3JldFJlc3BvbnNlEmkKFFJldmVhbENhbGxiYWNrU2VjcmV0Eicuc2VydmVycy52MS5SZXZlYWxDYWxsYmFja1NlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLlJldmVhbENhbGxiYWNrU2VjcmV0UmVzcG9uc2USVwoORW5hYmxlQ2FsbGJhY2sSIS5zZXJ2ZXJzLnYxLkVuYWJsZUNhbGxiYWNrUmVxdWVzdBoiLnNlcnZlcnMudjEuRW5hYmxlQ2FsbGJhY2tSZXNwb25zZRJmChNTZXRWb3RpZmllclNldHRpbmdzEiYuc2VydmVycy52MS5TZXRWb3RpZmllclNldHRpbmdzUmVxdWVzdBonLnNlcnZlcnMudjEuU2V0Vm90aWZpZXJTZXR0aW5nc1Jlc3BvbnNlElcKDlNldFB1bGxFbmFibGVkEiEuc2VydmVycy52MS5TZXRQdWxsRW5hYmxlZFJlcXVlc3QaIi5zZXJ2ZXJzLnYxLlNldFB1bGxFbmFibGVkUmVzcG9uc2USXQoQUm90YXRlUHVsbFNlY3JldBIjLnNlcnZlcnMudjEuUm90YXRlUHVsbFNlY3JldFJlcXVlc3QaJC5zZXJ2ZXJzLnYxLlJvdGF0ZVB1bGxTZWNyZXRSZXNwb25zZRJdChBSZXZlYWxQdWxsU2VjcmV0EiMuc2VydmVycy52MS5SZXZlYWxQdWxsU2VjcmV0UmVxdWVzdBokLnNlcnZlcnMudjEuUmV2ZWFsUHVsbFNlY3JldFJlc3BvbnNlEloKD1Jlc29sdmVQdWxsS2V5cxIiLnNlcnZlcnMudjEuUmVzb2x2ZVB1bGxLZXlzUmVxdWVzdBojLnNlcnZlcnMudjEuUmVzb2x2ZVB1bGxLZXlzUmVzcG9uc2USbwoWTGlzdFdlYmhvb2tTaWduaW5nS2V5cxIpLnNlcnZlcnMudjEuTGlzdFdlYmhvb2tTaWduaW5nS2V5c1JlcXVlc3QaKi5zZXJ2ZXJzLnYxLkxpc3RXZWJob29rU2lnbmluZ0tleXNSZXNwb25zZRJyChdSb3RhdGVXZWJob29rU2lnbmluZ0tleRIqLnNlcnZlcnMudjEuUm90YXRlV2ViaG9va1NpZ25pbmdLZXlSZXF1ZXN0Gisuc2VydmVycy52MS5Sb3RhdGVXZWJob29rU2lnbmluZ0tleVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message servers.v1.Server
@@ -105,6 +105,20 @@ export type Server = Message<"servers.v1.Server"> & {
    * @generated from field: bool public_key_signatures = 16;
    */
   publicKeySignatures: boolean;
+
+  /**
+   * Days a click's token may register a referee (default 90).
+   *
+   * @generated from field: int32 attribution_window_days = 17;
+   */
+  attributionWindowDays: number;
+
+  /**
+   * Days after `qualified` during which a reversal removes the credit; later ones are clawback records. 0: off.
+   *
+   * @generated from field: int32 lock_days = 18;
+   */
+  lockDays: number;
 };
 
 /**
@@ -296,6 +310,54 @@ export const SetRegistrationUrlResponseSchema: GenMessage<SetRegistrationUrlResp
   messageDesc(file_servers_v1_servers, 10);
 
 /**
+ * @generated from message servers.v1.SetReferralSettingsRequest
+ */
+export type SetReferralSettingsRequest = Message<"servers.v1.SetReferralSettingsRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * 1-365; absent: unchanged.
+   *
+   * @generated from field: optional int32 attribution_window_days = 2;
+   */
+  attributionWindowDays?: number | undefined;
+
+  /**
+   * 0-365 (0: no lock); absent: unchanged.
+   *
+   * @generated from field: optional int32 lock_days = 3;
+   */
+  lockDays?: number | undefined;
+};
+
+/**
+ * Describes the message servers.v1.SetReferralSettingsRequest.
+ * Use `create(SetReferralSettingsRequestSchema)` to create a new message.
+ */
+export const SetReferralSettingsRequestSchema: GenMessage<SetReferralSettingsRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 11);
+
+/**
+ * @generated from message servers.v1.SetReferralSettingsResponse
+ */
+export type SetReferralSettingsResponse = Message<"servers.v1.SetReferralSettingsResponse"> & {
+  /**
+   * @generated from field: servers.v1.Server server = 1;
+   */
+  server?: Server | undefined;
+};
+
+/**
+ * Describes the message servers.v1.SetReferralSettingsResponse.
+ * Use `create(SetReferralSettingsResponseSchema)` to create a new message.
+ */
+export const SetReferralSettingsResponseSchema: GenMessage<SetReferralSettingsResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 12);
+
+/**
  * SecretInfo describes a secret without its value.
  *
  * @generated from message servers.v1.SecretInfo
@@ -334,7 +396,7 @@ export type SecretInfo = Message<"servers.v1.SecretInfo"> & {
  * Use `create(SecretInfoSchema)` to create a new message.
  */
 export const SecretInfoSchema: GenMessage<SecretInfo> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 11);
+  messageDesc(file_servers_v1_servers, 13);
 
 /**
  * @generated from message servers.v1.CreateReferralSecretRequest
@@ -351,7 +413,7 @@ export type CreateReferralSecretRequest = Message<"servers.v1.CreateReferralSecr
  * Use `create(CreateReferralSecretRequestSchema)` to create a new message.
  */
 export const CreateReferralSecretRequestSchema: GenMessage<CreateReferralSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 12);
+  messageDesc(file_servers_v1_servers, 14);
 
 /**
  * @generated from message servers.v1.CreateReferralSecretResponse
@@ -375,7 +437,7 @@ export type CreateReferralSecretResponse = Message<"servers.v1.CreateReferralSec
  * Use `create(CreateReferralSecretResponseSchema)` to create a new message.
  */
 export const CreateReferralSecretResponseSchema: GenMessage<CreateReferralSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 13);
+  messageDesc(file_servers_v1_servers, 15);
 
 /**
  * @generated from message servers.v1.RotateReferralSecretRequest
@@ -399,7 +461,7 @@ export type RotateReferralSecretRequest = Message<"servers.v1.RotateReferralSecr
  * Use `create(RotateReferralSecretRequestSchema)` to create a new message.
  */
 export const RotateReferralSecretRequestSchema: GenMessage<RotateReferralSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 14);
+  messageDesc(file_servers_v1_servers, 16);
 
 /**
  * @generated from message servers.v1.RotateReferralSecretResponse
@@ -421,7 +483,7 @@ export type RotateReferralSecretResponse = Message<"servers.v1.RotateReferralSec
  * Use `create(RotateReferralSecretResponseSchema)` to create a new message.
  */
 export const RotateReferralSecretResponseSchema: GenMessage<RotateReferralSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 15);
+  messageDesc(file_servers_v1_servers, 17);
 
 /**
  * @generated from message servers.v1.RevokeReferralSecretRequest
@@ -443,7 +505,7 @@ export type RevokeReferralSecretRequest = Message<"servers.v1.RevokeReferralSecr
  * Use `create(RevokeReferralSecretRequestSchema)` to create a new message.
  */
 export const RevokeReferralSecretRequestSchema: GenMessage<RevokeReferralSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 16);
+  messageDesc(file_servers_v1_servers, 18);
 
 /**
  * @generated from message servers.v1.RevokeReferralSecretResponse
@@ -460,7 +522,7 @@ export type RevokeReferralSecretResponse = Message<"servers.v1.RevokeReferralSec
  * Use `create(RevokeReferralSecretResponseSchema)` to create a new message.
  */
 export const RevokeReferralSecretResponseSchema: GenMessage<RevokeReferralSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 17);
+  messageDesc(file_servers_v1_servers, 19);
 
 /**
  * @generated from message servers.v1.ListReferralSecretsRequest
@@ -477,7 +539,7 @@ export type ListReferralSecretsRequest = Message<"servers.v1.ListReferralSecrets
  * Use `create(ListReferralSecretsRequestSchema)` to create a new message.
  */
 export const ListReferralSecretsRequestSchema: GenMessage<ListReferralSecretsRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 18);
+  messageDesc(file_servers_v1_servers, 20);
 
 /**
  * @generated from message servers.v1.ListReferralSecretsResponse
@@ -494,7 +556,7 @@ export type ListReferralSecretsResponse = Message<"servers.v1.ListReferralSecret
  * Use `create(ListReferralSecretsResponseSchema)` to create a new message.
  */
 export const ListReferralSecretsResponseSchema: GenMessage<ListReferralSecretsResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 19);
+  messageDesc(file_servers_v1_servers, 21);
 
 /**
  * @generated from message servers.v1.RevealReferralSecretRequest
@@ -516,7 +578,7 @@ export type RevealReferralSecretRequest = Message<"servers.v1.RevealReferralSecr
  * Use `create(RevealReferralSecretRequestSchema)` to create a new message.
  */
 export const RevealReferralSecretRequestSchema: GenMessage<RevealReferralSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 20);
+  messageDesc(file_servers_v1_servers, 22);
 
 /**
  * @generated from message servers.v1.RevealReferralSecretResponse
@@ -533,7 +595,7 @@ export type RevealReferralSecretResponse = Message<"servers.v1.RevealReferralSec
  * Use `create(RevealReferralSecretResponseSchema)` to create a new message.
  */
 export const RevealReferralSecretResponseSchema: GenMessage<RevealReferralSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 21);
+  messageDesc(file_servers_v1_servers, 23);
 
 /**
  * @generated from message servers.v1.ResolveSigningKeysRequest
@@ -550,7 +612,7 @@ export type ResolveSigningKeysRequest = Message<"servers.v1.ResolveSigningKeysRe
  * Use `create(ResolveSigningKeysRequestSchema)` to create a new message.
  */
 export const ResolveSigningKeysRequestSchema: GenMessage<ResolveSigningKeysRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 22);
+  messageDesc(file_servers_v1_servers, 24);
 
 /**
  * @generated from message servers.v1.SigningKey
@@ -572,7 +634,7 @@ export type SigningKey = Message<"servers.v1.SigningKey"> & {
  * Use `create(SigningKeySchema)` to create a new message.
  */
 export const SigningKeySchema: GenMessage<SigningKey> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 23);
+  messageDesc(file_servers_v1_servers, 25);
 
 /**
  * @generated from message servers.v1.ResolveSigningKeysResponse
@@ -596,7 +658,7 @@ export type ResolveSigningKeysResponse = Message<"servers.v1.ResolveSigningKeysR
  * Use `create(ResolveSigningKeysResponseSchema)` to create a new message.
  */
 export const ResolveSigningKeysResponseSchema: GenMessage<ResolveSigningKeysResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 24);
+  messageDesc(file_servers_v1_servers, 26);
 
 /**
  * @generated from message servers.v1.SetCallbackSettingsRequest
@@ -630,7 +692,7 @@ export type SetCallbackSettingsRequest = Message<"servers.v1.SetCallbackSettings
  * Use `create(SetCallbackSettingsRequestSchema)` to create a new message.
  */
 export const SetCallbackSettingsRequestSchema: GenMessage<SetCallbackSettingsRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 25);
+  messageDesc(file_servers_v1_servers, 27);
 
 /**
  * @generated from message servers.v1.SetCallbackSettingsResponse
@@ -647,7 +709,7 @@ export type SetCallbackSettingsResponse = Message<"servers.v1.SetCallbackSetting
  * Use `create(SetCallbackSettingsResponseSchema)` to create a new message.
  */
 export const SetCallbackSettingsResponseSchema: GenMessage<SetCallbackSettingsResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 26);
+  messageDesc(file_servers_v1_servers, 28);
 
 /**
  * @generated from message servers.v1.RotateCallbackSecretRequest
@@ -671,7 +733,7 @@ export type RotateCallbackSecretRequest = Message<"servers.v1.RotateCallbackSecr
  * Use `create(RotateCallbackSecretRequestSchema)` to create a new message.
  */
 export const RotateCallbackSecretRequestSchema: GenMessage<RotateCallbackSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 27);
+  messageDesc(file_servers_v1_servers, 29);
 
 /**
  * @generated from message servers.v1.RotateCallbackSecretResponse
@@ -693,7 +755,7 @@ export type RotateCallbackSecretResponse = Message<"servers.v1.RotateCallbackSec
  * Use `create(RotateCallbackSecretResponseSchema)` to create a new message.
  */
 export const RotateCallbackSecretResponseSchema: GenMessage<RotateCallbackSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 28);
+  messageDesc(file_servers_v1_servers, 30);
 
 /**
  * @generated from message servers.v1.RevealCallbackSecretRequest
@@ -710,7 +772,7 @@ export type RevealCallbackSecretRequest = Message<"servers.v1.RevealCallbackSecr
  * Use `create(RevealCallbackSecretRequestSchema)` to create a new message.
  */
 export const RevealCallbackSecretRequestSchema: GenMessage<RevealCallbackSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 29);
+  messageDesc(file_servers_v1_servers, 31);
 
 /**
  * @generated from message servers.v1.RevealCallbackSecretResponse
@@ -732,7 +794,7 @@ export type RevealCallbackSecretResponse = Message<"servers.v1.RevealCallbackSec
  * Use `create(RevealCallbackSecretResponseSchema)` to create a new message.
  */
 export const RevealCallbackSecretResponseSchema: GenMessage<RevealCallbackSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 30);
+  messageDesc(file_servers_v1_servers, 32);
 
 /**
  * @generated from message servers.v1.EnableCallbackRequest
@@ -749,7 +811,7 @@ export type EnableCallbackRequest = Message<"servers.v1.EnableCallbackRequest"> 
  * Use `create(EnableCallbackRequestSchema)` to create a new message.
  */
 export const EnableCallbackRequestSchema: GenMessage<EnableCallbackRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 31);
+  messageDesc(file_servers_v1_servers, 33);
 
 /**
  * @generated from message servers.v1.EnableCallbackResponse
@@ -766,7 +828,7 @@ export type EnableCallbackResponse = Message<"servers.v1.EnableCallbackResponse"
  * Use `create(EnableCallbackResponseSchema)` to create a new message.
  */
 export const EnableCallbackResponseSchema: GenMessage<EnableCallbackResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 32);
+  messageDesc(file_servers_v1_servers, 34);
 
 /**
  * @generated from message servers.v1.SetVotifierSettingsRequest
@@ -811,7 +873,7 @@ export type SetVotifierSettingsRequest = Message<"servers.v1.SetVotifierSettings
  * Use `create(SetVotifierSettingsRequestSchema)` to create a new message.
  */
 export const SetVotifierSettingsRequestSchema: GenMessage<SetVotifierSettingsRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 33);
+  messageDesc(file_servers_v1_servers, 35);
 
 /**
  * @generated from message servers.v1.SetVotifierSettingsResponse
@@ -828,7 +890,7 @@ export type SetVotifierSettingsResponse = Message<"servers.v1.SetVotifierSetting
  * Use `create(SetVotifierSettingsResponseSchema)` to create a new message.
  */
 export const SetVotifierSettingsResponseSchema: GenMessage<SetVotifierSettingsResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 34);
+  messageDesc(file_servers_v1_servers, 36);
 
 /**
  * @generated from message servers.v1.SetPullEnabledRequest
@@ -850,7 +912,7 @@ export type SetPullEnabledRequest = Message<"servers.v1.SetPullEnabledRequest"> 
  * Use `create(SetPullEnabledRequestSchema)` to create a new message.
  */
 export const SetPullEnabledRequestSchema: GenMessage<SetPullEnabledRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 35);
+  messageDesc(file_servers_v1_servers, 37);
 
 /**
  * @generated from message servers.v1.SetPullEnabledResponse
@@ -867,7 +929,7 @@ export type SetPullEnabledResponse = Message<"servers.v1.SetPullEnabledResponse"
  * Use `create(SetPullEnabledResponseSchema)` to create a new message.
  */
 export const SetPullEnabledResponseSchema: GenMessage<SetPullEnabledResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 36);
+  messageDesc(file_servers_v1_servers, 38);
 
 /**
  * @generated from message servers.v1.RotatePullSecretRequest
@@ -891,7 +953,7 @@ export type RotatePullSecretRequest = Message<"servers.v1.RotatePullSecretReques
  * Use `create(RotatePullSecretRequestSchema)` to create a new message.
  */
 export const RotatePullSecretRequestSchema: GenMessage<RotatePullSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 37);
+  messageDesc(file_servers_v1_servers, 39);
 
 /**
  * @generated from message servers.v1.RotatePullSecretResponse
@@ -913,7 +975,7 @@ export type RotatePullSecretResponse = Message<"servers.v1.RotatePullSecretRespo
  * Use `create(RotatePullSecretResponseSchema)` to create a new message.
  */
 export const RotatePullSecretResponseSchema: GenMessage<RotatePullSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 38);
+  messageDesc(file_servers_v1_servers, 40);
 
 /**
  * @generated from message servers.v1.RevealPullSecretRequest
@@ -930,7 +992,7 @@ export type RevealPullSecretRequest = Message<"servers.v1.RevealPullSecretReques
  * Use `create(RevealPullSecretRequestSchema)` to create a new message.
  */
 export const RevealPullSecretRequestSchema: GenMessage<RevealPullSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 39);
+  messageDesc(file_servers_v1_servers, 41);
 
 /**
  * @generated from message servers.v1.RevealPullSecretResponse
@@ -952,7 +1014,7 @@ export type RevealPullSecretResponse = Message<"servers.v1.RevealPullSecretRespo
  * Use `create(RevealPullSecretResponseSchema)` to create a new message.
  */
 export const RevealPullSecretResponseSchema: GenMessage<RevealPullSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 40);
+  messageDesc(file_servers_v1_servers, 42);
 
 /**
  * @generated from message servers.v1.ResolvePullKeysRequest
@@ -969,7 +1031,7 @@ export type ResolvePullKeysRequest = Message<"servers.v1.ResolvePullKeysRequest"
  * Use `create(ResolvePullKeysRequestSchema)` to create a new message.
  */
 export const ResolvePullKeysRequestSchema: GenMessage<ResolvePullKeysRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 41);
+  messageDesc(file_servers_v1_servers, 43);
 
 /**
  * @generated from message servers.v1.ResolvePullKeysResponse
@@ -993,7 +1055,7 @@ export type ResolvePullKeysResponse = Message<"servers.v1.ResolvePullKeysRespons
  * Use `create(ResolvePullKeysResponseSchema)` to create a new message.
  */
 export const ResolvePullKeysResponseSchema: GenMessage<ResolvePullKeysResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 42);
+  messageDesc(file_servers_v1_servers, 44);
 
 /**
  * One published ed25519 public key of the list (never private material).
@@ -1045,7 +1107,7 @@ export type WebhookSigningKey = Message<"servers.v1.WebhookSigningKey"> & {
  * Use `create(WebhookSigningKeySchema)` to create a new message.
  */
 export const WebhookSigningKeySchema: GenMessage<WebhookSigningKey> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 43);
+  messageDesc(file_servers_v1_servers, 45);
 
 /**
  * @generated from message servers.v1.ListWebhookSigningKeysRequest
@@ -1058,7 +1120,7 @@ export type ListWebhookSigningKeysRequest = Message<"servers.v1.ListWebhookSigni
  * Use `create(ListWebhookSigningKeysRequestSchema)` to create a new message.
  */
 export const ListWebhookSigningKeysRequestSchema: GenMessage<ListWebhookSigningKeysRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 44);
+  messageDesc(file_servers_v1_servers, 46);
 
 /**
  * @generated from message servers.v1.ListWebhookSigningKeysResponse
@@ -1077,7 +1139,7 @@ export type ListWebhookSigningKeysResponse = Message<"servers.v1.ListWebhookSign
  * Use `create(ListWebhookSigningKeysResponseSchema)` to create a new message.
  */
 export const ListWebhookSigningKeysResponseSchema: GenMessage<ListWebhookSigningKeysResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 45);
+  messageDesc(file_servers_v1_servers, 47);
 
 /**
  * @generated from message servers.v1.RotateWebhookSigningKeyRequest
@@ -1090,7 +1152,7 @@ export type RotateWebhookSigningKeyRequest = Message<"servers.v1.RotateWebhookSi
  * Use `create(RotateWebhookSigningKeyRequestSchema)` to create a new message.
  */
 export const RotateWebhookSigningKeyRequestSchema: GenMessage<RotateWebhookSigningKeyRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 46);
+  messageDesc(file_servers_v1_servers, 48);
 
 /**
  * @generated from message servers.v1.RotateWebhookSigningKeyResponse
@@ -1116,7 +1178,7 @@ export type RotateWebhookSigningKeyResponse = Message<"servers.v1.RotateWebhookS
  * Use `create(RotateWebhookSigningKeyResponseSchema)` to create a new message.
  */
 export const RotateWebhookSigningKeyResponseSchema: GenMessage<RotateWebhookSigningKeyResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 47);
+  messageDesc(file_servers_v1_servers, 49);
 
 /**
  * SigningKeyStatus says whether a server can accept signed referral events.
@@ -1230,6 +1292,16 @@ export const ServerAdminService: GenService<{
     methodKind: "unary";
     input: typeof SetRegistrationUrlRequestSchema;
     output: typeof SetRegistrationUrlResponseSchema;
+  },
+  /**
+   * SetReferralSettings sets the attribution window and the lock period (absent fields unchanged).
+   *
+   * @generated from rpc servers.v1.ServerAdminService.SetReferralSettings
+   */
+  setReferralSettings: {
+    methodKind: "unary";
+    input: typeof SetReferralSettingsRequestSchema;
+    output: typeof SetReferralSettingsResponseSchema;
   },
   /**
    * CreateReferralSecret adds an active referral secret; its value is shown once.

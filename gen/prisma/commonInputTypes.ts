@@ -94,6 +94,13 @@ export type DateTimeFilter<$PrismaModel = never> = {
   not?: Prisma.NestedDateTimeFilter<$PrismaModel> | Date | string
 }
 
+export type EnumReferralReviewModeFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReviewMode | Prisma.EnumReferralReviewModeFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewModeFilter<$PrismaModel> | $Enums.ReferralReviewMode
+}
+
 export type SortOrderInput = {
   sort: Prisma.SortOrder
   nulls?: Prisma.NullsOrder
@@ -202,6 +209,16 @@ export type DateTimeWithAggregatesFilter<$PrismaModel = never> = {
   _max?: Prisma.NestedDateTimeFilter<$PrismaModel>
 }
 
+export type EnumReferralReviewModeWithAggregatesFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReviewMode | Prisma.EnumReferralReviewModeFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewModeWithAggregatesFilter<$PrismaModel> | $Enums.ReferralReviewMode
+  _count?: Prisma.NestedIntFilter<$PrismaModel>
+  _min?: Prisma.NestedEnumReferralReviewModeFilter<$PrismaModel>
+  _max?: Prisma.NestedEnumReferralReviewModeFilter<$PrismaModel>
+}
+
 export type EnumSecretPurposeFilter<$PrismaModel = never> = {
   equals?: $Enums.SecretPurpose | Prisma.EnumSecretPurposeFieldRefInput<$PrismaModel>
   in?: $Enums.SecretPurpose[] | Prisma.ListEnumSecretPurposeFieldRefInput<$PrismaModel>
@@ -264,6 +281,37 @@ export type IntFilter<$PrismaModel = never> = {
   not?: Prisma.NestedIntFilter<$PrismaModel> | number
 }
 
+export type JsonFilter<$PrismaModel = never> =
+| Prisma.PatchUndefined<
+    Prisma.Either<Required<JsonFilterBase<$PrismaModel>>, Exclude<keyof Required<JsonFilterBase<$PrismaModel>>, 'path'>>,
+    Required<JsonFilterBase<$PrismaModel>>
+  >
+| Prisma.OptionalFlat<Omit<Required<JsonFilterBase<$PrismaModel>>, 'path'>>
+
+export type JsonFilterBase<$PrismaModel = never> = {
+  equals?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | Prisma.JsonNullValueFilter
+  path?: string[]
+  mode?: Prisma.QueryMode | Prisma.EnumQueryModeFieldRefInput<$PrismaModel>
+  string_contains?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  string_starts_with?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  string_ends_with?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  array_starts_with?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  array_ends_with?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  array_contains?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  lt?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  lte?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  gt?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  gte?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  not?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | Prisma.JsonNullValueFilter
+}
+
+export type EnumReferralReviewFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReview | Prisma.EnumReferralReviewFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewFilter<$PrismaModel> | $Enums.ReferralReview
+}
+
 export type EnumReferralStateWithAggregatesFilter<$PrismaModel = never> = {
   equals?: $Enums.ReferralState | Prisma.EnumReferralStateFieldRefInput<$PrismaModel>
   in?: $Enums.ReferralState[] | Prisma.ListEnumReferralStateFieldRefInput<$PrismaModel>
@@ -288,6 +336,43 @@ export type IntWithAggregatesFilter<$PrismaModel = never> = {
   _sum?: Prisma.NestedIntFilter<$PrismaModel>
   _min?: Prisma.NestedIntFilter<$PrismaModel>
   _max?: Prisma.NestedIntFilter<$PrismaModel>
+}
+
+export type JsonWithAggregatesFilter<$PrismaModel = never> =
+| Prisma.PatchUndefined<
+    Prisma.Either<Required<JsonWithAggregatesFilterBase<$PrismaModel>>, Exclude<keyof Required<JsonWithAggregatesFilterBase<$PrismaModel>>, 'path'>>,
+    Required<JsonWithAggregatesFilterBase<$PrismaModel>>
+  >
+| Prisma.OptionalFlat<Omit<Required<JsonWithAggregatesFilterBase<$PrismaModel>>, 'path'>>
+
+export type JsonWithAggregatesFilterBase<$PrismaModel = never> = {
+  equals?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | Prisma.JsonNullValueFilter
+  path?: string[]
+  mode?: Prisma.QueryMode | Prisma.EnumQueryModeFieldRefInput<$PrismaModel>
+  string_contains?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  string_starts_with?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  string_ends_with?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  array_starts_with?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  array_ends_with?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  array_contains?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  lt?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  lte?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  gt?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  gte?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  not?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | Prisma.JsonNullValueFilter
+  _count?: Prisma.NestedIntFilter<$PrismaModel>
+  _min?: Prisma.NestedJsonFilter<$PrismaModel>
+  _max?: Prisma.NestedJsonFilter<$PrismaModel>
+}
+
+export type EnumReferralReviewWithAggregatesFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReview | Prisma.EnumReferralReviewFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewWithAggregatesFilter<$PrismaModel> | $Enums.ReferralReview
+  _count?: Prisma.NestedIntFilter<$PrismaModel>
+  _min?: Prisma.NestedEnumReferralReviewFilter<$PrismaModel>
+  _max?: Prisma.NestedEnumReferralReviewFilter<$PrismaModel>
 }
 
 export type BigIntFilter<$PrismaModel = never> = {
@@ -536,6 +621,13 @@ export type NestedDateTimeFilter<$PrismaModel = never> = {
   not?: Prisma.NestedDateTimeFilter<$PrismaModel> | Date | string
 }
 
+export type NestedEnumReferralReviewModeFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReviewMode | Prisma.EnumReferralReviewModeFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewModeFilter<$PrismaModel> | $Enums.ReferralReviewMode
+}
+
 export type NestedUuidWithAggregatesFilter<$PrismaModel = never> = {
   equals?: string | Prisma.StringFieldRefInput<$PrismaModel>
   in?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel>
@@ -658,6 +750,16 @@ export type NestedDateTimeWithAggregatesFilter<$PrismaModel = never> = {
   _max?: Prisma.NestedDateTimeFilter<$PrismaModel>
 }
 
+export type NestedEnumReferralReviewModeWithAggregatesFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReviewMode | Prisma.EnumReferralReviewModeFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewModeWithAggregatesFilter<$PrismaModel> | $Enums.ReferralReviewMode
+  _count?: Prisma.NestedIntFilter<$PrismaModel>
+  _min?: Prisma.NestedEnumReferralReviewModeFilter<$PrismaModel>
+  _max?: Prisma.NestedEnumReferralReviewModeFilter<$PrismaModel>
+}
+
 export type NestedEnumSecretPurposeFilter<$PrismaModel = never> = {
   equals?: $Enums.SecretPurpose | Prisma.EnumSecretPurposeFieldRefInput<$PrismaModel>
   in?: $Enums.SecretPurpose[] | Prisma.ListEnumSecretPurposeFieldRefInput<$PrismaModel>
@@ -707,6 +809,13 @@ export type NestedEnumReferralStateFilter<$PrismaModel = never> = {
   not?: Prisma.NestedEnumReferralStateFilter<$PrismaModel> | $Enums.ReferralState
 }
 
+export type NestedEnumReferralReviewFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReview | Prisma.EnumReferralReviewFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewFilter<$PrismaModel> | $Enums.ReferralReview
+}
+
 export type NestedEnumReferralStateWithAggregatesFilter<$PrismaModel = never> = {
   equals?: $Enums.ReferralState | Prisma.EnumReferralStateFieldRefInput<$PrismaModel>
   in?: $Enums.ReferralState[] | Prisma.ListEnumReferralStateFieldRefInput<$PrismaModel>
@@ -742,6 +851,40 @@ export type NestedFloatFilter<$PrismaModel = never> = {
   gt?: number | Prisma.FloatFieldRefInput<$PrismaModel>
   gte?: number | Prisma.FloatFieldRefInput<$PrismaModel>
   not?: Prisma.NestedFloatFilter<$PrismaModel> | number
+}
+
+export type NestedJsonFilter<$PrismaModel = never> =
+| Prisma.PatchUndefined<
+    Prisma.Either<Required<NestedJsonFilterBase<$PrismaModel>>, Exclude<keyof Required<NestedJsonFilterBase<$PrismaModel>>, 'path'>>,
+    Required<NestedJsonFilterBase<$PrismaModel>>
+  >
+| Prisma.OptionalFlat<Omit<Required<NestedJsonFilterBase<$PrismaModel>>, 'path'>>
+
+export type NestedJsonFilterBase<$PrismaModel = never> = {
+  equals?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | Prisma.JsonNullValueFilter
+  path?: string[]
+  mode?: Prisma.QueryMode | Prisma.EnumQueryModeFieldRefInput<$PrismaModel>
+  string_contains?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  string_starts_with?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  string_ends_with?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  array_starts_with?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  array_ends_with?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  array_contains?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  lt?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  lte?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  gt?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  gte?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  not?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | Prisma.JsonNullValueFilter
+}
+
+export type NestedEnumReferralReviewWithAggregatesFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReview | Prisma.EnumReferralReviewFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewWithAggregatesFilter<$PrismaModel> | $Enums.ReferralReview
+  _count?: Prisma.NestedIntFilter<$PrismaModel>
+  _min?: Prisma.NestedEnumReferralReviewFilter<$PrismaModel>
+  _max?: Prisma.NestedEnumReferralReviewFilter<$PrismaModel>
 }
 
 export type NestedBigIntFilter<$PrismaModel = never> = {

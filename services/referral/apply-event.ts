@@ -13,6 +13,8 @@ import { periodOf } from "../shared/period.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { decide, isAnchorState, type AnchorState, type ReferralStateName } from "./domain/transitions.js";
+import { DEFAULT_ABUSE_RULES, type AbuseRules } from "./domain/abuse-signals.js";
+import { abuseFactsSql, abuseWriteOf, type AbuseFactsRow, type AbuseWrite } from "./abuse-facts.js";
 
 /** Most events applied in one batch. */
 export const APPLY_EVENT_MAX_BATCH = 64;
@@ -53,9 +55,13 @@ export interface ApplyEventBatchOptions {
  * (server, referee) never in one batch, and beyond capacity callers get `Overloaded`
  * (resource_exhausted, retryable).
  */
-export function createApplyEventQueue(deps: CoreDeps, opts: ApplyEventBatchOptions = {}): GroupCommit<ApplyEventCommand, ApplyEventResult> {
+export function createApplyEventQueue(
+  deps: CoreDeps,
+  opts: ApplyEventBatchOptions = {},
+  abuseRules: AbuseRules = DEFAULT_ABUSE_RULES,
+): GroupCommit<ApplyEventCommand, ApplyEventResult> {
   return createGroupCommit<ApplyEventCommand, ApplyEventResult>({
-    runBatch: (commands) => applyEventBatch(deps, commands),
+    runBatch: (commands) => applyEventBatch(deps, commands, abuseRules),
     keysOf: batchKeys,
     maxBatch: opts.maxBatch ?? APPLY_EVENT_MAX_BATCH,
     maxQueue: opts.maxQueue ?? APPLY_EVENT_MAX_QUEUE,
@@ -104,12 +110,16 @@ class LostRace extends Error {
  * LostRace (500 `internal error`, retryable; nothing of it written). A round that fails as a whole is
  * rerun event by event, each in a round of one, so one event's trouble reaches only its caller.
  */
-export async function applyEventBatch(deps: CoreDeps, commands: readonly ApplyEventCommand[]): Promise<ItemOutcome<ApplyEventResult>[]> {
+export async function applyEventBatch(
+  deps: CoreDeps,
+  commands: readonly ApplyEventCommand[],
+  abuseRules: AbuseRules = DEFAULT_ABUSE_RULES,
+): Promise<ItemOutcome<ApplyEventResult>[]> {
   const outcomes: ItemOutcome<ApplyEventResult>[] = new Array(commands.length);
   const losses = new Array<number>(commands.length).fill(0);
   let pending = commands.map((_, i) => i);
   while (pending.length > 0) {
-    const { lost, deferred } = await settleRound(deps, commands, pending, outcomes);
+    const { lost, deferred } = await settleRound(deps, commands, pending, outcomes, abuseRules);
     const rerun = [...deferred];
     for (const i of lost) {
       losses[i]!++;
@@ -139,11 +149,12 @@ async function settleRound(
   commands: readonly ApplyEventCommand[],
   round: readonly number[],
   outcomes: ItemOutcome<ApplyEventResult>[],
+  abuseRules: AbuseRules,
 ): Promise<RoundLeft> {
   const events = round.map((i) => commands[i]!);
   let applied: RoundResult;
   try {
-    applied = await deps.prisma.$transaction((tx) => applyRound(tx, events, deps.now()), APPLY_EVENT_TRANSACTION_LIMITS_MS);
+    applied = await deps.prisma.$transaction((tx) => applyRound(tx, events, deps.now(), abuseRules), APPLY_EVENT_TRANSACTION_LIMITS_MS);
   } catch (error) {
     // Failure policy: no connection within its maxWait (or the transaction expired) means the database is
     // saturated and nothing of this round committed: its events are refused as overloaded (retryable, nothing
@@ -166,7 +177,7 @@ async function settleRound(
     // its caller. They run concurrently: their tokens and referees differ, and two advances of one referral are
     // decided by the conditional write (the loser reruns).
     deps.log.debug({ err: error, events: round.length }, "referral event round failed; rerunning its events one by one");
-    const alone = await Promise.all(round.map((i) => settleRound(deps, commands, [i], outcomes)));
+    const alone = await Promise.all(round.map((i) => settleRound(deps, commands, [i], outcomes, abuseRules)));
     return { lost: alone.flatMap((a) => a.lost), deferred: alone.flatMap((a) => a.deferred) };
   }
   const lost: number[] = [];
@@ -188,7 +199,7 @@ function isTransactionApiError(error: unknown): boolean {
 /** Per event of a round: its answer, or what the next round does with it. */
 type RoundResult = Array<ItemOutcome<ApplyEventResult> | "lost" | "deferred">;
 
-interface ReadRow {
+interface ReadRow extends AbuseFactsRow {
   idx: number;
   click_id: string | null;
   click_server_id: string | null;
@@ -231,8 +242,8 @@ type Plan =
   | { kind: "defer"; eventId: bigint };
 
 /** One round, inside its transaction: read, decide, write; returns each event's answer or its rerun. */
-async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: Date): Promise<RoundResult> {
-  const rows = await readAndDedup(tx, commands, now);
+async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: Date, abuseRules: AbuseRules): Promise<RoundResult> {
+  const rows = await readAndDedup(tx, commands, now, abuseRules);
   const byIdx = new Map(rows.map((r) => [r.idx, r]));
   const advancing = new Set<string>();
   const plans = commands.map((command, idx): Plan => {
@@ -246,7 +257,7 @@ async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: D
     }
   });
 
-  const written = await writePlans(tx, plans, now);
+  const written = await writePlans(tx, plans, now, abuseWrites(plans, byIdx, abuseRules));
   const lostEventIds: bigint[] = [];
   const results: RoundResult = [];
   plans.forEach((plan, idx) => {
@@ -291,7 +302,7 @@ async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: D
 }
 
 /** Statement 1: clicks, dedup rows (only for tokens of the caller's server) and the anchors, per event. */
-function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date): Promise<ReadRow[]> {
+function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date, abuseRules: AbuseRules): Promise<ReadRow[]> {
   return tx.$queryRaw<ReadRow[]>`
     WITH input AS (
       SELECT * FROM unnest(
@@ -315,12 +326,14 @@ function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date)
            e.id AS event_id,
            l.id::text AS linked_id, l.referrer_identity AS linked_referrer, l.referee_identity AS linked_referee,
            l.state::text AS linked_state, l.version AS linked_version,
-           r.id::text AS referee_id, r.referrer_identity AS referee_referrer, r.state::text AS referee_state
+           r.id::text AS referee_id, r.referrer_identity AS referee_referrer, r.state::text AS referee_state,
+           af.*
     FROM input i
     LEFT JOIN click c ON c.ord = i.ord
     LEFT JOIN inserted e ON e.token = i.token
     LEFT JOIN referrals l ON l.id = c.referral_id
-    LEFT JOIN referrals r ON i.referee IS NOT NULL AND r.server_id = c.server_id AND r.referee_identity = i.referee`;
+    LEFT JOIN referrals r ON i.referee IS NOT NULL AND r.server_id = c.server_id AND r.referee_identity = i.referee
+    LEFT JOIN LATERAL (${abuseFactsSql(abuseRules, now)}) af ON true`;
 }
 
 /** Decides one event from its row (throws the event's DomainError). */
@@ -405,6 +418,19 @@ function planEvent(command: ApplyEventCommand, row: ReadRow | undefined, now: Da
   };
 }
 
+/** Per event index, the anti-abuse signals and review its mint or qualification stores (services/referral/abuse-facts.ts). */
+function abuseWrites(plans: readonly Plan[], rows: ReadonlyMap<number, ReadRow>, abuseRules: AbuseRules): Map<number, AbuseWrite> {
+  const writes = new Map<number, AbuseWrite>();
+  plans.forEach((plan, idx) => {
+    const row = rows.get(idx);
+    let write: AbuseWrite | null = null;
+    if (plan.kind === "mint") write = abuseWriteOf(row, "registered", plan.referrer, plan.referee, abuseRules);
+    else if (plan.kind === "advance" && plan.to === "qualified") write = abuseWriteOf(row, "qualified", plan.referrer, row?.linked_referee ?? "", abuseRules);
+    if (write) writes.set(idx, write);
+  });
+  return writes;
+}
+
 function anchorOf(id: string | null, referrer: string | null, state: string | null): AnchorView | null {
   if (id === null || referrer === null || state === null) return null;
   if (!isAnchorState(state)) throw new Error(`referral ${id} has an unknown state`);
@@ -423,7 +449,7 @@ interface Written {
  * the write it depends on, so an event whose mint or conditional write lost writes nothing
  * else (its dedup row stays 'pending' and is deleted by applyRound before the rerun).
  */
-async function writePlans(tx: Tx, plans: readonly Plan[], now: Date): Promise<Written> {
+async function writePlans(tx: Tx, plans: readonly Plan[], now: Date, abuse: ReadonlyMap<number, AbuseWrite>): Promise<Written> {
   const mints: Array<Extract<Plan, { kind: "mint" }> & { idx: number }> = [];
   const advances: Array<Extract<Plan, { kind: "advance" }> & { idx: number }> = [];
   const joins: Array<Extract<Plan, { kind: "join" }> & { idx: number }> = [];
@@ -441,6 +467,7 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date): Promise<Wr
   }
   const period = periodOf(now);
   const outbox = [...mints, ...advances].map((p) => ({ idx: p.idx, row: p.outbox }));
+  const flags = [...abuse].map(([idx, w]) => ({ idx, ...w }));
   const [row] = await tx.$queryRaw<Array<{ minted: number[]; mint_linked: number[]; advanced: number[]; join_linked: number[] }>>`
     WITH m AS (
       SELECT * FROM unnest(
@@ -448,9 +475,16 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date): Promise<Wr
         ${mints.map((m) => m.referee)}::text[], ${mints.map((m) => m.referrer)}::text[], ${mints.map((m) => m.clickId)}::uuid[],
         ${mints.map((m) => m.eventId.toString())}::bigint[]
       ) AS t(idx, id, server_id, referee, referrer, click_id, event_id)
+    ), abuse AS (
+      -- Anti-abuse signals and review of mints and qualifications (services/referral/abuse-facts.ts).
+      SELECT idx, ARRAY(SELECT jsonb_array_elements_text(signals::jsonb)) AS signals, details::jsonb AS details, review::"ReferralReview" AS review
+      FROM unnest(${flags.map((f) => f.idx)}::int[], ${flags.map((f) => f.signals)}::text[], ${flags.map((f) => f.details)}::text[], ${flags.map((f) => f.review)}::text[])
+        AS t(idx, signals, details, review)
     ), minted AS (
-      INSERT INTO referrals (id, server_id, referee_identity, referrer_identity, state, version, registered_at)
-      SELECT id, server_id, referee, referrer, 'registered'::"ReferralState", 1, ${now}::timestamptz FROM m ORDER BY idx
+      INSERT INTO referrals (id, server_id, referee_identity, referrer_identity, state, version, registered_at, signals, signal_details, review)
+      SELECT id, server_id, referee, referrer, 'registered'::"ReferralState", 1, ${now}::timestamptz,
+             coalesce(abuse.signals, '{}'), coalesce(abuse.details, '{}'), coalesce(abuse.review, 'none')
+      FROM m LEFT JOIN abuse USING (idx) ORDER BY idx
       ON CONFLICT (server_id, referee_identity) DO NOTHING
       RETURNING id
     ), mint_ok AS (
@@ -469,8 +503,11 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date): Promise<Wr
       -- Conditional write: the state decided on must still be the stored one.
       UPDATE referrals r SET state = p."to"::"ReferralState", version = r.version + 1,
              qualified_at = CASE WHEN p."to" = 'qualified' THEN ${now}::timestamptz ELSE r.qualified_at END,
-             reversed_at = CASE WHEN p."to" = 'reversed' THEN ${now}::timestamptz ELSE r.reversed_at END
-      FROM p WHERE r.id = p.id AND r.version = p.version
+             reversed_at = CASE WHEN p."to" = 'reversed' THEN ${now}::timestamptz ELSE r.reversed_at END,
+             signals = coalesce(abuse.signals, r.signals), signal_details = coalesce(abuse.details, r.signal_details),
+             -- An owner's review (made concurrently) is never overwritten: only an unflagged referral becomes flagged here.
+             review = CASE WHEN r.review = 'none' THEN coalesce(abuse.review, r.review) ELSE r.review END
+      FROM p LEFT JOIN abuse USING (idx) WHERE r.id = p.id AND r.version = p.version
       RETURNING p.idx
     ), adv_ok AS (
       SELECT p.* FROM p JOIN advanced a ON a.idx = p.idx

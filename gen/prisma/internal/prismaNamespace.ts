@@ -1971,7 +1971,8 @@ export const ServerScalarFieldEnum = {
   votifierToken: 'votifierToken',
   pullEnabled: 'pullEnabled',
   createdAt: 'createdAt',
-  ownerId: 'ownerId'
+  ownerId: 'ownerId',
+  referralReviewMode: 'referralReviewMode'
 } as const
 
 export type ServerScalarFieldEnum = (typeof ServerScalarFieldEnum)[keyof typeof ServerScalarFieldEnum]
@@ -1998,6 +1999,7 @@ export const ReferralClickScalarFieldEnum = {
   token: 'token',
   referralId: 'referralId',
   ip: 'ip',
+  subnet: 'subnet',
   userAgent: 'userAgent',
   createdAt: 'createdAt'
 } as const
@@ -2014,7 +2016,11 @@ export const ReferralScalarFieldEnum = {
   version: 'version',
   registeredAt: 'registeredAt',
   qualifiedAt: 'qualifiedAt',
-  reversedAt: 'reversedAt'
+  reversedAt: 'reversedAt',
+  signals: 'signals',
+  signalDetails: 'signalDetails',
+  review: 'review',
+  reviewedAt: 'reviewedAt'
 } as const
 
 export type ReferralScalarFieldEnum = (typeof ReferralScalarFieldEnum)[keyof typeof ReferralScalarFieldEnum]
@@ -2254,6 +2260,13 @@ export const SortOrder = {
 export type SortOrder = (typeof SortOrder)[keyof typeof SortOrder]
 
 
+export const JsonNullValueInput = {
+  JsonNull: JsonNull
+} as const
+
+export type JsonNullValueInput = (typeof JsonNullValueInput)[keyof typeof JsonNullValueInput]
+
+
 export const NullableJsonNullValueInput = {
   DbNull: DbNull,
   JsonNull: JsonNull
@@ -2343,6 +2356,20 @@ export type ListIntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel,
 
 
 /**
+ * Reference to a field of type 'ReferralReviewMode'
+ */
+export type EnumReferralReviewModeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'ReferralReviewMode'>
+    
+
+
+/**
+ * Reference to a field of type 'ReferralReviewMode[]'
+ */
+export type ListEnumReferralReviewModeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'ReferralReviewMode[]'>
+    
+
+
+/**
  * Reference to a field of type 'SecretPurpose'
  */
 export type EnumSecretPurposeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'SecretPurpose'>
@@ -2367,6 +2394,34 @@ export type EnumReferralStateFieldRefInput<$PrismaModel> = FieldRefInputType<$Pr
  * Reference to a field of type 'ReferralState[]'
  */
 export type ListEnumReferralStateFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'ReferralState[]'>
+    
+
+
+/**
+ * Reference to a field of type 'Json'
+ */
+export type JsonFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Json'>
+    
+
+
+/**
+ * Reference to a field of type 'QueryMode'
+ */
+export type EnumQueryModeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'QueryMode'>
+    
+
+
+/**
+ * Reference to a field of type 'ReferralReview'
+ */
+export type EnumReferralReviewFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'ReferralReview'>
+    
+
+
+/**
+ * Reference to a field of type 'ReferralReview[]'
+ */
+export type ListEnumReferralReviewFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'ReferralReview[]'>
     
 
 
@@ -2423,20 +2478,6 @@ export type EnumDeliveryStatusFieldRefInput<$PrismaModel> = FieldRefInputType<$P
  * Reference to a field of type 'DeliveryStatus[]'
  */
 export type ListEnumDeliveryStatusFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DeliveryStatus[]'>
-    
-
-
-/**
- * Reference to a field of type 'Json'
- */
-export type JsonFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Json'>
-    
-
-
-/**
- * Reference to a field of type 'QueryMode'
- */
-export type EnumQueryModeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'QueryMode'>
     
 
 

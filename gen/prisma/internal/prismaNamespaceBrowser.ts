@@ -105,7 +105,8 @@ export const ServerScalarFieldEnum = {
   votifierToken: 'votifierToken',
   pullEnabled: 'pullEnabled',
   createdAt: 'createdAt',
-  ownerId: 'ownerId'
+  ownerId: 'ownerId',
+  referralReviewMode: 'referralReviewMode'
 } as const
 
 export type ServerScalarFieldEnum = (typeof ServerScalarFieldEnum)[keyof typeof ServerScalarFieldEnum]
@@ -132,6 +133,7 @@ export const ReferralClickScalarFieldEnum = {
   token: 'token',
   referralId: 'referralId',
   ip: 'ip',
+  subnet: 'subnet',
   userAgent: 'userAgent',
   createdAt: 'createdAt'
 } as const
@@ -148,7 +150,11 @@ export const ReferralScalarFieldEnum = {
   version: 'version',
   registeredAt: 'registeredAt',
   qualifiedAt: 'qualifiedAt',
-  reversedAt: 'reversedAt'
+  reversedAt: 'reversedAt',
+  signals: 'signals',
+  signalDetails: 'signalDetails',
+  review: 'review',
+  reviewedAt: 'reviewedAt'
 } as const
 
 export type ReferralScalarFieldEnum = (typeof ReferralScalarFieldEnum)[keyof typeof ReferralScalarFieldEnum]
@@ -386,6 +392,13 @@ export const SortOrder = {
 } as const
 
 export type SortOrder = (typeof SortOrder)[keyof typeof SortOrder]
+
+
+export const JsonNullValueInput = {
+  JsonNull: JsonNull
+} as const
+
+export type JsonNullValueInput = (typeof JsonNullValueInput)[keyof typeof JsonNullValueInput]
 
 
 export const NullableJsonNullValueInput = {

@@ -44,6 +44,8 @@ export type ReferralMinAggregateOutputType = {
   registeredAt: Date | null
   qualifiedAt: Date | null
   reversedAt: Date | null
+  review: $Enums.ReferralReview | null
+  reviewedAt: Date | null
 }
 
 export type ReferralMaxAggregateOutputType = {
@@ -56,6 +58,8 @@ export type ReferralMaxAggregateOutputType = {
   registeredAt: Date | null
   qualifiedAt: Date | null
   reversedAt: Date | null
+  review: $Enums.ReferralReview | null
+  reviewedAt: Date | null
 }
 
 export type ReferralCountAggregateOutputType = {
@@ -68,6 +72,10 @@ export type ReferralCountAggregateOutputType = {
   registeredAt: number
   qualifiedAt: number
   reversedAt: number
+  signals: number
+  signalDetails: number
+  review: number
+  reviewedAt: number
   _all: number
 }
 
@@ -90,6 +98,8 @@ export type ReferralMinAggregateInputType = {
   registeredAt?: true
   qualifiedAt?: true
   reversedAt?: true
+  review?: true
+  reviewedAt?: true
 }
 
 export type ReferralMaxAggregateInputType = {
@@ -102,6 +112,8 @@ export type ReferralMaxAggregateInputType = {
   registeredAt?: true
   qualifiedAt?: true
   reversedAt?: true
+  review?: true
+  reviewedAt?: true
 }
 
 export type ReferralCountAggregateInputType = {
@@ -114,6 +126,10 @@ export type ReferralCountAggregateInputType = {
   registeredAt?: true
   qualifiedAt?: true
   reversedAt?: true
+  signals?: true
+  signalDetails?: true
+  review?: true
+  reviewedAt?: true
   _all?: true
 }
 
@@ -213,6 +229,10 @@ export type ReferralGroupByOutputType = {
   registeredAt: Date
   qualifiedAt: Date | null
   reversedAt: Date | null
+  signals: string[]
+  signalDetails: runtime.JsonValue
+  review: $Enums.ReferralReview
+  reviewedAt: Date | null
   _count: ReferralCountAggregateOutputType | null
   _avg: ReferralAvgAggregateOutputType | null
   _sum: ReferralSumAggregateOutputType | null
@@ -248,6 +268,10 @@ export type ReferralWhereInput = {
   registeredAt?: Prisma.DateTimeFilter<"Referral"> | Date | string
   qualifiedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
   reversedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
+  signals?: Prisma.StringNullableListFilter<"Referral">
+  signalDetails?: Prisma.JsonFilter<"Referral">
+  review?: Prisma.EnumReferralReviewFilter<"Referral"> | $Enums.ReferralReview
+  reviewedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   clicks?: Prisma.ReferralClickListRelationFilter
   credit?: Prisma.XOR<Prisma.ReferralCreditNullableScalarRelationFilter, Prisma.ReferralCreditWhereInput> | null
@@ -263,6 +287,10 @@ export type ReferralOrderByWithRelationInput = {
   registeredAt?: Prisma.SortOrder
   qualifiedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   reversedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  signals?: Prisma.SortOrder
+  signalDetails?: Prisma.SortOrder
+  review?: Prisma.SortOrder
+  reviewedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   server?: Prisma.ServerOrderByWithRelationInput
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
   credit?: Prisma.ReferralCreditOrderByWithRelationInput
@@ -282,6 +310,10 @@ export type ReferralWhereUniqueInput = Prisma.AtLeast<{
   registeredAt?: Prisma.DateTimeFilter<"Referral"> | Date | string
   qualifiedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
   reversedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
+  signals?: Prisma.StringNullableListFilter<"Referral">
+  signalDetails?: Prisma.JsonFilter<"Referral">
+  review?: Prisma.EnumReferralReviewFilter<"Referral"> | $Enums.ReferralReview
+  reviewedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   clicks?: Prisma.ReferralClickListRelationFilter
   credit?: Prisma.XOR<Prisma.ReferralCreditNullableScalarRelationFilter, Prisma.ReferralCreditWhereInput> | null
@@ -297,6 +329,10 @@ export type ReferralOrderByWithAggregationInput = {
   registeredAt?: Prisma.SortOrder
   qualifiedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   reversedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  signals?: Prisma.SortOrder
+  signalDetails?: Prisma.SortOrder
+  review?: Prisma.SortOrder
+  reviewedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ReferralCountOrderByAggregateInput
   _avg?: Prisma.ReferralAvgOrderByAggregateInput
   _max?: Prisma.ReferralMaxOrderByAggregateInput
@@ -317,6 +353,10 @@ export type ReferralScalarWhereWithAggregatesInput = {
   registeredAt?: Prisma.DateTimeWithAggregatesFilter<"Referral"> | Date | string
   qualifiedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Referral"> | Date | string | null
   reversedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Referral"> | Date | string | null
+  signals?: Prisma.StringNullableListFilter<"Referral">
+  signalDetails?: Prisma.JsonWithAggregatesFilter<"Referral">
+  review?: Prisma.EnumReferralReviewWithAggregatesFilter<"Referral"> | $Enums.ReferralReview
+  reviewedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Referral"> | Date | string | null
 }
 
 export type ReferralCreateInput = {
@@ -328,6 +368,10 @@ export type ReferralCreateInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   server: Prisma.ServerCreateNestedOneWithoutReferralsInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutReferralInput
   credit?: Prisma.ReferralCreditCreateNestedOneWithoutReferralInput
@@ -343,6 +387,10 @@ export type ReferralUncheckedCreateInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutReferralInput
   credit?: Prisma.ReferralCreditUncheckedCreateNestedOneWithoutReferralInput
 }
@@ -356,6 +404,10 @@ export type ReferralUpdateInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutReferralsNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutReferralNestedInput
   credit?: Prisma.ReferralCreditUpdateOneWithoutReferralNestedInput
@@ -371,6 +423,10 @@ export type ReferralUncheckedUpdateInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutReferralNestedInput
   credit?: Prisma.ReferralCreditUncheckedUpdateOneWithoutReferralNestedInput
 }
@@ -385,6 +441,10 @@ export type ReferralCreateManyInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
 }
 
 export type ReferralUpdateManyMutationInput = {
@@ -396,6 +456,10 @@ export type ReferralUpdateManyMutationInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type ReferralUncheckedUpdateManyInput = {
@@ -408,6 +472,10 @@ export type ReferralUncheckedUpdateManyInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type ReferralListRelationFilter = {
@@ -425,6 +493,14 @@ export type ReferralNullableScalarRelationFilter = {
   isNot?: Prisma.ReferralWhereInput | null
 }
 
+export type StringNullableListFilter<$PrismaModel = never> = {
+  equals?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel> | null
+  has?: string | Prisma.StringFieldRefInput<$PrismaModel> | null
+  hasEvery?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel>
+  hasSome?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel>
+  isEmpty?: boolean
+}
+
 export type ReferralServerIdRefereeIdentityCompoundUniqueInput = {
   serverId: string
   refereeIdentity: string
@@ -440,6 +516,10 @@ export type ReferralCountOrderByAggregateInput = {
   registeredAt?: Prisma.SortOrder
   qualifiedAt?: Prisma.SortOrder
   reversedAt?: Prisma.SortOrder
+  signals?: Prisma.SortOrder
+  signalDetails?: Prisma.SortOrder
+  review?: Prisma.SortOrder
+  reviewedAt?: Prisma.SortOrder
 }
 
 export type ReferralAvgOrderByAggregateInput = {
@@ -456,6 +536,8 @@ export type ReferralMaxOrderByAggregateInput = {
   registeredAt?: Prisma.SortOrder
   qualifiedAt?: Prisma.SortOrder
   reversedAt?: Prisma.SortOrder
+  review?: Prisma.SortOrder
+  reviewedAt?: Prisma.SortOrder
 }
 
 export type ReferralMinOrderByAggregateInput = {
@@ -468,6 +550,8 @@ export type ReferralMinOrderByAggregateInput = {
   registeredAt?: Prisma.SortOrder
   qualifiedAt?: Prisma.SortOrder
   reversedAt?: Prisma.SortOrder
+  review?: Prisma.SortOrder
+  reviewedAt?: Prisma.SortOrder
 }
 
 export type ReferralSumOrderByAggregateInput = {
@@ -537,6 +621,10 @@ export type ReferralUpdateOneWithoutClicksNestedInput = {
   update?: Prisma.XOR<Prisma.XOR<Prisma.ReferralUpdateToOneWithWhereWithoutClicksInput, Prisma.ReferralUpdateWithoutClicksInput>, Prisma.ReferralUncheckedUpdateWithoutClicksInput>
 }
 
+export type ReferralCreatesignalsInput = {
+  set: string[]
+}
+
 export type EnumReferralStateFieldUpdateOperationsInput = {
   set?: $Enums.ReferralState
 }
@@ -547,6 +635,15 @@ export type IntFieldUpdateOperationsInput = {
   decrement?: number
   multiply?: number
   divide?: number
+}
+
+export type ReferralUpdatesignalsInput = {
+  set?: string[]
+  push?: string | string[]
+}
+
+export type EnumReferralReviewFieldUpdateOperationsInput = {
+  set?: $Enums.ReferralReview
 }
 
 export type ReferralCreateNestedOneWithoutCreditInput = {
@@ -572,6 +669,10 @@ export type ReferralCreateWithoutServerInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutReferralInput
   credit?: Prisma.ReferralCreditCreateNestedOneWithoutReferralInput
 }
@@ -585,6 +686,10 @@ export type ReferralUncheckedCreateWithoutServerInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutReferralInput
   credit?: Prisma.ReferralCreditUncheckedCreateNestedOneWithoutReferralInput
 }
@@ -628,6 +733,10 @@ export type ReferralScalarWhereInput = {
   registeredAt?: Prisma.DateTimeFilter<"Referral"> | Date | string
   qualifiedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
   reversedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
+  signals?: Prisma.StringNullableListFilter<"Referral">
+  signalDetails?: Prisma.JsonFilter<"Referral">
+  review?: Prisma.EnumReferralReviewFilter<"Referral"> | $Enums.ReferralReview
+  reviewedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
 }
 
 export type ReferralCreateWithoutClicksInput = {
@@ -639,6 +748,10 @@ export type ReferralCreateWithoutClicksInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   server: Prisma.ServerCreateNestedOneWithoutReferralsInput
   credit?: Prisma.ReferralCreditCreateNestedOneWithoutReferralInput
 }
@@ -653,6 +766,10 @@ export type ReferralUncheckedCreateWithoutClicksInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   credit?: Prisma.ReferralCreditUncheckedCreateNestedOneWithoutReferralInput
 }
 
@@ -681,6 +798,10 @@ export type ReferralUpdateWithoutClicksInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutReferralsNestedInput
   credit?: Prisma.ReferralCreditUpdateOneWithoutReferralNestedInput
 }
@@ -695,6 +816,10 @@ export type ReferralUncheckedUpdateWithoutClicksInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   credit?: Prisma.ReferralCreditUncheckedUpdateOneWithoutReferralNestedInput
 }
 
@@ -707,6 +832,10 @@ export type ReferralCreateWithoutCreditInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   server: Prisma.ServerCreateNestedOneWithoutReferralsInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutReferralInput
 }
@@ -721,6 +850,10 @@ export type ReferralUncheckedCreateWithoutCreditInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutReferralInput
 }
 
@@ -749,6 +882,10 @@ export type ReferralUpdateWithoutCreditInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutReferralsNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutReferralNestedInput
 }
@@ -763,6 +900,10 @@ export type ReferralUncheckedUpdateWithoutCreditInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutReferralNestedInput
 }
 
@@ -775,6 +916,10 @@ export type ReferralCreateManyServerInput = {
   registeredAt: Date | string
   qualifiedAt?: Date | string | null
   reversedAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
 }
 
 export type ReferralUpdateWithoutServerInput = {
@@ -786,6 +931,10 @@ export type ReferralUpdateWithoutServerInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   clicks?: Prisma.ReferralClickUpdateManyWithoutReferralNestedInput
   credit?: Prisma.ReferralCreditUpdateOneWithoutReferralNestedInput
 }
@@ -799,6 +948,10 @@ export type ReferralUncheckedUpdateWithoutServerInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutReferralNestedInput
   credit?: Prisma.ReferralCreditUncheckedUpdateOneWithoutReferralNestedInput
 }
@@ -812,6 +965,10 @@ export type ReferralUncheckedUpdateManyWithoutServerInput = {
   registeredAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   qualifiedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   reversedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 
@@ -855,6 +1012,10 @@ export type ReferralSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   registeredAt?: boolean
   qualifiedAt?: boolean
   reversedAt?: boolean
+  signals?: boolean
+  signalDetails?: boolean
+  review?: boolean
+  reviewedAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   clicks?: boolean | Prisma.Referral$clicksArgs<ExtArgs>
   credit?: boolean | Prisma.Referral$creditArgs<ExtArgs>
@@ -871,6 +1032,10 @@ export type ReferralSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   registeredAt?: boolean
   qualifiedAt?: boolean
   reversedAt?: boolean
+  signals?: boolean
+  signalDetails?: boolean
+  review?: boolean
+  reviewedAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["referral"]>
 
@@ -884,6 +1049,10 @@ export type ReferralSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   registeredAt?: boolean
   qualifiedAt?: boolean
   reversedAt?: boolean
+  signals?: boolean
+  signalDetails?: boolean
+  review?: boolean
+  reviewedAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["referral"]>
 
@@ -897,9 +1066,13 @@ export type ReferralSelectScalar = {
   registeredAt?: boolean
   qualifiedAt?: boolean
   reversedAt?: boolean
+  signals?: boolean
+  signalDetails?: boolean
+  review?: boolean
+  reviewedAt?: boolean
 }
 
-export type ReferralOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "refereeIdentity" | "referrerIdentity" | "state" | "version" | "registeredAt" | "qualifiedAt" | "reversedAt", ExtArgs["result"]["referral"]>
+export type ReferralOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "refereeIdentity" | "referrerIdentity" | "state" | "version" | "registeredAt" | "qualifiedAt" | "reversedAt" | "signals" | "signalDetails" | "review" | "reviewedAt", ExtArgs["result"]["referral"]>
 export type ReferralInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   clicks?: boolean | Prisma.Referral$clicksArgs<ExtArgs>
@@ -930,6 +1103,16 @@ export type $ReferralPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     registeredAt: Date
     qualifiedAt: Date | null
     reversedAt: Date | null
+    /**
+     * Anti-abuse signal codes recorded with the referral (services/referral/domain/abuse-signals.ts).
+     */
+    signals: string[]
+    /**
+     * Per signal code, what was seen (counts, windows).
+     */
+    signalDetails: runtime.JsonValue
+    review: $Enums.ReferralReview
+    reviewedAt: Date | null
   }, ExtArgs["result"]["referral"]>
   composites: {}
 }
@@ -1365,6 +1548,10 @@ export interface ReferralFieldRefs {
   readonly registeredAt: Prisma.FieldRef<"Referral", 'DateTime'>
   readonly qualifiedAt: Prisma.FieldRef<"Referral", 'DateTime'>
   readonly reversedAt: Prisma.FieldRef<"Referral", 'DateTime'>
+  readonly signals: Prisma.FieldRef<"Referral", 'String[]'>
+  readonly signalDetails: Prisma.FieldRef<"Referral", 'Json'>
+  readonly review: Prisma.FieldRef<"Referral", 'ReferralReview'>
+  readonly reviewedAt: Prisma.FieldRef<"Referral", 'DateTime'>
 }
     
 

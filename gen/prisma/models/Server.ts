@@ -51,6 +51,7 @@ export type ServerMinAggregateOutputType = {
   pullEnabled: boolean | null
   createdAt: Date | null
   ownerId: string | null
+  referralReviewMode: $Enums.ReferralReviewMode | null
 }
 
 export type ServerMaxAggregateOutputType = {
@@ -70,6 +71,7 @@ export type ServerMaxAggregateOutputType = {
   pullEnabled: boolean | null
   createdAt: Date | null
   ownerId: string | null
+  referralReviewMode: $Enums.ReferralReviewMode | null
 }
 
 export type ServerCountAggregateOutputType = {
@@ -89,6 +91,7 @@ export type ServerCountAggregateOutputType = {
   pullEnabled: number
   createdAt: number
   ownerId: number
+  referralReviewMode: number
   _all: number
 }
 
@@ -118,6 +121,7 @@ export type ServerMinAggregateInputType = {
   pullEnabled?: true
   createdAt?: true
   ownerId?: true
+  referralReviewMode?: true
 }
 
 export type ServerMaxAggregateInputType = {
@@ -137,6 +141,7 @@ export type ServerMaxAggregateInputType = {
   pullEnabled?: true
   createdAt?: true
   ownerId?: true
+  referralReviewMode?: true
 }
 
 export type ServerCountAggregateInputType = {
@@ -156,6 +161,7 @@ export type ServerCountAggregateInputType = {
   pullEnabled?: true
   createdAt?: true
   ownerId?: true
+  referralReviewMode?: true
   _all?: true
 }
 
@@ -262,6 +268,7 @@ export type ServerGroupByOutputType = {
   pullEnabled: boolean
   createdAt: Date
   ownerId: string | null
+  referralReviewMode: $Enums.ReferralReviewMode
   _count: ServerCountAggregateOutputType | null
   _avg: ServerAvgAggregateOutputType | null
   _sum: ServerSumAggregateOutputType | null
@@ -304,6 +311,7 @@ export type ServerWhereInput = {
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
+  referralReviewMode?: Prisma.EnumReferralReviewModeFilter<"Server"> | $Enums.ReferralReviewMode
   owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
@@ -329,6 +337,7 @@ export type ServerOrderByWithRelationInput = {
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
+  referralReviewMode?: Prisma.SortOrder
   owner?: Prisma.OwnerOrderByWithRelationInput
   secrets?: Prisma.ServerSecretOrderByRelationAggregateInput
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
@@ -357,6 +366,7 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
+  referralReviewMode?: Prisma.EnumReferralReviewModeFilter<"Server"> | $Enums.ReferralReviewMode
   owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
@@ -382,6 +392,7 @@ export type ServerOrderByWithAggregationInput = {
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
+  referralReviewMode?: Prisma.SortOrder
   _count?: Prisma.ServerCountOrderByAggregateInput
   _avg?: Prisma.ServerAvgOrderByAggregateInput
   _max?: Prisma.ServerMaxOrderByAggregateInput
@@ -409,6 +420,7 @@ export type ServerScalarWhereWithAggregatesInput = {
   pullEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
+  referralReviewMode?: Prisma.EnumReferralReviewModeWithAggregatesFilter<"Server"> | $Enums.ReferralReviewMode
 }
 
 export type ServerCreateInput = {
@@ -427,6 +439,7 @@ export type ServerCreateInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  referralReviewMode?: $Enums.ReferralReviewMode
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -452,6 +465,7 @@ export type ServerUncheckedCreateInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -475,6 +489,7 @@ export type ServerUpdateInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -500,6 +515,7 @@ export type ServerUncheckedUpdateInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -524,6 +540,7 @@ export type ServerCreateManyInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  referralReviewMode?: $Enums.ReferralReviewMode
 }
 
 export type ServerUpdateManyMutationInput = {
@@ -542,6 +559,7 @@ export type ServerUpdateManyMutationInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
 }
 
 export type ServerUncheckedUpdateManyInput = {
@@ -561,6 +579,7 @@ export type ServerUncheckedUpdateManyInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
 }
 
 export type ServerCountOrderByAggregateInput = {
@@ -580,6 +599,7 @@ export type ServerCountOrderByAggregateInput = {
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
+  referralReviewMode?: Prisma.SortOrder
 }
 
 export type ServerAvgOrderByAggregateInput = {
@@ -603,6 +623,7 @@ export type ServerMaxOrderByAggregateInput = {
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
+  referralReviewMode?: Prisma.SortOrder
 }
 
 export type ServerMinOrderByAggregateInput = {
@@ -622,6 +643,7 @@ export type ServerMinOrderByAggregateInput = {
   pullEnabled?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
+  referralReviewMode?: Prisma.SortOrder
 }
 
 export type ServerSumOrderByAggregateInput = {
@@ -669,6 +691,10 @@ export type NullableIntFieldUpdateOperationsInput = {
 
 export type DateTimeFieldUpdateOperationsInput = {
   set?: Date | string
+}
+
+export type EnumReferralReviewModeFieldUpdateOperationsInput = {
+  set?: $Enums.ReferralReviewMode
 }
 
 export type ServerCreateNestedOneWithoutSecretsInput = {
@@ -799,6 +825,7 @@ export type ServerCreateWithoutSecretsInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  referralReviewMode?: $Enums.ReferralReviewMode
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -823,6 +850,7 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  referralReviewMode?: $Enums.ReferralReviewMode
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -861,6 +889,7 @@ export type ServerUpdateWithoutSecretsInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -885,6 +914,7 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -907,6 +937,7 @@ export type ServerCreateWithoutClicksInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  referralReviewMode?: $Enums.ReferralReviewMode
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -931,6 +962,7 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -969,6 +1001,7 @@ export type ServerUpdateWithoutClicksInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -993,6 +1026,7 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -1015,6 +1049,7 @@ export type ServerCreateWithoutReferralsInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  referralReviewMode?: $Enums.ReferralReviewMode
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -1039,6 +1074,7 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -1077,6 +1113,7 @@ export type ServerUpdateWithoutReferralsInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -1101,6 +1138,7 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -1123,6 +1161,7 @@ export type ServerCreateWithoutDeliveriesInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  referralReviewMode?: $Enums.ReferralReviewMode
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -1147,6 +1186,7 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -1185,6 +1225,7 @@ export type ServerUpdateWithoutDeliveriesInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -1209,6 +1250,7 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -1231,6 +1273,7 @@ export type ServerCreateWithoutOwnerInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -1254,6 +1297,7 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -1307,6 +1351,7 @@ export type ServerScalarWhereInput = {
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
+  referralReviewMode?: Prisma.EnumReferralReviewModeFilter<"Server"> | $Enums.ReferralReviewMode
 }
 
 export type ServerCreateWithoutCallbackHealthInput = {
@@ -1325,6 +1370,7 @@ export type ServerCreateWithoutCallbackHealthInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  referralReviewMode?: $Enums.ReferralReviewMode
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -1349,6 +1395,7 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   pullEnabled?: boolean
   createdAt?: Date | string
   ownerId?: string | null
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -1387,6 +1434,7 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -1411,6 +1459,7 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -1433,6 +1482,7 @@ export type ServerCreateManyOwnerInput = {
   votifierToken?: string | null
   pullEnabled?: boolean
   createdAt?: Date | string
+  referralReviewMode?: $Enums.ReferralReviewMode
 }
 
 export type ServerUpdateWithoutOwnerInput = {
@@ -1451,6 +1501,7 @@ export type ServerUpdateWithoutOwnerInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -1474,6 +1525,7 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -1497,6 +1549,7 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
 }
 
 
@@ -1574,6 +1627,7 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   pullEnabled?: boolean
   createdAt?: boolean
   ownerId?: boolean
+  referralReviewMode?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
@@ -1600,6 +1654,7 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   pullEnabled?: boolean
   createdAt?: boolean
   ownerId?: boolean
+  referralReviewMode?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
@@ -1620,6 +1675,7 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   pullEnabled?: boolean
   createdAt?: boolean
   ownerId?: boolean
+  referralReviewMode?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
@@ -1640,9 +1696,10 @@ export type ServerSelectScalar = {
   pullEnabled?: boolean
   createdAt?: boolean
   ownerId?: boolean
+  referralReviewMode?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId" | "referralReviewMode", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -1701,6 +1758,10 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
      * The owner (the list's account id) whose dashboard sessions may manage this server; null: operators only.
      */
     ownerId: string | null
+    /**
+     * Anti-abuse review of referrals (off unless the owner opts in).
+     */
+    referralReviewMode: $Enums.ReferralReviewMode
   }, ExtArgs["result"]["server"]>
   composites: {}
 }
@@ -2146,6 +2207,7 @@ export interface ServerFieldRefs {
   readonly pullEnabled: Prisma.FieldRef<"Server", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly ownerId: Prisma.FieldRef<"Server", 'String'>
+  readonly referralReviewMode: Prisma.FieldRef<"Server", 'ReferralReviewMode'>
 }
     
 

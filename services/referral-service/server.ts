@@ -7,6 +7,7 @@ import { createServerInterceptor } from "../shared/interceptors.js";
 import { MAX_RPC_MESSAGE_BYTES } from "../shared/field-rules.js";
 import type { Metrics } from "../shared/metrics.js";
 import { referralRoutes } from "../referral/routes.js";
+import { referralReviewRoutes } from "../referral/review-routes.js";
 import type { ApplyEventBatchOptions } from "../referral/apply-event.js";
 import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
@@ -48,6 +49,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
       ...(deps.applyEventBatch ? { applyEventBatch: deps.applyEventBatch } : {}),
       ...(deps.abuseRules ? { abuseRules: deps.abuseRules } : {}),
     })(router);
+    referralReviewRoutes(deps)(router);
     serverAdminRoutes(deps)(router);
     heartRoutes(deps)(router);
     deliveryRoutes(deps)(router);

@@ -12,6 +12,7 @@ import {
   type AbuseFacts,
   type ReviewState,
 } from "../../services/referral/domain/abuse-signals.js";
+import { csvCell } from "../../services/referral/list-referrals.js";
 
 const quiet: AbuseFacts = {
   stage: "registered",
@@ -121,4 +122,13 @@ test("loadAbuseRules: a subset overrides the defaults; every problem is reported
   });
   t.is(error?.problems.length, 4);
   t.throws(() => loadAbuseRules("{"), { instanceOf: AbuseRulesError });
+});
+
+test("export CSV cells: quoted when they hold a comma, quote or line break; formula-looking text defused", (t) => {
+  t.is(csvCell("plain"), "plain");
+  t.is(csvCell("a,b"), '"a,b"');
+  t.is(csvCell('say "hi"'), '"say ""hi"""');
+  t.is(csvCell("two\nlines"), '"two\nlines"');
+  t.is(csvCell("=HYPERLINK(1)"), "'=HYPERLINK(1)");
+  t.is(csvCell("-1,2"), `"'-1,2"`);
 });

@@ -6,6 +6,8 @@ import {
   DEFAULT_FAILED_SIGNATURES_GLOBAL,
   DEFAULT_FAILED_SIGNATURES_PER_SERVER,
   DEFAULT_FAILED_SIGNATURES_PER_SOURCE,
+  DEFAULT_REFERRAL_LINK_CLICKS_PER_IP,
+  DEFAULT_REFERRAL_LINK_WINDOW_MS,
 } from "./failure-limiter.js";
 
 /** The gateway's ops port (/healthz, /readyz, /metrics), apart from the public port. */
@@ -30,6 +32,8 @@ export interface GatewayConfig {
   signingKeyRefreshMs: number;
   /** Failed-signature limits per window (429 with Retry-After); 0 turns a limit off. */
   failedSignatures: { windowMs: number; perServer: number; perSource: number; global: number };
+  /** Referral-link (`/r/`) clicks per client address per window (429 with Retry-After); 0 turns it off. */
+  referralLinkLimit: { windowMs: number; perIp: number };
   /** Port of /healthz, /readyz and /metrics (never the public port). */
   opsPort: number;
 }
@@ -60,6 +64,10 @@ export function loadGatewayConfig(env: Record<string, string | undefined> = proc
       perServer: r.int("FAILED_SIGNATURES_PER_SERVER", DEFAULT_FAILED_SIGNATURES_PER_SERVER, { min: 0 }),
       perSource: r.int("FAILED_SIGNATURES_PER_SOURCE", DEFAULT_FAILED_SIGNATURES_PER_SOURCE, { min: 0 }),
       global: r.int("FAILED_SIGNATURES_GLOBAL", DEFAULT_FAILED_SIGNATURES_GLOBAL, { min: 0 }),
+    },
+    referralLinkLimit: {
+      windowMs: r.int("REFERRAL_LINK_WINDOW_MS", DEFAULT_REFERRAL_LINK_WINDOW_MS, { min: 1_000, max: 3_600_000 }),
+      perIp: r.int("REFERRAL_LINK_CLICKS_PER_IP", DEFAULT_REFERRAL_LINK_CLICKS_PER_IP, { min: 0 }),
     },
     opsPort: readPort(r, "OPS_PORT", DEFAULT_GATEWAY_OPS_PORT),
   });

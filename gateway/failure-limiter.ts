@@ -6,6 +6,10 @@ export const DEFAULT_FAILED_SIGNATURES_PER_SERVER = 600;
 export const DEFAULT_FAILED_SIGNATURES_PER_SOURCE = 600;
 /** Failed authentications across all servers per window before every key lookup is refused (429). */
 export const DEFAULT_FAILED_SIGNATURES_GLOBAL = 6_000;
+/** Window of the referral-link (`/r/`) click limit. */
+export const DEFAULT_REFERRAL_LINK_WINDOW_MS = 60_000;
+/** Referral-link clicks per client address per window before that address gets 429 with Retry-After. */
+export const DEFAULT_REFERRAL_LINK_CLICKS_PER_IP = 60;
 /** Keys (servers, sources) counted at most per dimension; the oldest counter is dropped beyond it (memory stays bounded under a flood of ids). */
 const MAX_COUNTED_KEYS = 10_000;
 

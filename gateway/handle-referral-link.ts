@@ -8,6 +8,9 @@ import { requiredText } from "../services/shared/contract.js";
 /** Path prefix of the public referral link: `GET /r/<server_id>?referrer=<identity>`. */
 export const REFERRAL_LINK_PREFIX = "/r/";
 
+/** The 429 text of a referral link from an address past its click limit (REFERRAL_LINK_CLICKS_PER_IP per window). */
+export const TOO_MANY_CLICKS_TEXT = "too many referral clicks from this address; retry after the Retry-After delay";
+
 /** The RPC the referral link calls; in production the bound Connect client method. */
 export interface ReferralLinkRpcs {
   recordClick(request: MessageInitShape<typeof RecordClickRequestSchema>): Promise<RecordClickResponse>;

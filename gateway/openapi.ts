@@ -10,6 +10,7 @@ import {
   integerBetweenText,
   unixSecondsText,
 } from "../services/shared/contract.js";
+import { TOO_MANY_CLICKS_TEXT } from "./handle-referral-link.js";
 import { MAX_BODY_BYTES } from "./raw-body.js";
 import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/field-rules.js";
 import { MAX_PULL_PAGE } from "../services/shared/wire.js";
@@ -521,6 +522,11 @@ export const openApiDocument = {
             unknownServer: errorExample("No such server", "unknownServer"),
             referralsDisabled: errorExample("Referrals disabled", "referralsDisabled"),
           }),
+          "429": retryableError(
+            `Too many referral clicks from this client address in the current window (REFERRAL_LINK_CLICKS_PER_IP): \`{"error": "${TOO_MANY_CLICKS_TEXT}"}\`; wait Retry-After seconds.`,
+            {},
+            "Seconds until the limit's window ends.",
+          ),
           "500": jsonError("Internal error.", { internal: errorExample("Internal error", "internal") }),
           "503": unavailable(),
         },

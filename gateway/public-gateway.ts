@@ -7,7 +7,10 @@ import { createDashboardRoutes } from "./dashboard/routes.js";
 import { createGatewayServer, type GatewayDeps } from "./server.js";
 
 /** Settings of the public gateway that its process reads (GatewayConfig) and the all-in-one leaves at their defaults. */
-export type PublicGatewaySettings = Pick<GatewayDeps, "trustProxy" | "signingKeyCacheMs" | "unknownServerCacheMs" | "signingKeyRefreshMs" | "failedSignatures">;
+export type PublicGatewaySettings = Pick<
+  GatewayDeps,
+  "trustProxy" | "signingKeyCacheMs" | "unknownServerCacheMs" | "signingKeyRefreshMs" | "failedSignatures" | "referralLinkLimit"
+>;
 
 /**
  * The public gateway as a process runs it, written once for the gateway process and the
@@ -51,6 +54,7 @@ export function createPublicGateway(opts: {
     unknownServerCacheMs: opts.settings?.unknownServerCacheMs,
     signingKeyRefreshMs: opts.settings?.signingKeyRefreshMs,
     failedSignatures: opts.settings?.failedSignatures,
+    referralLinkLimit: opts.settings?.referralLinkLimit,
     dashboard: true,
   });
 }

@@ -8,6 +8,8 @@ import {
   DEFAULT_FAILED_SIGNATURES_GLOBAL,
   DEFAULT_FAILED_SIGNATURES_PER_SERVER,
   DEFAULT_FAILED_SIGNATURES_PER_SOURCE,
+  DEFAULT_REFERRAL_LINK_CLICKS_PER_IP,
+  DEFAULT_REFERRAL_LINK_WINDOW_MS,
   type FailureLimiter,
 } from "./failure-limiter.js";
 import type { Client } from "@connectrpc/connect";
@@ -19,7 +21,7 @@ import type { Metrics } from "../services/shared/metrics.js";
 import { handleIngest } from "./handle-ingest.js";
 import type { SignedInput, SignedResult } from "./signed-request.js";
 import { PULL_CLAIMS_PATH, PULL_HEARTS_PATH, classifyPullKeys, handlePullClaim, handlePullList, type PullRpcs } from "./handle-pull.js";
-import { REFERRAL_LINK_PREFIX, handleReferralLink } from "./handle-referral-link.js";
+import { REFERRAL_LINK_PREFIX, TOO_MANY_CLICKS_TEXT, handleReferralLink } from "./handle-referral-link.js";
 import { errorReply, type HttpReply } from "./http-errors.js";
 import { OPENAPI_PATH, openApiDocument } from "./openapi.js";
 import { JWKS_PATH, WEBHOOK_KEYS_PATH, createWellKnownKeys } from "./handle-well-known.js";
@@ -66,6 +68,8 @@ export interface GatewayDeps {
   signingKeyRefreshMs?: number;
   /** Limits on failed signatures (gateway/failure-limiter.ts); a limit of 0 is off. */
   failedSignatures?: { windowMs?: number; perServer?: number; perSource?: number; global?: number };
+  /** Referral-link (`/r/`) clicks per client address per window (DEFAULT_REFERRAL_LINK_*); a limit of 0 is off. */
+  referralLinkLimit?: { windowMs?: number; perIp?: number };
   /** Whether the dashboard is mounted (the front page links to it only then). */
   dashboard?: boolean;
 }
@@ -116,7 +120,15 @@ export function createGatewayServer(deps: GatewayDeps): http.Server {
     perSource: deps.failedSignatures?.perSource ?? DEFAULT_FAILED_SIGNATURES_PER_SOURCE,
     global: deps.failedSignatures?.global ?? DEFAULT_FAILED_SIGNATURES_GLOBAL,
   });
-  const guards: IngestGuards = { keyCache, pullKeyCache, limiter, requestLines: requestLineLogger(deps.log) };
+  // The same fixed-window counters, per client address only, every click counted: /r/ is unsigned and each
+  // visit writes a click row, so one address cannot flood the table (the signed ingest never meets this limit).
+  const clickLimiter = createFailureLimiter({
+    windowMs: deps.referralLinkLimit?.windowMs ?? DEFAULT_REFERRAL_LINK_WINDOW_MS,
+    perServer: 0,
+    global: 0,
+    perSource: deps.referralLinkLimit?.perIp ?? DEFAULT_REFERRAL_LINK_CLICKS_PER_IP,
+  });
+  const guards: IngestGuards = { keyCache, pullKeyCache, limiter, clickLimiter, requestLines: requestLineLogger(deps.log) };
   const routes = createRoutes(deps, guards);
   const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
     void handleRequest(deps, guards, routes, req, res);
@@ -213,7 +225,7 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
       path: REFERRAL_LINK_PREFIX,
       prefix: true,
       name: `${REFERRAL_LINK_PREFIX}:server_id`,
-      handle: (request) => serveReferralLink(deps, request),
+      handle: (request) => serveReferralLink(deps, guards.clickLimiter, request),
     },
     { method: "GET", path: OPENAPI_PATH, name: OPENAPI_PATH, handle: ({ res }) => serveOpenApi(res) },
     { method: "HEAD", path: OPENAPI_PATH, name: OPENAPI_PATH, handle: ({ res }) => serveOpenApi(res) },
@@ -235,6 +247,8 @@ interface IngestGuards {
   keyCache: SigningKeyCache;
   pullKeyCache: SigningKeyCache<ResolvePullKeysResponse>;
   limiter: FailureLimiter;
+  /** Referral-link clicks per client address (429 with Retry-After past it). */
+  clickLimiter: FailureLimiter;
   requestLines: Logger;
 }
 
@@ -339,19 +353,28 @@ function sendTooLarge(req: IncomingMessage, res: ServerResponse): void {
   sendReply(res, errorReply("bodyTooLarge", { headers: { connection: "close" } }));
 }
 
-async function serveReferralLink(deps: GatewayDeps, { req, res, rawPath, query, entry }: RouteRequest): Promise<void> {
+async function serveReferralLink(deps: GatewayDeps, clickLimiter: FailureLimiter, { req, res, rawPath, query, entry }: RouteRequest): Promise<void> {
   const segment = rawPath.slice(REFERRAL_LINK_PREFIX.length).replace(/\/$/, "");
   if (segment === "" || segment.includes("/")) {
     entry.outcome = "not_found";
     sendReply(res, errorReply("notFound"));
     return;
   }
+  const ip = clientAddress(deps, req);
+  const admission = clickLimiter.admit("", ip);
+  if (admission.kind === "limited") {
+    entry.outcome = "click_limit";
+    sendReply(res, errorReply("tooManyClicks", TOO_MANY_CLICKS_TEXT, { headers: { "retry-after": String(admission.retryAfterSeconds) } }));
+    return;
+  }
+  // Every admitted click counts against its address, whatever its answer.
+  admission.done(true);
   const callOptions = rpcCallOptions(deps, entry.requestId);
   const result = await handleReferralLink(
     {
       serverId: decodeSegment(segment),
       referrer: new URLSearchParams(query).get("referrer"),
-      ip: clientAddress(deps, req),
+      ip,
       userAgent: (req.headers["user-agent"] ?? "").slice(0, maxCharsOf("user_agent")),
     },
     { recordClick: (request) => deps.referral.recordClick(request, callOptions) },

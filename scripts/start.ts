@@ -42,6 +42,7 @@ import { createServiceTransport } from "../services/shared/service-transport.js"
 import { loadOrCreateTokenFile } from "../services/shared/token-file.js";
 import { applyMigrations } from "./db/schema-engine.js";
 import { readFraudRules } from "../services/hearts/read-fraud-rules.js";
+import { readAbuseRules } from "../services/referral/read-abuse-rules.js";
 
 function loadConfig() {
   const r = createEnvReader();
@@ -59,6 +60,7 @@ function loadConfig() {
     secretBox: explicitKey ? readSecretBox(r) : undefined,
     dispatch: readDispatchSettings(r),
     fraudRules: readFraudRules(r),
+    abuseRules: readAbuseRules(r),
     adminToken: readServiceToken(r, "ADMIN_SERVICE_TOKEN", { required: false }),
   });
 }
@@ -300,6 +302,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     retrySchedule: config.dispatch.schedule,
     publicBaseUrl,
     fraudRules: config.fraudRules,
+    abuseRules: config.abuseRules,
   });
   const rpcPort = await rpc.listen(config.rpcPort, config.host);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;

@@ -105,6 +105,13 @@ export type IntFilter<$PrismaModel = never> = {
   not?: Prisma.NestedIntFilter<$PrismaModel> | number
 }
 
+export type EnumReferralReviewModeFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReviewMode | Prisma.EnumReferralReviewModeFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewModeFilter<$PrismaModel> | $Enums.ReferralReviewMode
+}
+
 export type SortOrderInput = {
   sort: Prisma.SortOrder
   nulls?: Prisma.NullsOrder
@@ -229,6 +236,16 @@ export type IntWithAggregatesFilter<$PrismaModel = never> = {
   _max?: Prisma.NestedIntFilter<$PrismaModel>
 }
 
+export type EnumReferralReviewModeWithAggregatesFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReviewMode | Prisma.EnumReferralReviewModeFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewModeWithAggregatesFilter<$PrismaModel> | $Enums.ReferralReviewMode
+  _count?: Prisma.NestedIntFilter<$PrismaModel>
+  _min?: Prisma.NestedEnumReferralReviewModeFilter<$PrismaModel>
+  _max?: Prisma.NestedEnumReferralReviewModeFilter<$PrismaModel>
+}
+
 export type EnumSecretPurposeFilter<$PrismaModel = never> = {
   equals?: $Enums.SecretPurpose | Prisma.EnumSecretPurposeFieldRefInput<$PrismaModel>
   in?: $Enums.SecretPurpose[] | Prisma.ListEnumSecretPurposeFieldRefInput<$PrismaModel>
@@ -280,6 +297,37 @@ export type EnumReferralStateFilter<$PrismaModel = never> = {
   not?: Prisma.NestedEnumReferralStateFilter<$PrismaModel> | $Enums.ReferralState
 }
 
+export type JsonFilter<$PrismaModel = never> =
+| Prisma.PatchUndefined<
+    Prisma.Either<Required<JsonFilterBase<$PrismaModel>>, Exclude<keyof Required<JsonFilterBase<$PrismaModel>>, 'path'>>,
+    Required<JsonFilterBase<$PrismaModel>>
+  >
+| Prisma.OptionalFlat<Omit<Required<JsonFilterBase<$PrismaModel>>, 'path'>>
+
+export type JsonFilterBase<$PrismaModel = never> = {
+  equals?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | Prisma.JsonNullValueFilter
+  path?: string[]
+  mode?: Prisma.QueryMode | Prisma.EnumQueryModeFieldRefInput<$PrismaModel>
+  string_contains?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  string_starts_with?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  string_ends_with?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  array_starts_with?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  array_ends_with?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  array_contains?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  lt?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  lte?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  gt?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  gte?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  not?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | Prisma.JsonNullValueFilter
+}
+
+export type EnumReferralReviewFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReview | Prisma.EnumReferralReviewFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewFilter<$PrismaModel> | $Enums.ReferralReview
+}
+
 export type EnumReferralStateWithAggregatesFilter<$PrismaModel = never> = {
   equals?: $Enums.ReferralState | Prisma.EnumReferralStateFieldRefInput<$PrismaModel>
   in?: $Enums.ReferralState[] | Prisma.ListEnumReferralStateFieldRefInput<$PrismaModel>
@@ -288,6 +336,43 @@ export type EnumReferralStateWithAggregatesFilter<$PrismaModel = never> = {
   _count?: Prisma.NestedIntFilter<$PrismaModel>
   _min?: Prisma.NestedEnumReferralStateFilter<$PrismaModel>
   _max?: Prisma.NestedEnumReferralStateFilter<$PrismaModel>
+}
+
+export type JsonWithAggregatesFilter<$PrismaModel = never> =
+| Prisma.PatchUndefined<
+    Prisma.Either<Required<JsonWithAggregatesFilterBase<$PrismaModel>>, Exclude<keyof Required<JsonWithAggregatesFilterBase<$PrismaModel>>, 'path'>>,
+    Required<JsonWithAggregatesFilterBase<$PrismaModel>>
+  >
+| Prisma.OptionalFlat<Omit<Required<JsonWithAggregatesFilterBase<$PrismaModel>>, 'path'>>
+
+export type JsonWithAggregatesFilterBase<$PrismaModel = never> = {
+  equals?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | Prisma.JsonNullValueFilter
+  path?: string[]
+  mode?: Prisma.QueryMode | Prisma.EnumQueryModeFieldRefInput<$PrismaModel>
+  string_contains?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  string_starts_with?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  string_ends_with?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  array_starts_with?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  array_ends_with?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  array_contains?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  lt?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  lte?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  gt?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  gte?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  not?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | Prisma.JsonNullValueFilter
+  _count?: Prisma.NestedIntFilter<$PrismaModel>
+  _min?: Prisma.NestedJsonFilter<$PrismaModel>
+  _max?: Prisma.NestedJsonFilter<$PrismaModel>
+}
+
+export type EnumReferralReviewWithAggregatesFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReview | Prisma.EnumReferralReviewFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewWithAggregatesFilter<$PrismaModel> | $Enums.ReferralReview
+  _count?: Prisma.NestedIntFilter<$PrismaModel>
+  _min?: Prisma.NestedEnumReferralReviewFilter<$PrismaModel>
+  _max?: Prisma.NestedEnumReferralReviewFilter<$PrismaModel>
 }
 
 export type BigIntFilter<$PrismaModel = never> = {
@@ -547,6 +632,13 @@ export type NestedIntFilter<$PrismaModel = never> = {
   not?: Prisma.NestedIntFilter<$PrismaModel> | number
 }
 
+export type NestedEnumReferralReviewModeFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReviewMode | Prisma.EnumReferralReviewModeFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewModeFilter<$PrismaModel> | $Enums.ReferralReviewMode
+}
+
 export type NestedUuidWithAggregatesFilter<$PrismaModel = never> = {
   equals?: string | Prisma.StringFieldRefInput<$PrismaModel>
   in?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel>
@@ -685,6 +777,16 @@ export type NestedFloatFilter<$PrismaModel = never> = {
   not?: Prisma.NestedFloatFilter<$PrismaModel> | number
 }
 
+export type NestedEnumReferralReviewModeWithAggregatesFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReviewMode | Prisma.EnumReferralReviewModeFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReviewMode[] | Prisma.ListEnumReferralReviewModeFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewModeWithAggregatesFilter<$PrismaModel> | $Enums.ReferralReviewMode
+  _count?: Prisma.NestedIntFilter<$PrismaModel>
+  _min?: Prisma.NestedEnumReferralReviewModeFilter<$PrismaModel>
+  _max?: Prisma.NestedEnumReferralReviewModeFilter<$PrismaModel>
+}
+
 export type NestedEnumSecretPurposeFilter<$PrismaModel = never> = {
   equals?: $Enums.SecretPurpose | Prisma.EnumSecretPurposeFieldRefInput<$PrismaModel>
   in?: $Enums.SecretPurpose[] | Prisma.ListEnumSecretPurposeFieldRefInput<$PrismaModel>
@@ -734,6 +836,13 @@ export type NestedEnumReferralStateFilter<$PrismaModel = never> = {
   not?: Prisma.NestedEnumReferralStateFilter<$PrismaModel> | $Enums.ReferralState
 }
 
+export type NestedEnumReferralReviewFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReview | Prisma.EnumReferralReviewFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewFilter<$PrismaModel> | $Enums.ReferralReview
+}
+
 export type NestedEnumReferralStateWithAggregatesFilter<$PrismaModel = never> = {
   equals?: $Enums.ReferralState | Prisma.EnumReferralStateFieldRefInput<$PrismaModel>
   in?: $Enums.ReferralState[] | Prisma.ListEnumReferralStateFieldRefInput<$PrismaModel>
@@ -742,6 +851,40 @@ export type NestedEnumReferralStateWithAggregatesFilter<$PrismaModel = never> = 
   _count?: Prisma.NestedIntFilter<$PrismaModel>
   _min?: Prisma.NestedEnumReferralStateFilter<$PrismaModel>
   _max?: Prisma.NestedEnumReferralStateFilter<$PrismaModel>
+}
+
+export type NestedJsonFilter<$PrismaModel = never> =
+| Prisma.PatchUndefined<
+    Prisma.Either<Required<NestedJsonFilterBase<$PrismaModel>>, Exclude<keyof Required<NestedJsonFilterBase<$PrismaModel>>, 'path'>>,
+    Required<NestedJsonFilterBase<$PrismaModel>>
+  >
+| Prisma.OptionalFlat<Omit<Required<NestedJsonFilterBase<$PrismaModel>>, 'path'>>
+
+export type NestedJsonFilterBase<$PrismaModel = never> = {
+  equals?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | Prisma.JsonNullValueFilter
+  path?: string[]
+  mode?: Prisma.QueryMode | Prisma.EnumQueryModeFieldRefInput<$PrismaModel>
+  string_contains?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  string_starts_with?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  string_ends_with?: string | Prisma.StringFieldRefInput<$PrismaModel>
+  array_starts_with?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  array_ends_with?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  array_contains?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | null
+  lt?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  lte?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  gt?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  gte?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel>
+  not?: runtime.InputJsonValue | Prisma.JsonFieldRefInput<$PrismaModel> | Prisma.JsonNullValueFilter
+}
+
+export type NestedEnumReferralReviewWithAggregatesFilter<$PrismaModel = never> = {
+  equals?: $Enums.ReferralReview | Prisma.EnumReferralReviewFieldRefInput<$PrismaModel>
+  in?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  notIn?: $Enums.ReferralReview[] | Prisma.ListEnumReferralReviewFieldRefInput<$PrismaModel>
+  not?: Prisma.NestedEnumReferralReviewWithAggregatesFilter<$PrismaModel> | $Enums.ReferralReview
+  _count?: Prisma.NestedIntFilter<$PrismaModel>
+  _min?: Prisma.NestedEnumReferralReviewFilter<$PrismaModel>
+  _max?: Prisma.NestedEnumReferralReviewFilter<$PrismaModel>
 }
 
 export type NestedBigIntFilter<$PrismaModel = never> = {

@@ -18,6 +18,25 @@ export const ReferralState = {
 export type ReferralState = (typeof ReferralState)[keyof typeof ReferralState]
 
 
+export const ReferralReview = {
+  none: 'none',
+  held: 'held',
+  approved: 'approved',
+  declined: 'declined'
+} as const
+
+export type ReferralReview = (typeof ReferralReview)[keyof typeof ReferralReview]
+
+
+export const ReferralReviewMode = {
+  off: 'off',
+  loose: 'loose',
+  strict: 'strict'
+} as const
+
+export type ReferralReviewMode = (typeof ReferralReviewMode)[keyof typeof ReferralReviewMode]
+
+
 export const SecretPurpose = {
   referral: 'referral',
   callback: 'callback',

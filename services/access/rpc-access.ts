@@ -68,6 +68,13 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "referral.v1.ReferralService/GetReferral": { scope: "read", owner: referral },
   "referral.v1.ReferralService/GetLeaderboard": { scope: "read", owner: server },
   "referral.v1.ReferralService/GetFunnel": { scope: "read", owner: server },
+  // referral.v1 review (issue 20: anti-abuse review queue, the owner's referral list)
+  "referral.v1.ReferralReviewService/ListReferrals": { scope: "read", owner: server },
+  "referral.v1.ReferralReviewService/GetReferralDetail": { scope: "read", owner: referral },
+  "referral.v1.ReferralReviewService/ExportReferrals": { scope: "read", owner: server },
+  "referral.v1.ReferralReviewService/GetReferralReviewMode": { scope: "read", owner: server },
+  "referral.v1.ReferralReviewService/ReviewReferral": { scope: "admin", owner: referral },
+  "referral.v1.ReferralReviewService/SetReferralReviewMode": { scope: "admin", owner: server },
   // hearts.v1
   "hearts.v1.HeartService/CastHeart": { scope: "hearts:cast", owner: none },
   "hearts.v1.HeartService/GetRanking": { scope: "read", owner: own },

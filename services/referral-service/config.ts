@@ -3,6 +3,8 @@ import { readDatabaseUrl, readPort, readSecretBox } from "../shared/process-conf
 import type { SecretBox } from "../shared/secrets.js";
 import { readFraudRules } from "../hearts/read-fraud-rules.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
+import { readAbuseRules } from "../referral/read-abuse-rules.js";
+import type { AbuseRules } from "../referral/domain/abuse-signals.js";
 import { readAccessSettings, type AccessSettings } from "../access/bootstrap.js";
 import { readRetrySchedule } from "../delivery/config.js";
 import type { RetrySchedule } from "../delivery/retry-schedule.js";
@@ -24,6 +26,8 @@ export interface ReferralServiceConfig {
   retrySchedule: RetrySchedule;
   dbPoolSize: number;
   fraudRules: FraudRules;
+  /** Referral anti-abuse thresholds (ABUSE_RULES_JSON / ABUSE_RULES_FILE). */
+  abuseRules: AbuseRules;
   /** Service tokens from settings and the development-only ALLOW_UNAUTHENTICATED_RPC. */
   access: AccessSettings;
 }
@@ -44,6 +48,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     retrySchedule: readRetrySchedule(r),
     dbPoolSize: r.int("DB_POOL_SIZE", 20, { min: 1, max: 200 }),
     fraudRules: readFraudRules(r),
+    abuseRules: readAbuseRules(r),
     access: readAccessSettings(r),
   };
   return r.finish(config as ReferralServiceConfig);

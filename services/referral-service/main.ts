@@ -25,6 +25,7 @@ runService({
       publicBaseUrl: config.publicBaseUrl,
       loginLinkBaseUrl: config.loginLinkBaseUrl,
       fraudRules: config.fraudRules,
+      abuseRules: config.abuseRules,
       auth: { allowUnauthenticated: config.access.allowUnauthenticated },
     });
     let listening = false;

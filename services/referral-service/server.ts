@@ -7,6 +7,7 @@ import { createServerInterceptor } from "../shared/interceptors.js";
 import { MAX_RPC_MESSAGE_BYTES } from "../shared/field-rules.js";
 import type { Metrics } from "../shared/metrics.js";
 import { referralRoutes } from "../referral/routes.js";
+import { referralReviewRoutes } from "../referral/review-routes.js";
 import type { ApplyEventBatchOptions } from "../referral/apply-event.js";
 import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
@@ -14,6 +15,7 @@ import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
 import { operatorRoutes } from "../operator/routes.js";
 import { deliveryStatsRoutes } from "../delivery/delivery-stats.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
+import type { AbuseRules } from "../referral/domain/abuse-signals.js";
 import type { CastHeartBatchOptions } from "../hearts/cast-heart-batch.js";
 import { accessRoutes, type AccessRouteDeps } from "../access/routes.js";
 import { createAuthInterceptor } from "../access/auth-interceptor.js";
@@ -24,6 +26,8 @@ export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<A
   metrics: Metrics;
   /** Fraud scoring rules for hearts; the documented defaults when omitted. */
   fraudRules?: FraudRules;
+  /** Referral anti-abuse thresholds; the documented defaults when omitted. */
+  abuseRules?: AbuseRules;
   /**
    * How callers are authenticated. Default: service tokens stored in the database
    * (createTokenVerifier). `allowUnauthenticated` is the development-only
@@ -41,7 +45,11 @@ export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<A
 /** The Connect routes of every internal service this process hosts. */
 export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter) => void {
   return (router) => {
-    referralRoutes(deps, deps.applyEventBatch ? { applyEventBatch: deps.applyEventBatch } : {})(router);
+    referralRoutes(deps, {
+      ...(deps.applyEventBatch ? { applyEventBatch: deps.applyEventBatch } : {}),
+      ...(deps.abuseRules ? { abuseRules: deps.abuseRules } : {}),
+    })(router);
+    referralReviewRoutes(deps)(router);
     serverAdminRoutes(deps)(router);
     heartRoutes(deps)(router);
     deliveryRoutes(deps)(router);

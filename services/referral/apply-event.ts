@@ -14,6 +14,8 @@ import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { decide, isAnchorState, type AnchorState, type ReferralStateName } from "./domain/transitions.js";
 import { decideReversalEffect, isPastAttributionWindow, NO_REASON, type StoredReason } from "./domain/reversal-rules.js";
+import { DEFAULT_ABUSE_RULES, type AbuseRules } from "./domain/abuse-signals.js";
+import { abuseFactsSql, abuseWriteOf, type AbuseFactsRow, type AbuseWrite } from "./abuse-facts.js";
 
 /** Most events applied in one batch. */
 export const APPLY_EVENT_MAX_BATCH = 64;
@@ -54,9 +56,13 @@ export interface ApplyEventBatchOptions {
  * (server, referee) never in one batch, and beyond capacity callers get `Overloaded`
  * (resource_exhausted, retryable).
  */
-export function createApplyEventQueue(deps: CoreDeps, opts: ApplyEventBatchOptions = {}): GroupCommit<ApplyEventCommand, ApplyEventResult> {
+export function createApplyEventQueue(
+  deps: CoreDeps,
+  opts: ApplyEventBatchOptions = {},
+  abuseRules: AbuseRules = DEFAULT_ABUSE_RULES,
+): GroupCommit<ApplyEventCommand, ApplyEventResult> {
   return createGroupCommit<ApplyEventCommand, ApplyEventResult>({
-    runBatch: (commands) => applyEventBatch(deps, commands),
+    runBatch: (commands) => applyEventBatch(deps, commands, abuseRules),
     keysOf: batchKeys,
     maxBatch: opts.maxBatch ?? APPLY_EVENT_MAX_BATCH,
     maxQueue: opts.maxQueue ?? APPLY_EVENT_MAX_QUEUE,
@@ -105,12 +111,16 @@ class LostRace extends Error {
  * LostRace (500 `internal error`, retryable; nothing of it written). A round that fails as a whole is
  * rerun event by event, each in a round of one, so one event's trouble reaches only its caller.
  */
-export async function applyEventBatch(deps: CoreDeps, commands: readonly ApplyEventCommand[]): Promise<ItemOutcome<ApplyEventResult>[]> {
+export async function applyEventBatch(
+  deps: CoreDeps,
+  commands: readonly ApplyEventCommand[],
+  abuseRules: AbuseRules = DEFAULT_ABUSE_RULES,
+): Promise<ItemOutcome<ApplyEventResult>[]> {
   const outcomes: ItemOutcome<ApplyEventResult>[] = new Array(commands.length);
   const losses = new Array<number>(commands.length).fill(0);
   let pending = commands.map((_, i) => i);
   while (pending.length > 0) {
-    const { lost, deferred } = await settleRound(deps, commands, pending, outcomes);
+    const { lost, deferred } = await settleRound(deps, commands, pending, outcomes, abuseRules);
     const rerun = [...deferred];
     for (const i of lost) {
       losses[i]!++;
@@ -140,11 +150,12 @@ async function settleRound(
   commands: readonly ApplyEventCommand[],
   round: readonly number[],
   outcomes: ItemOutcome<ApplyEventResult>[],
+  abuseRules: AbuseRules,
 ): Promise<RoundLeft> {
   const events = round.map((i) => commands[i]!);
   let applied: RoundResult;
   try {
-    applied = await deps.prisma.$transaction((tx) => applyRound(tx, events, deps.now()), APPLY_EVENT_TRANSACTION_LIMITS_MS);
+    applied = await deps.prisma.$transaction((tx) => applyRound(tx, events, deps.now(), abuseRules), APPLY_EVENT_TRANSACTION_LIMITS_MS);
   } catch (error) {
     // Failure policy: no connection within its maxWait (or the transaction expired) means the database is
     // saturated and nothing of this round committed: its events are refused as overloaded (retryable, nothing
@@ -167,7 +178,7 @@ async function settleRound(
     // its caller. They run concurrently: their tokens and referees differ, and two advances of one referral are
     // decided by the conditional write (the loser reruns).
     deps.log.debug({ err: error, events: round.length }, "referral event round failed; rerunning its events one by one");
-    const alone = await Promise.all(round.map((i) => settleRound(deps, commands, [i], outcomes)));
+    const alone = await Promise.all(round.map((i) => settleRound(deps, commands, [i], outcomes, abuseRules)));
     return { lost: alone.flatMap((a) => a.lost), deferred: alone.flatMap((a) => a.deferred) };
   }
   const lost: number[] = [];
@@ -189,7 +200,7 @@ function isTransactionApiError(error: unknown): boolean {
 /** Per event of a round: its answer, or what the next round does with it. */
 type RoundResult = Array<ItemOutcome<ApplyEventResult> | "lost" | "deferred">;
 
-interface ReadRow {
+interface ReadRow extends AbuseFactsRow {
   idx: number;
   click_id: string | null;
   click_server_id: string | null;
@@ -239,8 +250,8 @@ type Plan =
   | { kind: "defer"; eventId: bigint };
 
 /** One round, inside its transaction: read, decide, write; returns each event's answer or its rerun. */
-async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: Date): Promise<RoundResult> {
-  const rows = await readAndDedup(tx, commands, now);
+async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: Date, abuseRules: AbuseRules): Promise<RoundResult> {
+  const rows = await readAndDedup(tx, commands, now, abuseRules);
   const byIdx = new Map(rows.map((r) => [r.idx, r]));
   const advancing = new Set<string>();
   const plans = commands.map((command, idx): Plan => {
@@ -254,7 +265,7 @@ async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: D
     }
   });
 
-  const written = await writePlans(tx, plans, now);
+  const written = await writePlans(tx, plans, now, abuseWrites(plans, byIdx, abuseRules));
   const lostEventIds: bigint[] = [];
   const results: RoundResult = [];
   plans.forEach((plan, idx) => {
@@ -299,7 +310,7 @@ async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: D
 }
 
 /** Statement 1: clicks, dedup rows (only for tokens of the caller's server) and the anchors, per event. */
-function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date): Promise<ReadRow[]> {
+function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date, abuseRules: AbuseRules): Promise<ReadRow[]> {
   return tx.$queryRaw<ReadRow[]>`
     WITH input AS (
       SELECT * FROM unnest(
@@ -326,12 +337,14 @@ function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date)
            l.id::text AS linked_id, l.referrer_identity AS linked_referrer, l.referee_identity AS linked_referee,
            l.state::text AS linked_state, l.version AS linked_version,
            r.id::text AS referee_id, r.referrer_identity AS referee_referrer, r.state::text AS referee_state,
-           c.created_at AS click_created_at, c.window_days, c.lock_days, l.qualified_at AS linked_qualified_at
+           c.created_at AS click_created_at, c.window_days, c.lock_days, l.qualified_at AS linked_qualified_at,
+           af.*
     FROM input i
     LEFT JOIN click c ON c.ord = i.ord
     LEFT JOIN inserted e ON e.token = i.token
     LEFT JOIN referrals l ON l.id = c.referral_id
-    LEFT JOIN referrals r ON i.referee IS NOT NULL AND r.server_id = c.server_id AND r.referee_identity = i.referee`;
+    LEFT JOIN referrals r ON i.referee IS NOT NULL AND r.server_id = c.server_id AND r.referee_identity = i.referee
+    LEFT JOIN LATERAL (${abuseFactsSql(abuseRules, now)}) af ON true`;
 }
 
 /** Decides one event from its row (throws the event's DomainError). */
@@ -445,6 +458,19 @@ function reversalOf(command: ApplyEventCommand, row: ReadRow, from: AnchorState,
   return { reason: command.reason ?? NO_REASON, effect };
 }
 
+/** Per event index, the anti-abuse signals and review its mint or qualification stores (services/referral/abuse-facts.ts). */
+function abuseWrites(plans: readonly Plan[], rows: ReadonlyMap<number, ReadRow>, abuseRules: AbuseRules): Map<number, AbuseWrite> {
+  const writes = new Map<number, AbuseWrite>();
+  plans.forEach((plan, idx) => {
+    const row = rows.get(idx);
+    let write: AbuseWrite | null = null;
+    if (plan.kind === "mint") write = abuseWriteOf(row, "registered", plan.referrer, plan.referee, abuseRules);
+    else if (plan.kind === "advance" && plan.to === "qualified") write = abuseWriteOf(row, "qualified", plan.referrer, row?.linked_referee ?? "", abuseRules);
+    if (write) writes.set(idx, write);
+  });
+  return writes;
+}
+
 function anchorOf(id: string | null, referrer: string | null, state: string | null): AnchorView | null {
   if (id === null || referrer === null || state === null) return null;
   if (!isAnchorState(state)) throw new Error(`referral ${id} has an unknown state`);
@@ -463,7 +489,7 @@ interface Written {
  * the write it depends on, so an event whose mint or conditional write lost writes nothing
  * else (its dedup row stays 'pending' and is deleted by applyRound before the rerun).
  */
-async function writePlans(tx: Tx, plans: readonly Plan[], now: Date): Promise<Written> {
+async function writePlans(tx: Tx, plans: readonly Plan[], now: Date, abuse: ReadonlyMap<number, AbuseWrite>): Promise<Written> {
   const mints: Array<Extract<Plan, { kind: "mint" }> & { idx: number }> = [];
   const advances: Array<Extract<Plan, { kind: "advance" }> & { idx: number }> = [];
   const joins: Array<Extract<Plan, { kind: "join" }> & { idx: number }> = [];
@@ -481,6 +507,7 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date): Promise<Wr
   }
   const period = periodOf(now);
   const outbox = [...mints, ...advances].map((p) => ({ idx: p.idx, row: p.outbox }));
+  const flags = [...abuse].map(([idx, w]) => ({ idx, ...w }));
   const [row] = await tx.$queryRaw<Array<{ minted: number[]; mint_linked: number[]; advanced: number[]; join_linked: number[] }>>`
     WITH m AS (
       SELECT * FROM unnest(
@@ -488,9 +515,16 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date): Promise<Wr
         ${mints.map((m) => m.referee)}::text[], ${mints.map((m) => m.referrer)}::text[], ${mints.map((m) => m.clickId)}::uuid[],
         ${mints.map((m) => m.eventId.toString())}::bigint[]
       ) AS t(idx, id, server_id, referee, referrer, click_id, event_id)
+    ), abuse AS (
+      -- Anti-abuse signals and review of mints and qualifications (services/referral/abuse-facts.ts).
+      SELECT idx, ARRAY(SELECT jsonb_array_elements_text(signals::jsonb)) AS signals, details::jsonb AS details, review::"ReferralReview" AS review
+      FROM unnest(${flags.map((f) => f.idx)}::int[], ${flags.map((f) => f.signals)}::text[], ${flags.map((f) => f.details)}::text[], ${flags.map((f) => f.review)}::text[])
+        AS t(idx, signals, details, review)
     ), minted AS (
-      INSERT INTO referrals (id, server_id, referee_identity, referrer_identity, state, version, registered_at)
-      SELECT id, server_id, referee, referrer, 'registered'::"ReferralState", 1, ${now}::timestamptz FROM m ORDER BY idx
+      INSERT INTO referrals (id, server_id, referee_identity, referrer_identity, state, version, registered_at, signals, signal_details, review)
+      SELECT id, server_id, referee, referrer, 'registered'::"ReferralState", 1, ${now}::timestamptz,
+             coalesce(abuse.signals, '{}'), coalesce(abuse.details, '{}'), coalesce(abuse.review, 'none')
+      FROM m LEFT JOIN abuse USING (idx) ORDER BY idx
       ON CONFLICT (server_id, referee_identity) DO NOTHING
       RETURNING id
     ), mint_ok AS (
@@ -514,8 +548,11 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date): Promise<Wr
              reversed_at = CASE WHEN p."to" = 'reversed' THEN ${now}::timestamptz ELSE r.reversed_at END,
              reversal_reason = CASE WHEN p."to" = 'reversed' THEN p.reason ELSE r.reversal_reason END,
              reversal_reason_text = CASE WHEN p."to" = 'reversed' THEN p.reason_text ELSE r.reversal_reason_text END,
-             clawback_at = CASE WHEN p.clawback THEN ${now}::timestamptz ELSE r.clawback_at END
-      FROM p WHERE r.id = p.id AND r.version = p.version
+             clawback_at = CASE WHEN p.clawback THEN ${now}::timestamptz ELSE r.clawback_at END,
+             signals = coalesce(abuse.signals, r.signals), signal_details = coalesce(abuse.details, r.signal_details),
+             -- An owner's review (made concurrently) is never overwritten: only an unflagged referral becomes flagged here.
+             review = CASE WHEN r.review = 'none' THEN coalesce(abuse.review, r.review) ELSE r.review END
+      FROM p LEFT JOIN abuse USING (idx) WHERE r.id = p.id AND r.version = p.version
       RETURNING p.idx
     ), adv_ok AS (
       SELECT p.* FROM p JOIN advanced a ON a.idx = p.idx

@@ -4,6 +4,7 @@ import { generateClickToken } from "../shared/secrets.js";
 import type { RecordClickCommand } from "./domain/commands.js";
 import { toRedirectUrl } from "./domain/redirect-url.js";
 import { ERROR_TEXT } from "../shared/contract.js";
+import { toVoterAddress } from "../hearts/domain/ip.js";
 
 /** A stored click and where to send the visitor. */
 export interface RecordedClick {
@@ -26,12 +27,16 @@ export async function recordClick(deps: CoreDeps, command: RecordClickCommand): 
   if (!server) throw unknownServer();
   if (!server.referralsEnabled) throw new DomainError("referrals_disabled", ERROR_TEXT.referralsDisabled);
   const token = generateClickToken();
+  // Stored as hearts store theirs (canonical IP, /24 or /64 subnet), so the anti-abuse facts compare like with like;
+  // an address that does not parse is kept as given, without a subnet.
+  const address = command.ip === null ? null : toVoterAddress(command.ip);
   const click = await deps.prisma.referralClick.create({
     data: {
       serverId: command.serverId,
       referrerIdentity: command.referrerIdentity,
       token,
-      ip: command.ip,
+      ip: address?.ip ?? command.ip,
+      subnet: address?.subnet ?? null,
       userAgent: command.userAgent,
       createdAt: deps.now(),
     },

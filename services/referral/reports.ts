@@ -4,6 +4,7 @@ import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
 import { periodRange } from "../shared/period.js";
 import type { AnchorState } from "./domain/transitions.js";
+import { COUNTED_REVIEWS } from "./domain/abuse-signals.js";
 import { monthText, notNegativeText } from "../shared/contract.js";
 
 /** Leaderboard rows returned when the caller sets no limit. */
@@ -58,7 +59,8 @@ export interface LeaderboardRow {
 
 /**
  * Ranks a server's referrers by live credits (qualified, not reversed), with
- * their reversed credits on record. `period` "YYYY-MM" selects credits whose
+ * their reversed credits on record. Only credits of unflagged or approved referrals count
+ * (anti-abuse review, docs/referral-rules.md): a held or declined referral's credit is left out. `period` "YYYY-MM" selects credits whose
  * qualification fell in that UTC month; empty means all time. Ties share a rank
  * (1, 1, 3); within a rank rows are ordered by referrer identity. Referrers
  * whose credits were all reversed are listed with 0 credits. One SQL aggregate.
@@ -77,6 +79,7 @@ export async function getLeaderboard(deps: CoreDeps, input: { serverId: string; 
              count(*) FILTER (WHERE reversed_at IS NOT NULL) AS reversed
       FROM referral_credits
       WHERE server_id = ${serverId}::uuid AND (${period} = '' OR period = ${period})
+        AND referral_id IN (SELECT id FROM referrals WHERE server_id = ${serverId}::uuid AND review::text = ANY(${COUNTED_REVIEWS}::text[]))
       GROUP BY referrer_identity
     ) totals
     ORDER BY credits DESC, referrer_identity ASC

@@ -6,6 +6,7 @@ import type { CoreDeps } from "../shared/deps.js";
 import { createApplyEventQueue, type ApplyEventBatchOptions, type ApplyEventResult } from "./apply-event.js";
 import { toApplyEventCommand, toRecordClickCommand } from "./domain/commands.js";
 import { recordClick } from "./record-click.js";
+import type { AbuseRules } from "./domain/abuse-signals.js";
 import { getFunnel, getLeaderboard, getReferral } from "./reports.js";
 import { ANCHOR_STATE_TO_PROTO, REFERRAL_EVENT_NAMES } from "../shared/proto-names.js";
 
@@ -14,9 +15,12 @@ import { ANCHOR_STATE_TO_PROTO, REFERRAL_EVENT_NAMES } from "../shared/proto-nam
  * -> proto. Domain errors thrown below are mapped to Connect codes by the
  * server interceptor (services/shared/errors.ts is the one table).
  */
-export function referralRoutes(deps: CoreDeps, opts: { applyEventBatch?: ApplyEventBatchOptions } = {}): (router: ConnectRouter) => void {
+export function referralRoutes(
+  deps: CoreDeps,
+  opts: { applyEventBatch?: ApplyEventBatchOptions; abuseRules?: AbuseRules } = {},
+): (router: ConnectRouter) => void {
   // Group commit: concurrent ApplyEvent calls share one transaction; a lone call is a batch of one (services/referral/apply-event.ts).
-  const applyEvents = createApplyEventQueue(deps, opts.applyEventBatch);
+  const applyEvents = createApplyEventQueue(deps, opts.applyEventBatch, opts.abuseRules);
   return (router) => {
     router.service(ReferralService, {
       async recordClick(req) {

@@ -53,6 +53,8 @@ export const CHECK_ERRORS = {
   forbidden: { status: 403 },
   unknownResource: { status: 404 },
   conflict: { status: 409 },
+  /** A referral link (`/r/`) from an address past its click limit (gateway/handle-referral-link.ts writes the text). */
+  tooManyClicks: { status: 429 },
 } as const satisfies Record<string, { status: number }>;
 
 /** A public contract error kind. */

@@ -1,6 +1,7 @@
 import { DeliveryStatus, DeliveryTransport, PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { HeartVerdict } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { ReferralEventType, ReferralState } from "../../gen/proto/referral/v1/referral_pb.js";
+import { ExportFormat, ReviewAction, ReviewMode, ReviewState } from "../../gen/proto/referral/v1/referral_review_pb.js";
 import type { AnchorState, ReferralEventName } from "./contract.js";
 
 /**
@@ -52,6 +53,23 @@ export const VERDICT_FROM_PROTO: Readonly<Partial<Record<HeartVerdict, string>>>
   ...Object.fromEntries(Object.entries(VERDICT_TO_PROTO).map(([name, value]) => [value, name])),
 };
 
+/** A referral's anti-abuse review state (referrals.review). */
+export const REVIEW_STATE_TO_PROTO = {
+  none: ReviewState.NONE,
+  held: ReviewState.HELD,
+  approved: ReviewState.APPROVED,
+  declined: ReviewState.DECLINED,
+} as const;
+
+/** A server's anti-abuse mode (servers.referral_review_mode). */
+export const REVIEW_MODE_TO_PROTO = { off: ReviewMode.OFF, loose: ReviewMode.LOOSE, strict: ReviewMode.STRICT } as const;
+
+/** The owner's review decision. */
+export const REVIEW_ACTION_TO_PROTO = { approve: ReviewAction.APPROVE, decline: ReviewAction.DECLINE } as const;
+
+/** An export's format. */
+export const EXPORT_FORMAT_TO_PROTO = { csv: ExportFormat.CSV, json: ExportFormat.JSON } as const;
+
 /** A name -> enum table read backwards: enum value -> name. */
 export function namesOf<N extends string, P extends number>(toProto: Readonly<Record<N, P>>): Readonly<Partial<Record<P, N>>> {
   return Object.fromEntries(Object.entries<P>(toProto).map(([name, value]) => [value, name])) as Partial<Record<P, N>>;
@@ -65,3 +83,7 @@ export const ANCHOR_STATE_NAMES: NamesOf<ReferralState, typeof ANCHOR_STATE_TO_P
 export const DELIVERY_STATUS_NAMES: NamesOf<DeliveryStatus, typeof DELIVERY_STATUS_TO_PROTO> = namesOf(DELIVERY_STATUS_TO_PROTO);
 export const DELIVERY_TRANSPORT_NAMES: NamesOf<DeliveryTransport, typeof DELIVERY_TRANSPORT_TO_PROTO> = namesOf(DELIVERY_TRANSPORT_TO_PROTO);
 export const PULL_CLAIM_STATUS_NAMES: NamesOf<PullClaimStatus, typeof PULL_CLAIM_STATUS_TO_PROTO> = namesOf(PULL_CLAIM_STATUS_TO_PROTO);
+export const REVIEW_STATE_NAMES: NamesOf<ReviewState, typeof REVIEW_STATE_TO_PROTO> = namesOf(REVIEW_STATE_TO_PROTO);
+export const REVIEW_MODE_NAMES: NamesOf<ReviewMode, typeof REVIEW_MODE_TO_PROTO> = namesOf(REVIEW_MODE_TO_PROTO);
+export const REVIEW_ACTION_NAMES: NamesOf<ReviewAction, typeof REVIEW_ACTION_TO_PROTO> = namesOf(REVIEW_ACTION_TO_PROTO);
+export const EXPORT_FORMAT_NAMES: NamesOf<ExportFormat, typeof EXPORT_FORMAT_TO_PROTO> = namesOf(EXPORT_FORMAT_TO_PROTO);

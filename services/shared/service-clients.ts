@@ -4,11 +4,14 @@ import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
+import { ReferralReviewService } from "../../gen/proto/referral/v1/referral_review_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 
 /** A client of every service the referral service process hosts. */
 export interface RpcClients {
   referral: Client<typeof ReferralService>;
+  /** The owner's referral list and anti-abuse review. */
+  reviews: Client<typeof ReferralReviewService>;
   admin: Client<typeof ServerAdminService>;
   hearts: Client<typeof HeartService>;
   delivery: Client<typeof DeliveryService>;
@@ -23,6 +26,7 @@ export interface RpcClients {
 export function createRpcClients(transport: Transport): RpcClients {
   return {
     referral: createClient(ReferralService, transport),
+    reviews: createClient(ReferralReviewService, transport),
     admin: createClient(ServerAdminService, transport),
     hearts: createClient(HeartService, transport),
     delivery: createClient(DeliveryService, transport),

@@ -13,6 +13,14 @@ import {
   PULL_CLAIM_STATUS_TO_PROTO,
   REFERRAL_EVENT_NAMES,
   REFERRAL_EVENT_TO_PROTO,
+  REVIEW_ACTION_NAMES,
+  REVIEW_ACTION_TO_PROTO,
+  REVIEW_MODE_NAMES,
+  REVIEW_MODE_TO_PROTO,
+  REVIEW_STATE_NAMES,
+  REVIEW_STATE_TO_PROTO,
+  EXPORT_FORMAT_NAMES,
+  EXPORT_FORMAT_TO_PROTO,
 } from "../../services/shared/proto-names.js";
 
 const pairs: [Record<string, number>, Partial<Record<number, string>>][] = [
@@ -21,6 +29,10 @@ const pairs: [Record<string, number>, Partial<Record<number, string>>][] = [
   [DELIVERY_STATUS_TO_PROTO, DELIVERY_STATUS_NAMES],
   [DELIVERY_TRANSPORT_TO_PROTO, DELIVERY_TRANSPORT_NAMES],
   [PULL_CLAIM_STATUS_TO_PROTO, PULL_CLAIM_STATUS_NAMES],
+  [REVIEW_STATE_TO_PROTO, REVIEW_STATE_NAMES],
+  [REVIEW_MODE_TO_PROTO, REVIEW_MODE_NAMES],
+  [REVIEW_ACTION_TO_PROTO, REVIEW_ACTION_NAMES],
+  [EXPORT_FORMAT_TO_PROTO, EXPORT_FORMAT_NAMES],
 ];
 
 test("every name -> enum table reads backwards to the same names, and UNSPECIFIED has no name", (t) => {

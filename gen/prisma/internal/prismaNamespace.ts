@@ -1973,7 +1973,8 @@ export const ServerScalarFieldEnum = {
   createdAt: 'createdAt',
   ownerId: 'ownerId',
   attributionWindowDays: 'attributionWindowDays',
-  lockDays: 'lockDays'
+  lockDays: 'lockDays',
+  referralReviewMode: 'referralReviewMode'
 } as const
 
 export type ServerScalarFieldEnum = (typeof ServerScalarFieldEnum)[keyof typeof ServerScalarFieldEnum]
@@ -2000,6 +2001,7 @@ export const ReferralClickScalarFieldEnum = {
   token: 'token',
   referralId: 'referralId',
   ip: 'ip',
+  subnet: 'subnet',
   userAgent: 'userAgent',
   createdAt: 'createdAt'
 } as const
@@ -2019,7 +2021,11 @@ export const ReferralScalarFieldEnum = {
   reversedAt: 'reversedAt',
   reversalReason: 'reversalReason',
   reversalReasonText: 'reversalReasonText',
-  clawbackAt: 'clawbackAt'
+  clawbackAt: 'clawbackAt',
+  signals: 'signals',
+  signalDetails: 'signalDetails',
+  review: 'review',
+  reviewedAt: 'reviewedAt'
 } as const
 
 export type ReferralScalarFieldEnum = (typeof ReferralScalarFieldEnum)[keyof typeof ReferralScalarFieldEnum]
@@ -2262,6 +2268,13 @@ export const SortOrder = {
 export type SortOrder = (typeof SortOrder)[keyof typeof SortOrder]
 
 
+export const JsonNullValueInput = {
+  JsonNull: JsonNull
+} as const
+
+export type JsonNullValueInput = (typeof JsonNullValueInput)[keyof typeof JsonNullValueInput]
+
+
 export const NullableJsonNullValueInput = {
   DbNull: DbNull,
   JsonNull: JsonNull
@@ -2351,6 +2364,20 @@ export type ListIntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel,
 
 
 /**
+ * Reference to a field of type 'ReferralReviewMode'
+ */
+export type EnumReferralReviewModeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'ReferralReviewMode'>
+    
+
+
+/**
+ * Reference to a field of type 'ReferralReviewMode[]'
+ */
+export type ListEnumReferralReviewModeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'ReferralReviewMode[]'>
+    
+
+
+/**
  * Reference to a field of type 'SecretPurpose'
  */
 export type EnumSecretPurposeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'SecretPurpose'>
@@ -2375,6 +2402,34 @@ export type EnumReferralStateFieldRefInput<$PrismaModel> = FieldRefInputType<$Pr
  * Reference to a field of type 'ReferralState[]'
  */
 export type ListEnumReferralStateFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'ReferralState[]'>
+    
+
+
+/**
+ * Reference to a field of type 'Json'
+ */
+export type JsonFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Json'>
+    
+
+
+/**
+ * Reference to a field of type 'QueryMode'
+ */
+export type EnumQueryModeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'QueryMode'>
+    
+
+
+/**
+ * Reference to a field of type 'ReferralReview'
+ */
+export type EnumReferralReviewFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'ReferralReview'>
+    
+
+
+/**
+ * Reference to a field of type 'ReferralReview[]'
+ */
+export type ListEnumReferralReviewFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'ReferralReview[]'>
     
 
 
@@ -2431,20 +2486,6 @@ export type EnumDeliveryStatusFieldRefInput<$PrismaModel> = FieldRefInputType<$P
  * Reference to a field of type 'DeliveryStatus[]'
  */
 export type ListEnumDeliveryStatusFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DeliveryStatus[]'>
-    
-
-
-/**
- * Reference to a field of type 'Json'
- */
-export type JsonFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Json'>
-    
-
-
-/**
- * Reference to a field of type 'QueryMode'
- */
-export type EnumQueryModeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'QueryMode'>
     
 
 

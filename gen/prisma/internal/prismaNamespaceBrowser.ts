@@ -107,7 +107,8 @@ export const ServerScalarFieldEnum = {
   createdAt: 'createdAt',
   ownerId: 'ownerId',
   attributionWindowDays: 'attributionWindowDays',
-  lockDays: 'lockDays'
+  lockDays: 'lockDays',
+  referralReviewMode: 'referralReviewMode'
 } as const
 
 export type ServerScalarFieldEnum = (typeof ServerScalarFieldEnum)[keyof typeof ServerScalarFieldEnum]
@@ -134,6 +135,7 @@ export const ReferralClickScalarFieldEnum = {
   token: 'token',
   referralId: 'referralId',
   ip: 'ip',
+  subnet: 'subnet',
   userAgent: 'userAgent',
   createdAt: 'createdAt'
 } as const
@@ -153,7 +155,11 @@ export const ReferralScalarFieldEnum = {
   reversedAt: 'reversedAt',
   reversalReason: 'reversalReason',
   reversalReasonText: 'reversalReasonText',
-  clawbackAt: 'clawbackAt'
+  clawbackAt: 'clawbackAt',
+  signals: 'signals',
+  signalDetails: 'signalDetails',
+  review: 'review',
+  reviewedAt: 'reviewedAt'
 } as const
 
 export type ReferralScalarFieldEnum = (typeof ReferralScalarFieldEnum)[keyof typeof ReferralScalarFieldEnum]
@@ -394,6 +400,13 @@ export const SortOrder = {
 } as const
 
 export type SortOrder = (typeof SortOrder)[keyof typeof SortOrder]
+
+
+export const JsonNullValueInput = {
+  JsonNull: JsonNull
+} as const
+
+export type JsonNullValueInput = (typeof JsonNullValueInput)[keyof typeof JsonNullValueInput]
 
 
 export const NullableJsonNullValueInput = {

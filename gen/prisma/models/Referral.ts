@@ -47,6 +47,8 @@ export type ReferralMinAggregateOutputType = {
   reversalReason: string | null
   reversalReasonText: string | null
   clawbackAt: Date | null
+  review: $Enums.ReferralReview | null
+  reviewedAt: Date | null
 }
 
 export type ReferralMaxAggregateOutputType = {
@@ -62,6 +64,8 @@ export type ReferralMaxAggregateOutputType = {
   reversalReason: string | null
   reversalReasonText: string | null
   clawbackAt: Date | null
+  review: $Enums.ReferralReview | null
+  reviewedAt: Date | null
 }
 
 export type ReferralCountAggregateOutputType = {
@@ -77,6 +81,10 @@ export type ReferralCountAggregateOutputType = {
   reversalReason: number
   reversalReasonText: number
   clawbackAt: number
+  signals: number
+  signalDetails: number
+  review: number
+  reviewedAt: number
   _all: number
 }
 
@@ -102,6 +110,8 @@ export type ReferralMinAggregateInputType = {
   reversalReason?: true
   reversalReasonText?: true
   clawbackAt?: true
+  review?: true
+  reviewedAt?: true
 }
 
 export type ReferralMaxAggregateInputType = {
@@ -117,6 +127,8 @@ export type ReferralMaxAggregateInputType = {
   reversalReason?: true
   reversalReasonText?: true
   clawbackAt?: true
+  review?: true
+  reviewedAt?: true
 }
 
 export type ReferralCountAggregateInputType = {
@@ -132,6 +144,10 @@ export type ReferralCountAggregateInputType = {
   reversalReason?: true
   reversalReasonText?: true
   clawbackAt?: true
+  signals?: true
+  signalDetails?: true
+  review?: true
+  reviewedAt?: true
   _all?: true
 }
 
@@ -234,6 +250,10 @@ export type ReferralGroupByOutputType = {
   reversalReason: string | null
   reversalReasonText: string | null
   clawbackAt: Date | null
+  signals: string[]
+  signalDetails: runtime.JsonValue
+  review: $Enums.ReferralReview
+  reviewedAt: Date | null
   _count: ReferralCountAggregateOutputType | null
   _avg: ReferralAvgAggregateOutputType | null
   _sum: ReferralSumAggregateOutputType | null
@@ -272,6 +292,10 @@ export type ReferralWhereInput = {
   reversalReason?: Prisma.StringNullableFilter<"Referral"> | string | null
   reversalReasonText?: Prisma.StringNullableFilter<"Referral"> | string | null
   clawbackAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
+  signals?: Prisma.StringNullableListFilter<"Referral">
+  signalDetails?: Prisma.JsonFilter<"Referral">
+  review?: Prisma.EnumReferralReviewFilter<"Referral"> | $Enums.ReferralReview
+  reviewedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   clicks?: Prisma.ReferralClickListRelationFilter
   credit?: Prisma.XOR<Prisma.ReferralCreditNullableScalarRelationFilter, Prisma.ReferralCreditWhereInput> | null
@@ -290,6 +314,10 @@ export type ReferralOrderByWithRelationInput = {
   reversalReason?: Prisma.SortOrderInput | Prisma.SortOrder
   reversalReasonText?: Prisma.SortOrderInput | Prisma.SortOrder
   clawbackAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  signals?: Prisma.SortOrder
+  signalDetails?: Prisma.SortOrder
+  review?: Prisma.SortOrder
+  reviewedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   server?: Prisma.ServerOrderByWithRelationInput
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
   credit?: Prisma.ReferralCreditOrderByWithRelationInput
@@ -312,6 +340,10 @@ export type ReferralWhereUniqueInput = Prisma.AtLeast<{
   reversalReason?: Prisma.StringNullableFilter<"Referral"> | string | null
   reversalReasonText?: Prisma.StringNullableFilter<"Referral"> | string | null
   clawbackAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
+  signals?: Prisma.StringNullableListFilter<"Referral">
+  signalDetails?: Prisma.JsonFilter<"Referral">
+  review?: Prisma.EnumReferralReviewFilter<"Referral"> | $Enums.ReferralReview
+  reviewedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   clicks?: Prisma.ReferralClickListRelationFilter
   credit?: Prisma.XOR<Prisma.ReferralCreditNullableScalarRelationFilter, Prisma.ReferralCreditWhereInput> | null
@@ -330,6 +362,10 @@ export type ReferralOrderByWithAggregationInput = {
   reversalReason?: Prisma.SortOrderInput | Prisma.SortOrder
   reversalReasonText?: Prisma.SortOrderInput | Prisma.SortOrder
   clawbackAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  signals?: Prisma.SortOrder
+  signalDetails?: Prisma.SortOrder
+  review?: Prisma.SortOrder
+  reviewedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ReferralCountOrderByAggregateInput
   _avg?: Prisma.ReferralAvgOrderByAggregateInput
   _max?: Prisma.ReferralMaxOrderByAggregateInput
@@ -353,6 +389,10 @@ export type ReferralScalarWhereWithAggregatesInput = {
   reversalReason?: Prisma.StringNullableWithAggregatesFilter<"Referral"> | string | null
   reversalReasonText?: Prisma.StringNullableWithAggregatesFilter<"Referral"> | string | null
   clawbackAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Referral"> | Date | string | null
+  signals?: Prisma.StringNullableListFilter<"Referral">
+  signalDetails?: Prisma.JsonWithAggregatesFilter<"Referral">
+  review?: Prisma.EnumReferralReviewWithAggregatesFilter<"Referral"> | $Enums.ReferralReview
+  reviewedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Referral"> | Date | string | null
 }
 
 export type ReferralCreateInput = {
@@ -367,6 +407,10 @@ export type ReferralCreateInput = {
   reversalReason?: string | null
   reversalReasonText?: string | null
   clawbackAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   server: Prisma.ServerCreateNestedOneWithoutReferralsInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutReferralInput
   credit?: Prisma.ReferralCreditCreateNestedOneWithoutReferralInput
@@ -385,6 +429,10 @@ export type ReferralUncheckedCreateInput = {
   reversalReason?: string | null
   reversalReasonText?: string | null
   clawbackAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutReferralInput
   credit?: Prisma.ReferralCreditUncheckedCreateNestedOneWithoutReferralInput
 }
@@ -401,6 +449,10 @@ export type ReferralUpdateInput = {
   reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutReferralsNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutReferralNestedInput
   credit?: Prisma.ReferralCreditUpdateOneWithoutReferralNestedInput
@@ -419,6 +471,10 @@ export type ReferralUncheckedUpdateInput = {
   reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutReferralNestedInput
   credit?: Prisma.ReferralCreditUncheckedUpdateOneWithoutReferralNestedInput
 }
@@ -436,6 +492,10 @@ export type ReferralCreateManyInput = {
   reversalReason?: string | null
   reversalReasonText?: string | null
   clawbackAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
 }
 
 export type ReferralUpdateManyMutationInput = {
@@ -450,6 +510,10 @@ export type ReferralUpdateManyMutationInput = {
   reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type ReferralUncheckedUpdateManyInput = {
@@ -465,6 +529,10 @@ export type ReferralUncheckedUpdateManyInput = {
   reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type ReferralListRelationFilter = {
@@ -480,6 +548,14 @@ export type ReferralOrderByRelationAggregateInput = {
 export type ReferralNullableScalarRelationFilter = {
   is?: Prisma.ReferralWhereInput | null
   isNot?: Prisma.ReferralWhereInput | null
+}
+
+export type StringNullableListFilter<$PrismaModel = never> = {
+  equals?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel> | null
+  has?: string | Prisma.StringFieldRefInput<$PrismaModel> | null
+  hasEvery?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel>
+  hasSome?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel>
+  isEmpty?: boolean
 }
 
 export type ReferralServerIdRefereeIdentityCompoundUniqueInput = {
@@ -500,6 +576,10 @@ export type ReferralCountOrderByAggregateInput = {
   reversalReason?: Prisma.SortOrder
   reversalReasonText?: Prisma.SortOrder
   clawbackAt?: Prisma.SortOrder
+  signals?: Prisma.SortOrder
+  signalDetails?: Prisma.SortOrder
+  review?: Prisma.SortOrder
+  reviewedAt?: Prisma.SortOrder
 }
 
 export type ReferralAvgOrderByAggregateInput = {
@@ -519,6 +599,8 @@ export type ReferralMaxOrderByAggregateInput = {
   reversalReason?: Prisma.SortOrder
   reversalReasonText?: Prisma.SortOrder
   clawbackAt?: Prisma.SortOrder
+  review?: Prisma.SortOrder
+  reviewedAt?: Prisma.SortOrder
 }
 
 export type ReferralMinOrderByAggregateInput = {
@@ -534,6 +616,8 @@ export type ReferralMinOrderByAggregateInput = {
   reversalReason?: Prisma.SortOrder
   reversalReasonText?: Prisma.SortOrder
   clawbackAt?: Prisma.SortOrder
+  review?: Prisma.SortOrder
+  reviewedAt?: Prisma.SortOrder
 }
 
 export type ReferralSumOrderByAggregateInput = {
@@ -603,8 +687,21 @@ export type ReferralUpdateOneWithoutClicksNestedInput = {
   update?: Prisma.XOR<Prisma.XOR<Prisma.ReferralUpdateToOneWithWhereWithoutClicksInput, Prisma.ReferralUpdateWithoutClicksInput>, Prisma.ReferralUncheckedUpdateWithoutClicksInput>
 }
 
+export type ReferralCreatesignalsInput = {
+  set: string[]
+}
+
 export type EnumReferralStateFieldUpdateOperationsInput = {
   set?: $Enums.ReferralState
+}
+
+export type ReferralUpdatesignalsInput = {
+  set?: string[]
+  push?: string | string[]
+}
+
+export type EnumReferralReviewFieldUpdateOperationsInput = {
+  set?: $Enums.ReferralReview
 }
 
 export type ReferralCreateNestedOneWithoutCreditInput = {
@@ -633,6 +730,10 @@ export type ReferralCreateWithoutServerInput = {
   reversalReason?: string | null
   reversalReasonText?: string | null
   clawbackAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutReferralInput
   credit?: Prisma.ReferralCreditCreateNestedOneWithoutReferralInput
 }
@@ -649,6 +750,10 @@ export type ReferralUncheckedCreateWithoutServerInput = {
   reversalReason?: string | null
   reversalReasonText?: string | null
   clawbackAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutReferralInput
   credit?: Prisma.ReferralCreditUncheckedCreateNestedOneWithoutReferralInput
 }
@@ -695,6 +800,10 @@ export type ReferralScalarWhereInput = {
   reversalReason?: Prisma.StringNullableFilter<"Referral"> | string | null
   reversalReasonText?: Prisma.StringNullableFilter<"Referral"> | string | null
   clawbackAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
+  signals?: Prisma.StringNullableListFilter<"Referral">
+  signalDetails?: Prisma.JsonFilter<"Referral">
+  review?: Prisma.EnumReferralReviewFilter<"Referral"> | $Enums.ReferralReview
+  reviewedAt?: Prisma.DateTimeNullableFilter<"Referral"> | Date | string | null
 }
 
 export type ReferralCreateWithoutClicksInput = {
@@ -709,6 +818,10 @@ export type ReferralCreateWithoutClicksInput = {
   reversalReason?: string | null
   reversalReasonText?: string | null
   clawbackAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   server: Prisma.ServerCreateNestedOneWithoutReferralsInput
   credit?: Prisma.ReferralCreditCreateNestedOneWithoutReferralInput
 }
@@ -726,6 +839,10 @@ export type ReferralUncheckedCreateWithoutClicksInput = {
   reversalReason?: string | null
   reversalReasonText?: string | null
   clawbackAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   credit?: Prisma.ReferralCreditUncheckedCreateNestedOneWithoutReferralInput
 }
 
@@ -757,6 +874,10 @@ export type ReferralUpdateWithoutClicksInput = {
   reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutReferralsNestedInput
   credit?: Prisma.ReferralCreditUpdateOneWithoutReferralNestedInput
 }
@@ -774,6 +895,10 @@ export type ReferralUncheckedUpdateWithoutClicksInput = {
   reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   credit?: Prisma.ReferralCreditUncheckedUpdateOneWithoutReferralNestedInput
 }
 
@@ -789,6 +914,10 @@ export type ReferralCreateWithoutCreditInput = {
   reversalReason?: string | null
   reversalReasonText?: string | null
   clawbackAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   server: Prisma.ServerCreateNestedOneWithoutReferralsInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutReferralInput
 }
@@ -806,6 +935,10 @@ export type ReferralUncheckedCreateWithoutCreditInput = {
   reversalReason?: string | null
   reversalReasonText?: string | null
   clawbackAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutReferralInput
 }
 
@@ -837,6 +970,10 @@ export type ReferralUpdateWithoutCreditInput = {
   reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutReferralsNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutReferralNestedInput
 }
@@ -854,6 +991,10 @@ export type ReferralUncheckedUpdateWithoutCreditInput = {
   reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutReferralNestedInput
 }
 
@@ -869,6 +1010,10 @@ export type ReferralCreateManyServerInput = {
   reversalReason?: string | null
   reversalReasonText?: string | null
   clawbackAt?: Date | string | null
+  signals?: Prisma.ReferralCreatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: $Enums.ReferralReview
+  reviewedAt?: Date | string | null
 }
 
 export type ReferralUpdateWithoutServerInput = {
@@ -883,6 +1028,10 @@ export type ReferralUpdateWithoutServerInput = {
   reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   clicks?: Prisma.ReferralClickUpdateManyWithoutReferralNestedInput
   credit?: Prisma.ReferralCreditUpdateOneWithoutReferralNestedInput
 }
@@ -899,6 +1048,10 @@ export type ReferralUncheckedUpdateWithoutServerInput = {
   reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutReferralNestedInput
   credit?: Prisma.ReferralCreditUncheckedUpdateOneWithoutReferralNestedInput
 }
@@ -915,6 +1068,10 @@ export type ReferralUncheckedUpdateManyWithoutServerInput = {
   reversalReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   reversalReasonText?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clawbackAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  signals?: Prisma.ReferralUpdatesignalsInput | string[]
+  signalDetails?: Prisma.JsonNullValueInput | runtime.InputJsonValue
+  review?: Prisma.EnumReferralReviewFieldUpdateOperationsInput | $Enums.ReferralReview
+  reviewedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 
@@ -961,6 +1118,10 @@ export type ReferralSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   reversalReason?: boolean
   reversalReasonText?: boolean
   clawbackAt?: boolean
+  signals?: boolean
+  signalDetails?: boolean
+  review?: boolean
+  reviewedAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   clicks?: boolean | Prisma.Referral$clicksArgs<ExtArgs>
   credit?: boolean | Prisma.Referral$creditArgs<ExtArgs>
@@ -980,6 +1141,10 @@ export type ReferralSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   reversalReason?: boolean
   reversalReasonText?: boolean
   clawbackAt?: boolean
+  signals?: boolean
+  signalDetails?: boolean
+  review?: boolean
+  reviewedAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["referral"]>
 
@@ -996,6 +1161,10 @@ export type ReferralSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   reversalReason?: boolean
   reversalReasonText?: boolean
   clawbackAt?: boolean
+  signals?: boolean
+  signalDetails?: boolean
+  review?: boolean
+  reviewedAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["referral"]>
 
@@ -1012,9 +1181,13 @@ export type ReferralSelectScalar = {
   reversalReason?: boolean
   reversalReasonText?: boolean
   clawbackAt?: boolean
+  signals?: boolean
+  signalDetails?: boolean
+  review?: boolean
+  reviewedAt?: boolean
 }
 
-export type ReferralOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "refereeIdentity" | "referrerIdentity" | "state" | "version" | "registeredAt" | "qualifiedAt" | "reversedAt" | "reversalReason" | "reversalReasonText" | "clawbackAt", ExtArgs["result"]["referral"]>
+export type ReferralOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "refereeIdentity" | "referrerIdentity" | "state" | "version" | "registeredAt" | "qualifiedAt" | "reversedAt" | "reversalReason" | "reversalReasonText" | "clawbackAt" | "signals" | "signalDetails" | "review" | "reviewedAt", ExtArgs["result"]["referral"]>
 export type ReferralInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   clicks?: boolean | Prisma.Referral$clicksArgs<ExtArgs>
@@ -1057,6 +1230,16 @@ export type $ReferralPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      * Set (= reversed_at) when the reversal came after the lock period: the credit stayed counted.
      */
     clawbackAt: Date | null
+    /**
+     * Anti-abuse signal codes recorded with the referral (services/referral/domain/abuse-signals.ts).
+     */
+    signals: string[]
+    /**
+     * Per signal code, what was seen (counts, windows).
+     */
+    signalDetails: runtime.JsonValue
+    review: $Enums.ReferralReview
+    reviewedAt: Date | null
   }, ExtArgs["result"]["referral"]>
   composites: {}
 }
@@ -1495,6 +1678,10 @@ export interface ReferralFieldRefs {
   readonly reversalReason: Prisma.FieldRef<"Referral", 'String'>
   readonly reversalReasonText: Prisma.FieldRef<"Referral", 'String'>
   readonly clawbackAt: Prisma.FieldRef<"Referral", 'DateTime'>
+  readonly signals: Prisma.FieldRef<"Referral", 'String[]'>
+  readonly signalDetails: Prisma.FieldRef<"Referral", 'Json'>
+  readonly review: Prisma.FieldRef<"Referral", 'ReferralReview'>
+  readonly reviewedAt: Prisma.FieldRef<"Referral", 'DateTime'>
 }
     
 

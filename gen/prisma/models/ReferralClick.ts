@@ -31,6 +31,7 @@ export type ReferralClickMinAggregateOutputType = {
   token: string | null
   referralId: string | null
   ip: string | null
+  subnet: string | null
   userAgent: string | null
   createdAt: Date | null
 }
@@ -42,6 +43,7 @@ export type ReferralClickMaxAggregateOutputType = {
   token: string | null
   referralId: string | null
   ip: string | null
+  subnet: string | null
   userAgent: string | null
   createdAt: Date | null
 }
@@ -53,6 +55,7 @@ export type ReferralClickCountAggregateOutputType = {
   token: number
   referralId: number
   ip: number
+  subnet: number
   userAgent: number
   createdAt: number
   _all: number
@@ -66,6 +69,7 @@ export type ReferralClickMinAggregateInputType = {
   token?: true
   referralId?: true
   ip?: true
+  subnet?: true
   userAgent?: true
   createdAt?: true
 }
@@ -77,6 +81,7 @@ export type ReferralClickMaxAggregateInputType = {
   token?: true
   referralId?: true
   ip?: true
+  subnet?: true
   userAgent?: true
   createdAt?: true
 }
@@ -88,6 +93,7 @@ export type ReferralClickCountAggregateInputType = {
   token?: true
   referralId?: true
   ip?: true
+  subnet?: true
   userAgent?: true
   createdAt?: true
   _all?: true
@@ -172,6 +178,7 @@ export type ReferralClickGroupByOutputType = {
   token: string
   referralId: string | null
   ip: string | null
+  subnet: string | null
   userAgent: string | null
   createdAt: Date
   _count: ReferralClickCountAggregateOutputType | null
@@ -204,6 +211,7 @@ export type ReferralClickWhereInput = {
   token?: Prisma.StringFilter<"ReferralClick"> | string
   referralId?: Prisma.UuidNullableFilter<"ReferralClick"> | string | null
   ip?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
+  subnet?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   userAgent?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   createdAt?: Prisma.DateTimeFilter<"ReferralClick"> | Date | string
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
@@ -217,6 +225,7 @@ export type ReferralClickOrderByWithRelationInput = {
   token?: Prisma.SortOrder
   referralId?: Prisma.SortOrderInput | Prisma.SortOrder
   ip?: Prisma.SortOrderInput | Prisma.SortOrder
+  subnet?: Prisma.SortOrderInput | Prisma.SortOrder
   userAgent?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   server?: Prisma.ServerOrderByWithRelationInput
@@ -233,6 +242,7 @@ export type ReferralClickWhereUniqueInput = Prisma.AtLeast<{
   referrerIdentity?: Prisma.StringFilter<"ReferralClick"> | string
   referralId?: Prisma.UuidNullableFilter<"ReferralClick"> | string | null
   ip?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
+  subnet?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   userAgent?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   createdAt?: Prisma.DateTimeFilter<"ReferralClick"> | Date | string
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
@@ -246,6 +256,7 @@ export type ReferralClickOrderByWithAggregationInput = {
   token?: Prisma.SortOrder
   referralId?: Prisma.SortOrderInput | Prisma.SortOrder
   ip?: Prisma.SortOrderInput | Prisma.SortOrder
+  subnet?: Prisma.SortOrderInput | Prisma.SortOrder
   userAgent?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   _count?: Prisma.ReferralClickCountOrderByAggregateInput
@@ -263,6 +274,7 @@ export type ReferralClickScalarWhereWithAggregatesInput = {
   token?: Prisma.StringWithAggregatesFilter<"ReferralClick"> | string
   referralId?: Prisma.UuidNullableWithAggregatesFilter<"ReferralClick"> | string | null
   ip?: Prisma.StringNullableWithAggregatesFilter<"ReferralClick"> | string | null
+  subnet?: Prisma.StringNullableWithAggregatesFilter<"ReferralClick"> | string | null
   userAgent?: Prisma.StringNullableWithAggregatesFilter<"ReferralClick"> | string | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"ReferralClick"> | Date | string
 }
@@ -272,6 +284,7 @@ export type ReferralClickCreateInput = {
   referrerIdentity: string
   token: string
   ip?: string | null
+  subnet?: string | null
   userAgent?: string | null
   createdAt?: Date | string
   server: Prisma.ServerCreateNestedOneWithoutClicksInput
@@ -285,6 +298,7 @@ export type ReferralClickUncheckedCreateInput = {
   token: string
   referralId?: string | null
   ip?: string | null
+  subnet?: string | null
   userAgent?: string | null
   createdAt?: Date | string
 }
@@ -294,6 +308,7 @@ export type ReferralClickUpdateInput = {
   referrerIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   token?: Prisma.StringFieldUpdateOperationsInput | string
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   server?: Prisma.ServerUpdateOneRequiredWithoutClicksNestedInput
@@ -307,6 +322,7 @@ export type ReferralClickUncheckedUpdateInput = {
   token?: Prisma.StringFieldUpdateOperationsInput | string
   referralId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -318,6 +334,7 @@ export type ReferralClickCreateManyInput = {
   token: string
   referralId?: string | null
   ip?: string | null
+  subnet?: string | null
   userAgent?: string | null
   createdAt?: Date | string
 }
@@ -327,6 +344,7 @@ export type ReferralClickUpdateManyMutationInput = {
   referrerIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   token?: Prisma.StringFieldUpdateOperationsInput | string
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -338,6 +356,7 @@ export type ReferralClickUncheckedUpdateManyInput = {
   token?: Prisma.StringFieldUpdateOperationsInput | string
   referralId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -359,6 +378,7 @@ export type ReferralClickCountOrderByAggregateInput = {
   token?: Prisma.SortOrder
   referralId?: Prisma.SortOrder
   ip?: Prisma.SortOrder
+  subnet?: Prisma.SortOrder
   userAgent?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
@@ -370,6 +390,7 @@ export type ReferralClickMaxOrderByAggregateInput = {
   token?: Prisma.SortOrder
   referralId?: Prisma.SortOrder
   ip?: Prisma.SortOrder
+  subnet?: Prisma.SortOrder
   userAgent?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
@@ -381,6 +402,7 @@ export type ReferralClickMinOrderByAggregateInput = {
   token?: Prisma.SortOrder
   referralId?: Prisma.SortOrder
   ip?: Prisma.SortOrder
+  subnet?: Prisma.SortOrder
   userAgent?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
@@ -474,6 +496,7 @@ export type ReferralClickCreateWithoutServerInput = {
   referrerIdentity: string
   token: string
   ip?: string | null
+  subnet?: string | null
   userAgent?: string | null
   createdAt?: Date | string
   referral?: Prisma.ReferralCreateNestedOneWithoutClicksInput
@@ -485,6 +508,7 @@ export type ReferralClickUncheckedCreateWithoutServerInput = {
   token: string
   referralId?: string | null
   ip?: string | null
+  subnet?: string | null
   userAgent?: string | null
   createdAt?: Date | string
 }
@@ -525,6 +549,7 @@ export type ReferralClickScalarWhereInput = {
   token?: Prisma.StringFilter<"ReferralClick"> | string
   referralId?: Prisma.UuidNullableFilter<"ReferralClick"> | string | null
   ip?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
+  subnet?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   userAgent?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   createdAt?: Prisma.DateTimeFilter<"ReferralClick"> | Date | string
 }
@@ -534,6 +559,7 @@ export type ReferralClickCreateWithoutReferralInput = {
   referrerIdentity: string
   token: string
   ip?: string | null
+  subnet?: string | null
   userAgent?: string | null
   createdAt?: Date | string
   server: Prisma.ServerCreateNestedOneWithoutClicksInput
@@ -545,6 +571,7 @@ export type ReferralClickUncheckedCreateWithoutReferralInput = {
   referrerIdentity: string
   token: string
   ip?: string | null
+  subnet?: string | null
   userAgent?: string | null
   createdAt?: Date | string
 }
@@ -581,6 +608,7 @@ export type ReferralClickCreateManyServerInput = {
   token: string
   referralId?: string | null
   ip?: string | null
+  subnet?: string | null
   userAgent?: string | null
   createdAt?: Date | string
 }
@@ -590,6 +618,7 @@ export type ReferralClickUpdateWithoutServerInput = {
   referrerIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   token?: Prisma.StringFieldUpdateOperationsInput | string
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   referral?: Prisma.ReferralUpdateOneWithoutClicksNestedInput
@@ -601,6 +630,7 @@ export type ReferralClickUncheckedUpdateWithoutServerInput = {
   token?: Prisma.StringFieldUpdateOperationsInput | string
   referralId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -611,6 +641,7 @@ export type ReferralClickUncheckedUpdateManyWithoutServerInput = {
   token?: Prisma.StringFieldUpdateOperationsInput | string
   referralId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -621,6 +652,7 @@ export type ReferralClickCreateManyReferralInput = {
   referrerIdentity: string
   token: string
   ip?: string | null
+  subnet?: string | null
   userAgent?: string | null
   createdAt?: Date | string
 }
@@ -630,6 +662,7 @@ export type ReferralClickUpdateWithoutReferralInput = {
   referrerIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   token?: Prisma.StringFieldUpdateOperationsInput | string
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   server?: Prisma.ServerUpdateOneRequiredWithoutClicksNestedInput
@@ -641,6 +674,7 @@ export type ReferralClickUncheckedUpdateWithoutReferralInput = {
   referrerIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   token?: Prisma.StringFieldUpdateOperationsInput | string
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -651,6 +685,7 @@ export type ReferralClickUncheckedUpdateManyWithoutReferralInput = {
   referrerIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   token?: Prisma.StringFieldUpdateOperationsInput | string
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
@@ -664,6 +699,7 @@ export type ReferralClickSelect<ExtArgs extends runtime.Types.Extensions.Interna
   token?: boolean
   referralId?: boolean
   ip?: boolean
+  subnet?: boolean
   userAgent?: boolean
   createdAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
@@ -677,6 +713,7 @@ export type ReferralClickSelectCreateManyAndReturn<ExtArgs extends runtime.Types
   token?: boolean
   referralId?: boolean
   ip?: boolean
+  subnet?: boolean
   userAgent?: boolean
   createdAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
@@ -690,6 +727,7 @@ export type ReferralClickSelectUpdateManyAndReturn<ExtArgs extends runtime.Types
   token?: boolean
   referralId?: boolean
   ip?: boolean
+  subnet?: boolean
   userAgent?: boolean
   createdAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
@@ -703,11 +741,12 @@ export type ReferralClickSelectScalar = {
   token?: boolean
   referralId?: boolean
   ip?: boolean
+  subnet?: boolean
   userAgent?: boolean
   createdAt?: boolean
 }
 
-export type ReferralClickOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "referrerIdentity" | "token" | "referralId" | "ip" | "userAgent" | "createdAt", ExtArgs["result"]["referralClick"]>
+export type ReferralClickOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "referrerIdentity" | "token" | "referralId" | "ip" | "subnet" | "userAgent" | "createdAt", ExtArgs["result"]["referralClick"]>
 export type ReferralClickInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   referral?: boolean | Prisma.ReferralClick$referralArgs<ExtArgs>
@@ -737,6 +776,10 @@ export type $ReferralClickPayload<ExtArgs extends runtime.Types.Extensions.Inter
      */
     referralId: string | null
     ip: string | null
+    /**
+     * The click address's /24 (IPv4) or /64 (IPv6), as hearts group them; null for an unparsable address.
+     */
+    subnet: string | null
     userAgent: string | null
     createdAt: Date
   }, ExtArgs["result"]["referralClick"]>
@@ -1170,6 +1213,7 @@ export interface ReferralClickFieldRefs {
   readonly token: Prisma.FieldRef<"ReferralClick", 'String'>
   readonly referralId: Prisma.FieldRef<"ReferralClick", 'String'>
   readonly ip: Prisma.FieldRef<"ReferralClick", 'String'>
+  readonly subnet: Prisma.FieldRef<"ReferralClick", 'String'>
   readonly userAgent: Prisma.FieldRef<"ReferralClick", 'String'>
   readonly createdAt: Prisma.FieldRef<"ReferralClick", 'DateTime'>
 }

@@ -57,6 +57,7 @@ export type ServerMinAggregateOutputType = {
   ownerId: string | null
   attributionWindowDays: number | null
   lockDays: number | null
+  referralReviewMode: $Enums.ReferralReviewMode | null
 }
 
 export type ServerMaxAggregateOutputType = {
@@ -78,6 +79,7 @@ export type ServerMaxAggregateOutputType = {
   ownerId: string | null
   attributionWindowDays: number | null
   lockDays: number | null
+  referralReviewMode: $Enums.ReferralReviewMode | null
 }
 
 export type ServerCountAggregateOutputType = {
@@ -99,6 +101,7 @@ export type ServerCountAggregateOutputType = {
   ownerId: number
   attributionWindowDays: number
   lockDays: number
+  referralReviewMode: number
   _all: number
 }
 
@@ -134,6 +137,7 @@ export type ServerMinAggregateInputType = {
   ownerId?: true
   attributionWindowDays?: true
   lockDays?: true
+  referralReviewMode?: true
 }
 
 export type ServerMaxAggregateInputType = {
@@ -155,6 +159,7 @@ export type ServerMaxAggregateInputType = {
   ownerId?: true
   attributionWindowDays?: true
   lockDays?: true
+  referralReviewMode?: true
 }
 
 export type ServerCountAggregateInputType = {
@@ -176,6 +181,7 @@ export type ServerCountAggregateInputType = {
   ownerId?: true
   attributionWindowDays?: true
   lockDays?: true
+  referralReviewMode?: true
   _all?: true
 }
 
@@ -284,6 +290,7 @@ export type ServerGroupByOutputType = {
   ownerId: string | null
   attributionWindowDays: number
   lockDays: number
+  referralReviewMode: $Enums.ReferralReviewMode
   _count: ServerCountAggregateOutputType | null
   _avg: ServerAvgAggregateOutputType | null
   _sum: ServerSumAggregateOutputType | null
@@ -328,6 +335,7 @@ export type ServerWhereInput = {
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntFilter<"Server"> | number
   lockDays?: Prisma.IntFilter<"Server"> | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFilter<"Server"> | $Enums.ReferralReviewMode
   owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
@@ -355,6 +363,7 @@ export type ServerOrderByWithRelationInput = {
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
   lockDays?: Prisma.SortOrder
+  referralReviewMode?: Prisma.SortOrder
   owner?: Prisma.OwnerOrderByWithRelationInput
   secrets?: Prisma.ServerSecretOrderByRelationAggregateInput
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
@@ -385,6 +394,7 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntFilter<"Server"> | number
   lockDays?: Prisma.IntFilter<"Server"> | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFilter<"Server"> | $Enums.ReferralReviewMode
   owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
   secrets?: Prisma.ServerSecretListRelationFilter
   clicks?: Prisma.ReferralClickListRelationFilter
@@ -412,6 +422,7 @@ export type ServerOrderByWithAggregationInput = {
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
   lockDays?: Prisma.SortOrder
+  referralReviewMode?: Prisma.SortOrder
   _count?: Prisma.ServerCountOrderByAggregateInput
   _avg?: Prisma.ServerAvgOrderByAggregateInput
   _max?: Prisma.ServerMaxOrderByAggregateInput
@@ -441,6 +452,7 @@ export type ServerScalarWhereWithAggregatesInput = {
   ownerId?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
   lockDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeWithAggregatesFilter<"Server"> | $Enums.ReferralReviewMode
 }
 
 export type ServerCreateInput = {
@@ -461,6 +473,7 @@ export type ServerCreateInput = {
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -488,6 +501,7 @@ export type ServerUncheckedCreateInput = {
   ownerId?: string | null
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -513,6 +527,7 @@ export type ServerUpdateInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -540,6 +555,7 @@ export type ServerUncheckedUpdateInput = {
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -566,6 +582,7 @@ export type ServerCreateManyInput = {
   ownerId?: string | null
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
 }
 
 export type ServerUpdateManyMutationInput = {
@@ -586,6 +603,7 @@ export type ServerUpdateManyMutationInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
 }
 
 export type ServerUncheckedUpdateManyInput = {
@@ -607,6 +625,7 @@ export type ServerUncheckedUpdateManyInput = {
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
 }
 
 export type ServerCountOrderByAggregateInput = {
@@ -628,6 +647,7 @@ export type ServerCountOrderByAggregateInput = {
   ownerId?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
   lockDays?: Prisma.SortOrder
+  referralReviewMode?: Prisma.SortOrder
 }
 
 export type ServerAvgOrderByAggregateInput = {
@@ -655,6 +675,7 @@ export type ServerMaxOrderByAggregateInput = {
   ownerId?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
   lockDays?: Prisma.SortOrder
+  referralReviewMode?: Prisma.SortOrder
 }
 
 export type ServerMinOrderByAggregateInput = {
@@ -676,6 +697,7 @@ export type ServerMinOrderByAggregateInput = {
   ownerId?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
   lockDays?: Prisma.SortOrder
+  referralReviewMode?: Prisma.SortOrder
 }
 
 export type ServerSumOrderByAggregateInput = {
@@ -733,6 +755,10 @@ export type IntFieldUpdateOperationsInput = {
   decrement?: number
   multiply?: number
   divide?: number
+}
+
+export type EnumReferralReviewModeFieldUpdateOperationsInput = {
+  set?: $Enums.ReferralReviewMode
 }
 
 export type ServerCreateNestedOneWithoutSecretsInput = {
@@ -865,6 +891,7 @@ export type ServerCreateWithoutSecretsInput = {
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -891,6 +918,7 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   ownerId?: string | null
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -931,6 +959,7 @@ export type ServerUpdateWithoutSecretsInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -957,6 +986,7 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -981,6 +1011,7 @@ export type ServerCreateWithoutClicksInput = {
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -1007,6 +1038,7 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   ownerId?: string | null
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -1047,6 +1079,7 @@ export type ServerUpdateWithoutClicksInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -1073,6 +1106,7 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -1097,6 +1131,7 @@ export type ServerCreateWithoutReferralsInput = {
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -1123,6 +1158,7 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   ownerId?: string | null
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
@@ -1163,6 +1199,7 @@ export type ServerUpdateWithoutReferralsInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -1189,6 +1226,7 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
@@ -1213,6 +1251,7 @@ export type ServerCreateWithoutDeliveriesInput = {
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -1239,6 +1278,7 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   ownerId?: string | null
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -1279,6 +1319,7 @@ export type ServerUpdateWithoutDeliveriesInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -1305,6 +1346,7 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -1329,6 +1371,7 @@ export type ServerCreateWithoutOwnerInput = {
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
@@ -1354,6 +1397,7 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -1409,6 +1453,7 @@ export type ServerScalarWhereInput = {
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntFilter<"Server"> | number
   lockDays?: Prisma.IntFilter<"Server"> | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFilter<"Server"> | $Enums.ReferralReviewMode
 }
 
 export type ServerCreateWithoutCallbackHealthInput = {
@@ -1429,6 +1474,7 @@ export type ServerCreateWithoutCallbackHealthInput = {
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -1455,6 +1501,7 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   ownerId?: string | null
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
@@ -1495,6 +1542,7 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -1521,6 +1569,7 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -1545,6 +1594,7 @@ export type ServerCreateManyOwnerInput = {
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
 }
 
 export type ServerUpdateWithoutOwnerInput = {
@@ -1565,6 +1615,7 @@ export type ServerUpdateWithoutOwnerInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
@@ -1590,6 +1641,7 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
@@ -1615,6 +1667,7 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
 }
 
 
@@ -1694,6 +1747,7 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   ownerId?: boolean
   attributionWindowDays?: boolean
   lockDays?: boolean
+  referralReviewMode?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
   clicks?: boolean | Prisma.Server$clicksArgs<ExtArgs>
@@ -1722,6 +1776,7 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   ownerId?: boolean
   attributionWindowDays?: boolean
   lockDays?: boolean
+  referralReviewMode?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
@@ -1744,6 +1799,7 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   ownerId?: boolean
   attributionWindowDays?: boolean
   lockDays?: boolean
+  referralReviewMode?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
@@ -1766,9 +1822,10 @@ export type ServerSelectScalar = {
   ownerId?: boolean
   attributionWindowDays?: boolean
   lockDays?: boolean
+  referralReviewMode?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays" | "referralReviewMode", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -1835,6 +1892,10 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
      * Days after `qualified` during which a reversal removes the credit; after them it is a clawback record. 0: no lock (R3).
      */
     lockDays: number
+    /**
+     * Anti-abuse review of referrals (off unless the owner opts in).
+     */
+    referralReviewMode: $Enums.ReferralReviewMode
   }, ExtArgs["result"]["server"]>
   composites: {}
 }
@@ -2282,6 +2343,7 @@ export interface ServerFieldRefs {
   readonly ownerId: Prisma.FieldRef<"Server", 'String'>
   readonly attributionWindowDays: Prisma.FieldRef<"Server", 'Int'>
   readonly lockDays: Prisma.FieldRef<"Server", 'Int'>
+  readonly referralReviewMode: Prisma.FieldRef<"Server", 'ReferralReviewMode'>
 }
     
 

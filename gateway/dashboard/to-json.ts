@@ -211,7 +211,7 @@ export function toFunnelJson(f: GetFunnelResponse) {
 
 /** One referrer on the leaderboard. */
 export function toLeaderboardJson(e: LeaderboardEntry) {
-  return { rank: e.rank, referrer: e.referrerIdentity, credits: Number(e.credits), reversed: Number(e.reversed) };
+  return { rank: e.rank, referrer: e.referrerIdentity, credits: Number(e.credits), reversed: Number(e.reversed), clawbacks: Number(e.clawbacks) };
 }
 
 /** One server in the hearts ranking, with its name when the dashboard knows it. */

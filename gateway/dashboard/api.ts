@@ -1,6 +1,16 @@
 import { isPeriod, periodOf } from "../../services/shared/period.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { CallOptions } from "@connectrpc/connect";
+import { Code, ConnectError, type CallOptions } from "@connectrpc/connect";
+import { ReferralState } from "../../gen/proto/referral/v1/referral_pb.js";
+import { ReviewState } from "../../gen/proto/referral/v1/referral_review_pb.js";
+import {
+  ANCHOR_STATE_TO_PROTO,
+  EXPORT_FORMAT_TO_PROTO,
+  REVIEW_ACTION_TO_PROTO,
+  REVIEW_MODE_NAMES,
+  REVIEW_MODE_TO_PROTO,
+  REVIEW_STATE_TO_PROTO,
+} from "../../services/shared/proto-names.js";
 import type { DashboardClients } from "./clients.js";
 import { errorReply, fromRpcError, type HttpReply } from "../http-errors.js";
 import {
@@ -27,6 +37,8 @@ import {
   toFunnelJson,
   toLeaderboardJson,
   toRankingJson,
+  toReferralEventJson,
+  toReviewedReferralJson,
   toSecretJson,
   toServerJson,
   toVoteReportJson,
@@ -65,10 +77,12 @@ export interface ApiRequest {
   slowCall: CallOptions;
 }
 
-/** A handler's answer (status 200 unless given). */
+/** A handler's answer (status 200 unless given): a JSON body, or a file to download (exports). */
 export interface ApiReply {
   status?: number;
   body: unknown;
+  /** `truncated`: more rows matched than one export holds (sent as the `X-Export-Truncated: true` header). */
+  file?: { contentType: string; filename: string; content: string; truncated: boolean };
 }
 
 /** What the API handlers need. */
@@ -94,6 +108,7 @@ const PARAM_OWNER_CHECKS: Readonly<Record<string, OwnerCheck | { within: string 
   serverId: (clients, serverId, call) => clients.admin.getServer({ serverId }, call),
   deliveryId: (clients, deliveryId, call) => clients.delivery.getDelivery({ deliveryId }, call),
   kid: { within: "serverId" },
+  referralId: (clients, referralId, call) => clients.reviews.getReferralDetail({ referralId }, call),
 };
 
 interface Route {
@@ -224,6 +239,48 @@ export const ROUTES: readonly Route[] = [
     const { scope, period } = readScope(query, deps.now());
     const { entries } = await deps.clients.referral.getLeaderboard({ serverId: params.serverId, period, limit: RANKING_LIMIT }, call);
     return { body: { scope, period, entries: entries.map(toLeaderboardJson) } };
+  }),
+
+  // Referral list and anti-abuse review (issue 20): the handlers answer 404 for a referral of another server than the path's.
+  route("GET", "/servers/:serverId/referral-review", async ({ clients }, { params, call }) => {
+    const { mode } = await clients.reviews.getReferralReviewMode({ serverId: params.serverId }, call);
+    return { body: { mode: REVIEW_MODE_NAMES[mode] ?? null } };
+  }),
+  route("PUT", "/servers/:serverId/referral-review", async ({ clients }, { params, body, call }) => {
+    const mode = REVIEW_MODE_TO_PROTO[readString(body, "mode") as keyof typeof REVIEW_MODE_TO_PROTO];
+    if (mode === undefined) throw new ApiError(oneOfText("mode", Object.keys(REVIEW_MODE_TO_PROTO)));
+    const set = await clients.reviews.setReferralReviewMode({ serverId: params.serverId, mode }, call);
+    return { body: { mode: REVIEW_MODE_NAMES[set.mode] ?? null } };
+  }),
+  route("GET", "/servers/:serverId/referrals", async ({ clients }, { params, query, call }) => {
+    const page = await clients.reviews.listReferrals(
+      { ...readReferralFilter(query, params.serverId ?? ""), pageSize: readCount(query, "page_size"), pageToken: query.get("page_token") ?? "" },
+      call,
+    );
+    return { body: { referrals: page.referrals.map(toReviewedReferralJson), next_page_token: page.nextPageToken || null } };
+  }),
+  route("GET", "/servers/:serverId/referrals/export", async ({ clients }, { params, query, call }) => {
+    const name = query.get("format") ?? "";
+    const format = EXPORT_FORMAT_TO_PROTO[name as keyof typeof EXPORT_FORMAT_TO_PROTO];
+    if (format === undefined) throw new ApiError(oneOfText("format", Object.keys(EXPORT_FORMAT_TO_PROTO)));
+    const exported = await clients.reviews.exportReferrals({ ...readReferralFilter(query, params.serverId ?? ""), format }, call);
+    return {
+      body: null,
+      file: { contentType: exported.contentType, filename: `referrals-${params.serverId}.${name}`, content: exported.body, truncated: exported.truncated },
+    };
+  }),
+  route("GET", "/servers/:serverId/referrals/:referralId", async ({ clients }, { params, call }) => {
+    const detail = await clients.reviews.getReferralDetail({ referralId: params.referralId }, call);
+    if (detail.referral?.serverId !== params.serverId) throw new ConnectError("referral not found", Code.NotFound);
+    return { body: { referral: toReviewedReferralJson(detail.referral), events: detail.events.map(toReferralEventJson) } };
+  }),
+  route("POST", "/servers/:serverId/referrals/:referralId/review", async ({ clients }, { params, body, call }) => {
+    const action = REVIEW_ACTION_TO_PROTO[readString(body, "action") as keyof typeof REVIEW_ACTION_TO_PROTO];
+    if (action === undefined) throw new ApiError(oneOfText("action", Object.keys(REVIEW_ACTION_TO_PROTO)));
+    const { referral } = await clients.reviews.getReferralDetail({ referralId: params.referralId }, call);
+    if (referral?.serverId !== params.serverId) throw new ConnectError("referral not found", Code.NotFound);
+    const reviewed = await clients.reviews.reviewReferral({ referralId: params.referralId, action }, call);
+    return { body: { referral: toReviewedReferralJson(reviewed.referral), changed: reviewed.changed } };
   }),
 
   // Integration
@@ -399,6 +456,19 @@ function readString(body: Record<string, unknown>, field: string): string {
   if (value === undefined || value === null) return "";
   if (typeof value !== "string") throw new ApiError(notStringText(field));
   return value;
+}
+
+/** The referral list's filters: `state`, `review` (or `flagged=true`), `referrer`; 400 for an unknown value. */
+function readReferralFilter(query: URLSearchParams, serverId: string) {
+  const stateName = query.get("state") ?? "";
+  const state = stateName === "" ? ReferralState.UNSPECIFIED : ANCHOR_STATE_TO_PROTO[stateName as keyof typeof ANCHOR_STATE_TO_PROTO];
+  if (state === undefined) throw new ApiError(oneOfText("state", Object.keys(ANCHOR_STATE_TO_PROTO)));
+  const reviewName = query.get("review") ?? "";
+  const review = reviewName === "" ? ReviewState.UNSPECIFIED : REVIEW_STATE_TO_PROTO[reviewName as keyof typeof REVIEW_STATE_TO_PROTO];
+  if (review === undefined) throw new ApiError(oneOfText("review", Object.keys(REVIEW_STATE_TO_PROTO)));
+  const flagged = query.get("flagged") ?? "";
+  if (flagged !== "" && flagged !== "true" && flagged !== "false") throw new ApiError("flagged must be true or false");
+  return { serverId, state, review, flaggedOnly: flagged === "true", referrerIdentity: query.get("referrer") ?? "" };
 }
 
 /** A required boolean field. */

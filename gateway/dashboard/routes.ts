@@ -304,7 +304,8 @@ async function serveApi(api: ApiContext, req: IncomingMessage, res: ServerRespon
     // The access rule (see ROUTES in api.ts): an owner's path parameters are checked before any handler runs.
     if (caller.viewer.kind === "owner") await checkOwnerParams(match.route, caller.clients, match.params, call);
     const reply = await match.route.handle({ clients: caller.clients, now: api.now }, request);
-    sendJson(res, reply.status ?? 200, reply.body);
+    if (reply.file) sendFile(res, reply.file);
+    else sendJson(res, reply.status ?? 200, reply.body);
   } catch (error) {
     // Failure policy: answer the mapped status with a message safe to show; unexpected causes are logged, never sent.
     const mapped = toApiError(error);
@@ -354,6 +355,19 @@ async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
 /** 413: the connection is closed (the rest of the body is not read). */
 function bodyTooLarge(): HttpReply {
   return errorReply("bodyTooLarge", { headers: { connection: "close" } });
+}
+
+/** A download (an export): never cached, as an attachment, with the dashboard's security headers. */
+function sendFile(res: ServerResponse, file: { contentType: string; filename: string; content: string; truncated: boolean }): void {
+  res.writeHead(200, {
+    ...(file.truncated ? { "x-export-truncated": "true" } : {}),
+    "content-type": file.contentType,
+    "content-length": Buffer.byteLength(file.content),
+    "content-disposition": `attachment; filename="${file.filename.replace(/[^A-Za-z0-9._-]/g, "_")}"`,
+    "cache-control": "no-store",
+    ...SECURITY_HEADERS,
+  });
+  res.end(file.content);
 }
 
 /** Sends an error reply built by errorReply (gateway/http-errors.ts). */

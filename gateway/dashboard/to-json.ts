@@ -12,8 +12,11 @@ import {
 import type { DeliveryDayStats } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { HeartVerdict, type GetHeartStatsResponse, type HeartCountBucket, type HeartSummary, type RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
+import type { ReferralEventRecord, ReviewedReferral } from "../../gen/proto/referral/v1/referral_review_pb.js";
 import type { SecretInfo, Server } from "../../gen/proto/servers/v1/servers_pb.js";
 import {
+  ANCHOR_STATE_NAMES,
+  REVIEW_STATE_NAMES,
   DELIVERY_STATUS_NAMES,
   DELIVERY_STATUS_TO_PROTO,
   DELIVERY_TRANSPORT_NAMES,
@@ -209,9 +212,32 @@ export function toFunnelJson(f: GetFunnelResponse) {
   };
 }
 
+/** One referral with its anti-abuse record (the Referrals tab's list and detail). */
+export function toReviewedReferralJson(r: ReviewedReferral | undefined) {
+  if (!r) return null;
+  return {
+    id: r.id,
+    referrer: r.referrerIdentity,
+    referee: r.refereeIdentity,
+    state: ANCHOR_STATE_NAMES[r.state] ?? null,
+    registered_at: toIso(r.registeredAt),
+    qualified_at: toIso(r.qualifiedAt),
+    reversed_at: toIso(r.reversedAt),
+    review: REVIEW_STATE_NAMES[r.review] ?? null,
+    reviewed_at: toIso(r.reviewedAt),
+    counted: r.counted,
+    signals: r.signals.map((s) => ({ code: s.code, details: JSON.parse(s.detailsJson || "{}") as unknown })),
+  };
+}
+
+/** One event applied to a referral. */
+export function toReferralEventJson(e: ReferralEventRecord) {
+  return { type: e.type, server_event_id: e.serverEventId, received_at: toIso(e.receivedAt), outcome: e.outcome };
+}
+
 /** One referrer on the leaderboard. */
 export function toLeaderboardJson(e: LeaderboardEntry) {
-  return { rank: e.rank, referrer: e.referrerIdentity, credits: Number(e.credits), reversed: Number(e.reversed) };
+  return { rank: e.rank, referrer: e.referrerIdentity, credits: Number(e.credits), reversed: Number(e.reversed), clawbacks: Number(e.clawbacks) };
 }
 
 /** One server in the hearts ranking, with its name when the dashboard knows it. */

@@ -55,6 +55,8 @@ export interface LeaderboardRow {
   credits: number;
   reversed: number;
   rank: number;
+  /** Of `credits`, those reversed after the lock period (clawback records; still counted). */
+  clawbacks: number;
 }
 
 /**
@@ -71,12 +73,13 @@ export async function getLeaderboard(deps: CoreDeps, input: { serverId: string; 
   if (period !== "" && !periodRange(period)) throw new DomainError("invalid_argument", monthText("period"));
   if (input.limit < 0) throw new DomainError("invalid_argument", notNegativeText("limit"));
   const limit = input.limit === 0 ? DEFAULT_LEADERBOARD_LIMIT : Math.min(input.limit, MAX_LEADERBOARD_LIMIT);
-  const rows = await deps.prisma.$queryRaw<Array<{ referrer_identity: string; credits: bigint; reversed: bigint; rank: bigint }>>`
-    SELECT referrer_identity, credits, reversed, RANK() OVER (ORDER BY credits DESC) AS rank
+  const rows = await deps.prisma.$queryRaw<Array<{ referrer_identity: string; credits: bigint; reversed: bigint; rank: bigint; clawbacks: bigint }>>`
+    SELECT referrer_identity, credits, reversed, clawbacks, RANK() OVER (ORDER BY credits DESC) AS rank
     FROM (
       SELECT referrer_identity,
              count(*) FILTER (WHERE reversed_at IS NULL) AS credits,
-             count(*) FILTER (WHERE reversed_at IS NOT NULL) AS reversed
+             count(*) FILTER (WHERE reversed_at IS NOT NULL) AS reversed,
+             count(clawback_at) AS clawbacks
       FROM referral_credits
       WHERE server_id = ${serverId}::uuid AND (${period} = '' OR period = ${period})
         AND referral_id IN (SELECT id FROM referrals WHERE server_id = ${serverId}::uuid AND review::text = ANY(${COUNTED_REVIEWS}::text[]))
@@ -84,7 +87,13 @@ export async function getLeaderboard(deps: CoreDeps, input: { serverId: string; 
     ) totals
     ORDER BY credits DESC, referrer_identity ASC
     LIMIT ${limit}`;
-  return rows.map((r) => ({ referrerIdentity: r.referrer_identity, credits: Number(r.credits), reversed: Number(r.reversed), rank: Number(r.rank) }));
+  return rows.map((r) => ({
+    referrerIdentity: r.referrer_identity,
+    credits: Number(r.credits),
+    reversed: Number(r.reversed),
+    rank: Number(r.rank),
+    clawbacks: Number(r.clawbacks),
+  }));
 }
 
 /** Funnel counts and rates for a server. */

@@ -55,7 +55,13 @@ export function referralRoutes(
       async getLeaderboard(req) {
         const rows = await getLeaderboard(deps, { serverId: req.serverId, period: req.period, limit: req.limit });
         return {
-          entries: rows.map((r) => ({ referrerIdentity: r.referrerIdentity, credits: BigInt(r.credits), reversed: BigInt(r.reversed), rank: r.rank })),
+          entries: rows.map((r) => ({
+            referrerIdentity: r.referrerIdentity,
+            credits: BigInt(r.credits),
+            reversed: BigInt(r.reversed),
+            rank: r.rank,
+            clawbacks: BigInt(r.clawbacks),
+          })),
         };
       },
 

@@ -129,7 +129,7 @@ function forbiddenValues(c: Context): string[] {
 /** Fills a route's path parameters from one owner's data. */
 function fillPath(path: string, d: OwnerData): string {
   return path.replace(/:([A-Za-z]+)/g, (_, name: string) => {
-    const value = { serverId: d.serverId, deliveryId: d.deliveryId, kid: d.kid }[name];
+    const value = { serverId: d.serverId, deliveryId: d.deliveryId, kid: d.kid, referralId: d.referralId }[name];
     if (value === undefined) throw new Error(`no isolation fixture for :${name}; add one to fillPath`);
     return encodeURIComponent(value);
   });

@@ -175,8 +175,9 @@ test("R3: a reversal after the lock keeps the credit counted and records a clawb
   t.deepEqual(stored.clawbackAt, h.clock.now());
   t.truthy((await h.referral.getReferral({ referralId })).referral?.clawbackAt);
   t.deepEqual(
-    (await h.referral.getLeaderboard({ serverId, period: "", limit: 0 })).entries.map((e) => [e.credits, e.reversed]),
-    [[1n, 0n]],
+    (await h.referral.getLeaderboard({ serverId, period: "", limit: 0 })).entries.map((e) => [e.credits, e.reversed, e.clawbacks]),
+    [[1n, 0n, 1n]],
+    "the credit stays counted; the leaderboard shows the clawback record",
   );
   t.like((await reversalsOf(h, serverId))[0], { clawback: true, reason: "refund", state: "reversed", previousState: "qualified" });
   const funnel = await h.referral.getFunnel({ serverId, period: "" });

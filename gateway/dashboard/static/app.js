@@ -544,7 +544,7 @@
     updateServer(server);
     renderReferralSettings(server);
     renderSecrets(secrets);
-    await Promise.all([loadFunnel(), loadLeaderboards()]);
+    await Promise.all([loadFunnel(), loadLeaderboards(), loadReviewMode(), loadReferralList(false)]);
   }
 
   function renderReferralSettings(server) {
@@ -716,6 +716,159 @@
     else tbody.append(...entries.map((e) => el("tr", {}, el("td", {}, e.rank), el("td", {}, e.referrer), el("td", {}, e.credits), el("td", {}, e.reversed))));
     $(containerId).replaceChildren(table);
   }
+
+  // ---- referral list and review (Referrals tab) ----------------------------------------
+
+  let referralsPageToken = null;
+
+  async function loadReviewMode() {
+    const { mode } = await api("GET", serverPath("/referral-review"));
+    $("review-mode").value = mode;
+  }
+  $("review-mode").addEventListener("change", (event) =>
+    run(event.target, async () => {
+      const { mode } = await api("PUT", serverPath("/referral-review"), { mode: $("review-mode").value });
+      showOk(`Anti-abuse is now ${mode}.`);
+    }),
+  );
+
+  /** The list's filters as a query string (the export uses the same). */
+  function referralQuery() {
+    const params = new URLSearchParams();
+    if ($("referral-state").value) params.set("state", $("referral-state").value);
+    const review = $("referral-review").value;
+    if (review === "flagged") params.set("flagged", "true");
+    else if (review) params.set("review", review);
+    if ($("referral-referrer").value.trim()) params.set("referrer", $("referral-referrer").value.trim());
+    return params;
+  }
+
+  const REVIEW_KINDS = { none: "", held: "warn", approved: "ok", declined: "err" };
+
+  async function loadReferralList(more) {
+    const params = referralQuery();
+    if (more && referralsPageToken) params.set("page_token", referralsPageToken);
+    const page = await api("GET", `${serverPath("/referrals")}?${params}`);
+    const tbody = $("referrals-table").tBodies[0];
+    const rows = page.referrals.map((r) =>
+      el(
+        "tr",
+        { dataset: { referralId: r.id } },
+        el("td", {}, fmtWhen(r.registered_at)),
+        el("td", {}, r.referrer),
+        el("td", {}, r.referee),
+        el("td", {}, r.state),
+        el("td", {}, r.signals.length === 0 ? "\u2013" : r.signals.map((sig) => el("code", { class: "signal" }, sig.code))),
+        el("td", {}, badge(r.review === "none" ? "not flagged" : r.review, REVIEW_KINDS[r.review])),
+        el("td", {}, r.counted ? "yes" : "no"),
+        el(
+          "td",
+          { class: "row-actions" },
+          el("button", { type: "button", class: "btn btn-small", onclick: (e) => run(e.target, () => showReferral(r.id)) }, "Details"),
+          reviewButtons(r),
+        ),
+      ),
+    );
+    if (!more) tbody.replaceChildren(...rows);
+    else tbody.append(...rows);
+    if (!more && rows.length === 0) emptyRow(tbody, 8, "No referrals match.");
+    referralsPageToken = page.next_page_token;
+    $("referrals-more").hidden = !page.next_page_token;
+  }
+
+  /** Approve / Decline buttons of a flagged referral (an unflagged one is not reviewed). */
+  function reviewButtons(r) {
+    if (r.review === "none") return null;
+    return [
+      r.review === "approved"
+        ? null
+        : el("button", { type: "button", class: "btn btn-small btn-primary", onclick: (e) => reviewReferral(e.target, r.id, "approve") }, "Approve"),
+      r.review === "declined"
+        ? null
+        : el("button", { type: "button", class: "btn btn-small btn-danger", onclick: (e) => reviewReferral(e.target, r.id, "decline") }, "Decline"),
+    ];
+  }
+
+  function reviewReferral(button, referralId, action) {
+    return run(button, async () => {
+      const { referral } = await api("POST", serverPath(`/referrals/${encodeURIComponent(referralId)}/review`), { action });
+      showOk(`Referral of ${referral.referee} ${referral.review}.`);
+      await Promise.all([loadReferralList(false), loadLeaderboards()]);
+      if (!$("referral-detail").hidden && $("referral-detail").dataset.referralId === referralId) await showReferral(referralId);
+    });
+  }
+
+  async function showReferral(referralId) {
+    const { referral: r, events } = await api("GET", serverPath(`/referrals/${encodeURIComponent(referralId)}`));
+    const box = $("referral-detail");
+    box.dataset.referralId = referralId;
+    box.replaceChildren(
+      el("h3", {}, `Referral of ${r.referee} by ${r.referrer}`),
+      el(
+        "p",
+        {},
+        "State ",
+        el("strong", {}, r.state),
+        ", review ",
+        badge(r.review, REVIEW_KINDS[r.review]),
+        r.reviewed_at ? ` (${fmtTime(r.reviewed_at)})` : "",
+        r.counted ? ", counted" : ", not counted",
+      ),
+      el("h4", {}, "Signals"),
+      r.signals.length === 0
+        ? el("p", { class: "muted" }, "None.")
+        : el(
+            "ul",
+            { class: "signals" },
+            r.signals.map((sig) => el("li", {}, el("code", {}, sig.code), " ", JSON.stringify(sig.details))),
+          ),
+      el("h4", {}, "Events"),
+      el(
+        "table",
+        { class: "table" },
+        el("thead", {}, el("tr", {}, el("th", {}, "Received"), el("th", {}, "Event"), el("th", {}, "server_event_id"), el("th", {}, "Outcome"))),
+        el(
+          "tbody",
+          {},
+          events.map((e) =>
+            el("tr", {}, el("td", {}, fmtWhen(e.received_at)), el("td", {}, e.type), el("td", {}, el("code", {}, e.server_event_id)), el("td", {}, e.outcome)),
+          ),
+        ),
+      ),
+      el("div", { class: "actions" }, reviewButtons(r)),
+    );
+    box.hidden = false;
+  }
+
+  /** Downloads the filtered referrals (the API answers the file itself). */
+  async function exportReferrals(format) {
+    const params = referralQuery();
+    params.set("format", format);
+    const res = await fetch(`${API}${serverPath("/referrals/export")}?${params}`, {
+      credentials: "same-origin",
+      headers: state.token ? { authorization: `Bearer ${state.token}` } : {},
+      cache: "no-store",
+    });
+    if (!res.ok) {
+      const data = await res.json().catch(() => null);
+      throw new ApiFailure(res.status, data && typeof data.error === "string" ? data.error : `${res.status} ${res.statusText}`);
+    }
+    const url = URL.createObjectURL(await res.blob());
+    const link = el("a", { href: url, download: `referrals.${format}` });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    if (res.headers.get("x-export-truncated") === "true") showError("The export holds the first 10,000 referrals only; narrow the filter.");
+  }
+
+  $("referral-filter").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run($("referral-search"), () => loadReferralList(false));
+  });
+  $("referrals-more").addEventListener("click", (event) => run(event.target, () => loadReferralList(true)));
+  $("export-csv").addEventListener("click", (event) => run(event.target, () => exportReferrals("csv")));
+  $("export-json").addEventListener("click", (event) => run(event.target, () => exportReferrals("json")));
 
   // ---- integration tab -----------------------------------------------------------------
 

@@ -19,6 +19,9 @@ export interface PlatformIds {
   accountId: string | null;
 }
 
+/** A voter who gave no platform id. */
+export const NO_PLATFORM_IDS: Readonly<PlatformIds> = Object.freeze({ steamId: null, discordId: null, minecraftUuid: null, accountId: null });
+
 /** The smallest and largest SteamID64 of an individual account (universe 1, type 1, instance 1). */
 export const STEAM_ID64_MIN = 76561197960265728n;
 export const STEAM_ID64_MAX = 76561202255233023n;

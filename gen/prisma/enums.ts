@@ -40,10 +40,21 @@ export type ReferralReviewMode = (typeof ReferralReviewMode)[keyof typeof Referr
 export const SecretPurpose = {
   referral: 'referral',
   callback: 'callback',
-  pull: 'pull'
+  pull: 'pull',
+  claim: 'claim'
 } as const
 
 export type SecretPurpose = (typeof SecretPurpose)[keyof typeof SecretPurpose]
+
+
+export const VoteClaimState = {
+  held: 'held',
+  claimed: 'claimed',
+  expired: 'expired',
+  withdrawn: 'withdrawn'
+} as const
+
+export type VoteClaimState = (typeof VoteClaimState)[keyof typeof VoteClaimState]
 
 
 export const DeliveryStatus = {

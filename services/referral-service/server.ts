@@ -11,6 +11,7 @@ import { referralReviewRoutes } from "../referral/review-routes.js";
 import type { ApplyEventBatchOptions } from "../referral/apply-event.js";
 import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
+import { claimRoutes } from "../claims/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
 import { operatorRoutes } from "../operator/routes.js";
 import { deliveryStatsRoutes } from "../delivery/delivery-stats.js";
@@ -52,6 +53,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     referralReviewRoutes(deps)(router);
     serverAdminRoutes(deps)(router);
     heartRoutes(deps)(router);
+    claimRoutes(deps)(router);
     deliveryRoutes(deps)(router);
     operatorRoutes(deps)(router);
     deliveryStatsRoutes(deps)(router);

@@ -28,12 +28,16 @@ export type AggregateServer = {
 
 export type ServerAvgAggregateOutputType = {
   votifierPort: number | null
+  claimHoldDays: number | null
+  claimMaxHeld: number | null
   attributionWindowDays: number | null
   lockDays: number | null
 }
 
 export type ServerSumAggregateOutputType = {
   votifierPort: number | null
+  claimHoldDays: number | null
+  claimMaxHeld: number | null
   attributionWindowDays: number | null
   lockDays: number | null
 }
@@ -53,6 +57,10 @@ export type ServerMinAggregateOutputType = {
   votifierServiceName: string | null
   votifierToken: string | null
   pullEnabled: boolean | null
+  claimsEnabled: boolean | null
+  claimHoldDays: number | null
+  claimMaxHeld: number | null
+  claimPayOnce: boolean | null
   createdAt: Date | null
   ownerId: string | null
   attributionWindowDays: number | null
@@ -75,6 +83,10 @@ export type ServerMaxAggregateOutputType = {
   votifierServiceName: string | null
   votifierToken: string | null
   pullEnabled: boolean | null
+  claimsEnabled: boolean | null
+  claimHoldDays: number | null
+  claimMaxHeld: number | null
+  claimPayOnce: boolean | null
   createdAt: Date | null
   ownerId: string | null
   attributionWindowDays: number | null
@@ -97,6 +109,10 @@ export type ServerCountAggregateOutputType = {
   votifierServiceName: number
   votifierToken: number
   pullEnabled: number
+  claimsEnabled: number
+  claimHoldDays: number
+  claimMaxHeld: number
+  claimPayOnce: number
   createdAt: number
   ownerId: number
   attributionWindowDays: number
@@ -108,12 +124,16 @@ export type ServerCountAggregateOutputType = {
 
 export type ServerAvgAggregateInputType = {
   votifierPort?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
   attributionWindowDays?: true
   lockDays?: true
 }
 
 export type ServerSumAggregateInputType = {
   votifierPort?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
   attributionWindowDays?: true
   lockDays?: true
 }
@@ -133,6 +153,10 @@ export type ServerMinAggregateInputType = {
   votifierServiceName?: true
   votifierToken?: true
   pullEnabled?: true
+  claimsEnabled?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
+  claimPayOnce?: true
   createdAt?: true
   ownerId?: true
   attributionWindowDays?: true
@@ -155,6 +179,10 @@ export type ServerMaxAggregateInputType = {
   votifierServiceName?: true
   votifierToken?: true
   pullEnabled?: true
+  claimsEnabled?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
+  claimPayOnce?: true
   createdAt?: true
   ownerId?: true
   attributionWindowDays?: true
@@ -177,6 +205,10 @@ export type ServerCountAggregateInputType = {
   votifierServiceName?: true
   votifierToken?: true
   pullEnabled?: true
+  claimsEnabled?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
+  claimPayOnce?: true
   createdAt?: true
   ownerId?: true
   attributionWindowDays?: true
@@ -286,6 +318,10 @@ export type ServerGroupByOutputType = {
   votifierServiceName: string | null
   votifierToken: string | null
   pullEnabled: boolean
+  claimsEnabled: boolean
+  claimHoldDays: number
+  claimMaxHeld: number
+  claimPayOnce: boolean
   createdAt: Date
   ownerId: string | null
   attributionWindowDays: number
@@ -331,6 +367,10 @@ export type ServerWhereInput = {
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimHoldDays?: Prisma.IntFilter<"Server"> | number
+  claimMaxHeld?: Prisma.IntFilter<"Server"> | number
+  claimPayOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntFilter<"Server"> | number
@@ -359,6 +399,10 @@ export type ServerOrderByWithRelationInput = {
   votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -390,6 +434,10 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimHoldDays?: Prisma.IntFilter<"Server"> | number
+  claimMaxHeld?: Prisma.IntFilter<"Server"> | number
+  claimPayOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntFilter<"Server"> | number
@@ -418,6 +466,10 @@ export type ServerOrderByWithAggregationInput = {
   votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -448,6 +500,10 @@ export type ServerScalarWhereWithAggregatesInput = {
   votifierServiceName?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
+  claimsEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
+  claimHoldDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
+  claimMaxHeld?: Prisma.IntWithAggregatesFilter<"Server"> | number
+  claimPayOnce?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
@@ -470,6 +526,10 @@ export type ServerCreateInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -497,6 +557,10 @@ export type ServerUncheckedCreateInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -524,6 +588,10 @@ export type ServerUpdateInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -551,6 +619,10 @@ export type ServerUncheckedUpdateInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -578,6 +650,10 @@ export type ServerCreateManyInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -600,6 +676,10 @@ export type ServerUpdateManyMutationInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -621,6 +701,10 @@ export type ServerUncheckedUpdateManyInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -643,6 +727,10 @@ export type ServerCountOrderByAggregateInput = {
   votifierServiceName?: Prisma.SortOrder
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -652,6 +740,8 @@ export type ServerCountOrderByAggregateInput = {
 
 export type ServerAvgOrderByAggregateInput = {
   votifierPort?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
   lockDays?: Prisma.SortOrder
 }
@@ -671,6 +761,10 @@ export type ServerMaxOrderByAggregateInput = {
   votifierServiceName?: Prisma.SortOrder
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -693,6 +787,10 @@ export type ServerMinOrderByAggregateInput = {
   votifierServiceName?: Prisma.SortOrder
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -702,6 +800,8 @@ export type ServerMinOrderByAggregateInput = {
 
 export type ServerSumOrderByAggregateInput = {
   votifierPort?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
   lockDays?: Prisma.SortOrder
 }
@@ -745,16 +845,16 @@ export type NullableIntFieldUpdateOperationsInput = {
   divide?: number
 }
 
-export type DateTimeFieldUpdateOperationsInput = {
-  set?: Date | string
-}
-
 export type IntFieldUpdateOperationsInput = {
   set?: number
   increment?: number
   decrement?: number
   multiply?: number
   divide?: number
+}
+
+export type DateTimeFieldUpdateOperationsInput = {
+  set?: Date | string
 }
 
 export type EnumReferralReviewModeFieldUpdateOperationsInput = {
@@ -888,6 +988,10 @@ export type ServerCreateWithoutSecretsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -914,6 +1018,10 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -956,6 +1064,10 @@ export type ServerUpdateWithoutSecretsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -982,6 +1094,10 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1008,6 +1124,10 @@ export type ServerCreateWithoutClicksInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1034,6 +1154,10 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1076,6 +1200,10 @@ export type ServerUpdateWithoutClicksInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1102,6 +1230,10 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1128,6 +1260,10 @@ export type ServerCreateWithoutReferralsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1154,6 +1290,10 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1196,6 +1336,10 @@ export type ServerUpdateWithoutReferralsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1222,6 +1366,10 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1248,6 +1396,10 @@ export type ServerCreateWithoutDeliveriesInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1274,6 +1426,10 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1316,6 +1472,10 @@ export type ServerUpdateWithoutDeliveriesInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1342,6 +1502,10 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1368,6 +1532,10 @@ export type ServerCreateWithoutOwnerInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1394,6 +1562,10 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1449,6 +1621,10 @@ export type ServerScalarWhereInput = {
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimHoldDays?: Prisma.IntFilter<"Server"> | number
+  claimMaxHeld?: Prisma.IntFilter<"Server"> | number
+  claimPayOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntFilter<"Server"> | number
@@ -1471,6 +1647,10 @@ export type ServerCreateWithoutCallbackHealthInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1497,6 +1677,10 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1539,6 +1723,10 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1565,6 +1753,10 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1591,6 +1783,10 @@ export type ServerCreateManyOwnerInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1612,6 +1808,10 @@ export type ServerUpdateWithoutOwnerInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1638,6 +1838,10 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1664,6 +1868,10 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1743,6 +1951,10 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: boolean
+  claimMaxHeld?: boolean
+  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   attributionWindowDays?: boolean
@@ -1772,6 +1984,10 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: boolean
+  claimMaxHeld?: boolean
+  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   attributionWindowDays?: boolean
@@ -1795,6 +2011,10 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: boolean
+  claimMaxHeld?: boolean
+  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   attributionWindowDays?: boolean
@@ -1818,6 +2038,10 @@ export type ServerSelectScalar = {
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: boolean
+  claimMaxHeld?: boolean
+  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   attributionWindowDays?: boolean
@@ -1825,7 +2049,7 @@ export type ServerSelectScalar = {
   referralReviewMode?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays" | "referralReviewMode", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "claimsEnabled" | "claimHoldDays" | "claimMaxHeld" | "claimPayOnce" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays" | "referralReviewMode", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -1879,6 +2103,22 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
      * Counted hearts are also kept for the owner's signed pull API (claimed by heart_id).
      */
     pullEnabled: boolean
+    /**
+     * The claim ledger is on (set when the first claim key is minted): counted hearts are held for claiming.
+     */
+    claimsEnabled: boolean
+    /**
+     * Days a counted heart stays claimable (1..90).
+     */
+    claimHoldDays: number
+    /**
+     * Unclaimed hearts held per player at most; a newer one expires the oldest (reason "cap").
+     */
+    claimMaxHeld: number
+    /**
+     * Reserved for the cross-transport pay-once mode (not in effect yet).
+     */
+    claimPayOnce: boolean
     createdAt: Date
     /**
      * The owner (the list's account id) whose dashboard sessions may manage this server; null: operators only.
@@ -2339,6 +2579,10 @@ export interface ServerFieldRefs {
   readonly votifierServiceName: Prisma.FieldRef<"Server", 'String'>
   readonly votifierToken: Prisma.FieldRef<"Server", 'String'>
   readonly pullEnabled: Prisma.FieldRef<"Server", 'Boolean'>
+  readonly claimsEnabled: Prisma.FieldRef<"Server", 'Boolean'>
+  readonly claimHoldDays: Prisma.FieldRef<"Server", 'Int'>
+  readonly claimMaxHeld: Prisma.FieldRef<"Server", 'Int'>
+  readonly claimPayOnce: Prisma.FieldRef<"Server", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly ownerId: Prisma.FieldRef<"Server", 'String'>
   readonly attributionWindowDays: Prisma.FieldRef<"Server", 'Int'>

@@ -37,7 +37,7 @@ export const PLATFORM_ID_TEXT: Readonly<Record<PlatformIdField, string>> = {
 const DASHED_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const PLAIN_UUID = /^[0-9a-f]{32}$/;
 // C0 and C1 controls and DEL (NUL included): never printable.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+const CONTROL = /\p{Cc}/u;
 
 /**
  * The normal form of a platform id, or null when `raw` is not one: SteamID64 and Discord ids as

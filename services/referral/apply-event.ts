@@ -13,7 +13,7 @@ import { periodOf } from "../shared/period.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { decide, isAnchorState, type AnchorState, type ReferralStateName } from "./domain/transitions.js";
-import { decideReversalEffect, isPastAttributionWindow, NO_REASON, type StoredReason } from "./domain/reversal-rules.js";
+import { decideReversalEffect, isPastAttributionWindow, NO_REASON, type ReversalEffect, type StoredReason } from "./domain/reversal-rules.js";
 import { DEFAULT_ABUSE_RULES, type AbuseRules } from "./domain/abuse-signals.js";
 import { abuseFactsSql, abuseWriteOf, type AbuseFactsRow, type AbuseWrite } from "./abuse-facts.js";
 
@@ -448,7 +448,7 @@ function refuseOutsideAttributionWindow(row: ReadRow, now: Date): void {
 /** What an advancing `reversed` writes beside the state: its reason and its effect on the credit (R1, R3). */
 interface ReversalWrite {
   reason: StoredReason;
-  effect: "no_credit" | "remove_credit" | "clawback" | "none";
+  effect: ReversalEffect | "none";
 }
 
 /** The ReversalWrite of an advance (`none` for an advance that is not a reversal). */

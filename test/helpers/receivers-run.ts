@@ -3,7 +3,7 @@
  * subprocess of its own runtime (node, python3, php -S, a `go build` binary, `java Receiver.java`,
  * an `mcs`-built assembly on `mono`),
  * configured only through the environment their READMEs document (PORT, CALLBACK_SECRET, PAID_FILE
- * or PAID_DB, and the test-only RECEIVER_NOW). Every line they print is kept, so a test can count
+ * or PAID_DB, VERIFY and WEBHOOK_KEYS_URL, and the test-only RECEIVER_NOW). Every line they print is kept, so a test can count
  * `PAID <heart_id> <username>` lines.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
@@ -84,7 +84,14 @@ export interface RunningReceiver {
  */
 export async function startPlatformReceiver(
   platform: string,
-  opts: { secrets: string[]; storeDir?: string; port?: number; nowSeconds?: number },
+  opts: {
+    secrets: string[];
+    storeDir?: string;
+    port?: number;
+    nowSeconds?: number;
+    /** More of the documented settings (VERIFY, WEBHOOK_KEYS_URL, ...). */
+    env?: Record<string, string>;
+  },
 ): Promise<RunningReceiver> {
   const def = RECEIVER_PLATFORMS[platform];
   if (!def) throw new Error(`no receiver for ${platform}`);
@@ -105,6 +112,7 @@ export async function startPlatformReceiver(
       PAID_FILE: join(storeDir, "paid-hearts.txt"),
       PAID_DB: join(storeDir, "paid-hearts.sqlite3"),
       ...(opts.nowSeconds !== undefined ? { RECEIVER_NOW: String(opts.nowSeconds) } : {}),
+      ...opts.env,
     },
     stdio: ["ignore", "pipe", "pipe"],
   });

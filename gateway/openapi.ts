@@ -133,6 +133,115 @@ const PULL_ERRORS = {
   "503": unavailable(),
 };
 
+const VOTES_DESCRIPTION = [
+  "The check/claim API of reward plugins (Rust: EasyVoteExtended and the rust-servers.net family; FiveM; PocketMine:",
+  "VoteReward). The server's claim key (`vck_...`, dashboard) travels as `key=` in the query: whoever holds it may check and",
+  "claim that server's votes and nothing else. GET only; plugins send no User-Agent and `Connection: close`, which is fine.",
+  "",
+  "The action, by the parameters the plugins send (other parameters, such as `server=` and `customid=`, are ignored):",
+  "- `object=votes&element=claim` (no `action`) -> check; `action=post&object=votes&element=claim` -> claim (rust-servers.net);",
+  "- `action=custom&object=plugin&element=reward` -> claim (EasyVoteExtended's default rust-servers.net claim URL);",
+  "- `action=status` -> check; `action=claim` -> claim (rustservers.gg, trackyserver, bestservers, rustserverlist, FiveM).",
+  "",
+  "Exactly one player id: `steamid` (SteamID64, decimal), `username` (case-insensitive; `+` or `%20` for a space), `discordid`,",
+  "`uuid` (Minecraft) or `accountid`.",
+  "",
+  "Check answers `0` not found, `1` voted and not claimed, `2` voted and claimed. Claim answers `1` claimed now (pay),",
+  "`2` already claimed (do not pay), `0` nothing to claim; of two claims at once one gets `1`, the other `2`.",
+  "A wrong key, an unknown action, a missing key or player id, two player ids, or a malformed id all answer `0`:",
+  "a wrong key says nothing about which servers or players exist.",
+  "",
+  "Digits are exactly one byte, no newline, `text/plain`, status 200. The JSON form (`format=json`, or `/api/votes/json`) answers",
+  "`{voted, claimed, status, heart_id, voted_at, claimed_at, expires_at}`; on claim, `claimed` is true only for the call that",
+  "claimed (`status` `claimed_now`), so a plugin that pays on `voted && claimed` pays once.",
+  "",
+  "Wrong keys are limited per client address (and overall): past the limit a key the gateway has not seen answer rightly gets",
+  "`0` (or the not-found JSON) with 429 and Retry-After; a key seen working is never refused.",
+].join("\n");
+
+const VOTES_QUERY_PARAMETERS = [
+  ["action", "`status` or `claim` (status/claim family); `post` (rust-servers.net claim); `custom` (with `object=plugin&element=reward`)."],
+  ["object", "`votes` (rust-servers.net family, with `element=claim`) or `plugin` (with `element=reward`)."],
+  ["element", "`claim` (with `object=votes`) or `reward` (with `object=plugin`)."],
+  ["steamid", "SteamID64 in decimal."],
+  ["username", "The player's name; compared case-insensitively."],
+  ["discordid", "Discord user id (decimal)."],
+  ["uuid", "Minecraft (Java) account UUID, with or without dashes."],
+  ["accountid", "The game account id the list passed through from the vote link."],
+  ["server", "Accepted and ignored (plugins of rustservers.gg send the list's server id)."],
+  ["customid", "Accepted and ignored (the FiveM script sends the player's licence)."],
+].map(([name, description]) => ({ name, in: "query", required: false, description, schema: { type: "string" } }));
+
+const digitExamples = {
+  notFound: { summary: "Check: not found; claim: nothing to claim (also a wrong key)", value: "0" },
+  one: { summary: "Check: voted, not claimed; claim: claimed now (pay)", value: "1" },
+  two: { summary: "Check: voted and claimed; claim: already claimed (do not pay)", value: "2" },
+};
+const jsonVoteExamples = {
+  notFound: {
+    summary: "Not found, nothing to claim, or a wrong key",
+    value: { voted: false, claimed: false, status: "not_found", heart_id: null, voted_at: null, claimed_at: null, expires_at: null },
+  },
+  claimedNow: {
+    summary: "Claim: this call claimed the heart (pay)",
+    value: {
+      voted: true,
+      claimed: true,
+      status: "claimed_now",
+      heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
+      voted_at: "2026-01-01T00:00:00.000Z",
+      claimed_at: "2026-01-01T00:05:00.000Z",
+      expires_at: "2026-01-31T00:00:00.000Z",
+    },
+  },
+};
+
+/** The check/claim API's GET (text digits and/or JSON, `json` for the JSON path). */
+function votesOperation(op: { operationId: string; summary: string; json: boolean }) {
+  const jsonContent = { "application/json": { schema: { $ref: "#/components/schemas/VoteClaimAnswer" }, examples: jsonVoteExamples } };
+  const digitContent = { "text/plain": { schema: { $ref: "#/components/schemas/VoteClaimDigit" }, examples: digitExamples } };
+  const content = op.json ? jsonContent : { ...digitContent, "application/json": { ...jsonContent["application/json"] } };
+  const retryAfter = { "Retry-After": { description: "Seconds until the wrong-key limit's window ends.", schema: { type: "integer", minimum: 1 } } };
+  return {
+    get: {
+      operationId: op.operationId,
+      summary: op.summary,
+      description: VOTES_DESCRIPTION,
+      tags: ["reward plugins"],
+      security: [{ ClaimKey: [] }],
+      parameters: [
+        ...VOTES_QUERY_PARAMETERS,
+        ...(op.json
+          ? []
+          : [{ name: "format", in: "query", required: false, description: "`json` answers the JSON form.", schema: { type: "string", enum: ["json"] } }]),
+        { $ref: "#/components/parameters/X-Request-Id" },
+      ],
+      responses: {
+        "200": {
+          description: op.json ? "The answer as JSON." : "The answer: one digit (`text/plain`), or the JSON form with `format=json`.",
+          headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
+          content,
+        },
+        "429": {
+          description:
+            "Too many wrong keys from this client address (or overall), and this key has not been seen working: the not-found answer; wait Retry-After seconds.",
+          headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" }, ...retryAfter },
+          content: op.json
+            ? { "application/json": { schema: { $ref: "#/components/schemas/VoteClaimAnswer" } } }
+            : {
+                "text/plain": { schema: { $ref: "#/components/schemas/VoteClaimDigit" } },
+                "application/json": { schema: { $ref: "#/components/schemas/VoteClaimAnswer" } },
+              },
+        },
+        "500": jsonError("Internal error; nothing was claimed unless a later check says so. Plugins treat it as a failed request.", {
+          internal: errorExample("Internal error", "internal"),
+        }),
+        "503": unavailable(),
+      },
+    },
+  };
+}
+
 type Examples = Record<string, { summary: string; value: unknown }>;
 
 /** A signed pull endpoint (POST, PullSignature, JSON in and out, the shared error answers). */
@@ -203,6 +312,7 @@ export const openApiDocument = {
     { name: "referrals", description: "Referral links and signed referral lifecycle events." },
     { name: "callbacks", description: "Signed reward callbacks sent by the service to the server owner's URL." },
     { name: "pull", description: "Signed polling of counted hearts, for servers that cannot accept connections." },
+    { name: "reward plugins", description: "The check/claim API of game-server reward plugins (Rust, FiveM, PocketMine), keyed by the server's claim key." },
   ],
   paths: {
     "/api/referral/events": {
@@ -397,6 +507,8 @@ export const openApiDocument = {
         },
       },
     }),
+    "/api/votes": votesOperation({ operationId: "checkOrClaimVote", summary: "Check or claim a player's vote (reward plugins)", json: false }),
+    "/api/votes/json": votesOperation({ operationId: "checkOrClaimVoteJson", summary: "Check or claim a player's vote, as JSON (VoteReward)", json: true }),
     "/.well-known/webhook-keys.json": {
       get: {
         operationId: "getWebhookKeys",
@@ -630,6 +742,12 @@ export const openApiDocument = {
   components: {
     securitySchemes: {
       ServiceSignature: { type: "apiKey", in: "header", name: "X-Service-Signature", description: SIGNING_DESCRIPTION },
+      ClaimKey: {
+        type: "apiKey",
+        in: "query",
+        name: "key",
+        description: "The server's claim key (`vck_...`, dashboard): read and claim that server's votes only. A wrong key answers `0`, never an error.",
+      },
       PullSignature: {
         type: "apiKey",
         in: "header",
@@ -653,6 +771,26 @@ export const openApiDocument = {
       },
     },
     schemas: {
+      VoteClaimDigit: {
+        type: "string",
+        enum: ["0", "1", "2"],
+        description:
+          "Exactly one byte, no newline. Check: 0 not found, 1 voted and not claimed, 2 voted and claimed. Claim: 0 nothing to claim, 1 claimed now, 2 already claimed.",
+      },
+      VoteClaimAnswer: {
+        type: "object",
+        additionalProperties: false,
+        required: ["voted", "claimed", "status", "heart_id", "voted_at", "claimed_at", "expires_at"],
+        properties: {
+          voted: { type: "boolean", description: "The player has a held or a claimed vote." },
+          claimed: { type: "boolean", description: "Check: the vote was claimed. Claim: this call claimed it (status `claimed_now`)." },
+          status: { type: "string", enum: ["not_found", "voted_unclaimed", "claimed_now", "already_claimed"] },
+          heart_id: { type: ["string", "null"], format: "uuid", description: "The vote (heart) the answer is about; null when not found." },
+          voted_at: { type: ["string", "null"], format: "date-time" },
+          claimed_at: { type: ["string", "null"], format: "date-time", description: "Null while unclaimed." },
+          expires_at: { type: ["string", "null"], format: "date-time", description: "End of the vote's claim window." },
+        },
+      },
       WebhookKeys: {
         type: "object",
         required: ["keys"],

@@ -14,6 +14,7 @@ import type { Client } from "@connectrpc/connect";
 import type { DeliveryService } from "../gen/proto/delivery/v1/delivery_pb.js";
 import type { ReferralService } from "../gen/proto/referral/v1/referral_pb.js";
 import type { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
+import type { ClaimService } from "../gen/proto/claims/v1/claims_pb.js";
 import type { Logger } from "../services/shared/log.js";
 import type { Metrics } from "../services/shared/metrics.js";
 import { handleIngest } from "./handle-ingest.js";
@@ -29,6 +30,16 @@ import { REQUEST_ID_HEADER, resolveRequestId } from "./request-id.js";
 import type { IngestRpcs } from "./forward.js";
 import { DOCS_PREFIX, LANDING_PATH, docReply, landingReply, type RawReply } from "./landing.js";
 import { INGEST_PATH } from "../services/shared/contract.js";
+import {
+  DEFAULT_CLAIM_KEY_GUESS_WINDOW_MS,
+  DEFAULT_CLAIM_KEY_GUESSES_GLOBAL,
+  DEFAULT_CLAIM_KEY_GUESSES_PER_SOURCE,
+  VOTES_JSON_PATH,
+  VOTES_PATH,
+  createKnownClaimKeys,
+  handleVoteClaim,
+  type ClaimKeyGuard,
+} from "./handle-vote-claim.js";
 
 /** Deadline of each internal RPC; past it the request is a retryable 500. */
 export const RPC_TIMEOUT_MS = 10_000;
@@ -44,6 +55,8 @@ export interface GatewayDeps {
   admin: Client<typeof ServerAdminService>;
   /** The pull API's list and claim RPCs. */
   delivery: Client<typeof DeliveryService>;
+  /** The reward plugins' check/claim API (CheckVote, ClaimVote). */
+  claims: Client<typeof ClaimService>;
   log: Logger;
   metrics: Metrics;
   now: () => Date;
@@ -66,6 +79,8 @@ export interface GatewayDeps {
   signingKeyRefreshMs?: number;
   /** Limits on failed signatures (gateway/failure-limiter.ts); a limit of 0 is off. */
   failedSignatures?: { windowMs?: number; perServer?: number; perSource?: number; global?: number };
+  /** Limits on wrong claim keys of the check/claim API (gateway/handle-vote-claim.ts); a limit of 0 is off. */
+  claimKeyGuesses?: { windowMs?: number; perSource?: number; global?: number };
   /** Whether the dashboard is mounted (the front page links to it only then). */
   dashboard?: boolean;
 }
@@ -90,6 +105,8 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  *   Who: anyone holding the server's referral secret (the HMAC is the credential).
  * - `POST /api/pull/hearts`, `POST /api/pull/claims`: the signed pull API (same scheme, the pull secret).
  *   Who: anyone holding the server's pull secret.
+ * - `GET /api/votes`, `GET /api/votes/json`: reward plugins' check/claim API (handle-vote-claim.ts), the key in the query.
+ *   Who: anyone holding the server's claim key (read and claim that server's votes only); a wrong key answers `0`.
  * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL. Who: the public.
  * - `GET /openapi/referral.json`: the OpenAPI 3.1 document. Who: the public.
  * - `GET /.well-known/webhook-keys.json` and `/.well-known/jwks.json`: the list's published ed25519
@@ -116,7 +133,16 @@ export function createGatewayServer(deps: GatewayDeps): http.Server {
     perSource: deps.failedSignatures?.perSource ?? DEFAULT_FAILED_SIGNATURES_PER_SOURCE,
     global: deps.failedSignatures?.global ?? DEFAULT_FAILED_SIGNATURES_GLOBAL,
   });
-  const guards: IngestGuards = { keyCache, pullKeyCache, limiter, requestLines: requestLineLogger(deps.log) };
+  const claimKeys: ClaimKeyGuard = {
+    limiter: createFailureLimiter({
+      windowMs: deps.claimKeyGuesses?.windowMs ?? DEFAULT_CLAIM_KEY_GUESS_WINDOW_MS,
+      perServer: 0,
+      perSource: deps.claimKeyGuesses?.perSource ?? DEFAULT_CLAIM_KEY_GUESSES_PER_SOURCE,
+      global: deps.claimKeyGuesses?.global ?? DEFAULT_CLAIM_KEY_GUESSES_GLOBAL,
+    }),
+    known: createKnownClaimKeys(),
+  };
+  const guards: IngestGuards = { keyCache, pullKeyCache, limiter, claimKeys, requestLines: requestLineLogger(deps.log) };
   const routes = createRoutes(deps, guards);
   const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
     void handleRequest(deps, guards, routes, req, res);
@@ -208,6 +234,9 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
             handlePullClaim(input, pullRpcs(entry), deps.now, guards.limiter),
       ),
     },
+    // The key travels in the query: the request line logs the path only (writeRequestLog), so it never reaches a log.
+    { method: "GET", path: VOTES_PATH, name: VOTES_PATH, handle: (request) => serveVoteClaim(deps, guards, request, false) },
+    { method: "GET", path: VOTES_JSON_PATH, name: VOTES_JSON_PATH, handle: (request) => serveVoteClaim(deps, guards, request, true) },
     {
       method: "GET",
       path: REFERRAL_LINK_PREFIX,
@@ -235,6 +264,8 @@ interface IngestGuards {
   keyCache: SigningKeyCache;
   pullKeyCache: SigningKeyCache<ResolvePullKeysResponse>;
   limiter: FailureLimiter;
+  /** The check/claim API's wrong-key limiter and the keys seen working. */
+  claimKeys: ClaimKeyGuard;
   requestLines: Logger;
 }
 
@@ -358,6 +389,17 @@ async function serveReferralLink(deps: GatewayDeps, { req, res, rawPath, query, 
   );
   Object.assign(entry, { outcome: result.outcome, cause: result.cause });
   sendReply(res, result.reply);
+}
+
+async function serveVoteClaim(deps: GatewayDeps, guards: IngestGuards, { req, res, query, entry }: RouteRequest, jsonPath: boolean): Promise<void> {
+  const callOptions = rpcCallOptions(deps, entry.requestId);
+  const result = await handleVoteClaim(
+    { query, jsonPath, source: clientAddress(deps, req) },
+    { checkVote: (request) => deps.claims.checkVote(request, callOptions), claimVote: (request) => deps.claims.claimVote(request, callOptions) },
+    guards.claimKeys,
+  );
+  Object.assign(entry, { outcome: result.outcome, serverId: result.serverId, cause: result.cause });
+  serveRaw(req, res, entry, () => result.reply);
 }
 
 function serveOpenApi(res: ServerResponse): void {

@@ -1,5 +1,6 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { AccessService } from "../../gen/proto/access/v1/access_pb.js";
+import { ClaimService } from "../../gen/proto/claims/v1/claims_pb.js";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
@@ -14,6 +15,7 @@ export interface RpcClients {
   delivery: Client<typeof DeliveryService>;
   deliveryStats: Client<typeof DeliveryStatsService>;
   access: Client<typeof AccessService>;
+  claims: Client<typeof ClaimService>;
 }
 
 /**
@@ -28,5 +30,6 @@ export function createRpcClients(transport: Transport): RpcClients {
     delivery: createClient(DeliveryService, transport),
     deliveryStats: createClient(DeliveryStatsService, transport),
     access: createClient(AccessService, transport),
+    claims: createClient(ClaimService, transport),
   };
 }

@@ -94,6 +94,20 @@ export function validateAgainstOpenApi(path: string, method: string, status: num
   return run(compile(`response ${method} ${path} ${code}`, schema), body);
 }
 
+/**
+ * Validates a `text/plain` response (the raw text, exactly as received) for `status` of `method path`
+ * against the document's `text/plain` schema: a status or a media type the document does not list is invalid.
+ */
+export function validateTextAgainstOpenApi(path: string, method: string, status: number | string, text: string): ValidationResult {
+  const operation = operationOf(path, method);
+  if (!operation) return { valid: false, errors: [`no operation ${method.toUpperCase()} ${path} in the document`] };
+  const response = deref((operation.responses as Json)[String(status)]);
+  if (!response) return { valid: false, errors: [`status ${status} is not documented for ${method.toUpperCase()} ${path}`] };
+  const schema = ((response.content as Json | undefined)?.["text/plain"] as Json | undefined)?.schema;
+  if (schema === undefined) return { valid: false, errors: [`status ${status} documents no text/plain body`] };
+  return run(compile(`text ${method} ${path} ${status}`, schema), text);
+}
+
 /** Validates a request body of `method path` (a `paths` key or a `webhooks` name) against the document. */
 export function validateRequestBody(path: string, method: string, body: unknown): ValidationResult {
   const operation = operationOf(path, method);

@@ -64,6 +64,8 @@ const CASES: ReadonlyArray<[method: string, path: string, allow: string]> = [
   ["POST", "/openapi/referral.json", "GET, HEAD"],
   ["POST", "/", "GET, HEAD"],
   ["PUT", "/docs/contract.md", "GET, HEAD"],
+  ["POST", "/api/votes?action=claim&key=k&steamid=1", "GET"],
+  ["HEAD", "/api/votes/json", "GET"],
 ];
 
 for (const [method, path, allow] of CASES) {
@@ -91,4 +93,19 @@ test("GET and HEAD of the OpenAPI document and the front page answer 200", async
     t.is((await send("GET", path)).status, 200, path);
     t.like(await send("HEAD", path), { status: 200, body: "" }, path);
   }
+});
+
+test("the check/claim API answers unknown or missing parameters with the bare digit 0, without calling the (down) service", async (t) => {
+  for (const path of ["/api/votes", "/api/votes?action=status&steamid=76561198000000001", "/api/votes?key=k&steamid=1", "/api/votes?action=claim&key=k"]) {
+    t.deepEqual(await send("GET", path), { status: 200, type: "text/plain", length: "1", body: "0" }, path);
+  }
+  t.deepEqual(JSON.parse((await send("GET", "/api/votes/json?action=status")).body), {
+    voted: false,
+    claimed: false,
+    status: "not_found",
+    heart_id: null,
+    voted_at: null,
+    claimed_at: null,
+    expires_at: null,
+  });
 });

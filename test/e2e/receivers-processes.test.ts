@@ -8,17 +8,22 @@
  * receiver pay nothing more, the dashboard's test callback gets a 2xx and pays nothing, and a tampered
  * body is refused. The Node and Python receivers also in their Standard Webhooks (`v1,` with the
  * whsec_ secret) and public-key (`v1a,` with the keys the gateway process publishes, no secret) modes.
+ * The check/claim flows, against the gateway process's /api/votes: the C# plugin's /claim by SteamID64
+ * (pays on 1, not on 2, except when its own previous claim's answer was lost) and the PHP claim page by
+ * accountid= or username=.
  * The frozen vectors are test/integration/receivers.test.ts.
  */
 import { randomBytes } from "node:crypto";
 import { mkdtempSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import anyTest, { type TestFn } from "ava";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
 import { eventually } from "../helpers/eventually.js";
 import { createProcessGroup, freePort, type ProcessGroup } from "../helpers/processes.js";
-import { RECEIVER_PLATFORMS, startPlatformReceiver, type RunningReceiver } from "../helpers/receivers-run.js";
+import { RECEIVER_PLATFORMS, runCsharpClaim, startPhpClaimPage, startPlatformReceiver, type RunningReceiver } from "../helpers/receivers-run.js";
 import { createServiceClients, type ServiceClients } from "../helpers/stack.js";
 import {
   dumpOnFailure,
@@ -79,12 +84,13 @@ function cleanup(t: { teardown: (fn: () => Promise<void>) => void }, r: RunningR
 
 let voter = 0;
 
-/** Casts a heart for `username` on `serverId` through the referral service process; returns its heart_id. */
-async function castCounted(c: Context, serverId: string, username: string): Promise<string> {
+/** Casts a heart for `username` (and any platform ids) on `serverId` through the referral service process; returns its heart_id. */
+async function castCounted(c: Context, serverId: string, username: string, ids: { steamId?: string; accountId?: string } = {}): Promise<string> {
   voter += 1;
   const vote = {
     serverId,
     username,
+    ...ids,
     voterIdentity: `voter-${randomBytes(4).toString("hex")}`,
     ip: `203.0.113.${voter}`,
     userAgent: "Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0",
@@ -205,3 +211,111 @@ for (const platform of ["node", "python"]) {
     );
   }
 }
+
+/** A server with a claim key (votes count into the claim ledger from then on); returns its id and key. */
+async function claimServer(c: Context, name: string): Promise<{ serverId: string; claimKey: string }> {
+  const { server } = await c.clients.admin.createServer({ name, registrationUrl: "" });
+  const { claimKey } = await c.clients.admin.rotateClaimKey({ serverId: server!.id });
+  return { serverId: server!.id, claimKey };
+}
+
+/** A SteamID64 in the individual range, fresh per call. */
+const steamIdOf = () => String(76561198000000000n + BigInt(randomBytes(3).readUIntBE(0, 3)));
+
+test.serial(
+  "csharp plugin /claim, four processes: a heart cast with a SteamID64 -> claim answers 1 and pays once -> claim again answers 2, 'already claimed', no pay; a player without a vote gets 'no vote found'",
+  async (t) => {
+    const { serverId, claimKey } = await claimServer(t.context, "Claims csharp");
+    const steamId = steamIdOf();
+    await castCounted(t.context, serverId, "Rusty_claim", { steamId });
+    const opts = {
+      claimUrl: `${t.context.gatewayUrl}/api/votes?action=claim&key={0}&steamid={1}`,
+      claimKey,
+      storeDir: mkdtempSync(join(tmpdir(), "claims-csharp-")),
+    };
+
+    const first = await runCsharpClaim(steamId, opts);
+    t.deepEqual(
+      first.filter((l) => l.startsWith("PAID ")),
+      [`PAID claim ${steamId}`],
+      first.join("\n"),
+    );
+    const second = await runCsharpClaim(steamId, opts);
+    t.deepEqual(
+      second.filter((l) => l.startsWith("PAID ")),
+      [],
+      second.join("\n"),
+    );
+    t.true(second.includes(`REPLY ${steamId} You have already claimed your reward for this vote.`), second.join("\n"));
+    const stranger = steamIdOf();
+    const none = await runCsharpClaim(stranger, opts);
+    t.deepEqual(none, [`REPLY ${stranger} No vote found: vote for the server first.`]);
+  },
+);
+
+test.serial(
+  "csharp plugin /claim, four processes: a claim whose answer is lost (the list claimed it) is in doubt; the next /claim's 2 pays it, once; the one after says 'already claimed'",
+  async (t) => {
+    const { serverId, claimKey } = await claimServer(t.context, "Claims csharp doubt");
+    const steamId = steamIdOf();
+    await castCounted(t.context, serverId, "Rusty_doubt", { steamId });
+    // In front of the gateway: forwards the claim, lets the list claim it, then drops the answer.
+    let forwarded = 0;
+    const lossy = http.createServer(async (req, res) => {
+      const upstream = await fetch(`${t.context.gatewayUrl}${req.url}`);
+      forwarded += Number((await upstream.text()) === "1");
+      res.socket?.destroy();
+    });
+    await new Promise<void>((resolve) => lossy.listen(0, "127.0.0.1", resolve));
+    t.teardown(() => new Promise<void>((resolve) => lossy.close(() => resolve())));
+    const storeDir = mkdtempSync(join(tmpdir(), "claims-csharp-doubt-"));
+    const template = "/api/votes?action=claim&key={0}&steamid={1}";
+
+    const lost = await runCsharpClaim(steamId, { claimUrl: `http://127.0.0.1:${(lossy.address() as AddressInfo).port}${template}`, claimKey, storeDir });
+    t.is(forwarded, 1, "the list claimed the vote (answered 1) before the answer was lost");
+    t.deepEqual(
+      lost.filter((l) => l.startsWith("PAID ")),
+      [],
+      lost.join("\n"),
+    );
+    t.true(lost.includes(`REPLY ${steamId} The vote list did not answer; try /claim again in a minute.`), lost.join("\n"));
+
+    const direct = { claimUrl: `${t.context.gatewayUrl}${template}`, claimKey, storeDir };
+    const retried = await runCsharpClaim(steamId, direct);
+    t.deepEqual(
+      retried.filter((l) => l.startsWith("PAID ")),
+      [`PAID claim ${steamId}`],
+      `the list answers 2, and the doubt says the claim was ours: ${retried.join("\n")}`,
+    );
+    const again = await runCsharpClaim(steamId, direct);
+    t.deepEqual(
+      again.filter((l) => l.startsWith("PAID ")),
+      [],
+      again.join("\n"),
+    );
+    t.true(again.includes(`REPLY ${steamId} You have already claimed your reward for this vote.`), again.join("\n"));
+  },
+);
+
+test.serial(
+  "php claim page, four processes: a heart cast with an account id -> claim by accountid= pays once -> again does not pay; by username= the same; no vote -> 'no vote found'",
+  async (t) => {
+    const { serverId, claimKey } = await claimServer(t.context, "Claims php");
+    const page = await startPhpClaimPage({ claimUrl: `${t.context.gatewayUrl}/api/votes`, claimKey });
+    t.teardown(() => page.stop());
+    const paid = () => page.lines.filter((l) => l.startsWith("PAID "));
+    const accountId = `acct-${randomBytes(3).toString("hex")}`;
+    await castCounted(t.context, serverId, "Mage_claim", { accountId });
+
+    t.deepEqual(await page.claim({ accountid: accountId }), { status: 200, result: "Thanks for voting! Your reward has been sent to your account." });
+    await eventually(() => paid().length === 1, { message: "the claim's PAID line" });
+    t.deepEqual(await page.claim({ accountid: accountId }), { status: 200, result: "You have already claimed your reward for this vote." });
+
+    await castCounted(t.context, serverId, "Knight_claim");
+    t.deepEqual(await page.claim({ username: "knight_claim" }), { status: 200, result: "Thanks for voting! Your reward has been sent to your account." });
+    t.deepEqual(await page.claim({ username: "Knight_claim" }), { status: 200, result: "You have already claimed your reward for this vote." });
+    t.deepEqual(await page.claim({ accountid: "acct-never-voted" }), { status: 200, result: "No vote found for your account: vote for the server first." });
+    await eventually(() => paid().length >= 2, { message: "the username claim's PAID line" });
+    t.deepEqual(paid(), [`PAID claim accountid ${accountId}`, "PAID claim username knight_claim"], page.lines.join("\n"));
+  },
+);

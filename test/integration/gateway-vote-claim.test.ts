@@ -1,0 +1,331 @@
+/**
+ * The check/claim API for reward plugins (gateway/handle-vote-claim.ts) on the real stack: the gateway
+ * in front of the referral service's ClaimService on PostgreSQL. Every request is the one a published
+ * plugin makes (test/helpers/plugin-clients.ts: EasyVoteExtended, the FiveM script, VoteReward), every
+ * answer is parsed the way that plugin parses it, and every real answer validates against the OpenAPI
+ * document. Also: a wrong key answers exactly what an unknown player gets, the wrong-key limiter refuses a
+ * guessing source while a key seen working still answers, two claims at once pay once, and the key never
+ * reaches a log line or a metric label.
+ */
+import anyTest, { type TestFn } from "ava";
+import { randomBytes } from "node:crypto";
+import { createReferralServiceClients } from "../../gateway/clients.js";
+import { captureLog, type CapturedLog } from "./gateway-stack.js";
+import { validateAgainstOpenApi, validateTextAgainstOpenApi } from "./openapi-validate.js";
+import { startStack, type TestGateway, type TestStack } from "../helpers/stack.js";
+import {
+  easyVoteCheck,
+  easyVoteClaim,
+  fivemCheckVote,
+  pluginGet,
+  voteRewardQuery,
+  type EasyVoteSite,
+  type RawHttpAnswer,
+  type VrcFile,
+} from "../helpers/plugin-clients.js";
+
+interface Context {
+  stack: TestStack;
+  gatewayLog: CapturedLog;
+  serviceLog: CapturedLog;
+  gateway: TestGateway;
+}
+
+const test = anyTest as TestFn<Context>;
+
+test.before(async (t) => {
+  const serviceLog = captureLog("debug");
+  const gatewayLog = captureLog("debug");
+  const stack = await startStack({ gateway: false, log: serviceLog.log });
+  const gateway = await stack.startGateway({ log: gatewayLog.log, serviceToken: "gateway" });
+  t.context = { stack, gatewayLog, serviceLog, gateway };
+});
+
+test.after.always(async (t) => {
+  await t.context.stack?.close();
+});
+
+let seq = 0;
+/** A server with a claim key, and a function that casts a counted heart for it with the given platform ids. */
+async function serverWithKey(t: { context: Context }) {
+  const { clients } = t.context.stack;
+  const { server } = await clients.admin.createServer({ name: `Claims ${++seq}` });
+  const serverId = server!.id;
+  const { claimKey } = await clients.admin.rotateClaimKey({ serverId });
+  const vote = async (ids: { username?: string; steamId?: string; discordId?: string; minecraftUuid?: string; accountId?: string }) => {
+    seq++;
+    const cast = await clients.hearts.castHeart({
+      serverId,
+      username: ids.username ?? `player${seq}`,
+      voterIdentity: `voter-${randomBytes(6).toString("hex")}`,
+      ip: `198.51.${seq % 250}.${(seq * 7) % 250}`,
+      userAgent: "Mozilla/5.0 claims test",
+      steamId: ids.steamId ?? "",
+      discordId: ids.discordId ?? "",
+      minecraftUuid: ids.minecraftUuid ?? "",
+      accountId: ids.accountId ?? "",
+    });
+    if (!cast.counted) throw new Error(`heart did not count: ${cast.reason}`);
+    return cast.heartId;
+  };
+  return { serverId, claimKey, vote };
+}
+
+let steamSeq = 1000;
+const newSteamId = () => `7656119800000${++steamSeq}`;
+
+/** Asserts the plugins' byte contract and the document: 200, text/plain, exactly `digit`, no newline. */
+function assertDigit(
+  t: { is(a: unknown, b: unknown, m?: string): void; deepEqual(a: unknown, b: unknown, m?: string): void },
+  res: RawHttpAnswer,
+  digit: string,
+) {
+  t.is(res.status, 200, res.body);
+  t.is(res.headers["content-type"], "text/plain");
+  t.is(res.headers["content-length"], "1");
+  t.is(res.body, digit);
+  t.deepEqual(validateTextAgainstOpenApi("/api/votes", "get", res.status, res.body).errors, []);
+}
+
+test("EasyVoteExtended (status/claim family, with server={2}), steam id: not voted -> voted -> rewarded once -> already voted", async (t) => {
+  const { serverId, claimKey, vote } = await serverWithKey(t);
+  const base = t.context.gateway.url;
+  const site: EasyVoteSite = {
+    statusUrl: `${base}/api/votes?action=status&key={0}&server={2}&steamid={1}`,
+    claimUrl: `${base}/api/votes?action=claim&key={0}&server={2}&steamid={1}`,
+    usesUsername: false,
+  };
+  const credentials = `${serverId}:${claimKey}`;
+  const player = { steamId: newSteamId(), displayName: "Rusty" };
+
+  t.deepEqual(await easyVoteCheck(site, credentials, player), { kind: "told_not_voted" });
+  await vote({ steamId: player.steamId });
+  t.deepEqual(await easyVoteCheck(site, credentials, player), { kind: "rewarded" });
+  t.deepEqual(await easyVoteCheck(site, credentials, player), { kind: "told_already_voted" });
+  t.deepEqual(await easyVoteClaim(site, credentials, player), { kind: "told_already_voted" }, "a repeated claim is 2, never 0");
+});
+
+test("EasyVoteExtended's rust-servers.net templates (object=votes check; action=custom and action=post claims), steam id and username", async (t) => {
+  const { serverId, claimKey, vote } = await serverWithKey(t);
+  const base = t.context.gateway.url;
+  const credentials = `${serverId}:${claimKey}`;
+  const check = `${base}/api/votes?object=votes&element=claim&key={0}&steamid={1}`;
+  const custom: EasyVoteSite = {
+    statusUrl: check,
+    claimUrl: `${base}/api/votes?action=custom&object=plugin&element=reward&key={0}&steamid={1}`,
+    usesUsername: false,
+  };
+  const post: EasyVoteSite = {
+    statusUrl: check,
+    claimUrl: `${base}/api/votes?action=post&object=votes&element=claim&key={0}&steamid={1}`,
+    usesUsername: false,
+  };
+  const first = { steamId: newSteamId(), displayName: "A" };
+  const second = { steamId: newSteamId(), displayName: "B" };
+  await vote({ steamId: first.steamId });
+  await vote({ steamId: second.steamId });
+  t.deepEqual(await easyVoteCheck(custom, credentials, first), { kind: "rewarded" });
+  t.deepEqual(await easyVoteCheck(post, credentials, second), { kind: "rewarded" });
+  t.deepEqual(await easyVoteCheck(post, credentials, first), { kind: "told_already_voted" });
+
+  const byName: EasyVoteSite = {
+    statusUrl: `${base}/api/votes?object=votes&element=claim&key={0}&username={1}`,
+    claimUrl: `${base}/api/votes?action=post&object=votes&element=claim&key={0}&username={1}`,
+    usesUsername: true,
+  };
+  await vote({ username: "Steve Rust-Smith" });
+  // Uri.EscapeDataString: "STEVE%20RUST-SMITH"; the name compares case-insensitively.
+  t.deepEqual(await easyVoteCheck(byName, credentials, { steamId: newSteamId(), displayName: "STEVE RUST-SMITH" }), { kind: "rewarded" });
+});
+
+test("the FiveM script (trackyserver family), steam and discord: vote_not_found -> rewarded -> vote_already_claimed", async (t) => {
+  const { claimKey, vote } = await serverWithKey(t);
+  const apiUrl = `${t.context.gateway.url}/api/votes`;
+  const steamHex = BigInt(newSteamId()).toString(16);
+  const steamPlayer = { steam: `steam:${steamHex}`, license: "license:4f2a9c" };
+  const steam = { apiUrl, serverKey: claimKey, identifier: "steam" as const };
+  t.is(await fivemCheckVote(steam, steamPlayer), "vote_not_found");
+  await vote({ steamId: BigInt(`0x${steamHex}`).toString(10) });
+  t.is(await fivemCheckVote(steam, steamPlayer), "rewarded");
+  t.is(await fivemCheckVote(steam, steamPlayer), "vote_already_claimed");
+
+  const discord = { apiUrl, serverKey: claimKey, identifier: "discord" as const };
+  const discordPlayer = { discord: "discord:312345678901234567", license: "license:77aa" };
+  t.is(await fivemCheckVote(discord, discordPlayer), "vote_not_found");
+  await vote({ discordId: "312345678901234567" });
+  t.is(await fivemCheckVote(discord, discordPlayer), "rewarded");
+  t.is(await fivemCheckVote(discord, discordPlayer), "vote_already_claimed");
+});
+
+test("VoteReward (.vrc on the JSON path, and format=json): lower-cased PHP-urlencoded name, rewarded once, JSON valid against the document", async (t) => {
+  const { claimKey, vote } = await serverWithKey(t);
+  const base = t.context.gateway.url;
+  const vrc: VrcFile = {
+    name: "HeartsList",
+    website: base,
+    check: `${base}/api/votes/json?object=votes&element=claim&key=${claimKey}&username={USERNAME}`,
+    claim: `${base}/api/votes/json?action=post&object=votes&element=claim&key=${claimKey}&username={USERNAME}`,
+  };
+  t.deepEqual(await voteRewardQuery(vrc, "Block Builder"), { kind: "nothing", voted: false, claimed: false });
+  await vote({ username: "Block Builder" });
+  t.deepEqual(await voteRewardQuery(vrc, "Block Builder"), { kind: "rewarded" });
+  t.deepEqual(await voteRewardQuery(vrc, "Block Builder"), { kind: "nothing", voted: true, claimed: true });
+
+  const check = await pluginGet(vrc.check.replace("{USERNAME}", "block+builder"));
+  t.is(check.headers["content-type"], "application/json");
+  const body = JSON.parse(check.body) as Record<string, unknown>;
+  t.like(body, { voted: true, claimed: true, status: "already_claimed" });
+  t.regex(String(body.heart_id), /^[0-9a-f-]{36}$/);
+  t.truthy(body.voted_at);
+  t.truthy(body.claimed_at);
+  t.truthy(body.expires_at);
+  t.deepEqual(validateAgainstOpenApi("/api/votes/json", "get", 200, body).errors, []);
+
+  await vote({ username: "Second Crafter" });
+  const viaFormat: VrcFile = {
+    ...vrc,
+    check: `${base}/api/votes?format=json&object=votes&element=claim&key=${claimKey}&username={USERNAME}`,
+    claim: `${base}/api/votes?format=json&action=post&object=votes&element=claim&key=${claimKey}&username={USERNAME}`,
+  };
+  t.deepEqual(await voteRewardQuery(viaFormat, "Second Crafter"), { kind: "rewarded" });
+  const answer = await pluginGet(viaFormat.check.replace("{USERNAME}", "second+crafter"));
+  t.deepEqual(validateAgainstOpenApi("/api/votes", "get", answer.status, JSON.parse(answer.body)).errors, []);
+});
+
+test("every id kind on both digit families: check 1 -> claim 1 -> check 2 -> claim 2, exact bytes, GET with no User-Agent", async (t) => {
+  const { claimKey, vote } = await serverWithKey(t);
+  const base = `${t.context.gateway.url}/api/votes`;
+  const ids: Array<[param: string, value: string, cast: Parameters<typeof vote>[0]]> = [
+    ["steamid", "76561198000777001", { steamId: "76561198000777001" }],
+    ["username", "mixed+Case+Name", { username: "Mixed Case name" }],
+    ["discordid", "412345678901234567", { discordId: "412345678901234567" }],
+    ["uuid", "069A79F444E94726A5BEFCA90E38AAF5", { minecraftUuid: "069a79f4-44e9-4726-a5be-fca90e38aaf5" }],
+    ["accountid", "acct-778", { accountId: "acct-778" }],
+  ];
+  for (const [param, value, cast] of ids) {
+    await vote(cast);
+    const id = `key=${claimKey}&${param}=${value}`;
+    const check = await pluginGet(`${base}?action=status&${id}`);
+    t.notRegex(check.request, /user-agent/i);
+    t.regex(check.request, /^GET .* HTTP\/1\.1\r\nHost: [^\r]+\r\nConnection: close\r\n\r\n$/);
+    assertDigit(t, check, "1");
+    assertDigit(t, await pluginGet(`${base}?action=claim&${id}`), "1");
+    assertDigit(t, await pluginGet(`${base}?object=votes&element=claim&${id}`), "2");
+    assertDigit(t, await pluginGet(`${base}?action=post&object=votes&element=claim&${id}`), "2");
+    assertDigit(t, await pluginGet(`${base}?action=claim&${id}`), "2");
+  }
+});
+
+test("a wrong key answers exactly what an unknown player gets (0, or the not-found JSON), on check and claim", async (t) => {
+  const { claimKey, vote } = await serverWithKey(t);
+  const steamId = newSteamId();
+  await vote({ steamId });
+  const base = `${t.context.gateway.url}/api/votes`;
+  const wrong = `vck_${randomBytes(16).toString("hex")}`;
+  const unknownPlayer = await pluginGet(`${base}?action=status&key=${claimKey}&steamid=${newSteamId()}`);
+  for (const url of [
+    `${base}?action=status&key=${wrong}&steamid=${steamId}`,
+    `${base}?action=claim&key=${wrong}&steamid=${steamId}`,
+    `${base}?object=votes&element=claim&key=${claimKey.slice(0, -1)}&steamid=${steamId}`,
+  ]) {
+    const res = await pluginGet(url);
+    assertDigit(t, res, "0");
+    t.deepEqual([res.status, res.headers["content-type"], res.body], [unknownPlayer.status, unknownPlayer.headers["content-type"], unknownPlayer.body]);
+  }
+  const json = await pluginGet(`${base}/json?action=claim&key=${wrong}&steamid=${steamId}`);
+  t.deepEqual(JSON.parse(json.body), { voted: false, claimed: false, status: "not_found", heart_id: null, voted_at: null, claimed_at: null, expires_at: null });
+  assertDigit(t, await pluginGet(`${base}?action=status&key=${claimKey}&steamid=${steamId}`), "1");
+});
+
+test("another server's key reads and claims nothing of this server's votes", async (t) => {
+  const mine = await serverWithKey(t);
+  const other = await serverWithKey(t);
+  const steamId = newSteamId();
+  await mine.vote({ steamId });
+  const base = `${t.context.gateway.url}/api/votes`;
+  assertDigit(t, await pluginGet(`${base}?action=claim&key=${other.claimKey}&steamid=${steamId}`), "0");
+  assertDigit(t, await pluginGet(`${base}?action=claim&key=${mine.claimKey}&steamid=${steamId}`), "1");
+});
+
+test("two claims at once pay once: one 1 and one 2", async (t) => {
+  const { claimKey, vote } = await serverWithKey(t);
+  const steamId = newSteamId();
+  await vote({ steamId });
+  const url = `${t.context.gateway.url}/api/votes?action=claim&key=${claimKey}&steamid=${steamId}`;
+  const answers = await Promise.all([pluginGet(url), pluginGet(url), pluginGet(url)]);
+  t.deepEqual(answers.map((a) => a.body).sort(), ["1", "2", "2"]);
+});
+
+test("the wrong-key limiter: a guessing source gets 0 with 429 and Retry-After, while a key seen working still answers from the same source", async (t) => {
+  const { stack } = t.context;
+  const limited = await stack.startGateway({ serviceToken: "gateway", overrides: () => ({ claimKeyGuesses: { perSource: 3 } }) });
+  const { claimKey, vote } = await serverWithKey(t);
+  const fresh = await serverWithKey(t);
+  const steamId = newSteamId();
+  await vote({ steamId });
+  const base = `${limited.url}/api/votes`;
+  assertDigit(t, await pluginGet(`${base}?action=status&key=${claimKey}&steamid=${steamId}`), "1");
+
+  for (let i = 0; i < 3; i++) assertDigit(t, await pluginGet(`${base}?action=status&key=vck_guess${i}&steamid=${steamId}`), "0");
+  const refused = await pluginGet(`${base}?action=status&key=vck_guess9&steamid=${steamId}`);
+  t.is(refused.status, 429);
+  t.is(refused.body, "0");
+  t.is(refused.headers["content-type"], "text/plain");
+  t.regex(refused.headers["retry-after"] ?? "", /^[1-9]\d*$/);
+  t.deepEqual(validateTextAgainstOpenApi("/api/votes", "get", 429, refused.body).errors, []);
+  const refusedJson = await pluginGet(`${base}/json?action=status&key=vck_guess10&steamid=${steamId}`);
+  t.is(refusedJson.status, 429);
+  t.deepEqual(validateAgainstOpenApi("/api/votes/json", "get", 429, JSON.parse(refusedJson.body)).errors, []);
+
+  assertDigit(t, await pluginGet(`${base}?action=claim&key=${claimKey}&steamid=${steamId}`), "1");
+  assertDigit(t, await pluginGet(`${base}?action=status&key=${claimKey}&steamid=${steamId}`), "2");
+  // A right key the gateway has never seen answer waits like a guess (documented: docs/limits.md).
+  t.is((await pluginGet(`${base}?action=status&key=${fresh.claimKey}&steamid=${steamId}`)).status, 429);
+  // Another gateway process keeps its own counts.
+  assertDigit(t, await pluginGet(`${t.context.gateway.url}/api/votes?action=status&key=${fresh.claimKey}&steamid=${steamId}`), "0");
+});
+
+test("the key never reaches a log line or a metric label: the request line logs the path without the query", async (t) => {
+  const { claimKey, vote } = await serverWithKey(t);
+  const steamId = newSteamId();
+  await vote({ steamId });
+  const base = `${t.context.gateway.url}/api/votes`;
+  const wrong = `vck_${randomBytes(16).toString("hex")}`;
+  await pluginGet(`${base}?action=status&key=${claimKey}&steamid=${steamId}`);
+  await pluginGet(`${base}?action=claim&key=${claimKey}&steamid=${steamId}`);
+  await pluginGet(`${base}?action=claim&key=${wrong}&steamid=${steamId}`);
+  await pluginGet(`${base}/json?action=claim&key=${claimKey}&steamid=not-a-steam-id`);
+  const lines = t.context.gatewayLog.lines.filter((l) => String(l.route).startsWith("/api/votes"));
+  t.true(lines.length >= 4);
+  t.true(
+    lines.every((l) => l.path === l.route),
+    "the logged path is the route, no query",
+  );
+  t.true(
+    lines.some((l) => l.outcome === "wrong_key"),
+    "a wrong key is logged as such",
+  );
+  for (const secret of [claimKey, wrong]) {
+    t.false(t.context.gatewayLog.raw.join("\n").includes(secret), "not in the gateway's log");
+    t.false(t.context.serviceLog.raw.join("\n").includes(secret), "not in the referral service's log");
+    t.false((await t.context.gateway.metrics.registry.metrics()).includes(secret), "not in a metric label");
+  }
+});
+
+test("a gateway whose service token lacks the claims scope answers 500 (JSON, logged with its cause), and the key stays out of the error line", async (t) => {
+  const { stack } = t.context;
+  const { token } = await stack.clients.access.createServiceToken({ name: `no-claims-${++seq}`, scopes: ["ingest", "pull"] });
+  const log = captureLog("debug");
+  const broken = await stack.startGateway({ log: log.log, overrides: () => createReferralServiceClients(stack.rpcUrl, token) });
+  const key = `vck_${randomBytes(32).toString("base64url")}`;
+  for (const path of ["/api/votes?action=claim", "/api/votes/json?action=status"]) {
+    const res = await pluginGet(`${broken.url}${path}&key=${key}&steamid=76561198000000001`);
+    t.is(res.status, 500);
+    t.is(res.headers["content-type"], "application/json");
+    t.deepEqual(validateAgainstOpenApi(path.split("?")[0] as string, "get", 500, JSON.parse(res.body)).errors, []);
+  }
+  const errors = log.lines.filter((l) => l.outcome === "internal_error");
+  t.is(errors.length, 2);
+  t.true(errors.every((l) => l.err !== undefined && l.path !== undefined));
+  t.false(log.raw.join("\n").includes(key));
+});

@@ -44,6 +44,19 @@ if VERIFY == "public-key" and not WEBHOOK_KEYS_URL:
 if VERIFY != "public-key" and not SECRETS:
     sys.exit("set CALLBACK_SECRET=whsec_... (several comma-separated during a rotation)")
 
+
+def standard_webhooks_key(secret: str) -> bytes:
+    """The Standard Webhooks HMAC key: the base64-decoded part of whsec_<base64>."""
+    return base64.b64decode(secret[len("whsec_"):] if secret.startswith("whsec_") else secret, validate=True)
+
+
+if VERIFY == "standard-webhooks":
+    try:
+        STANDARD_KEYS = [standard_webhooks_key(s) for s in SECRETS]
+    except ValueError:
+        # Failure policy: a secret that is not whsec_<base64> stops the receiver at start, never mid-request.
+        sys.exit("CALLBACK_SECRET: each secret must be whsec_<base64>, exactly as the dashboard shows it")
+
 db = sqlite3.connect(PAID_DB, isolation_level=None)
 db.execute("PRAGMA synchronous=FULL")
 db.execute("CREATE TABLE IF NOT EXISTS paid (heart_id TEXT PRIMARY KEY, username TEXT NOT NULL, paid_at INTEGER NOT NULL)")
@@ -92,8 +105,7 @@ def verify_standard_webhooks(raw_body: bytes, headers) -> tuple:
         return "malformed", 0
     t, content, signatures = found
     matched = False
-    for secret in SECRETS:
-        key = base64.b64decode(secret[len("whsec_"):] if secret.startswith("whsec_") else secret)
+    for key in STANDARD_KEYS:
         expected = hmac.new(key, content, hashlib.sha256).digest()
         for signature in signatures:
             matched |= hmac.compare_digest(signature, expected)

@@ -101,22 +101,39 @@ const SW = {
 const standardHeaders = (signature: string, t = SW.t) => ({ "webhook-id": SW.id, "webhook-timestamp": String(t), "webhook-signature": signature });
 const swTampered = Buffer.from(SW.body.replace('"Steve"', '"Steve2"'), "utf8");
 
-/** Serves a webhook-keys.json with the given whpk_ keys, as the gateway's well-known URL does. */
-async function servePublishedKeys(t: { teardown: (fn: () => Promise<void>) => void }, publicKeys: string[]): Promise<string> {
-  const doc = JSON.stringify({
-    keys: publicKeys.map((publicKey, i) => ({
-      kid: `wk_test${i}`,
-      alg: "Ed25519",
-      public_key: publicKey,
-      created_at: "2026-03-01T00:00:00.000Z",
-      expires_at: null,
-    })),
+/** A webhook-keys.json as the gateway's well-known URL serves it; its keys can change, and its requests are counted. */
+interface PublishedKeys {
+  url: string;
+  publish(publicKeys: string[]): void;
+  /** How many times the document was fetched. */
+  fetches(): number;
+}
+
+async function servePublishedKeys(t: { teardown: (fn: () => Promise<void>) => void }, publicKeys: string[]): Promise<PublishedKeys> {
+  let doc = "";
+  let fetches = 0;
+  const publish = (keys: string[]) => {
+    doc = JSON.stringify({
+      keys: keys.map((publicKey, i) => ({
+        kid: `wk_test${i}`,
+        alg: "Ed25519",
+        public_key: publicKey,
+        created_at: "2026-03-01T00:00:00.000Z",
+        expires_at: null,
+      })),
+    });
+  };
+  publish(publicKeys);
+  const server = http.createServer((_req, res) => {
+    fetches += 1;
+    res.writeHead(200, { "content-type": "application/json" }).end(doc);
   });
-  const server = http.createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(doc));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/.well-known/webhook-keys.json`;
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/.well-known/webhook-keys.json`, publish, fetches: () => fetches };
 }
+/** RFC 8032's test-2 public key: a key that did not sign the vector. */
+const OTHER_WHPK = "whpk_PUAXw+hDiVqStwqnTRt+vJyYLM8uxJaMwM1V8Sr0Zgw=";
 
 for (const platform of ["node", "python"]) {
   test.serial(
@@ -154,8 +171,8 @@ for (const platform of ["node", "python"]) {
   test.serial(
     `${platform} receiver, VERIFY=public-key (no secret): the frozen v1a vector verifies with the key from webhook-keys.json; a changed byte, an unpublished key and a v1-only header are refused`,
     async (t) => {
-      const keysUrl = await servePublishedKeys(t, [SW.whpk]);
-      const r = cleanup(t, await startPlatformReceiver(platform, { secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keysUrl } }));
+      const keys = await servePublishedKeys(t, [SW.whpk]);
+      const r = cleanup(t, await startPlatformReceiver(platform, { secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keys.url } }));
       const body = Buffer.from(SW.body, "utf8");
       const ok = await r.post(body, standardHeaders(`v1,${SW.v1} v1a,${SW.v1a}`));
       t.is(ok.status, 200, ok.text);
@@ -163,14 +180,33 @@ for (const platform of ["node", "python"]) {
       t.is((await r.post(swTampered, standardHeaders(`v1a,${SW.v1a}`))).status, 401, "one changed byte");
       t.is((await r.post(body, standardHeaders(`v1,${SW.v1}`))).status, 400, "no v1a entry");
       t.is((await r.post(body, standardHeaders(`v1a,${SW.v1a}`, SW.t + 1))).status, 401, "the timestamp is signed too");
-      // A list whose published key is another one (RFC 8032's test-2 public key): nothing verifies.
-      const otherKeys = await servePublishedKeys(t, ["whpk_PUAXw+hDiVqStwqnTRt+vJyYLM8uxJaMwM1V8Sr0Zgw="]);
+      // A list whose published key is another one: nothing verifies.
+      const otherKeys = await servePublishedKeys(t, [OTHER_WHPK]);
       const other = cleanup(
         t,
-        await startPlatformReceiver(platform, { secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: otherKeys } }),
+        await startPlatformReceiver(platform, { secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: otherKeys.url } }),
       );
       t.is((await other.post(body, standardHeaders(`v1a,${SW.v1a}`))).status, 401, "a key the list does not publish");
       t.deepEqual(await other.settledPaid(), []);
+      t.deepEqual(await r.settledPaid(), [`PAID ${SW.id} Steve`]);
+    },
+  );
+}
+
+for (const platform of ["node", "python"]) {
+  test.serial(
+    `${platform} receiver, VERIFY=public-key: a key published after the receiver fetched its copy (a rotation) verifies after one refetch; further misses within the minute fetch nothing`,
+    async (t) => {
+      const keys = await servePublishedKeys(t, [OTHER_WHPK]);
+      const r = cleanup(t, await startPlatformReceiver(platform, { secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keys.url } }));
+      t.is(keys.fetches(), 1, "fetched once at start");
+      keys.publish([SW.whpk, OTHER_WHPK]);
+      const body = Buffer.from(SW.body, "utf8");
+      const rotated = await r.post(body, standardHeaders(`v1a,${SW.v1a}`));
+      t.is(rotated.status, 200, rotated.text);
+      t.is(keys.fetches(), 2, "one refetch on the miss");
+      for (let i = 0; i < 3; i++) t.is((await r.post(swTampered, standardHeaders(`v1a,${SW.v1a}`))).status, 401);
+      t.is(keys.fetches(), 2, "forged callbacks within the minute make no further fetch");
       t.deepEqual(await r.settledPaid(), [`PAID ${SW.id} Steve`]);
     },
   );

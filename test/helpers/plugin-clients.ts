@@ -64,7 +64,7 @@ export function pluginGet(url: string): Promise<RawHttpAnswer> {
   return new Promise((resolve, reject) => {
     const socket = net.connect({ host: origin.hostname, port: Number(origin.port || 80) });
     const chunks: Buffer[] = [];
-    socket.setTimeout(10_000, () => socket.destroy(new Error(`no answer from ${origin.host} within 10 s`)));
+    socket.setTimeout(30_000, () => socket.destroy(new Error(`no answer from ${origin.host} within 30 s`)));
     socket.on("connect", () => socket.write(request));
     socket.on("data", (chunk: Buffer) => chunks.push(chunk));
     socket.on("error", reject);

@@ -3,10 +3,10 @@
  * subprocess of its own runtime (node, python3, php -S, a `go build` binary, `java Receiver.java`,
  * an `mcs`-built assembly on `mono`),
  * configured only through the environment their READMEs document (PORT, CALLBACK_SECRET, PAID_FILE
- * or PAID_DB, and the test-only RECEIVER_NOW). Every line they print is kept, so a test can count
+ * or PAID_DB, VERIFY and WEBHOOK_KEYS_URL, and the test-only RECEIVER_NOW). Every line they print is kept, so a test can count
  * `PAID <heart_id> <username>` lines.
  */
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -84,7 +84,14 @@ export interface RunningReceiver {
  */
 export async function startPlatformReceiver(
   platform: string,
-  opts: { secrets: string[]; storeDir?: string; port?: number; nowSeconds?: number },
+  opts: {
+    secrets: string[];
+    storeDir?: string;
+    port?: number;
+    nowSeconds?: number;
+    /** More of the documented settings (VERIFY, WEBHOOK_KEYS_URL, ...). */
+    env?: Record<string, string>;
+  },
 ): Promise<RunningReceiver> {
   const def = RECEIVER_PLATFORMS[platform];
   if (!def) throw new Error(`no receiver for ${platform}`);
@@ -105,6 +112,7 @@ export async function startPlatformReceiver(
       PAID_FILE: join(storeDir, "paid-hearts.txt"),
       PAID_DB: join(storeDir, "paid-hearts.sqlite3"),
       ...(opts.nowSeconds !== undefined ? { RECEIVER_NOW: String(opts.nowSeconds) } : {}),
+      ...opts.env,
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -161,4 +169,80 @@ export async function startPlatformReceiver(
     return paid();
   };
   return { url, port, lines, paid, settledPaid, post, stop };
+}
+
+/**
+ * Runs the C# plugin's /claim command once (`mono Receiver.exe claim <steamId>`), configured as its README
+ * says (CLAIM_URL, CLAIM_KEY, CLAIM_DOUBT_FILE in `storeDir`); resolves with the lines it printed.
+ */
+export async function runCsharpClaim(steamId: string, opts: { claimUrl: string; claimKey: string; storeDir: string }): Promise<string[]> {
+  if (!prepared.has("csharp")) {
+    RECEIVER_PLATFORMS.csharp!.prepare?.();
+    prepared.add("csharp");
+  }
+  const { command, args } = RECEIVER_PLATFORMS.csharp!.command(0);
+  const env = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    CLAIM_URL: opts.claimUrl,
+    CLAIM_KEY: opts.claimKey,
+    CLAIM_DOUBT_FILE: join(opts.storeDir, "claims-in-doubt.txt"),
+  };
+  const out = await new Promise<string>((resolve, reject) =>
+    execFile(command, [...args, "claim", steamId], { cwd: opts.storeDir, env, timeout: 60_000 }, (error, stdout, stderr) =>
+      error ? reject(new Error(`${String(error)}\n${stdout}${stderr}`)) : resolve(`${stdout}${stderr}`),
+    ),
+  );
+  return out.split("\n").filter(Boolean);
+}
+
+/** The PHP claim page (docs/receivers/php/claim.php) under `php -S`, as its README runs it. */
+export interface RunningClaimPage {
+  url: string;
+  /** Every line the page's process printed (the pay hook writes `PAID claim <kind> <id>` to stderr). */
+  lines: string[];
+  /** POSTs the form; returns the status and the page's result text. */
+  claim(form: Record<string, string>): Promise<{ status: number; result: string }>;
+  stop(): Promise<void>;
+}
+
+/** Starts the PHP claim page with CLAIM_URL and CLAIM_KEY; resolves once it answers. */
+export async function startPhpClaimPage(opts: { claimUrl: string; claimKey: string }): Promise<RunningClaimPage> {
+  const port = await freePort();
+  const child = spawn("php", ["-S", `127.0.0.1:${port}`, `${RECEIVERS_DIR}php/claim.php`], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, CLAIM_URL: opts.claimUrl, CLAIM_KEY: opts.claimKey },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const lines: string[] = [];
+  for (const stream of [child.stdout, child.stderr]) stream?.on("data", (chunk: Buffer) => lines.push(...chunk.toString("utf8").split("\n").filter(Boolean)));
+  let exited = false;
+  const exit = new Promise<void>((resolve) =>
+    child.on("exit", () => {
+      exited = true;
+      resolve();
+    }),
+  );
+  const url = `http://127.0.0.1:${port}/claim.php`;
+  const stop = async () => {
+    if (!exited) child.kill("SIGTERM");
+    await exit;
+  };
+  await eventually(
+    async () => {
+      if (exited) throw new Error(`php claim page exited: ${lines.join("\n")}`);
+      return (await fetch(url)).status === 200;
+    },
+    { timeoutMs: 30_000, intervalMs: 200, message: "php claim page answering" },
+  ).catch(async (error: unknown) => {
+    // Failure policy: a page that never came up is stopped, and the error carries its output.
+    await stop();
+    throw error;
+  });
+  const claim: RunningClaimPage["claim"] = async (form) => {
+    const res = await fetch(url, { method: "POST", body: new URLSearchParams(form) });
+    const html = await res.text();
+    const result = /<p id="result">([^<]*)<\/p>/.exec(html)?.[1] ?? html;
+    return { status: res.status, result };
+  };
+  return { url, lines, claim, stop };
 }

@@ -1,23 +1,19 @@
 /**
  * The platform receivers of docs/receivers/ (Node, Python, PHP, Go, Java, C#), each run in its own
- * runtime as a subprocess, exactly as their READMEs say:
- * - against the frozen HMAC vectors (test/fixtures/signature-vectors.json, computed with openssl,
- *   never by the project), with the test-only clock RECEIVER_NOW set to the vectors' time;
- * - against live callbacks from the real pipeline (referral service, outbox relay, Kafka, delivery
- *   worker): a counted heart is paid once, a redelivery and a redelivery after a restart of the
- *   receiver pay nothing more, the dashboard's test callback gets a 2xx and pays nothing, and a
- *   tampered body is refused.
+ * runtime as a subprocess, exactly as their READMEs say, against the frozen HMAC vectors
+ * (test/fixtures/signature-vectors.json, computed with openssl, never by the project), with the
+ * test-only clock RECEIVER_NOW set to the vectors' time; the Node and Python receivers also against
+ * the frozen Standard Webhooks `v1,` (openssl) and `v1a,` (Python `cryptography`) vectors, in their
+ * VERIFY=standard-webhooks and VERIFY=public-key modes.
+ * The live callbacks, from the four processes, are test/e2e/receivers-processes.test.ts.
  * PHP and Mono (C#) come from apt through the test runner (scripts/infra/apt.ts); Go is built once with
  * `go build`, C# once with `mcs`.
  */
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import test from "ava";
-import { eventually } from "../helpers/eventually.js";
-import { freePort, RECEIVER_PLATFORMS, startPlatformReceiver, type RunningReceiver } from "../helpers/receivers-run.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { RECEIVER_PLATFORMS, startPlatformReceiver, type RunningReceiver } from "../helpers/receivers-run.js";
 
 interface VectorCase {
   name: string;
@@ -40,17 +36,6 @@ const heartVector = vectors.cases.find((c) => c.name === "heart-counted")!;
 const heartOf = (body: string) => JSON.parse(body) as { heart_id: string; username: string };
 
 // The tests run one at a time: each starts runtimes (a JVM compiling, Mono) on a machine the suite shares.
-let stack: TestStack;
-let voter = 0;
-test.before(async () => {
-  stack = await startStack({
-    gateway: false,
-    pipeline: { name: "receivers", delivery: { pollIntervalMs: 100 } },
-  });
-});
-test.after.always(async () => {
-  await stack?.close();
-});
 
 /** Stops every receiver a test started, pass or fail. */
 function cleanup(t: { teardown: (fn: () => Promise<void>) => void }, r: RunningReceiver): RunningReceiver {
@@ -98,65 +83,131 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
       t.deepEqual(await late.settledPaid(), [], "a stale signature pays nothing");
     },
   );
+}
+
+// The Standard Webhooks vectors of test/unit/delivery-sign.test.ts (`v1,`: openssl) and
+// test/unit/delivery-sign-v1a.test.ts (`v1a,`: Python's `cryptography`, RFC 8032 test-1 key), computed
+// outside the project: webhook-id is the heart_id, webhook-timestamp the body's timestamp.
+const SW = {
+  secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+  otherSecret: "whsec_dGVzdC1zZWNyZXQtb2xkLWtleS0zMmJ5dGVzISE=",
+  t: 1773145800,
+  id: "0b8f7e6d-5c4b-4a39-8281-706f5e4d3c2b",
+  body: '{"event":"heart.counted","server_id":"7f0c2a1e-3b4d-4c5e-8f90-a1b2c3d4e5f6","username":"Steve","heart_id":"0b8f7e6d-5c4b-4a39-8281-706f5e4d3c2b","period":"2026-03","timestamp":1773145800,"streak_day":3}',
+  v1: "q7/+Nqow5KMNZEKS03EnJdofMfRogJbp5K96uXb1He4=",
+  whpk: "whpk_11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
+  v1a: "X7kfMYeVTyDOPwo4rzEc0Sj+CW3N8QcDy6mlN90O7hPK6ebxp2zDtHE+53K4L/aILCVKiXw545W0RMFvVn8SCg==",
+};
+const standardHeaders = (signature: string, t = SW.t) => ({ "webhook-id": SW.id, "webhook-timestamp": String(t), "webhook-signature": signature });
+const swTampered = Buffer.from(SW.body.replace('"Steve"', '"Steve2"'), "utf8");
+
+/** A webhook-keys.json as the gateway's well-known URL serves it; its keys can change, and its requests are counted. */
+interface PublishedKeys {
+  url: string;
+  publish(publicKeys: string[]): void;
+  /** How many times the document was fetched. */
+  fetches(): number;
+}
+
+async function servePublishedKeys(t: { teardown: (fn: () => Promise<void>) => void }, publicKeys: string[]): Promise<PublishedKeys> {
+  let doc = "";
+  let fetches = 0;
+  const publish = (keys: string[]) => {
+    doc = JSON.stringify({
+      keys: keys.map((publicKey, i) => ({
+        kid: `wk_test${i}`,
+        alg: "Ed25519",
+        public_key: publicKey,
+        created_at: "2026-03-01T00:00:00.000Z",
+        expires_at: null,
+      })),
+    });
+  };
+  publish(publicKeys);
+  const server = http.createServer((_req, res) => {
+    fetches += 1;
+    res.writeHead(200, { "content-type": "application/json" }).end(doc);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/.well-known/webhook-keys.json`, publish, fetches: () => fetches };
+}
+/** RFC 8032's test-2 public key: a key that did not sign the vector. */
+const OTHER_WHPK = "whpk_PUAXw+hDiVqStwqnTRt+vJyYLM8uxJaMwM1V8Sr0Zgw=";
+
+for (const platform of ["node", "python"]) {
+  test.serial(
+    `${platform} receiver, VERIFY=standard-webhooks: the frozen v1 vector verifies with the whsec_ secret (one heart_id pays once); a changed byte, another secret, a stale timestamp and a request without webhook-* headers are refused`,
+    async (t) => {
+      const r = cleanup(t, await startPlatformReceiver(platform, { secrets: [SW.secret], nowSeconds: SW.t, env: { VERIFY: "standard-webhooks" } }));
+      const body = Buffer.from(SW.body, "utf8");
+      const ok = await r.post(body, standardHeaders(`v1,${SW.v1}`));
+      t.is(ok.status, 200, ok.text);
+      t.is((await r.post(body, standardHeaders(`v1,${SW.v1}`))).status, 200, "the same heart_id again: a duplicate");
+      t.is((await r.post(swTampered, standardHeaders(`v1,${SW.v1}`))).status, 401, "one changed byte");
+      t.is((await r.post(body, standardHeaders(`v1a,${SW.v1a}`))).status, 400, "no v1 entry: a v1a does not stand in for the HMAC");
+      t.is(
+        (await r.post(body, { "x-service-signature": heartVector.callback_header })).status,
+        400,
+        "the X-Service-Signature alone is not what this mode checks",
+      );
+      const other = cleanup(t, await startPlatformReceiver(platform, { secrets: [SW.otherSecret], nowSeconds: SW.t, env: { VERIFY: "standard-webhooks" } }));
+      t.is((await other.post(body, standardHeaders(`v1,${SW.v1}`))).status, 401, "another secret");
+      t.deepEqual(await other.settledPaid(), []);
+      const late = cleanup(
+        t,
+        await startPlatformReceiver(platform, {
+          secrets: [SW.otherSecret, SW.secret],
+          nowSeconds: SW.t + TOLERANCE_SECONDS + 1,
+          env: { VERIFY: "standard-webhooks" },
+        }),
+      );
+      t.is((await late.post(body, standardHeaders(`v1,${SW.v1}`))).status, 401, "stale: outside the 300 s window");
+      t.deepEqual(await late.settledPaid(), []);
+      t.deepEqual(await r.settledPaid(), [`PAID ${SW.id} Steve`]);
+    },
+  );
 
   test.serial(
-    `${platform} receiver: a live callback pays once; a redelivery, and a redelivery after a restart, pay nothing more; the test callback gets 2xx and pays nothing; a tampered body is refused`,
+    `${platform} receiver, VERIFY=public-key (no secret): the frozen v1a vector verifies with the key from webhook-keys.json; a changed byte, an unpublished key and a v1-only header are refused`,
     async (t) => {
-      const { admin, hearts, delivery } = stack.clients;
-      const port = await freePort();
-      const storeDir = mkdtempSync(join(tmpdir(), `receiver-live-${platform}-`));
-      const { server } = await admin.createServer({ name: `Receivers ${platform}`, registrationUrl: "" });
-      const serverId = server!.id;
-      await admin.setCallbackSettings({ serverId, callbackUrl: `http://127.0.0.1:${port}/callback`, standardWebhooks: true });
-      const { secret } = await admin.revealCallbackSecret({ serverId });
-      const first = cleanup(t, await startPlatformReceiver(platform, { secrets: [secret], storeDir, port }));
+      const keys = await servePublishedKeys(t, [SW.whpk]);
+      const r = cleanup(t, await startPlatformReceiver(platform, { secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keys.url } }));
+      const body = Buffer.from(SW.body, "utf8");
+      const ok = await r.post(body, standardHeaders(`v1,${SW.v1} v1a,${SW.v1a}`));
+      t.is(ok.status, 200, ok.text);
+      t.is((await r.post(body, standardHeaders(`v1a,${SW.v1a}`))).status, 200, "the same heart_id again: a duplicate");
+      t.is((await r.post(swTampered, standardHeaders(`v1a,${SW.v1a}`))).status, 401, "one changed byte");
+      t.is((await r.post(body, standardHeaders(`v1,${SW.v1}`))).status, 400, "no v1a entry");
+      t.is((await r.post(body, standardHeaders(`v1a,${SW.v1a}`, SW.t + 1))).status, 401, "the timestamp is signed too");
+      // A list whose published key is another one: nothing verifies.
+      const otherKeys = await servePublishedKeys(t, [OTHER_WHPK]);
+      const other = cleanup(
+        t,
+        await startPlatformReceiver(platform, { secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: otherKeys.url } }),
+      );
+      t.is((await other.post(body, standardHeaders(`v1a,${SW.v1a}`))).status, 401, "a key the list does not publish");
+      t.deepEqual(await other.settledPaid(), []);
+      t.deepEqual(await r.settledPaid(), [`PAID ${SW.id} Steve`]);
+    },
+  );
+}
 
-      voter += 1;
-      const username = `Steve_${platform}`;
-      const vote = {
-        serverId,
-        username,
-        voterIdentity: `voter-${platform}-${randomBytes(4).toString("hex")}`,
-        ip: `203.0.113.${voter}`,
-        userAgent: "Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0",
-      };
-      // On a loaded machine the heart batch may answer overloaded (retryable): retry as a client would.
-      const cast = await eventually(() => hearts.castHeart(vote), { timeoutMs: 60_000, intervalMs: 1_000, message: "heart cast" });
-      t.true(cast.counted, cast.reason);
-      const paidLine = `PAID ${cast.heartId} ${username}`;
-      await eventually(() => first.paid().includes(paidLine), { timeoutMs: 60_000, message: `${platform}: ${paidLine}` });
-      const row = await stack.prisma.delivery.findFirstOrThrow({ where: { heartId: cast.heartId } });
-      const succeeded = (n: number) =>
-        eventually(async () => (await stack.prisma.deliveryAttempt.count({ where: { deliveryId: row.id, succeeded: true } })) >= n, {
-          timeoutMs: 60_000,
-          message: `${n} successful attempts`,
-        });
-      await succeeded(1);
-
-      await delivery.redeliver({ deliveryId: row.id, serverId });
-      await succeeded(2);
-      t.deepEqual(await first.settledPaid(), [paidLine], "a redelivery (same heart_id) is answered 2xx and pays nothing");
-
-      await first.stop();
-      const restarted = cleanup(t, await startPlatformReceiver(platform, { secrets: [secret], storeDir, port }));
-      await delivery.redeliver({ deliveryId: row.id, serverId });
-      await succeeded(3);
-      t.deepEqual(await restarted.settledPaid(), [], "the paid store survived the restart");
-
-      const { report } = await delivery.sendTestCallback({ serverId, username: "Tester" });
-      t.true(report?.ok, `${report?.statusCode} ${report?.responseBody}`);
-      t.true((report?.statusCode ?? 0) >= 200 && (report?.statusCode ?? 0) < 300);
-      t.deepEqual(await restarted.settledPaid(), [], "heart.test pays nothing");
-
-      // The last attempt's exact request, replayed: unchanged it is a duplicate (2xx), changed it is refused.
-      const { attempts } = await delivery.getDelivery({ deliveryId: row.id, serverId });
-      const last = attempts.at(-1)!;
-      const header = last.requestHeaders["X-Service-Signature"]!;
-      const replay = await restarted.post(Buffer.from(last.requestBody, "utf8"), signed(header));
-      t.is(replay.status, 200, replay.text);
-      const tampered = Buffer.from(last.requestBody.replace(username, `${username}x`), "utf8");
-      t.is((await restarted.post(tampered, signed(header))).status, 401);
-      t.deepEqual(await restarted.settledPaid(), [], "nothing paid for a replay or a tampered body");
+for (const platform of ["node", "python"]) {
+  test.serial(
+    `${platform} receiver, VERIFY=public-key: a key published after the receiver fetched its copy (a rotation) verifies after one refetch; further misses within the minute fetch nothing`,
+    async (t) => {
+      const keys = await servePublishedKeys(t, [OTHER_WHPK]);
+      const r = cleanup(t, await startPlatformReceiver(platform, { secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keys.url } }));
+      t.is(keys.fetches(), 1, "fetched once at start");
+      keys.publish([SW.whpk, OTHER_WHPK]);
+      const body = Buffer.from(SW.body, "utf8");
+      const rotated = await r.post(body, standardHeaders(`v1a,${SW.v1a}`));
+      t.is(rotated.status, 200, rotated.text);
+      t.is(keys.fetches(), 2, "one refetch on the miss");
+      for (let i = 0; i < 3; i++) t.is((await r.post(swTampered, standardHeaders(`v1a,${SW.v1a}`))).status, 401);
+      t.is(keys.fetches(), 2, "forged callbacks within the minute make no further fetch");
+      t.deepEqual(await r.settledPaid(), [`PAID ${SW.id} Steve`]);
     },
   );
 }

@@ -1,6 +1,8 @@
 // Reward callback receiver for a game server: C#, uMod style (one plugin-shaped class with the
 // hooks; a small HttpListener host so it runs on its own). Base class library only: builds with
 // Mono's `mcs` or the .NET SDK. Run: CALLBACK_SECRET=whsec_... PORT=8080 mono Receiver.exe (see README.md)
+// The /claim flow of a Rust plugin (the check/claim API, no callback needed):
+//   CLAIM_URL='https://list.example/api/votes?action=claim&key={0}&steamid={1}' CLAIM_KEY=vck_... mono Receiver.exe claim <SteamID64>
 using System;
 using System.Collections.Generic;
 using System.Globalization;
@@ -155,6 +157,127 @@ namespace RewardCallbacks
         }
     }
 
+    /// <summary>
+    /// The plugin's /claim chat command over the list's check/claim API, as EasyVoteExtended does it: GET the
+    /// claim URL with the claim key and the player's SteamID64, pay on "1", "already claimed" on "2", "no vote
+    /// found" on "0". A claim whose answer was lost (timeout, no answer, not 200) is "in doubt": the list may
+    /// have claimed it. The next "2" for that player is then this plugin's own claim, and is paid. The players
+    /// in doubt are kept in a file, written before the request, so a crash mid-request counts as doubt too.
+    /// </summary>
+    public class VoteClaims
+    {
+        readonly string claimUrl;
+        readonly string claimKey;
+        readonly string doubtFile;
+        readonly object gate = new object();
+
+        /// <param name="claimUrl">A format string: {0} the claim key, {1} the SteamID64 (EasyVoteExtended's "API Claim Reward (GET URL)").</param>
+        public VoteClaims(string claimUrl, string claimKey, string doubtFile)
+        {
+            this.claimUrl = claimUrl;
+            this.claimKey = claimKey;
+            this.doubtFile = doubtFile;
+        }
+
+        /// <summary>===== THE PAY HOOK of a claim: in a uMod plugin, run your reward here (server.Command("inventory.giveto", steamId, ...)). =====</summary>
+        void OnVoteClaimed(string steamId)
+        {
+            Console.WriteLine("PAID claim " + steamId);
+            Console.Out.Flush();
+        }
+
+        /// <summary>In a uMod plugin: player.Reply(message).</summary>
+        void Reply(string steamId, string message)
+        {
+            Console.WriteLine("REPLY " + steamId + " " + message);
+            Console.Out.Flush();
+        }
+
+        HashSet<string> InDoubt()
+        {
+            var set = new HashSet<string>();
+            if (File.Exists(doubtFile))
+                foreach (var line in File.ReadAllLines(doubtFile))
+                    if (line.Trim().Length > 0) set.Add(line.Trim());
+            return set;
+        }
+
+        void SaveDoubt(HashSet<string> set)
+        {
+            var tmp = doubtFile + ".tmp";
+            using (var f = new FileStream(tmp, FileMode.Create, FileAccess.Write))
+            {
+                var bytes = Encoding.UTF8.GetBytes(string.Join("\n", set) + "\n");
+                f.Write(bytes, 0, bytes.Length);
+                f.Flush(true);
+            }
+            if (File.Exists(doubtFile)) File.Replace(tmp, doubtFile, null);
+            else File.Move(tmp, doubtFile);
+        }
+
+        /// <summary>The claim's answer, trimmed as the plugin reads it; null when there was none (in doubt).</summary>
+        string Claim(string steamId)
+        {
+            var url = string.Format(CultureInfo.InvariantCulture, claimUrl, Uri.EscapeDataString(claimKey), Uri.EscapeDataString(steamId));
+            try
+            {
+                var request = (HttpWebRequest)WebRequest.Create(url);
+                request.Method = "GET";
+                request.Timeout = 5000;
+                request.ReadWriteTimeout = 5000;
+                using (var response = (HttpWebResponse)request.GetResponse())
+                using (var reader = new StreamReader(response.GetResponseStream(), Encoding.UTF8))
+                {
+                    var text = reader.ReadToEnd().Trim();
+                    return response.StatusCode == HttpStatusCode.OK ? text : null;
+                }
+            }
+            catch (WebException e)
+            {
+                // Failure policy: no answer, a timeout or a status other than 200 (a 429 too) is "in doubt": nothing
+                // paid now; the player runs /claim again and a "2" then pays (the doubt mark says it was ours).
+                Console.Error.WriteLine("claim request failed: " + e.Status);
+                return null;
+            }
+        }
+
+        /// <summary>The /claim command of player `steamId` (SteamID64).</summary>
+        public void OnClaimCommand(string steamId)
+        {
+            lock (gate) // one claim at a time: the doubt mark and the payment stay together
+            {
+                var doubt = InDoubt();
+                bool wasInDoubt = doubt.Contains(steamId);
+                if (!wasInDoubt)
+                {
+                    doubt.Add(steamId);
+                    SaveDoubt(doubt); // before the request: a crash or a lost answer leaves the mark
+                }
+                var answer = Claim(steamId);
+                if (answer == null)
+                {
+                    Reply(steamId, "The vote list did not answer; try /claim again in a minute.");
+                    return;
+                }
+                if (answer == "1" || (answer == "2" && wasInDoubt))
+                {
+                    OnVoteClaimed(steamId); // a "2" after doubt: the claim whose answer was lost was ours
+                    Reply(steamId, "Thanks for voting! Your reward is on its way.");
+                }
+                else if (answer == "2") Reply(steamId, "You have already claimed your reward for this vote.");
+                else if (answer == "0") Reply(steamId, "No vote found: vote for the server first.");
+                else
+                {
+                    // Failure policy: an answer that is not 0, 1 or 2 counts as no answer; the mark stays.
+                    Reply(steamId, "The vote list answered something unexpected; try /claim again later.");
+                    return;
+                }
+                doubt.Remove(steamId); // a definite answer: paid, or nothing to pay
+                SaveDoubt(doubt);
+            }
+        }
+    }
+
     /// <summary>A minimal JSON reader (objects, arrays, strings, numbers as text, true/false/null): enough for the callback body.</summary>
     static class MiniJson
     {
@@ -246,8 +369,9 @@ namespace RewardCallbacks
     /// <summary>The host: an HttpListener on 127.0.0.1:PORT handing every POST to the plugin.</summary>
     static class Program
     {
-        static int Main()
+        static int Main(string[] args)
         {
+            if (args.Length == 2 && args[0] == "claim") return ClaimOnce(args[1]);
             var secrets = new List<string>();
             foreach (var s in (Environment.GetEnvironmentVariable("CALLBACK_SECRET") ?? "").Split(','))
                 if (s.Trim().Length > 0) secrets.Add(s.Trim());
@@ -287,6 +411,20 @@ namespace RewardCallbacks
                 ctx.Response.OutputStream.Write(bytes, 0, bytes.Length);
                 ctx.Response.Close();
             }
+        }
+
+        /// <summary>`mono Receiver.exe claim SteamID64`: one /claim, as the game's chat command would run it.</summary>
+        static int ClaimOnce(string steamId)
+        {
+            var url = Environment.GetEnvironmentVariable("CLAIM_URL");
+            var key = Environment.GetEnvironmentVariable("CLAIM_KEY");
+            if (string.IsNullOrEmpty(url) || string.IsNullOrEmpty(key))
+            {
+                Console.Error.WriteLine("set CLAIM_URL=https://<list>/api/votes?action=claim&key={0}&steamid={1} and CLAIM_KEY=vck_...");
+                return 2;
+            }
+            new VoteClaims(url, key, Environment.GetEnvironmentVariable("CLAIM_DOUBT_FILE") ?? "claims-in-doubt.txt").OnClaimCommand(steamId);
+            return 0;
         }
     }
 }

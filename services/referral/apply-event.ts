@@ -104,6 +104,11 @@ class LostRace extends Error {
  *     written for an event whose mint or state write lost), and the dedup rows of events answered
  *     with an error are deleted (an error outcome leaves nothing, as a rollback would).
  *
+ * Anti-abuse rides along (services/referral/abuse-facts.ts): statement 1 gathers each minting or
+ * qualifying event's facts with a LATERAL part (servers whose review mode is not `off` only), the pure
+ * rules decide the signals and review state, and statement 2 stores them with the mint or the
+ * qualification. No statement is added, and no answer changes.
+ *
  * Per-event isolation: a 404/422 is that event's outcome only. An event whose conditional write lost
  * to a concurrent transaction (another instance), or that would advance a referral another event of
  * the round advances, leaves nothing behind and is decided again from fresh reads in the next round,

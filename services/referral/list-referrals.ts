@@ -34,6 +34,8 @@ export interface ReviewedReferral {
   signals: Array<{ code: string; details: Record<string, unknown> }>;
   /** Its credit counts on the leaderboard now: qualified, not reversed, unflagged or approved. */
   counted: boolean;
+  /** It has a credit that is not reversed (counted once its review allows). */
+  liveCredit: boolean;
 }
 
 /** Which referrals of a server: "" (or false) for no filter. */
@@ -59,6 +61,7 @@ interface Row {
   signals: string[];
   signal_details: Record<string, Record<string, unknown>> | null;
   counted: boolean;
+  live_credit: boolean;
 }
 
 /** The select of one reviewed referral (shared by list, export, detail and review). */
@@ -72,7 +75,8 @@ async function selectReferrals(
     SELECT r.id::text AS id, r.server_id::text AS server_id, r.referrer_identity, r.referee_identity, r.state::text AS state,
            r.registered_at, r.qualified_at, r.reversed_at, r.review::text AS review, r.reviewed_at,
            coalesce(r.signals, '{}') AS signals, r.signal_details,
-           (c.referral_id IS NOT NULL AND c.reversed_at IS NULL AND r.review::text = ANY(${COUNTED_REVIEWS}::text[])) AS counted
+           (c.referral_id IS NOT NULL AND c.reversed_at IS NULL AND r.review::text = ANY(${COUNTED_REVIEWS}::text[])) AS counted,
+           (c.referral_id IS NOT NULL AND c.reversed_at IS NULL) AS live_credit
     FROM referrals r LEFT JOIN referral_credits c ON c.referral_id = r.id
     WHERE (${where.id ?? null}::uuid IS NULL OR r.id = ${where.id ?? null}::uuid)
       AND (${f?.serverId ?? null}::uuid IS NULL OR r.server_id = ${f?.serverId ?? null}::uuid)
@@ -96,6 +100,7 @@ async function selectReferrals(
     reviewedAt: r.reviewed_at,
     signals: r.signals.map((code) => ({ code, details: r.signal_details?.[code] ?? {} })),
     counted: r.counted,
+    liveCredit: r.live_credit,
   }));
 }
 

@@ -1,7 +1,7 @@
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { requireServerId } from "../servers/server-exists.js";
-import { decideReview, type ReviewAction, type ReviewMode } from "./domain/abuse-signals.js";
+import { decideReview, isCounted, type ReviewAction, type ReviewMode } from "./domain/abuse-signals.js";
 import { getReviewedReferral, type ReviewedReferral } from "./list-referrals.js";
 
 /** Reruns of a review whose conditional update lost to a concurrent one (each rerun reads afresh). */
@@ -25,11 +25,15 @@ export async function reviewReferral(
     const decision = decideReview(current.review, input.action);
     if (decision.kind === "not_flagged") throw new DomainError("failed_precondition", NOT_FLAGGED_TEXT);
     if (decision.kind === "unchanged") return { referral: current, changed: false };
+    const reviewedAt = deps.now();
     const updated = await deps.prisma.referral.updateMany({
       where: { id: current.id, review: current.review },
-      data: { review: decision.to, reviewedAt: deps.now() },
+      data: { review: decision.to, reviewedAt },
     });
-    if (updated.count === 1) return { referral: await getReviewedReferral(deps, current.id), changed: true };
+    // The answer is what this write made (a later concurrent review may already have changed it again).
+    if (updated.count === 1) {
+      return { referral: { ...current, review: decision.to, reviewedAt, counted: current.liveCredit && isCounted(decision.to) }, changed: true };
+    }
     // Failure policy: a concurrent review changed the state between the read and the write; decide again from a
     // fresh read, a bounded number of times (one of the racing reviews always wins).
     if (attempt >= MAX_REVIEW_RETRIES) throw new Error(`review of referral ${current.id} kept losing to concurrent reviews`);

@@ -304,3 +304,15 @@ test("review RPCs: a token without the scope is refused; reviewing an unflagged 
   t.is(noAction.code, Code.InvalidArgument);
   t.is(noAction.rawMessage, "action must be approve or decline");
 });
+
+test("concurrent reviews of one held referral: each answer is consistent, exactly the last write stands, and the leaderboard agrees with it", async (t) => {
+  const server = await createServer(ReviewMode.LOOSE);
+  const [referralId] = await seedFarm(t, server, "racer", freshIp(), 1);
+  const actions = Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? ReviewAction.APPROVE : ReviewAction.DECLINE));
+  const answers = await Promise.all(actions.map((action) => rpc.reviews.reviewReferral({ referralId: referralId!, action })));
+  answers.forEach((answer, i) => t.is(answer.referral?.review, actions[i] === ReviewAction.APPROVE ? ReviewState.APPROVED : ReviewState.DECLINED));
+  t.true(answers.some((a) => a.changed));
+  const final = (await rpc.reviews.getReferralDetail({ referralId: referralId! })).referral!;
+  t.true(final.review === ReviewState.APPROVED || final.review === ReviewState.DECLINED);
+  t.deepEqual(await leaderboard(server.serverId), final.review === ReviewState.APPROVED ? { racer: 1 } : {});
+});

@@ -206,7 +206,7 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
       },
 
       async setClaimSettings(req) {
-        const input = { holdDays: req.holdDays, maxHeldPerPlayer: req.maxHeldPerPlayer, payOnce: req.payOnce };
+        const input = { holdDays: req.holdDays, maxHeldPerPlayer: req.maxHeldPerPlayer };
         return { server: toServerProto(await setClaimSettings(deps, req.serverId.trim(), input)) };
       },
 
@@ -243,7 +243,6 @@ export function toServerProto(server: ServerRecord): MessageInitShape<typeof Ser
       claimKeySet: server.claimsEnabled,
       holdDays: server.claimHoldDays,
       maxHeldPerPlayer: server.claimMaxHeld,
-      payOnce: server.claimPayOnce,
     },
   };
 }

@@ -242,9 +242,9 @@ test.serial("the claim key: sealed at rest with only its SHA-256 for lookup; rev
 test.serial("SetClaimSettings: hold window 1..90 and cap 1..1000 (0 keeps), named in the error; reported on the server", async (t) => {
   const { admin } = t.context.stack.clients;
   const { serverId } = await claimServer(t);
-  const { server } = await admin.setClaimSettings({ serverId, holdDays: 90, maxHeldPerPlayer: 5, payOnce: true });
-  t.like(server?.claims, { claimKeySet: true, holdDays: 90, maxHeldPerPlayer: 5, payOnce: true });
-  t.like((await admin.setClaimSettings({ serverId, holdDays: 7 })).server?.claims, { holdDays: 7, maxHeldPerPlayer: 5, payOnce: true });
+  const { server } = await admin.setClaimSettings({ serverId, holdDays: 90, maxHeldPerPlayer: 5 });
+  t.like(server?.claims, { claimKeySet: true, holdDays: 90, maxHeldPerPlayer: 5 });
+  t.like((await admin.setClaimSettings({ serverId, holdDays: 7 })).server?.claims, { holdDays: 7, maxHeldPerPlayer: 5 });
   for (const [input, field] of [
     [{ holdDays: 91 }, "hold_days"],
     [{ holdDays: -1 }, "hold_days"],

@@ -108,7 +108,6 @@ export const ServerScalarFieldEnum = {
   claimsEnabled: 'claimsEnabled',
   claimHoldDays: 'claimHoldDays',
   claimMaxHeld: 'claimMaxHeld',
-  claimPayOnce: 'claimPayOnce',
   createdAt: 'createdAt',
   ownerId: 'ownerId',
   attributionWindowDays: 'attributionWindowDays',

@@ -60,7 +60,6 @@ export type ServerMinAggregateOutputType = {
   claimsEnabled: boolean | null
   claimHoldDays: number | null
   claimMaxHeld: number | null
-  claimPayOnce: boolean | null
   createdAt: Date | null
   ownerId: string | null
   attributionWindowDays: number | null
@@ -86,7 +85,6 @@ export type ServerMaxAggregateOutputType = {
   claimsEnabled: boolean | null
   claimHoldDays: number | null
   claimMaxHeld: number | null
-  claimPayOnce: boolean | null
   createdAt: Date | null
   ownerId: string | null
   attributionWindowDays: number | null
@@ -112,7 +110,6 @@ export type ServerCountAggregateOutputType = {
   claimsEnabled: number
   claimHoldDays: number
   claimMaxHeld: number
-  claimPayOnce: number
   createdAt: number
   ownerId: number
   attributionWindowDays: number
@@ -156,7 +153,6 @@ export type ServerMinAggregateInputType = {
   claimsEnabled?: true
   claimHoldDays?: true
   claimMaxHeld?: true
-  claimPayOnce?: true
   createdAt?: true
   ownerId?: true
   attributionWindowDays?: true
@@ -182,7 +178,6 @@ export type ServerMaxAggregateInputType = {
   claimsEnabled?: true
   claimHoldDays?: true
   claimMaxHeld?: true
-  claimPayOnce?: true
   createdAt?: true
   ownerId?: true
   attributionWindowDays?: true
@@ -208,7 +203,6 @@ export type ServerCountAggregateInputType = {
   claimsEnabled?: true
   claimHoldDays?: true
   claimMaxHeld?: true
-  claimPayOnce?: true
   createdAt?: true
   ownerId?: true
   attributionWindowDays?: true
@@ -321,7 +315,6 @@ export type ServerGroupByOutputType = {
   claimsEnabled: boolean
   claimHoldDays: number
   claimMaxHeld: number
-  claimPayOnce: boolean
   createdAt: Date
   ownerId: string | null
   attributionWindowDays: number
@@ -370,7 +363,6 @@ export type ServerWhereInput = {
   claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   claimHoldDays?: Prisma.IntFilter<"Server"> | number
   claimMaxHeld?: Prisma.IntFilter<"Server"> | number
-  claimPayOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntFilter<"Server"> | number
@@ -402,7 +394,6 @@ export type ServerOrderByWithRelationInput = {
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
-  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -437,7 +428,6 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   claimHoldDays?: Prisma.IntFilter<"Server"> | number
   claimMaxHeld?: Prisma.IntFilter<"Server"> | number
-  claimPayOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntFilter<"Server"> | number
@@ -469,7 +459,6 @@ export type ServerOrderByWithAggregationInput = {
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
-  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -503,7 +492,6 @@ export type ServerScalarWhereWithAggregatesInput = {
   claimsEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   claimHoldDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
   claimMaxHeld?: Prisma.IntWithAggregatesFilter<"Server"> | number
-  claimPayOnce?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
@@ -529,7 +517,6 @@ export type ServerCreateInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -560,7 +547,6 @@ export type ServerUncheckedCreateInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -591,7 +577,6 @@ export type ServerUpdateInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -622,7 +607,6 @@ export type ServerUncheckedUpdateInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -653,7 +637,6 @@ export type ServerCreateManyInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -679,7 +662,6 @@ export type ServerUpdateManyMutationInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -704,7 +686,6 @@ export type ServerUncheckedUpdateManyInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -730,7 +711,6 @@ export type ServerCountOrderByAggregateInput = {
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
-  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -764,7 +744,6 @@ export type ServerMaxOrderByAggregateInput = {
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
-  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -790,7 +769,6 @@ export type ServerMinOrderByAggregateInput = {
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
-  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -991,7 +969,6 @@ export type ServerCreateWithoutSecretsInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1021,7 +998,6 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1067,7 +1043,6 @@ export type ServerUpdateWithoutSecretsInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1097,7 +1072,6 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1127,7 +1101,6 @@ export type ServerCreateWithoutClicksInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1157,7 +1130,6 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1203,7 +1175,6 @@ export type ServerUpdateWithoutClicksInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1233,7 +1204,6 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1263,7 +1233,6 @@ export type ServerCreateWithoutReferralsInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1293,7 +1262,6 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1339,7 +1307,6 @@ export type ServerUpdateWithoutReferralsInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1369,7 +1336,6 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1399,7 +1365,6 @@ export type ServerCreateWithoutDeliveriesInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1429,7 +1394,6 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1475,7 +1439,6 @@ export type ServerUpdateWithoutDeliveriesInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1505,7 +1468,6 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1535,7 +1497,6 @@ export type ServerCreateWithoutOwnerInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1565,7 +1526,6 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1624,7 +1584,6 @@ export type ServerScalarWhereInput = {
   claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   claimHoldDays?: Prisma.IntFilter<"Server"> | number
   claimMaxHeld?: Prisma.IntFilter<"Server"> | number
-  claimPayOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntFilter<"Server"> | number
@@ -1650,7 +1609,6 @@ export type ServerCreateWithoutCallbackHealthInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1680,7 +1638,6 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1726,7 +1683,6 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1756,7 +1712,6 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1786,7 +1741,6 @@ export type ServerCreateManyOwnerInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
-  claimPayOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1811,7 +1765,6 @@ export type ServerUpdateWithoutOwnerInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1841,7 +1794,6 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1871,7 +1823,6 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
-  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1954,7 +1905,6 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   claimsEnabled?: boolean
   claimHoldDays?: boolean
   claimMaxHeld?: boolean
-  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   attributionWindowDays?: boolean
@@ -1987,7 +1937,6 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   claimsEnabled?: boolean
   claimHoldDays?: boolean
   claimMaxHeld?: boolean
-  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   attributionWindowDays?: boolean
@@ -2014,7 +1963,6 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   claimsEnabled?: boolean
   claimHoldDays?: boolean
   claimMaxHeld?: boolean
-  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   attributionWindowDays?: boolean
@@ -2041,7 +1989,6 @@ export type ServerSelectScalar = {
   claimsEnabled?: boolean
   claimHoldDays?: boolean
   claimMaxHeld?: boolean
-  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   attributionWindowDays?: boolean
@@ -2049,7 +1996,7 @@ export type ServerSelectScalar = {
   referralReviewMode?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "claimsEnabled" | "claimHoldDays" | "claimMaxHeld" | "claimPayOnce" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays" | "referralReviewMode", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "claimsEnabled" | "claimHoldDays" | "claimMaxHeld" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays" | "referralReviewMode", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -2118,7 +2065,6 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
     /**
      * Reserved for the cross-transport pay-once mode (not in effect yet).
      */
-    claimPayOnce: boolean
     createdAt: Date
     /**
      * The owner (the list's account id) whose dashboard sessions may manage this server; null: operators only.
@@ -2582,7 +2528,6 @@ export interface ServerFieldRefs {
   readonly claimsEnabled: Prisma.FieldRef<"Server", 'Boolean'>
   readonly claimHoldDays: Prisma.FieldRef<"Server", 'Int'>
   readonly claimMaxHeld: Prisma.FieldRef<"Server", 'Int'>
-  readonly claimPayOnce: Prisma.FieldRef<"Server", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly ownerId: Prisma.FieldRef<"Server", 'String'>
   readonly attributionWindowDays: Prisma.FieldRef<"Server", 'Int'>

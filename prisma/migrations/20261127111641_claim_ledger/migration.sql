@@ -10,7 +10,6 @@ ALTER TABLE "server_secrets" ADD COLUMN     "lookup_hash" TEXT;
 -- AlterTable
 ALTER TABLE "servers" ADD COLUMN     "claim_hold_days" INTEGER NOT NULL DEFAULT 30,
 ADD COLUMN     "claim_max_held" INTEGER NOT NULL DEFAULT 20,
-ADD COLUMN     "claim_pay_once" BOOLEAN NOT NULL DEFAULT false,
 ADD COLUMN     "claims_enabled" BOOLEAN NOT NULL DEFAULT false;
 
 -- CreateTable

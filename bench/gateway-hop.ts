@@ -79,8 +79,8 @@ async function runStub(): Promise<void> {
 function gatewayClients(stubUrl: string, variant: string) {
   const token = randomBytes(32).toString("base64url");
   if (variant === "connect") {
-    const { referral, admin, delivery } = createRpcClients(createServiceTransport(stubUrl, token));
-    return { referral, admin, delivery };
+    const { referral, admin, delivery, hearts } = createRpcClients(createServiceTransport(stubUrl, token));
+    return { referral, admin, delivery, hearts };
   }
   return createReferralServiceClients(stubUrl, token);
 }

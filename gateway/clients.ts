@@ -3,8 +3,11 @@ import { Http2SessionManager } from "@connectrpc/connect-node";
 import { createRpcClients, type RpcClients } from "../services/shared/service-clients.js";
 import { createServiceTransport, createUnaryServiceTransport } from "../services/shared/service-transport.js";
 
-/** The gateway's clients of the referral service (Connect protocol over HTTP/2); `delivery` serves the pull API's list and claim. */
-export type ReferralServiceClients = Pick<RpcClients, "referral" | "admin" | "delivery">;
+/**
+ * The gateway's clients of the referral service (Connect protocol over HTTP/2); `delivery` serves the pull API's list
+ * and claim, `hearts` the public receipts (GetReceipt).
+ */
+export type ReferralServiceClients = Pick<RpcClients, "referral" | "admin" | "delivery" | "hearts">;
 
 /**
  * The gateway's transports to the referral service, over ONE HTTP/2 session (shared, reconnecting on
@@ -27,8 +30,8 @@ export function createReferralServiceTransports(baseUrl: string, token: string):
 
 /** The clients the gateway's own routes use, over `transport` (ReferralServiceTransports.routes). */
 export function referralServiceClientsOver(transport: Transport): ReferralServiceClients {
-  const { referral, admin, delivery } = createRpcClients(transport);
-  return { referral, admin, delivery };
+  const { referral, admin, delivery, hearts } = createRpcClients(transport);
+  return { referral, admin, delivery, hearts };
 }
 
 /** The clients over a connection of their own (tests, tools); a process builds its transports once and shares them. */

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file hearts/v1/hearts.proto.
  */
 export const file_hearts_v1_hearts: GenFile = /*@__PURE__*/
-  fileDesc("ChZoZWFydHMvdjEvaGVhcnRzLnByb3RvEgloZWFydHMudjEiwQEKEENhc3RIZWFydFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhYKDnZvdGVyX2lkZW50aXR5GAMgASgJEgoKAmlwGAQgASgJEhIKCnVzZXJfYWdlbnQYBSABKAkSEAoIc3RlYW1faWQYBiABKAkSEgoKZGlzY29yZF9pZBgHIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgIIAEoCRISCgphY2NvdW50X2lkGAkgASgJIpQCChFDYXN0SGVhcnRSZXNwb25zZRIQCghoZWFydF9pZBgBIAEoCRIPCgdjb3VudGVkGAIgASgIEigKB3ZlcmRpY3QYAyABKA4yFy5oZWFydHMudjEuSGVhcnRWZXJkaWN0Eg4KBnJlYXNvbhgEIAEoCRITCgtmcmF1ZF9zY29yZRgFIAEoBRIVCg1mcmF1ZF9yZWFzb25zGAYgAygJEg4KBnBlcmlvZBgHIAEoCRISCgpzdHJlYWtfZGF5GAggASgFEhgKEG5leHRfZWxpZ2libGVfYXQYCSABKAMSOAoNdW5kZWxpdmVyYWJsZRgKIAMoCzIhLmhlYXJ0cy52MS5VbmRlbGl2ZXJhYmxlVHJhbnNwb3J0IjsKFlVuZGVsaXZlcmFibGVUcmFuc3BvcnQSEQoJdHJhbnNwb3J0GAEgASgJEg4KBnJlYXNvbhgCIAEoCSIyChFHZXRSYW5raW5nUmVxdWVzdBIOCgZwZXJpb2QYASABKAkSDQoFbGltaXQYAiABKAUiTgoSR2V0UmFua2luZ1Jlc3BvbnNlEg4KBnBlcmlvZBgBIAEoCRIoCgdlbnRyaWVzGAIgAygLMhcuaGVhcnRzLnYxLlJhbmtpbmdFbnRyeSI/CgxSYW5raW5nRW50cnkSEQoJc2VydmVyX2lkGAEgASgJEg4KBmhlYXJ0cxgCIAEoAxIMCgRyYW5rGAMgASgFItwBChFMaXN0SGVhcnRzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDQoFcXVlcnkYAiABKAkSKAoHdmVyZGljdBgDIAEoDjIXLmhlYXJ0cy52MS5IZWFydFZlcmRpY3QSKQoFc2luY2UYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXVudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBiABKAUSEgoKcGFnZV90b2tlbhgHIAEoCSJWChJMaXN0SGVhcnRzUmVzcG9uc2USJwoGaGVhcnRzGAEgAygLMhcuaGVhcnRzLnYxLkhlYXJ0U3VtbWFyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkinwIKDEhlYXJ0U3VtbWFyeRIQCghoZWFydF9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIWCg52b3Rlcl9pZGVudGl0eRgDIAEoCRIoCgd2ZXJkaWN0GAQgASgOMhcuaGVhcnRzLnYxLkhlYXJ0VmVyZGljdBITCgtmcmF1ZF9zY29yZRgFIAEoBRIVCg1mcmF1ZF9yZWFzb25zGAYgAygJEhIKCnN0cmVha19kYXkYByABKAUSDgoGcGVyaW9kGAggASgJEisKB2Nhc3RfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCmRlbGl2ZXJpZXMYCiADKAsyGC5oZWFydHMudjEuSGVhcnREZWxpdmVyeSKlAQoNSGVhcnREZWxpdmVyeRITCgtkZWxpdmVyeV9pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSEAoIYXR0ZW1wdHMYAyABKAUSGAoQbGFzdF9zdGF0dXNfY29kZRgEIAEoBRIwCgxkZWxpdmVyZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXRyYW5zcG9ydBgGIAEoCSJHChRHZXRIZWFydFN0YXRzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDAoEZGF5cxgCIAEoBRIOCgZtb250aHMYAyABKAUicQoVR2V0SGVhcnRTdGF0c1Jlc3BvbnNlEioKBWRhaWx5GAEgAygLMhsuaGVhcnRzLnYxLkhlYXJ0Q291bnRCdWNrZXQSLAoHbW9udGhseRgCIAMoCzIbLmhlYXJ0cy52MS5IZWFydENvdW50QnVja2V0IlQKEEhlYXJ0Q291bnRCdWNrZXQSDgoGYnVja2V0GAEgASgJEg8KB2NvdW50ZWQYAiABKAMSEAoIY29vbGRvd24YAyABKAMSDQoFZnJhdWQYBCABKAMqfQoMSGVhcnRWZXJkaWN0Eh0KGUhFQVJUX1ZFUkRJQ1RfVU5TUEVDSUZJRUQQABIZChVIRUFSVF9WRVJESUNUX0NPVU5URUQQARIaChZIRUFSVF9WRVJESUNUX0NPT0xET1dOEAISFwoTSEVBUlRfVkVSRElDVF9GUkFVRBADMsACCgxIZWFydFNlcnZpY2USRgoJQ2FzdEhlYXJ0EhsuaGVhcnRzLnYxLkNhc3RIZWFydFJlcXVlc3QaHC5oZWFydHMudjEuQ2FzdEhlYXJ0UmVzcG9uc2USSQoKR2V0UmFua2luZxIcLmhlYXJ0cy52MS5HZXRSYW5raW5nUmVxdWVzdBodLmhlYXJ0cy52MS5HZXRSYW5raW5nUmVzcG9uc2USSQoKTGlzdEhlYXJ0cxIcLmhlYXJ0cy52MS5MaXN0SGVhcnRzUmVxdWVzdBodLmhlYXJ0cy52MS5MaXN0SGVhcnRzUmVzcG9uc2USUgoNR2V0SGVhcnRTdGF0cxIfLmhlYXJ0cy52MS5HZXRIZWFydFN0YXRzUmVxdWVzdBogLmhlYXJ0cy52MS5HZXRIZWFydFN0YXRzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChZoZWFydHMvdjEvaGVhcnRzLnByb3RvEgloZWFydHMudjEiwQEKEENhc3RIZWFydFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhYKDnZvdGVyX2lkZW50aXR5GAMgASgJEgoKAmlwGAQgASgJEhIKCnVzZXJfYWdlbnQYBSABKAkSEAoIc3RlYW1faWQYBiABKAkSEgoKZGlzY29yZF9pZBgHIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgIIAEoCRISCgphY2NvdW50X2lkGAkgASgJIqkCChFDYXN0SGVhcnRSZXNwb25zZRIQCghoZWFydF9pZBgBIAEoCRIPCgdjb3VudGVkGAIgASgIEigKB3ZlcmRpY3QYAyABKA4yFy5oZWFydHMudjEuSGVhcnRWZXJkaWN0Eg4KBnJlYXNvbhgEIAEoCRITCgtmcmF1ZF9zY29yZRgFIAEoBRIVCg1mcmF1ZF9yZWFzb25zGAYgAygJEg4KBnBlcmlvZBgHIAEoCRISCgpzdHJlYWtfZGF5GAggASgFEhgKEG5leHRfZWxpZ2libGVfYXQYCSABKAMSOAoNdW5kZWxpdmVyYWJsZRgKIAMoCzIhLmhlYXJ0cy52MS5VbmRlbGl2ZXJhYmxlVHJhbnNwb3J0EhMKC3JlY2VpcHRfdXJsGAsgASgJIjsKFlVuZGVsaXZlcmFibGVUcmFuc3BvcnQSEQoJdHJhbnNwb3J0GAEgASgJEg4KBnJlYXNvbhgCIAEoCSIyChFHZXRSYW5raW5nUmVxdWVzdBIOCgZwZXJpb2QYASABKAkSDQoFbGltaXQYAiABKAUiTgoSR2V0UmFua2luZ1Jlc3BvbnNlEg4KBnBlcmlvZBgBIAEoCRIoCgdlbnRyaWVzGAIgAygLMhcuaGVhcnRzLnYxLlJhbmtpbmdFbnRyeSI/CgxSYW5raW5nRW50cnkSEQoJc2VydmVyX2lkGAEgASgJEg4KBmhlYXJ0cxgCIAEoAxIMCgRyYW5rGAMgASgFItwBChFMaXN0SGVhcnRzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDQoFcXVlcnkYAiABKAkSKAoHdmVyZGljdBgDIAEoDjIXLmhlYXJ0cy52MS5IZWFydFZlcmRpY3QSKQoFc2luY2UYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXVudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBiABKAUSEgoKcGFnZV90b2tlbhgHIAEoCSJWChJMaXN0SGVhcnRzUmVzcG9uc2USJwoGaGVhcnRzGAEgAygLMhcuaGVhcnRzLnYxLkhlYXJ0U3VtbWFyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkinwIKDEhlYXJ0U3VtbWFyeRIQCghoZWFydF9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIWCg52b3Rlcl9pZGVudGl0eRgDIAEoCRIoCgd2ZXJkaWN0GAQgASgOMhcuaGVhcnRzLnYxLkhlYXJ0VmVyZGljdBITCgtmcmF1ZF9zY29yZRgFIAEoBRIVCg1mcmF1ZF9yZWFzb25zGAYgAygJEhIKCnN0cmVha19kYXkYByABKAUSDgoGcGVyaW9kGAggASgJEisKB2Nhc3RfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCmRlbGl2ZXJpZXMYCiADKAsyGC5oZWFydHMudjEuSGVhcnREZWxpdmVyeSKlAQoNSGVhcnREZWxpdmVyeRITCgtkZWxpdmVyeV9pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSEAoIYXR0ZW1wdHMYAyABKAUSGAoQbGFzdF9zdGF0dXNfY29kZRgEIAEoBRIwCgxkZWxpdmVyZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXRyYW5zcG9ydBgGIAEoCSJHChRHZXRIZWFydFN0YXRzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDAoEZGF5cxgCIAEoBRIOCgZtb250aHMYAyABKAUicQoVR2V0SGVhcnRTdGF0c1Jlc3BvbnNlEioKBWRhaWx5GAEgAygLMhsuaGVhcnRzLnYxLkhlYXJ0Q291bnRCdWNrZXQSLAoHbW9udGhseRgCIAMoCzIbLmhlYXJ0cy52MS5IZWFydENvdW50QnVja2V0IlQKEEhlYXJ0Q291bnRCdWNrZXQSDgoGYnVja2V0GAEgASgJEg8KB2NvdW50ZWQYAiABKAMSEAoIY29vbGRvd24YAyABKAMSDQoFZnJhdWQYBCABKAMiIgoRR2V0UmVjZWlwdFJlcXVlc3QSDQoFdG9rZW4YASABKAkiOQoSR2V0UmVjZWlwdFJlc3BvbnNlEiMKB3JlY2VpcHQYASABKAsyEi5oZWFydHMudjEuUmVjZWlwdCL7AQoHUmVjZWlwdBITCgtzZXJ2ZXJfbmFtZRgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIrCgdjYXN0X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIqCgdvdXRjb21lGAQgASgOMhkuaGVhcnRzLnYxLlJlY2VpcHRPdXRjb21lEjAKDG5leHRfdm90ZV9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcGVyaW9kGAYgASgJEi4KCmRlbGl2ZXJpZXMYByADKAsyGi5oZWFydHMudjEuUmVjZWlwdERlbGl2ZXJ5IoYBCg9SZWNlaXB0RGVsaXZlcnkSEQoJdHJhbnNwb3J0GAEgASgJEi4KBXN0YXRlGAIgASgOMh8uaGVhcnRzLnYxLlJlY2VpcHREZWxpdmVyeVN0YXRlEjAKDGRlbGl2ZXJlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqfQoMSGVhcnRWZXJkaWN0Eh0KGUhFQVJUX1ZFUkRJQ1RfVU5TUEVDSUZJRUQQABIZChVIRUFSVF9WRVJESUNUX0NPVU5URUQQARIaChZIRUFSVF9WRVJESUNUX0NPT0xET1dOEAISFwoTSEVBUlRfVkVSRElDVF9GUkFVRBADKo0BCg5SZWNlaXB0T3V0Y29tZRIfChtSRUNFSVBUX09VVENPTUVfVU5TUEVDSUZJRUQQABIbChdSRUNFSVBUX09VVENPTUVfQ09VTlRFRBABEhwKGFJFQ0VJUFRfT1VUQ09NRV9DT09MRE9XThACEh8KG1JFQ0VJUFRfT1VUQ09NRV9OT1RfQ09VTlRFRBADKqsBChRSZWNlaXB0RGVsaXZlcnlTdGF0ZRImCiJSRUNFSVBUX0RFTElWRVJZX1NUQVRFX1VOU1BFQ0lGSUVEEAASJAogUkVDRUlQVF9ERUxJVkVSWV9TVEFURV9ERUxJVkVSRUQQARIiCh5SRUNFSVBUX0RFTElWRVJZX1NUQVRFX1dBSVRJTkcQAhIhCh1SRUNFSVBUX0RFTElWRVJZX1NUQVRFX0ZBSUxFRBADMosDCgxIZWFydFNlcnZpY2USRgoJQ2FzdEhlYXJ0EhsuaGVhcnRzLnYxLkNhc3RIZWFydFJlcXVlc3QaHC5oZWFydHMudjEuQ2FzdEhlYXJ0UmVzcG9uc2USSQoKR2V0UmFua2luZxIcLmhlYXJ0cy52MS5HZXRSYW5raW5nUmVxdWVzdBodLmhlYXJ0cy52MS5HZXRSYW5raW5nUmVzcG9uc2USSQoKTGlzdEhlYXJ0cxIcLmhlYXJ0cy52MS5MaXN0SGVhcnRzUmVxdWVzdBodLmhlYXJ0cy52MS5MaXN0SGVhcnRzUmVzcG9uc2USUgoNR2V0SGVhcnRTdGF0cxIfLmhlYXJ0cy52MS5HZXRIZWFydFN0YXRzUmVxdWVzdBogLmhlYXJ0cy52MS5HZXRIZWFydFN0YXRzUmVzcG9uc2USSQoKR2V0UmVjZWlwdBIcLmhlYXJ0cy52MS5HZXRSZWNlaXB0UmVxdWVzdBodLmhlYXJ0cy52MS5HZXRSZWNlaXB0UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message hearts.v1.CastHeartRequest
@@ -150,6 +150,15 @@ export type CastHeartResponse = Message<"hearts.v1.CastHeartResponse"> & {
    * @generated from field: repeated hearts.v1.UndeliverableTransport undeliverable = 10;
    */
   undeliverable: UndeliverableTransport[];
+
+  /**
+   * The heart's receipt page on the public gateway (PUBLIC_BASE_URL + /receipts/<token>),
+   * set whatever the verdict: the list shows it to the voter on its vote page. The token is
+   * unguessable and names this heart only; append ".json" for the same receipt as JSON.
+   *
+   * @generated from field: string receipt_url = 11;
+   */
+  receiptUrl: string;
 };
 
 /**
@@ -555,6 +564,136 @@ export const HeartCountBucketSchema: GenMessage<HeartCountBucket> = /*@__PURE__*
   messageDesc(file_hearts_v1_hearts, 12);
 
 /**
+ * @generated from message hearts.v1.GetReceiptRequest
+ */
+export type GetReceiptRequest = Message<"hearts.v1.GetReceiptRequest"> & {
+  /**
+   * The receipt token (the last path segment of CastHeartResponse.receipt_url).
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message hearts.v1.GetReceiptRequest.
+ * Use `create(GetReceiptRequestSchema)` to create a new message.
+ */
+export const GetReceiptRequestSchema: GenMessage<GetReceiptRequest> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 13);
+
+/**
+ * @generated from message hearts.v1.GetReceiptResponse
+ */
+export type GetReceiptResponse = Message<"hearts.v1.GetReceiptResponse"> & {
+  /**
+   * @generated from field: hearts.v1.Receipt receipt = 1;
+   */
+  receipt?: Receipt | undefined;
+};
+
+/**
+ * Describes the message hearts.v1.GetReceiptResponse.
+ * Use `create(GetReceiptResponseSchema)` to create a new message.
+ */
+export const GetReceiptResponseSchema: GenMessage<GetReceiptResponse> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 14);
+
+/**
+ * Receipt is one heart as its voter may see it: no other player's data, no voter
+ * identity, IP, fraud scoring, callback URL or receiver's answer.
+ *
+ * @generated from message hearts.v1.Receipt
+ */
+export type Receipt = Message<"hearts.v1.Receipt"> & {
+  /**
+   * The server's display name.
+   *
+   * @generated from field: string server_name = 1;
+   */
+  serverName: string;
+
+  /**
+   * The in-game name as the voter typed it.
+   *
+   * @generated from field: string username = 2;
+   */
+  username: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp cast_at = 3;
+   */
+  castAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: hearts.v1.ReceiptOutcome outcome = 4;
+   */
+  outcome: ReceiptOutcome;
+
+  /**
+   * When this voter's next heart for this server can count: set on COUNTED and COOLDOWN.
+   *
+   * @generated from field: google.protobuf.Timestamp next_vote_at = 5;
+   */
+  nextVoteAt?: Timestamp | undefined;
+
+  /**
+   * "YYYY-MM" of the cast.
+   *
+   * @generated from field: string period = 6;
+   */
+  period: string;
+
+  /**
+   * One per transport the counted heart goes out over, by transport name; empty when not
+   * counted, or counted moments ago and not stored for delivery yet.
+   *
+   * @generated from field: repeated hearts.v1.ReceiptDelivery deliveries = 7;
+   */
+  deliveries: ReceiptDelivery[];
+};
+
+/**
+ * Describes the message hearts.v1.Receipt.
+ * Use `create(ReceiptSchema)` to create a new message.
+ */
+export const ReceiptSchema: GenMessage<Receipt> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 15);
+
+/**
+ * ReceiptDelivery is one transport's neutral status.
+ *
+ * @generated from message hearts.v1.ReceiptDelivery
+ */
+export type ReceiptDelivery = Message<"hearts.v1.ReceiptDelivery"> & {
+  /**
+   * "callback", "votifier" or "pull".
+   *
+   * @generated from field: string transport = 1;
+   */
+  transport: string;
+
+  /**
+   * @generated from field: hearts.v1.ReceiptDeliveryState state = 2;
+   */
+  state: ReceiptDeliveryState;
+
+  /**
+   * Set when DELIVERED.
+   *
+   * @generated from field: google.protobuf.Timestamp delivered_at = 3;
+   */
+  deliveredAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message hearts.v1.ReceiptDelivery.
+ * Use `create(ReceiptDeliverySchema)` to create a new message.
+ */
+export const ReceiptDeliverySchema: GenMessage<ReceiptDelivery> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 16);
+
+/**
  * HeartVerdict is why a heart counted or not.
  *
  * @generated from enum hearts.v1.HeartVerdict
@@ -590,6 +729,83 @@ export enum HeartVerdict {
  */
 export const HeartVerdictSchema: GenEnum<HeartVerdict> = /*@__PURE__*/
   enumDesc(file_hearts_v1_hearts, 0);
+
+/**
+ * ReceiptOutcome is what the voter is told about a heart's count; never why a heart
+ * was refused beyond the cooldown (no fraud score or reasons).
+ *
+ * @generated from enum hearts.v1.ReceiptOutcome
+ */
+export enum ReceiptOutcome {
+  /**
+   * @generated from enum value: RECEIPT_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: RECEIPT_OUTCOME_COUNTED = 1;
+   */
+  COUNTED = 1,
+
+  /**
+   * The voter had a counted heart for this server in the 24 hours before; next_vote_at says when to vote again.
+   *
+   * @generated from enum value: RECEIPT_OUTCOME_COOLDOWN = 2;
+   */
+  COOLDOWN = 2,
+
+  /**
+   * Not counted, for a reason the receipt does not give.
+   *
+   * @generated from enum value: RECEIPT_OUTCOME_NOT_COUNTED = 3;
+   */
+  NOT_COUNTED = 3,
+}
+
+/**
+ * Describes the enum hearts.v1.ReceiptOutcome.
+ */
+export const ReceiptOutcomeSchema: GenEnum<ReceiptOutcome> = /*@__PURE__*/
+  enumDesc(file_hearts_v1_hearts, 1);
+
+/**
+ * ReceiptDeliveryState is where a counted heart's delivery over one transport stands, in the voter's terms.
+ *
+ * @generated from enum hearts.v1.ReceiptDeliveryState
+ */
+export enum ReceiptDeliveryState {
+  /**
+   * @generated from enum value: RECEIPT_DELIVERY_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The server received it (delivered_at).
+   *
+   * @generated from enum value: RECEIPT_DELIVERY_STATE_DELIVERED = 1;
+   */
+  DELIVERED = 1,
+
+  /**
+   * Not yet: on its way, retried, or waiting for the server to collect it.
+   *
+   * @generated from enum value: RECEIPT_DELIVERY_STATE_WAITING = 2;
+   */
+  WAITING = 2,
+
+  /**
+   * Could not be delivered; no more attempts.
+   *
+   * @generated from enum value: RECEIPT_DELIVERY_STATE_FAILED = 3;
+   */
+  FAILED = 3,
+}
+
+/**
+ * Describes the enum hearts.v1.ReceiptDeliveryState.
+ */
+export const ReceiptDeliveryStateSchema: GenEnum<ReceiptDeliveryState> = /*@__PURE__*/
+  enumDesc(file_hearts_v1_hearts, 2);
 
 /**
  * HeartService casts hearts (votes) and reports the per-server ranking.
@@ -639,6 +855,18 @@ export const HeartService: GenService<{
     methodKind: "unary";
     input: typeof GetHeartStatsRequestSchema;
     output: typeof GetHeartStatsResponseSchema;
+  },
+  /**
+   * GetReceipt reads one heart's receipt by its receipt token (the last segment of
+   * CastHeartResponse.receipt_url): what the voter may see, nothing else. An unknown,
+   * tampered or truncated token is not_found. Caller: the public gateway (scope receipts).
+   *
+   * @generated from rpc hearts.v1.HeartService.GetReceipt
+   */
+  getReceipt: {
+    methodKind: "unary";
+    input: typeof GetReceiptRequestSchema;
+    output: typeof GetReceiptResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_hearts_v1_hearts, 0);

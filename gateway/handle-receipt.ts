@@ -24,7 +24,12 @@ export interface ReceiptResult {
   cause?: unknown;
 }
 
-const JSON_HEADERS = { "content-type": "application/json", "cache-control": "no-store", "x-robots-tag": "noindex" } as const;
+const JSON_HEADERS = {
+  "content-type": "application/json",
+  "cache-control": "no-store",
+  "x-robots-tag": "noindex",
+  "x-content-type-options": "nosniff",
+} as const;
 
 const OUTCOME: Record<ReceiptOutcome, ReceiptJson["outcome"]> = {
   [ReceiptOutcome.UNSPECIFIED]: "not_counted",

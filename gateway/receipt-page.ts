@@ -60,22 +60,26 @@ const TRANSPORT_TEXT: Record<string, string> = {
   pull: "Reward kept for the game server to collect",
 };
 
+/** The neutral text of each delivery state (no status code, no receiver's answer, no reason). */
 function deliveryHtml(d: ReceiptJson["deliveries"][number]): string {
   const way = escapeHtml(TRANSPORT_TEXT[d.transport] ?? d.transport);
-  const status =
+  const [badge, text] =
     d.status === "delivered"
-      ? `<span class="badge delivered">Delivered</span>to the server${d.delivered_at ? ` at ${timeHtml(d.delivered_at)}` : ""}`
+      ? [
+          '<span class="badge delivered">Delivered</span>',
+          d.delivered_at ? `Received by the server at ${timeHtml(d.delivered_at)}.` : "Received by the server.",
+        ]
       : d.status === "failed"
-        ? '<span class="badge failed">Not delivered</span>it could not be delivered to the server'
+        ? ['<span class="badge failed">Not delivered</span>', "It could not be delivered to the server. Show this receipt to the server's staff."]
         : d.transport === "pull"
-          ? '<span class="badge waiting">Waiting</span>for the server to collect it'
-          : '<span class="badge waiting">Waiting</span>not delivered yet; it is retried automatically';
-  return `<li><span class="way">${way}</span>${status}</li>`;
+          ? ['<span class="badge waiting">Waiting</span>', "The server has not collected it yet."]
+          : ['<span class="badge waiting">Waiting</span>', "Not delivered yet; it is retried automatically."];
+  return `<li><span class="way">${way}</span>${badge} <span>${text}</span></li>`;
 }
 
 function verdictHtml(r: ReceiptJson): string {
   if (r.outcome === "counted") {
-    return '<p class="verdict counted">Your vote counted.<small>The server was told about it; see below whether it arrived.</small></p>';
+    return '<p class="verdict counted">Your vote counted.<small>Below: whether the reward reached the server.</small></p>';
   }
   if (r.outcome === "cooldown") {
     const next = r.next_vote_at ? ` You can vote again from ${timeHtml(r.next_vote_at)}.` : "";

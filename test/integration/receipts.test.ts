@@ -132,7 +132,7 @@ test("every heart's CastHeart answer carries a receipt URL on the public gateway
   t.is(page.headers.get("referrer-policy"), "no-referrer");
   t.false(/<script|src=|https?:\/\//.test(page.text), "no script and no external asset");
   t.regex(page.text, /Your vote counted/);
-  t.regex(page.text, /Delivered<\/span>to the server at <time datetime="[^"]+">/);
+  t.regex(page.text, /Delivered<\/span> <span>Received by the server at <time datetime="[^"]+">/);
   t.true(page.text.includes(`<time datetime="${delivery.deliveredAt!.toISOString()}">`));
   t.deepEqual(validateAgainstOpenApi("/receipts/{token}", "get", page.status, undefined).errors, []);
 });
@@ -185,7 +185,7 @@ test("a failing receiver: the receipt says waiting (retried automatically) and s
   const { body, raw } = await receiptJson(t, answer.receiptUrl);
   t.deepEqual(body.deliveries, [{ transport: "callback", status: "waiting", delivered_at: null }]);
   const page = await get(answer.receiptUrl);
-  t.regex(page.text, /Waiting<\/span>not delivered yet; it is retried automatically/);
+  t.regex(page.text, /Waiting<\/span> <span>Not delivered yet; it is retried automatically\./);
   for (const text of [raw.text, page.text]) {
     t.false(text.includes("reward-db-7f3a"), "the receiver's body");
     t.false(text.includes("500"), "the receiver's status code");
@@ -213,7 +213,7 @@ test("a transport that can never carry the heart: the receipt says not delivered
     ],
   );
   const page = await get(answer.receiptUrl);
-  t.regex(page.text, /Not delivered<\/span>it could not be delivered to the server/);
+  t.regex(page.text, /Not delivered<\/span> <span>It could not be delivered to the server\. Show this receipt to the server's staff\./);
   for (const text of [raw.text, page.text]) {
     t.false(/16 characters|NuVotifier|127\.0\.0\.1|nvtoken/i.test(text), text);
   }

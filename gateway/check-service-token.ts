@@ -70,7 +70,7 @@ function refusalOf(error: unknown, url: string): string | undefined {
   if (error.code === Code.PermissionDenied) {
     return (
       `REFERRAL_SERVICE_TOKEN lacks a scope the gateway needs (${error.rawMessage}): ` +
-      "give it ingest, pull, clicks:record, dashboard and receipts (GATEWAY_SERVICE_TOKEN_SCOPES or `npm run tokens`)"
+      "give it ingest, pull, claims, clicks:record, dashboard and receipts (GATEWAY_SERVICE_TOKEN_SCOPES or `npm run tokens`)"
     );
   }
   return undefined;

@@ -290,7 +290,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
   await ensureServiceToken(prisma, now(), {
     name: "gateway",
     token: gatewayToken,
-    scopes: ["ingest", "pull", "clicks:record", "dashboard", "receipts", "admin"],
+    scopes: ["ingest", "pull", "claims", "clicks:record", "dashboard", "receipts", "admin"],
   });
 
   const rpc = createReferralServiceServer({

@@ -70,7 +70,8 @@ export const ModelName = {
   DashboardSession: 'DashboardSession',
   CallbackHealth: 'CallbackHealth',
   SecretsKeyCheck: 'SecretsKeyCheck',
-  WebhookSigningKey: 'WebhookSigningKey'
+  WebhookSigningKey: 'WebhookSigningKey',
+  VoteClaim: 'VoteClaim'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -104,6 +105,10 @@ export const ServerScalarFieldEnum = {
   votifierServiceName: 'votifierServiceName',
   votifierToken: 'votifierToken',
   pullEnabled: 'pullEnabled',
+  claimsEnabled: 'claimsEnabled',
+  claimHoldDays: 'claimHoldDays',
+  claimMaxHeld: 'claimMaxHeld',
+  claimPayOnce: 'claimPayOnce',
   createdAt: 'createdAt',
   ownerId: 'ownerId'
 } as const
@@ -119,7 +124,8 @@ export const ServerSecretScalarFieldEnum = {
   ciphertext: 'ciphertext',
   createdAt: 'createdAt',
   expiresAt: 'expiresAt',
-  revokedAt: 'revokedAt'
+  revokedAt: 'revokedAt',
+  lookupHash: 'lookupHash'
 } as const
 
 export type ServerSecretScalarFieldEnum = (typeof ServerSecretScalarFieldEnum)[keyof typeof ServerSecretScalarFieldEnum]
@@ -196,7 +202,11 @@ export const HeartScalarFieldEnum = {
   fraudReasons: 'fraudReasons',
   period: 'period',
   streakDay: 'streakDay',
-  createdAt: 'createdAt'
+  createdAt: 'createdAt',
+  steamId: 'steamId',
+  discordId: 'discordId',
+  minecraftUuid: 'minecraftUuid',
+  accountId: 'accountId'
 } as const
 
 export type HeartScalarFieldEnum = (typeof HeartScalarFieldEnum)[keyof typeof HeartScalarFieldEnum]
@@ -378,6 +388,26 @@ export const WebhookSigningKeyScalarFieldEnum = {
 } as const
 
 export type WebhookSigningKeyScalarFieldEnum = (typeof WebhookSigningKeyScalarFieldEnum)[keyof typeof WebhookSigningKeyScalarFieldEnum]
+
+
+export const VoteClaimScalarFieldEnum = {
+  heartId: 'heartId',
+  serverId: 'serverId',
+  playerKey: 'playerKey',
+  usernameLower: 'usernameLower',
+  steamId: 'steamId',
+  discordId: 'discordId',
+  minecraftUuid: 'minecraftUuid',
+  accountId: 'accountId',
+  countedAt: 'countedAt',
+  expiresAt: 'expiresAt',
+  claimedAt: 'claimedAt',
+  state: 'state',
+  expiredReason: 'expiredReason',
+  expiredAt: 'expiredAt'
+} as const
+
+export type VoteClaimScalarFieldEnum = (typeof VoteClaimScalarFieldEnum)[keyof typeof VoteClaimScalarFieldEnum]
 
 
 export const SortOrder = {

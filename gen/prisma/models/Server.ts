@@ -28,10 +28,14 @@ export type AggregateServer = {
 
 export type ServerAvgAggregateOutputType = {
   votifierPort: number | null
+  claimHoldDays: number | null
+  claimMaxHeld: number | null
 }
 
 export type ServerSumAggregateOutputType = {
   votifierPort: number | null
+  claimHoldDays: number | null
+  claimMaxHeld: number | null
 }
 
 export type ServerMinAggregateOutputType = {
@@ -49,6 +53,10 @@ export type ServerMinAggregateOutputType = {
   votifierServiceName: string | null
   votifierToken: string | null
   pullEnabled: boolean | null
+  claimsEnabled: boolean | null
+  claimHoldDays: number | null
+  claimMaxHeld: number | null
+  claimPayOnce: boolean | null
   createdAt: Date | null
   ownerId: string | null
 }
@@ -68,6 +76,10 @@ export type ServerMaxAggregateOutputType = {
   votifierServiceName: string | null
   votifierToken: string | null
   pullEnabled: boolean | null
+  claimsEnabled: boolean | null
+  claimHoldDays: number | null
+  claimMaxHeld: number | null
+  claimPayOnce: boolean | null
   createdAt: Date | null
   ownerId: string | null
 }
@@ -87,6 +99,10 @@ export type ServerCountAggregateOutputType = {
   votifierServiceName: number
   votifierToken: number
   pullEnabled: number
+  claimsEnabled: number
+  claimHoldDays: number
+  claimMaxHeld: number
+  claimPayOnce: number
   createdAt: number
   ownerId: number
   _all: number
@@ -95,10 +111,14 @@ export type ServerCountAggregateOutputType = {
 
 export type ServerAvgAggregateInputType = {
   votifierPort?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
 }
 
 export type ServerSumAggregateInputType = {
   votifierPort?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
 }
 
 export type ServerMinAggregateInputType = {
@@ -116,6 +136,10 @@ export type ServerMinAggregateInputType = {
   votifierServiceName?: true
   votifierToken?: true
   pullEnabled?: true
+  claimsEnabled?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
+  claimPayOnce?: true
   createdAt?: true
   ownerId?: true
 }
@@ -135,6 +159,10 @@ export type ServerMaxAggregateInputType = {
   votifierServiceName?: true
   votifierToken?: true
   pullEnabled?: true
+  claimsEnabled?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
+  claimPayOnce?: true
   createdAt?: true
   ownerId?: true
 }
@@ -154,6 +182,10 @@ export type ServerCountAggregateInputType = {
   votifierServiceName?: true
   votifierToken?: true
   pullEnabled?: true
+  claimsEnabled?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
+  claimPayOnce?: true
   createdAt?: true
   ownerId?: true
   _all?: true
@@ -260,6 +292,10 @@ export type ServerGroupByOutputType = {
   votifierServiceName: string | null
   votifierToken: string | null
   pullEnabled: boolean
+  claimsEnabled: boolean
+  claimHoldDays: number
+  claimMaxHeld: number
+  claimPayOnce: boolean
   createdAt: Date
   ownerId: string | null
   _count: ServerCountAggregateOutputType | null
@@ -302,6 +338,10 @@ export type ServerWhereInput = {
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimHoldDays?: Prisma.IntFilter<"Server"> | number
+  claimMaxHeld?: Prisma.IntFilter<"Server"> | number
+  claimPayOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
@@ -327,6 +367,10 @@ export type ServerOrderByWithRelationInput = {
   votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   owner?: Prisma.OwnerOrderByWithRelationInput
@@ -355,6 +399,10 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimHoldDays?: Prisma.IntFilter<"Server"> | number
+  claimMaxHeld?: Prisma.IntFilter<"Server"> | number
+  claimPayOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
@@ -380,6 +428,10 @@ export type ServerOrderByWithAggregationInput = {
   votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ServerCountOrderByAggregateInput
@@ -407,6 +459,10 @@ export type ServerScalarWhereWithAggregatesInput = {
   votifierServiceName?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
+  claimsEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
+  claimHoldDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
+  claimMaxHeld?: Prisma.IntWithAggregatesFilter<"Server"> | number
+  claimPayOnce?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
 }
@@ -426,6 +482,10 @@ export type ServerCreateInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -450,6 +510,10 @@ export type ServerUncheckedCreateInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -474,6 +538,10 @@ export type ServerUpdateInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -498,6 +566,10 @@ export type ServerUncheckedUpdateInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -522,6 +594,10 @@ export type ServerCreateManyInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
 }
@@ -541,6 +617,10 @@ export type ServerUpdateManyMutationInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -559,6 +639,10 @@ export type ServerUncheckedUpdateManyInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
@@ -578,12 +662,18 @@ export type ServerCountOrderByAggregateInput = {
   votifierServiceName?: Prisma.SortOrder
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
 }
 
 export type ServerAvgOrderByAggregateInput = {
   votifierPort?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
 }
 
 export type ServerMaxOrderByAggregateInput = {
@@ -601,6 +691,10 @@ export type ServerMaxOrderByAggregateInput = {
   votifierServiceName?: Prisma.SortOrder
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
 }
@@ -620,12 +714,18 @@ export type ServerMinOrderByAggregateInput = {
   votifierServiceName?: Prisma.SortOrder
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
 }
 
 export type ServerSumOrderByAggregateInput = {
   votifierPort?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
 }
 
 export type ServerScalarRelationFilter = {
@@ -661,6 +761,14 @@ export type NullableDateTimeFieldUpdateOperationsInput = {
 
 export type NullableIntFieldUpdateOperationsInput = {
   set?: number | null
+  increment?: number
+  decrement?: number
+  multiply?: number
+  divide?: number
+}
+
+export type IntFieldUpdateOperationsInput = {
+  set?: number
   increment?: number
   decrement?: number
   multiply?: number
@@ -798,6 +906,10 @@ export type ServerCreateWithoutSecretsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -821,6 +933,10 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -860,6 +976,10 @@ export type ServerUpdateWithoutSecretsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -883,6 +1003,10 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -906,6 +1030,10 @@ export type ServerCreateWithoutClicksInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -929,6 +1057,10 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -968,6 +1100,10 @@ export type ServerUpdateWithoutClicksInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -991,6 +1127,10 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -1014,6 +1154,10 @@ export type ServerCreateWithoutReferralsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -1037,6 +1181,10 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -1076,6 +1224,10 @@ export type ServerUpdateWithoutReferralsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -1099,6 +1251,10 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -1122,6 +1278,10 @@ export type ServerCreateWithoutDeliveriesInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -1145,6 +1305,10 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -1184,6 +1348,10 @@ export type ServerUpdateWithoutDeliveriesInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -1207,6 +1375,10 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -1230,6 +1402,10 @@ export type ServerCreateWithoutOwnerInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -1253,6 +1429,10 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -1305,6 +1485,10 @@ export type ServerScalarWhereInput = {
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimHoldDays?: Prisma.IntFilter<"Server"> | number
+  claimMaxHeld?: Prisma.IntFilter<"Server"> | number
+  claimPayOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
 }
@@ -1324,6 +1508,10 @@ export type ServerCreateWithoutCallbackHealthInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -1347,6 +1535,10 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -1386,6 +1578,10 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -1409,6 +1605,10 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -1432,6 +1632,10 @@ export type ServerCreateManyOwnerInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
 }
 
@@ -1450,6 +1654,10 @@ export type ServerUpdateWithoutOwnerInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -1473,6 +1681,10 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -1496,6 +1708,10 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -1572,6 +1788,10 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: boolean
+  claimMaxHeld?: boolean
+  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
@@ -1598,6 +1818,10 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: boolean
+  claimMaxHeld?: boolean
+  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
@@ -1618,6 +1842,10 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: boolean
+  claimMaxHeld?: boolean
+  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
@@ -1638,11 +1866,15 @@ export type ServerSelectScalar = {
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: boolean
+  claimMaxHeld?: boolean
+  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "claimsEnabled" | "claimHoldDays" | "claimMaxHeld" | "claimPayOnce" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -1696,6 +1928,22 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
      * Counted hearts are also kept for the owner's signed pull API (claimed by heart_id).
      */
     pullEnabled: boolean
+    /**
+     * The claim ledger is on (set when the first claim key is minted): counted hearts are held for claiming.
+     */
+    claimsEnabled: boolean
+    /**
+     * Days a counted heart stays claimable (1..90).
+     */
+    claimHoldDays: number
+    /**
+     * Unclaimed hearts held per player at most; a newer one expires the oldest (reason "cap").
+     */
+    claimMaxHeld: number
+    /**
+     * Reserved for the cross-transport pay-once mode (not in effect yet).
+     */
+    claimPayOnce: boolean
     createdAt: Date
     /**
      * The owner (the list's account id) whose dashboard sessions may manage this server; null: operators only.
@@ -2144,6 +2392,10 @@ export interface ServerFieldRefs {
   readonly votifierServiceName: Prisma.FieldRef<"Server", 'String'>
   readonly votifierToken: Prisma.FieldRef<"Server", 'String'>
   readonly pullEnabled: Prisma.FieldRef<"Server", 'Boolean'>
+  readonly claimsEnabled: Prisma.FieldRef<"Server", 'Boolean'>
+  readonly claimHoldDays: Prisma.FieldRef<"Server", 'Int'>
+  readonly claimMaxHeld: Prisma.FieldRef<"Server", 'Int'>
+  readonly claimPayOnce: Prisma.FieldRef<"Server", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly ownerId: Prisma.FieldRef<"Server", 'String'>
 }

@@ -33,6 +33,7 @@ export type ServerSecretMinAggregateOutputType = {
   createdAt: Date | null
   expiresAt: Date | null
   revokedAt: Date | null
+  lookupHash: string | null
 }
 
 export type ServerSecretMaxAggregateOutputType = {
@@ -44,6 +45,7 @@ export type ServerSecretMaxAggregateOutputType = {
   createdAt: Date | null
   expiresAt: Date | null
   revokedAt: Date | null
+  lookupHash: string | null
 }
 
 export type ServerSecretCountAggregateOutputType = {
@@ -55,6 +57,7 @@ export type ServerSecretCountAggregateOutputType = {
   createdAt: number
   expiresAt: number
   revokedAt: number
+  lookupHash: number
   _all: number
 }
 
@@ -68,6 +71,7 @@ export type ServerSecretMinAggregateInputType = {
   createdAt?: true
   expiresAt?: true
   revokedAt?: true
+  lookupHash?: true
 }
 
 export type ServerSecretMaxAggregateInputType = {
@@ -79,6 +83,7 @@ export type ServerSecretMaxAggregateInputType = {
   createdAt?: true
   expiresAt?: true
   revokedAt?: true
+  lookupHash?: true
 }
 
 export type ServerSecretCountAggregateInputType = {
@@ -90,6 +95,7 @@ export type ServerSecretCountAggregateInputType = {
   createdAt?: true
   expiresAt?: true
   revokedAt?: true
+  lookupHash?: true
   _all?: true
 }
 
@@ -174,6 +180,7 @@ export type ServerSecretGroupByOutputType = {
   createdAt: Date
   expiresAt: Date | null
   revokedAt: Date | null
+  lookupHash: string | null
   _count: ServerSecretCountAggregateOutputType | null
   _min: ServerSecretMinAggregateOutputType | null
   _max: ServerSecretMaxAggregateOutputType | null
@@ -206,6 +213,7 @@ export type ServerSecretWhereInput = {
   createdAt?: Prisma.DateTimeFilter<"ServerSecret"> | Date | string
   expiresAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   revokedAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
+  lookupHash?: Prisma.StringNullableFilter<"ServerSecret"> | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
 }
 
@@ -218,11 +226,13 @@ export type ServerSecretOrderByWithRelationInput = {
   createdAt?: Prisma.SortOrder
   expiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
   revokedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  lookupHash?: Prisma.SortOrderInput | Prisma.SortOrder
   server?: Prisma.ServerOrderByWithRelationInput
 }
 
 export type ServerSecretWhereUniqueInput = Prisma.AtLeast<{
   id?: string
+  lookupHash?: string
   serverId_purpose_kid?: Prisma.ServerSecretServerIdPurposeKidCompoundUniqueInput
   AND?: Prisma.ServerSecretWhereInput | Prisma.ServerSecretWhereInput[]
   OR?: Prisma.ServerSecretWhereInput[]
@@ -235,7 +245,7 @@ export type ServerSecretWhereUniqueInput = Prisma.AtLeast<{
   expiresAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   revokedAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
-}, "id" | "serverId_purpose_kid">
+}, "id" | "lookupHash" | "serverId_purpose_kid">
 
 export type ServerSecretOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
@@ -246,6 +256,7 @@ export type ServerSecretOrderByWithAggregationInput = {
   createdAt?: Prisma.SortOrder
   expiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
   revokedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  lookupHash?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ServerSecretCountOrderByAggregateInput
   _max?: Prisma.ServerSecretMaxOrderByAggregateInput
   _min?: Prisma.ServerSecretMinOrderByAggregateInput
@@ -263,6 +274,7 @@ export type ServerSecretScalarWhereWithAggregatesInput = {
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"ServerSecret"> | Date | string
   expiresAt?: Prisma.DateTimeNullableWithAggregatesFilter<"ServerSecret"> | Date | string | null
   revokedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"ServerSecret"> | Date | string | null
+  lookupHash?: Prisma.StringNullableWithAggregatesFilter<"ServerSecret"> | string | null
 }
 
 export type ServerSecretCreateInput = {
@@ -273,6 +285,7 @@ export type ServerSecretCreateInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
   server: Prisma.ServerCreateNestedOneWithoutSecretsInput
 }
 
@@ -285,6 +298,7 @@ export type ServerSecretUncheckedCreateInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
 }
 
 export type ServerSecretUpdateInput = {
@@ -295,6 +309,7 @@ export type ServerSecretUpdateInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutSecretsNestedInput
 }
 
@@ -307,6 +322,7 @@ export type ServerSecretUncheckedUpdateInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerSecretCreateManyInput = {
@@ -318,6 +334,7 @@ export type ServerSecretCreateManyInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
 }
 
 export type ServerSecretUpdateManyMutationInput = {
@@ -328,6 +345,7 @@ export type ServerSecretUpdateManyMutationInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerSecretUncheckedUpdateManyInput = {
@@ -339,6 +357,7 @@ export type ServerSecretUncheckedUpdateManyInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerSecretListRelationFilter = {
@@ -366,6 +385,7 @@ export type ServerSecretCountOrderByAggregateInput = {
   createdAt?: Prisma.SortOrder
   expiresAt?: Prisma.SortOrder
   revokedAt?: Prisma.SortOrder
+  lookupHash?: Prisma.SortOrder
 }
 
 export type ServerSecretMaxOrderByAggregateInput = {
@@ -377,6 +397,7 @@ export type ServerSecretMaxOrderByAggregateInput = {
   createdAt?: Prisma.SortOrder
   expiresAt?: Prisma.SortOrder
   revokedAt?: Prisma.SortOrder
+  lookupHash?: Prisma.SortOrder
 }
 
 export type ServerSecretMinOrderByAggregateInput = {
@@ -388,6 +409,7 @@ export type ServerSecretMinOrderByAggregateInput = {
   createdAt?: Prisma.SortOrder
   expiresAt?: Prisma.SortOrder
   revokedAt?: Prisma.SortOrder
+  lookupHash?: Prisma.SortOrder
 }
 
 export type ServerSecretCreateNestedManyWithoutServerInput = {
@@ -444,6 +466,7 @@ export type ServerSecretCreateWithoutServerInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
 }
 
 export type ServerSecretUncheckedCreateWithoutServerInput = {
@@ -454,6 +477,7 @@ export type ServerSecretUncheckedCreateWithoutServerInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
 }
 
 export type ServerSecretCreateOrConnectWithoutServerInput = {
@@ -494,6 +518,7 @@ export type ServerSecretScalarWhereInput = {
   createdAt?: Prisma.DateTimeFilter<"ServerSecret"> | Date | string
   expiresAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   revokedAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
+  lookupHash?: Prisma.StringNullableFilter<"ServerSecret"> | string | null
 }
 
 export type ServerSecretCreateManyServerInput = {
@@ -504,6 +529,7 @@ export type ServerSecretCreateManyServerInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
 }
 
 export type ServerSecretUpdateWithoutServerInput = {
@@ -514,6 +540,7 @@ export type ServerSecretUpdateWithoutServerInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerSecretUncheckedUpdateWithoutServerInput = {
@@ -524,6 +551,7 @@ export type ServerSecretUncheckedUpdateWithoutServerInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerSecretUncheckedUpdateManyWithoutServerInput = {
@@ -534,6 +562,7 @@ export type ServerSecretUncheckedUpdateManyWithoutServerInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 
@@ -547,6 +576,7 @@ export type ServerSecretSelect<ExtArgs extends runtime.Types.Extensions.Internal
   createdAt?: boolean
   expiresAt?: boolean
   revokedAt?: boolean
+  lookupHash?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["serverSecret"]>
 
@@ -559,6 +589,7 @@ export type ServerSecretSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   createdAt?: boolean
   expiresAt?: boolean
   revokedAt?: boolean
+  lookupHash?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["serverSecret"]>
 
@@ -571,6 +602,7 @@ export type ServerSecretSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   createdAt?: boolean
   expiresAt?: boolean
   revokedAt?: boolean
+  lookupHash?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["serverSecret"]>
 
@@ -583,9 +615,10 @@ export type ServerSecretSelectScalar = {
   createdAt?: boolean
   expiresAt?: boolean
   revokedAt?: boolean
+  lookupHash?: boolean
 }
 
-export type ServerSecretOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "purpose" | "kid" | "ciphertext" | "createdAt" | "expiresAt" | "revokedAt", ExtArgs["result"]["serverSecret"]>
+export type ServerSecretOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "purpose" | "kid" | "ciphertext" | "createdAt" | "expiresAt" | "revokedAt" | "lookupHash", ExtArgs["result"]["serverSecret"]>
 export type ServerSecretInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
 }
@@ -616,6 +649,10 @@ export type $ServerSecretPayload<ExtArgs extends runtime.Types.Extensions.Intern
      */
     expiresAt: Date | null
     revokedAt: Date | null
+    /**
+     * Claim keys only: hex SHA-256 of the key, so a check finds its server by the key alone (one index lookup).
+     */
+    lookupHash: string | null
   }, ExtArgs["result"]["serverSecret"]>
   composites: {}
 }
@@ -1048,6 +1085,7 @@ export interface ServerSecretFieldRefs {
   readonly createdAt: Prisma.FieldRef<"ServerSecret", 'DateTime'>
   readonly expiresAt: Prisma.FieldRef<"ServerSecret", 'DateTime'>
   readonly revokedAt: Prisma.FieldRef<"ServerSecret", 'DateTime'>
+  readonly lookupHash: Prisma.FieldRef<"ServerSecret", 'String'>
 }
     
 

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file servers/v1/servers.proto.
  */
 export const file_servers_v1_servers: GenFile = /*@__PURE__*/
-  fileDesc("ChhzZXJ2ZXJzL3YxL3NlcnZlcnMucHJvdG8SCnNlcnZlcnMudjEixAMKBlNlcnZlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhkKEXJlZmVycmFsc19lbmFibGVkGAMgASgIEhgKEHJlZ2lzdHJhdGlvbl91cmwYBCABKAkSFAoMY2FsbGJhY2tfdXJsGAUgASgJEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAYgASgIEiAKGGNhbGxiYWNrX2Rpc2FibGVkX3JlYXNvbhgHIAEoCRI4ChRjYWxsYmFja19kaXNhYmxlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdm90aWZpZXJfaG9zdBgKIAEoCRIVCg12b3RpZmllcl9wb3J0GAsgASgFEh0KFXZvdGlmaWVyX3NlcnZpY2VfbmFtZRgMIAEoCRIaChJ2b3RpZmllcl90b2tlbl9zZXQYDSABKAgSFAoMcHVsbF9lbmFibGVkGA4gASgIEhAKCG93bmVyX2lkGA8gASgJEh0KFXB1YmxpY19rZXlfc2lnbmF0dXJlcxgQIAEoCCI9ChNDcmVhdGVTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSGAoQcmVnaXN0cmF0aW9uX3VybBgCIAEoCSI6ChRDcmVhdGVTZXJ2ZXJSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciIlChBHZXRTZXJ2ZXJSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSI3ChFHZXRTZXJ2ZXJSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciIUChJMaXN0U2VydmVyc1JlcXVlc3QiOgoTTGlzdFNlcnZlcnNSZXNwb25zZRIjCgdzZXJ2ZXJzGAEgAygLMhIuc2VydmVycy52MS5TZXJ2ZXIiQAoaU2V0UmVmZXJyYWxzRW5hYmxlZFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg8KB2VuYWJsZWQYAiABKAgiQQobU2V0UmVmZXJyYWxzRW5hYmxlZFJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIkgKGVNldFJlZ2lzdHJhdGlvblVybFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhgKEHJlZ2lzdHJhdGlvbl91cmwYAiABKAkiQAoaU2V0UmVnaXN0cmF0aW9uVXJsUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiuQEKClNlY3JldEluZm8SCwoDa2lkGAEgASgJEi4KCmNyZWF0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGl2ZRgFIAEoCCIwChtDcmVhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlQKHENyZWF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiRwobUm90YXRlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlQKHFJvdGF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiPQobUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRILCgNraWQYAiABKAkiRAocUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvIi8KGkxpc3RSZWZlcnJhbFNlY3JldHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJGChtMaXN0UmVmZXJyYWxTZWNyZXRzUmVzcG9uc2USJwoHc2VjcmV0cxgBIAMoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbyI9ChtSZXZlYWxSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgsKA2tpZBgCIAEoCSIuChxSZXZlYWxSZWZlcnJhbFNlY3JldFJlc3BvbnNlEg4KBnNlY3JldBgBIAEoCSIuChlSZXNvbHZlU2lnbmluZ0tleXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSIpCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRIOCgZzZWNyZXQYAiABKAwicAoaUmVzb2x2ZVNpZ25pbmdLZXlzUmVzcG9uc2USLAoGc3RhdHVzGAEgASgOMhwuc2VydmVycy52MS5TaWduaW5nS2V5U3RhdHVzEiQKBGtleXMYAiADKAsyFi5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXkingEKGlNldENhbGxiYWNrU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIUCgxjYWxsYmFja191cmwYAiABKAkSGQoRc3RhbmRhcmRfd2ViaG9va3MYAyABKAgSIgoVcHVibGljX2tleV9zaWduYXR1cmVzGAQgASgISACIAQFCGAoWX3B1YmxpY19rZXlfc2lnbmF0dXJlcyJBChtTZXRDYWxsYmFja1NldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiRwobUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlQKHFJvdGF0ZUNhbGxiYWNrU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiMAobUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJUChxSZXZlYWxDYWxsYmFja1NlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIioKFUVuYWJsZUNhbGxiYWNrUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiPAoWRW5hYmxlQ2FsbGJhY2tSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJwChpTZXRWb3RpZmllclNldHRpbmdzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDAoEaG9zdBgCIAEoCRIMCgRwb3J0GAMgASgFEg0KBXRva2VuGAQgASgJEhQKDHNlcnZpY2VfbmFtZRgFIAEoCSJBChtTZXRWb3RpZmllclNldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiOwoVU2V0UHVsbEVuYWJsZWRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIPCgdlbmFibGVkGAIgASgIIjwKFlNldFB1bGxFbmFibGVkUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiQwoXUm90YXRlUHVsbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhUKDWdyYWNlX3NlY29uZHMYAiABKAMiUAoYUm90YXRlUHVsbFNlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIiwKF1JldmVhbFB1bGxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJQChhSZXZlYWxQdWxsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiKwoWUmVzb2x2ZVB1bGxLZXlzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiagoXUmVzb2x2ZVB1bGxLZXlzUmVzcG9uc2USKQoGc3RhdHVzGAEgASgOMhkuc2VydmVycy52MS5QdWxsS2V5U3RhdHVzEiQKBGtleXMYAiADKAsyFi5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXkisgEKEVdlYmhvb2tTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdjdXJyZW50GAYgASgIIh8KHUxpc3RXZWJob29rU2lnbmluZ0tleXNSZXF1ZXN0Ik0KHkxpc3RXZWJob29rU2lnbmluZ0tleXNSZXNwb25zZRIrCgRrZXlzGAEgAygLMh0uc2VydmVycy52MS5XZWJob29rU2lnbmluZ0tleSIgCh5Sb3RhdGVXZWJob29rU2lnbmluZ0tleVJlcXVlc3QiegofUm90YXRlV2ViaG9va1NpZ25pbmdLZXlSZXNwb25zZRIqCgNrZXkYASABKAsyHS5zZXJ2ZXJzLnYxLldlYmhvb2tTaWduaW5nS2V5EisKBGtleXMYAiADKAsyHS5zZXJ2ZXJzLnYxLldlYmhvb2tTaWduaW5nS2V5KqMBChBTaWduaW5nS2V5U3RhdHVzEiIKHlNJR05JTkdfS0VZX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFVNJR05JTkdfS0VZX1NUQVRVU19PSxABEiUKIVNJR05JTkdfS0VZX1NUQVRVU19VTktOT1dOX1NFUlZFUhACEikKJVNJR05JTkdfS0VZX1NUQVRVU19SRUZFUlJBTFNfRElTQUJMRUQQAyqPAQoNUHVsbEtleVN0YXR1cxIfChtQVUxMX0tFWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJQVUxMX0tFWV9TVEFUVVNfT0sQARIiCh5QVUxMX0tFWV9TVEFUVVNfVU5LTk9XTl9TRVJWRVIQAhIhCh1QVUxMX0tFWV9TVEFUVVNfUFVMTF9ESVNBQkxFRBADMp4RChJTZXJ2ZXJBZG1pblNlcnZpY2USUQoMQ3JlYXRlU2VydmVyEh8uc2VydmVycy52MS5DcmVhdGVTZXJ2ZXJSZXF1ZXN0GiAuc2VydmVycy52MS5DcmVhdGVTZXJ2ZXJSZXNwb25zZRJICglHZXRTZXJ2ZXISHC5zZXJ2ZXJzLnYxLkdldFNlcnZlclJlcXVlc3QaHS5zZXJ2ZXJzLnYxLkdldFNlcnZlclJlc3BvbnNlEk4KC0xpc3RTZXJ2ZXJzEh4uc2VydmVycy52MS5MaXN0U2VydmVyc1JlcXVlc3QaHy5zZXJ2ZXJzLnYxLkxpc3RTZXJ2ZXJzUmVzcG9uc2USZgoTU2V0UmVmZXJyYWxzRW5hYmxlZBImLnNlcnZlcnMudjEuU2V0UmVmZXJyYWxzRW5hYmxlZFJlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldFJlZmVycmFsc0VuYWJsZWRSZXNwb25zZRJjChJTZXRSZWdpc3RyYXRpb25VcmwSJS5zZXJ2ZXJzLnYxLlNldFJlZ2lzdHJhdGlvblVybFJlcXVlc3QaJi5zZXJ2ZXJzLnYxLlNldFJlZ2lzdHJhdGlvblVybFJlc3BvbnNlEmkKFENyZWF0ZVJlZmVycmFsU2VjcmV0Eicuc2VydmVycy52MS5DcmVhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLkNyZWF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USaQoUUm90YXRlUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJvdGF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUm90YXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJpChRSZXZva2VSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZva2VSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmYKE0xpc3RSZWZlcnJhbFNlY3JldHMSJi5zZXJ2ZXJzLnYxLkxpc3RSZWZlcnJhbFNlY3JldHNSZXF1ZXN0Gicuc2VydmVycy52MS5MaXN0UmVmZXJyYWxTZWNyZXRzUmVzcG9uc2USaQoUUmV2ZWFsUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJldmVhbFJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUmV2ZWFsUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJjChJSZXNvbHZlU2lnbmluZ0tleXMSJS5zZXJ2ZXJzLnYxLlJlc29sdmVTaWduaW5nS2V5c1JlcXVlc3QaJi5zZXJ2ZXJzLnYxLlJlc29sdmVTaWduaW5nS2V5c1Jlc3BvbnNlEmYKE1NldENhbGxiYWNrU2V0dGluZ3MSJi5zZXJ2ZXJzLnYxLlNldENhbGxiYWNrU2V0dGluZ3NSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRDYWxsYmFja1NldHRpbmdzUmVzcG9uc2USaQoUUm90YXRlQ2FsbGJhY2tTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJvdGF0ZUNhbGxiYWNrU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXNwb25zZRJpChRSZXZlYWxDYWxsYmFja1NlY3JldBInLnNlcnZlcnMudjEuUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZlYWxDYWxsYmFja1NlY3JldFJlc3BvbnNlElcKDkVuYWJsZUNhbGxiYWNrEiEuc2VydmVycy52MS5FbmFibGVDYWxsYmFja1JlcXVlc3QaIi5zZXJ2ZXJzLnYxLkVuYWJsZUNhbGxiYWNrUmVzcG9uc2USZgoTU2V0Vm90aWZpZXJTZXR0aW5ncxImLnNlcnZlcnMudjEuU2V0Vm90aWZpZXJTZXR0aW5nc1JlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldFZvdGlmaWVyU2V0dGluZ3NSZXNwb25zZRJXCg5TZXRQdWxsRW5hYmxlZBIhLnNlcnZlcnMudjEuU2V0UHVsbEVuYWJsZWRSZXF1ZXN0GiIuc2VydmVycy52MS5TZXRQdWxsRW5hYmxlZFJlc3BvbnNlEl0KEFJvdGF0ZVB1bGxTZWNyZXQSIy5zZXJ2ZXJzLnYxLlJvdGF0ZVB1bGxTZWNyZXRSZXF1ZXN0GiQuc2VydmVycy52MS5Sb3RhdGVQdWxsU2VjcmV0UmVzcG9uc2USXQoQUmV2ZWFsUHVsbFNlY3JldBIjLnNlcnZlcnMudjEuUmV2ZWFsUHVsbFNlY3JldFJlcXVlc3QaJC5zZXJ2ZXJzLnYxLlJldmVhbFB1bGxTZWNyZXRSZXNwb25zZRJaCg9SZXNvbHZlUHVsbEtleXMSIi5zZXJ2ZXJzLnYxLlJlc29sdmVQdWxsS2V5c1JlcXVlc3QaIy5zZXJ2ZXJzLnYxLlJlc29sdmVQdWxsS2V5c1Jlc3BvbnNlEm8KFkxpc3RXZWJob29rU2lnbmluZ0tleXMSKS5zZXJ2ZXJzLnYxLkxpc3RXZWJob29rU2lnbmluZ0tleXNSZXF1ZXN0Giouc2VydmVycy52MS5MaXN0V2ViaG9va1NpZ25pbmdLZXlzUmVzcG9uc2UScgoXUm90YXRlV2ViaG9va1NpZ25pbmdLZXkSKi5zZXJ2ZXJzLnYxLlJvdGF0ZVdlYmhvb2tTaWduaW5nS2V5UmVxdWVzdBorLnNlcnZlcnMudjEuUm90YXRlV2ViaG9va1NpZ25pbmdLZXlSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChhzZXJ2ZXJzL3YxL3NlcnZlcnMucHJvdG8SCnNlcnZlcnMudjEi7wMKBlNlcnZlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhkKEXJlZmVycmFsc19lbmFibGVkGAMgASgIEhgKEHJlZ2lzdHJhdGlvbl91cmwYBCABKAkSFAoMY2FsbGJhY2tfdXJsGAUgASgJEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAYgASgIEiAKGGNhbGxiYWNrX2Rpc2FibGVkX3JlYXNvbhgHIAEoCRI4ChRjYWxsYmFja19kaXNhYmxlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdm90aWZpZXJfaG9zdBgKIAEoCRIVCg12b3RpZmllcl9wb3J0GAsgASgFEh0KFXZvdGlmaWVyX3NlcnZpY2VfbmFtZRgMIAEoCRIaChJ2b3RpZmllcl90b2tlbl9zZXQYDSABKAgSFAoMcHVsbF9lbmFibGVkGA4gASgIEhAKCG93bmVyX2lkGA8gASgJEh0KFXB1YmxpY19rZXlfc2lnbmF0dXJlcxgQIAEoCBIpCgZjbGFpbXMYESABKAsyGS5zZXJ2ZXJzLnYxLkNsYWltU2V0dGluZ3MiaAoNQ2xhaW1TZXR0aW5ncxIVCg1jbGFpbV9rZXlfc2V0GAEgASgIEhEKCWhvbGRfZGF5cxgCIAEoBRIbChNtYXhfaGVsZF9wZXJfcGxheWVyGAMgASgFEhAKCHBheV9vbmNlGAQgASgIIj0KE0NyZWF0ZVNlcnZlclJlcXVlc3QSDAoEbmFtZRgBIAEoCRIYChByZWdpc3RyYXRpb25fdXJsGAIgASgJIjoKFENyZWF0ZVNlcnZlclJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIiUKEEdldFNlcnZlclJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIjcKEUdldFNlcnZlclJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIhQKEkxpc3RTZXJ2ZXJzUmVxdWVzdCI6ChNMaXN0U2VydmVyc1Jlc3BvbnNlEiMKB3NlcnZlcnMYASADKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJAChpTZXRSZWZlcnJhbHNFbmFibGVkUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDwoHZW5hYmxlZBgCIAEoCCJBChtTZXRSZWZlcnJhbHNFbmFibGVkUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiSAoZU2V0UmVnaXN0cmF0aW9uVXJsUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSGAoQcmVnaXN0cmF0aW9uX3VybBgCIAEoCSJAChpTZXRSZWdpc3RyYXRpb25VcmxSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciK5AQoKU2VjcmV0SW5mbxILCgNraWQYASABKAkSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGYWN0aXZlGAUgASgIIjAKG0NyZWF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiVAocQ3JlYXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSJHChtSb3RhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhUKDWdyYWNlX3NlY29uZHMYAiABKAMiVAocUm90YXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSI9ChtSZXZva2VSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgsKA2tpZBgCIAEoCSJEChxSZXZva2VSZWZlcnJhbFNlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8iLwoaTGlzdFJlZmVycmFsU2VjcmV0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIkYKG0xpc3RSZWZlcnJhbFNlY3JldHNSZXNwb25zZRInCgdzZWNyZXRzGAEgAygLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvIj0KG1JldmVhbFJlZmVycmFsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSCwoDa2lkGAIgASgJIi4KHFJldmVhbFJlZmVycmFsU2VjcmV0UmVzcG9uc2USDgoGc2VjcmV0GAEgASgJIi4KGVJlc29sdmVTaWduaW5nS2V5c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIikKClNpZ25pbmdLZXkSCwoDa2lkGAEgASgJEg4KBnNlY3JldBgCIAEoDCJwChpSZXNvbHZlU2lnbmluZ0tleXNSZXNwb25zZRIsCgZzdGF0dXMYASABKA4yHC5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXlTdGF0dXMSJAoEa2V5cxgCIAMoCzIWLnNlcnZlcnMudjEuU2lnbmluZ0tleSKeAQoaU2V0Q2FsbGJhY2tTZXR0aW5nc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhQKDGNhbGxiYWNrX3VybBgCIAEoCRIZChFzdGFuZGFyZF93ZWJob29rcxgDIAEoCBIiChVwdWJsaWNfa2V5X3NpZ25hdHVyZXMYBCABKAhIAIgBAUIYChZfcHVibGljX2tleV9zaWduYXR1cmVzIkEKG1NldENhbGxiYWNrU2V0dGluZ3NSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJHChtSb3RhdGVDYWxsYmFja1NlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhUKDWdyYWNlX3NlY29uZHMYAiABKAMiVAocUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSIwChtSZXZlYWxDYWxsYmFja1NlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlQKHFJldmVhbENhbGxiYWNrU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiKgoVRW5hYmxlQ2FsbGJhY2tSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSI8ChZFbmFibGVDYWxsYmFja1Jlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyInAKGlNldFZvdGlmaWVyU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIMCgRob3N0GAIgASgJEgwKBHBvcnQYAyABKAUSDQoFdG9rZW4YBCABKAkSFAoMc2VydmljZV9uYW1lGAUgASgJIkEKG1NldFZvdGlmaWVyU2V0dGluZ3NSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciI7ChVTZXRQdWxsRW5hYmxlZFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg8KB2VuYWJsZWQYAiABKAgiPAoWU2V0UHVsbEVuYWJsZWRSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJDChdSb3RhdGVQdWxsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFQoNZ3JhY2Vfc2Vjb25kcxgCIAEoAyJQChhSb3RhdGVQdWxsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiLAoXUmV2ZWFsUHVsbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlAKGFJldmVhbFB1bGxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSIrChZSZXNvbHZlUHVsbEtleXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJqChdSZXNvbHZlUHVsbEtleXNSZXNwb25zZRIpCgZzdGF0dXMYASABKA4yGS5zZXJ2ZXJzLnYxLlB1bGxLZXlTdGF0dXMSJAoEa2V5cxgCIAMoCzIWLnNlcnZlcnMudjEuU2lnbmluZ0tleSKyAQoRV2ViaG9va1NpZ25pbmdLZXkSCwoDa2lkGAEgASgJEgsKA2FsZxgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2N1cnJlbnQYBiABKAgiHwodTGlzdFdlYmhvb2tTaWduaW5nS2V5c1JlcXVlc3QiTQoeTGlzdFdlYmhvb2tTaWduaW5nS2V5c1Jlc3BvbnNlEisKBGtleXMYASADKAsyHS5zZXJ2ZXJzLnYxLldlYmhvb2tTaWduaW5nS2V5IiAKHlJvdGF0ZVdlYmhvb2tTaWduaW5nS2V5UmVxdWVzdCJ6Ch9Sb3RhdGVXZWJob29rU2lnbmluZ0tleVJlc3BvbnNlEioKA2tleRgBIAEoCzIdLnNlcnZlcnMudjEuV2ViaG9va1NpZ25pbmdLZXkSKwoEa2V5cxgCIAMoCzIdLnNlcnZlcnMudjEuV2ViaG9va1NpZ25pbmdLZXkiQQoVUm90YXRlQ2xhaW1LZXlSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlEKFlJvdGF0ZUNsYWltS2V5UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIRCgljbGFpbV9rZXkYAiABKAkiKgoVUmV2ZWFsQ2xhaW1LZXlSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJRChZSZXZlYWxDbGFpbUtleVJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SEQoJY2xhaW1fa2V5GAIgASgJIoABChdTZXRDbGFpbVNldHRpbmdzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEQoJaG9sZF9kYXlzGAIgASgFEhsKE21heF9oZWxkX3Blcl9wbGF5ZXIYAyABKAUSFQoIcGF5X29uY2UYBCABKAhIAIgBAUILCglfcGF5X29uY2UiPgoYU2V0Q2xhaW1TZXR0aW5nc1Jlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyKqMBChBTaWduaW5nS2V5U3RhdHVzEiIKHlNJR05JTkdfS0VZX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFVNJR05JTkdfS0VZX1NUQVRVU19PSxABEiUKIVNJR05JTkdfS0VZX1NUQVRVU19VTktOT1dOX1NFUlZFUhACEikKJVNJR05JTkdfS0VZX1NUQVRVU19SRUZFUlJBTFNfRElTQUJMRUQQAyqPAQoNUHVsbEtleVN0YXR1cxIfChtQVUxMX0tFWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJQVUxMX0tFWV9TVEFUVVNfT0sQARIiCh5QVUxMX0tFWV9TVEFUVVNfVU5LTk9XTl9TRVJWRVIQAhIhCh1QVUxMX0tFWV9TVEFUVVNfUFVMTF9ESVNBQkxFRBADMq8TChJTZXJ2ZXJBZG1pblNlcnZpY2USUQoMQ3JlYXRlU2VydmVyEh8uc2VydmVycy52MS5DcmVhdGVTZXJ2ZXJSZXF1ZXN0GiAuc2VydmVycy52MS5DcmVhdGVTZXJ2ZXJSZXNwb25zZRJICglHZXRTZXJ2ZXISHC5zZXJ2ZXJzLnYxLkdldFNlcnZlclJlcXVlc3QaHS5zZXJ2ZXJzLnYxLkdldFNlcnZlclJlc3BvbnNlEk4KC0xpc3RTZXJ2ZXJzEh4uc2VydmVycy52MS5MaXN0U2VydmVyc1JlcXVlc3QaHy5zZXJ2ZXJzLnYxLkxpc3RTZXJ2ZXJzUmVzcG9uc2USZgoTU2V0UmVmZXJyYWxzRW5hYmxlZBImLnNlcnZlcnMudjEuU2V0UmVmZXJyYWxzRW5hYmxlZFJlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldFJlZmVycmFsc0VuYWJsZWRSZXNwb25zZRJjChJTZXRSZWdpc3RyYXRpb25VcmwSJS5zZXJ2ZXJzLnYxLlNldFJlZ2lzdHJhdGlvblVybFJlcXVlc3QaJi5zZXJ2ZXJzLnYxLlNldFJlZ2lzdHJhdGlvblVybFJlc3BvbnNlEmkKFENyZWF0ZVJlZmVycmFsU2VjcmV0Eicuc2VydmVycy52MS5DcmVhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLkNyZWF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USaQoUUm90YXRlUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJvdGF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUm90YXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJpChRSZXZva2VSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZva2VSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmYKE0xpc3RSZWZlcnJhbFNlY3JldHMSJi5zZXJ2ZXJzLnYxLkxpc3RSZWZlcnJhbFNlY3JldHNSZXF1ZXN0Gicuc2VydmVycy52MS5MaXN0UmVmZXJyYWxTZWNyZXRzUmVzcG9uc2USaQoUUmV2ZWFsUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJldmVhbFJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUmV2ZWFsUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJjChJSZXNvbHZlU2lnbmluZ0tleXMSJS5zZXJ2ZXJzLnYxLlJlc29sdmVTaWduaW5nS2V5c1JlcXVlc3QaJi5zZXJ2ZXJzLnYxLlJlc29sdmVTaWduaW5nS2V5c1Jlc3BvbnNlEmYKE1NldENhbGxiYWNrU2V0dGluZ3MSJi5zZXJ2ZXJzLnYxLlNldENhbGxiYWNrU2V0dGluZ3NSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRDYWxsYmFja1NldHRpbmdzUmVzcG9uc2USaQoUUm90YXRlQ2FsbGJhY2tTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJvdGF0ZUNhbGxiYWNrU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXNwb25zZRJpChRSZXZlYWxDYWxsYmFja1NlY3JldBInLnNlcnZlcnMudjEuUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZlYWxDYWxsYmFja1NlY3JldFJlc3BvbnNlElcKDkVuYWJsZUNhbGxiYWNrEiEuc2VydmVycy52MS5FbmFibGVDYWxsYmFja1JlcXVlc3QaIi5zZXJ2ZXJzLnYxLkVuYWJsZUNhbGxiYWNrUmVzcG9uc2USZgoTU2V0Vm90aWZpZXJTZXR0aW5ncxImLnNlcnZlcnMudjEuU2V0Vm90aWZpZXJTZXR0aW5nc1JlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldFZvdGlmaWVyU2V0dGluZ3NSZXNwb25zZRJXCg5TZXRQdWxsRW5hYmxlZBIhLnNlcnZlcnMudjEuU2V0UHVsbEVuYWJsZWRSZXF1ZXN0GiIuc2VydmVycy52MS5TZXRQdWxsRW5hYmxlZFJlc3BvbnNlEl0KEFJvdGF0ZVB1bGxTZWNyZXQSIy5zZXJ2ZXJzLnYxLlJvdGF0ZVB1bGxTZWNyZXRSZXF1ZXN0GiQuc2VydmVycy52MS5Sb3RhdGVQdWxsU2VjcmV0UmVzcG9uc2USXQoQUmV2ZWFsUHVsbFNlY3JldBIjLnNlcnZlcnMudjEuUmV2ZWFsUHVsbFNlY3JldFJlcXVlc3QaJC5zZXJ2ZXJzLnYxLlJldmVhbFB1bGxTZWNyZXRSZXNwb25zZRJaCg9SZXNvbHZlUHVsbEtleXMSIi5zZXJ2ZXJzLnYxLlJlc29sdmVQdWxsS2V5c1JlcXVlc3QaIy5zZXJ2ZXJzLnYxLlJlc29sdmVQdWxsS2V5c1Jlc3BvbnNlEm8KFkxpc3RXZWJob29rU2lnbmluZ0tleXMSKS5zZXJ2ZXJzLnYxLkxpc3RXZWJob29rU2lnbmluZ0tleXNSZXF1ZXN0Giouc2VydmVycy52MS5MaXN0V2ViaG9va1NpZ25pbmdLZXlzUmVzcG9uc2UScgoXUm90YXRlV2ViaG9va1NpZ25pbmdLZXkSKi5zZXJ2ZXJzLnYxLlJvdGF0ZVdlYmhvb2tTaWduaW5nS2V5UmVxdWVzdBorLnNlcnZlcnMudjEuUm90YXRlV2ViaG9va1NpZ25pbmdLZXlSZXNwb25zZRJXCg5Sb3RhdGVDbGFpbUtleRIhLnNlcnZlcnMudjEuUm90YXRlQ2xhaW1LZXlSZXF1ZXN0GiIuc2VydmVycy52MS5Sb3RhdGVDbGFpbUtleVJlc3BvbnNlElcKDlJldmVhbENsYWltS2V5EiEuc2VydmVycy52MS5SZXZlYWxDbGFpbUtleVJlcXVlc3QaIi5zZXJ2ZXJzLnYxLlJldmVhbENsYWltS2V5UmVzcG9uc2USXQoQU2V0Q2xhaW1TZXR0aW5ncxIjLnNlcnZlcnMudjEuU2V0Q2xhaW1TZXR0aW5nc1JlcXVlc3QaJC5zZXJ2ZXJzLnYxLlNldENsYWltU2V0dGluZ3NSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message servers.v1.Server
@@ -105,6 +105,13 @@ export type Server = Message<"servers.v1.Server"> & {
    * @generated from field: bool public_key_signatures = 16;
    */
   publicKeySignatures: boolean;
+
+  /**
+   * The claim ledger's settings and whether a claim key is set (never its value).
+   *
+   * @generated from field: servers.v1.ClaimSettings claims = 17;
+   */
+  claims?: ClaimSettings | undefined;
 };
 
 /**
@@ -113,6 +120,48 @@ export type Server = Message<"servers.v1.Server"> & {
  */
 export const ServerSchema: GenMessage<Server> = /*@__PURE__*/
   messageDesc(file_servers_v1_servers, 0);
+
+/**
+ * ClaimSettings are a server's claim-ledger settings (reward plugins' check/claim API).
+ *
+ * @generated from message servers.v1.ClaimSettings
+ */
+export type ClaimSettings = Message<"servers.v1.ClaimSettings"> & {
+  /**
+   * Whether an active claim key exists (the ledger holds counted hearts only then).
+   *
+   * @generated from field: bool claim_key_set = 1;
+   */
+  claimKeySet: boolean;
+
+  /**
+   * Days a counted heart stays claimable (1..90, default 30).
+   *
+   * @generated from field: int32 hold_days = 2;
+   */
+  holdDays: number;
+
+  /**
+   * Unclaimed hearts held per player at most (1..1000, default 20); a newer one expires the oldest (reason "cap").
+   *
+   * @generated from field: int32 max_held_per_player = 3;
+   */
+  maxHeldPerPlayer: number;
+
+  /**
+   * Reserved for the cross-transport pay-once mode (not in effect yet).
+   *
+   * @generated from field: bool pay_once = 4;
+   */
+  payOnce: boolean;
+};
+
+/**
+ * Describes the message servers.v1.ClaimSettings.
+ * Use `create(ClaimSettingsSchema)` to create a new message.
+ */
+export const ClaimSettingsSchema: GenMessage<ClaimSettings> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 1);
 
 /**
  * @generated from message servers.v1.CreateServerRequest
@@ -134,7 +183,7 @@ export type CreateServerRequest = Message<"servers.v1.CreateServerRequest"> & {
  * Use `create(CreateServerRequestSchema)` to create a new message.
  */
 export const CreateServerRequestSchema: GenMessage<CreateServerRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 1);
+  messageDesc(file_servers_v1_servers, 2);
 
 /**
  * @generated from message servers.v1.CreateServerResponse
@@ -151,7 +200,7 @@ export type CreateServerResponse = Message<"servers.v1.CreateServerResponse"> & 
  * Use `create(CreateServerResponseSchema)` to create a new message.
  */
 export const CreateServerResponseSchema: GenMessage<CreateServerResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 2);
+  messageDesc(file_servers_v1_servers, 3);
 
 /**
  * @generated from message servers.v1.GetServerRequest
@@ -168,7 +217,7 @@ export type GetServerRequest = Message<"servers.v1.GetServerRequest"> & {
  * Use `create(GetServerRequestSchema)` to create a new message.
  */
 export const GetServerRequestSchema: GenMessage<GetServerRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 3);
+  messageDesc(file_servers_v1_servers, 4);
 
 /**
  * @generated from message servers.v1.GetServerResponse
@@ -185,7 +234,7 @@ export type GetServerResponse = Message<"servers.v1.GetServerResponse"> & {
  * Use `create(GetServerResponseSchema)` to create a new message.
  */
 export const GetServerResponseSchema: GenMessage<GetServerResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 4);
+  messageDesc(file_servers_v1_servers, 5);
 
 /**
  * @generated from message servers.v1.ListServersRequest
@@ -198,7 +247,7 @@ export type ListServersRequest = Message<"servers.v1.ListServersRequest"> & {
  * Use `create(ListServersRequestSchema)` to create a new message.
  */
 export const ListServersRequestSchema: GenMessage<ListServersRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 5);
+  messageDesc(file_servers_v1_servers, 6);
 
 /**
  * @generated from message servers.v1.ListServersResponse
@@ -215,7 +264,7 @@ export type ListServersResponse = Message<"servers.v1.ListServersResponse"> & {
  * Use `create(ListServersResponseSchema)` to create a new message.
  */
 export const ListServersResponseSchema: GenMessage<ListServersResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 6);
+  messageDesc(file_servers_v1_servers, 7);
 
 /**
  * @generated from message servers.v1.SetReferralsEnabledRequest
@@ -237,7 +286,7 @@ export type SetReferralsEnabledRequest = Message<"servers.v1.SetReferralsEnabled
  * Use `create(SetReferralsEnabledRequestSchema)` to create a new message.
  */
 export const SetReferralsEnabledRequestSchema: GenMessage<SetReferralsEnabledRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 7);
+  messageDesc(file_servers_v1_servers, 8);
 
 /**
  * @generated from message servers.v1.SetReferralsEnabledResponse
@@ -254,7 +303,7 @@ export type SetReferralsEnabledResponse = Message<"servers.v1.SetReferralsEnable
  * Use `create(SetReferralsEnabledResponseSchema)` to create a new message.
  */
 export const SetReferralsEnabledResponseSchema: GenMessage<SetReferralsEnabledResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 8);
+  messageDesc(file_servers_v1_servers, 9);
 
 /**
  * @generated from message servers.v1.SetRegistrationUrlRequest
@@ -276,7 +325,7 @@ export type SetRegistrationUrlRequest = Message<"servers.v1.SetRegistrationUrlRe
  * Use `create(SetRegistrationUrlRequestSchema)` to create a new message.
  */
 export const SetRegistrationUrlRequestSchema: GenMessage<SetRegistrationUrlRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 9);
+  messageDesc(file_servers_v1_servers, 10);
 
 /**
  * @generated from message servers.v1.SetRegistrationUrlResponse
@@ -293,7 +342,7 @@ export type SetRegistrationUrlResponse = Message<"servers.v1.SetRegistrationUrlR
  * Use `create(SetRegistrationUrlResponseSchema)` to create a new message.
  */
 export const SetRegistrationUrlResponseSchema: GenMessage<SetRegistrationUrlResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 10);
+  messageDesc(file_servers_v1_servers, 11);
 
 /**
  * SecretInfo describes a secret without its value.
@@ -334,7 +383,7 @@ export type SecretInfo = Message<"servers.v1.SecretInfo"> & {
  * Use `create(SecretInfoSchema)` to create a new message.
  */
 export const SecretInfoSchema: GenMessage<SecretInfo> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 11);
+  messageDesc(file_servers_v1_servers, 12);
 
 /**
  * @generated from message servers.v1.CreateReferralSecretRequest
@@ -351,7 +400,7 @@ export type CreateReferralSecretRequest = Message<"servers.v1.CreateReferralSecr
  * Use `create(CreateReferralSecretRequestSchema)` to create a new message.
  */
 export const CreateReferralSecretRequestSchema: GenMessage<CreateReferralSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 12);
+  messageDesc(file_servers_v1_servers, 13);
 
 /**
  * @generated from message servers.v1.CreateReferralSecretResponse
@@ -375,7 +424,7 @@ export type CreateReferralSecretResponse = Message<"servers.v1.CreateReferralSec
  * Use `create(CreateReferralSecretResponseSchema)` to create a new message.
  */
 export const CreateReferralSecretResponseSchema: GenMessage<CreateReferralSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 13);
+  messageDesc(file_servers_v1_servers, 14);
 
 /**
  * @generated from message servers.v1.RotateReferralSecretRequest
@@ -399,7 +448,7 @@ export type RotateReferralSecretRequest = Message<"servers.v1.RotateReferralSecr
  * Use `create(RotateReferralSecretRequestSchema)` to create a new message.
  */
 export const RotateReferralSecretRequestSchema: GenMessage<RotateReferralSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 14);
+  messageDesc(file_servers_v1_servers, 15);
 
 /**
  * @generated from message servers.v1.RotateReferralSecretResponse
@@ -421,7 +470,7 @@ export type RotateReferralSecretResponse = Message<"servers.v1.RotateReferralSec
  * Use `create(RotateReferralSecretResponseSchema)` to create a new message.
  */
 export const RotateReferralSecretResponseSchema: GenMessage<RotateReferralSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 15);
+  messageDesc(file_servers_v1_servers, 16);
 
 /**
  * @generated from message servers.v1.RevokeReferralSecretRequest
@@ -443,7 +492,7 @@ export type RevokeReferralSecretRequest = Message<"servers.v1.RevokeReferralSecr
  * Use `create(RevokeReferralSecretRequestSchema)` to create a new message.
  */
 export const RevokeReferralSecretRequestSchema: GenMessage<RevokeReferralSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 16);
+  messageDesc(file_servers_v1_servers, 17);
 
 /**
  * @generated from message servers.v1.RevokeReferralSecretResponse
@@ -460,7 +509,7 @@ export type RevokeReferralSecretResponse = Message<"servers.v1.RevokeReferralSec
  * Use `create(RevokeReferralSecretResponseSchema)` to create a new message.
  */
 export const RevokeReferralSecretResponseSchema: GenMessage<RevokeReferralSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 17);
+  messageDesc(file_servers_v1_servers, 18);
 
 /**
  * @generated from message servers.v1.ListReferralSecretsRequest
@@ -477,7 +526,7 @@ export type ListReferralSecretsRequest = Message<"servers.v1.ListReferralSecrets
  * Use `create(ListReferralSecretsRequestSchema)` to create a new message.
  */
 export const ListReferralSecretsRequestSchema: GenMessage<ListReferralSecretsRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 18);
+  messageDesc(file_servers_v1_servers, 19);
 
 /**
  * @generated from message servers.v1.ListReferralSecretsResponse
@@ -494,7 +543,7 @@ export type ListReferralSecretsResponse = Message<"servers.v1.ListReferralSecret
  * Use `create(ListReferralSecretsResponseSchema)` to create a new message.
  */
 export const ListReferralSecretsResponseSchema: GenMessage<ListReferralSecretsResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 19);
+  messageDesc(file_servers_v1_servers, 20);
 
 /**
  * @generated from message servers.v1.RevealReferralSecretRequest
@@ -516,7 +565,7 @@ export type RevealReferralSecretRequest = Message<"servers.v1.RevealReferralSecr
  * Use `create(RevealReferralSecretRequestSchema)` to create a new message.
  */
 export const RevealReferralSecretRequestSchema: GenMessage<RevealReferralSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 20);
+  messageDesc(file_servers_v1_servers, 21);
 
 /**
  * @generated from message servers.v1.RevealReferralSecretResponse
@@ -533,7 +582,7 @@ export type RevealReferralSecretResponse = Message<"servers.v1.RevealReferralSec
  * Use `create(RevealReferralSecretResponseSchema)` to create a new message.
  */
 export const RevealReferralSecretResponseSchema: GenMessage<RevealReferralSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 21);
+  messageDesc(file_servers_v1_servers, 22);
 
 /**
  * @generated from message servers.v1.ResolveSigningKeysRequest
@@ -550,7 +599,7 @@ export type ResolveSigningKeysRequest = Message<"servers.v1.ResolveSigningKeysRe
  * Use `create(ResolveSigningKeysRequestSchema)` to create a new message.
  */
 export const ResolveSigningKeysRequestSchema: GenMessage<ResolveSigningKeysRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 22);
+  messageDesc(file_servers_v1_servers, 23);
 
 /**
  * @generated from message servers.v1.SigningKey
@@ -572,7 +621,7 @@ export type SigningKey = Message<"servers.v1.SigningKey"> & {
  * Use `create(SigningKeySchema)` to create a new message.
  */
 export const SigningKeySchema: GenMessage<SigningKey> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 23);
+  messageDesc(file_servers_v1_servers, 24);
 
 /**
  * @generated from message servers.v1.ResolveSigningKeysResponse
@@ -596,7 +645,7 @@ export type ResolveSigningKeysResponse = Message<"servers.v1.ResolveSigningKeysR
  * Use `create(ResolveSigningKeysResponseSchema)` to create a new message.
  */
 export const ResolveSigningKeysResponseSchema: GenMessage<ResolveSigningKeysResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 24);
+  messageDesc(file_servers_v1_servers, 25);
 
 /**
  * @generated from message servers.v1.SetCallbackSettingsRequest
@@ -630,7 +679,7 @@ export type SetCallbackSettingsRequest = Message<"servers.v1.SetCallbackSettings
  * Use `create(SetCallbackSettingsRequestSchema)` to create a new message.
  */
 export const SetCallbackSettingsRequestSchema: GenMessage<SetCallbackSettingsRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 25);
+  messageDesc(file_servers_v1_servers, 26);
 
 /**
  * @generated from message servers.v1.SetCallbackSettingsResponse
@@ -647,7 +696,7 @@ export type SetCallbackSettingsResponse = Message<"servers.v1.SetCallbackSetting
  * Use `create(SetCallbackSettingsResponseSchema)` to create a new message.
  */
 export const SetCallbackSettingsResponseSchema: GenMessage<SetCallbackSettingsResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 26);
+  messageDesc(file_servers_v1_servers, 27);
 
 /**
  * @generated from message servers.v1.RotateCallbackSecretRequest
@@ -671,7 +720,7 @@ export type RotateCallbackSecretRequest = Message<"servers.v1.RotateCallbackSecr
  * Use `create(RotateCallbackSecretRequestSchema)` to create a new message.
  */
 export const RotateCallbackSecretRequestSchema: GenMessage<RotateCallbackSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 27);
+  messageDesc(file_servers_v1_servers, 28);
 
 /**
  * @generated from message servers.v1.RotateCallbackSecretResponse
@@ -693,7 +742,7 @@ export type RotateCallbackSecretResponse = Message<"servers.v1.RotateCallbackSec
  * Use `create(RotateCallbackSecretResponseSchema)` to create a new message.
  */
 export const RotateCallbackSecretResponseSchema: GenMessage<RotateCallbackSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 28);
+  messageDesc(file_servers_v1_servers, 29);
 
 /**
  * @generated from message servers.v1.RevealCallbackSecretRequest
@@ -710,7 +759,7 @@ export type RevealCallbackSecretRequest = Message<"servers.v1.RevealCallbackSecr
  * Use `create(RevealCallbackSecretRequestSchema)` to create a new message.
  */
 export const RevealCallbackSecretRequestSchema: GenMessage<RevealCallbackSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 29);
+  messageDesc(file_servers_v1_servers, 30);
 
 /**
  * @generated from message servers.v1.RevealCallbackSecretResponse
@@ -732,7 +781,7 @@ export type RevealCallbackSecretResponse = Message<"servers.v1.RevealCallbackSec
  * Use `create(RevealCallbackSecretResponseSchema)` to create a new message.
  */
 export const RevealCallbackSecretResponseSchema: GenMessage<RevealCallbackSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 30);
+  messageDesc(file_servers_v1_servers, 31);
 
 /**
  * @generated from message servers.v1.EnableCallbackRequest
@@ -749,7 +798,7 @@ export type EnableCallbackRequest = Message<"servers.v1.EnableCallbackRequest"> 
  * Use `create(EnableCallbackRequestSchema)` to create a new message.
  */
 export const EnableCallbackRequestSchema: GenMessage<EnableCallbackRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 31);
+  messageDesc(file_servers_v1_servers, 32);
 
 /**
  * @generated from message servers.v1.EnableCallbackResponse
@@ -766,7 +815,7 @@ export type EnableCallbackResponse = Message<"servers.v1.EnableCallbackResponse"
  * Use `create(EnableCallbackResponseSchema)` to create a new message.
  */
 export const EnableCallbackResponseSchema: GenMessage<EnableCallbackResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 32);
+  messageDesc(file_servers_v1_servers, 33);
 
 /**
  * @generated from message servers.v1.SetVotifierSettingsRequest
@@ -811,7 +860,7 @@ export type SetVotifierSettingsRequest = Message<"servers.v1.SetVotifierSettings
  * Use `create(SetVotifierSettingsRequestSchema)` to create a new message.
  */
 export const SetVotifierSettingsRequestSchema: GenMessage<SetVotifierSettingsRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 33);
+  messageDesc(file_servers_v1_servers, 34);
 
 /**
  * @generated from message servers.v1.SetVotifierSettingsResponse
@@ -828,7 +877,7 @@ export type SetVotifierSettingsResponse = Message<"servers.v1.SetVotifierSetting
  * Use `create(SetVotifierSettingsResponseSchema)` to create a new message.
  */
 export const SetVotifierSettingsResponseSchema: GenMessage<SetVotifierSettingsResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 34);
+  messageDesc(file_servers_v1_servers, 35);
 
 /**
  * @generated from message servers.v1.SetPullEnabledRequest
@@ -850,7 +899,7 @@ export type SetPullEnabledRequest = Message<"servers.v1.SetPullEnabledRequest"> 
  * Use `create(SetPullEnabledRequestSchema)` to create a new message.
  */
 export const SetPullEnabledRequestSchema: GenMessage<SetPullEnabledRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 35);
+  messageDesc(file_servers_v1_servers, 36);
 
 /**
  * @generated from message servers.v1.SetPullEnabledResponse
@@ -867,7 +916,7 @@ export type SetPullEnabledResponse = Message<"servers.v1.SetPullEnabledResponse"
  * Use `create(SetPullEnabledResponseSchema)` to create a new message.
  */
 export const SetPullEnabledResponseSchema: GenMessage<SetPullEnabledResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 36);
+  messageDesc(file_servers_v1_servers, 37);
 
 /**
  * @generated from message servers.v1.RotatePullSecretRequest
@@ -891,7 +940,7 @@ export type RotatePullSecretRequest = Message<"servers.v1.RotatePullSecretReques
  * Use `create(RotatePullSecretRequestSchema)` to create a new message.
  */
 export const RotatePullSecretRequestSchema: GenMessage<RotatePullSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 37);
+  messageDesc(file_servers_v1_servers, 38);
 
 /**
  * @generated from message servers.v1.RotatePullSecretResponse
@@ -913,7 +962,7 @@ export type RotatePullSecretResponse = Message<"servers.v1.RotatePullSecretRespo
  * Use `create(RotatePullSecretResponseSchema)` to create a new message.
  */
 export const RotatePullSecretResponseSchema: GenMessage<RotatePullSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 38);
+  messageDesc(file_servers_v1_servers, 39);
 
 /**
  * @generated from message servers.v1.RevealPullSecretRequest
@@ -930,7 +979,7 @@ export type RevealPullSecretRequest = Message<"servers.v1.RevealPullSecretReques
  * Use `create(RevealPullSecretRequestSchema)` to create a new message.
  */
 export const RevealPullSecretRequestSchema: GenMessage<RevealPullSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 39);
+  messageDesc(file_servers_v1_servers, 40);
 
 /**
  * @generated from message servers.v1.RevealPullSecretResponse
@@ -952,7 +1001,7 @@ export type RevealPullSecretResponse = Message<"servers.v1.RevealPullSecretRespo
  * Use `create(RevealPullSecretResponseSchema)` to create a new message.
  */
 export const RevealPullSecretResponseSchema: GenMessage<RevealPullSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 40);
+  messageDesc(file_servers_v1_servers, 41);
 
 /**
  * @generated from message servers.v1.ResolvePullKeysRequest
@@ -969,7 +1018,7 @@ export type ResolvePullKeysRequest = Message<"servers.v1.ResolvePullKeysRequest"
  * Use `create(ResolvePullKeysRequestSchema)` to create a new message.
  */
 export const ResolvePullKeysRequestSchema: GenMessage<ResolvePullKeysRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 41);
+  messageDesc(file_servers_v1_servers, 42);
 
 /**
  * @generated from message servers.v1.ResolvePullKeysResponse
@@ -993,7 +1042,7 @@ export type ResolvePullKeysResponse = Message<"servers.v1.ResolvePullKeysRespons
  * Use `create(ResolvePullKeysResponseSchema)` to create a new message.
  */
 export const ResolvePullKeysResponseSchema: GenMessage<ResolvePullKeysResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 42);
+  messageDesc(file_servers_v1_servers, 43);
 
 /**
  * One published ed25519 public key of the list (never private material).
@@ -1045,7 +1094,7 @@ export type WebhookSigningKey = Message<"servers.v1.WebhookSigningKey"> & {
  * Use `create(WebhookSigningKeySchema)` to create a new message.
  */
 export const WebhookSigningKeySchema: GenMessage<WebhookSigningKey> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 43);
+  messageDesc(file_servers_v1_servers, 44);
 
 /**
  * @generated from message servers.v1.ListWebhookSigningKeysRequest
@@ -1058,7 +1107,7 @@ export type ListWebhookSigningKeysRequest = Message<"servers.v1.ListWebhookSigni
  * Use `create(ListWebhookSigningKeysRequestSchema)` to create a new message.
  */
 export const ListWebhookSigningKeysRequestSchema: GenMessage<ListWebhookSigningKeysRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 44);
+  messageDesc(file_servers_v1_servers, 45);
 
 /**
  * @generated from message servers.v1.ListWebhookSigningKeysResponse
@@ -1077,7 +1126,7 @@ export type ListWebhookSigningKeysResponse = Message<"servers.v1.ListWebhookSign
  * Use `create(ListWebhookSigningKeysResponseSchema)` to create a new message.
  */
 export const ListWebhookSigningKeysResponseSchema: GenMessage<ListWebhookSigningKeysResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 45);
+  messageDesc(file_servers_v1_servers, 46);
 
 /**
  * @generated from message servers.v1.RotateWebhookSigningKeyRequest
@@ -1090,7 +1139,7 @@ export type RotateWebhookSigningKeyRequest = Message<"servers.v1.RotateWebhookSi
  * Use `create(RotateWebhookSigningKeyRequestSchema)` to create a new message.
  */
 export const RotateWebhookSigningKeyRequestSchema: GenMessage<RotateWebhookSigningKeyRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 46);
+  messageDesc(file_servers_v1_servers, 47);
 
 /**
  * @generated from message servers.v1.RotateWebhookSigningKeyResponse
@@ -1116,7 +1165,149 @@ export type RotateWebhookSigningKeyResponse = Message<"servers.v1.RotateWebhookS
  * Use `create(RotateWebhookSigningKeyResponseSchema)` to create a new message.
  */
 export const RotateWebhookSigningKeyResponseSchema: GenMessage<RotateWebhookSigningKeyResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 47);
+  messageDesc(file_servers_v1_servers, 48);
+
+/**
+ * @generated from message servers.v1.RotateClaimKeyRequest
+ */
+export type RotateClaimKeyRequest = Message<"servers.v1.RotateClaimKeyRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Overlap during which the previous claim key still answers; 0 means none (the old key stops at once).
+   *
+   * @generated from field: int64 grace_seconds = 2;
+   */
+  graceSeconds: bigint;
+};
+
+/**
+ * Describes the message servers.v1.RotateClaimKeyRequest.
+ * Use `create(RotateClaimKeyRequestSchema)` to create a new message.
+ */
+export const RotateClaimKeyRequestSchema: GenMessage<RotateClaimKeyRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 49);
+
+/**
+ * @generated from message servers.v1.RotateClaimKeyResponse
+ */
+export type RotateClaimKeyResponse = Message<"servers.v1.RotateClaimKeyResponse"> & {
+  /**
+   * @generated from field: servers.v1.SecretInfo info = 1;
+   */
+  info?: SecretInfo | undefined;
+
+  /**
+   * Shown once.
+   *
+   * @generated from field: string claim_key = 2;
+   */
+  claimKey: string;
+};
+
+/**
+ * Describes the message servers.v1.RotateClaimKeyResponse.
+ * Use `create(RotateClaimKeyResponseSchema)` to create a new message.
+ */
+export const RotateClaimKeyResponseSchema: GenMessage<RotateClaimKeyResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 50);
+
+/**
+ * @generated from message servers.v1.RevealClaimKeyRequest
+ */
+export type RevealClaimKeyRequest = Message<"servers.v1.RevealClaimKeyRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+};
+
+/**
+ * Describes the message servers.v1.RevealClaimKeyRequest.
+ * Use `create(RevealClaimKeyRequestSchema)` to create a new message.
+ */
+export const RevealClaimKeyRequestSchema: GenMessage<RevealClaimKeyRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 51);
+
+/**
+ * @generated from message servers.v1.RevealClaimKeyResponse
+ */
+export type RevealClaimKeyResponse = Message<"servers.v1.RevealClaimKeyResponse"> & {
+  /**
+   * @generated from field: servers.v1.SecretInfo info = 1;
+   */
+  info?: SecretInfo | undefined;
+
+  /**
+   * @generated from field: string claim_key = 2;
+   */
+  claimKey: string;
+};
+
+/**
+ * Describes the message servers.v1.RevealClaimKeyResponse.
+ * Use `create(RevealClaimKeyResponseSchema)` to create a new message.
+ */
+export const RevealClaimKeyResponseSchema: GenMessage<RevealClaimKeyResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 52);
+
+/**
+ * @generated from message servers.v1.SetClaimSettingsRequest
+ */
+export type SetClaimSettingsRequest = Message<"servers.v1.SetClaimSettingsRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * 1..90; 0 keeps the current value.
+   *
+   * @generated from field: int32 hold_days = 2;
+   */
+  holdDays: number;
+
+  /**
+   * 1..1000; 0 keeps the current value.
+   *
+   * @generated from field: int32 max_held_per_player = 3;
+   */
+  maxHeldPerPlayer: number;
+
+  /**
+   * Absent: unchanged. Reserved for the cross-transport pay-once mode.
+   *
+   * @generated from field: optional bool pay_once = 4;
+   */
+  payOnce?: boolean | undefined;
+};
+
+/**
+ * Describes the message servers.v1.SetClaimSettingsRequest.
+ * Use `create(SetClaimSettingsRequestSchema)` to create a new message.
+ */
+export const SetClaimSettingsRequestSchema: GenMessage<SetClaimSettingsRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 53);
+
+/**
+ * @generated from message servers.v1.SetClaimSettingsResponse
+ */
+export type SetClaimSettingsResponse = Message<"servers.v1.SetClaimSettingsResponse"> & {
+  /**
+   * @generated from field: servers.v1.Server server = 1;
+   */
+  server?: Server | undefined;
+};
+
+/**
+ * Describes the message servers.v1.SetClaimSettingsResponse.
+ * Use `create(SetClaimSettingsResponseSchema)` to create a new message.
+ */
+export const SetClaimSettingsResponseSchema: GenMessage<SetClaimSettingsResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 54);
 
 /**
  * SigningKeyStatus says whether a server can accept signed referral events.
@@ -1392,6 +1583,38 @@ export const ServerAdminService: GenService<{
     methodKind: "unary";
     input: typeof RotateWebhookSigningKeyRequestSchema;
     output: typeof RotateWebhookSigningKeyResponseSchema;
+  },
+  /**
+   * RotateClaimKey mints the server's claim key (`vck_`) for reward plugins' check/claim API, or
+   * replaces it; the value is returned once (RevealClaimKey shows it again). Minting the first key
+   * starts the claim ledger: counted hearts from then on are held for claiming.
+   *
+   * @generated from rpc servers.v1.ServerAdminService.RotateClaimKey
+   */
+  rotateClaimKey: {
+    methodKind: "unary";
+    input: typeof RotateClaimKeyRequestSchema;
+    output: typeof RotateClaimKeyResponseSchema;
+  },
+  /**
+   * RevealClaimKey shows the newest active claim key on the owner's explicit request (404 when none).
+   *
+   * @generated from rpc servers.v1.ServerAdminService.RevealClaimKey
+   */
+  revealClaimKey: {
+    methodKind: "unary";
+    input: typeof RevealClaimKeyRequestSchema;
+    output: typeof RevealClaimKeyResponseSchema;
+  },
+  /**
+   * SetClaimSettings sets the claim ledger's hold window and per-player cap.
+   *
+   * @generated from rpc servers.v1.ServerAdminService.SetClaimSettings
+   */
+  setClaimSettings: {
+    methodKind: "unary";
+    input: typeof SetClaimSettingsRequestSchema;
+    output: typeof SetClaimSettingsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_servers_v1_servers, 0);

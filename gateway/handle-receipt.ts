@@ -1,7 +1,14 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { ReceiptDeliveryState, ReceiptOutcome, type GetReceiptRequestSchema, type GetReceiptResponse, type Receipt } from "../gen/proto/hearts/v1/hearts_pb.js";
+import {
+  ReceiptClaimState,
+  ReceiptDeliveryState,
+  ReceiptOutcome,
+  type GetReceiptRequestSchema,
+  type GetReceiptResponse,
+  type Receipt,
+} from "../gen/proto/hearts/v1/hearts_pb.js";
 import { RECEIPT_JSON_SUFFIX, RECEIPT_PATH_PREFIX } from "../services/shared/wire.js";
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import type { RawReply } from "./landing.js";
@@ -45,6 +52,13 @@ const DELIVERY_STATUS: Record<ReceiptDeliveryState, ReceiptJson["deliveries"][nu
   [ReceiptDeliveryState.FAILED]: "failed",
 };
 
+const CLAIM_STATE: Partial<Record<ReceiptClaimState, NonNullable<ReceiptJson["claim"]>["state"]>> = {
+  [ReceiptClaimState.HELD]: "held",
+  [ReceiptClaimState.CLAIMED]: "claimed",
+  [ReceiptClaimState.EXPIRED]: "expired",
+  [ReceiptClaimState.WITHDRAWN]: "withdrawn",
+};
+
 const isoOf = (at: Timestamp | undefined): string | null => (at ? timestampDate(at).toISOString() : null);
 
 /** hearts.v1.Receipt -> the published JSON (snake_case, ISO times, null when unset). */
@@ -59,7 +73,15 @@ export function toReceiptJson(r: Receipt): ReceiptJson {
     next_vote_at: isoOf(r.nextVoteAt),
     period: r.period,
     deliveries: r.deliveries.map((d) => ({ transport: d.transport, status: DELIVERY_STATUS[d.state] ?? "waiting", delivered_at: isoOf(d.deliveredAt) })),
+    claim: toClaimJson(r),
   };
+}
+
+/** The claim ledger's state, or null when the heart is not in the ledger. */
+function toClaimJson(r: Receipt): ReceiptJson["claim"] {
+  const state = r.claim ? CLAIM_STATE[r.claim.state] : undefined;
+  if (r.claim === undefined || state === undefined) return null;
+  return { state, held_until: isoOf(r.claim.heldUntil), claimed_at: isoOf(r.claim.claimedAt), expired_at: isoOf(r.claim.expiredAt) };
 }
 
 /** An error answer: `reply` (the public table's status, text and headers) as JSON, or as the receipt's problem page. */

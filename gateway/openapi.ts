@@ -547,6 +547,7 @@ export const openApiDocument = {
                       next_vote_at: "2026-11-28T11:03:12.345Z",
                       period: "2026-11",
                       deliveries: [{ transport: "callback", status: "delivered", delivered_at: "2026-11-27T11:03:12.901Z" }],
+                      claim: { state: "claimed", held_until: "2026-12-27T11:03:12.345Z", claimed_at: "2026-11-27T11:05:40.002Z", expired_at: null },
                     },
                   },
                   cooldown: {
@@ -560,6 +561,7 @@ export const openApiDocument = {
                       next_vote_at: "2026-11-28T11:03:12.345Z",
                       period: "2026-11",
                       deliveries: [],
+                      claim: null,
                     },
                   },
                 },
@@ -893,7 +895,7 @@ export const openApiDocument = {
       Receipt: {
         type: "object",
         description: "One heart as its voter may see it: no other player's data, no voter identity, IP, fraud scoring or server internals.",
-        required: ["server_name", "username", "cast_at", "counted", "outcome", "next_vote_at", "period", "deliveries"],
+        required: ["server_name", "username", "cast_at", "counted", "outcome", "next_vote_at", "period", "deliveries", "claim"],
         properties: {
           server_name: { type: "string", description: "The server's display name." },
           username: { type: "string", description: "The in-game name as the voter typed it." },
@@ -928,6 +930,23 @@ export const openApiDocument = {
               },
               additionalProperties: false,
             },
+          },
+          claim: {
+            type: ["object", "null"],
+            description: "Where the heart stands in the server's claim ledger (rewards claimed in game by reward plugins); null when it is not in the ledger.",
+            required: ["state", "held_until", "claimed_at", "expired_at"],
+            properties: {
+              state: {
+                type: "string",
+                enum: ["held", "claimed", "expired", "withdrawn"],
+                description:
+                  "`held`: claim it in game before `held_until`; `claimed`: claimed at `claimed_at`; `expired`: not claimed, ended at `expired_at`; `withdrawn`: nothing to claim.",
+              },
+              held_until: { type: ["string", "null"], format: "date-time" },
+              claimed_at: { type: ["string", "null"], format: "date-time" },
+              expired_at: { type: ["string", "null"], format: "date-time" },
+            },
+            additionalProperties: false,
           },
         },
         additionalProperties: false,

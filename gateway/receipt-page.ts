@@ -11,6 +11,13 @@ export interface ReceiptJson {
   next_vote_at: string | null;
   period: string;
   deliveries: Array<{ transport: string; status: "delivered" | "waiting" | "failed"; delivered_at: string | null }>;
+  /** The heart's place in the server's claim ledger (claimed in game); null when it is not in the ledger. */
+  claim: {
+    state: "held" | "claimed" | "expired" | "withdrawn";
+    held_until: string | null;
+    claimed_at: string | null;
+    expired_at: string | null;
+  } | null;
 }
 
 /** The receipt page's one stylesheet (mobile first; allowed by its hash in the page's CSP, no other style or script). */
@@ -77,6 +84,20 @@ function deliveryHtml(d: ReceiptJson["deliveries"][number]): string {
   return `<li><span class="way">${way}</span>${badge} <span>${text}</span></li>`;
 }
 
+/** The claim ledger's state in the voter's words (no player id, no reason beyond the state). */
+function claimHtml(claim: NonNullable<ReceiptJson["claim"]>): string {
+  const at = (iso: string | null, before: string) => (iso ? ` ${before} ${timeHtml(iso)}.` : ".");
+  const [badge, text] =
+    claim.state === "claimed"
+      ? ['<span class="badge delivered">Claimed</span>', `Claimed in game${at(claim.claimed_at, "at")}`]
+      : claim.state === "held"
+        ? ['<span class="badge waiting">Ready to claim</span>', `Claim it in game${at(claim.held_until, "before")}`]
+        : claim.state === "expired"
+          ? ['<span class="badge failed">Expired</span>', `It was not claimed in game and expired${at(claim.expired_at, "at")}`]
+          : ['<span class="badge failed">Withdrawn</span>', "The server list withdrew this reward; there is nothing to claim."];
+  return ["<h2>Reward in game</h2>", `<ul><li>${badge} <span>${text}</span></li></ul>`].join("\n");
+}
+
 function verdictHtml(r: ReceiptJson): string {
   if (r.outcome === "counted") {
     return '<p class="verdict counted">Your vote counted.<small>Below: whether the reward reached the server.</small></p>';
@@ -96,8 +117,9 @@ export function receiptPage(r: ReceiptJson, jsonHref: string): string {
     ["Month", escapeHtml(r.period)],
     ...(r.outcome === "counted" && r.next_vote_at ? [["Next vote", timeHtml(r.next_vote_at)]] : []),
   ];
+  // A heart claimed in game only (the server has no delivery transport) has no delivery section.
   const deliveries =
-    r.outcome !== "counted"
+    r.outcome !== "counted" || (r.deliveries.length === 0 && r.claim !== null)
       ? ""
       : [
           "<h2>Delivery to the server</h2>",
@@ -112,6 +134,7 @@ export function receiptPage(r: ReceiptJson, jsonHref: string): string {
     verdictHtml(r),
     `<dl>${rows.map(([term, value]) => `<dt>${term}</dt><dd>${value}</dd>`).join("")}</dl>`,
     deliveries,
+    r.claim ? claimHtml(r.claim) : "",
     `<p class="note">This page shows this one vote only. Reload it for the latest state. <a href="${escapeHtml(jsonHref)}">As JSON</a></p>`,
     "</main>",
   ].join("\n");

@@ -2,7 +2,8 @@
  * The voter's receipt page in a real browser (Debian Chromium through playwright-core) at a phone's width (375 px)
  * and a laptop's (1280 px), on the real stack (PostgreSQL, Kafka, relay, delivery worker, a real receiver): a counted
  * heart delivered by callback and waiting for the server's pull, a counted heart whose callback could not be
- * delivered, a cooldown heart, a heart that did not count (with a long name as typed), and an unknown receipt.
+ * delivered, a cooldown heart, a heart that did not count (with a long name as typed), hearts of a server with a claim
+ * ledger (ready to claim in game, claimed), and an unknown receipt.
  *
  * Each page: its one stylesheet applies under the strict CSP (no violation reported, the styles are in effect),
  * nothing makes it scroll sideways, its main box lies inside the viewport, its text says the verdict, and axe finds
@@ -12,6 +13,10 @@ import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
+import { createClient } from "@connectrpc/connect";
+import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { createLogger } from "../../services/shared/log.js";
@@ -102,6 +107,13 @@ test.serial("hearts with every kind of receipt: delivered and waiting, not deliv
   const failed = await cast(c, flaky!.id, "Alex");
   await deliveries(c, failed.answer.heartId, { callback: "failed" });
 
+  const { server: rusty } = await admin.createServer({ name: "Rusty Claims" });
+  const { claimKey } = await admin.rotateClaimKey({ serverId: rusty!.id });
+  const claimedHeart = await cast(c, rusty!.id, "Garry");
+  const claims = createClient(ClaimService, createServiceTransport(c.stack.rpcUrl, TEST_SERVICE_TOKEN));
+  t.is((await claims.claimVote({ claimKey, player: { kind: PlayerIdKind.USERNAME, value: "Garry" } })).status, ClaimStatus.CLAIMED_NOW);
+  const heldHeart = await cast(c, rusty!.id, "Facepunch_Fan");
+
   t.true(counted.answer.counted);
   t.false(again.answer.counted);
   t.false(refused.answer.counted);
@@ -110,6 +122,8 @@ test.serial("hearts with every kind of receipt: delivered and waiting, not deliv
     { name: "failed", url: failed.answer.receiptUrl, says: /Your vote counted[\s\S]*Not delivered/, status: 200 },
     { name: "cooldown", url: again.answer.receiptUrl, says: /Not counted: you already voted[\s\S]*You can vote again from/, status: 200 },
     { name: "not-counted", url: refused.answer.receiptUrl, says: /This vote was not counted/, status: 200 },
+    { name: "claim-held", url: heldHeart.answer.receiptUrl, says: /Your vote counted[\s\S]*Reward in game[\s\S]*Ready to claim/, status: 200 },
+    { name: "claim-claimed", url: claimedHeart.answer.receiptUrl, says: /Reward in game[\s\S]*Claimed in game at/, status: 200 },
     { name: "unknown", url: `${c.stack.gatewayUrl}/receipts/${randomBytes(33).toString("base64url")}`, says: /Receipt not found/, status: 404 },
   );
 });
@@ -132,7 +146,7 @@ async function layoutOf(page: Page): Promise<{ overflow: number; mainLeft: numbe
 for (const viewport of [PHONE, LAPTOP]) {
   test.serial(`${viewport.width} px: every receipt page is styled under its CSP, fits the width, says its verdict, and passes axe`, async (t) => {
     const c = t.context;
-    t.true(c.cases.length === 5, "the receipts were made");
+    t.true(c.cases.length === 7, "the receipts were made");
     await c.page.setViewportSize(viewport);
     const problems: string[] = [];
     for (const kase of c.cases) {

@@ -11,6 +11,8 @@ import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { HeartService, ReceiptOutcome } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
 import { createReferralServiceClients } from "../../gateway/clients.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
@@ -85,6 +87,7 @@ interface ReceiptBody {
   next_vote_at: string | null;
   period: string;
   deliveries: Array<{ transport: string; status: string; delivered_at: string | null }>;
+  claim: { state: string; held_until: string | null; claimed_at: string | null; expired_at: string | null } | null;
 }
 
 async function receiptJson(t: { deepEqual(a: unknown, b: unknown, m?: string): void }, url: string): Promise<{ body: ReceiptBody; raw: Fetched }> {
@@ -122,6 +125,7 @@ test("every heart's CastHeart answer carries a receipt URL on the public gateway
     next_vote_at: new Date(heart.createdAt.getTime() + HEART_COOLDOWN_MS).toISOString(),
     period: heart.period,
     deliveries: [{ transport: "callback", status: "delivered", delivered_at: delivery.deliveredAt!.toISOString() }],
+    claim: null,
   });
 
   const page = await get(answer.receiptUrl);
@@ -263,7 +267,17 @@ test("player A's receipt never holds player B's name, A's or B's identity or IP,
       t.false(found, `${what} holds ${s}`);
     }
   }
-  t.deepEqual(Object.keys(JSON.parse(json.text)).sort(), ["cast_at", "counted", "deliveries", "next_vote_at", "outcome", "period", "server_name", "username"]);
+  t.deepEqual(Object.keys(JSON.parse(json.text)).sort(), [
+    "cast_at",
+    "claim",
+    "counted",
+    "deliveries",
+    "next_vote_at",
+    "outcome",
+    "period",
+    "server_name",
+    "username",
+  ]);
 });
 
 test("a wrong, tampered, truncated or foreign token is the same 404, as a page and as JSON, and never cached", async (t) => {
@@ -335,4 +349,49 @@ test("GetReceipt needs the receipts scope: the gateway's default scopes hold it;
   const served = await get(`${least.url}/receipts/${token}.json`);
   t.is(served.status, 200);
   t.is((JSON.parse(served.text) as ReceiptBody).username, "Scoper");
+});
+
+test("a server with a claim ledger: the receipt says held until the window ends, then claimed in game at; a heart beyond the per-player cap says expired", async (t) => {
+  const c = t.context;
+  const admin = c.stack.clients.admin;
+  const { server } = await admin.createServer({ name: "Rusty Claims" });
+  const serverId = server!.id;
+  const { claimKey } = await admin.rotateClaimKey({ serverId });
+  await admin.setClaimSettings({ serverId, holdDays: 7, maxHeldPerPlayer: 1 });
+  const claims = createClient(ClaimService, createServiceTransport(c.stack.rpcUrl, TEST_SERVICE_TOKEN));
+
+  const held = await cast(c, serverId, "Garry");
+  t.true(held.answer.counted);
+  const row = await c.stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: held.answer.heartId } });
+  const before = await receiptJson(t, held.answer.receiptUrl);
+  t.deepEqual(before.body.claim, { state: "held", held_until: row.expiresAt.toISOString(), claimed_at: null, expired_at: null });
+  t.is(row.expiresAt.getTime() - row.countedAt.getTime(), 7 * 24 * 60 * 60 * 1000);
+  t.deepEqual(before.body.deliveries, [], "no callback URL: its held callback row is no delivery the voter waits for");
+  const heldPage = await get(held.answer.receiptUrl);
+  t.true(heldPage.text.includes(`Ready to claim</span> <span>Claim it in game before <time datetime="${row.expiresAt.toISOString()}">`), heldPage.text);
+
+  const claimed = await claims.claimVote({ claimKey, player: { kind: PlayerIdKind.USERNAME, value: "garry" } });
+  t.is(claimed.status, ClaimStatus.CLAIMED_NOW);
+  const claimedAt = (await c.stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: held.answer.heartId } })).claimedAt!;
+  const after = await receiptJson(t, held.answer.receiptUrl);
+  t.deepEqual(after.body.claim, { state: "claimed", held_until: row.expiresAt.toISOString(), claimed_at: claimedAt.toISOString(), expired_at: null });
+  t.true((await get(held.answer.receiptUrl)).text.includes(`Claimed</span> <span>Claimed in game at <time datetime="${claimedAt.toISOString()}">`));
+
+  // The cap is 1: a second held heart of the same player expires the first (reason cap, which the receipt does not name).
+  const first = await cast(c, serverId, "Capped");
+  const second = await cast(c, serverId, "Capped");
+  t.true(first.answer.counted && second.answer.counted);
+  const expiredRow = await c.stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: first.answer.heartId } });
+  t.is(expiredRow.state, "expired");
+  const expired = await receiptJson(t, first.answer.receiptUrl);
+  t.deepEqual(expired.body.claim, {
+    state: "expired",
+    held_until: expiredRow.expiresAt.toISOString(),
+    claimed_at: null,
+    expired_at: expiredRow.expiredAt!.toISOString(),
+  });
+  const expiredPage = await get(first.answer.receiptUrl);
+  t.regex(expiredPage.text, /Expired<\/span> <span>It was not claimed in game and expired at <time/);
+  t.is((await receiptJson(t, second.answer.receiptUrl)).body.claim?.state, "held");
+  for (const text of [expired.raw.text, expiredPage.text]) t.false(/\bcap\b|vck_|capped/.test(text.replaceAll("Capped", "")), text);
 });

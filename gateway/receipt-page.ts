@@ -124,7 +124,7 @@ export function receiptPage(r: ReceiptJson, jsonHref: string): string {
       : [
           "<h2>Delivery to the server</h2>",
           r.deliveries.length === 0
-            ? '<p class="note">Being handed to the server now; reload this page in a moment.</p>'
+            ? '<p class="note">Not handed to the server yet. Reload this page later to see when it is.</p>'
             : `<ul>${r.deliveries.map(deliveryHtml).join("")}</ul>`,
         ].join("\n");
   const body = [

@@ -395,3 +395,19 @@ test("a server with a claim ledger: the receipt says held until the window ends,
   t.is((await receiptJson(t, second.answer.receiptUrl)).body.claim?.state, "held");
   for (const text of [expired.raw.text, expiredPage.text]) t.false(/\bcap\b|vck_|capped/.test(text.replaceAll("Capped", "")), text);
 });
+
+test("a server with no way to receive rewards yet (no callback URL): the counted heart's receipt shows no phantom delivery, only 'not handed to the server yet'", async (t) => {
+  const c = t.context;
+  const { server } = await c.stack.clients.admin.createServer({ name: "Unwired Isle" });
+  const { answer } = await cast(c, server!.id, "Notch");
+  t.true(answer.counted);
+  // The consumer stores the callback row and holds it until a URL is set; the receipt leaves it out.
+  await eventually(() => c.stack.prisma.delivery.findFirst({ where: { heartId: answer.heartId, transport: "callback" } }).then((d) => d ?? undefined), {
+    timeoutMs: 30_000,
+    message: "held callback row stored",
+  });
+  const { body } = await receiptJson(t, answer.receiptUrl);
+  t.deepEqual(body.deliveries, []);
+  t.is(body.claim, null);
+  t.regex((await get(answer.receiptUrl)).text, /Not handed to the server yet\. Reload this page later to see when it is\./);
+});

@@ -1,7 +1,7 @@
 import type { Tx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError, unknownServer } from "../shared/errors.js";
-import { claimKeyLookupHash, generateCallbackSecret, generateClaimKey, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
+import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
 import { isUuid } from "../shared/ids.js";
 import { requireServer } from "./server-exists.js";
 import { activeSecretSql } from "./active-secrets.js";
@@ -15,15 +15,8 @@ import {
   tooManySecretsText,
 } from "./domain/secret-policy.js";
 
-/** Which secret family: referral ingest (`rsec_`), reward callback (`whsec_`), pull API (`psec_`) or claim key (`vck_`). */
-export type SecretPurpose = "referral" | "callback" | "pull" | "claim";
-
-const GENERATE: Record<SecretPurpose, () => string> = {
-  referral: generateReferralSecret,
-  callback: generateCallbackSecret,
-  pull: generatePullSecret,
-  claim: generateClaimKey,
-};
+/** Which secret family: referral ingest (`rsec_`), reward callback (`whsec_`) or pull API (`psec_`). */
+export type SecretPurpose = "referral" | "callback" | "pull";
 
 /** A secret's metadata, never its value. */
 export interface SecretMeta {
@@ -64,11 +57,9 @@ export async function lockServer(tx: Tx, serverId: string): Promise<void> {
 export async function insertSecret(deps: CoreDeps, tx: Tx, serverId: string, purpose: SecretPurpose, now: Date): Promise<SecretWithValue> {
   const active = await tx.serverSecret.count({ where: { serverId, purpose, ...activeSecretWhere(now) } });
   if (active >= MAX_ACTIVE_SECRETS_PER_SERVER) throw new DomainError("failed_precondition", tooManySecretsText(purpose));
-  const secret = GENERATE[purpose]();
-  // A claim key is found by its hash (the plugin sends the key, not the server id).
-  const lookupHash = purpose === "claim" ? claimKeyLookupHash(secret) : null;
+  const secret = purpose === "referral" ? generateReferralSecret() : purpose === "pull" ? generatePullSecret() : generateCallbackSecret();
   const row = await tx.serverSecret.create({
-    data: { serverId, purpose, kid: generateKid(), ciphertext: deps.secretBox.seal(secret), createdAt: now, lookupHash },
+    data: { serverId, purpose, kid: generateKid(), ciphertext: deps.secretBox.seal(secret), createdAt: now },
   });
   return { info: toMeta(row, now), secret };
 }
@@ -85,15 +76,9 @@ export async function createReferralSecret(deps: CoreDeps, serverId: string): Pr
 /**
  * Rotation: a new secret; every older active secret of the same purpose stays
  * valid until `now + grace` (unless it already expires sooner). Revocation is
- * still immediate during the overlap. `alsoInTx` runs in the same transaction (a setting the new secret switches on).
+ * still immediate during the overlap.
  */
-export async function rotateSecret(
-  deps: CoreDeps,
-  serverId: string,
-  purpose: SecretPurpose,
-  graceSeconds: number,
-  alsoInTx?: (tx: Tx) => Promise<unknown>,
-): Promise<SecretWithValue> {
+export async function rotateSecret(deps: CoreDeps, serverId: string, purpose: SecretPurpose, graceSeconds: number): Promise<SecretWithValue> {
   const now = deps.now();
   const cutoff = rotationCutoff(now, graceSeconds);
   return deps.prisma.$transaction(async (tx) => {
@@ -103,9 +88,7 @@ export async function rotateSecret(
       where: { serverId, purpose, ...activeSecretWhere(cutoff) },
       data: { expiresAt: cutoff },
     });
-    const created = await insertSecret(deps, tx, serverId, purpose, now);
-    await alsoInTx?.(tx);
-    return created;
+    return insertSecret(deps, tx, serverId, purpose, now);
   });
 }
 
@@ -143,7 +126,7 @@ export async function revealCallbackSecret(deps: CoreDeps, serverId: string): Pr
 }
 
 /** The newest active secret of `purpose` and its metadata (404 `no <purpose> secret` when none). */
-export async function revealNewestSecret(deps: CoreDeps, serverId: string, purpose: "callback" | "pull" | "claim"): Promise<SecretWithValue> {
+export async function revealNewestSecret(deps: CoreDeps, serverId: string, purpose: "callback" | "pull"): Promise<SecretWithValue> {
   await requireServer(deps, serverId);
   const now = deps.now();
   const [row] = activeSecretsNewestFirst(await deps.prisma.serverSecret.findMany({ where: { serverId, purpose, ...activeSecretWhere(now) } }), now);

@@ -28,6 +28,8 @@ export async function checkServiceToken(
     referralServiceUrl: string;
     /** DASHBOARD_TOKEN is set: the operator dashboard needs the token's `admin` scope, checked here too (a warning). */
     operatorDashboard?: boolean;
+    /** When given, the public receipt pages' scope `receipts` is checked too (a warning: ingest still works without it). */
+    hearts?: Pick<ReferralServiceClients["hearts"], "getReceipt">;
   },
   opts: { waitMs?: number; retryMs?: number } = {},
 ): Promise<TokenCheck> {
@@ -37,6 +39,7 @@ export async function checkServiceToken(
       await deps.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: TOKEN_CHECK_CALL_TIMEOUT_MS });
       deps.log.info({ referralService: deps.referralServiceUrl }, "the referral service accepts the gateway's service token");
       if (deps.operatorDashboard) await warnWithoutOperatorScope(deps);
+      if (deps.hearts) await warnWithoutReceiptsScope({ hearts: deps.hearts, log: deps.log });
       return "accepted";
     } catch (error) {
       const refused = refusalOf(error, deps.referralServiceUrl);
@@ -67,7 +70,7 @@ function refusalOf(error: unknown, url: string): string | undefined {
   if (error.code === Code.PermissionDenied) {
     return (
       `REFERRAL_SERVICE_TOKEN lacks a scope the gateway needs (${error.rawMessage}): ` +
-      "give it ingest, pull, clicks:record and dashboard (GATEWAY_SERVICE_TOKEN_SCOPES or `npm run tokens`)"
+      "give it ingest, pull, claims, clicks:record, dashboard and receipts (GATEWAY_SERVICE_TOKEN_SCOPES or `npm run tokens`)"
     );
   }
   return undefined;
@@ -83,6 +86,24 @@ async function warnWithoutOperatorScope(deps: { admin: Pick<ReferralServiceClien
       deps.log.warn(
         "DASHBOARD_TOKEN is set, but REFERRAL_SERVICE_TOKEN lacks the admin scope the operator dashboard needs: operators will be refused; " +
           "add admin to GATEWAY_SERVICE_TOKEN_SCOPES (owners' dashboard sessions work without it)",
+      );
+    }
+  }
+}
+
+/**
+ * The voters' receipt pages need the `receipts` scope (a gateway token made before it existed lacks it): a warning at
+ * start, not a silent 500 on every receipt. An empty token names no receipt, so the call reads nothing.
+ */
+async function warnWithoutReceiptsScope(deps: { hearts: Pick<ReferralServiceClients["hearts"], "getReceipt">; log: Logger }): Promise<void> {
+  try {
+    await deps.hearts.getReceipt({ token: "" }, { timeoutMs: TOKEN_CHECK_CALL_TIMEOUT_MS });
+  } catch (error) {
+    // Failure policy: only a refusal of the scope is news here (the empty token is never found); anything else is ignored.
+    if (error instanceof ConnectError && error.code === Code.PermissionDenied) {
+      deps.log.warn(
+        "REFERRAL_SERVICE_TOKEN lacks the receipts scope: voters' receipt pages (/receipts/...) will answer 500; " +
+          "add receipts to GATEWAY_SERVICE_TOKEN_SCOPES (or make a token with it: `npm run tokens`)",
       );
     }
   }

@@ -45,7 +45,7 @@ export function loadGatewayConfig(env: Record<string, string | undefined> = proc
   if (!/^https?:\/\/[^/]+/.test(referralServiceUrl)) r.problem("REFERRAL_SERVICE_URL must be an http(s) URL");
   const referralServiceToken = readServiceToken(r, "REFERRAL_SERVICE_TOKEN", {
     required: true,
-    hint: "the gateway's service token (scopes ingest, pull, clicks:record, dashboard; plus admin for the operator dashboard); see README, Ports and the internal API",
+    hint: "the gateway's service token (scopes ingest, pull, claims, clicks:record, dashboard, receipts; plus admin for the operator dashboard); see README, Ports and the internal API",
   });
   const publicBaseUrl = r.string("PUBLIC_BASE_URL", "http://127.0.0.1:8080");
   if (!/^https?:\/\/[^/]+/.test(publicBaseUrl)) r.problem("PUBLIC_BASE_URL must be an http(s) URL");

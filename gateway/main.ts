@@ -37,6 +37,7 @@ runService({
         // A wrong or under-scoped token exits 2 with the reason (ConfigError), before anything listens.
         await checkServiceToken({
           admin: clients.admin,
+          hearts: clients.hearts,
           log,
           referralServiceUrl: config.referralServiceUrl,
           operatorDashboard: config.dashboardToken !== undefined,

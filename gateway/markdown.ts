@@ -213,32 +213,45 @@ const PAGE_STYLE = [
   "blockquote{margin:1rem 0;padding:.2rem 1rem;border-left:4px solid #d8dee4;color:#57606a}nav{margin-bottom:1rem;font-size:.95em}",
 ].join("\n");
 
-/** The strict policy of every page the gateway renders: nothing but this stylesheet; no script, frame, form or base. */
-export const PAGE_CSP = [
-  "default-src 'none'",
-  `style-src 'sha256-${createHash("sha256").update(PAGE_STYLE).digest("base64")}'`,
-  "img-src 'self'",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join("; ");
+/**
+ * THE strict policy of the pages the gateway renders: nothing but the page's one inline stylesheet (allowed by its
+ * hash); no script, frame, form or base. Pages with a stylesheet of their own (the receipt) pass it.
+ */
+export function pageCspFor(style: string): string {
+  return [
+    "default-src 'none'",
+    `style-src 'sha256-${createHash("sha256").update(style).digest("base64")}'`,
+    "img-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join("; ");
+}
 
-/** Headers of a rendered page. */
-export const PAGE_HEADERS: Readonly<Record<string, string>> = {
-  "content-type": "text/html; charset=utf-8",
-  "content-security-policy": PAGE_CSP,
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-};
+/** The policy of the pages styled with the shared stylesheet (front page, docs). */
+export const PAGE_CSP = pageCspFor(PAGE_STYLE);
 
-/** A complete HTML document: `title` (escaped here) and a body fragment already rendered and escaped. */
-export function htmlPage(title: string, bodyHtml: string): string {
+/** Headers of a rendered page whose one stylesheet is `style`. */
+export function pageHeadersFor(style: string): Readonly<Record<string, string>> {
+  return {
+    "content-type": "text/html; charset=utf-8",
+    "content-security-policy": pageCspFor(style),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+  };
+}
+
+/** Headers of a rendered page (the shared stylesheet). */
+export const PAGE_HEADERS: Readonly<Record<string, string>> = pageHeadersFor(PAGE_STYLE);
+
+/** A complete HTML document: `title` (escaped here), a body fragment already rendered and escaped, and its one stylesheet. */
+export function htmlPage(title: string, bodyHtml: string, style: string = PAGE_STYLE): string {
   return [
     "<!doctype html>",
     '<html lang="en"><head><meta charset="utf-8">',
     '<meta name="viewport" content="width=device-width, initial-scale=1">',
     `<title>${escapeHtml(title)}</title>`,
-    `<style>${PAGE_STYLE}</style>`,
+    `<style>${style}</style>`,
     "</head><body>",
     bodyHtml,
     "</body></html>",

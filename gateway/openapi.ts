@@ -66,6 +66,26 @@ const PULL_DESCRIPTION = [
   "(the dashboard shows it as a `pull` delivery); claiming is idempotent, so a retried claim is safe. Key rewards on `heart_id`.",
 ].join("\n");
 
+const RECEIPT_DESCRIPTION = [
+  "The receipt of one heart, for the voter: the server's name, the username as typed, when it was cast, whether it",
+  "counted (or, on cooldown, when to vote again), and for a counted heart where its delivery to the server stands per",
+  "transport. The link comes from `CastHeartResponse.receipt_url` (internal API); its token is unguessable and names",
+  "that heart only. Answers are never cached (`Cache-Control: no-store`).",
+].join("\n");
+
+const RECEIPT_TOKEN_PARAMETER = {
+  name: "token",
+  in: "path",
+  required: true,
+  description: "The receipt token: the last path segment of `receipt_url` (44 URL-safe characters).",
+  schema: { type: "string", minLength: 1 },
+} as const;
+
+const NO_STORE_HEADERS = {
+  "Cache-Control": { description: "`no-store`.", schema: { type: "string" } },
+  "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
+} as const;
+
 /** An example of a contract error: its exact text from services/shared/contract.ts. */
 const errorExample = (summary: string, kind: ContractErrorKind) => ({ summary, value: { error: CONTRACT_ERRORS[kind].text } });
 /** An example of a field error, whose text the failing check writes (`<field> ...`). */
@@ -315,6 +335,7 @@ export const openApiDocument = {
     { name: "callbacks", description: "Signed reward callbacks sent by the service to the server owner's URL." },
     { name: "pull", description: "Signed polling of counted hearts, for servers that cannot accept connections." },
     { name: "reward plugins", description: "The check/claim API of game-server reward plugins (Rust, FiveM, PocketMine), keyed by the server's claim key." },
+    { name: "receipts", description: "A voter's receipt of one heart: counted or not, and whether it reached the server." },
   ],
   paths: {
     "/api/referral/events": {
@@ -582,6 +603,90 @@ export const openApiDocument = {
           },
           "405": jsonError("Only GET.", { methodNotAllowed: errorExample("Another method", "methodNotAllowed") }),
           "500": jsonError("Internal error.", { internal: errorExample("Internal error", "internal") }),
+        },
+      },
+    },
+    "/receipts/{token}": {
+      get: {
+        operationId: "getReceiptPage",
+        summary: "A heart's receipt, as a page for the voter",
+        description: RECEIPT_DESCRIPTION,
+        tags: ["receipts"],
+        security: [],
+        parameters: [RECEIPT_TOKEN_PARAMETER, { $ref: "#/components/parameters/X-Request-Id" }],
+        responses: {
+          "200": {
+            description: "The receipt page (HTML, no script, strict CSP).",
+            headers: NO_STORE_HEADERS,
+            content: { "text/html": { schema: { type: "string" } } },
+          },
+          "404": {
+            description: "No receipt at this address (the same page whatever was wrong with the token).",
+            headers: NO_STORE_HEADERS,
+            content: { "text/html": { schema: { type: "string" } } },
+          },
+          "500": { description: "Internal error; try again.", headers: NO_STORE_HEADERS, content: { "text/html": { schema: { type: "string" } } } },
+          "503": {
+            description: "The referral service is unreachable; try again.",
+            headers: NO_STORE_HEADERS,
+            content: { "text/html": { schema: { type: "string" } } },
+          },
+        },
+      },
+    },
+    "/receipts/{token}.json": {
+      get: {
+        operationId: "getReceipt",
+        summary: "A heart's receipt, as JSON",
+        description: `${RECEIPT_DESCRIPTION}\n\nThe same receipt as the page, for a list that shows it in its own design.`,
+        tags: ["receipts"],
+        security: [],
+        parameters: [RECEIPT_TOKEN_PARAMETER, { $ref: "#/components/parameters/X-Request-Id" }],
+        responses: {
+          "200": {
+            description: "The receipt.",
+            headers: NO_STORE_HEADERS,
+            content: {
+              "application/json": {
+                schema: { $ref: "#/components/schemas/Receipt" },
+                examples: {
+                  counted: {
+                    summary: "Counted and delivered by callback",
+                    value: {
+                      server_name: "Emerald Isle Survival",
+                      username: "Herobrine",
+                      cast_at: "2026-11-27T11:03:12.345Z",
+                      counted: true,
+                      outcome: "counted",
+                      next_vote_at: "2026-11-28T11:03:12.345Z",
+                      period: "2026-11",
+                      deliveries: [{ transport: "callback", status: "delivered", delivered_at: "2026-11-27T11:03:12.901Z" }],
+                      claim: { state: "claimed", held_until: "2026-12-27T11:03:12.345Z", claimed_at: "2026-11-27T11:05:40.002Z", expired_at: null },
+                    },
+                  },
+                  cooldown: {
+                    summary: "Not counted: voted again within 24 hours",
+                    value: {
+                      server_name: "Emerald Isle Survival",
+                      username: "Herobrine",
+                      cast_at: "2026-11-27T15:00:00.000Z",
+                      counted: false,
+                      outcome: "cooldown",
+                      next_vote_at: "2026-11-28T11:03:12.345Z",
+                      period: "2026-11",
+                      deliveries: [],
+                      claim: null,
+                    },
+                  },
+                },
+              },
+            },
+          },
+          "404": jsonError("No receipt at this address (the same answer whatever was wrong with the token).", {
+            notFound: errorExample("Unknown, tampered or truncated token", "notFound"),
+          }),
+          "500": jsonError("Internal error.", { internal: errorExample("Internal error", "internal") }),
+          "503": unavailable(),
         },
       },
     },
@@ -936,6 +1041,65 @@ export const openApiDocument = {
             description: "The referral's current state.",
           },
           event: { type: "string", enum: [...REFERRAL_EVENTS], description: "The rejected event." },
+        },
+        additionalProperties: false,
+      },
+      Receipt: {
+        type: "object",
+        description: "One heart as its voter may see it: no other player's data, no voter identity, IP, fraud scoring or server internals.",
+        required: ["server_name", "username", "cast_at", "counted", "outcome", "next_vote_at", "period", "deliveries", "claim"],
+        properties: {
+          server_name: { type: "string", description: "The server's display name." },
+          username: { type: "string", description: "The in-game name as the voter typed it." },
+          cast_at: { type: "string", format: "date-time" },
+          counted: { type: "boolean", description: "True when `outcome` is `counted`." },
+          outcome: {
+            type: "string",
+            enum: ["counted", "cooldown", "not_counted"],
+            description: "`cooldown`: the voter's heart for this server already counted in the 24 hours before; `not_counted`: not counted, no reason given.",
+          },
+          next_vote_at: {
+            type: ["string", "null"],
+            format: "date-time",
+            description: "When this voter's next heart for this server can count (`counted` and `cooldown`); null otherwise.",
+          },
+          period: { type: "string", pattern: PERIOD_PATTERN.source, description: "The UTC month of the heart, `YYYY-MM`." },
+          deliveries: {
+            type: "array",
+            description: "One per transport a counted heart goes out over; empty when not counted, or counted a moment ago.",
+            items: {
+              type: "object",
+              required: ["transport", "status", "delivered_at"],
+              properties: {
+                transport: { type: "string", enum: ["callback", "votifier", "pull"] },
+                status: {
+                  type: "string",
+                  enum: ["delivered", "waiting", "failed"],
+                  description:
+                    "`delivered`: the server received it; `waiting`: not yet (retried automatically, or waiting for the server to collect it); `failed`: could not be delivered.",
+                },
+                delivered_at: { type: ["string", "null"], format: "date-time" },
+              },
+              additionalProperties: false,
+            },
+          },
+          claim: {
+            type: ["object", "null"],
+            description: "Where the heart stands in the server's claim ledger (rewards claimed in game by reward plugins); null when it is not in the ledger.",
+            required: ["state", "held_until", "claimed_at", "expired_at"],
+            properties: {
+              state: {
+                type: "string",
+                enum: ["held", "claimed", "expired", "withdrawn"],
+                description:
+                  "`held`: claim it in game before `held_until`; `claimed`: claimed at `claimed_at`; `expired`: not claimed, ended at `expired_at`; `withdrawn`: nothing to claim.",
+              },
+              held_until: { type: ["string", "null"], format: "date-time" },
+              claimed_at: { type: ["string", "null"], format: "date-time" },
+              expired_at: { type: ["string", "null"], format: "date-time" },
+            },
+            additionalProperties: false,
+          },
         },
         additionalProperties: false,
       },

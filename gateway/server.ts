@@ -14,6 +14,7 @@ import {
 } from "./failure-limiter.js";
 import type { Client } from "@connectrpc/connect";
 import type { DeliveryService } from "../gen/proto/delivery/v1/delivery_pb.js";
+import type { HeartService } from "../gen/proto/hearts/v1/hearts_pb.js";
 import type { ReferralService } from "../gen/proto/referral/v1/referral_pb.js";
 import type { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import type { ClaimService } from "../gen/proto/claims/v1/claims_pb.js";
@@ -42,6 +43,8 @@ import {
   handleVoteClaim,
   type ClaimKeyGuard,
 } from "./handle-vote-claim.js";
+import { RECEIPT_PATH_PREFIX } from "../services/shared/wire.js";
+import { RECEIPT_ROUTE_NAME, handleReceipt } from "./handle-receipt.js";
 
 /** Deadline of each internal RPC; past it the request is a retryable 500. */
 export const RPC_TIMEOUT_MS = 10_000;
@@ -59,6 +62,8 @@ export interface GatewayDeps {
   delivery: Client<typeof DeliveryService>;
   /** The reward plugins' check/claim API (CheckVote, ClaimVote). */
   claims: Client<typeof ClaimService>;
+  /** The public receipts' GetReceipt. */
+  hearts: Client<typeof HeartService>;
   log: Logger;
   metrics: Metrics;
   now: () => Date;
@@ -98,6 +103,8 @@ interface RequestLog {
   kid?: string;
   cause?: unknown;
   quiet?: boolean;
+  /** Logged instead of the request's path when the path holds a credential (a receipt token). */
+  path?: string;
 }
 
 const OPENAPI_JSON = JSON.stringify(openApiDocument);
@@ -116,6 +123,8 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * - `GET /.well-known/webhook-keys.json` and `/.well-known/jwks.json`: the list's published ed25519
  *   public keys for `v1a` callback signatures (handle-well-known.ts). Who: the public.
  * - `GET /`: links to the dashboard, the docs and the OpenAPI document; `GET /docs/<file>`: the docs. Who: the public.
+ * - `GET /receipts/<token>` (HTML) and `GET /receipts/<token>.json`: a heart's receipt (handle-receipt.ts). Who: anyone
+ *   holding the receipt link (the unguessable token is the credential; the referral service checks it).
  * - then `ops` (/healthz, /readyz; the public; /metrics is served on the ops port, not here), then `extraRoutes` (the dashboard: an owner's
  *   session or the operator's token, see gateway/dashboard/routes.ts), else 404 JSON.
  *
@@ -264,6 +273,7 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
     { method: "HEAD", path: LANDING_PATH, name: LANDING_PATH, handle: landing },
     { method: "GET", path: DOCS_PREFIX, prefix: true, name: `${DOCS_PREFIX}:file`, handle: docs },
     { method: "HEAD", path: DOCS_PREFIX, prefix: true, name: `${DOCS_PREFIX}:file`, handle: docs },
+    { method: "GET", path: RECEIPT_PATH_PREFIX, prefix: true, name: RECEIPT_ROUTE_NAME, handle: (request) => serveReceipt(deps, request) },
   ];
 }
 
@@ -425,6 +435,16 @@ async function serveVoteClaim(deps: GatewayDeps, guards: IngestGuards, { req, re
   serveRaw(req, res, entry, () => result.reply);
 }
 
+async function serveReceipt(deps: GatewayDeps, { res, rawPath, entry }: RouteRequest): Promise<void> {
+  // The token is a credential: the log line names the route, never the path that holds it.
+  entry.path = RECEIPT_ROUTE_NAME;
+  const callOptions = rpcCallOptions(deps, entry.requestId);
+  const result = await handleReceipt(rawPath, { getReceipt: (request) => deps.hearts.getReceipt(request, callOptions) });
+  Object.assign(entry, { outcome: result.outcome, cause: result.cause });
+  res.writeHead(result.reply.status, { ...result.reply.headers, "content-length": Buffer.byteLength(result.reply.body) });
+  res.end(result.reply.body);
+}
+
 function serveOpenApi(res: ServerResponse): void {
   res.writeHead(200, {
     "content-type": "application/json",
@@ -500,7 +520,7 @@ function writeRequestLog(deps: GatewayDeps, lines: Logger, req: IncomingMessage,
     requestId: entry.requestId,
     method: req.method,
     route: entry.route,
-    path,
+    path: entry.path ?? path,
     status,
     ms: Math.round(seconds * 1000),
     ...(entry.outcome === undefined ? {} : { outcome: entry.outcome }),

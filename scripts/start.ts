@@ -292,7 +292,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
   await ensureServiceToken(prisma, now(), {
     name: "gateway",
     token: gatewayToken,
-    scopes: ["ingest", "pull", "claims", "clicks:record", "dashboard", "admin"],
+    scopes: ["ingest", "pull", "claims", "clicks:record", "dashboard", "receipts", "admin"],
   });
 
   const rpc = createReferralServiceServer({

@@ -86,6 +86,8 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "hearts.v1.HeartService/GetRanking": { scope: "read", owner: own },
   "hearts.v1.HeartService/ListHearts": { scope: "read", owner: server },
   "hearts.v1.HeartService/GetHeartStats": { scope: "read", owner: server },
+  // The voter's receipt, for the gateway's public /receipts/<token>: the token is the credential of the one heart it names.
+  "hearts.v1.HeartService/GetReceipt": { scope: "receipts", owner: none },
   "delivery.v1.DeliveryStatsService/GetDeliveryStats": { scope: "read", owner: server },
   // delivery.v1
   "delivery.v1.DeliveryService/ListDeliveries": { scope: "read", owner: server },

@@ -2,7 +2,7 @@
  * Scopes of internal API tokens. `admin` holds every scope. RPC_ACCESS
  * (rpc-access.ts) names the scope each RPC requires.
  */
-export const SCOPES = ["admin", "read", "ingest", "pull", "claims", "clicks:record", "hearts:cast", "dashboard"] as const;
+export const SCOPES = ["admin", "read", "ingest", "pull", "claims", "clicks:record", "hearts:cast", "dashboard", "receipts"] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** What each scope allows, for help texts and docs. */
@@ -15,6 +15,7 @@ export const SCOPE_MEANING: Record<Scope, string> = {
   "clicks:record": "RecordClick (referral links)",
   "hearts:cast": "CastHeart",
   dashboard: "the gateway's owner dashboard: redeem login links and act for an owner's session (x-dashboard-session)",
+  receipts: "the gateway's public receipt pages: GetReceipt (one heart, by its unguessable receipt token)",
 };
 
 /** True when `value` names a scope. */

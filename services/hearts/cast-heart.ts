@@ -19,6 +19,7 @@ import { toVoterAddress } from "./domain/ip.js";
 import { HEART_COOLDOWN_MS } from "./domain/streak.js";
 import { requiredText } from "../shared/contract.js";
 import { VOTIFIER_TRANSPORT_NAME, votifierRefusal } from "../shared/votifier-limits.js";
+import type { ReceiptLinks } from "./receipt-token.js";
 
 /**
  * Casts a heart: validate, then hand it to the CastHeart group commit (cast-heart-batch.ts),
@@ -26,12 +27,14 @@ import { VOTIFIER_TRANSPORT_NAME, votifierRefusal } from "../shared/votifier-lim
  * 24 h cooldown. Every heart is recorded with its verdict. Beyond capacity the queue
  * refuses with `Overloaded` (resource_exhausted, retry hint; nothing written). The answer names
  * the server's transports that can never carry the heart (`undeliverable`), so the list learns it
- * when the heart is cast, not when its delivery fails.
+ * when the heart is cast, not when its delivery fails. Every answer carries the heart's receipt URL
+ * (receipt-token.ts), which the list shows the voter.
  */
 export async function castHeart(
   deps: CoreDeps,
   rules: FraudRules,
   queue: GroupCommit<HeartCast, HeartCastResult>,
+  receipts: ReceiptLinks,
   req: CastHeartRequest,
 ): Promise<CastHeartResponse> {
   const serverId = req.serverId.trim();
@@ -55,7 +58,14 @@ export async function castHeart(
   const { heart } = outcome;
   const now = heart.at;
   const undeliverable = await findUndeliverable(deps, serverId, username);
-  const base = { heartId: heart.id, fraudScore: heart.fraudScore, fraudReasons: heart.fraudReasons, period: heart.period, undeliverable };
+  const base = {
+    heartId: heart.id,
+    fraudScore: heart.fraudScore,
+    fraudReasons: heart.fraudReasons,
+    period: heart.period,
+    undeliverable,
+    receiptUrl: receipts.urlOf(heart.id),
+  };
 
   if (outcome.kind === "fraud") {
     deps.log.info({ serverId, heartId: heart.id, score: heart.fraudScore, reasons: heart.fraudReasons }, "heart blocked by fraud scoring");

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from "node:crypto";
 
 /** Bytes of the AES-256-GCM key that encrypts secrets at rest. */
 export const SECRETS_KEY_BYTES = 32;
@@ -9,6 +9,11 @@ const SEALED_PREFIX = "v1";
 export interface SecretBox {
   seal(plaintext: string): string;
   open(sealed: string): string;
+  /**
+   * A 32-byte key of its own for one purpose (HKDF-SHA256 of SECRETS_KEY with `purpose` as its info), so
+   * a MAC keyed with it can never be confused with another use of the key; the same purpose gives the same key.
+   */
+  deriveKey(purpose: string): Buffer;
 }
 
 /** Parses SECRETS_KEY: 32 bytes as base64 or 64 hex characters. Returns null when malformed. */
@@ -36,6 +41,9 @@ export function createSecretBox(key: Buffer): SecretBox {
       const decipher = createDecipheriv("aes-256-gcm", key, Buffer.from(iv, "base64"));
       decipher.setAuthTag(Buffer.from(tag, "base64"));
       return Buffer.concat([decipher.update(Buffer.from(ciphertext, "base64")), decipher.final()]).toString("utf8");
+    },
+    deriveKey(purpose) {
+      return Buffer.from(hkdfSync("sha256", key, Buffer.alloc(0), purpose, SECRETS_KEY_BYTES));
     },
   };
 }

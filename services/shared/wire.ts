@@ -29,3 +29,8 @@ export const DASHBOARD_LOGIN_PATH = "/dashboard/login";
 export const MAX_PULL_PAGE = 500;
 /** The most heart ids one pull claim may carry. */
 export const MAX_PULL_CLAIM = 500;
+
+/** Prefix of a heart's receipt page on the public gateway: `/receipts/<token>` (HTML), `/receipts/<token>.json` (JSON). */
+export const RECEIPT_PATH_PREFIX = "/receipts/";
+/** Suffix of a receipt path that asks for the receipt as JSON. */
+export const RECEIPT_JSON_SUFFIX = ".json";

@@ -45,7 +45,7 @@ test("the referral service refuses to start with no service token (exit 2); with
     stored.map((s) => ({ name: s.name, scopes: s.scopes, tokenHash: s.tokenHash })),
     [
       { name: "admin", scopes: ["admin"], tokenHash: hashToken(adminToken) },
-      { name: "gateway", scopes: ["ingest", "pull", "clicks:record", "dashboard"], tokenHash: hashToken(gatewayToken) },
+      { name: "gateway", scopes: ["ingest", "pull", "claims", "clicks:record", "dashboard", "receipts"], tokenHash: hashToken(gatewayToken) },
     ],
     "only hashes are stored",
   );

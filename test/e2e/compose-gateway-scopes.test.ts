@@ -3,7 +3,7 @@
  * (scripts/infra/compose-config, as Docker Compose itself loads it), the referral service's
  * environment is read by the referral service's own settings reader (readAccessSettings), and the
  * token named "gateway" holds the scopes the gateway needs (README: ingest, pull, clicks:record,
- * dashboard), not `admin`, unless the operator adds it (for the operator dashboard, DASHBOARD_TOKEN).
+ * dashboard, receipts), not `admin`, unless the operator adds it (for the operator dashboard, DASHBOARD_TOKEN).
  */
 import test from "ava";
 import { execFile } from "node:child_process";
@@ -52,9 +52,9 @@ function gatewayTokenScopes(env: Record<string, string>): readonly string[] {
   return gateway.scopes;
 }
 
-test("by default the gateway's token gets the gateway's scopes (ingest, pull, claims, clicks:record, dashboard), never admin", async (t) => {
+test("by default the gateway's token gets the gateway's scopes (ingest, pull, claims, clicks:record, dashboard, receipts), never admin", async (t) => {
   const scopes = gatewayTokenScopes(await referralServiceEnv({}));
-  t.deepEqual([...scopes], ["ingest", "pull", "claims", "clicks:record", "dashboard"]);
+  t.deepEqual([...scopes], ["ingest", "pull", "claims", "clicks:record", "dashboard", "receipts"]);
   t.deepEqual([...scopes], [...DEFAULT_GATEWAY_SCOPES], "the process's own default, one home");
   t.false(grants(scopes, "admin"));
   // Setting DASHBOARD_TOKEN alone does not widen it either: the operator adds admin on purpose.

@@ -16,6 +16,9 @@ import { freePorts, REPO_ROOT, useProcesses, type ProcessGroup } from "../helper
 import { openLoginLink, ownerApi } from "../helpers/owner-session.js";
 import { configProblems } from "./e2e-support.js";
 import { SECRETS_KEY_MISMATCH } from "../../services/shared/secrets-key-check.js";
+import { createClient } from "@connectrpc/connect";
+import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
 
 const run = promisify(execFile);
 
@@ -87,6 +90,12 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
     ["Demo Server"],
     "the demo owner sees the demo server",
   );
+  // A voter's receipt in the all-in-one (PGlite, the in-process gateway and its own token): the link opens here.
+  const hearts = createClient(HeartService, createServiceTransport(`http://127.0.0.1:${rpcPort}`, readFileSync(join(dataDir, "service-token"), "utf8").trim()));
+  const demoId = (owned.servers[0] as { id?: string } | undefined)?.id ?? "";
+  const cast = await hearts.castHeart({ serverId: demoId, username: "Steve", voterIdentity: "embedded-voter", ip: "203.0.113.9", userAgent: "Mozilla/5.0" });
+  t.true(cast.receiptUrl.startsWith(`http://127.0.0.1:${port}/receipts/`), cast.receiptUrl);
+  t.like(await (await fetch(`${cast.receiptUrl}.json`)).json(), { server_name: "Demo Server", username: "Steve", outcome: "counted" });
 
   t.deepEqual(await first.proc.stop(), { code: 0, signal: null }, "SIGTERM drains and exits 0");
   t.deepEqual(openToOthers(dataDir), [], "the data folder (database, secrets key, tokens) is private to the user");

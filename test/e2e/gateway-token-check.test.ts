@@ -8,6 +8,7 @@ import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
 import { checkServiceToken } from "../../gateway/check-service-token.js";
 import { createReferralServiceClients } from "../../gateway/clients.js";
+import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
 import { ConfigError } from "../../services/shared/config.js";
 import { createLogger } from "../../services/shared/log.js";
 import { freePort, useProcesses } from "../helpers/processes.js";
@@ -75,6 +76,25 @@ test("the right token: the gateway says it was accepted and becomes ready", asyn
     env: { REFERRAL_SERVICE_TOKEN: token, DASHBOARD_TOKEN: randomBytes(24).toString("hex") },
   });
   t.regex(operator.proc.stdout, /DASHBOARD_TOKEN is set, but REFERRAL_SERVICE_TOKEN lacks the admin scope the operator dashboard needs/);
+});
+
+test("a token without the receipts scope: the gateway starts and warns that receipt pages will fail; with it, no warning", async (t) => {
+  const group = useProcesses(t);
+  const make = async (scopes: string[]) =>
+    (await t.context.stack.clients.access.createServiceToken({ name: `gw-${randomBytes(3).toString("hex")}`, scopes })).token;
+  const without = await startGatewayProcess(group, {
+    port: await freePort(),
+    referralServiceUrl: t.context.stack.rpcUrl,
+    env: { REFERRAL_SERVICE_TOKEN: await make(["ingest", "pull", "clicks:record", "dashboard"]) },
+  });
+  t.regex(without.proc.stdout, /REFERRAL_SERVICE_TOKEN lacks the receipts scope: voters' receipt pages \(\/receipts\/\.\.\.\) will answer 500/);
+  const withIt = await startGatewayProcess(group, {
+    port: await freePort(),
+    referralServiceUrl: t.context.stack.rpcUrl,
+    env: { REFERRAL_SERVICE_TOKEN: await make([...DEFAULT_GATEWAY_SCOPES]) },
+  });
+  t.regex(withIt.proc.stdout, /the referral service accepts the gateway's service token/);
+  t.false(withIt.proc.stdout.includes("lacks the receipts scope"));
 });
 
 test("checkServiceToken: a referral service that does not answer is not the token's fault: logged, start continues", async (t) => {

@@ -32,7 +32,7 @@ import { createTestDatabase, type TestDatabase } from "./db.js";
 export type ServiceClients = RpcClients & { operator: Client<typeof OperatorService> };
 
 /** The scopes of a gateway's own service token, as the all-in-one gives its gateway. */
-export const GATEWAY_TOKEN_SCOPES = ["ingest", "pull", "claims", "clicks:record", "dashboard", "admin"];
+export const GATEWAY_TOKEN_SCOPES = ["ingest", "pull", "claims", "clicks:record", "dashboard", "receipts", "admin"];
 
 /** A gateway started by `startGateway`. */
 export interface TestGateway {

@@ -63,7 +63,7 @@ export type CreateServiceTokenRequest = Message<"access.v1.CreateServiceTokenReq
   name: string;
 
   /**
-   * Any of: admin, read, ingest, clicks:record, hearts:cast, dashboard.
+   * Any of: admin, read, ingest, pull, claims, clicks:record, hearts:cast, dashboard, receipts.
    *
    * @generated from field: repeated string scopes = 2;
    */

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file hearts/v1/hearts.proto.
  */
 export const file_hearts_v1_hearts: GenFile = /*@__PURE__*/
-  fileDesc("ChZoZWFydHMvdjEvaGVhcnRzLnByb3RvEgloZWFydHMudjEiwQEKEENhc3RIZWFydFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhYKDnZvdGVyX2lkZW50aXR5GAMgASgJEgoKAmlwGAQgASgJEhIKCnVzZXJfYWdlbnQYBSABKAkSEAoIc3RlYW1faWQYBiABKAkSEgoKZGlzY29yZF9pZBgHIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgIIAEoCRISCgphY2NvdW50X2lkGAkgASgJIpQCChFDYXN0SGVhcnRSZXNwb25zZRIQCghoZWFydF9pZBgBIAEoCRIPCgdjb3VudGVkGAIgASgIEigKB3ZlcmRpY3QYAyABKA4yFy5oZWFydHMudjEuSGVhcnRWZXJkaWN0Eg4KBnJlYXNvbhgEIAEoCRITCgtmcmF1ZF9zY29yZRgFIAEoBRIVCg1mcmF1ZF9yZWFzb25zGAYgAygJEg4KBnBlcmlvZBgHIAEoCRISCgpzdHJlYWtfZGF5GAggASgFEhgKEG5leHRfZWxpZ2libGVfYXQYCSABKAMSOAoNdW5kZWxpdmVyYWJsZRgKIAMoCzIhLmhlYXJ0cy52MS5VbmRlbGl2ZXJhYmxlVHJhbnNwb3J0IjsKFlVuZGVsaXZlcmFibGVUcmFuc3BvcnQSEQoJdHJhbnNwb3J0GAEgASgJEg4KBnJlYXNvbhgCIAEoCSIyChFHZXRSYW5raW5nUmVxdWVzdBIOCgZwZXJpb2QYASABKAkSDQoFbGltaXQYAiABKAUiTgoSR2V0UmFua2luZ1Jlc3BvbnNlEg4KBnBlcmlvZBgBIAEoCRIoCgdlbnRyaWVzGAIgAygLMhcuaGVhcnRzLnYxLlJhbmtpbmdFbnRyeSI/CgxSYW5raW5nRW50cnkSEQoJc2VydmVyX2lkGAEgASgJEg4KBmhlYXJ0cxgCIAEoAxIMCgRyYW5rGAMgASgFIvEBChFMaXN0SGVhcnRzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDQoFcXVlcnkYAiABKAkSKAoHdmVyZGljdBgDIAEoDjIXLmhlYXJ0cy52MS5IZWFydFZlcmRpY3QSKQoFc2luY2UYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXVudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBiABKAUSEgoKcGFnZV90b2tlbhgHIAEoCRITCgtjbGFpbV9zdGF0ZRgIIAEoCSJWChJMaXN0SGVhcnRzUmVzcG9uc2USJwoGaGVhcnRzGAEgAygLMhcuaGVhcnRzLnYxLkhlYXJ0U3VtbWFyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiigQKDEhlYXJ0U3VtbWFyeRIQCghoZWFydF9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIWCg52b3Rlcl9pZGVudGl0eRgDIAEoCRIoCgd2ZXJkaWN0GAQgASgOMhcuaGVhcnRzLnYxLkhlYXJ0VmVyZGljdBITCgtmcmF1ZF9zY29yZRgFIAEoBRIVCg1mcmF1ZF9yZWFzb25zGAYgAygJEhIKCnN0cmVha19kYXkYByABKAUSDgoGcGVyaW9kGAggASgJEisKB2Nhc3RfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCmRlbGl2ZXJpZXMYCiADKAsyGC5oZWFydHMudjEuSGVhcnREZWxpdmVyeRIQCghzdGVhbV9pZBgLIAEoCRISCgpkaXNjb3JkX2lkGAwgASgJEhYKDm1pbmVjcmFmdF91dWlkGA0gASgJEhIKCmFjY291bnRfaWQYDiABKAkSEwoLY2xhaW1fc3RhdGUYDyABKAkSHAoUY2xhaW1fZXhwaXJlZF9yZWFzb24YECABKAkSNAoQY2xhaW1fZXhwaXJlc19hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY2xhaW1lZF9hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAipQEKDUhlYXJ0RGVsaXZlcnkSEwoLZGVsaXZlcnlfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhAKCGF0dGVtcHRzGAMgASgFEhgKEGxhc3Rfc3RhdHVzX2NvZGUYBCABKAUSMAoMZGVsaXZlcmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgl0cmFuc3BvcnQYBiABKAkiRwoUR2V0SGVhcnRTdGF0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgwKBGRheXMYAiABKAUSDgoGbW9udGhzGAMgASgFInEKFUdldEhlYXJ0U3RhdHNSZXNwb25zZRIqCgVkYWlseRgBIAMoCzIbLmhlYXJ0cy52MS5IZWFydENvdW50QnVja2V0EiwKB21vbnRobHkYAiADKAsyGy5oZWFydHMudjEuSGVhcnRDb3VudEJ1Y2tldCJUChBIZWFydENvdW50QnVja2V0Eg4KBmJ1Y2tldBgBIAEoCRIPCgdjb3VudGVkGAIgASgDEhAKCGNvb2xkb3duGAMgASgDEg0KBWZyYXVkGAQgASgDKn0KDEhlYXJ0VmVyZGljdBIdChlIRUFSVF9WRVJESUNUX1VOU1BFQ0lGSUVEEAASGQoVSEVBUlRfVkVSRElDVF9DT1VOVEVEEAESGgoWSEVBUlRfVkVSRElDVF9DT09MRE9XThACEhcKE0hFQVJUX1ZFUkRJQ1RfRlJBVUQQAzLAAgoMSGVhcnRTZXJ2aWNlEkYKCUNhc3RIZWFydBIbLmhlYXJ0cy52MS5DYXN0SGVhcnRSZXF1ZXN0GhwuaGVhcnRzLnYxLkNhc3RIZWFydFJlc3BvbnNlEkkKCkdldFJhbmtpbmcSHC5oZWFydHMudjEuR2V0UmFua2luZ1JlcXVlc3QaHS5oZWFydHMudjEuR2V0UmFua2luZ1Jlc3BvbnNlEkkKCkxpc3RIZWFydHMSHC5oZWFydHMudjEuTGlzdEhlYXJ0c1JlcXVlc3QaHS5oZWFydHMudjEuTGlzdEhlYXJ0c1Jlc3BvbnNlElIKDUdldEhlYXJ0U3RhdHMSHy5oZWFydHMudjEuR2V0SGVhcnRTdGF0c1JlcXVlc3QaIC5oZWFydHMudjEuR2V0SGVhcnRTdGF0c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChZoZWFydHMvdjEvaGVhcnRzLnByb3RvEgloZWFydHMudjEiwQEKEENhc3RIZWFydFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhYKDnZvdGVyX2lkZW50aXR5GAMgASgJEgoKAmlwGAQgASgJEhIKCnVzZXJfYWdlbnQYBSABKAkSEAoIc3RlYW1faWQYBiABKAkSEgoKZGlzY29yZF9pZBgHIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgIIAEoCRISCgphY2NvdW50X2lkGAkgASgJIqkCChFDYXN0SGVhcnRSZXNwb25zZRIQCghoZWFydF9pZBgBIAEoCRIPCgdjb3VudGVkGAIgASgIEigKB3ZlcmRpY3QYAyABKA4yFy5oZWFydHMudjEuSGVhcnRWZXJkaWN0Eg4KBnJlYXNvbhgEIAEoCRITCgtmcmF1ZF9zY29yZRgFIAEoBRIVCg1mcmF1ZF9yZWFzb25zGAYgAygJEg4KBnBlcmlvZBgHIAEoCRISCgpzdHJlYWtfZGF5GAggASgFEhgKEG5leHRfZWxpZ2libGVfYXQYCSABKAMSOAoNdW5kZWxpdmVyYWJsZRgKIAMoCzIhLmhlYXJ0cy52MS5VbmRlbGl2ZXJhYmxlVHJhbnNwb3J0EhMKC3JlY2VpcHRfdXJsGAsgASgJIjsKFlVuZGVsaXZlcmFibGVUcmFuc3BvcnQSEQoJdHJhbnNwb3J0GAEgASgJEg4KBnJlYXNvbhgCIAEoCSIyChFHZXRSYW5raW5nUmVxdWVzdBIOCgZwZXJpb2QYASABKAkSDQoFbGltaXQYAiABKAUiTgoSR2V0UmFua2luZ1Jlc3BvbnNlEg4KBnBlcmlvZBgBIAEoCRIoCgdlbnRyaWVzGAIgAygLMhcuaGVhcnRzLnYxLlJhbmtpbmdFbnRyeSI/CgxSYW5raW5nRW50cnkSEQoJc2VydmVyX2lkGAEgASgJEg4KBmhlYXJ0cxgCIAEoAxIMCgRyYW5rGAMgASgFIvEBChFMaXN0SGVhcnRzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDQoFcXVlcnkYAiABKAkSKAoHdmVyZGljdBgDIAEoDjIXLmhlYXJ0cy52MS5IZWFydFZlcmRpY3QSKQoFc2luY2UYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXVudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBiABKAUSEgoKcGFnZV90b2tlbhgHIAEoCRITCgtjbGFpbV9zdGF0ZRgIIAEoCSJWChJMaXN0SGVhcnRzUmVzcG9uc2USJwoGaGVhcnRzGAEgAygLMhcuaGVhcnRzLnYxLkhlYXJ0U3VtbWFyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiigQKDEhlYXJ0U3VtbWFyeRIQCghoZWFydF9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIWCg52b3Rlcl9pZGVudGl0eRgDIAEoCRIoCgd2ZXJkaWN0GAQgASgOMhcuaGVhcnRzLnYxLkhlYXJ0VmVyZGljdBITCgtmcmF1ZF9zY29yZRgFIAEoBRIVCg1mcmF1ZF9yZWFzb25zGAYgAygJEhIKCnN0cmVha19kYXkYByABKAUSDgoGcGVyaW9kGAggASgJEisKB2Nhc3RfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCmRlbGl2ZXJpZXMYCiADKAsyGC5oZWFydHMudjEuSGVhcnREZWxpdmVyeRIQCghzdGVhbV9pZBgLIAEoCRISCgpkaXNjb3JkX2lkGAwgASgJEhYKDm1pbmVjcmFmdF91dWlkGA0gASgJEhIKCmFjY291bnRfaWQYDiABKAkSEwoLY2xhaW1fc3RhdGUYDyABKAkSHAoUY2xhaW1fZXhwaXJlZF9yZWFzb24YECABKAkSNAoQY2xhaW1fZXhwaXJlc19hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY2xhaW1lZF9hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAipQEKDUhlYXJ0RGVsaXZlcnkSEwoLZGVsaXZlcnlfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhAKCGF0dGVtcHRzGAMgASgFEhgKEGxhc3Rfc3RhdHVzX2NvZGUYBCABKAUSMAoMZGVsaXZlcmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgl0cmFuc3BvcnQYBiABKAkiRwoUR2V0SGVhcnRTdGF0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgwKBGRheXMYAiABKAUSDgoGbW9udGhzGAMgASgFInEKFUdldEhlYXJ0U3RhdHNSZXNwb25zZRIqCgVkYWlseRgBIAMoCzIbLmhlYXJ0cy52MS5IZWFydENvdW50QnVja2V0EiwKB21vbnRobHkYAiADKAsyGy5oZWFydHMudjEuSGVhcnRDb3VudEJ1Y2tldCJUChBIZWFydENvdW50QnVja2V0Eg4KBmJ1Y2tldBgBIAEoCRIPCgdjb3VudGVkGAIgASgDEhAKCGNvb2xkb3duGAMgASgDEg0KBWZyYXVkGAQgASgDIiIKEUdldFJlY2VpcHRSZXF1ZXN0Eg0KBXRva2VuGAEgASgJIjkKEkdldFJlY2VpcHRSZXNwb25zZRIjCgdyZWNlaXB0GAEgASgLMhIuaGVhcnRzLnYxLlJlY2VpcHQiowIKB1JlY2VpcHQSEwoLc2VydmVyX25hbWUYASABKAkSEAoIdXNlcm5hbWUYAiABKAkSKwoHY2FzdF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoHb3V0Y29tZRgEIAEoDjIZLmhlYXJ0cy52MS5SZWNlaXB0T3V0Y29tZRIwCgxuZXh0X3ZvdGVfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBlcmlvZBgGIAEoCRIuCgpkZWxpdmVyaWVzGAcgAygLMhouaGVhcnRzLnYxLlJlY2VpcHREZWxpdmVyeRImCgVjbGFpbRgIIAEoCzIXLmhlYXJ0cy52MS5SZWNlaXB0Q2xhaW0iywEKDFJlY2VpcHRDbGFpbRIrCgVzdGF0ZRgBIAEoDjIcLmhlYXJ0cy52MS5SZWNlaXB0Q2xhaW1TdGF0ZRIuCgpoZWxkX3VudGlsGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjbGFpbWVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKGAQoPUmVjZWlwdERlbGl2ZXJ5EhEKCXRyYW5zcG9ydBgBIAEoCRIuCgVzdGF0ZRgCIAEoDjIfLmhlYXJ0cy52MS5SZWNlaXB0RGVsaXZlcnlTdGF0ZRIwCgxkZWxpdmVyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKn0KDEhlYXJ0VmVyZGljdBIdChlIRUFSVF9WRVJESUNUX1VOU1BFQ0lGSUVEEAASGQoVSEVBUlRfVkVSRElDVF9DT1VOVEVEEAESGgoWSEVBUlRfVkVSRElDVF9DT09MRE9XThACEhcKE0hFQVJUX1ZFUkRJQ1RfRlJBVUQQAyqNAQoOUmVjZWlwdE91dGNvbWUSHwobUkVDRUlQVF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGwoXUkVDRUlQVF9PVVRDT01FX0NPVU5URUQQARIcChhSRUNFSVBUX09VVENPTUVfQ09PTERPV04QAhIfChtSRUNFSVBUX09VVENPTUVfTk9UX0NPVU5URUQQAyqrAQoUUmVjZWlwdERlbGl2ZXJ5U3RhdGUSJgoiUkVDRUlQVF9ERUxJVkVSWV9TVEFURV9VTlNQRUNJRklFRBAAEiQKIFJFQ0VJUFRfREVMSVZFUllfU1RBVEVfREVMSVZFUkVEEAESIgoeUkVDRUlQVF9ERUxJVkVSWV9TVEFURV9XQUlUSU5HEAISIQodUkVDRUlQVF9ERUxJVkVSWV9TVEFURV9GQUlMRUQQAyq7AQoRUmVjZWlwdENsYWltU3RhdGUSIwofUkVDRUlQVF9DTEFJTV9TVEFURV9VTlNQRUNJRklFRBAAEhwKGFJFQ0VJUFRfQ0xBSU1fU1RBVEVfSEVMRBABEh8KG1JFQ0VJUFRfQ0xBSU1fU1RBVEVfQ0xBSU1FRBACEh8KG1JFQ0VJUFRfQ0xBSU1fU1RBVEVfRVhQSVJFRBADEiEKHVJFQ0VJUFRfQ0xBSU1fU1RBVEVfV0lUSERSQVdOEAQyiwMKDEhlYXJ0U2VydmljZRJGCglDYXN0SGVhcnQSGy5oZWFydHMudjEuQ2FzdEhlYXJ0UmVxdWVzdBocLmhlYXJ0cy52MS5DYXN0SGVhcnRSZXNwb25zZRJJCgpHZXRSYW5raW5nEhwuaGVhcnRzLnYxLkdldFJhbmtpbmdSZXF1ZXN0Gh0uaGVhcnRzLnYxLkdldFJhbmtpbmdSZXNwb25zZRJJCgpMaXN0SGVhcnRzEhwuaGVhcnRzLnYxLkxpc3RIZWFydHNSZXF1ZXN0Gh0uaGVhcnRzLnYxLkxpc3RIZWFydHNSZXNwb25zZRJSCg1HZXRIZWFydFN0YXRzEh8uaGVhcnRzLnYxLkdldEhlYXJ0U3RhdHNSZXF1ZXN0GiAuaGVhcnRzLnYxLkdldEhlYXJ0U3RhdHNSZXNwb25zZRJJCgpHZXRSZWNlaXB0EhwuaGVhcnRzLnYxLkdldFJlY2VpcHRSZXF1ZXN0Gh0uaGVhcnRzLnYxLkdldFJlY2VpcHRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message hearts.v1.CastHeartRequest
@@ -150,6 +150,15 @@ export type CastHeartResponse = Message<"hearts.v1.CastHeartResponse"> & {
    * @generated from field: repeated hearts.v1.UndeliverableTransport undeliverable = 10;
    */
   undeliverable: UndeliverableTransport[];
+
+  /**
+   * The heart's receipt page on the public gateway (PUBLIC_BASE_URL + /receipts/<token>),
+   * set whatever the verdict: the list shows it to the voter on its vote page. The token is
+   * unguessable and names this heart only; append ".json" for the same receipt as JSON.
+   *
+   * @generated from field: string receipt_url = 11;
+   */
+  receiptUrl: string;
 };
 
 /**
@@ -613,6 +622,184 @@ export const HeartCountBucketSchema: GenMessage<HeartCountBucket> = /*@__PURE__*
   messageDesc(file_hearts_v1_hearts, 12);
 
 /**
+ * @generated from message hearts.v1.GetReceiptRequest
+ */
+export type GetReceiptRequest = Message<"hearts.v1.GetReceiptRequest"> & {
+  /**
+   * The receipt token (the last path segment of CastHeartResponse.receipt_url).
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message hearts.v1.GetReceiptRequest.
+ * Use `create(GetReceiptRequestSchema)` to create a new message.
+ */
+export const GetReceiptRequestSchema: GenMessage<GetReceiptRequest> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 13);
+
+/**
+ * @generated from message hearts.v1.GetReceiptResponse
+ */
+export type GetReceiptResponse = Message<"hearts.v1.GetReceiptResponse"> & {
+  /**
+   * @generated from field: hearts.v1.Receipt receipt = 1;
+   */
+  receipt?: Receipt | undefined;
+};
+
+/**
+ * Describes the message hearts.v1.GetReceiptResponse.
+ * Use `create(GetReceiptResponseSchema)` to create a new message.
+ */
+export const GetReceiptResponseSchema: GenMessage<GetReceiptResponse> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 14);
+
+/**
+ * Receipt is one heart as its voter may see it: no other player's data, no voter
+ * identity, IP, fraud scoring, callback URL or receiver's answer.
+ *
+ * @generated from message hearts.v1.Receipt
+ */
+export type Receipt = Message<"hearts.v1.Receipt"> & {
+  /**
+   * The server's display name.
+   *
+   * @generated from field: string server_name = 1;
+   */
+  serverName: string;
+
+  /**
+   * The in-game name as the voter typed it.
+   *
+   * @generated from field: string username = 2;
+   */
+  username: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp cast_at = 3;
+   */
+  castAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: hearts.v1.ReceiptOutcome outcome = 4;
+   */
+  outcome: ReceiptOutcome;
+
+  /**
+   * When this voter's next heart for this server can count: set on COUNTED and COOLDOWN.
+   *
+   * @generated from field: google.protobuf.Timestamp next_vote_at = 5;
+   */
+  nextVoteAt?: Timestamp | undefined;
+
+  /**
+   * "YYYY-MM" of the cast.
+   *
+   * @generated from field: string period = 6;
+   */
+  period: string;
+
+  /**
+   * One per transport the counted heart goes out over, by transport name; empty when not
+   * counted, or counted moments ago and not stored for delivery yet.
+   *
+   * @generated from field: repeated hearts.v1.ReceiptDelivery deliveries = 7;
+   */
+  deliveries: ReceiptDelivery[];
+
+  /**
+   * Where the heart stands in the server's claim ledger (rewards claimed in game through the
+   * reward plugins' check/claim API); unset when the heart is not in the ledger.
+   *
+   * @generated from field: hearts.v1.ReceiptClaim claim = 8;
+   */
+  claim?: ReceiptClaim | undefined;
+};
+
+/**
+ * Describes the message hearts.v1.Receipt.
+ * Use `create(ReceiptSchema)` to create a new message.
+ */
+export const ReceiptSchema: GenMessage<Receipt> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 15);
+
+/**
+ * ReceiptClaim is the heart's claim-ledger state; no player ids, no reason beyond the state.
+ *
+ * @generated from message hearts.v1.ReceiptClaim
+ */
+export type ReceiptClaim = Message<"hearts.v1.ReceiptClaim"> & {
+  /**
+   * @generated from field: hearts.v1.ReceiptClaimState state = 1;
+   */
+  state: ReceiptClaimState;
+
+  /**
+   * End of the hold window: set on HELD (and kept on the others).
+   *
+   * @generated from field: google.protobuf.Timestamp held_until = 2;
+   */
+  heldUntil?: Timestamp | undefined;
+
+  /**
+   * Set on CLAIMED.
+   *
+   * @generated from field: google.protobuf.Timestamp claimed_at = 3;
+   */
+  claimedAt?: Timestamp | undefined;
+
+  /**
+   * Set on EXPIRED.
+   *
+   * @generated from field: google.protobuf.Timestamp expired_at = 4;
+   */
+  expiredAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message hearts.v1.ReceiptClaim.
+ * Use `create(ReceiptClaimSchema)` to create a new message.
+ */
+export const ReceiptClaimSchema: GenMessage<ReceiptClaim> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 16);
+
+/**
+ * ReceiptDelivery is one transport's neutral status.
+ *
+ * @generated from message hearts.v1.ReceiptDelivery
+ */
+export type ReceiptDelivery = Message<"hearts.v1.ReceiptDelivery"> & {
+  /**
+   * "callback", "votifier" or "pull".
+   *
+   * @generated from field: string transport = 1;
+   */
+  transport: string;
+
+  /**
+   * @generated from field: hearts.v1.ReceiptDeliveryState state = 2;
+   */
+  state: ReceiptDeliveryState;
+
+  /**
+   * Set when DELIVERED.
+   *
+   * @generated from field: google.protobuf.Timestamp delivered_at = 3;
+   */
+  deliveredAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message hearts.v1.ReceiptDelivery.
+ * Use `create(ReceiptDeliverySchema)` to create a new message.
+ */
+export const ReceiptDeliverySchema: GenMessage<ReceiptDelivery> = /*@__PURE__*/
+  messageDesc(file_hearts_v1_hearts, 17);
+
+/**
  * HeartVerdict is why a heart counted or not.
  *
  * @generated from enum hearts.v1.HeartVerdict
@@ -648,6 +835,129 @@ export enum HeartVerdict {
  */
 export const HeartVerdictSchema: GenEnum<HeartVerdict> = /*@__PURE__*/
   enumDesc(file_hearts_v1_hearts, 0);
+
+/**
+ * ReceiptOutcome is what the voter is told about a heart's count; never why a heart
+ * was refused beyond the cooldown (no fraud score or reasons).
+ *
+ * @generated from enum hearts.v1.ReceiptOutcome
+ */
+export enum ReceiptOutcome {
+  /**
+   * @generated from enum value: RECEIPT_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: RECEIPT_OUTCOME_COUNTED = 1;
+   */
+  COUNTED = 1,
+
+  /**
+   * The voter had a counted heart for this server in the 24 hours before; next_vote_at says when to vote again.
+   *
+   * @generated from enum value: RECEIPT_OUTCOME_COOLDOWN = 2;
+   */
+  COOLDOWN = 2,
+
+  /**
+   * Not counted, for a reason the receipt does not give.
+   *
+   * @generated from enum value: RECEIPT_OUTCOME_NOT_COUNTED = 3;
+   */
+  NOT_COUNTED = 3,
+}
+
+/**
+ * Describes the enum hearts.v1.ReceiptOutcome.
+ */
+export const ReceiptOutcomeSchema: GenEnum<ReceiptOutcome> = /*@__PURE__*/
+  enumDesc(file_hearts_v1_hearts, 1);
+
+/**
+ * ReceiptDeliveryState is where a counted heart's delivery over one transport stands, in the voter's terms.
+ *
+ * @generated from enum hearts.v1.ReceiptDeliveryState
+ */
+export enum ReceiptDeliveryState {
+  /**
+   * @generated from enum value: RECEIPT_DELIVERY_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The server received it (delivered_at).
+   *
+   * @generated from enum value: RECEIPT_DELIVERY_STATE_DELIVERED = 1;
+   */
+  DELIVERED = 1,
+
+  /**
+   * Not yet: on its way, retried, or waiting for the server to collect it.
+   *
+   * @generated from enum value: RECEIPT_DELIVERY_STATE_WAITING = 2;
+   */
+  WAITING = 2,
+
+  /**
+   * Could not be delivered; no more attempts.
+   *
+   * @generated from enum value: RECEIPT_DELIVERY_STATE_FAILED = 3;
+   */
+  FAILED = 3,
+}
+
+/**
+ * Describes the enum hearts.v1.ReceiptDeliveryState.
+ */
+export const ReceiptDeliveryStateSchema: GenEnum<ReceiptDeliveryState> = /*@__PURE__*/
+  enumDesc(file_hearts_v1_hearts, 2);
+
+/**
+ * ReceiptClaimState is a heart's place in the claim ledger, in the voter's terms.
+ *
+ * @generated from enum hearts.v1.ReceiptClaimState
+ */
+export enum ReceiptClaimState {
+  /**
+   * @generated from enum value: RECEIPT_CLAIM_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Waiting to be claimed in game until held_until.
+   *
+   * @generated from enum value: RECEIPT_CLAIM_STATE_HELD = 1;
+   */
+  HELD = 1,
+
+  /**
+   * Claimed in game at claimed_at.
+   *
+   * @generated from enum value: RECEIPT_CLAIM_STATE_CLAIMED = 2;
+   */
+  CLAIMED = 2,
+
+  /**
+   * Not claimed in time (or beyond the unclaimed rewards a player may hold); expired_at.
+   *
+   * @generated from enum value: RECEIPT_CLAIM_STATE_EXPIRED = 3;
+   */
+  EXPIRED = 3,
+
+  /**
+   * Withdrawn by the server list; nothing to claim.
+   *
+   * @generated from enum value: RECEIPT_CLAIM_STATE_WITHDRAWN = 4;
+   */
+  WITHDRAWN = 4,
+}
+
+/**
+ * Describes the enum hearts.v1.ReceiptClaimState.
+ */
+export const ReceiptClaimStateSchema: GenEnum<ReceiptClaimState> = /*@__PURE__*/
+  enumDesc(file_hearts_v1_hearts, 3);
 
 /**
  * HeartService casts hearts (votes) and reports the per-server ranking.
@@ -697,6 +1007,18 @@ export const HeartService: GenService<{
     methodKind: "unary";
     input: typeof GetHeartStatsRequestSchema;
     output: typeof GetHeartStatsResponseSchema;
+  },
+  /**
+   * GetReceipt reads one heart's receipt by its receipt token (the last segment of
+   * CastHeartResponse.receipt_url): what the voter may see, nothing else. An unknown,
+   * tampered or truncated token is not_found. Caller: the public gateway (scope receipts).
+   *
+   * @generated from rpc hearts.v1.HeartService.GetReceipt
+   */
+  getReceipt: {
+    methodKind: "unary";
+    input: typeof GetReceiptRequestSchema;
+    output: typeof GetReceiptResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_hearts_v1_hearts, 0);

@@ -1,0 +1,119 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  GetReceiptResponseSchema,
+  ReceiptClaimSchema,
+  ReceiptClaimState,
+  ReceiptDeliverySchema,
+  ReceiptDeliveryState,
+  ReceiptOutcome,
+  ReceiptSchema,
+  type GetReceiptRequest,
+  type GetReceiptResponse,
+} from "../../gen/proto/hearts/v1/hearts_pb.js";
+import type { CoreDeps } from "../shared/deps.js";
+import { DomainError } from "../shared/errors.js";
+import { HEART_COOLDOWN_MS } from "./domain/streak.js";
+import type { ReceiptLinks } from "./receipt-token.js";
+
+/** The one answer for a token that names no receipt (wrong, tampered, truncated, or its heart is gone): no hint which. */
+export const UNKNOWN_RECEIPT_TEXT = "unknown receipt";
+
+interface ReceiptRow {
+  server_name: string;
+  username: string;
+  verdict: string;
+  period: string;
+  created_at: Date;
+  /** The counted heart the cooldown runs from: this heart when counted, the voter's last counted one before it on cooldown. */
+  anchor: Date | null;
+  deliveries: Array<{ transport: string; status: string; delivered_at: string | null }>;
+  /** The heart's claim-ledger row (vote_claims), when it has one. */
+  claim: LedgerRow | null;
+}
+
+/** The claim ledger's columns the voter may see (no player ids, no reason), as json_build_object writes them. */
+export interface LedgerRow {
+  state: string;
+  expires_at: string;
+  claimed_at: string | null;
+  expired_at: string | null;
+}
+
+const OUTCOME: Record<string, ReceiptOutcome> = {
+  counted: ReceiptOutcome.COUNTED,
+  cooldown: ReceiptOutcome.COOLDOWN,
+};
+
+const DELIVERY_STATE: Record<string, ReceiptDeliveryState> = {
+  delivered: ReceiptDeliveryState.DELIVERED,
+  pending: ReceiptDeliveryState.WAITING,
+  failed: ReceiptDeliveryState.FAILED,
+};
+
+/**
+ * The voter's view of a claim-ledger row at `now`. A held row past its window is expired at its window's end, whether or
+ * not the ledger has marked it yet (the ledger's own rule: services/claims/ledger-store.ts reads `expires_at > now` as held).
+ */
+export function toReceiptClaim(row: LedgerRow, now: Date) {
+  const expiresAt = new Date(row.expires_at);
+  const at = (iso: string | null) => (iso ? timestampFromDate(new Date(iso)) : undefined);
+  const heldUntil = timestampFromDate(expiresAt);
+  if (row.state === "claimed") return create(ReceiptClaimSchema, { state: ReceiptClaimState.CLAIMED, heldUntil, claimedAt: at(row.claimed_at) });
+  if (row.state === "withdrawn") return create(ReceiptClaimSchema, { state: ReceiptClaimState.WITHDRAWN, heldUntil });
+  if (row.state === "held" && expiresAt > now) return create(ReceiptClaimSchema, { state: ReceiptClaimState.HELD, heldUntil });
+  // Expired: marked (by the window or the per-player cap), or held past its window and not marked yet.
+  return create(ReceiptClaimSchema, { state: ReceiptClaimState.EXPIRED, heldUntil, expiredAt: at(row.expired_at) ?? heldUntil });
+}
+
+/**
+ * GetReceipt: the heart a receipt token names, as its voter may see it (hearts.v1.Receipt). The token is
+ * checked first (receipt-token.ts; constant-time, no database round trip for a forged one); then ONE
+ * statement reads the heart, its server's display name, the counted heart its cooldown runs from, its
+ * heart.counted deliveries (a callback one only while the server has a callback URL) and its claim-ledger row. Only the fields the voter may see are selected: never the voter identity, IP,
+ * user agent, fraud score or reasons, the callback URL, or a receiver's answer or error. Any verdict other
+ * than counted or cooldown is "not counted", with no reason.
+ */
+export async function getReceipt(deps: CoreDeps, receipts: ReceiptLinks, req: GetReceiptRequest): Promise<GetReceiptResponse> {
+  const heartId = receipts.heartIdOf(req.token);
+  if (heartId === undefined) throw new DomainError("not_found", UNKNOWN_RECEIPT_TEXT);
+  const [row] = await deps.prisma.$queryRaw<ReceiptRow[]>`
+    SELECT s.name AS server_name, h.username, h.verdict, h.period, h.created_at,
+           CASE
+             WHEN h.verdict = 'counted' THEN h.created_at
+             WHEN h.verdict = 'cooldown' THEN (
+               SELECT max(p.created_at) FROM hearts p
+               WHERE p.server_id = h.server_id AND p.voter_identity = h.voter_identity AND p.counted AND p.created_at <= h.created_at)
+           END AS anchor,
+           COALESCE((
+             SELECT json_agg(json_build_object('transport', d.transport::text, 'status', d.status::text, 'delivered_at', d.delivered_at)
+                             ORDER BY d.transport)
+             FROM deliveries d
+             WHERE d.heart_id = h.id AND d.server_id = h.server_id AND d.event_type = 'heart.counted'
+               -- A server without a callback URL (for example one that only uses the claim ledger) holds its callback rows
+               -- until it sets one: not a delivery the voter waits for.
+               AND (d.transport <> 'callback' OR s.callback_url IS NOT NULL)), '[]'::json) AS deliveries,
+           (SELECT json_build_object('state', c.state::text, 'expires_at', c.expires_at, 'claimed_at', c.claimed_at, 'expired_at', c.expired_at)
+            FROM vote_claims c WHERE c.heart_id = h.id) AS claim
+    FROM hearts h JOIN servers s ON s.id = h.server_id
+    WHERE h.id = ${heartId}::uuid`;
+  if (row === undefined) throw new DomainError("not_found", UNKNOWN_RECEIPT_TEXT);
+  return create(GetReceiptResponseSchema, {
+    receipt: create(ReceiptSchema, {
+      serverName: row.server_name,
+      username: row.username,
+      castAt: timestampFromDate(row.created_at),
+      outcome: OUTCOME[row.verdict] ?? ReceiptOutcome.NOT_COUNTED,
+      nextVoteAt: row.anchor ? timestampFromDate(new Date(row.anchor.getTime() + HEART_COOLDOWN_MS)) : undefined,
+      period: row.period,
+      deliveries: row.deliveries.map((d) =>
+        create(ReceiptDeliverySchema, {
+          transport: d.transport,
+          state: DELIVERY_STATE[d.status] ?? ReceiptDeliveryState.WAITING,
+          deliveredAt: d.status === "delivered" && d.delivered_at ? timestampFromDate(new Date(d.delivered_at)) : undefined,
+        }),
+      ),
+      claim: row.claim ? toReceiptClaim(row.claim, deps.now()) : undefined,
+    }),
+  });
+}

@@ -43,7 +43,11 @@ export function createCallbackTransport(deps: {
     return secret;
   };
   const secretsOf = (delivery: ClaimedDelivery): Promise<string[]> | string[] =>
-    delivery.sealedCallbackSecrets ? delivery.sealedCallbackSecrets.map(open) : loadCallbackSecrets(deps.prisma, deps.secretBox, delivery.serverId, deps.now());
+    delivery.sealedCallbackSecrets
+      ? delivery.sealedCallbackSecrets.map(open)
+      : delivery.endpointId === null
+        ? []
+        : loadCallbackSecrets(deps.prisma, deps.secretBox, delivery.endpointId, deps.now());
   const streakOf = async (delivery: ClaimedDelivery, at: Date): Promise<number | undefined> =>
     delivery.voterStreak !== undefined
       ? streakAtDelivery(delivery.voterStreak, at)

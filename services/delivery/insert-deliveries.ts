@@ -25,8 +25,9 @@ export interface NewDelivery {
 export type InsertOutcome = "inserted" | "duplicate" | "unknown_server";
 
 /**
- * Inserts the deliveries of a counted heart, idempotently per (server_id, transport, heart_id):
- * always the HTTP callback (held while the server has no callback URL), plus a Votifier
+ * Inserts the deliveries of a counted heart, idempotently per (server_id, transport, endpoint, heart_id):
+ * an HTTP callback per endpoint subscribed to heart.counted (the default endpoint is, unless its
+ * owner unsubscribed it; held while it has no callback URL), plus a Votifier
  * delivery when the server has Votifier set up and a pull delivery when its pull API is on,
  * each decided by the server's settings at this moment. See insertDeliveries.
  */
@@ -108,28 +109,35 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
     ), busy AS (
       SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
     ), candidates AS (
-      SELECT i.*, d.transport, ${sendableDeliverySql(room.now)} AS sendable
+      -- A callback delivery per live endpoint subscribed to the event type (held while the endpoint
+      -- has no URL), a Votifier one when set up, a pull one when the pull API is on.
+      SELECT i.*, d.transport, d.endpoint_id, ${sendableDeliverySql(room.now)} AS sendable
       FROM input i
       JOIN servers s ON s.id = i.server_id
-      CROSS JOIN (VALUES ('callback'::"DeliveryTransport"), ('votifier'::"DeliveryTransport"), ('pull'::"DeliveryTransport")) AS d(transport)
-      WHERE d.transport = 'callback'
-         OR (d.transport = 'votifier' AND s.votifier_host IS NOT NULL)
-         OR (d.transport = 'pull' AND s.pull_enabled)
+      CROSS JOIN LATERAL (
+        SELECT 'callback'::"DeliveryTransport" AS transport, ce.id AS endpoint_id
+        FROM callback_endpoints ce
+        WHERE ce.server_id = s.id AND ce.deleted_at IS NULL AND i.event_type = ANY(ce.event_types)
+        UNION ALL SELECT 'votifier'::"DeliveryTransport", NULL::uuid WHERE s.votifier_host IS NOT NULL
+        UNION ALL SELECT 'pull'::"DeliveryTransport", NULL::uuid WHERE s.pull_enabled
+      ) d
+      LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
     ), offered AS (
       -- The rows a claim would take first: per server at most its room, in all at most the limit (oldest hearts first).
       SELECT c.*, c.sendable
-               AND row_number() OVER (PARTITION BY c.sendable, c.server_id ORDER BY c.counted_at, c.heart_id, c.transport)
+               AND row_number() OVER (PARTITION BY c.sendable, c.server_id ORDER BY c.counted_at, c.heart_id, c.transport, c.endpoint_id)
                    <= ${room.perServerLimit}::int - coalesce(b.in_flight, 0)
-               AND row_number() OVER (PARTITION BY c.sendable ORDER BY c.counted_at, c.heart_id, c.transport) <= ${room.limit}::int AS leased
+               AND row_number() OVER (PARTITION BY c.sendable ORDER BY c.counted_at, c.heart_id, c.transport, c.endpoint_id) <= ${room.limit}::int AS leased
       FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
     ), added AS (
-      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, streak_day, counted_at,
-                              next_attempt_at, lease_until)
-      SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.heart_id, o.transport, o.event_type, o.username, o.voter_identity, o.period,
-             o.streak_day, o.counted_at, least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END
+      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, endpoint_id, event_type, username, voter_identity, period, streak_day,
+                              counted_at, next_attempt_at, lease_until)
+      SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.heart_id, o.transport, o.endpoint_id, o.event_type, o.username, o.voter_identity,
+             o.period, o.streak_day, o.counted_at, least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END
       FROM offered o
-      ORDER BY o.server_id, o.heart_id, o.transport
-      ON CONFLICT (server_id, transport, dedup_key) DO NOTHING
+      ORDER BY o.server_id, o.heart_id, o.transport, o.endpoint_id
+      -- The unique index is NULLS NOT DISTINCT: a Votifier or pull row (no endpoint) is unique per heart too.
+      ON CONFLICT (server_id, transport, endpoint_id, dedup_key) DO NOTHING
       RETURNING *
     )
     SELECT i.n,
@@ -139,6 +147,7 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
               SELECT ${claimedColumnsSql(room.now)}
               FROM added d
               JOIN servers s ON s.id = d.server_id
+              LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
               LEFT JOIN voter_states v ON d.event_type = 'heart.counted' AND v.server_id = d.server_id AND v.voter_identity = d.voter_identity
               WHERE d.lease_until IS NOT NULL) c) AS leased,
            EXISTS (SELECT 1 FROM offered o WHERE o.sendable AND NOT o.leased) AS left_for_claim
@@ -172,6 +181,7 @@ export async function insertTestDelivery(
   prisma: PrismaClient,
   t: {
     serverId: string;
+    endpointId: string;
     username: string;
     period: string;
     now: Date;
@@ -189,6 +199,7 @@ export async function insertTestDelivery(
       heartId: NIL_UUID,
       dedupKey: id,
       transport: "callback",
+      endpointId: t.endpointId,
       eventType: "heart.test",
       username: t.username,
       voterIdentity: "",
@@ -210,6 +221,7 @@ export async function insertTestDelivery(
     attempts: 0,
     leaseUntil: t.leaseUntil,
     transport: "callback",
+    endpointId: t.endpointId,
     countedAt: t.now,
     callbackUrl: t.callbackUrl,
     standardWebhooks: t.standardWebhooks,

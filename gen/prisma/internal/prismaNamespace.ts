@@ -415,6 +415,7 @@ export const ModelName = {
   DashboardLoginLink: 'DashboardLoginLink',
   DashboardSession: 'DashboardSession',
   CallbackHealth: 'CallbackHealth',
+  CallbackEndpoint: 'CallbackEndpoint',
   SecretsKeyCheck: 'SecretsKeyCheck',
   WebhookSigningKey: 'WebhookSigningKey'
 } as const
@@ -432,7 +433,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "secretsKeyCheck" | "webhookSigningKey"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -1768,6 +1769,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    CallbackEndpoint: {
+      payload: Prisma.$CallbackEndpointPayload<ExtArgs>
+      fields: Prisma.CallbackEndpointFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.CallbackEndpointFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.CallbackEndpointFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>
+        }
+        findFirst: {
+          args: Prisma.CallbackEndpointFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.CallbackEndpointFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>
+        }
+        findMany: {
+          args: Prisma.CallbackEndpointFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>[]
+        }
+        create: {
+          args: Prisma.CallbackEndpointCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>
+        }
+        createMany: {
+          args: Prisma.CallbackEndpointCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.CallbackEndpointCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>[]
+        }
+        delete: {
+          args: Prisma.CallbackEndpointDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>
+        }
+        update: {
+          args: Prisma.CallbackEndpointUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>
+        }
+        deleteMany: {
+          args: Prisma.CallbackEndpointDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.CallbackEndpointUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.CallbackEndpointUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>[]
+        }
+        upsert: {
+          args: Prisma.CallbackEndpointUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>
+        }
+        aggregate: {
+          args: Prisma.CallbackEndpointAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateCallbackEndpoint>
+        }
+        groupBy: {
+          args: Prisma.CallbackEndpointGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.CallbackEndpointGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.CallbackEndpointCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.CallbackEndpointCountAggregateOutputType> | number
+        }
+      }
+    }
     SecretsKeyCheck: {
       payload: Prisma.$SecretsKeyCheckPayload<ExtArgs>
       fields: Prisma.SecretsKeyCheckFieldRefs
@@ -1960,11 +2035,6 @@ export const ServerScalarFieldEnum = {
   name: 'name',
   referralsEnabled: 'referralsEnabled',
   registrationUrl: 'registrationUrl',
-  callbackUrl: 'callbackUrl',
-  standardWebhooks: 'standardWebhooks',
-  publicKeySignatures: 'publicKeySignatures',
-  callbackDisabledAt: 'callbackDisabledAt',
-  callbackDisabledReason: 'callbackDisabledReason',
   votifierHost: 'votifierHost',
   votifierPort: 'votifierPort',
   votifierServiceName: 'votifierServiceName',
@@ -1980,6 +2050,7 @@ export type ServerScalarFieldEnum = (typeof ServerScalarFieldEnum)[keyof typeof 
 export const ServerSecretScalarFieldEnum = {
   id: 'id',
   serverId: 'serverId',
+  endpointId: 'endpointId',
   purpose: 'purpose',
   kid: 'kid',
   ciphertext: 'ciphertext',
@@ -2126,6 +2197,7 @@ export const DeliveryScalarFieldEnum = {
   serverId: 'serverId',
   heartId: 'heartId',
   transport: 'transport',
+  endpointId: 'endpointId',
   dedupKey: 'dedupKey',
   eventType: 'eventType',
   username: 'username',
@@ -2214,6 +2286,7 @@ export type DashboardSessionScalarFieldEnum = (typeof DashboardSessionScalarFiel
 
 
 export const CallbackHealthScalarFieldEnum = {
+  endpointId: 'endpointId',
   serverId: 'serverId',
   failingSince: 'failingSince',
   lastSuccessAt: 'lastSuccessAt',
@@ -2222,6 +2295,24 @@ export const CallbackHealthScalarFieldEnum = {
 } as const
 
 export type CallbackHealthScalarFieldEnum = (typeof CallbackHealthScalarFieldEnum)[keyof typeof CallbackHealthScalarFieldEnum]
+
+
+export const CallbackEndpointScalarFieldEnum = {
+  id: 'id',
+  serverId: 'serverId',
+  isDefault: 'isDefault',
+  url: 'url',
+  eventTypes: 'eventTypes',
+  payloadVersion: 'payloadVersion',
+  standardWebhooks: 'standardWebhooks',
+  publicKeySignatures: 'publicKeySignatures',
+  disabledAt: 'disabledAt',
+  disabledReason: 'disabledReason',
+  createdAt: 'createdAt',
+  deletedAt: 'deletedAt'
+} as const
+
+export type CallbackEndpointScalarFieldEnum = (typeof CallbackEndpointScalarFieldEnum)[keyof typeof CallbackEndpointScalarFieldEnum]
 
 
 export const SecretsKeyCheckScalarFieldEnum = {
@@ -2315,20 +2406,6 @@ export type BooleanFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel,
 
 
 /**
- * Reference to a field of type 'DateTime'
- */
-export type DateTimeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DateTime'>
-    
-
-
-/**
- * Reference to a field of type 'DateTime[]'
- */
-export type ListDateTimeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DateTime[]'>
-    
-
-
-/**
  * Reference to a field of type 'Int'
  */
 export type IntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Int'>
@@ -2339,6 +2416,20 @@ export type IntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'In
  * Reference to a field of type 'Int[]'
  */
 export type ListIntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Int[]'>
+    
+
+
+/**
+ * Reference to a field of type 'DateTime'
+ */
+export type DateTimeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DateTime'>
+    
+
+
+/**
+ * Reference to a field of type 'DateTime[]'
+ */
+export type ListDateTimeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DateTime[]'>
     
 
 
@@ -2622,6 +2713,7 @@ export type GlobalOmitConfig = {
   dashboardLoginLink?: Prisma.DashboardLoginLinkOmit
   dashboardSession?: Prisma.DashboardSessionOmit
   callbackHealth?: Prisma.CallbackHealthOmit
+  callbackEndpoint?: Prisma.CallbackEndpointOmit
   secretsKeyCheck?: Prisma.SecretsKeyCheckOmit
   webhookSigningKey?: Prisma.WebhookSigningKeyOmit
 }

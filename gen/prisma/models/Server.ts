@@ -39,11 +39,6 @@ export type ServerMinAggregateOutputType = {
   name: string | null
   referralsEnabled: boolean | null
   registrationUrl: string | null
-  callbackUrl: string | null
-  standardWebhooks: boolean | null
-  publicKeySignatures: boolean | null
-  callbackDisabledAt: Date | null
-  callbackDisabledReason: string | null
   votifierHost: string | null
   votifierPort: number | null
   votifierServiceName: string | null
@@ -58,11 +53,6 @@ export type ServerMaxAggregateOutputType = {
   name: string | null
   referralsEnabled: boolean | null
   registrationUrl: string | null
-  callbackUrl: string | null
-  standardWebhooks: boolean | null
-  publicKeySignatures: boolean | null
-  callbackDisabledAt: Date | null
-  callbackDisabledReason: string | null
   votifierHost: string | null
   votifierPort: number | null
   votifierServiceName: string | null
@@ -77,11 +67,6 @@ export type ServerCountAggregateOutputType = {
   name: number
   referralsEnabled: number
   registrationUrl: number
-  callbackUrl: number
-  standardWebhooks: number
-  publicKeySignatures: number
-  callbackDisabledAt: number
-  callbackDisabledReason: number
   votifierHost: number
   votifierPort: number
   votifierServiceName: number
@@ -106,11 +91,6 @@ export type ServerMinAggregateInputType = {
   name?: true
   referralsEnabled?: true
   registrationUrl?: true
-  callbackUrl?: true
-  standardWebhooks?: true
-  publicKeySignatures?: true
-  callbackDisabledAt?: true
-  callbackDisabledReason?: true
   votifierHost?: true
   votifierPort?: true
   votifierServiceName?: true
@@ -125,11 +105,6 @@ export type ServerMaxAggregateInputType = {
   name?: true
   referralsEnabled?: true
   registrationUrl?: true
-  callbackUrl?: true
-  standardWebhooks?: true
-  publicKeySignatures?: true
-  callbackDisabledAt?: true
-  callbackDisabledReason?: true
   votifierHost?: true
   votifierPort?: true
   votifierServiceName?: true
@@ -144,11 +119,6 @@ export type ServerCountAggregateInputType = {
   name?: true
   referralsEnabled?: true
   registrationUrl?: true
-  callbackUrl?: true
-  standardWebhooks?: true
-  publicKeySignatures?: true
-  callbackDisabledAt?: true
-  callbackDisabledReason?: true
   votifierHost?: true
   votifierPort?: true
   votifierServiceName?: true
@@ -250,11 +220,6 @@ export type ServerGroupByOutputType = {
   name: string
   referralsEnabled: boolean
   registrationUrl: string | null
-  callbackUrl: string | null
-  standardWebhooks: boolean
-  publicKeySignatures: boolean
-  callbackDisabledAt: Date | null
-  callbackDisabledReason: string | null
   votifierHost: string | null
   votifierPort: number | null
   votifierServiceName: string | null
@@ -292,11 +257,6 @@ export type ServerWhereInput = {
   name?: Prisma.StringFilter<"Server"> | string
   referralsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   registrationUrl?: Prisma.StringNullableFilter<"Server"> | string | null
-  callbackUrl?: Prisma.StringNullableFilter<"Server"> | string | null
-  standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
-  publicKeySignatures?: Prisma.BoolFilter<"Server"> | boolean
-  callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
-  callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
@@ -309,7 +269,8 @@ export type ServerWhereInput = {
   clicks?: Prisma.ReferralClickListRelationFilter
   referrals?: Prisma.ReferralListRelationFilter
   deliveries?: Prisma.DeliveryListRelationFilter
-  callbackHealth?: Prisma.XOR<Prisma.CallbackHealthNullableScalarRelationFilter, Prisma.CallbackHealthWhereInput> | null
+  callbackHealth?: Prisma.CallbackHealthListRelationFilter
+  endpoints?: Prisma.CallbackEndpointListRelationFilter
 }
 
 export type ServerOrderByWithRelationInput = {
@@ -317,11 +278,6 @@ export type ServerOrderByWithRelationInput = {
   name?: Prisma.SortOrder
   referralsEnabled?: Prisma.SortOrder
   registrationUrl?: Prisma.SortOrderInput | Prisma.SortOrder
-  callbackUrl?: Prisma.SortOrderInput | Prisma.SortOrder
-  standardWebhooks?: Prisma.SortOrder
-  publicKeySignatures?: Prisma.SortOrder
-  callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
-  callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierHost?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierPort?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -334,7 +290,8 @@ export type ServerOrderByWithRelationInput = {
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
   referrals?: Prisma.ReferralOrderByRelationAggregateInput
   deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
-  callbackHealth?: Prisma.CallbackHealthOrderByWithRelationInput
+  callbackHealth?: Prisma.CallbackHealthOrderByRelationAggregateInput
+  endpoints?: Prisma.CallbackEndpointOrderByRelationAggregateInput
 }
 
 export type ServerWhereUniqueInput = Prisma.AtLeast<{
@@ -345,11 +302,6 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   name?: Prisma.StringFilter<"Server"> | string
   referralsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   registrationUrl?: Prisma.StringNullableFilter<"Server"> | string | null
-  callbackUrl?: Prisma.StringNullableFilter<"Server"> | string | null
-  standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
-  publicKeySignatures?: Prisma.BoolFilter<"Server"> | boolean
-  callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
-  callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
@@ -362,7 +314,8 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   clicks?: Prisma.ReferralClickListRelationFilter
   referrals?: Prisma.ReferralListRelationFilter
   deliveries?: Prisma.DeliveryListRelationFilter
-  callbackHealth?: Prisma.XOR<Prisma.CallbackHealthNullableScalarRelationFilter, Prisma.CallbackHealthWhereInput> | null
+  callbackHealth?: Prisma.CallbackHealthListRelationFilter
+  endpoints?: Prisma.CallbackEndpointListRelationFilter
 }, "id">
 
 export type ServerOrderByWithAggregationInput = {
@@ -370,11 +323,6 @@ export type ServerOrderByWithAggregationInput = {
   name?: Prisma.SortOrder
   referralsEnabled?: Prisma.SortOrder
   registrationUrl?: Prisma.SortOrderInput | Prisma.SortOrder
-  callbackUrl?: Prisma.SortOrderInput | Prisma.SortOrder
-  standardWebhooks?: Prisma.SortOrder
-  publicKeySignatures?: Prisma.SortOrder
-  callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
-  callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierHost?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierPort?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -397,11 +345,6 @@ export type ServerScalarWhereWithAggregatesInput = {
   name?: Prisma.StringWithAggregatesFilter<"Server"> | string
   referralsEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   registrationUrl?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
-  callbackUrl?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
-  standardWebhooks?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
-  publicKeySignatures?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
-  callbackDisabledAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Server"> | Date | string | null
-  callbackDisabledReason?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   votifierHost?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   votifierPort?: Prisma.IntNullableWithAggregatesFilter<"Server"> | number | null
   votifierServiceName?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
@@ -416,11 +359,6 @@ export type ServerCreateInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -432,7 +370,8 @@ export type ServerCreateInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateInput = {
@@ -440,11 +379,6 @@ export type ServerUncheckedCreateInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -456,7 +390,8 @@ export type ServerUncheckedCreateInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerUpdateInput = {
@@ -464,11 +399,6 @@ export type ServerUpdateInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -480,7 +410,8 @@ export type ServerUpdateInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateInput = {
@@ -488,11 +419,6 @@ export type ServerUncheckedUpdateInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -504,7 +430,8 @@ export type ServerUncheckedUpdateInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateManyInput = {
@@ -512,11 +439,6 @@ export type ServerCreateManyInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -531,11 +453,6 @@ export type ServerUpdateManyMutationInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -549,11 +466,6 @@ export type ServerUncheckedUpdateManyInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -568,11 +480,6 @@ export type ServerCountOrderByAggregateInput = {
   name?: Prisma.SortOrder
   referralsEnabled?: Prisma.SortOrder
   registrationUrl?: Prisma.SortOrder
-  callbackUrl?: Prisma.SortOrder
-  standardWebhooks?: Prisma.SortOrder
-  publicKeySignatures?: Prisma.SortOrder
-  callbackDisabledAt?: Prisma.SortOrder
-  callbackDisabledReason?: Prisma.SortOrder
   votifierHost?: Prisma.SortOrder
   votifierPort?: Prisma.SortOrder
   votifierServiceName?: Prisma.SortOrder
@@ -591,11 +498,6 @@ export type ServerMaxOrderByAggregateInput = {
   name?: Prisma.SortOrder
   referralsEnabled?: Prisma.SortOrder
   registrationUrl?: Prisma.SortOrder
-  callbackUrl?: Prisma.SortOrder
-  standardWebhooks?: Prisma.SortOrder
-  publicKeySignatures?: Prisma.SortOrder
-  callbackDisabledAt?: Prisma.SortOrder
-  callbackDisabledReason?: Prisma.SortOrder
   votifierHost?: Prisma.SortOrder
   votifierPort?: Prisma.SortOrder
   votifierServiceName?: Prisma.SortOrder
@@ -610,11 +512,6 @@ export type ServerMinOrderByAggregateInput = {
   name?: Prisma.SortOrder
   referralsEnabled?: Prisma.SortOrder
   registrationUrl?: Prisma.SortOrder
-  callbackUrl?: Prisma.SortOrder
-  standardWebhooks?: Prisma.SortOrder
-  publicKeySignatures?: Prisma.SortOrder
-  callbackDisabledAt?: Prisma.SortOrder
-  callbackDisabledReason?: Prisma.SortOrder
   votifierHost?: Prisma.SortOrder
   votifierPort?: Prisma.SortOrder
   votifierServiceName?: Prisma.SortOrder
@@ -653,10 +550,6 @@ export type BoolFieldUpdateOperationsInput = {
 
 export type NullableStringFieldUpdateOperationsInput = {
   set?: string | null
-}
-
-export type NullableDateTimeFieldUpdateOperationsInput = {
-  set?: Date | string | null
 }
 
 export type NullableIntFieldUpdateOperationsInput = {
@@ -783,16 +676,25 @@ export type ServerUpdateOneRequiredWithoutCallbackHealthNestedInput = {
   update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutCallbackHealthInput, Prisma.ServerUpdateWithoutCallbackHealthInput>, Prisma.ServerUncheckedUpdateWithoutCallbackHealthInput>
 }
 
+export type ServerCreateNestedOneWithoutEndpointsInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutEndpointsInput, Prisma.ServerUncheckedCreateWithoutEndpointsInput>
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutEndpointsInput
+  connect?: Prisma.ServerWhereUniqueInput
+}
+
+export type ServerUpdateOneRequiredWithoutEndpointsNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutEndpointsInput, Prisma.ServerUncheckedCreateWithoutEndpointsInput>
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutEndpointsInput
+  upsert?: Prisma.ServerUpsertWithoutEndpointsInput
+  connect?: Prisma.ServerWhereUniqueInput
+  update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutEndpointsInput, Prisma.ServerUpdateWithoutEndpointsInput>, Prisma.ServerUncheckedUpdateWithoutEndpointsInput>
+}
+
 export type ServerCreateWithoutSecretsInput = {
   id?: string
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -803,7 +705,8 @@ export type ServerCreateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutSecretsInput = {
@@ -811,11 +714,6 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -826,7 +724,8 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutSecretsInput = {
@@ -850,11 +749,6 @@ export type ServerUpdateWithoutSecretsInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -865,7 +759,8 @@ export type ServerUpdateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutSecretsInput = {
@@ -873,11 +768,6 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -888,7 +778,8 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutClicksInput = {
@@ -896,11 +787,6 @@ export type ServerCreateWithoutClicksInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -911,7 +797,8 @@ export type ServerCreateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutClicksInput = {
@@ -919,11 +806,6 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -934,7 +816,8 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutClicksInput = {
@@ -958,11 +841,6 @@ export type ServerUpdateWithoutClicksInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -973,7 +851,8 @@ export type ServerUpdateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutClicksInput = {
@@ -981,11 +860,6 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -996,7 +870,8 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutReferralsInput = {
@@ -1004,11 +879,6 @@ export type ServerCreateWithoutReferralsInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1019,7 +889,8 @@ export type ServerCreateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutReferralsInput = {
@@ -1027,11 +898,6 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1042,7 +908,8 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutReferralsInput = {
@@ -1066,11 +933,6 @@ export type ServerUpdateWithoutReferralsInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1081,7 +943,8 @@ export type ServerUpdateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutReferralsInput = {
@@ -1089,11 +952,6 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1104,7 +962,8 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutDeliveriesInput = {
@@ -1112,11 +971,6 @@ export type ServerCreateWithoutDeliveriesInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1127,7 +981,8 @@ export type ServerCreateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutDeliveriesInput = {
@@ -1135,11 +990,6 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1150,7 +1000,8 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutDeliveriesInput = {
@@ -1174,11 +1025,6 @@ export type ServerUpdateWithoutDeliveriesInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1189,7 +1035,8 @@ export type ServerUpdateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutDeliveriesInput = {
@@ -1197,11 +1044,6 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1212,7 +1054,8 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutOwnerInput = {
@@ -1220,11 +1063,6 @@ export type ServerCreateWithoutOwnerInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1235,7 +1073,8 @@ export type ServerCreateWithoutOwnerInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutOwnerInput = {
@@ -1243,11 +1082,6 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1258,7 +1092,8 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutOwnerInput = {
@@ -1295,11 +1130,6 @@ export type ServerScalarWhereInput = {
   name?: Prisma.StringFilter<"Server"> | string
   referralsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   registrationUrl?: Prisma.StringNullableFilter<"Server"> | string | null
-  callbackUrl?: Prisma.StringNullableFilter<"Server"> | string | null
-  standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
-  publicKeySignatures?: Prisma.BoolFilter<"Server"> | boolean
-  callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
-  callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
@@ -1314,11 +1144,6 @@ export type ServerCreateWithoutCallbackHealthInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1330,6 +1155,7 @@ export type ServerCreateWithoutCallbackHealthInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutCallbackHealthInput = {
@@ -1337,11 +1163,6 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1353,6 +1174,7 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutCallbackHealthInput = {
@@ -1376,11 +1198,6 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1392,6 +1209,7 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
@@ -1399,11 +1217,6 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1415,6 +1228,99 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
+}
+
+export type ServerCreateWithoutEndpointsInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  createdAt?: Date | string
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
+  secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+}
+
+export type ServerUncheckedCreateWithoutEndpointsInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  createdAt?: Date | string
+  ownerId?: string | null
+  secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+}
+
+export type ServerCreateOrConnectWithoutEndpointsInput = {
+  where: Prisma.ServerWhereUniqueInput
+  create: Prisma.XOR<Prisma.ServerCreateWithoutEndpointsInput, Prisma.ServerUncheckedCreateWithoutEndpointsInput>
+}
+
+export type ServerUpsertWithoutEndpointsInput = {
+  update: Prisma.XOR<Prisma.ServerUpdateWithoutEndpointsInput, Prisma.ServerUncheckedUpdateWithoutEndpointsInput>
+  create: Prisma.XOR<Prisma.ServerCreateWithoutEndpointsInput, Prisma.ServerUncheckedCreateWithoutEndpointsInput>
+  where?: Prisma.ServerWhereInput
+}
+
+export type ServerUpdateToOneWithWhereWithoutEndpointsInput = {
+  where?: Prisma.ServerWhereInput
+  data: Prisma.XOR<Prisma.ServerUpdateWithoutEndpointsInput, Prisma.ServerUncheckedUpdateWithoutEndpointsInput>
+}
+
+export type ServerUpdateWithoutEndpointsInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
+  secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+}
+
+export type ServerUncheckedUpdateWithoutEndpointsInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateManyOwnerInput = {
@@ -1422,11 +1328,6 @@ export type ServerCreateManyOwnerInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1440,11 +1341,6 @@ export type ServerUpdateWithoutOwnerInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1455,7 +1351,8 @@ export type ServerUpdateWithoutOwnerInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutOwnerInput = {
@@ -1463,11 +1360,6 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1478,7 +1370,8 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateManyWithoutOwnerInput = {
@@ -1486,11 +1379,6 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1509,6 +1397,8 @@ export type ServerCountOutputType = {
   clicks: number
   referrals: number
   deliveries: number
+  callbackHealth: number
+  endpoints: number
 }
 
 export type ServerCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
@@ -1516,6 +1406,8 @@ export type ServerCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions
   clicks?: boolean | ServerCountOutputTypeCountClicksArgs
   referrals?: boolean | ServerCountOutputTypeCountReferralsArgs
   deliveries?: boolean | ServerCountOutputTypeCountDeliveriesArgs
+  callbackHealth?: boolean | ServerCountOutputTypeCountCallbackHealthArgs
+  endpoints?: boolean | ServerCountOutputTypeCountEndpointsArgs
 }
 
 /**
@@ -1556,17 +1448,26 @@ export type ServerCountOutputTypeCountDeliveriesArgs<ExtArgs extends runtime.Typ
   where?: Prisma.DeliveryWhereInput
 }
 
+/**
+ * ServerCountOutputType without action
+ */
+export type ServerCountOutputTypeCountCallbackHealthArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  where?: Prisma.CallbackHealthWhereInput
+}
+
+/**
+ * ServerCountOutputType without action
+ */
+export type ServerCountOutputTypeCountEndpointsArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  where?: Prisma.CallbackEndpointWhereInput
+}
+
 
 export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   name?: boolean
   referralsEnabled?: boolean
   registrationUrl?: boolean
-  callbackUrl?: boolean
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: boolean
-  callbackDisabledReason?: boolean
   votifierHost?: boolean
   votifierPort?: boolean
   votifierServiceName?: boolean
@@ -1580,6 +1481,7 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   referrals?: boolean | Prisma.Server$referralsArgs<ExtArgs>
   deliveries?: boolean | Prisma.Server$deliveriesArgs<ExtArgs>
   callbackHealth?: boolean | Prisma.Server$callbackHealthArgs<ExtArgs>
+  endpoints?: boolean | Prisma.Server$endpointsArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
@@ -1588,11 +1490,6 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   name?: boolean
   referralsEnabled?: boolean
   registrationUrl?: boolean
-  callbackUrl?: boolean
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: boolean
-  callbackDisabledReason?: boolean
   votifierHost?: boolean
   votifierPort?: boolean
   votifierServiceName?: boolean
@@ -1608,11 +1505,6 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   name?: boolean
   referralsEnabled?: boolean
   registrationUrl?: boolean
-  callbackUrl?: boolean
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: boolean
-  callbackDisabledReason?: boolean
   votifierHost?: boolean
   votifierPort?: boolean
   votifierServiceName?: boolean
@@ -1628,11 +1520,6 @@ export type ServerSelectScalar = {
   name?: boolean
   referralsEnabled?: boolean
   registrationUrl?: boolean
-  callbackUrl?: boolean
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: boolean
-  callbackDisabledReason?: boolean
   votifierHost?: boolean
   votifierPort?: boolean
   votifierServiceName?: boolean
@@ -1642,7 +1529,7 @@ export type ServerSelectScalar = {
   ownerId?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -1650,6 +1537,7 @@ export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs 
   referrals?: boolean | Prisma.Server$referralsArgs<ExtArgs>
   deliveries?: boolean | Prisma.Server$deliveriesArgs<ExtArgs>
   callbackHealth?: boolean | Prisma.Server$callbackHealthArgs<ExtArgs>
+  endpoints?: boolean | Prisma.Server$endpointsArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }
 export type ServerIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
@@ -1667,21 +1555,17 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
     clicks: Prisma.$ReferralClickPayload<ExtArgs>[]
     referrals: Prisma.$ReferralPayload<ExtArgs>[]
     deliveries: Prisma.$DeliveryPayload<ExtArgs>[]
-    callbackHealth: Prisma.$CallbackHealthPayload<ExtArgs> | null
+    callbackHealth: Prisma.$CallbackHealthPayload<ExtArgs>[]
+    /**
+     * The server's callback endpoints (one home of the callback settings); the default one is created with the server.
+     */
+    endpoints: Prisma.$CallbackEndpointPayload<ExtArgs>[]
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
     name: string
     referralsEnabled: boolean
     registrationUrl: string | null
-    callbackUrl: string | null
-    standardWebhooks: boolean
-    /**
-     * Opt-in: callbacks also carry Standard Webhooks' asymmetric `v1a` (ed25519) signature by the list's key.
-     */
-    publicKeySignatures: boolean
-    callbackDisabledAt: Date | null
-    callbackDisabledReason: string | null
     /**
      * Votifier v2 transport: set when the host is set (with port, service name and token).
      */
@@ -2100,7 +1984,8 @@ export interface Prisma__ServerClient<T, Null = never, ExtArgs extends runtime.T
   clicks<T extends Prisma.Server$clicksArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$clicksArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ReferralClickPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   referrals<T extends Prisma.Server$referralsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$referralsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ReferralPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   deliveries<T extends Prisma.Server$deliveriesArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$deliveriesArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$DeliveryPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
-  callbackHealth<T extends Prisma.Server$callbackHealthArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$callbackHealthArgs<ExtArgs>>): Prisma.Prisma__CallbackHealthClient<runtime.Types.Result.GetResult<Prisma.$CallbackHealthPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | null, null, ExtArgs, GlobalOmitOptions>
+  callbackHealth<T extends Prisma.Server$callbackHealthArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$callbackHealthArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$CallbackHealthPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
+  endpoints<T extends Prisma.Server$endpointsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$endpointsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$CallbackEndpointPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -2134,11 +2019,6 @@ export interface ServerFieldRefs {
   readonly name: Prisma.FieldRef<"Server", 'String'>
   readonly referralsEnabled: Prisma.FieldRef<"Server", 'Boolean'>
   readonly registrationUrl: Prisma.FieldRef<"Server", 'String'>
-  readonly callbackUrl: Prisma.FieldRef<"Server", 'String'>
-  readonly standardWebhooks: Prisma.FieldRef<"Server", 'Boolean'>
-  readonly publicKeySignatures: Prisma.FieldRef<"Server", 'Boolean'>
-  readonly callbackDisabledAt: Prisma.FieldRef<"Server", 'DateTime'>
-  readonly callbackDisabledReason: Prisma.FieldRef<"Server", 'String'>
   readonly votifierHost: Prisma.FieldRef<"Server", 'String'>
   readonly votifierPort: Prisma.FieldRef<"Server", 'Int'>
   readonly votifierServiceName: Prisma.FieldRef<"Server", 'String'>
@@ -2678,6 +2558,35 @@ export type Server$callbackHealthArgs<ExtArgs extends runtime.Types.Extensions.I
    */
   include?: Prisma.CallbackHealthInclude<ExtArgs> | null
   where?: Prisma.CallbackHealthWhereInput
+  orderBy?: Prisma.CallbackHealthOrderByWithRelationInput | Prisma.CallbackHealthOrderByWithRelationInput[]
+  cursor?: Prisma.CallbackHealthWhereUniqueInput
+  take?: number
+  skip?: number
+  distinct?: Prisma.CallbackHealthScalarFieldEnum | Prisma.CallbackHealthScalarFieldEnum[]
+}
+
+/**
+ * Server.endpoints
+ */
+export type Server$endpointsArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the CallbackEndpoint
+   */
+  select?: Prisma.CallbackEndpointSelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the CallbackEndpoint
+   */
+  omit?: Prisma.CallbackEndpointOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.CallbackEndpointInclude<ExtArgs> | null
+  where?: Prisma.CallbackEndpointWhereInput
+  orderBy?: Prisma.CallbackEndpointOrderByWithRelationInput | Prisma.CallbackEndpointOrderByWithRelationInput[]
+  cursor?: Prisma.CallbackEndpointWhereUniqueInput
+  take?: number
+  skip?: number
+  distinct?: Prisma.CallbackEndpointScalarFieldEnum | Prisma.CallbackEndpointScalarFieldEnum[]
 }
 
 /**

@@ -14,7 +14,7 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 
 /**
  * Model ServerSecret
- * A referral ingest secret or a reward callback secret, encrypted at rest.
+ * A referral ingest secret, a callback endpoint's secret or a pull secret, encrypted at rest.
  */
 export type ServerSecretModel = runtime.Types.Result.DefaultSelection<Prisma.$ServerSecretPayload>
 
@@ -27,6 +27,7 @@ export type AggregateServerSecret = {
 export type ServerSecretMinAggregateOutputType = {
   id: string | null
   serverId: string | null
+  endpointId: string | null
   purpose: $Enums.SecretPurpose | null
   kid: string | null
   ciphertext: string | null
@@ -38,6 +39,7 @@ export type ServerSecretMinAggregateOutputType = {
 export type ServerSecretMaxAggregateOutputType = {
   id: string | null
   serverId: string | null
+  endpointId: string | null
   purpose: $Enums.SecretPurpose | null
   kid: string | null
   ciphertext: string | null
@@ -49,6 +51,7 @@ export type ServerSecretMaxAggregateOutputType = {
 export type ServerSecretCountAggregateOutputType = {
   id: number
   serverId: number
+  endpointId: number
   purpose: number
   kid: number
   ciphertext: number
@@ -62,6 +65,7 @@ export type ServerSecretCountAggregateOutputType = {
 export type ServerSecretMinAggregateInputType = {
   id?: true
   serverId?: true
+  endpointId?: true
   purpose?: true
   kid?: true
   ciphertext?: true
@@ -73,6 +77,7 @@ export type ServerSecretMinAggregateInputType = {
 export type ServerSecretMaxAggregateInputType = {
   id?: true
   serverId?: true
+  endpointId?: true
   purpose?: true
   kid?: true
   ciphertext?: true
@@ -84,6 +89,7 @@ export type ServerSecretMaxAggregateInputType = {
 export type ServerSecretCountAggregateInputType = {
   id?: true
   serverId?: true
+  endpointId?: true
   purpose?: true
   kid?: true
   ciphertext?: true
@@ -168,6 +174,7 @@ export type ServerSecretGroupByArgs<ExtArgs extends runtime.Types.Extensions.Int
 export type ServerSecretGroupByOutputType = {
   id: string
   serverId: string
+  endpointId: string | null
   purpose: $Enums.SecretPurpose
   kid: string
   ciphertext: string
@@ -200,6 +207,7 @@ export type ServerSecretWhereInput = {
   NOT?: Prisma.ServerSecretWhereInput | Prisma.ServerSecretWhereInput[]
   id?: Prisma.UuidFilter<"ServerSecret"> | string
   serverId?: Prisma.UuidFilter<"ServerSecret"> | string
+  endpointId?: Prisma.UuidNullableFilter<"ServerSecret"> | string | null
   purpose?: Prisma.EnumSecretPurposeFilter<"ServerSecret"> | $Enums.SecretPurpose
   kid?: Prisma.StringFilter<"ServerSecret"> | string
   ciphertext?: Prisma.StringFilter<"ServerSecret"> | string
@@ -207,11 +215,13 @@ export type ServerSecretWhereInput = {
   expiresAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   revokedAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
+  endpoint?: Prisma.XOR<Prisma.CallbackEndpointNullableScalarRelationFilter, Prisma.CallbackEndpointWhereInput> | null
 }
 
 export type ServerSecretOrderByWithRelationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrderInput | Prisma.SortOrder
   purpose?: Prisma.SortOrder
   kid?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
@@ -219,6 +229,7 @@ export type ServerSecretOrderByWithRelationInput = {
   expiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
   revokedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   server?: Prisma.ServerOrderByWithRelationInput
+  endpoint?: Prisma.CallbackEndpointOrderByWithRelationInput
 }
 
 export type ServerSecretWhereUniqueInput = Prisma.AtLeast<{
@@ -228,6 +239,7 @@ export type ServerSecretWhereUniqueInput = Prisma.AtLeast<{
   OR?: Prisma.ServerSecretWhereInput[]
   NOT?: Prisma.ServerSecretWhereInput | Prisma.ServerSecretWhereInput[]
   serverId?: Prisma.UuidFilter<"ServerSecret"> | string
+  endpointId?: Prisma.UuidNullableFilter<"ServerSecret"> | string | null
   purpose?: Prisma.EnumSecretPurposeFilter<"ServerSecret"> | $Enums.SecretPurpose
   kid?: Prisma.StringFilter<"ServerSecret"> | string
   ciphertext?: Prisma.StringFilter<"ServerSecret"> | string
@@ -235,11 +247,13 @@ export type ServerSecretWhereUniqueInput = Prisma.AtLeast<{
   expiresAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   revokedAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
+  endpoint?: Prisma.XOR<Prisma.CallbackEndpointNullableScalarRelationFilter, Prisma.CallbackEndpointWhereInput> | null
 }, "id" | "serverId_purpose_kid">
 
 export type ServerSecretOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrderInput | Prisma.SortOrder
   purpose?: Prisma.SortOrder
   kid?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
@@ -257,6 +271,7 @@ export type ServerSecretScalarWhereWithAggregatesInput = {
   NOT?: Prisma.ServerSecretScalarWhereWithAggregatesInput | Prisma.ServerSecretScalarWhereWithAggregatesInput[]
   id?: Prisma.UuidWithAggregatesFilter<"ServerSecret"> | string
   serverId?: Prisma.UuidWithAggregatesFilter<"ServerSecret"> | string
+  endpointId?: Prisma.UuidNullableWithAggregatesFilter<"ServerSecret"> | string | null
   purpose?: Prisma.EnumSecretPurposeWithAggregatesFilter<"ServerSecret"> | $Enums.SecretPurpose
   kid?: Prisma.StringWithAggregatesFilter<"ServerSecret"> | string
   ciphertext?: Prisma.StringWithAggregatesFilter<"ServerSecret"> | string
@@ -274,11 +289,13 @@ export type ServerSecretCreateInput = {
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
   server: Prisma.ServerCreateNestedOneWithoutSecretsInput
+  endpoint?: Prisma.CallbackEndpointCreateNestedOneWithoutSecretsInput
 }
 
 export type ServerSecretUncheckedCreateInput = {
   id?: string
   serverId: string
+  endpointId?: string | null
   purpose: $Enums.SecretPurpose
   kid: string
   ciphertext: string
@@ -296,11 +313,13 @@ export type ServerSecretUpdateInput = {
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutSecretsNestedInput
+  endpoint?: Prisma.CallbackEndpointUpdateOneWithoutSecretsNestedInput
 }
 
 export type ServerSecretUncheckedUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
   kid?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
@@ -312,6 +331,7 @@ export type ServerSecretUncheckedUpdateInput = {
 export type ServerSecretCreateManyInput = {
   id?: string
   serverId: string
+  endpointId?: string | null
   purpose: $Enums.SecretPurpose
   kid: string
   ciphertext: string
@@ -333,6 +353,7 @@ export type ServerSecretUpdateManyMutationInput = {
 export type ServerSecretUncheckedUpdateManyInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
   kid?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
@@ -360,6 +381,7 @@ export type ServerSecretServerIdPurposeKidCompoundUniqueInput = {
 export type ServerSecretCountOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrder
   purpose?: Prisma.SortOrder
   kid?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
@@ -371,6 +393,7 @@ export type ServerSecretCountOrderByAggregateInput = {
 export type ServerSecretMaxOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrder
   purpose?: Prisma.SortOrder
   kid?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
@@ -382,6 +405,7 @@ export type ServerSecretMaxOrderByAggregateInput = {
 export type ServerSecretMinOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrder
   purpose?: Prisma.SortOrder
   kid?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
@@ -436,6 +460,52 @@ export type EnumSecretPurposeFieldUpdateOperationsInput = {
   set?: $Enums.SecretPurpose
 }
 
+export type NullableDateTimeFieldUpdateOperationsInput = {
+  set?: Date | string | null
+}
+
+export type ServerSecretCreateNestedManyWithoutEndpointInput = {
+  create?: Prisma.XOR<Prisma.ServerSecretCreateWithoutEndpointInput, Prisma.ServerSecretUncheckedCreateWithoutEndpointInput> | Prisma.ServerSecretCreateWithoutEndpointInput[] | Prisma.ServerSecretUncheckedCreateWithoutEndpointInput[]
+  connectOrCreate?: Prisma.ServerSecretCreateOrConnectWithoutEndpointInput | Prisma.ServerSecretCreateOrConnectWithoutEndpointInput[]
+  createMany?: Prisma.ServerSecretCreateManyEndpointInputEnvelope
+  connect?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+}
+
+export type ServerSecretUncheckedCreateNestedManyWithoutEndpointInput = {
+  create?: Prisma.XOR<Prisma.ServerSecretCreateWithoutEndpointInput, Prisma.ServerSecretUncheckedCreateWithoutEndpointInput> | Prisma.ServerSecretCreateWithoutEndpointInput[] | Prisma.ServerSecretUncheckedCreateWithoutEndpointInput[]
+  connectOrCreate?: Prisma.ServerSecretCreateOrConnectWithoutEndpointInput | Prisma.ServerSecretCreateOrConnectWithoutEndpointInput[]
+  createMany?: Prisma.ServerSecretCreateManyEndpointInputEnvelope
+  connect?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+}
+
+export type ServerSecretUpdateManyWithoutEndpointNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerSecretCreateWithoutEndpointInput, Prisma.ServerSecretUncheckedCreateWithoutEndpointInput> | Prisma.ServerSecretCreateWithoutEndpointInput[] | Prisma.ServerSecretUncheckedCreateWithoutEndpointInput[]
+  connectOrCreate?: Prisma.ServerSecretCreateOrConnectWithoutEndpointInput | Prisma.ServerSecretCreateOrConnectWithoutEndpointInput[]
+  upsert?: Prisma.ServerSecretUpsertWithWhereUniqueWithoutEndpointInput | Prisma.ServerSecretUpsertWithWhereUniqueWithoutEndpointInput[]
+  createMany?: Prisma.ServerSecretCreateManyEndpointInputEnvelope
+  set?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  disconnect?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  delete?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  connect?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  update?: Prisma.ServerSecretUpdateWithWhereUniqueWithoutEndpointInput | Prisma.ServerSecretUpdateWithWhereUniqueWithoutEndpointInput[]
+  updateMany?: Prisma.ServerSecretUpdateManyWithWhereWithoutEndpointInput | Prisma.ServerSecretUpdateManyWithWhereWithoutEndpointInput[]
+  deleteMany?: Prisma.ServerSecretScalarWhereInput | Prisma.ServerSecretScalarWhereInput[]
+}
+
+export type ServerSecretUncheckedUpdateManyWithoutEndpointNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerSecretCreateWithoutEndpointInput, Prisma.ServerSecretUncheckedCreateWithoutEndpointInput> | Prisma.ServerSecretCreateWithoutEndpointInput[] | Prisma.ServerSecretUncheckedCreateWithoutEndpointInput[]
+  connectOrCreate?: Prisma.ServerSecretCreateOrConnectWithoutEndpointInput | Prisma.ServerSecretCreateOrConnectWithoutEndpointInput[]
+  upsert?: Prisma.ServerSecretUpsertWithWhereUniqueWithoutEndpointInput | Prisma.ServerSecretUpsertWithWhereUniqueWithoutEndpointInput[]
+  createMany?: Prisma.ServerSecretCreateManyEndpointInputEnvelope
+  set?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  disconnect?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  delete?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  connect?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  update?: Prisma.ServerSecretUpdateWithWhereUniqueWithoutEndpointInput | Prisma.ServerSecretUpdateWithWhereUniqueWithoutEndpointInput[]
+  updateMany?: Prisma.ServerSecretUpdateManyWithWhereWithoutEndpointInput | Prisma.ServerSecretUpdateManyWithWhereWithoutEndpointInput[]
+  deleteMany?: Prisma.ServerSecretScalarWhereInput | Prisma.ServerSecretScalarWhereInput[]
+}
+
 export type ServerSecretCreateWithoutServerInput = {
   id?: string
   purpose: $Enums.SecretPurpose
@@ -444,10 +514,12 @@ export type ServerSecretCreateWithoutServerInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  endpoint?: Prisma.CallbackEndpointCreateNestedOneWithoutSecretsInput
 }
 
 export type ServerSecretUncheckedCreateWithoutServerInput = {
   id?: string
+  endpointId?: string | null
   purpose: $Enums.SecretPurpose
   kid: string
   ciphertext: string
@@ -488,6 +560,7 @@ export type ServerSecretScalarWhereInput = {
   NOT?: Prisma.ServerSecretScalarWhereInput | Prisma.ServerSecretScalarWhereInput[]
   id?: Prisma.UuidFilter<"ServerSecret"> | string
   serverId?: Prisma.UuidFilter<"ServerSecret"> | string
+  endpointId?: Prisma.UuidNullableFilter<"ServerSecret"> | string | null
   purpose?: Prisma.EnumSecretPurposeFilter<"ServerSecret"> | $Enums.SecretPurpose
   kid?: Prisma.StringFilter<"ServerSecret"> | string
   ciphertext?: Prisma.StringFilter<"ServerSecret"> | string
@@ -496,8 +569,57 @@ export type ServerSecretScalarWhereInput = {
   revokedAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
 }
 
+export type ServerSecretCreateWithoutEndpointInput = {
+  id?: string
+  purpose: $Enums.SecretPurpose
+  kid: string
+  ciphertext: string
+  createdAt?: Date | string
+  expiresAt?: Date | string | null
+  revokedAt?: Date | string | null
+  server: Prisma.ServerCreateNestedOneWithoutSecretsInput
+}
+
+export type ServerSecretUncheckedCreateWithoutEndpointInput = {
+  id?: string
+  serverId: string
+  purpose: $Enums.SecretPurpose
+  kid: string
+  ciphertext: string
+  createdAt?: Date | string
+  expiresAt?: Date | string | null
+  revokedAt?: Date | string | null
+}
+
+export type ServerSecretCreateOrConnectWithoutEndpointInput = {
+  where: Prisma.ServerSecretWhereUniqueInput
+  create: Prisma.XOR<Prisma.ServerSecretCreateWithoutEndpointInput, Prisma.ServerSecretUncheckedCreateWithoutEndpointInput>
+}
+
+export type ServerSecretCreateManyEndpointInputEnvelope = {
+  data: Prisma.ServerSecretCreateManyEndpointInput | Prisma.ServerSecretCreateManyEndpointInput[]
+  skipDuplicates?: boolean
+}
+
+export type ServerSecretUpsertWithWhereUniqueWithoutEndpointInput = {
+  where: Prisma.ServerSecretWhereUniqueInput
+  update: Prisma.XOR<Prisma.ServerSecretUpdateWithoutEndpointInput, Prisma.ServerSecretUncheckedUpdateWithoutEndpointInput>
+  create: Prisma.XOR<Prisma.ServerSecretCreateWithoutEndpointInput, Prisma.ServerSecretUncheckedCreateWithoutEndpointInput>
+}
+
+export type ServerSecretUpdateWithWhereUniqueWithoutEndpointInput = {
+  where: Prisma.ServerSecretWhereUniqueInput
+  data: Prisma.XOR<Prisma.ServerSecretUpdateWithoutEndpointInput, Prisma.ServerSecretUncheckedUpdateWithoutEndpointInput>
+}
+
+export type ServerSecretUpdateManyWithWhereWithoutEndpointInput = {
+  where: Prisma.ServerSecretScalarWhereInput
+  data: Prisma.XOR<Prisma.ServerSecretUpdateManyMutationInput, Prisma.ServerSecretUncheckedUpdateManyWithoutEndpointInput>
+}
+
 export type ServerSecretCreateManyServerInput = {
   id?: string
+  endpointId?: string | null
   purpose: $Enums.SecretPurpose
   kid: string
   ciphertext: string
@@ -514,10 +636,12 @@ export type ServerSecretUpdateWithoutServerInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  endpoint?: Prisma.CallbackEndpointUpdateOneWithoutSecretsNestedInput
 }
 
 export type ServerSecretUncheckedUpdateWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
   kid?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
@@ -528,6 +652,51 @@ export type ServerSecretUncheckedUpdateWithoutServerInput = {
 
 export type ServerSecretUncheckedUpdateManyWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
+  kid?: Prisma.StringFieldUpdateOperationsInput | string
+  ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+}
+
+export type ServerSecretCreateManyEndpointInput = {
+  id?: string
+  serverId: string
+  purpose: $Enums.SecretPurpose
+  kid: string
+  ciphertext: string
+  createdAt?: Date | string
+  expiresAt?: Date | string | null
+  revokedAt?: Date | string | null
+}
+
+export type ServerSecretUpdateWithoutEndpointInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
+  kid?: Prisma.StringFieldUpdateOperationsInput | string
+  ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  server?: Prisma.ServerUpdateOneRequiredWithoutSecretsNestedInput
+}
+
+export type ServerSecretUncheckedUpdateWithoutEndpointInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  serverId?: Prisma.StringFieldUpdateOperationsInput | string
+  purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
+  kid?: Prisma.StringFieldUpdateOperationsInput | string
+  ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+}
+
+export type ServerSecretUncheckedUpdateManyWithoutEndpointInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  serverId?: Prisma.StringFieldUpdateOperationsInput | string
   purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
   kid?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
@@ -541,6 +710,7 @@ export type ServerSecretUncheckedUpdateManyWithoutServerInput = {
 export type ServerSecretSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   serverId?: boolean
+  endpointId?: boolean
   purpose?: boolean
   kid?: boolean
   ciphertext?: boolean
@@ -548,11 +718,13 @@ export type ServerSecretSelect<ExtArgs extends runtime.Types.Extensions.Internal
   expiresAt?: boolean
   revokedAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }, ExtArgs["result"]["serverSecret"]>
 
 export type ServerSecretSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   serverId?: boolean
+  endpointId?: boolean
   purpose?: boolean
   kid?: boolean
   ciphertext?: boolean
@@ -560,11 +732,13 @@ export type ServerSecretSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   expiresAt?: boolean
   revokedAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }, ExtArgs["result"]["serverSecret"]>
 
 export type ServerSecretSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   serverId?: boolean
+  endpointId?: boolean
   purpose?: boolean
   kid?: boolean
   ciphertext?: boolean
@@ -572,11 +746,13 @@ export type ServerSecretSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   expiresAt?: boolean
   revokedAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }, ExtArgs["result"]["serverSecret"]>
 
 export type ServerSecretSelectScalar = {
   id?: boolean
   serverId?: boolean
+  endpointId?: boolean
   purpose?: boolean
   kid?: boolean
   ciphertext?: boolean
@@ -585,25 +761,33 @@ export type ServerSecretSelectScalar = {
   revokedAt?: boolean
 }
 
-export type ServerSecretOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "purpose" | "kid" | "ciphertext" | "createdAt" | "expiresAt" | "revokedAt", ExtArgs["result"]["serverSecret"]>
+export type ServerSecretOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "endpointId" | "purpose" | "kid" | "ciphertext" | "createdAt" | "expiresAt" | "revokedAt", ExtArgs["result"]["serverSecret"]>
 export type ServerSecretInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }
 export type ServerSecretIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }
 export type ServerSecretIncludeUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }
 
 export type $ServerSecretPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "ServerSecret"
   objects: {
     server: Prisma.$ServerPayload<ExtArgs>
+    endpoint: Prisma.$CallbackEndpointPayload<ExtArgs> | null
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
     serverId: string
+    /**
+     * The callback endpoint a `callback` secret signs for (null for the other purposes).
+     */
+    endpointId: string | null
     purpose: $Enums.SecretPurpose
     kid: string
     /**
@@ -1011,6 +1195,7 @@ readonly fields: ServerSecretFieldRefs;
 export interface Prisma__ServerSecretClient<T, Null = never, ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs, GlobalOmitOptions = {}> extends Prisma.PrismaPromise<T> {
   readonly [Symbol.toStringTag]: "PrismaPromise"
   server<T extends Prisma.ServerDefaultArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.ServerDefaultArgs<ExtArgs>>): Prisma.Prisma__ServerClient<runtime.Types.Result.GetResult<Prisma.$ServerPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | Null, Null, ExtArgs, GlobalOmitOptions>
+  endpoint<T extends Prisma.ServerSecret$endpointArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.ServerSecret$endpointArgs<ExtArgs>>): Prisma.Prisma__CallbackEndpointClient<runtime.Types.Result.GetResult<Prisma.$CallbackEndpointPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | null, null, ExtArgs, GlobalOmitOptions>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -1042,6 +1227,7 @@ export interface Prisma__ServerSecretClient<T, Null = never, ExtArgs extends run
 export interface ServerSecretFieldRefs {
   readonly id: Prisma.FieldRef<"ServerSecret", 'String'>
   readonly serverId: Prisma.FieldRef<"ServerSecret", 'String'>
+  readonly endpointId: Prisma.FieldRef<"ServerSecret", 'String'>
   readonly purpose: Prisma.FieldRef<"ServerSecret", 'SecretPurpose'>
   readonly kid: Prisma.FieldRef<"ServerSecret", 'String'>
   readonly ciphertext: Prisma.FieldRef<"ServerSecret", 'String'>
@@ -1446,6 +1632,25 @@ export type ServerSecretDeleteManyArgs<ExtArgs extends runtime.Types.Extensions.
    * Limit how many ServerSecrets to delete.
    */
   limit?: number
+}
+
+/**
+ * ServerSecret.endpoint
+ */
+export type ServerSecret$endpointArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the CallbackEndpoint
+   */
+  select?: Prisma.CallbackEndpointSelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the CallbackEndpoint
+   */
+  omit?: Prisma.CallbackEndpointOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.CallbackEndpointInclude<ExtArgs> | null
+  where?: Prisma.CallbackEndpointWhereInput
 }
 
 /**

@@ -71,14 +71,16 @@ export function createCallbackTransport(deps: {
       const key = delivery.publicKeySignatures ? await signingKey() : undefined;
       const signed = signCallback({
         url,
-        fields: {
-          event: delivery.eventType as HeartEventType,
-          serverId: delivery.serverId,
-          username: delivery.username,
-          heartId: delivery.heartId,
-          period: delivery.period,
-          ...(streakDay === undefined ? {} : { streakDay }),
-        },
+        fields: delivery.referral
+          ? { event: delivery.referral.event, payload: delivery.referral }
+          : {
+              event: delivery.eventType as HeartEventType,
+              serverId: delivery.serverId,
+              username: delivery.username,
+              heartId: delivery.heartId,
+              period: delivery.period,
+              ...(streakDay === undefined ? {} : { streakDay }),
+            },
         secretsNewestFirst: secrets,
         standardWebhooks: delivery.standardWebhooks,
         ...(key ? { signingKey: key.privateKey } : {}),

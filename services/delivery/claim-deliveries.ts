@@ -1,6 +1,7 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/db.js";
 import type { StreakState } from "../hearts/domain/streak.js";
+import type { ReferralPayload } from "./referral-event.js";
 import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, type SealedSecretJson } from "../servers/active-secrets.js";
 
 /**
@@ -29,8 +30,10 @@ export interface ClaimedDelivery {
   transport: SentTransport;
   /** The callback endpoint of a callback delivery (null for Votifier). */
   endpointId: string | null;
-  /** When the heart counted. */
+  /** When the heart counted (a referral event: when the transition happened). */
   countedAt: Date;
+  /** A referral event's body fields (referral-event.ts); null for a heart. */
+  referral: ReferralPayload | null;
   /** Its endpoint's callback settings (callback deliveries); null when the endpoint has no URL. */
   callbackUrl: string | null;
   standardWebhooks: boolean;
@@ -130,7 +133,7 @@ export function sendableDeliverySql(now: Date): Prisma.Sql {
 export function claimedColumnsSql(now: Date): Prisma.Sql {
   return Prisma.sql`
   d.id::text, d.server_id::text, d.endpoint_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
-  d.attempts, d.lease_until, d.transport, d.counted_at, e.url AS callback_url,
+  d.attempts, d.lease_until, d.transport, d.counted_at, d.payload, e.url AS callback_url,
   coalesce(e.standard_webhooks, false) AS standard_webhooks, coalesce(e.public_key_signatures, false) AS public_key_signatures,
   s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token,
   v.last_day, v.streak_days,
@@ -151,6 +154,7 @@ export interface LeasedRow {
   lease_until: Date | string;
   transport: SentTransport;
   counted_at: Date | string;
+  payload: ReferralPayload | null;
   callback_url: string | null;
   standard_webhooks: boolean;
   public_key_signatures: boolean;
@@ -178,6 +182,7 @@ export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
     transport: r.transport,
     endpointId: r.endpoint_id,
     countedAt: new Date(r.counted_at),
+    referral: r.payload,
     callbackUrl: r.callback_url,
     standardWebhooks: r.standard_webhooks,
     publicKeySignatures: r.public_key_signatures,

@@ -14,7 +14,8 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 
 /**
  * Model Delivery
- * A heart to deliver: one per (heart, server, transport) for heart.counted, one per send for heart.test.
+ * An event to deliver: one per (heart, server, transport, endpoint) for heart.counted, one per send for heart.test,
+ * one per (referral event, endpoint) for referral.* (heart_id is the nil uuid; username holds the referee identity).
  */
 export type DeliveryModel = runtime.Types.Result.DefaultSelection<Prisma.$DeliveryPayload>
 
@@ -46,6 +47,7 @@ export type DeliveryMinAggregateOutputType = {
   endpointId: string | null
   dedupKey: string | null
   eventType: string | null
+  eventId: string | null
   username: string | null
   voterIdentity: string | null
   period: string | null
@@ -70,6 +72,7 @@ export type DeliveryMaxAggregateOutputType = {
   endpointId: string | null
   dedupKey: string | null
   eventType: string | null
+  eventId: string | null
   username: string | null
   voterIdentity: string | null
   period: string | null
@@ -94,6 +97,8 @@ export type DeliveryCountAggregateOutputType = {
   endpointId: number
   dedupKey: number
   eventType: number
+  eventId: number
+  payload: number
   username: number
   voterIdentity: number
   period: number
@@ -132,6 +137,7 @@ export type DeliveryMinAggregateInputType = {
   endpointId?: true
   dedupKey?: true
   eventType?: true
+  eventId?: true
   username?: true
   voterIdentity?: true
   period?: true
@@ -156,6 +162,7 @@ export type DeliveryMaxAggregateInputType = {
   endpointId?: true
   dedupKey?: true
   eventType?: true
+  eventId?: true
   username?: true
   voterIdentity?: true
   period?: true
@@ -180,6 +187,8 @@ export type DeliveryCountAggregateInputType = {
   endpointId?: true
   dedupKey?: true
   eventType?: true
+  eventId?: true
+  payload?: true
   username?: true
   voterIdentity?: true
   period?: true
@@ -291,6 +300,8 @@ export type DeliveryGroupByOutputType = {
   endpointId: string | null
   dedupKey: string
   eventType: string
+  eventId: string | null
+  payload: runtime.JsonValue | null
   username: string
   voterIdentity: string
   period: string
@@ -338,6 +349,8 @@ export type DeliveryWhereInput = {
   endpointId?: Prisma.UuidNullableFilter<"Delivery"> | string | null
   dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
+  eventId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  payload?: Prisma.JsonNullableFilter<"Delivery">
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
   period?: Prisma.StringFilter<"Delivery"> | string
@@ -365,6 +378,8 @@ export type DeliveryOrderByWithRelationInput = {
   endpointId?: Prisma.SortOrderInput | Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrderInput | Prisma.SortOrder
+  payload?: Prisma.SortOrderInput | Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -396,6 +411,8 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   endpointId?: Prisma.UuidNullableFilter<"Delivery"> | string | null
   dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
+  eventId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  payload?: Prisma.JsonNullableFilter<"Delivery">
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
   period?: Prisma.StringFilter<"Delivery"> | string
@@ -423,6 +440,8 @@ export type DeliveryOrderByWithAggregationInput = {
   endpointId?: Prisma.SortOrderInput | Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrderInput | Prisma.SortOrder
+  payload?: Prisma.SortOrderInput | Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -455,6 +474,8 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   endpointId?: Prisma.UuidNullableWithAggregatesFilter<"Delivery"> | string | null
   dedupKey?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   eventType?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
+  eventId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  payload?: Prisma.JsonNullableWithAggregatesFilter<"Delivery">
   username?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   period?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
@@ -477,6 +498,8 @@ export type DeliveryCreateInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -504,6 +527,8 @@ export type DeliveryUncheckedCreateInput = {
   endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -527,6 +552,8 @@ export type DeliveryUpdateInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -554,6 +581,8 @@ export type DeliveryUncheckedUpdateInput = {
   endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -579,6 +608,8 @@ export type DeliveryCreateManyInput = {
   endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -601,6 +632,8 @@ export type DeliveryUpdateManyMutationInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -625,6 +658,8 @@ export type DeliveryUncheckedUpdateManyInput = {
   endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -666,6 +701,8 @@ export type DeliveryCountOrderByAggregateInput = {
   endpointId?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrder
+  payload?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -696,6 +733,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   endpointId?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -720,6 +758,7 @@ export type DeliveryMinOrderByAggregateInput = {
   endpointId?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -859,6 +898,8 @@ export type DeliveryCreateWithoutServerInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -884,6 +925,8 @@ export type DeliveryUncheckedCreateWithoutServerInput = {
   endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -938,6 +981,8 @@ export type DeliveryScalarWhereInput = {
   endpointId?: Prisma.UuidNullableFilter<"Delivery"> | string | null
   dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
+  eventId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  payload?: Prisma.JsonNullableFilter<"Delivery">
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
   period?: Prisma.StringFilter<"Delivery"> | string
@@ -960,6 +1005,8 @@ export type DeliveryCreateWithoutAttemptsLogInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -986,6 +1033,8 @@ export type DeliveryUncheckedCreateWithoutAttemptsLogInput = {
   endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1024,6 +1073,8 @@ export type DeliveryUpdateWithoutAttemptsLogInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1050,6 +1101,8 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
   endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1072,6 +1125,8 @@ export type DeliveryCreateWithoutEndpointInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1097,6 +1152,8 @@ export type DeliveryUncheckedCreateWithoutEndpointInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1147,6 +1204,8 @@ export type DeliveryCreateManyServerInput = {
   endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1169,6 +1228,8 @@ export type DeliveryUpdateWithoutServerInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1194,6 +1255,8 @@ export type DeliveryUncheckedUpdateWithoutServerInput = {
   endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1218,6 +1281,8 @@ export type DeliveryUncheckedUpdateManyWithoutServerInput = {
   endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1241,6 +1306,8 @@ export type DeliveryCreateManyEndpointInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1263,6 +1330,8 @@ export type DeliveryUpdateWithoutEndpointInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1288,6 +1357,8 @@ export type DeliveryUncheckedUpdateWithoutEndpointInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1312,6 +1383,8 @@ export type DeliveryUncheckedUpdateManyWithoutEndpointInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1367,6 +1440,8 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   endpointId?: boolean
   dedupKey?: boolean
   eventType?: boolean
+  eventId?: boolean
+  payload?: boolean
   username?: boolean
   voterIdentity?: boolean
   period?: boolean
@@ -1395,6 +1470,8 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   endpointId?: boolean
   dedupKey?: boolean
   eventType?: boolean
+  eventId?: boolean
+  payload?: boolean
   username?: boolean
   voterIdentity?: boolean
   period?: boolean
@@ -1421,6 +1498,8 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   endpointId?: boolean
   dedupKey?: boolean
   eventType?: boolean
+  eventId?: boolean
+  payload?: boolean
   username?: boolean
   voterIdentity?: boolean
   period?: boolean
@@ -1447,6 +1526,8 @@ export type DeliverySelectScalar = {
   endpointId?: boolean
   dedupKey?: boolean
   eventType?: boolean
+  eventId?: boolean
+  payload?: boolean
   username?: boolean
   voterIdentity?: boolean
   period?: boolean
@@ -1463,7 +1544,7 @@ export type DeliverySelectScalar = {
   createdAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "eventId" | "payload" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   endpoint?: boolean | Prisma.Delivery$endpointArgs<ExtArgs>
@@ -1502,6 +1583,14 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      */
     dedupKey: string
     eventType: string
+    /**
+     * A referral event (`referral.*`): the envelope's event id (also its dedup_key and webhook-id); null for hearts.
+     */
+    eventId: string | null
+    /**
+     * A referral event: its body without `timestamp` (set per attempt), as services/delivery/referral-event.ts builds it; null for hearts.
+     */
+    payload: runtime.JsonValue | null
     username: string
     voterIdentity: string
     period: string
@@ -1949,6 +2038,8 @@ export interface DeliveryFieldRefs {
   readonly endpointId: Prisma.FieldRef<"Delivery", 'String'>
   readonly dedupKey: Prisma.FieldRef<"Delivery", 'String'>
   readonly eventType: Prisma.FieldRef<"Delivery", 'String'>
+  readonly eventId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly payload: Prisma.FieldRef<"Delivery", 'Json'>
   readonly username: Prisma.FieldRef<"Delivery", 'String'>
   readonly voterIdentity: Prisma.FieldRef<"Delivery", 'String'>
   readonly period: Prisma.FieldRef<"Delivery", 'String'>

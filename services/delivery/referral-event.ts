@@ -2,6 +2,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Envelope } from "../../gen/proto/events/v1/events_pb.js";
 import { isUuid, NIL_UUID } from "../shared/ids.js";
 import { periodOf } from "../shared/period.js";
+import { REFERRAL_EVENT_TYPES } from "../shared/event-types.js";
 import type { NewDelivery } from "./insert-deliveries.js";
 
 /**
@@ -11,9 +12,6 @@ import type { NewDelivery } from "./insert-deliveries.js";
  * body's fields, in the order sent, are built here once (toReferralPayload); `timestamp` is added
  * per attempt and equals the signature's `t`.
  */
-
-/** The referral event types an endpoint can receive (a subset of services/shared/event-types.ts). */
-export const REFERRAL_EVENT_TYPES = ["referral.registered", "referral.qualified", "referral.reversed"] as const;
 
 /** One referral event type. */
 export type ReferralEventType = (typeof REFERRAL_EVENT_TYPES)[number];

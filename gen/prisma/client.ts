@@ -48,7 +48,7 @@ export { Prisma }
 export type Server = Prisma.ServerModel
 /**
  * Model ServerSecret
- * A referral ingest secret or a reward callback secret, encrypted at rest.
+ * A referral ingest secret, a callback endpoint's secret or a pull secret, encrypted at rest.
  */
 export type ServerSecret = Prisma.ServerSecretModel
 /**
@@ -102,7 +102,8 @@ export type OutboxMessage = Prisma.OutboxMessageModel
 export type DeadLetter = Prisma.DeadLetterModel
 /**
  * Model Delivery
- * A heart to deliver: one per (heart, server, transport) for heart.counted, one per send for heart.test.
+ * An event to deliver: one per (heart, server, transport, endpoint) for heart.counted, one per send for heart.test,
+ * one per (referral event, endpoint) for referral.* (heart_id is the nil uuid; username holds the referee identity).
  */
 export type Delivery = Prisma.DeliveryModel
 /**
@@ -134,11 +135,19 @@ export type DashboardLoginLink = Prisma.DashboardLoginLinkModel
 export type DashboardSession = Prisma.DashboardSessionModel
 /**
  * Model CallbackHealth
- * Per server: how its callback endpoint is doing, kept up to date by every recorded attempt.
+ * Per callback endpoint: how it is doing, kept up to date by every recorded attempt.
  * `failingSince` starts the current run of failures (null after a 2xx); when that run is older
- * than the auto-disable period, the callback is disabled.
+ * than the auto-disable period, the endpoint is disabled.
  */
 export type CallbackHealth = Prisma.CallbackHealthModel
+/**
+ * Model CallbackEndpoint
+ * A server's callback endpoint: where signed events go, which event types it receives, and how
+ * they are signed. Every server has exactly one default endpoint (`isDefault` = true; a trigger
+ * creates it with the server, without a URL): the callback RPCs without an endpoint_id act on it.
+ * Deleting an endpoint marks it (`deletedAt`): its deliveries and attempts stay readable.
+ */
+export type CallbackEndpoint = Prisma.CallbackEndpointModel
 /**
  * Model SecretsKeyCheck
  * One row: a known value sealed with SECRETS_KEY by the first process that started on this

@@ -3,7 +3,8 @@ import { isUniqueViolation } from "../shared/db.js";
 import { DomainError, unknownServer } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
 import { isUuid } from "../shared/ids.js";
-import type { Owner, Server } from "../../gen/prisma/client.js";
+import type { Owner } from "../../gen/prisma/client.js";
+import { WITH_DEFAULT_ENDPOINT, type ServerRecord } from "../servers/server-store.js";
 import type { OwnedResource } from "./rpc-access.js";
 
 export type { Owner as OwnerRecord };
@@ -39,18 +40,18 @@ export async function requireOwner(prisma: PrismaClient, rawId: string): Promise
 }
 
 /** AssignServer: sets (or, with an empty owner id, clears) a server's owner. */
-export async function assignServer(prisma: PrismaClient, rawServerId: string, rawOwnerId: string): Promise<Server> {
+export async function assignServer(prisma: PrismaClient, rawServerId: string, rawOwnerId: string): Promise<ServerRecord> {
   const serverId = rawServerId.trim();
   const ownerId = rawOwnerId.trim() === "" ? null : (await requireOwner(prisma, rawOwnerId)).id;
   const updated = isUuid(serverId) ? await prisma.server.updateMany({ where: { id: serverId }, data: { ownerId } }) : { count: 0 };
   if (updated.count !== 1) throw unknownServer();
-  return prisma.server.findUniqueOrThrow({ where: { id: serverId } });
+  return prisma.server.findUniqueOrThrow({ where: { id: serverId }, include: WITH_DEFAULT_ENDPOINT });
 }
 
 /** An owner's servers, oldest first (404 `unknown owner`). */
-export async function listOwnerServers(prisma: PrismaClient, rawOwnerId: string): Promise<Server[]> {
+export async function listOwnerServers(prisma: PrismaClient, rawOwnerId: string): Promise<ServerRecord[]> {
   const owner = await requireOwner(prisma, rawOwnerId);
-  return prisma.server.findMany({ where: { ownerId: owner.id }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  return prisma.server.findMany({ where: { ownerId: owner.id }, orderBy: [{ createdAt: "asc" }, { id: "asc" }], include: WITH_DEFAULT_ENDPOINT });
 }
 
 /** What a non-owner is told about each resource: exactly what a missing one answers. */

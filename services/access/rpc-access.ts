@@ -54,6 +54,11 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "servers.v1.ServerAdminService/RotateCallbackSecret": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/RevealCallbackSecret": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/EnableCallback": { scope: "admin", owner: server },
+  // Callback endpoints: the server's own (endpoint ids are looked up within that server).
+  "servers.v1.ServerAdminService/CreateEndpoint": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/ListEndpoints": { scope: "read", owner: server },
+  "servers.v1.ServerAdminService/UpdateEndpoint": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/DeleteEndpoint": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/SetVotifierSettings": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/SetPullEnabled": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/RotatePullSecret": { scope: "admin", owner: server },

@@ -184,10 +184,10 @@ async function recordRoutineAttempts(prisma: PrismaClient, records: AttemptRecor
   return prisma.$transaction((tx) => writeAttempts(tx, records, rows));
 }
 
-/** What writeAttemptsSql returns: the deliveries whose lease was still held, and each server's current run of failures. */
+/** What writeAttemptsSql returns: the deliveries whose lease was still held, and each endpoint's current run of failures. */
 interface WrittenAttempts {
   owned: string[];
-  health: { server_id: string; failing_since: string | null }[];
+  health: { endpoint_id: string; failing_since: string | null }[];
 }
 
 /**
@@ -205,21 +205,23 @@ async function writeAttempts(
   for (const [n, r] of records.entries()) {
     const row = rows[n]!;
     if (r.result.kind === "held_gone") {
-      // Stays pending and due: the claim skips it while the callback is disabled, and sends it once re-enabled.
-      await disableCallback(tx, r.delivery.serverId, r.result.reason, r.finishedAt);
+      // Stays pending and due: the claim skips it while the endpoint is disabled, and sends it once re-enabled.
+      if (r.delivery.endpointId !== null) await disableCallback(tx, r.delivery.endpointId, r.result.reason, r.finishedAt);
     } else if (r.result.kind === "failed" && owned[n]) {
-      const server = await tx.server.findUniqueOrThrow({ where: { id: r.delivery.serverId }, select: { id: true, name: true, callbackUrl: true } });
+      const found = await tx.server.findUniqueOrThrow({ where: { id: r.delivery.serverId }, select: { id: true, name: true } });
+      const endpoint = r.delivery.endpointId === null ? null : await tx.callbackEndpoint.findUnique({ where: { id: r.delivery.endpointId } });
+      const server = { ...found, callbackUrl: endpoint ? endpoint.url : null };
       const failed = { ...r.delivery, attempts: r.delivery.attempts + 1, lastStatusCode: row.status_code, lastError: row.error ?? "", target: row.url };
       await notifyDeliveryFailed(tx, server, failed, r.finishedAt);
     }
   }
   const attempts = callbackHealthAttempts(records, rows);
   for (const h of written[0]?.health ?? []) {
-    const last = lastFailureOf(attempts, h.server_id);
-    // A 410 has disabled the callback already.
+    const last = lastFailureOf(attempts, h.endpoint_id);
+    // A 410 has disabled the endpoint already.
     if (h.failing_since === null || !last || last.attempt.record.result.kind === "held_gone") continue;
     await autoDisableIfFailingTooLong(tx, {
-      serverId: h.server_id,
+      endpointId: h.endpoint_id,
       failingSince: new Date(h.failing_since),
       lastError: last.error,
       at: last.attempt.record.finishedAt,
@@ -232,8 +234,8 @@ async function writeAttempts(
 /**
  * ONE statement for a batch of the dispatcher's attempts: the deliveries' results under their
  * leases (delivered, retry, failed for good, or held after a 410: pending and due at once), every
- * attempt row (insertAttemptsSql; logged even when the lease was lost), and each server's endpoint
- * health folded in recording order (callback attempts only: other transports are not the endpoint).
+ * attempt row (insertAttemptsSql; logged even when the lease was lost), and each endpoint's health
+ * folded in recording order (callback attempts only: other transports are not an endpoint).
  */
 function writeAttemptsSql(records: readonly AttemptRecord[], rows: readonly AttemptRow[]): Prisma.Sql {
   const input = records.map((r, n) => ({
@@ -269,14 +271,23 @@ function writeAttemptsSql(records: readonly AttemptRecord[], rows: readonly Atte
       ${upsertEndpointHealthSql(health)}
     )
     SELECT ARRAY(SELECT id::text FROM changed) AS owned,
-           coalesce((SELECT json_agg(json_build_object('server_id', server_id, 'failing_since', failing_since)) FROM health), '[]'::json) AS health`;
+           coalesce((SELECT json_agg(json_build_object('endpoint_id', endpoint_id, 'failing_since', failing_since)) FROM health), '[]'::json) AS health`;
 }
 
 /** The callback attempts of a batch, in recording order, as the health transition takes them. */
 function callbackHealthAttempts(records: readonly AttemptRecord[], rows: readonly AttemptRow[]): (HealthAttempt & { record: AttemptRecord })[] {
   return records.flatMap((r, n) =>
-    r.delivery.transport === "callback"
-      ? [{ serverId: r.delivery.serverId, startedAt: r.startedAt, succeeded: rows[n]!.succeeded, error: rows[n]!.error, record: r }]
+    r.delivery.transport === "callback" && r.delivery.endpointId !== null
+      ? [
+          {
+            serverId: r.delivery.serverId,
+            endpointId: r.delivery.endpointId,
+            startedAt: r.startedAt,
+            succeeded: rows[n]!.succeeded,
+            error: rows[n]!.error,
+            record: r,
+          },
+        ]
       : [],
   );
 }

@@ -43,7 +43,11 @@ export function createCallbackTransport(deps: {
     return secret;
   };
   const secretsOf = (delivery: ClaimedDelivery): Promise<string[]> | string[] =>
-    delivery.sealedCallbackSecrets ? delivery.sealedCallbackSecrets.map(open) : loadCallbackSecrets(deps.prisma, deps.secretBox, delivery.serverId, deps.now());
+    delivery.sealedCallbackSecrets
+      ? delivery.sealedCallbackSecrets.map(open)
+      : delivery.endpointId === null
+        ? []
+        : loadCallbackSecrets(deps.prisma, deps.secretBox, delivery.endpointId, deps.now());
   const streakOf = async (delivery: ClaimedDelivery, at: Date): Promise<number | undefined> =>
     delivery.voterStreak !== undefined
       ? streakAtDelivery(delivery.voterStreak, at)
@@ -67,14 +71,16 @@ export function createCallbackTransport(deps: {
       const key = delivery.publicKeySignatures ? await signingKey() : undefined;
       const signed = signCallback({
         url,
-        fields: {
-          event: delivery.eventType as HeartEventType,
-          serverId: delivery.serverId,
-          username: delivery.username,
-          heartId: delivery.heartId,
-          period: delivery.period,
-          ...(streakDay === undefined ? {} : { streakDay }),
-        },
+        fields: delivery.referral
+          ? { event: delivery.referral.event, payload: delivery.referral }
+          : {
+              event: delivery.eventType as HeartEventType,
+              serverId: delivery.serverId,
+              username: delivery.username,
+              heartId: delivery.heartId,
+              period: delivery.period,
+              ...(streakDay === undefined ? {} : { streakDay }),
+            },
         secretsNewestFirst: secrets,
         standardWebhooks: delivery.standardWebhooks,
         ...(key ? { signingKey: key.privateKey } : {}),

@@ -1,6 +1,7 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/db.js";
 import type { StreakState } from "../hearts/domain/streak.js";
+import type { ReferralPayload } from "./referral-event.js";
 import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, type SealedSecretJson } from "../servers/active-secrets.js";
 
 /**
@@ -27,17 +28,21 @@ export interface ClaimedDelivery {
   leaseUntil: Date;
   /** Which transport sends it. */
   transport: SentTransport;
-  /** When the heart counted. */
+  /** The callback endpoint of a callback delivery (null for Votifier). */
+  endpointId: string | null;
+  /** When the heart counted (a referral event: when the transition happened). */
   countedAt: Date;
-  /** Callback settings (callback deliveries); null when the server has no callback URL. */
+  /** A referral event's body fields (referral-event.ts); null for a heart. */
+  referral: ReferralPayload | null;
+  /** Its endpoint's callback settings (callback deliveries); null when the endpoint has no URL. */
   callbackUrl: string | null;
   standardWebhooks: boolean;
-  /** The server opted in to the asymmetric `v1a` signature by the list's key. */
+  /** The endpoint opted in to the asymmetric `v1a` signature by the list's key. */
   publicKeySignatures: boolean;
   /** Votifier settings (Votifier deliveries), with the token still sealed; null when not configured. */
   votifier: { host: string; port: number; serviceName: string; sealedToken: string } | null;
   /**
-   * The server's active callback secrets, still sealed, newest first, as the claim read them
+   * The endpoint's active callback secrets, still sealed, newest first, as the claim read them
    * (so a rotation is seen by the next claim); absent when not read with the delivery, and the
    * transport reads them itself.
    */
@@ -61,7 +66,7 @@ export interface ClaimRoom {
  * (sendableDeliverySql). Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher
  * instances never claim the same row. At most `limit` rows; per server at most `perServerLimit`
  * minus what this instance already has in flight for it. The same statement reads what sending
- * needs (claimedColumnsSql): the server's active callback secrets (sealed) and the voter's streak
+ * needs (claimedColumnsSql): the endpoint's active callback secrets (sealed) and the voter's streak
  * state, so an attempt costs no further reads.
  */
 export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Promise<ClaimedDelivery[]> {
@@ -74,8 +79,8 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
     WITH busy AS (
       SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
     ), candidates AS (
-      SELECT d.id, d.server_id, d.next_attempt_at, d.voter_identity, d.event_type
-      FROM deliveries d JOIN servers s ON s.id = d.server_id
+      SELECT d.id, d.server_id, d.endpoint_id, d.next_attempt_at, d.voter_identity, d.event_type
+      FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
       WHERE d.status = 'pending'
         AND d.next_attempt_at <= ${q.now}::timestamptz
         AND (d.lease_until IS NULL OR d.lease_until < ${q.now}::timestamptz)
@@ -85,8 +90,8 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
       LIMIT ${scan}
       FOR UPDATE OF d SKIP LOCKED
     ), chosen AS (
-      SELECT c.id, v.last_day, v.streak_days FROM (
-        SELECT c.id, c.server_id, c.voter_identity, c.event_type, c.next_attempt_at,
+      SELECT c.id, c.server_id, c.endpoint_id, v.last_day, v.streak_days FROM (
+        SELECT c.id, c.server_id, c.endpoint_id, c.voter_identity, c.event_type, c.next_attempt_at,
                row_number() OVER (PARTITION BY c.server_id ORDER BY c.next_attempt_at, c.id) AS rn,
                ${q.perServerLimit}::int - coalesce(b.in_flight, 0) AS room
         FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
@@ -97,44 +102,49 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
       LIMIT ${q.limit}
     )
     UPDATE deliveries d SET lease_until = ${q.leaseUntil}::timestamptz
-    FROM chosen v, servers s
-    WHERE d.id = v.id AND s.id = d.server_id
+    FROM chosen v JOIN servers s ON s.id = v.server_id LEFT JOIN callback_endpoints e ON e.id = v.endpoint_id
+    WHERE d.id = v.id
     RETURNING ${claimedColumnsSql(q.now)}`;
   return rows.map((r) => toClaimedDelivery(r, q.now));
 }
 
 /**
- * Whether delivery `d` of server `s` can be sent by a dispatcher at `now`: a callback delivery of a
- * server with a callback URL, not disabled (410) and with an active callback secret, or a Votifier
- * delivery of a server with Votifier set up (pull deliveries are claimed by the owner, never here).
- * The one rule of the claim and of the lease taken with an insert.
+ * Whether delivery `d` of server `s` to endpoint `e` (null for other transports) can be sent by a
+ * dispatcher at `now`: a callback delivery to a live endpoint with a URL, not disabled (410) and
+ * with an active callback secret, or a Votifier delivery of a server with Votifier set up (pull
+ * deliveries are claimed by the owner, never here). The one rule of the claim and of the lease
+ * taken with an insert.
  */
 export function sendableDeliverySql(now: Date): Prisma.Sql {
   return Prisma.sql`
   ((d.transport = 'callback'
-    AND s.callback_url IS NOT NULL
-    AND s.callback_disabled_at IS NULL
-    AND ${hasActiveSecretSql(Prisma.sql`s.id`, "callback", now)})
+    AND e.url IS NOT NULL
+    AND e.disabled_at IS NULL
+    AND e.deleted_at IS NULL
+    AND ${hasActiveSecretSql(Prisma.sql`e.id`, "callback", now, "endpoint")})
    OR (d.transport = 'votifier' AND s.votifier_host IS NOT NULL AND s.votifier_token IS NOT NULL))`;
 }
 
 /**
- * What a dispatcher needs to send a leased delivery `d` of server `s` at `now`, with `v` the voter's
- * streak state (last_day, streak_days): the columns of LeasedRow.
+ * What a dispatcher needs to send a leased delivery `d` of server `s` to endpoint `e` (left-joined:
+ * null for other transports) at `now`, with `v` the voter's streak state (last_day, streak_days):
+ * the columns of LeasedRow.
  */
 export function claimedColumnsSql(now: Date): Prisma.Sql {
   return Prisma.sql`
-  d.id::text, d.server_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
-  d.attempts, d.lease_until, d.transport, d.counted_at, s.callback_url, s.standard_webhooks, s.public_key_signatures,
+  d.id::text, d.server_id::text, d.endpoint_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
+  d.attempts, d.lease_until, d.transport, d.counted_at, d.payload, e.url AS callback_url,
+  coalesce(e.standard_webhooks, false) AS standard_webhooks, coalesce(e.public_key_signatures, false) AS public_key_signatures,
   s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token,
   v.last_day, v.streak_days,
-  CASE WHEN d.transport = 'callback' THEN ${sealedActiveSecretsJsonSql(Prisma.sql`d.server_id`, "callback", now)} END AS callback_secrets`;
+  CASE WHEN d.transport = 'callback' THEN ${sealedActiveSecretsJsonSql(Prisma.sql`d.endpoint_id`, "callback", now, "endpoint")} END AS callback_secrets`;
 }
 
 /** A row of claimedColumnsSql (dates as Date from a statement's columns, as ISO text from JSON). */
 export interface LeasedRow {
   id: string;
   server_id: string;
+  endpoint_id: string | null;
   heart_id: string;
   event_type: string;
   username: string;
@@ -144,6 +154,7 @@ export interface LeasedRow {
   lease_until: Date | string;
   transport: SentTransport;
   counted_at: Date | string;
+  payload: ReferralPayload | null;
   callback_url: string | null;
   standard_webhooks: boolean;
   public_key_signatures: boolean;
@@ -169,7 +180,9 @@ export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
     attempts: r.attempts,
     leaseUntil: new Date(r.lease_until),
     transport: r.transport,
+    endpointId: r.endpoint_id,
     countedAt: new Date(r.counted_at),
+    referral: r.payload,
     callbackUrl: r.callback_url,
     standardWebhooks: r.standard_webhooks,
     publicKeySignatures: r.public_key_signatures,

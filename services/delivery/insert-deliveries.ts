@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { PrismaClient } from "../shared/db.js";
 import { NIL_UUID } from "../shared/ids.js";
+import type { ReferralPayload } from "./referral-event.js";
 import { claimedColumnsSql, sendableDeliverySql, toClaimedDelivery, type ClaimedDelivery, type ClaimRoom, type LeasedRow } from "./claim-deliveries.js";
 
 /**
@@ -9,7 +10,7 @@ import { claimedColumnsSql, sendableDeliverySql, toClaimedDelivery, type Claimed
  * `heart.test` delivery.
  */
 
-/** A counted heart, as the consumer turns it into a delivery. */
+/** A counted heart (or a referral event), as the consumer turns it into deliveries. */
 export interface NewDelivery {
   heartId: string;
   serverId: string;
@@ -19,14 +20,25 @@ export interface NewDelivery {
   period: string;
   streakDay: number | null;
   countedAt: Date;
+  /**
+   * A referral event (referral-event.ts): its envelope event id, the dedup key of its deliveries
+   * (one per subscribed endpoint), and its body fields. Absent for a heart (dedup key: heart_id).
+   */
+  referral?: { eventId: string; payload: ReferralPayload };
+}
+
+/** What makes a delivery of `d` unique per server, transport and endpoint. */
+function dedupKeyOf(d: NewDelivery): string {
+  return d.referral ? d.referral.eventId : d.heartId;
 }
 
 /** What inserting a delivery did. */
 export type InsertOutcome = "inserted" | "duplicate" | "unknown_server";
 
 /**
- * Inserts the deliveries of a counted heart, idempotently per (server_id, transport, heart_id):
- * always the HTTP callback (held while the server has no callback URL), plus a Votifier
+ * Inserts the deliveries of a counted heart, idempotently per (server_id, transport, endpoint, heart_id):
+ * an HTTP callback per endpoint subscribed to heart.counted (the default endpoint is, unless its
+ * owner unsubscribed it; held while it has no callback URL), plus a Votifier
  * delivery when the server has Votifier set up and a pull delivery when its pull API is on,
  * each decided by the server's settings at this moment. See insertDeliveries.
  */
@@ -71,11 +83,11 @@ export interface InsertedDeliveries {
  */
 export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewDelivery[], lease?: InsertLease): Promise<InsertedDeliveries> {
   if (items.length === 0) return { outcomes: [], leased: [], leftForClaim: false };
-  // One row per (server, heart): a heart twice in one batch is a duplicate of itself.
+  // One row per (server, heart or referral event): an item twice in one batch is a duplicate of itself.
   const byKey = new Map<string, number>();
   const unique: NewDelivery[] = [];
   const slot = items.map((d) => {
-    const key = `${d.serverId}/${d.heartId}`;
+    const key = `${d.serverId}/${dedupKeyOf(d)}`;
     let i = byKey.get(key);
     if (i === undefined) {
       i = unique.push(d) - 1;
@@ -89,6 +101,9 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
     return {
       n: i,
       heart_id: d.heartId,
+      dedup_key: dedupKeyOf(d),
+      event_id: d.referral?.eventId ?? null,
+      payload: d.referral?.payload ?? null,
       server_id: d.serverId,
       event_type: d.eventType,
       username: d.username,
@@ -104,41 +119,50 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
   const rows = await prisma.$queryRaw<{ n: number; inserted: boolean; known: boolean; leased: LeasedRow[] | null; left_for_claim: boolean }[]>`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
-        AS i(n int, heart_id text, server_id uuid, event_type text, username text, voter_identity text, period text, streak_day int, counted_at timestamptz)
+        AS i(n int, heart_id text, dedup_key text, event_id text, payload jsonb, server_id uuid, event_type text, username text, voter_identity text, period text, streak_day int, counted_at timestamptz)
     ), busy AS (
       SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
     ), candidates AS (
-      SELECT i.*, d.transport, ${sendableDeliverySql(room.now)} AS sendable
+      -- A callback delivery per live endpoint subscribed to the event type (held while the endpoint
+      -- has no URL), a Votifier one when set up, a pull one when the pull API is on.
+      SELECT i.*, d.transport, d.endpoint_id, ${sendableDeliverySql(room.now)} AS sendable
       FROM input i
       JOIN servers s ON s.id = i.server_id
-      CROSS JOIN (VALUES ('callback'::"DeliveryTransport"), ('votifier'::"DeliveryTransport"), ('pull'::"DeliveryTransport")) AS d(transport)
-      WHERE d.transport = 'callback'
-         OR (d.transport = 'votifier' AND s.votifier_host IS NOT NULL)
-         OR (d.transport = 'pull' AND s.pull_enabled)
+      CROSS JOIN LATERAL (
+        SELECT 'callback'::"DeliveryTransport" AS transport, ce.id AS endpoint_id
+        FROM callback_endpoints ce
+        WHERE ce.server_id = s.id AND ce.deleted_at IS NULL AND i.event_type = ANY(ce.event_types)
+        UNION ALL SELECT 'votifier'::"DeliveryTransport", NULL::uuid WHERE s.votifier_host IS NOT NULL AND i.event_type = 'heart.counted'
+        UNION ALL SELECT 'pull'::"DeliveryTransport", NULL::uuid WHERE s.pull_enabled AND i.event_type = 'heart.counted'
+      ) d
+      LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
     ), offered AS (
       -- The rows a claim would take first: per server at most its room, in all at most the limit (oldest hearts first).
       SELECT c.*, c.sendable
-               AND row_number() OVER (PARTITION BY c.sendable, c.server_id ORDER BY c.counted_at, c.heart_id, c.transport)
+               AND row_number() OVER (PARTITION BY c.sendable, c.server_id ORDER BY c.counted_at, c.dedup_key, c.transport, c.endpoint_id)
                    <= ${room.perServerLimit}::int - coalesce(b.in_flight, 0)
-               AND row_number() OVER (PARTITION BY c.sendable ORDER BY c.counted_at, c.heart_id, c.transport) <= ${room.limit}::int AS leased
+               AND row_number() OVER (PARTITION BY c.sendable ORDER BY c.counted_at, c.dedup_key, c.transport, c.endpoint_id) <= ${room.limit}::int AS leased
       FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
     ), added AS (
-      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, streak_day, counted_at,
-                              next_attempt_at, lease_until)
-      SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.heart_id, o.transport, o.event_type, o.username, o.voter_identity, o.period,
-             o.streak_day, o.counted_at, least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END
+      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, endpoint_id, event_type, event_id, payload, username, voter_identity,
+                              period, streak_day, counted_at, next_attempt_at, lease_until)
+      SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.dedup_key, o.transport, o.endpoint_id, o.event_type, o.event_id, o.payload,
+             o.username, o.voter_identity, o.period, o.streak_day, o.counted_at, least(o.counted_at, now()),
+             CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END
       FROM offered o
-      ORDER BY o.server_id, o.heart_id, o.transport
-      ON CONFLICT (server_id, transport, dedup_key) DO NOTHING
+      ORDER BY o.server_id, o.dedup_key, o.transport, o.endpoint_id
+      -- The unique index is NULLS NOT DISTINCT: a Votifier or pull row (no endpoint) is unique per heart too.
+      ON CONFLICT (server_id, transport, endpoint_id, dedup_key) DO NOTHING
       RETURNING *
     )
     SELECT i.n,
-           EXISTS (SELECT 1 FROM added a WHERE a.server_id = i.server_id AND a.dedup_key = i.heart_id) AS inserted,
+           EXISTS (SELECT 1 FROM added a WHERE a.server_id = i.server_id AND a.dedup_key = i.dedup_key) AS inserted,
            EXISTS (SELECT 1 FROM servers s WHERE s.id = i.server_id) AS known,
            (SELECT json_agg(c) FROM (
               SELECT ${claimedColumnsSql(room.now)}
               FROM added d
               JOIN servers s ON s.id = d.server_id
+              LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
               LEFT JOIN voter_states v ON d.event_type = 'heart.counted' AND v.server_id = d.server_id AND v.voter_identity = d.voter_identity
               WHERE d.lease_until IS NOT NULL) c) AS leased,
            EXISTS (SELECT 1 FROM offered o WHERE o.sendable AND NOT o.leased) AS left_for_claim
@@ -160,7 +184,8 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
 }
 
 function compareKeys(a: NewDelivery, b: NewDelivery): number {
-  return a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : a.heartId < b.heartId ? -1 : a.heartId > b.heartId ? 1 : 0;
+  const [x, y] = [dedupKeyOf(a), dedupKeyOf(b)];
+  return a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : x < y ? -1 : x > y ? 1 : 0;
 }
 
 /**
@@ -172,6 +197,7 @@ export async function insertTestDelivery(
   prisma: PrismaClient,
   t: {
     serverId: string;
+    endpointId: string;
     username: string;
     period: string;
     now: Date;
@@ -189,6 +215,7 @@ export async function insertTestDelivery(
       heartId: NIL_UUID,
       dedupKey: id,
       transport: "callback",
+      endpointId: t.endpointId,
       eventType: "heart.test",
       username: t.username,
       voterIdentity: "",
@@ -210,7 +237,9 @@ export async function insertTestDelivery(
     attempts: 0,
     leaseUntil: t.leaseUntil,
     transport: "callback",
+    endpointId: t.endpointId,
     countedAt: t.now,
+    referral: null,
     callbackUrl: t.callbackUrl,
     standardWebhooks: t.standardWebhooks,
     publicKeySignatures: t.publicKeySignatures,

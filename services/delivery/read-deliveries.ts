@@ -6,6 +6,7 @@ import { isUuid } from "../shared/ids.js";
 import { requiredText } from "../shared/contract.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { AUTO_DISABLE_AFTER_MS } from "./endpoint-health.js";
+import type { EndpointRecord } from "../servers/endpoint-store.js";
 
 /**
  * The dashboard's reads of the delivery pipeline: a server's delivery list, one delivery with its
@@ -19,6 +20,12 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 export const DEFAULT_DELIVERY_PAGE = 50;
 export const MAX_DELIVERY_PAGE = 500;
 
+/** The include that reads a delivery with its endpoint's URL (which endpoint a callback delivery goes to). */
+export const WITH_ENDPOINT_URL = { endpoint: { select: { url: true } } } as const;
+
+/** A delivery with its endpoint's URL (null endpoint: Votifier or pull). */
+export type DeliveryWithEndpoint = DeliveryRow & { endpoint: { url: string | null } | null };
+
 /** A server's delivery list filter; `username` is bounded and trimmed ("" matches every player), `limit` 0 means the default page. */
 export interface DeliveryListQuery {
   serverId: string;
@@ -29,7 +36,7 @@ export interface DeliveryListQuery {
 }
 
 /** A server's deliveries, newest first, filtered by status, transport and a case-insensitive player search. */
-export async function listDeliveries(deps: CoreDeps, query: DeliveryListQuery): Promise<DeliveryRow[]> {
+export async function listDeliveries(deps: CoreDeps, query: DeliveryListQuery): Promise<DeliveryWithEndpoint[]> {
   const { serverId, status, transport, username } = query;
   return deps.prisma.delivery.findMany({
     where: {
@@ -39,16 +46,17 @@ export async function listDeliveries(deps: CoreDeps, query: DeliveryListQuery): 
       ...(username === "" ? {} : { username: { contains: username, mode: "insensitive" } }),
     },
     orderBy: [{ createdAt: "desc" }, { id: "asc" }],
+    include: WITH_ENDPOINT_URL,
     take: Math.min(query.limit === 0 ? DEFAULT_DELIVERY_PAGE : query.limit, MAX_DELIVERY_PAGE),
   });
 }
 
 /** The delivery `rawId`; with `rawServerId`, only when it belongs to that server (another server's id is unknown). */
-export async function findDelivery(deps: CoreDeps, rawId: string, rawServerId = ""): Promise<DeliveryRow> {
+export async function findDelivery(deps: CoreDeps, rawId: string, rawServerId = ""): Promise<DeliveryWithEndpoint> {
   const id = rawId.trim();
   if (id === "") throw new DomainError("invalid_argument", requiredText("delivery_id"));
   const serverId = rawServerId.trim() === "" ? undefined : await requireServerId(deps, rawServerId);
-  const row = isUuid(id) ? await deps.prisma.delivery.findUnique({ where: { id } }) : null;
+  const row = isUuid(id) ? await deps.prisma.delivery.findUnique({ where: { id }, include: WITH_ENDPOINT_URL }) : null;
   if (!row || (serverId !== undefined && row.serverId !== serverId)) throw new DomainError("not_found", "unknown delivery");
   return row;
 }
@@ -66,7 +74,7 @@ export interface EndpointWindow {
   successRate: number;
 }
 
-/** How a server's callback endpoint is doing. */
+/** How a callback endpoint is doing. */
 export interface EndpointHealth {
   callbackUrl: string | null;
   last24h: EndpointWindow;
@@ -84,33 +92,34 @@ export interface EndpointHealth {
 }
 
 /**
- * Reads the health of a server's callback endpoint at `now`: its callback attempts in the last
- * 24 h and 7 days (by start time) and its callback deliveries (other transports are not the endpoint).
+ * Reads the health of a callback endpoint at `now` (services/servers/endpoint-store.ts findEndpoint
+ * resolves it within its server): its attempts in the last 24 h and 7 days (by start time) and its
+ * deliveries (other transports are not an endpoint).
  */
-export async function readEndpointHealth(prisma: PrismaClient, serverId: string, now: Date): Promise<EndpointHealth> {
+export async function readEndpointHealth(prisma: PrismaClient, endpoint: EndpointRecord, now: Date): Promise<EndpointHealth> {
   const since24h = new Date(now.getTime() - DAY_MS);
   const since7d = new Date(now.getTime() - 7 * DAY_MS);
-  const [server, health, windows, deliveries] = await Promise.all([
-    prisma.server.findUniqueOrThrow({ where: { id: serverId }, select: { callbackUrl: true, callbackDisabledAt: true, callbackDisabledReason: true } }),
-    prisma.callbackHealth.findUnique({ where: { serverId } }),
+  const serverId = endpoint.serverId;
+  const [health, windows, deliveries] = await Promise.all([
+    prisma.callbackHealth.findUnique({ where: { endpointId: endpoint.id } }),
     prisma.$queryRaw<{ a24: number; s24: number; a7: number; s7: number }[]>`
       SELECT count(*) FILTER (WHERE a.started_at >= ${since24h}::timestamptz)::int AS a24,
              count(*) FILTER (WHERE a.started_at >= ${since24h}::timestamptz AND a.succeeded)::int AS s24,
              count(*)::int AS a7,
              count(*) FILTER (WHERE a.succeeded)::int AS s7
       FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
-      WHERE a.server_id = ${serverId}::uuid AND d.transport = 'callback'
+      WHERE a.server_id = ${serverId}::uuid AND d.endpoint_id = ${endpoint.id}::uuid
         AND a.started_at >= ${since7d}::timestamptz AND a.started_at <= ${now}::timestamptz`,
     prisma.$queryRaw<{ failed7d: number; pending: number }[]>`
       SELECT count(*) FILTER (WHERE status = 'failed' AND failed_at >= ${since7d}::timestamptz)::int AS failed7d,
              count(*) FILTER (WHERE status = 'pending')::int AS pending
-      FROM deliveries WHERE server_id = ${serverId}::uuid AND transport = 'callback'`,
+      FROM deliveries WHERE server_id = ${serverId}::uuid AND transport = 'callback' AND endpoint_id = ${endpoint.id}::uuid`,
   ]);
   const w = windows[0] ?? { a24: 0, s24: 0, a7: 0, s7: 0 };
   const failingSince = health?.failingSince ?? null;
-  const disabledAt = server.callbackDisabledAt;
+  const disabledAt = endpoint.disabledAt;
   return {
-    callbackUrl: server.callbackUrl,
+    callbackUrl: endpoint.url,
     last24h: toWindow(w.a24, w.s24),
     last7d: toWindow(w.a7, w.s7),
     lastSuccessAt: health?.lastSuccessAt ?? null,
@@ -119,7 +128,7 @@ export async function readEndpointHealth(prisma: PrismaClient, serverId: string,
     failingSince,
     autoDisableAt: failingSince && !disabledAt ? new Date(failingSince.getTime() + AUTO_DISABLE_AFTER_MS) : null,
     disabledAt,
-    disabledReason: server.callbackDisabledReason,
+    disabledReason: endpoint.disabledReason,
     failedDeliveries7d: deliveries[0]?.failed7d ?? 0,
     pendingDeliveries: deliveries[0]?.pending ?? 0,
   };

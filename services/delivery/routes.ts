@@ -27,6 +27,7 @@ import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
 import { sendTestReferralEvent } from "./send-test-referral-event.js";
+import { findEndpoint } from "../servers/endpoint-store.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { findDelivery, listAttempts, listDeliveries, readEndpointHealth, type EndpointWindow } from "./read-deliveries.js";
 import { claimPullHearts } from "./claim-pull-hearts.js";
@@ -87,7 +88,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       async redeliver(req) {
         const row = await findDelivery(deps, req.deliveryId, req.serverId);
         const updated = await redeliver(deps, row);
-        return create(RedeliverResponseSchema, { delivery: toDeliveryMessage(updated) });
+        return create(RedeliverResponseSchema, { delivery: toDeliveryMessage({ ...updated, endpoint: row.endpoint }) });
       },
 
       async redeliverFailedSince(req) {
@@ -99,7 +100,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       async sendTestCallback(req) {
         const username = boundField("username", req.username);
         const serverId = await requireServerId(deps, req.serverId);
-        const { exchange, delivery } = await sendTestCallback({ ...deps, retrySchedule }, serverId, username);
+        const { exchange, delivery } = await sendTestCallback({ ...deps, retrySchedule }, serverId, username, req.endpointId);
         return create(SendTestCallbackResponseSchema, {
           report: toReport(exchange),
           delivery: toDeliveryMessage(delivery),
@@ -108,7 +109,8 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
 
       async getEndpointHealth(req) {
         const serverId = await requireServerId(deps, req.serverId);
-        const health = await readEndpointHealth(deps.prisma, serverId, deps.now());
+        const endpoint = await findEndpoint(deps.prisma, serverId, req.endpointId);
+        const health = await readEndpointHealth(deps.prisma, endpoint, deps.now());
         return create(GetEndpointHealthResponseSchema, {
           serverId,
           callbackUrl: health.callbackUrl ?? "",
@@ -200,7 +202,7 @@ function optionalTimestamps<K extends string>(times: Record<K, Date | null>): Pa
   return out;
 }
 
-function toDeliveryMessage(row: DeliveryRow): DeliveryMessage {
+function toDeliveryMessage(row: DeliveryRow & { endpoint?: { url: string | null } | null }): DeliveryMessage {
   return create(DeliverySchema, {
     id: row.id,
     serverId: row.serverId,
@@ -217,6 +219,8 @@ function toDeliveryMessage(row: DeliveryRow): DeliveryMessage {
     lastStatusCode: row.lastStatusCode ?? 0,
     lastError: row.lastError ?? "",
     transport: DELIVERY_TRANSPORT_TO_PROTO[row.transport],
+    endpointId: row.endpointId ?? "",
+    endpointUrl: row.endpoint?.url ?? "",
   });
 }
 

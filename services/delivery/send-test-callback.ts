@@ -9,6 +9,8 @@ import { performAttempt } from "./perform-attempt.js";
 import type { RetrySchedule } from "./retry-schedule.js";
 import { loadCallbackSecrets } from "../servers/active-secrets.js";
 import { insertTestDelivery } from "./insert-deliveries.js";
+import { WITH_ENDPOINT_URL, type DeliveryWithEndpoint } from "./read-deliveries.js";
+import { findEndpoint } from "../servers/endpoint-store.js";
 
 /** Username of a test callback (and test vote) when the owner gives none. */
 export const TEST_CALLBACK_USERNAME = "TestPlayer";
@@ -24,35 +26,38 @@ export interface SendTestCallbackDeps extends CoreDeps {
 }
 
 /**
- * Sends a `heart.test` callback to the server's callback URL as a delivery like any other: stored,
- * first attempt here and now, retried by the dispatcher. `serverId` is an existing server; `username`
- * is bounded (TEST_CALLBACK_USERNAME when blank). Returns the attempt's exchange and the stored delivery.
+ * Sends a `heart.test` callback to the callback URL of the server's default endpoint (or of the
+ * endpoint `endpointId`) as a delivery like any other: stored, first attempt here and now, retried
+ * by the dispatcher. `serverId` is an existing server; `username` is bounded (TEST_CALLBACK_USERNAME
+ * when blank). Returns the attempt's exchange and the stored delivery.
  */
 export async function sendTestCallback(
   deps: SendTestCallbackDeps,
   serverId: string,
   username: string,
-): Promise<{ exchange: AttemptExchange; delivery: DeliveryRow }> {
-  const server = await deps.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
-  if (!server.callbackUrl) throw new DomainError("failed_precondition", "no callback URL configured: set one in the integration tab first");
+  endpointId = "",
+): Promise<{ exchange: AttemptExchange; delivery: DeliveryWithEndpoint }> {
+  const endpoint = await findEndpoint(deps.prisma, serverId, endpointId);
+  if (!endpoint.url) throw new DomainError("failed_precondition", "no callback URL configured: set one in the integration tab first");
   const now = deps.now();
-  const secrets = await loadCallbackSecrets(deps.prisma, deps.secretBox, serverId, now);
+  const secrets = await loadCallbackSecrets(deps.prisma, deps.secretBox, endpoint.id, now);
   if (secrets.length === 0) throw new DomainError("failed_precondition", "no active callback secret: rotate the callback secret to create one");
   // A delivery like any other: stored, first attempt here and now (leased to this call), retried by the dispatcher.
   const delivery = await insertTestDelivery(deps.prisma, {
     serverId,
+    endpointId: endpoint.id,
     username: username.trim() === "" ? TEST_CALLBACK_USERNAME : username,
     period: periodOf(now),
     now,
     leaseUntil: new Date(now.getTime() + deps.callbackTimeoutMs + LEASE_MARGIN_MS),
-    callbackUrl: server.callbackUrl,
-    standardWebhooks: server.standardWebhooks,
-    publicKeySignatures: server.publicKeySignatures,
+    callbackUrl: endpoint.url,
+    standardWebhooks: endpoint.standardWebhooks,
+    publicKeySignatures: endpoint.publicKeySignatures,
   });
   const attemptDeps = { ...deps, schedule: deps.retrySchedule, timeoutMs: deps.callbackTimeoutMs, allowInsecure: deps.allowInsecureCallbacks };
   const report = await performAttempt(attemptDeps, createCallbackTransport(attemptDeps), delivery);
   // Failure policy: the secret was revoked between the check and the attempt; the delivery stays pending, held like any other.
   if (report.kind === "released") throw new DomainError("failed_precondition", "no active callback secret: rotate the callback secret to create one");
-  const stored = await deps.prisma.delivery.findUniqueOrThrow({ where: { id: delivery.id } });
+  const stored = await deps.prisma.delivery.findUniqueOrThrow({ where: { id: delivery.id }, include: WITH_ENDPOINT_URL });
   return { exchange: report.outcome.exchange, delivery: stored };
 }

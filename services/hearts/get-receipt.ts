@@ -86,13 +86,18 @@ export async function getReceipt(deps: CoreDeps, receipts: ReceiptLinks, req: Ge
                WHERE p.server_id = h.server_id AND p.voter_identity = h.voter_identity AND p.counted AND p.created_at <= h.created_at)
            END AS anchor,
            COALESCE((
-             SELECT json_agg(json_build_object('transport', d.transport::text, 'status', d.status::text, 'delivered_at', d.delivered_at)
-                             ORDER BY d.transport)
-             FROM deliveries d
-             WHERE d.heart_id = h.id AND d.server_id = h.server_id AND d.event_type = 'heart.counted'
-               -- A server without a callback URL (for example one that only uses the claim ledger) holds its callback rows
-               -- until it sets one: not a delivery the voter waits for.
-               AND (d.transport <> 'callback' OR s.callback_url IS NOT NULL)), '[]'::json) AS deliveries,
+             SELECT json_agg(json_build_object('transport', t.transport::text, 'status', t.status::text, 'delivered_at', t.delivered_at)
+                             ORDER BY t.transport)
+             FROM (
+               -- One line per transport: a server may have several callback endpoints; the voter sees the best of them.
+               SELECT DISTINCT ON (d.transport) d.transport, d.status, d.delivered_at
+               FROM deliveries d LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
+               WHERE d.heart_id = h.id AND d.server_id = h.server_id AND d.event_type = 'heart.counted'
+                 -- An endpoint without a URL (for example on a server that only uses the claim ledger) holds its callback
+                 -- rows until it gets one, and a deleted endpoint never sends: not deliveries the voter waits for.
+                 AND (d.transport <> 'callback' OR (e.url IS NOT NULL AND e.deleted_at IS NULL))
+               ORDER BY d.transport, CASE d.status WHEN 'delivered' THEN 0 WHEN 'pending' THEN 1 ELSE 2 END, d.delivered_at
+             ) t), '[]'::json) AS deliveries,
            (SELECT json_build_object('state', c.state::text, 'expires_at', c.expires_at, 'claimed_at', c.claimed_at, 'expired_at', c.expired_at)
             FROM vote_claims c WHERE c.heart_id = h.id) AS claim
     FROM hearts h JOIN servers s ON s.id = h.server_id

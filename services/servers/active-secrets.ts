@@ -22,9 +22,19 @@ export function activeSecretSql(alias: string, now: Date): Prisma.Sql {
   return Prisma.sql`(${k}.revoked_at IS NULL AND (${k}.expires_at IS NULL OR ${k}.expires_at > ${now}::timestamptz))`;
 }
 
-/** Whether the server `serverId` (an SQL expression) holds an active secret of `purpose`: an EXISTS predicate. */
-export function hasActiveSecretSql(serverId: Prisma.Sql, purpose: Purpose, now: Date): Prisma.Sql {
-  return Prisma.sql`EXISTS (SELECT 1 FROM server_secrets k WHERE k.server_id = ${serverId} AND k.purpose = ${purpose}::"SecretPurpose" AND ${activeSecretSql("k", now)})`;
+/** Whose secrets a reader reads: a server's (by server_id) or, for callback secrets, an endpoint's (by endpoint_id). */
+type Holder = "server" | "endpoint";
+
+function holderColumn(holder: Holder): Prisma.Sql {
+  return holder === "endpoint" ? Prisma.raw("k.endpoint_id") : Prisma.raw("k.server_id");
+}
+
+/**
+ * Whether the server `id` (an SQL expression; with `holder` "endpoint", the callback endpoint `id`)
+ * holds an active secret of `purpose`: an EXISTS predicate.
+ */
+export function hasActiveSecretSql(id: Prisma.Sql, purpose: Purpose, now: Date, holder: Holder = "server"): Prisma.Sql {
+  return Prisma.sql`EXISTS (SELECT 1 FROM server_secrets k WHERE ${holderColumn(holder)} = ${id} AND k.purpose = ${purpose}::"SecretPurpose" AND ${activeSecretSql("k", now)})`;
 }
 
 /** One secret as sealedActiveSecretsJsonSql reads it (dates as ISO text from JSON). */
@@ -37,16 +47,16 @@ export interface SealedSecretJson {
 }
 
 /**
- * The server `serverId`'s (an SQL expression) active secrets of `purpose`, still sealed, as one
- * JSON array value (SealedSecretJson[]; `[]` when none), so a statement can read them with the
- * rows it claims. Rank them with toSealedNewestFirst.
+ * The server `id`'s (an SQL expression; with `holder` "endpoint", the callback endpoint's) active
+ * secrets of `purpose`, still sealed, as one JSON array value (SealedSecretJson[]; `[]` when none),
+ * so a statement can read them with the rows it claims. Rank them with toSealedNewestFirst.
  */
-export function sealedActiveSecretsJsonSql(serverId: Prisma.Sql, purpose: Purpose, now: Date): Prisma.Sql {
+export function sealedActiveSecretsJsonSql(id: Prisma.Sql, purpose: Purpose, now: Date, holder: Holder = "server"): Prisma.Sql {
   return Prisma.sql`(
     SELECT coalesce(json_agg(json_build_object('kid', k.kid, 'ciphertext', k.ciphertext, 'created_at', k.created_at,
                                                'expires_at', k.expires_at, 'revoked_at', k.revoked_at)), '[]'::json)
     FROM server_secrets k
-    WHERE k.server_id = ${serverId} AND k.purpose = ${purpose}::"SecretPurpose" AND ${activeSecretSql("k", now)})`;
+    WHERE ${holderColumn(holder)} = ${id} AND k.purpose = ${purpose}::"SecretPurpose" AND ${activeSecretSql("k", now)})`;
 }
 
 /** The sealed secrets read by sealedActiveSecretsJsonSql that are active at `now`, newest first (secret-policy's rule). */
@@ -61,9 +71,9 @@ export function toSealedNewestFirst(rows: readonly SealedSecretJson[], now: Date
   return activeSecretsNewestFirst(secrets, now).map((k) => k.ciphertext);
 }
 
-/** The server's active callback secrets, opened, newest first: not revoked and not past the end of their rotation overlap. */
-export async function loadCallbackSecrets(prisma: PrismaClient, secretBox: SecretBox, serverId: string, now: Date): Promise<string[]> {
-  const rows = await prisma.serverSecret.findMany({ where: { serverId, purpose: "callback", ...activeSecretWhere(now) } });
+/** The callback endpoint's active secrets, opened, newest first: not revoked and not past the end of their rotation overlap. */
+export async function loadCallbackSecrets(prisma: PrismaClient, secretBox: SecretBox, endpointId: string, now: Date): Promise<string[]> {
+  const rows = await prisma.serverSecret.findMany({ where: { endpointId, purpose: "callback", ...activeSecretWhere(now) } });
   return activeSecretsNewestFirst(rows, now).map((r) => secretBox.open(r.ciphertext));
 }
 

@@ -12,7 +12,7 @@ import {
 } from "./domain/secret-policy.js";
 import { lockServer, type SecretMeta, type SecretWithValue } from "./secret-store.js";
 import { requireServer } from "./server-exists.js";
-import type { ServerRecord } from "./server-store.js";
+import { WITH_DEFAULT_ENDPOINT, type ServerRecord } from "./server-store.js";
 
 /** Bounds and defaults of the claim ledger's settings (the schema's defaults are the same). */
 export const CLAIM_HOLD_DAYS = { min: 1, max: 90, default: 30 } as const;
@@ -86,6 +86,7 @@ export async function setClaimSettings(deps: CoreDeps, serverId: string, input: 
         ...(input.holdDays === 0 ? {} : { claimHoldDays: input.holdDays }),
         ...(input.maxHeldPerPlayer === 0 ? {} : { claimMaxHeld: input.maxHeldPerPlayer }),
       },
+      include: WITH_DEFAULT_ENDPOINT,
     });
   });
 }

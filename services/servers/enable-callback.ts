@@ -1,11 +1,12 @@
 import type { CoreDeps } from "../shared/deps.js";
-import { requireServer } from "./server-exists.js";
-import { type ServerRecord, updateServer } from "./server-store.js";
+import { enableEndpoint, type EndpointRecord } from "./endpoint-store.js";
+import { getServer, type ServerRecord } from "./server-store.js";
 
-/** Turns a disabled (auto-disabled or 410 Gone) callback endpoint back on, with a fresh auto-disable period. */
-export async function enableCallback(deps: CoreDeps, serverId: string): Promise<ServerRecord> {
-  await requireServer(deps, serverId);
-  // A re-enabled endpoint gets a fresh auto-disable period: its old run of failures ends here (before enabling, so a failure in between cannot re-disable at once).
-  await deps.prisma.callbackHealth.updateMany({ where: { serverId }, data: { failingSince: null } });
-  return updateServer(deps, serverId, { callbackDisabledAt: null, callbackDisabledReason: null });
+/**
+ * EnableCallback: turns a disabled (auto-disabled or 410 Gone) callback endpoint back on, with a
+ * fresh auto-disable period: the server's default endpoint, or the endpoint `endpointId`.
+ */
+export async function enableCallback(deps: CoreDeps, serverId: string, endpointId = ""): Promise<{ server: ServerRecord; endpoint: EndpointRecord }> {
+  const endpoint = await enableEndpoint(deps, serverId, endpointId);
+  return { server: await getServer(deps, serverId), endpoint };
 }

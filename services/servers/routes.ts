@@ -5,6 +5,7 @@ import {
   PullKeyStatus,
   ServerAdminService,
   SigningKeyStatus,
+  type CallbackEndpointSchema,
   type SecretInfoSchema,
   type ServerSchema,
   type WebhookSigningKeySchema,
@@ -15,6 +16,17 @@ import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
 import { enableCallback } from "./enable-callback.js";
+import {
+  createEndpoint,
+  deleteEndpoint,
+  findEndpoint,
+  listEndpoints,
+  toEndpointUrl,
+  toEventTypes,
+  toPayloadVersion,
+  updateEndpoint,
+  type EndpointRecord,
+} from "./endpoint-store.js";
 import { revealClaimKey, rotateClaimKey, setClaimSettings } from "./claim-settings.js";
 import { toGraceSeconds } from "./domain/secret-policy.js";
 import { toRegistrationUrl, toServerName } from "./domain/server-fields.js";
@@ -146,22 +158,60 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
           callbackUrl,
           standardWebhooks: req.standardWebhooks,
           ...(req.publicKeySignatures === undefined ? {} : { publicKeySignatures: req.publicKeySignatures }),
+          endpointId: req.endpointId,
         });
         return { server: toServerProto(server) };
       },
 
       async rotateCallbackSecret(req) {
-        const rotated = await rotateSecret(deps, req.serverId.trim(), "callback", toGraceSeconds(req.graceSeconds));
+        const serverId = req.serverId.trim();
+        const endpoint = await findEndpoint(deps.prisma, serverId, req.endpointId);
+        const rotated = await rotateSecret(deps, serverId, "callback", toGraceSeconds(req.graceSeconds), endpoint.id);
         return { info: toSecretInfo(rotated.info), secret: rotated.secret };
       },
 
       async revealCallbackSecret(req) {
-        const revealed = await revealCallbackSecret(deps, req.serverId.trim());
+        const serverId = req.serverId.trim();
+        const endpoint = await findEndpoint(deps.prisma, serverId, req.endpointId);
+        const revealed = await revealCallbackSecret(deps, serverId, endpoint.id);
         return { info: toSecretInfo(revealed.info), secret: revealed.secret };
       },
 
       async enableCallback(req) {
-        return { server: toServerProto(await enableCallback(deps, req.serverId.trim())) };
+        const enabled = await enableCallback(deps, req.serverId.trim(), req.endpointId);
+        return { server: toServerProto(enabled.server), endpoint: toEndpointProto(enabled.endpoint) };
+      },
+
+      async createEndpoint(req) {
+        const serverId = req.serverId.trim();
+        const created = await createEndpoint(deps, serverId, {
+          url: toEndpointUrl(req.url, { allowInsecure }),
+          eventTypes: toEventTypes(req.eventTypes),
+          payloadVersion: toPayloadVersion(req.payloadVersion),
+          standardWebhooks: req.standardWebhooks,
+          publicKeySignatures: req.publicKeySignatures,
+        });
+        return { endpoint: toEndpointProto(created.endpoint), info: toSecretInfo(created.info), secret: created.secret };
+      },
+
+      async listEndpoints(req) {
+        return { endpoints: (await listEndpoints(deps, req.serverId.trim())).map(toEndpointProto) };
+      },
+
+      async updateEndpoint(req) {
+        const endpoint = await updateEndpoint(deps, req.serverId.trim(), req.endpointId, {
+          ...(req.url === undefined ? {} : { url: toEndpointUrl(req.url, { allowInsecure }) }),
+          ...(req.updateEventTypes ? { eventTypes: toEventTypes(req.eventTypes) } : {}),
+          ...(req.payloadVersion === undefined ? {} : { payloadVersion: toPayloadVersion(req.payloadVersion) }),
+          ...(req.standardWebhooks === undefined ? {} : { standardWebhooks: req.standardWebhooks }),
+          ...(req.publicKeySignatures === undefined ? {} : { publicKeySignatures: req.publicKeySignatures }),
+        });
+        return { endpoint: toEndpointProto(endpoint) };
+      },
+
+      async deleteEndpoint(req) {
+        await deleteEndpoint(deps, req.serverId.trim(), req.endpointId);
+        return {};
       },
 
       async setVotifierSettings(req) {
@@ -218,18 +268,19 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
   };
 }
 
-/** Maps a stored server to its proto. */
+/** Maps a stored server to its proto: the callback settings are its default endpoint's. */
 export function toServerProto(server: ServerRecord): MessageInitShape<typeof ServerSchema> {
+  const endpoint = server.endpoints.find((e) => e.isDefault);
   return {
     id: server.id,
     name: server.name,
     referralsEnabled: server.referralsEnabled,
     registrationUrl: server.registrationUrl ?? "",
-    callbackUrl: server.callbackUrl ?? "",
-    standardWebhooks: server.standardWebhooks,
-    publicKeySignatures: server.publicKeySignatures,
-    callbackDisabledReason: server.callbackDisabledReason ?? "",
-    callbackDisabledAt: server.callbackDisabledAt ? timestampFromDate(server.callbackDisabledAt) : undefined,
+    callbackUrl: endpoint?.url ?? "",
+    standardWebhooks: endpoint?.standardWebhooks ?? false,
+    publicKeySignatures: endpoint?.publicKeySignatures ?? false,
+    callbackDisabledReason: endpoint?.disabledReason ?? "",
+    callbackDisabledAt: endpoint?.disabledAt ? timestampFromDate(endpoint.disabledAt) : undefined,
     createdAt: timestampFromDate(server.createdAt),
     votifierHost: server.votifierHost ?? "",
     votifierPort: server.votifierPort ?? 0,
@@ -244,6 +295,23 @@ export function toServerProto(server: ServerRecord): MessageInitShape<typeof Ser
       holdDays: server.claimHoldDays,
       maxHeldPerPlayer: server.claimMaxHeld,
     },
+  };
+}
+
+/** Maps a stored endpoint to its proto. */
+export function toEndpointProto(endpoint: EndpointRecord): MessageInitShape<typeof CallbackEndpointSchema> {
+  return {
+    id: endpoint.id,
+    serverId: endpoint.serverId,
+    isDefault: endpoint.isDefault === true,
+    url: endpoint.url ?? "",
+    eventTypes: endpoint.eventTypes,
+    payloadVersion: endpoint.payloadVersion,
+    standardWebhooks: endpoint.standardWebhooks,
+    publicKeySignatures: endpoint.publicKeySignatures,
+    disabledReason: endpoint.disabledReason ?? "",
+    ...(endpoint.disabledAt ? { disabledAt: timestampFromDate(endpoint.disabledAt) } : {}),
+    createdAt: timestampFromDate(endpoint.createdAt),
   };
 }
 

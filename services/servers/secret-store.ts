@@ -50,16 +50,24 @@ export async function lockServer(tx: Tx, serverId: string): Promise<void> {
 }
 
 /**
- * Adds an active secret inside the caller's transaction (which holds the server lock); the value
- * is sealed at rest. Refused (failed_precondition) when the server already holds
- * MAX_ACTIVE_SECRETS_PER_SERVER active secrets of that purpose.
+ * Whose secrets of `purpose` a call acts on: the server's, and for `callback` secrets one of its
+ * endpoints' (every callback secret belongs to an endpoint: services/servers/endpoint-store.ts).
  */
-export async function insertSecret(deps: CoreDeps, tx: Tx, serverId: string, purpose: SecretPurpose, now: Date): Promise<SecretWithValue> {
-  const active = await tx.serverSecret.count({ where: { serverId, purpose, ...activeSecretWhere(now) } });
+function secretScope(serverId: string, purpose: SecretPurpose, endpointId?: string) {
+  return { serverId, purpose, ...(endpointId === undefined ? {} : { endpointId }) };
+}
+
+/**
+ * Adds an active secret inside the caller's transaction (which holds the server lock); the value
+ * is sealed at rest. Refused (failed_precondition) when the server (for a callback secret: the
+ * endpoint `endpointId`) already holds MAX_ACTIVE_SECRETS_PER_SERVER active secrets of that purpose.
+ */
+export async function insertSecret(deps: CoreDeps, tx: Tx, serverId: string, purpose: SecretPurpose, now: Date, endpointId?: string): Promise<SecretWithValue> {
+  const active = await tx.serverSecret.count({ where: { ...secretScope(serverId, purpose, endpointId), ...activeSecretWhere(now) } });
   if (active >= MAX_ACTIVE_SECRETS_PER_SERVER) throw new DomainError("failed_precondition", tooManySecretsText(purpose));
   const secret = purpose === "referral" ? generateReferralSecret() : purpose === "pull" ? generatePullSecret() : generateCallbackSecret();
   const row = await tx.serverSecret.create({
-    data: { serverId, purpose, kid: generateKid(), ciphertext: deps.secretBox.seal(secret), createdAt: now },
+    data: { serverId, endpointId: endpointId ?? null, purpose, kid: generateKid(), ciphertext: deps.secretBox.seal(secret), createdAt: now },
   });
   return { info: toMeta(row, now), secret };
 }
@@ -78,17 +86,23 @@ export async function createReferralSecret(deps: CoreDeps, serverId: string): Pr
  * valid until `now + grace` (unless it already expires sooner). Revocation is
  * still immediate during the overlap.
  */
-export async function rotateSecret(deps: CoreDeps, serverId: string, purpose: SecretPurpose, graceSeconds: number): Promise<SecretWithValue> {
+export async function rotateSecret(
+  deps: CoreDeps,
+  serverId: string,
+  purpose: SecretPurpose,
+  graceSeconds: number,
+  endpointId?: string,
+): Promise<SecretWithValue> {
   const now = deps.now();
   const cutoff = rotationCutoff(now, graceSeconds);
   return deps.prisma.$transaction(async (tx) => {
     await lockServer(tx, serverId);
     await tx.serverSecret.updateMany({
       // Every secret still active at the cutoff (an older expiry is left alone).
-      where: { serverId, purpose, ...activeSecretWhere(cutoff) },
+      where: { ...secretScope(serverId, purpose, endpointId), ...activeSecretWhere(cutoff) },
       data: { expiresAt: cutoff },
     });
-    return insertSecret(deps, tx, serverId, purpose, now);
+    return insertSecret(deps, tx, serverId, purpose, now, endpointId);
   });
 }
 
@@ -120,16 +134,19 @@ export async function revealReferralSecret(deps: CoreDeps, serverId: string, kid
   return deps.secretBox.open(row.ciphertext);
 }
 
-/** The newest active callback secret and its metadata (404 when none). */
-export async function revealCallbackSecret(deps: CoreDeps, serverId: string): Promise<SecretWithValue> {
-  return revealNewestSecret(deps, serverId, "callback");
+/** The newest active callback secret of the endpoint `endpointId` and its metadata (404 when none). */
+export async function revealCallbackSecret(deps: CoreDeps, serverId: string, endpointId: string): Promise<SecretWithValue> {
+  return revealNewestSecret(deps, serverId, "callback", endpointId);
 }
 
-/** The newest active secret of `purpose` and its metadata (404 `no <purpose> secret` when none). */
-export async function revealNewestSecret(deps: CoreDeps, serverId: string, purpose: "callback" | "pull"): Promise<SecretWithValue> {
+/** The newest active secret of `purpose` (of the endpoint, for a callback secret) and its metadata (404 `no <purpose> secret` when none). */
+export async function revealNewestSecret(deps: CoreDeps, serverId: string, purpose: "callback" | "pull", endpointId?: string): Promise<SecretWithValue> {
   await requireServer(deps, serverId);
   const now = deps.now();
-  const [row] = activeSecretsNewestFirst(await deps.prisma.serverSecret.findMany({ where: { serverId, purpose, ...activeSecretWhere(now) } }), now);
+  const [row] = activeSecretsNewestFirst(
+    await deps.prisma.serverSecret.findMany({ where: { ...secretScope(serverId, purpose, endpointId), ...activeSecretWhere(now) } }),
+    now,
+  );
   if (!row) throw new DomainError("not_found", `no ${purpose} secret`);
   return { info: toMeta(row, now), secret: deps.secretBox.open(row.ciphertext) };
 }

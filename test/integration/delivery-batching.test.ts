@@ -177,7 +177,7 @@ test.serial("attempts recorded together keep per-item outcomes: a lost lease is 
   t.like(rows.get(retried.id), { status: "pending", attempts: 1, nextAttemptAt: later, lastStatusCode: 503, leaseUntil: null });
   t.like(rows.get(retried.id)?.attemptsLog[0], { attempt: 1, statusCode: 503, succeeded: false, error: "receiver answered 503", requestBody: "{}" });
   // Health folded in recording order: the successes, then a failure after them starts a new run.
-  t.like(await h.db.prisma.callbackHealth.findUniqueOrThrow({ where: { serverId } }), {
+  t.like(await h.db.prisma.callbackHealth.findFirstOrThrow({ where: { serverId } }), {
     lastSuccessAt: ms(2),
     failingSince: ms(3),
     lastFailureAt: ms(3),
@@ -195,7 +195,7 @@ test.serial("attempts recorded together keep per-item outcomes: a lost lease is 
   );
   t.like(await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: refused.id } }), { attempts: 0, status: "pending" });
   t.like(await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: neighbour.id } }), { attempts: 1, status: "delivered" });
-  t.like(await h.db.prisma.callbackHealth.findUniqueOrThrow({ where: { serverId } }), { lastSuccessAt: ms(5), failingSince: null });
+  t.like(await h.db.prisma.callbackHealth.findFirstOrThrow({ where: { serverId } }), { lastSuccessAt: ms(5), failingSince: null });
 });
 
 test.serial(

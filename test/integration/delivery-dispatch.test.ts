@@ -12,6 +12,8 @@ import {
   type Harness,
   startDispatchWorld,
   addDelivery,
+  defaultEndpoint,
+  setDefaultEndpoint,
 } from "./delivery-harness.js";
 
 // Serial: these tests measure delays (the schedule, Retry-After, one server not delaying another),
@@ -214,10 +216,10 @@ test.serial("410 Gone disables the server's callback with a reason and holds its
   dispatcher().start();
   await r.waitForRequests(1);
   const server = await eventually(async () => {
-    const s = await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
-    return s.callbackDisabledAt ? s : undefined;
+    const s = await defaultEndpoint(h.db.prisma, serverId);
+    return s.disabledAt ? s : undefined;
   });
-  t.regex(server.callbackDisabledReason ?? "", /^receiver answered 410 Gone at \d{4}-\d{2}-\d{2}T/);
+  t.regex(server.disabledReason ?? "", /^receiver answered 410 Gone at \d{4}-\d{2}-\d{2}T/);
   const held = await eventually(async () => {
     const d = await deliveryOf(h, first);
     return d.attemptsLog.length === 1 && d.leaseUntil === null ? d : undefined;
@@ -230,7 +232,7 @@ test.serial("410 Gone disables the server's callback with a reason and holds its
   t.is(r.requests.length, 1, "held: no attempt while the callback is disabled");
 
   // What EnableCallback does: clear the disable.
-  await h.db.prisma.server.update({ where: { id: serverId }, data: { callbackDisabledAt: null, callbackDisabledReason: null } });
+  await setDefaultEndpoint(h.db.prisma, serverId, { disabledAt: null, disabledReason: null });
   await eventually(async () => (await h.db.prisma.delivery.count({ where: { serverId, status: "delivered" } })) === 2);
   const heartIds = r.requests.slice(1).map((req) => bodyOf(req).heart_id);
   t.deepEqual(heartIds.sort(), [first, second].sort());
@@ -377,7 +379,7 @@ test.serial("deliveries of a server without a callback URL or without an active 
 
   // Setting a URL releases the held delivery.
   const r2 = await receiver();
-  await h.db.prisma.server.update({ where: { id: noUrl.serverId }, data: { callbackUrl: r2.url } });
+  await setDefaultEndpoint(h.db.prisma, noUrl.serverId, { url: r2.url });
   await eventually(async () => (await deliveryOf(h, heldA)).status === "delivered");
   t.is(bodyOf(r2.requests[0]!).heart_id, heldA);
 });

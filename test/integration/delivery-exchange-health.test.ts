@@ -30,6 +30,7 @@ import {
   type TestClock,
   startDispatchWorld,
   addDelivery,
+  defaultEndpoint,
   type DispatchWorld,
 } from "./delivery-harness.js";
 
@@ -290,14 +291,14 @@ test.serial(
     clock!.set("2027-03-05T00:00:00Z");
     d.wake();
     await until(async () => (await deliveryOf(h, heartId)).attempts === 2);
-    t.is((await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt, null);
+    t.is((await defaultEndpoint(h.db.prisma, serverId)).disabledAt, null);
     // Five days and a minute after the first failure: the next failure disables.
     clock!.set("2027-03-06T00:01:00Z");
     d.wake();
     await until(async () => (await deliveryOf(h, heartId)).attempts === 3);
-    const server = await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } });
-    t.is(server.callbackDisabledReason, "every attempt failed for 5 days (since 2027-03-01T00:00:00.000Z); last error: receiver answered 500");
-    t.deepEqual(server.callbackDisabledAt, new Date("2027-03-06T00:01:00Z"));
+    const server = await defaultEndpoint(h.db.prisma, serverId);
+    t.is(server.disabledReason, "every attempt failed for 5 days (since 2027-03-01T00:00:00.000Z); last error: receiver answered 500");
+    t.deepEqual(server.disabledAt, new Date("2027-03-06T00:01:00Z"));
     const delivery = await deliveryOf(h, heartId);
     t.is(delivery.status, "pending", "held, not lost");
 
@@ -307,12 +308,12 @@ test.serial(
     t.is(notes[0]!.payload.case, "ownerNotification");
     const n = notes[0]!.payload.value as { kind: OwnerNotificationKind; reason: string; callbackUrl: string; serverName: string };
     t.is(n.kind, OwnerNotificationKind.ENDPOINT_DISABLED);
-    t.is(n.reason, server.callbackDisabledReason ?? "(none)");
+    t.is(n.reason, server.disabledReason ?? "(none)");
     t.is(n.callbackUrl, r.url);
     t.is(n.serverName, "Exchange test server");
 
     const health = await h.delivery.getEndpointHealth({ serverId });
-    t.is(health.disabledReason, server.callbackDisabledReason ?? "(none)");
+    t.is(health.disabledReason, server.disabledReason ?? "(none)");
     t.is(health.autoDisableAt, undefined, "no auto-disable time while already disabled");
 
     // Re-enabling starts a fresh period: the next failure does not disable again at once.
@@ -321,7 +322,7 @@ test.serial(
     clock!.set("2027-03-06T02:00:00Z");
     d.wake();
     await until(async () => (await deliveryOf(h, heartId)).attempts === 4);
-    t.is((await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt, null);
+    t.is((await defaultEndpoint(h.db.prisma, serverId)).disabledAt, null);
   },
 );
 
@@ -343,7 +344,7 @@ test.serial("a 2xx in between ends the run of failures: failures spread over 5 d
   clock!.set("2027-04-06T00:01:00Z");
   d.wake();
   await until(async () => (await deliveryOf(h, first)).attempts === 2);
-  t.is((await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt, null);
+  t.is((await defaultEndpoint(h.db.prisma, serverId)).disabledAt, null);
   const health = await h.delivery.getEndpointHealth({ serverId });
   t.deepEqual(timestampDate(health.failingSince!), new Date("2027-04-06T00:01:00Z"));
   t.deepEqual(timestampDate(health.lastSuccessAt!), new Date("2027-04-03T00:00:00Z"));
@@ -379,7 +380,7 @@ test.serial(
     r.setFallback({ status: 410, body: "gone" });
     await addDelivery(h, serverId);
     d.wake();
-    await until(async () => (await h.db.prisma.server.findUniqueOrThrow({ where: { id: serverId } })).callbackDisabledAt !== null);
+    await until(async () => (await defaultEndpoint(h.db.prisma, serverId)).disabledAt !== null);
     notes = await notificationsOf(h, serverId);
     t.is(notes.length, 2);
     t.is(notes[1]!.type, ENDPOINT_DISABLED_EVENT);

@@ -106,7 +106,7 @@ export async function startHarness(
   };
 }
 
-/** Inserts a server; returns its id. */
+/** Inserts a server (its default endpoint comes with it) with the callback settings on that endpoint; returns its id. */
 export async function insertServer(
   prisma: PrismaClient,
   opts: { callbackUrl?: string | null; standardWebhooks?: boolean; referralsEnabled?: boolean; name?: string } = {},
@@ -114,12 +114,25 @@ export async function insertServer(
   const server = await prisma.server.create({
     data: {
       name: opts.name ?? "Test server",
-      callbackUrl: opts.callbackUrl ?? null,
-      standardWebhooks: opts.standardWebhooks ?? false,
       referralsEnabled: opts.referralsEnabled ?? true,
     },
   });
+  await setDefaultEndpoint(prisma, server.id, { url: opts.callbackUrl ?? null, standardWebhooks: opts.standardWebhooks ?? false });
   return server.id;
+}
+
+/** The server's default callback endpoint (where the callback settings of a server live). */
+export async function defaultEndpoint(prisma: PrismaClient, serverId: string) {
+  return prisma.callbackEndpoint.findFirstOrThrow({ where: { serverId, isDefault: true } });
+}
+
+/** Writes callback settings straight to the server's default endpoint (what a test sets up without the RPC). */
+export async function setDefaultEndpoint(
+  prisma: PrismaClient,
+  serverId: string,
+  data: { url?: string | null; standardWebhooks?: boolean; disabledAt?: Date | null; disabledReason?: string | null },
+): Promise<void> {
+  await prisma.callbackEndpoint.updateMany({ where: { serverId, isDefault: true }, data });
 }
 
 /** Inserts an encrypted secret of `purpose`; returns its plaintext and kid. */
@@ -132,10 +145,13 @@ export async function insertSecret(
 ): Promise<{ secret: string; kid: string }> {
   const secret = purpose === "callback" ? generateCallbackSecret() : generateReferralSecret();
   const kid = generateKid();
+  // A callback secret belongs to the server's default endpoint.
+  const endpointId = purpose === "callback" ? (await defaultEndpoint(prisma, serverId)).id : null;
   await prisma.serverSecret.create({
     data: {
       id: randomUUID(),
       serverId,
+      endpointId,
       purpose,
       kid,
       ciphertext: secretBox.seal(secret),

@@ -218,8 +218,9 @@ async function seedDeliveries(h: Harness, serverId: string) {
       streakDay: null,
       countedAt: createdAt,
     });
+    const stored = await h.db.prisma.delivery.findFirstOrThrow({ where: { serverId, transport: "callback", dedupKey: heartId } });
     return h.db.prisma.delivery.update({
-      where: { serverId_transport_dedupKey: { serverId, transport: "callback", dedupKey: heartId } },
+      where: { id: stored.id },
       data: { status, failedAt, createdAt, attempts: status === "pending" ? 0 : 11, nextAttemptAt: new Date(Date.now() + 3600_000) },
     });
   };

@@ -91,7 +91,7 @@ test("callback URL: loopback, private, link-local and metadata literals and loca
   ]) {
     t.is((await rpcError(h.admin.setCallbackSettings({ serverId, callbackUrl }))).code, Code.InvalidArgument, callbackUrl);
   }
-  t.is(await h.db.prisma.server.count({ where: { id: serverId, callbackUrl: { not: null } } }), 0);
+  t.is(await h.db.prisma.callbackEndpoint.count({ where: { serverId, url: { not: null } } }), 0);
 });
 
 test("callback URL: the development flag (allowInsecureCallbacks) allows http and loopback", async (t) => {
@@ -127,7 +127,8 @@ test("concurrent first SetCallbackSettings calls still create exactly one callba
 test("setting a callback URL clears callback_disabled_at/reason; EnableCallback clears them too", async (t) => {
   const { h } = t.context;
   const serverId = await newServer(h);
-  const disable = () => h.db.prisma.server.update({ where: { id: serverId }, data: { callbackDisabledAt: new Date(), callbackDisabledReason: "410 Gone" } });
+  const disable = () =>
+    h.db.prisma.callbackEndpoint.updateMany({ where: { serverId, isDefault: true }, data: { disabledAt: new Date(), disabledReason: "410 Gone" } });
   await disable();
   t.like((await h.admin.getServer({ serverId })).server, { callbackDisabledReason: "410 Gone" });
   const set = await h.admin.setCallbackSettings({ serverId, callbackUrl: "https://hooks.example/cb" });

@@ -415,6 +415,7 @@ export const ModelName = {
   DashboardLoginLink: 'DashboardLoginLink',
   DashboardSession: 'DashboardSession',
   CallbackHealth: 'CallbackHealth',
+  CallbackEndpoint: 'CallbackEndpoint',
   SecretsKeyCheck: 'SecretsKeyCheck',
   WebhookSigningKey: 'WebhookSigningKey',
   VoteClaim: 'VoteClaim'
@@ -433,7 +434,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -1769,6 +1770,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    CallbackEndpoint: {
+      payload: Prisma.$CallbackEndpointPayload<ExtArgs>
+      fields: Prisma.CallbackEndpointFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.CallbackEndpointFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.CallbackEndpointFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>
+        }
+        findFirst: {
+          args: Prisma.CallbackEndpointFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.CallbackEndpointFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>
+        }
+        findMany: {
+          args: Prisma.CallbackEndpointFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>[]
+        }
+        create: {
+          args: Prisma.CallbackEndpointCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>
+        }
+        createMany: {
+          args: Prisma.CallbackEndpointCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.CallbackEndpointCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>[]
+        }
+        delete: {
+          args: Prisma.CallbackEndpointDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>
+        }
+        update: {
+          args: Prisma.CallbackEndpointUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>
+        }
+        deleteMany: {
+          args: Prisma.CallbackEndpointDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.CallbackEndpointUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.CallbackEndpointUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>[]
+        }
+        upsert: {
+          args: Prisma.CallbackEndpointUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$CallbackEndpointPayload>
+        }
+        aggregate: {
+          args: Prisma.CallbackEndpointAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateCallbackEndpoint>
+        }
+        groupBy: {
+          args: Prisma.CallbackEndpointGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.CallbackEndpointGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.CallbackEndpointCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.CallbackEndpointCountAggregateOutputType> | number
+        }
+      }
+    }
     SecretsKeyCheck: {
       payload: Prisma.$SecretsKeyCheckPayload<ExtArgs>
       fields: Prisma.SecretsKeyCheckFieldRefs
@@ -2035,11 +2110,6 @@ export const ServerScalarFieldEnum = {
   name: 'name',
   referralsEnabled: 'referralsEnabled',
   registrationUrl: 'registrationUrl',
-  callbackUrl: 'callbackUrl',
-  standardWebhooks: 'standardWebhooks',
-  publicKeySignatures: 'publicKeySignatures',
-  callbackDisabledAt: 'callbackDisabledAt',
-  callbackDisabledReason: 'callbackDisabledReason',
   votifierHost: 'votifierHost',
   votifierPort: 'votifierPort',
   votifierServiceName: 'votifierServiceName',
@@ -2061,6 +2131,7 @@ export type ServerScalarFieldEnum = (typeof ServerScalarFieldEnum)[keyof typeof 
 export const ServerSecretScalarFieldEnum = {
   id: 'id',
   serverId: 'serverId',
+  endpointId: 'endpointId',
   purpose: 'purpose',
   kid: 'kid',
   ciphertext: 'ciphertext',
@@ -2223,8 +2294,11 @@ export const DeliveryScalarFieldEnum = {
   serverId: 'serverId',
   heartId: 'heartId',
   transport: 'transport',
+  endpointId: 'endpointId',
   dedupKey: 'dedupKey',
   eventType: 'eventType',
+  eventId: 'eventId',
+  payload: 'payload',
   username: 'username',
   voterIdentity: 'voterIdentity',
   period: 'period',
@@ -2311,6 +2385,7 @@ export type DashboardSessionScalarFieldEnum = (typeof DashboardSessionScalarFiel
 
 
 export const CallbackHealthScalarFieldEnum = {
+  endpointId: 'endpointId',
   serverId: 'serverId',
   failingSince: 'failingSince',
   lastSuccessAt: 'lastSuccessAt',
@@ -2319,6 +2394,24 @@ export const CallbackHealthScalarFieldEnum = {
 } as const
 
 export type CallbackHealthScalarFieldEnum = (typeof CallbackHealthScalarFieldEnum)[keyof typeof CallbackHealthScalarFieldEnum]
+
+
+export const CallbackEndpointScalarFieldEnum = {
+  id: 'id',
+  serverId: 'serverId',
+  isDefault: 'isDefault',
+  url: 'url',
+  eventTypes: 'eventTypes',
+  payloadVersion: 'payloadVersion',
+  standardWebhooks: 'standardWebhooks',
+  publicKeySignatures: 'publicKeySignatures',
+  disabledAt: 'disabledAt',
+  disabledReason: 'disabledReason',
+  createdAt: 'createdAt',
+  deletedAt: 'deletedAt'
+} as const
+
+export type CallbackEndpointScalarFieldEnum = (typeof CallbackEndpointScalarFieldEnum)[keyof typeof CallbackEndpointScalarFieldEnum]
 
 
 export const SecretsKeyCheckScalarFieldEnum = {
@@ -2439,20 +2532,6 @@ export type BooleanFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel,
 
 
 /**
- * Reference to a field of type 'DateTime'
- */
-export type DateTimeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DateTime'>
-    
-
-
-/**
- * Reference to a field of type 'DateTime[]'
- */
-export type ListDateTimeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DateTime[]'>
-    
-
-
-/**
  * Reference to a field of type 'Int'
  */
 export type IntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Int'>
@@ -2463,6 +2542,20 @@ export type IntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'In
  * Reference to a field of type 'Int[]'
  */
 export type ListIntFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Int[]'>
+    
+
+
+/**
+ * Reference to a field of type 'DateTime'
+ */
+export type DateTimeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DateTime'>
+    
+
+
+/**
+ * Reference to a field of type 'DateTime[]'
+ */
+export type ListDateTimeFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'DateTime[]'>
     
 
 
@@ -2788,6 +2881,7 @@ export type GlobalOmitConfig = {
   dashboardLoginLink?: Prisma.DashboardLoginLinkOmit
   dashboardSession?: Prisma.DashboardSessionOmit
   callbackHealth?: Prisma.CallbackHealthOmit
+  callbackEndpoint?: Prisma.CallbackEndpointOmit
   secretsKeyCheck?: Prisma.SecretsKeyCheckOmit
   webhookSigningKey?: Prisma.WebhookSigningKeyOmit
   voteClaim?: Prisma.VoteClaimOmit

@@ -69,6 +69,7 @@ export const ModelName = {
   DashboardLoginLink: 'DashboardLoginLink',
   DashboardSession: 'DashboardSession',
   CallbackHealth: 'CallbackHealth',
+  CallbackEndpoint: 'CallbackEndpoint',
   SecretsKeyCheck: 'SecretsKeyCheck',
   WebhookSigningKey: 'WebhookSigningKey',
   VoteClaim: 'VoteClaim'
@@ -95,11 +96,6 @@ export const ServerScalarFieldEnum = {
   name: 'name',
   referralsEnabled: 'referralsEnabled',
   registrationUrl: 'registrationUrl',
-  callbackUrl: 'callbackUrl',
-  standardWebhooks: 'standardWebhooks',
-  publicKeySignatures: 'publicKeySignatures',
-  callbackDisabledAt: 'callbackDisabledAt',
-  callbackDisabledReason: 'callbackDisabledReason',
   votifierHost: 'votifierHost',
   votifierPort: 'votifierPort',
   votifierServiceName: 'votifierServiceName',
@@ -121,6 +117,7 @@ export type ServerScalarFieldEnum = (typeof ServerScalarFieldEnum)[keyof typeof 
 export const ServerSecretScalarFieldEnum = {
   id: 'id',
   serverId: 'serverId',
+  endpointId: 'endpointId',
   purpose: 'purpose',
   kid: 'kid',
   ciphertext: 'ciphertext',
@@ -283,8 +280,11 @@ export const DeliveryScalarFieldEnum = {
   serverId: 'serverId',
   heartId: 'heartId',
   transport: 'transport',
+  endpointId: 'endpointId',
   dedupKey: 'dedupKey',
   eventType: 'eventType',
+  eventId: 'eventId',
+  payload: 'payload',
   username: 'username',
   voterIdentity: 'voterIdentity',
   period: 'period',
@@ -371,6 +371,7 @@ export type DashboardSessionScalarFieldEnum = (typeof DashboardSessionScalarFiel
 
 
 export const CallbackHealthScalarFieldEnum = {
+  endpointId: 'endpointId',
   serverId: 'serverId',
   failingSince: 'failingSince',
   lastSuccessAt: 'lastSuccessAt',
@@ -379,6 +380,24 @@ export const CallbackHealthScalarFieldEnum = {
 } as const
 
 export type CallbackHealthScalarFieldEnum = (typeof CallbackHealthScalarFieldEnum)[keyof typeof CallbackHealthScalarFieldEnum]
+
+
+export const CallbackEndpointScalarFieldEnum = {
+  id: 'id',
+  serverId: 'serverId',
+  isDefault: 'isDefault',
+  url: 'url',
+  eventTypes: 'eventTypes',
+  payloadVersion: 'payloadVersion',
+  standardWebhooks: 'standardWebhooks',
+  publicKeySignatures: 'publicKeySignatures',
+  disabledAt: 'disabledAt',
+  disabledReason: 'disabledReason',
+  createdAt: 'createdAt',
+  deletedAt: 'deletedAt'
+} as const
+
+export type CallbackEndpointScalarFieldEnum = (typeof CallbackEndpointScalarFieldEnum)[keyof typeof CallbackEndpointScalarFieldEnum]
 
 
 export const SecretsKeyCheckScalarFieldEnum = {

@@ -14,9 +14,9 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 
 /**
  * Model CallbackHealth
- * Per server: how its callback endpoint is doing, kept up to date by every recorded attempt.
+ * Per callback endpoint: how it is doing, kept up to date by every recorded attempt.
  * `failingSince` starts the current run of failures (null after a 2xx); when that run is older
- * than the auto-disable period, the callback is disabled.
+ * than the auto-disable period, the endpoint is disabled.
  */
 export type CallbackHealthModel = runtime.Types.Result.DefaultSelection<Prisma.$CallbackHealthPayload>
 
@@ -27,6 +27,7 @@ export type AggregateCallbackHealth = {
 }
 
 export type CallbackHealthMinAggregateOutputType = {
+  endpointId: string | null
   serverId: string | null
   failingSince: Date | null
   lastSuccessAt: Date | null
@@ -35,6 +36,7 @@ export type CallbackHealthMinAggregateOutputType = {
 }
 
 export type CallbackHealthMaxAggregateOutputType = {
+  endpointId: string | null
   serverId: string | null
   failingSince: Date | null
   lastSuccessAt: Date | null
@@ -43,6 +45,7 @@ export type CallbackHealthMaxAggregateOutputType = {
 }
 
 export type CallbackHealthCountAggregateOutputType = {
+  endpointId: number
   serverId: number
   failingSince: number
   lastSuccessAt: number
@@ -53,6 +56,7 @@ export type CallbackHealthCountAggregateOutputType = {
 
 
 export type CallbackHealthMinAggregateInputType = {
+  endpointId?: true
   serverId?: true
   failingSince?: true
   lastSuccessAt?: true
@@ -61,6 +65,7 @@ export type CallbackHealthMinAggregateInputType = {
 }
 
 export type CallbackHealthMaxAggregateInputType = {
+  endpointId?: true
   serverId?: true
   failingSince?: true
   lastSuccessAt?: true
@@ -69,6 +74,7 @@ export type CallbackHealthMaxAggregateInputType = {
 }
 
 export type CallbackHealthCountAggregateInputType = {
+  endpointId?: true
   serverId?: true
   failingSince?: true
   lastSuccessAt?: true
@@ -150,6 +156,7 @@ export type CallbackHealthGroupByArgs<ExtArgs extends runtime.Types.Extensions.I
 }
 
 export type CallbackHealthGroupByOutputType = {
+  endpointId: string
   serverId: string
   failingSince: Date | null
   lastSuccessAt: Date | null
@@ -179,36 +186,43 @@ export type CallbackHealthWhereInput = {
   AND?: Prisma.CallbackHealthWhereInput | Prisma.CallbackHealthWhereInput[]
   OR?: Prisma.CallbackHealthWhereInput[]
   NOT?: Prisma.CallbackHealthWhereInput | Prisma.CallbackHealthWhereInput[]
+  endpointId?: Prisma.UuidFilter<"CallbackHealth"> | string
   serverId?: Prisma.UuidFilter<"CallbackHealth"> | string
   failingSince?: Prisma.DateTimeNullableFilter<"CallbackHealth"> | Date | string | null
   lastSuccessAt?: Prisma.DateTimeNullableFilter<"CallbackHealth"> | Date | string | null
   lastFailureAt?: Prisma.DateTimeNullableFilter<"CallbackHealth"> | Date | string | null
   lastFailureReason?: Prisma.StringNullableFilter<"CallbackHealth"> | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
+  endpoint?: Prisma.XOR<Prisma.CallbackEndpointScalarRelationFilter, Prisma.CallbackEndpointWhereInput>
 }
 
 export type CallbackHealthOrderByWithRelationInput = {
+  endpointId?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   failingSince?: Prisma.SortOrderInput | Prisma.SortOrder
   lastSuccessAt?: Prisma.SortOrderInput | Prisma.SortOrder
   lastFailureAt?: Prisma.SortOrderInput | Prisma.SortOrder
   lastFailureReason?: Prisma.SortOrderInput | Prisma.SortOrder
   server?: Prisma.ServerOrderByWithRelationInput
+  endpoint?: Prisma.CallbackEndpointOrderByWithRelationInput
 }
 
 export type CallbackHealthWhereUniqueInput = Prisma.AtLeast<{
-  serverId?: string
+  endpointId?: string
   AND?: Prisma.CallbackHealthWhereInput | Prisma.CallbackHealthWhereInput[]
   OR?: Prisma.CallbackHealthWhereInput[]
   NOT?: Prisma.CallbackHealthWhereInput | Prisma.CallbackHealthWhereInput[]
+  serverId?: Prisma.UuidFilter<"CallbackHealth"> | string
   failingSince?: Prisma.DateTimeNullableFilter<"CallbackHealth"> | Date | string | null
   lastSuccessAt?: Prisma.DateTimeNullableFilter<"CallbackHealth"> | Date | string | null
   lastFailureAt?: Prisma.DateTimeNullableFilter<"CallbackHealth"> | Date | string | null
   lastFailureReason?: Prisma.StringNullableFilter<"CallbackHealth"> | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
-}, "serverId">
+  endpoint?: Prisma.XOR<Prisma.CallbackEndpointScalarRelationFilter, Prisma.CallbackEndpointWhereInput>
+}, "endpointId">
 
 export type CallbackHealthOrderByWithAggregationInput = {
+  endpointId?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   failingSince?: Prisma.SortOrderInput | Prisma.SortOrder
   lastSuccessAt?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -223,6 +237,7 @@ export type CallbackHealthScalarWhereWithAggregatesInput = {
   AND?: Prisma.CallbackHealthScalarWhereWithAggregatesInput | Prisma.CallbackHealthScalarWhereWithAggregatesInput[]
   OR?: Prisma.CallbackHealthScalarWhereWithAggregatesInput[]
   NOT?: Prisma.CallbackHealthScalarWhereWithAggregatesInput | Prisma.CallbackHealthScalarWhereWithAggregatesInput[]
+  endpointId?: Prisma.UuidWithAggregatesFilter<"CallbackHealth"> | string
   serverId?: Prisma.UuidWithAggregatesFilter<"CallbackHealth"> | string
   failingSince?: Prisma.DateTimeNullableWithAggregatesFilter<"CallbackHealth"> | Date | string | null
   lastSuccessAt?: Prisma.DateTimeNullableWithAggregatesFilter<"CallbackHealth"> | Date | string | null
@@ -236,9 +251,11 @@ export type CallbackHealthCreateInput = {
   lastFailureAt?: Date | string | null
   lastFailureReason?: string | null
   server: Prisma.ServerCreateNestedOneWithoutCallbackHealthInput
+  endpoint: Prisma.CallbackEndpointCreateNestedOneWithoutHealthInput
 }
 
 export type CallbackHealthUncheckedCreateInput = {
+  endpointId: string
   serverId: string
   failingSince?: Date | string | null
   lastSuccessAt?: Date | string | null
@@ -252,9 +269,11 @@ export type CallbackHealthUpdateInput = {
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastFailureReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutCallbackHealthNestedInput
+  endpoint?: Prisma.CallbackEndpointUpdateOneRequiredWithoutHealthNestedInput
 }
 
 export type CallbackHealthUncheckedUpdateInput = {
+  endpointId?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -263,6 +282,7 @@ export type CallbackHealthUncheckedUpdateInput = {
 }
 
 export type CallbackHealthCreateManyInput = {
+  endpointId: string
   serverId: string
   failingSince?: Date | string | null
   lastSuccessAt?: Date | string | null
@@ -278,6 +298,7 @@ export type CallbackHealthUpdateManyMutationInput = {
 }
 
 export type CallbackHealthUncheckedUpdateManyInput = {
+  endpointId?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -285,12 +306,18 @@ export type CallbackHealthUncheckedUpdateManyInput = {
   lastFailureReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
-export type CallbackHealthNullableScalarRelationFilter = {
-  is?: Prisma.CallbackHealthWhereInput | null
-  isNot?: Prisma.CallbackHealthWhereInput | null
+export type CallbackHealthListRelationFilter = {
+  every?: Prisma.CallbackHealthWhereInput
+  some?: Prisma.CallbackHealthWhereInput
+  none?: Prisma.CallbackHealthWhereInput
+}
+
+export type CallbackHealthOrderByRelationAggregateInput = {
+  _count?: Prisma.SortOrder
 }
 
 export type CallbackHealthCountOrderByAggregateInput = {
+  endpointId?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   failingSince?: Prisma.SortOrder
   lastSuccessAt?: Prisma.SortOrder
@@ -299,6 +326,7 @@ export type CallbackHealthCountOrderByAggregateInput = {
 }
 
 export type CallbackHealthMaxOrderByAggregateInput = {
+  endpointId?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   failingSince?: Prisma.SortOrder
   lastSuccessAt?: Prisma.SortOrder
@@ -307,6 +335,7 @@ export type CallbackHealthMaxOrderByAggregateInput = {
 }
 
 export type CallbackHealthMinOrderByAggregateInput = {
+  endpointId?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   failingSince?: Prisma.SortOrder
   lastSuccessAt?: Prisma.SortOrder
@@ -314,36 +343,83 @@ export type CallbackHealthMinOrderByAggregateInput = {
   lastFailureReason?: Prisma.SortOrder
 }
 
-export type CallbackHealthCreateNestedOneWithoutServerInput = {
-  create?: Prisma.XOR<Prisma.CallbackHealthCreateWithoutServerInput, Prisma.CallbackHealthUncheckedCreateWithoutServerInput>
-  connectOrCreate?: Prisma.CallbackHealthCreateOrConnectWithoutServerInput
+export type CallbackHealthNullableScalarRelationFilter = {
+  is?: Prisma.CallbackHealthWhereInput | null
+  isNot?: Prisma.CallbackHealthWhereInput | null
+}
+
+export type CallbackHealthCreateNestedManyWithoutServerInput = {
+  create?: Prisma.XOR<Prisma.CallbackHealthCreateWithoutServerInput, Prisma.CallbackHealthUncheckedCreateWithoutServerInput> | Prisma.CallbackHealthCreateWithoutServerInput[] | Prisma.CallbackHealthUncheckedCreateWithoutServerInput[]
+  connectOrCreate?: Prisma.CallbackHealthCreateOrConnectWithoutServerInput | Prisma.CallbackHealthCreateOrConnectWithoutServerInput[]
+  createMany?: Prisma.CallbackHealthCreateManyServerInputEnvelope
+  connect?: Prisma.CallbackHealthWhereUniqueInput | Prisma.CallbackHealthWhereUniqueInput[]
+}
+
+export type CallbackHealthUncheckedCreateNestedManyWithoutServerInput = {
+  create?: Prisma.XOR<Prisma.CallbackHealthCreateWithoutServerInput, Prisma.CallbackHealthUncheckedCreateWithoutServerInput> | Prisma.CallbackHealthCreateWithoutServerInput[] | Prisma.CallbackHealthUncheckedCreateWithoutServerInput[]
+  connectOrCreate?: Prisma.CallbackHealthCreateOrConnectWithoutServerInput | Prisma.CallbackHealthCreateOrConnectWithoutServerInput[]
+  createMany?: Prisma.CallbackHealthCreateManyServerInputEnvelope
+  connect?: Prisma.CallbackHealthWhereUniqueInput | Prisma.CallbackHealthWhereUniqueInput[]
+}
+
+export type CallbackHealthUpdateManyWithoutServerNestedInput = {
+  create?: Prisma.XOR<Prisma.CallbackHealthCreateWithoutServerInput, Prisma.CallbackHealthUncheckedCreateWithoutServerInput> | Prisma.CallbackHealthCreateWithoutServerInput[] | Prisma.CallbackHealthUncheckedCreateWithoutServerInput[]
+  connectOrCreate?: Prisma.CallbackHealthCreateOrConnectWithoutServerInput | Prisma.CallbackHealthCreateOrConnectWithoutServerInput[]
+  upsert?: Prisma.CallbackHealthUpsertWithWhereUniqueWithoutServerInput | Prisma.CallbackHealthUpsertWithWhereUniqueWithoutServerInput[]
+  createMany?: Prisma.CallbackHealthCreateManyServerInputEnvelope
+  set?: Prisma.CallbackHealthWhereUniqueInput | Prisma.CallbackHealthWhereUniqueInput[]
+  disconnect?: Prisma.CallbackHealthWhereUniqueInput | Prisma.CallbackHealthWhereUniqueInput[]
+  delete?: Prisma.CallbackHealthWhereUniqueInput | Prisma.CallbackHealthWhereUniqueInput[]
+  connect?: Prisma.CallbackHealthWhereUniqueInput | Prisma.CallbackHealthWhereUniqueInput[]
+  update?: Prisma.CallbackHealthUpdateWithWhereUniqueWithoutServerInput | Prisma.CallbackHealthUpdateWithWhereUniqueWithoutServerInput[]
+  updateMany?: Prisma.CallbackHealthUpdateManyWithWhereWithoutServerInput | Prisma.CallbackHealthUpdateManyWithWhereWithoutServerInput[]
+  deleteMany?: Prisma.CallbackHealthScalarWhereInput | Prisma.CallbackHealthScalarWhereInput[]
+}
+
+export type CallbackHealthUncheckedUpdateManyWithoutServerNestedInput = {
+  create?: Prisma.XOR<Prisma.CallbackHealthCreateWithoutServerInput, Prisma.CallbackHealthUncheckedCreateWithoutServerInput> | Prisma.CallbackHealthCreateWithoutServerInput[] | Prisma.CallbackHealthUncheckedCreateWithoutServerInput[]
+  connectOrCreate?: Prisma.CallbackHealthCreateOrConnectWithoutServerInput | Prisma.CallbackHealthCreateOrConnectWithoutServerInput[]
+  upsert?: Prisma.CallbackHealthUpsertWithWhereUniqueWithoutServerInput | Prisma.CallbackHealthUpsertWithWhereUniqueWithoutServerInput[]
+  createMany?: Prisma.CallbackHealthCreateManyServerInputEnvelope
+  set?: Prisma.CallbackHealthWhereUniqueInput | Prisma.CallbackHealthWhereUniqueInput[]
+  disconnect?: Prisma.CallbackHealthWhereUniqueInput | Prisma.CallbackHealthWhereUniqueInput[]
+  delete?: Prisma.CallbackHealthWhereUniqueInput | Prisma.CallbackHealthWhereUniqueInput[]
+  connect?: Prisma.CallbackHealthWhereUniqueInput | Prisma.CallbackHealthWhereUniqueInput[]
+  update?: Prisma.CallbackHealthUpdateWithWhereUniqueWithoutServerInput | Prisma.CallbackHealthUpdateWithWhereUniqueWithoutServerInput[]
+  updateMany?: Prisma.CallbackHealthUpdateManyWithWhereWithoutServerInput | Prisma.CallbackHealthUpdateManyWithWhereWithoutServerInput[]
+  deleteMany?: Prisma.CallbackHealthScalarWhereInput | Prisma.CallbackHealthScalarWhereInput[]
+}
+
+export type CallbackHealthCreateNestedOneWithoutEndpointInput = {
+  create?: Prisma.XOR<Prisma.CallbackHealthCreateWithoutEndpointInput, Prisma.CallbackHealthUncheckedCreateWithoutEndpointInput>
+  connectOrCreate?: Prisma.CallbackHealthCreateOrConnectWithoutEndpointInput
   connect?: Prisma.CallbackHealthWhereUniqueInput
 }
 
-export type CallbackHealthUncheckedCreateNestedOneWithoutServerInput = {
-  create?: Prisma.XOR<Prisma.CallbackHealthCreateWithoutServerInput, Prisma.CallbackHealthUncheckedCreateWithoutServerInput>
-  connectOrCreate?: Prisma.CallbackHealthCreateOrConnectWithoutServerInput
+export type CallbackHealthUncheckedCreateNestedOneWithoutEndpointInput = {
+  create?: Prisma.XOR<Prisma.CallbackHealthCreateWithoutEndpointInput, Prisma.CallbackHealthUncheckedCreateWithoutEndpointInput>
+  connectOrCreate?: Prisma.CallbackHealthCreateOrConnectWithoutEndpointInput
   connect?: Prisma.CallbackHealthWhereUniqueInput
 }
 
-export type CallbackHealthUpdateOneWithoutServerNestedInput = {
-  create?: Prisma.XOR<Prisma.CallbackHealthCreateWithoutServerInput, Prisma.CallbackHealthUncheckedCreateWithoutServerInput>
-  connectOrCreate?: Prisma.CallbackHealthCreateOrConnectWithoutServerInput
-  upsert?: Prisma.CallbackHealthUpsertWithoutServerInput
+export type CallbackHealthUpdateOneWithoutEndpointNestedInput = {
+  create?: Prisma.XOR<Prisma.CallbackHealthCreateWithoutEndpointInput, Prisma.CallbackHealthUncheckedCreateWithoutEndpointInput>
+  connectOrCreate?: Prisma.CallbackHealthCreateOrConnectWithoutEndpointInput
+  upsert?: Prisma.CallbackHealthUpsertWithoutEndpointInput
   disconnect?: Prisma.CallbackHealthWhereInput | boolean
   delete?: Prisma.CallbackHealthWhereInput | boolean
   connect?: Prisma.CallbackHealthWhereUniqueInput
-  update?: Prisma.XOR<Prisma.XOR<Prisma.CallbackHealthUpdateToOneWithWhereWithoutServerInput, Prisma.CallbackHealthUpdateWithoutServerInput>, Prisma.CallbackHealthUncheckedUpdateWithoutServerInput>
+  update?: Prisma.XOR<Prisma.XOR<Prisma.CallbackHealthUpdateToOneWithWhereWithoutEndpointInput, Prisma.CallbackHealthUpdateWithoutEndpointInput>, Prisma.CallbackHealthUncheckedUpdateWithoutEndpointInput>
 }
 
-export type CallbackHealthUncheckedUpdateOneWithoutServerNestedInput = {
-  create?: Prisma.XOR<Prisma.CallbackHealthCreateWithoutServerInput, Prisma.CallbackHealthUncheckedCreateWithoutServerInput>
-  connectOrCreate?: Prisma.CallbackHealthCreateOrConnectWithoutServerInput
-  upsert?: Prisma.CallbackHealthUpsertWithoutServerInput
+export type CallbackHealthUncheckedUpdateOneWithoutEndpointNestedInput = {
+  create?: Prisma.XOR<Prisma.CallbackHealthCreateWithoutEndpointInput, Prisma.CallbackHealthUncheckedCreateWithoutEndpointInput>
+  connectOrCreate?: Prisma.CallbackHealthCreateOrConnectWithoutEndpointInput
+  upsert?: Prisma.CallbackHealthUpsertWithoutEndpointInput
   disconnect?: Prisma.CallbackHealthWhereInput | boolean
   delete?: Prisma.CallbackHealthWhereInput | boolean
   connect?: Prisma.CallbackHealthWhereUniqueInput
-  update?: Prisma.XOR<Prisma.XOR<Prisma.CallbackHealthUpdateToOneWithWhereWithoutServerInput, Prisma.CallbackHealthUpdateWithoutServerInput>, Prisma.CallbackHealthUncheckedUpdateWithoutServerInput>
+  update?: Prisma.XOR<Prisma.XOR<Prisma.CallbackHealthUpdateToOneWithWhereWithoutEndpointInput, Prisma.CallbackHealthUpdateWithoutEndpointInput>, Prisma.CallbackHealthUncheckedUpdateWithoutEndpointInput>
 }
 
 export type CallbackHealthCreateWithoutServerInput = {
@@ -351,9 +427,11 @@ export type CallbackHealthCreateWithoutServerInput = {
   lastSuccessAt?: Date | string | null
   lastFailureAt?: Date | string | null
   lastFailureReason?: string | null
+  endpoint: Prisma.CallbackEndpointCreateNestedOneWithoutHealthInput
 }
 
 export type CallbackHealthUncheckedCreateWithoutServerInput = {
+  endpointId: string
   failingSince?: Date | string | null
   lastSuccessAt?: Date | string | null
   lastFailureAt?: Date | string | null
@@ -365,15 +443,93 @@ export type CallbackHealthCreateOrConnectWithoutServerInput = {
   create: Prisma.XOR<Prisma.CallbackHealthCreateWithoutServerInput, Prisma.CallbackHealthUncheckedCreateWithoutServerInput>
 }
 
-export type CallbackHealthUpsertWithoutServerInput = {
+export type CallbackHealthCreateManyServerInputEnvelope = {
+  data: Prisma.CallbackHealthCreateManyServerInput | Prisma.CallbackHealthCreateManyServerInput[]
+  skipDuplicates?: boolean
+}
+
+export type CallbackHealthUpsertWithWhereUniqueWithoutServerInput = {
+  where: Prisma.CallbackHealthWhereUniqueInput
   update: Prisma.XOR<Prisma.CallbackHealthUpdateWithoutServerInput, Prisma.CallbackHealthUncheckedUpdateWithoutServerInput>
   create: Prisma.XOR<Prisma.CallbackHealthCreateWithoutServerInput, Prisma.CallbackHealthUncheckedCreateWithoutServerInput>
+}
+
+export type CallbackHealthUpdateWithWhereUniqueWithoutServerInput = {
+  where: Prisma.CallbackHealthWhereUniqueInput
+  data: Prisma.XOR<Prisma.CallbackHealthUpdateWithoutServerInput, Prisma.CallbackHealthUncheckedUpdateWithoutServerInput>
+}
+
+export type CallbackHealthUpdateManyWithWhereWithoutServerInput = {
+  where: Prisma.CallbackHealthScalarWhereInput
+  data: Prisma.XOR<Prisma.CallbackHealthUpdateManyMutationInput, Prisma.CallbackHealthUncheckedUpdateManyWithoutServerInput>
+}
+
+export type CallbackHealthScalarWhereInput = {
+  AND?: Prisma.CallbackHealthScalarWhereInput | Prisma.CallbackHealthScalarWhereInput[]
+  OR?: Prisma.CallbackHealthScalarWhereInput[]
+  NOT?: Prisma.CallbackHealthScalarWhereInput | Prisma.CallbackHealthScalarWhereInput[]
+  endpointId?: Prisma.UuidFilter<"CallbackHealth"> | string
+  serverId?: Prisma.UuidFilter<"CallbackHealth"> | string
+  failingSince?: Prisma.DateTimeNullableFilter<"CallbackHealth"> | Date | string | null
+  lastSuccessAt?: Prisma.DateTimeNullableFilter<"CallbackHealth"> | Date | string | null
+  lastFailureAt?: Prisma.DateTimeNullableFilter<"CallbackHealth"> | Date | string | null
+  lastFailureReason?: Prisma.StringNullableFilter<"CallbackHealth"> | string | null
+}
+
+export type CallbackHealthCreateWithoutEndpointInput = {
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  lastFailureReason?: string | null
+  server: Prisma.ServerCreateNestedOneWithoutCallbackHealthInput
+}
+
+export type CallbackHealthUncheckedCreateWithoutEndpointInput = {
+  serverId: string
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  lastFailureReason?: string | null
+}
+
+export type CallbackHealthCreateOrConnectWithoutEndpointInput = {
+  where: Prisma.CallbackHealthWhereUniqueInput
+  create: Prisma.XOR<Prisma.CallbackHealthCreateWithoutEndpointInput, Prisma.CallbackHealthUncheckedCreateWithoutEndpointInput>
+}
+
+export type CallbackHealthUpsertWithoutEndpointInput = {
+  update: Prisma.XOR<Prisma.CallbackHealthUpdateWithoutEndpointInput, Prisma.CallbackHealthUncheckedUpdateWithoutEndpointInput>
+  create: Prisma.XOR<Prisma.CallbackHealthCreateWithoutEndpointInput, Prisma.CallbackHealthUncheckedCreateWithoutEndpointInput>
   where?: Prisma.CallbackHealthWhereInput
 }
 
-export type CallbackHealthUpdateToOneWithWhereWithoutServerInput = {
+export type CallbackHealthUpdateToOneWithWhereWithoutEndpointInput = {
   where?: Prisma.CallbackHealthWhereInput
-  data: Prisma.XOR<Prisma.CallbackHealthUpdateWithoutServerInput, Prisma.CallbackHealthUncheckedUpdateWithoutServerInput>
+  data: Prisma.XOR<Prisma.CallbackHealthUpdateWithoutEndpointInput, Prisma.CallbackHealthUncheckedUpdateWithoutEndpointInput>
+}
+
+export type CallbackHealthUpdateWithoutEndpointInput = {
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  server?: Prisma.ServerUpdateOneRequiredWithoutCallbackHealthNestedInput
+}
+
+export type CallbackHealthUncheckedUpdateWithoutEndpointInput = {
+  serverId?: Prisma.StringFieldUpdateOperationsInput | string
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+}
+
+export type CallbackHealthCreateManyServerInput = {
+  endpointId: string
+  failingSince?: Date | string | null
+  lastSuccessAt?: Date | string | null
+  lastFailureAt?: Date | string | null
+  lastFailureReason?: string | null
 }
 
 export type CallbackHealthUpdateWithoutServerInput = {
@@ -381,9 +537,19 @@ export type CallbackHealthUpdateWithoutServerInput = {
   lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastFailureReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  endpoint?: Prisma.CallbackEndpointUpdateOneRequiredWithoutHealthNestedInput
 }
 
 export type CallbackHealthUncheckedUpdateWithoutServerInput = {
+  endpointId?: Prisma.StringFieldUpdateOperationsInput | string
+  failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastFailureReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+}
+
+export type CallbackHealthUncheckedUpdateManyWithoutServerInput = {
+  endpointId?: Prisma.StringFieldUpdateOperationsInput | string
   failingSince?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastSuccessAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastFailureAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -393,33 +559,40 @@ export type CallbackHealthUncheckedUpdateWithoutServerInput = {
 
 
 export type CallbackHealthSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
+  endpointId?: boolean
   serverId?: boolean
   failingSince?: boolean
   lastSuccessAt?: boolean
   lastFailureAt?: boolean
   lastFailureReason?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.CallbackEndpointDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["callbackHealth"]>
 
 export type CallbackHealthSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
+  endpointId?: boolean
   serverId?: boolean
   failingSince?: boolean
   lastSuccessAt?: boolean
   lastFailureAt?: boolean
   lastFailureReason?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.CallbackEndpointDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["callbackHealth"]>
 
 export type CallbackHealthSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
+  endpointId?: boolean
   serverId?: boolean
   failingSince?: boolean
   lastSuccessAt?: boolean
   lastFailureAt?: boolean
   lastFailureReason?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.CallbackEndpointDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["callbackHealth"]>
 
 export type CallbackHealthSelectScalar = {
+  endpointId?: boolean
   serverId?: boolean
   failingSince?: boolean
   lastSuccessAt?: boolean
@@ -427,23 +600,28 @@ export type CallbackHealthSelectScalar = {
   lastFailureReason?: boolean
 }
 
-export type CallbackHealthOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"serverId" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "lastFailureReason", ExtArgs["result"]["callbackHealth"]>
+export type CallbackHealthOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"endpointId" | "serverId" | "failingSince" | "lastSuccessAt" | "lastFailureAt" | "lastFailureReason", ExtArgs["result"]["callbackHealth"]>
 export type CallbackHealthInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.CallbackEndpointDefaultArgs<ExtArgs>
 }
 export type CallbackHealthIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.CallbackEndpointDefaultArgs<ExtArgs>
 }
 export type CallbackHealthIncludeUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.CallbackEndpointDefaultArgs<ExtArgs>
 }
 
 export type $CallbackHealthPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "CallbackHealth"
   objects: {
     server: Prisma.$ServerPayload<ExtArgs>
+    endpoint: Prisma.$CallbackEndpointPayload<ExtArgs>
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
+    endpointId: string
     serverId: string
     failingSince: Date | null
     lastSuccessAt: Date | null
@@ -532,8 +710,8 @@ export interface CallbackHealthDelegate<ExtArgs extends runtime.Types.Extensions
    * // Get first 10 CallbackHealths
    * const callbackHealths = await prisma.callbackHealth.findMany({ take: 10 })
    * 
-   * // Only select the `serverId`
-   * const callbackHealthWithServerIdOnly = await prisma.callbackHealth.findMany({ select: { serverId: true } })
+   * // Only select the `endpointId`
+   * const callbackHealthWithEndpointIdOnly = await prisma.callbackHealth.findMany({ select: { endpointId: true } })
    * 
    */
   findMany<T extends CallbackHealthFindManyArgs>(args?: Prisma.SelectSubset<T, CallbackHealthFindManyArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$CallbackHealthPayload<ExtArgs>, T, "findMany", GlobalOmitOptions>>
@@ -577,9 +755,9 @@ export interface CallbackHealthDelegate<ExtArgs extends runtime.Types.Extensions
    *   ]
    * })
    * 
-   * // Create many CallbackHealths and only return the `serverId`
-   * const callbackHealthWithServerIdOnly = await prisma.callbackHealth.createManyAndReturn({
-   *   select: { serverId: true },
+   * // Create many CallbackHealths and only return the `endpointId`
+   * const callbackHealthWithEndpointIdOnly = await prisma.callbackHealth.createManyAndReturn({
+   *   select: { endpointId: true },
    *   data: [
    *     // ... provide data here
    *   ]
@@ -668,9 +846,9 @@ export interface CallbackHealthDelegate<ExtArgs extends runtime.Types.Extensions
    *   ]
    * })
    * 
-   * // Update zero or more CallbackHealths and only return the `serverId`
-   * const callbackHealthWithServerIdOnly = await prisma.callbackHealth.updateManyAndReturn({
-   *   select: { serverId: true },
+   * // Update zero or more CallbackHealths and only return the `endpointId`
+   * const callbackHealthWithEndpointIdOnly = await prisma.callbackHealth.updateManyAndReturn({
+   *   select: { endpointId: true },
    *   where: {
    *     // ... provide filter here
    *   },
@@ -844,6 +1022,7 @@ readonly fields: CallbackHealthFieldRefs;
 export interface Prisma__CallbackHealthClient<T, Null = never, ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs, GlobalOmitOptions = {}> extends Prisma.PrismaPromise<T> {
   readonly [Symbol.toStringTag]: "PrismaPromise"
   server<T extends Prisma.ServerDefaultArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.ServerDefaultArgs<ExtArgs>>): Prisma.Prisma__ServerClient<runtime.Types.Result.GetResult<Prisma.$ServerPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | Null, Null, ExtArgs, GlobalOmitOptions>
+  endpoint<T extends Prisma.CallbackEndpointDefaultArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.CallbackEndpointDefaultArgs<ExtArgs>>): Prisma.Prisma__CallbackEndpointClient<runtime.Types.Result.GetResult<Prisma.$CallbackEndpointPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | Null, Null, ExtArgs, GlobalOmitOptions>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -873,6 +1052,7 @@ export interface Prisma__CallbackHealthClient<T, Null = never, ExtArgs extends r
  * Fields of the CallbackHealth model
  */
 export interface CallbackHealthFieldRefs {
+  readonly endpointId: Prisma.FieldRef<"CallbackHealth", 'String'>
   readonly serverId: Prisma.FieldRef<"CallbackHealth", 'String'>
   readonly failingSince: Prisma.FieldRef<"CallbackHealth", 'DateTime'>
   readonly lastSuccessAt: Prisma.FieldRef<"CallbackHealth", 'DateTime'>

@@ -14,7 +14,8 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 
 /**
  * Model Delivery
- * A heart to deliver: one per (heart, server, transport) for heart.counted, one per send for heart.test.
+ * An event to deliver: one per (heart, server, transport, endpoint) for heart.counted, one per send for heart.test,
+ * one per (referral event, endpoint) for referral.* (heart_id is the nil uuid; username holds the referee identity).
  */
 export type DeliveryModel = runtime.Types.Result.DefaultSelection<Prisma.$DeliveryPayload>
 
@@ -43,8 +44,10 @@ export type DeliveryMinAggregateOutputType = {
   serverId: string | null
   heartId: string | null
   transport: $Enums.DeliveryTransport | null
+  endpointId: string | null
   dedupKey: string | null
   eventType: string | null
+  eventId: string | null
   username: string | null
   voterIdentity: string | null
   period: string | null
@@ -66,8 +69,10 @@ export type DeliveryMaxAggregateOutputType = {
   serverId: string | null
   heartId: string | null
   transport: $Enums.DeliveryTransport | null
+  endpointId: string | null
   dedupKey: string | null
   eventType: string | null
+  eventId: string | null
   username: string | null
   voterIdentity: string | null
   period: string | null
@@ -89,8 +94,11 @@ export type DeliveryCountAggregateOutputType = {
   serverId: number
   heartId: number
   transport: number
+  endpointId: number
   dedupKey: number
   eventType: number
+  eventId: number
+  payload: number
   username: number
   voterIdentity: number
   period: number
@@ -126,8 +134,10 @@ export type DeliveryMinAggregateInputType = {
   serverId?: true
   heartId?: true
   transport?: true
+  endpointId?: true
   dedupKey?: true
   eventType?: true
+  eventId?: true
   username?: true
   voterIdentity?: true
   period?: true
@@ -149,8 +159,10 @@ export type DeliveryMaxAggregateInputType = {
   serverId?: true
   heartId?: true
   transport?: true
+  endpointId?: true
   dedupKey?: true
   eventType?: true
+  eventId?: true
   username?: true
   voterIdentity?: true
   period?: true
@@ -172,8 +184,11 @@ export type DeliveryCountAggregateInputType = {
   serverId?: true
   heartId?: true
   transport?: true
+  endpointId?: true
   dedupKey?: true
   eventType?: true
+  eventId?: true
+  payload?: true
   username?: true
   voterIdentity?: true
   period?: true
@@ -282,8 +297,11 @@ export type DeliveryGroupByOutputType = {
   serverId: string
   heartId: string
   transport: $Enums.DeliveryTransport
+  endpointId: string | null
   dedupKey: string
   eventType: string
+  eventId: string | null
+  payload: runtime.JsonValue | null
   username: string
   voterIdentity: string
   period: string
@@ -328,8 +346,11 @@ export type DeliveryWhereInput = {
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
   transport?: Prisma.EnumDeliveryTransportFilter<"Delivery"> | $Enums.DeliveryTransport
+  endpointId?: Prisma.UuidNullableFilter<"Delivery"> | string | null
   dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
+  eventId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  payload?: Prisma.JsonNullableFilter<"Delivery">
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
   period?: Prisma.StringFilter<"Delivery"> | string
@@ -345,6 +366,7 @@ export type DeliveryWhereInput = {
   failedAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
+  endpoint?: Prisma.XOR<Prisma.CallbackEndpointNullableScalarRelationFilter, Prisma.CallbackEndpointWhereInput> | null
   attemptsLog?: Prisma.DeliveryAttemptListRelationFilter
 }
 
@@ -353,8 +375,11 @@ export type DeliveryOrderByWithRelationInput = {
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
   transport?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrderInput | Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrderInput | Prisma.SortOrder
+  payload?: Prisma.SortOrderInput | Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -370,20 +395,24 @@ export type DeliveryOrderByWithRelationInput = {
   failedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   server?: Prisma.ServerOrderByWithRelationInput
+  endpoint?: Prisma.CallbackEndpointOrderByWithRelationInput
   attemptsLog?: Prisma.DeliveryAttemptOrderByRelationAggregateInput
 }
 
 export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   id?: string
-  serverId_transport_dedupKey?: Prisma.DeliveryServerIdTransportDedupKeyCompoundUniqueInput
+  serverId_transport_endpointId_dedupKey?: Prisma.DeliveryServerIdTransportEndpointIdDedupKeyCompoundUniqueInput
   AND?: Prisma.DeliveryWhereInput | Prisma.DeliveryWhereInput[]
   OR?: Prisma.DeliveryWhereInput[]
   NOT?: Prisma.DeliveryWhereInput | Prisma.DeliveryWhereInput[]
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
   transport?: Prisma.EnumDeliveryTransportFilter<"Delivery"> | $Enums.DeliveryTransport
+  endpointId?: Prisma.UuidNullableFilter<"Delivery"> | string | null
   dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
+  eventId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  payload?: Prisma.JsonNullableFilter<"Delivery">
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
   period?: Prisma.StringFilter<"Delivery"> | string
@@ -399,16 +428,20 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   failedAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   createdAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
+  endpoint?: Prisma.XOR<Prisma.CallbackEndpointNullableScalarRelationFilter, Prisma.CallbackEndpointWhereInput> | null
   attemptsLog?: Prisma.DeliveryAttemptListRelationFilter
-}, "id" | "serverId_transport_dedupKey">
+}, "id" | "serverId_transport_endpointId_dedupKey">
 
 export type DeliveryOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
   transport?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrderInput | Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrderInput | Prisma.SortOrder
+  payload?: Prisma.SortOrderInput | Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -438,8 +471,11 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   serverId?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
   heartId?: Prisma.UuidWithAggregatesFilter<"Delivery"> | string
   transport?: Prisma.EnumDeliveryTransportWithAggregatesFilter<"Delivery"> | $Enums.DeliveryTransport
+  endpointId?: Prisma.UuidNullableWithAggregatesFilter<"Delivery"> | string | null
   dedupKey?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   eventType?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
+  eventId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  payload?: Prisma.JsonNullableWithAggregatesFilter<"Delivery">
   username?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   period?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
@@ -462,6 +498,8 @@ export type DeliveryCreateInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -477,6 +515,7 @@ export type DeliveryCreateInput = {
   failedAt?: Date | string | null
   createdAt?: Date | string
   server: Prisma.ServerCreateNestedOneWithoutDeliveriesInput
+  endpoint?: Prisma.CallbackEndpointCreateNestedOneWithoutDeliveriesInput
   attemptsLog?: Prisma.DeliveryAttemptCreateNestedManyWithoutDeliveryInput
 }
 
@@ -485,8 +524,11 @@ export type DeliveryUncheckedCreateInput = {
   serverId: string
   heartId: string
   transport?: $Enums.DeliveryTransport
+  endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -510,6 +552,8 @@ export type DeliveryUpdateInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -525,6 +569,7 @@ export type DeliveryUpdateInput = {
   failedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   server?: Prisma.ServerUpdateOneRequiredWithoutDeliveriesNestedInput
+  endpoint?: Prisma.CallbackEndpointUpdateOneWithoutDeliveriesNestedInput
   attemptsLog?: Prisma.DeliveryAttemptUpdateManyWithoutDeliveryNestedInput
 }
 
@@ -533,8 +578,11 @@ export type DeliveryUncheckedUpdateInput = {
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -557,8 +605,11 @@ export type DeliveryCreateManyInput = {
   serverId: string
   heartId: string
   transport?: $Enums.DeliveryTransport
+  endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -581,6 +632,8 @@ export type DeliveryUpdateManyMutationInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -602,8 +655,11 @@ export type DeliveryUncheckedUpdateManyInput = {
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -630,9 +686,10 @@ export type DeliveryOrderByRelationAggregateInput = {
   _count?: Prisma.SortOrder
 }
 
-export type DeliveryServerIdTransportDedupKeyCompoundUniqueInput = {
+export type DeliveryServerIdTransportEndpointIdDedupKeyCompoundUniqueInput = {
   serverId: string
   transport: $Enums.DeliveryTransport
+  endpointId: string
   dedupKey: string
 }
 
@@ -641,8 +698,11 @@ export type DeliveryCountOrderByAggregateInput = {
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
   transport?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrder
+  payload?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -670,8 +730,10 @@ export type DeliveryMaxOrderByAggregateInput = {
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
   transport?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -693,8 +755,10 @@ export type DeliveryMinOrderByAggregateInput = {
   serverId?: Prisma.SortOrder
   heartId?: Prisma.SortOrder
   transport?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -786,12 +850,56 @@ export type DeliveryUpdateOneRequiredWithoutAttemptsLogNestedInput = {
   update?: Prisma.XOR<Prisma.XOR<Prisma.DeliveryUpdateToOneWithWhereWithoutAttemptsLogInput, Prisma.DeliveryUpdateWithoutAttemptsLogInput>, Prisma.DeliveryUncheckedUpdateWithoutAttemptsLogInput>
 }
 
+export type DeliveryCreateNestedManyWithoutEndpointInput = {
+  create?: Prisma.XOR<Prisma.DeliveryCreateWithoutEndpointInput, Prisma.DeliveryUncheckedCreateWithoutEndpointInput> | Prisma.DeliveryCreateWithoutEndpointInput[] | Prisma.DeliveryUncheckedCreateWithoutEndpointInput[]
+  connectOrCreate?: Prisma.DeliveryCreateOrConnectWithoutEndpointInput | Prisma.DeliveryCreateOrConnectWithoutEndpointInput[]
+  createMany?: Prisma.DeliveryCreateManyEndpointInputEnvelope
+  connect?: Prisma.DeliveryWhereUniqueInput | Prisma.DeliveryWhereUniqueInput[]
+}
+
+export type DeliveryUncheckedCreateNestedManyWithoutEndpointInput = {
+  create?: Prisma.XOR<Prisma.DeliveryCreateWithoutEndpointInput, Prisma.DeliveryUncheckedCreateWithoutEndpointInput> | Prisma.DeliveryCreateWithoutEndpointInput[] | Prisma.DeliveryUncheckedCreateWithoutEndpointInput[]
+  connectOrCreate?: Prisma.DeliveryCreateOrConnectWithoutEndpointInput | Prisma.DeliveryCreateOrConnectWithoutEndpointInput[]
+  createMany?: Prisma.DeliveryCreateManyEndpointInputEnvelope
+  connect?: Prisma.DeliveryWhereUniqueInput | Prisma.DeliveryWhereUniqueInput[]
+}
+
+export type DeliveryUpdateManyWithoutEndpointNestedInput = {
+  create?: Prisma.XOR<Prisma.DeliveryCreateWithoutEndpointInput, Prisma.DeliveryUncheckedCreateWithoutEndpointInput> | Prisma.DeliveryCreateWithoutEndpointInput[] | Prisma.DeliveryUncheckedCreateWithoutEndpointInput[]
+  connectOrCreate?: Prisma.DeliveryCreateOrConnectWithoutEndpointInput | Prisma.DeliveryCreateOrConnectWithoutEndpointInput[]
+  upsert?: Prisma.DeliveryUpsertWithWhereUniqueWithoutEndpointInput | Prisma.DeliveryUpsertWithWhereUniqueWithoutEndpointInput[]
+  createMany?: Prisma.DeliveryCreateManyEndpointInputEnvelope
+  set?: Prisma.DeliveryWhereUniqueInput | Prisma.DeliveryWhereUniqueInput[]
+  disconnect?: Prisma.DeliveryWhereUniqueInput | Prisma.DeliveryWhereUniqueInput[]
+  delete?: Prisma.DeliveryWhereUniqueInput | Prisma.DeliveryWhereUniqueInput[]
+  connect?: Prisma.DeliveryWhereUniqueInput | Prisma.DeliveryWhereUniqueInput[]
+  update?: Prisma.DeliveryUpdateWithWhereUniqueWithoutEndpointInput | Prisma.DeliveryUpdateWithWhereUniqueWithoutEndpointInput[]
+  updateMany?: Prisma.DeliveryUpdateManyWithWhereWithoutEndpointInput | Prisma.DeliveryUpdateManyWithWhereWithoutEndpointInput[]
+  deleteMany?: Prisma.DeliveryScalarWhereInput | Prisma.DeliveryScalarWhereInput[]
+}
+
+export type DeliveryUncheckedUpdateManyWithoutEndpointNestedInput = {
+  create?: Prisma.XOR<Prisma.DeliveryCreateWithoutEndpointInput, Prisma.DeliveryUncheckedCreateWithoutEndpointInput> | Prisma.DeliveryCreateWithoutEndpointInput[] | Prisma.DeliveryUncheckedCreateWithoutEndpointInput[]
+  connectOrCreate?: Prisma.DeliveryCreateOrConnectWithoutEndpointInput | Prisma.DeliveryCreateOrConnectWithoutEndpointInput[]
+  upsert?: Prisma.DeliveryUpsertWithWhereUniqueWithoutEndpointInput | Prisma.DeliveryUpsertWithWhereUniqueWithoutEndpointInput[]
+  createMany?: Prisma.DeliveryCreateManyEndpointInputEnvelope
+  set?: Prisma.DeliveryWhereUniqueInput | Prisma.DeliveryWhereUniqueInput[]
+  disconnect?: Prisma.DeliveryWhereUniqueInput | Prisma.DeliveryWhereUniqueInput[]
+  delete?: Prisma.DeliveryWhereUniqueInput | Prisma.DeliveryWhereUniqueInput[]
+  connect?: Prisma.DeliveryWhereUniqueInput | Prisma.DeliveryWhereUniqueInput[]
+  update?: Prisma.DeliveryUpdateWithWhereUniqueWithoutEndpointInput | Prisma.DeliveryUpdateWithWhereUniqueWithoutEndpointInput[]
+  updateMany?: Prisma.DeliveryUpdateManyWithWhereWithoutEndpointInput | Prisma.DeliveryUpdateManyWithWhereWithoutEndpointInput[]
+  deleteMany?: Prisma.DeliveryScalarWhereInput | Prisma.DeliveryScalarWhereInput[]
+}
+
 export type DeliveryCreateWithoutServerInput = {
   id?: string
   heartId: string
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -806,6 +914,7 @@ export type DeliveryCreateWithoutServerInput = {
   deliveredAt?: Date | string | null
   failedAt?: Date | string | null
   createdAt?: Date | string
+  endpoint?: Prisma.CallbackEndpointCreateNestedOneWithoutDeliveriesInput
   attemptsLog?: Prisma.DeliveryAttemptCreateNestedManyWithoutDeliveryInput
 }
 
@@ -813,8 +922,11 @@ export type DeliveryUncheckedCreateWithoutServerInput = {
   id?: string
   heartId: string
   transport?: $Enums.DeliveryTransport
+  endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -866,8 +978,11 @@ export type DeliveryScalarWhereInput = {
   serverId?: Prisma.UuidFilter<"Delivery"> | string
   heartId?: Prisma.UuidFilter<"Delivery"> | string
   transport?: Prisma.EnumDeliveryTransportFilter<"Delivery"> | $Enums.DeliveryTransport
+  endpointId?: Prisma.UuidNullableFilter<"Delivery"> | string | null
   dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
+  eventId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  payload?: Prisma.JsonNullableFilter<"Delivery">
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
   period?: Prisma.StringFilter<"Delivery"> | string
@@ -890,6 +1005,8 @@ export type DeliveryCreateWithoutAttemptsLogInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -905,6 +1022,7 @@ export type DeliveryCreateWithoutAttemptsLogInput = {
   failedAt?: Date | string | null
   createdAt?: Date | string
   server: Prisma.ServerCreateNestedOneWithoutDeliveriesInput
+  endpoint?: Prisma.CallbackEndpointCreateNestedOneWithoutDeliveriesInput
 }
 
 export type DeliveryUncheckedCreateWithoutAttemptsLogInput = {
@@ -912,8 +1030,11 @@ export type DeliveryUncheckedCreateWithoutAttemptsLogInput = {
   serverId: string
   heartId: string
   transport?: $Enums.DeliveryTransport
+  endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -952,6 +1073,8 @@ export type DeliveryUpdateWithoutAttemptsLogInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -967,6 +1090,7 @@ export type DeliveryUpdateWithoutAttemptsLogInput = {
   failedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   server?: Prisma.ServerUpdateOneRequiredWithoutDeliveriesNestedInput
+  endpoint?: Prisma.CallbackEndpointUpdateOneWithoutDeliveriesNestedInput
 }
 
 export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
@@ -974,8 +1098,11 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -992,12 +1119,93 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
-export type DeliveryCreateManyServerInput = {
+export type DeliveryCreateWithoutEndpointInput = {
   id?: string
   heartId: string
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  username: string
+  voterIdentity: string
+  period: string
+  streakDay?: number | null
+  countedAt: Date | string
+  status?: $Enums.DeliveryStatus
+  attempts?: number
+  nextAttemptAt?: Date | string
+  leaseUntil?: Date | string | null
+  lastStatusCode?: number | null
+  lastError?: string | null
+  deliveredAt?: Date | string | null
+  failedAt?: Date | string | null
+  createdAt?: Date | string
+  server: Prisma.ServerCreateNestedOneWithoutDeliveriesInput
+  attemptsLog?: Prisma.DeliveryAttemptCreateNestedManyWithoutDeliveryInput
+}
+
+export type DeliveryUncheckedCreateWithoutEndpointInput = {
+  id?: string
+  serverId: string
+  heartId: string
+  transport?: $Enums.DeliveryTransport
+  dedupKey: string
+  eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  username: string
+  voterIdentity: string
+  period: string
+  streakDay?: number | null
+  countedAt: Date | string
+  status?: $Enums.DeliveryStatus
+  attempts?: number
+  nextAttemptAt?: Date | string
+  leaseUntil?: Date | string | null
+  lastStatusCode?: number | null
+  lastError?: string | null
+  deliveredAt?: Date | string | null
+  failedAt?: Date | string | null
+  createdAt?: Date | string
+  attemptsLog?: Prisma.DeliveryAttemptUncheckedCreateNestedManyWithoutDeliveryInput
+}
+
+export type DeliveryCreateOrConnectWithoutEndpointInput = {
+  where: Prisma.DeliveryWhereUniqueInput
+  create: Prisma.XOR<Prisma.DeliveryCreateWithoutEndpointInput, Prisma.DeliveryUncheckedCreateWithoutEndpointInput>
+}
+
+export type DeliveryCreateManyEndpointInputEnvelope = {
+  data: Prisma.DeliveryCreateManyEndpointInput | Prisma.DeliveryCreateManyEndpointInput[]
+  skipDuplicates?: boolean
+}
+
+export type DeliveryUpsertWithWhereUniqueWithoutEndpointInput = {
+  where: Prisma.DeliveryWhereUniqueInput
+  update: Prisma.XOR<Prisma.DeliveryUpdateWithoutEndpointInput, Prisma.DeliveryUncheckedUpdateWithoutEndpointInput>
+  create: Prisma.XOR<Prisma.DeliveryCreateWithoutEndpointInput, Prisma.DeliveryUncheckedCreateWithoutEndpointInput>
+}
+
+export type DeliveryUpdateWithWhereUniqueWithoutEndpointInput = {
+  where: Prisma.DeliveryWhereUniqueInput
+  data: Prisma.XOR<Prisma.DeliveryUpdateWithoutEndpointInput, Prisma.DeliveryUncheckedUpdateWithoutEndpointInput>
+}
+
+export type DeliveryUpdateManyWithWhereWithoutEndpointInput = {
+  where: Prisma.DeliveryScalarWhereInput
+  data: Prisma.XOR<Prisma.DeliveryUpdateManyMutationInput, Prisma.DeliveryUncheckedUpdateManyWithoutEndpointInput>
+}
+
+export type DeliveryCreateManyServerInput = {
+  id?: string
+  heartId: string
+  transport?: $Enums.DeliveryTransport
+  endpointId?: string | null
+  dedupKey: string
+  eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1020,6 +1228,8 @@ export type DeliveryUpdateWithoutServerInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1034,6 +1244,7 @@ export type DeliveryUpdateWithoutServerInput = {
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   failedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  endpoint?: Prisma.CallbackEndpointUpdateOneWithoutDeliveriesNestedInput
   attemptsLog?: Prisma.DeliveryAttemptUpdateManyWithoutDeliveryNestedInput
 }
 
@@ -1041,8 +1252,11 @@ export type DeliveryUncheckedUpdateWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1064,8 +1278,113 @@ export type DeliveryUncheckedUpdateManyWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   heartId?: Prisma.StringFieldUpdateOperationsInput | string
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  username?: Prisma.StringFieldUpdateOperationsInput | string
+  voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
+  period?: Prisma.StringFieldUpdateOperationsInput | string
+  streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
+  attempts?: Prisma.IntFieldUpdateOperationsInput | number
+  nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  failedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+}
+
+export type DeliveryCreateManyEndpointInput = {
+  id?: string
+  serverId: string
+  heartId: string
+  transport?: $Enums.DeliveryTransport
+  dedupKey: string
+  eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  username: string
+  voterIdentity: string
+  period: string
+  streakDay?: number | null
+  countedAt: Date | string
+  status?: $Enums.DeliveryStatus
+  attempts?: number
+  nextAttemptAt?: Date | string
+  leaseUntil?: Date | string | null
+  lastStatusCode?: number | null
+  lastError?: string | null
+  deliveredAt?: Date | string | null
+  failedAt?: Date | string | null
+  createdAt?: Date | string
+}
+
+export type DeliveryUpdateWithoutEndpointInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
+  eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  username?: Prisma.StringFieldUpdateOperationsInput | string
+  voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
+  period?: Prisma.StringFieldUpdateOperationsInput | string
+  streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
+  attempts?: Prisma.IntFieldUpdateOperationsInput | number
+  nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  failedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  server?: Prisma.ServerUpdateOneRequiredWithoutDeliveriesNestedInput
+  attemptsLog?: Prisma.DeliveryAttemptUpdateManyWithoutDeliveryNestedInput
+}
+
+export type DeliveryUncheckedUpdateWithoutEndpointInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  serverId?: Prisma.StringFieldUpdateOperationsInput | string
+  heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
+  eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  username?: Prisma.StringFieldUpdateOperationsInput | string
+  voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
+  period?: Prisma.StringFieldUpdateOperationsInput | string
+  streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
+  attempts?: Prisma.IntFieldUpdateOperationsInput | number
+  nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  failedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attemptsLog?: Prisma.DeliveryAttemptUncheckedUpdateManyWithoutDeliveryNestedInput
+}
+
+export type DeliveryUncheckedUpdateManyWithoutEndpointInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  serverId?: Prisma.StringFieldUpdateOperationsInput | string
+  heartId?: Prisma.StringFieldUpdateOperationsInput | string
+  transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
+  dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
+  eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1118,8 +1437,11 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   serverId?: boolean
   heartId?: boolean
   transport?: boolean
+  endpointId?: boolean
   dedupKey?: boolean
   eventType?: boolean
+  eventId?: boolean
+  payload?: boolean
   username?: boolean
   voterIdentity?: boolean
   period?: boolean
@@ -1135,6 +1457,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   failedAt?: boolean
   createdAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.Delivery$endpointArgs<ExtArgs>
   attemptsLog?: boolean | Prisma.Delivery$attemptsLogArgs<ExtArgs>
   _count?: boolean | Prisma.DeliveryCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["delivery"]>
@@ -1144,8 +1467,11 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   serverId?: boolean
   heartId?: boolean
   transport?: boolean
+  endpointId?: boolean
   dedupKey?: boolean
   eventType?: boolean
+  eventId?: boolean
+  payload?: boolean
   username?: boolean
   voterIdentity?: boolean
   period?: boolean
@@ -1161,6 +1487,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   failedAt?: boolean
   createdAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.Delivery$endpointArgs<ExtArgs>
 }, ExtArgs["result"]["delivery"]>
 
 export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -1168,8 +1495,11 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   serverId?: boolean
   heartId?: boolean
   transport?: boolean
+  endpointId?: boolean
   dedupKey?: boolean
   eventType?: boolean
+  eventId?: boolean
+  payload?: boolean
   username?: boolean
   voterIdentity?: boolean
   period?: boolean
@@ -1185,6 +1515,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   failedAt?: boolean
   createdAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.Delivery$endpointArgs<ExtArgs>
 }, ExtArgs["result"]["delivery"]>
 
 export type DeliverySelectScalar = {
@@ -1192,8 +1523,11 @@ export type DeliverySelectScalar = {
   serverId?: boolean
   heartId?: boolean
   transport?: boolean
+  endpointId?: boolean
   dedupKey?: boolean
   eventType?: boolean
+  eventId?: boolean
+  payload?: boolean
   username?: boolean
   voterIdentity?: boolean
   period?: boolean
@@ -1210,23 +1544,27 @@ export type DeliverySelectScalar = {
   createdAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "dedupKey" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "eventId" | "payload" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.Delivery$endpointArgs<ExtArgs>
   attemptsLog?: boolean | Prisma.Delivery$attemptsLogArgs<ExtArgs>
   _count?: boolean | Prisma.DeliveryCountOutputTypeDefaultArgs<ExtArgs>
 }
 export type DeliveryIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.Delivery$endpointArgs<ExtArgs>
 }
 export type DeliveryIncludeUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.Delivery$endpointArgs<ExtArgs>
 }
 
 export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Delivery"
   objects: {
     server: Prisma.$ServerPayload<ExtArgs>
+    endpoint: Prisma.$CallbackEndpointPayload<ExtArgs> | null
     attemptsLog: Prisma.$DeliveryAttemptPayload<ExtArgs>[]
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
@@ -1235,12 +1573,24 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     heartId: string
     transport: $Enums.DeliveryTransport
     /**
+     * The callback endpoint a callback delivery goes to; null for Votifier and pull deliveries.
+     */
+    endpointId: string | null
+    /**
      * What makes a delivery unique per server and transport: the heart_id for heart.counted (a
      * redelivered Kafka message adds nothing), the delivery's own id for heart.test (every test
      * is new; its heart_id is the nil uuid).
      */
     dedupKey: string
     eventType: string
+    /**
+     * A referral event (`referral.*`): the envelope's event id (also its dedup_key and webhook-id); null for hearts.
+     */
+    eventId: string | null
+    /**
+     * A referral event: its body without `timestamp` (set per attempt), as services/delivery/referral-event.ts builds it; null for hearts.
+     */
+    payload: runtime.JsonValue | null
     username: string
     voterIdentity: string
     period: string
@@ -1650,6 +2000,7 @@ readonly fields: DeliveryFieldRefs;
 export interface Prisma__DeliveryClient<T, Null = never, ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs, GlobalOmitOptions = {}> extends Prisma.PrismaPromise<T> {
   readonly [Symbol.toStringTag]: "PrismaPromise"
   server<T extends Prisma.ServerDefaultArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.ServerDefaultArgs<ExtArgs>>): Prisma.Prisma__ServerClient<runtime.Types.Result.GetResult<Prisma.$ServerPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | Null, Null, ExtArgs, GlobalOmitOptions>
+  endpoint<T extends Prisma.Delivery$endpointArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Delivery$endpointArgs<ExtArgs>>): Prisma.Prisma__CallbackEndpointClient<runtime.Types.Result.GetResult<Prisma.$CallbackEndpointPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | null, null, ExtArgs, GlobalOmitOptions>
   attemptsLog<T extends Prisma.Delivery$attemptsLogArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Delivery$attemptsLogArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$DeliveryAttemptPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
@@ -1684,8 +2035,11 @@ export interface DeliveryFieldRefs {
   readonly serverId: Prisma.FieldRef<"Delivery", 'String'>
   readonly heartId: Prisma.FieldRef<"Delivery", 'String'>
   readonly transport: Prisma.FieldRef<"Delivery", 'DeliveryTransport'>
+  readonly endpointId: Prisma.FieldRef<"Delivery", 'String'>
   readonly dedupKey: Prisma.FieldRef<"Delivery", 'String'>
   readonly eventType: Prisma.FieldRef<"Delivery", 'String'>
+  readonly eventId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly payload: Prisma.FieldRef<"Delivery", 'Json'>
   readonly username: Prisma.FieldRef<"Delivery", 'String'>
   readonly voterIdentity: Prisma.FieldRef<"Delivery", 'String'>
   readonly period: Prisma.FieldRef<"Delivery", 'String'>
@@ -2098,6 +2452,25 @@ export type DeliveryDeleteManyArgs<ExtArgs extends runtime.Types.Extensions.Inte
    * Limit how many Deliveries to delete.
    */
   limit?: number
+}
+
+/**
+ * Delivery.endpoint
+ */
+export type Delivery$endpointArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the CallbackEndpoint
+   */
+  select?: Prisma.CallbackEndpointSelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the CallbackEndpoint
+   */
+  omit?: Prisma.CallbackEndpointOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.CallbackEndpointInclude<ExtArgs> | null
+  where?: Prisma.CallbackEndpointWhereInput
 }
 
 /**

@@ -47,11 +47,6 @@ export type ServerMinAggregateOutputType = {
   name: string | null
   referralsEnabled: boolean | null
   registrationUrl: string | null
-  callbackUrl: string | null
-  standardWebhooks: boolean | null
-  publicKeySignatures: boolean | null
-  callbackDisabledAt: Date | null
-  callbackDisabledReason: string | null
   votifierHost: string | null
   votifierPort: number | null
   votifierServiceName: string | null
@@ -72,11 +67,6 @@ export type ServerMaxAggregateOutputType = {
   name: string | null
   referralsEnabled: boolean | null
   registrationUrl: string | null
-  callbackUrl: string | null
-  standardWebhooks: boolean | null
-  publicKeySignatures: boolean | null
-  callbackDisabledAt: Date | null
-  callbackDisabledReason: string | null
   votifierHost: string | null
   votifierPort: number | null
   votifierServiceName: string | null
@@ -97,11 +87,6 @@ export type ServerCountAggregateOutputType = {
   name: number
   referralsEnabled: number
   registrationUrl: number
-  callbackUrl: number
-  standardWebhooks: number
-  publicKeySignatures: number
-  callbackDisabledAt: number
-  callbackDisabledReason: number
   votifierHost: number
   votifierPort: number
   votifierServiceName: number
@@ -140,11 +125,6 @@ export type ServerMinAggregateInputType = {
   name?: true
   referralsEnabled?: true
   registrationUrl?: true
-  callbackUrl?: true
-  standardWebhooks?: true
-  publicKeySignatures?: true
-  callbackDisabledAt?: true
-  callbackDisabledReason?: true
   votifierHost?: true
   votifierPort?: true
   votifierServiceName?: true
@@ -165,11 +145,6 @@ export type ServerMaxAggregateInputType = {
   name?: true
   referralsEnabled?: true
   registrationUrl?: true
-  callbackUrl?: true
-  standardWebhooks?: true
-  publicKeySignatures?: true
-  callbackDisabledAt?: true
-  callbackDisabledReason?: true
   votifierHost?: true
   votifierPort?: true
   votifierServiceName?: true
@@ -190,11 +165,6 @@ export type ServerCountAggregateInputType = {
   name?: true
   referralsEnabled?: true
   registrationUrl?: true
-  callbackUrl?: true
-  standardWebhooks?: true
-  publicKeySignatures?: true
-  callbackDisabledAt?: true
-  callbackDisabledReason?: true
   votifierHost?: true
   votifierPort?: true
   votifierServiceName?: true
@@ -302,11 +272,6 @@ export type ServerGroupByOutputType = {
   name: string
   referralsEnabled: boolean
   registrationUrl: string | null
-  callbackUrl: string | null
-  standardWebhooks: boolean
-  publicKeySignatures: boolean
-  callbackDisabledAt: Date | null
-  callbackDisabledReason: string | null
   votifierHost: string | null
   votifierPort: number | null
   votifierServiceName: string | null
@@ -350,11 +315,6 @@ export type ServerWhereInput = {
   name?: Prisma.StringFilter<"Server"> | string
   referralsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   registrationUrl?: Prisma.StringNullableFilter<"Server"> | string | null
-  callbackUrl?: Prisma.StringNullableFilter<"Server"> | string | null
-  standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
-  publicKeySignatures?: Prisma.BoolFilter<"Server"> | boolean
-  callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
-  callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
@@ -373,7 +333,8 @@ export type ServerWhereInput = {
   clicks?: Prisma.ReferralClickListRelationFilter
   referrals?: Prisma.ReferralListRelationFilter
   deliveries?: Prisma.DeliveryListRelationFilter
-  callbackHealth?: Prisma.XOR<Prisma.CallbackHealthNullableScalarRelationFilter, Prisma.CallbackHealthWhereInput> | null
+  callbackHealth?: Prisma.CallbackHealthListRelationFilter
+  endpoints?: Prisma.CallbackEndpointListRelationFilter
 }
 
 export type ServerOrderByWithRelationInput = {
@@ -381,11 +342,6 @@ export type ServerOrderByWithRelationInput = {
   name?: Prisma.SortOrder
   referralsEnabled?: Prisma.SortOrder
   registrationUrl?: Prisma.SortOrderInput | Prisma.SortOrder
-  callbackUrl?: Prisma.SortOrderInput | Prisma.SortOrder
-  standardWebhooks?: Prisma.SortOrder
-  publicKeySignatures?: Prisma.SortOrder
-  callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
-  callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierHost?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierPort?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -404,7 +360,8 @@ export type ServerOrderByWithRelationInput = {
   clicks?: Prisma.ReferralClickOrderByRelationAggregateInput
   referrals?: Prisma.ReferralOrderByRelationAggregateInput
   deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
-  callbackHealth?: Prisma.CallbackHealthOrderByWithRelationInput
+  callbackHealth?: Prisma.CallbackHealthOrderByRelationAggregateInput
+  endpoints?: Prisma.CallbackEndpointOrderByRelationAggregateInput
 }
 
 export type ServerWhereUniqueInput = Prisma.AtLeast<{
@@ -415,11 +372,6 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   name?: Prisma.StringFilter<"Server"> | string
   referralsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   registrationUrl?: Prisma.StringNullableFilter<"Server"> | string | null
-  callbackUrl?: Prisma.StringNullableFilter<"Server"> | string | null
-  standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
-  publicKeySignatures?: Prisma.BoolFilter<"Server"> | boolean
-  callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
-  callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
@@ -438,7 +390,8 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   clicks?: Prisma.ReferralClickListRelationFilter
   referrals?: Prisma.ReferralListRelationFilter
   deliveries?: Prisma.DeliveryListRelationFilter
-  callbackHealth?: Prisma.XOR<Prisma.CallbackHealthNullableScalarRelationFilter, Prisma.CallbackHealthWhereInput> | null
+  callbackHealth?: Prisma.CallbackHealthListRelationFilter
+  endpoints?: Prisma.CallbackEndpointListRelationFilter
 }, "id">
 
 export type ServerOrderByWithAggregationInput = {
@@ -446,11 +399,6 @@ export type ServerOrderByWithAggregationInput = {
   name?: Prisma.SortOrder
   referralsEnabled?: Prisma.SortOrder
   registrationUrl?: Prisma.SortOrderInput | Prisma.SortOrder
-  callbackUrl?: Prisma.SortOrderInput | Prisma.SortOrder
-  standardWebhooks?: Prisma.SortOrder
-  publicKeySignatures?: Prisma.SortOrder
-  callbackDisabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
-  callbackDisabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierHost?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierPort?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -479,11 +427,6 @@ export type ServerScalarWhereWithAggregatesInput = {
   name?: Prisma.StringWithAggregatesFilter<"Server"> | string
   referralsEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   registrationUrl?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
-  callbackUrl?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
-  standardWebhooks?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
-  publicKeySignatures?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
-  callbackDisabledAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Server"> | Date | string | null
-  callbackDisabledReason?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   votifierHost?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   votifierPort?: Prisma.IntNullableWithAggregatesFilter<"Server"> | number | null
   votifierServiceName?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
@@ -504,11 +447,6 @@ export type ServerCreateInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -526,7 +464,8 @@ export type ServerCreateInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateInput = {
@@ -534,11 +473,6 @@ export type ServerUncheckedCreateInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -556,7 +490,8 @@ export type ServerUncheckedCreateInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerUpdateInput = {
@@ -564,11 +499,6 @@ export type ServerUpdateInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -586,7 +516,8 @@ export type ServerUpdateInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateInput = {
@@ -594,11 +525,6 @@ export type ServerUncheckedUpdateInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -616,7 +542,8 @@ export type ServerUncheckedUpdateInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateManyInput = {
@@ -624,11 +551,6 @@ export type ServerCreateManyInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -649,11 +571,6 @@ export type ServerUpdateManyMutationInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -673,11 +590,6 @@ export type ServerUncheckedUpdateManyInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -698,11 +610,6 @@ export type ServerCountOrderByAggregateInput = {
   name?: Prisma.SortOrder
   referralsEnabled?: Prisma.SortOrder
   registrationUrl?: Prisma.SortOrder
-  callbackUrl?: Prisma.SortOrder
-  standardWebhooks?: Prisma.SortOrder
-  publicKeySignatures?: Prisma.SortOrder
-  callbackDisabledAt?: Prisma.SortOrder
-  callbackDisabledReason?: Prisma.SortOrder
   votifierHost?: Prisma.SortOrder
   votifierPort?: Prisma.SortOrder
   votifierServiceName?: Prisma.SortOrder
@@ -731,11 +638,6 @@ export type ServerMaxOrderByAggregateInput = {
   name?: Prisma.SortOrder
   referralsEnabled?: Prisma.SortOrder
   registrationUrl?: Prisma.SortOrder
-  callbackUrl?: Prisma.SortOrder
-  standardWebhooks?: Prisma.SortOrder
-  publicKeySignatures?: Prisma.SortOrder
-  callbackDisabledAt?: Prisma.SortOrder
-  callbackDisabledReason?: Prisma.SortOrder
   votifierHost?: Prisma.SortOrder
   votifierPort?: Prisma.SortOrder
   votifierServiceName?: Prisma.SortOrder
@@ -756,11 +658,6 @@ export type ServerMinOrderByAggregateInput = {
   name?: Prisma.SortOrder
   referralsEnabled?: Prisma.SortOrder
   registrationUrl?: Prisma.SortOrder
-  callbackUrl?: Prisma.SortOrder
-  standardWebhooks?: Prisma.SortOrder
-  publicKeySignatures?: Prisma.SortOrder
-  callbackDisabledAt?: Prisma.SortOrder
-  callbackDisabledReason?: Prisma.SortOrder
   votifierHost?: Prisma.SortOrder
   votifierPort?: Prisma.SortOrder
   votifierServiceName?: Prisma.SortOrder
@@ -809,10 +706,6 @@ export type BoolFieldUpdateOperationsInput = {
 
 export type NullableStringFieldUpdateOperationsInput = {
   set?: string | null
-}
-
-export type NullableDateTimeFieldUpdateOperationsInput = {
-  set?: Date | string | null
 }
 
 export type NullableIntFieldUpdateOperationsInput = {
@@ -951,16 +844,25 @@ export type ServerUpdateOneRequiredWithoutCallbackHealthNestedInput = {
   update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutCallbackHealthInput, Prisma.ServerUpdateWithoutCallbackHealthInput>, Prisma.ServerUncheckedUpdateWithoutCallbackHealthInput>
 }
 
+export type ServerCreateNestedOneWithoutEndpointsInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutEndpointsInput, Prisma.ServerUncheckedCreateWithoutEndpointsInput>
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutEndpointsInput
+  connect?: Prisma.ServerWhereUniqueInput
+}
+
+export type ServerUpdateOneRequiredWithoutEndpointsNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutEndpointsInput, Prisma.ServerUncheckedCreateWithoutEndpointsInput>
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutEndpointsInput
+  upsert?: Prisma.ServerUpsertWithoutEndpointsInput
+  connect?: Prisma.ServerWhereUniqueInput
+  update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutEndpointsInput, Prisma.ServerUpdateWithoutEndpointsInput>, Prisma.ServerUncheckedUpdateWithoutEndpointsInput>
+}
+
 export type ServerCreateWithoutSecretsInput = {
   id?: string
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -977,7 +879,8 @@ export type ServerCreateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutSecretsInput = {
@@ -985,11 +888,6 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1006,7 +904,8 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutSecretsInput = {
@@ -1030,11 +929,6 @@ export type ServerUpdateWithoutSecretsInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1051,7 +945,8 @@ export type ServerUpdateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutSecretsInput = {
@@ -1059,11 +954,6 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1080,7 +970,8 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutClicksInput = {
@@ -1088,11 +979,6 @@ export type ServerCreateWithoutClicksInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1109,7 +995,8 @@ export type ServerCreateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutClicksInput = {
@@ -1117,11 +1004,6 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1138,7 +1020,8 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutClicksInput = {
@@ -1162,11 +1045,6 @@ export type ServerUpdateWithoutClicksInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1183,7 +1061,8 @@ export type ServerUpdateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutClicksInput = {
@@ -1191,11 +1070,6 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1212,7 +1086,8 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutReferralsInput = {
@@ -1220,11 +1095,6 @@ export type ServerCreateWithoutReferralsInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1241,7 +1111,8 @@ export type ServerCreateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutReferralsInput = {
@@ -1249,11 +1120,6 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1270,7 +1136,8 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutReferralsInput = {
@@ -1294,11 +1161,6 @@ export type ServerUpdateWithoutReferralsInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1315,7 +1177,8 @@ export type ServerUpdateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutReferralsInput = {
@@ -1323,11 +1186,6 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1344,7 +1202,8 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutDeliveriesInput = {
@@ -1352,11 +1211,6 @@ export type ServerCreateWithoutDeliveriesInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1373,7 +1227,8 @@ export type ServerCreateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutDeliveriesInput = {
@@ -1381,11 +1236,6 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1402,7 +1252,8 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutDeliveriesInput = {
@@ -1426,11 +1277,6 @@ export type ServerUpdateWithoutDeliveriesInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1447,7 +1293,8 @@ export type ServerUpdateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutDeliveriesInput = {
@@ -1455,11 +1302,6 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1476,7 +1318,8 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutOwnerInput = {
@@ -1484,11 +1327,6 @@ export type ServerCreateWithoutOwnerInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1505,7 +1343,8 @@ export type ServerCreateWithoutOwnerInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutOwnerInput = {
@@ -1513,11 +1352,6 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1534,7 +1368,8 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedOneWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutOwnerInput = {
@@ -1571,11 +1406,6 @@ export type ServerScalarWhereInput = {
   name?: Prisma.StringFilter<"Server"> | string
   referralsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   registrationUrl?: Prisma.StringNullableFilter<"Server"> | string | null
-  callbackUrl?: Prisma.StringNullableFilter<"Server"> | string | null
-  standardWebhooks?: Prisma.BoolFilter<"Server"> | boolean
-  publicKeySignatures?: Prisma.BoolFilter<"Server"> | boolean
-  callbackDisabledAt?: Prisma.DateTimeNullableFilter<"Server"> | Date | string | null
-  callbackDisabledReason?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierHost?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierPort?: Prisma.IntNullableFilter<"Server"> | number | null
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
@@ -1596,11 +1426,6 @@ export type ServerCreateWithoutCallbackHealthInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1618,6 +1443,7 @@ export type ServerCreateWithoutCallbackHealthInput = {
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutCallbackHealthInput = {
@@ -1625,11 +1451,6 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1647,6 +1468,7 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutCallbackHealthInput = {
@@ -1670,11 +1492,6 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1692,6 +1509,7 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
@@ -1699,11 +1517,6 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1721,6 +1534,123 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
+}
+
+export type ServerCreateWithoutEndpointsInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  createdAt?: Date | string
+  attributionWindowDays?: number
+  lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
+  secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+}
+
+export type ServerUncheckedCreateWithoutEndpointsInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  createdAt?: Date | string
+  ownerId?: string | null
+  attributionWindowDays?: number
+  lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
+  secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+}
+
+export type ServerCreateOrConnectWithoutEndpointsInput = {
+  where: Prisma.ServerWhereUniqueInput
+  create: Prisma.XOR<Prisma.ServerCreateWithoutEndpointsInput, Prisma.ServerUncheckedCreateWithoutEndpointsInput>
+}
+
+export type ServerUpsertWithoutEndpointsInput = {
+  update: Prisma.XOR<Prisma.ServerUpdateWithoutEndpointsInput, Prisma.ServerUncheckedUpdateWithoutEndpointsInput>
+  create: Prisma.XOR<Prisma.ServerCreateWithoutEndpointsInput, Prisma.ServerUncheckedCreateWithoutEndpointsInput>
+  where?: Prisma.ServerWhereInput
+}
+
+export type ServerUpdateToOneWithWhereWithoutEndpointsInput = {
+  where?: Prisma.ServerWhereInput
+  data: Prisma.XOR<Prisma.ServerUpdateWithoutEndpointsInput, Prisma.ServerUncheckedUpdateWithoutEndpointsInput>
+}
+
+export type ServerUpdateWithoutEndpointsInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
+  secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+}
+
+export type ServerUncheckedUpdateWithoutEndpointsInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
+  secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateManyOwnerInput = {
@@ -1728,11 +1658,6 @@ export type ServerCreateManyOwnerInput = {
   name: string
   referralsEnabled?: boolean
   registrationUrl?: string | null
-  callbackUrl?: string | null
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: Date | string | null
-  callbackDisabledReason?: string | null
   votifierHost?: string | null
   votifierPort?: number | null
   votifierServiceName?: string | null
@@ -1752,11 +1677,6 @@ export type ServerUpdateWithoutOwnerInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1773,7 +1693,8 @@ export type ServerUpdateWithoutOwnerInput = {
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutOwnerInput = {
@@ -1781,11 +1702,6 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1802,7 +1718,8 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
-  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateOneWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateManyWithoutOwnerInput = {
@@ -1810,11 +1727,6 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   name?: Prisma.StringFieldUpdateOperationsInput | string
   referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  callbackUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
-  standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
-  callbackDisabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
-  callbackDisabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
@@ -1839,6 +1751,8 @@ export type ServerCountOutputType = {
   clicks: number
   referrals: number
   deliveries: number
+  callbackHealth: number
+  endpoints: number
 }
 
 export type ServerCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
@@ -1846,6 +1760,8 @@ export type ServerCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions
   clicks?: boolean | ServerCountOutputTypeCountClicksArgs
   referrals?: boolean | ServerCountOutputTypeCountReferralsArgs
   deliveries?: boolean | ServerCountOutputTypeCountDeliveriesArgs
+  callbackHealth?: boolean | ServerCountOutputTypeCountCallbackHealthArgs
+  endpoints?: boolean | ServerCountOutputTypeCountEndpointsArgs
 }
 
 /**
@@ -1886,17 +1802,26 @@ export type ServerCountOutputTypeCountDeliveriesArgs<ExtArgs extends runtime.Typ
   where?: Prisma.DeliveryWhereInput
 }
 
+/**
+ * ServerCountOutputType without action
+ */
+export type ServerCountOutputTypeCountCallbackHealthArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  where?: Prisma.CallbackHealthWhereInput
+}
+
+/**
+ * ServerCountOutputType without action
+ */
+export type ServerCountOutputTypeCountEndpointsArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  where?: Prisma.CallbackEndpointWhereInput
+}
+
 
 export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   name?: boolean
   referralsEnabled?: boolean
   registrationUrl?: boolean
-  callbackUrl?: boolean
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: boolean
-  callbackDisabledReason?: boolean
   votifierHost?: boolean
   votifierPort?: boolean
   votifierServiceName?: boolean
@@ -1916,6 +1841,7 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   referrals?: boolean | Prisma.Server$referralsArgs<ExtArgs>
   deliveries?: boolean | Prisma.Server$deliveriesArgs<ExtArgs>
   callbackHealth?: boolean | Prisma.Server$callbackHealthArgs<ExtArgs>
+  endpoints?: boolean | Prisma.Server$endpointsArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
@@ -1924,11 +1850,6 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   name?: boolean
   referralsEnabled?: boolean
   registrationUrl?: boolean
-  callbackUrl?: boolean
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: boolean
-  callbackDisabledReason?: boolean
   votifierHost?: boolean
   votifierPort?: boolean
   votifierServiceName?: boolean
@@ -1950,11 +1871,6 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   name?: boolean
   referralsEnabled?: boolean
   registrationUrl?: boolean
-  callbackUrl?: boolean
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: boolean
-  callbackDisabledReason?: boolean
   votifierHost?: boolean
   votifierPort?: boolean
   votifierServiceName?: boolean
@@ -1976,11 +1892,6 @@ export type ServerSelectScalar = {
   name?: boolean
   referralsEnabled?: boolean
   registrationUrl?: boolean
-  callbackUrl?: boolean
-  standardWebhooks?: boolean
-  publicKeySignatures?: boolean
-  callbackDisabledAt?: boolean
-  callbackDisabledReason?: boolean
   votifierHost?: boolean
   votifierPort?: boolean
   votifierServiceName?: boolean
@@ -1996,7 +1907,7 @@ export type ServerSelectScalar = {
   referralReviewMode?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "callbackUrl" | "standardWebhooks" | "publicKeySignatures" | "callbackDisabledAt" | "callbackDisabledReason" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "claimsEnabled" | "claimHoldDays" | "claimMaxHeld" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays" | "referralReviewMode", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "claimsEnabled" | "claimHoldDays" | "claimMaxHeld" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays" | "referralReviewMode", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -2004,6 +1915,7 @@ export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs 
   referrals?: boolean | Prisma.Server$referralsArgs<ExtArgs>
   deliveries?: boolean | Prisma.Server$deliveriesArgs<ExtArgs>
   callbackHealth?: boolean | Prisma.Server$callbackHealthArgs<ExtArgs>
+  endpoints?: boolean | Prisma.Server$endpointsArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }
 export type ServerIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
@@ -2021,21 +1933,17 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
     clicks: Prisma.$ReferralClickPayload<ExtArgs>[]
     referrals: Prisma.$ReferralPayload<ExtArgs>[]
     deliveries: Prisma.$DeliveryPayload<ExtArgs>[]
-    callbackHealth: Prisma.$CallbackHealthPayload<ExtArgs> | null
+    callbackHealth: Prisma.$CallbackHealthPayload<ExtArgs>[]
+    /**
+     * The server's callback endpoints (one home of the callback settings); the default one is created with the server.
+     */
+    endpoints: Prisma.$CallbackEndpointPayload<ExtArgs>[]
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
     name: string
     referralsEnabled: boolean
     registrationUrl: string | null
-    callbackUrl: string | null
-    standardWebhooks: boolean
-    /**
-     * Opt-in: callbacks also carry Standard Webhooks' asymmetric `v1a` (ed25519) signature by the list's key.
-     */
-    publicKeySignatures: boolean
-    callbackDisabledAt: Date | null
-    callbackDisabledReason: string | null
     /**
      * Votifier v2 transport: set when the host is set (with port, service name and token).
      */
@@ -2481,7 +2389,8 @@ export interface Prisma__ServerClient<T, Null = never, ExtArgs extends runtime.T
   clicks<T extends Prisma.Server$clicksArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$clicksArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ReferralClickPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   referrals<T extends Prisma.Server$referralsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$referralsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$ReferralPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   deliveries<T extends Prisma.Server$deliveriesArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$deliveriesArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$DeliveryPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
-  callbackHealth<T extends Prisma.Server$callbackHealthArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$callbackHealthArgs<ExtArgs>>): Prisma.Prisma__CallbackHealthClient<runtime.Types.Result.GetResult<Prisma.$CallbackHealthPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | null, null, ExtArgs, GlobalOmitOptions>
+  callbackHealth<T extends Prisma.Server$callbackHealthArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$callbackHealthArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$CallbackHealthPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
+  endpoints<T extends Prisma.Server$endpointsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$endpointsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$CallbackEndpointPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -2515,11 +2424,6 @@ export interface ServerFieldRefs {
   readonly name: Prisma.FieldRef<"Server", 'String'>
   readonly referralsEnabled: Prisma.FieldRef<"Server", 'Boolean'>
   readonly registrationUrl: Prisma.FieldRef<"Server", 'String'>
-  readonly callbackUrl: Prisma.FieldRef<"Server", 'String'>
-  readonly standardWebhooks: Prisma.FieldRef<"Server", 'Boolean'>
-  readonly publicKeySignatures: Prisma.FieldRef<"Server", 'Boolean'>
-  readonly callbackDisabledAt: Prisma.FieldRef<"Server", 'DateTime'>
-  readonly callbackDisabledReason: Prisma.FieldRef<"Server", 'String'>
   readonly votifierHost: Prisma.FieldRef<"Server", 'String'>
   readonly votifierPort: Prisma.FieldRef<"Server", 'Int'>
   readonly votifierServiceName: Prisma.FieldRef<"Server", 'String'>
@@ -3065,6 +2969,35 @@ export type Server$callbackHealthArgs<ExtArgs extends runtime.Types.Extensions.I
    */
   include?: Prisma.CallbackHealthInclude<ExtArgs> | null
   where?: Prisma.CallbackHealthWhereInput
+  orderBy?: Prisma.CallbackHealthOrderByWithRelationInput | Prisma.CallbackHealthOrderByWithRelationInput[]
+  cursor?: Prisma.CallbackHealthWhereUniqueInput
+  take?: number
+  skip?: number
+  distinct?: Prisma.CallbackHealthScalarFieldEnum | Prisma.CallbackHealthScalarFieldEnum[]
+}
+
+/**
+ * Server.endpoints
+ */
+export type Server$endpointsArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the CallbackEndpoint
+   */
+  select?: Prisma.CallbackEndpointSelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the CallbackEndpoint
+   */
+  omit?: Prisma.CallbackEndpointOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.CallbackEndpointInclude<ExtArgs> | null
+  where?: Prisma.CallbackEndpointWhereInput
+  orderBy?: Prisma.CallbackEndpointOrderByWithRelationInput | Prisma.CallbackEndpointOrderByWithRelationInput[]
+  cursor?: Prisma.CallbackEndpointWhereUniqueInput
+  take?: number
+  skip?: number
+  distinct?: Prisma.CallbackEndpointScalarFieldEnum | Prisma.CallbackEndpointScalarFieldEnum[]
 }
 
 /**

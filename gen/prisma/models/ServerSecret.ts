@@ -14,7 +14,7 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 
 /**
  * Model ServerSecret
- * A referral ingest secret or a reward callback secret, encrypted at rest.
+ * A referral ingest secret, a callback endpoint's secret or a pull secret, encrypted at rest.
  */
 export type ServerSecretModel = runtime.Types.Result.DefaultSelection<Prisma.$ServerSecretPayload>
 
@@ -27,6 +27,7 @@ export type AggregateServerSecret = {
 export type ServerSecretMinAggregateOutputType = {
   id: string | null
   serverId: string | null
+  endpointId: string | null
   purpose: $Enums.SecretPurpose | null
   kid: string | null
   ciphertext: string | null
@@ -39,6 +40,7 @@ export type ServerSecretMinAggregateOutputType = {
 export type ServerSecretMaxAggregateOutputType = {
   id: string | null
   serverId: string | null
+  endpointId: string | null
   purpose: $Enums.SecretPurpose | null
   kid: string | null
   ciphertext: string | null
@@ -51,6 +53,7 @@ export type ServerSecretMaxAggregateOutputType = {
 export type ServerSecretCountAggregateOutputType = {
   id: number
   serverId: number
+  endpointId: number
   purpose: number
   kid: number
   ciphertext: number
@@ -65,6 +68,7 @@ export type ServerSecretCountAggregateOutputType = {
 export type ServerSecretMinAggregateInputType = {
   id?: true
   serverId?: true
+  endpointId?: true
   purpose?: true
   kid?: true
   ciphertext?: true
@@ -77,6 +81,7 @@ export type ServerSecretMinAggregateInputType = {
 export type ServerSecretMaxAggregateInputType = {
   id?: true
   serverId?: true
+  endpointId?: true
   purpose?: true
   kid?: true
   ciphertext?: true
@@ -89,6 +94,7 @@ export type ServerSecretMaxAggregateInputType = {
 export type ServerSecretCountAggregateInputType = {
   id?: true
   serverId?: true
+  endpointId?: true
   purpose?: true
   kid?: true
   ciphertext?: true
@@ -174,6 +180,7 @@ export type ServerSecretGroupByArgs<ExtArgs extends runtime.Types.Extensions.Int
 export type ServerSecretGroupByOutputType = {
   id: string
   serverId: string
+  endpointId: string | null
   purpose: $Enums.SecretPurpose
   kid: string
   ciphertext: string
@@ -207,6 +214,7 @@ export type ServerSecretWhereInput = {
   NOT?: Prisma.ServerSecretWhereInput | Prisma.ServerSecretWhereInput[]
   id?: Prisma.UuidFilter<"ServerSecret"> | string
   serverId?: Prisma.UuidFilter<"ServerSecret"> | string
+  endpointId?: Prisma.UuidNullableFilter<"ServerSecret"> | string | null
   purpose?: Prisma.EnumSecretPurposeFilter<"ServerSecret"> | $Enums.SecretPurpose
   kid?: Prisma.StringFilter<"ServerSecret"> | string
   ciphertext?: Prisma.StringFilter<"ServerSecret"> | string
@@ -215,11 +223,13 @@ export type ServerSecretWhereInput = {
   revokedAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   lookupHash?: Prisma.StringNullableFilter<"ServerSecret"> | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
+  endpoint?: Prisma.XOR<Prisma.CallbackEndpointNullableScalarRelationFilter, Prisma.CallbackEndpointWhereInput> | null
 }
 
 export type ServerSecretOrderByWithRelationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrderInput | Prisma.SortOrder
   purpose?: Prisma.SortOrder
   kid?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
@@ -228,6 +238,7 @@ export type ServerSecretOrderByWithRelationInput = {
   revokedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   lookupHash?: Prisma.SortOrderInput | Prisma.SortOrder
   server?: Prisma.ServerOrderByWithRelationInput
+  endpoint?: Prisma.CallbackEndpointOrderByWithRelationInput
 }
 
 export type ServerSecretWhereUniqueInput = Prisma.AtLeast<{
@@ -238,6 +249,7 @@ export type ServerSecretWhereUniqueInput = Prisma.AtLeast<{
   OR?: Prisma.ServerSecretWhereInput[]
   NOT?: Prisma.ServerSecretWhereInput | Prisma.ServerSecretWhereInput[]
   serverId?: Prisma.UuidFilter<"ServerSecret"> | string
+  endpointId?: Prisma.UuidNullableFilter<"ServerSecret"> | string | null
   purpose?: Prisma.EnumSecretPurposeFilter<"ServerSecret"> | $Enums.SecretPurpose
   kid?: Prisma.StringFilter<"ServerSecret"> | string
   ciphertext?: Prisma.StringFilter<"ServerSecret"> | string
@@ -245,11 +257,13 @@ export type ServerSecretWhereUniqueInput = Prisma.AtLeast<{
   expiresAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   revokedAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
+  endpoint?: Prisma.XOR<Prisma.CallbackEndpointNullableScalarRelationFilter, Prisma.CallbackEndpointWhereInput> | null
 }, "id" | "lookupHash" | "serverId_purpose_kid">
 
 export type ServerSecretOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrderInput | Prisma.SortOrder
   purpose?: Prisma.SortOrder
   kid?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
@@ -268,6 +282,7 @@ export type ServerSecretScalarWhereWithAggregatesInput = {
   NOT?: Prisma.ServerSecretScalarWhereWithAggregatesInput | Prisma.ServerSecretScalarWhereWithAggregatesInput[]
   id?: Prisma.UuidWithAggregatesFilter<"ServerSecret"> | string
   serverId?: Prisma.UuidWithAggregatesFilter<"ServerSecret"> | string
+  endpointId?: Prisma.UuidNullableWithAggregatesFilter<"ServerSecret"> | string | null
   purpose?: Prisma.EnumSecretPurposeWithAggregatesFilter<"ServerSecret"> | $Enums.SecretPurpose
   kid?: Prisma.StringWithAggregatesFilter<"ServerSecret"> | string
   ciphertext?: Prisma.StringWithAggregatesFilter<"ServerSecret"> | string
@@ -287,11 +302,13 @@ export type ServerSecretCreateInput = {
   revokedAt?: Date | string | null
   lookupHash?: string | null
   server: Prisma.ServerCreateNestedOneWithoutSecretsInput
+  endpoint?: Prisma.CallbackEndpointCreateNestedOneWithoutSecretsInput
 }
 
 export type ServerSecretUncheckedCreateInput = {
   id?: string
   serverId: string
+  endpointId?: string | null
   purpose: $Enums.SecretPurpose
   kid: string
   ciphertext: string
@@ -311,11 +328,13 @@ export type ServerSecretUpdateInput = {
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutSecretsNestedInput
+  endpoint?: Prisma.CallbackEndpointUpdateOneWithoutSecretsNestedInput
 }
 
 export type ServerSecretUncheckedUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
   kid?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
@@ -328,6 +347,7 @@ export type ServerSecretUncheckedUpdateInput = {
 export type ServerSecretCreateManyInput = {
   id?: string
   serverId: string
+  endpointId?: string | null
   purpose: $Enums.SecretPurpose
   kid: string
   ciphertext: string
@@ -351,6 +371,7 @@ export type ServerSecretUpdateManyMutationInput = {
 export type ServerSecretUncheckedUpdateManyInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
   kid?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
@@ -379,6 +400,7 @@ export type ServerSecretServerIdPurposeKidCompoundUniqueInput = {
 export type ServerSecretCountOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrder
   purpose?: Prisma.SortOrder
   kid?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
@@ -391,6 +413,7 @@ export type ServerSecretCountOrderByAggregateInput = {
 export type ServerSecretMaxOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrder
   purpose?: Prisma.SortOrder
   kid?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
@@ -403,6 +426,7 @@ export type ServerSecretMaxOrderByAggregateInput = {
 export type ServerSecretMinOrderByAggregateInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
+  endpointId?: Prisma.SortOrder
   purpose?: Prisma.SortOrder
   kid?: Prisma.SortOrder
   ciphertext?: Prisma.SortOrder
@@ -458,6 +482,52 @@ export type EnumSecretPurposeFieldUpdateOperationsInput = {
   set?: $Enums.SecretPurpose
 }
 
+export type NullableDateTimeFieldUpdateOperationsInput = {
+  set?: Date | string | null
+}
+
+export type ServerSecretCreateNestedManyWithoutEndpointInput = {
+  create?: Prisma.XOR<Prisma.ServerSecretCreateWithoutEndpointInput, Prisma.ServerSecretUncheckedCreateWithoutEndpointInput> | Prisma.ServerSecretCreateWithoutEndpointInput[] | Prisma.ServerSecretUncheckedCreateWithoutEndpointInput[]
+  connectOrCreate?: Prisma.ServerSecretCreateOrConnectWithoutEndpointInput | Prisma.ServerSecretCreateOrConnectWithoutEndpointInput[]
+  createMany?: Prisma.ServerSecretCreateManyEndpointInputEnvelope
+  connect?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+}
+
+export type ServerSecretUncheckedCreateNestedManyWithoutEndpointInput = {
+  create?: Prisma.XOR<Prisma.ServerSecretCreateWithoutEndpointInput, Prisma.ServerSecretUncheckedCreateWithoutEndpointInput> | Prisma.ServerSecretCreateWithoutEndpointInput[] | Prisma.ServerSecretUncheckedCreateWithoutEndpointInput[]
+  connectOrCreate?: Prisma.ServerSecretCreateOrConnectWithoutEndpointInput | Prisma.ServerSecretCreateOrConnectWithoutEndpointInput[]
+  createMany?: Prisma.ServerSecretCreateManyEndpointInputEnvelope
+  connect?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+}
+
+export type ServerSecretUpdateManyWithoutEndpointNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerSecretCreateWithoutEndpointInput, Prisma.ServerSecretUncheckedCreateWithoutEndpointInput> | Prisma.ServerSecretCreateWithoutEndpointInput[] | Prisma.ServerSecretUncheckedCreateWithoutEndpointInput[]
+  connectOrCreate?: Prisma.ServerSecretCreateOrConnectWithoutEndpointInput | Prisma.ServerSecretCreateOrConnectWithoutEndpointInput[]
+  upsert?: Prisma.ServerSecretUpsertWithWhereUniqueWithoutEndpointInput | Prisma.ServerSecretUpsertWithWhereUniqueWithoutEndpointInput[]
+  createMany?: Prisma.ServerSecretCreateManyEndpointInputEnvelope
+  set?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  disconnect?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  delete?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  connect?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  update?: Prisma.ServerSecretUpdateWithWhereUniqueWithoutEndpointInput | Prisma.ServerSecretUpdateWithWhereUniqueWithoutEndpointInput[]
+  updateMany?: Prisma.ServerSecretUpdateManyWithWhereWithoutEndpointInput | Prisma.ServerSecretUpdateManyWithWhereWithoutEndpointInput[]
+  deleteMany?: Prisma.ServerSecretScalarWhereInput | Prisma.ServerSecretScalarWhereInput[]
+}
+
+export type ServerSecretUncheckedUpdateManyWithoutEndpointNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerSecretCreateWithoutEndpointInput, Prisma.ServerSecretUncheckedCreateWithoutEndpointInput> | Prisma.ServerSecretCreateWithoutEndpointInput[] | Prisma.ServerSecretUncheckedCreateWithoutEndpointInput[]
+  connectOrCreate?: Prisma.ServerSecretCreateOrConnectWithoutEndpointInput | Prisma.ServerSecretCreateOrConnectWithoutEndpointInput[]
+  upsert?: Prisma.ServerSecretUpsertWithWhereUniqueWithoutEndpointInput | Prisma.ServerSecretUpsertWithWhereUniqueWithoutEndpointInput[]
+  createMany?: Prisma.ServerSecretCreateManyEndpointInputEnvelope
+  set?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  disconnect?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  delete?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  connect?: Prisma.ServerSecretWhereUniqueInput | Prisma.ServerSecretWhereUniqueInput[]
+  update?: Prisma.ServerSecretUpdateWithWhereUniqueWithoutEndpointInput | Prisma.ServerSecretUpdateWithWhereUniqueWithoutEndpointInput[]
+  updateMany?: Prisma.ServerSecretUpdateManyWithWhereWithoutEndpointInput | Prisma.ServerSecretUpdateManyWithWhereWithoutEndpointInput[]
+  deleteMany?: Prisma.ServerSecretScalarWhereInput | Prisma.ServerSecretScalarWhereInput[]
+}
+
 export type ServerSecretCreateWithoutServerInput = {
   id?: string
   purpose: $Enums.SecretPurpose
@@ -467,10 +537,12 @@ export type ServerSecretCreateWithoutServerInput = {
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
   lookupHash?: string | null
+  endpoint?: Prisma.CallbackEndpointCreateNestedOneWithoutSecretsInput
 }
 
 export type ServerSecretUncheckedCreateWithoutServerInput = {
   id?: string
+  endpointId?: string | null
   purpose: $Enums.SecretPurpose
   kid: string
   ciphertext: string
@@ -512,6 +584,7 @@ export type ServerSecretScalarWhereInput = {
   NOT?: Prisma.ServerSecretScalarWhereInput | Prisma.ServerSecretScalarWhereInput[]
   id?: Prisma.UuidFilter<"ServerSecret"> | string
   serverId?: Prisma.UuidFilter<"ServerSecret"> | string
+  endpointId?: Prisma.UuidNullableFilter<"ServerSecret"> | string | null
   purpose?: Prisma.EnumSecretPurposeFilter<"ServerSecret"> | $Enums.SecretPurpose
   kid?: Prisma.StringFilter<"ServerSecret"> | string
   ciphertext?: Prisma.StringFilter<"ServerSecret"> | string
@@ -521,8 +594,59 @@ export type ServerSecretScalarWhereInput = {
   lookupHash?: Prisma.StringNullableFilter<"ServerSecret"> | string | null
 }
 
+export type ServerSecretCreateWithoutEndpointInput = {
+  id?: string
+  purpose: $Enums.SecretPurpose
+  kid: string
+  ciphertext: string
+  createdAt?: Date | string
+  expiresAt?: Date | string | null
+  revokedAt?: Date | string | null
+  lookupHash?: string | null
+  server: Prisma.ServerCreateNestedOneWithoutSecretsInput
+}
+
+export type ServerSecretUncheckedCreateWithoutEndpointInput = {
+  id?: string
+  serverId: string
+  purpose: $Enums.SecretPurpose
+  kid: string
+  ciphertext: string
+  createdAt?: Date | string
+  expiresAt?: Date | string | null
+  revokedAt?: Date | string | null
+  lookupHash?: string | null
+}
+
+export type ServerSecretCreateOrConnectWithoutEndpointInput = {
+  where: Prisma.ServerSecretWhereUniqueInput
+  create: Prisma.XOR<Prisma.ServerSecretCreateWithoutEndpointInput, Prisma.ServerSecretUncheckedCreateWithoutEndpointInput>
+}
+
+export type ServerSecretCreateManyEndpointInputEnvelope = {
+  data: Prisma.ServerSecretCreateManyEndpointInput | Prisma.ServerSecretCreateManyEndpointInput[]
+  skipDuplicates?: boolean
+}
+
+export type ServerSecretUpsertWithWhereUniqueWithoutEndpointInput = {
+  where: Prisma.ServerSecretWhereUniqueInput
+  update: Prisma.XOR<Prisma.ServerSecretUpdateWithoutEndpointInput, Prisma.ServerSecretUncheckedUpdateWithoutEndpointInput>
+  create: Prisma.XOR<Prisma.ServerSecretCreateWithoutEndpointInput, Prisma.ServerSecretUncheckedCreateWithoutEndpointInput>
+}
+
+export type ServerSecretUpdateWithWhereUniqueWithoutEndpointInput = {
+  where: Prisma.ServerSecretWhereUniqueInput
+  data: Prisma.XOR<Prisma.ServerSecretUpdateWithoutEndpointInput, Prisma.ServerSecretUncheckedUpdateWithoutEndpointInput>
+}
+
+export type ServerSecretUpdateManyWithWhereWithoutEndpointInput = {
+  where: Prisma.ServerSecretScalarWhereInput
+  data: Prisma.XOR<Prisma.ServerSecretUpdateManyMutationInput, Prisma.ServerSecretUncheckedUpdateManyWithoutEndpointInput>
+}
+
 export type ServerSecretCreateManyServerInput = {
   id?: string
+  endpointId?: string | null
   purpose: $Enums.SecretPurpose
   kid: string
   ciphertext: string
@@ -541,10 +665,12 @@ export type ServerSecretUpdateWithoutServerInput = {
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  endpoint?: Prisma.CallbackEndpointUpdateOneWithoutSecretsNestedInput
 }
 
 export type ServerSecretUncheckedUpdateWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
   kid?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
@@ -556,6 +682,55 @@ export type ServerSecretUncheckedUpdateWithoutServerInput = {
 
 export type ServerSecretUncheckedUpdateManyWithoutServerInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
+  endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
+  kid?: Prisma.StringFieldUpdateOperationsInput | string
+  ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+}
+
+export type ServerSecretCreateManyEndpointInput = {
+  id?: string
+  serverId: string
+  purpose: $Enums.SecretPurpose
+  kid: string
+  ciphertext: string
+  createdAt?: Date | string
+  expiresAt?: Date | string | null
+  revokedAt?: Date | string | null
+  lookupHash?: string | null
+}
+
+export type ServerSecretUpdateWithoutEndpointInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
+  kid?: Prisma.StringFieldUpdateOperationsInput | string
+  ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  server?: Prisma.ServerUpdateOneRequiredWithoutSecretsNestedInput
+}
+
+export type ServerSecretUncheckedUpdateWithoutEndpointInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  serverId?: Prisma.StringFieldUpdateOperationsInput | string
+  purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
+  kid?: Prisma.StringFieldUpdateOperationsInput | string
+  ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+}
+
+export type ServerSecretUncheckedUpdateManyWithoutEndpointInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  serverId?: Prisma.StringFieldUpdateOperationsInput | string
   purpose?: Prisma.EnumSecretPurposeFieldUpdateOperationsInput | $Enums.SecretPurpose
   kid?: Prisma.StringFieldUpdateOperationsInput | string
   ciphertext?: Prisma.StringFieldUpdateOperationsInput | string
@@ -570,6 +745,7 @@ export type ServerSecretUncheckedUpdateManyWithoutServerInput = {
 export type ServerSecretSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   serverId?: boolean
+  endpointId?: boolean
   purpose?: boolean
   kid?: boolean
   ciphertext?: boolean
@@ -578,11 +754,13 @@ export type ServerSecretSelect<ExtArgs extends runtime.Types.Extensions.Internal
   revokedAt?: boolean
   lookupHash?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }, ExtArgs["result"]["serverSecret"]>
 
 export type ServerSecretSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   serverId?: boolean
+  endpointId?: boolean
   purpose?: boolean
   kid?: boolean
   ciphertext?: boolean
@@ -591,11 +769,13 @@ export type ServerSecretSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   revokedAt?: boolean
   lookupHash?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }, ExtArgs["result"]["serverSecret"]>
 
 export type ServerSecretSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
   serverId?: boolean
+  endpointId?: boolean
   purpose?: boolean
   kid?: boolean
   ciphertext?: boolean
@@ -604,11 +784,13 @@ export type ServerSecretSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   revokedAt?: boolean
   lookupHash?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }, ExtArgs["result"]["serverSecret"]>
 
 export type ServerSecretSelectScalar = {
   id?: boolean
   serverId?: boolean
+  endpointId?: boolean
   purpose?: boolean
   kid?: boolean
   ciphertext?: boolean
@@ -618,25 +800,33 @@ export type ServerSecretSelectScalar = {
   lookupHash?: boolean
 }
 
-export type ServerSecretOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "purpose" | "kid" | "ciphertext" | "createdAt" | "expiresAt" | "revokedAt" | "lookupHash", ExtArgs["result"]["serverSecret"]>
+export type ServerSecretOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "endpointId" | "purpose" | "kid" | "ciphertext" | "createdAt" | "expiresAt" | "revokedAt" | "lookupHash", ExtArgs["result"]["serverSecret"]>
 export type ServerSecretInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }
 export type ServerSecretIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }
 export type ServerSecretIncludeUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
+  endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }
 
 export type $ServerSecretPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "ServerSecret"
   objects: {
     server: Prisma.$ServerPayload<ExtArgs>
+    endpoint: Prisma.$CallbackEndpointPayload<ExtArgs> | null
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
     serverId: string
+    /**
+     * The callback endpoint a `callback` secret signs for (null for the other purposes).
+     */
+    endpointId: string | null
     purpose: $Enums.SecretPurpose
     kid: string
     /**
@@ -1048,6 +1238,7 @@ readonly fields: ServerSecretFieldRefs;
 export interface Prisma__ServerSecretClient<T, Null = never, ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs, GlobalOmitOptions = {}> extends Prisma.PrismaPromise<T> {
   readonly [Symbol.toStringTag]: "PrismaPromise"
   server<T extends Prisma.ServerDefaultArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.ServerDefaultArgs<ExtArgs>>): Prisma.Prisma__ServerClient<runtime.Types.Result.GetResult<Prisma.$ServerPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | Null, Null, ExtArgs, GlobalOmitOptions>
+  endpoint<T extends Prisma.ServerSecret$endpointArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.ServerSecret$endpointArgs<ExtArgs>>): Prisma.Prisma__CallbackEndpointClient<runtime.Types.Result.GetResult<Prisma.$CallbackEndpointPayload<ExtArgs>, T, "findUniqueOrThrow", GlobalOmitOptions> | null, null, ExtArgs, GlobalOmitOptions>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -1079,6 +1270,7 @@ export interface Prisma__ServerSecretClient<T, Null = never, ExtArgs extends run
 export interface ServerSecretFieldRefs {
   readonly id: Prisma.FieldRef<"ServerSecret", 'String'>
   readonly serverId: Prisma.FieldRef<"ServerSecret", 'String'>
+  readonly endpointId: Prisma.FieldRef<"ServerSecret", 'String'>
   readonly purpose: Prisma.FieldRef<"ServerSecret", 'SecretPurpose'>
   readonly kid: Prisma.FieldRef<"ServerSecret", 'String'>
   readonly ciphertext: Prisma.FieldRef<"ServerSecret", 'String'>
@@ -1484,6 +1676,25 @@ export type ServerSecretDeleteManyArgs<ExtArgs extends runtime.Types.Extensions.
    * Limit how many ServerSecrets to delete.
    */
   limit?: number
+}
+
+/**
+ * ServerSecret.endpoint
+ */
+export type ServerSecret$endpointArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the CallbackEndpoint
+   */
+  select?: Prisma.CallbackEndpointSelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the CallbackEndpoint
+   */
+  omit?: Prisma.CallbackEndpointOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.CallbackEndpointInclude<ExtArgs> | null
+  where?: Prisma.CallbackEndpointWhereInput
 }
 
 /**

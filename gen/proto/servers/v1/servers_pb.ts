@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file servers/v1/servers.proto.
  */
 export const file_servers_v1_servers: GenFile = /*@__PURE__*/
-  fileDesc("ChhzZXJ2ZXJzL3YxL3NlcnZlcnMucHJvdG8SCnNlcnZlcnMudjEiowQKBlNlcnZlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhkKEXJlZmVycmFsc19lbmFibGVkGAMgASgIEhgKEHJlZ2lzdHJhdGlvbl91cmwYBCABKAkSFAoMY2FsbGJhY2tfdXJsGAUgASgJEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAYgASgIEiAKGGNhbGxiYWNrX2Rpc2FibGVkX3JlYXNvbhgHIAEoCRI4ChRjYWxsYmFja19kaXNhYmxlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdm90aWZpZXJfaG9zdBgKIAEoCRIVCg12b3RpZmllcl9wb3J0GAsgASgFEh0KFXZvdGlmaWVyX3NlcnZpY2VfbmFtZRgMIAEoCRIaChJ2b3RpZmllcl90b2tlbl9zZXQYDSABKAgSFAoMcHVsbF9lbmFibGVkGA4gASgIEhAKCG93bmVyX2lkGA8gASgJEh0KFXB1YmxpY19rZXlfc2lnbmF0dXJlcxgQIAEoCBIfChdhdHRyaWJ1dGlvbl93aW5kb3dfZGF5cxgRIAEoBRIRCglsb2NrX2RheXMYEiABKAUSKQoGY2xhaW1zGBMgASgLMhkuc2VydmVycy52MS5DbGFpbVNldHRpbmdzImYKDUNsYWltU2V0dGluZ3MSFQoNY2xhaW1fa2V5X3NldBgBIAEoCBIRCglob2xkX2RheXMYAiABKAUSGwoTbWF4X2hlbGRfcGVyX3BsYXllchgDIAEoBUoECAQQBVIIcGF5X29uY2UiPQoTQ3JlYXRlU2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJEhgKEHJlZ2lzdHJhdGlvbl91cmwYAiABKAkiOgoUQ3JlYXRlU2VydmVyUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiJQoQR2V0U2VydmVyUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiNwoRR2V0U2VydmVyUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiFAoSTGlzdFNlcnZlcnNSZXF1ZXN0IjoKE0xpc3RTZXJ2ZXJzUmVzcG9uc2USIwoHc2VydmVycxgBIAMoCzISLnNlcnZlcnMudjEuU2VydmVyIkAKGlNldFJlZmVycmFsc0VuYWJsZWRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIPCgdlbmFibGVkGAIgASgIIkEKG1NldFJlZmVycmFsc0VuYWJsZWRSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJIChlTZXRSZWdpc3RyYXRpb25VcmxSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIYChByZWdpc3RyYXRpb25fdXJsGAIgASgJIkAKGlNldFJlZ2lzdHJhdGlvblVybFJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIpcBChpTZXRSZWZlcnJhbFNldHRpbmdzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSJAoXYXR0cmlidXRpb25fd2luZG93X2RheXMYAiABKAVIAIgBARIWCglsb2NrX2RheXMYAyABKAVIAYgBAUIaChhfYXR0cmlidXRpb25fd2luZG93X2RheXNCDAoKX2xvY2tfZGF5cyJBChtTZXRSZWZlcnJhbFNldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiuQEKClNlY3JldEluZm8SCwoDa2lkGAEgASgJEi4KCmNyZWF0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGl2ZRgFIAEoCCIwChtDcmVhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlQKHENyZWF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiRwobUm90YXRlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlQKHFJvdGF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiPQobUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRILCgNraWQYAiABKAkiRAocUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvIi8KGkxpc3RSZWZlcnJhbFNlY3JldHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJGChtMaXN0UmVmZXJyYWxTZWNyZXRzUmVzcG9uc2USJwoHc2VjcmV0cxgBIAMoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbyI9ChtSZXZlYWxSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgsKA2tpZBgCIAEoCSIuChxSZXZlYWxSZWZlcnJhbFNlY3JldFJlc3BvbnNlEg4KBnNlY3JldBgBIAEoCSIuChlSZXNvbHZlU2lnbmluZ0tleXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSIpCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRIOCgZzZWNyZXQYAiABKAwicAoaUmVzb2x2ZVNpZ25pbmdLZXlzUmVzcG9uc2USLAoGc3RhdHVzGAEgASgOMhwuc2VydmVycy52MS5TaWduaW5nS2V5U3RhdHVzEiQKBGtleXMYAiADKAsyFi5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXkingEKGlNldENhbGxiYWNrU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIUCgxjYWxsYmFja191cmwYAiABKAkSGQoRc3RhbmRhcmRfd2ViaG9va3MYAyABKAgSIgoVcHVibGljX2tleV9zaWduYXR1cmVzGAQgASgISACIAQFCGAoWX3B1YmxpY19rZXlfc2lnbmF0dXJlcyJBChtTZXRDYWxsYmFja1NldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiRwobUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlQKHFJvdGF0ZUNhbGxiYWNrU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiMAobUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJUChxSZXZlYWxDYWxsYmFja1NlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIioKFUVuYWJsZUNhbGxiYWNrUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiPAoWRW5hYmxlQ2FsbGJhY2tSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJwChpTZXRWb3RpZmllclNldHRpbmdzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDAoEaG9zdBgCIAEoCRIMCgRwb3J0GAMgASgFEg0KBXRva2VuGAQgASgJEhQKDHNlcnZpY2VfbmFtZRgFIAEoCSJBChtTZXRWb3RpZmllclNldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiOwoVU2V0UHVsbEVuYWJsZWRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIPCgdlbmFibGVkGAIgASgIIjwKFlNldFB1bGxFbmFibGVkUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiQwoXUm90YXRlUHVsbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhUKDWdyYWNlX3NlY29uZHMYAiABKAMiUAoYUm90YXRlUHVsbFNlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIiwKF1JldmVhbFB1bGxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJQChhSZXZlYWxQdWxsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiKwoWUmVzb2x2ZVB1bGxLZXlzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiagoXUmVzb2x2ZVB1bGxLZXlzUmVzcG9uc2USKQoGc3RhdHVzGAEgASgOMhkuc2VydmVycy52MS5QdWxsS2V5U3RhdHVzEiQKBGtleXMYAiADKAsyFi5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXkisgEKEVdlYmhvb2tTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRILCgNhbGcYAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdjdXJyZW50GAYgASgIIh8KHUxpc3RXZWJob29rU2lnbmluZ0tleXNSZXF1ZXN0Ik0KHkxpc3RXZWJob29rU2lnbmluZ0tleXNSZXNwb25zZRIrCgRrZXlzGAEgAygLMh0uc2VydmVycy52MS5XZWJob29rU2lnbmluZ0tleSIgCh5Sb3RhdGVXZWJob29rU2lnbmluZ0tleVJlcXVlc3QiegofUm90YXRlV2ViaG9va1NpZ25pbmdLZXlSZXNwb25zZRIqCgNrZXkYASABKAsyHS5zZXJ2ZXJzLnYxLldlYmhvb2tTaWduaW5nS2V5EisKBGtleXMYAiADKAsyHS5zZXJ2ZXJzLnYxLldlYmhvb2tTaWduaW5nS2V5IkEKFVJvdGF0ZUNsYWltS2V5UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFQoNZ3JhY2Vfc2Vjb25kcxgCIAEoAyJRChZSb3RhdGVDbGFpbUtleVJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SEQoJY2xhaW1fa2V5GAIgASgJIioKFVJldmVhbENsYWltS2V5UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiUQoWUmV2ZWFsQ2xhaW1LZXlSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEhEKCWNsYWltX2tleRgCIAEoCSJsChdTZXRDbGFpbVNldHRpbmdzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEQoJaG9sZF9kYXlzGAIgASgFEhsKE21heF9oZWxkX3Blcl9wbGF5ZXIYAyABKAVKBAgEEAVSCHBheV9vbmNlIj4KGFNldENsYWltU2V0dGluZ3NSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciqjAQoQU2lnbmluZ0tleVN0YXR1cxIiCh5TSUdOSU5HX0tFWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVTSUdOSU5HX0tFWV9TVEFUVVNfT0sQARIlCiFTSUdOSU5HX0tFWV9TVEFUVVNfVU5LTk9XTl9TRVJWRVIQAhIpCiVTSUdOSU5HX0tFWV9TVEFUVVNfUkVGRVJSQUxTX0RJU0FCTEVEEAMqjwEKDVB1bGxLZXlTdGF0dXMSHwobUFVMTF9LRVlfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUFVMTF9LRVlfU1RBVFVTX09LEAESIgoeUFVMTF9LRVlfU1RBVFVTX1VOS05PV05fU0VSVkVSEAISIQodUFVMTF9LRVlfU1RBVFVTX1BVTExfRElTQUJMRUQQAzKXFAoSU2VydmVyQWRtaW5TZXJ2aWNlElEKDENyZWF0ZVNlcnZlchIfLnNlcnZlcnMudjEuQ3JlYXRlU2VydmVyUmVxdWVzdBogLnNlcnZlcnMudjEuQ3JlYXRlU2VydmVyUmVzcG9uc2USSAoJR2V0U2VydmVyEhwuc2VydmVycy52MS5HZXRTZXJ2ZXJSZXF1ZXN0Gh0uc2VydmVycy52MS5HZXRTZXJ2ZXJSZXNwb25zZRJOCgtMaXN0U2VydmVycxIeLnNlcnZlcnMudjEuTGlzdFNlcnZlcnNSZXF1ZXN0Gh8uc2VydmVycy52MS5MaXN0U2VydmVyc1Jlc3BvbnNlEmYKE1NldFJlZmVycmFsc0VuYWJsZWQSJi5zZXJ2ZXJzLnYxLlNldFJlZmVycmFsc0VuYWJsZWRSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRSZWZlcnJhbHNFbmFibGVkUmVzcG9uc2USYwoSU2V0UmVnaXN0cmF0aW9uVXJsEiUuc2VydmVycy52MS5TZXRSZWdpc3RyYXRpb25VcmxSZXF1ZXN0GiYuc2VydmVycy52MS5TZXRSZWdpc3RyYXRpb25VcmxSZXNwb25zZRJmChNTZXRSZWZlcnJhbFNldHRpbmdzEiYuc2VydmVycy52MS5TZXRSZWZlcnJhbFNldHRpbmdzUmVxdWVzdBonLnNlcnZlcnMudjEuU2V0UmVmZXJyYWxTZXR0aW5nc1Jlc3BvbnNlEmkKFENyZWF0ZVJlZmVycmFsU2VjcmV0Eicuc2VydmVycy52MS5DcmVhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLkNyZWF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USaQoUUm90YXRlUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJvdGF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUm90YXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJpChRSZXZva2VSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZva2VSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmYKE0xpc3RSZWZlcnJhbFNlY3JldHMSJi5zZXJ2ZXJzLnYxLkxpc3RSZWZlcnJhbFNlY3JldHNSZXF1ZXN0Gicuc2VydmVycy52MS5MaXN0UmVmZXJyYWxTZWNyZXRzUmVzcG9uc2USaQoUUmV2ZWFsUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJldmVhbFJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUmV2ZWFsUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJjChJSZXNvbHZlU2lnbmluZ0tleXMSJS5zZXJ2ZXJzLnYxLlJlc29sdmVTaWduaW5nS2V5c1JlcXVlc3QaJi5zZXJ2ZXJzLnYxLlJlc29sdmVTaWduaW5nS2V5c1Jlc3BvbnNlEmYKE1NldENhbGxiYWNrU2V0dGluZ3MSJi5zZXJ2ZXJzLnYxLlNldENhbGxiYWNrU2V0dGluZ3NSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRDYWxsYmFja1NldHRpbmdzUmVzcG9uc2USaQoUUm90YXRlQ2FsbGJhY2tTZWNyZXQSJy5zZXJ2ZXJzLnYxLlJvdGF0ZUNhbGxiYWNrU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXNwb25zZRJpChRSZXZlYWxDYWxsYmFja1NlY3JldBInLnNlcnZlcnMudjEuUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZlYWxDYWxsYmFja1NlY3JldFJlc3BvbnNlElcKDkVuYWJsZUNhbGxiYWNrEiEuc2VydmVycy52MS5FbmFibGVDYWxsYmFja1JlcXVlc3QaIi5zZXJ2ZXJzLnYxLkVuYWJsZUNhbGxiYWNrUmVzcG9uc2USZgoTU2V0Vm90aWZpZXJTZXR0aW5ncxImLnNlcnZlcnMudjEuU2V0Vm90aWZpZXJTZXR0aW5nc1JlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldFZvdGlmaWVyU2V0dGluZ3NSZXNwb25zZRJXCg5TZXRQdWxsRW5hYmxlZBIhLnNlcnZlcnMudjEuU2V0UHVsbEVuYWJsZWRSZXF1ZXN0GiIuc2VydmVycy52MS5TZXRQdWxsRW5hYmxlZFJlc3BvbnNlEl0KEFJvdGF0ZVB1bGxTZWNyZXQSIy5zZXJ2ZXJzLnYxLlJvdGF0ZVB1bGxTZWNyZXRSZXF1ZXN0GiQuc2VydmVycy52MS5Sb3RhdGVQdWxsU2VjcmV0UmVzcG9uc2USXQoQUmV2ZWFsUHVsbFNlY3JldBIjLnNlcnZlcnMudjEuUmV2ZWFsUHVsbFNlY3JldFJlcXVlc3QaJC5zZXJ2ZXJzLnYxLlJldmVhbFB1bGxTZWNyZXRSZXNwb25zZRJaCg9SZXNvbHZlUHVsbEtleXMSIi5zZXJ2ZXJzLnYxLlJlc29sdmVQdWxsS2V5c1JlcXVlc3QaIy5zZXJ2ZXJzLnYxLlJlc29sdmVQdWxsS2V5c1Jlc3BvbnNlEm8KFkxpc3RXZWJob29rU2lnbmluZ0tleXMSKS5zZXJ2ZXJzLnYxLkxpc3RXZWJob29rU2lnbmluZ0tleXNSZXF1ZXN0Giouc2VydmVycy52MS5MaXN0V2ViaG9va1NpZ25pbmdLZXlzUmVzcG9uc2UScgoXUm90YXRlV2ViaG9va1NpZ25pbmdLZXkSKi5zZXJ2ZXJzLnYxLlJvdGF0ZVdlYmhvb2tTaWduaW5nS2V5UmVxdWVzdBorLnNlcnZlcnMudjEuUm90YXRlV2ViaG9va1NpZ25pbmdLZXlSZXNwb25zZRJXCg5Sb3RhdGVDbGFpbUtleRIhLnNlcnZlcnMudjEuUm90YXRlQ2xhaW1LZXlSZXF1ZXN0GiIuc2VydmVycy52MS5Sb3RhdGVDbGFpbUtleVJlc3BvbnNlElcKDlJldmVhbENsYWltS2V5EiEuc2VydmVycy52MS5SZXZlYWxDbGFpbUtleVJlcXVlc3QaIi5zZXJ2ZXJzLnYxLlJldmVhbENsYWltS2V5UmVzcG9uc2USXQoQU2V0Q2xhaW1TZXR0aW5ncxIjLnNlcnZlcnMudjEuU2V0Q2xhaW1TZXR0aW5nc1JlcXVlc3QaJC5zZXJ2ZXJzLnYxLlNldENsYWltU2V0dGluZ3NSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChhzZXJ2ZXJzL3YxL3NlcnZlcnMucHJvdG8SCnNlcnZlcnMudjEiowQKBlNlcnZlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhkKEXJlZmVycmFsc19lbmFibGVkGAMgASgIEhgKEHJlZ2lzdHJhdGlvbl91cmwYBCABKAkSFAoMY2FsbGJhY2tfdXJsGAUgASgJEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAYgASgIEiAKGGNhbGxiYWNrX2Rpc2FibGVkX3JlYXNvbhgHIAEoCRI4ChRjYWxsYmFja19kaXNhYmxlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdm90aWZpZXJfaG9zdBgKIAEoCRIVCg12b3RpZmllcl9wb3J0GAsgASgFEh0KFXZvdGlmaWVyX3NlcnZpY2VfbmFtZRgMIAEoCRIaChJ2b3RpZmllcl90b2tlbl9zZXQYDSABKAgSFAoMcHVsbF9lbmFibGVkGA4gASgIEhAKCG93bmVyX2lkGA8gASgJEh0KFXB1YmxpY19rZXlfc2lnbmF0dXJlcxgQIAEoCBIfChdhdHRyaWJ1dGlvbl93aW5kb3dfZGF5cxgRIAEoBRIRCglsb2NrX2RheXMYEiABKAUSKQoGY2xhaW1zGBMgASgLMhkuc2VydmVycy52MS5DbGFpbVNldHRpbmdzImYKDUNsYWltU2V0dGluZ3MSFQoNY2xhaW1fa2V5X3NldBgBIAEoCBIRCglob2xkX2RheXMYAiABKAUSGwoTbWF4X2hlbGRfcGVyX3BsYXllchgDIAEoBUoECAQQBVIIcGF5X29uY2UiPQoTQ3JlYXRlU2VydmVyUmVxdWVzdBIMCgRuYW1lGAEgASgJEhgKEHJlZ2lzdHJhdGlvbl91cmwYAiABKAkiOgoUQ3JlYXRlU2VydmVyUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiJQoQR2V0U2VydmVyUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiNwoRR2V0U2VydmVyUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiFAoSTGlzdFNlcnZlcnNSZXF1ZXN0IjoKE0xpc3RTZXJ2ZXJzUmVzcG9uc2USIwoHc2VydmVycxgBIAMoCzISLnNlcnZlcnMudjEuU2VydmVyIkAKGlNldFJlZmVycmFsc0VuYWJsZWRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIPCgdlbmFibGVkGAIgASgIIkEKG1NldFJlZmVycmFsc0VuYWJsZWRSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJIChlTZXRSZWdpc3RyYXRpb25VcmxSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIYChByZWdpc3RyYXRpb25fdXJsGAIgASgJIkAKGlNldFJlZ2lzdHJhdGlvblVybFJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIpcBChpTZXRSZWZlcnJhbFNldHRpbmdzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSJAoXYXR0cmlidXRpb25fd2luZG93X2RheXMYAiABKAVIAIgBARIWCglsb2NrX2RheXMYAyABKAVIAYgBAUIaChhfYXR0cmlidXRpb25fd2luZG93X2RheXNCDAoKX2xvY2tfZGF5cyJBChtTZXRSZWZlcnJhbFNldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiuQEKClNlY3JldEluZm8SCwoDa2lkGAEgASgJEi4KCmNyZWF0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGl2ZRgFIAEoCCIwChtDcmVhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlQKHENyZWF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiRwobUm90YXRlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlQKHFJvdGF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiPQobUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRILCgNraWQYAiABKAkiRAocUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvIi8KGkxpc3RSZWZlcnJhbFNlY3JldHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJGChtMaXN0UmVmZXJyYWxTZWNyZXRzUmVzcG9uc2USJwoHc2VjcmV0cxgBIAMoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbyI9ChtSZXZlYWxSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgsKA2tpZBgCIAEoCSIuChxSZXZlYWxSZWZlcnJhbFNlY3JldFJlc3BvbnNlEg4KBnNlY3JldBgBIAEoCSIuChlSZXNvbHZlU2lnbmluZ0tleXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSIpCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRIOCgZzZWNyZXQYAiABKAwicAoaUmVzb2x2ZVNpZ25pbmdLZXlzUmVzcG9uc2USLAoGc3RhdHVzGAEgASgOMhwuc2VydmVycy52MS5TaWduaW5nS2V5U3RhdHVzEiQKBGtleXMYAiADKAsyFi5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXkiswEKGlNldENhbGxiYWNrU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIUCgxjYWxsYmFja191cmwYAiABKAkSGQoRc3RhbmRhcmRfd2ViaG9va3MYAyABKAgSIgoVcHVibGljX2tleV9zaWduYXR1cmVzGAQgASgISACIAQESEwoLZW5kcG9pbnRfaWQYBSABKAlCGAoWX3B1YmxpY19rZXlfc2lnbmF0dXJlcyJBChtTZXRDYWxsYmFja1NldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiXAobUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDEhMKC2VuZHBvaW50X2lkGAMgASgJIlQKHFJvdGF0ZUNhbGxiYWNrU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiRQobUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCSJUChxSZXZlYWxDYWxsYmFja1NlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIj8KFUVuYWJsZUNhbGxiYWNrUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEwoLZW5kcG9pbnRfaWQYAiABKAkibAoWRW5hYmxlQ2FsbGJhY2tSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlchIuCghlbmRwb2ludBgCIAEoCzIcLnNlcnZlcnMudjEuQ2FsbGJhY2tFbmRwb2ludCK0AgoQQ2FsbGJhY2tFbmRwb2ludBIKCgJpZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSEgoKaXNfZGVmYXVsdBgDIAEoCBILCgN1cmwYBCABKAkSEwoLZXZlbnRfdHlwZXMYBSADKAkSFwoPcGF5bG9hZF92ZXJzaW9uGAYgASgFEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAcgASgIEh0KFXB1YmxpY19rZXlfc2lnbmF0dXJlcxgIIAEoCBIvCgtkaXNhYmxlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPZGlzYWJsZWRfcmVhc29uGAogASgJEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIp8BChVDcmVhdGVFbmRwb2ludFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgsKA3VybBgCIAEoCRITCgtldmVudF90eXBlcxgDIAMoCRIXCg9wYXlsb2FkX3ZlcnNpb24YBCABKAUSGQoRc3RhbmRhcmRfd2ViaG9va3MYBSABKAgSHQoVcHVibGljX2tleV9zaWduYXR1cmVzGAYgASgIIn4KFkNyZWF0ZUVuZHBvaW50UmVzcG9uc2USLgoIZW5kcG9pbnQYASABKAsyHC5zZXJ2ZXJzLnYxLkNhbGxiYWNrRW5kcG9pbnQSJAoEaW5mbxgCIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAyABKAkiKQoUTGlzdEVuZHBvaW50c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIkgKFUxpc3RFbmRwb2ludHNSZXNwb25zZRIvCgllbmRwb2ludHMYASADKAsyHC5zZXJ2ZXJzLnYxLkNhbGxiYWNrRW5kcG9pbnQisAIKFVVwZGF0ZUVuZHBvaW50UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEwoLZW5kcG9pbnRfaWQYAiABKAkSEAoDdXJsGAMgASgJSACIAQESEwoLZXZlbnRfdHlwZXMYBCADKAkSGgoSdXBkYXRlX2V2ZW50X3R5cGVzGAUgASgIEhwKD3BheWxvYWRfdmVyc2lvbhgGIAEoBUgBiAEBEh4KEXN0YW5kYXJkX3dlYmhvb2tzGAcgASgISAKIAQESIgoVcHVibGljX2tleV9zaWduYXR1cmVzGAggASgISAOIAQFCBgoEX3VybEISChBfcGF5bG9hZF92ZXJzaW9uQhQKEl9zdGFuZGFyZF93ZWJob29rc0IYChZfcHVibGljX2tleV9zaWduYXR1cmVzIkgKFlVwZGF0ZUVuZHBvaW50UmVzcG9uc2USLgoIZW5kcG9pbnQYASABKAsyHC5zZXJ2ZXJzLnYxLkNhbGxiYWNrRW5kcG9pbnQiPwoVRGVsZXRlRW5kcG9pbnRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCSIYChZEZWxldGVFbmRwb2ludFJlc3BvbnNlInAKGlNldFZvdGlmaWVyU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIMCgRob3N0GAIgASgJEgwKBHBvcnQYAyABKAUSDQoFdG9rZW4YBCABKAkSFAoMc2VydmljZV9uYW1lGAUgASgJIkEKG1NldFZvdGlmaWVyU2V0dGluZ3NSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciI7ChVTZXRQdWxsRW5hYmxlZFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg8KB2VuYWJsZWQYAiABKAgiPAoWU2V0UHVsbEVuYWJsZWRSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJDChdSb3RhdGVQdWxsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFQoNZ3JhY2Vfc2Vjb25kcxgCIAEoAyJQChhSb3RhdGVQdWxsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiLAoXUmV2ZWFsUHVsbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlAKGFJldmVhbFB1bGxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSIrChZSZXNvbHZlUHVsbEtleXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJqChdSZXNvbHZlUHVsbEtleXNSZXNwb25zZRIpCgZzdGF0dXMYASABKA4yGS5zZXJ2ZXJzLnYxLlB1bGxLZXlTdGF0dXMSJAoEa2V5cxgCIAMoCzIWLnNlcnZlcnMudjEuU2lnbmluZ0tleSKyAQoRV2ViaG9va1NpZ25pbmdLZXkSCwoDa2lkGAEgASgJEgsKA2FsZxgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2N1cnJlbnQYBiABKAgiHwodTGlzdFdlYmhvb2tTaWduaW5nS2V5c1JlcXVlc3QiTQoeTGlzdFdlYmhvb2tTaWduaW5nS2V5c1Jlc3BvbnNlEisKBGtleXMYASADKAsyHS5zZXJ2ZXJzLnYxLldlYmhvb2tTaWduaW5nS2V5IiAKHlJvdGF0ZVdlYmhvb2tTaWduaW5nS2V5UmVxdWVzdCJ6Ch9Sb3RhdGVXZWJob29rU2lnbmluZ0tleVJlc3BvbnNlEioKA2tleRgBIAEoCzIdLnNlcnZlcnMudjEuV2ViaG9va1NpZ25pbmdLZXkSKwoEa2V5cxgCIAMoCzIdLnNlcnZlcnMudjEuV2ViaG9va1NpZ25pbmdLZXkiQQoVUm90YXRlQ2xhaW1LZXlSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlEKFlJvdGF0ZUNsYWltS2V5UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIRCgljbGFpbV9rZXkYAiABKAkiKgoVUmV2ZWFsQ2xhaW1LZXlSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJRChZSZXZlYWxDbGFpbUtleVJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SEQoJY2xhaW1fa2V5GAIgASgJImwKF1NldENsYWltU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIRCglob2xkX2RheXMYAiABKAUSGwoTbWF4X2hlbGRfcGVyX3BsYXllchgDIAEoBUoECAQQBVIIcGF5X29uY2UiPgoYU2V0Q2xhaW1TZXR0aW5nc1Jlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyKqMBChBTaWduaW5nS2V5U3RhdHVzEiIKHlNJR05JTkdfS0VZX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFVNJR05JTkdfS0VZX1NUQVRVU19PSxABEiUKIVNJR05JTkdfS0VZX1NUQVRVU19VTktOT1dOX1NFUlZFUhACEikKJVNJR05JTkdfS0VZX1NUQVRVU19SRUZFUlJBTFNfRElTQUJMRUQQAyqPAQoNUHVsbEtleVN0YXR1cxIfChtQVUxMX0tFWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJQVUxMX0tFWV9TVEFUVVNfT0sQARIiCh5QVUxMX0tFWV9TVEFUVVNfVU5LTk9XTl9TRVJWRVIQAhIhCh1QVUxMX0tFWV9TVEFUVVNfUFVMTF9ESVNBQkxFRBADMvgWChJTZXJ2ZXJBZG1pblNlcnZpY2USUQoMQ3JlYXRlU2VydmVyEh8uc2VydmVycy52MS5DcmVhdGVTZXJ2ZXJSZXF1ZXN0GiAuc2VydmVycy52MS5DcmVhdGVTZXJ2ZXJSZXNwb25zZRJICglHZXRTZXJ2ZXISHC5zZXJ2ZXJzLnYxLkdldFNlcnZlclJlcXVlc3QaHS5zZXJ2ZXJzLnYxLkdldFNlcnZlclJlc3BvbnNlEk4KC0xpc3RTZXJ2ZXJzEh4uc2VydmVycy52MS5MaXN0U2VydmVyc1JlcXVlc3QaHy5zZXJ2ZXJzLnYxLkxpc3RTZXJ2ZXJzUmVzcG9uc2USZgoTU2V0UmVmZXJyYWxzRW5hYmxlZBImLnNlcnZlcnMudjEuU2V0UmVmZXJyYWxzRW5hYmxlZFJlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldFJlZmVycmFsc0VuYWJsZWRSZXNwb25zZRJjChJTZXRSZWdpc3RyYXRpb25VcmwSJS5zZXJ2ZXJzLnYxLlNldFJlZ2lzdHJhdGlvblVybFJlcXVlc3QaJi5zZXJ2ZXJzLnYxLlNldFJlZ2lzdHJhdGlvblVybFJlc3BvbnNlEmYKE1NldFJlZmVycmFsU2V0dGluZ3MSJi5zZXJ2ZXJzLnYxLlNldFJlZmVycmFsU2V0dGluZ3NSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRSZWZlcnJhbFNldHRpbmdzUmVzcG9uc2USaQoUQ3JlYXRlUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLkNyZWF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuQ3JlYXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJpChRSb3RhdGVSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUm90YXRlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5Sb3RhdGVSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmkKFFJldm9rZVJlZmVycmFsU2VjcmV0Eicuc2VydmVycy52MS5SZXZva2VSZWZlcnJhbFNlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLlJldm9rZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USZgoTTGlzdFJlZmVycmFsU2VjcmV0cxImLnNlcnZlcnMudjEuTGlzdFJlZmVycmFsU2VjcmV0c1JlcXVlc3QaJy5zZXJ2ZXJzLnYxLkxpc3RSZWZlcnJhbFNlY3JldHNSZXNwb25zZRJpChRSZXZlYWxSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUmV2ZWFsUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZlYWxSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmMKElJlc29sdmVTaWduaW5nS2V5cxIlLnNlcnZlcnMudjEuUmVzb2x2ZVNpZ25pbmdLZXlzUmVxdWVzdBomLnNlcnZlcnMudjEuUmVzb2x2ZVNpZ25pbmdLZXlzUmVzcG9uc2USZgoTU2V0Q2FsbGJhY2tTZXR0aW5ncxImLnNlcnZlcnMudjEuU2V0Q2FsbGJhY2tTZXR0aW5nc1JlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldENhbGxiYWNrU2V0dGluZ3NSZXNwb25zZRJpChRSb3RhdGVDYWxsYmFja1NlY3JldBInLnNlcnZlcnMudjEuUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5Sb3RhdGVDYWxsYmFja1NlY3JldFJlc3BvbnNlEmkKFFJldmVhbENhbGxiYWNrU2VjcmV0Eicuc2VydmVycy52MS5SZXZlYWxDYWxsYmFja1NlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLlJldmVhbENhbGxiYWNrU2VjcmV0UmVzcG9uc2USVwoORW5hYmxlQ2FsbGJhY2sSIS5zZXJ2ZXJzLnYxLkVuYWJsZUNhbGxiYWNrUmVxdWVzdBoiLnNlcnZlcnMudjEuRW5hYmxlQ2FsbGJhY2tSZXNwb25zZRJXCg5DcmVhdGVFbmRwb2ludBIhLnNlcnZlcnMudjEuQ3JlYXRlRW5kcG9pbnRSZXF1ZXN0GiIuc2VydmVycy52MS5DcmVhdGVFbmRwb2ludFJlc3BvbnNlElQKDUxpc3RFbmRwb2ludHMSIC5zZXJ2ZXJzLnYxLkxpc3RFbmRwb2ludHNSZXF1ZXN0GiEuc2VydmVycy52MS5MaXN0RW5kcG9pbnRzUmVzcG9uc2USVwoOVXBkYXRlRW5kcG9pbnQSIS5zZXJ2ZXJzLnYxLlVwZGF0ZUVuZHBvaW50UmVxdWVzdBoiLnNlcnZlcnMudjEuVXBkYXRlRW5kcG9pbnRSZXNwb25zZRJXCg5EZWxldGVFbmRwb2ludBIhLnNlcnZlcnMudjEuRGVsZXRlRW5kcG9pbnRSZXF1ZXN0GiIuc2VydmVycy52MS5EZWxldGVFbmRwb2ludFJlc3BvbnNlEmYKE1NldFZvdGlmaWVyU2V0dGluZ3MSJi5zZXJ2ZXJzLnYxLlNldFZvdGlmaWVyU2V0dGluZ3NSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRWb3RpZmllclNldHRpbmdzUmVzcG9uc2USVwoOU2V0UHVsbEVuYWJsZWQSIS5zZXJ2ZXJzLnYxLlNldFB1bGxFbmFibGVkUmVxdWVzdBoiLnNlcnZlcnMudjEuU2V0UHVsbEVuYWJsZWRSZXNwb25zZRJdChBSb3RhdGVQdWxsU2VjcmV0EiMuc2VydmVycy52MS5Sb3RhdGVQdWxsU2VjcmV0UmVxdWVzdBokLnNlcnZlcnMudjEuUm90YXRlUHVsbFNlY3JldFJlc3BvbnNlEl0KEFJldmVhbFB1bGxTZWNyZXQSIy5zZXJ2ZXJzLnYxLlJldmVhbFB1bGxTZWNyZXRSZXF1ZXN0GiQuc2VydmVycy52MS5SZXZlYWxQdWxsU2VjcmV0UmVzcG9uc2USWgoPUmVzb2x2ZVB1bGxLZXlzEiIuc2VydmVycy52MS5SZXNvbHZlUHVsbEtleXNSZXF1ZXN0GiMuc2VydmVycy52MS5SZXNvbHZlUHVsbEtleXNSZXNwb25zZRJvChZMaXN0V2ViaG9va1NpZ25pbmdLZXlzEikuc2VydmVycy52MS5MaXN0V2ViaG9va1NpZ25pbmdLZXlzUmVxdWVzdBoqLnNlcnZlcnMudjEuTGlzdFdlYmhvb2tTaWduaW5nS2V5c1Jlc3BvbnNlEnIKF1JvdGF0ZVdlYmhvb2tTaWduaW5nS2V5Eiouc2VydmVycy52MS5Sb3RhdGVXZWJob29rU2lnbmluZ0tleVJlcXVlc3QaKy5zZXJ2ZXJzLnYxLlJvdGF0ZVdlYmhvb2tTaWduaW5nS2V5UmVzcG9uc2USVwoOUm90YXRlQ2xhaW1LZXkSIS5zZXJ2ZXJzLnYxLlJvdGF0ZUNsYWltS2V5UmVxdWVzdBoiLnNlcnZlcnMudjEuUm90YXRlQ2xhaW1LZXlSZXNwb25zZRJXCg5SZXZlYWxDbGFpbUtleRIhLnNlcnZlcnMudjEuUmV2ZWFsQ2xhaW1LZXlSZXF1ZXN0GiIuc2VydmVycy52MS5SZXZlYWxDbGFpbUtleVJlc3BvbnNlEl0KEFNldENsYWltU2V0dGluZ3MSIy5zZXJ2ZXJzLnYxLlNldENsYWltU2V0dGluZ3NSZXF1ZXN0GiQuc2VydmVycy52MS5TZXRDbGFpbVNldHRpbmdzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message servers.v1.Server
@@ -727,6 +727,13 @@ export type SetCallbackSettingsRequest = Message<"servers.v1.SetCallbackSettings
    * @generated from field: optional bool public_key_signatures = 4;
    */
   publicKeySignatures?: boolean | undefined;
+
+  /**
+   * The endpoint to set; empty: the server's default endpoint.
+   *
+   * @generated from field: string endpoint_id = 5;
+   */
+  endpointId: string;
 };
 
 /**
@@ -768,6 +775,13 @@ export type RotateCallbackSecretRequest = Message<"servers.v1.RotateCallbackSecr
    * @generated from field: int64 grace_seconds = 2;
    */
   graceSeconds: bigint;
+
+  /**
+   * The endpoint whose secret rotates; empty: the server's default endpoint.
+   *
+   * @generated from field: string endpoint_id = 3;
+   */
+  endpointId: string;
 };
 
 /**
@@ -807,6 +821,13 @@ export type RevealCallbackSecretRequest = Message<"servers.v1.RevealCallbackSecr
    * @generated from field: string server_id = 1;
    */
   serverId: string;
+
+  /**
+   * Empty: the server's default endpoint.
+   *
+   * @generated from field: string endpoint_id = 2;
+   */
+  endpointId: string;
 };
 
 /**
@@ -846,6 +867,13 @@ export type EnableCallbackRequest = Message<"servers.v1.EnableCallbackRequest"> 
    * @generated from field: string server_id = 1;
    */
   serverId: string;
+
+  /**
+   * Empty: the server's default endpoint.
+   *
+   * @generated from field: string endpoint_id = 2;
+   */
+  endpointId: string;
 };
 
 /**
@@ -863,6 +891,13 @@ export type EnableCallbackResponse = Message<"servers.v1.EnableCallbackResponse"
    * @generated from field: servers.v1.Server server = 1;
    */
   server?: Server | undefined;
+
+  /**
+   * The endpoint enabled.
+   *
+   * @generated from field: servers.v1.CallbackEndpoint endpoint = 2;
+   */
+  endpoint?: CallbackEndpoint | undefined;
 };
 
 /**
@@ -871,6 +906,302 @@ export type EnableCallbackResponse = Message<"servers.v1.EnableCallbackResponse"
  */
 export const EnableCallbackResponseSchema: GenMessage<EnableCallbackResponse> = /*@__PURE__*/
   messageDesc(file_servers_v1_servers, 35);
+
+/**
+ * CallbackEndpoint is where a server's signed events go.
+ *
+ * @generated from message servers.v1.CallbackEndpoint
+ */
+export type CallbackEndpoint = Message<"servers.v1.CallbackEndpoint"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
+
+  /**
+   * The server's default endpoint: the callback RPCs without an endpoint_id act on it; it cannot be deleted.
+   *
+   * @generated from field: bool is_default = 3;
+   */
+  isDefault: boolean;
+
+  /**
+   * Empty only on a default endpoint without a URL (its callbacks are held).
+   *
+   * @generated from field: string url = 4;
+   */
+  url: string;
+
+  /**
+   * Event types it receives: heart.counted, referral.registered, referral.qualified, referral.reversed.
+   *
+   * @generated from field: repeated string event_types = 5;
+   */
+  eventTypes: string[];
+
+  /**
+   * 1: the contract's body.
+   *
+   * @generated from field: int32 payload_version = 6;
+   */
+  payloadVersion: number;
+
+  /**
+   * @generated from field: bool standard_webhooks = 7;
+   */
+  standardWebhooks: boolean;
+
+  /**
+   * @generated from field: bool public_key_signatures = 8;
+   */
+  publicKeySignatures: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp disabled_at = 9;
+   */
+  disabledAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string disabled_reason = 10;
+   */
+  disabledReason: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 11;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message servers.v1.CallbackEndpoint.
+ * Use `create(CallbackEndpointSchema)` to create a new message.
+ */
+export const CallbackEndpointSchema: GenMessage<CallbackEndpoint> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 36);
+
+/**
+ * @generated from message servers.v1.CreateEndpointRequest
+ */
+export type CreateEndpointRequest = Message<"servers.v1.CreateEndpointRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * @generated from field: string url = 2;
+   */
+  url: string;
+
+  /**
+   * At least one known event type.
+   *
+   * @generated from field: repeated string event_types = 3;
+   */
+  eventTypes: string[];
+
+  /**
+   * 0 means 1; only 1 is accepted for now.
+   *
+   * @generated from field: int32 payload_version = 4;
+   */
+  payloadVersion: number;
+
+  /**
+   * @generated from field: bool standard_webhooks = 5;
+   */
+  standardWebhooks: boolean;
+
+  /**
+   * @generated from field: bool public_key_signatures = 6;
+   */
+  publicKeySignatures: boolean;
+};
+
+/**
+ * Describes the message servers.v1.CreateEndpointRequest.
+ * Use `create(CreateEndpointRequestSchema)` to create a new message.
+ */
+export const CreateEndpointRequestSchema: GenMessage<CreateEndpointRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 37);
+
+/**
+ * @generated from message servers.v1.CreateEndpointResponse
+ */
+export type CreateEndpointResponse = Message<"servers.v1.CreateEndpointResponse"> & {
+  /**
+   * @generated from field: servers.v1.CallbackEndpoint endpoint = 1;
+   */
+  endpoint?: CallbackEndpoint | undefined;
+
+  /**
+   * The endpoint's callback secret (whsec_...), shown once.
+   *
+   * @generated from field: servers.v1.SecretInfo info = 2;
+   */
+  info?: SecretInfo | undefined;
+
+  /**
+   * @generated from field: string secret = 3;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message servers.v1.CreateEndpointResponse.
+ * Use `create(CreateEndpointResponseSchema)` to create a new message.
+ */
+export const CreateEndpointResponseSchema: GenMessage<CreateEndpointResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 38);
+
+/**
+ * @generated from message servers.v1.ListEndpointsRequest
+ */
+export type ListEndpointsRequest = Message<"servers.v1.ListEndpointsRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+};
+
+/**
+ * Describes the message servers.v1.ListEndpointsRequest.
+ * Use `create(ListEndpointsRequestSchema)` to create a new message.
+ */
+export const ListEndpointsRequestSchema: GenMessage<ListEndpointsRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 39);
+
+/**
+ * @generated from message servers.v1.ListEndpointsResponse
+ */
+export type ListEndpointsResponse = Message<"servers.v1.ListEndpointsResponse"> & {
+  /**
+   * The default endpoint first, then the others oldest first; deleted ones are not listed.
+   *
+   * @generated from field: repeated servers.v1.CallbackEndpoint endpoints = 1;
+   */
+  endpoints: CallbackEndpoint[];
+};
+
+/**
+ * Describes the message servers.v1.ListEndpointsResponse.
+ * Use `create(ListEndpointsResponseSchema)` to create a new message.
+ */
+export const ListEndpointsResponseSchema: GenMessage<ListEndpointsResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 40);
+
+/**
+ * @generated from message servers.v1.UpdateEndpointRequest
+ */
+export type UpdateEndpointRequest = Message<"servers.v1.UpdateEndpointRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * @generated from field: string endpoint_id = 2;
+   */
+  endpointId: string;
+
+  /**
+   * Absent fields are unchanged. A new URL clears a disable.
+   *
+   * @generated from field: optional string url = 3;
+   */
+  url?: string | undefined;
+
+  /**
+   * Replaces the event types when update_event_types is set.
+   *
+   * @generated from field: repeated string event_types = 4;
+   */
+  eventTypes: string[];
+
+  /**
+   * @generated from field: bool update_event_types = 5;
+   */
+  updateEventTypes: boolean;
+
+  /**
+   * @generated from field: optional int32 payload_version = 6;
+   */
+  payloadVersion?: number | undefined;
+
+  /**
+   * @generated from field: optional bool standard_webhooks = 7;
+   */
+  standardWebhooks?: boolean | undefined;
+
+  /**
+   * @generated from field: optional bool public_key_signatures = 8;
+   */
+  publicKeySignatures?: boolean | undefined;
+};
+
+/**
+ * Describes the message servers.v1.UpdateEndpointRequest.
+ * Use `create(UpdateEndpointRequestSchema)` to create a new message.
+ */
+export const UpdateEndpointRequestSchema: GenMessage<UpdateEndpointRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 41);
+
+/**
+ * @generated from message servers.v1.UpdateEndpointResponse
+ */
+export type UpdateEndpointResponse = Message<"servers.v1.UpdateEndpointResponse"> & {
+  /**
+   * @generated from field: servers.v1.CallbackEndpoint endpoint = 1;
+   */
+  endpoint?: CallbackEndpoint | undefined;
+};
+
+/**
+ * Describes the message servers.v1.UpdateEndpointResponse.
+ * Use `create(UpdateEndpointResponseSchema)` to create a new message.
+ */
+export const UpdateEndpointResponseSchema: GenMessage<UpdateEndpointResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 42);
+
+/**
+ * @generated from message servers.v1.DeleteEndpointRequest
+ */
+export type DeleteEndpointRequest = Message<"servers.v1.DeleteEndpointRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * @generated from field: string endpoint_id = 2;
+   */
+  endpointId: string;
+};
+
+/**
+ * Describes the message servers.v1.DeleteEndpointRequest.
+ * Use `create(DeleteEndpointRequestSchema)` to create a new message.
+ */
+export const DeleteEndpointRequestSchema: GenMessage<DeleteEndpointRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 43);
+
+/**
+ * @generated from message servers.v1.DeleteEndpointResponse
+ */
+export type DeleteEndpointResponse = Message<"servers.v1.DeleteEndpointResponse"> & {
+};
+
+/**
+ * Describes the message servers.v1.DeleteEndpointResponse.
+ * Use `create(DeleteEndpointResponseSchema)` to create a new message.
+ */
+export const DeleteEndpointResponseSchema: GenMessage<DeleteEndpointResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 44);
 
 /**
  * @generated from message servers.v1.SetVotifierSettingsRequest
@@ -915,7 +1246,7 @@ export type SetVotifierSettingsRequest = Message<"servers.v1.SetVotifierSettings
  * Use `create(SetVotifierSettingsRequestSchema)` to create a new message.
  */
 export const SetVotifierSettingsRequestSchema: GenMessage<SetVotifierSettingsRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 36);
+  messageDesc(file_servers_v1_servers, 45);
 
 /**
  * @generated from message servers.v1.SetVotifierSettingsResponse
@@ -932,7 +1263,7 @@ export type SetVotifierSettingsResponse = Message<"servers.v1.SetVotifierSetting
  * Use `create(SetVotifierSettingsResponseSchema)` to create a new message.
  */
 export const SetVotifierSettingsResponseSchema: GenMessage<SetVotifierSettingsResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 37);
+  messageDesc(file_servers_v1_servers, 46);
 
 /**
  * @generated from message servers.v1.SetPullEnabledRequest
@@ -954,7 +1285,7 @@ export type SetPullEnabledRequest = Message<"servers.v1.SetPullEnabledRequest"> 
  * Use `create(SetPullEnabledRequestSchema)` to create a new message.
  */
 export const SetPullEnabledRequestSchema: GenMessage<SetPullEnabledRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 38);
+  messageDesc(file_servers_v1_servers, 47);
 
 /**
  * @generated from message servers.v1.SetPullEnabledResponse
@@ -971,7 +1302,7 @@ export type SetPullEnabledResponse = Message<"servers.v1.SetPullEnabledResponse"
  * Use `create(SetPullEnabledResponseSchema)` to create a new message.
  */
 export const SetPullEnabledResponseSchema: GenMessage<SetPullEnabledResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 39);
+  messageDesc(file_servers_v1_servers, 48);
 
 /**
  * @generated from message servers.v1.RotatePullSecretRequest
@@ -995,7 +1326,7 @@ export type RotatePullSecretRequest = Message<"servers.v1.RotatePullSecretReques
  * Use `create(RotatePullSecretRequestSchema)` to create a new message.
  */
 export const RotatePullSecretRequestSchema: GenMessage<RotatePullSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 40);
+  messageDesc(file_servers_v1_servers, 49);
 
 /**
  * @generated from message servers.v1.RotatePullSecretResponse
@@ -1017,7 +1348,7 @@ export type RotatePullSecretResponse = Message<"servers.v1.RotatePullSecretRespo
  * Use `create(RotatePullSecretResponseSchema)` to create a new message.
  */
 export const RotatePullSecretResponseSchema: GenMessage<RotatePullSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 41);
+  messageDesc(file_servers_v1_servers, 50);
 
 /**
  * @generated from message servers.v1.RevealPullSecretRequest
@@ -1034,7 +1365,7 @@ export type RevealPullSecretRequest = Message<"servers.v1.RevealPullSecretReques
  * Use `create(RevealPullSecretRequestSchema)` to create a new message.
  */
 export const RevealPullSecretRequestSchema: GenMessage<RevealPullSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 42);
+  messageDesc(file_servers_v1_servers, 51);
 
 /**
  * @generated from message servers.v1.RevealPullSecretResponse
@@ -1056,7 +1387,7 @@ export type RevealPullSecretResponse = Message<"servers.v1.RevealPullSecretRespo
  * Use `create(RevealPullSecretResponseSchema)` to create a new message.
  */
 export const RevealPullSecretResponseSchema: GenMessage<RevealPullSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 43);
+  messageDesc(file_servers_v1_servers, 52);
 
 /**
  * @generated from message servers.v1.ResolvePullKeysRequest
@@ -1073,7 +1404,7 @@ export type ResolvePullKeysRequest = Message<"servers.v1.ResolvePullKeysRequest"
  * Use `create(ResolvePullKeysRequestSchema)` to create a new message.
  */
 export const ResolvePullKeysRequestSchema: GenMessage<ResolvePullKeysRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 44);
+  messageDesc(file_servers_v1_servers, 53);
 
 /**
  * @generated from message servers.v1.ResolvePullKeysResponse
@@ -1097,7 +1428,7 @@ export type ResolvePullKeysResponse = Message<"servers.v1.ResolvePullKeysRespons
  * Use `create(ResolvePullKeysResponseSchema)` to create a new message.
  */
 export const ResolvePullKeysResponseSchema: GenMessage<ResolvePullKeysResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 45);
+  messageDesc(file_servers_v1_servers, 54);
 
 /**
  * One published ed25519 public key of the list (never private material).
@@ -1149,7 +1480,7 @@ export type WebhookSigningKey = Message<"servers.v1.WebhookSigningKey"> & {
  * Use `create(WebhookSigningKeySchema)` to create a new message.
  */
 export const WebhookSigningKeySchema: GenMessage<WebhookSigningKey> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 46);
+  messageDesc(file_servers_v1_servers, 55);
 
 /**
  * @generated from message servers.v1.ListWebhookSigningKeysRequest
@@ -1162,7 +1493,7 @@ export type ListWebhookSigningKeysRequest = Message<"servers.v1.ListWebhookSigni
  * Use `create(ListWebhookSigningKeysRequestSchema)` to create a new message.
  */
 export const ListWebhookSigningKeysRequestSchema: GenMessage<ListWebhookSigningKeysRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 47);
+  messageDesc(file_servers_v1_servers, 56);
 
 /**
  * @generated from message servers.v1.ListWebhookSigningKeysResponse
@@ -1181,7 +1512,7 @@ export type ListWebhookSigningKeysResponse = Message<"servers.v1.ListWebhookSign
  * Use `create(ListWebhookSigningKeysResponseSchema)` to create a new message.
  */
 export const ListWebhookSigningKeysResponseSchema: GenMessage<ListWebhookSigningKeysResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 48);
+  messageDesc(file_servers_v1_servers, 57);
 
 /**
  * @generated from message servers.v1.RotateWebhookSigningKeyRequest
@@ -1194,7 +1525,7 @@ export type RotateWebhookSigningKeyRequest = Message<"servers.v1.RotateWebhookSi
  * Use `create(RotateWebhookSigningKeyRequestSchema)` to create a new message.
  */
 export const RotateWebhookSigningKeyRequestSchema: GenMessage<RotateWebhookSigningKeyRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 49);
+  messageDesc(file_servers_v1_servers, 58);
 
 /**
  * @generated from message servers.v1.RotateWebhookSigningKeyResponse
@@ -1220,7 +1551,7 @@ export type RotateWebhookSigningKeyResponse = Message<"servers.v1.RotateWebhookS
  * Use `create(RotateWebhookSigningKeyResponseSchema)` to create a new message.
  */
 export const RotateWebhookSigningKeyResponseSchema: GenMessage<RotateWebhookSigningKeyResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 50);
+  messageDesc(file_servers_v1_servers, 59);
 
 /**
  * @generated from message servers.v1.RotateClaimKeyRequest
@@ -1244,7 +1575,7 @@ export type RotateClaimKeyRequest = Message<"servers.v1.RotateClaimKeyRequest"> 
  * Use `create(RotateClaimKeyRequestSchema)` to create a new message.
  */
 export const RotateClaimKeyRequestSchema: GenMessage<RotateClaimKeyRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 51);
+  messageDesc(file_servers_v1_servers, 60);
 
 /**
  * @generated from message servers.v1.RotateClaimKeyResponse
@@ -1268,7 +1599,7 @@ export type RotateClaimKeyResponse = Message<"servers.v1.RotateClaimKeyResponse"
  * Use `create(RotateClaimKeyResponseSchema)` to create a new message.
  */
 export const RotateClaimKeyResponseSchema: GenMessage<RotateClaimKeyResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 52);
+  messageDesc(file_servers_v1_servers, 61);
 
 /**
  * @generated from message servers.v1.RevealClaimKeyRequest
@@ -1285,7 +1616,7 @@ export type RevealClaimKeyRequest = Message<"servers.v1.RevealClaimKeyRequest"> 
  * Use `create(RevealClaimKeyRequestSchema)` to create a new message.
  */
 export const RevealClaimKeyRequestSchema: GenMessage<RevealClaimKeyRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 53);
+  messageDesc(file_servers_v1_servers, 62);
 
 /**
  * @generated from message servers.v1.RevealClaimKeyResponse
@@ -1307,7 +1638,7 @@ export type RevealClaimKeyResponse = Message<"servers.v1.RevealClaimKeyResponse"
  * Use `create(RevealClaimKeyResponseSchema)` to create a new message.
  */
 export const RevealClaimKeyResponseSchema: GenMessage<RevealClaimKeyResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 54);
+  messageDesc(file_servers_v1_servers, 63);
 
 /**
  * @generated from message servers.v1.SetClaimSettingsRequest
@@ -1338,7 +1669,7 @@ export type SetClaimSettingsRequest = Message<"servers.v1.SetClaimSettingsReques
  * Use `create(SetClaimSettingsRequestSchema)` to create a new message.
  */
 export const SetClaimSettingsRequestSchema: GenMessage<SetClaimSettingsRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 55);
+  messageDesc(file_servers_v1_servers, 64);
 
 /**
  * @generated from message servers.v1.SetClaimSettingsResponse
@@ -1355,7 +1686,7 @@ export type SetClaimSettingsResponse = Message<"servers.v1.SetClaimSettingsRespo
  * Use `create(SetClaimSettingsResponseSchema)` to create a new message.
  */
 export const SetClaimSettingsResponseSchema: GenMessage<SetClaimSettingsResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 56);
+  messageDesc(file_servers_v1_servers, 65);
 
 /**
  * SigningKeyStatus says whether a server can accept signed referral events.
@@ -1571,6 +1902,44 @@ export const ServerAdminService: GenService<{
     methodKind: "unary";
     input: typeof EnableCallbackRequestSchema;
     output: typeof EnableCallbackResponseSchema;
+  },
+  /**
+   * The callback RPCs above act on the server's default endpoint (the one every server has,
+   * whose settings SetCallbackSettings sets) unless given an endpoint_id. These manage the others.
+   * CreateEndpoint adds a callback endpoint with its own secret (its value is shown once).
+   *
+   * @generated from rpc servers.v1.ServerAdminService.CreateEndpoint
+   */
+  createEndpoint: {
+    methodKind: "unary";
+    input: typeof CreateEndpointRequestSchema;
+    output: typeof CreateEndpointResponseSchema;
+  },
+  /**
+   * @generated from rpc servers.v1.ServerAdminService.ListEndpoints
+   */
+  listEndpoints: {
+    methodKind: "unary";
+    input: typeof ListEndpointsRequestSchema;
+    output: typeof ListEndpointsResponseSchema;
+  },
+  /**
+   * @generated from rpc servers.v1.ServerAdminService.UpdateEndpoint
+   */
+  updateEndpoint: {
+    methodKind: "unary";
+    input: typeof UpdateEndpointRequestSchema;
+    output: typeof UpdateEndpointResponseSchema;
+  },
+  /**
+   * DeleteEndpoint stops an endpoint (not the default one); its deliveries stay readable.
+   *
+   * @generated from rpc servers.v1.ServerAdminService.DeleteEndpoint
+   */
+  deleteEndpoint: {
+    methodKind: "unary";
+    input: typeof DeleteEndpointRequestSchema;
+    output: typeof DeleteEndpointResponseSchema;
   },
   /**
    * SetVotifierSettings turns the Votifier v2 transport on (host set) or off (empty host). Dashboard (owner).

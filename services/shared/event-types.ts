@@ -1,0 +1,23 @@
+/**
+ * THE list of event types a callback endpoint can receive: the reward callback's `heart.counted`
+ * and the referral outcomes. Every reader (the endpoint RPCs, the delivery consumer, the
+ * dashboard, the CLI, the docs test) imports it from here.
+ */
+export const ENDPOINT_EVENT_TYPES = ["heart.counted", "referral.registered", "referral.qualified", "referral.reversed"] as const;
+
+/** One event type an endpoint can subscribe to. */
+export type EndpointEventType = (typeof ENDPOINT_EVENT_TYPES)[number];
+
+/** The referral outcomes among them (services/delivery/referral-event.ts builds their bodies). */
+export const REFERRAL_EVENT_TYPES = ["referral.registered", "referral.qualified", "referral.reversed"] as const satisfies readonly EndpointEventType[];
+
+/** What a new default endpoint receives: exactly the contract's reward callback. */
+export const DEFAULT_ENDPOINT_EVENT_TYPES: readonly EndpointEventType[] = ["heart.counted"];
+
+/** The payload versions an endpoint may pin; 1 is the contract's body. */
+export const PAYLOAD_VERSIONS = [1] as const;
+
+/** True when `value` names an event type an endpoint can receive. */
+export function isEndpointEventType(value: string): value is EndpointEventType {
+  return (ENDPOINT_EVENT_TYPES as readonly string[]).includes(value);
+}

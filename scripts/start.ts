@@ -287,7 +287,11 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
   const gatewayToken = generateServiceToken();
   await ensureServiceToken(prisma, now(), { name: "admin", token: adminToken, scopes: ["admin"] });
   // admin as well: the operator dashboard (DASHBOARD_TOKEN) runs in this gateway.
-  await ensureServiceToken(prisma, now(), { name: "gateway", token: gatewayToken, scopes: ["ingest", "pull", "clicks:record", "dashboard", "admin"] });
+  await ensureServiceToken(prisma, now(), {
+    name: "gateway",
+    token: gatewayToken,
+    scopes: ["ingest", "pull", "claims", "clicks:record", "dashboard", "admin"],
+  });
 
   const rpc = createReferralServiceServer({
     prisma,

@@ -230,6 +230,15 @@ export function toHeartJson(h: HeartSummary) {
     streak_day: h.streakDay === 0 ? null : h.streakDay,
     period: h.period,
     cast_at: toIso(h.castAt),
+    steam_id: h.steamId || null,
+    discord_id: h.discordId || null,
+    minecraft_uuid: h.minecraftUuid || null,
+    account_id: h.accountId || null,
+    // The claim ledger (reward plugins' check/claim API); null when the heart is not in it.
+    claim:
+      h.claimState === ""
+        ? null
+        : { state: h.claimState, expired_reason: h.claimExpiredReason || null, expires_at: toIso(h.claimExpiresAt), claimed_at: toIso(h.claimedAt) },
     deliveries: h.deliveries.map((d) => ({
       id: d.deliveryId,
       transport: d.transport,

@@ -6,7 +6,7 @@ import { isScope, type Scope } from "./scopes.js";
 import { countActiveServiceTokens, ensureServiceToken } from "./service-tokens.js";
 
 /** The gateway token's scopes unless GATEWAY_SERVICE_TOKEN_SCOPES says otherwise (add admin for the operator dashboard). */
-export const DEFAULT_GATEWAY_SCOPES: readonly Scope[] = ["ingest", "pull", "clicks:record", "dashboard"];
+export const DEFAULT_GATEWAY_SCOPES: readonly Scope[] = ["ingest", "pull", "claims", "clicks:record", "dashboard"];
 
 /** A token a setting provides, upserted by name at start (only its SHA-256 is stored). */
 export interface BootstrapToken {

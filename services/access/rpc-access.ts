@@ -66,6 +66,12 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   // Public keys only, for the gateway's /.well-known/webhook-keys.json: `ingest`, which every gateway token holds.
   "servers.v1.ServerAdminService/ListWebhookSigningKeys": { scope: "ingest", owner: none },
   "servers.v1.ServerAdminService/RotateWebhookSigningKey": { scope: "admin", owner: none },
+  "servers.v1.ServerAdminService/RotateClaimKey": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/RevealClaimKey": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/SetClaimSettings": { scope: "admin", owner: server },
+  // claims.v1 (the gateway's public check/claim routes for reward plugins)
+  "claims.v1.ClaimService/CheckVote": { scope: "claims", owner: none },
+  "claims.v1.ClaimService/ClaimVote": { scope: "claims", owner: none },
   // referral.v1
   "referral.v1.ReferralService/RecordClick": { scope: "clicks:record", owner: none },
   "referral.v1.ReferralService/ApplyEvent": { scope: "ingest", owner: none },

@@ -2,7 +2,7 @@
  * Scopes of internal API tokens. `admin` holds every scope. RPC_ACCESS
  * (rpc-access.ts) names the scope each RPC requires.
  */
-export const SCOPES = ["admin", "read", "ingest", "pull", "clicks:record", "hearts:cast", "dashboard"] as const;
+export const SCOPES = ["admin", "read", "ingest", "pull", "claims", "clicks:record", "hearts:cast", "dashboard"] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** What each scope allows, for help texts and docs. */
@@ -11,6 +11,7 @@ export const SCOPE_MEANING: Record<Scope, string> = {
   read: "read-only RPCs: servers (no secret values), referrals, leaderboard, funnel, ranking, deliveries",
   ingest: "the gateway's ingest path: ResolveSigningKeys and ApplyEvent; the published webhook public keys (ListWebhookSigningKeys)",
   pull: "the gateway's signed pull API: ResolvePullKeys, ListPullHearts and ClaimPullHearts",
+  claims: "the gateway's check/claim API for reward plugins: CheckVote and ClaimVote",
   "clicks:record": "RecordClick (referral links)",
   "hearts:cast": "CastHeart",
   dashboard: "the gateway's owner dashboard: redeem login links and act for an owner's session (x-dashboard-session)",

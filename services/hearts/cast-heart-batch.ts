@@ -18,6 +18,7 @@ import { toOutboxRow } from "../shared/outbox.js";
 import { periodOf } from "../shared/period.js";
 import type { FraudRules } from "./domain/fraud-rules.js";
 import type { VoterAddress } from "./domain/ip.js";
+import { NO_PLATFORM_IDS, type PlatformIds } from "../shared/player-ids.js";
 import { fraudWindows, scoreHeart } from "./domain/score-heart.js";
 import { HEART_COOLDOWN_MS, nextStreak } from "./domain/streak.js";
 import { readHeartContexts, writeHearts, type HeartRecord, type HeartWrite } from "./store.js";
@@ -69,6 +70,8 @@ export interface HeartCast {
   voterIdentity: string;
   userAgent: string;
   address: VoterAddress;
+  /** The voter's platform ids, validated and in normal form (services/shared/player-ids.ts); none when omitted. */
+  ids?: PlatformIds;
   /** The cast time (the caller's clock when the call arrived). */
   at: Date;
 }
@@ -231,6 +234,7 @@ async function castRound(
       ip: cast.address.ip,
       subnet: cast.address.subnet,
       userAgent: cast.userAgent,
+      ids: cast.ids ?? NO_PLATFORM_IDS,
       fraudScore: verdict.score,
       fraudReasons: verdict.reasons,
       period: periodOf(cast.at),
@@ -280,6 +284,11 @@ function heartCountedOutbox(heart: HeartRecord, streakDay: number) {
         period: heart.period,
         countedAt: timestampFromDate(heart.at),
         streakDay,
+        steamId: heart.ids.steamId ?? "",
+        discordId: heart.ids.discordId ?? "",
+        minecraftUuid: heart.ids.minecraftUuid ?? "",
+        accountId: heart.ids.accountId ?? "",
+        nextEligibleAt: timestampFromDate(new Date(heart.at.getTime() + HEART_COOLDOWN_MS)),
       }),
     },
   });

@@ -10,6 +10,7 @@ import {
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError, unknownServer } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
+import { toPlatformIds } from "../shared/player-ids.js";
 import type { GroupCommit } from "../shared/group-commit.js";
 import { isUuid } from "../shared/ids.js";
 import type { HeartCast, HeartCastResult } from "./cast-heart-batch.js";
@@ -45,10 +46,12 @@ export async function castHeart(
   const userAgent = boundField("user_agent", req.userAgent);
   const address = toVoterAddress(boundField("ip", req.ip));
   if (address === null) throw new DomainError("invalid_argument", "ip must be an IPv4 or IPv6 address");
+  // Optional platform ids: format-checked and normalised in their one home (services/shared/player-ids.ts).
+  const ids = toPlatformIds(req);
   // An id that is not a uuid names no server: answered here, without a database round trip (as serverExists does).
   if (!isUuid(serverId)) throw unknownServer();
 
-  const outcome = await queue.submit({ serverId, username, voterIdentity, userAgent, address, at: deps.now() });
+  const outcome = await queue.submit({ serverId, username, voterIdentity, userAgent, address, ids, at: deps.now() });
   const { heart } = outcome;
   const now = heart.at;
   const undeliverable = await findUndeliverable(deps, serverId, username);

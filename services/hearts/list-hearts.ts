@@ -14,6 +14,7 @@ import { isUuid } from "../shared/ids.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { choiceText, notNegativeText } from "../shared/contract.js";
 import { boundField } from "../shared/field-rules.js";
+import { normalizePlatformId } from "../shared/player-ids.js";
 import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../shared/proto-names.js";
 
 /** Hearts per page when the caller gives no page size, and the most one page may hold. */
@@ -61,6 +62,10 @@ interface HeartRow {
   streak_day: number | null;
   period: string;
   created_at: Date;
+  steam_id: string | null;
+  discord_id: string | null;
+  minecraft_uuid: string | null;
+  account_id: string | null;
 }
 
 interface DeliveryRow {
@@ -75,7 +80,7 @@ interface DeliveryRow {
 
 /**
  * ListHearts: one server's hearts, newest first, filtered by search text (a part of
- * the username, case-insensitive, or an exact voter identity), verdict and cast
+ * the username, case-insensitive, or an exact voter identity or platform id), verdict and cast
  * time, each with the deliveries it produced (one per transport). Keyset pagination on
  * (created_at, id), so a page never repeats or skips a heart while new ones arrive.
  * Two set-based statements: the page of hearts, then every delivery of that page.
@@ -91,14 +96,17 @@ export async function listHearts(deps: CoreDeps, req: ListHeartsRequest): Promis
   const since = req.since ? timestampDate(req.since) : EARLIEST;
   const until = req.until ? timestampDate(req.until) : LATEST;
   const cursor = req.pageToken === "" ? { at: LATEST, id: LAST_UUID } : decodePageToken(req.pageToken);
+  // A platform id matches exactly, in its normal form (a Minecraft UUID in any spelling); the account id as typed.
+  const minecraftUuid = normalizePlatformId("minecraft_uuid", query) ?? query;
 
   const rows = await deps.prisma.$queryRaw<HeartRow[]>`
     SELECT h.id::text AS id, h.username, h.voter_identity, h.verdict, h.fraud_score, h.fraud_reasons, h.streak_day,
-           h.period, h.created_at
+           h.period, h.created_at, h.steam_id, h.discord_id, h.minecraft_uuid, h.account_id
     FROM hearts h
     WHERE h.server_id = ${serverId}::uuid
       AND (${verdict} = '' OR h.verdict = ${verdict})
-      AND (${query} = '' OR h.username ILIKE ${containsPattern(query)} OR h.voter_identity = ${query})
+      AND (${query} = '' OR h.username ILIKE ${containsPattern(query)} OR h.voter_identity = ${query}
+           OR h.steam_id = ${query} OR h.discord_id = ${query} OR h.minecraft_uuid = ${minecraftUuid} OR h.account_id = ${query})
       AND h.created_at >= ${since}::timestamptz AND h.created_at < ${until}::timestamptz
       AND (h.created_at, h.id) < (${cursor.at}::timestamptz, ${cursor.id}::uuid)
     ORDER BY h.created_at DESC, h.id DESC
@@ -134,6 +142,10 @@ function toHeartSummary(row: HeartRow, deliveries: DeliveryRow[]) {
     streakDay: row.streak_day ?? 0,
     period: row.period,
     castAt: timestampFromDate(row.created_at),
+    steamId: row.steam_id ?? "",
+    discordId: row.discord_id ?? "",
+    minecraftUuid: row.minecraft_uuid ?? "",
+    accountId: row.account_id ?? "",
     deliveries: deliveries.map((d) =>
       create(HeartDeliverySchema, {
         deliveryId: d.id,

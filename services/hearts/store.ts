@@ -3,6 +3,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/outbox.js";
 import type { FraudCounts, FraudWindows } from "./domain/score-heart.js";
 import type { StreakState } from "./domain/streak.js";
+import type { PlatformIds } from "../shared/player-ids.js";
 
 /** Everything stored about one cast heart. */
 export interface HeartRecord {
@@ -13,6 +14,8 @@ export interface HeartRecord {
   ip: string;
   subnet: string;
   userAgent: string;
+  /** The voter's platform ids (normal form; null when not given). */
+  ids: PlatformIds;
   fraudScore: number;
   fraudReasons: string[];
   period: string;
@@ -125,8 +128,11 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
         ${col((w) => w.heart.username)}::text[], ${col((w) => w.heart.voterIdentity)}::text[], ${col((w) => w.heart.ip)}::text[],
         ${col((w) => w.heart.subnet)}::text[], ${col((w) => w.heart.userAgent)}::text[], ${col((w) => w.heart.fraudScore)}::int[],
         ${col((w) => JSON.stringify(w.heart.fraudReasons))}::text[], ${col((w) => w.heart.period)}::text[],
-        ${col((w) => w.heart.at.toISOString())}::timestamptz[], ${col((w) => count(w)?.streakDay ?? null)}::int[]
-      ) AS t(idx, kind, id, server_id, username, voter_identity, ip, subnet, user_agent, fraud_score, fraud_reasons, period, at, streak_day)
+        ${col((w) => w.heart.at.toISOString())}::timestamptz[], ${col((w) => count(w)?.streakDay ?? null)}::int[],
+        ${col((w) => w.heart.ids.steamId)}::text[], ${col((w) => w.heart.ids.discordId)}::text[],
+        ${col((w) => w.heart.ids.minecraftUuid)}::text[], ${col((w) => w.heart.ids.accountId)}::text[]
+      ) AS t(idx, kind, id, server_id, username, voter_identity, ip, subnet, user_agent, fraud_score, fraud_reasons, period, at, streak_day,
+             steam_id, discord_id, minecraft_uuid, account_id)
     ), won AS (
       INSERT INTO voter_states AS s (server_id, voter_identity, last_counted_at, last_day, streak_days)
       SELECT server_id, voter_identity, at, (at AT TIME ZONE 'UTC')::date, streak_day FROM w
@@ -145,9 +151,10 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
       WHERE w.kind <> 'count' OR won.server_id IS NOT NULL
     ), hearts_written AS (
       INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons,
-                          period, streak_day, created_at)
+                          period, streak_day, created_at, steam_id, discord_id, minecraft_uuid, account_id)
       SELECT id, server_id, username, voter_identity, ip, subnet, user_agent, kind = 'count', CASE WHEN kind = 'count' THEN 'counted' ELSE kind END,
-             fraud_score, ARRAY(SELECT jsonb_array_elements_text(fraud_reasons::jsonb)), period, streak_day, at
+             fraud_score, ARRAY(SELECT jsonb_array_elements_text(fraud_reasons::jsonb)), period, streak_day, at,
+             steam_id, discord_id, minecraft_uuid, account_id
       FROM done ORDER BY idx
       RETURNING id
     ), ranked AS (

@@ -10,6 +10,7 @@ import { referralRoutes } from "../referral/routes.js";
 import type { ApplyEventBatchOptions } from "../referral/apply-event.js";
 import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
+import { claimRoutes } from "../claims/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
 import { operatorRoutes } from "../operator/routes.js";
 import { deliveryStatsRoutes } from "../delivery/delivery-stats.js";
@@ -44,6 +45,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     referralRoutes(deps, deps.applyEventBatch ? { applyEventBatch: deps.applyEventBatch } : {})(router);
     serverAdminRoutes(deps)(router);
     heartRoutes(deps)(router);
+    claimRoutes(deps)(router);
     deliveryRoutes(deps)(router);
     operatorRoutes(deps)(router);
     deliveryStatsRoutes(deps)(router);

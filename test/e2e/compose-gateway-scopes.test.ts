@@ -52,9 +52,9 @@ function gatewayTokenScopes(env: Record<string, string>): readonly string[] {
   return gateway.scopes;
 }
 
-test("by default the gateway's token gets the gateway's scopes (ingest, pull, clicks:record, dashboard), never admin", async (t) => {
+test("by default the gateway's token gets the gateway's scopes (ingest, pull, claims, clicks:record, dashboard), never admin", async (t) => {
   const scopes = gatewayTokenScopes(await referralServiceEnv({}));
-  t.deepEqual([...scopes], ["ingest", "pull", "clicks:record", "dashboard"]);
+  t.deepEqual([...scopes], ["ingest", "pull", "claims", "clicks:record", "dashboard"]);
   t.deepEqual([...scopes], [...DEFAULT_GATEWAY_SCOPES], "the process's own default, one home");
   t.false(grants(scopes, "admin"));
   // Setting DASHBOARD_TOKEN alone does not widen it either: the operator adds admin on purpose.

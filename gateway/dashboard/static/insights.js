@@ -80,7 +80,7 @@ function heartRow(h) {
     "tr",
     { dataset: { heartId: h.heart_id } },
     el("td", { class: "nowrap" }, d.fmtTime(h.cast_at)),
-    el("td", {}, el("strong", {}, h.username), el("div", { class: "muted small" }, h.voter_identity)),
+    el("td", {}, el("strong", {}, h.username), el("div", { class: "muted small" }, h.voter_identity), ...platformIdLines(h)),
     el("td", {}, d.badge(h.verdict, VERDICT_BADGE[h.verdict])),
     el("td", {}, String(h.fraud_score)),
     el(
@@ -91,6 +91,17 @@ function heartRow(h) {
     el("td", {}, h.streak_day === null ? "\u2013" : `day ${h.streak_day}`),
     el("td", {}, deliveryCell(h)),
   );
+}
+
+/** The voter's platform ids, one small line each (only those given). */
+function platformIdLines(h) {
+  const ids = [
+    ["Steam", h.steam_id],
+    ["Discord", h.discord_id],
+    ["Minecraft", h.minecraft_uuid],
+    ["Account", h.account_id],
+  ];
+  return ids.filter(([, value]) => value).map(([label, value]) => el("div", { class: "muted small" }, `${label}: `, el("code", {}, value)));
 }
 
 function deliveryCell(h) {

@@ -2133,7 +2133,11 @@ export const HeartScalarFieldEnum = {
   fraudReasons: 'fraudReasons',
   period: 'period',
   streakDay: 'streakDay',
-  createdAt: 'createdAt'
+  createdAt: 'createdAt',
+  steamId: 'steamId',
+  discordId: 'discordId',
+  minecraftUuid: 'minecraftUuid',
+  accountId: 'accountId'
 } as const
 
 export type HeartScalarFieldEnum = (typeof HeartScalarFieldEnum)[keyof typeof HeartScalarFieldEnum]

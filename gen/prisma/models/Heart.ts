@@ -50,6 +50,10 @@ export type HeartMinAggregateOutputType = {
   period: string | null
   streakDay: number | null
   createdAt: Date | null
+  steamId: string | null
+  discordId: string | null
+  minecraftUuid: string | null
+  accountId: string | null
 }
 
 export type HeartMaxAggregateOutputType = {
@@ -66,6 +70,10 @@ export type HeartMaxAggregateOutputType = {
   period: string | null
   streakDay: number | null
   createdAt: Date | null
+  steamId: string | null
+  discordId: string | null
+  minecraftUuid: string | null
+  accountId: string | null
 }
 
 export type HeartCountAggregateOutputType = {
@@ -83,6 +91,10 @@ export type HeartCountAggregateOutputType = {
   period: number
   streakDay: number
   createdAt: number
+  steamId: number
+  discordId: number
+  minecraftUuid: number
+  accountId: number
   _all: number
 }
 
@@ -111,6 +123,10 @@ export type HeartMinAggregateInputType = {
   period?: true
   streakDay?: true
   createdAt?: true
+  steamId?: true
+  discordId?: true
+  minecraftUuid?: true
+  accountId?: true
 }
 
 export type HeartMaxAggregateInputType = {
@@ -127,6 +143,10 @@ export type HeartMaxAggregateInputType = {
   period?: true
   streakDay?: true
   createdAt?: true
+  steamId?: true
+  discordId?: true
+  minecraftUuid?: true
+  accountId?: true
 }
 
 export type HeartCountAggregateInputType = {
@@ -144,6 +164,10 @@ export type HeartCountAggregateInputType = {
   period?: true
   streakDay?: true
   createdAt?: true
+  steamId?: true
+  discordId?: true
+  minecraftUuid?: true
+  accountId?: true
   _all?: true
 }
 
@@ -248,6 +272,10 @@ export type HeartGroupByOutputType = {
   period: string
   streakDay: number | null
   createdAt: Date
+  steamId: string | null
+  discordId: string | null
+  minecraftUuid: string | null
+  accountId: string | null
   _count: HeartCountAggregateOutputType | null
   _avg: HeartAvgAggregateOutputType | null
   _sum: HeartSumAggregateOutputType | null
@@ -288,6 +316,10 @@ export type HeartWhereInput = {
   period?: Prisma.StringFilter<"Heart"> | string
   streakDay?: Prisma.IntNullableFilter<"Heart"> | number | null
   createdAt?: Prisma.DateTimeFilter<"Heart"> | Date | string
+  steamId?: Prisma.StringNullableFilter<"Heart"> | string | null
+  discordId?: Prisma.StringNullableFilter<"Heart"> | string | null
+  minecraftUuid?: Prisma.StringNullableFilter<"Heart"> | string | null
+  accountId?: Prisma.StringNullableFilter<"Heart"> | string | null
 }
 
 export type HeartOrderByWithRelationInput = {
@@ -305,6 +337,10 @@ export type HeartOrderByWithRelationInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordId?: Prisma.SortOrderInput | Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrderInput | Prisma.SortOrder
+  accountId?: Prisma.SortOrderInput | Prisma.SortOrder
 }
 
 export type HeartWhereUniqueInput = Prisma.AtLeast<{
@@ -325,6 +361,10 @@ export type HeartWhereUniqueInput = Prisma.AtLeast<{
   period?: Prisma.StringFilter<"Heart"> | string
   streakDay?: Prisma.IntNullableFilter<"Heart"> | number | null
   createdAt?: Prisma.DateTimeFilter<"Heart"> | Date | string
+  steamId?: Prisma.StringNullableFilter<"Heart"> | string | null
+  discordId?: Prisma.StringNullableFilter<"Heart"> | string | null
+  minecraftUuid?: Prisma.StringNullableFilter<"Heart"> | string | null
+  accountId?: Prisma.StringNullableFilter<"Heart"> | string | null
 }, "id">
 
 export type HeartOrderByWithAggregationInput = {
@@ -342,6 +382,10 @@ export type HeartOrderByWithAggregationInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordId?: Prisma.SortOrderInput | Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrderInput | Prisma.SortOrder
+  accountId?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.HeartCountOrderByAggregateInput
   _avg?: Prisma.HeartAvgOrderByAggregateInput
   _max?: Prisma.HeartMaxOrderByAggregateInput
@@ -367,6 +411,10 @@ export type HeartScalarWhereWithAggregatesInput = {
   period?: Prisma.StringWithAggregatesFilter<"Heart"> | string
   streakDay?: Prisma.IntNullableWithAggregatesFilter<"Heart"> | number | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Heart"> | Date | string
+  steamId?: Prisma.StringNullableWithAggregatesFilter<"Heart"> | string | null
+  discordId?: Prisma.StringNullableWithAggregatesFilter<"Heart"> | string | null
+  minecraftUuid?: Prisma.StringNullableWithAggregatesFilter<"Heart"> | string | null
+  accountId?: Prisma.StringNullableWithAggregatesFilter<"Heart"> | string | null
 }
 
 export type HeartCreateInput = {
@@ -384,6 +432,10 @@ export type HeartCreateInput = {
   period: string
   streakDay?: number | null
   createdAt?: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
 }
 
 export type HeartUncheckedCreateInput = {
@@ -401,6 +453,10 @@ export type HeartUncheckedCreateInput = {
   period: string
   streakDay?: number | null
   createdAt?: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
 }
 
 export type HeartUpdateInput = {
@@ -418,6 +474,10 @@ export type HeartUpdateInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type HeartUncheckedUpdateInput = {
@@ -435,6 +495,10 @@ export type HeartUncheckedUpdateInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type HeartCreateManyInput = {
@@ -452,6 +516,10 @@ export type HeartCreateManyInput = {
   period: string
   streakDay?: number | null
   createdAt?: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
 }
 
 export type HeartUpdateManyMutationInput = {
@@ -469,6 +537,10 @@ export type HeartUpdateManyMutationInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type HeartUncheckedUpdateManyInput = {
@@ -486,6 +558,10 @@ export type HeartUncheckedUpdateManyInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type StringNullableListFilter<$PrismaModel = never> = {
@@ -511,6 +587,10 @@ export type HeartCountOrderByAggregateInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrder
+  accountId?: Prisma.SortOrder
 }
 
 export type HeartAvgOrderByAggregateInput = {
@@ -532,6 +612,10 @@ export type HeartMaxOrderByAggregateInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrder
+  accountId?: Prisma.SortOrder
 }
 
 export type HeartMinOrderByAggregateInput = {
@@ -548,6 +632,10 @@ export type HeartMinOrderByAggregateInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrder
+  accountId?: Prisma.SortOrder
 }
 
 export type HeartSumOrderByAggregateInput = {
@@ -581,6 +669,10 @@ export type HeartSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = 
   period?: boolean
   streakDay?: boolean
   createdAt?: boolean
+  steamId?: boolean
+  discordId?: boolean
+  minecraftUuid?: boolean
+  accountId?: boolean
 }, ExtArgs["result"]["heart"]>
 
 export type HeartSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -598,6 +690,10 @@ export type HeartSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensi
   period?: boolean
   streakDay?: boolean
   createdAt?: boolean
+  steamId?: boolean
+  discordId?: boolean
+  minecraftUuid?: boolean
+  accountId?: boolean
 }, ExtArgs["result"]["heart"]>
 
 export type HeartSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -615,6 +711,10 @@ export type HeartSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensi
   period?: boolean
   streakDay?: boolean
   createdAt?: boolean
+  steamId?: boolean
+  discordId?: boolean
+  minecraftUuid?: boolean
+  accountId?: boolean
 }, ExtArgs["result"]["heart"]>
 
 export type HeartSelectScalar = {
@@ -632,9 +732,13 @@ export type HeartSelectScalar = {
   period?: boolean
   streakDay?: boolean
   createdAt?: boolean
+  steamId?: boolean
+  discordId?: boolean
+  minecraftUuid?: boolean
+  accountId?: boolean
 }
 
-export type HeartOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "username" | "voterIdentity" | "ip" | "subnet" | "userAgent" | "counted" | "verdict" | "fraudScore" | "fraudReasons" | "period" | "streakDay" | "createdAt", ExtArgs["result"]["heart"]>
+export type HeartOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "username" | "voterIdentity" | "ip" | "subnet" | "userAgent" | "counted" | "verdict" | "fraudScore" | "fraudReasons" | "period" | "streakDay" | "createdAt" | "steamId" | "discordId" | "minecraftUuid" | "accountId", ExtArgs["result"]["heart"]>
 
 export type $HeartPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Heart"
@@ -657,6 +761,13 @@ export type $HeartPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs 
     period: string
     streakDay: number | null
     createdAt: Date
+    /**
+     * The voter's platform ids as CastHeart received them, in normal form (services/shared/player-ids.ts); null when not given.
+     */
+    steamId: string | null
+    discordId: string | null
+    minecraftUuid: string | null
+    accountId: string | null
   }, ExtArgs["result"]["heart"]>
   composites: {}
 }
@@ -1094,6 +1205,10 @@ export interface HeartFieldRefs {
   readonly period: Prisma.FieldRef<"Heart", 'String'>
   readonly streakDay: Prisma.FieldRef<"Heart", 'Int'>
   readonly createdAt: Prisma.FieldRef<"Heart", 'DateTime'>
+  readonly steamId: Prisma.FieldRef<"Heart", 'String'>
+  readonly discordId: Prisma.FieldRef<"Heart", 'String'>
+  readonly minecraftUuid: Prisma.FieldRef<"Heart", 'String'>
+  readonly accountId: Prisma.FieldRef<"Heart", 'String'>
 }
     
 

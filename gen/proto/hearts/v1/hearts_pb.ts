@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file hearts/v1/hearts.proto.
  */
 export const file_hearts_v1_hearts: GenFile = /*@__PURE__*/
-  fileDesc("ChZoZWFydHMvdjEvaGVhcnRzLnByb3RvEgloZWFydHMudjEiwQEKEENhc3RIZWFydFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhYKDnZvdGVyX2lkZW50aXR5GAMgASgJEgoKAmlwGAQgASgJEhIKCnVzZXJfYWdlbnQYBSABKAkSEAoIc3RlYW1faWQYBiABKAkSEgoKZGlzY29yZF9pZBgHIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgIIAEoCRISCgphY2NvdW50X2lkGAkgASgJIpQCChFDYXN0SGVhcnRSZXNwb25zZRIQCghoZWFydF9pZBgBIAEoCRIPCgdjb3VudGVkGAIgASgIEigKB3ZlcmRpY3QYAyABKA4yFy5oZWFydHMudjEuSGVhcnRWZXJkaWN0Eg4KBnJlYXNvbhgEIAEoCRITCgtmcmF1ZF9zY29yZRgFIAEoBRIVCg1mcmF1ZF9yZWFzb25zGAYgAygJEg4KBnBlcmlvZBgHIAEoCRISCgpzdHJlYWtfZGF5GAggASgFEhgKEG5leHRfZWxpZ2libGVfYXQYCSABKAMSOAoNdW5kZWxpdmVyYWJsZRgKIAMoCzIhLmhlYXJ0cy52MS5VbmRlbGl2ZXJhYmxlVHJhbnNwb3J0IjsKFlVuZGVsaXZlcmFibGVUcmFuc3BvcnQSEQoJdHJhbnNwb3J0GAEgASgJEg4KBnJlYXNvbhgCIAEoCSIyChFHZXRSYW5raW5nUmVxdWVzdBIOCgZwZXJpb2QYASABKAkSDQoFbGltaXQYAiABKAUiTgoSR2V0UmFua2luZ1Jlc3BvbnNlEg4KBnBlcmlvZBgBIAEoCRIoCgdlbnRyaWVzGAIgAygLMhcuaGVhcnRzLnYxLlJhbmtpbmdFbnRyeSI/CgxSYW5raW5nRW50cnkSEQoJc2VydmVyX2lkGAEgASgJEg4KBmhlYXJ0cxgCIAEoAxIMCgRyYW5rGAMgASgFItwBChFMaXN0SGVhcnRzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDQoFcXVlcnkYAiABKAkSKAoHdmVyZGljdBgDIAEoDjIXLmhlYXJ0cy52MS5IZWFydFZlcmRpY3QSKQoFc2luY2UYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXVudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBiABKAUSEgoKcGFnZV90b2tlbhgHIAEoCSJWChJMaXN0SGVhcnRzUmVzcG9uc2USJwoGaGVhcnRzGAEgAygLMhcuaGVhcnRzLnYxLkhlYXJ0U3VtbWFyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkinwIKDEhlYXJ0U3VtbWFyeRIQCghoZWFydF9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIWCg52b3Rlcl9pZGVudGl0eRgDIAEoCRIoCgd2ZXJkaWN0GAQgASgOMhcuaGVhcnRzLnYxLkhlYXJ0VmVyZGljdBITCgtmcmF1ZF9zY29yZRgFIAEoBRIVCg1mcmF1ZF9yZWFzb25zGAYgAygJEhIKCnN0cmVha19kYXkYByABKAUSDgoGcGVyaW9kGAggASgJEisKB2Nhc3RfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCmRlbGl2ZXJpZXMYCiADKAsyGC5oZWFydHMudjEuSGVhcnREZWxpdmVyeSKlAQoNSGVhcnREZWxpdmVyeRITCgtkZWxpdmVyeV9pZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSEAoIYXR0ZW1wdHMYAyABKAUSGAoQbGFzdF9zdGF0dXNfY29kZRgEIAEoBRIwCgxkZWxpdmVyZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXRyYW5zcG9ydBgGIAEoCSJHChRHZXRIZWFydFN0YXRzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDAoEZGF5cxgCIAEoBRIOCgZtb250aHMYAyABKAUicQoVR2V0SGVhcnRTdGF0c1Jlc3BvbnNlEioKBWRhaWx5GAEgAygLMhsuaGVhcnRzLnYxLkhlYXJ0Q291bnRCdWNrZXQSLAoHbW9udGhseRgCIAMoCzIbLmhlYXJ0cy52MS5IZWFydENvdW50QnVja2V0IlQKEEhlYXJ0Q291bnRCdWNrZXQSDgoGYnVja2V0GAEgASgJEg8KB2NvdW50ZWQYAiABKAMSEAoIY29vbGRvd24YAyABKAMSDQoFZnJhdWQYBCABKAMqfQoMSGVhcnRWZXJkaWN0Eh0KGUhFQVJUX1ZFUkRJQ1RfVU5TUEVDSUZJRUQQABIZChVIRUFSVF9WRVJESUNUX0NPVU5URUQQARIaChZIRUFSVF9WRVJESUNUX0NPT0xET1dOEAISFwoTSEVBUlRfVkVSRElDVF9GUkFVRBADMsACCgxIZWFydFNlcnZpY2USRgoJQ2FzdEhlYXJ0EhsuaGVhcnRzLnYxLkNhc3RIZWFydFJlcXVlc3QaHC5oZWFydHMudjEuQ2FzdEhlYXJ0UmVzcG9uc2USSQoKR2V0UmFua2luZxIcLmhlYXJ0cy52MS5HZXRSYW5raW5nUmVxdWVzdBodLmhlYXJ0cy52MS5HZXRSYW5raW5nUmVzcG9uc2USSQoKTGlzdEhlYXJ0cxIcLmhlYXJ0cy52MS5MaXN0SGVhcnRzUmVxdWVzdBodLmhlYXJ0cy52MS5MaXN0SGVhcnRzUmVzcG9uc2USUgoNR2V0SGVhcnRTdGF0cxIfLmhlYXJ0cy52MS5HZXRIZWFydFN0YXRzUmVxdWVzdBogLmhlYXJ0cy52MS5HZXRIZWFydFN0YXRzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChZoZWFydHMvdjEvaGVhcnRzLnByb3RvEgloZWFydHMudjEiwQEKEENhc3RIZWFydFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhYKDnZvdGVyX2lkZW50aXR5GAMgASgJEgoKAmlwGAQgASgJEhIKCnVzZXJfYWdlbnQYBSABKAkSEAoIc3RlYW1faWQYBiABKAkSEgoKZGlzY29yZF9pZBgHIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgIIAEoCRISCgphY2NvdW50X2lkGAkgASgJIpQCChFDYXN0SGVhcnRSZXNwb25zZRIQCghoZWFydF9pZBgBIAEoCRIPCgdjb3VudGVkGAIgASgIEigKB3ZlcmRpY3QYAyABKA4yFy5oZWFydHMudjEuSGVhcnRWZXJkaWN0Eg4KBnJlYXNvbhgEIAEoCRITCgtmcmF1ZF9zY29yZRgFIAEoBRIVCg1mcmF1ZF9yZWFzb25zGAYgAygJEg4KBnBlcmlvZBgHIAEoCRISCgpzdHJlYWtfZGF5GAggASgFEhgKEG5leHRfZWxpZ2libGVfYXQYCSABKAMSOAoNdW5kZWxpdmVyYWJsZRgKIAMoCzIhLmhlYXJ0cy52MS5VbmRlbGl2ZXJhYmxlVHJhbnNwb3J0IjsKFlVuZGVsaXZlcmFibGVUcmFuc3BvcnQSEQoJdHJhbnNwb3J0GAEgASgJEg4KBnJlYXNvbhgCIAEoCSIyChFHZXRSYW5raW5nUmVxdWVzdBIOCgZwZXJpb2QYASABKAkSDQoFbGltaXQYAiABKAUiTgoSR2V0UmFua2luZ1Jlc3BvbnNlEg4KBnBlcmlvZBgBIAEoCRIoCgdlbnRyaWVzGAIgAygLMhcuaGVhcnRzLnYxLlJhbmtpbmdFbnRyeSI/CgxSYW5raW5nRW50cnkSEQoJc2VydmVyX2lkGAEgASgJEg4KBmhlYXJ0cxgCIAEoAxIMCgRyYW5rGAMgASgFIvEBChFMaXN0SGVhcnRzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDQoFcXVlcnkYAiABKAkSKAoHdmVyZGljdBgDIAEoDjIXLmhlYXJ0cy52MS5IZWFydFZlcmRpY3QSKQoFc2luY2UYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXVudGlsGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBiABKAUSEgoKcGFnZV90b2tlbhgHIAEoCRITCgtjbGFpbV9zdGF0ZRgIIAEoCSJWChJMaXN0SGVhcnRzUmVzcG9uc2USJwoGaGVhcnRzGAEgAygLMhcuaGVhcnRzLnYxLkhlYXJ0U3VtbWFyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiigQKDEhlYXJ0U3VtbWFyeRIQCghoZWFydF9pZBgBIAEoCRIQCgh1c2VybmFtZRgCIAEoCRIWCg52b3Rlcl9pZGVudGl0eRgDIAEoCRIoCgd2ZXJkaWN0GAQgASgOMhcuaGVhcnRzLnYxLkhlYXJ0VmVyZGljdBITCgtmcmF1ZF9zY29yZRgFIAEoBRIVCg1mcmF1ZF9yZWFzb25zGAYgAygJEhIKCnN0cmVha19kYXkYByABKAUSDgoGcGVyaW9kGAggASgJEisKB2Nhc3RfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCmRlbGl2ZXJpZXMYCiADKAsyGC5oZWFydHMudjEuSGVhcnREZWxpdmVyeRIQCghzdGVhbV9pZBgLIAEoCRISCgpkaXNjb3JkX2lkGAwgASgJEhYKDm1pbmVjcmFmdF91dWlkGA0gASgJEhIKCmFjY291bnRfaWQYDiABKAkSEwoLY2xhaW1fc3RhdGUYDyABKAkSHAoUY2xhaW1fZXhwaXJlZF9yZWFzb24YECABKAkSNAoQY2xhaW1fZXhwaXJlc19hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY2xhaW1lZF9hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAipQEKDUhlYXJ0RGVsaXZlcnkSEwoLZGVsaXZlcnlfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhAKCGF0dGVtcHRzGAMgASgFEhgKEGxhc3Rfc3RhdHVzX2NvZGUYBCABKAUSMAoMZGVsaXZlcmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgl0cmFuc3BvcnQYBiABKAkiRwoUR2V0SGVhcnRTdGF0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgwKBGRheXMYAiABKAUSDgoGbW9udGhzGAMgASgFInEKFUdldEhlYXJ0U3RhdHNSZXNwb25zZRIqCgVkYWlseRgBIAMoCzIbLmhlYXJ0cy52MS5IZWFydENvdW50QnVja2V0EiwKB21vbnRobHkYAiADKAsyGy5oZWFydHMudjEuSGVhcnRDb3VudEJ1Y2tldCJUChBIZWFydENvdW50QnVja2V0Eg4KBmJ1Y2tldBgBIAEoCRIPCgdjb3VudGVkGAIgASgDEhAKCGNvb2xkb3duGAMgASgDEg0KBWZyYXVkGAQgASgDKn0KDEhlYXJ0VmVyZGljdBIdChlIRUFSVF9WRVJESUNUX1VOU1BFQ0lGSUVEEAASGQoVSEVBUlRfVkVSRElDVF9DT1VOVEVEEAESGgoWSEVBUlRfVkVSRElDVF9DT09MRE9XThACEhcKE0hFQVJUX1ZFUkRJQ1RfRlJBVUQQAzLAAgoMSGVhcnRTZXJ2aWNlEkYKCUNhc3RIZWFydBIbLmhlYXJ0cy52MS5DYXN0SGVhcnRSZXF1ZXN0GhwuaGVhcnRzLnYxLkNhc3RIZWFydFJlc3BvbnNlEkkKCkdldFJhbmtpbmcSHC5oZWFydHMudjEuR2V0UmFua2luZ1JlcXVlc3QaHS5oZWFydHMudjEuR2V0UmFua2luZ1Jlc3BvbnNlEkkKCkxpc3RIZWFydHMSHC5oZWFydHMudjEuTGlzdEhlYXJ0c1JlcXVlc3QaHS5oZWFydHMudjEuTGlzdEhlYXJ0c1Jlc3BvbnNlElIKDUdldEhlYXJ0U3RhdHMSHy5oZWFydHMudjEuR2V0SGVhcnRTdGF0c1JlcXVlc3QaIC5oZWFydHMudjEuR2V0SGVhcnRTdGF0c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message hearts.v1.CastHeartRequest
@@ -271,7 +271,8 @@ export type ListHeartsRequest = Message<"hearts.v1.ListHeartsRequest"> & {
   serverId: string;
 
   /**
-   * Case-insensitive part of the username, or an exact voter identity; empty for all.
+   * Case-insensitive part of the username, or an exact voter identity or platform id (steam_id,
+   * discord_id, minecraft_uuid in any spelling, account_id); empty for all.
    *
    * @generated from field: string query = 2;
    */
@@ -311,6 +312,14 @@ export type ListHeartsRequest = Message<"hearts.v1.ListHeartsRequest"> & {
    * @generated from field: string page_token = 7;
    */
   pageToken: string;
+
+  /**
+   * The claim ledger's state: "held", "claimed", "expired" (its window or the per-player cap ended
+   * it) or "withdrawn"; empty for every heart.
+   *
+   * @generated from field: string claim_state = 8;
+   */
+  claimState: string;
 };
 
 /**
@@ -406,6 +415,55 @@ export type HeartSummary = Message<"hearts.v1.HeartSummary"> & {
    * @generated from field: repeated hearts.v1.HeartDelivery deliveries = 10;
    */
   deliveries: HeartDelivery[];
+
+  /**
+   * The voter's platform ids as stored (normal form); empty when not given.
+   *
+   * @generated from field: string steam_id = 11;
+   */
+  steamId: string;
+
+  /**
+   * @generated from field: string discord_id = 12;
+   */
+  discordId: string;
+
+  /**
+   * @generated from field: string minecraft_uuid = 13;
+   */
+  minecraftUuid: string;
+
+  /**
+   * @generated from field: string account_id = 14;
+   */
+  accountId: string;
+
+  /**
+   * The heart's claim-ledger state ("held", "claimed", "expired", "withdrawn"); empty when the
+   * heart is not in the ledger (not counted, or the server had no claim key).
+   *
+   * @generated from field: string claim_state = 15;
+   */
+  claimState: string;
+
+  /**
+   * Why an expired heart expired: "window" or "cap"; empty otherwise.
+   *
+   * @generated from field: string claim_expired_reason = 16;
+   */
+  claimExpiredReason: string;
+
+  /**
+   * End of the hold window of a heart in the ledger.
+   *
+   * @generated from field: google.protobuf.Timestamp claim_expires_at = 17;
+   */
+  claimExpiresAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp claimed_at = 18;
+   */
+  claimedAt?: Timestamp | undefined;
 };
 
 /**

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file servers/v1/servers.proto.
  */
 export const file_servers_v1_servers: GenFile = /*@__PURE__*/
-  fileDesc("ChhzZXJ2ZXJzL3YxL3NlcnZlcnMucHJvdG8SCnNlcnZlcnMudjEixAMKBlNlcnZlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhkKEXJlZmVycmFsc19lbmFibGVkGAMgASgIEhgKEHJlZ2lzdHJhdGlvbl91cmwYBCABKAkSFAoMY2FsbGJhY2tfdXJsGAUgASgJEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAYgASgIEiAKGGNhbGxiYWNrX2Rpc2FibGVkX3JlYXNvbhgHIAEoCRI4ChRjYWxsYmFja19kaXNhYmxlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdm90aWZpZXJfaG9zdBgKIAEoCRIVCg12b3RpZmllcl9wb3J0GAsgASgFEh0KFXZvdGlmaWVyX3NlcnZpY2VfbmFtZRgMIAEoCRIaChJ2b3RpZmllcl90b2tlbl9zZXQYDSABKAgSFAoMcHVsbF9lbmFibGVkGA4gASgIEhAKCG93bmVyX2lkGA8gASgJEh0KFXB1YmxpY19rZXlfc2lnbmF0dXJlcxgQIAEoCCI9ChNDcmVhdGVTZXJ2ZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSGAoQcmVnaXN0cmF0aW9uX3VybBgCIAEoCSI6ChRDcmVhdGVTZXJ2ZXJSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciIlChBHZXRTZXJ2ZXJSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSI3ChFHZXRTZXJ2ZXJSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciIUChJMaXN0U2VydmVyc1JlcXVlc3QiOgoTTGlzdFNlcnZlcnNSZXNwb25zZRIjCgdzZXJ2ZXJzGAEgAygLMhIuc2VydmVycy52MS5TZXJ2ZXIiQAoaU2V0UmVmZXJyYWxzRW5hYmxlZFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg8KB2VuYWJsZWQYAiABKAgiQQobU2V0UmVmZXJyYWxzRW5hYmxlZFJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIkgKGVNldFJlZ2lzdHJhdGlvblVybFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhgKEHJlZ2lzdHJhdGlvbl91cmwYAiABKAkiQAoaU2V0UmVnaXN0cmF0aW9uVXJsUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiuQEKClNlY3JldEluZm8SCwoDa2lkGAEgASgJEi4KCmNyZWF0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGl2ZRgFIAEoCCIwChtDcmVhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlQKHENyZWF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiRwobUm90YXRlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlQKHFJvdGF0ZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiPQobUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRILCgNraWQYAiABKAkiRAocUmV2b2tlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvIi8KGkxpc3RSZWZlcnJhbFNlY3JldHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJGChtMaXN0UmVmZXJyYWxTZWNyZXRzUmVzcG9uc2USJwoHc2VjcmV0cxgBIAMoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbyI9ChtSZXZlYWxSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgsKA2tpZBgCIAEoCSIuChxSZXZlYWxSZWZlcnJhbFNlY3JldFJlc3BvbnNlEg4KBnNlY3JldBgBIAEoCSIuChlSZXNvbHZlU2lnbmluZ0tleXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSIpCgpTaWduaW5nS2V5EgsKA2tpZBgBIAEoCRIOCgZzZWNyZXQYAiABKAwicAoaUmVzb2x2ZVNpZ25pbmdLZXlzUmVzcG9uc2USLAoGc3RhdHVzGAEgASgOMhwuc2VydmVycy52MS5TaWduaW5nS2V5U3RhdHVzEiQKBGtleXMYAiADKAsyFi5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXkiswEKGlNldENhbGxiYWNrU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIUCgxjYWxsYmFja191cmwYAiABKAkSGQoRc3RhbmRhcmRfd2ViaG9va3MYAyABKAgSIgoVcHVibGljX2tleV9zaWduYXR1cmVzGAQgASgISACIAQESEwoLZW5kcG9pbnRfaWQYBSABKAlCGAoWX3B1YmxpY19rZXlfc2lnbmF0dXJlcyJBChtTZXRDYWxsYmFja1NldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiXAobUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDEhMKC2VuZHBvaW50X2lkGAMgASgJIlQKHFJvdGF0ZUNhbGxiYWNrU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiRQobUmV2ZWFsQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCSJUChxSZXZlYWxDYWxsYmFja1NlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIj8KFUVuYWJsZUNhbGxiYWNrUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEwoLZW5kcG9pbnRfaWQYAiABKAkibAoWRW5hYmxlQ2FsbGJhY2tSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlchIuCghlbmRwb2ludBgCIAEoCzIcLnNlcnZlcnMudjEuQ2FsbGJhY2tFbmRwb2ludCK0AgoQQ2FsbGJhY2tFbmRwb2ludBIKCgJpZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSEgoKaXNfZGVmYXVsdBgDIAEoCBILCgN1cmwYBCABKAkSEwoLZXZlbnRfdHlwZXMYBSADKAkSFwoPcGF5bG9hZF92ZXJzaW9uGAYgASgFEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAcgASgIEh0KFXB1YmxpY19rZXlfc2lnbmF0dXJlcxgIIAEoCBIvCgtkaXNhYmxlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPZGlzYWJsZWRfcmVhc29uGAogASgJEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIp8BChVDcmVhdGVFbmRwb2ludFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgsKA3VybBgCIAEoCRITCgtldmVudF90eXBlcxgDIAMoCRIXCg9wYXlsb2FkX3ZlcnNpb24YBCABKAUSGQoRc3RhbmRhcmRfd2ViaG9va3MYBSABKAgSHQoVcHVibGljX2tleV9zaWduYXR1cmVzGAYgASgIIn4KFkNyZWF0ZUVuZHBvaW50UmVzcG9uc2USLgoIZW5kcG9pbnQYASABKAsyHC5zZXJ2ZXJzLnYxLkNhbGxiYWNrRW5kcG9pbnQSJAoEaW5mbxgCIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAyABKAkiKQoUTGlzdEVuZHBvaW50c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIkgKFUxpc3RFbmRwb2ludHNSZXNwb25zZRIvCgllbmRwb2ludHMYASADKAsyHC5zZXJ2ZXJzLnYxLkNhbGxiYWNrRW5kcG9pbnQisAIKFVVwZGF0ZUVuZHBvaW50UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSEwoLZW5kcG9pbnRfaWQYAiABKAkSEAoDdXJsGAMgASgJSACIAQESEwoLZXZlbnRfdHlwZXMYBCADKAkSGgoSdXBkYXRlX2V2ZW50X3R5cGVzGAUgASgIEhwKD3BheWxvYWRfdmVyc2lvbhgGIAEoBUgBiAEBEh4KEXN0YW5kYXJkX3dlYmhvb2tzGAcgASgISAKIAQESIgoVcHVibGljX2tleV9zaWduYXR1cmVzGAggASgISAOIAQFCBgoEX3VybEISChBfcGF5bG9hZF92ZXJzaW9uQhQKEl9zdGFuZGFyZF93ZWJob29rc0IYChZfcHVibGljX2tleV9zaWduYXR1cmVzIkgKFlVwZGF0ZUVuZHBvaW50UmVzcG9uc2USLgoIZW5kcG9pbnQYASABKAsyHC5zZXJ2ZXJzLnYxLkNhbGxiYWNrRW5kcG9pbnQiPwoVRGVsZXRlRW5kcG9pbnRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCSIYChZEZWxldGVFbmRwb2ludFJlc3BvbnNlInAKGlNldFZvdGlmaWVyU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIMCgRob3N0GAIgASgJEgwKBHBvcnQYAyABKAUSDQoFdG9rZW4YBCABKAkSFAoMc2VydmljZV9uYW1lGAUgASgJIkEKG1NldFZvdGlmaWVyU2V0dGluZ3NSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciI7ChVTZXRQdWxsRW5hYmxlZFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg8KB2VuYWJsZWQYAiABKAgiPAoWU2V0UHVsbEVuYWJsZWRSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJDChdSb3RhdGVQdWxsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSFQoNZ3JhY2Vfc2Vjb25kcxgCIAEoAyJQChhSb3RhdGVQdWxsU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiLAoXUmV2ZWFsUHVsbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlAKGFJldmVhbFB1bGxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSIrChZSZXNvbHZlUHVsbEtleXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSJqChdSZXNvbHZlUHVsbEtleXNSZXNwb25zZRIpCgZzdGF0dXMYASABKA4yGS5zZXJ2ZXJzLnYxLlB1bGxLZXlTdGF0dXMSJAoEa2V5cxgCIAMoCzIWLnNlcnZlcnMudjEuU2lnbmluZ0tleSKyAQoRV2ViaG9va1NpZ25pbmdLZXkSCwoDa2lkGAEgASgJEgsKA2FsZxgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2N1cnJlbnQYBiABKAgiHwodTGlzdFdlYmhvb2tTaWduaW5nS2V5c1JlcXVlc3QiTQoeTGlzdFdlYmhvb2tTaWduaW5nS2V5c1Jlc3BvbnNlEisKBGtleXMYASADKAsyHS5zZXJ2ZXJzLnYxLldlYmhvb2tTaWduaW5nS2V5IiAKHlJvdGF0ZVdlYmhvb2tTaWduaW5nS2V5UmVxdWVzdCJ6Ch9Sb3RhdGVXZWJob29rU2lnbmluZ0tleVJlc3BvbnNlEioKA2tleRgBIAEoCzIdLnNlcnZlcnMudjEuV2ViaG9va1NpZ25pbmdLZXkSKwoEa2V5cxgCIAMoCzIdLnNlcnZlcnMudjEuV2ViaG9va1NpZ25pbmdLZXkqowEKEFNpZ25pbmdLZXlTdGF0dXMSIgoeU0lHTklOR19LRVlfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGQoVU0lHTklOR19LRVlfU1RBVFVTX09LEAESJQohU0lHTklOR19LRVlfU1RBVFVTX1VOS05PV05fU0VSVkVSEAISKQolU0lHTklOR19LRVlfU1RBVFVTX1JFRkVSUkFMU19ESVNBQkxFRBADKo8BCg1QdWxsS2V5U3RhdHVzEh8KG1BVTExfS0VZX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElBVTExfS0VZX1NUQVRVU19PSxABEiIKHlBVTExfS0VZX1NUQVRVU19VTktOT1dOX1NFUlZFUhACEiEKHVBVTExfS0VZX1NUQVRVU19QVUxMX0RJU0FCTEVEEAMy/xMKElNlcnZlckFkbWluU2VydmljZRJRCgxDcmVhdGVTZXJ2ZXISHy5zZXJ2ZXJzLnYxLkNyZWF0ZVNlcnZlclJlcXVlc3QaIC5zZXJ2ZXJzLnYxLkNyZWF0ZVNlcnZlclJlc3BvbnNlEkgKCUdldFNlcnZlchIcLnNlcnZlcnMudjEuR2V0U2VydmVyUmVxdWVzdBodLnNlcnZlcnMudjEuR2V0U2VydmVyUmVzcG9uc2USTgoLTGlzdFNlcnZlcnMSHi5zZXJ2ZXJzLnYxLkxpc3RTZXJ2ZXJzUmVxdWVzdBofLnNlcnZlcnMudjEuTGlzdFNlcnZlcnNSZXNwb25zZRJmChNTZXRSZWZlcnJhbHNFbmFibGVkEiYuc2VydmVycy52MS5TZXRSZWZlcnJhbHNFbmFibGVkUmVxdWVzdBonLnNlcnZlcnMudjEuU2V0UmVmZXJyYWxzRW5hYmxlZFJlc3BvbnNlEmMKElNldFJlZ2lzdHJhdGlvblVybBIlLnNlcnZlcnMudjEuU2V0UmVnaXN0cmF0aW9uVXJsUmVxdWVzdBomLnNlcnZlcnMudjEuU2V0UmVnaXN0cmF0aW9uVXJsUmVzcG9uc2USaQoUQ3JlYXRlUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLkNyZWF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuQ3JlYXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJpChRSb3RhdGVSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUm90YXRlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5Sb3RhdGVSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmkKFFJldm9rZVJlZmVycmFsU2VjcmV0Eicuc2VydmVycy52MS5SZXZva2VSZWZlcnJhbFNlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLlJldm9rZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USZgoTTGlzdFJlZmVycmFsU2VjcmV0cxImLnNlcnZlcnMudjEuTGlzdFJlZmVycmFsU2VjcmV0c1JlcXVlc3QaJy5zZXJ2ZXJzLnYxLkxpc3RSZWZlcnJhbFNlY3JldHNSZXNwb25zZRJpChRSZXZlYWxSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUmV2ZWFsUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZlYWxSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmMKElJlc29sdmVTaWduaW5nS2V5cxIlLnNlcnZlcnMudjEuUmVzb2x2ZVNpZ25pbmdLZXlzUmVxdWVzdBomLnNlcnZlcnMudjEuUmVzb2x2ZVNpZ25pbmdLZXlzUmVzcG9uc2USZgoTU2V0Q2FsbGJhY2tTZXR0aW5ncxImLnNlcnZlcnMudjEuU2V0Q2FsbGJhY2tTZXR0aW5nc1JlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldENhbGxiYWNrU2V0dGluZ3NSZXNwb25zZRJpChRSb3RhdGVDYWxsYmFja1NlY3JldBInLnNlcnZlcnMudjEuUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5Sb3RhdGVDYWxsYmFja1NlY3JldFJlc3BvbnNlEmkKFFJldmVhbENhbGxiYWNrU2VjcmV0Eicuc2VydmVycy52MS5SZXZlYWxDYWxsYmFja1NlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLlJldmVhbENhbGxiYWNrU2VjcmV0UmVzcG9uc2USVwoORW5hYmxlQ2FsbGJhY2sSIS5zZXJ2ZXJzLnYxLkVuYWJsZUNhbGxiYWNrUmVxdWVzdBoiLnNlcnZlcnMudjEuRW5hYmxlQ2FsbGJhY2tSZXNwb25zZRJXCg5DcmVhdGVFbmRwb2ludBIhLnNlcnZlcnMudjEuQ3JlYXRlRW5kcG9pbnRSZXF1ZXN0GiIuc2VydmVycy52MS5DcmVhdGVFbmRwb2ludFJlc3BvbnNlElQKDUxpc3RFbmRwb2ludHMSIC5zZXJ2ZXJzLnYxLkxpc3RFbmRwb2ludHNSZXF1ZXN0GiEuc2VydmVycy52MS5MaXN0RW5kcG9pbnRzUmVzcG9uc2USVwoOVXBkYXRlRW5kcG9pbnQSIS5zZXJ2ZXJzLnYxLlVwZGF0ZUVuZHBvaW50UmVxdWVzdBoiLnNlcnZlcnMudjEuVXBkYXRlRW5kcG9pbnRSZXNwb25zZRJXCg5EZWxldGVFbmRwb2ludBIhLnNlcnZlcnMudjEuRGVsZXRlRW5kcG9pbnRSZXF1ZXN0GiIuc2VydmVycy52MS5EZWxldGVFbmRwb2ludFJlc3BvbnNlEmYKE1NldFZvdGlmaWVyU2V0dGluZ3MSJi5zZXJ2ZXJzLnYxLlNldFZvdGlmaWVyU2V0dGluZ3NSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRWb3RpZmllclNldHRpbmdzUmVzcG9uc2USVwoOU2V0UHVsbEVuYWJsZWQSIS5zZXJ2ZXJzLnYxLlNldFB1bGxFbmFibGVkUmVxdWVzdBoiLnNlcnZlcnMudjEuU2V0UHVsbEVuYWJsZWRSZXNwb25zZRJdChBSb3RhdGVQdWxsU2VjcmV0EiMuc2VydmVycy52MS5Sb3RhdGVQdWxsU2VjcmV0UmVxdWVzdBokLnNlcnZlcnMudjEuUm90YXRlUHVsbFNlY3JldFJlc3BvbnNlEl0KEFJldmVhbFB1bGxTZWNyZXQSIy5zZXJ2ZXJzLnYxLlJldmVhbFB1bGxTZWNyZXRSZXF1ZXN0GiQuc2VydmVycy52MS5SZXZlYWxQdWxsU2VjcmV0UmVzcG9uc2USWgoPUmVzb2x2ZVB1bGxLZXlzEiIuc2VydmVycy52MS5SZXNvbHZlUHVsbEtleXNSZXF1ZXN0GiMuc2VydmVycy52MS5SZXNvbHZlUHVsbEtleXNSZXNwb25zZRJvChZMaXN0V2ViaG9va1NpZ25pbmdLZXlzEikuc2VydmVycy52MS5MaXN0V2ViaG9va1NpZ25pbmdLZXlzUmVxdWVzdBoqLnNlcnZlcnMudjEuTGlzdFdlYmhvb2tTaWduaW5nS2V5c1Jlc3BvbnNlEnIKF1JvdGF0ZVdlYmhvb2tTaWduaW5nS2V5Eiouc2VydmVycy52MS5Sb3RhdGVXZWJob29rU2lnbmluZ0tleVJlcXVlc3QaKy5zZXJ2ZXJzLnYxLlJvdGF0ZVdlYmhvb2tTaWduaW5nS2V5UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChhzZXJ2ZXJzL3YxL3NlcnZlcnMucHJvdG8SCnNlcnZlcnMudjEi7wMKBlNlcnZlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhkKEXJlZmVycmFsc19lbmFibGVkGAMgASgIEhgKEHJlZ2lzdHJhdGlvbl91cmwYBCABKAkSFAoMY2FsbGJhY2tfdXJsGAUgASgJEhkKEXN0YW5kYXJkX3dlYmhvb2tzGAYgASgIEiAKGGNhbGxiYWNrX2Rpc2FibGVkX3JlYXNvbhgHIAEoCRI4ChRjYWxsYmFja19kaXNhYmxlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdm90aWZpZXJfaG9zdBgKIAEoCRIVCg12b3RpZmllcl9wb3J0GAsgASgFEh0KFXZvdGlmaWVyX3NlcnZpY2VfbmFtZRgMIAEoCRIaChJ2b3RpZmllcl90b2tlbl9zZXQYDSABKAgSFAoMcHVsbF9lbmFibGVkGA4gASgIEhAKCG93bmVyX2lkGA8gASgJEh0KFXB1YmxpY19rZXlfc2lnbmF0dXJlcxgQIAEoCBIpCgZjbGFpbXMYESABKAsyGS5zZXJ2ZXJzLnYxLkNsYWltU2V0dGluZ3MiaAoNQ2xhaW1TZXR0aW5ncxIVCg1jbGFpbV9rZXlfc2V0GAEgASgIEhEKCWhvbGRfZGF5cxgCIAEoBRIbChNtYXhfaGVsZF9wZXJfcGxheWVyGAMgASgFEhAKCHBheV9vbmNlGAQgASgIIj0KE0NyZWF0ZVNlcnZlclJlcXVlc3QSDAoEbmFtZRgBIAEoCRIYChByZWdpc3RyYXRpb25fdXJsGAIgASgJIjoKFENyZWF0ZVNlcnZlclJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIiUKEEdldFNlcnZlclJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIjcKEUdldFNlcnZlclJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIhQKEkxpc3RTZXJ2ZXJzUmVxdWVzdCI6ChNMaXN0U2VydmVyc1Jlc3BvbnNlEiMKB3NlcnZlcnMYASADKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJAChpTZXRSZWZlcnJhbHNFbmFibGVkUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDwoHZW5hYmxlZBgCIAEoCCJBChtTZXRSZWZlcnJhbHNFbmFibGVkUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIiSAoZU2V0UmVnaXN0cmF0aW9uVXJsUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSGAoQcmVnaXN0cmF0aW9uX3VybBgCIAEoCSJAChpTZXRSZWdpc3RyYXRpb25VcmxSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciK5AQoKU2VjcmV0SW5mbxILCgNraWQYASABKAkSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGYWN0aXZlGAUgASgIIjAKG0NyZWF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiVAocQ3JlYXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSJHChtSb3RhdGVSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhUKDWdyYWNlX3NlY29uZHMYAiABKAMiVAocUm90YXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSI9ChtSZXZva2VSZWZlcnJhbFNlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgsKA2tpZBgCIAEoCSJEChxSZXZva2VSZWZlcnJhbFNlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8iLwoaTGlzdFJlZmVycmFsU2VjcmV0c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIkYKG0xpc3RSZWZlcnJhbFNlY3JldHNSZXNwb25zZRInCgdzZWNyZXRzGAEgAygLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvIj0KG1JldmVhbFJlZmVycmFsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSCwoDa2lkGAIgASgJIi4KHFJldmVhbFJlZmVycmFsU2VjcmV0UmVzcG9uc2USDgoGc2VjcmV0GAEgASgJIi4KGVJlc29sdmVTaWduaW5nS2V5c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIikKClNpZ25pbmdLZXkSCwoDa2lkGAEgASgJEg4KBnNlY3JldBgCIAEoDCJwChpSZXNvbHZlU2lnbmluZ0tleXNSZXNwb25zZRIsCgZzdGF0dXMYASABKA4yHC5zZXJ2ZXJzLnYxLlNpZ25pbmdLZXlTdGF0dXMSJAoEa2V5cxgCIAMoCzIWLnNlcnZlcnMudjEuU2lnbmluZ0tleSKzAQoaU2V0Q2FsbGJhY2tTZXR0aW5nc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhQKDGNhbGxiYWNrX3VybBgCIAEoCRIZChFzdGFuZGFyZF93ZWJob29rcxgDIAEoCBIiChVwdWJsaWNfa2V5X3NpZ25hdHVyZXMYBCABKAhIAIgBARITCgtlbmRwb2ludF9pZBgFIAEoCUIYChZfcHVibGljX2tleV9zaWduYXR1cmVzIkEKG1NldENhbGxiYWNrU2V0dGluZ3NSZXNwb25zZRIiCgZzZXJ2ZXIYASABKAsyEi5zZXJ2ZXJzLnYxLlNlcnZlciJcChtSb3RhdGVDYWxsYmFja1NlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhUKDWdyYWNlX3NlY29uZHMYAiABKAMSEwoLZW5kcG9pbnRfaWQYAyABKAkiVAocUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSJFChtSZXZlYWxDYWxsYmFja1NlY3JldFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhMKC2VuZHBvaW50X2lkGAIgASgJIlQKHFJldmVhbENhbGxiYWNrU2VjcmV0UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIOCgZzZWNyZXQYAiABKAkiPwoVRW5hYmxlQ2FsbGJhY2tSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCSJsChZFbmFibGVDYWxsYmFja1Jlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyEi4KCGVuZHBvaW50GAIgASgLMhwuc2VydmVycy52MS5DYWxsYmFja0VuZHBvaW50IrQCChBDYWxsYmFja0VuZHBvaW50EgoKAmlkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRISCgppc19kZWZhdWx0GAMgASgIEgsKA3VybBgEIAEoCRITCgtldmVudF90eXBlcxgFIAMoCRIXCg9wYXlsb2FkX3ZlcnNpb24YBiABKAUSGQoRc3RhbmRhcmRfd2ViaG9va3MYByABKAgSHQoVcHVibGljX2tleV9zaWduYXR1cmVzGAggASgIEi8KC2Rpc2FibGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9kaXNhYmxlZF9yZWFzb24YCiABKAkSLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAinwEKFUNyZWF0ZUVuZHBvaW50UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSCwoDdXJsGAIgASgJEhMKC2V2ZW50X3R5cGVzGAMgAygJEhcKD3BheWxvYWRfdmVyc2lvbhgEIAEoBRIZChFzdGFuZGFyZF93ZWJob29rcxgFIAEoCBIdChVwdWJsaWNfa2V5X3NpZ25hdHVyZXMYBiABKAgifgoWQ3JlYXRlRW5kcG9pbnRSZXNwb25zZRIuCghlbmRwb2ludBgBIAEoCzIcLnNlcnZlcnMudjEuQ2FsbGJhY2tFbmRwb2ludBIkCgRpbmZvGAIgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgDIAEoCSIpChRMaXN0RW5kcG9pbnRzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiSAoVTGlzdEVuZHBvaW50c1Jlc3BvbnNlEi8KCWVuZHBvaW50cxgBIAMoCzIcLnNlcnZlcnMudjEuQ2FsbGJhY2tFbmRwb2ludCKwAgoVVXBkYXRlRW5kcG9pbnRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCRIQCgN1cmwYAyABKAlIAIgBARITCgtldmVudF90eXBlcxgEIAMoCRIaChJ1cGRhdGVfZXZlbnRfdHlwZXMYBSABKAgSHAoPcGF5bG9hZF92ZXJzaW9uGAYgASgFSAGIAQESHgoRc3RhbmRhcmRfd2ViaG9va3MYByABKAhIAogBARIiChVwdWJsaWNfa2V5X3NpZ25hdHVyZXMYCCABKAhIA4gBAUIGCgRfdXJsQhIKEF9wYXlsb2FkX3ZlcnNpb25CFAoSX3N0YW5kYXJkX3dlYmhvb2tzQhgKFl9wdWJsaWNfa2V5X3NpZ25hdHVyZXMiSAoWVXBkYXRlRW5kcG9pbnRSZXNwb25zZRIuCghlbmRwb2ludBgBIAEoCzIcLnNlcnZlcnMudjEuQ2FsbGJhY2tFbmRwb2ludCI/ChVEZWxldGVFbmRwb2ludFJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhMKC2VuZHBvaW50X2lkGAIgASgJIhgKFkRlbGV0ZUVuZHBvaW50UmVzcG9uc2UicAoaU2V0Vm90aWZpZXJTZXR0aW5nc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEgwKBGhvc3QYAiABKAkSDAoEcG9ydBgDIAEoBRINCgV0b2tlbhgEIAEoCRIUCgxzZXJ2aWNlX25hbWUYBSABKAkiQQobU2V0Vm90aWZpZXJTZXR0aW5nc1Jlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIjsKFVNldFB1bGxFbmFibGVkUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSDwoHZW5hYmxlZBgCIAEoCCI8ChZTZXRQdWxsRW5hYmxlZFJlc3BvbnNlEiIKBnNlcnZlchgBIAEoCzISLnNlcnZlcnMudjEuU2VydmVyIkMKF1JvdGF0ZVB1bGxTZWNyZXRSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIVCg1ncmFjZV9zZWNvbmRzGAIgASgDIlAKGFJvdGF0ZVB1bGxTZWNyZXRSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEg4KBnNlY3JldBgCIAEoCSIsChdSZXZlYWxQdWxsU2VjcmV0UmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkiUAoYUmV2ZWFsUHVsbFNlY3JldFJlc3BvbnNlEiQKBGluZm8YASABKAsyFi5zZXJ2ZXJzLnYxLlNlY3JldEluZm8SDgoGc2VjcmV0GAIgASgJIisKFlJlc29sdmVQdWxsS2V5c1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJImoKF1Jlc29sdmVQdWxsS2V5c1Jlc3BvbnNlEikKBnN0YXR1cxgBIAEoDjIZLnNlcnZlcnMudjEuUHVsbEtleVN0YXR1cxIkCgRrZXlzGAIgAygLMhYuc2VydmVycy52MS5TaWduaW5nS2V5IrIBChFXZWJob29rU2lnbmluZ0tleRILCgNraWQYASABKAkSCwoDYWxnGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHY3VycmVudBgGIAEoCCIfCh1MaXN0V2ViaG9va1NpZ25pbmdLZXlzUmVxdWVzdCJNCh5MaXN0V2ViaG9va1NpZ25pbmdLZXlzUmVzcG9uc2USKwoEa2V5cxgBIAMoCzIdLnNlcnZlcnMudjEuV2ViaG9va1NpZ25pbmdLZXkiIAoeUm90YXRlV2ViaG9va1NpZ25pbmdLZXlSZXF1ZXN0InoKH1JvdGF0ZVdlYmhvb2tTaWduaW5nS2V5UmVzcG9uc2USKgoDa2V5GAEgASgLMh0uc2VydmVycy52MS5XZWJob29rU2lnbmluZ0tleRIrCgRrZXlzGAIgAygLMh0uc2VydmVycy52MS5XZWJob29rU2lnbmluZ0tleSJBChVSb3RhdGVDbGFpbUtleVJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhUKDWdyYWNlX3NlY29uZHMYAiABKAMiUQoWUm90YXRlQ2xhaW1LZXlSZXNwb25zZRIkCgRpbmZvGAEgASgLMhYuc2VydmVycy52MS5TZWNyZXRJbmZvEhEKCWNsYWltX2tleRgCIAEoCSIqChVSZXZlYWxDbGFpbUtleVJlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJIlEKFlJldmVhbENsYWltS2V5UmVzcG9uc2USJAoEaW5mbxgBIAEoCzIWLnNlcnZlcnMudjEuU2VjcmV0SW5mbxIRCgljbGFpbV9rZXkYAiABKAkigAEKF1NldENsYWltU2V0dGluZ3NSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRIRCglob2xkX2RheXMYAiABKAUSGwoTbWF4X2hlbGRfcGVyX3BsYXllchgDIAEoBRIVCghwYXlfb25jZRgEIAEoCEgAiAEBQgsKCV9wYXlfb25jZSI+ChhTZXRDbGFpbVNldHRpbmdzUmVzcG9uc2USIgoGc2VydmVyGAEgASgLMhIuc2VydmVycy52MS5TZXJ2ZXIqowEKEFNpZ25pbmdLZXlTdGF0dXMSIgoeU0lHTklOR19LRVlfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGQoVU0lHTklOR19LRVlfU1RBVFVTX09LEAESJQohU0lHTklOR19LRVlfU1RBVFVTX1VOS05PV05fU0VSVkVSEAISKQolU0lHTklOR19LRVlfU1RBVFVTX1JFRkVSUkFMU19ESVNBQkxFRBADKo8BCg1QdWxsS2V5U3RhdHVzEh8KG1BVTExfS0VZX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElBVTExfS0VZX1NUQVRVU19PSxABEiIKHlBVTExfS0VZX1NUQVRVU19VTktOT1dOX1NFUlZFUhACEiEKHVBVTExfS0VZX1NUQVRVU19QVUxMX0RJU0FCTEVEEAMykBYKElNlcnZlckFkbWluU2VydmljZRJRCgxDcmVhdGVTZXJ2ZXISHy5zZXJ2ZXJzLnYxLkNyZWF0ZVNlcnZlclJlcXVlc3QaIC5zZXJ2ZXJzLnYxLkNyZWF0ZVNlcnZlclJlc3BvbnNlEkgKCUdldFNlcnZlchIcLnNlcnZlcnMudjEuR2V0U2VydmVyUmVxdWVzdBodLnNlcnZlcnMudjEuR2V0U2VydmVyUmVzcG9uc2USTgoLTGlzdFNlcnZlcnMSHi5zZXJ2ZXJzLnYxLkxpc3RTZXJ2ZXJzUmVxdWVzdBofLnNlcnZlcnMudjEuTGlzdFNlcnZlcnNSZXNwb25zZRJmChNTZXRSZWZlcnJhbHNFbmFibGVkEiYuc2VydmVycy52MS5TZXRSZWZlcnJhbHNFbmFibGVkUmVxdWVzdBonLnNlcnZlcnMudjEuU2V0UmVmZXJyYWxzRW5hYmxlZFJlc3BvbnNlEmMKElNldFJlZ2lzdHJhdGlvblVybBIlLnNlcnZlcnMudjEuU2V0UmVnaXN0cmF0aW9uVXJsUmVxdWVzdBomLnNlcnZlcnMudjEuU2V0UmVnaXN0cmF0aW9uVXJsUmVzcG9uc2USaQoUQ3JlYXRlUmVmZXJyYWxTZWNyZXQSJy5zZXJ2ZXJzLnYxLkNyZWF0ZVJlZmVycmFsU2VjcmV0UmVxdWVzdBooLnNlcnZlcnMudjEuQ3JlYXRlUmVmZXJyYWxTZWNyZXRSZXNwb25zZRJpChRSb3RhdGVSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUm90YXRlUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5Sb3RhdGVSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmkKFFJldm9rZVJlZmVycmFsU2VjcmV0Eicuc2VydmVycy52MS5SZXZva2VSZWZlcnJhbFNlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLlJldm9rZVJlZmVycmFsU2VjcmV0UmVzcG9uc2USZgoTTGlzdFJlZmVycmFsU2VjcmV0cxImLnNlcnZlcnMudjEuTGlzdFJlZmVycmFsU2VjcmV0c1JlcXVlc3QaJy5zZXJ2ZXJzLnYxLkxpc3RSZWZlcnJhbFNlY3JldHNSZXNwb25zZRJpChRSZXZlYWxSZWZlcnJhbFNlY3JldBInLnNlcnZlcnMudjEuUmV2ZWFsUmVmZXJyYWxTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5SZXZlYWxSZWZlcnJhbFNlY3JldFJlc3BvbnNlEmMKElJlc29sdmVTaWduaW5nS2V5cxIlLnNlcnZlcnMudjEuUmVzb2x2ZVNpZ25pbmdLZXlzUmVxdWVzdBomLnNlcnZlcnMudjEuUmVzb2x2ZVNpZ25pbmdLZXlzUmVzcG9uc2USZgoTU2V0Q2FsbGJhY2tTZXR0aW5ncxImLnNlcnZlcnMudjEuU2V0Q2FsbGJhY2tTZXR0aW5nc1JlcXVlc3QaJy5zZXJ2ZXJzLnYxLlNldENhbGxiYWNrU2V0dGluZ3NSZXNwb25zZRJpChRSb3RhdGVDYWxsYmFja1NlY3JldBInLnNlcnZlcnMudjEuUm90YXRlQ2FsbGJhY2tTZWNyZXRSZXF1ZXN0Giguc2VydmVycy52MS5Sb3RhdGVDYWxsYmFja1NlY3JldFJlc3BvbnNlEmkKFFJldmVhbENhbGxiYWNrU2VjcmV0Eicuc2VydmVycy52MS5SZXZlYWxDYWxsYmFja1NlY3JldFJlcXVlc3QaKC5zZXJ2ZXJzLnYxLlJldmVhbENhbGxiYWNrU2VjcmV0UmVzcG9uc2USVwoORW5hYmxlQ2FsbGJhY2sSIS5zZXJ2ZXJzLnYxLkVuYWJsZUNhbGxiYWNrUmVxdWVzdBoiLnNlcnZlcnMudjEuRW5hYmxlQ2FsbGJhY2tSZXNwb25zZRJXCg5DcmVhdGVFbmRwb2ludBIhLnNlcnZlcnMudjEuQ3JlYXRlRW5kcG9pbnRSZXF1ZXN0GiIuc2VydmVycy52MS5DcmVhdGVFbmRwb2ludFJlc3BvbnNlElQKDUxpc3RFbmRwb2ludHMSIC5zZXJ2ZXJzLnYxLkxpc3RFbmRwb2ludHNSZXF1ZXN0GiEuc2VydmVycy52MS5MaXN0RW5kcG9pbnRzUmVzcG9uc2USVwoOVXBkYXRlRW5kcG9pbnQSIS5zZXJ2ZXJzLnYxLlVwZGF0ZUVuZHBvaW50UmVxdWVzdBoiLnNlcnZlcnMudjEuVXBkYXRlRW5kcG9pbnRSZXNwb25zZRJXCg5EZWxldGVFbmRwb2ludBIhLnNlcnZlcnMudjEuRGVsZXRlRW5kcG9pbnRSZXF1ZXN0GiIuc2VydmVycy52MS5EZWxldGVFbmRwb2ludFJlc3BvbnNlEmYKE1NldFZvdGlmaWVyU2V0dGluZ3MSJi5zZXJ2ZXJzLnYxLlNldFZvdGlmaWVyU2V0dGluZ3NSZXF1ZXN0Gicuc2VydmVycy52MS5TZXRWb3RpZmllclNldHRpbmdzUmVzcG9uc2USVwoOU2V0UHVsbEVuYWJsZWQSIS5zZXJ2ZXJzLnYxLlNldFB1bGxFbmFibGVkUmVxdWVzdBoiLnNlcnZlcnMudjEuU2V0UHVsbEVuYWJsZWRSZXNwb25zZRJdChBSb3RhdGVQdWxsU2VjcmV0EiMuc2VydmVycy52MS5Sb3RhdGVQdWxsU2VjcmV0UmVxdWVzdBokLnNlcnZlcnMudjEuUm90YXRlUHVsbFNlY3JldFJlc3BvbnNlEl0KEFJldmVhbFB1bGxTZWNyZXQSIy5zZXJ2ZXJzLnYxLlJldmVhbFB1bGxTZWNyZXRSZXF1ZXN0GiQuc2VydmVycy52MS5SZXZlYWxQdWxsU2VjcmV0UmVzcG9uc2USWgoPUmVzb2x2ZVB1bGxLZXlzEiIuc2VydmVycy52MS5SZXNvbHZlUHVsbEtleXNSZXF1ZXN0GiMuc2VydmVycy52MS5SZXNvbHZlUHVsbEtleXNSZXNwb25zZRJvChZMaXN0V2ViaG9va1NpZ25pbmdLZXlzEikuc2VydmVycy52MS5MaXN0V2ViaG9va1NpZ25pbmdLZXlzUmVxdWVzdBoqLnNlcnZlcnMudjEuTGlzdFdlYmhvb2tTaWduaW5nS2V5c1Jlc3BvbnNlEnIKF1JvdGF0ZVdlYmhvb2tTaWduaW5nS2V5Eiouc2VydmVycy52MS5Sb3RhdGVXZWJob29rU2lnbmluZ0tleVJlcXVlc3QaKy5zZXJ2ZXJzLnYxLlJvdGF0ZVdlYmhvb2tTaWduaW5nS2V5UmVzcG9uc2USVwoOUm90YXRlQ2xhaW1LZXkSIS5zZXJ2ZXJzLnYxLlJvdGF0ZUNsYWltS2V5UmVxdWVzdBoiLnNlcnZlcnMudjEuUm90YXRlQ2xhaW1LZXlSZXNwb25zZRJXCg5SZXZlYWxDbGFpbUtleRIhLnNlcnZlcnMudjEuUmV2ZWFsQ2xhaW1LZXlSZXF1ZXN0GiIuc2VydmVycy52MS5SZXZlYWxDbGFpbUtleVJlc3BvbnNlEl0KEFNldENsYWltU2V0dGluZ3MSIy5zZXJ2ZXJzLnYxLlNldENsYWltU2V0dGluZ3NSZXF1ZXN0GiQuc2VydmVycy52MS5TZXRDbGFpbVNldHRpbmdzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message servers.v1.Server
@@ -105,6 +105,13 @@ export type Server = Message<"servers.v1.Server"> & {
    * @generated from field: bool public_key_signatures = 16;
    */
   publicKeySignatures: boolean;
+
+  /**
+   * The claim ledger's settings and whether a claim key is set (never its value).
+   *
+   * @generated from field: servers.v1.ClaimSettings claims = 17;
+   */
+  claims?: ClaimSettings | undefined;
 };
 
 /**
@@ -113,6 +120,48 @@ export type Server = Message<"servers.v1.Server"> & {
  */
 export const ServerSchema: GenMessage<Server> = /*@__PURE__*/
   messageDesc(file_servers_v1_servers, 0);
+
+/**
+ * ClaimSettings are a server's claim-ledger settings (reward plugins' check/claim API).
+ *
+ * @generated from message servers.v1.ClaimSettings
+ */
+export type ClaimSettings = Message<"servers.v1.ClaimSettings"> & {
+  /**
+   * Whether an active claim key exists (the ledger holds counted hearts only then).
+   *
+   * @generated from field: bool claim_key_set = 1;
+   */
+  claimKeySet: boolean;
+
+  /**
+   * Days a counted heart stays claimable (1..90, default 30).
+   *
+   * @generated from field: int32 hold_days = 2;
+   */
+  holdDays: number;
+
+  /**
+   * Unclaimed hearts held per player at most (1..1000, default 20); a newer one expires the oldest (reason "cap").
+   *
+   * @generated from field: int32 max_held_per_player = 3;
+   */
+  maxHeldPerPlayer: number;
+
+  /**
+   * Reserved for the cross-transport pay-once mode (not in effect yet).
+   *
+   * @generated from field: bool pay_once = 4;
+   */
+  payOnce: boolean;
+};
+
+/**
+ * Describes the message servers.v1.ClaimSettings.
+ * Use `create(ClaimSettingsSchema)` to create a new message.
+ */
+export const ClaimSettingsSchema: GenMessage<ClaimSettings> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 1);
 
 /**
  * @generated from message servers.v1.CreateServerRequest
@@ -134,7 +183,7 @@ export type CreateServerRequest = Message<"servers.v1.CreateServerRequest"> & {
  * Use `create(CreateServerRequestSchema)` to create a new message.
  */
 export const CreateServerRequestSchema: GenMessage<CreateServerRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 1);
+  messageDesc(file_servers_v1_servers, 2);
 
 /**
  * @generated from message servers.v1.CreateServerResponse
@@ -151,7 +200,7 @@ export type CreateServerResponse = Message<"servers.v1.CreateServerResponse"> & 
  * Use `create(CreateServerResponseSchema)` to create a new message.
  */
 export const CreateServerResponseSchema: GenMessage<CreateServerResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 2);
+  messageDesc(file_servers_v1_servers, 3);
 
 /**
  * @generated from message servers.v1.GetServerRequest
@@ -168,7 +217,7 @@ export type GetServerRequest = Message<"servers.v1.GetServerRequest"> & {
  * Use `create(GetServerRequestSchema)` to create a new message.
  */
 export const GetServerRequestSchema: GenMessage<GetServerRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 3);
+  messageDesc(file_servers_v1_servers, 4);
 
 /**
  * @generated from message servers.v1.GetServerResponse
@@ -185,7 +234,7 @@ export type GetServerResponse = Message<"servers.v1.GetServerResponse"> & {
  * Use `create(GetServerResponseSchema)` to create a new message.
  */
 export const GetServerResponseSchema: GenMessage<GetServerResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 4);
+  messageDesc(file_servers_v1_servers, 5);
 
 /**
  * @generated from message servers.v1.ListServersRequest
@@ -198,7 +247,7 @@ export type ListServersRequest = Message<"servers.v1.ListServersRequest"> & {
  * Use `create(ListServersRequestSchema)` to create a new message.
  */
 export const ListServersRequestSchema: GenMessage<ListServersRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 5);
+  messageDesc(file_servers_v1_servers, 6);
 
 /**
  * @generated from message servers.v1.ListServersResponse
@@ -215,7 +264,7 @@ export type ListServersResponse = Message<"servers.v1.ListServersResponse"> & {
  * Use `create(ListServersResponseSchema)` to create a new message.
  */
 export const ListServersResponseSchema: GenMessage<ListServersResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 6);
+  messageDesc(file_servers_v1_servers, 7);
 
 /**
  * @generated from message servers.v1.SetReferralsEnabledRequest
@@ -237,7 +286,7 @@ export type SetReferralsEnabledRequest = Message<"servers.v1.SetReferralsEnabled
  * Use `create(SetReferralsEnabledRequestSchema)` to create a new message.
  */
 export const SetReferralsEnabledRequestSchema: GenMessage<SetReferralsEnabledRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 7);
+  messageDesc(file_servers_v1_servers, 8);
 
 /**
  * @generated from message servers.v1.SetReferralsEnabledResponse
@@ -254,7 +303,7 @@ export type SetReferralsEnabledResponse = Message<"servers.v1.SetReferralsEnable
  * Use `create(SetReferralsEnabledResponseSchema)` to create a new message.
  */
 export const SetReferralsEnabledResponseSchema: GenMessage<SetReferralsEnabledResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 8);
+  messageDesc(file_servers_v1_servers, 9);
 
 /**
  * @generated from message servers.v1.SetRegistrationUrlRequest
@@ -276,7 +325,7 @@ export type SetRegistrationUrlRequest = Message<"servers.v1.SetRegistrationUrlRe
  * Use `create(SetRegistrationUrlRequestSchema)` to create a new message.
  */
 export const SetRegistrationUrlRequestSchema: GenMessage<SetRegistrationUrlRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 9);
+  messageDesc(file_servers_v1_servers, 10);
 
 /**
  * @generated from message servers.v1.SetRegistrationUrlResponse
@@ -293,7 +342,7 @@ export type SetRegistrationUrlResponse = Message<"servers.v1.SetRegistrationUrlR
  * Use `create(SetRegistrationUrlResponseSchema)` to create a new message.
  */
 export const SetRegistrationUrlResponseSchema: GenMessage<SetRegistrationUrlResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 10);
+  messageDesc(file_servers_v1_servers, 11);
 
 /**
  * SecretInfo describes a secret without its value.
@@ -334,7 +383,7 @@ export type SecretInfo = Message<"servers.v1.SecretInfo"> & {
  * Use `create(SecretInfoSchema)` to create a new message.
  */
 export const SecretInfoSchema: GenMessage<SecretInfo> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 11);
+  messageDesc(file_servers_v1_servers, 12);
 
 /**
  * @generated from message servers.v1.CreateReferralSecretRequest
@@ -351,7 +400,7 @@ export type CreateReferralSecretRequest = Message<"servers.v1.CreateReferralSecr
  * Use `create(CreateReferralSecretRequestSchema)` to create a new message.
  */
 export const CreateReferralSecretRequestSchema: GenMessage<CreateReferralSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 12);
+  messageDesc(file_servers_v1_servers, 13);
 
 /**
  * @generated from message servers.v1.CreateReferralSecretResponse
@@ -375,7 +424,7 @@ export type CreateReferralSecretResponse = Message<"servers.v1.CreateReferralSec
  * Use `create(CreateReferralSecretResponseSchema)` to create a new message.
  */
 export const CreateReferralSecretResponseSchema: GenMessage<CreateReferralSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 13);
+  messageDesc(file_servers_v1_servers, 14);
 
 /**
  * @generated from message servers.v1.RotateReferralSecretRequest
@@ -399,7 +448,7 @@ export type RotateReferralSecretRequest = Message<"servers.v1.RotateReferralSecr
  * Use `create(RotateReferralSecretRequestSchema)` to create a new message.
  */
 export const RotateReferralSecretRequestSchema: GenMessage<RotateReferralSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 14);
+  messageDesc(file_servers_v1_servers, 15);
 
 /**
  * @generated from message servers.v1.RotateReferralSecretResponse
@@ -421,7 +470,7 @@ export type RotateReferralSecretResponse = Message<"servers.v1.RotateReferralSec
  * Use `create(RotateReferralSecretResponseSchema)` to create a new message.
  */
 export const RotateReferralSecretResponseSchema: GenMessage<RotateReferralSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 15);
+  messageDesc(file_servers_v1_servers, 16);
 
 /**
  * @generated from message servers.v1.RevokeReferralSecretRequest
@@ -443,7 +492,7 @@ export type RevokeReferralSecretRequest = Message<"servers.v1.RevokeReferralSecr
  * Use `create(RevokeReferralSecretRequestSchema)` to create a new message.
  */
 export const RevokeReferralSecretRequestSchema: GenMessage<RevokeReferralSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 16);
+  messageDesc(file_servers_v1_servers, 17);
 
 /**
  * @generated from message servers.v1.RevokeReferralSecretResponse
@@ -460,7 +509,7 @@ export type RevokeReferralSecretResponse = Message<"servers.v1.RevokeReferralSec
  * Use `create(RevokeReferralSecretResponseSchema)` to create a new message.
  */
 export const RevokeReferralSecretResponseSchema: GenMessage<RevokeReferralSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 17);
+  messageDesc(file_servers_v1_servers, 18);
 
 /**
  * @generated from message servers.v1.ListReferralSecretsRequest
@@ -477,7 +526,7 @@ export type ListReferralSecretsRequest = Message<"servers.v1.ListReferralSecrets
  * Use `create(ListReferralSecretsRequestSchema)` to create a new message.
  */
 export const ListReferralSecretsRequestSchema: GenMessage<ListReferralSecretsRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 18);
+  messageDesc(file_servers_v1_servers, 19);
 
 /**
  * @generated from message servers.v1.ListReferralSecretsResponse
@@ -494,7 +543,7 @@ export type ListReferralSecretsResponse = Message<"servers.v1.ListReferralSecret
  * Use `create(ListReferralSecretsResponseSchema)` to create a new message.
  */
 export const ListReferralSecretsResponseSchema: GenMessage<ListReferralSecretsResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 19);
+  messageDesc(file_servers_v1_servers, 20);
 
 /**
  * @generated from message servers.v1.RevealReferralSecretRequest
@@ -516,7 +565,7 @@ export type RevealReferralSecretRequest = Message<"servers.v1.RevealReferralSecr
  * Use `create(RevealReferralSecretRequestSchema)` to create a new message.
  */
 export const RevealReferralSecretRequestSchema: GenMessage<RevealReferralSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 20);
+  messageDesc(file_servers_v1_servers, 21);
 
 /**
  * @generated from message servers.v1.RevealReferralSecretResponse
@@ -533,7 +582,7 @@ export type RevealReferralSecretResponse = Message<"servers.v1.RevealReferralSec
  * Use `create(RevealReferralSecretResponseSchema)` to create a new message.
  */
 export const RevealReferralSecretResponseSchema: GenMessage<RevealReferralSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 21);
+  messageDesc(file_servers_v1_servers, 22);
 
 /**
  * @generated from message servers.v1.ResolveSigningKeysRequest
@@ -550,7 +599,7 @@ export type ResolveSigningKeysRequest = Message<"servers.v1.ResolveSigningKeysRe
  * Use `create(ResolveSigningKeysRequestSchema)` to create a new message.
  */
 export const ResolveSigningKeysRequestSchema: GenMessage<ResolveSigningKeysRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 22);
+  messageDesc(file_servers_v1_servers, 23);
 
 /**
  * @generated from message servers.v1.SigningKey
@@ -572,7 +621,7 @@ export type SigningKey = Message<"servers.v1.SigningKey"> & {
  * Use `create(SigningKeySchema)` to create a new message.
  */
 export const SigningKeySchema: GenMessage<SigningKey> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 23);
+  messageDesc(file_servers_v1_servers, 24);
 
 /**
  * @generated from message servers.v1.ResolveSigningKeysResponse
@@ -596,7 +645,7 @@ export type ResolveSigningKeysResponse = Message<"servers.v1.ResolveSigningKeysR
  * Use `create(ResolveSigningKeysResponseSchema)` to create a new message.
  */
 export const ResolveSigningKeysResponseSchema: GenMessage<ResolveSigningKeysResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 24);
+  messageDesc(file_servers_v1_servers, 25);
 
 /**
  * @generated from message servers.v1.SetCallbackSettingsRequest
@@ -637,7 +686,7 @@ export type SetCallbackSettingsRequest = Message<"servers.v1.SetCallbackSettings
  * Use `create(SetCallbackSettingsRequestSchema)` to create a new message.
  */
 export const SetCallbackSettingsRequestSchema: GenMessage<SetCallbackSettingsRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 25);
+  messageDesc(file_servers_v1_servers, 26);
 
 /**
  * @generated from message servers.v1.SetCallbackSettingsResponse
@@ -654,7 +703,7 @@ export type SetCallbackSettingsResponse = Message<"servers.v1.SetCallbackSetting
  * Use `create(SetCallbackSettingsResponseSchema)` to create a new message.
  */
 export const SetCallbackSettingsResponseSchema: GenMessage<SetCallbackSettingsResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 26);
+  messageDesc(file_servers_v1_servers, 27);
 
 /**
  * @generated from message servers.v1.RotateCallbackSecretRequest
@@ -685,7 +734,7 @@ export type RotateCallbackSecretRequest = Message<"servers.v1.RotateCallbackSecr
  * Use `create(RotateCallbackSecretRequestSchema)` to create a new message.
  */
 export const RotateCallbackSecretRequestSchema: GenMessage<RotateCallbackSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 27);
+  messageDesc(file_servers_v1_servers, 28);
 
 /**
  * @generated from message servers.v1.RotateCallbackSecretResponse
@@ -707,7 +756,7 @@ export type RotateCallbackSecretResponse = Message<"servers.v1.RotateCallbackSec
  * Use `create(RotateCallbackSecretResponseSchema)` to create a new message.
  */
 export const RotateCallbackSecretResponseSchema: GenMessage<RotateCallbackSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 28);
+  messageDesc(file_servers_v1_servers, 29);
 
 /**
  * @generated from message servers.v1.RevealCallbackSecretRequest
@@ -731,7 +780,7 @@ export type RevealCallbackSecretRequest = Message<"servers.v1.RevealCallbackSecr
  * Use `create(RevealCallbackSecretRequestSchema)` to create a new message.
  */
 export const RevealCallbackSecretRequestSchema: GenMessage<RevealCallbackSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 29);
+  messageDesc(file_servers_v1_servers, 30);
 
 /**
  * @generated from message servers.v1.RevealCallbackSecretResponse
@@ -753,7 +802,7 @@ export type RevealCallbackSecretResponse = Message<"servers.v1.RevealCallbackSec
  * Use `create(RevealCallbackSecretResponseSchema)` to create a new message.
  */
 export const RevealCallbackSecretResponseSchema: GenMessage<RevealCallbackSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 30);
+  messageDesc(file_servers_v1_servers, 31);
 
 /**
  * @generated from message servers.v1.EnableCallbackRequest
@@ -777,7 +826,7 @@ export type EnableCallbackRequest = Message<"servers.v1.EnableCallbackRequest"> 
  * Use `create(EnableCallbackRequestSchema)` to create a new message.
  */
 export const EnableCallbackRequestSchema: GenMessage<EnableCallbackRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 31);
+  messageDesc(file_servers_v1_servers, 32);
 
 /**
  * @generated from message servers.v1.EnableCallbackResponse
@@ -801,7 +850,7 @@ export type EnableCallbackResponse = Message<"servers.v1.EnableCallbackResponse"
  * Use `create(EnableCallbackResponseSchema)` to create a new message.
  */
 export const EnableCallbackResponseSchema: GenMessage<EnableCallbackResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 32);
+  messageDesc(file_servers_v1_servers, 33);
 
 /**
  * CallbackEndpoint is where a server's signed events go.
@@ -878,7 +927,7 @@ export type CallbackEndpoint = Message<"servers.v1.CallbackEndpoint"> & {
  * Use `create(CallbackEndpointSchema)` to create a new message.
  */
 export const CallbackEndpointSchema: GenMessage<CallbackEndpoint> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 33);
+  messageDesc(file_servers_v1_servers, 34);
 
 /**
  * @generated from message servers.v1.CreateEndpointRequest
@@ -924,7 +973,7 @@ export type CreateEndpointRequest = Message<"servers.v1.CreateEndpointRequest"> 
  * Use `create(CreateEndpointRequestSchema)` to create a new message.
  */
 export const CreateEndpointRequestSchema: GenMessage<CreateEndpointRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 34);
+  messageDesc(file_servers_v1_servers, 35);
 
 /**
  * @generated from message servers.v1.CreateEndpointResponse
@@ -953,7 +1002,7 @@ export type CreateEndpointResponse = Message<"servers.v1.CreateEndpointResponse"
  * Use `create(CreateEndpointResponseSchema)` to create a new message.
  */
 export const CreateEndpointResponseSchema: GenMessage<CreateEndpointResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 35);
+  messageDesc(file_servers_v1_servers, 36);
 
 /**
  * @generated from message servers.v1.ListEndpointsRequest
@@ -970,7 +1019,7 @@ export type ListEndpointsRequest = Message<"servers.v1.ListEndpointsRequest"> & 
  * Use `create(ListEndpointsRequestSchema)` to create a new message.
  */
 export const ListEndpointsRequestSchema: GenMessage<ListEndpointsRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 36);
+  messageDesc(file_servers_v1_servers, 37);
 
 /**
  * @generated from message servers.v1.ListEndpointsResponse
@@ -989,7 +1038,7 @@ export type ListEndpointsResponse = Message<"servers.v1.ListEndpointsResponse"> 
  * Use `create(ListEndpointsResponseSchema)` to create a new message.
  */
 export const ListEndpointsResponseSchema: GenMessage<ListEndpointsResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 37);
+  messageDesc(file_servers_v1_servers, 38);
 
 /**
  * @generated from message servers.v1.UpdateEndpointRequest
@@ -1045,7 +1094,7 @@ export type UpdateEndpointRequest = Message<"servers.v1.UpdateEndpointRequest"> 
  * Use `create(UpdateEndpointRequestSchema)` to create a new message.
  */
 export const UpdateEndpointRequestSchema: GenMessage<UpdateEndpointRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 38);
+  messageDesc(file_servers_v1_servers, 39);
 
 /**
  * @generated from message servers.v1.UpdateEndpointResponse
@@ -1062,7 +1111,7 @@ export type UpdateEndpointResponse = Message<"servers.v1.UpdateEndpointResponse"
  * Use `create(UpdateEndpointResponseSchema)` to create a new message.
  */
 export const UpdateEndpointResponseSchema: GenMessage<UpdateEndpointResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 39);
+  messageDesc(file_servers_v1_servers, 40);
 
 /**
  * @generated from message servers.v1.DeleteEndpointRequest
@@ -1084,7 +1133,7 @@ export type DeleteEndpointRequest = Message<"servers.v1.DeleteEndpointRequest"> 
  * Use `create(DeleteEndpointRequestSchema)` to create a new message.
  */
 export const DeleteEndpointRequestSchema: GenMessage<DeleteEndpointRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 40);
+  messageDesc(file_servers_v1_servers, 41);
 
 /**
  * @generated from message servers.v1.DeleteEndpointResponse
@@ -1097,7 +1146,7 @@ export type DeleteEndpointResponse = Message<"servers.v1.DeleteEndpointResponse"
  * Use `create(DeleteEndpointResponseSchema)` to create a new message.
  */
 export const DeleteEndpointResponseSchema: GenMessage<DeleteEndpointResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 41);
+  messageDesc(file_servers_v1_servers, 42);
 
 /**
  * @generated from message servers.v1.SetVotifierSettingsRequest
@@ -1142,7 +1191,7 @@ export type SetVotifierSettingsRequest = Message<"servers.v1.SetVotifierSettings
  * Use `create(SetVotifierSettingsRequestSchema)` to create a new message.
  */
 export const SetVotifierSettingsRequestSchema: GenMessage<SetVotifierSettingsRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 42);
+  messageDesc(file_servers_v1_servers, 43);
 
 /**
  * @generated from message servers.v1.SetVotifierSettingsResponse
@@ -1159,7 +1208,7 @@ export type SetVotifierSettingsResponse = Message<"servers.v1.SetVotifierSetting
  * Use `create(SetVotifierSettingsResponseSchema)` to create a new message.
  */
 export const SetVotifierSettingsResponseSchema: GenMessage<SetVotifierSettingsResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 43);
+  messageDesc(file_servers_v1_servers, 44);
 
 /**
  * @generated from message servers.v1.SetPullEnabledRequest
@@ -1181,7 +1230,7 @@ export type SetPullEnabledRequest = Message<"servers.v1.SetPullEnabledRequest"> 
  * Use `create(SetPullEnabledRequestSchema)` to create a new message.
  */
 export const SetPullEnabledRequestSchema: GenMessage<SetPullEnabledRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 44);
+  messageDesc(file_servers_v1_servers, 45);
 
 /**
  * @generated from message servers.v1.SetPullEnabledResponse
@@ -1198,7 +1247,7 @@ export type SetPullEnabledResponse = Message<"servers.v1.SetPullEnabledResponse"
  * Use `create(SetPullEnabledResponseSchema)` to create a new message.
  */
 export const SetPullEnabledResponseSchema: GenMessage<SetPullEnabledResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 45);
+  messageDesc(file_servers_v1_servers, 46);
 
 /**
  * @generated from message servers.v1.RotatePullSecretRequest
@@ -1222,7 +1271,7 @@ export type RotatePullSecretRequest = Message<"servers.v1.RotatePullSecretReques
  * Use `create(RotatePullSecretRequestSchema)` to create a new message.
  */
 export const RotatePullSecretRequestSchema: GenMessage<RotatePullSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 46);
+  messageDesc(file_servers_v1_servers, 47);
 
 /**
  * @generated from message servers.v1.RotatePullSecretResponse
@@ -1244,7 +1293,7 @@ export type RotatePullSecretResponse = Message<"servers.v1.RotatePullSecretRespo
  * Use `create(RotatePullSecretResponseSchema)` to create a new message.
  */
 export const RotatePullSecretResponseSchema: GenMessage<RotatePullSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 47);
+  messageDesc(file_servers_v1_servers, 48);
 
 /**
  * @generated from message servers.v1.RevealPullSecretRequest
@@ -1261,7 +1310,7 @@ export type RevealPullSecretRequest = Message<"servers.v1.RevealPullSecretReques
  * Use `create(RevealPullSecretRequestSchema)` to create a new message.
  */
 export const RevealPullSecretRequestSchema: GenMessage<RevealPullSecretRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 48);
+  messageDesc(file_servers_v1_servers, 49);
 
 /**
  * @generated from message servers.v1.RevealPullSecretResponse
@@ -1283,7 +1332,7 @@ export type RevealPullSecretResponse = Message<"servers.v1.RevealPullSecretRespo
  * Use `create(RevealPullSecretResponseSchema)` to create a new message.
  */
 export const RevealPullSecretResponseSchema: GenMessage<RevealPullSecretResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 49);
+  messageDesc(file_servers_v1_servers, 50);
 
 /**
  * @generated from message servers.v1.ResolvePullKeysRequest
@@ -1300,7 +1349,7 @@ export type ResolvePullKeysRequest = Message<"servers.v1.ResolvePullKeysRequest"
  * Use `create(ResolvePullKeysRequestSchema)` to create a new message.
  */
 export const ResolvePullKeysRequestSchema: GenMessage<ResolvePullKeysRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 50);
+  messageDesc(file_servers_v1_servers, 51);
 
 /**
  * @generated from message servers.v1.ResolvePullKeysResponse
@@ -1324,7 +1373,7 @@ export type ResolvePullKeysResponse = Message<"servers.v1.ResolvePullKeysRespons
  * Use `create(ResolvePullKeysResponseSchema)` to create a new message.
  */
 export const ResolvePullKeysResponseSchema: GenMessage<ResolvePullKeysResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 51);
+  messageDesc(file_servers_v1_servers, 52);
 
 /**
  * One published ed25519 public key of the list (never private material).
@@ -1376,7 +1425,7 @@ export type WebhookSigningKey = Message<"servers.v1.WebhookSigningKey"> & {
  * Use `create(WebhookSigningKeySchema)` to create a new message.
  */
 export const WebhookSigningKeySchema: GenMessage<WebhookSigningKey> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 52);
+  messageDesc(file_servers_v1_servers, 53);
 
 /**
  * @generated from message servers.v1.ListWebhookSigningKeysRequest
@@ -1389,7 +1438,7 @@ export type ListWebhookSigningKeysRequest = Message<"servers.v1.ListWebhookSigni
  * Use `create(ListWebhookSigningKeysRequestSchema)` to create a new message.
  */
 export const ListWebhookSigningKeysRequestSchema: GenMessage<ListWebhookSigningKeysRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 53);
+  messageDesc(file_servers_v1_servers, 54);
 
 /**
  * @generated from message servers.v1.ListWebhookSigningKeysResponse
@@ -1408,7 +1457,7 @@ export type ListWebhookSigningKeysResponse = Message<"servers.v1.ListWebhookSign
  * Use `create(ListWebhookSigningKeysResponseSchema)` to create a new message.
  */
 export const ListWebhookSigningKeysResponseSchema: GenMessage<ListWebhookSigningKeysResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 54);
+  messageDesc(file_servers_v1_servers, 55);
 
 /**
  * @generated from message servers.v1.RotateWebhookSigningKeyRequest
@@ -1421,7 +1470,7 @@ export type RotateWebhookSigningKeyRequest = Message<"servers.v1.RotateWebhookSi
  * Use `create(RotateWebhookSigningKeyRequestSchema)` to create a new message.
  */
 export const RotateWebhookSigningKeyRequestSchema: GenMessage<RotateWebhookSigningKeyRequest> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 55);
+  messageDesc(file_servers_v1_servers, 56);
 
 /**
  * @generated from message servers.v1.RotateWebhookSigningKeyResponse
@@ -1447,7 +1496,149 @@ export type RotateWebhookSigningKeyResponse = Message<"servers.v1.RotateWebhookS
  * Use `create(RotateWebhookSigningKeyResponseSchema)` to create a new message.
  */
 export const RotateWebhookSigningKeyResponseSchema: GenMessage<RotateWebhookSigningKeyResponse> = /*@__PURE__*/
-  messageDesc(file_servers_v1_servers, 56);
+  messageDesc(file_servers_v1_servers, 57);
+
+/**
+ * @generated from message servers.v1.RotateClaimKeyRequest
+ */
+export type RotateClaimKeyRequest = Message<"servers.v1.RotateClaimKeyRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * Overlap during which the previous claim key still answers; 0 means none (the old key stops at once).
+   *
+   * @generated from field: int64 grace_seconds = 2;
+   */
+  graceSeconds: bigint;
+};
+
+/**
+ * Describes the message servers.v1.RotateClaimKeyRequest.
+ * Use `create(RotateClaimKeyRequestSchema)` to create a new message.
+ */
+export const RotateClaimKeyRequestSchema: GenMessage<RotateClaimKeyRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 58);
+
+/**
+ * @generated from message servers.v1.RotateClaimKeyResponse
+ */
+export type RotateClaimKeyResponse = Message<"servers.v1.RotateClaimKeyResponse"> & {
+  /**
+   * @generated from field: servers.v1.SecretInfo info = 1;
+   */
+  info?: SecretInfo | undefined;
+
+  /**
+   * Shown once.
+   *
+   * @generated from field: string claim_key = 2;
+   */
+  claimKey: string;
+};
+
+/**
+ * Describes the message servers.v1.RotateClaimKeyResponse.
+ * Use `create(RotateClaimKeyResponseSchema)` to create a new message.
+ */
+export const RotateClaimKeyResponseSchema: GenMessage<RotateClaimKeyResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 59);
+
+/**
+ * @generated from message servers.v1.RevealClaimKeyRequest
+ */
+export type RevealClaimKeyRequest = Message<"servers.v1.RevealClaimKeyRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+};
+
+/**
+ * Describes the message servers.v1.RevealClaimKeyRequest.
+ * Use `create(RevealClaimKeyRequestSchema)` to create a new message.
+ */
+export const RevealClaimKeyRequestSchema: GenMessage<RevealClaimKeyRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 60);
+
+/**
+ * @generated from message servers.v1.RevealClaimKeyResponse
+ */
+export type RevealClaimKeyResponse = Message<"servers.v1.RevealClaimKeyResponse"> & {
+  /**
+   * @generated from field: servers.v1.SecretInfo info = 1;
+   */
+  info?: SecretInfo | undefined;
+
+  /**
+   * @generated from field: string claim_key = 2;
+   */
+  claimKey: string;
+};
+
+/**
+ * Describes the message servers.v1.RevealClaimKeyResponse.
+ * Use `create(RevealClaimKeyResponseSchema)` to create a new message.
+ */
+export const RevealClaimKeyResponseSchema: GenMessage<RevealClaimKeyResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 61);
+
+/**
+ * @generated from message servers.v1.SetClaimSettingsRequest
+ */
+export type SetClaimSettingsRequest = Message<"servers.v1.SetClaimSettingsRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * 1..90; 0 keeps the current value.
+   *
+   * @generated from field: int32 hold_days = 2;
+   */
+  holdDays: number;
+
+  /**
+   * 1..1000; 0 keeps the current value.
+   *
+   * @generated from field: int32 max_held_per_player = 3;
+   */
+  maxHeldPerPlayer: number;
+
+  /**
+   * Absent: unchanged. Reserved for the cross-transport pay-once mode.
+   *
+   * @generated from field: optional bool pay_once = 4;
+   */
+  payOnce?: boolean | undefined;
+};
+
+/**
+ * Describes the message servers.v1.SetClaimSettingsRequest.
+ * Use `create(SetClaimSettingsRequestSchema)` to create a new message.
+ */
+export const SetClaimSettingsRequestSchema: GenMessage<SetClaimSettingsRequest> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 62);
+
+/**
+ * @generated from message servers.v1.SetClaimSettingsResponse
+ */
+export type SetClaimSettingsResponse = Message<"servers.v1.SetClaimSettingsResponse"> & {
+  /**
+   * @generated from field: servers.v1.Server server = 1;
+   */
+  server?: Server | undefined;
+};
+
+/**
+ * Describes the message servers.v1.SetClaimSettingsResponse.
+ * Use `create(SetClaimSettingsResponseSchema)` to create a new message.
+ */
+export const SetClaimSettingsResponseSchema: GenMessage<SetClaimSettingsResponse> = /*@__PURE__*/
+  messageDesc(file_servers_v1_servers, 63);
 
 /**
  * SigningKeyStatus says whether a server can accept signed referral events.
@@ -1761,6 +1952,38 @@ export const ServerAdminService: GenService<{
     methodKind: "unary";
     input: typeof RotateWebhookSigningKeyRequestSchema;
     output: typeof RotateWebhookSigningKeyResponseSchema;
+  },
+  /**
+   * RotateClaimKey mints the server's claim key (`vck_`) for reward plugins' check/claim API, or
+   * replaces it; the value is returned once (RevealClaimKey shows it again). Minting the first key
+   * starts the claim ledger: counted hearts from then on are held for claiming.
+   *
+   * @generated from rpc servers.v1.ServerAdminService.RotateClaimKey
+   */
+  rotateClaimKey: {
+    methodKind: "unary";
+    input: typeof RotateClaimKeyRequestSchema;
+    output: typeof RotateClaimKeyResponseSchema;
+  },
+  /**
+   * RevealClaimKey shows the newest active claim key on the owner's explicit request (404 when none).
+   *
+   * @generated from rpc servers.v1.ServerAdminService.RevealClaimKey
+   */
+  revealClaimKey: {
+    methodKind: "unary";
+    input: typeof RevealClaimKeyRequestSchema;
+    output: typeof RevealClaimKeyResponseSchema;
+  },
+  /**
+   * SetClaimSettings sets the claim ledger's hold window and per-player cap.
+   *
+   * @generated from rpc servers.v1.ServerAdminService.SetClaimSettings
+   */
+  setClaimSettings: {
+    methodKind: "unary";
+    input: typeof SetClaimSettingsRequestSchema;
+    output: typeof SetClaimSettingsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_servers_v1_servers, 0);

@@ -51,6 +51,11 @@ export type DeliveryMinAggregateOutputType = {
   period: string | null
   streakDay: number | null
   countedAt: Date | null
+  steamId: string | null
+  discordId: string | null
+  minecraftUuid: string | null
+  accountId: string | null
+  nextEligibleAt: Date | null
   status: $Enums.DeliveryStatus | null
   attempts: number | null
   nextAttemptAt: Date | null
@@ -75,6 +80,11 @@ export type DeliveryMaxAggregateOutputType = {
   period: string | null
   streakDay: number | null
   countedAt: Date | null
+  steamId: string | null
+  discordId: string | null
+  minecraftUuid: string | null
+  accountId: string | null
+  nextEligibleAt: Date | null
   status: $Enums.DeliveryStatus | null
   attempts: number | null
   nextAttemptAt: Date | null
@@ -99,6 +109,11 @@ export type DeliveryCountAggregateOutputType = {
   period: number
   streakDay: number
   countedAt: number
+  steamId: number
+  discordId: number
+  minecraftUuid: number
+  accountId: number
+  nextEligibleAt: number
   status: number
   attempts: number
   nextAttemptAt: number
@@ -137,6 +152,11 @@ export type DeliveryMinAggregateInputType = {
   period?: true
   streakDay?: true
   countedAt?: true
+  steamId?: true
+  discordId?: true
+  minecraftUuid?: true
+  accountId?: true
+  nextEligibleAt?: true
   status?: true
   attempts?: true
   nextAttemptAt?: true
@@ -161,6 +181,11 @@ export type DeliveryMaxAggregateInputType = {
   period?: true
   streakDay?: true
   countedAt?: true
+  steamId?: true
+  discordId?: true
+  minecraftUuid?: true
+  accountId?: true
+  nextEligibleAt?: true
   status?: true
   attempts?: true
   nextAttemptAt?: true
@@ -185,6 +210,11 @@ export type DeliveryCountAggregateInputType = {
   period?: true
   streakDay?: true
   countedAt?: true
+  steamId?: true
+  discordId?: true
+  minecraftUuid?: true
+  accountId?: true
+  nextEligibleAt?: true
   status?: true
   attempts?: true
   nextAttemptAt?: true
@@ -296,6 +326,11 @@ export type DeliveryGroupByOutputType = {
   period: string
   streakDay: number | null
   countedAt: Date
+  steamId: string | null
+  discordId: string | null
+  minecraftUuid: string | null
+  accountId: string | null
+  nextEligibleAt: Date | null
   status: $Enums.DeliveryStatus
   attempts: number
   nextAttemptAt: Date
@@ -343,6 +378,11 @@ export type DeliveryWhereInput = {
   period?: Prisma.StringFilter<"Delivery"> | string
   streakDay?: Prisma.IntNullableFilter<"Delivery"> | number | null
   countedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
+  steamId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  discordId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  minecraftUuid?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  accountId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  nextEligibleAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   status?: Prisma.EnumDeliveryStatusFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntFilter<"Delivery"> | number
   nextAttemptAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
@@ -370,6 +410,11 @@ export type DeliveryOrderByWithRelationInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrderInput | Prisma.SortOrder
   countedAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordId?: Prisma.SortOrderInput | Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrderInput | Prisma.SortOrder
+  accountId?: Prisma.SortOrderInput | Prisma.SortOrder
+  nextEligibleAt?: Prisma.SortOrderInput | Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
@@ -401,6 +446,11 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   period?: Prisma.StringFilter<"Delivery"> | string
   streakDay?: Prisma.IntNullableFilter<"Delivery"> | number | null
   countedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
+  steamId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  discordId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  minecraftUuid?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  accountId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  nextEligibleAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   status?: Prisma.EnumDeliveryStatusFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntFilter<"Delivery"> | number
   nextAttemptAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
@@ -428,6 +478,11 @@ export type DeliveryOrderByWithAggregationInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrderInput | Prisma.SortOrder
   countedAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordId?: Prisma.SortOrderInput | Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrderInput | Prisma.SortOrder
+  accountId?: Prisma.SortOrderInput | Prisma.SortOrder
+  nextEligibleAt?: Prisma.SortOrderInput | Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
@@ -460,6 +515,11 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   period?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   streakDay?: Prisma.IntNullableWithAggregatesFilter<"Delivery"> | number | null
   countedAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
+  steamId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  discordId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  minecraftUuid?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  accountId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  nextEligibleAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
   status?: Prisma.EnumDeliveryStatusWithAggregatesFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntWithAggregatesFilter<"Delivery"> | number
   nextAttemptAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
@@ -482,6 +542,11 @@ export type DeliveryCreateInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -509,6 +574,11 @@ export type DeliveryUncheckedCreateInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -532,6 +602,11 @@ export type DeliveryUpdateInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -559,6 +634,11 @@ export type DeliveryUncheckedUpdateInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -584,6 +664,11 @@ export type DeliveryCreateManyInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -606,6 +691,11 @@ export type DeliveryUpdateManyMutationInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -630,6 +720,11 @@ export type DeliveryUncheckedUpdateManyInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -671,6 +766,11 @@ export type DeliveryCountOrderByAggregateInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrder
   countedAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrder
+  accountId?: Prisma.SortOrder
+  nextEligibleAt?: Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
@@ -701,6 +801,11 @@ export type DeliveryMaxOrderByAggregateInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrder
   countedAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrder
+  accountId?: Prisma.SortOrder
+  nextEligibleAt?: Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
@@ -725,6 +830,11 @@ export type DeliveryMinOrderByAggregateInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrder
   countedAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrder
+  accountId?: Prisma.SortOrder
+  nextEligibleAt?: Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
@@ -864,6 +974,11 @@ export type DeliveryCreateWithoutServerInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -889,6 +1004,11 @@ export type DeliveryUncheckedCreateWithoutServerInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -943,6 +1063,11 @@ export type DeliveryScalarWhereInput = {
   period?: Prisma.StringFilter<"Delivery"> | string
   streakDay?: Prisma.IntNullableFilter<"Delivery"> | number | null
   countedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
+  steamId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  discordId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  minecraftUuid?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  accountId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  nextEligibleAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   status?: Prisma.EnumDeliveryStatusFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntFilter<"Delivery"> | number
   nextAttemptAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
@@ -965,6 +1090,11 @@ export type DeliveryCreateWithoutAttemptsLogInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -991,6 +1121,11 @@ export type DeliveryUncheckedCreateWithoutAttemptsLogInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -1029,6 +1164,11 @@ export type DeliveryUpdateWithoutAttemptsLogInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1055,6 +1195,11 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1077,6 +1222,11 @@ export type DeliveryCreateWithoutEndpointInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -1102,6 +1252,11 @@ export type DeliveryUncheckedCreateWithoutEndpointInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -1152,6 +1307,11 @@ export type DeliveryCreateManyServerInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -1174,6 +1334,11 @@ export type DeliveryUpdateWithoutServerInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1199,6 +1364,11 @@ export type DeliveryUncheckedUpdateWithoutServerInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1223,6 +1393,11 @@ export type DeliveryUncheckedUpdateManyWithoutServerInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1246,6 +1421,11 @@ export type DeliveryCreateManyEndpointInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -1268,6 +1448,11 @@ export type DeliveryUpdateWithoutEndpointInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1293,6 +1478,11 @@ export type DeliveryUncheckedUpdateWithoutEndpointInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1317,6 +1507,11 @@ export type DeliveryUncheckedUpdateManyWithoutEndpointInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1372,6 +1567,11 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   period?: boolean
   streakDay?: boolean
   countedAt?: boolean
+  steamId?: boolean
+  discordId?: boolean
+  minecraftUuid?: boolean
+  accountId?: boolean
+  nextEligibleAt?: boolean
   status?: boolean
   attempts?: boolean
   nextAttemptAt?: boolean
@@ -1400,6 +1600,11 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   period?: boolean
   streakDay?: boolean
   countedAt?: boolean
+  steamId?: boolean
+  discordId?: boolean
+  minecraftUuid?: boolean
+  accountId?: boolean
+  nextEligibleAt?: boolean
   status?: boolean
   attempts?: boolean
   nextAttemptAt?: boolean
@@ -1426,6 +1631,11 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   period?: boolean
   streakDay?: boolean
   countedAt?: boolean
+  steamId?: boolean
+  discordId?: boolean
+  minecraftUuid?: boolean
+  accountId?: boolean
+  nextEligibleAt?: boolean
   status?: boolean
   attempts?: boolean
   nextAttemptAt?: boolean
@@ -1452,6 +1662,11 @@ export type DeliverySelectScalar = {
   period?: boolean
   streakDay?: boolean
   countedAt?: boolean
+  steamId?: boolean
+  discordId?: boolean
+  minecraftUuid?: boolean
+  accountId?: boolean
+  nextEligibleAt?: boolean
   status?: boolean
   attempts?: boolean
   nextAttemptAt?: boolean
@@ -1463,7 +1678,7 @@ export type DeliverySelectScalar = {
   createdAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "steamId" | "discordId" | "minecraftUuid" | "accountId" | "nextEligibleAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   endpoint?: boolean | Prisma.Delivery$endpointArgs<ExtArgs>
@@ -1507,6 +1722,18 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     period: string
     streakDay: number | null
     countedAt: Date
+    /**
+     * The heart's platform ids and pass-through account id as the heart.counted event carried them
+     * (null when not given, and on heart.test): payload version 2, pull and Votifier read them.
+     */
+    steamId: string | null
+    discordId: string | null
+    minecraftUuid: string | null
+    accountId: string | null
+    /**
+     * When the voter may count again (heart.counted's next_eligible_at); null when the event had none.
+     */
+    nextEligibleAt: Date | null
     status: $Enums.DeliveryStatus
     attempts: number
     nextAttemptAt: Date
@@ -1954,6 +2181,11 @@ export interface DeliveryFieldRefs {
   readonly period: Prisma.FieldRef<"Delivery", 'String'>
   readonly streakDay: Prisma.FieldRef<"Delivery", 'Int'>
   readonly countedAt: Prisma.FieldRef<"Delivery", 'DateTime'>
+  readonly steamId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly discordId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly minecraftUuid: Prisma.FieldRef<"Delivery", 'String'>
+  readonly accountId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly nextEligibleAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly status: Prisma.FieldRef<"Delivery", 'DeliveryStatus'>
   readonly attempts: Prisma.FieldRef<"Delivery", 'Int'>
   readonly nextAttemptAt: Prisma.FieldRef<"Delivery", 'DateTime'>

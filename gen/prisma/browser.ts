@@ -137,3 +137,9 @@ export type SecretsKeyCheck = Prisma.SecretsKeyCheckModel
  * stays published until `expires_at` (the rotation overlap), so receivers that cached it keep verifying.
  */
 export type WebhookSigningKey = Prisma.WebhookSigningKeyModel
+/**
+ * Model VoteClaim
+ * The claim ledger: one row per counted heart of a server with claims on, written in CastHeart's
+ * statement. Reward plugins check and claim by (server, one player id); rows are never deleted.
+ */
+export type VoteClaim = Prisma.VoteClaimModel

@@ -21,10 +21,21 @@ export type ReferralState = (typeof ReferralState)[keyof typeof ReferralState]
 export const SecretPurpose = {
   referral: 'referral',
   callback: 'callback',
-  pull: 'pull'
+  pull: 'pull',
+  claim: 'claim'
 } as const
 
 export type SecretPurpose = (typeof SecretPurpose)[keyof typeof SecretPurpose]
+
+
+export const VoteClaimState = {
+  held: 'held',
+  claimed: 'claimed',
+  expired: 'expired',
+  withdrawn: 'withdrawn'
+} as const
+
+export type VoteClaimState = (typeof VoteClaimState)[keyof typeof VoteClaimState]
 
 
 export const DeliveryStatus = {

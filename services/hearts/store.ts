@@ -111,8 +111,9 @@ export type HeartWrite =
  * row's state), so concurrent casts (other batches, other instances) serialise on the row
  * lock and at most one of them counts. A count write that wins inserts its counted heart,
  * its heart.counted outbox row and its share of ONE ranking increment per (server, period)
- * of the batch; one that loses writes nothing and is returned, for the caller to decide
- * again from a fresh read. `fraud` and `cooldown` writes insert their uncounted heart.
+ * of the batch and, when its server has claims on, its held row in the claim ledger (expiring the
+ * player's hearts past their window or beyond the server's cap); one that loses writes nothing and is
+ * returned, for the caller to decide again from a fresh read. `fraud` and `cooldown` writes insert their uncounted heart.
  *
  * Returns the indexes (into `writes`) of the count writes that won.
  */
@@ -157,6 +158,37 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
              steam_id, discord_id, minecraft_uuid, account_id
       FROM done ORDER BY idx
       RETURNING id
+    ), claim_rows AS (
+      -- The claim ledger: a counted heart of a server with claims on is held for its plugins (services/claims/).
+      SELECT d.id AS heart_id, d.server_id, lower(d.username) AS username_lower, d.steam_id, d.discord_id, d.minecraft_uuid, d.account_id,
+             ${PLAYER_KEY_SQL} AS player_key, d.at AS counted_at, d.at + make_interval(days => s.claim_hold_days) AS expires_at,
+             s.claim_max_held
+      FROM done d JOIN servers s ON s.id = d.server_id AND s.claims_enabled
+      WHERE d.kind = 'count'
+    ), claims_held AS (
+      INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, steam_id, discord_id, minecraft_uuid, account_id, counted_at, expires_at)
+      SELECT heart_id, server_id, player_key, username_lower, steam_id, discord_id, minecraft_uuid, account_id, counted_at, expires_at
+      FROM claim_rows
+      RETURNING heart_id
+    ), claims_ended AS (
+      -- The same player's older held hearts: past their window -> expired ("window"); beyond the cap counting the
+      -- new ones -> the oldest expired ("cap"). Kept, never deleted. The new rows are not visible here (one snapshot).
+      UPDATE vote_claims v SET state = 'expired', expired_reason = o.reason, expired_at = o.at
+      FROM (
+        SELECT x.heart_id, x.at, CASE WHEN x.expires_at <= x.at THEN 'window' ELSE 'cap' END AS reason
+        FROM (
+          SELECT c.heart_id, c.expires_at, n.at, n.fresh, n.max_held,
+                 row_number() OVER (PARTITION BY c.server_id, c.player_key, c.expires_at > n.at ORDER BY c.counted_at DESC, c.heart_id DESC) AS newer
+          FROM (
+            SELECT server_id, player_key, count(*)::int AS fresh, max(counted_at) AS at, min(claim_max_held) AS max_held
+            FROM claim_rows GROUP BY server_id, player_key
+          ) n
+          JOIN vote_claims c ON c.server_id = n.server_id AND c.player_key = n.player_key AND c.state = 'held'
+        ) x
+        WHERE x.expires_at <= x.at OR x.newer > x.max_held - x.fresh
+      ) o
+      WHERE v.heart_id = o.heart_id AND v.state = 'held'
+      RETURNING v.heart_id
     ), ranked AS (
       -- One increment per (server, period) of the batch; taken in key order, so two batches never wait on each other in a cycle.
       INSERT INTO server_rankings AS r (server_id, period, hearts)
@@ -168,6 +200,12 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
     SELECT idx FROM done WHERE kind = 'count'`;
   return new Set(rows.map((r) => r.idx));
 }
+
+/**
+ * Whom the claim ledger's per-player cap counts, over a row with the heart's ids and username: the
+ * strongest id given (SteamID64, Minecraft UUID, Discord id, account id), else the lower-cased username.
+ */
+const PLAYER_KEY_SQL = Prisma.sql`COALESCE('steam:' || d.steam_id, 'mc:' || d.minecraft_uuid, 'discord:' || d.discord_id, 'account:' || d.account_id, 'name:' || lower(d.username))`;
 
 /** One ranking row. */
 export interface RankingRow {

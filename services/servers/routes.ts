@@ -27,6 +27,7 @@ import {
   updateEndpoint,
   type EndpointRecord,
 } from "./endpoint-store.js";
+import { revealClaimKey, rotateClaimKey, setClaimSettings } from "./claim-settings.js";
 import { toGraceSeconds } from "./domain/secret-policy.js";
 import { toRegistrationUrl, toServerName } from "./domain/server-fields.js";
 import { toVotifierSettings } from "./domain/votifier-settings.js";
@@ -238,6 +239,21 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
         return { keys: (await listPublishedSigningKeys(deps)).map(toSigningKeyProto) };
       },
 
+      async rotateClaimKey(req) {
+        const rotated = await rotateClaimKey(deps, req.serverId.trim(), req.graceSeconds);
+        return { info: toSecretInfo(rotated.info), claimKey: rotated.secret };
+      },
+
+      async revealClaimKey(req) {
+        const revealed = await revealClaimKey(deps, req.serverId.trim());
+        return { info: toSecretInfo(revealed.info), claimKey: revealed.secret };
+      },
+
+      async setClaimSettings(req) {
+        const input = { holdDays: req.holdDays, maxHeldPerPlayer: req.maxHeldPerPlayer, payOnce: req.payOnce };
+        return { server: toServerProto(await setClaimSettings(deps, req.serverId.trim(), input)) };
+      },
+
       async rotateWebhookSigningKey() {
         const rotated = await rotateSigningKey(deps);
         return { key: toSigningKeyProto(rotated.key), keys: rotated.keys.map(toSigningKeyProto) };
@@ -266,6 +282,12 @@ export function toServerProto(server: ServerRecord): MessageInitShape<typeof Ser
     votifierTokenSet: server.votifierToken !== null,
     pullEnabled: server.pullEnabled,
     ownerId: server.ownerId ?? "",
+    claims: {
+      claimKeySet: server.claimsEnabled,
+      holdDays: server.claimHoldDays,
+      maxHeldPerPlayer: server.claimMaxHeld,
+      payOnce: server.claimPayOnce,
+    },
   };
 }
 

@@ -64,6 +64,21 @@ export function generatePullSecret(): string {
   return `psec_${randomBytes(32).toString("base64url")}`;
 }
 
+/** A new claim key for reward plugins' check/claim API: `vck_` + 43 base64url characters (32 random bytes). */
+export function generateClaimKey(): string {
+  return `vck_${randomBytes(32).toString("base64url")}`;
+}
+
+/** Whether `key` has the shape of a claim key (anything else is answered as a wrong key without a database lookup). */
+export function isClaimKeyShape(key: string): boolean {
+  return /^vck_[A-Za-z0-9_-]{43}$/.test(key);
+}
+
+/** The lookup hash of a claim key: hex SHA-256 (server_secrets.lookup_hash). The key itself is never stored unsealed. */
+export function claimKeyLookupHash(key: string): string {
+  return createHash("sha256").update(key, "utf8").digest("hex");
+}
+
 /** A short random key id, for example `k_3f9a1c2b`. */
 export function generateKid(): string {
   return `k_${randomBytes(4).toString("hex")}`;

@@ -417,7 +417,8 @@ export const ModelName = {
   CallbackHealth: 'CallbackHealth',
   CallbackEndpoint: 'CallbackEndpoint',
   SecretsKeyCheck: 'SecretsKeyCheck',
-  WebhookSigningKey: 'WebhookSigningKey'
+  WebhookSigningKey: 'WebhookSigningKey',
+  VoteClaim: 'VoteClaim'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -433,7 +434,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -1991,6 +1992,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    VoteClaim: {
+      payload: Prisma.$VoteClaimPayload<ExtArgs>
+      fields: Prisma.VoteClaimFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.VoteClaimFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteClaimPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.VoteClaimFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteClaimPayload>
+        }
+        findFirst: {
+          args: Prisma.VoteClaimFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteClaimPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.VoteClaimFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteClaimPayload>
+        }
+        findMany: {
+          args: Prisma.VoteClaimFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteClaimPayload>[]
+        }
+        create: {
+          args: Prisma.VoteClaimCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteClaimPayload>
+        }
+        createMany: {
+          args: Prisma.VoteClaimCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.VoteClaimCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteClaimPayload>[]
+        }
+        delete: {
+          args: Prisma.VoteClaimDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteClaimPayload>
+        }
+        update: {
+          args: Prisma.VoteClaimUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteClaimPayload>
+        }
+        deleteMany: {
+          args: Prisma.VoteClaimDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.VoteClaimUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.VoteClaimUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteClaimPayload>[]
+        }
+        upsert: {
+          args: Prisma.VoteClaimUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteClaimPayload>
+        }
+        aggregate: {
+          args: Prisma.VoteClaimAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateVoteClaim>
+        }
+        groupBy: {
+          args: Prisma.VoteClaimGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoteClaimGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.VoteClaimCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoteClaimCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -2040,6 +2115,10 @@ export const ServerScalarFieldEnum = {
   votifierServiceName: 'votifierServiceName',
   votifierToken: 'votifierToken',
   pullEnabled: 'pullEnabled',
+  claimsEnabled: 'claimsEnabled',
+  claimHoldDays: 'claimHoldDays',
+  claimMaxHeld: 'claimMaxHeld',
+  claimPayOnce: 'claimPayOnce',
   createdAt: 'createdAt',
   ownerId: 'ownerId'
 } as const
@@ -2056,7 +2135,8 @@ export const ServerSecretScalarFieldEnum = {
   ciphertext: 'ciphertext',
   createdAt: 'createdAt',
   expiresAt: 'expiresAt',
-  revokedAt: 'revokedAt'
+  revokedAt: 'revokedAt',
+  lookupHash: 'lookupHash'
 } as const
 
 export type ServerSecretScalarFieldEnum = (typeof ServerSecretScalarFieldEnum)[keyof typeof ServerSecretScalarFieldEnum]
@@ -2346,6 +2426,26 @@ export const WebhookSigningKeyScalarFieldEnum = {
 export type WebhookSigningKeyScalarFieldEnum = (typeof WebhookSigningKeyScalarFieldEnum)[keyof typeof WebhookSigningKeyScalarFieldEnum]
 
 
+export const VoteClaimScalarFieldEnum = {
+  heartId: 'heartId',
+  serverId: 'serverId',
+  playerKey: 'playerKey',
+  usernameLower: 'usernameLower',
+  steamId: 'steamId',
+  discordId: 'discordId',
+  minecraftUuid: 'minecraftUuid',
+  accountId: 'accountId',
+  countedAt: 'countedAt',
+  expiresAt: 'expiresAt',
+  claimedAt: 'claimedAt',
+  state: 'state',
+  expiredReason: 'expiredReason',
+  expiredAt: 'expiredAt'
+} as const
+
+export type VoteClaimScalarFieldEnum = (typeof VoteClaimScalarFieldEnum)[keyof typeof VoteClaimScalarFieldEnum]
+
+
 export const SortOrder = {
   asc: 'asc',
   desc: 'desc'
@@ -2541,6 +2641,20 @@ export type EnumQueryModeFieldRefInput<$PrismaModel> = FieldRefInputType<$Prisma
 
 
 /**
+ * Reference to a field of type 'VoteClaimState'
+ */
+export type EnumVoteClaimStateFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'VoteClaimState'>
+    
+
+
+/**
+ * Reference to a field of type 'VoteClaimState[]'
+ */
+export type ListEnumVoteClaimStateFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'VoteClaimState[]'>
+    
+
+
+/**
  * Reference to a field of type 'Float'
  */
 export type FloatFieldRefInput<$PrismaModel> = FieldRefInputType<$PrismaModel, 'Float'>
@@ -2725,6 +2839,7 @@ export type GlobalOmitConfig = {
   callbackEndpoint?: Prisma.CallbackEndpointOmit
   secretsKeyCheck?: Prisma.SecretsKeyCheckOmit
   webhookSigningKey?: Prisma.WebhookSigningKeyOmit
+  voteClaim?: Prisma.VoteClaimOmit
 }
 
 /* Types for Logging */

@@ -71,7 +71,8 @@ export const ModelName = {
   CallbackHealth: 'CallbackHealth',
   CallbackEndpoint: 'CallbackEndpoint',
   SecretsKeyCheck: 'SecretsKeyCheck',
-  WebhookSigningKey: 'WebhookSigningKey'
+  WebhookSigningKey: 'WebhookSigningKey',
+  VoteClaim: 'VoteClaim'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -100,6 +101,10 @@ export const ServerScalarFieldEnum = {
   votifierServiceName: 'votifierServiceName',
   votifierToken: 'votifierToken',
   pullEnabled: 'pullEnabled',
+  claimsEnabled: 'claimsEnabled',
+  claimHoldDays: 'claimHoldDays',
+  claimMaxHeld: 'claimMaxHeld',
+  claimPayOnce: 'claimPayOnce',
   createdAt: 'createdAt',
   ownerId: 'ownerId'
 } as const
@@ -116,7 +121,8 @@ export const ServerSecretScalarFieldEnum = {
   ciphertext: 'ciphertext',
   createdAt: 'createdAt',
   expiresAt: 'expiresAt',
-  revokedAt: 'revokedAt'
+  revokedAt: 'revokedAt',
+  lookupHash: 'lookupHash'
 } as const
 
 export type ServerSecretScalarFieldEnum = (typeof ServerSecretScalarFieldEnum)[keyof typeof ServerSecretScalarFieldEnum]
@@ -404,6 +410,26 @@ export const WebhookSigningKeyScalarFieldEnum = {
 } as const
 
 export type WebhookSigningKeyScalarFieldEnum = (typeof WebhookSigningKeyScalarFieldEnum)[keyof typeof WebhookSigningKeyScalarFieldEnum]
+
+
+export const VoteClaimScalarFieldEnum = {
+  heartId: 'heartId',
+  serverId: 'serverId',
+  playerKey: 'playerKey',
+  usernameLower: 'usernameLower',
+  steamId: 'steamId',
+  discordId: 'discordId',
+  minecraftUuid: 'minecraftUuid',
+  accountId: 'accountId',
+  countedAt: 'countedAt',
+  expiresAt: 'expiresAt',
+  claimedAt: 'claimedAt',
+  state: 'state',
+  expiredReason: 'expiredReason',
+  expiredAt: 'expiredAt'
+} as const
+
+export type VoteClaimScalarFieldEnum = (typeof VoteClaimScalarFieldEnum)[keyof typeof VoteClaimScalarFieldEnum]
 
 
 export const SortOrder = {

@@ -541,14 +541,6 @@ export type EnumReferralStateFieldUpdateOperationsInput = {
   set?: $Enums.ReferralState
 }
 
-export type IntFieldUpdateOperationsInput = {
-  set?: number
-  increment?: number
-  decrement?: number
-  multiply?: number
-  divide?: number
-}
-
 export type ReferralCreateNestedOneWithoutCreditInput = {
   create?: Prisma.XOR<Prisma.ReferralCreateWithoutCreditInput, Prisma.ReferralUncheckedCreateWithoutCreditInput>
   connectOrCreate?: Prisma.ReferralCreateOrConnectWithoutCreditInput

@@ -28,10 +28,14 @@ export type AggregateServer = {
 
 export type ServerAvgAggregateOutputType = {
   votifierPort: number | null
+  claimHoldDays: number | null
+  claimMaxHeld: number | null
 }
 
 export type ServerSumAggregateOutputType = {
   votifierPort: number | null
+  claimHoldDays: number | null
+  claimMaxHeld: number | null
 }
 
 export type ServerMinAggregateOutputType = {
@@ -44,6 +48,10 @@ export type ServerMinAggregateOutputType = {
   votifierServiceName: string | null
   votifierToken: string | null
   pullEnabled: boolean | null
+  claimsEnabled: boolean | null
+  claimHoldDays: number | null
+  claimMaxHeld: number | null
+  claimPayOnce: boolean | null
   createdAt: Date | null
   ownerId: string | null
 }
@@ -58,6 +66,10 @@ export type ServerMaxAggregateOutputType = {
   votifierServiceName: string | null
   votifierToken: string | null
   pullEnabled: boolean | null
+  claimsEnabled: boolean | null
+  claimHoldDays: number | null
+  claimMaxHeld: number | null
+  claimPayOnce: boolean | null
   createdAt: Date | null
   ownerId: string | null
 }
@@ -72,6 +84,10 @@ export type ServerCountAggregateOutputType = {
   votifierServiceName: number
   votifierToken: number
   pullEnabled: number
+  claimsEnabled: number
+  claimHoldDays: number
+  claimMaxHeld: number
+  claimPayOnce: number
   createdAt: number
   ownerId: number
   _all: number
@@ -80,10 +96,14 @@ export type ServerCountAggregateOutputType = {
 
 export type ServerAvgAggregateInputType = {
   votifierPort?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
 }
 
 export type ServerSumAggregateInputType = {
   votifierPort?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
 }
 
 export type ServerMinAggregateInputType = {
@@ -96,6 +116,10 @@ export type ServerMinAggregateInputType = {
   votifierServiceName?: true
   votifierToken?: true
   pullEnabled?: true
+  claimsEnabled?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
+  claimPayOnce?: true
   createdAt?: true
   ownerId?: true
 }
@@ -110,6 +134,10 @@ export type ServerMaxAggregateInputType = {
   votifierServiceName?: true
   votifierToken?: true
   pullEnabled?: true
+  claimsEnabled?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
+  claimPayOnce?: true
   createdAt?: true
   ownerId?: true
 }
@@ -124,6 +152,10 @@ export type ServerCountAggregateInputType = {
   votifierServiceName?: true
   votifierToken?: true
   pullEnabled?: true
+  claimsEnabled?: true
+  claimHoldDays?: true
+  claimMaxHeld?: true
+  claimPayOnce?: true
   createdAt?: true
   ownerId?: true
   _all?: true
@@ -225,6 +257,10 @@ export type ServerGroupByOutputType = {
   votifierServiceName: string | null
   votifierToken: string | null
   pullEnabled: boolean
+  claimsEnabled: boolean
+  claimHoldDays: number
+  claimMaxHeld: number
+  claimPayOnce: boolean
   createdAt: Date
   ownerId: string | null
   _count: ServerCountAggregateOutputType | null
@@ -262,6 +298,10 @@ export type ServerWhereInput = {
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimHoldDays?: Prisma.IntFilter<"Server"> | number
+  claimMaxHeld?: Prisma.IntFilter<"Server"> | number
+  claimPayOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
@@ -283,6 +323,10 @@ export type ServerOrderByWithRelationInput = {
   votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   owner?: Prisma.OwnerOrderByWithRelationInput
@@ -307,6 +351,10 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimHoldDays?: Prisma.IntFilter<"Server"> | number
+  claimMaxHeld?: Prisma.IntFilter<"Server"> | number
+  claimPayOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   owner?: Prisma.XOR<Prisma.OwnerNullableScalarRelationFilter, Prisma.OwnerWhereInput> | null
@@ -328,6 +376,10 @@ export type ServerOrderByWithAggregationInput = {
   votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ServerCountOrderByAggregateInput
@@ -350,6 +402,10 @@ export type ServerScalarWhereWithAggregatesInput = {
   votifierServiceName?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
+  claimsEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
+  claimHoldDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
+  claimMaxHeld?: Prisma.IntWithAggregatesFilter<"Server"> | number
+  claimPayOnce?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
 }
@@ -364,6 +420,10 @@ export type ServerCreateInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -384,6 +444,10 @@ export type ServerUncheckedCreateInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -404,6 +468,10 @@ export type ServerUpdateInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -424,6 +492,10 @@ export type ServerUncheckedUpdateInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -444,6 +516,10 @@ export type ServerCreateManyInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
 }
@@ -458,6 +534,10 @@ export type ServerUpdateManyMutationInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -471,6 +551,10 @@ export type ServerUncheckedUpdateManyInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
@@ -485,12 +569,18 @@ export type ServerCountOrderByAggregateInput = {
   votifierServiceName?: Prisma.SortOrder
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
 }
 
 export type ServerAvgOrderByAggregateInput = {
   votifierPort?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
 }
 
 export type ServerMaxOrderByAggregateInput = {
@@ -503,6 +593,10 @@ export type ServerMaxOrderByAggregateInput = {
   votifierServiceName?: Prisma.SortOrder
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
 }
@@ -517,12 +611,18 @@ export type ServerMinOrderByAggregateInput = {
   votifierServiceName?: Prisma.SortOrder
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  claimsEnabled?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
+  claimPayOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
 }
 
 export type ServerSumOrderByAggregateInput = {
   votifierPort?: Prisma.SortOrder
+  claimHoldDays?: Prisma.SortOrder
+  claimMaxHeld?: Prisma.SortOrder
 }
 
 export type ServerScalarRelationFilter = {
@@ -554,6 +654,14 @@ export type NullableStringFieldUpdateOperationsInput = {
 
 export type NullableIntFieldUpdateOperationsInput = {
   set?: number | null
+  increment?: number
+  decrement?: number
+  multiply?: number
+  divide?: number
+}
+
+export type IntFieldUpdateOperationsInput = {
+  set?: number
   increment?: number
   decrement?: number
   multiply?: number
@@ -700,6 +808,10 @@ export type ServerCreateWithoutSecretsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -719,6 +831,10 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -754,6 +870,10 @@ export type ServerUpdateWithoutSecretsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -773,6 +893,10 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -792,6 +916,10 @@ export type ServerCreateWithoutClicksInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -811,6 +939,10 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -846,6 +978,10 @@ export type ServerUpdateWithoutClicksInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -865,6 +1001,10 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -884,6 +1024,10 @@ export type ServerCreateWithoutReferralsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -903,6 +1047,10 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -938,6 +1086,10 @@ export type ServerUpdateWithoutReferralsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -957,6 +1109,10 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -976,6 +1132,10 @@ export type ServerCreateWithoutDeliveriesInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -995,6 +1155,10 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -1030,6 +1194,10 @@ export type ServerUpdateWithoutDeliveriesInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -1049,6 +1217,10 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -1068,6 +1240,10 @@ export type ServerCreateWithoutOwnerInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
@@ -1087,6 +1263,10 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
   clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
@@ -1135,6 +1315,10 @@ export type ServerScalarWhereInput = {
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  claimHoldDays?: Prisma.IntFilter<"Server"> | number
+  claimMaxHeld?: Prisma.IntFilter<"Server"> | number
+  claimPayOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
 }
@@ -1149,6 +1333,10 @@ export type ServerCreateWithoutCallbackHealthInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -1168,6 +1356,10 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -1203,6 +1395,10 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -1222,6 +1418,10 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -1241,6 +1441,10 @@ export type ServerCreateWithoutEndpointsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
   secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
@@ -1260,6 +1464,10 @@ export type ServerUncheckedCreateWithoutEndpointsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
@@ -1295,6 +1503,10 @@ export type ServerUpdateWithoutEndpointsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
@@ -1314,6 +1526,10 @@ export type ServerUncheckedUpdateWithoutEndpointsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
@@ -1333,6 +1549,10 @@ export type ServerCreateManyOwnerInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  claimPayOnce?: boolean
   createdAt?: Date | string
 }
 
@@ -1346,6 +1566,10 @@ export type ServerUpdateWithoutOwnerInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
@@ -1365,6 +1589,10 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
   clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
@@ -1384,6 +1612,10 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  claimPayOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -1473,6 +1705,10 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: boolean
+  claimMaxHeld?: boolean
+  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
@@ -1495,6 +1731,10 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: boolean
+  claimMaxHeld?: boolean
+  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
@@ -1510,6 +1750,10 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: boolean
+  claimMaxHeld?: boolean
+  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
@@ -1525,11 +1769,15 @@ export type ServerSelectScalar = {
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  claimsEnabled?: boolean
+  claimHoldDays?: boolean
+  claimMaxHeld?: boolean
+  claimPayOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "claimsEnabled" | "claimHoldDays" | "claimMaxHeld" | "claimPayOnce" | "createdAt" | "ownerId", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -1580,6 +1828,22 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
      * Counted hearts are also kept for the owner's signed pull API (claimed by heart_id).
      */
     pullEnabled: boolean
+    /**
+     * The claim ledger is on (set when the first claim key is minted): counted hearts are held for claiming.
+     */
+    claimsEnabled: boolean
+    /**
+     * Days a counted heart stays claimable (1..90).
+     */
+    claimHoldDays: number
+    /**
+     * Unclaimed hearts held per player at most; a newer one expires the oldest (reason "cap").
+     */
+    claimMaxHeld: number
+    /**
+     * Reserved for the cross-transport pay-once mode (not in effect yet).
+     */
+    claimPayOnce: boolean
     createdAt: Date
     /**
      * The owner (the list's account id) whose dashboard sessions may manage this server; null: operators only.
@@ -2024,6 +2288,10 @@ export interface ServerFieldRefs {
   readonly votifierServiceName: Prisma.FieldRef<"Server", 'String'>
   readonly votifierToken: Prisma.FieldRef<"Server", 'String'>
   readonly pullEnabled: Prisma.FieldRef<"Server", 'Boolean'>
+  readonly claimsEnabled: Prisma.FieldRef<"Server", 'Boolean'>
+  readonly claimHoldDays: Prisma.FieldRef<"Server", 'Int'>
+  readonly claimMaxHeld: Prisma.FieldRef<"Server", 'Int'>
+  readonly claimPayOnce: Prisma.FieldRef<"Server", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly ownerId: Prisma.FieldRef<"Server", 'String'>
 }

@@ -34,6 +34,7 @@ export type ServerSecretMinAggregateOutputType = {
   createdAt: Date | null
   expiresAt: Date | null
   revokedAt: Date | null
+  lookupHash: string | null
 }
 
 export type ServerSecretMaxAggregateOutputType = {
@@ -46,6 +47,7 @@ export type ServerSecretMaxAggregateOutputType = {
   createdAt: Date | null
   expiresAt: Date | null
   revokedAt: Date | null
+  lookupHash: string | null
 }
 
 export type ServerSecretCountAggregateOutputType = {
@@ -58,6 +60,7 @@ export type ServerSecretCountAggregateOutputType = {
   createdAt: number
   expiresAt: number
   revokedAt: number
+  lookupHash: number
   _all: number
 }
 
@@ -72,6 +75,7 @@ export type ServerSecretMinAggregateInputType = {
   createdAt?: true
   expiresAt?: true
   revokedAt?: true
+  lookupHash?: true
 }
 
 export type ServerSecretMaxAggregateInputType = {
@@ -84,6 +88,7 @@ export type ServerSecretMaxAggregateInputType = {
   createdAt?: true
   expiresAt?: true
   revokedAt?: true
+  lookupHash?: true
 }
 
 export type ServerSecretCountAggregateInputType = {
@@ -96,6 +101,7 @@ export type ServerSecretCountAggregateInputType = {
   createdAt?: true
   expiresAt?: true
   revokedAt?: true
+  lookupHash?: true
   _all?: true
 }
 
@@ -181,6 +187,7 @@ export type ServerSecretGroupByOutputType = {
   createdAt: Date
   expiresAt: Date | null
   revokedAt: Date | null
+  lookupHash: string | null
   _count: ServerSecretCountAggregateOutputType | null
   _min: ServerSecretMinAggregateOutputType | null
   _max: ServerSecretMaxAggregateOutputType | null
@@ -214,6 +221,7 @@ export type ServerSecretWhereInput = {
   createdAt?: Prisma.DateTimeFilter<"ServerSecret"> | Date | string
   expiresAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   revokedAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
+  lookupHash?: Prisma.StringNullableFilter<"ServerSecret"> | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   endpoint?: Prisma.XOR<Prisma.CallbackEndpointNullableScalarRelationFilter, Prisma.CallbackEndpointWhereInput> | null
 }
@@ -228,12 +236,14 @@ export type ServerSecretOrderByWithRelationInput = {
   createdAt?: Prisma.SortOrder
   expiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
   revokedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  lookupHash?: Prisma.SortOrderInput | Prisma.SortOrder
   server?: Prisma.ServerOrderByWithRelationInput
   endpoint?: Prisma.CallbackEndpointOrderByWithRelationInput
 }
 
 export type ServerSecretWhereUniqueInput = Prisma.AtLeast<{
   id?: string
+  lookupHash?: string
   serverId_purpose_kid?: Prisma.ServerSecretServerIdPurposeKidCompoundUniqueInput
   AND?: Prisma.ServerSecretWhereInput | Prisma.ServerSecretWhereInput[]
   OR?: Prisma.ServerSecretWhereInput[]
@@ -248,7 +258,7 @@ export type ServerSecretWhereUniqueInput = Prisma.AtLeast<{
   revokedAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   endpoint?: Prisma.XOR<Prisma.CallbackEndpointNullableScalarRelationFilter, Prisma.CallbackEndpointWhereInput> | null
-}, "id" | "serverId_purpose_kid">
+}, "id" | "lookupHash" | "serverId_purpose_kid">
 
 export type ServerSecretOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
@@ -260,6 +270,7 @@ export type ServerSecretOrderByWithAggregationInput = {
   createdAt?: Prisma.SortOrder
   expiresAt?: Prisma.SortOrderInput | Prisma.SortOrder
   revokedAt?: Prisma.SortOrderInput | Prisma.SortOrder
+  lookupHash?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.ServerSecretCountOrderByAggregateInput
   _max?: Prisma.ServerSecretMaxOrderByAggregateInput
   _min?: Prisma.ServerSecretMinOrderByAggregateInput
@@ -278,6 +289,7 @@ export type ServerSecretScalarWhereWithAggregatesInput = {
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"ServerSecret"> | Date | string
   expiresAt?: Prisma.DateTimeNullableWithAggregatesFilter<"ServerSecret"> | Date | string | null
   revokedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"ServerSecret"> | Date | string | null
+  lookupHash?: Prisma.StringNullableWithAggregatesFilter<"ServerSecret"> | string | null
 }
 
 export type ServerSecretCreateInput = {
@@ -288,6 +300,7 @@ export type ServerSecretCreateInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
   server: Prisma.ServerCreateNestedOneWithoutSecretsInput
   endpoint?: Prisma.CallbackEndpointCreateNestedOneWithoutSecretsInput
 }
@@ -302,6 +315,7 @@ export type ServerSecretUncheckedCreateInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
 }
 
 export type ServerSecretUpdateInput = {
@@ -312,6 +326,7 @@ export type ServerSecretUpdateInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutSecretsNestedInput
   endpoint?: Prisma.CallbackEndpointUpdateOneWithoutSecretsNestedInput
 }
@@ -326,6 +341,7 @@ export type ServerSecretUncheckedUpdateInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerSecretCreateManyInput = {
@@ -338,6 +354,7 @@ export type ServerSecretCreateManyInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
 }
 
 export type ServerSecretUpdateManyMutationInput = {
@@ -348,6 +365,7 @@ export type ServerSecretUpdateManyMutationInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerSecretUncheckedUpdateManyInput = {
@@ -360,6 +378,7 @@ export type ServerSecretUncheckedUpdateManyInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerSecretListRelationFilter = {
@@ -388,6 +407,7 @@ export type ServerSecretCountOrderByAggregateInput = {
   createdAt?: Prisma.SortOrder
   expiresAt?: Prisma.SortOrder
   revokedAt?: Prisma.SortOrder
+  lookupHash?: Prisma.SortOrder
 }
 
 export type ServerSecretMaxOrderByAggregateInput = {
@@ -400,6 +420,7 @@ export type ServerSecretMaxOrderByAggregateInput = {
   createdAt?: Prisma.SortOrder
   expiresAt?: Prisma.SortOrder
   revokedAt?: Prisma.SortOrder
+  lookupHash?: Prisma.SortOrder
 }
 
 export type ServerSecretMinOrderByAggregateInput = {
@@ -412,6 +433,7 @@ export type ServerSecretMinOrderByAggregateInput = {
   createdAt?: Prisma.SortOrder
   expiresAt?: Prisma.SortOrder
   revokedAt?: Prisma.SortOrder
+  lookupHash?: Prisma.SortOrder
 }
 
 export type ServerSecretCreateNestedManyWithoutServerInput = {
@@ -514,6 +536,7 @@ export type ServerSecretCreateWithoutServerInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
   endpoint?: Prisma.CallbackEndpointCreateNestedOneWithoutSecretsInput
 }
 
@@ -526,6 +549,7 @@ export type ServerSecretUncheckedCreateWithoutServerInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
 }
 
 export type ServerSecretCreateOrConnectWithoutServerInput = {
@@ -567,6 +591,7 @@ export type ServerSecretScalarWhereInput = {
   createdAt?: Prisma.DateTimeFilter<"ServerSecret"> | Date | string
   expiresAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
   revokedAt?: Prisma.DateTimeNullableFilter<"ServerSecret"> | Date | string | null
+  lookupHash?: Prisma.StringNullableFilter<"ServerSecret"> | string | null
 }
 
 export type ServerSecretCreateWithoutEndpointInput = {
@@ -577,6 +602,7 @@ export type ServerSecretCreateWithoutEndpointInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
   server: Prisma.ServerCreateNestedOneWithoutSecretsInput
 }
 
@@ -589,6 +615,7 @@ export type ServerSecretUncheckedCreateWithoutEndpointInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
 }
 
 export type ServerSecretCreateOrConnectWithoutEndpointInput = {
@@ -626,6 +653,7 @@ export type ServerSecretCreateManyServerInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
 }
 
 export type ServerSecretUpdateWithoutServerInput = {
@@ -636,6 +664,7 @@ export type ServerSecretUpdateWithoutServerInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   endpoint?: Prisma.CallbackEndpointUpdateOneWithoutSecretsNestedInput
 }
 
@@ -648,6 +677,7 @@ export type ServerSecretUncheckedUpdateWithoutServerInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerSecretUncheckedUpdateManyWithoutServerInput = {
@@ -659,6 +689,7 @@ export type ServerSecretUncheckedUpdateManyWithoutServerInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerSecretCreateManyEndpointInput = {
@@ -670,6 +701,7 @@ export type ServerSecretCreateManyEndpointInput = {
   createdAt?: Date | string
   expiresAt?: Date | string | null
   revokedAt?: Date | string | null
+  lookupHash?: string | null
 }
 
 export type ServerSecretUpdateWithoutEndpointInput = {
@@ -680,6 +712,7 @@ export type ServerSecretUpdateWithoutEndpointInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   server?: Prisma.ServerUpdateOneRequiredWithoutSecretsNestedInput
 }
 
@@ -692,6 +725,7 @@ export type ServerSecretUncheckedUpdateWithoutEndpointInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 export type ServerSecretUncheckedUpdateManyWithoutEndpointInput = {
@@ -703,6 +737,7 @@ export type ServerSecretUncheckedUpdateManyWithoutEndpointInput = {
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   expiresAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   revokedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  lookupHash?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
 }
 
 
@@ -717,6 +752,7 @@ export type ServerSecretSelect<ExtArgs extends runtime.Types.Extensions.Internal
   createdAt?: boolean
   expiresAt?: boolean
   revokedAt?: boolean
+  lookupHash?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }, ExtArgs["result"]["serverSecret"]>
@@ -731,6 +767,7 @@ export type ServerSecretSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   createdAt?: boolean
   expiresAt?: boolean
   revokedAt?: boolean
+  lookupHash?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }, ExtArgs["result"]["serverSecret"]>
@@ -745,6 +782,7 @@ export type ServerSecretSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   createdAt?: boolean
   expiresAt?: boolean
   revokedAt?: boolean
+  lookupHash?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
 }, ExtArgs["result"]["serverSecret"]>
@@ -759,9 +797,10 @@ export type ServerSecretSelectScalar = {
   createdAt?: boolean
   expiresAt?: boolean
   revokedAt?: boolean
+  lookupHash?: boolean
 }
 
-export type ServerSecretOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "endpointId" | "purpose" | "kid" | "ciphertext" | "createdAt" | "expiresAt" | "revokedAt", ExtArgs["result"]["serverSecret"]>
+export type ServerSecretOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "endpointId" | "purpose" | "kid" | "ciphertext" | "createdAt" | "expiresAt" | "revokedAt" | "lookupHash", ExtArgs["result"]["serverSecret"]>
 export type ServerSecretInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   endpoint?: boolean | Prisma.ServerSecret$endpointArgs<ExtArgs>
@@ -800,6 +839,10 @@ export type $ServerSecretPayload<ExtArgs extends runtime.Types.Extensions.Intern
      */
     expiresAt: Date | null
     revokedAt: Date | null
+    /**
+     * Claim keys only: hex SHA-256 of the key, so a check finds its server by the key alone (one index lookup).
+     */
+    lookupHash: string | null
   }, ExtArgs["result"]["serverSecret"]>
   composites: {}
 }
@@ -1234,6 +1277,7 @@ export interface ServerSecretFieldRefs {
   readonly createdAt: Prisma.FieldRef<"ServerSecret", 'DateTime'>
   readonly expiresAt: Prisma.FieldRef<"ServerSecret", 'DateTime'>
   readonly revokedAt: Prisma.FieldRef<"ServerSecret", 'DateTime'>
+  readonly lookupHash: Prisma.FieldRef<"ServerSecret", 'String'>
 }
     
 

@@ -1,0 +1,39 @@
+import { create } from "@bufbuild/protobuf";
+import { ClaimStatus, ClaimVoteResponseSchema, type ClaimVoteRequest, type ClaimVoteResponse } from "../../gen/proto/claims/v1/claims_pb.js";
+import type { CoreDeps } from "../shared/deps.js";
+import { Overloaded } from "../shared/errors.js";
+import { heartFields } from "./check-vote.js";
+import { toLedgerPlayer } from "./ledger-player.js";
+import { claimOldestHeld, readStanding } from "./ledger-store.js";
+import type { ClaimKeyResolver } from "./resolve-claim-key.js";
+
+/** Claim attempts that may find the heart they aimed at taken by a concurrent claim while another is still held. */
+const MAX_CLAIM_ATTEMPTS = 3;
+/** The retry hint when they all did. */
+const CLAIM_RETRY_AFTER_MS = 100;
+
+/**
+ * ClaimVote: claims the player's OLDEST held heart atomically -> CLAIMED_NOW (plugins' 1); with
+ * none held but one claimed within its window -> ALREADY_CLAIMED (2, never 0: a plugin that lost
+ * its first answer must be able to tell); else NOT_FOUND (0). Of concurrent claims of one held
+ * heart exactly one answers CLAIMED_NOW, the others ALREADY_CLAIMED.
+ * 1. the player id; 2. the key -> server (wrong key: NOT_FOUND, key_valid false);
+ * 3. the conditional claim; when it took nothing, the standing says 2 or 0 (or that a heart is still held: claim again).
+ */
+export async function claimVote(deps: CoreDeps, resolveKey: ClaimKeyResolver, req: ClaimVoteRequest): Promise<ClaimVoteResponse> {
+  const player = toLedgerPlayer(req.player);
+  const serverId = await resolveKey(req.claimKey);
+  if (serverId === null) return create(ClaimVoteResponseSchema, { status: ClaimStatus.NOT_FOUND, keyValid: false });
+  const base = { keyValid: true, serverId };
+  for (let attempt = 1; ; attempt++) {
+    const now = deps.now();
+    const claimed = await claimOldestHeld(deps.prisma, serverId, player, now);
+    if (claimed !== null) return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.CLAIMED_NOW, ...heartFields(claimed) });
+    const standing = await readStanding(deps.prisma, serverId, player, now);
+    if (standing.kind === "none") return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.NOT_FOUND });
+    if (standing.kind === "claimed") return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.ALREADY_CLAIMED, ...heartFields(standing.heart) });
+    // Failure policy: a heart still held after a claim took nothing was counted between the two statements; claim
+    // again a bounded number of times, then refuse as overloaded (nothing claimed; the plugin polls again), never a 2 it might pay on.
+    if (attempt >= MAX_CLAIM_ATTEMPTS) throw new Overloaded(CLAIM_RETRY_AFTER_MS);
+  }
+}

@@ -1,0 +1,285 @@
+/**
+ * The claim ledger (issue 19, items 2 core and 3) on real PostgreSQL, through the production wiring:
+ * ClaimService.CheckVote / ClaimVote answer reward plugins' check/claim polls from vote_claims, which
+ * CastHeart writes in its own statement; ServerAdminService mints, reveals and rotates the claim key
+ * and sets the hold window and the per-player cap. The clock is injected.
+ */
+import anyTest, { type TestFn } from "ava";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { startStack, type TestStack } from "../helpers/stack.js";
+import { createTestClock, type TestClock } from "./delivery-harness.js";
+
+const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";
+const DAY_MS = 86_400_000;
+const STEAM = "76561198012345678";
+const OTHER_STEAM = "76561198099999999";
+
+interface Context {
+  stack: TestStack;
+  clock: TestClock;
+  claims: Client<typeof ClaimService>;
+}
+const test = anyTest as TestFn<Context>;
+
+test.before(async (t) => {
+  const clock = createTestClock("2026-03-10T12:00:00.000Z");
+  const stack = await startStack({ now: () => clock.now() });
+  const claims = createClient(ClaimService, createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN));
+  t.context = { stack, clock, claims };
+});
+test.after.always(async (t) => {
+  await t.context.stack?.close();
+});
+
+let counter = 0;
+function fresh(): { ip: string; voter: string } {
+  counter++;
+  return { ip: `203.0.${(counter >> 8) & 0xff}.${counter & 0xff}`, voter: `voter-${counter}` };
+}
+
+/** A server with a claim key (and the settings given); returns its id and key. */
+async function claimServer(t: { context: Context }, settings: { holdDays?: number; maxHeldPerPlayer?: number } = {}) {
+  const { admin } = t.context.stack.clients;
+  const { server } = await admin.createServer({ name: "Rust x3" });
+  const serverId = server!.id;
+  const { claimKey } = await admin.rotateClaimKey({ serverId });
+  if (settings.holdDays || settings.maxHeldPerPlayer) {
+    await admin.setClaimSettings({ serverId, holdDays: settings.holdDays ?? 0, maxHeldPerPlayer: settings.maxHeldPerPlayer ?? 0 });
+  }
+  return { serverId, claimKey };
+}
+
+function vote(
+  t: { context: Context },
+  serverId: string,
+  ids: Partial<{ username: string; steamId: string; discordId: string; minecraftUuid: string; accountId: string }> = {},
+) {
+  const { ip, voter } = fresh();
+  return t.context.stack.clients.hearts.castHeart({ serverId, voterIdentity: voter, username: ids.username ?? "Steve", ip, userAgent: UA, ...ids });
+}
+
+const steam = (value: string) => ({ kind: PlayerIdKind.STEAM_ID, value });
+
+test.serial("check 0 -> vote -> check 1 -> claim 1 -> check 2 -> claim 2; another player 0; a wrong key 0 with key_valid false", async (t) => {
+  const { claims } = t.context;
+  const { serverId, claimKey } = await claimServer(t);
+  t.true(claimKey.startsWith("vck_"));
+
+  t.like(await claims.checkVote({ claimKey, player: steam(STEAM) }), { status: ClaimStatus.NOT_FOUND, keyValid: true, serverId, heartId: "" });
+  const heart = await vote(t, serverId, { steamId: STEAM });
+  t.true(heart.counted);
+
+  const check1 = await claims.checkVote({ claimKey, player: steam(STEAM) });
+  t.like(check1, { status: ClaimStatus.VOTED_UNCLAIMED, keyValid: true, serverId, heartId: heart.heartId });
+  t.is(timestampDate(check1.votedAt!).toISOString(), "2026-03-10T12:00:00.000Z");
+  t.is(timestampDate(check1.expiresAt!).toISOString(), "2026-04-09T12:00:00.000Z", "counted_at + 30 days by default");
+  t.is(check1.claimedAt, undefined);
+
+  t.like(await claims.claimVote({ claimKey, player: steam(STEAM) }), { status: ClaimStatus.CLAIMED_NOW, keyValid: true, heartId: heart.heartId });
+  const check2 = await claims.checkVote({ claimKey, player: steam(STEAM) });
+  t.like(check2, { status: ClaimStatus.ALREADY_CLAIMED, heartId: heart.heartId });
+  t.truthy(check2.claimedAt);
+  t.like(await claims.claimVote({ claimKey, player: steam(STEAM) }), { status: ClaimStatus.ALREADY_CLAIMED, heartId: heart.heartId });
+
+  t.like(await claims.checkVote({ claimKey, player: steam(OTHER_STEAM) }), { status: ClaimStatus.NOT_FOUND, keyValid: true });
+  t.like(await claims.claimVote({ claimKey, player: steam(OTHER_STEAM) }), { status: ClaimStatus.NOT_FOUND, keyValid: true });
+
+  for (const wrong of [`vck_${"A".repeat(43)}`, "not-a-key", "", `${claimKey}x`]) {
+    for (const answer of [
+      await claims.checkVote({ claimKey: wrong, player: steam(STEAM) }),
+      await claims.claimVote({ claimKey: wrong, player: steam(STEAM) }),
+    ]) {
+      t.like(answer, { status: ClaimStatus.NOT_FOUND, keyValid: false, serverId: "", heartId: "" });
+    }
+  }
+});
+
+test.serial("every id kind finds the heart; usernames compare case-insensitively; a Minecraft UUID in any spelling", async (t) => {
+  const { claims } = t.context;
+  const { claimKey, serverId } = await claimServer(t);
+  const heart = await vote(t, serverId, {
+    username: "Steve_Builder",
+    discordId: "80351110224678912",
+    minecraftUuid: "069a79f4-44e9-4726-a5be-fca90e38aaf5",
+    accountId: "realm-7/42",
+  });
+  const players = [
+    { kind: PlayerIdKind.USERNAME, value: "steve_builder" },
+    { kind: PlayerIdKind.USERNAME, value: "STEVE_BUILDER" },
+    { kind: PlayerIdKind.DISCORD_ID, value: "80351110224678912" },
+    { kind: PlayerIdKind.MINECRAFT_UUID, value: "069A79F444E94726A5BEFCA90E38AAF5" },
+    { kind: PlayerIdKind.ACCOUNT_ID, value: "realm-7/42" },
+  ];
+  for (const player of players)
+    t.like(await claims.checkVote({ claimKey, player }), { status: ClaimStatus.VOTED_UNCLAIMED, heartId: heart.heartId }, player.value);
+  t.like(
+    await claims.checkVote({ claimKey, player: { kind: PlayerIdKind.ACCOUNT_ID, value: "REALM-7/42" } }),
+    { status: ClaimStatus.NOT_FOUND },
+    "account ids are exact",
+  );
+  t.like(await claims.checkVote({ claimKey, player: { kind: PlayerIdKind.USERNAME, value: "Steve" } }), { status: ClaimStatus.NOT_FOUND });
+});
+
+test.serial("a malformed player id is invalid_argument naming the field, whatever the key", async (t) => {
+  const { claims } = t.context;
+  const { claimKey } = await claimServer(t);
+  const cases: Array<[{ kind: PlayerIdKind; value: string }, string]> = [
+    [{ kind: PlayerIdKind.UNSPECIFIED, value: STEAM }, "player.kind"],
+    [{ kind: PlayerIdKind.STEAM_ID, value: "123" }, "steam_id"],
+    [{ kind: PlayerIdKind.DISCORD_ID, value: "abc" }, "discord_id"],
+    [{ kind: PlayerIdKind.MINECRAFT_UUID, value: "Notch" }, "minecraft_uuid"],
+    [{ kind: PlayerIdKind.ACCOUNT_ID, value: "" }, "account_id"],
+    [{ kind: PlayerIdKind.USERNAME, value: "" }, "username"],
+  ];
+  for (const key of [claimKey, "wrong"]) {
+    for (const [player, field] of cases) {
+      const error = await t.throwsAsync(claims.checkVote({ claimKey: key, player }), { instanceOf: ConnectError });
+      t.is(error?.code, Code.InvalidArgument);
+      t.true(error?.rawMessage.startsWith(field), `${field}: ${error?.rawMessage}`);
+      t.false(error?.rawMessage.includes(claimKey), "the key is never echoed");
+    }
+  }
+});
+
+test.serial("a heart past its hold window is expired: check and claim answer 0; a claimed one past its window is 0, not 2", async (t) => {
+  const { claims, clock, stack } = t.context;
+  clock.set("2026-05-01T00:00:00.000Z");
+  const { claimKey, serverId } = await claimServer(t, { holdDays: 2 });
+  const held = await vote(t, serverId, { steamId: STEAM });
+  const claimed = await vote(t, serverId, { steamId: OTHER_STEAM });
+  t.like(await claims.claimVote({ claimKey, player: steam(OTHER_STEAM) }), { status: ClaimStatus.CLAIMED_NOW, heartId: claimed.heartId });
+
+  clock.advanceMs(2 * DAY_MS - 1);
+  t.like(await claims.checkVote({ claimKey, player: steam(STEAM) }), { status: ClaimStatus.VOTED_UNCLAIMED, heartId: held.heartId });
+  t.like(await claims.checkVote({ claimKey, player: steam(OTHER_STEAM) }), { status: ClaimStatus.ALREADY_CLAIMED });
+  clock.advanceMs(1);
+  t.like(await claims.checkVote({ claimKey, player: steam(STEAM) }), { status: ClaimStatus.NOT_FOUND, keyValid: true });
+  t.like(await claims.claimVote({ claimKey, player: steam(STEAM) }), { status: ClaimStatus.NOT_FOUND, keyValid: true });
+  t.like(await claims.checkVote({ claimKey, player: steam(OTHER_STEAM) }), { status: ClaimStatus.NOT_FOUND });
+  t.like(await claims.claimVote({ claimKey, player: steam(OTHER_STEAM) }), { status: ClaimStatus.NOT_FOUND });
+
+  // Kept, not deleted; the player's next vote marks it expired ("window") and holds the new heart.
+  const next = await vote(t, serverId, { steamId: STEAM });
+  t.like(await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: held.heartId } }), { state: "expired", expiredReason: "window" });
+  t.like(await claims.claimVote({ claimKey, player: steam(STEAM) }), { status: ClaimStatus.CLAIMED_NOW, heartId: next.heartId });
+});
+
+test.serial("the per-player cap: a vote beyond it expires the player's OLDEST held heart (reason cap), in the same statement", async (t) => {
+  const { claims, clock, stack } = t.context;
+  clock.set("2026-06-01T00:00:00.000Z");
+  const { claimKey, serverId } = await claimServer(t, { maxHeldPerPlayer: 2 });
+  const hearts: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    hearts.push((await vote(t, serverId, { steamId: STEAM })).heartId);
+    clock.advanceMs(60_000);
+  }
+  const rows = await stack.prisma.voteClaim.findMany({ where: { serverId }, orderBy: { countedAt: "asc" } });
+  t.deepEqual(
+    rows.map((r) => [r.heartId, r.state, r.expiredReason]),
+    [
+      [hearts[0], "expired", "cap"],
+      [hearts[1], "expired", "cap"],
+      [hearts[2], "held", null],
+      [hearts[3], "held", null],
+    ],
+  );
+  // Another player's hearts are not counted against this one.
+  await vote(t, serverId, { steamId: OTHER_STEAM });
+  t.is(await stack.prisma.voteClaim.count({ where: { serverId, state: "held" } }), 3);
+  t.like(await claims.claimVote({ claimKey, player: steam(STEAM) }), { status: ClaimStatus.CLAIMED_NOW, heartId: hearts[2] });
+  t.like(await claims.claimVote({ claimKey, player: steam(STEAM) }), { status: ClaimStatus.CLAIMED_NOW, heartId: hearts[3] });
+  t.like(await claims.claimVote({ claimKey, player: steam(STEAM) }), { status: ClaimStatus.ALREADY_CLAIMED, heartId: hearts[3] });
+});
+
+test.serial("10 concurrent ClaimVote calls for one held heart: exactly one answers 1 (CLAIMED_NOW), the other nine 2", async (t) => {
+  const { claims, stack } = t.context;
+  const { claimKey, serverId } = await claimServer(t);
+  const heart = await vote(t, serverId, { username: "Racer" });
+  // Warm up: the key is resolved (and cached), the HTTP/2 session and ten pooled connections are open, so the ten
+  // claims really run at once (else connection set-up spaces them out and they pass one by one).
+  const player = { kind: PlayerIdKind.USERNAME, value: "racer" };
+  const warm = await Promise.all(Array.from({ length: 10 }, () => claims.checkVote({ claimKey, player })));
+  t.true(warm.every((a) => a.status === ClaimStatus.VOTED_UNCLAIMED));
+  const answers = await Promise.all(Array.from({ length: 10 }, () => claims.claimVote({ claimKey, player })));
+  const statuses = answers.map((a) => a.status).sort();
+  t.deepEqual(statuses, [ClaimStatus.CLAIMED_NOW, ...Array<ClaimStatus>(9).fill(ClaimStatus.ALREADY_CLAIMED)]);
+  t.true(answers.every((a) => a.heartId === heart.heartId));
+  t.like(await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: heart.heartId } }), { state: "claimed" });
+});
+
+test.serial("a server without a claim key keeps no ledger: its counted hearts are not held", async (t) => {
+  const { stack } = t.context;
+  const { server } = await stack.clients.admin.createServer({ name: "No plugin" });
+  const heart = await vote(t, server!.id, { steamId: STEAM });
+  t.true(heart.counted);
+  t.is(await stack.prisma.voteClaim.count({ where: { heartId: heart.heartId } }), 0);
+  t.like((await stack.clients.admin.getServer({ serverId: server!.id })).server?.claims, { claimKeySet: false, holdDays: 30, maxHeldPerPlayer: 20 });
+});
+
+test.serial("the claim key: sealed at rest with only its SHA-256 for lookup; reveal shows it; rotation stops the old key (after the cache)", async (t) => {
+  const { stack, claims, clock } = t.context;
+  const { claimKey, serverId } = await claimServer(t);
+  const row = await stack.prisma.serverSecret.findFirstOrThrow({ where: { serverId, purpose: "claim" } });
+  t.false(row.ciphertext.includes(claimKey));
+  t.is(row.lookupHash?.length, 64);
+  t.is((await stack.clients.admin.revealClaimKey({ serverId })).claimKey, claimKey);
+  t.like((await stack.clients.admin.getServer({ serverId })).server?.claims, { claimKeySet: true });
+
+  t.like(await claims.checkVote({ claimKey, player: steam(STEAM) }), { keyValid: true });
+  const rotated = (await stack.clients.admin.rotateClaimKey({ serverId })).claimKey;
+  t.not(rotated, claimKey);
+  t.is((await stack.clients.admin.revealClaimKey({ serverId })).claimKey, rotated);
+  t.like(await claims.checkVote({ claimKey: rotated, player: steam(STEAM) }), { keyValid: true, serverId });
+  clock.advanceMs(6_000);
+  t.like(await claims.checkVote({ claimKey, player: steam(STEAM) }), { keyValid: false, status: ClaimStatus.NOT_FOUND });
+});
+
+test.serial("SetClaimSettings: hold window 1..90 and cap 1..1000 (0 keeps), named in the error; reported on the server", async (t) => {
+  const { admin } = t.context.stack.clients;
+  const { serverId } = await claimServer(t);
+  const { server } = await admin.setClaimSettings({ serverId, holdDays: 90, maxHeldPerPlayer: 5, payOnce: true });
+  t.like(server?.claims, { claimKeySet: true, holdDays: 90, maxHeldPerPlayer: 5, payOnce: true });
+  t.like((await admin.setClaimSettings({ serverId, holdDays: 7 })).server?.claims, { holdDays: 7, maxHeldPerPlayer: 5, payOnce: true });
+  for (const [input, field] of [
+    [{ holdDays: 91 }, "hold_days"],
+    [{ holdDays: -1 }, "hold_days"],
+    [{ maxHeldPerPlayer: 1001 }, "max_held_per_player"],
+  ] as const) {
+    const error = await t.throwsAsync(admin.setClaimSettings({ serverId, ...input }), { instanceOf: ConnectError });
+    t.is(error?.code, Code.InvalidArgument);
+    t.true(error?.rawMessage.startsWith(field));
+  }
+});
+
+test.serial("access: CheckVote/ClaimVote need the claims scope (the gateway's default token has it); key management needs admin", async (t) => {
+  const { stack } = t.context;
+  const { claimKey, serverId } = await claimServer(t);
+  const tokenWith = async (scopes: string[]) => (await stack.clients.access.createServiceToken({ name: `t-${counter++}`, scopes })).token;
+  const clientFor = (token: string) => createClient(ClaimService, createServiceTransport(stack.rpcUrl, token));
+  const player = steam(STEAM);
+
+  const gateway = clientFor(await tokenWith([...DEFAULT_GATEWAY_SCOPES]));
+  t.like(await gateway.checkVote({ claimKey, player }), { keyValid: true });
+
+  const others = clientFor(await tokenWith(["ingest", "pull", "clicks:record", "hearts:cast", "read", "dashboard"]));
+  for (const call of [() => others.checkVote({ claimKey, player }), () => others.claimVote({ claimKey, player })]) {
+    t.is((await t.throwsAsync(call(), { instanceOf: ConnectError }))?.code, Code.PermissionDenied);
+  }
+  const anonymous = createClient(ClaimService, createServiceTransport(stack.rpcUrl, ""));
+  t.is((await t.throwsAsync(anonymous.claimVote({ claimKey, player }), { instanceOf: ConnectError }))?.code, Code.Unauthenticated);
+
+  const { createServiceClients } = await import("../helpers/stack.js");
+  const notAdmin = createServiceClients(stack.rpcUrl, await tokenWith([...DEFAULT_GATEWAY_SCOPES, "read"]));
+  for (const call of [
+    () => notAdmin.admin.rotateClaimKey({ serverId }),
+    () => notAdmin.admin.revealClaimKey({ serverId }),
+    () => notAdmin.admin.setClaimSettings({ serverId, holdDays: 3 }),
+  ]) {
+    t.is((await t.throwsAsync(call(), { instanceOf: ConnectError }))?.code, Code.PermissionDenied);
+  }
+});

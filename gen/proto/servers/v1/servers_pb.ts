@@ -890,7 +890,8 @@ export type CallbackEndpoint = Message<"servers.v1.CallbackEndpoint"> & {
   eventTypes: string[];
 
   /**
-   * 1: the contract's body.
+   * 1: the contract's body (the default); 2: version 1 plus payload_version, cast_at, next_eligible_at
+   * and the platform ids (docs/callbacks.md "Payload versions").
    *
    * @generated from field: int32 payload_version = 6;
    */
@@ -951,7 +952,7 @@ export type CreateEndpointRequest = Message<"servers.v1.CreateEndpointRequest"> 
   eventTypes: string[];
 
   /**
-   * 0 means 1; only 1 is accepted for now.
+   * 0 means 1; 1 or 2.
    *
    * @generated from field: int32 payload_version = 4;
    */
@@ -1074,6 +1075,8 @@ export type UpdateEndpointRequest = Message<"servers.v1.UpdateEndpointRequest"> 
   updateEventTypes: boolean;
 
   /**
+   * 1 or 2 (0 means 1).
+   *
    * @generated from field: optional int32 payload_version = 6;
    */
   payloadVersion?: number | undefined;

@@ -223,6 +223,9 @@ export const ROUTES: readonly Route[] = [
   route("PUT", "/servers/:serverId/callback", async ({ clients }, { params, body, call }) => {
     const callbackUrl = readString(body, "callback_url");
     const standardWebhooks = readBoolean(body, "standard_webhooks");
+    const payloadVersion = readPayloadVersion(body);
+    // The default endpoint's payload version first: a refused version changes nothing.
+    if (payloadVersion !== undefined) await clients.admin.updateEndpoint({ serverId: params.serverId, payloadVersion }, call);
     const { server } = await clients.admin.setCallbackSettings({ serverId: params.serverId, callbackUrl, standardWebhooks }, call);
     return { body: { server: toServerJson(server) } };
   }),
@@ -408,6 +411,14 @@ function readPort(body: Record<string, unknown>): number {
   const port = typeof value === "string" && /^\d{1,5}$/.test(value) ? Number(value) : value;
   if (typeof port !== "number" || !Number.isInteger(port) || port < 0 || port > 65535) throw new ApiError(integerBetweenText("port", 1, 65535));
   return port;
+}
+
+/** `payload_version`: an optional integer (absent: unchanged; the service checks which versions exist). */
+function readPayloadVersion(body: Record<string, unknown>): number | undefined {
+  const value = body.payload_version;
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== "number" || !Number.isInteger(value)) throw new ApiError("payload_version must be an integer");
+  return value;
 }
 
 /** `grace_seconds`: optional non-negative integer; 0 (or absent) means the service's default (24 h). */

@@ -17,6 +17,7 @@ import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "..
 import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "./delivery-harness.js";
 import { validateHeartEvent, validateHeartEventV2 } from "./openapi-validate.js";
 import { rpcError } from "./referral-harness.js";
+import { ownerApi, signInOwner } from "../helpers/owner-session.js";
 
 interface Context {
   stack: TestStack;
@@ -184,4 +185,30 @@ test("payload_version: 1 and 2 accepted (0 means 1); anything else -> InvalidArg
   }
   t.is((await admin.updateEndpoint({ serverId, endpointId: endpoint!.id, payloadVersion: 1 })).endpoint?.payloadVersion, 1);
   t.is((await admin.listEndpoints({ serverId })).endpoints.find((e) => e.id === endpoint!.id)?.payloadVersion, 1);
+});
+
+test("dashboard: the owner picks the default endpoint's payload version in the callback form; 3 is refused and changes nothing; another owner cannot", async (t) => {
+  const { stack } = t.context;
+  const gateway = await stack.startGateway({ dashboard: { token: undefined } });
+  const r = await receiver(t.context);
+  const { serverId } = await newServer(t.context, r.url);
+  const ownerId = `owner-${randomBytes(3).toString("hex")}`;
+  await stack.clients.access.createOwner({ ownerId, displayName: "Payload owner" });
+  await stack.clients.access.assignServer({ serverId, ownerId });
+  const session = await signInOwner(stack.clients.access, gateway.url, ownerId);
+  const put = (s: typeof session, payloadVersion: number) =>
+    ownerApi(gateway.url, s, "PUT", `/servers/${serverId}/callback`, { callback_url: r.url, standard_webhooks: false, payload_version: payloadVersion });
+  const set = await put(session, 2);
+  t.is(set.status, 200, set.text);
+  t.is((JSON.parse(set.text) as { server: { payload_version: number } }).server.payload_version, 2);
+  t.is((await stack.clients.admin.listEndpoints({ serverId })).endpoints[0]?.payloadVersion, 2);
+  const refused = await put(session, 3);
+  t.is(refused.status, 400);
+  t.deepEqual(JSON.parse(refused.text), { error: "payload_version must be one of 1|2" });
+  t.is((await stack.clients.admin.listEndpoints({ serverId })).endpoints[0]?.payloadVersion, 2, "a refused version changes nothing");
+  const other = await signInOwner(stack.clients.access, gateway.url, `owner-${randomBytes(3).toString("hex")}`);
+  t.is((await put(other, 1)).status, 404, "another owner's server answers like a missing one");
+  t.is((await stack.clients.admin.listEndpoints({ serverId })).endpoints[0]?.payloadVersion, 2);
+  const page = await ownerApi(gateway.url, session, "GET", `/servers/${serverId}`);
+  t.is((JSON.parse(page.text) as { server: { payload_version: number } }).server.payload_version, 2, "the form shows the stored version");
 });

@@ -13,6 +13,7 @@ import { MAX_BODY_BYTES } from "./raw-body.js";
 import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/field-rules.js";
 import { MAX_PULL_PAGE } from "../services/shared/wire.js";
 import { NIL_UUID } from "../services/shared/ids.js";
+import { REFERRAL_EVENT_TYPES } from "../services/shared/event-types.js";
 import { PERIOD_PATTERN } from "../services/shared/period.js";
 
 /** Where the gateway publishes the document. */
@@ -692,6 +693,64 @@ export const openApiDocument = {
         },
       },
     },
+    referralEvent: {
+      post: {
+        operationId: "referralEvent",
+        summary: "Referral outcome: a referral registered, qualified or was reversed (opt-in per endpoint)",
+        description: [
+          "Sent to each callback endpoint of the server subscribed to the event type (CreateEndpoint / UpdateEndpoint",
+          "`event_types`); a server without such an endpoint receives none. Signed exactly like the reward callback with the",
+          "endpoint's own secret(s): `X-Service-Signature: t=<unix>,v1=<hex>` over `<t>.<rawBody>`, and when opted in the",
+          "Standard Webhooks headers with `webhook-id` = `event_id`. Retried like the reward callback; key on `event_id`.",
+        ].join("\n"),
+        tags: ["callbacks"],
+        security: [],
+        parameters: [
+          {
+            name: "X-Service-Event",
+            in: "header",
+            required: true,
+            description: "The event type; equals the body's `event`.",
+            schema: { type: "string", enum: [...REFERRAL_EVENT_TYPES] },
+          },
+          {
+            name: "X-Service-Signature",
+            in: "header",
+            required: true,
+            description: "`t=<unix>,v1=<hex>` (one or more `v1`, newest secret first), as the reward callback.",
+            schema: { type: "string", pattern: "^t=[0-9]+(,v1=[0-9a-f]{64})+$" },
+          },
+        ],
+        requestBody: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: { $ref: "#/components/schemas/ReferralOutcomeEvent" },
+              examples: {
+                qualified: {
+                  summary: "A referral qualified",
+                  value: {
+                    event: "referral.qualified",
+                    event_id: "9b1f3c2a-6d4e-4f70-8a1b-2c3d4e5f6a7b",
+                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+                    referral_id: "2e4d6c8b-0a1f-4e3d-8c5b-7a9f1e3d5c7b",
+                    referrer_identity: "alice#1",
+                    referee_identity: "bob",
+                    state: "qualified",
+                    previous_state: "registered",
+                    timestamp: 1767225600,
+                  },
+                },
+              },
+            },
+          },
+        },
+        responses: {
+          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
+          default: { description: "Not acknowledged: the delivery is retried with backoff." },
+        },
+      },
+    },
   },
   components: {
     securitySchemes: {
@@ -927,6 +986,24 @@ export const openApiDocument = {
           },
         },
         additionalProperties: false,
+      },
+      ReferralOutcomeEvent: {
+        type: "object",
+        description: "A referral outcome sent to an endpoint subscribed to its type.",
+        required: ["event", "event_id", "server_id", "referral_id", "referrer_identity", "referee_identity", "state", "previous_state", "timestamp"],
+        properties: {
+          event: { type: "string", enum: [...REFERRAL_EVENT_TYPES] },
+          event_id: { type: "string", description: "The transition's id; the receiver's idempotency key and the `webhook-id`." },
+          server_id: { type: "string", format: "uuid" },
+          referral_id: { type: "string", format: "uuid" },
+          referrer_identity: { type: "string", description: "The referrer, as recorded at the click." },
+          referee_identity: { type: "string" },
+          state: { type: "string", enum: ["registered", "qualified", "reversed"] },
+          previous_state: { type: "string", enum: ["clicked", "registered", "qualified"] },
+          reason: { type: "string", description: "`referral.reversed` only, when the reversal sent one." },
+          reason_text: { type: "string", description: "`referral.reversed` only: the reason as sent, when it was not a known value." },
+          timestamp: { type: "integer", format: "int64", description: "Unix seconds of this attempt; also the signature's `t`." },
+        },
       },
       HeartEvent: {
         type: "object",

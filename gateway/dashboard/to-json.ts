@@ -111,6 +111,9 @@ export function toDeliveryJson(d: Delivery | undefined) {
     last_status_code: d.lastStatusCode === 0 ? null : d.lastStatusCode,
     last_error: d.lastError,
     transport: DELIVERY_TRANSPORT_NAMES[d.transport] ?? "unknown",
+    // The callback endpoint it goes to (null for Votifier and pull).
+    endpoint_id: d.endpointId || null,
+    endpoint_url: d.endpointUrl || null,
   };
 }
 

@@ -102,7 +102,8 @@ export type OutboxMessage = Prisma.OutboxMessageModel
 export type DeadLetter = Prisma.DeadLetterModel
 /**
  * Model Delivery
- * A heart to deliver: one per (heart, server, transport) for heart.counted, one per send for heart.test.
+ * An event to deliver: one per (heart, server, transport, endpoint) for heart.counted, one per send for heart.test,
+ * one per (referral event, endpoint) for referral.* (heart_id is the nil uuid; username holds the referee identity).
  */
 export type Delivery = Prisma.DeliveryModel
 /**

@@ -71,18 +71,20 @@ export function createCallbackTransport(deps: {
       const key = delivery.publicKeySignatures ? await signingKey() : undefined;
       const signed = signCallback({
         url,
-        fields: {
-          event: delivery.eventType as HeartEventType,
-          serverId: delivery.serverId,
-          username: delivery.username,
-          heartId: delivery.heartId,
-          period: delivery.period,
-          ...(streakDay === undefined ? {} : { streakDay }),
-          // The endpoint's pinned payload version picks the body; anything but 2 is the contract's (version 1).
-          ...(delivery.payloadVersion === 2
-            ? { v2: { castAt: delivery.countedAt, nextEligibleAt: delivery.nextEligibleAt, platformIds: delivery.platformIds } }
-            : {}),
-        },
+        fields: delivery.referral
+          ? { event: delivery.referral.event, payload: delivery.referral }
+          : {
+              event: delivery.eventType as HeartEventType,
+              serverId: delivery.serverId,
+              username: delivery.username,
+              heartId: delivery.heartId,
+              period: delivery.period,
+              ...(streakDay === undefined ? {} : { streakDay }),
+              // The endpoint's pinned payload version picks the body; anything but 2 is the contract's (version 1).
+              ...(delivery.payloadVersion === 2
+                ? { v2: { castAt: delivery.countedAt, nextEligibleAt: delivery.nextEligibleAt, platformIds: delivery.platformIds } }
+                : {}),
+            },
         secretsNewestFirst: secrets,
         standardWebhooks: delivery.standardWebhooks,
         ...(key ? { signingKey: key.privateKey } : {}),

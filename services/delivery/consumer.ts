@@ -4,12 +4,13 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { EnvelopeSchema, type Envelope } from "../../gen/proto/events/v1/events_pb.js";
 import type { Registry } from "prom-client";
-import { HEARTS_TOPIC, type ConsumerSession, type EventBus, type ReceivedMessage, type Subscription } from "../shared/bus.js";
+import { HEARTS_TOPIC, REFERRALS_TOPIC, type ConsumerSession, type EventBus, type ReceivedMessage, type Subscription } from "../shared/bus.js";
 import type { PrismaClient } from "../shared/db.js";
 import { createDeadLetterCounter, storeDeadMessage } from "../shared/dead-letters.js";
 import type { Logger } from "../shared/log.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { insertAndLeaseDeliveries, type NewDelivery } from "./insert-deliveries.js";
+import { isReferralEventType, toReferralDelivery } from "./referral-event.js";
 
 /** The default consumer group of the delivery service. */
 export const DELIVERY_CONSUMER_GROUP = "delivery.v1";
@@ -41,8 +42,13 @@ export interface DeliveryConsumerOptions {
   prisma: PrismaClient;
   log: Logger;
   groupId?: string;
-  /** Defaults to HEARTS_TOPIC; tests pass a topic of their own. */
+  /**
+   * The hearts topic; defaults to HEARTS_TOPIC, and then REFERRALS_TOPIC is consumed too. Tests pass
+   * a topic of their own (then only it is consumed, unless `referralTopic` is given as well).
+   */
   topic?: string;
+  /** The referrals topic consumed beside `topic` (default REFERRALS_TOPIC when `topic` is not given). */
+  referralTopic?: string;
   /**
    * The dispatcher of the same process: the statement storing a batch's deliveries also leases the
    * new rows it has room for (Dispatcher.withInsertLease), which it sends at once, without a claim
@@ -82,9 +88,10 @@ export type DecodedMessage =
   | { kind: "poison"; code: "undecodable" | "incomplete"; error: string };
 
 /**
- * Decodes a hearts topic message. `heart.counted` with a complete payload becomes
- * a delivery; other event types are ignored; anything undecodable or incomplete is
- * poison. Pure.
+ * Decodes a hearts or referrals topic message. `heart.counted` with a complete payload becomes
+ * a delivery, and so does a `referral.registered|qualified|reversed` (referral-event.ts: one
+ * delivery per endpoint subscribed to it); other event types are ignored; anything undecodable
+ * or incomplete is poison. Pure.
  */
 export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
   let envelope: Envelope;
@@ -93,6 +100,12 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
   } catch (error) {
     // Failure policy: an undecodable message can never succeed; report it as poison so it is skipped, not retried forever.
     return { kind: "poison", code: "undecodable", error: `undecodable envelope: ${(error as Error).message}` };
+  }
+  if (isReferralEventType(envelope.type)) {
+    const referral = toReferralDelivery(envelope);
+    return referral.kind === "poison"
+      ? { kind: "poison", code: "incomplete", error: referral.error }
+      : { kind: "delivery", delivery: referral.delivery, eventId: envelope.eventId };
   }
   if (envelope.type !== "heart.counted") return { kind: "ignored", type: envelope.type };
   if (envelope.payload.case !== "heartCounted") return { kind: "poison", code: "incomplete", error: "heart.counted without a heartCounted payload" };
@@ -128,8 +141,9 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
 }
 
 /**
- * Subscribes to the hearts topic and turns each `heart.counted` into a stored delivery row
- * (idempotent per heart and server), a batch of messages at a time with one statement, then
+ * Subscribes to the hearts and referrals topics and turns each `heart.counted` and `referral.*`
+ * into stored delivery rows (idempotent per heart or event id, server, transport and endpoint),
+ * a batch of messages at a time with one statement, then
  * resolves so the bus commits the batch's offsets. It never does HTTP: the dispatcher sends,
  * so a slow receiver never blocks a partition. A message that cannot be decoded is stored in
  * `dead_letters` (with its reason and bytes) and counted, then committed with its batch.
@@ -137,6 +151,8 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
  */
 export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryConsumer {
   const topic = opts.topic ?? HEARTS_TOPIC;
+  const referralTopic = opts.referralTopic ?? (opts.topic === undefined ? REFERRALS_TOPIC : undefined);
+  const topics = referralTopic === undefined ? [topic] : [topic, referralTopic];
   const groupId = opts.groupId ?? DELIVERY_CONSUMER_GROUP;
   const stuckAfterMs = opts.stuckAfterMs ?? DEFAULT_CONSUMER_STUCK_AFTER_MS;
   const nowMs = opts.nowMs ?? Date.now;
@@ -185,7 +201,7 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
       const outcome = outcomes[i];
       if (outcome === "unknown_server") {
         // Failure policy: the server was deleted after the heart counted; there is no one to call back, so skip.
-        opts.log.warn({ heartId: delivery.heartId, serverId: delivery.serverId }, "heart for an unknown server; no delivery");
+        opts.log.warn({ heartId: delivery.heartId, eventId, serverId: delivery.serverId }, "heart for an unknown server; no delivery");
       } else opts.log.debug({ heartId: delivery.heartId, eventId, outcome }, "delivery stored");
     });
   };
@@ -216,9 +232,9 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
       }
     }
     if (!subscription || now - lastProgressAt <= stuckAfterMs) return;
-    const lag = await opts.bus.lag?.(groupId, [topic]);
+    const lag = await opts.bus.lag?.(groupId, topics);
     if (lag !== undefined && lag > 0) {
-      throw new Error(`consumer stuck: ${lag} messages wait on ${topic} and none was handled for ${Math.round((now - lastProgressAt) / 1000)} s`);
+      throw new Error(`consumer stuck: ${lag} messages wait on ${topics.join(", ")} and none was handled for ${Math.round((now - lastProgressAt) / 1000)} s`);
     }
   };
 
@@ -231,7 +247,7 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
       lastProgressAt = nowMs();
       subscription = await opts.bus.subscribe({
         groupId,
-        topics: [topic],
+        topics,
         batchHandler: handleBatch,
         fromBeginning: true,
         session: deliveryConsumerSession(opts.sessionTimeoutMs ?? DEFAULT_KAFKA_SESSION_TIMEOUT_MS),

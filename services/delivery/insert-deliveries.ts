@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { PrismaClient } from "../shared/db.js";
 import { NIL_UUID } from "../shared/ids.js";
 import type { PlatformIds } from "../shared/player-ids.js";
+import type { ReferralPayload } from "./referral-event.js";
 import { claimedColumnsSql, sendableDeliverySql, toClaimedDelivery, type ClaimedDelivery, type ClaimRoom, type LeasedRow } from "./claim-deliveries.js";
 
 /**
@@ -10,7 +11,7 @@ import { claimedColumnsSql, sendableDeliverySql, toClaimedDelivery, type Claimed
  * `heart.test` delivery.
  */
 
-/** A counted heart, as the consumer turns it into a delivery. */
+/** A counted heart (or a referral event), as the consumer turns it into deliveries. */
 export interface NewDelivery {
   heartId: string;
   serverId: string;
@@ -24,6 +25,16 @@ export interface NewDelivery {
   platformIds?: PlatformIds;
   /** When the voter may count again (absent or null: the event had none). */
   nextEligibleAt?: Date | null;
+  /**
+   * A referral event (referral-event.ts): its envelope event id, the dedup key of its deliveries
+   * (one per subscribed endpoint), and its body fields. Absent for a heart (dedup key: heart_id).
+   */
+  referral?: { eventId: string; payload: ReferralPayload };
+}
+
+/** What makes a delivery of `d` unique per server, transport and endpoint. */
+function dedupKeyOf(d: NewDelivery): string {
+  return d.referral ? d.referral.eventId : d.heartId;
 }
 
 /** What inserting a delivery did. */
@@ -77,11 +88,11 @@ export interface InsertedDeliveries {
  */
 export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewDelivery[], lease?: InsertLease): Promise<InsertedDeliveries> {
   if (items.length === 0) return { outcomes: [], leased: [], leftForClaim: false };
-  // One row per (server, heart): a heart twice in one batch is a duplicate of itself.
+  // One row per (server, heart or referral event): an item twice in one batch is a duplicate of itself.
   const byKey = new Map<string, number>();
   const unique: NewDelivery[] = [];
   const slot = items.map((d) => {
-    const key = `${d.serverId}/${d.heartId}`;
+    const key = `${d.serverId}/${dedupKeyOf(d)}`;
     let i = byKey.get(key);
     if (i === undefined) {
       i = unique.push(d) - 1;
@@ -95,6 +106,9 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
     return {
       n: i,
       heart_id: d.heartId,
+      dedup_key: dedupKeyOf(d),
+      event_id: d.referral?.eventId ?? null,
+      payload: d.referral?.payload ?? null,
       server_id: d.serverId,
       event_type: d.eventType,
       username: d.username,
@@ -115,7 +129,7 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
   const rows = await prisma.$queryRaw<{ n: number; inserted: boolean; known: boolean; leased: LeasedRow[] | null; left_for_claim: boolean }[]>`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
-        AS i(n int, heart_id text, server_id uuid, event_type text, username text, voter_identity text, period text, streak_day int, counted_at timestamptz,
+        AS i(n int, heart_id text, dedup_key text, event_id text, payload jsonb, server_id uuid, event_type text, username text, voter_identity text, period text, streak_day int, counted_at timestamptz,
              steam_id text, discord_id text, minecraft_uuid text, account_id text, next_eligible_at timestamptz)
     ), busy AS (
       SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
@@ -129,31 +143,31 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
         SELECT 'callback'::"DeliveryTransport" AS transport, ce.id AS endpoint_id
         FROM callback_endpoints ce
         WHERE ce.server_id = s.id AND ce.deleted_at IS NULL AND i.event_type = ANY(ce.event_types)
-        UNION ALL SELECT 'votifier'::"DeliveryTransport", NULL::uuid WHERE s.votifier_host IS NOT NULL
-        UNION ALL SELECT 'pull'::"DeliveryTransport", NULL::uuid WHERE s.pull_enabled
+        UNION ALL SELECT 'votifier'::"DeliveryTransport", NULL::uuid WHERE s.votifier_host IS NOT NULL AND i.event_type = 'heart.counted'
+        UNION ALL SELECT 'pull'::"DeliveryTransport", NULL::uuid WHERE s.pull_enabled AND i.event_type = 'heart.counted'
       ) d
       LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
     ), offered AS (
       -- The rows a claim would take first: per server at most its room, in all at most the limit (oldest hearts first).
       SELECT c.*, c.sendable
-               AND row_number() OVER (PARTITION BY c.sendable, c.server_id ORDER BY c.counted_at, c.heart_id, c.transport, c.endpoint_id)
+               AND row_number() OVER (PARTITION BY c.sendable, c.server_id ORDER BY c.counted_at, c.dedup_key, c.transport, c.endpoint_id)
                    <= ${room.perServerLimit}::int - coalesce(b.in_flight, 0)
-               AND row_number() OVER (PARTITION BY c.sendable ORDER BY c.counted_at, c.heart_id, c.transport, c.endpoint_id) <= ${room.limit}::int AS leased
+               AND row_number() OVER (PARTITION BY c.sendable ORDER BY c.counted_at, c.dedup_key, c.transport, c.endpoint_id) <= ${room.limit}::int AS leased
       FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
     ), added AS (
-      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, endpoint_id, event_type, username, voter_identity, period, streak_day,
-                              counted_at, steam_id, discord_id, minecraft_uuid, account_id, next_eligible_at, next_attempt_at, lease_until)
-      SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.heart_id, o.transport, o.endpoint_id, o.event_type, o.username, o.voter_identity,
-             o.period, o.streak_day, o.counted_at, o.steam_id, o.discord_id, o.minecraft_uuid, o.account_id, o.next_eligible_at,
+      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, endpoint_id, event_type, event_id, payload, username, voter_identity,
+                              period, streak_day, counted_at, steam_id, discord_id, minecraft_uuid, account_id, next_eligible_at, next_attempt_at, lease_until)
+      SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.dedup_key, o.transport, o.endpoint_id, o.event_type, o.event_id, o.payload,
+             o.username, o.voter_identity, o.period, o.streak_day, o.counted_at, o.steam_id, o.discord_id, o.minecraft_uuid, o.account_id, o.next_eligible_at,
              least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END
       FROM offered o
-      ORDER BY o.server_id, o.heart_id, o.transport, o.endpoint_id
+      ORDER BY o.server_id, o.dedup_key, o.transport, o.endpoint_id
       -- The unique index is NULLS NOT DISTINCT: a Votifier or pull row (no endpoint) is unique per heart too.
       ON CONFLICT (server_id, transport, endpoint_id, dedup_key) DO NOTHING
       RETURNING *
     )
     SELECT i.n,
-           EXISTS (SELECT 1 FROM added a WHERE a.server_id = i.server_id AND a.dedup_key = i.heart_id) AS inserted,
+           EXISTS (SELECT 1 FROM added a WHERE a.server_id = i.server_id AND a.dedup_key = i.dedup_key) AS inserted,
            EXISTS (SELECT 1 FROM servers s WHERE s.id = i.server_id) AS known,
            (SELECT json_agg(c) FROM (
               SELECT ${claimedColumnsSql(room.now)}
@@ -181,7 +195,8 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
 }
 
 function compareKeys(a: NewDelivery, b: NewDelivery): number {
-  return a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : a.heartId < b.heartId ? -1 : a.heartId > b.heartId ? 1 : 0;
+  const [x, y] = [dedupKeyOf(a), dedupKeyOf(b)];
+  return a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : x < y ? -1 : x > y ? 1 : 0;
 }
 
 /**
@@ -242,6 +257,7 @@ export async function insertTestDelivery(
     transport: "callback",
     endpointId: t.endpointId,
     countedAt: t.now,
+    referral: null,
     platformIds: t.platformIds,
     nextEligibleAt: t.nextEligibleAt,
     payloadVersion: t.payloadVersion,

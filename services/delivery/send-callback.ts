@@ -6,6 +6,7 @@ import { isForbiddenAddress, specialRangeOf } from "../shared/callback-url.js";
 import type { KeyObject } from "node:crypto";
 import { canonicalString, formatCallbackSignature, formatStandardWebhookAsymmetricSignature, formatStandardWebhookSignature } from "../shared/signature.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
+import { buildReferralEventBody, type ReferralEventType, type ReferralPayload } from "./referral-event.js";
 import { parseRetryAfter } from "./retry-schedule.js";
 import type { PlatformIds } from "../shared/player-ids.js";
 
@@ -79,6 +80,19 @@ function unixSeconds(at: Date): number {
   return Math.floor(at.getTime() / 1000);
 }
 
+/** A referral event to sign: its type and its body fields (referral-event.ts). */
+export interface ReferralEventFields {
+  event: ReferralEventType;
+  payload: ReferralPayload;
+}
+
+/** What one callback carries: a heart event or a referral event. */
+export type CallbackEventFields = HeartEventFields | ReferralEventFields;
+
+function isReferralFields(fields: CallbackEventFields): fields is ReferralEventFields {
+  return "payload" in fields;
+}
+
 /** A callback request, signed and ready to send. */
 export interface SignedCallback {
   url: string;
@@ -90,16 +104,17 @@ export interface SignedCallback {
 }
 
 /**
- * Builds and signs one callback attempt: the body with `timestamp = t`, the
- * contract's headers (one `v1` per active callback secret, newest first) and,
- * when the server opted in, the Standard Webhooks headers (`webhook-id` = heart_id):
+ * Builds and signs one callback attempt: the body with `timestamp = t` (a heart event, or a
+ * referral event's payload), the contract's headers (one `v1` per active callback secret, newest
+ * first) and, when the endpoint opted in, the Standard Webhooks headers (`webhook-id` = heart_id,
+ * or the referral event's event_id):
  * `webhook-signature` holds the `v1,` HMACs (standardWebhooks) and the `v1a,` ed25519
  * signature by the list's current key (signingKey), space-separated. The contract's
  * X-Service-Signature is always there and never changes with either opt-in.
  */
 export function signCallback(opts: {
   url: string;
-  fields: HeartEventFields;
+  fields: CallbackEventFields;
   /** Active callback secrets (whsec_...), newest first; at least one. */
   secretsNewestFirst: string[];
   standardWebhooks: boolean;
@@ -109,7 +124,8 @@ export function signCallback(opts: {
   t: number;
 }): SignedCallback {
   if (opts.secretsNewestFirst.length === 0) throw new Error("signCallback needs at least one callback secret");
-  const body = buildHeartEventBody(opts.fields, opts.t);
+  const fields = opts.fields;
+  const body = isReferralFields(fields) ? buildReferralEventBody(fields.payload, opts.t) : buildHeartEventBody(fields, opts.t);
   const headers: Record<string, string> = {
     "Content-Type": "application/json",
     "User-Agent": CALLBACK_USER_AGENT,
@@ -117,7 +133,7 @@ export function signCallback(opts: {
     "X-Service-Signature": formatCallbackSignature(opts.secretsNewestFirst, opts.t, body),
   };
   if (opts.standardWebhooks || opts.signingKey) {
-    const id = opts.fields.heartId;
+    const id = isReferralFields(fields) ? fields.payload.event_id : fields.heartId;
     const signatures = [
       ...(opts.standardWebhooks ? [formatStandardWebhookSignature(opts.secretsNewestFirst, id, opts.t, body)] : []),
       ...(opts.signingKey ? [formatStandardWebhookAsymmetricSignature(opts.signingKey, id, opts.t, body)] : []),

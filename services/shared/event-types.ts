@@ -8,6 +8,9 @@ export const ENDPOINT_EVENT_TYPES = ["heart.counted", "referral.registered", "re
 /** One event type an endpoint can subscribe to. */
 export type EndpointEventType = (typeof ENDPOINT_EVENT_TYPES)[number];
 
+/** The referral outcomes among them (services/delivery/referral-event.ts builds their bodies). */
+export const REFERRAL_EVENT_TYPES = ["referral.registered", "referral.qualified", "referral.reversed"] as const satisfies readonly EndpointEventType[];
+
 /** What a new default endpoint receives: exactly the contract's reward callback. */
 export const DEFAULT_ENDPOINT_EVENT_TYPES: readonly EndpointEventType[] = ["heart.counted"];
 

@@ -133,6 +133,23 @@ test("servers create --callback-url reveals the callback secret; trigger heart.t
   t.true(verifyCallback(created.secrets.callback_secret, String(request!.headers["x-service-signature"]), request!.body));
 });
 
+test("trigger referral.qualified on a server with an endpoint subscribed to it: a real referral event goes through the pipeline, signed with that endpoint's secret", async (t) => {
+  const receiver = await startReceiver();
+  t.teardown(() => receiver.close());
+  const created = await createServer(t);
+  const serverId = created.server.server_id;
+  const endpoint = await stack.clients.admin.createEndpoint({ serverId, url: receiver.url, eventTypes: ["referral.qualified"] });
+  const run = await rcb(["trigger", "referral.qualified", "--server", serverId, "--json"]);
+  t.is(run.code, 0, run.stderr);
+  const result = JSON.parse(run.stdout) as { event: string; referral_id: string; endpoints: string[] };
+  t.deepEqual(result.endpoints, [receiver.url]);
+  const [request] = await receiver.waitForRequests(1);
+  t.is(request!.headers["x-service-event"], "referral.qualified");
+  t.like(JSON.parse(request!.text), { event: "referral.qualified", referral_id: result.referral_id, state: "qualified", previous_state: "registered" });
+  t.true(verifyCallback(endpoint.secret, String(request!.headers["x-service-signature"]), request!.body));
+  t.is(receiver.requests.length, 1, "the registered step is not sent to an endpoint subscribed to qualified only");
+});
+
 test("servers create, hearts cast, then listen --forward-to: the heart reaches a local receiver signed as a real callback and is claimed after its 2xx", async (t) => {
   const receiver: Receiver = await startReceiver();
   t.teardown(() => receiver.close());

@@ -299,7 +299,8 @@ test.serial("a consumer blocked on one message (a row lock held elsewhere) repor
   await blocker.connect();
   await blocker.query("BEGIN");
   await blocker.query(
-    "INSERT INTO deliveries (id, server_id, heart_id, dedup_key, event_type, username, voter_identity, period, counted_at, next_attempt_at) VALUES ($1, $2, $3, $4, 'heart.counted', 'x', 'y', '2026-11', now(), now())",
+    // The callback delivery goes to the server's default endpoint (one row per server, transport, endpoint and heart).
+    "INSERT INTO deliveries (id, server_id, heart_id, dedup_key, endpoint_id, event_type, username, voter_identity, period, counted_at, next_attempt_at) VALUES ($1, $2, $3, $4, (SELECT id FROM callback_endpoints WHERE server_id = $2 AND is_default), 'heart.counted', 'x', 'y', '2026-11', now(), now())",
     [randomUUID(), serverId, heartId, heartId],
   );
   const consumer = createDeliveryConsumer({ bus, prisma, log: h.deps.log, groupId: `dead-letters-stuck-${suffix}`, topic, stuckAfterMs: 1_000 });

@@ -1,7 +1,7 @@
 import test from "ava";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { EnvelopeSchema, HeartCountedSchema, ReferralTransitionedSchema } from "../../gen/proto/events/v1/events_pb.js";
+import { EnvelopeSchema, HeartCountedSchema, OwnerNotificationSchema, ReferralTransitionedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { decodeHeartMessage } from "../../services/delivery/consumer.js";
 
 const HEART_ID = "0b8f7e6d-5c4b-4a39-8281-706f5e4d3c2b";
@@ -112,10 +112,63 @@ test("consumer decode: other event types are ignored", (t) => {
     EnvelopeSchema,
     create(EnvelopeSchema, {
       eventId: "7",
-      type: "referral.qualified",
+      type: "owner.endpoint_disabled",
       serverId: SERVER_ID,
-      payload: { case: "referralTransitioned", value: create(ReferralTransitionedSchema, { referralId: HEART_ID }) },
+      payload: { case: "ownerNotification", value: create(OwnerNotificationSchema, { serverId: SERVER_ID }) },
     }),
   );
-  t.deepEqual(decodeHeartMessage(other), { kind: "ignored", type: "referral.qualified" });
+  t.deepEqual(decodeHeartMessage(other), { kind: "ignored", type: "owner.endpoint_disabled" });
+});
+
+test("consumer decode: a referral transition becomes a referral delivery keyed by its event id; without its payload it is poison", (t) => {
+  const envelope = (payload: boolean, reason = "") =>
+    toBinary(
+      EnvelopeSchema,
+      create(EnvelopeSchema, {
+        eventId: "evt-7",
+        type: "referral.reversed",
+        serverId: SERVER_ID,
+        occurredAt: timestampFromDate(new Date("2026-03-10T12:00:00Z")),
+        ...(payload
+          ? {
+              payload: {
+                case: "referralTransitioned" as const,
+                value: create(ReferralTransitionedSchema, {
+                  referralId: HEART_ID,
+                  serverId: SERVER_ID,
+                  referrerIdentity: "alice",
+                  refereeIdentity: "bob",
+                  state: "reversed",
+                  previousState: "qualified",
+                  reason,
+                }),
+              },
+            }
+          : {}),
+      }),
+    );
+  t.like(decodeHeartMessage(envelope(true, "refund")), {
+    kind: "delivery",
+    eventId: "evt-7",
+    delivery: {
+      eventType: "referral.reversed",
+      serverId: SERVER_ID,
+      period: "2026-03",
+      referral: {
+        eventId: "evt-7",
+        payload: {
+          event: "referral.reversed",
+          event_id: "evt-7",
+          server_id: SERVER_ID,
+          referral_id: HEART_ID,
+          referrer_identity: "alice",
+          referee_identity: "bob",
+          state: "reversed",
+          previous_state: "qualified",
+          reason: "refund",
+        },
+      },
+    },
+  });
+  t.like(decodeHeartMessage(envelope(false)), { kind: "poison", code: "incomplete" });
 });

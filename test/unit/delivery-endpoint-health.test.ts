@@ -32,7 +32,7 @@ test("the health transition, folded in recording order: a failure starts the run
       { endpoint_id: server, server_id: server, last_success_at: iso(1), failing_since: iso(3), last_failure_at: iso(3), last_failure_reason: "HTTP 502" },
       { endpoint_id: other, server_id: other, last_success_at: null, failing_since: iso(2), last_failure_at: iso(2), last_failure_reason: "HTTP 503" },
     ],
-    "one row per server; a failure after the success starts the next run",
+    "one row per endpoint; a failure after the success starts the next run",
   );
 });
 
@@ -43,7 +43,7 @@ test("a single attempt folds like a batch of one (the one transition for one att
   t.deepEqual(foldEndpointHealth([]), []);
 });
 
-test("lastFailureOf: the server's last attempt when it failed, with its reason", (t) => {
+test("lastFailureOf: the endpoint's last attempt when it failed, with its reason", (t) => {
   const attempts = [
     { serverId: server, endpointId: server, startedAt: at(1), succeeded: false, error: "HTTP 500" },
     { serverId: other, endpointId: other, startedAt: at(2), succeeded: true, error: null },

@@ -872,7 +872,7 @@
             "tr",
             { class: d.id === state.deliveryId ? "selected" : "", dataset: { deliveryId: d.id } },
             el("td", {}, fmtWhen(d.created_at)),
-            el("td", { class: "delivery-transport" }, d.transport),
+            el("td", { class: "delivery-transport", title: d.endpoint_url ? `to ${d.endpoint_url}` : "" }, d.transport),
             el("td", {}, d.event_type),
             el("td", { class: "cell-name" }, d.username),
             el("td", { class: "nowrap" }, d.period),
@@ -907,6 +907,7 @@
     $("delivery-detail-facts").replaceChildren(
       ...fact("Heart id", el("code", {}, delivery.heart_id)),
       ...fact("Transport", delivery.transport),
+      ...(delivery.endpoint_id ? fact("Endpoint", el("code", {}, delivery.endpoint_url || delivery.endpoint_id)) : []),
       ...fact("Status", delivery.status),
       ...fact("Username", delivery.username),
       ...fact("Period", delivery.period),

@@ -270,6 +270,8 @@ export const DeliveryScalarFieldEnum = {
   endpointId: 'endpointId',
   dedupKey: 'dedupKey',
   eventType: 'eventType',
+  eventId: 'eventId',
+  payload: 'payload',
   username: 'username',
   voterIdentity: 'voterIdentity',
   period: 'period',

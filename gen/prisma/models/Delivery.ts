@@ -14,7 +14,8 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 
 /**
  * Model Delivery
- * A heart to deliver: one per (heart, server, transport) for heart.counted, one per send for heart.test.
+ * An event to deliver: one per (heart, server, transport, endpoint) for heart.counted, one per send for heart.test,
+ * one per (referral event, endpoint) for referral.* (heart_id is the nil uuid; username holds the referee identity).
  */
 export type DeliveryModel = runtime.Types.Result.DefaultSelection<Prisma.$DeliveryPayload>
 
@@ -46,6 +47,7 @@ export type DeliveryMinAggregateOutputType = {
   endpointId: string | null
   dedupKey: string | null
   eventType: string | null
+  eventId: string | null
   username: string | null
   voterIdentity: string | null
   period: string | null
@@ -75,6 +77,7 @@ export type DeliveryMaxAggregateOutputType = {
   endpointId: string | null
   dedupKey: string | null
   eventType: string | null
+  eventId: string | null
   username: string | null
   voterIdentity: string | null
   period: string | null
@@ -104,6 +107,8 @@ export type DeliveryCountAggregateOutputType = {
   endpointId: number
   dedupKey: number
   eventType: number
+  eventId: number
+  payload: number
   username: number
   voterIdentity: number
   period: number
@@ -147,6 +152,7 @@ export type DeliveryMinAggregateInputType = {
   endpointId?: true
   dedupKey?: true
   eventType?: true
+  eventId?: true
   username?: true
   voterIdentity?: true
   period?: true
@@ -176,6 +182,7 @@ export type DeliveryMaxAggregateInputType = {
   endpointId?: true
   dedupKey?: true
   eventType?: true
+  eventId?: true
   username?: true
   voterIdentity?: true
   period?: true
@@ -205,6 +212,8 @@ export type DeliveryCountAggregateInputType = {
   endpointId?: true
   dedupKey?: true
   eventType?: true
+  eventId?: true
+  payload?: true
   username?: true
   voterIdentity?: true
   period?: true
@@ -321,6 +330,8 @@ export type DeliveryGroupByOutputType = {
   endpointId: string | null
   dedupKey: string
   eventType: string
+  eventId: string | null
+  payload: runtime.JsonValue | null
   username: string
   voterIdentity: string
   period: string
@@ -373,6 +384,8 @@ export type DeliveryWhereInput = {
   endpointId?: Prisma.UuidNullableFilter<"Delivery"> | string | null
   dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
+  eventId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  payload?: Prisma.JsonNullableFilter<"Delivery">
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
   period?: Prisma.StringFilter<"Delivery"> | string
@@ -405,6 +418,8 @@ export type DeliveryOrderByWithRelationInput = {
   endpointId?: Prisma.SortOrderInput | Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrderInput | Prisma.SortOrder
+  payload?: Prisma.SortOrderInput | Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -441,6 +456,8 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   endpointId?: Prisma.UuidNullableFilter<"Delivery"> | string | null
   dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
+  eventId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  payload?: Prisma.JsonNullableFilter<"Delivery">
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
   period?: Prisma.StringFilter<"Delivery"> | string
@@ -473,6 +490,8 @@ export type DeliveryOrderByWithAggregationInput = {
   endpointId?: Prisma.SortOrderInput | Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrderInput | Prisma.SortOrder
+  payload?: Prisma.SortOrderInput | Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -510,6 +529,8 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   endpointId?: Prisma.UuidNullableWithAggregatesFilter<"Delivery"> | string | null
   dedupKey?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   eventType?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
+  eventId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  payload?: Prisma.JsonNullableWithAggregatesFilter<"Delivery">
   username?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   period?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
@@ -537,6 +558,8 @@ export type DeliveryCreateInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -569,6 +592,8 @@ export type DeliveryUncheckedCreateInput = {
   endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -597,6 +622,8 @@ export type DeliveryUpdateInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -629,6 +656,8 @@ export type DeliveryUncheckedUpdateInput = {
   endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -659,6 +688,8 @@ export type DeliveryCreateManyInput = {
   endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -686,6 +717,8 @@ export type DeliveryUpdateManyMutationInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -715,6 +748,8 @@ export type DeliveryUncheckedUpdateManyInput = {
   endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -761,6 +796,8 @@ export type DeliveryCountOrderByAggregateInput = {
   endpointId?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrder
+  payload?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -796,6 +833,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   endpointId?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -825,6 +863,7 @@ export type DeliveryMinOrderByAggregateInput = {
   endpointId?: Prisma.SortOrder
   dedupKey?: Prisma.SortOrder
   eventType?: Prisma.SortOrder
+  eventId?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   period?: Prisma.SortOrder
@@ -969,6 +1008,8 @@ export type DeliveryCreateWithoutServerInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -999,6 +1040,8 @@ export type DeliveryUncheckedCreateWithoutServerInput = {
   endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1058,6 +1101,8 @@ export type DeliveryScalarWhereInput = {
   endpointId?: Prisma.UuidNullableFilter<"Delivery"> | string | null
   dedupKey?: Prisma.StringFilter<"Delivery"> | string
   eventType?: Prisma.StringFilter<"Delivery"> | string
+  eventId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  payload?: Prisma.JsonNullableFilter<"Delivery">
   username?: Prisma.StringFilter<"Delivery"> | string
   voterIdentity?: Prisma.StringFilter<"Delivery"> | string
   period?: Prisma.StringFilter<"Delivery"> | string
@@ -1085,6 +1130,8 @@ export type DeliveryCreateWithoutAttemptsLogInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1116,6 +1163,8 @@ export type DeliveryUncheckedCreateWithoutAttemptsLogInput = {
   endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1159,6 +1208,8 @@ export type DeliveryUpdateWithoutAttemptsLogInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1190,6 +1241,8 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
   endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1217,6 +1270,8 @@ export type DeliveryCreateWithoutEndpointInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1247,6 +1302,8 @@ export type DeliveryUncheckedCreateWithoutEndpointInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1302,6 +1359,8 @@ export type DeliveryCreateManyServerInput = {
   endpointId?: string | null
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1329,6 +1388,8 @@ export type DeliveryUpdateWithoutServerInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1359,6 +1420,8 @@ export type DeliveryUncheckedUpdateWithoutServerInput = {
   endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1388,6 +1451,8 @@ export type DeliveryUncheckedUpdateManyWithoutServerInput = {
   endpointId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1416,6 +1481,8 @@ export type DeliveryCreateManyEndpointInput = {
   transport?: $Enums.DeliveryTransport
   dedupKey: string
   eventType: string
+  eventId?: string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username: string
   voterIdentity: string
   period: string
@@ -1443,6 +1510,8 @@ export type DeliveryUpdateWithoutEndpointInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1473,6 +1542,8 @@ export type DeliveryUncheckedUpdateWithoutEndpointInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1502,6 +1573,8 @@ export type DeliveryUncheckedUpdateManyWithoutEndpointInput = {
   transport?: Prisma.EnumDeliveryTransportFieldUpdateOperationsInput | $Enums.DeliveryTransport
   dedupKey?: Prisma.StringFieldUpdateOperationsInput | string
   eventType?: Prisma.StringFieldUpdateOperationsInput | string
+  eventId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  payload?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
   period?: Prisma.StringFieldUpdateOperationsInput | string
@@ -1562,6 +1635,8 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   endpointId?: boolean
   dedupKey?: boolean
   eventType?: boolean
+  eventId?: boolean
+  payload?: boolean
   username?: boolean
   voterIdentity?: boolean
   period?: boolean
@@ -1595,6 +1670,8 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   endpointId?: boolean
   dedupKey?: boolean
   eventType?: boolean
+  eventId?: boolean
+  payload?: boolean
   username?: boolean
   voterIdentity?: boolean
   period?: boolean
@@ -1626,6 +1703,8 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   endpointId?: boolean
   dedupKey?: boolean
   eventType?: boolean
+  eventId?: boolean
+  payload?: boolean
   username?: boolean
   voterIdentity?: boolean
   period?: boolean
@@ -1657,6 +1736,8 @@ export type DeliverySelectScalar = {
   endpointId?: boolean
   dedupKey?: boolean
   eventType?: boolean
+  eventId?: boolean
+  payload?: boolean
   username?: boolean
   voterIdentity?: boolean
   period?: boolean
@@ -1678,7 +1759,7 @@ export type DeliverySelectScalar = {
   createdAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "steamId" | "discordId" | "minecraftUuid" | "accountId" | "nextEligibleAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "eventId" | "payload" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "steamId" | "discordId" | "minecraftUuid" | "accountId" | "nextEligibleAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   endpoint?: boolean | Prisma.Delivery$endpointArgs<ExtArgs>
@@ -1717,6 +1798,14 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      */
     dedupKey: string
     eventType: string
+    /**
+     * A referral event (`referral.*`): the envelope's event id (also its dedup_key and webhook-id); null for hearts.
+     */
+    eventId: string | null
+    /**
+     * A referral event: its body without `timestamp` (set per attempt), as services/delivery/referral-event.ts builds it; null for hearts.
+     */
+    payload: runtime.JsonValue | null
     username: string
     voterIdentity: string
     period: string
@@ -2176,6 +2265,8 @@ export interface DeliveryFieldRefs {
   readonly endpointId: Prisma.FieldRef<"Delivery", 'String'>
   readonly dedupKey: Prisma.FieldRef<"Delivery", 'String'>
   readonly eventType: Prisma.FieldRef<"Delivery", 'String'>
+  readonly eventId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly payload: Prisma.FieldRef<"Delivery", 'Json'>
   readonly username: Prisma.FieldRef<"Delivery", 'String'>
   readonly voterIdentity: Prisma.FieldRef<"Delivery", 'String'>
   readonly period: Prisma.FieldRef<"Delivery", 'String'>

@@ -6,6 +6,8 @@ import { randomBytes } from "node:crypto";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { HeartVerdict } from "../../../gen/proto/hearts/v1/hearts_pb.js";
+import { ReferralEventType } from "../../../gen/proto/referral/v1/referral_pb.js";
+import { REFERRAL_EVENT_TYPES } from "../../../services/shared/event-types.js";
 import type { Server } from "../../../gen/proto/servers/v1/servers_pb.js";
 import { stringFlag, type Command, type CommandContext } from "../command.js";
 import { CliError, EXIT_OK, EXIT_USAGE, formatPairs } from "../output.js";
@@ -266,7 +268,20 @@ export const loginLink: Command = {
   },
 };
 
-const TRIGGERS = ["heart.test", "heart.counted", "referral.registered", "referral.qualified", "referral.reversed"];
+const TRIGGERS = ["heart.test", "heart.counted", ...REFERRAL_EVENT_TYPES];
+
+/** The transitions a test referral goes through to reach each referral event. */
+const REFERRAL_STEPS = {
+  "referral.registered": ["registered"],
+  "referral.qualified": ["registered", "qualified"],
+  "referral.reversed": ["registered", "reversed"],
+} as const;
+
+const REFERRAL_EVENT_ENUM = {
+  registered: ReferralEventType.REGISTERED,
+  qualified: ReferralEventType.QUALIFIED,
+  reversed: ReferralEventType.REVERSED,
+} as const;
 
 export const trigger: Command = {
   name: "trigger",
@@ -326,6 +341,41 @@ export const trigger: Command = {
         throw new CliError(`the receiver did not accept the test callback${report.error ? `: ${report.error}` : ` (status ${report.statusCode})`}`);
       return EXIT_OK;
     }
+    const { admin, referral } = createClients(config);
+    const endpoints = await callRpc(config, "reading the server's endpoints", (o) => admin.listEndpoints({ serverId }, o), {
+      notFound: `no server ${serverId} (\`${CLI_NAME} servers list\`)`,
+    });
+    const subscribed = endpoints.endpoints.filter((e) => e.eventTypes.includes(event) && e.url !== "");
+    if (subscribed.length > 0) {
+      // A real referral through the pipeline: a click, then the transitions up to the event, each delivered to the endpoints subscribed to it.
+      const steps = REFERRAL_STEPS[event as keyof typeof REFERRAL_STEPS];
+      const suffix = randomBytes(6).toString("hex");
+      ctx.out.progress(`Recording a test click and applying ${steps.join(" -> ")} for a fresh test referee...`);
+      const { token } = await callRpc(config, "recording a test click", (o) =>
+        referral.recordClick({ serverId, referrerIdentity: `${CLI_NAME}-test-referrer` }, o),
+      );
+      let referralId = "";
+      for (const step of steps) {
+        const r = await callRpc(config, `applying ${step}`, (o) =>
+          referral.applyEvent(
+            {
+              serverId,
+              event: REFERRAL_EVENT_ENUM[step],
+              token,
+              refereeIdentity: `${CLI_NAME}-test-${suffix}`,
+              serverEventId: `${CLI_NAME}-${step}-${suffix}`,
+            },
+            o,
+          ),
+        );
+        if (r.outcome.case === "applied") referralId = r.outcome.value.referralId;
+      }
+      ctx.out.result({ event, referral_id: referralId, endpoints: subscribed.map((e) => e.url) });
+      ctx.out.line(formatPairs([["event", event], ["referral", referralId], ...subscribed.map((e) => ["endpoint", e.url] as [string, string])]));
+      ctx.out.progress("It goes out, signed, to every endpoint subscribed to it, as a real referral's event does.");
+      return EXIT_OK;
+    }
+    // No endpoint receives this event: the service's signed test event to its own public ingest endpoint instead.
     // referral.*: the service's signed test event to its own public ingest endpoint (the owner gets no referral events yet).
     const kind = event.slice("referral.".length);
     ctx.out.progress(`Sending a signed test ${kind} event to the gateway's ingest endpoint...`);
@@ -339,7 +389,7 @@ export const trigger: Command = {
         ["response", report.responseBody || report.error],
       ]),
     );
-    ctx.out.progress("Referral events are not sent to owners' receivers yet, so `listen` does not show them; this checks the ingest path.");
+    ctx.out.progress(`No endpoint of this server receives ${event} (CreateEndpoint with that event type), so this checks the ingest path only.`);
     if (!report.ok) throw new CliError(`the ingest endpoint refused the test event (status ${report.statusCode || "none"})`);
     return EXIT_OK;
   },

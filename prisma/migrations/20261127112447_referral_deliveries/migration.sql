@@ -1,0 +1,3 @@
+-- AlterTable
+ALTER TABLE "deliveries" ADD COLUMN     "event_id" TEXT,
+ADD COLUMN     "payload" JSONB;

@@ -278,6 +278,23 @@ export const ROUTES: readonly Route[] = [
     return { status: 201, body: { secret: toSecretJson(rotated.info), value: rotated.secret } };
   }),
 
+  // The claim ledger (reward plugins' check/claim API): its key and settings
+  route("PUT", "/servers/:serverId/claims", async ({ clients }, { params, body, call }) => {
+    const settings = { holdDays: readSmallInt(body, "hold_days"), maxHeldPerPlayer: readSmallInt(body, "max_held_per_player") };
+    const { server } = await clients.admin.setClaimSettings({ serverId: params.serverId, ...settings }, call);
+    return { body: { server: toServerJson(server) } };
+  }),
+  route("POST", "/servers/:serverId/claim-secret/reveal", async ({ clients }, { params, call }) => {
+    const revealed = await clients.admin.revealClaimKey({ serverId: params.serverId }, call);
+    return { body: { secret: toSecretJson(revealed.info), value: revealed.claimKey } };
+  }),
+  route("POST", "/servers/:serverId/claim-secret/rotate", async ({ clients }, { params, body, call }) => {
+    // 0 (or absent) here means no overlap: the previous claim key stops at once.
+    const graceSeconds = readGraceSeconds(body);
+    const rotated = await clients.admin.rotateClaimKey({ serverId: params.serverId, graceSeconds }, call);
+    return { status: 201, body: { secret: toSecretJson(rotated.info), value: rotated.claimKey } };
+  }),
+
   // Deliveries
   route("GET", "/servers/:serverId/deliveries", async ({ clients }, { params, query, call }) => {
     const filter = query.get("status") ?? "";
@@ -316,6 +333,8 @@ export const ROUTES: readonly Route[] = [
         serverId: params.serverId,
         query: query.get("q") ?? "",
         verdict,
+        // "all" or absent: every heart; else held, claimed, expired or withdrawn (the service checks it).
+        claimState: (query.get("claim") ?? "all") === "all" ? "" : (query.get("claim") ?? ""),
         since: from ? timestampFromDate(from) : undefined,
         // `to` is an inclusive UTC day: hearts before the next midnight.
         until: to ? timestampFromDate(new Date(to.getTime() + DAY_MS)) : undefined,
@@ -401,6 +420,14 @@ function readString(body: Record<string, unknown>, field: string): string {
 function readBoolean(body: Record<string, unknown>, field: string): boolean {
   const value = body[field];
   if (typeof value !== "boolean") throw new ApiError(`${field} must be true or false`);
+  return value;
+}
+
+/** An optional whole number (0 when absent: "keep the current value"; the service checks the range). */
+function readSmallInt(body: Record<string, unknown>, field: string): number {
+  const value = body[field];
+  if (value === undefined || value === null) return 0;
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw new ApiError(nonNegativeIntegerText(field));
   return value;
 }
 

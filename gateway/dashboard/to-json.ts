@@ -53,6 +53,11 @@ export function toServerJson(server: Server | undefined) {
     votifier_service_name: server.votifierServiceName,
     votifier_token_set: server.votifierTokenSet,
     pull_enabled: server.pullEnabled,
+    claims: {
+      claim_key_set: server.claims?.claimKeySet ?? false,
+      hold_days: server.claims?.holdDays ?? 0,
+      max_held_per_player: server.claims?.maxHeldPerPlayer ?? 0,
+    },
   };
 }
 

@@ -1,6 +1,6 @@
 import type { CoreDeps } from "../shared/deps.js";
 import { claimKeyLookupHash, isClaimKeyShape } from "../shared/secrets.js";
-import { activeSecretSql } from "../servers/active-secrets.js";
+import { activeSecretWhere } from "../servers/domain/secret-policy.js";
 
 /** How long a claim key's server is reused; a rotated-out key stops answering within this time. */
 export const CLAIM_KEY_CACHE_MS = 5_000;
@@ -24,10 +24,11 @@ export function createClaimKeyResolver(deps: CoreDeps, cacheMs = CLAIM_KEY_CACHE
     const now = deps.now();
     const cached = cache.get(hash);
     if (cached !== undefined && cached.until > now.getTime()) return cached.serverId;
-    const rows = await deps.prisma.$queryRaw<Array<{ server_id: string }>>`
-      SELECT k.server_id::text AS server_id FROM server_secrets k
-      WHERE k.lookup_hash = ${hash} AND k.purpose = 'claim'::"SecretPurpose" AND ${activeSecretSql("k", now)}`;
-    const serverId = rows[0]?.server_id ?? null;
+    const row = await deps.prisma.serverSecret.findFirst({
+      where: { lookupHash: hash, purpose: "claim", ...activeSecretWhere(now) },
+      select: { serverId: true },
+    });
+    const serverId = row?.serverId ?? null;
     if (serverId === null) {
       cache.delete(hash);
       return null;

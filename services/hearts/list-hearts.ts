@@ -21,6 +21,9 @@ import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../shared/proto-names.js";
 export const DEFAULT_HEARTS_PAGE = 50;
 export const MAX_HEARTS_PAGE = 200;
 
+/** The claim-ledger states ListHearts reports and filters by (an expired heart includes one held past its window). */
+export const CLAIM_STATES = ["held", "claimed", "expired", "withdrawn"] as const;
+
 /** Bounds that stand for "no bound": wider than any stored time or id. */
 const EARLIEST = new Date(Date.UTC(1970, 0, 1));
 const LATEST = new Date(Date.UTC(9999, 0, 1));
@@ -66,6 +69,10 @@ interface HeartRow {
   discord_id: string | null;
   minecraft_uuid: string | null;
   account_id: string | null;
+  claim_state: string | null;
+  claim_expired_reason: string | null;
+  claim_expires_at: Date | null;
+  claimed_at: Date | null;
 }
 
 interface DeliveryRow {
@@ -96,17 +103,31 @@ export async function listHearts(deps: CoreDeps, req: ListHeartsRequest): Promis
   const since = req.since ? timestampDate(req.since) : EARLIEST;
   const until = req.until ? timestampDate(req.until) : LATEST;
   const cursor = req.pageToken === "" ? { at: LATEST, id: LAST_UUID } : decodePageToken(req.pageToken);
+  const claimState = req.claimState.trim();
+  if (claimState !== "" && !(CLAIM_STATES as readonly string[]).includes(claimState)) {
+    throw new DomainError("invalid_argument", choiceText("claim_state", [...CLAIM_STATES]));
+  }
+  const now = deps.now();
   // A platform id matches exactly, in its normal form (a Minecraft UUID in any spelling); the account id as typed.
   const minecraftUuid = normalizePlatformId("minecraft_uuid", query) ?? query;
 
   const rows = await deps.prisma.$queryRaw<HeartRow[]>`
     SELECT h.id::text AS id, h.username, h.voter_identity, h.verdict, h.fraud_score, h.fraud_reasons, h.streak_day,
-           h.period, h.created_at, h.steam_id, h.discord_id, h.minecraft_uuid, h.account_id
+           h.period, h.created_at, h.steam_id, h.discord_id, h.minecraft_uuid, h.account_id,
+           c.claim_state, c.claim_expired_reason, c.expires_at AS claim_expires_at, c.claimed_at
     FROM hearts h
+    -- The claim ledger: a held heart past its window is reported expired ("window") even before it is marked.
+    LEFT JOIN LATERAL (
+      SELECT CASE WHEN v.state = 'held' AND v.expires_at <= ${now}::timestamptz THEN 'expired' ELSE v.state::text END AS claim_state,
+             CASE WHEN v.state = 'held' AND v.expires_at <= ${now}::timestamptz THEN 'window' ELSE v.expired_reason END AS claim_expired_reason,
+             v.expires_at, v.claimed_at
+      FROM vote_claims v WHERE v.heart_id = h.id
+    ) c ON true
     WHERE h.server_id = ${serverId}::uuid
       AND (${verdict} = '' OR h.verdict = ${verdict})
       AND (${query} = '' OR h.username ILIKE ${containsPattern(query)} OR h.voter_identity = ${query}
            OR h.steam_id = ${query} OR h.discord_id = ${query} OR h.minecraft_uuid = ${minecraftUuid} OR h.account_id = ${query})
+      AND (${claimState} = '' OR c.claim_state = ${claimState})
       AND h.created_at >= ${since}::timestamptz AND h.created_at < ${until}::timestamptz
       AND (h.created_at, h.id) < (${cursor.at}::timestamptz, ${cursor.id}::uuid)
     ORDER BY h.created_at DESC, h.id DESC
@@ -146,6 +167,10 @@ function toHeartSummary(row: HeartRow, deliveries: DeliveryRow[]) {
     discordId: row.discord_id ?? "",
     minecraftUuid: row.minecraft_uuid ?? "",
     accountId: row.account_id ?? "",
+    claimState: row.claim_state ?? "",
+    claimExpiredReason: row.claim_expired_reason ?? "",
+    claimExpiresAt: row.claim_expires_at ? timestampFromDate(row.claim_expires_at) : undefined,
+    claimedAt: row.claimed_at ? timestampFromDate(row.claimed_at) : undefined,
     deliveries: deliveries.map((d) =>
       create(HeartDeliverySchema, {
         deliveryId: d.id,

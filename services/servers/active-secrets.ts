@@ -10,7 +10,7 @@ import { activeSecretWhere, activeSecretsNewestFirst } from "./domain/secret-pol
  */
 
 /** A secret family, as the `SecretPurpose` enum of the database. */
-type Purpose = "referral" | "callback" | "pull" | "claim";
+type Purpose = "referral" | "callback" | "pull";
 
 /**
  * isSecretActive / activeSecretWhere as an SQL predicate over the secret row `alias`: not

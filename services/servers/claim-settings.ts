@@ -1,10 +1,18 @@
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
-import { toGraceSeconds } from "./domain/secret-policy.js";
-import { revealNewestSecret, rotateSecret, type SecretWithValue } from "./secret-store.js";
+import { claimKeyLookupHash, generateClaimKey, generateKid } from "../shared/secrets.js";
+import {
+  MAX_ACTIVE_SECRETS_PER_SERVER,
+  activeSecretWhere,
+  activeSecretsNewestFirst,
+  isSecretActive,
+  rotationCutoff,
+  toGraceSeconds,
+  tooManySecretsText,
+} from "./domain/secret-policy.js";
+import { lockServer, type SecretMeta, type SecretWithValue } from "./secret-store.js";
 import { requireServer } from "./server-exists.js";
 import { WITH_DEFAULT_ENDPOINT, type ServerRecord } from "./server-store.js";
-import { lockServer } from "./secret-store.js";
 
 /** Bounds and defaults of the claim ledger's settings (the schema's defaults are the same). */
 export const CLAIM_HOLD_DAYS = { min: 1, max: 90, default: 30 } as const;
@@ -17,18 +25,49 @@ export function claimSettingRangeText(field: "hold_days" | "max_held_per_player"
 
 /**
  * RotateClaimKey: mints the server's claim key (`vck_`), or a new one; the value is returned once.
- * The previous key stops at once unless `graceSeconds` (>0) keeps it answering for an overlap. The
- * first key turns the claim ledger on (servers.claims_enabled), in the same transaction.
+ * Sealed like every secret (`server_secrets`, purpose `claim`), plus its SHA-256 in `lookup_hash` so a
+ * check finds the server by the key alone. The previous key stops at once unless `graceSeconds` (>0)
+ * keeps it answering for an overlap (the same rotation rule as the other secrets: domain/secret-policy.ts).
+ * The first key turns the claim ledger on (servers.claims_enabled), in the same transaction.
  */
 export async function rotateClaimKey(deps: CoreDeps, serverId: string, graceSeconds: bigint): Promise<SecretWithValue> {
   // 0 means no overlap here (a claim key is rotated when it leaked); any other value is bounded as for other secrets.
   const grace = graceSeconds === 0n ? 0 : toGraceSeconds(graceSeconds);
-  return rotateSecret(deps, serverId, "claim", grace, undefined, (tx) => tx.server.update({ where: { id: serverId }, data: { claimsEnabled: true } }));
+  const now = deps.now();
+  const cutoff = rotationCutoff(now, grace);
+  return deps.prisma.$transaction(async (tx) => {
+    await lockServer(tx, serverId);
+    await tx.serverSecret.updateMany({ where: { serverId, purpose: "claim", ...activeSecretWhere(cutoff) }, data: { expiresAt: cutoff } });
+    const active = await tx.serverSecret.count({ where: { serverId, purpose: "claim", ...activeSecretWhere(now) } });
+    if (active >= MAX_ACTIVE_SECRETS_PER_SERVER) throw new DomainError("failed_precondition", tooManySecretsText("claim"));
+    const claimKey = generateClaimKey();
+    const row = await tx.serverSecret.create({
+      data: {
+        serverId,
+        purpose: "claim",
+        kid: generateKid(),
+        ciphertext: deps.secretBox.seal(claimKey),
+        lookupHash: claimKeyLookupHash(claimKey),
+        createdAt: now,
+      },
+    });
+    await tx.server.update({ where: { id: serverId }, data: { claimsEnabled: true } });
+    return { info: toMeta(row, now), secret: claimKey };
+  });
 }
 
-/** RevealClaimKey: the newest active claim key, on the owner's explicit request (404 `no claim secret` when none). */
+/** RevealClaimKey: the newest active claim key, on the owner's explicit request (404 `no claim key` when none). */
 export async function revealClaimKey(deps: CoreDeps, serverId: string): Promise<SecretWithValue> {
-  return revealNewestSecret(deps, serverId, "claim");
+  await requireServer(deps, serverId);
+  const now = deps.now();
+  const rows = await deps.prisma.serverSecret.findMany({ where: { serverId, purpose: "claim", ...activeSecretWhere(now) } });
+  const [row] = activeSecretsNewestFirst(rows, now);
+  if (!row) throw new DomainError("not_found", "no claim key");
+  return { info: toMeta(row, now), secret: deps.secretBox.open(row.ciphertext) };
+}
+
+function toMeta(row: { kid: string; createdAt: Date; expiresAt: Date | null; revokedAt: Date | null }, now: Date): SecretMeta {
+  return { kid: row.kid, createdAt: row.createdAt, expiresAt: row.expiresAt, revokedAt: row.revokedAt, active: isSecretActive(row, now) };
 }
 
 /** SetClaimSettings: the hold window and the per-player cap (0 keeps a value); `payOnce` is stored, not yet in effect. */

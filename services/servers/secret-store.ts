@@ -1,7 +1,7 @@
 import type { Tx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError, unknownServer } from "../shared/errors.js";
-import { claimKeyLookupHash, generateCallbackSecret, generateClaimKey, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
+import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
 import { isUuid } from "../shared/ids.js";
 import { requireServer } from "./server-exists.js";
 import { activeSecretSql } from "./active-secrets.js";
@@ -15,15 +15,8 @@ import {
   tooManySecretsText,
 } from "./domain/secret-policy.js";
 
-/** Which secret family: referral ingest (`rsec_`), reward callback (`whsec_`), pull API (`psec_`) or claim key (`vck_`). */
-export type SecretPurpose = "referral" | "callback" | "pull" | "claim";
-
-const GENERATE: Record<SecretPurpose, () => string> = {
-  referral: generateReferralSecret,
-  callback: generateCallbackSecret,
-  pull: generatePullSecret,
-  claim: generateClaimKey,
-};
+/** Which secret family: referral ingest (`rsec_`), reward callback (`whsec_`) or pull API (`psec_`). */
+export type SecretPurpose = "referral" | "callback" | "pull";
 
 /** A secret's metadata, never its value. */
 export interface SecretMeta {
@@ -72,11 +65,9 @@ function secretScope(serverId: string, purpose: SecretPurpose, endpointId?: stri
 export async function insertSecret(deps: CoreDeps, tx: Tx, serverId: string, purpose: SecretPurpose, now: Date, endpointId?: string): Promise<SecretWithValue> {
   const active = await tx.serverSecret.count({ where: { ...secretScope(serverId, purpose, endpointId), ...activeSecretWhere(now) } });
   if (active >= MAX_ACTIVE_SECRETS_PER_SERVER) throw new DomainError("failed_precondition", tooManySecretsText(purpose));
-  const secret = GENERATE[purpose]();
-  // A claim key is found by its hash (the plugin sends the key, not the server id).
-  const lookupHash = purpose === "claim" ? claimKeyLookupHash(secret) : null;
+  const secret = purpose === "referral" ? generateReferralSecret() : purpose === "pull" ? generatePullSecret() : generateCallbackSecret();
   const row = await tx.serverSecret.create({
-    data: { serverId, endpointId: endpointId ?? null, purpose, kid: generateKid(), ciphertext: deps.secretBox.seal(secret), createdAt: now, lookupHash },
+    data: { serverId, endpointId: endpointId ?? null, purpose, kid: generateKid(), ciphertext: deps.secretBox.seal(secret), createdAt: now },
   });
   return { info: toMeta(row, now), secret };
 }
@@ -93,7 +84,7 @@ export async function createReferralSecret(deps: CoreDeps, serverId: string): Pr
 /**
  * Rotation: a new secret; every older active secret of the same purpose stays
  * valid until `now + grace` (unless it already expires sooner). Revocation is
- * still immediate during the overlap. `alsoInTx` runs in the same transaction (a setting the new secret switches on).
+ * still immediate during the overlap.
  */
 export async function rotateSecret(
   deps: CoreDeps,
@@ -101,7 +92,6 @@ export async function rotateSecret(
   purpose: SecretPurpose,
   graceSeconds: number,
   endpointId?: string,
-  alsoInTx?: (tx: Tx) => Promise<unknown>,
 ): Promise<SecretWithValue> {
   const now = deps.now();
   const cutoff = rotationCutoff(now, graceSeconds);
@@ -112,9 +102,7 @@ export async function rotateSecret(
       where: { ...secretScope(serverId, purpose, endpointId), ...activeSecretWhere(cutoff) },
       data: { expiresAt: cutoff },
     });
-    const created = await insertSecret(deps, tx, serverId, purpose, now, endpointId);
-    await alsoInTx?.(tx);
-    return created;
+    return insertSecret(deps, tx, serverId, purpose, now, endpointId);
   });
 }
 
@@ -152,12 +140,7 @@ export async function revealCallbackSecret(deps: CoreDeps, serverId: string, end
 }
 
 /** The newest active secret of `purpose` (of the endpoint, for a callback secret) and its metadata (404 `no <purpose> secret` when none). */
-export async function revealNewestSecret(
-  deps: CoreDeps,
-  serverId: string,
-  purpose: "callback" | "pull" | "claim",
-  endpointId?: string,
-): Promise<SecretWithValue> {
+export async function revealNewestSecret(deps: CoreDeps, serverId: string, purpose: "callback" | "pull", endpointId?: string): Promise<SecretWithValue> {
   await requireServer(deps, serverId);
   const now = deps.now();
   const [row] = activeSecretsNewestFirst(

@@ -283,3 +283,35 @@ test.serial("access: CheckVote/ClaimVote need the claims scope (the gateway's de
     t.is((await t.throwsAsync(call(), { instanceOf: ConnectError }))?.code, Code.PermissionDenied);
   }
 });
+
+test.serial("ListHearts shows each heart's claim state (an unmarked heart past its window as expired) and filters by it", async (t) => {
+  const { stack, clock, claims } = t.context;
+  clock.set("2026-08-01T00:00:00.000Z");
+  const { claimKey, serverId } = await claimServer(t, { holdDays: 1, maxHeldPerPlayer: 1 });
+  const capped = await vote(t, serverId, { steamId: STEAM });
+  clock.advanceMs(60_000);
+  const claimed = await vote(t, serverId, { steamId: STEAM });
+  await claims.claimVote({ claimKey, player: steam(STEAM) });
+  const held = await vote(t, serverId, { steamId: OTHER_STEAM });
+  const { hearts } = stack.clients;
+
+  const states = async () => Object.fromEntries((await hearts.listHearts({ serverId })).hearts.map((h) => [h.heartId, [h.claimState, h.claimExpiredReason]]));
+  t.deepEqual(await states(), {
+    [capped.heartId]: ["expired", "cap"],
+    [claimed.heartId]: ["claimed", ""],
+    [held.heartId]: ["held", ""],
+  });
+  const expiresAt = (await hearts.listHearts({ serverId, claimState: "held" })).hearts[0]?.claimExpiresAt;
+  t.is(expiresAt && timestampDate(expiresAt).toISOString(), "2026-08-02T00:01:00.000Z");
+
+  clock.advanceMs(1 * DAY_MS);
+  t.deepEqual((await states())[held.heartId], ["expired", "window"], "derived at read time, before any mark");
+  t.deepEqual((await hearts.listHearts({ serverId, claimState: "expired" })).hearts.map((h) => h.heartId).sort(), [capped.heartId, held.heartId].sort());
+  t.deepEqual(
+    (await hearts.listHearts({ serverId, claimState: "claimed" })).hearts.map((h) => h.heartId),
+    [claimed.heartId],
+  );
+  const error = await t.throwsAsync(hearts.listHearts({ serverId, claimState: "lost" }), { instanceOf: ConnectError });
+  t.is(error?.code, Code.InvalidArgument);
+  t.true(error?.rawMessage.startsWith("claim_state"));
+});

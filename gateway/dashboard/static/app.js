@@ -232,6 +232,7 @@
       hideSecret("referral-secret-box");
       hideSecret("callback-secret-box");
       hideSecret("pull-secret-box");
+      hideSecret("claim-secret-box");
       $("delivery-detail").hidden = true;
       for (const result of ["test-event-result", "test-callback-result", "test-vote-result"]) $(result).replaceChildren();
       $("test-callback-delivery").hidden = true;
@@ -324,6 +325,7 @@
       hideSecret("referral-secret-box");
       hideSecret("callback-secret-box");
       hideSecret("pull-secret-box");
+      hideSecret("claim-secret-box");
     }
     state.tab = tab;
     for (const button of document.querySelectorAll(".tab")) button.setAttribute("aria-selected", String(button.dataset.tab === tab));
@@ -725,6 +727,9 @@
     $("votifier-status").replaceChildren(server.votifier_host ? badge("on", "ok") : badge("off"));
     $("pull-status").replaceChildren(server.pull_enabled ? badge("on", "ok") : badge("off"));
     $("toggle-pull").textContent = server.pull_enabled ? "Turn off" : "Turn on";
+    $("claims-status").replaceChildren(server.claims.claim_key_set ? badge("on", "ok") : badge("no key"));
+    $("claims-hold-days").value = String(server.claims.hold_days);
+    $("claims-max-held").value = String(server.claims.max_held_per_player);
     syncNotices();
   }
 
@@ -796,6 +801,42 @@
   bindSecretButtons("pull", "Pull secret", {
     reveal: "Revealed on your request. Sign pull requests with it.",
     rotate: "Shown once: copy it now. The previous secret also verifies during the grace period.",
+  });
+
+  // The claim key: Reveal as for the other secrets; Mint / rotate also refreshes the card (the first key turns the ledger on).
+  $("reveal-claim-secret").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      const { secret, value } = await api("POST", serverPath("/claim-secret/reveal"));
+      showSecret("claim-secret-box", "Claim key", "Revealed on your request. Put it in your reward plugin's config.", value, secret);
+    }),
+  );
+  $("rotate-claim-secret").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      const { secret, value } = await api("POST", serverPath("/claim-secret/rotate"), { grace_seconds: graceSeconds("claim-grace-hours") });
+      showSecret(
+        "claim-secret-box",
+        "New claim key",
+        "Shown once: copy it into your plugin's config now. The previous key stops after the grace period (0: at once).",
+        value,
+        secret,
+      );
+      const { server } = await api("GET", serverPath(""));
+      updateServer(server);
+      renderIntegration(server);
+    }),
+  );
+
+  $("claims-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run(event.submitter, async () => {
+      const { server } = await api("PUT", serverPath("/claims"), {
+        hold_days: Number($("claims-hold-days").value),
+        max_held_per_player: Number($("claims-max-held").value),
+      });
+      updateServer(server);
+      renderIntegration(server);
+      showOk("Claim settings saved. The hold window applies to hearts counted from now on.");
+    });
   });
 
   $("callback-form").addEventListener("submit", (event) => {

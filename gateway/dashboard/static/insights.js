@@ -40,6 +40,7 @@ function currentFilters() {
   return {
     q: $("hearts-query").value.trim(),
     verdict: $("hearts-verdict").value,
+    claim: $("hearts-claim").value,
     from: $("hearts-from").value,
     to: $("hearts-to").value,
   };
@@ -49,7 +50,7 @@ async function searchHearts() {
   const tbody = $("hearts-table").tBodies[0];
   $("hearts-no-server").hidden = Boolean(serverId);
   if (!serverId) {
-    d.emptyRow(tbody, 7, "No server picked.");
+    d.emptyRow(tbody, 8, "No server picked.");
     $("hearts-more").hidden = true;
     $("hearts-count").textContent = "";
     return;
@@ -67,7 +68,7 @@ async function loadHeartsPage(pageToken) {
   if (pageToken) params.set("page_token", pageToken);
   const page = await d.api("GET", `${d.serverPath("/hearts")}?${params}`);
   const tbody = $("hearts-table").tBodies[0];
-  if (!pageToken && page.hearts.length === 0) d.emptyRow(tbody, 7, "No hearts match.");
+  if (!pageToken && page.hearts.length === 0) d.emptyRow(tbody, 8, "No hearts match.");
   else tbody.append(...page.hearts.map(heartRow));
   hearts.shown += page.hearts.length;
   hearts.nextToken = page.next_page_token;
@@ -89,8 +90,28 @@ function heartRow(h) {
       h.fraud_reasons.length === 0 ? "\u2013" : el("ul", { class: "reasons" }, ...h.fraud_reasons.map((r) => el("li", {}, r))),
     ),
     el("td", {}, h.streak_day === null ? "\u2013" : `day ${h.streak_day}`),
+    el("td", {}, claimCell(h)),
     el("td", {}, deliveryCell(h)),
   );
+}
+
+const CLAIM_BADGE = { held: "warn", claimed: "ok", expired: "err", withdrawn: "err" };
+
+/** The heart's claim-ledger state: held until, claimed at, or expired (and why). */
+function claimCell(h) {
+  if (h.claim === null) return "\u2013";
+  const { state, expired_reason: reason, expires_at: until, claimed_at: at } = h.claim;
+  const note =
+    state === "held"
+      ? `until ${d.fmtTime(until)}`
+      : state === "claimed"
+        ? d.fmtTime(at)
+        : state === "expired"
+          ? reason === "cap"
+            ? "player's cap"
+            : "window ended"
+          : "";
+  return el("div", {}, d.badge(state, CLAIM_BADGE[state]), note ? el("div", { class: "muted small" }, note) : "");
 }
 
 /** The voter's platform ids, one small line each (only those given). */

@@ -51,7 +51,8 @@ function pullKeys(rpcs: PullRpcs, limiter: FailureLimiter | undefined): SignedRe
  * signature scheme and order of checks as the ingest endpoint (the server's pull
  * secret instead of its referral secret), then `cursor` (optional string) and
  * `limit` (optional integer 1-500, default 100). Answers
- * `{"hearts":[{heart_id, username, period, counted_at, streak_day?}], "next_cursor"}`.
+ * `{"hearts":[{heart_id, username, period, counted_at, streak_day?, next_eligible_at?, steam_id?, discord_id?,
+ * minecraft_uuid?, account_id?}], "next_cursor"}` (each `?` field only when known).
  */
 export async function handlePullList(input: SignedInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
   const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
@@ -67,6 +68,11 @@ export async function handlePullList(input: SignedInput, rpcs: PullRpcs, now: ()
       period: h.period,
       counted_at: h.countedAt ? timestampDate(h.countedAt).toISOString() : null,
       ...(h.streakDay > 0 ? { streak_day: h.streakDay } : {}),
+      ...(h.nextEligibleAt ? { next_eligible_at: timestampDate(h.nextEligibleAt).toISOString() } : {}),
+      ...(h.steamId ? { steam_id: h.steamId } : {}),
+      ...(h.discordId ? { discord_id: h.discordId } : {}),
+      ...(h.minecraftUuid ? { minecraft_uuid: h.minecraftUuid } : {}),
+      ...(h.accountId ? { account_id: h.accountId } : {}),
     }));
     return { reply: { status: 200, body: { hearts, next_cursor: page.nextCursor === "" ? null : page.nextCursor } }, outcome: "listed", serverId, kid };
   } catch (error) {

@@ -315,6 +315,26 @@ const boundedString = (field: FieldName, description: string) => ({
  * referral link, and the reward callback under the top-level `webhooks` key.
  * The tests lint it (Redocly recommended) and validate real responses against it.
  */
+/**
+ * The voter's platform ids and pass-through account id, as a version-2 callback and a pull listing
+ * carry them: each only when the vote gave it (omitted otherwise, never null).
+ */
+const PLATFORM_ID_PROPERTIES = {
+  steam_id: { type: "string", pattern: "^[0-9]{17}$", description: "The voter's SteamID64 (decimal). Omitted when the vote gave none." },
+  discord_id: { type: "string", pattern: "^[0-9]{17,20}$", description: "The voter's Discord user id (snowflake, decimal). Omitted when the vote gave none." },
+  minecraft_uuid: {
+    type: "string",
+    pattern: "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+    description: "The voter's Minecraft (Java) account UUID, lower-case with dashes. Omitted when the vote gave none.",
+  },
+  account_id: {
+    type: "string",
+    minLength: 1,
+    maxLength: maxCharsOf("account_id"),
+    description: "An opaque game account id the list passed through from the vote link, as given. Omitted when none was passed.",
+  },
+} as const;
+
 export const openApiDocument = {
   openapi: "3.1.0",
   info: {
@@ -851,6 +871,52 @@ export const openApiDocument = {
         },
       },
     },
+    heartCallbackV2: {
+      post: {
+        operationId: "heartCallbackV2",
+        summary: "Reward callback, payload version 2 (an endpoint that pinned version 2)",
+        description: [
+          "Sent instead of `heartCallback`'s body to a callback endpoint whose owner pinned payload version 2. Every endpoint",
+          "gets version 1 (the contract's body, `heartCallback`) unless its owner chose 2. The headers, the signature over the",
+          "exact raw body, the retries and the answers are exactly `heartCallback`'s. The body has every version-1 field,",
+          "unchanged, plus `payload_version` (always 2), `cast_at` and, each only when known (omitted, never null),",
+          "`next_eligible_at`, `steam_id`, `discord_id`, `minecraft_uuid` and `account_id`. A `heart.test` to a version-2",
+          "endpoint carries sample values in all of them.",
+        ].join("\n"),
+        tags: ["callbacks"],
+        security: [],
+        requestBody: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: { $ref: "#/components/schemas/HeartEventV2" },
+              examples: {
+                counted: {
+                  summary: "A counted heart of a voter who gave a Minecraft UUID",
+                  value: {
+                    event: "heart.counted",
+                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+                    username: "Steve_42",
+                    heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
+                    period: "2026-01",
+                    timestamp: 1767225600,
+                    streak_day: 3,
+                    payload_version: 2,
+                    cast_at: 1767225598,
+                    next_eligible_at: 1767311998,
+                    minecraft_uuid: "069a79f4-44e9-4726-a5be-fca90e38aaf5",
+                  },
+                },
+              },
+            },
+          },
+        },
+        responses: {
+          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
+          default: { description: "Not acknowledged (including 400 and 401): the delivery is retried with backoff." },
+        },
+      },
+    },
     referralEvent: {
       post: {
         operationId: "referralEvent",
@@ -1196,6 +1262,12 @@ export const openApiDocument = {
           period: { type: "string", pattern: PERIOD_PATTERN.source, description: "The vote's ranking period, `YYYY-MM` (UTC month)." },
           counted_at: { type: "string", format: "date-time", description: "When the heart counted." },
           streak_day: { type: "integer", minimum: 1, description: "The voter's daily streak when the heart counted; omitted when unknown." },
+          next_eligible_at: {
+            type: "string",
+            format: "date-time",
+            description: "When the voter may count again for this server (the end of the cooldown); omitted when unknown.",
+          },
+          ...PLATFORM_ID_PROPERTIES,
         },
         additionalProperties: false,
       },
@@ -1282,6 +1354,30 @@ export const openApiDocument = {
             description: "The voter's current daily vote streak in days for this server. Omitted when unavailable (missing means no info, not zero).",
           },
         },
+      },
+      HeartEventV2: {
+        description: "The reward callback body of payload version 2: every HeartEvent field plus these.",
+        allOf: [
+          { $ref: "#/components/schemas/HeartEvent" },
+          {
+            type: "object",
+            required: ["payload_version", "cast_at"],
+            properties: {
+              payload_version: { type: "integer", const: 2, description: "The body's payload version: always 2 here (a version-1 body has no such field)." },
+              cast_at: {
+                type: "integer",
+                format: "int64",
+                description: "Unix seconds when the heart was cast (a heart counts when it is cast); for `heart.test`, when the test was sent.",
+              },
+              next_eligible_at: {
+                type: "integer",
+                format: "int64",
+                description: "Unix seconds when the voter may count again for this server (the end of the cooldown). Omitted when unknown.",
+              },
+              ...PLATFORM_ID_PROPERTIES,
+            },
+          },
+        ],
       },
     },
   },

@@ -287,6 +287,9 @@ export const ROUTES: readonly Route[] = [
   route("PUT", "/servers/:serverId/callback", async ({ clients }, { params, body, call }) => {
     const callbackUrl = readString(body, "callback_url");
     const standardWebhooks = readBoolean(body, "standard_webhooks");
+    const payloadVersion = readOptionalInteger(body, "payload_version");
+    // The default endpoint's payload version first: a refused version changes nothing.
+    if (payloadVersion !== undefined) await clients.admin.updateEndpoint({ serverId: params.serverId, payloadVersion }, call);
     const { server } = await clients.admin.setCallbackSettings({ serverId: params.serverId, callbackUrl, standardWebhooks }, call);
     return { body: { server: toServerJson(server) } };
   }),

@@ -47,6 +47,7 @@ export function toServerJson(server: Server | undefined) {
     callback_url: server.callbackUrl,
     standard_webhooks: server.standardWebhooks,
     public_key_signatures: server.publicKeySignatures,
+    payload_version: server.payloadVersion,
     callback_disabled_reason: server.callbackDisabledReason,
     callback_disabled_at: toIso(server.callbackDisabledAt),
     created_at: toIso(server.createdAt),

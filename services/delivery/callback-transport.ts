@@ -80,6 +80,10 @@ export function createCallbackTransport(deps: {
               heartId: delivery.heartId,
               period: delivery.period,
               ...(streakDay === undefined ? {} : { streakDay }),
+              // The endpoint's pinned payload version picks the body; anything but 2 is the contract's (version 1).
+              ...(delivery.payloadVersion === 2
+                ? { v2: { castAt: delivery.countedAt, nextEligibleAt: delivery.nextEligibleAt, platformIds: delivery.platformIds } }
+                : {}),
             },
         secretsNewestFirst: secrets,
         standardWebhooks: delivery.standardWebhooks,

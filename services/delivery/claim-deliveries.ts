@@ -1,6 +1,7 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/db.js";
 import type { StreakState } from "../hearts/domain/streak.js";
+import type { PlatformIds } from "../shared/player-ids.js";
 import type { ReferralPayload } from "./referral-event.js";
 import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, type SealedSecretJson } from "../servers/active-secrets.js";
 
@@ -30,10 +31,16 @@ export interface ClaimedDelivery {
   transport: SentTransport;
   /** The callback endpoint of a callback delivery (null for Votifier). */
   endpointId: string | null;
-  /** When the heart counted (a referral event: when the transition happened). */
+  /** When the heart counted: its cast time (a referral event: when the transition happened). */
   countedAt: Date;
   /** A referral event's body fields (referral-event.ts); null for a heart. */
   referral: ReferralPayload | null;
+  /** The heart's platform ids and account id as stored with the delivery (all null on heart.test and referral events). */
+  platformIds: PlatformIds;
+  /** When the voter may count again; null when unknown. */
+  nextEligibleAt: Date | null;
+  /** The endpoint's payload version (callback deliveries; 1 otherwise). */
+  payloadVersion: number;
   /** Its endpoint's callback settings (callback deliveries); null when the endpoint has no URL. */
   callbackUrl: string | null;
   standardWebhooks: boolean;
@@ -133,7 +140,8 @@ export function sendableDeliverySql(now: Date): Prisma.Sql {
 export function claimedColumnsSql(now: Date): Prisma.Sql {
   return Prisma.sql`
   d.id::text, d.server_id::text, d.endpoint_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
-  d.attempts, d.lease_until, d.transport, d.counted_at, d.payload, e.url AS callback_url,
+  d.attempts, d.lease_until, d.transport, d.counted_at, d.payload, d.steam_id, d.discord_id, d.minecraft_uuid, d.account_id, d.next_eligible_at,
+  coalesce(e.payload_version, 1) AS payload_version, e.url AS callback_url,
   coalesce(e.standard_webhooks, false) AS standard_webhooks, coalesce(e.public_key_signatures, false) AS public_key_signatures,
   s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token,
   v.last_day, v.streak_days,
@@ -155,6 +163,12 @@ export interface LeasedRow {
   transport: SentTransport;
   counted_at: Date | string;
   payload: ReferralPayload | null;
+  steam_id: string | null;
+  discord_id: string | null;
+  minecraft_uuid: string | null;
+  account_id: string | null;
+  next_eligible_at: Date | string | null;
+  payload_version: number;
   callback_url: string | null;
   standard_webhooks: boolean;
   public_key_signatures: boolean;
@@ -183,6 +197,9 @@ export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
     endpointId: r.endpoint_id,
     countedAt: new Date(r.counted_at),
     referral: r.payload,
+    platformIds: { steamId: r.steam_id, discordId: r.discord_id, minecraftUuid: r.minecraft_uuid, accountId: r.account_id },
+    nextEligibleAt: r.next_eligible_at === null ? null : new Date(r.next_eligible_at),
+    payloadVersion: r.payload_version,
     callbackUrl: r.callback_url,
     standardWebhooks: r.standard_webhooks,
     publicKeySignatures: r.public_key_signatures,

@@ -128,6 +128,14 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
       period: h.period,
       streakDay: h.streakDay > 0 ? h.streakDay : null,
       countedAt: countedAt ? timestampDate(countedAt) : new Date(0),
+      // Empty proto strings are "not given" (CastHeart format-checked what was given).
+      platformIds: {
+        steamId: h.steamId || null,
+        discordId: h.discordId || null,
+        minecraftUuid: h.minecraftUuid || null,
+        accountId: h.accountId || null,
+      },
+      nextEligibleAt: h.nextEligibleAt ? timestampDate(h.nextEligibleAt) : null,
     },
   };
 }

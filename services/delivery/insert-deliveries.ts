@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { PrismaClient } from "../shared/db.js";
 import { NIL_UUID } from "../shared/ids.js";
+import type { PlatformIds } from "../shared/player-ids.js";
 import type { ReferralPayload } from "./referral-event.js";
 import { claimedColumnsSql, sendableDeliverySql, toClaimedDelivery, type ClaimedDelivery, type ClaimRoom, type LeasedRow } from "./claim-deliveries.js";
 
@@ -20,6 +21,10 @@ export interface NewDelivery {
   period: string;
   streakDay: number | null;
   countedAt: Date;
+  /** The voter's platform ids and pass-through account id (absent or null: not given). */
+  platformIds?: PlatformIds;
+  /** When the voter may count again (absent or null: the event had none). */
+  nextEligibleAt?: Date | null;
   /**
    * A referral event (referral-event.ts): its envelope event id, the dedup key of its deliveries
    * (one per subscribed endpoint), and its body fields. Absent for a heart (dedup key: heart_id).
@@ -111,6 +116,11 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       period: d.period,
       streak_day: d.streakDay,
       counted_at: d.countedAt.toISOString(),
+      steam_id: d.platformIds?.steamId ?? null,
+      discord_id: d.platformIds?.discordId ?? null,
+      minecraft_uuid: d.platformIds?.minecraftUuid ?? null,
+      account_id: d.platformIds?.accountId ?? null,
+      next_eligible_at: d.nextEligibleAt?.toISOString() ?? null,
     };
   });
   const room = lease ?? { now: new Date(), leaseUntil: new Date(0), limit: 0, perServerLimit: 0, inFlightByServer: new Map<string, number>() };
@@ -119,7 +129,8 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
   const rows = await prisma.$queryRaw<{ n: number; inserted: boolean; known: boolean; leased: LeasedRow[] | null; left_for_claim: boolean }[]>`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
-        AS i(n int, heart_id text, dedup_key text, event_id text, payload jsonb, server_id uuid, event_type text, username text, voter_identity text, period text, streak_day int, counted_at timestamptz)
+        AS i(n int, heart_id text, dedup_key text, event_id text, payload jsonb, server_id uuid, event_type text, username text, voter_identity text, period text, streak_day int, counted_at timestamptz,
+             steam_id text, discord_id text, minecraft_uuid text, account_id text, next_eligible_at timestamptz)
     ), busy AS (
       SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
     ), candidates AS (
@@ -145,10 +156,10 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
     ), added AS (
       INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, endpoint_id, event_type, event_id, payload, username, voter_identity,
-                              period, streak_day, counted_at, next_attempt_at, lease_until)
+                              period, streak_day, counted_at, steam_id, discord_id, minecraft_uuid, account_id, next_eligible_at, next_attempt_at, lease_until)
       SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.dedup_key, o.transport, o.endpoint_id, o.event_type, o.event_id, o.payload,
-             o.username, o.voter_identity, o.period, o.streak_day, o.counted_at, least(o.counted_at, now()),
-             CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END
+             o.username, o.voter_identity, o.period, o.streak_day, o.counted_at, o.steam_id, o.discord_id, o.minecraft_uuid, o.account_id, o.next_eligible_at,
+             least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END
       FROM offered o
       ORDER BY o.server_id, o.dedup_key, o.transport, o.endpoint_id
       -- The unique index is NULLS NOT DISTINCT: a Votifier or pull row (no endpoint) is unique per heart too.
@@ -205,6 +216,11 @@ export async function insertTestDelivery(
     callbackUrl: string;
     standardWebhooks: boolean;
     publicKeySignatures: boolean;
+    /** The endpoint's payload version. */
+    payloadVersion: number;
+    /** Sample ids and next eligible time a version-2 test body shows (stored, so a retry sends the same). */
+    platformIds: PlatformIds;
+    nextEligibleAt: Date;
   },
 ): Promise<ClaimedDelivery> {
   const id = randomUUID();
@@ -221,6 +237,8 @@ export async function insertTestDelivery(
       voterIdentity: "",
       period: t.period,
       countedAt: t.now,
+      ...t.platformIds,
+      nextEligibleAt: t.nextEligibleAt,
       nextAttemptAt: t.now,
       leaseUntil: t.leaseUntil,
       createdAt: t.now,
@@ -240,6 +258,9 @@ export async function insertTestDelivery(
     endpointId: t.endpointId,
     countedAt: t.now,
     referral: null,
+    platformIds: t.platformIds,
+    nextEligibleAt: t.nextEligibleAt,
+    payloadVersion: t.payloadVersion,
     callbackUrl: t.callbackUrl,
     standardWebhooks: t.standardWebhooks,
     publicKeySignatures: t.publicKeySignatures,

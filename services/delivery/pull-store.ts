@@ -3,6 +3,7 @@ import type { PrismaClient } from "../shared/db.js";
 import { DomainError } from "../shared/errors.js";
 import { betweenText } from "../shared/contract.js";
 import { MAX_PULL_PAGE } from "../shared/wire.js";
+import type { PlatformIds } from "../shared/player-ids.js";
 
 /**
  * The pull transport: counted hearts of a server whose pull API is on are stored
@@ -21,8 +22,13 @@ export interface PullHeartRow {
   heartId: string;
   username: string;
   period: string;
+  /** When the heart counted, which is when it was cast. */
   countedAt: Date;
   streakDay: number | null;
+  /** The voter's platform ids and account id (null: not given). */
+  platformIds: PlatformIds;
+  /** When the voter may count again; null when unknown. */
+  nextEligibleAt: Date | null;
 }
 
 /** A page position: after this (created_at, id). */
@@ -64,9 +70,23 @@ export async function listPullHearts(
 ): Promise<{ hearts: PullHeartRow[]; nextCursor: string | null }> {
   const after = q.cursor === "" ? null : decodePullCursor(q.cursor);
   const rows = await prisma.$queryRaw<
-    Array<{ id: string; created_at: Date; heart_id: string; username: string; period: string; counted_at: Date; streak_day: number | null }>
+    Array<{
+      id: string;
+      created_at: Date;
+      heart_id: string;
+      username: string;
+      period: string;
+      counted_at: Date;
+      streak_day: number | null;
+      steam_id: string | null;
+      discord_id: string | null;
+      minecraft_uuid: string | null;
+      account_id: string | null;
+      next_eligible_at: Date | null;
+    }>
   >`
-    SELECT id::text, created_at, heart_id::text, username, period, counted_at, streak_day
+    SELECT id::text, created_at, heart_id::text, username, period, counted_at, streak_day,
+           steam_id, discord_id, minecraft_uuid, account_id, next_eligible_at
     FROM deliveries
     WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending'
       AND (${after === null} OR (created_at, id) > (${after?.createdAt ?? new Date(0)}::timestamptz, ${after?.id ?? NIL_UUID}::uuid))
@@ -75,7 +95,15 @@ export async function listPullHearts(
   const page = rows.slice(0, q.limit);
   const last = page[page.length - 1];
   return {
-    hearts: page.map((r) => ({ heartId: r.heart_id, username: r.username, period: r.period, countedAt: new Date(r.counted_at), streakDay: r.streak_day })),
+    hearts: page.map((r) => ({
+      heartId: r.heart_id,
+      username: r.username,
+      period: r.period,
+      countedAt: new Date(r.counted_at),
+      streakDay: r.streak_day,
+      platformIds: { steamId: r.steam_id, discordId: r.discord_id, minecraftUuid: r.minecraft_uuid, accountId: r.account_id },
+      nextEligibleAt: r.next_eligible_at === null ? null : new Date(r.next_eligible_at),
+    })),
     nextCursor: rows.length > q.limit && last ? encodePullCursor({ createdAt: new Date(last.created_at), id: last.id }) : null,
   };
 }

@@ -162,6 +162,11 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
             period: h.period,
             countedAt: timestampFromDate(h.countedAt),
             streakDay: h.streakDay ?? 0,
+            steamId: h.platformIds.steamId ?? "",
+            discordId: h.platformIds.discordId ?? "",
+            minecraftUuid: h.platformIds.minecraftUuid ?? "",
+            accountId: h.platformIds.accountId ?? "",
+            ...(h.nextEligibleAt ? { nextEligibleAt: timestampFromDate(h.nextEligibleAt) } : {}),
           })),
           nextCursor: page.nextCursor ?? "",
         });

@@ -8,6 +8,7 @@ import { canonicalString, formatCallbackSignature, formatStandardWebhookAsymmetr
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { buildReferralEventBody, type ReferralEventType, type ReferralPayload } from "./referral-event.js";
 import { parseRetryAfter } from "./retry-schedule.js";
+import type { PlatformIds } from "../shared/player-ids.js";
 
 /** Total budget of one callback attempt: connect, send, status and (capped) body. */
 export const CALLBACK_TIMEOUT_MS = 10_000;
@@ -30,11 +31,26 @@ export interface HeartEventFields {
   period: string;
   /** Omitted from the body when undefined: no streak info is not zero. */
   streakDay?: number;
+  /** Payload version 2's additions (an endpoint that pinned version 2); absent: the contract's version-1 body. */
+  v2?: HeartEventV2Fields;
+}
+
+/** What payload version 2 adds to a HeartEvent. */
+export interface HeartEventV2Fields {
+  /** When the heart was cast (it counted then): `cast_at`. */
+  castAt: Date;
+  /** When the voter may count again: `next_eligible_at`; null: omitted. */
+  nextEligibleAt: Date | null;
+  /** The voter's platform ids and pass-through account id; each null one is omitted. */
+  platformIds: PlatformIds;
 }
 
 /**
  * Serialises a HeartEvent with the contract's field names. `timestamp` is the
- * delivery time in unix seconds and equals the signature's `t`.
+ * delivery time in unix seconds and equals the signature's `t`. With `fields.v2` (payload
+ * version 2) every version-1 field comes first, unchanged, then `payload_version: 2`,
+ * `cast_at` and, each only when known (omitted, never null), `next_eligible_at`, `steam_id`,
+ * `discord_id`, `minecraft_uuid`, `account_id`. Without it the body is the contract's, byte for byte.
  */
 export function buildHeartEventBody(fields: HeartEventFields, timestamp: number): string {
   const body: Record<string, string | number> = {
@@ -46,7 +62,22 @@ export function buildHeartEventBody(fields: HeartEventFields, timestamp: number)
     timestamp,
   };
   if (fields.streakDay !== undefined) body.streak_day = fields.streakDay;
+  const v2 = fields.v2;
+  if (v2) {
+    body.payload_version = 2;
+    body.cast_at = unixSeconds(v2.castAt);
+    if (v2.nextEligibleAt) body.next_eligible_at = unixSeconds(v2.nextEligibleAt);
+    const ids = v2.platformIds;
+    if (ids.steamId !== null) body.steam_id = ids.steamId;
+    if (ids.discordId !== null) body.discord_id = ids.discordId;
+    if (ids.minecraftUuid !== null) body.minecraft_uuid = ids.minecraftUuid;
+    if (ids.accountId !== null) body.account_id = ids.accountId;
+  }
   return JSON.stringify(body);
+}
+
+function unixSeconds(at: Date): number {
+  return Math.floor(at.getTime() / 1000);
 }
 
 /** A referral event to sign: its type and its body fields (referral-event.ts). */

@@ -1,4 +1,3 @@
-import type { Delivery as DeliveryRow } from "../../gen/prisma/client.js";
 import { periodOf } from "../shared/period.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
@@ -11,9 +10,22 @@ import { loadCallbackSecrets } from "../servers/active-secrets.js";
 import { insertTestDelivery } from "./insert-deliveries.js";
 import { WITH_ENDPOINT_URL, type DeliveryWithEndpoint } from "./read-deliveries.js";
 import { findEndpoint } from "../servers/endpoint-store.js";
+import { HEART_COOLDOWN_MS } from "../hearts/domain/streak.js";
+import type { PlatformIds } from "../shared/player-ids.js";
 
 /** Username of a test callback (and test vote) when the owner gives none. */
 export const TEST_CALLBACK_USERNAME = "TestPlayer";
+
+/**
+ * The sample platform ids a test callback carries (a version-2 endpoint's body shows them; a
+ * version-1 body has no such fields): well-formed public example ids, never a real voter's.
+ */
+export const TEST_CALLBACK_PLATFORM_IDS: Readonly<PlatformIds> = Object.freeze({
+  steamId: "76561197960287930",
+  discordId: "80351110224678912",
+  minecraftUuid: "069a79f4-44e9-4726-a5be-fca90e38aaf5",
+  accountId: "test-account",
+});
 
 /** What a test callback needs beyond the core deps. */
 export interface SendTestCallbackDeps extends CoreDeps {
@@ -53,6 +65,9 @@ export async function sendTestCallback(
     callbackUrl: endpoint.url,
     standardWebhooks: endpoint.standardWebhooks,
     publicKeySignatures: endpoint.publicKeySignatures,
+    payloadVersion: endpoint.payloadVersion,
+    platformIds: TEST_CALLBACK_PLATFORM_IDS,
+    nextEligibleAt: new Date(now.getTime() + HEART_COOLDOWN_MS),
   });
   const attemptDeps = { ...deps, schedule: deps.retrySchedule, timeoutMs: deps.callbackTimeoutMs, allowInsecure: deps.allowInsecureCallbacks };
   const report = await performAttempt(attemptDeps, createCallbackTransport(attemptDeps), delivery);

@@ -44,11 +44,24 @@ export interface VotifierVote {
   address: string;
   /** Milliseconds since the epoch. */
   timestamp: number;
+  /**
+   * The voter's Minecraft UUID (lower-case, dashed), when the vote gave one: NuVotifier's v2 decoder
+   * checks an optional `uuid` with `UUID.fromString` (VotifierProtocol2Decoder.java) and ignores every
+   * other unknown field; absent otherwise, so the payload is exactly the classic one.
+   */
+  uuid?: string;
 }
 
-/** The signed payload string: `{"serviceName","username","address","timestamp","challenge"}`. */
+/** The signed payload string: `{"serviceName","username","address","timestamp"[,"uuid"],"challenge"}`. */
 export function buildVotifierPayload(vote: VotifierVote, challenge: string): string {
-  return JSON.stringify({ serviceName: vote.serviceName, username: vote.username, address: vote.address, timestamp: vote.timestamp, challenge });
+  return JSON.stringify({
+    serviceName: vote.serviceName,
+    username: vote.username,
+    address: vote.address,
+    timestamp: vote.timestamp,
+    ...(vote.uuid === undefined ? {} : { uuid: vote.uuid }),
+    challenge,
+  });
 }
 
 /** base64(HMAC-SHA256(token, payload)), the key and the payload as UTF-8 bytes. */

@@ -52,7 +52,14 @@ export function createVotifierTransport(deps: { secretBox: SecretBox; allowInsec
       }
       const outcome = await sendVotifierVote(
         { host: settings.host, port: settings.port, token },
-        { serviceName: settings.serviceName, username: delivery.username, address: VOTIFIER_VOTE_ADDRESS, timestamp: delivery.countedAt.getTime() },
+        {
+          serviceName: settings.serviceName,
+          username: delivery.username,
+          address: VOTIFIER_VOTE_ADDRESS,
+          timestamp: delivery.countedAt.getTime(),
+          // The only id NuVotifier's format has a field for (docs/votifier-and-pull.md); the others are not carried.
+          ...(delivery.platformIds.minecraftUuid === null ? {} : { uuid: delivery.platformIds.minecraftUuid }),
+        },
         { timeoutMs, allowInsecure: deps.allowInsecure, ...(deps.resolve ? { resolve: deps.resolve } : {}) },
       );
       if (outcome.kind === "delivered")

@@ -279,6 +279,7 @@ export function toServerProto(server: ServerRecord): MessageInitShape<typeof Ser
     callbackUrl: endpoint?.url ?? "",
     standardWebhooks: endpoint?.standardWebhooks ?? false,
     publicKeySignatures: endpoint?.publicKeySignatures ?? false,
+    payloadVersion: endpoint?.payloadVersion ?? 1,
     callbackDisabledReason: endpoint?.disabledReason ?? "",
     callbackDisabledAt: endpoint?.disabledAt ? timestampFromDate(endpoint.disabledAt) : undefined,
     createdAt: timestampFromDate(server.createdAt),

@@ -14,8 +14,11 @@ export const REFERRAL_EVENT_TYPES = ["referral.registered", "referral.qualified"
 /** What a new default endpoint receives: exactly the contract's reward callback. */
 export const DEFAULT_ENDPOINT_EVENT_TYPES: readonly EndpointEventType[] = ["heart.counted"];
 
-/** The payload versions an endpoint may pin; 1 is the contract's body. */
-export const PAYLOAD_VERSIONS = [1] as const;
+/**
+ * The payload versions an endpoint may pin: 1 is the contract's body (the default), 2 adds the
+ * cast time, next eligible time, platform ids and account id (services/delivery/send-callback.ts).
+ */
+export const PAYLOAD_VERSIONS = [1, 2] as const;
 
 /** True when `value` names an event type an endpoint can receive. */
 export function isEndpointEventType(value: string): value is EndpointEventType {

@@ -12,7 +12,9 @@ import net, { type AddressInfo } from "node:net";
  * - VotifierProtocol2Decoder.java, in this order: the payload's challenge ("Challenge is not valid"),
  *   the token of the payload's serviceName or "default" ("Unknown service '<name>'", a
  *   RuntimeException), the base64 HMAC-SHA256 of the payload string ("Signature is not valid
- *   (invalid token?)"), then the username's length: over 16 characters (Java String.length, UTF-16
+ *   (invalid token?)"), then an optional `uuid` must parse with `UUID.fromString` (else
+ *   IllegalArgumentException "Invalid UUID string: <value>"; NuVotifier's Vote drops it after the check),
+ *   then the username's length: over 16 characters (Java String.length, UTF-16
  *   code units) is `CorruptedFrameException("Username too long")`;
  * - VoteInboundHandler.java: answer `{"status":"ok"}\r\n`, or on any exception
  *   `{"status":"error","cause":<exception class simple name>,"error":<message>}\r\n`, and close.
@@ -27,6 +29,8 @@ import net, { type AddressInfo } from "node:net";
 
 /** NuVotifier's username limit, from its source (VotifierProtocol2Decoder.java); written here, not imported, so the test double stays independent of the code under test. */
 const NUVOTIFIER_MAX_USERNAME_CHARS = 16;
+/** What java.util.UUID.fromString accepts: five dash-separated groups of 1-8, 1-4, 1-4, 1-4 and 1-12 hex digits. */
+const JAVA_UUID = /^[0-9a-fA-F]{1,8}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,12}$/;
 
 /** How the listener behaves. */
 export type VotifierBehaviour =
@@ -160,6 +164,8 @@ export async function startVotifierReceiver(
       const presented = Buffer.from(message.signature, "base64");
       exchange.signatureValid = presented.length === expected.length && timingSafeEqual(presented, expected);
       if (!exchange.signatureValid) return reply({ status: "error", cause: "CorruptedFrameException", error: "Signature is not valid (invalid token?)" });
+      if (vote.uuid !== undefined && !JAVA_UUID.test(String(vote.uuid)))
+        return reply({ status: "error", cause: "IllegalArgumentException", error: `Invalid UUID string: ${String(vote.uuid)}` });
       if (opts.checkUsernameLength !== false && String(vote.username).length > NUVOTIFIER_MAX_USERNAME_CHARS)
         return reply({ status: "error", cause: "CorruptedFrameException", error: "Username too long" });
       for (const field of ["serviceName", "username", "address", "timestamp"]) {

@@ -102,6 +102,40 @@ test.serial(
   },
 );
 
+test.serial(
+  "a heart with a Minecraft UUID: the vote carries it as `uuid` (which NuVotifier checks and accepts); no other id is carried; without one the payload is the classic one",
+  async (t) => {
+    const { h, dispatcher, votifier } = await world(t);
+    const r = await votifier();
+    const serverId = await votifierServer(h, r);
+    const withUuid = randomUUID();
+    await insertDelivery(h.db.prisma, {
+      heartId: withUuid,
+      serverId,
+      eventType: "heart.counted",
+      username: "Alex",
+      voterIdentity: `voter-${withUuid}`,
+      period: "2026-03",
+      streakDay: null,
+      countedAt: COUNTED_AT,
+      platformIds: {
+        steamId: "76561198000000001",
+        discordId: "123456789012345678",
+        minecraftUuid: "8667ba71-b85a-4004-af54-457a9734eed7",
+        accountId: "acct-7",
+      },
+    });
+    dispatcher().start();
+    const [vote] = await r.waitForVotes(1);
+    t.deepEqual(Object.keys(vote!), ["serviceName", "username", "address", "timestamp", "uuid", "challenge"]);
+    t.is(vote!.uuid, "8667ba71-b85a-4004-af54-457a9734eed7");
+    await eventually(async () => (await votifierDelivery(h, withUuid)).status === "delivered");
+    await countHeart(h, serverId, "Bare");
+    const [, plain] = await r.waitForVotes(2);
+    t.deepEqual(Object.keys(plain!), ["serviceName", "username", "address", "timestamp", "challenge"]);
+  },
+);
+
 test.serial("HTTP callback and Votifier both on: each gets its own delivery and both arrive once", async (t) => {
   const { h, dispatcher, votifier, http } = await world(t);
   const r = await votifier();

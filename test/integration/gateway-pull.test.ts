@@ -264,3 +264,36 @@ test("a rotated pull secret: the new one works at once, the old one during the o
   t.is((await post(HEARTS, rotated.secret, { server_id: s.serverId })).status, 200);
   t.is((await post(HEARTS, s.pullSecret, { server_id: s.serverId })).status, 200);
 });
+
+test("list: a heart's platform ids, account id and next eligible time are listed when known, omitted when not", async (t) => {
+  const s = await pullServer();
+  const withIds = randomUUID();
+  await insertDelivery(stack.db.prisma, {
+    heartId: withIds,
+    serverId: s.serverId,
+    eventType: "heart.counted",
+    username: "Alex",
+    voterIdentity: `voter-${withIds}`,
+    period: "2026-03",
+    streakDay: null,
+    countedAt: new Date("2026-03-04T05:06:07.089Z"),
+    platformIds: { steamId: "76561198000000001", discordId: "123456789012345678", minecraftUuid: "8667ba71-b85a-4004-af54-457a9734eed7", accountId: "acct-7" },
+    nextEligibleAt: new Date("2026-03-05T05:06:07.089Z"),
+  });
+  const plain = await countHeart(s.serverId, "Bare");
+  const body = expectValid(t, await post(HEARTS, s.pullSecret, { server_id: s.serverId }), 200, HEARTS);
+  t.deepEqual(body.hearts, [
+    {
+      heart_id: withIds,
+      username: "Alex",
+      period: "2026-03",
+      counted_at: "2026-03-04T05:06:07.089Z",
+      next_eligible_at: "2026-03-05T05:06:07.089Z",
+      steam_id: "76561198000000001",
+      discord_id: "123456789012345678",
+      minecraft_uuid: "8667ba71-b85a-4004-af54-457a9734eed7",
+      account_id: "acct-7",
+    },
+    { heart_id: plain, username: "Bare", period: "2026-03", counted_at: "2026-03-04T05:06:07.089Z", streak_day: 2 },
+  ]);
+});

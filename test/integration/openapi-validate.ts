@@ -130,6 +130,22 @@ export function validateHeartEvent(body: unknown): ValidationResult {
 }
 
 /**
+ * Validates a payload-version-2 reward callback body against `webhooks.heartCallbackV2` (HeartEventV2),
+ * as strictly as validateHeartEvent: a field neither HeartEvent nor the version-2 additions list is reported.
+ */
+export function validateHeartEventV2(body: unknown): ValidationResult {
+  const result = validateRequestBody("heartCallbackV2", "post", body);
+  const schemas = (doc.components as Json).schemas as Json & {
+    HeartEvent: { properties: Json };
+    HeartEventV2: { allOf: [unknown, { properties: Json }] };
+  };
+  const known = [...Object.keys(schemas.HeartEvent.properties), ...Object.keys(schemas.HeartEventV2.allOf[1].properties)];
+  const extra = typeof body === "object" && body !== null ? Object.keys(body).filter((k) => !known.includes(k)) : [];
+  const errors = [...result.errors, ...extra.map((k) => `/ has a field version 2 does not list: ${k}`)];
+  return { valid: errors.length === 0, errors };
+}
+
+/**
  * Validates a reward callback's headers (names case-insensitive) against the header
  * parameters of `webhooks.heartCallback`: required ones present, each matching its schema.
  */

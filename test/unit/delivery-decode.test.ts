@@ -8,7 +8,19 @@ const HEART_ID = "0b8f7e6d-5c4b-4a39-8281-706f5e4d3c2b";
 const SERVER_ID = "7f0c2a1e-3b4d-4c5e-8f90-a1b2c3d4e5f6";
 const at = new Date("2026-03-10T12:00:00.000Z");
 
-function heartEnvelope(overrides: Partial<{ heartId: string; username: string; period: string; streakDay: number }> = {}) {
+function heartEnvelope(
+  overrides: Partial<{
+    heartId: string;
+    username: string;
+    period: string;
+    streakDay: number;
+    steamId: string;
+    discordId: string;
+    minecraftUuid: string;
+    accountId: string;
+    nextEligibleAt: ReturnType<typeof timestampFromDate>;
+  }> = {},
+) {
   return toBinary(
     EnvelopeSchema,
     create(EnvelopeSchema, {
@@ -46,7 +58,38 @@ test("consumer decode: heart.counted becomes a delivery with the heart's fields"
       period: "2026-03",
       streakDay: 2,
       countedAt: at,
+      platformIds: { steamId: null, discordId: null, minecraftUuid: null, accountId: null },
+      nextEligibleAt: null,
     },
+  });
+});
+
+test("consumer decode: the heart's platform ids, account id and next eligible time go on the delivery", (t) => {
+  const next = new Date(at.getTime() + 24 * 3600_000);
+  const decoded = decodeHeartMessage(
+    heartEnvelope({
+      steamId: "76561197960287930",
+      discordId: "80351110224678912",
+      minecraftUuid: "069a79f4-44e9-4726-a5be-fca90e38aaf5",
+      accountId: "acct-42",
+      nextEligibleAt: timestampFromDate(next),
+    }),
+  );
+  t.like(decoded, {
+    kind: "delivery",
+    delivery: {
+      platformIds: {
+        steamId: "76561197960287930",
+        discordId: "80351110224678912",
+        minecraftUuid: "069a79f4-44e9-4726-a5be-fca90e38aaf5",
+        accountId: "acct-42",
+      },
+      nextEligibleAt: next,
+    },
+  });
+  // One id given: only it is set, the others stay null (not given).
+  t.like(decodeHeartMessage(heartEnvelope({ discordId: "80351110224678912" })), {
+    delivery: { platformIds: { steamId: null, discordId: "80351110224678912", minecraftUuid: null, accountId: null } },
   });
 });
 

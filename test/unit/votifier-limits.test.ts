@@ -20,7 +20,10 @@ test("the worst vote the rule lets through fits NuVotifier's frame: every charac
   const username = "\u001f".repeat(VOTIFIER_MAX_USERNAME_CHARS);
   t.is(votifierRefusal({ username }), undefined);
   const serviceName = "\ud800".repeat(maxCharsOf("votifier_service_name"));
-  const payload = buildVotifierPayload({ serviceName, username, address: "0.0.0.0", timestamp: 9_999_999_999_999 }, "v".repeat(NUVOTIFIER_MAX_CHALLENGE_CHARS));
+  const payload = buildVotifierPayload(
+    { serviceName, username, address: "0.0.0.0", timestamp: 9_999_999_999_999, uuid: "069a79f4-44e9-4726-a5be-fca90e38aaf5" },
+    "v".repeat(NUVOTIFIER_MAX_CHALLENGE_CHARS),
+  );
   const frame = encodeVotifierFrame(payload, "any-token");
   t.true(frame.length <= VOTIFIER_MAX_FRAME_BYTES, `${frame.length} bytes`);
 });

@@ -883,6 +883,7 @@
   function renderIntegration(server) {
     $("callback-url").value = server.callback_url;
     $("standard-webhooks").checked = server.standard_webhooks;
+    $("payload-version").value = String(server.payload_version || 1);
     $("public-key-signatures").hidden = !server.public_key_signatures;
     $("callback-disabled").hidden = !server.callback_disabled_reason;
     $("callback-disabled-reason").textContent = server.callback_disabled_reason
@@ -1014,6 +1015,7 @@
       const { server } = await api("PUT", serverPath("/callback"), {
         callback_url: $("callback-url").value,
         standard_webhooks: $("standard-webhooks").checked,
+        payload_version: Number($("payload-version").value),
       });
       updateServer(server);
       renderIntegration(server);

@@ -53,6 +53,11 @@ export type DeliveryMinAggregateOutputType = {
   period: string | null
   streakDay: number | null
   countedAt: Date | null
+  steamId: string | null
+  discordId: string | null
+  minecraftUuid: string | null
+  accountId: string | null
+  nextEligibleAt: Date | null
   status: $Enums.DeliveryStatus | null
   attempts: number | null
   nextAttemptAt: Date | null
@@ -78,6 +83,11 @@ export type DeliveryMaxAggregateOutputType = {
   period: string | null
   streakDay: number | null
   countedAt: Date | null
+  steamId: string | null
+  discordId: string | null
+  minecraftUuid: string | null
+  accountId: string | null
+  nextEligibleAt: Date | null
   status: $Enums.DeliveryStatus | null
   attempts: number | null
   nextAttemptAt: Date | null
@@ -104,6 +114,11 @@ export type DeliveryCountAggregateOutputType = {
   period: number
   streakDay: number
   countedAt: number
+  steamId: number
+  discordId: number
+  minecraftUuid: number
+  accountId: number
+  nextEligibleAt: number
   status: number
   attempts: number
   nextAttemptAt: number
@@ -143,6 +158,11 @@ export type DeliveryMinAggregateInputType = {
   period?: true
   streakDay?: true
   countedAt?: true
+  steamId?: true
+  discordId?: true
+  minecraftUuid?: true
+  accountId?: true
+  nextEligibleAt?: true
   status?: true
   attempts?: true
   nextAttemptAt?: true
@@ -168,6 +188,11 @@ export type DeliveryMaxAggregateInputType = {
   period?: true
   streakDay?: true
   countedAt?: true
+  steamId?: true
+  discordId?: true
+  minecraftUuid?: true
+  accountId?: true
+  nextEligibleAt?: true
   status?: true
   attempts?: true
   nextAttemptAt?: true
@@ -194,6 +219,11 @@ export type DeliveryCountAggregateInputType = {
   period?: true
   streakDay?: true
   countedAt?: true
+  steamId?: true
+  discordId?: true
+  minecraftUuid?: true
+  accountId?: true
+  nextEligibleAt?: true
   status?: true
   attempts?: true
   nextAttemptAt?: true
@@ -307,6 +337,11 @@ export type DeliveryGroupByOutputType = {
   period: string
   streakDay: number | null
   countedAt: Date
+  steamId: string | null
+  discordId: string | null
+  minecraftUuid: string | null
+  accountId: string | null
+  nextEligibleAt: Date | null
   status: $Enums.DeliveryStatus
   attempts: number
   nextAttemptAt: Date
@@ -356,6 +391,11 @@ export type DeliveryWhereInput = {
   period?: Prisma.StringFilter<"Delivery"> | string
   streakDay?: Prisma.IntNullableFilter<"Delivery"> | number | null
   countedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
+  steamId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  discordId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  minecraftUuid?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  accountId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  nextEligibleAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   status?: Prisma.EnumDeliveryStatusFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntFilter<"Delivery"> | number
   nextAttemptAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
@@ -385,6 +425,11 @@ export type DeliveryOrderByWithRelationInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrderInput | Prisma.SortOrder
   countedAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordId?: Prisma.SortOrderInput | Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrderInput | Prisma.SortOrder
+  accountId?: Prisma.SortOrderInput | Prisma.SortOrder
+  nextEligibleAt?: Prisma.SortOrderInput | Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
@@ -418,6 +463,11 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   period?: Prisma.StringFilter<"Delivery"> | string
   streakDay?: Prisma.IntNullableFilter<"Delivery"> | number | null
   countedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
+  steamId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  discordId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  minecraftUuid?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  accountId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  nextEligibleAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   status?: Prisma.EnumDeliveryStatusFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntFilter<"Delivery"> | number
   nextAttemptAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
@@ -447,6 +497,11 @@ export type DeliveryOrderByWithAggregationInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrderInput | Prisma.SortOrder
   countedAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordId?: Prisma.SortOrderInput | Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrderInput | Prisma.SortOrder
+  accountId?: Prisma.SortOrderInput | Prisma.SortOrder
+  nextEligibleAt?: Prisma.SortOrderInput | Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
@@ -481,6 +536,11 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   period?: Prisma.StringWithAggregatesFilter<"Delivery"> | string
   streakDay?: Prisma.IntNullableWithAggregatesFilter<"Delivery"> | number | null
   countedAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
+  steamId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  discordId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  minecraftUuid?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  accountId?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
+  nextEligibleAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
   status?: Prisma.EnumDeliveryStatusWithAggregatesFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntWithAggregatesFilter<"Delivery"> | number
   nextAttemptAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
@@ -505,6 +565,11 @@ export type DeliveryCreateInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -534,6 +599,11 @@ export type DeliveryUncheckedCreateInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -559,6 +629,11 @@ export type DeliveryUpdateInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -588,6 +663,11 @@ export type DeliveryUncheckedUpdateInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -615,6 +695,11 @@ export type DeliveryCreateManyInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -639,6 +724,11 @@ export type DeliveryUpdateManyMutationInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -665,6 +755,11 @@ export type DeliveryUncheckedUpdateManyInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -708,6 +803,11 @@ export type DeliveryCountOrderByAggregateInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrder
   countedAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrder
+  accountId?: Prisma.SortOrder
+  nextEligibleAt?: Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
@@ -739,6 +839,11 @@ export type DeliveryMaxOrderByAggregateInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrder
   countedAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrder
+  accountId?: Prisma.SortOrder
+  nextEligibleAt?: Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
@@ -764,6 +869,11 @@ export type DeliveryMinOrderByAggregateInput = {
   period?: Prisma.SortOrder
   streakDay?: Prisma.SortOrder
   countedAt?: Prisma.SortOrder
+  steamId?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
+  minecraftUuid?: Prisma.SortOrder
+  accountId?: Prisma.SortOrder
+  nextEligibleAt?: Prisma.SortOrder
   status?: Prisma.SortOrder
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
@@ -905,6 +1015,11 @@ export type DeliveryCreateWithoutServerInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -932,6 +1047,11 @@ export type DeliveryUncheckedCreateWithoutServerInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -988,6 +1108,11 @@ export type DeliveryScalarWhereInput = {
   period?: Prisma.StringFilter<"Delivery"> | string
   streakDay?: Prisma.IntNullableFilter<"Delivery"> | number | null
   countedAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
+  steamId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  discordId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  minecraftUuid?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  accountId?: Prisma.StringNullableFilter<"Delivery"> | string | null
+  nextEligibleAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   status?: Prisma.EnumDeliveryStatusFilter<"Delivery"> | $Enums.DeliveryStatus
   attempts?: Prisma.IntFilter<"Delivery"> | number
   nextAttemptAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
@@ -1012,6 +1137,11 @@ export type DeliveryCreateWithoutAttemptsLogInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -1040,6 +1170,11 @@ export type DeliveryUncheckedCreateWithoutAttemptsLogInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -1080,6 +1215,11 @@ export type DeliveryUpdateWithoutAttemptsLogInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1108,6 +1248,11 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1132,6 +1277,11 @@ export type DeliveryCreateWithoutEndpointInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -1159,6 +1309,11 @@ export type DeliveryUncheckedCreateWithoutEndpointInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -1211,6 +1366,11 @@ export type DeliveryCreateManyServerInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -1235,6 +1395,11 @@ export type DeliveryUpdateWithoutServerInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1262,6 +1427,11 @@ export type DeliveryUncheckedUpdateWithoutServerInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1288,6 +1458,11 @@ export type DeliveryUncheckedUpdateManyWithoutServerInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1313,6 +1488,11 @@ export type DeliveryCreateManyEndpointInput = {
   period: string
   streakDay?: number | null
   countedAt: Date | string
+  steamId?: string | null
+  discordId?: string | null
+  minecraftUuid?: string | null
+  accountId?: string | null
+  nextEligibleAt?: Date | string | null
   status?: $Enums.DeliveryStatus
   attempts?: number
   nextAttemptAt?: Date | string
@@ -1337,6 +1517,11 @@ export type DeliveryUpdateWithoutEndpointInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1364,6 +1549,11 @@ export type DeliveryUncheckedUpdateWithoutEndpointInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1390,6 +1580,11 @@ export type DeliveryUncheckedUpdateManyWithoutEndpointInput = {
   period?: Prisma.StringFieldUpdateOperationsInput | string
   streakDay?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   countedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  steamId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  minecraftUuid?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  accountId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  nextEligibleAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   status?: Prisma.EnumDeliveryStatusFieldUpdateOperationsInput | $Enums.DeliveryStatus
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1447,6 +1642,11 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   period?: boolean
   streakDay?: boolean
   countedAt?: boolean
+  steamId?: boolean
+  discordId?: boolean
+  minecraftUuid?: boolean
+  accountId?: boolean
+  nextEligibleAt?: boolean
   status?: boolean
   attempts?: boolean
   nextAttemptAt?: boolean
@@ -1477,6 +1677,11 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   period?: boolean
   streakDay?: boolean
   countedAt?: boolean
+  steamId?: boolean
+  discordId?: boolean
+  minecraftUuid?: boolean
+  accountId?: boolean
+  nextEligibleAt?: boolean
   status?: boolean
   attempts?: boolean
   nextAttemptAt?: boolean
@@ -1505,6 +1710,11 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   period?: boolean
   streakDay?: boolean
   countedAt?: boolean
+  steamId?: boolean
+  discordId?: boolean
+  minecraftUuid?: boolean
+  accountId?: boolean
+  nextEligibleAt?: boolean
   status?: boolean
   attempts?: boolean
   nextAttemptAt?: boolean
@@ -1533,6 +1743,11 @@ export type DeliverySelectScalar = {
   period?: boolean
   streakDay?: boolean
   countedAt?: boolean
+  steamId?: boolean
+  discordId?: boolean
+  minecraftUuid?: boolean
+  accountId?: boolean
+  nextEligibleAt?: boolean
   status?: boolean
   attempts?: boolean
   nextAttemptAt?: boolean
@@ -1544,7 +1759,7 @@ export type DeliverySelectScalar = {
   createdAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "eventId" | "payload" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "eventId" | "payload" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "steamId" | "discordId" | "minecraftUuid" | "accountId" | "nextEligibleAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   endpoint?: boolean | Prisma.Delivery$endpointArgs<ExtArgs>
@@ -1596,6 +1811,18 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     period: string
     streakDay: number | null
     countedAt: Date
+    /**
+     * The heart's platform ids and pass-through account id as the heart.counted event carried them
+     * (null when not given, and on heart.test): payload version 2, pull and Votifier read them.
+     */
+    steamId: string | null
+    discordId: string | null
+    minecraftUuid: string | null
+    accountId: string | null
+    /**
+     * When the voter may count again (heart.counted's next_eligible_at); null when the event had none.
+     */
+    nextEligibleAt: Date | null
     status: $Enums.DeliveryStatus
     attempts: number
     nextAttemptAt: Date
@@ -2045,6 +2272,11 @@ export interface DeliveryFieldRefs {
   readonly period: Prisma.FieldRef<"Delivery", 'String'>
   readonly streakDay: Prisma.FieldRef<"Delivery", 'Int'>
   readonly countedAt: Prisma.FieldRef<"Delivery", 'DateTime'>
+  readonly steamId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly discordId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly minecraftUuid: Prisma.FieldRef<"Delivery", 'String'>
+  readonly accountId: Prisma.FieldRef<"Delivery", 'String'>
+  readonly nextEligibleAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly status: Prisma.FieldRef<"Delivery", 'DeliveryStatus'>
   readonly attempts: Prisma.FieldRef<"Delivery", 'Int'>
   readonly nextAttemptAt: Prisma.FieldRef<"Delivery", 'DateTime'>

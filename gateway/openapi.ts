@@ -541,7 +541,7 @@ export const openApiDocument = {
         "Each event carries the fields of the signed referral callback (`ReferralOutcomeEvent`) with `occurred_at` instead of",
         "`timestamp`. Oldest first, paged like the hearts list (its own cursor). Key rewards on `event_id`, then claim it.",
       ],
-      request: "PullHeartsRequest",
+      request: "PullEventsRequest",
       requestExamples: { first: { summary: "The first page", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", limit: 100 } } },
       response: "PullEventsResponse",
       responseDescription: "A page of unclaimed referral events.",
@@ -1286,6 +1286,16 @@ export const openApiDocument = {
           },
         },
         additionalProperties: false,
+      },
+      PullEventsRequest: {
+        type: "object",
+        required: ["server_id"],
+        properties: {
+          server_id: nonEmptyString("The server whose referral events to list; selects the pull secret."),
+          cursor: { type: "string", description: "`next_cursor` of the previous page; absent or empty for the first page." },
+          limit: { type: "integer", minimum: 0, maximum: MAX_PULL_PAGE, description: "Events per page, 1-500; absent or 0 means 100." },
+        },
+        additionalProperties: true,
       },
       PullEventsResponse: {
         type: "object",

@@ -176,6 +176,32 @@ test.serial("not opted in: referral events reach the subscribed callback endpoin
   t.like((hearts.body.hearts as Array<Record<string, unknown>>)[0], { heart_id: cast.heartId, username: "Steve" });
 });
 
+test.serial(
+  "the events endpoints check like the hearts ones: the referral secret is refused, bad event_ids are a 400, a server with pull off is a 404",
+  async (t) => {
+    const { stack } = t.context;
+    const server = await pullReferralServer(stack);
+    const { serverId, pullSecret } = server;
+    const wrongKey = await post(stack, "/api/pull/events", serverId, server.secret, {});
+    t.is(wrongKey.status, 401);
+    t.deepEqual(wrongKey.openApiErrors, []);
+    for (const eventIds of [[], "x", [1], Array.from({ length: 501 }, () => "x")]) {
+      const bad = await post(stack, "/api/pull/events/claims", serverId, pullSecret, { event_ids: eventIds });
+      t.is(bad.status, 400);
+      t.deepEqual(bad.openApiErrors, []);
+      t.like(bad.body, { error: "event_ids must be an array of 1-500 strings" });
+    }
+    const badLimit = await post(stack, "/api/pull/events", serverId, pullSecret, { limit: 501 });
+    t.is(badLimit.status, 400);
+    t.deepEqual(badLimit.openApiErrors, []);
+    const pullOff = (await stack.clients.admin.createServer({ name: "pull off", registrationUrl: "" })).server!.id;
+    const off = await post(stack, "/api/pull/events", pullOff, "psec_x", {});
+    t.is(off.status, 404);
+    t.like(off.body, { error: "pull API not enabled for this server" });
+    t.deepEqual(off.openApiErrors, []);
+  },
+);
+
 test("who may set the pull event types: another owner's server answers like a missing one; a token without the admin scope is refused; unknown types are refused", async (t) => {
   let gatewayUrl = "";
   const stack = await startStack({

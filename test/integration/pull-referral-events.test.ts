@@ -85,7 +85,7 @@ async function referAndQualify(stack: TestStack, server: PullReferralServer, ref
 }
 
 test.serial(
-  "opted in to referral.qualified: click -> registered -> qualified, the signed pull list shows the qualified event with the referrer; claim, then claim again is already_claimed; hearts stay in their own list",
+  "opted in to referral.qualified: click -> registered -> qualified, the signed pull list shows the qualified event with the referrer; claim, then claim again is already_claimed, redeliver offers it again; hearts stay in their own list",
   async (t) => {
     const { stack } = t.context;
     const server = await pullReferralServer(stack);
@@ -144,6 +144,13 @@ test.serial(
     t.is(attempts.length, 1, "one attempt: the claim (the repeat changed nothing)");
     t.like(attempts[0], { url: "pull API claim", statusCode: 200, succeeded: true });
     t.deepEqual(JSON.parse(attempts[0]?.requestBody ?? "{}"), { server_id: serverId, event_ids: [eventId] });
+    // Redeliverable like any delivery: "Redeliver" offers the event again.
+    await stack.clients.delivery.redeliver({ deliveryId: stored.id });
+    const offeredAgain = await post(stack, "/api/pull/events", serverId, pullSecret, {});
+    t.deepEqual(
+      (offeredAgain.body.events as Array<Record<string, unknown>>).map((e) => e.event_id),
+      [eventId],
+    );
   },
 );
 

@@ -1,6 +1,10 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type {
+  ClaimPullEventsRequestSchema,
+  ClaimPullEventsResponse,
+  ListPullEventsRequestSchema,
+  ListPullEventsResponse,
   ClaimPullHeartsRequestSchema,
   ClaimPullHeartsResponse,
   ListPullHeartsRequestSchema,
@@ -20,12 +24,18 @@ import { PULL_CLAIM_STATUS_NAMES } from "../services/shared/proto-names.js";
 export const PULL_HEARTS_PATH = "/api/pull/hearts";
 /** Claims hearts by heart_id (signed POST). */
 export const PULL_CLAIMS_PATH = "/api/pull/claims";
+/** Lists a server's unclaimed referral events, for a server opted in to them (signed POST). */
+export const PULL_EVENTS_PATH = "/api/pull/events";
+/** Claims referral events by event_id (signed POST). */
+export const PULL_EVENT_CLAIMS_PATH = "/api/pull/events/claims";
 
 /** The referral-service RPCs the pull API calls; they throw ConnectError. */
 export interface PullRpcs {
   resolvePullKeys(request: MessageInitShape<typeof ResolvePullKeysRequestSchema>): Promise<ResolvePullKeysResponse>;
   listPullHearts(request: MessageInitShape<typeof ListPullHeartsRequestSchema>): Promise<ListPullHeartsResponse>;
   claimPullHearts(request: MessageInitShape<typeof ClaimPullHeartsRequestSchema>): Promise<ClaimPullHeartsResponse>;
+  listPullEvents(request: MessageInitShape<typeof ListPullEventsRequestSchema>): Promise<ListPullEventsResponse>;
+  claimPullEvents(request: MessageInitShape<typeof ClaimPullEventsRequestSchema>): Promise<ClaimPullEventsResponse>;
   /** After a MAC failed: drops the server's cached pull keys when a refresh is allowed (gateway/signing-key-cache.ts#invalidate). */
   invalidatePullKeys?(serverId: string): boolean;
   /** The pull key cache's answer without a lookup (gateway/signing-key-cache.ts#peek). */
@@ -96,6 +106,61 @@ export async function handlePullClaim(input: SignedInput, rpcs: PullRpcs, now: (
   try {
     const { results } = await rpcs.claimPullHearts({ serverId, heartIds: ids as string[] });
     const body = { results: results.map((r) => ({ heart_id: r.heartId, status: PULL_CLAIM_STATUS_NAMES[r.status] ?? "unknown" })) };
+    return { reply: { status: 200, body }, outcome: "claimed", serverId, kid };
+  } catch (error) {
+    return { ...rpcFailure(error), serverId, kid };
+  }
+}
+
+/**
+ * POST /api/pull/events: the referral events (`referral.registered|qualified|reversed`) of a server
+ * whose pull API is opted in to them (SetPullEventTypes), checked and paged exactly like the hearts
+ * list. Answers `{"events":[{event, event_id, server_id, referral_id, referrer_identity,
+ * referee_identity, state, previous_state, reason?, reason_text?, occurred_at}], "next_cursor"}`:
+ * the callback body's fields (docs/callbacks.md) with `occurred_at` instead of the per-attempt `timestamp`.
+ */
+export async function handlePullEventList(input: SignedInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
+  const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
+  if (signed.kind === "rejected") return signed.result;
+  const { body, serverId, kid } = signed;
+  const fields = readListFields(body);
+  if (fields.kind === "invalid") return { reply: errorReply("invalidField", fields.error), outcome: "invalid_field", serverId, kid };
+  try {
+    const page = await rpcs.listPullEvents({ serverId, cursor: fields.cursor, limit: fields.limit });
+    const events = page.events.map((e) => ({
+      event: e.event,
+      event_id: e.eventId,
+      server_id: serverId,
+      referral_id: e.referralId,
+      referrer_identity: e.referrerIdentity,
+      referee_identity: e.refereeIdentity,
+      state: e.state,
+      previous_state: e.previousState,
+      ...(e.reason !== "" ? { reason: e.reason } : {}),
+      ...(e.reasonText !== "" ? { reason_text: e.reasonText } : {}),
+      occurred_at: e.occurredAt ? timestampDate(e.occurredAt).toISOString() : null,
+    }));
+    return { reply: { status: 200, body: { events, next_cursor: page.nextCursor === "" ? null : page.nextCursor } }, outcome: "listed", serverId, kid };
+  } catch (error) {
+    return { ...rpcFailure(error), serverId, kid };
+  }
+}
+
+/**
+ * POST /api/pull/events/claims: claims referral events by `event_ids` (1-500 strings), idempotently,
+ * like the heart claim. Answers `{"results":[{event_id, status}]}` (`claimed`, `already_claimed`, `unknown`).
+ */
+export async function handlePullEventClaim(input: SignedInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
+  const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
+  if (signed.kind === "rejected") return signed.result;
+  const { body, serverId, kid } = signed;
+  const ids = body.event_ids;
+  if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_PULL_CLAIM || !ids.every((id) => typeof id === "string")) {
+    return { reply: errorReply("invalidField", `event_ids must be an array of 1-${MAX_PULL_CLAIM} strings`), outcome: "invalid_field", serverId, kid };
+  }
+  try {
+    const { results } = await rpcs.claimPullEvents({ serverId, eventIds: ids as string[] });
+    const body = { results: results.map((r) => ({ event_id: r.eventId, status: PULL_CLAIM_STATUS_NAMES[r.status] ?? "unknown" })) };
     return { reply: { status: 200, body }, outcome: "claimed", serverId, kid };
   } catch (error) {
     return { ...rpcFailure(error), serverId, kid };

@@ -354,7 +354,7 @@ export const openApiDocument = {
     { name: "keys", description: "The list's published ed25519 public keys for `v1a` callback signatures." },
     { name: "referrals", description: "Referral links and signed referral lifecycle events." },
     { name: "callbacks", description: "Signed reward callbacks sent by the service to the server owner's URL." },
-    { name: "pull", description: "Signed polling of counted hearts, for servers that cannot accept connections." },
+    { name: "pull", description: "Signed polling of counted hearts (and, opted in, referral events), for servers that cannot accept connections." },
     { name: "reward plugins", description: "The check/claim API of game-server reward plugins (Rust, FiveM, PocketMine), keyed by the server's claim key." },
     { name: "receipts", description: "A voter's receipt of one heart: counted or not, and whether it reached the server." },
   ],
@@ -549,6 +549,62 @@ export const openApiDocument = {
             ],
           },
         },
+      },
+    }),
+    "/api/pull/events": pullOperation({
+      operationId: "listPullEvents",
+      summary: "List referral events not yet claimed (opted in)",
+      description: [
+        "The referral outcomes (`referral.registered`, `referral.qualified`, `referral.reversed`) of a server whose pull API",
+        "is opted in to them (the dashboard's pull setting, `SetPullEventTypes`; default: hearts only, and this list stays empty).",
+        "A list of its own, beside the hearts list, so a poller that knows only hearts is unaffected by opting in.",
+        "Each event carries the fields of the signed referral callback (`ReferralOutcomeEvent`) with `occurred_at` instead of",
+        "`timestamp`. Oldest first, paged like the hearts list (its own cursor). Key rewards on `event_id`, then claim it.",
+      ],
+      request: "PullEventsRequest",
+      requestExamples: { first: { summary: "The first page", value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", limit: 100 } } },
+      response: "PullEventsResponse",
+      responseDescription: "A page of unclaimed referral events.",
+      responseExamples: {
+        page: {
+          summary: "One qualified referral, last page",
+          value: {
+            events: [
+              {
+                event: "referral.qualified",
+                event_id: "0b9c8d7e-6f5a-4b3c-9d2e-1f0a9b8c7d6e",
+                server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+                referral_id: "1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f",
+                referrer_identity: "alice#1",
+                referee_identity: "bob",
+                state: "qualified",
+                previous_state: "registered",
+                occurred_at: "2026-01-01T00:00:00.000Z",
+              },
+            ],
+            next_cursor: null,
+          },
+        },
+      },
+    }),
+    "/api/pull/events/claims": pullOperation({
+      operationId: "claimPullEvents",
+      summary: "Claim referral events by event_id",
+      description: [
+        "Each `event_id` is answered in request order: `claimed` (now delivered), `already_claimed` (a retried claim;",
+        "nothing changed) or `unknown` (not a pullable referral event of this server). Claim after granting the reward.",
+      ],
+      request: "PullEventClaimsRequest",
+      requestExamples: {
+        claim: {
+          summary: "Claim one event",
+          value: { server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f", event_ids: ["0b9c8d7e-6f5a-4b3c-9d2e-1f0a9b8c7d6e"] },
+        },
+      },
+      response: "PullEventClaimsResponse",
+      responseDescription: "What the claim did, per event_id.",
+      responseExamples: {
+        claimed: { summary: "Claimed now", value: { results: [{ event_id: "0b9c8d7e-6f5a-4b3c-9d2e-1f0a9b8c7d6e", status: "claimed" }] } },
       },
     }),
     "/api/votes": votesOperation({ operationId: "checkOrClaimVote", summary: "Check or claim a player's vote (reward plugins)", json: false }),
@@ -1295,6 +1351,76 @@ export const openApiDocument = {
                   type: "string",
                   enum: ["claimed", "already_claimed", "unknown"],
                   description: "`claimed`: now delivered; `already_claimed`: claimed before; `unknown`: not a pullable heart of this server.",
+                },
+              },
+              additionalProperties: false,
+            },
+          },
+        },
+        additionalProperties: false,
+      },
+      PullEventsRequest: {
+        type: "object",
+        required: ["server_id"],
+        properties: {
+          server_id: nonEmptyString("The server whose referral events to list; selects the pull secret."),
+          cursor: { type: "string", description: "`next_cursor` of the previous page; absent or empty for the first page." },
+          limit: { type: "integer", minimum: 0, maximum: MAX_PULL_PAGE, description: "Events per page, 1-500; absent or 0 means 100." },
+        },
+        additionalProperties: true,
+      },
+      PullEventsResponse: {
+        type: "object",
+        required: ["events", "next_cursor"],
+        properties: {
+          events: { type: "array", items: { $ref: "#/components/schemas/PullEvent" } },
+          next_cursor: { type: ["string", "null"], description: "Pass as `cursor` for the next page; null on the last page." },
+        },
+        additionalProperties: false,
+      },
+      PullEvent: {
+        type: "object",
+        description: "A referral outcome waiting to be claimed: the referral callback's fields, `occurred_at` instead of `timestamp`.",
+        required: ["event", "event_id", "server_id", "referral_id", "referrer_identity", "referee_identity", "state", "previous_state", "occurred_at"],
+        properties: {
+          event: { type: "string", enum: [...REFERRAL_EVENT_TYPES] },
+          event_id: { type: "string", format: "uuid", description: "The transition's id: claim it, and key the reward on it." },
+          server_id: { type: "string", format: "uuid" },
+          referral_id: { type: "string", format: "uuid" },
+          referrer_identity: { type: "string", description: "The referrer, as recorded at the click." },
+          referee_identity: { type: "string" },
+          state: { type: "string", enum: ["registered", "qualified", "reversed"] },
+          previous_state: { type: "string", enum: ["clicked", "registered", "qualified"] },
+          reason: { type: "string", description: "`referral.reversed` only, when the reversal sent one." },
+          reason_text: { type: "string", description: "`referral.reversed` only: the reason as sent, when it was not a known value." },
+          occurred_at: { type: "string", format: "date-time", description: "When the referral changed state." },
+        },
+        additionalProperties: false,
+      },
+      PullEventClaimsRequest: {
+        type: "object",
+        required: ["server_id", "event_ids"],
+        properties: {
+          server_id: nonEmptyString("The server whose referral events to claim; selects the pull secret."),
+          event_ids: { type: "array", minItems: 1, maxItems: 500, items: { type: "string" }, description: "The referral events to claim." },
+        },
+        additionalProperties: true,
+      },
+      PullEventClaimsResponse: {
+        type: "object",
+        required: ["results"],
+        properties: {
+          results: {
+            type: "array",
+            items: {
+              type: "object",
+              required: ["event_id", "status"],
+              properties: {
+                event_id: { type: "string" },
+                status: {
+                  type: "string",
+                  enum: ["claimed", "already_claimed", "unknown"],
+                  description: "`claimed`: now delivered; `already_claimed`: claimed before; `unknown`: not a pullable referral event of this server.",
                 },
               },
               additionalProperties: false,

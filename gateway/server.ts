@@ -22,7 +22,18 @@ import type { Logger } from "../services/shared/log.js";
 import type { Metrics } from "../services/shared/metrics.js";
 import { handleIngest } from "./handle-ingest.js";
 import type { SignedInput, SignedResult } from "./signed-request.js";
-import { PULL_CLAIMS_PATH, PULL_HEARTS_PATH, classifyPullKeys, handlePullClaim, handlePullList, type PullRpcs } from "./handle-pull.js";
+import {
+  PULL_CLAIMS_PATH,
+  PULL_EVENT_CLAIMS_PATH,
+  PULL_EVENTS_PATH,
+  PULL_HEARTS_PATH,
+  classifyPullKeys,
+  handlePullClaim,
+  handlePullEventClaim,
+  handlePullEventList,
+  handlePullList,
+  type PullRpcs,
+} from "./handle-pull.js";
 import { REFERRAL_LINK_PREFIX, TOO_MANY_CLICKS_TEXT, handleReferralLink } from "./handle-referral-link.js";
 import { errorReply, type HttpReply } from "./http-errors.js";
 import { OPENAPI_PATH, openApiDocument } from "./openapi.js";
@@ -114,7 +125,8 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  *
  * - `POST /api/referral/events`: raw body (64 KiB limit) -> signature -> forward over Connect.
  *   Who: anyone holding the server's referral secret (the HMAC is the credential).
- * - `POST /api/pull/hearts`, `POST /api/pull/claims`: the signed pull API (same scheme, the pull secret).
+ * - `POST /api/pull/hearts`, `POST /api/pull/claims`, `POST /api/pull/events`, `POST /api/pull/events/claims`:
+ *   the signed pull API (same scheme, the pull secret).
  *   Who: anyone holding the server's pull secret.
  * - `GET /api/votes`, `GET /api/votes/json`: reward plugins' check/claim API (handle-vote-claim.ts), the key in the query.
  *   Who: anyone holding the server's claim key (read and claim that server's votes only); a wrong key answers `0`.
@@ -209,6 +221,8 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
       peekPullKeys: (serverId) => guards.pullKeyCache.peek(serverId),
       listPullHearts: (request) => deps.delivery.listPullHearts(request, callOptions),
       claimPullHearts: (request) => deps.delivery.claimPullHearts(request, callOptions),
+      listPullEvents: (request) => deps.delivery.listPullEvents(request, callOptions),
+      claimPullEvents: (request) => deps.delivery.claimPullEvents(request, callOptions),
     };
   };
   const landing = ({ req, res, entry }: RouteRequest) => serveRaw(req, res, entry, () => landingReply(req, { dashboard: deps.dashboard ?? false }));
@@ -253,6 +267,26 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
         ({ entry }) =>
           (input) =>
             handlePullClaim(input, pullRpcs(entry), deps.now, guards.limiter),
+      ),
+    },
+    {
+      method: "POST",
+      path: PULL_EVENTS_PATH,
+      name: PULL_EVENTS_PATH,
+      handle: signed(
+        ({ entry }) =>
+          (input) =>
+            handlePullEventList(input, pullRpcs(entry), deps.now, guards.limiter),
+      ),
+    },
+    {
+      method: "POST",
+      path: PULL_EVENT_CLAIMS_PATH,
+      name: PULL_EVENT_CLAIMS_PATH,
+      handle: signed(
+        ({ entry }) =>
+          (input) =>
+            handlePullEventClaim(input, pullRpcs(entry), deps.now, guards.limiter),
       ),
     },
     // The key travels in the query: the request line logs the path only (writeRequestLog), so it never reaches a log.

@@ -61,6 +61,7 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "servers.v1.ServerAdminService/DeleteEndpoint": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/SetVotifierSettings": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/SetPullEnabled": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/SetPullEventTypes": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/RotatePullSecret": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/RevealPullSecret": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/ResolvePullKeys": { scope: "pull", owner: none },
@@ -105,6 +106,8 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "delivery.v1.DeliveryService/SendTestVote": { scope: "admin", owner: server },
   "delivery.v1.DeliveryService/ListPullHearts": { scope: "pull", owner: none },
   "delivery.v1.DeliveryService/ClaimPullHearts": { scope: "pull", owner: none },
+  "delivery.v1.DeliveryService/ListPullEvents": { scope: "pull", owner: none },
+  "delivery.v1.DeliveryService/ClaimPullEvents": { scope: "pull", owner: none },
   // ops.v1 (operators only)
   "ops.v1.OperatorService/ListDeadLetters": { scope: "admin", owner: none },
   // access.v1

@@ -14,20 +14,40 @@ const PULL_CLAIM_ANSWER_STATUS = 200;
 /** What claiming one heart_id did. */
 export type PullClaimStatus = "claimed" | "already_claimed" | "unknown";
 
+/** What a claim names: hearts by heart_id (POST /api/pull/claims) or referral events by event_id (POST /api/pull/events/claims). */
+type PullClaimKind = "heart" | "event";
+
+/** Per kind: the request field, the answer's id field, the key column and which pull deliveries it claims. */
+const CLAIM_KINDS = {
+  heart: {
+    ids: "heart_ids",
+    id: "heart_id",
+    key: Prisma.sql`heart_id::text`,
+    rows: (ids: string[]) => Prisma.sql`event_type = 'heart.counted' AND heart_id = ANY(${ids}::uuid[])`,
+  },
+  event: {
+    ids: "event_ids",
+    id: "event_id",
+    key: Prisma.sql`event_id`,
+    rows: (ids: string[]) => Prisma.sql`event_type <> 'heart.counted' AND event_id = ANY(${ids}::text[])`,
+  },
+} as const;
+
 /**
- * The exchange a claimed heart's attempt row records: the claim as it concerned this heart. The
- * request is the signed body's fields for it (`server_id`, `heart_ids`: this heart; the gateway
- * checked the signature headers and passes none on, and the body holds no secret), the answer is
- * the pull API's 200 with this heart's result (`claimed`). No receiver is involved: latency 0.
+ * The exchange a claimed heart's (or referral event's) attempt row records: the claim as it concerned
+ * this one. The request is the signed body's fields for it (`server_id`, `heart_ids` or `event_ids`:
+ * this id; the gateway checked the signature headers and passes none on, and the body holds no
+ * secret), the answer is the pull API's 200 with this id's result (`claimed`). No receiver is involved: latency 0.
  */
-export function toPullClaimExchange(serverId: string, heartId: string): AttemptExchange {
+export function toPullClaimExchange(serverId: string, id: string, kind: PullClaimKind = "heart"): AttemptExchange {
+  const k = CLAIM_KINDS[kind];
   return {
     target: PULL_CLAIM_TARGET,
-    request: { headers: {}, body: JSON.stringify({ server_id: serverId, heart_ids: [heartId] }) },
+    request: { headers: {}, body: JSON.stringify({ server_id: serverId, [k.ids]: [id] }) },
     response: {
       status: PULL_CLAIM_ANSWER_STATUS,
       headers: {},
-      body: JSON.stringify({ results: [{ heart_id: heartId, status: "claimed" satisfies PullClaimStatus }] }),
+      body: JSON.stringify({ results: [{ [k.id]: id, status: "claimed" satisfies PullClaimStatus }] }),
       bodyTruncated: false,
     },
     latencyMs: 0,
@@ -47,45 +67,69 @@ export async function claimPullHearts(
   prisma: PrismaClient,
   q: { serverId: string; heartIds: string[]; now: Date },
 ): Promise<Array<{ heartId: string; status: PullClaimStatus }>> {
-  if (q.heartIds.length > MAX_PULL_CLAIM) throw new DomainError("invalid_argument", `heart_ids must hold at most ${MAX_PULL_CLAIM} ids`);
+  const results = await claimPulled(prisma, { serverId: q.serverId, ids: q.heartIds, now: q.now }, "heart");
+  return results.map((r) => ({ heartId: r.id, status: r.status }));
+}
+
+/**
+ * Claims referral events by event_id, exactly as claimPullHearts claims hearts (idempotent,
+ * `already_claimed`, `unknown`, an attempt row per claimed event): only this server's referral
+ * pull deliveries are claimable here, never a heart.
+ */
+export async function claimPullEvents(
+  prisma: PrismaClient,
+  q: { serverId: string; eventIds: string[]; now: Date },
+): Promise<Array<{ eventId: string; status: PullClaimStatus }>> {
+  const results = await claimPulled(prisma, { serverId: q.serverId, ids: q.eventIds, now: q.now }, "event");
+  return results.map((r) => ({ eventId: r.id, status: r.status }));
+}
+
+/** The one claim of both kinds (see claimPullHearts). */
+async function claimPulled(
+  prisma: PrismaClient,
+  q: { serverId: string; ids: string[]; now: Date },
+  kind: PullClaimKind,
+): Promise<Array<{ id: string; status: PullClaimStatus }>> {
+  const k = CLAIM_KINDS[kind];
+  if (q.ids.length > MAX_PULL_CLAIM) throw new DomainError("invalid_argument", `${k.ids} must hold at most ${MAX_PULL_CLAIM} ids`);
   // Each id once, lower case (as the database prints a uuid), with its spelling in the claim.
   const sent = new Map<string, string>();
-  for (const heartId of q.heartIds) if (isUuid(heartId) && !sent.has(heartId.toLowerCase())) sent.set(heartId.toLowerCase(), heartId);
+  for (const id of q.ids) if (isUuid(id) && !sent.has(id.toLowerCase())) sent.set(id.toLowerCase(), id);
   const ids = [...sent.keys()];
   const claimed = new Set<string>();
   const delivered = new Set<string>();
   if (ids.length > 0) {
-    // One attempt row per id, keyed by heart_id; only the claimed ones join a delivery and are written.
-    const attempts = ids.map((id, n) => toAttemptRow(n, id, q.now, toPullClaimExchange(q.serverId, sent.get(id) ?? id)));
-    const rows = await prisma.$queryRaw<Array<{ heart_id: string; claimed: boolean }>>`
+    // One attempt row per id, keyed by it; only the claimed ones join a delivery and are written.
+    const attempts = ids.map((id, n) => toAttemptRow(n, id, q.now, toPullClaimExchange(q.serverId, sent.get(id) ?? id, kind)));
+    const rows = await prisma.$queryRaw<Array<{ key: string; claimed: boolean }>>`
       WITH claimed AS (
         UPDATE deliveries
         SET status = 'delivered', delivered_at = ${q.now}::timestamptz, attempts = attempts + 1, lease_until = NULL,
             last_status_code = ${PULL_CLAIM_ANSWER_STATUS}::int, last_error = NULL
-        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending' AND heart_id = ANY(${ids}::uuid[])
-        RETURNING id, server_id, heart_id
+        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending' AND ${k.rows(ids)}
+        RETURNING id, server_id, ${k.key} AS key
       ), logged AS (
-        ${insertAttemptsSql(attempts, Prisma.sql`(SELECT c.heart_id::text AS key, c.id AS delivery_id, c.server_id FROM claimed c)`)}
+        ${insertAttemptsSql(attempts, Prisma.sql`(SELECT c.key, c.id AS delivery_id, c.server_id FROM claimed c)`)}
       )
-      SELECT heart_id::text, true AS claimed FROM claimed
+      SELECT key, true AS claimed FROM claimed
       UNION ALL
-      SELECT heart_id::text, false AS claimed FROM deliveries
-      WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND heart_id = ANY(${ids}::uuid[])
-        AND heart_id NOT IN (SELECT heart_id FROM claimed)`;
-    for (const row of rows) (row.claimed ? claimed : delivered).add(row.heart_id);
+      SELECT ${k.key} AS key, false AS claimed FROM deliveries
+      WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND ${k.rows(ids)}
+        AND ${k.key} NOT IN (SELECT key FROM claimed)`;
+    for (const row of rows) (row.claimed ? claimed : delivered).add(row.key);
     // A claim that waited for a concurrent claim's row lock skips the row once that commits, but its
     // statement still reads the row as pending (its snapshot predates the commit): the ids it could
     // not place are read again by a statement of its own, which sees that commit.
     const unplaced = ids.filter((id) => !claimed.has(id) && !delivered.has(id));
     if (unplaced.length > 0) {
-      const late = await prisma.$queryRaw<Array<{ heart_id: string }>>`
-        SELECT heart_id::text FROM deliveries
-        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND heart_id = ANY(${unplaced}::uuid[])`;
-      for (const row of late) delivered.add(row.heart_id);
+      const late = await prisma.$queryRaw<Array<{ key: string }>>`
+        SELECT ${k.key} AS key FROM deliveries
+        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND ${k.rows(unplaced)}`;
+      for (const row of late) delivered.add(row.key);
     }
   }
-  return q.heartIds.map((heartId) => {
-    const id = heartId.toLowerCase();
-    return { heartId, status: claimed.has(id) ? "claimed" : delivered.has(id) ? "already_claimed" : "unknown" };
+  return q.ids.map((raw) => {
+    const id = raw.toLowerCase();
+    return { id: raw, status: claimed.has(id) ? "claimed" : delivered.has(id) ? "already_claimed" : "unknown" };
   });
 }

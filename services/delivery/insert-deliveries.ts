@@ -135,7 +135,7 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
     ), candidates AS (
       -- A callback delivery per live endpoint subscribed to the event type (held while the endpoint
-      -- has no URL), a Votifier one when set up, a pull one when the pull API is on.
+      -- has no URL), a Votifier one when set up, a pull one when the pull API is on and offers the event type.
       SELECT i.*, d.transport, d.endpoint_id, ${sendableDeliverySql(room.now)} AS sendable
       FROM input i
       JOIN servers s ON s.id = i.server_id
@@ -144,7 +144,7 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
         FROM callback_endpoints ce
         WHERE ce.server_id = s.id AND ce.deleted_at IS NULL AND i.event_type = ANY(ce.event_types)
         UNION ALL SELECT 'votifier'::"DeliveryTransport", NULL::uuid WHERE s.votifier_host IS NOT NULL AND i.event_type = 'heart.counted'
-        UNION ALL SELECT 'pull'::"DeliveryTransport", NULL::uuid WHERE s.pull_enabled AND i.event_type = 'heart.counted'
+        UNION ALL SELECT 'pull'::"DeliveryTransport", NULL::uuid WHERE s.pull_enabled AND i.event_type = ANY(s.pull_event_types)
       ) d
       LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
     ), offered AS (

@@ -1,14 +1,18 @@
+import { Prisma } from "../../gen/prisma/client.js";
 import { isUuid, NIL_UUID } from "../shared/ids.js";
 import type { PrismaClient } from "../shared/db.js";
 import { DomainError } from "../shared/errors.js";
 import { betweenText } from "../shared/contract.js";
 import { MAX_PULL_PAGE } from "../shared/wire.js";
 import type { PlatformIds } from "../shared/player-ids.js";
+import type { ReferralPayload } from "./referral-event.js";
 
 /**
  * The pull transport: counted hearts of a server whose pull API is on are stored
  * as `pull` deliveries (by the consumer, like every delivery) and wait, pending,
- * until the owner claims them by heart_id through the gateway's signed pull API.
+ * until the owner claims them by heart_id through the gateway's signed pull API; a
+ * server opted in to referral events on pull (servers.pull_event_types) gets a pull
+ * delivery per `referral.*` event too, listed and claimed (by event_id) on their own.
  * This module lists them (and holds the API's limits); claim-pull-hearts.ts claims them.
  */
 
@@ -59,43 +63,67 @@ export function toPullLimit(limit: number): number {
   return limit;
 }
 
+/** One referral event waiting to be claimed: its callback body's fields, and when the referral changed state. */
+export interface PullEventRow {
+  payload: ReferralPayload;
+  occurredAt: Date;
+}
+
 /**
- * A page of the server's unclaimed hearts, oldest first (by when the delivery was
- * stored, then id), after `cursor`. `nextCursor` is null on the last page. Claiming
- * removes hearts from later listings; the cursor stays valid across claims.
+ * What a pull list reads: the server's pending pull deliveries of one kind, oldest first (by when the
+ * delivery was stored, then id), after `cursor`; one row more than the page tells whether one follows.
+ * `hearts` are the `heart.counted` ones, `events` the referral events (a server opted in to them:
+ * servers.pull_event_types); each list has its own cursor.
  */
-export async function listPullHearts(
+async function pullPage<R extends { id: string; created_at: Date }>(
   prisma: PrismaClient,
   q: { serverId: string; cursor: string; limit: number },
-): Promise<{ hearts: PullHeartRow[]; nextCursor: string | null }> {
+  kind: "hearts" | "events",
+  columns: Prisma.Sql,
+): Promise<{ rows: R[]; nextCursor: string | null }> {
   const after = q.cursor === "" ? null : decodePullCursor(q.cursor);
-  const rows = await prisma.$queryRaw<
-    Array<{
-      id: string;
-      created_at: Date;
-      heart_id: string;
-      username: string;
-      period: string;
-      counted_at: Date;
-      streak_day: number | null;
-      steam_id: string | null;
-      discord_id: string | null;
-      minecraft_uuid: string | null;
-      account_id: string | null;
-      next_eligible_at: Date | null;
-    }>
-  >`
-    SELECT id::text, created_at, heart_id::text, username, period, counted_at, streak_day,
-           steam_id, discord_id, minecraft_uuid, account_id, next_eligible_at
+  const rows = await prisma.$queryRaw<R[]>`
+    SELECT id::text, created_at, ${columns}
     FROM deliveries
     WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending'
+      AND (event_type = 'heart.counted') = ${kind === "hearts"}
       AND (${after === null} OR (created_at, id) > (${after?.createdAt ?? new Date(0)}::timestamptz, ${after?.id ?? NIL_UUID}::uuid))
     ORDER BY created_at, id
     LIMIT ${q.limit + 1}`;
   const page = rows.slice(0, q.limit);
   const last = page[page.length - 1];
+  return { rows: page, nextCursor: rows.length > q.limit && last ? encodePullCursor({ createdAt: new Date(last.created_at), id: last.id }) : null };
+}
+
+/**
+ * A page of the server's unclaimed hearts, oldest first, after `cursor`. `nextCursor` is null on the
+ * last page. Claiming removes hearts from later listings; the cursor stays valid across claims.
+ */
+export async function listPullHearts(
+  prisma: PrismaClient,
+  q: { serverId: string; cursor: string; limit: number },
+): Promise<{ hearts: PullHeartRow[]; nextCursor: string | null }> {
+  const page = await pullPage<{
+    id: string;
+    created_at: Date;
+    heart_id: string;
+    username: string;
+    period: string;
+    counted_at: Date;
+    streak_day: number | null;
+    steam_id: string | null;
+    discord_id: string | null;
+    minecraft_uuid: string | null;
+    account_id: string | null;
+    next_eligible_at: Date | null;
+  }>(
+    prisma,
+    q,
+    "hearts",
+    Prisma.sql`heart_id::text, username, period, counted_at, streak_day, steam_id, discord_id, minecraft_uuid, account_id, next_eligible_at`,
+  );
   return {
-    hearts: page.map((r) => ({
+    hearts: page.rows.map((r) => ({
       heartId: r.heart_id,
       username: r.username,
       period: r.period,
@@ -104,6 +132,24 @@ export async function listPullHearts(
       platformIds: { steamId: r.steam_id, discordId: r.discord_id, minecraftUuid: r.minecraft_uuid, accountId: r.account_id },
       nextEligibleAt: r.next_eligible_at === null ? null : new Date(r.next_eligible_at),
     })),
-    nextCursor: rows.length > q.limit && last ? encodePullCursor({ createdAt: new Date(last.created_at), id: last.id }) : null,
+    nextCursor: page.nextCursor,
   };
+}
+
+/**
+ * A page of the server's unclaimed referral events (`referral.*` pull deliveries), oldest first,
+ * after `cursor`, with the same paging as listPullHearts. Each is its callback body without
+ * `timestamp` (the delivery's payload, referral-event.ts) and when the referral changed state.
+ */
+export async function listPullEvents(
+  prisma: PrismaClient,
+  q: { serverId: string; cursor: string; limit: number },
+): Promise<{ events: PullEventRow[]; nextCursor: string | null }> {
+  const page = await pullPage<{ id: string; created_at: Date; payload: ReferralPayload; counted_at: Date }>(
+    prisma,
+    q,
+    "events",
+    Prisma.sql`payload, counted_at`,
+  );
+  return { events: page.rows.map((r) => ({ payload: r.payload, occurredAt: new Date(r.counted_at) })), nextCursor: page.nextCursor };
 }

@@ -3,7 +3,9 @@ import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
 import {
+  ClaimPullEventsResponseSchema,
   ClaimPullHeartsResponseSchema,
+  ListPullEventsResponseSchema,
   DeliveryAttemptSchema,
   DeliverySchema,
   DeliveryService,
@@ -30,8 +32,8 @@ import { sendTestReferralEvent } from "./send-test-referral-event.js";
 import { findEndpoint } from "../servers/endpoint-store.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { findDelivery, listAttempts, listDeliveries, readEndpointHealth, type EndpointWindow } from "./read-deliveries.js";
-import { claimPullHearts } from "./claim-pull-hearts.js";
-import { listPullHearts, toPullLimit } from "./pull-store.js";
+import { claimPullEvents, claimPullHearts } from "./claim-pull-hearts.js";
+import { listPullEvents, listPullHearts, toPullLimit } from "./pull-store.js";
 import { redeliver, redeliverFailedSince } from "./redeliver.js";
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
 import { sendTestCallback } from "./send-test-callback.js";
@@ -176,6 +178,32 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
         const serverId = await requireServerId(deps, req.serverId);
         const results = await claimPullHearts(deps.prisma, { serverId, heartIds: req.heartIds, now: deps.now() });
         return create(ClaimPullHeartsResponseSchema, { results: results.map((r) => ({ heartId: r.heartId, status: PULL_CLAIM_STATUS_TO_PROTO[r.status] })) });
+      },
+
+      async listPullEvents(req) {
+        const serverId = await requireServerId(deps, req.serverId);
+        const page = await listPullEvents(deps.prisma, { serverId, cursor: req.cursor.trim(), limit: toPullLimit(req.limit) });
+        return create(ListPullEventsResponseSchema, {
+          events: page.events.map(({ payload: p, occurredAt }) => ({
+            event: p.event,
+            eventId: p.event_id,
+            referralId: p.referral_id,
+            referrerIdentity: p.referrer_identity,
+            refereeIdentity: p.referee_identity,
+            state: p.state,
+            previousState: p.previous_state,
+            reason: p.reason ?? "",
+            reasonText: p.reason_text ?? "",
+            occurredAt: timestampFromDate(occurredAt),
+          })),
+          nextCursor: page.nextCursor ?? "",
+        });
+      },
+
+      async claimPullEvents(req) {
+        const serverId = await requireServerId(deps, req.serverId);
+        const results = await claimPullEvents(deps.prisma, { serverId, eventIds: req.eventIds, now: deps.now() });
+        return create(ClaimPullEventsResponseSchema, { results: results.map((r) => ({ eventId: r.eventId, status: PULL_CLAIM_STATUS_TO_PROTO[r.status] })) });
       },
     });
   };

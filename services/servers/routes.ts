@@ -50,6 +50,7 @@ import {
   listServers,
   setCallbackSettings,
   setPullEnabled,
+  setPullEventTypes,
   setVotifierSettings,
   updateServer,
   type ServerRecord,
@@ -219,6 +220,10 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
         return { server: toServerProto(await setVotifierSettings(deps, req.serverId.trim(), settings)) };
       },
 
+      async setPullEventTypes(req) {
+        return { server: toServerProto(await setPullEventTypes(deps, req.serverId.trim(), toEventTypes(req.eventTypes))) };
+      },
+
       async setPullEnabled(req) {
         return { server: toServerProto(await setPullEnabled(deps, req.serverId.trim(), req.enabled)) };
       },
@@ -288,6 +293,7 @@ export function toServerProto(server: ServerRecord): MessageInitShape<typeof Ser
     votifierServiceName: server.votifierServiceName ?? "",
     votifierTokenSet: server.votifierToken !== null,
     pullEnabled: server.pullEnabled,
+    pullEventTypes: server.pullEventTypes,
     ownerId: server.ownerId ?? "",
     attributionWindowDays: server.attributionWindowDays,
     lockDays: server.lockDays,

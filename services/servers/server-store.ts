@@ -7,6 +7,7 @@ import { activeSecretWhere } from "./domain/secret-policy.js";
 import { insertSecret, lockServer } from "./secret-store.js";
 import { requiredText } from "../shared/contract.js";
 import { updateEndpoint } from "./endpoint-store.js";
+import type { EndpointEventType } from "../shared/event-types.js";
 
 /** A server as its RPCs answer it: with its default endpoint (the callback settings of the Server message). */
 export type ServerRecord = Server & { endpoints: CallbackEndpoint[] };
@@ -99,6 +100,19 @@ export async function setVotifierSettings(deps: CoreDeps, serverId: string, sett
       include: WITH_DEFAULT_ENDPOINT,
     });
   });
+}
+
+/**
+ * SetPullEventTypes: what the pull API offers (checked by the caller with endpoint-store's
+ * toEventTypes, the same rule as an endpoint's). `heart.counted` keeps the hearts list; the
+ * `referral.*` types add those events to POST /api/pull/events. Only events published while the
+ * pull API is on and the type is chosen are offered.
+ */
+export async function setPullEventTypes(deps: CoreDeps, serverId: string, eventTypes: readonly EndpointEventType[]): Promise<ServerRecord> {
+  if (!isUuid(serverId)) throw unknownServer();
+  const updated = await deps.prisma.server.updateMany({ where: { id: serverId }, data: { pullEventTypes: [...eventTypes] } });
+  if (updated.count !== 1) throw unknownServer();
+  return getServer(deps, serverId);
 }
 
 /**

@@ -2115,6 +2115,7 @@ export const ServerScalarFieldEnum = {
   votifierServiceName: 'votifierServiceName',
   votifierToken: 'votifierToken',
   pullEnabled: 'pullEnabled',
+  pullEventTypes: 'pullEventTypes',
   claimsEnabled: 'claimsEnabled',
   claimHoldDays: 'claimHoldDays',
   claimMaxHeld: 'claimMaxHeld',

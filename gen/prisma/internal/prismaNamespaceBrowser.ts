@@ -101,6 +101,7 @@ export const ServerScalarFieldEnum = {
   votifierServiceName: 'votifierServiceName',
   votifierToken: 'votifierToken',
   pullEnabled: 'pullEnabled',
+  pullEventTypes: 'pullEventTypes',
   claimsEnabled: 'claimsEnabled',
   claimHoldDays: 'claimHoldDays',
   claimMaxHeld: 'claimMaxHeld',

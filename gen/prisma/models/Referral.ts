@@ -550,14 +550,6 @@ export type ReferralNullableScalarRelationFilter = {
   isNot?: Prisma.ReferralWhereInput | null
 }
 
-export type StringNullableListFilter<$PrismaModel = never> = {
-  equals?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel> | null
-  has?: string | Prisma.StringFieldRefInput<$PrismaModel> | null
-  hasEvery?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel>
-  hasSome?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel>
-  isEmpty?: boolean
-}
-
 export type ReferralServerIdRefereeIdentityCompoundUniqueInput = {
   serverId: string
   refereeIdentity: string

@@ -92,6 +92,7 @@ export type ServerCountAggregateOutputType = {
   votifierServiceName: number
   votifierToken: number
   pullEnabled: number
+  pullEventTypes: number
   claimsEnabled: number
   claimHoldDays: number
   claimMaxHeld: number
@@ -170,6 +171,7 @@ export type ServerCountAggregateInputType = {
   votifierServiceName?: true
   votifierToken?: true
   pullEnabled?: true
+  pullEventTypes?: true
   claimsEnabled?: true
   claimHoldDays?: true
   claimMaxHeld?: true
@@ -277,6 +279,7 @@ export type ServerGroupByOutputType = {
   votifierServiceName: string | null
   votifierToken: string | null
   pullEnabled: boolean
+  pullEventTypes: string[]
   claimsEnabled: boolean
   claimHoldDays: number
   claimMaxHeld: number
@@ -320,6 +323,7 @@ export type ServerWhereInput = {
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  pullEventTypes?: Prisma.StringNullableListFilter<"Server">
   claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   claimHoldDays?: Prisma.IntFilter<"Server"> | number
   claimMaxHeld?: Prisma.IntFilter<"Server"> | number
@@ -347,6 +351,7 @@ export type ServerOrderByWithRelationInput = {
   votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  pullEventTypes?: Prisma.SortOrder
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
@@ -377,6 +382,7 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  pullEventTypes?: Prisma.StringNullableListFilter<"Server">
   claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   claimHoldDays?: Prisma.IntFilter<"Server"> | number
   claimMaxHeld?: Prisma.IntFilter<"Server"> | number
@@ -404,6 +410,7 @@ export type ServerOrderByWithAggregationInput = {
   votifierServiceName?: Prisma.SortOrderInput | Prisma.SortOrder
   votifierToken?: Prisma.SortOrderInput | Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  pullEventTypes?: Prisma.SortOrder
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
@@ -432,6 +439,7 @@ export type ServerScalarWhereWithAggregatesInput = {
   votifierServiceName?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
+  pullEventTypes?: Prisma.StringNullableListFilter<"Server">
   claimsEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   claimHoldDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
   claimMaxHeld?: Prisma.IntWithAggregatesFilter<"Server"> | number
@@ -452,6 +460,7 @@ export type ServerCreateInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -478,6 +487,7 @@ export type ServerUncheckedCreateInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -504,6 +514,7 @@ export type ServerUpdateInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -530,6 +541,7 @@ export type ServerUncheckedUpdateInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -556,6 +568,7 @@ export type ServerCreateManyInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -576,6 +589,7 @@ export type ServerUpdateManyMutationInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -595,6 +609,7 @@ export type ServerUncheckedUpdateManyInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -603,6 +618,14 @@ export type ServerUncheckedUpdateManyInput = {
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
   referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
+}
+
+export type StringNullableListFilter<$PrismaModel = never> = {
+  equals?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel> | null
+  has?: string | Prisma.StringFieldRefInput<$PrismaModel> | null
+  hasEvery?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel>
+  hasSome?: string[] | Prisma.ListStringFieldRefInput<$PrismaModel>
+  isEmpty?: boolean
 }
 
 export type ServerCountOrderByAggregateInput = {
@@ -615,6 +638,7 @@ export type ServerCountOrderByAggregateInput = {
   votifierServiceName?: Prisma.SortOrder
   votifierToken?: Prisma.SortOrder
   pullEnabled?: Prisma.SortOrder
+  pullEventTypes?: Prisma.SortOrder
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
@@ -696,6 +720,10 @@ export type ServerOrderByRelationAggregateInput = {
   _count?: Prisma.SortOrder
 }
 
+export type ServerCreatepullEventTypesInput = {
+  set: string[]
+}
+
 export type StringFieldUpdateOperationsInput = {
   set?: string
 }
@@ -714,6 +742,11 @@ export type NullableIntFieldUpdateOperationsInput = {
   decrement?: number
   multiply?: number
   divide?: number
+}
+
+export type ServerUpdatepullEventTypesInput = {
+  set?: string[]
+  push?: string | string[]
 }
 
 export type IntFieldUpdateOperationsInput = {
@@ -868,6 +901,7 @@ export type ServerCreateWithoutSecretsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -893,6 +927,7 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -934,6 +969,7 @@ export type ServerUpdateWithoutSecretsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -959,6 +995,7 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -984,6 +1021,7 @@ export type ServerCreateWithoutClicksInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1009,6 +1047,7 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1050,6 +1089,7 @@ export type ServerUpdateWithoutClicksInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1075,6 +1115,7 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1100,6 +1141,7 @@ export type ServerCreateWithoutReferralsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1125,6 +1167,7 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1166,6 +1209,7 @@ export type ServerUpdateWithoutReferralsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1191,6 +1235,7 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1216,6 +1261,7 @@ export type ServerCreateWithoutDeliveriesInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1241,6 +1287,7 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1282,6 +1329,7 @@ export type ServerUpdateWithoutDeliveriesInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1307,6 +1355,7 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1332,6 +1381,7 @@ export type ServerCreateWithoutOwnerInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1357,6 +1407,7 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1411,6 +1462,7 @@ export type ServerScalarWhereInput = {
   votifierServiceName?: Prisma.StringNullableFilter<"Server"> | string | null
   votifierToken?: Prisma.StringNullableFilter<"Server"> | string | null
   pullEnabled?: Prisma.BoolFilter<"Server"> | boolean
+  pullEventTypes?: Prisma.StringNullableListFilter<"Server">
   claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   claimHoldDays?: Prisma.IntFilter<"Server"> | number
   claimMaxHeld?: Prisma.IntFilter<"Server"> | number
@@ -1431,6 +1483,7 @@ export type ServerCreateWithoutCallbackHealthInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1456,6 +1509,7 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1497,6 +1551,7 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1522,6 +1577,7 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1547,6 +1603,7 @@ export type ServerCreateWithoutEndpointsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1572,6 +1629,7 @@ export type ServerUncheckedCreateWithoutEndpointsInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1613,6 +1671,7 @@ export type ServerUpdateWithoutEndpointsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1638,6 +1697,7 @@ export type ServerUncheckedUpdateWithoutEndpointsInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1663,6 +1723,7 @@ export type ServerCreateManyOwnerInput = {
   votifierServiceName?: string | null
   votifierToken?: string | null
   pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
@@ -1682,6 +1743,7 @@ export type ServerUpdateWithoutOwnerInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1707,6 +1769,7 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1732,6 +1795,7 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1827,6 +1891,7 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  pullEventTypes?: boolean
   claimsEnabled?: boolean
   claimHoldDays?: boolean
   claimMaxHeld?: boolean
@@ -1855,6 +1920,7 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  pullEventTypes?: boolean
   claimsEnabled?: boolean
   claimHoldDays?: boolean
   claimMaxHeld?: boolean
@@ -1876,6 +1942,7 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  pullEventTypes?: boolean
   claimsEnabled?: boolean
   claimHoldDays?: boolean
   claimMaxHeld?: boolean
@@ -1897,6 +1964,7 @@ export type ServerSelectScalar = {
   votifierServiceName?: boolean
   votifierToken?: boolean
   pullEnabled?: boolean
+  pullEventTypes?: boolean
   claimsEnabled?: boolean
   claimHoldDays?: boolean
   claimMaxHeld?: boolean
@@ -1907,7 +1975,7 @@ export type ServerSelectScalar = {
   referralReviewMode?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "claimsEnabled" | "claimHoldDays" | "claimMaxHeld" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays" | "referralReviewMode", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "pullEventTypes" | "claimsEnabled" | "claimHoldDays" | "claimMaxHeld" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays" | "referralReviewMode", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -1958,6 +2026,10 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
      * Counted hearts are also kept for the owner's signed pull API (claimed by heart_id).
      */
     pullEnabled: boolean
+    /**
+     * The event types the pull API offers (services/shared/event-types.ts): `heart.counted` (the hearts list) and, opted in, `referral.*` (the events list).
+     */
+    pullEventTypes: string[]
     /**
      * The claim ledger is on (set when the first claim key is minted): counted hearts are held for claiming.
      */
@@ -2429,6 +2501,7 @@ export interface ServerFieldRefs {
   readonly votifierServiceName: Prisma.FieldRef<"Server", 'String'>
   readonly votifierToken: Prisma.FieldRef<"Server", 'String'>
   readonly pullEnabled: Prisma.FieldRef<"Server", 'Boolean'>
+  readonly pullEventTypes: Prisma.FieldRef<"Server", 'String[]'>
   readonly claimsEnabled: Prisma.FieldRef<"Server", 'Boolean'>
   readonly claimHoldDays: Prisma.FieldRef<"Server", 'Int'>
   readonly claimMaxHeld: Prisma.FieldRef<"Server", 'Int'>

@@ -179,7 +179,14 @@ test.serial("not opted in: referral events reach the subscribed callback endpoin
     return (r.body.hearts as unknown[] | undefined)?.length ? r : undefined;
   });
   t.deepEqual(hearts.openApiErrors, []);
-  t.deepEqual(Object.keys((hearts.body.hearts as Array<Record<string, unknown>>)[0] ?? {}), ["heart_id", "username", "period", "counted_at", "streak_day"]);
+  t.deepEqual(Object.keys((hearts.body.hearts as Array<Record<string, unknown>>)[0] ?? {}), [
+    "heart_id",
+    "username",
+    "period",
+    "counted_at",
+    "streak_day",
+    "next_eligible_at",
+  ]);
   t.like((hearts.body.hearts as Array<Record<string, unknown>>)[0], { heart_id: cast.heartId, username: "Steve" });
 });
 

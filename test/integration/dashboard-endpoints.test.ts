@@ -8,7 +8,9 @@ import anyTest, { type TestFn } from "ava";
 import { randomUUID } from "node:crypto";
 import { ENDPOINT_EVENT_TYPES } from "../../services/shared/event-types.js";
 import { createLogger } from "../../services/shared/log.js";
+import { formatCallbackSignature } from "../../services/shared/signature.js";
 import { ownerApi, signInOwner, startDashboardGateway, type DashboardGateway, type OwnerSession } from "../helpers/owner-session.js";
+import { startReceiver } from "../helpers/receiver.js";
 import { startStack, type TestStack } from "../helpers/stack.js";
 
 interface Context {
@@ -175,6 +177,32 @@ test.serial("dashboard: the default endpoint's callback settings switch the publ
   });
   t.like((JSON.parse(off.text) as { server: Record<string, unknown> }).server, { public_key_signatures: false });
   t.like((await listEndpoints(c)).endpoints[0], { is_default: true, public_key_signatures: false, standard_webhooks: true });
+});
+
+test.serial("dashboard: the test send of an endpoint goes to that endpoint, signed with its secret; a disabled endpoint is enabled again", async (t) => {
+  const c = t.context;
+  const receiver = await startReceiver();
+  t.teardown(() => receiver.close());
+  const created = await ownerApi(c.gateway.url, c.session, "POST", `/servers/${c.own}/endpoints`, { url: receiver.url, event_types: ["heart.counted"] });
+  t.is(created.status, 201, created.text);
+  const { endpoint, value } = JSON.parse(created.text) as { endpoint: EndpointJson; value: string };
+  const sent = await ownerApi(c.gateway.url, c.session, "POST", `/servers/${c.own}/endpoints/${endpoint.id}/test`, { username: "Tester" });
+  t.is(sent.status, 200, sent.text);
+  const [request] = await receiver.waitForRequests(1);
+  const header = String(request?.headers["x-service-signature"]);
+  const signedAt = Number(/^t=(\d+),/.exec(header)?.[1]);
+  t.is(header, formatCallbackSignature([value], signedAt, request?.body ?? ""), "signed with the endpoint's own secret");
+  t.like((JSON.parse(sent.text) as { exchange: Record<string, unknown> }).exchange, { url: receiver.url, status_code: 200, ok: true });
+
+  await c.stack.prisma.callbackEndpoint.update({ where: { id: endpoint.id }, data: { disabledAt: new Date(), disabledReason: "receiver answered 410 Gone" } });
+  t.like(
+    (await listEndpoints(c)).endpoints.find((e) => e.id === endpoint.id),
+    { disabled_reason: "receiver answered 410 Gone" },
+  );
+  const enabled = await ownerApi(c.gateway.url, c.session, "POST", `/servers/${c.own}/endpoints/${endpoint.id}/enable`);
+  t.is(enabled.status, 200, enabled.text);
+  t.like((JSON.parse(enabled.text) as { endpoint: EndpointJson }).endpoint, { id: endpoint.id, disabled_at: null });
+  await ownerApi(c.gateway.url, c.session, "DELETE", `/servers/${c.own}/endpoints/${endpoint.id}`);
 });
 
 test("dashboard: another owner's server or endpoint answers like a missing one and is unchanged", async (t) => {

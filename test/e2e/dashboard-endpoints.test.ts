@@ -2,7 +2,7 @@
  * Callback endpoints on the Integration tab in a real browser (Debian's Chromium through playwright-core)
  * against the real stack: the owner, signed in through a login link, adds an endpoint subscribed to
  * `referral.qualified` with public-key `v1a` signatures on, sees its secret once, then sees it in the list
- * (event type, v1a badge, no secret). At a phone's width (375 px) and a laptop's (1280 px): nothing scrolls
+ * (event type, v1a badge, no secret); the reward callback's own v1a switch saves. At a phone's width (375 px) and a laptop's (1280 px): nothing scrolls
  * sideways, axe finds nothing on the endpoints card; screenshots go to
  * test-results/screenshots/endpoints-<width>.png.
  */
@@ -74,53 +74,73 @@ async function pageOverflow(page: Page): Promise<number> {
   return (await page.evaluate("document.documentElement.scrollWidth - window.innerWidth")) as number;
 }
 
-test.serial("browser (owner): adds an endpoint for referral.qualified with v1a on, sees its secret once, then sees it in the list", async (t) => {
-  const c = t.context;
-  const { page } = c;
-  const { url } = await c.stack.clients.access.createDashboardLoginLink({ ownerId: "endpoint-owner" });
-  await page.goto(url);
-  await page.waitForSelector("#app:not([hidden])");
-  await page.click('.tab[data-tab="integration"]');
-  await page.waitForSelector("#tab-integration:not([hidden])");
-  await eventually(async () => ((await endpointRows(page)) === 1 ? true : undefined), { timeoutMs: 15_000, message: "the default endpoint is listed" });
-  t.regex((await page.textContent("#endpoints-list")) ?? "", /default/);
+test.serial(
+  "browser (owner): adds an endpoint for referral.qualified with v1a on, sees its secret once, then sees it in the list; switches v1a on the reward callback",
+  async (t) => {
+    const c = t.context;
+    const { page } = c;
+    const { url } = await c.stack.clients.access.createDashboardLoginLink({ ownerId: "endpoint-owner" });
+    await page.goto(url);
+    await page.waitForSelector("#app:not([hidden])");
+    await page.click('.tab[data-tab="integration"]');
+    await page.waitForSelector("#tab-integration:not([hidden])");
+    await eventually(async () => ((await endpointRows(page)) === 1 ? true : undefined), { timeoutMs: 15_000, message: "the default endpoint is listed" });
+    t.regex((await page.textContent("#endpoints-list")) ?? "", /default/);
 
-  await page.click("#add-endpoint");
-  await page.waitForSelector("#endpoint-form:not([hidden])");
-  await page.fill("#endpoint-url", ENDPOINT_URL);
-  await page.check('input[name="endpoint-event-type"][value="referral.qualified"]');
-  await page.check("#endpoint-public-key");
-  await page.click("#save-endpoint");
+    await page.click("#add-endpoint");
+    await page.waitForSelector("#endpoint-form:not([hidden])");
+    await page.fill("#endpoint-url", ENDPOINT_URL);
+    await page.check('input[name="endpoint-event-type"][value="referral.qualified"]');
+    await page.check("#endpoint-public-key");
+    // The form at a phone's width: in view, labelled (axe), no sideways scroll.
+    await page.setViewportSize(PHONE);
+    t.true((await pageOverflow(page)) <= 0, "the form does not scroll sideways at 375 px");
+    const formViolations = await findA11yViolations(page, { include: "#endpoints-card" });
+    t.deepEqual(formViolations, [], `the form:\n${formatViolations(formViolations)}`);
+    await page.locator("#endpoints-card").screenshot({ path: join(c.shots, "endpoints-form-375.png") });
+    await page.setViewportSize(LAPTOP);
+    await page.click("#save-endpoint");
 
-  await page.waitForSelector("#endpoint-secret-box:not([hidden])");
-  const secret = ((await page.textContent("#endpoint-secret-box-value")) ?? "").trim();
-  t.regex(secret, /^whsec_/);
-  t.regex((await page.textContent("#endpoint-secret-box")) ?? "", /Shown once/);
-  t.true(await page.isHidden("#endpoint-form"));
-  await eventually(async () => ((await endpointRows(page)) === 2 ? true : undefined), { timeoutMs: 15_000, message: "the new endpoint is listed" });
-  const row = page.locator("#endpoints-list li.endpoint-item", { hasText: ENDPOINT_URL });
-  const rowText = (await row.textContent()) ?? "";
-  t.regex(rowText, /referral\.qualified/);
-  t.regex(rowText, /v1a public key/);
-  t.notRegex(rowText, /heart\.counted/);
-  t.false(rowText.includes(secret), "the list never shows the secret");
-  const [created] = (await c.stack.clients.admin.listEndpoints({ serverId: c.serverId })).endpoints.filter((e) => !e.isDefault);
-  t.like(created, { url: ENDPOINT_URL, eventTypes: ["referral.qualified"], publicKeySignatures: true, standardWebhooks: false });
+    await page.waitForSelector("#endpoint-secret-box:not([hidden])");
+    const secret = ((await page.textContent("#endpoint-secret-box-value")) ?? "").trim();
+    t.regex(secret, /^whsec_/);
+    t.regex((await page.textContent("#endpoint-secret-box")) ?? "", /Shown once/);
+    t.true(await page.isHidden("#endpoint-form"));
+    await eventually(async () => ((await endpointRows(page)) === 2 ? true : undefined), { timeoutMs: 15_000, message: "the new endpoint is listed" });
+    const row = page.locator("#endpoints-list li.endpoint-item", { hasText: ENDPOINT_URL });
+    const rowText = (await row.textContent()) ?? "";
+    t.regex(rowText, /referral\.qualified/);
+    t.regex(rowText, /v1a public key/);
+    t.notRegex(rowText, /heart\.counted/);
+    t.false(rowText.includes(secret), "the list never shows the secret");
+    const [created] = (await c.stack.clients.admin.listEndpoints({ serverId: c.serverId })).endpoints.filter((e) => !e.isDefault);
+    t.like(created, { url: ENDPOINT_URL, eventTypes: ["referral.qualified"], publicKeySignatures: true, standardWebhooks: false });
 
-  for (const viewport of [PHONE, LAPTOP]) {
-    await page.setViewportSize(viewport);
-    await page.waitForTimeout(200);
-    t.true((await pageOverflow(page)) <= 0, `nothing scrolls sideways at ${viewport.width} px`);
-    const violations = await findA11yViolations(page, { include: "#endpoints-card" });
-    t.deepEqual(violations, [], `${viewport.width} px:\n${formatViolations(violations)}`);
-    await page.locator("#endpoints-card").screenshot({ path: join(c.shots, `endpoints-${viewport.width}.png`) });
-  }
+    for (const viewport of [PHONE, LAPTOP]) {
+      await page.setViewportSize(viewport);
+      await page.waitForTimeout(200);
+      t.true((await pageOverflow(page)) <= 0, `nothing scrolls sideways at ${viewport.width} px`);
+      const violations = await findA11yViolations(page, { include: "#endpoints-card" });
+      t.deepEqual(violations, [], `${viewport.width} px:\n${formatViolations(violations)}`);
+      await page.locator("#endpoints-card").screenshot({ path: join(c.shots, `endpoints-${viewport.width}.png`) });
+    }
 
-  // Shown once: after a reload the page holds the endpoint, not its secret.
-  await page.reload();
-  await page.waitForSelector("#tab-integration:not([hidden])");
-  await eventually(async () => ((await endpointRows(page)) === 2 ? true : undefined), { timeoutMs: 15_000, message: "listed after a reload" });
-  t.true(await page.isHidden("#endpoint-secret-box"));
-  t.false(((await page.content()) ?? "").includes(secret), "the secret is gone after a reload");
-  t.deepEqual(pageErrors, []);
-});
+    // The reward callback (the default endpoint) switches v1a on too; the list follows.
+    await page.check("#public-key-signatures-switch");
+    await page.click('#callback-form button[type="submit"]');
+    await page.waitForSelector("#public-key-signatures:not([hidden])");
+    t.like((await c.stack.clients.admin.getServer({ serverId: c.serverId })).server, { publicKeySignatures: true, standardWebhooks: true });
+    await eventually(
+      async () => (/v1a public key/.test((await page.locator("#endpoints-list li.endpoint-item").first().textContent()) ?? "") ? true : undefined),
+      { timeoutMs: 15_000, message: "the default endpoint shows v1a" },
+    );
+
+    // Shown once: after a reload the page holds the endpoint, not its secret.
+    await page.reload();
+    await page.waitForSelector("#tab-integration:not([hidden])");
+    await eventually(async () => ((await endpointRows(page)) === 2 ? true : undefined), { timeoutMs: 15_000, message: "listed after a reload" });
+    t.true(await page.isHidden("#endpoint-secret-box"));
+    t.false(((await page.content()) ?? "").includes(secret), "the secret is gone after a reload");
+    t.deepEqual(pageErrors, []);
+  },
+);

@@ -12,6 +12,7 @@ import {
   REVIEW_STATE_TO_PROTO,
 } from "../../services/shared/proto-names.js";
 import type { DashboardClients } from "./clients.js";
+import { ENDPOINT_EVENT_TYPES, PAYLOAD_VERSIONS } from "../../services/shared/event-types.js";
 import { errorReply, fromRpcError, type HttpReply } from "../http-errors.js";
 import {
   atMostCharsText,
@@ -33,6 +34,7 @@ import {
   toAttemptJson,
   toDeliveryJson,
   toEndpointHealthJson,
+  toEndpointJson,
   toExchangeJson,
   toFunnelJson,
   toLeaderboardJson,
@@ -92,7 +94,7 @@ export interface ApiDeps {
   now: () => Date;
 }
 
-type Method = "GET" | "POST" | "PUT";
+type Method = "GET" | "POST" | "PUT" | "DELETE";
 
 /** Checks that an owner's session owns the resource a path parameter names; throws (404) otherwise. */
 type OwnerCheck = (clients: DashboardClients, id: string, call: CallOptions) => Promise<unknown>;
@@ -108,6 +110,8 @@ const PARAM_OWNER_CHECKS: Readonly<Record<string, OwnerCheck | { within: string 
   serverId: (clients, serverId, call) => clients.admin.getServer({ serverId }, call),
   deliveryId: (clients, deliveryId, call) => clients.delivery.getDelivery({ deliveryId }, call),
   kid: { within: "serverId" },
+  // The endpoint RPCs look an endpoint up by (server, endpoint): another server's endpoint is `unknown endpoint`.
+  endpointId: { within: "serverId" },
   referralId: (clients, referralId, call) => clients.reviews.getReferralDetail({ referralId }, call),
 };
 
@@ -288,9 +292,10 @@ export const ROUTES: readonly Route[] = [
     const callbackUrl = readString(body, "callback_url");
     const standardWebhooks = readBoolean(body, "standard_webhooks");
     const payloadVersion = readOptionalInteger(body, "payload_version");
+    const publicKeySignatures = readOptionalBoolean(body, "public_key_signatures");
     // The default endpoint's payload version first: a refused version changes nothing.
     if (payloadVersion !== undefined) await clients.admin.updateEndpoint({ serverId: params.serverId, payloadVersion }, call);
-    const { server } = await clients.admin.setCallbackSettings({ serverId: params.serverId, callbackUrl, standardWebhooks }, call);
+    const { server } = await clients.admin.setCallbackSettings({ serverId: params.serverId, callbackUrl, standardWebhooks, publicKeySignatures }, call);
     return { body: { server: toServerJson(server) } };
   }),
   route("POST", "/servers/:serverId/callback/enable", async ({ clients }, { params, call }) => {
@@ -315,6 +320,72 @@ export const ROUTES: readonly Route[] = [
   route("GET", "/servers/:serverId/endpoint-health", async ({ clients }, { params, call }) => {
     const health = await clients.delivery.getEndpointHealth({ serverId: params.serverId }, call);
     return { body: { health: toEndpointHealthJson(health) } };
+  }),
+
+  // Callback endpoints (docs/callbacks.md "Endpoints"): the default one first; each has its own secret, health and test send.
+  route("GET", "/servers/:serverId/endpoints", async ({ clients }, { params, call }) => {
+    const { endpoints } = await clients.admin.listEndpoints({ serverId: params.serverId }, call);
+    return { body: { endpoints: endpoints.map(toEndpointJson), event_types: ENDPOINT_EVENT_TYPES, payload_versions: PAYLOAD_VERSIONS } };
+  }),
+  route("POST", "/servers/:serverId/endpoints", async ({ clients }, { params, body, call }) => {
+    const created = await clients.admin.createEndpoint(
+      {
+        serverId: params.serverId,
+        url: readString(body, "url"),
+        eventTypes: readStringList(body, "event_types") ?? [],
+        payloadVersion: readOptionalInteger(body, "payload_version") ?? 0,
+        standardWebhooks: readOptionalBoolean(body, "standard_webhooks") ?? false,
+        publicKeySignatures: readOptionalBoolean(body, "public_key_signatures") ?? false,
+      },
+      call,
+    );
+    return { status: 201, body: { endpoint: toEndpointJson(created.endpoint), secret: toSecretJson(created.info), value: created.secret } };
+  }),
+  route("PUT", "/servers/:serverId/endpoints/:endpointId", async ({ clients }, { params, body, call }) => {
+    // Absent fields stay unchanged; a new URL clears a disable.
+    const eventTypes = readStringList(body, "event_types");
+    const url = body.url === undefined || body.url === null ? undefined : readString(body, "url");
+    const { endpoint } = await clients.admin.updateEndpoint(
+      {
+        serverId: params.serverId,
+        endpointId: params.endpointId,
+        url,
+        eventTypes: eventTypes ?? [],
+        updateEventTypes: eventTypes !== undefined,
+        payloadVersion: readOptionalInteger(body, "payload_version"),
+        standardWebhooks: readOptionalBoolean(body, "standard_webhooks"),
+        publicKeySignatures: readOptionalBoolean(body, "public_key_signatures"),
+      },
+      call,
+    );
+    return { body: { endpoint: toEndpointJson(endpoint) } };
+  }),
+  route("POST", "/servers/:serverId/endpoints/:endpointId/enable", async ({ clients }, { params, call }) => {
+    const { endpoint } = await clients.admin.enableCallback({ serverId: params.serverId, endpointId: params.endpointId }, call);
+    return { body: { endpoint: toEndpointJson(endpoint) } };
+  }),
+  route("POST", "/servers/:serverId/endpoints/:endpointId/secret/reveal", async ({ clients }, { params, call }) => {
+    const revealed = await clients.admin.revealCallbackSecret({ serverId: params.serverId, endpointId: params.endpointId }, call);
+    return { body: { secret: toSecretJson(revealed.info), value: revealed.secret } };
+  }),
+  route("POST", "/servers/:serverId/endpoints/:endpointId/secret/rotate", async ({ clients }, { params, body, call }) => {
+    const graceSeconds = readGraceSeconds(body);
+    const rotated = await clients.admin.rotateCallbackSecret({ serverId: params.serverId, endpointId: params.endpointId, graceSeconds }, call);
+    return { status: 201, body: { secret: toSecretJson(rotated.info), value: rotated.secret } };
+  }),
+  route("POST", "/servers/:serverId/endpoints/:endpointId/test", async ({ clients }, { params, body, slowCall }) => {
+    const username = readString(body, "username");
+    const { report, delivery } = await clients.delivery.sendTestCallback({ serverId: params.serverId, endpointId: params.endpointId, username }, slowCall);
+    return { body: { exchange: toExchangeJson(report), delivery: toDeliveryJson(delivery) } };
+  }),
+  route("GET", "/servers/:serverId/endpoints/:endpointId/health", async ({ clients }, { params, call }) => {
+    const health = await clients.delivery.getEndpointHealth({ serverId: params.serverId, endpointId: params.endpointId }, call);
+    return { body: { health: toEndpointHealthJson(health) } };
+  }),
+  // Last of the endpoint routes (the isolation test runs them in order on the owner's own endpoint).
+  route("DELETE", "/servers/:serverId/endpoints/:endpointId", async ({ clients }, { params, call }) => {
+    await clients.admin.deleteEndpoint({ serverId: params.serverId, endpointId: params.endpointId }, call);
+    return { body: { deleted: true } };
   }),
 
   route("PUT", "/servers/:serverId/votifier", async ({ clients }, { params, body, call }) => {
@@ -497,6 +568,20 @@ function readReferralFilter(query: URLSearchParams, serverId: string) {
 function readBoolean(body: Record<string, unknown>, field: string): boolean {
   const value = body[field];
   if (typeof value !== "boolean") throw new ApiError(`${field} must be true or false`);
+  return value;
+}
+
+/** An optional boolean field (undefined when absent or null: unchanged). */
+function readOptionalBoolean(body: Record<string, unknown>, field: string): boolean | undefined {
+  const value = body[field];
+  return value === undefined || value === null ? undefined : readBoolean(body, field);
+}
+
+/** An optional list of strings (undefined when absent or null); the service checks the values. */
+function readStringList(body: Record<string, unknown>, field: string): string[] | undefined {
+  const value = body[field];
+  if (value === undefined || value === null) return undefined;
+  if (!Array.isArray(value) || !value.every((v) => typeof v === "string")) throw new ApiError(`${field} must be a list of strings`);
   return value;
 }
 

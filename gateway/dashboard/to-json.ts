@@ -13,7 +13,7 @@ import type { DeliveryDayStats } from "../../gen/proto/delivery/v1/delivery_stat
 import { HeartVerdict, type GetHeartStatsResponse, type HeartCountBucket, type HeartSummary, type RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { ReferralEventRecord, ReviewedReferral } from "../../gen/proto/referral/v1/referral_review_pb.js";
-import type { SecretInfo, Server } from "../../gen/proto/servers/v1/servers_pb.js";
+import type { CallbackEndpoint, SecretInfo, Server } from "../../gen/proto/servers/v1/servers_pb.js";
 import {
   ANCHOR_STATE_NAMES,
   REVIEW_STATE_NAMES,
@@ -153,6 +153,23 @@ export function toAttemptJson(a: DeliveryAttempt) {
 
 function toWindowJson(w: EndpointWindow | undefined) {
   return { attempts: w?.attempts ?? 0, succeeded: w?.succeeded ?? 0, success_rate: w?.successRate ?? 0 };
+}
+
+/** One callback endpoint: where it posts, what it receives, its opt-ins and disable state (never its secret). */
+export function toEndpointJson(e: CallbackEndpoint | undefined) {
+  if (!e) return null;
+  return {
+    id: e.id,
+    is_default: e.isDefault,
+    url: e.url,
+    event_types: e.eventTypes,
+    payload_version: e.payloadVersion,
+    standard_webhooks: e.standardWebhooks,
+    public_key_signatures: e.publicKeySignatures,
+    disabled_at: toIso(e.disabledAt),
+    disabled_reason: e.disabledReason,
+    created_at: toIso(e.createdAt),
+  };
 }
 
 /** How a server's callback endpoint is doing (success rates, last success and failure, disable state). */

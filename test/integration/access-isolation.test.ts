@@ -36,6 +36,8 @@ interface OwnerData {
   deliveryId: string;
   referralId: string;
   heartId: string;
+  /** A non-default callback endpoint of the server. */
+  endpointId: string;
 }
 
 interface Context {
@@ -86,6 +88,7 @@ async function seedOwner(stack: TestStack, ownerId: string | undefined): Promise
     countedAt: new Date(),
   });
   const delivery = await stack.prisma.delivery.findFirstOrThrow({ where: { serverId } });
+  const endpoint = await admin.createEndpoint({ serverId, url: "http://127.0.0.1:9/other-hook", eventTypes: ["referral.qualified"] });
   return {
     ownerId: ownerId ?? "",
     serverId,
@@ -96,6 +99,7 @@ async function seedOwner(stack: TestStack, ownerId: string | undefined): Promise
     deliveryId: delivery.id,
     referralId: applied.outcome.case === "applied" ? applied.outcome.value.referralId : "",
     heartId,
+    endpointId: endpoint.endpoint?.id ?? "",
   };
 }
 
@@ -123,13 +127,13 @@ test.after.always(async (t) => {
 
 /** Every value of B (and of the unowned server) that must never appear in an answer to A. */
 function forbiddenValues(c: Context): string[] {
-  return [c.b, c.unowned].flatMap((d) => [d.serverId, d.serverName, d.referralSecret, d.callbackSecret, d.deliveryId, d.referralId]);
+  return [c.b, c.unowned].flatMap((d) => [d.serverId, d.serverName, d.referralSecret, d.callbackSecret, d.deliveryId, d.referralId, d.endpointId]);
 }
 
 /** Fills a route's path parameters from one owner's data. */
 function fillPath(path: string, d: OwnerData): string {
   return path.replace(/:([A-Za-z]+)/g, (_, name: string) => {
-    const value = { serverId: d.serverId, deliveryId: d.deliveryId, kid: d.kid, referralId: d.referralId }[name];
+    const value = { serverId: d.serverId, deliveryId: d.deliveryId, kid: d.kid, referralId: d.referralId, endpointId: d.endpointId }[name];
     if (value === undefined) throw new Error(`no isolation fixture for :${name}; add one to fillPath`);
     return encodeURIComponent(value);
   });
@@ -153,6 +157,18 @@ test("every dashboard API route: owner A gets 404/403 for owner B's and the unow
       t.true(res.status === 404 || res.status === 403, `${name} on ${other === c.b ? "B's" : "the unowned"} resource: ${res.status} ${res.text}`);
       t.regex(JSON.parse(res.text).error as string, /^unknown (server|delivery)$/, name);
       for (const value of forbidden) t.false(res.text.includes(value), `${name} leaked ${value}`);
+    }
+    if (route.names.includes("endpointId")) {
+      // A's own server with B's endpoint: the same answer as an endpoint that does not exist.
+      const body = route.method === "GET" ? undefined : {};
+      const missing = await ownerApi(c.gateway.url, c.sessionA, route.method, fillPath(route.path, { ...c.a, endpointId: randomUUID() }), body);
+      const foreign = await ownerApi(c.gateway.url, c.sessionA, route.method, fillPath(route.path, { ...c.a, endpointId: c.b.endpointId }), body);
+      t.deepEqual({ status: foreign.status, text: foreign.text }, { status: 404, text: '{"error":"unknown endpoint"}' }, `${name} with B's endpoint`);
+      t.deepEqual(
+        { status: missing.status, text: missing.text },
+        { status: foreign.status, text: foreign.text },
+        `${name}: B's endpoint answers like a missing one`,
+      );
     }
   }
 });

@@ -233,6 +233,9 @@
       hideSecret("callback-secret-box");
       hideSecret("pull-secret-box");
       hideSecret("claim-secret-box");
+      hideSecret("endpoint-secret-box");
+      closeEndpointForm();
+      $("endpoint-test-result").replaceChildren();
       $("delivery-detail").hidden = true;
       for (const result of ["test-event-result", "test-callback-result", "test-vote-result"]) $(result).replaceChildren();
       $("test-callback-delivery").hidden = true;
@@ -875,9 +878,185 @@
   // ---- integration tab -----------------------------------------------------------------
 
   async function loadIntegration() {
-    const { server } = await api("GET", serverPath());
+    const [{ server }] = await Promise.all([api("GET", serverPath()), loadEndpoints()]);
     updateServer(server);
     renderIntegration(server);
+  }
+
+  // ---- callback endpoints (Integration tab) ---------------------------------------------
+
+  const endpointState = { endpoints: [], eventTypes: [], editing: "" };
+  const endpointPath = (id, suffix) => serverPath(`/endpoints/${encodeURIComponent(id)}${suffix || ""}`);
+
+  /** Lists the picked server's endpoints (the default first) with each one's health. */
+  async function loadEndpoints() {
+    const { endpoints, event_types } = await api("GET", serverPath("/endpoints"));
+    endpointState.endpoints = endpoints;
+    endpointState.eventTypes = event_types;
+    const healths = await Promise.all(
+      endpoints.map((e) =>
+        api("GET", endpointPath(e.id, "/health")).then(
+          (r) => r.health,
+          // Failure policy: health is a detail of the row; the list still shows without it.
+          () => null,
+        ),
+      ),
+    );
+    renderEndpoints(endpoints, healths);
+  }
+
+  function endpointHealthText(e, health) {
+    if (e.disabled_at) return `Disabled: ${reasonSince(e.disabled_reason, e.disabled_at)}.`;
+    if (!health) return "";
+    if (health.failing_since) return `Failing since ${fmtTime(health.failing_since)} (last: ${health.last_failure_reason}).`;
+    const day = health.last_24h;
+    const rate = day.attempts === 0 ? "no attempts in 24 h" : `${fmtRate(day.success_rate)} of ${day.attempts} in 24 h`;
+    return `${rate} \u00b7 ${health.last_success_at ? `last success ${fmtTime(health.last_success_at)}` : "no success yet"} \u00b7 ${health.pending_deliveries} pending`;
+  }
+
+  function renderEndpoints(endpoints, healths) {
+    const list = $("endpoints-list");
+    list.replaceChildren(
+      ...endpoints.map((e, i) => {
+        const small = (label, onclick, kind) => el("button", { type: "button", class: `btn btn-small${kind ? ` ${kind}` : ""}`, onclick }, label);
+        return el(
+          "li",
+          { class: "endpoint-item", dataset: { endpointId: e.id } },
+          el("div", { class: "endpoint-url" }, e.url || "(no URL: callbacks are held)"),
+          el(
+            "div",
+            { class: "endpoint-tags" },
+            e.is_default ? badge("default") : null,
+            e.disabled_at ? badge("disabled", "err") : badge("active", "ok"),
+            ...e.event_types.map((t) => el("code", {}, t)),
+            badge(`payload v${e.payload_version}`),
+            e.standard_webhooks ? badge("Standard Webhooks") : null,
+            e.public_key_signatures ? badge("v1a public key") : null,
+          ),
+          el("div", { class: "endpoint-health" }, endpointHealthText(e, healths[i])),
+          el(
+            "div",
+            { class: "actions" },
+            small("Edit", () => editEndpoint(e)),
+            small("Reveal secret", (ev) => revealEndpointSecret(ev.target, e)),
+            small("Rotate secret", (ev) => rotateEndpointSecret(ev.target, e)),
+            small("Send test", (ev) => testEndpoint(ev.target, e)),
+            // The default endpoint is re-enabled from the "Callbacks are disabled" notice above (one button for one action).
+            e.disabled_at && !e.is_default ? small("Enable", (ev) => enableEndpoint(ev.target, e), "btn-primary") : null,
+            e.is_default ? null : small("Delete", (ev) => deleteEndpoint(ev.target, e), "btn-danger"),
+          ),
+        );
+      }),
+    );
+  }
+
+  /** Opens the endpoint form: empty for a new endpoint, or filled with `e`'s settings. */
+  function openEndpointForm(e) {
+    endpointState.editing = e ? e.id : "";
+    $("endpoint-form-title").textContent = e ? (e.is_default ? "Edit the default endpoint" : "Edit endpoint") : "New endpoint";
+    $("endpoint-url").value = e ? e.url : "";
+    const chosen = e ? e.event_types : [];
+    $("endpoint-event-types").replaceChildren(
+      ...endpointState.eventTypes.map((t) =>
+        el(
+          "label",
+          { class: "checkbox" },
+          el("input", { type: "checkbox", name: "endpoint-event-type", value: t, checked: chosen.includes(t) }),
+          el("code", {}, t),
+        ),
+      ),
+    );
+    $("endpoint-standard-webhooks").checked = e ? e.standard_webhooks : false;
+    $("endpoint-public-key").checked = e ? e.public_key_signatures : false;
+    $("endpoint-form").hidden = false;
+    $("endpoint-url").focus();
+  }
+
+  function closeEndpointForm() {
+    endpointState.editing = "";
+    $("endpoint-form").hidden = true;
+  }
+
+  function editEndpoint(e) {
+    openEndpointForm(e);
+  }
+
+  $("add-endpoint").addEventListener("click", () => {
+    hideSecret("endpoint-secret-box");
+    openEndpointForm(null);
+  });
+  $("cancel-endpoint").addEventListener("click", closeEndpointForm);
+
+  $("endpoint-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run(event.submitter, async () => {
+      const settings = {
+        url: $("endpoint-url").value,
+        event_types: [...document.querySelectorAll('input[name="endpoint-event-type"]:checked')].map((box) => box.value),
+        standard_webhooks: $("endpoint-standard-webhooks").checked,
+        public_key_signatures: $("endpoint-public-key").checked,
+      };
+      if (endpointState.editing) {
+        await api("PUT", endpointPath(endpointState.editing), settings);
+        closeEndpointForm();
+        showOk("Endpoint saved.");
+      } else {
+        const { endpoint, secret, value } = await api("POST", serverPath("/endpoints"), settings);
+        closeEndpointForm();
+        showSecret("endpoint-secret-box", `Secret of ${endpoint.url}`, "Shown once: copy it now. Verify this endpoint's callbacks with it.", value, secret);
+        showOk("Endpoint added.");
+      }
+      await loadIntegration();
+    });
+  });
+
+  function revealEndpointSecret(button, e) {
+    run(button, async () => {
+      const { secret, value } = await api("POST", endpointPath(e.id, "/secret/reveal"));
+      showSecret("endpoint-secret-box", `Secret of ${e.url}`, "Revealed on your request. Verify this endpoint's callbacks with it.", value, secret);
+    });
+  }
+
+  function rotateEndpointSecret(button, e) {
+    run(button, async () => {
+      const { secret, value } = await api("POST", endpointPath(e.id, "/secret/rotate"), { grace_seconds: graceSeconds("callback-grace-hours") });
+      showSecret(
+        "endpoint-secret-box",
+        `New secret of ${e.url} (rotation)`,
+        "Shown once: copy it now. The previous secret also signs during the grace period (the Grace hours of the callback secret card).",
+        value,
+        secret,
+      );
+    });
+  }
+
+  function testEndpoint(button, e) {
+    run(button, () =>
+      sendTest("endpoint-test-result", async () => {
+        const { exchange } = await api("POST", endpointPath(e.id, "/test"), { username: $("test-username").value });
+        renderExchange("endpoint-test-result", exchange);
+        await loadEndpoints();
+      }),
+    );
+  }
+
+  function enableEndpoint(button, e) {
+    run(button, async () => {
+      await api("POST", endpointPath(e.id, "/enable"));
+      showOk("Endpoint enabled; held deliveries resume.");
+      await loadIntegration();
+      await loadEndpointBanner();
+    });
+  }
+
+  function deleteEndpoint(button, e) {
+    if (!confirm(`Delete the endpoint ${e.url}? It receives nothing more; its pending deliveries are not sent.`)) return;
+    run(button, async () => {
+      await api("DELETE", endpointPath(e.id));
+      hideSecret("endpoint-secret-box");
+      showOk("Endpoint deleted.");
+      await loadEndpoints();
+    });
   }
 
   function renderIntegration(server) {
@@ -885,6 +1064,7 @@
     $("standard-webhooks").checked = server.standard_webhooks;
     $("payload-version").value = String(server.payload_version || 1);
     $("public-key-signatures").hidden = !server.public_key_signatures;
+    $("public-key-signatures-switch").checked = server.public_key_signatures;
     $("callback-disabled").hidden = !server.callback_disabled_reason;
     $("callback-disabled-reason").textContent = server.callback_disabled_reason
       ? `${reasonSince(server.callback_disabled_reason, server.callback_disabled_at)}.`
@@ -1016,9 +1196,11 @@
         callback_url: $("callback-url").value,
         standard_webhooks: $("standard-webhooks").checked,
         payload_version: Number($("payload-version").value),
+        public_key_signatures: $("public-key-signatures-switch").checked,
       });
       updateServer(server);
       renderIntegration(server);
+      await loadEndpoints();
       showOk(server.callback_url ? "Callback settings saved." : "Callback removed.");
     });
   });
@@ -1029,7 +1211,7 @@
       updateServer(server);
       renderIntegration(server);
       showOk("Callbacks re-enabled; held deliveries resume.");
-      await loadEndpointBanner();
+      await Promise.all([loadEndpointBanner(), loadEndpoints()]);
     }),
   );
 

@@ -92,6 +92,7 @@ test.serial(
     await page.fill("#endpoint-url", ENDPOINT_URL);
     await page.check('input[name="endpoint-event-type"][value="referral.qualified"]');
     await page.check("#endpoint-public-key");
+    await page.selectOption("#endpoint-payload-version", "2");
     // The form at a phone's width: in view, labelled (axe), no sideways scroll.
     await page.setViewportSize(PHONE);
     t.true((await pageOverflow(page)) <= 0, "the form does not scroll sideways at 375 px");
@@ -114,7 +115,7 @@ test.serial(
     t.notRegex(rowText, /heart\.counted/);
     t.false(rowText.includes(secret), "the list never shows the secret");
     const [created] = (await c.stack.clients.admin.listEndpoints({ serverId: c.serverId })).endpoints.filter((e) => !e.isDefault);
-    t.like(created, { url: ENDPOINT_URL, eventTypes: ["referral.qualified"], publicKeySignatures: true, standardWebhooks: false });
+    t.like(created, { url: ENDPOINT_URL, eventTypes: ["referral.qualified"], publicKeySignatures: true, standardWebhooks: false, payloadVersion: 2 });
 
     for (const viewport of [PHONE, LAPTOP]) {
       await page.setViewportSize(viewport);

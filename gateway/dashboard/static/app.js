@@ -885,14 +885,15 @@
 
   // ---- callback endpoints (Integration tab) ---------------------------------------------
 
-  const endpointState = { endpoints: [], eventTypes: [], editing: "" };
+  const endpointState = { endpoints: [], eventTypes: [], payloadVersions: [1], editing: "" };
   const endpointPath = (id, suffix) => serverPath(`/endpoints/${encodeURIComponent(id)}${suffix || ""}`);
 
   /** Lists the picked server's endpoints (the default first) with each one's health. */
   async function loadEndpoints() {
-    const { endpoints, event_types } = await api("GET", serverPath("/endpoints"));
+    const { endpoints, event_types, payload_versions } = await api("GET", serverPath("/endpoints"));
     endpointState.endpoints = endpoints;
     endpointState.eventTypes = event_types;
+    endpointState.payloadVersions = payload_versions;
     const healths = await Promise.all(
       endpoints.map((e) =>
         api("GET", endpointPath(e.id, "/health")).then(
@@ -966,6 +967,16 @@
         ),
       ),
     );
+    const version = e ? e.payload_version : 1;
+    $("endpoint-payload-version").replaceChildren(
+      ...endpointState.payloadVersions.map((v) =>
+        el(
+          "option",
+          { value: String(v), selected: v === version },
+          v === 1 ? "1: the contract's body" : `${v}: adds cast time, next eligible time, platform ids, account id`,
+        ),
+      ),
+    );
     $("endpoint-standard-webhooks").checked = e ? e.standard_webhooks : false;
     $("endpoint-public-key").checked = e ? e.public_key_signatures : false;
     $("endpoint-form").hidden = false;
@@ -993,6 +1004,7 @@
       const settings = {
         url: $("endpoint-url").value,
         event_types: [...document.querySelectorAll('input[name="endpoint-event-type"]:checked')].map((box) => box.value),
+        payload_version: Number($("endpoint-payload-version").value),
         standard_webhooks: $("endpoint-standard-webhooks").checked,
         public_key_signatures: $("endpoint-public-key").checked,
       };

@@ -62,6 +62,8 @@ const CONCURRENCY = 8;
 const KILL_ROUND_VOTERS = 40;
 /** How long the receivers hold their answer in the kill round, so callbacks are in flight at the kill. */
 const KILL_ROUND_ANSWER_DELAY_MS = 150;
+/** How late after the victim's exit is seen a callback it wrote before dying may still be read here (far below the 30 s lease). */
+const KILL_READ_MARGIN_MS = 2_000;
 /** The delivery instances' callback attempt timeout. */
 const CALLBACK_TIMEOUT_MS = 20_000;
 
@@ -422,10 +424,13 @@ test.serial(
         arrivals.set(heartId, [...(arrivals.get(heartId) ?? []), r.receivedAt]);
       }
       const twice = [...arrivals.entries()].filter(([, at]) => at.length !== 1);
+      // A callback the victim wrote just before it died can be read by this process's receiver a few ms after `killedAt`
+      // (taken when the exit is seen); the survivor cannot send a leased row before the lease ends (LEASE_MARGIN_MS, 30 s).
+      const sentByVictim = (at: number) => at <= killedAt + KILL_READ_MARGIN_MS;
       t.deepEqual(
-        twice.filter(([, at]) => at.length > 2 || !(at[0]! <= killedAt && at[1]! > killedAt)),
+        twice.filter(([, at]) => at.length > 2 || !(sentByVictim(at[0]!) && at[1]! > killedAt + KILL_READ_MARGIN_MS)),
         [],
-        "a heart arrives more than once only when its first callback was sent before the kill and not recorded",
+        `a heart arrives more than once only when its first callback was sent before the kill and not recorded (the kill was seen at ${killedAt})`,
       );
       if (twice.length > 0) t.log(`${server.id}: ${twice.length} heart(s) sent before the kill and not recorded arrived twice (paid once by heart_id)`);
     }

@@ -99,12 +99,10 @@ export async function handlePullClaim(input: SignedInput, rpcs: PullRpcs, now: (
   const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
-  const ids = body.heart_ids;
-  if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_PULL_CLAIM || !ids.every((id) => typeof id === "string")) {
-    return { reply: errorReply("invalidField", `heart_ids must be an array of 1-${MAX_PULL_CLAIM} strings`), outcome: "invalid_field", serverId, kid };
-  }
+  const ids = readClaimIds(body, "heart_ids");
+  if (typeof ids === "string") return { reply: errorReply("invalidField", ids), outcome: "invalid_field", serverId, kid };
   try {
-    const { results } = await rpcs.claimPullHearts({ serverId, heartIds: ids as string[] });
+    const { results } = await rpcs.claimPullHearts({ serverId, heartIds: ids });
     const body = { results: results.map((r) => ({ heart_id: r.heartId, status: PULL_CLAIM_STATUS_NAMES[r.status] ?? "unknown" })) };
     return { reply: { status: 200, body }, outcome: "claimed", serverId, kid };
   } catch (error) {
@@ -154,17 +152,24 @@ export async function handlePullEventClaim(input: SignedInput, rpcs: PullRpcs, n
   const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
-  const ids = body.event_ids;
-  if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_PULL_CLAIM || !ids.every((id) => typeof id === "string")) {
-    return { reply: errorReply("invalidField", `event_ids must be an array of 1-${MAX_PULL_CLAIM} strings`), outcome: "invalid_field", serverId, kid };
-  }
+  const ids = readClaimIds(body, "event_ids");
+  if (typeof ids === "string") return { reply: errorReply("invalidField", ids), outcome: "invalid_field", serverId, kid };
   try {
-    const { results } = await rpcs.claimPullEvents({ serverId, eventIds: ids as string[] });
+    const { results } = await rpcs.claimPullEvents({ serverId, eventIds: ids });
     const body = { results: results.map((r) => ({ event_id: r.eventId, status: PULL_CLAIM_STATUS_NAMES[r.status] ?? "unknown" })) };
     return { reply: { status: 200, body }, outcome: "claimed", serverId, kid };
   } catch (error) {
     return { ...rpcFailure(error), serverId, kid };
   }
+}
+
+/** A claim's ids (`heart_ids` or `event_ids`): 1 to MAX_PULL_CLAIM strings, or the error text naming the field. */
+function readClaimIds(body: Record<string, unknown>, field: "heart_ids" | "event_ids"): string[] | string {
+  const ids = body[field];
+  if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_PULL_CLAIM || !ids.every((id) => typeof id === "string")) {
+    return `${field} must be an array of 1-${MAX_PULL_CLAIM} strings`;
+  }
+  return ids as string[];
 }
 
 /** The server's pull secrets, the keys of the pull API (step 5). */

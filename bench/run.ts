@@ -1,5 +1,8 @@
 /**
- * The issue #8 benchmark: every target in the production topology (gateway,
+ * The production-topology benchmark of issues 22 (ingest at c=32 and c=8 and dry-run beside raw
+ * servers, callbacks drained beside the strongest raw undici loop run with the system under test
+ * stopped, a slow receiver, hearts with delivery running, vote -> callback by stage), 19 (the
+ * reward plugins' check/claim API) and 8: every target in the production topology (gateway,
  * referral service, relay and delivery each as its own process, started from
  * BENCH_TARGET, default this checkout), on PostgreSQL with its default durability
  * (fsync, synchronous_commit, full_page_writes on) and pg_stat_statements, one
@@ -8,7 +11,7 @@
  *
  *   npx tsx bench/run.ts                       # everything (npm run bench)
  *   npx tsx bench/run.ts --quick               # smoke run: 1 round, short phases
- *   npx tsx bench/run.ts --phases=ingest,relay # subset of ingest,hearts,callbacks,latency,relay,scaleout
+ *   npx tsx bench/run.ts --phases=ingest,relay # subset of ingest,claims,hearts,latency,callbacks,relay,scaleout
  *   BENCH_TARGET=/other/checkout npx tsx bench/run.ts   # the system under test from another checkout
  *
  * Writes bench/results/<BENCH_NAME>.json and .md (default `run`; with --quick `smoke/run`).
@@ -16,14 +19,14 @@
  */
 import { randomBytes } from "node:crypto";
 import { execFileSync, fork } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { create } from "@bufbuild/protobuf";
+import { create, fromBinary } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
 import pg from "pg";
-import { ReferralTransitionedSchema } from "../gen/proto/events/v1/events_pb.js";
+import { EnvelopeSchema, ReferralTransitionedSchema } from "../gen/proto/events/v1/events_pb.js";
 import { HeartService } from "../gen/proto/hearts/v1/hearts_pb.js";
 import { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import { startKafka } from "../scripts/infra/kafka.js";
@@ -46,7 +49,16 @@ import {
   type BenchPostgres,
   type CpuSnapshot,
 } from "./lib/infra.js";
-import { startLoadGenerator, type IngestBodySpec, type LoadGenerator, type LoadJob, type LoadResult } from "./lib/loadgen.js";
+import {
+  parseRawShape,
+  rawShapeLabel,
+  startLoadGenerator,
+  type IngestBodySpec,
+  type LoadGenerator,
+  type LoadJob,
+  type LoadResult,
+  type VotesSpec,
+} from "./lib/loadgen.js";
 import { startBenchReceiver, type BenchReceiver } from "./lib/receiver.js";
 import { fmt, round, summarize } from "./lib/stats.js";
 import { freePort, resolveTarget, startSutProcess, unknownEnvNames, type ProcessKind, type SutProcess, type Target } from "./lib/topology.js";
@@ -54,7 +66,8 @@ import { freePort, resolveTarget, startSutProcess, unknownEnvNames, type Process
 // ---------------------------------------------------------------- settings
 const ARGS = process.argv.slice(2);
 const QUICK = ARGS.includes("--quick");
-const ALL_PHASES = ["ingest", "hearts", "callbacks", "latency", "relay", "scaleout"] as const;
+/** In the order each round runs them. */
+const ALL_PHASES = ["ingest", "claims", "hearts", "latency", "callbacks", "relay", "scaleout"] as const;
 type PhaseName = (typeof ALL_PHASES)[number];
 const PHASES = new Set<PhaseName>(
   (
@@ -71,6 +84,7 @@ const MEASURE_MS = envInt("BENCH_MEASURE_MS", QUICK ? 2_000 : 5_000);
 const WARMUP_MS = envInt("BENCH_WARMUP_MS", QUICK ? 500 : 1_000);
 const OPEN_LOOP_MS = envInt("BENCH_OPEN_LOOP_MS", QUICK ? 2_000 : 4_000);
 const CONCURRENCY = envInt("BENCH_CONCURRENCY", 32);
+const LOW_CONCURRENCY = envInt("BENCH_LOW_CONCURRENCY", 8);
 const INGEST_RATE = envInt("BENCH_INGEST_RATE", 1_000);
 const HEART_RATE = envInt("BENCH_HEART_RATE", 1_000);
 const BACKLOG = envInt("BENCH_BACKLOG", QUICK ? 500 : 3_000);
@@ -78,7 +92,17 @@ const RELAY_ROWS = envInt("BENCH_RELAY_ROWS", QUICK ? 20_000 : 100_000);
 const IDLE_HEARTS = envInt("BENCH_IDLE_HEARTS", QUICK ? 10 : 30);
 const HEART_SERVERS = envInt("BENCH_HEART_SERVERS", 50);
 const TOKENS = envInt("BENCH_TOKENS", QUICK ? 40_000 : 300_000);
-const BASELINE_TOKENS = envInt("BENCH_BASELINE_TOKENS", QUICK ? 20_000 : 120_000);
+const BASELINE_TOKENS = envInt("BENCH_BASELINE_TOKENS", QUICK ? 50_000 : 250_000);
+const RECEIVERS = envInt("BENCH_RECEIVERS", 2);
+const DRAIN_SERVERS = envInt("BENCH_DRAIN_SERVERS", 8);
+const SLOW_HEARTS = envInt("BENCH_SLOW_HEARTS", QUICK ? 8 : 16);
+const SLOW_MS = envInt("BENCH_SLOW_MS", 2_000);
+const RAW_SHAPES = (process.env.BENCH_RAW_CALLBACK_SHAPES ?? "agent:32:1,agent:64:1,agent:128:1,pool:32:1,pool:32:10,agent:64:10")
+  .split(",")
+  .filter(Boolean)
+  .map(parseRawShape);
+const RAW_MS = envInt("BENCH_RAW_CALLBACK_MS", QUICK ? 1_500 : 3_000);
+const CLAIM_HEARTS = envInt("BENCH_CLAIM_HEARTS", QUICK ? 600 : 2_000);
 const NAME = process.env.BENCH_NAME ?? (QUICK ? "smoke/run" : "run");
 const WAIT_MS = 180_000;
 
@@ -188,6 +212,11 @@ interface Fixtures {
   baselineTokenPrefix: string;
   heartServerIds: string[];
   hotServerId: string;
+  /** A server whose receiver answers after SLOW_MS (the slow-receiver drain). */
+  slowServerId: string;
+  /** The claims phase's server (a claim key; its hearts carry SteamID64s). */
+  claimServerId: string;
+  claimKey: string;
   callbackSecrets: Map<string, string>;
 }
 
@@ -205,7 +234,7 @@ function envFor(ctx: Ctx, kind: ProcessKind, index: number, ports: { port: numbe
         SECRETS_KEY: ctx.env.secretsKey,
         ADMIN_SERVICE_TOKEN: ctx.env.adminToken,
         GATEWAY_SERVICE_TOKEN: ctx.env.gatewayToken,
-        GATEWAY_SERVICE_TOKEN_SCOPES: "ingest,pull,clicks:record,dashboard,admin",
+        GATEWAY_SERVICE_TOKEN_SCOPES: ctx.gatewayScopes,
         ALLOW_INSECURE_CALLBACKS: "true",
         PUBLIC_BASE_URL: "http://127.0.0.1:8080",
       };
@@ -248,7 +277,12 @@ async function ensure(ctx: Ctx, kind: ProcessKind, count: number): Promise<void>
   while (list.length > count) await list.pop()?.stop();
   const starting: Array<Promise<SutProcess>> = [];
   for (let i = list.length; i < count; i++) {
-    const ports = { port: kind === "gateway" || kind === "referral-service" ? await freePort() : 0, opsPort: await freePort() };
+    // A process started again gets its ports back, so URLs handed out before (the gateway's, the harness's clients) stay valid.
+    const ports = ctx.ports.get(`${kind}-${i}`) ?? {
+      port: kind === "gateway" || kind === "referral-service" ? await freePort() : 0,
+      opsPort: await freePort(),
+    };
+    ctx.ports.set(`${kind}-${i}`, ports);
     starting.push(startSutProcess(ctx.target, kind, `${kind}-${i + 1}`, envFor(ctx, kind, i, ports), { logDir: ctx.logDir, ...ports }));
   }
   const startedProcs = await Promise.all(starting);
@@ -258,6 +292,24 @@ async function ensure(ctx: Ctx, kind: ProcessKind, count: number): Promise<void>
 
 async function stopAll(ctx: Ctx): Promise<void> {
   for (const kind of ["gateway", "delivery", "relay", "referral-service"] as const) await ensure(ctx, kind, 0);
+}
+
+/** Runs `fn` with no process of the system under test running (raw baselines), then starts again what ran before. */
+async function withSutStopped<T>(ctx: Ctx, fn: () => Promise<T>): Promise<T> {
+  const counts = {
+    gateway: 0,
+    "referral-service": 0,
+    relay: 0,
+    delivery: 0,
+    ...Object.fromEntries(Object.entries(ctx.running).map(([k, v]) => [k, v.length])),
+  };
+  await stopAll(ctx);
+  try {
+    return await fn();
+  } finally {
+    await ensure(ctx, "referral-service", counts["referral-service"]);
+    await Promise.all((["gateway", "relay", "delivery"] as const).map((kind) => ensure(ctx, kind, counts[kind])));
+  }
 }
 
 function tracked(ctx: Ctx, extra: Tracked[] = []): Tracked[] {
@@ -271,7 +323,10 @@ function tracked(ctx: Ctx, extra: Tracked[] = []): Tracked[] {
     list.push({ name: "kafka", snapshot: () => snapshotProcessTree(pid) });
   }
   list.push({ name: "load generator", snapshot: () => snapshotProcessTree(ctx.loadgen.pid) });
-  list.push({ name: "harness (receiver)", snapshot: () => new Map([[process.pid, (process.cpuUsage().user + process.cpuUsage().system) / 1000]]) });
+  ctx.receiver.pids.forEach((pid, i) => {
+    list.push({ name: `receiver-${i + 1}`, snapshot: () => snapshotProcessTree(pid) });
+  });
+  list.push({ name: "harness", snapshot: () => new Map([[process.pid, (process.cpuUsage().user + process.cpuUsage().system) / 1000]]) });
   return [...list, ...extra];
 }
 
@@ -302,8 +357,19 @@ async function statementsSince(ctx: Ctx): Promise<{ calls: number; allCalls: num
   };
 }
 
-function ingestSpec(ctx: Ctx, baseline: boolean): IngestBodySpec {
+function ingestSpec(ctx: Ctx, baseline: boolean, dryRun = false): IngestBodySpec {
   const f = ctx.fixtures;
+  // Dry runs write nothing: they cycle over the tokens and leave the cursors where they are.
+  if (dryRun)
+    return {
+      serverId: f.ingestServerId,
+      secret: f.ingestSecret,
+      tokenPrefix: baseline ? f.baselineTokenPrefix : f.tokenPrefix,
+      start: 0,
+      end: Math.min(10_000, baseline ? BASELINE_TOKENS : TOKENS),
+      cycle: true,
+      test: true,
+    };
   return baseline
     ? {
         serverId: f.ingestServerId,
@@ -317,19 +383,20 @@ function ingestSpec(ctx: Ctx, baseline: boolean): IngestBodySpec {
     : { serverId: f.ingestServerId, secret: f.ingestSecret, tokenPrefix: f.tokenPrefix, start: ctx.nextToken, end: TOKENS, cycle: false, test: false };
 }
 
-/** Runs one ingest load job and advances the token cursor it used. */
-async function runIngest(ctx: Ctx, baseline: boolean, urls: string[], over: Partial<LoadJob>): Promise<LoadResult> {
+/** Runs one ingest load job and advances the token cursor it used (dry runs use none). */
+async function runIngest(ctx: Ctx, baseline: boolean, urls: string[], over: Partial<LoadJob>, dryRun = false): Promise<LoadResult> {
   const result = await ctx.loadgen.run({
     label: baseline ? "baseline" : "gateway",
     url: urls[0] ?? "",
     urls,
     concurrency: CONCURRENCY,
     durationMs: MEASURE_MS,
-    body: ingestSpec(ctx, baseline),
+    body: ingestSpec(ctx, baseline, dryRun),
     expectStatus: 200,
-    expectContains: '"state":"registered"',
+    expectContains: dryRun ? '"test":true' : '"state":"registered"',
     ...over,
   });
+  if (dryRun) return result;
   if (baseline) ctx.nextBaselineToken = result.nextIndex;
   else ctx.nextToken = result.nextIndex;
   if (result.exhausted) progress(`WARNING: ${baseline ? "baseline" : "gateway"} click tokens exhausted; raise BENCH_TOKENS / BENCH_BASELINE_TOKENS`);
@@ -337,7 +404,7 @@ async function runIngest(ctx: Ctx, baseline: boolean, urls: string[], over: Part
 }
 
 /** Runs one CastHeart load job with fresh voters. */
-async function runCast(ctx: Ctx, serverIds: string[], over: Partial<LoadJob> & { recordHearts?: boolean }): Promise<LoadResult> {
+async function runCast(ctx: Ctx, serverIds: string[], over: Partial<LoadJob> & { recordHearts?: boolean; steamIds?: boolean }): Promise<LoadResult> {
   const urls = ctx.running["referral-service"].map((p) => `http://127.0.0.1:${p.port}`);
   const result = await ctx.loadgen.run({
     label: "cast",
@@ -353,6 +420,7 @@ async function runCast(ctx: Ctx, serverIds: string[], over: Partial<LoadJob> & {
       voterPrefix: `voter-${ctx.env.deliveryGroup}-`,
       start: ctx.nextVoter,
       recordHearts: over.recordHearts ?? false,
+      steamIds: over.steamIds ?? false,
       timeoutMs: 15_000,
     },
     expectStatus: 200,
@@ -378,64 +446,83 @@ interface Detail {
 // ---------------------------------------------------------------- phases
 async function phaseIngest(ctx: Ctx, roundNo: number, instances: number, figures: Figures, details: Detail[]): Promise<void> {
   const gatewayUrls = ctx.running.gateway.map((p) => `http://127.0.0.1:${p.port}/api/referral/events`);
-  const measure = async (what: string, baseline: boolean, urls: string[], over: Partial<LoadJob>, extra: Tracked[] = []) => {
-    await runIngest(ctx, baseline, urls, { durationMs: WARMUP_MS });
+  const baselinePid = ctx.baseline?.pid ?? -1;
+  const baselineTracked: Tracked[] = [{ name: "baseline", snapshot: () => snapshotProcessTree(baselinePid) }];
+  const measure = async (what: string, baseline: boolean, urls: string[], over: Partial<LoadJob>, dryRun = false) => {
+    // Warm-up: a closed loop at the window's concurrency (the open loop warms up at CONCURRENCY).
+    await runIngest(
+      ctx,
+      baseline,
+      urls,
+      { durationMs: WARMUP_MS, concurrency: over.ratePerSecond === undefined ? (over.concurrency ?? CONCURRENCY) : CONCURRENCY },
+      dryRun,
+    );
     await ctx.pgb.resetStatements();
-    const finish = openWindow(tracked(ctx, extra));
-    const load = await runIngest(ctx, baseline, urls, over);
+    const finish = openWindow(tracked(ctx, baseline ? baselineTracked : []));
+    const load = await runIngest(ctx, baseline, urls, over, dryRun);
     const window = finish();
     const statements = await statementsSince(ctx);
-    details.push({
-      phase: "ingest",
-      round: roundNo,
-      instances,
-      what,
-      window,
-      load,
-      extra: { statementsPerEvent: round2(statements.calls / Math.max(1, load.ok)), top: statements.top },
-    });
+    const stmts = round2(statements.calls / Math.max(1, load.ok));
+    details.push({ phase: "ingest", round: roundNo, instances, what, window, load, extra: { statementsPerEvent: stmts, top: statements.top } });
     const perEvent = Object.fromEntries(Object.entries(window.cpuMs).map(([k, v]) => [k, round2(v / Math.max(1, load.ok))]));
     progress(
       `ingest ${what} (x${instances}): ${fmt(load.requestsPerSecond, 0)} req/s p50 ${fmt(load.latency.p50, 1)} p99 ${fmt(load.latency.p99, 1)} ms, ok ${load.ok} bad ${load.unexpected} err ${load.errors}` +
-        `${load.sampleUnexpected ? ` (${load.sampleUnexpected.slice(0, 120)})` : ""}; CPU ms/event ${JSON.stringify(perEvent)}; ${round2(statements.calls / Math.max(1, load.ok))} stmts/event`,
+        `${load.sampleUnexpected ? ` (${load.sampleUnexpected.slice(0, 120)})` : ""}; CPU ms/event ${JSON.stringify(perEvent)}; ${stmts} stmts/event`,
     );
-    return { load, window, statements, perEvent };
+    return { load, window, statements, perEvent, stmts };
+  };
+  /** One figure set: `prefix.rps/p50/p99/failed/stmtsPerEvent/cpuMsPerEvent.<process>`. */
+  const put = (prefix: string, r: Awaited<ReturnType<typeof measure>>) => {
+    figures[`${prefix}.rps`] = r.load.requestsPerSecond;
+    figures[`${prefix}.p50`] = r.load.latency.p50;
+    figures[`${prefix}.p99`] = r.load.latency.p99;
+    figures[`${prefix}.failed`] = r.load.unexpected + r.load.errors;
+    figures[`${prefix}.stmtsPerEvent`] = r.stmts;
+    for (const [k, v] of Object.entries(r.perEvent)) figures[`${prefix}.cpuMsPerEvent.${k}`] = v;
   };
   const gw = await measure(`gateway closed loop c=${CONCURRENCY}`, false, gatewayUrls, {});
-  figures["ingest.gateway.rps"] = gw.load.requestsPerSecond;
-  figures["ingest.gateway.p50"] = gw.load.latency.p50;
-  figures["ingest.gateway.p99"] = gw.load.latency.p99;
-  figures["ingest.gateway.failed"] = gw.load.unexpected + gw.load.errors;
-  figures["ingest.gateway.stmtsPerEvent"] = round2(gw.statements.calls / Math.max(1, gw.load.ok));
+  put("ingest.gateway", gw);
   figures["ingest.gateway.stmtsPerEventInclNested"] = round2(gw.statements.allCalls / Math.max(1, gw.load.ok));
-  for (const [k, v] of Object.entries(gw.perEvent)) figures[`ingest.gateway.cpuMsPerEvent.${k}`] = v;
-  if (instances === 1 && ctx.baseline) {
-    const baselinePid = ctx.baseline.pid;
-    const base = await measure(`raw baseline (node:http + pg, one CTE statement) c=${CONCURRENCY}`, true, [ctx.baseline.url], {}, [
-      { name: "baseline", snapshot: () => snapshotProcessTree(baselinePid) },
-    ]);
-    figures["ingest.baseline.rps"] = base.load.requestsPerSecond;
-    figures["ingest.baseline.p99"] = base.load.latency.p99;
-    figures["ingest.baseline.stmtsPerEvent"] = round2(base.statements.calls / Math.max(1, base.load.ok));
-    figures["ingest.ratio"] = round2(gw.load.requestsPerSecond / Math.max(1, base.load.requestsPerSecond));
-    const open = await measure(`gateway open loop ${INGEST_RATE} req/s offered`, false, gatewayUrls, {
-      ratePerSecond: INGEST_RATE,
-      durationMs: OPEN_LOOP_MS,
-      concurrency: 1_000,
-    });
-    figures["ingest.open.p50"] = open.load.latency.p50;
-    figures["ingest.open.p99"] = open.load.latency.p99;
-    figures["ingest.open.achievedRps"] = open.load.requestsPerSecond;
-    figures["ingest.open.failed"] = open.load.unexpected + open.load.errors + (open.load.notSent ?? 0);
-  }
+  if (instances !== 1 || !ctx.baseline) return;
+  const baseUrl = [ctx.baseline.url];
+  // Each gateway figure beside the one-statement server at the same concurrency, in the same round.
+  const base = await measure(`raw baseline (node:http + pg, one CTE statement) c=${CONCURRENCY}`, true, baseUrl, {});
+  put("ingest.baseline", base);
+  figures["ingest.ratio"] = round2(gw.load.requestsPerSecond / Math.max(1, base.load.requestsPerSecond));
+  const low = { concurrency: LOW_CONCURRENCY };
+  const gwLow = await measure(`gateway closed loop c=${LOW_CONCURRENCY}`, false, gatewayUrls, low);
+  put(`ingest.c${LOW_CONCURRENCY}.gateway`, gwLow);
+  const baseLow = await measure(`raw baseline (one CTE statement) c=${LOW_CONCURRENCY}`, true, baseUrl, low);
+  put(`ingest.c${LOW_CONCURRENCY}.baseline`, baseLow);
+  figures[`ingest.c${LOW_CONCURRENCY}.ratio`] = round2(gwLow.load.requestsPerSecond / Math.max(1, baseLow.load.requestsPerSecond));
+  const dry = await measure(`gateway dry-run (test: true) c=${CONCURRENCY}`, false, gatewayUrls, {}, true);
+  put("ingest.dryRun.gateway", dry);
+  const dryBase = await measure(`raw dry-run baseline (node:http, signature + validation, no DB) c=${CONCURRENCY}`, true, baseUrl, {}, true);
+  put("ingest.dryRun.baseline", dryBase);
+  figures["ingest.dryRun.ratio"] = round2(dry.load.requestsPerSecond / Math.max(1, dryBase.load.requestsPerSecond));
+  const open = await measure(`gateway open loop ${INGEST_RATE} req/s offered`, false, gatewayUrls, {
+    ratePerSecond: INGEST_RATE,
+    durationMs: OPEN_LOOP_MS,
+    concurrency: 1_000,
+  });
+  figures["ingest.open.p50"] = open.load.latency.p50;
+  figures["ingest.open.p99"] = open.load.latency.p99;
+  figures["ingest.open.achievedRps"] = open.load.requestsPerSecond;
+  figures["ingest.open.failed"] = open.load.unexpected + open.load.errors + (open.load.notSent ?? 0);
 }
 
 async function phaseHearts(ctx: Ctx, roundNo: number, instances: number, figures: Figures, details: Detail[]): Promise<void> {
-  await ensure(ctx, "delivery", 0); // CastHeart alone; the hearts wait in Kafka for the callbacks phase.
+  // First with the relay and delivery running (issue 22, target 4): earlier hearts delivered before the window.
+  await ensure(ctx, "relay", instances);
+  await ensure(ctx, "delivery", instances);
+  await ctx.receiver.waitForCount(ctx.counted, WAIT_MS);
   for (const [key, what, servers] of [
+    ["hearts.withDelivery", `fresh voters over ${ctx.fixtures.heartServerIds.length} servers, relay and delivery running`, ctx.fixtures.heartServerIds],
     ["hearts.many", `fresh voters over ${ctx.fixtures.heartServerIds.length} servers`, ctx.fixtures.heartServerIds],
     ["hearts.one", "fresh voters, every heart to ONE server", [ctx.fixtures.hotServerId]],
   ] as const) {
+    // Then CastHeart alone; those hearts wait in Kafka for the next phase.
+    if (key === "hearts.many") await ensure(ctx, "delivery", 0);
     await runCast(ctx, [...servers], { durationMs: WARMUP_MS });
     await ctx.pgb.resetStatements();
     const finish = openWindow(tracked(ctx));
@@ -464,6 +551,91 @@ async function phaseHearts(ctx: Ctx, roundNo: number, instances: number, figures
   }
 }
 
+/**
+ * Issue 19's bench phase: reward plugins' check/claim GETs answered by the gateway's `GET /api/votes`.
+ * CLAIM_HEARTS hearts with SteamID64s are cast to the claims server (it has a claim key); then
+ * closed-loop checks at CONCURRENCY, keep-alive and with `Connection: close` (as the plugins send
+ * them), answered `1`; each heart claimed once (`1`, Connection: close); checks of the claimed
+ * players (`2`) and a claim again (`2`, never `0`). Requests alternate the two digit families.
+ */
+async function phaseClaims(ctx: Ctx, roundNo: number, figures: Figures, details: Detail[]): Promise<void> {
+  const cast = await runCast(ctx, [ctx.fixtures.claimServerId], { durationMs: 120_000, maxRequests: CLAIM_HEARTS, recordHearts: true, steamIds: true });
+  const players = (cast.hearts ?? []).map(([, , , index]) => index).filter((i) => i >= 0);
+  progress(`claims: ${players.length} hearts with SteamID64s cast at ${fmt(cast.requestsPerSecond, 0)}/s`);
+  const urls = ctx.running.gateway.map((p) => `http://127.0.0.1:${p.port}/api/votes`);
+  const run = (votes: Omit<VotesSpec, "key">, expectBody: string, over: Partial<LoadJob>) =>
+    ctx.loadgen.run({
+      label: `votes ${votes.action}`,
+      kind: "votes",
+      url: urls[0] ?? "",
+      urls,
+      concurrency: CONCURRENCY,
+      durationMs: MEASURE_MS,
+      body: ingestSpec(ctx, false),
+      votes: { ...votes, key: ctx.fixtures.claimKey },
+      expectStatus: 200,
+      expectContains: "",
+      expectBody,
+      ...over,
+    });
+  const measure = async (key: string, what: string, votes: Omit<VotesSpec, "key">, expectBody: string, over: Partial<LoadJob> = {}) => {
+    await ctx.pgb.resetStatements();
+    const finish = openWindow(tracked(ctx));
+    const load = await run(votes, expectBody, over);
+    const window = finish();
+    const statements = await statementsSince(ctx);
+    const perCall = round2(statements.calls / Math.max(1, load.requests));
+    figures[`${key}.rps`] = load.requestsPerSecond;
+    figures[`${key}.p50`] = load.latency.p50;
+    figures[`${key}.p99`] = load.latency.p99;
+    figures[`${key}.unexpected`] = load.unexpected + load.errors;
+    figures[`${key}.stmtsPerCall`] = perCall;
+    figures[`${key}.stmtsPerCallInclNested`] = round2(statements.allCalls / Math.max(1, load.requests));
+    for (const [k, v] of Object.entries(window.cpuMs)) figures[`${key}.cpuMsPerCall.${k}`] = round2(v / Math.max(1, load.requests));
+    details.push({
+      phase: "claims",
+      round: roundNo,
+      instances: 1,
+      what,
+      window,
+      load,
+      extra: { statementsPerCall: perCall, answers: load.bodies, top: statements.top },
+    });
+    progress(
+      `claims ${what}: ${fmt(load.requestsPerSecond, 0)}/s p50 ${fmt(load.latency.p50, 1)} p99 ${fmt(load.latency.p99, 1)} ms, answers ${JSON.stringify(load.bodies)}, unexpected ${load.unexpected} err ${load.errors}` +
+        `${load.sampleUnexpected ? ` (${load.sampleUnexpected.slice(0, 80)})` : ""}; ${perCall} stmts/call`,
+    );
+    return load;
+  };
+  if (players.length === 0) return;
+  const check = { ids: players, cycle: true, action: "check" as const };
+  await run({ ...check, connectionClose: false }, "1", { durationMs: WARMUP_MS });
+  await measure("claims.check", `check (answer 1), keep-alive, c=${CONCURRENCY}`, { ...check, connectionClose: false }, "1");
+  await measure("claims.checkClose", `check (answer 1), Connection: close, c=${CONCURRENCY}`, { ...check, connectionClose: true }, "1");
+  // Each heart claimed once, as the plugins send it.
+  const claim = { ids: players, cycle: false, action: "claim" as const, connectionClose: true };
+  await measure("claims.claim", `claim each heart once (answer 1), Connection: close, c=${CONCURRENCY}`, claim, "1", {
+    durationMs: 120_000,
+    maxRequests: players.length,
+  });
+  await measure("claims.checkClaimed", `check of claimed players (answer 2), keep-alive, c=${CONCURRENCY}`, { ...check, connectionClose: false }, "2", {
+    durationMs: Math.min(MEASURE_MS, 2_000),
+  });
+  const again = players.slice(0, Math.min(players.length, 500));
+  await measure("claims.claimAgain", `claim again (answer 2, never 0), Connection: close, c=${CONCURRENCY}`, { ...claim, ids: again }, "2", {
+    durationMs: 60_000,
+    maxRequests: again.length,
+  });
+  figures["claims.players"] = players.length;
+  // Beside it: the ingest baseline of the same round (the one-statement server), measured here when the ingest phase did not run.
+  if (figures["ingest.baseline.rps"] === undefined && ctx.baseline) {
+    const base = await runIngest(ctx, true, [ctx.baseline.url], {});
+    figures["ingest.baseline.rps"] = base.requestsPerSecond;
+    figures["ingest.baseline.p99"] = base.latency.p99;
+    progress(`claims: ingest baseline (one-statement server) ${fmt(base.requestsPerSecond, 0)} req/s`);
+  }
+}
+
 async function unpublishedOutbox(ctx: Ctx, afterId = 0n): Promise<number> {
   const { rows } = await ctx.sql.query<{ n: string }>(
     ctx.outboxHasPublishedAt ? "SELECT count(*) AS n FROM outbox WHERE published_at IS NULL AND id > $1" : "SELECT count(*) AS n FROM outbox WHERE id > $1",
@@ -484,14 +656,30 @@ async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs 
   return true;
 }
 
-async function phaseCallbacks(ctx: Ctx, roundNo: number, instances: number, figures: Figures, details: Detail[]): Promise<void> {
-  // Settle: every heart counted so far gets its callback first, so the drain below is of its own backlog only.
+/** What one drain measured: arrivals of the backlog's hearts (and of the slow server's, if any). */
+interface Drain {
+  ids: string[];
+  times: number[];
+  rate: number;
+  spawnAt: number;
+  readyAt: number;
+  window: Window;
+  statements: Awaited<ReturnType<typeof statementsSince>>;
+  castRps: number;
+}
+
+/**
+ * A backlog of `BACKLOG` hearts over the first DRAIN_SERVERS servers (after `slowHearts` to the slow
+ * server, so they are ahead of the others in Kafka), cast while no delivery runs and published by
+ * the relay, which is then stopped; the delivery processes start inside the window and drain it.
+ */
+async function drainBacklog(ctx: Ctx, instances: number, slowHearts: number): Promise<Drain & { slowIds: string[] }> {
   await ensure(ctx, "relay", instances);
-  await ensure(ctx, "delivery", instances);
-  await ctx.receiver.waitForCount(ctx.counted, WAIT_MS);
   await ensure(ctx, "delivery", 0);
-  // The backlog: hearts over many servers, cast while no delivery runs; the relay publishes them to Kafka.
-  const cast = await runCast(ctx, ctx.fixtures.heartServerIds, { durationMs: 120_000, maxRequests: BACKLOG, recordHearts: true });
+  const slowCast =
+    slowHearts > 0 ? await runCast(ctx, [ctx.fixtures.slowServerId], { durationMs: 60_000, maxRequests: slowHearts, recordHearts: true }) : undefined;
+  const servers = ctx.fixtures.heartServerIds.slice(0, Math.max(1, DRAIN_SERVERS));
+  const cast = await runCast(ctx, servers, { durationMs: 120_000, maxRequests: BACKLOG, recordHearts: true });
   const ids = (cast.hearts ?? []).map(([id]) => id);
   await waitUntil("backlog published by the relay", async () => (await unpublishedOutbox(ctx)) === 0);
   await ensure(ctx, "relay", 0);
@@ -510,43 +698,137 @@ async function phaseCallbacks(ctx: Ctx, roundNo: number, instances: number, figu
   const first = times[0] ?? Number.NaN;
   const last = times[times.length - 1] ?? Number.NaN;
   const readyAt = Math.min(...ctx.running.delivery.map((p) => p.readyAt));
-  const steady = times.length > 1 ? ((times.length - 1) / Math.max(1, last - first)) * 1000 : Number.NaN;
-  figures["callbacks.drain.rps"] = round(steady, 0);
-  figures["callbacks.drain.rpsFromSpawn"] = round((times.length / Math.max(1, last - spawnAt)) * 1000, 0);
-  figures["callbacks.drain.stmtsPerCallback"] = round2(statements.calls / Math.max(1, times.length));
-  figures["callbacks.drain.stmtsPerCallbackInclNested"] = round2(statements.allCalls / Math.max(1, times.length));
-  figures["callbacks.drain.delivered"] = times.length;
-  figures["callbacks.drain.backlog"] = ids.length;
-  for (const [k, v] of Object.entries(window.cpuMs)) figures[`callbacks.cpuMsPerCallback.${k}`] = round2(v / Math.max(1, times.length));
+  const rate = times.length > 1 ? ((times.length - 1) / Math.max(1, last - first)) * 1000 : Number.NaN;
+  return { ids, times, rate, spawnAt, readyAt, window, statements, castRps: cast.requestsPerSecond, slowIds: (slowCast?.hearts ?? []).map(([id]) => id) };
+}
+
+async function phaseCallbacks(ctx: Ctx, roundNo: number, instances: number, figures: Figures, details: Detail[]): Promise<void> {
+  // Settle: every heart counted so far gets its callback first, so the drain below is of its own backlog only.
+  await ensure(ctx, "relay", instances);
+  await ensure(ctx, "delivery", instances);
+  await ctx.receiver.waitForCount(ctx.counted, WAIT_MS);
+  const d = await drainBacklog(ctx, instances, 0);
+  const n = d.times.length;
+  const first = d.times[0] ?? Number.NaN;
+  const last = d.times[n - 1] ?? Number.NaN;
+  figures["callbacks.drain.rps"] = round(d.rate, 0);
+  figures["callbacks.drain.rpsFromSpawn"] = round((n / Math.max(1, last - d.spawnAt)) * 1000, 0);
+  figures["callbacks.drain.lastAfterReadyMs"] = round(last - d.readyAt, 0);
+  figures["callbacks.drain.stmtsPerCallback"] = round2(d.statements.calls / Math.max(1, n));
+  figures["callbacks.drain.stmtsPerCallbackInclNested"] = round2(d.statements.allCalls / Math.max(1, n));
+  figures["callbacks.drain.delivered"] = n;
+  figures["callbacks.drain.backlog"] = d.ids.length;
+  for (const [k, v] of Object.entries(d.window.cpuMs)) figures[`callbacks.cpuMsPerCallback.${k}`] = round2(v / Math.max(1, n));
+  const receiverCores = receiverCoresMax(d.window);
+  figures["callbacks.drain.receiverCoresMax"] = receiverCores;
   details.push({
     phase: "callbacks",
     round: roundNo,
     instances,
-    what: `drain of ${ids.length} stored hearts (Kafka) by ${instances} delivery process(es)`,
-    window,
-    extra: { firstArrivalAfterReadyMs: first - readyAt, deliveryStartMs: readyAt - spawnAt, top: statements.top, backlogCastRps: cast.requestsPerSecond },
+    what: `drain of ${d.ids.length} stored hearts over ${DRAIN_SERVERS} servers (Kafka) by ${instances} delivery process(es)`,
+    window: d.window,
+    extra: { firstArrivalAfterReadyMs: first - d.readyAt, deliveryStartMs: d.readyAt - d.spawnAt, top: d.statements.top, backlogCastRps: d.castRps },
   });
   progress(
-    `callbacks (x${instances}): ${times.length}/${ids.length} drained at ${fmt(steady, 0)}/s (first to last arrival), ${figures["callbacks.drain.stmtsPerCallback"]} stmts/callback`,
+    `callbacks (x${instances}): ${n}/${d.ids.length} drained at ${fmt(d.rate, 0)}/s (first to last arrival), ${figures["callbacks.drain.stmtsPerCallback"]} stmts/callback, busiest receiver ${receiverCores} cores`,
   );
-  if (instances === 1) {
-    const raw = await ctx.loadgen.run({
+  if (instances !== 1) {
+    await ensure(ctx, "relay", instances);
+    return;
+  }
+  if (SLOW_HEARTS > 0) await measureSlowReceiver(ctx, roundNo, figures, details, d.rate);
+  // The strongest raw signed-POST loop, with nothing of the system under test running.
+  const raw = await withSutStopped(ctx, () => rawCallbackLoops(ctx, roundNo, details));
+  let best: (typeof raw)[number] | undefined;
+  for (const r of raw) {
+    figures[`callbacks.raw.${r.key}.rps`] = r.load.requestsPerSecond;
+    figures[`callbacks.raw.${r.key}.p50`] = r.load.latency.p50;
+    figures[`callbacks.raw.${r.key}.p99`] = r.load.latency.p99;
+    figures[`callbacks.raw.${r.key}.receiverCoresMax`] = r.receiverCores;
+    if (r.key !== "single" && (best === undefined || r.load.requestsPerSecond > best.load.requestsPerSecond)) best = r;
+  }
+  if (best) {
+    figures["callbacks.baseline.rps"] = best.load.requestsPerSecond;
+    figures["callbacks.baseline.receiverCoresMax"] = best.receiverCores;
+    figures["callbacks.ratio"] = round2(d.rate / Math.max(1, best.load.requestsPerSecond));
+    ctx.bestRawShapes.push(best.label);
+  }
+  await ensure(ctx, "relay", instances);
+}
+
+/** The busiest receiver process over a window, in cores (1 = one core saturated). */
+function receiverCoresMax(window: Window): number {
+  const busiest = Math.max(
+    0,
+    ...Object.entries(window.cpuMs)
+      .filter(([k]) => k.startsWith("receiver-"))
+      .map(([, v]) => v),
+  );
+  return round2(busiest / Math.max(1, window.ms));
+}
+
+/** One server's receiver answers after SLOW_MS while the DRAIN_SERVERS others drain a backlog: the others' rate and finish. */
+async function measureSlowReceiver(ctx: Ctx, roundNo: number, figures: Figures, details: Detail[], plainRate: number): Promise<void> {
+  const d = await drainBacklog(ctx, 1, SLOW_HEARTS);
+  const n = d.times.length;
+  const last = d.times[n - 1] ?? Number.NaN;
+  const slowWait = Math.ceil(SLOW_HEARTS / 2) * SLOW_MS * 2 + 30_000;
+  await waitUntil(`the slow server's ${d.slowIds.length} callbacks`, async () => d.slowIds.every((id) => ctx.receiver.arrivals.has(id)), slowWait);
+  const slowTimes = d.slowIds.map((id) => ctx.receiver.arrivals.get(id) ?? Number.NaN).filter(Number.isFinite);
+  figures["callbacks.slowReceiver.othersRps"] = round(d.rate, 0);
+  figures["callbacks.slowReceiver.othersOfPlainDrain"] = round2(d.rate / Math.max(1, plainRate));
+  figures["callbacks.slowReceiver.othersLastAfterReadyMs"] = round(last - d.readyAt, 0);
+  figures["callbacks.slowReceiver.othersDelivered"] = n;
+  figures["callbacks.slowReceiver.slowDelivered"] = slowTimes.length;
+  figures["callbacks.slowReceiver.slowLastAfterReadyMs"] = round(Math.max(...slowTimes) - d.readyAt, 0);
+  details.push({
+    phase: "callbacks",
+    round: roundNo,
+    instances: 1,
+    what: `drain of ${d.ids.length} hearts over ${DRAIN_SERVERS} servers while ${SLOW_HEARTS} hearts (ahead of them in Kafka) go to one server whose receiver answers after ${SLOW_MS} ms`,
+    window: d.window,
+    extra: { slowHearts: d.slowIds.length, slowDelivered: slowTimes.length },
+  });
+  progress(
+    `callbacks with a slow receiver: others ${n}/${d.ids.length} at ${fmt(d.rate, 0)}/s (${fmt(figures["callbacks.slowReceiver.othersOfPlainDrain"], 2)}x the plain drain), last ${fmt(last - d.readyAt, 0)} ms after ready; slow server ${slowTimes.length}/${d.slowIds.length}`,
+  );
+}
+
+/** Every raw client shape (RAW_SHAPES) against the receivers' origins: warm-up, then a window each. */
+async function rawCallbackLoops(
+  ctx: Ctx,
+  roundNo: number,
+  details: Detail[],
+): Promise<Array<{ key: string; label: string; load: LoadResult; receiverCores: number }>> {
+  const urls = ctx.fixtures.heartServerIds.slice(0, Math.max(1, DRAIN_SERVERS)).map((_, i) => ctx.receiver.urlFor(i));
+  const out: Array<{ key: string; label: string; load: LoadResult; receiverCores: number }> = [];
+  // One signed POST at a time (keep-alive): the latency floor of vote -> callback's last hop.
+  for (const shape of [{ dispatcher: "agent" as const, connections: 1, pipelining: 1, single: true }, ...RAW_SHAPES]) {
+    const job = (durationMs: number): LoadJob => ({
       label: "raw callbacks",
       kind: "callback",
-      url: ctx.receiver.url,
-      concurrency: CONCURRENCY,
-      durationMs: MEASURE_MS,
+      url: urls[0] ?? "",
+      urls,
+      concurrency: shape.connections * shape.pipelining,
+      durationMs,
       body: ingestSpec(ctx, false),
-      callback: { secret: `whsec_${randomBytes(24).toString("base64")}`, serverId: ctx.fixtures.heartServerIds[0] ?? "" },
+      callback: { secret: `whsec_${randomBytes(24).toString("base64")}`, serverId: ctx.fixtures.heartServerIds[0] ?? "", shape },
       expectStatus: 200,
       expectContains: "",
     });
-    figures["callbacks.baseline.rps"] = raw.requestsPerSecond;
-    figures["callbacks.ratio"] = round2(steady / Math.max(1, raw.requestsPerSecond));
-    details.push({ phase: "callbacks", round: roundNo, instances, what: `raw signed-POST loop c=${CONCURRENCY} (${raw.client ?? "?"})`, load: raw });
-    progress(`callbacks raw baseline: ${fmt(raw.requestsPerSecond, 0)}/s via ${raw.client}`);
+    await ctx.loadgen.run(job(Math.min(WARMUP_MS, 1_000)));
+    const finish = openWindow(tracked(ctx));
+    const load = await ctx.loadgen.run(job(RAW_MS));
+    const window = finish();
+    const receiverCores = receiverCoresMax(window);
+    const label = "single" in shape ? "one signed POST at a time (undici Agent, keep-alive)" : rawShapeLabel(shape);
+    details.push({ phase: "callbacks", round: roundNo, instances: 1, what: `raw signed-POST loop: ${label} (nothing of the SUT running)`, window, load });
+    progress(
+      `callbacks raw: ${label}: ${fmt(load.requestsPerSecond, 0)}/s p99 ${fmt(load.latency.p99, 1)} ms, failed ${load.unexpected + load.errors}, busiest receiver ${receiverCores} cores`,
+    );
+    out.push({ key: "single" in shape ? "single" : `${shape.dispatcher}-${shape.connections}-${shape.pipelining}`, label, load, receiverCores });
   }
-  await ensure(ctx, "relay", instances);
+  return out;
 }
 
 async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details: Detail[], hearts: Client<typeof HeartService>): Promise<void> {
@@ -554,7 +836,10 @@ async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details
   await ensure(ctx, "delivery", 1);
   await ctx.receiver.waitForCount(ctx.counted, WAIT_MS);
   const servers = ctx.fixtures.heartServerIds;
+  const { rows: outboxMax } = await ctx.sql.query<{ max: string | null }>("SELECT max(id)::text AS max FROM outbox");
+  const outboxAfter = outboxMax[0]?.max ?? "0";
   const idle: number[] = [];
+  const idleHearts: Array<[string, number, number]> = [];
   let idleMissing = 0;
   for (let i = 0; i < IDLE_HEARTS; i++) {
     await new Promise((r) => setTimeout(r, 40 + Math.random() * 120)); // random gaps: no phase lock with any poll
@@ -568,11 +853,15 @@ async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details
       userAgent: "Mozilla/5.0 bench",
     });
     if (!res.counted) continue;
+    const answeredAt = Date.now();
     ctx.counted++;
     await waitUntil("idle callback", async () => ctx.receiver.arrivals.has(res.heartId), 30_000);
     const arrived = ctx.receiver.arrivals.get(res.heartId);
     if (arrived === undefined) idleMissing++;
-    else idle.push(arrived - t0);
+    else {
+      idle.push(arrived - t0);
+      idleHearts.push([res.heartId, t0, answeredAt]);
+    }
   }
   const idleSummary = summarize(idle);
   figures["latency.idle.p50"] = idleSummary.p50;
@@ -592,6 +881,16 @@ async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details
   figures["latency.load.counted"] = load.ok;
   figures["latency.load.failedCasts"] = offered - load.ok;
   figures["latency.load.undelivered"] = list.length - delivered.length;
+  const stages = {
+    idle: await latencyStages(ctx, idleHearts, outboxAfter),
+    underLoad: await latencyStages(
+      ctx,
+      list.map(([id, at, answered]) => [id, at, answered]),
+      outboxAfter,
+    ),
+  };
+  for (const [when, st] of Object.entries(stages)) for (const [k, v] of Object.entries(st)) figures[`latency.${when}.stage.${k}.p50`] = v.p50;
+  for (const [k, v] of Object.entries(stages.underLoad)) figures[`latency.load.stage.${k}.p99`] = v.p99;
   const { hearts: _h, ...loadNoHearts } = load;
   details.push({
     phase: "latency",
@@ -600,11 +899,83 @@ async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details
     what: `vote -> callback: idle (${idle.length} hearts) and ${HEART_RATE} hearts/s offered open loop`,
     window,
     load: loadNoHearts,
-    extra: { idle: idleSummary, underLoad: s },
+    extra: { idle: idleSummary, underLoad: s, stages },
   });
   progress(
     `latency: idle p50 ${fmt(idleSummary.p50, 1)} p99 ${fmt(idleSummary.p99, 1)} ms; at ${HEART_RATE}/s offered: ${load.ok}/${offered} counted, callback p50 ${fmt(s.p50, 1)} p99 ${fmt(s.p99, 1)} ms` +
       `${load.errorCodes ? `; failed ${JSON.stringify(load.errorCodes)}` : ""}`,
+  );
+}
+
+/**
+ * Where vote -> callback time goes, from what is visible outside the processes: the cast's call and
+ * answer (client clock), the outbox row's created_at (the cast transaction's start) and published_at
+ * (relay), the stored delivery's created_at (consumer), its first attempt's started_at (dispatcher)
+ * and the receiver's arrival. Milliseconds, p50/p99 per stage over the hearts given: answer (call
+ * to answer, client view), toTx (call to the cast transaction's start: admission and queueing),
+ * relay (transaction start to published_at: commit, relay wake-up, Kafka produce), consumer
+ * (published_at to stored delivery), dispatch (stored to first attempt), http (attempt to arrival).
+ */
+async function latencyStages(
+  ctx: Ctx,
+  hearts: Array<[string, number, number]>,
+  outboxAfter: string,
+): Promise<Record<string, { p50: number; p99: number; n: number }>> {
+  if (hearts.length === 0) return {};
+  const ids = hearts.map(([id]) => id);
+  const published = new Map<string, { created: number; published: number }>();
+  try {
+    if (ctx.outboxHasPublishedAt) {
+      const { rows } = await ctx.sql.query<{ payload: Buffer; created: Date; published: Date | null }>(
+        "SELECT payload, created_at AS created, published_at AS published FROM outbox WHERE id > $1 AND type = 'heart.counted'",
+        [outboxAfter],
+      );
+      for (const row of rows) {
+        const envelope = fromBinary(EnvelopeSchema, row.payload);
+        if (envelope.payload.case === "heartCounted")
+          published.set(envelope.payload.value.heartId, { created: row.created.getTime(), published: row.published?.getTime() ?? Number.NaN });
+      }
+    }
+  } catch (error) {
+    // Failure policy: a target whose outbox payload this checkout cannot decode loses the relay stage only.
+    progress(`latency stages: outbox not readable (${(error as Error).message})`);
+  }
+  const stored = new Map<string, { stored: number; started: number }>();
+  try {
+    const { rows } = await ctx.sql.query<{ heart_id: string; stored: Date; started: Date | null }>(
+      `SELECT d.heart_id::text AS heart_id, d.created_at AS stored,
+              (SELECT min(a.started_at) FROM delivery_attempts a WHERE a.delivery_id = d.id) AS started
+       FROM deliveries d WHERE d.heart_id = ANY($1::uuid[]) AND d.transport = 'callback'`,
+      [ids],
+    );
+    for (const r of rows) stored.set(r.heart_id, { stored: r.stored.getTime(), started: r.started?.getTime() ?? Number.NaN });
+  } catch (error) {
+    // Failure policy: a target with other delivery tables loses the consumer/dispatch/http stages only.
+    progress(`latency stages: deliveries not readable (${(error as Error).message})`);
+  }
+  const acc: Record<string, number[]> = { answer: [], toTx: [], relay: [], consumer: [], dispatch: [], http: [] };
+  for (const [id, at, answered] of hearts) {
+    const created = published.get(id)?.created ?? Number.NaN;
+    const pub = published.get(id)?.published ?? Number.NaN;
+    const d = stored.get(id);
+    const arrived = ctx.receiver.arrivals.get(id) ?? Number.NaN;
+    const push = (k: string, v: number) => {
+      if (Number.isFinite(v)) acc[k]?.push(v);
+    };
+    push("answer", answered - at);
+    push("toTx", created - at);
+    push("relay", pub - created);
+    push("consumer", (d?.stored ?? Number.NaN) - pub);
+    push("dispatch", (d?.started ?? Number.NaN) - (d?.stored ?? Number.NaN));
+    push("http", arrived - (d?.started ?? Number.NaN));
+  }
+  return Object.fromEntries(
+    Object.entries(acc)
+      .filter(([, v]) => v.length > 0)
+      .map(([k, v]) => {
+        const sm = summarize(v);
+        return [k, { p50: sm.p50, p99: sm.p99, n: v.length }];
+      }),
   );
 }
 
@@ -686,6 +1057,12 @@ function round2(v: number): number {
 // ---------------------------------------------------------------- setup
 interface Ctx {
   outboxHasPublishedAt: boolean;
+  /** Ports of each process (`gateway-0`, ...), kept when it is stopped and started again. */
+  ports: Map<string, { port: number; opsPort: number }>;
+  /** The gateway token's scopes, those of ours the target knows (`claims`, `receipts` are newer than some targets). */
+  gatewayScopes: string;
+  /** Each round's strongest raw callback client shape. */
+  bestRawShapes: string[];
   /** Connected to the `postgres` database, where the pg_stat_statements view lives. */
   statsSql: pg.Client;
 }
@@ -722,7 +1099,7 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
   const sql = new pg.Client({ connectionString: databaseUrl });
   await sql.connect();
   cleanup.add(() => sql.end());
-  const receiver = await startBenchReceiver();
+  const receiver = await startBenchReceiver(RECEIVERS);
   cleanup.add(() => receiver.close());
   const loadgen = await startLoadGenerator();
   cleanup.add(() => loadgen.close());
@@ -757,6 +1134,9 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
     envWarnings: new Set(),
     outboxHasPublishedAt,
     statsSql,
+    ports: new Map(),
+    gatewayScopes: gatewayScopesOf(target),
+    bestRawShapes: [],
   };
   cleanup.add(() => stopAll(ctx));
   await ensure(ctx, "referral-service", 1);
@@ -772,7 +1152,7 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
   const tokenPrefix = `tok_${randomBytes(4).toString("hex")}_`;
   const baselineTokenPrefix = `raw_${randomBytes(4).toString("hex")}_`;
   const seeded = Date.now();
-  for (const [prefix, count] of PHASES.has("ingest")
+  for (const [prefix, count] of PHASES.has("ingest") || PHASES.has("claims")
     ? ([
         [tokenPrefix, TOKENS],
         [baselineTokenPrefix, BASELINE_TOKENS],
@@ -785,17 +1165,23 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
     );
   }
   await sql.query("ANALYZE");
-  if (PHASES.has("ingest")) progress(`${TOKENS + BASELINE_TOKENS} click tokens seeded in ${Date.now() - seeded} ms`);
+  if (PHASES.has("ingest") || PHASES.has("claims")) progress(`${TOKENS + BASELINE_TOKENS} click tokens seeded in ${Date.now() - seeded} ms`);
   const callbackSecrets = new Map<string, string>();
   const heartServerIds: string[] = [];
-  for (let i = 0; i <= HEART_SERVERS; i++) {
+  // Servers 0..HEART_SERVERS-1 (the first DRAIN_SERVERS drain the backlogs), then the hot one, the slow one, the claims one:
+  // each with a distinct callback URL, spread over the receiver processes.
+  for (let i = 0; i < HEART_SERVERS + 3; i++) {
     const { server: s } = await admin.createServer({ name: `bench hearts ${i}`, registrationUrl: "https://example.com/register" });
     const id = s?.id ?? "";
-    await admin.setCallbackSettings({ serverId: id, callbackUrl: receiver.url, standardWebhooks: false });
+    const url = i === HEART_SERVERS + 1 ? receiver.slowUrl(SLOW_MS, i) : receiver.urlFor(i);
+    await admin.setCallbackSettings({ serverId: id, callbackUrl: url, standardWebhooks: false });
     callbackSecrets.set(id, (await admin.revealCallbackSecret({ serverId: id })).secret);
     heartServerIds.push(id);
   }
+  const claimServerId = heartServerIds.pop() ?? "";
+  const slowServerId = heartServerIds.pop() ?? "";
   const hotServerId = heartServerIds.pop() ?? "";
+  const claimKey = PHASES.has("claims") ? (await admin.rotateClaimKey({ serverId: claimServerId })).claimKey : "";
   ctx.fixtures = {
     ingestServerId,
     ingestSecret: secret,
@@ -804,9 +1190,25 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
     baselineTokenPrefix,
     heartServerIds,
     hotServerId,
+    slowServerId,
+    claimServerId,
+    claimKey,
     callbackSecrets,
   };
   return { ctx, admin, hearts };
+}
+
+/** The gateway token's scopes: ours, less those the target's scope list does not know (an older target refuses unknown ones at start). */
+function gatewayScopesOf(target: Target): string {
+  const wanted = ["ingest", "pull", "claims", "receipts", "clicks:record", "dashboard", "admin"];
+  let known = "";
+  try {
+    known = readFileSync(join(target.dir, "services/access/scopes.ts"), "utf8");
+  } catch {
+    // Failure policy: a target without the scope list gets the scopes every target knows.
+    return "ingest,pull,clicks:record,dashboard,admin";
+  }
+  return wanted.filter((scope) => known.includes(`"${scope}"`)).join(",");
 }
 
 async function startBaseline(ctx: Ctx): Promise<void> {
@@ -853,7 +1255,7 @@ async function main(): Promise<void> {
     )
   ).rows;
   const pgVersion = ctx.pgb.serverVersion;
-  if (PHASES.has("ingest")) await startBaseline(ctx);
+  if (PHASES.has("ingest") || PHASES.has("claims")) await startBaseline(ctx);
 
   const rounds: Record<string, Figures[]> = { "1": [], "2": [] };
   const details: Detail[] = [];
@@ -863,15 +1265,16 @@ async function main(): Promise<void> {
     await fn();
     phaseTimes[name] = (phaseTimes[name] ?? 0) + (Date.now() - t);
   };
-  if (PHASES.has("ingest")) await ensure(ctx, "gateway", 1);
+  if (PHASES.has("ingest") || PHASES.has("claims")) await ensure(ctx, "gateway", 1);
   await ensure(ctx, "relay", 1);
   for (let r = 1; r <= ROUNDS; r++) {
     progress(`--- round ${r}/${ROUNDS}, one instance of each process`);
     const figures: Figures = {};
     if (PHASES.has("ingest")) await timed("ingest", () => phaseIngest(ctx, r, 1, figures, details));
+    if (PHASES.has("claims")) await timed("claims", () => phaseClaims(ctx, r, figures, details));
     if (PHASES.has("hearts")) await timed("hearts", () => phaseHearts(ctx, r, 1, figures, details));
-    if (PHASES.has("callbacks")) await timed("callbacks", () => phaseCallbacks(ctx, r, 1, figures, details));
     if (PHASES.has("latency")) await timed("latency", () => phaseLatency(ctx, r, figures, details, hearts));
+    if (PHASES.has("callbacks")) await timed("callbacks", () => phaseCallbacks(ctx, r, 1, figures, details));
     if (PHASES.has("relay")) await timed("relay", () => phaseRelay(ctx, r, figures, details));
     rounds["1"]?.push(figures);
   }
@@ -897,7 +1300,7 @@ async function main(): Promise<void> {
   await ensure(ctx, "relay", 1);
   await ensure(ctx, "delivery", 1);
   const allDelivered = await ctx.receiver.waitForCount(ctx.counted, WAIT_MS);
-  const signatures = ctx.receiver.checkSignatures(ctx.fixtures.callbackSecrets);
+  const signatures = await ctx.receiver.checkSignatures(ctx.fixtures.callbackSecrets);
   const checks = {
     countedHearts: ctx.counted,
     callbacksReceived: ctx.receiver.arrivals.size,
@@ -916,7 +1319,7 @@ async function main(): Promise<void> {
     summary[inst] = Object.fromEntries([...keys].sort().map((k) => [k, spread(list.map((f) => f[k] ?? Number.NaN))]));
   }
   const results = {
-    benchmark: "issue-8 production topology",
+    benchmark: "issues 22 and 19 (and 8), production topology",
     quick: QUICK,
     durationSeconds: Math.round((Date.now() - started) / 1000),
     phaseSeconds: Object.fromEntries(Object.entries(phaseTimes).map(([k, v]) => [k, Math.round(v / 1000)])),
@@ -931,6 +1334,14 @@ async function main(): Promise<void> {
       warmupMs: WARMUP_MS,
       openLoopMs: OPEN_LOOP_MS,
       concurrency: CONCURRENCY,
+      lowConcurrency: LOW_CONCURRENCY,
+      receivers: RECEIVERS,
+      drainServers: DRAIN_SERVERS,
+      slowHearts: SLOW_HEARTS,
+      slowMs: SLOW_MS,
+      rawCallbackShapes: RAW_SHAPES.map(rawShapeLabel),
+      rawCallbackMs: RAW_MS,
+      claimHearts: CLAIM_HEARTS,
       ingestRate: INGEST_RATE,
       heartRate: HEART_RATE,
       backlog: BACKLOG,
@@ -940,6 +1351,7 @@ async function main(): Promise<void> {
       sutEnv: process.env.BENCH_SUT_ENV ?? "",
     },
     envNamesTheTargetDoesNotRead: [...ctx.envWarnings],
+    bestRawCallbackShapes: ctx.bestRawShapes,
     summary,
     rounds,
     checks,
@@ -980,6 +1392,7 @@ type Results = {
   summary: Record<string, Record<string, Spread>>;
   checks: Record<string, unknown>;
   details: Detail[];
+  bestRawCallbackShapes: string[];
 };
 
 function renderMarkdown(r: Results): string {
@@ -995,7 +1408,7 @@ function renderMarkdown(r: Results): string {
   const out: string[] = [];
   const fsyncOff = r.postgres.settings.fsync === "off";
   out.push(
-    `# Issue #8 benchmark${r.quick ? " (SMOKE RUN: --quick, 1 round, short phases; not figures to quote)" : ""}${fsyncOff ? " (PostgreSQL with fsync OFF: not the targets' durability)" : ""}`,
+    `# Production-topology benchmark: issues 22, 19 and 8${r.quick ? " (SMOKE RUN: --quick, 1 round, short phases; not figures to quote)" : ""}${fsyncOff ? " (PostgreSQL with fsync OFF: not the targets' durability)" : ""}`,
     "",
   );
   out.push(
@@ -1013,7 +1426,147 @@ function renderMarkdown(r: Results): string {
   );
   if (r.envNamesTheTargetDoesNotRead.length > 0)
     out.push(`Settings passed that the target's config files do not name (ignored by it): ${r.envNamesTheTargetDoesNotRead.join(", ")}.`, "");
-  out.push(`## Targets`, "");
+  const c8 = `ingest.c${LOW_CONCURRENCY}`;
+  const ratioOf = (a: Spread | undefined, b: Spread | undefined) => (a && b && m(b) > 0 ? `${fmt(m(a) / m(b), 2)}x` : "—");
+  const rawBest = one["callbacks.baseline.rps"];
+  const receiverSaturated = [...r.details].some((d) => d.window && receiverCoresMax(d.window) >= 0.9);
+  out.push(`## Issue 22 targets`, "");
+  const rows22: string[][] = [
+    [
+      "1. Ingest at c=8: at least 0.6x the one-statement server. At c=32: keep at least 0.9x. Dry-run: at least 0.7x.",
+      `c=${LOW_CONCURRENCY}: ${f(one[`${c8}.gateway.rps`])} req/s, p50 ${f(one[`${c8}.gateway.p50`], 1, " ms")}, p99 ${f(one[`${c8}.gateway.p99`], 1, " ms")}; ` +
+        `c=${CONCURRENCY}: ${f(one["ingest.gateway.rps"])} req/s, p50 ${f(one["ingest.gateway.p50"], 1, " ms")}, p99 ${f(one["ingest.gateway.p99"], 1, " ms")}; ` +
+        `dry-run c=${CONCURRENCY}: ${f(one["ingest.dryRun.gateway.rps"])} req/s, p99 ${f(one["ingest.dryRun.gateway.p99"], 1, " ms")}`,
+      `one-statement server c=${LOW_CONCURRENCY}: ${f(one[`${c8}.baseline.rps`])} req/s, p50 ${f(one[`${c8}.baseline.p50`], 1, " ms")}; c=${CONCURRENCY}: ${f(one["ingest.baseline.rps"])} req/s, p99 ${f(one["ingest.baseline.p99"], 1, " ms")}; raw dry-run: ${f(one["ingest.dryRun.baseline.rps"])} req/s`,
+      `c=${LOW_CONCURRENCY} ${f(one[`${c8}.ratio`], 2, "x")}; c=${CONCURRENCY} ${f(one["ingest.ratio"], 2, "x")}; dry-run ${f(one["ingest.dryRun.ratio"], 2, "x")}`,
+      met(
+        all(
+          cmp(one[`${c8}.ratio`], (v) => v >= 0.6),
+          cmp(one["ingest.ratio"], (v) => v >= 0.9),
+          cmp(one["ingest.dryRun.ratio"], (v) => v >= 0.7),
+        ),
+      ),
+    ],
+    [
+      "2. Callbacks from a backlog: at least 5,000/s and at least 0.2x the strongest raw signed-POST loop measured in the same run (undici, keep-alive). A slow receiver must still never delay another server's callbacks.",
+      `${f(one["callbacks.drain.rps"])} /s over ${DRAIN_SERVERS} servers (${f(one["callbacks.drain.stmtsPerCallback"], 2)} statements each); ` +
+        `with one server's receiver answering after ${SLOW_MS} ms: the others ${f(one["callbacks.slowReceiver.othersRps"])} /s, ${f(one["callbacks.slowReceiver.othersOfPlainDrain"], 2, "x")} the plain drain, ` +
+        `last at ${f(one["callbacks.slowReceiver.othersLastAfterReadyMs"], 0, " ms")} after ready (plain: ${f(one["callbacks.drain.lastAfterReadyMs"], 0, " ms")})`,
+      `strongest raw loop ${f(rawBest)} /s (${[...new Set(r.bestRawCallbackShapes)].join("; ") || "—"}; nothing of the system under test running; every shape below)`,
+      f(one["callbacks.ratio"], 2, "x"),
+      met(
+        all(
+          cmp(one["callbacks.drain.rps"], (v) => v >= 5000),
+          cmp(one["callbacks.ratio"], (v) => v >= 0.2),
+          cmp(one["callbacks.slowReceiver.othersOfPlainDrain"], (v) => v >= 0.8),
+        ),
+      ),
+    ],
+    [
+      "3. Vote -> callback: p50 at most 5 ms idle; p99 at most 50 ms at 1,000 hearts/s offered.",
+      `idle p50 ${f(one["latency.idle.p50"], 1, " ms")}, p99 ${f(one["latency.idle.p99"], 1, " ms")}; at ${HEART_RATE}/s offered: p50 ${f(one["latency.load.p50"], 1, " ms")}, p99 ${f(one["latency.load.p99"], 1, " ms")}, ${f(one["latency.load.failedCasts"])} casts not counted, ${f(one["latency.load.undelivered"])} not delivered`,
+      `one signed POST at a time (undici, keep-alive, nothing of the SUT running): p50 ${f(one["callbacks.raw.single.p50"], 2, " ms")}, p99 ${f(one["callbacks.raw.single.p99"], 2, " ms")}`,
+      "—",
+      met(
+        all(
+          cmp(one["latency.idle.p50"], (v) => v <= 5),
+          cmp(one["latency.load.p99"], (v) => v <= 50),
+          cmp(one["latency.load.failedCasts"], (v) => v === 0),
+        ),
+      ),
+    ],
+    [
+      "4. CastHeart with delivery running: at least 2,500 counted hearts/s.",
+      `${f(one["hearts.withDelivery.rps"])} counted/s at c=${CONCURRENCY} over ${HEART_SERVERS} servers (p99 ${f(one["hearts.withDelivery.p99"], 1, " ms")}, failed ${f(one["hearts.withDelivery.failed"])}); delivery stopped: ${f(one["hearts.many.rps"])} /s`,
+      "—",
+      "—",
+      met(cmp(one["hearts.withDelivery.rps"], (v) => v >= 2500)),
+    ],
+    [
+      "5. The bench's raw baselines are made as strong as the machine allows: keep-alive loops, nothing of the system under test running beside them.",
+      `ingest: the one-statement server beside the gateway at the same concurrency, same round (the gateway idle meanwhile); callbacks: ${RAW_SHAPES.length} undici shapes with every SUT process stopped; busiest receiver ${f(one["callbacks.baseline.receiverCoresMax"], 2, " cores")} in the strongest loop`,
+      receiverSaturated
+        ? "**a receiver process was at or above 0.9 cores in some window: the raw loop may be receiver-bound (add BENCH_RECEIVERS)**"
+        : "no receiver process reached 0.9 cores",
+      "—",
+      "see details",
+    ],
+  ];
+  out.push(markdownTable(["target (issue 22, verbatim)", "measured: median (min-max)", "baseline (same run)", "ratio", "status"], rows22), "");
+  out.push(
+    `Target 2's "never delay" is read as: the other servers drain at least 0.8x the plain drain of the same round while the slow server's ${SLOW_HEARTS} hearts sit ahead of theirs in Kafka.`,
+    "",
+  );
+  out.push(`## Issue 19 target (bench phase)`, "");
+  out.push(
+    markdownTable(
+      ["target (issue 19, verbatim)", "measured: median (min-max)", "baseline (same run)", "ratio", "status"],
+      [
+        [
+          "A bench phase: check/claim answered from an index, at least 2,000 checks/s through the gateway on this machine, with the claim path's statements per call, beside the ingest baseline.",
+          `checks c=${CONCURRENCY}: ${f(one["claims.checkClose.rps"])} /s with Connection: close (p50 ${f(one["claims.checkClose.p50"], 1, " ms")}, p99 ${f(one["claims.checkClose.p99"], 1, " ms")}), ` +
+            `${f(one["claims.check.rps"])} /s keep-alive (p99 ${f(one["claims.check.p99"], 1, " ms")}); ${f(one["claims.check.stmtsPerCall"], 2)} statements per check; ` +
+            `claims ${f(one["claims.claim.rps"])} /s (each heart once, Connection: close; p99 ${f(one["claims.claim.p99"], 1, " ms")}), ${f(one["claims.claim.stmtsPerCall"], 2)} statements per claim; ` +
+            `wrong answers: check ${f(one["claims.check.unexpected"])}, claim ${f(one["claims.claim.unexpected"])}, check after claim (2) ${f(one["claims.checkClaimed.unexpected"])}, claim again (2) ${f(one["claims.claimAgain.unexpected"])}`,
+          `one-statement ingest server ${f(one["ingest.baseline.rps"])} req/s`,
+          `close ${ratioOf(one["claims.checkClose.rps"], one["ingest.baseline.rps"])}, keep-alive ${ratioOf(one["claims.check.rps"], one["ingest.baseline.rps"])}`,
+          met(
+            all(
+              cmp(one["claims.checkClose.rps"], (v) => v >= 2000),
+              cmp(one["claims.check.unexpected"], (v) => v === 0),
+              cmp(one["claims.claim.unexpected"], (v) => v === 0),
+              cmp(one["claims.checkClaimed.unexpected"], (v) => v === 0),
+              cmp(one["claims.claimAgain.unexpected"], (v) => v === 0),
+            ),
+          ),
+        ],
+      ],
+    ),
+    "",
+    "Checks/s is read on `Connection: close` (how the plugins send them); keep-alive is shown beside it. Requests alternate the two digit families (`?object=votes&element=claim&...` and `?action=status|claim&...`).",
+    "",
+  );
+  if (rawBest) {
+    const shapes = Object.keys(one)
+      .filter((k) => /^callbacks\.raw\..*\.rps$/.test(k))
+      .map((k) => k.slice("callbacks.raw.".length, -".rps".length));
+    out.push(`### Raw signed-POST loops (callbacks baseline), every shape`, "");
+    out.push(
+      markdownTable(
+        ["shape (dispatcher-connections-pipelining; single = one at a time)", "callbacks/s", "p50 ms", "p99 ms", "busiest receiver (cores)"],
+        shapes.map((k) => [
+          k,
+          f(one[`callbacks.raw.${k}.rps`]),
+          f(one[`callbacks.raw.${k}.p50`], 2),
+          f(one[`callbacks.raw.${k}.p99`], 1),
+          f(one[`callbacks.raw.${k}.receiverCoresMax`], 2),
+        ]),
+      ),
+      "",
+    );
+  }
+  const stageKeys = Object.keys(one).filter((k) => /^latency\.(idle|underLoad)\.stage\./.test(k));
+  if (stageKeys.length > 0) {
+    out.push(
+      `### Vote -> callback by stage (ms, p50; under load also p99)`,
+      "",
+      "answer = CastHeart call (its intended start under the open loop) to its answer, client view; toTx = call to the cast transaction's start (the outbox row's created_at: admission and queueing); relay = transaction start to the row's published_at (commit, relay wake-up, Kafka produce); consumer = published_at to the stored delivery's created_at; dispatch = stored to the first attempt's started_at; http = attempt start to the receiver's arrival. Stages are separate distributions (their p99s do not add up). Clocks: one machine; the DB timestamps have 1 ms resolution.",
+      "",
+    );
+    out.push(
+      markdownTable(
+        ["stage", "idle p50", `${HEART_RATE}/s p50`, `${HEART_RATE}/s p99`],
+        ["answer", "toTx", "relay", "consumer", "dispatch", "http"].map((st) => [
+          st,
+          f(one[`latency.idle.stage.${st}.p50`], 1),
+          f(one[`latency.underLoad.stage.${st}.p50`], 1),
+          f(one[`latency.load.stage.${st}.p99`], 1),
+        ]),
+      ),
+      "",
+    );
+  }
+  out.push(`## Issue #8 targets (earlier)`, "");
   const rows: string[][] = [
     [
       "1. Signed `registered` events through the gateway: at least 2,500 req/s at concurrency 32, and at least 0.8x a raw baseline measured in the same run: node:http + pg, the same HMAC check, the same rows written by ONE statement per event (a CTE chain). p99 at most 25 ms under 1,000 req/s offered open-loop.",
@@ -1130,7 +1683,7 @@ function renderMarkdown(r: Results): string {
     "",
   );
   const last = (phase: string) => [...r.details].reverse().find((d) => d.phase === phase && d.instances === 1 && Array.isArray(d.extra?.top));
-  for (const phase of ["ingest", "hearts", "callbacks", "relay"]) {
+  for (const phase of ["ingest", "claims", "hearts", "callbacks", "relay"]) {
     const d = last(phase);
     if (!d) continue;
     out.push(`### Top statements: ${phase} (${d.what}, round ${d.round})`, "");

@@ -1,7 +1,10 @@
 /**
  * The load generator's child process (see loadgen.ts): receives jobs over IPC and
- * answers each with a LoadResult. A job is either signed ingest POSTs (keep-alive
- * node:http) or CastHeart calls (Connect over HTTP/2, the product's own transport),
+ * answers each with a LoadResult. A job is signed ingest POSTs (keep-alive
+ * node:http), CastHeart calls (Connect over HTTP/2, the product's own transport),
+ * signed callback POSTs (the raw callback loop: undici request() through an Agent or
+ * one Pool per origin, `RawClientShape`), or check/claim GETs (`votes`: keep-alive, or
+ * a new connection with `Connection: close` per request as the reward plugins send them),
  * run as a closed loop of `concurrency` workers, or as an open loop at
  * `ratePerSecond` with at most `concurrency` in flight, where each latency counts
  * from the request's intended start (no coordinated omission). Keeps its keep-alive
@@ -9,13 +12,14 @@
  * leaves warm connections.
  */
 import http from "node:http";
+import { Agent, Pool, request } from "undici";
 import { ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { Code } from "@connectrpc/connect";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { signCallback } from "../../services/delivery/send-callback.js";
 import { periodOf } from "../../services/shared/period.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
-import { buildIngestBody, signIngestBody, type LoadJob, type LoadResult } from "./loadgen.js";
+import { buildIngestBody, rawShapeLabel, signIngestBody, steamIdOf, type LoadJob, type LoadResult, type RawClientShape } from "./loadgen.js";
 import { summarize } from "./stats.js";
 
 interface RunMessage {
@@ -71,41 +75,80 @@ function post(url: URL, agentToUse: http.Agent, body: string, signature: string)
   });
 }
 
-/** A keep-alive POST for the raw callback loop: undici's request() when installed, else Node's fetch (undici inside). */
-type RawPost = (url: string, headers: Record<string, string>, body: string) => Promise<number>;
-let rawPost: { name: string; post: RawPost } | undefined;
-async function rawPoster(connections: number): Promise<{ name: string; post: RawPost }> {
-  if (rawPost) return rawPost;
-  try {
-    const undici = (await import("undici" as string)) as {
-      Agent: new (o: object) => unknown;
-      request: (url: string, o: object) => Promise<{ statusCode: number; body: { dump(): Promise<void> } }>;
-    };
-    const dispatcher = new undici.Agent({ connections, pipelining: 1, keepAliveTimeout: 60_000 });
+/** A keep-alive POST for the raw callback loop, over undici (a dependency of this checkout). */
+type RawPost = (url: URL, headers: Record<string, string>, body: string) => Promise<number>;
+let rawPost: { key: string; name: string; post: RawPost; close(): Promise<void> } | undefined;
+/** The raw loop's client for `shape` over `origins`; the previous shape's connections are closed first. */
+async function rawPoster(shape: RawClientShape, origins: string[]): Promise<{ name: string; post: RawPost }> {
+  const key = `${JSON.stringify(shape)}|${origins.join(",")}`;
+  if (rawPost?.key === key) return rawPost;
+  await rawPost?.close();
+  const perOrigin = Math.max(1, Math.ceil(shape.connections / origins.length));
+  const options = { connections: perOrigin, pipelining: shape.pipelining, keepAliveTimeout: 60_000 };
+  if (shape.dispatcher === "agent") {
+    const agent = new Agent(options);
     rawPost = {
-      name: "undici.request (keep-alive Agent)",
+      key,
+      name: rawShapeLabel(shape),
       post: async (url, headers, body) => {
-        const res = await undici.request(url, { method: "POST", headers, body, dispatcher });
+        const res = await request(url, { method: "POST", headers, body, dispatcher: agent });
         await res.body.dump();
         return res.statusCode;
       },
+      close: () => agent.close(),
     };
-  } catch {
-    // Failure policy: undici is not a dependency here; Node's global fetch is undici with a keep-alive pool, the same client one level up.
+  } else {
+    const pools = new Map(origins.map((origin) => [origin, new Pool(origin, options)]));
     rawPost = {
-      name: "fetch (Node's bundled undici, keep-alive)",
+      key,
+      name: rawShapeLabel(shape),
       post: async (url, headers, body) => {
-        const res = await fetch(url, { method: "POST", headers, body });
-        await res.arrayBuffer();
-        return res.status;
+        const pool = pools.get(url.origin) as Pool;
+        const res = await pool.request({ path: url.pathname, method: "POST", headers, body });
+        await res.body.dump();
+        return res.statusCode;
+      },
+      close: async () => {
+        await Promise.all([...pools.values()].map((p) => p.close()));
       },
     };
   }
   return rawPost;
 }
 
+/** One check/claim GET; a new connection with `Connection: close` when `close`, else the keep-alive agent. */
+function get(url: URL, path: string, agentToUse: http.Agent | false, close: boolean): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: url.hostname, port: url.port, path, method: "GET", agent: agentToUse, headers: close ? { connection: "close" } : {} },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (chunk: Buffer) => chunks.push(chunk));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** The query of check/claim request number `n` about `steamId`: even n in rust-servers.net's form, odd n in the status/claim form. */
+function votesPath(base: string, key: string, steamId: string, action: "check" | "claim", n: number): string {
+  const k = encodeURIComponent(key);
+  if (n % 2 === 0) {
+    return action === "check"
+      ? `${base}?object=votes&element=claim&key=${k}&steamid=${steamId}`
+      : `${base}?action=post&object=votes&element=claim&key=${k}&steamid=${steamId}`;
+  }
+  return `${base}?action=${action === "check" ? "status" : "claim"}&key=${k}&steamid=${steamId}`;
+}
+
 /** What one request reported. */
-type Outcome = { kind: "ok"; heartId?: string } | { kind: "unexpected"; sample: string; code: string } | { kind: "error"; sample: string; code: string };
+type Outcome =
+  | { kind: "ok"; heartId?: string; index?: number; body?: string }
+  | { kind: "unexpected"; sample: string; code: string }
+  | { kind: "error"; sample: string; code: string };
 
 async function runJob(job: LoadJob): Promise<LoadResult> {
   const targets = (job.urls ?? [job.url]).map((u) => new URL(u));
@@ -116,7 +159,9 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
   const spec = job.body;
   const cast = job.cast;
   if (kind === "cast" && !cast) throw new Error("cast job without a cast spec");
-  let next = kind === "cast" ? (cast?.start ?? 0) : spec.start;
+  const votes = job.votes;
+  if (kind === "votes" && (!votes || votes.ids.length === 0)) throw new Error("votes job without ids");
+  let next = kind === "cast" ? (cast?.start ?? 0) : kind === "votes" ? 0 : spec.start;
   let exhausted = false;
   let sent = 0;
 
@@ -124,6 +169,16 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
   const take = (): number | undefined => {
     if (job.maxRequests !== undefined && taken >= job.maxRequests) return undefined;
     taken++;
+    if (kind === "votes" && votes) {
+      if (next >= votes.ids.length) {
+        if (!votes.cycle) {
+          exhausted = true;
+          return undefined;
+        }
+        next = 0;
+      }
+      return votes.ids[next++];
+    }
     if (kind !== "ingest") return next++;
     if (next >= spec.end) {
       if (!spec.cycle) {
@@ -136,9 +191,23 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
   };
 
   /** Sends request `index` to the target chosen round-robin. */
-  const poster = kind === "callback" ? await rawPoster(job.concurrency) : undefined;
+  const poster = kind === "callback" && job.callback ? await rawPoster(job.callback.shape, [...new Set(targets.map((t) => t.origin))]) : undefined;
   const send = async (index: number): Promise<Outcome> => {
-    const target = targets[sent++ % targets.length] as URL;
+    const n = sent++;
+    const target = targets[n % targets.length] as URL;
+    if (kind === "votes" && votes) {
+      const path = votesPath(target.pathname, votes.key, steamIdOf(index), votes.action, n);
+      try {
+        const res = await get(target, path, votes.connectionClose ? false : agentFor(target.href, job.concurrency), votes.connectionClose);
+        const good = res.status === job.expectStatus && (job.expectBody === undefined || res.text === job.expectBody);
+        return good
+          ? { kind: "ok", body: res.text }
+          : { kind: "unexpected", sample: `${res.status} ${res.text.slice(0, 300)}`, code: `${res.status} ${res.text.slice(0, 20)}` };
+      } catch (error) {
+        // Failure policy: count transport errors and keep going; the caller sees them in the result.
+        return { kind: "error", sample: `transport error: ${(error as Error).message}`, code: "transport" };
+      }
+    }
     if (kind === "callback" && job.callback && poster) {
       const signed = signCallback({
         url: target.href,
@@ -155,7 +224,7 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
         t: Math.floor(Date.now() / 1000),
       });
       try {
-        const status = await poster.post(target.href, signed.headers, signed.body);
+        const status = await poster.post(target, signed.headers, signed.body);
         return status === job.expectStatus ? { kind: "ok" } : { kind: "unexpected", sample: `status ${status}`, code: String(status) };
       } catch (error) {
         // Failure policy: count transport errors and keep going; the caller sees them in the result.
@@ -173,10 +242,11 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
             // A distinct address per heart, and consecutive hearts in different /24s, so fraud scoring lets them count.
             ip: `10.${index & 255}.${(index >> 8) & 255}.${((index >> 16) & 255) + 1}`,
             userAgent: USER_AGENT,
+            ...(cast.steamIds ? { steamId: steamIdOf(index) } : {}),
           },
           { timeoutMs: cast.timeoutMs },
         );
-        if (res.counted) return { kind: "ok", heartId: res.heartId };
+        if (res.counted) return { kind: "ok", heartId: res.heartId, index };
         return { kind: "unexpected", sample: `not counted: ${res.reason}`, code: `verdict_${res.verdict}` };
       } catch (error) {
         // Failure policy: count the failure by its Connect code and keep going; overload answers are data here.
@@ -197,7 +267,8 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
   };
 
   const latencies: number[] = [];
-  const hearts: Array<[string, number]> = [];
+  const hearts: Array<[string, number, number, number]> = [];
+  const bodies: Record<string, number> = {};
   const errorCodes: Record<string, number> = {};
   let ok = 0;
   let unexpected = 0;
@@ -207,7 +278,9 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
     latencies.push(performance.now() - intendedAt);
     if (outcome.kind === "ok") {
       ok++;
-      if (cast?.recordHearts && outcome.heartId) hearts.push([outcome.heartId, performance.timeOrigin + intendedAt]);
+      if (cast?.recordHearts && outcome.heartId)
+        hearts.push([outcome.heartId, performance.timeOrigin + intendedAt, performance.timeOrigin + performance.now(), outcome.index ?? -1]);
+      if (outcome.body !== undefined) bodies[outcome.body] = (bodies[outcome.body] ?? 0) + 1;
       return;
     }
     if (outcome.kind === "unexpected") unexpected++;
@@ -230,7 +303,7 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
         const outcome = await send(index);
         record(outcome, at);
         // A short pause after a transport error avoids a hot loop on a dead port.
-        if (outcome.kind === "error" && kind === "ingest") await new Promise((r) => setTimeout(r, 10));
+        if (outcome.kind === "error" && (kind === "ingest" || kind === "votes")) await new Promise((r) => setTimeout(r, 10));
       }
     };
     await Promise.all(Array.from({ length: job.concurrency }, worker));
@@ -283,6 +356,7 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
     ...(Object.keys(errorCodes).length > 0 ? { errorCodes } : {}),
     ...(cast?.recordHearts ? { hearts } : {}),
     ...(poster ? { client: poster.name } : {}),
+    ...(kind === "votes" ? { bodies } : {}),
   };
 }
 

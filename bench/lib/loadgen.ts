@@ -46,6 +46,52 @@ export interface CastSpec {
   recordHearts: boolean;
   /** Per-call deadline. */
   timeoutMs: number;
+  /** Give voter i the SteamID64 `steamIdOf(i)` (the claims phase's hearts). */
+  steamIds?: boolean;
+}
+
+/** The first SteamID64 (services/shared/player-ids.ts); voter i of a cast job with steamIds gets this + i. */
+export const STEAM_ID64_BASE = 76561197960265728n;
+
+/** The SteamID64 of voter index `i`. */
+export function steamIdOf(i: number): string {
+  return (STEAM_ID64_BASE + BigInt(i)).toString();
+}
+
+/** How the check/claim GETs of a `votes` job are made (the reward plugins' calls, issue 19). */
+export interface VotesSpec {
+  /** The server's claim key. */
+  key: string;
+  /** Voter indexes whose SteamID64 (steamIdOf) the requests ask about, in order. */
+  ids: number[];
+  /** Start over at the end of `ids` (checks); otherwise stop once they are used (claims: each once). */
+  cycle: boolean;
+  /** check or claim; requests alternate the two digit families (rust-servers.net's `object=votes&element=claim`, and `action=status|claim`). */
+  action: "check" | "claim";
+  /** Send `Connection: close` and open a new connection per request, as the plugins do; else keep-alive. */
+  connectionClose: boolean;
+}
+
+/** The raw callback loop's HTTP client: undici request() through one Agent, or through one Pool per receiver origin. */
+export interface RawClientShape {
+  dispatcher: "agent" | "pool";
+  /** Connections in all (split evenly over the origins). */
+  connections: number;
+  /** Requests in flight per connection. */
+  pipelining: number;
+}
+
+/** `agent:32:1` -> its shape. */
+export function parseRawShape(text: string): RawClientShape {
+  const [dispatcher, connections, pipelining] = text.split(":");
+  if ((dispatcher !== "agent" && dispatcher !== "pool") || !Number(connections) || !Number(pipelining))
+    throw new Error(`bad raw callback client shape ${JSON.stringify(text)}: expected agent|pool:<connections>:<pipelining>`);
+  return { dispatcher, connections: Number(connections), pipelining: Number(pipelining) };
+}
+
+/** A shape's label: `undici Agent, 32 connections, pipelining 1`. */
+export function rawShapeLabel(shape: RawClientShape): string {
+  return `undici ${shape.dispatcher === "agent" ? "Agent" : "Pool per origin"}, ${shape.connections} connections, pipelining ${shape.pipelining}`;
 }
 
 /** One measured run. */
@@ -53,9 +99,10 @@ export interface LoadJob {
   label: string;
   /**
    * `ingest` (default): signed HTTP POSTs to the gateway; `cast`: CastHeart over Connect;
-   * `callback`: the raw baseline of callbacks, signed callback POSTs over undici keep-alive.
+   * `callback`: the raw baseline of callbacks, signed callback POSTs over undici keep-alive;
+   * `votes`: the reward plugins' check/claim GETs (issue 19).
    */
-  kind?: "ingest" | "cast" | "callback";
+  kind?: "ingest" | "cast" | "callback" | "votes";
   /** Full URL, always on 127.0.0.1 (ingest: the events URL; cast: the referral service's base URL). */
   url: string;
   /** Several targets (scale-out): requests go round-robin over them; default [url]. */
@@ -68,12 +115,16 @@ export interface LoadJob {
   body: IngestBodySpec;
   cast?: CastSpec;
   /** callback jobs: the callback secret and server id the raw POSTs are signed for. */
-  callback?: { secret: string; serverId: string };
+  callback?: { secret: string; serverId: string; shape: RawClientShape };
+  /** votes jobs: what to ask. */
+  votes?: VotesSpec;
   /** Stop after this many requests (closed loop), even before durationMs. */
   maxRequests?: number;
   expectStatus: number;
   /** A substring every expected response body contains. */
   expectContains: string;
+  /** The exact expected response body (votes jobs: one digit). */
+  expectBody?: string;
 }
 
 /** What a run measured. */
@@ -106,8 +157,10 @@ export interface LoadResult {
   errorCodes?: Record<string, number>;
   /** callback jobs: which HTTP client sent them (undici when installed, else Node's fetch, itself undici). */
   client?: string;
-  /** cast jobs with recordHearts: [heart id, intended start epoch ms] of every counted heart. */
-  hearts?: Array<[string, number]>;
+  /** cast jobs with recordHearts: [heart id, intended start epoch ms, answered epoch ms, voter index] of every counted heart. */
+  hearts?: Array<[string, number, number, number]>;
+  /** votes jobs: answers by body (`1`, `2`, `0`, ...). */
+  bodies?: Record<string, number>;
 }
 
 /** The exact body bytes of ingest event `index`. */

@@ -9,6 +9,8 @@
  * once per connection. It skips what only the product must do (replays,
  * first-touch conflicts, other event types): a lower bound of the work, which is
  * what a baseline is for. It answers 200 with `"state":"registered"` like the gateway.
+ * A `test: true` event (the dry-run baseline) is answered `{ok:true,test:true}` after the signature
+ * check and validation, with no database work, as the gateway answers it.
  *
  * Env: DATABASE_URL, BASELINE_SERVER_ID, BASELINE_KID, BASELINE_SECRET, BASELINE_POOL (20).
  * Prints `listening <port>` on stdout once it accepts connections; exits on SIGTERM.
@@ -70,6 +72,8 @@ async function handle(rawBody: Buffer, header: string | undefined): Promise<{ st
   const event = json ? validateEvent(json) : null;
   if (event?.kind !== "ok") return { status: 400, body: { error: "invalid event" } };
   const e = event.value;
+  // The raw dry-run baseline: what the gateway does for `test: true` (signature, validation, answer), no database.
+  if (e.test) return { status: 200, body: { ok: true, test: true } };
   if (e.event !== "registered" || e.serverId !== serverId || !e.refereeIdentity)
     return { status: 422, body: { error: "baseline handles registered events only" } };
   const referralId = randomUUID();

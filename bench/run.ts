@@ -102,7 +102,7 @@ const RAW_SHAPES = (process.env.BENCH_RAW_CALLBACK_SHAPES ?? "agent:32:1,agent:6
   .filter(Boolean)
   .map(parseRawShape);
 const RAW_MS = envInt("BENCH_RAW_CALLBACK_MS", QUICK ? 1_500 : 3_000);
-const CLAIM_HEARTS = envInt("BENCH_CLAIM_HEARTS", QUICK ? 600 : 2_000);
+const CLAIM_HEARTS = envInt("BENCH_CLAIM_HEARTS", QUICK ? 300 : 1_000);
 const NAME = process.env.BENCH_NAME ?? (QUICK ? "smoke/run" : "run");
 const WAIT_MS = 180_000;
 
@@ -559,9 +559,24 @@ async function phaseHearts(ctx: Ctx, roundNo: number, instances: number, figures
  * players (`2`) and a claim again (`2`, never `0`). Requests alternate the two digit families.
  */
 async function phaseClaims(ctx: Ctx, roundNo: number, figures: Figures, details: Detail[]): Promise<void> {
+  await ctx.pgb.resetStatements();
+  const castWindow = openWindow(tracked(ctx));
   const cast = await runCast(ctx, [ctx.fixtures.claimServerId], { durationMs: 120_000, maxRequests: CLAIM_HEARTS, recordHearts: true, steamIds: true });
+  const castStatements = await statementsSince(ctx);
   const players = (cast.hearts ?? []).map(([, , , index]) => index).filter((i) => i >= 0);
-  progress(`claims: ${players.length} hearts with SteamID64s cast at ${fmt(cast.requestsPerSecond, 0)}/s`);
+  const { hearts: _h, ...castNoHearts } = cast;
+  details.push({
+    phase: "claims",
+    round: roundNo,
+    instances: 1,
+    what: `CastHeart with SteamID64s to the claim-key server, c=${CONCURRENCY} (setup, no warm-up)`,
+    window: castWindow(),
+    load: castNoHearts,
+    extra: { statementsPerHeart: round2(castStatements.calls / Math.max(1, cast.ok)), top: castStatements.top },
+  });
+  figures["claims.castRps"] = cast.requestsPerSecond;
+  figures["claims.castStmtsPerHeart"] = round2(castStatements.calls / Math.max(1, cast.ok));
+  progress(`claims: ${players.length} hearts with SteamID64s cast to the claim-key server at ${fmt(cast.requestsPerSecond, 0)}/s (c=${CONCURRENCY})`);
   const urls = ctx.running.gateway.map((p) => `http://127.0.0.1:${p.port}/api/votes`);
   const run = (votes: Omit<VotesSpec, "key">, expectBody: string, over: Partial<LoadJob>) =>
     ctx.loadgen.run({

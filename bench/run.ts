@@ -760,6 +760,7 @@ async function phaseCallbacks(ctx: Ctx, roundNo: number, instances: number, figu
     figures[`callbacks.raw.${r.key}.p50`] = r.load.latency.p50;
     figures[`callbacks.raw.${r.key}.p99`] = r.load.latency.p99;
     figures[`callbacks.raw.${r.key}.receiverCoresMax`] = r.receiverCores;
+    figures[`callbacks.raw.${r.key}.clientCores`] = r.clientCores;
     if (r.key !== "single" && (best === undefined || r.load.requestsPerSecond > best.load.requestsPerSecond)) best = r;
   }
   if (best) {
@@ -814,9 +815,9 @@ async function rawCallbackLoops(
   ctx: Ctx,
   roundNo: number,
   details: Detail[],
-): Promise<Array<{ key: string; label: string; load: LoadResult; receiverCores: number }>> {
+): Promise<Array<{ key: string; label: string; load: LoadResult; receiverCores: number; clientCores: number }>> {
   const urls = ctx.fixtures.heartServerIds.slice(0, Math.max(1, DRAIN_SERVERS)).map((_, i) => ctx.receiver.urlFor(i));
-  const out: Array<{ key: string; label: string; load: LoadResult; receiverCores: number }> = [];
+  const out: Array<{ key: string; label: string; load: LoadResult; receiverCores: number; clientCores: number }> = [];
   // One signed POST at a time (keep-alive): the latency floor of vote -> callback's last hop.
   for (const shape of [{ dispatcher: "agent" as const, connections: 1, pipelining: 1, single: true }, ...RAW_SHAPES]) {
     const job = (durationMs: number): LoadJob => ({
@@ -836,12 +837,13 @@ async function rawCallbackLoops(
     const load = await ctx.loadgen.run(job(RAW_MS));
     const window = finish();
     const receiverCores = receiverCoresMax(window);
+    const clientCores = round2((window.cpuMs["load generator"] ?? 0) / Math.max(1, window.ms));
     const label = "single" in shape ? "one signed POST at a time (undici Agent, keep-alive)" : rawShapeLabel(shape);
     details.push({ phase: "callbacks", round: roundNo, instances: 1, what: `raw signed-POST loop: ${label} (nothing of the SUT running)`, window, load });
     progress(
-      `callbacks raw: ${label}: ${fmt(load.requestsPerSecond, 0)}/s p99 ${fmt(load.latency.p99, 1)} ms, failed ${load.unexpected + load.errors}, busiest receiver ${receiverCores} cores`,
+      `callbacks raw: ${label}: ${fmt(load.requestsPerSecond, 0)}/s p99 ${fmt(load.latency.p99, 1)} ms, failed ${load.unexpected + load.errors}, busiest receiver ${receiverCores} cores, client ${clientCores} cores`,
     );
-    out.push({ key: "single" in shape ? "single" : `${shape.dispatcher}-${shape.connections}-${shape.pipelining}`, label, load, receiverCores });
+    out.push({ key: "single" in shape ? "single" : `${shape.dispatcher}-${shape.connections}-${shape.pipelining}`, label, load, receiverCores, clientCores });
   }
   return out;
 }
@@ -1041,12 +1043,13 @@ async function phaseRelay(ctx: Ctx, roundNo: number, figures: Figures, details: 
   const window = finish(ctx.running.relay);
   let rate = Number.NaN;
   if (ctx.outboxHasPublishedAt) {
-    const span = await ctx.sql.query<{ first: Date; last: Date; n: string }>(
+    const span = await ctx.sql.query<{ first: Date | null; last: Date | null; n: string }>(
       "SELECT min(published_at) AS first, max(published_at) AS last, count(*) AS n FROM outbox WHERE id > $1",
       [afterId.toString()],
     );
     const r = span.rows[0];
-    if (r) rate = (Number(r.n) / Math.max(1, r.last.getTime() - r.first.getTime() + 1)) * 1000;
+    // A relay that deletes published rows leaves none to read: the rate from ready to done stands in.
+    if (r?.first && r.last && Number(r.n) > 1) rate = (Number(r.n) / Math.max(1, r.last.getTime() - r.first.getTime() + 1)) * 1000;
   }
   const readyAt = relayProc?.readyAt ?? spawnAt;
   const wallRate = (RELAY_ROWS / Math.max(1, doneAt - readyAt)) * 1000;
@@ -1548,13 +1551,14 @@ function renderMarkdown(r: Results): string {
     out.push(`### Raw signed-POST loops (callbacks baseline), every shape`, "");
     out.push(
       markdownTable(
-        ["shape (dispatcher-connections-pipelining; single = one at a time)", "callbacks/s", "p50 ms", "p99 ms", "busiest receiver (cores)"],
+        ["shape (dispatcher-connections-pipelining; single = one at a time)", "callbacks/s", "p50 ms", "p99 ms", "busiest receiver (cores)", "client (cores)"],
         shapes.map((k) => [
           k,
           f(one[`callbacks.raw.${k}.rps`]),
           f(one[`callbacks.raw.${k}.p50`], 2),
           f(one[`callbacks.raw.${k}.p99`], 1),
           f(one[`callbacks.raw.${k}.receiverCoresMax`], 2),
+          f(one[`callbacks.raw.${k}.clientCores`], 2),
         ]),
       ),
       "",

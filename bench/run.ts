@@ -819,7 +819,10 @@ async function rawCallbackLoops(
   const urls = ctx.fixtures.heartServerIds.slice(0, Math.max(1, DRAIN_SERVERS)).map((_, i) => ctx.receiver.urlFor(i));
   const out: Array<{ key: string; label: string; load: LoadResult; receiverCores: number; clientCores: number }> = [];
   // One signed POST at a time (keep-alive): the latency floor of vote -> callback's last hop.
-  for (const shape of [{ dispatcher: "agent" as const, connections: 1, pipelining: 1, single: true }, ...RAW_SHAPES]) {
+  // The shapes' order turns by one each round, so no shape is always the first after the SUT stopped.
+  const turn = (roundNo - 1) % Math.max(1, RAW_SHAPES.length);
+  const shapes = [...RAW_SHAPES.slice(turn), ...RAW_SHAPES.slice(0, turn)];
+  for (const shape of [{ dispatcher: "agent" as const, connections: 1, pipelining: 1, single: true }, ...shapes]) {
     const job = (durationMs: number): LoadJob => ({
       label: "raw callbacks",
       kind: "callback",

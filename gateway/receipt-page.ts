@@ -18,6 +18,10 @@ export interface ReceiptJson {
     claimed_at: string | null;
     expired_at: string | null;
   } | null;
+  /** Pay-once servers, once paid: the transport that paid the heart (`claim`, `pull`, `callback` or `votifier`); absent otherwise. */
+  paid_by?: string;
+  /** With `paid_by`: when it paid. */
+  paid_at?: string;
 }
 
 /** The receipt page's one stylesheet (mobile first; allowed by its hash in the page's CSP, no other style or script). */
@@ -109,6 +113,14 @@ function verdictHtml(r: ReceiptJson): string {
   return '<p class="verdict not_counted">This vote was not counted.<small>No reward is sent for it.</small></p>';
 }
 
+/** Who paid a pay-once heart, in the voter's words. */
+const PAID_BY_TEXT: Record<string, string> = {
+  claim: "claimed in game",
+  pull: "collected by the server",
+  callback: "delivered to the server",
+  votifier: "Votifier vote to the server",
+};
+
 /** The receipt as an HTML page: server-rendered, no script, no external asset, readable from 375 px up. */
 export function receiptPage(r: ReceiptJson, jsonHref: string): string {
   const rows = [
@@ -116,6 +128,7 @@ export function receiptPage(r: ReceiptJson, jsonHref: string): string {
     ["Voted at", timeHtml(r.cast_at)],
     ["Month", escapeHtml(r.period)],
     ...(r.outcome === "counted" && r.next_vote_at ? [["Next vote", timeHtml(r.next_vote_at)]] : []),
+    ...(r.paid_by !== undefined ? [["Paid by", `${escapeHtml(PAID_BY_TEXT[r.paid_by] ?? r.paid_by)}${r.paid_at ? ` at ${timeHtml(r.paid_at)}` : ""}`]] : []),
   ];
   // A heart claimed in game only (the server has no delivery transport) has no delivery section.
   const deliveries =

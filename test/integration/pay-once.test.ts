@@ -1,0 +1,292 @@
+/**
+ * Pay-once mode (issue 19 item 4) on real PostgreSQL, through the production wiring: one heart pays once
+ * across transports. Ledger claims (ClaimService.ClaimVote), the pull claim (DeliveryService.ClaimPullHearts)
+ * and the dispatcher's HTTP callback race for the same heart; exactly one pays, the others answer "already
+ * claimed" or are withdrawn, never sent. Real HTTP receivers; the dispatcher is the production one.
+ */
+import anyTest, { type TestFn } from "ava";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
+import { PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { createDispatcher, type Dispatcher } from "../../services/delivery/dispatcher.js";
+import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
+import { withdrawnText } from "../../services/delivery/pay-once.js";
+import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { eventually } from "../helpers/eventually.js";
+import { startReceiver, type Receiver, type ScriptedResponse } from "../helpers/receiver.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { createServiceClients, startStack, type TestStack } from "../helpers/stack.js";
+import { insertSecret, setDefaultEndpoint } from "./delivery-harness.js";
+
+const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";
+
+interface Context {
+  stack: TestStack;
+  claims: Client<typeof ClaimService>;
+}
+const test = anyTest as TestFn<Context>;
+
+test.before(async (t) => {
+  const stack = await startStack({ gateway: true, allowInsecureCallbacks: true, callbackTimeoutMs: 2_000 });
+  const claims = createClient(ClaimService, createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN));
+  t.context = { stack, claims };
+});
+test.after.always(async (t) => {
+  await t.context.stack?.close();
+});
+
+let counter = 0;
+/** A fresh SteamID64 per heart, so every test's player is its own. */
+function nextSteam(): string {
+  counter++;
+  return `7656119801${String(counter).padStart(7, "0")}`;
+}
+
+/** A dispatcher on the stack's database, polling every 25 ms, closed with the test. */
+function dispatcher(t: { context: Context; teardown(fn: () => Promise<void>): void }, opts: { timeoutMs?: number; schedule?: string } = {}): Dispatcher {
+  const { stack } = t.context;
+  const d = createDispatcher({
+    prisma: stack.prisma,
+    secretBox: stack.secretBox,
+    log: stack.log,
+    now: () => new Date(),
+    schedule: parseRetrySchedule(opts.schedule ?? "100ms,200ms,300ms", { jitterRatio: 0 }),
+    timeoutMs: opts.timeoutMs ?? 2_000,
+    allowInsecure: true,
+    pollIntervalMs: 25,
+  });
+  t.teardown(() => d.stop());
+  return d;
+}
+
+/** A receiver closed with the test. */
+async function receiver(t: { teardown(fn: () => Promise<void>): void }, responses: ScriptedResponse[] = [], fallback?: ScriptedResponse): Promise<Receiver> {
+  const r = await startReceiver({ responses, ...(fallback ? { fallback } : {}) });
+  t.teardown(() => r.close());
+  return r;
+}
+
+/** A server with a claim key, the pull API on, a callback to `callbackUrl` with a secret, and pay-once as given. */
+async function server(t: { context: Context }, opts: { callbackUrl: string; payOnce: boolean }) {
+  const { stack } = t.context;
+  const { admin } = stack.clients;
+  const { server } = await admin.createServer({ name: "Rust x3" });
+  const serverId = server!.id;
+  const { claimKey } = await admin.rotateClaimKey({ serverId });
+  await admin.setPullEnabled({ serverId, enabled: true });
+  await setDefaultEndpoint(stack.prisma, serverId, { url: opts.callbackUrl, standardWebhooks: false });
+  await insertSecret(stack.prisma, stack.secretBox, serverId, "callback");
+  const set = await admin.setClaimSettings({ serverId, paysOnce: opts.payOnce });
+  return { serverId, claimKey, reported: set.server!.claims!.paysOnce };
+}
+
+/** Casts a counted heart with a SteamID (its ledger row comes with it), and stores its deliveries as the consumer does. */
+async function heart(t: { context: Context }, serverId: string, opts: { store?: boolean } = {}) {
+  const { stack } = t.context;
+  const steamId = nextSteam();
+  const cast = await stack.clients.hearts.castHeart({
+    serverId,
+    voterIdentity: `voter-${steamId}`,
+    username: "Steve",
+    ip: `203.0.113.${counter % 250}`,
+    userAgent: UA,
+    steamId,
+  });
+  if (!cast.counted) throw new Error("the heart did not count");
+  if (opts.store !== false) await storeDeliveries(t, serverId, cast.heartId, steamId);
+  return { heartId: cast.heartId, steamId, receiptToken: cast.receiptUrl.split("/").pop() ?? "" };
+}
+
+/** Stores the heart's deliveries (callback and pull) the way the consumer does. */
+async function storeDeliveries(t: { context: Context }, serverId: string, heartId: string, steamId: string) {
+  await insertDelivery(t.context.stack.prisma, {
+    heartId,
+    serverId,
+    eventType: "heart.counted",
+    username: "Steve",
+    voterIdentity: `voter-${steamId}`,
+    period: "2026-11",
+    streakDay: null,
+    countedAt: new Date(),
+    platformIds: { steamId, discordId: null, minecraftUuid: null, accountId: null },
+  });
+}
+
+const steam = (value: string) => ({ kind: PlayerIdKind.STEAM_ID, value });
+
+async function deliveryOf(t: { context: Context }, heartId: string, transport: "callback" | "pull") {
+  return t.context.stack.prisma.delivery.findFirstOrThrow({ where: { heartId, transport } });
+}
+
+async function payoutsOf(t: { context: Context }, heartId: string) {
+  return t.context.stack.prisma.heartPayout.findMany({ where: { heartId } });
+}
+
+test.serial("race: 10 concurrent ledger claims, a pull claim and the callback send of one heart: exactly one pays, every time", async (t) => {
+  const { stack, claims } = t.context;
+  // The receiver takes a moment, so the callback's reservation is held while the claims run.
+  const hook = await receiver(t, [], { status: 200, delayMs: 30 });
+  const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+  const winners: Record<string, number> = { claim: 0, pull: 0, callback: 0 };
+  for (let round = 0; round < 6; round++) {
+    const before = hook.requests.length;
+    const { heartId, steamId } = await heart(t, serverId);
+    // The dispatcher starts with the claims, before them, or after them (then the ledger and the pull claim race alone).
+    const d = dispatcher(t);
+    if (round % 3 === 1) d.start();
+    const [ledger, pull] = await Promise.all([
+      Promise.all(Array.from({ length: 10 }, () => claims.claimVote({ claimKey, player: steam(steamId) }))),
+      stack.clients.delivery.claimPullHearts({ serverId, heartIds: [heartId] }),
+      (async () => (round % 3 === 0 ? d.start() : undefined))(),
+    ]);
+    if (round % 3 === 2) d.start();
+    const callback = await eventually(
+      async () => {
+        const row = await deliveryOf(t, heartId, "callback");
+        return row.status === "pending" ? undefined : row;
+      },
+      { message: "the callback delivery settled" },
+    );
+    await d.stop();
+    const ledgerPaid = ledger.filter((a) => a.status === ClaimStatus.CLAIMED_NOW).length;
+    const pullPaid = pull.results.filter((r) => r.status === PullClaimStatus.CLAIMED).length;
+    const callbackPaid = callback.status === "delivered" ? 1 : 0;
+    t.is(ledgerPaid + pullPaid + callbackPaid, 1, `round ${round}: exactly one transport paid`);
+    t.is(ledger.filter((a) => a.status === ClaimStatus.ALREADY_CLAIMED).length, 10 - ledgerPaid, "every other claim answers 2, never 0");
+    t.is(hook.requests.length - before, callbackPaid, "the receiver saw the callback only when it paid");
+    if (callbackPaid === 0) t.is(callback.status, "withdrawn");
+    const payouts = await payoutsOf(t, heartId);
+    t.is(payouts.length, 1);
+    t.is(payouts[0]!.state, "paid");
+    const paidBy = ledgerPaid ? "claim" : pullPaid ? "pull" : "callback";
+    t.is(payouts[0]!.transport, paidBy);
+    winners[paidBy]!++;
+    const row = await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId } });
+    t.is(row.state, paidBy === "claim" ? "claimed" : "withdrawn", "the ledger row says another transport paid");
+    t.like(await claims.checkVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.ALREADY_CLAIMED, heartId });
+  }
+  t.log(`winners over 6 rounds: ${JSON.stringify(winners)}`);
+});
+
+test.serial("a callback whose receiver answers 500 gives the heart back: a claim then pays, and the callback is withdrawn, never sent again", async (t) => {
+  const { claims } = t.context;
+  const hook = await receiver(t, [{ status: 500 }], { status: 200 });
+  const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+  const { heartId, steamId } = await heart(t, serverId);
+  // A long first retry wait, so the claim comes while the callback waits for it.
+  const d = dispatcher(t, { schedule: "3s,3s,3s" });
+  d.start();
+  await hook.waitForRequests(1);
+  await eventually(async () => (await deliveryOf(t, heartId, "callback")).attempts === 1 || undefined, { message: "the failed attempt recorded" });
+  t.deepEqual(await payoutsOf(t, heartId), [], "the definite failure released the reservation");
+  t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.CLAIMED_NOW, heartId });
+  const callback = await eventually(
+    async () => {
+      const row = await deliveryOf(t, heartId, "callback");
+      return row.status === "withdrawn" ? row : undefined;
+    },
+    { message: "the callback withdrawn" },
+  );
+  t.is(callback.lastError, withdrawnText("claim"));
+  const attempts = await t.context.stack.prisma.deliveryAttempt.findMany({ where: { deliveryId: callback.id }, orderBy: { attempt: "asc" } });
+  t.deepEqual(
+    attempts.map((a) => [a.statusCode, a.error]),
+    [
+      [500, "receiver answered 500"],
+      [null, withdrawnText("claim")],
+    ],
+    "the attempt log shows the refusal, then the withdrawal",
+  );
+  t.is((await deliveryOf(t, heartId, "pull")).status, "withdrawn", "the pull delivery is withdrawn too");
+  t.is(hook.requests.length, 1, "never sent again");
+});
+
+test.serial(
+  "a claim first: the callback stored after it is withdrawn when it reserves, and the receiver sees nothing; the pull list leaves it out",
+  async (t) => {
+    const { stack, claims } = t.context;
+    const hook = await receiver(t);
+    const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+    // The consumer stores the heart's deliveries only after the player claimed in game.
+    const { heartId, steamId, receiptToken } = await heart(t, serverId, { store: false });
+    t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.CLAIMED_NOW, heartId });
+    await storeDeliveries(t, serverId, heartId, steamId);
+    const list = await stack.clients.delivery.listPullHearts({ serverId });
+    t.false(
+      list.hearts.some((h) => h.heartId === heartId),
+      "a heart another transport paid is not offered to the poller",
+    );
+    t.deepEqual(
+      (await stack.clients.delivery.claimPullHearts({ serverId, heartIds: [heartId] })).results.map((r) => r.status),
+      [PullClaimStatus.ALREADY_CLAIMED],
+    );
+    dispatcher(t).start();
+    const callback = await eventually(
+      async () => {
+        const row = await deliveryOf(t, heartId, "callback");
+        return row.status === "withdrawn" ? row : undefined;
+      },
+      { message: "the callback withdrawn when it reserved" },
+    );
+    t.is(callback.attempts, 1);
+    const [attempt] = await stack.prisma.deliveryAttempt.findMany({ where: { deliveryId: callback.id } });
+    t.like(attempt, { error: withdrawnText("claim"), succeeded: false, statusCode: null });
+    t.is(hook.requests.length, 0, "the receiver saw nothing");
+    const receipt = (await stack.clients.hearts.getReceipt({ token: receiptToken })).receipt!;
+    t.is(receipt.paidBy, "claim");
+    t.false(
+      receipt.deliveries.some((x) => x.transport === "callback"),
+      "a withdrawn delivery is not one the voter waits for",
+    );
+  },
+);
+
+test.serial("a callback in doubt (timed out after sending) keeps the heart: a claim answers 2, the check 2, and the callback is retried", async (t) => {
+  const { claims } = t.context;
+  const hook = await receiver(t, [{ hang: true }], { status: 200 });
+  const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+  const { heartId, steamId } = await heart(t, serverId);
+  dispatcher(t, { timeoutMs: 300, schedule: "5s" }).start();
+  await eventually(async () => (await deliveryOf(t, heartId, "callback")).attempts === 1 || undefined, { message: "the timed-out attempt recorded" });
+  t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "reserved" }], "kept reserved: the receiver may have paid");
+  t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.ALREADY_CLAIMED, heartId });
+  t.like(await claims.checkVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.ALREADY_CLAIMED, heartId });
+  t.is((await deliveryOf(t, heartId, "callback")).status, "pending", "the callback is retried with the same id");
+});
+
+test.serial("off (the default): every transport pays as before, nothing is reserved", async (t) => {
+  const { stack, claims } = t.context;
+  const hook = await receiver(t);
+  const { serverId, claimKey, reported } = await server(t, { callbackUrl: hook.url, payOnce: false });
+  t.false(reported);
+  const { heartId, steamId } = await heart(t, serverId);
+  t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.CLAIMED_NOW, heartId });
+  t.true((await stack.clients.delivery.listPullHearts({ serverId })).hearts.some((h) => h.heartId === heartId));
+  dispatcher(t).start();
+  await hook.waitForRequests(1);
+  await eventually(async () => (await deliveryOf(t, heartId, "callback")).status === "delivered" || undefined);
+  t.deepEqual(
+    (await stack.clients.delivery.claimPullHearts({ serverId, heartIds: [heartId] })).results.map((r) => r.status),
+    [PullClaimStatus.CLAIMED],
+  );
+  t.deepEqual(await payoutsOf(t, heartId), []);
+});
+
+test.serial("SetClaimSettings pays_once: set and reported; absent keeps it; admin or the server's owner only", async (t) => {
+  const { stack } = t.context;
+  const { admin, access } = stack.clients;
+  const { server: created } = await admin.createServer({ name: "Rust x4" });
+  const serverId = created!.id;
+  t.false((await admin.getServer({ serverId })).server!.claims!.paysOnce, "off by default");
+  t.true((await admin.setClaimSettings({ serverId, paysOnce: true })).server!.claims!.paysOnce);
+  t.true((await admin.setClaimSettings({ serverId, holdDays: 7 })).server!.claims!.paysOnce, "absent keeps it");
+  t.false((await admin.setClaimSettings({ serverId, paysOnce: false })).server!.claims!.paysOnce);
+
+  const { token } = await access.createServiceToken({ name: `pay-once-${counter++}`, scopes: [...DEFAULT_GATEWAY_SCOPES, "read"] });
+  const notAdmin = createServiceClients(stack.rpcUrl, token);
+  const refused = await t.throwsAsync(notAdmin.admin.setClaimSettings({ serverId, paysOnce: true }), { instanceOf: ConnectError });
+  t.is(refused?.code, Code.PermissionDenied);
+  t.false((await admin.getServer({ serverId })).server!.claims!.paysOnce, "the refused call changed nothing");
+});

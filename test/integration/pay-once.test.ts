@@ -290,3 +290,44 @@ test.serial("SetClaimSettings pays_once: set and reported; absent keeps it; admi
   t.is(refused?.code, Code.PermissionDenied);
   t.false((await admin.getServer({ serverId })).server!.claims!.paysOnce, "the refused call changed nothing");
 });
+
+test.serial(
+  "a claim that waits for another transport's uncommitted payout answers 2 once it commits: the conditional insert decides, not the snapshot",
+  async (t) => {
+    const { stack, claims } = t.context;
+    const hook = await receiver(t);
+    const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+    const { heartId, steamId } = await heart(t, serverId);
+    const callback = await deliveryOf(t, heartId, "callback");
+    let commit!: () => void;
+    const committed = new Promise<void>((resolve) => (commit = resolve));
+    let inserted!: () => void;
+    const holding = new Promise<void>((resolve) => (inserted = resolve));
+    // Another transport (here: the callback's reservation, as reservePayout writes it) holds the payout row, not committed yet.
+    const other = stack.prisma.$transaction(
+      async (tx) => {
+        await tx.$executeRaw`
+        INSERT INTO heart_payouts (heart_id, server_id, transport, delivery_id, state, taken_at)
+        VALUES (${heartId}::uuid, ${serverId}::uuid, 'callback', ${callback.id}::uuid, 'reserved', now())`;
+        inserted();
+        await committed;
+      },
+      { timeout: 20_000 },
+    );
+    await holding;
+    const claim = claims.claimVote({ claimKey, player: steam(steamId) });
+    await eventually(
+      async () => {
+        const [row] = await stack.prisma.$queryRaw<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%heart_payouts%' AND datname = current_database()`;
+        return (row?.n ?? 0) > 0 || undefined;
+      },
+      { message: "the claim waits for the other transport's payout row" },
+    );
+    commit();
+    await other;
+    t.like(await claim, { status: ClaimStatus.ALREADY_CLAIMED, heartId });
+    t.is((await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId } })).state, "held", "not claimed by the ledger");
+    t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "reserved" }]);
+  },
+);

@@ -331,3 +331,39 @@ test.serial(
     t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "reserved" }]);
   },
 );
+
+test.serial(
+  "end to end through the gateway's GET /api/votes and a real receiver: a callback paid first -> the plugin's claim answers 2; a claim first -> 1, and the callback is never sent",
+  async (t) => {
+    const { stack } = t.context;
+    const hook = await receiver(t);
+    const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+    const plugin = async (action: "claim" | "status", steamId: string) => {
+      const res = await fetch(`${stack.gatewayUrl}/api/votes?action=${action}&key=${claimKey}&steamid=${steamId}`, { headers: { connection: "close" } });
+      t.is(res.status, 200);
+      return res.text();
+    };
+
+    const paidByCallback = await heart(t, serverId);
+    t.is(await plugin("status", paidByCallback.steamId), "1", "voted, not paid yet");
+    const d = dispatcher(t);
+    d.start();
+    await hook.waitForRequests(1);
+    await eventually(async () => (await deliveryOf(t, paidByCallback.heartId, "callback")).status === "delivered" || undefined);
+    await d.stop();
+    t.is(await plugin("status", paidByCallback.steamId), "2", "the webhook paid it: voted and claimed");
+    t.is(await plugin("claim", paidByCallback.steamId), "2", "already claimed: the plugin does not pay");
+    t.is((await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: paidByCallback.heartId } })).state, "withdrawn");
+
+    const paidByClaim = await heart(t, serverId);
+    t.is(await plugin("claim", paidByClaim.steamId), "1", "claimed now: the plugin pays");
+    t.is(await plugin("claim", paidByClaim.steamId), "2");
+    dispatcher(t).start();
+    await eventually(async () => (await deliveryOf(t, paidByClaim.heartId, "callback")).status === "withdrawn" || undefined);
+    t.is(hook.requests.length, 1, "the receiver got the first heart only");
+    t.is(JSON.parse(hook.requests[0]!.text).heart_id, paidByCallback.heartId);
+
+    const receipt = await fetch(`${stack.gatewayUrl}/receipts/${paidByCallback.receiptToken}.json`);
+    t.like(await receipt.json(), { paid_by: "callback" });
+  },
+);

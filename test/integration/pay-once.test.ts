@@ -15,6 +15,7 @@ import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { eventually } from "../helpers/eventually.js";
+import { ownerApi, signInOwner } from "../helpers/owner-session.js";
 import { startReceiver, type Receiver, type ScriptedResponse } from "../helpers/receiver.js";
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { createServiceClients, startStack, type TestStack } from "../helpers/stack.js";
@@ -365,5 +366,34 @@ test.serial(
 
     const receipt = await fetch(`${stack.gatewayUrl}/receipts/${paidByCallback.receiptToken}.json`);
     t.like(await receipt.json(), { paid_by: "callback" });
+  },
+);
+
+test.serial(
+  "dashboard: PUT /claims {pays_once} turns the mode on for the server's owner; another owner's session is refused (404), a non-boolean is 400",
+  async (t) => {
+    const { stack } = t.context;
+    const { admin, access } = stack.clients;
+    const gateway = await stack.startGateway({ dashboard: { token: undefined } });
+    const { server: created } = await admin.createServer({ name: "Rust x5" });
+    const serverId = created!.id;
+    const owner = `pay-once-owner-${counter++}`;
+    const stranger = `pay-once-stranger-${counter++}`;
+    const ownerSession = await signInOwner(access, gateway.url, owner);
+    const strangerSession = await signInOwner(access, gateway.url, stranger);
+    await access.assignServer({ serverId, ownerId: owner });
+
+    const refused = await ownerApi(gateway.url, strangerSession, "PUT", `/servers/${serverId}/claims`, { pays_once: true });
+    t.is(refused.status, 404, "another owner's server is not found for them");
+    t.false((await admin.getServer({ serverId })).server!.claims!.paysOnce);
+
+    const bad = await ownerApi(gateway.url, ownerSession, "PUT", `/servers/${serverId}/claims`, { pays_once: "yes" });
+    t.is(bad.status, 400);
+    t.is(JSON.parse(bad.text).error, "pays_once must be true or false");
+
+    const saved = await ownerApi(gateway.url, ownerSession, "PUT", `/servers/${serverId}/claims`, { pays_once: true });
+    t.is(saved.status, 200);
+    t.like(JSON.parse(saved.text).server.claims, { pays_once: true, hold_days: 30 });
+    t.true((await admin.getServer({ serverId })).server!.claims!.paysOnce);
   },
 );

@@ -1092,6 +1092,7 @@
     $("claims-status").replaceChildren(server.claims.claim_key_set ? badge("on", "ok") : badge("no key"));
     $("claims-hold-days").value = String(server.claims.hold_days);
     $("claims-max-held").value = String(server.claims.max_held_per_player);
+    $("claims-pays-once").checked = server.claims.pays_once === true;
     syncNotices();
   }
 
@@ -1194,6 +1195,7 @@
       const { server } = await api("PUT", serverPath("/claims"), {
         hold_days: Number($("claims-hold-days").value),
         max_held_per_player: Number($("claims-max-held").value),
+        pays_once: $("claims-pays-once").checked,
       });
       updateServer(server);
       renderIntegration(server);

@@ -18,6 +18,7 @@ import { eventually } from "../helpers/eventually.js";
 import { ownerApi, signInOwner } from "../helpers/owner-session.js";
 import { startReceiver, type Receiver, type ScriptedResponse } from "../helpers/receiver.js";
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
 import { createServiceClients, startStack, type TestStack } from "../helpers/stack.js";
 import { insertSecret, setDefaultEndpoint } from "./delivery-harness.js";
 
@@ -117,7 +118,7 @@ async function storeDeliveries(t: { context: Context }, serverId: string, heartI
 
 const steam = (value: string) => ({ kind: PlayerIdKind.STEAM_ID, value });
 
-async function deliveryOf(t: { context: Context }, heartId: string, transport: "callback" | "pull") {
+async function deliveryOf(t: { context: Context }, heartId: string, transport: "callback" | "pull" | "votifier") {
   return t.context.stack.prisma.delivery.findFirstOrThrow({ where: { heartId, transport } });
 }
 
@@ -397,3 +398,62 @@ test.serial(
     t.true((await admin.getServer({ serverId })).server!.claims!.paysOnce);
   },
 );
+
+/** Points the server's Votifier settings at `listener` (as SetVotifierSettings stores them, token sealed). */
+async function withVotifier(t: { context: Context }, serverId: string, listener: VotifierReceiver, token = VOTIFIER_TOKEN) {
+  await t.context.stack.prisma.server.update({
+    where: { id: serverId },
+    data: { votifierHost: listener.host, votifierPort: listener.port, votifierServiceName: "HeartsList", votifierToken: t.context.stack.secretBox.seal(token) },
+  });
+}
+const VOTIFIER_TOKEN = "pay-once-votifier-token";
+
+test.serial("a webhook and Votifier both on: one of them pays each heart, the other is withdrawn and never sent", async (t) => {
+  const hook = await receiver(t, [], { status: 200, delayMs: 20 });
+  const listener = await startVotifierReceiver({ tokens: { default: VOTIFIER_TOKEN } });
+  t.teardown(() => listener.close());
+  const { serverId } = await server(t, { callbackUrl: hook.url, payOnce: true });
+  await withVotifier(t, serverId, listener);
+  const hearts: string[] = [];
+  for (let n = 0; n < 4; n++) hearts.push((await heart(t, serverId)).heartId);
+  dispatcher(t).start();
+  const settled = await eventually(
+    async () => {
+      const rows = await t.context.stack.prisma.delivery.findMany({ where: { heartId: { in: hearts }, transport: { in: ["callback", "votifier"] } } });
+      return rows.length === 8 && rows.every((r) => r.status !== "pending") ? rows : undefined;
+    },
+    { message: "every push settled" },
+  );
+  for (const heartId of hearts) {
+    const mine = settled.filter((r) => r.heartId === heartId);
+    t.deepEqual(mine.map((r) => r.status).sort(), ["delivered", "withdrawn"], "one pays, the other is withdrawn");
+    const payer = mine.find((r) => r.status === "delivered")!.transport;
+    t.like(await payoutsOf(t, heartId), [{ transport: payer, state: "paid" }]);
+  }
+  t.is(hook.requests.length + listener.votes.length, hearts.length, "each heart reached the server once, by one transport");
+});
+
+test.serial("Votifier refusing the vote (a wrong token) gives the heart back: the callback pays, the vote's retry is withdrawn", async (t) => {
+  const hook = await receiver(t);
+  const listener = await startVotifierReceiver({ tokens: { default: "another-token" } });
+  t.teardown(() => listener.close());
+  const { serverId } = await server(t, { callbackUrl: hook.url, payOnce: true });
+  // The callback is held (no URL) until the vote was refused once.
+  await setDefaultEndpoint(t.context.stack.prisma, serverId, { url: null, standardWebhooks: false });
+  await withVotifier(t, serverId, listener);
+  const { heartId } = await heart(t, serverId);
+  dispatcher(t, { schedule: "10s,10s" }).start();
+  await listener.waitForExchanges(1);
+  await eventually(async () => (await deliveryOf(t, heartId, "votifier")).attempts >= 1 || undefined);
+  t.deepEqual(await payoutsOf(t, heartId), [], "the refused vote gave the heart back");
+  // The callback gets its URL only now.
+  await setDefaultEndpoint(t.context.stack.prisma, serverId, { url: hook.url, standardWebhooks: false });
+  await eventually(async () => (await deliveryOf(t, heartId, "callback")).status === "delivered" || undefined, { message: "the callback paid" });
+  const vote = await eventually(async () => {
+    const row = await deliveryOf(t, heartId, "votifier");
+    return row.status === "withdrawn" ? row : undefined;
+  });
+  t.is(vote.lastError, withdrawnText("callback"));
+  t.is(listener.votes.length, 0, "no vote was ever accepted");
+  t.is(hook.requests.length, 1);
+});

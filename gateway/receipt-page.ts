@@ -89,7 +89,7 @@ function deliveryHtml(d: ReceiptJson["deliveries"][number]): string {
 }
 
 /** The claim ledger's state in the voter's words (no player id, no reason beyond the state). */
-function claimHtml(claim: NonNullable<ReceiptJson["claim"]>): string {
+function claimHtml(claim: NonNullable<ReceiptJson["claim"]>, paidBy?: string): string {
   const at = (iso: string | null, before: string) => (iso ? ` ${before} ${timeHtml(iso)}.` : ".");
   const [badge, text] =
     claim.state === "claimed"
@@ -98,7 +98,9 @@ function claimHtml(claim: NonNullable<ReceiptJson["claim"]>): string {
         ? ['<span class="badge waiting">Ready to claim</span>', `Claim it in game${at(claim.held_until, "before")}`]
         : claim.state === "expired"
           ? ['<span class="badge failed">Expired</span>', `It was not claimed in game and expired${at(claim.expired_at, "at")}`]
-          : ['<span class="badge failed">Withdrawn</span>', "The server list withdrew this reward; there is nothing to claim."];
+          : paidBy !== undefined
+            ? ['<span class="badge delivered">Paid</span>', "The reward was paid to the server another way (see Paid by); there is nothing to claim in game."]
+            : ['<span class="badge failed">Withdrawn</span>', "The server list withdrew this reward; there is nothing to claim."];
   return ["<h2>Reward in game</h2>", `<ul><li>${badge} <span>${text}</span></li></ul>`].join("\n");
 }
 
@@ -147,7 +149,7 @@ export function receiptPage(r: ReceiptJson, jsonHref: string): string {
     verdictHtml(r),
     `<dl>${rows.map(([term, value]) => `<dt>${term}</dt><dd>${value}</dd>`).join("")}</dl>`,
     deliveries,
-    r.claim ? claimHtml(r.claim) : "",
+    r.claim ? claimHtml(r.claim, r.paid_by) : "",
     `<p class="note">This page shows this one vote only. Reload it for the latest state. <a href="${escapeHtml(jsonHref)}">As JSON</a></p>`,
     "</main>",
   ].join("\n");

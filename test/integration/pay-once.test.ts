@@ -367,9 +367,9 @@ test.serial(
 
     const receipt = await fetch(`${stack.gatewayUrl}/receipts/${paidByCallback.receiptToken}.json`);
     t.like(await receipt.json(), { paid_by: "callback" });
-  const page = await (await fetch(`${stack.gatewayUrl}/receipts/${paidByCallback.receiptToken}`)).text();
-  t.regex(page, /<dt>Paid by<\/dt><dd>delivered to the server at <time/);
-  t.regex(page, /<span class="badge delivered">Paid<\/span> <span>The reward was paid to the server another way/);
+    const page = await (await fetch(`${stack.gatewayUrl}/receipts/${paidByCallback.receiptToken}`)).text();
+    t.regex(page, /<dt>Paid by<\/dt><dd>delivered to the server at <time/);
+    t.regex(page, /<span class="badge delivered">Paid<\/span> <span>The reward was paid to the server another way/);
   },
 );
 

@@ -77,6 +77,7 @@
     return el("span", { class: `badge${kind ? ` badge-${kind}` : ""}` }, text);
   }
 
+  // withdrawn (pay-once mode: another transport paid) is a plain badge: neither a success nor a failure of this delivery.
   const DELIVERY_STATUS_KINDS = { delivered: "ok", pending: "warn", failed: "err" };
   /** A delivery's status as a badge (deliveries tab, the test callback's delivery, the hearts list). */
   const deliveryBadge = (status) => badge(status, DELIVERY_STATUS_KINDS[status]);

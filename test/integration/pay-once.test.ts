@@ -21,6 +21,7 @@ import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
 import { createServiceClients, startStack, type TestStack } from "../helpers/stack.js";
 import { insertSecret, setDefaultEndpoint } from "./delivery-harness.js";
+import { validateAgainstOpenApi, validateTextAgainstOpenApi } from "./openapi-validate.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";
 
@@ -366,7 +367,15 @@ test.serial(
     t.is(JSON.parse(hook.requests[0]!.text).heart_id, paidByCallback.heartId);
 
     const receipt = await fetch(`${stack.gatewayUrl}/receipts/${paidByCallback.receiptToken}.json`);
-    t.like(await receipt.json(), { paid_by: "callback" });
+    const receiptBody = await receipt.json();
+    t.like(receiptBody, { paid_by: "callback" });
+    t.deepEqual(
+      validateAgainstOpenApi("/receipts/{token}.json", "get", receipt.status, receiptBody).errors,
+      [],
+      "the receipt with paid_by is the document's shape",
+    );
+    const claimAnswer = await fetch(`${stack.gatewayUrl}/api/votes?action=claim&key=${claimKey}&steamid=${paidByCallback.steamId}`);
+    t.deepEqual(validateTextAgainstOpenApi("/api/votes", "get", claimAnswer.status, await claimAnswer.text()).errors, []);
     const page = await (await fetch(`${stack.gatewayUrl}/receipts/${paidByCallback.receiptToken}`)).text();
     t.regex(page, /<dt>Paid by<\/dt><dd>delivered to the server at <time/);
     t.regex(page, /<span class="badge delivered">Paid<\/span> <span>The reward was paid to the server another way/);

@@ -74,6 +74,8 @@ export function toReceiptJson(r: Receipt): ReceiptJson {
     period: r.period,
     deliveries: r.deliveries.map((d) => ({ transport: d.transport, status: DELIVERY_STATUS[d.state] ?? "waiting", delivered_at: isoOf(d.deliveredAt) })),
     claim: toClaimJson(r),
+    // Pay-once servers only, once a transport paid: which one and when (absent otherwise, so other receipts are unchanged).
+    ...(r.paidBy === "" ? {} : { paid_by: r.paidBy, paid_at: isoOf(r.paidAt) ?? isoOf(r.castAt) ?? "" }),
   };
 }
 

@@ -1273,7 +1273,7 @@ export const openApiDocument = {
                 type: "string",
                 enum: ["held", "claimed", "expired", "withdrawn"],
                 description:
-                  "`held`: claim it in game before `held_until`; `claimed`: claimed at `claimed_at`; `expired`: not claimed, ended at `expired_at`; `withdrawn`: nothing to claim.",
+                  "`held`: claim it in game before `held_until`; `claimed`: claimed at `claimed_at`; `expired`: not claimed, ended at `expired_at`; `withdrawn`: nothing to claim (on a pay-once server: another transport paid it, see `paid_by`).",
               },
               held_until: { type: ["string", "null"], format: "date-time" },
               claimed_at: { type: ["string", "null"], format: "date-time" },
@@ -1281,6 +1281,13 @@ export const openApiDocument = {
             },
             additionalProperties: false,
           },
+          paid_by: {
+            type: "string",
+            enum: ["claim", "pull", "callback", "votifier"],
+            description:
+              "Only on servers in pay-once mode, once a transport paid the heart: which one (`claim`: claimed in game; `pull`: collected over the pull API; `callback`: a callback the server answered 2xx; `votifier`: a Votifier vote the server accepted). Absent otherwise.",
+          },
+          paid_at: { type: "string", format: "date-time", description: "With `paid_by`: when it paid." },
         },
         additionalProperties: false,
       },

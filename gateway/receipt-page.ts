@@ -18,6 +18,10 @@ export interface ReceiptJson {
     claimed_at: string | null;
     expired_at: string | null;
   } | null;
+  /** Pay-once servers, once paid: the transport that paid the heart (`claim`, `pull`, `callback` or `votifier`); absent otherwise. */
+  paid_by?: string;
+  /** With `paid_by`: when it paid. */
+  paid_at?: string;
 }
 
 /** The receipt page's one stylesheet (mobile first; allowed by its hash in the page's CSP, no other style or script). */
@@ -85,7 +89,7 @@ function deliveryHtml(d: ReceiptJson["deliveries"][number]): string {
 }
 
 /** The claim ledger's state in the voter's words (no player id, no reason beyond the state). */
-function claimHtml(claim: NonNullable<ReceiptJson["claim"]>): string {
+function claimHtml(claim: NonNullable<ReceiptJson["claim"]>, paidBy?: string): string {
   const at = (iso: string | null, before: string) => (iso ? ` ${before} ${timeHtml(iso)}.` : ".");
   const [badge, text] =
     claim.state === "claimed"
@@ -94,7 +98,9 @@ function claimHtml(claim: NonNullable<ReceiptJson["claim"]>): string {
         ? ['<span class="badge waiting">Ready to claim</span>', `Claim it in game${at(claim.held_until, "before")}`]
         : claim.state === "expired"
           ? ['<span class="badge failed">Expired</span>', `It was not claimed in game and expired${at(claim.expired_at, "at")}`]
-          : ['<span class="badge failed">Withdrawn</span>', "The server list withdrew this reward; there is nothing to claim."];
+          : paidBy !== undefined
+            ? ['<span class="badge delivered">Paid</span>', "The reward was paid to the server another way (see Paid by); there is nothing to claim in game."]
+            : ['<span class="badge failed">Withdrawn</span>', "The server list withdrew this reward; there is nothing to claim."];
   return ["<h2>Reward in game</h2>", `<ul><li>${badge} <span>${text}</span></li></ul>`].join("\n");
 }
 
@@ -109,6 +115,14 @@ function verdictHtml(r: ReceiptJson): string {
   return '<p class="verdict not_counted">This vote was not counted.<small>No reward is sent for it.</small></p>';
 }
 
+/** Who paid a pay-once heart, in the voter's words. */
+const PAID_BY_TEXT: Record<string, string> = {
+  claim: "claimed in game",
+  pull: "collected by the server",
+  callback: "delivered to the server",
+  votifier: "Votifier vote to the server",
+};
+
 /** The receipt as an HTML page: server-rendered, no script, no external asset, readable from 375 px up. */
 export function receiptPage(r: ReceiptJson, jsonHref: string): string {
   const rows = [
@@ -116,6 +130,7 @@ export function receiptPage(r: ReceiptJson, jsonHref: string): string {
     ["Voted at", timeHtml(r.cast_at)],
     ["Month", escapeHtml(r.period)],
     ...(r.outcome === "counted" && r.next_vote_at ? [["Next vote", timeHtml(r.next_vote_at)]] : []),
+    ...(r.paid_by !== undefined ? [["Paid by", `${escapeHtml(PAID_BY_TEXT[r.paid_by] ?? r.paid_by)}${r.paid_at ? ` at ${timeHtml(r.paid_at)}` : ""}`]] : []),
   ];
   // A heart claimed in game only (the server has no delivery transport) has no delivery section.
   const deliveries =
@@ -134,7 +149,7 @@ export function receiptPage(r: ReceiptJson, jsonHref: string): string {
     verdictHtml(r),
     `<dl>${rows.map(([term, value]) => `<dt>${term}</dt><dd>${value}</dd>`).join("")}</dl>`,
     deliveries,
-    r.claim ? claimHtml(r.claim) : "",
+    r.claim ? claimHtml(r.claim, r.paid_by) : "",
     `<p class="note">This page shows this one vote only. Reload it for the latest state. <a href="${escapeHtml(jsonHref)}">As JSON</a></p>`,
     "</main>",
   ].join("\n");

@@ -415,7 +415,12 @@ export const ROUTES: readonly Route[] = [
 
   // The claim ledger (reward plugins' check/claim API): its key and settings
   route("PUT", "/servers/:serverId/claims", async ({ clients }, { params, body, call }) => {
-    const settings = { holdDays: readSmallInt(body, "hold_days"), maxHeldPerPlayer: readSmallInt(body, "max_held_per_player") };
+    const paysOnce = readOptionalBoolean(body, "pays_once");
+    const settings = {
+      holdDays: readSmallInt(body, "hold_days"),
+      maxHeldPerPlayer: readSmallInt(body, "max_held_per_player"),
+      ...(paysOnce === undefined ? {} : { paysOnce }),
+    };
     const { server } = await clients.admin.setClaimSettings({ serverId: params.serverId, ...settings }, call);
     return { body: { server: toServerJson(server) } };
   }),

@@ -62,6 +62,7 @@ export function toServerJson(server: Server | undefined) {
       claim_key_set: server.claims?.claimKeySet ?? false,
       hold_days: server.claims?.holdDays ?? 0,
       max_held_per_player: server.claims?.maxHeldPerPlayer ?? 0,
+      pays_once: server.claims?.paysOnce ?? false,
     },
   };
 }

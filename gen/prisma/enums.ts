@@ -60,7 +60,8 @@ export type VoteClaimState = (typeof VoteClaimState)[keyof typeof VoteClaimState
 export const DeliveryStatus = {
   pending: 'pending',
   delivered: 'delivered',
-  failed: 'failed'
+  failed: 'failed',
+  withdrawn: 'withdrawn'
 } as const
 
 export type DeliveryStatus = (typeof DeliveryStatus)[keyof typeof DeliveryStatus]

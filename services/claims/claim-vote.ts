@@ -6,6 +6,7 @@ import { heartFields } from "./check-vote.js";
 import { toLedgerPlayer } from "./ledger-player.js";
 import { claimOldestHeld, readStanding } from "./ledger-store.js";
 import type { ClaimKeyResolver } from "./resolve-claim-key.js";
+import { withdrawOthers } from "../delivery/pay-once.js";
 
 /** Claim attempts that may find the heart they aimed at taken by a concurrent claim while another is still held. */
 const MAX_CLAIM_ATTEMPTS = 3;
@@ -28,7 +29,11 @@ export async function claimVote(deps: CoreDeps, resolveKey: ClaimKeyResolver, re
   for (let attempt = 1; ; attempt++) {
     const now = deps.now();
     const claimed = await claimOldestHeld(deps.prisma, serverId, player, now);
-    if (claimed !== null) return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.CLAIMED_NOW, ...heartFields(claimed) });
+    if (claimed !== null) {
+      // Pay-once mode: the claim paid the heart; its waiting pushes and pull delivery are withdrawn (services/delivery/pay-once.ts).
+      if (claimed.payOnce) await withdrawOthers(deps.prisma, { serverId, heartIds: [claimed.heartId], paidBy: "claim", now }, deps.log);
+      return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.CLAIMED_NOW, ...heartFields(claimed) });
+    }
     const standing = await readStanding(deps.prisma, serverId, player, now);
     if (standing.kind === "none") return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.NOT_FOUND });
     if (standing.kind === "claimed") return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.ALREADY_CLAIMED, ...heartFields(standing.heart) });

@@ -1,5 +1,6 @@
 import type { PrismaClient } from "../shared/db.js";
 import type { LedgerPlayer } from "./ledger-player.js";
+import { takeClaimPayoutSql } from "../delivery/pay-once.js";
 
 /** One ledger row as the answers report it. */
 export interface LedgerHeart {
@@ -27,15 +28,20 @@ function toHeart(row: Row): LedgerHeart {
 /**
  * The player's standing, in ONE indexed read (server, id kind): the oldest held heart inside its
  * window; else the latest claimed heart still inside its window; else none. A held heart past its
- * window counts as expired here, whether or not it was marked yet.
+ * window counts as expired here, whether or not it was marked yet. Pay-once mode: a heart another
+ * transport paid or holds (a `heart_payouts` row) counts as claimed (2) from then on, whether or not its
+ * row was marked `withdrawn` yet, and a withdrawn one too; its time is the payout's.
  */
 export async function readStanding(prisma: PrismaClient, serverId: string, player: LedgerPlayer, now: Date): Promise<LedgerStanding> {
   const rows = await prisma.$queryRaw<Row[]>`
-    SELECT c.heart_id::text AS heart_id, c.state::text AS state, c.counted_at, c.expires_at, c.claimed_at
-    FROM vote_claims c
+    SELECT c.heart_id::text AS heart_id,
+           CASE WHEN c.state = 'held' AND p.heart_id IS NULL THEN 'held' ELSE 'claimed' END AS state,
+           c.counted_at, c.expires_at, coalesce(c.claimed_at, p.paid_at, p.taken_at) AS claimed_at
+    FROM vote_claims c LEFT JOIN heart_payouts p ON p.heart_id = c.heart_id
     WHERE c.server_id = ${serverId}::uuid AND ${player.match}
-      AND c.state IN ('held', 'claimed') AND c.expires_at > ${now}::timestamptz
-    ORDER BY c.state = 'held' DESC, CASE WHEN c.state = 'held' THEN c.counted_at END ASC, c.claimed_at DESC, c.counted_at DESC, c.heart_id
+      AND c.state IN ('held', 'claimed', 'withdrawn') AND c.expires_at > ${now}::timestamptz
+    ORDER BY (c.state = 'held' AND p.heart_id IS NULL) DESC, CASE WHEN c.state = 'held' AND p.heart_id IS NULL THEN c.counted_at END ASC,
+             coalesce(c.claimed_at, p.paid_at, p.taken_at) DESC, c.counted_at DESC, c.heart_id
     LIMIT 1`;
   const row = rows[0];
   if (row === undefined) return { kind: "none" };
@@ -46,21 +52,31 @@ export async function readStanding(prisma: PrismaClient, serverId: string, playe
  * Claims the player's OLDEST held heart inside its window, in one statement: the row is locked
  * (FOR UPDATE, waiting; never SKIP LOCKED) and changes only while still held, so of concurrent
  * claims exactly one takes a heart; a claim that waited for a heart taken meanwhile moves on to the
- * next held one, or takes none. Returns the claimed heart, or null.
+ * next held one, or takes none. Pay-once mode (`s.pay_once`): a heart with a payout row is not a
+ * candidate, and the claim takes the heart's payout in the same statement (takeClaimPayoutSql, first
+ * come); when another transport took it first, nothing is claimed. Returns the claimed heart, or null.
  */
-export async function claimOldestHeld(prisma: PrismaClient, serverId: string, player: LedgerPlayer, now: Date): Promise<LedgerHeart | null> {
-  const rows = await prisma.$queryRaw<Row[]>`
+export async function claimOldestHeld(
+  prisma: PrismaClient,
+  serverId: string,
+  player: LedgerPlayer,
+  now: Date,
+): Promise<(LedgerHeart & { payOnce: boolean }) | null> {
+  const rows = await prisma.$queryRaw<Array<Row & { pay_once: boolean }>>`
     WITH target AS (
-      SELECT c.heart_id FROM vote_claims c
+      SELECT c.heart_id, s.pay_once FROM vote_claims c JOIN servers s ON s.id = c.server_id
       WHERE c.server_id = ${serverId}::uuid AND ${player.match}
         AND c.state = 'held' AND c.expires_at > ${now}::timestamptz
+        AND NOT EXISTS (SELECT 1 FROM heart_payouts p WHERE p.heart_id = c.heart_id)
       ORDER BY c.counted_at, c.heart_id
       LIMIT 1
-      FOR UPDATE
+      FOR UPDATE OF c
+    ), paid AS (
+      ${takeClaimPayoutSql(serverId, now)}
     )
     UPDATE vote_claims v SET state = 'claimed', claimed_at = ${now}::timestamptz
-    FROM target t WHERE v.heart_id = t.heart_id AND v.state = 'held'
-    RETURNING v.heart_id::text AS heart_id, v.state::text AS state, v.counted_at, v.expires_at, v.claimed_at`;
+    FROM target t WHERE v.heart_id = t.heart_id AND v.state = 'held' AND (NOT t.pay_once OR t.heart_id IN (SELECT heart_id FROM paid))
+    RETURNING v.heart_id::text AS heart_id, v.state::text AS state, v.counted_at, v.expires_at, v.claimed_at, t.pay_once`;
   const row = rows[0];
-  return row === undefined ? null : toHeart(row);
+  return row === undefined ? null : { ...toHeart(row), payOnce: row.pay_once };
 }

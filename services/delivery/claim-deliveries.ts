@@ -56,6 +56,8 @@ export interface ClaimedDelivery {
   sealedCallbackSecrets?: string[];
   /** The voter's streak state as the claim read it (null: none); absent when not read with the delivery. */
   voterStreak?: StreakState | null;
+  /** The server is in pay-once mode (servers.pay_once): the push reserves the heart's payout first (pay-once.ts). */
+  payOnce?: boolean;
 }
 
 /** The room a claim (or an insert's lease) has: how many rows in all and per server, given what is in flight. */
@@ -144,7 +146,7 @@ export function claimedColumnsSql(now: Date): Prisma.Sql {
   coalesce(e.payload_version, 1) AS payload_version, e.url AS callback_url,
   coalesce(e.standard_webhooks, false) AS standard_webhooks, coalesce(e.public_key_signatures, false) AS public_key_signatures,
   s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token,
-  v.last_day, v.streak_days,
+  v.last_day, v.streak_days, s.pay_once,
   CASE WHEN d.transport = 'callback' THEN ${sealedActiveSecretsJsonSql(Prisma.sql`d.endpoint_id`, "callback", now, "endpoint")} END AS callback_secrets`;
 }
 
@@ -179,6 +181,7 @@ export interface LeasedRow {
   callback_secrets: SealedSecretJson[] | null;
   last_day: Date | string | null;
   streak_days: number | null;
+  pay_once: boolean;
 }
 
 /** A leased row as the dispatcher sends it; the secrets active at `now`, newest first. */
@@ -209,6 +212,7 @@ export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
         : null,
     ...(r.callback_secrets === null ? {} : { sealedCallbackSecrets: toSealedNewestFirst(r.callback_secrets, now) }),
     voterStreak: r.last_day === null || r.streak_days === null ? null : { lastDay: new Date(r.last_day), streakDays: r.streak_days },
+    payOnce: r.pay_once,
   };
 }
 

@@ -5,6 +5,7 @@ import { isUuid } from "../shared/ids.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { insertAttemptsSql, toAttemptRow } from "./attempt-log.js";
 import { MAX_PULL_CLAIM } from "./pull-store.js";
+import { withdrawOthers } from "./pay-once.js";
 
 /** What the attempt log shows as the target of a claim. */
 export const PULL_CLAIM_TARGET = "pull API claim";
@@ -84,6 +85,16 @@ export async function claimPullEvents(
   return results.map((r) => ({ eventId: r.id, status: r.status }));
 }
 
+/**
+ * A pull delivery a claim answers `already_claimed`: delivered, or (pay-once mode, hearts) its heart's
+ * payout taken by another transport (services/delivery/pay-once.ts), so it is never paid twice.
+ */
+function alreadyClaimedSql(kind: PullClaimKind, serverId: string): Prisma.Sql {
+  if (kind !== "heart") return Prisma.sql`status = 'delivered'`;
+  return Prisma.sql`(status = 'delivered'
+    OR (status IN ('pending', 'withdrawn') AND heart_id IN (SELECT p.heart_id FROM heart_payouts p WHERE p.server_id = ${serverId}::uuid)))`;
+}
+
 /** The one claim of both kinds (see claimPullHearts). */
 async function claimPulled(
   prisma: PrismaClient,
@@ -101,22 +112,32 @@ async function claimPulled(
   if (ids.length > 0) {
     // One attempt row per id, keyed by it; only the claimed ones join a delivery and are written.
     const attempts = ids.map((id, n) => toAttemptRow(n, id, q.now, toPullClaimExchange(q.serverId, sent.get(id) ?? id, kind)));
-    const rows = await prisma.$queryRaw<Array<{ key: string; claimed: boolean }>>`
-      WITH claimed AS (
+    // Pay-once mode (hearts only): the heart's payout is taken first, in the same statement (services/delivery/pay-once.ts).
+    const rows = await prisma.$queryRaw<Array<{ key: string; claimed: boolean; pay_once: boolean }>>`
+      WITH paid AS (
+        INSERT INTO heart_payouts (heart_id, server_id, transport, delivery_id, state, taken_at, paid_at)
+        SELECT d.heart_id, d.server_id, 'pull', d.id, 'paid', ${q.now}::timestamptz, ${q.now}::timestamptz
+        FROM deliveries d JOIN servers s ON s.id = d.server_id AND s.pay_once
+        WHERE ${kind === "heart"} AND d.server_id = ${q.serverId}::uuid AND d.transport = 'pull' AND d.status = 'pending' AND ${k.rows(ids)}
+        ON CONFLICT (heart_id) DO NOTHING
+        RETURNING delivery_id
+      ), claimed AS (
         UPDATE deliveries
         SET status = 'delivered', delivered_at = ${q.now}::timestamptz, attempts = attempts + 1, lease_until = NULL,
             last_status_code = ${PULL_CLAIM_ANSWER_STATUS}::int, last_error = NULL
         WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending' AND ${k.rows(ids)}
+          AND (${kind !== "heart"} OR NOT (SELECT pay_once FROM servers WHERE id = ${q.serverId}::uuid) OR id IN (SELECT delivery_id FROM paid))
         RETURNING id, server_id, ${k.key} AS key
       ), logged AS (
         ${insertAttemptsSql(attempts, Prisma.sql`(SELECT c.key, c.id AS delivery_id, c.server_id FROM claimed c)`)}
       )
-      SELECT key, true AS claimed FROM claimed
+      SELECT key, true AS claimed, (SELECT count(*) FROM paid) > 0 AS pay_once FROM claimed
       UNION ALL
-      SELECT ${k.key} AS key, false AS claimed FROM deliveries
-      WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND ${k.rows(ids)}
+      SELECT ${k.key} AS key, false AS claimed, false AS pay_once FROM deliveries
+      WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND ${alreadyClaimedSql(kind, q.serverId)} AND ${k.rows(ids)}
         AND ${k.key} NOT IN (SELECT key FROM claimed)`;
     for (const row of rows) (row.claimed ? claimed : delivered).add(row.key);
+    const paidOnce = rows.some((row) => row.pay_once);
     // A claim that waited for a concurrent claim's row lock skips the row once that commits, but its
     // statement still reads the row as pending (its snapshot predates the commit): the ids it could
     // not place are read again by a statement of its own, which sees that commit.
@@ -124,9 +145,10 @@ async function claimPulled(
     if (unplaced.length > 0) {
       const late = await prisma.$queryRaw<Array<{ key: string }>>`
         SELECT ${k.key} AS key FROM deliveries
-        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'delivered' AND ${k.rows(unplaced)}`;
+        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND ${alreadyClaimedSql(kind, q.serverId)} AND ${k.rows(unplaced)}`;
       for (const row of late) delivered.add(row.key);
     }
+    if (paidOnce) await withdrawOthers(prisma, { serverId: q.serverId, heartIds: [...claimed], paidBy: "pull", now: q.now });
   }
   return q.ids.map((raw) => {
     const id = raw.toLowerCase();

@@ -5,6 +5,7 @@ import { decideRetry, type RetrySchedule } from "./retry-schedule.js";
 import { recordAttempt, type AttemptRecord, type AttemptResult } from "./attempt-log.js";
 import { releaseLease, type ClaimedDelivery } from "./claim-deliveries.js";
 import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
+import { isPayOnce, reservePayout, settlePayout } from "./pay-once.js";
 
 /** What one attempt needs: the dispatcher's settings, also used by the test callback's first attempt. */
 export interface AttemptDeps {
@@ -53,12 +54,22 @@ export interface AttemptHooks {
  */
 export async function performAttempt(deps: AttemptDeps, transport: Transport, delivery: ClaimedDelivery, hooks: AttemptHooks = {}): Promise<AttemptReport> {
   const startedAt = deps.now();
+  // Pay-once servers only (the claim read s.pay_once): reserve the heart's payout before sending (pay-once.ts).
+  const payOnce = isPayOnce(delivery);
+  if (payOnce) {
+    const reservation = await reservePayout(deps.prisma, delivery, startedAt);
+    if (reservation.kind !== "reserved") {
+      hooks.onSent?.();
+      return { kind: "released", reason: reservation.reason };
+    }
+  }
   let outcome: AttemptOutcome;
   try {
     outcome = await transport.send(delivery);
   } finally {
     hooks.onSent?.();
   }
+  if (payOnce) await settlePayout(deps.prisma, delivery, outcome, deps.now());
   if (outcome.kind === "held") {
     await releaseLease(deps.prisma, delivery);
     return { kind: "released", reason: outcome.reason };

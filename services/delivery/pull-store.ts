@@ -87,6 +87,8 @@ async function pullPage<R extends { id: string; created_at: Date }>(
     FROM deliveries
     WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending'
       AND (event_type = 'heart.counted') = ${kind === "hearts"}
+      -- Pay-once mode: a heart another transport paid or holds (heart_payouts, pay-once.ts) is not offered.
+      AND (${kind !== "hearts"} OR NOT EXISTS (SELECT 1 FROM heart_payouts p WHERE p.heart_id = deliveries.heart_id))
       AND (${after === null} OR (created_at, id) > (${after?.createdAt ?? new Date(0)}::timestamptz, ${after?.id ?? NIL_UUID}::uuid))
     ORDER BY created_at, id
     LIMIT ${q.limit + 1}`;

@@ -29,7 +29,7 @@ export type DeliveryWithEndpoint = DeliveryRow & { endpoint: { url: string | nul
 /** A server's delivery list filter; `username` is bounded and trimmed ("" matches every player), `limit` 0 means the default page. */
 export interface DeliveryListQuery {
   serverId: string;
-  status: "pending" | "delivered" | "failed" | undefined;
+  status: "pending" | "delivered" | "failed" | "withdrawn" | undefined;
   transport: "callback" | "votifier" | "pull" | undefined;
   username: string;
   limit: number;

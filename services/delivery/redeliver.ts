@@ -4,6 +4,8 @@ import { DomainError } from "../shared/errors.js";
 
 /** Puts one finished delivery (delivered or failed) back in the queue with a fresh retry cycle; the attempt log stays. */
 export async function redeliver(deps: CoreDeps, row: DeliveryRow): Promise<DeliveryRow> {
+  // Pay-once mode: another transport paid this heart; sending it now would pay twice.
+  if (row.status === "withdrawn") throw new DomainError("failed_precondition", "delivery was withdrawn: another transport paid the heart (pay-once mode)");
   // Conditional write: only a finished delivery goes back to the queue, with a fresh retry cycle; the attempt log stays.
   // The row is returned by the same statement (RETURNING): a read after the write could already see the
   // dispatcher's next attempt, and the caller must get the delivery as it was put back.

@@ -30,6 +30,8 @@ interface ReceiptRow {
   deliveries: Array<{ transport: string; status: string; delivered_at: string | null }>;
   /** The heart's claim-ledger row (vote_claims), when it has one. */
   claim: LedgerRow | null;
+  /** Pay-once mode: the transport that paid the heart and when (heart_payouts, state paid); null while none has. */
+  payout: { transport: string; paid_at: string } | null;
 }
 
 /** The claim ledger's columns the voter may see (no player ids, no reason), as json_build_object writes them. */
@@ -96,10 +98,14 @@ export async function getReceipt(deps: CoreDeps, receipts: ReceiptLinks, req: Ge
                  -- An endpoint without a URL (for example on a server that only uses the claim ledger) holds its callback
                  -- rows until it gets one, and a deleted endpoint never sends: not deliveries the voter waits for.
                  AND (d.transport <> 'callback' OR (e.url IS NOT NULL AND e.deleted_at IS NULL))
+                 -- Pay-once mode: a delivery withdrawn because another transport paid is not one the voter waits for (paid_by says who paid).
+                 AND d.status <> 'withdrawn'
                ORDER BY d.transport, CASE d.status WHEN 'delivered' THEN 0 WHEN 'pending' THEN 1 ELSE 2 END, d.delivered_at
              ) t), '[]'::json) AS deliveries,
            (SELECT json_build_object('state', c.state::text, 'expires_at', c.expires_at, 'claimed_at', c.claimed_at, 'expired_at', c.expired_at)
-            FROM vote_claims c WHERE c.heart_id = h.id) AS claim
+            FROM vote_claims c WHERE c.heart_id = h.id) AS claim,
+           (SELECT json_build_object('transport', p.transport, 'paid_at', p.paid_at)
+            FROM heart_payouts p WHERE p.heart_id = h.id AND p.state = 'paid') AS payout
     FROM hearts h JOIN servers s ON s.id = h.server_id
     WHERE h.id = ${heartId}::uuid`;
   if (row === undefined) throw new DomainError("not_found", UNKNOWN_RECEIPT_TEXT);
@@ -119,6 +125,8 @@ export async function getReceipt(deps: CoreDeps, receipts: ReceiptLinks, req: Ge
         }),
       ),
       claim: row.claim ? toReceiptClaim(row.claim, deps.now()) : undefined,
+      paidBy: row.payout?.transport ?? "",
+      paidAt: row.payout ? timestampFromDate(new Date(row.payout.paid_at)) : undefined,
     }),
   });
 }

@@ -70,8 +70,15 @@ function toMeta(row: { kid: string; createdAt: Date; expiresAt: Date | null; rev
   return { kid: row.kid, createdAt: row.createdAt, expiresAt: row.expiresAt, revokedAt: row.revokedAt, active: isSecretActive(row, now) };
 }
 
-/** SetClaimSettings: the hold window and the per-player cap (0 keeps a value). */
-export async function setClaimSettings(deps: CoreDeps, serverId: string, input: { holdDays: number; maxHeldPerPlayer: number }): Promise<ServerRecord> {
+/**
+ * SetClaimSettings: the hold window and the per-player cap (0 keeps a value), and pay-once mode
+ * (absent keeps it; services/claims/pay-once.ts): it applies to hearts paid from then on.
+ */
+export async function setClaimSettings(
+  deps: CoreDeps,
+  serverId: string,
+  input: { holdDays: number; maxHeldPerPlayer: number; payOnce?: boolean },
+): Promise<ServerRecord> {
   const inRange = (v: number, r: { min: number; max: number }) => v === 0 || (v >= r.min && v <= r.max);
   if (!inRange(input.holdDays, CLAIM_HOLD_DAYS)) throw new DomainError("invalid_argument", claimSettingRangeText("hold_days", CLAIM_HOLD_DAYS));
   if (!inRange(input.maxHeldPerPlayer, CLAIM_MAX_HELD)) {
@@ -85,6 +92,7 @@ export async function setClaimSettings(deps: CoreDeps, serverId: string, input: 
       data: {
         ...(input.holdDays === 0 ? {} : { claimHoldDays: input.holdDays }),
         ...(input.maxHeldPerPlayer === 0 ? {} : { claimMaxHeld: input.maxHeldPerPlayer }),
+        ...(input.payOnce === undefined ? {} : { payOnce: input.payOnce }),
       },
       include: WITH_DEFAULT_ENDPOINT,
     });

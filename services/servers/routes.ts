@@ -261,7 +261,7 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
       },
 
       async setClaimSettings(req) {
-        const input = { holdDays: req.holdDays, maxHeldPerPlayer: req.maxHeldPerPlayer };
+        const input = { holdDays: req.holdDays, maxHeldPerPlayer: req.maxHeldPerPlayer, ...(req.paysOnce === undefined ? {} : { payOnce: req.paysOnce }) };
         return { server: toServerProto(await setClaimSettings(deps, req.serverId.trim(), input)) };
       },
 
@@ -301,6 +301,7 @@ export function toServerProto(server: ServerRecord): MessageInitShape<typeof Ser
       claimKeySet: server.claimsEnabled,
       holdDays: server.claimHoldDays,
       maxHeldPerPlayer: server.claimMaxHeld,
+      paysOnce: server.payOnce,
     },
   };
 }

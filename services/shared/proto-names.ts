@@ -25,7 +25,12 @@ export const ANCHOR_STATE_TO_PROTO = {
 } as const satisfies Record<AnchorState, ReferralState>;
 
 /** A stored delivery's status. */
-export const DELIVERY_STATUS_TO_PROTO = { pending: DeliveryStatus.PENDING, delivered: DeliveryStatus.DELIVERED, failed: DeliveryStatus.FAILED } as const;
+export const DELIVERY_STATUS_TO_PROTO = {
+  pending: DeliveryStatus.PENDING,
+  delivered: DeliveryStatus.DELIVERED,
+  failed: DeliveryStatus.FAILED,
+  withdrawn: DeliveryStatus.WITHDRAWN,
+} as const;
 
 /** A stored delivery's transport. */
 export const DELIVERY_TRANSPORT_TO_PROTO = {

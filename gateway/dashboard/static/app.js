@@ -77,6 +77,7 @@
     return el("span", { class: `badge${kind ? ` badge-${kind}` : ""}` }, text);
   }
 
+  // withdrawn (pay-once mode: another transport paid) is a plain badge: neither a success nor a failure of this delivery.
   const DELIVERY_STATUS_KINDS = { delivered: "ok", pending: "warn", failed: "err" };
   /** A delivery's status as a badge (deliveries tab, the test callback's delivery, the hearts list). */
   const deliveryBadge = (status) => badge(status, DELIVERY_STATUS_KINDS[status]);
@@ -1092,6 +1093,7 @@
     $("claims-status").replaceChildren(server.claims.claim_key_set ? badge("on", "ok") : badge("no key"));
     $("claims-hold-days").value = String(server.claims.hold_days);
     $("claims-max-held").value = String(server.claims.max_held_per_player);
+    $("claims-pays-once").checked = server.claims.pays_once === true;
     syncNotices();
   }
 
@@ -1194,6 +1196,7 @@
       const { server } = await api("PUT", serverPath("/claims"), {
         hold_days: Number($("claims-hold-days").value),
         max_held_per_player: Number($("claims-max-held").value),
+        pays_once: $("claims-pays-once").checked,
       });
       updateServer(server);
       renderIntegration(server);

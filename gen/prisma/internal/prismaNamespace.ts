@@ -418,7 +418,8 @@ export const ModelName = {
   CallbackEndpoint: 'CallbackEndpoint',
   SecretsKeyCheck: 'SecretsKeyCheck',
   WebhookSigningKey: 'WebhookSigningKey',
-  VoteClaim: 'VoteClaim'
+  VoteClaim: 'VoteClaim',
+  HeartPayout: 'HeartPayout'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -434,7 +435,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "heartPayout"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -2066,6 +2067,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    HeartPayout: {
+      payload: Prisma.$HeartPayoutPayload<ExtArgs>
+      fields: Prisma.HeartPayoutFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.HeartPayoutFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartPayoutPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.HeartPayoutFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartPayoutPayload>
+        }
+        findFirst: {
+          args: Prisma.HeartPayoutFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartPayoutPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.HeartPayoutFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartPayoutPayload>
+        }
+        findMany: {
+          args: Prisma.HeartPayoutFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartPayoutPayload>[]
+        }
+        create: {
+          args: Prisma.HeartPayoutCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartPayoutPayload>
+        }
+        createMany: {
+          args: Prisma.HeartPayoutCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.HeartPayoutCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartPayoutPayload>[]
+        }
+        delete: {
+          args: Prisma.HeartPayoutDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartPayoutPayload>
+        }
+        update: {
+          args: Prisma.HeartPayoutUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartPayoutPayload>
+        }
+        deleteMany: {
+          args: Prisma.HeartPayoutDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.HeartPayoutUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.HeartPayoutUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartPayoutPayload>[]
+        }
+        upsert: {
+          args: Prisma.HeartPayoutUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartPayoutPayload>
+        }
+        aggregate: {
+          args: Prisma.HeartPayoutAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateHeartPayout>
+        }
+        groupBy: {
+          args: Prisma.HeartPayoutGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.HeartPayoutGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.HeartPayoutCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.HeartPayoutCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -2119,6 +2194,7 @@ export const ServerScalarFieldEnum = {
   claimsEnabled: 'claimsEnabled',
   claimHoldDays: 'claimHoldDays',
   claimMaxHeld: 'claimMaxHeld',
+  payOnce: 'payOnce',
   createdAt: 'createdAt',
   ownerId: 'ownerId',
   attributionWindowDays: 'attributionWindowDays',
@@ -2460,6 +2536,19 @@ export const VoteClaimScalarFieldEnum = {
 } as const
 
 export type VoteClaimScalarFieldEnum = (typeof VoteClaimScalarFieldEnum)[keyof typeof VoteClaimScalarFieldEnum]
+
+
+export const HeartPayoutScalarFieldEnum = {
+  heartId: 'heartId',
+  serverId: 'serverId',
+  transport: 'transport',
+  deliveryId: 'deliveryId',
+  state: 'state',
+  takenAt: 'takenAt',
+  paidAt: 'paidAt'
+} as const
+
+export type HeartPayoutScalarFieldEnum = (typeof HeartPayoutScalarFieldEnum)[keyof typeof HeartPayoutScalarFieldEnum]
 
 
 export const SortOrder = {
@@ -2891,6 +2980,7 @@ export type GlobalOmitConfig = {
   secretsKeyCheck?: Prisma.SecretsKeyCheckOmit
   webhookSigningKey?: Prisma.WebhookSigningKeyOmit
   voteClaim?: Prisma.VoteClaimOmit
+  heartPayout?: Prisma.HeartPayoutOmit
 }
 
 /* Types for Logging */

@@ -72,7 +72,8 @@ export const ModelName = {
   CallbackEndpoint: 'CallbackEndpoint',
   SecretsKeyCheck: 'SecretsKeyCheck',
   WebhookSigningKey: 'WebhookSigningKey',
-  VoteClaim: 'VoteClaim'
+  VoteClaim: 'VoteClaim',
+  HeartPayout: 'HeartPayout'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -105,6 +106,7 @@ export const ServerScalarFieldEnum = {
   claimsEnabled: 'claimsEnabled',
   claimHoldDays: 'claimHoldDays',
   claimMaxHeld: 'claimMaxHeld',
+  payOnce: 'payOnce',
   createdAt: 'createdAt',
   ownerId: 'ownerId',
   attributionWindowDays: 'attributionWindowDays',
@@ -446,6 +448,19 @@ export const VoteClaimScalarFieldEnum = {
 } as const
 
 export type VoteClaimScalarFieldEnum = (typeof VoteClaimScalarFieldEnum)[keyof typeof VoteClaimScalarFieldEnum]
+
+
+export const HeartPayoutScalarFieldEnum = {
+  heartId: 'heartId',
+  serverId: 'serverId',
+  transport: 'transport',
+  deliveryId: 'deliveryId',
+  state: 'state',
+  takenAt: 'takenAt',
+  paidAt: 'paidAt'
+} as const
+
+export type HeartPayoutScalarFieldEnum = (typeof HeartPayoutScalarFieldEnum)[keyof typeof HeartPayoutScalarFieldEnum]
 
 
 export const SortOrder = {

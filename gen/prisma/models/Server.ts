@@ -55,6 +55,7 @@ export type ServerMinAggregateOutputType = {
   claimsEnabled: boolean | null
   claimHoldDays: number | null
   claimMaxHeld: number | null
+  payOnce: boolean | null
   createdAt: Date | null
   ownerId: string | null
   attributionWindowDays: number | null
@@ -75,6 +76,7 @@ export type ServerMaxAggregateOutputType = {
   claimsEnabled: boolean | null
   claimHoldDays: number | null
   claimMaxHeld: number | null
+  payOnce: boolean | null
   createdAt: Date | null
   ownerId: string | null
   attributionWindowDays: number | null
@@ -96,6 +98,7 @@ export type ServerCountAggregateOutputType = {
   claimsEnabled: number
   claimHoldDays: number
   claimMaxHeld: number
+  payOnce: number
   createdAt: number
   ownerId: number
   attributionWindowDays: number
@@ -134,6 +137,7 @@ export type ServerMinAggregateInputType = {
   claimsEnabled?: true
   claimHoldDays?: true
   claimMaxHeld?: true
+  payOnce?: true
   createdAt?: true
   ownerId?: true
   attributionWindowDays?: true
@@ -154,6 +158,7 @@ export type ServerMaxAggregateInputType = {
   claimsEnabled?: true
   claimHoldDays?: true
   claimMaxHeld?: true
+  payOnce?: true
   createdAt?: true
   ownerId?: true
   attributionWindowDays?: true
@@ -175,6 +180,7 @@ export type ServerCountAggregateInputType = {
   claimsEnabled?: true
   claimHoldDays?: true
   claimMaxHeld?: true
+  payOnce?: true
   createdAt?: true
   ownerId?: true
   attributionWindowDays?: true
@@ -283,6 +289,7 @@ export type ServerGroupByOutputType = {
   claimsEnabled: boolean
   claimHoldDays: number
   claimMaxHeld: number
+  payOnce: boolean
   createdAt: Date
   ownerId: string | null
   attributionWindowDays: number
@@ -327,6 +334,7 @@ export type ServerWhereInput = {
   claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   claimHoldDays?: Prisma.IntFilter<"Server"> | number
   claimMaxHeld?: Prisma.IntFilter<"Server"> | number
+  payOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntFilter<"Server"> | number
@@ -355,6 +363,7 @@ export type ServerOrderByWithRelationInput = {
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
+  payOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -386,6 +395,7 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   claimHoldDays?: Prisma.IntFilter<"Server"> | number
   claimMaxHeld?: Prisma.IntFilter<"Server"> | number
+  payOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntFilter<"Server"> | number
@@ -414,6 +424,7 @@ export type ServerOrderByWithAggregationInput = {
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
+  payOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrderInput | Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -443,6 +454,7 @@ export type ServerScalarWhereWithAggregatesInput = {
   claimsEnabled?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   claimHoldDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
   claimMaxHeld?: Prisma.IntWithAggregatesFilter<"Server"> | number
+  payOnce?: Prisma.BoolWithAggregatesFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableWithAggregatesFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntWithAggregatesFilter<"Server"> | number
@@ -464,6 +476,7 @@ export type ServerCreateInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -491,6 +504,7 @@ export type ServerUncheckedCreateInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -518,6 +532,7 @@ export type ServerUpdateInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -545,6 +560,7 @@ export type ServerUncheckedUpdateInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -572,6 +588,7 @@ export type ServerCreateManyInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -593,6 +610,7 @@ export type ServerUpdateManyMutationInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -613,6 +631,7 @@ export type ServerUncheckedUpdateManyInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -642,6 +661,7 @@ export type ServerCountOrderByAggregateInput = {
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
+  payOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -670,6 +690,7 @@ export type ServerMaxOrderByAggregateInput = {
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
+  payOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -690,6 +711,7 @@ export type ServerMinOrderByAggregateInput = {
   claimsEnabled?: Prisma.SortOrder
   claimHoldDays?: Prisma.SortOrder
   claimMaxHeld?: Prisma.SortOrder
+  payOnce?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   ownerId?: Prisma.SortOrder
   attributionWindowDays?: Prisma.SortOrder
@@ -905,6 +927,7 @@ export type ServerCreateWithoutSecretsInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -931,6 +954,7 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -973,6 +997,7 @@ export type ServerUpdateWithoutSecretsInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -999,6 +1024,7 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1025,6 +1051,7 @@ export type ServerCreateWithoutClicksInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1051,6 +1078,7 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1093,6 +1121,7 @@ export type ServerUpdateWithoutClicksInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1119,6 +1148,7 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1145,6 +1175,7 @@ export type ServerCreateWithoutReferralsInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1171,6 +1202,7 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1213,6 +1245,7 @@ export type ServerUpdateWithoutReferralsInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1239,6 +1272,7 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1265,6 +1299,7 @@ export type ServerCreateWithoutDeliveriesInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1291,6 +1326,7 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1333,6 +1369,7 @@ export type ServerUpdateWithoutDeliveriesInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1359,6 +1396,7 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1385,6 +1423,7 @@ export type ServerCreateWithoutOwnerInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1411,6 +1450,7 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1466,6 +1506,7 @@ export type ServerScalarWhereInput = {
   claimsEnabled?: Prisma.BoolFilter<"Server"> | boolean
   claimHoldDays?: Prisma.IntFilter<"Server"> | number
   claimMaxHeld?: Prisma.IntFilter<"Server"> | number
+  payOnce?: Prisma.BoolFilter<"Server"> | boolean
   createdAt?: Prisma.DateTimeFilter<"Server"> | Date | string
   ownerId?: Prisma.StringNullableFilter<"Server"> | string | null
   attributionWindowDays?: Prisma.IntFilter<"Server"> | number
@@ -1487,6 +1528,7 @@ export type ServerCreateWithoutCallbackHealthInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1513,6 +1555,7 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1555,6 +1598,7 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1581,6 +1625,7 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1607,6 +1652,7 @@ export type ServerCreateWithoutEndpointsInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1633,6 +1679,7 @@ export type ServerUncheckedCreateWithoutEndpointsInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   ownerId?: string | null
   attributionWindowDays?: number
@@ -1675,6 +1722,7 @@ export type ServerUpdateWithoutEndpointsInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1701,6 +1749,7 @@ export type ServerUncheckedUpdateWithoutEndpointsInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1727,6 +1776,7 @@ export type ServerCreateManyOwnerInput = {
   claimsEnabled?: boolean
   claimHoldDays?: number
   claimMaxHeld?: number
+  payOnce?: boolean
   createdAt?: Date | string
   attributionWindowDays?: number
   lockDays?: number
@@ -1747,6 +1797,7 @@ export type ServerUpdateWithoutOwnerInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1773,6 +1824,7 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1799,6 +1851,7 @@ export type ServerUncheckedUpdateManyWithoutOwnerInput = {
   claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
   claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
   claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
   lockDays?: Prisma.IntFieldUpdateOperationsInput | number
@@ -1895,6 +1948,7 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   claimsEnabled?: boolean
   claimHoldDays?: boolean
   claimMaxHeld?: boolean
+  payOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   attributionWindowDays?: boolean
@@ -1924,6 +1978,7 @@ export type ServerSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extens
   claimsEnabled?: boolean
   claimHoldDays?: boolean
   claimMaxHeld?: boolean
+  payOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   attributionWindowDays?: boolean
@@ -1946,6 +2001,7 @@ export type ServerSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extens
   claimsEnabled?: boolean
   claimHoldDays?: boolean
   claimMaxHeld?: boolean
+  payOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   attributionWindowDays?: boolean
@@ -1968,6 +2024,7 @@ export type ServerSelectScalar = {
   claimsEnabled?: boolean
   claimHoldDays?: boolean
   claimMaxHeld?: boolean
+  payOnce?: boolean
   createdAt?: boolean
   ownerId?: boolean
   attributionWindowDays?: boolean
@@ -1975,7 +2032,7 @@ export type ServerSelectScalar = {
   referralReviewMode?: boolean
 }
 
-export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "pullEventTypes" | "claimsEnabled" | "claimHoldDays" | "claimMaxHeld" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays" | "referralReviewMode", ExtArgs["result"]["server"]>
+export type ServerOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "name" | "referralsEnabled" | "registrationUrl" | "votifierHost" | "votifierPort" | "votifierServiceName" | "votifierToken" | "pullEnabled" | "pullEventTypes" | "claimsEnabled" | "claimHoldDays" | "claimMaxHeld" | "payOnce" | "createdAt" | "ownerId" | "attributionWindowDays" | "lockDays" | "referralReviewMode", ExtArgs["result"]["server"]>
 export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   owner?: boolean | Prisma.Server$ownerArgs<ExtArgs>
   secrets?: boolean | Prisma.Server$secretsArgs<ExtArgs>
@@ -2043,8 +2100,9 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
      */
     claimMaxHeld: number
     /**
-     * Reserved for the cross-transport pay-once mode (not in effect yet).
+     * Pay-once mode (opt-in, SetClaimSettings): the first transport that pays a heart takes its `heart_payouts` row and withdraws it from the others.
      */
+    payOnce: boolean
     createdAt: Date
     /**
      * The owner (the list's account id) whose dashboard sessions may manage this server; null: operators only.
@@ -2505,6 +2563,7 @@ export interface ServerFieldRefs {
   readonly claimsEnabled: Prisma.FieldRef<"Server", 'Boolean'>
   readonly claimHoldDays: Prisma.FieldRef<"Server", 'Int'>
   readonly claimMaxHeld: Prisma.FieldRef<"Server", 'Int'>
+  readonly payOnce: Prisma.FieldRef<"Server", 'Boolean'>
   readonly createdAt: Prisma.FieldRef<"Server", 'DateTime'>
   readonly ownerId: Prisma.FieldRef<"Server", 'String'>
   readonly attributionWindowDays: Prisma.FieldRef<"Server", 'Int'>

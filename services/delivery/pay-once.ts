@@ -1,0 +1,195 @@
+import { Prisma } from "../../gen/prisma/client.js";
+import type { PrismaClient } from "../shared/db.js";
+import type { Logger } from "../shared/log.js";
+import type { AttemptExchange } from "./attempt-exchange.js";
+import { insertAttemptsSql, toAttemptRow } from "./attempt-log.js";
+import type { ClaimedDelivery } from "./claim-deliveries.js";
+import type { AttemptOutcome } from "./transport.js";
+
+/**
+ * Pay-once mode (servers.pay_once, opt-in with SetClaimSettings): one heart pays once across
+ * transports. Its `heart_payouts` row (primary key heart_id) is taken first come by the transport
+ * that pays, in one conditional statement:
+ * - a ledger claim (ClaimVote, GET /api/votes): inside its claim statement (services/claims/ledger-store.ts);
+ * - a pull claim: inside its claim statement (claim-pull-hearts.ts);
+ * - a push (HTTP callback, Votifier): reservePayout BEFORE sending, settlePayout after: paid on a 2xx or an
+ *   accepted vote, deleted on a definite failure (nothing reached the receiver, or it answered a refusal), kept
+ *   while in doubt (a timeout or a cut connection after the request left: the retry carries the same id).
+ * Whoever finds the row taken by another transport does not pay: a claim answers "already claimed", the pull
+ * list leaves the heart out, a push is withdrawn (never sent, never retried). Once a transport has paid,
+ * withdrawOthers marks the heart's ledger row `withdrawn` and its other waiting deliveries `withdrawn`.
+ * Servers not in the mode never reach this module (the claim reads `s.pay_once`).
+ */
+
+/** The transports that can pay a heart, as `heart_payouts.transport` stores them. */
+export type PayoutTransport = "claim" | "pull" | "callback" | "votifier";
+
+/** How long a push waits when another push holds the heart's reservation (in flight), before it tries again. */
+export const PAY_ONCE_DEFER_MS = 5_000;
+
+/** What the attempt log shows as the target of a withdrawn delivery that was never sent. */
+export const WITHDRAWN_TARGET = "pay-once";
+
+/** The error text of a delivery withdrawn because another transport paid its heart first. */
+export function withdrawnText(paidBy: string): string {
+  return `not sent: the heart was paid by ${paidBy} first (pay-once mode)`;
+}
+
+/** Whether a claimed delivery goes through pay-once: a counted heart of a server in pay-once mode. */
+export function isPayOnce(delivery: ClaimedDelivery): boolean {
+  return delivery.payOnce === true && delivery.eventType === "heart.counted";
+}
+
+/** What a push's reservation found. */
+export type Reservation =
+  /** The heart's payout is this delivery's (new, or kept from an earlier attempt): send. */
+  | { kind: "reserved" }
+  /** Another transport paid it (or holds it in doubt for good): the delivery is withdrawn, with an attempt row. */
+  | { kind: "withdrawn"; reason: string }
+  /** Another push holds it while in flight: the lease is given back and the delivery is due again after PAY_ONCE_DEFER_MS. */
+  | { kind: "deferred"; reason: string };
+
+interface PayoutRow {
+  transport: string;
+  delivery_id: string | null;
+  state: string;
+  /** The holder's delivery status (null: a ledger claim, or the delivery is gone). */
+  holder_status: string | null;
+}
+
+/**
+ * Takes the heart's payout for a push before it is sent, in ONE statement: INSERT ... ON CONFLICT DO
+ * UPDATE (a no-op update, so the row returned is the latest committed one even when it committed after
+ * this statement began). When the row is another's, a second statement ends the attempt without sending:
+ * withdrawn when that transport paid (or its push is no longer pending: it may have paid), deferred
+ * while its push is still pending (in flight or retried; a definite failure gives the heart back).
+ */
+export async function reservePayout(prisma: PrismaClient, delivery: ClaimedDelivery, now: Date): Promise<Reservation> {
+  const [row] = await prisma.$queryRaw<PayoutRow[]>`
+    WITH r AS (
+      INSERT INTO heart_payouts (heart_id, server_id, transport, delivery_id, state, taken_at)
+      VALUES (${delivery.heartId}::uuid, ${delivery.serverId}::uuid, ${delivery.transport}, ${delivery.id}::uuid, 'reserved', ${now}::timestamptz)
+      ON CONFLICT (heart_id) DO UPDATE SET taken_at = heart_payouts.taken_at
+      RETURNING transport, delivery_id, state
+    )
+    SELECT r.transport, r.delivery_id::text AS delivery_id, r.state, d.status::text AS holder_status
+    FROM r LEFT JOIN deliveries d ON d.id = r.delivery_id`;
+  if (row === undefined || row.delivery_id === delivery.id) return { kind: "reserved" };
+  if (row.state === "reserved" && row.holder_status === "pending") {
+    const reason = `the heart is reserved by a ${row.transport} delivery in flight (pay-once mode); tried again in ${PAY_ONCE_DEFER_MS} ms`;
+    await prisma.$executeRaw`
+      UPDATE deliveries SET lease_until = NULL, next_attempt_at = ${new Date(now.getTime() + PAY_ONCE_DEFER_MS)}::timestamptz
+      WHERE id = ${delivery.id}::uuid AND status = 'pending' AND lease_until = ${delivery.leaseUntil}::timestamptz`;
+    return { kind: "deferred", reason };
+  }
+  const reason = withdrawnText(row.transport);
+  await withdrawDeliveries(prisma, { serverId: delivery.serverId, heartIds: [delivery.heartId], now, reason, only: delivery });
+  return { kind: "withdrawn", reason };
+}
+
+/** Whether an attempt that did not deliver certainly did not pay: nothing reached the receiver, or it refused. */
+export function isDefiniteFailure(outcome: AttemptOutcome): boolean {
+  if (outcome.kind === "held" || outcome.kind === "gone") return true;
+  if (outcome.kind === "delivered") return false;
+  if (outcome.final) return true;
+  const { request, response } = outcome.exchange;
+  // An HTTP receiver that answered a non-2xx status refused it.
+  if (response !== null && response.status > 0) return true;
+  // Votifier: no payload sent (refused address, no connection, no greeting), or the listener answered an error.
+  if (request.body === "") return true;
+  if (response?.body.split("\n").some((line) => line.includes('"status":"error"'))) return true;
+  // No connection was ever made (the request cannot have reached the receiver).
+  return NOT_CONNECTED.some((code) => outcome.error === `connection failed: ${code}`) || outcome.error.startsWith("refused to connect to ");
+}
+
+/** Socket error codes (as the transports report them: `connection failed: <code>`) raised before anything was sent. */
+const NOT_CONNECTED = ["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"];
+
+/**
+ * After a reserved push's attempt, before it is recorded: a delivered one makes the payout `paid` and
+ * withdraws the heart from the other transports (withdrawOthers); a definite failure deletes the
+ * reservation, so another transport may pay; an attempt in doubt keeps it (the retry carries the same id).
+ */
+export async function settlePayout(prisma: PrismaClient, delivery: ClaimedDelivery, outcome: AttemptOutcome, now: Date): Promise<void> {
+  if (outcome.kind === "delivered") {
+    const paid = await prisma.$executeRaw`
+      UPDATE heart_payouts SET state = 'paid', paid_at = ${now}::timestamptz
+      WHERE heart_id = ${delivery.heartId}::uuid AND delivery_id = ${delivery.id}::uuid AND state = 'reserved'`;
+    if (paid > 0) await withdrawOthers(prisma, { serverId: delivery.serverId, heartIds: [delivery.heartId], paidBy: delivery.transport, now });
+    return;
+  }
+  if (!isDefiniteFailure(outcome)) return;
+  await prisma.$executeRaw`
+    DELETE FROM heart_payouts WHERE heart_id = ${delivery.heartId}::uuid AND delivery_id = ${delivery.id}::uuid AND state = 'reserved'`;
+}
+
+/** The attempt row of a withdrawn delivery: nothing sent, the reason as its error. */
+function withdrawnExchange(reason: string): AttemptExchange {
+  return { target: WITHDRAWN_TARGET, request: { headers: {}, body: "" }, response: null, latencyMs: 0, error: reason, succeeded: false };
+}
+
+/**
+ * Withdraws waiting deliveries of hearts in ONE statement, each with an attempt row saying why: `only` the
+ * given leased one (its lease must still be held), or every pending delivery of the hearts that is not leased
+ * (one leased now is in flight, the payer's own push included: it settles or withdraws itself). `ledger`:
+ * the same statement marks the hearts' held ledger rows `withdrawn`.
+ */
+async function withdrawDeliveries(
+  prisma: PrismaClient,
+  q: { serverId: string; heartIds: string[]; now: Date; reason: string; only?: ClaimedDelivery; ledger?: boolean },
+): Promise<void> {
+  const which = q.only
+    ? Prisma.sql`id = ${q.only.id}::uuid AND lease_until = ${q.only.leaseUntil}::timestamptz`
+    : Prisma.sql`(lease_until IS NULL OR lease_until < ${q.now}::timestamptz)`;
+  const attempt = toAttemptRow(0, "w", q.now, withdrawnExchange(q.reason));
+  await prisma.$queryRaw`
+    WITH ended AS (
+      UPDATE deliveries SET status = 'withdrawn', attempts = attempts + 1, lease_until = NULL, last_status_code = NULL, last_error = ${q.reason}
+      WHERE server_id = ${q.serverId}::uuid AND heart_id = ANY(${q.heartIds}::uuid[]) AND event_type = 'heart.counted' AND status = 'pending'
+        AND ${which}
+      RETURNING id, server_id
+    ), logged AS (
+      ${insertAttemptsSql([attempt], Prisma.sql`(SELECT 'w'::text AS key, e.id AS delivery_id, e.server_id FROM ended e)`)}
+    ), ledger AS (
+      UPDATE vote_claims SET state = 'withdrawn'
+      WHERE ${q.ledger === true} AND server_id = ${q.serverId}::uuid AND heart_id = ANY(${q.heartIds}::uuid[]) AND state = 'held'
+      RETURNING heart_id
+    )
+    SELECT (SELECT count(*) FROM ended)::int AS deliveries, (SELECT count(*) FROM ledger)::int AS ledger`;
+}
+
+/**
+ * After a transport paid hearts (its payout rows committed), ONE statement: each heart's ledger row, still
+ * held, becomes `withdrawn` (unless the ledger claim paid it: it is `claimed`), and its other waiting
+ * deliveries are withdrawn with an attempt row each. It runs after the paying statement, never inside it,
+ * so no statement holds a payout row while it waits for a ledger row (a ledger claim holds its ledger row
+ * while it takes the payout): the order of locks never crosses.
+ */
+export async function withdrawOthers(
+  prisma: PrismaClient,
+  q: { serverId: string; heartIds: string[]; paidBy: PayoutTransport; now: Date },
+  log?: Logger,
+): Promise<void> {
+  if (q.heartIds.length === 0) return;
+  try {
+    await withdrawDeliveries(prisma, { serverId: q.serverId, heartIds: q.heartIds, now: q.now, reason: withdrawnText(q.paidBy), ledger: q.paidBy !== "claim" });
+  } catch (error) {
+    // Failure policy: the payer has paid (its payout row is committed), which alone keeps every other transport from paying
+    // (a push withdraws itself when it reserves, a claim answers 2, the pull list leaves the heart out); only the eager
+    // marking is lost, so the paying call still succeeds.
+    log?.warn({ err: error, heartIds: q.heartIds }, "pay-once: withdrawing the other deliveries failed");
+  }
+}
+
+/**
+ * The payout a ledger claim takes inside its claim statement (ledger-store.ts): `target` is a CTE of
+ * (heart_id, pay_once); a row is inserted for the pay-once ones, first come (ON CONFLICT DO NOTHING: a
+ * concurrent taker's row is waited for), and RETURNING names the hearts this claim took.
+ */
+export function takeClaimPayoutSql(serverId: string, now: Date): Prisma.Sql {
+  return Prisma.sql`
+    INSERT INTO heart_payouts (heart_id, server_id, transport, state, taken_at, paid_at)
+    SELECT t.heart_id, ${serverId}::uuid, 'claim', 'paid', ${now}::timestamptz, ${now}::timestamptz FROM target t WHERE t.pay_once
+    ON CONFLICT (heart_id) DO NOTHING
+    RETURNING heart_id`;
+}

@@ -1,0 +1,471 @@
+/**
+ * Pay-once mode (issue 19 item 4) on real PostgreSQL, through the production wiring: one heart pays once
+ * across transports. Ledger claims (ClaimService.ClaimVote), the pull claim (DeliveryService.ClaimPullHearts)
+ * and the dispatcher's HTTP callback race for the same heart; exactly one pays, the others answer "already
+ * claimed" or are withdrawn, never sent. Real HTTP receivers; the dispatcher is the production one.
+ */
+import anyTest, { type TestFn } from "ava";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
+import { PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { createDispatcher, type Dispatcher } from "../../services/delivery/dispatcher.js";
+import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
+import { withdrawnText } from "../../services/delivery/pay-once.js";
+import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
+import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { eventually } from "../helpers/eventually.js";
+import { ownerApi, signInOwner } from "../helpers/owner-session.js";
+import { startReceiver, type Receiver, type ScriptedResponse } from "../helpers/receiver.js";
+import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
+import { createServiceClients, startStack, type TestStack } from "../helpers/stack.js";
+import { insertSecret, setDefaultEndpoint } from "./delivery-harness.js";
+import { validateAgainstOpenApi, validateTextAgainstOpenApi } from "./openapi-validate.js";
+
+const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";
+
+interface Context {
+  stack: TestStack;
+  claims: Client<typeof ClaimService>;
+}
+const test = anyTest as TestFn<Context>;
+
+test.before(async (t) => {
+  const stack = await startStack({ gateway: true, allowInsecureCallbacks: true, callbackTimeoutMs: 2_000 });
+  const claims = createClient(ClaimService, createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN));
+  t.context = { stack, claims };
+});
+test.after.always(async (t) => {
+  await t.context.stack?.close();
+});
+
+let counter = 0;
+/** A fresh SteamID64 per heart, so every test's player is its own. */
+function nextSteam(): string {
+  counter++;
+  return `7656119801${String(counter).padStart(7, "0")}`;
+}
+
+/** A dispatcher on the stack's database, polling every 25 ms, closed with the test. */
+function dispatcher(t: { context: Context; teardown(fn: () => Promise<void>): void }, opts: { timeoutMs?: number; schedule?: string } = {}): Dispatcher {
+  const { stack } = t.context;
+  const d = createDispatcher({
+    prisma: stack.prisma,
+    secretBox: stack.secretBox,
+    log: stack.log,
+    now: () => new Date(),
+    schedule: parseRetrySchedule(opts.schedule ?? "100ms,200ms,300ms", { jitterRatio: 0 }),
+    timeoutMs: opts.timeoutMs ?? 2_000,
+    allowInsecure: true,
+    pollIntervalMs: 25,
+  });
+  t.teardown(() => d.stop());
+  return d;
+}
+
+/** A receiver closed with the test. */
+async function receiver(t: { teardown(fn: () => Promise<void>): void }, responses: ScriptedResponse[] = [], fallback?: ScriptedResponse): Promise<Receiver> {
+  const r = await startReceiver({ responses, ...(fallback ? { fallback } : {}) });
+  t.teardown(() => r.close());
+  return r;
+}
+
+/** A server with a claim key, the pull API on, a callback to `callbackUrl` with a secret, and pay-once as given. */
+async function server(t: { context: Context }, opts: { callbackUrl: string; payOnce: boolean }) {
+  const { stack } = t.context;
+  const { admin } = stack.clients;
+  const { server } = await admin.createServer({ name: "Rust x3" });
+  const serverId = server!.id;
+  const { claimKey } = await admin.rotateClaimKey({ serverId });
+  await admin.setPullEnabled({ serverId, enabled: true });
+  await setDefaultEndpoint(stack.prisma, serverId, { url: opts.callbackUrl, standardWebhooks: false });
+  await insertSecret(stack.prisma, stack.secretBox, serverId, "callback");
+  const set = await admin.setClaimSettings({ serverId, paysOnce: opts.payOnce });
+  return { serverId, claimKey, reported: set.server!.claims!.paysOnce };
+}
+
+/** Casts a counted heart with a SteamID (its ledger row comes with it), and stores its deliveries as the consumer does. */
+async function heart(t: { context: Context }, serverId: string, opts: { store?: boolean } = {}) {
+  const { stack } = t.context;
+  const steamId = nextSteam();
+  const cast = await stack.clients.hearts.castHeart({
+    serverId,
+    voterIdentity: `voter-${steamId}`,
+    username: "Steve",
+    ip: `203.0.113.${counter % 250}`,
+    userAgent: UA,
+    steamId,
+  });
+  if (!cast.counted) throw new Error("the heart did not count");
+  if (opts.store !== false) await storeDeliveries(t, serverId, cast.heartId, steamId);
+  return { heartId: cast.heartId, steamId, receiptToken: cast.receiptUrl.split("/").pop() ?? "" };
+}
+
+/** Stores the heart's deliveries (callback and pull) the way the consumer does. */
+async function storeDeliveries(t: { context: Context }, serverId: string, heartId: string, steamId: string) {
+  await insertDelivery(t.context.stack.prisma, {
+    heartId,
+    serverId,
+    eventType: "heart.counted",
+    username: "Steve",
+    voterIdentity: `voter-${steamId}`,
+    period: "2026-11",
+    streakDay: null,
+    countedAt: new Date(),
+    platformIds: { steamId, discordId: null, minecraftUuid: null, accountId: null },
+  });
+}
+
+const steam = (value: string) => ({ kind: PlayerIdKind.STEAM_ID, value });
+
+async function deliveryOf(t: { context: Context }, heartId: string, transport: "callback" | "pull" | "votifier") {
+  return t.context.stack.prisma.delivery.findFirstOrThrow({ where: { heartId, transport } });
+}
+
+async function payoutsOf(t: { context: Context }, heartId: string) {
+  return t.context.stack.prisma.heartPayout.findMany({ where: { heartId } });
+}
+
+test.serial("race: 10 concurrent ledger claims, a pull claim and the callback send of one heart: exactly one pays, every time", async (t) => {
+  const { stack, claims } = t.context;
+  // The receiver takes a moment, so the callback's reservation is held while the claims run.
+  const hook = await receiver(t, [], { status: 200, delayMs: 30 });
+  const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+  const winners: Record<string, number> = { claim: 0, pull: 0, callback: 0 };
+  for (let round = 0; round < 6; round++) {
+    const before = hook.requests.length;
+    const { heartId, steamId } = await heart(t, serverId);
+    // The dispatcher starts with the claims, before them, or after them (then the ledger and the pull claim race alone).
+    const d = dispatcher(t);
+    if (round % 3 === 1) d.start();
+    const [ledger, pull] = await Promise.all([
+      Promise.all(Array.from({ length: 10 }, () => claims.claimVote({ claimKey, player: steam(steamId) }))),
+      stack.clients.delivery.claimPullHearts({ serverId, heartIds: [heartId] }),
+      (async () => (round % 3 === 0 ? d.start() : undefined))(),
+    ]);
+    if (round % 3 === 2) d.start();
+    const callback = await eventually(
+      async () => {
+        const row = await deliveryOf(t, heartId, "callback");
+        return row.status === "pending" ? undefined : row;
+      },
+      { message: "the callback delivery settled" },
+    );
+    await d.stop();
+    const ledgerPaid = ledger.filter((a) => a.status === ClaimStatus.CLAIMED_NOW).length;
+    const pullPaid = pull.results.filter((r) => r.status === PullClaimStatus.CLAIMED).length;
+    const callbackPaid = callback.status === "delivered" ? 1 : 0;
+    t.is(ledgerPaid + pullPaid + callbackPaid, 1, `round ${round}: exactly one transport paid`);
+    t.is(ledger.filter((a) => a.status === ClaimStatus.ALREADY_CLAIMED).length, 10 - ledgerPaid, "every other claim answers 2, never 0");
+    t.is(hook.requests.length - before, callbackPaid, "the receiver saw the callback only when it paid");
+    if (callbackPaid === 0) t.is(callback.status, "withdrawn");
+    const payouts = await payoutsOf(t, heartId);
+    t.is(payouts.length, 1);
+    t.is(payouts[0]!.state, "paid");
+    const paidBy = ledgerPaid ? "claim" : pullPaid ? "pull" : "callback";
+    t.is(payouts[0]!.transport, paidBy);
+    winners[paidBy]!++;
+    const row = await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId } });
+    t.is(row.state, paidBy === "claim" ? "claimed" : "withdrawn", "the ledger row says another transport paid");
+    t.like(await claims.checkVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.ALREADY_CLAIMED, heartId });
+  }
+  t.log(`winners over 6 rounds: ${JSON.stringify(winners)}`);
+});
+
+test.serial("a callback whose receiver answers 500 gives the heart back: a claim then pays, and the callback is withdrawn, never sent again", async (t) => {
+  const { claims } = t.context;
+  const hook = await receiver(t, [{ status: 500 }], { status: 200 });
+  const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+  const { heartId, steamId } = await heart(t, serverId);
+  // A long first retry wait, so the claim comes while the callback waits for it.
+  const d = dispatcher(t, { schedule: "3s,3s,3s" });
+  d.start();
+  await hook.waitForRequests(1);
+  await eventually(async () => (await deliveryOf(t, heartId, "callback")).attempts === 1 || undefined, { message: "the failed attempt recorded" });
+  t.deepEqual(await payoutsOf(t, heartId), [], "the definite failure released the reservation");
+  t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.CLAIMED_NOW, heartId });
+  const callback = await eventually(
+    async () => {
+      const row = await deliveryOf(t, heartId, "callback");
+      return row.status === "withdrawn" ? row : undefined;
+    },
+    { message: "the callback withdrawn" },
+  );
+  t.is(callback.lastError, withdrawnText("claim"));
+  const attempts = await t.context.stack.prisma.deliveryAttempt.findMany({ where: { deliveryId: callback.id }, orderBy: { attempt: "asc" } });
+  t.deepEqual(
+    attempts.map((a) => [a.statusCode, a.error]),
+    [
+      [500, "receiver answered 500"],
+      [null, withdrawnText("claim")],
+    ],
+    "the attempt log shows the refusal, then the withdrawal",
+  );
+  t.is((await deliveryOf(t, heartId, "pull")).status, "withdrawn", "the pull delivery is withdrawn too");
+  t.is(hook.requests.length, 1, "never sent again");
+});
+
+test.serial(
+  "a claim first: the callback stored after it is withdrawn when it reserves, and the receiver sees nothing; the pull list leaves it out",
+  async (t) => {
+    const { stack, claims } = t.context;
+    const hook = await receiver(t);
+    const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+    // The consumer stores the heart's deliveries only after the player claimed in game.
+    const { heartId, steamId, receiptToken } = await heart(t, serverId, { store: false });
+    t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.CLAIMED_NOW, heartId });
+    await storeDeliveries(t, serverId, heartId, steamId);
+    const list = await stack.clients.delivery.listPullHearts({ serverId });
+    t.false(
+      list.hearts.some((h) => h.heartId === heartId),
+      "a heart another transport paid is not offered to the poller",
+    );
+    t.deepEqual(
+      (await stack.clients.delivery.claimPullHearts({ serverId, heartIds: [heartId] })).results.map((r) => r.status),
+      [PullClaimStatus.ALREADY_CLAIMED],
+    );
+    dispatcher(t).start();
+    const callback = await eventually(
+      async () => {
+        const row = await deliveryOf(t, heartId, "callback");
+        return row.status === "withdrawn" ? row : undefined;
+      },
+      { message: "the callback withdrawn when it reserved" },
+    );
+    t.is(callback.attempts, 1);
+    const [attempt] = await stack.prisma.deliveryAttempt.findMany({ where: { deliveryId: callback.id } });
+    t.like(attempt, { error: withdrawnText("claim"), succeeded: false, statusCode: null });
+    t.is(hook.requests.length, 0, "the receiver saw nothing");
+    const receipt = (await stack.clients.hearts.getReceipt({ token: receiptToken })).receipt!;
+    t.is(receipt.paidBy, "claim");
+    t.false(
+      receipt.deliveries.some((x) => x.transport === "callback"),
+      "a withdrawn delivery is not one the voter waits for",
+    );
+  },
+);
+
+test.serial("a callback in doubt (timed out after sending) keeps the heart: a claim answers 2, the check 2, and the callback is retried", async (t) => {
+  const { claims } = t.context;
+  const hook = await receiver(t, [{ hang: true }], { status: 200 });
+  const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+  const { heartId, steamId } = await heart(t, serverId);
+  dispatcher(t, { timeoutMs: 300, schedule: "5s" }).start();
+  await eventually(async () => (await deliveryOf(t, heartId, "callback")).attempts === 1 || undefined, { message: "the timed-out attempt recorded" });
+  t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "reserved" }], "kept reserved: the receiver may have paid");
+  t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.ALREADY_CLAIMED, heartId });
+  t.like(await claims.checkVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.ALREADY_CLAIMED, heartId });
+  t.is((await deliveryOf(t, heartId, "callback")).status, "pending", "the callback is retried with the same id");
+});
+
+test.serial("off (the default): every transport pays as before, nothing is reserved", async (t) => {
+  const { stack, claims } = t.context;
+  const hook = await receiver(t);
+  const { serverId, claimKey, reported } = await server(t, { callbackUrl: hook.url, payOnce: false });
+  t.false(reported);
+  const { heartId, steamId } = await heart(t, serverId);
+  t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.CLAIMED_NOW, heartId });
+  t.true((await stack.clients.delivery.listPullHearts({ serverId })).hearts.some((h) => h.heartId === heartId));
+  dispatcher(t).start();
+  await hook.waitForRequests(1);
+  await eventually(async () => (await deliveryOf(t, heartId, "callback")).status === "delivered" || undefined);
+  t.deepEqual(
+    (await stack.clients.delivery.claimPullHearts({ serverId, heartIds: [heartId] })).results.map((r) => r.status),
+    [PullClaimStatus.CLAIMED],
+  );
+  t.deepEqual(await payoutsOf(t, heartId), []);
+});
+
+test.serial("SetClaimSettings pays_once: set and reported; absent keeps it; admin or the server's owner only", async (t) => {
+  const { stack } = t.context;
+  const { admin, access } = stack.clients;
+  const { server: created } = await admin.createServer({ name: "Rust x4" });
+  const serverId = created!.id;
+  t.false((await admin.getServer({ serverId })).server!.claims!.paysOnce, "off by default");
+  t.true((await admin.setClaimSettings({ serverId, paysOnce: true })).server!.claims!.paysOnce);
+  t.true((await admin.setClaimSettings({ serverId, holdDays: 7 })).server!.claims!.paysOnce, "absent keeps it");
+  t.false((await admin.setClaimSettings({ serverId, paysOnce: false })).server!.claims!.paysOnce);
+
+  const { token } = await access.createServiceToken({ name: `pay-once-${counter++}`, scopes: [...DEFAULT_GATEWAY_SCOPES, "read"] });
+  const notAdmin = createServiceClients(stack.rpcUrl, token);
+  const refused = await t.throwsAsync(notAdmin.admin.setClaimSettings({ serverId, paysOnce: true }), { instanceOf: ConnectError });
+  t.is(refused?.code, Code.PermissionDenied);
+  t.false((await admin.getServer({ serverId })).server!.claims!.paysOnce, "the refused call changed nothing");
+});
+
+test.serial(
+  "a claim that waits for another transport's uncommitted payout answers 2 once it commits: the conditional insert decides, not the snapshot",
+  async (t) => {
+    const { stack, claims } = t.context;
+    const hook = await receiver(t);
+    const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+    const { heartId, steamId } = await heart(t, serverId);
+    const callback = await deliveryOf(t, heartId, "callback");
+    let commit!: () => void;
+    const committed = new Promise<void>((resolve) => (commit = resolve));
+    let inserted!: () => void;
+    const holding = new Promise<void>((resolve) => (inserted = resolve));
+    // Another transport (here: the callback's reservation, as reservePayout writes it) holds the payout row, not committed yet.
+    const other = stack.prisma.$transaction(
+      async (tx) => {
+        await tx.$executeRaw`
+        INSERT INTO heart_payouts (heart_id, server_id, transport, delivery_id, state, taken_at)
+        VALUES (${heartId}::uuid, ${serverId}::uuid, 'callback', ${callback.id}::uuid, 'reserved', now())`;
+        inserted();
+        await committed;
+      },
+      { timeout: 20_000 },
+    );
+    await holding;
+    const claim = claims.claimVote({ claimKey, player: steam(steamId) });
+    await eventually(
+      async () => {
+        const [row] = await stack.prisma.$queryRaw<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%heart_payouts%' AND datname = current_database()`;
+        return (row?.n ?? 0) > 0 || undefined;
+      },
+      { message: "the claim waits for the other transport's payout row" },
+    );
+    commit();
+    await other;
+    t.like(await claim, { status: ClaimStatus.ALREADY_CLAIMED, heartId });
+    t.is((await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId } })).state, "held", "not claimed by the ledger");
+    t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "reserved" }]);
+  },
+);
+
+test.serial(
+  "end to end through the gateway's GET /api/votes and a real receiver: a callback paid first -> the plugin's claim answers 2; a claim first -> 1, and the callback is never sent",
+  async (t) => {
+    const { stack } = t.context;
+    const hook = await receiver(t);
+    const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+    const plugin = async (action: "claim" | "status", steamId: string) => {
+      const res = await fetch(`${stack.gatewayUrl}/api/votes?action=${action}&key=${claimKey}&steamid=${steamId}`, { headers: { connection: "close" } });
+      t.is(res.status, 200);
+      return res.text();
+    };
+
+    const paidByCallback = await heart(t, serverId);
+    t.is(await plugin("status", paidByCallback.steamId), "1", "voted, not paid yet");
+    const d = dispatcher(t);
+    d.start();
+    await hook.waitForRequests(1);
+    await eventually(async () => (await deliveryOf(t, paidByCallback.heartId, "callback")).status === "delivered" || undefined);
+    await d.stop();
+    t.is(await plugin("status", paidByCallback.steamId), "2", "the webhook paid it: voted and claimed");
+    t.is(await plugin("claim", paidByCallback.steamId), "2", "already claimed: the plugin does not pay");
+    t.is((await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: paidByCallback.heartId } })).state, "withdrawn");
+
+    const paidByClaim = await heart(t, serverId);
+    t.is(await plugin("claim", paidByClaim.steamId), "1", "claimed now: the plugin pays");
+    t.is(await plugin("claim", paidByClaim.steamId), "2");
+    dispatcher(t).start();
+    await eventually(async () => (await deliveryOf(t, paidByClaim.heartId, "callback")).status === "withdrawn" || undefined);
+    t.is(hook.requests.length, 1, "the receiver got the first heart only");
+    t.is(JSON.parse(hook.requests[0]!.text).heart_id, paidByCallback.heartId);
+
+    const receipt = await fetch(`${stack.gatewayUrl}/receipts/${paidByCallback.receiptToken}.json`);
+    const receiptBody = await receipt.json();
+    t.like(receiptBody, { paid_by: "callback" });
+    t.deepEqual(
+      validateAgainstOpenApi("/receipts/{token}.json", "get", receipt.status, receiptBody).errors,
+      [],
+      "the receipt with paid_by is the document's shape",
+    );
+    const claimAnswer = await fetch(`${stack.gatewayUrl}/api/votes?action=claim&key=${claimKey}&steamid=${paidByCallback.steamId}`);
+    t.deepEqual(validateTextAgainstOpenApi("/api/votes", "get", claimAnswer.status, await claimAnswer.text()).errors, []);
+    const page = await (await fetch(`${stack.gatewayUrl}/receipts/${paidByCallback.receiptToken}`)).text();
+    t.regex(page, /<dt>Paid by<\/dt><dd>delivered to the server at <time/);
+    t.regex(page, /<span class="badge delivered">Paid<\/span> <span>The reward was paid to the server another way/);
+  },
+);
+
+test.serial(
+  "dashboard: PUT /claims {pays_once} turns the mode on for the server's owner; another owner's session is refused (404), a non-boolean is 400",
+  async (t) => {
+    const { stack } = t.context;
+    const { admin, access } = stack.clients;
+    const gateway = await stack.startGateway({ dashboard: { token: undefined } });
+    const { server: created } = await admin.createServer({ name: "Rust x5" });
+    const serverId = created!.id;
+    const owner = `pay-once-owner-${counter++}`;
+    const stranger = `pay-once-stranger-${counter++}`;
+    const ownerSession = await signInOwner(access, gateway.url, owner);
+    const strangerSession = await signInOwner(access, gateway.url, stranger);
+    await access.assignServer({ serverId, ownerId: owner });
+
+    const refused = await ownerApi(gateway.url, strangerSession, "PUT", `/servers/${serverId}/claims`, { pays_once: true });
+    t.is(refused.status, 404, "another owner's server is not found for them");
+    t.false((await admin.getServer({ serverId })).server!.claims!.paysOnce);
+
+    const bad = await ownerApi(gateway.url, ownerSession, "PUT", `/servers/${serverId}/claims`, { pays_once: "yes" });
+    t.is(bad.status, 400);
+    t.is(JSON.parse(bad.text).error, "pays_once must be true or false");
+
+    const saved = await ownerApi(gateway.url, ownerSession, "PUT", `/servers/${serverId}/claims`, { pays_once: true });
+    t.is(saved.status, 200);
+    t.like(JSON.parse(saved.text).server.claims, { pays_once: true, hold_days: 30 });
+    t.true((await admin.getServer({ serverId })).server!.claims!.paysOnce);
+  },
+);
+
+/** Points the server's Votifier settings at `listener` (as SetVotifierSettings stores them, token sealed). */
+async function withVotifier(t: { context: Context }, serverId: string, listener: VotifierReceiver, token = VOTIFIER_TOKEN) {
+  await t.context.stack.prisma.server.update({
+    where: { id: serverId },
+    data: { votifierHost: listener.host, votifierPort: listener.port, votifierServiceName: "HeartsList", votifierToken: t.context.stack.secretBox.seal(token) },
+  });
+}
+const VOTIFIER_TOKEN = "pay-once-votifier-token";
+
+test.serial("a webhook and Votifier both on: one of them pays each heart, the other is withdrawn and never sent", async (t) => {
+  const hook = await receiver(t, [], { status: 200, delayMs: 20 });
+  const listener = await startVotifierReceiver({ tokens: { default: VOTIFIER_TOKEN } });
+  t.teardown(() => listener.close());
+  const { serverId } = await server(t, { callbackUrl: hook.url, payOnce: true });
+  await withVotifier(t, serverId, listener);
+  const hearts: string[] = [];
+  for (let n = 0; n < 4; n++) hearts.push((await heart(t, serverId)).heartId);
+  dispatcher(t).start();
+  const settled = await eventually(
+    async () => {
+      const rows = await t.context.stack.prisma.delivery.findMany({ where: { heartId: { in: hearts }, transport: { in: ["callback", "votifier"] } } });
+      return rows.length === 8 && rows.every((r) => r.status !== "pending") ? rows : undefined;
+    },
+    { message: "every push settled" },
+  );
+  for (const heartId of hearts) {
+    const mine = settled.filter((r) => r.heartId === heartId);
+    t.deepEqual(mine.map((r) => r.status).sort(), ["delivered", "withdrawn"], "one pays, the other is withdrawn");
+    const payer = mine.find((r) => r.status === "delivered")!.transport;
+    t.like(await payoutsOf(t, heartId), [{ transport: payer, state: "paid" }]);
+  }
+  t.is(hook.requests.length + listener.votes.length, hearts.length, "each heart reached the server once, by one transport");
+});
+
+test.serial("Votifier refusing the vote (a wrong token) gives the heart back: the callback pays, the vote's retry is withdrawn", async (t) => {
+  const hook = await receiver(t);
+  const listener = await startVotifierReceiver({ tokens: { default: "another-token" } });
+  t.teardown(() => listener.close());
+  const { serverId } = await server(t, { callbackUrl: hook.url, payOnce: true });
+  // The callback is held (no URL) until the vote was refused once.
+  await setDefaultEndpoint(t.context.stack.prisma, serverId, { url: null, standardWebhooks: false });
+  await withVotifier(t, serverId, listener);
+  const { heartId } = await heart(t, serverId);
+  dispatcher(t, { schedule: "10s,10s" }).start();
+  await listener.waitForExchanges(1);
+  await eventually(async () => (await deliveryOf(t, heartId, "votifier")).attempts >= 1 || undefined);
+  t.deepEqual(await payoutsOf(t, heartId), [], "the refused vote gave the heart back");
+  // The callback gets its URL only now.
+  await setDefaultEndpoint(t.context.stack.prisma, serverId, { url: hook.url, standardWebhooks: false });
+  await eventually(async () => (await deliveryOf(t, heartId, "callback")).status === "delivered" || undefined, { message: "the callback paid" });
+  const vote = await eventually(async () => {
+    const row = await deliveryOf(t, heartId, "votifier");
+    return row.status === "withdrawn" ? row : undefined;
+  });
+  t.is(vote.lastError, withdrawnText("callback"));
+  t.is(listener.votes.length, 0, "no vote was ever accepted");
+  t.is(hook.requests.length, 1);
+});

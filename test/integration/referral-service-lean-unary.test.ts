@@ -10,6 +10,7 @@ import { create, fromBinary, fromJson, toBinary, toJson, type DescMessage, type 
 import { ApplyEventRequestSchema, ApplyEventResponseSchema, ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ResolveSigningKeysRequestSchema, ResolveSigningKeysResponseSchema, SigningKeyStatus } from "../../gen/proto/servers/v1/servers_pb.js";
 import { ERROR_TEXT } from "../../services/shared/contract.js";
+import { DASHBOARD_SESSION_HEADER, ERROR_KIND_HEADER, SESSION_EXPIRED_KIND } from "../../services/shared/wire.js";
 import { startStack, type TestStack } from "../helpers/stack.js";
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 
@@ -24,6 +25,8 @@ test.after.always(async () => {
 interface Answer {
   status: number;
   contentType: string | undefined;
+  /** The error metadata header the service sets (services/shared/wire.ts). */
+  errorKind: string | undefined;
   body: Buffer;
 }
 
@@ -32,7 +35,7 @@ async function call<I extends DescMessage>(
   path: string,
   schema: I,
   init: MessageInitShape<I>,
-  opts: { binary: boolean; token?: string | null },
+  opts: { binary: boolean; token?: string | null; headers?: Record<string, string> },
 ): Promise<Answer> {
   const message = create(schema, init);
   const body = opts.binary ? Buffer.from(toBinary(schema, message)) : Buffer.from(JSON.stringify(toJson(schema, message)));
@@ -45,19 +48,22 @@ async function call<I extends DescMessage>(
         "content-type": opts.binary ? "application/proto" : "application/json",
         "connect-protocol-version": "1",
         "content-length": body.byteLength,
+        ...opts.headers,
       };
       const token = opts.token === undefined ? TEST_SERVICE_TOKEN : opts.token;
       if (token !== null) headers.authorization = `Bearer ${token}`;
       const stream = session.request(headers);
       let status = 0;
       let contentType: string | undefined;
+      let errorKind: string | undefined;
       const chunks: Buffer[] = [];
       stream.on("response", (h) => {
         status = Number(h[":status"]);
         contentType = h["content-type"] as string | undefined;
+        errorKind = h[ERROR_KIND_HEADER] as string | undefined;
       });
       stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-      stream.on("end", () => resolve({ status, contentType, body: Buffer.concat(chunks) }));
+      stream.on("end", () => resolve({ status, contentType, errorKind, body: Buffer.concat(chunks) }));
       stream.on("error", reject);
       stream.end(body);
     });
@@ -73,13 +79,19 @@ function decoded<O extends DescMessage>(answer: Answer, schema: O): unknown {
   return toJson(schema, fromJson(schema, JSON.parse(answer.body.toString("utf8"))));
 }
 
-async function both<I extends DescMessage, O extends DescMessage>(path: string, input: I, output: O, init: MessageInitShape<I>, token?: string | null) {
-  const lean = await call(path, input, init, { binary: true, ...(token === undefined ? {} : { token }) });
-  const connect = await call(path, input, init, { binary: false, ...(token === undefined ? {} : { token }) });
-  return {
-    lean: { status: lean.status, errorType: lean.status === 200 ? undefined : lean.contentType, body: decoded(lean, output) },
-    connect: { status: connect.status, errorType: connect.status === 200 ? undefined : connect.contentType, body: decoded(connect, output) },
-  };
+async function both<I extends DescMessage, O extends DescMessage>(
+  path: string,
+  input: I,
+  output: O,
+  init: MessageInitShape<I>,
+  token?: string | null,
+  headers?: Record<string, string>,
+) {
+  const opts = { ...(token === undefined ? {} : { token }), ...(headers ? { headers } : {}) };
+  const lean = await call(path, input, init, { binary: true, ...opts });
+  const connect = await call(path, input, init, { binary: false, ...opts });
+  const view = (a: Answer) => ({ status: a.status, errorType: a.status === 200 ? undefined : a.contentType, errorKind: a.errorKind, body: decoded(a, output) });
+  return { lean: view(lean), connect: view(connect) };
 }
 
 const APPLY_EVENT = "/referral.v1.ReferralService/ApplyEvent";
@@ -102,6 +114,16 @@ test("ApplyEvent in binary refuses a caller without a service token exactly as C
   const wrong = await both(APPLY_EVENT, ApplyEventRequestSchema, ApplyEventResponseSchema, event, "not-a-token");
   t.is(wrong.lean.status, 401);
   t.deepEqual(wrong.lean, wrong.connect);
+});
+
+test("ApplyEvent in binary sends an error's metadata as headers exactly as Connect's handler (an expired dashboard session)", async (t) => {
+  const event = { serverId: NO_SERVER, event: ReferralEventType.REGISTERED, token: "t", refereeIdentity: "p", serverEventId: "lean-3" };
+  const { lean, connect } = await both(APPLY_EVENT, ApplyEventRequestSchema, ApplyEventResponseSchema, event, undefined, {
+    [DASHBOARD_SESSION_HEADER]: "no-such-session",
+  });
+  t.is(lean.status, 401);
+  t.is(lean.errorKind, SESSION_EXPIRED_KIND);
+  t.deepEqual(lean, connect);
 });
 
 test("ResolveSigningKeys in binary answers a message exactly as Connect's handler", async (t) => {

@@ -110,15 +110,17 @@ function serveLean(
 ): void {
   const chunks: Buffer[] = [];
   let received = 0;
+  const promised = Number(req.headers["content-length"]);
   req.on("data", (chunk: Buffer) => {
     received += chunk.byteLength;
-    chunks.push(chunk);
+    // More than promised is refused below (as Connect does); what is past the promise is not kept.
+    if (received <= promised) chunks.push(chunk);
   });
   // Failure policy: a request stream that fails before its end has no one left to answer; the stream is gone.
   req.on("error", () => {});
   req.on("end", () => {
-    const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, received);
-    void answer(req, res, method, impl, interceptors, body);
+    const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+    void answer(req, res, method, impl, interceptors, body, received);
   });
 }
 
@@ -129,6 +131,7 @@ async function answer(
   impl: UnaryImpl,
   interceptors: readonly Interceptor[],
   body: Buffer,
+  received: number,
 ): Promise<void> {
   const header = new Headers();
   for (const name in req.headers) {
@@ -154,7 +157,7 @@ async function answer(
   let payload: Uint8Array;
   try {
     const promised = Number(req.headers["content-length"]);
-    if (body.byteLength !== promised) throw new ConnectError(`protocol error: promised ${promised} bytes, received ${body.byteLength}`, Code.InvalidArgument);
+    if (received !== promised) throw new ConnectError(`protocol error: promised ${promised} bytes, received ${received}`, Code.InvalidArgument);
     let input: unknown;
     try {
       input = fromBinary(method.input, body);

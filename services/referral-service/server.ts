@@ -21,6 +21,9 @@ import type { CastHeartBatchOptions } from "../hearts/cast-heart-batch.js";
 import { accessRoutes, type AccessRouteDeps } from "../access/routes.js";
 import { createAuthInterceptor } from "../access/auth-interceptor.js";
 import { createTokenVerifier, type TokenVerifier } from "../access/service-tokens.js";
+import { ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
+import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
+import { createLeanUnary } from "./lean-unary.js";
 
 /** Everything the referral service's RPCs need. */
 export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<AccessRouteDeps, "loginLinkBaseUrl"> {
@@ -83,22 +86,32 @@ export function createReferralServiceServer(deps: ReferralServiceDeps): {
   /** Drains: GOAWAY, in-flight streams finish; sessions still open after `drainTimeoutMs` are destroyed. */
   close(drainTimeoutMs?: number): Promise<void>;
 } {
-  const handler = connectNodeAdapter({
-    routes: createRoutes(deps),
-    // Outermost first: logging/metrics/error mapping wraps the access check, which wraps every handler.
-    interceptors: [
-      createServerInterceptor(deps.log, deps.metrics),
-      createAuthInterceptor({
-        prisma: deps.prisma,
-        now: deps.now,
-        verifyToken: deps.auth?.verifyToken ?? createTokenVerifier(deps.prisma),
-        allowUnauthenticated: deps.auth?.allowUnauthenticated ?? false,
-      }),
-    ],
-    // Connect, gRPC and gRPC-Web are all enabled by default on the same port.
-    // Refuse an oversized request message at the edge (ResourceExhausted), before it is decoded.
+  // Outermost first: logging/metrics/error mapping wraps the access check, which wraps every handler.
+  const interceptors = [
+    createServerInterceptor(deps.log, deps.metrics),
+    createAuthInterceptor({
+      prisma: deps.prisma,
+      now: deps.now,
+      verifyToken: deps.auth?.verifyToken ?? createTokenVerifier(deps.prisma),
+      allowUnauthenticated: deps.auth?.allowUnauthenticated ?? false,
+    }),
+  ];
+  // The ingest path's calls (one ApplyEvent per event, ResolveSigningKeys on a key-cache miss) take the lean path:
+  // same interceptors, same implementations, same answers, without Connect's per-call machinery (lean-unary.ts).
+  const lean = createLeanUnary({
+    methods: [ReferralService.method.applyEvent, ServerAdminService.method.resolveSigningKeys],
+    interceptors,
     readMaxBytes: MAX_RPC_MESSAGE_BYTES,
   });
+  const handler = lean.handler(
+    connectNodeAdapter({
+      routes: lean.recordRoutes(createRoutes(deps)),
+      interceptors,
+      // Connect, gRPC and gRPC-Web are all enabled by default on the same port.
+      // Refuse an oversized request message at the edge (ResourceExhausted), before it is decoded.
+      readMaxBytes: MAX_RPC_MESSAGE_BYTES,
+    }),
+  );
   const server = http2.createServer(handler);
   const sessions = new Set<http2.ServerHttp2Session>();
   const idleSessionTimeoutMs = deps.idleSessionTimeoutMs ?? RPC_IDLE_SESSION_TIMEOUT_MS;

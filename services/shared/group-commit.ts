@@ -26,6 +26,12 @@
  *   this long since it was submitted - for capacity or behind earlier items of its
  *   own key - is refused with `overloaded`, checked by a timer too, so no caller
  *   waits longer whatever shares its keys.
+ * - Coalescing (opt-in, `coalesce`): the first batch still starts at once, but a
+ *   further one (up to `maxInFlight`) starts only once `minItems` wait or the
+ *   oldest waiting item has waited `maxWaitMs`; until then arrivals gather for the
+ *   next batch. At low concurrency the batches stay few and full instead of many
+ *   and small (each batch has a fixed cost: a transaction, its round trips); under
+ *   load the extra slots open at once.
  */
 
 /**
@@ -85,6 +91,11 @@ export interface GroupCommitOptions<I, O> {
   quotasOf?(item: I): readonly QueueQuota[];
   /** The error a refused item is rejected with (overload; retryable after the hint). */
   overloaded(retryAfterMs: number): Error;
+  /**
+   * When a batch beyond the first in flight may start (see the file comment): at once when `minItems` items
+   * wait, else once the oldest waiting item has waited `maxWaitMs`. Default: at once (every free slot is used).
+   */
+  coalesce?: { minItems: number; maxWaitMs: number };
   /** The clock (ms). Default Date.now. */
   now?: () => number;
 }
@@ -135,6 +146,7 @@ export function createGroupCommit<I, O>(opts: GroupCommitOptions<I, O>): GroupCo
   /** Items waiting per quota key. */
   const queuedByQuota = new Map<string, number>();
   let expiryTimer: NodeJS.Timeout | undefined;
+  let coalesceTimer: NodeJS.Timeout | undefined;
   let scheduled = false;
   let drainWaiters: (() => void)[] = [];
   /** Recent batch durations, for the retry hint. */
@@ -201,10 +213,26 @@ export function createGroupCommit<I, O>(opts: GroupCommitOptions<I, O>): GroupCo
     );
   }
 
+  /** True when a batch may start beside the ones in flight now (always for the first one; see `coalesce`). */
+  function mayStartBatch(): boolean {
+    const coalesce = opts.coalesce;
+    if (coalesce === undefined || stats.inFlight === 0 || queue.length >= coalesce.minItems) return true;
+    const waitedMs = now() - queue[0]!.submittedAt;
+    if (waitedMs >= coalesce.maxWaitMs) return true;
+    // The waiting items gather for the batch after the running one, but wait at most maxWaitMs for it.
+    if (coalesceTimer === undefined) {
+      coalesceTimer = setTimeout(() => {
+        coalesceTimer = undefined;
+        schedule();
+      }, coalesce.maxWaitMs - waitedMs);
+    }
+    return false;
+  }
+
   function pump(): void {
     scheduled = false;
     expireOverdue();
-    while (stats.inFlight < maxInFlight && queue.length > 0) {
+    while (stats.inFlight < maxInFlight && queue.length > 0 && mayStartBatch()) {
       const batch = takeBatch();
       if (batch.length === 0) break; // every queued item waits for a key held by a running batch
       void runOne(batch);

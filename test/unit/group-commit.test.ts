@@ -6,6 +6,7 @@
 import test from "ava";
 import { Busy, recorder } from "../helpers/group-commit-recorder.js";
 import { claimKeys, createGroupCommit } from "../../services/shared/group-commit.js";
+import { eventually } from "../helpers/eventually.js";
 
 test("items submitted together run as one batch, each caller gets its own outcome (one failure fails no neighbour)", async (t) => {
   const r = recorder<number>((n) => (n === 3 ? { ok: false, error: new Error(`bad ${n}`) } : { ok: true, value: `v${n}` }));
@@ -29,6 +30,48 @@ test("arrivals while a batch is in flight form the next batch, up to maxBatch", 
   await Promise.all([first, ...rest]);
   t.deepEqual(r.batches, [[0], [1, 2, 3], [4, 5, 6], [7]]);
   t.is(q.stats().largestBatch, 3);
+});
+
+test("coalesce: a batch beside a running one starts only once minItems wait, or the oldest has waited maxWaitMs", async (t) => {
+  const r = recorder<number>((n) => ({ ok: true, value: String(n) }));
+  const q = createGroupCommit<number, string>({
+    runBatch: r.runBatch,
+    maxBatch: 10,
+    maxQueue: 100,
+    maxInFlight: 2,
+    coalesce: { minItems: 3, maxWaitMs: 60_000 },
+    overloaded: (ms) => new Busy(ms),
+  });
+  r.hold();
+  const first = q.submit(0); // nothing in flight: starts at once
+  await new Promise((resolve) => setImmediate(resolve));
+  t.deepEqual(r.batches, [[0]]);
+  const gathered = [q.submit(1), q.submit(2)];
+  await new Promise((resolve) => setImmediate(resolve));
+  t.deepEqual(r.batches, [[0]], "two waiting items gather while the first batch runs");
+  const third = q.submit(3);
+  await new Promise((resolve) => setImmediate(resolve));
+  t.deepEqual(r.batches, [[0], [1, 2, 3]], "the third opens the second slot");
+  r.release();
+  t.deepEqual(await Promise.all([first, ...gathered, third]), ["0", "1", "2", "3"]);
+
+  const slow = recorder<number>((n) => ({ ok: true, value: String(n) }));
+  const timed = createGroupCommit<number, string>({
+    runBatch: slow.runBatch,
+    maxBatch: 10,
+    maxQueue: 100,
+    maxInFlight: 2,
+    coalesce: { minItems: 3, maxWaitMs: 30 },
+    overloaded: (ms) => new Busy(ms),
+  });
+  slow.hold();
+  const stuck = timed.submit(10);
+  await new Promise((resolve) => setImmediate(resolve));
+  const lone = timed.submit(11);
+  await eventually(() => slow.batches.length === 2, { timeoutMs: 2_000 });
+  t.deepEqual(slow.batches, [[10], [11]], "a lone item beside a slow batch starts after maxWaitMs");
+  slow.release();
+  t.deepEqual(await Promise.all([stuck, lone]), ["10", "11"]);
 });
 
 test("items sharing a key never share a batch and keep their submission order; other items overtake", async (t) => {

@@ -203,6 +203,11 @@ export function createRelay(opts: RelayOptions) {
       running = true;
       stopping = false;
       listener?.start();
+      // The first commit after a start is published without waiting for the producer's connection.
+      bus.connectPublisher?.().catch((error: unknown) => {
+        // Failure policy: the first publish connects again (and a pass that cannot publish is retried with backoff).
+        log.warn({ err: error }, "could not connect to the bus ahead of the first publish; the first publish connects");
+      });
       loop = run();
     },
     /** Nudges the loop to poll now (the embedded mode calls it after a write). */

@@ -120,6 +120,9 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
   };
 
   return {
+    async connectPublisher() {
+      await getProducer();
+    },
     async publish(topic: string, messages: BusMessage[]) {
       if (messages.length === 0) return;
       const p = await getProducer();

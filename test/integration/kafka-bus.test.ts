@@ -86,3 +86,12 @@ test("a batch consumer handles every partition of a fetch at once: a slow partit
   t.is(seen.size, TOPIC_PARTITIONS, "the keys reached every partition");
   t.is(mostAtOnce, TOPIC_PARTITIONS, "every partition's batch was in its handler at the same time");
 });
+
+test("connectPublisher connects the producer ahead of the first publish: it fails where no broker answers and succeeds where one does", async (t) => {
+  const nowhere = createKafkaBus({ brokers: ["127.0.0.1:1"], clientId: "bus-test", log, retries: 0 });
+  t.teardown(() => nowhere.close());
+  await t.throwsAsync(() => nowhere.connectPublisher!());
+  const bus = createKafkaBus({ brokers, clientId: "bus-test", log });
+  t.teardown(() => bus.close());
+  await t.notThrowsAsync(() => bus.connectPublisher!());
+});

@@ -71,6 +71,55 @@ export async function runSql<T>(prisma: PrismaClient, sql: PrismaNs.Sql): Promis
   return result.rows;
 }
 
+/** Runs statements inside a transaction of runSqlTransaction (each one a `Prisma.sql` template, as runSql takes). */
+export interface SqlTx {
+  query<T>(sql: PrismaNs.Sql): Promise<T[]>;
+}
+
+/**
+ * Runs `body` in ONE transaction on a connection of the client's node-postgres pool (as runSql, without
+ * Prisma's query engine and its interactive-transaction machinery): BEGIN, the body's statements, COMMIT when
+ * it resolves, ROLLBACK when it throws. A transaction still open after `timeoutMs` is ended by closing its
+ * connection (the database rolls it back), and the body's next statement fails. For the relay's passes: a
+ * pass at idle is what stands between a commit and its event in Kafka. Rows come as runSql says. A client made
+ * elsewhere falls back to Prisma's interactive transaction.
+ */
+export async function runSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlTx) => Promise<T>, opts: { timeoutMs: number }): Promise<T> {
+  const raw = rawPools.get(prisma);
+  if (raw === undefined) return prisma.$transaction((tx) => body({ query: <R>(sql: PrismaNs.Sql) => tx.$queryRaw<R[]>(sql) }), { timeout: opts.timeoutMs });
+  const client = await raw.pool.connect();
+  let broken: Error | undefined;
+  const timer = setTimeout(() => {
+    broken = new Error(`transaction still open after ${opts.timeoutMs} ms; its connection was closed`);
+    // Failure policy: closing the connection ends the transaction (rolled back by the database); the body's next statement fails.
+    void client.end().catch(() => undefined);
+  }, opts.timeoutMs);
+  const tx: SqlTx = {
+    query: async <R>(sql: PrismaNs.Sql) => {
+      if (broken) throw broken;
+      const result = await client.query<R & pg.QueryResultRow>({ name: raw.nameOf?.({ sql: sql.text }), text: sql.text, values: sql.values });
+      return result.rows;
+    },
+  };
+  try {
+    await client.query("BEGIN");
+    const value = await body(tx);
+    if (broken) throw broken;
+    await client.query("COMMIT");
+    return value;
+  } catch (error) {
+    // Failure policy: roll back and rethrow; a connection that cannot roll back (lost, closed) is destroyed, not reused.
+    broken ??= await client.query("ROLLBACK").then(
+      () => undefined,
+      (rollbackError: unknown) => (rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError))),
+    );
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    client.release(broken ?? false);
+  }
+}
+
 /** The transaction client handed to interactive-transaction callbacks. */
 export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
 

@@ -1,4 +1,4 @@
-import type { PrismaClient } from "../shared/db.js";
+import { runSql, type PrismaClient } from "../shared/db.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/outbox.js";
 import type { FraudCounts, FraudWindows } from "./domain/score-heart.js";
@@ -49,17 +49,19 @@ export interface HeartContext {
 export async function readHeartContexts(prisma: PrismaClient, queries: readonly HeartContextQuery[]): Promise<HeartContext[]> {
   if (queries.length === 0) return [];
   const iso = (pick: (w: FraudWindows) => Date) => queries.map((q) => pick(q.windows).toISOString());
-  const rows = await prisma.$queryRaw<
-    {
-      server_exists: boolean;
-      ip_identities: bigint;
-      subnet_identities: bigint;
-      ip_hearts: bigint;
-      last_counted_at: Date | null;
-      last_day: string | null;
-      streak_days: number | null;
-    }[]
-  >`
+  // Both statements run through runSql (node-postgres, without Prisma's query engine): the hot path (services/shared/db.ts).
+  const rows = await runSql<{
+    server_exists: boolean;
+    /** count(): a string from node-postgres (a bigint from Prisma). */
+    ip_identities: string | bigint;
+    subnet_identities: string | bigint;
+    ip_hearts: string | bigint;
+    last_counted_at: Date | null;
+    last_day: string | null;
+    streak_days: number | null;
+  }>(
+    prisma,
+    Prisma.sql`
     SELECT
       EXISTS (SELECT 1 FROM servers s WHERE s.id = q.server_id) AS server_exists,
       -- OFFSET 0 fences the server condition out of the scan: the (ip|subnet, created_at) index finds the few
@@ -80,7 +82,8 @@ export async function readHeartContexts(prisma: PrismaClient, queries: readonly 
       ${iso((w) => w.velocitySince)}::timestamptz[]
     ) WITH ORDINALITY AS q(server_id, voter, ip, subnet, ip_since, subnet_since, velocity_since, ord)
     LEFT JOIN voter_states v ON v.server_id = q.server_id AND v.voter_identity = q.voter
-    ORDER BY q.ord`;
+    ORDER BY q.ord`,
+  );
   return rows.map((row) => ({
     serverExists: row.server_exists,
     counts: {
@@ -122,7 +125,9 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
   const col = <T>(pick: (w: HeartWrite, i: number) => T) => writes.map((w, i) => pick(w, i));
   const count = (w: HeartWrite) => (w.kind === "count" ? w : null);
   const outbox = writes.flatMap((w, idx) => (w.kind === "count" ? [{ idx, row: w.outbox }] : []));
-  const rows = await prisma.$queryRaw<{ idx: number }[]>`
+  const rows = await runSql<{ idx: number }>(
+    prisma,
+    Prisma.sql`
     WITH w AS (
       SELECT * FROM unnest(
         ${col((_, i) => i)}::int[], ${col((w) => w.kind)}::text[], ${col((w) => w.heart.id)}::uuid[], ${col((w) => w.heart.serverId)}::uuid[],
@@ -197,7 +202,8 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
       RETURNING r.server_id
     ), queued AS (${insertOutboxRows(outbox, Prisma.sql`SELECT idx FROM done WHERE kind = 'count'`)})
     -- Every data-modifying CTE above runs to completion whether or not this SELECT reads it.
-    SELECT idx FROM done WHERE kind = 'count'`;
+    SELECT idx FROM done WHERE kind = 'count'`,
+  );
   return new Set(rows.map((r) => r.idx));
 }
 

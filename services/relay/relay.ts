@@ -1,6 +1,6 @@
 import { Gauge, Counter, type Registry } from "prom-client";
 import { RejectedMessagesError, type EventBus } from "../shared/bus.js";
-import type { PrismaClient, Tx } from "../shared/db.js";
+import { runSqlTransaction, type PrismaClient, type SqlTx } from "../shared/db.js";
 import { createDeadLetterCounter, moveOutboxRowsToDeadLetters, type PoisonRow } from "../shared/dead-letters.js";
 import type { Logger } from "../shared/log.js";
 import { createCommitListener } from "./commit-listener.js";
@@ -33,6 +33,8 @@ export const DEFAULT_RELAY_SAFETY_POLL_INTERVAL_MS = 1_000;
 export const RELAY_MIN_PASS_GAP_MS = 20;
 /** A pass stops claiming more batches after this long, then commits (progress is durable, shards change hands). */
 const PASS_BUDGET_MS = 1_000;
+/** A pass whose transaction is still open after this long (a hung send) is ended and rolled back, then retried. */
+const PASS_TIMEOUT_MS = 60_000;
 
 /** Settings of one relay instance. */
 export interface RelayOptions {
@@ -128,7 +130,8 @@ export function createRelay(opts: RelayOptions) {
 
   /** Runs one pass (one transaction, one or more batches); returns what it did. */
   async function runOnce(): Promise<RelayPass> {
-    const done = await prisma.$transaction((tx) => runPass(tx, pass), { timeout: 60_000, maxWait: 10_000 });
+    // On node-postgres without Prisma's interactive-transaction machinery (runSqlTransaction): at idle, the pass stands between a commit and its event.
+    const done = await runSqlTransaction(prisma, (tx) => runPass(tx, pass), { timeoutMs: PASS_TIMEOUT_MS });
     lastProgressAt = nowMs();
     lastError = undefined;
     if (done.count === 0) return { kind: "idle" };
@@ -203,6 +206,11 @@ export function createRelay(opts: RelayOptions) {
       running = true;
       stopping = false;
       listener?.start();
+      // The first commit after a start is published without waiting for the producer's connection.
+      bus.connectPublisher?.().catch((error: unknown) => {
+        // Failure policy: the first publish connects again (and a pass that cannot publish is retried with backoff).
+        log.warn({ err: error }, "could not connect to the bus ahead of the first publish; the first publish connects");
+      });
       loop = run();
     },
     /** Nudges the loop to poll now (the embedded mode calls it after a write). */
@@ -243,7 +251,7 @@ interface PassResult {
  * not spent, sends batch N while the next statement marks batch N-1 published and claims batch N+1;
  * sets refused rows aside; marks the last batch published.
  */
-async function runPass(tx: Tx, deps: PassDeps): Promise<PassResult> {
+async function runPass(tx: SqlTx, deps: PassDeps): Promise<PassResult> {
   const startedAt = performance.now();
   let count = 0;
   const moved: PassResult["moved"] = [];
@@ -283,7 +291,7 @@ async function runPass(tx: Tx, deps: PassDeps): Promise<PassResult> {
  * order: of the shards this pass held before, the rows above `afterId`; of the shards it has just
  * taken, every row from the lowest. `limit` 0 only marks; so does a pass that holds no shard.
  */
-async function claimBatch(tx: Tx, markIds: bigint[], afterId: bigint, limit: number, held: Set<number>): Promise<OutboxRow[]> {
+async function claimBatch(tx: SqlTx, markIds: bigint[], afterId: bigint, limit: number, held: Set<number>): Promise<OutboxRow[]> {
   const heldBefore = [...held];
   const taken = limit > 0 ? await lockNewShards(tx, afterId, limit, held) : [];
   if (limit === 0 || held.size === 0) {
@@ -298,14 +306,14 @@ async function claimBatch(tx: Tx, markIds: bigint[], afterId: bigint, limit: num
  * no other instance holds (lockShardsOfNextRows), adds them to `held` and returns the ones this
  * transaction did not hold before.
  */
-async function lockNewShards(tx: Tx, afterId: bigint, window: number, held: Set<number>): Promise<number[]> {
+async function lockNewShards(tx: SqlTx, afterId: bigint, window: number, held: Set<number>): Promise<number[]> {
   const taken = (await lockShardsOfNextRows(tx, afterId, window)).filter((shard) => !held.has(shard));
   for (const shard of taken) held.add(shard);
   return taken;
 }
 
 /** Moves the rows the bus refused (of the batch `sent`) to `dead_letters` in the pass's transaction, logging each. */
-async function setAsidePoison(tx: Tx, poison: PoisonRow[], sent: OutboxRow[], log: Logger): Promise<PassResult["moved"]> {
+async function setAsidePoison(tx: SqlTx, poison: PoisonRow[], sent: OutboxRow[], log: Logger): Promise<PassResult["moved"]> {
   const moved = await moveOutboxRowsToDeadLetters(tx, poison);
   for (const p of poison) {
     const row = sent.find((r) => r.id === p.id)!;

@@ -1,4 +1,5 @@
-import type { PrismaClient, Tx } from "../shared/db.js";
+import { Prisma } from "../../gen/prisma/client.js";
+import type { PrismaClient, SqlTx } from "../shared/db.js";
 
 /**
  * Every SQL statement of the relay, one named function each, so relay.ts reads as steps. Within a
@@ -35,8 +36,8 @@ export interface OutboxRow {
  * out of code comments"). The settings ride on this statement rather than one of their own: one
  * round trip less per pass.
  */
-export async function lockShardsOfNextRows(tx: Tx, afterId: bigint, window: number): Promise<number[]> {
-  const locked = await tx.$queryRaw<{ shard: number }[]>`
+export async function lockShardsOfNextRows(tx: SqlTx, afterId: bigint, window: number): Promise<number[]> {
+  const locked = await tx.query<{ shard: number }>(Prisma.sql`
       WITH planner AS MATERIALIZED (
         SELECT set_config('enable_seqscan', 'off', true) AS seqscan, set_config('enable_bitmapscan', 'off', true) AS bitmapscan
       )
@@ -45,7 +46,7 @@ export async function lockShardsOfNextRows(tx: Tx, afterId: bigint, window: numb
           SELECT shard FROM outbox WHERE published_at IS NULL AND id > ${afterId}::bigint ORDER BY id LIMIT ${window}::int
         ) AS next_rows
       ) AS shards
-      WHERE pg_try_advisory_xact_lock(${RELAY_LOCK_NAMESPACE}::int, shard)`;
+      WHERE pg_try_advisory_xact_lock(${RELAY_LOCK_NAMESPACE}::int, shard)`);
   return locked.map((r) => r.shard);
 }
 
@@ -75,19 +76,21 @@ export interface ClaimAfterLocks {
  * from their lowest row: a shard skipped earlier in the pass because another instance held it must
  * never start above the rows that instance left.
  */
-export async function markPublishedAndClaim(tx: Tx, c: ClaimAfterLocks): Promise<OutboxRow[]> {
-  return tx.$queryRaw<OutboxRow[]>`
+export async function markPublishedAndClaim(tx: SqlTx, c: ClaimAfterLocks): Promise<OutboxRow[]> {
+  // A bigint column comes as a string from node-postgres (as a bigint from Prisma): BigInt() takes either.
+  const rows = await tx.query<Omit<OutboxRow, "id"> & { id: bigint | string }>(Prisma.sql`
       WITH marked AS (UPDATE outbox SET published_at = now() WHERE id = ANY(${c.markIds}::bigint[]))
       SELECT id, topic, key, payload FROM outbox
       WHERE published_at IS NULL
         AND ((shard = ANY(${c.heldBefore}::int[]) AND id > ${c.afterId}::bigint) OR shard = ANY(${c.taken}::int[]))
       ORDER BY id
-      LIMIT ${c.limit}::int`;
+      LIMIT ${c.limit}::int`);
+  return rows.map((r) => ({ ...r, id: BigInt(r.id) }));
 }
 
 /** Marks sent rows published (in the pass's transaction: a rolled-back pass leaves them unpublished). */
-export async function markPublished(tx: Tx, ids: bigint[]): Promise<void> {
-  await tx.$executeRaw`UPDATE outbox SET published_at = now() WHERE id = ANY(${ids}::bigint[])`;
+export async function markPublished(tx: SqlTx, ids: bigint[]): Promise<void> {
+  await tx.query(Prisma.sql`UPDATE outbox SET published_at = now() WHERE id = ANY(${ids}::bigint[])`);
 }
 
 /** Lag: how many outbox rows wait to be published (the `relay_lag_rows` gauge). */

@@ -90,6 +90,12 @@ export interface EventBus {
    * undefined when the bus cannot tell.
    */
   lag?(groupId: string, topics: string[]): Promise<number | undefined>;
+  /**
+   * Connects the publishing side ahead of the first publish (a process that publishes calls it at start), so the
+   * first event after a start does not wait for the connection (Kafka: some hundreds of ms). Throws when the bus is
+   * unreachable; a later publish connects again. A bus without connections has none.
+   */
+  connectPublisher?(): Promise<void>;
   /** Throws when the bus is unreachable; used by /readyz. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -1,5 +1,6 @@
 import { PrismaPg } from "@prisma/adapter-pg";
-import { PrismaClient } from "../../gen/prisma/client.js";
+import pg from "pg";
+import { PrismaClient, type Prisma as PrismaNs } from "../../gen/prisma/client.js";
 
 export { PrismaClient };
 export type { Prisma } from "../../gen/prisma/client.js";
@@ -33,16 +34,90 @@ export function createStatementNamer(limit = MAX_NAMED_STATEMENTS): (query: { sq
  * (42P05 "prepared statement already exists").
  */
 export function createPrisma(databaseUrl: string, opts: { maxConnections?: number; namedStatements?: boolean } = {}): PrismaClient {
-  const adapter = new PrismaPg(
-    {
-      connectionString: databaseUrl,
-      max: opts.maxConnections ?? 10,
-      // Failure policy: fail fast rather than queue forever when the database is gone.
-      connectionTimeoutMillis: 10_000,
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: opts.maxConnections ?? 10,
+    // Failure policy: fail fast rather than queue forever when the database is gone.
+    connectionTimeoutMillis: 10_000,
+  });
+  // Failure policy: node-postgres drops an idle connection that fails (the database restarted) and opens a new one for the
+  // next query; the error needs a listener so it is not thrown as an unhandled 'error' event before Prisma adds its own.
+  pool.on("error", () => undefined);
+  const nameOf = opts.namedStatements === false ? undefined : createStatementNamer();
+  const adapter = new PrismaPg(pool, {
+    disposeExternalPool: true,
+    ...(nameOf ? { statementNameGenerator: nameOf as (query: { sql: string }) => string } : {}),
+  });
+  const client = new PrismaClient({ adapter });
+  rawPools.set(client, { pool, nameOf });
+  return client;
+}
+
+/** The node-postgres pool (and statement namer) under each client createPrisma made: what runSql runs on. */
+const rawPools = new WeakMap<PrismaClient, { pool: pg.Pool; nameOf: ((query: { sql: string }) => string | undefined) | undefined }>();
+
+/**
+ * Runs ONE statement, written as a `Prisma.sql` template, straight on the client's node-postgres pool (the
+ * pool Prisma itself uses: same connections, same limit, same named statements), without Prisma's query
+ * engine. For the hot write paths only (CastHeart's read and write): there Prisma's per-call work (the
+ * query compiler, serialising every array parameter) cost more CPU than the driver's own work (figures:
+ * ARCHITECTURE.md, CastHeart's group commit). Rows come as node-postgres parses them: bigint and numeric as strings,
+ * timestamptz as Date. A client made elsewhere (none in this code) falls back to `$queryRaw`.
+ */
+export async function runSql<T>(prisma: PrismaClient, sql: PrismaNs.Sql): Promise<T[]> {
+  const raw = rawPools.get(prisma);
+  if (raw === undefined) return prisma.$queryRaw<T[]>(sql);
+  const result = await raw.pool.query<T & pg.QueryResultRow>({ name: raw.nameOf?.({ sql: sql.text }), text: sql.text, values: sql.values });
+  return result.rows;
+}
+
+/** Runs statements inside a transaction of runSqlTransaction (each one a `Prisma.sql` template, as runSql takes). */
+export interface SqlTx {
+  query<T>(sql: PrismaNs.Sql): Promise<T[]>;
+}
+
+/**
+ * Runs `body` in ONE transaction on a connection of the client's node-postgres pool (as runSql, without
+ * Prisma's query engine and its interactive-transaction machinery): BEGIN, the body's statements, COMMIT when
+ * it resolves, ROLLBACK when it throws. A transaction still open after `timeoutMs` is ended by closing its
+ * connection (the database rolls it back), and the body's next statement fails. For the relay's passes: a
+ * pass at idle is what stands between a commit and its event in Kafka. Rows come as runSql says. A client made
+ * elsewhere falls back to Prisma's interactive transaction.
+ */
+export async function runSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlTx) => Promise<T>, opts: { timeoutMs: number }): Promise<T> {
+  const raw = rawPools.get(prisma);
+  if (raw === undefined) return prisma.$transaction((tx) => body({ query: <R>(sql: PrismaNs.Sql) => tx.$queryRaw<R[]>(sql) }), { timeout: opts.timeoutMs });
+  const client = await raw.pool.connect();
+  let broken: Error | undefined;
+  const timer = setTimeout(() => {
+    broken = new Error(`transaction still open after ${opts.timeoutMs} ms; its connection was closed`);
+    // Failure policy: closing the connection ends the transaction (rolled back by the database); the body's next statement fails.
+    void client.end().catch(() => undefined);
+  }, opts.timeoutMs);
+  const tx: SqlTx = {
+    query: async <R>(sql: PrismaNs.Sql) => {
+      if (broken) throw broken;
+      const result = await client.query<R & pg.QueryResultRow>({ name: raw.nameOf?.({ sql: sql.text }), text: sql.text, values: sql.values });
+      return result.rows;
     },
-    opts.namedStatements === false ? {} : { statementNameGenerator: createStatementNamer() as (query: { sql: string }) => string },
-  );
-  return new PrismaClient({ adapter });
+  };
+  try {
+    await client.query("BEGIN");
+    const value = await body(tx);
+    if (broken) throw broken;
+    await client.query("COMMIT");
+    return value;
+  } catch (error) {
+    // Failure policy: roll back and rethrow; a connection that cannot roll back (lost, closed) is destroyed, not reused.
+    broken ??= await client.query("ROLLBACK").then(
+      () => undefined,
+      (rollbackError: unknown) => (rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError))),
+    );
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    client.release(broken ?? false);
+  }
 }
 
 /** The transaction client handed to interactive-transaction callbacks. */

@@ -1,5 +1,6 @@
 import { Counter, type Registry } from "prom-client";
-import type { PrismaClient, Tx } from "./db.js";
+import { Prisma } from "../../gen/prisma/client.js";
+import type { PrismaClient, SqlTx } from "./db.js";
 
 /**
  * Dead letters: outbox rows and bus messages that can never be published or decoded
@@ -51,18 +52,18 @@ export function createDeadLetterCounter(registry: Registry): Counter<"source" | 
  * transaction: the copy keeps the row's topic, key, type, payload, id and creation
  * time; the outbox row is deleted. Returns the rows moved (for the metric).
  */
-export async function moveOutboxRowsToDeadLetters(tx: Tx, rows: PoisonRow[]): Promise<{ topic: string; code: string }[]> {
+export async function moveOutboxRowsToDeadLetters(tx: SqlTx, rows: PoisonRow[]): Promise<{ topic: string; code: string }[]> {
   if (rows.length === 0) return [];
   const ids = rows.map((r) => r.id);
   const codes = rows.map((r) => r.code);
   const reasons = rows.map((r) => r.reason.slice(0, MAX_REASON_CHARS));
-  const moved = await tx.$queryRaw<{ topic: string; code: string }[]>`
+  const moved = await tx.query<{ topic: string; code: string }>(Prisma.sql`
     INSERT INTO dead_letters (source, code, reason, topic, key, type, payload, outbox_id, outbox_created_at)
     SELECT 'relay', v.code, v.reason, o.topic, o.key, o.type, o.payload, o.id, o.created_at
     FROM outbox o JOIN unnest(${ids}::bigint[], ${codes}::text[], ${reasons}::text[]) AS v(id, code, reason) ON v.id = o.id
     ON CONFLICT (outbox_id) DO NOTHING
-    RETURNING topic, code`;
-  await tx.$executeRaw`DELETE FROM outbox WHERE id = ANY(${ids}::bigint[])`;
+    RETURNING topic, code`);
+  await tx.query(Prisma.sql`DELETE FROM outbox WHERE id = ANY(${ids}::bigint[])`);
   return moved;
 }
 

@@ -6,6 +6,8 @@ import type { Logger } from "./log.js";
 const CONSUMER_RESTART_DELAY_MS = 2_000;
 /** Messages handed to a batch handler at most at once (a fetch may bring thousands). */
 const MAX_HANDLER_BATCH = 500;
+/** Partitions of every topic this bus creates (prepareKafka, ensureTopics): a topic's keys spread over them. */
+export const TOPIC_PARTITIONS = 6;
 /** Attempts of topic creation at start (a fresh broker may not host a new partition yet). */
 const ENSURE_TOPICS_ATTEMPTS = 8;
 
@@ -118,6 +120,9 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
   };
 
   return {
+    async connectPublisher() {
+      await getProducer();
+    },
     async publish(topic: string, messages: BusMessage[]) {
       if (messages.length === 0) return;
       const p = await getProducer();
@@ -193,9 +198,12 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
           key: message.key?.toString("utf8") ?? "",
           value: message.value ?? new Uint8Array(),
         });
+        // Every partition of a fetch is handled at once: kafkajs fetches again only when the whole fetch is handled, so with
+        // fewer workers than partitions a message waited behind other partitions' handlers (rounds of them) before its own.
+        const partitionsConsumedConcurrently = TOPIC_PARTITIONS * topics.length;
         if (batchHandler) {
           await consumer.run({
-            partitionsConsumedConcurrently: 3,
+            partitionsConsumedConcurrently,
             eachBatchAutoResolve: false,
             eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
               const messages = batch.messages.map((m) => toReceived(batch.topic, batch.partition, m));
@@ -221,7 +229,7 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
           });
         } else if (handler) {
           await consumer.run({
-            partitionsConsumedConcurrently: 3,
+            partitionsConsumedConcurrently,
             eachMessage: async ({ topic, partition, message }) => {
               await handler(toReceived(topic, partition, message));
             },
@@ -279,7 +287,7 @@ export async function prepareKafka(brokers: string[], topics: string[], opts: { 
     const existing = new Set(await quick.listTopics());
     const missing = topics.filter((t) => !existing.has(t));
     if (missing.length > 0)
-      await quick.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions: opts.numPartitions ?? 6 })) });
+      await quick.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions: opts.numPartitions ?? TOPIC_PARTITIONS })) });
   } finally {
     await quick.disconnect().catch(() => undefined);
   }
@@ -295,7 +303,7 @@ export async function prepareKafka(brokers: string[], topics: string[], opts: { 
 }
 
 /** Creates topics with several partitions (idempotent), retrying while a fresh broker settles; for tests and tools. */
-export async function ensureTopics(brokers: string[], topics: string[], numPartitions = 6): Promise<void> {
+export async function ensureTopics(brokers: string[], topics: string[], numPartitions = TOPIC_PARTITIONS): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
       await prepareKafka(brokers, topics, { numPartitions });

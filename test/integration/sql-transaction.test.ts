@@ -1,0 +1,73 @@
+/**
+ * runSqlTransaction (services/shared/db.ts), the relay's pass transaction on node-postgres: it commits
+ * when the body resolves, rolls back when it throws, and a transaction left open past its timeout is
+ * ended (rolled back) with its connection, never committed; the pool stays usable after each.
+ */
+import anyTest, { type TestFn } from "ava";
+import { Prisma } from "../../gen/prisma/client.js";
+import { runSqlTransaction } from "../../services/shared/db.js";
+import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+
+const test = anyTest as TestFn<{ db: TestDatabase }>;
+
+test.before(async (t) => {
+  t.context = { db: await createTestDatabase({ maxConnections: 2 }) };
+  await t.context.db.prisma.$executeRawUnsafe("CREATE TABLE tx_probe (label text PRIMARY KEY)");
+});
+test.after.always(async (t) => {
+  await t.context.db?.drop();
+});
+
+async function labels(db: TestDatabase): Promise<string[]> {
+  const rows = await db.prisma.$queryRaw<{ label: string }[]>`SELECT label FROM tx_probe ORDER BY label`;
+  return rows.map((r) => r.label);
+}
+
+test.serial("commits what the body wrote when it resolves, and rolls all of it back when it throws", async (t) => {
+  const { db } = t.context;
+  const value = await runSqlTransaction(
+    db.prisma,
+    async (tx) => {
+      await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"kept-1"}), (${"kept-2"})`);
+      const [row] = await tx.query<{ n: string }>(Prisma.sql`SELECT count(*) AS n FROM tx_probe`);
+      return row?.n;
+    },
+    { timeoutMs: 10_000 },
+  );
+  t.is(value, "2", "the body reads its own writes");
+  await t.throwsAsync(
+    runSqlTransaction(
+      db.prisma,
+      async (tx) => {
+        await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"gone"})`);
+        throw new Error("the body failed");
+      },
+      { timeoutMs: 10_000 },
+    ),
+    { message: "the body failed" },
+  );
+  t.deepEqual(await labels(db), ["kept-1", "kept-2"]);
+});
+
+test.serial("a transaction still open after its timeout is ended and rolled back: the body's next statement fails, nothing commits", async (t) => {
+  const { db } = t.context;
+  let release: () => void = () => {};
+  const stalled = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const pass = runSqlTransaction(
+    db.prisma,
+    async (tx) => {
+      await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"timed-out"})`);
+      await stalled; // a send that hangs
+      await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"after-timeout"})`);
+    },
+    { timeoutMs: 300 },
+  );
+  setTimeout(release, 1_000);
+  await t.throwsAsync(pass, { message: /still open after 300 ms/ });
+  t.deepEqual(await labels(db), ["kept-1", "kept-2"], "neither row of the timed-out transaction committed");
+  // The pool hands out working connections afterwards (the closed one is not reused).
+  for (let i = 0; i < 3; i++) await runSqlTransaction(db.prisma, (tx) => tx.query(Prisma.sql`SELECT 1`), { timeoutMs: 10_000 });
+  t.pass();
+});

@@ -175,23 +175,27 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
       SELECT heart_id, server_id, player_key, username_lower, steam_id, discord_id, minecraft_uuid, account_id, counted_at, expires_at
       FROM claim_rows
       RETURNING heart_id
-    ), claims_ended AS (
+    ), claims_due AS MATERIALIZED (
       -- The same player's older held hearts: past their window -> expired ("window"); beyond the cap counting the
-      -- new ones -> the oldest expired ("cap"). Kept, never deleted. The new rows are not visible here (one snapshot).
-      UPDATE vote_claims v SET state = 'expired', expired_reason = o.reason, expired_at = o.at
+      -- new ones -> the oldest expired ("cap"). The new rows are not visible here (one snapshot). Computed once
+      -- (MATERIALIZED), one lookup per player (LATERAL): written as one join under the UPDATE, a generic plan built
+      -- while vote_claims had no statistics (every estimate 1 row) re-ran it for each held row of the whole table.
+      SELECT c.heart_id, n.at, CASE WHEN c.expires_at <= n.at THEN 'window' ELSE 'cap' END AS reason
       FROM (
-        SELECT x.heart_id, x.at, CASE WHEN x.expires_at <= x.at THEN 'window' ELSE 'cap' END AS reason
-        FROM (
-          SELECT c.heart_id, c.expires_at, n.at, n.fresh, n.max_held,
-                 row_number() OVER (PARTITION BY c.server_id, c.player_key, c.expires_at > n.at ORDER BY c.counted_at DESC, c.heart_id DESC) AS newer
-          FROM (
-            SELECT server_id, player_key, count(*)::int AS fresh, max(counted_at) AS at, min(claim_max_held) AS max_held
-            FROM claim_rows GROUP BY server_id, player_key
-          ) n
-          JOIN vote_claims c ON c.server_id = n.server_id AND c.player_key = n.player_key AND c.state = 'held'
-        ) x
-        WHERE x.expires_at <= x.at OR x.newer > x.max_held - x.fresh
-      ) o
+        SELECT server_id, player_key, count(*)::int AS fresh, max(counted_at) AS at, min(claim_max_held) AS max_held
+        FROM claim_rows GROUP BY server_id, player_key
+      ) n
+      CROSS JOIN LATERAL (
+        -- newer: the held hearts still in their window, counted from the newest down to this one
+        SELECT h.heart_id, h.expires_at,
+               count(*) FILTER (WHERE h.expires_at > n.at) OVER (ORDER BY h.counted_at DESC, h.heart_id DESC ROWS UNBOUNDED PRECEDING) AS newer
+        FROM vote_claims h WHERE h.server_id = n.server_id AND h.player_key = n.player_key AND h.state = 'held'
+      ) c
+      WHERE c.expires_at <= n.at OR c.newer > n.max_held - n.fresh
+    ), claims_ended AS (
+      -- Kept, never deleted.
+      UPDATE vote_claims v SET state = 'expired', expired_reason = o.reason, expired_at = o.at
+      FROM claims_due o
       WHERE v.heart_id = o.heart_id AND v.state = 'held'
       RETURNING v.heart_id
     ), ranked AS (

@@ -196,6 +196,25 @@ test.serial("the per-player cap: a vote beyond it expires the player's OLDEST he
   t.like(await claims.claimVote({ claimKey, player: steam(STEAM) }), { status: ClaimStatus.ALREADY_CLAIMED, heartId: hearts[3] });
 });
 
+test.serial("the cap counts only hearts still in their window: a newer heart past a shorter window does not push out an older one", async (t) => {
+  const { stack, clock } = t.context;
+  clock.set("2026-07-01T00:00:00.000Z");
+  const { serverId } = await claimServer(t, { holdDays: 10, maxHeldPerPlayer: 2 });
+  const older = await vote(t, serverId, { steamId: STEAM }); // held until 07-11
+  await stack.clients.admin.setClaimSettings({ serverId, holdDays: 1, maxHeldPerPlayer: 0 });
+  clock.advanceMs(DAY_MS);
+  const newer = await vote(t, serverId, { steamId: STEAM }); // held until 07-03
+  clock.advanceMs(2 * DAY_MS);
+  const latest = await vote(t, serverId, { steamId: STEAM });
+  const state = async (heartId: string) => {
+    const row = await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId } });
+    return [row.state, row.expiredReason];
+  };
+  t.deepEqual(await state(newer.heartId), ["expired", "window"]);
+  t.deepEqual(await state(older.heartId), ["held", null], "the cap of 2 holds the older heart and the latest one");
+  t.deepEqual(await state(latest.heartId), ["held", null]);
+});
+
 test.serial("10 concurrent ClaimVote calls for one held heart: exactly one answers 1 (CLAIMED_NOW), the other nine 2", async (t) => {
   const { claims, stack } = t.context;
   const { claimKey, serverId } = await claimServer(t);

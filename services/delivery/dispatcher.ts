@@ -7,12 +7,16 @@ import { createCallbackAgents } from "./send-callback.js";
 import type { AttemptResult } from "./attempt-log.js";
 import { claimDueDeliveries, type ClaimedDelivery } from "./claim-deliveries.js";
 import type { InsertedDeliveries, InsertLease } from "./insert-deliveries.js";
-import type { SentTransport, Transport } from "./transport.js";
+import { createServerCaps, maxServerCap, toCapAnswer } from "./server-caps.js";
+import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
 import { createVotifierTransport } from "./votifier-transport.js";
 
 /** Default number of attempts one dispatcher runs at once, over all servers. */
-export const DEFAULT_DISPATCH_CONCURRENCY = 32;
-/** Default attempts in flight per server, so one slow receiver uses few slots. */
+export const DEFAULT_DISPATCH_CONCURRENCY = 128;
+/**
+ * Default attempts in flight per server to start with, and what a slow or failing server falls back
+ * to, so one slow receiver uses few slots; a server answering fast gets more (server-caps.ts).
+ */
 export const DEFAULT_PER_SERVER_CONCURRENCY = 4;
 /** Default pause between claims when nothing is due. */
 export const DEFAULT_POLL_INTERVAL_MS = 1_000;
@@ -23,7 +27,10 @@ export interface DispatcherOptions extends AttemptDeps {
   /** Replaces the transports (tests); by default the HTTP callback and Votifier v2. */
   transports?: Partial<Record<SentTransport, Transport>>;
   concurrency?: number;
+  /** A server's small cap: where it starts, and what it falls back to when slow or failing. */
   perServerConcurrency?: number;
+  /** The most a fast server's cap grows to; default a quarter of the concurrency (maxServerCap). */
+  maxPerServerConcurrency?: number;
   pollIntervalMs?: number;
   /** When given, attempt counters and latencies are registered here. */
   registry?: Registry;
@@ -45,13 +52,16 @@ export interface Dispatcher {
   withInsertLease(insert: (lease: InsertLease | undefined) => Promise<InsertedDeliveries>): Promise<InsertedDeliveries>;
   /** Attempts in flight, by server id. */
   inFlight(): ReadonlyMap<string, number>;
+  /** A server's cap of attempts in flight now (server-caps.ts). */
+  capOf(serverId: string): number;
 }
 
 /**
  * Claims due deliveries in batches and sends each one independently over its transport (the
  * HTTP callback over keep-alive pools per destination, or Votifier v2): a claimed attempt is
  * never awaited as part of a batch, and per-server in-flight caps keep one hanging receiver from
- * taking every slot, so other servers' deliveries go out on time. A slot is free again once the
+ * taking every slot, so other servers' deliveries go out on time; a server's cap grows while it
+ * answers fast and falls back at its first slow or failed answer (server-caps.ts). A slot is free again once the
  * receiver answered; the attempt is then recorded with the others that finished meanwhile (group
  * commit, createAttemptRecorder). Safe with several instances (claims use FOR UPDATE SKIP
  * LOCKED + leases, and results are recorded only under the lease).
@@ -60,6 +70,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const concurrency = opts.concurrency ?? DEFAULT_DISPATCH_CONCURRENCY;
   const perServer = opts.perServerConcurrency ?? DEFAULT_PER_SERVER_CONCURRENCY;
   const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+  const caps = createServerCaps({ base: perServer, max: opts.maxPerServerConcurrency ?? maxServerCap(concurrency, perServer) });
   const metrics = opts.registry ? createDispatchMetrics(opts.registry) : undefined;
   const agents = opts.transports?.callback ? undefined : createCallbackAgents({ maxSocketsPerDestination: concurrency });
   const transports: Record<SentTransport, Transport> = {
@@ -106,12 +117,14 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     inFlightByServer.set(delivery.serverId, (inFlightByServer.get(delivery.serverId) ?? 0) + 1);
     sending++;
     let sent = false;
-    const freeSlot = () => {
+    const freeSlot = (outcome?: AttemptOutcome) => {
       if (sent) return;
       sent = true;
       sending--;
       freedSinceClaim++;
-      const left = (inFlightByServer.get(delivery.serverId) ?? 1) - 1;
+      const inFlight = inFlightByServer.get(delivery.serverId) ?? 1;
+      caps.record(delivery.serverId, toCapAnswer(outcome), inFlight);
+      const left = inFlight - 1;
       if (left <= 0) inFlightByServer.delete(delivery.serverId);
       else inFlightByServer.set(delivery.serverId, left);
       wake();
@@ -122,7 +135,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
         opts.log.error({ err: error, deliveryId: delivery.id }, "delivery attempt failed before its result was recorded; it is retried when the lease expires");
       })
       .finally(() => {
-        freeSlot();
+        freeSlot(undefined);
         running.delete(task);
         wake();
       });
@@ -173,6 +186,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       leaseUntil: new Date(now.getTime() + opts.timeoutMs + LEASE_MARGIN_MS),
       perServerLimit: perServer,
       inFlightByServer: new Map(inFlightByServer),
+      capByServer: new Map(caps.raised()),
     };
   }
 
@@ -192,7 +206,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     return stored;
   }
 
-  async function attempt(delivery: ClaimedDelivery, onSent: () => void): Promise<void> {
+  async function attempt(delivery: ClaimedDelivery, onSent: (outcome: AttemptOutcome | undefined) => void): Promise<void> {
     const report = await performAttempt(opts, transports[delivery.transport], delivery, { onSent, record: recorder.record });
     if (report.kind === "released") return;
     const { outcome, result, owned } = report;
@@ -226,6 +240,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     wake,
     withInsertLease,
     inFlight: () => inFlightByServer,
+    capOf: (serverId) => caps.capOf(serverId),
   };
 }
 

@@ -41,8 +41,11 @@ export type AttemptReport =
 export interface AttemptHooks {
   /** Records the attempt (default: recordAttempt, one transaction); resolves with whether the lease was still held. */
   record?: (attempt: AttemptRecord) => Promise<boolean>;
-  /** Called once the receiver has answered (or the send failed), before the attempt is recorded. */
-  onSent?: () => void;
+  /**
+   * Called once the receiver has answered (or the send failed), before the attempt is recorded,
+   * with the outcome (undefined when the transport threw).
+   */
+  onSent?: (outcome: AttemptOutcome | undefined) => void;
 }
 
 /**
@@ -53,11 +56,11 @@ export interface AttemptHooks {
  */
 export async function performAttempt(deps: AttemptDeps, transport: Transport, delivery: ClaimedDelivery, hooks: AttemptHooks = {}): Promise<AttemptReport> {
   const startedAt = deps.now();
-  let outcome: AttemptOutcome;
+  let outcome: AttemptOutcome | undefined;
   try {
     outcome = await transport.send(delivery);
   } finally {
-    hooks.onSent?.();
+    hooks.onSent?.(outcome);
   }
   if (outcome.kind === "held") {
     await releaseLease(deps.prisma, delivery);

@@ -7,6 +7,7 @@ import { createDeliveryConsumer } from "../../services/delivery/consumer.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { recordAttempts, type AttemptRecord } from "../../services/delivery/attempt-log.js";
 import { claimDueDeliveries, type ClaimedDelivery } from "../../services/delivery/claim-deliveries.js";
+import { insertDeliveries } from "../../services/delivery/insert-deliveries.js";
 import type { EventBus, ReceivedMessage } from "../../services/shared/bus.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, type RecordedRequest } from "../helpers/receiver.js";
@@ -101,6 +102,50 @@ test.serial(
     t.is(new Set(fast.requests.map((q) => (JSON.parse(q.text) as { heart_id: string }).heart_id)).size, fastHearts.length, "each fast heart sent once");
     t.true(slow.requests.length <= 4, `the slow receiver holds at most its per-server share (${slow.requests.length})`);
     t.is(await h.db.prisma.deliveryAttempt.count({ where: { serverId: slowServer } }), 0, "no slow attempt has ended");
+  },
+);
+
+test.serial(
+  "adaptive per-server caps: a server answering fast gets more slots than the small cap while a hanging one keeps the small cap, and a failure drops a raised cap back",
+  async (t) => {
+    const { h, dispatcher, receiver } = await world(t);
+    // 200 fast answers, then 503s.
+    const fast = await receiver({ fallback: () => (fast.requests.length > 200 ? { status: 503, delayMs: 10 } : { delayMs: 10 }) });
+    const slow = await receiver({ fallback: { hang: true } });
+    const fastServer = await insertServer(h.db.prisma, { callbackUrl: fast.url });
+    const slowServer = await insertServer(h.db.prisma, { callbackUrl: slow.url });
+    for (const id of [fastServer, slowServer]) await insertSecret(h.db.prisma, h.deps.secretBox, id, "callback");
+    const hearts = (serverId: string, n: number, offsetMs: number) =>
+      Array.from({ length: n }, (_, i) => ({
+        heartId: randomUUID(),
+        serverId,
+        eventType: "heart.counted",
+        username: "Alex",
+        voterIdentity: `v-${serverId}-${i}`,
+        period: "2026-03",
+        streakDay: null,
+        countedAt: new Date(Date.now() - offsetMs + i),
+      }));
+    // The hanging server's rows first: due earliest, claimed first.
+    await insertDeliveries(h.db.prisma, [...hearts(slowServer, 12, 120_000), ...hearts(fastServer, 300, 60_000)]);
+    // Small cap 2, at most 8 (a quarter of 32).
+    const d = dispatcher({ concurrency: 32, perServerConcurrency: 2 });
+    let fastPeak = 0;
+    let capPeak = 0;
+    const sampler = setInterval(() => {
+      fastPeak = Math.max(fastPeak, d.inFlight().get(fastServer) ?? 0);
+      capPeak = Math.max(capPeak, d.capOf(fastServer));
+    }, 1);
+    t.teardown(() => clearInterval(sampler));
+    d.start();
+    await eventually(async () => (await h.db.prisma.delivery.count({ where: { serverId: fastServer, status: "delivered" } })) >= 200, { timeoutMs: 20_000 });
+    t.true(fastPeak > 2, `the fast server had ${fastPeak} in flight at most`);
+    t.true(capPeak > 2 && capPeak <= 8, `its cap grew to ${capPeak}, never over the maximum`);
+    t.true(fastPeak <= 8, "never more in flight than the maximum");
+    t.true(slow.requests.length <= 2, `the hanging receiver holds its small cap only (${slow.requests.length})`);
+    t.is(d.capOf(slowServer), 2);
+    // The fast receiver now answers 503: its cap falls back to the small one.
+    await eventually(() => fast.requests.length > 205 && d.capOf(fastServer) === 2, { timeoutMs: 10_000, message: `cap ${d.capOf(fastServer)}` });
   },
 );
 

@@ -72,7 +72,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
   const caps = createServerCaps({ base: perServer, max: opts.maxPerServerConcurrency ?? maxServerCap(concurrency, perServer) });
   const metrics = opts.registry ? createDispatchMetrics(opts.registry) : undefined;
-  const agents = opts.transports?.callback ? undefined : createCallbackAgents({ maxSocketsPerDestination: concurrency });
+  const agents = opts.transports?.callback ? undefined : createCallbackAgents({ maxSocketsPerDestination: concurrency, allowInsecure: opts.allowInsecure });
   const transports: Record<SentTransport, Transport> = {
     callback: opts.transports?.callback ?? createCallbackTransport({ ...opts, ...(agents ? { agents } : {}) }),
     votifier: opts.transports?.votifier ?? createVotifierTransport({ secretBox: opts.secretBox, allowInsecure: opts.allowInsecure }),
@@ -235,7 +235,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       wakeSleeper?.();
       await loop;
       await Promise.allSettled([...running]);
-      agents?.destroy();
+      await agents?.destroy();
     },
     wake,
     withInsertLease,

@@ -3,9 +3,10 @@ import type { AttemptOutcome } from "./transport.js";
 /**
  * Adaptive per-server caps: how many attempts one dispatcher keeps in flight for one server. A
  * server starts at the configured per-server concurrency (the small cap); while it answers fast
- * and uses every slot it has, it gets one more slot per answer, up to a maximum; a slow answer or
- * a failure drops it back to the small cap at once. So a fast receiver gets many slots and a slow,
- * failing or hanging one holds few (a hanging one never answers, so it never grows). The decisions
+ * and uses at least half of its slots, it gets one more slot per answer (so a busy fast server's
+ * cap doubles each round of answers), up to a maximum; a slow answer halves the cap and a failure
+ * drops it back to the small cap at once. So a fast receiver gets many slots and a slow, failing
+ * or hanging one holds few (a hanging one never answers, so it never grows). The decisions
  * are pure (nextServerCap); createServerCaps keeps the caps that differ from the small cap.
  */
 
@@ -43,14 +44,16 @@ export function toCapAnswer(outcome: AttemptOutcome | undefined): CapAnswer {
 
 /**
  * A server's next cap after one answer. `inFlight` is what it had in flight when the answer came
- * (this attempt included): a fast answer grows the cap by one only while the server used all of it
- * (a server sending one at a time keeps its small cap); a slow answer or a failure drops it to `base`.
+ * (this attempt included): a fast answer grows the cap by one only while the server used at least
+ * half of it (a server sending one at a time keeps its small cap); a slow answer halves it and a
+ * failure drops it to `base` (never below `base`).
  */
 export function nextServerCap(cap: number, answer: CapAnswer, inFlight: number, limits: CapLimits): number {
   switch (answer) {
     case "fast":
-      return inFlight >= cap ? Math.min(limits.max, cap + 1) : cap;
+      return inFlight * 2 >= cap ? Math.min(limits.max, cap + 1) : cap;
     case "slow":
+      return Math.max(limits.base, Math.floor(cap / 2));
     case "failed":
       return limits.base;
     case "none":

@@ -7,9 +7,11 @@ const limits = { base: 4, max: 32 };
 const nextCases: { name: string; cap: number; answer: CapAnswer; inFlight: number; expected: number }[] = [
   { name: "fast while every slot is used: one more slot", cap: 4, answer: "fast", inFlight: 4, expected: 5 },
   { name: "fast while over the cap (it was lowered meanwhile): one more slot", cap: 4, answer: "fast", inFlight: 9, expected: 5 },
-  { name: "fast with a slot to spare: the cap stays (one at a time never grows)", cap: 4, answer: "fast", inFlight: 1, expected: 4 },
+  { name: "fast with half the slots used: one more slot", cap: 8, answer: "fast", inFlight: 4, expected: 9 },
+  { name: "fast with fewer than half the slots used: the cap stays (one at a time never grows)", cap: 4, answer: "fast", inFlight: 1, expected: 4 },
   { name: "fast at the maximum: stays at the maximum", cap: 32, answer: "fast", inFlight: 32, expected: 32 },
-  { name: "slow answer: back to the small cap at once", cap: 20, answer: "slow", inFlight: 20, expected: 4 },
+  { name: "slow answer: the cap halves", cap: 20, answer: "slow", inFlight: 20, expected: 10 },
+  { name: "slow answer near the small cap: never below it", cap: 6, answer: "slow", inFlight: 6, expected: 4 },
   { name: "failed answer: back to the small cap at once", cap: 20, answer: "failed", inFlight: 1, expected: 4 },
   { name: "failed at the small cap: stays", cap: 4, answer: "failed", inFlight: 4, expected: 4 },
   { name: "nothing sent: the cap stays", cap: 12, answer: "none", inFlight: 12, expected: 12 },

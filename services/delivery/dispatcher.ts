@@ -5,7 +5,7 @@ import { decideClaim, decideInsertLease, leavesBacklog, type DispatcherLoad } fr
 import { performAttempt, type AttemptDeps, type SentOutcome } from "./perform-attempt.js";
 import { createCallbackAgents } from "./send-callback.js";
 import type { AttemptResult } from "./attempt-log.js";
-import { claimDueDeliveries, type ClaimedDelivery } from "./claim-deliveries.js";
+import { busyServersOf, claimDueDeliveries, type ClaimedDelivery } from "./claim-deliveries.js";
 import type { InsertedDeliveries, InsertLease } from "./insert-deliveries.js";
 import { createServerCaps, maxServerCap, toCapAnswer } from "./server-caps.js";
 import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
@@ -95,10 +95,29 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   let claiming = false;
   /** The last claim filled its limit: due rows may be waiting, and they go before new ones. */
   let backlog = false;
+  /** A claim was asked for (wake(), or an insert left sendable rows unleased) and has not started yet. */
+  let claimWanted = false;
+  /**
+   * Servers that may have more due rows than their room let a claim take (a claim filled their
+   * room, or they were at their cap and left out of it): a slot of theirs freed calls for a claim.
+   */
+  const mayHaveMore = new Set<string>();
 
-  const wake = () => {
+  const rouse = () => {
     wakeRequested = true;
     wakeSleeper?.();
+  };
+  const wake = () => {
+    claimWanted = true;
+    rouse();
+  };
+  /**
+   * A slot of `serverId` is free again: the claim loop is roused only when a claim may find rows
+   * (due rows left behind, a claim asked for, or this server may have more); otherwise the room
+   * waits for the consumer's next insert to lease it (no claim statement), or for the poll.
+   */
+  const slotFreed = (serverId: string) => {
+    if (backlog || claimWanted || mayHaveMore.has(serverId)) rouse();
   };
 
   const sleep = (ms: number) =>
@@ -127,7 +146,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       const left = inFlight - 1;
       if (left <= 0) inFlightByServer.delete(delivery.serverId);
       else inFlightByServer.set(delivery.serverId, left);
-      wake();
+      slotFreed(delivery.serverId);
     };
     const task = attempt(delivery, freeSlot)
       .catch((error: unknown) => {
@@ -137,7 +156,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       .finally(() => {
         freeSlot(undefined);
         running.delete(task);
-        wake();
+        slotFreed(delivery.serverId);
       });
     running.add(task);
   };
@@ -160,11 +179,14 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       if (decision.kind === "claim") {
         waitingSince = undefined;
         freedSinceClaim = 0;
+        claimWanted = false;
         claiming = true;
         try {
-          const claimed = await claimDueDeliveries(opts.prisma, { ...room(), limit: decision.limit });
+          const terms = { ...room(), limit: decision.limit };
+          const claimed = await claimDueDeliveries(opts.prisma, terms);
           for (const delivery of claimed) track(delivery);
           backlog = leavesBacklog(claimed.length, decision.limit);
+          noteServersLeft(terms, claimed);
           // A full claim means more may be due: claim again at once.
           if (backlog && active) continue;
         } catch (error) {
@@ -177,6 +199,26 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       await sleep(pollIntervalMs);
     }
   };
+
+  /**
+   * After a claim with `terms`: a server whose room it filled may have more due rows, and so may
+   * one it left out at its cap; a server it took fewer rows of than its room has none left.
+   */
+  function noteServersLeft(terms: InsertLease, claimed: readonly ClaimedDelivery[]): void {
+    const taken = new Map<string, number>();
+    for (const d of claimed) taken.set(d.serverId, (taken.get(d.serverId) ?? 0) + 1);
+    const { ids, inFlight, caps: capList, saturated } = busyServersOf(terms);
+    for (const id of saturated) mayHaveMore.add(id);
+    const roomOf = new Map(ids.map((id, i) => [id, capList[i]! - inFlight[i]!]));
+    for (const [id, n] of taken) {
+      if (n >= (roomOf.get(id) ?? terms.perServerLimit)) mayHaveMore.add(id);
+      else mayHaveMore.delete(id);
+    }
+    // Not taken and not at its cap: none of its rows were due (or the claim was full, and backlog calls the next one).
+    for (const id of [...mayHaveMore]) if (!taken.has(id) && !saturated.includes(id)) mayHaveMore.delete(id);
+    // A slot of such a server freed while the claim ran did not call for a claim (it was not marked yet): claim again now.
+    if ([...mayHaveMore].some((id) => (inFlightByServer.get(id) ?? 0) < caps.capOf(id))) rouse();
+  }
 
   /** This dispatcher's lease terms now (the claim's and an insert's): until when, and per-server room. */
   function room(): Omit<InsertLease, "limit"> {

@@ -150,6 +150,50 @@ test.serial(
 );
 
 test.serial(
+  "steady traffic without a backlog: each consumer batch goes out leased by its own insert, and slots freeing up call no claim statement",
+  async (t) => {
+    const { h, dispatcher, receiver } = await world(t);
+    const fast = await receiver();
+    const servers = [await insertServer(h.db.prisma, { callbackUrl: fast.url }), await insertServer(h.db.prisma, { callbackUrl: fast.url })];
+    for (const id of servers) await insertSecret(h.db.prisma, h.deps.secretBox, id, "callback");
+    let claims = 0;
+    // Counts the claim statements the dispatcher runs (its prisma client with a query hook; the statements are unchanged).
+    const counting = h.db.prisma.$extends({
+      query: {
+        $queryRaw({ args, query }) {
+          if (JSON.stringify(args).includes("FOR UPDATE OF d SKIP LOCKED")) claims++;
+          return query(args);
+        },
+      },
+    }) as unknown as typeof h.db.prisma;
+    const d = dispatcher({ prisma: counting, concurrency: 32, perServerConcurrency: 4, pollIntervalMs: 3_600_000 });
+    d.start();
+    await eventually(() => claims === 1, { message: "the claim at start" });
+    const consumer = createDeliveryConsumer({ bus: unusedBus, prisma: h.db.prisma, log: h.deps.log, topic: "test.batch", dispatcher: d });
+    let offset = 0;
+    for (let batch = 0; batch < 15; batch++) {
+      const hearts = Array.from({ length: 4 }, (_, i) => heartMessage(servers[i % 2]!, randomUUID(), offset++));
+      await consumer.handleBatch(hearts);
+      // The previous batches' callbacks finish meanwhile, freeing their slots.
+      await eventually(() => fast.requests.length === offset, { message: `batch ${batch}: ${fast.requests.length}/${offset} sent` });
+    }
+    await eventually(async () => (await h.db.prisma.delivery.count({ where: { status: "delivered" } })) === offset, { timeoutMs: 15_000 });
+    t.is(claims, 1, "no claim after the one at start: every row was leased by its insert");
+  },
+);
+
+test.serial("a backlog of one server beyond its cap drains as its slots free, without waiting for the poll", async (t) => {
+  const { h, dispatcher, receiver } = await world(t);
+  const fast = await receiver();
+  const serverId = await insertServer(h.db.prisma, { callbackUrl: fast.url });
+  await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
+  for (let i = 0; i < 40; i++) await addDelivery(h, serverId);
+  dispatcher({ concurrency: 32, perServerConcurrency: 2, pollIntervalMs: 3_600_000 }).start();
+  await eventually(async () => (await h.db.prisma.delivery.count({ where: { status: "delivered" } })) === 40, { timeoutMs: 15_000 });
+  t.is(new Set(fast.requests.map((q) => (JSON.parse(q.text) as { heart_id: string }).heart_id)).size, 40, "each heart sent once");
+});
+
+test.serial(
   "a consumer batch stores one delivery per heart: duplicates in the batch and across concurrent batches add nothing; poison and unknown servers are set aside without failing the rest",
   async (t) => {
     const { h } = await world(t);

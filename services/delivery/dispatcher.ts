@@ -61,7 +61,7 @@ export interface Dispatcher {
  * HTTP callback over keep-alive pools per destination, or Votifier v2): a claimed attempt is
  * never awaited as part of a batch, and per-server in-flight caps keep one hanging receiver from
  * taking every slot, so other servers' deliveries go out on time; a server's cap grows while it
- * answers fast and falls back at its first slow or failed answer (server-caps.ts). A slot is free again once the
+ * answers fast and falls back when it answers slowly or fails (server-caps.ts). A slot is free again once the
  * receiver answered; the attempt is then recorded with the others that finished meanwhile (group
  * commit, createAttemptRecorder). Safe with several instances (claims use FOR UPDATE SKIP
  * LOCKED + leases, and results are recorded only under the lease).

@@ -66,27 +66,45 @@ export interface ClaimRoom {
   leaseUntil: Date;
   /** Most rows leased; 0 leases none. */
   limit: number;
+  /** Most rows in flight per server, for a server not in `capByServer`. */
   perServerLimit: number;
   inFlightByServer: ReadonlyMap<string, number>;
+  /** Servers whose cap is not `perServerLimit` (adaptive caps, server-caps.ts), by server id. */
+  capByServer?: ReadonlyMap<string, number>;
+}
+
+/** The busy servers of a room as the claim and the insert's lease take them: parallel arrays for `unnest`, and the saturated ones. */
+export interface BusyServers {
+  ids: string[];
+  inFlight: number[];
+  caps: number[];
+  /** Servers with no room left (in flight at or over their cap). */
+  saturated: string[];
+}
+
+/** Every server of `room` that has rows in flight or a cap of its own, with its count and cap (the `busy` relation of the claim and the insert). */
+export function busyServersOf(room: Omit<ClaimRoom, "limit" | "now" | "leaseUntil">): BusyServers {
+  const ids = [...new Set([...room.inFlightByServer.keys(), ...(room.capByServer?.keys() ?? [])])];
+  const inFlight = ids.map((id) => room.inFlightByServer.get(id) ?? 0);
+  const caps = ids.map((id) => room.capByServer?.get(id) ?? room.perServerLimit);
+  return { ids, inFlight, caps, saturated: ids.filter((_, i) => inFlight[i]! >= caps[i]!) };
 }
 
 /**
  * Claims due deliveries for this dispatcher: pending, due, not leased, and sendable
  * (sendableDeliverySql). Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher
- * instances never claim the same row. At most `limit` rows; per server at most `perServerLimit`
- * minus what this instance already has in flight for it. The same statement reads what sending
+ * instances never claim the same row. At most `limit` rows; per server at most its cap
+ * (`capByServer`, else `perServerLimit`) minus what this instance already has in flight for it. The same statement reads what sending
  * needs (claimedColumnsSql): the endpoint's active callback secrets (sealed) and the voter's streak
  * state, so an attempt costs no further reads.
  */
 export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Promise<ClaimedDelivery[]> {
-  const busyIds = [...q.inFlightByServer.keys()];
-  const busyCounts = busyIds.map((id) => q.inFlightByServer.get(id) ?? 0);
-  const saturated = busyIds.filter((id) => (q.inFlightByServer.get(id) ?? 0) >= q.perServerLimit);
+  const busy = busyServersOf(q);
   // Scan a few times the limit, so one server's backlog cannot hide other servers' rows in one claim.
   const scan = q.limit * 4;
   const rows = await prisma.$queryRaw<LeasedRow[]>`
     WITH busy AS (
-      SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
+      SELECT * FROM unnest(${busy.ids}::uuid[], ${busy.inFlight}::int[], ${busy.caps}::int[]) AS b(server_id, in_flight, cap)
     ), candidates AS (
       SELECT d.id, d.server_id, d.endpoint_id, d.next_attempt_at, d.voter_identity, d.event_type
       FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
@@ -94,7 +112,7 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
         AND d.next_attempt_at <= ${q.now}::timestamptz
         AND (d.lease_until IS NULL OR d.lease_until < ${q.now}::timestamptz)
         AND ${sendableDeliverySql(q.now)}
-        AND d.server_id <> ALL(${saturated}::uuid[])
+        AND d.server_id <> ALL(${busy.saturated}::uuid[])
       ORDER BY d.next_attempt_at
       LIMIT ${scan}
       FOR UPDATE OF d SKIP LOCKED
@@ -102,7 +120,7 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
       SELECT c.id, c.server_id, c.endpoint_id, v.last_day, v.streak_days FROM (
         SELECT c.id, c.server_id, c.endpoint_id, c.voter_identity, c.event_type, c.next_attempt_at,
                row_number() OVER (PARTITION BY c.server_id ORDER BY c.next_attempt_at, c.id) AS rn,
-               ${q.perServerLimit}::int - coalesce(b.in_flight, 0) AS room
+               coalesce(b.cap, ${q.perServerLimit}::int) - coalesce(b.in_flight, 0) AS room
         FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
       ) c
       LEFT JOIN voter_states v ON c.event_type = 'heart.counted' AND v.server_id = c.server_id AND v.voter_identity = c.voter_identity

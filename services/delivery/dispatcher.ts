@@ -5,14 +5,18 @@ import { decideClaim, decideInsertLease, leavesBacklog, type DispatcherLoad } fr
 import { performAttempt, type AttemptDeps, type SentOutcome } from "./perform-attempt.js";
 import { createCallbackAgents } from "./send-callback.js";
 import type { AttemptResult } from "./attempt-log.js";
-import { claimDueDeliveries, type ClaimedDelivery } from "./claim-deliveries.js";
+import { busyServersOf, claimDueDeliveries, type ClaimedDelivery } from "./claim-deliveries.js";
 import type { InsertedDeliveries, InsertLease } from "./insert-deliveries.js";
-import type { SentTransport, Transport } from "./transport.js";
+import { createServerCaps, maxServerCap, toCapAnswer } from "./server-caps.js";
+import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
 import { createVotifierTransport } from "./votifier-transport.js";
 
 /** Default number of attempts one dispatcher runs at once, over all servers. */
-export const DEFAULT_DISPATCH_CONCURRENCY = 32;
-/** Default attempts in flight per server, so one slow receiver uses few slots. */
+export const DEFAULT_DISPATCH_CONCURRENCY = 128;
+/**
+ * Default attempts in flight per server to start with, and what a slow or failing server falls back
+ * to, so one slow receiver uses few slots; a server answering fast gets more (server-caps.ts).
+ */
 export const DEFAULT_PER_SERVER_CONCURRENCY = 4;
 /** Default pause between claims when nothing is due. */
 export const DEFAULT_POLL_INTERVAL_MS = 1_000;
@@ -23,7 +27,10 @@ export interface DispatcherOptions extends AttemptDeps {
   /** Replaces the transports (tests); by default the HTTP callback and Votifier v2. */
   transports?: Partial<Record<SentTransport, Transport>>;
   concurrency?: number;
+  /** A server's small cap: where it starts, and what it falls back to when slow or failing. */
   perServerConcurrency?: number;
+  /** The most a fast server's cap grows to; default a quarter of the concurrency (maxServerCap). */
+  maxPerServerConcurrency?: number;
   pollIntervalMs?: number;
   /** When given, attempt counters and latencies are registered here. */
   registry?: Registry;
@@ -45,13 +52,16 @@ export interface Dispatcher {
   withInsertLease(insert: (lease: InsertLease | undefined) => Promise<InsertedDeliveries>): Promise<InsertedDeliveries>;
   /** Attempts in flight, by server id. */
   inFlight(): ReadonlyMap<string, number>;
+  /** A server's cap of attempts in flight now (server-caps.ts). */
+  capOf(serverId: string): number;
 }
 
 /**
  * Claims due deliveries in batches and sends each one independently over its transport (the
  * HTTP callback over keep-alive pools per destination, or Votifier v2): a claimed attempt is
  * never awaited as part of a batch, and per-server in-flight caps keep one hanging receiver from
- * taking every slot, so other servers' deliveries go out on time. A slot is free again once the
+ * taking every slot, so other servers' deliveries go out on time; a server's cap grows while it
+ * answers fast and falls back when it answers slowly or fails (server-caps.ts). A slot is free again once the
  * receiver answered; the attempt is then recorded with the others that finished meanwhile (group
  * commit, createAttemptRecorder). Safe with several instances (claims use FOR UPDATE SKIP
  * LOCKED + leases, and results are recorded only under the lease).
@@ -60,8 +70,9 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const concurrency = opts.concurrency ?? DEFAULT_DISPATCH_CONCURRENCY;
   const perServer = opts.perServerConcurrency ?? DEFAULT_PER_SERVER_CONCURRENCY;
   const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+  const caps = createServerCaps({ base: perServer, max: opts.maxPerServerConcurrency ?? maxServerCap(concurrency, perServer) });
   const metrics = opts.registry ? createDispatchMetrics(opts.registry) : undefined;
-  const agents = opts.transports?.callback ? undefined : createCallbackAgents({ maxSocketsPerDestination: concurrency });
+  const agents = opts.transports?.callback ? undefined : createCallbackAgents({ maxSocketsPerDestination: concurrency, allowInsecure: opts.allowInsecure });
   const transports: Record<SentTransport, Transport> = {
     callback: opts.transports?.callback ?? createCallbackTransport({ ...opts, ...(agents ? { agents } : {}) }),
     votifier: opts.transports?.votifier ?? createVotifierTransport({ secretBox: opts.secretBox, allowInsecure: opts.allowInsecure }),
@@ -84,10 +95,29 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   let claiming = false;
   /** The last claim filled its limit: due rows may be waiting, and they go before new ones. */
   let backlog = false;
+  /** A claim was asked for (wake(), or an insert left sendable rows unleased) and has not started yet. */
+  let claimWanted = false;
+  /**
+   * Servers that may have more due rows than their room let a claim take (a claim filled their
+   * room, or they were at their cap and left out of it): a slot of theirs freed calls for a claim.
+   */
+  const mayHaveMore = new Set<string>();
 
-  const wake = () => {
+  const rouse = () => {
     wakeRequested = true;
     wakeSleeper?.();
+  };
+  const wake = () => {
+    claimWanted = true;
+    rouse();
+  };
+  /**
+   * A slot of `serverId` is free again: the claim loop is roused only when a claim may find rows
+   * (due rows left behind, a claim asked for, or this server may have more); otherwise the room
+   * waits for the consumer's next insert to lease it (no claim statement), or for the poll.
+   */
+  const slotFreed = (serverId: string) => {
+    if (backlog || claimWanted || mayHaveMore.has(serverId)) rouse();
   };
 
   const sleep = (ms: number) =>
@@ -106,15 +136,17 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     inFlightByServer.set(delivery.serverId, (inFlightByServer.get(delivery.serverId) ?? 0) + 1);
     sending++;
     let sent = false;
-    const freeSlot = () => {
+    const freeSlot = (outcome?: AttemptOutcome) => {
       if (sent) return;
       sent = true;
       sending--;
       freedSinceClaim++;
-      const left = (inFlightByServer.get(delivery.serverId) ?? 1) - 1;
+      const inFlight = inFlightByServer.get(delivery.serverId) ?? 1;
+      caps.record(delivery.serverId, toCapAnswer(outcome), inFlight);
+      const left = inFlight - 1;
       if (left <= 0) inFlightByServer.delete(delivery.serverId);
       else inFlightByServer.set(delivery.serverId, left);
-      wake();
+      slotFreed(delivery.serverId);
     };
     const task = attempt(delivery, freeSlot)
       .catch((error: unknown) => {
@@ -122,9 +154,9 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
         opts.log.error({ err: error, deliveryId: delivery.id }, "delivery attempt failed before its result was recorded; it is retried when the lease expires");
       })
       .finally(() => {
-        freeSlot();
+        freeSlot(undefined);
         running.delete(task);
-        wake();
+        slotFreed(delivery.serverId);
       });
     running.add(task);
   };
@@ -147,11 +179,14 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       if (decision.kind === "claim") {
         waitingSince = undefined;
         freedSinceClaim = 0;
+        claimWanted = false;
         claiming = true;
         try {
-          const claimed = await claimDueDeliveries(opts.prisma, { ...room(), limit: decision.limit });
+          const terms = { ...room(), limit: decision.limit };
+          const claimed = await claimDueDeliveries(opts.prisma, terms);
           for (const delivery of claimed) track(delivery);
           backlog = leavesBacklog(claimed.length, decision.limit);
+          noteServersLeft(terms, claimed);
           // A full claim means more may be due: claim again at once.
           if (backlog && active) continue;
         } catch (error) {
@@ -165,6 +200,26 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     }
   };
 
+  /**
+   * After a claim with `terms`: a server whose room it filled may have more due rows, and so may
+   * one it left out at its cap; a server it took fewer rows of than its room has none left.
+   */
+  function noteServersLeft(terms: InsertLease, claimed: readonly ClaimedDelivery[]): void {
+    const taken = new Map<string, number>();
+    for (const d of claimed) taken.set(d.serverId, (taken.get(d.serverId) ?? 0) + 1);
+    const { ids, inFlight, caps: capList, saturated } = busyServersOf(terms);
+    for (const id of saturated) mayHaveMore.add(id);
+    const roomOf = new Map(ids.map((id, i) => [id, capList[i]! - inFlight[i]!]));
+    for (const [id, n] of taken) {
+      if (n >= (roomOf.get(id) ?? terms.perServerLimit)) mayHaveMore.add(id);
+      else mayHaveMore.delete(id);
+    }
+    // Not taken and not at its cap: none of its rows were due (or the claim was full, and backlog calls the next one).
+    for (const id of [...mayHaveMore]) if (!taken.has(id) && !saturated.includes(id)) mayHaveMore.delete(id);
+    // A slot of such a server freed while the claim ran did not call for a claim (it was not marked yet): claim again now.
+    if ([...mayHaveMore].some((id) => (inFlightByServer.get(id) ?? 0) < caps.capOf(id))) rouse();
+  }
+
   /** This dispatcher's lease terms now (the claim's and an insert's): until when, and per-server room. */
   function room(): Omit<InsertLease, "limit"> {
     const now = opts.now();
@@ -173,6 +228,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       leaseUntil: new Date(now.getTime() + opts.timeoutMs + LEASE_MARGIN_MS),
       perServerLimit: perServer,
       inFlightByServer: new Map(inFlightByServer),
+      capByServer: new Map(caps.raised()),
     };
   }
 
@@ -192,7 +248,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     return stored;
   }
 
-  async function attempt(delivery: ClaimedDelivery, onSent: () => void): Promise<void> {
+  async function attempt(delivery: ClaimedDelivery, onSent: (outcome: AttemptOutcome | undefined) => void): Promise<void> {
     const report = await performAttempt(opts, transports[delivery.transport], delivery, { onSent, record: recorder.record });
     if (report.kind === "released") return;
     const { outcome, result, owned } = report;
@@ -221,11 +277,12 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       wakeSleeper?.();
       await loop;
       await Promise.allSettled([...running]);
-      agents?.destroy();
+      await agents?.destroy();
     },
     wake,
     withInsertLease,
     inFlight: () => inFlightByServer,
+    capOf: (serverId) => caps.capOf(serverId),
   };
 }
 

@@ -3,7 +3,15 @@ import type { PrismaClient } from "../shared/db.js";
 import { NIL_UUID } from "../shared/ids.js";
 import type { PlatformIds } from "../shared/player-ids.js";
 import type { ReferralPayload } from "./referral-event.js";
-import { claimedColumnsSql, sendableDeliverySql, toClaimedDelivery, type ClaimedDelivery, type ClaimRoom, type LeasedRow } from "./claim-deliveries.js";
+import {
+  busyServersOf,
+  claimedColumnsSql,
+  sendableDeliverySql,
+  toClaimedDelivery,
+  type ClaimedDelivery,
+  type ClaimRoom,
+  type LeasedRow,
+} from "./claim-deliveries.js";
 
 /**
  * The delivery inbox: the consumer stores each counted heart's deliveries (one statement per batch,
@@ -80,7 +88,7 @@ export interface InsertedDeliveries {
 
 /**
  * insertDeliveries, and in the same statement (one commit) the new rows a dispatcher would claim
- * next are inserted already leased to it, up to `lease.limit` rows and `lease.perServerLimit` per
+ * next are inserted already leased to it, up to `lease.limit` rows and per server its cap (`lease.capByServer`, else `lease.perServerLimit`)
  * server (minus what is in flight), with what sending needs, so a delivery stored at idle goes out
  * without a claim statement after it. Which rows are sendable is the claim's rule (sendableDeliverySql).
  * A leased row is durable with its lease, like a claimed one: if this process dies before the
@@ -124,15 +132,14 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
     };
   });
   const room = lease ?? { now: new Date(), leaseUntil: new Date(0), limit: 0, perServerLimit: 0, inFlightByServer: new Map<string, number>() };
-  const busyIds = [...room.inFlightByServer.keys()];
-  const busyCounts = busyIds.map((id) => room.inFlightByServer.get(id) ?? 0);
+  const busy = busyServersOf(room);
   const rows = await prisma.$queryRaw<{ n: number; inserted: boolean; known: boolean; leased: LeasedRow[] | null; left_for_claim: boolean }[]>`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
         AS i(n int, heart_id text, dedup_key text, event_id text, payload jsonb, server_id uuid, event_type text, username text, voter_identity text, period text, streak_day int, counted_at timestamptz,
              steam_id text, discord_id text, minecraft_uuid text, account_id text, next_eligible_at timestamptz)
     ), busy AS (
-      SELECT * FROM unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(server_id, in_flight)
+      SELECT * FROM unnest(${busy.ids}::uuid[], ${busy.inFlight}::int[], ${busy.caps}::int[]) AS b(server_id, in_flight, cap)
     ), candidates AS (
       -- A callback delivery per live endpoint subscribed to the event type (held while the endpoint
       -- has no URL), a Votifier one when set up, a pull one when the pull API is on and offers the event type.
@@ -151,7 +158,7 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       -- The rows a claim would take first: per server at most its room, in all at most the limit (oldest hearts first).
       SELECT c.*, c.sendable
                AND row_number() OVER (PARTITION BY c.sendable, c.server_id ORDER BY c.counted_at, c.dedup_key, c.transport, c.endpoint_id)
-                   <= ${room.perServerLimit}::int - coalesce(b.in_flight, 0)
+                   <= coalesce(b.cap, ${room.perServerLimit}::int) - coalesce(b.in_flight, 0)
                AND row_number() OVER (PARTITION BY c.sendable ORDER BY c.counted_at, c.dedup_key, c.transport, c.endpoint_id) <= ${room.limit}::int AS leased
       FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
     ), added AS (

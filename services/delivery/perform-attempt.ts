@@ -42,8 +42,11 @@ export type AttemptReport =
 export interface AttemptHooks {
   /** Records the attempt (default: recordAttempt, one transaction); resolves with whether the lease was still held. */
   record?: (attempt: AttemptRecord) => Promise<boolean>;
-  /** Called once the receiver has answered (or the send failed), before the attempt is recorded. */
-  onSent?: () => void;
+  /**
+   * Called once the receiver has answered (or the send failed), before the attempt is recorded,
+   * with the outcome (undefined when the transport threw).
+   */
+  onSent?: (outcome: AttemptOutcome | undefined) => void;
 }
 
 /**
@@ -59,15 +62,15 @@ export async function performAttempt(deps: AttemptDeps, transport: Transport, de
   if (payOnce) {
     const reservation = await reservePayout(deps.prisma, delivery, startedAt);
     if (reservation.kind !== "reserved") {
-      hooks.onSent?.();
+      hooks.onSent?.(undefined);
       return { kind: "released", reason: reservation.reason };
     }
   }
-  let outcome: AttemptOutcome;
+  let outcome: AttemptOutcome | undefined;
   try {
     outcome = await transport.send(delivery);
   } finally {
-    hooks.onSent?.();
+    hooks.onSent?.(outcome);
   }
   if (payOnce) await settlePayout(deps.prisma, delivery, outcome, deps.now());
   if (outcome.kind === "held") {

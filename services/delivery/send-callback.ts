@@ -1,7 +1,7 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from "node:dns";
-import http from "node:http";
-import https from "node:https";
+import type { IncomingHttpHeaders } from "node:http";
 import { isIP, type LookupFunction } from "node:net";
+import { Agent } from "undici";
 import { isForbiddenAddress, specialRangeOf } from "../shared/callback-url.js";
 import type { KeyObject } from "node:crypto";
 import { canonicalString, formatCallbackSignature, formatStandardWebhookAsymmetricSignature, formatStandardWebhookSignature } from "../shared/signature.js";
@@ -215,41 +215,47 @@ export function createGuardedLookup(opts: { allowInsecure: boolean; resolve?: Re
   };
 }
 
-/** Keep-alive sockets a receiver's pool keeps idle at most. */
-const MAX_IDLE_SOCKETS_PER_DESTINATION = 64;
 /** An idle pooled socket is closed after this long (receivers commonly close theirs after 5 s). */
 const IDLE_SOCKET_TIMEOUT_MS = 4_000;
+/**
+ * The pools' own bound on opening a connection: above the longest attempt budget
+ * (CALLBACK_TIMEOUT_MS may be set up to 60 s), so each attempt's budget decides.
+ */
+const CONNECT_TIMEOUT_MS = 60_000;
 
 /** Keep-alive connection pools, one per destination (scheme, host, port), for sendCallback. */
 export interface CallbackAgents {
-  http: http.Agent;
-  https: https.Agent;
+  /** undici's Agent: a keep-alive Pool per origin. */
+  dispatcher: Agent;
+  /** Whether the pools' connect-time address guard lets special-purpose addresses through (the development flag). */
+  allowInsecure: boolean;
   /** Closes every pooled socket. */
-  destroy(): void;
+  destroy(): Promise<void>;
 }
 
 /**
- * Keep-alive pools for callbacks: per destination at most `maxSocketsPerDestination` connections
- * (more requests wait for one), so a slow receiver holds its own sockets, never another's. The
- * guarded lookup of each request runs when a socket is opened, so every pooled connection went to
- * an address checked at connect time; a reused one stays with that address.
+ * Keep-alive pools for callbacks (undici, one Pool per origin): per destination at most
+ * `maxSocketsPerDestination` connections (more requests wait for one), so a slow receiver holds
+ * its own sockets, never another's. Every connection is opened through the guarded lookup
+ * (createGuardedLookup), so every pooled connection went to an address checked at connect time; a
+ * reused one stays with that address. Redirects are never followed (undici follows none unless
+ * asked); the attempt's own budget (sendCallback) bounds each exchange.
  */
-export function createCallbackAgents(opts: { maxSocketsPerDestination: number }): CallbackAgents {
-  const settings = {
-    keepAlive: true,
-    maxSockets: opts.maxSocketsPerDestination,
-    maxFreeSockets: MAX_IDLE_SOCKETS_PER_DESTINATION,
-    timeout: IDLE_SOCKET_TIMEOUT_MS,
-    scheduling: "lifo" as const,
-  };
-  const agents = { http: new http.Agent(settings), https: new https.Agent(settings) };
-  return {
-    ...agents,
-    destroy() {
-      agents.http.destroy();
-      agents.https.destroy();
+export function createCallbackAgents(opts: { maxSocketsPerDestination: number; allowInsecure: boolean; resolve?: Resolver }): CallbackAgents {
+  const dispatcher = new Agent({
+    connections: opts.maxSocketsPerDestination,
+    pipelining: 1,
+    keepAliveTimeout: IDLE_SOCKET_TIMEOUT_MS,
+    keepAliveMaxTimeout: IDLE_SOCKET_TIMEOUT_MS,
+    // Failure policy: the attempt's total budget (sendCallback's timer) ends a slow exchange; undici's own timers would only cut it differently.
+    headersTimeout: 0,
+    bodyTimeout: 0,
+    connect: {
+      timeout: CONNECT_TIMEOUT_MS,
+      lookup: createGuardedLookup({ allowInsecure: opts.allowInsecure, ...(opts.resolve ? { resolve: opts.resolve } : {}) }),
     },
-  };
+  });
+  return { dispatcher, allowInsecure: opts.allowInsecure, destroy: () => dispatcher.destroy() };
 }
 
 /** Options of one send. */
@@ -261,17 +267,21 @@ export interface SendOptions {
   /** Replaces DNS resolution (tests); the forbidden-address check still applies. */
   resolve?: Resolver;
   maxResponseBytes?: number;
-  /** Keep-alive pools to send over; without them every attempt opens (and closes) its own connection. */
+  /**
+   * Keep-alive pools to send over (used when their guard matches `allowInsecure` and no `resolve`
+   * is given); without them every attempt opens (and closes) its own connection.
+   */
   agents?: CallbackAgents;
 }
 
 /**
- * POSTs a signed callback with node:http(s) (no fetch: the connect-time address
- * check needs a custom lookup). Redirects are not followed (a 3xx is a failure),
- * the whole exchange is bounded by `timeoutMs`, and the response body is read up
- * to a small cap. Never throws for I/O outcomes: returns a DispatchOutcome.
+ * POSTs a signed callback with undici over a connection opened through the connect-time address
+ * check (createGuardedLookup; IP literals are checked here, as no lookup runs for them). Redirects
+ * are not followed (a 3xx is a failure), the whole exchange (connect, send, status and capped
+ * body) is bounded by `timeoutMs`, and the response body is read up to a small cap. Never throws
+ * for I/O outcomes: returns a DispatchOutcome.
  */
-export function sendCallback(request: { url: string; body: string; headers: Record<string, string> }, opts: SendOptions): Promise<DispatchOutcome> {
+export async function sendCallback(request: { url: string; body: string; headers: Record<string, string> }, opts: SendOptions): Promise<DispatchOutcome> {
   const started = performance.now();
   const latency = () => Math.round(performance.now() - started);
   let url: URL;
@@ -279,80 +289,76 @@ export function sendCallback(request: { url: string; body: string; headers: Reco
     url = new URL(request.url);
   } catch {
     // Failure policy: a stored URL that no longer parses is a failed attempt, retried per schedule.
-    return Promise.resolve({ kind: "failed", error: "callback URL is not a valid URL", latencyMs: 0 });
+    return { kind: "failed", error: "callback URL is not a valid URL", latencyMs: 0 };
   }
   const isHttps = url.protocol === "https:";
   if (!isHttps && !(url.protocol === "http:" && opts.allowInsecure)) {
-    return Promise.resolve({ kind: "failed", error: `callback URL scheme ${url.protocol} is not allowed`, latencyMs: 0 });
+    return { kind: "failed", error: `callback URL scheme ${url.protocol} is not allowed`, latencyMs: 0 };
   }
   const hostname = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
   // Node connects to IP literals without calling lookup, so they are checked here.
   if (isIP(hostname) !== 0 && !opts.allowInsecure && isForbiddenAddress(hostname)) {
-    return Promise.resolve({ kind: "failed", error: new ForbiddenAddressError(hostname).message, latencyMs: 0 });
+    return { kind: "failed", error: new ForbiddenAddressError(hostname).message, latencyMs: 0 };
   }
   const maxBytes = opts.maxResponseBytes ?? MAX_RESPONSE_BODY_BYTES;
   const body = Buffer.from(request.body, "utf8");
-
-  return new Promise<DispatchOutcome>((resolve) => {
-    let settled = false;
-    const finish = (outcome: DispatchOutcome) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(outcome);
-    };
-    const req = (isHttps ? https : http).request({
-      protocol: url.protocol,
-      hostname,
-      port: url.port === "" ? undefined : Number(url.port),
+  // The shared pools only when their guard is this send's; otherwise a connection of its own, guarded as asked.
+  const pooled = opts.agents && opts.agents.allowInsecure === opts.allowInsecure && opts.resolve === undefined ? opts.agents : undefined;
+  const own = pooled
+    ? undefined
+    : createCallbackAgents({ maxSocketsPerDestination: 1, allowInsecure: opts.allowInsecure, ...(opts.resolve ? { resolve: opts.resolve } : {}) });
+  const agents = pooled ?? own!;
+  const abort = new AbortController();
+  let timedOut = false;
+  // Failure policy: the total budget covers connect, send and the response; past it the attempt fails and is retried.
+  const timer = setTimeout(() => {
+    timedOut = true;
+    abort.abort();
+  }, opts.timeoutMs);
+  try {
+    const res = await agents.dispatcher.request({
+      origin: url.origin,
       path: `${url.pathname}${url.search}`,
       method: "POST",
       headers: { ...request.headers, "Content-Length": String(body.length) },
-      lookup: createGuardedLookup({ allowInsecure: opts.allowInsecure, ...(opts.resolve ? { resolve: opts.resolve } : {}) }),
-      // Pooled: a new socket resolves and checks the address; without pools every attempt does.
-      agent: opts.agents ? (isHttps ? opts.agents.https : opts.agents.http) : false,
+      body,
+      signal: abort.signal,
     });
-    // Failure policy: the total budget covers connect, send and the response; past it the attempt fails and is retried.
-    const timer = setTimeout(() => {
-      req.destroy(Object.assign(new Error(`timed out after ${opts.timeoutMs} ms`), { code: "ETIMEDOUT_TOTAL" }));
-    }, opts.timeoutMs);
-    req.on("error", (error: NodeJS.ErrnoException) => {
-      // Failure policy: connection errors, refused addresses and timeouts are failed attempts, never exceptions.
-      finish({ kind: "failed", error: describeError(error), latencyMs: latency() });
-    });
-    req.on("response", (res) => {
-      const status = res.statusCode ?? 0;
-      const chunks: Buffer[] = [];
-      let size = 0;
-      const complete = (ended: boolean) => {
-        const response: ReceivedResponse = {
-          status,
-          headers: flattenHeaders(res.headers),
-          body: Buffer.concat(chunks).subarray(0, maxBytes).toString("utf8"),
-          bodyTruncated: size > maxBytes,
-        };
-        finish(toOutcome(response, res.headers, latency(), opts.now()));
-        // A response read to its end leaves a pooled socket reusable; one cut short closes it.
-        if (!ended) res.destroy();
-      };
-      res.on("data", (chunk: Buffer) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    try {
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
         chunks.push(chunk);
         size += chunk.length;
-        // More than is kept has arrived; the rest is not worth waiting for.
-        if (size > maxBytes) complete(false);
-      });
-      res.on("end", () => complete(opts.agents !== undefined));
-      res.on("error", () => {
-        // Failure policy: the status decides; a body cut short only shortens what is logged.
-        if (!settled) complete(false);
-      });
-    });
-    req.end(body);
-  });
+        // More than is kept has arrived; the rest is not worth waiting for (leaving the loop closes the connection).
+        if (size > maxBytes) break;
+      }
+    } catch {
+      // Failure policy: the status decides; a body cut short (or past the budget) only shortens what is logged.
+    }
+    const response: ReceivedResponse = {
+      status: res.statusCode,
+      headers: flattenHeaders(res.headers),
+      body: Buffer.concat(chunks).subarray(0, maxBytes).toString("utf8"),
+      bodyTruncated: size > maxBytes,
+    };
+    return toOutcome(response, res.headers, latency(), opts.now());
+  } catch (error) {
+    // Failure policy: connection errors, refused addresses and timeouts are failed attempts, never exceptions.
+    return {
+      kind: "failed",
+      error: timedOut ? `timed out after ${opts.timeoutMs} ms` : describeError(error as NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException }),
+      latencyMs: latency(),
+    };
+  } finally {
+    clearTimeout(timer);
+    // Failure policy: closing a one-off connection cannot fail the attempt, which has its outcome already.
+    if (own) own.destroy().catch(() => {});
+  }
 }
 
 /** Response headers as one string per name (repeated headers joined with ", ", as HTTP allows). */
-function flattenHeaders(headers: http.IncomingHttpHeaders): Record<string, string> {
+function flattenHeaders(headers: IncomingHttpHeaders): Record<string, string> {
   const flat: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined) continue;
@@ -361,7 +367,7 @@ function flattenHeaders(headers: http.IncomingHttpHeaders): Record<string, strin
   return flat;
 }
 
-function toOutcome(response: ReceivedResponse, headers: http.IncomingHttpHeaders, latencyMs: number, now: Date): DispatchOutcome {
+function toOutcome(response: ReceivedResponse, headers: IncomingHttpHeaders, latencyMs: number, now: Date): DispatchOutcome {
   const { status, body: responseBody } = response;
   if (status >= 200 && status < 300) return { kind: "delivered", status, latencyMs, responseBody, response };
   if (status === 410) return { kind: "gone", status: 410, latencyMs, responseBody, response };
@@ -374,10 +380,11 @@ function toOutcome(response: ReceivedResponse, headers: http.IncomingHttpHeaders
   return { kind: "failed", status, error, latencyMs, responseBody, response, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
 }
 
-function describeError(error: NodeJS.ErrnoException): string {
+function describeError(error: NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException }): string {
   if (error instanceof ForbiddenAddressError) return error.message;
-  if (error.code === "ETIMEDOUT_TOTAL") return error.message;
-  return error.code ? `connection failed: ${error.code}` : `connection failed: ${truncate(error.message, 200)}`;
+  // undici wraps a socket's failure (UND_ERR_SOCKET); the socket's own code names it as node:http did.
+  const code = error.cause?.code ?? error.code;
+  return code ? `connection failed: ${code}` : `connection failed: ${truncate(error.message, 200)}`;
 }
 
 /** Cuts `text` to `max` characters, marking the cut with `...`. */

@@ -7,6 +7,7 @@ import { createDeliveryConsumer } from "../../services/delivery/consumer.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { recordAttempts, type AttemptRecord } from "../../services/delivery/attempt-log.js";
 import { claimDueDeliveries, type ClaimedDelivery } from "../../services/delivery/claim-deliveries.js";
+import { insertDeliveries } from "../../services/delivery/insert-deliveries.js";
 import type { EventBus, ReceivedMessage } from "../../services/shared/bus.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, type RecordedRequest } from "../helpers/receiver.js";
@@ -103,6 +104,94 @@ test.serial(
     t.is(await h.db.prisma.deliveryAttempt.count({ where: { serverId: slowServer } }), 0, "no slow attempt has ended");
   },
 );
+
+test.serial(
+  "adaptive per-server caps: a server answering fast gets more slots than the small cap while a hanging one keeps the small cap, and a failure drops a raised cap back",
+  async (t) => {
+    const { h, dispatcher, receiver } = await world(t);
+    // 200 fast answers, then 503s.
+    const fast = await receiver({ fallback: () => (fast.requests.length > 200 ? { status: 503, delayMs: 10 } : { delayMs: 10 }) });
+    const slow = await receiver({ fallback: { hang: true } });
+    const fastServer = await insertServer(h.db.prisma, { callbackUrl: fast.url });
+    const slowServer = await insertServer(h.db.prisma, { callbackUrl: slow.url });
+    for (const id of [fastServer, slowServer]) await insertSecret(h.db.prisma, h.deps.secretBox, id, "callback");
+    const hearts = (serverId: string, n: number, offsetMs: number) =>
+      Array.from({ length: n }, (_, i) => ({
+        heartId: randomUUID(),
+        serverId,
+        eventType: "heart.counted",
+        username: "Alex",
+        voterIdentity: `v-${serverId}-${i}`,
+        period: "2026-03",
+        streakDay: null,
+        countedAt: new Date(Date.now() - offsetMs + i),
+      }));
+    // The hanging server's rows first: due earliest, claimed first.
+    await insertDeliveries(h.db.prisma, [...hearts(slowServer, 12, 120_000), ...hearts(fastServer, 300, 60_000)]);
+    // Small cap 2, at most 8 (a quarter of 32).
+    const d = dispatcher({ concurrency: 32, perServerConcurrency: 2 });
+    let fastPeak = 0;
+    let capPeak = 0;
+    const sampler = setInterval(() => {
+      fastPeak = Math.max(fastPeak, d.inFlight().get(fastServer) ?? 0);
+      capPeak = Math.max(capPeak, d.capOf(fastServer));
+    }, 1);
+    t.teardown(() => clearInterval(sampler));
+    d.start();
+    await eventually(async () => (await h.db.prisma.delivery.count({ where: { serverId: fastServer, status: "delivered" } })) >= 200, { timeoutMs: 20_000 });
+    t.true(fastPeak > 2, `the fast server had ${fastPeak} in flight at most`);
+    t.true(capPeak > 2 && capPeak <= 8, `its cap grew to ${capPeak}, never over the maximum`);
+    t.true(fastPeak <= 8, "never more in flight than the maximum");
+    t.true(slow.requests.length <= 2, `the hanging receiver holds its small cap only (${slow.requests.length})`);
+    t.is(d.capOf(slowServer), 2);
+    // The fast receiver now answers 503: its cap falls back to the small one.
+    await eventually(() => fast.requests.length > 205 && d.capOf(fastServer) === 2, { timeoutMs: 10_000, message: `cap ${d.capOf(fastServer)}` });
+  },
+);
+
+test.serial(
+  "steady traffic without a backlog: each consumer batch goes out leased by its own insert, and slots freeing up call no claim statement",
+  async (t) => {
+    const { h, dispatcher, receiver } = await world(t);
+    const fast = await receiver();
+    const servers = [await insertServer(h.db.prisma, { callbackUrl: fast.url }), await insertServer(h.db.prisma, { callbackUrl: fast.url })];
+    for (const id of servers) await insertSecret(h.db.prisma, h.deps.secretBox, id, "callback");
+    let claims = 0;
+    // Counts the claim statements the dispatcher runs (its prisma client with a query hook; the statements are unchanged).
+    const counting = h.db.prisma.$extends({
+      query: {
+        $queryRaw({ args, query }) {
+          if (JSON.stringify(args).includes("FOR UPDATE OF d SKIP LOCKED")) claims++;
+          return query(args);
+        },
+      },
+    }) as unknown as typeof h.db.prisma;
+    const d = dispatcher({ prisma: counting, concurrency: 32, perServerConcurrency: 4, pollIntervalMs: 3_600_000 });
+    d.start();
+    await eventually(() => claims === 1, { message: "the claim at start" });
+    const consumer = createDeliveryConsumer({ bus: unusedBus, prisma: h.db.prisma, log: h.deps.log, topic: "test.batch", dispatcher: d });
+    let offset = 0;
+    for (let batch = 0; batch < 15; batch++) {
+      const hearts = Array.from({ length: 4 }, (_, i) => heartMessage(servers[i % 2]!, randomUUID(), offset++));
+      await consumer.handleBatch(hearts);
+      // The previous batches' callbacks finish meanwhile, freeing their slots.
+      await eventually(() => fast.requests.length === offset, { message: `batch ${batch}: ${fast.requests.length}/${offset} sent` });
+    }
+    await eventually(async () => (await h.db.prisma.delivery.count({ where: { status: "delivered" } })) === offset, { timeoutMs: 15_000 });
+    t.is(claims, 1, "no claim after the one at start: every row was leased by its insert");
+  },
+);
+
+test.serial("a backlog of one server beyond its cap drains as its slots free, without waiting for the poll", async (t) => {
+  const { h, dispatcher, receiver } = await world(t);
+  const fast = await receiver();
+  const serverId = await insertServer(h.db.prisma, { callbackUrl: fast.url });
+  await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
+  for (let i = 0; i < 40; i++) await addDelivery(h, serverId);
+  dispatcher({ concurrency: 32, perServerConcurrency: 2, pollIntervalMs: 3_600_000 }).start();
+  await eventually(async () => (await h.db.prisma.delivery.count({ where: { status: "delivered" } })) === 40, { timeoutMs: 15_000 });
+  t.is(new Set(fast.requests.map((q) => (JSON.parse(q.text) as { heart_id: string }).heart_id)).size, 40, "each heart sent once");
+});
 
 test.serial(
   "a consumer batch stores one delivery per heart: duplicates in the batch and across concurrent batches add nothing; poison and unknown servers are set aside without failing the rest",

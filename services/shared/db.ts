@@ -179,10 +179,13 @@ export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
 export const PG_UNIQUE_VIOLATION = "23505";
 export const PG_SERIALIZATION_FAILURE = "40001";
 
-/** True when `error` is Prisma's unique-constraint violation (P2002 or SQLSTATE 23505). */
+/**
+ * True when `error` is a unique-constraint violation: Prisma's (P2002, or SQLSTATE 23505 in its driver-adapter
+ * error) or node-postgres's own (runSql, runSqlTransaction: SQLSTATE 23505 in `code`).
+ */
 export function isUniqueViolation(error: unknown): boolean {
   const e = error as { code?: string; meta?: { driverAdapterError?: { cause?: { originalCode?: string; kind?: string } } } };
-  if (e?.code === "P2002") return true;
+  if (e?.code === "P2002" || e?.code === PG_UNIQUE_VIOLATION) return true;
   const cause = e?.meta?.driverAdapterError?.cause;
   return cause?.originalCode === PG_UNIQUE_VIOLATION || cause?.kind === "UniqueConstraintViolation";
 }

@@ -7,7 +7,7 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
-import { isTransactionUnavailable, runSqlTransaction, TransactionUnavailable } from "../../services/shared/db.js";
+import { isTransactionUnavailable, isUniqueViolation, runSqlTransaction, TransactionUnavailable } from "../../services/shared/db.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;
@@ -113,5 +113,23 @@ test.serial("no pooled connection within maxWaitMs: TransactionUnavailable, the 
   await Promise.all(holders);
   // The connection that arrived late went back to the pool: both connections serve transactions again.
   await Promise.all([0, 1].map(() => runSqlTransaction(db.prisma, (tx) => tx.query(Prisma.sql`SELECT 1`), { timeoutMs: 10_000, maxWaitMs: 1_000 })));
+  t.deepEqual(await labels(db), ["kept-1", "kept-2"]);
+});
+
+test.serial("a unique violation inside it (node-postgres's own error, SQLSTATE in code) is recognised as Prisma's is, and rolls back", async (t) => {
+  const { db } = t.context;
+  const raw = await t.throwsAsync(
+    runSqlTransaction(
+      db.prisma,
+      async (tx) => {
+        await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"dup-new"})`);
+        await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"kept-1"})`);
+      },
+      { timeoutMs: 10_000 },
+    ),
+  );
+  t.true(isUniqueViolation(raw), String(raw));
+  const viaPrisma = await t.throwsAsync(db.prisma.$executeRaw`INSERT INTO tx_probe VALUES (${"kept-1"})`);
+  t.true(isUniqueViolation(viaPrisma), String(viaPrisma));
   t.deepEqual(await labels(db), ["kept-1", "kept-2"]);
 });

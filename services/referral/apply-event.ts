@@ -4,7 +4,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { ReferralTransitionedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { REFERRALS_TOPIC } from "../shared/bus.js";
 import { ERROR_TEXT } from "../shared/contract.js";
-import type { Tx } from "../shared/db.js";
+import { isTransactionUnavailable, runSqlTransaction, type SqlTx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError, IllegalTransition, Overloaded } from "../shared/errors.js";
 import { ADMISSION_MAX_QUEUE_WAIT_MS, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
@@ -36,7 +36,7 @@ export const APPLY_EVENT_COALESCE = { minItems: 4, maxWaitMs: 2 } as const;
 /** Reruns of one event after a lost conditional write (version, click link, anchor mint); one more loss answers `internal error`. */
 export const MAX_TRANSACTION_RETRIES = 3;
 /**
- * Prisma's interactive-transaction limits of one round (milliseconds, Prisma's option names):
+ * The transaction limits of one round (milliseconds; runSqlTransaction's `maxWaitMs` and `timeoutMs`, Prisma's names):
  * - `maxWait`, how long a round may wait for a pooled connection. No connection by then means the
  *   database is saturated, and the round's events are refused as overloaded (retryable, this wait as
  *   the retry hint) inside the gateway's RPC deadline (gateway/server.ts RPC_TIMEOUT_MS, 10 s),
@@ -172,12 +172,16 @@ async function settleRound(
   const events = round.map((i) => commands[i]!);
   let applied: RoundResult;
   try {
-    applied = await deps.prisma.$transaction((tx) => applyRound(tx, events, deps.now(), abuseRules), APPLY_EVENT_TRANSACTION_LIMITS_MS);
+    // On node-postgres without Prisma's interactive-transaction machinery (runSqlTransaction, services/shared/db.ts): issue 22.
+    applied = await runSqlTransaction(deps.prisma, (tx) => applyRound(tx, events, deps.now(), abuseRules), {
+      maxWaitMs: APPLY_EVENT_TRANSACTION_LIMITS_MS.maxWait,
+      timeoutMs: APPLY_EVENT_TRANSACTION_LIMITS_MS.timeout,
+    });
   } catch (error) {
     // Failure policy: no connection within its maxWait (or the transaction expired) means the database is
     // saturated and nothing of this round committed: its events are refused as overloaded (retryable, nothing
     // written) instead of queueing more work behind them or answering `internal error`.
-    if (isTransactionApiError(error)) {
+    if (isTransactionUnavailable(error)) {
       deps.log.warn({ events: round.length }, "referral event round refused: no database transaction in time");
       for (const i of round) outcomes[i] = { ok: false, error: new Overloaded(APPLY_EVENT_TRANSACTION_LIMITS_MS.maxWait) };
       return { lost: [], deferred: [] };
@@ -209,11 +213,6 @@ async function settleRound(
   return { lost, deferred };
 }
 
-/** Prisma's P2028 (a transaction could not start within maxWait, or expired before its commit): nothing committed. */
-function isTransactionApiError(error: unknown): boolean {
-  return (error as { code?: unknown })?.code === "P2028";
-}
-
 /** Per event of a round: its answer, or what the next round does with it. */
 type RoundResult = Array<ItemOutcome<ApplyEventResult> | "lost" | "deferred">;
 
@@ -222,7 +221,8 @@ interface ReadRow extends AbuseFactsRow {
   click_id: string | null;
   click_server_id: string | null;
   click_referrer: string | null;
-  event_id: bigint | null;
+  /** referral_events.id (bigint) as text: node-postgres returns bigint as a string. */
+  event_id: string | null;
   linked_id: string | null;
   linked_referrer: string | null;
   linked_referee: string | null;
@@ -243,15 +243,15 @@ type Plan =
   /** Nothing to write: a 404 (no dedup row was inserted) or a duplicate. */
   | { kind: "answer"; outcome: ItemOutcome<ApplyEventResult> }
   /** A 422/400 after the dedup row was inserted: the row is deleted. */
-  | { kind: "error"; eventId: bigint; error: unknown }
+  | { kind: "error"; eventId: string; error: unknown }
   /** No state change: record the outcome (idempotent, first_touch_conflict). */
-  | { kind: "record"; eventId: bigint; outcome: "idempotent" | "first_touch_conflict"; referralId: string | null; result: ApplyEventResult }
+  | { kind: "record"; eventId: string; outcome: "idempotent" | "first_touch_conflict"; referralId: string | null; result: ApplyEventResult }
   /** Idempotent `registered` through another token of the same referrer: link the click, then record. */
-  | { kind: "join"; eventId: bigint; clickId: string; anchorId: string; result: ApplyEventResult }
-  | { kind: "mint"; eventId: bigint; id: string; serverId: string; referee: string; referrer: string; clickId: string; outbox: OutboxRow }
+  | { kind: "join"; eventId: string; clickId: string; anchorId: string; result: ApplyEventResult }
+  | { kind: "mint"; eventId: string; id: string; serverId: string; referee: string; referrer: string; clickId: string; outbox: OutboxRow }
   | {
       kind: "advance";
-      eventId: bigint;
+      eventId: string;
       referralId: string;
       version: number;
       to: AnchorState;
@@ -264,10 +264,10 @@ type Plan =
       result: ApplyEventResult;
     }
   /** A second advance of one referral in this round: rerun in the next round (its dedup row is deleted here). */
-  | { kind: "defer"; eventId: bigint };
+  | { kind: "defer"; eventId: string };
 
 /** One round, inside its transaction: read, decide, write; returns each event's answer or its rerun. */
-async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: Date, abuseRules: AbuseRules): Promise<RoundResult> {
+async function applyRound(tx: SqlTx, commands: readonly ApplyEventCommand[], now: Date, abuseRules: AbuseRules): Promise<RoundResult> {
   const rows = await readAndDedup(tx, commands, now, abuseRules);
   const byIdx = new Map(rows.map((r) => [r.idx, r]));
   const advancing = new Set<string>();
@@ -283,10 +283,10 @@ async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: D
   });
 
   const written = await writePlans(tx, plans, now, abuseWrites(plans, byIdx, abuseRules));
-  const lostEventIds: bigint[] = [];
+  const lostEventIds: string[] = [];
   const results: RoundResult = [];
   plans.forEach((plan, idx) => {
-    const settle = (result: ApplyEventResult, ok: boolean, eventId: bigint) => {
+    const settle = (result: ApplyEventResult, ok: boolean, eventId: string) => {
       if (ok) results.push({ ok: true, value: result });
       else {
         lostEventIds.push(eventId);
@@ -321,14 +321,14 @@ async function applyRound(tx: Tx, commands: readonly ApplyEventCommand[], now: D
   });
   if (lostEventIds.length > 0) {
     // The events that lost a race wrote nothing but their dedup rows; those go, so the rerun inserts them afresh.
-    await tx.$executeRaw`DELETE FROM referral_events WHERE id = ANY(${lostEventIds.map(String)}::bigint[])`;
+    await tx.query(Prisma.sql`DELETE FROM referral_events WHERE id = ANY(${lostEventIds}::bigint[])`);
   }
   return results;
 }
 
 /** Statement 1: clicks, dedup rows (only for tokens of the caller's server) and the anchors, per event. */
-function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date, abuseRules: AbuseRules): Promise<ReadRow[]> {
-  return tx.$queryRaw<ReadRow[]>`
+function readAndDedup(tx: SqlTx, commands: readonly ApplyEventCommand[], now: Date, abuseRules: AbuseRules): Promise<ReadRow[]> {
+  return tx.query<ReadRow>(Prisma.sql`
     WITH input AS (
       SELECT * FROM unnest(
         ${commands.map((c) => c.token)}::text[], ${commands.map((c) => c.event)}::text[], ${commands.map((c) => c.serverEventId)}::text[],
@@ -350,7 +350,7 @@ function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date,
       RETURNING id, token
     )
     SELECT (i.ord - 1)::int AS idx, c.id::text AS click_id, c.server_id::text AS click_server_id, c.referrer_identity AS click_referrer,
-           e.id AS event_id,
+           e.id::text AS event_id,
            l.id::text AS linked_id, l.referrer_identity AS linked_referrer, l.referee_identity AS linked_referee,
            l.state::text AS linked_state, l.version AS linked_version,
            r.id::text AS referee_id, r.referrer_identity AS referee_referrer, r.state::text AS referee_state,
@@ -361,7 +361,7 @@ function readAndDedup(tx: Tx, commands: readonly ApplyEventCommand[], now: Date,
     LEFT JOIN inserted e ON e.token = i.token
     LEFT JOIN referrals l ON l.id = c.referral_id
     LEFT JOIN referrals r ON i.referee IS NOT NULL AND r.server_id = c.server_id AND r.referee_identity = i.referee
-    LEFT JOIN LATERAL (${abuseFactsSql(abuseRules, now)}) af ON true`;
+    LEFT JOIN LATERAL (${abuseFactsSql(abuseRules, now)}) af ON true`);
 }
 
 /** Decides one event from its row (throws the event's DomainError). */
@@ -506,12 +506,12 @@ interface Written {
  * the write it depends on, so an event whose mint or conditional write lost writes nothing
  * else (its dedup row stays 'pending' and is deleted by applyRound before the rerun).
  */
-async function writePlans(tx: Tx, plans: readonly Plan[], now: Date, abuse: ReadonlyMap<number, AbuseWrite>): Promise<Written> {
+async function writePlans(tx: SqlTx, plans: readonly Plan[], now: Date, abuse: ReadonlyMap<number, AbuseWrite>): Promise<Written> {
   const mints: Array<Extract<Plan, { kind: "mint" }> & { idx: number }> = [];
   const advances: Array<Extract<Plan, { kind: "advance" }> & { idx: number }> = [];
   const joins: Array<Extract<Plan, { kind: "join" }> & { idx: number }> = [];
   const records: Array<Extract<Plan, { kind: "record" }>> = [];
-  const dropped: bigint[] = [];
+  const dropped: string[] = [];
   plans.forEach((plan, idx) => {
     if (plan.kind === "mint") mints.push({ ...plan, idx });
     else if (plan.kind === "advance") advances.push({ ...plan, idx });
@@ -525,12 +525,12 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date, abuse: Read
   const period = periodOf(now);
   const outbox = [...mints, ...advances].map((p) => ({ idx: p.idx, row: p.outbox }));
   const flags = [...abuse].map(([idx, w]) => ({ idx, ...w }));
-  const [row] = await tx.$queryRaw<Array<{ minted: number[]; mint_linked: number[]; advanced: number[]; join_linked: number[] }>>`
+  const [row] = await tx.query<{ minted: number[]; mint_linked: number[]; advanced: number[]; join_linked: number[] }>(Prisma.sql`
     WITH m AS (
       SELECT * FROM unnest(
         ${mints.map((m) => m.idx)}::int[], ${mints.map((m) => m.id)}::uuid[], ${mints.map((m) => m.serverId)}::uuid[],
         ${mints.map((m) => m.referee)}::text[], ${mints.map((m) => m.referrer)}::text[], ${mints.map((m) => m.clickId)}::uuid[],
-        ${mints.map((m) => m.eventId.toString())}::bigint[]
+        ${mints.map((m) => m.eventId)}::bigint[]
       ) AS t(idx, id, server_id, referee, referrer, click_id, event_id)
     ), abuse AS (
       -- Anti-abuse signals and review of mints and qualifications (services/referral/abuse-facts.ts).
@@ -554,7 +554,7 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date, abuse: Read
       SELECT * FROM unnest(
         ${advances.map((a) => a.idx)}::int[], ${advances.map((a) => a.referralId)}::uuid[], ${advances.map((a) => a.version)}::int[],
         ${advances.map((a) => a.to)}::text[], ${advances.map((a) => a.reverseCredit)}::boolean[], ${advances.map((a) => a.serverId)}::uuid[],
-        ${advances.map((a) => a.referrer)}::text[], ${advances.map((a) => a.eventId.toString())}::bigint[],
+        ${advances.map((a) => a.referrer)}::text[], ${advances.map((a) => a.eventId)}::bigint[],
         ${advances.map((a) => a.reversal.reason.reason)}::text[], ${advances.map((a) => a.reversal.reason.text)}::text[],
         ${advances.map((a) => a.reversal.effect === "clawback")}::boolean[]
       ) AS t(idx, id, version, "to", reverse_credit, server_id, referrer, event_id, reason, reason_text, clawback)
@@ -590,7 +590,7 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date, abuse: Read
     ), j AS (
       SELECT * FROM unnest(
         ${joins.map((j) => j.idx)}::int[], ${joins.map((j) => j.clickId)}::uuid[], ${joins.map((j) => j.anchorId)}::uuid[],
-        ${joins.map((j) => j.eventId.toString())}::bigint[]
+        ${joins.map((j) => j.eventId)}::bigint[]
       ) AS t(idx, click_id, anchor_id, event_id)
     ), join_linked AS (
       UPDATE referral_clicks c SET referral_id = j.anchor_id FROM j
@@ -599,7 +599,7 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date, abuse: Read
     ), queued AS (${insertOutboxRows(outbox, Prisma.sql`SELECT idx FROM mint_ok UNION ALL SELECT idx FROM adv_ok`)}
     ), rec AS (
       SELECT * FROM unnest(
-        ${records.map((r) => r.eventId.toString())}::bigint[], ${records.map((r) => r.outcome)}::text[], ${records.map((r) => r.referralId)}::uuid[]
+        ${records.map((r) => r.eventId)}::bigint[], ${records.map((r) => r.outcome)}::text[], ${records.map((r) => r.referralId)}::uuid[]
       ) AS t(event_id, outcome, referral_id)
     ), recorded AS (
       UPDATE referral_events e SET outcome = x.outcome, referral_id = x.referral_id
@@ -613,13 +613,13 @@ async function writePlans(tx: Tx, plans: readonly Plan[], now: Date, abuse: Read
       RETURNING e.id
     ), dropped AS (
       -- Events answered with an error leave no dedup row (as a rolled-back transaction would).
-      DELETE FROM referral_events WHERE id = ANY(${dropped.map(String)}::bigint[])
+      DELETE FROM referral_events WHERE id = ANY(${dropped}::bigint[])
       RETURNING id
     )
     SELECT (SELECT coalesce(array_agg(idx), '{}') FROM mint_ok) AS minted,
            (SELECT coalesce(array_agg(idx), '{}') FROM mint_linked) AS mint_linked,
            (SELECT coalesce(array_agg(idx), '{}') FROM advanced) AS advanced,
-           (SELECT coalesce(array_agg(idx), '{}') FROM join_linked) AS join_linked`;
+           (SELECT coalesce(array_agg(idx), '{}') FROM join_linked) AS join_linked`);
   return {
     minted: new Set(row?.minted ?? []),
     mintLinked: new Set(row?.mint_linked ?? []),

@@ -77,20 +77,49 @@ export interface SqlTx {
 }
 
 /**
+ * runSqlTransaction's refusal: no pooled connection within `maxWaitMs`, or the transaction still open after
+ * `timeoutMs` (ended with its connection, rolled back). Nothing of the transaction committed.
+ */
+export class TransactionUnavailable extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "TransactionUnavailable";
+  }
+}
+
+/**
+ * True when a transaction never ran or expired, so nothing of it committed: runSqlTransaction's
+ * TransactionUnavailable, or Prisma's P2028 (an interactive transaction that got no connection within
+ * its maxWait, or expired before its commit).
+ */
+export function isTransactionUnavailable(error: unknown): boolean {
+  return error instanceof TransactionUnavailable || (error as { code?: unknown })?.code === "P2028";
+}
+
+/**
  * Runs `body` in ONE transaction on a connection of the client's node-postgres pool (as runSql, without
  * Prisma's query engine and its interactive-transaction machinery): BEGIN, the body's statements, COMMIT when
  * it resolves, ROLLBACK when it throws. A transaction still open after `timeoutMs` is ended by closing its
- * connection (the database rolls it back), and the body's next statement fails. For the relay's passes: a
- * pass at idle is what stands between a commit and its event in Kafka. Rows come as runSql says. A client made
- * elsewhere falls back to Prisma's interactive transaction.
+ * connection (the database rolls it back), and it fails with TransactionUnavailable. With `maxWaitMs`, a
+ * transaction that gets no pooled connection by then fails with TransactionUnavailable too (Prisma's
+ * `maxWait`; without it the pool's own connection timeout applies). For the relay's passes (a pass at idle is
+ * what stands between a commit and its event in Kafka) and ApplyEvent's rounds. Rows come as runSql says. A
+ * client made elsewhere falls back to Prisma's interactive transaction.
  */
-export async function runSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlTx) => Promise<T>, opts: { timeoutMs: number }): Promise<T> {
+export async function runSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlTx) => Promise<T>, opts: { timeoutMs: number; maxWaitMs?: number }): Promise<T> {
   const raw = rawPools.get(prisma);
-  if (raw === undefined) return prisma.$transaction((tx) => body({ query: <R>(sql: PrismaNs.Sql) => tx.$queryRaw<R[]>(sql) }), { timeout: opts.timeoutMs });
-  const client = await raw.pool.connect();
+  if (raw === undefined) {
+    return prisma.$transaction((tx) => body({ query: <R>(sql: PrismaNs.Sql) => tx.$queryRaw<R[]>(sql) }), {
+      timeout: opts.timeoutMs,
+      ...(opts.maxWaitMs === undefined ? {} : { maxWait: opts.maxWaitMs }),
+    });
+  }
+  const client = await connectWithin(raw.pool, opts.maxWaitMs);
   let broken: Error | undefined;
+  let expired: TransactionUnavailable | undefined;
   const timer = setTimeout(() => {
-    broken = new Error(`transaction still open after ${opts.timeoutMs} ms; its connection was closed`);
+    expired = new TransactionUnavailable(`transaction still open after ${opts.timeoutMs} ms; its connection was closed`);
+    broken = expired;
     // Failure policy: closing the connection ends the transaction (rolled back by the database); the body's next statement fails.
     void client.end().catch(() => undefined);
   }, opts.timeoutMs);
@@ -113,10 +142,33 @@ export async function runSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlT
       () => undefined,
       (rollbackError: unknown) => (rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError))),
     );
-    throw error;
+    // A statement cut off by the timeout fails with the driver's "connection terminated": the cause is the timeout.
+    throw expired ?? error;
   } finally {
     clearTimeout(timer);
     client.release(broken ?? false);
+  }
+}
+
+/** A pooled connection, or TransactionUnavailable once `maxWaitMs` passed without one (the late one goes back to the pool). */
+async function connectWithin(pool: pg.Pool, maxWaitMs: number | undefined): Promise<pg.PoolClient> {
+  if (maxWaitMs === undefined) return pool.connect();
+  const connecting = pool.connect();
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new TransactionUnavailable(`no database connection within ${maxWaitMs} ms`)), maxWaitMs);
+  });
+  try {
+    return await Promise.race([connecting, late]);
+  } catch (error) {
+    // Failure policy: a connection that arrives after the wait is returned to the pool unused; a failed connect is already reported.
+    connecting.then(
+      (client) => client.release(),
+      () => undefined,
+    );
+    throw error;
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -127,10 +179,13 @@ export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
 export const PG_UNIQUE_VIOLATION = "23505";
 export const PG_SERIALIZATION_FAILURE = "40001";
 
-/** True when `error` is Prisma's unique-constraint violation (P2002 or SQLSTATE 23505). */
+/**
+ * True when `error` is a unique-constraint violation: Prisma's (P2002, or SQLSTATE 23505 in its driver-adapter
+ * error) or node-postgres's own (runSql, runSqlTransaction: SQLSTATE 23505 in `code`).
+ */
 export function isUniqueViolation(error: unknown): boolean {
   const e = error as { code?: string; meta?: { driverAdapterError?: { cause?: { originalCode?: string; kind?: string } } } };
-  if (e?.code === "P2002") return true;
+  if (e?.code === "P2002" || e?.code === PG_UNIQUE_VIOLATION) return true;
   const cause = e?.meta?.driverAdapterError?.cause;
   return cause?.originalCode === PG_UNIQUE_VIOLATION || cause?.kind === "UniqueConstraintViolation";
 }

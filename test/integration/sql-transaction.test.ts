@@ -1,11 +1,13 @@
 /**
  * runSqlTransaction (services/shared/db.ts), the relay's pass transaction on node-postgres: it commits
  * when the body resolves, rolls back when it throws, and a transaction left open past its timeout is
- * ended (rolled back) with its connection, never committed; the pool stays usable after each.
+ * ended (rolled back) with its connection, never committed; the pool stays usable after each. A transaction
+ * that gets no connection within its maxWaitMs, or outlives its timeout, fails with TransactionUnavailable
+ * (what ApplyEvent answers `resource_exhausted`).
  */
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
-import { runSqlTransaction } from "../../services/shared/db.js";
+import { isTransactionUnavailable, isUniqueViolation, runSqlTransaction, TransactionUnavailable } from "../../services/shared/db.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;
@@ -65,9 +67,69 @@ test.serial("a transaction still open after its timeout is ended and rolled back
     { timeoutMs: 300 },
   );
   setTimeout(release, 1_000);
-  await t.throwsAsync(pass, { message: /still open after 300 ms/ });
+  const error = await t.throwsAsync(pass, { message: /still open after 300 ms/ });
+  t.true(isTransactionUnavailable(error), "a timed-out transaction is recognised as unavailable (nothing committed)");
   t.deepEqual(await labels(db), ["kept-1", "kept-2"], "neither row of the timed-out transaction committed");
   // The pool hands out working connections afterwards (the closed one is not reused).
   for (let i = 0; i < 3; i++) await runSqlTransaction(db.prisma, (tx) => tx.query(Prisma.sql`SELECT 1`), { timeoutMs: 10_000 });
   t.pass();
+});
+
+test.serial("a statement cut off by the timeout fails with TransactionUnavailable, not the driver's closed-connection error", async (t) => {
+  const { db } = t.context;
+  const pass = runSqlTransaction(
+    db.prisma,
+    async (tx) => {
+      await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"cut-off"})`);
+      await tx.query(Prisma.sql`SELECT pg_sleep(5)`);
+    },
+    { timeoutMs: 300 },
+  );
+  await t.throwsAsync(pass, { instanceOf: TransactionUnavailable, message: /still open after 300 ms/ });
+  t.deepEqual(await labels(db), ["kept-1", "kept-2"], "nothing of the cut-off transaction committed");
+});
+
+test.serial("no pooled connection within maxWaitMs: TransactionUnavailable, the body never runs, and the pool recovers", async (t) => {
+  const { db } = t.context;
+  // The pool has 2 connections: two open transactions hold both.
+  let release: () => void = () => {};
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const holders = [0, 1].map(() => runSqlTransaction(db.prisma, () => held, { timeoutMs: 10_000 }));
+  let ran = false;
+  const waiting = runSqlTransaction(
+    db.prisma,
+    async (tx) => {
+      ran = true;
+      await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"never"})`);
+    },
+    { timeoutMs: 10_000, maxWaitMs: 200 },
+  );
+  const error = await t.throwsAsync(waiting, { instanceOf: TransactionUnavailable, message: /no database connection within 200 ms/ });
+  t.true(isTransactionUnavailable(error));
+  t.false(ran, "the body never ran");
+  release();
+  await Promise.all(holders);
+  // The connection that arrived late went back to the pool: both connections serve transactions again.
+  await Promise.all([0, 1].map(() => runSqlTransaction(db.prisma, (tx) => tx.query(Prisma.sql`SELECT 1`), { timeoutMs: 10_000, maxWaitMs: 1_000 })));
+  t.deepEqual(await labels(db), ["kept-1", "kept-2"]);
+});
+
+test.serial("a unique violation inside it (node-postgres's own error, SQLSTATE in code) is recognised as Prisma's is, and rolls back", async (t) => {
+  const { db } = t.context;
+  const raw = await t.throwsAsync(
+    runSqlTransaction(
+      db.prisma,
+      async (tx) => {
+        await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"dup-new"})`);
+        await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"kept-1"})`);
+      },
+      { timeoutMs: 10_000 },
+    ),
+  );
+  t.true(isUniqueViolation(raw), String(raw));
+  const viaPrisma = await t.throwsAsync(db.prisma.$executeRaw`INSERT INTO tx_probe VALUES (${"kept-1"})`);
+  t.true(isUniqueViolation(viaPrisma), String(viaPrisma));
+  t.deepEqual(await labels(db), ["kept-1", "kept-2"]);
 });

@@ -1,4 +1,5 @@
-import type { PrismaClient } from "../shared/db.js";
+import { runSql, type PrismaClient } from "../shared/db.js";
+import { Prisma } from "../../gen/prisma/client.js";
 import type { LedgerPlayer } from "./ledger-player.js";
 import { takeClaimPayoutSql } from "../delivery/pay-once.js";
 
@@ -33,7 +34,9 @@ function toHeart(row: Row): LedgerHeart {
  * row was marked `withdrawn` yet, and a withdrawn one too; its time is the payout's.
  */
 export async function readStanding(prisma: PrismaClient, serverId: string, player: LedgerPlayer, now: Date): Promise<LedgerStanding> {
-  const rows = await prisma.$queryRaw<Row[]>`
+  const rows = await runSql<Row>(
+    prisma,
+    Prisma.sql`
     SELECT c.heart_id::text AS heart_id,
            CASE WHEN c.state = 'held' AND p.heart_id IS NULL THEN 'held' ELSE 'claimed' END AS state,
            c.counted_at, c.expires_at, coalesce(c.claimed_at, p.paid_at, p.taken_at) AS claimed_at
@@ -42,7 +45,8 @@ export async function readStanding(prisma: PrismaClient, serverId: string, playe
       AND c.state IN ('held', 'claimed', 'withdrawn') AND c.expires_at > ${now}::timestamptz
     ORDER BY (c.state = 'held' AND p.heart_id IS NULL) DESC, CASE WHEN c.state = 'held' AND p.heart_id IS NULL THEN c.counted_at END ASC,
              coalesce(c.claimed_at, p.paid_at, p.taken_at) DESC, c.counted_at DESC, c.heart_id
-    LIMIT 1`;
+    LIMIT 1`,
+  );
   const row = rows[0];
   if (row === undefined) return { kind: "none" };
   return { kind: row.state, heart: toHeart(row) };
@@ -62,7 +66,9 @@ export async function claimOldestHeld(
   player: LedgerPlayer,
   now: Date,
 ): Promise<(LedgerHeart & { payOnce: boolean }) | null> {
-  const rows = await prisma.$queryRaw<Array<Row & { pay_once: boolean }>>`
+  const rows = await runSql<Row & { pay_once: boolean }>(
+    prisma,
+    Prisma.sql`
     WITH target AS (
       SELECT c.heart_id, s.pay_once FROM vote_claims c JOIN servers s ON s.id = c.server_id
       WHERE c.server_id = ${serverId}::uuid AND ${player.match}
@@ -76,7 +82,8 @@ export async function claimOldestHeld(
     )
     UPDATE vote_claims v SET state = 'claimed', claimed_at = ${now}::timestamptz
     FROM target t WHERE v.heart_id = t.heart_id AND v.state = 'held' AND (NOT t.pay_once OR t.heart_id IN (SELECT heart_id FROM paid))
-    RETURNING v.heart_id::text AS heart_id, v.state::text AS state, v.counted_at, v.expires_at, v.claimed_at, t.pay_once`;
+    RETURNING v.heart_id::text AS heart_id, v.state::text AS state, v.counted_at, v.expires_at, v.claimed_at, t.pay_once`,
+  );
   const row = rows[0];
   return row === undefined ? null : { ...toHeart(row), payOnce: row.pay_once };
 }

@@ -23,6 +23,7 @@ import { createAuthInterceptor } from "../access/auth-interceptor.js";
 import { createTokenVerifier, type TokenVerifier } from "../access/service-tokens.js";
 import { ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
+import { ClaimService } from "../../gen/proto/claims/v1/claims_pb.js";
 import { createLeanUnary } from "./lean-unary.js";
 
 /** Everything the referral service's RPCs need. */
@@ -96,10 +97,11 @@ export function createReferralServiceServer(deps: ReferralServiceDeps): {
       allowUnauthenticated: deps.auth?.allowUnauthenticated ?? false,
     }),
   ];
-  // The ingest path's calls (one ApplyEvent per event, ResolveSigningKeys on a key-cache miss) take the lean path:
+  // The ingest path's calls (one ApplyEvent per event, ResolveSigningKeys on a key-cache miss) and the plugins' checks and
+  // claims (one CheckVote/ClaimVote per GET /api/votes) take the lean path:
   // same interceptors, same implementations, same answers, without Connect's per-call machinery (lean-unary.ts).
   const lean = createLeanUnary({
-    methods: [ReferralService.method.applyEvent, ServerAdminService.method.resolveSigningKeys],
+    methods: [ReferralService.method.applyEvent, ServerAdminService.method.resolveSigningKeys, ClaimService.method.checkVote, ClaimService.method.claimVote],
     interceptors,
     readMaxBytes: MAX_RPC_MESSAGE_BYTES,
   });

@@ -1,6 +1,6 @@
 /**
  * The referral service's lean path of the ingest RPCs (services/referral-service/lean-unary.ts): a Connect call in
- * binary to ApplyEvent or ResolveSigningKeys is answered without Connect's handler, and must answer exactly as
+ * binary to ApplyEvent, ResolveSigningKeys, CheckVote or ClaimVote is answered without Connect's handler, and must answer exactly as
  * Connect's handler does. Each case is sent twice over raw HTTP/2: in binary (the lean path) and in JSON (Connect's
  * own handler), and the answers - status, content type, error body, the decoded message - must be equal.
  */
@@ -9,6 +9,14 @@ import test from "ava";
 import { create, fromBinary, fromJson, toBinary, toJson, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
 import { ApplyEventRequestSchema, ApplyEventResponseSchema, ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ResolveSigningKeysRequestSchema, ResolveSigningKeysResponseSchema, SigningKeyStatus } from "../../gen/proto/servers/v1/servers_pb.js";
+import {
+  CheckVoteRequestSchema,
+  CheckVoteResponseSchema,
+  ClaimStatus,
+  ClaimVoteRequestSchema,
+  ClaimVoteResponseSchema,
+  PlayerIdKind,
+} from "../../gen/proto/claims/v1/claims_pb.js";
 import { ERROR_TEXT } from "../../services/shared/contract.js";
 import { DASHBOARD_SESSION_HEADER, ERROR_KIND_HEADER, SESSION_EXPIRED_KIND } from "../../services/shared/wire.js";
 import { startStack, type TestStack } from "../helpers/stack.js";
@@ -131,4 +139,110 @@ test("ResolveSigningKeys in binary answers a message exactly as Connect's handle
   t.is(lean.status, 200);
   t.deepEqual(lean, connect);
   t.deepEqual(lean.body, toJson(ResolveSigningKeysResponseSchema, create(ResolveSigningKeysResponseSchema, { status: SigningKeyStatus.UNKNOWN_SERVER })));
+});
+
+const CHECK_VOTE = "/claims.v1.ClaimService/CheckVote";
+const CLAIM_VOTE = "/claims.v1.ClaimService/ClaimVote";
+
+let seq = 0;
+/** A server with a claim key, and a function that casts a counted heart for a steam id (returns its heart id). */
+async function claimServer() {
+  const { clients } = stack;
+  const { server } = await clients.admin.createServer({ name: `Lean claims ${++seq}` });
+  const serverId = server!.id;
+  const { claimKey } = await clients.admin.rotateClaimKey({ serverId });
+  const vote = async (steamId: string) => {
+    const n = ++seq;
+    const cast = await clients.hearts.castHeart({
+      serverId,
+      voterIdentity: `lean-voter-${n}`,
+      username: "Steve",
+      steamId,
+      ip: `198.51.100.${n % 250}`,
+      userAgent: "Mozilla/5.0 lean test",
+    });
+    if (!cast.counted) throw new Error("the test heart was not counted");
+    return cast.heartId;
+  };
+  return { serverId, claimKey, vote };
+}
+
+const steam = (value: string) => ({ kind: PlayerIdKind.STEAM_ID, value });
+/** The key with its last character changed: the right shape, no server. */
+const wrong = (key: string) => `${key.slice(0, -1)}${key.endsWith("x") ? "y" : "x"}`;
+
+test("CheckVote in binary answers 0, 1, a wrong key, a bad player id and a caller without a token exactly as Connect's handler", async (t) => {
+  const { serverId, claimKey, vote } = await claimServer();
+  const player = steam("76561198011111111");
+  const none = await both(CHECK_VOTE, CheckVoteRequestSchema, CheckVoteResponseSchema, { claimKey, player });
+  t.deepEqual(none.lean, none.connect);
+  t.like(none.lean, { status: 200, body: { status: "CLAIM_STATUS_NOT_FOUND", keyValid: true, serverId } });
+
+  const heartId = await vote(player.value);
+  const held = await both(CHECK_VOTE, CheckVoteRequestSchema, CheckVoteResponseSchema, { claimKey, player });
+  t.deepEqual(held.lean, held.connect);
+  t.like(held.lean, { status: 200, body: { status: "CLAIM_STATUS_VOTED_UNCLAIMED", keyValid: true, serverId, heartId } });
+
+  const wrongKey = await both(CHECK_VOTE, CheckVoteRequestSchema, CheckVoteResponseSchema, { claimKey: wrong(claimKey), player });
+  t.deepEqual(wrongKey.lean, wrongKey.connect);
+  t.deepEqual(wrongKey.lean.body, toJson(CheckVoteResponseSchema, create(CheckVoteResponseSchema, { status: ClaimStatus.NOT_FOUND, keyValid: false })));
+
+  const badPlayer = await both(CHECK_VOTE, CheckVoteRequestSchema, CheckVoteResponseSchema, {
+    claimKey,
+    player: { kind: PlayerIdKind.UNSPECIFIED, value: "x" },
+  });
+  t.is(badPlayer.lean.status, 400);
+  t.deepEqual(badPlayer.lean, badPlayer.connect);
+
+  const noToken = await both(CHECK_VOTE, CheckVoteRequestSchema, CheckVoteResponseSchema, { claimKey, player }, null);
+  t.is(noToken.lean.status, 401);
+  t.deepEqual(noToken.lean, noToken.connect);
+  t.false(JSON.stringify([wrongKey, badPlayer, noToken]).includes(claimKey.slice(4)), "the key is in no answer");
+});
+
+test("ClaimVote in binary answers 1 (claimed now), 2, 0 and a wrong key exactly as Connect's handler", async (t) => {
+  const { serverId, claimKey, vote } = await claimServer();
+  const none = await both(CLAIM_VOTE, ClaimVoteRequestSchema, ClaimVoteResponseSchema, { claimKey, player: steam("76561198022222222") });
+  t.deepEqual(none.lean, none.connect);
+  t.like(none.lean, { status: 200, body: { status: "CLAIM_STATUS_NOT_FOUND", keyValid: true, serverId } });
+
+  // A claim takes its heart, so each path claims its own player's heart; the answers differ only in the heart and its times.
+  const leanPlayer = steam("76561198033333333");
+  const connectPlayer = steam("76561198044444444");
+  const leanHeart = await vote(leanPlayer.value);
+  const connectHeart = await vote(connectPlayer.value);
+  const leanClaim = await call(CLAIM_VOTE, ClaimVoteRequestSchema, { claimKey, player: leanPlayer }, { binary: true });
+  const connectClaim = await call(CLAIM_VOTE, ClaimVoteRequestSchema, { claimKey, player: connectPlayer }, { binary: false });
+  const claimedNow = (a: Answer) => {
+    const body = decoded(a, ClaimVoteResponseSchema) as Record<string, unknown>;
+    return {
+      status: a.status,
+      contentType: a.contentType,
+      fields: Object.keys(body).sort(),
+      status_: body.status,
+      keyValid: body.keyValid,
+      serverId: body.serverId,
+    };
+  };
+  t.deepEqual(claimedNow(leanClaim), { ...claimedNow(connectClaim), contentType: "application/proto" });
+  t.like(decoded(leanClaim, ClaimVoteResponseSchema), { status: "CLAIM_STATUS_CLAIMED_NOW", heartId: leanHeart });
+  t.like(decoded(connectClaim, ClaimVoteResponseSchema), { status: "CLAIM_STATUS_CLAIMED_NOW", heartId: connectHeart });
+
+  // Claimed: both paths answer 2 with the same heart and times, for either player.
+  for (const player of [leanPlayer, connectPlayer]) {
+    const again = await both(CLAIM_VOTE, ClaimVoteRequestSchema, ClaimVoteResponseSchema, { claimKey, player });
+    t.deepEqual(again.lean, again.connect);
+    t.like(again.lean, { status: 200, body: { status: "CLAIM_STATUS_ALREADY_CLAIMED", keyValid: true, serverId } });
+  }
+  const againLean = await call(CLAIM_VOTE, ClaimVoteRequestSchema, { claimKey, player: leanPlayer }, { binary: true });
+  const check = await call(CHECK_VOTE, CheckVoteRequestSchema, { claimKey, player: leanPlayer }, { binary: false });
+  t.deepEqual(
+    { ...(decoded(againLean, ClaimVoteResponseSchema) as object) },
+    { ...(decoded(check, CheckVoteResponseSchema) as object) },
+    "the claim's 2 reports the heart the check's 2 does",
+  );
+
+  const wrongKey = await both(CLAIM_VOTE, ClaimVoteRequestSchema, ClaimVoteResponseSchema, { claimKey: wrong(claimKey), player: leanPlayer });
+  t.deepEqual(wrongKey.lean, wrongKey.connect);
+  t.deepEqual(wrongKey.lean.body, toJson(ClaimVoteResponseSchema, create(ClaimVoteResponseSchema, { status: ClaimStatus.NOT_FOUND, keyValid: false })));
 });

@@ -21,7 +21,8 @@ type UnaryImpl = (request: unknown, context: HandlerContext) => Promise<unknown>
 type NodeHandler = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void;
 
 /**
- * The lean server path of the hottest unary RPCs (ApplyEvent, ResolveSigningKeys: one call per ingested event),
+ * The lean server path of the hottest unary RPCs (ApplyEvent, ResolveSigningKeys: one call per ingested event;
+ * CheckVote, ClaimVote: one call per plugin check or claim),
  * the counterpart of the gateway's lean client (services/shared/unary-transport.ts). A plain Connect unary call in
  * binary - `POST`, `content-type: application/proto`, a `content-length` within `readMaxBytes`, no compression, a
  * well-formed `connect-timeout-ms` when any - is answered here, through THE SAME interceptors (request id, logging,

@@ -59,7 +59,7 @@ const rawPools = new WeakMap<PrismaClient, { pool: pg.Pool; nameOf: ((query: { s
 /**
  * Runs ONE statement, written as a `Prisma.sql` template, straight on the client's node-postgres pool (the
  * pool Prisma itself uses: same connections, same limit, same named statements), without Prisma's query
- * engine. For the hot write paths only (CastHeart's read and write): there Prisma's per-call work (the
+ * engine. For the hot paths only (CastHeart's read and write, the claim ledger's check and claim): there Prisma's per-call work (the
  * query compiler, serialising every array parameter) cost more CPU than the driver's own work (figures:
  * ARCHITECTURE.md, CastHeart's group commit). Rows come as node-postgres parses them: bigint and numeric as strings,
  * timestamptz as Date. A client made elsewhere (none in this code) falls back to `$queryRaw`.

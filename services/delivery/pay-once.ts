@@ -4,6 +4,7 @@ import type { Logger } from "../shared/log.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { insertAttemptsSql, toAttemptRow } from "./attempt-log.js";
 import type { ClaimedDelivery } from "./claim-deliveries.js";
+import { neverConnected } from "./send-callback.js";
 import type { AttemptOutcome } from "./transport.js";
 
 /**
@@ -99,11 +100,8 @@ export function isDefiniteFailure(outcome: AttemptOutcome): boolean {
   if (request.body === "") return true;
   if (response?.body.split("\n").some((line) => line.includes('"status":"error"'))) return true;
   // No connection was ever made (the request cannot have reached the receiver).
-  return NOT_CONNECTED.some((code) => outcome.error === `connection failed: ${code}`) || outcome.error.startsWith("refused to connect to ");
+  return neverConnected(outcome.error);
 }
-
-/** Socket error codes (as the transports report them: `connection failed: <code>`) raised before anything was sent. */
-const NOT_CONNECTED = ["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"];
 
 /**
  * After a reserved push's attempt, before it is recorded: a delivered one makes the payout `paid` and

@@ -177,12 +177,15 @@ export function toHttpExchange(request: { url: string; body: string; headers: Re
   };
 }
 
+/** How a refused destination's error text begins (ForbiddenAddressError). */
+const FORBIDDEN_PREFIX = "refused to connect to ";
+
 /** Thrown inside the lookup when a name resolves to a forbidden address. */
 export class ForbiddenAddressError extends Error {
   readonly code = "ERR_FORBIDDEN_ADDRESS";
   constructor(readonly address: string) {
     const range = specialRangeOf(address)?.name ?? "special-purpose";
-    super(`refused to connect to ${address}: loopback, private, link-local, metadata and other special-purpose addresses are not allowed (${range})`);
+    super(`${FORBIDDEN_PREFIX}${address}: loopback, private, link-local, metadata and other special-purpose addresses are not allowed (${range})`);
     this.name = "ForbiddenAddressError";
   }
 }
@@ -383,8 +386,20 @@ function toOutcome(response: ReceivedResponse, headers: IncomingHttpHeaders, lat
 function describeError(error: NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException }): string {
   if (error instanceof ForbiddenAddressError) return error.message;
   // undici wraps a socket's failure (UND_ERR_SOCKET); the socket's own code names it as node:http did.
-  const code = error.cause?.code ?? error.code;
-  return code ? `connection failed: ${code}` : `connection failed: ${truncate(error.message, 200)}`;
+  return describeConnectionFailure(error.cause?.code ?? error.code, error.message);
+}
+
+/** The error text of a socket that failed (both transports): `connection failed: <code>`, else the message, cut. */
+export function describeConnectionFailure(code: string | undefined, message: string): string {
+  return code ? `connection failed: ${code}` : `connection failed: ${truncate(message, 200)}`;
+}
+
+/** Socket error codes raised before anything was sent. */
+const NOT_CONNECTED = ["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"];
+
+/** Whether an attempt's error text (describeConnectionFailure, ForbiddenAddressError) says no connection was ever made. */
+export function neverConnected(errorText: string): boolean {
+  return NOT_CONNECTED.some((code) => errorText === describeConnectionFailure(code, "")) || errorText.startsWith(FORBIDDEN_PREFIX);
 }
 
 /** Cuts `text` to `max` characters, marking the cut with `...`. */

@@ -2,7 +2,7 @@ import { createHmac } from "node:crypto";
 import net, { isIP } from "node:net";
 import { isForbiddenAddress } from "../shared/callback-url.js";
 import { VOTIFIER_MAX_FRAME_BYTES } from "../shared/votifier-limits.js";
-import { createGuardedLookup, ForbiddenAddressError, truncate, type Resolver } from "./send-callback.js";
+import { createGuardedLookup, describeConnectionFailure, ForbiddenAddressError, truncate, type Resolver } from "./send-callback.js";
 
 /**
  * The Votifier v2 sender (the protocol NuVotifier speaks), written from the
@@ -259,5 +259,5 @@ export function sendVotifierVote(target: VotifierTarget, vote: VotifierVote, opt
 
 function describeSocketError(error: NodeJS.ErrnoException): string {
   if (error instanceof ForbiddenAddressError) return error.message;
-  return error.code ? `connection failed: ${error.code}` : `connection failed: ${truncate(error.message, 200)}`;
+  return describeConnectionFailure(error.code, error.message);
 }

@@ -53,23 +53,19 @@ function heartClientFor(url: string, token: string): Client<typeof HeartService>
 }
 
 function post(url: URL, agentToUse: http.Agent, body: string, signature: string): Promise<{ status: number; text: string }> {
+  const headers = { "content-type": "application/json", "content-length": Buffer.byteLength(body), "x-service-signature": signature };
+  return send({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", agent: agentToUse, headers }, body);
+}
+
+/** One request over node:http; resolves with the status and the whole answer as text. */
+function send(options: http.RequestOptions, body?: string): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: url.hostname,
-        port: url.port,
-        path: url.pathname,
-        method: "POST",
-        agent: agentToUse,
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body), "x-service-signature": signature },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (chunk: Buffer) => chunks.push(chunk));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
-        res.on("error", reject);
-      },
-    );
+    const req = http.request(options, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (chunk: Buffer) => chunks.push(chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+      res.on("error", reject);
+    });
     req.on("error", reject);
     req.end(body);
   });
@@ -118,19 +114,7 @@ async function rawPoster(shape: RawClientShape, origins: string[]): Promise<{ na
 
 /** One check/claim GET; a new connection with `Connection: close` when `close`, else the keep-alive agent. */
 function get(url: URL, path: string, agentToUse: http.Agent | false, close: boolean): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { host: url.hostname, port: url.port, path, method: "GET", agent: agentToUse, headers: close ? { connection: "close" } : {} },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (chunk: Buffer) => chunks.push(chunk));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
-        res.on("error", reject);
-      },
-    );
-    req.on("error", reject);
-    req.end();
-  });
+  return send({ host: url.hostname, port: url.port, path, method: "GET", agent: agentToUse, headers: close ? { connection: "close" } : {} });
 }
 
 /** The query of check/claim request number `n` about `steamId`: even n in rust-servers.net's form, odd n in the status/claim form. */

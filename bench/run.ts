@@ -90,6 +90,8 @@ const HEART_RATE = envInt("BENCH_HEART_RATE", 1_000);
 const BACKLOG = envInt("BENCH_BACKLOG", QUICK ? 500 : 3_000);
 const RELAY_ROWS = envInt("BENCH_RELAY_ROWS", QUICK ? 20_000 : 100_000);
 const IDLE_HEARTS = envInt("BENCH_IDLE_HEARTS", QUICK ? 10 : 30);
+/** The bench broker's JIT (scripts/infra/kafka/jvm.ts BrokerJit): `BENCH_KAFKA_JIT=full|c1`, default c1 as the test suite's. */
+const KAFKA_JIT = process.env.BENCH_KAFKA_JIT === "full" ? "full" : "c1";
 const HEART_SERVERS = envInt("BENCH_HEART_SERVERS", 50);
 const TOKENS = envInt("BENCH_TOKENS", QUICK ? 40_000 : 300_000);
 const BASELINE_TOKENS = envInt("BENCH_BASELINE_TOKENS", QUICK ? 50_000 : 250_000);
@@ -1108,7 +1110,7 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
   const brokersFromEnv = process.env.BENCH_KAFKA_BROKERS;
   const [pgb, kafka] = await Promise.all([
     startBenchPostgres(progress, { durability: process.env.BENCH_PG_DURABILITY === "off" ? "off" : "default", migrate }),
-    brokersFromEnv ? Promise.resolve(undefined) : startKafka(),
+    brokersFromEnv ? Promise.resolve(undefined) : startKafka({ jit: KAFKA_JIT }),
   ]);
   cleanup.add(() => pgb.stop());
   if (kafka) cleanup.add(() => kafka.stop());

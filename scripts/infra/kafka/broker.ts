@@ -9,6 +9,7 @@ import path from "node:path";
 import { ensureKafkaJars, javaMajorVersion, resolveJava } from "./jars.js";
 import {
   baseJvmArgs,
+  type BrokerJit,
   cdsPlan,
   discardCdsArchive,
   ensureExitHandler,
@@ -62,6 +63,13 @@ export interface StartKafkaOptions {
   logDir?: string | undefined;
   /** Called if the broker JVM exits on its own (not via stop()/restart()). Default: a line on stderr. */
   onUnexpectedExit?: ((info: { code: number | null; signal: NodeJS.Signals | null; logFile: string }) => void) | undefined;
+  /** The broker JVM's JIT compilers (jvm.ts BrokerJit): `c1` (default) starts faster, `full` is production's, for benchmarks. */
+  jit?: BrokerJit | undefined;
+  /**
+   * Log every completed request with its broker-side times (`kafka.request.logger` at DEBUG: total, request queue,
+   * local, remote, response queue, send) to the log file: for latency measurements (bench/s26-kafka-rtt.ts). Default off.
+   */
+  requestLog?: boolean | undefined;
 }
 
 /** Kafka cluster ids are 16 random bytes in URL-safe base64 without padding (22 chars). */
@@ -112,10 +120,11 @@ async function launchBroker(
   brokerPort: number,
   onUnexpectedExit: (jvm: JvmProcess) => void,
   allowCds: boolean,
+  jit: BrokerJit,
 ): Promise<JvmProcess> {
   const logOffset = existsSync(layout.logFile) ? statSync(layout.logFile).size : 0;
   const cds = allowCds ? cdsPlan(layout, true) : { args: [] };
-  const jvm = spawnJvm(layout, [...baseJvmArgs(layout), ...cds.args], ["kafka.Kafka", serverProperties]);
+  const jvm = spawnJvm(layout, [...baseJvmArgs(layout, jit), ...cds.args], ["kafka.Kafka", serverProperties]);
   if (cds.dumpPath && cds.archivePath) jvm.cdsDump = { dumpPath: cds.dumpPath, archivePath: cds.archivePath };
   // Do not keep the event loop alive just for the broker: if the caller forgets stop(), the process
   // still exits and the 'exit' handler kills the JVM.
@@ -242,7 +251,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaBro
     };
     const dataDir = path.join(workDir, "data");
     const serverProperties = path.join(workDir, "server.properties");
-    writeFileSync(layout.log4jFile, LOG4J_PROPERTIES);
+    writeFileSync(layout.log4jFile, opts.requestLog ? LOG4J_PROPERTIES.replace("kafka.request.logger=WARN", "kafka.request.logger=DEBUG") : LOG4J_PROPERTIES);
 
     const onUnexpectedExit = (jvm: JvmProcess): void => {
       const info = { code: jvm.exitInfo?.code ?? null, signal: jvm.exitInfo?.signal ?? null, logFile: layout.logFile };
@@ -263,7 +272,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaBro
         formatMs = Date.now() - formatStartMs;
       }
       try {
-        live.jvm = await launchBroker(layout, serverProperties, brokerPort, onUnexpectedExit, allowCds);
+        live.jvm = await launchBroker(layout, serverProperties, brokerPort, onUnexpectedExit, allowCds, opts.jit ?? "c1");
         break;
       } catch (error) {
         // Failure policy: retry only the two recoverable causes (a picked port was grabbed meanwhile, or a
@@ -315,7 +324,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaBro
           writeFileSync(layout.logFile, `\n===== ${new Date().toISOString()} restart requested by scripts/infra/kafka.ts =====\n`, {
             flag: "a",
           });
-          live.jvm = await launchBroker(layout, serverProperties, brokerPort, onUnexpectedExit, allowCds);
+          live.jvm = await launchBroker(layout, serverProperties, brokerPort, onUnexpectedExit, allowCds, opts.jit ?? "c1");
           log(`broker ${brokers} restarted in ${Date.now() - restartStartMs} ms`);
         }),
     };

@@ -107,13 +107,20 @@ export interface JvmLayout {
   log4jFile: string;
 }
 
-/** JVM flags tuned for a fast-starting, small test broker. */
-export function baseJvmArgs(layout: JvmLayout): string[] {
+/**
+ * Which JIT compilers the broker's JVM uses: `c1` (C1 only, `-XX:TieredStopAtLevel=1`) starts faster, for the test
+ * suite's brokers; `full` (the JVM's default tiered C1 + C2) is what a production broker runs, for the benchmarks.
+ */
+export type BrokerJit = "c1" | "full";
+
+/** JVM flags tuned for a fast-starting, small broker; `jit` as in {@link BrokerJit} (default `c1`). */
+export function baseJvmArgs(layout: JvmLayout, jit: BrokerJit = "c1"): string[] {
   return [
     `-Xmx${KAFKA_HEAP_MAX_MB}m`,
     `-Xms${KAFKA_HEAP_INITIAL_MB}m`,
     "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1", // C1 only: a faster startup (figures: bench/results/ANALYSIS.md); plenty for test traffic
+    // C1 only: a faster startup (figures: bench/results/ANALYSIS.md); plenty for test traffic.
+    ...(jit === "c1" ? ["-XX:TieredStopAtLevel=1"] : []),
     "-XX:-UsePerfData",
     `-XX:ErrorFile=${path.join(layout.workDir, "hs_err_pid%p.log")}`,
     "-Djava.awt.headless=true",

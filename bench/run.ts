@@ -92,6 +92,8 @@ const RELAY_ROWS = envInt("BENCH_RELAY_ROWS", QUICK ? 20_000 : 100_000);
 const IDLE_HEARTS = envInt("BENCH_IDLE_HEARTS", QUICK ? 10 : 30);
 /** The bench broker's JIT (scripts/infra/kafka/jvm.ts BrokerJit): `BENCH_KAFKA_JIT=full|c1`, default c1 as the test suite's. */
 const KAFKA_JIT = process.env.BENCH_KAFKA_JIT === "full" ? "full" : "c1";
+/** `BENCH_KAFKA_REQUEST_LOG=1`: the broker logs every request's own times, in kafka-broker.log beside the process logs (keep them: BENCH_KEEP_LOGS=1). */
+const KAFKA_REQUEST_LOG = process.env.BENCH_KAFKA_REQUEST_LOG === "1";
 const HEART_SERVERS = envInt("BENCH_HEART_SERVERS", 50);
 const TOKENS = envInt("BENCH_TOKENS", QUICK ? 40_000 : 300_000);
 const BASELINE_TOKENS = envInt("BENCH_BASELINE_TOKENS", QUICK ? 50_000 : 250_000);
@@ -862,6 +864,8 @@ async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details
   const outboxAfter = outboxMax[0]?.max ?? "0";
   const idle: number[] = [];
   const idleHearts: Array<[string, number, number]> = [];
+  // The idle hearts' statements alone (mean execution time each): the database's own share of the idle latency.
+  await ctx.pgb.resetStatements();
   let idleMissing = 0;
   for (let i = 0; i < IDLE_HEARTS; i++) {
     await new Promise((r) => setTimeout(r, 40 + Math.random() * 120)); // random gaps: no phase lock with any poll
@@ -885,6 +889,7 @@ async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details
       idleHearts.push([res.heartId, t0, answeredAt]);
     }
   }
+  const idleStatements = await statementsSince(ctx);
   const idleSummary = summarize(idle);
   figures["latency.idle.p50"] = idleSummary.p50;
   figures["latency.idle.p99"] = idleSummary.p99;
@@ -921,7 +926,13 @@ async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details
     what: `vote -> callback: idle (${idle.length} hearts) and ${HEART_RATE} hearts/s offered open loop`,
     window,
     load: loadNoHearts,
-    extra: { idle: idleSummary, underLoad: s, stages },
+    extra: {
+      idle: idleSummary,
+      underLoad: s,
+      stages,
+      top: idleStatements.top,
+      idleStatementsPerHeart: round2(idleStatements.calls / Math.max(1, idle.length)),
+    },
   });
   progress(
     `latency: idle p50 ${fmt(idleSummary.p50, 1)} p99 ${fmt(idleSummary.p99, 1)} ms; at ${HEART_RATE}/s offered: ${load.ok}/${offered} counted, callback p50 ${fmt(s.p50, 1)} p99 ${fmt(s.p99, 1)} ms` +
@@ -1110,7 +1121,7 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
   const brokersFromEnv = process.env.BENCH_KAFKA_BROKERS;
   const [pgb, kafka] = await Promise.all([
     startBenchPostgres(progress, { durability: process.env.BENCH_PG_DURABILITY === "off" ? "off" : "default", migrate }),
-    brokersFromEnv ? Promise.resolve(undefined) : startKafka({ jit: KAFKA_JIT }),
+    brokersFromEnv ? Promise.resolve(undefined) : startKafka({ jit: KAFKA_JIT, requestLog: KAFKA_REQUEST_LOG, logDir: KAFKA_REQUEST_LOG ? logDir : undefined }),
   ]);
   cleanup.add(() => pgb.stop());
   if (kafka) cleanup.add(() => kafka.stop());
@@ -1707,10 +1718,11 @@ function renderMarkdown(r: Results): string {
     "",
   );
   const last = (phase: string) => [...r.details].reverse().find((d) => d.phase === phase && d.instances === 1 && Array.isArray(d.extra?.top));
-  for (const phase of ["ingest", "claims", "hearts", "callbacks", "relay"]) {
+  for (const phase of ["ingest", "claims", "hearts", "latency", "callbacks", "relay"]) {
     const d = last(phase);
     if (!d) continue;
-    out.push(`### Top statements: ${phase} (${d.what}, round ${d.round})`, "");
+    const only = phase === "latency" ? `; the idle hearts only, ${fmt(d.extra?.idleStatementsPerHeart as number | undefined, 1)} statements per heart` : "";
+    out.push(`### Top statements: ${phase} (${d.what}, round ${d.round}${only})`, "");
     out.push(
       markdownTable(
         ["statement (normalised, truncated)", "calls", "mean ms"],

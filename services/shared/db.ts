@@ -99,7 +99,8 @@ export function isTransactionUnavailable(error: unknown): boolean {
 /**
  * Runs `body` in ONE transaction on a connection of the client's node-postgres pool (as runSql, without
  * Prisma's query engine and its interactive-transaction machinery): BEGIN, the body's statements, COMMIT when
- * it resolves, ROLLBACK when it throws. A transaction still open after `timeoutMs` is ended by closing its
+ * it resolves, ROLLBACK when it throws. BEGIN travels in the first statement's network round trip (queryAfterBegin),
+ * so a transaction of n statements costs n + 1 round trips, not n + 2; a body that sends no statement costs none. A transaction still open after `timeoutMs` is ended by closing its
  * connection (the database rolls it back), and it fails with TransactionUnavailable. With `maxWaitMs`, a
  * transaction that gets no pooled connection by then fails with TransactionUnavailable too (Prisma's
  * `maxWait`; without it the pool's own connection timeout applies). For the relay's passes (a pass at idle is
@@ -123,31 +124,107 @@ export async function runSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlT
     // Failure policy: closing the connection ends the transaction (rolled back by the database); the body's next statement fails.
     void client.end().catch(() => undefined);
   }, opts.timeoutMs);
+  // BEGIN is not sent on its own: it rides in the first statement's round trip (queryAfterBegin). A body that sends
+  // no statement opens no transaction on the server, and nothing is committed or rolled back.
+  let begun = false;
   const tx: SqlTx = {
     query: async <R>(sql: PrismaNs.Sql) => {
       if (broken) throw broken;
-      const result = await client.query<R & pg.QueryResultRow>({ name: raw.nameOf?.({ sql: sql.text }), text: sql.text, values: sql.values });
-      return result.rows;
+      const config = { name: raw.nameOf?.({ sql: sql.text }), text: sql.text, values: sql.values };
+      if (begun) return (await client.query<R & pg.QueryResultRow>(config)).rows;
+      begun = true;
+      return queryAfterBegin<R>(client, config);
     },
   };
   try {
-    await client.query("BEGIN");
     const value = await body(tx);
     if (broken) throw broken;
-    await client.query("COMMIT");
+    if (begun) await client.query("COMMIT");
     return value;
   } catch (error) {
     // Failure policy: roll back and rethrow; a connection that cannot roll back (lost, closed) is destroyed, not reused.
-    broken ??= await client.query("ROLLBACK").then(
-      () => undefined,
-      (rollbackError: unknown) => (rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError))),
-    );
+    broken ??= !begun
+      ? undefined
+      : await client.query("ROLLBACK").then(
+          () => undefined,
+          (rollbackError: unknown) => (rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError))),
+        );
     // A statement cut off by the timeout fails with the driver's "connection terminated": the cause is the timeout.
     throw expired ?? error;
   } finally {
     clearTimeout(timer);
     client.release(broken ?? false);
   }
+}
+
+/** The parts of node-postgres's Query (pg/lib/query.js) that BeginThenQuery builds on; its type definitions leave them out. */
+interface PgQueryInternals extends pg.Submittable {
+  text: string;
+  name: string | undefined;
+  types: unknown;
+  hasBeenParsed(connection: pg.Connection): boolean;
+  prepare(connection: pg.Connection): void;
+  handleCommandComplete(message: unknown, connection: pg.Connection): void;
+}
+
+/** The parts of node-postgres's Connection (pg/lib/connection.js) BeginThenQuery writes with. */
+interface PgConnectionInternals {
+  submittedNamedStatements: Record<string, string>;
+  parse(query: { text: string; name?: string; types?: unknown }): void;
+  bind(config: object): void;
+  execute(config: object): void;
+}
+
+type PgQueryConfig = pg.QueryConfig & { queryMode: "extended"; callback: (error: Error | undefined, result: pg.QueryResult) => void };
+const PgQuery = pg.Query as unknown as new (config: PgQueryConfig) => PgQueryInternals;
+
+/**
+ * A statement preceded by BEGIN in ONE network round trip, on the extended protocol with its parameters bound as
+ * every statement's are (no value is ever written into the SQL text). node-postgres writes a statement's messages
+ * (Parse, Bind, Describe, Execute, Sync) in one corked write and waits for the one ReadyForQuery that Sync brings;
+ * this adds BEGIN's Parse, Bind and Execute before the statement's Bind, under the same Sync:
+ * - a named statement not yet prepared on the connection is parsed FIRST: if its Parse fails, nothing after it
+ *   runs (no BEGIN), and node-postgres never records it as prepared (it would be, were BEGIN's ParseComplete first);
+ * - if BEGIN or the statement fails, the server skips to the Sync: the transaction is open and aborted, or not
+ *   open at all, and runSqlTransaction's ROLLBACK ends it either way (on no transaction it is only a warning);
+ * - BEGIN's CommandComplete is the first to arrive and is dropped, so the result is the statement's alone.
+ */
+class BeginThenQuery extends PgQuery {
+  #beginPending = false;
+
+  override prepare(connection: pg.Connection): void {
+    const wire = connection as unknown as PgConnectionInternals;
+    if (this.name && !this.hasBeenParsed(connection)) {
+      wire.parse({ text: this.text, name: this.name, types: this.types });
+      wire.submittedNamedStatements[this.name] = this.text;
+    }
+    wire.parse({ text: "BEGIN" });
+    wire.bind({});
+    wire.execute({});
+    this.#beginPending = true;
+    super.prepare(connection);
+  }
+
+  override handleCommandComplete(message: unknown, connection: pg.Connection): void {
+    if (this.#beginPending) {
+      this.#beginPending = false;
+      return;
+    }
+    super.handleCommandComplete(message, connection);
+  }
+}
+
+/** Runs `config` on `client` with BEGIN before it in the same round trip (BeginThenQuery); its rows as client.query gives them. */
+function queryAfterBegin<R>(client: pg.PoolClient, config: pg.QueryConfig): Promise<R[]> {
+  return new Promise((resolve, reject) => {
+    client.query(
+      new BeginThenQuery({
+        ...config,
+        queryMode: "extended",
+        callback: (error, result) => (error ? reject(error) : resolve(result.rows as R[])),
+      }),
+    );
+  });
 }
 
 /** A pooled connection, or TransactionUnavailable once `maxWaitMs` passed without one (the late one goes back to the pool). */

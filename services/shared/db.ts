@@ -139,7 +139,12 @@ export async function runSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlT
   try {
     const value = await body(tx);
     if (broken) throw broken;
-    if (begun) await client.query("COMMIT");
+    if (begun) {
+      // PostgreSQL answers COMMIT of a transaction a failed statement aborted with the tag ROLLBACK and no error:
+      // a body that caught a statement's error and resolved would otherwise be told its writes committed.
+      const commit = await client.query("COMMIT");
+      if (commit.command !== "COMMIT") throw new Error(`the transaction was rolled back at COMMIT (${commit.command}): a statement in it failed`);
+    }
     return value;
   } catch (error) {
     // Failure policy: roll back and rethrow; a connection that cannot roll back (lost, closed) is destroyed, not reused.

@@ -51,6 +51,27 @@ test.serial("commits what the body wrote when it resolves, and rolls all of it b
   t.deepEqual(await labels(db), ["kept-1", "kept-2"]);
 });
 
+test.serial(
+  "a body that catches a failed statement's error and resolves is not told it committed: the transaction was aborted, nothing of it stays",
+  async (t) => {
+    const { db } = t.context;
+    await t.throwsAsync(
+      runSqlTransaction(
+        db.prisma,
+        async (tx) => {
+          await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"aborted-1"})`);
+          // Failure policy (of this test's body): the duplicate key's error is swallowed, as careless code might.
+          await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"aborted-1"})`).catch(() => undefined);
+          return "resolved";
+        },
+        { timeoutMs: 10_000 },
+      ),
+      { message: /rolled back at COMMIT \(ROLLBACK\)/ },
+    );
+    t.false((await labels(db)).includes("aborted-1"));
+  },
+);
+
 test.serial("a transaction still open after its timeout is ended and rolled back: the body's next statement fails, nothing commits", async (t) => {
   const { db } = t.context;
   let release: () => void = () => {};

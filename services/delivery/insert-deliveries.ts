@@ -176,13 +176,14 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
     SELECT i.n,
            EXISTS (SELECT 1 FROM added a WHERE a.server_id = i.server_id AND a.dedup_key = i.dedup_key) AS inserted,
            EXISTS (SELECT 1 FROM servers s WHERE s.id = i.server_id) AS known,
-           (SELECT json_agg(c) FROM (
+           -- The leased rows once, on the first input row only: on every row they were parsed once per row (quadratic in the batch).
+           CASE WHEN i.n = ${input[0]!.n}::int THEN (SELECT json_agg(c) FROM (
               SELECT ${claimedColumnsSql(room.now)}
               FROM added d
               JOIN servers s ON s.id = d.server_id
               LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
               LEFT JOIN voter_states v ON d.event_type = 'heart.counted' AND v.server_id = d.server_id AND v.voter_identity = d.voter_identity
-              WHERE d.lease_until IS NOT NULL) c) AS leased,
+              WHERE d.lease_until IS NOT NULL) c) END AS leased,
            EXISTS (SELECT 1 FROM offered o WHERE o.sendable AND NOT o.leased) AS left_for_claim
     FROM input i`;
   const outcomes: InsertOutcome[] = unique.map(() => "unknown_server");
@@ -196,7 +197,7 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       firstSeen.add(i);
       return outcome;
     }),
-    leased: (rows[0]?.leased ?? []).map((r) => toClaimedDelivery(r, room.now)),
+    leased: (rows.find((r) => r.leased !== null)?.leased ?? []).map((r) => toClaimedDelivery(r, room.now)),
     leftForClaim: rows.some((r) => r.left_for_claim),
   };
 }

@@ -607,6 +607,42 @@ test.serial(
   },
 );
 
+test.serial(
+  "browser: the Integration tab's load answering after a save does not put the older settings back (the status stays on, the saved name stays)",
+  async (t) => {
+    const { page } = t.context;
+    await openTab(page, "hearts");
+    // The tab's load of the server is fetched at once but handed to the page only after the save below answered:
+    // a slow load on a loaded machine, overtaken by the owner's save.
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let delivered: () => void = () => {};
+    const staleDelivered = new Promise<void>((resolve) => {
+      delivered = resolve;
+    });
+    const serverUrl = new RegExp(`/servers/${flow.serverId}$`);
+    await page.route(serverUrl, async (route) => {
+      if (route.request().method() !== "GET") return route.continue();
+      const response = await route.fetch();
+      await released;
+      await route.fulfill({ response });
+      delivered();
+    });
+    t.teardown(() => page.unroute(serverUrl));
+    await openTab(page, "integration");
+    await page.locator("#votifier-status", { hasText: "on" }).waitFor();
+    await page.fill("#votifier-service-name", "HeartsListRenamed");
+    t.is(await flashAfter(page, () => page.click("#votifier-form button[type=submit]")), "Votifier settings saved.");
+    release();
+    await staleDelivered;
+    // The page's handling of the late answer runs within a few tasks of its delivery.
+    await page.evaluate("new Promise((resolve) => setTimeout(resolve, 200))");
+    t.is(await page.inputValue("#votifier-service-name"), "HeartsListRenamed");
+    t.is(await page.textContent("#votifier-status"), "on");
+  },
+);
 test.serial("no secret value and no dashboard token ever reaches the gateway's log", async (t) => {
   const c = t.context;
   const log = c.logLines.join("");

@@ -878,8 +878,16 @@
 
   // ---- integration tab -----------------------------------------------------------------
 
+  /** The Integration tab's last render: which server, and a count (loadIntegration drops an answer older than a render). */
+  const integrationRendered = { serverId: "", count: 0 };
+
   async function loadIntegration() {
+    const before = integrationRendered.count;
     const [{ server }] = await Promise.all([api("GET", serverPath()), loadEndpoints()]);
+    // A save of this server answered while this load was on its way and rendered newer settings: this answer is older.
+    if (integrationRendered.count !== before && integrationRendered.serverId === server.id) return;
+    // Another server was picked meanwhile: its own load renders it.
+    if (server.id !== state.serverId) return;
     updateServer(server);
     renderIntegration(server);
   }
@@ -1073,6 +1081,8 @@
   }
 
   function renderIntegration(server) {
+    integrationRendered.serverId = server.id;
+    integrationRendered.count++;
     $("callback-url").value = server.callback_url;
     $("standard-webhooks").checked = server.standard_webhooks;
     $("payload-version").value = String(server.payload_version || 1);

@@ -5,7 +5,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { DeliveryStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { NIL_UUID } from "../../services/shared/ids.js";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
-import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
+import { eventually } from "../helpers/eventually.js";
+import { headerOf, startReceiver, type RecordedRequest, type Receiver } from "../helpers/receiver.js";
 import { startStack } from "../helpers/stack.js";
 import { validateHeartCallbackHeaders, validateHeartEvent } from "./openapi-validate.js";
 import {
@@ -20,6 +21,19 @@ import {
 } from "./delivery-harness.js";
 
 const test = anyTest as TestFn<{ h: Harness; strict: Harness; ingest: Receiver; receivers: Receiver[] }>;
+
+/** The test event SendTestReferralEvent posted for `serverId` (tests run concurrently and share one ingest receiver). */
+function testEventOf(ingest: Receiver, serverId: string): Promise<RecordedRequest> {
+  const isOf = (r: RecordedRequest) => {
+    try {
+      return (JSON.parse(r.text) as { server_id?: unknown }).server_id === serverId;
+    } catch {
+      // Failure policy: a request that is not JSON is some other test's, not this server's event.
+      return false;
+    }
+  };
+  return eventually(() => ingest.requests.find(isOf), { message: `the test event of server ${serverId}` });
+}
 
 test.before(async (t) => {
   // A stand-in for the public gateway, so the exact test referral request can be inspected.
@@ -148,9 +162,8 @@ test("SendTestReferralEvent: signs a test:true event with the newest active refe
   const now = Date.now();
   await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "referral", { createdAt: new Date(now - 3600_000), expiresAt: new Date(now + 3600_000) });
   const newest = await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "referral", { createdAt: new Date(now - 60_000) });
-  const seen = ingest.requests.length;
   const { report } = await h.delivery.sendTestReferralEvent({ serverId, event: "" });
-  const request = (await ingest.waitForRequests(seen + 1))[seen]!;
+  const request = await testEventOf(ingest, serverId);
   t.is(request.path, "/api/referral/events");
   t.is(headerOf(request, "content-type"), "application/json");
   const header = headerOf(request, "x-service-signature") ?? "";
@@ -184,9 +197,8 @@ test("SendTestReferralEvent: the chosen event is signed; no active referral secr
   await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "referral");
   const e2 = await t.throwsAsync(h.delivery.sendTestReferralEvent({ serverId, event: "paid" }), { instanceOf: ConnectError });
   t.is(e2?.code, Code.InvalidArgument);
-  const seen = ingest.requests.length;
   await h.delivery.sendTestReferralEvent({ serverId, event: "qualified" });
-  const request = (await ingest.waitForRequests(seen + 1))[seen]!;
+  const request = await testEventOf(ingest, serverId);
   t.is((JSON.parse(request.text) as { event: string }).event, "qualified");
 });
 

@@ -1,7 +1,6 @@
 import { Gauge, Counter, type Registry } from "prom-client";
 import { RejectedMessagesError, type EventBus } from "../shared/bus.js";
-import type { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient, SqlTx } from "../shared/db.js";
+import { runPrismaSqlTransaction, type PrismaClient, type SqlTx } from "../shared/db.js";
 import { createDeadLetterCounter, moveOutboxRowsToDeadLetters, type PoisonRow } from "../shared/dead-letters.js";
 import type { Logger } from "../shared/log.js";
 import { createCommitListener } from "./commit-listener.js";
@@ -133,10 +132,7 @@ export function createRelay(opts: RelayOptions) {
   async function runOnce(): Promise<RelayPass> {
     // A Prisma interactive transaction, not runSqlTransaction: under CPU load two relays on node-postgres
     // published a row twice (test "two relays looping ...": 1 run in 4 failed; 0 in 6 on this path).
-    const done = await prisma.$transaction((tx) => runPass({ query: <R>(sql: Prisma.Sql) => tx.$queryRaw<R[]>(sql) }, pass), {
-      timeout: PASS_TIMEOUT_MS,
-      maxWait: 10_000,
-    });
+    const done = await runPrismaSqlTransaction(prisma, (tx) => runPass(tx, pass), { timeoutMs: PASS_TIMEOUT_MS, maxWaitMs: 10_000 });
     lastProgressAt = nowMs();
     lastError = undefined;
     if (done.count === 0) return { kind: "idle" };

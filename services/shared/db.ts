@@ -97,24 +97,31 @@ export function isTransactionUnavailable(error: unknown): boolean {
 }
 
 /**
+ * The same body as runSqlTransaction takes, run as a Prisma interactive transaction (`timeoutMs` and `maxWaitMs` as
+ * Prisma's `timeout` and `maxWait`): rows come as `$queryRaw` gives them (bigint as bigint). The relay's passes run
+ * this way, and runSqlTransaction falls back to it for a client createPrisma did not make.
+ */
+export function runPrismaSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlTx) => Promise<T>, opts: { timeoutMs: number; maxWaitMs?: number }): Promise<T> {
+  return prisma.$transaction((tx) => body({ query: <R>(sql: PrismaNs.Sql) => tx.$queryRaw<R[]>(sql) }), {
+    timeout: opts.timeoutMs,
+    ...(opts.maxWaitMs === undefined ? {} : { maxWait: opts.maxWaitMs }),
+  });
+}
+
+/**
  * Runs `body` in ONE transaction on a connection of the client's node-postgres pool (as runSql, without
  * Prisma's query engine and its interactive-transaction machinery): BEGIN, the body's statements, COMMIT when
  * it resolves, ROLLBACK when it throws. BEGIN travels in the first statement's network round trip (queryAfterBegin),
  * so a transaction of n statements costs n + 1 round trips, not n + 2; a body that sends no statement costs none. A transaction still open after `timeoutMs` is ended by closing its
  * connection (the database rolls it back), and it fails with TransactionUnavailable. With `maxWaitMs`, a
  * transaction that gets no pooled connection by then fails with TransactionUnavailable too (Prisma's
- * `maxWait`; without it the pool's own connection timeout applies). For the relay's passes (a pass at idle is
- * what stands between a commit and its event in Kafka) and ApplyEvent's rounds. Rows come as runSql says. A
- * client made elsewhere falls back to Prisma's interactive transaction.
+ * `maxWait`; without it the pool's own connection timeout applies). For ApplyEvent's rounds (the relay's passes
+ * run as runPrismaSqlTransaction: ARCHITECTURE.md says why). Rows come as runSql says. A client made elsewhere
+ * falls back to runPrismaSqlTransaction.
  */
 export async function runSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlTx) => Promise<T>, opts: { timeoutMs: number; maxWaitMs?: number }): Promise<T> {
   const raw = rawPools.get(prisma);
-  if (raw === undefined) {
-    return prisma.$transaction((tx) => body({ query: <R>(sql: PrismaNs.Sql) => tx.$queryRaw<R[]>(sql) }), {
-      timeout: opts.timeoutMs,
-      ...(opts.maxWaitMs === undefined ? {} : { maxWait: opts.maxWaitMs }),
-    });
-  }
+  if (raw === undefined) return runPrismaSqlTransaction(prisma, body, opts);
   const client = await connectWithin(raw.pool, opts.maxWaitMs);
   let broken: Error | undefined;
   let expired: TransactionUnavailable | undefined;

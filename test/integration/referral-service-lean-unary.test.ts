@@ -200,6 +200,16 @@ test("CheckVote in binary answers 0, 1, a wrong key, a bad player id and a calle
   t.false(JSON.stringify([wrongKey, badPlayer, noToken]).includes(claimKey.slice(4)), "the key is in no answer");
 });
 
+test("ClaimVote in binary refuses a caller without a service token, or with a wrong one, exactly as Connect's handler (401 unauthenticated)", async (t) => {
+  const { claimKey } = await claimServer();
+  const request = { claimKey, player: steam("76561198055555555") };
+  for (const token of [null, "not-a-token"]) {
+    const { lean, connect } = await both(CLAIM_VOTE, ClaimVoteRequestSchema, ClaimVoteResponseSchema, request, token);
+    t.is(lean.status, 401);
+    t.deepEqual(lean, connect);
+  }
+});
+
 test("ClaimVote in binary answers 1 (claimed now), 2, 0 and a wrong key exactly as Connect's handler", async (t) => {
   const { serverId, claimKey, vote } = await claimServer();
   const none = await both(CLAIM_VOTE, ClaimVoteRequestSchema, ClaimVoteResponseSchema, { claimKey, player: steam("76561198022222222") });

@@ -184,16 +184,19 @@ const STATUS_NAMES: Partial<Record<ClaimStatus, string>> = {
   [ClaimStatus.VOTED_UNCLAIMED]: "voted_unclaimed",
   [ClaimStatus.CLAIMED_NOW]: "claimed_now",
   [ClaimStatus.ALREADY_CLAIMED]: "already_claimed",
+  [ClaimStatus.PAID_ELSEWHERE]: "paid_elsewhere",
 };
 
 /**
  * The digit of each status, per action: check answers 0/1/2 (not found, voted and unclaimed, claimed),
- * claim answers 0/1/2 (nothing to claim, claimed now: pay, already claimed: do not pay). A status the
- * action cannot give has no digit and is answered 500 (fail closed: a claim never pays on a surprise).
+ * claim answers 0/1/2 (nothing to claim, claimed now: pay, already claimed: do not pay). A heart paid
+ * by another transport (pay-once mode) is `0` on both: "nothing to pay" in every plugin's reading,
+ * where a `2` reads as "your earlier, uncertain claim went through" to EasyVoteExtended 3.2.x. A status
+ * the action cannot give has no digit and is answered 500 (fail closed: a claim never pays on a surprise).
  */
 const DIGITS: Record<"check" | "claim", Partial<Record<ClaimStatus, "0" | "1" | "2">>> = {
-  check: { [ClaimStatus.NOT_FOUND]: "0", [ClaimStatus.VOTED_UNCLAIMED]: "1", [ClaimStatus.ALREADY_CLAIMED]: "2" },
-  claim: { [ClaimStatus.NOT_FOUND]: "0", [ClaimStatus.CLAIMED_NOW]: "1", [ClaimStatus.ALREADY_CLAIMED]: "2" },
+  check: { [ClaimStatus.NOT_FOUND]: "0", [ClaimStatus.VOTED_UNCLAIMED]: "1", [ClaimStatus.ALREADY_CLAIMED]: "2", [ClaimStatus.PAID_ELSEWHERE]: "0" },
+  claim: { [ClaimStatus.NOT_FOUND]: "0", [ClaimStatus.CLAIMED_NOW]: "1", [ClaimStatus.ALREADY_CLAIMED]: "2", [ClaimStatus.PAID_ELSEWHERE]: "0" },
 };
 
 /** The JSON family's body (schema VoteClaimAnswer in gateway/openapi.ts). */
@@ -238,7 +241,9 @@ const iso = (at: Timestamp | undefined) => (at === undefined ? null : timestampD
  * The JSON family's body. `voted`: the player has a held or claimed heart. `claimed`: on check, the ledger
  * says claimed (ALREADY_CLAIMED); on claim, THIS call claimed it (CLAIMED_NOW) - so a claim that lost a race
  * (ALREADY_CLAIMED) answers `claimed: false` with `status: "already_claimed"`, and VoteReward, which pays
- * when the claim answers `voted && claimed`, pays once. A status the action cannot give has no body (500).
+ * when the claim answers `voted && claimed`, pays once. A heart another transport paid answers `voted: true,
+ * claimed: false, status: "paid_elsewhere"`: VoteReward's check then claims, and the claim answers the same
+ * (nothing paid). A status the action cannot give has no body (500).
  */
 function toJson(action: "check" | "claim", response: ClaimAnswer): VoteClaimJson | undefined {
   const status = STATUS_NAMES[response.status];

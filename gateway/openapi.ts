@@ -1068,7 +1068,7 @@ export const openApiDocument = {
         type: "string",
         enum: ["0", "1", "2"],
         description:
-          "Exactly one byte, no newline. Check: 0 not found, 1 voted and not claimed, 2 voted and claimed. Claim: 0 nothing to claim, 1 claimed now, 2 already claimed.",
+          "Exactly one byte, no newline. Check: 0 not found (or, pay-once mode, paid by another transport), 1 voted and not claimed, 2 claimed through this API. Claim: 0 nothing to claim (or paid by another transport), 1 claimed now, 2 already claimed through this API.",
       },
       VoteClaimAnswer: {
         type: "object",
@@ -1076,8 +1076,12 @@ export const openApiDocument = {
         required: ["voted", "claimed", "status", "heart_id", "voted_at", "claimed_at", "expires_at"],
         properties: {
           voted: { type: "boolean", description: "The player has a held or a claimed vote." },
-          claimed: { type: "boolean", description: "Check: the vote was claimed. Claim: this call claimed it (status `claimed_now`)." },
-          status: { type: "string", enum: ["not_found", "voted_unclaimed", "claimed_now", "already_claimed"] },
+          claimed: { type: "boolean", description: "Check: the vote was claimed through this API. Claim: this call claimed it (status `claimed_now`)." },
+          status: {
+            type: "string",
+            enum: ["not_found", "voted_unclaimed", "claimed_now", "already_claimed", "paid_elsewhere"],
+            description: "`paid_elsewhere` (pay-once mode): another transport (HTTP callback, Votifier, pull) paid the vote, or is paying it now; pay nothing.",
+          },
           heart_id: { type: ["string", "null"], format: "uuid", description: "The vote (heart) the answer is about; null when not found." },
           voted_at: { type: ["string", "null"], format: "date-time" },
           claimed_at: { type: ["string", "null"], format: "date-time", description: "Null while unclaimed." },

@@ -16,9 +16,19 @@ export function heartFields(heart: LedgerHeart) {
   };
 }
 
+/** The answer to each standing (ledger-store.ts readStanding): a push paying the latest heart right now reads as paid elsewhere. */
+const CHECK_STATUS = {
+  held: ClaimStatus.VOTED_UNCLAIMED,
+  claimed: ClaimStatus.ALREADY_CLAIMED,
+  paid_elsewhere: ClaimStatus.PAID_ELSEWHERE,
+  push_in_flight: ClaimStatus.PAID_ELSEWHERE,
+} as const;
+
 /**
  * CheckVote: VOTED_UNCLAIMED (plugins' 1) when the player holds an unexpired unclaimed heart,
- * ALREADY_CLAIMED (2) when none is held but one was claimed within its window, else NOT_FOUND (0).
+ * ALREADY_CLAIMED (2) when none is held and the player's latest payout within its window is this API's
+ * claim, PAID_ELSEWHERE (0) when it was paid, or is being paid, by another transport (pay-once mode;
+ * never a 2: EasyVoteExtended 3.2.x pays on a status 2 while a claim of its own is in doubt), else NOT_FOUND (0).
  * 1. the player id (invalid_argument naming the field; says nothing about the key);
  * 2. the key -> server (a wrong key: NOT_FOUND with key_valid false, nothing else read);
  * 3. one indexed read of the player's standing. Writes nothing.
@@ -30,6 +40,5 @@ export async function checkVote(deps: CoreDeps, resolveKey: ClaimKeyResolver, re
   const standing = await readStanding(deps.prisma, serverId, player, deps.now());
   const base = { keyValid: true, serverId };
   if (standing.kind === "none") return create(CheckVoteResponseSchema, { ...base, status: ClaimStatus.NOT_FOUND });
-  const status = standing.kind === "held" ? ClaimStatus.VOTED_UNCLAIMED : ClaimStatus.ALREADY_CLAIMED;
-  return create(CheckVoteResponseSchema, { ...base, status, ...heartFields(standing.heart) });
+  return create(CheckVoteResponseSchema, { ...base, status: CHECK_STATUS[standing.kind], ...heartFields(standing.heart) });
 }

@@ -11,12 +11,21 @@ export interface LedgerHeart {
   claimedAt: Date | null;
 }
 
-/** Where a player stands with a server: a held heart (the oldest), else a heart claimed within its window, else nothing. */
-export type LedgerStanding = { kind: "held"; heart: LedgerHeart } | { kind: "claimed"; heart: LedgerHeart } | { kind: "none" };
+/**
+ * Where a player stands with a server: a held heart (the oldest); else, by the player's latest payout
+ * inside its window: a heart this claim API claimed, a heart another transport paid (pay-once mode),
+ * or a heart a push is paying right now (reserved, its delivery still pending); else nothing.
+ */
+export type LedgerStanding =
+  | { kind: "held"; heart: LedgerHeart }
+  | { kind: "claimed"; heart: LedgerHeart }
+  | { kind: "paid_elsewhere"; heart: LedgerHeart }
+  | { kind: "push_in_flight"; heart: LedgerHeart }
+  | { kind: "none" };
 
 interface Row {
   heart_id: string;
-  state: "held" | "claimed";
+  state: "held" | "claimed" | "paid_elsewhere" | "push_in_flight";
   counted_at: Date;
   expires_at: Date;
   claimed_at: Date | null;
@@ -27,24 +36,36 @@ function toHeart(row: Row): LedgerHeart {
 }
 
 /**
- * The player's standing, in ONE indexed read (server, id kind): the oldest held heart inside its
- * window; else the latest claimed heart still inside its window; else none. A held heart past its
- * window counts as expired here, whether or not it was marked yet. Pay-once mode: a heart another
- * transport paid or holds (a `heart_payouts` row) counts as claimed (2) from then on, whether or not its
- * row was marked `withdrawn` yet, and a withdrawn one too; its time is the payout's.
+ * The player's standing, in ONE indexed read (server, id kind; at most the player's ledger rows inside
+ * the hold window, LIMIT 1): the oldest held heart inside its window that no transport has taken; else
+ * the heart whose payout is the player's LATEST (its time: the ledger claim's, else the payout's paid or
+ * taken time). A held heart past its window counts as expired here, whether or not it was marked yet.
+ *
+ * Pay-once mode (issue: a plugin's retry rule met another transport's payment): `claimed` (the plugins'
+ * 2) is answered only when that latest payout is this claim API's own claim, because EasyVoteExtended
+ * 3.2.x pays on a 2 after an earlier claim of its own failed in doubt ("your claim went through"). A
+ * latest payout by another transport (HTTP callback, Votifier, pull) is `paid_elsewhere`, and one a push
+ * holds while its delivery is still pending (in flight, or retried after an attempt in doubt) is
+ * `push_in_flight`: neither may ever read as a 2. A reservation whose delivery is no longer pending
+ * (ended in doubt) counts as paid elsewhere: it is never paid again.
  */
 export async function readStanding(prisma: PrismaClient, serverId: string, player: LedgerPlayer, now: Date): Promise<LedgerStanding> {
   const rows = await runSql<Row>(
     prisma,
     Prisma.sql`
     SELECT c.heart_id::text AS heart_id,
-           CASE WHEN c.state = 'held' AND p.heart_id IS NULL THEN 'held' ELSE 'claimed' END AS state,
+           CASE WHEN c.state = 'held' AND p.heart_id IS NULL THEN 'held'
+                WHEN c.state = 'claimed' THEN 'claimed'
+                WHEN p.state <> 'paid' AND d.status = 'pending' THEN 'push_in_flight'
+                ELSE 'paid_elsewhere' END AS state,
            c.counted_at, c.expires_at, coalesce(c.claimed_at, p.paid_at, p.taken_at) AS claimed_at
-    FROM vote_claims c LEFT JOIN heart_payouts p ON p.heart_id = c.heart_id
+    FROM vote_claims c
+    LEFT JOIN heart_payouts p ON p.heart_id = c.heart_id
+    LEFT JOIN deliveries d ON d.id = p.delivery_id
     WHERE c.server_id = ${serverId}::uuid AND ${player.match}
       AND c.state IN ('held', 'claimed', 'withdrawn') AND c.expires_at > ${now}::timestamptz
     ORDER BY (c.state = 'held' AND p.heart_id IS NULL) DESC, CASE WHEN c.state = 'held' AND p.heart_id IS NULL THEN c.counted_at END ASC,
-             coalesce(c.claimed_at, p.paid_at, p.taken_at) DESC, c.counted_at DESC, c.heart_id
+             coalesce(c.claimed_at, p.paid_at, p.taken_at) DESC NULLS LAST, c.counted_at DESC, c.heart_id
     LIMIT 1`,
   );
   const row = rows[0];

@@ -58,6 +58,8 @@ export interface ClaimedDelivery {
   voterStreak?: StreakState | null;
   /** The server is in pay-once mode (servers.pay_once): the push reserves the heart's payout first (pay-once.ts). */
   payOnce?: boolean;
+  /** Claimed after an earlier lease ran out with its attempt unrecorded (the process holding it stopped). */
+  takenOver?: boolean;
 }
 
 /** The room a claim (or an insert's lease) has: how many rows in all and per server, given what is in flight. */
@@ -96,7 +98,8 @@ export function busyServersOf(room: Omit<ClaimRoom, "limit" | "now" | "leaseUnti
  * instances never claim the same row. At most `limit` rows; per server at most its cap
  * (`capByServer`, else `perServerLimit`) minus what this instance already has in flight for it. The same statement reads what sending
  * needs (claimedColumnsSql): the endpoint's active callback secrets (sealed) and the voter's streak
- * state, so an attempt costs no further reads.
+ * state, so an attempt costs no further reads. A row whose lease ran out unrecorded (its process stopped
+ * mid-attempt) comes back with `takenOver` (the caller records that attempt as in doubt: pay-once.ts).
  */
 export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Promise<ClaimedDelivery[]> {
   const busy = busyServersOf(q);
@@ -106,7 +109,7 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
     WITH busy AS (
       SELECT * FROM unnest(${busy.ids}::uuid[], ${busy.inFlight}::int[], ${busy.caps}::int[]) AS b(server_id, in_flight, cap)
     ), candidates AS (
-      SELECT d.id, d.server_id, d.endpoint_id, d.next_attempt_at, d.voter_identity, d.event_type
+      SELECT d.id, d.server_id, d.endpoint_id, d.next_attempt_at, d.voter_identity, d.event_type, d.lease_until AS previous_lease
       FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
       WHERE d.status = 'pending'
         AND d.next_attempt_at <= ${q.now}::timestamptz
@@ -117,8 +120,8 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
       LIMIT ${scan}
       FOR UPDATE OF d SKIP LOCKED
     ), chosen AS (
-      SELECT c.id, c.server_id, c.endpoint_id, v.last_day, v.streak_days FROM (
-        SELECT c.id, c.server_id, c.endpoint_id, c.voter_identity, c.event_type, c.next_attempt_at,
+      SELECT c.id, c.server_id, c.endpoint_id, c.previous_lease, v.last_day, v.streak_days FROM (
+        SELECT c.id, c.server_id, c.endpoint_id, c.voter_identity, c.event_type, c.next_attempt_at, c.previous_lease,
                row_number() OVER (PARTITION BY c.server_id ORDER BY c.next_attempt_at, c.id) AS rn,
                coalesce(b.cap, ${q.perServerLimit}::int) - coalesce(b.in_flight, 0) AS room
         FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
@@ -131,7 +134,7 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
     UPDATE deliveries d SET lease_until = ${q.leaseUntil}::timestamptz
     FROM chosen v JOIN servers s ON s.id = v.server_id LEFT JOIN callback_endpoints e ON e.id = v.endpoint_id
     WHERE d.id = v.id
-    RETURNING ${claimedColumnsSql(q.now)}`;
+    RETURNING ${claimedColumnsSql(q.now)}, v.previous_lease IS NOT NULL AS taken_over`;
   return rows.map((r) => toClaimedDelivery(r, q.now));
 }
 
@@ -200,6 +203,8 @@ export interface LeasedRow {
   last_day: Date | string | null;
   streak_days: number | null;
   pay_once: boolean;
+  /** The claim's rows only: an earlier lease had run out unrecorded. */
+  taken_over?: boolean;
 }
 
 /** A leased row as the dispatcher sends it; the secrets active at `now`, newest first. */
@@ -231,6 +236,7 @@ export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
     ...(r.callback_secrets === null ? {} : { sealedCallbackSecrets: toSealedNewestFirst(r.callback_secrets, now) }),
     voterStreak: r.last_day === null || r.streak_days === null ? null : { lastDay: new Date(r.last_day), streakDays: r.streak_days },
     payOnce: r.pay_once,
+    ...(r.taken_over === true ? { takenOver: true } : {}),
   };
 }
 

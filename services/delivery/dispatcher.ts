@@ -10,6 +10,7 @@ import type { InsertedDeliveries, InsertLease } from "./insert-deliveries.js";
 import { createServerCaps, maxServerCap, toCapAnswer } from "./server-caps.js";
 import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
 import { createVotifierTransport } from "./votifier-transport.js";
+import { markTakenOverInDoubt } from "./pay-once.js";
 
 /** Default number of attempts one dispatcher runs at once, over all servers. */
 export const DEFAULT_DISPATCH_CONCURRENCY = 128;
@@ -184,6 +185,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
         try {
           const terms = { ...room(), limit: decision.limit };
           const claimed = await claimDueDeliveries(opts.prisma, terms);
+          await recordTakenOver(claimed, terms.now);
           for (const delivery of claimed) track(delivery);
           backlog = leavesBacklog(claimed.length, decision.limit);
           noteServersLeft(terms, claimed);
@@ -218,6 +220,22 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     for (const id of [...mayHaveMore]) if (!taken.has(id) && !saturated.includes(id)) mayHaveMore.delete(id);
     // A slot of such a server freed while the claim ran did not call for a claim (it was not marked yet): claim again now.
     if ([...mayHaveMore].some((id) => (inFlightByServer.get(id) ?? 0) < caps.capOf(id))) rouse();
+  }
+
+  /**
+   * Claimed rows whose earlier lease ran out unrecorded: that attempt is logged as in doubt and its
+   * reservation kept in doubt (pay-once.ts) before the rows are sent again.
+   */
+  async function recordTakenOver(claimed: readonly ClaimedDelivery[], now: Date): Promise<void> {
+    const takenOver = claimed.filter((d) => d.takenOver === true);
+    if (takenOver.length === 0) return;
+    try {
+      await markTakenOverInDoubt(opts.prisma, takenOver, now);
+    } catch (error) {
+      // Failure policy: the rows are sent anyway; the lost attempt's row is missing from the log, and a pay-once reservation
+      // that stays `reserved` is still this delivery's (its retry carries the same heart_id), never another transport's.
+      opts.log.warn({ err: error, deliveries: takenOver.length }, "recording taken-over attempts as in doubt failed");
+    }
   }
 
   /** This dispatcher's lease terms now (the claim's and an insert's): until when, and per-server room. */

@@ -4,6 +4,7 @@ import { runSql, type PrismaClient } from "../shared/db.js";
 import { NIL_UUID } from "../shared/ids.js";
 import type { PlatformIds } from "../shared/player-ids.js";
 import type { ReferralPayload } from "./referral-event.js";
+import { paidByTransportSql, withdrawnTextSql } from "./pay-once.js";
 import {
   busyServersOf,
   claimedColumnsSql,
@@ -147,9 +148,12 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
     ), candidates AS (
       -- A callback delivery per live endpoint subscribed to the event type (held while the endpoint
       -- has no URL), a Votifier one when set up, a pull one when the pull API is on and offers the event type.
-      SELECT i.*, d.transport, d.endpoint_id, ${sendableDeliverySql(room.now)} AS sendable
+      SELECT i.*, d.transport, d.endpoint_id, ${sendableDeliverySql(room.now)} AND paid.by IS NULL AS sendable, paid.by AS paid_by
       FROM input i
       JOIN servers s ON s.id = i.server_id
+      -- Pay-once mode: a heart another transport already paid (the claim API pays from the ledger before its
+      -- deliveries are stored) gets its deliveries stored withdrawn, never pending (pay-once.ts).
+      CROSS JOIN LATERAL (SELECT ${paidByTransportSql(Prisma.sql`s`, Prisma.sql`i.heart_id::uuid`, Prisma.sql`i.event_type`)} AS by) paid
       CROSS JOIN LATERAL (
         SELECT 'callback'::"DeliveryTransport" AS transport, ce.id AS endpoint_id
         FROM callback_endpoints ce
@@ -167,10 +171,13 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
     ), added AS (
       INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, endpoint_id, event_type, event_id, payload, username, voter_identity,
-                              period, streak_day, counted_at, steam_id, discord_id, minecraft_uuid, account_id, next_eligible_at, next_attempt_at, lease_until)
+                              period, streak_day, counted_at, steam_id, discord_id, minecraft_uuid, account_id, next_eligible_at, next_attempt_at, lease_until,
+                              status, last_error)
       SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.dedup_key, o.transport, o.endpoint_id, o.event_type, o.event_id, o.payload,
              o.username, o.voter_identity, o.period, o.streak_day, o.counted_at, o.steam_id, o.discord_id, o.minecraft_uuid, o.account_id, o.next_eligible_at,
-             least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END
+             least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END,
+             CASE WHEN o.paid_by IS NULL THEN 'pending' ELSE 'withdrawn' END::"DeliveryStatus",
+             CASE WHEN o.paid_by IS NOT NULL THEN ${withdrawnTextSql(Prisma.sql`o.paid_by`)} END
       FROM offered o
       ORDER BY o.server_id, o.dedup_key, o.transport, o.endpoint_id
       -- The unique index is NULLS NOT DISTINCT: a Votifier or pull row (no endpoint) is unique per heart too.

@@ -1,5 +1,5 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
+import { runSql, type PrismaClient } from "../shared/db.js";
 import type { Logger } from "../shared/log.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { insertAttemptsSql, toAttemptRow } from "./attempt-log.js";
@@ -13,9 +13,13 @@ import type { AttemptOutcome } from "./transport.js";
  * that pays, in one conditional statement:
  * - a ledger claim (ClaimVote, GET /api/votes): inside its claim statement (services/claims/ledger-store.ts);
  * - a pull claim: inside its claim statement (claim-pull-hearts.ts);
- * - a push (HTTP callback, Votifier): reservePayout BEFORE sending, settlePayout after: paid on a 2xx or an
- *   accepted vote, deleted on a definite failure (nothing reached the receiver, or it answered a refusal), kept
- *   while in doubt (a timeout or a cut connection after the request left: the retry carries the same id).
+ * - a push (HTTP callback, Votifier): reservePayout BEFORE sending, settlePayout after, by PAYOUT_TRANSITIONS:
+ *   paid on a 2xx or an accepted vote; given back (deleted) on a definite failure (nothing reached the receiver,
+ *   or it answered a refusal) while no earlier attempt is in doubt; `in_doubt` after a timeout or a cut
+ *   connection once the request left, and from then on only a delivered attempt of the same delivery (the same
+ *   heart id) settles it: a later attempt's failure never gives it back, because the receiver may have acted
+ *   on the attempt in doubt. An attempt a dispatcher took over from a process that stopped mid-send is in
+ *   doubt too (markTakenOverInDoubt).
  * Whoever finds the row taken by another transport does not pay: a claim answers "already claimed", the pull
  * list leaves the heart out, a push is withdrawn (never sent, never retried). Once a transport has paid,
  * withdrawOthers marks the heart's ledger row `withdrawn` and its other waiting deliveries `withdrawn`.
@@ -31,9 +35,27 @@ export const PAY_ONCE_DEFER_MS = 5_000;
 /** What the attempt log shows as the target of a withdrawn delivery that was never sent. */
 export const WITHDRAWN_TARGET = "pay-once";
 
+/** The error text of a delivery withdrawn because another transport paid its heart first, around the transport's name. */
+const WITHDRAWN_TEXT = ["not sent: the heart was paid by ", " first (pay-once mode)"] as const;
+
 /** The error text of a delivery withdrawn because another transport paid its heart first. */
 export function withdrawnText(paidBy: string): string {
-  return `not sent: the heart was paid by ${paidBy} first (pay-once mode)`;
+  return `${WITHDRAWN_TEXT[0]}${paidBy}${WITHDRAWN_TEXT[1]}`;
+}
+
+/** withdrawnText in SQL, for a transport name the statement reads (`paidBy`, a text expression). */
+export function withdrawnTextSql(paidBy: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`(${WITHDRAWN_TEXT[0]}::text || ${paidBy} || ${WITHDRAWN_TEXT[1]}::text)`;
+}
+
+/**
+ * The transport that has already paid heart `heartId` of server `s` (a `servers` row) in pay-once mode, as a
+ * scalar subquery (NULL: none has, or not a pay-once server, or `eventType` is not a counted heart). One
+ * primary-key read. A delivery stored for such a heart is stored `withdrawn` (insert-deliveries.ts).
+ */
+export function paidByTransportSql(s: Prisma.Sql, heartId: Prisma.Sql, eventType: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`(SELECT p.transport FROM heart_payouts p
+    WHERE ${s}.pay_once AND ${eventType} = 'heart.counted' AND p.heart_id = ${heartId} AND p.state = 'paid')`;
 }
 
 /** Whether a claimed delivery goes through pay-once: a counted heart of a server in pay-once mode. */
@@ -76,7 +98,7 @@ export async function reservePayout(prisma: PrismaClient, delivery: ClaimedDeliv
     SELECT r.transport, r.delivery_id::text AS delivery_id, r.state, d.status::text AS holder_status
     FROM r LEFT JOIN deliveries d ON d.id = r.delivery_id`;
   if (row === undefined || row.delivery_id === delivery.id) return { kind: "reserved" };
-  if (row.state === "reserved" && row.holder_status === "pending") {
+  if (row.state !== "paid" && row.holder_status === "pending") {
     const reason = `the heart is reserved by a ${row.transport} delivery in flight (pay-once mode); tried again in ${PAY_ONCE_DEFER_MS} ms`;
     await prisma.$executeRaw`
       UPDATE deliveries SET lease_until = NULL, next_attempt_at = ${new Date(now.getTime() + PAY_ONCE_DEFER_MS)}::timestamptz
@@ -103,23 +125,86 @@ export function isDefiniteFailure(outcome: AttemptOutcome): boolean {
   return neverConnected(outcome.error);
 }
 
+/** The states of a `heart_payouts` row: a push's reservation, the same after an attempt in doubt, and paid. */
+export type PayoutState = "reserved" | "in_doubt" | "paid";
+
+/** How a push's attempt ended, as the payout sees it. */
+export type PushSettlement = "delivered" | "refused" | "in_doubt";
+
 /**
- * After a reserved push's attempt, before it is recorded: a delivered one makes the payout `paid` and
- * withdraws the heart from the other transports (withdrawOthers); a definite failure deletes the
- * reservation, so another transport may pay; an attempt in doubt keeps it (the retry carries the same id).
+ * The payout's one transition table for a push's attempt: from which states each settlement moves the
+ * row of THIS delivery, and to what (null: the row is deleted, the heart is payable by another transport).
+ * A row in none of the `from` states is left as it is: `in_doubt` is never given back by a refusal.
+ */
+export const PAYOUT_TRANSITIONS: Record<PushSettlement, { from: readonly PayoutState[]; to: PayoutState | null }> = {
+  delivered: { from: ["reserved", "in_doubt"], to: "paid" },
+  refused: { from: ["reserved"], to: null },
+  in_doubt: { from: ["reserved"], to: "in_doubt" },
+};
+
+/** How an attempt settles its payout (pure): delivered, a definite failure (refused), or in doubt. */
+export function toSettlement(outcome: AttemptOutcome): PushSettlement {
+  if (outcome.kind === "delivered") return "delivered";
+  return isDefiniteFailure(outcome) ? "refused" : "in_doubt";
+}
+
+/** The statement that applies one transition of PAYOUT_TRANSITIONS to the payout of `delivery` (its own row only). */
+function settlePayoutSql(settlement: PushSettlement, heartId: string, deliveryId: string, now: Date): Prisma.Sql {
+  const { from, to } = PAYOUT_TRANSITIONS[settlement];
+  const mine = Prisma.sql`heart_id = ${heartId}::uuid AND delivery_id = ${deliveryId}::uuid AND state = ANY(${[...from]}::text[])`;
+  if (to === null) return Prisma.sql`DELETE FROM heart_payouts WHERE ${mine}`;
+  const paidAt = to === "paid" ? Prisma.sql`${now}::timestamptz` : Prisma.sql`paid_at`;
+  return Prisma.sql`UPDATE heart_payouts SET state = ${to}, paid_at = ${paidAt} WHERE ${mine}`;
+}
+
+/**
+ * After a reserved push's attempt, before it is recorded (PAYOUT_TRANSITIONS): a delivered one makes the
+ * payout `paid` and withdraws the heart from the other transports (withdrawOthers); a definite failure
+ * gives the reservation back unless an earlier attempt was in doubt; an attempt in doubt keeps it, as
+ * `in_doubt`, until a delivered attempt of the same delivery settles it.
  */
 export async function settlePayout(prisma: PrismaClient, delivery: ClaimedDelivery, outcome: AttemptOutcome, now: Date): Promise<void> {
-  if (outcome.kind === "delivered") {
-    const paid = await prisma.$executeRaw`
-      UPDATE heart_payouts SET state = 'paid', paid_at = ${now}::timestamptz
-      WHERE heart_id = ${delivery.heartId}::uuid AND delivery_id = ${delivery.id}::uuid AND state = 'reserved'`;
-    if (paid > 0) await withdrawOthers(prisma, { serverId: delivery.serverId, heartIds: [delivery.heartId], paidBy: delivery.transport, now });
-    return;
+  const settlement = toSettlement(outcome);
+  const changed = await prisma.$executeRaw(settlePayoutSql(settlement, delivery.heartId, delivery.id, now));
+  if (settlement === "delivered" && changed > 0) {
+    await withdrawOthers(prisma, { serverId: delivery.serverId, heartIds: [delivery.heartId], paidBy: delivery.transport, now });
   }
-  if (!isDefiniteFailure(outcome)) return;
-  await prisma.$executeRaw`
-    DELETE FROM heart_payouts WHERE heart_id = ${delivery.heartId}::uuid AND delivery_id = ${delivery.id}::uuid AND state = 'reserved'`;
 }
+
+/**
+ * Deliveries a dispatcher took over after their lease ran out (the process that held them stopped before
+ * it recorded its attempt): that attempt may have reached the receiver, so in ONE statement each gets an
+ * attempt row saying so, and its heart's reservation (pay-once mode) becomes `in_doubt` (PAYOUT_TRANSITIONS):
+ * the attempt about to be made carries the same heart id, and only a delivered one settles it.
+ */
+export async function markTakenOverInDoubt(prisma: PrismaClient, deliveries: readonly ClaimedDelivery[], now: Date): Promise<void> {
+  if (deliveries.length === 0) return;
+  const ids = deliveries.map((d) => d.id);
+  const attempts = deliveries.map((d, n) => toAttemptRow(n, d.id, now, takenOverExchange()));
+  const { from, to } = PAYOUT_TRANSITIONS.in_doubt;
+  await runSql(
+    prisma,
+    Prisma.sql`
+    WITH logged AS (
+      ${insertAttemptsSql(attempts, Prisma.sql`(SELECT d.id::text AS key, d.id AS delivery_id, d.server_id FROM deliveries d WHERE d.id = ANY(${ids}::uuid[]))`)}
+    ), doubt AS (
+      UPDATE heart_payouts SET state = ${to} WHERE delivery_id = ANY(${ids}::uuid[]) AND state = ANY(${[...from]}::text[])
+      RETURNING heart_id
+    )
+    SELECT (SELECT count(*) FROM doubt)::int AS in_doubt`,
+  );
+}
+
+/** What the attempt log shows for an attempt whose process stopped before recording it. */
+export const TAKEN_OVER_TEXT = "in doubt: the delivery process stopped during this attempt before recording it; the next attempt carries the same heart_id";
+
+/** The attempt row of an attempt lost with its process: nothing known of what was sent or answered. */
+function takenOverExchange(): AttemptExchange {
+  return { target: TAKEN_OVER_TARGET, request: { headers: {}, body: "" }, response: null, latencyMs: 0, error: TAKEN_OVER_TEXT, succeeded: false };
+}
+
+/** What the attempt log shows as the target of an attempt lost with its process. */
+export const TAKEN_OVER_TARGET = "lease taken over";
 
 /** The attempt row of a withdrawn delivery: nothing sent, the reason as its error. */
 function withdrawnExchange(reason: string): AttemptExchange {

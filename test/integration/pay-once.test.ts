@@ -10,7 +10,8 @@ import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/
 import { PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { createDispatcher, type Dispatcher } from "../../services/delivery/dispatcher.js";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
-import { withdrawnText } from "../../services/delivery/pay-once.js";
+import { reservePayout, TAKEN_OVER_TARGET, TAKEN_OVER_TEXT, withdrawnText } from "../../services/delivery/pay-once.js";
+import { claimDueDeliveries } from "../../services/delivery/claim-deliveries.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
@@ -39,6 +40,9 @@ test.before(async (t) => {
 test.after.always(async (t) => {
   await t.context.stack?.close();
 });
+
+/** The test's stack. */
+const stack = (t: { context: Context }) => t.context.stack;
 
 let counter = 0;
 /** A fresh SteamID64 per heart, so every test's player is its own. */
@@ -157,7 +161,10 @@ test.serial("race: 10 concurrent ledger claims, a pull claim and the callback se
     const pullPaid = pull.results.filter((r) => r.status === PullClaimStatus.CLAIMED).length;
     const callbackPaid = callback.status === "delivered" ? 1 : 0;
     t.is(ledgerPaid + pullPaid + callbackPaid, 1, `round ${round}: exactly one transport paid`);
-    t.is(ledger.filter((a) => a.status === ClaimStatus.ALREADY_CLAIMED).length, 10 - ledgerPaid, "every other claim answers 2, never 0");
+    // The ledger's own claim: every other claim answers 2 (never 0). Another transport's payment: every claim answers
+    // PAID_ELSEWHERE (the plugins' 0), never a 2 a plugin could pay on after a failed claim of its own.
+    const others = ledgerPaid ? ClaimStatus.ALREADY_CLAIMED : ClaimStatus.PAID_ELSEWHERE;
+    t.is(ledger.filter((a) => a.status === others).length, 10 - ledgerPaid, "every other claim answers 2 after a ledger claim, 0 after another transport's");
     t.is(hook.requests.length - before, callbackPaid, "the receiver saw the callback only when it paid");
     if (callbackPaid === 0) t.is(callback.status, "withdrawn");
     const payouts = await payoutsOf(t, heartId);
@@ -168,7 +175,7 @@ test.serial("race: 10 concurrent ledger claims, a pull claim and the callback se
     winners[paidBy]!++;
     const row = await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId } });
     t.is(row.state, paidBy === "claim" ? "claimed" : "withdrawn", "the ledger row says another transport paid");
-    t.like(await claims.checkVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.ALREADY_CLAIMED, heartId });
+    t.like(await claims.checkVote({ claimKey, player: steam(steamId) }), { status: others, heartId });
   }
   t.log(`winners over 6 rounds: ${JSON.stringify(winners)}`);
 });
@@ -207,7 +214,7 @@ test.serial("a callback whose receiver answers 500 gives the heart back: a claim
 });
 
 test.serial(
-  "a claim first: the callback stored after it is withdrawn when it reserves, and the receiver sees nothing; the pull list leaves it out",
+  "a claim first: the callback and pull deliveries stored after it are stored withdrawn, the receiver sees nothing, the pull list leaves it out and the receipt waits for nothing",
   async (t) => {
     const { stack, claims } = t.context;
     const hook = await receiver(t);
@@ -225,39 +232,139 @@ test.serial(
       (await stack.clients.delivery.claimPullHearts({ serverId, heartIds: [heartId] })).results.map((r) => r.status),
       [PullClaimStatus.ALREADY_CLAIMED],
     );
+    const pull = await deliveryOf(t, heartId, "pull");
+    t.like(pull, { status: "withdrawn", lastError: withdrawnText("claim") }, "the pull delivery is stored withdrawn, never pending for ever");
+    const callback = await deliveryOf(t, heartId, "callback");
+    t.like(callback, { status: "withdrawn", lastError: withdrawnText("claim"), attempts: 0, leaseUntil: null }, "stored withdrawn: never leased, never sent");
     dispatcher(t).start();
-    const callback = await eventually(
-      async () => {
-        const row = await deliveryOf(t, heartId, "callback");
-        return row.status === "withdrawn" ? row : undefined;
-      },
-      { message: "the callback withdrawn when it reserved" },
-    );
-    t.is(callback.attempts, 1);
-    const [attempt] = await stack.prisma.deliveryAttempt.findMany({ where: { deliveryId: callback.id } });
-    t.like(attempt, { error: withdrawnText("claim"), succeeded: false, statusCode: null });
-    t.is(hook.requests.length, 0, "the receiver saw nothing");
+    // A later heart of another player goes out, so the dispatcher has claimed past this one.
+    const later = await heart(t, serverId);
+    await eventually(async () => (await deliveryOf(t, later.heartId, "callback")).status === "delivered" || undefined);
+    t.is((await deliveryOf(t, heartId, "callback")).status, "withdrawn");
+    t.is(hook.requests.length, 1, "the receiver saw the later heart only");
+    t.is(JSON.parse(hook.requests[0]!.text).heart_id, later.heartId);
     const receipt = (await stack.clients.hearts.getReceipt({ token: receiptToken })).receipt!;
     t.is(receipt.paidBy, "claim");
-    t.false(
-      receipt.deliveries.some((x) => x.transport === "callback"),
-      "a withdrawn delivery is not one the voter waits for",
+    t.deepEqual(
+      receipt.deliveries.map((x) => x.transport),
+      [],
+      "a withdrawn delivery (callback or pull) is not one the voter waits for",
     );
   },
 );
 
-test.serial("a callback in doubt (timed out after sending) keeps the heart: a claim answers 2, the check 2, and the callback is retried", async (t) => {
-  const { claims } = t.context;
-  const hook = await receiver(t, [{ hang: true }], { status: 200 });
-  const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
-  const { heartId, steamId } = await heart(t, serverId);
-  dispatcher(t, { timeoutMs: 300, schedule: "5s" }).start();
-  await eventually(async () => (await deliveryOf(t, heartId, "callback")).attempts === 1 || undefined, { message: "the timed-out attempt recorded" });
-  t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "reserved" }], "kept reserved: the receiver may have paid");
-  t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.ALREADY_CLAIMED, heartId });
-  t.like(await claims.checkVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.ALREADY_CLAIMED, heartId });
-  t.is((await deliveryOf(t, heartId, "callback")).status, "pending", "the callback is retried with the same id");
-});
+test.serial(
+  "a callback in doubt (timed out after sending) keeps the heart in doubt: the check answers 0, a claim waits and then refuses with a retry hint (never 1, never 2), and the callback is retried with the same id",
+  async (t) => {
+    const { claims } = t.context;
+    const hook = await receiver(t, [{ hang: true }], { status: 200 });
+    const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+    const { heartId, steamId } = await heart(t, serverId);
+    dispatcher(t, { timeoutMs: 300, schedule: "8s" }).start();
+    await eventually(async () => (await deliveryOf(t, heartId, "callback")).attempts === 1 || undefined, { message: "the timed-out attempt recorded" });
+    t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "in_doubt" }], "kept, in doubt: the receiver may have paid");
+    t.like(await claims.checkVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.PAID_ELSEWHERE, heartId });
+    const refused = await t.throwsAsync(claims.claimVote({ claimKey, player: steam(steamId) }), { instanceOf: ConnectError });
+    t.is(refused?.code, Code.ResourceExhausted, "try again later: the push's outcome is still in doubt");
+    t.is((await stack(t).prisma.voteClaim.findUniqueOrThrow({ where: { heartId } })).state, "held", "the claim took nothing");
+    t.is((await deliveryOf(t, heartId, "callback")).status, "pending", "the callback is retried with the same id");
+  },
+);
+
+test.serial(
+  "hung, then refused on the retry: the heart stays in doubt (the receiver may have acted on the hung request); when the callback fails for good, a claim answers 0 and never pays it",
+  async (t) => {
+    const { claims } = t.context;
+    const hook = await receiver(t, [{ hang: true }], { status: 500 });
+    const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+    const { heartId, steamId } = await heart(t, serverId);
+    // One retry, then failed for good.
+    dispatcher(t, { timeoutMs: 300, schedule: "100ms" }).start();
+    const failed = await eventually(
+      async () => {
+        const row = await deliveryOf(t, heartId, "callback");
+        return row.status === "failed" ? row : undefined;
+      },
+      { message: "the callback failed for good" },
+    );
+    t.is(failed.lastStatusCode, 500, "the retry was refused");
+    t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "in_doubt" }], "a later refusal never gives an attempt in doubt back");
+    t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.PAID_ELSEWHERE, heartId });
+    t.like(await claims.checkVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.PAID_ELSEWHERE, heartId });
+    t.deepEqual(
+      (await stack(t).clients.delivery.claimPullHearts({ serverId, heartIds: [heartId] })).results.map((r) => r.status),
+      [PullClaimStatus.ALREADY_CLAIMED],
+      "the pull claim does not pay it either",
+    );
+    t.is((await stack(t).prisma.voteClaim.findUniqueOrThrow({ where: { heartId } })).state, "held", "never claimed");
+  },
+);
+
+test.serial(
+  "a claim while the callback is in flight waits for its outcome: delivered -> 0 (nothing to pay); refused -> the claim takes the heart (1)",
+  async (t) => {
+    const { claims } = t.context;
+    for (const [answer, expected] of [
+      [200, ClaimStatus.PAID_ELSEWHERE],
+      [500, ClaimStatus.CLAIMED_NOW],
+    ] as const) {
+      const hook = await receiver(t, [], { status: answer, delayMs: 700 });
+      const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+      const { heartId, steamId } = await heart(t, serverId);
+      dispatcher(t, { schedule: "8s" }).start();
+      await hook.waitForRequests(1);
+      t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "reserved" }], "the push holds the heart while in flight");
+      const claimed = await claims.claimVote({ claimKey, player: steam(steamId) });
+      t.like(claimed, { status: expected, heartId }, `receiver ${answer}: the claim answered from the push's outcome`);
+      const payouts = await payoutsOf(t, heartId);
+      t.is(payouts.length, 1);
+      t.is(payouts[0]!.transport, answer === 200 ? "callback" : "claim");
+    }
+  },
+);
+
+test.serial(
+  "a delivery process that stopped mid-send: a claim meanwhile never answers 2; the dispatcher that takes the delivery over logs the lost attempt as in doubt, sends the same heart_id, and only its delivery settles the payout",
+  async (t) => {
+    const { claims } = t.context;
+    const hook = await receiver(t);
+    const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+    const { heartId, steamId } = await heart(t, serverId);
+    // The stopped process: it claimed the delivery (a short lease, so the test need not wait the full one) and
+    // reserved the heart's payout, then died before it recorded its attempt.
+    const now = new Date();
+    const [leased] = await claimDueDeliveries(stack(t).prisma, {
+      now,
+      leaseUntil: new Date(now.getTime() + 1_500),
+      limit: 10,
+      perServerLimit: 10,
+      inFlightByServer: new Map(),
+    });
+    t.is(leased?.heartId, heartId);
+    t.like(await reservePayout(stack(t).prisma, leased!, now), { kind: "reserved" });
+    t.like(await claims.checkVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.PAID_ELSEWHERE, heartId }, "never 2 for a heart nobody paid");
+    dispatcher(t).start();
+    const delivered = await eventually(
+      async () => {
+        const row = await deliveryOf(t, heartId, "callback");
+        return row.status === "delivered" ? row : undefined;
+      },
+      { message: "the taken-over delivery was delivered" },
+    );
+    const attempts = await stack(t).prisma.deliveryAttempt.findMany({ where: { deliveryId: delivered.id }, orderBy: { attempt: "asc" } });
+    t.deepEqual(
+      attempts.map((a) => [a.attempt, a.url, a.error, a.succeeded]),
+      [
+        [1, TAKEN_OVER_TARGET, TAKEN_OVER_TEXT, false],
+        [2, hook.url, null, true],
+      ],
+      "the lost attempt is logged as in doubt, then the retry",
+    );
+    t.is(JSON.parse(hook.requests[0]!.text).heart_id, heartId, "the retry carries the same heart_id");
+    t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "paid" }]);
+    t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.PAID_ELSEWHERE, heartId });
+  },
+);
 
 test.serial("off (the default): every transport pays as before, nothing is reserved", async (t) => {
   const { stack, claims } = t.context;
@@ -295,7 +402,7 @@ test.serial("SetClaimSettings pays_once: set and reported; absent keeps it; admi
 });
 
 test.serial(
-  "a claim that waits for another transport's uncommitted payout answers 2 once it commits: the conditional insert decides, not the snapshot",
+  "a claim that waits for another transport's uncommitted payout answers from it once it commits (0 when paid, never 2): the conditional insert decides, not the snapshot",
   async (t) => {
     const { stack, claims } = t.context;
     const hook = await receiver(t);
@@ -329,14 +436,16 @@ test.serial(
     );
     commit();
     await other;
-    t.like(await claim, { status: ClaimStatus.ALREADY_CLAIMED, heartId });
+    // The push it waited for is still in flight: the claim waits for its outcome; here the push is delivered meanwhile.
+    await stack.prisma.$executeRaw`UPDATE heart_payouts SET state = 'paid', paid_at = now() WHERE heart_id = ${heartId}::uuid`;
+    t.like(await claim, { status: ClaimStatus.PAID_ELSEWHERE, heartId });
     t.is((await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId } })).state, "held", "not claimed by the ledger");
-    t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "reserved" }]);
+    t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "paid" }]);
   },
 );
 
 test.serial(
-  "end to end through the gateway's GET /api/votes and a real receiver: a callback paid first -> the plugin's claim answers 2; a claim first -> 1, and the callback is never sent",
+  "end to end through the gateway's GET /api/votes and a real receiver: a callback paid first -> the plugin's status and claim answer 0 (never 2); a claim first -> 1, then 2, and the callback is never sent",
   async (t) => {
     const { stack } = t.context;
     const hook = await receiver(t);
@@ -354,8 +463,10 @@ test.serial(
     await hook.waitForRequests(1);
     await eventually(async () => (await deliveryOf(t, paidByCallback.heartId, "callback")).status === "delivered" || undefined);
     await d.stop();
-    t.is(await plugin("status", paidByCallback.steamId), "2", "the webhook paid it: voted and claimed");
-    t.is(await plugin("claim", paidByCallback.steamId), "2", "already claimed: the plugin does not pay");
+    t.is(await plugin("status", paidByCallback.steamId), "0", "the webhook paid it: nothing to pay here");
+    t.is(await plugin("claim", paidByCallback.steamId), "0", "nothing to claim: no plugin pays on a 0, whatever failed before");
+    const json = await (await fetch(`${stack.gatewayUrl}/api/votes/json?action=claim&key=${claimKey}&steamid=${paidByCallback.steamId}`)).json();
+    t.like(json, { voted: true, claimed: false, status: "paid_elsewhere", heart_id: paidByCallback.heartId });
     t.is((await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: paidByCallback.heartId } })).state, "withdrawn");
 
     const paidByClaim = await heart(t, serverId);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file claims/v1/claims.proto.
  */
 export const file_claims_v1_claims: GenFile = /*@__PURE__*/
-  fileDesc("ChZjbGFpbXMvdjEvY2xhaW1zLnByb3RvEgljbGFpbXMudjEiQAoIUGxheWVySWQSJQoEa2luZBgBIAEoDjIXLmNsYWltcy52MS5QbGF5ZXJJZEtpbmQSDQoFdmFsdWUYAiABKAkiSgoQQ2hlY2tWb3RlUmVxdWVzdBIRCgljbGFpbV9rZXkYASABKAkSIwoGcGxheWVyGAIgASgLMhMuY2xhaW1zLnYxLlBsYXllcklkIoECChFDaGVja1ZvdGVSZXNwb25zZRImCgZzdGF0dXMYASABKA4yFi5jbGFpbXMudjEuQ2xhaW1TdGF0dXMSEQoJa2V5X3ZhbGlkGAIgASgIEhEKCXNlcnZlcl9pZBgDIAEoCRIQCghoZWFydF9pZBgEIAEoCRIsCgh2b3RlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY2xhaW1lZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSgoQQ2xhaW1Wb3RlUmVxdWVzdBIRCgljbGFpbV9rZXkYASABKAkSIwoGcGxheWVyGAIgASgLMhMuY2xhaW1zLnYxLlBsYXllcklkIoECChFDbGFpbVZvdGVSZXNwb25zZRImCgZzdGF0dXMYASABKA4yFi5jbGFpbXMudjEuQ2xhaW1TdGF0dXMSEQoJa2V5X3ZhbGlkGAIgASgIEhEKCXNlcnZlcl9pZBgDIAEoCRIQCghoZWFydF9pZBgEIAEoCRIsCgh2b3RlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY2xhaW1lZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqyQEKDFBsYXllcklkS2luZBIeChpQTEFZRVJfSURfS0lORF9VTlNQRUNJRklFRBAAEhsKF1BMQVlFUl9JRF9LSU5EX1NURUFNX0lEEAESGwoXUExBWUVSX0lEX0tJTkRfVVNFUk5BTUUQAhIdChlQTEFZRVJfSURfS0lORF9ESVNDT1JEX0lEEAMSIQodUExBWUVSX0lEX0tJTkRfTUlORUNSQUZUX1VVSUQQBBIdChlQTEFZRVJfSURfS0lORF9BQ0NPVU5UX0lEEAUqqQEKC0NsYWltU3RhdHVzEhwKGENMQUlNX1NUQVRVU19VTlNQRUNJRklFRBAAEhoKFkNMQUlNX1NUQVRVU19OT1RfRk9VTkQQARIgChxDTEFJTV9TVEFUVVNfVk9URURfVU5DTEFJTUVEEAISHAoYQ0xBSU1fU1RBVFVTX0NMQUlNRURfTk9XEAMSIAocQ0xBSU1fU1RBVFVTX0FMUkVBRFlfQ0xBSU1FRBAEMp4BCgxDbGFpbVNlcnZpY2USRgoJQ2hlY2tWb3RlEhsuY2xhaW1zLnYxLkNoZWNrVm90ZVJlcXVlc3QaHC5jbGFpbXMudjEuQ2hlY2tWb3RlUmVzcG9uc2USRgoJQ2xhaW1Wb3RlEhsuY2xhaW1zLnYxLkNsYWltVm90ZVJlcXVlc3QaHC5jbGFpbXMudjEuQ2xhaW1Wb3RlUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChZjbGFpbXMvdjEvY2xhaW1zLnByb3RvEgljbGFpbXMudjEiQAoIUGxheWVySWQSJQoEa2luZBgBIAEoDjIXLmNsYWltcy52MS5QbGF5ZXJJZEtpbmQSDQoFdmFsdWUYAiABKAkiSgoQQ2hlY2tWb3RlUmVxdWVzdBIRCgljbGFpbV9rZXkYASABKAkSIwoGcGxheWVyGAIgASgLMhMuY2xhaW1zLnYxLlBsYXllcklkIoECChFDaGVja1ZvdGVSZXNwb25zZRImCgZzdGF0dXMYASABKA4yFi5jbGFpbXMudjEuQ2xhaW1TdGF0dXMSEQoJa2V5X3ZhbGlkGAIgASgIEhEKCXNlcnZlcl9pZBgDIAEoCRIQCghoZWFydF9pZBgEIAEoCRIsCgh2b3RlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY2xhaW1lZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSgoQQ2xhaW1Wb3RlUmVxdWVzdBIRCgljbGFpbV9rZXkYASABKAkSIwoGcGxheWVyGAIgASgLMhMuY2xhaW1zLnYxLlBsYXllcklkIoECChFDbGFpbVZvdGVSZXNwb25zZRImCgZzdGF0dXMYASABKA4yFi5jbGFpbXMudjEuQ2xhaW1TdGF0dXMSEQoJa2V5X3ZhbGlkGAIgASgIEhEKCXNlcnZlcl9pZBgDIAEoCRIQCghoZWFydF9pZBgEIAEoCRIsCgh2b3RlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY2xhaW1lZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqyQEKDFBsYXllcklkS2luZBIeChpQTEFZRVJfSURfS0lORF9VTlNQRUNJRklFRBAAEhsKF1BMQVlFUl9JRF9LSU5EX1NURUFNX0lEEAESGwoXUExBWUVSX0lEX0tJTkRfVVNFUk5BTUUQAhIdChlQTEFZRVJfSURfS0lORF9ESVNDT1JEX0lEEAMSIQodUExBWUVSX0lEX0tJTkRfTUlORUNSQUZUX1VVSUQQBBIdChlQTEFZRVJfSURfS0lORF9BQ0NPVU5UX0lEEAUqygEKC0NsYWltU3RhdHVzEhwKGENMQUlNX1NUQVRVU19VTlNQRUNJRklFRBAAEhoKFkNMQUlNX1NUQVRVU19OT1RfRk9VTkQQARIgChxDTEFJTV9TVEFUVVNfVk9URURfVU5DTEFJTUVEEAISHAoYQ0xBSU1fU1RBVFVTX0NMQUlNRURfTk9XEAMSIAocQ0xBSU1fU1RBVFVTX0FMUkVBRFlfQ0xBSU1FRBAEEh8KG0NMQUlNX1NUQVRVU19QQUlEX0VMU0VXSEVSRRAFMp4BCgxDbGFpbVNlcnZpY2USRgoJQ2hlY2tWb3RlEhsuY2xhaW1zLnYxLkNoZWNrVm90ZVJlcXVlc3QaHC5jbGFpbXMudjEuQ2hlY2tWb3RlUmVzcG9uc2USRgoJQ2xhaW1Wb3RlEhsuY2xhaW1zLnYxLkNsYWltVm90ZVJlcXVlc3QaHC5jbGFpbXMudjEuQ2xhaW1Wb3RlUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * PlayerId is ONE id of the player, as the plugin sent it.
@@ -298,6 +298,15 @@ export enum ClaimStatus {
    * @generated from enum value: CLAIM_STATUS_ALREADY_CLAIMED = 4;
    */
   ALREADY_CLAIMED = 4,
+
+  /**
+   * [0] Pay-once mode: nothing held, and the player's latest heart was paid by another transport (HTTP
+   * callback, Votifier, pull) or is being paid by a push right now (CheckVote). Never a 2: a plugin that
+   * pays on a 2 after a failed claim of its own would pay that heart a second time.
+   *
+   * @generated from enum value: CLAIM_STATUS_PAID_ELSEWHERE = 5;
+   */
+  PAID_ELSEWHERE = 5,
 }
 
 /**
@@ -316,8 +325,9 @@ export const ClaimStatusSchema: GenEnum<ClaimStatus> = /*@__PURE__*/
  */
 export const ClaimService: GenService<{
   /**
-   * CheckVote says whether the player holds an unclaimed heart (1), has none held but one
-   * claimed within the hold window (2), or neither (0). Writes nothing.
+   * CheckVote says whether the player holds an unclaimed heart (1), has none held and their latest
+   * payout within the hold window is a claim of this API (2), or neither (0; pay-once mode: the
+   * latest was paid, or is being paid, by another transport: PAID_ELSEWHERE). Writes nothing.
    *
    * @generated from rpc claims.v1.ClaimService.CheckVote
    */
@@ -327,10 +337,12 @@ export const ClaimService: GenService<{
     output: typeof CheckVoteResponseSchema;
   },
   /**
-   * ClaimVote claims the player's OLDEST held heart atomically (1); with none held but one
-   * claimed within the hold window it answers ALREADY_CLAIMED (2), never NOT_FOUND, so a plugin
-   * that lost its first answer can tell; else NOT_FOUND (0). Of concurrent claims of one held
-   * heart exactly one gets CLAIMED_NOW and the others ALREADY_CLAIMED.
+   * ClaimVote claims the player's OLDEST held heart atomically (1); with none held and the latest
+   * payout within the hold window a claim of this API it answers ALREADY_CLAIMED (2), never
+   * NOT_FOUND, so a plugin that lost its first answer can tell; pay-once mode: a latest heart another
+   * transport paid answers PAID_ELSEWHERE (0), and one a push is paying now is waited for (bounded),
+   * then answered from its outcome or refused as unavailable (retry later); else NOT_FOUND (0). Of
+   * concurrent claims of one held heart exactly one gets CLAIMED_NOW and the others ALREADY_CLAIMED.
    *
    * @generated from rpc claims.v1.ClaimService.ClaimVote
    */

@@ -53,7 +53,8 @@ export async function claimVote(deps: ClaimVoteDeps, resolveKey: ClaimKeyResolve
     const standing = await readStanding(deps.prisma, serverId, player, now);
     if (standing.kind === "none") return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.NOT_FOUND });
     if (standing.kind === "claimed") return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.ALREADY_CLAIMED, ...heartFields(standing.heart) });
-    if (standing.kind === "paid_elsewhere") return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.PAID_ELSEWHERE, ...heartFields(standing.heart) });
+    if (standing.kind === "paid_elsewhere")
+      return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.PAID_ELSEWHERE, ...heartFields(standing.heart) });
     if (standing.kind === "push_in_flight") {
       // Failure policy: the push's outcome decides (paid: 0; given back: the next round claims it); still in doubt after the
       // bounded wait: refuse with a retry hint (nothing claimed; every plugin reads a non-200 as "failed, pay nothing").

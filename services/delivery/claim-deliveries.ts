@@ -3,6 +3,7 @@ import type { PrismaClient } from "../shared/db.js";
 import type { StreakState } from "../hearts/domain/streak.js";
 import type { PlatformIds } from "../shared/player-ids.js";
 import type { ReferralPayload } from "./referral-event.js";
+import { leaseFreeSql } from "./worker-liveness.js";
 import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, type SealedSecretJson } from "../servers/active-secrets.js";
 
 /**
@@ -73,6 +74,8 @@ export interface ClaimRoom {
   inFlightByServer: ReadonlyMap<string, number>;
   /** Servers whose cap is not `perServerLimit` (adaptive caps, server-caps.ts), by server id. */
   capByServer?: ReadonlyMap<string, number>;
+  /** The leasing dispatcher's liveness id (worker-liveness.ts); absent: the lease lasts until `leaseUntil`. */
+  workerId?: string;
 }
 
 /** The busy servers of a room as the claim and the insert's lease take them: parallel arrays for `unnest`, and the saturated ones. */
@@ -93,7 +96,8 @@ export function busyServersOf(room: Omit<ClaimRoom, "limit" | "now" | "leaseUnti
 }
 
 /**
- * Claims due deliveries for this dispatcher: pending, due, not leased, and sendable
+ * Claims due deliveries for this dispatcher: pending, due, not leased (or leased by a worker that stopped
+ * beating: leaseFreeSql), and sendable
  * (sendableDeliverySql). Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher
  * instances never claim the same row. At most `limit` rows; per server at most its cap
  * (`capByServer`, else `perServerLimit`) minus what this instance already has in flight for it. The same statement reads what sending
@@ -113,7 +117,7 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
       FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
       WHERE d.status = 'pending'
         AND d.next_attempt_at <= ${q.now}::timestamptz
-        AND (d.lease_until IS NULL OR d.lease_until < ${q.now}::timestamptz)
+        AND ${leaseFreeSql(q.now)}
         AND ${sendableDeliverySql(q.now)}
         AND d.server_id <> ALL(${busy.saturated}::uuid[])
       ORDER BY d.next_attempt_at
@@ -131,7 +135,7 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
       ORDER BY c.next_attempt_at
       LIMIT ${q.limit}
     )
-    UPDATE deliveries d SET lease_until = ${q.leaseUntil}::timestamptz
+    UPDATE deliveries d SET lease_until = ${q.leaseUntil}::timestamptz, leased_by = ${q.workerId ?? null}::uuid
     FROM chosen v JOIN servers s ON s.id = v.server_id LEFT JOIN callback_endpoints e ON e.id = v.endpoint_id
     WHERE d.id = v.id
     RETURNING ${claimedColumnsSql(q.now)}, v.previous_lease IS NOT NULL AS taken_over`;

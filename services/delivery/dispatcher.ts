@@ -11,6 +11,7 @@ import { createServerCaps, maxServerCap, toCapAnswer } from "./server-caps.js";
 import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
 import { createVotifierTransport } from "./votifier-transport.js";
 import { markTakenOverInDoubt } from "./pay-once.js";
+import { startWorkerLiveness, type WorkerLiveness } from "./worker-liveness.js";
 
 /** Default number of attempts one dispatcher runs at once, over all servers. */
 export const DEFAULT_DISPATCH_CONCURRENCY = 128;
@@ -35,6 +36,8 @@ export interface DispatcherOptions extends AttemptDeps {
   pollIntervalMs?: number;
   /** When given, attempt counters and latencies are registered here. */
   registry?: Registry;
+  /** How often this dispatcher beats in delivery_workers (worker-liveness.ts); tests may shorten it. */
+  heartbeatMs?: number;
 }
 
 /** A running dispatcher. */
@@ -88,6 +91,9 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   let freedSinceClaim = 0;
   let active = false;
   let loop: Promise<void> | undefined;
+  /** This dispatcher's row in delivery_workers, once inserted: its leases carry the id. */
+  let liveness: WorkerLiveness | undefined;
+  let livenessFailed = false;
   let wakeSleeper: (() => void) | undefined;
   let wakeRequested = false;
   /** Room handed to an insert's lease (withInsertLease) until its rows are tracked: a claim meanwhile does not count on it. */
@@ -170,6 +176,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     let waitingSince: number | undefined;
     while (active) {
       wakeRequested = false;
+      if (liveness === undefined) await startLiveness();
       const nowMs = performance.now();
       const decision = decideClaim({ ...load(), freedSinceClaim, waitingSinceMs: waitingSince, nowMs });
       if (decision.kind === "wait") {
@@ -222,6 +229,18 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     if ([...mayHaveMore].some((id) => (inFlightByServer.get(id) ?? 0) < caps.capOf(id))) rouse();
   }
 
+  /** Inserts this dispatcher's liveness row; until it is in, leases carry no worker and last until they run out. */
+  async function startLiveness(): Promise<void> {
+    try {
+      liveness = await startWorkerLiveness(opts.prisma, opts.log, opts.heartbeatMs);
+    } catch (error) {
+      // Failure policy: leases without a worker id are only taken over when they run out (the slower, still correct
+      // recovery); tried again before each claim, logged once.
+      if (!livenessFailed) opts.log.warn({ err: error }, "starting the delivery worker heartbeat failed; leases last until they run out");
+      livenessFailed = true;
+    }
+  }
+
   /**
    * Claimed rows whose earlier lease ran out unrecorded: that attempt is logged as in doubt and its
    * reservation kept in doubt (pay-once.ts) before the rows are sent again.
@@ -247,6 +266,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       perServerLimit: perServer,
       inFlightByServer: new Map(inFlightByServer),
       capByServer: new Map(caps.raised()),
+      ...(liveness ? { workerId: liveness.id } : {}),
     };
   }
 
@@ -296,6 +316,13 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       await loop;
       await Promise.allSettled([...running]);
       await agents?.destroy();
+      try {
+        await liveness?.stop();
+      } catch (error) {
+        // Failure policy: the row is left to look dead (no lease of this worker remains); a starting dispatcher deletes it later.
+        opts.log.warn({ err: error }, "deleting the delivery worker row failed");
+      }
+      liveness = undefined;
     },
     wake,
     withInsertLease,

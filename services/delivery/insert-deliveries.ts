@@ -172,12 +172,13 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
     ), added AS (
       INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, endpoint_id, event_type, event_id, payload, username, voter_identity,
                               period, streak_day, counted_at, steam_id, discord_id, minecraft_uuid, account_id, next_eligible_at, next_attempt_at, lease_until,
-                              status, last_error)
+                              status, last_error, leased_by)
       SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.dedup_key, o.transport, o.endpoint_id, o.event_type, o.event_id, o.payload,
              o.username, o.voter_identity, o.period, o.streak_day, o.counted_at, o.steam_id, o.discord_id, o.minecraft_uuid, o.account_id, o.next_eligible_at,
              least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END,
              CASE WHEN o.paid_by IS NULL THEN 'pending' ELSE 'withdrawn' END::"DeliveryStatus",
-             CASE WHEN o.paid_by IS NOT NULL THEN ${withdrawnTextSql(Prisma.sql`o.paid_by`)} END
+             CASE WHEN o.paid_by IS NOT NULL THEN ${withdrawnTextSql(Prisma.sql`o.paid_by`)} END,
+             CASE WHEN o.leased THEN ${room.workerId ?? null}::uuid END
       FROM offered o
       ORDER BY o.server_id, o.dedup_key, o.transport, o.endpoint_id
       -- The unique index is NULLS NOT DISTINCT: a Votifier or pull row (no endpoint) is unique per heart too.

@@ -11,7 +11,9 @@ import { PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { createDispatcher, type Dispatcher } from "../../services/delivery/dispatcher.js";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { reservePayout, TAKEN_OVER_TARGET, TAKEN_OVER_TEXT, withdrawnText } from "../../services/delivery/pay-once.js";
-import { claimDueDeliveries } from "../../services/delivery/claim-deliveries.js";
+import type { ClaimedDelivery } from "../../services/delivery/claim-deliveries.js";
+import { startWorkerLiveness } from "../../services/delivery/worker-liveness.js";
+import { randomUUID } from "node:crypto";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
@@ -324,24 +326,28 @@ test.serial(
 );
 
 test.serial(
-  "a delivery process that stopped mid-send: a claim meanwhile never answers 2; the dispatcher that takes the delivery over logs the lost attempt as in doubt, sends the same heart_id, and only its delivery settles the payout",
+  "a delivery process killed mid-send: a claim meanwhile never answers 2; its lease is taken over once its worker stopped beating (not when the lease runs out), the lost attempt is logged as in doubt, the same heart_id is sent, and only its delivery settles the payout; a live worker's lease is left alone",
   async (t) => {
     const { claims } = t.context;
     const hook = await receiver(t);
     const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
     const { heartId, steamId } = await heart(t, serverId);
-    // The stopped process: it claimed the delivery (a short lease, so the test need not wait the full one) and
-    // reserved the heart's payout, then died before it recorded its attempt.
-    const now = new Date();
-    const [leased] = await claimDueDeliveries(stack(t).prisma, {
-      now,
-      leaseUntil: new Date(now.getTime() + 1_500),
-      limit: 10,
-      perServerLimit: 10,
-      inFlightByServer: new Map(),
-    });
-    t.is(leased?.heartId, heartId);
-    t.like(await reservePayout(stack(t).prisma, leased!, now), { kind: "reserved" });
+    // A live worker (beating) leases another heart for 10 minutes: nobody may take that lease.
+    const live = await startWorkerLiveness(stack(t).prisma, stack(t).log);
+    t.teardown(() => live.stop());
+    const other = await heart(t, serverId);
+    // A lease as the claim writes it (claimDueDeliveries: lease_until and leased_by), on one heart's callback delivery.
+    const lease = async (forHeart: string, workerId: string) => {
+      const row = await deliveryOf(t, forHeart, "callback");
+      const leaseUntil = new Date(Date.now() + 600_000);
+      await stack(t).prisma.delivery.update({ where: { id: row.id }, data: { leaseUntil, leasedBy: workerId } });
+      return { id: row.id, heartId: forHeart, serverId, transport: "callback", leaseUntil } as ClaimedDelivery;
+    };
+    // The killed process (a worker id that never beats): it claimed the delivery with a 10-minute lease and reserved
+    // the heart's payout, then died before it recorded its attempt.
+    const leased = await lease(heartId, randomUUID());
+    t.like(await reservePayout(stack(t).prisma, leased, new Date()), { kind: "reserved" });
+    const liveLease = await lease(other.heartId, live.id);
     t.like(await claims.checkVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.PAID_ELSEWHERE, heartId }, "never 2 for a heart nobody paid");
     dispatcher(t).start();
     const delivered = await eventually(
@@ -363,6 +369,12 @@ test.serial(
     t.is(JSON.parse(hook.requests[0]!.text).heart_id, heartId, "the retry carries the same heart_id");
     t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "paid" }]);
     t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.PAID_ELSEWHERE, heartId });
+    t.like(
+      await deliveryOf(t, other.heartId, "callback"),
+      { status: "pending", attempts: 0, leaseUntil: liveLease.leaseUntil },
+      "the live worker's lease was not taken",
+    );
+    t.is(hook.requests.length, 1);
   },
 );
 

@@ -419,6 +419,7 @@ export const ModelName = {
   SecretsKeyCheck: 'SecretsKeyCheck',
   WebhookSigningKey: 'WebhookSigningKey',
   VoteClaim: 'VoteClaim',
+  DeliveryWorker: 'DeliveryWorker',
   HeartPayout: 'HeartPayout'
 } as const
 
@@ -435,7 +436,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "heartPayout"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -2067,6 +2068,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    DeliveryWorker: {
+      payload: Prisma.$DeliveryWorkerPayload<ExtArgs>
+      fields: Prisma.DeliveryWorkerFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.DeliveryWorkerFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DeliveryWorkerPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.DeliveryWorkerFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DeliveryWorkerPayload>
+        }
+        findFirst: {
+          args: Prisma.DeliveryWorkerFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DeliveryWorkerPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.DeliveryWorkerFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DeliveryWorkerPayload>
+        }
+        findMany: {
+          args: Prisma.DeliveryWorkerFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DeliveryWorkerPayload>[]
+        }
+        create: {
+          args: Prisma.DeliveryWorkerCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DeliveryWorkerPayload>
+        }
+        createMany: {
+          args: Prisma.DeliveryWorkerCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.DeliveryWorkerCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DeliveryWorkerPayload>[]
+        }
+        delete: {
+          args: Prisma.DeliveryWorkerDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DeliveryWorkerPayload>
+        }
+        update: {
+          args: Prisma.DeliveryWorkerUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DeliveryWorkerPayload>
+        }
+        deleteMany: {
+          args: Prisma.DeliveryWorkerDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.DeliveryWorkerUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.DeliveryWorkerUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DeliveryWorkerPayload>[]
+        }
+        upsert: {
+          args: Prisma.DeliveryWorkerUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$DeliveryWorkerPayload>
+        }
+        aggregate: {
+          args: Prisma.DeliveryWorkerAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateDeliveryWorker>
+        }
+        groupBy: {
+          args: Prisma.DeliveryWorkerGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.DeliveryWorkerGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.DeliveryWorkerCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.DeliveryWorkerCountAggregateOutputType> | number
+        }
+      }
+    }
     HeartPayout: {
       payload: Prisma.$HeartPayoutPayload<ExtArgs>
       fields: Prisma.HeartPayoutFieldRefs
@@ -2390,6 +2465,7 @@ export const DeliveryScalarFieldEnum = {
   attempts: 'attempts',
   nextAttemptAt: 'nextAttemptAt',
   leaseUntil: 'leaseUntil',
+  leasedBy: 'leasedBy',
   lastStatusCode: 'lastStatusCode',
   lastError: 'lastError',
   deliveredAt: 'deliveredAt',
@@ -2536,6 +2612,15 @@ export const VoteClaimScalarFieldEnum = {
 } as const
 
 export type VoteClaimScalarFieldEnum = (typeof VoteClaimScalarFieldEnum)[keyof typeof VoteClaimScalarFieldEnum]
+
+
+export const DeliveryWorkerScalarFieldEnum = {
+  id: 'id',
+  startedAt: 'startedAt',
+  heartbeatAt: 'heartbeatAt'
+} as const
+
+export type DeliveryWorkerScalarFieldEnum = (typeof DeliveryWorkerScalarFieldEnum)[keyof typeof DeliveryWorkerScalarFieldEnum]
 
 
 export const HeartPayoutScalarFieldEnum = {
@@ -2980,6 +3065,7 @@ export type GlobalOmitConfig = {
   secretsKeyCheck?: Prisma.SecretsKeyCheckOmit
   webhookSigningKey?: Prisma.WebhookSigningKeyOmit
   voteClaim?: Prisma.VoteClaimOmit
+  deliveryWorker?: Prisma.DeliveryWorkerOmit
   heartPayout?: Prisma.HeartPayoutOmit
 }
 

@@ -73,6 +73,7 @@ export const ModelName = {
   SecretsKeyCheck: 'SecretsKeyCheck',
   WebhookSigningKey: 'WebhookSigningKey',
   VoteClaim: 'VoteClaim',
+  DeliveryWorker: 'DeliveryWorker',
   HeartPayout: 'HeartPayout'
 } as const
 
@@ -302,6 +303,7 @@ export const DeliveryScalarFieldEnum = {
   attempts: 'attempts',
   nextAttemptAt: 'nextAttemptAt',
   leaseUntil: 'leaseUntil',
+  leasedBy: 'leasedBy',
   lastStatusCode: 'lastStatusCode',
   lastError: 'lastError',
   deliveredAt: 'deliveredAt',
@@ -448,6 +450,15 @@ export const VoteClaimScalarFieldEnum = {
 } as const
 
 export type VoteClaimScalarFieldEnum = (typeof VoteClaimScalarFieldEnum)[keyof typeof VoteClaimScalarFieldEnum]
+
+
+export const DeliveryWorkerScalarFieldEnum = {
+  id: 'id',
+  startedAt: 'startedAt',
+  heartbeatAt: 'heartbeatAt'
+} as const
+
+export type DeliveryWorkerScalarFieldEnum = (typeof DeliveryWorkerScalarFieldEnum)[keyof typeof DeliveryWorkerScalarFieldEnum]
 
 
 export const HeartPayoutScalarFieldEnum = {

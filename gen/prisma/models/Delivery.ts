@@ -62,6 +62,7 @@ export type DeliveryMinAggregateOutputType = {
   attempts: number | null
   nextAttemptAt: Date | null
   leaseUntil: Date | null
+  leasedBy: string | null
   lastStatusCode: number | null
   lastError: string | null
   deliveredAt: Date | null
@@ -92,6 +93,7 @@ export type DeliveryMaxAggregateOutputType = {
   attempts: number | null
   nextAttemptAt: Date | null
   leaseUntil: Date | null
+  leasedBy: string | null
   lastStatusCode: number | null
   lastError: string | null
   deliveredAt: Date | null
@@ -123,6 +125,7 @@ export type DeliveryCountAggregateOutputType = {
   attempts: number
   nextAttemptAt: number
   leaseUntil: number
+  leasedBy: number
   lastStatusCode: number
   lastError: number
   deliveredAt: number
@@ -167,6 +170,7 @@ export type DeliveryMinAggregateInputType = {
   attempts?: true
   nextAttemptAt?: true
   leaseUntil?: true
+  leasedBy?: true
   lastStatusCode?: true
   lastError?: true
   deliveredAt?: true
@@ -197,6 +201,7 @@ export type DeliveryMaxAggregateInputType = {
   attempts?: true
   nextAttemptAt?: true
   leaseUntil?: true
+  leasedBy?: true
   lastStatusCode?: true
   lastError?: true
   deliveredAt?: true
@@ -228,6 +233,7 @@ export type DeliveryCountAggregateInputType = {
   attempts?: true
   nextAttemptAt?: true
   leaseUntil?: true
+  leasedBy?: true
   lastStatusCode?: true
   lastError?: true
   deliveredAt?: true
@@ -346,6 +352,7 @@ export type DeliveryGroupByOutputType = {
   attempts: number
   nextAttemptAt: Date
   leaseUntil: Date | null
+  leasedBy: string | null
   lastStatusCode: number | null
   lastError: string | null
   deliveredAt: Date | null
@@ -400,6 +407,7 @@ export type DeliveryWhereInput = {
   attempts?: Prisma.IntFilter<"Delivery"> | number
   nextAttemptAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   leaseUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
+  leasedBy?: Prisma.UuidNullableFilter<"Delivery"> | string | null
   lastStatusCode?: Prisma.IntNullableFilter<"Delivery"> | number | null
   lastError?: Prisma.StringNullableFilter<"Delivery"> | string | null
   deliveredAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
@@ -434,6 +442,7 @@ export type DeliveryOrderByWithRelationInput = {
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
   leaseUntil?: Prisma.SortOrderInput | Prisma.SortOrder
+  leasedBy?: Prisma.SortOrderInput | Prisma.SortOrder
   lastStatusCode?: Prisma.SortOrderInput | Prisma.SortOrder
   lastError?: Prisma.SortOrderInput | Prisma.SortOrder
   deliveredAt?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -472,6 +481,7 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   attempts?: Prisma.IntFilter<"Delivery"> | number
   nextAttemptAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   leaseUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
+  leasedBy?: Prisma.UuidNullableFilter<"Delivery"> | string | null
   lastStatusCode?: Prisma.IntNullableFilter<"Delivery"> | number | null
   lastError?: Prisma.StringNullableFilter<"Delivery"> | string | null
   deliveredAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
@@ -506,6 +516,7 @@ export type DeliveryOrderByWithAggregationInput = {
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
   leaseUntil?: Prisma.SortOrderInput | Prisma.SortOrder
+  leasedBy?: Prisma.SortOrderInput | Prisma.SortOrder
   lastStatusCode?: Prisma.SortOrderInput | Prisma.SortOrder
   lastError?: Prisma.SortOrderInput | Prisma.SortOrder
   deliveredAt?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -545,6 +556,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   attempts?: Prisma.IntWithAggregatesFilter<"Delivery"> | number
   nextAttemptAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
   leaseUntil?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
+  leasedBy?: Prisma.UuidNullableWithAggregatesFilter<"Delivery"> | string | null
   lastStatusCode?: Prisma.IntNullableWithAggregatesFilter<"Delivery"> | number | null
   lastError?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
   deliveredAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
@@ -574,6 +586,7 @@ export type DeliveryCreateInput = {
   attempts?: number
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
+  leasedBy?: string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -608,6 +621,7 @@ export type DeliveryUncheckedCreateInput = {
   attempts?: number
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
+  leasedBy?: string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -638,6 +652,7 @@ export type DeliveryUpdateInput = {
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -672,6 +687,7 @@ export type DeliveryUncheckedUpdateInput = {
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -704,6 +720,7 @@ export type DeliveryCreateManyInput = {
   attempts?: number
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
+  leasedBy?: string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -733,6 +750,7 @@ export type DeliveryUpdateManyMutationInput = {
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -764,6 +782,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -812,6 +831,7 @@ export type DeliveryCountOrderByAggregateInput = {
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
   leaseUntil?: Prisma.SortOrder
+  leasedBy?: Prisma.SortOrder
   lastStatusCode?: Prisma.SortOrder
   lastError?: Prisma.SortOrder
   deliveredAt?: Prisma.SortOrder
@@ -848,6 +868,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
   leaseUntil?: Prisma.SortOrder
+  leasedBy?: Prisma.SortOrder
   lastStatusCode?: Prisma.SortOrder
   lastError?: Prisma.SortOrder
   deliveredAt?: Prisma.SortOrder
@@ -878,6 +899,7 @@ export type DeliveryMinOrderByAggregateInput = {
   attempts?: Prisma.SortOrder
   nextAttemptAt?: Prisma.SortOrder
   leaseUntil?: Prisma.SortOrder
+  leasedBy?: Prisma.SortOrder
   lastStatusCode?: Prisma.SortOrder
   lastError?: Prisma.SortOrder
   deliveredAt?: Prisma.SortOrder
@@ -1024,6 +1046,7 @@ export type DeliveryCreateWithoutServerInput = {
   attempts?: number
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
+  leasedBy?: string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1056,6 +1079,7 @@ export type DeliveryUncheckedCreateWithoutServerInput = {
   attempts?: number
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
+  leasedBy?: string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1117,6 +1141,7 @@ export type DeliveryScalarWhereInput = {
   attempts?: Prisma.IntFilter<"Delivery"> | number
   nextAttemptAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   leaseUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
+  leasedBy?: Prisma.UuidNullableFilter<"Delivery"> | string | null
   lastStatusCode?: Prisma.IntNullableFilter<"Delivery"> | number | null
   lastError?: Prisma.StringNullableFilter<"Delivery"> | string | null
   deliveredAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
@@ -1146,6 +1171,7 @@ export type DeliveryCreateWithoutAttemptsLogInput = {
   attempts?: number
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
+  leasedBy?: string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1179,6 +1205,7 @@ export type DeliveryUncheckedCreateWithoutAttemptsLogInput = {
   attempts?: number
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
+  leasedBy?: string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1224,6 +1251,7 @@ export type DeliveryUpdateWithoutAttemptsLogInput = {
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1257,6 +1285,7 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1286,6 +1315,7 @@ export type DeliveryCreateWithoutEndpointInput = {
   attempts?: number
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
+  leasedBy?: string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1318,6 +1348,7 @@ export type DeliveryUncheckedCreateWithoutEndpointInput = {
   attempts?: number
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
+  leasedBy?: string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1375,6 +1406,7 @@ export type DeliveryCreateManyServerInput = {
   attempts?: number
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
+  leasedBy?: string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1404,6 +1436,7 @@ export type DeliveryUpdateWithoutServerInput = {
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1436,6 +1469,7 @@ export type DeliveryUncheckedUpdateWithoutServerInput = {
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1467,6 +1501,7 @@ export type DeliveryUncheckedUpdateManyWithoutServerInput = {
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1497,6 +1532,7 @@ export type DeliveryCreateManyEndpointInput = {
   attempts?: number
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
+  leasedBy?: string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1526,6 +1562,7 @@ export type DeliveryUpdateWithoutEndpointInput = {
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1558,6 +1595,7 @@ export type DeliveryUncheckedUpdateWithoutEndpointInput = {
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1589,6 +1627,7 @@ export type DeliveryUncheckedUpdateManyWithoutEndpointInput = {
   attempts?: Prisma.IntFieldUpdateOperationsInput | number
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
+  leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1651,6 +1690,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   attempts?: boolean
   nextAttemptAt?: boolean
   leaseUntil?: boolean
+  leasedBy?: boolean
   lastStatusCode?: boolean
   lastError?: boolean
   deliveredAt?: boolean
@@ -1686,6 +1726,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   attempts?: boolean
   nextAttemptAt?: boolean
   leaseUntil?: boolean
+  leasedBy?: boolean
   lastStatusCode?: boolean
   lastError?: boolean
   deliveredAt?: boolean
@@ -1719,6 +1760,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   attempts?: boolean
   nextAttemptAt?: boolean
   leaseUntil?: boolean
+  leasedBy?: boolean
   lastStatusCode?: boolean
   lastError?: boolean
   deliveredAt?: boolean
@@ -1752,6 +1794,7 @@ export type DeliverySelectScalar = {
   attempts?: boolean
   nextAttemptAt?: boolean
   leaseUntil?: boolean
+  leasedBy?: boolean
   lastStatusCode?: boolean
   lastError?: boolean
   deliveredAt?: boolean
@@ -1759,7 +1802,7 @@ export type DeliverySelectScalar = {
   createdAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "eventId" | "payload" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "steamId" | "discordId" | "minecraftUuid" | "accountId" | "nextEligibleAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "eventId" | "payload" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "steamId" | "discordId" | "minecraftUuid" | "accountId" | "nextEligibleAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "leasedBy" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   endpoint?: boolean | Prisma.Delivery$endpointArgs<ExtArgs>
@@ -1827,6 +1870,10 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
     attempts: number
     nextAttemptAt: Date
     leaseUntil: Date | null
+    /**
+     * The dispatcher (delivery_workers.id) that holds the lease; a lease of a worker that stopped beating is taken over before it runs out.
+     */
+    leasedBy: string | null
     lastStatusCode: number | null
     lastError: string | null
     deliveredAt: Date | null
@@ -2281,6 +2328,7 @@ export interface DeliveryFieldRefs {
   readonly attempts: Prisma.FieldRef<"Delivery", 'Int'>
   readonly nextAttemptAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly leaseUntil: Prisma.FieldRef<"Delivery", 'DateTime'>
+  readonly leasedBy: Prisma.FieldRef<"Delivery", 'String'>
   readonly lastStatusCode: Prisma.FieldRef<"Delivery", 'Int'>
   readonly lastError: Prisma.FieldRef<"Delivery", 'String'>
   readonly deliveredAt: Prisma.FieldRef<"Delivery", 'DateTime'>

@@ -124,7 +124,7 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
       const serverId = server!.id;
       await admin.setCallbackSettings({ serverId, callbackUrl: `http://127.0.0.1:${port}/callback`, standardWebhooks: true });
       const { secret } = await admin.revealCallbackSecret({ serverId });
-      const first = cleanup(t, await startPlatformReceiver(platform, { secrets: [secret], storeDir, port }));
+      const first = cleanup(t, await startPlatformReceiver(platform, { serverId, secrets: [secret], storeDir, port }));
 
       const username = `Steve_${platform}`;
       const heartId = await castCounted(t.context, serverId, username);
@@ -137,7 +137,7 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
       t.deepEqual(await first.settledPaid(), [paidLine], "a redelivery (same heart_id) is answered 2xx and pays nothing");
 
       await first.stop();
-      const restarted = cleanup(t, await startPlatformReceiver(platform, { secrets: [secret], storeDir, port }));
+      const restarted = cleanup(t, await startPlatformReceiver(platform, { serverId, secrets: [secret], storeDir, port }));
       await delivery.redeliver({ deliveryId, serverId });
       await succeeded(t.context, heartId, 3);
       t.deepEqual(await restarted.settledPaid(), [], "the paid store survived the restart");
@@ -178,7 +178,7 @@ for (const platform of ["node", "python"]) {
         await admin.setCallbackSettings({ serverId, callbackUrl: `http://127.0.0.1:${port}/callback`, ...optIn });
         const secrets = needsSecret ? [(await admin.revealCallbackSecret({ serverId })).secret] : [];
         const env = { VERIFY: scheme, ...(needsSecret ? {} : { WEBHOOK_KEYS_URL: `${t.context.gatewayUrl}/.well-known/webhook-keys.json` }) };
-        const r = cleanup(t, await startPlatformReceiver(platform, { secrets, port, env }));
+        const r = cleanup(t, await startPlatformReceiver(platform, { serverId, secrets, port, env }));
 
         const username = `Alex_${platform}`;
         const heartId = await castCounted(t.context, serverId, username);

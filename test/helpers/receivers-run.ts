@@ -210,7 +210,10 @@ export async function configurationErrorOf(platform: string, env: Record<string,
     return await eventually(
       async () => {
         if (exited) return `exited: ${output.trim()}`;
-        const res = await fetch(`http://127.0.0.1:${port}/callback`, { method: platform === "php" ? "POST" : "GET", body: platform === "php" ? "{}" : undefined });
+        const res = await fetch(`http://127.0.0.1:${port}/callback`, {
+          method: platform === "php" ? "POST" : "GET",
+          body: platform === "php" ? "{}" : undefined,
+        });
         // A receiver other than PHP that answers at all started despite the missing setting.
         return `answered ${res.status}: ${await res.text()}`;
       },

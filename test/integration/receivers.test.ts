@@ -85,12 +85,18 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
     async (t) => {
       const rotation = vectors.callback_rotation;
       const older = [rotation.secrets_newest_first[1]!];
-      const edge = cleanup(t, await startPlatformReceiver(platform, { serverId: VECTORS_SERVER_ID, secrets: older, nowSeconds: rotation.t - TOLERANCE_SECONDS }));
+      const edge = cleanup(
+        t,
+        await startPlatformReceiver(platform, { serverId: VECTORS_SERVER_ID, secrets: older, nowSeconds: rotation.t - TOLERANCE_SECONDS }),
+      );
       const accepted = await edge.post(Buffer.from(rotation.body, "utf8"), signed(rotation.callback_header));
       t.is(accepted.status, 200, accepted.text);
       t.is((await edge.settledPaid()).length, 1);
       await edge.stop();
-      const late = cleanup(t, await startPlatformReceiver(platform, { serverId: VECTORS_SERVER_ID, secrets: older, nowSeconds: rotation.t + TOLERANCE_SECONDS + 1 }));
+      const late = cleanup(
+        t,
+        await startPlatformReceiver(platform, { serverId: VECTORS_SERVER_ID, secrets: older, nowSeconds: rotation.t + TOLERANCE_SECONDS + 1 }),
+      );
       t.is((await late.post(Buffer.from(rotation.body, "utf8"), signed(rotation.callback_header))).status, 401);
       t.deepEqual(await late.settledPaid(), [], "a stale signature pays nothing");
     },
@@ -153,7 +159,10 @@ for (const platform of ["node", "python"]) {
   test.serial(
     `${platform} receiver, VERIFY=standard-webhooks: the frozen v1 vector verifies with the whsec_ secret (one heart_id pays once); a changed byte, another secret, a stale timestamp and a request without webhook-* headers are refused`,
     async (t) => {
-      const r = cleanup(t, await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [SW.secret], nowSeconds: SW.t, env: { VERIFY: "standard-webhooks" } }));
+      const r = cleanup(
+        t,
+        await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [SW.secret], nowSeconds: SW.t, env: { VERIFY: "standard-webhooks" } }),
+      );
       const body = Buffer.from(SW.body, "utf8");
       const ok = await r.post(body, standardHeaders(`v1,${SW.v1}`));
       t.is(ok.status, 200, ok.text);
@@ -165,7 +174,10 @@ for (const platform of ["node", "python"]) {
         400,
         "the X-Service-Signature alone is not what this mode checks",
       );
-      const other = cleanup(t, await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [SW.otherSecret], nowSeconds: SW.t, env: { VERIFY: "standard-webhooks" } }));
+      const other = cleanup(
+        t,
+        await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [SW.otherSecret], nowSeconds: SW.t, env: { VERIFY: "standard-webhooks" } }),
+      );
       t.is((await other.post(body, standardHeaders(`v1,${SW.v1}`))).status, 401, "another secret");
       t.deepEqual(await other.settledPaid(), []);
       const late = cleanup(
@@ -187,7 +199,15 @@ for (const platform of ["node", "python"]) {
     `${platform} receiver, VERIFY=public-key (no secret): the frozen v1a vector verifies with the key from webhook-keys.json; a changed byte, an unpublished key and a v1-only header are refused`,
     async (t) => {
       const keys = await servePublishedKeys(t, [SW.whpk]);
-      const r = cleanup(t, await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keys.url } }));
+      const r = cleanup(
+        t,
+        await startPlatformReceiver(platform, {
+          serverId: SW_SERVER_ID,
+          secrets: [],
+          nowSeconds: SW.t,
+          env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keys.url },
+        }),
+      );
       const body = Buffer.from(SW.body, "utf8");
       const ok = await r.post(body, standardHeaders(`v1,${SW.v1} v1a,${SW.v1a}`));
       t.is(ok.status, 200, ok.text);
@@ -199,7 +219,12 @@ for (const platform of ["node", "python"]) {
       const otherKeys = await servePublishedKeys(t, [OTHER_WHPK]);
       const other = cleanup(
         t,
-        await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: otherKeys.url } }),
+        await startPlatformReceiver(platform, {
+          serverId: SW_SERVER_ID,
+          secrets: [],
+          nowSeconds: SW.t,
+          env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: otherKeys.url },
+        }),
       );
       t.is((await other.post(body, standardHeaders(`v1a,${SW.v1a}`))).status, 401, "a key the list does not publish");
       t.deepEqual(await other.settledPaid(), []);
@@ -213,7 +238,15 @@ for (const platform of ["node", "python"]) {
     `${platform} receiver, VERIFY=public-key: a key published after the receiver fetched its copy (a rotation) verifies after one refetch; further misses within the minute fetch nothing`,
     async (t) => {
       const keys = await servePublishedKeys(t, [OTHER_WHPK]);
-      const r = cleanup(t, await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keys.url } }));
+      const r = cleanup(
+        t,
+        await startPlatformReceiver(platform, {
+          serverId: SW_SERVER_ID,
+          secrets: [],
+          nowSeconds: SW.t,
+          env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keys.url },
+        }),
+      );
       t.is(keys.fetches(), 1, "fetched once at start");
       keys.publish([SW.whpk, OTHER_WHPK]);
       const body = Buffer.from(SW.body, "utf8");

@@ -305,6 +305,10 @@ test("callback scheme: a valid signature on a body for another server than the o
   t.is(anonymous.verdict, "refused");
   t.regex(messages(anonymous), /the body has no server_id/);
   // The ingest scheme's server_id selects the secret: not judged here.
-  const ingest = await checkSignature({ scheme: "ingest", header: V.ingest_header, body: V.body, secret: V.secret, nowSeconds: V.t, serverId: other }, rules, plain);
+  const ingest = await checkSignature(
+    { scheme: "ingest", header: V.ingest_header, body: V.body, secret: V.secret, nowSeconds: V.t, serverId: other },
+    rules,
+    plain,
+  );
   t.is(ingest.verdict, "valid");
 });

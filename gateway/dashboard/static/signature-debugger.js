@@ -116,8 +116,8 @@ function render(report) {
     : report.refusal
       ? `Your receiver must refuse it and pay nothing; the shipped receivers answer ${report.refusal.status} "${report.refusal.error}".`
       : report.scheme === "ingest" && report.verdict === "valid"
-      ? "The service would accept the signature."
-      : "";
+        ? "The service would accept the signature."
+        : "";
   const copyable = (id, label, value) =>
     value === null
       ? null

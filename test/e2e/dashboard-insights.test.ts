@@ -395,25 +395,13 @@ test.serial(
       t.true(malformed.findings.includes("v1 is bare hex"), malformed.findings);
 
       const r = vectors.callback_rotation;
-      const rotation = await checkSignatureInPage(page, {
-        scheme: "callback",
-        header: r.callback_header,
-        body: r.body,
-        secret: r.secrets_newest_first[1]!,
-        now: r.t,
-      });
+      const rotationInput = { scheme: "callback", header: r.callback_header, body: r.body, secret: r.secrets_newest_first[1]!, now: r.t } as const;
+      const rotation = await checkSignatureInPage(page, rotationInput);
       t.is(rotation.verdict, "valid");
       t.true(rotation.findings.includes("v1 #2 matches"), rotation.findings);
       // The same valid signature, debugged for another server: refused with the receivers' reason.
       const other = "0d9c8b7a-6f5e-4d3c-8b2a-1f0e9d8c7b6a";
-      const elsewhere = await checkSignatureInPage(page, {
-        scheme: "callback",
-        header: r.callback_header,
-        body: r.body,
-        secret: r.secrets_newest_first[1]!,
-        now: r.t,
-        serverId: other,
-      });
+      const elsewhere = await checkSignatureInPage(page, { ...rotationInput, serverId: other });
       t.is(elsewhere.verdict, "refused");
       t.true(elsewhere.verdictText.includes(`403 "server_id mismatch: this receiver is for server ${other}"`), elsewhere.verdictText);
       t.true(elsewhere.findings.includes("only the server_id proves it is for you"), elsewhere.findings);

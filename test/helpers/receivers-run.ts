@@ -181,6 +181,12 @@ export async function startPlatformReceiver(
   return { url, port, lines, paid, settledPaid, post, stop };
 }
 
+/** Stops `receiver` when the test `t` ends, pass or fail; returns it. */
+export function stopOnTeardown(t: { teardown: (fn: () => Promise<void>) => void }, receiver: RunningReceiver): RunningReceiver {
+  t.teardown(() => receiver.stop());
+  return receiver;
+}
+
 /**
  * What `platform`'s receiver says when started with only `env` (plus PATH, HOME and a free PORT) and a
  * setting is missing: the error it printed before exiting, or, for PHP (a script run per request under

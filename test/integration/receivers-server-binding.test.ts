@@ -14,7 +14,7 @@ import { serverMismatchText } from "../../gateway/dashboard/signature-rules.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { eventually } from "../helpers/eventually.js";
 import { startReceiver, type Receiver } from "../helpers/receiver.js";
-import { RECEIVER_PLATFORMS, startPlatformReceiver, type RunningReceiver } from "../helpers/receivers-run.js";
+import { RECEIVER_PLATFORMS, startPlatformReceiver, stopOnTeardown } from "../helpers/receivers-run.js";
 import { startStack, type TestStack } from "../helpers/stack.js";
 
 /** One server on the list: its id and callback secret. */
@@ -70,12 +70,6 @@ test.after.always(async (t) => {
   await t.context.recorder?.close();
 });
 
-/** Stops every receiver a test started, pass or fail. */
-function cleanup(t: { teardown: (fn: () => Promise<void>) => void }, r: RunningReceiver): RunningReceiver {
-  t.teardown(() => r.stop());
-  return r;
-}
-
 test.serial("B's callback is a real one: for server B, with X-Service-Signature and webhook-signature holding a v1 and a v1a entry", (t) => {
   const { callback, b } = t.context;
   t.is((JSON.parse(callback.body.toString("utf8")) as { server_id: string }).server_id, b.id);
@@ -88,18 +82,18 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
     `${platform} receiver for server A: server B's real callback is refused and pays nothing (with A's secret the MAC fails; with B's secret shared the signature verifies and the answer is 403 server_id mismatch); B's own receiver pays it`,
     async (t) => {
       const { a, b, callback } = t.context;
-      const own = cleanup(t, await startPlatformReceiver(platform, { serverId: a.id, secrets: [a.secret] }));
+      const own = stopOnTeardown(t, await startPlatformReceiver(platform, { serverId: a.id, secrets: [a.secret] }));
       const refused = await own.post(callback.body, callback.headers);
       t.is(refused.status, 401, refused.text);
 
-      const shared = cleanup(t, await startPlatformReceiver(platform, { serverId: a.id, secrets: [b.secret] }));
+      const shared = stopOnTeardown(t, await startPlatformReceiver(platform, { serverId: a.id, secrets: [b.secret] }));
       const mismatch = await shared.post(callback.body, callback.headers);
       t.is(mismatch.status, 403, mismatch.text);
       t.deepEqual(JSON.parse(mismatch.text), { error: serverMismatchText(a.id) });
       t.deepEqual(await own.settledPaid(), []);
       t.deepEqual(await shared.settledPaid(), [], "a valid signature for another server pays nothing");
 
-      const mine = cleanup(t, await startPlatformReceiver(platform, { serverId: b.id, secrets: [b.secret] }));
+      const mine = stopOnTeardown(t, await startPlatformReceiver(platform, { serverId: b.id, secrets: [b.secret] }));
       const paid = await mine.post(callback.body, callback.headers);
       t.is(paid.status, 200, paid.text);
       t.deepEqual(await mine.settledPaid(), [`PAID ${callback.heartId} ${callback.username}`]);
@@ -121,13 +115,13 @@ for (const platform of ["node", "python"]) {
         const { a, b, callback, stack } = t.context;
         const env = { VERIFY: mode, ...(mode === "public-key" ? { WEBHOOK_KEYS_URL: `${stack.gatewayUrl}/.well-known/webhook-keys.json` } : {}) };
         const secrets = mode === "public-key" ? [] : [b.secret];
-        const forA = cleanup(t, await startPlatformReceiver(platform, { serverId: a.id, secrets, env }));
+        const forA = stopOnTeardown(t, await startPlatformReceiver(platform, { serverId: a.id, secrets, env }));
         const refused = await forA.post(callback.body, callback.headers);
         t.is(refused.status, 403, refused.text);
         t.deepEqual(JSON.parse(refused.text), { error: serverMismatchText(a.id) });
         t.deepEqual(await forA.settledPaid(), [], "a valid signature for another server pays nothing");
 
-        const forB = cleanup(t, await startPlatformReceiver(platform, { serverId: b.id, secrets, env }));
+        const forB = stopOnTeardown(t, await startPlatformReceiver(platform, { serverId: b.id, secrets, env }));
         const paid = await forB.post(callback.body, callback.headers);
         t.is(paid.status, 200, paid.text);
         t.deepEqual(await forB.settledPaid(), [`PAID ${callback.heartId} ${callback.username}`]);

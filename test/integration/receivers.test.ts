@@ -15,7 +15,7 @@ import { readFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import test from "ava";
-import { RECEIVER_PLATFORMS, configurationErrorOf, startPlatformReceiver, type RunningReceiver } from "../helpers/receivers-run.js";
+import { RECEIVER_PLATFORMS, configurationErrorOf, startPlatformReceiver, stopOnTeardown, type RunningReceiver } from "../helpers/receivers-run.js";
 
 interface VectorCase {
   name: string;
@@ -41,12 +41,6 @@ const VECTORS_SERVER_ID = (JSON.parse(heartVector.body) as { server_id: string }
 
 // The tests run one at a time: each starts runtimes (a JVM compiling, Mono) on a machine the suite shares.
 
-/** Stops every receiver a test started, pass or fail. */
-function cleanup(t: { teardown: (fn: () => Promise<void>) => void }, r: RunningReceiver): RunningReceiver {
-  t.teardown(() => r.stop());
-  return r;
-}
-
 for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
   test.serial(
     `${platform} receiver without SERVER_ID does not run: it says to set SERVER_ID${platform === "php" ? " (a script run per request: it answers 500 saying so)" : " and exits"}`,
@@ -60,7 +54,7 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
     `${platform} receiver: every frozen vector verifies at its time, a changed byte, a re-serialised body and the ingest header form are refused, and one heart_id pays once`,
     async (t) => {
       const secrets = [...new Set(vectors.cases.map((c) => c.secret))];
-      const r = cleanup(t, await startPlatformReceiver(platform, { serverId: VECTORS_SERVER_ID, secrets, nowSeconds: heartVector.t }));
+      const r = stopOnTeardown(t, await startPlatformReceiver(platform, { serverId: VECTORS_SERVER_ID, secrets, nowSeconds: heartVector.t }));
       for (const c of vectors.cases) {
         const res = await r.post(bodyOf(c), signed(c.callback_header));
         t.is(res.status, 200, `${c.name}: ${res.text}`);
@@ -85,7 +79,7 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
     async (t) => {
       const rotation = vectors.callback_rotation;
       const older = [rotation.secrets_newest_first[1]!];
-      const edge = cleanup(
+      const edge = stopOnTeardown(
         t,
         await startPlatformReceiver(platform, { serverId: VECTORS_SERVER_ID, secrets: older, nowSeconds: rotation.t - TOLERANCE_SECONDS }),
       );
@@ -93,7 +87,7 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
       t.is(accepted.status, 200, accepted.text);
       t.is((await edge.settledPaid()).length, 1);
       await edge.stop();
-      const late = cleanup(
+      const late = stopOnTeardown(
         t,
         await startPlatformReceiver(platform, { serverId: VECTORS_SERVER_ID, secrets: older, nowSeconds: rotation.t + TOLERANCE_SECONDS + 1 }),
       );
@@ -152,6 +146,11 @@ async function servePublishedKeys(t: { teardown: (fn: () => Promise<void>) => vo
   t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/.well-known/webhook-keys.json`, publish, fetches: () => fetches };
 }
+/** `platform`'s receiver in VERIFY=public-key mode (no secret) for the vectors' server, with the keys at `keysUrl`, at the vectors' time. */
+async function startPublicKeyReceiver(t: { teardown: (fn: () => Promise<void>) => void }, platform: string, keysUrl: string): Promise<RunningReceiver> {
+  const env = { VERIFY: "public-key", WEBHOOK_KEYS_URL: keysUrl };
+  return stopOnTeardown(t, await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [], nowSeconds: SW.t, env }));
+}
 /** RFC 8032's test-2 public key: a key that did not sign the vector. */
 const OTHER_WHPK = "whpk_PUAXw+hDiVqStwqnTRt+vJyYLM8uxJaMwM1V8Sr0Zgw=";
 
@@ -159,7 +158,7 @@ for (const platform of ["node", "python"]) {
   test.serial(
     `${platform} receiver, VERIFY=standard-webhooks: the frozen v1 vector verifies with the whsec_ secret (one heart_id pays once); a changed byte, another secret, a stale timestamp and a request without webhook-* headers are refused`,
     async (t) => {
-      const r = cleanup(
+      const r = stopOnTeardown(
         t,
         await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [SW.secret], nowSeconds: SW.t, env: { VERIFY: "standard-webhooks" } }),
       );
@@ -174,13 +173,13 @@ for (const platform of ["node", "python"]) {
         400,
         "the X-Service-Signature alone is not what this mode checks",
       );
-      const other = cleanup(
+      const other = stopOnTeardown(
         t,
         await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [SW.otherSecret], nowSeconds: SW.t, env: { VERIFY: "standard-webhooks" } }),
       );
       t.is((await other.post(body, standardHeaders(`v1,${SW.v1}`))).status, 401, "another secret");
       t.deepEqual(await other.settledPaid(), []);
-      const late = cleanup(
+      const late = stopOnTeardown(
         t,
         await startPlatformReceiver(platform, {
           serverId: SW_SERVER_ID,
@@ -199,15 +198,7 @@ for (const platform of ["node", "python"]) {
     `${platform} receiver, VERIFY=public-key (no secret): the frozen v1a vector verifies with the key from webhook-keys.json; a changed byte, an unpublished key and a v1-only header are refused`,
     async (t) => {
       const keys = await servePublishedKeys(t, [SW.whpk]);
-      const r = cleanup(
-        t,
-        await startPlatformReceiver(platform, {
-          serverId: SW_SERVER_ID,
-          secrets: [],
-          nowSeconds: SW.t,
-          env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keys.url },
-        }),
-      );
+      const r = await startPublicKeyReceiver(t, platform, keys.url);
       const body = Buffer.from(SW.body, "utf8");
       const ok = await r.post(body, standardHeaders(`v1,${SW.v1} v1a,${SW.v1a}`));
       t.is(ok.status, 200, ok.text);
@@ -217,15 +208,7 @@ for (const platform of ["node", "python"]) {
       t.is((await r.post(body, standardHeaders(`v1a,${SW.v1a}`, SW.t + 1))).status, 401, "the timestamp is signed too");
       // A list whose published key is another one: nothing verifies.
       const otherKeys = await servePublishedKeys(t, [OTHER_WHPK]);
-      const other = cleanup(
-        t,
-        await startPlatformReceiver(platform, {
-          serverId: SW_SERVER_ID,
-          secrets: [],
-          nowSeconds: SW.t,
-          env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: otherKeys.url },
-        }),
-      );
+      const other = await startPublicKeyReceiver(t, platform, otherKeys.url);
       t.is((await other.post(body, standardHeaders(`v1a,${SW.v1a}`))).status, 401, "a key the list does not publish");
       t.deepEqual(await other.settledPaid(), []);
       t.deepEqual(await r.settledPaid(), [`PAID ${SW.id} Steve`]);
@@ -238,15 +221,7 @@ for (const platform of ["node", "python"]) {
     `${platform} receiver, VERIFY=public-key: a key published after the receiver fetched its copy (a rotation) verifies after one refetch; further misses within the minute fetch nothing`,
     async (t) => {
       const keys = await servePublishedKeys(t, [OTHER_WHPK]);
-      const r = cleanup(
-        t,
-        await startPlatformReceiver(platform, {
-          serverId: SW_SERVER_ID,
-          secrets: [],
-          nowSeconds: SW.t,
-          env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keys.url },
-        }),
-      );
+      const r = await startPublicKeyReceiver(t, platform, keys.url);
       t.is(keys.fetches(), 1, "fetched once at start");
       keys.publish([SW.whpk, OTHER_WHPK]);
       const body = Buffer.from(SW.body, "utf8");

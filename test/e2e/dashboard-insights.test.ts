@@ -323,10 +323,17 @@ test.serial("trends: Chart.js is served by the gateway itself, and the page keep
 
 // ---- Signature debugger ----------------------------------------------------------------------------
 
-async function checkSignatureInPage(page: Page, input: { scheme: "ingest" | "callback"; header: string; body: string; secret: string; now: number }) {
+/** The server a body is for (the server being debugged, unless a test names another). */
+const serverIdOf = (body: string) => (JSON.parse(body) as { server_id: string }).server_id;
+
+async function checkSignatureInPage(
+  page: Page,
+  input: { scheme: "ingest" | "callback"; header: string; body: string; secret: string; now: number; serverId?: string },
+) {
   await page.check(`input[name="sig-scheme"][value="${input.scheme}"]`);
   await page.fill("#sig-header", input.header);
   await page.fill("#sig-body", input.body);
+  await page.fill("#sig-server", input.serverId ?? serverIdOf(input.body));
   await page.fill("#sig-secret", input.secret);
   await page.fill("#sig-now", String(input.now));
   await page.evaluate('document.getElementById("sig-result").replaceChildren()');
@@ -388,15 +395,16 @@ test.serial(
       t.true(malformed.findings.includes("v1 is bare hex"), malformed.findings);
 
       const r = vectors.callback_rotation;
-      const rotation = await checkSignatureInPage(page, {
-        scheme: "callback",
-        header: r.callback_header,
-        body: r.body,
-        secret: r.secrets_newest_first[1]!,
-        now: r.t,
-      });
+      const rotationInput = { scheme: "callback", header: r.callback_header, body: r.body, secret: r.secrets_newest_first[1]!, now: r.t } as const;
+      const rotation = await checkSignatureInPage(page, rotationInput);
       t.is(rotation.verdict, "valid");
       t.true(rotation.findings.includes("v1 #2 matches"), rotation.findings);
+      // The same valid signature, debugged for another server: refused with the receivers' reason.
+      const other = "0d9c8b7a-6f5e-4d3c-8b2a-1f0e9d8c7b6a";
+      const elsewhere = await checkSignatureInPage(page, { ...rotationInput, serverId: other });
+      t.is(elsewhere.verdict, "refused");
+      t.true(elsewhere.verdictText.includes(`403 "server_id mismatch: this receiver is for server ${other}"`), elsewhere.verdictText);
+      t.true(elsewhere.findings.includes("only the server_id proves it is for you"), elsewhere.findings);
       await page.screenshot({ path: join(shots, "debugger-1280.png"), fullPage: true });
     } finally {
       page.off("request", record);
@@ -462,6 +470,7 @@ test.serial("debugger: a test callback's exact request opens in the debugger; th
   t.true((await page.inputValue("#sig-body")).includes('"username":"Debug_Dora"'));
   t.is(await page.inputValue("#sig-now"), /^t=(\d+)/.exec(header)![1]!, "t is checked against its own send time");
   t.is(await page.evaluate("document.activeElement.id"), "sig-secret", "the secret field waits for the owner");
+  t.is(await page.inputValue("#sig-server"), flow.serverId, "the server being debugged is the one selected");
   const { secret } = await stack.clients.admin.revealCallbackSecret({ serverId: flow.serverId });
   await page.fill("#sig-secret", secret);
   await page.click("#sig-check");

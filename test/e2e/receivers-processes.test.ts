@@ -23,7 +23,7 @@ import anyTest, { type TestFn } from "ava";
 import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
 import { eventually } from "../helpers/eventually.js";
 import { createProcessGroup, freePort, type ProcessGroup } from "../helpers/processes.js";
-import { RECEIVER_PLATFORMS, runCsharpClaim, startPhpClaimPage, startPlatformReceiver, type RunningReceiver } from "../helpers/receivers-run.js";
+import { RECEIVER_PLATFORMS, runCsharpClaim, startPhpClaimPage, startPlatformReceiver, stopOnTeardown } from "../helpers/receivers-run.js";
 import { createServiceClients, type ServiceClients } from "../helpers/stack.js";
 import {
   dumpOnFailure,
@@ -76,12 +76,6 @@ test.after.always(async (t) => {
   await t.context.db?.drop();
 });
 
-/** Stops every receiver a test started, pass or fail. */
-function cleanup(t: { teardown: (fn: () => Promise<void>) => void }, r: RunningReceiver): RunningReceiver {
-  t.teardown(() => r.stop());
-  return r;
-}
-
 let voter = 0;
 
 /** Casts a heart for `username` (and any platform ids) on `serverId` through the referral service process; returns its heart_id. */
@@ -124,7 +118,7 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
       const serverId = server!.id;
       await admin.setCallbackSettings({ serverId, callbackUrl: `http://127.0.0.1:${port}/callback`, standardWebhooks: true });
       const { secret } = await admin.revealCallbackSecret({ serverId });
-      const first = cleanup(t, await startPlatformReceiver(platform, { secrets: [secret], storeDir, port }));
+      const first = stopOnTeardown(t, await startPlatformReceiver(platform, { serverId, secrets: [secret], storeDir, port }));
 
       const username = `Steve_${platform}`;
       const heartId = await castCounted(t.context, serverId, username);
@@ -137,7 +131,7 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
       t.deepEqual(await first.settledPaid(), [paidLine], "a redelivery (same heart_id) is answered 2xx and pays nothing");
 
       await first.stop();
-      const restarted = cleanup(t, await startPlatformReceiver(platform, { secrets: [secret], storeDir, port }));
+      const restarted = stopOnTeardown(t, await startPlatformReceiver(platform, { serverId, secrets: [secret], storeDir, port }));
       await delivery.redeliver({ deliveryId, serverId });
       await succeeded(t.context, heartId, 3);
       t.deepEqual(await restarted.settledPaid(), [], "the paid store survived the restart");
@@ -178,7 +172,7 @@ for (const platform of ["node", "python"]) {
         await admin.setCallbackSettings({ serverId, callbackUrl: `http://127.0.0.1:${port}/callback`, ...optIn });
         const secrets = needsSecret ? [(await admin.revealCallbackSecret({ serverId })).secret] : [];
         const env = { VERIFY: scheme, ...(needsSecret ? {} : { WEBHOOK_KEYS_URL: `${t.context.gatewayUrl}/.well-known/webhook-keys.json` }) };
-        const r = cleanup(t, await startPlatformReceiver(platform, { secrets, port, env }));
+        const r = stopOnTeardown(t, await startPlatformReceiver(platform, { serverId, secrets, port, env }));
 
         const username = `Alex_${platform}`;
         const heartId = await castCounted(t.context, serverId, username);

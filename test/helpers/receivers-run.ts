@@ -2,7 +2,7 @@
  * Runs the platform receivers of docs/receivers/<platform>/ as a server owner would: each in a
  * subprocess of its own runtime (node, python3, php -S, a `go build` binary, `java Receiver.java`,
  * an `mcs`-built assembly on `mono`),
- * configured only through the environment their READMEs document (PORT, CALLBACK_SECRET, PAID_FILE
+ * configured only through the environment their READMEs document (SERVER_ID, PORT, CALLBACK_SECRET, PAID_FILE
  * or PAID_DB, VERIFY and WEBHOOK_KEYS_URL, and the test-only RECEIVER_NOW). Every line they print is kept, so a test can count
  * `PAID <heart_id> <username>` lines.
  */
@@ -46,6 +46,17 @@ export const RECEIVER_PLATFORMS: Record<string, ReceiverPlatform> = {
 
 const prepared = new Set<string>();
 
+/** Builds `platform`'s receiver once (Go, C#); throws for an unknown platform. */
+function preparedPlatform(platform: string): ReceiverPlatform {
+  const def = RECEIVER_PLATFORMS[platform];
+  if (!def) throw new Error(`no receiver for ${platform}`);
+  if (!prepared.has(platform)) {
+    def.prepare?.();
+    prepared.add(platform);
+  }
+  return def;
+}
+
 /** How long a receiver's output must stay quiet before `settledPaid` reads it. */
 const SETTLE_MS = 400;
 
@@ -79,12 +90,15 @@ export interface RunningReceiver {
 }
 
 /**
- * Starts `platform`'s receiver with `secrets` (comma-joined into CALLBACK_SECRET), its paid store in
- * `storeDir` (a restart with the same dir keeps it), on `port`; resolves once it answers HTTP.
+ * Starts `platform`'s receiver for server `serverId` (SERVER_ID) with `secrets` (comma-joined into
+ * CALLBACK_SECRET), its paid store in `storeDir` (a restart with the same dir keeps it), on `port`;
+ * resolves once it answers HTTP.
  */
 export async function startPlatformReceiver(
   platform: string,
   opts: {
+    /** The server this receiver pays for (SERVER_ID): a callback whose `server_id` is another is refused. */
+    serverId: string;
     secrets: string[];
     storeDir?: string;
     port?: number;
@@ -93,12 +107,7 @@ export async function startPlatformReceiver(
     env?: Record<string, string>;
   },
 ): Promise<RunningReceiver> {
-  const def = RECEIVER_PLATFORMS[platform];
-  if (!def) throw new Error(`no receiver for ${platform}`);
-  if (!prepared.has(platform)) {
-    def.prepare?.();
-    prepared.add(platform);
-  }
+  const def = preparedPlatform(platform);
   const port = opts.port ?? (await freePort());
   const storeDir = opts.storeDir ?? mkdtempSync(join(tmpdir(), `receiver-${platform}-`));
   const { command, args } = def.command(port);
@@ -108,6 +117,7 @@ export async function startPlatformReceiver(
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       PORT: String(port),
+      SERVER_ID: opts.serverId,
       CALLBACK_SECRET: opts.secrets.join(","),
       PAID_FILE: join(storeDir, "paid-hearts.txt"),
       PAID_DB: join(storeDir, "paid-hearts.sqlite3"),
@@ -171,16 +181,62 @@ export async function startPlatformReceiver(
   return { url, port, lines, paid, settledPaid, post, stop };
 }
 
+/** Stops `receiver` when the test `t` ends, pass or fail; returns it. */
+export function stopOnTeardown(t: { teardown: (fn: () => Promise<void>) => void }, receiver: RunningReceiver): RunningReceiver {
+  t.teardown(() => receiver.stop());
+  return receiver;
+}
+
+/**
+ * What `platform`'s receiver says when started with only `env` (plus PATH, HOME and a free PORT) and a
+ * setting is missing: the error it printed before exiting, or, for PHP (a script run per request under
+ * `php -S`, which cannot stop the server), the status and text of its answer to a POST.
+ */
+export async function configurationErrorOf(platform: string, env: Record<string, string>): Promise<string> {
+  const def = preparedPlatform(platform);
+  const port = await freePort();
+  const storeDir = mkdtempSync(join(tmpdir(), `receiver-config-${platform}-`));
+  const { command, args } = def.command(port);
+  const child = spawn(command, args, {
+    cwd: storeDir,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: String(port), ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  for (const stream of [child.stdout, child.stderr]) stream?.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
+  let exited = false;
+  // "close", not "exit": the output is complete once the pipes are.
+  const exit = new Promise<void>((resolve) =>
+    child.on("close", () => {
+      exited = true;
+      resolve();
+    }),
+  );
+  try {
+    return await eventually(
+      async () => {
+        if (exited) return `exited: ${output.trim()}`;
+        const res = await fetch(`http://127.0.0.1:${port}/callback`, {
+          method: platform === "php" ? "POST" : "GET",
+          body: platform === "php" ? "{}" : undefined,
+        });
+        // A receiver other than PHP that answers at all started despite the missing setting.
+        return `answered ${res.status}: ${await res.text()}`;
+      },
+      { timeoutMs: 90_000, intervalMs: 200, message: `${platform} receiver refusing its configuration` },
+    );
+  } finally {
+    if (!exited) child.kill("SIGTERM");
+    await exit;
+  }
+}
+
 /**
  * Runs the C# plugin's /claim command once (`mono Receiver.exe claim <steamId>`), configured as its README
  * says (CLAIM_URL, CLAIM_KEY, CLAIM_DOUBT_FILE in `storeDir`); resolves with the lines it printed.
  */
 export async function runCsharpClaim(steamId: string, opts: { claimUrl: string; claimKey: string; storeDir: string }): Promise<string[]> {
-  if (!prepared.has("csharp")) {
-    RECEIVER_PLATFORMS.csharp!.prepare?.();
-    prepared.add("csharp");
-  }
-  const { command, args } = RECEIVER_PLATFORMS.csharp!.command(0);
+  const { command, args } = preparedPlatform("csharp").command(0);
   const env = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,

@@ -4,7 +4,9 @@
  * (test/fixtures/signature-vectors.json, computed with openssl, never by the project), with the
  * test-only clock RECEIVER_NOW set to the vectors' time; the Node and Python receivers also against
  * the frozen Standard Webhooks `v1,` (openssl) and `v1a,` (Python `cryptography`) vectors, in their
- * VERIFY=standard-webhooks and VERIFY=public-key modes.
+ * VERIFY=standard-webhooks and VERIFY=public-key modes. Every receiver runs for the vectors' server
+ * (SERVER_ID) and does not run without one; another server's callback replayed to it is
+ * test/integration/receivers-server-binding.test.ts.
  * The live callbacks, from the four processes, are test/e2e/receivers-processes.test.ts.
  * PHP and Mono (C#) come from apt through the test runner (scripts/infra/apt.ts); Go is built once with
  * `go build`, C# once with `mcs`.
@@ -13,7 +15,7 @@ import { readFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import test from "ava";
-import { RECEIVER_PLATFORMS, startPlatformReceiver, type RunningReceiver } from "../helpers/receivers-run.js";
+import { RECEIVER_PLATFORMS, configurationErrorOf, startPlatformReceiver, stopOnTeardown, type RunningReceiver } from "../helpers/receivers-run.js";
 
 interface VectorCase {
   name: string;
@@ -34,21 +36,25 @@ const bodyOf = (c: VectorCase) => Buffer.from(c.body_base64, "base64");
 const signed = (header: string) => ({ "x-service-signature": header });
 const heartVector = vectors.cases.find((c) => c.name === "heart-counted")!;
 const heartOf = (body: string) => JSON.parse(body) as { heart_id: string; username: string };
+/** The server every frozen HMAC vector is for: the receivers run for it (SERVER_ID). */
+const VECTORS_SERVER_ID = (JSON.parse(heartVector.body) as { server_id: string }).server_id;
 
 // The tests run one at a time: each starts runtimes (a JVM compiling, Mono) on a machine the suite shares.
 
-/** Stops every receiver a test started, pass or fail. */
-function cleanup(t: { teardown: (fn: () => Promise<void>) => void }, r: RunningReceiver): RunningReceiver {
-  t.teardown(() => r.stop());
-  return r;
-}
-
 for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
+  test.serial(
+    `${platform} receiver without SERVER_ID does not run: it says to set SERVER_ID${platform === "php" ? " (a script run per request: it answers 500 saying so)" : " and exits"}`,
+    async (t) => {
+      const said = await configurationErrorOf(platform, { CALLBACK_SECRET: heartVector.secret });
+      t.regex(said, platform === "php" ? /^answered 500: .*set SERVER_ID=/s : /^exited: .*set SERVER_ID=/s);
+    },
+  );
+
   test.serial(
     `${platform} receiver: every frozen vector verifies at its time, a changed byte, a re-serialised body and the ingest header form are refused, and one heart_id pays once`,
     async (t) => {
       const secrets = [...new Set(vectors.cases.map((c) => c.secret))];
-      const r = cleanup(t, await startPlatformReceiver(platform, { secrets, nowSeconds: heartVector.t }));
+      const r = stopOnTeardown(t, await startPlatformReceiver(platform, { serverId: VECTORS_SERVER_ID, secrets, nowSeconds: heartVector.t }));
       for (const c of vectors.cases) {
         const res = await r.post(bodyOf(c), signed(c.callback_header));
         t.is(res.status, 200, `${c.name}: ${res.text}`);
@@ -73,12 +79,18 @@ for (const platform of Object.keys(RECEIVER_PLATFORMS)) {
     async (t) => {
       const rotation = vectors.callback_rotation;
       const older = [rotation.secrets_newest_first[1]!];
-      const edge = cleanup(t, await startPlatformReceiver(platform, { secrets: older, nowSeconds: rotation.t - TOLERANCE_SECONDS }));
+      const edge = stopOnTeardown(
+        t,
+        await startPlatformReceiver(platform, { serverId: VECTORS_SERVER_ID, secrets: older, nowSeconds: rotation.t - TOLERANCE_SECONDS }),
+      );
       const accepted = await edge.post(Buffer.from(rotation.body, "utf8"), signed(rotation.callback_header));
       t.is(accepted.status, 200, accepted.text);
       t.is((await edge.settledPaid()).length, 1);
       await edge.stop();
-      const late = cleanup(t, await startPlatformReceiver(platform, { secrets: older, nowSeconds: rotation.t + TOLERANCE_SECONDS + 1 }));
+      const late = stopOnTeardown(
+        t,
+        await startPlatformReceiver(platform, { serverId: VECTORS_SERVER_ID, secrets: older, nowSeconds: rotation.t + TOLERANCE_SECONDS + 1 }),
+      );
       t.is((await late.post(Buffer.from(rotation.body, "utf8"), signed(rotation.callback_header))).status, 401);
       t.deepEqual(await late.settledPaid(), [], "a stale signature pays nothing");
     },
@@ -98,6 +110,8 @@ const SW = {
   whpk: "whpk_11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
   v1a: "X7kfMYeVTyDOPwo4rzEc0Sj+CW3N8QcDy6mlN90O7hPK6ebxp2zDtHE+53K4L/aILCVKiXw545W0RMFvVn8SCg==",
 };
+/** The server the Standard Webhooks vectors are for. */
+const SW_SERVER_ID = (JSON.parse(SW.body) as { server_id: string }).server_id;
 const standardHeaders = (signature: string, t = SW.t) => ({ "webhook-id": SW.id, "webhook-timestamp": String(t), "webhook-signature": signature });
 const swTampered = Buffer.from(SW.body.replace('"Steve"', '"Steve2"'), "utf8");
 
@@ -132,6 +146,11 @@ async function servePublishedKeys(t: { teardown: (fn: () => Promise<void>) => vo
   t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/.well-known/webhook-keys.json`, publish, fetches: () => fetches };
 }
+/** `platform`'s receiver in VERIFY=public-key mode (no secret) for the vectors' server, with the keys at `keysUrl`, at the vectors' time. */
+async function startPublicKeyReceiver(t: { teardown: (fn: () => Promise<void>) => void }, platform: string, keysUrl: string): Promise<RunningReceiver> {
+  const env = { VERIFY: "public-key", WEBHOOK_KEYS_URL: keysUrl };
+  return stopOnTeardown(t, await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [], nowSeconds: SW.t, env }));
+}
 /** RFC 8032's test-2 public key: a key that did not sign the vector. */
 const OTHER_WHPK = "whpk_PUAXw+hDiVqStwqnTRt+vJyYLM8uxJaMwM1V8Sr0Zgw=";
 
@@ -139,7 +158,10 @@ for (const platform of ["node", "python"]) {
   test.serial(
     `${platform} receiver, VERIFY=standard-webhooks: the frozen v1 vector verifies with the whsec_ secret (one heart_id pays once); a changed byte, another secret, a stale timestamp and a request without webhook-* headers are refused`,
     async (t) => {
-      const r = cleanup(t, await startPlatformReceiver(platform, { secrets: [SW.secret], nowSeconds: SW.t, env: { VERIFY: "standard-webhooks" } }));
+      const r = stopOnTeardown(
+        t,
+        await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [SW.secret], nowSeconds: SW.t, env: { VERIFY: "standard-webhooks" } }),
+      );
       const body = Buffer.from(SW.body, "utf8");
       const ok = await r.post(body, standardHeaders(`v1,${SW.v1}`));
       t.is(ok.status, 200, ok.text);
@@ -151,12 +173,16 @@ for (const platform of ["node", "python"]) {
         400,
         "the X-Service-Signature alone is not what this mode checks",
       );
-      const other = cleanup(t, await startPlatformReceiver(platform, { secrets: [SW.otherSecret], nowSeconds: SW.t, env: { VERIFY: "standard-webhooks" } }));
+      const other = stopOnTeardown(
+        t,
+        await startPlatformReceiver(platform, { serverId: SW_SERVER_ID, secrets: [SW.otherSecret], nowSeconds: SW.t, env: { VERIFY: "standard-webhooks" } }),
+      );
       t.is((await other.post(body, standardHeaders(`v1,${SW.v1}`))).status, 401, "another secret");
       t.deepEqual(await other.settledPaid(), []);
-      const late = cleanup(
+      const late = stopOnTeardown(
         t,
         await startPlatformReceiver(platform, {
+          serverId: SW_SERVER_ID,
           secrets: [SW.otherSecret, SW.secret],
           nowSeconds: SW.t + TOLERANCE_SECONDS + 1,
           env: { VERIFY: "standard-webhooks" },
@@ -172,7 +198,7 @@ for (const platform of ["node", "python"]) {
     `${platform} receiver, VERIFY=public-key (no secret): the frozen v1a vector verifies with the key from webhook-keys.json; a changed byte, an unpublished key and a v1-only header are refused`,
     async (t) => {
       const keys = await servePublishedKeys(t, [SW.whpk]);
-      const r = cleanup(t, await startPlatformReceiver(platform, { secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keys.url } }));
+      const r = await startPublicKeyReceiver(t, platform, keys.url);
       const body = Buffer.from(SW.body, "utf8");
       const ok = await r.post(body, standardHeaders(`v1,${SW.v1} v1a,${SW.v1a}`));
       t.is(ok.status, 200, ok.text);
@@ -182,10 +208,7 @@ for (const platform of ["node", "python"]) {
       t.is((await r.post(body, standardHeaders(`v1a,${SW.v1a}`, SW.t + 1))).status, 401, "the timestamp is signed too");
       // A list whose published key is another one: nothing verifies.
       const otherKeys = await servePublishedKeys(t, [OTHER_WHPK]);
-      const other = cleanup(
-        t,
-        await startPlatformReceiver(platform, { secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: otherKeys.url } }),
-      );
+      const other = await startPublicKeyReceiver(t, platform, otherKeys.url);
       t.is((await other.post(body, standardHeaders(`v1a,${SW.v1a}`))).status, 401, "a key the list does not publish");
       t.deepEqual(await other.settledPaid(), []);
       t.deepEqual(await r.settledPaid(), [`PAID ${SW.id} Steve`]);
@@ -198,7 +221,7 @@ for (const platform of ["node", "python"]) {
     `${platform} receiver, VERIFY=public-key: a key published after the receiver fetched its copy (a rotation) verifies after one refetch; further misses within the minute fetch nothing`,
     async (t) => {
       const keys = await servePublishedKeys(t, [OTHER_WHPK]);
-      const r = cleanup(t, await startPlatformReceiver(platform, { secrets: [], nowSeconds: SW.t, env: { VERIFY: "public-key", WEBHOOK_KEYS_URL: keys.url } }));
+      const r = await startPublicKeyReceiver(t, platform, keys.url);
       t.is(keys.fetches(), 1, "fetched once at start");
       keys.publish([SW.whpk, OTHER_WHPK]);
       const body = Buffer.from(SW.body, "utf8");

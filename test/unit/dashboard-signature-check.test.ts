@@ -8,7 +8,7 @@ import { createHmac, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import test from "ava";
 import { parseSignatureHeader } from "../../gateway/verify-signature.js";
-import { SIGNATURE_RULES } from "../../gateway/dashboard/signature-rules.js";
+import { SIGNATURE_RULES, serverMismatchText } from "../../gateway/dashboard/signature-rules.js";
 import { hmacSha256, sha256, toHex } from "../../gateway/dashboard/static/hmac-sha256.js";
 import {
   checkSignature,
@@ -266,4 +266,49 @@ test("in the callback scheme the service signed: a re-serialised body is the rec
     t.regex(messages(report), says, name);
     t.notRegex(messages(report), /They (signed|keyed)|No common mistake/, name);
   }
+});
+
+test("callback scheme: a valid signature on a body for another server than the one debugged is refused with the receivers' reason (server_id mismatch); the server's own body stays valid", async (t) => {
+  const own = (JSON.parse(W.body) as { server_id: string }).server_id;
+  const other = "0d9c8b7a-6f5e-4d3c-8b2a-1f0e9d8c7b6a";
+  const callback = (serverId: string | undefined, opts: { header?: string; body?: string; now?: number } = {}) =>
+    checkSignature(
+      { scheme: "callback", header: opts.header ?? W.callback_header, body: opts.body ?? W.body, secret: W.secret, nowSeconds: opts.now ?? W.t, serverId },
+      rules,
+      plain,
+    );
+  const refused = await callback(other);
+  t.is(refused.verdict, "refused");
+  t.deepEqual(refused.refusal, { status: 403, error: serverMismatchText(other) });
+  t.is(serverMismatchText(other), `server_id mismatch: this receiver is for server ${other}`);
+  t.regex(messages(refused), new RegExp(`\\[error:server_id\\] server_id mismatch: this receiver is for server ${other} \\(the body's server_id is ${own}\\)`));
+  t.true(messages(refused).includes("A valid signature proves the list sent it; only the server_id proves it is for you."));
+  t.is(refused.answer, null, "callbacks have no service answer");
+
+  const mine = await callback(own);
+  t.is(mine.verdict, "valid");
+  t.is(mine.refusal, null);
+  t.regex(messages(mine), /\[ok:server_id\] server_id is /);
+  const unnamed = await callback(undefined);
+  t.is(unnamed.verdict, "valid", "no server given: the signature alone is judged");
+  t.regex(messages(unnamed), /\[info:server_id\] Check that the body's server_id is your server's id/);
+
+  // The signature comes first: a wrong MAC stays a mismatch, a stale t stays stale; the server is still named.
+  const wrongMac = await callback(other, { header: `t=${W.t},v1=${"0".repeat(64)}` });
+  t.is(wrongMac.verdict, "mismatch");
+  t.regex(messages(wrongMac), /\[error:server_id\] server_id mismatch/);
+  const stale = await callback(other, { now: W.t + rules.tolerance_seconds + 1 });
+  t.is(stale.verdict, "stale");
+  // A signed body without server_id is for nobody.
+  const noServer = JSON.stringify({ event: "heart.counted", heart_id: "h", username: "u", timestamp: W.t });
+  const anonymous = await callback(own, { body: noServer, header: `t=${W.t},v1=${hmacHex(W.secret, `${W.t}.${noServer}`)}` });
+  t.is(anonymous.verdict, "refused");
+  t.regex(messages(anonymous), /the body has no server_id/);
+  // The ingest scheme's server_id selects the secret: not judged here.
+  const ingest = await checkSignature(
+    { scheme: "ingest", header: V.ingest_header, body: V.body, secret: V.secret, nowSeconds: V.t, serverId: other },
+    rules,
+    plain,
+  );
+  t.is(ingest.verdict, "valid");
 });

@@ -1,6 +1,6 @@
 // Reward callback receiver for a game server: C#, uMod style (one plugin-shaped class with the
 // hooks; a small HttpListener host so it runs on its own). Base class library only: builds with
-// Mono's `mcs` or the .NET SDK. Run: CALLBACK_SECRET=whsec_... PORT=8080 mono Receiver.exe (see README.md)
+// Mono's `mcs` or the .NET SDK. Run: SERVER_ID=<your server id> CALLBACK_SECRET=whsec_... PORT=8080 mono Receiver.exe (see README.md)
 // The /claim flow of a Rust plugin (the check/claim API, no callback needed):
 //   CLAIM_URL='https://list.example/api/votes?action=claim&key={0}&steamid={1}' CLAIM_KEY=vck_... mono Receiver.exe claim <SteamID64>
 using System;
@@ -22,14 +22,21 @@ namespace RewardCallbacks
         static readonly Regex MacHex = new Regex("^[0-9a-f]{64}$");
 
         readonly List<string> secrets;
+        /// <summary>
+        /// SERVER_ID, your server's id (dashboard, server settings). A valid signature proves the list sent a callback;
+        /// only its server_id proves it is for you: the list signs every server's callbacks, so a callback for another
+        /// server is refused however well it is signed.
+        /// </summary>
+        readonly string serverId;
         readonly string paidFile;
         readonly string fixedNow;
         readonly HashSet<string> paid = new HashSet<string>();
         readonly object gate = new object();
 
-        public HeartRewards(List<string> secrets, string paidFile, string fixedNow)
+        public HeartRewards(List<string> secrets, string serverId, string paidFile, string fixedNow)
         {
             this.secrets = secrets;
+            this.serverId = serverId;
             this.paidFile = paidFile;
             this.fixedNow = fixedNow;
             if (File.Exists(paidFile))
@@ -120,6 +127,11 @@ namespace RewardCallbacks
                 // Failure policy: a signed body that is not JSON is refused (400); the service retries.
                 return Answer(400, "{\"error\":\"body is not valid JSON\"}");
             }
+            // Signed by the list, but for whom? Before anything is paid or recorded.
+            object bodyServerId;
+            ev.TryGetValue("server_id", out bodyServerId);
+            if (!serverId.Equals(bodyServerId as string))
+                return Answer(403, "{\"error\":\"server_id mismatch: this receiver is for server " + serverId + "\"}");
             object timestamp;
             if (ev.TryGetValue("timestamp", out timestamp) && (timestamp as string) != t.ToString(CultureInfo.InvariantCulture))
                 return Answer(400, "{\"error\":\"timestamp differs from the signature's t\"}");
@@ -372,6 +384,12 @@ namespace RewardCallbacks
         static int Main(string[] args)
         {
             if (args.Length == 2 && args[0] == "claim") return ClaimOnce(args[1]);
+            var serverId = (Environment.GetEnvironmentVariable("SERVER_ID") ?? "").Trim();
+            if (serverId.Length == 0)
+            {
+                Console.Error.WriteLine("set SERVER_ID=<your server's id> (dashboard, server settings): a callback for another server is refused");
+                return 2;
+            }
             var secrets = new List<string>();
             foreach (var s in (Environment.GetEnvironmentVariable("CALLBACK_SECRET") ?? "").Split(','))
                 if (s.Trim().Length > 0) secrets.Add(s.Trim());
@@ -382,13 +400,14 @@ namespace RewardCallbacks
             }
             var plugin = new HeartRewards(
                 secrets,
+                serverId,
                 Environment.GetEnvironmentVariable("PAID_FILE") ?? "paid-hearts.txt",
                 Environment.GetEnvironmentVariable("RECEIVER_NOW")); // TEST ONLY: a fixed now for the frozen vectors
             var port = Environment.GetEnvironmentVariable("PORT") ?? "8080";
             var listener = new HttpListener();
             listener.Prefixes.Add("http://127.0.0.1:" + port + "/");
             listener.Start();
-            Console.WriteLine("listening on http://127.0.0.1:" + port);
+            Console.WriteLine("listening on http://127.0.0.1:" + port + " (server " + serverId + ")");
             Console.Out.Flush();
             while (true)
             {

@@ -1,5 +1,5 @@
 // Reward callback receiver for a game server: Go, standard library only (net/http, crypto/hmac).
-// Run: CALLBACK_SECRET=whsec_... PORT=8080 go run receiver.go   (see README.md)
+// Run: SERVER_ID=<your server id> CALLBACK_SECRET=whsec_... PORT=8080 go run receiver.go   (see README.md)
 package main
 
 import (
@@ -26,6 +26,7 @@ const toleranceSeconds = 300
 var (
 	macPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	secrets    []string // one, or several during a rotation (any of them verifies)
+	serverID   string   // SERVER_ID, your server's id: a callback whose server_id is another is refused
 	paidFile   string   // the dedupe store: one paid heart_id per line
 	fixedNow   string   // TEST ONLY: RECEIVER_NOW, a fixed "now" in unix seconds for the frozen vectors
 	mu         sync.Mutex
@@ -124,6 +125,7 @@ func handle(w http.ResponseWriter, r *http.Request) {
 	}
 	var event struct {
 		Event     string `json:"event"`
+		ServerID  string `json:"server_id"`
 		HeartID   string `json:"heart_id"`
 		Username  string `json:"username"`
 		Timestamp *int64 `json:"timestamp"`
@@ -131,6 +133,11 @@ func handle(w http.ResponseWriter, r *http.Request) {
 	if err := json.Unmarshal(rawBody, &event); err != nil { // parse only after the signature checked out
 		// Failure policy: a signed body that is not JSON is refused (400); the service retries.
 		answer(w, 400, map[string]any{"error": "body is not valid JSON"})
+		return
+	}
+	// Signed by the list, but for whom? Before anything is paid or recorded.
+	if event.ServerID != serverID {
+		answer(w, 403, map[string]any{"error": "server_id mismatch: this receiver is for server " + serverID})
 		return
 	}
 	if event.Timestamp != nil && *event.Timestamp != t {
@@ -169,6 +176,12 @@ func handle(w http.ResponseWriter, r *http.Request) {
 }
 
 func main() {
+	// A valid signature proves the list sent a callback; only its server_id proves it is for you: the list
+	// signs every server's callbacks, so a callback for another server is refused however well it is signed.
+	serverID = strings.TrimSpace(os.Getenv("SERVER_ID"))
+	if serverID == "" {
+		log.Fatal("set SERVER_ID=<your server's id> (dashboard, server settings): a callback for another server is refused")
+	}
 	for _, s := range strings.Split(os.Getenv("CALLBACK_SECRET"), ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			secrets = append(secrets, s)
@@ -196,6 +209,6 @@ func main() {
 		f.Close()
 	}
 	http.HandleFunc("/", handle)
-	fmt.Printf("listening on http://127.0.0.1:%s\n", port)
+	fmt.Printf("listening on http://127.0.0.1:%s (server %s)\n", port, serverID)
 	log.Fatal(http.ListenAndServe("127.0.0.1:"+port, nil))
 }

@@ -1,5 +1,5 @@
 // Reward callback receiver for a game server: Java 17, JDK only (com.sun.net.httpserver, javax.crypto).
-// Run: CALLBACK_SECRET=whsec_... PORT=8080 java Receiver.java   (see README.md)
+// Run: SERVER_ID=<your server id> CALLBACK_SECRET=whsec_... PORT=8080 java Receiver.java   (see README.md)
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
@@ -28,6 +28,12 @@ public class Receiver {
     static final Pattern MAC_HEX = Pattern.compile("^[0-9a-f]{64}$");
     /** One secret, or several separated by commas during a rotation (any of them verifies). */
     static final List<String> SECRETS = new ArrayList<>();
+    /**
+     * SERVER_ID, your server's id (dashboard, server settings). A valid signature proves the list sent a callback;
+     * only its server_id proves it is for you: the list signs every server's callbacks, so a callback for another
+     * server is refused however well it is signed.
+     */
+    static String serverId;
     /** The dedupe store: one paid heart_id per line, appended and forced to disk before answering 2xx. */
     static Path paidFile;
     /** TEST ONLY: RECEIVER_NOW, a fixed "now" in unix seconds so the frozen vectors verify. Never set it in production. */
@@ -97,6 +103,11 @@ public class Receiver {
                 answer(ex, 400, "{\"error\":\"body is not valid JSON\"}");
                 return;
             }
+            // Signed by the list, but for whom? Before anything is paid or recorded.
+            if (!serverId.equals(event.get("server_id"))) {
+                answer(ex, 403, "{\"error\":\"server_id mismatch: this receiver is for server " + serverId + "\"}");
+                return;
+            }
             Matcher tm = Pattern.compile("t=(\\d+)").matcher(header);
             tm.find();
             Object timestamp = event.get("timestamp");
@@ -123,6 +134,8 @@ public class Receiver {
     }
 
     public static void main(String[] args) throws Exception {
+        serverId = System.getenv().getOrDefault("SERVER_ID", "").trim();
+        if (serverId.isEmpty()) { System.err.println("set SERVER_ID=<your server's id> (dashboard, server settings): a callback for another server is refused"); System.exit(2); }
         for (String s : System.getenv().getOrDefault("CALLBACK_SECRET", "").split(",")) if (!s.isBlank()) SECRETS.add(s.trim());
         if (SECRETS.isEmpty()) { System.err.println("set CALLBACK_SECRET=whsec_... (several comma-separated during a rotation)"); System.exit(2); }
         paidFile = Path.of(System.getenv().getOrDefault("PAID_FILE", "paid-hearts.txt"));
@@ -132,7 +145,7 @@ public class Receiver {
         HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 0);
         server.createContext("/", Receiver::handle);
         server.start();
-        System.out.println("listening on http://127.0.0.1:" + port);
+        System.out.println("listening on http://127.0.0.1:" + port + " (server " + serverId + ")");
         System.out.flush();
     }
 

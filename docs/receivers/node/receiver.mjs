@@ -1,6 +1,6 @@
 // Reward callback receiver for a game server: Node.js, standard library only (node:http, node:crypto, node:fs).
-// Run: CALLBACK_SECRET=whsec_... PORT=8080 node receiver.mjs   (see README.md)
-// Or, with no secret at all: VERIFY=public-key WEBHOOK_KEYS_URL=https://<list>/.well-known/webhook-keys.json node receiver.mjs
+// Run: SERVER_ID=<your server id> CALLBACK_SECRET=whsec_... PORT=8080 node receiver.mjs   (see README.md)
+// Or, with no secret at all: SERVER_ID=<your server id> VERIFY=public-key WEBHOOK_KEYS_URL=https://<list>/.well-known/webhook-keys.json node receiver.mjs
 import { createHmac, createPublicKey, timingSafeEqual, verify as verifyEd25519 } from "node:crypto";
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, writeSync } from "node:fs";
 import http from "node:http";
@@ -13,6 +13,12 @@ const SECRETS = (process.env.CALLBACK_SECRET ?? "")
   .map((s) => s.trim())
   .filter(Boolean);
 const PORT = Number(process.env.PORT ?? 8080);
+/**
+ * Your server's id (dashboard, server settings). A valid signature proves the list sent a callback; only its
+ * server_id proves it is for you: the list signs every server's callbacks (with one key pair for public-key
+ * signatures), so a callback for another server is refused however well it is signed.
+ */
+const SERVER_ID = (process.env.SERVER_ID ?? "").trim();
 /** The dedupe store: one paid heart_id per line, appended and fsynced before answering 2xx. */
 const PAID_FILE = process.env.PAID_FILE ?? "paid-hearts.txt";
 /** TEST ONLY: a fixed "now" in unix seconds, so the frozen test vectors verify. Never set it in production. */
@@ -33,6 +39,10 @@ const KEYS_REFETCH_MS = 60_000;
 
 if (!["service", "standard-webhooks", "public-key"].includes(VERIFY)) {
   console.error("VERIFY is service (default), standard-webhooks or public-key");
+  process.exit(2);
+}
+if (!SERVER_ID) {
+  console.error("set SERVER_ID=<your server's id> (dashboard, server settings): a callback for another server is refused");
   process.exit(2);
 }
 if (VERIFY === "public-key" ? !WEBHOOK_KEYS_URL : SECRETS.length === 0) {
@@ -162,6 +172,8 @@ async function handle(rawBody, req, res) {
     // Failure policy: a signed body that is not JSON is refused (400); the service retries and the dashboard shows it.
     return answer(res, 400, { error: "body is not valid JSON" });
   }
+  // Signed by the list, but for whom? Before anything is paid or recorded.
+  if (event?.server_id !== SERVER_ID) return answer(res, 403, { error: `server_id mismatch: this receiver is for server ${SERVER_ID}` });
   if (event.timestamp !== undefined && event.timestamp !== t) return answer(res, 400, { error: "timestamp differs from the signature's t" });
   if (event.event === "heart.test") return answer(res, 200, { ok: true, test: true }); // the dashboard's test: pay nothing
   if (event.event !== "heart.counted") return answer(res, 200, { ok: true, ignored: String(event.event) });
@@ -187,4 +199,4 @@ http
     req.on("data", (c) => chunks.push(c));
     req.on("end", () => handle(Buffer.concat(chunks), req, res));
   })
-  .listen(PORT, "127.0.0.1", () => console.log(`listening on http://127.0.0.1:${PORT} (verifying ${VERIFY})`));
+  .listen(PORT, "127.0.0.1", () => console.log(`listening on http://127.0.0.1:${PORT} (verifying ${VERIFY}, server ${SERVER_ID})`));

@@ -1,12 +1,16 @@
 <?php
 // Reward callback receiver for a game server: plain PHP (hash_hmac, hash_equals, a flock'ed file).
-// Run: CALLBACK_SECRET=whsec_... php -S 127.0.0.1:8080 receiver.php   (see README.md)
+// Run: SERVER_ID=<your server id> CALLBACK_SECRET=whsec_... php -S 127.0.0.1:8080 receiver.php   (see README.md)
 
 // The contract's replay window: refuse a signature whose t is more than 300 s from now.
 const TOLERANCE_SECONDS = 300;
 
 // One secret, or several separated by commas during a rotation (any of them verifies).
 $secrets = array_values(array_filter(array_map('trim', explode(',', (string) getenv('CALLBACK_SECRET')))));
+// Your server's id (dashboard, server settings). A valid signature proves the list sent a callback; only its
+// server_id proves it is for you: the list signs every server's callbacks, so a callback for another server is
+// refused however well it is signed.
+$serverId = trim((string) getenv('SERVER_ID'));
 // The dedupe store: one paid heart_id per line, appended under an exclusive lock.
 $paidFile = getenv('PAID_FILE') ?: __DIR__ . '/paid-hearts.txt';
 // TEST ONLY: a fixed "now" in unix seconds, so the frozen test vectors verify. Never set it in production.
@@ -47,6 +51,7 @@ function verify(string $rawBody, string $header, array $secrets, int $now): stri
     return 'ok';
 }
 
+if ($serverId === '') answer(500, ['error' => "set SERVER_ID=<your server's id> (dashboard, server settings): a callback for another server is refused"]);
 if (!$secrets) answer(500, ['error' => 'set CALLBACK_SECRET=whsec_... (several comma-separated during a rotation)']);
 if ($_SERVER['REQUEST_METHOD'] !== 'POST') answer(405, ['error' => 'POST the reward callback here']);
 
@@ -60,6 +65,8 @@ if ($verdict !== 'ok') answer(401, ['error' => "signature rejected: $verdict"]);
 $event = json_decode($rawBody, true); // parse only after the signature checked out
 // Failure policy: a signed body that is not a JSON object is refused (400); the service retries.
 if (!is_array($event)) answer(400, ['error' => 'body is not valid JSON']);
+// Signed by the list, but for whom? Before anything is paid or recorded.
+if (($event['server_id'] ?? null) !== $serverId) answer(403, ['error' => "server_id mismatch: this receiver is for server $serverId"]);
 preg_match('/t=(\d+)/', $header, $m);
 if (array_key_exists('timestamp', $event) && $event['timestamp'] !== (int) $m[1]) answer(400, ['error' => "timestamp differs from the signature's t"]);
 if (($event['event'] ?? null) === 'heart.test') answer(200, ['ok' => true, 'test' => true]); // the dashboard's test: pay nothing

@@ -1,8 +1,8 @@
 """Reward callback receiver for a game server: Python 3, standard library only (http.server, hmac, sqlite3).
 
-Run: CALLBACK_SECRET=whsec_... PORT=8080 python3 receiver.py   (see README.md)
+Run: SERVER_ID=<your server id> CALLBACK_SECRET=whsec_... PORT=8080 python3 receiver.py   (see README.md)
 Or, with no secret at all (needs `cryptography` for ed25519):
-     VERIFY=public-key WEBHOOK_KEYS_URL=https://<list>/.well-known/webhook-keys.json python3 receiver.py
+     SERVER_ID=<your server id> VERIFY=public-key WEBHOOK_KEYS_URL=https://<list>/.well-known/webhook-keys.json python3 receiver.py
 """
 import base64
 import hashlib
@@ -21,6 +21,10 @@ TOLERANCE_SECONDS = 300
 # One secret, or several separated by commas during a rotation (any of them verifies).
 SECRETS = [s.strip() for s in os.environ.get("CALLBACK_SECRET", "").split(",") if s.strip()]
 PORT = int(os.environ.get("PORT", "8080"))
+# Your server's id (dashboard, server settings). A valid signature proves the list sent a callback; only its
+# server_id proves it is for you: the list signs every server's callbacks (with one key pair for public-key
+# signatures), so a callback for another server is refused however well it is signed.
+SERVER_ID = os.environ.get("SERVER_ID", "").strip()
 # The dedupe store: an SQLite file of paid heart ids (survives restarts).
 PAID_DB = os.environ.get("PAID_DB", "paid-hearts.sqlite3")
 # TEST ONLY: a fixed "now" in unix seconds, so the frozen test vectors verify. Never set it in production.
@@ -39,6 +43,8 @@ KEYS_REFETCH_SECONDS = 60
 
 if VERIFY not in ("service", "standard-webhooks", "public-key"):
     sys.exit("VERIFY is service (default), standard-webhooks or public-key")
+if not SERVER_ID:
+    sys.exit("set SERVER_ID=<your server's id> (dashboard, server settings): a callback for another server is refused")
 if VERIFY == "public-key" and not WEBHOOK_KEYS_URL:
     sys.exit("set WEBHOOK_KEYS_URL=https://<list>/.well-known/webhook-keys.json")
 if VERIFY != "public-key" and not SECRETS:
@@ -200,6 +206,9 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             # Failure policy: a signed body that is not JSON is refused (400); the service retries.
             return self.answer(400, {"error": "body is not valid JSON"})
+        # Signed by the list, but for whom? Before anything is paid or recorded.
+        if not isinstance(event, dict) or event.get("server_id") != SERVER_ID:
+            return self.answer(403, {"error": f"server_id mismatch: this receiver is for server {SERVER_ID}"})
         if "timestamp" in event and event["timestamp"] != t:
             return self.answer(400, {"error": "timestamp differs from the signature's t"})
         if event.get("event") == "heart.test":
@@ -227,5 +236,5 @@ class Handler(BaseHTTPRequestHandler):
 if VERIFY == "public-key":
     fetch_keys()
 server = HTTPServer(("127.0.0.1", PORT), Handler)  # one request at a time: no double pay between check and insert
-print(f"listening on http://127.0.0.1:{PORT} (verifying {VERIFY})", flush=True)
+print(f"listening on http://127.0.0.1:{PORT} (verifying {VERIFY}, server {SERVER_ID})", flush=True)
 server.serve_forever()

@@ -8,7 +8,7 @@ export interface SignatureRules {
   t_pattern: string;
   kid_pattern: string;
   mac_hex_length: number;
-  texts: { malformed: string; bad_signature: string; stale: string; invalid_json: string };
+  texts: { malformed: string; bad_signature: string; stale: string; invalid_json: string; server_mismatch: string };
 }
 
 export interface MacEngine {
@@ -18,7 +18,7 @@ export interface MacEngine {
 
 export interface Finding {
   level: "ok" | "info" | "warn" | "error";
-  part: "header" | "t" | "v1" | "kid" | "body" | "secret" | "mac";
+  part: "header" | "t" | "v1" | "kid" | "body" | "server_id" | "secret" | "mac";
   message: string;
 }
 
@@ -38,8 +38,10 @@ export interface SignatureReport {
   canonicalBytes: number;
   expectedHex: string | null;
   expectedHeader: string | null;
-  verdict: "malformed" | "mismatch" | "stale" | "valid" | "unverified";
+  verdict: "malformed" | "mismatch" | "stale" | "valid" | "refused" | "unverified";
   answer: { status: number; error: string } | null;
+  /** Callbacks: what a receiver for the server being debugged answers to a valid signature on another server's body. */
+  refusal: { status: number; error: string } | null;
   findings: Finding[];
   engine: MacEngine["name"];
 }
@@ -47,7 +49,7 @@ export interface SignatureReport {
 export declare function createMacEngine(subtle: SubtleCrypto | undefined | null): MacEngine;
 export declare function parseHeader(header: string, scheme: Scheme, rules: SignatureRules): ParsedHeader;
 export declare function checkSignature(
-  input: { scheme: Scheme; header: string; body: string; secret: string; nowSeconds: number },
+  input: { scheme: Scheme; header: string; body: string; secret: string; nowSeconds: number; serverId?: string },
   rules: SignatureRules,
   engine: MacEngine,
 ): Promise<SignatureReport>;

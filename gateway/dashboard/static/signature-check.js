@@ -163,10 +163,13 @@ function parseMac(value, scheme, rules, result, findings) {
 }
 
 /**
- * Checks a signature. `input`: {scheme, header, body, secret, nowSeconds}. Returns
- * {scheme, canonical, canonicalBytes, expectedHex, expectedHeader, verdict, answer, findings, engine}.
- * `verdict` is one of malformed | mismatch | stale | valid | unverified (no secret given);
+ * Checks a signature. `input`: {scheme, header, body, secret, nowSeconds, serverId?}. Returns
+ * {scheme, canonical, canonicalBytes, expectedHex, expectedHeader, verdict, answer, refusal, findings, engine}.
+ * `verdict` is one of malformed | mismatch | stale | valid | refused | unverified (no secret given);
  * `answer` is what the ingest endpoint would reply (status and error text), null for callbacks.
+ * `serverId` is the server being debugged: a callback whose body's `server_id` is another one is
+ * `refused` even with a valid signature (the list signs every server's callbacks), and `refusal`
+ * is what a receiver for `serverId` answers (the shipped receivers' 403 and text).
  */
 export async function checkSignature(input, rules, engine) {
   const scheme = SCHEMES.includes(input.scheme) ? input.scheme : "ingest";
@@ -183,11 +186,14 @@ export async function checkSignature(input, rules, engine) {
     expectedHeader: null,
     verdict: "unverified",
     answer: null,
+    refusal: null,
     findings,
     engine: engine.name,
   };
 
   findings.push(...checkBody(body, scheme, parsed, rules));
+  const server = checkServer(body, scheme, input.serverId ?? "", rules);
+  findings.push(...server.findings);
   findings.push(...checkSecret(secret, scheme));
 
   const stale = parsed.t !== null && Math.abs(input.nowSeconds - parsed.t) > rules.tolerance_seconds;
@@ -239,6 +245,11 @@ export async function checkSignature(input, rules, engine) {
     );
     if (match.upper && scheme === "ingest") findings.push(error("v1", "The MAC is right but written in upper case: send it in lower case."));
     if (!parsed.malformed) report.verdict = stale ? "stale" : "valid";
+    // The receiver checks the server after the signature: a valid one for another server is refused.
+    if (report.verdict === "valid" && server.refusal) {
+      report.verdict = "refused";
+      report.refusal = server.refusal;
+    }
     if (scheme === "ingest" && !parsed.malformed) report.answer = stale ? { status: 401, error: rules.texts.stale } : null;
     if (parsed.kid) findings.push(info("kid", `kid=${parsed.kid}: the service tries only the secret with this key id, so it must be this secret's kid.`));
     return finish(report, scheme);
@@ -419,6 +430,32 @@ function checkBody(body, scheme, parsed, rules) {
     findings.push(warn("body", `The body's timestamp (${String(json.timestamp)}) differs from t=${parsed.tText}: the service sends them equal.`));
   }
   return findings;
+}
+
+/**
+ * The callback scheme's audience: the list signs every server's callbacks (public-key signatures with one
+ * key pair for the whole list), so a valid signature proves the list sent a body, and only its `server_id`
+ * proves it is for the server being debugged. Returns the findings and, on a mismatch, the receivers' refusal.
+ */
+function checkServer(body, scheme, serverId, rules) {
+  if (scheme !== "callback") return { findings: [], refusal: null };
+  const rule = "A valid signature proves the list sent it; only the server_id proves it is for you.";
+  if (serverId === "") return { findings: [info("server_id", `Check that the body's server_id is your server's id. ${rule}`)], refusal: null };
+  let json;
+  try {
+    json = JSON.parse(body);
+  } catch (_) {
+    // Failure policy: a body that is not JSON is reported by checkBody; there is no server_id to compare.
+    return { findings: [], refusal: null };
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return { findings: [], refusal: null };
+  if (json.server_id === serverId) return { findings: [ok("server_id", `server_id is ${serverId}: this callback is for your server.`)], refusal: null };
+  const reason = rules.texts.server_mismatch.replace("{server_id}", serverId);
+  const found = typeof json.server_id === "string" ? `the body's server_id is ${json.server_id}` : "the body has no server_id";
+  return {
+    findings: [error("server_id", `${reason} (${found}). ${rule} Your receiver must refuse it and pay nothing, as the shipped receivers do (403).`)],
+    refusal: { status: 403, error: reason },
+  };
 }
 
 function checkSecret(secret, scheme) {

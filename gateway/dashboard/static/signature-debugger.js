@@ -27,6 +27,8 @@ const nowSeconds = () => Math.floor(Date.now() / 1000);
 document.addEventListener("dashboard:tab", (event) => {
   if (event.detail.tab === "debugger") {
     if ($("sig-now").value === "") $("sig-now").value = String(nowSeconds());
+    // The server being debugged: the one selected on the dashboard (the owner may type another).
+    if (event.detail.serverId) $("sig-server").value = event.detail.serverId;
     if (focusSecret) $("sig-secret").focus();
     focusSecret = false;
     return;
@@ -88,6 +90,7 @@ async function runCheck() {
       header: $("sig-header").value,
       body: $("sig-body").value,
       secret: $("sig-secret").value,
+      serverId: $("sig-server").value.trim(),
       nowSeconds: $("sig-now").value !== "" && Number.isFinite(now) ? now : nowSeconds(),
     },
     rules,
@@ -100,6 +103,7 @@ const VERDICTS = {
   valid: ["ok", "Signature valid"],
   stale: ["warn", "MAC matches, but t is stale"],
   mismatch: ["err", "Signature does not match"],
+  refused: ["err", "Signature valid, but for another server: refused"],
   malformed: ["err", "Header is malformed"],
   unverified: ["", "Not verified: no secret given"],
 };
@@ -109,9 +113,11 @@ function render(report) {
   const [kind, title] = VERDICTS[report.verdict];
   const answer = report.answer
     ? `The service would answer ${report.answer.status} "${report.answer.error}".`
-    : report.scheme === "ingest" && report.verdict === "valid"
-      ? "The service would accept the signature."
-      : "";
+    : report.refusal
+      ? `Your receiver must refuse it and pay nothing; the shipped receivers answer ${report.refusal.status} "${report.refusal.error}".`
+      : report.scheme === "ingest" && report.verdict === "valid"
+        ? "The service would accept the signature."
+        : "";
   const copyable = (id, label, value) =>
     value === null
       ? null

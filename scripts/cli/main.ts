@@ -5,14 +5,15 @@
  */
 import { parseArgs } from "node:util";
 import { eventsSend, sign, verify } from "./commands/signing.js";
-import { heartsCast, loginLink, serversCreate, serversList, trigger } from "./commands/admin.js";
+import { clicksRecord, heartsCast, loginLink, serversCreate, serversList, trigger } from "./commands/admin.js";
 import { listen } from "./commands/listen.js";
 import type { Command, FlagSpec, FlagValues } from "./command.js";
 import { resolveConfig, type CliConfig } from "./config.js";
-import { CLI_NAME } from "./name.js";
+import { CLI_NAME, CLI_RUN } from "./name.js";
+import { findClosest, suggestCommand } from "./suggest-command.js";
 import { CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, createOutput, formatTable, reportError } from "./output.js";
 
-export const COMMANDS: Command[] = [serversCreate, serversList, heartsCast, loginLink, trigger, listen, eventsSend, sign, verify];
+export const COMMANDS: Command[] = [serversCreate, serversList, heartsCast, clicksRecord, loginLink, trigger, listen, eventsSend, sign, verify];
 
 const GLOBAL_FLAGS: FlagSpec = {
   json: { type: "boolean" },
@@ -44,7 +45,7 @@ export function rootHelp(): string {
     `${CLI_NAME}: the referral and reward-callback service from the command line.`,
     "",
     "Usage:",
-    `  ${CLI_NAME} <command> [flags]`,
+    `  ${CLI_RUN} <command> [flags]`,
     "",
     "Commands:",
     formatTable(
@@ -60,11 +61,11 @@ export function rootHelp(): string {
     pairsHelp(GLOBAL_HELP),
     "",
     "The five-minute path, after `npm start` (no configuration: the CLI reads .data/service-token):",
-    `  ${CLI_NAME} servers create                                     # prints the server id and its secrets once`,
-    `  ${CLI_NAME} listen --server ID --forward-to http://localhost:3000/hook`,
-    `  ${CLI_NAME} trigger heart.counted --server ID                  # in another terminal`,
+    `  ${CLI_RUN} servers create                                     # prints the server id and its secrets once`,
+    `  ${CLI_RUN} listen --server ID --forward-to http://localhost:3000/hook`,
+    `  ${CLI_RUN} trigger heart.counted --server ID                  # in another terminal`,
     "",
-    `Run \`${CLI_NAME} <command> --help\` for a command's flags. Docs: docs/cli.md`,
+    `Run \`${CLI_RUN} <command> --help\` for a command's flags. Docs: docs/cli.md`,
     "",
   ].join("\n");
 }
@@ -74,7 +75,7 @@ export function commandHelp(c: Command): string {
     `${c.summary.charAt(0).toUpperCase() + c.summary.slice(1)}.`,
     "",
     "Usage:",
-    `  ${CLI_NAME} ${c.name}${c.usage ? ` ${c.usage}` : ""} [--json]`,
+    `  ${CLI_RUN} ${c.name}${c.usage ? ` ${c.usage}` : ""} [--json]`,
     ...(c.flagHelp.length > 0 ? ["", "Flags:", pairsHelp(c.flagHelp)] : []),
     "",
     "Global flags:",
@@ -84,31 +85,8 @@ export function commandHelp(c: Command): string {
   ].join("\n");
 }
 
-/** The closest of `candidates` to `word` (edit distance at most 2), for "did you mean". */
-function closest(word: string, candidates: string[]): string | undefined {
-  const distance = (a: string, b: string) => {
-    const row = Array.from({ length: b.length + 1 }, (_, i) => i);
-    for (let i = 1; i <= a.length; i++) {
-      let prev = row[0]!;
-      row[0] = i;
-      for (let j = 1; j <= b.length; j++) {
-        const here = row[j]!;
-        row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
-        prev = here;
-      }
-    }
-    return row[b.length]!;
-  };
-  let best: { c: string; d: number } | undefined;
-  for (const c of candidates) {
-    const d = distance(word, c);
-    if (d <= 2 && (!best || d < best.d)) best = { c, d };
-  }
-  return best?.c;
-}
-
 /** Finds the command named by the leading words of argv; returns it and the rest of argv. */
-function findCommand(argv: string[]): { command: Command; rest: string[] } | { group: string } | { unknown: string } | undefined {
+function findCommand(argv: string[]): { command: Command; rest: string[] } | { group: string } | { unknown: string[] } | undefined {
   const words: string[] = [];
   for (const arg of argv) {
     if (arg.startsWith("-")) break;
@@ -121,8 +99,8 @@ function findCommand(argv: string[]): { command: Command; rest: string[] } | { g
   if (byTwo) return { command: byTwo, rest: argv.slice(2) };
   const byOne = COMMANDS.find((c) => c.name === words[0]);
   if (byOne) return { command: byOne, rest: argv.slice(1) };
-  if (COMMANDS.some((c) => c.name.startsWith(`${words[0]} `))) return words.length === 1 ? { group: words[0]! } : { unknown: two };
-  return { unknown: words[0]! };
+  if (COMMANDS.some((c) => c.name.startsWith(`${words[0]} `))) return words.length === 1 ? { group: words[0]! } : { unknown: words };
+  return { unknown: words };
 }
 
 function readStdin(): Promise<Buffer> {
@@ -136,6 +114,8 @@ function readStdin(): Promise<Buffer> {
 
 /** Runs the CLI on `argv` (without node and the script); returns the exit code. */
 export async function runCli(argv: string[], env: Record<string, string | undefined> = process.env): Promise<number> {
+  // `help` and `help <command>` read as `--help` (as git and gh take them).
+  if (argv[0] === "help") return runCli([...argv.slice(1), "--help"], env);
   const json = argv.includes("--json");
   const out = createOutput(json);
   try {
@@ -146,16 +126,17 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     }
     if ("group" in found) {
       const sub = COMMANDS.filter((c) => c.name.startsWith(`${found.group} `));
-      process.stdout.write(`Usage: ${CLI_NAME} ${found.group} <command>\n\nCommands:\n${pairsHelp(sub.map((c) => [c.name, c.summary]))}\n`);
+      process.stdout.write(`Usage: ${CLI_RUN} ${found.group} <command>\n\nCommands:\n${pairsHelp(sub.map((c) => [c.name, c.summary]))}\n`);
       return argv.includes("--help") || argv.includes("-h") ? EXIT_OK : EXIT_USAGE;
     }
     if ("unknown" in found) {
-      const guess = closest(
+      const guess = suggestCommand(
         found.unknown,
         COMMANDS.map((c) => c.name),
       );
-      throw new CliError(`unknown command "${found.unknown}" for "${CLI_NAME}"`, {
-        hint: `${guess ? `did you mean "${guess}"? ` : ""}Run \`${CLI_NAME} --help\` for the commands.`,
+      const typed = COMMANDS.some((c) => c.name.startsWith(`${found.unknown[0]} `)) ? found.unknown.join(" ") : found.unknown[0];
+      throw new CliError(`unknown command "${typed}" for "${CLI_NAME}"`, {
+        hint: `${guess ? `did you mean "${guess}"? ` : ""}Run \`${CLI_RUN} --help\` for the commands.`,
         exitCode: EXIT_USAGE,
       });
     }
@@ -169,13 +150,13 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
       const err = error as Error & { code?: string };
       const flag = /'(-{1,2}[^']+)'/.exec(err.message)?.[1];
       if (err.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" && flag) {
-        const guess = closest(flag.replace(/^-+/, ""), Object.keys(options));
+        const guess = findClosest(flag.replace(/^-+/, ""), Object.keys(options));
         throw new CliError(`unknown flag ${flag} for "${CLI_NAME} ${command.name}"`, {
-          hint: `${guess ? `did you mean --${guess}? ` : ""}See \`${CLI_NAME} ${command.name} --help\`.`,
+          hint: `${guess ? `did you mean --${guess}? ` : ""}See \`${CLI_RUN} ${command.name} --help\`.`,
           exitCode: EXIT_USAGE,
         });
       }
-      throw new CliError(`${err.message.split(". ")[0]}`, { hint: `See \`${CLI_NAME} ${command.name} --help\`.`, exitCode: EXIT_USAGE });
+      throw new CliError(`${err.message.split(". ")[0]}`, { hint: `See \`${CLI_RUN} ${command.name} --help\`.`, exitCode: EXIT_USAGE });
     }
     if (parsed.values.help) {
       process.stdout.write(commandHelp(command));
@@ -184,7 +165,7 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     const extra = command === trigger ? parsed.positionals.slice(1) : parsed.positionals;
     if (extra.length > 0) {
       throw new CliError(`unexpected argument "${extra[0]}" for "${CLI_NAME} ${command.name}"`, {
-        hint: `See \`${CLI_NAME} ${command.name} --help\`.`,
+        hint: `See \`${CLI_RUN} ${command.name} --help\`.`,
         exitCode: EXIT_USAGE,
       });
     }

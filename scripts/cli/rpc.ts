@@ -7,7 +7,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { createRpcClients, type RpcClients } from "../../services/shared/service-clients.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import type { CliConfig } from "./config.js";
-import { CLI_NAME } from "./name.js";
+import { CLI_RUN } from "./name.js";
 import { CliError } from "./output.js";
 
 /** A deadline per call: a referral service that hangs is reported, not waited on forever. */
@@ -53,7 +53,7 @@ function describeRpcError(error: unknown, config: CliConfig, what: string, hints
     case Code.DeadlineExceeded:
       return new CliError(`${what}: the referral service at ${config.apiUrl} did not answer within ${RPC_TIMEOUT_MS / 1000} s`);
     case Code.NotFound:
-      return new CliError(`${what}: ${connect.rawMessage}`, { hint: hints.notFound ?? `check the server id (\`${CLI_NAME} servers list\` shows them)` });
+      return new CliError(`${what}: ${connect.rawMessage}`, { hint: hints.notFound ?? `check the server id (\`${CLI_RUN} servers list\` shows them)` });
     case Code.FailedPrecondition:
       return new CliError(`${what}: ${connect.rawMessage}`, { hint: hints.failedPrecondition });
     default:

@@ -295,7 +295,7 @@ test("a wrong token is refused and said so, without printing it; an unreachable 
 test("docs/cli.md documents every command and every flag the CLI takes", (t) => {
   const doc = readFileSync(join(import.meta.dirname, "../../docs/cli.md"), "utf8");
   for (const command of COMMANDS) {
-    t.true(doc.includes(`### \`rcb ${command.name}\``), `a section for ${command.name}`);
+    t.true(doc.includes(`### \`npx rcb ${command.name}\``), `a section for ${command.name}`);
     for (const flag of Object.keys(command.flags)) t.true(doc.includes(`--${flag}`), `${command.name} --${flag}`);
   }
 });
@@ -339,4 +339,200 @@ test("listen --forward-to votifier://: each counted heart becomes a Votifier v2 
   const ended = await listen.done;
   t.is(ended.code, 0, ended.stderr);
   t.regex(ended.stdout, /--> vote\s+\S+\s+Alex\s+\[ok\]/);
+});
+
+test.serial("events send names the flag each event needs: registered without --referee is a usage error naming --referee", async (t) => {
+  const created = await createServer(t);
+  const run = await rcb([
+    "events",
+    "send",
+    "--server",
+    created.server.server_id,
+    "--secret",
+    created.secrets.referral_secret,
+    "--event",
+    "registered",
+    "--token",
+    "tok",
+  ]);
+  t.is(run.code, 2);
+  t.regex(run.stderr, /--referee is required for --event registered/);
+  const help = await rcb(["events", "send", "--help"]);
+  t.regex(help.stdout, /--event registered --referee R/);
+});
+
+test.serial("events send prints the ingest endpoint's status and error text when it refuses an event", async (t) => {
+  const created = await createServer(t);
+  const serverId = created.server.server_id;
+  const unknownToken = await rcb([
+    "events",
+    "send",
+    "--server",
+    serverId,
+    "--secret",
+    created.secrets.referral_secret,
+    "--event",
+    "qualified",
+    "--token",
+    "no-such-token",
+  ]);
+  t.is(unknownToken.code, 1);
+  t.regex(unknownToken.stderr, /the ingest endpoint refused the event: 404 "unknown referral token for this server"/);
+  t.notRegex(unknownToken.stderr, /The event was not accepted\.$/m);
+  const wrongSecret = await rcb(["events", "send", "--server", serverId, "--secret", "rsec_wrong", "--event", "qualified", "--token", "no-such-token"]);
+  t.is(wrongSecret.code, 1);
+  t.regex(wrongSecret.stderr, /refused the event: 401 "signature rejected: bad_signature"/);
+  t.false(wrongSecret.stderr.includes("rsec_wrong"), "the secret is never printed");
+});
+
+test.serial("clicks record prints a click token that events send registers with, no browser needed", async (t) => {
+  const created = await createServer(t);
+  const serverId = created.server.server_id;
+  const click = await rcb(["clicks", "record", "--server", serverId, "--referrer", "referrer-7", "--json"]);
+  t.is(click.code, 0, click.stderr);
+  const { token, click_id } = JSON.parse(click.stdout) as { token: string; click_id: string };
+  t.truthy(click_id);
+  t.regex(token, /^\S{16,}$/);
+  const human = await rcb(["clicks", "record", "--server", serverId]);
+  t.is(human.code, 0, human.stderr);
+  t.regex(human.stdout, /^token\s+\S+/m);
+  const registered = await rcb([
+    "events",
+    "send",
+    "--server",
+    serverId,
+    "--secret",
+    created.secrets.referral_secret,
+    "--event",
+    "registered",
+    "--token",
+    token,
+    "--referee",
+    "player-7",
+    "--json",
+  ]);
+  t.is(registered.code, 0, registered.stderr);
+  t.like(JSON.parse(registered.stdout), { status: 200, body: { ok: true, state: "registered" } });
+});
+
+test.serial(
+  "hearts cast passes the platform ids (--steam-id, --discord-id, --minecraft-uuid, --account-id) to CastHeart; a malformed one is refused naming the field",
+  async (t) => {
+    const created = await createServer(t);
+    const serverId = created.server.server_id;
+    const ids = [
+      "--steam-id",
+      "76561197960287930",
+      "--discord-id",
+      "80351110224678912",
+      "--minecraft-uuid",
+      "069A79F444E94726A5BEFCA90E38AAF5",
+      "--account-id",
+      "acct-42",
+    ];
+    const cast = await rcb(["hearts", "cast", "--server", serverId, "--username", "Steve", ...ids, "--json"]);
+    t.is(cast.code, 0, cast.stderr);
+    const { heart_id } = JSON.parse(cast.stdout) as { heart_id: string };
+    const stored = await stack.prisma.heart.findUniqueOrThrow({ where: { id: heart_id } });
+    t.like(stored, {
+      steamId: "76561197960287930",
+      discordId: "80351110224678912",
+      minecraftUuid: "069a79f4-44e9-4726-a5be-fca90e38aaf5",
+      accountId: "acct-42",
+    });
+    const bad = await rcb(["hearts", "cast", "--server", serverId, "--username", "Alex", "--steam-id", "not-a-steam-id"]);
+    t.is(bad.code, 1);
+    t.regex(bad.stderr, /steam_id/);
+  },
+);
+
+test.serial("verify prints the exact signed (canonical) string and the expected and received signatures", async (t) => {
+  const body = '{"event":"qualified"}\n';
+  const header = `t=1700000000,v1=sha256=${"0".repeat(64)}`;
+  const run = await rcb(["verify", "--header", header, "--secret", "rsec_abc", "--now", "1700000000", "--body", body]);
+  t.is(run.code, 1);
+  const expected = createHmac("sha256", "rsec_abc").update(`1700000000.${body}`).digest("hex");
+  t.regex(run.stdout, /canonical string\s+1700000000\.\{"event":"qualified"\}\\n\s+\(33 bytes/);
+  t.regex(run.stdout, new RegExp(`expected v1\\s+sha256=${expected}`));
+  t.regex(run.stdout, new RegExp(`received v1\\s+sha256=${"0".repeat(64)}`));
+  const json = await rcb(["verify", "--header", header, "--secret", "rsec_abc", "--now", "1700000000", "--body", body, "--json"]);
+  t.like(JSON.parse(json.stdout), {
+    canonical: `1700000000.${body}`,
+    expected_signature: `sha256=${expected}`,
+    received_signatures: [`sha256=${"0".repeat(64)}`],
+  });
+});
+
+test.serial("upper-case hex: the gateway answers the contract's one malformed-header text, and verify explains it: hex must be lower-case", async (t) => {
+  const created = await createServer(t);
+  const body = JSON.stringify({ event: "qualified", server_id: created.server.server_id, token: "t", server_event_id: "e" });
+  const t0 = Math.floor(Date.now() / 1000);
+  const mac = createHmac("sha256", created.secrets.referral_secret).update(`${t0}.${body}`).digest("hex").toUpperCase();
+  const header = `t=${t0},v1=sha256=${mac}`;
+  const answer = await fetch(`${stack.gatewayUrl}/api/referral/events`, { method: "POST", headers: { "X-Service-Signature": header }, body });
+  t.is(answer.status, 400);
+  t.deepEqual(await answer.json(), { error: "missing or malformed X-Service-Signature header" });
+  const run = await rcb(["verify", "--header", header, "--secret", created.secrets.referral_secret, "--body", body]);
+  t.is(run.code, 1);
+  t.regex(run.stdout, /the gateway would answer 400 "missing or malformed X-Service-Signature header" because v1 has upper-case hex: hex must be lower-case/);
+});
+
+test.serial("a mistyped command, one or two words, gets 'did you mean' the closest command and exits 2", async (t) => {
+  for (const [typed, meant] of [
+    [["server", "create"], "servers create"],
+    [["heart", "cast"], "hearts cast"],
+    [["events", "sned"], "events send"],
+  ] as const) {
+    const run = await rcb([...typed, "--json"]);
+    t.is(run.code, 2, typed.join(" "));
+    t.regex(run.stderr, new RegExp(`did you mean "${meant}"\\?`), typed.join(" "));
+  }
+});
+
+/** The repository's root: the checkout a user runs the printed commands in. */
+const ROOT = join(import.meta.dirname, "../..");
+/** A fresh shell's PATH: the system's, without the node_modules/.bin entries that `npm test` puts in front. */
+const FRESH_PATH = (process.env.PATH ?? "")
+  .split(":")
+  .filter((dir) => !dir.includes("node_modules"))
+  .join(":");
+
+test.serial("the commands the CLI prints (servers create's Next: lines, help) run as printed from a fresh shell in the checkout", async (t) => {
+  const created = await rcb(["servers", "create"]);
+  t.is(created.code, 0, created.stderr);
+  const next =
+    created.stdout
+      .split("Next:\n")[1]
+      ?.split("\n")
+      .map((l) => l.trim())
+      .filter(Boolean) ?? [];
+  t.true(next.length >= 2, created.stdout);
+  for (const line of next) {
+    const child = spawn("/bin/sh", ["-c", line], { cwd: ROOT, env: { ...env, PATH: FRESH_PATH }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    let output = "";
+    child.stdout!.on("data", (c: Buffer) => (output += c.toString("utf8")));
+    child.stderr!.on("data", (c: Buffer) => (output += c.toString("utf8")));
+    const done = new Promise<number | null>((resolve) => child.on("close", resolve));
+    if (line.includes(" listen ")) {
+      // listen runs until stopped: it works once it says Ready; then its whole process group is stopped.
+      await eventually(() => output.includes("Ready!") || child.exitCode !== null, { timeoutMs: 60_000, message: line });
+      t.true(output.includes("Ready!"), `${line}\n${output}`);
+      process.kill(-child.pid!, "SIGINT");
+      await done;
+    } else {
+      t.is(await done, 0, `${line}\n${output}`);
+    }
+  }
+  // Every command the help texts show is in the form that runs.
+  for (const args of [["--help"], ...COMMANDS.map((c) => [...c.name.split(" "), "--help"])]) {
+    const help = await rcb(args);
+    t.notRegex(help.stdout.replaceAll("npx rcb", ""), /(^|\s|`)rcb /m, help.stdout);
+  }
+  for (const doc of ["docs/cli.md", "README.md"]) {
+    t.notRegex(
+      readFileSync(join(ROOT, doc), "utf8").replaceAll("npx rcb", ""),
+      /(^|\s|`)rcb /m,
+      `${doc} shows a command as "rcb ..." (not on PATH after npm ci)`,
+    );
+  }
 });

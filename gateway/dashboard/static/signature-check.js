@@ -152,7 +152,7 @@ function parseMac(value, scheme, rules, result, findings) {
   if (hex !== hex.toLowerCase()) {
     if (scheme === "ingest") {
       result.malformed = true;
-      findings.push(error("v1", "v1 has upper-case hex: the scheme is lower-case hex, and the service treats upper case as malformed."));
+      findings.push(error("v1", "v1 has upper-case hex: hex must be lower-case (the contract reads upper case as a malformed header)."));
     } else {
       findings.push(warn("v1", "v1 has upper-case hex: the service always sends lower case; compare in lower case."));
     }

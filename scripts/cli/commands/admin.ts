@@ -12,7 +12,7 @@ import type { Server } from "../../../gen/proto/servers/v1/servers_pb.js";
 import { stringFlag, type Command, type CommandContext } from "../command.js";
 import { CliError, EXIT_OK, EXIT_USAGE, formatPairs } from "../output.js";
 import { callRpc, createClients } from "../rpc.js";
-import { CLI_NAME } from "../name.js";
+import { CLI_NAME, CLI_RUN } from "../name.js";
 
 /** The owner `npm start` seeds with the demo server. */
 const DEMO_OWNER_ID = "demo-owner";
@@ -74,7 +74,7 @@ export const serversCreate: Command = {
     "registration-url": { type: "string" },
     owner: { type: "string" },
   },
-  examples: [`${CLI_NAME} servers create --name "My Server"`, `${CLI_NAME} servers create --callback-url https://example.com/hooks/hearts --json`],
+  examples: [`${CLI_RUN} servers create --name "My Server"`, `${CLI_RUN} servers create --callback-url https://example.com/hooks/hearts --json`],
   async run(ctx) {
     const config = ctx.config();
     const { admin, access } = createClients(config);
@@ -97,7 +97,7 @@ export const serversCreate: Command = {
         if (!(error instanceof CliError)) throw error;
         throw new CliError(`${error.message}`, {
           hint: `server ${serverId} was created; the steps before this one are done.${error.hint ? ` ${error.hint}` : ""}${
-            what.includes("callback URL") ? ` A receiver on this machine: leave --callback-url out and run \`${CLI_NAME} listen --forward-to URL\`.` : ""
+            what.includes("callback URL") ? ` A receiver on this machine: leave --callback-url out and run \`${CLI_RUN} listen --forward-to URL\`.` : ""
           }`,
         });
       }
@@ -151,7 +151,7 @@ export const serversCreate: Command = {
       ]),
     );
     ctx.out.line(
-      `\nNext:\n  ${CLI_NAME} listen --server ${server.id} --forward-to http://localhost:3000/hook\n  ${CLI_NAME} trigger heart.counted --server ${server.id}`,
+      `\nNext:\n  ${CLI_RUN} listen --server ${server.id} --forward-to http://localhost:3000/hook\n  ${CLI_RUN} trigger heart.counted --server ${server.id}`,
     );
     return EXIT_OK;
   },
@@ -167,7 +167,7 @@ export const serversList: Command = {
     const config = ctx.config();
     const { servers } = await callRpc(config, "listing servers", (o) => createClients(config).admin.listServers({}, o));
     ctx.out.result({ servers: servers.map(serverJson) });
-    if (servers.length === 0) ctx.out.line(`No servers yet: \`${CLI_NAME} servers create\` makes one.`);
+    if (servers.length === 0) ctx.out.line(`No servers yet: \`${CLI_RUN} servers create\` makes one.`);
     ctx.out.table(
       ["ID", "NAME", "REFERRALS", "CALLBACK", "PULL", "OWNER"],
       servers.map((s) => [
@@ -183,13 +183,36 @@ export const serversList: Command = {
   },
 };
 
-async function castHeart(ctx: CommandContext, input: { serverId: string; username: string; voter: string; ip: string }) {
+/** CastHeart's optional platform ids, flag -> request field (the service checks each format and names the field when one is malformed). */
+const PLATFORM_ID_FLAGS = {
+  "steam-id": "steamId",
+  "discord-id": "discordId",
+  "minecraft-uuid": "minecraftUuid",
+  "account-id": "accountId",
+} as const;
+
+type PlatformIdsInput = Partial<Record<(typeof PLATFORM_ID_FLAGS)[keyof typeof PLATFORM_ID_FLAGS], string>>;
+
+function readPlatformIds(ctx: CommandContext): PlatformIdsInput {
+  const ids: PlatformIdsInput = {};
+  for (const [flag, field] of Object.entries(PLATFORM_ID_FLAGS)) {
+    const value = stringFlag(ctx.flags, flag);
+    if (value !== undefined) ids[field] = value;
+  }
+  return ids;
+}
+
+async function castHeart(ctx: CommandContext, input: { serverId: string; username: string; voter: string; ip: string; ids?: PlatformIdsInput }) {
   const config = ctx.config();
   const hearts = createClients(config).hearts;
   const r = await callRpc(config, "casting the heart", (o) =>
-    hearts.castHeart({ serverId: input.serverId, username: input.username, voterIdentity: input.voter, ip: input.ip, userAgent: `${CLI_NAME}-cli` }, o),
+    hearts.castHeart(
+      { serverId: input.serverId, username: input.username, voterIdentity: input.voter, ip: input.ip, userAgent: `${CLI_NAME}-cli`, ...input.ids },
+      o,
+    ),
   );
   const verdict = VERDICT_NAMES[r.verdict] ?? "unknown";
+  const givenIds = Object.entries(PLATFORM_ID_FLAGS).flatMap(([flag, field]) => (input.ids?.[field] ? [[flag, input.ids[field]] as const] : []));
   const json = {
     heart_id: r.heartId,
     counted: r.counted,
@@ -203,6 +226,7 @@ async function castHeart(ctx: CommandContext, input: { serverId: string; usernam
     undeliverable: r.undeliverable.map((u) => ({ transport: u.transport, reason: u.reason })),
     voter_identity: input.voter,
     ip: input.ip,
+    platform_ids: Object.fromEntries(givenIds.map(([flag, value]) => [flag.replace("-", "_"), value])),
   };
   ctx.out.result(json);
   const pairs: [string, string][] = [
@@ -210,6 +234,7 @@ async function castHeart(ctx: CommandContext, input: { serverId: string; usernam
     ["verdict", `${verdict}${r.reason && r.reason !== verdict ? ` (${r.reason})` : ""}`],
     ["username", input.username],
     ["voter", `${input.voter} from ${input.ip}`],
+    ...givenIds.map(([flag, value]) => [flag.replace("-", "_"), value] as [string, string]),
   ];
   if (r.counted) pairs.push(["period", r.period], ["streak_day", String(r.streakDay)]);
   if (r.fraudScore > 0) pairs.push(["fraud_score", `${r.fraudScore} (${r.fraudReasons.join(", ")})`]);
@@ -221,19 +246,88 @@ async function castHeart(ctx: CommandContext, input: { serverId: string; usernam
 export const heartsCast: Command = {
   name: "hearts cast",
   summary: "cast a heart (a vote) through HeartService.CastHeart",
-  usage: "--server ID --username NAME [--voter ID] [--ip ADDRESS]",
+  usage: "--server ID --username NAME [--voter ID] [--ip ADDRESS] [--steam-id ID] [--discord-id ID] [--minecraft-uuid UUID] [--account-id ID]",
   flagHelp: [
     ["--server ID", "the server voted for"],
     ["--username NAME", "the in-game name: the reward's recipient"],
     ["--voter ID", "the voter's stable identity on the list (default: cli:<username>)"],
     ["--ip ADDRESS", "the voter's IP address (default: a random 2001:db8:: documentation address)"],
+    ["--steam-id ID", "the voter's SteamID64 (17 digits), what Rust and Unturned plugins check and claim by"],
+    ["--discord-id ID", "the voter's Discord user id (17 to 20 digits)"],
+    ["--minecraft-uuid UUID", "the voter's Minecraft account UUID (with or without dashes)"],
+    ["--account-id ID", "the voter's game account id, passed through from the vote link"],
   ],
-  flags: { server: { type: "string" }, username: { type: "string" }, voter: { type: "string" }, ip: { type: "string" } },
-  examples: [`${CLI_NAME} hearts cast --server 0b7c... --username Steve`],
+  flags: {
+    server: { type: "string" },
+    username: { type: "string" },
+    voter: { type: "string" },
+    ip: { type: "string" },
+    "steam-id": { type: "string" },
+    "discord-id": { type: "string" },
+    "minecraft-uuid": { type: "string" },
+    "account-id": { type: "string" },
+  },
+  examples: [
+    `${CLI_RUN} hearts cast --server 0b7c... --username Steve`,
+    `${CLI_RUN} hearts cast --server 0b7c... --username Steve --steam-id 76561197960287930`,
+  ],
   async run(ctx) {
     const serverId = requireFlag(ctx, "server", "<server id from `servers list`>");
     const username = requireFlag(ctx, "username", "Steve");
-    await castHeart(ctx, { serverId, username, voter: stringFlag(ctx.flags, "voter") ?? `cli:${username}`, ip: stringFlag(ctx.flags, "ip") ?? randomTestIp() });
+    await castHeart(ctx, {
+      serverId,
+      username,
+      voter: stringFlag(ctx.flags, "voter") ?? `cli:${username}`,
+      ip: stringFlag(ctx.flags, "ip") ?? randomTestIp(),
+      ids: readPlatformIds(ctx),
+    });
+    return EXIT_OK;
+  },
+};
+
+/** The referrer of clicks recorded without --referrer. */
+const DEFAULT_REFERRER = "cli:referrer";
+
+export const clicksRecord: Command = {
+  name: "clicks record",
+  summary: "record a referral click (ReferralService.RecordClick, as a referral link does) and print its token",
+  usage: "--server ID [--referrer IDENTITY] [--ip ADDRESS]",
+  flagHelp: [
+    ["--server ID", "the server the link is for (its referrals must be on)"],
+    ["--referrer IDENTITY", `the referrer's player identity on the list (default ${DEFAULT_REFERRER})`],
+    ["--ip ADDRESS", "the visitor's IP address (default: a random 2001:db8:: documentation address)"],
+  ],
+  flags: { server: { type: "string" }, referrer: { type: "string" }, ip: { type: "string" } },
+  examples: [
+    `${CLI_RUN} clicks record --server 0b7c...`,
+    `${CLI_RUN} events send --server 0b7c... --secret rsec_... --event registered --token <token> --referee player-1`,
+  ],
+  async run(ctx) {
+    const serverId = requireFlag(ctx, "server", "<server id from `servers list`>");
+    const referrer = stringFlag(ctx.flags, "referrer") ?? DEFAULT_REFERRER;
+    const config = ctx.config();
+    const r = await callRpc(
+      config,
+      "recording the click",
+      (o) =>
+        createClients(config).referral.recordClick(
+          { serverId, referrerIdentity: referrer, ip: stringFlag(ctx.flags, "ip") ?? randomTestIp(), userAgent: `${CLI_NAME}-cli` },
+          o,
+        ),
+      { notFound: `check the server id and that its referrals are on (\`${CLI_RUN} servers list\` shows both)` },
+    );
+    ctx.out.result({ token: r.token, click_id: r.clickId, redirect_url: r.redirectUrl || null, referrer_identity: referrer });
+    ctx.out.line(
+      formatPairs([
+        ["token", r.token],
+        ["click_id", r.clickId],
+        ["referrer", referrer],
+        ...(r.redirectUrl ? ([["redirect_url", r.redirectUrl]] as [string, string][]) : []),
+      ]),
+    );
+    ctx.out.progress(
+      `Register a player with it: ${CLI_RUN} events send --server ${serverId} --secret rsec_... --event registered --token ${r.token} --referee <player id>`,
+    );
     return EXIT_OK;
   },
 };
@@ -258,7 +352,7 @@ export const loginLink: Command = {
       config,
       "minting the login link",
       (o) => createClients(config).access.createDashboardLoginLink({ ownerId, ttlSeconds: BigInt(ttl) }, o),
-      { notFound: `no owner "${ownerId}": owners are the list's account ids (\`${CLI_NAME} servers create --owner ID\` creates one)` },
+      { notFound: `no owner "${ownerId}": owners are the list's account ids (\`${CLI_RUN} servers create --owner ID\` creates one)` },
     );
     const expiresAt = r.expiresAt ? timestampDate(r.expiresAt).toISOString() : null;
     ctx.out.result({ owner_id: ownerId, url: r.url, expires_at: expiresAt });
@@ -292,7 +386,7 @@ export const trigger: Command = {
     ["--username NAME", `the test player (default ${TEST_USERNAME})`],
   ],
   flags: { server: { type: "string" }, username: { type: "string" } },
-  examples: [`${CLI_NAME} trigger heart.counted --server 0b7c...`, `${CLI_NAME} trigger heart.test --server 0b7c...`],
+  examples: [`${CLI_RUN} trigger heart.counted --server 0b7c...`, `${CLI_RUN} trigger heart.test --server 0b7c...`],
   async run(ctx) {
     const event = stringFlag(ctx.flags, "_event");
     if (event === undefined || !TRIGGERS.includes(event)) {
@@ -316,7 +410,7 @@ export const trigger: Command = {
     if (event === "heart.test") {
       ctx.out.progress("Sending a heart.test callback...");
       const r = await callRpc(config, "sending the test callback", (o) => delivery.sendTestCallback({ serverId, username }, o), {
-        failedPrecondition: `heart.test goes to the server's callback URL only (\`${CLI_NAME} servers create --callback-url URL\`); with \`listen\`, use \`${CLI_NAME} trigger heart.counted\``,
+        failedPrecondition: `heart.test goes to the server's callback URL only (\`${CLI_RUN} servers create --callback-url URL\`); with \`listen\`, use \`${CLI_RUN} trigger heart.counted\``,
       });
       const report = r.report!;
       ctx.out.result({
@@ -343,7 +437,7 @@ export const trigger: Command = {
     }
     const { admin, referral } = createClients(config);
     const endpoints = await callRpc(config, "reading the server's endpoints", (o) => admin.listEndpoints({ serverId }, o), {
-      notFound: `no server ${serverId} (\`${CLI_NAME} servers list\`)`,
+      notFound: `no server ${serverId} (\`${CLI_RUN} servers list\`)`,
     });
     const subscribed = endpoints.endpoints.filter((e) => e.eventTypes.includes(event) && e.url !== "");
     if (subscribed.length > 0) {

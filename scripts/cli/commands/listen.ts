@@ -14,7 +14,7 @@ import { VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, sendVotifierVote } from "..
 import { formatIngestSignature } from "../../../services/shared/signature.js";
 import { stringFlag, type Command, type CommandContext } from "../command.js";
 import type { CliConfig } from "../config.js";
-import { CLI_NAME } from "../name.js";
+import { CLI_RUN } from "../name.js";
 import { CliError, EXIT_OK, EXIT_USAGE } from "../output.js";
 import { callRpc, createClients } from "../rpc.js";
 
@@ -75,7 +75,7 @@ async function resolveSecrets(ctx: CommandContext, serverId: string, needsCallba
     if (!(error instanceof CliError)) throw error;
     const missing = [pullSecret ? undefined : "--pull-secret", callbackSecret || !needsCallbackSecret ? undefined : "--callback-secret"].filter(Boolean);
     throw new CliError(`${missing.join(" and ")} not given, and ${error.message} to reveal ${missing.length > 1 ? "them" : "it"} with`, {
-      hint: `pass ${missing.map((f) => `${f} ${f === "--pull-secret" ? "psec_..." : "whsec_..."}`).join(" and ")} (\`${CLI_NAME} servers create\` printed them), or a service token`,
+      hint: `pass ${missing.map((f) => `${f} ${f === "--pull-secret" ? "psec_..." : "whsec_..."}`).join(" and ")} (\`${CLI_RUN} servers create\` printed them), or a service token`,
       exitCode: EXIT_USAGE,
     });
   }
@@ -195,12 +195,12 @@ export const listen: Command = {
     "votifier-service": { type: "string" },
   },
   examples: [
-    `${CLI_NAME} listen --server 0b7c... --forward-to http://localhost:3000/hook`,
-    `${CLI_NAME} listen --server 0b7c... --forward-to votifier://localhost:8192 --votifier-token <token from NuVotifier's config.yml>`,
+    `${CLI_RUN} listen --server 0b7c... --forward-to http://localhost:3000/hook`,
+    `${CLI_RUN} listen --server 0b7c... --forward-to votifier://localhost:8192 --votifier-token <token from NuVotifier's config.yml>`,
   ],
   async run(ctx) {
     const serverId = stringFlag(ctx.flags, "server");
-    if (serverId === undefined) throw new CliError("--server is required", { hint: `\`${CLI_NAME} servers list\` shows the ids`, exitCode: EXIT_USAGE });
+    if (serverId === undefined) throw new CliError("--server is required", { hint: `\`${CLI_RUN} servers list\` shows the ids`, exitCode: EXIT_USAGE });
     const target = readForwardTarget(ctx);
     const forwardTo = target.kind === "http" ? target.url : target.name;
     const intervalText = stringFlag(ctx.flags, "interval");

@@ -6,8 +6,8 @@
 import { readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { SIGNATURE_RULES } from "../../../gateway/dashboard/signature-rules.js";
-import { checkSignature, createMacEngine, type Finding, type Scheme } from "../../../gateway/dashboard/static/signature-check.js";
-import { INGEST_PATH } from "../../../services/shared/contract.js";
+import { checkSignature, createMacEngine, parseHeader, type Finding, type Scheme } from "../../../gateway/dashboard/static/signature-check.js";
+import { ERROR_TEXT, INGEST_PATH } from "../../../services/shared/contract.js";
 import {
   SIGNATURE_TOLERANCE_SECONDS,
   formatCallbackSignature,
@@ -15,7 +15,7 @@ import {
   formatStandardWebhookSignature,
 } from "../../../services/shared/signature.js";
 import { stringFlag, type Command, type CommandContext } from "../command.js";
-import { CLI_NAME } from "../name.js";
+import { CLI_NAME, CLI_RUN } from "../name.js";
 import { CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, formatPairs } from "../output.js";
 
 const BODY_FLAGS = {
@@ -94,8 +94,8 @@ export const sign: Command = {
     ...BODY_FLAGS,
   },
   examples: [
-    `echo -n '{"event":"registered",...}' | ${CLI_NAME} sign --secret rsec_...`,
-    `${CLI_NAME} sign --secret whsec_... --body-file body.json --t 1700000000`,
+    `echo -n '{"event":"registered",...}' | ${CLI_RUN} sign --secret rsec_...`,
+    `${CLI_RUN} sign --secret whsec_... --body-file body.json --t 1700000000`,
   ],
   async run(ctx) {
     const secret = requireSecret(ctx);
@@ -147,6 +147,19 @@ function checkStandardWebhooks(input: { id: string; timestamp: string; signature
   return findings;
 }
 
+/** The signed string as printed: control characters escaped (so a trailing newline or a carriage return shows), with its byte count. */
+function describeSignedString(signed: string): string {
+  const escaped = signed.replace(/\p{Cc}/gu, (c) =>
+    c === "\n" ? "\\n" : c === "\r" ? "\\r" : c === "\t" ? "\\t" : `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+  const bytes = Buffer.byteLength(signed, "utf8");
+  return `${escaped}  (${bytes} bytes: t, a dot, then the raw body${escaped === signed ? "" : "; control characters shown escaped"})`;
+}
+
+function lowerFirst(text: string): string {
+  return /^[A-Z][a-z]/.test(text) ? text.charAt(0).toLowerCase() + text.slice(1) : text;
+}
+
 export const verify: Command = {
   name: "verify",
   summary: "check a signature header against a body and a secret, naming the usual mistakes (as the dashboard's debugger)",
@@ -170,7 +183,7 @@ export const verify: Command = {
     "webhook-signature": { type: "string" },
     ...BODY_FLAGS,
   },
-  examples: [`${CLI_NAME} verify --header 't=1700000000,v1=5f2c...' --secret whsec_... --body-file body.json`],
+  examples: [`${CLI_RUN} verify --header 't=1700000000,v1=5f2c...' --secret whsec_... --body-file body.json`],
   async run(ctx) {
     const header = ctx.flags.header;
     if (typeof header !== "string" || header.trim() === "") {
@@ -197,36 +210,62 @@ export const verify: Command = {
       findings.push(...more);
     }
     const valid = report.verdict === "valid" && webhookValid !== false;
+    // The header as the checker parsed it: the v1 values as received, and why it is malformed when it is.
+    const parsed = parseHeader(header, scheme, SIGNATURE_RULES);
+    const received = parsed.macs.map((m) => m.text);
+    const expected = report.expectedHex === null ? null : `${scheme === "ingest" ? "sha256=" : ""}${report.expectedHex}`;
     ctx.out.result({
       valid,
       scheme,
       verdict: report.verdict,
       standard_webhooks_valid: webhookValid ?? null,
       canonical: report.canonical,
+      expected_signature: expected,
+      received_signatures: received,
       expected_header: report.expectedHeader,
       service_answer: report.answer,
       findings,
     });
     ctx.out.line(`${valid ? "VALID" : report.verdict.toUpperCase()}  (${scheme} scheme)`);
     for (const f of findings) ctx.out.line(`  ${MARK[f.level]}  ${f.part.padEnd(6)}  ${f.message}`);
-    if (report.expectedHeader) ctx.out.line(`\n  expected  ${report.expectedHeader}`);
-    if (report.answer) ctx.out.line(`  the gateway would answer ${report.answer.status} "${report.answer.error}"`);
+    ctx.out.line();
+    ctx.out.line(
+      formatPairs([
+        ["  canonical string", report.canonical === null ? "(none: the header has no t)" : describeSignedString(report.canonical)],
+        ["  expected v1", expected ?? "(pass --secret to compute it)"],
+        ...(received.length === 0 ? ([["  received v1", "(none)"]] as [string, string][]) : received.map((r) => ["  received v1", r] as [string, string])),
+        ...(report.expectedHeader ? ([["  expected header", report.expectedHeader]] as [string, string][]) : []),
+      ]),
+    );
+    if (report.answer) {
+      // The contract gives every malformed header one text; the reason it is malformed is the parser's first error.
+      const why = parsed.malformed ? parsed.findings.find((f) => f.level === "error")?.message : undefined;
+      ctx.out.line(`  the gateway would answer ${report.answer.status} "${report.answer.error}"${why ? ` because ${lowerFirst(why).replace(/\.$/, "")}` : ""}`);
+    }
     return valid ? EXIT_OK : EXIT_FAILURE;
   },
 };
 
-const REFERRAL_EVENTS = ["registered", "qualified", "reversed"];
+/** Each referral event and the flags it needs beyond --server, --secret and --token (the contract's "required for" column). */
+const EVENT_FLAGS: Record<string, { flag: string; field: string; example: string }[]> = {
+  registered: [{ flag: "referee", field: "referee_identity", example: "player-1" }],
+  qualified: [],
+  reversed: [],
+};
+const REFERRAL_EVENTS = Object.keys(EVENT_FLAGS);
 
 export const eventsSend: Command = {
   name: "events send",
   summary: "send a signed referral event to the gateway's public ingest endpoint",
-  usage: "--server ID --secret rsec_... --event registered|qualified|reversed --token T [--referee R] [--id SERVER_EVENT_ID] [--kid KID]",
+  usage:
+    "--server ID --secret rsec_... --token T (--event registered --referee R | --event qualified | --event reversed [--reason R]) [--id SERVER_EVENT_ID] [--kid KID]",
   flagHelp: [
     ["--server ID", "the server the event is for"],
     ["--secret rsec_...", "the server's referral secret"],
     ["--event E", "registered, qualified or reversed"],
-    ["--token T", "the click token the referral link gave the player"],
-    ["--referee R", "the referred player's identity (required for registered)"],
+    ["--token T", `the click token the referral link gave the player (\`${CLI_RUN} clicks record\` prints one)`],
+    ["--referee R", "required with --event registered: the referred player's stable identity on your server"],
+    ["--reason R", "with --event reversed: refund, chargeback, fraud, abuse, test or other"],
     ["--id ID", "server_event_id, your idempotency key (default: a random one)"],
     ["--kid KID", "name the secret's key id in the header"],
   ],
@@ -236,26 +275,37 @@ export const eventsSend: Command = {
     event: { type: "string" },
     token: { type: "string" },
     referee: { type: "string" },
+    reason: { type: "string" },
     id: { type: "string" },
     kid: { type: "string" },
   },
-  examples: [`${CLI_NAME} events send --server 0b7c... --secret rsec_... --event registered --token tok_... --referee player-1`],
+  examples: [
+    `${CLI_RUN} clicks record --server 0b7c...          # prints a click token`,
+    `${CLI_RUN} events send --server 0b7c... --secret rsec_... --event registered --token <token> --referee player-1`,
+    `${CLI_RUN} events send --server 0b7c... --secret rsec_... --event qualified --token <token>`,
+  ],
   async run(ctx) {
     // --token here is the click token, not the service token: this command talks only to the public gateway.
-    const need = (name: string, example: string) => {
+    const need = (name: string, example: string, why = "") => {
       const value = stringFlag(ctx.flags, name);
-      if (value === undefined) throw new CliError(`--${name} is required`, { hint: `for example --${name} ${example}`, exitCode: EXIT_USAGE });
+      if (value === undefined) throw new CliError(`--${name} is required${why}`, { hint: `for example --${name} ${example}`, exitCode: EXIT_USAGE });
       return value;
     };
     const serverId = need("server", "<server id>");
     const secret = need("secret", "rsec_...");
     const event = need("event", "registered");
-    if (!REFERRAL_EVENTS.includes(event)) throw new CliError(`--event must be one of ${REFERRAL_EVENTS.join(", ")}`, { exitCode: EXIT_USAGE });
+    const eventFlags = EVENT_FLAGS[event];
+    if (eventFlags === undefined) throw new CliError(`--event must be one of ${REFERRAL_EVENTS.join(", ")}`, { exitCode: EXIT_USAGE });
+    const token = need("token", `<click token> (\`${CLI_RUN} clicks record --server ${serverId}\` prints one)`);
+    const fields = Object.fromEntries(eventFlags.map((f) => [f.field, need(f.flag, f.example, ` for --event ${event} (the body's ${f.field})`)]));
+    const reason = stringFlag(ctx.flags, "reason");
+    if (reason !== undefined && event !== "reversed") throw new CliError("--reason goes with --event reversed", { exitCode: EXIT_USAGE });
     const body = JSON.stringify({
       event,
       server_id: serverId,
-      token: need("token", "<click token>"),
-      ...(stringFlag(ctx.flags, "referee") ? { referee_identity: stringFlag(ctx.flags, "referee") } : {}),
+      token,
+      ...fields,
+      ...(reason === undefined ? {} : { reason }),
       server_event_id: stringFlag(ctx.flags, "id") ?? `${CLI_NAME}-${randomBytes(8).toString("hex")}`,
     });
     const t = Math.floor(Date.now() / 1000);
@@ -289,11 +339,11 @@ export const eventsSend: Command = {
       ]),
     );
     if (!response.ok) {
-      ctx.out.progress(
-        response.status === 401
-          ? `The signature was refused: check the secret (\`${CLI_NAME} verify\` names the usual mistakes).`
-          : "The event was not accepted.",
-      );
+      const error =
+        typeof parsed === "object" && parsed !== null && typeof (parsed as { error?: unknown }).error === "string" ? (parsed as { error: string }).error : text;
+      ctx.out.progress(`error: the ingest endpoint refused the event: ${response.status} "${error}"`);
+      if (response.status === 401) ctx.out.progress(`  check the secret (\`${CLI_RUN} verify\` names the usual mistakes)`);
+      if (error === ERROR_TEXT.unknownToken) ctx.out.progress(`  \`${CLI_RUN} clicks record --server ${serverId}\` prints a click token of this server`);
       return EXIT_FAILURE;
     }
     return EXIT_OK;

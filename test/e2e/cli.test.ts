@@ -7,8 +7,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHmac } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "ava";
@@ -18,6 +16,7 @@ import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { PULL_PATHS } from "../../scripts/cli/commands/listen.js";
 import { COMMANDS } from "../../scripts/cli/main.js";
 import { eventually } from "../helpers/eventually.js";
+import { startRacingGateway } from "../helpers/racing-gateway.js";
 import { startReceiver, type Receiver } from "../helpers/receiver.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
@@ -345,37 +344,6 @@ test("listen --forward-to votifier://: each counted heart becomes a Votifier v2 
   t.regex(ended.stdout, /--> vote\s+\S+\s+Alex\s+\[ok\]/);
 });
 
-/**
- * A gateway in front of the stack's that, each time it relays a page of pulled hearts to `listen`, first
- * lets `beforeRelay` pay some of them another way: a claim landing between listen's list and its own
- * claim, made certain instead of left to timing. `listed` counts the pages relayed.
- */
-async function startRacingGateway(target: string, beforeRelay: (hearts: Array<{ heart_id: string }>) => Promise<void>) {
-  const proxy = {
-    listed: 0,
-    url: "",
-    server: http.createServer(async (req, res) => {
-      const chunks: Buffer[] = [];
-      for await (const chunk of req) chunks.push(chunk as Buffer);
-      const upstream = await fetch(`${target}${req.url}`, {
-        method: req.method ?? "POST",
-        headers: { "content-type": "application/json", "x-service-signature": String(req.headers["x-service-signature"] ?? "") },
-        body: Buffer.concat(chunks),
-      });
-      const text = await upstream.text();
-      if (req.url === PULL_HEARTS_PATH && upstream.ok) {
-        await beforeRelay((JSON.parse(text) as { hearts: Array<{ heart_id: string }> }).hearts);
-        proxy.listed++;
-      }
-      res.writeHead(upstream.status, { "content-type": "application/json" });
-      res.end(text);
-    }),
-  };
-  await new Promise<void>((resolve) => proxy.server.listen(0, "127.0.0.1", resolve));
-  proxy.url = `http://127.0.0.1:${(proxy.server.address() as AddressInfo).port}`;
-  return proxy;
-}
-
 test("listen on a pay-once server, racing in-game claims (GET /api/votes) and the HTTP callback: every heart is paid exactly once, listen pays only what its pull claim granted and names the hearts it did not pay", async (t) => {
   const HEARTS = 8;
   const forwardedTo = await startReceiver();
@@ -414,7 +382,7 @@ test("listen on a pay-once server, racing in-game claims (GET /api/votes) and th
     if (hearts.length > 0) pagesWithHearts++;
     await Promise.all(hearts.filter((_, i) => i % 2 === 0).map((h) => claimInGame(h.heart_id, paidUnderListen)));
   });
-  t.teardown(() => new Promise<void>((resolve) => gateway.server.close(() => resolve())));
+  t.teardown(() => gateway.close());
 
   const listen = start(["listen", "--server", serverId, "--forward-to", forwardedTo.url, "--interval", "100"], { env: { GATEWAY_URL: gateway.url } });
   t.teardown(() => listen.child.kill("SIGKILL"));

@@ -135,7 +135,11 @@ test("every public route with every method: no receipt token, claim key, login t
   t.log(`answers seen: ${[...statuses].sort().join(", ")}`);
   const requestLines = gatewayLog.lines.filter((line) => line.msg === "request" || line.msg === "request aborted by the client");
   t.true(requestLines.length >= targets.length * METHODS.length, "every request was logged");
-  for (const status of [200, 302, 303, 404, 405]) t.true(requestLines.some((l) => l.status === status), `a ${status} was logged`);
+  for (const status of [200, 302, 303, 404, 405])
+    t.true(
+      requestLines.some((l) => l.status === status),
+      `a ${status} was logged`,
+    );
 
   const everything = gatewayLog.raw.join("\n");
   for (const [name, value] of Object.entries(secrets)) {

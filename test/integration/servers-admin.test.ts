@@ -60,7 +60,10 @@ test("a URL with port 0 is refused by every setting that takes one (callback URL
       message: "votifier port must be between 1 and 65535",
     });
     // An explicit real port is kept.
-    t.is((await h.admin.setCallbackSettings({ serverId, callbackUrl: "https://hooks.example:8443/hook" })).server?.callbackUrl, "https://hooks.example:8443/hook");
+    t.is(
+      (await h.admin.setCallbackSettings({ serverId, callbackUrl: "https://hooks.example:8443/hook" })).server?.callbackUrl,
+      "https://hooks.example:8443/hook",
+    );
   }
 });
 

@@ -12,7 +12,7 @@ import {
 import { RECEIPT_JSON_SUFFIX, RECEIPT_PATH_PREFIX } from "../services/shared/wire.js";
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import type { RawReply } from "./landing.js";
-import { RECEIPT_PAGE_HEADERS, receiptPage, receiptProblemPage, type ReceiptJson } from "./receipt-page.js";
+import { RECEIPT_ANSWER_HEADERS, RECEIPT_PAGE_HEADERS, receiptPage, receiptProblemPage, type ReceiptJson } from "./receipt-page.js";
 
 /** The route's name in logs and metrics; also the path logged for it, so no token reaches a log line. */
 export const RECEIPT_ROUTE_NAME = `${RECEIPT_PATH_PREFIX}:token`;
@@ -33,9 +33,8 @@ export interface ReceiptResult {
 
 const JSON_HEADERS = {
   "content-type": "application/json",
-  "cache-control": "no-store",
-  "x-robots-tag": "noindex",
   "x-content-type-options": "nosniff",
+  ...RECEIPT_ANSWER_HEADERS,
 } as const;
 
 const OUTCOME: Record<ReceiptOutcome, ReceiptJson["outcome"]> = {
@@ -99,7 +98,7 @@ function problem(reply: HttpReply, json: boolean, outcome: string, cause?: unkno
  * receipt for its voter (HeartService.GetReceipt; the token is the credential, checked by the referral service, which
  * alone holds the key). Any token that names no receipt is 404 (a page, or `{"error":"not found"}`), the same answer
  * whatever was wrong with it; the referral service unreachable is 503 with Retry-After; anything else 500. Every answer
- * is `Cache-Control: no-store`.
+ * carries RECEIPT_ANSWER_HEADERS (`no-store`, `no-referrer`).
  */
 export async function handleReceipt(rawPath: string, rpcs: ReceiptRpcs): Promise<ReceiptResult> {
   const rest = rawPath.slice(RECEIPT_PATH_PREFIX.length);

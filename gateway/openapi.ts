@@ -71,7 +71,8 @@ const RECEIPT_DESCRIPTION = [
   "The receipt of one heart, for the voter: the server's name, the username as typed, when it was cast, whether it",
   "counted (or, on cooldown, when to vote again), and for a counted heart where its delivery to the server stands per",
   "transport. The link comes from `CastHeartResponse.receipt_url` (internal API); its token is unguessable and names",
-  "that heart only. Answers are never cached (`Cache-Control: no-store`).",
+  "that heart only. Every answer on the URL, whatever its method or status, is never cached (`Cache-Control: no-store`)",
+  "and never passes the URL on (`Referrer-Policy: no-referrer`).",
 ].join("\n");
 
 const RECEIPT_TOKEN_PARAMETER = {
@@ -84,6 +85,7 @@ const RECEIPT_TOKEN_PARAMETER = {
 
 const NO_STORE_HEADERS = {
   "Cache-Control": { description: "`no-store`.", schema: { type: "string" } },
+  "Referrer-Policy": { description: "`no-referrer`.", schema: { type: "string" } },
   "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
 } as const;
 

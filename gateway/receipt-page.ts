@@ -47,11 +47,21 @@ const RECEIPT_STYLE = [
   "@media (min-width:40rem){body{padding:3rem 1rem}main{padding:2rem}h1{font-size:1.6rem}}",
 ].join("\n");
 
-/** Headers of every receipt page (found or not): the strict CSP, and never stored by a cache or indexed. */
-export const RECEIPT_PAGE_HEADERS: Readonly<Record<string, string>> = {
-  ...pageHeadersFor(RECEIPT_STYLE),
+/**
+ * Headers of EVERY answer on a receipt URL (page or JSON, found or not, a 405 to another method too): the URL
+ * holds the voter's token, so the answer is never stored by a cache or indexed, and a link followed from it
+ * never carries the URL on as a `Referer`.
+ */
+export const RECEIPT_ANSWER_HEADERS: Readonly<Record<string, string>> = {
   "cache-control": "no-store",
   "x-robots-tag": "noindex",
+  "referrer-policy": "no-referrer",
+};
+
+/** Headers of every receipt page (found or not): the strict CSP, and the headers of every receipt answer. */
+export const RECEIPT_PAGE_HEADERS: Readonly<Record<string, string>> = {
+  ...pageHeadersFor(RECEIPT_STYLE),
+  ...RECEIPT_ANSWER_HEADERS,
 };
 
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];

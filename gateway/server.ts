@@ -56,6 +56,7 @@ import {
 } from "./handle-vote-claim.js";
 import { RECEIPT_PATH_PREFIX } from "../services/shared/wire.js";
 import { RECEIPT_ROUTE_NAME, handleReceipt } from "./handle-receipt.js";
+import { RECEIPT_ANSWER_HEADERS } from "./receipt-page.js";
 
 /** Deadline of each internal RPC; past it the request is a retryable 500. */
 export const RPC_TIMEOUT_MS = 10_000;
@@ -114,7 +115,7 @@ interface RequestLog {
   kid?: string;
   cause?: unknown;
   quiet?: boolean;
-  /** Logged instead of the request's path when the path holds a credential (a receipt token). */
+  /** Logged instead of the request's path when the path holds a credential (a route with `secretInPath`). */
   path?: string;
 }
 
@@ -202,6 +203,13 @@ interface Route {
   prefix?: true;
   /** The request log's and the metrics' route name. */
   name: string;
+  /**
+   * The path holds a credential (a receipt token): every request on it, whatever its method or status
+   * (a 405 too), is logged with `name` as its path, so the credential never reaches a log line.
+   */
+  secretInPath?: true;
+  /** Headers of every answer on the path, whatever its method or status (a 405 too). */
+  headers?: Readonly<Record<string, string>>;
   handle(request: RouteRequest): Promise<void> | void;
 }
 
@@ -307,7 +315,15 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
     { method: "HEAD", path: LANDING_PATH, name: LANDING_PATH, handle: landing },
     { method: "GET", path: DOCS_PREFIX, prefix: true, name: `${DOCS_PREFIX}:file`, handle: docs },
     { method: "HEAD", path: DOCS_PREFIX, prefix: true, name: `${DOCS_PREFIX}:file`, handle: docs },
-    { method: "GET", path: RECEIPT_PATH_PREFIX, prefix: true, name: RECEIPT_ROUTE_NAME, handle: (request) => serveReceipt(deps, request) },
+    {
+      method: "GET",
+      path: RECEIPT_PATH_PREFIX,
+      prefix: true,
+      name: RECEIPT_ROUTE_NAME,
+      secretInPath: true,
+      headers: RECEIPT_ANSWER_HEADERS,
+      handle: (request) => serveReceipt(deps, request),
+    },
   ];
 }
 
@@ -354,6 +370,8 @@ async function handleRequest(deps: GatewayDeps, guards: IngestGuards, routes: re
     const route = matched.find((candidate) => candidate.method === req.method);
     if (matched.length > 0) {
       entry.route = (route ?? (matched[0] as Route)).name;
+      if (matched.some((candidate) => candidate.secretInPath)) entry.path = entry.route;
+      for (const [name, value] of Object.entries(matched.find((candidate) => candidate.headers)?.headers ?? {})) res.setHeader(name, value);
       if (route) {
         await route.handle({ req, res, rawPath, query, entry });
       } else {
@@ -470,8 +488,6 @@ async function serveVoteClaim(deps: GatewayDeps, guards: IngestGuards, { req, re
 }
 
 async function serveReceipt(deps: GatewayDeps, { res, rawPath, entry }: RouteRequest): Promise<void> {
-  // The token is a credential: the log line names the route, never the path that holds it.
-  entry.path = RECEIPT_ROUTE_NAME;
   const callOptions = rpcCallOptions(deps, entry.requestId);
   const result = await handleReceipt(rawPath, { getReceipt: (request) => deps.hearts.getReceipt(request, callOptions) });
   Object.assign(entry, { outcome: result.outcome, cause: result.cause });

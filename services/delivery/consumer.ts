@@ -59,7 +59,7 @@ export interface DeliveryConsumerOptions {
   registry?: Registry;
   /**
    * `checkProgress` fails when one message has been in its handler this long, or
-   * when messages wait (consumer lag) and none was handled for this long.
+   * when messages wait on this process's partitions (its consumer lag) and none was handled for this long.
    * Default DEFAULT_CONSUMER_STUCK_AFTER_MS.
    */
   stuckAfterMs?: number;
@@ -219,8 +219,10 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
   const handle = (message: ReceivedMessage): Promise<void> => handleBatch([message]);
 
   /**
-   * Stuck: one message has been in its handler for `stuckAfterMs`, or messages wait
-   * (the group's lag, when the bus reports it) and none was handled for `stuckAfterMs`.
+   * Stuck: one message has been in its handler for `stuckAfterMs`, or messages wait on the partitions
+   * assigned to THIS process (its share of the group's lag, when the bus reports it) and none was
+   * handled for `stuckAfterMs`. Another member's waiting messages say nothing of this one: an idle
+   * process beside a stuck one is not stuck (the stuck one's own check reports it).
    */
   const checkProgress = async (): Promise<void> => {
     const now = nowMs();
@@ -232,7 +234,7 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
       }
     }
     if (!subscription || now - lastProgressAt <= stuckAfterMs) return;
-    const lag = await opts.bus.lag?.(groupId, topics);
+    const lag = await subscription.lag?.();
     if (lag !== undefined && lag > 0) {
       throw new Error(`consumer stuck: ${lag} messages wait on ${topics.join(", ")} and none was handled for ${Math.round((now - lastProgressAt) / 1000)} s`);
     }

@@ -58,6 +58,12 @@ export type SubscribeOptions = { groupId: string; topics: string[]; fromBeginnin
 /** A running subscription. */
 export interface Subscription {
   stop(): Promise<void>;
+  /**
+   * Messages not yet committed on the partitions the group assigned to THIS subscription now (its
+   * share of the group's lag); undefined when the bus cannot tell, or while no assignment is held
+   * (joining, rebalancing). Another member's waiting messages are not counted.
+   */
+  lag?(): Promise<number | undefined>;
 }
 
 /**
@@ -86,8 +92,8 @@ export interface EventBus {
   /** Subscribes a consumer group; each message is committed after its handler (or its batch's handler) resolves. */
   subscribe(opts: SubscribeOptions): Promise<Subscription>;
   /**
-   * Messages of `topics` not yet committed by `groupId` (the consumer lag), or
-   * undefined when the bus cannot tell.
+   * Messages of `topics` not yet committed by `groupId` (the whole group's lag, every member's
+   * partitions), or undefined when the bus cannot tell. A member's own share: Subscription.lag.
    */
   lag?(groupId: string, topics: string[]): Promise<number | undefined>;
   /**

@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
 import { fieldProblem } from "./field-rules.js";
-import { invalidUrlText, requiredText, urlCredentialsText } from "./contract.js";
+import { invalidUrlText, requiredText, urlCredentialsText, urlPortZeroText } from "./contract.js";
 
 /**
  * Reward callback URL policy (SSRF guard). The dashboard checks the URL the
@@ -156,7 +156,7 @@ function rangeOfV4(address: number): SpecialRange | null {
  * Checks a reward callback URL the owner configures. `https` is required;
  * `http` only with `allowInsecure`. Hosts that are forbidden IP literals
  * (see `isForbiddenAddress`) and the names `localhost` / `*.localhost` are
- * refused unless `allowInsecure`. Credentials in the URL are always refused.
+ * refused unless `allowInsecure`. Credentials in the URL and port 0 are always refused.
  * Error texts name the field and never echo the URL.
  */
 export function validateCallbackUrl(url: string, opts: { allowInsecure: boolean }): CallbackUrlCheck {
@@ -176,6 +176,8 @@ export function validateCallbackUrl(url: string, opts: { allowInsecure: boolean 
   }
   if (parsed.username !== "" || parsed.password !== "") return { ok: false, error: urlCredentialsText("callback_url") };
   if (parsed.hostname === "") return { ok: false, error: "callback_url must have a host" };
+  // WHATWG parsing writes `:00` as `0` and a scheme's default port as "", so this is every spelling of port 0.
+  if (parsed.port === "0") return { ok: false, error: urlPortZeroText("callback_url") };
   if (opts.allowInsecure) return { ok: true, url: parsed };
   // WHATWG URL parsing already canonicalised odd IPv4 spellings (0x7f.1, 2130706433) to dotted quads.
   const host = stripBrackets(parsed.hostname).replace(/\.$/, "").toLowerCase();

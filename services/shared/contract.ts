@@ -184,6 +184,11 @@ export function invalidUrlText(field: string): string {
   return `${field} is not a valid URL`;
 }
 
+/** The text of a URL whose port is 0: no listener can be reached there (the scheme's default port is written as none). */
+export function urlPortZeroText(field: string): string {
+  return `${field} must not use port 0`;
+}
+
 /** The text of a URL that carries a user name or password. */
 export function urlCredentialsText(field: string): string {
   return `${field} must not contain credentials`;

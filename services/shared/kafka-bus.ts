@@ -119,6 +119,28 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
     await stale?.then((p) => p.disconnect()).catch(() => undefined);
   };
 
+  /**
+   * Messages not yet committed by `groupId` on the given partitions of each topic (undefined: every
+   * partition of the topic).
+   */
+  const lagOf = async (groupId: string, partitionsByTopic: Record<string, readonly number[] | undefined>): Promise<number> => {
+    await connectAdmin();
+    const topics = Object.keys(partitionsByTopic);
+    let total = 0;
+    const committed = await admin.fetchOffsets({ groupId, topics });
+    for (const topic of topics) {
+      const only = partitionsByTopic[topic];
+      const ends = (await admin.fetchTopicOffsets(topic)).filter((end) => only === undefined || only.includes(end.partition));
+      const mine = committed.find((c) => c.topic === topic)?.partitions ?? [];
+      for (const end of ends) {
+        const at = Number(mine.find((p) => p.partition === end.partition)?.offset ?? "-1");
+        // -1: nothing committed yet; the group starts at the earliest retained offset.
+        total += Math.max(0, Number(end.high) - (at < 0 ? Number(end.low) : at));
+      }
+    }
+    return total;
+  };
+
   return {
     async connectPublisher() {
       await getProducer();
@@ -139,25 +161,13 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
         throw toRejectedMessages(error) ?? error;
       }
     },
-    async lag(groupId: string, topics: string[]) {
-      await connectAdmin();
-      let total = 0;
-      const committed = await admin.fetchOffsets({ groupId, topics });
-      for (const topic of topics) {
-        const ends = await admin.fetchTopicOffsets(topic);
-        const mine = committed.find((c) => c.topic === topic)?.partitions ?? [];
-        for (const end of ends) {
-          const at = Number(mine.find((p) => p.partition === end.partition)?.offset ?? "-1");
-          // -1: nothing committed yet; the group starts at the earliest retained offset.
-          total += Math.max(0, Number(end.high) - (at < 0 ? Number(end.low) : at));
-        }
-      }
-      return total;
-    },
+    lag: (groupId: string, topics: string[]) => lagOf(groupId, Object.fromEntries(topics.map((topic) => [topic, undefined]))),
     async subscribe({ groupId, topics, handler, batchHandler, fromBeginning = true, session }: SubscribeOptions): Promise<Subscription> {
       let current: Consumer | undefined;
       let stopped = false;
       let restartTimer: NodeJS.Timeout | undefined;
+      /** The partitions the group gave this member at its last join; undefined while it holds none it knows of. */
+      let assigned: Record<string, number[]> | undefined;
 
       const run = async (): Promise<void> => {
         const consumer = kafka.consumer({
@@ -169,6 +179,13 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
         });
         current = consumer;
         consumers.add(consumer);
+        // Each join (the first, and after every rebalance) hands this member its partitions; until then it owns none it knows of.
+        consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+          if (current === consumer) assigned = payload.memberAssignment;
+        });
+        consumer.on(consumer.events.REBALANCING, () => {
+          if (current === consumer) assigned = undefined;
+        });
         // kafkajs gives up on some errors (for example the group coordinator missing for a few
         // seconds after a broker restart) and never restarts the consumer by itself.
         consumer.on(consumer.events.CRASH, ({ payload }) => {
@@ -239,8 +256,13 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
       subscriptions.add(() => current !== undefined && consumers.has(current));
       await run();
       return {
+        async lag() {
+          const mine = assigned;
+          return mine === undefined ? undefined : lagOf(groupId, Object.fromEntries(topics.map((topic) => [topic, mine[topic] ?? []])));
+        },
         async stop() {
           stopped = true;
+          assigned = undefined;
           clearTimeout(restartTimer);
           if (current) {
             consumers.delete(current);

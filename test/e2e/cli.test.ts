@@ -12,9 +12,11 @@ import { join } from "node:path";
 import test from "ava";
 import { PULL_CLAIMS_PATH, PULL_HEARTS_PATH } from "../../gateway/handle-pull.js";
 import { CALLBACK_USER_AGENT } from "../../services/delivery/send-callback.js";
+import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { PULL_PATHS } from "../../scripts/cli/commands/listen.js";
 import { COMMANDS } from "../../scripts/cli/main.js";
 import { eventually } from "../helpers/eventually.js";
+import { startRacingGateway } from "../helpers/racing-gateway.js";
 import { startReceiver, type Receiver } from "../helpers/receiver.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
@@ -27,7 +29,8 @@ let dataDir: string;
 let env: Record<string, string>;
 
 test.before(async () => {
-  stack = await startStack({ pipeline: { name: "cli" } });
+  // Callback retries within a second, so the pay-once race below settles in seconds.
+  stack = await startStack({ pipeline: { name: "cli", delivery: { schedule: parseRetrySchedule("500ms,1s,2s,4s", { jitterRatio: 0 }) } } });
   dataDir = mkdtempSync(join(tmpdir(), "rcb-"));
   // As `npm start` leaves it: the admin token in <DATA_DIR>/service-token.
   writeFileSync(join(dataDir, "service-token"), `${TEST_SERVICE_TOKEN}\n`, { mode: 0o600 });
@@ -150,10 +153,10 @@ test("trigger referral.qualified on a server with an endpoint subscribed to it: 
   t.is(receiver.requests.length, 1, "the registered step is not sent to an endpoint subscribed to qualified only");
 });
 
-test("servers create, hearts cast, then listen --forward-to: the heart reaches a local receiver signed as a real callback and is claimed after its 2xx", async (t) => {
+test("servers create, hearts cast, then listen --forward-to: the heart is claimed first, then reaches a local receiver signed as a real callback, and a refused forward is sent again until the 2xx", async (t) => {
   const receiver: Receiver = await startReceiver();
   t.teardown(() => receiver.close());
-  // The receiver fails the first delivery: listen must offer the heart again, and claim it only after the 2xx.
+  // The receiver fails the first delivery: listen, holding the heart it claimed, must forward it again.
   receiver.enqueue({ status: 500, body: "not yet" });
   // Standard Webhooks on: listen reads the server's setting and sends those headers too, as the service does.
   const created = await createServer(t, ["--standard-webhooks"]);
@@ -166,6 +169,8 @@ test("servers create, hearts cast, then listen --forward-to: the heart reaches a
 
   const listen = start(["listen", "--server", serverId, "--forward-to", receiver.url, "--interval", "200"]);
   t.teardown(() => listen.child.kill("SIGKILL"));
+  await receiver.waitForRequests(1, 60_000);
+  t.is((await stack.clients.delivery.listPullHearts({ serverId })).hearts.length, 0, "claimed before its first forward");
   const [failed, delivered] = await receiver.waitForRequests(2, 60_000);
   t.is(failed!.response.status, 500);
   t.is(delivered!.response.status, 200);
@@ -183,8 +188,6 @@ test("servers create, hearts cast, then listen --forward-to: the heart reaches a
     const standard = createHmac("sha256", key).update(`${heart.heart_id}.${body.timestamp}.${request.text}`).digest("base64");
     t.true(String(request.headers["webhook-signature"]).split(" ").includes(`v1,${standard}`), "the Standard Webhooks signature verifies");
   }
-  // Claimed: the pull API no longer offers it.
-  await eventually(async () => (await stack.clients.delivery.listPullHearts({ serverId })).hearts.length === 0, { message: "the heart is claimed" });
   await eventually(() => /heart\.counted\s+\S+\s+Steve\s+\[200\]/.test(listen.stdout()), { message: "listen printed the forwarded heart" });
 
   // trigger heart.counted: a fresh test voter's heart goes the same way.
@@ -535,4 +538,93 @@ test.serial("the commands the CLI prints (servers create's Next: lines, help) ru
       `${doc} shows a command as "rcb ..." (not on PATH after npm ci)`,
     );
   }
+});
+
+test("listen on a pay-once server, racing in-game claims (GET /api/votes) and the HTTP callback: every heart is paid exactly once, listen pays only what its pull claim granted and names the hearts it did not pay", async (t) => {
+  const HEARTS = 8;
+  const forwardedTo = await startReceiver();
+  t.teardown(() => forwardedTo.close());
+  // Half the hearts' callbacks are refused at their first attempt (the heart goes back to the race) and pay on
+  // their retry; the other half are accepted at once, racing listen's poll for the heart.
+  const refusedOnce = new Set<string>();
+  const hook = await startReceiver({
+    fallback: (request) => {
+      const body = JSON.parse(request.text) as { heart_id: string; username: string };
+      if (Number(body.username.slice("Racer".length)) >= HEARTS / 2 || refusedOnce.has(body.heart_id)) return { status: 200, delayMs: 100 };
+      refusedOnce.add(body.heart_id);
+      return { status: 500 };
+    },
+  });
+  t.teardown(() => hook.close());
+  const created = await createServer(t, ["--callback-url", hook.url]);
+  const serverId = created.server.server_id;
+  const { claimKey } = await stack.clients.admin.rotateClaimKey({ serverId });
+  t.true((await stack.clients.admin.setClaimSettings({ serverId, paysOnce: true })).server!.claims!.paysOnce);
+
+  const steamOf = new Map<string, string>();
+  /** Hearts the in-game claim paid (it answered `1`). */
+  const paidInGame = new Set<string>();
+  const claimInGame = async (heartId: string, into?: Set<string>) => {
+    const answer = await (await fetch(`${stack.gatewayUrl}/api/votes?action=claim&key=${claimKey}&steamid=${steamOf.get(heartId)}`)).text();
+    if (answer === "1") {
+      paidInGame.add(heartId);
+      into?.add(heartId);
+    }
+  };
+  /** Hearts paid in game after listen listed them and before it claimed them. */
+  const paidUnderListen = new Set<string>();
+  let pagesWithHearts = 0;
+  const gateway = await startRacingGateway(stack.gatewayUrl, async (hearts) => {
+    if (hearts.length > 0) pagesWithHearts++;
+    await Promise.all(hearts.filter((_, i) => i % 2 === 0).map((h) => claimInGame(h.heart_id, paidUnderListen)));
+  });
+  t.teardown(() => gateway.close());
+
+  const listen = start(["listen", "--server", serverId, "--forward-to", forwardedTo.url, "--interval", "100"], { env: { GATEWAY_URL: gateway.url } });
+  t.teardown(() => listen.child.kill("SIGKILL"));
+  await eventually(() => gateway.listed >= 1 || undefined, { timeoutMs: 30_000, message: "listen polls" });
+  for (let i = 0; i < HEARTS; i++) {
+    const steamId = `7656119802${String(i).padStart(7, "0")}`;
+    const cast = await stack.clients.hearts.castHeart({
+      serverId,
+      voterIdentity: `racer-${i}`,
+      username: `Racer${i}`,
+      ip: `198.51.100.${i + 1}`,
+      userAgent: "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36",
+      steamId,
+    });
+    t.true(cast.counted);
+    steamOf.set(cast.heartId, steamId);
+  }
+  const heartIds = [...steamOf.keys()];
+  // Players join while listen forwards: every heart is claimed in game too, racing listen and the callback.
+  await eventually(() => pagesWithHearts >= 1 || undefined, { timeoutMs: 30_000, message: "listen listed hearts" });
+  await Promise.all(heartIds.map((id) => claimInGame(id)));
+
+  await eventually(
+    async () => {
+      const payouts = await stack.prisma.heartPayout.findMany({ where: { heartId: { in: heartIds } } });
+      const waiting = await stack.prisma.delivery.count({ where: { heartId: { in: heartIds }, transport: "callback", status: "pending" } });
+      return (payouts.length === HEARTS && payouts.every((p) => p.state === "paid") && waiting === 0) || undefined;
+    },
+    { timeoutMs: 60_000, message: "every heart paid and every callback settled" },
+  );
+  // Two more pages relayed: listen finished every page it listed before (it is done with a page before listing the next).
+  const listedSoFar = gateway.listed;
+  await eventually(() => gateway.listed >= listedSoFar + 2 || undefined, { message: "listen polled twice more" });
+  listen.child.kill("SIGINT");
+  const ended = await listen.done;
+  t.is(ended.code, 0, ended.stderr);
+
+  const paidBy = (receiver: Receiver, heartId: string) =>
+    receiver.requests.filter((r) => (r.response.status ?? 200) < 300 && (JSON.parse(r.text) as { heart_id: string }).heart_id === heartId).length;
+  const payments = heartIds.map((id) => ({ id, listen: paidBy(forwardedTo, id), claim: paidInGame.has(id) ? 1 : 0, callback: paidBy(hook, id) }));
+  t.log(`paid by listen ${payments.filter((p) => p.listen).length}, claim ${paidInGame.size}, callback ${payments.filter((p) => p.callback).length}`);
+  t.deepEqual(
+    payments.map((p) => [p.id, p.listen + p.claim + p.callback]),
+    heartIds.map((id) => [id, 1]),
+    JSON.stringify(payments),
+  );
+  t.true(paidUnderListen.size > 0, "some hearts were paid in game between listen's list and its claim");
+  for (const id of paidUnderListen) t.regex(ended.stdout, new RegExp(`${id}\\s+\\S+\\s+not forwarded: already_claimed`), `listen names ${id} as not paid`);
 });

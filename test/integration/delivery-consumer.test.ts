@@ -2,6 +2,7 @@ import anyTest, { type TestFn } from "ava";
 import { randomBytes, randomUUID } from "node:crypto";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import kafkajs, { Kafka, logLevel } from "kafkajs";
 import { EnvelopeSchema, HeartCountedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { createDeliveryConsumer, type DeliveryConsumer } from "../../services/delivery/consumer.js";
 import { createDispatcher } from "../../services/delivery/dispatcher.js";
@@ -14,6 +15,8 @@ import { expectedCallbackMac, hexEquals, insertSecret, insertServer, parseCallba
 
 // Real Kafka (KAFKA_BROKERS from the test runner); a topic and consumer group of this file's own.
 const suffix = randomBytes(4).toString("hex");
+// kafkajs spreads its protocol helpers into module.exports, which Node's CommonJS named-export detection cannot see.
+const { AssignerProtocol } = kafkajs;
 const TOPIC = `test.hearts.${suffix}`;
 
 const test = anyTest as TestFn<{ h: Harness; bus: EventBus; consumer: DeliveryConsumer }>;
@@ -159,5 +162,84 @@ test.serial(
       await receiver.close();
       await dispatcher.stop();
     }
+  },
+);
+
+test.serial(
+  "stuck check: an idle consumer whose own partitions are caught up is not stuck while another member of its group is stuck on its partitions",
+  async (t) => {
+    const { h } = t.context;
+    const brokers = (process.env.KAFKA_BROKERS ?? "").split(",").filter(Boolean);
+    const topic = `test.hearts.stuck.${suffix}`;
+    const groupId = `delivery-stuck-${suffix}`;
+    await ensureTopics(brokers, [topic], 3);
+    const kafka = new Kafka({ clientId: `delivery-stuck-admin-${suffix}`, brokers, logLevel: logLevel.NOTHING });
+    const admin = kafka.admin();
+    const producer = kafka.producer();
+    await Promise.all([admin.connect(), producer.connect()]);
+    // Two delivery processes of one group, each with a bus (a client) of its own. B's handler stays in its insert
+    // until released, as when its database is away: B makes no progress and its partitions' messages wait.
+    const [busA, busB] = ["a", "b"].map((name) => createKafkaBus({ brokers, clientId: `delivery-stuck-${name}-${suffix}`, log: h.deps.log }));
+    let release = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const a = createDeliveryConsumer({ bus: busA!, prisma: h.db.prisma, log: h.deps.log, groupId, topic, stuckAfterMs: 1_000 });
+    const b = createDeliveryConsumer({
+      bus: busB!,
+      prisma: h.db.prisma,
+      log: h.deps.log,
+      groupId,
+      topic,
+      stuckAfterMs: 1_000,
+      dispatcher: { withInsertLease: async (insert) => released.then(() => insert(undefined)) },
+    });
+    t.teardown(async () => {
+      release();
+      await Promise.allSettled([a.stop(), b.stop()]);
+      await Promise.allSettled([busA!.close(), busB!.close(), admin.disconnect(), producer.disconnect()]);
+    });
+    await a.start();
+    await b.start();
+    // The group's assignment as the broker tells it: B's partitions.
+    const partitionsOfB = await eventually(
+      async () => {
+        const [group] = (await admin.describeGroups([groupId])).groups;
+        if (group?.state !== "Stable" || group.members.length !== 2) return undefined;
+        const assigned = group.members.map((m) => ({
+          clientId: m.clientId,
+          partitions: AssignerProtocol.MemberAssignment.decode(m.memberAssignment)?.assignment[topic] ?? [],
+        }));
+        if (assigned.some((m) => m.partitions.length === 0)) return undefined;
+        return assigned.find((m) => m.clientId === `delivery-stuck-b-${suffix}`)?.partitions;
+      },
+      { timeoutMs: 30_000, message: "both members hold partitions" },
+    );
+    const serverId = await insertServer(h.db.prisma, { callbackUrl: "https://hooks.example/hook" });
+    await producer.send({
+      topic,
+      messages: [{ partition: partitionsOfB[0]!, key: serverId, value: Buffer.from(heartCountedEnvelope(serverId, randomUUID())) }],
+    });
+
+    const stuck = await eventually(
+      () =>
+        b.checkProgress().then(
+          () => undefined,
+          (error: Error) => error,
+        ),
+      { timeoutMs: 30_000, message: "B reports itself stuck" },
+    );
+    t.regex(stuck.message, /^consumer stuck: /);
+    t.is(await busA!.lag!(groupId, [topic]), 1, "the group has lag: B's message waits");
+    // A handled nothing for longer than its threshold too, but nothing of its own partitions waits.
+    await t.notThrowsAsync(a.checkProgress(), "A is not stuck");
+    release();
+    await eventually(() => h.db.prisma.delivery.findFirst({ where: { serverId } }).then((d) => d ?? undefined), { timeoutMs: 30_000 });
+    await eventually(
+      () =>
+        b.checkProgress().then(
+          () => true,
+          () => undefined,
+        ),
+      { timeoutMs: 30_000, message: "B moves again" },
+    );
   },
 );

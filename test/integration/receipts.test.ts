@@ -318,6 +318,27 @@ test("a wrong, tampered, truncated or foreign token is the same 404, as a page a
   t.is((await fetch(answer.receiptUrl, { method: "POST" })).status, 405);
 });
 
+test("every answer on a receipt URL says Referrer-Policy: no-referrer and is never cached: page and JSON, found or 404, and the 405 to any other method", async (t) => {
+  const c = t.context;
+  const serverId = await callbackServer(c, "No Referrer", c.ok);
+  const { answer } = await cast(c, serverId, "Quiet");
+  const wrong = `${c.stack.gatewayUrl}/receipts/${"A".repeat(44)}`;
+  const answers: Array<[string, Response]> = [];
+  const urls = { page: answer.receiptUrl, json: `${answer.receiptUrl}.json`, "wrong page": wrong, "wrong json": `${wrong}.json` };
+  for (const [name, url] of Object.entries(urls)) {
+    for (const method of ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]) {
+      const res = await fetch(url, { method });
+      await res.arrayBuffer();
+      answers.push([`${method} ${name} -> ${res.status}`, res]);
+    }
+  }
+  t.deepEqual([...new Set(answers.map(([, res]) => res.status))].sort(), [200, 404, 405]);
+  for (const [label, res] of answers) {
+    t.is(res.headers.get("referrer-policy"), "no-referrer", label);
+    t.is(res.headers.get("cache-control"), "no-store", label);
+  }
+});
+
 test("GetReceipt needs the receipts scope: the gateway's default scopes hold it; a token without it is refused, no token is unauthenticated", async (t) => {
   const c = t.context;
   const serverId = await callbackServer(c, "Scoped Server", c.ok);

@@ -41,6 +41,32 @@ test("CreateServer refuses an empty name and a registration URL that is not http
   });
 });
 
+test("a URL with port 0 is refused by every setting that takes one (callback URL, endpoint URL, registration URL, Votifier port), with and without the development flag, naming the field", async (t) => {
+  for (const h of [t.context.h, t.context.dev]) {
+    const serverId = await newServer(h);
+    const { endpoint } = await h.admin.createEndpoint({ serverId, url: "https://hooks.example/ok", eventTypes: ["heart.counted"] });
+    const refusals: Array<[string, Promise<unknown>, string]> = [
+      ["SetCallbackSettings", h.admin.setCallbackSettings({ serverId, callbackUrl: "https://hooks.example:0/hook" }), "callback_url"],
+      ["CreateEndpoint", h.admin.createEndpoint({ serverId, url: "https://hooks.example:0/hook", eventTypes: ["heart.counted"] }), "callback_url"],
+      ["UpdateEndpoint", h.admin.updateEndpoint({ serverId, endpointId: endpoint!.id, url: "https://hooks.example:00/hook" }), "callback_url"],
+      ["CreateServer", h.admin.createServer({ name: "x", registrationUrl: "https://game.example:0/register" }), "registration_url"],
+      ["SetRegistrationUrl", h.admin.setRegistrationUrl({ serverId, registrationUrl: "http://game.example:0/" }), "registration_url"],
+    ];
+    for (const [rpc, call, field] of refusals) {
+      t.like(errorDetails(await rpcError(call)), { code: Code.InvalidArgument, message: `${field} must not use port 0` }, rpc);
+    }
+    t.like(errorDetails(await rpcError(h.admin.setVotifierSettings({ serverId, host: "mc.example", port: 0, serviceName: "list" }))), {
+      code: Code.InvalidArgument,
+      message: "votifier port must be between 1 and 65535",
+    });
+    // An explicit real port is kept.
+    t.is(
+      (await h.admin.setCallbackSettings({ serverId, callbackUrl: "https://hooks.example:8443/hook" })).server?.callbackUrl,
+      "https://hooks.example:8443/hook",
+    );
+  }
+});
+
 test("GetServer of an unknown or malformed id -> NotFound unknown server", async (t) => {
   const { h } = t.context;
   for (const serverId of ["00000000-0000-4000-8000-000000000000", "x"]) {

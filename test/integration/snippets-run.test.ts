@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import { randomUUID } from "node:crypto";
 import test from "ava";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
+import { startRacingGateway } from "../helpers/racing-gateway.js";
 import { startGatewayStack, type GatewayStack, type TestServer } from "./gateway-stack.js";
 
 const SNIPPETS = fileURLToPath(new URL("../fixtures/snippets/", import.meta.url));
@@ -90,7 +91,7 @@ const PULL_RUNNERS: Record<string, { command: string; args: string[] }> = {
 };
 
 for (const runner of Object.keys(PULL_RUNNERS)) {
-  test(`${runner} pull snippet: lists every unclaimed heart, claims them, and a second run finds none`, async (t) => {
+  test(`${runner} pull snippet: claims each page first and rewards only the hearts answered claimed (one taken meanwhile is not rewarded); a second run finds none`, async (t) => {
     const { serverId } = await stack.createServer();
     await stack.clients.admin.setPullEnabled({ serverId, enabled: true });
     const { secret } = await stack.clients.admin.revealPullSecret({ serverId });
@@ -110,18 +111,23 @@ for (const runner of Object.keys(PULL_RUNNERS)) {
         countedAt: new Date(),
       });
     }
+    // Another poller takes the first listed heart between the snippet's list and its claim.
+    const gateway = await startRacingGateway(stack.baseUrl, async (listed) => {
+      if (listed[0]) await stack.clients.delivery.claimPullHearts({ serverId, heartIds: [listed[0].heart_id] });
+    });
+    t.teardown(() => gateway.close());
     const { command, args } = PULL_RUNNERS[runner]!;
     const runPull = () =>
       new Promise<string>((resolve, reject) => {
         execFile(
           command,
           args,
-          { env: { PATH: process.env.PATH, HOME: process.env.HOME, BASE_URL: stack.baseUrl, SERVER_ID: serverId, PULL_SECRET: secret }, timeout: 120_000 },
+          { env: { PATH: process.env.PATH, HOME: process.env.HOME, BASE_URL: gateway.url, SERVER_ID: serverId, PULL_SECRET: secret }, timeout: 120_000 },
           (error, stdout, stderr) => (error ? reject(new Error(`${runner} pull snippet failed: ${error.message}\n${stderr}`)) : resolve(stdout.trim())),
         );
       });
     const first = (await runPull()).split("\n");
-    t.deepEqual(first, [...hearts.map((id, i) => `reward P${runner}${i} for heart ${id}`), "claimed 3"]);
+    t.deepEqual(first, [...hearts.slice(1).map((id, i) => `reward P${runner}${i + 1} for heart ${id}`), "claimed 2"]);
     t.is(await stack.db.prisma.delivery.count({ where: { serverId, transport: "pull", status: "delivered" } }), 3);
     t.is(await runPull(), "claimed 0");
   });

@@ -78,6 +78,8 @@ const urlCases: UrlCase[] = [
   { url: "", allowInsecure: false, ok: false, error: /required/, rule: "empty is refused" },
   { url: `https://example.com/${"a".repeat(2100)}`, allowInsecure: false, ok: false, error: /at most/, rule: "overlong URL is refused" },
   { url: "https://user:pw@example.com/hook", allowInsecure: true, ok: false, error: /credentials/, rule: "credentials in the URL are refused" },
+  { url: "https://example.com:0/hook", allowInsecure: true, ok: false, error: /^callback_url must not use port 0$/, rule: "port 0 is refused (flag on)" },
+  { url: "https://example.com:00/hook", allowInsecure: false, ok: false, error: /^callback_url must not use port 0$/, rule: "port 0 written :00 is refused" },
   { url: "https://localhost/hook", allowInsecure: false, ok: false, error: /localhost/, rule: "localhost is refused" },
   { url: "https://LOCALHOST./hook", allowInsecure: false, ok: false, error: /localhost/, rule: "localhost with a trailing dot and capitals is refused" },
   { url: "https://api.localhost/hook", allowInsecure: false, ok: false, error: /localhost/, rule: "*.localhost is refused" },

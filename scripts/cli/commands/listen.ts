@@ -3,11 +3,15 @@
  * the signed pull API (gateway /api/pull/hearts and /api/pull/claims, docs/votifier-and-pull.md), so
  * no public URL or tunnel is needed. Each heart is POSTed exactly as the delivery service sends a
  * callback: the same body builder and signer (services/delivery/send-callback.ts signCallback) and the
- * same sender (sendCallback), keyed with the server's callback secret. A heart is claimed only after
- * the receiver answered 2xx, so one the receiver refused is offered again on a later poll.
+ * same sender (sendCallback), keyed with the server's callback secret. Each listed page is claimed
+ * first and only the hearts the claim answered `claimed` are forwarded: on a pay-once server another
+ * transport (an in-game claim, the callback, Votifier) may have paid a listed heart meanwhile, and the
+ * claim is what decides (`already_claimed` or `unknown`: not forwarded, and said so). A claimed heart the
+ * receiver refused is no longer listed, so listen keeps it and forwards it again itself.
  * With `--forward-to votifier://host:port` each heart is sent instead as a Votifier v2 vote to a
  * local NuVotifier listener, with the delivery service's own sender (send-votifier.ts).
  */
+import type { PullClaimStatus } from "../../../services/delivery/claim-pull-hearts.js";
 import { MAX_PULL_CLAIM } from "../../../services/delivery/pull-store.js";
 import { CALLBACK_TIMEOUT_MS, sendCallback, signCallback } from "../../../services/delivery/send-callback.js";
 import { VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, sendVotifierVote } from "../../../services/delivery/send-votifier.js";
@@ -21,7 +25,7 @@ import { callRpc, createClients } from "../rpc.js";
 /** The gateway's pull endpoints (gateway/handle-pull.ts PULL_HEARTS_PATH, PULL_CLAIMS_PATH; the CLI test checks they are equal). */
 export const PULL_PATHS = { hearts: "/api/pull/hearts", claims: "/api/pull/claims" } as const;
 const DEFAULT_INTERVAL_MS = 1000;
-/** A heart the receiver refused waits at least this long, doubling per failure up to the cap, before it is forwarded again. */
+/** A claimed heart the receiver refused waits at least this long, doubling per failure up to the cap, before it is forwarded again. */
 const RETRY_BASE_MS = 2000;
 const RETRY_CAP_MS = 30_000;
 const PAGE_LIMIT = 100;
@@ -34,6 +38,12 @@ interface PulledHeart {
   counted_at: string | null;
   streak_day?: number;
 }
+
+/** Why a heart the claim did not grant is not forwarded, as listen prints it. */
+const NOT_GRANTED_TEXT: Record<Exclude<PullClaimStatus, "claimed">, string> = {
+  already_claimed: "already_claimed (paid by another transport first, or claimed before)",
+  unknown: "unknown (no longer a pullable heart of this server)",
+};
 
 /** A gateway answer the loop cannot continue after (bad secret, pull off, unknown server). */
 class PullRefused extends Error {}
@@ -210,12 +220,14 @@ export const listen: Command = {
     const { pullSecret, callbackSecret, standardWebhooks } = await resolveSecrets(ctx, serverId, target.kind === "http");
     const gatewayUrl = ctx.config().gatewayUrl;
     const stop = ctx.interrupted;
-    /** Hearts the receiver refused: when each may be forwarded again. */
-    const backoff = new Map<string, { failures: number; notBefore: number }>();
+    /** Hearts this run claimed that the target has not accepted yet (claimed hearts are not listed again): when each is forwarded again. */
+    const held = new Map<string, { heart: PulledHeart; failures: number; notBefore: number }>();
     let forwarded = 0;
+    let notGranted = 0;
     let gatewayDown = false;
 
     ctx.out.progress(`Ready! Forwarding counted hearts of ${serverId} to ${forwardTo} (polling ${gatewayUrl} every ${intervalMs} ms). Ctrl-C to stop.`);
+    const label = target.kind === "votifier" ? "vote" : "heart.counted";
     /** Sends one heart to the target; the outcome as status text, latency and error. */
     const send = async (heart: PulledHeart): Promise<{ ok: boolean; status: number | undefined; latencyMs: number; error: string }> => {
       if (target.kind === "votifier") {
@@ -249,25 +261,63 @@ export const listen: Command = {
         error: outcome.kind === "failed" ? outcome.error : outcome.kind === "gone" ? "410 Gone (the service would disable the callback)" : "",
       };
     };
-    const forward = async (heart: PulledHeart): Promise<boolean> => {
+    /** Forwards a heart this run claimed; one the target refused is held and forwarded again after a backoff. */
+    const forward = async (heart: PulledHeart): Promise<void> => {
       const outcome = await send(heart);
       const ok = outcome.ok;
       const status = outcome.status === undefined ? (target.kind === "votifier" ? (ok ? "ok" : "refused") : "---") : String(outcome.status);
       const time = new Date().toISOString().slice(11, 19);
       const detail = ok ? "" : `  ${outcome.error}`;
-      const label = target.kind === "votifier" ? "vote" : "heart.counted";
       if (ctx.out.json) {
         process.stdout.write(
-          `${JSON.stringify({ time: new Date().toISOString(), event: label, heart_id: heart.heart_id, username: heart.username, status: outcome.status ?? null, ok, latency_ms: outcome.latencyMs, ...(ok ? {} : { error: detail.trim() }) })}\n`,
+          `${JSON.stringify({ time: new Date().toISOString(), event: label, heart_id: heart.heart_id, username: heart.username, claim: "claimed", status: outcome.status ?? null, ok, latency_ms: outcome.latencyMs, ...(ok ? {} : { error: detail.trim() }) })}\n`,
         );
       } else {
         process.stdout.write(`${time}  --> ${label}  ${heart.heart_id}  ${heart.username.padEnd(16)}  [${status}] ${outcome.latencyMs} ms${detail}\n`);
       }
-      return ok;
+      if (ok) {
+        held.delete(heart.heart_id);
+        forwarded++;
+        return;
+      }
+      const failures = (held.get(heart.heart_id)?.failures ?? 0) + 1;
+      held.set(heart.heart_id, { heart, failures, notBefore: Date.now() + Math.min(RETRY_CAP_MS, RETRY_BASE_MS * 2 ** (failures - 1)) });
+    };
+    /** A listed heart the claim did not grant: not forwarded, and said so. */
+    const reportNotGranted = (heart: PulledHeart, status: Exclude<PullClaimStatus, "claimed">) => {
+      notGranted++;
+      if (ctx.out.json) {
+        process.stdout.write(
+          `${JSON.stringify({ time: new Date().toISOString(), event: label, heart_id: heart.heart_id, username: heart.username, claim: status, ok: false, error: `not forwarded: ${NOT_GRANTED_TEXT[status]}` })}\n`,
+        );
+      } else {
+        const time = new Date().toISOString().slice(11, 19);
+        process.stdout.write(`${time}  --- ${label}  ${heart.heart_id}  ${heart.username.padEnd(16)}  not forwarded: ${NOT_GRANTED_TEXT[status]}\n`);
+      }
+    };
+    /** Claims the hearts; each heart's answer (an id the gateway did not answer counts as `unknown`). */
+    const claim = async (hearts: PulledHeart[]): Promise<Map<string, PullClaimStatus>> => {
+      const statuses = new Map<string, PullClaimStatus>();
+      for (let i = 0; i < hearts.length; i += MAX_PULL_CLAIM) {
+        // Not aborted by Ctrl-C: a claim that reached the gateway must come back, so what it granted is forwarded.
+        const answer = (await postSigned(
+          gatewayUrl,
+          PULL_PATHS.claims,
+          pullSecret,
+          { server_id: serverId, heart_ids: hearts.slice(i, i + MAX_PULL_CLAIM).map((h) => h.heart_id) },
+          AbortSignal.timeout(GATEWAY_TIMEOUT_MS),
+        )) as { results: Array<{ heart_id: string; status: PullClaimStatus }> };
+        for (const result of answer.results) statuses.set(result.heart_id, result.status);
+      }
+      return statuses;
     };
 
     while (!stop.aborted) {
       try {
+        for (const { heart, notBefore } of [...held.values()]) {
+          if (stop.aborted) break;
+          if (notBefore <= Date.now()) await forward(heart);
+        }
         let cursor: string | null = null;
         do {
           const page = (await postSigned(
@@ -282,30 +332,16 @@ export const listen: Command = {
           };
           if (gatewayDown) ctx.out.progress("The gateway answers again.");
           gatewayDown = false;
-          const delivered: string[] = [];
-          for (const heart of page.hearts) {
-            if (stop.aborted) break;
-            const wait = backoff.get(heart.heart_id);
-            if (wait && wait.notBefore > Date.now()) continue;
-            if (await forward(heart)) {
-              delivered.push(heart.heart_id);
-              backoff.delete(heart.heart_id);
-            } else {
-              const failures = (wait?.failures ?? 0) + 1;
-              backoff.set(heart.heart_id, { failures, notBefore: Date.now() + Math.min(RETRY_CAP_MS, RETRY_BASE_MS * 2 ** (failures - 1)) });
-            }
+          // A held heart offered again (a redelivery) is already this run's to forward.
+          const offered = page.hearts.filter((h) => !held.has(h.heart_id));
+          // Claimed before it is forwarded (pay-once): only the claim's `claimed` makes the heart this run's to pay.
+          const statuses = offered.length > 0 ? await claim(offered) : new Map<string, PullClaimStatus>();
+          // What the claim granted is forwarded even after Ctrl-C: claimed hearts are not offered again.
+          for (const heart of offered) {
+            const status = statuses.get(heart.heart_id) ?? "unknown";
+            if (status === "claimed") await forward(heart);
+            else reportNotGranted(heart, status);
           }
-          // Claimed only once the receiver answered 2xx: a refused heart stays pending and is offered again.
-          for (let i = 0; i < delivered.length; i += MAX_PULL_CLAIM) {
-            await postSigned(
-              gatewayUrl,
-              PULL_PATHS.claims,
-              pullSecret,
-              { server_id: serverId, heart_ids: delivered.slice(i, i + MAX_PULL_CLAIM) },
-              AbortSignal.timeout(GATEWAY_TIMEOUT_MS),
-            );
-          }
-          forwarded += delivered.length;
           cursor = page.next_cursor;
         } while (cursor && !stop.aborted);
       } catch (error) {
@@ -321,7 +357,13 @@ export const listen: Command = {
       }
       await sleep(intervalMs, stop);
     }
-    ctx.out.progress(`Stopped. ${forwarded} heart${forwarded === 1 ? "" : "s"} forwarded.`);
+    if (held.size > 0) {
+      ctx.out.progress(
+        `${held.size} claimed heart${held.size === 1 ? " was" : "s were"} not accepted by ${forwardTo} and ${held.size === 1 ? "is" : "are"} no longer offered by the pull API: ${[...held.keys()].join(", ")}. "Redeliver" on the dashboard's deliveries offers one again.`,
+      );
+    }
+    const skipped = notGranted === 0 ? "" : ` ${notGranted} not forwarded: the claim did not grant ${notGranted === 1 ? "it" : "them"}.`;
+    ctx.out.progress(`Stopped. ${forwarded} heart${forwarded === 1 ? "" : "s"} forwarded.${skipped}`);
     return EXIT_OK;
   },
 };

@@ -1,6 +1,6 @@
 import { DomainError } from "../../shared/errors.js";
 import { boundField } from "../../shared/field-rules.js";
-import { requiredText, invalidUrlText, urlCredentialsText } from "../../shared/contract.js";
+import { requiredText, invalidUrlText, urlCredentialsText, urlPortZeroText } from "../../shared/contract.js";
 
 /** A trimmed, non-empty server name. */
 export function toServerName(name: string): string {
@@ -10,7 +10,7 @@ export function toServerName(name: string): string {
 }
 
 /**
- * A registration URL: an absolute http(s) URL without credentials, or null
+ * A registration URL: an absolute http(s) URL without credentials or port 0, or null
  * when empty (no redirect). The page is public, so plain http is allowed.
  */
 export function toRegistrationUrl(url: string): string | null {
@@ -26,5 +26,6 @@ export function toRegistrationUrl(url: string): string | null {
   }
   if (parsed.protocol !== "https:" && parsed.protocol !== "http:") throw new DomainError("invalid_argument", "registration_url must use http or https");
   if (parsed.username !== "" || parsed.password !== "") throw new DomainError("invalid_argument", urlCredentialsText("registration_url"));
+  if (parsed.port === "0") throw new DomainError("invalid_argument", urlPortZeroText("registration_url"));
   return parsed.toString();
 }

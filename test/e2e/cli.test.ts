@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHmac } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "ava";
@@ -76,6 +76,12 @@ async function createServer(t: { is: (a: unknown, b: unknown, m?: string) => voi
   const run = await rcb(["servers", "create", "--name", "CLI Test", ...extra, "--json"]);
   t.is(run.code, 0, run.stderr);
   return JSON.parse(run.stdout) as Created;
+}
+
+/** `rcb events send` for a server made by createServer, signed with its referral secret. */
+function sendEvent(created: Created, event: string, token: string, extra: string[] = []): Promise<Run> {
+  const args = ["events", "send", "--server", created.server.server_id, "--secret", created.secrets.referral_secret, "--event", event, "--token", token];
+  return rcb([...args, ...extra]);
 }
 
 /** The receiver's own check, written with node:crypto from the contract: HMAC-SHA256(whsec_..., "<t>.<raw body>"), any v1. */
@@ -346,18 +352,7 @@ test("listen --forward-to votifier://: each counted heart becomes a Votifier v2 
 
 test.serial("events send names the flag each event needs: registered without --referee is a usage error naming --referee", async (t) => {
   const created = await createServer(t);
-  const run = await rcb([
-    "events",
-    "send",
-    "--server",
-    created.server.server_id,
-    "--secret",
-    created.secrets.referral_secret,
-    "--event",
-    "registered",
-    "--token",
-    "tok",
-  ]);
+  const run = await sendEvent(created, "registered", "tok");
   t.is(run.code, 2);
   t.regex(run.stderr, /--referee is required for --event registered/);
   const help = await rcb(["events", "send", "--help"]);
@@ -367,18 +362,7 @@ test.serial("events send names the flag each event needs: registered without --r
 test.serial("events send prints the ingest endpoint's status and error text when it refuses an event", async (t) => {
   const created = await createServer(t);
   const serverId = created.server.server_id;
-  const unknownToken = await rcb([
-    "events",
-    "send",
-    "--server",
-    serverId,
-    "--secret",
-    created.secrets.referral_secret,
-    "--event",
-    "qualified",
-    "--token",
-    "no-such-token",
-  ]);
+  const unknownToken = await sendEvent(created, "qualified", "no-such-token");
   t.is(unknownToken.code, 1);
   t.regex(unknownToken.stderr, /the ingest endpoint refused the event: 404 "unknown referral token for this server"/);
   t.notRegex(unknownToken.stderr, /The event was not accepted\.$/m);
@@ -399,21 +383,7 @@ test.serial("clicks record prints a click token that events send registers with,
   const human = await rcb(["clicks", "record", "--server", serverId]);
   t.is(human.code, 0, human.stderr);
   t.regex(human.stdout, /^token\s+\S+/m);
-  const registered = await rcb([
-    "events",
-    "send",
-    "--server",
-    serverId,
-    "--secret",
-    created.secrets.referral_secret,
-    "--event",
-    "registered",
-    "--token",
-    token,
-    "--referee",
-    "player-7",
-    "--json",
-  ]);
+  const registered = await sendEvent(created, "registered", token, ["--referee", "player-7", "--json"]);
   t.is(registered.code, 0, registered.stderr);
   t.like(JSON.parse(registered.stdout), { status: 200, body: { ok: true, state: "registered" } });
 });
@@ -500,7 +470,7 @@ const FRESH_PATH = (process.env.PATH ?? "")
   .filter((dir) => !dir.includes("node_modules"))
   .join(":");
 
-test.serial("the commands the CLI prints (servers create's Next: lines, help) run as printed from a fresh shell in the checkout", async (t) => {
+test.serial("the commands the CLI prints (servers create's Next: lines, help, docs) run as printed from a fresh shell in the checkout", async (t) => {
   const created = await rcb(["servers", "create"]);
   t.is(created.code, 0, created.stderr);
   const next =
@@ -531,7 +501,12 @@ test.serial("the commands the CLI prints (servers create's Next: lines, help) ru
     const help = await rcb(args);
     t.notRegex(help.stdout.replaceAll("npx rcb", ""), /(^|\s|`)rcb /m, help.stdout);
   }
-  for (const doc of ["docs/cli.md", "README.md"]) {
+  for (const doc of [
+    "README.md",
+    ...readdirSync(join(ROOT, "docs"))
+      .filter((f) => f.endsWith(".md"))
+      .map((f) => `docs/${f}`),
+  ]) {
     t.notRegex(
       readFileSync(join(ROOT, doc), "utf8").replaceAll("npx rcb", ""),
       /(^|\s|`)rcb /m,

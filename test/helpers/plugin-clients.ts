@@ -270,38 +270,118 @@ export type EasyVote329Step =
   /** A claim for the transaction is already in flight, or it waits for manual review: nothing sent. */
   | { kind: "nothing_sent"; state: EasyVoteTransaction["state"] | "status in flight" };
 
+/** A claim retry ScheduleClaimRetry set (timer.Once). */
+export interface ScheduledClaimRetry {
+  delaySeconds: number;
+  scheduledAtMs: number;
+}
+
+/** EasyVoteExtended 3.2.9's VoteRequestSpacing: its request queue sends one request every 0.2 s. */
+export const EASY_VOTE_REQUEST_SPACING_MS = 200;
+
+/**
+ * EasyVoteExtended 3.2.9's request queue (StartRequestQueueProcessor): one queued request leaves every `spacingMs`,
+ * claims first (QueueVoteRequest with priority), then status requests.
+ */
+export interface VoteRequestQueue {
+  /** Resolves when the request's turn has come. */
+  wait(priority: boolean): Promise<void>;
+  /** Status requests still waiting (the automatic check skips its cycle while there are any). */
+  readonly waitingStatusRequests: number;
+  /** Claims waiting for their slot. */
+  readonly waitingClaims: number;
+}
+
+/** Builds a VoteRequestQueue; its timer runs only while something waits. */
+export function createVoteRequestQueue(spacingMs = EASY_VOTE_REQUEST_SPACING_MS): VoteRequestQueue {
+  const claims: (() => void)[] = [];
+  const statuses: (() => void)[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  const tick = () => {
+    (claims.shift() ?? statuses.shift())?.();
+    if (claims.length + statuses.length === 0) {
+      clearInterval(timer);
+      timer = undefined;
+    }
+  };
+  return {
+    wait(priority) {
+      return new Promise<void>((resolve) => {
+        (priority ? claims : statuses).push(resolve);
+        timer ??= setInterval(tick, spacingMs);
+      });
+    },
+    get waitingStatusRequests() {
+      return statuses.length;
+    },
+    get waitingClaims() {
+      return claims.length;
+    },
+  };
+}
+
 /** EasyVoteExtended 3.2.9 on one game server, for one voting site: its transactions, and every reward it gave. */
 export interface EasyVoteExtended329 {
   /** The open claim transactions, by the player's SteamID64 (the plugin's key is player:server:site; one server and site here). */
   readonly transactions: ReadonlyMap<string, EasyVoteTransaction>;
   /** Every reward given, in order. */
   readonly payments: readonly EasyVotePayment[];
-  /** The players whose claim retry is scheduled (ScheduleClaimRetry), with the plugin's delay in seconds. */
-  readonly scheduledRetries: ReadonlyMap<string, number>;
+  /** The players whose claim retry is scheduled (ScheduleClaimRetry): the plugin's delay, and when it was scheduled. */
+  readonly scheduledRetries: ReadonlyMap<string, ScheduledClaimRetry>;
   /** CheckVotingStatus for one player (the /claim command, or an automatic check), with the claim it queues. */
   checkVotingStatus(player: RustPlayer): Promise<EasyVote329Step>;
-  /** The scheduled retry timers firing now (the test or the campaign compresses the plugin's 10-300 s): each re-queues its claim. */
-  retryClaims(): Promise<EasyVote329Step[]>;
+  /**
+   * The scheduled retry timers that `isDue` says have fired (default: all, now): each re-queues its claim. The caller
+   * owns the clock, so a test fires them when it wants and the campaign compresses the plugin's 10-300 s.
+   */
+  retryClaims(isDue?: (retry: ScheduledClaimRetry) => boolean): Promise<EasyVote329Step[]>;
   /** Rewards given to one player. */
   paidCount(steamId: string): number;
+  /** Requests sent and answers read, for a report. */
+  readonly stats: EasyVote329Stats;
+}
+
+/** What EasyVoteExtended 3.2.9 sent and read. */
+export interface EasyVote329Stats {
+  statusRequests: number;
+  claimRequests: number;
+  /** Claims answered other than 200 (a refused connection and a timeout included). */
+  claimFailures: number;
+  /** Claims answered 200, by the trimmed body ("other" for anything but 0, 1, 2). */
+  claimAnswers: Record<"0" | "1" | "2" | "other", number>;
+  /** Transactions that reached MaximumClaimAttempts (ManualReview). */
+  manualReviews: number;
 }
 
 /**
  * EasyVoteExtended 3.2.9's claim transaction, step for step (HandleStatusWebRequestCallback, EnqueueClaimRequest,
  * QueuePendingClaimTransaction, HandleClaimWebRequestCallback, ScheduleClaimRetry, ConfirmClaimTransaction), with the
- * requests of easyVoteUrl. `beforeClaim` runs where the plugin queues the claim (QueueVoteRequest), before each claim is sent.
+ * requests of easyVoteUrl. `beforeClaim` runs where the plugin queues the claim, before each claim is sent; `queue`
+ * (optional) spaces the requests as the plugin's queue does.
  */
 export function createEasyVoteExtended329(config: {
   site: EasyVoteSite;
   credentials: string;
   timeoutMs?: number;
   beforeClaim?: (steamId: string, attempt: number) => Promise<void>;
+  queue?: VoteRequestQueue;
 }): EasyVoteExtended329 {
   const transactions = new Map<string, EasyVoteTransaction>();
   const payments: EasyVotePayment[] = [];
-  const scheduledRetries = new Map<string, number>();
+  const scheduledRetries = new Map<string, ScheduledClaimRetry>();
   const claimsInFlight = new Set<string>();
   const statusInFlight = new Set<string>();
+  const stats: EasyVote329Stats = {
+    statusRequests: 0,
+    claimRequests: 0,
+    claimFailures: 0,
+    claimAnswers: { "0": 0, "1": 0, "2": 0, other: 0 },
+    manualReviews: 0,
+  };
+  const toManualReview = (tx: EasyVoteTransaction) => {
+    tx.state = "ManualReview";
+    stats.manualReviews++;
+  };
   const timeoutMs = config.timeoutMs ?? EASY_VOTE_329_TIMEOUT_MS;
   let sequence = 0;
   const request = (template: string, player: RustPlayer) => pluginRequest(easyVoteUrl(template, config.site, config.credentials, player), timeoutMs);
@@ -322,10 +402,10 @@ export function createEasyVoteExtended329(config: {
   const scheduleRetry = (tx: EasyVoteTransaction) => {
     if (!isActive(tx) || tx.state === "ManualReview" || scheduledRetries.has(tx.player.steamId)) return;
     if (tx.attempts >= EASY_VOTE_329_MAX_CLAIM_ATTEMPTS) {
-      tx.state = "ManualReview";
+      toManualReview(tx);
       return;
     }
-    scheduledRetries.set(tx.player.steamId, tx.attempts <= 3 ? Math.max(10, tx.attempts * 10) : 300);
+    scheduledRetries.set(tx.player.steamId, { delaySeconds: tx.attempts <= 3 ? Math.max(10, tx.attempts * 10) : 300, scheduledAtMs: Date.now() });
   };
   const ambiguous = (tx: EasyVoteTransaction, code: number, response: string): EasyVote329Step => {
     tx.state = "Uncertain";
@@ -340,7 +420,7 @@ export function createEasyVoteExtended329(config: {
     if (tx === undefined) return { kind: "silent" };
     if (tx.state === "ManualReview") return { kind: "nothing_sent", state: tx.state };
     if (tx.attempts >= EASY_VOTE_329_MAX_CLAIM_ATTEMPTS) {
-      tx.state = "ManualReview";
+      toManualReview(tx);
       return { kind: "nothing_sent", state: tx.state };
     }
     if (claimsInFlight.has(steamId)) return { kind: "nothing_sent", state: tx.state };
@@ -348,13 +428,17 @@ export function createEasyVoteExtended329(config: {
     scheduledRetries.delete(steamId);
     try {
       await config.beforeClaim?.(steamId, tx.attempts + 1);
+      await config.queue?.wait(true);
       if (!isActive(tx)) return { kind: "silent" };
       tx.attempts++;
       tx.state = "Sent";
+      stats.claimRequests++;
       const res = await request(config.site.claimUrl, tx.player);
+      if (res.status !== 200) stats.claimFailures++;
+      const response = res.body.trim();
+      if (res.status === 200) stats.claimAnswers[response === "0" || response === "1" || response === "2" ? response : "other"]++;
       if (!isActive(tx)) return { kind: "silent" };
       if (res.status !== 200) return ambiguous(tx, res.status, res.body);
-      const response = res.body.trim();
       if (response === "1") return confirm(tx, "claim 1");
       if (response === "2") {
         if (tx.hadAmbiguousFailure) return confirm(tx, "claim 2 after an ambiguous attempt");
@@ -375,6 +459,7 @@ export function createEasyVoteExtended329(config: {
     transactions,
     payments,
     scheduledRetries,
+    stats,
     async checkVotingStatus(player) {
       const steamId = player.steamId;
       const existing = transactions.get(steamId);
@@ -387,6 +472,8 @@ export function createEasyVoteExtended329(config: {
       statusInFlight.add(steamId);
       let res: RawHttpAnswer;
       try {
+        await config.queue?.wait(false);
+        stats.statusRequests++;
         res = await request(config.site.statusUrl, player);
       } finally {
         statusInFlight.delete(steamId);
@@ -414,8 +501,8 @@ export function createEasyVoteExtended329(config: {
       }
       return { kind: "silent" };
     },
-    async retryClaims() {
-      const due = [...scheduledRetries.keys()];
+    async retryClaims(isDue = () => true) {
+      const due = [...scheduledRetries].filter(([, retry]) => isDue(retry)).map(([steamId]) => steamId);
       return Promise.all(
         due.map((steamId) => {
           scheduledRetries.delete(steamId);

@@ -49,7 +49,7 @@ import { applyMigrations } from "./db/schema-engine.js";
 import { startKafka, type KafkaBroker } from "./infra/kafka.js";
 import { startPostgres, type PostgresInstance } from "./infra/postgres.js";
 import {
-  checkCallback,
+  checkServerCallback,
   E2E_CALLBACK_TIMEOUT_MS,
   newSecretsKey,
   precreateTopics,
@@ -505,13 +505,7 @@ async function startCampaignReceiver(secrets: Map<string, string>): Promise<{ re
   const receiver = await startReceiver({
     fallback: (request) => {
       ledger.requests++;
-      let serverId = "";
-      try {
-        serverId = String((JSON.parse(request.text) as { server_id?: unknown }).server_id);
-      } catch {
-        // Failure policy: an unparseable body cannot name its server; checkCallback below rejects it.
-      }
-      const check = checkCallback({ ...request, response: {} }, secrets.get(serverId) ?? "");
+      const check = checkServerCallback(request, secrets);
       if (!check.ok) {
         ledger.invalidSignatures++;
         return { status: 401, body: check.reason };
@@ -583,13 +577,9 @@ async function main(): Promise<void> {
   };
   for (const role of Object.keys(sys.live) as Role[]) watchCrash(sys, role);
   progress(`processes ready (gateway ${gatewayUrl}, referral service ${referralServiceUrl}); phases: ${[...PHASES].join(", ")}`);
-  const db = new pg.Client({ connectionString: databaseUrl });
-  await db.connect();
-  cleanup.add(() => db.end());
-
-  const pipeline = PHASES.has("pipeline") ? await runPipeline(sys, db) : undefined;
+  const pipeline = PHASES.has("pipeline") ? await runPipeline(sys) : undefined;
   const payOnce = PHASES.has("pay-once") ? await runPayOnce(sys) : undefined;
-  if (pipeline !== undefined) await reportAndWrite(sys, db, pipeline, payOnce, { startedAt, machine });
+  if (pipeline !== undefined) await reportAndWrite(sys, await connectDatabase(sys), pipeline, payOnce, { startedAt, machine });
   else if (payOnce !== undefined) {
     writeFileSync(OUTPUT, withSection(OUTPUT, TITLE, payOnceSection(payOnce)));
     progress(`wrote the pay-once section of ${OUTPUT}`);
@@ -610,8 +600,16 @@ interface PipelineRun {
   serverIds: string[];
 }
 
+/** A client of the campaign's database, ended at cleanup (opened after the phases: the PostgreSQL restart would cut it). */
+async function connectDatabase(sys: System): Promise<pg.Client> {
+  const db = new pg.Client({ connectionString: sys.databaseUrl });
+  await db.connect();
+  cleanup.add(() => db.end());
+  return db;
+}
+
 /** The seven pipeline phases, one fault each, then the drain. */
-async function runPipeline(sys: System, db: pg.Client): Promise<PipelineRun> {
+async function runPipeline(sys: System): Promise<PipelineRun> {
   const callbackSecrets = new Map<string, string>();
   const { receiver, ledger } = await startCampaignReceiver(callbackSecrets);
   cleanup.add(() => receiver.close());
@@ -665,6 +663,7 @@ async function runPipeline(sys: System, db: pg.Client): Promise<PipelineRun> {
   currentPhase = "drain";
 
   // Drain: every counted heart paid, every delivery delivered.
+  const db = await connectDatabase(sys);
   const drainStarted = Date.now();
   let lastLine = 0;
   for (;;) {

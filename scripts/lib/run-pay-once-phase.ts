@@ -15,7 +15,7 @@
  */
 import pg from "pg";
 import { markdownTable } from "../../bench/lib/infra.js";
-import { checkCallback } from "../../test/e2e/e2e-support.js";
+import { checkServerCallback } from "../../test/e2e/e2e-support.js";
 import {
   createEasyVoteExtended329,
   createVoteRequestQueue,
@@ -140,13 +140,7 @@ async function startPayOnceReceiver(secrets: Map<string, string>): Promise<PayOn
   const receiver = await startReceiver({
     fallback: (request) => {
       counts.requests++;
-      let serverId = "";
-      try {
-        serverId = String((JSON.parse(request.text) as { server_id?: unknown }).server_id);
-      } catch {
-        // Failure policy: an unparseable body cannot name its server; checkCallback below rejects it.
-      }
-      const check = checkCallback({ ...request, response: {} }, secrets.get(serverId) ?? "");
+      const check = checkServerCallback(request, secrets);
       if (!check.ok) {
         counts.invalidSignatures++;
         return { status: 401, body: check.reason };

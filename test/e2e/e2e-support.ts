@@ -218,6 +218,20 @@ export function checkCallback(request: RecordedRequest, secret: string): Callbac
 }
 
 /**
+ * checkCallback for a receiver shared by several servers: the body's `server_id` picks the secret
+ * (an unknown or unreadable one checks against no secret, so it fails).
+ */
+export function checkServerCallback(request: Omit<RecordedRequest, "response">, secrets: ReadonlyMap<string, string>): CallbackCheck {
+  let serverId = "";
+  try {
+    serverId = String((JSON.parse(request.text) as { server_id?: unknown }).server_id);
+  } catch {
+    // Failure policy: an unparseable body cannot name its server; checkCallback below rejects it.
+  }
+  return checkCallback({ ...request, response: {} }, secrets.get(serverId) ?? "");
+}
+
+/**
  * A receiver's reward logic, keyed on heart_id as the contract asks: it verifies each
  * callback, pays a heart_id once, and counts duplicates and rejects.
  */

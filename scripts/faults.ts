@@ -18,14 +18,24 @@
  * and how each process recovered (time to ready). Exit status 1 when anything was
  * lost, half-applied or failed verification.
  *
- * Bounded: about 5 minutes (FAULTS_TIME_LIMIT_S, default 900, kills it), a fixed
+ * Then the pay-once phase (scripts/lib/run-pay-once-phase.ts): servers in pay-once mode, a
+ * receiver answering 200, 500 or never, a client following EasyVoteExtended 3.2.9's retry
+ * rule, and the gateway, referral service and delivery killed and restarted; its section of
+ * RELIABILITY.md counts each heart paid once, paid twice or unpaid, and exit status is 1 when a
+ * heart was paid twice. FAULTS_PHASES picks the groups: `pipeline` (the seven phases above),
+ * `pay-once`, or both (the default); a run of pay-once alone replaces only its own section.
+ *
+ * Bounded: about 8 minutes, 3 for pay-once alone (FAULTS_TIME_LIMIT_S, default 900, kills it), a fixed
  * number of hearts and events per phase, and only 127.0.0.1.
- * Settings (env): FAULTS_PHASE_S (20), FAULTS_HEARTS_PER_S (8), FAULTS_REFERRALS_PER_S (2),
- * FAULTS_SERVERS (4), FAULTS_DRAIN_S (180), FAULTS_TIME_LIMIT_S (900), FAULTS_OUTPUT (RELIABILITY.md).
+ * Settings (env): FAULTS_PHASES (pipeline,pay-once), FAULTS_PHASE_S (20), FAULTS_HEARTS_PER_S (8),
+ * FAULTS_REFERRALS_PER_S (2), FAULTS_SERVERS (4), FAULTS_DRAIN_S (180), FAULTS_PAY_ONCE_HEARTS (300),
+ * FAULTS_PAY_ONCE_S (60), FAULTS_PAY_ONCE_DRAIN_S (120), FAULTS_TIME_LIMIT_S (900), FAULTS_OUTPUT (RELIABILITY.md).
  */
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
-import { withKeptSections } from "./lib/kept-sections.js";
+import { withKeptSections, withSection } from "./lib/kept-sections.js";
+import { PAY_ONCE_HEADING, payOnceSection, runPayOncePhase, type PayOnceResult } from "./lib/run-pay-once-phase.js";
+import { createLimiter, sleep, withRetries } from "./lib/campaign-clients.js";
 import { DEFAULT_KAFKA_SESSION_TIMEOUT_MS } from "../services/delivery/consumer.js";
 import { resolve } from "node:path";
 import pg from "pg";
@@ -39,7 +49,8 @@ import { applyMigrations } from "./db/schema-engine.js";
 import { startKafka, type KafkaBroker } from "./infra/kafka.js";
 import { startPostgres, type PostgresInstance } from "./infra/postgres.js";
 import {
-  checkCallback,
+  checkServerCallback,
+  E2E_CALLBACK_TIMEOUT_MS,
   newSecretsKey,
   precreateTopics,
   signIngest,
@@ -51,7 +62,7 @@ import {
   type ServiceProcess,
   type SystemSettings,
 } from "../test/e2e/e2e-support.js";
-import { createProcessGroup, freePort, REPO_ROOT, type ProcessGroup } from "../test/helpers/processes.js";
+import { createProcessGroup, freeRestartablePort, REPO_ROOT, type ProcessGroup } from "../test/helpers/processes.js";
 import { startReceiver, type Receiver } from "../test/helpers/receiver.js";
 import { createServiceClients, type ServiceClients } from "../test/helpers/stack.js";
 
@@ -61,13 +72,21 @@ const REFERRALS_PER_SECOND = envInt("FAULTS_REFERRALS_PER_S", 2);
 const SERVER_COUNT = envInt("FAULTS_SERVERS", 4);
 const DRAIN_MS = envInt("FAULTS_DRAIN_S", 180) * 1000;
 const OUTPUT = resolve(REPO_ROOT, process.env.FAULTS_OUTPUT ?? "RELIABILITY.md");
+/** The report's title (a run of one phase writes it when there is no file yet). */
+const TITLE = "# Reliability";
+/** The phase groups a run can pick with FAULTS_PHASES. */
+const PHASE_GROUPS = ["pipeline", "pay-once"] as const;
+type PhaseGroup = (typeof PHASE_GROUPS)[number];
+const PHASES = loadPhases(process.env.FAULTS_PHASES);
+const PAY_ONCE_HEARTS = envInt("FAULTS_PAY_ONCE_HEARTS", 300);
+const PAY_ONCE_MS = envInt("FAULTS_PAY_ONCE_S", 60) * 1000;
+const PAY_ONCE_DRAIN_MS = envInt("FAULTS_PAY_ONCE_DRAIN_S", 120) * 1000;
+/** The pay-once plugin's timers (10-300 s) run ten times as fast, so its retries fall inside the phase. */
+const PLUGIN_TIME_SCALE = 0.1;
 /** The flaky receiver's failure rate. */
 const FLAKY_FAILURE_RATE = 0.15;
 /** When in a phase the fault is injected. */
 const FAULT_AT_FRACTION = 0.3;
-/** Client retries: a game server backend retries 5xx and network errors with the same server_event_id. */
-const CLIENT_RETRY_DELAY_MS = 500;
-const CLIENT_GIVE_UP_MS = 120_000;
 /** Requests in flight at most (the campaign's own bound on load). */
 const MAX_IN_FLIGHT = 16;
 /** How often readiness is polled while a process recovers. */
@@ -78,6 +97,17 @@ const progress = createProgress("faults");
 const cleanup = createCleanup(progress);
 installTimeLimit(envInt("FAULTS_TIME_LIMIT_S", 900), cleanup, progress);
 
+/** FAULTS_PHASES: comma-separated PHASE_GROUPS; absent or empty means all of them. */
+function loadPhases(value: string | undefined): Set<PhaseGroup> {
+  const names = (value ?? "")
+    .split(",")
+    .map((n) => n.trim())
+    .filter((n) => n !== "");
+  const unknown = names.filter((n) => !(PHASE_GROUPS as readonly string[]).includes(n));
+  if (unknown.length > 0) throw new Error(`FAULTS_PHASES: unknown ${unknown.join(", ")} (known: ${PHASE_GROUPS.join(", ")})`);
+  return new Set(names.length === 0 ? PHASE_GROUPS : (names as PhaseGroup[]));
+}
+
 /** The system under test. */
 interface System {
   pgInstance: PostgresInstance;
@@ -87,6 +117,8 @@ interface System {
   group: ProcessGroup;
   clients: ServiceClients;
   gatewayUrl: string;
+  /** The referral service's address: fixed, so a restarted one is where the gateway and the clients look. */
+  referralServiceUrl: string;
   /** The current process of each role (replaced after a kill or a crash). */
   live: Record<Role, ServiceProcess>;
   /** Crashes seen (a process that exited without being killed by the campaign). */
@@ -140,16 +172,14 @@ interface ReceiverLedger {
   flaky: boolean;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Starts one role's process (the production main.ts) and waits until it is ready. */
-async function startRole(sys: Pick<System, "group" | "settings" | "gatewayUrl">, role: Role, name: string, rpcUrl?: string): Promise<ServiceProcess> {
+async function startRole(sys: Pick<System, "group" | "settings" | "gatewayUrl" | "referralServiceUrl">, role: Role, name: string): Promise<ServiceProcess> {
   switch (role) {
     case "referral-service":
-      return startReferralServiceProcess(sys.group, sys.settings, { publicBaseUrl: sys.gatewayUrl });
+      return startReferralServiceProcess(sys.group, sys.settings, { publicBaseUrl: sys.gatewayUrl, env: { PORT: new URL(sys.referralServiceUrl).port } });
     case "gateway": {
       const port = Number(new URL(sys.gatewayUrl).port);
-      return startGatewayProcess(sys.group, { port, referralServiceUrl: rpcUrl! });
+      return startGatewayProcess(sys.group, { port, referralServiceUrl: sys.referralServiceUrl });
     }
     case "relay":
       return startRelayProcess(sys.group, sys.settings, name);
@@ -175,58 +205,6 @@ async function waitReady(opsUrl: string, timeoutMs = READY_TIMEOUT_MS): Promise<
     if (Date.now() > deadline) throw new Error(`${opsUrl}/readyz not 200 within ${timeoutMs} ms`);
     await sleep(READY_POLL_MS);
   }
-}
-
-/**
- * Runs `fn` until it returns a result `isRetryable` does not ask to retry, retrying after errors and retryable results
- * every CLIENT_RETRY_DELAY_MS until CLIENT_GIVE_UP_MS has passed; returns the result (or the last error) and the retries.
- */
-async function withRetries<T>(
-  fn: () => Promise<T>,
-  isRetryable: (result: T) => boolean = () => false,
-): Promise<{ result?: T; retries: number; error?: unknown }> {
-  const deadline = Date.now() + CLIENT_GIVE_UP_MS;
-  let retries = 0;
-  for (;;) {
-    let error: unknown;
-    try {
-      const result = await fn();
-      if (!isRetryable(result)) return { result, retries };
-    } catch (e) {
-      // Failure policy: a network error or an RPC error while a dependency restarts is retried, as a real client would.
-      error = e;
-    }
-    if (Date.now() > deadline) return { retries, error: error ?? new Error("gave up") };
-    retries++;
-    await sleep(CLIENT_RETRY_DELAY_MS);
-  }
-}
-
-/** A small in-flight limiter: the campaign never has more than MAX_IN_FLIGHT requests out. */
-function createLimiter(max: number) {
-  let active = 0;
-  const waiting: (() => void)[] = [];
-  const pending = new Set<Promise<void>>();
-  return {
-    run(job: () => Promise<void>): void {
-      const start = async () => {
-        if (active >= max) await new Promise<void>((resolve) => waiting.push(resolve));
-        active++;
-        try {
-          await job();
-        } finally {
-          active--;
-          waiting.shift()?.();
-        }
-      };
-      const p = start();
-      pending.add(p);
-      void p.finally(() => pending.delete(p));
-    },
-    async idle(): Promise<void> {
-      while (pending.size > 0) await Promise.allSettled([...pending]);
-    },
-  };
 }
 
 /** Casts one heart, retrying RPC errors (the cooldown makes a retry of a committed heart harmless). */
@@ -331,8 +309,7 @@ async function generateLoad(sys: System, servers: CampaignServer[], load: PhaseL
 
 /** Replaces the process of `role` with a fresh one and waits until it is ready. */
 async function restartRole(sys: System, role: Role, name: string): Promise<void> {
-  const rpcUrl = role === "gateway" ? (sys.live["referral-service"] as ServiceProcess & { rpcUrl?: string }).rpcUrl : undefined;
-  const next = await startRole(sys, role, name, rpcUrl);
+  const next = await startRole(sys, role, name);
   sys.live[role] = next;
   watchCrash(sys, role);
 }
@@ -373,7 +350,7 @@ const READY_NOTES: Partial<Record<Role, string>> = {
 };
 
 /** SIGKILLs a process and starts a new one at once (a supervisor's restart). */
-function killAndRestart(role: Role): Fault["inject"] {
+function killAndRestart(role: Role): (sys: System) => Promise<Omit<Recovery, "phase">[]> {
   return async (sys) => {
     const victim = sys.live[role].proc;
     const started = Date.now();
@@ -528,13 +505,7 @@ async function startCampaignReceiver(secrets: Map<string, string>): Promise<{ re
   const receiver = await startReceiver({
     fallback: (request) => {
       ledger.requests++;
-      let serverId = "";
-      try {
-        serverId = String((JSON.parse(request.text) as { server_id?: unknown }).server_id);
-      } catch {
-        // Failure policy: an unparseable body cannot name its server; checkCallback below rejects it.
-      }
-      const check = checkCallback({ ...request, response: {} }, secrets.get(serverId) ?? "");
+      const check = checkServerCallback(request, secrets);
       if (!check.ok) {
         ledger.invalidSignatures++;
         return { status: 401, body: check.reason };
@@ -582,11 +553,13 @@ async function main(): Promise<void> {
     secretsKey: newSecretsKey(),
     groupId: `faults-${randomBytes(4).toString("hex")}`,
   };
-  const gatewayUrl = `http://127.0.0.1:${await freePort()}`;
-  const base = { group, settings, gatewayUrl };
-  const referralService = (await startRole(base, "referral-service", "referral-service")) as ServiceProcess & { rpcUrl: string };
+  // Both fixed and outside the ephemeral range: the pay-once phase restarts these processes on their ports.
+  const gatewayUrl = `http://127.0.0.1:${await freeRestartablePort()}`;
+  const referralServiceUrl = `http://127.0.0.1:${await freeRestartablePort()}`;
+  const base = { group, settings, gatewayUrl, referralServiceUrl };
+  const referralService = await startRole(base, "referral-service", "referral-service");
   const [gateway, relay, delivery] = await Promise.all([
-    startRole(base, "gateway", "gateway", referralService.rpcUrl),
+    startRole(base, "gateway", "gateway"),
     startRole(base, "relay", "relay"),
     startRole(base, "delivery", "delivery"),
   ]);
@@ -596,14 +569,47 @@ async function main(): Promise<void> {
     databaseUrl,
     settings,
     group,
-    clients: createServiceClients(referralService.rpcUrl),
+    clients: createServiceClients(referralServiceUrl),
     gatewayUrl,
+    referralServiceUrl,
     live: { "referral-service": referralService, gateway, relay, delivery },
     crashes: [],
   };
   for (const role of Object.keys(sys.live) as Role[]) watchCrash(sys, role);
-  progress(`processes ready (gateway ${gatewayUrl}, referral service ${referralService.rpcUrl})`);
+  progress(`processes ready (gateway ${gatewayUrl}, referral service ${referralServiceUrl}); phases: ${[...PHASES].join(", ")}`);
+  const pipeline = PHASES.has("pipeline") ? await runPipeline(sys) : undefined;
+  const payOnce = PHASES.has("pay-once") ? await runPayOnce(sys) : undefined;
+  if (pipeline !== undefined) await reportAndWrite(sys, await connectDatabase(sys), pipeline, payOnce, { startedAt, machine });
+  else if (payOnce !== undefined) {
+    writeFileSync(OUTPUT, withSection(OUTPUT, TITLE, payOnceSection(payOnce)));
+    progress(`wrote the pay-once section of ${OUTPUT}`);
+  }
+  if (payOnce !== undefined) {
+    progress(`pay-once: ${payOnce.counted} counted hearts, ${payOnce.paidOnce} paid once, ${payOnce.paidTwice} paid twice, ${payOnce.unpaid} unpaid`);
+    if (payOnce.paidTwice > 0) process.exitCode = 1;
+  }
+}
 
+/** What the pipeline phases measured, for the report. */
+interface PipelineRun {
+  loads: PhaseLoad[];
+  recoveries: Recovery[];
+  ledger: ReceiverLedger;
+  drainSeconds: number;
+  /** The pipeline's servers (the report counts their hearts and deliveries only). */
+  serverIds: string[];
+}
+
+/** A client of the campaign's database, ended at cleanup (opened after the phases: the PostgreSQL restart would cut it). */
+async function connectDatabase(sys: System): Promise<pg.Client> {
+  const db = new pg.Client({ connectionString: sys.databaseUrl });
+  await db.connect();
+  cleanup.add(() => db.end());
+  return db;
+}
+
+/** The seven pipeline phases, one fault each, then the drain. */
+async function runPipeline(sys: System): Promise<PipelineRun> {
   const callbackSecrets = new Map<string, string>();
   const { receiver, ledger } = await startCampaignReceiver(callbackSecrets);
   cleanup.add(() => receiver.close());
@@ -617,6 +623,7 @@ async function main(): Promise<void> {
     callbackSecrets.set(id, (await sys.clients.admin.revealCallbackSecret({ serverId: id })).secret);
     servers.push({ id, referralSecret });
   }
+  const serverIds = servers.map((s) => s.id);
 
   const loads: PhaseLoad[] = [];
   const recoveries: Recovery[] = [];
@@ -656,15 +663,15 @@ async function main(): Promise<void> {
   currentPhase = "drain";
 
   // Drain: every counted heart paid, every delivery delivered.
-  const db = new pg.Client({ connectionString: databaseUrl });
-  await db.connect();
-  cleanup.add(() => db.end());
+  const db = await connectDatabase(sys);
   const drainStarted = Date.now();
   let lastLine = 0;
   for (;;) {
-    const counted = await db.query<{ id: string }>("SELECT id::text FROM hearts WHERE counted");
+    const counted = await db.query<{ id: string }>("SELECT id::text FROM hearts WHERE counted AND server_id = ANY($1::uuid[])", [serverIds]);
     const missing = counted.rows.filter((r) => !ledger.paid.has(r.id)).length;
-    const open = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM deliveries WHERE status <> 'delivered'");
+    const open = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM deliveries WHERE status <> 'delivered' AND server_id = ANY($1::uuid[])", [
+      serverIds,
+    ]);
     if (missing === 0 && open.rows[0]!.n === "0") break;
     if (Date.now() - lastLine > 5_000) {
       lastLine = Date.now();
@@ -676,22 +683,55 @@ async function main(): Promise<void> {
     }
     await sleep(500);
   }
-  const drainSeconds = (Date.now() - drainStarted) / 1000;
-  await reportAndWrite(sys, db, loads, recoveries, ledger, { startedAt, drainSeconds, machine });
+  return { loads, recoveries, ledger, drainSeconds: (Date.now() - drainStarted) / 1000, serverIds };
+}
+
+/** The pay-once phase on the running system (its kills go through killAndRestart, like the pipeline's). */
+async function runPayOnce(sys: System): Promise<PayOnceResult> {
+  currentPhase = "pay-once";
+  progress(`pay-once phase: ${PAY_ONCE_HEARTS} hearts over ${PAY_ONCE_MS / 1000} s on ${SERVER_COUNT} servers`);
+  return runPayOncePhase({
+    clients: sys.clients,
+    gatewayUrl: sys.gatewayUrl,
+    databaseUrl: sys.databaseUrl,
+    progress,
+    killAndRestart: async (role) => {
+      const [recovery] = await killAndRestart(role)(sys);
+      return recovery?.secondsToReady ?? 0;
+    },
+    nextHeartNumber: () => state.heartNumber++,
+    settings: {
+      hearts: PAY_ONCE_HEARTS,
+      durationMs: PAY_ONCE_MS,
+      drainMs: PAY_ONCE_DRAIN_MS,
+      servers: SERVER_COUNT,
+      callbackTimeoutMs: E2E_CALLBACK_TIMEOUT_MS,
+      pluginTimeScale: PLUGIN_TIME_SCALE,
+    },
+  });
 }
 
 /** Per-phase results from the database (the truth) and the receiver. */
 async function reportAndWrite(
   sys: System,
   db: pg.Client,
-  loads: PhaseLoad[],
-  recoveries: Recovery[],
-  ledger: ReceiverLedger,
-  run: { startedAt: number; drainSeconds: number; machine: ReturnType<typeof machineInfo> },
+  pipeline: PipelineRun,
+  payOnce: PayOnceResult | undefined,
+  run: { startedAt: number; machine: ReturnType<typeof machineInfo> },
 ): Promise<void> {
-  const hearts = await db.query<{ id: string; voter_identity: string; counted: boolean }>("SELECT id::text, voter_identity, counted FROM hearts");
-  const deliveries = await db.query<{ heart_id: string; status: string; attempts: number }>("SELECT heart_id::text, status::text, attempts FROM deliveries");
-  const attempts = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM delivery_attempts");
+  const { loads, recoveries, ledger, serverIds } = pipeline;
+  const hearts = await db.query<{ id: string; voter_identity: string; counted: boolean }>(
+    "SELECT id::text, voter_identity, counted FROM hearts WHERE server_id = ANY($1::uuid[])",
+    [serverIds],
+  );
+  const deliveries = await db.query<{ heart_id: string; status: string; attempts: number }>(
+    "SELECT heart_id::text, status::text, attempts FROM deliveries WHERE server_id = ANY($1::uuid[])",
+    [serverIds],
+  );
+  const attempts = await db.query<{ n: string }>(
+    "SELECT count(*)::text AS n FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.server_id = ANY($1::uuid[])",
+    [serverIds],
+  );
   const deadLetters = await db.query<{ source: string; code: string; n: string }>(
     "SELECT source, code, count(*)::text AS n FROM dead_letters GROUP BY 1, 2 ORDER BY 1, 2",
   );
@@ -796,14 +836,15 @@ async function reportAndWrite(
     eventTotals.missing === 0 &&
     eventTotals.halfApplied === 0 &&
     ledger.invalidSignatures === 0 &&
-    transitions.rows[0]!.n === referralOutbox.rows[0]!.n;
+    transitions.rows[0]!.n === referralOutbox.rows[0]!.n &&
+    (payOnce === undefined || payOnce.paidTwice === 0);
   const minutes = ((Date.now() - run.startedAt) / 60_000).toFixed(1);
 
   const md = `# Reliability
 
 Written by \`npm run faults\` (scripts/faults.ts) on ${run.machine.at.slice(0, 10)}; do not edit by hand, run it again.
 
-**Result: ${totals.lost} of ${totals.counted} counted hearts lost, ${totals.duplicated} duplicated callbacks (a receiver keyed on \`heart_id\` pays once), ${eventTotals.missing} referral events answered 200 but not recorded, ${eventTotals.halfApplied} half-applied referrals, ${ledger.invalidSignatures} callbacks failing signature verification.** ${ok ? "Nothing lost, nothing half-applied." : "SOMETHING WAS LOST OR HALF-APPLIED: see the tables."}
+**Result: ${totals.lost} of ${totals.counted} counted hearts lost, ${totals.duplicated} duplicated callbacks (a receiver keyed on \`heart_id\` pays once), ${eventTotals.missing} referral events answered 200 but not recorded, ${eventTotals.halfApplied} half-applied referrals, ${ledger.invalidSignatures} callbacks failing signature verification${payOnce === undefined ? "" : `; pay-once: ${payOnce.paidTwice} of ${payOnce.counted} hearts paid twice, ${payOnce.unpaid} unpaid`}.** ${ok ? "Nothing lost, nothing half-applied, nothing paid twice." : "SOMETHING WAS LOST, HALF-APPLIED OR PAID TWICE: see the tables."}
 
 ## What ran
 
@@ -860,22 +901,25 @@ Processes that exited by themselves (restarted by the campaign, as a supervisor 
   failing verification: ${ledger.invalidSignatures}.
 - Delivery attempts recorded: ${attempts.rows[0]!.n}; deliveries not delivered at the end: ${deliveries.rows.filter((d) => d.status !== "delivered").length}.
 - Dead letters: ${deadLetters.rows.length === 0 ? "none" : deadLetters.rows.map((d) => `${d.n} from the ${d.source} (${d.code})`).join(", ")}; outbox rows unpublished at the end: ${unpublished.rows[0]!.n}.
-- Drain after the last phase: ${run.drainSeconds.toFixed(1)} s. Whole run: ${minutes} min.
+- Drain after the last phase: ${pipeline.drainSeconds.toFixed(1)} s. Whole run: ${minutes} min.
 - Machine: ${run.machine.nproc} cores (${run.machine.cpuModel}), ${run.machine.memoryGiB} GiB, Node ${run.machine.node}, load average at start ${run.machine.loadAverage.join(" / ")} (shared with other work).
 
-## Running it
+${payOnce === undefined ? "" : `${payOnceSection(payOnce)}\n`}## Running it
 
 \`\`\`sh
 npm run faults
+FAULTS_PHASES=pay-once npm run faults   # the pay-once phase alone: a few minutes, rewrites its own section only
 \`\`\`
 
-Needs what \`npm test\` needs (PostgreSQL server binaries, a JDK for Kafka). It takes about five minutes,
-prints a progress line per step, and exits with status 1 when a heart was lost, an event was half-applied or
-a callback failed verification. Settings (environment): \`FAULTS_PHASE_S\` (20), \`FAULTS_HEARTS_PER_S\` (8),
-\`FAULTS_REFERRALS_PER_S\` (2), \`FAULTS_SERVERS\` (4), \`FAULTS_DRAIN_S\` (180), \`FAULTS_TIME_LIMIT_S\` (900),
-\`FAULTS_OUTPUT\` (\`RELIABILITY.md\`).
+Needs what \`npm test\` needs (PostgreSQL server binaries, a JDK for Kafka). It takes about eight minutes,
+prints a progress line per step, and exits with status 1 when a heart was lost, an event was half-applied,
+a callback failed verification or a pay-once heart was paid twice. Settings (environment): \`FAULTS_PHASES\`
+(\`pipeline,pay-once\`), \`FAULTS_PHASE_S\` (20), \`FAULTS_HEARTS_PER_S\` (8), \`FAULTS_REFERRALS_PER_S\` (2),
+\`FAULTS_SERVERS\` (4), \`FAULTS_DRAIN_S\` (180), \`FAULTS_PAY_ONCE_HEARTS\` (300), \`FAULTS_PAY_ONCE_S\` (60),
+\`FAULTS_PAY_ONCE_DRAIN_S\` (120), \`FAULTS_TIME_LIMIT_S\` (900), \`FAULTS_OUTPUT\` (\`RELIABILITY.md\`).
 `;
-  writeFileSync(OUTPUT, withKeptSections(md, OUTPUT));
+  // A run without the pay-once phase keeps the previous file's pay-once section.
+  writeFileSync(OUTPUT, withKeptSections(md, OUTPUT, payOnce === undefined ? [PAY_ONCE_HEADING] : []));
   progress(
     `wrote ${OUTPUT}: ${totals.counted} counted, ${totals.delivered} delivered, ${totals.lost} lost, ${totals.duplicated} duplicated; events ${eventTotals.ok} answered 200, ${eventTotals.missing} missing, ${eventTotals.halfApplied} half-applied`,
   );

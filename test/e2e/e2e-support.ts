@@ -131,6 +131,8 @@ export async function startRelayProcess(group: ProcessGroup, s: SystemSettings, 
 
 /** The compressed retry schedule of the e2e tests (about 12 s in all instead of two days). */
 export const E2E_RETRY_SCHEDULE = "200ms,500ms,1s,2s,3s,5s";
+/** The callback timeout of the delivery processes the e2e tests (and the fault campaign) start. */
+export const E2E_CALLBACK_TIMEOUT_MS = 2_000;
 
 /** Starts the delivery service (consumer + dispatcher) and waits until /readyz is 200; `env` overrides or adds settings. */
 export async function startDeliveryProcess(
@@ -150,7 +152,7 @@ export async function startDeliveryProcess(
       KAFKA_GROUP_ID: s.groupId,
       DELIVERY_RETRY_SCHEDULE: E2E_RETRY_SCHEDULE,
       DELIVERY_POLL_INTERVAL_MS: "50",
-      CALLBACK_TIMEOUT_MS: "2000",
+      CALLBACK_TIMEOUT_MS: String(E2E_CALLBACK_TIMEOUT_MS),
       ALLOW_INSECURE_CALLBACKS: "true",
       LOG_LEVEL: s.logLevel ?? "info",
       ...env,
@@ -213,6 +215,20 @@ export function checkCallback(request: RecordedRequest, secret: string): Callbac
   }
   if (body.timestamp !== parsed.t) return { ok: false, reason: `t=${parsed.t} differs from body.timestamp=${String(body.timestamp)}` };
   return { ok: true, body };
+}
+
+/**
+ * checkCallback for a receiver shared by several servers: the body's `server_id` picks the secret
+ * (an unknown or unreadable one checks against no secret, so it fails).
+ */
+export function checkServerCallback(request: Omit<RecordedRequest, "response">, secrets: ReadonlyMap<string, string>): CallbackCheck {
+  let serverId = "";
+  try {
+    serverId = String((JSON.parse(request.text) as { server_id?: unknown }).server_id);
+  } catch {
+    // Failure policy: an unparseable body cannot name its server; checkCallback below rejects it.
+  }
+  return checkCallback({ ...request, response: {} }, secrets.get(serverId) ?? "");
 }
 
 /**

@@ -20,6 +20,18 @@
  *    - Its default rust-servers.net entry checks with `?object=votes&element=claim&key={0}&steamid={1}` and claims
  *      with `?action=custom&object=plugin&element=reward&key={0}&steamid={1}`; the others (rustservers.gg,
  *      bestservers, trackyserver, rustserverlist) use `?action=status|claim&key={0}&steamid={1}` (+ `&server={2}`).
+ *    EasyVoteExtended 3.2.9 (same repository, the commit "Version 3.2.9") keeps these URLs and parsers and adds a
+ *    persisted claim transaction per (player, server, site), `PendingClaimTransaction` (createEasyVoteExtended329):
+ *    - status "1" -> EnqueueClaimRequest: a transaction (Attempts 0, State Created, HadAmbiguousFailure false), its
+ *      claim queued (QueueVoteRequest, one request every 0.2 s); each send counts an attempt (State Sent), 15 s timeout.
+ *    - claim answer: code != 200 (any status, a refused connection, a timeout) -> State Uncertain, HadAmbiguousFailure
+ *      true, ScheduleClaimRetry; "1" -> Confirm (pay); "2" -> Confirm when HadAmbiguousFailure, else "already voted"
+ *      and the transaction dropped; "0" -> dropped, "not voted"; anything else -> Uncertain and ambiguous, retried.
+ *    - ScheduleClaimRetry: after 10 s, 10 s, 20 s, 30 s, then 300 s; at MaximumClaimAttempts = 6 the transaction goes to
+ *      ManualReview (no more claims; the next CheckVotingStatus releases it and checks the status again).
+ *    - CheckVotingStatus while a transaction exists sends no status request: it re-queues the claim (or finishes a
+ *      confirmed one). A status "2" while a transaction with HadAmbiguousFailure exists Confirms it (pays); a status
+ *      "0" drops an existing transaction.
  * 2. The FiveM vote script for trackyserver (github.com/Murgator/FiveM-vote-script, server/server.lua, config.lua).
  *    - config.lua: Config.trackyServerKey, Config.identifier = "steam" | "discord". The URLs are the `endpoints`
  *      table at the top of server/server.lua: `<api>/vote/?action=status&key=%s&<identifier>id=%s&customid=%s`
@@ -39,6 +51,19 @@
  *      by default); a status other than 2xx makes it return false (the plugin's error path).
  *    - Parse: json_decode(..., true) must be an array with `voted` and `claimed` both booleans (is_bool), else error.
  *      Check voted && !claimed -> the claim request; claim answering voted && claimed -> reward.
+ * 4. RocketMod Votifier for Unturned (fr34kyn01535's plugin; its RocketMod 4 source as kept at github.com/Tortellio/Votifier,
+ *    Votifier.cs, VotifierWebclient.cs, Config.cs, CommandReward.cs).
+ *    - Config: per service an APIKey; a ServiceDefinition with CheckHasVoted and ReportSuccess, C# format strings
+ *      {0} = the key, {1} = the player. unturned-servers.net's: `/api/?object=votes&element=claim&key={0}&steamid={1}` and
+ *      `/api/?action=post&object=votes&element=claim&key={0}&steamid={1}`. Nothing is escaped; the player is the SteamID64.
+ *    - /reward (alias /vote): WebClient.DownloadStringAsync(check URL) with a 5 s timeout (VotifierWebclient). A non-2xx
+ *      status or a network error makes e.Result throw in the completion handler: nothing happens, the player types
+ *      /reward again. The answer is compared exactly (a switch, no trim): "0" -> "not yet voted"; "2" -> "already voted";
+ *      "1" -> the reward is given AT ONCE (OnPlayerVoted), then ReportSuccess is requested fire-and-forget: its answer,
+ *      or its failure, is never read.
+ *
+ * Retrying after a failed request: EasyVoteExtended 3.2.9 retries its claim transaction (above); every other plugin
+ * keeps nothing, so a failed request is followed by the player's next command, which runs the whole check again.
  */
 import net from "node:net";
 
@@ -56,7 +81,7 @@ export interface RawHttpAnswer {
  * GET `url` the way the plugins' HTTP stacks do: HTTP/1.1, `Host` and `Connection: close` only (no
  * User-Agent, no Accept), the path and query sent exactly as given (no re-encoding), read to the close.
  */
-export function pluginGet(url: string): Promise<RawHttpAnswer> {
+export function pluginGet(url: string, opts: { timeoutMs?: number } = {}): Promise<RawHttpAnswer> {
   const at = url.indexOf("/", url.indexOf("//") + 2);
   const origin = new URL(url.slice(0, at === -1 ? undefined : at));
   const target = at === -1 ? "/" : url.slice(at);
@@ -64,7 +89,8 @@ export function pluginGet(url: string): Promise<RawHttpAnswer> {
   return new Promise((resolve, reject) => {
     const socket = net.connect({ host: origin.hostname, port: Number(origin.port || 80) });
     const chunks: Buffer[] = [];
-    socket.setTimeout(30_000, () => socket.destroy(new Error(`no answer from ${origin.host} within 30 s`)));
+    const timeoutMs = opts.timeoutMs ?? 30_000;
+    socket.setTimeout(timeoutMs, () => socket.destroy(new Error(`no answer from ${origin.host} within ${timeoutMs} ms`)));
     socket.on("connect", () => socket.write(request));
     socket.on("data", (chunk: Buffer) => chunks.push(chunk));
     socket.on("error", reject);
@@ -76,6 +102,20 @@ export function pluginGet(url: string): Promise<RawHttpAnswer> {
       }
     });
   });
+}
+
+/**
+ * A plugin's request as its HTTP stack reports it back: a refused connection, a cut one or a timeout is status 0 with
+ * the error as the body (Oxide's web requests and FiveM's PerformHttpRequest call back with code 0; PHP's
+ * file_get_contents returns false; .NET's WebClient raises), so every client reads "no 200" the way its plugin does.
+ */
+export async function pluginRequest(url: string, timeoutMs?: number): Promise<RawHttpAnswer> {
+  try {
+    return await pluginGet(url, timeoutMs === undefined ? {} : { timeoutMs });
+  } catch (error) {
+    // Failure policy: the plugins see a network failure as a failed request (code 0), never as an answer.
+    return { status: 0, headers: {}, body: (error as Error).message, request: "" };
+  }
 }
 
 function parseResponse(raw: Buffer): Omit<RawHttpAnswer, "request"> {
@@ -156,9 +196,17 @@ export function easyVoteUrl(template: string, site: EasyVoteSite, credentials: s
   return formatCs(template, escapeDataString(serverKey), identifier, escapeDataString(serverId));
 }
 
+/** Oxide's web request timeout as EasyVoteExtended 3.2.1 passes it. */
+const EASY_VOTE_321_TIMEOUT_MS = 5_000;
+
+/** What a test may do between a plugin's check and its claim (where the fault is injected: a plugin queues its claim). */
+export interface PluginHooks {
+  beforeClaim?: () => Promise<void>;
+}
+
 /** EasyVoteExtended's status request alone, parsed as HandleStatusWebRequestCallback does (without following a "1"). */
 export async function easyVoteStatus(site: EasyVoteSite, credentials: string, player: RustPlayer): Promise<"claim" | EasyVoteOutcome> {
-  const res = await pluginGet(easyVoteUrl(site.statusUrl, site, credentials, player));
+  const res = await pluginRequest(easyVoteUrl(site.statusUrl, site, credentials, player), EASY_VOTE_321_TIMEOUT_MS);
   if (res.status !== 200) return { kind: "error", code: res.status, response: res.body };
   const response = res.body.trim();
   if (response === "1") return "claim";
@@ -167,9 +215,9 @@ export async function easyVoteStatus(site: EasyVoteSite, credentials: string, pl
   return { kind: "silent" };
 }
 
-/** EasyVoteExtended's claim request alone, parsed as HandleClaimWebRequestCallback does. */
+/** EasyVoteExtended's claim request alone, parsed as HandleClaimWebRequestCallback does (3.2.1: no transaction kept). */
 export async function easyVoteClaim(site: EasyVoteSite, credentials: string, player: RustPlayer): Promise<EasyVoteOutcome> {
-  const res = await pluginGet(easyVoteUrl(site.claimUrl, site, credentials, player));
+  const res = await pluginRequest(easyVoteUrl(site.claimUrl, site, credentials, player), EASY_VOTE_321_TIMEOUT_MS);
   if (res.status !== 200) return { kind: "error", code: res.status, response: res.body };
   const response = res.body.trim();
   if (response === "1") return { kind: "rewarded" };
@@ -177,10 +225,295 @@ export async function easyVoteClaim(site: EasyVoteSite, credentials: string, pla
   return { kind: "told_not_voted" };
 }
 
-/** One CheckVotingStatus round for one site: status, then the claim when the status said "1". */
-export async function easyVoteCheck(site: EasyVoteSite, credentials: string, player: RustPlayer): Promise<EasyVoteOutcome> {
+/** One CheckVotingStatus round of 3.2.1 for one site: status, then the claim when the status said "1". */
+export async function easyVoteCheck(site: EasyVoteSite, credentials: string, player: RustPlayer, hooks: PluginHooks = {}): Promise<EasyVoteOutcome> {
   const status = await easyVoteStatus(site, credentials, player);
-  return status === "claim" ? easyVoteClaim(site, credentials, player) : status;
+  if (status !== "claim") return status;
+  await hooks.beforeClaim?.();
+  return easyVoteClaim(site, credentials, player);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// EasyVoteExtended 3.2.9: the claim transaction
+
+/** EasyVoteExtended 3.2.9's VoteApiRequestTimeout. */
+export const EASY_VOTE_329_TIMEOUT_MS = 15_000;
+/** EasyVoteExtended 3.2.9's MaximumClaimAttempts. */
+export const EASY_VOTE_329_MAX_CLAIM_ATTEMPTS = 6;
+
+/** One PendingClaimTransaction of EasyVoteExtended 3.2.9 (persisted by the plugin; here in memory). */
+export interface EasyVoteTransaction {
+  transactionId: string;
+  player: RustPlayer;
+  attempts: number;
+  state: "Created" | "Sent" | "Uncertain" | "Confirmed" | "ManualReview";
+  hadAmbiguousFailure: boolean;
+}
+
+/** One reward EasyVoteExtended 3.2.9 gave (FinalizeConfirmedClaimTransaction), and which answer confirmed it. */
+export interface EasyVotePayment {
+  steamId: string;
+  transactionId: string;
+  confirmedBy: "claim 1" | "claim 2 after an ambiguous attempt" | "status 2 after an ambiguous attempt";
+}
+
+/** What one CheckVotingStatus (or a retry) of 3.2.9 did for the player. */
+export type EasyVote329Step =
+  | { kind: "rewarded" }
+  | { kind: "told_not_voted" }
+  | { kind: "told_already_voted" }
+  | { kind: "silent" }
+  /** The claim failed or answered something unexpected: the transaction is kept, ambiguous, and retried. */
+  | { kind: "claim_retry_scheduled"; code: number; response: string }
+  /** The status request failed: logged, nothing kept. */
+  | { kind: "status_error"; code: number }
+  /** A claim for the transaction is already in flight, or it waits for manual review: nothing sent. */
+  | { kind: "nothing_sent"; state: EasyVoteTransaction["state"] | "status in flight" };
+
+/** A claim retry ScheduleClaimRetry set (timer.Once). */
+export interface ScheduledClaimRetry {
+  delaySeconds: number;
+  scheduledAtMs: number;
+}
+
+/** EasyVoteExtended 3.2.9's VoteRequestSpacing: its request queue sends one request every 0.2 s. */
+export const EASY_VOTE_REQUEST_SPACING_MS = 200;
+
+/**
+ * EasyVoteExtended 3.2.9's request queue (StartRequestQueueProcessor): one queued request leaves every `spacingMs`,
+ * claims first (QueueVoteRequest with priority), then status requests.
+ */
+export interface VoteRequestQueue {
+  /** Resolves when the request's turn has come. */
+  wait(priority: boolean): Promise<void>;
+  /** Status requests still waiting (the automatic check skips its cycle while there are any). */
+  readonly waitingStatusRequests: number;
+  /** Claims waiting for their slot. */
+  readonly waitingClaims: number;
+}
+
+/** Builds a VoteRequestQueue; its timer runs only while something waits. */
+export function createVoteRequestQueue(spacingMs = EASY_VOTE_REQUEST_SPACING_MS): VoteRequestQueue {
+  const claims: (() => void)[] = [];
+  const statuses: (() => void)[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  const tick = () => {
+    (claims.shift() ?? statuses.shift())?.();
+    if (claims.length + statuses.length === 0) {
+      clearInterval(timer);
+      timer = undefined;
+    }
+  };
+  return {
+    wait(priority) {
+      return new Promise<void>((resolve) => {
+        (priority ? claims : statuses).push(resolve);
+        timer ??= setInterval(tick, spacingMs);
+      });
+    },
+    get waitingStatusRequests() {
+      return statuses.length;
+    },
+    get waitingClaims() {
+      return claims.length;
+    },
+  };
+}
+
+/** EasyVoteExtended 3.2.9 on one game server, for one voting site: its transactions, and every reward it gave. */
+export interface EasyVoteExtended329 {
+  /** The open claim transactions, by the player's SteamID64 (the plugin's key is player:server:site; one server and site here). */
+  readonly transactions: ReadonlyMap<string, EasyVoteTransaction>;
+  /** Every reward given, in order. */
+  readonly payments: readonly EasyVotePayment[];
+  /** The players whose claim retry is scheduled (ScheduleClaimRetry): the plugin's delay, and when it was scheduled. */
+  readonly scheduledRetries: ReadonlyMap<string, ScheduledClaimRetry>;
+  /** CheckVotingStatus for one player (the /claim command, or an automatic check), with the claim it queues. */
+  checkVotingStatus(player: RustPlayer): Promise<EasyVote329Step>;
+  /**
+   * The scheduled retry timers that `isDue` says have fired (default: all, now): each re-queues its claim. The caller
+   * owns the clock, so a test fires them when it wants and the campaign compresses the plugin's 10-300 s.
+   */
+  retryClaims(isDue?: (retry: ScheduledClaimRetry) => boolean): Promise<EasyVote329Step[]>;
+  /** Rewards given to one player. */
+  paidCount(steamId: string): number;
+  /** Requests sent and answers read, for a report. */
+  readonly stats: EasyVote329Stats;
+}
+
+/** What EasyVoteExtended 3.2.9 sent and read. */
+export interface EasyVote329Stats {
+  statusRequests: number;
+  claimRequests: number;
+  /** Claims answered other than 200 (a refused connection and a timeout included). */
+  claimFailures: number;
+  /** Claims answered 200, by the trimmed body ("other" for anything but 0, 1, 2). */
+  claimAnswers: Record<"0" | "1" | "2" | "other", number>;
+  /** Transactions that reached MaximumClaimAttempts (ManualReview). */
+  manualReviews: number;
+}
+
+/**
+ * EasyVoteExtended 3.2.9's claim transaction, step for step (HandleStatusWebRequestCallback, EnqueueClaimRequest,
+ * QueuePendingClaimTransaction, HandleClaimWebRequestCallback, ScheduleClaimRetry, ConfirmClaimTransaction), with the
+ * requests of easyVoteUrl. `beforeClaim` runs where the plugin queues the claim, before each claim is sent; `queue`
+ * (optional) spaces the requests as the plugin's queue does.
+ */
+export function createEasyVoteExtended329(config: {
+  site: EasyVoteSite;
+  credentials: string;
+  timeoutMs?: number;
+  beforeClaim?: (steamId: string, attempt: number) => Promise<void>;
+  queue?: VoteRequestQueue;
+}): EasyVoteExtended329 {
+  const transactions = new Map<string, EasyVoteTransaction>();
+  const payments: EasyVotePayment[] = [];
+  const scheduledRetries = new Map<string, ScheduledClaimRetry>();
+  const claimsInFlight = new Set<string>();
+  const statusInFlight = new Set<string>();
+  const stats: EasyVote329Stats = {
+    statusRequests: 0,
+    claimRequests: 0,
+    claimFailures: 0,
+    claimAnswers: { "0": 0, "1": 0, "2": 0, other: 0 },
+    manualReviews: 0,
+  };
+  const toManualReview = (tx: EasyVoteTransaction) => {
+    tx.state = "ManualReview";
+    stats.manualReviews++;
+  };
+  const timeoutMs = config.timeoutMs ?? EASY_VOTE_329_TIMEOUT_MS;
+  let sequence = 0;
+  const request = (template: string, player: RustPlayer) => pluginRequest(easyVoteUrl(template, config.site, config.credentials, player), timeoutMs);
+  const isActive = (tx: EasyVoteTransaction) => transactions.get(tx.player.steamId) === tx;
+
+  const remove = (steamId: string) => {
+    scheduledRetries.delete(steamId);
+    transactions.delete(steamId);
+  };
+  const confirm = (tx: EasyVoteTransaction, confirmedBy: EasyVotePayment["confirmedBy"]): EasyVote329Step => {
+    if (!isActive(tx)) return { kind: "silent" };
+    tx.state = "Confirmed";
+    // FinalizeConfirmedClaimTransaction: the reward is queued and the transaction removed (persisted in that order).
+    payments.push({ steamId: tx.player.steamId, transactionId: tx.transactionId, confirmedBy });
+    remove(tx.player.steamId);
+    return { kind: "rewarded" };
+  };
+  const scheduleRetry = (tx: EasyVoteTransaction) => {
+    if (!isActive(tx) || tx.state === "ManualReview" || scheduledRetries.has(tx.player.steamId)) return;
+    if (tx.attempts >= EASY_VOTE_329_MAX_CLAIM_ATTEMPTS) {
+      toManualReview(tx);
+      return;
+    }
+    scheduledRetries.set(tx.player.steamId, { delaySeconds: tx.attempts <= 3 ? Math.max(10, tx.attempts * 10) : 300, scheduledAtMs: Date.now() });
+  };
+  const ambiguous = (tx: EasyVoteTransaction, code: number, response: string): EasyVote329Step => {
+    tx.state = "Uncertain";
+    tx.hadAmbiguousFailure = true;
+    scheduleRetry(tx);
+    return { kind: "claim_retry_scheduled", code, response };
+  };
+
+  /** QueuePendingClaimTransaction, the queued send and HandleClaimWebRequestCallback. */
+  const queueClaim = async (steamId: string): Promise<EasyVote329Step> => {
+    const tx = transactions.get(steamId);
+    if (tx === undefined) return { kind: "silent" };
+    if (tx.state === "ManualReview") return { kind: "nothing_sent", state: tx.state };
+    if (tx.attempts >= EASY_VOTE_329_MAX_CLAIM_ATTEMPTS) {
+      toManualReview(tx);
+      return { kind: "nothing_sent", state: tx.state };
+    }
+    if (claimsInFlight.has(steamId)) return { kind: "nothing_sent", state: tx.state };
+    claimsInFlight.add(steamId);
+    scheduledRetries.delete(steamId);
+    try {
+      await config.beforeClaim?.(steamId, tx.attempts + 1);
+      await config.queue?.wait(true);
+      if (!isActive(tx)) return { kind: "silent" };
+      tx.attempts++;
+      tx.state = "Sent";
+      stats.claimRequests++;
+      const res = await request(config.site.claimUrl, tx.player);
+      if (res.status !== 200) stats.claimFailures++;
+      const response = res.body.trim();
+      if (res.status === 200) stats.claimAnswers[response === "0" || response === "1" || response === "2" ? response : "other"]++;
+      if (!isActive(tx)) return { kind: "silent" };
+      if (res.status !== 200) return ambiguous(tx, res.status, res.body);
+      if (response === "1") return confirm(tx, "claim 1");
+      if (response === "2") {
+        if (tx.hadAmbiguousFailure) return confirm(tx, "claim 2 after an ambiguous attempt");
+        remove(steamId);
+        return { kind: "told_already_voted" };
+      }
+      if (response === "0") {
+        remove(steamId);
+        return { kind: "told_not_voted" };
+      }
+      return ambiguous(tx, res.status, response);
+    } finally {
+      claimsInFlight.delete(steamId);
+    }
+  };
+
+  return {
+    transactions,
+    payments,
+    scheduledRetries,
+    stats,
+    async checkVotingStatus(player) {
+      const steamId = player.steamId;
+      const existing = transactions.get(steamId);
+      if (existing !== undefined) {
+        // A transaction waiting for manual review is released, and the status asked again; any other is re-queued instead.
+        if (existing.state === "ManualReview") remove(steamId);
+        else return queueClaim(steamId);
+      }
+      if (statusInFlight.has(steamId)) return { kind: "nothing_sent", state: "status in flight" };
+      statusInFlight.add(steamId);
+      let res: RawHttpAnswer;
+      try {
+        await config.queue?.wait(false);
+        stats.statusRequests++;
+        res = await request(config.site.statusUrl, player);
+      } finally {
+        statusInFlight.delete(steamId);
+      }
+      if (res.status !== 200) return { kind: "status_error", code: res.status };
+      const response = res.body.trim();
+      const current = transactions.get(steamId);
+      if (response === "1") {
+        // EnqueueClaimRequest: a new transaction, or the existing one (reset when it waited for manual review).
+        if (current === undefined) {
+          transactions.set(steamId, { transactionId: `tx${++sequence}`, player, attempts: 0, state: "Created", hadAmbiguousFailure: false });
+        } else if (current.state === "ManualReview") {
+          Object.assign(current, { attempts: 0, state: "Created", hadAmbiguousFailure: false });
+        }
+        return queueClaim(steamId);
+      }
+      if (response === "0") {
+        if (current !== undefined) remove(steamId);
+        return { kind: "told_not_voted" };
+      }
+      if (response === "2") {
+        if (current?.hadAmbiguousFailure) return confirm(current, "status 2 after an ambiguous attempt");
+        if (current !== undefined) remove(steamId);
+        return { kind: "told_already_voted" };
+      }
+      return { kind: "silent" };
+    },
+    async retryClaims(isDue = () => true) {
+      const due = [...scheduledRetries].filter(([, retry]) => isDue(retry)).map(([steamId]) => steamId);
+      return Promise.all(
+        due.map((steamId) => {
+          scheduledRetries.delete(steamId);
+          return queueClaim(steamId);
+        }),
+      );
+    },
+    paidCount(steamId) {
+      return payments.filter((p) => p.steamId === steamId).length;
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -230,20 +563,23 @@ export function fivemUrls(config: FiveMConfig, player: FiveMPlayer): { status: s
 const luaFind = (text: string, digit: string) => text.includes(digit);
 
 /** The script's RegisterCommand("checkvote") handler: status, then claim on "1", parsed with string.find in its order. */
-export async function fivemCheckVote(config: FiveMConfig, player: FiveMPlayer): Promise<FiveMOutcome> {
+export async function fivemCheckVote(config: FiveMConfig, player: FiveMPlayer, hooks: PluginHooks = {}): Promise<FiveMOutcome> {
   const urls = fivemUrls(config, player);
   if (urls === undefined) return "steam_not_found";
-  const status = await pluginGet(urls.status);
+  const status = await pluginRequest(urls.status);
   if (status.status !== 200) return { error: "status", statusCode: status.status };
   if (luaFind(status.body, "0")) return "vote_not_found";
-  if (luaFind(status.body, "1")) return fivemClaim(urls.claim);
+  if (luaFind(status.body, "1")) {
+    await hooks.beforeClaim?.();
+    return fivemClaim(urls.claim);
+  }
   if (luaFind(status.body, "2")) return "vote_already_claimed";
   return "no_match";
 }
 
 /** The script's claim request alone (the inner PerformHttpRequest). */
 export async function fivemClaim(claimUrl: string): Promise<FiveMOutcome> {
-  const claim = await pluginGet(claimUrl);
+  const claim = await pluginRequest(claimUrl);
   if (claim.status !== 200) return { error: "claim", statusCode: claim.status };
   if (luaFind(claim.body, "0")) return "vote_not_found";
   if (luaFind(claim.body, "1")) return "rewarded";
@@ -267,7 +603,7 @@ export type VoteRewardOutcome = { kind: "rewarded" } | { kind: "nothing"; voted:
 
 /** file_get_contents + json_decode + the is_bool checks; undefined is the plugin's error path. */
 async function fetchVrc(url: string): Promise<{ voted: boolean; claimed: boolean } | undefined> {
-  const res = await pluginGet(url);
+  const res = await pluginRequest(url);
   if (res.status < 200 || res.status > 299) return undefined;
   let decoded: unknown;
   try {
@@ -283,12 +619,52 @@ async function fetchVrc(url: string): Promise<{ voted: boolean; claimed: boolean
 }
 
 /** RequestThread::onRun for one list and one player: check, then claim when voted and not claimed. */
-export async function voteRewardQuery(vrc: VrcFile, playerName: string): Promise<VoteRewardOutcome> {
+export async function voteRewardQuery(vrc: VrcFile, playerName: string, hooks: PluginHooks = {}): Promise<VoteRewardOutcome> {
   const fill = (template: string) => template.replace("{USERNAME}", phpUrlencode(playerName.toLowerCase()));
   const check = await fetchVrc(fill(vrc.check));
   if (check === undefined) return { kind: "error", url: fill(vrc.check) };
   if (!(check.voted && !check.claimed)) return { kind: "nothing", ...check };
+  await hooks.beforeClaim?.();
   const claim = await fetchVrc(fill(vrc.claim));
   if (claim === undefined) return { kind: "error", url: fill(vrc.claim) };
   return claim.voted && claim.claimed ? { kind: "rewarded" } : { kind: "nothing", ...claim };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// RocketMod Votifier (Unturned)
+
+/** A RocketMod Votifier service: its APIKey and its ServiceDefinition's two URLs (C# format strings, {0} key, {1} player). */
+export interface RocketModService {
+  apiKey: string;
+  checkHasVoted: string;
+  reportSuccess: string;
+}
+
+/** VotifierWebclient's default timeout. */
+const ROCKETMOD_TIMEOUT_MS = 5_000;
+
+/** What /reward did. `rewarded` happened on the check's "1", before the report; `report` is what the plugin never reads. */
+export type RocketModOutcome =
+  | { kind: "rewarded"; report: { status: number; body: string } }
+  | { kind: "told_not_voted" }
+  | { kind: "told_already_voted" }
+  /** Any other body: the switch has no case for it. */
+  | { kind: "silent" }
+  /** The check failed (non-2xx, or no answer): e.Result throws in the handler, nothing is queued. */
+  | { kind: "error"; status: number };
+
+/**
+ * The /reward command (Vote with giveItemDirectly) for one service: the check, and on its exact "1" the reward at once,
+ * then the ReportSuccess request, whose outcome the plugin ignores (returned here only for the test to see).
+ */
+export async function rocketModReward(service: RocketModService, steamId: string, hooks: PluginHooks = {}): Promise<RocketModOutcome> {
+  const check = await pluginRequest(formatCs(service.checkHasVoted, service.apiKey, steamId), ROCKETMOD_TIMEOUT_MS);
+  if (check.status < 200 || check.status > 299) return { kind: "error", status: check.status };
+  if (check.body === "0") return { kind: "told_not_voted" };
+  if (check.body === "2") return { kind: "told_already_voted" };
+  if (check.body !== "1") return { kind: "silent" };
+  // OnPlayerVoted has given the reward; the report is requested after it and its answer is never read.
+  await hooks.beforeClaim?.();
+  const report = await pluginRequest(formatCs(service.reportSuccess, service.apiKey, steamId), ROCKETMOD_TIMEOUT_MS);
+  return { kind: "rewarded", report: { status: report.status, body: report.body } };
 }

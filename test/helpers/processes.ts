@@ -70,6 +70,8 @@ export interface ManagedProcess {
   stop(timeoutMs?: number): Promise<ExitInfo>;
   /** SIGKILL, then waits for the exit. */
   kill(): Promise<ExitInfo>;
+  /** Sends `signal` to the process unless it has ended (SIGSTOP pauses it where it stands, SIGCONT resumes it). */
+  signal(signal: NodeJS.Signals): void;
 }
 
 const live = new Set<ChildProcess>();
@@ -267,6 +269,9 @@ export function spawnProcess(opts: SpawnOptions): ManagedProcess {
       killHard(child);
       return exited;
     },
+    signal(signal) {
+      if (!exitInfo) child.kill(signal);
+    },
   };
   return managed;
 }
@@ -320,7 +325,7 @@ export function useProcesses<Context>(t: ExecutionContext<Context>): ProcessGrou
   return group;
 }
 
-export { freePort, freePorts } from "../../scripts/lib/free-ports.js";
+export { freePort, freePorts, freeRestartablePort } from "../../scripts/lib/free-ports.js";
 
 /** Parses the pino JSON lines of a process's stdout (non-JSON lines are skipped). */
 export function jsonLines(text: string): Array<Record<string, unknown>> {

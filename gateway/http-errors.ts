@@ -37,15 +37,20 @@ export function errorReply(kind: FixedErrorKind | CheckErrorKind, textOrOptions?
   return options.headers ? { status, body, headers: options.headers } : { status, body };
 }
 
-/** An RPC failure mapped to HTTP; `cause` is set when the failure is unexpected and must be logged. */
+/** An RPC failure mapped to HTTP; `cause` is set when the failure is the service's and must be logged. */
 export interface MappedRpcError {
   reply: HttpReply;
-  /** Set for 500s (and the dashboard's 503/504): the original error, logged with the request id, never sent. */
+  /** Set for 500s and 503s of a dependency that is down (and the dashboard's 504): the original error, logged with the request id, never sent. */
   cause?: unknown;
+  /** With `cause`: the request log's outcome (`service_unavailable` for a 503, else `internal_error`). */
+  failure?: "internal_error" | "service_unavailable";
 }
 
-/** Which HTTP surface maps the failure: the public signed API (the contract) or the dashboard API. */
-export type ErrorSurface = "public" | "dashboard";
+/**
+ * Which HTTP surface maps the failure: the ingest endpoint (the contract, docs/contract.md, binds its texts),
+ * the other public endpoints (pull API, check/claim API, referral links, receipts), or the dashboard API.
+ */
+export type ErrorSurface = "ingest" | "public" | "dashboard";
 
 /** One row of the table: a Connect code, optionally the domain error kind, the surfaces it serves. */
 interface ErrorRow {
@@ -58,11 +63,19 @@ interface ErrorRow {
   log?: true;
 }
 
-const PUBLIC: readonly ErrorSurface[] = ["public"];
+const PUBLIC: readonly ErrorSurface[] = ["ingest", "public"];
+const INGEST: readonly ErrorSurface[] = ["ingest"];
+const OTHER_PUBLIC: readonly ErrorSurface[] = ["public"];
 
 /** Retry-After (seconds) of the public 503 while the referral service is unreachable: about one process restart. */
 export const SERVICE_DOWN_RETRY_AFTER_S = 5;
 const DASHBOARD: readonly ErrorSurface[] = ["dashboard"];
+
+/** The service's Retry-After hint (whole seconds, 1-60) from the error's metadata, else `fallback`. */
+function retryAfterOf(error: ConnectError, fallback: number): string {
+  const hint = Number(error.metadata.get(RETRY_AFTER_HEADER));
+  return String(Number.isInteger(hint) && hint >= 1 && hint <= 60 ? hint : fallback);
+}
 
 /**
  * THE table: Connect code and domain error kind (from the `x-error-kind` metadata set by
@@ -88,18 +101,22 @@ const RPC_ERROR_TABLE: readonly ErrorRow[] = [
     code: Code.ResourceExhausted,
     kind: "overloaded",
     on: PUBLIC,
-    toReply(error) {
-      const hint = Number(error.metadata.get(RETRY_AFTER_HEADER));
-      const seconds = Number.isInteger(hint) && hint >= 1 && hint <= 60 ? hint : 1;
-      return errorReply("overloaded", { headers: { "retry-after": String(seconds) } });
-    },
+    toReply: (error) => errorReply("overloaded", { headers: { "retry-after": retryAfterOf(error, 1) } }),
   },
   {
-    // The referral service is unreachable (down, restarting, connection refused or reset): nothing was applied,
-    // so the answer is the contract's retryable 503 with Retry-After, never a 500. The cause is logged.
+    // A dependency is down (the referral service unreachable, restarting, connection refused or reset; or the service's
+    // database, kind `unavailable`): nothing was applied, so the answer is a retryable 503 with Retry-After, never a 500.
+    // On ingest the contract's 503 text (docs/contract.md lists one 503 text there); elsewhere a text that names the
+    // cause, not "overloaded". The cause is logged.
     code: Code.Unavailable,
-    on: PUBLIC,
-    toReply: () => errorReply("overloaded", { headers: { "retry-after": String(SERVICE_DOWN_RETRY_AFTER_S) } }),
+    on: INGEST,
+    toReply: (error) => errorReply("overloaded", { headers: { "retry-after": retryAfterOf(error, SERVICE_DOWN_RETRY_AFTER_S) } }),
+    log: true,
+  },
+  {
+    code: Code.Unavailable,
+    on: OTHER_PUBLIC,
+    toReply: (error) => errorReply("unavailable", { headers: { "retry-after": retryAfterOf(error, SERVICE_DOWN_RETRY_AFTER_S) } }),
     log: true,
   },
   // DomainError messages are written to be shown to callers (services/shared/errors.ts).
@@ -113,14 +130,22 @@ const RPC_ERROR_TABLE: readonly ErrorRow[] = [
   { code: Code.FailedPrecondition, on: DASHBOARD, toReply: (error) => errorReply("conflict", error.rawMessage) },
   { code: Code.AlreadyExists, on: DASHBOARD, toReply: (error) => errorReply("conflict", error.rawMessage) },
   { code: Code.DeadlineExceeded, on: DASHBOARD, toReply: () => errorReply("serviceTimeout"), log: true },
+  // The referral service answered, but its database is down: the public text that names the cause, with Retry-After.
+  {
+    code: Code.Unavailable,
+    kind: "unavailable",
+    on: DASHBOARD,
+    toReply: (error) => errorReply("unavailable", { headers: { "retry-after": retryAfterOf(error, SERVICE_DOWN_RETRY_AFTER_S) } }),
+    log: true,
+  },
   { code: Code.Unavailable, on: DASHBOARD, toReply: () => errorReply("serviceUnavailable"), log: true },
 ];
 
 /**
  * Maps an error thrown by a referral-service RPC to the HTTP answer of `surface` (default: the
- * public contract). Anything the table does not name - on the public API including a deadline
- * or an unknown kind - is 500 `internal error` with the cause kept for the log; the service being
- * unreachable is the retryable 503 with Retry-After.
+ * public endpoints other than ingest). Anything the table does not name - on the public API including
+ * a deadline or an unknown kind - is 500 `internal error` with the cause kept for the log; the service
+ * or its database being unreachable is the retryable 503 with Retry-After.
  */
 export function fromRpcError(error: unknown, surface: ErrorSurface = "public"): MappedRpcError {
   if (error instanceof ConnectError) {
@@ -128,9 +153,11 @@ export function fromRpcError(error: unknown, surface: ErrorSurface = "public"): 
     for (const row of RPC_ERROR_TABLE) {
       if (row.code !== error.code || !row.on.includes(surface) || (row.kind !== undefined && row.kind !== kind)) continue;
       const reply = row.toReply(error);
-      if (reply) return row.log ? { reply, cause: error } : { reply };
+      if (!reply) continue;
+      if (!row.log) return { reply };
+      return { reply, cause: error, failure: reply.status === 503 ? "service_unavailable" : "internal_error" };
     }
   }
   // Failure policy: fail closed - an unrecognised failure is a retryable 500; the cause is logged, never sent.
-  return { reply: errorReply("internal"), cause: error };
+  return { reply: errorReply("internal"), cause: error, failure: "internal_error" };
 }

@@ -264,20 +264,8 @@ async function connectWithin(pool: pg.Pool, maxWaitMs: number | undefined): Prom
 /** The transaction client handed to interactive-transaction callbacks. */
 export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
 
-/** PostgreSQL SQLSTATE codes the code classifies on (never on message text). */
-export const PG_UNIQUE_VIOLATION = "23505";
-export const PG_SERIALIZATION_FAILURE = "40001";
-
-/**
- * True when `error` is a unique-constraint violation: Prisma's (P2002, or SQLSTATE 23505 in its driver-adapter
- * error) or node-postgres's own (runSql, runSqlTransaction: SQLSTATE 23505 in `code`).
- */
-export function isUniqueViolation(error: unknown): boolean {
-  const e = error as { code?: string; meta?: { driverAdapterError?: { cause?: { originalCode?: string; kind?: string } } } };
-  if (e?.code === "P2002" || e?.code === PG_UNIQUE_VIOLATION) return true;
-  const cause = e?.meta?.driverAdapterError?.cause;
-  return cause?.originalCode === PG_UNIQUE_VIOLATION || cause?.kind === "UniqueConstraintViolation";
-}
+/** Database errors are classified in one place, by code (services/shared/db-errors.ts); re-exported for their callers. */
+export { isDatabaseUnavailable, isUniqueViolation, PG_SERIALIZATION_FAILURE, PG_UNIQUE_VIOLATION } from "./db-errors.js";
 
 /** Checks the database answers; used by /readyz. */
 export async function pingDatabase(prisma: PrismaClient): Promise<void> {

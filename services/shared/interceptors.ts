@@ -45,7 +45,7 @@ export function createServerInterceptor(log: Logger, metrics: Metrics): Intercep
       } else if (thrownHere && mapped.code === Code.Unavailable) {
         log.warn({ requestId, route, code: mapped.code, reason: mapped.rawMessage, err: error }, "rpc refused: a dependency is unavailable");
       } else {
-        log.info({ requestId, route, code: mapped.code, msg: mapped.rawMessage }, "rpc rejected");
+        log.info({ requestId, route, code: mapped.code, reason: mapped.rawMessage }, "rpc rejected");
       }
       throw mapped;
     }

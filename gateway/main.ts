@@ -1,5 +1,6 @@
 import { NIL_UUID } from "../services/shared/ids.js";
 import type { AddressInfo } from "node:net";
+import { addressOf } from "../services/shared/log.js";
 import { runService } from "../services/shared/run-service.js";
 import { checkServiceToken } from "./check-service-token.js";
 import { createReferralServiceTransports, referralServiceClientsOver } from "./clients.js";
@@ -16,7 +17,11 @@ runService({
     const clients = referralServiceClientsOver(transports.routes);
     // Ready when the referral service answers (it is ready only while its database is).
     const checks = [
-      { name: "referral-service", check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })) },
+      {
+        name: "referral-service",
+        target: addressOf(config.referralServiceUrl, 80),
+        check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })),
+      },
     ];
     const server = createPublicGateway({
       referralServiceUrl: config.referralServiceUrl,

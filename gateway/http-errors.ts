@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { illegalTransitionOf, type DomainErrorKind } from "../services/shared/errors.js";
-import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER, SESSION_EXPIRED_KIND } from "../services/shared/wire.js";
+import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER, SESSION_EXPIRED_KIND, TOKEN_SCOPE_KIND } from "../services/shared/wire.js";
 import { CHECK_ERRORS, fixedError, type CheckErrorKind, type FixedErrorKind } from "../services/shared/contract.js";
 
 /** The contract's exact error texts (services/shared/contract.ts is their home). */
@@ -56,7 +56,7 @@ export type ErrorSurface = "ingest" | "public" | "dashboard";
 interface ErrorRow {
   code: Code;
   /** The `x-error-kind` the row needs; absent = any kind. */
-  kind?: DomainErrorKind | typeof SESSION_EXPIRED_KIND;
+  kind?: DomainErrorKind | typeof SESSION_EXPIRED_KIND | typeof TOKEN_SCOPE_KIND;
   on: readonly ErrorSurface[];
   toReply(error: ConnectError): HttpReply | undefined;
   /** The failure is the service's, not the caller's: its cause is logged. */
@@ -69,6 +69,8 @@ const OTHER_PUBLIC: readonly ErrorSurface[] = ["public"];
 
 /** Retry-After (seconds) of the public 503 while the referral service is unreachable: about one process restart. */
 export const SERVICE_DOWN_RETRY_AFTER_S = 5;
+/** Retry-After (seconds) of the 503 while the referral service refuses the gateway's own token (an operator must act). */
+export const GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S = 30;
 const DASHBOARD: readonly ErrorSurface[] = ["dashboard"];
 
 /** The service's Retry-After hint (whole seconds, 1-60) from the error's metadata, else `fallback`. */
@@ -119,14 +121,44 @@ const RPC_ERROR_TABLE: readonly ErrorRow[] = [
     toReply: (error) => errorReply("unavailable", { headers: { "retry-after": retryAfterOf(error, SERVICE_DOWN_RETRY_AFTER_S) } }),
     log: true,
   },
+  {
+    // The referral service refuses the gateway's own token (revoked, or lacking a scope a route needs: the token changed
+    // after the start-up check, gateway/check-service-token.ts): the gateway cannot serve the route until an operator
+    // fixes the token, which is not the caller's fault. A retryable 503 with Retry-After, never a 500; the cause is logged.
+    code: Code.PermissionDenied,
+    on: INGEST,
+    toReply: () => errorReply("overloaded", { headers: { "retry-after": String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S) } }),
+    log: true,
+  },
+  {
+    code: Code.Unauthenticated,
+    on: INGEST,
+    toReply: () => errorReply("overloaded", { headers: { "retry-after": String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S) } }),
+    log: true,
+  },
+  {
+    code: Code.PermissionDenied,
+    on: OTHER_PUBLIC,
+    toReply: () => errorReply("unavailable", { headers: { "retry-after": String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S) } }),
+    log: true,
+  },
+  {
+    code: Code.Unauthenticated,
+    on: OTHER_PUBLIC,
+    toReply: () => errorReply("unavailable", { headers: { "retry-after": String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S) } }),
+    log: true,
+  },
   // DomainError messages are written to be shown to callers (services/shared/errors.ts).
   { code: Code.InvalidArgument, kind: "invalid_argument", on: PUBLIC, toReply: (error) => errorReply("invalidField", error.rawMessage) },
   { code: Code.InvalidArgument, on: DASHBOARD, toReply: (error) => errorReply("invalidField", error.rawMessage) },
   { code: Code.NotFound, on: DASHBOARD, toReply: (error) => errorReply("unknownResource", error.rawMessage) },
+  // The gateway's own token lacks a scope (never shown to owners: its text is for operators): 503, logged.
+  { code: Code.PermissionDenied, kind: TOKEN_SCOPE_KIND, on: DASHBOARD, toReply: () => errorReply("serviceUnavailable"), log: true },
   { code: Code.PermissionDenied, on: DASHBOARD, toReply: (error) => errorReply("forbidden", error.rawMessage) },
   // The owner's session ended between the gateway's check and the call: 401. Any other Unauthenticated is the
-  // gateway's own service token refused, a misconfiguration: it falls through to 500, logged.
+  // gateway's own service token refused, a misconfiguration an operator must fix: 503, logged, its text not shown.
   { code: Code.Unauthenticated, kind: SESSION_EXPIRED_KIND, on: DASHBOARD, toReply: (error) => errorReply("sessionExpired", error.rawMessage) },
+  { code: Code.Unauthenticated, on: DASHBOARD, toReply: () => errorReply("serviceUnavailable"), log: true },
   { code: Code.FailedPrecondition, on: DASHBOARD, toReply: (error) => errorReply("conflict", error.rawMessage) },
   { code: Code.AlreadyExists, on: DASHBOARD, toReply: (error) => errorReply("conflict", error.rawMessage) },
   { code: Code.DeadlineExceeded, on: DASHBOARD, toReply: () => errorReply("serviceTimeout"), log: true },

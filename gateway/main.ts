@@ -2,6 +2,7 @@ import { NIL_UUID } from "../services/shared/ids.js";
 import type { AddressInfo } from "node:net";
 import { addressOf } from "../services/shared/log.js";
 import { runService } from "../services/shared/run-service.js";
+import { createRpcClients } from "../services/shared/service-clients.js";
 import { checkServiceToken } from "./check-service-token.js";
 import { createReferralServiceTransports, referralServiceClientsOver } from "./clients.js";
 import { loadGatewayConfig } from "./config.js";
@@ -41,8 +42,7 @@ runService({
       async start(opsPort) {
         // A wrong or under-scoped token exits 2 with the reason (ConfigError), before anything listens.
         await checkServiceToken({
-          admin: clients.admin,
-          hearts: clients.hearts,
+          clients: { ...clients, access: createRpcClients(transports.dashboard).access },
           log,
           referralServiceUrl: config.referralServiceUrl,
           operatorDashboard: config.dashboardToken !== undefined,

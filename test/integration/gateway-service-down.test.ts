@@ -12,7 +12,8 @@ import { fromRpcError, SERVICE_DOWN_RETRY_AFTER_S } from "../../gateway/http-err
 import { ERROR_TEXT } from "../../services/shared/contract.js";
 import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
-import { nowSeconds, startGatewayStack } from "./gateway-stack.js";
+import { startStack } from "../helpers/stack.js";
+import { captureLog, nowSeconds, startGatewayStack } from "./gateway-stack.js";
 
 /** Port 9 (discard) on loopback has no listener here: every call fails as Unavailable. */
 const deadClients = () => createReferralServiceClients("http://127.0.0.1:9", TEST_SERVICE_TOKEN);
@@ -90,5 +91,40 @@ test("referral service down during ApplyEvent: 503 + Retry-After, the cause logg
     t.truthy(line, "the cause is logged with the request id");
   } finally {
     await broken.close();
+  }
+});
+
+test("the gateway's token lacks a scope at run time (changed after its start): ingest, referral links and pull answer 503 with Retry-After, never 500, logged with the cause", async (t) => {
+  const stack = await startStack({ gateway: false });
+  try {
+    const { token } = await stack.clients.access.createServiceToken({ name: "scopeless", scopes: ["read"] });
+    const log = captureLog("debug");
+    const gateway = await stack.startGateway({ log: log.log, overrides: () => createReferralServiceClients(stack.rpcUrl, token) });
+    const serverId = "5b0f8c4e-2d1a-4e3b-9c7d-6a5f4e3d2c1b";
+    const signed = (path: string, body: unknown) => {
+      const raw = JSON.stringify(body);
+      return fetch(`${gateway.url}${path}`, {
+        method: "POST",
+        headers: { "x-service-signature": formatIngestSignature("rsec_x", nowSeconds(), raw) },
+        body: raw,
+      });
+    };
+    const ingest = await signed("/api/referral/events", { event: "registered", token: "t", server_id: serverId, referee_identity: "p", server_event_id: "e" });
+    t.is(ingest.status, 503);
+    t.deepEqual(await ingest.json(), { error: ERROR_TEXT.overloaded }, "ingest keeps the contract's 503 text");
+    t.true(Number(ingest.headers.get("retry-after")) >= 1);
+    const link = await fetch(`${gateway.url}/r/${serverId}?referrer=someone`, { redirect: "manual" });
+    t.is(link.status, 503);
+    t.deepEqual(await link.json(), { error: ERROR_TEXT.unavailable });
+    t.true(Number(link.headers.get("retry-after")) >= 1);
+    const pull = await signed("/api/pull/hearts", { server_id: serverId });
+    t.is(pull.status, 503);
+    t.deepEqual(await pull.json(), { error: ERROR_TEXT.unavailable });
+    t.false(log.lines.some((line) => line.status === 500));
+    const refused = log.lines.filter((line) => line.status === 503);
+    t.is(refused.length, 3);
+    t.true(refused.every((line) => line.err !== undefined && line.outcome === "service_unavailable"));
+  } finally {
+    await stack.close();
   }
 });

@@ -13,24 +13,24 @@
  *
  * CLI: `npx tsx scripts/infra/postgres.ts start [--port <port>] [--data-dir <dir>]` prints
  * `DATABASE_URL=...` and keeps the cluster running in the foreground until SIGINT/SIGTERM.
- * `--port` fixes the port (default: a free one); `--data-dir` keeps the data in `<dir>` across
- * runs (default: a temporary directory deleted on exit). Restarting with the same two flags is a
- * restart in place: same `DATABASE_URL`, same databases.
+ * `--port` fixes the port (default: the port `<dir>` last ran with, else a free one); `--data-dir`
+ * keeps the data in `<dir>` across runs (default: a temporary directory deleted on exit). Starting
+ * again with the same `--data-dir` is a restart in place: same `DATABASE_URL`, same databases.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { chmod, chown, mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
-import { parseArgs } from "node:util";
 import { freePort } from "../lib/free-ports.js";
 import { tmpdir } from "node:os";
 import { delimiter, join, resolve } from "node:path";
 import pg from "pg";
 import { isMainModule } from "../lib/is-main-module.js";
 import { isExecutable } from "../lib/is-executable.js";
+import { parseStartFlags } from "../lib/start-flags.js";
 
 /** Options for {@link startPostgres}. */
 export interface StartPostgresOptions {
-  /** TCP port on 127.0.0.1; default: a free port picked by the OS. */
+  /** TCP port on 127.0.0.1; default: the port a given `dataDir` was last run with, else a free port picked by the OS. */
   port?: number;
   /**
    * The cluster's data directory, kept across runs: `initdb` runs only when it holds no cluster yet
@@ -150,8 +150,9 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
 
     let port = 0;
     let serverOptions = "";
+    const fixedPort = opts.port ?? (opts.dataDir === undefined ? undefined : lastPortOf(dataDir));
     for (let attempt = 1; ; attempt++) {
-      port = opts.port ?? (await freePort());
+      port = fixedPort ?? (await freePort());
       serverOptions = [
         `-p ${port}`,
         `-k ${shellQuote(baseDir)}`,
@@ -165,7 +166,7 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
       const serverLog = await readTail(logFile);
       const portTaken = /could not bind|address already in use/i.test(serverLog);
       // Failure policy: a free port found by probing can be grabbed by someone else before the server binds it; retry a few times with a new port, fail on anything else.
-      if (portTaken && opts.port === undefined && attempt < MAX_PORT_ATTEMPTS) {
+      if (portTaken && fixedPort === undefined && attempt < MAX_PORT_ATTEMPTS) {
         log(`port ${port} was taken before the server could bind it, retrying`);
         continue;
       }
@@ -208,6 +209,17 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
     // Failure policy: never leak a half-started cluster or its temp dir; clean up, then surface the original error.
     stopClusterSync(cluster);
     throw error;
+  }
+}
+
+/** The port a kept data directory's server last ran with (`-p` in the `postmaster.opts` PostgreSQL writes at start), if any. */
+function lastPortOf(dataDir: string): number | undefined {
+  try {
+    const port = Number(/"-p" "(\d+)"/.exec(readFileSync(join(dataDir, "postmaster.opts"), "utf8"))?.[1]);
+    return Number.isInteger(port) && port > 0 ? port : undefined;
+  } catch {
+    // Failure policy: no postmaster.opts (never started) means no remembered port; a free one is picked.
+    return undefined;
   }
 }
 
@@ -407,22 +419,6 @@ function installExitHooks(): void {
 }
 
 const USAGE = "usage: npx tsx scripts/infra/postgres.ts start [--port <port>] [--data-dir <dir>]\n";
-
-/** The CLI's `start` flags, or a problem to print with the usage line. */
-export function parseStartFlags(args: string[]): { port?: number; dataDir?: string } | { problem: string } {
-  let values: { port?: string; "data-dir"?: string };
-  try {
-    values = parseArgs({ args, options: { port: { type: "string" }, "data-dir": { type: "string" } }, strict: true }).values;
-  } catch (error) {
-    // Failure policy: an unknown flag or a flag without its value is a usage error, reported as such.
-    return { problem: (error as Error).message };
-  }
-  const port = values.port === undefined ? undefined : Number(values.port);
-  if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65_535))
-    return { problem: `--port must be a port number (1-65535), got ${values.port}` };
-  if (values["data-dir"] === "") return { problem: "--data-dir must name a directory" };
-  return { ...(port === undefined ? {} : { port }), ...(values["data-dir"] === undefined ? {} : { dataDir: values["data-dir"] }) };
-}
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;

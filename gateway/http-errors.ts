@@ -80,6 +80,18 @@ function retryAfterOf(error: ConnectError, fallback: number): string {
 }
 
 /**
+ * The public rows of a failure that is the service's and not the caller's (a dependency down, the gateway's own token
+ * refused): a retryable 503 with Retry-After, never a 500, the cause logged. On ingest the contract's one 503 text
+ * (docs/contract.md); on the other public paths a text that names the cause, not "overloaded".
+ */
+function dependencyDownRows(code: Code, retryAfter: (error: ConnectError) => string): ErrorRow[] {
+  return [
+    { code, on: INGEST, toReply: (error) => errorReply("overloaded", { headers: { "retry-after": retryAfter(error) } }), log: true },
+    { code, on: OTHER_PUBLIC, toReply: (error) => errorReply("unavailable", { headers: { "retry-after": retryAfter(error) } }), log: true },
+  ];
+}
+
+/**
  * THE table: Connect code and domain error kind (from the `x-error-kind` metadata set by
  * services/shared/errors.ts) -> the HTTP status and text (services/shared/contract.ts), per surface;
  * the first matching row wins. The public API answers the contract's exact texts; the dashboard shows
@@ -105,49 +117,14 @@ const RPC_ERROR_TABLE: readonly ErrorRow[] = [
     on: PUBLIC,
     toReply: (error) => errorReply("overloaded", { headers: { "retry-after": retryAfterOf(error, 1) } }),
   },
-  {
-    // A dependency is down (the referral service unreachable, restarting, connection refused or reset; or the service's
-    // database, kind `unavailable`): nothing was applied, so the answer is a retryable 503 with Retry-After, never a 500.
-    // On ingest the contract's 503 text (docs/contract.md lists one 503 text there); elsewhere a text that names the
-    // cause, not "overloaded". The cause is logged.
-    code: Code.Unavailable,
-    on: INGEST,
-    toReply: (error) => errorReply("overloaded", { headers: { "retry-after": retryAfterOf(error, SERVICE_DOWN_RETRY_AFTER_S) } }),
-    log: true,
-  },
-  {
-    code: Code.Unavailable,
-    on: OTHER_PUBLIC,
-    toReply: (error) => errorReply("unavailable", { headers: { "retry-after": retryAfterOf(error, SERVICE_DOWN_RETRY_AFTER_S) } }),
-    log: true,
-  },
-  {
-    // The referral service refuses the gateway's own token (revoked, or lacking a scope a route needs: the token changed
-    // after the start-up check, gateway/check-service-token.ts): the gateway cannot serve the route until an operator
-    // fixes the token, which is not the caller's fault. A retryable 503 with Retry-After, never a 500; the cause is logged.
-    code: Code.PermissionDenied,
-    on: INGEST,
-    toReply: () => errorReply("overloaded", { headers: { "retry-after": String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S) } }),
-    log: true,
-  },
-  {
-    code: Code.Unauthenticated,
-    on: INGEST,
-    toReply: () => errorReply("overloaded", { headers: { "retry-after": String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S) } }),
-    log: true,
-  },
-  {
-    code: Code.PermissionDenied,
-    on: OTHER_PUBLIC,
-    toReply: () => errorReply("unavailable", { headers: { "retry-after": String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S) } }),
-    log: true,
-  },
-  {
-    code: Code.Unauthenticated,
-    on: OTHER_PUBLIC,
-    toReply: () => errorReply("unavailable", { headers: { "retry-after": String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S) } }),
-    log: true,
-  },
+  // A dependency is down (the referral service unreachable, restarting, connection refused or reset; or the service's
+  // database, kind `unavailable`): nothing was applied, so a retryable 503 with the service's Retry-After hint.
+  ...dependencyDownRows(Code.Unavailable, (error) => retryAfterOf(error, SERVICE_DOWN_RETRY_AFTER_S)),
+  // The referral service refuses the gateway's own token (revoked, or lacking a scope a route needs: the token changed
+  // after the start-up check, gateway/check-service-token.ts): the gateway cannot serve the route until an operator
+  // fixes the token, which is not the caller's fault. The same 503, with a longer Retry-After.
+  ...dependencyDownRows(Code.PermissionDenied, () => String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S)),
+  ...dependencyDownRows(Code.Unauthenticated, () => String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S)),
   // DomainError messages are written to be shown to callers (services/shared/errors.ts).
   { code: Code.InvalidArgument, kind: "invalid_argument", on: PUBLIC, toReply: (error) => errorReply("invalidField", error.rawMessage) },
   { code: Code.InvalidArgument, on: DASHBOARD, toReply: (error) => errorReply("invalidField", error.rawMessage) },

@@ -5,6 +5,13 @@
  * (services/shared/errors.ts), which the gateway loads too, can use it without loading Prisma.
  */
 
+/**
+ * The code createPrisma's node-postgres client gives an error that ends every query of a connection that is gone
+ * ("Connection terminated unexpectedly": the server closed the socket without an error message, as a restart or a
+ * crash does), which node-postgres leaves without a code (services/shared/db.ts#ConnectionLossCodedClient).
+ */
+export const PG_CONNECTION_LOST = "PG_CONNECTION_LOST";
+
 /** PostgreSQL SQLSTATE codes the code classifies on. */
 export const PG_UNIQUE_VIOLATION = "23505";
 export const PG_SERIALIZATION_FAILURE = "40001";
@@ -24,6 +31,7 @@ const CONNECTION_EXCEPTION_CLASS = "08";
 const UNAVAILABLE_PRISMA_CODES: ReadonlySet<string> = new Set(["P1001", "P1002", "P1008", "P1017", "P2037"]);
 /** Node's socket errors: refused, reset, timed out, no route, no such host (node-postgres passes them through). */
 const UNAVAILABLE_SOCKET_CODES: ReadonlySet<string> = new Set([
+  PG_CONNECTION_LOST,
   "ECONNREFUSED",
   "ECONNRESET",
   "ECONNABORTED",

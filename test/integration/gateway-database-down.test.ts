@@ -13,7 +13,7 @@ import { formatIngestSignature } from "../../services/shared/signature.js";
 import { createPrivateDatabase, type PrivateDatabase } from "../helpers/db.js";
 import { eventually } from "../helpers/eventually.js";
 import { startStack, type TestGateway, type TestStack } from "../helpers/stack.js";
-import { captureLog, nowSeconds, type CapturedLog } from "./gateway-stack.js";
+import { captureLog, nowSeconds, type CapturedLog, type RawResponse } from "./gateway-stack.js";
 import { validateAgainstOpenApi, validateTextAgainstOpenApi } from "./openapi-validate.js";
 
 interface Fixture {
@@ -30,6 +30,7 @@ interface Context {
   stack: TestStack;
   gateway: TestGateway;
   gatewayLog: CapturedLog;
+  serviceLog: CapturedLog;
   fixture: Fixture;
 }
 
@@ -37,7 +38,8 @@ const test = anyTest.serial as TestFn<Context>;
 
 test.before(async (t) => {
   const db = await createPrivateDatabase();
-  const stack = await startStack({ gateway: false, database: db });
+  const serviceLog = captureLog("debug");
+  const stack = await startStack({ gateway: false, database: db, log: serviceLog.log });
   const gatewayLog = captureLog("debug");
   // The key cache off: every signed request asks the service for its keys, as a cold cache does.
   const gateway = await stack.startGateway({ log: gatewayLog.log, overrides: () => ({ signingKeyCacheMs: 0 }) });
@@ -60,18 +62,14 @@ test.before(async (t) => {
     steamId,
   });
   if (!cast.counted) throw new Error(`the heart did not count: ${cast.reason}`);
-  t.context = { db, stack, gateway, gatewayLog, fixture: { serverId, referralSecret, clickToken, claimKey, pullSecret, steamId } };
+  t.context = { db, stack, gateway, gatewayLog, serviceLog, fixture: { serverId, referralSecret, clickToken, claimKey, pullSecret, steamId } };
 });
 
 test.after.always(async (t) => {
   await t.context.stack?.close();
 });
 
-interface Answer {
-  status: number;
-  text: string;
-  headers: Headers;
-}
+type Answer = RawResponse;
 
 async function answerOf(res: Response): Promise<Answer> {
   return { status: res.status, text: await res.text(), headers: res.headers };
@@ -168,7 +166,7 @@ test("PostgreSQL stopped: ingest, check, claim and pull answer 503 with Retry-Af
   }
 });
 
-test("PostgreSQL restarting under traffic (connections cut with 57P01): no request is answered 500", async (t) => {
+test("PostgreSQL restarting under traffic (connections cut with 57P01, or ended without a message): no request is answered 500", async (t) => {
   const { db } = t.context;
   const statuses = new Map<number, number>();
   let round = 0;
@@ -186,5 +184,6 @@ test("PostgreSQL restarting under traffic (connections cut with 57P01): no reque
     restarting = false;
     await traffic;
   }
-  t.false(statuses.has(500), `statuses seen: ${JSON.stringify([...statuses])}`);
+  const internal = t.context.serviceLog.lines.filter((line) => line.msg === "rpc failed with an internal error").map((line) => JSON.stringify(line.err));
+  t.false(statuses.has(500), `statuses seen: ${JSON.stringify([...statuses])}; internal errors: ${internal.join("; ")}`);
 });

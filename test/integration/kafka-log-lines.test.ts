@@ -6,23 +6,11 @@
  * idempotent producer's bounded retries.
  */
 import test from "ava";
-import { Writable } from "node:stream";
-import { pino } from "pino";
+import { captureLog } from "../helpers/capture-log.js";
 import { createKafkaBus, createKafkaOutageLog, toKafkaLogLine } from "../../services/shared/kafka-bus.js";
 
-function captureLines() {
-  const raw: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString("utf8").split("\n")) if (line.trim() !== "") raw.push(line);
-      done();
-    },
-  });
-  return { log: pino({ level: "debug" }, sink), raw };
-}
-
 test("Kafka unreachable: one error line with the first error's cause, the retries at debug, no warning, no stack trace", async (t) => {
-  const { log, raw } = captureLines();
+  const { log, raw } = captureLog("debug");
   const bus = createKafkaBus({ brokers: ["127.0.0.1:9"], clientId: "kafka-log-lines", log, retries: 3 });
   await t.throwsAsync(bus.publish("hearts.events.v1", [{ key: "k", value: Buffer.from("v") }]));
   await t.throwsAsync(bus.publish("hearts.events.v1", [{ key: "k", value: Buffer.from("v") }]));
@@ -45,7 +33,7 @@ test("Kafka unreachable: one error line with the first error's cause, the retrie
 });
 
 test("createKafkaOutageLog: one line per state change - down with the first cause, up with the outage's length - the rest at debug", (t) => {
-  const { log, raw } = captureLines();
+  const { log, raw } = captureLog("debug");
   let now = 1_000;
   const outage = createKafkaOutageLog(log, () => now);
   outage.success();

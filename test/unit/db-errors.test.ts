@@ -4,7 +4,7 @@
  * count as unavailable; a request's own failure (a constraint, a syntax error) and an unknown error do not.
  */
 import test from "ava";
-import { isDatabaseUnavailable, isUniqueViolation } from "../../services/shared/db-errors.js";
+import { isDatabaseUnavailable, isUniqueViolation, PG_CONNECTION_LOST } from "../../services/shared/db-errors.js";
 
 const coded = (code: string, extra: Record<string, unknown> = {}) => Object.assign(new Error("any text at all"), { code, ...extra });
 const prisma = (code: string, cause: Record<string, unknown>) =>
@@ -14,6 +14,7 @@ test("a database that is down or restarting is unavailable, by SQLSTATE, Prisma 
   const unavailable: Array<[string, unknown]> = [
     ["node-postgres: connection refused", coded("ECONNREFUSED", { syscall: "connect", errno: -111 })],
     ["node-postgres: connection reset", coded("ECONNRESET")],
+    ["node-postgres: connection ended without a message (coded by createPrisma's client)", coded(PG_CONNECTION_LOST)],
     ["SQLSTATE 57P01 admin_shutdown (a restart cut the connection)", coded("57P01", { severity: "FATAL" })],
     ["SQLSTATE 57P02 crash_shutdown", coded("57P02")],
     ["SQLSTATE 57P03 cannot_connect_now (shutting down, starting up)", coded("57P03")],

@@ -4,26 +4,14 @@
  * jq) loses neither. The lines are real pino output, parsed as JSON.
  */
 import test from "ava";
-import { Writable } from "node:stream";
-import { pino } from "pino";
+import { captureLog } from "../helpers/capture-log.js";
 import { DomainError, DependencyUnavailable } from "../../services/shared/errors.js";
 import { createServerInterceptor } from "../../services/shared/interceptors.js";
 import { createMetrics } from "../../services/shared/metrics.js";
 
-function capture() {
-  const raw: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString("utf8").split("\n")) if (line.trim() !== "") raw.push(line);
-      done();
-    },
-  });
-  return { log: pino({ level: "debug" }, sink), raw };
-}
-
 /** Runs one RPC through the interceptor whose handler throws `error`; returns the log lines. */
 async function linesOf(error: unknown): Promise<string[]> {
-  const { log, raw } = capture();
+  const { log, raw } = captureLog("debug");
   const intercept = createServerInterceptor(log, createMetrics("rpc-log-lines"));
   const req = { header: new Headers({ "x-request-id": "req-1" }), service: { typeName: "test.v1.TestService" }, method: { name: "Do" } };
   const next = async () => {

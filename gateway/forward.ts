@@ -86,9 +86,10 @@ export async function forwardEvent(rpcs: IngestRpcs, event: ValidEvent, kid: str
   try {
     response = await rpcs.applyEvent(toApplyEventRequest(event, kid));
   } catch (error) {
-    // Failure policy: the table decides; an unexpected failure is a retryable 500 with its cause logged.
-    const mapped = fromRpcError(error);
-    if (mapped.cause !== undefined) return { reply: mapped.reply, outcome: "internal_error", cause: mapped.cause };
+    // Failure policy: the table decides (the ingest contract's texts); a dependency down is a 503, anything unexpected a
+    // retryable 500; either way the cause is logged.
+    const mapped = fromRpcError(error, "ingest");
+    if (mapped.cause !== undefined) return { reply: mapped.reply, outcome: mapped.failure ?? "internal_error", cause: mapped.cause };
     return { reply: mapped.reply, outcome: `rejected_${mapped.reply.status}` };
   }
   const ok = toOkReply(response);

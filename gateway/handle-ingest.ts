@@ -13,6 +13,7 @@ function referralSecrets(rpcs: IngestRpcs): KeyPurpose {
     resolve: (serverId) => rpcs.resolveSigningKeys({ serverId }),
     status: { ok: SigningKeyStatus.OK, unknownServer: SigningKeyStatus.UNKNOWN_SERVER, disabled: SigningKeyStatus.REFERRALS_DISABLED },
     disabled: { kind: "referralsDisabled", outcome: "referrals_disabled" },
+    surface: "ingest",
   };
 }
 

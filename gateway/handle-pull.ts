@@ -179,6 +179,7 @@ function pullSecrets(rpcs: PullRpcs): KeyPurpose {
     resolve: (serverId) => rpcs.resolvePullKeys({ serverId }),
     status: { ok: PullKeyStatus.OK, unknownServer: PullKeyStatus.UNKNOWN_SERVER, disabled: PullKeyStatus.PULL_DISABLED },
     disabled: { kind: "pullDisabled", outcome: "pull_disabled" },
+    surface: "public",
   };
 }
 
@@ -195,9 +196,10 @@ function readListFields(body: JsonObject): ListFields {
 }
 
 function rpcFailure(error: unknown): Pick<SignedResult, "reply" | "outcome" | "cause"> {
-  // Failure policy: the table decides (400 for a bad cursor); an unexpected failure is a retryable 500 with its cause logged.
+  // Failure policy: the table decides (400 for a bad cursor, 503 while a dependency is down); an unexpected failure is a
+  // retryable 500; the cause of either is logged.
   const mapped = fromRpcError(error);
   return mapped.cause === undefined
     ? { reply: mapped.reply, outcome: `rejected_${mapped.reply.status}` }
-    : { reply: mapped.reply, outcome: "internal_error", cause: mapped.cause };
+    : { reply: mapped.reply, outcome: mapped.failure ?? "internal_error", cause: mapped.cause };
 }

@@ -54,9 +54,9 @@ export async function handleReferralLink(input: ReferralLinkInput, rpcs: Referra
   try {
     response = await rpcs.recordClick({ serverId, referrerIdentity: referrer, ip: input.ip, userAgent: input.userAgent });
   } catch (error) {
-    // Failure policy: the table decides; an unexpected failure is a 500 with its cause logged.
+    // Failure policy: the table decides; a dependency down is a 503, anything unexpected a 500; the cause is logged.
     const mapped = fromRpcError(error);
-    if (mapped.cause !== undefined) return { reply: mapped.reply, outcome: "internal_error", cause: mapped.cause };
+    if (mapped.cause !== undefined) return { reply: mapped.reply, outcome: mapped.failure ?? "internal_error", cause: mapped.cause };
     return { reply: mapped.reply, outcome: `rejected_${mapped.reply.status}` };
   }
   if (response.redirectUrl !== "") {

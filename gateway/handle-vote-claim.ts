@@ -84,7 +84,7 @@ export interface VoteClaimResult {
   reply: RawReply;
   outcome: string;
   serverId?: string;
-  /** Set for 500s: the cause, logged with the request id, never sent. */
+  /** Set for 500s and the 503 of a dependency that is down: the cause, logged with the request id, never sent. */
   cause?: unknown;
 }
 
@@ -264,8 +264,9 @@ function toJson(action: "check" | "claim", response: ClaimAnswer): VoteClaimJson
  * GET /api/votes and /api/votes/json: parse (unknown or missing parameters answer `0` with no call),
  * the guess limiter for keys not known to work, the RPC, then the family's bytes. A malformed player id
  * (the RPC's invalid_argument, checked before the key) answers `0` and is not charged: it says nothing
- * about the key. Any other RPC failure is the public error table's answer (503/500 JSON): the plugins
- * treat a status other than 200 as a failed request and pay nothing.
+ * about the key. Any other RPC failure is the public error table's answer: a 503 (the service or its database
+ * down, or overloaded) keeps the family's body (`0`, or the not-found JSON) with Retry-After, as a 429 does; a
+ * 500 is JSON. The plugins treat a status other than 200 as a failed request and pay nothing.
  */
 export async function handleVoteClaim(input: VoteClaimInput, rpcs: ClaimRpcs, guard: ClaimKeyGuard): Promise<VoteClaimResult> {
   const parsed = parseVoteQuery(input.query, input.jsonPath);
@@ -303,10 +304,14 @@ export async function handleVoteClaim(input: VoteClaimInput, rpcs: ClaimRpcs, gu
       // Failure policy: a malformed player id is "not found" to the plugins (they parse only digits); not a key guess.
       return { reply: answer(json, 200, "0"), outcome: "invalid_player_id" };
     }
-    // Failure policy: the public error table decides (503 while the service is down, else 500); the cause is logged, never sent.
+    // Failure policy: the public error table decides (503 while the service or its database is down or overloaded, else 500);
+    // a 503 keeps the plugins' body format (the digit `0`, or the not-found JSON: pays nothing) with its Retry-After, as a 429
+    // does; the cause is logged, never sent.
     const mapped = fromRpcError(error);
-    const reply = jsonReply(mapped.reply);
-    return mapped.cause === undefined ? { reply, outcome: "rejected_by_service" } : { reply, outcome: "internal_error", cause: mapped.cause };
+    const retryAfter = mapped.reply.headers?.["retry-after"];
+    const reply = mapped.reply.status === 503 && retryAfter !== undefined ? answer(json, 503, "0", { "retry-after": retryAfter }) : jsonReply(mapped.reply);
+    if (mapped.cause === undefined) return { reply, outcome: mapped.reply.status === 503 ? "service_overloaded" : "rejected_by_service" };
+    return { reply, outcome: mapped.failure ?? "internal_error", cause: mapped.cause };
   } finally {
     admission?.done(wrongKey);
   }

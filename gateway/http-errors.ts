@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { illegalTransitionOf, type DomainErrorKind } from "../services/shared/errors.js";
-import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER, SESSION_EXPIRED_KIND } from "../services/shared/wire.js";
+import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER, SESSION_EXPIRED_KIND, TOKEN_SCOPE_KIND } from "../services/shared/wire.js";
 import { CHECK_ERRORS, fixedError, type CheckErrorKind, type FixedErrorKind } from "../services/shared/contract.js";
 
 /** The contract's exact error texts (services/shared/contract.ts is their home). */
@@ -37,32 +37,59 @@ export function errorReply(kind: FixedErrorKind | CheckErrorKind, textOrOptions?
   return options.headers ? { status, body, headers: options.headers } : { status, body };
 }
 
-/** An RPC failure mapped to HTTP; `cause` is set when the failure is unexpected and must be logged. */
+/** An RPC failure mapped to HTTP; `cause` is set when the failure is the service's and must be logged. */
 export interface MappedRpcError {
   reply: HttpReply;
-  /** Set for 500s (and the dashboard's 503/504): the original error, logged with the request id, never sent. */
+  /** Set for 500s and 503s of a dependency that is down (and the dashboard's 504): the original error, logged with the request id, never sent. */
   cause?: unknown;
+  /** With `cause`: the request log's outcome (`service_unavailable` for a 503, else `internal_error`). */
+  failure?: "internal_error" | "service_unavailable";
 }
 
-/** Which HTTP surface maps the failure: the public signed API (the contract) or the dashboard API. */
-export type ErrorSurface = "public" | "dashboard";
+/**
+ * Which HTTP surface maps the failure: the ingest endpoint (the contract, docs/contract.md, binds its texts),
+ * the other public endpoints (pull API, check/claim API, referral links, receipts), or the dashboard API.
+ */
+export type ErrorSurface = "ingest" | "public" | "dashboard";
 
 /** One row of the table: a Connect code, optionally the domain error kind, the surfaces it serves. */
 interface ErrorRow {
   code: Code;
   /** The `x-error-kind` the row needs; absent = any kind. */
-  kind?: DomainErrorKind | typeof SESSION_EXPIRED_KIND;
+  kind?: DomainErrorKind | typeof SESSION_EXPIRED_KIND | typeof TOKEN_SCOPE_KIND;
   on: readonly ErrorSurface[];
   toReply(error: ConnectError): HttpReply | undefined;
   /** The failure is the service's, not the caller's: its cause is logged. */
   log?: true;
 }
 
-const PUBLIC: readonly ErrorSurface[] = ["public"];
+const PUBLIC: readonly ErrorSurface[] = ["ingest", "public"];
+const INGEST: readonly ErrorSurface[] = ["ingest"];
+const OTHER_PUBLIC: readonly ErrorSurface[] = ["public"];
 
 /** Retry-After (seconds) of the public 503 while the referral service is unreachable: about one process restart. */
 export const SERVICE_DOWN_RETRY_AFTER_S = 5;
+/** Retry-After (seconds) of the 503 while the referral service refuses the gateway's own token (an operator must act). */
+export const GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S = 30;
 const DASHBOARD: readonly ErrorSurface[] = ["dashboard"];
+
+/** The service's Retry-After hint (whole seconds, 1-60) from the error's metadata, else `fallback`. */
+function retryAfterOf(error: ConnectError, fallback: number): string {
+  const hint = Number(error.metadata.get(RETRY_AFTER_HEADER));
+  return String(Number.isInteger(hint) && hint >= 1 && hint <= 60 ? hint : fallback);
+}
+
+/**
+ * The public rows of a failure that is the service's and not the caller's (a dependency down, the gateway's own token
+ * refused): a retryable 503 with Retry-After, never a 500, the cause logged. On ingest the contract's one 503 text
+ * (docs/contract.md); on the other public paths a text that names the cause, not "overloaded".
+ */
+function dependencyDownRows(code: Code, retryAfter: (error: ConnectError) => string): ErrorRow[] {
+  return [
+    { code, on: INGEST, toReply: (error) => errorReply("overloaded", { headers: { "retry-after": retryAfter(error) } }), log: true },
+    { code, on: OTHER_PUBLIC, toReply: (error) => errorReply("unavailable", { headers: { "retry-after": retryAfter(error) } }), log: true },
+  ];
+}
 
 /**
  * THE table: Connect code and domain error kind (from the `x-error-kind` metadata set by
@@ -88,39 +115,46 @@ const RPC_ERROR_TABLE: readonly ErrorRow[] = [
     code: Code.ResourceExhausted,
     kind: "overloaded",
     on: PUBLIC,
-    toReply(error) {
-      const hint = Number(error.metadata.get(RETRY_AFTER_HEADER));
-      const seconds = Number.isInteger(hint) && hint >= 1 && hint <= 60 ? hint : 1;
-      return errorReply("overloaded", { headers: { "retry-after": String(seconds) } });
-    },
+    toReply: (error) => errorReply("overloaded", { headers: { "retry-after": retryAfterOf(error, 1) } }),
   },
-  {
-    // The referral service is unreachable (down, restarting, connection refused or reset): nothing was applied,
-    // so the answer is the contract's retryable 503 with Retry-After, never a 500. The cause is logged.
-    code: Code.Unavailable,
-    on: PUBLIC,
-    toReply: () => errorReply("overloaded", { headers: { "retry-after": String(SERVICE_DOWN_RETRY_AFTER_S) } }),
-    log: true,
-  },
+  // A dependency is down (the referral service unreachable, restarting, connection refused or reset; or the service's
+  // database, kind `unavailable`): nothing was applied, so a retryable 503 with the service's Retry-After hint.
+  ...dependencyDownRows(Code.Unavailable, (error) => retryAfterOf(error, SERVICE_DOWN_RETRY_AFTER_S)),
+  // The referral service refuses the gateway's own token (revoked, or lacking a scope a route needs: the token changed
+  // after the start-up check, gateway/check-service-token.ts): the gateway cannot serve the route until an operator
+  // fixes the token, which is not the caller's fault. The same 503, with a longer Retry-After.
+  ...dependencyDownRows(Code.PermissionDenied, () => String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S)),
+  ...dependencyDownRows(Code.Unauthenticated, () => String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S)),
   // DomainError messages are written to be shown to callers (services/shared/errors.ts).
   { code: Code.InvalidArgument, kind: "invalid_argument", on: PUBLIC, toReply: (error) => errorReply("invalidField", error.rawMessage) },
   { code: Code.InvalidArgument, on: DASHBOARD, toReply: (error) => errorReply("invalidField", error.rawMessage) },
   { code: Code.NotFound, on: DASHBOARD, toReply: (error) => errorReply("unknownResource", error.rawMessage) },
+  // The gateway's own token lacks a scope (never shown to owners: its text is for operators): 503, logged.
+  { code: Code.PermissionDenied, kind: TOKEN_SCOPE_KIND, on: DASHBOARD, toReply: () => errorReply("serviceUnavailable"), log: true },
   { code: Code.PermissionDenied, on: DASHBOARD, toReply: (error) => errorReply("forbidden", error.rawMessage) },
   // The owner's session ended between the gateway's check and the call: 401. Any other Unauthenticated is the
-  // gateway's own service token refused, a misconfiguration: it falls through to 500, logged.
+  // gateway's own service token refused, a misconfiguration an operator must fix: 503, logged, its text not shown.
   { code: Code.Unauthenticated, kind: SESSION_EXPIRED_KIND, on: DASHBOARD, toReply: (error) => errorReply("sessionExpired", error.rawMessage) },
+  { code: Code.Unauthenticated, on: DASHBOARD, toReply: () => errorReply("serviceUnavailable"), log: true },
   { code: Code.FailedPrecondition, on: DASHBOARD, toReply: (error) => errorReply("conflict", error.rawMessage) },
   { code: Code.AlreadyExists, on: DASHBOARD, toReply: (error) => errorReply("conflict", error.rawMessage) },
   { code: Code.DeadlineExceeded, on: DASHBOARD, toReply: () => errorReply("serviceTimeout"), log: true },
+  // The referral service answered, but its database is down: the public text that names the cause, with Retry-After.
+  {
+    code: Code.Unavailable,
+    kind: "unavailable",
+    on: DASHBOARD,
+    toReply: (error) => errorReply("unavailable", { headers: { "retry-after": retryAfterOf(error, SERVICE_DOWN_RETRY_AFTER_S) } }),
+    log: true,
+  },
   { code: Code.Unavailable, on: DASHBOARD, toReply: () => errorReply("serviceUnavailable"), log: true },
 ];
 
 /**
  * Maps an error thrown by a referral-service RPC to the HTTP answer of `surface` (default: the
- * public contract). Anything the table does not name - on the public API including a deadline
- * or an unknown kind - is 500 `internal error` with the cause kept for the log; the service being
- * unreachable is the retryable 503 with Retry-After.
+ * public endpoints other than ingest). Anything the table does not name - on the public API including
+ * a deadline or an unknown kind - is 500 `internal error` with the cause kept for the log; the service
+ * or its database being unreachable is the retryable 503 with Retry-After.
  */
 export function fromRpcError(error: unknown, surface: ErrorSurface = "public"): MappedRpcError {
   if (error instanceof ConnectError) {
@@ -128,9 +162,11 @@ export function fromRpcError(error: unknown, surface: ErrorSurface = "public"): 
     for (const row of RPC_ERROR_TABLE) {
       if (row.code !== error.code || !row.on.includes(surface) || (row.kind !== undefined && row.kind !== kind)) continue;
       const reply = row.toReply(error);
-      if (reply) return row.log ? { reply, cause: error } : { reply };
+      if (!reply) continue;
+      if (!row.log) return { reply };
+      return { reply, cause: error, failure: reply.status === 503 ? "service_unavailable" : "internal_error" };
     }
   }
   // Failure policy: fail closed - an unrecognised failure is a retryable 500; the cause is logged, never sent.
-  return { reply: errorReply("internal"), cause: error };
+  return { reply: errorReply("internal"), cause: error, failure: "internal_error" };
 }

@@ -1,6 +1,8 @@
 import { NIL_UUID } from "../services/shared/ids.js";
 import type { AddressInfo } from "node:net";
+import { addressOf } from "../services/shared/log.js";
 import { runService } from "../services/shared/run-service.js";
+import { createRpcClients } from "../services/shared/service-clients.js";
 import { checkServiceToken } from "./check-service-token.js";
 import { createReferralServiceTransports, referralServiceClientsOver } from "./clients.js";
 import { loadGatewayConfig } from "./config.js";
@@ -16,7 +18,11 @@ runService({
     const clients = referralServiceClientsOver(transports.routes);
     // Ready when the referral service answers (it is ready only while its database is).
     const checks = [
-      { name: "referral-service", check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })) },
+      {
+        name: "referral-service",
+        target: addressOf(config.referralServiceUrl, 80),
+        check: async () => void (await clients.admin.resolveSigningKeys({ serverId: NIL_UUID }, { timeoutMs: 1_500 })),
+      },
     ];
     const server = createPublicGateway({
       referralServiceUrl: config.referralServiceUrl,
@@ -36,8 +42,7 @@ runService({
       async start(opsPort) {
         // A wrong or under-scoped token exits 2 with the reason (ConfigError), before anything listens.
         await checkServiceToken({
-          admin: clients.admin,
-          hearts: clients.hearts,
+          clients: { ...clients, access: createRpcClients(transports.dashboard).access },
           log,
           referralServiceUrl: config.referralServiceUrl,
           operatorDashboard: config.dashboardToken !== undefined,

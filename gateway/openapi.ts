@@ -118,17 +118,17 @@ function tooManyFailures() {
 /** 503 beyond the referral service's capacity or while it is unreachable: nothing was written; retry (same server_event_id, fresh t) after Retry-After. */
 function overloaded() {
   return retryableError(
-    "Beyond the service's capacity, or the referral service is unreachable; nothing was applied. Retry after Retry-After seconds with the same server_event_id and a fresh t.",
+    "Beyond the service's capacity, or the referral service or its database is unreachable; nothing was applied. Retry after Retry-After seconds with the same server_event_id and a fresh t.",
     { overloaded: errorExample("Service overloaded", "overloaded") },
     "Seconds to wait before retrying.",
   );
 }
 
-/** 503 while the referral service is unreachable (or beyond its capacity): nothing was done; retry after Retry-After. */
+/** 503 while a dependency (the referral service, its database) is down, or beyond capacity: nothing was done; retry after Retry-After. */
 function unavailable() {
   return retryableError(
-    "The referral service is unreachable or beyond its capacity; nothing was done. Retry after Retry-After seconds.",
-    { overloaded: errorExample("Service unavailable", "overloaded") },
+    "A dependency (the referral service or its database) is down or restarting, or the service is beyond its capacity; nothing was done. Retry after Retry-After seconds.",
+    { unavailable: errorExample("A dependency is down", "unavailable"), overloaded: errorExample("Service overloaded", "overloaded") },
     "Seconds to wait before retrying.",
   );
 }
@@ -182,6 +182,9 @@ const VOTES_DESCRIPTION = [
   "",
   "Wrong keys are limited per client address (and overall): past the limit a key the gateway has not seen answer rightly gets",
   "`0` (or the not-found JSON) with 429 and Retry-After; a key seen working is never refused.",
+  "",
+  "While the service or its database is down or restarting (or the service is beyond its capacity) the answer is the same",
+  "`0` (or the not-found JSON) with 503 and Retry-After: nothing was claimed.",
 ].join("\n");
 
 const VOTES_QUERY_PARAMETERS = [
@@ -227,6 +230,13 @@ function votesOperation(op: { operationId: string; summary: string; json: boolea
   const digitContent = { "text/plain": { schema: { $ref: "#/components/schemas/VoteClaimDigit" }, examples: digitExamples } };
   const content = op.json ? jsonContent : { ...digitContent, "application/json": { ...jsonContent["application/json"] } };
   const retryAfter = { "Retry-After": { description: "Seconds until the wrong-key limit's window ends.", schema: { type: "integer", minimum: 1 } } };
+  // The not-found answer of a refused request (429, 503): `0`, or the not-found JSON.
+  const notFoundContent = op.json
+    ? { "application/json": { schema: { $ref: "#/components/schemas/VoteClaimAnswer" } } }
+    : {
+        "text/plain": { schema: { $ref: "#/components/schemas/VoteClaimDigit" } },
+        "application/json": { schema: { $ref: "#/components/schemas/VoteClaimAnswer" } },
+      };
   return {
     get: {
       operationId: op.operationId,
@@ -251,17 +261,20 @@ function votesOperation(op: { operationId: string; summary: string; json: boolea
           description:
             "Too many wrong keys from this client address (or overall), and this key has not been seen working: the not-found answer; wait Retry-After seconds.",
           headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" }, ...retryAfter },
-          content: op.json
-            ? { "application/json": { schema: { $ref: "#/components/schemas/VoteClaimAnswer" } } }
-            : {
-                "text/plain": { schema: { $ref: "#/components/schemas/VoteClaimDigit" } },
-                "application/json": { schema: { $ref: "#/components/schemas/VoteClaimAnswer" } },
-              },
+          content: notFoundContent,
         },
         "500": jsonError("Internal error; nothing was claimed unless a later check says so. Plugins treat it as a failed request.", {
           internal: errorExample("Internal error", "internal"),
         }),
-        "503": unavailable(),
+        "503": {
+          description:
+            "The service or its database is down or restarting, or the service is beyond its capacity: nothing was claimed; the not-found answer in the family's form, as a 429; retry after Retry-After seconds. Plugins treat it as a failed request.",
+          headers: {
+            "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
+            "Retry-After": { description: "Seconds to wait before asking again.", schema: { type: "integer", minimum: 1 } },
+          },
+          content: notFoundContent,
+        },
       },
     },
   };

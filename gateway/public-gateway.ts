@@ -47,7 +47,7 @@ export function createPublicGateway(opts: {
     log: opts.log,
     metrics: opts.metrics,
     now: opts.now,
-    ops: createOpsHandler({ checks: opts.checks, isDraining: opts.isDraining }),
+    ops: createOpsHandler({ checks: opts.checks, isDraining: opts.isDraining, log: opts.log }),
     extraRoutes,
     trustProxy: opts.settings?.trustProxy,
     signingKeyCacheMs: opts.settings?.signingKeyCacheMs,

@@ -577,7 +577,8 @@ function writeRequestLog(deps: GatewayDeps, lines: Logger, req: IncomingMessage,
     ...(entry.serverId === undefined ? {} : { serverId: entry.serverId }),
     ...(entry.kid === undefined ? {} : { kid: entry.kid }),
   };
-  if (entry.cause !== undefined) deps.log.error({ ...line, err: entry.cause }, "request failed with an internal error");
+  if (entry.cause !== undefined && status === 503) deps.log.warn({ ...line, err: entry.cause }, "request refused: a dependency is unavailable");
+  else if (entry.cause !== undefined) deps.log.error({ ...line, err: entry.cause }, "request failed with an internal error");
   else if (!completed) lines.warn(line, "request aborted by the client");
   else if (entry.quiet) lines.debug(line, "request");
   else lines.info(line, "request");

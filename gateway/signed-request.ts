@@ -1,4 +1,4 @@
-import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
+import { errorReply, fromRpcError, type ErrorSurface, type HttpReply } from "./http-errors.js";
 import type { FailureLimiter } from "./failure-limiter.js";
 import type { CachedKeyAnswer, KeyAnswerKind } from "./signing-key-cache.js";
 import { isServerIdShape } from "./forward.js";
@@ -31,7 +31,7 @@ export interface SignedResult {
   serverId?: string;
   /** The kid of the key that verified the MAC. */
   kid?: string;
-  /** Set for 500s: the cause, logged with the request id, never sent. */
+  /** Set for 500s and the 503 of a dependency that is down: the cause, logged with the request id, never sent. */
   cause?: unknown;
 }
 
@@ -182,6 +182,8 @@ export interface KeyPurpose {
   status: { ok: number; unknownServer: number; disabled: number };
   /** The answer when the purpose is off for the server, or on with no active secret. */
   disabled: { kind: "referralsDisabled" | "pullDisabled"; outcome: string };
+  /** Whose texts a failed lookup answers with (gateway/http-errors.ts): the ingest contract's, or the other public endpoints'. */
+  surface: ErrorSurface;
 }
 
 /**
@@ -199,9 +201,9 @@ export async function lookupKeys(purpose: KeyPurpose, serverId: string): Promise
   try {
     response = await purpose.resolve(serverId);
   } catch (error) {
-    // Failure policy: the table decides; an unexpected failure is a retryable 500 with its cause logged.
-    const mapped = fromRpcError(error);
-    return rejected(mapped.reply, mapped.cause === undefined ? "rejected_by_service" : "internal_error", mapped.cause);
+    // Failure policy: the table decides; a dependency down is a 503, anything unexpected a retryable 500; the cause is logged.
+    const mapped = fromRpcError(error, purpose.surface);
+    return rejected(mapped.reply, mapped.cause === undefined ? "rejected_by_service" : (mapped.failure ?? "internal_error"), mapped.cause);
   }
   switch (response.status) {
     case purpose.status.ok:

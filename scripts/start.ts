@@ -318,7 +318,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
 
   const checks = [
     startup.check,
-    ...readinessChecks({ prisma, bus, busName: config.kafkaBrokers.length > 0 ? "kafka" : "bus" }),
+    ...readinessChecks({ prisma, bus, busName: config.kafkaBrokers.length > 0 ? "kafka" : "bus", databaseUrl, brokers: config.kafkaBrokers }),
     { name: "relay", check: () => relay.checkProgress() },
     ...delivery.checks,
   ];

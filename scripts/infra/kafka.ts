@@ -10,7 +10,14 @@
  *
  * CLI use:
  *   npx tsx scripts/infra/kafka.ts fetch   # only download/cache the jars
- *   npx tsx scripts/infra/kafka.ts start   # prints KAFKA_BROKERS=127.0.0.1:<port>, runs until SIGINT/SIGTERM
+ *   npx tsx scripts/infra/kafka.ts start [--port <port>] [--data-dir <dir>]
+ *                                          # prints KAFKA_BROKERS=127.0.0.1:<port>, runs until SIGINT/SIGTERM
+ *
+ * `--port` fixes the client port (default: a free one). `--data-dir` keeps the broker's data (topics,
+ * messages, consumer offsets) and its ports in `<dir>` across runs (default: a temporary directory deleted
+ * on exit); starting again with the same `--data-dir` is a restart in place: the same `KAFKA_BROKERS`
+ * (the port the directory was last run with, unless `--port` says otherwise) and the same topics, so the
+ * relay and the delivery service reconnect by themselves.
  *
  * Startup speed: the JVM runs C1-only with SerialGC, and the first broker run dumps an
  * AppCDS archive of the loaded classes into the cache dir; later runs map it, which roughly
@@ -21,11 +28,13 @@ import { fileURLToPath } from "node:url";
 import { ensureKafkaJars } from "./kafka/jars.js";
 import { startKafka } from "./kafka/broker.js";
 import { log } from "./kafka/util.js";
+import { parseStartFlags } from "../lib/start-flags.js";
 
 export { ensureKafkaJars } from "./kafka/jars.js";
 export { startKafka, type KafkaBroker, type StartKafkaOptions } from "./kafka/broker.js";
 
 const THIS_FILE = fileURLToPath(import.meta.url);
+const USAGE = "usage: npx tsx scripts/infra/kafka.ts fetch | start [--port <port>] [--data-dir <dir>]\n";
 
 async function main(argv: string[]): Promise<void> {
   const command = argv[0];
@@ -34,8 +43,15 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (command === "start") {
+    const flags = parseStartFlags(argv.slice(1));
+    if ("problem" in flags) {
+      process.stderr.write(`${flags.problem}\n${USAGE}`);
+      process.exitCode = 2;
+      return;
+    }
     const keepAlive = setInterval(() => {}, 1 << 30);
     const brokerPromise = startKafka({
+      ...flags,
       onUnexpectedExit: ({ code, signal, logFile }) => {
         log(`broker JVM exited unexpectedly (code ${code}, signal ${signal}); see ${logFile}`);
         process.exit(1);
@@ -69,7 +85,7 @@ async function main(argv: string[]): Promise<void> {
     log("running in the foreground; send SIGINT (Ctrl-C) or SIGTERM to stop");
     return;
   }
-  process.stderr.write("usage: npx tsx scripts/infra/kafka.ts <start|fetch>\n");
+  process.stderr.write(USAGE);
   process.exitCode = 2;
 }
 

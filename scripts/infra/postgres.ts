@@ -7,23 +7,36 @@
  * binaries run as the unprivileged `postgres` OS user (via `runuser`, or `su` as a fallback) and the
  * temporary directory is chown'ed to that user.
  *
- * CLI: `npx tsx scripts/infra/postgres.ts start` prints `DATABASE_URL=...` and keeps the cluster
- * running in the foreground until SIGINT/SIGTERM.
+ * With `dataDir` the cluster keeps its data in that directory instead (created by `initdb` when it
+ * holds no cluster yet, reused as it is when it does) and stop() leaves it in place, so a later start
+ * with the same `dataDir` and `port` comes back with the same address and the same data.
+ *
+ * CLI: `npx tsx scripts/infra/postgres.ts start [--port <port>] [--data-dir <dir>]` prints
+ * `DATABASE_URL=...` and keeps the cluster running in the foreground until SIGINT/SIGTERM.
+ * `--port` fixes the port (default: the port `<dir>` last ran with, else a free one); `--data-dir`
+ * keeps the data in `<dir>` across runs (default: a temporary directory deleted on exit). Starting
+ * again with the same `--data-dir` is a restart in place: same `DATABASE_URL`, same databases.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { readdirSync, readFileSync, rmSync } from "node:fs";
-import { chown, mkdtemp, readFile, rm } from "node:fs/promises";
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { chmod, chown, mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { freePort } from "../lib/free-ports.js";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { delimiter, join, resolve } from "node:path";
 import pg from "pg";
 import { isMainModule } from "../lib/is-main-module.js";
 import { isExecutable } from "../lib/is-executable.js";
+import { parseStartFlags } from "../lib/start-flags.js";
 
 /** Options for {@link startPostgres}. */
 export interface StartPostgresOptions {
-  /** TCP port on 127.0.0.1; default: a free port picked by the OS. */
+  /** TCP port on 127.0.0.1; default: the port a given `dataDir` was last run with, else a free port picked by the OS. */
   port?: number;
+  /**
+   * The cluster's data directory, kept across runs: `initdb` runs only when it holds no cluster yet
+   * (no `PG_VERSION`), and stop() leaves it in place. Default: a temporary directory stop() deletes.
+   */
+  dataDir?: string;
   /** Directory holding `initdb` and `pg_ctl` (only this one is searched); default: env `PG_BIN_DIR`, else `PATH`, `/usr/local/bin`, `/usr/lib/postgresql/<newest>/bin`. */
   binDir?: string;
   /** OS user that owns and runs the cluster when this process is root; default `postgres`. */
@@ -49,10 +62,19 @@ export interface PostgresInstance {
   url: string;
   /** The TCP port the server listens on (127.0.0.1 only). */
   port: number;
-  /** Temporary directory holding the data directory, the unix socket and the server log. */
+  /** Temporary directory holding the unix socket, the server log and (without `dataDir`) the data directory. */
   baseDir: string;
-  /** Stops the server (`pg_ctl stop -m fast`) and deletes {@link baseDir}. Idempotent. */
+  /** The data directory: `dataDir` when given, else inside {@link baseDir}. */
+  dataDir: string;
+  /** Stops the server (`pg_ctl stop -m fast`) and deletes {@link baseDir} (a given `dataDir` is kept). Idempotent. */
   stop(): Promise<void>;
+  /**
+   * Stops the server (`pg_ctl stop -m fast`: open connections are terminated) and keeps its data and
+   * settings: clients get "connection refused" until startServer(). For outage tests and in-place restarts.
+   */
+  stopServer(): Promise<void>;
+  /** Starts the server stopped by stopServer() again, on the same port and data; resolves once it accepts connections. */
+  startServer(): Promise<void>;
   /**
    * Restarts the server on the same port and data (`pg_ctl restart -m fast`: open
    * connections are terminated) and resolves once it accepts connections again.
@@ -108,22 +130,30 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
   const pgCtl = findBinary("pg_ctl", opts.binDir);
   const runAs = resolveRunAs(opts.osUser ?? DEFAULT_OS_USER);
   const startTimeoutMs = opts.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
+  const timeoutSeconds = String(Math.max(1, Math.ceil(startTimeoutMs / 1000)));
 
   const startedAtMs = Date.now();
   const baseDir = await mkdtemp(join(tmpdir(), "pg-throwaway-"));
   if (runAs.uid !== undefined && runAs.gid !== undefined) await chown(baseDir, runAs.uid, runAs.gid);
-  const dataDir = join(baseDir, "data");
+  const dataDir = opts.dataDir === undefined ? join(baseDir, "data") : resolve(opts.dataDir);
   const logFile = join(baseDir, "server.log");
   const cluster: LiveCluster = { pgCtl, dataDir, baseDir, runAs };
 
   try {
-    await runChecked(runAs, initdb, ["-D", dataDir, "-A", "trust", "-U", SUPERUSER, "--no-sync", "-E", "UTF8", "--locale=C"], baseDir);
-    log(`initdb done in ${Date.now() - startedAtMs} ms (${dataDir})`);
+    if (existsSync(join(dataDir, "PG_VERSION"))) {
+      log(`reusing the cluster in ${dataDir}`);
+    } else {
+      if (opts.dataDir !== undefined) await prepareDataDir(dataDir, runAs);
+      await runChecked(runAs, initdb, ["-D", dataDir, "-A", "trust", "-U", SUPERUSER, "--no-sync", "-E", "UTF8", "--locale=C"], baseDir);
+      log(`initdb done in ${Date.now() - startedAtMs} ms (${dataDir})`);
+    }
 
     let port = 0;
+    let serverOptions = "";
+    const fixedPort = opts.port ?? (opts.dataDir === undefined ? undefined : lastPortOf(dataDir));
     for (let attempt = 1; ; attempt++) {
-      port = opts.port ?? (await freePort());
-      const serverOptions = [
+      port = fixedPort ?? (await freePort());
+      serverOptions = [
         `-p ${port}`,
         `-k ${shellQuote(baseDir)}`,
         `-c listen_addresses=${LOOPBACK_HOST}`,
@@ -131,13 +161,12 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
         `-c max_connections=${opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS}`,
         ...Object.entries(opts.settings ?? {}).map(([name, value]) => `-c ${shellQuote(`${name}=${value}`)}`),
       ].join(" ");
-      const timeoutSeconds = String(Math.max(1, Math.ceil(startTimeoutMs / 1000)));
       const result = await run(runAs, pgCtl, ["start", "-D", dataDir, "-l", logFile, "-w", "-t", timeoutSeconds, "-s", "-o", serverOptions], baseDir);
       if (result.code === 0) break;
       const serverLog = await readTail(logFile);
       const portTaken = /could not bind|address already in use/i.test(serverLog);
       // Failure policy: a free port found by probing can be grabbed by someone else before the server binds it; retry a few times with a new port, fail on anything else.
-      if (portTaken && opts.port === undefined && attempt < MAX_PORT_ATTEMPTS) {
+      if (portTaken && fixedPort === undefined && attempt < MAX_PORT_ATTEMPTS) {
         log(`port ${port} was taken before the server could bind it, retrying`);
         continue;
       }
@@ -156,18 +185,24 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
       url,
       port,
       baseDir,
+      dataDir,
       stop: () => (stopped ??= stopCluster(cluster, log)),
       async restart() {
         const restartedAtMs = Date.now();
         // pg_ctl restart reuses the command-line options of the running server (postmaster.opts).
-        await runChecked(
-          runAs,
-          pgCtl,
-          ["restart", "-D", dataDir, "-l", logFile, "-m", "fast", "-w", "-t", String(Math.max(1, Math.ceil(startTimeoutMs / 1000))), "-s"],
-          baseDir,
-        );
+        await runChecked(runAs, pgCtl, ["restart", "-D", dataDir, "-l", logFile, "-m", "fast", "-w", "-t", timeoutSeconds, "-s"], baseDir);
         await waitUntilAcceptingConnections(url, Date.now() + startTimeoutMs);
         log(`postgres restarted in ${Date.now() - restartedAtMs} ms`);
+      },
+      async stopServer() {
+        await runChecked(runAs, pgCtl, ["stop", "-D", dataDir, "-m", "fast", "-w", "-t", String(STOP_TIMEOUT_SECONDS), "-s"], baseDir);
+        log(`postgres on ${LOOPBACK_HOST}:${port} stopped (data kept in ${dataDir})`);
+      },
+      async startServer() {
+        const begunAtMs = Date.now();
+        await runChecked(runAs, pgCtl, ["start", "-D", dataDir, "-l", logFile, "-w", "-t", timeoutSeconds, "-s", "-o", serverOptions], baseDir);
+        await waitUntilAcceptingConnections(url, Date.now() + startTimeoutMs);
+        log(`postgres started again on ${LOOPBACK_HOST}:${port} in ${Date.now() - begunAtMs} ms`);
       },
     };
   } catch (error) {
@@ -175,6 +210,24 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
     stopClusterSync(cluster);
     throw error;
   }
+}
+
+/** The port a kept data directory's server last ran with (`-p` in the `postmaster.opts` PostgreSQL writes at start), if any. */
+function lastPortOf(dataDir: string): number | undefined {
+  try {
+    const port = Number(/"-p" "(\d+)"/.exec(readFileSync(join(dataDir, "postmaster.opts"), "utf8"))?.[1]);
+    return Number.isInteger(port) && port > 0 ? port : undefined;
+  } catch {
+    // Failure policy: no postmaster.opts (never started) means no remembered port; a free one is picked.
+    return undefined;
+  }
+}
+
+/** Creates a given data directory (mode 0700, owned by the cluster's OS user when we are root) for initdb. */
+async function prepareDataDir(dataDir: string, runAs: RunAs): Promise<void> {
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  await chmod(dataDir, 0o700);
+  if (runAs.uid !== undefined && runAs.gid !== undefined) await chown(dataDir, runAs.uid, runAs.gid);
 }
 
 /** Locates a PostgreSQL server binary or throws an actionable error. */
@@ -365,13 +418,16 @@ function installExitHooks(): void {
   }
 }
 
+const USAGE = "usage: npx tsx scripts/infra/postgres.ts start [--port <port>] [--data-dir <dir>]\n";
+
 async function main(argv: string[]): Promise<number> {
-  const [command] = argv;
-  if (command !== "start") {
-    process.stderr.write("usage: npx tsx scripts/infra/postgres.ts start\n");
+  const [command, ...rest] = argv;
+  const flags = command === "start" ? parseStartFlags(rest) : { problem: "" };
+  if ("problem" in flags) {
+    process.stderr.write(`${flags.problem ? `${flags.problem}\n` : ""}${USAGE}`);
     return 2;
   }
-  const instance = await startPostgres({ log: (line) => process.stderr.write(`[postgres] ${line}\n`) });
+  const instance = await startPostgres({ ...flags, log: (line) => process.stderr.write(`[postgres] ${line}\n`) });
   process.stdout.write(`DATABASE_URL=${instance.url}\n`);
   await new Promise<void>((resolve) => {
     // A pending promise alone does not keep Node alive; this timer does, until a signal arrives.

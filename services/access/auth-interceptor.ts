@@ -1,7 +1,7 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { PrismaClient } from "../shared/db.js";
 import { OWNER_SCOPE } from "../shared/interceptors.js";
-import { DASHBOARD_SESSION_HEADER, ERROR_KIND_HEADER, SESSION_EXPIRED_KIND } from "../shared/wire.js";
+import { DASHBOARD_SESSION_HEADER, ERROR_KIND_HEADER, SESSION_EXPIRED_KIND, TOKEN_SCOPE_KIND } from "../shared/wire.js";
 import { findLiveSession } from "./dashboard-sessions.js";
 import { requireOwned } from "./owners.js";
 import { RPC_ACCESS, rpcKey } from "./rpc-access.js";
@@ -50,7 +50,9 @@ export function createAuthInterceptor(deps: AuthDeps): Interceptor {
     const sessionToken = req.header.get(DASHBOARD_SESSION_HEADER);
     if (sessionToken !== null) {
       if (!grants(caller.scopes, "dashboard")) {
-        throw new ConnectError(`acting for a dashboard session needs a token with the scope "dashboard"`, Code.PermissionDenied);
+        throw new ConnectError(`acting for a dashboard session needs a token with the scope "dashboard"`, Code.PermissionDenied, {
+          [ERROR_KIND_HEADER]: TOKEN_SCOPE_KIND,
+        });
       }
       const live = await findLiveSession(deps.prisma, deps.now(), sessionToken.trim());
       if (!live) {
@@ -66,7 +68,9 @@ export function createAuthInterceptor(deps: AuthDeps): Interceptor {
       return next(req);
     }
     if (!grants(caller.scopes, rule.scope)) {
-      throw new ConnectError(`this token lacks the scope "${rule.scope}" that ${rpc} requires`, Code.PermissionDenied);
+      throw new ConnectError(`this token lacks the scope "${rule.scope}" that ${rpc} requires`, Code.PermissionDenied, {
+        [ERROR_KIND_HEADER]: TOKEN_SCOPE_KIND,
+      });
     }
     return next(req);
   };

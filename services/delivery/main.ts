@@ -17,7 +17,7 @@ runService({
     const bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "delivery", log });
     const worker = createDeliveryWorker({ prisma, bus, secretBox: config.secretBox, log, registry: metrics.registry }, config);
     return {
-      checks: [startup.check, ...readinessChecks({ prisma, bus }), ...worker.checks],
+      checks: [startup.check, ...readinessChecks({ prisma, bus, databaseUrl: config.databaseUrl, brokers: config.kafkaBrokers }), ...worker.checks],
       async start(opsPort) {
         if (!(await startup.waitFor(databaseDependency(prisma, config.databaseUrl)))) return false;
         await verifySecretsKey(prisma, config.secretBox);

@@ -30,7 +30,7 @@ runService({
     });
     let listening = false;
     return {
-      checks: [startup.check, ...readinessChecks({ prisma })],
+      checks: [startup.check, ...readinessChecks({ prisma, databaseUrl: config.databaseUrl })],
       async start(opsPort) {
         if (!(await startup.waitFor(databaseDependency(prisma, config.databaseUrl)))) return false;
         await verifySecretsKey(prisma, config.secretBox);

@@ -26,7 +26,11 @@ runService({
       stuckAfterMs: config.stuckAfterMs,
     });
     return {
-      checks: [startup.check, ...readinessChecks({ prisma, bus }), { name: "relay", check: () => relay.checkProgress() }],
+      checks: [
+        startup.check,
+        ...readinessChecks({ prisma, bus, databaseUrl: config.databaseUrl, brokers: config.kafkaBrokers }),
+        { name: "relay", check: () => relay.checkProgress() },
+      ],
       async start(opsPort) {
         if (!(await startup.waitFor(databaseDependency(prisma, config.databaseUrl)))) return false;
         if (!(await startup.waitFor(kafkaDependency(config.kafkaBrokers, [...ALL_TOPICS])))) return false;

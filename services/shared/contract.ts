@@ -33,6 +33,8 @@ export const CONTRACT_ERRORS = {
   notFound: { status: 404, text: "not found" },
   tooManyFailedSignatures: { status: 429, text: "too many failed signature checks; retry after the Retry-After delay" },
   overloaded: { status: 503, text: "service overloaded; retry after the Retry-After delay" },
+  /** A dependency (the referral service, the database) is down or restarting, on every public path but ingest (whose 503 is `overloaded`). */
+  unavailable: { status: 503, text: "service temporarily unavailable; retry after the Retry-After delay" },
 } as const satisfies Record<string, FixedError>;
 
 /** The dashboard API's own fixed texts (not in the public contract). */

@@ -1,6 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { PrismaClient, type Prisma as PrismaNs } from "../../gen/prisma/client.js";
+import { PG_CONNECTION_LOST } from "./db-errors.js";
 
 export { PrismaClient };
 export type { Prisma } from "../../gen/prisma/client.js";
@@ -35,6 +36,7 @@ export function createStatementNamer(limit = MAX_NAMED_STATEMENTS): (query: { sq
  */
 export function createPrisma(databaseUrl: string, opts: { maxConnections?: number; namedStatements?: boolean } = {}): PrismaClient {
   const pool = new pg.Pool({
+    Client: ConnectionLossCodedClient,
     connectionString: databaseUrl,
     max: opts.maxConnections ?? 10,
     // Failure policy: fail fast rather than queue forever when the database is gone.
@@ -51,6 +53,23 @@ export function createPrisma(databaseUrl: string, opts: { maxConnections?: numbe
   const client = new PrismaClient({ adapter });
   rawPools.set(client, { pool, nameOf });
   return client;
+}
+
+/** node-postgres's Client with the method that fails every query of a connection that is gone (pg/lib/client.js). */
+const PgClientWithInternals = pg.Client as unknown as new (config?: string | pg.ClientConfig) => pg.Client & { _errorAllQueries(error: Error): void };
+
+/**
+ * node-postgres's Client, except that an error ending every query of a lost connection always has a code: the one
+ * node-postgres makes when the socket ends without an error message ("Connection terminated unexpectedly") has none,
+ * and errors are classified by code only (services/shared/db-errors.ts), so it gets PG_CONNECTION_LOST. Errors that
+ * carry a code (a socket's ECONNRESET, the server's SQLSTATE 57P01) keep it.
+ */
+class ConnectionLossCodedClient extends PgClientWithInternals {
+  override _errorAllQueries(error: Error): void {
+    const coded = error as Error & { code?: unknown };
+    if (typeof coded.code !== "string") coded.code = PG_CONNECTION_LOST;
+    super._errorAllQueries(error);
+  }
 }
 
 /** The node-postgres pool (and statement namer) under each client createPrisma made: what runSql runs on. */
@@ -264,20 +283,8 @@ async function connectWithin(pool: pg.Pool, maxWaitMs: number | undefined): Prom
 /** The transaction client handed to interactive-transaction callbacks. */
 export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
 
-/** PostgreSQL SQLSTATE codes the code classifies on (never on message text). */
-export const PG_UNIQUE_VIOLATION = "23505";
-export const PG_SERIALIZATION_FAILURE = "40001";
-
-/**
- * True when `error` is a unique-constraint violation: Prisma's (P2002, or SQLSTATE 23505 in its driver-adapter
- * error) or node-postgres's own (runSql, runSqlTransaction: SQLSTATE 23505 in `code`).
- */
-export function isUniqueViolation(error: unknown): boolean {
-  const e = error as { code?: string; meta?: { driverAdapterError?: { cause?: { originalCode?: string; kind?: string } } } };
-  if (e?.code === "P2002" || e?.code === PG_UNIQUE_VIOLATION) return true;
-  const cause = e?.meta?.driverAdapterError?.cause;
-  return cause?.originalCode === PG_UNIQUE_VIOLATION || cause?.kind === "UniqueConstraintViolation";
-}
+/** Database errors are classified in one place, by code (services/shared/db-errors.ts); re-exported for their callers. */
+export { isDatabaseUnavailable, isUniqueViolation, PG_SERIALIZATION_FAILURE, PG_UNIQUE_VIOLATION } from "./db-errors.js";
 
 /** Checks the database answers; used by /readyz. */
 export async function pingDatabase(prisma: PrismaClient): Promise<void> {

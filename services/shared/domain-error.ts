@@ -16,7 +16,9 @@ export type DomainErrorKind =
   | "failed_precondition"
   | "conflict"
   /** Beyond capacity: nothing was done; retry after the hint (`retry-after` metadata). */
-  | "overloaded";
+  | "overloaded"
+  /** A dependency (the database) is down or restarting: nothing was done; retry after the hint (`retry-after` metadata). */
+  | "unavailable";
 
 /** A typed domain failure with a message safe to show callers. */
 export class DomainError extends Error {

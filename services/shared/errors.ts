@@ -2,6 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { IllegalTransitionDetailSchema } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ERROR_TEXT } from "./contract.js";
+import { isDatabaseUnavailable } from "./db-errors.js";
 import { DomainError, type DomainErrorKind } from "./domain-error.js";
 import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER } from "./wire.js";
 
@@ -37,6 +38,25 @@ export class Overloaded extends DomainError {
   }
 }
 
+/** How long callers are told to wait while the database is unavailable: about one PostgreSQL restart. */
+export const DATABASE_DOWN_RETRY_AFTER_MS = 5_000;
+/** The RPC message of a request refused because the database is unavailable (caller-safe: no address, no cause). */
+export const DATABASE_UNAVAILABLE_TEXT = "the database is temporarily unavailable; retry after the Retry-After delay";
+
+/**
+ * A dependency is down or restarting (the database: services/shared/db-errors.ts#isDatabaseUnavailable):
+ * nothing was done, so the caller may retry after `retryAfterMs`. Unavailable over Connect, never Internal.
+ */
+export class DependencyUnavailable extends DomainError {
+  constructor(
+    readonly retryAfterMs: number,
+    message: string = DATABASE_UNAVAILABLE_TEXT,
+  ) {
+    super("unavailable", message);
+    this.name = "DependencyUnavailable";
+  }
+}
+
 /** `unknown_server` with the contract's text (services/shared/contract.ts). */
 export function unknownServer(): DomainError {
   return new DomainError("unknown_server", ERROR_TEXT.unknownServer);
@@ -61,18 +81,25 @@ const CONNECT_CODE_BY_KIND: Record<DomainErrorKind, Code> = {
   failed_precondition: Code.FailedPrecondition,
   conflict: Code.AlreadyExists,
   overloaded: Code.ResourceExhausted,
+  unavailable: Code.Unavailable,
 };
 
-/** Maps any thrown value to a ConnectError; unknown errors become a bare Internal. */
+/**
+ * Maps any thrown value to a ConnectError: domain errors by the table above, the database being unavailable
+ * (classified by code) to Unavailable with a Retry-After hint, anything else to a bare Internal.
+ */
 export function toConnectError(error: unknown): ConnectError {
   if (error instanceof ConnectError) return error;
+  if (!(error instanceof DomainError) && isDatabaseUnavailable(error)) return toConnectError(new DependencyUnavailable(DATABASE_DOWN_RETRY_AFTER_MS));
   if (error instanceof DomainError) {
     const metadata = new Headers({ [ERROR_KIND_HEADER]: error.kind });
     const details =
       error instanceof IllegalTransition
         ? [{ desc: IllegalTransitionDetailSchema, value: create(IllegalTransitionDetailSchema, { from: error.from, event: error.event }) }]
         : [];
-    if (error instanceof Overloaded) metadata.set(RETRY_AFTER_HEADER, String(Math.max(1, Math.ceil(error.retryAfterMs / 1000))));
+    if (error instanceof Overloaded || error instanceof DependencyUnavailable) {
+      metadata.set(RETRY_AFTER_HEADER, String(Math.max(1, Math.ceil(error.retryAfterMs / 1000))));
+    }
     return new ConnectError(error.message, CONNECT_CODE_BY_KIND[error.kind], metadata, details);
   }
   // Failure policy: never leak internals; the cause is logged by the interceptor with the request id.

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import { toConnectError } from "./errors.js";
 import type { Logger } from "./log.js";
 import type { Metrics } from "./metrics.js";
@@ -19,7 +19,10 @@ export const OWNER_SCOPE = createContextKey<string | undefined>(undefined, { des
 
 /**
  * Server interceptor: request id, one log line per RPC, metrics, and the error
- * table (domain errors -> Connect codes; unknown errors -> bare "internal error").
+ * table (domain errors -> Connect codes; the database unavailable -> Unavailable;
+ * unknown errors -> bare "internal error"). A line has one `msg` (what happened);
+ * a refusal's text goes under `reason`, so JSON tools that keep one key per name
+ * lose neither.
  */
 export function createServerInterceptor(log: Logger, metrics: Metrics): Interceptor {
   return (next) => async (req) => {
@@ -36,10 +39,13 @@ export function createServerInterceptor(log: Logger, metrics: Metrics): Intercep
       const mapped = toConnectError(error);
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       metrics.observe(route, mapped.code, seconds);
-      if (!(error instanceof ConnectError) && mapped.rawMessage === ERROR_TEXT.internal) {
+      const thrownHere = !(error instanceof ConnectError);
+      if (thrownHere && mapped.rawMessage === ERROR_TEXT.internal) {
         log.error({ requestId, route, err: error }, "rpc failed with an internal error");
+      } else if (thrownHere && mapped.code === Code.Unavailable) {
+        log.warn({ requestId, route, code: mapped.code, reason: mapped.rawMessage, err: error }, "rpc refused: a dependency is unavailable");
       } else {
-        log.info({ requestId, route, code: mapped.code, msg: mapped.rawMessage }, "rpc rejected");
+        log.info({ requestId, route, code: mapped.code, reason: mapped.rawMessage }, "rpc rejected");
       }
       throw mapped;
     }

@@ -37,6 +37,14 @@ export function toRejectedMessages(error: unknown): RejectedMessagesError | unde
   return undefined;
 }
 
+/**
+ * kafkajs's warning at every start of an idempotent producer with bounded retries. Bounded on purpose: a send
+ * that exhausts them fails, the bus drops the producer (resetProducer) and the caller (the relay) retries on a
+ * fresh one, so the warning says nothing an operator can act on; it is logged at debug. Matched on kafkajs's
+ * text because its log entries carry no code.
+ */
+const IDEMPOTENT_RETRIES_WARNING = "Limiting retries for the idempotent producer may invalidate EoS guarantees";
+
 /** kafkajs's fields worth a log line (never `stack`, nor its own `timestamp` and `logger`). */
 const KAFKA_LOG_FIELDS = ["broker", "clientId", "groupId", "memberId", "topic", "partition", "retryCount", "retryTime", "error"] as const;
 
@@ -55,11 +63,51 @@ export function toKafkaLogLine(log: { message?: unknown; [field: string]: unknow
     typeof log.retryCount === "number"
       ? ` (retry ${log.retryCount}${typeof log.retryTime === "number" ? `, next in ${Math.round(log.retryTime)} ms` : ""})`
       : "";
-  return { message: `${text}${retry}`, fields, quiet: /^Connection error:/.test(text) && log.stack !== undefined };
+  const quiet = (/^Connection error:/.test(text) && log.stack !== undefined) || text === IDEMPOTENT_RETRIES_WARNING;
+  return { message: `${text}${retry}`, fields, quiet };
 }
 
-/** The one kafkajs wrapper: every process talks to Kafka through this bus. */
+/** What a bus tells its outage log: kafkajs's error lines, and every sign that Kafka answers. */
+export interface KafkaOutageLog {
+  /** A kafkajs error line (toKafkaLogLine): the first while Kafka answered is the "down" line, the rest go to debug. */
+  failure(line: { message: string; fields: Record<string, unknown> }): void;
+  /** Kafka answered (a send, a fetch, a group join, a readiness ping): after a "down" line, one "up" line. */
+  success(): void;
+}
+
+/**
+ * One line per state change while Kafka is away: kafkajs logs an error for every retry of every client (several a
+ * second per process during an outage). The first error after Kafka answered is logged at error with its cause
+ * (`kafka down: <cause>`); later ones at debug; the first success after it logs `kafka answering again` at info with
+ * how long it was down and how many errors went to debug meanwhile.
+ */
+export function createKafkaOutageLog(log: Logger, nowMs: () => number = Date.now): KafkaOutageLog {
+  let down: { sinceMs: number; repeated: number } | undefined;
+  return {
+    failure({ message, fields }) {
+      if (down !== undefined) {
+        down.repeated++;
+        log.debug({ kafka: fields }, message);
+        return;
+      }
+      down = { sinceMs: nowMs(), repeated: 0 };
+      log.error({ kafka: fields, kafkaState: "down" }, `kafka down: ${message}`);
+    },
+    success() {
+      if (down === undefined) return;
+      log.info({ kafkaState: "up", downMs: nowMs() - down.sinceMs, errorsAtDebug: down.repeated }, "kafka answering again");
+      down = undefined;
+    },
+  };
+}
+
+/**
+ * The one kafkajs wrapper: every process talks to Kafka through this bus. kafkajs's own log goes through
+ * toKafkaLogLine; its errors through the bus's KafkaOutageLog (one line when Kafka goes away, one when it is back),
+ * except a consumer crash caused by our own handler, which is always logged with its stack.
+ */
 export function createKafkaBus(opts: { brokers: string[]; clientId: string; log: Logger; retries?: number }): EventBus {
+  const outage = createKafkaOutageLog(opts.log);
   const kafka = new Kafka({
     clientId: opts.clientId,
     brokers: opts.brokers,
@@ -68,7 +116,10 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
       () =>
       ({ level, log }) => {
         const line = toKafkaLogLine(log);
-        opts.log[line.quiet ? "debug" : level === logLevel.ERROR ? "error" : "warn"]({ kafka: line.fields }, line.message);
+        if (line.quiet) opts.log.debug({ kafka: line.fields }, line.message);
+        else if (level !== logLevel.ERROR) opts.log.warn({ kafka: line.fields }, line.message);
+        else if (line.fields.stack !== undefined) opts.log.error({ kafka: line.fields }, line.message);
+        else outage.failure(line);
       },
     // Tests that provoke retryable errors pass fewer retries, so a failed send surfaces sooner.
     retry: { initialRetryTime: 200, retries: opts.retries ?? 8 },
@@ -95,6 +146,7 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
       // is kafkajs's default, named so that kafkajs does not print its v2 migration warning at every start.
       const p = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: true, createPartitioner: Partitioners.DefaultPartitioner });
       await p.connect();
+      outage.success();
       producer = p;
       return p;
     })().catch((error: unknown) => {
@@ -155,6 +207,7 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
           compression: CompressionTypes.None,
           messages: messages.map((m) => ({ key: m.key, value: Buffer.from(m.value) })),
         });
+        outage.success();
       } catch (error) {
         // Failure policy: start the next publish on a fresh producer; tell a refusal of these messages apart from an outage.
         await resetProducer();
@@ -180,12 +233,15 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
         current = consumer;
         consumers.add(consumer);
         // Each join (the first, and after every rebalance) hands this member its partitions; until then it owns none it knows of.
+        // A fetch answered or the group joined: Kafka is back for this consumer.
         consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
           if (current === consumer) assigned = payload.memberAssignment;
+          outage.success();
         });
         consumer.on(consumer.events.REBALANCING, () => {
           if (current === consumer) assigned = undefined;
         });
+        consumer.on(consumer.events.FETCH, () => outage.success());
         // kafkajs gives up on some errors (for example the group coordinator missing for a few
         // seconds after a broker restart) and never restarts the consumer by itself.
         consumer.on(consumer.events.CRASH, ({ payload }) => {
@@ -274,6 +330,7 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
     async ping() {
       await connectAdmin();
       await admin.describeCluster();
+      outage.success();
       for (const isRunning of subscriptions) if (!isRunning()) throw new Error("a kafka consumer is being recreated after a crash");
     },
     async close() {

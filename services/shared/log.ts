@@ -32,6 +32,20 @@ export function createLogger(service: string, level = process.env.LOG_LEVEL ?? "
   return destination ? pino(options, destination) : pino(options);
 }
 
+/**
+ * The address part of a URL, `host:port` (the scheme's usual port when none is written: `defaultPort`), never
+ * its user, password, path or query; a URL that does not parse is `<unparseable url>`.
+ */
+export function addressOf(url: string, defaultPort: number): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.hostname}:${parsed.port === "" ? defaultPort : parsed.port}`;
+  } catch {
+    // Failure policy: an unparseable URL is named as a placeholder, never raw (it may hold a password).
+    return "<unparseable url>";
+  }
+}
+
 /** Removes the password from a connection URL so it can be logged. */
 export function redactUrl(url: string): string {
   try {

@@ -2,6 +2,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { createOpsHandler, type ReadinessCheck } from "./health.js";
 import { sendJson } from "./send-json.js";
+import type { Logger } from "./log.js";
 import type { Metrics } from "./metrics.js";
 import { CONTRACT_ERRORS, ERROR_TEXT } from "./contract.js";
 
@@ -10,7 +11,15 @@ import { CONTRACT_ERRORS, ERROR_TEXT } from "./contract.js";
  * whose main port is not HTTP/1.1 (the relay, the delivery service, and the
  * referral service, whose RPC port speaks HTTP/2 only).
  */
-export function createOpsServer(opts: { checks: ReadinessCheck[]; metrics: Metrics; isDraining?: () => boolean; answerWithinMs?: number }) {
+export function createOpsServer(opts: {
+  checks: ReadinessCheck[];
+  metrics: Metrics;
+  isDraining?: () => boolean;
+  answerWithinMs?: number;
+  /** Logs each check's change between ok and down once. */
+  log?: Logger;
+  nowMs?: () => number;
+}) {
   const ops = createOpsHandler(opts);
   const server = http.createServer((req, res) => {
     ops(req, res).then(

@@ -59,7 +59,7 @@ export function runService<Config extends { host: string; opsPort: number }>(def
     const startup = createStartup(log);
     let draining = false;
     const parts = await definition.create(config, { log, metrics, startup, isDraining: () => draining });
-    const ops = createOpsServer({ checks: parts.checks, metrics, isDraining: () => draining });
+    const ops = createOpsServer({ checks: parts.checks, metrics, isDraining: () => draining, log });
     onShutdown(log, async () => {
       draining = true;
       startup.stop();

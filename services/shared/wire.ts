@@ -22,6 +22,9 @@ export const DASHBOARD_SESSION_HEADER = "x-dashboard-session";
 /** ERROR_KIND_HEADER value of an `unauthenticated` caused by the dashboard session (not the service token). */
 export const SESSION_EXPIRED_KIND = "session_expired";
 
+/** ERROR_KIND_HEADER value of a `permission_denied` caused by the calling service token's scopes (not an owner's rights). */
+export const TOKEN_SCOPE_KIND = "token_scope";
+
 /** Path of the login link on the public gateway; the token is the `token` query parameter. */
 export const DASHBOARD_LOGIN_PATH = "/dashboard/login";
 

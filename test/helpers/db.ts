@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { createPrisma, type PrismaClient } from "../../services/shared/db.js";
+import { applyMigrations } from "../../scripts/db/schema-engine.js";
+import { startPostgres, type PostgresInstance } from "../../scripts/infra/postgres.js";
 import { seedServiceTokenSql } from "./service-token.js";
 
 /** A database of its own for one test file, cloned from the migrated template. */
@@ -28,6 +30,60 @@ export function withDatabase(url: string, database: string): string {
   return parsed.toString();
 }
 
+/** Seeds TEST_SERVICE_TOKEN into the database at `url` (service-token.ts). */
+async function seedServiceToken(url: string): Promise<void> {
+  const seed = new pg.Client({ connectionString: url });
+  await seed.connect();
+  try {
+    const { text, values } = seedServiceTokenSql();
+    await seed.query(text, values);
+  } finally {
+    await seed.end();
+  }
+}
+
+/** A migrated database on a PostgreSQL server of the test's own, which the test may stop and start. */
+export interface PrivateDatabase extends TestDatabase {
+  /** The test's own server: stopServer()/startServer()/restart() disturb no other test file. */
+  server: PostgresInstance;
+}
+
+/**
+ * Starts a PostgreSQL server of the caller's own (scripts/infra/postgres.ts), migrates a database on it
+ * and seeds the test token, for tests that take the database away; drop() stops the server. Slower than
+ * createTestDatabase (initdb and the migrations run), so only for outage tests.
+ */
+export async function createPrivateDatabase(opts: { maxConnections?: number } = {}): Promise<PrivateDatabase> {
+  const server = await startPostgres({ maxConnections: 50 });
+  try {
+    const url = withDatabase(server.url, "private");
+    const admin = new pg.Client({ connectionString: server.url });
+    await admin.connect();
+    try {
+      await admin.query('CREATE DATABASE "private"');
+    } finally {
+      await admin.end();
+    }
+    await applyMigrations(url);
+    await seedServiceToken(url);
+    const prisma = createPrisma(url, { maxConnections: opts.maxConnections ?? 10 });
+    return {
+      url,
+      name: "private",
+      prisma,
+      server,
+      async drop() {
+        await prisma.$disconnect();
+        await server.stop();
+      },
+    };
+  } catch (error) {
+    // Failure policy: a half-prepared server is stopped and removed; the cause is rethrown.
+    await server.stop();
+    throw error;
+  }
+}
+
 /** Creates a fresh database from the migrated template (fast: a file copy on the server). */
 export async function createTestDatabase(opts: { maxConnections?: number } = {}): Promise<TestDatabase> {
   const { adminUrl, template } = harnessEnv();
@@ -41,14 +97,7 @@ export async function createTestDatabase(opts: { maxConnections?: number } = {})
   }
   const url = withDatabase(adminUrl, name);
   // Every test database holds the shared test token (service-token.ts), so the shared clients are authenticated.
-  const seed = new pg.Client({ connectionString: url });
-  await seed.connect();
-  try {
-    const { text, values } = seedServiceTokenSql();
-    await seed.query(text, values);
-  } finally {
-    await seed.end();
-  }
+  await seedServiceToken(url);
   const prisma = createPrisma(url, { maxConnections: opts.maxConnections ?? 10 });
   return {
     url,

@@ -94,6 +94,8 @@ export interface StackOptions {
   now?: () => Date;
   /** Database connections; default 30. */
   maxConnections?: number;
+  /** A database of the caller's (createPrivateDatabase: a server the test may stop); default a fresh clone of the template. close() drops it too. */
+  database?: TestDatabase;
   fraudRules?: ReferralServiceDeps["fraudRules"];
   retrySchedule?: ReferralServiceDeps["retrySchedule"];
   /** ApplyEvent's group-commit bounds (tests of overload shrink them). */
@@ -125,7 +127,7 @@ async function closeServer(server: http.Server): Promise<void> {
 
 /** Starts the stack; `close()` stops every part it started and drops the database. */
 export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
-  const db = await createTestDatabase({ maxConnections: opts.maxConnections ?? 30 });
+  const db = opts.database ?? (await createTestDatabase({ maxConnections: opts.maxConnections ?? 30 }));
   const secretBox = createSecretBox(randomBytes(32));
   const log = opts.log ?? createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
   const clock = { now: opts.now ?? (() => new Date()) };

@@ -182,7 +182,7 @@ test("referral service unreachable during ApplyEvent -> 503 + Retry-After (issue
     exact(t, res, 503, { error: "service overloaded; retry after the Retry-After delay" });
     t.is(res.headers.get("retry-after"), "5");
     const line = broken.gatewayLog.lines.find((l) => l.requestId === "req-500-test");
-    t.is(line?.level, 50, "logged at error level");
+    t.is(line?.level, 40, "logged at warn level: the request is refused for a dependency, not failed");
     t.truthy(line?.err, "the cause is logged");
   } finally {
     await broken.close();

@@ -5,8 +5,6 @@
  * with captured logs and helpers to create servers and send (signed) requests. Nothing is mocked.
  */
 import { randomBytes } from "node:crypto";
-import { Writable } from "node:stream";
-import { pino, type Logger } from "pino";
 import { createReferralServiceClients, type ReferralServiceClients } from "../../gateway/clients.js";
 import type { ApplyEventBatchOptions } from "../../services/referral/apply-event.js";
 import { createMetrics, type Metrics } from "../../services/shared/metrics.js";
@@ -15,30 +13,10 @@ import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
 import type { TestDatabase } from "../helpers/db.js";
 import type { GatewayDeps } from "../../gateway/server.js";
 import { startStack } from "../helpers/stack.js";
+import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
 
-/** A log sink that keeps every JSON line, so tests can assert what was (not) logged. */
-export interface CapturedLog {
-  log: Logger;
-  lines: Array<Record<string, unknown>>;
-  raw: string[];
-}
-
-/** A pino logger at `level` whose output is captured in memory. */
-export function captureLog(level = "info"): CapturedLog {
-  const lines: Array<Record<string, unknown>> = [];
-  const raw: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString("utf8").split("\n")) {
-        if (line.trim() === "") continue;
-        raw.push(line);
-        lines.push(JSON.parse(line) as Record<string, unknown>);
-      }
-      done();
-    },
-  });
-  return { log: pino({ level }, sink), lines, raw };
-}
+/** The captured logger lives in test/helpers/capture-log.ts; re-exported for the gateway tests. */
+export { captureLog, type CapturedLog };
 
 /** A server created through the admin RPCs, with referrals enabled and one referral secret. */
 export interface TestServer {

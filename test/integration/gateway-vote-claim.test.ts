@@ -312,20 +312,26 @@ test("the key never reaches a log line or a metric label: the request line logs 
   }
 });
 
-test("a gateway whose service token lacks the claims scope answers 500 (JSON, logged with its cause), and the key stays out of the error line", async (t) => {
+test("a gateway whose service token lacks the claims scope (changed after its start) answers 503 with Retry-After and the family's body, never 500; logged with its cause, the key stays out of the line", async (t) => {
   const { stack } = t.context;
   const { token } = await stack.clients.access.createServiceToken({ name: `no-claims-${++seq}`, scopes: ["ingest", "pull"] });
   const log = captureLog("debug");
   const broken = await stack.startGateway({ log: log.log, overrides: () => createReferralServiceClients(stack.rpcUrl, token) });
   const key = `vck_${randomBytes(32).toString("base64url")}`;
-  for (const path of ["/api/votes?action=claim", "/api/votes/json?action=status"]) {
-    const res = await pluginGet(`${broken.url}${path}&key=${key}&steamid=76561198000000001`);
-    t.is(res.status, 500);
-    t.is(res.headers["content-type"], "application/json");
-    t.deepEqual(validateAgainstOpenApi(path.split("?")[0] as string, "get", 500, JSON.parse(res.body)).errors, []);
-  }
-  const errors = log.lines.filter((l) => l.outcome === "internal_error");
-  t.is(errors.length, 2);
-  t.true(errors.every((l) => l.err !== undefined && l.path !== undefined));
+  const digit = await pluginGet(`${broken.url}/api/votes?action=claim&key=${key}&steamid=76561198000000001`);
+  t.is(digit.status, 503);
+  t.is(digit.body, "0");
+  t.is(digit.headers["content-type"], "text/plain");
+  t.true(Number(digit.headers["retry-after"]) >= 1);
+  t.deepEqual(validateTextAgainstOpenApi("/api/votes", "get", 503, digit.body).errors, []);
+  const json = await pluginGet(`${broken.url}/api/votes/json?action=status&key=${key}&steamid=76561198000000001`);
+  t.is(json.status, 503);
+  t.is(json.headers["content-type"], "application/json");
+  t.true(Number(json.headers["retry-after"]) >= 1);
+  t.deepEqual(validateAgainstOpenApi("/api/votes/json", "get", 503, JSON.parse(json.body)).errors, []);
+  const refused = log.lines.filter((l) => l.outcome === "service_unavailable");
+  t.is(refused.length, 2);
+  t.true(refused.every((l) => l.err !== undefined && l.path !== undefined && l.status === 503));
+  t.false(log.lines.some((l) => l.status === 500));
   t.false(log.raw.join("\n").includes(key));
 });

@@ -92,16 +92,32 @@ test("a real 422 response validates against TransitionErrorResponse", async (t) 
   assertValid(t, await stack.postSigned(server, { event: "reversed", token, server_id: server.serverId, server_event_id: "rev-422" }), 422);
 });
 
-test("a real 500 response validates against ErrorResponse", async (t) => {
-  // A gateway whose own service token the referral service refuses (a misconfiguration) answers 500.
+test("a real 500 response validates against ErrorResponse; so does the 503 of a refused gateway token", async (t) => {
+  const body = { event: "registered", token: "t", server_id: "5b0f8c4e-2d1a-4e3b-9c7d-6a5f4e3d2c1b", referee_identity: "p", server_event_id: "e" };
+  // A failure the gateway cannot classify (a bug: a key lookup that throws a plain error) answers 500.
   const broken = await startGatewayStack({
-    gatewayOverrides: () => createReferralServiceClients(stack.serviceUrl, "rst_not-a-token-the-service-knows-0123456789"),
+    gatewayOverrides: ({ clients }) => ({
+      admin: {
+        ...clients.admin,
+        resolveSigningKeys: async () => {
+          throw new Error("an unexpected failure");
+        },
+      },
+    }),
   });
   try {
-    const body = { event: "registered", token: "t", server_id: "5b0f8c4e-2d1a-4e3b-9c7d-6a5f4e3d2c1b", referee_identity: "p", server_event_id: "e" };
     assertValid(t, await broken.postSigned({ secret: "rsec_x" }, body), 500);
   } finally {
     await broken.close();
+  }
+  // A gateway whose own service token the referral service refuses (a misconfiguration) answers 503 with Retry-After.
+  const refused = await startGatewayStack({
+    gatewayOverrides: () => createReferralServiceClients(stack.serviceUrl, "rst_not-a-token-the-service-knows-0123456789"),
+  });
+  try {
+    assertValid(t, await refused.postSigned({ secret: "rsec_x" }, body), 503);
+  } finally {
+    await refused.close();
   }
 });
 

@@ -1,17 +1,22 @@
 /**
  * /readyz answers fast while a dependency hangs (Kafka down): within READYZ_ANSWER_WITHIN_MS, from the
  * last known result and its age, so a probe with a 1 s timeout sees the reason, not a timeout of its
- * own; and a dependency's error is shown in one line without secrets (Prisma's multi-line message).
+ * own; a last result older than the check's interval (READINESS_MAX_RESULT_AGE_MS) counts as failing
+ * (a frozen broker never looks healthy from an old `ok`), and each change is logged once; a
+ * dependency's error is shown in one line without secrets (Prisma's multi-line message), naming the
+ * address tried.
  */
 import anyTest from "ava";
 import { createKafkaBus } from "../../services/shared/kafka-bus.js";
 import { createPrisma, pingDatabase } from "../../services/shared/db.js";
-import { describeFailure, READINESS_TIMEOUT_MS, READYZ_ANSWER_WITHIN_MS } from "../../services/shared/health.js";
+import { describeFailure, READINESS_MAX_RESULT_AGE_MS, READINESS_TIMEOUT_MS, READYZ_ANSWER_WITHIN_MS } from "../../services/shared/health.js";
 import { createLogger } from "../../services/shared/log.js";
 import { createMetrics } from "../../services/shared/metrics.js";
 import { createOpsServer } from "../../services/shared/ops-server.js";
 import { readinessChecks } from "../../services/shared/readiness.js";
 import { createTestDatabase } from "../helpers/db.js";
+import { eventually } from "../helpers/eventually.js";
+import { captureLog } from "./gateway-stack.js";
 
 // One test at a time: Prisma's first query compiles its engine and holds the event loop meanwhile.
 const test = anyTest.serial;
@@ -59,6 +64,50 @@ test("with a check that never answers, /readyz reports its last known reason and
   }
 });
 
+test("a check frozen after an ok: its 34 s old ok counts as failing, naming the address; the change is logged once, and the way back", async (t) => {
+  let clockMs = 1_000_000;
+  let frozen = false;
+  const captured = captureLog("debug");
+  const ops = createOpsServer({
+    checks: [{ name: "kafka", target: "127.0.0.1:9092", check: () => (frozen ? new Promise<void>(() => undefined) : Promise.resolve()) }],
+    metrics: createMetrics("readyz-frozen"),
+    log: captured.log,
+    nowMs: () => clockMs,
+  });
+  const port = await ops.listen(0);
+  const readinessLines = () => captured.lines.filter((line) => String(line.msg).startsWith("readiness: kafka"));
+  try {
+    const first = await probe(port);
+    t.is(first.status, 200);
+    t.is(first.body.checks.kafka, "ok");
+    // The broker freezes; the next probe comes 34 s later (the clock moves; nothing sleeps).
+    frozen = true;
+    clockMs += 34_000;
+    t.true(34_000 > READINESS_MAX_RESULT_AGE_MS);
+    const stale = await probe(port);
+    t.is(stale.status, 503, JSON.stringify(stale.body));
+    t.regex(stale.body.checks.kafka ?? "", /^down: no result for 34 s, the check has not answered \(at 127\.0\.0\.1:9092\) \(last: ok\)$/);
+    t.true(stale.tookMs < 1_000, `answered in ${stale.tookMs} ms`);
+    t.true((stale.body.checked_ms_ago.kafka ?? 0) >= 34_000);
+    const again = await probe(port);
+    t.is(again.status, 503);
+    t.is(readinessLines().length, 1, "the change to down is logged once");
+    t.like(readinessLines()[0], { level: 40, check: "kafka", target: "127.0.0.1:9092" });
+    // The broker answers again: ready, and the way back is logged once.
+    frozen = false;
+    await eventually(async () => (await probe(port)).status === 200, { timeoutMs: 10_000 });
+    t.deepEqual(
+      readinessLines().map((line) => [line.level, line.msg]),
+      [
+        [40, readinessLines()[0]?.msg],
+        [30, "readiness: kafka ok again"],
+      ],
+    );
+  } finally {
+    await ops.close();
+  }
+});
+
 test("relay/delivery shape: Kafka unreachable, /readyz still answers a 1 s probe with the reason", async (t) => {
   const log = createLogger("readyz-fast", "silent");
   const bus = createKafkaBus({ brokers: ["127.0.0.1:9"], clientId: "readyz-fast", log });
@@ -67,7 +116,7 @@ test("relay/delivery shape: Kafka unreachable, /readyz still answers a 1 s probe
   t.teardown(() => db.drop());
   const prisma = createPrisma(db.url, { maxConnections: 1 });
   await pingDatabase(prisma);
-  const ops = createOpsServer({ checks: readinessChecks({ prisma, bus }), metrics: createMetrics("readyz-fast-kafka") });
+  const ops = createOpsServer({ checks: readinessChecks({ prisma, bus, brokers: ["127.0.0.1:9"] }), metrics: createMetrics("readyz-fast-kafka") });
   const port = await ops.listen(0);
   try {
     // The first probe finds the first result (at most READINESS_TIMEOUT_MS); every later one answers fast with the reason.
@@ -78,7 +127,7 @@ test("relay/delivery shape: Kafka unreachable, /readyz still answers a 1 s probe
       const later = await probe(port);
       t.is(later.status, 503);
       t.true(later.tookMs < 1_000, `answered in ${later.tookMs} ms`);
-      t.regex(later.body.checks.kafka ?? "", /^down: \S/);
+      t.regex(later.body.checks.kafka ?? "", /^down: \S.* \(at 127\.0\.0\.1:9\)$/, "the reason names the broker tried");
     }
   } finally {
     await ops.close();
@@ -88,8 +137,9 @@ test("relay/delivery shape: Kafka unreachable, /readyz still answers a 1 s probe
 });
 
 test("the database down: /readyz shows Prisma's error in one line, without the password", async (t) => {
-  const prisma = createPrisma("postgresql://referral:s3cret-pass-word@127.0.0.1:9/referral", { maxConnections: 1 });
-  const ops = createOpsServer({ checks: readinessChecks({ prisma }), metrics: createMetrics("readyz-fast-db") });
+  const url = "postgresql://referral:s3cret-pass-word@127.0.0.1:9/referral";
+  const prisma = createPrisma(url, { maxConnections: 1 });
+  const ops = createOpsServer({ checks: readinessChecks({ prisma, databaseUrl: url }), metrics: createMetrics("readyz-fast-db") });
   const port = await ops.listen(0);
   try {
     const res = await fetch(`http://127.0.0.1:${port}/readyz`);
@@ -100,6 +150,8 @@ test("the database down: /readyz shows Prisma's error in one line, without the p
     t.false(reason.includes("s3cret-pass-word"));
     t.false(reason.includes("invocation"), "Prisma's 'Invalid ... invocation' preamble is dropped");
     t.regex(reason, /reach database server/);
+    t.regex(reason, /\(at 127\.0\.0\.1:9\)$/, "names the address tried, host:port only");
+    t.false(reason.includes("referral:"), "never the user name");
   } finally {
     await ops.close();
     await prisma.$disconnect();

@@ -339,7 +339,7 @@ test("every answer on a receipt URL says Referrer-Policy: no-referrer and is nev
   }
 });
 
-test("GetReceipt needs the receipts scope: the gateway's default scopes hold it; a token without it is refused, no token is unauthenticated", async (t) => {
+test("GetReceipt needs the receipts scope: the gateway's default scopes hold it; a token without it is refused (the gateway answers 503), no token is unauthenticated", async (t) => {
   const c = t.context;
   const serverId = await callbackServer(c, "Scoped Server", c.ok);
   const { answer } = await cast(c, serverId, "Scoper");
@@ -362,9 +362,9 @@ test("GetReceipt needs the receipts scope: the gateway's default scopes hold it;
     .catch((e: unknown) => ConnectError.from(e));
   t.is((anonymous as ConnectError).code, Code.Unauthenticated);
 
-  // A gateway whose token lacks the scope is misconfigured: 500, never the receipt.
+  // A gateway whose token lacks the scope (lost after its start) is misconfigured: 503 with Retry-After, never the receipt, never 500.
   const misconfigured = await c.stack.startGateway({ overrides: () => createReferralServiceClients(c.stack.rpcUrl, narrow) });
-  t.is((await get(`${misconfigured.url}/receipts/${token}.json`)).status, 500);
+  t.is((await get(`${misconfigured.url}/receipts/${token}.json`)).status, 503);
   // A gateway with the default scopes serves it.
   const least = await c.stack.startGateway({ overrides: () => createReferralServiceClients(c.stack.rpcUrl, gatewayToken) });
   const served = await get(`${least.url}/receipts/${token}.json`);

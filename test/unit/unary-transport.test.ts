@@ -95,7 +95,7 @@ async function call(transport: Transport, token: string, timeoutMs = 5_000) {
       message: e.rawMessage,
       kind: e.metadata.get("x-error-kind"),
       retryAfter: e.metadata.get("retry-after"),
-      reply: fromRpcError(e).reply,
+      reply: fromRpcError(e, "ingest").reply,
     };
   }
 }

@@ -494,7 +494,8 @@ export type HeartDelivery = Message<"hearts.v1.HeartDelivery"> & {
   deliveryId: string;
 
   /**
-   * "pending", "delivered" or "failed".
+   * "pending", "delivered", "failed" or "withdrawn" (pay-once mode: another transport paid the
+   * heart, so this delivery is never sent; see delivery.v1.DeliveryStatus).
    *
    * @generated from field: string status = 2;
    */

@@ -2,7 +2,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import { ClaimStatus, ClaimVoteResponseSchema, type ClaimVoteRequest, type ClaimVoteResponse } from "../../gen/proto/claims/v1/claims_pb.js";
 import type { CoreDeps } from "../shared/deps.js";
-import { Overloaded } from "../shared/errors.js";
+import { DependencyUnavailable, Overloaded } from "../shared/errors.js";
 import { heartFields } from "./check-vote.js";
 import { toLedgerPlayer } from "./ledger-player.js";
 import { claimOldestHeld, readStanding } from "./ledger-store.js";
@@ -21,6 +21,8 @@ const CLAIM_RETRY_AFTER_MS = 100;
 const PUSH_WAIT_STEPS_MS = [50, 100, 200, 300, 400, 500, 500, 500, 500, 500];
 /** The retry hint of a claim that waited for a push in vain: about one callback attempt. */
 const PUSH_IN_FLIGHT_RETRY_AFTER_MS = 5_000;
+/** What a claim that waited for a push in vain is told (503 at the gateway: every plugin reads it as "failed, try again"). */
+const PUSH_IN_FLIGHT_TEXT = "the vote's payout is in progress through another transport; retry after the Retry-After delay";
 
 /** ClaimVote's deps: the core ones, and the pause of a claim waiting for a push (tests may step it). */
 export type ClaimVoteDeps = CoreDeps & { sleep?: (ms: number) => Promise<unknown> };
@@ -59,7 +61,7 @@ export async function claimVote(deps: ClaimVoteDeps, resolveKey: ClaimKeyResolve
       // Failure policy: the push's outcome decides (paid: 0; given back: the next round claims it); still in doubt after the
       // bounded wait: refuse with a retry hint (nothing claimed; every plugin reads a non-200 as "failed, pay nothing").
       const step = PUSH_WAIT_STEPS_MS[waits++];
-      if (step === undefined) throw new Overloaded(PUSH_IN_FLIGHT_RETRY_AFTER_MS);
+      if (step === undefined) throw new DependencyUnavailable(PUSH_IN_FLIGHT_RETRY_AFTER_MS, PUSH_IN_FLIGHT_TEXT);
       await (deps.sleep ?? delay)(step);
       attempt = 0;
       continue;

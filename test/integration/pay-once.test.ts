@@ -267,7 +267,8 @@ test.serial(
     t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "in_doubt" }], "kept, in doubt: the receiver may have paid");
     t.like(await claims.checkVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.PAID_ELSEWHERE, heartId });
     const refused = await t.throwsAsync(claims.claimVote({ claimKey, player: steam(steamId) }), { instanceOf: ConnectError });
-    t.is(refused?.code, Code.ResourceExhausted, "try again later: the push's outcome is still in doubt");
+    t.is(refused?.code, Code.Unavailable, "try again later: the push's outcome is still in doubt");
+    t.is(refused?.rawMessage, "the vote's payout is in progress through another transport; retry after the Retry-After delay");
     t.is((await stack(t).prisma.voteClaim.findUniqueOrThrow({ where: { heartId } })).state, "held", "the claim took nothing");
     t.is((await deliveryOf(t, heartId, "callback")).status, "pending", "the callback is retried with the same id");
   },

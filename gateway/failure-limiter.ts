@@ -23,9 +23,7 @@ export interface FailureLimiterOptions {
 }
 
 /** An admitted request (call `done` when it ends), or a refusal with the seconds to wait and which limit refused it. */
-export type Admission =
-  | { kind: "admitted"; done(failed: boolean): void }
-  | { kind: "limited"; retryAfterSeconds: number; by: "source" | "global" };
+export type Admission = { kind: "admitted"; done(failed: boolean): void } | { kind: "limited"; retryAfterSeconds: number; by: "source" | "global" };
 
 /**
  * Bounds what failures cost, charging each one to its SOURCE (the client address), never to the

@@ -68,7 +68,8 @@ export function createServerDirectory(opts: {
     } catch (error) {
       // Failure policy: keep what is known and try again at the next read; until then an id learned
       // neither way is treated as made up (the global limit may refuse its lookup). Logged once per outage.
-      if (!failing) opts.log.warn({ err: error }, "the gateway could not read the list of server ids (ListServerIds); ids not yet known may meet the global failure limit");
+      if (!failing)
+        opts.log.warn({ err: error }, "the gateway could not read the list of server ids (ListServerIds); ids not yet known may meet the global failure limit");
       failing = true;
     }
   };

@@ -266,7 +266,10 @@ async function readKeyAnswer(purpose: KeyPurpose, answer: () => Promise<KeyAnswe
  * it), `limiter` the failed-signature limits (gateway/failure-limiter.ts), `servers` the known server ids
  * (gateway/server-directory.ts).
  */
-export function keysOf(purpose: KeyPurpose, opts: LookupGuards & { cached?: ((serverId: string) => CachedKeys | undefined) | undefined } = {}): SignedRequestKeys {
+export function keysOf(
+  purpose: KeyPurpose,
+  opts: LookupGuards & { cached?: ((serverId: string) => CachedKeys | undefined) | undefined } = {},
+): SignedRequestKeys {
   const keys: SignedRequestKeys = { lookup: (serverId) => lookupKeys(purpose, serverId) };
   const refresh = purpose.refresh;
   if (refresh) {

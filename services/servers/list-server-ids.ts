@@ -54,6 +54,7 @@ export async function listServerIds(deps: { prisma: PrismaClient }, q: { cursor:
 /** The page size: 0 means the default; 1..MAX_SERVER_IDS_PAGE otherwise. */
 function toServerIdsLimit(limit: number): number {
   if (limit === 0) return DEFAULT_SERVER_IDS_PAGE;
-  if (!Number.isInteger(limit) || limit < 0 || limit > MAX_SERVER_IDS_PAGE) throw new DomainError("invalid_argument", betweenText("limit", 1, MAX_SERVER_IDS_PAGE));
+  if (!Number.isInteger(limit) || limit < 0 || limit > MAX_SERVER_IDS_PAGE)
+    throw new DomainError("invalid_argument", betweenText("limit", 1, MAX_SERVER_IDS_PAGE));
   return limit;
 }

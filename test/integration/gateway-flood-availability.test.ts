@@ -11,7 +11,7 @@
 import test from "ava";
 import { randomUUID } from "node:crypto";
 import { DEFAULT_SIGNING_KEY_CACHE_MS } from "../../gateway/signing-key-cache.js";
-import { startGatewayStack, type GatewayStack, type RawResponse, type TestServer } from "./gateway-stack.js";
+import { startGatewayStack, type RawResponse, type TestServer } from "./gateway-stack.js";
 
 const RANDOM_ID_FORGERIES = 7_000;
 const FORGERIES_PER_REAL_SERVER = 800;
@@ -126,10 +126,16 @@ async function floodThenSendSigned(t: import("ava").ExecutionContext, sources: n
   t.deepEqual(answers, expected);
 }
 
-test.serial("forgeries from one address never get a correctly signed request refused: 800 for each of two real servers (one never seen) and 7,000 for random ids, then signed requests at once, after a rotation, after 2 s and 30 s", async (t) => {
-  await floodThenSendSigned(t, 1);
-});
+test.serial(
+  "forgeries from one address never get a correctly signed request refused: 800 for each of two real servers (one never seen) and 7,000 for random ids, then signed requests at once, after a rotation, after 2 s and 30 s",
+  async (t) => {
+    await floodThenSendSigned(t, 1);
+  },
+);
 
-test.serial("forgeries from 256 addresses never get a correctly signed request refused: 800 for each of two real servers (one never seen) and 7,000 for random ids, then signed requests at once, after a rotation, after 2 s and 30 s", async (t) => {
-  await floodThenSendSigned(t, 256);
-});
+test.serial(
+  "forgeries from 256 addresses never get a correctly signed request refused: 800 for each of two real servers (one never seen) and 7,000 for random ids, then signed requests at once, after a rotation, after 2 s and 30 s",
+  async (t) => {
+    await floodThenSendSigned(t, 256);
+  },
+);

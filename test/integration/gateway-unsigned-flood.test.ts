@@ -88,10 +88,13 @@ test("failures are charged to their source, not to the server they name: a sourc
     const res = await stack.postSigned({ secret: "rsec_forged" }, event(target.serverId, n), forger);
     statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
   }
-  t.deepEqual([...statuses], [
-    [401, 5],
-    [429, 45],
-  ]);
+  t.deepEqual(
+    [...statuses],
+    [
+      [401, 5],
+      [429, 45],
+    ],
+  );
   t.is(counter.lookups - before, 5);
   const limited = await stack.postSigned(target, event(target.serverId, 99), forger);
   t.is(limited.status, 429, "the source's own correctly signed request waits too: it shares the address");

@@ -296,10 +296,17 @@ test("wrong keys from 256 addresses never get a right key refused: a new server'
   const rotated = await serverWithKey(t);
   const steamId = newSteamId();
   await rotated.vote({ steamId });
-  t.deepEqual(await get(`action=status&key=${rotated.claimKey}&steamid=${steamId}`, "198.51.100.20"), { status: 200, body: "1" }, "seen working before the flood");
+  t.deepEqual(
+    await get(`action=status&key=${rotated.claimKey}&steamid=${steamId}`, "198.51.100.20"),
+    { status: 200, body: "1" },
+    "seen working before the flood",
+  );
 
   // 16 wrong keys from each of 256 addresses (within each address's own budget), 64 in flight.
-  const guesses = Array.from({ length: 256 * 16 }, (_, n) => () => get(`action=status&key=vck_${randomBytes(32).toString("base64url")}&steamid=${steamId}`, `203.0.113.${n % 256}`));
+  const guesses = Array.from(
+    { length: 256 * 16 },
+    (_, n) => () => get(`action=status&key=vck_${randomBytes(32).toString("base64url")}&steamid=${steamId}`, `203.0.113.${n % 256}`),
+  );
   const answered = new Map<string, number>();
   await Promise.all(
     Array.from({ length: 64 }, async () => {
@@ -310,7 +317,10 @@ test("wrong keys from 256 addresses never get a right key refused: a new server'
     }),
   );
   t.log(`wrong keys answered: ${JSON.stringify([...answered])}`);
-  t.false([...answered.keys()].some((answer) => answer.endsWith(" 1")), "no guess found a vote");
+  t.false(
+    [...answered.keys()].some((answer) => answer.endsWith(" 1")),
+    "no guess found a vote",
+  );
 
   const fresh = await serverWithKey(t);
   await fresh.vote({ steamId });

@@ -233,7 +233,10 @@ test("ListServerIds (the gateway's list of the server ids that exist): every ser
     if (!page.more) break;
   }
   // Each once (the harness's clock stands still, so their order is the ids' own: created_at, then id).
-  t.deepEqual(listed.filter((id) => created.includes(id)), [...created].sort());
+  t.deepEqual(
+    listed.filter((id) => created.includes(id)),
+    [...created].sort(),
+  );
   const again = await h.admin.listServerIds({ cursor, limit: 1_000 });
   t.true(again.serverIds.includes(created[2] as string), "the newest server is within the overlap");
   t.false(again.more);

@@ -91,7 +91,10 @@ test("refresh after a failed MAC: keys looked up since the request arrived - one
   clock = 1_010;
   const answers = await Promise.all(forged);
   t.is(rpc.calls(), 3, "then one lookup for all of them");
-  t.true(answers.every((a) => a?.keys[0]?.kid === "k3"), "a secret created before they arrived verifies too");
+  t.true(
+    answers.every((a) => a?.keys[0]?.kid === "k3"),
+    "a secret created before they arrived verifies too",
+  );
   t.is((await cache.get("s", rpc.load)).keys[0]?.kid, "k3", "and the cache holds the fresher keys");
 });
 

@@ -4,7 +4,6 @@ import { DEFAULT_SIGNING_KEY_CACHE_MS, DEFAULT_SIGNING_KEY_REFRESH_MS, DEFAULT_U
 import {
   DEFAULT_FAILED_SIGNATURE_WINDOW_MS,
   DEFAULT_FAILED_SIGNATURES_GLOBAL,
-  DEFAULT_FAILED_SIGNATURES_PER_SERVER,
   DEFAULT_FAILED_SIGNATURES_PER_SOURCE,
   DEFAULT_REFERRAL_LINK_CLICKS_PER_IP,
   DEFAULT_REFERRAL_LINK_WINDOW_MS,
@@ -28,10 +27,10 @@ export interface GatewayConfig {
   signingKeyCacheMs: number;
   /** How long an unknown server id is remembered; 0 asks every time. */
   unknownServerCacheMs: number;
-  /** At most one fresh key lookup per server per this interval after failed MACs. */
+  /** At most one key lookup per server per this interval, however many requests ask. */
   signingKeyRefreshMs: number;
-  /** Failed-signature limits per window (429 with Retry-After); 0 turns a limit off. */
-  failedSignatures: { windowMs: number; perServer: number; perSource: number; global: number };
+  /** Failed-signature limits per window (429 with Retry-After): per source, and overall for server ids not known to exist; 0 turns a limit off. */
+  failedSignatures: { windowMs: number; perSource: number; global: number };
   /** Referral-link (`/r/`) clicks per client address per window (429 with Retry-After); 0 turns it off. */
   referralLinkLimit: { windowMs: number; perIp: number };
   /** Port of /healthz, /readyz and /metrics (never the public port). */
@@ -58,10 +57,10 @@ export function loadGatewayConfig(env: Record<string, string | undefined> = proc
     trustProxy: r.bool("TRUST_PROXY", false),
     signingKeyCacheMs: r.int("SIGNING_KEY_CACHE_MS", DEFAULT_SIGNING_KEY_CACHE_MS, { min: 0, max: 60_000 }),
     unknownServerCacheMs: r.int("UNKNOWN_SERVER_CACHE_MS", DEFAULT_UNKNOWN_SERVER_CACHE_MS, { min: 0, max: 3_600_000 }),
-    signingKeyRefreshMs: r.int("SIGNING_KEY_REFRESH_MS", DEFAULT_SIGNING_KEY_REFRESH_MS, { min: 0, max: 60_000 }),
+    // A request past the interval waits for the next lookup: a few seconds at most.
+    signingKeyRefreshMs: r.int("SIGNING_KEY_REFRESH_MS", DEFAULT_SIGNING_KEY_REFRESH_MS, { min: 0, max: 5_000 }),
     failedSignatures: {
       windowMs: r.int("FAILED_SIGNATURE_WINDOW_MS", DEFAULT_FAILED_SIGNATURE_WINDOW_MS, { min: 1_000, max: 3_600_000 }),
-      perServer: r.int("FAILED_SIGNATURES_PER_SERVER", DEFAULT_FAILED_SIGNATURES_PER_SERVER, { min: 0 }),
       perSource: r.int("FAILED_SIGNATURES_PER_SOURCE", DEFAULT_FAILED_SIGNATURES_PER_SOURCE, { min: 0 }),
       global: r.int("FAILED_SIGNATURES_GLOBAL", DEFAULT_FAILED_SIGNATURES_GLOBAL, { min: 0 }),
     },

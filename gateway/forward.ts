@@ -15,10 +15,10 @@ export interface IngestRpcs {
   resolveSigningKeys(request: MessageInitShape<typeof ResolveSigningKeysRequestSchema>): Promise<ResolveSigningKeysResponse>;
   applyEvent(request: MessageInitShape<typeof ApplyEventRequestSchema>): Promise<ApplyEventResponse>;
   /**
-   * After a MAC failed: drops the server's cached keys when a refresh is allowed (bounded per
-   * server, gateway/signing-key-cache.ts); true when the failed MAC may be retried with fresh keys.
+   * After a MAC failed: the answer of a key lookup started at or after `since` (ms), bounded and shared per
+   * server (gateway/signing-key-cache.ts#refresh); undefined without a key cache.
    */
-  invalidateSigningKeys?(serverId: string): boolean;
+  refreshSigningKeys?(serverId: string, since: number): Promise<ResolveSigningKeysResponse> | undefined;
   /** The key cache's answer for the server without a lookup (gateway/signing-key-cache.ts#peek); MACs verified against it skip the failure limiter. */
   peekSigningKeys?(serverId: string): CachedKeyAnswer<ResolveSigningKeysResponse> | undefined;
 }

@@ -11,8 +11,16 @@ import type {
   ListPullHeartsResponse,
 } from "../gen/proto/delivery/v1/delivery_pb.js";
 import { PullKeyStatus, type ResolvePullKeysRequestSchema, type ResolvePullKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
-import type { FailureLimiter } from "./failure-limiter.js";
-import { keysOf, readCachedKeys, verifySignedRequest, type KeyPurpose, type SignedInput, type SignedRequestKeys, type SignedResult } from "./signed-request.js";
+import {
+  keysOf,
+  readCachedKeys,
+  verifySignedRequest,
+  type KeyPurpose,
+  type LookupGuards,
+  type SignedInput,
+  type SignedRequestKeys,
+  type SignedResult,
+} from "./signed-request.js";
 import type { CachedKeyAnswer, KeyAnswer, KeyAnswerKind } from "./signing-key-cache.js";
 import { errorReply, fromRpcError } from "./http-errors.js";
 import type { JsonObject } from "./validate-event.js";
@@ -36,8 +44,8 @@ export interface PullRpcs {
   claimPullHearts(request: MessageInitShape<typeof ClaimPullHeartsRequestSchema>): Promise<ClaimPullHeartsResponse>;
   listPullEvents(request: MessageInitShape<typeof ListPullEventsRequestSchema>): Promise<ListPullEventsResponse>;
   claimPullEvents(request: MessageInitShape<typeof ClaimPullEventsRequestSchema>): Promise<ClaimPullEventsResponse>;
-  /** After a MAC failed: drops the server's cached pull keys when a refresh is allowed (gateway/signing-key-cache.ts#invalidate). */
-  invalidatePullKeys?(serverId: string): boolean;
+  /** After a MAC failed: the answer of a pull key lookup started at or after `since` (ms), bounded per server (gateway/signing-key-cache.ts#refresh). */
+  refreshPullKeys?(serverId: string, since: number): Promise<ResolvePullKeysResponse> | undefined;
   /** The pull key cache's answer without a lookup (gateway/signing-key-cache.ts#peek). */
   peekPullKeys?(serverId: string): CachedKeyAnswer<ResolvePullKeysResponse> | undefined;
 }
@@ -48,12 +56,11 @@ export function classifyPullKeys(answer: KeyAnswer): KeyAnswerKind {
   return answer.status === PullKeyStatus.UNKNOWN_SERVER ? "unknown_server" : "other";
 }
 
-/** Where a pull request's keys come from: the RPC (through the gateway's pull key cache when wired), the cache's peek, the limiter. */
-function pullKeys(rpcs: PullRpcs, limiter: FailureLimiter | undefined): SignedRequestKeys {
-  const invalidate = rpcs.invalidatePullKeys ? (serverId: string) => rpcs.invalidatePullKeys?.(serverId) ?? false : undefined;
+/** Where a pull request's keys come from: the RPC (through the gateway's pull key cache when wired), the cache's peek, the guards. */
+function pullKeys(rpcs: PullRpcs, guards: LookupGuards): SignedRequestKeys {
   const peek = rpcs.peekPullKeys;
   const cached = peek ? (serverId: string) => readCachedKeys(peek(serverId), classifyPullKeys) : undefined;
-  return keysOf(pullSecrets(rpcs), { invalidate, cached, limiter });
+  return keysOf(pullSecrets(rpcs), { ...guards, cached });
 }
 
 /**
@@ -64,8 +71,8 @@ function pullKeys(rpcs: PullRpcs, limiter: FailureLimiter | undefined): SignedRe
  * `{"hearts":[{heart_id, username, period, counted_at, streak_day?, next_eligible_at?, steam_id?, discord_id?,
  * minecraft_uuid?, account_id?}], "next_cursor"}` (each `?` field only when known).
  */
-export async function handlePullList(input: SignedInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
-  const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
+export async function handlePullList(input: SignedInput, rpcs: PullRpcs, now: () => Date, guards: LookupGuards = {}): Promise<SignedResult> {
+  const signed = await verifySignedRequest(input, pullKeys(rpcs, guards), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const fields = readListFields(body);
@@ -95,8 +102,8 @@ export async function handlePullList(input: SignedInput, rpcs: PullRpcs, now: ()
  * Answers `{"results":[{heart_id, status}]}`, one per id in request order, with
  * status `claimed`, `already_claimed` (a retried claim) or `unknown`.
  */
-export async function handlePullClaim(input: SignedInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
-  const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
+export async function handlePullClaim(input: SignedInput, rpcs: PullRpcs, now: () => Date, guards: LookupGuards = {}): Promise<SignedResult> {
+  const signed = await verifySignedRequest(input, pullKeys(rpcs, guards), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const ids = readClaimIds(body, "heart_ids");
@@ -117,8 +124,8 @@ export async function handlePullClaim(input: SignedInput, rpcs: PullRpcs, now: (
  * referee_identity, state, previous_state, reason?, reason_text?, occurred_at}], "next_cursor"}`:
  * the callback body's fields (docs/callbacks.md) with `occurred_at` instead of the per-attempt `timestamp`.
  */
-export async function handlePullEventList(input: SignedInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
-  const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
+export async function handlePullEventList(input: SignedInput, rpcs: PullRpcs, now: () => Date, guards: LookupGuards = {}): Promise<SignedResult> {
+  const signed = await verifySignedRequest(input, pullKeys(rpcs, guards), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const fields = readListFields(body);
@@ -148,8 +155,8 @@ export async function handlePullEventList(input: SignedInput, rpcs: PullRpcs, no
  * POST /api/pull/events/claims: claims referral events by `event_ids` (1-500 strings), idempotently,
  * like the heart claim. Answers `{"results":[{event_id, status}]}` (`claimed`, `already_claimed`, `unknown`).
  */
-export async function handlePullEventClaim(input: SignedInput, rpcs: PullRpcs, now: () => Date, limiter?: FailureLimiter): Promise<SignedResult> {
-  const signed = await verifySignedRequest(input, pullKeys(rpcs, limiter), now);
+export async function handlePullEventClaim(input: SignedInput, rpcs: PullRpcs, now: () => Date, guards: LookupGuards = {}): Promise<SignedResult> {
+  const signed = await verifySignedRequest(input, pullKeys(rpcs, guards), now);
   if (signed.kind === "rejected") return signed.result;
   const { body, serverId, kid } = signed;
   const ids = readClaimIds(body, "event_ids");
@@ -177,6 +184,7 @@ function pullSecrets(rpcs: PullRpcs): KeyPurpose {
   return {
     name: "pull key",
     resolve: (serverId) => rpcs.resolvePullKeys({ serverId }),
+    ...(rpcs.refreshPullKeys ? { refresh: rpcs.refreshPullKeys.bind(rpcs) } : {}),
     status: { ok: PullKeyStatus.OK, unknownServer: PullKeyStatus.UNKNOWN_SERVER, disabled: PullKeyStatus.PULL_DISABLED },
     disabled: { kind: "pullDisabled", outcome: "pull_disabled" },
     surface: "public",

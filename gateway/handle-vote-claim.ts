@@ -25,10 +25,12 @@ import type { RawReply } from "./landing.js";
  * - `GET /api/votes/json`, or `/api/votes?format=json`: the same, as `{"voted","claimed",...}` (VoteReward).
  *
  * A wrong key answers exactly what an unknown player gets (`0`); unknown or missing parameters answer
- * `0` too, without any call. Wrong keys are charged per source to the gateway's guess limiter; past its
- * limit a key the gateway has not seen work answers `0` with 429 and Retry-After. A key seen working
- * (KnownClaimKeys) is never charged nor refused. The key never reaches a log line, a metric label or
- * an error message: the request log records the path without the query.
+ * `0` too, without any call. Wrong keys are charged to their source (the client address) in the
+ * gateway's guess limiter, and to nothing else: past its limit, that source's keys the gateway has not
+ * seen work answer `0` with 429 and Retry-After, while every other source - a plugin with a new or
+ * rotated key included - is answered as usual. A key seen working (KnownClaimKeys) is never charged nor
+ * refused. The key never reaches a log line, a metric label or an error message: the request log
+ * records the path without the query.
  */
 
 /** The digit families' path. */
@@ -43,16 +45,16 @@ export const MAX_PLAYER_ID_CHARS = 512;
 
 /** Window of the wrong-key limit. */
 export const DEFAULT_CLAIM_KEY_GUESS_WINDOW_MS = 60_000;
-/** Wrong claim keys per source (client address) per window before that source's unknown keys are refused (429). */
+/**
+ * Wrong claim keys per source (client address) per window before that source's unknown keys are refused
+ * (429). There is no global budget: it would let guessers get a right key refused. A key has 256 random
+ * bits, so guessing is hopeless; the budget only bounds the database work, one index lookup per guess.
+ */
 export const DEFAULT_CLAIM_KEY_GUESSES_PER_SOURCE = 30;
-/** Wrong claim keys across all sources per window before every unknown key is refused (429). */
-export const DEFAULT_CLAIM_KEY_GUESSES_GLOBAL = 3_000;
 /** How long a key seen working stays exempt from the limiter (renewed on every right answer). */
 export const KNOWN_CLAIM_KEY_TTL_MS = 24 * 60 * 60_000;
 /** Keys remembered at most; the oldest is dropped beyond it. */
 const MAX_KNOWN_CLAIM_KEYS = 10_000;
-/** The failure limiter's "server" of every claim-key admission (its per-server limit is off for claims). */
-const CLAIM_KEY_BUCKET = "claim-key";
 
 /** The query parameter of each player id kind, as the plugins send them. */
 export const PLAYER_ID_PARAMS = {
@@ -274,7 +276,7 @@ export async function handleVoteClaim(input: VoteClaimInput, rpcs: ClaimRpcs, gu
   const { action, json, key, player } = parsed;
 
   const known = guard.known.has(key);
-  const admission = known ? undefined : guard.limiter.admit(CLAIM_KEY_BUCKET, input.source);
+  const admission = known ? undefined : guard.limiter.admit(input.source);
   if (admission?.kind === "limited") {
     return { reply: answer(json, 429, "0", { "retry-after": String(admission.retryAfterSeconds) }), outcome: "claim_key_guess_limit" };
   }

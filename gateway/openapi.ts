@@ -109,7 +109,7 @@ function retryableError(description: string, examples: Record<string, { summary:
 /** 429 past the failed-signature limits (gateway/failure-limiter.ts), shared by every signed endpoint. */
 function tooManyFailures() {
   return retryableError(
-    "Too many failed authentications (bad signature, unknown server, disabled) for this server_id, from this client address, or overall, and this request was not verified by the keys the gateway holds; wait Retry-After seconds.",
+    "Too many failed authentications (bad signature, unknown server, disabled) from this client address (or, for a server_id the gateway does not know to exist, overall), and this request was not verified by the keys the gateway holds; wait Retry-After seconds.",
     { tooManyFailures: errorExample("Failed-signature limit reached", "tooManyFailedSignatures") },
     "Seconds until the limit's window ends.",
   );

@@ -6,7 +6,6 @@ import {
   createFailureLimiter,
   DEFAULT_FAILED_SIGNATURE_WINDOW_MS,
   DEFAULT_FAILED_SIGNATURES_GLOBAL,
-  DEFAULT_FAILED_SIGNATURES_PER_SERVER,
   DEFAULT_FAILED_SIGNATURES_PER_SOURCE,
   DEFAULT_REFERRAL_LINK_CLICKS_PER_IP,
   DEFAULT_REFERRAL_LINK_WINDOW_MS,
@@ -21,7 +20,8 @@ import type { ClaimService } from "../gen/proto/claims/v1/claims_pb.js";
 import type { Logger } from "../services/shared/log.js";
 import type { Metrics } from "../services/shared/metrics.js";
 import { handleIngest } from "./handle-ingest.js";
-import type { SignedInput, SignedResult } from "./signed-request.js";
+import type { LookupGuards, SignedInput, SignedResult } from "./signed-request.js";
+import { createServerDirectory } from "./server-directory.js";
 import {
   PULL_CLAIMS_PATH,
   PULL_EVENT_CLAIMS_PATH,
@@ -46,7 +46,6 @@ import { DOCS_PREFIX, LANDING_PATH, docReply, landingReply, type RawReply } from
 import { INGEST_PATH } from "../services/shared/contract.js";
 import {
   DEFAULT_CLAIM_KEY_GUESS_WINDOW_MS,
-  DEFAULT_CLAIM_KEY_GUESSES_GLOBAL,
   DEFAULT_CLAIM_KEY_GUESSES_PER_SOURCE,
   VOTES_JSON_PATH,
   VOTES_PATH,
@@ -62,6 +61,8 @@ import { RECEIPT_ANSWER_HEADERS } from "./receipt-page.js";
 export const RPC_TIMEOUT_MS = 10_000;
 /** A whole request (headers and body) must arrive within this, against slow-body clients. */
 export const REQUEST_TIMEOUT_MS = 30_000;
+/** Server ids per ListServerIds page the gateway asks for. */
+const SERVER_IDS_PAGE = 5_000;
 
 /** An extra request handler: returns true when it answered the request. */
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
@@ -94,14 +95,14 @@ export interface GatewayDeps {
   signingKeyCacheMs?: number;
   /** How long an unknown server id is remembered (DEFAULT_UNKNOWN_SERVER_CACHE_MS); 0 asks every time. */
   unknownServerCacheMs?: number;
-  /** At most one fresh key lookup per server per this interval after failed MACs (DEFAULT_SIGNING_KEY_REFRESH_MS). */
+  /** At most one key lookup per server per this interval, however many requests ask (DEFAULT_SIGNING_KEY_REFRESH_MS). */
   signingKeyRefreshMs?: number;
-  /** Limits on failed signatures (gateway/failure-limiter.ts); a limit of 0 is off. */
-  failedSignatures?: { windowMs?: number; perServer?: number; perSource?: number; global?: number };
+  /** Limits on failed signatures (gateway/failure-limiter.ts): per source, and overall for server ids not known to exist; a limit of 0 is off. */
+  failedSignatures?: { windowMs?: number; perSource?: number; global?: number };
   /** Referral-link (`/r/`) clicks per client address per window (DEFAULT_REFERRAL_LINK_*); a limit of 0 is off. */
   referralLinkLimit?: { windowMs?: number; perIp?: number };
-  /** Limits on wrong claim keys of the check/claim API (gateway/handle-vote-claim.ts); a limit of 0 is off. */
-  claimKeyGuesses?: { windowMs?: number; perSource?: number; global?: number };
+  /** Limit on wrong claim keys per source of the check/claim API (gateway/handle-vote-claim.ts); a limit of 0 is off. */
+  claimKeyGuesses?: { windowMs?: number; perSource?: number };
   /** Whether the dashboard is mounted (the front page links to it only then). */
   dashboard?: boolean;
 }
@@ -146,8 +147,11 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * request (no secrets, no signature header, no bodies) and metrics by route and status.
  */
 export function createGatewayServer(deps: GatewayDeps): http.Server {
+  // One clock for the caches, the limits and the signature's timestamp check (tests move it).
+  const nowMs = () => deps.now().getTime();
   const keyCacheOptions = {
     ttlMs: deps.signingKeyCacheMs ?? DEFAULT_SIGNING_KEY_CACHE_MS,
+    now: nowMs,
     ...(deps.unknownServerCacheMs === undefined ? {} : { unknownServerTtlMs: deps.unknownServerCacheMs }),
     ...(deps.signingKeyRefreshMs === undefined ? {} : { refreshIntervalMs: deps.signingKeyRefreshMs }),
   };
@@ -155,32 +159,43 @@ export function createGatewayServer(deps: GatewayDeps): http.Server {
   const pullKeyCache = createSigningKeyCache<ResolvePullKeysResponse>({ ...keyCacheOptions, classify: classifyPullKeys });
   const limiter = createFailureLimiter({
     windowMs: deps.failedSignatures?.windowMs ?? DEFAULT_FAILED_SIGNATURE_WINDOW_MS,
-    perServer: deps.failedSignatures?.perServer ?? DEFAULT_FAILED_SIGNATURES_PER_SERVER,
     perSource: deps.failedSignatures?.perSource ?? DEFAULT_FAILED_SIGNATURES_PER_SOURCE,
     global: deps.failedSignatures?.global ?? DEFAULT_FAILED_SIGNATURES_GLOBAL,
+    now: nowMs,
   });
+  // The known server ids exempt lookups from the global limit only because the key cache bounds each
+  // server's lookups; with the cache off (every request its own lookup) every id meets the global limit.
+  const servers =
+    keyCacheOptions.ttlMs > 0
+      ? createServerDirectory({
+          listPage: (cursor) => deps.admin.listServerIds({ cursor, limit: SERVER_IDS_PAGE }, { timeoutMs: deps.rpcTimeoutMs ?? RPC_TIMEOUT_MS }),
+          log: deps.log,
+          now: nowMs,
+        })
+      : undefined;
   // The same fixed-window counters, per client address only, every click counted: /r/ is unsigned and each
   // visit writes a click row, so one address cannot flood the table (the signed ingest never meets this limit).
   const clickLimiter = createFailureLimiter({
     windowMs: deps.referralLinkLimit?.windowMs ?? DEFAULT_REFERRAL_LINK_WINDOW_MS,
-    perServer: 0,
-    global: 0,
     perSource: deps.referralLinkLimit?.perIp ?? DEFAULT_REFERRAL_LINK_CLICKS_PER_IP,
+    now: nowMs,
   });
   const claimKeys: ClaimKeyGuard = {
     limiter: createFailureLimiter({
       windowMs: deps.claimKeyGuesses?.windowMs ?? DEFAULT_CLAIM_KEY_GUESS_WINDOW_MS,
-      perServer: 0,
       perSource: deps.claimKeyGuesses?.perSource ?? DEFAULT_CLAIM_KEY_GUESSES_PER_SOURCE,
-      global: deps.claimKeyGuesses?.global ?? DEFAULT_CLAIM_KEY_GUESSES_GLOBAL,
+      now: nowMs,
     }),
-    known: createKnownClaimKeys(),
+    known: createKnownClaimKeys({ now: nowMs }),
   };
-  const guards: IngestGuards = { keyCache, pullKeyCache, limiter, clickLimiter, claimKeys, requestLines: requestLineLogger(deps.log) };
+  const lookups: LookupGuards = servers === undefined ? { limiter } : { limiter, servers };
+  const guards: IngestGuards = { keyCache, pullKeyCache, lookups, clickLimiter, claimKeys, requestLines: requestLineLogger(deps.log) };
   const routes = createRoutes(deps, guards);
   const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
     void handleRequest(deps, guards, routes, req, res);
   });
+  servers?.start();
+  server.on("close", () => servers?.stop());
   return server;
 }
 
@@ -225,7 +240,7 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
     const callOptions = rpcCallOptions(deps, entry.requestId);
     return {
       resolvePullKeys: (request) => guards.pullKeyCache.get(request.serverId ?? "", () => deps.admin.resolvePullKeys(request, callOptions)),
-      invalidatePullKeys: (serverId) => guards.pullKeyCache.invalidate(serverId),
+      refreshPullKeys: (serverId, since) => guards.pullKeyCache.refresh(serverId, () => deps.admin.resolvePullKeys({ serverId }, callOptions), since),
       peekPullKeys: (serverId) => guards.pullKeyCache.peek(serverId),
       listPullHearts: (request) => deps.delivery.listPullHearts(request, callOptions),
       claimPullHearts: (request) => deps.delivery.claimPullHearts(request, callOptions),
@@ -264,7 +279,7 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
       handle: signed(
         ({ entry }) =>
           (input) =>
-            handlePullList(input, pullRpcs(entry), deps.now, guards.limiter),
+            handlePullList(input, pullRpcs(entry), deps.now, guards.lookups),
       ),
     },
     {
@@ -274,7 +289,7 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
       handle: signed(
         ({ entry }) =>
           (input) =>
-            handlePullClaim(input, pullRpcs(entry), deps.now, guards.limiter),
+            handlePullClaim(input, pullRpcs(entry), deps.now, guards.lookups),
       ),
     },
     {
@@ -284,7 +299,7 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
       handle: signed(
         ({ entry }) =>
           (input) =>
-            handlePullEventList(input, pullRpcs(entry), deps.now, guards.limiter),
+            handlePullEventList(input, pullRpcs(entry), deps.now, guards.lookups),
       ),
     },
     {
@@ -294,7 +309,7 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
       handle: signed(
         ({ entry }) =>
           (input) =>
-            handlePullEventClaim(input, pullRpcs(entry), deps.now, guards.limiter),
+            handlePullEventClaim(input, pullRpcs(entry), deps.now, guards.lookups),
       ),
     },
     // The key travels in the query: the request line logs the path only (writeRequestLog), so it never reaches a log.
@@ -335,7 +350,8 @@ function pathMatches(route: Route, rawPath: string): boolean {
 interface IngestGuards {
   keyCache: SigningKeyCache;
   pullKeyCache: SigningKeyCache<ResolvePullKeysResponse>;
-  limiter: FailureLimiter;
+  /** The failed-signature limits and the known server ids of the signed endpoints. */
+  lookups: LookupGuards;
   /** Referral-link clicks per client address (429 with Retry-After past it). */
   clickLimiter: FailureLimiter;
   /** The check/claim API's wrong-key limiter and the keys seen working. */
@@ -394,15 +410,15 @@ async function handleRequest(deps: GatewayDeps, guards: IngestGuards, routes: re
   }
 }
 
-function serveIngest(deps: GatewayDeps, { keyCache, limiter }: IngestGuards, entry: RequestLog, input: SignedInput): Promise<SignedResult> {
+function serveIngest(deps: GatewayDeps, { keyCache, lookups }: IngestGuards, entry: RequestLog, input: SignedInput): Promise<SignedResult> {
   const callOptions = rpcCallOptions(deps, entry.requestId);
   const rpcs: IngestRpcs = {
     resolveSigningKeys: (request) => keyCache.get(request.serverId ?? "", () => deps.admin.resolveSigningKeys(request, callOptions)),
-    invalidateSigningKeys: (serverId) => keyCache.invalidate(serverId),
+    refreshSigningKeys: (serverId, since) => keyCache.refresh(serverId, () => deps.admin.resolveSigningKeys({ serverId }, callOptions), since),
     peekSigningKeys: (serverId) => keyCache.peek(serverId),
     applyEvent: (request) => deps.referral.applyEvent(request, callOptions),
   };
-  return handleIngest(input, rpcs, deps.now, limiter);
+  return handleIngest(input, rpcs, deps.now, lookups);
 }
 
 /**
@@ -454,7 +470,7 @@ async function serveReferralLink(deps: GatewayDeps, clickLimiter: FailureLimiter
     return;
   }
   const ip = clientAddress(deps, req);
-  const admission = clickLimiter.admit("", ip);
+  const admission = clickLimiter.admit(ip);
   if (admission.kind === "limited") {
     entry.outcome = "click_limit";
     sendReply(res, errorReply("tooManyClicks", TOO_MANY_CLICKS_TEXT, { headers: { "retry-after": String(admission.retryAfterSeconds) } }));

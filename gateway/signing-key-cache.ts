@@ -1,20 +1,20 @@
 import type { ResolveSigningKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
 import { SigningKeyStatus } from "../gen/proto/servers/v1/servers_pb.js";
+import { createSpacedSingleFlight, type SpacedSingleFlight } from "./spaced-single-flight.js";
 
 /** How long the gateway reuses a server's active keys; 0 turns the cache off (every request asks). */
 export const DEFAULT_SIGNING_KEY_CACHE_MS = 1_000;
 /** How long an unknown server id is remembered as unknown (server ids are random uuids minted by the service). */
 export const DEFAULT_UNKNOWN_SERVER_CACHE_MS = 30_000;
-/** At most one fresh lookup per server per this interval after a MAC failed against cached keys. */
+/** At most one key lookup per server per this interval, however many requests ask (the ones past it wait for the next). */
 export const DEFAULT_SIGNING_KEY_REFRESH_MS = 1_000;
 /**
  * How long a server's last OK keys are kept after they stopped being fresh. They never verify a
  * request on their own: a MAC that verifies against them only earns the request a fresh lookup that
- * the failure limiter does not charge (the sender holds a secret that was active this recently), so
- * a flood of forgeries for the same server cannot get its real traffic refused.
+ * the failure limiter does not charge (the sender holds a secret that was active this recently).
  */
 export const STALE_SIGNING_KEYS_RETENTION_MS = 3_600_000;
-/** Servers remembered at most; the oldest entry is dropped beyond it. */
+/** Servers remembered at most (and, apart, unknown ids at most); the oldest entry is dropped beyond it. */
 const MAX_CACHED_SERVERS = 10_000;
 
 /** What the cache needs of a key answer (ResolveSigningKeys's, ResolvePullKeys's). */
@@ -37,8 +37,21 @@ export type CachedKeyAnswer<A> = { answer: A; fresh: boolean };
 
 /** A per-server cache of key answers (ResolveSigningKeys by default). */
 export interface SigningKeyCache<A extends KeyAnswer = ResolveSigningKeysResponse> {
-  /** The cached answer when fresh, otherwise `load()`'s; concurrent misses share one load (single flight). */
+  /**
+   * The cached answer when fresh, otherwise a lookup (`load()`): the one in flight for the server if
+   * any, else a new one - at most one per server per refresh interval, so a request past it waits for
+   * the next lookup and shares it with every other request that asks meanwhile. With the key cache off
+   * every call is a lookup of its own (only an unknown server is remembered).
+   */
   get(serverId: string, load: () => Promise<A>): Promise<A>;
+  /**
+   * After a MAC failed against keys that may be older than the request: an answer of a lookup that
+   * started at or after `since` (the cache's clock, ms) - the one held or in flight when it is that
+   * recent, else the next one, bounded and shared like `get`'s - so a secret created before the request
+   * was sent verifies, and forged requests for the server cost one lookup per interval, not one each.
+   * Undefined with the key cache off: the caller's keys were its own lookup already.
+   */
+  refresh(serverId: string, load: () => Promise<A>, since: number): Promise<A> | undefined;
   /**
    * The answer held for the server, without a lookup: a fresh OK or unknown-server answer
    * (`fresh: true`, what `get` would return), else the last OK keys kept for
@@ -46,14 +59,6 @@ export interface SigningKeyCache<A extends KeyAnswer = ResolveSigningKeysRespons
    * on), else undefined.
    */
   peek(serverId: string): CachedKeyAnswer<A> | undefined;
-  /**
-   * Called when a MAC failed against cached keys: drops the server's entry so the next `get`
-   * asks again, and returns true - at most once per server per refresh interval, unless the
-   * previous refresh found the keys changed. Otherwise (nothing cached, or a fruitless refresh
-   * within the interval) returns false and keeps the entry, so a flood of bad signatures costs
-   * at most one lookup per server per interval.
-   */
-  invalidate(serverId: string): boolean;
 }
 
 /** Settings of the cache; see the DEFAULT_* constants. */
@@ -63,54 +68,89 @@ export interface SigningKeyCacheOptions<A extends KeyAnswer = ResolveSigningKeys
   classify?: (answer: A) => KeyAnswerKind;
   unknownServerTtlMs?: number;
   refreshIntervalMs?: number;
+  /** The clock, in milliseconds (default Date.now). */
   now?: () => number;
 }
 
 /**
- * Caches OK answers for `ttlMs` and unknown-server answers for `unknownServerTtlMs` (a server id
- * is a random uuid minted at creation, so an id unknown now is not about to exist). A disabled
- * server is asked again on every request, so re-enabling takes effect at once (its failures are
- * rate limited by the gateway's failure limiter instead). Failed lookups are never cached.
- * A revoked secret keeps verifying for at most `ttlMs`; a newly created one verifies at once
- * through `invalidate`, which is bounded per server. `peek` shows what is held without asking,
- * including a server's last OK keys for STALE_SIGNING_KEYS_RETENTION_MS after they went stale, so the
- * gateway can tell a correctly signed request from a forgery before it spends a lookup
- * (gateway/handle-ingest.ts#verifySignedRequest).
+ * Caches OK answers for `ttlMs` and unknown-server answers for `unknownServerTtlMs` (a server id is
+ * a random uuid minted at creation, so an id unknown now is not about to exist; unknown ids are kept
+ * apart, so a flood of them never pushes a real server's keys out). Every other answer - a server
+ * with referrals (or pull) off, a failed lookup - is not kept, but the next lookup for that server
+ * still waits for its turn: lookups per server are single-flight and at most one per
+ * `refreshIntervalMs`, whatever the answers, so forged traffic that names a real server cannot
+ * multiply its lookups and needs no refusal. A revoked secret keeps verifying for at most `ttlMs`;
+ * a newly created one verifies at once through `refresh`, at the latest after one interval.
+ * `peek` shows what is held without asking, including a server's last OK keys for
+ * STALE_SIGNING_KEYS_RETENTION_MS after they went stale, so the gateway can tell a correctly signed
+ * request from a forgery before it spends a lookup (gateway/signed-request.ts#verifySignedRequest).
  */
 export function createSigningKeyCache<A extends KeyAnswer = ResolveSigningKeysResponse>(opts: SigningKeyCacheOptions<A>): SigningKeyCache<A> {
   const now = opts.now ?? Date.now;
   const classify = opts.classify ?? classifySigningKeys;
   const unknownTtlMs = opts.unknownServerTtlMs ?? DEFAULT_UNKNOWN_SERVER_CACHE_MS;
   const refreshIntervalMs = opts.refreshIntervalMs ?? DEFAULT_SIGNING_KEY_REFRESH_MS;
-  const entries = new Map<string, Entry<A>>();
-  /** Per server: the last OK answer and when it was loaded (kept past its freshness, see STALE_SIGNING_KEYS_RETENTION_MS). */
-  const lastOk = new Map<string, { at: number; answer: A }>();
-  /** Per server: when the last refresh was allowed, the kids it replaced, and whether it found them changed. */
-  const refreshes = new Map<string, { at: number; replacedKids: string; changed?: boolean }>();
+  /** Per server: its lookups (shared, spaced) and the last OK answer while fresh. */
+  const servers = new Map<string, ServerKeys<A>>();
+  /** Per unknown server id: the unknown-server answer and when its lookup started. */
+  const unknown = new Map<string, Loaded<A>>();
+  /** Per server: the last OK answer, kept past its freshness (see STALE_SIGNING_KEYS_RETENTION_MS). */
+  const lastOk = new Map<string, Loaded<A>>();
 
   const remember = <V>(map: Map<string, V>, key: string, value: V) => {
     map.delete(key);
     map.set(key, value);
     if (map.size > MAX_CACHED_SERVERS) map.delete(map.keys().next().value as string);
   };
-  const isFresh = (entry: Entry<A>) => {
-    // An entry still loading is shared (single flight); a settled one lives as long as its kind allows.
-    if (entry.settled === undefined) return true;
-    const lifetime = classify(entry.settled) === "unknown_server" ? unknownTtlMs : opts.ttlMs;
-    return now() - entry.at < lifetime;
+  const freshUnknown = (serverId: string) => {
+    const held = unknown.get(serverId);
+    if (held === undefined) return undefined;
+    if (now() - held.at < unknownTtlMs) return held;
+    unknown.delete(serverId);
+    return undefined;
+  };
+  const freshOk = (state: ServerKeys<A> | undefined) => (state?.ok !== undefined && now() - state.ok.at < opts.ttlMs ? state.ok : undefined);
+  const stateOf = (serverId: string) => {
+    const state = servers.get(serverId) ?? { flight: createSpacedSingleFlight<A>({ intervalMs: refreshIntervalMs, now }) };
+    remember(servers, serverId, state);
+    return state;
+  };
+  /** One lookup of the server's answer, and what it leaves in the cache. */
+  const lookup = (serverId: string, state: ServerKeys<A>, load: () => Promise<A>) => () => {
+    const at = now();
+    // Failure policy: a failed lookup is never cached; its callers see the rejection, and the next lookup waits for its turn.
+    return load().then((answer) => {
+      const kind = classify(answer);
+      // Runs may overlap (a lookup slower than the interval): the later one's answer stays.
+      if (state.ok !== undefined && state.ok.at > at) return answer;
+      if (kind === "ok") {
+        state.ok = { at, answer };
+        remember(lastOk, serverId, { at, answer });
+        return answer;
+      }
+      // Any other answer ends the keys held, stale ones included.
+      delete state.ok;
+      lastOk.delete(serverId);
+      if (kind === "unknown_server" && unknownTtlMs > 0) {
+        remember(unknown, serverId, { at, answer });
+        servers.delete(serverId);
+      }
+      return answer;
+    });
   };
 
   return {
     get(serverId, load) {
-      const hit = entries.get(serverId);
-      if (hit && isFresh(hit)) return hit.value;
+      const known = freshUnknown(serverId);
+      if (known !== undefined) return Promise.resolve(known.answer);
       if (opts.ttlMs <= 0) {
         // Key cache off: every request asks for itself (nothing shared); only an unknown server is remembered.
         const own = load();
         if (unknownTtlMs > 0) {
+          const at = now();
           own.then(
             (answer) => {
-              if (classify(answer) === "unknown_server") remember(entries, serverId, { at: now(), value: own, settled: answer });
+              if (classify(answer) === "unknown_server") remember(unknown, serverId, { at, answer });
             },
             () => {
               // Failure policy: a failed lookup is never cached; the caller sees the rejection itself.
@@ -119,32 +159,23 @@ export function createSigningKeyCache<A extends KeyAnswer = ResolveSigningKeysRe
         }
         return own;
       }
-      const value = load();
-      const entry: Entry<A> = { at: now(), value };
-      remember(entries, serverId, entry);
-      value.then(
-        (answer) => {
-          const refresh = refreshes.get(serverId);
-          if (refresh && refresh.changed === undefined) refresh.changed = kidsOf(answer) !== refresh.replacedKids;
-          const kind = classify(answer);
-          // The last OK keys outlive their freshness (stale keys only vouch for a lookup); any other answer ends them.
-          if (kind === "ok") remember(lastOk, serverId, { at: entry.at, answer });
-          else lastOk.delete(serverId);
-          if (entries.get(serverId) !== entry) return;
-          const keep = kind === "unknown_server" ? unknownTtlMs > 0 : kind === "ok" && opts.ttlMs > 0;
-          if (keep) entry.settled = answer;
-          else entries.delete(serverId);
-        },
-        () => {
-          // Failure policy: a failed lookup is never cached; the next request asks again.
-          if (entries.get(serverId) === entry) entries.delete(serverId);
-        },
-      );
-      return value;
+      const state = stateOf(serverId);
+      const ok = freshOk(state);
+      if (ok !== undefined) return Promise.resolve(ok.answer);
+      return state.flight.run(lookup(serverId, state, load));
+    },
+    refresh(serverId, load, since) {
+      if (opts.ttlMs <= 0) return undefined;
+      const state = stateOf(serverId);
+      const ok = freshOk(state);
+      if (ok !== undefined && ok.at >= since) return Promise.resolve(ok.answer);
+      return state.flight.run(lookup(serverId, state, load), since);
     },
     peek(serverId) {
-      const hit = entries.get(serverId);
-      if (hit?.settled !== undefined && isFresh(hit)) return { answer: hit.settled, fresh: true };
+      const known = freshUnknown(serverId);
+      if (known !== undefined) return { answer: known.answer, fresh: true };
+      const ok = freshOk(servers.get(serverId));
+      if (ok !== undefined) return { answer: ok.answer, fresh: true };
       const last = lastOk.get(serverId);
       if (last === undefined) return undefined;
       if (now() - last.at >= STALE_SIGNING_KEYS_RETENTION_MS) {
@@ -153,28 +184,18 @@ export function createSigningKeyCache<A extends KeyAnswer = ResolveSigningKeysRe
       }
       return { answer: last.answer, fresh: false };
     },
-    invalidate(serverId) {
-      const hit = entries.get(serverId);
-      if (hit?.settled === undefined || classify(hit.settled) !== "ok") return false;
-      // A refresh that found the keys changed (a secret created or revoked) was the owner's doing, not
-      // a forger's, so it does not use up the interval; one that found nothing new does.
-      const last = refreshes.get(serverId);
-      if (last !== undefined && last.changed !== true && now() - last.at < refreshIntervalMs) return false;
-      remember(refreshes, serverId, { at: now(), replacedKids: kidsOf(hit.settled) });
-      entries.delete(serverId);
-      return true;
-    },
   };
 }
 
-interface Entry<A> {
+/** An answer and when its lookup started. */
+interface Loaded<A> {
   at: number;
-  value: Promise<A>;
-  /** Set once the load succeeded with an answer worth keeping. */
-  settled?: A;
+  answer: A;
 }
 
-/** The identity of a key set: its kids in order. */
-function kidsOf(answer: KeyAnswer): string {
-  return answer.keys.map((k) => k.kid).join(",");
+/** What the cache holds for one server it has asked about. */
+interface ServerKeys<A> {
+  flight: SpacedSingleFlight<A>;
+  /** The last OK answer (fresh for ttlMs from `at`). */
+  ok?: Loaded<A>;
 }

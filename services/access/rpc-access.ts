@@ -65,6 +65,8 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "servers.v1.ServerAdminService/RotatePullSecret": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/RevealPullSecret": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/ResolvePullKeys": { scope: "pull", owner: none },
+  // Server ids only, for the gateway's list of the servers that exist (no forged id is among them): `ingest`, which every gateway token holds.
+  "servers.v1.ServerAdminService/ListServerIds": { scope: "ingest", owner: none },
   // Public keys only, for the gateway's /.well-known/webhook-keys.json: `ingest`, which every gateway token holds.
   "servers.v1.ServerAdminService/ListWebhookSigningKeys": { scope: "ingest", owner: none },
   "servers.v1.ServerAdminService/RotateWebhookSigningKey": { scope: "admin", owner: none },

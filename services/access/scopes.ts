@@ -9,7 +9,8 @@ export type Scope = (typeof SCOPES)[number];
 export const SCOPE_MEANING: Record<Scope, string> = {
   admin: "everything: servers, secrets, owners, tokens, login links, deliveries",
   read: "read-only RPCs: servers (no secret values), referrals, leaderboard, funnel, ranking, deliveries",
-  ingest: "the gateway's ingest path: ResolveSigningKeys and ApplyEvent; the published webhook public keys (ListWebhookSigningKeys)",
+  ingest:
+    "the gateway's ingest path: ResolveSigningKeys and ApplyEvent; the server ids that exist (ListServerIds); the published webhook public keys (ListWebhookSigningKeys)",
   pull: "the gateway's signed pull API: ResolvePullKeys, ListPullHearts and ClaimPullHearts",
   claims: "the gateway's check/claim API for reward plugins: CheckVote and ClaimVote",
   "clicks:record": "RecordClick (referral links)",

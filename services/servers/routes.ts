@@ -28,6 +28,7 @@ import {
   type EndpointRecord,
 } from "./endpoint-store.js";
 import { revealClaimKey, rotateClaimKey, setClaimSettings } from "./claim-settings.js";
+import { listServerIds } from "./list-server-ids.js";
 import { toGraceSeconds } from "./domain/secret-policy.js";
 import { toRegistrationUrl, toServerName } from "./domain/server-fields.js";
 import { toReferralSettings } from "./domain/referral-settings.js";
@@ -244,6 +245,10 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
           status: PULL_STATUS_TO_PROTO[resolved.status],
           keys: resolved.status === "ok" ? resolved.keys.map((k) => ({ kid: k.kid, secret: Buffer.from(k.secret, "utf8") })) : [],
         };
+      },
+
+      async listServerIds(req) {
+        return listServerIds(deps, { cursor: req.cursor, limit: req.limit });
       },
 
       async listWebhookSigningKeys() {

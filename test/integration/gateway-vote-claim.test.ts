@@ -285,6 +285,51 @@ test("the wrong-key limiter: a guessing source gets 0 with 429 and Retry-After, 
   assertDigit(t, await pluginGet(`${t.context.gateway.url}/api/votes?action=status&key=${fresh.claimKey}&steamid=${steamId}`), "0");
 });
 
+test("wrong keys from 256 addresses never get a right key refused: a new server's first key and a rotated key, never seen working, answer their digit from a fresh address", async (t) => {
+  const { stack } = t.context;
+  // The production limits, behind a proxy: each request's source is its X-Forwarded-For.
+  const gateway = await stack.startGateway({ serviceToken: "gateway", overrides: () => ({ trustProxy: true }) });
+  const get = async (query: string, source: string) => {
+    const res = await fetch(`${gateway.url}/api/votes?${query}`, { headers: { "x-forwarded-for": source } });
+    return { status: res.status, body: await res.text() };
+  };
+  const rotated = await serverWithKey(t);
+  const steamId = newSteamId();
+  await rotated.vote({ steamId });
+  t.deepEqual(
+    await get(`action=status&key=${rotated.claimKey}&steamid=${steamId}`, "198.51.100.20"),
+    { status: 200, body: "1" },
+    "seen working before the flood",
+  );
+
+  // 16 wrong keys from each of 256 addresses (within each address's own budget), 64 in flight.
+  const guesses = Array.from(
+    { length: 256 * 16 },
+    (_, n) => () => get(`action=status&key=vck_${randomBytes(32).toString("base64url")}&steamid=${steamId}`, `203.0.113.${n % 256}`),
+  );
+  const answered = new Map<string, number>();
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      for (let guess = guesses.pop(); guess !== undefined; guess = guesses.pop()) {
+        const res = await guess();
+        answered.set(`${res.status} ${res.body}`, (answered.get(`${res.status} ${res.body}`) ?? 0) + 1);
+      }
+    }),
+  );
+  t.log(`wrong keys answered: ${JSON.stringify([...answered])}`);
+  t.false(
+    [...answered.keys()].some((answer) => answer.endsWith(" 1")),
+    "no guess found a vote",
+  );
+
+  const fresh = await serverWithKey(t);
+  await fresh.vote({ steamId });
+  t.deepEqual(await get(`action=status&key=${fresh.claimKey}&steamid=${steamId}`, "198.51.100.21"), { status: 200, body: "1" }, "a new server's first key");
+  const { claimKey: rotatedKey } = await stack.clients.admin.rotateClaimKey({ serverId: rotated.serverId });
+  t.deepEqual(await get(`action=status&key=${rotatedKey}&steamid=${steamId}`, "198.51.100.22"), { status: 200, body: "1" }, "a rotated key");
+  t.deepEqual(await get(`action=claim&key=${rotatedKey}&steamid=${steamId}`, "198.51.100.22"), { status: 200, body: "1" }, "and it claims");
+});
+
 test("the key never reaches a log line or a metric label: the request line logs the path without the query", async (t) => {
   const { claimKey, vote } = await serverWithKey(t);
   const steamId = newSteamId();

@@ -218,3 +218,30 @@ test("secret RPCs on an unknown server -> NotFound unknown server", async (t) =>
     t.like(errorDetails(await rpcError(call())), { code: Code.NotFound, message: "unknown server" });
   }
 });
+
+test("ListServerIds (the gateway's list of the server ids that exist): every server once, oldest first, page by page; the cursor after the last page lists the last minute's servers again, so a late commit is not missed", async (t) => {
+  const { h } = t.context;
+  const created: string[] = [];
+  for (let i = 0; i < 3; i++) created.push((await h.admin.createServer({ name: `Listed ${i}` })).server?.id ?? "");
+  const listed: string[] = [];
+  let cursor = "";
+  for (;;) {
+    const page = await h.admin.listServerIds({ cursor, limit: 2 });
+    t.true(page.serverIds.length <= 2);
+    listed.push(...page.serverIds);
+    cursor = page.nextCursor;
+    if (!page.more) break;
+  }
+  // Each once (the harness's clock stands still, so their order is the ids' own: created_at, then id).
+  t.deepEqual(
+    listed.filter((id) => created.includes(id)),
+    [...created].sort(),
+  );
+  const again = await h.admin.listServerIds({ cursor, limit: 1_000 });
+  t.true(again.serverIds.includes(created[2] as string), "the newest server is within the overlap");
+  t.false(again.more);
+  const next = (await h.admin.createServer({ name: "Listed later" })).server?.id ?? "";
+  t.true((await h.admin.listServerIds({ cursor: again.nextCursor, limit: 1_000 })).serverIds.includes(next), "a later server follows");
+  t.deepEqual(errorDetails(await rpcError(h.admin.listServerIds({ limit: 5_001 }))).message, "limit must be between 1 and 5000");
+  t.is(errorDetails(await rpcError(h.admin.listServerIds({ cursor: "not-a-cursor" }))).code, Code.InvalidArgument);
+});

@@ -2,56 +2,64 @@ import test from "ava";
 import { createFailureLimiter, type FailureLimiter } from "../../gateway/failure-limiter.js";
 
 /** Admits and ends one request; returns the wait when limited, 0 when admitted. */
-function attempt(limiter: FailureLimiter, serverId: string, failed: boolean): number {
-  const admission = limiter.admit(serverId);
+function attempt(limiter: FailureLimiter, source: string | undefined, failed: boolean, opts: { global?: boolean } = {}): number {
+  const admission = limiter.admit(source, opts);
   if (admission.kind === "limited") return admission.retryAfterSeconds;
   admission.done(failed);
   return 0;
 }
 
-test("per-server limit: once a server reaches it, its requests wait until the window ends; other servers are unaffected", (t) => {
+test("per-source limit: once a source reaches it, its requests wait until the window ends; other sources are unaffected", (t) => {
   let clock = 5_000;
-  const limiter = createFailureLimiter({ windowMs: 60_000, perServer: 3, global: 0, now: () => clock });
-  for (let i = 0; i < 3; i++) t.is(attempt(limiter, "a", true), 0);
+  const limiter = createFailureLimiter({ windowMs: 60_000, perSource: 3, global: 0, now: () => clock });
+  for (let i = 0; i < 3; i++) t.is(attempt(limiter, "203.0.113.7", true), 0);
   clock = 10_000;
-  t.is(attempt(limiter, "a", false), 55, "Retry-After is the rest of the window (which began with the first request), in whole seconds");
-  t.is(attempt(limiter, "b", true), 0);
+  t.is(attempt(limiter, "203.0.113.7", false), 55, "Retry-After is the rest of the window (which began with the first request), in whole seconds");
+  t.is(attempt(limiter, "198.51.100.1", true), 0);
   clock = 65_000;
-  t.is(attempt(limiter, "a", true), 0, "a new window starts afresh");
+  t.is(attempt(limiter, "203.0.113.7", true), 0, "a new window starts afresh");
+});
+
+test("failures are charged to their source, never to anything else: a source past its limit gets no other source's request refused", (t) => {
+  const limiter = createFailureLimiter({ windowMs: 60_000, perSource: 3, global: 0, now: () => 0 });
+  for (let i = 0; i < 1000; i++) attempt(limiter, `203.0.113.${i % 250}`, true);
+  t.is(limiter.admit("198.51.100.1").kind, "admitted", "a fresh source, after a flood of failures from 250 others");
 });
 
 test("successful requests never count", (t) => {
-  const limiter = createFailureLimiter({ windowMs: 60_000, perServer: 3, global: 3, now: () => 0 });
-  for (let i = 0; i < 1000; i++) t.is(attempt(limiter, "a", false), 0);
+  const limiter = createFailureLimiter({ windowMs: 60_000, perSource: 3, global: 3, now: () => 0 });
+  for (let i = 0; i < 1000; i++) t.is(attempt(limiter, "a", false, { global: true }), 0);
 });
 
 test("a concurrent burst cannot slip past the limit: requests in flight count until they end", (t) => {
-  const limiter = createFailureLimiter({ windowMs: 60_000, perServer: 5, global: 0, now: () => 0 });
+  const limiter = createFailureLimiter({ windowMs: 60_000, perSource: 5, now: () => 0 });
   const admitted = Array.from({ length: 20 }, () => limiter.admit("a")).filter((a) => a.kind === "admitted");
   t.is(admitted.length, 5);
   for (const a of admitted) if (a.kind === "admitted") a.done(false);
   t.is(limiter.admit("a").kind, "admitted", "the slots are free again once they ended without failing");
 });
 
-test("global limit: failures spread over many servers still stop at the global count", (t) => {
-  const limiter = createFailureLimiter({ windowMs: 10_000, perServer: 100, global: 5, now: () => 0 });
-  for (let i = 0; i < 5; i++) attempt(limiter, `server-${i}`, true);
-  t.is(attempt(limiter, "fresh", false), 10);
+test("the global limit counts and refuses only the admissions that ask for it (lookups for server ids not known to exist)", (t) => {
+  const limiter = createFailureLimiter({ windowMs: 10_000, perSource: 100, global: 5, now: () => 0 });
+  for (let i = 0; i < 5; i++) attempt(limiter, `source-${i}`, true, { global: true });
+  const refused = limiter.admit("fresh", { global: true });
+  t.deepEqual(refused.kind === "limited" ? [refused.by, refused.retryAfterSeconds] : refused.kind, ["global", 10]);
+  t.is(limiter.admit("fresh").kind, "admitted", "a lookup for a known server is never refused by the global limit");
+  const spare = createFailureLimiter({ windowMs: 10_000, perSource: 100, global: 5, now: () => 0 });
+  for (let i = 0; i < 100; i++) attempt(spare, `other-${i}`, true);
+  t.is(spare.admit("fresh", { global: true }).kind, "admitted", "known servers' failures alone never spend the global budget");
 });
 
 test("a limit of 0 is off", (t) => {
-  const limiter = createFailureLimiter({ windowMs: 1_000, perServer: 0, global: 0, now: () => 0 });
-  for (let i = 0; i < 10_000; i++) attempt(limiter, "a", true);
-  t.is(attempt(limiter, "a", true), 0);
+  const limiter = createFailureLimiter({ windowMs: 1_000, perSource: 0, global: 0, now: () => 0 });
+  for (let i = 0; i < 10_000; i++) attempt(limiter, "a", true, { global: true });
+  t.is(attempt(limiter, "a", true, { global: true }), 0);
 });
 
-test("per-source limit: a source past it waits; other sources, even for the same server, are unaffected", (t) => {
-  const limiter = createFailureLimiter({ windowMs: 60_000, perServer: 0, perSource: 3, global: 0, now: () => 0 });
-  for (let i = 0; i < 3; i++) {
-    const admission = limiter.admit(`random-${i}`, "203.0.113.7");
-    if (admission.kind === "admitted") admission.done(true);
-  }
-  t.is(limiter.admit("another", "203.0.113.7").kind, "limited", "the forger's source is limited whatever server it names");
-  t.is(limiter.admit("random-0", "198.51.100.1").kind, "admitted", "another source is not");
-  t.is(limiter.admit("random-0").kind, "admitted", "a request without a source is counted per server and overall only");
+test("a source past its limit is refused by the source limit, named as such; a request without a source is counted globally only", (t) => {
+  const limiter = createFailureLimiter({ windowMs: 60_000, perSource: 3, global: 10, now: () => 0 });
+  for (let i = 0; i < 3; i++) attempt(limiter, "203.0.113.7", true, { global: true });
+  const refused = limiter.admit("203.0.113.7");
+  t.is(refused.kind === "limited" ? refused.by : refused.kind, "source");
+  t.is(limiter.admit(undefined, { global: true }).kind, "admitted");
 });

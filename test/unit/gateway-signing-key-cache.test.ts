@@ -38,16 +38,21 @@ test("concurrent misses share one lookup (single flight)", async (t) => {
   t.is(rpc.calls(), 1);
 });
 
-test("disabled and failed answers are never cached", async (t) => {
-  const cache = createSigningKeyCache({ ttlMs: 60_000 });
+test("disabled and failed answers are never served from the cache, but the next lookup waits for the server's turn (one per refresh interval)", async (t) => {
+  let clock = 0;
+  const cache = createSigningKeyCache({ ttlMs: 60_000, refreshIntervalMs: 50, now: () => clock });
   const rpc = counting(() => create(ResolveSigningKeysResponseSchema, { status: SigningKeyStatus.REFERRALS_DISABLED }));
   await cache.get("s", rpc.load);
-  await cache.get("s", rpc.load);
-  t.is(rpc.calls(), 2, "a re-enabled server works at once");
+  const waiting = Promise.all(Array.from({ length: 100 }, () => cache.get("s", rpc.load)));
+  t.is(rpc.calls(), 1, "100 requests within the interval: no lookup yet");
+  clock = 50;
+  await waiting;
+  t.is(rpc.calls(), 2, "then one lookup, shared: a re-enabled server works within the interval");
   const failing = counting(() => new Error("unavailable"));
   await t.throwsAsync(() => cache.get("f", failing.load));
+  clock = 100;
   await t.throwsAsync(() => cache.get("f", failing.load));
-  t.is(failing.calls(), 2);
+  t.is(failing.calls(), 2, "a failed lookup is not kept");
 });
 
 test("an unknown server is remembered for unknownServerTtlMs, even with the key cache off (negative caching)", async (t) => {
@@ -65,51 +70,59 @@ test("an unknown server is remembered for unknownServerTtlMs, even with the key 
   t.is(rpc.calls(), 4);
 });
 
-test("invalidate after a failed MAC allows one fresh lookup per server per refresh interval, never one per failure", async (t) => {
+test("refresh after a failed MAC: keys looked up since the request arrived - one lookup per server per refresh interval however many ask, never one per failure", async (t) => {
   let clock = 0;
   const cache = createSigningKeyCache({ ttlMs: 10_000, refreshIntervalMs: 1_000, now: () => clock });
-  const rpc = counting(() => ok("k1"));
-  t.false(cache.invalidate("s"), "nothing cached: nothing to refresh");
-  await cache.get("s", rpc.load);
-  t.true(cache.invalidate("s"), "the first failure refreshes at once (a just-created secret verifies)");
-  await cache.get("s", rpc.load);
-  t.is(rpc.calls(), 2);
-  for (let i = 0; i < 300; i++) {
-    t.false(cache.invalidate("s"));
-    await cache.get("s", rpc.load);
-  }
-  t.is(rpc.calls(), 2, "300 more failures within the interval: no lookup");
-  clock = 1_000;
-  t.true(cache.invalidate("s"));
-  await cache.get("s", rpc.load);
-  t.is(rpc.calls(), 3);
-  t.true(cache.invalidate("other") === false, "per server");
-});
-
-test("a refresh that found the keys changed (an owner created or revoked a secret) does not use up the interval", async (t) => {
-  const cache = createSigningKeyCache({ ttlMs: 60_000, refreshIntervalMs: 60_000, now: () => 0 });
   let kid = "k1";
   const rpc = counting(() => ok(kid));
   await cache.get("s", rpc.load);
+  clock = 10;
   kid = "k2";
-  t.true(cache.invalidate("s"));
-  await cache.get("s", rpc.load);
+  const first = await cache.refresh("s", rpc.load, 10);
+  t.is(first?.keys[0]?.kid, "k2", "a secret created after the keys were cached verifies at once");
+  t.is(rpc.calls(), 2, "the previous lookup was 1 s ago or more: at once");
+  t.is((await cache.refresh("s", rpc.load, 10))?.keys[0]?.kid, "k2", "another request that arrived by then shares it");
+  t.is(rpc.calls(), 2);
+
+  clock = 20;
   kid = "k3";
-  t.true(cache.invalidate("s"), "the previous refresh found k2: another change may follow at once");
-  await cache.get("s", rpc.load);
-  t.true(cache.invalidate("s"), "k3 was new too");
-  await cache.get("s", rpc.load);
-  t.false(cache.invalidate("s"), "that refresh found nothing new: the interval applies");
-  t.is(rpc.calls(), 4);
+  const forged = Array.from({ length: 300 }, () => cache.refresh("s", rpc.load, 20));
+  t.is(rpc.calls(), 2, "300 failures within the interval: no lookup yet, they wait");
+  clock = 1_010;
+  const answers = await Promise.all(forged);
+  t.is(rpc.calls(), 3, "then one lookup for all of them");
+  t.true(
+    answers.every((a) => a?.keys[0]?.kid === "k3"),
+    "a secret created before they arrived verifies too",
+  );
+  t.is((await cache.get("s", rpc.load)).keys[0]?.kid, "k3", "and the cache holds the fresher keys");
 });
 
-test("ttlMs 0 disables the key cache (and so the refresh)", async (t) => {
+test("refresh returns the caller's own lookup when it already started after the request arrived: no second lookup", async (t) => {
+  let clock = 0;
+  const cache = createSigningKeyCache({ ttlMs: 1_000, now: () => clock });
+  const rpc = counting(() => ok("k1"));
+  clock = 5;
+  await cache.get("s", rpc.load);
+  await cache.refresh("s", rpc.load, 5);
+  t.is(rpc.calls(), 1);
+});
+
+test("ttlMs 0 disables the key cache (and so the refresh: every lookup is the request's own)", async (t) => {
   const rpc = counting(() => ok("k1"));
   const off = createSigningKeyCache({ ttlMs: 0 });
   await off.get("s", rpc.load);
   await off.get("s", rpc.load);
-  t.false(off.invalidate("s"));
+  t.is(off.refresh("s", rpc.load, 0), undefined);
   t.is(rpc.calls(), 2);
+});
+
+test("a flood of unknown server ids never pushes a real server's keys out of the cache", async (t) => {
+  const cache = createSigningKeyCache({ ttlMs: 60_000, now: () => 0 });
+  await cache.get("real", async () => ok("k1"));
+  const unknown = async () => create(ResolveSigningKeysResponseSchema, { status: SigningKeyStatus.UNKNOWN_SERVER });
+  for (let i = 0; i < 20_000; i++) await cache.get(`ghost-${i}`, unknown);
+  t.deepEqual(cache.peek("real"), { answer: ok("k1"), fresh: true });
 });
 
 test("peek: the fresh answer without a lookup, then the last OK keys as stale (they only vouch for a lookup) until a non-OK answer or the retention ends", async (t) => {

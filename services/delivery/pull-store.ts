@@ -1,5 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import { isUuid, NIL_UUID } from "../shared/ids.js";
+import { decodePageCursor, encodePageCursor } from "../shared/page-cursor.js";
+import { NIL_UUID } from "../shared/ids.js";
 import type { PrismaClient } from "../shared/db.js";
 import { DomainError } from "../shared/errors.js";
 import { betweenText } from "../shared/contract.js";
@@ -35,27 +36,6 @@ export interface PullHeartRow {
   nextEligibleAt: Date | null;
 }
 
-/** A page position: after this (created_at, id). */
-interface PullCursor {
-  createdAt: Date;
-  id: string;
-}
-
-/** Opaque cursor text: base64url of `<created_at ISO>|<delivery id>`. */
-export function encodePullCursor(cursor: PullCursor): string {
-  return Buffer.from(`${cursor.createdAt.toISOString()}|${cursor.id}`, "utf8").toString("base64url");
-}
-
-/** Parses a cursor; throws invalid_argument `cursor is not valid` for anything else. */
-export function decodePullCursor(text: string): PullCursor {
-  const [iso = "", id = ""] = Buffer.from(text, "base64url").toString("utf8").split("|");
-  const createdAt = new Date(iso);
-  if (!isUuid(id) || Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== iso) {
-    throw new DomainError("invalid_argument", "cursor is not valid");
-  }
-  return { createdAt, id };
-}
-
 /** The page size: 0 means the default; 1..MAX_PULL_PAGE otherwise. */
 export function toPullLimit(limit: number): number {
   if (limit === 0) return DEFAULT_PULL_PAGE;
@@ -81,7 +61,7 @@ async function pullPage<R extends { id: string; created_at: Date }>(
   kind: "hearts" | "events",
   columns: Prisma.Sql,
 ): Promise<{ rows: R[]; nextCursor: string | null }> {
-  const after = q.cursor === "" ? null : decodePullCursor(q.cursor);
+  const after = q.cursor === "" ? null : decodePageCursor(q.cursor);
   const rows = await prisma.$queryRaw<R[]>`
     SELECT id::text, created_at, ${columns}
     FROM deliveries
@@ -94,7 +74,7 @@ async function pullPage<R extends { id: string; created_at: Date }>(
     LIMIT ${q.limit + 1}`;
   const page = rows.slice(0, q.limit);
   const last = page[page.length - 1];
-  return { rows: page, nextCursor: rows.length > q.limit && last ? encodePullCursor({ createdAt: new Date(last.created_at), id: last.id }) : null };
+  return { rows: page, nextCursor: rows.length > q.limit && last ? encodePageCursor({ createdAt: new Date(last.created_at), id: last.id }) : null };
 }
 
 /**

@@ -3,7 +3,7 @@ import { runSql, type PrismaClient } from "../shared/db.js";
 import { DomainError } from "../shared/errors.js";
 import { betweenText } from "../shared/contract.js";
 import { NIL_UUID } from "../shared/ids.js";
-import { decodePullCursor, encodePullCursor } from "../delivery/pull-store.js";
+import { decodePageCursor, encodePageCursor } from "../shared/page-cursor.js";
 
 /** Ids per page when the caller gives no limit. */
 export const DEFAULT_SERVER_IDS_PAGE = 1_000;
@@ -33,7 +33,7 @@ export interface ServerIdsPage {
  */
 export async function listServerIds(deps: { prisma: PrismaClient }, q: { cursor: string; limit: number }): Promise<ServerIdsPage> {
   const limit = toServerIdsLimit(q.limit);
-  const after = q.cursor === "" ? { createdAt: new Date(0), id: NIL_UUID } : decodePullCursor(q.cursor);
+  const after = q.cursor === "" ? { createdAt: new Date(0), id: NIL_UUID } : decodePageCursor(q.cursor);
   // Bounded: at most `limit` rows, a range of the servers (created_at, id) index.
   const rows = await runSql<{ id: string; created_at: Date }>(
     deps.prisma,
@@ -48,7 +48,7 @@ export async function listServerIds(deps: { prisma: PrismaClient }, q: { cursor:
   if (last === undefined) return { serverIds: [], nextCursor: q.cursor, more: false };
   const newest = new Date(last.created_at);
   const next = more ? { createdAt: newest, id: last.id } : { createdAt: new Date(newest.getTime() - SERVER_IDS_CURSOR_OVERLAP_MS), id: NIL_UUID };
-  return { serverIds: rows.map((r) => r.id), nextCursor: encodePullCursor(next), more };
+  return { serverIds: rows.map((r) => r.id), nextCursor: encodePageCursor(next), more };
 }
 
 /** The page size: 0 means the default; 1..MAX_SERVER_IDS_PAGE otherwise. */

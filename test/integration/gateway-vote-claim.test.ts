@@ -14,11 +14,18 @@ import { captureLog, type CapturedLog } from "./gateway-stack.js";
 import { validateAgainstOpenApi, validateTextAgainstOpenApi } from "./openapi-validate.js";
 import { startStack, type TestGateway, type TestStack } from "../helpers/stack.js";
 import {
+  easyVote304Claim,
+  easyVote304Status,
+  easyVote304Url,
   easyVoteCheck,
   easyVoteClaim,
+  easyVoteStatus,
   fivemCheckVote,
+  PLUGIN_PRESETS,
   pluginGet,
+  rocketModReward,
   voteRewardQuery,
+  withHost,
   type EasyVoteSite,
   type RawHttpAnswer,
   type VrcFile,
@@ -190,6 +197,67 @@ test("VoteReward (.vrc on the JSON path, and format=json): lower-cased PHP-urlen
   t.deepEqual(await voteRewardQuery(viaFormat, "Second Crafter"), { kind: "rewarded" });
   const answer = await pluginGet(viaFormat.check.replace("{USERNAME}", "second+crafter"));
   t.deepEqual(validateAgainstOpenApi("/api/votes", "get", answer.status, JSON.parse(answer.body)).errors, []);
+});
+
+test("each plugin's unmodified preset with only the host changed: check 1, claim 1, claim 2 (EasyVoteExtended 3.2.x and 3.0.4, FiveM, VoteReward, RocketMod)", async (t) => {
+  const { serverId, claimKey, vote } = await serverWithKey(t);
+  const base = t.context.gateway.url;
+  const credentials = `${serverId}:${claimKey}`;
+  for (const [name, preset] of Object.entries(PLUGIN_PRESETS.easyVote)) {
+    const site: EasyVoteSite = { statusUrl: withHost(preset.status, base), claimUrl: withHost(preset.claim, base), usesUsername: false };
+    const player = { steamId: newSteamId(), displayName: name };
+    await vote({ steamId: player.steamId });
+    t.is(await easyVoteStatus(site, credentials, player), "claim", `3.2.x ${name}: check 1`);
+    t.deepEqual(await easyVoteClaim(site, credentials, player), { kind: "rewarded" }, `3.2.x ${name}: claim 1`);
+    t.deepEqual(await easyVoteClaim(site, credentials, player), { kind: "told_already_voted" }, `3.2.x ${name}: claim 2`);
+
+    const old = { steamId: newSteamId(), displayName: name };
+    await vote({ steamId: old.steamId });
+    const url304 = (template: string) => easyVote304Url(withHost(template, base), name, false, credentials, old);
+    t.is(await easyVote304Status(url304(preset.status)), "told_to_claim", `3.0.4 ${name}: check 1`);
+    t.is(await easyVote304Claim(url304(preset.claim)), "rewarded", `3.0.4 ${name}: claim 1`);
+    t.is(await easyVote304Claim(url304(preset.claim)), "told_already_voted", `3.0.4 ${name}: claim 2`);
+  }
+
+  // EasyVoteExtended 3.0.4's username mode: {1} is the raw display name (System.Uri escapes the space as %20).
+  const byName = {
+    status: `${base}/api/?object=votes&element=claim&key={0}&username={1}`,
+    claim: `${base}/api/?action=post&object=votes&element=claim&key={0}&username={1}`,
+  };
+  const named = { steamId: newSteamId(), displayName: "Old Timer" };
+  await vote({ username: "old timer" });
+  const nameUrl = (template: string) => easyVote304Url(template, "HeartsList", true, credentials, named);
+  t.is(await easyVote304Status(nameUrl(byName.status)), "told_to_claim", "3.0.4 username mode: check 1");
+  t.is(await easyVote304Claim(nameUrl(byName.claim)), "rewarded", "3.0.4 username mode: claim 1");
+  t.is(await easyVote304Claim(nameUrl(byName.claim)), "told_already_voted", "3.0.4 username mode: claim 2");
+
+  const steamHex = BigInt(newSteamId()).toString(16);
+  const fivem = { apiUrl: withHost(PLUGIN_PRESETS.fivemApiUrl, base), serverKey: claimKey, identifier: "steam" as const };
+  const fivemPlayer = { steam: `steam:${steamHex}`, license: "license:4f2a9c" };
+  await vote({ steamId: BigInt(`0x${steamHex}`).toString(10) });
+  t.is(await fivemCheckVote(fivem, fivemPlayer), "rewarded", "FiveM: check 1 -> claim 1");
+  t.is(await fivemCheckVote(fivem, fivemPlayer), "vote_already_claimed", "FiveM: check 2");
+
+  const vrc: VrcFile = {
+    name: "minecraftpocket-servers.com",
+    website: base,
+    check: withHost(PLUGIN_PRESETS.voteReward.check, base).replace("key=K", `key=${claimKey}`),
+    claim: withHost(PLUGIN_PRESETS.voteReward.claim, base).replace("key=K", `key=${claimKey}`),
+  };
+  await vote({ username: "Pocket Miner" });
+  t.deepEqual(await voteRewardQuery(vrc, "Pocket Miner"), { kind: "rewarded" }, "VoteReward: check voted -> claim claimed");
+  t.deepEqual(await voteRewardQuery(vrc, "Pocket Miner"), { kind: "nothing", voted: true, claimed: true }, "VoteReward: check after");
+
+  const rocket = {
+    apiKey: claimKey,
+    checkHasVoted: withHost(PLUGIN_PRESETS.rocketMod.checkHasVoted, base),
+    reportSuccess: withHost(PLUGIN_PRESETS.rocketMod.reportSuccess, base),
+  };
+  const unturned = newSteamId();
+  await vote({ steamId: unturned });
+  t.deepEqual(await rocketModReward(rocket, unturned), { kind: "rewarded", report: { status: 200, body: "1" } }, "RocketMod: check 1, report 1");
+  t.deepEqual(await rocketModReward(rocket, unturned), { kind: "told_already_voted" }, "RocketMod: check 2");
+  assertDigit(t, await pluginGet(rocket.reportSuccess.replace("{0}", claimKey).replace("{1}", unturned)), "2");
 });
 
 test("every id kind on both digit families: check 1 -> claim 1 -> check 2 -> claim 2, exact bytes, GET with no User-Agent", async (t) => {

@@ -6,13 +6,14 @@
 import { parseArgs } from "node:util";
 import { eventsSend, sign, verify } from "./commands/signing.js";
 import { heartsCast, loginLink, serversCreate, serversList, trigger } from "./commands/admin.js";
+import { claimsSetup } from "./commands/claims.js";
 import { listen } from "./commands/listen.js";
 import type { Command, FlagSpec, FlagValues } from "./command.js";
 import { resolveConfig, type CliConfig } from "./config.js";
 import { CLI_NAME } from "./name.js";
 import { CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, createOutput, formatTable, reportError } from "./output.js";
 
-export const COMMANDS: Command[] = [serversCreate, serversList, heartsCast, loginLink, trigger, listen, eventsSend, sign, verify];
+export const COMMANDS: Command[] = [serversCreate, serversList, heartsCast, claimsSetup, loginLink, trigger, listen, eventsSend, sign, verify];
 
 const GLOBAL_FLAGS: FlagSpec = {
   json: { type: "boolean" },

@@ -72,7 +72,7 @@ export function pluginSetups({ base, serverId, claimKey }) {
       where:
         "Plugins/Votifier/Votifier.configuration.xml: the first line inside <Services>, the second inside <ServiceDefinitions> (an XML file: & is written &amp;). Then restart the server or `/rocket reload Votifier`.",
       values: [
-        { label: "<Services>", value: `<Service Name="HeartsList" APIKey="${xml(key)}" />` },
+        { label: "<Services>", value: `<Service Name="HeartsList" APIKey="${claimKey ? xml(claimKey) : CLAIM_KEY_PLACEHOLDER}" />` },
         {
           label: "<ServiceDefinitions>",
           value: `<ServiceDefinition Name="HeartsList"><CheckHasVoted>${xml(`${base}/api/?object=votes&element=claim&key={0}&steamid={1}`)}</CheckHasVoted><ReportSuccess>${xml(`${base}/api/?action=post&object=votes&element=claim&key={0}&steamid={1}`)}</ReportSuccess></ServiceDefinition>`,

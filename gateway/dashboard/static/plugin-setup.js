@@ -15,29 +15,8 @@ export function pluginSetups({ base, serverId, claimKey }) {
   const key = claimKey || CLAIM_KEY_PLACEHOLDER;
   const votes = `${base}/api/votes`;
   return [
-    {
-      id: "easyvote",
-      plugin: "EasyVoteExtended 3.x (Rust, uMod/Oxide or Carbon)",
-      where:
-        'oxide/config/EasyVoteExtended.json: one entry under "Voting Sites API Information" (name it HeartsList), and the id:key under "Server Voting IDs and Keys" in your server\'s block. Then `oxide.reload EasyVoteExtended`.',
-      values: [
-        { label: '"API Vote status (GET URL)"', value: `${votes}?action=status&key={0}&steamid={1}` },
-        { label: '"API Claim Reward (GET URL)"', value: `${votes}?action=claim&key={0}&steamid={1}` },
-        { label: '"Site Uses Username Instead of Player Steam ID?"', value: "false" },
-        { label: '"HeartsList" in "Server Voting IDs and Keys"', value: `${serverId}:${key}` },
-      ],
-    },
-    {
-      id: "easyvote-username",
-      plugin: "EasyVoteExtended 3.x, username mode (players voted with their in-game name)",
-      where: "The same places as above, for players who voted with a name instead of a SteamID (3.0.4 sends the name as typed; 3.2.x escapes it).",
-      values: [
-        { label: '"API Vote status (GET URL)"', value: `${votes}?action=status&key={0}&username={1}` },
-        { label: '"API Claim Reward (GET URL)"', value: `${votes}?action=claim&key={0}&username={1}` },
-        { label: '"Site Uses Username Instead of Player Steam ID?"', value: "true" },
-        { label: '"HeartsList" in "Server Voting IDs and Keys"', value: `${serverId}:${key}` },
-      ],
-    },
+    easyVote({ votes, serverId, key, byName: false }),
+    easyVote({ votes, serverId, key, byName: true }),
     {
       id: "fivem",
       plugin: "FiveM vote script (trackyserver family)",
@@ -85,4 +64,22 @@ export function pluginSetups({ base, serverId, claimKey }) {
 /** Text as XML character data or an attribute value. */
 function xml(text) {
   return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+}
+
+/** EasyVoteExtended's site entry: by SteamID64, or in its username mode (`byName`). */
+function easyVote({ votes, serverId, key, byName }) {
+  const player = byName ? "username={1}" : "steamid={1}";
+  return {
+    id: byName ? "easyvote-username" : "easyvote",
+    plugin: byName ? "EasyVoteExtended 3.x, username mode (players voted with their in-game name)" : "EasyVoteExtended 3.x (Rust, uMod/Oxide or Carbon)",
+    where: byName
+      ? "The same places as for EasyVoteExtended by SteamID, for players who voted with a name instead (3.0.4 sends the name as typed; 3.2.x escapes it)."
+      : 'oxide/config/EasyVoteExtended.json: one entry under "Voting Sites API Information" (name it HeartsList), and the id:key under "Server Voting IDs and Keys" in your server\'s block. Then `oxide.reload EasyVoteExtended`.',
+    values: [
+      { label: '"API Vote status (GET URL)"', value: `${votes}?action=status&key={0}&${player}` },
+      { label: '"API Claim Reward (GET URL)"', value: `${votes}?action=claim&key={0}&${player}` },
+      { label: '"Site Uses Username Instead of Player Steam ID?"', value: String(byName) },
+      { label: '"HeartsList" in "Server Voting IDs and Keys"', value: `${serverId}:${key}` },
+    ],
+  };
 }

@@ -38,6 +38,22 @@ export const VOTES_PATH = "/api/votes";
 /** The JSON family's path (VoteReward's `.vrc` check/claim URLs). */
 export const VOTES_JSON_PATH = "/api/votes/json";
 
+/**
+ * The paths the reward plugins' preset list entries request, served exactly as VOTES_PATH (or VOTES_JSON_PATH
+ * when `json`), so that a preset works after changing only its host (issue 33). Read in each plugin's source:
+ * EasyVoteExtended 3.0.4-3.2.9's default "Voting Sites API Information", the FiveM vote script's `endpoints`,
+ * VoteReward's own `.vrc` migration and RocketMod Votifier's default services. Presets of other parameter
+ * families (gamesfinder's `mode=claim`, top-games' `server_token`, unturnedsl's path parameters) are not served.
+ */
+export const PLUGIN_PRESET_PATHS: ReadonlyArray<{ path: string; json: boolean; usedBy: string }> = [
+  { path: "/api/", json: false, usedBy: "rust-servers.net (EasyVoteExtended), unturned-servers.net (RocketMod Votifier)" },
+  { path: "/vote/", json: false, usedBy: "trackyserver (EasyVoteExtended, the FiveM vote script)" },
+  { path: "/vote-api.php", json: false, usedBy: "rustservers.gg (EasyVoteExtended)" },
+  { path: "/api/vote.php", json: false, usedBy: "bestservers.com (EasyVoteExtended)" },
+  { path: "/api/vote", json: false, usedBy: "rustserverlist.com (EasyVoteExtended 3.2.x)" },
+  { path: "/api-vrc/", json: true, usedBy: "minecraftpocket-servers.com (VoteReward)" },
+];
+
 /** Longest claim key the gateway forwards; a longer one cannot be a key and answers `0` without a call. */
 export const MAX_CLAIM_KEY_CHARS = 256;
 /** Longest player id the gateway forwards; a longer one answers `0` without a call (the RPC bounds each kind itself). */

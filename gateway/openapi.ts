@@ -11,6 +11,7 @@ import {
   unixSecondsText,
 } from "../services/shared/contract.js";
 import { TOO_MANY_CLICKS_TEXT } from "./handle-referral-link.js";
+import { PLUGIN_PRESET_PATHS } from "./handle-vote-claim.js";
 import { MAX_BODY_BYTES } from "./raw-body.js";
 import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/field-rules.js";
 import { MAX_PULL_PAGE } from "../services/shared/wire.js";
@@ -175,6 +176,10 @@ const VOTES_DESCRIPTION = [
   "`2` already claimed (do not pay), `0` nothing to claim; of two claims at once one gets `1`, the other `2`.",
   "A wrong key, an unknown action, a missing key or player id, two player ids, or a malformed id all answer `0`:",
   "a wrong key says nothing about which servers or players exist.",
+  "",
+  `The same answers are served at the paths of the plugins' preset list entries, so a preset works after changing only its host: ${PLUGIN_PRESET_PATHS.map(
+    ({ path, json, usedBy }) => `\`${path}\`${json ? " (the JSON form)" : ""} for ${usedBy}`,
+  ).join("; ")}.`,
   "",
   "Digits are exactly one byte, no newline, `text/plain`, status 200. The JSON form (`format=json`, or `/api/votes/json`) answers",
   "`{voted, claimed, status, heart_id, voted_at, claimed_at, expires_at}`; on claim, `claimed` is true only for the call that",

@@ -47,6 +47,7 @@ import { INGEST_PATH } from "../services/shared/contract.js";
 import {
   DEFAULT_CLAIM_KEY_GUESS_WINDOW_MS,
   DEFAULT_CLAIM_KEY_GUESSES_PER_SOURCE,
+  PLUGIN_PRESET_PATHS,
   VOTES_JSON_PATH,
   VOTES_PATH,
   createKnownClaimKeys,
@@ -130,7 +131,8 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * - `POST /api/pull/hearts`, `POST /api/pull/claims`, `POST /api/pull/events`, `POST /api/pull/events/claims`:
  *   the signed pull API (same scheme, the pull secret).
  *   Who: anyone holding the server's pull secret.
- * - `GET /api/votes`, `GET /api/votes/json`: reward plugins' check/claim API (handle-vote-claim.ts), the key in the query.
+ * - `GET /api/votes`, `GET /api/votes/json`: reward plugins' check/claim API (handle-vote-claim.ts), the key in the query;
+ *   also at the plugins' preset paths (PLUGIN_PRESET_PATHS: `/api/`, `/vote/`, `/api-vrc/`, ...), the same answers.
  *   Who: anyone holding the server's claim key (read and claim that server's votes only); a wrong key answers `0`.
  * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL. Who: the public.
  * - `GET /openapi/referral.json`: the OpenAPI 3.1 document. Who: the public.
@@ -315,6 +317,9 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
     // The key travels in the query: the request line logs the path only (writeRequestLog), so it never reaches a log.
     { method: "GET", path: VOTES_PATH, name: VOTES_PATH, handle: (request) => serveVoteClaim(deps, guards, request, false) },
     { method: "GET", path: VOTES_JSON_PATH, name: VOTES_JSON_PATH, handle: (request) => serveVoteClaim(deps, guards, request, true) },
+    ...PLUGIN_PRESET_PATHS.map(
+      ({ path, json }): Route => ({ method: "GET", path, name: path, handle: (request) => serveVoteClaim(deps, guards, request, json) }),
+    ),
     {
       method: "GET",
       path: REFERRAL_LINK_PREFIX,

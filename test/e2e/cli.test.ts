@@ -15,6 +15,7 @@ import { CALLBACK_USER_AGENT } from "../../services/delivery/send-callback.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { PULL_PATHS } from "../../scripts/cli/commands/listen.js";
 import { COMMANDS } from "../../scripts/cli/main.js";
+import { pluginSetups } from "../../gateway/dashboard/static/plugin-setup.js";
 import { eventually } from "../helpers/eventually.js";
 import { startRacingGateway } from "../helpers/racing-gateway.js";
 import { startReceiver, type Receiver } from "../helpers/receiver.js";
@@ -299,6 +300,31 @@ test("a wrong token is refused and said so, without printing it; an unreachable 
   t.is(down.code, 1);
   t.regex(down.stderr, /cannot reach the referral service at http:\/\/127\.0\.0\.1:9/);
   t.regex(down.stderr, /npm start/);
+});
+
+test("claims setup prints the claim card's values per plugin (plugin-setup.js), the key filled in once minted, the placeholder before", async (t) => {
+  const { server } = await createServer(t);
+  const serverId = server.server_id;
+  const before = await rcb(["claims", "setup", "--server", serverId, "--base", "https://list.example/", "--json"]);
+  t.is(before.code, 0, before.stderr);
+  t.deepEqual(JSON.parse(before.stdout).plugins, pluginSetups({ base: "https://list.example", serverId }));
+  t.regex(before.stderr, /No claim key yet/);
+
+  const { claimKey } = await stack.clients.admin.rotateClaimKey({ serverId });
+  const after = await rcb(["claims", "setup", "--server", serverId, "--base", "https://list.example", "--json"]);
+  t.is(after.code, 0, after.stderr);
+  t.deepEqual(JSON.parse(after.stdout), {
+    server_id: serverId,
+    base: "https://list.example",
+    claim_key_set: true,
+    plugins: pluginSetups({ base: "https://list.example", serverId, claimKey }),
+  });
+  const text = await rcb(["claims", "setup", "--server", serverId]);
+  t.true(text.stdout.includes(`${serverId}:${claimKey}`), "EasyVoteExtended's <server id>:<claim key>");
+  t.true(
+    text.stdout.includes(`<CheckHasVoted>${stack.gatewayUrl}/api/?object=votes&amp;element=claim&amp;key={0}&amp;steamid={1}</CheckHasVoted>`),
+    "RocketMod's XML",
+  );
 });
 
 test("docs/cli.md documents every command and every flag the CLI takes", (t) => {

@@ -668,3 +668,87 @@ export async function rocketModReward(service: RocketModService, steamId: string
   const report = await pluginRequest(formatCs(service.reportSuccess, service.apiKey, steamId), ROCKETMOD_TIMEOUT_MS);
   return { kind: "rewarded", report: { status: report.status, body: report.body } };
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The plugins' preset list entries, verbatim from their sources (the host is what an owner changes)
+
+/**
+ * Each plugin's default entries for the lists whose API this gateway speaks, copied character for character:
+ * EasyVoteExtended 3.0.4 and 3.2.9 ("Voting Sites API Information" defaults: rustserverlist only in 3.2.x), the
+ * FiveM script's `endpoints` (server/server.lua, with Config.identifier spliced in), VoteReward's `.vrc` written by
+ * its migration (Main.php; `K` is where it puts the API key) and RocketMod Votifier's unturned-servers.net service
+ * (Config.cs). Only the host is to be replaced (withHost).
+ */
+export const PLUGIN_PRESETS = {
+  easyVote: {
+    "rust-servers.net": {
+      status: "https://rust-servers.net/api/?object=votes&element=claim&key={0}&steamid={1}",
+      claim: "https://rust-servers.net/api/?action=custom&object=plugin&element=reward&key={0}&steamid={1}",
+    },
+    "rustservers.gg": {
+      status: "https://rustservers.gg/vote-api.php?action=status&key={0}&server={2}&steamid={1}",
+      claim: "https://rustservers.gg/vote-api.php?action=claim&key={0}&server={2}&steamid={1}",
+    },
+    "bestservers.com": {
+      status: "https://bestservers.com/api/vote.php?action=status&key={0}&steamid={1}",
+      claim: "https://bestservers.com/api/vote.php?action=claim&key={0}&steamid={1}",
+    },
+    "trackyserver.com": {
+      status: "https://api.trackyserver.com/vote/?action=status&key={0}&steamid={1}",
+      claim: "https://api.trackyserver.com/vote/?action=claim&key={0}&steamid={1}",
+    },
+    "rustserverlist.com": {
+      status: "https://rustserverlist.com/api/vote?action=status&key={0}&steamid={1}",
+      claim: "https://rustserverlist.com/api/vote?action=claim&key={0}&steamid={1}",
+    },
+  },
+  /** server/server.lua's `endpoints` base (the part before `?`). */
+  fivemApiUrl: "https://api.trackyserver.com/vote/",
+  /** Main.php's migration: `{"website","check","claim"}` with the API key in place of `K`. */
+  voteReward: {
+    check: "http://minecraftpocket-servers.com/api-vrc/?object=votes&element=claim&key=K&username={USERNAME}",
+    claim: "http://minecraftpocket-servers.com/api-vrc/?action=post&object=votes&element=claim&key=K&username={USERNAME}",
+  },
+  rocketMod: {
+    checkHasVoted: "https://unturned-servers.net/api/?object=votes&element=claim&key={0}&steamid={1}",
+    reportSuccess: "https://unturned-servers.net/api/?action=post&object=votes&element=claim&key={0}&steamid={1}",
+  },
+} as const;
+
+/** `url` with its scheme and host replaced by `base` (e.g. `http://127.0.0.1:1234`): the one edit an owner makes. */
+export function withHost(url: string, base: string): string {
+  return base + url.slice(url.indexOf("/", url.indexOf("//") + 2));
+}
+
+/**
+ * EasyVoteExtended 3.0.4's FormatApiUrl equivalent: `string.Format(link, IDKey[1], player)` with the "ID:KEY" value
+ * split at EVERY ':' (Split(':')), nothing escaped by the plugin; {2} (the id) only for a site named "rustservers.gg";
+ * in username mode {1} is the raw displayName. Oxide's web request then parses the URL with System.Uri, which escapes a
+ * space and non-ASCII characters (%XX of UTF-8) and leaves reserved characters as they are (encodeURI's rule).
+ */
+export function easyVote304Url(template: string, siteName: string, usesUsername: boolean, credentials: string, player: RustPlayer): string {
+  const idKey = credentials.split(":");
+  const [id, key] = [idKey[0] ?? "", idKey[1] ?? ""];
+  const args = usesUsername ? [key, player.displayName] : siteName.toLowerCase() === "rustservers.gg" ? [key, player.steamId, id] : [key, player.steamId];
+  const holes = [...template.matchAll(/\{(\d+)\}/g)].map((m) => Number(m[1]));
+  // string.Format throws FormatException for a hole past its arguments: the plugin's request is never sent.
+  if (holes.some((n) => n >= args.length)) throw new Error(`FormatException: ${template} needs more than ${args.length} arguments`);
+  return encodeURI(formatCs(template, ...args));
+}
+
+/** What EasyVoteExtended 3.0.4 said or did: the status only tells (claiming is the player's /claim), answers compared exactly. */
+export type EasyVote304Outcome = "told_no_rewards" | "told_to_claim" | "told_already_voted" | "rewarded" | "told_claim_status" | "silent" | { error: number };
+
+/** EasyVoteExtended 3.0.4's status request (CheckVotingStatus), parsed as HandleStatusWebRequestCallback does. */
+export async function easyVote304Status(url: string): Promise<EasyVote304Outcome> {
+  const res = await pluginRequest(url, EASY_VOTE_321_TIMEOUT_MS);
+  if (res.status !== 200) return { error: res.status };
+  return res.body === "0" ? "told_no_rewards" : res.body === "1" ? "told_to_claim" : res.body === "2" ? "told_already_voted" : "silent";
+}
+
+/** EasyVoteExtended 3.0.4's claim request (/claim), parsed as HandleClaimWebRequestCallback does: "1" pays. */
+export async function easyVote304Claim(url: string): Promise<EasyVote304Outcome> {
+  const res = await pluginRequest(url, EASY_VOTE_321_TIMEOUT_MS);
+  if (res.status !== 200) return { error: res.status };
+  return res.body === "1" ? "rewarded" : res.body === "2" ? "told_already_voted" : "told_claim_status";
+}

@@ -1,7 +1,7 @@
 /**
  * The check/claim API for reward plugins (gateway/handle-vote-claim.ts) on the real stack: the gateway
  * in front of the referral service's ClaimService on PostgreSQL. Every request is the one a published
- * plugin makes (test/helpers/plugin-clients.ts: EasyVoteExtended, the FiveM script, VoteReward), every
+ * plugin makes (test/helpers/plugin-clients.ts: EasyVoteExtended 3.0.4 and 3.2.x, the FiveM script, VoteReward, RocketMod Votifier), every
  * answer is parsed the way that plugin parses it, and every real answer validates against the OpenAPI
  * document. Also: a wrong key answers exactly what an unknown player gets, the wrong-key limiter refuses a
  * guessing source while a key seen working still answers, two claims at once pay once, and the key never
@@ -10,15 +10,23 @@
 import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
 import { createReferralServiceClients } from "../../gateway/clients.js";
+import { pluginSetups } from "../../gateway/dashboard/static/plugin-setup.js";
 import { captureLog, type CapturedLog } from "./gateway-stack.js";
 import { validateAgainstOpenApi, validateTextAgainstOpenApi } from "./openapi-validate.js";
 import { startStack, type TestGateway, type TestStack } from "../helpers/stack.js";
 import {
+  easyVote304Claim,
+  easyVote304Status,
+  easyVote304Url,
   easyVoteCheck,
   easyVoteClaim,
+  easyVoteStatus,
   fivemCheckVote,
+  PLUGIN_PRESETS,
   pluginGet,
+  rocketModReward,
   voteRewardQuery,
+  withHost,
   type EasyVoteSite,
   type RawHttpAnswer,
   type VrcFile,
@@ -190,6 +198,124 @@ test("VoteReward (.vrc on the JSON path, and format=json): lower-cased PHP-urlen
   t.deepEqual(await voteRewardQuery(viaFormat, "Second Crafter"), { kind: "rewarded" });
   const answer = await pluginGet(viaFormat.check.replace("{USERNAME}", "second+crafter"));
   t.deepEqual(validateAgainstOpenApi("/api/votes", "get", answer.status, JSON.parse(answer.body)).errors, []);
+});
+
+test("each plugin's unmodified preset with only the host changed: check 1, claim 1, claim 2 (EasyVoteExtended 3.2.x and 3.0.4, FiveM, VoteReward, RocketMod)", async (t) => {
+  const { serverId, claimKey, vote } = await serverWithKey(t);
+  const base = t.context.gateway.url;
+  const credentials = `${serverId}:${claimKey}`;
+  for (const [name, preset] of Object.entries(PLUGIN_PRESETS.easyVote)) {
+    const site: EasyVoteSite = { statusUrl: withHost(preset.status, base), claimUrl: withHost(preset.claim, base), usesUsername: false };
+    const player = { steamId: newSteamId(), displayName: name };
+    await vote({ steamId: player.steamId });
+    t.is(await easyVoteStatus(site, credentials, player), "claim", `3.2.x ${name}: check 1`);
+    t.deepEqual(await easyVoteClaim(site, credentials, player), { kind: "rewarded" }, `3.2.x ${name}: claim 1`);
+    t.deepEqual(await easyVoteClaim(site, credentials, player), { kind: "told_already_voted" }, `3.2.x ${name}: claim 2`);
+
+    const old = { steamId: newSteamId(), displayName: name };
+    await vote({ steamId: old.steamId });
+    const url304 = (template: string) => easyVote304Url(withHost(template, base), name, false, credentials, old);
+    t.is(await easyVote304Status(url304(preset.status)), "told_to_claim", `3.0.4 ${name}: check 1`);
+    t.is(await easyVote304Claim(url304(preset.claim)), "rewarded", `3.0.4 ${name}: claim 1`);
+    t.is(await easyVote304Claim(url304(preset.claim)), "told_already_voted", `3.0.4 ${name}: claim 2`);
+  }
+
+  // EasyVoteExtended 3.0.4's username mode: {1} is the raw display name (System.Uri escapes the space as %20).
+  const byName = {
+    status: `${base}/api/?object=votes&element=claim&key={0}&username={1}`,
+    claim: `${base}/api/?action=post&object=votes&element=claim&key={0}&username={1}`,
+  };
+  const named = { steamId: newSteamId(), displayName: "Old Timer" };
+  await vote({ username: "old timer" });
+  const nameUrl = (template: string) => easyVote304Url(template, "HeartsList", true, credentials, named);
+  t.is(await easyVote304Status(nameUrl(byName.status)), "told_to_claim", "3.0.4 username mode: check 1");
+  t.is(await easyVote304Claim(nameUrl(byName.claim)), "rewarded", "3.0.4 username mode: claim 1");
+  t.is(await easyVote304Claim(nameUrl(byName.claim)), "told_already_voted", "3.0.4 username mode: claim 2");
+
+  const steamHex = BigInt(newSteamId()).toString(16);
+  const fivem = { apiUrl: withHost(PLUGIN_PRESETS.fivemApiUrl, base), serverKey: claimKey, identifier: "steam" as const };
+  const fivemPlayer = { steam: `steam:${steamHex}`, license: "license:4f2a9c" };
+  await vote({ steamId: BigInt(`0x${steamHex}`).toString(10) });
+  t.is(await fivemCheckVote(fivem, fivemPlayer), "rewarded", "FiveM: check 1 -> claim 1");
+  t.is(await fivemCheckVote(fivem, fivemPlayer), "vote_already_claimed", "FiveM: check 2");
+
+  const vrc: VrcFile = {
+    name: "minecraftpocket-servers.com",
+    website: base,
+    check: withHost(PLUGIN_PRESETS.voteReward.check, base).replace("key=K", `key=${claimKey}`),
+    claim: withHost(PLUGIN_PRESETS.voteReward.claim, base).replace("key=K", `key=${claimKey}`),
+  };
+  await vote({ username: "Pocket Miner" });
+  t.deepEqual(await voteRewardQuery(vrc, "Pocket Miner"), { kind: "rewarded" }, "VoteReward: check voted -> claim claimed");
+  t.deepEqual(await voteRewardQuery(vrc, "Pocket Miner"), { kind: "nothing", voted: true, claimed: true }, "VoteReward: check after");
+
+  const rocket = {
+    apiKey: claimKey,
+    checkHasVoted: withHost(PLUGIN_PRESETS.rocketMod.checkHasVoted, base),
+    reportSuccess: withHost(PLUGIN_PRESETS.rocketMod.reportSuccess, base),
+  };
+  const unturned = newSteamId();
+  await vote({ steamId: unturned });
+  t.deepEqual(await rocketModReward(rocket, unturned), { kind: "rewarded", report: { status: 200, body: "1" } }, "RocketMod: check 1, report 1");
+  t.deepEqual(await rocketModReward(rocket, unturned), { kind: "told_already_voted" }, "RocketMod: check 2");
+  assertDigit(t, await pluginGet(rocket.reportSuccess.replace("{0}", claimKey).replace("{1}", unturned)), "2");
+});
+
+test("the values the claim card and `rcb claims setup` show work as pasted, in each plugin: check 1, claim 1, claim 2", async (t) => {
+  const { serverId, claimKey, vote } = await serverWithKey(t);
+  const setups = Object.fromEntries(pluginSetups({ base: t.context.gateway.url, serverId, claimKey }).map((s) => [s.id, s.values.map((v) => v.value)]));
+  const unxml = (text: string) =>
+    text
+      .replace(/&lt;/g, "<")
+      .replace(/&gt;/g, ">")
+      .replace(/&quot;/g, '"')
+      .replace(/&amp;/g, "&");
+
+  for (const id of ["easyvote", "easyvote-username"] as const) {
+    const [statusUrl, claimUrl, usesUsername, credentials] = setups[id] as string[];
+    const site: EasyVoteSite = { statusUrl: statusUrl!, claimUrl: claimUrl!, usesUsername: usesUsername === "true" };
+    for (const version of ["3.2.x", "3.0.4"]) {
+      const player = { steamId: newSteamId(), displayName: `Card ${version} ${seq}` };
+      await vote(site.usesUsername ? { username: player.displayName } : { steamId: player.steamId });
+      if (version === "3.2.x") {
+        t.is(await easyVoteStatus(site, credentials!, player), "claim", `${id} ${version}: check 1`);
+        t.deepEqual(await easyVoteClaim(site, credentials!, player), { kind: "rewarded" }, `${id} ${version}: claim 1`);
+        t.deepEqual(await easyVoteClaim(site, credentials!, player), { kind: "told_already_voted" }, `${id} ${version}: claim 2`);
+      } else {
+        const url = (template: string) => easyVote304Url(template, "HeartsList", site.usesUsername, credentials!, player);
+        t.is(await easyVote304Status(url(site.statusUrl)), "told_to_claim", `${id} ${version}: check 1`);
+        t.is(await easyVote304Claim(url(site.claimUrl)), "rewarded", `${id} ${version}: claim 1`);
+        t.is(await easyVote304Claim(url(site.claimUrl)), "told_already_voted", `${id} ${version}: claim 2`);
+      }
+    }
+  }
+
+  const [configLua, endpoints] = setups.fivem as string[];
+  const fivem = {
+    apiUrl: /\["status"\] = "([^"?]+)\?/.exec(endpoints!)![1]!,
+    serverKey: /Config\.trackyServerKey = "([^"]+)"/.exec(configLua!)![1]!,
+    identifier: /Config\.identifier = "(steam|discord)"/.exec(configLua!)![1] as "steam",
+  };
+  const steamHex = BigInt(newSteamId()).toString(16);
+  await vote({ steamId: BigInt(`0x${steamHex}`).toString(10) });
+  t.is(await fivemCheckVote(fivem, { steam: `steam:${steamHex}`, license: "license:1" }), "rewarded", "FiveM: check 1 -> claim 1");
+  t.is(await fivemCheckVote(fivem, { steam: `steam:${steamHex}`, license: "license:1" }), "vote_already_claimed", "FiveM: check 2");
+
+  const vrc = JSON.parse((setups.votereward as string[])[0]!) as VrcFile;
+  await vote({ username: "Card Miner" });
+  t.deepEqual(await voteRewardQuery(vrc, "Card Miner"), { kind: "rewarded" }, "VoteReward: check voted -> claim claimed");
+  t.deepEqual(await voteRewardQuery(vrc, "Card Miner"), { kind: "nothing", voted: true, claimed: true }, "VoteReward: after");
+
+  const [service, definition] = setups.rocketmod as string[];
+  const rocket = {
+    apiKey: unxml(/APIKey="([^"]*)"/.exec(service!)![1]!),
+    checkHasVoted: unxml(/<CheckHasVoted>(.*)<\/CheckHasVoted>/.exec(definition!)![1]!),
+    reportSuccess: unxml(/<ReportSuccess>(.*)<\/ReportSuccess>/.exec(definition!)![1]!),
+  };
+  const unturned = newSteamId();
+  await vote({ steamId: unturned });
+  t.deepEqual(await rocketModReward(rocket, unturned), { kind: "rewarded", report: { status: 200, body: "1" } }, "RocketMod: check 1, report 1");
+  t.deepEqual(await rocketModReward(rocket, unturned), { kind: "told_already_voted" }, "RocketMod: check 2");
 });
 
 test("every id kind on both digit families: check 1 -> claim 1 -> check 2 -> claim 2, exact bytes, GET with no User-Agent", async (t) => {

@@ -1101,6 +1101,7 @@
     $("pull-status").replaceChildren(server.pull_enabled ? badge("on", "ok") : badge("off"));
     $("toggle-pull").textContent = server.pull_enabled ? "Turn off" : "Turn on";
     $("claims-status").replaceChildren(server.claims.claim_key_set ? badge("on", "ok") : badge("no key"));
+    announceClaims(server.id, "");
     $("claims-hold-days").value = String(server.claims.hold_days);
     $("claims-max-held").value = String(server.claims.max_held_per_player);
     $("claims-pays-once").checked = server.claims.pays_once === true;
@@ -1182,6 +1183,7 @@
     run(event.target, async () => {
       const { secret, value } = await api("POST", serverPath("/claim-secret/reveal"));
       showSecret("claim-secret-box", "Claim key", "Revealed on your request. Put it in your reward plugin's config.", value, secret);
+      announceClaims(state.serverId, value);
     }),
   );
   $("rotate-claim-secret").addEventListener("click", (event) =>
@@ -1197,8 +1199,14 @@
       const { server } = await api("GET", serverPath(""));
       updateServer(server);
       renderIntegration(server);
+      announceClaims(server.id, value);
     }),
   );
+
+  /** Tells claim-setup.js which server (and, once revealed or minted, which claim key) its paste values are for. */
+  function announceClaims(serverId, claimKey) {
+    document.dispatchEvent(new CustomEvent("dashboard:claims", { detail: { serverId, claimKey } }));
+  }
 
   $("claims-form").addEventListener("submit", (event) => {
     event.preventDefault();

@@ -81,7 +81,7 @@ async function createServer(t: { is: (a: unknown, b: unknown, m?: string) => voi
 
 /** `rcb events send` for a server made by createServer, signed with its referral secret. */
 function sendEvent(created: Created, event: string, token: string, extra: string[] = []): Promise<Run> {
-  const args = ["events", "send", "--server", created.server.server_id, "--secret", created.secrets.referral_secret, "--event", event, "--token", token];
+  const args = ["events", "send", "--server", created.server.server_id, "--secret", created.secrets.referral_secret, "--event", event, `--token=${token}`];
   return rcb([...args, ...extra]);
 }
 

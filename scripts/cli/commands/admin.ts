@@ -300,7 +300,7 @@ export const clicksRecord: Command = {
   flags: { server: { type: "string" }, referrer: { type: "string" }, ip: { type: "string" } },
   examples: [
     `${CLI_RUN} clicks record --server 0b7c...`,
-    `${CLI_RUN} events send --server 0b7c... --secret rsec_... --event registered --token <token> --referee player-1`,
+    `${CLI_RUN} events send --server 0b7c... --secret rsec_... --event registered --token=<token> --referee player-1`,
   ],
   async run(ctx) {
     const serverId = requireFlag(ctx, "server", "<server id from `servers list`>");
@@ -326,7 +326,7 @@ export const clicksRecord: Command = {
       ]),
     );
     ctx.out.progress(
-      `Register a player with it: ${CLI_RUN} events send --server ${serverId} --secret rsec_... --event registered --token ${r.token} --referee <player id>`,
+      `Register a player with it: ${CLI_RUN} events send --server ${serverId} --secret rsec_... --event registered --token=${r.token} --referee <player id>`,
     );
     return EXIT_OK;
   },

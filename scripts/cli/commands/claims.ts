@@ -6,7 +6,7 @@ import { CLAIM_KEY_PLACEHOLDER, pluginSetups } from "../../../gateway/dashboard/
 import { stringFlag, type Command } from "../command.js";
 import { CliError, EXIT_OK, EXIT_USAGE } from "../output.js";
 import { callRpc, createClients } from "../rpc.js";
-import { CLI_NAME } from "../name.js";
+import { CLI_RUN } from "../name.js";
 
 export const claimsSetup: Command = {
   name: "claims setup",
@@ -17,7 +17,7 @@ export const claimsSetup: Command = {
     ["--base URL", "the list's public address the plugins call (default: the gateway URL)"],
   ],
   flags: { server: { type: "string" }, base: { type: "string" } },
-  examples: [`${CLI_NAME} claims setup --server 0b7c... --base https://list.example`],
+  examples: [`${CLI_RUN} claims setup --server 0b7c... --base https://list.example`],
   async run(ctx) {
     const serverId = stringFlag(ctx.flags, "server");
     if (serverId === undefined)
@@ -25,7 +25,7 @@ export const claimsSetup: Command = {
     const config = ctx.config();
     const base = (stringFlag(ctx.flags, "base") ?? config.gatewayUrl).replace(/\/+$/, "");
     const admin = createClients(config).admin;
-    const notFound = { notFound: `no server "${serverId}" (\`${CLI_NAME} servers list\` lists them)` };
+    const notFound = { notFound: `no server "${serverId}" (\`${CLI_RUN} servers list\` lists them)` };
     const server = (await callRpc(config, "reading the server", (o) => admin.getServer({ serverId }, o), notFound)).server!;
     const claimKey = server.claims?.claimKeySet
       ? (await callRpc(config, "revealing the claim key", (o) => admin.revealClaimKey({ serverId }, o), notFound)).claimKey

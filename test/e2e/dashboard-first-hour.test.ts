@@ -193,6 +193,8 @@ for (const viewport of [PHONE, LAPTOP]) {
     t.false(await page.isVisible("#votifier-off"), "Votifier is off: no Turn off");
     t.is(await page.textContent("#toggle-pull"), "Turn on");
     t.is((await page.textContent("#pull-status"))?.trim(), "off");
+    t.false(await page.isVisible("#reveal-claim-secret"), "no claim key yet: nothing to reveal");
+    t.is(await page.textContent("#rotate-claim-secret"), "Mint a key");
 
     await page.fill("#votifier-host", "127.0.0.1");
     await page.fill("#votifier-port", String(flow.closedPort));

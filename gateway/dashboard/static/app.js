@@ -1157,6 +1157,9 @@
     $("pull-status").replaceChildren(server.pull_enabled ? badge("on", "ok") : badge("off"));
     $("toggle-pull").textContent = server.pull_enabled ? "Turn off" : "Turn on";
     $("claims-status").replaceChildren(server.claims.claim_key_set ? badge("on", "ok") : badge("no key"));
+    // No key yet: nothing to reveal, and the one action is to mint the first key.
+    $("reveal-claim-secret").hidden = !server.claims.claim_key_set;
+    $("rotate-claim-secret").textContent = server.claims.claim_key_set ? "Rotate" : "Mint a key";
     $("claims-hold-days").value = String(server.claims.hold_days);
     $("claims-max-held").value = String(server.claims.max_held_per_player);
     $("claims-pays-once").checked = server.claims.pays_once === true;
@@ -1372,8 +1375,9 @@
       );
     else
       tbody.replaceChildren(
-        ...deliveries.map((d) =>
-          el(
+        ...deliveries.map((d) => {
+          const shown = deliveryState(d);
+          return el(
             "tr",
             { class: d.id === state.deliveryId ? "selected" : "", dataset: { deliveryId: d.id } },
             el("td", {}, fmtWhen(d.created_at)),
@@ -1381,22 +1385,22 @@
             el("td", {}, d.event_type),
             el("td", { class: "cell-name" }, d.username),
             el("td", { class: "nowrap" }, d.period),
-            el("td", {}, badge(deliveryState(d).label, deliveryState(d).kind)),
+            el("td", {}, badge(shown.label, shown.kind)),
             el("td", {}, d.attempts),
             el(
               "td",
               {},
               d.last_status_code === null ? (d.last_error ? el("span", { class: "cell-error" }, d.last_error) : "\u2013") : statusBadge(d.last_status_code),
             ),
-            el("td", {}, deliveryState(d).next),
+            el("td", {}, shown.next),
             el(
               "td",
               { class: "nowrap row-actions" },
               el("button", { type: "button", class: "btn btn-small", onclick: (e) => run(e.target, () => showDelivery(d.id)) }, "Attempts"),
               d.status === "pending" ? null : el("button", { type: "button", class: "btn btn-small", onclick: (e) => redeliver(e.target, d.id) }, "Redeliver"),
             ),
-          ),
-        ),
+          );
+        }),
       );
     if (state.deliveryId) await showDelivery(state.deliveryId);
   }

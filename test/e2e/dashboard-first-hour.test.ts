@@ -12,33 +12,24 @@ import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
-import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
+import { launchChromium } from "../../scripts/infra/chromium.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { createLogger } from "../../services/shared/log.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
+import { type DashboardBrowserContext, LAPTOP, PHONE } from "../helpers/dashboard-browser.js";
 import { eventually } from "../helpers/eventually.js";
 import { screenshotDir } from "../helpers/screenshots.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack } from "../helpers/stack.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 const BROWSER_UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0";
-const PHONE = { width: 375, height: 812 };
-const LAPTOP = { width: 1280, height: 900 };
 const TABS = ["overview", "referrals", "integration", "deliveries", "hearts", "trends", "debugger"] as const;
 /** How far below its button an error may start and still read as the button's (px). */
 const NEAR_PX = 160;
 
-interface Context {
-  stack: TestStack;
-  gatewayUrl: string;
-  browser: LaunchedChromium;
-  page: Page;
-  shots: string;
-}
-
 const flow = { freshId: "", heldId: "", closedPort: 0 };
-const test = anyTest as TestFn<Context>;
+const test = anyTest as TestFn<DashboardBrowserContext>;
 
 test.before(async (t) => {
   const quiet = createLogger("dashboard-first-hour-e2e", process.env.TEST_LOG_LEVEL ?? "silent");
@@ -64,6 +55,13 @@ test.after.always(async (t) => {
 async function openTab(page: Page, tab: string): Promise<void> {
   await page.evaluate(`location.hash = "#${tab}"`);
   await page.waitForSelector(`#tab-${tab}:not([hidden])`);
+}
+
+/** Opens the Integration tab and waits until its settings are rendered (a late render would overwrite what a test types). */
+async function openIntegration(page: Page): Promise<void> {
+  await openTab(page, "integration");
+  await page.waitForSelector("#votifier-status .badge");
+  await page.waitForLoadState("networkidle");
 }
 
 async function pickServer(page: Page, serverId: string): Promise<void> {
@@ -135,10 +133,7 @@ for (const viewport of [PHONE, LAPTOP]) {
     const { page, shots } = t.context;
     await page.setViewportSize(viewport);
     await pickServer(page, flow.heldId);
-    await openTab(page, "integration");
-    // The tab's settings are rendered (a late render would overwrite what the test types).
-    await page.waitForSelector("#votifier-status .badge");
-    await page.waitForLoadState("networkidle");
+    await openIntegration(page);
 
     await page.fill("#votifier-host", "not a host!");
     await page.fill("#votifier-port", "8192");
@@ -188,7 +183,7 @@ for (const viewport of [PHONE, LAPTOP]) {
     await page.reload();
     await page.waitForSelector("#app:not([hidden])");
     await pickServer(page, flow.freshId);
-    await openTab(page, "integration");
+    await openIntegration(page);
     await page.locator("#votifier-status", { hasText: "off" }).waitFor();
     t.false(await page.isVisible("#votifier-off"), "Votifier is off: no Turn off");
     t.is(await page.textContent("#toggle-pull"), "Turn on");
@@ -214,7 +209,7 @@ for (const viewport of [PHONE, LAPTOP]) {
     const { page, shots } = t.context;
     await page.setViewportSize(viewport);
     await pickServer(page, flow.freshId);
-    await openTab(page, "integration");
+    await openIntegration(page);
     await page.locator("#votifier-status", { hasText: "on" }).waitFor();
     await page.fill("#test-vote-username", "Tester");
     await page.click("#send-test-vote");
@@ -261,8 +256,7 @@ for (const viewport of [PHONE, LAPTOP]) {
     const hearts = await emptyText("#hearts-table td.empty");
     await openTab(page, "referrals");
     const referrals = await emptyText("#referrals-table td.empty");
-    await openTab(page, "integration");
-    await page.fill("#callback-url", "");
+    await openIntegration(page);
     const endpoints = await emptyText("#endpoints-list .endpoint-url");
     await page.screenshot({ path: join(shots, `first-hour-${viewport.width}-empty-integration.png`), fullPage: true });
     const nextStep = /\b(set|create|share|send|add|put|open)\b/i;

@@ -10,24 +10,18 @@ import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
-import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
+import { launchChromium } from "../../scripts/infra/chromium.js";
 import { createLogger } from "../../services/shared/log.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
+import { type DashboardBrowserContext, LAPTOP, PHONE } from "../helpers/dashboard-browser.js";
 import { eventually } from "../helpers/eventually.js";
 import { screenshotDir } from "../helpers/screenshots.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack } from "../helpers/stack.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
-const PHONE = { width: 375, height: 812 };
-const LAPTOP = { width: 1280, height: 900 };
 const ENDPOINT_URL = "https://play.example.com/hooks/referrals-qualified";
 
-interface Context {
-  stack: TestStack;
-  gatewayUrl: string;
-  browser: LaunchedChromium;
-  page: Page;
-  shots: string;
+interface Context extends DashboardBrowserContext {
   serverId: string;
 }
 const test = anyTest as TestFn<Context>;

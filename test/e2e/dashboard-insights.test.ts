@@ -249,7 +249,7 @@ test.serial("hearts: did player X's reward arrive? search by name shows the deli
   await page.selectOption("#hearts-verdict", "all");
   await page.fill("#hearts-to", "2020-01-01");
   await page.click("#hearts-search");
-  await page.locator("#hearts-table tbody", { hasText: "No hearts match." }).waitFor();
+  await page.locator("#hearts-table tbody", { hasText: "No hearts with these filters." }).waitFor();
   await page.fill("#hearts-from", today);
   await page.fill("#hearts-to", today);
   await page.click("#hearts-search");

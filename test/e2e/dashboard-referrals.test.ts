@@ -9,24 +9,20 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { ReviewMode } from "../../gen/proto/referral/v1/referral_review_pb.js";
-import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
+import { launchChromium } from "../../scripts/infra/chromium.js";
 import { createLogger } from "../../services/shared/log.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
+import type { DashboardBrowserContext } from "../helpers/dashboard-browser.js";
 import { eventually } from "../helpers/eventually.js";
 import { screenshotDir } from "../helpers/screenshots.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack } from "../helpers/stack.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 const FARM_IP = "198.51.100.77";
 const FARM_SIZE = 20;
 
-interface Context {
-  stack: TestStack;
-  gatewayUrl: string;
-  browser: LaunchedChromium;
-  page: Page;
-  shots: string;
+interface Context extends DashboardBrowserContext {
   serverId: string;
   secret: string;
 }

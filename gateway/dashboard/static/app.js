@@ -82,6 +82,22 @@
   /** A delivery's status as a badge (deliveries tab, the test callback's delivery, the hearts list). */
   const deliveryBadge = (status) => badge(status, DELIVERY_STATUS_KINDS[status]);
 
+  /**
+   * What the owner sees of a delivery's state. A pending delivery that nothing will send (a callback whose
+   * endpoint has no URL, a Votifier vote while Votifier is off) is shown as held, with what releases it
+   * instead of a next attempt: the dispatcher leaves it pending and due, so its next attempt time is in
+   * the past and means nothing (the stored status stays pending).
+   */
+  function deliveryState(d) {
+    if (d.status !== "pending") return { label: d.status, kind: DELIVERY_STATUS_KINDS[d.status], next: "\u2013", nextTime: "\u2013" };
+    const server = currentServer();
+    let releasedBy = "";
+    if (d.transport === "callback" && !d.endpoint_url) releasedBy = "held until a callback URL is set (Integration tab)";
+    else if (d.transport === "votifier" && server && !server.votifier_host) releasedBy = "held until Votifier is set up (Integration tab)";
+    if (releasedBy) return { label: "held", kind: "warn", next: releasedBy, nextTime: releasedBy };
+    return { label: "pending", kind: "warn", next: fmtWhen(d.next_attempt_at), nextTime: fmtTime(d.next_attempt_at) };
+  }
+
   function statusBadge(code) {
     if (code === null || code === undefined) return badge("no response", "err");
     return badge(String(code), code >= 200 && code < 300 ? "ok" : "err");
@@ -147,17 +163,46 @@
     return data;
   }
 
-  /** Runs an action with its button disabled; errors go to the flash with their status. */
+  /** The error text of a failed action, with its status: "Error 400: <the API's text>". */
+  const errorText = (error) => `Error${error.status ? ` ${error.status}` : ""}: ${error.message}`;
+
+  /**
+   * Where a control's error is shown: right after the block that holds the control (its form, its card
+   * head, its row of actions), so the error sits beside the button that caused it, not in a banner above.
+   */
+  function errorAnchor(button) {
+    return button.closest(".card-head, form, .actions, .copy-row, .pager") || button.parentElement;
+  }
+
+  /** Shows `text` beside `button` (one error per control block), or removes it when `text` is empty. */
+  function showControlError(button, text) {
+    const anchor = errorAnchor(button);
+    const next = anchor.nextElementSibling;
+    const existing = next?.classList.contains("control-error") ? next : null;
+    if (!text) return existing?.remove();
+    const box = existing || el("p", { class: "msg msg-error control-error", role: "alert" });
+    box.textContent = text;
+    if (!existing) anchor.after(box);
+  }
+
+  /**
+   * Runs an action with its button disabled. A failure of a button's action is shown beside that button
+   * (unless the action already showed it in its own result box); a failure without a button (a load) goes
+   * to the flash.
+   */
   async function run(button, action) {
-    if (button) button.disabled = true;
+    if (button) {
+      button.disabled = true;
+      showControlError(button, "");
+    }
     try {
       await action();
     } catch (error) {
-      if (error instanceof ApiFailure) {
-        if (error.status !== 401) showError(`Error${error.status ? ` ${error.status}` : ""}: ${error.message}`);
-      } else {
-        showError(`Error: ${error.message}`);
-      }
+      // Failure policy: an expired session signs out (api() says why); anything else is shown once, where it happened.
+      if (error instanceof ApiFailure && error.status === 401) return;
+      if (error.shown) return;
+      if (button) showControlError(button, errorText(error));
+      else showError(errorText(error));
     } finally {
       if (button) button.disabled = false;
     }
@@ -537,8 +582,9 @@
     try {
       await send();
     } catch (error) {
-      // Failure policy: shown where the result would be, then rethrown so run() reports it as usual.
-      $(resultId).replaceChildren(el("p", { class: "msg msg-error" }, `Error ${error.status || ""}: ${error.message}`));
+      // Failure policy: shown where the result would be (beside its button), then rethrown marked as shown so run() does not repeat it.
+      $(resultId).replaceChildren(el("p", { class: "msg msg-error", role: "alert" }, errorText(error)));
+      error.shown = true;
       throw error;
     }
   }
@@ -777,7 +823,15 @@
     );
     if (!more) tbody.replaceChildren(...rows);
     else tbody.append(...rows);
-    if (!more && rows.length === 0) emptyRow(tbody, 8, "No referrals match.");
+    const filtered = params.get("state") || params.get("review") || params.get("flagged") || params.get("referrer");
+    if (!more && rows.length === 0)
+      emptyRow(
+        tbody,
+        8,
+        filtered
+          ? "No referrals with these filters. Set State and Review to Any and clear Referrer to see every referral."
+          : "No referrals yet. Put your referral link (its format is above) where players invite friends; each player your backend registers shows here.",
+      );
     referralsPageToken = page.next_page_token;
     $("referrals-more").hidden = !page.next_page_token;
   }
@@ -932,7 +986,7 @@
         return el(
           "li",
           { class: "endpoint-item", dataset: { endpointId: e.id } },
-          el("div", { class: "endpoint-url" }, e.url || "(no URL: callbacks are held)"),
+          el("div", { class: "endpoint-url" }, e.url || "No URL yet: set the Callback URL above to start callbacks (until then they are held)."),
           el(
             "div",
             { class: "endpoint-tags" },
@@ -1096,12 +1150,17 @@
     $("votifier-port").value = server.votifier_port === null ? "" : String(server.votifier_port);
     $("votifier-service-name").value = server.votifier_service_name;
     $("votifier-token").value = "";
-    $("votifier-token").placeholder = server.votifier_token_set ? "(stored; leave empty to keep it)" : "from NuVotifier's config.yml";
+    $("votifier-token").placeholder = server.votifier_token_set ? "stored; empty keeps it" : "from config.yml";
     $("votifier-status").replaceChildren(server.votifier_host ? badge("on", "ok") : badge("off"));
+    // Turn off is offered only while Votifier is on.
+    $("votifier-off").hidden = !server.votifier_host;
     $("pull-status").replaceChildren(server.pull_enabled ? badge("on", "ok") : badge("off"));
     $("toggle-pull").textContent = server.pull_enabled ? "Turn off" : "Turn on";
     $("claims-status").replaceChildren(server.claims.claim_key_set ? badge("on", "ok") : badge("no key"));
     announceClaims(server.id, "");
+    // No key yet: nothing to reveal, and the one action is to mint the first key.
+    $("reveal-claim-secret").hidden = !server.claims.claim_key_set;
+    $("rotate-claim-secret").textContent = server.claims.claim_key_set ? "Rotate" : "Mint a key";
     $("claims-hold-days").value = String(server.claims.hold_days);
     $("claims-max-held").value = String(server.claims.max_held_per_player);
     $("claims-pays-once").checked = server.claims.pays_once === true;
@@ -1139,8 +1198,31 @@
     ),
   );
 
+  /**
+   * The likely causes of a failed test vote, in plain words, by the raw error's kind (the raw error stays
+   * in the exchange below). Empty when the vote went through or the error has no known cause.
+   */
+  function voteFailureHint(vote) {
+    if (vote.ok || !vote.error) return "";
+    const where = vote.target || "the host and port";
+    const error = vote.error;
+    if (/ECONNREFUSED/.test(error))
+      return `Nothing accepted the connection at ${where}. Likely causes: the Minecraft server (or NuVotifier) is not running; the host or port is wrong (the port is "port:" in NuVotifier's config.yml, 8192 by default); a firewall closes the port. Once it connects, a wrong token is the next thing to check ("tokens: default:" in the same config.yml).`;
+    if (/ETIMEDOUT|timed out|EHOSTUNREACH|ENETUNREACH/.test(error))
+      return `No answer from ${where}. Likely causes: a firewall drops the connection, or the host or port is wrong (the port is "port:" in NuVotifier's config.yml). Check also that the server is running and that the token is "tokens: default:" from the same config.yml.`;
+    if (/ENOTFOUND|EAI_AGAIN/.test(error))
+      return `The host name does not resolve: check the Host field (the address players connect to, or the machine NuVotifier runs on). The port and token come from NuVotifier's config.yml.`;
+    if (/refused the vote|closed the connection/.test(error))
+      return `The Votifier server answered but did not take the vote. The likely cause is a wrong token: copy "tokens: default:" from NuVotifier's config.yml (or the token for this service name) and save it again.`;
+    if (/not v2|did not greet|greeting/.test(error))
+      return `Something answers at ${where}, but not NuVotifier with v2: check the port ("port:" in NuVotifier's config.yml) and that NuVotifier, not another service, listens there.`;
+    return "";
+  }
+
   function renderVote(containerId, vote) {
+    const hint = voteFailureHint(vote);
     $(containerId).replaceChildren(
+      hint ? el("p", { class: "msg msg-error vote-hint", role: "alert" }, hint) : "",
       exchangeView({
         request: {
           title: "Vote",
@@ -1290,11 +1372,20 @@
     });
     const [{ deliveries }] = await Promise.all([api("GET", `${serverPath("/deliveries")}?${query}`), loadEndpointHealth()]);
     const tbody = $("deliveries-table").tBodies[0];
-    if (deliveries.length === 0) emptyRow(tbody, 10, "No deliveries match.");
+    const filtered = query.get("status") !== "all" || query.get("transport") !== "all" || query.get("username") !== "";
+    if (deliveries.length === 0)
+      emptyRow(
+        tbody,
+        10,
+        filtered
+          ? "No deliveries with these filters. Set Transport and Status to All and clear Player to see every delivery."
+          : "No deliveries yet. Each counted heart makes one per way you set up: set a callback URL or Votifier on the Integration tab, or send a test callback there.",
+      );
     else
       tbody.replaceChildren(
-        ...deliveries.map((d) =>
-          el(
+        ...deliveries.map((d) => {
+          const shown = deliveryState(d);
+          return el(
             "tr",
             { class: d.id === state.deliveryId ? "selected" : "", dataset: { deliveryId: d.id } },
             el("td", {}, fmtWhen(d.created_at)),
@@ -1302,22 +1393,22 @@
             el("td", {}, d.event_type),
             el("td", { class: "cell-name" }, d.username),
             el("td", { class: "nowrap" }, d.period),
-            el("td", {}, deliveryBadge(d.status)),
+            el("td", {}, badge(shown.label, shown.kind)),
             el("td", {}, d.attempts),
             el(
               "td",
               {},
               d.last_status_code === null ? (d.last_error ? el("span", { class: "cell-error" }, d.last_error) : "\u2013") : statusBadge(d.last_status_code),
             ),
-            el("td", {}, d.status === "pending" ? fmtWhen(d.next_attempt_at) : "\u2013"),
+            el("td", {}, shown.next),
             el(
               "td",
               { class: "nowrap row-actions" },
               el("button", { type: "button", class: "btn btn-small", onclick: (e) => run(e.target, () => showDelivery(d.id)) }, "Attempts"),
               d.status === "pending" ? null : el("button", { type: "button", class: "btn btn-small", onclick: (e) => redeliver(e.target, d.id) }, "Redeliver"),
             ),
-          ),
-        ),
+          );
+        }),
       );
     if (state.deliveryId) await showDelivery(state.deliveryId);
   }
@@ -1334,13 +1425,13 @@
       ...fact("Heart id", el("code", {}, delivery.heart_id)),
       ...fact("Transport", delivery.transport),
       ...(delivery.endpoint_id ? fact("Endpoint", el("code", {}, delivery.endpoint_url || delivery.endpoint_id)) : []),
-      ...fact("Status", delivery.status),
+      ...fact("Status", deliveryState(delivery).label),
       ...fact("Username", delivery.username),
       ...fact("Period", delivery.period),
       ...fact("Created", fmtTime(delivery.created_at)),
       ...fact("Delivered", fmtTime(delivery.delivered_at)),
       ...fact("Failed", fmtTime(delivery.failed_at)),
-      ...fact("Next attempt", delivery.status === "pending" ? fmtTime(delivery.next_attempt_at) : "\u2013"),
+      ...fact("Next attempt", deliveryState(delivery).nextTime),
     );
     const tbody = $("attempts-table").tBodies[0];
     if (attempts.length === 0) emptyRow(tbody, 7, "No attempts yet.");

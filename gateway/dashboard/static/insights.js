@@ -68,7 +68,15 @@ async function loadHeartsPage(pageToken) {
   if (pageToken) params.set("page_token", pageToken);
   const page = await d.api("GET", `${d.serverPath("/hearts")}?${params}`);
   const tbody = $("hearts-table").tBodies[0];
-  if (!pageToken && page.hearts.length === 0) d.emptyRow(tbody, 8, "No hearts match.");
+  const filtered = Object.entries(hearts.filters).some(([key, value]) => value && !((key === "verdict" || key === "claim") && value === "all"));
+  if (!pageToken && page.hearts.length === 0)
+    d.emptyRow(
+      tbody,
+      8,
+      filtered
+        ? "No hearts with these filters. Clear Player and the days, and set Verdict and Claim to All, to see every heart."
+        : "No hearts yet. Share your server's vote page with players: each heart cast shows here, counted or not.",
+    );
   else tbody.append(...page.hearts.map(heartRow));
   hearts.shown += page.hearts.length;
   hearts.nextToken = page.next_page_token;

@@ -385,7 +385,7 @@ test("without a session cookie or operator token the API is 401; without DASHBOA
   }
 });
 
-test("a gateway whose own service token is refused answers 503 with Retry-After (an operator must fix the token; logged), never 'session expired' and never data", async (t) => {
+test("a gateway whose own service token is refused answers 503 (an operator must fix the token; logged), never 'session expired' and never data", async (t) => {
   const c = t.context;
   const operatorToken = `op-${randomBytes(16).toString("hex")}`;
   const broken = await startDashboardGateway({ rpcUrl: c.stack.rpcUrl, token: `rst_${"z".repeat(43)}`, operatorToken, log: createLogger("test", "silent") });
@@ -393,7 +393,6 @@ test("a gateway whose own service token is refused answers 503 with Retry-After 
     for (const headers of [{ authorization: `Bearer ${operatorToken}` }, { cookie: c.sessionA.cookie }] as Record<string, string>[]) {
       const res = await fetch(`${broken.url}/dashboard/api/servers`, { headers });
       t.is(res.status, 503);
-      t.truthy(res.headers.get("retry-after"));
       const body = (await res.json()) as Record<string, unknown>;
       t.deepEqual(Object.keys(body), ["error"], "an error text, no data");
       t.notRegex(String(body.error), /session|expired|token|scope/i, "nothing for the owner to act on, nothing about the token");

@@ -55,6 +55,15 @@ export function createPrisma(databaseUrl: string, opts: { maxConnections?: numbe
   return client;
 }
 
+/**
+ * The node-postgres version whose internals this file builds on, read in its source: Client#_errorAllQueries
+ * (ConnectionLossCodedClient), Query#hasBeenParsed/prepare/handleCommandComplete and Connection#parse/bind/execute
+ * with submittedNamedStatements (BeginThenQuery). PRIVATE API: test/unit/pg-internals.test.ts fails when the
+ * installed pg differs; re-read those methods in the new version, run the sql-transaction, round-trip and
+ * database-down tests, then raise this constant (and the exact pin in package.json).
+ */
+export const PG_VERIFIED_VERSION = "8.23.1";
+
 /** node-postgres's Client with the method that fails every query of a connection that is gone (pg/lib/client.js). */
 const PgClientWithInternals = pg.Client as unknown as new (config?: string | pg.ClientConfig) => pg.Client & { _errorAllQueries(error: Error): void };
 

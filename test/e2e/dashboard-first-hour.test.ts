@@ -64,6 +64,21 @@ async function openIntegration(page: Page): Promise<void> {
   await page.waitForLoadState("networkidle");
 }
 
+/**
+ * Fills the inputs, then makes sure they still hold what was typed once the page is idle: a load of the
+ * server's settings that answers late re-renders the Integration tab and puts the saved values back (on a
+ * loaded machine that happened between the typing and the click, so the save succeeded and showed no error).
+ */
+async function fillSettled(page: Page, values: Record<string, string>): Promise<void> {
+  for (let round = 0; round < 5; round++) {
+    for (const [selector, value] of Object.entries(values)) await page.fill(selector, value);
+    await page.waitForLoadState("networkidle");
+    const kept = await Promise.all(Object.entries(values).map(async ([selector, value]) => (await page.inputValue(selector)) === value));
+    if (kept.every(Boolean)) return;
+  }
+  throw new Error(`the inputs ${Object.keys(values).join(", ")} kept being reset by the page`);
+}
+
 async function pickServer(page: Page, serverId: string): Promise<void> {
   if ((await page.inputValue("#server-picker")) !== serverId) await page.selectOption("#server-picker", serverId);
 }
@@ -135,9 +150,7 @@ for (const viewport of [PHONE, LAPTOP]) {
     await pickServer(page, flow.heldId);
     await openIntegration(page);
 
-    await page.fill("#votifier-host", "not a host!");
-    await page.fill("#votifier-port", "8192");
-    await page.fill("#votifier-service-name", "HeartsList");
+    await fillSettled(page, { "#votifier-host": "not a host!", "#votifier-port": "8192", "#votifier-service-name": "HeartsList" });
     const votifier = await errorAfter(page, "#votifier-form button[type=submit]");
     await page.locator("#votifier-card").screenshot({ path: join(shots, `first-hour-${viewport.width}-votifier-error.png`) });
     t.is(votifier.text, "Error 400: votifier host must be a host name or an IP address");
@@ -145,7 +158,7 @@ for (const viewport of [PHONE, LAPTOP]) {
     t.true(votifier.below >= -1 && votifier.below <= NEAR_PX, `the error starts ${votifier.below} px below its button`);
     t.true(votifier.inView);
 
-    await page.fill("#callback-url", "ftp://example.com/hook");
+    await fillSettled(page, { "#callback-url": "ftp://example.com/hook" });
     const callback = await errorAfter(page, "#callback-form button[type=submit]");
     t.is(callback.text, "Error 400: callback_url must use https or http");
     t.false(callback.flashShown);

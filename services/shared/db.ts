@@ -78,13 +78,10 @@ export { PG_VERIFIED_VERSION } from "./sql/pg-internals.js";
  * this way until they move to runSqlTransaction.
  */
 export function runPrismaSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlTx) => Promise<T>, opts: { timeoutMs: number; maxWaitMs?: number }): Promise<T> {
-  return prisma.$transaction(
-    (tx) => body({ query: <R>(sql: PrismaNs.Sql) => tx.$queryRaw<R[]>(sql), execute: (sql: PrismaNs.Sql) => tx.$executeRaw(sql) }),
-    {
-      timeout: opts.timeoutMs,
-      ...(opts.maxWaitMs === undefined ? {} : { maxWait: opts.maxWaitMs }),
-    },
-  );
+  return prisma.$transaction((tx) => body({ query: <R>(sql: PrismaNs.Sql) => tx.$queryRaw<R[]>(sql), execute: (sql: PrismaNs.Sql) => tx.$executeRaw(sql) }), {
+    timeout: opts.timeoutMs,
+    ...(opts.maxWaitMs === undefined ? {} : { maxWait: opts.maxWaitMs }),
+  });
 }
 
 /** The transaction client handed to interactive-transaction callbacks. */

@@ -7,7 +7,7 @@ import { heartFields } from "./check-vote.js";
 import { toLedgerPlayer } from "./ledger-player.js";
 import { claimOldestHeld, readStanding } from "./ledger-store.js";
 import type { ClaimKeyResolver } from "./resolve-claim-key.js";
-import { withdrawOthers } from "../delivery/pay-once.js";
+import { withdrawOthers } from "../payouts/withdraw-unpaid.js";
 
 /** Claim attempts that may find the heart they aimed at taken by a concurrent claim while another is still held. */
 const MAX_CLAIM_ATTEMPTS = 3;
@@ -48,7 +48,7 @@ export async function claimVote(deps: ClaimVoteDeps, resolveKey: ClaimKeyResolve
     const now = deps.now();
     const claimed = await claimOldestHeld(deps.prisma, serverId, player, now);
     if (claimed !== null) {
-      // Pay-once mode: the claim paid the heart; its waiting pushes and pull delivery are withdrawn (services/delivery/pay-once.ts).
+      // Pay-once mode: the claim paid the heart; its waiting pushes and pull delivery are withdrawn (services/payouts/withdraw-unpaid.ts).
       if (claimed.payOnce) await withdrawOthers(deps.prisma, { serverId, heartIds: [claimed.heartId], paidBy: "claim", now }, deps.log);
       return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.CLAIMED_NOW, ...heartFields(claimed) });
     }

@@ -2,7 +2,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/db.js";
 import { runSql } from "../shared/sql/executor.js";
 import { payableSql, takePullPayoutsSql } from "../payouts/write-payouts.js";
-import { withdrawOthers } from "../payouts/withdraw-unpaid.js";
+import { withdrawOthers } from "./withdraw-unpaid.js";
 import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
 import type { AttemptExchange } from "./attempt-exchange.js";

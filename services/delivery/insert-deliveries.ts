@@ -6,7 +6,7 @@ import { NIL_UUID } from "../shared/ids.js";
 import type { PlatformIds } from "../shared/player-ids.js";
 import type { ReferralPayload } from "./referral-event.js";
 import { paidByTransportSql } from "../payouts/write-payouts.js";
-import { withdrawnTextSql } from "../payouts/withdraw-unpaid.js";
+import { withdrawnTextSql } from "./withdraw-unpaid.js";
 import {
   busyServersOf,
   claimedColumnsSql,

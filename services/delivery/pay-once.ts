@@ -2,7 +2,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/db.js";
 import { executeSql, runSql } from "../shared/sql/executor.js";
 import { markPayoutsInDoubtSql, reservePayoutSql, settlePayoutSql, type PayoutHolder, type PushSettlement } from "../payouts/write-payouts.js";
-import { withdrawDeliveries, withdrawnText, withdrawOthers } from "../payouts/withdraw-unpaid.js";
+import { withdrawDeliveries, withdrawnText, withdrawOthers } from "./withdraw-unpaid.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { insertAttemptsSql, toAttemptRow } from "./attempt-log.js";
 import type { ClaimedDelivery } from "./claim-deliveries.js";
@@ -25,7 +25,7 @@ import { deferDeliverySql } from "./write-deliveries.js";
  *   doubt too (markTakenOverInDoubt).
  * Whoever finds the row taken by another transport does not pay: a claim answers "already claimed", the pull
  * list leaves the heart out, a push is withdrawn (never sent, never retried). Once a transport has paid,
- * withdrawOthers (services/payouts/withdraw-unpaid.ts) marks the heart's ledger row `withdrawn` and its other waiting deliveries `withdrawn`.
+ * withdrawOthers (withdraw-unpaid.ts) marks the heart's ledger row `withdrawn` and its other waiting deliveries `withdrawn`.
  * Servers not in the mode never reach this module (the claim reads `s.pay_once`).
  */
 

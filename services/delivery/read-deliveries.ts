@@ -1,5 +1,7 @@
 import type { Delivery as DeliveryRow, DeliveryAttempt as AttemptRow } from "../../gen/prisma/client.js";
+import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/db.js";
+import { runSql } from "../shared/sql/executor.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
@@ -102,7 +104,9 @@ export async function readEndpointHealth(prisma: PrismaClient, endpoint: Endpoin
   const serverId = endpoint.serverId;
   const [health, windows, deliveries] = await Promise.all([
     prisma.callbackHealth.findUnique({ where: { endpointId: endpoint.id } }),
-    prisma.$queryRaw<{ a24: number; s24: number; a7: number; s7: number }[]>`
+    runSql<{ a24: number; s24: number; a7: number; s7: number }>(
+      prisma,
+      Prisma.sql`
       SELECT count(*) FILTER (WHERE a.started_at >= ${since24h}::timestamptz)::int AS a24,
              count(*) FILTER (WHERE a.started_at >= ${since24h}::timestamptz AND a.succeeded)::int AS s24,
              count(*)::int AS a7,
@@ -110,10 +114,14 @@ export async function readEndpointHealth(prisma: PrismaClient, endpoint: Endpoin
       FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
       WHERE a.server_id = ${serverId}::uuid AND d.endpoint_id = ${endpoint.id}::uuid
         AND a.started_at >= ${since7d}::timestamptz AND a.started_at <= ${now}::timestamptz`,
-    prisma.$queryRaw<{ failed7d: number; pending: number }[]>`
+    ),
+    runSql<{ failed7d: number; pending: number }>(
+      prisma,
+      Prisma.sql`
       SELECT count(*) FILTER (WHERE status = 'failed' AND failed_at >= ${since7d}::timestamptz)::int AS failed7d,
              count(*) FILTER (WHERE status = 'pending')::int AS pending
       FROM deliveries WHERE server_id = ${serverId}::uuid AND transport = 'callback' AND endpoint_id = ${endpoint.id}::uuid`,
+    ),
   ]);
   const w = windows[0] ?? { a24: 0, s24: 0, a7: 0, s7: 0 };
   const failingSince = health?.failingSince ?? null;

@@ -1,4 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
+import type { PrismaClient } from "../shared/db.js";
+import type { Logger } from "../shared/log.js";
 
 /**
  * Pay-once mode's payouts (servers.pay_once): one `heart_payouts` row per heart (primary key heart_id),
@@ -13,6 +15,17 @@ import { Prisma } from "../../gen/prisma/client.js";
 
 /** The transports that can pay a heart, as `heart_payouts.transport` stores them. */
 export type PayoutTransport = "claim" | "pull" | "callback" | "votifier";
+
+/**
+ * What a transport calls once it has paid hearts (its payout rows committed): withdraws them from the other
+ * transports (services/delivery/withdraw-unpaid.ts withdrawOthers; the claim API gets it from its wiring, as
+ * claims/ does not import delivery/). Never fails the paying call.
+ */
+export type WithdrawOthers = (
+  prisma: PrismaClient,
+  q: { serverId: string; heartIds: string[]; paidBy: PayoutTransport; now: Date },
+  log?: Logger,
+) => Promise<void>;
 
 /** The states of a `heart_payouts` row: a push's reservation, the same after an attempt in doubt, and paid. */
 export type PayoutState = "reserved" | "in_doubt" | "paid";

@@ -13,6 +13,7 @@ import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
 import { claimRoutes } from "../claims/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
+import { withdrawOthers } from "../delivery/withdraw-unpaid.js";
 import { operatorRoutes } from "../operator/routes.js";
 import { deliveryStatsRoutes } from "../delivery/delivery-stats.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
@@ -57,7 +58,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     referralReviewRoutes(deps)(router);
     serverAdminRoutes(deps)(router);
     heartRoutes(deps)(router);
-    claimRoutes(deps)(router);
+    claimRoutes({ ...deps, withdrawOthers })(router);
     deliveryRoutes(deps)(router);
     operatorRoutes(deps)(router);
     deliveryStatsRoutes(deps)(router);

@@ -11,7 +11,7 @@ import { PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { createDispatcher, type Dispatcher } from "../../services/delivery/dispatcher.js";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { reservePayout, TAKEN_OVER_TARGET, TAKEN_OVER_TEXT } from "../../services/delivery/pay-once.js";
-import { withdrawnText } from "../../services/payouts/withdraw-unpaid.js";
+import { withdrawnText } from "../../services/delivery/withdraw-unpaid.js";
 import type { ClaimedDelivery } from "../../services/delivery/claim-deliveries.js";
 import { startWorkerLiveness } from "../../services/delivery/worker-liveness.js";
 import { randomUUID } from "node:crypto";

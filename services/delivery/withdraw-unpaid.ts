@@ -3,10 +3,10 @@ import type { PrismaClient } from "../shared/db.js";
 import type { Logger } from "../shared/log.js";
 import { runSql } from "../shared/sql/executor.js";
 import { withdrawVoteClaimsSql } from "../claims/write-vote-claims.js";
-import type { AttemptExchange } from "../delivery/attempt-exchange.js";
-import { insertAttemptsSql, toAttemptRow } from "../delivery/attempt-log.js";
-import { withdrawDeliveriesSql, type HeldDelivery } from "../delivery/write-deliveries.js";
-import type { PayoutTransport } from "./write-payouts.js";
+import type { PayoutTransport, WithdrawOthers } from "../payouts/write-payouts.js";
+import type { AttemptExchange } from "./attempt-exchange.js";
+import { insertAttemptsSql, toAttemptRow } from "./attempt-log.js";
+import { withdrawDeliveriesSql, type HeldDelivery } from "./write-deliveries.js";
 
 /**
  * Pay-once mode: once a transport has paid a heart, the heart is withdrawn from the others. Its waiting
@@ -66,11 +66,11 @@ export async function withdrawDeliveries(
  * so no statement holds a payout row while it waits for a ledger row (a ledger claim holds its ledger row
  * while it takes the payout): the order of locks never crosses.
  */
-export async function withdrawOthers(
+export const withdrawOthers: WithdrawOthers = async (
   prisma: PrismaClient,
   q: { serverId: string; heartIds: string[]; paidBy: PayoutTransport; now: Date },
   log?: Logger,
-): Promise<void> {
+): Promise<void> => {
   if (q.heartIds.length === 0) return;
   try {
     await withdrawDeliveries(prisma, { serverId: q.serverId, heartIds: q.heartIds, now: q.now, reason: withdrawnText(q.paidBy), ledger: q.paidBy !== "claim" });
@@ -80,4 +80,4 @@ export async function withdrawOthers(
     // marking is lost, so the paying call still succeeds.
     log?.warn({ err: error, heartIds: q.heartIds }, "pay-once: withdrawing the other deliveries failed");
   }
-}
+};

@@ -31,12 +31,12 @@ test.serial("commits what the body wrote when it resolves, and rolls all of it b
     db.prisma,
     async (tx) => {
       await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"kept-1"}), (${"kept-2"})`);
-      const [row] = await tx.query<{ n: string }>(Prisma.sql`SELECT count(*) AS n FROM tx_probe`);
+      const [row] = await tx.query<{ n: bigint }>(Prisma.sql`SELECT count(*) AS n FROM tx_probe`);
       return row?.n;
     },
     { timeoutMs: 10_000 },
   );
-  t.is(value, "2", "the body reads its own writes");
+  t.is(value, 2n, "the body reads its own writes");
   await t.throwsAsync(
     runSqlTransaction(
       db.prisma,

@@ -107,7 +107,7 @@ for (const variant of ["named", "unnamed"] as const) {
           const [inserted] = await tx.query<{ label: string }>(
             Prisma.sql`INSERT INTO rt_probe VALUES (${label}, ${9007199254740993n}, ${at}, ${["a,b", "c'd", null]}::text[], ${body}) RETURNING label`,
           );
-          const [read] = await tx.query<{ n: string; at: Date; tags: Array<string | null>; body: Buffer }>(
+          const [read] = await tx.query<{ n: bigint; at: Date; tags: Array<string | null>; body: Buffer }>(
             Prisma.sql`SELECT n, at, tags, body FROM rt_probe WHERE label = ${label}`,
           );
           return { inserted: inserted?.label, read };
@@ -123,7 +123,7 @@ for (const variant of ["named", "unnamed"] as const) {
       3,
     );
     t.is(result?.inserted, label, "the first statement's rows come back, and only its own");
-    t.deepEqual(result?.read, { n: "9007199254740993", at, tags: ["a,b", "c'd", null], body });
+    t.deepEqual(result?.read, { n: 9007199254740993n, at, tags: ["a,b", "c'd", null], body });
     await prisma.$executeRaw`DELETE FROM rt_probe WHERE label = ${label}`;
     t.is(
       await roundTrips(wire, async () => {

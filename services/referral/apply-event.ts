@@ -4,12 +4,12 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { ReferralTransitionedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { REFERRALS_TOPIC } from "../shared/bus.js";
 import { ERROR_TEXT } from "../shared/contract.js";
-import { isTransactionUnavailable, runSqlTransaction, type SqlTx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError, IllegalTransition, Overloaded } from "../shared/errors.js";
 import { ADMISSION_MAX_QUEUE_WAIT_MS, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
 import { insertOutboxRows, toOutboxRow, type OutboxEvent, type OutboxRow } from "../shared/outbox.js";
 import { periodOf } from "../shared/period.js";
+import { isTransactionUnavailable, runSqlTransaction, type SqlTx } from "../shared/sql/executor.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { decide, isAnchorState, type AnchorState, type ReferralStateName } from "./domain/transitions.js";
@@ -172,7 +172,7 @@ async function settleRound(
   const events = round.map((i) => commands[i]!);
   let applied: RoundResult;
   try {
-    // On node-postgres without Prisma's interactive-transaction machinery (runSqlTransaction, services/shared/db.ts): issue 22.
+    // On node-postgres without Prisma's interactive-transaction machinery (runSqlTransaction, services/shared/sql/executor.ts): issue 22.
     applied = await runSqlTransaction(deps.prisma, (tx) => applyRound(tx, events, deps.now(), abuseRules), {
       maxWaitMs: APPLY_EVENT_TRANSACTION_LIMITS_MS.maxWait,
       timeoutMs: APPLY_EVENT_TRANSACTION_LIMITS_MS.timeout,

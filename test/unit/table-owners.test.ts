@@ -11,7 +11,14 @@ const ROOT = join(import.meta.dirname, "..", "..");
 
 /** Table -> the files that own its writes (relative to the repository). */
 const TABLE_OWNERS: Record<string, readonly string[]> = {
-  servers: ["services/servers/server-store.ts", "services/servers/claim-settings.ts", "services/access/owners.ts", "services/referral/review-referral.ts"],
+  // secret-store.ts: lockServer's update that changes nothing (the server row lock of the secret and settings transactions).
+  servers: [
+    "services/servers/server-store.ts",
+    "services/servers/claim-settings.ts",
+    "services/servers/secret-store.ts",
+    "services/access/owners.ts",
+    "services/referral/review-referral.ts",
+  ],
   server_secrets: ["services/servers/secret-store.ts", "services/servers/claim-settings.ts"],
   referral_clicks: ["services/referral/record-click.ts", "services/referral/apply-event.ts"],
   referrals: ["services/referral/apply-event.ts", "services/referral/review-referral.ts"],

@@ -7,6 +7,7 @@ import { IllegalTransition } from "../../shared/errors.js";
 
 /** The statuses of a delivery (the `DeliveryStatus` enum of the schema). */
 export const DELIVERY_STATUSES = ["pending", "delivered", "failed", "withdrawn"] as const;
+/** One of DELIVERY_STATUSES. */
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 /**
@@ -55,6 +56,7 @@ export const DELIVERY_TRANSITIONS = {
   redeliver: { from: ["delivered", "failed"], to: "pending", lease: "any" },
 } as const satisfies Record<string, DeliveryTransition>;
 
+/** A move of DELIVERY_TRANSITIONS. */
 export type DeliveryMove = keyof typeof DELIVERY_TRANSITIONS;
 
 /**

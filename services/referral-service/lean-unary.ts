@@ -90,7 +90,7 @@ export function createLeanUnaryAdapter(options: LeanUnaryOptions): NodeHandler {
   const routes = new Map<string, LeanRoute>();
   // Filled in once connectNodeAdapter has given the router its defaults (acceptCompression); read at registration.
   let routerOptions: HandlerOptions | undefined;
-  const serveOptions = (own: Partial<HandlerOptions> & { connect?: boolean } | undefined): HandlerOptions | undefined => {
+  const serveOptions = (own: (Partial<HandlerOptions> & { connect?: boolean }) | undefined): HandlerOptions | undefined => {
     // As the router's whichProtocols: a service's own options replace the router's, field by field, and decide alone
     // whether the Connect protocol is on.
     routerOptions ??= { ...adapterOptions, ...validateUniversalHandlerOptions(adapterOptions) };

@@ -100,7 +100,12 @@ export function createReferralServiceServer(deps: ReferralServiceDeps): {
   // claims (one CheckVote/ClaimVote per GET /api/votes) take the lean path:
   // same interceptors, same implementations, same answers, without Connect's per-call machinery (lean-unary.ts).
   const handler = createLeanUnaryAdapter({
-    leanMethods: [ReferralService.method.applyEvent, ServerAdminService.method.resolveSigningKeys, ClaimService.method.checkVote, ClaimService.method.claimVote],
+    leanMethods: [
+      ReferralService.method.applyEvent,
+      ServerAdminService.method.resolveSigningKeys,
+      ClaimService.method.checkVote,
+      ClaimService.method.claimVote,
+    ],
     routes: createRoutes(deps),
     interceptors,
     // Connect, gRPC and gRPC-Web are all enabled by default on the same port.

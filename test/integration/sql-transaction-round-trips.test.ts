@@ -9,7 +9,7 @@ import net from "node:net";
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
 import { createPrisma, isUniqueViolation, runSqlTransaction, type PrismaClient } from "../../services/shared/db.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 interface WireCounter {
   url: string;

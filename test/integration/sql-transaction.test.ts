@@ -8,7 +8,7 @@
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
 import { isTransactionUnavailable, isUniqueViolation, runSqlTransaction, TransactionUnavailable } from "../../services/shared/db.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;
 

@@ -169,25 +169,28 @@ for (const [value, message] of [
   });
 }
 
-test.serial("a method registered through any of the router's calls (chained, rpc, with its own options) is served with those options, as by Connect", async (t) => {
-  const other = await startServer({
-    routes: (router: ConnectRouter) => {
-      // Registered first on its own, then again (chained) with its own interceptors: the last registration wins.
-      router.rpc(ReferralService.method.getReferral, async () => ({})).rpc(ReferralService.method.applyEvent, applyEvent, { interceptors: [via("method")] });
-    },
-    interceptors: [via("router")],
-  });
-  try {
-    const lean = await call(other.url, ApplyEventRequestSchema, event("fine"), { binary: true });
-    t.like(lean, { status: 200, contentType: "application/proto", via: "method" });
-    // Connect's handler aborts the signal at the end of every call; the lean path does not: this call was the lean path's.
-    t.is(seen.abortedWith, undefined, "served on the lean path");
-    const connect = await call(other.url, ApplyEventRequestSchema, event("fine"), { binary: false });
-    t.like(connect, { status: 200, via: "method" });
-  } finally {
-    other.close();
-  }
-});
+test.serial(
+  "a method registered through any of the router's calls (chained, rpc, with its own options) is served with those options, as by Connect",
+  async (t) => {
+    const other = await startServer({
+      routes: (router: ConnectRouter) => {
+        // Registered first on its own, then again (chained) with its own interceptors: the last registration wins.
+        router.rpc(ReferralService.method.getReferral, async () => ({})).rpc(ReferralService.method.applyEvent, applyEvent, { interceptors: [via("method")] });
+      },
+      interceptors: [via("router")],
+    });
+    try {
+      const lean = await call(other.url, ApplyEventRequestSchema, event("fine"), { binary: true });
+      t.like(lean, { status: 200, contentType: "application/proto", via: "method" });
+      // Connect's handler aborts the signal at the end of every call; the lean path does not: this call was the lean path's.
+      t.is(seen.abortedWith, undefined, "served on the lean path");
+      const connect = await call(other.url, ApplyEventRequestSchema, event("fine"), { binary: false });
+      t.like(connect, { status: 200, via: "method" });
+    } finally {
+      other.close();
+    }
+  },
+);
 
 test("the installed connect-es is the version the lean path's private imports were verified against, and exports each of them", async (t) => {
   for (const name of ["@connectrpc/connect", "@connectrpc/connect-node"]) {

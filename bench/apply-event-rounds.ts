@@ -16,6 +16,8 @@
 import { randomInt, randomUUID } from "node:crypto";
 import { applyEvent, createReferralServer, startHarness } from "../scripts/harness/referral-harness.js";
 import type { ApplyEventBatchOptions } from "../services/referral/apply-event.js";
+import { Prisma } from "../gen/prisma/client.js";
+import { runSql } from "../services/shared/sql/executor.js";
 
 const concurrencies = (process.env.ROUNDS_CONCURRENCY ?? "8,32").split(",").map(Number);
 const measureMs = Number(process.env.ROUNDS_MEASURE_MS ?? 4_000);
@@ -32,7 +34,7 @@ try {
   const { serverId } = await createReferralServer(h);
   const dbName = new URL(h.db.url).pathname.slice(1);
   const commits = async () => {
-    const [row] = await h.db.prisma.$queryRaw<{ n: bigint }[]>`SELECT xact_commit AS n FROM pg_stat_database WHERE datname = ${dbName}`;
+    const [row] = await runSql<{ n: bigint }>(h.db.prisma, Prisma.sql`SELECT xact_commit AS n FROM pg_stat_database WHERE datname = ${dbName}`);
     return Number(row?.n ?? 0);
   };
   // Clicks made ahead, so the measured loop is ApplyEvent alone; each from its own address (one address for thousands of

@@ -1134,22 +1134,42 @@
     });
   }
 
-  function renderIntegration(server) {
+  /**
+   * Inputs of the Integration tab the owner changed since they were last filled. A render leaves them as typed: a
+   * settings load that answers after the owner began typing (a slow network, a tab opened twice) must not empty a
+   * field or untick a box before the save. A save fills the inputs of the form it saved again (they now show what
+   * was stored), and another server's render fills every input.
+   */
+  const editedInputs = new Set();
+  for (const type of ["input", "change"])
+    $("tab-integration").addEventListener(type, (event) => {
+      if (event.target.id) editedInputs.add(event.target.id);
+    });
+
+  /** Sets an Integration input's `prop` (value, checked) unless the owner has changed it since it was last filled. */
+  function fillInput(id, prop, value) {
+    if (!editedInputs.has(id)) $(id)[prop] = value;
+  }
+
+  /** Renders the Integration tab for `server`; `savedForm`: the form whose save answered with it (its inputs are filled again). */
+  function renderIntegration(server, savedForm) {
+    if (integrationRendered.serverId !== server.id) editedInputs.clear();
+    if (savedForm) for (const input of savedForm.querySelectorAll("[id]")) editedInputs.delete(input.id);
     integrationRendered.serverId = server.id;
     integrationRendered.count++;
-    $("callback-url").value = server.callback_url;
-    $("standard-webhooks").checked = server.standard_webhooks;
-    $("payload-version").value = String(server.payload_version || 1);
+    fillInput("callback-url", "value", server.callback_url);
+    fillInput("standard-webhooks", "checked", server.standard_webhooks);
+    fillInput("payload-version", "value", String(server.payload_version || 1));
     $("public-key-signatures").hidden = !server.public_key_signatures;
-    $("public-key-signatures-switch").checked = server.public_key_signatures;
+    fillInput("public-key-signatures-switch", "checked", server.public_key_signatures);
     $("callback-disabled").hidden = !server.callback_disabled_reason;
     $("callback-disabled-reason").textContent = server.callback_disabled_reason
       ? `${reasonSince(server.callback_disabled_reason, server.callback_disabled_at)}.`
       : "";
-    $("votifier-host").value = server.votifier_host;
-    $("votifier-port").value = server.votifier_port === null ? "" : String(server.votifier_port);
-    $("votifier-service-name").value = server.votifier_service_name;
-    $("votifier-token").value = "";
+    fillInput("votifier-host", "value", server.votifier_host);
+    fillInput("votifier-port", "value", server.votifier_port === null ? "" : String(server.votifier_port));
+    fillInput("votifier-service-name", "value", server.votifier_service_name);
+    fillInput("votifier-token", "value", "");
     $("votifier-token").placeholder = server.votifier_token_set ? "stored; empty keeps it" : "from config.yml";
     $("votifier-status").replaceChildren(server.votifier_host ? badge("on", "ok") : badge("off"));
     // Turn off is offered only while Votifier is on.
@@ -1161,16 +1181,16 @@
     // No key yet: nothing to reveal, and the one action is to mint the first key.
     $("reveal-claim-secret").hidden = !server.claims.claim_key_set;
     $("rotate-claim-secret").textContent = server.claims.claim_key_set ? "Rotate" : "Mint a key";
-    $("claims-hold-days").value = String(server.claims.hold_days);
-    $("claims-max-held").value = String(server.claims.max_held_per_player);
-    $("claims-pays-once").checked = server.claims.pays_once === true;
+    fillInput("claims-hold-days", "value", String(server.claims.hold_days));
+    fillInput("claims-max-held", "value", String(server.claims.max_held_per_player));
+    fillInput("claims-pays-once", "checked", server.claims.pays_once === true);
     syncNotices();
   }
 
   async function saveVotifier(_button, settings, message) {
     const { server } = await api("PUT", serverPath("/votifier"), settings);
     updateServer(server);
-    renderIntegration(server);
+    renderIntegration(server, $("votifier-form"));
     showOk(message);
   }
 
@@ -1299,7 +1319,7 @@
         pays_once: $("claims-pays-once").checked,
       });
       updateServer(server);
-      renderIntegration(server);
+      renderIntegration(server, $("claims-form"));
       showOk("Claim settings saved. The hold window applies to hearts counted from now on.");
     });
   });
@@ -1314,7 +1334,7 @@
         public_key_signatures: $("public-key-signatures-switch").checked,
       });
       updateServer(server);
-      renderIntegration(server);
+      renderIntegration(server, $("callback-form"));
       await loadEndpoints();
       showOk(server.callback_url ? "Callback settings saved." : "Callback removed.");
     });

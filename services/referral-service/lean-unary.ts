@@ -61,10 +61,11 @@ export interface LeanUnaryOptions extends ConnectNodeAdapterOptions {
  * CheckVote, ClaimVote: one call per plugin check or claim),
  * the counterpart of the gateway's lean client (services/shared/unary-transport.ts). Returns connectNodeAdapter's
  * handler for `options`, in front of which a plain Connect unary call in binary to a lean method - `POST`,
- * `content-type: application/proto`, a `content-length` within `readMaxBytes`, no compression either way - is answered
+ * `content-type: application/proto`, a `content-length` within `readMaxBytes`, sent uncompressed - is answered
  * here, through THE SAME interceptors (request id, logging, metrics, the error table, the access check) and THE SAME
  * implementation the router holds, with the same wire answer as Connect's own handler: 200 `application/proto`, or
- * the code's HTTP status with the JSON error body and the error's metadata as headers.
+ * the code's HTTP status with the JSON error body and the error's metadata as headers, compressed as Connect compresses
+ * it (a compression the caller accepts, from `compressMinBytes`).
  *
  * The deadline is Connect's: `connect-timeout-ms` is parsed as Connect parses it (an invalid value, or one above
  * `maxTimeoutMs`, is refused `invalid_argument`), and the handler context's `signal` aborts with Connect's
@@ -88,13 +89,15 @@ export function createLeanUnaryAdapter(options: LeanUnaryOptions): NodeHandler {
   const pathOf = (service: DescService, name: string) => `${prefix}/${service.typeName}/${name}`;
   const lean = new Set(leanMethods.map((method) => pathOf(method.parent, method.name)));
   const routes = new Map<string, LeanRoute>();
-  // Filled in once connectNodeAdapter has given the router its defaults (acceptCompression); read at registration.
+  // The object connectNodeAdapter receives: it sets its defaults there (acceptCompression: gzip, br) before it runs the
+  // routes, so the router's options are read from it at the first registration.
+  const connectOptions: ConnectNodeAdapterOptions = { ...adapterOptions, routes: (router) => adapterOptions.routes(recorderOf(router)) };
   let routerOptions: HandlerOptions | undefined;
   const serveOptions = (own: (Partial<HandlerOptions> & { connect?: boolean }) | undefined): HandlerOptions | undefined => {
     // As the router's whichProtocols: a service's own options replace the router's, field by field, and decide alone
     // whether the Connect protocol is on.
-    routerOptions ??= { ...adapterOptions, ...validateUniversalHandlerOptions(adapterOptions) };
-    if (own === undefined) return adapterOptions.connect === false ? undefined : routerOptions;
+    routerOptions ??= { ...connectOptions, ...validateUniversalHandlerOptions(connectOptions) };
+    if (own === undefined) return connectOptions.connect === false ? undefined : routerOptions;
     if (own.connect === false) return undefined;
     return { ...validateUniversalHandlerOptions(routerOptions), ...own } as HandlerOptions;
   };
@@ -105,31 +108,30 @@ export function createLeanUnaryAdapter(options: LeanUnaryOptions): NodeHandler {
     if (method.methodKind !== "unary" || typeof impl !== "function" || opt === undefined) routes.delete(path);
     else routes.set(path, { method: method as DescMethodUnary, impl: impl as UnaryImpl, opt });
   };
-  const connect = connectNodeAdapter({
-    ...adapterOptions,
-    routes: (router) => {
-      const recorder = {
-        get handlers() {
-          return router.handlers;
-        },
-        service(service: DescService, impl: Record<string, unknown>, own?: Partial<HandlerOptions>) {
-          router.service(service, impl as never, own);
-          for (const method of service.methods) {
-            const fn = impl[method.localName];
-            // As Connect's createServiceImplSpec: the method is bound to its service object.
-            register(method, typeof fn === "function" ? fn.bind(impl) : undefined, own);
-          }
-          return recorder;
-        },
-        rpc(method: DescMethod, impl: unknown, own?: Partial<HandlerOptions>) {
-          (router.rpc as (m: DescMethod, i: unknown, o?: Partial<HandlerOptions>) => ConnectRouter)(method, impl, own);
-          register(method, impl, own);
-          return recorder;
-        },
-      };
-      adapterOptions.routes(recorder as unknown as ConnectRouter);
-    },
-  });
+  /** The router `routes` registers on: Connect's, each registration also recorded here (chained calls stay recorded). */
+  const recorderOf = (router: ConnectRouter): ConnectRouter => {
+    const recorder = {
+      get handlers() {
+        return router.handlers;
+      },
+      service(service: DescService, impl: Record<string, unknown>, own?: Partial<HandlerOptions>) {
+        router.service(service, impl as never, own);
+        for (const method of service.methods) {
+          const fn = impl[method.localName];
+          // As Connect's createServiceImplSpec: the method is bound to its service object.
+          register(method, typeof fn === "function" ? fn.bind(impl) : undefined, own);
+        }
+        return recorder;
+      },
+      rpc(method: DescMethod, impl: unknown, own?: Partial<HandlerOptions>) {
+        (router.rpc as (m: DescMethod, i: unknown, o?: Partial<HandlerOptions>) => ConnectRouter)(method, impl, own);
+        register(method, impl, own);
+        return recorder;
+      },
+    };
+    return recorder as unknown as ConnectRouter;
+  };
+  const connect = connectNodeAdapter(connectOptions);
   return (req, res) => {
     const route = req.method === "POST" ? routes.get(req.url) : undefined;
     if (route === undefined || !isPlainBinaryCall(req.headers, route.opt)) {
@@ -147,17 +149,22 @@ function isPlainBinaryCall(headers: http2.IncomingHttpHeaders, opt: HandlerOptio
   if (encoding !== undefined && encoding !== "identity") return false;
   const version = headers["connect-protocol-version"];
   if (version === undefined ? opt.requireConnectProtocolHeader : version !== protocolVersion) return false;
-  // A caller that accepts a compression Connect would answer with is Connect's to answer (compressMinBytes decides there).
-  const accept = headers["accept-encoding"];
-  if (accept !== undefined && accept !== "" && opt.acceptCompression.length > 0 && acceptsOneOf(accept, opt)) return false;
   const length = headers["content-length"];
   if (length === undefined || !/^\d+$/.test(length)) return false;
   return Number(length) <= opt.readMaxBytes;
 }
 
-function acceptsOneOf(accept: string, opt: HandlerOptions): boolean {
-  for (const name of accept.split(",")) if (opt.acceptCompression.some((c) => c.name === name.trim())) return true;
-  return false;
+/**
+ * The compression of the answer, as Connect's compressionNegotiate picks it for a request sent uncompressed: the first
+ * name in `accept-encoding` the options accept, or none.
+ */
+function answerCompression(accept: string | undefined, opt: HandlerOptions): HandlerOptions["acceptCompression"][number] | undefined {
+  if (accept === undefined || accept === "" || opt.acceptCompression.length === 0) return undefined;
+  for (const name of accept.split(",")) {
+    const found = opt.acceptCompression.find((c) => c.name === name.trim());
+    if (found !== undefined) return found;
+  }
+  return undefined;
 }
 
 function serveLean(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, route: LeanRoute, values: ContextValues | undefined): void {
@@ -285,6 +292,12 @@ async function answer(
     payload = errorToJsonBytes(error, opt.jsonOptions ?? {});
   } finally {
     call.cleanup();
+  }
+  // As Connect's handler: an answer (message or error) of at least compressMinBytes is compressed when the caller accepts it.
+  const compression = answerCompression(req.headers["accept-encoding"], opt);
+  if (compression !== undefined && payload.byteLength >= opt.compressMinBytes) {
+    payload = await compression.compress(payload);
+    context.responseHeader.set("content-encoding", compression.name);
   }
   const out = trailerMux(context.responseHeader, context.responseTrailer);
   out.set("content-length", String(payload.byteLength));

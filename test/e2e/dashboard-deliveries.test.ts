@@ -286,7 +286,9 @@ test.serial("after 5 days of nothing but failures the endpoint is disabled autom
   t.regex(banner, /every attempt failed for 5 days \(since \d{4}-\d{2}-\d{2}T[^)]+\); last error: receiver answered 502/);
   t.regex((await page.textContent("#health-disabled")) ?? "", /every attempt failed for 5 days/);
   t.is(await page.textContent("#endpoint-health-state"), "disabled");
-  const row = await searchPlayerUntil(page, "Skeleton", "pending");
+  // Its delivery waits for callbacks to be re-enabled: held, not pending with a next attempt in the past.
+  const row = await searchPlayerUntil(page, "Skeleton", "held");
+  t.regex((await row.textContent()) ?? "", /held until callbacks are re-enabled/);
   await row.getByRole("button", { name: "Attempts" }).click();
   await page.locator("#attempt-exchange-body .exchange-response-body", { hasText: "bad gateway" }).waitFor();
   await page.screenshot({ path: join(SCREENSHOTS, "deliveries-auto-disabled.png"), fullPage: true });

@@ -9,7 +9,7 @@ import { requiredText } from "../shared/contract.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { AUTO_DISABLE_AFTER_MS } from "./endpoint-health.js";
 import type { EndpointRecord } from "../servers/endpoint-store.js";
-import { heldReasonOf, type HeldReason } from "./domain/held-reason.js";
+import { heldReasonOf, type HeldReason } from "../shared/held-reason.js";
 
 /**
  * The dashboard's reads of the delivery pipeline: a server's delivery list, one delivery with its
@@ -38,7 +38,7 @@ export type DeliveryWithEndpoint = DeliveryRow & {
   server: { votifierHost: string | null; votifierToken: string | null };
 };
 
-/** Why the delivery is held (services/delivery/domain/held-reason.ts), or null. */
+/** Why the delivery is held (services/shared/held-reason.ts), or null. */
 export function heldReasonOfDelivery(row: DeliveryWithEndpoint): HeldReason | null {
   return heldReasonOf({
     status: row.status,

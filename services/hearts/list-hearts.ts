@@ -18,7 +18,7 @@ import { choiceText, notNegativeText } from "../shared/contract.js";
 import { boundField } from "../shared/field-rules.js";
 import { normalizePlatformId } from "../shared/player-ids.js";
 import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../shared/proto-names.js";
-import { heldReasonOf } from "../delivery/domain/held-reason.js";
+import { heldReasonOf } from "../shared/held-reason.js";
 
 /** Hearts per page when the caller gives no page size, and the most one page may hold. */
 export const DEFAULT_HEARTS_PAGE = 50;

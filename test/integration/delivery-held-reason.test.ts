@@ -1,5 +1,5 @@
 /**
- * A pending delivery the dispatcher will not send reads as held, with why (services/delivery/domain/held-reason.ts),
+ * A pending delivery the dispatcher will not send reads as held, with why (services/shared/held-reason.ts),
  * and the rule is the claim's own: for every state of a callback endpoint and of a server's Votifier settings, a
  * delivery is held exactly when the claim's predicate (sendableDeliverySql) would not lease it.
  */

@@ -366,3 +366,62 @@ test.serial(
     );
   },
 );
+
+test.serial(
+  "a shard taken late in a pass whose rows lie below the pass's cursor does not make the next claim publish the previous batch again (the claim's read does not see the rows its own statement marks)",
+  async (t) => {
+    const topic = uniqueTopic();
+    const keyOfShard = (shard: number) => {
+      for (let i = 0; ; i++) if (shardOf(`key-${i}`) === shard) return `key-${i}`;
+    };
+    const u = keyOfShard(3);
+    const s = keyOfShard(5);
+    // ids in order: u0, s0..s3, u1..u8, s4, u9..u12. Batches of 4: the first window (u0, s0..s2) takes u's
+    // shard while s's is held elsewhere; s's is free from the second batch's send on but first appears in
+    // the third claim's window (above u8's id), which reads it from its lowest row: s0..s3, below u4..u7 of
+    // the batch before. The fourth claim reads above s3 and marks u4..u7 in the same statement.
+    const rows = [outboxRow(topic, u, 0)];
+    for (let seq = 0; seq < 4; seq++) rows.push(outboxRow(topic, s, seq));
+    for (let seq = 1; seq <= 8; seq++) rows.push(outboxRow(topic, u, seq));
+    rows.push(outboxRow(topic, s, 4));
+    for (let seq = 9; seq <= 12; seq++) rows.push(outboxRow(topic, u, seq));
+    await db.prisma.outboxMessage.createMany({ data: rows });
+    const other = new pg.Client({ connectionString: db.url });
+    await other.connect();
+    await other.query("BEGIN");
+    await other.query("SELECT pg_advisory_xact_lock($1::int, $2::int)", [RELAY_LOCK_NAMESPACE, shardOf(s)]);
+    const seen: string[] = [];
+    let released = false;
+    const memory: EventBus = {
+      ...bus,
+      publish: async (_tp, messages) => {
+        for (const m of messages) {
+          const { key, seq } = JSON.parse(Buffer.from(m.value).toString("utf8")) as { key: string; seq: number };
+          seen.push(`${key === u ? "u" : "s"}${seq}`);
+        }
+        // The other instance commits while the pass sends its first batch.
+        if (!released) {
+          released = true;
+          await other.query("COMMIT");
+        }
+      },
+    };
+    try {
+      const relay = createRelay({ prisma: db.prisma, bus: memory, log, batchSize: 4 });
+      const pass = await relay.runOnce();
+      t.is(pass.kind === "published" && pass.count, rows.length, "one pass published every row once");
+    } finally {
+      await other.end();
+    }
+    t.deepEqual(
+      seen.filter((m) => m.startsWith("u")),
+      Array.from({ length: 13 }, (_, i) => `u${i}`),
+      "u's rows once each, in order",
+    );
+    t.deepEqual(
+      seen.filter((m) => m.startsWith("s")),
+      Array.from({ length: 5 }, (_, i) => `s${i}`),
+      "s's rows once each, in order",
+    );
+  },
+);

@@ -126,8 +126,8 @@ export function isTransactionUnavailable(error: unknown): boolean {
 
 /**
  * The same body as runSqlTransaction takes, run as a Prisma interactive transaction (`timeoutMs` and `maxWaitMs` as
- * Prisma's `timeout` and `maxWait`): rows come as `$queryRaw` gives them (bigint as bigint). The relay's passes run
- * this way, and runSqlTransaction falls back to it for a client createPrisma did not make.
+ * Prisma's `timeout` and `maxWait`): rows come as `$queryRaw` gives them (bigint as bigint). runSqlTransaction falls
+ * back to it for a client createPrisma did not make.
  */
 export function runPrismaSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlTx) => Promise<T>, opts: { timeoutMs: number; maxWaitMs?: number }): Promise<T> {
   return prisma.$transaction((tx) => body({ query: <R>(sql: PrismaNs.Sql) => tx.$queryRaw<R[]>(sql) }), {
@@ -143,9 +143,8 @@ export function runPrismaSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlT
  * so a transaction of n statements costs n + 1 round trips, not n + 2; a body that sends no statement costs none. A transaction still open after `timeoutMs` is ended by closing its
  * connection (the database rolls it back), and it fails with TransactionUnavailable. With `maxWaitMs`, a
  * transaction that gets no pooled connection by then fails with TransactionUnavailable too (Prisma's
- * `maxWait`; without it the pool's own connection timeout applies). For ApplyEvent's rounds (the relay's passes
- * run as runPrismaSqlTransaction: ARCHITECTURE.md says why). Rows come as runSql says. A client made elsewhere
- * falls back to runPrismaSqlTransaction.
+ * `maxWait`; without it the pool's own connection timeout applies). For ApplyEvent's rounds and the relay's passes.
+ * Rows come as runSql says. A client made elsewhere falls back to runPrismaSqlTransaction.
  */
 export async function runSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlTx) => Promise<T>, opts: { timeoutMs: number; maxWaitMs?: number }): Promise<T> {
   const raw = rawPools.get(prisma);

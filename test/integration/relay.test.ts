@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { Kafka, logLevel } from "kafkajs";
 import { Registry } from "prom-client";
-import { createRelay } from "../../services/relay/relay.js";
+import { createRelay, type RelayPass } from "../../services/relay/relay.js";
 import { RELAY_LOCK_NAMESPACE } from "../../services/relay/statements.js";
 import { createKafkaBus } from "../../services/shared/kafka-bus.js";
 import { createLogger } from "../../services/shared/log.js";
@@ -28,6 +28,40 @@ test.after.always(async () => {
 });
 
 const uniqueTopic = () => `relay-test-${randomBytes(5).toString("hex")}`;
+
+/** The first key (`key-0`, `key-1`, ...) whose rows go to relay shard `shard`. */
+function keyOfShard(shard: number): string {
+  for (let i = 0; ; i++) if (shardOf(`key-${i}`) === shard) return `key-${i}`;
+}
+
+/**
+ * Runs one pass of a relay (batches of 4) while another instance holds the lock of `heldShard`; that instance
+ * commits while the pass sends its first batch. Returns the pass and every message it sent, in order.
+ */
+async function runPassWhileShardHeldUntilFirstSend(heldShard: number): Promise<{ pass: RelayPass; seen: { key: string; seq: number }[] }> {
+  const other = new pg.Client({ connectionString: db.url });
+  await other.connect();
+  await other.query("BEGIN");
+  await other.query("SELECT pg_advisory_xact_lock($1::int, $2::int)", [RELAY_LOCK_NAMESPACE, heldShard]);
+  const seen: { key: string; seq: number }[] = [];
+  let released = false;
+  const memory: EventBus = {
+    ...bus,
+    publish: async (_tp, messages) => {
+      for (const m of messages) seen.push(JSON.parse(Buffer.from(m.value).toString("utf8")) as { key: string; seq: number });
+      if (!released) {
+        released = true;
+        await other.query("COMMIT");
+      }
+    },
+  };
+  try {
+    const pass = await createRelay({ prisma: db.prisma, bus: memory, log, batchSize: 4 }).runOnce();
+    return { pass, seen };
+  } finally {
+    await other.end();
+  }
+}
 
 /** Inserts an outbox row whose payload is `{key, seq}` as JSON. */
 function outboxRow(topic: string, key: string, seq: number) {
@@ -326,9 +360,6 @@ test.serial(
   "a shard another instance held when the pass began is taken later in the same pass from its lowest unpublished row, not above the pass's cursor",
   async (t) => {
     const topic = uniqueTopic();
-    const keyOfShard = (shard: number, not?: string) => {
-      for (let i = 0; ; i++) if (shardOf(`key-${i}`) === shard && `key-${i}` !== not) return `key-${i}`;
-    };
     const k = keyOfShard(3);
     const j = keyOfShard(5);
     // r1 (shard of k), then 8 rows of another shard, r2 (shard of k), then 4 more of the other shard.
@@ -337,31 +368,8 @@ test.serial(
     rows.push(outboxRow(topic, k, 2));
     for (let seq = 8; seq < 12; seq++) rows.push(outboxRow(topic, j, seq));
     for (const row of rows) await db.prisma.outboxMessage.create({ data: row });
-    // Another instance holds the shard of k when the pass begins.
-    const other = new pg.Client({ connectionString: db.url });
-    await other.connect();
-    await other.query("BEGIN");
-    await other.query("SELECT pg_advisory_xact_lock($1::int, $2::int)", [RELAY_LOCK_NAMESPACE, shardOf(k)]);
-    const seen: { key: string; seq: number }[] = [];
-    let released = false;
-    const memory: EventBus = {
-      ...bus,
-      publish: async (_tp, messages) => {
-        for (const m of messages) seen.push(JSON.parse(Buffer.from(m.value).toString("utf8")) as { key: string; seq: number });
-        // It commits while the pass sends its first batch.
-        if (!released) {
-          released = true;
-          await other.query("COMMIT");
-        }
-      },
-    };
-    try {
-      const relay = createRelay({ prisma: db.prisma, bus: memory, log, batchSize: 4 });
-      const pass = await relay.runOnce();
-      t.is(pass.kind === "published" && pass.count, rows.length, "one pass published every row");
-    } finally {
-      await other.end();
-    }
+    const { pass, seen } = await runPassWhileShardHeldUntilFirstSend(shardOf(k));
+    t.is(pass.kind === "published" && pass.count, rows.length, "one pass published every row");
     t.deepEqual(
       seen.filter((m) => m.key === k).map((m) => m.seq),
       [1, 2],
@@ -374,9 +382,6 @@ test.serial(
   "a shard taken late in a pass whose rows lie below the pass's cursor does not make the next claim publish the previous batch again (the claim's read does not see the rows its own statement marks)",
   async (t) => {
     const topic = uniqueTopic();
-    const keyOfShard = (shard: number) => {
-      for (let i = 0; ; i++) if (shardOf(`key-${i}`) === shard) return `key-${i}`;
-    };
     const u = keyOfShard(3);
     const s = keyOfShard(5);
     // ids in order: u0, s0..s3, u1..u8, s4, u9..u12. Batches of 4: the first window (u0, s0..s2) takes u's
@@ -389,33 +394,9 @@ test.serial(
     rows.push(outboxRow(topic, s, 4));
     for (let seq = 9; seq <= 12; seq++) rows.push(outboxRow(topic, u, seq));
     await db.prisma.outboxMessage.createMany({ data: rows });
-    const other = new pg.Client({ connectionString: db.url });
-    await other.connect();
-    await other.query("BEGIN");
-    await other.query("SELECT pg_advisory_xact_lock($1::int, $2::int)", [RELAY_LOCK_NAMESPACE, shardOf(s)]);
-    const seen: string[] = [];
-    let released = false;
-    const memory: EventBus = {
-      ...bus,
-      publish: async (_tp, messages) => {
-        for (const m of messages) {
-          const { key, seq } = JSON.parse(Buffer.from(m.value).toString("utf8")) as { key: string; seq: number };
-          seen.push(`${key === u ? "u" : "s"}${seq}`);
-        }
-        // The other instance commits while the pass sends its first batch.
-        if (!released) {
-          released = true;
-          await other.query("COMMIT");
-        }
-      },
-    };
-    try {
-      const relay = createRelay({ prisma: db.prisma, bus: memory, log, batchSize: 4 });
-      const pass = await relay.runOnce();
-      t.is(pass.kind === "published" && pass.count, rows.length, "one pass published every row once");
-    } finally {
-      await other.end();
-    }
+    const { pass, seen: messages } = await runPassWhileShardHeldUntilFirstSend(shardOf(s));
+    t.is(pass.kind === "published" && pass.count, rows.length, "one pass published every row once");
+    const seen = messages.map((m) => `${m.key === u ? "u" : "s"}${m.seq}`);
     t.deepEqual(
       seen.filter((m) => m.startsWith("u")),
       Array.from({ length: 13 }, (_, i) => `u${i}`),

@@ -1,6 +1,6 @@
 /**
  * ApplyEvent in process, without the gateway: the production referral service (the tests' harness,
- * test/integration/referral-harness.ts: a database cloned from the migrated template, the service on
+ * scripts/harness/referral-harness.ts: a database cloned from the migrated template, the service on
  * HTTP/2, real Connect clients), driven by N callers in a closed loop, each sending `registered` events
  * through fresh clicks. Reports per phase: events/s, latency p50/p99, the process's CPU ms per event and the
  * database's transactions per event (pg_stat_database), for each concurrency in turn. Needs the variables the
@@ -14,8 +14,10 @@
  * Prints one JSON line per concurrency to stdout.
  */
 import { randomInt, randomUUID } from "node:crypto";
-import { applyEvent, createReferralServer, startHarness } from "../test/integration/referral-harness.js";
+import { applyEvent, createReferralServer, startHarness } from "../scripts/harness/referral-harness.js";
 import type { ApplyEventBatchOptions } from "../services/referral/apply-event.js";
+import { Prisma } from "../gen/prisma/client.js";
+import { runSql } from "../services/shared/sql/executor.js";
 
 const concurrencies = (process.env.ROUNDS_CONCURRENCY ?? "8,32").split(",").map(Number);
 const measureMs = Number(process.env.ROUNDS_MEASURE_MS ?? 4_000);
@@ -32,7 +34,7 @@ try {
   const { serverId } = await createReferralServer(h);
   const dbName = new URL(h.db.url).pathname.slice(1);
   const commits = async () => {
-    const [row] = await h.db.prisma.$queryRaw<{ n: bigint }[]>`SELECT xact_commit AS n FROM pg_stat_database WHERE datname = ${dbName}`;
+    const [row] = await runSql<{ n: bigint }>(h.db.prisma, Prisma.sql`SELECT xact_commit AS n FROM pg_stat_database WHERE datname = ${dbName}`);
     return Number(row?.n ?? 0);
   };
   // Clicks made ahead, so the measured loop is ApplyEvent alone; each from its own address (one address for thousands of

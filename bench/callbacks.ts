@@ -2,7 +2,7 @@
  * Callback benchmark: heart cast -> reward callback received, through the real
  * path (HeartService.CastHeart over Connect -> PostgreSQL transaction + outbox
  * row -> relay -> Kafka -> delivery consumer -> stored delivery -> dispatcher ->
- * signed POST) to a local receiver (test/helpers/receiver.ts), beside:
+ * signed POST) to a local receiver (scripts/harness/receiver.ts), beside:
  *
  *  - floor:       direct signed POSTs to the same receiver from one process, with the
  *                 product's own signer and sender (connection per callback, as the
@@ -25,6 +25,7 @@ import { dirname } from "node:path";
 import { fromBinary } from "@bufbuild/protobuf";
 import { createRpcClients } from "../services/shared/service-clients.js";
 import { EnvelopeSchema } from "../gen/proto/events/v1/events_pb.js";
+import { Prisma } from "../gen/prisma/client.js";
 import { startKafka } from "../scripts/infra/kafka.js";
 import { readDispatchSettings } from "../services/delivery/config.js";
 import { createDeliveryConsumer } from "../services/delivery/consumer.js";
@@ -39,11 +40,12 @@ import { createRelay } from "../services/relay/relay.js";
 import { ALL_TOPICS, HEARTS_TOPIC, type EventBus } from "../services/shared/bus.js";
 import { createEnvReader } from "../services/shared/config.js";
 import { createPrisma, type PrismaClient } from "../services/shared/db.js";
+import { runSql } from "../services/shared/sql/executor.js";
 import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
 import { createMemoryBus } from "../services/shared/memory-bus.js";
 import { createMetrics } from "../services/shared/metrics.js";
 import { createSecretBox, generateServiceToken, generateCallbackSecret } from "../services/shared/secrets.js";
-import { startReceiver, type Receiver, type RecordedRequest } from "../test/helpers/receiver.js";
+import { startReceiver, type Receiver, type RecordedRequest } from "../scripts/harness/receiver.js";
 import {
   createBenchLogger,
   createCleanup,
@@ -289,8 +291,11 @@ async function breakDownStages(
   arrivals: Arrivals,
 ): Promise<StageBreakdown> {
   const wanted = new Set(heartIds);
-  const outbox = await prisma.$queryRaw<Array<{ payload: Uint8Array; published_at: Date | null }>>`
-    SELECT payload, published_at FROM outbox WHERE topic = ${HEARTS_TOPIC}`;
+  const outbox = await runSql<{ payload: Uint8Array; published_at: Date | null }>(
+    prisma,
+    Prisma.sql`
+      SELECT payload, published_at FROM outbox WHERE topic = ${HEARTS_TOPIC}`,
+  );
   const publishedAt = new Map<string, number>();
   for (const row of outbox) {
     const envelope = fromBinary(EnvelopeSchema, row.payload);
@@ -298,10 +303,13 @@ async function breakDownStages(
       publishedAt.set(envelope.payload.value.heartId, row.published_at.getTime());
     }
   }
-  const deliveries = await prisma.$queryRaw<Array<{ heart_id: string; created_at: Date; started_at: Date | null }>>`
-    SELECT d.heart_id::text, d.created_at, a.started_at
-    FROM deliveries d LEFT JOIN delivery_attempts a ON a.delivery_id = d.id AND a.attempt = 1
-    WHERE d.heart_id = ANY(${heartIds}::uuid[])`;
+  const deliveries = await runSql<{ heart_id: string; created_at: Date; started_at: Date | null }>(
+    prisma,
+    Prisma.sql`
+      SELECT d.heart_id::text, d.created_at, a.started_at
+      FROM deliveries d LEFT JOIN delivery_attempts a ON a.delivery_id = d.id AND a.attempt = 1
+      WHERE d.heart_id = ANY(${heartIds}::uuid[])`,
+  );
   const columns: number[][] = STAGES.map(() => []);
   for (const row of deliveries) {
     const id = row.heart_id;

@@ -199,6 +199,8 @@ async function main(): Promise<void> {
       });
       if (res.outcome.case !== "applied") throw new Error(`direct ApplyEvent gave ${res.outcome.case}`);
     }),
+    // These four time Prisma's own paths ($queryRaw, interactive transactions), not the product's statements (which run on
+    // services/shared/sql/executor.ts): they stay on Prisma on purpose, as the measure of what Prisma costs per call.
     prismaSelect1: await timeSequential(BREAKDOWN_MS, () => prisma.$queryRaw`SELECT 1`),
     prismaEmptyTransaction: await timeSequential(BREAKDOWN_MS, () => prisma.$transaction(async (tx) => tx.$queryRaw`SELECT 1`)),
     // The registered transaction's shape (BEGIN + 7 statements + COMMIT) against a 3-statement one: the slope is the cost of a round trip.

@@ -125,6 +125,8 @@ export function toDeliveryJson(d: Delivery | undefined) {
     // The callback endpoint it goes to (null for Votifier and pull).
     endpoint_id: d.endpointId || null,
     endpoint_url: d.endpointUrl || null,
+    // Why a pending delivery is not being sent (null when it is not held): the dashboard shows it as held.
+    held_reason: d.heldReason || null,
   };
 }
 
@@ -303,6 +305,7 @@ export function toHeartJson(h: HeartSummary) {
       attempts: d.attempts,
       last_status_code: d.lastStatusCode === 0 ? null : d.lastStatusCode,
       delivered_at: toIso(d.deliveredAt),
+      held_reason: d.heldReason || null,
     })),
   };
 }

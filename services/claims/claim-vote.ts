@@ -7,7 +7,7 @@ import { heartFields } from "./check-vote.js";
 import { toLedgerPlayer } from "./ledger-player.js";
 import { claimOldestHeld, readStanding } from "./ledger-store.js";
 import type { ClaimKeyResolver } from "./resolve-claim-key.js";
-import { withdrawOthers } from "../delivery/pay-once.js";
+import type { WithdrawOthers } from "../payouts/write-payouts.js";
 
 /** Claim attempts that may find the heart they aimed at taken by a concurrent claim while another is still held. */
 const MAX_CLAIM_ATTEMPTS = 3;
@@ -24,8 +24,11 @@ const PUSH_IN_FLIGHT_RETRY_AFTER_MS = 5_000;
 /** What a claim that waited for a push in vain is told (503 at the gateway: every plugin reads it as "failed, try again"). */
 const PUSH_IN_FLIGHT_TEXT = "the vote's payout is in progress through another transport; retry after the Retry-After delay";
 
-/** ClaimVote's deps: the core ones, and the pause of a claim waiting for a push (tests may step it). */
-export type ClaimVoteDeps = CoreDeps & { sleep?: (ms: number) => Promise<unknown> };
+/**
+ * ClaimVote's deps: the core ones, what withdraws a heart the claim paid from the other transports (pay-once mode;
+ * services/delivery/withdraw-unpaid.ts, passed in by the wiring), and the pause of a claim waiting for a push (tests may step it).
+ */
+export type ClaimVoteDeps = CoreDeps & { withdrawOthers: WithdrawOthers; sleep?: (ms: number) => Promise<unknown> };
 
 /**
  * ClaimVote: claims the player's OLDEST held heart atomically -> CLAIMED_NOW (plugins' 1); with
@@ -48,8 +51,8 @@ export async function claimVote(deps: ClaimVoteDeps, resolveKey: ClaimKeyResolve
     const now = deps.now();
     const claimed = await claimOldestHeld(deps.prisma, serverId, player, now);
     if (claimed !== null) {
-      // Pay-once mode: the claim paid the heart; its waiting pushes and pull delivery are withdrawn (services/delivery/pay-once.ts).
-      if (claimed.payOnce) await withdrawOthers(deps.prisma, { serverId, heartIds: [claimed.heartId], paidBy: "claim", now }, deps.log);
+      // Pay-once mode: the claim paid the heart; its waiting pushes and pull delivery are withdrawn (deps.withdrawOthers).
+      if (claimed.payOnce) await deps.withdrawOthers(deps.prisma, { serverId, heartIds: [claimed.heartId], paidBy: "claim", now }, deps.log);
       return create(ClaimVoteResponseSchema, { ...base, status: ClaimStatus.CLAIMED_NOW, ...heartFields(claimed) });
     }
     const standing = await readStanding(deps.prisma, serverId, player, now);

@@ -1,7 +1,9 @@
-import { runSql, type PrismaClient } from "../shared/db.js";
+import type { PrismaClient } from "../shared/db.js";
+import { runSql } from "../shared/sql/executor.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import type { LedgerPlayer } from "./ledger-player.js";
-import { takeClaimPayoutSql } from "../delivery/pay-once.js";
+import { payableSql, takeClaimPayoutSql } from "../payouts/write-payouts.js";
+import { claimVoteClaimSql } from "./write-vote-claims.js";
 
 /** One ledger row as the answers report it. */
 export interface LedgerHeart {
@@ -50,11 +52,13 @@ function toHeart(row: Row): LedgerHeart {
  * (ended in doubt) counts as paid elsewhere: it is never paid again.
  */
 export async function readStanding(prisma: PrismaClient, serverId: string, player: LedgerPlayer, now: Date): Promise<LedgerStanding> {
+  // A held heart is offered only while still payable (services/payouts/write-payouts.ts).
+  const offered = Prisma.sql`(c.state = 'held' AND ${payableSql(Prisma.sql`c.heart_id`)})`;
   const rows = await runSql<Row>(
     prisma,
     Prisma.sql`
     SELECT c.heart_id::text AS heart_id,
-           CASE WHEN c.state = 'held' AND p.heart_id IS NULL THEN 'held'
+           CASE WHEN ${offered} THEN 'held'
                 WHEN c.state = 'claimed' THEN 'claimed'
                 WHEN p.state <> 'paid' AND d.status = 'pending' THEN 'push_in_flight'
                 ELSE 'paid_elsewhere' END AS state,
@@ -64,7 +68,7 @@ export async function readStanding(prisma: PrismaClient, serverId: string, playe
     LEFT JOIN deliveries d ON d.id = p.delivery_id
     WHERE c.server_id = ${serverId}::uuid AND ${player.match}
       AND c.state IN ('held', 'claimed', 'withdrawn') AND c.expires_at > ${now}::timestamptz
-    ORDER BY (c.state = 'held' AND p.heart_id IS NULL) DESC, CASE WHEN c.state = 'held' AND p.heart_id IS NULL THEN c.counted_at END ASC,
+    ORDER BY ${offered} DESC, CASE WHEN ${offered} THEN c.counted_at END ASC,
              coalesce(c.claimed_at, p.paid_at, p.taken_at) DESC NULLS LAST, c.counted_at DESC, c.heart_id
     LIMIT 1`,
   );
@@ -94,16 +98,14 @@ export async function claimOldestHeld(
       SELECT c.heart_id, s.pay_once FROM vote_claims c JOIN servers s ON s.id = c.server_id
       WHERE c.server_id = ${serverId}::uuid AND ${player.match}
         AND c.state = 'held' AND c.expires_at > ${now}::timestamptz
-        AND NOT EXISTS (SELECT 1 FROM heart_payouts p WHERE p.heart_id = c.heart_id)
+        AND ${payableSql(Prisma.sql`c.heart_id`)}
       ORDER BY c.counted_at, c.heart_id
       LIMIT 1
       FOR UPDATE OF c
     ), paid AS (
       ${takeClaimPayoutSql(serverId, now)}
     )
-    UPDATE vote_claims v SET state = 'claimed', claimed_at = ${now}::timestamptz
-    FROM target t WHERE v.heart_id = t.heart_id AND v.state = 'held' AND (NOT t.pay_once OR t.heart_id IN (SELECT heart_id FROM paid))
-    RETURNING v.heart_id::text AS heart_id, v.state::text AS state, v.counted_at, v.expires_at, v.claimed_at, t.pay_once`,
+    ${claimVoteClaimSql(Prisma.sql`target`, now, Prisma.sql`(NOT t.pay_once OR t.heart_id IN (SELECT heart_id FROM paid))`, Prisma.sql`t.pay_once`)}`,
   );
   const row = rows[0];
   return row === undefined ? null : { ...toHeart(row), payOnce: row.pay_once };

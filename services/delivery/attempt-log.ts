@@ -1,5 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import { runSql, type PrismaClient, type Tx } from "../shared/db.js";
+import type { PrismaClient } from "../shared/db.js";
+import { runSqlTransaction, sqlOf, type SqlTx } from "../shared/sql/executor.js";
 import type { Logger } from "../shared/log.js";
 import { toStoredExchange, type AttemptExchange } from "./attempt-exchange.js";
 import type { ClaimedDelivery } from "./claim-deliveries.js";
@@ -11,7 +12,8 @@ import {
   upsertEndpointHealthSql,
   type HealthAttempt,
 } from "./endpoint-health.js";
-import { notifyDeliveryFailed } from "./owner-notifications.js";
+import { notifyDeliveryFailed, type NotifiedServer } from "./owner-notifications.js";
+import { recordAttemptResultsSql } from "./write-deliveries.js";
 
 /**
  * The attempt log: every attempt of every transport (HTTP callback, Votifier, the owner's pull
@@ -135,8 +137,11 @@ export function insertAttemptsSql(rows: readonly AttemptRow[], deliveries: Prism
  * transaction. Returns false when the lease was lost.
  */
 export async function recordAttempt(prisma: PrismaClient, a: AttemptRecord): Promise<boolean> {
-  return prisma.$transaction(async (tx) => (await writeAttempts(tx, [a]))[0] ?? false);
+  return runSqlTransaction(prisma, async (tx) => (await writeAttempts(tx, [a]))[0] ?? false, RECORD_TRANSACTION);
 }
+
+/** The bounds of a recording transaction: a pooled connection within 2 s, committed within 5 s (else rolled back, and the lease expires). */
+const RECORD_TRANSACTION = { timeoutMs: 5_000, maxWaitMs: 2_000 };
 
 /**
  * Records many attempts with what recordAttempt does for each, in as few statements as it can:
@@ -178,14 +183,14 @@ export async function recordAttempts(prisma: PrismaClient, records: AttemptRecor
 async function recordRoutineAttempts(prisma: PrismaClient, records: AttemptRecord[]): Promise<boolean[]> {
   const rows = records.map((r, n) => toAttemptRow(n, String(n), r.startedAt, r.exchange));
   if (records.every((r, n) => r.delivery.transport !== "callback" || rows[n]!.succeeded)) {
-    // On node-postgres directly (runSql): the recorder's one statement per group, where Prisma's per-call work showed in the profile.
-    return ownedOf(records, await runSql<WrittenAttempts>(prisma, writeAttemptsSql(records, rows)));
+    // Nothing can follow the statement (no failed callback, so no auto-disable): it runs alone, with no transaction around it.
+    return writeAttempts(sqlOf(prisma), records, rows);
   }
   // A callback failed: the statement and any auto-disable it calls for commit together.
-  return prisma.$transaction((tx) => writeAttempts(tx, records, rows));
+  return runSqlTransaction(prisma, (tx) => writeAttempts(tx, records, rows), RECORD_TRANSACTION);
 }
 
-/** What writeAttemptsSql returns: the deliveries whose lease was still held, and each endpoint's current run of failures. */
+/** What writeAttemptsSql returns: the deliveries whose lease was still held, and each endpoint's current run of failures (JSON: failing_since as ISO text). */
 interface WrittenAttempts {
   owned: string[];
   health: { endpoint_id: string; failing_since: string | null }[];
@@ -197,11 +202,11 @@ interface WrittenAttempts {
  * run of failures older than the auto-disable period disables the callback. Per record: owned.
  */
 async function writeAttempts(
-  tx: Tx,
+  tx: SqlTx,
   records: AttemptRecord[],
   rows = records.map((r, n) => toAttemptRow(n, String(n), r.startedAt, r.exchange)),
 ): Promise<boolean[]> {
-  const written = await tx.$queryRaw<WrittenAttempts[]>(writeAttemptsSql(records, rows));
+  const written = await tx.query<WrittenAttempts>(writeAttemptsSql(records, rows));
   const owned = ownedOf(records, written);
   for (const [n, r] of records.entries()) {
     const row = rows[n]!;
@@ -209,9 +214,12 @@ async function writeAttempts(
       // Stays pending and due: the claim skips it while the endpoint is disabled, and sends it once re-enabled.
       if (r.delivery.endpointId !== null) await disableCallback(tx, r.delivery.endpointId, r.result.reason, r.finishedAt);
     } else if (r.result.kind === "failed" && owned[n]) {
-      const found = await tx.server.findUniqueOrThrow({ where: { id: r.delivery.serverId }, select: { id: true, name: true } });
-      const endpoint = r.delivery.endpointId === null ? null : await tx.callbackEndpoint.findUnique({ where: { id: r.delivery.endpointId } });
-      const server = { ...found, callbackUrl: endpoint ? endpoint.url : null };
+      const [server] = await tx.query<NotifiedServer>(Prisma.sql`
+        SELECT s.id::text AS id, s.name, e.url AS "callbackUrl"
+        FROM servers s LEFT JOIN callback_endpoints e ON e.id = ${r.delivery.endpointId}::uuid
+        WHERE s.id = ${r.delivery.serverId}::uuid`);
+      // Failure policy: fail loudly - the delivery's server is gone (its deliveries are deleted with it); the transaction rolls back.
+      if (server === undefined) throw new Error(`server ${r.delivery.serverId} of delivery ${r.delivery.id} not found`);
       const failed = { ...r.delivery, attempts: r.delivery.attempts + 1, lastStatusCode: row.status_code, lastError: row.error ?? "", target: row.url };
       await notifyDeliveryFailed(tx, server, failed, r.finishedAt);
     }
@@ -257,15 +265,7 @@ function writeAttemptsSql(records: readonly AttemptRecord[], rows: readonly Atte
         AS i(n int, id uuid, server_id uuid, lease_until timestamptz, result text, next_attempt_at timestamptz, finished_at timestamptz,
              status_code int, error text)
     ), changed AS (
-      UPDATE deliveries d
-      SET attempts = d.attempts + 1, lease_until = NULL, last_status_code = i.status_code, last_error = i.error,
-          status = CASE i.result WHEN 'delivered' THEN 'delivered'::"DeliveryStatus" WHEN 'failed' THEN 'failed'::"DeliveryStatus" ELSE d.status END,
-          delivered_at = CASE WHEN i.result = 'delivered' THEN i.finished_at ELSE d.delivered_at END,
-          failed_at = CASE WHEN i.result = 'failed' THEN i.finished_at ELSE d.failed_at END,
-          next_attempt_at = CASE i.result WHEN 'retry' THEN i.next_attempt_at WHEN 'held_gone' THEN i.finished_at ELSE d.next_attempt_at END
-      FROM input i
-      WHERE d.id = i.id AND d.status = 'pending' AND d.lease_until = i.lease_until
-      RETURNING d.id
+      ${recordAttemptResultsSql(Prisma.sql`input i`)}
     ), logged AS (
       ${insertAttemptsSql(rows, Prisma.sql`(SELECT i.n::text AS key, i.id AS delivery_id, i.server_id FROM input i)`)}
     ), health AS (

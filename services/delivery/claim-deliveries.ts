@@ -1,9 +1,10 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/db.js";
+import { executeSql, runSql } from "../shared/sql/executor.js";
 import type { StreakState } from "../hearts/domain/streak.js";
 import type { PlatformIds } from "../shared/player-ids.js";
 import type { ReferralPayload } from "./referral-event.js";
-import { leaseFreeSql } from "./worker-liveness.js";
+import { deliveryGuardSql, leaseDeliveriesSql, releaseLeaseSql } from "./write-deliveries.js";
 import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, type SealedSecretJson } from "../servers/active-secrets.js";
 
 /**
@@ -109,15 +110,16 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
   const busy = busyServersOf(q);
   // Scan a few times the limit, so one server's backlog cannot hide other servers' rows in one claim.
   const scan = q.limit * 4;
-  const rows = await prisma.$queryRaw<LeasedRow[]>`
+  const rows = await runSql<LeasedRow>(
+    prisma,
+    Prisma.sql`
     WITH busy AS (
       SELECT * FROM unnest(${busy.ids}::uuid[], ${busy.inFlight}::int[], ${busy.caps}::int[]) AS b(server_id, in_flight, cap)
     ), candidates AS (
       SELECT d.id, d.server_id, d.endpoint_id, d.next_attempt_at, d.voter_identity, d.event_type, d.lease_until AS previous_lease
       FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
-      WHERE d.status = 'pending'
+      WHERE ${deliveryGuardSql("lease", { now: q.now })}
         AND d.next_attempt_at <= ${q.now}::timestamptz
-        AND ${leaseFreeSql(q.now)}
         AND ${sendableDeliverySql(q.now)}
         AND d.server_id <> ALL(${busy.saturated}::uuid[])
       ORDER BY d.next_attempt_at
@@ -135,10 +137,13 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
       ORDER BY c.next_attempt_at
       LIMIT ${q.limit}
     )
-    UPDATE deliveries d SET lease_until = ${q.leaseUntil}::timestamptz, leased_by = ${q.workerId ?? null}::uuid
-    FROM chosen v JOIN servers s ON s.id = v.server_id LEFT JOIN callback_endpoints e ON e.id = v.endpoint_id
-    WHERE d.id = v.id
-    RETURNING ${claimedColumnsSql(q.now)}, v.previous_lease IS NOT NULL AS taken_over`;
+    ${leaseDeliveriesSql({
+      chosen: Prisma.sql`chosen v JOIN servers s ON s.id = v.server_id LEFT JOIN callback_endpoints e ON e.id = v.endpoint_id`,
+      leaseUntil: q.leaseUntil,
+      workerId: q.workerId ?? null,
+      returning: Prisma.sql`${claimedColumnsSql(q.now)}, v.previous_lease IS NOT NULL AS taken_over`,
+    })}`,
+  );
   return rows.map((r) => toClaimedDelivery(r, q.now));
 }
 
@@ -175,7 +180,7 @@ export function claimedColumnsSql(now: Date): Prisma.Sql {
   CASE WHEN d.transport = 'callback' THEN ${sealedActiveSecretsJsonSql(Prisma.sql`d.endpoint_id`, "callback", now, "endpoint")} END AS callback_secrets`;
 }
 
-/** A row of claimedColumnsSql (dates as Date from a statement's columns, as ISO text from JSON). */
+/** A row of claimedColumnsSql as a statement returns it (timestamps and dates decoded to Date by the executor). */
 export interface LeasedRow {
   id: string;
   server_id: string;
@@ -186,15 +191,15 @@ export interface LeasedRow {
   voter_identity: string;
   period: string;
   attempts: number;
-  lease_until: Date | string;
+  lease_until: Date;
   transport: SentTransport;
-  counted_at: Date | string;
+  counted_at: Date;
   payload: ReferralPayload | null;
   steam_id: string | null;
   discord_id: string | null;
   minecraft_uuid: string | null;
   account_id: string | null;
-  next_eligible_at: Date | string | null;
+  next_eligible_at: Date | null;
   payload_version: number;
   callback_url: string | null;
   standard_webhooks: boolean;
@@ -204,11 +209,23 @@ export interface LeasedRow {
   votifier_service_name: string | null;
   votifier_token: string | null;
   callback_secrets: SealedSecretJson[] | null;
-  last_day: Date | string | null;
+  last_day: Date | null;
   streak_days: number | null;
   pay_once: boolean;
   /** The claim's rows only: an earlier lease had run out unrecorded. */
   taken_over?: boolean;
+}
+
+/** The timestamp columns of a LeasedRow. */
+type LeasedTimes = "lease_until" | "counted_at" | "next_eligible_at" | "last_day";
+
+/** A LeasedRow inside JSON (json_agg of claimedColumnsSql: the insert's leased rows), where timestamps and dates are ISO text. */
+export type LeasedJson = Omit<LeasedRow, LeasedTimes> & { lease_until: string; counted_at: string; next_eligible_at: string | null; last_day: string | null };
+
+/** The one decoding of LeasedJson's timestamps. */
+export function fromLeasedJson(j: LeasedJson): LeasedRow {
+  const at = (text: string | null) => (text === null ? null : new Date(text));
+  return { ...j, lease_until: new Date(j.lease_until), counted_at: new Date(j.counted_at), next_eligible_at: at(j.next_eligible_at), last_day: at(j.last_day) };
 }
 
 /** A leased row as the dispatcher sends it; the secrets active at `now`, newest first. */
@@ -222,13 +239,13 @@ export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
     voterIdentity: r.voter_identity,
     period: r.period,
     attempts: r.attempts,
-    leaseUntil: new Date(r.lease_until),
+    leaseUntil: r.lease_until,
     transport: r.transport,
     endpointId: r.endpoint_id,
-    countedAt: new Date(r.counted_at),
+    countedAt: r.counted_at,
     referral: r.payload,
     platformIds: { steamId: r.steam_id, discordId: r.discord_id, minecraftUuid: r.minecraft_uuid, accountId: r.account_id },
-    nextEligibleAt: r.next_eligible_at === null ? null : new Date(r.next_eligible_at),
+    nextEligibleAt: r.next_eligible_at,
     payloadVersion: r.payload_version,
     callbackUrl: r.callback_url,
     standardWebhooks: r.standard_webhooks,
@@ -238,7 +255,7 @@ export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
         ? { host: r.votifier_host, port: r.votifier_port ?? 0, serviceName: r.votifier_service_name ?? "", sealedToken: r.votifier_token }
         : null,
     ...(r.callback_secrets === null ? {} : { sealedCallbackSecrets: toSealedNewestFirst(r.callback_secrets, now) }),
-    voterStreak: r.last_day === null || r.streak_days === null ? null : { lastDay: new Date(r.last_day), streakDays: r.streak_days },
+    voterStreak: r.last_day === null || r.streak_days === null ? null : { lastDay: r.last_day, streakDays: r.streak_days },
     payOnce: r.pay_once,
     ...(r.taken_over === true ? { takenOver: true } : {}),
   };
@@ -246,5 +263,5 @@ export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
 
 /** Gives a claimed delivery back without an attempt (for example its secret was revoked meanwhile). */
 export async function releaseLease(prisma: PrismaClient, delivery: ClaimedDelivery): Promise<void> {
-  await prisma.delivery.updateMany({ where: { id: delivery.id, leaseUntil: delivery.leaseUntil }, data: { leaseUntil: null } });
+  await executeSql(prisma, releaseLeaseSql(delivery));
 }

@@ -1,11 +1,14 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/db.js";
+import { runSql } from "../shared/sql/executor.js";
+import { payableSql, takePullPayoutsSql } from "../payouts/write-payouts.js";
+import { withdrawOthers } from "./withdraw-unpaid.js";
 import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { insertAttemptsSql, toAttemptRow } from "./attempt-log.js";
 import { MAX_PULL_CLAIM } from "./pull-store.js";
-import { withdrawOthers } from "./pay-once.js";
+import { claimPullDeliveriesSql } from "./write-deliveries.js";
 
 /** What the attempt log shows as the target of a claim. */
 export const PULL_CLAIM_TARGET = "pull API claim";
@@ -86,13 +89,12 @@ export async function claimPullEvents(
 }
 
 /**
- * A pull delivery a claim answers `already_claimed`: delivered, or (pay-once mode, hearts) its heart's
- * payout taken by another transport (services/delivery/pay-once.ts), so it is never paid twice.
+ * A pull delivery a claim answers `already_claimed`: delivered, or (pay-once mode, hearts) its heart no
+ * longer payable (services/payouts/write-payouts.ts: another transport took its payout), so it is never paid twice.
  */
-function alreadyClaimedSql(kind: PullClaimKind, serverId: string): Prisma.Sql {
+function alreadyClaimedSql(kind: PullClaimKind): Prisma.Sql {
   if (kind !== "heart") return Prisma.sql`status = 'delivered'`;
-  return Prisma.sql`(status = 'delivered'
-    OR (status IN ('pending', 'withdrawn') AND heart_id IN (SELECT p.heart_id FROM heart_payouts p WHERE p.server_id = ${serverId}::uuid)))`;
+  return Prisma.sql`(status = 'delivered' OR (status IN ('pending', 'withdrawn') AND NOT ${payableSql(Prisma.sql`deliveries.heart_id`)}))`;
 }
 
 /** The one claim of both kinds (see claimPullHearts). */
@@ -112,30 +114,30 @@ async function claimPulled(
   if (ids.length > 0) {
     // One attempt row per id, keyed by it; only the claimed ones join a delivery and are written.
     const attempts = ids.map((id, n) => toAttemptRow(n, id, q.now, toPullClaimExchange(q.serverId, sent.get(id) ?? id, kind)));
-    // Pay-once mode (hearts only): the heart's payout is taken first, in the same statement (services/delivery/pay-once.ts).
-    const rows = await prisma.$queryRaw<Array<{ key: string; claimed: boolean; pay_once: boolean }>>`
+    // Pay-once mode (hearts only): the heart's payout is taken first, in the same statement (services/payouts/write-payouts.ts).
+    const rows = await runSql<{ key: string; claimed: boolean; pay_once: boolean }>(
+      prisma,
+      Prisma.sql`
       WITH paid AS (
-        INSERT INTO heart_payouts (heart_id, server_id, transport, delivery_id, state, taken_at, paid_at)
-        SELECT d.heart_id, d.server_id, 'pull', d.id, 'paid', ${q.now}::timestamptz, ${q.now}::timestamptz
-        FROM deliveries d JOIN servers s ON s.id = d.server_id AND s.pay_once
-        WHERE ${kind === "heart"} AND d.server_id = ${q.serverId}::uuid AND d.transport = 'pull' AND d.status = 'pending' AND ${k.rows(ids)}
-        ON CONFLICT (heart_id) DO NOTHING
-        RETURNING delivery_id
+        ${takePullPayoutsSql(q.serverId, Prisma.sql`${kind === "heart"} AND ${k.rows(ids)}`, q.now)}
       ), claimed AS (
-        UPDATE deliveries
-        SET status = 'delivered', delivered_at = ${q.now}::timestamptz, attempts = attempts + 1, lease_until = NULL,
-            last_status_code = ${PULL_CLAIM_ANSWER_STATUS}::int, last_error = NULL
-        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending' AND ${k.rows(ids)}
-          AND (${kind !== "heart"} OR NOT (SELECT pay_once FROM servers WHERE id = ${q.serverId}::uuid) OR id IN (SELECT delivery_id FROM paid))
-        RETURNING id, server_id, ${k.key} AS key
+        ${claimPullDeliveriesSql({
+          serverId: q.serverId,
+          rows: k.rows(ids),
+          also: Prisma.sql`(${kind !== "heart"} OR NOT (SELECT pay_once FROM servers WHERE id = ${q.serverId}::uuid) OR d.id IN (SELECT delivery_id FROM paid))`,
+          now: q.now,
+          statusCode: PULL_CLAIM_ANSWER_STATUS,
+          key: k.key,
+        })}
       ), logged AS (
         ${insertAttemptsSql(attempts, Prisma.sql`(SELECT c.key, c.id AS delivery_id, c.server_id FROM claimed c)`)}
       )
       SELECT key, true AS claimed, (SELECT count(*) FROM paid) > 0 AS pay_once FROM claimed
       UNION ALL
       SELECT ${k.key} AS key, false AS claimed, false AS pay_once FROM deliveries
-      WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND ${alreadyClaimedSql(kind, q.serverId)} AND ${k.rows(ids)}
-        AND ${k.key} NOT IN (SELECT key FROM claimed)`;
+      WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND ${alreadyClaimedSql(kind)} AND ${k.rows(ids)}
+        AND ${k.key} NOT IN (SELECT key FROM claimed)`,
+    );
     for (const row of rows) (row.claimed ? claimed : delivered).add(row.key);
     const paidOnce = rows.some((row) => row.pay_once);
     // A claim that waited for a concurrent claim's row lock skips the row once that commits, but its
@@ -143,9 +145,12 @@ async function claimPulled(
     // not place are read again by a statement of its own, which sees that commit.
     const unplaced = ids.filter((id) => !claimed.has(id) && !delivered.has(id));
     if (unplaced.length > 0) {
-      const late = await prisma.$queryRaw<Array<{ key: string }>>`
+      const late = await runSql<{ key: string }>(
+        prisma,
+        Prisma.sql`
         SELECT ${k.key} AS key FROM deliveries
-        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND ${alreadyClaimedSql(kind, q.serverId)} AND ${k.rows(unplaced)}`;
+        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND ${alreadyClaimedSql(kind)} AND ${k.rows(unplaced)}`,
+      );
       for (const row of late) delivered.add(row.key);
     }
     if (paidOnce) await withdrawOthers(prisma, { serverId: q.serverId, heartIds: [...claimed], paidBy: "pull", now: q.now });

@@ -8,7 +8,9 @@ import {
   type GetDeliveryStatsResponse,
 } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { Prisma } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/deps.js";
+import { runSql } from "../shared/sql/executor.js";
 import { DomainError } from "../shared/errors.js";
 import { dailyWindow, readWindowSize } from "../shared/stats-window.js";
 import { requireServerId } from "../servers/server-exists.js";
@@ -50,7 +52,9 @@ export async function getDeliveryStats(deps: CoreDeps, req: GetDeliveryStatsRequ
   // "" (UNSPECIFIED): every transport together.
   const transport = req.transport === DeliveryTransport.UNSPECIFIED ? "" : DELIVERY_TRANSPORT_NAMES[req.transport];
   if (transport === undefined) throw new DomainError("invalid_argument", choiceText("transport", Object.keys(DELIVERY_TRANSPORT_TO_PROTO)));
-  const rows = await deps.prisma.$queryRaw<DayRow[]>`
+  const rows = await runSql<DayRow>(
+    deps.prisma,
+    Prisma.sql`
     WITH made AS (
       SELECT date_trunc('day', created_at AT TIME ZONE 'UTC') AS day,
              count(*) FILTER (WHERE status = 'delivered') AS delivered,
@@ -80,7 +84,8 @@ export async function getDeliveryStats(deps: CoreDeps, req: GetDeliveryStatsRequ
     FROM generate_series(${window.firstDay}::date, ${window.lastDay}::date, interval '1 day') AS series(day)
     LEFT JOIN made ON made.day = series.day
     LEFT JOIN tried ON tried.day = series.day
-    ORDER BY series.day`;
+    ORDER BY series.day`,
+  );
   return create(GetDeliveryStatsResponseSchema, {
     days: rows.map((r) =>
       create(DeliveryDayStatsSchema, {

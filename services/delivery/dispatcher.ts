@@ -38,6 +38,8 @@ export interface DispatcherOptions extends AttemptDeps {
   registry?: Registry;
   /** How often this dispatcher beats in delivery_workers (worker-liveness.ts); tests may shorten it. */
   heartbeatMs?: number;
+  /** Replaces the claim statement (tests count its runs); by default claimDueDeliveries. */
+  claim?: typeof claimDueDeliveries;
 }
 
 /** A running dispatcher. */
@@ -191,7 +193,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
         claiming = true;
         try {
           const terms = { ...room(), limit: decision.limit };
-          const claimed = await claimDueDeliveries(opts.prisma, terms);
+          const claimed = await (opts.claim ?? claimDueDeliveries)(opts.prisma, terms);
           await recordTakenOver(claimed, terms.now);
           for (const delivery of claimed) track(delivery);
           backlog = leavesBacklog(claimed.length, decision.limit);

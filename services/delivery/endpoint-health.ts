@@ -1,5 +1,5 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { Tx } from "../shared/db.js";
+import type { SqlTx } from "../shared/sql/executor.js";
 import { notifyEndpointDisabled } from "./owner-notifications.js";
 
 /**
@@ -103,7 +103,7 @@ export function autoDisableReason(failingSince: Date, lastError: string): string
  * (disableCallback). Returns whether it did.
  */
 export async function autoDisableIfFailingTooLong(
-  tx: Tx,
+  tx: SqlTx,
   a: { endpointId: string; failingSince: Date; lastError: string; at: Date; afterMs?: number },
 ): Promise<boolean> {
   if (a.at.getTime() - a.failingSince.getTime() < (a.afterMs ?? AUTO_DISABLE_AFTER_MS)) return false;
@@ -115,12 +115,12 @@ export async function autoDisableIfFailingTooLong(
  * in the same transaction. Conditional on the endpoint still being enabled, so concurrent attempts
  * disable (and notify) once. Returns whether it did.
  */
-export async function disableCallback(tx: Tx, endpointId: string, reason: string, at: Date): Promise<boolean> {
-  const disabled = await tx.$queryRaw<{ server_id: string; name: string; url: string | null }[]>`
+export async function disableCallback(tx: SqlTx, endpointId: string, reason: string, at: Date): Promise<boolean> {
+  const disabled = await tx.query<{ server_id: string; name: string; url: string | null }>(Prisma.sql`
     UPDATE callback_endpoints e SET disabled_at = ${at}::timestamptz, disabled_reason = ${reason}
     FROM servers s
     WHERE e.id = ${endpointId}::uuid AND e.disabled_at IS NULL AND s.id = e.server_id
-    RETURNING e.server_id::text, s.name, e.url`;
+    RETURNING e.server_id::text, s.name, e.url`);
   const endpoint = disabled[0];
   if (!endpoint) return false;
   await notifyEndpointDisabled(tx, { id: endpoint.server_id, name: endpoint.name, callbackUrl: endpoint.url }, reason, at);

@@ -1,19 +1,23 @@
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
-import { runSql, type PrismaClient } from "../shared/db.js";
+import type { PrismaClient } from "../shared/db.js";
+import { runSql } from "../shared/sql/executor.js";
 import { NIL_UUID } from "../shared/ids.js";
 import type { PlatformIds } from "../shared/player-ids.js";
 import type { ReferralPayload } from "./referral-event.js";
-import { paidByTransportSql, withdrawnTextSql } from "./pay-once.js";
+import { paidByTransportSql } from "../payouts/write-payouts.js";
+import { withdrawnTextSql } from "./withdraw-unpaid.js";
 import {
   busyServersOf,
   claimedColumnsSql,
+  fromLeasedJson,
   sendableDeliverySql,
   toClaimedDelivery,
   type ClaimedDelivery,
   type ClaimRoom,
-  type LeasedRow,
+  type LeasedJson,
 } from "./claim-deliveries.js";
+import { insertDeliveriesSql, storedStatusSql } from "./write-deliveries.js";
 
 /**
  * The delivery inbox: the consumer stores each counted heart's deliveries (one statement per batch,
@@ -135,8 +139,7 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
   });
   const room = lease ?? { now: new Date(), leaseUntil: new Date(0), limit: 0, perServerLimit: 0, inFlightByServer: new Map<string, number>() };
   const busy = busyServersOf(room);
-  // On node-postgres directly (runSql): the consumer's one statement per batch, where Prisma's per-call work showed in the profile.
-  const rows = await runSql<{ n: number; inserted: boolean; known: boolean; leased: LeasedRow[] | null; left_for_claim: boolean }>(
+  const rows = await runSql<{ n: number; inserted: boolean; known: boolean; leased: LeasedJson[] | null; left_for_claim: boolean }>(
     prisma,
     Prisma.sql`
     WITH input AS (
@@ -170,20 +173,15 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
                AND row_number() OVER (PARTITION BY c.sendable ORDER BY c.counted_at, c.dedup_key, c.transport, c.endpoint_id) <= ${room.limit}::int AS leased
       FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
     ), added AS (
-      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, endpoint_id, event_type, event_id, payload, username, voter_identity,
-                              period, streak_day, counted_at, steam_id, discord_id, minecraft_uuid, account_id, next_eligible_at, next_attempt_at, lease_until,
-                              status, last_error, leased_by)
+      ${insertDeliveriesSql(Prisma.sql`
       SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.dedup_key, o.transport, o.endpoint_id, o.event_type, o.event_id, o.payload,
              o.username, o.voter_identity, o.period, o.streak_day, o.counted_at, o.steam_id, o.discord_id, o.minecraft_uuid, o.account_id, o.next_eligible_at,
              least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END,
-             CASE WHEN o.paid_by IS NULL THEN 'pending' ELSE 'withdrawn' END::"DeliveryStatus",
+             ${storedStatusSql(Prisma.sql`o.paid_by`)},
              CASE WHEN o.paid_by IS NOT NULL THEN ${withdrawnTextSql(Prisma.sql`o.paid_by`)} END,
-             CASE WHEN o.leased THEN ${room.workerId ?? null}::uuid END
+             CASE WHEN o.leased THEN ${room.workerId ?? null}::uuid END, now()
       FROM offered o
-      ORDER BY o.server_id, o.dedup_key, o.transport, o.endpoint_id
-      -- The unique index is NULLS NOT DISTINCT: a Votifier or pull row (no endpoint) is unique per heart too.
-      ON CONFLICT (server_id, transport, endpoint_id, dedup_key) DO NOTHING
-      RETURNING *
+      ORDER BY o.server_id, o.dedup_key, o.transport, o.endpoint_id`)}
     )
     SELECT i.n,
            EXISTS (SELECT 1 FROM added a WHERE a.server_id = i.server_id AND a.dedup_key = i.dedup_key) AS inserted,
@@ -210,7 +208,7 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       firstSeen.add(i);
       return outcome;
     }),
-    leased: (rows.find((r) => r.leased !== null)?.leased ?? []).map((r) => toClaimedDelivery(r, room.now)),
+    leased: (rows.find((r) => r.leased !== null)?.leased ?? []).map((r) => toClaimedDelivery(fromLeasedJson(r), room.now)),
     leftForClaim: rows.some((r) => r.left_for_claim),
   };
 }
@@ -245,26 +243,15 @@ export async function insertTestDelivery(
   },
 ): Promise<ClaimedDelivery> {
   const id = randomUUID();
-  await prisma.delivery.create({
-    data: {
-      id,
-      serverId: t.serverId,
-      heartId: NIL_UUID,
-      dedupKey: id,
-      transport: "callback",
-      endpointId: t.endpointId,
-      eventType: "heart.test",
-      username: t.username,
-      voterIdentity: "",
-      period: t.period,
-      countedAt: t.now,
-      ...t.platformIds,
-      nextEligibleAt: t.nextEligibleAt,
-      nextAttemptAt: t.now,
-      leaseUntil: t.leaseUntil,
-      createdAt: t.now,
-    },
-  });
+  const ids = t.platformIds;
+  await runSql(
+    prisma,
+    insertDeliveriesSql(Prisma.sql`
+    VALUES (${id}::uuid, ${t.serverId}::uuid, ${NIL_UUID}::uuid, ${id}, 'callback'::"DeliveryTransport", ${t.endpointId}::uuid, 'heart.test', NULL, NULL,
+            ${t.username}, '', ${t.period}, NULL, ${t.now}::timestamptz, ${ids.steamId}, ${ids.discordId}, ${ids.minecraftUuid}, ${ids.accountId},
+            ${t.nextEligibleAt}::timestamptz, ${t.now}::timestamptz, ${t.leaseUntil}::timestamptz, ${storedStatusSql(Prisma.sql`NULL`)}, NULL, NULL,
+            ${t.now}::timestamptz)`),
+  );
   return {
     id,
     serverId: t.serverId,

@@ -1,8 +1,8 @@
 import { create } from "@bufbuild/protobuf";
 import { OwnerNotificationKind, OwnerNotificationSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { OWNER_NOTIFICATIONS_TOPIC } from "../shared/bus.js";
-import type { Tx } from "../shared/db.js";
-import { writeOutbox } from "../shared/outbox.js";
+import { insertOutboxRows, toOutboxRow, type OutboxEvent } from "../shared/outbox.js";
+import type { SqlTx } from "../shared/sql/executor.js";
 
 /** Envelope types of owner.notifications.v1. */
 export const ENDPOINT_DISABLED_EVENT = "owner.endpoint_disabled";
@@ -19,8 +19,8 @@ export interface NotifiedServer {
  * Writes `owner.endpoint_disabled` to the outbox inside the transaction that disabled the
  * callback, so the notification is published exactly when the disable commits.
  */
-export async function notifyEndpointDisabled(tx: Tx, server: NotifiedServer, reason: string, at: Date): Promise<void> {
-  await writeOutbox(tx, {
+export async function notifyEndpointDisabled(tx: SqlTx, server: NotifiedServer, reason: string, at: Date): Promise<void> {
+  await writeNotification(tx, {
     topic: OWNER_NOTIFICATIONS_TOPIC,
     type: ENDPOINT_DISABLED_EVENT,
     serverId: server.id,
@@ -53,8 +53,8 @@ export interface FailedDelivery {
 }
 
 /** Writes `owner.delivery_failed` to the outbox inside the transaction that marked the delivery failed. */
-export async function notifyDeliveryFailed(tx: Tx, server: NotifiedServer, delivery: FailedDelivery, at: Date): Promise<void> {
-  await writeOutbox(tx, {
+export async function notifyDeliveryFailed(tx: SqlTx, server: NotifiedServer, delivery: FailedDelivery, at: Date): Promise<void> {
+  await writeNotification(tx, {
     topic: OWNER_NOTIFICATIONS_TOPIC,
     type: DELIVERY_FAILED_EVENT,
     serverId: server.id,
@@ -78,4 +78,9 @@ export async function notifyDeliveryFailed(tx: Tx, server: NotifiedServer, deliv
       }),
     },
   });
+}
+
+/** Writes one notification's outbox row inside the caller's transaction (the outbox's one INSERT). */
+async function writeNotification(tx: SqlTx, event: OutboxEvent): Promise<void> {
+  await tx.execute(insertOutboxRows([{ idx: 0, row: toOutboxRow(event) }]));
 }

@@ -2,6 +2,8 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { decodePageCursor, encodePageCursor } from "../shared/page-cursor.js";
 import { NIL_UUID } from "../shared/ids.js";
 import type { PrismaClient } from "../shared/db.js";
+import { runSql } from "../shared/sql/executor.js";
+import { payableSql } from "../payouts/write-payouts.js";
 import { DomainError } from "../shared/errors.js";
 import { betweenText } from "../shared/contract.js";
 import { MAX_PULL_PAGE } from "../shared/wire.js";
@@ -62,19 +64,22 @@ async function pullPage<R extends { id: string; created_at: Date }>(
   columns: Prisma.Sql,
 ): Promise<{ rows: R[]; nextCursor: string | null }> {
   const after = q.cursor === "" ? null : decodePageCursor(q.cursor);
-  const rows = await prisma.$queryRaw<R[]>`
+  const rows = await runSql<R>(
+    prisma,
+    Prisma.sql`
     SELECT id::text, created_at, ${columns}
     FROM deliveries
     WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending'
       AND (event_type = 'heart.counted') = ${kind === "hearts"}
-      -- Pay-once mode: a heart another transport paid or holds (heart_payouts, pay-once.ts) is not offered.
-      AND (${kind !== "hearts"} OR NOT EXISTS (SELECT 1 FROM heart_payouts p WHERE p.heart_id = deliveries.heart_id))
+      -- Pay-once mode: a heart no longer payable (another transport paid or holds it) is not offered.
+      AND (${kind !== "hearts"} OR ${payableSql(Prisma.sql`deliveries.heart_id`)})
       AND (${after === null} OR (created_at, id) > (${after?.createdAt ?? new Date(0)}::timestamptz, ${after?.id ?? NIL_UUID}::uuid))
     ORDER BY created_at, id
-    LIMIT ${q.limit + 1}`;
+    LIMIT ${q.limit + 1}`,
+  );
   const page = rows.slice(0, q.limit);
   const last = page[page.length - 1];
-  return { rows: page, nextCursor: rows.length > q.limit && last ? encodePageCursor({ createdAt: new Date(last.created_at), id: last.id }) : null };
+  return { rows: page, nextCursor: rows.length > q.limit && last ? encodePageCursor({ createdAt: last.created_at, id: last.id }) : null };
 }
 
 /**

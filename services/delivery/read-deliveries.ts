@@ -1,5 +1,7 @@
 import type { Delivery as DeliveryRow, DeliveryAttempt as AttemptRow } from "../../gen/prisma/client.js";
+import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/db.js";
+import { runSql } from "../shared/sql/executor.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
@@ -7,6 +9,7 @@ import { requiredText } from "../shared/contract.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { AUTO_DISABLE_AFTER_MS } from "./endpoint-health.js";
 import type { EndpointRecord } from "../servers/endpoint-store.js";
+import { heldReasonOf, type HeldReason } from "./domain/held-reason.js";
 
 /**
  * The dashboard's reads of the delivery pipeline: a server's delivery list, one delivery with its
@@ -20,11 +23,30 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 export const DEFAULT_DELIVERY_PAGE = 50;
 export const MAX_DELIVERY_PAGE = 500;
 
-/** The include that reads a delivery with its endpoint's URL (which endpoint a callback delivery goes to). */
-export const WITH_ENDPOINT_URL = { endpoint: { select: { url: true } } } as const;
+/**
+ * The include that reads a delivery with its endpoint's URL (which endpoint a callback delivery goes to) and what
+ * decides whether it is held (heldReasonOf): the endpoint's state and the server's Votifier settings.
+ */
+export const WITH_ENDPOINT_URL = {
+  endpoint: { select: { url: true, disabledAt: true, deletedAt: true } },
+  server: { select: { votifierHost: true, votifierToken: true } },
+} as const;
 
-/** A delivery with its endpoint's URL (null endpoint: Votifier or pull). */
-export type DeliveryWithEndpoint = DeliveryRow & { endpoint: { url: string | null } | null };
+/** A delivery with its endpoint (null: Votifier or pull) and its server's Votifier settings. */
+export type DeliveryWithEndpoint = DeliveryRow & {
+  endpoint: { url: string | null; disabledAt: Date | null; deletedAt: Date | null } | null;
+  server: { votifierHost: string | null; votifierToken: string | null };
+};
+
+/** Why the delivery is held (services/delivery/domain/held-reason.ts), or null. */
+export function heldReasonOfDelivery(row: DeliveryWithEndpoint): HeldReason | null {
+  return heldReasonOf({
+    status: row.status,
+    transport: row.transport,
+    endpoint: row.endpoint,
+    votifierSet: row.server.votifierHost !== null && row.server.votifierToken !== null,
+  });
+}
 
 /** A server's delivery list filter; `username` is bounded and trimmed ("" matches every player), `limit` 0 means the default page. */
 export interface DeliveryListQuery {
@@ -102,7 +124,9 @@ export async function readEndpointHealth(prisma: PrismaClient, endpoint: Endpoin
   const serverId = endpoint.serverId;
   const [health, windows, deliveries] = await Promise.all([
     prisma.callbackHealth.findUnique({ where: { endpointId: endpoint.id } }),
-    prisma.$queryRaw<{ a24: number; s24: number; a7: number; s7: number }[]>`
+    runSql<{ a24: number; s24: number; a7: number; s7: number }>(
+      prisma,
+      Prisma.sql`
       SELECT count(*) FILTER (WHERE a.started_at >= ${since24h}::timestamptz)::int AS a24,
              count(*) FILTER (WHERE a.started_at >= ${since24h}::timestamptz AND a.succeeded)::int AS s24,
              count(*)::int AS a7,
@@ -110,10 +134,14 @@ export async function readEndpointHealth(prisma: PrismaClient, endpoint: Endpoin
       FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
       WHERE a.server_id = ${serverId}::uuid AND d.endpoint_id = ${endpoint.id}::uuid
         AND a.started_at >= ${since7d}::timestamptz AND a.started_at <= ${now}::timestamptz`,
-    prisma.$queryRaw<{ failed7d: number; pending: number }[]>`
+    ),
+    runSql<{ failed7d: number; pending: number }>(
+      prisma,
+      Prisma.sql`
       SELECT count(*) FILTER (WHERE status = 'failed' AND failed_at >= ${since7d}::timestamptz)::int AS failed7d,
              count(*) FILTER (WHERE status = 'pending')::int AS pending
       FROM deliveries WHERE server_id = ${serverId}::uuid AND transport = 'callback' AND endpoint_id = ${endpoint.id}::uuid`,
+    ),
   ]);
   const w = windows[0] ?? { a24: 0, s24: 0, a7: 0, s7: 0 };
   const failingSince = health?.failingSince ?? null;

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
-import { runSql, type PrismaClient } from "../shared/db.js";
+import type { PrismaClient } from "../shared/db.js";
+import { runSql } from "../shared/sql/executor.js";
 import type { Logger } from "../shared/log.js";
 
 /**

@@ -11,7 +11,9 @@ import {
   type GetReceiptRequest,
   type GetReceiptResponse,
 } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { Prisma } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/deps.js";
+import { runSql } from "../shared/sql/executor.js";
 import { DomainError } from "../shared/errors.js";
 import { HEART_COOLDOWN_MS } from "./domain/streak.js";
 import type { ReceiptLinks } from "./receipt-token.js";
@@ -79,35 +81,38 @@ export function toReceiptClaim(row: LedgerRow, now: Date) {
 export async function getReceipt(deps: CoreDeps, receipts: ReceiptLinks, req: GetReceiptRequest): Promise<GetReceiptResponse> {
   const heartId = receipts.heartIdOf(req.token);
   if (heartId === undefined) throw new DomainError("not_found", UNKNOWN_RECEIPT_TEXT);
-  const [row] = await deps.prisma.$queryRaw<ReceiptRow[]>`
-    SELECT s.name AS server_name, h.username, h.verdict, h.period, h.created_at,
-           CASE
-             WHEN h.verdict = 'counted' THEN h.created_at
-             WHEN h.verdict = 'cooldown' THEN (
-               SELECT max(p.created_at) FROM hearts p
-               WHERE p.server_id = h.server_id AND p.voter_identity = h.voter_identity AND p.counted AND p.created_at <= h.created_at)
-           END AS anchor,
-           COALESCE((
-             SELECT json_agg(json_build_object('transport', t.transport::text, 'status', t.status::text, 'delivered_at', t.delivered_at)
-                             ORDER BY t.transport)
-             FROM (
-               -- One line per transport: a server may have several callback endpoints; the voter sees the best of them.
-               SELECT DISTINCT ON (d.transport) d.transport, d.status, d.delivered_at
-               FROM deliveries d LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
-               WHERE d.heart_id = h.id AND d.server_id = h.server_id AND d.event_type = 'heart.counted'
-                 -- An endpoint without a URL (for example on a server that only uses the claim ledger) holds its callback
-                 -- rows until it gets one, and a deleted endpoint never sends: not deliveries the voter waits for.
-                 AND (d.transport <> 'callback' OR (e.url IS NOT NULL AND e.deleted_at IS NULL))
-                 -- Pay-once mode: a delivery withdrawn because another transport paid is not one the voter waits for (paid_by says who paid).
-                 AND d.status <> 'withdrawn'
-               ORDER BY d.transport, CASE d.status WHEN 'delivered' THEN 0 WHEN 'pending' THEN 1 ELSE 2 END, d.delivered_at
-             ) t), '[]'::json) AS deliveries,
-           (SELECT json_build_object('state', c.state::text, 'expires_at', c.expires_at, 'claimed_at', c.claimed_at, 'expired_at', c.expired_at)
-            FROM vote_claims c WHERE c.heart_id = h.id) AS claim,
-           (SELECT json_build_object('transport', p.transport, 'paid_at', p.paid_at)
-            FROM heart_payouts p WHERE p.heart_id = h.id AND p.state = 'paid') AS payout
-    FROM hearts h JOIN servers s ON s.id = h.server_id
-    WHERE h.id = ${heartId}::uuid`;
+  const [row] = await runSql<ReceiptRow>(
+    deps.prisma,
+    Prisma.sql`
+      SELECT s.name AS server_name, h.username, h.verdict, h.period, h.created_at,
+             CASE
+               WHEN h.verdict = 'counted' THEN h.created_at
+               WHEN h.verdict = 'cooldown' THEN (
+                 SELECT max(p.created_at) FROM hearts p
+                 WHERE p.server_id = h.server_id AND p.voter_identity = h.voter_identity AND p.counted AND p.created_at <= h.created_at)
+             END AS anchor,
+             COALESCE((
+               SELECT json_agg(json_build_object('transport', t.transport::text, 'status', t.status::text, 'delivered_at', t.delivered_at)
+                               ORDER BY t.transport)
+               FROM (
+                 -- One line per transport: a server may have several callback endpoints; the voter sees the best of them.
+                 SELECT DISTINCT ON (d.transport) d.transport, d.status, d.delivered_at
+                 FROM deliveries d LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
+                 WHERE d.heart_id = h.id AND d.server_id = h.server_id AND d.event_type = 'heart.counted'
+                   -- An endpoint without a URL (for example on a server that only uses the claim ledger) holds its callback
+                   -- rows until it gets one, and a deleted endpoint never sends: not deliveries the voter waits for.
+                   AND (d.transport <> 'callback' OR (e.url IS NOT NULL AND e.deleted_at IS NULL))
+                   -- Pay-once mode: a delivery withdrawn because another transport paid is not one the voter waits for (paid_by says who paid).
+                   AND d.status <> 'withdrawn'
+                 ORDER BY d.transport, CASE d.status WHEN 'delivered' THEN 0 WHEN 'pending' THEN 1 ELSE 2 END, d.delivered_at
+               ) t), '[]'::json) AS deliveries,
+             (SELECT json_build_object('state', c.state::text, 'expires_at', c.expires_at, 'claimed_at', c.claimed_at, 'expired_at', c.expired_at)
+              FROM vote_claims c WHERE c.heart_id = h.id) AS claim,
+             (SELECT json_build_object('transport', p.transport, 'paid_at', p.paid_at)
+              FROM heart_payouts p WHERE p.heart_id = h.id AND p.state = 'paid') AS payout
+      FROM hearts h JOIN servers s ON s.id = h.server_id
+      WHERE h.id = ${heartId}::uuid`,
+  );
   if (row === undefined) throw new DomainError("not_found", UNKNOWN_RECEIPT_TEXT);
   return create(GetReceiptResponseSchema, {
     receipt: create(ReceiptSchema, {

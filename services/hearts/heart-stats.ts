@@ -5,7 +5,9 @@ import {
   type GetHeartStatsRequest,
   type GetHeartStatsResponse,
 } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { Prisma } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/deps.js";
+import { runSql } from "../shared/sql/executor.js";
 import { dailyWindow, monthlyWindow, readWindowSize, type StatsWindow } from "../shared/stats-window.js";
 import { requireServerId } from "../servers/server-exists.js";
 
@@ -43,18 +45,21 @@ const BUCKET_FORMAT = { day: "YYYY-MM-DD", month: "YYYY-MM" } as const;
 
 /** One server's hearts per `unit` of `window`, by verdict: one grouped aggregate joined onto generate_series. */
 function countByBucket(deps: CoreDeps, serverId: string, unit: "day" | "month", window: StatsWindow): Promise<BucketRow[]> {
-  return deps.prisma.$queryRaw<BucketRow[]>`
-    SELECT to_char(series.bucket, ${BUCKET_FORMAT[unit]}) AS bucket,
-           coalesce(c.counted, 0) AS counted, coalesce(c.cooldown, 0) AS cooldown, coalesce(c.fraud, 0) AS fraud
-    FROM generate_series(${window.firstDay}::date, ${window.lastDay}::date, ${`1 ${unit}`}::interval) AS series(bucket)
-    LEFT JOIN (
-      SELECT date_trunc(${unit}, created_at AT TIME ZONE 'UTC') AS bucket,
-             count(*) FILTER (WHERE verdict = 'counted') AS counted,
-             count(*) FILTER (WHERE verdict = 'cooldown') AS cooldown,
-             count(*) FILTER (WHERE verdict = 'fraud') AS fraud
-      FROM hearts
-      WHERE server_id = ${serverId}::uuid AND created_at >= ${window.from}::timestamptz AND created_at < ${window.to}::timestamptz
-      GROUP BY 1
-    ) c ON c.bucket = series.bucket
-    ORDER BY series.bucket`;
+  return runSql<BucketRow>(
+    deps.prisma,
+    Prisma.sql`
+      SELECT to_char(series.bucket, ${BUCKET_FORMAT[unit]}) AS bucket,
+             coalesce(c.counted, 0) AS counted, coalesce(c.cooldown, 0) AS cooldown, coalesce(c.fraud, 0) AS fraud
+      FROM generate_series(${window.firstDay}::date, ${window.lastDay}::date, ${`1 ${unit}`}::interval) AS series(bucket)
+      LEFT JOIN (
+        SELECT date_trunc(${unit}, created_at AT TIME ZONE 'UTC') AS bucket,
+               count(*) FILTER (WHERE verdict = 'counted') AS counted,
+               count(*) FILTER (WHERE verdict = 'cooldown') AS cooldown,
+               count(*) FILTER (WHERE verdict = 'fraud') AS fraud
+        FROM hearts
+        WHERE server_id = ${serverId}::uuid AND created_at >= ${window.from}::timestamptz AND created_at < ${window.to}::timestamptz
+        GROUP BY 1
+      ) c ON c.bucket = series.bucket
+      ORDER BY series.bucket`,
+  );
 }

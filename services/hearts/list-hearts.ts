@@ -8,7 +8,9 @@ import {
   type ListHeartsRequest,
   type ListHeartsResponse,
 } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { Prisma } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/deps.js";
+import { runSql } from "../shared/sql/executor.js";
 import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
 import { requireServerId } from "../servers/server-exists.js";
@@ -16,6 +18,7 @@ import { choiceText, notNegativeText } from "../shared/contract.js";
 import { boundField } from "../shared/field-rules.js";
 import { normalizePlatformId } from "../shared/player-ids.js";
 import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../shared/proto-names.js";
+import { heldReasonOf } from "../delivery/domain/held-reason.js";
 
 /** Hearts per page when the caller gives no page size, and the most one page may hold. */
 export const DEFAULT_HEARTS_PAGE = 50;
@@ -83,6 +86,12 @@ interface DeliveryRow {
   attempts: number;
   last_status_code: number | null;
   delivered_at: Date | null;
+  /** What decides whether a pending delivery is held (heldReasonOf): its endpoint (callback) and the server's Votifier. */
+  endpoint_url: string | null;
+  endpoint_disabled_at: Date | null;
+  endpoint_deleted_at: Date | null;
+  has_endpoint: boolean;
+  votifier_set: boolean;
 }
 
 /**
@@ -111,39 +120,49 @@ export async function listHearts(deps: CoreDeps, req: ListHeartsRequest): Promis
   // A platform id matches exactly, in its normal form (a Minecraft UUID in any spelling); the account id as typed.
   const minecraftUuid = normalizePlatformId("minecraft_uuid", query) ?? query;
 
-  const rows = await deps.prisma.$queryRaw<HeartRow[]>`
-    SELECT h.id::text AS id, h.username, h.voter_identity, h.verdict, h.fraud_score, h.fraud_reasons, h.streak_day,
-           h.period, h.created_at, h.steam_id, h.discord_id, h.minecraft_uuid, h.account_id,
-           c.claim_state, c.claim_expired_reason, c.expires_at AS claim_expires_at, c.claimed_at
-    FROM hearts h
-    -- The claim ledger: a held heart past its window is reported expired ("window") even before it is marked.
-    LEFT JOIN LATERAL (
-      SELECT CASE WHEN v.state = 'held' AND v.expires_at <= ${now}::timestamptz THEN 'expired' ELSE v.state::text END AS claim_state,
-             CASE WHEN v.state = 'held' AND v.expires_at <= ${now}::timestamptz THEN 'window' ELSE v.expired_reason END AS claim_expired_reason,
-             v.expires_at, v.claimed_at
-      FROM vote_claims v WHERE v.heart_id = h.id
-    ) c ON true
-    WHERE h.server_id = ${serverId}::uuid
-      AND (${verdict} = '' OR h.verdict = ${verdict})
-      AND (${query} = '' OR h.username ILIKE ${containsPattern(query)} OR h.voter_identity = ${query}
-           OR h.steam_id = ${query} OR h.discord_id = ${query} OR h.minecraft_uuid = ${minecraftUuid} OR h.account_id = ${query})
-      AND (${claimState} = '' OR c.claim_state = ${claimState})
-      AND h.created_at >= ${since}::timestamptz AND h.created_at < ${until}::timestamptz
-      AND (h.created_at, h.id) < (${cursor.at}::timestamptz, ${cursor.id}::uuid)
-    ORDER BY h.created_at DESC, h.id DESC
-    LIMIT ${pageSize + 1}`;
+  const rows = await runSql<HeartRow>(
+    deps.prisma,
+    Prisma.sql`
+      SELECT h.id::text AS id, h.username, h.voter_identity, h.verdict, h.fraud_score, h.fraud_reasons, h.streak_day,
+             h.period, h.created_at, h.steam_id, h.discord_id, h.minecraft_uuid, h.account_id,
+             c.claim_state, c.claim_expired_reason, c.expires_at AS claim_expires_at, c.claimed_at
+      FROM hearts h
+      -- The claim ledger: a held heart past its window is reported expired ("window") even before it is marked.
+      LEFT JOIN LATERAL (
+        SELECT CASE WHEN v.state = 'held' AND v.expires_at <= ${now}::timestamptz THEN 'expired' ELSE v.state::text END AS claim_state,
+               CASE WHEN v.state = 'held' AND v.expires_at <= ${now}::timestamptz THEN 'window' ELSE v.expired_reason END AS claim_expired_reason,
+               v.expires_at, v.claimed_at
+        FROM vote_claims v WHERE v.heart_id = h.id
+      ) c ON true
+      WHERE h.server_id = ${serverId}::uuid
+        AND (${verdict} = '' OR h.verdict = ${verdict})
+        AND (${query} = '' OR h.username ILIKE ${containsPattern(query)} OR h.voter_identity = ${query}
+             OR h.steam_id = ${query} OR h.discord_id = ${query} OR h.minecraft_uuid = ${minecraftUuid} OR h.account_id = ${query})
+        AND (${claimState} = '' OR c.claim_state = ${claimState})
+        AND h.created_at >= ${since}::timestamptz AND h.created_at < ${until}::timestamptz
+        AND (h.created_at, h.id) < (${cursor.at}::timestamptz, ${cursor.id}::uuid)
+      ORDER BY h.created_at DESC, h.id DESC
+      LIMIT ${pageSize + 1}`,
+  );
 
   const page = rows.slice(0, pageSize);
   const last = page[page.length - 1];
   const deliveries =
     page.length === 0
       ? []
-      : await deps.prisma.$queryRaw<DeliveryRow[]>`
-          SELECT id::text AS id, heart_id::text AS heart_id, transport::text AS transport, status::text AS status, attempts,
-                 last_status_code, delivered_at
-          FROM deliveries
-          WHERE server_id = ${serverId}::uuid AND heart_id = ANY(${page.map((h) => h.id)}::uuid[])
-          ORDER BY transport`;
+      : await runSql<DeliveryRow>(
+          deps.prisma,
+          Prisma.sql`
+            SELECT d.id::text AS id, d.heart_id::text AS heart_id, d.transport::text AS transport, d.status::text AS status, d.attempts,
+                   d.last_status_code, d.delivered_at, e.url AS endpoint_url, e.disabled_at AS endpoint_disabled_at,
+                   e.deleted_at AS endpoint_deleted_at, e.id IS NOT NULL AS has_endpoint,
+                   s.votifier_host IS NOT NULL AND s.votifier_token IS NOT NULL AS votifier_set
+            FROM deliveries d
+            JOIN servers s ON s.id = d.server_id
+            LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
+            WHERE d.server_id = ${serverId}::uuid AND d.heart_id = ANY(${page.map((h) => h.id)}::uuid[])
+            ORDER BY d.transport`,
+        );
   const byHeart = new Map<string, DeliveryRow[]>();
   for (const d of deliveries) byHeart.set(d.heart_id, [...(byHeart.get(d.heart_id) ?? []), d]);
   return create(ListHeartsResponseSchema, {
@@ -179,6 +198,13 @@ function toHeartSummary(row: HeartRow, deliveries: DeliveryRow[]) {
         attempts: d.attempts,
         lastStatusCode: d.last_status_code ?? 0,
         deliveredAt: d.delivered_at ? timestampFromDate(d.delivered_at) : undefined,
+        heldReason:
+          heldReasonOf({
+            status: d.status,
+            transport: d.transport,
+            endpoint: d.has_endpoint ? { url: d.endpoint_url, disabledAt: d.endpoint_disabled_at, deletedAt: d.endpoint_deleted_at } : null,
+            votifierSet: d.votifier_set,
+          }) ?? "",
       }),
     ),
   });

@@ -1,9 +1,11 @@
-import { runSql, type PrismaClient } from "../shared/db.js";
+import type { PrismaClient } from "../shared/db.js";
+import { runSql } from "../shared/sql/executor.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/outbox.js";
 import type { FraudCounts, FraudWindows } from "./domain/score-heart.js";
 import type { StreakState } from "./domain/streak.js";
 import type { PlatformIds } from "../shared/player-ids.js";
+import { expireVoteClaimsSql, holdVoteClaimsSql, PLAYER_KEY_SQL } from "../claims/write-vote-claims.js";
 
 /** Everything stored about one cast heart. */
 export interface HeartRecord {
@@ -49,15 +51,13 @@ export interface HeartContext {
 export async function readHeartContexts(prisma: PrismaClient, queries: readonly HeartContextQuery[]): Promise<HeartContext[]> {
   if (queries.length === 0) return [];
   const iso = (pick: (w: FraudWindows) => Date) => queries.map((q) => pick(q.windows).toISOString());
-  // Both statements run through runSql (node-postgres, without Prisma's query engine): the hot path (services/shared/db.ts).
   const rows = await runSql<{
     server_exists: boolean;
-    /** count(): a string from node-postgres (a bigint from Prisma). */
-    ip_identities: string | bigint;
-    subnet_identities: string | bigint;
-    ip_hearts: string | bigint;
+    ip_identities: bigint;
+    subnet_identities: bigint;
+    ip_hearts: bigint;
     last_counted_at: Date | null;
-    last_day: string | null;
+    last_day: Date | null;
     streak_days: number | null;
   }>(
     prisma,
@@ -74,7 +74,7 @@ export async function readHeartContexts(prisma: PrismaClient, queries: readonly 
         SELECT server_id, voter_identity, counted FROM hearts WHERE subnet = q.subnet AND created_at >= q.subnet_since OFFSET 0
       ) h WHERE server_id = q.server_id AND counted AND voter_identity <> q.voter) AS subnet_identities,
       (SELECT count(*) FROM hearts WHERE ip = q.ip AND created_at >= q.velocity_since) AS ip_hearts,
-      v.last_counted_at, v.last_day::text AS last_day, v.streak_days
+      v.last_counted_at, v.last_day, v.streak_days
     FROM unnest(
       ${queries.map((q) => q.serverId)}::uuid[], ${queries.map((q) => q.voterIdentity)}::text[],
       ${queries.map((q) => q.ip)}::text[], ${queries.map((q) => q.subnet)}::text[],
@@ -94,7 +94,7 @@ export async function readHeartContexts(prisma: PrismaClient, queries: readonly 
     state:
       row.last_counted_at === null || row.last_day === null || row.streak_days === null
         ? null
-        : { lastCountedAt: new Date(row.last_counted_at), lastDay: new Date(`${row.last_day}T00:00:00.000Z`), streakDays: row.streak_days },
+        : { lastCountedAt: row.last_counted_at, lastDay: row.last_day, streakDays: row.streak_days },
   }));
 }
 
@@ -171,33 +171,11 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
       FROM done d JOIN servers s ON s.id = d.server_id AND s.claims_enabled
       WHERE d.kind = 'count'
     ), claims_held AS (
-      INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, steam_id, discord_id, minecraft_uuid, account_id, counted_at, expires_at)
-      SELECT heart_id, server_id, player_key, username_lower, steam_id, discord_id, minecraft_uuid, account_id, counted_at, expires_at
-      FROM claim_rows
-      RETURNING heart_id
-    ), claims_due AS MATERIALIZED (
-      -- The same player's older held hearts: past their window -> expired ("window"); beyond the cap counting the
-      -- new ones -> the oldest expired ("cap"). The new rows are not visible here (one snapshot). Computed once
-      -- (MATERIALIZED), one lookup per player (LATERAL): written as one join under the UPDATE, a generic plan built
-      -- while vote_claims had no statistics (every estimate 1 row) re-ran it for each held row of the whole table.
-      SELECT c.heart_id, n.at, CASE WHEN c.expires_at <= n.at THEN 'window' ELSE 'cap' END AS reason
-      FROM (
-        SELECT server_id, player_key, count(*)::int AS fresh, max(counted_at) AS at, min(claim_max_held) AS max_held
-        FROM claim_rows GROUP BY server_id, player_key
-      ) n
-      CROSS JOIN LATERAL (
-        -- newer: the held hearts still in their window, counted from the newest down to this one
-        SELECT h.heart_id, h.expires_at,
-               count(*) FILTER (WHERE h.expires_at > n.at) OVER (ORDER BY h.counted_at DESC, h.heart_id DESC ROWS UNBOUNDED PRECEDING) AS newer
-        FROM vote_claims h WHERE h.server_id = n.server_id AND h.player_key = n.player_key AND h.state = 'held'
-      ) c
-      WHERE c.expires_at <= n.at OR c.newer > n.max_held - n.fresh
-    ), claims_ended AS (
-      -- Kept, never deleted.
-      UPDATE vote_claims v SET state = 'expired', expired_reason = o.reason, expired_at = o.at
-      FROM claims_due o
-      WHERE v.heart_id = o.heart_id AND v.state = 'held'
-      RETURNING v.heart_id
+      ${holdVoteClaimsSql(Prisma.sql`claim_rows`)}
+    ), claims_expired AS MATERIALIZED (
+      -- The same player's older held hearts past their window or beyond the cap (services/claims/write-vote-claims.ts),
+      -- under a per-player lock: read by the final SELECT, so it runs before the writes that follow it in this list.
+      ${expireVoteClaimsSql(Prisma.sql`claim_rows`)}
     ), ranked AS (
       -- One increment per (server, period) of the batch; taken in key order, so two batches never wait on each other in a cycle.
       INSERT INTO server_rankings AS r (server_id, period, hearts)
@@ -205,17 +183,11 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
       ON CONFLICT (server_id, period) DO UPDATE SET hearts = r.hearts + EXCLUDED.hearts
       RETURNING r.server_id
     ), queued AS (${insertOutboxRows(outbox, Prisma.sql`SELECT idx FROM done WHERE kind = 'count'`)})
-    -- Every data-modifying CTE above runs to completion whether or not this SELECT reads it.
-    SELECT idx FROM done WHERE kind = 'count'`,
+    -- Every data-modifying CTE above runs to completion whether or not this SELECT reads it; claims_expired is read here so that it runs.
+    SELECT idx, (SELECT count(*) FROM claims_expired) AS players FROM done WHERE kind = 'count'`,
   );
   return new Set(rows.map((r) => r.idx));
 }
-
-/**
- * Whom the claim ledger's per-player cap counts, over a row with the heart's ids and username: the
- * strongest id given (SteamID64, Minecraft UUID, Discord id, account id), else the lower-cased username.
- */
-const PLAYER_KEY_SQL = Prisma.sql`COALESCE('steam:' || d.steam_id, 'mc:' || d.minecraft_uuid, 'discord:' || d.discord_id, 'account:' || d.account_id, 'name:' || lower(d.username))`;
 
 /** One ranking row. */
 export interface RankingRow {
@@ -229,13 +201,16 @@ export interface RankingRow {
  * With `ownerId`, only that owner's servers, each keeping its overall rank.
  */
 export async function readRanking(prisma: PrismaClient, period: string, limit: number, ownerId?: string): Promise<RankingRow[]> {
-  const rows = await prisma.$queryRaw<{ server_id: string; hearts: number; rank: bigint }[]>`
+  const rows = await runSql<{ server_id: string; hearts: number; rank: bigint }>(
+    prisma,
+    Prisma.sql`
     SELECT r.server_id::text AS server_id, r.hearts, r.rank FROM (
       SELECT server_id, hearts, rank() OVER (ORDER BY hearts DESC) AS rank
       FROM server_rankings WHERE period = ${period} AND hearts > 0
     ) r
     WHERE ${ownerId ?? null}::text IS NULL OR r.server_id IN (SELECT id FROM servers WHERE owner_id = ${ownerId ?? null}::text)
     ORDER BY r.hearts DESC, r.server_id ASC
-    LIMIT ${limit}`;
+    LIMIT ${limit}`,
+  );
   return rows.map((r) => ({ serverId: r.server_id, hearts: Number(r.hearts), rank: Number(r.rank) }));
 }

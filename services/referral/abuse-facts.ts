@@ -1,80 +1,136 @@
 import { Prisma } from "../../gen/prisma/client.js";
+import type { SqlTx } from "../shared/sql/executor.js";
 import { abuseWindowsAt, detectSignals, foldSignals, type AbuseRules, type ReviewMode, type ReviewRecord, type ReviewState } from "./domain/abuse-signals.js";
 
 /**
- * The anti-abuse part of ApplyEvent's statements (services/referral/apply-event.ts), kept apart so the
- * write path's own SQL stays readable: a LATERAL subquery of the read statement (statement 1) gathers
- * the facts of each `registered` event that may mint an anchor and each `qualified` event that may
- * advance one, for servers whose review mode is not `off`; the pure rules (domain/abuse-signals.ts)
- * turn them into signals and a review state; the write statement (statement 2) stores them with the
- * mint or the qualification. No statement is added per event.
+ * The anti-abuse facts of ApplyEvent (services/referral/apply-event.ts), read by a statement of their own
+ * (readAbuseFacts) that a round runs only when one of its events mints or qualifies a referral on a server whose
+ * review mode is not `off`. A server that never turned review on pays nothing for it: no statement, not a filter
+ * the planner may apply after the expensive part. The pure rules (domain/abuse-signals.ts) turn the facts into
+ * signals and a review state; the round's write statement stores them with the mint or the qualification.
+ *
+ * Bounded work: every count that only feeds a threshold stops at the threshold (LIMIT inside the count), and a
+ * rule whose threshold is 0 (off) reads nothing. What each fact reads at most is stated beside it in the SQL.
  *
  * "The referee's hearts" (and the referrer's) are hearts on the same server whose `voter_identity`
  * equals the identity, or whose `username` equals it case-insensitively.
  */
 
-/** The columns the LATERAL part adds to each read row (all null when no facts were gathered). */
+/** An event that needs facts: a mint (`registered`) or a qualification, on a server whose review mode is not off. */
+export interface AbuseFactsInput {
+  /** The event's index in the round. */
+  idx: number;
+  stage: "registered" | "qualified";
+  clickId: string;
+  referee: string;
+  referrer: string;
+  /** The referral being qualified (its signals so far are folded with the new ones); null for a mint. */
+  referralId: string | null;
+  mode: ReviewMode;
+}
+
+/** What readAbuseFacts returns for one event. */
 export interface AbuseFactsRow {
-  abuse_mode: string | null;
-  abuse_click_ip_known: boolean | null;
-  abuse_shares_ip: boolean | null;
-  abuse_shares_subnet: boolean | null;
-  abuse_other_referees_ip: number | null;
-  abuse_other_referees_subnet: number | null;
-  abuse_clicks_from_ip: number | null;
-  abuse_referee_hearts: number | null;
-  abuse_signals_before: string[] | null;
-  abuse_details_before: Record<string, unknown> | null;
-  abuse_review_before: string | null;
+  idx: number;
+  click_ip_known: boolean;
+  shares_ip: boolean;
+  shares_subnet: boolean;
+  /** Other referees from the click's IP in the window, counted up to the rule's maximum (enough to decide it). */
+  other_referees_ip: number;
+  other_referees_subnet: number;
+  /** Clicks from the click's IP around it, counted up to the rule's maximum + 1. */
+  clicks_from_ip: number;
+  /** The referee's counted hearts before now, counted up to the rule's minimum (qualified only; 0 for a mint). */
+  referee_hearts: number;
+  signals_before: string[];
+  details_before: Record<string, unknown> | null;
+  review_before: string | null;
+}
+
+/** Whether an event on a server in `mode` needs facts: review on, and the event mints or qualifies. */
+export function needsAbuseFacts(mode: string | null): mode is "loose" | "strict" {
+  return mode === "loose" || mode === "strict";
 }
 
 /**
- * The LATERAL subquery of the read statement. It reads the outer aliases `i` (input: type, referee),
- * `c` (the token's click), `l` (the anchor the click is linked to) and `r` (the referee's anchor).
+ * ONE statement for every event of the round that needs facts (none: no statement). Runs in the round's
+ * transaction, after statement 1 and before the write.
  */
-export function abuseFactsSql(rules: AbuseRules, now: Date): Prisma.Sql {
+export async function readAbuseFacts(tx: SqlTx, inputs: readonly AbuseFactsInput[], rules: AbuseRules, now: Date): Promise<Map<number, AbuseFactsRow>> {
+  if (inputs.length === 0) return new Map();
+  const rows = await tx.query<AbuseFactsRow>(abuseFactsSql(inputs, rules, now));
+  return new Map(rows.map((r) => [r.idx, r]));
+}
+
+/** readAbuseFacts's statement (exported for the test that checks the rows it reads on a skewed history). */
+export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRules, now: Date): Prisma.Sql {
   const w = abuseWindowsAt(rules, now);
+  const selfAddress = rules.selfReferralAddress.enabled;
   return Prisma.sql`
-    SELECT s.referral_review_mode::text AS abuse_mode,
-           ck.ip IS NOT NULL AS abuse_click_ip_known,
-           EXISTS (
+    WITH input AS (
+      SELECT * FROM unnest(
+        ${inputs.map((i) => i.idx)}::int[], ${inputs.map((i) => i.stage)}::text[], ${inputs.map((i) => i.clickId)}::uuid[],
+        ${inputs.map((i) => i.referee)}::text[], ${inputs.map((i) => i.referrer)}::text[], ${inputs.map((i) => i.referralId)}::uuid[]
+      ) AS i(idx, stage, click_id, referee, referrer, referral_id)
+    )
+    SELECT i.idx, ck.ip IS NOT NULL AS click_ip_known,
+           -- Reads the referrer's hearts on this server (and, for each, the referee's): the two players' own votes,
+           -- at most one counted per player per cooldown; not read when the rule is off.
+           ${selfAddress}::boolean AND EXISTS (
              SELECT 1 FROM hearts rh
-             WHERE rh.server_id = ck.server_id AND (rh.voter_identity = who.referrer OR lower(rh.username) = lower(who.referrer))
+             WHERE rh.server_id = ck.server_id AND (rh.voter_identity = i.referrer OR lower(rh.username) = lower(i.referrer))
                AND (rh.ip = ck.ip OR EXISTS (
                  SELECT 1 FROM hearts eh
-                 WHERE eh.server_id = ck.server_id AND (eh.voter_identity = who.referee OR lower(eh.username) = lower(who.referee)) AND eh.ip = rh.ip))
-           ) AS abuse_shares_ip,
-           EXISTS (
+                 WHERE eh.server_id = ck.server_id AND (eh.voter_identity = i.referee OR lower(eh.username) = lower(i.referee)) AND eh.ip = rh.ip))
+           ) AS shares_ip,
+           ${selfAddress}::boolean AND EXISTS (
              SELECT 1 FROM hearts rh
-             WHERE rh.server_id = ck.server_id AND (rh.voter_identity = who.referrer OR lower(rh.username) = lower(who.referrer))
+             WHERE rh.server_id = ck.server_id AND (rh.voter_identity = i.referrer OR lower(rh.username) = lower(i.referrer))
                AND (rh.subnet = ck.subnet OR EXISTS (
                  SELECT 1 FROM hearts eh
-                 WHERE eh.server_id = ck.server_id AND (eh.voter_identity = who.referee OR lower(eh.username) = lower(who.referee)) AND eh.subnet = rh.subnet))
-           ) AS abuse_shares_subnet,
-           (SELECT count(DISTINCT rf.referee_identity) FROM referral_clicks oc JOIN referrals rf ON rf.id = oc.referral_id
-             WHERE oc.server_id = ck.server_id AND oc.ip = ck.ip AND oc.created_at >= ${w.ipFanoutSince}::timestamptz
-               AND rf.referee_identity <> who.referee)::int AS abuse_other_referees_ip,
-           (SELECT count(DISTINCT rf.referee_identity) FROM referral_clicks oc JOIN referrals rf ON rf.id = oc.referral_id
-             WHERE oc.server_id = ck.server_id AND oc.subnet = ck.subnet AND oc.created_at >= ${w.subnetFanoutSince}::timestamptz
-               AND rf.referee_identity <> who.referee)::int AS abuse_other_referees_subnet,
-           (SELECT count(*) FROM referral_clicks vc
-             WHERE vc.server_id = ck.server_id AND vc.ip = ck.ip
-               AND vc.created_at BETWEEN ck.created_at - make_interval(secs => ${w.velocitySeconds}) AND ck.created_at + make_interval(secs => ${w.velocitySeconds})
-           )::int AS abuse_clicks_from_ip,
-           CASE WHEN i.type = 'qualified' THEN (
-             SELECT count(*) FROM hearts h
-             WHERE h.server_id = ck.server_id AND h.counted AND (h.voter_identity = who.referee OR lower(h.username) = lower(who.referee))
-               AND h.created_at < ${now}::timestamptz
-           )::int ELSE 0 END AS abuse_referee_hearts,
-           coalesce(l.signals, '{}') AS abuse_signals_before, l.signal_details AS abuse_details_before, l.review::text AS abuse_review_before
-    FROM referral_clicks ck
-    JOIN servers s ON s.id = ck.server_id
-    CROSS JOIN LATERAL (
-      SELECT CASE WHEN i.type = 'registered' THEN i.referee ELSE l.referee_identity END AS referee,
-             CASE WHEN i.type = 'registered' THEN c.referrer_identity ELSE l.referrer_identity END AS referrer
-    ) who
-    WHERE ck.id = c.id AND s.referral_review_mode <> 'off'
-      AND ((i.type = 'registered' AND r.id IS NULL AND i.referee IS NOT NULL) OR (i.type = 'qualified' AND l.state = 'registered'))`;
+                 WHERE eh.server_id = ck.server_id AND (eh.voter_identity = i.referee OR lower(eh.username) = lower(i.referee)) AND eh.subnet = rh.subnet))
+           ) AS shares_subnet,
+           -- Referees = distinct referrals (one per referee and server). Reads the LINKED clicks from the address in the
+           -- window (a partial index holds only those): one per registration or join a server's backend signed from
+           -- it, never the anonymous clicks an address can make at will. Counted up to the maximum.
+           CASE WHEN ck.ip IS NULL OR ${rules.ipFanout.maxReferees}::int = 0 THEN 0 ELSE (
+             SELECT count(*) FROM (
+               SELECT DISTINCT oc.referral_id FROM referral_clicks oc
+               WHERE oc.server_id = ck.server_id AND oc.ip = ck.ip AND oc.referral_id IS NOT NULL
+                 AND oc.created_at >= ${w.ipFanoutSince}::timestamptz AND oc.referral_id IS DISTINCT FROM i.referral_id
+               LIMIT ${rules.ipFanout.maxReferees}::int
+             ) AS referees
+           ) END::int AS other_referees_ip,
+           CASE WHEN ck.subnet IS NULL OR ${rules.subnetFanout.maxReferees}::int = 0 THEN 0 ELSE (
+             SELECT count(*) FROM (
+               SELECT DISTINCT oc.referral_id FROM referral_clicks oc
+               WHERE oc.server_id = ck.server_id AND oc.subnet = ck.subnet AND oc.referral_id IS NOT NULL
+                 AND oc.created_at >= ${w.subnetFanoutSince}::timestamptz AND oc.referral_id IS DISTINCT FROM i.referral_id
+               LIMIT ${rules.subnetFanout.maxReferees}::int
+             ) AS referees
+           ) END::int AS other_referees_subnet,
+           -- At most maxClicks + 1 index entries, whatever the address's history.
+           CASE WHEN ck.ip IS NULL OR ${rules.clickVelocity.maxClicks}::int = 0 THEN 0 ELSE (
+             SELECT count(*) FROM (
+               SELECT 1 FROM referral_clicks vc
+               WHERE vc.server_id = ck.server_id AND vc.ip = ck.ip
+                 AND vc.created_at BETWEEN ck.created_at - make_interval(secs => ${w.velocitySeconds}) AND ck.created_at + make_interval(secs => ${w.velocitySeconds})
+               LIMIT ${rules.clickVelocity.maxClicks + 1}::int
+             ) AS near
+           ) END::int AS clicks_from_ip,
+           -- At most minHearts of the referee's own hearts.
+           CASE WHEN i.stage <> 'qualified' OR ${rules.noActivity.minHearts}::int = 0 THEN 0 ELSE (
+             SELECT count(*) FROM (
+               SELECT 1 FROM hearts h
+               WHERE h.server_id = ck.server_id AND h.counted AND (h.voter_identity = i.referee OR lower(h.username) = lower(i.referee))
+                 AND h.created_at < ${now}::timestamptz
+               LIMIT ${rules.noActivity.minHearts}::int
+             ) AS hearts
+           ) END::int AS referee_hearts,
+           coalesce(l.signals, '{}') AS signals_before, l.signal_details AS details_before, l.review::text AS review_before
+    FROM input i
+    JOIN referral_clicks ck ON ck.id = i.click_id
+    LEFT JOIN referrals l ON l.id = i.referral_id`;
 }
 
 /** What a mint or a qualification stores: the signal codes (JSON array), their details (JSON) and the review state. */
@@ -84,37 +140,27 @@ export interface AbuseWrite {
   review: ReviewState;
 }
 
-/**
- * The signals and review an event's write stores, from its read row: null when no facts were
- * gathered (review off, or an event that neither mints nor qualifies).
- */
-export function abuseWriteOf(
-  row: AbuseFactsRow | undefined,
-  stage: "registered" | "qualified",
-  referrer: string,
-  referee: string,
-  rules: AbuseRules,
-): AbuseWrite | null {
-  if (!row || row.abuse_mode === null) return null;
+/** The signals and review an event's write stores, from its facts. */
+export function abuseWriteOf(input: AbuseFactsInput, row: AbuseFactsRow, rules: AbuseRules): AbuseWrite {
   const found = detectSignals(
     {
-      stage,
-      referrerIdentity: referrer,
-      refereeIdentity: referee,
-      clickAddressKnown: row.abuse_click_ip_known === true,
-      referrerSharesIp: row.abuse_shares_ip === true,
-      referrerSharesSubnet: row.abuse_shares_subnet === true,
-      otherRefereesFromIp: row.abuse_other_referees_ip ?? 0,
-      otherRefereesFromSubnet: row.abuse_other_referees_subnet ?? 0,
-      clicksFromIp: row.abuse_clicks_from_ip ?? 0,
-      refereeHearts: row.abuse_referee_hearts ?? 0,
+      stage: input.stage,
+      referrerIdentity: input.referrer,
+      refereeIdentity: input.referee,
+      clickAddressKnown: row.click_ip_known,
+      referrerSharesIp: row.shares_ip,
+      referrerSharesSubnet: row.shares_subnet,
+      otherRefereesFromIp: row.other_referees_ip,
+      otherRefereesFromSubnet: row.other_referees_subnet,
+      clicksFromIp: row.clicks_from_ip,
+      refereeHearts: row.referee_hearts,
     },
     rules,
   );
   const before: ReviewRecord =
-    stage === "registered"
+    input.stage === "registered"
       ? { signals: [], details: {}, review: "none" }
-      : { signals: row.abuse_signals_before ?? [], details: row.abuse_details_before ?? {}, review: (row.abuse_review_before ?? "none") as ReviewState };
-  const after = foldSignals(before, found, row.abuse_mode as ReviewMode);
+      : { signals: row.signals_before, details: row.details_before ?? {}, review: (row.review_before ?? "none") as ReviewState };
+  const after = foldSignals(before, found, input.mode);
   return { signals: JSON.stringify(after.signals), details: JSON.stringify(after.details), review: after.review };
 }

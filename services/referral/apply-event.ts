@@ -4,18 +4,18 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { ReferralTransitionedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { REFERRALS_TOPIC } from "../shared/bus.js";
 import { ERROR_TEXT } from "../shared/contract.js";
-import { isTransactionUnavailable, runSqlTransaction, type SqlTx } from "../shared/db.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError, IllegalTransition, Overloaded } from "../shared/errors.js";
 import { ADMISSION_MAX_QUEUE_WAIT_MS, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
 import { insertOutboxRows, toOutboxRow, type OutboxEvent, type OutboxRow } from "../shared/outbox.js";
 import { periodOf } from "../shared/period.js";
+import { isTransactionUnavailable, runSqlTransaction, type SqlTx } from "../shared/sql/executor.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { decide, isAnchorState, type AnchorState, type ReferralStateName } from "./domain/transitions.js";
 import { decideReversalEffect, isPastAttributionWindow, NO_REASON, type ReversalEffect, type StoredReason } from "./domain/reversal-rules.js";
 import { DEFAULT_ABUSE_RULES, type AbuseRules } from "./domain/abuse-signals.js";
-import { abuseFactsSql, abuseWriteOf, type AbuseFactsRow, type AbuseWrite } from "./abuse-facts.js";
+import { abuseWriteOf, needsAbuseFacts, readAbuseFacts, type AbuseFactsInput, type AbuseWrite } from "./abuse-facts.js";
 
 /** Most events applied in one batch. */
 export const APPLY_EVENT_MAX_BATCH = 64;
@@ -116,10 +116,10 @@ class LostRace extends Error {
  *     written for an event whose mint or state write lost), and the dedup rows of events answered
  *     with an error are deleted (an error outcome leaves nothing, as a rollback would).
  *
- * Anti-abuse rides along (services/referral/abuse-facts.ts): statement 1 gathers each minting or
- * qualifying event's facts with a LATERAL part (servers whose review mode is not `off` only), the pure
- * rules decide the signals and review state, and statement 2 stores them with the mint or the
- * qualification. No statement is added, and no answer changes.
+ * Anti-abuse (services/referral/abuse-facts.ts): when an event of the round mints or qualifies a referral on a
+ * server whose review mode is not `off`, one more statement reads those events' facts (bounded counts) between
+ * statements 1 and 2; the pure rules decide the signals and review state, and statement 2 stores them with the
+ * mint or the qualification. With review off nothing is read for it (no statement), and no answer changes.
  *
  * Per-event isolation: a 404/422 is that event's outcome only. An event whose conditional write lost
  * to a concurrent transaction (another instance), or that would advance a referral another event of
@@ -172,7 +172,7 @@ async function settleRound(
   const events = round.map((i) => commands[i]!);
   let applied: RoundResult;
   try {
-    // On node-postgres without Prisma's interactive-transaction machinery (runSqlTransaction, services/shared/db.ts): issue 22.
+    // On node-postgres without Prisma's interactive-transaction machinery (runSqlTransaction, services/shared/sql/executor.ts): issue 22.
     applied = await runSqlTransaction(deps.prisma, (tx) => applyRound(tx, events, deps.now(), abuseRules), {
       maxWaitMs: APPLY_EVENT_TRANSACTION_LIMITS_MS.maxWait,
       timeoutMs: APPLY_EVENT_TRANSACTION_LIMITS_MS.timeout,
@@ -216,8 +216,10 @@ async function settleRound(
 /** Per event of a round: its answer, or what the next round does with it. */
 type RoundResult = Array<ItemOutcome<ApplyEventResult> | "lost" | "deferred">;
 
-interface ReadRow extends AbuseFactsRow {
+interface ReadRow {
   idx: number;
+  /** The click's server's anti-abuse review mode: anything but `off` makes a mint or qualification read its facts. */
+  review_mode: string | null;
   click_id: string | null;
   click_server_id: string | null;
   click_referrer: string | null;
@@ -268,7 +270,7 @@ type Plan =
 
 /** One round, inside its transaction: read, decide, write; returns each event's answer or its rerun. */
 async function applyRound(tx: SqlTx, commands: readonly ApplyEventCommand[], now: Date, abuseRules: AbuseRules): Promise<RoundResult> {
-  const rows = await readAndDedup(tx, commands, now, abuseRules);
+  const rows = await readAndDedup(tx, commands, now);
   const byIdx = new Map(rows.map((r) => [r.idx, r]));
   const advancing = new Set<string>();
   const plans = commands.map((command, idx): Plan => {
@@ -282,7 +284,7 @@ async function applyRound(tx: SqlTx, commands: readonly ApplyEventCommand[], now
     }
   });
 
-  const written = await writePlans(tx, plans, now, abuseWrites(plans, byIdx, abuseRules));
+  const written = await writePlans(tx, plans, now, await abuseWrites(tx, plans, byIdx, abuseRules, now));
   const lostEventIds: string[] = [];
   const results: RoundResult = [];
   plans.forEach((plan, idx) => {
@@ -327,7 +329,7 @@ async function applyRound(tx: SqlTx, commands: readonly ApplyEventCommand[], now
 }
 
 /** Statement 1: clicks, dedup rows (only for tokens of the caller's server) and the anchors, per event. */
-function readAndDedup(tx: SqlTx, commands: readonly ApplyEventCommand[], now: Date, abuseRules: AbuseRules): Promise<ReadRow[]> {
+function readAndDedup(tx: SqlTx, commands: readonly ApplyEventCommand[], now: Date): Promise<ReadRow[]> {
   return tx.query<ReadRow>(Prisma.sql`
     WITH input AS (
       SELECT * FROM unnest(
@@ -338,7 +340,7 @@ function readAndDedup(tx: SqlTx, commands: readonly ApplyEventCommand[], now: Da
       ) WITH ORDINALITY AS i(token, type, server_event_id, server_id, kid, caller_ts, referee, reason, reason_text, ord)
     ), click AS (
       SELECT i.ord, c.id, c.server_id, c.referrer_identity, c.referral_id, c.created_at,
-             s.attribution_window_days AS window_days, s.lock_days
+             s.attribution_window_days AS window_days, s.lock_days, s.referral_review_mode::text AS review_mode
       FROM input i JOIN referral_clicks c ON c.token = i.token JOIN servers s ON s.id = c.server_id
     ), inserted AS (
       INSERT INTO referral_events (token, type, server_event_id, server_id, outcome, kid, caller_ts, received_at, reason, reason_text)
@@ -354,14 +356,12 @@ function readAndDedup(tx: SqlTx, commands: readonly ApplyEventCommand[], now: Da
            l.id::text AS linked_id, l.referrer_identity AS linked_referrer, l.referee_identity AS linked_referee,
            l.state::text AS linked_state, l.version AS linked_version,
            r.id::text AS referee_id, r.referrer_identity AS referee_referrer, r.state::text AS referee_state,
-           c.created_at AS click_created_at, c.window_days, c.lock_days, l.qualified_at AS linked_qualified_at,
-           af.*
+           c.created_at AS click_created_at, c.window_days, c.lock_days, l.qualified_at AS linked_qualified_at, c.review_mode
     FROM input i
     LEFT JOIN click c ON c.ord = i.ord
     LEFT JOIN inserted e ON e.token = i.token
     LEFT JOIN referrals l ON l.id = c.referral_id
-    LEFT JOIN referrals r ON i.referee IS NOT NULL AND r.server_id = c.server_id AND r.referee_identity = i.referee
-    LEFT JOIN LATERAL (${abuseFactsSql(abuseRules, now)}) af ON true`);
+    LEFT JOIN referrals r ON i.referee IS NOT NULL AND r.server_id = c.server_id AND r.referee_identity = i.referee`);
 }
 
 /** Decides one event from its row (throws the event's DomainError). */
@@ -475,16 +475,41 @@ function reversalOf(command: ApplyEventCommand, row: ReadRow, from: AnchorState,
   return { reason: command.reason ?? NO_REASON, effect };
 }
 
-/** Per event index, the anti-abuse signals and review its mint or qualification stores (services/referral/abuse-facts.ts). */
-function abuseWrites(plans: readonly Plan[], rows: ReadonlyMap<number, ReadRow>, abuseRules: AbuseRules): Map<number, AbuseWrite> {
-  const writes = new Map<number, AbuseWrite>();
+/**
+ * Per event index, the anti-abuse signals and review its mint or qualification stores (services/referral/abuse-facts.ts):
+ * the facts are read only for mints and qualifications on servers whose review mode is not `off` (none: no statement).
+ */
+async function abuseWrites(
+  tx: SqlTx,
+  plans: readonly Plan[],
+  rows: ReadonlyMap<number, ReadRow>,
+  abuseRules: AbuseRules,
+  now: Date,
+): Promise<Map<number, AbuseWrite>> {
+  const inputs: AbuseFactsInput[] = [];
   plans.forEach((plan, idx) => {
     const row = rows.get(idx);
-    let write: AbuseWrite | null = null;
-    if (plan.kind === "mint") write = abuseWriteOf(row, "registered", plan.referrer, plan.referee, abuseRules);
-    else if (plan.kind === "advance" && plan.to === "qualified") write = abuseWriteOf(row, "qualified", plan.referrer, row?.linked_referee ?? "", abuseRules);
-    if (write) writes.set(idx, write);
+    const mode = row?.review_mode ?? null;
+    if (!row || !needsAbuseFacts(mode)) return;
+    if (plan.kind === "mint")
+      inputs.push({ idx, stage: "registered", clickId: plan.clickId, referee: plan.referee, referrer: plan.referrer, referralId: null, mode });
+    else if (plan.kind === "advance" && plan.to === "qualified" && row.click_id !== null)
+      inputs.push({
+        idx,
+        stage: "qualified",
+        clickId: row.click_id,
+        referee: row.linked_referee ?? "",
+        referrer: plan.referrer,
+        referralId: plan.referralId,
+        mode,
+      });
   });
+  const facts = await readAbuseFacts(tx, inputs, abuseRules, now);
+  const writes = new Map<number, AbuseWrite>();
+  for (const input of inputs) {
+    const row = facts.get(input.idx);
+    if (row) writes.set(input.idx, abuseWriteOf(input, row, abuseRules));
+  }
   return writes;
 }
 

@@ -1,5 +1,7 @@
+import { Prisma } from "../../gen/prisma/client.js";
 import { isUuid } from "../shared/ids.js";
 import type { CoreDeps } from "../shared/deps.js";
+import { runSql } from "../shared/sql/executor.js";
 import { DomainError } from "../shared/errors.js";
 import { notNegativeText } from "../shared/contract.js";
 import { boundField } from "../shared/field-rules.js";
@@ -71,22 +73,25 @@ async function selectReferrals(
 ): Promise<ReviewedReferral[]> {
   const f = where.filter;
   const before = where.before ?? { at: LATEST, id: LAST_UUID };
-  const rows = await deps.prisma.$queryRaw<Row[]>`
-    SELECT r.id::text AS id, r.server_id::text AS server_id, r.referrer_identity, r.referee_identity, r.state::text AS state,
-           r.registered_at, r.qualified_at, r.reversed_at, r.review::text AS review, r.reviewed_at,
-           coalesce(r.signals, '{}') AS signals, r.signal_details,
-           (c.referral_id IS NOT NULL AND c.reversed_at IS NULL AND r.review::text = ANY(${COUNTED_REVIEWS}::text[])) AS counted,
-           (c.referral_id IS NOT NULL AND c.reversed_at IS NULL) AS live_credit
-    FROM referrals r LEFT JOIN referral_credits c ON c.referral_id = r.id
-    WHERE (${where.id ?? null}::uuid IS NULL OR r.id = ${where.id ?? null}::uuid)
-      AND (${f?.serverId ?? null}::uuid IS NULL OR r.server_id = ${f?.serverId ?? null}::uuid)
-      AND (${f?.state ?? ""} = '' OR r.state::text = ${f?.state ?? ""})
-      AND (${f?.review ?? ""} = '' OR r.review::text = ${f?.review ?? ""})
-      AND (NOT ${f?.flaggedOnly ?? false} OR cardinality(r.signals) > 0)
-      AND (${f?.referrerIdentity ?? ""} = '' OR r.referrer_identity = ${f?.referrerIdentity ?? ""})
-      AND (r.registered_at, r.id) < (${before.at}::timestamptz, ${before.id}::uuid)
-    ORDER BY r.registered_at DESC, r.id DESC
-    LIMIT ${where.limit}`;
+  const rows = await runSql<Row>(
+    deps.prisma,
+    Prisma.sql`
+      SELECT r.id::text AS id, r.server_id::text AS server_id, r.referrer_identity, r.referee_identity, r.state::text AS state,
+             r.registered_at, r.qualified_at, r.reversed_at, r.review::text AS review, r.reviewed_at,
+             coalesce(r.signals, '{}') AS signals, r.signal_details,
+             (c.referral_id IS NOT NULL AND c.reversed_at IS NULL AND r.review::text = ANY(${COUNTED_REVIEWS}::text[])) AS counted,
+             (c.referral_id IS NOT NULL AND c.reversed_at IS NULL) AS live_credit
+      FROM referrals r LEFT JOIN referral_credits c ON c.referral_id = r.id
+      WHERE (${where.id ?? null}::uuid IS NULL OR r.id = ${where.id ?? null}::uuid)
+        AND (${f?.serverId ?? null}::uuid IS NULL OR r.server_id = ${f?.serverId ?? null}::uuid)
+        AND (${f?.state ?? ""} = '' OR r.state::text = ${f?.state ?? ""})
+        AND (${f?.review ?? ""} = '' OR r.review::text = ${f?.review ?? ""})
+        AND (NOT ${f?.flaggedOnly ?? false} OR cardinality(r.signals) > 0)
+        AND (${f?.referrerIdentity ?? ""} = '' OR r.referrer_identity = ${f?.referrerIdentity ?? ""})
+        AND (r.registered_at, r.id) < (${before.at}::timestamptz, ${before.id}::uuid)
+      ORDER BY r.registered_at DESC, r.id DESC
+      LIMIT ${where.limit}`,
+  );
   return rows.map((r) => ({
     id: r.id,
     serverId: r.server_id,

@@ -1,5 +1,7 @@
+import { Prisma } from "../../gen/prisma/client.js";
 import { requireServer } from "../servers/server-exists.js";
 import type { CoreDeps } from "../shared/deps.js";
+import { runSql } from "../shared/sql/executor.js";
 import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
 import { periodRange } from "../shared/period.js";
@@ -73,20 +75,23 @@ export async function getLeaderboard(deps: CoreDeps, input: { serverId: string; 
   if (period !== "" && !periodRange(period)) throw new DomainError("invalid_argument", monthText("period"));
   if (input.limit < 0) throw new DomainError("invalid_argument", notNegativeText("limit"));
   const limit = input.limit === 0 ? DEFAULT_LEADERBOARD_LIMIT : Math.min(input.limit, MAX_LEADERBOARD_LIMIT);
-  const rows = await deps.prisma.$queryRaw<Array<{ referrer_identity: string; credits: bigint; reversed: bigint; rank: bigint; clawbacks: bigint }>>`
-    SELECT referrer_identity, credits, reversed, clawbacks, RANK() OVER (ORDER BY credits DESC) AS rank
-    FROM (
-      SELECT referrer_identity,
-             count(*) FILTER (WHERE reversed_at IS NULL) AS credits,
-             count(*) FILTER (WHERE reversed_at IS NOT NULL) AS reversed,
-             count(clawback_at) AS clawbacks
-      FROM referral_credits
-      WHERE server_id = ${serverId}::uuid AND (${period} = '' OR period = ${period})
-        AND referral_id IN (SELECT id FROM referrals WHERE server_id = ${serverId}::uuid AND review::text = ANY(${COUNTED_REVIEWS}::text[]))
-      GROUP BY referrer_identity
-    ) totals
-    ORDER BY credits DESC, referrer_identity ASC
-    LIMIT ${limit}`;
+  const rows = await runSql<{ referrer_identity: string; credits: bigint; reversed: bigint; rank: bigint; clawbacks: bigint }>(
+    deps.prisma,
+    Prisma.sql`
+      SELECT referrer_identity, credits, reversed, clawbacks, RANK() OVER (ORDER BY credits DESC) AS rank
+      FROM (
+        SELECT referrer_identity,
+               count(*) FILTER (WHERE reversed_at IS NULL) AS credits,
+               count(*) FILTER (WHERE reversed_at IS NOT NULL) AS reversed,
+               count(clawback_at) AS clawbacks
+        FROM referral_credits
+        WHERE server_id = ${serverId}::uuid AND (${period} = '' OR period = ${period})
+          AND referral_id IN (SELECT id FROM referrals WHERE server_id = ${serverId}::uuid AND review::text = ANY(${COUNTED_REVIEWS}::text[]))
+        GROUP BY referrer_identity
+      ) totals
+      ORDER BY credits DESC, referrer_identity ASC
+      LIMIT ${limit}`,
+  );
   return rows.map((r) => ({
     referrerIdentity: r.referrer_identity,
     credits: Number(r.credits),
@@ -126,30 +131,31 @@ export async function getFunnel(deps: CoreDeps, input: { serverId: string; perio
   // An all-time funnel uses a range wider than any stored timestamp.
   const from = range?.start ?? new Date(Date.UTC(1970, 0, 1));
   const to = range?.end ?? new Date(Date.UTC(9999, 0, 1));
-  const [row] = await deps.prisma.$queryRaw<
-    Array<{
-      clicks: bigint;
-      registered: bigint;
-      qualified: bigint;
-      reversed: bigint;
-      by_reason: Array<{ reason: string; count: number; clawbacks: number }> | null;
-    }>
-  >`
-    SELECT
-      (SELECT count(*) FROM referral_clicks
-        WHERE server_id = ${serverId}::uuid AND created_at >= ${from} AND created_at < ${to}) AS clicks,
-      (SELECT count(*) FROM referrals
-        WHERE server_id = ${serverId}::uuid AND registered_at >= ${from} AND registered_at < ${to}) AS registered,
-      (SELECT count(*) FROM referral_credits
-        WHERE server_id = ${serverId}::uuid AND credited_at >= ${from} AND credited_at < ${to}) AS qualified,
-      (SELECT count(*) FROM referrals
-        WHERE server_id = ${serverId}::uuid AND state = 'reversed'::"ReferralState"
-          AND reversed_at >= ${from} AND reversed_at < ${to}) AS reversed,
-      (SELECT json_agg(json_build_object('reason', reason, 'count', n, 'clawbacks', c) ORDER BY n DESC, reason) FROM (
-        SELECT coalesce(reversal_reason, '') AS reason, count(*) AS n, count(clawback_at) AS c FROM referrals
-        WHERE server_id = ${serverId}::uuid AND state = 'reversed'::"ReferralState"
-          AND reversed_at >= ${from} AND reversed_at < ${to}
-        GROUP BY 1) per_reason) AS by_reason`;
+  const [row] = await runSql<{
+    clicks: bigint;
+    registered: bigint;
+    qualified: bigint;
+    reversed: bigint;
+    by_reason: Array<{ reason: string; count: number; clawbacks: number }> | null;
+  }>(
+    deps.prisma,
+    Prisma.sql`
+      SELECT
+        (SELECT count(*) FROM referral_clicks
+          WHERE server_id = ${serverId}::uuid AND created_at >= ${from} AND created_at < ${to}) AS clicks,
+        (SELECT count(*) FROM referrals
+          WHERE server_id = ${serverId}::uuid AND registered_at >= ${from} AND registered_at < ${to}) AS registered,
+        (SELECT count(*) FROM referral_credits
+          WHERE server_id = ${serverId}::uuid AND credited_at >= ${from} AND credited_at < ${to}) AS qualified,
+        (SELECT count(*) FROM referrals
+          WHERE server_id = ${serverId}::uuid AND state = 'reversed'::"ReferralState"
+            AND reversed_at >= ${from} AND reversed_at < ${to}) AS reversed,
+        (SELECT json_agg(json_build_object('reason', reason, 'count', n, 'clawbacks', c) ORDER BY n DESC, reason) FROM (
+          SELECT coalesce(reversal_reason, '') AS reason, count(*) AS n, count(clawback_at) AS c FROM referrals
+          WHERE server_id = ${serverId}::uuid AND state = 'reversed'::"ReferralState"
+            AND reversed_at >= ${from} AND reversed_at < ${to}
+          GROUP BY 1) per_reason) AS by_reason`,
+  );
   const clicks = Number(row?.clicks ?? 0n);
   const registered = Number(row?.registered ?? 0n);
   const qualified = Number(row?.qualified ?? 0n);

@@ -1,6 +1,8 @@
 import pg from "pg";
+import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/db.js";
 import type { Logger } from "../shared/log.js";
+import { runSql } from "../shared/sql/executor.js";
 import { OUTBOX_COMMITTED_CHANNEL } from "../shared/outbox.js";
 
 /** How long the start-up probe waits for its own notification before deciding notifications do not arrive. */
@@ -53,7 +55,7 @@ export function createCommitListener(opts: { databaseUrl: string; prisma: Prisma
       probeArrived = () => resolve(true);
     });
     try {
-      await prisma.$executeRaw`SELECT pg_notify(${OUTBOX_COMMITTED_CHANNEL}, ${PROBE_PAYLOAD})`;
+      await runSql(prisma, Prisma.sql`SELECT pg_notify(${OUTBOX_COMMITTED_CHANNEL}, ${PROBE_PAYLOAD})`);
       // A connection lost during the probe is an outage (retried), not a missing feature.
       if (!(await Promise.race([arrived, connectionLost]))) {
         // Failure policy: notifications never reach a listener here (embedded PGlite); give up on them for good and let the relay poll fast.

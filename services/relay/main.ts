@@ -4,7 +4,8 @@ import { readinessChecks } from "../shared/readiness.js";
 import { ALL_TOPICS } from "../shared/bus.js";
 import { createKafkaBus } from "../shared/kafka-bus.js";
 import { redactUrl } from "../shared/log.js";
-import { databaseDependency, kafkaDependency } from "../shared/startup-dependencies.js";
+import { kafkaDependency } from "../shared/kafka-dependency.js";
+import { databaseDependency } from "../shared/startup-dependencies.js";
 import { loadRelayConfig } from "./config.js";
 import { createRelay } from "./relay.js";
 

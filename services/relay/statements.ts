@@ -1,5 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient, SqlTx } from "../shared/db.js";
+import { runSql } from "../shared/sql/executor.js";
 
 /**
  * Every SQL statement of the relay, one named function each, so relay.ts reads as steps. Within a
@@ -104,20 +105,24 @@ export async function markPublished(tx: SqlTx, ids: bigint[]): Promise<void> {
 
 /** Lag: how many outbox rows wait to be published (the `relay_lag_rows` gauge). */
 export async function countUnpublished(prisma: PrismaClient): Promise<number> {
-  const [row] = await prisma.$queryRaw<{ n: bigint }[]>`SELECT count(*) AS n FROM outbox WHERE published_at IS NULL`;
+  const [row] = await runSql<{ n: bigint }>(prisma, Prisma.sql`SELECT count(*) AS n FROM outbox WHERE published_at IS NULL`);
   return Number(row?.n ?? 0);
 }
 
 /** Lag: the age of the oldest unpublished outbox row in seconds, 0 when none (the `relay_lag_seconds` gauge). */
 export async function oldestUnpublishedAgeSeconds(prisma: PrismaClient): Promise<number> {
-  const [row] = await prisma.$queryRaw<{ age: number | null }[]>`
-          SELECT EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 AS age FROM outbox WHERE published_at IS NULL`;
+  const [row] = await runSql<{ age: number | null }>(
+    prisma,
+    Prisma.sql`SELECT EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 AS age FROM outbox WHERE published_at IS NULL`,
+  );
   return Math.max(0, row?.age ?? 0);
 }
 
 /** Lag, both at once (the readiness check): rows waiting, and the oldest one's age in milliseconds (0 when none). */
 export async function readUnpublishedLag(prisma: PrismaClient): Promise<{ waiting: number; oldestMs: number }> {
-  const [row] = await prisma.$queryRaw<{ n: bigint; age: number | null }[]>`
-      SELECT count(*) AS n, EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 AS age FROM outbox WHERE published_at IS NULL`;
+  const [row] = await runSql<{ n: bigint; age: number | null }>(
+    prisma,
+    Prisma.sql`SELECT count(*) AS n, EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 AS age FROM outbox WHERE published_at IS NULL`,
+  );
   return { waiting: Number(row?.n ?? 0), oldestMs: (row?.age ?? 0) * 1000 };
 }

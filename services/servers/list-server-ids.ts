@@ -1,5 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import { runSql, type PrismaClient } from "../shared/db.js";
+import type { PrismaClient } from "../shared/db.js";
+import { runSql } from "../shared/sql/executor.js";
 import { DomainError } from "../shared/errors.js";
 import { betweenText } from "../shared/contract.js";
 import { NIL_UUID } from "../shared/ids.js";
@@ -46,7 +47,7 @@ export async function listServerIds(deps: { prisma: PrismaClient }, q: { cursor:
   const last = rows[rows.length - 1];
   const more = rows.length === limit;
   if (last === undefined) return { serverIds: [], nextCursor: q.cursor, more: false };
-  const newest = new Date(last.created_at);
+  const newest = last.created_at;
   const next = more ? { createdAt: newest, id: last.id } : { createdAt: new Date(newest.getTime() - SERVER_IDS_CURSOR_OVERLAP_MS), id: NIL_UUID };
   return { serverIds: rows.map((r) => r.id), nextCursor: encodePageCursor(next), more };
 }

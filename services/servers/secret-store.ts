@@ -1,4 +1,6 @@
+import { Prisma } from "../../gen/prisma/client.js";
 import type { Tx } from "../shared/db.js";
+import { runSql } from "../shared/sql/executor.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError, unknownServer } from "../shared/errors.js";
 import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
@@ -40,13 +42,18 @@ export type SigningKeysResolution =
   | { status: "ok"; keys: Array<{ kid: string; secret: string }> };
 
 /**
- * Locks the server row for the rest of the transaction, so secret changes of one
- * server are serialised (two concurrent rotations cannot both leave an unexpired
- * older secret). Throws unknown_server when there is no such server.
+ * Locks the server row for the rest of the transaction, so secret and settings changes of one
+ * server are serialised (two concurrent rotations cannot both leave an unexpired older secret).
+ * Throws unknown_server when there is no such server.
+ *
+ * The lock is taken by an update that changes nothing (`SET id = id`), so these model-API
+ * transactions need no raw SQL: an update locks its row (FOR NO KEY UPDATE) until the transaction
+ * ends, and a second lockServer of the server waits for it. Unlike `SELECT ... FOR UPDATE` it does
+ * not hold back inserts of the server's own rows (hearts, clicks, deliveries), which no caller needs.
  */
 export async function lockServer(tx: Tx, serverId: string): Promise<void> {
-  const rows = isUuid(serverId) ? await tx.$queryRaw<Array<{ id: string }>>`SELECT id::text FROM servers WHERE id = ${serverId}::uuid FOR UPDATE` : [];
-  if (rows.length === 0) throw unknownServer();
+  const locked = isUuid(serverId) ? await tx.server.updateMany({ where: { id: serverId }, data: { id: serverId } }) : { count: 0 };
+  if (locked.count === 0) throw unknownServer();
 }
 
 /**
@@ -193,12 +200,15 @@ async function resolveActiveKeys(
   const serverId = rawServerId.trim();
   if (!isUuid(serverId)) return { status: "unknown_server" };
   const now = deps.now();
-  const rows = await deps.prisma.$queryRaw<SigningKeyRow[]>`
-    SELECT CASE WHEN ${purpose} = 'pull' THEN s.pull_enabled ELSE s.referrals_enabled END AS enabled,
-           k.kid, k.ciphertext, k.created_at, k.expires_at, k.revoked_at
-    FROM servers s
-    LEFT JOIN server_secrets k ON k.server_id = s.id AND k.purpose = ${purpose}::"SecretPurpose" AND ${activeSecretSql("k", now)}
-    WHERE s.id = ${serverId}::uuid`;
+  const rows = await runSql<SigningKeyRow>(
+    deps.prisma,
+    Prisma.sql`
+      SELECT CASE WHEN ${purpose} = 'pull' THEN s.pull_enabled ELSE s.referrals_enabled END AS enabled,
+             k.kid, k.ciphertext, k.created_at, k.expires_at, k.revoked_at
+      FROM servers s
+      LEFT JOIN server_secrets k ON k.server_id = s.id AND k.purpose = ${purpose}::"SecretPurpose" AND ${activeSecretSql("k", now)}
+      WHERE s.id = ${serverId}::uuid`,
+  );
   const first = rows[0];
   if (!first) return { status: "unknown_server" };
   if (!first.enabled) return { status: "disabled" };

@@ -1,6 +1,7 @@
 import { Counter, type Registry } from "prom-client";
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient, SqlTx } from "./db.js";
+import type { PrismaClient } from "./db.js";
+import { executeSql, runSql, type SqlTx } from "./sql/executor.js";
 
 /**
  * Dead letters: outbox rows and bus messages that can never be published or decoded
@@ -73,10 +74,13 @@ export async function moveOutboxRowsToDeadLetters(tx: SqlTx, rows: PoisonRow[]):
  * Returns whether a row was added.
  */
 export async function storeDeadMessage(prisma: PrismaClient, m: PoisonMessage): Promise<boolean> {
-  const added = await prisma.$executeRaw`
-    INSERT INTO dead_letters (source, code, reason, topic, key, payload, partition, "offset")
-    VALUES ('delivery', ${m.code}, ${m.reason.slice(0, MAX_REASON_CHARS)}, ${m.topic}, ${m.key}, ${Buffer.from(m.value)}, ${m.partition}::int, ${m.offset})
-    ON CONFLICT (source, topic, partition, "offset") DO NOTHING`;
+  const added = await executeSql(
+    prisma,
+    Prisma.sql`
+      INSERT INTO dead_letters (source, code, reason, topic, key, payload, partition, "offset")
+      VALUES ('delivery', ${m.code}, ${m.reason.slice(0, MAX_REASON_CHARS)}, ${m.topic}, ${m.key}, ${Buffer.from(m.value)}, ${m.partition}::int, ${m.offset})
+      ON CONFLICT (source, topic, partition, "offset") DO NOTHING`,
+  );
   return added > 0;
 }
 
@@ -112,15 +116,20 @@ export async function listDeadLetters(
   const source = q.source ?? null;
   const beforeId = q.beforeId ?? null;
   // Column aliases are the summary's field names, so the rows are the summaries.
-  const items = await prisma.$queryRaw<DeadLetterSummary[]>`
-    SELECT id, source, code, reason, topic, key, type, octet_length(payload) AS "payloadSize",
-           substring(payload FROM 1 FOR ${DEAD_LETTER_PREVIEW_BYTES}::int) AS "payloadPreview",
-           outbox_id AS "outboxId", outbox_created_at AS "outboxCreatedAt", partition, "offset", created_at AS "createdAt"
-    FROM dead_letters
-    WHERE (${source}::text IS NULL OR source = ${source}::text) AND (${beforeId}::bigint IS NULL OR id < ${beforeId}::bigint)
-    ORDER BY id DESC
-    LIMIT ${q.limit}::int`;
-  const [count] = await prisma.$queryRaw<{ n: bigint }[]>`
-    SELECT count(*) AS n FROM dead_letters WHERE ${source}::text IS NULL OR source = ${source}::text`;
+  const items = await runSql<DeadLetterSummary>(
+    prisma,
+    Prisma.sql`
+      SELECT id, source, code, reason, topic, key, type, octet_length(payload) AS "payloadSize",
+             substring(payload FROM 1 FOR ${DEAD_LETTER_PREVIEW_BYTES}::int) AS "payloadPreview",
+             outbox_id AS "outboxId", outbox_created_at AS "outboxCreatedAt", partition, "offset", created_at AS "createdAt"
+      FROM dead_letters
+      WHERE (${source}::text IS NULL OR source = ${source}::text) AND (${beforeId}::bigint IS NULL OR id < ${beforeId}::bigint)
+      ORDER BY id DESC
+      LIMIT ${q.limit}::int`,
+  );
+  const [count] = await runSql<{ n: bigint }>(
+    prisma,
+    Prisma.sql`SELECT count(*) AS n FROM dead_letters WHERE ${source}::text IS NULL OR source = ${source}::text`,
+  );
   return { total: Number(count?.n ?? 0), items };
 }

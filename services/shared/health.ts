@@ -37,7 +37,7 @@ interface CheckResult {
 
 /**
  * One line, no secrets: a dependency's error as /readyz shows it. Prisma's multi-line messages
- * ("Invalid `prisma.$queryRaw()` invocation: ... Message: `Can't reach database server at ...`") are
+ * ("Invalid `prisma.server.findMany()` invocation: ... Message: `Can't reach database server at ...`") are
  * reduced to their message; a password in a URL is masked; the text is cut at MAX_REASON_CHARS.
  */
 export function describeFailure(error: unknown): string {

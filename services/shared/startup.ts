@@ -100,7 +100,7 @@ export function createStartup(log: Logger): Startup {
 
 /**
  * One line for a failed attempt: whitespace collapsed, and for Prisma's multi-line "Invalid
- * `prisma.$queryRaw()` invocation ... Message: `<cause>`" only the cause.
+ * `prisma.<model>.<call>()` invocation ... Message: `<cause>`" only the cause.
  */
 function describeFailure(error: unknown): string {
   const text = (error instanceof Error ? error.message : String(error)).replace(/\s+/g, " ").trim();

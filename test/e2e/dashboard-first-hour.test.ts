@@ -19,7 +19,7 @@ import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { type DashboardBrowserContext, LAPTOP, PHONE } from "../helpers/dashboard-browser.js";
 import { eventually } from "../helpers/eventually.js";
 import { screenshotDir } from "../helpers/screenshots.js";
-import { startStack } from "../helpers/stack.js";
+import { startStack } from "../../scripts/harness/stack.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
@@ -57,26 +57,11 @@ async function openTab(page: Page, tab: string): Promise<void> {
   await page.waitForSelector(`#tab-${tab}:not([hidden])`);
 }
 
-/** Opens the Integration tab and waits until its settings are rendered (a late render would overwrite what a test types). */
+/** Opens the Integration tab and waits until its settings are rendered. */
 async function openIntegration(page: Page): Promise<void> {
   await openTab(page, "integration");
   await page.waitForSelector("#votifier-status .badge");
   await page.waitForLoadState("networkidle");
-}
-
-/**
- * Fills the inputs, then makes sure they still hold what was typed once the page is idle: a load of the
- * server's settings that answers late re-renders the Integration tab and puts the saved values back (on a
- * loaded machine that happened between the typing and the click, so the save succeeded and showed no error).
- */
-async function fillSettled(page: Page, values: Record<string, string>): Promise<void> {
-  for (let round = 0; round < 5; round++) {
-    for (const [selector, value] of Object.entries(values)) await page.fill(selector, value);
-    await page.waitForLoadState("networkidle");
-    const kept = await Promise.all(Object.entries(values).map(async ([selector, value]) => (await page.inputValue(selector)) === value));
-    if (kept.every(Boolean)) return;
-  }
-  throw new Error(`the inputs ${Object.keys(values).join(", ")} kept being reset by the page`);
 }
 
 async function pickServer(page: Page, serverId: string): Promise<void> {
@@ -143,6 +128,57 @@ test.serial("setup: a fresh server, and a server whose counted heart waits for a
   await pickServer(page, flow.heldId);
 });
 
+test.serial(
+  "settings that load after the owner began typing leave the typed values and ticked boxes as they are; a save then shows what was stored",
+  async (t) => {
+    const { page } = t.context;
+    await page.setViewportSize(LAPTOP);
+    await pickServer(page, flow.freshId);
+    await openIntegration(page);
+    // The next load of this server's settings is held until the owner has typed.
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const settingsPath = `/dashboard/api/servers/${flow.freshId}`;
+    let held = 0;
+    const isSettings = (url: URL) => url.pathname === settingsPath;
+    await page.route(isSettings, async (route) => {
+      held++;
+      await released;
+      await route.continue();
+    });
+    try {
+      await openTab(page, "overview");
+      await openTab(page, "integration");
+      await eventually(() => held > 0 || undefined, { timeoutMs: 10_000, message: "the settings load on its way" });
+      await page.fill("#votifier-host", "mc.example.net");
+      await page.fill("#votifier-port", "8193");
+      await page.check("#claims-pays-once");
+      const answered = page.waitForResponse((response) => new URL(response.url()).pathname === settingsPath);
+      release();
+      await answered;
+      await page.waitForLoadState("networkidle");
+      t.is(await page.inputValue("#votifier-host"), "mc.example.net", "the late load left the typed host");
+      t.is(await page.inputValue("#votifier-port"), "8193");
+      t.true(await page.isChecked("#claims-pays-once"), "the late load left the ticked box");
+    } finally {
+      release();
+      await page.unroute(isSettings);
+    }
+    await page.fill("#votifier-service-name", "HeartsList");
+    await page.fill("#votifier-token", "nvt-first-hour");
+    await page.click("#votifier-form button[type=submit]");
+    await page.waitForSelector("#votifier-status .badge-ok, #votifier-form .control-error:visible");
+    t.deepEqual(await page.locator("#votifier-form .control-error:visible").allTextContents(), [], "the save succeeded");
+    t.is(await page.inputValue("#votifier-port"), "8193", "after the save the form shows what was stored");
+    await page.click("#votifier-off");
+    await page.waitForSelector("#votifier-off[hidden]", { state: "attached" });
+    t.is(await page.inputValue("#votifier-host"), "", "turning Votifier off empties the form it saved");
+    t.true(await page.isChecked("#claims-pays-once"), "another form's typed box is still as the owner left it");
+  },
+);
+
 for (const viewport of [PHONE, LAPTOP]) {
   test.serial(`${viewport.width} px: a failed save or test on the Integration tab shows its error beside its button, not as a banner above`, async (t) => {
     const { page, shots } = t.context;
@@ -150,7 +186,9 @@ for (const viewport of [PHONE, LAPTOP]) {
     await pickServer(page, flow.heldId);
     await openIntegration(page);
 
-    await fillSettled(page, { "#votifier-host": "not a host!", "#votifier-port": "8192", "#votifier-service-name": "HeartsList" });
+    await page.fill("#votifier-host", "not a host!");
+    await page.fill("#votifier-port", "8192");
+    await page.fill("#votifier-service-name", "HeartsList");
     const votifier = await errorAfter(page, "#votifier-form button[type=submit]");
     await page.locator("#votifier-card").screenshot({ path: join(shots, `first-hour-${viewport.width}-votifier-error.png`) });
     t.is(votifier.text, "Error 400: votifier host must be a host name or an IP address");
@@ -158,7 +196,7 @@ for (const viewport of [PHONE, LAPTOP]) {
     t.true(votifier.below >= -1 && votifier.below <= NEAR_PX, `the error starts ${votifier.below} px below its button`);
     t.true(votifier.inView);
 
-    await fillSettled(page, { "#callback-url": "ftp://example.com/hook" });
+    await page.fill("#callback-url", "ftp://example.com/hook");
     const callback = await errorAfter(page, "#callback-form button[type=submit]");
     t.is(callback.text, "Error 400: callback_url must use https or http");
     t.false(callback.flashShown);
@@ -253,6 +291,15 @@ for (const viewport of [PHONE, LAPTOP]) {
     t.is(status, "held", JSON.stringify(cells));
     t.notRegex(next, /ago|\d{4}-\d\d-\d\d|\d\d:\d\d/, "no next attempt in the past");
     t.regex(next, /callback URL/i, "the row says what releases it");
+
+    // The Hearts tab says the same of the heart's callback.
+    await openTab(page, "hearts");
+    const cell = page.locator("#hearts-table tbody tr", { hasText: "Steve" }).first().locator(".delivery-cell[data-transport=callback]");
+    await cell.waitFor();
+    const text = (await cell.textContent()) ?? "";
+    t.regex(text, /held/, text);
+    t.notRegex(text, /pending/, "not shown as pending");
+    t.regex(text, /callback URL/i, "the heart's callback says what releases it");
   });
 
   test.serial(`${viewport.width} px: empty lists say what to do next (deliveries, hearts, referrals, endpoints)`, async (t) => {

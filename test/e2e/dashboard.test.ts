@@ -17,8 +17,8 @@ import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chrom
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { createLogger } from "../../services/shared/log.js";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { headerOf, startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
@@ -558,14 +558,9 @@ test.serial(
     t.teardown(() => votifier.close());
     flow.secretsSeen.push(votifierToken);
     await openTab(page, "integration");
-    // A settings load answering late re-renders the tab and empties what was typed (seen in a loaded CI run: the save
-    // then stored Votifier off): type until the values stay once the page is idle.
-    const typed = { "#votifier-host": votifier.host, "#votifier-port": String(votifier.port), "#votifier-service-name": "HeartsList" };
-    for (let round = 0; round < 5; round++) {
-      for (const [selector, value] of Object.entries(typed)) await page.fill(selector, value);
-      await page.waitForLoadState("networkidle");
-      if ((await page.inputValue("#votifier-host")) === votifier.host) break;
-    }
+    await page.fill("#votifier-host", votifier.host);
+    await page.fill("#votifier-port", String(votifier.port));
+    await page.fill("#votifier-service-name", "HeartsList");
     await page.fill("#votifier-token", votifierToken);
     t.is(await flashAfter(page, () => page.click("#votifier-form button[type=submit]")), "Votifier settings saved.");
     await page.locator("#votifier-status", { hasText: "on" }).waitFor();

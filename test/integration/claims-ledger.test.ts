@@ -10,9 +10,15 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
-import { createTestClock, type TestClock } from "./delivery-harness.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { eventually } from "../helpers/eventually.js";
+import { randomUUID } from "node:crypto";
+import { Prisma } from "../../gen/prisma/client.js";
+import { runSql, runSqlTransaction } from "../../services/shared/sql/executor.js";
+import { toOutboxRow } from "../../services/shared/outbox.js";
+import { writeHearts, type HeartWrite } from "../../services/hearts/store.js";
+import { createTestClock, type TestClock } from "../../scripts/harness/delivery-harness.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";
 const DAY_MS = 86_400_000;
@@ -215,6 +221,76 @@ test.serial("the cap counts only hearts still in their window: a newer heart pas
   t.deepEqual(await state(latest.heartId), ["held", null]);
 });
 
+test.serial(
+  "the per-player cap holds under concurrent casts: two CastHeart writes for one player at the cap, both begun before either commits, leave the cap held",
+  async (t) => {
+    const { stack, clock } = t.context;
+    clock.set("2026-09-01T00:00:00.000Z");
+    const { serverId } = await claimServer(t, { maxHeldPerPlayer: 2 });
+    for (let i = 0; i < 2; i++) {
+      await vote(t, serverId, { steamId: STEAM });
+      clock.advanceMs(60_000);
+    }
+    const [{ period } = { period: "" }] = await runSql<{ period: string }>(
+      stack.prisma,
+      Prisma.sql`SELECT period FROM server_rankings WHERE server_id = ${serverId}::uuid`,
+    );
+    // Two voters (two voter identities) of one player (one SteamID): each statement counts its own heart.
+    const write = (voter: string, at: Date): HeartWrite => {
+      const heart = {
+        id: randomUUID(),
+        serverId,
+        username: "Steve",
+        voterIdentity: voter,
+        ip: "198.51.100.7",
+        subnet: "198.51.100.0/24",
+        userAgent: UA,
+        ids: { steamId: STEAM, discordId: null, minecraftUuid: null, accountId: null },
+        fraudScore: 0,
+        fraudReasons: [],
+        period,
+        at,
+      };
+      const outbox = toOutboxRow({ topic: "hearts", type: "heart.counted", serverId, occurredAt: at, payload: { case: undefined } });
+      return { kind: "count", heart, streakDay: 1, outbox };
+    };
+    // The server's ranking row is held by another transaction, so both writes start (their snapshots taken) and wait before either commits.
+    let release = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let locked = () => {};
+    const holding = new Promise<void>((resolve) => (locked = resolve));
+    const holder = runSqlTransaction(
+      stack.prisma,
+      async (tx) => {
+        await tx.query(Prisma.sql`SELECT 1 FROM server_rankings WHERE server_id = ${serverId}::uuid FOR UPDATE`);
+        locked();
+        await released;
+      },
+      { timeoutMs: 30_000 },
+    );
+    await holding;
+    const at = clock.now();
+    const writes = [writeHearts(stack.prisma, [write("cap-race-a", at)]), writeHearts(stack.prisma, [write("cap-race-b", new Date(at.getTime() + 1))])];
+    await eventually(async () => {
+      const [row] = await runSql<{ waiting: bigint }>(
+        stack.prisma,
+        Prisma.sql`SELECT count(*) AS waiting FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      );
+      return (row?.waiting ?? 0n) >= 2n;
+    });
+    release();
+    await holder;
+    const won = await Promise.all(writes);
+    t.deepEqual(
+      won.map((w) => w.size),
+      [1, 1],
+      "both hearts counted",
+    );
+    t.is(await stack.prisma.voteClaim.count({ where: { serverId, state: "held" } }), 2, "the player holds the cap, not one over");
+    t.is(await stack.prisma.voteClaim.count({ where: { serverId, state: "expired", expiredReason: "cap" } }), 2);
+  },
+);
+
 test.serial("10 concurrent ClaimVote calls for one held heart: exactly one answers 1 (CLAIMED_NOW), the other nine 2", async (t) => {
   const { claims, stack } = t.context;
   const { claimKey, serverId } = await claimServer(t);
@@ -292,7 +368,7 @@ test.serial("access: CheckVote/ClaimVote need the claims scope (the gateway's de
   const anonymous = createClient(ClaimService, createServiceTransport(stack.rpcUrl, ""));
   t.is((await t.throwsAsync(anonymous.claimVote({ claimKey, player }), { instanceOf: ConnectError }))?.code, Code.Unauthenticated);
 
-  const { createServiceClients } = await import("../helpers/stack.js");
+  const { createServiceClients } = await import("../../scripts/harness/stack.js");
   const notAdmin = createServiceClients(stack.rpcUrl, await tokenWith([...DEFAULT_GATEWAY_SCOPES, "read"]));
   for (const call of [
     () => notAdmin.admin.rotateClaimKey({ serverId }),

@@ -10,8 +10,16 @@ import { claimDueDeliveries, type ClaimedDelivery } from "../../services/deliver
 import { insertDeliveries } from "../../services/delivery/insert-deliveries.js";
 import type { EventBus, ReceivedMessage } from "../../services/shared/bus.js";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf, type RecordedRequest } from "../helpers/receiver.js";
-import { expectedCallbackMac, hexEquals, insertSecret, insertServer, parseCallbackSignature, startDispatchWorld, addDelivery } from "./delivery-harness.js";
+import { headerOf, type RecordedRequest } from "../../scripts/harness/receiver.js";
+import {
+  expectedCallbackMac,
+  hexEquals,
+  insertSecret,
+  insertServer,
+  parseCallbackSignature,
+  startDispatchWorld,
+  addDelivery,
+} from "../../scripts/harness/delivery-harness.js";
 
 // Batching in the delivery service (issue #8): the consumer's one-statement insert, the claim that
 // reads secrets with the rows, group-committed attempt records, keep-alive pools. Correctness only,
@@ -157,16 +165,12 @@ test.serial(
     const servers = [await insertServer(h.db.prisma, { callbackUrl: fast.url }), await insertServer(h.db.prisma, { callbackUrl: fast.url })];
     for (const id of servers) await insertSecret(h.db.prisma, h.deps.secretBox, id, "callback");
     let claims = 0;
-    // Counts the claim statements the dispatcher runs (its prisma client with a query hook; the statements are unchanged).
-    const counting = h.db.prisma.$extends({
-      query: {
-        $queryRaw({ args, query }) {
-          if (JSON.stringify(args).includes("FOR UPDATE OF d SKIP LOCKED")) claims++;
-          return query(args);
-        },
-      },
-    }) as unknown as typeof h.db.prisma;
-    const d = dispatcher({ prisma: counting, concurrency: 32, perServerConcurrency: 4, pollIntervalMs: 3_600_000 });
+    // Counts the claim statements the dispatcher runs (the claim itself is unchanged).
+    const claim: typeof claimDueDeliveries = (prisma, q) => {
+      claims++;
+      return claimDueDeliveries(prisma, q);
+    };
+    const d = dispatcher({ claim, concurrency: 32, perServerConcurrency: 4, pollIntervalMs: 3_600_000 });
     d.start();
     await eventually(() => claims === 1, { message: "the claim at start" });
     const consumer = createDeliveryConsumer({ bus: unusedBus, prisma: h.db.prisma, log: h.deps.log, topic: "test.batch", dispatcher: d });

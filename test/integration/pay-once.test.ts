@@ -10,7 +10,8 @@ import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/
 import { PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { createDispatcher, type Dispatcher } from "../../services/delivery/dispatcher.js";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
-import { reservePayout, TAKEN_OVER_TARGET, TAKEN_OVER_TEXT, withdrawnText } from "../../services/delivery/pay-once.js";
+import { reservePayout, TAKEN_OVER_TARGET, TAKEN_OVER_TEXT } from "../../services/delivery/pay-once.js";
+import { withdrawnText } from "../../services/delivery/withdraw-unpaid.js";
 import type { ClaimedDelivery } from "../../services/delivery/claim-deliveries.js";
 import { startWorkerLiveness } from "../../services/delivery/worker-liveness.js";
 import { randomUUID } from "node:crypto";
@@ -19,11 +20,11 @@ import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { eventually } from "../helpers/eventually.js";
 import { ownerApi, signInOwner } from "../helpers/owner-session.js";
-import { startReceiver, type Receiver, type ScriptedResponse } from "../helpers/receiver.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { startReceiver, type Receiver, type ScriptedResponse } from "../../scripts/harness/receiver.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
-import { createServiceClients, startStack, type TestStack } from "../helpers/stack.js";
-import { insertSecret, setDefaultEndpoint } from "./delivery-harness.js";
+import { createServiceClients, startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { insertSecret, setDefaultEndpoint } from "../../scripts/harness/delivery-harness.js";
 import { validateAgainstOpenApi, validateTextAgainstOpenApi } from "./openapi-validate.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";

@@ -14,7 +14,7 @@ import { createLogger } from "../../services/shared/log.js";
 import { createMetrics } from "../../services/shared/metrics.js";
 import { createOpsServer } from "../../services/shared/ops-server.js";
 import { readinessChecks } from "../../services/shared/readiness.js";
-import { createTestDatabase } from "../helpers/db.js";
+import { createTestDatabase } from "../../scripts/harness/db.js";
 import { eventually } from "../helpers/eventually.js";
 import { captureLog } from "./gateway-stack.js";
 
@@ -136,7 +136,7 @@ test("relay/delivery shape: Kafka unreachable, /readyz still answers a 1 s probe
   }
 });
 
-test("the database down: /readyz shows Prisma's error in one line, without the password", async (t) => {
+test("the database down: /readyz shows the driver's error in one line, without the password", async (t) => {
   const url = "postgresql://referral:s3cret-pass-word@127.0.0.1:9/referral";
   const prisma = createPrisma(url, { maxConnections: 1 });
   const ops = createOpsServer({ checks: readinessChecks({ prisma, databaseUrl: url }), metrics: createMetrics("readyz-fast-db") });
@@ -148,8 +148,8 @@ test("the database down: /readyz shows Prisma's error in one line, without the p
     t.regex(reason, /^down: /);
     t.false(/[\r\n]/.test(reason), `one line: ${JSON.stringify(reason)}`);
     t.false(reason.includes("s3cret-pass-word"));
-    t.false(reason.includes("invocation"), "Prisma's 'Invalid ... invocation' preamble is dropped");
-    t.regex(reason, /reach database server/);
+    // The ping runs on the one executor (node-postgres), so the cause is the driver's, not Prisma's wrapped text.
+    t.regex(reason, /ECONNREFUSED/);
     t.regex(reason, /\(at 127\.0\.0\.1:9\)$/, "names the address tried, host:port only");
     t.false(reason.includes("referral:"), "never the user name");
   } finally {

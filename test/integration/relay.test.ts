@@ -9,7 +9,7 @@ import { createKafkaBus } from "../../services/shared/kafka-bus.js";
 import { createLogger } from "../../services/shared/log.js";
 import { shardOf } from "../../services/shared/outbox.js";
 import { RejectedMessagesError, type EventBus } from "../../services/shared/bus.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 import { burnCpu } from "../helpers/burn-cpu.js";
 import { eventually } from "../helpers/eventually.js";
 

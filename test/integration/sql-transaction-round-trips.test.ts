@@ -1,5 +1,5 @@
 /**
- * runSqlTransaction (services/shared/db.ts) sends BEGIN in the first statement's network round trip
+ * runSqlTransaction (services/shared/sql/executor.ts) sends BEGIN in the first statement's network round trip
  * (one Sync, one ReadyForQuery), with the statement's parameters still bound, never written into the SQL.
  * Counted on the wire: the clients here reach PostgreSQL through a TCP relay that counts the server's
  * ReadyForQuery messages, one per round trip. Whatever fails (the first statement, its Parse, a later
@@ -8,8 +8,9 @@
 import net from "node:net";
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
-import { createPrisma, isUniqueViolation, runSqlTransaction, type PrismaClient } from "../../services/shared/db.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createPrisma, isUniqueViolation, type PrismaClient } from "../../services/shared/db.js";
+import { runSqlTransaction } from "../../services/shared/sql/executor.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 interface WireCounter {
   url: string;
@@ -107,7 +108,7 @@ for (const variant of ["named", "unnamed"] as const) {
           const [inserted] = await tx.query<{ label: string }>(
             Prisma.sql`INSERT INTO rt_probe VALUES (${label}, ${9007199254740993n}, ${at}, ${["a,b", "c'd", null]}::text[], ${body}) RETURNING label`,
           );
-          const [read] = await tx.query<{ n: string; at: Date; tags: Array<string | null>; body: Buffer }>(
+          const [read] = await tx.query<{ n: bigint; at: Date; tags: Array<string | null>; body: Buffer }>(
             Prisma.sql`SELECT n, at, tags, body FROM rt_probe WHERE label = ${label}`,
           );
           return { inserted: inserted?.label, read };
@@ -123,7 +124,7 @@ for (const variant of ["named", "unnamed"] as const) {
       3,
     );
     t.is(result?.inserted, label, "the first statement's rows come back, and only its own");
-    t.deepEqual(result?.read, { n: "9007199254740993", at, tags: ["a,b", "c'd", null], body });
+    t.deepEqual(result?.read, { n: 9007199254740993n, at, tags: ["a,b", "c'd", null], body });
     await prisma.$executeRaw`DELETE FROM rt_probe WHERE label = ${label}`;
     t.is(
       await roundTrips(wire, async () => {

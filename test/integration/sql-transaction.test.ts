@@ -1,5 +1,5 @@
 /**
- * runSqlTransaction (services/shared/db.ts), the relay's pass transaction on node-postgres: it commits
+ * runSqlTransaction (services/shared/sql/executor.ts), the relay's pass transaction on node-postgres: it commits
  * when the body resolves, rolls back when it throws, and a transaction left open past its timeout is
  * ended (rolled back) with its connection, never committed; the pool stays usable after each. A transaction
  * that gets no connection within its maxWaitMs, or outlives its timeout, fails with TransactionUnavailable
@@ -7,8 +7,9 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
-import { isTransactionUnavailable, isUniqueViolation, runSqlTransaction, TransactionUnavailable } from "../../services/shared/db.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { isUniqueViolation } from "../../services/shared/db.js";
+import { isTransactionUnavailable, runSqlTransaction, TransactionUnavailable } from "../../services/shared/sql/executor.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;
 
@@ -31,12 +32,12 @@ test.serial("commits what the body wrote when it resolves, and rolls all of it b
     db.prisma,
     async (tx) => {
       await tx.query(Prisma.sql`INSERT INTO tx_probe VALUES (${"kept-1"}), (${"kept-2"})`);
-      const [row] = await tx.query<{ n: string }>(Prisma.sql`SELECT count(*) AS n FROM tx_probe`);
+      const [row] = await tx.query<{ n: bigint }>(Prisma.sql`SELECT count(*) AS n FROM tx_probe`);
       return row?.n;
     },
     { timeoutMs: 10_000 },
   );
-  t.is(value, "2", "the body reads its own writes");
+  t.is(value, 2n, "the body reads its own writes");
   await t.throwsAsync(
     runSqlTransaction(
       db.prisma,

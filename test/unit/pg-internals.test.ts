@@ -1,7 +1,7 @@
 import test from "ava";
 import { readFileSync } from "node:fs";
 import pg from "pg";
-import { PG_VERIFIED_VERSION } from "../../services/shared/db.js";
+import { PG_VERIFIED_VERSION } from "../../services/shared/sql/pg-internals.js";
 
 /**
  * services/shared/db.ts subclasses node-postgres's Client and Query and calls methods its type definitions leave out

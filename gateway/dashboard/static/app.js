@@ -82,19 +82,27 @@
   /** A delivery's status as a badge (deliveries tab, the test callback's delivery, the hearts list). */
   const deliveryBadge = (status) => badge(status, DELIVERY_STATUS_KINDS[status]);
 
+  /** What releases a held delivery, by the service's `held_reason` (services/delivery/domain/held-reason.ts). */
+  const RELEASED_BY = {
+    no_callback_url: "held until a callback URL is set (Integration tab)",
+    endpoint_disabled: "held until callbacks are re-enabled (Integration tab)",
+    endpoint_deleted: "not sent: its endpoint was deleted",
+    votifier_off: "held until Votifier is set up (Integration tab)",
+  };
+
   /**
-   * What the owner sees of a delivery's state. A pending delivery that nothing will send (a callback whose
-   * endpoint has no URL, a Votifier vote while Votifier is off) is shown as held, with what releases it
-   * instead of a next attempt: the dispatcher leaves it pending and due, so its next attempt time is in
-   * the past and means nothing (the stored status stays pending).
+   * What the owner sees of a delivery's state (Deliveries tab, a delivery's detail, the Hearts list). A pending
+   * delivery that nothing will send carries a `held_reason` from the service and is shown as held, with what
+   * releases it instead of a next attempt: the dispatcher leaves it pending and due, so its next attempt time is
+   * in the past and means nothing (the stored status stays pending).
    */
   function deliveryState(d) {
     if (d.status !== "pending") return { label: d.status, kind: DELIVERY_STATUS_KINDS[d.status], next: "\u2013", nextTime: "\u2013" };
-    const server = currentServer();
-    let releasedBy = "";
-    if (d.transport === "callback" && !d.endpoint_url) releasedBy = "held until a callback URL is set (Integration tab)";
-    else if (d.transport === "votifier" && server && !server.votifier_host) releasedBy = "held until Votifier is set up (Integration tab)";
-    if (releasedBy) return { label: "held", kind: "warn", next: releasedBy, nextTime: releasedBy };
+    if (d.held_reason) {
+      const releasedBy = RELEASED_BY[d.held_reason] || `held (${d.held_reason})`;
+      return { label: "held", kind: "warn", next: releasedBy, nextTime: releasedBy };
+    }
+    if (!d.next_attempt_at) return { label: "pending", kind: "warn", next: "\u2013", nextTime: "\u2013" };
     return { label: "pending", kind: "warn", next: fmtWhen(d.next_attempt_at), nextTime: fmtTime(d.next_attempt_at) };
   }
 
@@ -1134,22 +1142,42 @@
     });
   }
 
-  function renderIntegration(server) {
+  /**
+   * Inputs of the Integration tab the owner changed since they were last filled. A render leaves them as typed: a
+   * settings load that answers after the owner began typing (a slow network, a tab opened twice) must not empty a
+   * field or untick a box before the save. A save fills the inputs of the form it saved again (they now show what
+   * was stored), and another server's render fills every input.
+   */
+  const editedInputs = new Set();
+  for (const type of ["input", "change"])
+    $("tab-integration").addEventListener(type, (event) => {
+      if (event.target.id) editedInputs.add(event.target.id);
+    });
+
+  /** Sets an Integration input's `prop` (value, checked) unless the owner has changed it since it was last filled. */
+  function fillInput(id, prop, value) {
+    if (!editedInputs.has(id)) $(id)[prop] = value;
+  }
+
+  /** Renders the Integration tab for `server`; `savedForm`: the form whose save answered with it (its inputs are filled again). */
+  function renderIntegration(server, savedForm) {
+    if (integrationRendered.serverId !== server.id) editedInputs.clear();
+    if (savedForm) for (const input of savedForm.querySelectorAll("[id]")) editedInputs.delete(input.id);
     integrationRendered.serverId = server.id;
     integrationRendered.count++;
-    $("callback-url").value = server.callback_url;
-    $("standard-webhooks").checked = server.standard_webhooks;
-    $("payload-version").value = String(server.payload_version || 1);
+    fillInput("callback-url", "value", server.callback_url);
+    fillInput("standard-webhooks", "checked", server.standard_webhooks);
+    fillInput("payload-version", "value", String(server.payload_version || 1));
     $("public-key-signatures").hidden = !server.public_key_signatures;
-    $("public-key-signatures-switch").checked = server.public_key_signatures;
+    fillInput("public-key-signatures-switch", "checked", server.public_key_signatures);
     $("callback-disabled").hidden = !server.callback_disabled_reason;
     $("callback-disabled-reason").textContent = server.callback_disabled_reason
       ? `${reasonSince(server.callback_disabled_reason, server.callback_disabled_at)}.`
       : "";
-    $("votifier-host").value = server.votifier_host;
-    $("votifier-port").value = server.votifier_port === null ? "" : String(server.votifier_port);
-    $("votifier-service-name").value = server.votifier_service_name;
-    $("votifier-token").value = "";
+    fillInput("votifier-host", "value", server.votifier_host);
+    fillInput("votifier-port", "value", server.votifier_port === null ? "" : String(server.votifier_port));
+    fillInput("votifier-service-name", "value", server.votifier_service_name);
+    fillInput("votifier-token", "value", "");
     $("votifier-token").placeholder = server.votifier_token_set ? "stored; empty keeps it" : "from config.yml";
     $("votifier-status").replaceChildren(server.votifier_host ? badge("on", "ok") : badge("off"));
     // Turn off is offered only while Votifier is on.
@@ -1161,16 +1189,16 @@
     // No key yet: nothing to reveal, and the one action is to mint the first key.
     $("reveal-claim-secret").hidden = !server.claims.claim_key_set;
     $("rotate-claim-secret").textContent = server.claims.claim_key_set ? "Rotate" : "Mint a key";
-    $("claims-hold-days").value = String(server.claims.hold_days);
-    $("claims-max-held").value = String(server.claims.max_held_per_player);
-    $("claims-pays-once").checked = server.claims.pays_once === true;
+    fillInput("claims-hold-days", "value", String(server.claims.hold_days));
+    fillInput("claims-max-held", "value", String(server.claims.max_held_per_player));
+    fillInput("claims-pays-once", "checked", server.claims.pays_once === true);
     syncNotices();
   }
 
   async function saveVotifier(_button, settings, message) {
     const { server } = await api("PUT", serverPath("/votifier"), settings);
     updateServer(server);
-    renderIntegration(server);
+    renderIntegration(server, $("votifier-form"));
     showOk(message);
   }
 
@@ -1299,7 +1327,7 @@
         pays_once: $("claims-pays-once").checked,
       });
       updateServer(server);
-      renderIntegration(server);
+      renderIntegration(server, $("claims-form"));
       showOk("Claim settings saved. The hold window applies to hearts counted from now on.");
     });
   });
@@ -1314,7 +1342,7 @@
         public_key_signatures: $("public-key-signatures-switch").checked,
       });
       updateServer(server);
-      renderIntegration(server);
+      renderIntegration(server, $("callback-form"));
       await loadEndpoints();
       showOk(server.callback_url ? "Callback settings saved." : "Callback removed.");
     });
@@ -1686,6 +1714,7 @@
     fmtRate,
     badge,
     deliveryBadge,
+    deliveryState,
     statusBadge,
     emptyRow,
     serverPath,

@@ -1,0 +1,72 @@
+import { Prisma } from "../../gen/prisma/client.js";
+
+/**
+ * The claim ledger's writes: every INSERT and UPDATE of `vote_claims` is built here, as SQL fragments the
+ * callers compose into their own statements (CTE chains), so each caller keeps its one round trip:
+ * - CastHeart (services/hearts/store.ts) holds a counted heart (holdVoteClaimsSql) and expires the player's
+ *   older held hearts past their window or beyond the cap (expireVoteClaimsSql);
+ * - a claim (ledger-store.ts) marks the player's oldest held heart claimed (claimVoteClaimSql);
+ * - pay-once mode (services/delivery/withdraw-unpaid.ts) marks a heart another transport paid withdrawn (withdrawVoteClaimsSql).
+ * Rows are kept, never deleted.
+ */
+
+/**
+ * Whom the per-player cap counts, over a row `d` with the heart's ids and username: the strongest id
+ * given (SteamID64, Minecraft UUID, Discord id, account id), else the lower-cased username.
+ */
+export const PLAYER_KEY_SQL = Prisma.sql`COALESCE('steam:' || d.steam_id, 'mc:' || d.minecraft_uuid, 'discord:' || d.discord_id, 'account:' || d.account_id, 'name:' || lower(d.username))`;
+
+/**
+ * The INSERT of held ledger rows (a data-modifying CTE): `rows` names a relation with the columns of
+ * a new row (heart_id, server_id, player_key, username_lower, the platform ids, counted_at, expires_at).
+ */
+export function holdVoteClaimsSql(rows: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`
+    INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, steam_id, discord_id, minecraft_uuid, account_id, counted_at, expires_at)
+    SELECT heart_id, server_id, player_key, username_lower, steam_id, discord_id, minecraft_uuid, account_id, counted_at, expires_at
+    FROM ${rows}
+    RETURNING heart_id`;
+}
+
+/**
+ * Expires the older held hearts of each player of `rows` (a relation of the new rows, as holdVoteClaimsSql
+ * takes them, plus claim_max_held): past their window -> expired ("window"); beyond the cap counting the new
+ * ones -> the oldest expired ("cap"). A SELECT, one row per player (its `expired` count), to be read by the
+ * statement's final SELECT (a CTE no one reads is not run). Each player is expired by expire_vote_claims
+ * (migration 20261130120000_vote_claims_cap_lock) under a per-player lock, reading what an overlapping
+ * statement for the same player committed, so the cap holds under concurrent casts; players are taken in
+ * (server, player) order, so two statements never wait on each other in a cycle.
+ */
+export function expireVoteClaimsSql(rows: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`
+    SELECT expire_vote_claims(n.server_id, n.player_key, n.at, n.fresh, n.max_held, n.fresh_ids) AS expired
+    FROM (
+      SELECT server_id, player_key, count(*)::int AS fresh, max(counted_at) AS at, min(claim_max_held) AS max_held,
+             array_agg(heart_id) AS fresh_ids
+      FROM ${rows} GROUP BY server_id, player_key
+      ORDER BY server_id, player_key
+    ) n`;
+}
+
+/**
+ * The claim of ledger rows (the statement's final UPDATE): each row of `target` (a relation with
+ * heart_id) still held becomes `claimed` at `now`, when `also` holds for it (over `t`, the target row).
+ * Returns the ledger's columns as the claim answers them, and `returning`.
+ */
+export function claimVoteClaimSql(target: Prisma.Sql, now: Date, also: Prisma.Sql, returning: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE vote_claims v SET state = 'claimed', claimed_at = ${now}::timestamptz
+    FROM ${target} t WHERE v.heart_id = t.heart_id AND v.state = 'held' AND ${also}
+    RETURNING v.heart_id::text AS heart_id, v.state::text AS state, v.counted_at, v.expires_at, v.claimed_at, ${returning}`;
+}
+
+/**
+ * Pay-once mode: the hearts' held ledger rows become `withdrawn` (another transport paid them), when
+ * `enabled` (a data-modifying CTE; with `enabled` false it changes nothing). Returns heart_id.
+ */
+export function withdrawVoteClaimsSql(q: { serverId: string; heartIds: readonly string[]; enabled: boolean }): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE vote_claims SET state = 'withdrawn'
+    WHERE ${q.enabled} AND server_id = ${q.serverId}::uuid AND heart_id = ANY(${[...q.heartIds]}::uuid[]) AND state = 'held'
+    RETURNING heart_id`;
+}

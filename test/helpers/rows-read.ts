@@ -1,0 +1,49 @@
+import type { Prisma } from "../../gen/prisma/client.js";
+import { runSqlTransaction } from "../../services/shared/sql/executor.js";
+
+/** A node of PostgreSQL's EXPLAIN (FORMAT JSON) plan, as far as rowsReadByTable reads it. */
+interface PlanNode {
+  "Relation Name"?: string;
+  "Actual Rows"?: number;
+  "Actual Loops"?: number;
+  "Rows Removed by Filter"?: number;
+  "Rows Removed by Index Recheck"?: number;
+  Plans?: PlanNode[];
+}
+
+/**
+ * The rows a statement read from each table: every scan node of its EXPLAIN (ANALYZE) plan counts the rows it
+ * returned plus those its filter or recheck removed, times its loops. Runs the statement inside a transaction that
+ * is rolled back, so a statement that writes (a dedup INSERT) leaves nothing behind.
+ */
+export async function rowsReadByTable(client: object, sql: Prisma.Sql): Promise<Record<string, number>> {
+  const explained = { text: `EXPLAIN (ANALYZE, FORMAT JSON) ${sql.text}`, values: sql.values } as unknown as Prisma.Sql;
+  const rolledBack = new Error("rolled back on purpose");
+  let plan: PlanNode | undefined;
+  try {
+    await runSqlTransaction(
+      client,
+      async (tx) => {
+        const [row] = await tx.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(explained);
+        plan = row?.["QUERY PLAN"][0]?.Plan;
+        throw rolledBack;
+      },
+      { timeoutMs: 60_000 },
+    );
+  } catch (error) {
+    // Failure policy: the rollback is the point (the statement may write); any other error is the caller's.
+    if (error !== rolledBack) throw error;
+  }
+  if (!plan) throw new Error("EXPLAIN returned no plan");
+  const read: Record<string, number> = {};
+  const walk = (node: PlanNode) => {
+    const table = node["Relation Name"];
+    if (table !== undefined) {
+      const rows = (node["Actual Rows"] ?? 0) + (node["Rows Removed by Filter"] ?? 0) + (node["Rows Removed by Index Recheck"] ?? 0);
+      read[table] = (read[table] ?? 0) + rows * (node["Actual Loops"] ?? 1);
+    }
+    for (const child of node.Plans ?? []) walk(child);
+  };
+  walk(plan);
+  return read;
+}

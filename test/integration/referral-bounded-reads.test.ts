@@ -1,0 +1,133 @@
+/**
+ * ApplyEvent's reads stay bounded whatever one address's history (issue: the same cost on day 1,000 as on day 1).
+ * A carrier-grade NAT address has 20,000 earlier clicks on the server and 20,000 hearts; a `registered` from it
+ * must read a handful of rows, not its history: with review off (the default) nothing of the anti-abuse facts
+ * is read at all, and with review on each count stops at its rule's threshold. Every statement a round sends is
+ * recorded and re-run under EXPLAIN ANALYZE (rolled back) to count the rows it read per table.
+ */
+import anyTest, { type TestFn } from "ava";
+import pg from "pg";
+import type { PrismaClient } from "../../services/shared/db.js";
+import { Prisma } from "../../gen/prisma/client.js";
+import { applyEventBatch } from "../../services/referral/apply-event.js";
+import { DEFAULT_ABUSE_RULES } from "../../services/referral/domain/abuse-signals.js";
+import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
+import { executeSql, registerSqlPool } from "../../services/shared/sql/executor.js";
+import { rowsReadByTable } from "../helpers/rows-read.js";
+import { clickToken, createReferralServer, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
+
+const HOT_ADDRESS = "203.0.113.7";
+const HISTORY_ROWS = 20_000;
+
+const test = anyTest as TestFn<{ h: Harness; pool: pg.Pool }>;
+
+test.before(async (t) => {
+  const h = await startHarness({ maxConnections: 10 });
+  t.context = { h, pool: new pg.Pool({ connectionString: h.db.url, max: 2 }) };
+});
+test.after.always(async (t) => {
+  await t.context.pool?.end();
+  await t.context.h?.close();
+});
+
+/** A server whose hot address has HISTORY_ROWS clicks (unlinked, within every rule window) and HISTORY_ROWS hearts. */
+async function serverWithHistory(h: Harness): Promise<string> {
+  const { serverId } = await createReferralServer(h);
+  const at = h.clock.now();
+  await executeSql(
+    h.db.prisma,
+    Prisma.sql`
+    INSERT INTO referral_clicks (id, server_id, referrer_identity, token, ip, subnet, user_agent, created_at)
+    SELECT gen_random_uuid(), ${serverId}::uuid, 'farm-' || (g % 50), 'history-' || ${serverId}::text || '-' || g, ${HOT_ADDRESS}, '203.0.113.0/24', 'ua',
+           ${at}::timestamptz - (g % 3600) * interval '1 second'
+    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g`,
+  );
+  await executeSql(
+    h.db.prisma,
+    Prisma.sql`
+    INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons, period, created_at)
+    SELECT gen_random_uuid(), ${serverId}::uuid, 'player' || g, 'voter-' || g, ${HOT_ADDRESS}, '203.0.113.0/24', 'ua', true, 'counted', 0, '{}', 'hist',
+           ${at}::timestamptz - (g % 3600) * interval '1 second'
+    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g`,
+  );
+  await executeSql(h.db.prisma, Prisma.sql`ANALYZE referral_clicks, hearts`);
+  return serverId;
+}
+
+/** A client whose raw SQL runs on a pool that records every statement (text and values) it is sent. */
+function recordingClient(pool: pg.Pool): { client: PrismaClient; statements: Prisma.Sql[] } {
+  const statements: Prisma.Sql[] = [];
+  const record = (config: unknown) => {
+    const c = config as { text?: string; values?: unknown[] };
+    if (typeof config === "string") statements.push({ text: config, values: [] } as unknown as Prisma.Sql);
+    else if (c.text !== undefined) statements.push({ text: c.text, values: c.values ?? [] } as unknown as Prisma.Sql);
+  };
+  const recording = {
+    connect: async () => {
+      const connection = await pool.connect();
+      const query = connection.query.bind(connection) as (...args: unknown[]) => unknown;
+      (connection as unknown as { query: (...args: unknown[]) => unknown }).query = (config: unknown, ...rest: unknown[]) => {
+        record(config);
+        return query(config, ...rest);
+      };
+      return connection;
+    },
+    query: (config: unknown) => {
+      record(config);
+      return pool.query(config as pg.QueryConfig);
+    },
+  };
+  const client = {} as PrismaClient;
+  registerSqlPool(client, { pool: recording as unknown as pg.Pool, nameOf: undefined });
+  return { client, statements };
+}
+
+/** Applies one `registered` from the hot address through the recording client; the round's statements (no COMMIT). */
+async function registerFromHotAddress(t: { context: { h: Harness; pool: pg.Pool } }, serverId: string, referee: string): Promise<Prisma.Sql[]> {
+  const { h, pool } = t.context;
+  const token = await clickToken(h, serverId, "alice");
+  const { client, statements } = recordingClient(pool);
+  const [outcome] = await applyEventBatch({ ...h.deps, prisma: client }, [
+    toApplyEventCommand({ serverId, event: "registered", token, serverEventId: `reg-${referee}`, refereeIdentity: referee, ts: 0n, kid: "k1" }),
+  ]);
+  if (!outcome?.ok) throw new Error(`registered was not applied: ${String(outcome && !outcome.ok ? outcome.error : "none")}`);
+  return statements.filter((s) => !/^(COMMIT|ROLLBACK|BEGIN)$/.test(s.text));
+}
+
+/** The rows the statements read per table, summed. */
+async function rowsRead(h: Harness, statements: Prisma.Sql[]): Promise<Record<string, number>> {
+  const total: Record<string, number> = {};
+  for (const statement of statements)
+    for (const [table, rows] of Object.entries(await rowsReadByTable(h.db.prisma, statement))) total[table] = (total[table] ?? 0) + rows;
+  return total;
+}
+
+test.serial(
+  "review off: a registered from an address with 20,000 clicks and 20,000 hearts sends two statements and reads a few rows, none of its history",
+  async (t) => {
+    const { h } = t.context;
+    const serverId = await serverWithHistory(h);
+    const statements = await registerFromHotAddress(t, serverId, "bob");
+    t.is(statements.length, 2, "read + dedup, then the write: no anti-abuse statement");
+    const read = await rowsRead(h, statements);
+    // The token's click (statement 1) and the click link (the write); 0 hearts.
+    t.true((read.referral_clicks ?? 0) <= 4, `referral_clicks rows read: ${read.referral_clicks}`);
+    t.is(read.hearts ?? 0, 0, "no heart read");
+  },
+);
+
+test.serial("review on: the anti-abuse facts stop at each rule's threshold, never reading the address's 20,000 clicks or hearts", async (t) => {
+  const { h } = t.context;
+  const serverId = await serverWithHistory(h);
+  await h.db.prisma.server.update({ where: { id: serverId }, data: { referralReviewMode: "loose" } });
+  const statements = await registerFromHotAddress(t, serverId, "carol");
+  t.is(statements.length, 3, "read + dedup, the anti-abuse facts, the write");
+  const read = await rowsRead(h, statements);
+  const velocity = DEFAULT_ABUSE_RULES.clickVelocity.maxClicks + 1;
+  const fanout = DEFAULT_ABUSE_RULES.ipFanout.maxReferees + DEFAULT_ABUSE_RULES.subnetFanout.maxReferees;
+  // Velocity stops at maxClicks + 1; the fan-outs read linked clicks only (this one, once linked); the token's click and its link.
+  t.true((read.referral_clicks ?? 0) <= velocity + fanout + 6, `referral_clicks rows read: ${read.referral_clicks}`);
+  t.true((read.hearts ?? 0) <= 4, `hearts rows read: ${read.hearts}`);
+  const [referral] = await h.db.prisma.referral.findMany({ where: { serverId, refereeIdentity: "carol" } });
+  t.deepEqual(referral?.signals, ["click_velocity"], "the hot address's click velocity is still flagged");
+});

@@ -1,7 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { Prisma as PrismaNs, PrismaClient } from "../../gen/prisma/client.js";
-import { registerSqlPool, runSql, type SqlTx } from "./sql/executor.js";
+import { registerSqlPool, runSql } from "./sql/executor.js";
 import { ConnectionLossCodedClient } from "./sql/pg-internals.js";
 
 export { PrismaClient };

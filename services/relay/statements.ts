@@ -86,8 +86,7 @@ export interface ClaimAfterLocks {
  */
 export async function markPublishedAndClaim(tx: SqlTx, c: ClaimAfterLocks): Promise<OutboxRow[]> {
   const markedAboveCursor = c.markIds.filter((id) => id > c.afterId);
-  // A bigint column comes as a string from node-postgres (as a bigint from Prisma): BigInt() takes either.
-  const rows = await tx.query<Omit<OutboxRow, "id"> & { id: bigint | string }>(Prisma.sql`
+  return tx.query<OutboxRow>(Prisma.sql`
       WITH marked AS (UPDATE outbox SET published_at = now() WHERE id = ANY(${c.markIds}::bigint[]))
       SELECT id, topic, key, payload FROM outbox
       WHERE published_at IS NULL
@@ -95,7 +94,6 @@ export async function markPublishedAndClaim(tx: SqlTx, c: ClaimAfterLocks): Prom
         AND id <> ALL(${markedAboveCursor}::bigint[])
       ORDER BY id
       LIMIT ${c.limit}::int`);
-  return rows.map((r) => ({ ...r, id: BigInt(r.id) }));
 }
 
 /** Marks sent rows published (in the pass's transaction: a rolled-back pass leaves them unpublished). */

@@ -5,6 +5,7 @@ import { PluginCallOutcome, PluginCallSchema, type PluginCall, type RecordPlugin
 import type { Logger } from "../services/shared/log.js";
 import type { Metrics } from "../services/shared/metrics.js";
 import { isUuid } from "../services/shared/ids.js";
+import { MAX_PLUGIN_CALL_PLAYER_ID_CHARS, MAX_PLUGIN_CALLS_PER_BATCH } from "../services/shared/plugin-call-limits.js";
 import { claimKeyLookupHash } from "../services/shared/secrets.js";
 import { parseVoteQuery, type VoteClaimResult } from "./handle-vote-claim.js";
 
@@ -22,8 +23,8 @@ import { parseVoteQuery, type VoteClaimResult } from "./handle-vote-claim.js";
 
 /** How often buffered calls are sent. */
 export const PLUGIN_CALL_FLUSH_MS = 1_000;
-/** Calls per RecordPluginCalls request at most; a full batch is sent at once, without waiting for the timer. */
-export const PLUGIN_CALL_BATCH_MAX = 500;
+/** Calls per RecordPluginCalls request at most (the request's own bound); a full batch is sent at once, without waiting for the timer. */
+export const PLUGIN_CALL_BATCH_MAX = MAX_PLUGIN_CALLS_PER_BATCH;
 /** Calls held at most while they wait to be sent; more are dropped and counted. */
 export const PLUGIN_CALL_BUFFER_MAX = 5_000;
 /** Deadline of one RecordPluginCalls call. */
@@ -75,7 +76,7 @@ export function toPluginCall(answered: AnsweredVoteClaim): PluginCall | undefine
     serverId,
     claimKeySha256: serverId === "" ? claimKeyLookupHash(parsed.key) : "",
     urlServerId: serverId === "" && isUuid(urlServerId) ? urlServerId : "",
-    playerId: parsed.player.value,
+    playerId: parsed.player.value.slice(0, MAX_PLUGIN_CALL_PLAYER_ID_CHARS),
   });
 }
 

@@ -4,19 +4,16 @@ import type { PluginCall, RecordPluginCallsRequest } from "../../gen/proto/claim
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { isUuid } from "../shared/ids.js";
+import { MAX_PLUGIN_CALL_PLAYER_ID_CHARS, MAX_PLUGIN_CALLS_PER_BATCH } from "../shared/plugin-call-limits.js";
 import { PLAYER_ID_KIND_NAMES, PLUGIN_CALL_OUTCOME_NAMES } from "../shared/proto-names.js";
 import { runSql } from "../shared/sql/executor.js";
 
-/** Calls per RecordPluginCalls request at most (the gateway flushes at most this many at once). */
-export const MAX_PLUGIN_CALLS_PER_BATCH = 1_000;
 /** A count whose `since` is this old starts over at its next call: the card's counts cover at most the last hour. */
 export const PLUGIN_ACTIVITY_COUNT_WINDOW_MS = 60 * 60_000;
 /** Age limit: a row whose last call is this old is deleted (plugin_activity, prisma/schema.prisma). */
 export const PLUGIN_ACTIVITY_MAX_AGE_MS = 30 * 24 * 60 * 60_000;
 /** Old rows deleted per batch at most (the age limit's small batches, run by the write statement itself). */
 export const PLUGIN_ACTIVITY_DELETE_PER_BATCH = 100;
-/** Longest stored player id; a longer one is cut (the owner sees enough to recognise its form). */
-export const MAX_STORED_PLAYER_ID_CHARS = 64;
 /** Longest path or answer a call may name; a call with a longer one is dropped (the gateway's are short). */
 const MAX_LABEL_CHARS = 32;
 const FAMILY_SHAPE = /^\/[A-Za-z0-9/._-]*$/;
@@ -57,7 +54,7 @@ function toCallRow(call: PluginCall): CallRow | null {
     // The URL's server vouches for nothing: it attributes a wrong key only (a right key names its own server).
     urlServerId: outcome === "wrong_key" ? uuidOrNull(call.urlServerId) : null,
     // A wrong-key call may come from anyone: its player id is not the owner's player and is not kept.
-    playerId: outcome === "wrong_key" || call.playerId === "" ? null : call.playerId.slice(0, MAX_STORED_PLAYER_ID_CHARS),
+    playerId: outcome === "wrong_key" || call.playerId === "" ? null : call.playerId.slice(0, MAX_PLUGIN_CALL_PLAYER_ID_CHARS),
   };
 }
 

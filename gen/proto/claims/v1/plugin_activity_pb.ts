@@ -80,7 +80,7 @@ export type PluginCall = Message<"claims.v1.PluginCall"> & {
   urlServerId: string;
 
   /**
-   * The player id as sent; stored cut to 64 characters, and never for a wrong key.
+   * The player id as sent, cut to 64 characters; never stored for a wrong key.
    *
    * @generated from field: string player_id = 10;
    */
@@ -99,7 +99,7 @@ export const PluginCallSchema: GenMessage<PluginCall> = /*@__PURE__*/
  */
 export type RecordPluginCallsRequest = Message<"claims.v1.RecordPluginCallsRequest"> & {
   /**
-   * At most 1,000 calls.
+   * At most 200 calls (a full batch fits the 64 KiB message limit).
    *
    * @generated from field: repeated claims.v1.PluginCall calls = 1;
    */

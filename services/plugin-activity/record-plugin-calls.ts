@@ -103,6 +103,8 @@ export function upsertPluginCalls(rows: readonly CallRow[], now: Date): Prisma.S
     ), up AS (
       INSERT INTO plugin_activity AS p (server_id, family, player_id_kind, outcome, calls, since, last_at, last_action, last_answer, last_player_id)
       SELECT sid, family, kind, outcome, n::int, first_at, at, action, answer, player_id FROM grouped
+      -- One order of row locks for every gateway's batch: two batches upserting the same rows cannot deadlock.
+      ORDER BY sid, family, kind, outcome
       ON CONFLICT (server_id, family, player_id_kind, outcome) DO UPDATE SET
         calls = CASE WHEN p.since < EXCLUDED.last_at - ${`${PLUGIN_ACTIVITY_COUNT_WINDOW_MS} milliseconds`}::interval THEN EXCLUDED.calls
                      ELSE least(p.calls::int8 + EXCLUDED.calls, 2147483647)::int END,

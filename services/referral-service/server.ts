@@ -11,6 +11,7 @@ import type { ApplyEventBatchOptions } from "../referral/apply-event.js";
 import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
 import { claimRoutes } from "../claims/routes.js";
+import { pluginActivityRoutes } from "../plugin-activity/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
 import { withdrawOthers } from "../delivery/withdraw-unpaid.js";
 import { operatorRoutes } from "../operator/routes.js";
@@ -58,6 +59,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     serverAdminRoutes(deps)(router);
     heartRoutes(deps)(router);
     claimRoutes({ ...deps, withdrawOthers })(router);
+    pluginActivityRoutes(deps)(router);
     deliveryRoutes(deps)(router);
     operatorRoutes(deps)(router);
     deliveryStatsRoutes(deps)(router);

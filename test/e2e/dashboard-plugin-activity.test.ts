@@ -13,9 +13,9 @@ import { launchChromium } from "../../scripts/infra/chromium.js";
 import { createLogger } from "../../services/shared/log.js";
 import { type DashboardBrowserContext, LAPTOP, PHONE } from "../helpers/dashboard-browser.js";
 import { eventually } from "../helpers/eventually.js";
-import { pluginGet } from "../helpers/plugin-clients.js";
+import { pluginGet } from "../../scripts/harness/plugin-clients.js";
 import { screenshotDir } from "../helpers/screenshots.js";
-import { startStack } from "../helpers/stack.js";
+import { startStack } from "../../scripts/harness/stack.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 const test = anyTest as TestFn<DashboardBrowserContext>;

@@ -22,8 +22,8 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
 import { eventually } from "../helpers/eventually.js";
 import { ownerApi, signInOwner } from "../helpers/owner-session.js";
-import { pluginGet } from "../helpers/plugin-clients.js";
-import { createServiceClients, startStack, type TestGateway, type TestStack } from "../helpers/stack.js";
+import { pluginGet } from "../../scripts/harness/plugin-clients.js";
+import { createServiceClients, startStack, type TestGateway, type TestStack } from "../../scripts/harness/stack.js";
 
 interface Context {
   stack: TestStack;

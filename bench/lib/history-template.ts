@@ -237,3 +237,16 @@ async function dropTemplate(admin: pg.Client, name: string): Promise<void> {
   await admin.query(`ALTER DATABASE "${name}" IS_TEMPLATE false`);
   await admin.query(`DROP DATABASE "${name}" WITH (FORCE)`);
 }
+
+/**
+ * The history scale asked for: `--history` (scale 1), `--history=SCALE`, or BENCH_HISTORY_SCALE;
+ * undefined when neither is given (the run measures the empty database only, as it always did).
+ */
+export function parseHistoryScale(args: string[], fromEnv: string | undefined): number | undefined {
+  const flag = args.find((a) => a === "--history" || a.startsWith("--history="));
+  const raw = flag === undefined ? fromEnv || undefined : flag === "--history" ? "1" : flag.slice("--history=".length);
+  if (raw === undefined) return undefined;
+  const scale = Number(raw);
+  if (!(Number.isFinite(scale) && scale > 0)) throw new Error(`the history scale must be a number above 0 (1 = the issue's steady-state size), got ${raw}`);
+  return scale;
+}

@@ -1,7 +1,7 @@
 /** The benchmark's history template (bench/lib/history-template.ts) and the empty-vs-history comparison (bench/lib/compare-databases.ts). */
 import test from "ava";
 import { compareMedians, cpuPerRequest, renderComparison } from "../../bench/lib/compare-databases.js";
-import { buildFreeBytes, diskRefusal, historyTemplateName, planHistoryTemplate } from "../../bench/lib/history-template.js";
+import { buildFreeBytes, diskRefusal, historyTemplateName, parseHistoryScale, planHistoryTemplate } from "../../bench/lib/history-template.js";
 
 const GB = 2 ** 30;
 
@@ -22,7 +22,12 @@ test("a missing template is built; other versions', other scales' and unfinished
 });
 
 test("a kept template is reused and migrated forward with the target's newer migrations only", (t) => {
-  const plan = planHistoryTemplate({ existing: ["bench_history_v1_s1"], wanted: "bench_history_v1_s1", templateMigrations: ["a", "b"], targetMigrations: ["a", "b", "c"] });
+  const plan = planHistoryTemplate({
+    existing: ["bench_history_v1_s1"],
+    wanted: "bench_history_v1_s1",
+    templateMigrations: ["a", "b"],
+    targetMigrations: ["a", "b", "c"],
+  });
   t.deepEqual(plan, { build: false, drop: [], pending: ["c"] });
   t.deepEqual(planHistoryTemplate({ existing: ["bench_history_v1_s1"], wanted: "bench_history_v1_s1", templateMigrations: ["a"], targetMigrations: ["a"] }), {
     build: false,
@@ -32,7 +37,12 @@ test("a kept template is reused and migrated forward with the target's newer mig
 });
 
 test("a template holding a migration the target does not know is rebuilt (an older target cannot run on a newer schema)", (t) => {
-  const plan = planHistoryTemplate({ existing: ["bench_history_v1_s1"], wanted: "bench_history_v1_s1", templateMigrations: ["a", "z"], targetMigrations: ["a", "b"] });
+  const plan = planHistoryTemplate({
+    existing: ["bench_history_v1_s1"],
+    wanted: "bench_history_v1_s1",
+    templateMigrations: ["a", "z"],
+    targetMigrations: ["a", "b"],
+  });
   t.deepEqual(plan, { build: true, drop: ["bench_history_v1_s1"], pending: [] });
 });
 
@@ -53,8 +63,8 @@ test("CPU per request counts the serving processes and PostgreSQL, not the load 
 
 test("the comparison pairs figures both databases have, ratio = history / empty, none when the empty one is 0", (t) => {
   const rows = compareMedians(
-    { "ingest.gateway.rps": { median: 2000 }, "ingest.gateway.cpuMsPerRequest.all": { median: 0.8 }, "only.empty": { median: 1 }, "zero": { median: 0 } },
-    { "ingest.gateway.rps": { median: 1500 }, "ingest.gateway.cpuMsPerRequest.all": { median: 1 }, "only.history": { median: 1 }, "zero": { median: 3 } },
+    { "ingest.gateway.rps": { median: 2000 }, "ingest.gateway.cpuMsPerRequest.all": { median: 0.8 }, "only.empty": { median: 1 }, zero: { median: 0 } },
+    { "ingest.gateway.rps": { median: 1500 }, "ingest.gateway.cpuMsPerRequest.all": { median: 1 }, "only.history": { median: 1 }, zero: { median: 3 } },
   );
   t.deepEqual(
     rows.map((r) => [r.figure, r.ratio]),
@@ -67,4 +77,13 @@ test("the comparison pairs figures both databases have, ratio = history / empty,
   const md = renderComparison(rows);
   t.regex(md, /\| ingest\.gateway \| 0\.800 \| 1\.000 \| 1\.25x \| — \| — \| — \|/);
   t.regex(md, /\| ingest\.gateway\.rps \| 2,?000(\.00)? \| 1,?500(\.00)? \| 0\.75x \|/);
+});
+
+test("--history means scale 1, --history=SCALE or BENCH_HISTORY_SCALE another; neither means no history; a scale that is not above 0 is refused", (t) => {
+  t.is(parseHistoryScale(["--quick"], undefined), undefined);
+  t.is(parseHistoryScale(["--quick"], ""), undefined);
+  t.is(parseHistoryScale(["--history"], undefined), 1);
+  t.is(parseHistoryScale(["--history=0.002"], "0.5"), 0.002);
+  t.is(parseHistoryScale([], "0.5"), 0.5);
+  for (const bad of ["0", "-1", "x", ""]) t.throws(() => parseHistoryScale([`--history=${bad}`], undefined), undefined, bad);
 });

@@ -45,7 +45,10 @@ export function compareMedians(empty: Record<string, { median: number }>, histor
 const CPU_ALL = ".cpuMsPerRequest.all";
 const CPU_POSTGRES = ".cpuMsPerRequest.postgres";
 
-/** Markdown: CPU per request on both databases per measurement, then every shared figure with its ratio. */
+/** The harness's CPU breakdowns per process (`ingest.gateway.cpuMsPerEvent.load generator`): in the JSON, not in the table. */
+const PER_PROCESS_CPU = /\.cpuMsPer(Event|Call|Callback)\./;
+
+/** Markdown: CPU per request on both databases per measurement, then every shared figure (less the per-process CPU breakdowns) with its ratio. */
 export function renderComparison(rows: FigureComparison[]): string {
   const byFigure = new Map(rows.map((r) => [r.figure, r]));
   const ratio = (r: FigureComparison | undefined) => (r && Number.isFinite(r.ratio) ? `${fmt(r.ratio, 2)}x` : "—");
@@ -66,7 +69,7 @@ export function renderComparison(rows: FigureComparison[]): string {
     "",
     markdownTable(
       ["figure", "empty", "history", "history / empty"],
-      rows.map((r) => [r.figure, value(r.empty, 2), value(r.history, 2), ratio(r)]),
+      rows.filter((r) => !PER_PROCESS_CPU.test(r.figure)).map((r) => [r.figure, value(r.empty, 2), value(r.history, 2), ratio(r)]),
     ),
   ].join("\n");
 }

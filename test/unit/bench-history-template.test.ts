@@ -77,6 +77,10 @@ test("the comparison pairs figures both databases have, ratio = history / empty,
   const md = renderComparison(rows);
   t.regex(md, /\| ingest\.gateway \| 0\.800 \| 1\.000 \| 1\.25x \| — \| — \| — \|/);
   t.regex(md, /\| ingest\.gateway\.rps \| 2,?000(\.00)? \| 1,?500(\.00)? \| 0\.75x \|/);
+  t.notRegex(
+    renderComparison(compareMedians({ "a.cpuMsPerEvent.load generator": { median: 1 } }, { "a.cpuMsPerEvent.load generator": { median: 2 } })),
+    /load generator/,
+  );
 });
 
 test("--history means scale 1, --history=SCALE or BENCH_HISTORY_SCALE another; neither means no history; a scale that is not above 0 is refused", (t) => {

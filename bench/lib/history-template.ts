@@ -12,6 +12,7 @@
 import { readdirSync, statfsSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
+import { findAppliedMigrations } from "../../scripts/db/schema-engine.js";
 import { buildHistory, HISTORY_VERSION, historyRefreshStatements, historyRowsAt } from "./history.js";
 import { withDatabase } from "./infra.js";
 
@@ -122,7 +123,7 @@ export async function ensureHistoryTemplate(opts: {
   await admin.connect();
   try {
     const existing = (await admin.query<{ datname: string }>("SELECT datname FROM pg_database")).rows.map((r) => r.datname);
-    const templateMigrations = existing.includes(wanted) ? await appliedMigrations(withDatabase(opts.adminUrl, wanted)) : [];
+    const templateMigrations = existing.includes(wanted) ? await findAppliedMigrations(withDatabase(opts.adminUrl, wanted)) : [];
     const plan = planHistoryTemplate({ existing, wanted, templateMigrations, targetMigrations: migrationNames(opts.targetDir) });
     for (const name of plan.drop) {
       opts.progress(`history: dropping ${name} (another version or scale, an unfinished build, or newer than the target's migrations)`);
@@ -217,20 +218,6 @@ function migrationNames(targetDir: string): string[] {
     .filter((e) => e.isDirectory())
     .map((e) => e.name)
     .sort();
-}
-
-/** The migrations a database has applied (finished, not rolled back). */
-async function appliedMigrations(url: string): Promise<string[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ name: string }>(
-      "SELECT migration_name AS name FROM _prisma_migrations WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL ORDER BY 1",
-    );
-    return rows.map((r) => r.name);
-  } finally {
-    await client.end();
-  }
 }
 
 async function dropTemplate(admin: pg.Client, name: string): Promise<void> {

@@ -1,6 +1,7 @@
 /** The benchmark's history template (bench/lib/history-template.ts) and the empty-vs-history comparison (bench/lib/compare-databases.ts). */
 import test from "ava";
 import { compareMedians, cpuPerRequest, renderComparison } from "../../bench/lib/compare-databases.js";
+import { HOT_ADDRESS, historyRefreshStatements } from "../../bench/lib/history.js";
 import { buildFreeBytes, diskRefusal, historyTemplateName, parseHistoryScale, planHistoryTemplate } from "../../bench/lib/history-template.js";
 
 const GB = 2 ** 30;
@@ -90,4 +91,15 @@ test("--history means scale 1, --history=SCALE or BENCH_HISTORY_SCALE another; n
   t.is(parseHistoryScale(["--history=0.002"], "0.5"), 0.002);
   t.is(parseHistoryScale([], "0.5"), 0.5);
   for (const bad of ["0", "-1", "x", ""]) t.throws(() => parseHistoryScale([`--history=${bad}`], undefined), undefined, bad);
+});
+
+test("a clone moves the hot address's hearts and clicks forward by the template's age, so they stay inside the rule windows", (t) => {
+  const builtAt = new Date("2026-11-01T00:00:00Z");
+  const statements = historyRefreshStatements(builtAt, new Date("2026-11-03T00:01:30Z"));
+  t.is(statements.length, 2);
+  for (const { sql } of statements) {
+    t.regex(sql, /created_at = created_at \+ interval '172890 seconds'/);
+    t.true(sql.includes(`ip = '${HOT_ADDRESS}'`));
+  }
+  t.regex(historyRefreshStatements(builtAt, builtAt)[0]?.sql ?? "", /interval '0 seconds'/);
 });

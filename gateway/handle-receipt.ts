@@ -11,7 +11,7 @@ import {
 } from "../gen/proto/hearts/v1/hearts_pb.js";
 import { RECEIPT_JSON_SUFFIX, RECEIPT_PATH_PREFIX } from "../services/shared/wire.js";
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
-import type { RawReply } from "./landing.js";
+import type { RawReply } from "./http-errors.js";
 import { RECEIPT_ANSWER_HEADERS, RECEIPT_PAGE_HEADERS, receiptPage, receiptProblemPage, type ReceiptJson } from "./receipt-page.js";
 
 /** The route's name in logs and metrics; also the path logged for it, so no token reaches a log line. */

@@ -12,7 +12,7 @@ import {
 } from "../gen/proto/claims/v1/claims_pb.js";
 import type { FailureLimiter } from "./failure-limiter.js";
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
-import type { RawReply } from "./landing.js";
+import type { RawReply } from "./http-errors.js";
 
 /**
  * The public check/claim API for reward plugins (issue 19): the three answer families the published

@@ -6,6 +6,13 @@ import { CHECK_ERRORS, fixedError, type CheckErrorKind, type FixedErrorKind } fr
 /** The contract's exact error texts (services/shared/contract.ts is their home). */
 export { ERROR_TEXT } from "../services/shared/contract.js";
 
+/** A raw (non-JSON) answer: status, headers and body bytes. */
+export interface RawReply {
+  status: number;
+  headers: Record<string, string>;
+  body: string | Buffer;
+}
+
 /** A complete HTTP answer the gateway sends as JSON. */
 export interface HttpReply {
   status: number;

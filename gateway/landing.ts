@@ -3,6 +3,7 @@ import type { IncomingMessage } from "node:http";
 import { DASHBOARD_PATH } from "./dashboard/routes.js";
 import { OPENAPI_PATH } from "./openapi.js";
 import { escapeHtml, htmlPage, PAGE_HEADERS, renderMarkdown } from "./markdown.js";
+import type { RawReply } from "./http-errors.js";
 
 /** The gateway's front page: where a newcomer's browser or `curl` lands. */
 export const LANDING_PATH = "/";
@@ -43,13 +44,6 @@ export function landingLinks(opts: { dashboard: boolean }) {
     health: "/healthz",
     readiness: "/readyz",
   };
-}
-
-/** A raw (non-JSON) answer: status, headers and body bytes. */
-export interface RawReply {
-  status: number;
-  headers: Record<string, string>;
-  body: string | Buffer;
 }
 
 /**

@@ -43,7 +43,8 @@ import { MAX_BODY_BYTES, declaresTooLarge, readRawBody } from "./raw-body.js";
 import { maxCharsOf } from "../services/shared/field-rules.js";
 import { REQUEST_ID_HEADER, resolveRequestId } from "./request-id.js";
 import type { IngestRpcs } from "./forward.js";
-import { DOCS_PREFIX, LANDING_PATH, docReply, landingReply, type RawReply } from "./landing.js";
+import { DOCS_PREFIX, LANDING_PATH, docReply, landingReply } from "./landing.js";
+import type { RawReply } from "./http-errors.js";
 import { INGEST_PATH } from "../services/shared/contract.js";
 import {
   DEFAULT_CLAIM_KEY_GUESS_WINDOW_MS,

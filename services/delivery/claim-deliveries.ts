@@ -3,7 +3,7 @@ import type { PrismaClient } from "../shared/db.js";
 import { executeSql, runSql } from "../shared/sql/executor.js";
 import type { StreakState } from "../hearts/domain/streak.js";
 import type { PlatformIds } from "../shared/player-ids.js";
-import type { ReferralPayload } from "./referral-event.js";
+import type { ReferralPayload } from "./delivery-types.js";
 import { deliveryGuardSql, leaseDeliveriesSql, releaseLeaseSql } from "./write-deliveries.js";
 import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, type SealedSecretJson } from "../servers/active-secrets.js";
 

@@ -2,7 +2,7 @@ import { createEnvReader } from "../shared/config.js";
 import { readDatabaseUrl, readKafkaBrokers, readPort, readSecretBox } from "../shared/process-config.js";
 import type { SecretBox } from "../shared/secrets.js";
 import { DEFAULT_DISPATCH_CONCURRENCY, DEFAULT_PER_SERVER_CONCURRENCY, DEFAULT_POLL_INTERVAL_MS } from "./dispatcher.js";
-import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
+import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, readRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "./send-callback.js";
 import { DEFAULT_CONSUMER_STUCK_AFTER_MS, DEFAULT_KAFKA_SESSION_TIMEOUT_MS, DELIVERY_CONSUMER_GROUP } from "./consumer.js";
 import type { EnvReader } from "../shared/config.js";
@@ -41,20 +41,6 @@ export interface DeliveryConfig extends DispatchSettings {
   consumerStuckAfterMs: number;
   /** KAFKA_SESSION_TIMEOUT_MS: how long a killed delivery process keeps its partitions (DEFAULT_KAFKA_SESSION_TIMEOUT_MS). */
   kafkaSessionTimeoutMs: number;
-}
-
-/** Reads DELIVERY_RETRY_SCHEDULE (the dispatcher's, and the referral service's for test callbacks). */
-export function readRetrySchedule(r: EnvReader): RetrySchedule {
-  const scheduleText = r.optionalString("DELIVERY_RETRY_SCHEDULE");
-  if (scheduleText) {
-    try {
-      return parseRetrySchedule(scheduleText);
-    } catch (error) {
-      // Failure policy: report with every other problem; the process does not start.
-      r.problem(`DELIVERY_RETRY_SCHEDULE: ${(error as Error).message}`);
-    }
-  }
-  return DEFAULT_DISPATCH_SETTINGS.schedule;
 }
 
 /** Reads the dispatcher settings (DELIVERY_RETRY_SCHEDULE, CALLBACK_TIMEOUT_MS, ...). */

@@ -12,6 +12,7 @@ import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
 import { createVotifierTransport } from "./votifier-transport.js";
 import { markTakenOverInDoubt } from "./pay-once.js";
 import { startWorkerLiveness, type WorkerLiveness } from "./worker-liveness.js";
+import { LEASE_MARGIN_MS } from "./lease.js";
 
 /** Default number of attempts one dispatcher runs at once, over all servers. */
 export const DEFAULT_DISPATCH_CONCURRENCY = 128;
@@ -22,8 +23,6 @@ export const DEFAULT_DISPATCH_CONCURRENCY = 128;
 export const DEFAULT_PER_SERVER_CONCURRENCY = 4;
 /** Default pause between claims when nothing is due. */
 export const DEFAULT_POLL_INTERVAL_MS = 1_000;
-/** A lease outlives the attempt's timeout by this much; after it, another dispatcher may claim the row. */
-export const LEASE_MARGIN_MS = 30_000;
 /** The dispatcher's dependencies and settings. */
 export interface DispatcherOptions extends AttemptDeps {
   /** Replaces the transports (tests); by default the HTTP callback and Votifier v2. */

@@ -4,7 +4,7 @@ import type { PrismaClient } from "../shared/db.js";
 import { runSql } from "../shared/sql/executor.js";
 import { NIL_UUID } from "../shared/ids.js";
 import type { PlatformIds } from "../shared/player-ids.js";
-import type { ReferralPayload } from "./referral-event.js";
+import type { NewDelivery } from "./delivery-types.js";
 import { paidByTransportSql } from "../payouts/write-payouts.js";
 import { withdrawnTextSql } from "./withdraw-unpaid.js";
 import {
@@ -24,27 +24,6 @@ import { insertDeliveriesSql, storedStatusSql } from "./write-deliveries.js";
  * optionally leasing the new rows a dispatcher would claim next), and the test callback stores its
  * `heart.test` delivery.
  */
-
-/** A counted heart (or a referral event), as the consumer turns it into deliveries. */
-export interface NewDelivery {
-  heartId: string;
-  serverId: string;
-  eventType: string;
-  username: string;
-  voterIdentity: string;
-  period: string;
-  streakDay: number | null;
-  countedAt: Date;
-  /** The voter's platform ids and pass-through account id (absent or null: not given). */
-  platformIds?: PlatformIds;
-  /** When the voter may count again (absent or null: the event had none). */
-  nextEligibleAt?: Date | null;
-  /**
-   * A referral event (referral-event.ts): its envelope event id, the dedup key of its deliveries
-   * (one per subscribed endpoint), and its body fields. Absent for a heart (dedup key: heart_id).
-   */
-  referral?: { eventId: string; payload: ReferralPayload };
-}
 
 /** What makes a delivery of `d` unique per server, transport and endpoint. */
 function dedupKeyOf(d: NewDelivery): string {
@@ -275,3 +254,5 @@ export async function insertTestDelivery(
     votifier: null,
   };
 }
+
+export type { NewDelivery };

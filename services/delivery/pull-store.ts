@@ -8,7 +8,7 @@ import { DomainError } from "../shared/errors.js";
 import { betweenText } from "../shared/contract.js";
 import { MAX_PULL_PAGE } from "../shared/wire.js";
 import type { PlatformIds } from "../shared/player-ids.js";
-import type { ReferralPayload } from "./referral-event.js";
+import type { ReferralPayload } from "./delivery-types.js";
 
 /**
  * The pull transport: counted hearts of a server whose pull API is on are stored

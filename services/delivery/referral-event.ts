@@ -3,7 +3,7 @@ import type { Envelope } from "../../gen/proto/events/v1/events_pb.js";
 import { isUuid, NIL_UUID } from "../shared/ids.js";
 import { periodOf } from "../shared/period.js";
 import { REFERRAL_EVENT_TYPES } from "../shared/event-types.js";
-import type { NewDelivery } from "./insert-deliveries.js";
+import type { NewDelivery, ReferralEventType, ReferralPayload } from "./delivery-types.js";
 
 /**
  * Referral outcomes delivered to owners: a `referral.registered|qualified|reversed` envelope on
@@ -13,28 +13,9 @@ import type { NewDelivery } from "./insert-deliveries.js";
  * per attempt and equals the signature's `t`.
  */
 
-/** One referral event type. */
-export type ReferralEventType = (typeof REFERRAL_EVENT_TYPES)[number];
-
 /** True for a referral event type. */
 export function isReferralEventType(value: string): value is ReferralEventType {
   return (REFERRAL_EVENT_TYPES as readonly string[]).includes(value);
-}
-
-/** A referral event's body without `timestamp`: the `payload` column of its deliveries. */
-export interface ReferralPayload {
-  event: ReferralEventType;
-  event_id: string;
-  server_id: string;
-  referral_id: string;
-  referrer_identity: string;
-  referee_identity: string;
-  state: string;
-  previous_state: string;
-  /** reversed only, when the server sent one: refund, chargeback, fraud, abuse, test or other. */
-  reason?: string;
-  /** reversed only: the reason as the server sent it, when it was not one of the known values. */
-  reason_text?: string;
 }
 
 /** The body of one attempt: the payload with `timestamp` (unix seconds, the signature's `t`) last. */

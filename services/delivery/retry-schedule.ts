@@ -1,3 +1,4 @@
+import type { EnvReader } from "../shared/config.js";
 /**
  * The reward callback retry schedule: the delay before each retry, jitter, and the
  * bounds within which a receiver's Retry-After is honoured. Pure: the clock and the
@@ -80,4 +81,21 @@ export function parseRetryAfter(value: string | undefined, now: Date): number | 
 /** Total time the schedule spans before jitter, for docs and logs. */
 export function scheduleSpanMs(schedule: RetrySchedule): number {
   return schedule.delaysMs.reduce((sum, d) => sum + d, 0);
+}
+
+/**
+ * Reads DELIVERY_RETRY_SCHEDULE (the dispatcher's, and the referral service's for test callbacks). Here, not in
+ * config.ts, so the referral service reads it without loading the dispatcher's and consumer's modules.
+ */
+export function readRetrySchedule(r: EnvReader): RetrySchedule {
+  const scheduleText = r.optionalString("DELIVERY_RETRY_SCHEDULE");
+  if (scheduleText) {
+    try {
+      return parseRetrySchedule(scheduleText);
+    } catch (error) {
+      // Failure policy: report with every other problem; the process does not start.
+      r.problem(`DELIVERY_RETRY_SCHEDULE: ${(error as Error).message}`);
+    }
+  }
+  return parseRetrySchedule(DEFAULT_RETRY_SCHEDULE);
 }

@@ -6,7 +6,8 @@ import { isForbiddenAddress, specialRangeOf } from "../shared/callback-url.js";
 import type { KeyObject } from "node:crypto";
 import { canonicalString, formatCallbackSignature, formatStandardWebhookAsymmetricSignature, formatStandardWebhookSignature } from "../shared/signature.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
-import { buildReferralEventBody, type ReferralEventType, type ReferralPayload } from "./referral-event.js";
+import type { ReferralEventType, ReferralPayload } from "./delivery-types.js";
+import { buildReferralEventBody } from "./referral-event.js";
 import { parseRetryAfter } from "./retry-schedule.js";
 import type { PlatformIds } from "../shared/player-ids.js";
 

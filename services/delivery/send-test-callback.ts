@@ -3,7 +3,7 @@ import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { createCallbackTransport } from "./callback-transport.js";
-import { LEASE_MARGIN_MS } from "./dispatcher.js";
+import { LEASE_MARGIN_MS } from "./lease.js";
 import { performAttempt } from "./perform-attempt.js";
 import type { RetrySchedule } from "./retry-schedule.js";
 import { loadCallbackSecrets } from "../servers/active-secrets.js";

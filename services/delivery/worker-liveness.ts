@@ -8,19 +8,13 @@ import type { Logger } from "../shared/log.js";
  * Dispatcher liveness: the one owner of `delivery_workers`. A running dispatcher has a row it beats
  * every WORKER_HEARTBEAT_MS (the database's clock, so hosts' clocks never meet) and deletes when it
  * stops. Its leases carry its id (`deliveries.leased_by`); a lease whose worker has not beaten for
- * WORKER_DEAD_AFTER_MS (killed, or its host gone) is taken over by the next claim without waiting for
+ * WORKER_DEAD_AFTER_MS (lease.ts; killed, or its host gone) is taken over by the next claim without waiting for
  * `lease_until` (the attempt timeout plus a margin), so a delivery, and a pay-once heart its push
  * reserved, come back within seconds. The taken-over attempt is recorded as in doubt (pay-once.ts).
  */
 
 /** How often a running dispatcher beats. */
 export const WORKER_HEARTBEAT_MS = 2_000;
-/**
- * A worker whose last beat is older than this is taken for dead: five beats missed, so a busy event
- * loop or a slow commit does not lose a live worker its leases (if it does, the cost is a second send
- * of the same heart_id, which receivers dedupe, as after any lease that ran out).
- */
-export const WORKER_DEAD_AFTER_MS = 10_000;
 /** A worker row whose process was killed is deleted by a starting dispatcher once it is this old. */
 const STALE_WORKER_ROW_MS = 3_600_000;
 
@@ -69,16 +63,4 @@ export async function startWorkerLiveness(prisma: PrismaClient, log: Logger, hea
       await runSql(prisma, Prisma.sql`DELETE FROM delivery_workers WHERE id = ${id}::uuid`);
     },
   };
-}
-
-/**
- * Whether the lease of delivery `d` may be taken by a claim at `now`: none, run out, or held by a
- * worker that stopped beating (WORKER_DEAD_AFTER_MS by the database's clock; one primary-key read, only
- * for rows still leased). The one rule of every claim of sent deliveries.
- */
-export function leaseFreeSql(now: Date): Prisma.Sql {
-  return Prisma.sql`(d.lease_until IS NULL OR d.lease_until < ${now}::timestamptz
-    OR (d.leased_by IS NOT NULL AND NOT EXISTS (
-      SELECT 1 FROM delivery_workers w
-      WHERE w.id = d.leased_by AND w.heartbeat_at >= now() - ${WORKER_DEAD_AFTER_MS}::int * interval '1 millisecond')))`;
 }

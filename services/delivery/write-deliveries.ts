@@ -1,6 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import { DELIVERY_TRANSITIONS, type DeliveryMove, type DeliveryStatus } from "./domain/delivery-transitions.js";
-import { leaseFreeSql } from "./worker-liveness.js";
+import { leaseFreeSql } from "./lease.js";
 
 /**
  * Every write of `deliveries`, as SQL fragments the writers compose into their own statements (one per

@@ -6,7 +6,7 @@ import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import { readAbuseRules } from "../referral/read-abuse-rules.js";
 import type { AbuseRules } from "../referral/domain/abuse-signals.js";
 import { readAccessSettings, type AccessSettings } from "../access/bootstrap.js";
-import { readRetrySchedule } from "../delivery/config.js";
+import { readRetrySchedule } from "../delivery/retry-schedule.js";
 import type { RetrySchedule } from "../delivery/retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "../delivery/send-callback.js";
 

@@ -196,3 +196,51 @@ test("nothing under scripts/ or bench/ imports test/ (the harness they share wit
   }
   t.deepEqual(violations, [], `move what these need into scripts/harness/ (ARCHITECTURE.md, folders):\n${violations.join("\n")}`);
 });
+
+/** A closure's modules matching `forbidden`, each with the chain of imports that reaches it. */
+function reached(entry: string, forbidden: ReadonlyArray<{ pattern: RegExp; what: string }>): string[] {
+  const closure = closureOf(entry);
+  const violations: string[] = [];
+  for (const module of closure.keys()) {
+    const rule = forbidden.find(({ pattern }) => pattern.test(module));
+    if (rule) violations.push(`${chainTo(closure, module)}\n    reaches ${rule.what}`);
+  }
+  return violations;
+}
+
+test("the referral service's run-time imports reach no Kafka client and none of the delivery pipeline's loops (it hosts the delivery RPCs only)", (t) => {
+  const closure = closureOf("services/referral-service/main.ts");
+  for (const expected of ["services/delivery/routes.ts", "services/delivery/send-callback.ts", "pg"])
+    t.true(closure.has(expected), `the import walker should reach ${expected} from the referral service`);
+  const violations = reached("services/referral-service/main.ts", [
+    { pattern: /^kafkajs$/, what: "the Kafka client (the referral service holds no bus)" },
+    { pattern: /^services\/shared\/(kafka-bus|kafka-dependency)\.ts$/, what: "the Kafka bus" },
+    { pattern: /^services\/delivery\/(consumer|dispatcher|worker|worker-liveness|main)\.ts$/, what: "the delivery process's own loops" },
+  ]);
+  t.deepEqual(violations, [], `services/referral-service/main.ts must not load these (ARCHITECTURE.md, "Layers"):\n${violations.join("\n")}`);
+});
+
+test("the rcb CLI's run-time imports reach no database client (it talks to the services over HTTP and RPC)", (t) => {
+  const closure = closureOf("scripts/cli/main.ts");
+  t.true(closure.has("@connectrpc/connect"), "the import walker should reach the RPC client from the CLI");
+  const violations = reached("scripts/cli/main.ts", [
+    { pattern: /^@prisma\//, what: "the Prisma client or its adapter" },
+    { pattern: /^pg$/, what: "the PostgreSQL driver" },
+    { pattern: /^gen\/prisma\//, what: "the generated Prisma client" },
+    { pattern: /^kafkajs$/, what: "the Kafka client" },
+  ]);
+  t.deepEqual(violations, [], `scripts/cli/main.ts must not load these:\n${violations.join("\n")}`);
+});
+
+test("no import cycle between files of product code (services/, gateway/, scripts/cli/), type-only imports included", (t) => {
+  const files = [...tsFilesUnder("services"), ...tsFilesUnder("gateway"), ...tsFilesUnder("scripts/cli")];
+  const inProduct = new Set(files);
+  const edges = new Map<string, Set<string>>();
+  for (const file of files) {
+    // The source as written: a type-only cycle still ties the modules' designs together.
+    const { importedFiles } = ts.preProcessFile(readFileSync(join(ROOT, file), "utf8"), true, true);
+    edges.set(file, new Set(importedFiles.map((f) => resolveSpecifier(file, f.fileName)).filter((target) => inProduct.has(target))));
+  }
+  const cycles = cyclesOf(edges).map((members) => describeCycle(members, edges));
+  t.deepEqual(cycles, [], `import cycles in product code:\n${cycles.join("\n")}`);
+});

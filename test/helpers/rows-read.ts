@@ -1,5 +1,7 @@
+import type pg from "pg";
 import type { Prisma } from "../../gen/prisma/client.js";
-import { runSqlTransaction } from "../../services/shared/sql/executor.js";
+import type { PrismaClient } from "../../services/shared/db.js";
+import { registerSqlPool, runSqlTransaction } from "../../services/shared/sql/executor.js";
 
 /** A node of PostgreSQL's EXPLAIN (FORMAT JSON) plan, as far as rowsReadByTable reads it. */
 interface PlanNode {
@@ -46,4 +48,43 @@ export async function rowsReadByTable(client: object, sql: Prisma.Sql): Promise<
   };
   walk(plan);
   return read;
+}
+
+/** The rows a list of statements read per table, summed (each re-run under EXPLAIN ANALYZE and rolled back). */
+export async function rowsReadByStatements(client: object, statements: readonly Prisma.Sql[]): Promise<Record<string, number>> {
+  const total: Record<string, number> = {};
+  for (const statement of statements)
+    for (const [table, rows] of Object.entries(await rowsReadByTable(client, statement))) total[table] = (total[table] ?? 0) + rows;
+  return total;
+}
+
+/**
+ * A client whose raw SQL runs on `pool` and records every statement (text and values) it is sent; `statements()`
+ * returns them without the transaction's BEGIN, COMMIT and ROLLBACK.
+ */
+export function recordingClient(pool: pg.Pool): { client: PrismaClient; statements: () => Prisma.Sql[] } {
+  const recorded: Prisma.Sql[] = [];
+  const record = (config: unknown) => {
+    const c = config as { text?: string; values?: unknown[] };
+    if (typeof config === "string") recorded.push({ text: config, values: [] } as unknown as Prisma.Sql);
+    else if (c.text !== undefined) recorded.push({ text: c.text, values: c.values ?? [] } as unknown as Prisma.Sql);
+  };
+  const recording = {
+    connect: async () => {
+      const connection = await pool.connect();
+      const query = connection.query.bind(connection) as (...args: unknown[]) => unknown;
+      (connection as unknown as { query: (...args: unknown[]) => unknown }).query = (config: unknown, ...rest: unknown[]) => {
+        record(config);
+        return query(config, ...rest);
+      };
+      return connection;
+    },
+    query: (config: unknown) => {
+      record(config);
+      return pool.query(config as pg.QueryConfig);
+    },
+  };
+  const client = {} as PrismaClient;
+  registerSqlPool(client, { pool: recording as unknown as pg.Pool, nameOf: undefined });
+  return { client, statements: () => recorded.filter((s) => !/^(COMMIT|ROLLBACK|BEGIN)$/.test(s.text)) };
 }

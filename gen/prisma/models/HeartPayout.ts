@@ -15,7 +15,7 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 /**
  * Model HeartPayout
  * Pay-once mode (servers.pay_once): who pays each heart, first come. One row per heart, taken by one
- * conditional statement of the transport that pays (services/claims/pay-once.ts): a ledger claim or a
+ * conditional statement of the transport that pays (every write in services/payouts/write-payouts.ts): a ledger claim or a
  * pull claim (`paid` at once), or a push (callback, Votifier) that reserves before sending (`reserved`)
  * and settles to `paid` on a 2xx / an accepted vote, or deletes its reservation on a definite failure.
  */

@@ -186,3 +186,30 @@ test.serial("a receipt of a heart refused by the cooldown reads a handful of row
   t.true((read.hearts ?? 0) <= FEW, `hearts rows read: ${read.hearts}`);
   t.true((read.deliveries ?? 0) <= FEW, `deliveries rows read: ${read.deliveries}`);
 });
+
+test.serial("the dispatcher's claim reads a handful of rows while a server has 20,000 unclaimed pull deliveries due before the one it sends", async (t) => {
+  const { h, clock, pool, serverId } = t.context;
+  const at = clock.now();
+  const pullOnly = await insertServer(h.db.prisma);
+  await h.db.prisma.server.update({ where: { id: pullOnly }, data: { pullEnabled: true } });
+  await executeSql(
+    h.db.prisma,
+    Prisma.sql`
+    INSERT INTO deliveries (id, server_id, heart_id, transport, dedup_key, event_type, username, voter_identity, period, counted_at, next_attempt_at, created_at)
+    SELECT gen_random_uuid(), ${pullOnly}::uuid, x.heart_id, 'pull', x.heart_id::text, 'heart.counted', 'player' || g, 'voter-' || g, '2026-05', x.at, x.at, x.at
+    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g
+    CROSS JOIN LATERAL (SELECT gen_random_uuid() AS heart_id, ${at}::timestamptz - interval '1 day' - g * interval '1 second' AS at) x`,
+  );
+  await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
+  const heart = newHeart(serverId, at);
+  await insertAndLeaseDeliveries(h.db.prisma, [heart]);
+  const claim = recordingClient(pool);
+  const claimed = await claimDueDeliveries(claim.client, room(at));
+  t.true(
+    claimed.some((c) => c.heartId === heart.heartId && c.transport === "callback"),
+    "the sendable callback delivery behind them is claimed",
+  );
+  await executeSql(h.db.prisma, Prisma.sql`UPDATE deliveries SET lease_until = NULL, leased_by = NULL WHERE id = ANY(${claimed.map((c) => c.id)}::uuid[])`);
+  const read = await rowsReadByStatements(h.db.prisma, claim.statements());
+  t.true((read.deliveries ?? 0) <= FEW, `deliveries rows read: ${read.deliveries}`);
+});

@@ -8,30 +8,26 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { create } from "@bufbuild/protobuf";
-import pg from "pg";
 import { Prisma } from "../../gen/prisma/client.js";
 import { PlayerIdKind, PlayerIdSchema } from "../../gen/proto/claims/v1/claims_pb.js";
 import { toLedgerPlayer } from "../../services/claims/ledger-player.js";
 import { claimOldestHeld, readStanding } from "../../services/claims/ledger-store.js";
 import { executeSql, runSqlTransaction } from "../../services/shared/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
-import { createTestClock, insertServer, startHarness, type Harness, type TestClock } from "./delivery-harness.js";
+import { insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "./delivery-harness.js";
 
 const STEAM = "76561198012345678";
 const HISTORY_ROWS = 20_000;
 /** A handful: the held heart, its neighbours in the index, the server row. */
 const FEW = 5;
 
-const test = anyTest as TestFn<{ h: Harness; clock: TestClock; pool: pg.Pool }>;
+const test = anyTest as TestFn<MeasuredHarness & { close(): Promise<void> }>;
 
 test.before(async (t) => {
-  const clock = createTestClock("2026-05-10T12:00:00.000Z");
-  const h = await startHarness({ now: () => clock.now(), maxConnections: 10 });
-  t.context = { h, clock, pool: new pg.Pool({ connectionString: h.db.url, max: 2 }) };
+  t.context = await startMeasuredHarness("2026-05-10T12:00:00.000Z");
 });
 test.after.always(async (t) => {
-  await t.context.pool?.end();
-  await t.context.h?.close();
+  await t.context.close?.();
 });
 
 /** A server where the player has HISTORY_ROWS old ledger rows (claimed or expired, counted over 91 days ago) and one held heart from yesterday. */

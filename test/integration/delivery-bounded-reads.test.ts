@@ -8,7 +8,6 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { randomUUID } from "node:crypto";
-import pg from "pg";
 import { Prisma } from "../../gen/prisma/client.js";
 import { recordAttempts } from "../../services/delivery/attempt-log.js";
 import { claimDueDeliveries } from "../../services/delivery/claim-deliveries.js";
@@ -21,23 +20,20 @@ import { executeSql } from "../../services/shared/sql/executor.js";
 import { create } from "@bufbuild/protobuf";
 import { GetReceiptRequestSchema } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
-import { createTestClock, defaultEndpoint, insertSecret, insertServer, startHarness, type Harness, type TestClock } from "./delivery-harness.js";
+import { defaultEndpoint, insertSecret, insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "./delivery-harness.js";
 
 const HISTORY_ROWS = 20_000;
 /** A handful: the rows of the request itself, their neighbours in an index, the server and endpoint rows. */
 const FEW = 12;
 
-const test = anyTest as TestFn<{ h: Harness; clock: TestClock; pool: pg.Pool; serverId: string }>;
+const test = anyTest as TestFn<MeasuredHarness & { close(): Promise<void>; serverId: string }>;
 
 test.before(async (t) => {
-  const clock = createTestClock("2026-05-10T12:00:00.000Z");
-  const h = await startHarness({ now: () => clock.now(), maxConnections: 10 });
-  const serverId = await serverWithHistory(h, clock.now());
-  t.context = { h, clock, serverId, pool: new pg.Pool({ connectionString: h.db.url, max: 2 }) };
+  const measured = await startMeasuredHarness("2026-05-10T12:00:00.000Z");
+  t.context = { ...measured, serverId: await serverWithHistory(measured.h, measured.clock.now()) };
 });
 test.after.always(async (t) => {
-  await t.context.pool?.end();
-  await t.context.h?.close();
+  await t.context.close?.();
 });
 
 /** A server with a callback URL and secret, pull deliveries on, and HISTORY_ROWS of each kind of history (see the file's comment). */

@@ -5,30 +5,26 @@
  * one past its rule's maximum. Every statement of the cast is recorded and re-run under EXPLAIN ANALYZE (rolled back).
  */
 import anyTest, { type TestFn } from "ava";
-import pg from "pg";
 import { Prisma } from "../../gen/prisma/client.js";
 import { castHeartBatch } from "../../services/hearts/cast-heart-batch.js";
 import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js";
 import { toVoterAddress } from "../../services/hearts/domain/ip.js";
 import { executeSql } from "../../services/shared/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
-import { createTestClock, insertServer, startHarness, type Harness, type TestClock } from "./delivery-harness.js";
+import { insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "./delivery-harness.js";
 
 const HOT_ADDRESS = "198.51.100.7";
 const HOT_SUBNET = "198.51.100.0/24";
 const HISTORY_ROWS = 20_000;
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";
 
-const test = anyTest as TestFn<{ h: Harness; clock: TestClock; pool: pg.Pool }>;
+const test = anyTest as TestFn<MeasuredHarness & { close(): Promise<void> }>;
 
 test.before(async (t) => {
-  const clock = createTestClock("2026-05-10T12:00:00.000Z");
-  const h = await startHarness({ now: () => clock.now(), maxConnections: 10 });
-  t.context = { h, clock, pool: new pg.Pool({ connectionString: h.db.url, max: 2 }) };
+  t.context = await startMeasuredHarness("2026-05-10T12:00:00.000Z");
 });
 test.after.always(async (t) => {
-  await t.context.pool?.end();
-  await t.context.h?.close();
+  await t.context.close?.();
 });
 
 /**

@@ -13,7 +13,7 @@ import { recordAttempts } from "../../services/delivery/attempt-log.js";
 import { claimDueDeliveries } from "../../services/delivery/claim-deliveries.js";
 import { claimPullHearts, toPullClaimExchange } from "../../services/delivery/claim-pull-hearts.js";
 import { insertAndLeaseDeliveries, type NewDelivery } from "../../services/delivery/insert-deliveries.js";
-import { listPullHearts } from "../../services/delivery/pull-store.js";
+import { listPullEvents, listPullHearts } from "../../services/delivery/pull-store.js";
 import { getReceipt } from "../../services/hearts/get-receipt.js";
 import type { ReceiptLinks } from "../../services/hearts/receipt-token.js";
 import { executeSql } from "../../services/shared/sql/executor.js";
@@ -208,4 +208,30 @@ test.serial("the dispatcher's claim reads a handful of rows while a server has 2
   await executeSql(h.db.prisma, Prisma.sql`UPDATE deliveries SET lease_until = NULL, leased_by = NULL WHERE id = ANY(${claimed.map((c) => c.id)}::uuid[])`);
   const read = await rowsReadByStatements(h.db.prisma, claim.statements());
   t.true((read.deliveries ?? 0) <= FEW, `deliveries rows read: ${read.deliveries}`);
+});
+
+test.serial("a server's pull list of hearts reads a page, not its 20,000 unclaimed referral events on pull (nor the other way round)", async (t) => {
+  const { h, clock, pool, serverId } = t.context;
+  const at = clock.now();
+  await executeSql(
+    h.db.prisma,
+    Prisma.sql`
+    INSERT INTO deliveries (id, server_id, heart_id, transport, dedup_key, event_type, event_id, username, voter_identity, period, counted_at, next_attempt_at, created_at)
+    SELECT gen_random_uuid(), ${serverId}::uuid, gen_random_uuid(), 'pull', 'event-' || g, 'referral.registered', 'event-' || g, '', '', '2026-05',
+           ${at}::timestamptz - interval '3 days', ${at}::timestamptz - interval '3 days', ${at}::timestamptz - interval '3 days' - g * interval '1 second'
+    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g`,
+  );
+  await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
+  const hearts = recordingClient(pool);
+  await listPullHearts(hearts.client, { serverId, cursor: "", limit: 100 });
+  const events = recordingClient(pool);
+  const page = await listPullEvents(events.client, { serverId, cursor: "", limit: 10 });
+  t.is(page.events.length, 10);
+  for (const [path, read] of [
+    ["hearts list", await rowsReadByStatements(h.db.prisma, hearts.statements())],
+    ["events list", await rowsReadByStatements(h.db.prisma, events.statements())],
+  ] as const) {
+    // The hearts list: the pending hearts the earlier tests left (a few); the events list: its page + 1.
+    t.true((read.deliveries ?? 0) <= FEW, `${path}: deliveries rows read: ${read.deliveries}`);
+  }
 });

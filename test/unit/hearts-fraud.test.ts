@@ -77,7 +77,10 @@ test("fraud read limits: each count reads its rule's max earlier rows (enough to
   t.deepEqual(fraudReadLimits(off), { ipIdentities: 0, subnetIdentities: 10, ipVelocity: 2 });
   // max earlier rows + this heart = max + 1 > max: the rule fires exactly when it would with the full count.
   const atLimit = { ...CLEAN, identitiesOnIp: fraudReadLimits(rules).ipIdentities + 1 };
-  t.deepEqual(evaluateFraudRules(rules, { username: "Steve", userAgent: BROWSER_UA }, atLimit).map((h) => h.rule), ["ip_identities"]);
+  t.deepEqual(
+    evaluateFraudRules(rules, { username: "Steve", userAgent: BROWSER_UA }, atLimit).map((h) => h.rule),
+    ["ip_identities"],
+  );
 });
 
 test("fraud rules: a rule with score 0 is disabled", (t) => {

@@ -1,6 +1,6 @@
 /**
  * ApplyEvent in process, without the gateway: the production referral service (the tests' harness,
- * test/integration/referral-harness.ts: a database cloned from the migrated template, the service on
+ * scripts/harness/referral-harness.ts: a database cloned from the migrated template, the service on
  * HTTP/2, real Connect clients), driven by N callers in a closed loop, each sending `registered` events
  * through fresh clicks. Reports per phase: events/s, latency p50/p99, the process's CPU ms per event and the
  * database's transactions per event (pg_stat_database), for each concurrency in turn. Needs the variables the
@@ -14,7 +14,7 @@
  * Prints one JSON line per concurrency to stdout.
  */
 import { randomInt, randomUUID } from "node:crypto";
-import { applyEvent, createReferralServer, startHarness } from "../test/integration/referral-harness.js";
+import { applyEvent, createReferralServer, startHarness } from "../scripts/harness/referral-harness.js";
 import type { ApplyEventBatchOptions } from "../services/referral/apply-event.js";
 import { Prisma } from "../gen/prisma/client.js";
 import { runSql } from "../services/shared/sql/executor.js";

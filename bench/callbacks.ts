@@ -2,7 +2,7 @@
  * Callback benchmark: heart cast -> reward callback received, through the real
  * path (HeartService.CastHeart over Connect -> PostgreSQL transaction + outbox
  * row -> relay -> Kafka -> delivery consumer -> stored delivery -> dispatcher ->
- * signed POST) to a local receiver (test/helpers/receiver.ts), beside:
+ * signed POST) to a local receiver (scripts/harness/receiver.ts), beside:
  *
  *  - floor:       direct signed POSTs to the same receiver from one process, with the
  *                 product's own signer and sender (connection per callback, as the
@@ -45,7 +45,7 @@ import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
 import { createMemoryBus } from "../services/shared/memory-bus.js";
 import { createMetrics } from "../services/shared/metrics.js";
 import { createSecretBox, generateServiceToken, generateCallbackSecret } from "../services/shared/secrets.js";
-import { startReceiver, type Receiver, type RecordedRequest } from "../test/helpers/receiver.js";
+import { startReceiver, type Receiver, type RecordedRequest } from "../scripts/harness/receiver.js";
 import {
   createBenchLogger,
   createCleanup,

@@ -13,6 +13,7 @@
  *   npx tsx bench/run.ts --quick               # smoke run: 1 round, short phases
  *   npx tsx bench/run.ts --phases=ingest,relay # subset of ingest,claims,hearts,latency,callbacks,relay,scaleout
  *   BENCH_TARGET=/other/checkout npx tsx bench/run.ts   # the system under test from another checkout
+ *   npx tsx bench/run.ts --history[=SCALE]     # every phase also on the production-shaped history (kept as a template)
  *
  * Writes bench/results/<BENCH_NAME>.json and .md (default `run`; with --quick `smoke/run`).
  * Progress goes to stderr. Settings and how to read the results: bench/README.md.
@@ -21,7 +22,7 @@ import { randomBytes } from "node:crypto";
 import { execFileSync, fork } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { create, fromBinary } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
@@ -33,7 +34,10 @@ import { startKafka } from "../scripts/infra/kafka.js";
 import { REFERRALS_TOPIC } from "../services/shared/bus.js";
 import { toOutboxRow } from "../services/shared/outbox.js";
 import { createServiceTransport } from "../services/shared/service-transport.js";
+import { compareMedians, cpuPerRequest, renderComparison } from "./lib/compare-databases.js";
+import { cloneHistory, ensureHistoryTemplate, parseHistoryScale, type HistoryTemplate } from "./lib/history-template.js";
 import {
+  BENCH_DIR,
   createCleanup,
   cpuBetween,
   envInt,
@@ -108,6 +112,13 @@ const RAW_SHAPES = (process.env.BENCH_RAW_CALLBACK_SHAPES ?? "agent:32:1,agent:6
 const RAW_MS = envInt("BENCH_RAW_CALLBACK_MS", QUICK ? 1_500 : 3_000);
 const CLAIM_HEARTS = envInt("BENCH_CLAIM_HEARTS", QUICK ? 300 : 1_000);
 const NAME = process.env.BENCH_NAME ?? (QUICK ? "smoke/run" : "run");
+/** `--history[=SCALE]` or BENCH_HISTORY_SCALE: every phase also on a clone of the production-shaped history (bench/lib/history.ts). */
+const HISTORY_SCALE = parseHistoryScale(ARGS, process.env.BENCH_HISTORY_SCALE);
+/** With --history, the bench cluster keeps its data here (the history template survives the run); without, it is thrown away. */
+const PG_DATA_DIR = HISTORY_SCALE === undefined ? undefined : resolve(process.env.BENCH_PG_DATA_DIR ?? join(BENCH_DIR, "..", ".cache", "bench-pg"));
+/** The run's databases: the empty one (a clone of the migrated template) and, with --history, the history's clone. */
+const RUN_DATABASE = "bench";
+const HISTORY_RUN_DATABASE = "bench_history_run";
 const WAIT_MS = 180_000;
 
 const started = Date.now();
@@ -316,6 +327,57 @@ async function withSutStopped<T>(ctx: Ctx, fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Which database a round runs on: the empty one, or (with --history) the clone of the history. */
+type DatabaseLabel = "empty" | "history";
+
+/** What differs between the two databases of a --history run; the context holds one side's at a time. */
+interface DatabaseSide {
+  label: DatabaseLabel;
+  database: string;
+  databaseUrl: string;
+  sql: pg.Client;
+  fixtures: Fixtures;
+  nextToken: number;
+  nextBaselineToken: number;
+  baseline?: Ctx["baseline"];
+}
+
+/** The side the context holds now. */
+function currentSide(ctx: Ctx, label: DatabaseLabel): DatabaseSide {
+  const { database, databaseUrl, sql, fixtures, nextToken, nextBaselineToken, baseline } = ctx;
+  return { label, database, databaseUrl, sql, fixtures, nextToken, nextBaselineToken, baseline };
+}
+
+/**
+ * Moves the system under test to another database: every counted heart's callback first (a heart of
+ * one database must not reach delivery while it reads the other, which does not know its server),
+ * then every process stopped and started again, as many of each as before, with the other DATABASE_URL.
+ * Returns the side left, with its cursors as they were.
+ */
+async function switchDatabase(ctx: Ctx, from: DatabaseLabel, to: Omit<DatabaseSide, "label">): Promise<DatabaseSide> {
+  const counts = Object.fromEntries((Object.keys(ctx.running) as ProcessKind[]).map((k) => [k, ctx.running[k].length])) as Record<ProcessKind, number>;
+  if (ctx.receiver.arrivals.size < ctx.counted) {
+    await ensure(ctx, "relay", Math.max(1, counts.relay));
+    await ensure(ctx, "delivery", Math.max(1, counts.delivery));
+    if (!(await ctx.receiver.waitForCount(ctx.counted, WAIT_MS))) progress("WARNING: callbacks still missing when switching databases");
+  }
+  await stopAll(ctx);
+  const left = currentSide(ctx, from);
+  Object.assign(ctx, to);
+  await ensure(ctx, "referral-service", Math.max(1, counts["referral-service"]));
+  await Promise.all((["gateway", "relay", "delivery"] as const).map((kind) => ensure(ctx, kind, counts[kind])));
+  progress(`now on the ${to.database} database`);
+  return left;
+}
+
+/** With --history: `<key>.cpuMsPerRequest.all|postgres`, compared across the databases (a run without it records what it always did). */
+function putCpuPerRequest(figures: Figures, key: string, window: Window, requests: number): void {
+  if (HISTORY_SCALE === undefined) return;
+  const cpu = cpuPerRequest(window.cpuMs, requests);
+  figures[`${key}.cpuMsPerRequest.all`] = cpu.all;
+  figures[`${key}.cpuMsPerRequest.postgres`] = cpu.postgres;
+}
+
 function tracked(ctx: Ctx, extra: Tracked[] = []): Tracked[] {
   const list: Tracked[] = [];
   for (const kind of ["gateway", "referral-service", "relay", "delivery"] as const) {
@@ -439,6 +501,8 @@ async function runCast(ctx: Ctx, serverIds: string[], over: Partial<LoadJob> & {
 type Figures = Record<string, number>;
 interface Detail {
   phase: string;
+  /** With --history: which database the window ran on. */
+  database?: DatabaseLabel;
   round: number;
   instances: number;
   what: string;
@@ -483,6 +547,7 @@ async function phaseIngest(ctx: Ctx, roundNo: number, instances: number, figures
     figures[`${prefix}.failed`] = r.load.unexpected + r.load.errors;
     figures[`${prefix}.stmtsPerEvent`] = r.stmts;
     for (const [k, v] of Object.entries(r.perEvent)) figures[`${prefix}.cpuMsPerEvent.${k}`] = v;
+    putCpuPerRequest(figures, prefix, r.window, r.load.ok);
   };
   const gw = await measure(`gateway closed loop c=${CONCURRENCY}`, false, gatewayUrls, {});
   put("ingest.gateway", gw);
@@ -513,6 +578,7 @@ async function phaseIngest(ctx: Ctx, roundNo: number, instances: number, figures
   figures["ingest.open.p99"] = open.load.latency.p99;
   figures["ingest.open.achievedRps"] = open.load.requestsPerSecond;
   figures["ingest.open.failed"] = open.load.unexpected + open.load.errors + (open.load.notSent ?? 0);
+  putCpuPerRequest(figures, "ingest.open", open.window, open.load.ok);
 }
 
 async function phaseHearts(ctx: Ctx, roundNo: number, instances: number, figures: Figures, details: Detail[]): Promise<void> {
@@ -548,6 +614,7 @@ async function phaseHearts(ctx: Ctx, roundNo: number, instances: number, figures
     figures[`${key}.failed`] = load.unexpected + load.errors;
     figures[`${key}.stmtsPerHeart`] = round2(statements.calls / Math.max(1, load.ok));
     figures[`${key}.stmtsPerHeartInclNested`] = round2(statements.allCalls / Math.max(1, load.ok));
+    putCpuPerRequest(figures, key, window, load.ok);
     progress(
       `hearts ${what} (x${instances}): ${fmt(load.requestsPerSecond, 0)} counted/s p50 ${fmt(load.latency.p50, 1)} p99 ${fmt(load.latency.p99, 1)} ms, not counted ${load.unexpected}, failed ${load.errors}` +
         `${load.errorCodes ? ` ${JSON.stringify(load.errorCodes)}` : ""}`,
@@ -566,6 +633,7 @@ async function phaseClaims(ctx: Ctx, roundNo: number, figures: Figures, details:
   await ctx.pgb.resetStatements();
   const castWindow = openWindow(tracked(ctx));
   const cast = await runCast(ctx, [ctx.fixtures.claimServerId], { durationMs: 120_000, maxRequests: CLAIM_HEARTS, recordHearts: true, steamIds: true });
+  const castWindowDone = castWindow();
   const castStatements = await statementsSince(ctx);
   const players = (cast.hearts ?? []).map(([, , , index]) => index).filter((i) => i >= 0);
   const { hearts: _h, ...castNoHearts } = cast;
@@ -574,12 +642,13 @@ async function phaseClaims(ctx: Ctx, roundNo: number, figures: Figures, details:
     round: roundNo,
     instances: 1,
     what: `CastHeart with SteamID64s to the claim-key server, c=${CONCURRENCY} (setup, no warm-up)`,
-    window: castWindow(),
+    window: castWindowDone,
     load: castNoHearts,
     extra: { statementsPerHeart: round2(castStatements.calls / Math.max(1, cast.ok)), top: castStatements.top },
   });
   figures["claims.castRps"] = cast.requestsPerSecond;
   figures["claims.castStmtsPerHeart"] = round2(castStatements.calls / Math.max(1, cast.ok));
+  putCpuPerRequest(figures, "claims.cast", castWindowDone, cast.ok);
   progress(`claims: ${players.length} hearts with SteamID64s cast to the claim-key server at ${fmt(cast.requestsPerSecond, 0)}/s (c=${CONCURRENCY})`);
   const urls = ctx.running.gateway.map((p) => `http://127.0.0.1:${p.port}/api/votes`);
   const run = (votes: Omit<VotesSpec, "key">, expectBody: string, over: Partial<LoadJob>) =>
@@ -611,6 +680,7 @@ async function phaseClaims(ctx: Ctx, roundNo: number, figures: Figures, details:
     figures[`${key}.stmtsPerCall`] = perCall;
     figures[`${key}.stmtsPerCallInclNested`] = round2(statements.allCalls / Math.max(1, load.requests));
     for (const [k, v] of Object.entries(window.cpuMs)) figures[`${key}.cpuMsPerCall.${k}`] = round2(v / Math.max(1, load.requests));
+    putCpuPerRequest(figures, key, window, load.requests);
     details.push({
       phase: "claims",
       round: roundNo,
@@ -738,6 +808,7 @@ async function phaseCallbacks(ctx: Ctx, roundNo: number, instances: number, figu
   figures["callbacks.drain.delivered"] = n;
   figures["callbacks.drain.backlog"] = d.ids.length;
   for (const [k, v] of Object.entries(d.window.cpuMs)) figures[`callbacks.cpuMsPerCallback.${k}`] = round2(v / Math.max(1, n));
+  putCpuPerRequest(figures, "callbacks.drain", d.window, n);
   const receiverCores = receiverCoresMax(d.window);
   figures["callbacks.drain.receiverCoresMax"] = receiverCores;
   details.push({
@@ -908,6 +979,8 @@ async function phaseLatency(ctx: Ctx, roundNo: number, figures: Figures, details
   figures["latency.load.counted"] = load.ok;
   figures["latency.load.failedCasts"] = offered - load.ok;
   figures["latency.load.undelivered"] = list.length - delivered.length;
+  // Each heart cast under load and its callback: CastHeart, relay and delivery together.
+  putCpuPerRequest(figures, "latency.load", window, load.ok);
   const stages = {
     idle: await latencyStages(ctx, idleHearts, outboxAfter),
     underLoad: await latencyStages(
@@ -1073,6 +1146,7 @@ async function phaseRelay(ctx: Ctx, roundNo: number, figures: Figures, details: 
   figures["relay.rowsPerSecond"] = round(Number.isFinite(rate) ? rate : wallRate, 0);
   figures["relay.rowsPerSecondFromReady"] = round(wallRate, 0);
   figures["relay.stmtsPerRow"] = round2(statements.calls / RELAY_ROWS);
+  putCpuPerRequest(figures, "relay", window, RELAY_ROWS);
   details.push({
     phase: "relay",
     round: roundNo,
@@ -1101,7 +1175,12 @@ interface Ctx {
   statsSql: pg.Client;
 }
 
-async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminService>; hearts: Client<typeof HeartService> }> {
+async function setup(): Promise<{
+  ctx: Ctx;
+  admin: Client<typeof ServerAdminService>;
+  hearts: Client<typeof HeartService>;
+  migrate: (url: string) => Promise<number>;
+}> {
   const target = resolveTarget();
   progress(`target ${target.dir} @ ${target.commit.slice(0, 12)}${target.dirty ? " (with uncommitted changes)" : ""}, runtime ${target.runtime}`);
   const logDir = mkdtempSync(join(tmpdir(), "bench-logs-"));
@@ -1120,15 +1199,18 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
   };
   const brokersFromEnv = process.env.BENCH_KAFKA_BROKERS;
   const [pgb, kafka] = await Promise.all([
-    startBenchPostgres(progress, { durability: process.env.BENCH_PG_DURABILITY === "off" ? "off" : "default", migrate }),
+    startBenchPostgres(progress, { durability: process.env.BENCH_PG_DURABILITY === "off" ? "off" : "default", migrate, dataDir: PG_DATA_DIR }),
     brokersFromEnv ? Promise.resolve(undefined) : startKafka({ jit: KAFKA_JIT, requestLog: KAFKA_REQUEST_LOG, logDir: KAFKA_REQUEST_LOG ? logDir : undefined }),
   ]);
   cleanup.add(() => pgb.stop());
+  // A kept cluster keeps only its templates: the run's own databases go (they hold a copy of the history).
+  if (PG_DATA_DIR !== undefined) cleanup.add(() => Promise.all([RUN_DATABASE, HISTORY_RUN_DATABASE].map((name) => pgb.dropDatabase(name))).then(() => {}));
   if (kafka) cleanup.add(() => kafka.stop());
   const brokers = brokersFromEnv ?? kafka?.brokers ?? "";
   const kafkaPid = kafka ? findPidByCommandLine(dirname(kafka.logFile)) : undefined;
   progress(`kafka ${brokers}${brokersFromEnv ? " (BENCH_KAFKA_BROKERS, shared: its CPU is not counted)" : ""}`);
-  const database = "bench";
+  const database = RUN_DATABASE;
+  await pgb.dropDatabase(database);
   const databaseUrl = await pgb.createDatabase(database);
   const sql = new pg.Client({ connectionString: databaseUrl });
   await sql.connect();
@@ -1178,7 +1260,16 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
   const admin = createClient(ServerAdminService, transport);
   const hearts = createClient(HeartService, transport);
 
-  // Fixtures: the ingest server (referrals on, one secret) with its click tokens; the heart servers.
+  ctx.fixtures = await createFixtures(ctx, admin);
+  return { ctx, admin, hearts, migrate };
+}
+
+/**
+ * Fixtures in the database the running referral service uses: the ingest server (referrals on, one
+ * secret) with its click tokens; the heart servers, the hot, slow and claims ones.
+ */
+async function createFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>): Promise<Fixtures> {
+  const { sql, receiver } = ctx;
   const { server } = await admin.createServer({ name: "bench ingest", registrationUrl: "https://example.com/register" });
   const ingestServerId = server?.id ?? "";
   await admin.setReferralsEnabled({ serverId: ingestServerId, enabled: true });
@@ -1216,7 +1307,7 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
   const slowServerId = heartServerIds.pop() ?? "";
   const hotServerId = heartServerIds.pop() ?? "";
   const claimKey = PHASES.has("claims") ? (await admin.rotateClaimKey({ serverId: claimServerId })).claimKey : "";
-  ctx.fixtures = {
+  return {
     ingestServerId,
     ingestSecret: secret,
     ingestKid: info?.kid ?? "",
@@ -1229,7 +1320,6 @@ async function setup(): Promise<{ ctx: Ctx; admin: Client<typeof ServerAdminServ
     claimKey,
     callbackSecrets,
   };
-  return { ctx, admin, hearts };
 }
 
 /** The gateway token's scopes: ours, less those the target's scope list does not know (an older target refuses unknown ones at start). */
@@ -1276,13 +1366,52 @@ async function startBaseline(ctx: Ctx): Promise<void> {
   cleanup.add(() => ctx.baseline?.stop());
 }
 
+/** The history side of a --history run, and the empty side it was prepared beside. */
+interface HistorySides {
+  template: HistoryTemplate;
+  side: DatabaseSide;
+  emptySide: DatabaseSide;
+}
+
+/**
+ * Builds the history template (or keeps the one built before), clones it for this run, and creates
+ * the same fixtures there (the phases make their own servers beside the history's) with its own raw
+ * baseline. Leaves the system under test on the empty database.
+ */
+async function prepareHistory(
+  ctx: Ctx,
+  admin: Client<typeof ServerAdminService>,
+  scale: number,
+  migrate: (url: string) => Promise<number>,
+): Promise<HistorySides> {
+  const where = { adminUrl: ctx.pgb.adminUrl, dataDir: ctx.pgb.dataDir, progress };
+  const template = await ensureHistoryTemplate({ ...where, scale, emptyTemplate: ctx.pgb.templateDatabase, targetDir: ctx.target.dir, migrate });
+  const databaseUrl = await cloneHistory({ ...where, template, name: HISTORY_RUN_DATABASE });
+  const sql = new pg.Client({ connectionString: databaseUrl });
+  await sql.connect();
+  cleanup.add(() => sql.end());
+  const emptySide = await switchDatabase(ctx, "empty", {
+    database: HISTORY_RUN_DATABASE,
+    databaseUrl,
+    sql,
+    fixtures: ctx.fixtures, // replaced just below, once the referral service runs on the history
+    nextToken: 0,
+    nextBaselineToken: 0,
+    baseline: undefined,
+  });
+  ctx.fixtures = await createFixtures(ctx, admin);
+  if (PHASES.has("ingest") || PHASES.has("claims")) await startBaseline(ctx);
+  const side = await switchDatabase(ctx, "history", emptySide);
+  return { template, side, emptySide };
+}
+
 // ---------------------------------------------------------------- main
 async function main(): Promise<void> {
   const machineAtStart = machineInfo();
   progress(
     `nproc=${machineAtStart.nproc} load=${machineAtStart.loadAverage.join(" ")} phases=${[...PHASES].join(",")} rounds=${ROUNDS}${QUICK ? " (quick)" : ""}`,
   );
-  const { ctx, hearts } = await setup();
+  const { ctx, admin, hearts, migrate } = await setup();
   const durability = (
     await ctx.sql.query<{ name: string; setting: string }>(
       "SELECT name, setting FROM pg_settings WHERE name IN ('fsync','synchronous_commit','full_page_writes','wal_sync_method','shared_buffers','max_connections') ORDER BY name",
@@ -1290,9 +1419,32 @@ async function main(): Promise<void> {
   ).rows;
   const pgVersion = ctx.pgb.serverVersion;
   if (PHASES.has("ingest") || PHASES.has("claims")) await startBaseline(ctx);
+  const history = HISTORY_SCALE === undefined ? undefined : await prepareHistory(ctx, admin, HISTORY_SCALE, migrate);
 
   const rounds: Record<string, Figures[]> = { "1": [], "2": [] };
+  const historyRounds: Record<string, Figures[]> = { "1": [], "2": [] };
   const details: Detail[] = [];
+  /**
+   * The databases each round runs on, in order. With --history the two alternate within every
+   * round (empty, then history), so each pair is measured minutes apart under the same machine
+   * load: a ratio is not skewed by whatever else the machine did early or late in the run.
+   */
+  const sides: DatabaseLabel[] = history ? ["empty", "history"] : ["empty"];
+  let onSide: DatabaseLabel = "empty";
+  const onDatabase = async (label: DatabaseLabel, fn: (figures: Figures) => Promise<void>): Promise<Figures> => {
+    if (history && label !== onSide) {
+      const other = label === "history" ? history.side : history.emptySide;
+      const left = await switchDatabase(ctx, onSide, other);
+      if (left.label === "empty") history.emptySide = left;
+      else history.side = left;
+      onSide = label;
+    }
+    const figures: Figures = {};
+    const firstDetail = details.length;
+    await fn(figures);
+    if (history) for (const d of details.slice(firstDetail)) d.database = label;
+    return figures;
+  };
   const phaseTimes: Record<string, number> = {};
   const timed = async (name: string, fn: () => Promise<void>) => {
     const t = Date.now();
@@ -1302,15 +1454,18 @@ async function main(): Promise<void> {
   if (PHASES.has("ingest") || PHASES.has("claims")) await ensure(ctx, "gateway", 1);
   await ensure(ctx, "relay", 1);
   for (let r = 1; r <= ROUNDS; r++) {
-    progress(`--- round ${r}/${ROUNDS}, one instance of each process`);
-    const figures: Figures = {};
-    if (PHASES.has("ingest")) await timed("ingest", () => phaseIngest(ctx, r, 1, figures, details));
-    if (PHASES.has("claims")) await timed("claims", () => phaseClaims(ctx, r, figures, details));
-    if (PHASES.has("hearts")) await timed("hearts", () => phaseHearts(ctx, r, 1, figures, details));
-    if (PHASES.has("latency")) await timed("latency", () => phaseLatency(ctx, r, figures, details, hearts));
-    if (PHASES.has("callbacks")) await timed("callbacks", () => phaseCallbacks(ctx, r, 1, figures, details));
-    if (PHASES.has("relay")) await timed("relay", () => phaseRelay(ctx, r, figures, details));
-    rounds["1"]?.push(figures);
+    for (const label of sides) {
+      const figures = await onDatabase(label, async (figures) => {
+        progress(`--- round ${r}/${ROUNDS}${history ? ` on the ${label} database` : ""}, one instance of each process`);
+        if (PHASES.has("ingest")) await timed("ingest", () => phaseIngest(ctx, r, 1, figures, details));
+        if (PHASES.has("claims")) await timed("claims", () => phaseClaims(ctx, r, figures, details));
+        if (PHASES.has("hearts")) await timed("hearts", () => phaseHearts(ctx, r, 1, figures, details));
+        if (PHASES.has("latency")) await timed("latency", () => phaseLatency(ctx, r, figures, details, hearts));
+        if (PHASES.has("callbacks")) await timed("callbacks", () => phaseCallbacks(ctx, r, 1, figures, details));
+        if (PHASES.has("relay")) await timed("relay", () => phaseRelay(ctx, r, figures, details));
+      });
+      (label === "empty" ? rounds : historyRounds)["1"]?.push(figures);
+    }
   }
   if (PHASES.has("scaleout")) {
     progress("--- scale-out: two instances of each process");
@@ -1320,21 +1475,26 @@ async function main(): Promise<void> {
     if (PHASES.has("ingest")) await ensure(ctx, "gateway", 2);
     await ensure(ctx, "relay", 2);
     for (let r = 1; r <= ROUNDS; r++) {
-      progress(`--- scale-out round ${r}/${ROUNDS}`);
-      const figures: Figures = {};
-      await timed("scaleout", async () => {
-        if (PHASES.has("ingest")) await phaseIngest(ctx, r, 2, figures, details);
-        await phaseHearts(ctx, r, 2, figures, details);
-        await phaseCallbacks(ctx, r, 2, figures, details);
-      });
-      rounds["2"]?.push(figures);
+      for (const label of sides) {
+        const figures = await onDatabase(label, async (figures) => {
+          progress(`--- scale-out round ${r}/${ROUNDS}${history ? ` on the ${label} database` : ""}`);
+          await timed("scaleout", async () => {
+            if (PHASES.has("ingest")) await phaseIngest(ctx, r, 2, figures, details);
+            await phaseHearts(ctx, r, 2, figures, details);
+            await phaseCallbacks(ctx, r, 2, figures, details);
+          });
+        });
+        (label === "empty" ? rounds : historyRounds)["2"]?.push(figures);
+      }
     }
   }
   // Every counted heart's callback, once: wait for the stragglers, then check.
   await ensure(ctx, "relay", 1);
   await ensure(ctx, "delivery", 1);
   const allDelivered = await ctx.receiver.waitForCount(ctx.counted, WAIT_MS);
-  const signatures = await ctx.receiver.checkSignatures(ctx.fixtures.callbackSecrets);
+  // Callbacks of both databases arrived at the receivers: each is checked with its own server's secret.
+  const secrets = new Map([...(history ? [history.emptySide.fixtures, history.side.fixtures] : [ctx.fixtures]).flatMap((f) => [...f.callbackSecrets])]);
+  const signatures = await ctx.receiver.checkSignatures(secrets);
   const checks = {
     countedHearts: ctx.counted,
     callbacksReceived: ctx.receiver.arrivals.size,
@@ -1346,12 +1506,7 @@ async function main(): Promise<void> {
   progress(`checks: ${JSON.stringify(checks)}`);
   await stopAll(ctx);
 
-  const summary: Record<string, Record<string, Spread>> = {};
-  for (const [inst, list] of Object.entries(rounds)) {
-    if (list.length === 0) continue;
-    const keys = new Set(list.flatMap((f) => Object.keys(f)));
-    summary[inst] = Object.fromEntries([...keys].sort().map((k) => [k, spread(list.map((f) => f[k] ?? Number.NaN))]));
-  }
+  const summary = summarizeRounds(rounds);
   const results = {
     benchmark: "issues 22 and 19 (and 8), production topology",
     quick: QUICK,
@@ -1388,6 +1543,7 @@ async function main(): Promise<void> {
     bestRawCallbackShapes: ctx.bestRawShapes,
     summary,
     rounds,
+    ...(history ? { history: historyResults(history.template, summary, historyRounds) } : {}),
     checks,
     details,
   };
@@ -1427,7 +1583,65 @@ type Results = {
   checks: Record<string, unknown>;
   details: Detail[];
   bestRawCallbackShapes: string[];
+  history?: HistoryResults;
 };
+
+/** What a --history run adds to the results: the template, the history side's figures, and both side by side. */
+interface HistoryResults {
+  template: HistoryTemplate;
+  database: string;
+  order: string;
+  summary: Record<string, Record<string, Spread>>;
+  rounds: Record<string, Figures[]>;
+  /** Per instance count: every figure both databases have, with history / empty. */
+  comparison: Record<string, ReturnType<typeof compareMedians>>;
+}
+
+function historyResults(template: HistoryTemplate, emptySummary: Record<string, Record<string, Spread>>, rounds: Record<string, Figures[]>): HistoryResults {
+  const summary = summarizeRounds(rounds);
+  return {
+    template,
+    database: HISTORY_RUN_DATABASE,
+    order: "alternating within every round: empty, then history",
+    summary,
+    rounds,
+    comparison: Object.fromEntries(Object.keys(summary).map((inst) => [inst, compareMedians(emptySummary[inst] ?? {}, summary[inst] ?? {})])),
+  };
+}
+
+function renderHistory(h: HistoryResults): string {
+  const t = h.template;
+  const out = [
+    "## The empty database beside the history database",
+    "",
+    `Every phase ran on the empty database and on \`${h.database}\`, a clone of \`${t.name}\` (the production-shaped history of bench/lib/history.ts at scale ${t.scale}, version ${t.version}: ` +
+      `${Object.entries(t.rows)
+        .map(([k, v]) => `${k} ${fmt(v, 0)}`)
+        .join(", ")}), ${h.order}. ` +
+      `The template is ${t.sizeBytes >= 2 ** 30 ? `${fmt(t.sizeBytes / 2 ** 30, 1)} GB` : `${fmt(t.sizeBytes / 2 ** 20, 0)} MB`} (pg_database_size); ${t.builtNow ? "built in this run" : `kept from an earlier run (built ${t.builtAt})`}, in ${fmt(t.buildSeconds, 1)} s` +
+      `${t.migrated.length > 0 ? `; migrated forward with ${t.migrated.join(", ")}` : ""}. ` +
+      "The issue tables further down are the empty database's figures.",
+    "",
+    "Ratio = history / empty: for CPU per request, 1.25x means a request costs a quarter more on the history database (issue 29's bound); for throughput, below 1 is the loss. " +
+      "CPU per request `all` is every process that serves it (gateway, referral service, relay, delivery, the raw baseline in its own windows, PostgreSQL, Kafka) over the measured window divided by the requests answered; PostgreSQL is its share.",
+    "",
+  ];
+  for (const [inst, rows] of Object.entries(h.comparison)) {
+    out.push(`### ${inst} instance${inst === "1" ? "" : "s"} of each process`, "", renderComparison(rows), "");
+  }
+  return out.join("\n");
+}
+
+/** Median and min-max of every figure over the rounds, per instance count. */
+function summarizeRounds(rounds: Record<string, Figures[]>): Record<string, Record<string, Spread>> {
+  const summary: Record<string, Record<string, Spread>> = {};
+  for (const [inst, list] of Object.entries(rounds)) {
+    if (list.length === 0) continue;
+    const keys = new Set(list.flatMap((f) => Object.keys(f)));
+    summary[inst] = Object.fromEntries([...keys].sort().map((k) => [k, spread(list.map((f) => f[k] ?? Number.NaN))]));
+  }
+  return summary;
+}
 
 function renderMarkdown(r: Results): string {
   const one = r.summary["1"] ?? {};
@@ -1460,6 +1674,7 @@ function renderMarkdown(r: Results): string {
   );
   if (r.envNamesTheTargetDoesNotRead.length > 0)
     out.push(`Settings passed that the target's config files do not name (ignored by it): ${r.envNamesTheTargetDoesNotRead.join(", ")}.`, "");
+  if (r.history) out.push(renderHistory(r.history), "");
   const c8 = `ingest.c${LOW_CONCURRENCY}`;
   const ratioOf = (a: Spread | undefined, b: Spread | undefined) => (a && b && m(b) > 0 ? `${fmt(m(a) / m(b), 2)}x` : "—");
   const rawBest = one["callbacks.baseline.rps"];

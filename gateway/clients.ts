@@ -5,9 +5,10 @@ import { createServiceTransport, createUnaryServiceTransport } from "../services
 
 /**
  * The gateway's clients of the referral service (Connect protocol over HTTP/2); `delivery` serves the pull API's list
- * and claim, `claims` the reward plugins' check/claim API, `hearts` the public receipts (GetReceipt).
+ * and claim, `claims` the reward plugins' check/claim API, `pluginActivity` what those calls got (RecordPluginCalls),
+ * `hearts` the public receipts (GetReceipt).
  */
-export type ReferralServiceClients = Pick<RpcClients, "referral" | "admin" | "delivery" | "claims" | "hearts">;
+export type ReferralServiceClients = Pick<RpcClients, "referral" | "admin" | "delivery" | "claims" | "hearts" | "pluginActivity">;
 
 /**
  * The gateway's transports to the referral service, over ONE HTTP/2 session (shared, reconnecting on
@@ -30,8 +31,8 @@ export function createReferralServiceTransports(baseUrl: string, token: string):
 
 /** The clients the gateway's own routes use, over `transport` (ReferralServiceTransports.routes). */
 export function referralServiceClientsOver(transport: Transport): ReferralServiceClients {
-  const { referral, admin, delivery, claims, hearts } = createRpcClients(transport);
-  return { referral, admin, delivery, claims, hearts };
+  const { referral, admin, delivery, claims, hearts, pluginActivity } = createRpcClients(transport);
+  return { referral, admin, delivery, claims, hearts, pluginActivity };
 }
 
 /** The clients over a connection of their own (tests, tools); a process builds its transports once and shares them. */

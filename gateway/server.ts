@@ -17,6 +17,7 @@ import type { HeartService } from "../gen/proto/hearts/v1/hearts_pb.js";
 import type { ReferralService } from "../gen/proto/referral/v1/referral_pb.js";
 import type { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import type { ClaimService } from "../gen/proto/claims/v1/claims_pb.js";
+import type { PluginActivityService } from "../gen/proto/claims/v1/plugin_activity_pb.js";
 import type { Logger } from "../services/shared/log.js";
 import type { Metrics } from "../services/shared/metrics.js";
 import { handleIngest } from "./handle-ingest.js";
@@ -57,6 +58,7 @@ import {
 import { RECEIPT_PATH_PREFIX } from "../services/shared/wire.js";
 import { RECEIPT_ROUTE_NAME, handleReceipt } from "./handle-receipt.js";
 import { RECEIPT_ANSWER_HEADERS } from "./receipt-page.js";
+import { createPluginCallRecorder, toPluginCall, type PluginCallRecorder } from "./record-plugin-calls.js";
 
 /** Deadline of each internal RPC; past it the request is a retryable 500. */
 export const RPC_TIMEOUT_MS = 10_000;
@@ -78,6 +80,10 @@ export interface GatewayDeps {
   claims: Client<typeof ClaimService>;
   /** The public receipts' GetReceipt. */
   hearts: Client<typeof HeartService>;
+  /** Where the check/claim calls' outcomes go for the owners' plugin activity card (record-plugin-calls.ts); none recorded when absent. */
+  pluginActivity?: Client<typeof PluginActivityService>;
+  /** How often recorded check/claim calls are sent (PLUGIN_CALL_FLUSH_MS). */
+  pluginCallFlushMs?: number;
   log: Logger;
   metrics: Metrics;
   now: () => Date;
@@ -191,13 +197,27 @@ export function createGatewayServer(deps: GatewayDeps): http.Server {
     known: createKnownClaimKeys({ now: nowMs }),
   };
   const lookups: LookupGuards = servers === undefined ? { limiter } : { limiter, servers };
-  const guards: IngestGuards = { keyCache, pullKeyCache, lookups, clickLimiter, claimKeys, requestLines: requestLineLogger(deps.log) };
+  const pluginActivity = deps.pluginActivity;
+  const pluginCalls =
+    pluginActivity === undefined
+      ? undefined
+      : createPluginCallRecorder({
+          send: (request, call) => pluginActivity.recordPluginCalls(request, call),
+          log: deps.log,
+          metrics: deps.metrics,
+          ...(deps.pluginCallFlushMs === undefined ? {} : { flushMs: deps.pluginCallFlushMs }),
+        });
+  const guards: IngestGuards = { keyCache, pullKeyCache, lookups, clickLimiter, claimKeys, pluginCalls, requestLines: requestLineLogger(deps.log) };
   const routes = createRoutes(deps, guards);
   const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
     void handleRequest(deps, guards, routes, req, res);
   });
   servers?.start();
-  server.on("close", () => servers?.stop());
+  server.on("close", () => {
+    servers?.stop();
+    // Failure policy: the held calls are sent once more on close; a failure is counted and logged by the recorder, never thrown.
+    void pluginCalls?.stop();
+  });
   return server;
 }
 
@@ -361,6 +381,8 @@ interface IngestGuards {
   clickLimiter: FailureLimiter;
   /** The check/claim API's wrong-key limiter and the keys seen working. */
   claimKeys: ClaimKeyGuard;
+  /** The plugin activity card's feed: every answered check/claim call, sent in batches (absent: not recorded). */
+  pluginCalls: PluginCallRecorder | undefined;
   requestLines: Logger;
 }
 
@@ -497,7 +519,7 @@ async function serveReferralLink(deps: GatewayDeps, clickLimiter: FailureLimiter
   sendReply(res, result.reply);
 }
 
-async function serveVoteClaim(deps: GatewayDeps, guards: IngestGuards, { req, res, query, entry }: RouteRequest, jsonPath: boolean): Promise<void> {
+async function serveVoteClaim(deps: GatewayDeps, guards: IngestGuards, { req, res, rawPath, query, entry }: RouteRequest, jsonPath: boolean): Promise<void> {
   const callOptions = rpcCallOptions(deps, entry.requestId);
   const result = await handleVoteClaim(
     { query, jsonPath, source: clientAddress(deps, req) },
@@ -506,6 +528,9 @@ async function serveVoteClaim(deps: GatewayDeps, guards: IngestGuards, { req, re
   );
   Object.assign(entry, { outcome: result.outcome, serverId: result.serverId, cause: result.cause });
   serveRaw(req, res, entry, () => result.reply);
+  // The owners' plugin activity card: held in memory, sent in batches off the request path.
+  const call = guards.pluginCalls === undefined ? undefined : toPluginCall({ path: rawPath, query, jsonPath, result, at: deps.now() });
+  if (call !== undefined) guards.pluginCalls?.record(call);
 }
 
 async function serveReceipt(deps: GatewayDeps, { res, rawPath, entry }: RouteRequest): Promise<void> {

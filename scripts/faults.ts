@@ -61,10 +61,10 @@ import {
   unixNow,
   type ServiceProcess,
   type SystemSettings,
-} from "../test/e2e/e2e-support.js";
-import { createProcessGroup, freeRestartablePort, REPO_ROOT, type ProcessGroup } from "../test/helpers/processes.js";
-import { startReceiver, type Receiver } from "../test/helpers/receiver.js";
-import { createServiceClients, type ServiceClients } from "../test/helpers/stack.js";
+} from "./harness/e2e-support.js";
+import { createProcessGroup, freeRestartablePort, REPO_ROOT, type ProcessGroup } from "./harness/processes.js";
+import { startReceiver, type Receiver } from "./harness/receiver.js";
+import { createServiceClients, type ServiceClients } from "./harness/stack.js";
 
 const PHASE_MS = envInt("FAULTS_PHASE_S", 20) * 1000;
 const HEARTS_PER_SECOND = envInt("FAULTS_HEARTS_PER_S", 8);

@@ -185,6 +185,25 @@ export function historyStatements(scale: number, now: Date): Array<{ what: strin
   ];
 }
 
+/**
+ * The statements that move the hot address's rows (built inside the hour before `builtAt`) by the time since the
+ * build, so a clone of a template built days ago still has them inside every rule window. Only those rows move
+ * (the rest is spread over two years, where a few days make no difference); their month follows.
+ */
+export function historyRefreshStatements(builtAt: Date, now: Date): Array<{ what: string; sql: string }> {
+  const shift = `interval '${Math.max(0, Math.floor((now.getTime() - builtAt.getTime()) / 1000))} seconds'`;
+  return [
+    {
+      what: "hot address's hearts into the rule windows",
+      sql: `UPDATE hearts SET created_at = created_at + ${shift}, period = to_char(created_at + ${shift}, 'YYYY-MM') WHERE ip = '${HOT_ADDRESS}'`,
+    },
+    {
+      what: "hot address's clicks into the rule windows",
+      sql: `UPDATE referral_clicks SET created_at = created_at + ${shift} WHERE server_id = ${serverIdSql("0")} AND ip = '${HOT_ADDRESS}'`,
+    },
+  ];
+}
+
 /** Builds the history into the migrated database `client` is connected to; reports each step and its time. */
 export async function buildHistory(client: pg.Client, scale: number, now: Date, progress: (line: string) => void): Promise<void> {
   for (const step of historyStatements(scale, now)) {

@@ -14,6 +14,7 @@ import pg from "pg";
 import { pino, type Logger } from "pino";
 import { applyMigrations } from "../../scripts/db/schema-engine.js";
 import { startPostgres, type PostgresInstance } from "../../scripts/infra/postgres.js";
+import { freePort } from "../../scripts/lib/free-ports.js";
 import { createLogger } from "../../services/shared/log.js";
 
 /** bench/ (of whichever copy of the repo runs). */
@@ -224,6 +225,10 @@ export interface BenchPostgres {
   instance: PostgresInstance;
   /** Admin URL (database `postgres`). */
   adminUrl: string;
+  /** The cluster's data directory (kept across runs when BenchPostgresOptions.dataDir was given). */
+  dataDir: string;
+  /** The migrated empty database every createDatabase clones. */
+  templateDatabase: string;
   /** pid of the postmaster; its children are the backends. */
   postmasterPid: number;
   serverVersion: string;
@@ -256,6 +261,11 @@ export interface BenchPostgresOptions {
   durability?: "off" | "default";
   /** Migrates the template database (default: this checkout's migrations, in process). */
   migrate?: (url: string) => Promise<number>;
+  /**
+   * A data directory kept across runs (databases built once, such as the history template, stay);
+   * default: a throwaway cluster. The migrated empty template is made anew in either case.
+   */
+  dataDir?: string;
 }
 
 /** Starts PostgreSQL with pg_stat_statements, and migrates a template database. */
@@ -263,6 +273,8 @@ export async function startBenchPostgres(progress: (line: string) => void, opts:
   const started = Date.now();
   const instance = await startPostgres({
     durability: opts.durability ?? "off",
+    // A kept cluster gets a free port each run: the one it last ran on may be someone else's by now.
+    ...(opts.dataDir === undefined ? {} : { dataDir: opts.dataDir, port: await freePort() }),
     settings: {
       shared_preload_libraries: "pg_stat_statements",
       "pg_stat_statements.track": "all",
@@ -270,11 +282,13 @@ export async function startBenchPostgres(progress: (line: string) => void, opts:
     },
   });
   const adminUrl = instance.url;
-  const postmasterPid = Number(readFileSync(join(instance.baseDir, "data", "postmaster.pid"), "utf8").split("\n")[0]);
+  const postmasterPid = Number(readFileSync(join(instance.dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   await admin.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
   const serverVersion = (await admin.query<{ server_version: string }>("SHOW server_version")).rows[0]?.server_version ?? "unknown";
+  // A kept cluster still holds the last run's template, migrated by whichever target ran then.
+  if (opts.dataDir !== undefined) await admin.query(`DROP DATABASE IF EXISTS "${TEMPLATE_DB}" WITH (FORCE)`);
   await admin.query(`CREATE DATABASE "${TEMPLATE_DB}"`);
   progress(`postgres ${serverVersion} up on 127.0.0.1:${instance.port} in ${Date.now() - started} ms; migrating the template database`);
   const migrateStarted = Date.now();
@@ -285,6 +299,8 @@ export async function startBenchPostgres(progress: (line: string) => void, opts:
   return {
     instance,
     adminUrl,
+    dataDir: instance.dataDir,
+    templateDatabase: TEMPLATE_DB,
     postmasterPid,
     serverVersion,
     async createDatabase(name) {

@@ -31,6 +31,7 @@ import {
   toDeliveryDayJson,
   toHeartJson,
   toHeartStatsJson,
+  toPluginActivityJson,
   toAttemptJson,
   toDeliveryJson,
   toEndpointHealthJson,
@@ -433,6 +434,12 @@ export const ROUTES: readonly Route[] = [
     const graceSeconds = readGraceSeconds(body);
     const rotated = await clients.admin.rotateClaimKey({ serverId: params.serverId, graceSeconds }, call);
     return { status: 201, body: { secret: toSecretJson(rotated.info), value: rotated.claimKey } };
+  }),
+
+  // The reward plugins' recent check/claim calls (the plugin activity card)
+  route("GET", "/servers/:serverId/plugin-activity", async ({ clients }, { params, call }) => {
+    const { rows } = await clients.pluginActivity.getPluginActivity({ serverId: params.serverId }, call);
+    return { body: { rows: rows.map(toPluginActivityJson) } };
   }),
 
   // Deliveries

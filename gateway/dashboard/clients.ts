@@ -4,12 +4,12 @@ import { createRpcClients, type RpcClients } from "../../services/shared/service
 import { withHeaders } from "../../services/shared/service-transport.js";
 
 /** The dashboard's clients of the referral service: every internal service it shows. */
-export type DashboardClients = Pick<RpcClients, "admin" | "referral" | "reviews" | "hearts" | "delivery" | "deliveryStats">;
+export type DashboardClients = Pick<RpcClients, "admin" | "referral" | "reviews" | "hearts" | "delivery" | "deliveryStats" | "pluginActivity">;
 
-/** The six clients over one transport (services/shared/service-transport.ts: HTTP/2, the gateway's token). */
+/** The seven clients over one transport (services/shared/service-transport.ts: HTTP/2, the gateway's token). */
 export function createDashboardClients(transport: Transport): DashboardClients {
-  const { admin, referral, reviews, hearts, delivery, deliveryStats } = createRpcClients(transport);
-  return { admin, referral, reviews, hearts, delivery, deliveryStats };
+  const { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity } = createRpcClients(transport);
+  return { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity };
 }
 
 /**

@@ -14,6 +14,8 @@ import { HeartVerdict, type GetHeartStatsResponse, type HeartCountBucket, type H
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
 import type { ReferralEventRecord, ReviewedReferral } from "../../gen/proto/referral/v1/referral_review_pb.js";
 import type { CallbackEndpoint, SecretInfo, Server } from "../../gen/proto/servers/v1/servers_pb.js";
+import type { PluginActivityRow } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
+import { PLUGIN_PRESET_PATHS, VOTES_JSON_PATH, VOTES_PATH } from "../handle-vote-claim.js";
 import {
   ANCHOR_STATE_NAMES,
   REVIEW_STATE_NAMES,
@@ -21,6 +23,8 @@ import {
   DELIVERY_STATUS_TO_PROTO,
   DELIVERY_TRANSPORT_NAMES,
   DELIVERY_TRANSPORT_TO_PROTO,
+  PLAYER_ID_KIND_NAMES,
+  PLUGIN_CALL_OUTCOME_NAMES,
   VERDICT_FROM_PROTO,
   VERDICT_TO_PROTO,
 } from "../../services/shared/proto-names.js";
@@ -125,6 +129,8 @@ export function toDeliveryJson(d: Delivery | undefined) {
     // The callback endpoint it goes to (null for Votifier and pull).
     endpoint_id: d.endpointId || null,
     endpoint_url: d.endpointUrl || null,
+    // Why a pending delivery is not being sent (null when it is not held): the dashboard shows it as held.
+    held_reason: d.heldReason || null,
   };
 }
 
@@ -189,6 +195,29 @@ export function toEndpointHealthJson(h: GetEndpointHealthResponse) {
     disabled_reason: h.disabledReason,
     failed_deliveries_7d: h.failedDeliveries7d,
     pending_deliveries: h.pendingDeliveries,
+  };
+}
+
+/** Which plugins call each check/claim path (the card names the path and them). */
+const PATH_USERS: Readonly<Record<string, string>> = {
+  [VOTES_PATH]: "EasyVoteExtended, the FiveM vote script, RocketMod Votifier (the documented URLs)",
+  [VOTES_JSON_PATH]: "VoteReward (the documented .vrc file)",
+  ...Object.fromEntries(PLUGIN_PRESET_PATHS.map(({ path, usedBy }) => [path, `a preset: ${usedBy}`])),
+};
+
+/** One row of the plugin activity card: a path, an id kind and an outcome, with its count and the last call. */
+export function toPluginActivityJson(row: PluginActivityRow) {
+  return {
+    path: row.family,
+    used_by: PATH_USERS[row.family] ?? "",
+    player_id_kind: PLAYER_ID_KIND_NAMES[row.playerIdKind] ?? "unknown",
+    outcome: PLUGIN_CALL_OUTCOME_NAMES[row.outcome] ?? "unknown",
+    calls: row.calls,
+    since: toIso(row.since),
+    last_at: toIso(row.lastAt),
+    last_action: row.lastAction,
+    last_answer: row.lastAnswer,
+    last_player_id: row.lastPlayerId === "" ? null : row.lastPlayerId,
   };
 }
 
@@ -303,6 +332,7 @@ export function toHeartJson(h: HeartSummary) {
       attempts: d.attempts,
       last_status_code: d.lastStatusCode === 0 ? null : d.lastStatusCode,
       delivered_at: toIso(d.deliveredAt),
+      held_reason: d.heldReason || null,
     })),
   };
 }

@@ -172,3 +172,15 @@ export type DeliveryWorker = Prisma.DeliveryWorkerModel
  * and settles to `paid` on a 2xx / an accepted vote, or deletes its reservation on a definite failure.
  */
 export type HeartPayout = Prisma.HeartPayoutModel
+/**
+ * Model PluginActivity
+ * The reward plugins' recent check/claim calls of a server (issue 33's "plugin activity" card; written by
+ * services/plugin-activity/record-plugin-calls.ts, the only writer). One row per (server, plugin family = the
+ * path the call came in on, player id kind, outcome), upserted by the gateway's batched calls: how many such
+ * calls since `since` (a count older than an hour starts over) and the last one's time, action, answer and
+ * player id. Bound: the gateway serves 8 check/claim paths, 5 id kinds and 4 outcomes, so at most 160 rows
+ * per server, whatever the traffic. Never holds a claim key (nor its hash) or a client address; a wrong-key
+ * row holds no player id (anyone can send one). Age limit: a row whose last call is 30 days old is deleted by
+ * the same write statement, at most 100 per batch (index on last_at).
+ */
+export type PluginActivity = Prisma.PluginActivityModel

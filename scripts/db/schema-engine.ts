@@ -121,13 +121,21 @@ export async function applyMigrations(databaseUrl: string, opts: Pick<SchemaEngi
 }
 
 /** Migrations recorded as started but neither finished nor rolled back. */
-async function findUnfinishedMigrations(databaseUrl: string): Promise<string[]> {
+function findUnfinishedMigrations(databaseUrl: string): Promise<string[]> {
+  return findMigrationsWhere(databaseUrl, "finished_at IS NULL AND rolled_back_at IS NULL");
+}
+
+/** Migrations a database has applied (finished, not rolled back), oldest first. */
+export function findAppliedMigrations(databaseUrl: string): Promise<string[]> {
+  return findMigrationsWhere(databaseUrl, "finished_at IS NOT NULL AND rolled_back_at IS NULL");
+}
+
+/** Names of the migrations in `_prisma_migrations` matching `where` (a fixed condition, never input), oldest first. */
+async function findMigrationsWhere(databaseUrl: string, where: string): Promise<string[]> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {
-    const { rows } = await client.query<{ migration_name: string }>(
-      "SELECT migration_name FROM _prisma_migrations WHERE finished_at IS NULL AND rolled_back_at IS NULL ORDER BY started_at",
-    );
+    const { rows } = await client.query<{ migration_name: string }>(`SELECT migration_name FROM _prisma_migrations WHERE ${where} ORDER BY started_at`);
     return rows.map((row) => row.migration_name);
   } finally {
     await client.end();

@@ -5,7 +5,7 @@
  * Game servers in pay-once mode, each with a claim key and an HTTP callback endpoint. Hearts with distinct SteamID64s
  * are cast through them at a steady rate. The receiver verifies each callback and answers 200 (85 %), 500 (10 %) or
  * never (5 %: the delivery's timeout ends the attempt, in doubt). On each server a client following EasyVoteExtended
- * 3.2.9 (test/helpers/plugin-clients.ts: its claim transaction, request queue and retry rule) checks each player as
+ * 3.2.9 (scripts/harness/plugin-clients.ts: its claim transaction, request queue and retry rule) checks each player as
  * soon as the heart is cast (the player's /claim), again on its automatic checks, and retries its claims on its
  * schedule; the plugin's timers run `pluginTimeScale` times as fast. Meanwhile the gateway, the referral service and
  * the delivery process are SIGKILLed and started again, one after the other.
@@ -15,7 +15,7 @@
  */
 import pg from "pg";
 import { markdownTable } from "../../bench/lib/infra.js";
-import { checkServerCallback } from "../../test/e2e/e2e-support.js";
+import { checkServerCallback } from "../harness/e2e-support.js";
 import {
   createEasyVoteExtended329,
   createVoteRequestQueue,
@@ -23,9 +23,9 @@ import {
   type EasyVotePayment,
   type RustPlayer,
   type VoteRequestQueue,
-} from "../../test/helpers/plugin-clients.js";
-import { startReceiver, type Receiver } from "../../test/helpers/receiver.js";
-import type { ServiceClients } from "../../test/helpers/stack.js";
+} from "../harness/plugin-clients.js";
+import { startReceiver, type Receiver } from "../harness/receiver.js";
+import type { ServiceClients } from "../harness/stack.js";
 import { STEAM_ID64_MIN } from "../../services/shared/player-ids.js";
 import { createLimiter, sleep, withRetries } from "./campaign-clients.js";
 
@@ -408,7 +408,7 @@ ${s.servers} game servers in pay-once mode, each with a claim key and an HTTP ca
 each from a SteamID64 of its own, cast over ${(s.durationMs / 1000).toFixed(0)} s. The receiver verifies every callback and answers
 200 (${Math.round(RECEIVER_OK_SHARE * 100)} %), 500 (${Math.round(RECEIVER_500_SHARE * 100)} %) or never (${Math.round((1 - RECEIVER_OK_SHARE - RECEIVER_500_SHARE) * 100)} %: the delivery gives up after its ${s.callbackTimeoutMs / 1000} s callback
 timeout, an outcome in doubt). On each server a client that follows EasyVoteExtended 3.2.9
-(\`test/helpers/plugin-clients.ts\`: its claim transaction, its request queue of one request per 0.2 s, claims first)
+(\`scripts/harness/plugin-clients.ts\`: its claim transaction, its request queue of one request per 0.2 s, claims first)
 checks each player as soon as the heart counted, again on its automatic checks (300 s), and retries a claim whose
 answer was not 200 on its schedule (10, 10, 20, 30, 300 s; manual review after 6 attempts), paying on a claim
 \`1\`, and on a claim or status \`2\` after an ambiguous attempt. The plugin's timers ran ${1 / scale} times as fast.

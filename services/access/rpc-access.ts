@@ -76,6 +76,9 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   // claims.v1 (the gateway's public check/claim routes for reward plugins)
   "claims.v1.ClaimService/CheckVote": { scope: "claims", owner: none },
   "claims.v1.ClaimService/ClaimVote": { scope: "claims", owner: none },
+  // The gateway's batches of those calls, for the owner's plugin activity card: the same gateway token's `claims`.
+  "claims.v1.PluginActivityService/RecordPluginCalls": { scope: "claims", owner: none },
+  "claims.v1.PluginActivityService/GetPluginActivity": { scope: "read", owner: server },
   // referral.v1
   "referral.v1.ReferralService/RecordClick": { scope: "clicks:record", owner: none },
   "referral.v1.ReferralService/ApplyEvent": { scope: "ingest", owner: none },

@@ -9,6 +9,7 @@ import { requiredText } from "../shared/contract.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { AUTO_DISABLE_AFTER_MS } from "./endpoint-health.js";
 import type { EndpointRecord } from "../servers/endpoint-store.js";
+import { heldReasonOf, type HeldReason } from "../shared/held-reason.js";
 
 /**
  * The dashboard's reads of the delivery pipeline: a server's delivery list, one delivery with its
@@ -22,11 +23,30 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 export const DEFAULT_DELIVERY_PAGE = 50;
 export const MAX_DELIVERY_PAGE = 500;
 
-/** The include that reads a delivery with its endpoint's URL (which endpoint a callback delivery goes to). */
-export const WITH_ENDPOINT_URL = { endpoint: { select: { url: true } } } as const;
+/**
+ * The include that reads a delivery with its endpoint's URL (which endpoint a callback delivery goes to) and what
+ * decides whether it is held (heldReasonOf): the endpoint's state and the server's Votifier settings.
+ */
+export const WITH_ENDPOINT_URL = {
+  endpoint: { select: { url: true, disabledAt: true, deletedAt: true } },
+  server: { select: { votifierHost: true, votifierToken: true } },
+} as const;
 
-/** A delivery with its endpoint's URL (null endpoint: Votifier or pull). */
-export type DeliveryWithEndpoint = DeliveryRow & { endpoint: { url: string | null } | null };
+/** A delivery with its endpoint (null: Votifier or pull) and its server's Votifier settings. */
+export type DeliveryWithEndpoint = DeliveryRow & {
+  endpoint: { url: string | null; disabledAt: Date | null; deletedAt: Date | null } | null;
+  server: { votifierHost: string | null; votifierToken: string | null };
+};
+
+/** Why the delivery is held (services/shared/held-reason.ts), or null. */
+export function heldReasonOfDelivery(row: DeliveryWithEndpoint): HeldReason | null {
+  return heldReasonOf({
+    status: row.status,
+    transport: row.transport,
+    endpoint: row.endpoint,
+    votifierSet: row.server.votifierHost !== null && row.server.votifierToken !== null,
+  });
+}
 
 /** A server's delivery list filter; `username` is bounded and trimmed ("" matches every player), `limit` 0 means the default page. */
 export interface DeliveryListQuery {

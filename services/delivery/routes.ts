@@ -24,14 +24,22 @@ import {
   type Delivery as DeliveryMessage,
   type ExchangeReport,
 } from "../../gen/proto/delivery/v1/delivery_pb.js";
-import type { Delivery as DeliveryRow, DeliveryAttempt as AttemptRow } from "../../gen/prisma/client.js";
+import type { DeliveryAttempt as AttemptRow } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/deps.js";
 import { DomainError } from "../shared/errors.js";
 import { boundField } from "../shared/field-rules.js";
 import { sendTestReferralEvent } from "./send-test-referral-event.js";
 import { findEndpoint } from "../servers/endpoint-store.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
-import { findDelivery, listAttempts, listDeliveries, readEndpointHealth, type EndpointWindow } from "./read-deliveries.js";
+import {
+  findDelivery,
+  heldReasonOfDelivery,
+  listAttempts,
+  listDeliveries,
+  readEndpointHealth,
+  type DeliveryWithEndpoint,
+  type EndpointWindow,
+} from "./read-deliveries.js";
 import { claimPullEvents, claimPullHearts } from "./claim-pull-hearts.js";
 import { listPullEvents, listPullHearts, toPullLimit } from "./pull-store.js";
 import { redeliver, redeliverFailedSince } from "./redeliver.js";
@@ -90,7 +98,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
       async redeliver(req) {
         const row = await findDelivery(deps, req.deliveryId, req.serverId);
         const updated = await redeliver(deps, row);
-        return create(RedeliverResponseSchema, { delivery: toDeliveryMessage({ ...updated, endpoint: row.endpoint }) });
+        return create(RedeliverResponseSchema, { delivery: toDeliveryMessage({ ...updated, endpoint: row.endpoint, server: row.server }) });
       },
 
       async redeliverFailedSince(req) {
@@ -235,7 +243,7 @@ function optionalTimestamps<K extends string>(times: Record<K, Date | null>): Pa
   return out;
 }
 
-function toDeliveryMessage(row: DeliveryRow & { endpoint?: { url: string | null } | null }): DeliveryMessage {
+function toDeliveryMessage(row: DeliveryWithEndpoint): DeliveryMessage {
   return create(DeliverySchema, {
     id: row.id,
     serverId: row.serverId,
@@ -254,6 +262,7 @@ function toDeliveryMessage(row: DeliveryRow & { endpoint?: { url: string | null 
     transport: DELIVERY_TRANSPORT_TO_PROTO[row.transport],
     endpointId: row.endpointId ?? "",
     endpointUrl: row.endpoint?.url ?? "",
+    heldReason: heldReasonOfDelivery(row) ?? "",
   });
 }
 

@@ -18,6 +18,7 @@ import { choiceText, notNegativeText } from "../shared/contract.js";
 import { boundField } from "../shared/field-rules.js";
 import { normalizePlatformId } from "../shared/player-ids.js";
 import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../shared/proto-names.js";
+import { heldReasonOf } from "../shared/held-reason.js";
 
 /** Hearts per page when the caller gives no page size, and the most one page may hold. */
 export const DEFAULT_HEARTS_PAGE = 50;
@@ -85,6 +86,12 @@ interface DeliveryRow {
   attempts: number;
   last_status_code: number | null;
   delivered_at: Date | null;
+  /** What decides whether a pending delivery is held (heldReasonOf): its endpoint (callback) and the server's Votifier. */
+  endpoint_url: string | null;
+  endpoint_disabled_at: Date | null;
+  endpoint_deleted_at: Date | null;
+  has_endpoint: boolean;
+  votifier_set: boolean;
 }
 
 /**
@@ -146,11 +153,15 @@ export async function listHearts(deps: CoreDeps, req: ListHeartsRequest): Promis
       : await runSql<DeliveryRow>(
           deps.prisma,
           Prisma.sql`
-            SELECT id::text AS id, heart_id::text AS heart_id, transport::text AS transport, status::text AS status, attempts,
-                   last_status_code, delivered_at
-            FROM deliveries
-            WHERE server_id = ${serverId}::uuid AND heart_id = ANY(${page.map((h) => h.id)}::uuid[])
-            ORDER BY transport`,
+            SELECT d.id::text AS id, d.heart_id::text AS heart_id, d.transport::text AS transport, d.status::text AS status, d.attempts,
+                   d.last_status_code, d.delivered_at, e.url AS endpoint_url, e.disabled_at AS endpoint_disabled_at,
+                   e.deleted_at AS endpoint_deleted_at, e.id IS NOT NULL AS has_endpoint,
+                   s.votifier_host IS NOT NULL AND s.votifier_token IS NOT NULL AS votifier_set
+            FROM deliveries d
+            JOIN servers s ON s.id = d.server_id
+            LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
+            WHERE d.server_id = ${serverId}::uuid AND d.heart_id = ANY(${page.map((h) => h.id)}::uuid[])
+            ORDER BY d.transport`,
         );
   const byHeart = new Map<string, DeliveryRow[]>();
   for (const d of deliveries) byHeart.set(d.heart_id, [...(byHeart.get(d.heart_id) ?? []), d]);
@@ -187,6 +198,13 @@ function toHeartSummary(row: HeartRow, deliveries: DeliveryRow[]) {
         attempts: d.attempts,
         lastStatusCode: d.last_status_code ?? 0,
         deliveredAt: d.delivered_at ? timestampFromDate(d.delivered_at) : undefined,
+        heldReason:
+          heldReasonOf({
+            status: d.status,
+            transport: d.transport,
+            endpoint: d.has_endpoint ? { url: d.endpoint_url, disabledAt: d.endpoint_disabled_at, deletedAt: d.endpoint_deleted_at } : null,
+            votifierSet: d.votifier_set,
+          }) ?? "",
       }),
     ),
   });

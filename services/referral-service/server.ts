@@ -1,7 +1,6 @@
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { ConnectRouter } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { CoreDeps } from "../shared/deps.js";
 import { createServerInterceptor } from "../shared/interceptors.js";
 import { MAX_RPC_MESSAGE_BYTES } from "../shared/field-rules.js";
@@ -12,6 +11,7 @@ import type { ApplyEventBatchOptions } from "../referral/apply-event.js";
 import { serverAdminRoutes } from "../servers/routes.js";
 import { heartRoutes } from "../hearts/routes.js";
 import { claimRoutes } from "../claims/routes.js";
+import { pluginActivityRoutes } from "../plugin-activity/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/routes.js";
 import { withdrawOthers } from "../delivery/withdraw-unpaid.js";
 import { operatorRoutes } from "../operator/routes.js";
@@ -25,7 +25,7 @@ import { createTokenVerifier, type TokenVerifier } from "../access/service-token
 import { ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import { ClaimService } from "../../gen/proto/claims/v1/claims_pb.js";
-import { createLeanUnary } from "./lean-unary.js";
+import { createLeanUnaryAdapter } from "./lean-unary.js";
 
 /** Everything the referral service's RPCs need. */
 export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<AccessRouteDeps, "loginLinkBaseUrl"> {
@@ -59,6 +59,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     serverAdminRoutes(deps)(router);
     heartRoutes(deps)(router);
     claimRoutes({ ...deps, withdrawOthers })(router);
+    pluginActivityRoutes(deps)(router);
     deliveryRoutes(deps)(router);
     operatorRoutes(deps)(router);
     deliveryStatsRoutes(deps)(router);
@@ -101,20 +102,19 @@ export function createReferralServiceServer(deps: ReferralServiceDeps): {
   // The ingest path's calls (one ApplyEvent per event, ResolveSigningKeys on a key-cache miss) and the plugins' checks and
   // claims (one CheckVote/ClaimVote per GET /api/votes) take the lean path:
   // same interceptors, same implementations, same answers, without Connect's per-call machinery (lean-unary.ts).
-  const lean = createLeanUnary({
-    methods: [ReferralService.method.applyEvent, ServerAdminService.method.resolveSigningKeys, ClaimService.method.checkVote, ClaimService.method.claimVote],
+  const handler = createLeanUnaryAdapter({
+    leanMethods: [
+      ReferralService.method.applyEvent,
+      ServerAdminService.method.resolveSigningKeys,
+      ClaimService.method.checkVote,
+      ClaimService.method.claimVote,
+    ],
+    routes: createRoutes(deps),
     interceptors,
+    // Connect, gRPC and gRPC-Web are all enabled by default on the same port.
+    // Refuse an oversized request message at the edge (ResourceExhausted), before it is decoded.
     readMaxBytes: MAX_RPC_MESSAGE_BYTES,
   });
-  const handler = lean.handler(
-    connectNodeAdapter({
-      routes: lean.recordRoutes(createRoutes(deps)),
-      interceptors,
-      // Connect, gRPC and gRPC-Web are all enabled by default on the same port.
-      // Refuse an oversized request message at the edge (ResourceExhausted), before it is decoded.
-      readMaxBytes: MAX_RPC_MESSAGE_BYTES,
-    }),
-  );
   const server = http2.createServer(handler);
   const sessions = new Set<http2.ServerHttp2Session>();
   const idleSessionTimeoutMs = deps.idleSessionTimeoutMs ?? RPC_IDLE_SESSION_TIMEOUT_MS;

@@ -1,6 +1,6 @@
 import { Gauge, Counter, type Registry } from "prom-client";
 import { RejectedMessagesError, type EventBus } from "../shared/bus.js";
-import { runPrismaSqlTransaction, type PrismaClient, type SqlTx } from "../shared/db.js";
+import { runSqlTransaction, type PrismaClient, type SqlTx } from "../shared/db.js";
 import { createDeadLetterCounter, moveOutboxRowsToDeadLetters, type PoisonRow } from "../shared/dead-letters.js";
 import type { Logger } from "../shared/log.js";
 import { createCommitListener } from "./commit-listener.js";
@@ -35,6 +35,8 @@ export const RELAY_MIN_PASS_GAP_MS = 20;
 const PASS_BUDGET_MS = 1_000;
 /** A pass whose transaction is still open after this long (a hung send) is ended and rolled back, then retried. */
 const PASS_TIMEOUT_MS = 60_000;
+/** A pass that gets no pooled connection within this long fails (and is retried with backoff). */
+const PASS_MAX_WAIT_MS = 10_000;
 
 /** Settings of one relay instance. */
 export interface RelayOptions {
@@ -130,9 +132,8 @@ export function createRelay(opts: RelayOptions) {
 
   /** Runs one pass (one transaction, one or more batches); returns what it did. */
   async function runOnce(): Promise<RelayPass> {
-    // A Prisma interactive transaction, not runSqlTransaction: under CPU load two relays on node-postgres
-    // published a row twice (test "two relays looping ...": 1 run in 4 failed; 0 in 6 on this path).
-    const done = await runPrismaSqlTransaction(prisma, (tx) => runPass(tx, pass), { timeoutMs: PASS_TIMEOUT_MS, maxWaitMs: 10_000 });
+    // On node-postgres, as ApplyEvent's rounds (runSqlTransaction): at idle, the pass stands between a commit and its event.
+    const done = await runSqlTransaction(prisma, (tx) => runPass(tx, pass), { timeoutMs: PASS_TIMEOUT_MS, maxWaitMs: PASS_MAX_WAIT_MS });
     lastProgressAt = nowMs();
     lastError = undefined;
     if (done.count === 0) return { kind: "idle" };

@@ -68,7 +68,7 @@ export interface ClaimAfterLocks {
 /**
  * The claim-after-locks read, a statement of its own that runs after lockShardsOfNextRows: marks
  * `markIds` published and returns up to `limit` unpublished rows in id order, of the shards held
- * before above `afterId` and of the shards just taken from their lowest row.
+ * before above `afterId` and of the shards just taken from their lowest row, never a row it marks.
  *
  * Why a statement of its own, after the locks: its snapshot is taken after the locks were granted,
  * so every pass that held one of those shards before has committed and its rows read as published
@@ -76,17 +76,24 @@ export interface ClaimAfterLocks {
  * other instance's just-published rows would be published again). Why the just-taken shards read
  * from their lowest row: a shard skipped earlier in the pass because another instance held it must
  * never start above the rows that instance left.
+ *
+ * Why never a row it marks: the read does not see its own statement's UPDATE, so the rows being
+ * marked still read as unpublished. They lie at or below `afterId`, except after a batch drawn from a
+ * just-taken shard's old rows: that batch ends below the batch before it (the one being marked), and
+ * without the exclusion that batch's rows above `afterId` were claimed and published a second time
+ * (the "published twice" of issue 28; ARCHITECTURE.md, "The relay's claim"). Only those ids are sent
+ * to the exclusion (`markedAboveCursor`), so it costs nothing while the cursor only rises.
  */
 export async function markPublishedAndClaim(tx: SqlTx, c: ClaimAfterLocks): Promise<OutboxRow[]> {
-  // A bigint column comes as a string from node-postgres (as a bigint from Prisma): BigInt() takes either.
-  const rows = await tx.query<Omit<OutboxRow, "id"> & { id: bigint | string }>(Prisma.sql`
+  const markedAboveCursor = c.markIds.filter((id) => id > c.afterId);
+  return tx.query<OutboxRow>(Prisma.sql`
       WITH marked AS (UPDATE outbox SET published_at = now() WHERE id = ANY(${c.markIds}::bigint[]))
       SELECT id, topic, key, payload FROM outbox
       WHERE published_at IS NULL
         AND ((shard = ANY(${c.heldBefore}::int[]) AND id > ${c.afterId}::bigint) OR shard = ANY(${c.taken}::int[]))
+        AND id <> ALL(${markedAboveCursor}::bigint[])
       ORDER BY id
       LIMIT ${c.limit}::int`);
-  return rows.map((r) => ({ ...r, id: BigInt(r.id) }));
 }
 
 /** Marks sent rows published (in the pass's transaction: a rolled-back pass leaves them unpublished). */

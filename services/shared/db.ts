@@ -1,7 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { Prisma as PrismaNs, PrismaClient } from "../../gen/prisma/client.js";
-import { registerSqlPool, runSql, type SqlTx } from "./sql/executor.js";
+import { registerSqlPool, runSql } from "./sql/executor.js";
 import { ConnectionLossCodedClient } from "./sql/pg-internals.js";
 
 export { PrismaClient };
@@ -71,18 +71,6 @@ export {
   type SqlTx,
 } from "./sql/executor.js";
 export { PG_VERIFIED_VERSION } from "./sql/pg-internals.js";
-
-/**
- * The same body as runSqlTransaction takes, run as a Prisma interactive transaction (`timeoutMs` and `maxWaitMs` as
- * Prisma's `timeout` and `maxWait`): rows come as `$queryRaw` gives them (bigint as bigint). The relay's passes run
- * this way until they move to runSqlTransaction.
- */
-export function runPrismaSqlTransaction<T>(prisma: PrismaClient, body: (tx: SqlTx) => Promise<T>, opts: { timeoutMs: number; maxWaitMs?: number }): Promise<T> {
-  return prisma.$transaction((tx) => body({ query: <R>(sql: PrismaNs.Sql) => tx.$queryRaw<R[]>(sql), execute: (sql: PrismaNs.Sql) => tx.$executeRaw(sql) }), {
-    timeout: opts.timeoutMs,
-    ...(opts.maxWaitMs === undefined ? {} : { maxWait: opts.maxWaitMs }),
-  });
-}
 
 /** The transaction client handed to interactive-transaction callbacks. */
 export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];

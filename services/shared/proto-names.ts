@@ -1,4 +1,6 @@
 import { DeliveryStatus, DeliveryTransport, PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
+import { PluginCallOutcome } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
 import { HeartVerdict } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { ReferralEventType, ReferralState } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ExportFormat, ReviewAction, ReviewMode, ReviewState } from "../../gen/proto/referral/v1/referral_review_pb.js";
@@ -75,6 +77,23 @@ export const REVIEW_ACTION_TO_PROTO = { approve: ReviewAction.APPROVE, decline: 
 /** An export's format. */
 export const EXPORT_FORMAT_TO_PROTO = { csv: ExportFormat.CSV, json: ExportFormat.JSON } as const;
 
+/** A reward plugin's player id kind (plugin_activity.player_id_kind, the dashboard's plugin activity card). */
+export const PLAYER_ID_KIND_TO_PROTO = {
+  steam_id: PlayerIdKind.STEAM_ID,
+  username: PlayerIdKind.USERNAME,
+  discord_id: PlayerIdKind.DISCORD_ID,
+  minecraft_uuid: PlayerIdKind.MINECRAFT_UUID,
+  account_id: PlayerIdKind.ACCOUNT_ID,
+} as const;
+
+/** What a reward plugin's check/claim call got, in the owner's terms (plugin_activity.outcome). */
+export const PLUGIN_CALL_OUTCOME_TO_PROTO = {
+  ok: PluginCallOutcome.OK,
+  never_voted: PluginCallOutcome.NEVER_VOTED,
+  wrong_key: PluginCallOutcome.WRONG_KEY,
+  malformed_id: PluginCallOutcome.MALFORMED_ID,
+} as const;
+
 /** A name -> enum table read backwards: enum value -> name. */
 export function namesOf<N extends string, P extends number>(toProto: Readonly<Record<N, P>>): Readonly<Partial<Record<P, N>>> {
   return Object.fromEntries(Object.entries<P>(toProto).map(([name, value]) => [value, name])) as Partial<Record<P, N>>;
@@ -92,3 +111,5 @@ export const REVIEW_STATE_NAMES: NamesOf<ReviewState, typeof REVIEW_STATE_TO_PRO
 export const REVIEW_MODE_NAMES: NamesOf<ReviewMode, typeof REVIEW_MODE_TO_PROTO> = namesOf(REVIEW_MODE_TO_PROTO);
 export const REVIEW_ACTION_NAMES: NamesOf<ReviewAction, typeof REVIEW_ACTION_TO_PROTO> = namesOf(REVIEW_ACTION_TO_PROTO);
 export const EXPORT_FORMAT_NAMES: NamesOf<ExportFormat, typeof EXPORT_FORMAT_TO_PROTO> = namesOf(EXPORT_FORMAT_TO_PROTO);
+export const PLAYER_ID_KIND_NAMES: NamesOf<PlayerIdKind, typeof PLAYER_ID_KIND_TO_PROTO> = namesOf(PLAYER_ID_KIND_TO_PROTO);
+export const PLUGIN_CALL_OUTCOME_NAMES: NamesOf<PluginCallOutcome, typeof PLUGIN_CALL_OUTCOME_TO_PROTO> = namesOf(PLUGIN_CALL_OUTCOME_TO_PROTO);

@@ -1,6 +1,7 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { AccessService } from "../../gen/proto/access/v1/access_pb.js";
 import { ClaimService } from "../../gen/proto/claims/v1/claims_pb.js";
+import { PluginActivityService } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
@@ -19,6 +20,8 @@ export interface RpcClients {
   deliveryStats: Client<typeof DeliveryStatsService>;
   access: Client<typeof AccessService>;
   claims: Client<typeof ClaimService>;
+  /** The reward plugins' recent calls: the gateway records them, the dashboard reads them. */
+  pluginActivity: Client<typeof PluginActivityService>;
 }
 
 /**
@@ -35,5 +38,6 @@ export function createRpcClients(transport: Transport): RpcClients {
     deliveryStats: createClient(DeliveryStatsService, transport),
     access: createClient(AccessService, transport),
     claims: createClient(ClaimService, transport),
+    pluginActivity: createClient(PluginActivityService, transport),
   };
 }

@@ -11,9 +11,9 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { hashToken } from "../../services/shared/secrets.js";
-import { createTestDatabase } from "../helpers/db.js";
-import { freePort, useProcesses } from "../helpers/processes.js";
-import { configProblems, newSecretsKey, startGatewayProcess, startReferralServiceProcess } from "./e2e-support.js";
+import { createTestDatabase } from "../../scripts/harness/db.js";
+import { freePort, useProcesses } from "../../scripts/harness/processes.js";
+import { configProblems, newSecretsKey, startGatewayProcess, startReferralServiceProcess } from "../../scripts/harness/e2e-support.js";
 
 test("the referral service refuses to start with no service token (exit 2); with ADMIN_SERVICE_TOKEN and GATEWAY_SERVICE_TOKEN it starts and each token has its own scopes", async (t) => {
   t.timeout(120_000);

@@ -18,10 +18,10 @@ import { COMMANDS } from "../../scripts/cli/main.js";
 import { pluginSetups } from "../../gateway/dashboard/static/plugin-setup.js";
 import { eventually } from "../helpers/eventually.js";
 import { startRacingGateway } from "../helpers/racing-gateway.js";
-import { startReceiver, type Receiver } from "../helpers/receiver.js";
+import { startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 const BIN = join(import.meta.dirname, "../../scripts/cli/bin.js");
 

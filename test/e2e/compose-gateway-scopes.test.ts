@@ -15,7 +15,7 @@ import { promisify } from "node:util";
 import { DEFAULT_GATEWAY_SCOPES, readAccessSettings } from "../../services/access/bootstrap.js";
 import { grants } from "../../services/access/scopes.js";
 import { createEnvReader } from "../../services/shared/config.js";
-import { REPO_ROOT } from "../helpers/processes.js";
+import { REPO_ROOT } from "../../scripts/harness/processes.js";
 
 const run = promisify(execFile);
 const composeDir = mkdtempSync(join(tmpdir(), "compose-scopes-"));

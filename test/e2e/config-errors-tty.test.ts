@@ -7,7 +7,7 @@ import test from "ava";
 import { EXIT_CONFIG_ERROR, runMain } from "../../services/shared/run-main.js";
 import { ConfigError } from "../../services/shared/config.js";
 import { createLogger } from "../../services/shared/log.js";
-import { useProcesses } from "../helpers/processes.js";
+import { useProcesses } from "../../scripts/harness/processes.js";
 
 /** A shell command line quoting each word for /bin/sh. */
 const shellLine = (words: string[]) => words.map((w) => `'${w.replace(/'/g, `'\\''`)}'`).join(" ");

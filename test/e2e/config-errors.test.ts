@@ -10,8 +10,8 @@ import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { useProcesses } from "../helpers/processes.js";
-import { configProblems } from "./e2e-support.js";
+import { useProcesses } from "../../scripts/harness/processes.js";
+import { configProblems } from "../../scripts/harness/e2e-support.js";
 
 /** A value that would be a valid SECRETS_KEY (32 bytes, base64). */
 const validKey = () => randomBytes(32).toString("base64");

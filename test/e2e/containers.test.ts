@@ -17,9 +17,9 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
-import { freePorts, REPO_ROOT, useProcesses, type ProcessGroup } from "../helpers/processes.js";
-import { newSecretsKey, precreateTopics } from "./e2e-support.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
+import { freePorts, REPO_ROOT, useProcesses, type ProcessGroup } from "../../scripts/harness/processes.js";
+import { newSecretsKey, precreateTopics } from "../../scripts/harness/e2e-support.js";
 
 const run = promisify(execFile);
 

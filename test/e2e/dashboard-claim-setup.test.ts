@@ -13,7 +13,7 @@ import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chrom
 import { createLogger } from "../../services/shared/log.js";
 import { CLAIM_KEY_PLACEHOLDER, pluginSetups } from "../../gateway/dashboard/static/plugin-setup.js";
 import { screenshotDir } from "../helpers/screenshots.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 

@@ -16,8 +16,8 @@ import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chrom
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { createLogger } from "../../services/shared/log.js";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { headerOf, startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
@@ -286,7 +286,9 @@ test.serial("after 5 days of nothing but failures the endpoint is disabled autom
   t.regex(banner, /every attempt failed for 5 days \(since \d{4}-\d{2}-\d{2}T[^)]+\); last error: receiver answered 502/);
   t.regex((await page.textContent("#health-disabled")) ?? "", /every attempt failed for 5 days/);
   t.is(await page.textContent("#endpoint-health-state"), "disabled");
-  const row = await searchPlayerUntil(page, "Skeleton", "pending");
+  // Its delivery waits for callbacks to be re-enabled: held, not pending with a next attempt in the past.
+  const row = await searchPlayerUntil(page, "Skeleton", "held");
+  t.regex((await row.textContent()) ?? "", /held until callbacks are re-enabled/);
   await row.getByRole("button", { name: "Attempts" }).click();
   await page.locator("#attempt-exchange-body .exchange-response-body", { hasText: "bad gateway" }).waitFor();
   await page.screenshot({ path: join(SCREENSHOTS, "deliveries-auto-disabled.png"), fullPage: true });

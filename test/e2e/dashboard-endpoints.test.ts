@@ -16,7 +16,7 @@ import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { type DashboardBrowserContext, LAPTOP, PHONE } from "../helpers/dashboard-browser.js";
 import { eventually } from "../helpers/eventually.js";
 import { screenshotDir } from "../helpers/screenshots.js";
-import { startStack } from "../helpers/stack.js";
+import { startStack } from "../../scripts/harness/stack.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 const ENDPOINT_URL = "https://play.example.com/hooks/referrals-qualified";

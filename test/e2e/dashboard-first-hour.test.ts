@@ -19,7 +19,7 @@ import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { type DashboardBrowserContext, LAPTOP, PHONE } from "../helpers/dashboard-browser.js";
 import { eventually } from "../helpers/eventually.js";
 import { screenshotDir } from "../helpers/screenshots.js";
-import { startStack } from "../helpers/stack.js";
+import { startStack } from "../../scripts/harness/stack.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
@@ -291,6 +291,15 @@ for (const viewport of [PHONE, LAPTOP]) {
     t.is(status, "held", JSON.stringify(cells));
     t.notRegex(next, /ago|\d{4}-\d\d-\d\d|\d\d:\d\d/, "no next attempt in the past");
     t.regex(next, /callback URL/i, "the row says what releases it");
+
+    // The Hearts tab says the same of the heart's callback.
+    await openTab(page, "hearts");
+    const cell = page.locator("#hearts-table tbody tr", { hasText: "Steve" }).first().locator(".delivery-cell[data-transport=callback]");
+    await cell.waitFor();
+    const text = (await cell.textContent()) ?? "";
+    t.regex(text, /held/, text);
+    t.notRegex(text, /pending/, "not shown as pending");
+    t.regex(text, /callback URL/i, "the heart's callback says what releases it");
   });
 
   test.serial(`${viewport.width} px: empty lists say what to do next (deliveries, hearts, referrals, endpoints)`, async (t) => {

@@ -18,9 +18,9 @@ import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { createLogger } from "../../services/shared/log.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { eventually } from "../helpers/eventually.js";
-import { startReceiver, type Receiver } from "../helpers/receiver.js";
+import { startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
 import { screenshotDir } from "../helpers/screenshots.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 const UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0";

@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import type { Page } from "playwright-core";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
 import { createLogger } from "../../services/shared/log.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 

@@ -17,8 +17,8 @@ import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chrom
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { createLogger } from "../../services/shared/log.js";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { headerOf, startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;

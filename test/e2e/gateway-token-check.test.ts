@@ -14,9 +14,9 @@ import { ConfigError } from "../../services/shared/config.js";
 import { createLogger } from "../../services/shared/log.js";
 import { createRpcClients } from "../../services/shared/service-clients.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
-import { freePort, useProcesses } from "../helpers/processes.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
-import { configProblems, startGatewayProcess } from "./e2e-support.js";
+import { freePort, useProcesses } from "../../scripts/harness/processes.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { configProblems, startGatewayProcess } from "../../scripts/harness/e2e-support.js";
 
 const test = anyTest as TestFn<{ stack: TestStack }>;
 

@@ -14,9 +14,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
-import { freePorts, jsonLines, REPO_ROOT, useProcesses, type ManagedProcess } from "../helpers/processes.js";
-import { configProblems, newSecretsKey, startReferralServiceProcess, type SystemSettings } from "./e2e-support.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
+import { freePorts, jsonLines, REPO_ROOT, useProcesses, type ManagedProcess } from "../../scripts/harness/processes.js";
+import { configProblems, newSecretsKey, startReferralServiceProcess, type SystemSettings } from "../../scripts/harness/e2e-support.js";
 import { DEPENDENCY_ATTEMPT_TIMEOUT_MS } from "../../services/shared/startup.js";
 import { SECRETS_KEY_MISMATCH } from "../../services/shared/secrets-key-check.js";
 

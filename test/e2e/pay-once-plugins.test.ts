@@ -2,7 +2,7 @@
  * Pay-once mode against the reward plugins' own retry rules, on real PostgreSQL, the shared Kafka broker and the
  * four production processes (gateway, referral service, relay, delivery), each its own OS process. A pay-once
  * server has a claim key and an HTTP callback endpoint whose receiver pays each heart_id once. For each supported
- * plugin client (test/helpers/plugin-clients.ts) the sequence of issue 27 runs:
+ * plugin client (scripts/harness/plugin-clients.ts) the sequence of issue 27 runs:
  *
  * 1. the delivery process is paused (SIGSTOP) and the player's heart is cast, so no callback is sent yet;
  * 2. the plugin checks: `1` (voted, not claimed); its claim is held where the plugin queues it;
@@ -18,7 +18,7 @@
  */
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 import { eventually } from "../helpers/eventually.js";
 import {
   createEasyVoteExtended329,
@@ -28,10 +28,10 @@ import {
   rocketModReward,
   voteRewardQuery,
   type EasyVoteSite,
-} from "../helpers/plugin-clients.js";
-import { createProcessGroup, freeRestartablePort, type ProcessGroup } from "../helpers/processes.js";
-import { startReceiver, type Receiver } from "../helpers/receiver.js";
-import { createServiceClients, type ServiceClients } from "../helpers/stack.js";
+} from "../../scripts/harness/plugin-clients.js";
+import { createProcessGroup, freeRestartablePort, type ProcessGroup } from "../../scripts/harness/processes.js";
+import { startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
+import { createServiceClients, type ServiceClients } from "../../scripts/harness/stack.js";
 import {
   createPaymentLedger,
   dumpOnFailure,
@@ -44,7 +44,7 @@ import {
   type PaymentLedger,
   type ServiceProcess,
   type SystemSettings,
-} from "./e2e-support.js";
+} from "../../scripts/harness/e2e-support.js";
 
 interface Context {
   db: TestDatabase;

@@ -14,11 +14,11 @@ import { EnvelopeSchema, HeartCountedSchema, type Envelope } from "../../gen/pro
 import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../../services/shared/bus.js";
 import { createKafkaBus } from "../../services/shared/kafka-bus.js";
 import { createLogger } from "../../services/shared/log.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 import { eventually } from "../helpers/eventually.js";
-import { createProcessGroup, freePort, jsonLines, type ProcessGroup } from "../helpers/processes.js";
-import { headerOf, startReceiver, type Receiver } from "../helpers/receiver.js";
-import { createServiceClients, type ServiceClients } from "../helpers/stack.js";
+import { createProcessGroup, freePort, jsonLines, type ProcessGroup } from "../../scripts/harness/processes.js";
+import { headerOf, startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
+import { createServiceClients, type ServiceClients } from "../../scripts/harness/stack.js";
 import {
   checkCallback,
   counterValue,
@@ -33,7 +33,7 @@ import {
   startRelayProcess,
   unixNow,
   type ServiceProcess,
-} from "./e2e-support.js";
+} from "../../scripts/harness/e2e-support.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 

@@ -16,15 +16,15 @@ import type { Page } from "playwright-core";
 import { createClient } from "@connectrpc/connect";
 import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { createLogger } from "../../services/shared/log.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { eventually } from "../helpers/eventually.js";
-import { startReceiver, type Receiver } from "../helpers/receiver.js";
+import { startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
 import { screenshotDir } from "../helpers/screenshots.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0";
 const PHONE = { width: 375, height: 812 };

@@ -20,11 +20,11 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import anyTest, { type TestFn } from "ava";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 import { eventually } from "../helpers/eventually.js";
-import { createProcessGroup, freePort, type ProcessGroup } from "../helpers/processes.js";
+import { createProcessGroup, freePort, type ProcessGroup } from "../../scripts/harness/processes.js";
 import { RECEIVER_PLATFORMS, runCsharpClaim, startPhpClaimPage, startPlatformReceiver, stopOnTeardown } from "../helpers/receivers-run.js";
-import { createServiceClients, type ServiceClients } from "../helpers/stack.js";
+import { createServiceClients, type ServiceClients } from "../../scripts/harness/stack.js";
 import {
   dumpOnFailure,
   newSecretsKey,
@@ -33,7 +33,7 @@ import {
   startGatewayProcess,
   startReferralServiceProcess,
   startRelayProcess,
-} from "./e2e-support.js";
+} from "../../scripts/harness/e2e-support.js";
 
 interface Context {
   db: TestDatabase;

@@ -9,11 +9,11 @@
 import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
 import { startKafka, type KafkaBroker } from "../../scripts/infra/kafka.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 import { eventually } from "../helpers/eventually.js";
-import { createProcessGroup, jsonLines, type ProcessGroup } from "../helpers/processes.js";
-import { startReceiver, type Receiver } from "../helpers/receiver.js";
-import { createServiceClients, type ServiceClients } from "../helpers/stack.js";
+import { createProcessGroup, jsonLines, type ProcessGroup } from "../../scripts/harness/processes.js";
+import { startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
+import { createServiceClients, type ServiceClients } from "../../scripts/harness/stack.js";
 import {
   createPaymentLedger,
   dumpOnFailure,
@@ -25,7 +25,7 @@ import {
   type PaymentLedger,
   type ServiceProcess,
   type SystemSettings,
-} from "./e2e-support.js";
+} from "../../scripts/harness/e2e-support.js";
 
 interface Context {
   broker: KafkaBroker;

@@ -25,11 +25,11 @@ import { ensureServiceToken } from "../../services/access/service-tokens.js";
 import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../../services/shared/bus.js";
 import { createKafkaBus } from "../../services/shared/kafka-bus.js";
 import { createLogger } from "../../services/shared/log.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 import { eventually } from "../helpers/eventually.js";
-import { createProcessGroup, freePorts, type ProcessGroup } from "../helpers/processes.js";
-import { startReceiver, type Receiver } from "../helpers/receiver.js";
-import { createServiceClients, type ServiceClients } from "../helpers/stack.js";
+import { createProcessGroup, freePorts, type ProcessGroup } from "../../scripts/harness/processes.js";
+import { startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
+import { createServiceClients, type ServiceClients } from "../../scripts/harness/stack.js";
 import {
   counterValue,
   createPaymentLedger,
@@ -45,7 +45,7 @@ import {
   unixNow,
   type PaymentLedger,
   type ServiceProcess,
-} from "./e2e-support.js";
+} from "../../scripts/harness/e2e-support.js";
 
 /** Servers under load, each with a receiver of its own. */
 const SERVERS = 3;

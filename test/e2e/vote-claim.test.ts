@@ -2,18 +2,18 @@
  * The reward plugins' check/claim API end to end, with the four production processes started as in
  * production (gateway, referral service, relay, delivery) on this file's own PostgreSQL database and the
  * shared Kafka broker. A heart cast with a steam id is checked and claimed through the gateway's
- * `GET /api/votes` by the requests EasyVoteExtended and the FiveM script make (test/helpers/plugin-clients.ts),
+ * `GET /api/votes` by the requests EasyVoteExtended and the FiveM script make (scripts/harness/plugin-clients.ts),
  * parsed as they parse them: check 1 -> claim 1 -> check 2 -> claim 2; a player who never voted and a
  * wrong key get 0; a key-guessing source is refused (429) while the right key from the same source still
  * answers; two claims at once pay once; and the key never appears in any process's output or metrics.
  */
 import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 import { eventually } from "../helpers/eventually.js";
-import { createProcessGroup, freePort, jsonLines, type ProcessGroup } from "../helpers/processes.js";
-import { easyVoteCheck, easyVoteClaim, easyVoteStatus, fivemCheckVote, pluginGet, type EasyVoteSite } from "../helpers/plugin-clients.js";
-import { createServiceClients, type ServiceClients } from "../helpers/stack.js";
+import { createProcessGroup, freePort, jsonLines, type ProcessGroup } from "../../scripts/harness/processes.js";
+import { easyVoteCheck, easyVoteClaim, easyVoteStatus, fivemCheckVote, pluginGet, type EasyVoteSite } from "../../scripts/harness/plugin-clients.js";
+import { createServiceClients, type ServiceClients } from "../../scripts/harness/stack.js";
 import { DEFAULT_CLAIM_KEY_GUESSES_PER_SOURCE } from "../../gateway/handle-vote-claim.js";
 import {
   dumpOnFailure,
@@ -25,7 +25,7 @@ import {
   startReferralServiceProcess,
   startRelayProcess,
   type ServiceProcess,
-} from "./e2e-support.js";
+} from "../../scripts/harness/e2e-support.js";
 
 interface Context {
   db: TestDatabase;

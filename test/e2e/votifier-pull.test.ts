@@ -7,10 +7,10 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { createHmac, randomBytes } from "node:crypto";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 import { eventually } from "../helpers/eventually.js";
-import { createProcessGroup, freePort, type ProcessGroup } from "../helpers/processes.js";
-import { createServiceClients, type ServiceClients } from "../helpers/stack.js";
+import { createProcessGroup, freePort, type ProcessGroup } from "../../scripts/harness/processes.js";
+import { createServiceClients, type ServiceClients } from "../../scripts/harness/stack.js";
 import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
 import {
   dumpOnFailure,
@@ -21,7 +21,7 @@ import {
   startReferralServiceProcess,
   startRelayProcess,
   type ServiceProcess,
-} from "./e2e-support.js";
+} from "../../scripts/harness/e2e-support.js";
 
 interface Context {
   db: TestDatabase;

@@ -1,6 +1,6 @@
 import type { Page } from "playwright-core";
 import type { LaunchedChromium } from "../../scripts/infra/chromium.js";
-import type { TestStack } from "./stack.js";
+import type { TestStack } from "../../scripts/harness/stack.js";
 
 /** A phone's viewport: the narrowest width the dashboard's browser tests hold it to. */
 export const PHONE = { width: 375, height: 812 };

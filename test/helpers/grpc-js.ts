@@ -4,7 +4,7 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { TEST_SERVICE_TOKEN } from "./service-token.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 
 /** A client interceptor adding `authorization: Bearer <token>` metadata to every call. */
 export function grpcJsBearer(token: string): grpc.Interceptor {

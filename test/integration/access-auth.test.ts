@@ -23,9 +23,9 @@ import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import { eventually } from "../helpers/eventually.js";
 import { createGrpcJsClient } from "../helpers/grpc-js.js";
 import { hostedServices } from "../helpers/hosted-services.js";
-import { REPO_ROOT } from "../helpers/processes.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { REPO_ROOT } from "../../scripts/harness/processes.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { startGatewayStack } from "./gateway-stack.js";
 import { randomBytes } from "node:crypto";
 

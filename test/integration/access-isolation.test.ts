@@ -23,7 +23,7 @@ import { createServiceTransport, withHeaders } from "../../services/shared/servi
 import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
 import { hostedServices } from "../helpers/hosted-services.js";
 import { ownerApi, signInOwner, startDashboardGateway, type DashboardGateway, type OwnerSession } from "../helpers/owner-session.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 /** What one owner has; B's values must never reach A. */
 interface OwnerData {

@@ -1,7 +1,7 @@
 /** Owners RPCs (AccessService): create, assign servers, list an owner's servers; login link input checks. */
 import test from "ava";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 let stack: TestStack;
 test.before(async () => {

@@ -9,7 +9,7 @@ import { APPLY_EVENT_TRANSACTION_LIMITS_MS, applyEventBatch } from "../../servic
 import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
 import { runSqlTransaction } from "../../services/shared/sql/executor.js";
 import { Overloaded } from "../../services/shared/errors.js";
-import { clickToken, createReferralServer, startHarness, type Harness } from "./referral-harness.js";
+import { clickToken, createReferralServer, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const test = anyTest as TestFn<{ h: Harness }>;
 

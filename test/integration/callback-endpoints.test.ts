@@ -12,10 +12,10 @@ import { createLogger } from "../../services/shared/log.js";
 import { createServiceTransport, withHeaders } from "../../services/shared/service-transport.js";
 import { eventually } from "../helpers/eventually.js";
 import { signInOwner, startDashboardGateway } from "../helpers/owner-session.js";
-import { headerOf, type RecordedRequest } from "../helpers/receiver.js";
-import { startStack } from "../helpers/stack.js";
-import { rpcError } from "./referral-harness.js";
-import { addDelivery, expectedCallbackMac, hexEquals, parseCallbackSignature, startDispatchWorld } from "./delivery-harness.js";
+import { headerOf, type RecordedRequest } from "../../scripts/harness/receiver.js";
+import { startStack } from "../../scripts/harness/stack.js";
+import { rpcError } from "../../scripts/harness/referral-harness.js";
+import { addDelivery, expectedCallbackMac, hexEquals, parseCallbackSignature, startDispatchWorld } from "../../scripts/harness/delivery-harness.js";
 
 function macOk(request: RecordedRequest, secret: string): boolean {
   const parsed = parseCallbackSignature(headerOf(request, "x-service-signature"));

@@ -14,7 +14,7 @@ import { toLedgerPlayer } from "../../services/claims/ledger-player.js";
 import { claimOldestHeld, readStanding } from "../../services/claims/ledger-store.js";
 import { executeSql, runSqlTransaction } from "../../services/shared/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
-import { insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "./delivery-harness.js";
+import { insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
 
 const STEAM = "76561198012345678";
 const HISTORY_ROWS = 20_000;

@@ -10,15 +10,15 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { eventually } from "../helpers/eventually.js";
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
 import { runSql, runSqlTransaction } from "../../services/shared/sql/executor.js";
 import { toOutboxRow } from "../../services/shared/outbox.js";
 import { writeHearts, type HeartWrite } from "../../services/hearts/store.js";
-import { createTestClock, type TestClock } from "./delivery-harness.js";
+import { createTestClock, type TestClock } from "../../scripts/harness/delivery-harness.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";
 const DAY_MS = 86_400_000;
@@ -368,7 +368,7 @@ test.serial("access: CheckVote/ClaimVote need the claims scope (the gateway's de
   const anonymous = createClient(ClaimService, createServiceTransport(stack.rpcUrl, ""));
   t.is((await t.throwsAsync(anonymous.claimVote({ claimKey, player }), { instanceOf: ConnectError }))?.code, Code.Unauthenticated);
 
-  const { createServiceClients } = await import("../helpers/stack.js");
+  const { createServiceClients } = await import("../../scripts/harness/stack.js");
   const notAdmin = createServiceClients(stack.rpcUrl, await tokenWith([...DEFAULT_GATEWAY_SCOPES, "read"]));
   for (const call of [
     () => notAdmin.admin.rotateClaimKey({ serverId }),

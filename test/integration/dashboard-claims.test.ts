@@ -5,7 +5,7 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { createLogger } from "../../services/shared/log.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 const DASHBOARD_TOKEN = "dash-claims-test-token-0123456789abcdef";
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";

@@ -10,8 +10,8 @@ import { ENDPOINT_EVENT_TYPES } from "../../services/shared/event-types.js";
 import { createLogger } from "../../services/shared/log.js";
 import { formatCallbackSignature } from "../../services/shared/signature.js";
 import { ownerApi, signInOwner, startDashboardGateway, type DashboardGateway, type OwnerSession } from "../helpers/owner-session.js";
-import { startReceiver } from "../helpers/receiver.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startReceiver } from "../../scripts/harness/receiver.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 interface Context {
   stack: TestStack;

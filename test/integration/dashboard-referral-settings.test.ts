@@ -6,7 +6,7 @@
 import anyTest, { type TestFn } from "ava";
 import { createLogger } from "../../services/shared/log.js";
 import { ownerApi, signInOwner, startDashboardGateway, type DashboardGateway, type OwnerSession } from "../helpers/owner-session.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 interface Context {
   stack: TestStack;

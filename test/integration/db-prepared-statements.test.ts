@@ -4,7 +4,7 @@
  */
 import test from "ava";
 import { createStatementNamer } from "../../services/shared/db.js";
-import { createTestDatabase } from "../helpers/db.js";
+import { createTestDatabase } from "../../scripts/harness/db.js";
 
 test("a statement Prisma sends is a named prepared statement of its connection, reused on the next execution", async (t) => {
   const db = await createTestDatabase({ maxConnections: 1 });

@@ -22,8 +22,8 @@ import { createMetrics } from "../../services/shared/metrics.js";
 import { createOpsServer } from "../../services/shared/ops-server.js";
 import { toOutboxRow } from "../../services/shared/outbox.js";
 import { eventually } from "../helpers/eventually.js";
-import { freePort } from "../helpers/processes.js";
-import { insertServer, startHarness, type Harness } from "./delivery-harness.js";
+import { freePort } from "../../scripts/harness/processes.js";
+import { insertServer, startHarness, type Harness } from "../../scripts/harness/delivery-harness.js";
 
 const brokers = (process.env.KAFKA_BROKERS ?? "").split(",").filter(Boolean);
 const suffix = randomBytes(4).toString("hex");

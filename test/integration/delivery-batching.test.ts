@@ -10,8 +10,16 @@ import { claimDueDeliveries, type ClaimedDelivery } from "../../services/deliver
 import { insertDeliveries } from "../../services/delivery/insert-deliveries.js";
 import type { EventBus, ReceivedMessage } from "../../services/shared/bus.js";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf, type RecordedRequest } from "../helpers/receiver.js";
-import { expectedCallbackMac, hexEquals, insertSecret, insertServer, parseCallbackSignature, startDispatchWorld, addDelivery } from "./delivery-harness.js";
+import { headerOf, type RecordedRequest } from "../../scripts/harness/receiver.js";
+import {
+  expectedCallbackMac,
+  hexEquals,
+  insertSecret,
+  insertServer,
+  parseCallbackSignature,
+  startDispatchWorld,
+  addDelivery,
+} from "../../scripts/harness/delivery-harness.js";
 
 // Batching in the delivery service (issue #8): the consumer's one-statement insert, the claim that
 // reads secrets with the rows, group-committed attempt records, keep-alive pools. Correctness only,

@@ -10,8 +10,16 @@ import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import type { EventBus } from "../../services/shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf, startReceiver } from "../helpers/receiver.js";
-import { expectedCallbackMac, hexEquals, insertSecret, insertServer, parseCallbackSignature, startHarness, type Harness } from "./delivery-harness.js";
+import { headerOf, startReceiver } from "../../scripts/harness/receiver.js";
+import {
+  expectedCallbackMac,
+  hexEquals,
+  insertSecret,
+  insertServer,
+  parseCallbackSignature,
+  startHarness,
+  type Harness,
+} from "../../scripts/harness/delivery-harness.js";
 
 // Real Kafka (KAFKA_BROKERS from the test runner); a topic and consumer group of this file's own.
 const suffix = randomBytes(4).toString("hex");

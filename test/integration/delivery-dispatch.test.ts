@@ -1,6 +1,6 @@
 import test, { type ExecutionContext } from "ava";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf, type RecordedRequest } from "../helpers/receiver.js";
+import { headerOf, type RecordedRequest } from "../../scripts/harness/receiver.js";
 import { validateHeartCallbackHeaders, validateHeartEvent } from "./openapi-validate.js";
 import {
   expectedCallbackMac,
@@ -14,7 +14,7 @@ import {
   addDelivery,
   defaultEndpoint,
   setDefaultEndpoint,
-} from "./delivery-harness.js";
+} from "../../scripts/harness/delivery-harness.js";
 
 // Serial: these tests measure delays (the schedule, Retry-After, one server not delaying another),
 // so they do not compete with each other for the machine's cores.

@@ -20,7 +20,7 @@ import { createRelay } from "../../services/relay/relay.js";
 import { OWNER_NOTIFICATIONS_TOPIC } from "../../services/shared/bus.js";
 import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf } from "../helpers/receiver.js";
+import { headerOf } from "../../scripts/harness/receiver.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 import {
   createTestClock,
@@ -32,7 +32,7 @@ import {
   addDelivery,
   defaultEndpoint,
   type DispatchWorld,
-} from "./delivery-harness.js";
+} from "../../scripts/harness/delivery-harness.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 

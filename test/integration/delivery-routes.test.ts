@@ -6,8 +6,8 @@ import { DeliveryStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { NIL_UUID } from "../../services/shared/ids.js";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf, startReceiver, type RecordedRequest, type Receiver } from "../helpers/receiver.js";
-import { startStack } from "../helpers/stack.js";
+import { headerOf, startReceiver, type RecordedRequest, type Receiver } from "../../scripts/harness/receiver.js";
+import { startStack } from "../../scripts/harness/stack.js";
 import { validateHeartCallbackHeaders, validateHeartEvent } from "./openapi-validate.js";
 import {
   expectedCallbackMac,
@@ -18,7 +18,7 @@ import {
   parseCallbackSignature,
   startHarness,
   type Harness,
-} from "./delivery-harness.js";
+} from "../../scripts/harness/delivery-harness.js";
 
 const test = anyTest as TestFn<{ h: Harness; strict: Harness; ingest: Receiver; receivers: Receiver[] }>;
 

@@ -19,7 +19,7 @@ import type { PrismaClient } from "../../services/shared/db.js";
 import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
 import { createLogger } from "../../services/shared/log.js";
 import { eventually } from "../helpers/eventually.js";
-import { useProcesses } from "../helpers/processes.js";
+import { useProcesses } from "../../scripts/harness/processes.js";
 
 /** A killed delivery process's partitions must be handled by another one within this long. */
 const TAKEOVER_BOUND_MS = 10_000;

@@ -13,9 +13,9 @@ import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { createVotifierTransport } from "../../services/delivery/votifier-transport.js";
 import { createSecretBox } from "../../services/shared/secrets.js";
 import { eventually } from "../helpers/eventually.js";
-import type { Receiver } from "../helpers/receiver.js";
+import type { Receiver } from "../../scripts/harness/receiver.js";
 import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
-import { insertSecret, insertServer, type Harness, startDispatchWorld } from "./delivery-harness.js";
+import { insertSecret, insertServer, type Harness, startDispatchWorld } from "../../scripts/harness/delivery-harness.js";
 
 const TOKEN = "nvtoken7kq2m9x4hd8s3v1c6p0w";
 const COUNTED_AT = new Date("2026-03-04T05:06:07.089Z");

@@ -10,9 +10,9 @@ import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
 import { CONTRACT_ERRORS, ERROR_TEXT } from "../../services/shared/contract.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
-import { createPrivateDatabase, type PrivateDatabase } from "../helpers/db.js";
+import { createPrivateDatabase, type PrivateDatabase } from "../../scripts/harness/db.js";
 import { eventually } from "../helpers/eventually.js";
-import { startStack, type TestGateway, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestGateway, type TestStack } from "../../scripts/harness/stack.js";
 import { captureLog, nowSeconds, type CapturedLog, type RawResponse } from "./gateway-stack.js";
 import { validateAgainstOpenApi, validateTextAgainstOpenApi } from "./openapi-validate.js";
 

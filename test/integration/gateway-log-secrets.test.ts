@@ -18,7 +18,7 @@ import { INGEST_PATH } from "../../services/shared/contract.js";
 import { createOpsHandler } from "../../services/shared/health.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
 import { DASHBOARD_LOGIN_PATH, RECEIPT_JSON_SUFFIX, RECEIPT_PATH_PREFIX } from "../../services/shared/wire.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { captureLog, nowSeconds, type CapturedLog } from "./gateway-stack.js";
 
 const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;

@@ -12,7 +12,7 @@ import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
 import { startGatewayStack, type GatewayStack, type RawResponse } from "./gateway-stack.js";
 import { validateAgainstOpenApi } from "./openapi-validate.js";

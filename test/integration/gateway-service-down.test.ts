@@ -10,9 +10,9 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { createReferralServiceClients } from "../../gateway/clients.js";
 import { fromRpcError, SERVICE_DOWN_RETRY_AFTER_S } from "../../gateway/http-errors.js";
 import { ERROR_TEXT } from "../../services/shared/contract.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
-import { startStack } from "../helpers/stack.js";
+import { startStack } from "../../scripts/harness/stack.js";
 import { captureLog, nowSeconds, startGatewayStack } from "./gateway-stack.js";
 
 /** Port 9 (discard) on loopback has no listener here: every call fails as Unavailable. */

@@ -9,10 +9,10 @@ import { createReferralServiceClients, type ReferralServiceClients } from "../..
 import type { ApplyEventBatchOptions } from "../../services/referral/apply-event.js";
 import { createMetrics, type Metrics } from "../../services/shared/metrics.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
-import type { TestDatabase } from "../helpers/db.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
+import type { TestDatabase } from "../../scripts/harness/db.js";
 import type { GatewayDeps } from "../../gateway/server.js";
-import { startStack } from "../helpers/stack.js";
+import { startStack } from "../../scripts/harness/stack.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
 
 /** The captured logger lives in test/helpers/capture-log.ts; re-exported for the gateway tests. */

@@ -1,7 +1,7 @@
 /**
  * The check/claim API for reward plugins (gateway/handle-vote-claim.ts) on the real stack: the gateway
  * in front of the referral service's ClaimService on PostgreSQL. Every request is the one a published
- * plugin makes (test/helpers/plugin-clients.ts: EasyVoteExtended 3.0.4 and 3.2.x, the FiveM script, VoteReward, RocketMod Votifier), every
+ * plugin makes (scripts/harness/plugin-clients.ts: EasyVoteExtended 3.0.4 and 3.2.x, the FiveM script, VoteReward, RocketMod Votifier), every
  * answer is parsed the way that plugin parses it, and every real answer validates against the OpenAPI
  * document. Also: a wrong key answers exactly what an unknown player gets, the wrong-key limiter refuses a
  * guessing source while a key seen working still answers, two claims at once pay once, and the key never
@@ -13,7 +13,7 @@ import { createReferralServiceClients } from "../../gateway/clients.js";
 import { pluginSetups } from "../../gateway/dashboard/static/plugin-setup.js";
 import { captureLog, type CapturedLog } from "./gateway-stack.js";
 import { validateAgainstOpenApi, validateTextAgainstOpenApi } from "./openapi-validate.js";
-import { startStack, type TestGateway, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestGateway, type TestStack } from "../../scripts/harness/stack.js";
 import {
   easyVote304Claim,
   easyVote304Status,
@@ -30,7 +30,7 @@ import {
   type EasyVoteSite,
   type RawHttpAnswer,
   type VrcFile,
-} from "../helpers/plugin-clients.js";
+} from "../../scripts/harness/plugin-clients.js";
 
 interface Context {
   stack: TestStack;

@@ -12,7 +12,7 @@ import type { ItemOutcome } from "../../services/shared/group-commit.js";
 import { castHeartBatch, createCastHeartQueue, type HeartCast, type HeartCastResult } from "../../services/hearts/cast-heart-batch.js";
 import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js";
 import { toVoterAddress } from "../../services/hearts/domain/ip.js";
-import { createTestClock, insertServer, startHarness, type Harness, type TestClock } from "./delivery-harness.js";
+import { createTestClock, insertServer, startHarness, type Harness, type TestClock } from "../../scripts/harness/delivery-harness.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";
 const test = anyTest as TestFn<{ h: Harness; clock: TestClock }>;

@@ -11,7 +11,7 @@ import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js
 import { toVoterAddress } from "../../services/hearts/domain/ip.js";
 import { executeSql } from "../../services/shared/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
-import { insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "./delivery-harness.js";
+import { insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
 
 const HOT_ADDRESS = "198.51.100.7";
 const HOT_SUBNET = "198.51.100.0/24";

@@ -9,7 +9,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
-import { createTestClock, insertServer, startHarness, type Harness, type TestClock } from "./delivery-harness.js";
+import { createTestClock, insertServer, startHarness, type Harness, type TestClock } from "../../scripts/harness/delivery-harness.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";
 const STEAM = "76561198012345678";

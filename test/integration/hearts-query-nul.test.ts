@@ -5,7 +5,7 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { createServiceClients, startStack, type TestStack } from "../helpers/stack.js";
+import { createServiceClients, startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { createLogger } from "../../services/shared/log.js";
 import { nulText, tooLongText } from "../../services/shared/field-rules.js";
 

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { randomBytes, randomUUID } from "node:crypto";
 import pg from "pg";
 import { applyMigrations, DEFAULT_MIGRATIONS_DIR } from "../../scripts/db/schema-engine.js";
-import { withDatabase } from "../helpers/db.js";
+import { withDatabase } from "../../scripts/harness/db.js";
 
 const adminUrl = process.env.TEST_PG_ADMIN_URL ?? "";
 const MIGRATION = "20261127110433_callback_endpoints";

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { applyMigrations, diffSchemaAgainstMigrations } from "../../scripts/db/schema-engine.js";
 import { startEmbeddedPostgres, IN_MEMORY_DATA_DIR } from "../../scripts/infra/embedded-postgres.js";
-import { withDatabase } from "../helpers/db.js";
+import { withDatabase } from "../../scripts/harness/db.js";
 
 const adminUrl = process.env.TEST_PG_ADMIN_URL ?? "";
 

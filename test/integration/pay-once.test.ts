@@ -20,11 +20,11 @@ import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { eventually } from "../helpers/eventually.js";
 import { ownerApi, signInOwner } from "../helpers/owner-session.js";
-import { startReceiver, type Receiver, type ScriptedResponse } from "../helpers/receiver.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { startReceiver, type Receiver, type ScriptedResponse } from "../../scripts/harness/receiver.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
-import { createServiceClients, startStack, type TestStack } from "../helpers/stack.js";
-import { insertSecret, setDefaultEndpoint } from "./delivery-harness.js";
+import { createServiceClients, startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { insertSecret, setDefaultEndpoint } from "../../scripts/harness/delivery-harness.js";
 import { validateAgainstOpenApi, validateTextAgainstOpenApi } from "./openapi-validate.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";

@@ -12,11 +12,11 @@ import { HEART_COOLDOWN_MS } from "../../services/hearts/domain/streak.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { NIL_UUID } from "../../services/shared/ids.js";
 import { TEST_CALLBACK_PLATFORM_IDS } from "../../services/delivery/send-test-callback.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
-import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../helpers/receiver.js";
-import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "./delivery-harness.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";
+import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
 import { validateHeartEvent, validateHeartEventV2 } from "./openapi-validate.js";
-import { rpcError } from "./referral-harness.js";
+import { rpcError } from "../../scripts/harness/referral-harness.js";
 import { ownerApi, signInOwner } from "../helpers/owner-session.js";
 
 interface Context {

@@ -13,8 +13,8 @@ import { SIGNING_KEY_CACHE_MS, SIGNING_KEY_OVERLAP_MS } from "../../services/ser
 import { WELL_KNOWN_CACHE_MS } from "../../gateway/handle-well-known.js";
 import { ed25519PublicKeyOf } from "../../services/shared/signature.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { createServiceClients, startStack, type TestStack } from "../helpers/stack.js";
-import { startReceiver, type Receiver, type RecordedRequest } from "../helpers/receiver.js";
+import { createServiceClients, startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";
 
 interface Context {
   stack: TestStack;

@@ -18,7 +18,7 @@ import { formatIngestSignature } from "../../services/shared/signature.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { eventually } from "../helpers/eventually.js";
 import { signInOwner, startDashboardGateway } from "../helpers/owner-session.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { validateAgainstOpenApi } from "./openapi-validate.js";
 
 const test = anyTest as TestFn<{ stack: TestStack }>;

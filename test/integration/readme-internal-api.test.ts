@@ -9,10 +9,10 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { createLogger } from "../../services/shared/log.js";
-import { REPO_ROOT } from "../helpers/processes.js";
+import { REPO_ROOT } from "../../scripts/harness/processes.js";
 import { openLoginLink, ownerApi, startDashboardGateway } from "../helpers/owner-session.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
-import { startStack } from "../helpers/stack.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
+import { startStack } from "../../scripts/harness/stack.js";
 
 const run = promisify(execFile);
 

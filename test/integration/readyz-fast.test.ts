@@ -14,7 +14,7 @@ import { createLogger } from "../../services/shared/log.js";
 import { createMetrics } from "../../services/shared/metrics.js";
 import { createOpsServer } from "../../services/shared/ops-server.js";
 import { readinessChecks } from "../../services/shared/readiness.js";
-import { createTestDatabase } from "../helpers/db.js";
+import { createTestDatabase } from "../../scripts/harness/db.js";
 import { eventually } from "../helpers/eventually.js";
 import { captureLog } from "./gateway-stack.js";
 

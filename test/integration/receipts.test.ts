@@ -12,15 +12,15 @@ import { randomBytes } from "node:crypto";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { HeartService, ReceiptOutcome } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
 import { createReferralServiceClients } from "../../gateway/clients.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
 import { HEART_COOLDOWN_MS } from "../../services/hearts/domain/streak.js";
 import { eventually } from "../helpers/eventually.js";
-import { startReceiver, type Receiver } from "../helpers/receiver.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { validateAgainstOpenApi } from "./openapi-validate.js";
 
 interface Context {

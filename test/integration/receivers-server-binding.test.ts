@@ -13,9 +13,9 @@ import anyTest, { type TestFn } from "ava";
 import { serverMismatchText } from "../../gateway/dashboard/signature-rules.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { eventually } from "../helpers/eventually.js";
-import { startReceiver, type Receiver } from "../helpers/receiver.js";
+import { startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
 import { RECEIVER_PLATFORMS, startPlatformReceiver, stopOnTeardown } from "../helpers/receivers-run.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 /** One server on the list: its id and callback secret. */
 interface ListedServer {

@@ -11,7 +11,7 @@ import { ReferralState } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ExportFormat, ReferralReviewService, ReviewAction, ReviewMode, ReviewState } from "../../gen/proto/referral/v1/referral_review_pb.js";
 import { createRpcClients } from "../../services/shared/service-clients.js";
 import { createServiceTransport } from "../../services/shared/service-transport.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { TOO_MANY_CLICKS_TEXT } from "../../gateway/handle-referral-link.js";
 import { startGatewayStack, type GatewayStack, type TestServer } from "./gateway-stack.js";
 

@@ -13,7 +13,7 @@ import { toApplyEventCommand, type ApplyEventCommand } from "../../services/refe
 import { DomainError, IllegalTransition, RETRY_AFTER_HEADER } from "../../services/shared/errors.js";
 import { ERROR_TEXT } from "../../gateway/http-errors.js";
 import type { ItemOutcome } from "../../services/shared/group-commit.js";
-import { applyEvent, clickToken, createReferralServer, rpcError, startHarness, type Harness } from "./referral-harness.js";
+import { applyEvent, clickToken, createReferralServer, rpcError, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 import { nowSeconds, startGatewayStack } from "./gateway-stack.js";
 
 const test = anyTest as TestFn<{ h: Harness }>;

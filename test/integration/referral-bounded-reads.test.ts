@@ -13,7 +13,7 @@ import { DEFAULT_ABUSE_RULES } from "../../services/referral/domain/abuse-signal
 import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
 import { executeSql } from "../../services/shared/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
-import { clickToken, createReferralServer, startHarness, type Harness } from "./referral-harness.js";
+import { clickToken, createReferralServer, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const HOT_ADDRESS = "203.0.113.7";
 const HISTORY_ROWS = 20_000;

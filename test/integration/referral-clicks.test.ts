@@ -1,6 +1,6 @@
 import anyTest, { type TestFn } from "ava";
 import { Code } from "@connectrpc/connect";
-import { createReferralServer, errorDetails, rpcError, startHarness, type Harness } from "./referral-harness.js";
+import { createReferralServer, errorDetails, rpcError, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const test = anyTest as TestFn<{ h: Harness }>;
 

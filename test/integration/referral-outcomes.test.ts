@@ -12,9 +12,9 @@ import { REFERRALS_TOPIC } from "../../services/shared/bus.js";
 import { formatIngestSignature } from "../../services/shared/signature.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { eventually } from "../helpers/eventually.js";
-import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../helpers/receiver.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
-import { expectedCallbackMac, expectedStandardWebhookSignature, hexEquals, parseCallbackSignature } from "./delivery-harness.js";
+import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { expectedCallbackMac, expectedStandardWebhookSignature, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
 
 interface Context {
   stack: TestStack;

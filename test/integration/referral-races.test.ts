@@ -5,7 +5,7 @@
 import anyTest, { type TestFn } from "ava";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ReferralState } from "../../gen/proto/referral/v1/referral_pb.js";
-import { applyEvent, clickToken, createReferralServer, errorDetails, startHarness, type Harness } from "./referral-harness.js";
+import { applyEvent, clickToken, createReferralServer, errorDetails, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const test = anyTest as TestFn<{ h: Harness }>;
 const CONCURRENCY = 25;

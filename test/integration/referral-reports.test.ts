@@ -5,7 +5,7 @@
 import { randomUUID } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
 import { Code } from "@connectrpc/connect";
-import { applyEvent, clickToken, createReferralServer, errorDetails, rpcError, startHarness, type Harness } from "./referral-harness.js";
+import { applyEvent, clickToken, createReferralServer, errorDetails, rpcError, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const test = anyTest as TestFn<{ h: Harness }>;
 

@@ -19,8 +19,8 @@ import {
 } from "../../gen/proto/claims/v1/claims_pb.js";
 import { ERROR_TEXT } from "../../services/shared/contract.js";
 import { DASHBOARD_SESSION_HEADER, ERROR_KIND_HEADER, SESSION_EXPIRED_KIND } from "../../services/shared/wire.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 
 let stack: TestStack;
 test.before(async () => {

@@ -7,7 +7,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { ReferralEventType, ReferralState } from "../../gen/proto/referral/v1/referral_pb.js";
-import { applyEvent, clickToken, createReferralServer, errorDetails, rpcError, startHarness, type Harness } from "./referral-harness.js";
+import { applyEvent, clickToken, createReferralServer, errorDetails, rpcError, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const test = anyTest as TestFn<{ h: Harness }>;
 

@@ -10,9 +10,9 @@ import {
   GetServerResponseSchema,
   ServerAdminService,
 } from "../../gen/proto/servers/v1/servers_pb.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { grpcJsBearer } from "../helpers/grpc-js.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { bearerToken } from "../../services/shared/service-transport.js";
 
 let stack: TestStack;

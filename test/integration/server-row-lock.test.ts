@@ -9,7 +9,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { lockServer } from "../../services/servers/secret-store.js";
 import { DomainError } from "../../services/shared/errors.js";
 import { runSql } from "../../services/shared/sql/executor.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;
 

@@ -8,7 +8,7 @@ import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
 import { activeSecretSql, hasActiveSecretSql } from "../../services/servers/active-secrets.js";
 import { activeSecretWhere, isSecretActive } from "../../services/servers/domain/secret-policy.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 import { NOW, SECRET_LIFETIME_CASES } from "../helpers/secret-lifetimes.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;

@@ -2,7 +2,7 @@
 import anyTest, { type TestFn } from "ava";
 import { Code } from "@connectrpc/connect";
 import { DEFAULT_ROTATION_GRACE_SECONDS } from "../../services/servers/domain/secret-policy.js";
-import { errorDetails, rpcError, startHarness, type Harness } from "./referral-harness.js";
+import { errorDetails, rpcError, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const test = anyTest as TestFn<{ h: Harness; dev: Harness }>;
 

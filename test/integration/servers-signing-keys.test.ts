@@ -8,7 +8,7 @@ import pg from "pg";
 import { Code } from "@connectrpc/connect";
 import { SigningKeyStatus } from "../../gen/proto/servers/v1/servers_pb.js";
 import { DEFAULT_ROTATION_GRACE_SECONDS } from "../../services/servers/domain/secret-policy.js";
-import { createReferralServer, errorDetails, rpcError, startHarness, type Harness } from "./referral-harness.js";
+import { createReferralServer, errorDetails, rpcError, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const test = anyTest as TestFn<{ h: Harness }>;
 

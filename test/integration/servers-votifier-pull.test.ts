@@ -3,7 +3,7 @@ import anyTest, { type TestFn } from "ava";
 import { Code } from "@connectrpc/connect";
 import { toJsonString } from "@bufbuild/protobuf";
 import { PullKeyStatus, ServerSchema } from "../../gen/proto/servers/v1/servers_pb.js";
-import { errorDetails, rpcError, startHarness, type Harness } from "./referral-harness.js";
+import { errorDetails, rpcError, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const test = anyTest as TestFn<{ h: Harness; dev: Harness }>;
 

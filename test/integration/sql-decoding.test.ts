@@ -6,7 +6,7 @@
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
 import { executeSql, runSql, runSqlTransaction } from "../../services/shared/sql/executor.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;
 

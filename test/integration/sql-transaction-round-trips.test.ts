@@ -10,7 +10,7 @@ import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
 import { createPrisma, isUniqueViolation, type PrismaClient } from "../../services/shared/db.js";
 import { runSqlTransaction } from "../../services/shared/sql/executor.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 interface WireCounter {
   url: string;

@@ -9,7 +9,7 @@ import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
 import { isUniqueViolation } from "../../services/shared/db.js";
 import { isTransactionUnavailable, runSqlTransaction, TransactionUnavailable } from "../../services/shared/sql/executor.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;
 

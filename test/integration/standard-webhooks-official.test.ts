@@ -11,8 +11,8 @@ import anyTest, { type TestFn } from "ava";
 import { Webhook } from "standardwebhooks";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { eventually } from "../helpers/eventually.js";
-import { startReceiver, type Receiver, type RecordedRequest } from "../helpers/receiver.js";
-import { startStack, type TestStack } from "../helpers/stack.js";
+import { startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 interface Context {
   stack: TestStack;

@@ -18,7 +18,7 @@ import { sendVotifierVote } from "../../services/delivery/send-votifier.js";
 import { votifierRefusal, VOTIFIER_MAX_USERNAME_CHARS } from "../../services/shared/votifier-limits.js";
 import { eventually } from "../helpers/eventually.js";
 import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
-import { insertSecret, insertServer, startDispatchWorld, type Harness } from "./delivery-harness.js";
+import { insertSecret, insertServer, startDispatchWorld, type Harness } from "../../scripts/harness/delivery-harness.js";
 
 const TOKEN = "nvtoken-undeliverable-7kq2m9x4";
 const SIXTEEN = "Sixteen_chars_ok";

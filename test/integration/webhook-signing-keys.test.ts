@@ -14,7 +14,7 @@ import {
 } from "../../services/servers/webhook-signing-keys.js";
 import { createSecretBox } from "../../services/shared/secrets.js";
 import { publicKeyStringOf } from "../../services/shared/signature.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/db.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;
 const secretBox = createSecretBox(randomBytes(32));

@@ -6,7 +6,7 @@
 import test from "ava";
 import { PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
 import { MAX_CLAIM_KEY_CHARS, createKnownClaimKeys, parseVoteQuery } from "../../gateway/handle-vote-claim.js";
-import { escapeDataString, fivemUrls, phpUrlencode } from "../helpers/plugin-clients.js";
+import { escapeDataString, fivemUrls, phpUrlencode } from "../../scripts/harness/plugin-clients.js";
 
 const K = "vck_0123456789abcdef";
 const STEAM = "76561198000000001";

@@ -5,6 +5,8 @@
  *    closure of gateway/main.ts) reaches a database or Kafka client, nor a service's own code.
  * 2. No import cycle between files of services/shared, and none between service folders
  *    (services/<a> -> services/<b> -> services/<a>); services/shared imports no service folder.
+ * 3. Nothing under scripts/ or bench/ imports test/: the harness they share with the tests (stack,
+ *    test databases, processes, the receiver, plugin clients) has one home, scripts/harness/.
  *
  * Edges are read the way the code runs: each file is compiled alone (TypeScript's transpileModule,
  * as the build does), so imports used only as types are gone, and the imports left are resolved
@@ -180,4 +182,17 @@ test("no import cycle between service folders", (t) => {
   const found = cyclesOf(edges);
   const cycles = found.map((members) => describeCycle(members, edges, examples));
   t.deepEqual(cycles, [], `import cycles between service folders:\n${cycles.join("\n")}`);
+});
+
+test("nothing under scripts/ or bench/ imports test/ (the harness they share with the tests lives in scripts/harness)", (t) => {
+  const violations: string[] = [];
+  for (const file of [...tsFilesUnder("scripts"), ...tsFilesUnder("bench")]) {
+    // Type-only imports count too: the file still needs test/ to type-check.
+    const { importedFiles } = ts.preProcessFile(readFileSync(join(ROOT, file), "utf8"), true, true);
+    for (const { fileName } of importedFiles) {
+      const target = resolveSpecifier(file, fileName);
+      if (target.startsWith("test/")) violations.push(`${file} imports ${target}`);
+    }
+  }
+  t.deepEqual(violations, [], `move what these need into scripts/harness/ (ARCHITECTURE.md, folders):\n${violations.join("\n")}`);
 });

@@ -47,6 +47,8 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   delivery_workers: ["services/delivery/worker-liveness.ts"],
   // Pay-once mode: every payout write and the one "still payable" rule.
   heart_payouts: ["services/payouts/write-payouts.ts"],
+  // The reward plugins' recent calls: one upsert per batch (RecordPluginCalls), its age limit in the same statement.
+  plugin_activity: ["services/plugin-activity/record-plugin-calls.ts"],
 };
 
 /** The schema's models: Prisma client accessor (`voteClaim`) -> table (`vote_claims`). */

@@ -82,19 +82,27 @@
   /** A delivery's status as a badge (deliveries tab, the test callback's delivery, the hearts list). */
   const deliveryBadge = (status) => badge(status, DELIVERY_STATUS_KINDS[status]);
 
+  /** What releases a held delivery, by the service's `held_reason` (services/delivery/domain/held-reason.ts). */
+  const RELEASED_BY = {
+    no_callback_url: "held until a callback URL is set (Integration tab)",
+    endpoint_disabled: "held until callbacks are re-enabled (Integration tab)",
+    endpoint_deleted: "not sent: its endpoint was deleted",
+    votifier_off: "held until Votifier is set up (Integration tab)",
+  };
+
   /**
-   * What the owner sees of a delivery's state. A pending delivery that nothing will send (a callback whose
-   * endpoint has no URL, a Votifier vote while Votifier is off) is shown as held, with what releases it
-   * instead of a next attempt: the dispatcher leaves it pending and due, so its next attempt time is in
-   * the past and means nothing (the stored status stays pending).
+   * What the owner sees of a delivery's state (Deliveries tab, a delivery's detail, the Hearts list). A pending
+   * delivery that nothing will send carries a `held_reason` from the service and is shown as held, with what
+   * releases it instead of a next attempt: the dispatcher leaves it pending and due, so its next attempt time is
+   * in the past and means nothing (the stored status stays pending).
    */
   function deliveryState(d) {
     if (d.status !== "pending") return { label: d.status, kind: DELIVERY_STATUS_KINDS[d.status], next: "\u2013", nextTime: "\u2013" };
-    const server = currentServer();
-    let releasedBy = "";
-    if (d.transport === "callback" && !d.endpoint_url) releasedBy = "held until a callback URL is set (Integration tab)";
-    else if (d.transport === "votifier" && server && !server.votifier_host) releasedBy = "held until Votifier is set up (Integration tab)";
-    if (releasedBy) return { label: "held", kind: "warn", next: releasedBy, nextTime: releasedBy };
+    if (d.held_reason) {
+      const releasedBy = RELEASED_BY[d.held_reason] || `held (${d.held_reason})`;
+      return { label: "held", kind: "warn", next: releasedBy, nextTime: releasedBy };
+    }
+    if (!d.next_attempt_at) return { label: "pending", kind: "warn", next: "\u2013", nextTime: "\u2013" };
     return { label: "pending", kind: "warn", next: fmtWhen(d.next_attempt_at), nextTime: fmtTime(d.next_attempt_at) };
   }
 
@@ -1706,6 +1714,7 @@
     fmtRate,
     badge,
     deliveryBadge,
+    deliveryState,
     statusBadge,
     emptyRow,
     serverPath,

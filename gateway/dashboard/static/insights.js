@@ -140,11 +140,14 @@ function deliveryCell(h) {
 
 function deliveryLine(h, x) {
   const answer = x.last_status_code === null ? "" : ` \u00b7 HTTP ${x.last_status_code}`;
+  // A held delivery reads as held, with what releases it (the same state as on the Deliveries tab).
+  const shown = d.deliveryState(x);
   return el(
     "span",
     { class: "delivery-cell", dataset: { transport: x.transport } },
     el("span", { class: "small" }, x.transport),
-    d.deliveryBadge(x.status),
+    shown.label === "held" ? d.badge("held", "warn") : d.deliveryBadge(x.status),
+    shown.label === "held" ? el("span", { class: "muted small" }, shown.next) : "",
     el("span", { class: "muted small" }, `${x.attempts} attempt${x.attempts === 1 ? "" : "s"}${answer}`),
     el(
       "button",

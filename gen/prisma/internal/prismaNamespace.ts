@@ -421,7 +421,8 @@ export const ModelName = {
   WebhookSigningKey: 'WebhookSigningKey',
   VoteClaim: 'VoteClaim',
   DeliveryWorker: 'DeliveryWorker',
-  HeartPayout: 'HeartPayout'
+  HeartPayout: 'HeartPayout',
+  PluginActivity: 'PluginActivity'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -437,7 +438,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -2291,6 +2292,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    PluginActivity: {
+      payload: Prisma.$PluginActivityPayload<ExtArgs>
+      fields: Prisma.PluginActivityFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.PluginActivityFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PluginActivityPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.PluginActivityFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PluginActivityPayload>
+        }
+        findFirst: {
+          args: Prisma.PluginActivityFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PluginActivityPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.PluginActivityFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PluginActivityPayload>
+        }
+        findMany: {
+          args: Prisma.PluginActivityFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PluginActivityPayload>[]
+        }
+        create: {
+          args: Prisma.PluginActivityCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PluginActivityPayload>
+        }
+        createMany: {
+          args: Prisma.PluginActivityCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.PluginActivityCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PluginActivityPayload>[]
+        }
+        delete: {
+          args: Prisma.PluginActivityDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PluginActivityPayload>
+        }
+        update: {
+          args: Prisma.PluginActivityUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PluginActivityPayload>
+        }
+        deleteMany: {
+          args: Prisma.PluginActivityDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.PluginActivityUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.PluginActivityUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PluginActivityPayload>[]
+        }
+        upsert: {
+          args: Prisma.PluginActivityUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$PluginActivityPayload>
+        }
+        aggregate: {
+          args: Prisma.PluginActivityAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregatePluginActivity>
+        }
+        groupBy: {
+          args: Prisma.PluginActivityGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.PluginActivityGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.PluginActivityCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.PluginActivityCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -2719,6 +2794,22 @@ export const HeartPayoutScalarFieldEnum = {
 } as const
 
 export type HeartPayoutScalarFieldEnum = (typeof HeartPayoutScalarFieldEnum)[keyof typeof HeartPayoutScalarFieldEnum]
+
+
+export const PluginActivityScalarFieldEnum = {
+  serverId: 'serverId',
+  family: 'family',
+  playerIdKind: 'playerIdKind',
+  outcome: 'outcome',
+  calls: 'calls',
+  since: 'since',
+  lastAt: 'lastAt',
+  lastAction: 'lastAction',
+  lastAnswer: 'lastAnswer',
+  lastPlayerId: 'lastPlayerId'
+} as const
+
+export type PluginActivityScalarFieldEnum = (typeof PluginActivityScalarFieldEnum)[keyof typeof PluginActivityScalarFieldEnum]
 
 
 export const SortOrder = {
@@ -3153,6 +3244,7 @@ export type GlobalOmitConfig = {
   voteClaim?: Prisma.VoteClaimOmit
   deliveryWorker?: Prisma.DeliveryWorkerOmit
   heartPayout?: Prisma.HeartPayoutOmit
+  pluginActivity?: Prisma.PluginActivityOmit
 }
 
 /* Types for Logging */

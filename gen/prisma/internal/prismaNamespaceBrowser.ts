@@ -75,7 +75,8 @@ export const ModelName = {
   WebhookSigningKey: 'WebhookSigningKey',
   VoteClaim: 'VoteClaim',
   DeliveryWorker: 'DeliveryWorker',
-  HeartPayout: 'HeartPayout'
+  HeartPayout: 'HeartPayout',
+  PluginActivity: 'PluginActivity'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -483,6 +484,22 @@ export const HeartPayoutScalarFieldEnum = {
 } as const
 
 export type HeartPayoutScalarFieldEnum = (typeof HeartPayoutScalarFieldEnum)[keyof typeof HeartPayoutScalarFieldEnum]
+
+
+export const PluginActivityScalarFieldEnum = {
+  serverId: 'serverId',
+  family: 'family',
+  playerIdKind: 'playerIdKind',
+  outcome: 'outcome',
+  calls: 'calls',
+  since: 'since',
+  lastAt: 'lastAt',
+  lastAction: 'lastAction',
+  lastAnswer: 'lastAnswer',
+  lastPlayerId: 'lastPlayerId'
+} as const
+
+export type PluginActivityScalarFieldEnum = (typeof PluginActivityScalarFieldEnum)[keyof typeof PluginActivityScalarFieldEnum]
 
 
 export const SortOrder = {

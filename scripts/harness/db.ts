@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { createPrisma, type PrismaClient } from "../../services/shared/db.js";
-import { applyMigrations } from "../../scripts/db/schema-engine.js";
-import { startPostgres, type PostgresInstance } from "../../scripts/infra/postgres.js";
+import { applyMigrations } from "../db/schema-engine.js";
+import { startPostgres, type PostgresInstance } from "../infra/postgres.js";
 import { seedServiceTokenSql } from "./service-token.js";
 
 /** A database of its own for one test file, cloned from the migrated template. */

@@ -11,8 +11,8 @@ import type { ApplyEventBatchOptions } from "../../services/referral/apply-event
 import type { ServerAdminDeps } from "../../services/servers/routes.js";
 import { ERROR_KIND_HEADER, illegalTransitionOf } from "../../services/shared/errors.js";
 import { createLogger } from "../../services/shared/log.js";
-import type { TestDatabase } from "../helpers/db.js";
-import { startStack } from "../helpers/stack.js";
+import type { TestDatabase } from "./db.js";
+import { startStack } from "./stack.js";
 
 /** A clock the test sets and advances. */
 export interface TestClock {

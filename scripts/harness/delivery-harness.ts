@@ -17,15 +17,15 @@ import type { PrismaClient } from "../../services/shared/db.js";
 import type { CoreDeps } from "../../services/shared/deps.js";
 import { createLogger } from "../../services/shared/log.js";
 import { generateCallbackSecret, generateKid, generateReferralSecret, type SecretBox } from "../../services/shared/secrets.js";
-import type { TestDatabase } from "../helpers/db.js";
-import { startStack } from "../helpers/stack.js";
+import type { TestDatabase } from "./db.js";
+import { startStack } from "./stack.js";
 import type { Client } from "@connectrpc/connect";
 import type { ExecutionContext } from "ava";
 import pg from "pg";
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/dispatcher.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
-import { startReceiver, type Receiver } from "../helpers/receiver.js";
+import { startReceiver, type Receiver } from "./receiver.js";
 
 /** A clock the test sets and advances; `real()` follows the wall clock. */
 export interface TestClock {

@@ -325,7 +325,7 @@ export function useProcesses<Context>(t: ExecutionContext<Context>): ProcessGrou
   return group;
 }
 
-export { freePort, freePorts, freeRestartablePort } from "../../scripts/lib/free-ports.js";
+export { freePort, freePorts, freeRestartablePort } from "../lib/free-ports.js";
 
 /** Parses the pino JSON lines of a process's stdout (non-JSON lines are skipped). */
 export function jsonLines(text: string): Array<Record<string, unknown>> {

@@ -5,10 +5,10 @@
  */
 import { createHmac, randomBytes } from "node:crypto";
 import type { ExecutionContext } from "ava";
-import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../integration/delivery-harness.js";
-import { headerOf, type RecordedRequest } from "../helpers/receiver.js";
-import { jsonLines, type ManagedProcess, type ProcessGroup } from "../helpers/processes.js";
-import { TEST_SERVICE_TOKEN } from "../helpers/service-token.js";
+import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "./delivery-harness.js";
+import { headerOf, type RecordedRequest } from "./receiver.js";
+import { jsonLines, type ManagedProcess, type ProcessGroup } from "./processes.js";
+import { TEST_SERVICE_TOKEN } from "./service-token.js";
 import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../../services/shared/bus.js";
 import { ensureTopics } from "../../services/shared/kafka-bus.js";
 
@@ -99,7 +99,7 @@ export async function startGatewayProcess(
   const proc = group.spawn({
     name: "gateway",
     file: "gateway/main.ts",
-    // The shared test token (seeded into every test database; test/helpers/service-token.ts) unless `env` says otherwise.
+    // The shared test token (seeded into every test database; scripts/harness/service-token.ts) unless `env` says otherwise.
     env: {
       PORT: String(opts.port),
       OPS_PORT: "0",

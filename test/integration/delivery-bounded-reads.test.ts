@@ -20,7 +20,14 @@ import { executeSql } from "../../services/shared/sql/executor.js";
 import { create } from "@bufbuild/protobuf";
 import { GetReceiptRequestSchema } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
-import { defaultEndpoint, insertSecret, insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
+import {
+  defaultEndpoint,
+  insertSecret,
+  insertServer,
+  startMeasuredHarness,
+  type Harness,
+  type MeasuredHarness,
+} from "../../scripts/harness/delivery-harness.js";
 
 const HISTORY_ROWS = 20_000;
 /** A handful: the rows of the request itself, their neighbours in an index, the server and endpoint rows. */

@@ -53,6 +53,18 @@ export type ReferralCredit = Prisma.ReferralCreditModel
  */
 export type Heart = Prisma.HeartModel
 /**
+ * Model HeartAddressVoter
+ * CastHeart's identity fraud rules as a maintained set: per (server, address, voter), when the voter's latest
+ * counted heart from that address was. `address` is the heart's IP or its subnet in CIDR form (an IP never has a
+ * "/", so the two never meet). Written by the same statement that counts the heart (services/hearts/store.ts), so
+ * "distinct voters from this address in the window" is a range of this table's window index, one row per voter,
+ * read with LIMIT (never every heart of a repeated voter).
+ * Age limit: a row older than the longest identity window (24 h by default) is never read again; nothing removes
+ * such rows yet (the retention issue's job will, in small batches by last_counted_at), and the read stays bounded
+ * meanwhile because the window index starts at the window.
+ */
+export type HeartAddressVoter = Prisma.HeartAddressVoterModel
+/**
  * Model VoterState
  * Per (server, voter): the cooldown anchor and the daily streak. The conditional
  * upsert on this row decides whether a heart counts, so concurrent casts cannot both count.

@@ -21,6 +21,7 @@ import type { TestDatabase } from "./db.js";
 import { startStack } from "./stack.js";
 import type { Client } from "@connectrpc/connect";
 import type { ExecutionContext } from "ava";
+import pg from "pg";
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/dispatcher.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
@@ -274,4 +275,27 @@ export async function addDelivery(h: Harness, serverId: string, opts: { username
     countedAt: new Date(),
   });
   return heartId;
+}
+
+/** A harness on a test clock with a small pool of its own for recordingClient (test/helpers/rows-read.ts): the bounded-reads tests' world. */
+export interface MeasuredHarness {
+  h: Harness;
+  clock: TestClock;
+  pool: pg.Pool;
+}
+
+/** Starts a MeasuredHarness whose clock reads `start`; `close` ends its pool, then the harness. */
+export async function startMeasuredHarness(start: string): Promise<MeasuredHarness & { close(): Promise<void> }> {
+  const clock = createTestClock(start);
+  const h = await startHarness({ now: () => clock.now(), maxConnections: 10 });
+  const pool = new pg.Pool({ connectionString: h.db.url, max: 2 });
+  return {
+    h,
+    clock,
+    pool,
+    close: async () => {
+      await pool.end();
+      await h.close();
+    },
+  };
 }

@@ -4,6 +4,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import type { LedgerPlayer } from "./ledger-player.js";
 import { payableSql, takeClaimPayoutSql } from "../payouts/write-payouts.js";
 import { claimVoteClaimSql } from "./write-vote-claims.js";
+import { CLAIM_HOLD_DAYS } from "../servers/claim-settings.js";
 
 /** One ledger row as the answers report it. */
 export interface LedgerHeart {
@@ -33,13 +34,23 @@ interface Row {
   claimed_at: Date | null;
 }
 
+/**
+ * A ledger row `c` still inside its hold window at `now`. The second condition says nothing more (a row's window is
+ * at most CLAIM_HOLD_DAYS.max days from its count) but lets the (server, id kind, counted_at) index start at the
+ * longest window: a check or claim reads the player's rows of the last CLAIM_HOLD_DAYS.max days (one per day per
+ * voter identity of the player), never the years of claimed and expired rows before them.
+ */
+function inHoldWindowSql(now: Date): Prisma.Sql {
+  return Prisma.sql`c.expires_at > ${now}::timestamptz AND c.counted_at > ${now}::timestamptz - make_interval(days => ${CLAIM_HOLD_DAYS.max}::int)`;
+}
+
 function toHeart(row: Row): LedgerHeart {
   return { heartId: row.heart_id, countedAt: row.counted_at, expiresAt: row.expires_at, claimedAt: row.claimed_at };
 }
 
 /**
- * The player's standing, in ONE indexed read (server, id kind; at most the player's ledger rows inside
- * the hold window, LIMIT 1): the oldest held heart inside its window that no transport has taken; else
+ * The player's standing, in ONE indexed read (server, id kind, counted_at; at most the player's ledger rows
+ * of the longest hold window, LIMIT 1: inHoldWindowSql): the oldest held heart inside its window that no transport has taken; else
  * the heart whose payout is the player's LATEST (its time: the ledger claim's, else the payout's paid or
  * taken time). A held heart past its window counts as expired here, whether or not it was marked yet.
  *
@@ -67,7 +78,7 @@ export async function readStanding(prisma: PrismaClient, serverId: string, playe
     LEFT JOIN heart_payouts p ON p.heart_id = c.heart_id
     LEFT JOIN deliveries d ON d.id = p.delivery_id
     WHERE c.server_id = ${serverId}::uuid AND ${player.match}
-      AND c.state IN ('held', 'claimed', 'withdrawn') AND c.expires_at > ${now}::timestamptz
+      AND c.state IN ('held', 'claimed', 'withdrawn') AND ${inHoldWindowSql(now)}
     ORDER BY ${offered} DESC, CASE WHEN ${offered} THEN c.counted_at END ASC,
              coalesce(c.claimed_at, p.paid_at, p.taken_at) DESC NULLS LAST, c.counted_at DESC, c.heart_id
     LIMIT 1`,
@@ -78,7 +89,8 @@ export async function readStanding(prisma: PrismaClient, serverId: string, playe
 }
 
 /**
- * Claims the player's OLDEST held heart inside its window, in one statement: the row is locked
+ * Claims the player's OLDEST held heart inside its window, in one statement (reading at most the player's ledger
+ * rows of the longest hold window: inHoldWindowSql): the row is locked
  * (FOR UPDATE, waiting; never SKIP LOCKED) and changes only while still held, so of concurrent
  * claims exactly one takes a heart; a claim that waited for a heart taken meanwhile moves on to the
  * next held one, or takes none. Pay-once mode (`s.pay_once`): a heart with a payout row is not a
@@ -97,7 +109,7 @@ export async function claimOldestHeld(
     WITH target AS (
       SELECT c.heart_id, s.pay_once FROM vote_claims c JOIN servers s ON s.id = c.server_id
       WHERE c.server_id = ${serverId}::uuid AND ${player.match}
-        AND c.state = 'held' AND c.expires_at > ${now}::timestamptz
+        AND c.state = 'held' AND ${inHoldWindowSql(now)}
         AND ${payableSql(Prisma.sql`c.heart_id`)}
       ORDER BY c.counted_at, c.heart_id
       LIMIT 1

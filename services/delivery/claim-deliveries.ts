@@ -118,7 +118,10 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
     ), candidates AS (
       SELECT d.id, d.server_id, d.endpoint_id, d.next_attempt_at, d.voter_identity, d.event_type, d.lease_until AS previous_lease
       FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
+      -- Through the partial index of the pending rows a dispatcher sends (pull ones are the owner's: never read here),
+      -- from the oldest due: the rows read are the claimed ones plus those skipped as not sendable now.
       WHERE ${deliveryGuardSql("lease", { now: q.now })}
+        AND d.transport <> 'pull'
         AND d.next_attempt_at <= ${q.now}::timestamptz
         AND ${sendableDeliverySql(q.now)}
         AND d.server_id <> ALL(${busy.saturated}::uuid[])
@@ -155,13 +158,18 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
  * taken with an insert.
  */
 export function sendableDeliverySql(now: Date): Prisma.Sql {
+  // A CASE, not an OR of per-transport conditions: the planner turned that OR into "transport = 'callback' OR
+  // transport = 'votifier'" and ANDed in a scan of every such row's unique-index entry (the delivered history), where
+  // the claim's partial index alone holds the few pending ones. A CASE gives it no index condition to take.
   return Prisma.sql`
-  ((d.transport = 'callback'
-    AND e.url IS NOT NULL
-    AND e.disabled_at IS NULL
-    AND e.deleted_at IS NULL
-    AND ${hasActiveSecretSql(Prisma.sql`e.id`, "callback", now, "endpoint")})
-   OR (d.transport = 'votifier' AND s.votifier_host IS NOT NULL AND s.votifier_token IS NOT NULL))`;
+  (CASE d.transport
+     WHEN 'callback' THEN e.url IS NOT NULL
+       AND e.disabled_at IS NULL
+       AND e.deleted_at IS NULL
+       AND ${hasActiveSecretSql(Prisma.sql`e.id`, "callback", now, "endpoint")}
+     WHEN 'votifier' THEN s.votifier_host IS NOT NULL AND s.votifier_token IS NOT NULL
+     ELSE false
+   END)`;
 }
 
 /**

@@ -69,8 +69,9 @@ async function pullPage<R extends { id: string; created_at: Date }>(
     Prisma.sql`
     SELECT id::text, created_at, ${columns}
     FROM deliveries
+    -- Through the kind's own partial index (the predicate is written as the index's is): at most the page + 1 rows.
     WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending'
-      AND (event_type = 'heart.counted') = ${kind === "hearts"}
+      AND ${kind === "hearts" ? Prisma.sql`event_type = 'heart.counted'` : Prisma.sql`event_type <> 'heart.counted'`}
       -- Pay-once mode: a heart no longer payable (another transport paid or holds it) is not offered.
       AND (${kind !== "hearts"} OR ${payableSql(Prisma.sql`deliveries.heart_id`)})
       AND (${after === null} OR (created_at, id) > (${after?.createdAt ?? new Date(0)}::timestamptz, ${after?.id ?? NIL_UUID}::uuid))

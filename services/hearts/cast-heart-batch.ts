@@ -19,7 +19,7 @@ import { periodOf } from "../shared/period.js";
 import type { FraudRules } from "./domain/fraud-rules.js";
 import type { VoterAddress } from "./domain/ip.js";
 import { NO_PLATFORM_IDS, type PlatformIds } from "../shared/player-ids.js";
-import { fraudWindows, scoreHeart } from "./domain/score-heart.js";
+import { fraudReadLimits, fraudWindows, scoreHeart } from "./domain/score-heart.js";
 import { HEART_COOLDOWN_MS, nextStreak } from "./domain/streak.js";
 import { readHeartContexts, writeHearts, type HeartRecord, type HeartWrite } from "./store.js";
 
@@ -214,6 +214,7 @@ async function castRound(
       const c = casts[i]!;
       return { serverId: c.serverId, voterIdentity: c.voterIdentity, ip: c.address.ip, subnet: c.address.subnet, windows: fraudWindows(rules, c.at) };
     }),
+    fraudReadLimits(rules),
   );
   const writes: HeartWrite[] = [];
   const writer: number[] = [];

@@ -87,9 +87,12 @@ export async function getReceipt(deps: CoreDeps, receipts: ReceiptLinks, req: Ge
       SELECT s.name AS server_name, h.username, h.verdict, h.period, h.created_at,
              CASE
                WHEN h.verdict = 'counted' THEN h.created_at
+               -- One entry of the counted hearts' partial index (hearts_counted_voter_idx), however many hearts the
+               -- voter had refused since.
                WHEN h.verdict = 'cooldown' THEN (
-                 SELECT max(p.created_at) FROM hearts p
-                 WHERE p.server_id = h.server_id AND p.voter_identity = h.voter_identity AND p.counted AND p.created_at <= h.created_at)
+                 SELECT p.created_at FROM hearts p
+                 WHERE p.server_id = h.server_id AND p.voter_identity = h.voter_identity AND p.counted AND p.created_at <= h.created_at
+                 ORDER BY p.created_at DESC LIMIT 1)
              END AS anchor,
              COALESCE((
                SELECT json_agg(json_build_object('transport', t.transport::text, 'status', t.status::text, 'delivered_at', t.delivered_at)

@@ -2,7 +2,7 @@ import type { PrismaClient } from "../shared/db.js";
 import { runSql } from "../shared/sql/executor.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/outbox.js";
-import type { FraudCounts, FraudWindows } from "./domain/score-heart.js";
+import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-heart.js";
 import type { StreakState } from "./domain/streak.js";
 import type { PlatformIds } from "../shared/player-ids.js";
 import { expireVoteClaimsSql, holdVoteClaimsSql, PLAYER_KEY_SQL } from "../claims/write-vote-claims.js";
@@ -47,8 +47,11 @@ export interface HeartContext {
  * Reads, for many hearts in ONE statement, whether each server exists, each heart's
  * fraud signal counts (identity rules look at its server only; velocity at every server)
  * and the voter's state row. Every server id must be a uuid (the caller checks).
+ *
+ * Bounded work: each count reads at most its limit (fraudReadLimits) of rows, whatever the address's history
+ * (a carrier-grade NAT address may have thousands of voters in the window); the bound is stated beside each read.
  */
-export async function readHeartContexts(prisma: PrismaClient, queries: readonly HeartContextQuery[]): Promise<HeartContext[]> {
+export async function readHeartContexts(prisma: PrismaClient, queries: readonly HeartContextQuery[], limits: FraudReadLimits): Promise<HeartContext[]> {
   if (queries.length === 0) return [];
   const iso = (pick: (w: FraudWindows) => Date) => queries.map((q) => pick(q.windows).toISOString());
   const rows = await runSql<{
@@ -64,16 +67,25 @@ export async function readHeartContexts(prisma: PrismaClient, queries: readonly 
     Prisma.sql`
     SELECT
       EXISTS (SELECT 1 FROM servers s WHERE s.id = q.server_id) AS server_exists,
-      -- OFFSET 0 fences the server condition out of the scan: the (ip|subnet, created_at) index finds the few
-      -- hearts of one address, where a plan led by server_id (a generic plan of this prepared statement
-      -- may pick one) would walk every heart of a popular server in the window.
-      (SELECT count(DISTINCT voter_identity) FROM (
-        SELECT server_id, voter_identity, counted FROM hearts WHERE ip = q.ip AND created_at >= q.ip_since OFFSET 0
-      ) h WHERE server_id = q.server_id AND counted AND voter_identity <> q.voter) AS ip_identities,
-      (SELECT count(DISTINCT voter_identity) FROM (
-        SELECT server_id, voter_identity, counted FROM hearts WHERE subnet = q.subnet AND created_at >= q.subnet_since OFFSET 0
-      ) h WHERE server_id = q.server_id AND counted AND voter_identity <> q.voter) AS subnet_identities,
-      (SELECT count(*) FROM hearts WHERE ip = q.ip AND created_at >= q.velocity_since) AS ip_hearts,
+      -- The identity rules read the maintained set (heart_address_voters: one row per voter of a (server, address),
+      -- written with each counted heart), through its (server_id, address, last_counted_at) index from the window's
+      -- start: at most the limit's rows, + 1 for the voter's own row that the filter skips. Each read is ordered as
+      -- its index is, so no plan can stop early except that index's (a scan of the table filtered, which statistics
+      -- skewed by one crowded address can make look cheap under a LIMIT, would have to sort every match first).
+      (SELECT count(*) FROM (
+        SELECT 1 FROM heart_address_voters a
+        WHERE a.server_id = q.server_id AND a.address = q.ip AND a.last_counted_at >= q.ip_since AND a.voter_identity <> q.voter
+        ORDER BY a.last_counted_at DESC LIMIT ${limits.ipIdentities}::int
+      ) ip_voters) AS ip_identities,
+      (SELECT count(*) FROM (
+        SELECT 1 FROM heart_address_voters a
+        WHERE a.server_id = q.server_id AND a.address = q.subnet AND a.last_counted_at >= q.subnet_since AND a.voter_identity <> q.voter
+        ORDER BY a.last_counted_at DESC LIMIT ${limits.subnetIdentities}::int
+      ) subnet_voters) AS subnet_identities,
+      -- Velocity: at most the limit's hearts of the (ip, created_at) index (ordered as it is, as above).
+      (SELECT count(*) FROM (
+        SELECT 1 FROM hearts WHERE ip = q.ip AND created_at >= q.velocity_since ORDER BY created_at DESC LIMIT ${limits.ipVelocity}::int
+      ) recent) AS ip_hearts,
       v.last_counted_at, v.last_day, v.streak_days
     FROM unnest(
       ${queries.map((q) => q.serverId)}::uuid[], ${queries.map((q) => q.voterIdentity)}::text[],
@@ -113,7 +125,8 @@ export type HeartWrite =
  * the stored streak leads to exactly `streakDay` (the state the caller read is still the
  * row's state), so concurrent casts (other batches, other instances) serialise on the row
  * lock and at most one of them counts. A count write that wins inserts its counted heart,
- * its heart.counted outbox row and its share of ONE ranking increment per (server, period)
+ * its heart.counted outbox row, its voter's rows of the identity rules' set (heart_address_voters),
+ * its share of ONE ranking increment per (server, period)
  * of the batch and, when its server has claims on, its held row in the claim ledger (expiring the
  * player's hearts past their window or beyond the server's cap); one that loses writes nothing and is
  * returned, for the caller to decide again from a fresh read. `fraud` and `cooldown` writes insert their uncounted heart.
@@ -155,6 +168,14 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
     ), done AS (
       SELECT w.* FROM w LEFT JOIN won ON won.server_id = w.server_id AND won.voter_identity = w.voter_identity
       WHERE w.kind <> 'count' OR won.server_id IS NOT NULL
+    ), address_voters AS (
+      -- The identity rules' set (heart_address_voters, read by readHeartContexts): each counted heart's voter from its
+      -- IP and from its subnet, with the time of its latest counted heart there. One row per key in this batch (no two
+      -- writes share a voter of a server, and an IP never equals a subnet); taken in key order.
+      INSERT INTO heart_address_voters AS a (server_id, address, voter_identity, last_counted_at)
+      SELECT d.server_id, x.address, d.voter_identity, d.at FROM done d CROSS JOIN LATERAL (VALUES (d.ip), (d.subnet)) AS x(address)
+      WHERE d.kind = 'count' ORDER BY 1, 2, 3
+      ON CONFLICT (server_id, address, voter_identity) DO UPDATE SET last_counted_at = GREATEST(a.last_counted_at, EXCLUDED.last_counted_at)
     ), hearts_written AS (
       INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons,
                           period, streak_day, created_at, steam_id, discord_id, minecraft_uuid, account_id)

@@ -1,9 +1,13 @@
+import type pg from "pg";
 import type { Prisma } from "../../gen/prisma/client.js";
-import { runSqlTransaction } from "../../services/shared/sql/executor.js";
+import type { PrismaClient } from "../../services/shared/db.js";
+import { registerSqlPool, runSqlTransaction } from "../../services/shared/sql/executor.js";
 
 /** A node of PostgreSQL's EXPLAIN (FORMAT JSON) plan, as far as rowsReadByTable reads it. */
 interface PlanNode {
   "Relation Name"?: string;
+  "Node Type"?: string;
+  "Index Name"?: string;
   "Actual Rows"?: number;
   "Actual Loops"?: number;
   "Rows Removed by Filter"?: number;
@@ -13,19 +17,27 @@ interface PlanNode {
 
 /**
  * The rows a statement read from each table: every scan node of its EXPLAIN (ANALYZE) plan counts the rows it
- * returned plus those its filter or recheck removed, times its loops. Runs the statement inside a transaction that
- * is rolled back, so a statement that writes (a dedup INSERT) leaves nothing behind.
+ * returned plus those its filter or recheck removed, times its loops; a bitmap index scan (which names its index, not
+ * its table) adds the index entries it read to its table, as a bitmap plan may read a long run of entries to return a
+ * few heap rows. Runs the statement inside a transaction that is rolled back, so a statement that writes (a dedup
+ * INSERT) leaves nothing behind.
  */
 export async function rowsReadByTable(client: object, sql: Prisma.Sql): Promise<Record<string, number>> {
   const explained = { text: `EXPLAIN (ANALYZE, FORMAT JSON) ${sql.text}`, values: sql.values } as unknown as Prisma.Sql;
   const rolledBack = new Error("rolled back on purpose");
   let plan: PlanNode | undefined;
+  const tableOfIndex = new Map<string, string>();
   try {
     await runSqlTransaction(
       client,
       async (tx) => {
         const [row] = await tx.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(explained);
         plan = row?.["QUERY PLAN"][0]?.Plan;
+        const indexes = await tx.query<{ indexname: string; tablename: string }>({
+          text: "SELECT indexname, tablename FROM pg_indexes WHERE schemaname = current_schema()",
+          values: [],
+        } as unknown as Prisma.Sql);
+        for (const i of indexes) tableOfIndex.set(i.indexname, i.tablename);
         throw rolledBack;
       },
       { timeoutMs: 60_000 },
@@ -37,7 +49,7 @@ export async function rowsReadByTable(client: object, sql: Prisma.Sql): Promise<
   if (!plan) throw new Error("EXPLAIN returned no plan");
   const read: Record<string, number> = {};
   const walk = (node: PlanNode) => {
-    const table = node["Relation Name"];
+    const table = node["Relation Name"] ?? (node["Node Type"] === "Bitmap Index Scan" ? tableOfIndex.get(node["Index Name"] ?? "") : undefined);
     if (table !== undefined) {
       const rows = (node["Actual Rows"] ?? 0) + (node["Rows Removed by Filter"] ?? 0) + (node["Rows Removed by Index Recheck"] ?? 0);
       read[table] = (read[table] ?? 0) + rows * (node["Actual Loops"] ?? 1);
@@ -46,4 +58,43 @@ export async function rowsReadByTable(client: object, sql: Prisma.Sql): Promise<
   };
   walk(plan);
   return read;
+}
+
+/** The rows a list of statements read per table, summed (each re-run under EXPLAIN ANALYZE and rolled back). */
+export async function rowsReadByStatements(client: object, statements: readonly Prisma.Sql[]): Promise<Record<string, number>> {
+  const total: Record<string, number> = {};
+  for (const statement of statements)
+    for (const [table, rows] of Object.entries(await rowsReadByTable(client, statement))) total[table] = (total[table] ?? 0) + rows;
+  return total;
+}
+
+/**
+ * A client whose raw SQL runs on `pool` and records every statement (text and values) it is sent; `statements()`
+ * returns them without the transaction's BEGIN, COMMIT and ROLLBACK.
+ */
+export function recordingClient(pool: pg.Pool): { client: PrismaClient; statements: () => Prisma.Sql[] } {
+  const recorded: Prisma.Sql[] = [];
+  const record = (config: unknown) => {
+    const c = config as { text?: string; values?: unknown[] };
+    if (typeof config === "string") recorded.push({ text: config, values: [] } as unknown as Prisma.Sql);
+    else if (c.text !== undefined) recorded.push({ text: c.text, values: c.values ?? [] } as unknown as Prisma.Sql);
+  };
+  const recording = {
+    connect: async () => {
+      const connection = await pool.connect();
+      const query = connection.query.bind(connection) as (...args: unknown[]) => unknown;
+      (connection as unknown as { query: (...args: unknown[]) => unknown }).query = (config: unknown, ...rest: unknown[]) => {
+        record(config);
+        return query(config, ...rest);
+      };
+      return connection;
+    },
+    query: (config: unknown) => {
+      record(config);
+      return pool.query(config as pg.QueryConfig);
+    },
+  };
+  const client = {} as PrismaClient;
+  registerSqlPool(client, { pool: recording as unknown as pg.Pool, nameOf: undefined });
+  return { client, statements: () => recorded.filter((s) => !/^(COMMIT|ROLLBACK|BEGIN)$/.test(s.text)) };
 }

@@ -7,13 +7,12 @@
  */
 import anyTest, { type TestFn } from "ava";
 import pg from "pg";
-import type { PrismaClient } from "../../services/shared/db.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { applyEventBatch } from "../../services/referral/apply-event.js";
 import { DEFAULT_ABUSE_RULES } from "../../services/referral/domain/abuse-signals.js";
 import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
-import { executeSql, registerSqlPool } from "../../services/shared/sql/executor.js";
-import { rowsReadByTable } from "../helpers/rows-read.js";
+import { executeSql } from "../../services/shared/sql/executor.js";
+import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
 import { clickToken, createReferralServer, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const HOT_ADDRESS = "203.0.113.7";
@@ -54,34 +53,6 @@ async function serverWithHistory(h: Harness): Promise<string> {
   return serverId;
 }
 
-/** A client whose raw SQL runs on a pool that records every statement (text and values) it is sent. */
-function recordingClient(pool: pg.Pool): { client: PrismaClient; statements: Prisma.Sql[] } {
-  const statements: Prisma.Sql[] = [];
-  const record = (config: unknown) => {
-    const c = config as { text?: string; values?: unknown[] };
-    if (typeof config === "string") statements.push({ text: config, values: [] } as unknown as Prisma.Sql);
-    else if (c.text !== undefined) statements.push({ text: c.text, values: c.values ?? [] } as unknown as Prisma.Sql);
-  };
-  const recording = {
-    connect: async () => {
-      const connection = await pool.connect();
-      const query = connection.query.bind(connection) as (...args: unknown[]) => unknown;
-      (connection as unknown as { query: (...args: unknown[]) => unknown }).query = (config: unknown, ...rest: unknown[]) => {
-        record(config);
-        return query(config, ...rest);
-      };
-      return connection;
-    },
-    query: (config: unknown) => {
-      record(config);
-      return pool.query(config as pg.QueryConfig);
-    },
-  };
-  const client = {} as PrismaClient;
-  registerSqlPool(client, { pool: recording as unknown as pg.Pool, nameOf: undefined });
-  return { client, statements };
-}
-
 /** Applies one `registered` from the hot address through the recording client; the round's statements (no COMMIT). */
 async function registerFromHotAddress(t: { context: { h: Harness; pool: pg.Pool } }, serverId: string, referee: string): Promise<Prisma.Sql[]> {
   const { h, pool } = t.context;
@@ -91,15 +62,7 @@ async function registerFromHotAddress(t: { context: { h: Harness; pool: pg.Pool 
     toApplyEventCommand({ serverId, event: "registered", token, serverEventId: `reg-${referee}`, refereeIdentity: referee, ts: 0n, kid: "k1" }),
   ]);
   if (!outcome?.ok) throw new Error(`registered was not applied: ${String(outcome && !outcome.ok ? outcome.error : "none")}`);
-  return statements.filter((s) => !/^(COMMIT|ROLLBACK|BEGIN)$/.test(s.text));
-}
-
-/** The rows the statements read per table, summed. */
-async function rowsRead(h: Harness, statements: Prisma.Sql[]): Promise<Record<string, number>> {
-  const total: Record<string, number> = {};
-  for (const statement of statements)
-    for (const [table, rows] of Object.entries(await rowsReadByTable(h.db.prisma, statement))) total[table] = (total[table] ?? 0) + rows;
-  return total;
+  return statements();
 }
 
 test.serial(
@@ -109,7 +72,7 @@ test.serial(
     const serverId = await serverWithHistory(h);
     const statements = await registerFromHotAddress(t, serverId, "bob");
     t.is(statements.length, 2, "read + dedup, then the write: no anti-abuse statement");
-    const read = await rowsRead(h, statements);
+    const read = await rowsReadByStatements(h.db.prisma, statements);
     // The token's click (statement 1) and the click link (the write); 0 hearts.
     t.true((read.referral_clicks ?? 0) <= 4, `referral_clicks rows read: ${read.referral_clicks}`);
     t.is(read.hearts ?? 0, 0, "no heart read");
@@ -122,7 +85,7 @@ test.serial("review on: the anti-abuse facts stop at each rule's threshold, neve
   await h.db.prisma.server.update({ where: { id: serverId }, data: { referralReviewMode: "loose" } });
   const statements = await registerFromHotAddress(t, serverId, "carol");
   t.is(statements.length, 3, "read + dedup, the anti-abuse facts, the write");
-  const read = await rowsRead(h, statements);
+  const read = await rowsReadByStatements(h.db.prisma, statements);
   const velocity = DEFAULT_ABUSE_RULES.clickVelocity.maxClicks + 1;
   const fanout = DEFAULT_ABUSE_RULES.ipFanout.maxReferees + DEFAULT_ABUSE_RULES.subnetFanout.maxReferees;
   // Velocity stops at maxClicks + 1; the fan-outs read linked clicks only (this one, once linked); the token's click and its link.

@@ -1,6 +1,6 @@
 import test from "ava";
 import { DEFAULT_FRAUD_RULES, FraudRulesError, loadFraudRules, type FraudRules } from "../../services/hearts/domain/fraud-rules.js";
-import { evaluateFraudRules, fraudWindows, scoreHeart, usernameProblem, type FraudCounts } from "../../services/hearts/domain/score-heart.js";
+import { evaluateFraudRules, fraudReadLimits, fraudWindows, scoreHeart, usernameProblem, type FraudCounts } from "../../services/hearts/domain/score-heart.js";
 
 const BROWSER_UA = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";
 const CLEAN: FraudCounts = { identitiesOnIp: 1, identitiesOnSubnet: 1, heartsFromIp: 1 };
@@ -69,6 +69,18 @@ test("fraud verdict: blocks at exactly the threshold (score >= threshold)", (t) 
   t.true(scoreHeart(custom, { username: "Steve", userAgent: "" }, CLEAN).blocked);
   const below: FraudRules = { ...custom, blockThreshold: 51 };
   t.false(scoreHeart(below, { username: "Steve", userAgent: "" }, CLEAN).blocked);
+});
+
+test("fraud read limits: each count reads its rule's max earlier rows (enough to decide it), and a rule with score 0 reads none", (t) => {
+  t.deepEqual(fraudReadLimits(DEFAULT_FRAUD_RULES), { ipIdentities: 3, subnetIdentities: 10, ipVelocity: 10 });
+  const off = loadFraudRules(JSON.stringify({ ipIdentities: { score: 0 }, ipVelocity: { max: 2 } }));
+  t.deepEqual(fraudReadLimits(off), { ipIdentities: 0, subnetIdentities: 10, ipVelocity: 2 });
+  // max earlier rows + this heart = max + 1 > max: the rule fires exactly when it would with the full count.
+  const atLimit = { ...CLEAN, identitiesOnIp: fraudReadLimits(rules).ipIdentities + 1 };
+  t.deepEqual(
+    evaluateFraudRules(rules, { username: "Steve", userAgent: BROWSER_UA }, atLimit).map((h) => h.rule),
+    ["ip_identities"],
+  );
 });
 
 test("fraud rules: a rule with score 0 is disabled", (t) => {

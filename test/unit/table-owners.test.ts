@@ -27,6 +27,8 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   hearts: ["services/hearts/store.ts"],
   voter_states: ["services/hearts/store.ts"],
   server_rankings: ["services/hearts/store.ts"],
+  // The identity fraud rules' set, kept by the write that counts a heart.
+  heart_address_voters: ["services/hearts/store.ts"],
   outbox: ["services/shared/outbox.ts", "services/relay/statements.ts", "services/shared/dead-letters.ts"],
   dead_letters: ["services/shared/dead-letters.ts"],
   // The delivery lifecycle: one fragment per move of services/delivery/domain/delivery-transitions.ts.

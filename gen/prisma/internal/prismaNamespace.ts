@@ -404,6 +404,7 @@ export const ModelName = {
   ReferralEvent: 'ReferralEvent',
   ReferralCredit: 'ReferralCredit',
   Heart: 'Heart',
+  HeartAddressVoter: 'HeartAddressVoter',
   VoterState: 'VoterState',
   ServerRanking: 'ServerRanking',
   OutboxMessage: 'OutboxMessage',
@@ -437,7 +438,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -956,6 +957,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         count: {
           args: Prisma.HeartCountArgs<ExtArgs>
           result: runtime.Types.Utils.Optional<Prisma.HeartCountAggregateOutputType> | number
+        }
+      }
+    }
+    HeartAddressVoter: {
+      payload: Prisma.$HeartAddressVoterPayload<ExtArgs>
+      fields: Prisma.HeartAddressVoterFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.HeartAddressVoterFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartAddressVoterPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.HeartAddressVoterFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartAddressVoterPayload>
+        }
+        findFirst: {
+          args: Prisma.HeartAddressVoterFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartAddressVoterPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.HeartAddressVoterFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartAddressVoterPayload>
+        }
+        findMany: {
+          args: Prisma.HeartAddressVoterFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartAddressVoterPayload>[]
+        }
+        create: {
+          args: Prisma.HeartAddressVoterCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartAddressVoterPayload>
+        }
+        createMany: {
+          args: Prisma.HeartAddressVoterCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.HeartAddressVoterCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartAddressVoterPayload>[]
+        }
+        delete: {
+          args: Prisma.HeartAddressVoterDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartAddressVoterPayload>
+        }
+        update: {
+          args: Prisma.HeartAddressVoterUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartAddressVoterPayload>
+        }
+        deleteMany: {
+          args: Prisma.HeartAddressVoterDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.HeartAddressVoterUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.HeartAddressVoterUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartAddressVoterPayload>[]
+        }
+        upsert: {
+          args: Prisma.HeartAddressVoterUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$HeartAddressVoterPayload>
+        }
+        aggregate: {
+          args: Prisma.HeartAddressVoterAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateHeartAddressVoter>
+        }
+        groupBy: {
+          args: Prisma.HeartAddressVoterGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.HeartAddressVoterGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.HeartAddressVoterCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.HeartAddressVoterCountAggregateOutputType> | number
         }
       }
     }
@@ -2463,6 +2538,16 @@ export const HeartScalarFieldEnum = {
 export type HeartScalarFieldEnum = (typeof HeartScalarFieldEnum)[keyof typeof HeartScalarFieldEnum]
 
 
+export const HeartAddressVoterScalarFieldEnum = {
+  serverId: 'serverId',
+  address: 'address',
+  voterIdentity: 'voterIdentity',
+  lastCountedAt: 'lastCountedAt'
+} as const
+
+export type HeartAddressVoterScalarFieldEnum = (typeof HeartAddressVoterScalarFieldEnum)[keyof typeof HeartAddressVoterScalarFieldEnum]
+
+
 export const VoterStateScalarFieldEnum = {
   serverId: 'serverId',
   voterIdentity: 'voterIdentity',
@@ -3141,6 +3226,7 @@ export type GlobalOmitConfig = {
   referralEvent?: Prisma.ReferralEventOmit
   referralCredit?: Prisma.ReferralCreditOmit
   heart?: Prisma.HeartOmit
+  heartAddressVoter?: Prisma.HeartAddressVoterOmit
   voterState?: Prisma.VoterStateOmit
   serverRanking?: Prisma.ServerRankingOmit
   outboxMessage?: Prisma.OutboxMessageOmit

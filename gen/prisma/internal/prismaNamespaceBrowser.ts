@@ -58,6 +58,7 @@ export const ModelName = {
   ReferralEvent: 'ReferralEvent',
   ReferralCredit: 'ReferralCredit',
   Heart: 'Heart',
+  HeartAddressVoter: 'HeartAddressVoter',
   VoterState: 'VoterState',
   ServerRanking: 'ServerRanking',
   OutboxMessage: 'OutboxMessage',
@@ -225,6 +226,16 @@ export const HeartScalarFieldEnum = {
 } as const
 
 export type HeartScalarFieldEnum = (typeof HeartScalarFieldEnum)[keyof typeof HeartScalarFieldEnum]
+
+
+export const HeartAddressVoterScalarFieldEnum = {
+  serverId: 'serverId',
+  address: 'address',
+  voterIdentity: 'voterIdentity',
+  lastCountedAt: 'lastCountedAt'
+} as const
+
+export type HeartAddressVoterScalarFieldEnum = (typeof HeartAddressVoterScalarFieldEnum)[keyof typeof HeartAddressVoterScalarFieldEnum]
 
 
 export const VoterStateScalarFieldEnum = {

@@ -8,7 +8,9 @@ export interface HeartRequestSignals {
 
 /**
  * Counts the store queried for this heart. Each count includes the heart being
- * cast, so a first-ever heart from an IP has `identitiesOnIp = 1`.
+ * cast, so a first-ever heart from an IP has `identitiesOnIp = 1`. Each stops one
+ * past its rule's maximum (the store reads no more rows than it takes to decide the
+ * rule: see fraudReadLimits), so a rule that fires reports `max + 1`.
  */
 export interface FraudCounts {
   /** Distinct voter identities with a counted heart for this server from this IP in `ipIdentities.windowMinutes`, this voter included. */
@@ -48,6 +50,22 @@ export function fraudWindows(rules: FraudRules, now: Date): FraudWindows {
     subnetIdentitiesSince: new Date(at - rules.subnetIdentities.windowMinutes * 60_000),
     velocitySince: new Date(at - rules.ipVelocity.windowSeconds * 1000),
   };
+}
+
+/** The most earlier rows each count reads (the heart being cast is the + 1 of its count). */
+export interface FraudReadLimits {
+  ipIdentities: number;
+  subnetIdentities: number;
+  ipVelocity: number;
+}
+
+/**
+ * What each count needs to decide its rule: a rule only asks "more than max, this heart included?", so `max` earlier
+ * rows answer it; a rule whose score is 0 never fires, so it reads nothing.
+ */
+export function fraudReadLimits(rules: FraudRules): FraudReadLimits {
+  const limit = (rule: { max: number; score: number }) => (rule.score > 0 ? rule.max : 0);
+  return { ipIdentities: limit(rules.ipIdentities), subnetIdentities: limit(rules.subnetIdentities), ipVelocity: limit(rules.ipVelocity) };
 }
 
 // Control characters (C0, DEL, C1) and the invisible format characters used to spoof names.

@@ -1,0 +1,101 @@
+/**
+ * The claim API's reads stay bounded whatever one player's history (issue: the same cost on day 1,000 as on day 1).
+ * A player has 20,000 ledger rows on the server from before the longest hold window (claimed and expired), and one
+ * held heart inside it. A check (readStanding), a claim (claimOldestHeld) and CastHeart's expiry of the player's
+ * older held hearts (expire_vote_claims) must read the rows that can still matter, not that history. Statements are
+ * re-run under EXPLAIN ANALYZE (rolled back); the expiry runs inside a function, so its reads are the transaction's
+ * table statistics instead.
+ */
+import anyTest, { type TestFn } from "ava";
+import { create } from "@bufbuild/protobuf";
+import { Prisma } from "../../gen/prisma/client.js";
+import { PlayerIdKind, PlayerIdSchema } from "../../gen/proto/claims/v1/claims_pb.js";
+import { toLedgerPlayer } from "../../services/claims/ledger-player.js";
+import { claimOldestHeld, readStanding } from "../../services/claims/ledger-store.js";
+import { executeSql, runSqlTransaction } from "../../services/shared/sql/executor.js";
+import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
+import { insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
+
+const STEAM = "76561198012345678";
+const HISTORY_ROWS = 20_000;
+/** A handful: the held heart, its neighbours in the index, the server row. */
+const FEW = 5;
+
+const test = anyTest as TestFn<MeasuredHarness & { close(): Promise<void> }>;
+
+test.before(async (t) => {
+  t.context = await startMeasuredHarness("2026-05-10T12:00:00.000Z");
+});
+test.after.always(async (t) => {
+  await t.context.close?.();
+});
+
+/** A server where the player has HISTORY_ROWS old ledger rows (claimed or expired, counted over 91 days ago) and one held heart from yesterday. */
+async function serverWithHistory(h: Harness, at: Date): Promise<{ serverId: string; heldId: string }> {
+  const serverId = await insertServer(h.db.prisma);
+  await executeSql(
+    h.db.prisma,
+    Prisma.sql`
+    INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, steam_id, counted_at, expires_at, claimed_at, state, expired_reason, expired_at)
+    SELECT gen_random_uuid(), ${serverId}::uuid, ${`steam:${STEAM}`}, 'steve', ${STEAM}, c.at, c.at + interval '30 days',
+           CASE WHEN g % 2 = 0 THEN c.at + interval '1 hour' END, CASE WHEN g % 2 = 0 THEN 'claimed' ELSE 'expired' END::"VoteClaimState",
+           CASE WHEN g % 2 = 1 THEN 'window' END, CASE WHEN g % 2 = 1 THEN c.at + interval '30 days' END
+    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g CROSS JOIN LATERAL (SELECT ${at}::timestamptz - interval '91 days' - g * interval '1 hour' AS at) c`,
+  );
+  const [held] = await h.db.prisma.$queryRaw<Array<{ heart_id: string }>>`
+    INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, steam_id, counted_at, expires_at)
+    VALUES (gen_random_uuid(), ${serverId}::uuid, ${`steam:${STEAM}`}, 'steve', ${STEAM}, ${at}::timestamptz - interval '1 day', ${at}::timestamptz + interval '29 days')
+    RETURNING heart_id::text`;
+  await executeSql(h.db.prisma, Prisma.sql`ANALYZE vote_claims`);
+  return { serverId, heldId: held!.heart_id };
+}
+
+const player = () => toLedgerPlayer(create(PlayerIdSchema, { kind: PlayerIdKind.STEAM_ID, value: STEAM }));
+
+test.serial("a check by a player with 20,000 old ledger rows reads a handful of them, and still finds the held heart", async (t) => {
+  const { h, clock, pool } = t.context;
+  const { serverId, heldId } = await serverWithHistory(h, clock.now());
+  const { client, statements } = recordingClient(pool);
+  const standing = await readStanding(client, serverId, player(), clock.now());
+  t.is(standing.kind === "held" ? standing.heart.heartId : standing.kind, heldId);
+  t.is(statements().length, 1);
+  const read = await rowsReadByStatements(h.db.prisma, statements());
+  t.true((read.vote_claims ?? 0) <= FEW, `vote_claims rows read: ${read.vote_claims}`);
+});
+
+test.serial("a claim by a player with 20,000 old ledger rows reads a handful of them, and claims the held heart", async (t) => {
+  const { h, clock, pool } = t.context;
+  const { serverId, heldId } = await serverWithHistory(h, clock.now());
+  const { client, statements } = recordingClient(pool);
+  const claimed = await claimOldestHeld(client, serverId, player(), clock.now());
+  t.is(claimed?.heartId, heldId);
+  t.is(statements().length, 1);
+  // Re-run (rolled back) after the claim: it finds nothing left to claim, through the same range of the index.
+  const read = await rowsReadByStatements(h.db.prisma, statements());
+  t.true((read.vote_claims ?? 0) <= FEW, `vote_claims rows read: ${read.vote_claims}`);
+});
+
+test.serial("CastHeart's expiry of the player's older held hearts reads the held ones, not the player's 20,000 claimed and expired rows", async (t) => {
+  const { h, clock } = t.context;
+  const { serverId } = await serverWithHistory(h, clock.now());
+  const rolledBack = new Error("rolled back on purpose");
+  let fetched = -1;
+  try {
+    await runSqlTransaction(
+      h.db.prisma,
+      async (tx) => {
+        await tx.query(Prisma.sql`SELECT expire_vote_claims(${serverId}::uuid, ${`steam:${STEAM}`}, ${clock.now()}::timestamptz, 1, 20, '{}'::uuid[])`);
+        const [stats] = await tx.query<{ fetched: bigint }>(
+          Prisma.sql`SELECT coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) AS fetched FROM pg_stat_xact_user_tables WHERE relname = 'vote_claims'`,
+        );
+        fetched = Number(stats?.fetched ?? -1);
+        throw rolledBack;
+      },
+      { timeoutMs: 60_000 },
+    );
+  } catch (error) {
+    // Failure policy: the rollback is the point (the function writes); any other error fails the test.
+    if (error !== rolledBack) throw error;
+  }
+  t.true(fetched >= 0 && fetched <= FEW, `vote_claims rows read by the expiry: ${fetched}`);
+});

@@ -1,0 +1,244 @@
+/**
+ * The delivery side's reads stay bounded whatever one server's history (issue: the same cost on day 1,000 as on
+ * day 1). The server has 20,000 delivered callback deliveries with their attempt rows and 20,000 claimed pull
+ * deliveries; its voter has 20,000 hearts refused by the cooldown since the heart that counted. Each hot path (the
+ * consumer's insert with its lease, the dispatcher's claim, the attempt record, the pull list and claim, a receipt)
+ * must read a handful of rows, not that history. Every statement is recorded and re-run under EXPLAIN ANALYZE
+ * (rolled back), after undoing what the path changed, so the re-run does the same work.
+ */
+import anyTest, { type TestFn } from "ava";
+import { randomUUID } from "node:crypto";
+import { Prisma } from "../../gen/prisma/client.js";
+import { recordAttempts } from "../../services/delivery/attempt-log.js";
+import { claimDueDeliveries } from "../../services/delivery/claim-deliveries.js";
+import { claimPullHearts, toPullClaimExchange } from "../../services/delivery/claim-pull-hearts.js";
+import { insertAndLeaseDeliveries, type NewDelivery } from "../../services/delivery/insert-deliveries.js";
+import { listPullEvents, listPullHearts } from "../../services/delivery/pull-store.js";
+import { getReceipt } from "../../services/hearts/get-receipt.js";
+import type { ReceiptLinks } from "../../services/hearts/receipt-token.js";
+import { executeSql } from "../../services/shared/sql/executor.js";
+import { create } from "@bufbuild/protobuf";
+import { GetReceiptRequestSchema } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
+import {
+  defaultEndpoint,
+  insertSecret,
+  insertServer,
+  startMeasuredHarness,
+  type Harness,
+  type MeasuredHarness,
+} from "../../scripts/harness/delivery-harness.js";
+
+const HISTORY_ROWS = 20_000;
+/** A handful: the rows of the request itself, their neighbours in an index, the server and endpoint rows. */
+const FEW = 12;
+
+const test = anyTest as TestFn<MeasuredHarness & { close(): Promise<void>; serverId: string }>;
+
+test.before(async (t) => {
+  const measured = await startMeasuredHarness("2026-05-10T12:00:00.000Z");
+  t.context = { ...measured, serverId: await serverWithHistory(measured.h, measured.clock.now()) };
+});
+test.after.always(async (t) => {
+  await t.context.close?.();
+});
+
+/** A server with a callback URL and secret, pull deliveries on, and HISTORY_ROWS of each kind of history (see the file's comment). */
+async function serverWithHistory(h: Harness, at: Date): Promise<string> {
+  const serverId = await insertServer(h.db.prisma, { callbackUrl: "http://127.0.0.1:9/callback" });
+  await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
+  await h.db.prisma.server.update({ where: { id: serverId }, data: { pullEnabled: true } });
+  const endpointId = (await defaultEndpoint(h.db.prisma, serverId)).id;
+  const delivered = (transport: "callback" | "pull", endpoint: string | null) => Prisma.sql`
+    INSERT INTO deliveries (id, server_id, heart_id, transport, endpoint_id, dedup_key, event_type, username, voter_identity, period, counted_at,
+                            status, attempts, next_attempt_at, delivered_at, created_at)
+    SELECT gen_random_uuid(), ${serverId}::uuid, x.heart_id, ${transport}::"DeliveryTransport", ${endpoint}::uuid, x.heart_id::text, 'heart.counted',
+           'player' || g, 'voter-' || g, '2026-05', x.at, 'delivered', 1, x.at, x.at, x.at
+    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g
+    CROSS JOIN LATERAL (SELECT gen_random_uuid() AS heart_id, ${at}::timestamptz - g * interval '1 minute' AS at) x`;
+  await executeSql(h.db.prisma, delivered("callback", endpointId));
+  await executeSql(h.db.prisma, delivered("pull", null));
+  await executeSql(
+    h.db.prisma,
+    Prisma.sql`
+    INSERT INTO delivery_attempts (delivery_id, server_id, attempt, url, started_at, status_code, latency_ms, succeeded, request_body, response_body)
+    SELECT id, server_id, 1, 'http://127.0.0.1:9/callback', delivered_at, 200, 5, true, '{}', 'ok'
+    FROM deliveries WHERE server_id = ${serverId}::uuid AND transport = 'callback'`,
+  );
+  // The voter's counted heart 20 h ago, then 20,000 hearts refused by its cooldown.
+  await executeSql(
+    h.db.prisma,
+    Prisma.sql`
+    INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons, period, created_at)
+    SELECT gen_random_uuid(), ${serverId}::uuid, 'Spammer', 'spammer', '192.0.2.1', '192.0.2.0/24', 'ua', g = 0, CASE WHEN g = 0 THEN 'counted' ELSE 'cooldown' END,
+           0, '{}', '2026-05', ${at}::timestamptz - interval '20 hours' + g * interval '1 second'
+    FROM generate_series(0, ${HISTORY_ROWS}::int) AS g`,
+  );
+  await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries, delivery_attempts, hearts`);
+  return serverId;
+}
+
+function newHeart(serverId: string, at: Date): NewDelivery {
+  return {
+    heartId: randomUUID(),
+    serverId,
+    eventType: "heart.counted",
+    username: "Steve",
+    voterIdentity: `voter-${randomUUID()}`,
+    period: "2026-05",
+    streakDay: null,
+    countedAt: at,
+  };
+}
+
+const room = (at: Date) => ({
+  now: at,
+  leaseUntil: new Date(at.getTime() + 60_000),
+  limit: 10,
+  perServerLimit: 10,
+  inFlightByServer: new Map<string, number>(),
+});
+
+test.serial(
+  "the consumer's insert with its lease, the dispatcher's claim and the attempt record each read a handful of rows of a server with 20,000 delivered deliveries",
+  async (t) => {
+    const { h, clock, pool, serverId } = t.context;
+    const at = clock.now();
+
+    const insert = recordingClient(pool);
+    const heart = newHeart(serverId, at);
+    const inserted = await insertAndLeaseDeliveries(insert.client, [heart], { ...room(at), limit: 0 });
+    t.deepEqual(inserted.outcomes, ["inserted"], "its callback and pull deliveries");
+    const claim = recordingClient(pool);
+    const [claimed] = await claimDueDeliveries(claim.client, room(at));
+    t.is(claimed?.heartId, heart.heartId);
+    const record = recordingClient(pool);
+    const [recorded] = await recordAttempts(record.client, [
+      {
+        delivery: claimed!,
+        startedAt: at,
+        finishedAt: at,
+        exchange: { ...toPullClaimExchange(serverId, heart.heartId), succeeded: true },
+        result: { kind: "delivered" },
+      },
+    ]);
+    t.deepEqual(recorded, { kind: "recorded", owned: true });
+
+    // Undone in reverse, each path re-run on the state it ran on.
+    await executeSql(h.db.prisma, Prisma.sql`DELETE FROM delivery_attempts WHERE delivery_id = ${claimed!.id}::uuid`);
+    await executeSql(h.db.prisma, Prisma.sql`UPDATE deliveries SET status = 'pending', attempts = 0, delivered_at = NULL WHERE id = ${claimed!.id}::uuid`);
+    const recordRead = await rowsReadByStatements(h.db.prisma, record.statements());
+    await executeSql(h.db.prisma, Prisma.sql`UPDATE deliveries SET lease_until = NULL, leased_by = NULL WHERE id = ${claimed!.id}::uuid`);
+    const claimRead = await rowsReadByStatements(h.db.prisma, claim.statements());
+    await executeSql(h.db.prisma, Prisma.sql`DELETE FROM deliveries WHERE heart_id = ${heart.heartId}::uuid`);
+    const insertRead = await rowsReadByStatements(h.db.prisma, insert.statements());
+
+    for (const [path, read] of [
+      ["insert", insertRead],
+      ["claim", claimRead],
+      ["record", recordRead],
+    ] as const) {
+      t.log(path, read);
+      t.true((read.deliveries ?? 0) <= FEW, `${path}: deliveries rows read: ${read.deliveries}`);
+      t.true((read.delivery_attempts ?? 0) <= FEW, `${path}: delivery_attempts rows read: ${read.delivery_attempts}`);
+    }
+  },
+);
+
+test.serial("the pull list and the pull claim each read a handful of rows of a server with 20,000 claimed pull deliveries", async (t) => {
+  const { h, clock, pool, serverId } = t.context;
+  const at = clock.now();
+  const heart = newHeart(serverId, at);
+  await insertAndLeaseDeliveries(h.db.prisma, [heart]);
+  const list = recordingClient(pool);
+  const page = await listPullHearts(list.client, { serverId, cursor: "", limit: 100 });
+  t.deepEqual(
+    page.hearts.map((x) => x.heartId),
+    [heart.heartId],
+    "only the pending one",
+  );
+  const claim = recordingClient(pool);
+  t.deepEqual(await claimPullHearts(claim.client, { serverId, heartIds: [heart.heartId], now: at }), [{ heartId: heart.heartId, status: "claimed" }]);
+  await executeSql(
+    h.db.prisma,
+    Prisma.sql`DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE heart_id = ${heart.heartId}::uuid AND transport = 'pull')`,
+  );
+  await executeSql(
+    h.db.prisma,
+    Prisma.sql`UPDATE deliveries SET status = 'pending', attempts = 0, delivered_at = NULL WHERE heart_id = ${heart.heartId}::uuid AND transport = 'pull'`,
+  );
+  for (const [path, read] of [
+    ["pull list", await rowsReadByStatements(h.db.prisma, list.statements())],
+    ["pull claim", await rowsReadByStatements(h.db.prisma, claim.statements())],
+  ] as const) {
+    t.log(path, read);
+    t.true((read.deliveries ?? 0) <= FEW, `${path}: deliveries rows read: ${read.deliveries}`);
+    t.true((read.delivery_attempts ?? 0) <= FEW, `${path}: delivery_attempts rows read: ${read.delivery_attempts}`);
+  }
+});
+
+test.serial("a receipt of a heart refused by the cooldown reads a handful of rows, not the voter's 20,000 refused hearts before it", async (t) => {
+  const { h, pool, serverId } = t.context;
+  const [last] = await h.db.prisma.heart.findMany({ where: { serverId, voterIdentity: "spammer" }, orderBy: { createdAt: "desc" }, take: 1 });
+  const receipts = { heartIdOf: () => last!.id, urlOf: () => "" } satisfies ReceiptLinks;
+  const { client, statements } = recordingClient(pool);
+  const answer = await getReceipt({ ...h.deps, prisma: client }, receipts, create(GetReceiptRequestSchema, { token: "t" }));
+  t.truthy(answer.receipt?.nextVoteAt, "the cooldown's end, from the heart that counted");
+  const read = await rowsReadByStatements(h.db.prisma, statements());
+  t.log("receipt", read);
+  t.true((read.hearts ?? 0) <= FEW, `hearts rows read: ${read.hearts}`);
+  t.true((read.deliveries ?? 0) <= FEW, `deliveries rows read: ${read.deliveries}`);
+});
+
+test.serial("the dispatcher's claim reads a handful of rows while a server has 20,000 unclaimed pull deliveries due before the one it sends", async (t) => {
+  const { h, clock, pool, serverId } = t.context;
+  const at = clock.now();
+  const pullOnly = await insertServer(h.db.prisma);
+  await h.db.prisma.server.update({ where: { id: pullOnly }, data: { pullEnabled: true } });
+  await executeSql(
+    h.db.prisma,
+    Prisma.sql`
+    INSERT INTO deliveries (id, server_id, heart_id, transport, dedup_key, event_type, username, voter_identity, period, counted_at, next_attempt_at, created_at)
+    SELECT gen_random_uuid(), ${pullOnly}::uuid, x.heart_id, 'pull', x.heart_id::text, 'heart.counted', 'player' || g, 'voter-' || g, '2026-05', x.at, x.at, x.at
+    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g
+    CROSS JOIN LATERAL (SELECT gen_random_uuid() AS heart_id, ${at}::timestamptz - interval '1 day' - g * interval '1 second' AS at) x`,
+  );
+  await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
+  const heart = newHeart(serverId, at);
+  await insertAndLeaseDeliveries(h.db.prisma, [heart]);
+  const claim = recordingClient(pool);
+  const claimed = await claimDueDeliveries(claim.client, room(at));
+  t.true(
+    claimed.some((c) => c.heartId === heart.heartId && c.transport === "callback"),
+    "the sendable callback delivery behind them is claimed",
+  );
+  await executeSql(h.db.prisma, Prisma.sql`UPDATE deliveries SET lease_until = NULL, leased_by = NULL WHERE id = ANY(${claimed.map((c) => c.id)}::uuid[])`);
+  const read = await rowsReadByStatements(h.db.prisma, claim.statements());
+  t.true((read.deliveries ?? 0) <= FEW, `deliveries rows read: ${read.deliveries}`);
+});
+
+test.serial("a server's pull list of hearts reads a page, not its 20,000 unclaimed referral events on pull (nor the other way round)", async (t) => {
+  const { h, clock, pool, serverId } = t.context;
+  const at = clock.now();
+  await executeSql(
+    h.db.prisma,
+    Prisma.sql`
+    INSERT INTO deliveries (id, server_id, heart_id, transport, dedup_key, event_type, event_id, username, voter_identity, period, counted_at, next_attempt_at, created_at)
+    SELECT gen_random_uuid(), ${serverId}::uuid, gen_random_uuid(), 'pull', 'event-' || g, 'referral.registered', 'event-' || g, '', '', '2026-05',
+           ${at}::timestamptz - interval '3 days', ${at}::timestamptz - interval '3 days', ${at}::timestamptz - interval '3 days' - g * interval '1 second'
+    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g`,
+  );
+  await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
+  const hearts = recordingClient(pool);
+  await listPullHearts(hearts.client, { serverId, cursor: "", limit: 100 });
+  const events = recordingClient(pool);
+  const page = await listPullEvents(events.client, { serverId, cursor: "", limit: 10 });
+  t.is(page.events.length, 10);
+  for (const [path, read] of [
+    ["hearts list", await rowsReadByStatements(h.db.prisma, hearts.statements())],
+    ["events list", await rowsReadByStatements(h.db.prisma, events.statements())],
+  ] as const) {
+    // The hearts list: the pending hearts the earlier tests left (a few); the events list: its page + 1.
+    t.true((read.deliveries ?? 0) <= FEW, `${path}: deliveries rows read: ${read.deliveries}`);
+  }
+});

@@ -26,7 +26,7 @@ export const HOT_ADDRESS = "203.0.113.66";
 /** Carrier-grade NAT: 100 addresses in 100.64.0.0/10 carry a fifth of hearts and clicks. */
 export const CGNAT_ADDRESSES = 100;
 /** The version of the generated shape: a template built by another version is rebuilt. */
-export const HISTORY_VERSION = 1;
+export const HISTORY_VERSION = 2;
 
 /** Row counts at scale 1 (the issue's steady-state sizes). */
 export const HISTORY_ROWS = {
@@ -175,6 +175,14 @@ export function historyStatements(scale: number, now: Date): Array<{ what: strin
             FROM generate_series(1, ${n.deliveries}) AS g`,
     },
     {
+      what: "the address-voter set CastHeart's identity rules read (as its migration backfills it)",
+      sql: `INSERT INTO heart_address_voters (server_id, address, voter_identity, last_counted_at)
+            SELECT h.server_id, a.address, h.voter_identity, max(h.created_at)
+            FROM hearts h CROSS JOIN LATERAL (VALUES (h.ip), (h.subnet)) AS a(address)
+            WHERE h.counted
+            GROUP BY h.server_id, a.address, h.voter_identity`,
+    },
+    {
       what: "server rankings",
       sql: `INSERT INTO server_rankings (server_id, period, hearts)
             SELECT server_id, period, count(*)::int FROM hearts WHERE counted GROUP BY 1, 2
@@ -196,6 +204,10 @@ export function historyRefreshStatements(builtAt: Date, now: Date): Array<{ what
     {
       what: "hot address's hearts into the rule windows",
       sql: `UPDATE hearts SET created_at = created_at + ${shift}, period = to_char(created_at + ${shift}, 'YYYY-MM') WHERE ip = '${HOT_ADDRESS}'`,
+    },
+    {
+      what: "hot address's voter set into the rule windows",
+      sql: `UPDATE heart_address_voters SET last_counted_at = last_counted_at + ${shift} WHERE address IN ('${HOT_ADDRESS}', '203.0.113.0/24')`,
     },
     {
       what: "hot address's clicks into the rule windows",

@@ -93,13 +93,13 @@ test("--history means scale 1, --history=SCALE or BENCH_HISTORY_SCALE another; n
   for (const bad of ["0", "-1", "x", ""]) t.throws(() => parseHistoryScale([`--history=${bad}`], undefined), undefined, bad);
 });
 
-test("a clone moves the hot address's hearts and clicks forward by the template's age, so they stay inside the rule windows", (t) => {
+test("a clone moves the hot address's hearts, voter set and clicks forward by the template's age, so they stay inside the rule windows", (t) => {
   const builtAt = new Date("2026-11-01T00:00:00Z");
   const statements = historyRefreshStatements(builtAt, new Date("2026-11-03T00:01:30Z"));
-  t.is(statements.length, 2);
+  t.is(statements.length, 3);
   for (const { sql } of statements) {
-    t.regex(sql, /created_at = created_at \+ interval '172890 seconds'/);
-    t.true(sql.includes(`ip = '${HOT_ADDRESS}'`));
+    t.regex(sql, /(created_at|last_counted_at) = \1 \+ interval '172890 seconds'/);
+    t.true(sql.includes(`'${HOT_ADDRESS}'`));
   }
   t.regex(historyRefreshStatements(builtAt, builtAt)[0]?.sql ?? "", /interval '0 seconds'/);
 });

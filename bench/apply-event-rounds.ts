@@ -17,7 +17,7 @@ import { randomInt, randomUUID } from "node:crypto";
 import { applyEvent, createReferralServer, startHarness } from "../scripts/harness/referral-harness.js";
 import type { ApplyEventBatchOptions } from "../services/referral/apply-event.js";
 import { Prisma } from "../gen/prisma/client.js";
-import { runSql } from "../services/shared/sql/executor.js";
+import { runSql } from "../services/shared/adapters/sql/executor.js";
 
 const concurrencies = (process.env.ROUNDS_CONCURRENCY ?? "8,32").split(",").map(Number);
 const measureMs = Number(process.env.ROUNDS_MEASURE_MS ?? 4_000);

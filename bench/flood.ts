@@ -33,7 +33,7 @@ import pg from "pg";
 import { HeartService } from "../gen/proto/hearts/v1/hearts_pb.js";
 import { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import { startKafka } from "../scripts/infra/kafka.js";
-import { createServiceTransport } from "../services/shared/service-transport.js";
+import { createServiceTransport } from "../services/shared/rpc/service-transport.js";
 import {
   cpuBetween,
   createCleanup,

@@ -32,12 +32,12 @@ import { ReferralService, ReferralState, ApplyEventResponseSchema } from "../gen
 import { ServerAdminService, SigningKeyStatus, ResolveSigningKeysResponseSchema } from "../gen/proto/servers/v1/servers_pb.js";
 import { createReferralServiceClients } from "../gateway/clients.js";
 import { createGatewayServer } from "../gateway/server.js";
-import { MAX_RPC_MESSAGE_BYTES } from "../services/shared/field-rules.js";
-import { createServerInterceptor } from "../services/shared/interceptors.js";
-import { createRpcClients } from "../services/shared/service-clients.js";
-import { createServiceTransport } from "../services/shared/service-transport.js";
-import { createLogger } from "../services/shared/log.js";
-import { createMetrics } from "../services/shared/metrics.js";
+import { MAX_RPC_MESSAGE_BYTES } from "../services/shared/values/field-rules.js";
+import { createServerInterceptor } from "../services/shared/rpc/interceptors.js";
+import { createRpcClients } from "../services/shared/rpc/service-clients.js";
+import { createServiceTransport } from "../services/shared/rpc/service-transport.js";
+import { createLogger } from "../services/shared/runtime/log.js";
+import { createMetrics } from "../services/shared/runtime/metrics.js";
 import { cpuBetween, envInt, loadNow, snapshotProcessTree } from "./lib/infra.js";
 import { startLoadGenerator } from "./lib/loadgen.js";
 import { round } from "./lib/stats.js";

@@ -27,9 +27,9 @@ import { parseSignatureHeader, verifySignature } from "../gateway/verify-signatu
 import { ReferralEventType } from "../gen/proto/referral/v1/referral_pb.js";
 import { createReferralServiceServer } from "../services/referral-service/server.js";
 import { ensureServiceToken } from "../services/access/service-tokens.js";
-import { createPrisma } from "../services/shared/db.js";
-import { createMetrics } from "../services/shared/metrics.js";
-import { createSecretBox, generateServiceToken } from "../services/shared/secrets.js";
+import { createPrisma } from "../services/shared/adapters/db.js";
+import { createMetrics } from "../services/shared/runtime/metrics.js";
+import { createSecretBox, generateServiceToken } from "../services/shared/runtime/secrets.js";
 import {
   createBenchLogger,
   createCleanup,
@@ -200,7 +200,7 @@ async function main(): Promise<void> {
       if (res.outcome.case !== "applied") throw new Error(`direct ApplyEvent gave ${res.outcome.case}`);
     }),
     // These four time Prisma's own paths ($queryRaw, interactive transactions), not the product's statements (which run on
-    // services/shared/sql/executor.ts): they stay on Prisma on purpose, as the measure of what Prisma costs per call.
+    // services/shared/adapters/sql/executor.ts): they stay on Prisma on purpose, as the measure of what Prisma costs per call.
     prismaSelect1: await timeSequential(BREAKDOWN_MS, () => prisma.$queryRaw`SELECT 1`),
     prismaEmptyTransaction: await timeSequential(BREAKDOWN_MS, () => prisma.$transaction(async (tx) => tx.$queryRaw`SELECT 1`)),
     // The registered transaction's shape (BEGIN + 7 statements + COMMIT) against a 3-statement one: the slope is the cost of a round trip.

@@ -31,9 +31,9 @@ import { EnvelopeSchema, ReferralTransitionedSchema } from "../gen/proto/events/
 import { HeartService } from "../gen/proto/hearts/v1/hearts_pb.js";
 import { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import { startKafka } from "../scripts/infra/kafka.js";
-import { REFERRALS_TOPIC } from "../services/shared/bus.js";
-import { toOutboxRow } from "../services/shared/outbox.js";
-import { createServiceTransport } from "../services/shared/service-transport.js";
+import { REFERRALS_TOPIC } from "../services/shared/adapters/bus.js";
+import { toOutboxRow } from "../services/shared/adapters/outbox.js";
+import { createServiceTransport } from "../services/shared/rpc/service-transport.js";
 import { compareMedians, cpuPerRequest, renderComparison } from "./lib/compare-databases.js";
 import { cloneHistory, ensureHistoryTemplate, parseHistoryScale, type HistoryTemplate } from "./lib/history-template.js";
 import {

@@ -1,14 +1,14 @@
 /**
  * What one database round trip costs through each client path the vote -> callback hops use, one call at a
  * time with random gaps (idle): Prisma `$queryRaw` (what the consumer's insert and the relay's statements ran on
- * before the one executor), the executor's `runSql` (services/shared/sql/executor.ts), a Prisma interactive
+ * before the one executor), the executor's `runSql` (services/shared/adapters/sql/executor.ts), a Prisma interactive
  * transaction of one statement (the relay's pass: BEGIN, statements, COMMIT) and runSqlTransaction of one statement
  * (CastHeart's batch). The Prisma paths stay on Prisma on purpose: they measure Prisma itself.
  * Usage: DATABASE_URL=... npx tsx bench/s26-db-hops.ts [count]
  */
 import { Prisma } from "../gen/prisma/client.js";
-import { createPrisma } from "../services/shared/db.js";
-import { runSql, runSqlTransaction } from "../services/shared/sql/executor.js";
+import { createPrisma } from "../services/shared/adapters/db.js";
+import { runSql, runSqlTransaction } from "../services/shared/adapters/sql/executor.js";
 
 const count = Number(process.argv[2] ?? 100);
 const prisma = createPrisma(process.env.DATABASE_URL ?? "");

@@ -6,8 +6,8 @@
  *        (a broker of its own with that JIT, start-up time printed; --request-log prints the broker's own request times)
  * Before measuring, a warm-up of 200 batches of 20 messages (a broker that served the bench's earlier phases is warm).
  */
-import { createKafkaBus, ensureTopics } from "../services/shared/kafka-bus.js";
-import { createLogger } from "../services/shared/log.js";
+import { createKafkaBus, ensureTopics } from "../services/shared/adapters/kafka-bus.js";
+import { createLogger } from "../services/shared/runtime/log.js";
 import { deliveryConsumerSession } from "../services/delivery/consumer.js";
 import { startKafka } from "../scripts/infra/kafka.js";
 

@@ -1,8 +1,8 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { ConfigError } from "../services/shared/config.js";
-import { NIL_UUID } from "../services/shared/ids.js";
-import type { Logger } from "../services/shared/log.js";
-import type { RpcClients } from "../services/shared/service-clients.js";
+import { ConfigError } from "../services/shared/runtime/config.js";
+import { NIL_UUID } from "../services/shared/values/ids.js";
+import type { Logger } from "../services/shared/runtime/log.js";
+import type { RpcClients } from "../services/shared/rpc/service-clients.js";
 import type { ReferralServiceClients } from "./clients.js";
 
 /** How long the start-up check keeps asking a referral service that does not answer yet. */

@@ -1,7 +1,7 @@
 import type { Transport } from "@connectrpc/connect";
 import { Http2SessionManager } from "@connectrpc/connect-node";
-import { createRpcClients, type RpcClients } from "../services/shared/service-clients.js";
-import { createServiceTransport, createUnaryServiceTransport } from "../services/shared/service-transport.js";
+import { createRpcClients, type RpcClients } from "../services/shared/rpc/service-clients.js";
+import { createServiceTransport, createUnaryServiceTransport } from "../services/shared/rpc/service-transport.js";
 
 /**
  * The gateway's clients of the referral service (Connect protocol over HTTP/2); `delivery` serves the pull API's list
@@ -14,7 +14,7 @@ export type ReferralServiceClients = Pick<RpcClients, "referral" | "admin" | "de
  * The gateway's transports to the referral service, over ONE HTTP/2 session (shared, reconnecting on
  * its own), every call authenticated with the gateway's service token:
  * - `routes`: the gateway's own routes and its readiness check, on the lean unary path
- *   (services/shared/unary-transport.ts; the gateway forwards every ingest event with one call);
+ *   (services/shared/rpc/unary-transport.ts; the gateway forwards every ingest event with one call);
  * - `dashboard`: Connect's own transport, for the dashboard's calls (their answers, such as a page of
  *   attempts with their exchanges, may be larger than the lean path reads).
  */

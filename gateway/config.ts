@@ -1,5 +1,5 @@
-import { createEnvReader } from "../services/shared/config.js";
-import { readPort, readServiceToken } from "../services/shared/process-config.js";
+import { createEnvReader } from "../services/shared/runtime/config.js";
+import { readPort, readServiceToken } from "../services/shared/runtime/process-config.js";
 import { DEFAULT_SIGNING_KEY_CACHE_MS, DEFAULT_SIGNING_KEY_REFRESH_MS, DEFAULT_UNKNOWN_SERVER_CACHE_MS } from "./signing-key-cache.js";
 import {
   DEFAULT_FAILED_SIGNATURE_WINDOW_MS,

@@ -1,11 +1,11 @@
-import { isUuid } from "../services/shared/ids.js";
+import { isUuid } from "../services/shared/values/ids.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ApplyEventRequestSchema, ApplyEventResponse } from "../gen/proto/referral/v1/referral_pb.js";
 import type { ResolveSigningKeysRequestSchema, ResolveSigningKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import type { ValidEvent } from "./validate-event.js";
 import type { CachedKeyAnswer } from "./signing-key-cache.js";
-import { ANCHOR_STATE_NAMES, REFERRAL_EVENT_TO_PROTO } from "../services/shared/proto-names.js";
+import { ANCHOR_STATE_NAMES, REFERRAL_EVENT_TO_PROTO } from "../services/shared/values/proto-names.js";
 
 /**
  * The two referral-service RPCs the ingest endpoint calls. In production they are

@@ -24,9 +24,9 @@ import {
 import type { CachedKeyAnswer, KeyAnswer, KeyAnswerKind } from "./signing-key-cache.js";
 import { errorReply, fromRpcError } from "./http-errors.js";
 import type { JsonObject } from "./validate-event.js";
-import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../services/shared/wire.js";
-import { integerBetweenText, notStringText } from "../services/shared/contract.js";
-import { PULL_CLAIM_STATUS_NAMES } from "../services/shared/proto-names.js";
+import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../services/shared/values/wire.js";
+import { integerBetweenText, notStringText } from "../services/shared/values/contract.js";
+import { PULL_CLAIM_STATUS_NAMES } from "../services/shared/values/proto-names.js";
 
 /** Lists a server's unclaimed counted hearts (signed POST). */
 export const PULL_HEARTS_PATH = "/api/pull/hearts";

@@ -9,7 +9,7 @@ import {
   type GetReceiptResponse,
   type Receipt,
 } from "../gen/proto/hearts/v1/hearts_pb.js";
-import { RECEIPT_JSON_SUFFIX, RECEIPT_PATH_PREFIX } from "../services/shared/wire.js";
+import { RECEIPT_JSON_SUFFIX, RECEIPT_PATH_PREFIX } from "../services/shared/values/wire.js";
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import type { RawReply } from "./http-errors.js";
 import { RECEIPT_ANSWER_HEADERS, RECEIPT_PAGE_HEADERS, receiptPage, receiptProblemPage, type ReceiptJson } from "./receipt-page.js";

@@ -2,8 +2,8 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { RecordClickRequestSchema, RecordClickResponse } from "../gen/proto/referral/v1/referral_pb.js";
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import { isServerIdShape } from "./forward.js";
-import { fieldProblem } from "../services/shared/field-rules.js";
-import { requiredText } from "../services/shared/contract.js";
+import { fieldProblem } from "../services/shared/values/field-rules.js";
+import { requiredText } from "../services/shared/values/contract.js";
 
 /** Path prefix of the public referral link: `GET /r/<server_id>?referrer=<identity>`. */
 export const REFERRAL_LINK_PREFIX = "/r/";

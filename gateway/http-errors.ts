@@ -1,10 +1,10 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { illegalTransitionOf, type DomainErrorKind } from "../services/shared/errors.js";
-import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER, SESSION_EXPIRED_KIND, TOKEN_SCOPE_KIND } from "../services/shared/wire.js";
-import { CHECK_ERRORS, fixedError, type CheckErrorKind, type FixedErrorKind } from "../services/shared/contract.js";
+import { illegalTransitionOf, type DomainErrorKind } from "../services/shared/rpc/errors.js";
+import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER, SESSION_EXPIRED_KIND, TOKEN_SCOPE_KIND } from "../services/shared/values/wire.js";
+import { CHECK_ERRORS, fixedError, type CheckErrorKind, type FixedErrorKind } from "../services/shared/values/contract.js";
 
-/** The contract's exact error texts (services/shared/contract.ts is their home). */
-export { ERROR_TEXT } from "../services/shared/contract.js";
+/** The contract's exact error texts (services/shared/values/contract.ts is their home). */
+export { ERROR_TEXT } from "../services/shared/values/contract.js";
 
 /** A raw (non-JSON) answer: status, headers and body bytes. */
 export interface RawReply {
@@ -30,7 +30,7 @@ export interface ErrorReplyOptions {
 
 /**
  * THE one builder of the gateway's error replies: `{error, ...fields}` with the kind's status
- * (services/shared/contract.ts). A fixed-text kind takes its text from the contract; a
+ * (services/shared/values/contract.ts). A fixed-text kind takes its text from the contract; a
  * check-written kind (`invalidField`, ...) takes the failing check's text.
  */
 export function errorReply(kind: FixedErrorKind, options?: ErrorReplyOptions): HttpReply;
@@ -100,7 +100,7 @@ function dependencyDownRows(code: Code, retryAfter: (error: ConnectError) => str
 
 /**
  * THE table: Connect code and domain error kind (from the `x-error-kind` metadata set by
- * services/shared/errors.ts) -> the HTTP status and text (services/shared/contract.ts), per surface;
+ * services/shared/rpc/errors.ts) -> the HTTP status and text (services/shared/values/contract.ts), per surface;
  * the first matching row wins. The public API answers the contract's exact texts; the dashboard shows
  * the service's caller-safe message. A row without a reply (422 missing its detail) falls through to 500.
  */
@@ -132,7 +132,7 @@ const RPC_ERROR_TABLE: readonly ErrorRow[] = [
   // fixes the token, which is not the caller's fault. The same 503, with a longer Retry-After.
   ...dependencyDownRows(Code.PermissionDenied, () => String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S)),
   ...dependencyDownRows(Code.Unauthenticated, () => String(GATEWAY_TOKEN_REFUSED_RETRY_AFTER_S)),
-  // DomainError messages are written to be shown to callers (services/shared/errors.ts).
+  // DomainError messages are written to be shown to callers (services/shared/rpc/errors.ts).
   { code: Code.InvalidArgument, kind: "invalid_argument", on: PUBLIC, toReply: (error) => errorReply("invalidField", error.rawMessage) },
   { code: Code.InvalidArgument, on: DASHBOARD, toReply: (error) => errorReply("invalidField", error.rawMessage) },
   { code: Code.NotFound, on: DASHBOARD, toReply: (error) => errorReply("unknownResource", error.rawMessage) },

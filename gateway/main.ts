@@ -1,8 +1,8 @@
-import { NIL_UUID } from "../services/shared/ids.js";
+import { NIL_UUID } from "../services/shared/values/ids.js";
 import type { AddressInfo } from "node:net";
-import { addressOf } from "../services/shared/log.js";
-import { runService } from "../services/shared/run-service.js";
-import { createRpcClients } from "../services/shared/service-clients.js";
+import { addressOf } from "../services/shared/runtime/log.js";
+import { runService } from "../services/shared/runtime/run-service.js";
+import { createRpcClients } from "../services/shared/rpc/service-clients.js";
 import { checkServiceToken } from "./check-service-token.js";
 import { createReferralServiceTransports, referralServiceClientsOver } from "./clients.js";
 import { loadGatewayConfig } from "./config.js";

@@ -9,15 +9,15 @@ import {
   type ContractErrorKind,
   integerBetweenText,
   unixSecondsText,
-} from "../services/shared/contract.js";
+} from "../services/shared/values/contract.js";
 import { TOO_MANY_CLICKS_TEXT } from "./handle-referral-link.js";
 import { PLUGIN_PRESET_PATHS } from "./handle-vote-claim.js";
 import { MAX_BODY_BYTES } from "./raw-body.js";
-import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/field-rules.js";
-import { MAX_PULL_PAGE } from "../services/shared/wire.js";
-import { NIL_UUID } from "../services/shared/ids.js";
-import { REFERRAL_EVENT_TYPES } from "../services/shared/event-types.js";
-import { PERIOD_PATTERN } from "../services/shared/period.js";
+import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/values/field-rules.js";
+import { MAX_PULL_PAGE } from "../services/shared/values/wire.js";
+import { NIL_UUID } from "../services/shared/values/ids.js";
+import { REFERRAL_EVENT_TYPES } from "../services/shared/values/event-types.js";
+import { PERIOD_PATTERN } from "../services/shared/values/period.js";
 
 /** Where the gateway publishes the document. */
 export const OPENAPI_PATH = "/openapi/referral.json";
@@ -90,7 +90,7 @@ const NO_STORE_HEADERS = {
   "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" },
 } as const;
 
-/** An example of a contract error: its exact text from services/shared/contract.ts. */
+/** An example of a contract error: its exact text from services/shared/values/contract.ts. */
 const errorExample = (summary: string, kind: ContractErrorKind) => ({ summary, value: { error: CONTRACT_ERRORS[kind].text } });
 /** An example of a field error, whose text the failing check writes (`<field> ...`). */
 const fieldErrorExample = (summary: string, error: string) => ({ summary, value: { error } });
@@ -323,7 +323,7 @@ function pullOperation(op: {
 }
 
 const nonEmptyString = (description: string) => ({ type: "string", minLength: 1, pattern: "\\S", description });
-/** A non-empty string bounded by services/shared/field-rules.ts (NUL is refused too). */
+/** A non-empty string bounded by services/shared/values/field-rules.ts (NUL is refused too). */
 const boundedString = (field: FieldName, description: string) => ({
   ...nonEmptyString(`${description} At most ${maxCharsOf(field)} characters; NUL is refused.`),
   maxLength: maxCharsOf(field),

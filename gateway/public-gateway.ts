@@ -1,7 +1,7 @@
 import type http from "node:http";
-import { createOpsHandler, type ReadinessCheck } from "../services/shared/health.js";
-import type { Logger } from "../services/shared/log.js";
-import type { Metrics } from "../services/shared/metrics.js";
+import { createOpsHandler, type ReadinessCheck } from "../services/shared/runtime/health.js";
+import type { Logger } from "../services/shared/runtime/log.js";
+import type { Metrics } from "../services/shared/runtime/metrics.js";
 import { createReferralServiceTransports, referralServiceClientsOver, type ReferralServiceTransports } from "./clients.js";
 import { createDashboardRoutes } from "./dashboard/routes.js";
 import { createGatewayServer, type GatewayDeps } from "./server.js";

@@ -2,11 +2,11 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Counter } from "prom-client";
 import { PluginCallOutcome, PluginCallSchema, type PluginCall, type RecordPluginCallsRequestSchema } from "../gen/proto/claims/v1/plugin_activity_pb.js";
-import type { Logger } from "../services/shared/log.js";
-import type { Metrics } from "../services/shared/metrics.js";
-import { isUuid } from "../services/shared/ids.js";
-import { MAX_PLUGIN_CALL_PLAYER_ID_CHARS, MAX_PLUGIN_CALLS_PER_BATCH } from "../services/shared/plugin-call-limits.js";
-import { claimKeyLookupHash } from "../services/shared/secrets.js";
+import type { Logger } from "../services/shared/runtime/log.js";
+import type { Metrics } from "../services/shared/runtime/metrics.js";
+import { isUuid } from "../services/shared/values/ids.js";
+import { MAX_PLUGIN_CALL_PLAYER_ID_CHARS, MAX_PLUGIN_CALLS_PER_BATCH } from "../services/shared/values/plugin-call-limits.js";
+import { claimKeyLookupHash } from "../services/shared/runtime/secrets.js";
 import { parseVoteQuery, type VoteClaimResult } from "./handle-vote-claim.js";
 
 /**

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 
 /** The header carrying the correlation id in and out (same name as the internal RPC header). */
-export { REQUEST_ID_HEADER } from "../services/shared/wire.js";
+export { REQUEST_ID_HEADER } from "../services/shared/values/wire.js";
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 

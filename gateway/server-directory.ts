@@ -1,5 +1,5 @@
 import type { ListServerIdsResponse } from "../gen/proto/servers/v1/servers_pb.js";
-import type { Logger } from "../services/shared/log.js";
+import type { Logger } from "../services/shared/runtime/log.js";
 import { createSpacedSingleFlight } from "./spaced-single-flight.js";
 
 /** How often the gateway reads the servers created since its last read (ListServerIds). */

@@ -1,4 +1,4 @@
-import { sendJson } from "../services/shared/send-json.js";
+import { sendJson } from "../services/shared/runtime/send-json.js";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import { createSigningKeyCache, DEFAULT_SIGNING_KEY_CACHE_MS, type SigningKeyCache } from "./signing-key-cache.js";
 import type { ResolvePullKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
@@ -18,8 +18,8 @@ import type { ReferralService } from "../gen/proto/referral/v1/referral_pb.js";
 import type { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import type { ClaimService } from "../gen/proto/claims/v1/claims_pb.js";
 import type { PluginActivityService } from "../gen/proto/claims/v1/plugin_activity_pb.js";
-import type { Logger } from "../services/shared/log.js";
-import type { Metrics } from "../services/shared/metrics.js";
+import type { Logger } from "../services/shared/runtime/log.js";
+import type { Metrics } from "../services/shared/runtime/metrics.js";
 import { handleIngest } from "./handle-ingest.js";
 import type { LookupGuards, SignedInput, SignedResult } from "./signed-request.js";
 import { createServerDirectory } from "./server-directory.js";
@@ -40,12 +40,12 @@ import { errorReply, type HttpReply } from "./http-errors.js";
 import { OPENAPI_PATH, openApiDocument } from "./openapi.js";
 import { JWKS_PATH, WEBHOOK_KEYS_PATH, createWellKnownKeys } from "./handle-well-known.js";
 import { MAX_BODY_BYTES, declaresTooLarge, readRawBody } from "./raw-body.js";
-import { maxCharsOf } from "../services/shared/field-rules.js";
+import { maxCharsOf } from "../services/shared/values/field-rules.js";
 import { REQUEST_ID_HEADER, resolveRequestId } from "./request-id.js";
 import type { IngestRpcs } from "./forward.js";
 import { DOCS_PREFIX, LANDING_PATH, docReply, landingReply } from "./landing.js";
 import type { RawReply } from "./http-errors.js";
-import { INGEST_PATH } from "../services/shared/contract.js";
+import { INGEST_PATH } from "../services/shared/values/contract.js";
 import {
   DEFAULT_CLAIM_KEY_GUESS_WINDOW_MS,
   DEFAULT_CLAIM_KEY_GUESSES_PER_SOURCE,
@@ -56,7 +56,7 @@ import {
   handleVoteClaim,
   type ClaimKeyGuard,
 } from "./handle-vote-claim.js";
-import { RECEIPT_PATH_PREFIX } from "../services/shared/wire.js";
+import { RECEIPT_PATH_PREFIX } from "../services/shared/values/wire.js";
 import { RECEIPT_ROUTE_NAME, handleReceipt } from "./handle-receipt.js";
 import { RECEIPT_ANSWER_HEADERS } from "./receipt-page.js";
 import { createPluginCallRecorder, toPluginCall, type PluginCallRecorder } from "./record-plugin-calls.js";
@@ -88,7 +88,7 @@ export interface GatewayDeps {
   log: Logger;
   metrics: Metrics;
   now: () => Date;
-  /** /healthz and /readyz (services/shared/health.ts#createOpsHandler, mounted without metrics: /metrics lives on the ops port). */
+  /** /healthz and /readyz (services/shared/runtime/health.ts#createOpsHandler, mounted without metrics: /metrics lives on the ops port). */
   ops?: RequestHandler;
   /** Mounted after the gateway's own routes (for example a dashboard). */
   extraRoutes?: RequestHandler;

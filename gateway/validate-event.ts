@@ -1,4 +1,4 @@
-import { cutField, type FieldName } from "../services/shared/field-rules.js";
+import { cutField, type FieldName } from "../services/shared/values/field-rules.js";
 import {
   checkEvent,
   checkRefereeIdentity,
@@ -8,9 +8,9 @@ import {
   type ReferralEventName,
   notBooleanText,
   unixSecondsText,
-} from "../services/shared/contract.js";
+} from "../services/shared/values/contract.js";
 
-export type { ReferralEventName } from "../services/shared/contract.js";
+export type { ReferralEventName } from "../services/shared/values/contract.js";
 
 /** A JSON object body: the only shape the ingest endpoint accepts. */
 export type JsonObject = Record<string, unknown>;
@@ -60,7 +60,7 @@ function isAbsent(value: unknown): boolean {
 
 /**
  * A required string: absent and null are "is required"; other types "must be a string"; then the
- * contract's text rule (services/shared/contract.ts: empty after trimming, NUL, length).
+ * contract's text rule (services/shared/values/contract.ts: empty after trimming, NUL, length).
  */
 function requiredString(body: JsonObject, field: string, bounded?: FieldName): FieldResult<string> {
   const value = body[field];
@@ -73,7 +73,7 @@ function requiredString(body: JsonObject, field: string, bounded?: FieldName): F
  * The optional `reason` of `reversed`, never a 400 (it is not a contract field and the contract accepts
  * unknown extra fields): a string as sent, any other JSON value (number, object, ...) as its JSON text, so the
  * referral service keeps it as `other` with that text; absent or null -> empty. Cut to its bound
- * (services/shared/field-rules.ts) before it is forwarded.
+ * (services/shared/values/field-rules.ts) before it is forwarded.
  */
 function readReason(body: JsonObject): string {
   const value = body.reason;
@@ -92,7 +92,7 @@ export function readServerId(body: JsonObject): FieldResult<string> {
 /**
  * Step 8: every other field, checked in this order, first failure wins:
  * `event` (one of registered|qualified|reversed, else the contract's text), `token`,
- * `server_event_id` (non-empty strings after trim, within services/shared/field-rules.ts:
+ * `server_event_id` (non-empty strings after trim, within services/shared/values/field-rules.ts:
  * no NUL, at most their length), `referee_identity` (a string when
  * present; required non-empty and within its bounds for `registered`, with the contract's text), `ts`
  * (an integer in int64 range when present), `test` (a boolean when present).

@@ -1,4 +1,4 @@
-import { computeSignature, isStale, macMatches, type IngestSignature } from "../services/shared/signature.js";
+import { computeSignature, isStale, macMatches, type IngestSignature } from "../services/shared/values/signature.js";
 
 /** One active referral secret of a server, as resolved for verification. */
 export interface SigningKeyMaterial {
@@ -10,8 +10,8 @@ export interface SigningKeyMaterial {
 /** A parsed X-Service-Signature header (step 2). */
 export type ParsedSignatureHeader = IngestSignature;
 
-/** Step 2: the header's one parser, services/shared/signature.ts#parseIngestSignature (null: 400 malformed). */
-export { parseIngestSignature as parseSignatureHeader } from "../services/shared/signature.js";
+/** Step 2: the header's one parser, services/shared/values/signature.ts#parseIngestSignature (null: 400 malformed). */
+export { parseIngestSignature as parseSignatureHeader } from "../services/shared/values/signature.js";
 
 /** The outcome of verifying an ingest signature (steps 6 and 7 of the order of checks). */
 export type SignatureVerdict =

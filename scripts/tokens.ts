@@ -10,9 +10,9 @@
  * Exit codes: 0 success, 1 failure, 2 usage error. Only `create` prints a token, once, on stdout.
  */
 import { parseArgs } from "node:util";
-import { createPrisma } from "../services/shared/db.js";
-import { DomainError } from "../services/shared/errors.js";
-import { redactUrl } from "../services/shared/log.js";
+import { createPrisma } from "../services/shared/adapters/db.js";
+import { DomainError } from "../services/shared/rpc/errors.js";
+import { redactUrl } from "../services/shared/runtime/log.js";
 import { SCOPES, SCOPE_MEANING } from "../services/access/scopes.js";
 import { createServiceToken, listServiceTokens, revokeServiceToken } from "../services/access/service-tokens.js";
 import { isMainModule } from "./lib/is-main-module.js";

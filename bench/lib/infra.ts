@@ -15,7 +15,7 @@ import { pino, type Logger } from "pino";
 import { applyMigrations } from "../../scripts/db/schema-engine.js";
 import { startPostgres, type PostgresInstance } from "../../scripts/infra/postgres.js";
 import { freePort } from "../../scripts/lib/free-ports.js";
-import { createLogger } from "../../services/shared/log.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 
 /** bench/ (of whichever copy of the repo runs). */
 export const BENCH_DIR = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -339,7 +339,7 @@ export function withDatabase(url: string, database: string): string {
 }
 
 /**
- * A logger with exactly the options of services/shared/log.ts#createLogger (level
+ * A logger with exactly the options of services/shared/runtime/log.ts#createLogger (level
  * from BENCH_LOG_LEVEL, default `info` as in production), written to /dev/null so
  * the serialisation cost is paid as in production but the terminal stays readable.
  */

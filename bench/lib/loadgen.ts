@@ -50,7 +50,7 @@ export interface CastSpec {
   steamIds?: boolean;
 }
 
-/** The first SteamID64 (services/shared/player-ids.ts); voter i of a cast job with steamIds gets this + i. */
+/** The first SteamID64 (services/shared/values/player-ids.ts); voter i of a cast job with steamIds gets this + i. */
 export const STEAM_ID64_BASE = 76561197960265728n;
 
 /** The SteamID64 of voter index `i`. */

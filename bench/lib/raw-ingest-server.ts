@@ -23,8 +23,8 @@ import pg from "pg";
 import { ReferralTransitionedSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { parseJsonObject, validateEvent } from "../../gateway/validate-event.js";
 import { parseSignatureHeader, verifySignature } from "../../gateway/verify-signature.js";
-import { REFERRALS_TOPIC } from "../../services/shared/bus.js";
-import { toOutboxRow } from "../../services/shared/outbox.js";
+import { REFERRALS_TOPIC } from "../../services/shared/adapters/bus.js";
+import { toOutboxRow } from "../../services/shared/adapters/outbox.js";
 
 const serverId = process.env.BASELINE_SERVER_ID ?? "";
 const kid = process.env.BASELINE_KID ?? "";

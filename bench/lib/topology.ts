@@ -66,8 +66,8 @@ function readEnvNames(dir: string): Set<string> {
     "services/referral-service/config.ts",
     "services/relay/config.ts",
     "services/delivery/config.ts",
-    "services/shared/process-config.ts",
-    "services/shared/log.ts",
+    "services/shared/runtime/process-config.ts",
+    "services/shared/runtime/log.ts",
     "services/access/bootstrap.ts",
   ];
   const names = new Set<string>();

@@ -1,4 +1,4 @@
-import { isPeriod, periodOf } from "../../services/shared/period.js";
+import { isPeriod, periodOf } from "../../services/shared/values/period.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions } from "@connectrpc/connect";
 import { ReferralState } from "../../gen/proto/referral/v1/referral_pb.js";
@@ -10,9 +10,9 @@ import {
   REVIEW_MODE_NAMES,
   REVIEW_MODE_TO_PROTO,
   REVIEW_STATE_TO_PROTO,
-} from "../../services/shared/proto-names.js";
+} from "../../services/shared/values/proto-names.js";
 import type { DashboardClients } from "./clients.js";
-import { ENDPOINT_EVENT_TYPES, PAYLOAD_VERSIONS } from "../../services/shared/event-types.js";
+import { ENDPOINT_EVENT_TYPES, PAYLOAD_VERSIONS } from "../../services/shared/values/event-types.js";
 import { errorReply, fromRpcError, type HttpReply } from "../http-errors.js";
 import {
   atMostCharsText,
@@ -22,7 +22,7 @@ import {
   nonNegativeIntegerText,
   notStringText,
   oneOfText,
-} from "../../services/shared/contract.js";
+} from "../../services/shared/values/contract.js";
 import {
   DELIVERY_STATUS_FILTER,
   filterNames,

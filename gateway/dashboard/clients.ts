@@ -1,12 +1,12 @@
 import type { Transport } from "@connectrpc/connect";
-import { DASHBOARD_SESSION_HEADER } from "../../services/shared/wire.js";
-import { createRpcClients, type RpcClients } from "../../services/shared/service-clients.js";
-import { withHeaders } from "../../services/shared/service-transport.js";
+import { DASHBOARD_SESSION_HEADER } from "../../services/shared/values/wire.js";
+import { createRpcClients, type RpcClients } from "../../services/shared/rpc/service-clients.js";
+import { withHeaders } from "../../services/shared/rpc/service-transport.js";
 
 /** The dashboard's clients of the referral service: every internal service it shows. */
 export type DashboardClients = Pick<RpcClients, "admin" | "referral" | "reviews" | "hearts" | "delivery" | "deliveryStats" | "pluginActivity">;
 
-/** The seven clients over one transport (services/shared/service-transport.ts: HTTP/2, the gateway's token). */
+/** The seven clients over one transport (services/shared/rpc/service-transport.ts: HTTP/2, the gateway's token). */
 export function createDashboardClients(transport: Transport): DashboardClients {
   const { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity } = createRpcClients(transport);
   return { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity };

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { createEnvReader } from "../../services/shared/config.js";
-import { loadOrCreateTokenFile } from "../../services/shared/token-file.js";
+import { createEnvReader } from "../../services/shared/runtime/config.js";
+import { loadOrCreateTokenFile } from "../../services/shared/runtime/token-file.js";
 import { MIN_DASHBOARD_TOKEN_CHARS } from "./auth.js";
 
 /** Name of the file holding the all-in-one mode's generated dashboard token. */

@@ -1,4 +1,4 @@
-import { sendJson as writeJson } from "../../services/shared/send-json.js";
+import { sendJson as writeJson } from "../../services/shared/runtime/send-json.js";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -6,8 +6,8 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions, type Client, type Transport } from "@connectrpc/connect";
 import type { AccessService } from "../../gen/proto/access/v1/access_pb.js";
-import { DASHBOARD_LOGIN_PATH } from "../../services/shared/wire.js";
-import type { Logger } from "../../services/shared/log.js";
+import { DASHBOARD_LOGIN_PATH } from "../../services/shared/values/wire.js";
+import type { Logger } from "../../services/shared/runtime/log.js";
 import { errorReply, type HttpReply } from "../http-errors.js";
 import { declaresTooLarge, readRawBody } from "../raw-body.js";
 import { REQUEST_ID_HEADER } from "../request-id.js";
@@ -29,7 +29,7 @@ export const LOGOUT_API_PATH = "/session/logout";
 /** What the dashboard needs; built in gateway/main.ts, scripts/start.ts or a test. */
 export interface DashboardDeps {
   /**
-   * The referral service, with the gateway's service token (services/shared/service-transport.ts).
+   * The referral service, with the gateway's service token (services/shared/rpc/service-transport.ts).
    * It needs the scope `dashboard` for owners' sessions and `admin` for the operator.
    */
   transport: Transport;

@@ -1,5 +1,5 @@
-import { INTEGER_PATTERN, KID_PATTERN, SHA256_HEX_LENGTH, SIGNATURE_TOLERANCE_SECONDS } from "../../services/shared/signature.js";
-import { ERROR_TEXT } from "../../services/shared/contract.js";
+import { INTEGER_PATTERN, KID_PATTERN, SHA256_HEX_LENGTH, SIGNATURE_TOLERANCE_SECONDS } from "../../services/shared/values/signature.js";
+import { ERROR_TEXT } from "../../services/shared/values/contract.js";
 
 /**
  * What the dashboard's signature debugger (static/signature-check.js) needs to judge a

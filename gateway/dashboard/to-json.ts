@@ -27,7 +27,7 @@ import {
   PLUGIN_CALL_OUTCOME_NAMES,
   VERDICT_FROM_PROTO,
   VERDICT_TO_PROTO,
-} from "../../services/shared/proto-names.js";
+} from "../../services/shared/values/proto-names.js";
 
 /**
  * Proto messages -> the dashboard API's JSON (snake_case, ISO 8601 times, null

@@ -1,11 +1,11 @@
 /**
  * The CLI's clients of the referral service: the project's generated Connect clients over THE
- * service transport (services/shared/service-transport.ts: Connect over HTTP/2, bearer token), as
+ * service transport (services/shared/rpc/service-transport.ts: Connect over HTTP/2, bearer token), as
  * every other tool uses them. Failures become CliErrors that say what to do; the token never appears.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { createRpcClients, type RpcClients } from "../../services/shared/service-clients.js";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { createRpcClients, type RpcClients } from "../../services/shared/rpc/service-clients.js";
+import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import type { CliConfig } from "./config.js";
 import { CLI_RUN } from "./name.js";
 import { CliError } from "./output.js";

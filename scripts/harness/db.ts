@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { createPrisma, type PrismaClient } from "../../services/shared/db.js";
+import { createPrisma, type PrismaClient } from "../../services/shared/adapters/db.js";
 import { applyMigrations } from "../db/schema-engine.js";
 import { startPostgres, type PostgresInstance } from "../infra/postgres.js";
 import { seedServiceTokenSql } from "./service-token.js";

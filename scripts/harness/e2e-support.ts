@@ -9,8 +9,8 @@ import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "./delive
 import { headerOf, type RecordedRequest } from "./receiver.js";
 import { jsonLines, type ManagedProcess, type ProcessGroup } from "./processes.js";
 import { TEST_SERVICE_TOKEN } from "./service-token.js";
-import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../../services/shared/bus.js";
-import { ensureTopics } from "../../services/shared/kafka-bus.js";
+import { HEARTS_TOPIC, REFERRALS_TOPIC } from "../../services/shared/adapters/bus.js";
+import { ensureTopics } from "../../services/shared/adapters/kafka-bus.js";
 
 /** A fresh SECRETS_KEY (32 random bytes, base64), shared by the processes that open sealed secrets. */
 export function newSecretsKey(): string {

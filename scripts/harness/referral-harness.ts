@@ -9,8 +9,8 @@ import { ReferralEventType, type ReferralService } from "../../gen/proto/referra
 import type { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import type { ApplyEventBatchOptions } from "../../services/referral/apply-event.js";
 import type { ServerAdminDeps } from "../../services/servers/routes.js";
-import { ERROR_KIND_HEADER, illegalTransitionOf } from "../../services/shared/errors.js";
-import { createLogger } from "../../services/shared/log.js";
+import { ERROR_KIND_HEADER, illegalTransitionOf } from "../../services/shared/rpc/errors.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import type { TestDatabase } from "./db.js";
 import { startStack } from "./stack.js";
 

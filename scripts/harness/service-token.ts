@@ -4,7 +4,7 @@
  * the harnesses, the e2e process helpers) sends it, so a test built on them is
  * authenticated without saying so. Throwaway databases only; never a real deployment.
  */
-import { hashToken } from "../../services/shared/secrets.js";
+import { hashToken } from "../../services/shared/runtime/secrets.js";
 
 export const TEST_SERVICE_TOKEN = "rst_test-admin-token-of-throwaway-test-databases";
 /** Name of the seeded row in service_tokens: the bootstrap admin's name, so ADMIN_SERVICE_TOKEN=TEST_SERVICE_TOKEN leaves it unchanged. */

@@ -11,8 +11,8 @@ import { randomBytes } from "node:crypto";
 import { createClient, type Client } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
-import { createRpcClients, type RpcClients } from "../../services/shared/service-clients.js";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { createRpcClients, type RpcClients } from "../../services/shared/rpc/service-clients.js";
+import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import { TEST_SERVICE_TOKEN } from "./service-token.js";
 import { createReferralServiceServer, type ReferralServiceDeps } from "../../services/referral-service/server.js";
 import { createGatewayServer, type GatewayDeps } from "../../gateway/server.js";
@@ -20,12 +20,12 @@ import { createReferralServiceClients, type ReferralServiceClients } from "../..
 import { createDashboardRoutes } from "../../gateway/dashboard/routes.js";
 import { createDeliveryWorker, type DeliveryWorker, type DeliveryWorkerSettings } from "../../services/delivery/worker.js";
 import { createRelay } from "../../services/relay/relay.js";
-import { ALL_TOPICS, type EventBus } from "../../services/shared/bus.js";
-import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
-import { createLogger } from "../../services/shared/log.js";
-import { createMetrics, type Metrics } from "../../services/shared/metrics.js";
-import { createSecretBox, type SecretBox } from "../../services/shared/secrets.js";
-import type { PrismaClient } from "../../services/shared/db.js";
+import { ALL_TOPICS, type EventBus } from "../../services/shared/adapters/bus.js";
+import { createKafkaBus, ensureTopics } from "../../services/shared/adapters/kafka-bus.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
+import { createMetrics, type Metrics } from "../../services/shared/runtime/metrics.js";
+import { createSecretBox, type SecretBox } from "../../services/shared/runtime/secrets.js";
+import type { PrismaClient } from "../../services/shared/adapters/db.js";
 import { createTestDatabase, type TestDatabase } from "./db.js";
 
 /** Connect clients of every internal service. */

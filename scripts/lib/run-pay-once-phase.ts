@@ -26,7 +26,7 @@ import {
 } from "../harness/plugin-clients.js";
 import { startReceiver, type Receiver } from "../harness/receiver.js";
 import type { ServiceClients } from "../harness/stack.js";
-import { STEAM_ID64_MIN } from "../../services/shared/player-ids.js";
+import { STEAM_ID64_MIN } from "../../services/shared/values/player-ids.js";
 import { createLimiter, sleep, withRetries } from "./campaign-clients.js";
 
 /** The heading of the phase's section in RELIABILITY.md. */
@@ -224,7 +224,7 @@ export async function runPayOncePhase(deps: PayOncePhaseDeps): Promise<PayOnceRe
     })();
 
     // Casts at a steady rate; each player asks for the reward as soon as the heart counted.
-    // Individual-account SteamID64s (services/shared/player-ids.ts), a block of its own per run.
+    // Individual-account SteamID64s (services/shared/values/player-ids.ts), a block of its own per run.
     const steamBase = STEAM_ID64_MIN + BigInt(Math.floor(Math.random() * 1e6)) * 1000n;
     let cast = 0;
     let castsGivenUp = 0;

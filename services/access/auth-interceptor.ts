@@ -1,15 +1,15 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import type { PrismaClient } from "../shared/db.js";
-import { OWNER_SCOPE } from "../shared/interceptors.js";
-import { DASHBOARD_SESSION_HEADER, ERROR_KIND_HEADER, SESSION_EXPIRED_KIND, TOKEN_SCOPE_KIND } from "../shared/wire.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { OWNER_SCOPE } from "../shared/rpc/interceptors.js";
+import { DASHBOARD_SESSION_HEADER, ERROR_KIND_HEADER, SESSION_EXPIRED_KIND, TOKEN_SCOPE_KIND } from "../shared/values/wire.js";
 import { findLiveSession } from "./dashboard-sessions.js";
 import { requireOwned } from "./owners.js";
 import { RPC_ACCESS, rpcKey } from "./rpc-access.js";
 import { grants } from "./scopes.js";
 import type { ServiceCaller, TokenVerifier } from "./service-tokens.js";
 
-/** The wire names the gateway shares (services/shared/wire.ts is their home). */
-export { DASHBOARD_SESSION_HEADER, SESSION_EXPIRED_KIND } from "../shared/wire.js";
+/** The wire names the gateway shares (services/shared/values/wire.ts is their home). */
+export { DASHBOARD_SESSION_HEADER, SESSION_EXPIRED_KIND } from "../shared/values/wire.js";
 
 /** What the auth interceptor needs. */
 export interface AuthDeps {

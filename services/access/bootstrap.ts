@@ -1,7 +1,7 @@
-import { ConfigError, type EnvReader } from "../shared/config.js";
-import type { PrismaClient } from "../shared/db.js";
-import type { Logger } from "../shared/log.js";
-import { readServiceToken } from "../shared/process-config.js";
+import { ConfigError, type EnvReader } from "../shared/runtime/config.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import type { Logger } from "../shared/runtime/log.js";
+import { readServiceToken } from "../shared/runtime/process-config.js";
 import { isScope, type Scope } from "./scopes.js";
 import { countActiveServiceTokens, ensureServiceToken } from "./service-tokens.js";
 

@@ -1,9 +1,9 @@
-import type { PrismaClient } from "../shared/db.js";
-import { DomainError } from "../shared/errors.js";
-import { generateLoginToken, generateSessionToken, hashToken } from "../shared/secrets.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { generateLoginToken, generateSessionToken, hashToken } from "../shared/runtime/secrets.js";
 import type { DashboardSession, Owner } from "../../gen/prisma/client.js";
-import { isUuid } from "../shared/ids.js";
-import { DASHBOARD_LOGIN_PATH } from "../shared/wire.js";
+import { isUuid } from "../shared/values/ids.js";
+import { DASHBOARD_LOGIN_PATH } from "../shared/values/wire.js";
 import { requireOwner } from "./owners.js";
 
 export type { DashboardSession as DashboardSessionRecord };
@@ -14,8 +14,8 @@ export const LOGIN_LINK_TTL_SECONDS = 300;
 export const MAX_LOGIN_LINK_TTL_SECONDS = 3_600;
 /** Lifetime of a dashboard session (the cookie's Max-Age). */
 export const DASHBOARD_SESSION_TTL_SECONDS = 12 * 3_600;
-/** Path of the login link on the public gateway (services/shared/wire.ts is its home). */
-export { DASHBOARD_LOGIN_PATH } from "../shared/wire.js";
+/** Path of the login link on the public gateway (services/shared/values/wire.ts is its home). */
+export { DASHBOARD_LOGIN_PATH } from "../shared/values/wire.js";
 
 /**
  * CreateDashboardLoginLink: a one-time URL for one owner, valid `ttlSeconds`

@@ -1,8 +1,8 @@
-import type { PrismaClient } from "../shared/db.js";
-import { isUniqueViolation } from "../shared/db.js";
-import { DomainError, unknownServer } from "../shared/errors.js";
-import { boundField } from "../shared/field-rules.js";
-import { isUuid } from "../shared/ids.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { isUniqueViolation } from "../shared/adapters/db.js";
+import { DomainError, unknownServer } from "../shared/rpc/errors.js";
+import { boundField } from "../shared/values/field-rules.js";
+import { isUuid } from "../shared/values/ids.js";
 import type { Owner } from "../../gen/prisma/client.js";
 import { WITH_DEFAULT_ENDPOINT, type ServerRecord } from "../servers/server-store.js";
 import type { OwnedResource } from "./rpc-access.js";

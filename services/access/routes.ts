@@ -2,8 +2,8 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { AccessService, type DashboardSessionSchema, type OwnerSchema, type ServiceTokenInfoSchema } from "../../gen/proto/access/v1/access_pb.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
 import { toServerProto } from "../servers/routes.js";
 import {
   createLoginLink,

@@ -1,8 +1,8 @@
-import type { PrismaClient } from "../shared/db.js";
-import { isUniqueViolation } from "../shared/db.js";
-import { DomainError } from "../shared/errors.js";
-import { isUuid } from "../shared/ids.js";
-import { generateServiceToken, hashToken } from "../shared/secrets.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { isUniqueViolation } from "../shared/adapters/db.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { isUuid } from "../shared/values/ids.js";
+import { generateServiceToken, hashToken } from "../shared/runtime/secrets.js";
 import { SCOPES, isScope, type Scope } from "./scopes.js";
 
 /** How long a checked token is reused before the database is asked again; a revoke takes effect within this. */

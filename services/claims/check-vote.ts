@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { CheckVoteResponseSchema, ClaimStatus, type CheckVoteRequest, type CheckVoteResponse } from "../../gen/proto/claims/v1/claims_pb.js";
-import type { CoreDeps } from "../shared/deps.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
 import { toLedgerPlayer } from "./ledger-player.js";
 import { readStanding, type LedgerHeart } from "./ledger-store.js";
 import type { ClaimKeyResolver } from "./resolve-claim-key.js";

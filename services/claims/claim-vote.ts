@@ -1,8 +1,8 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import { ClaimStatus, ClaimVoteResponseSchema, type ClaimVoteRequest, type ClaimVoteResponse } from "../../gen/proto/claims/v1/claims_pb.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DependencyUnavailable, Overloaded } from "../shared/errors.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DependencyUnavailable, Overloaded } from "../shared/rpc/errors.js";
 import { heartFields } from "./check-vote.js";
 import { toLedgerPlayer } from "./ledger-player.js";
 import { claimOldestHeld, readStanding } from "./ledger-store.js";

@@ -1,9 +1,9 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import { PlayerIdKind, type PlayerId } from "../../gen/proto/claims/v1/claims_pb.js";
-import { requiredText } from "../shared/contract.js";
-import { DomainError } from "../shared/errors.js";
-import { boundField } from "../shared/field-rules.js";
-import { requirePlatformId } from "../shared/player-ids.js";
+import { requiredText } from "../shared/values/contract.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { boundField } from "../shared/values/field-rules.js";
+import { requirePlatformId } from "../shared/values/player-ids.js";
 
 /** One player id as the ledger looks it up: an SQL predicate over the vote_claims row `c`. */
 export interface LedgerPlayer {
@@ -20,7 +20,7 @@ const KIND_COLUMN = {
 
 /**
  * The ledger's view of a plugin's player id, validated by the same rules CastHeart applies
- * (services/shared/player-ids.ts), so a check matches a vote however the id was spelled.
+ * (services/shared/values/player-ids.ts), so a check matches a vote however the id was spelled.
  * invalid_argument names `player.kind` or the id's own field; checked before the key is looked at.
  */
 export function toLedgerPlayer(player: PlayerId | undefined): LedgerPlayer {

@@ -1,5 +1,5 @@
-import type { PrismaClient } from "../shared/db.js";
-import { runSql } from "../shared/sql/executor.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import type { LedgerPlayer } from "./ledger-player.js";
 import { payableSql, takeClaimPayoutSql } from "../payouts/write-payouts.js";

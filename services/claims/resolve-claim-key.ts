@@ -1,5 +1,5 @@
-import type { CoreDeps } from "../shared/deps.js";
-import { claimKeyLookupHash, isClaimKeyShape } from "../shared/secrets.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { claimKeyLookupHash, isClaimKeyShape } from "../shared/runtime/secrets.js";
 import { activeSecretWhere } from "../servers/domain/secret-policy.js";
 
 /** How long a claim key's server is reused; a rotated-out key stops answering within this time. */

@@ -1,7 +1,7 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
-import { runSqlTransaction, sqlOf, type SqlTx } from "../shared/sql/executor.js";
-import type { Logger } from "../shared/log.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSqlTransaction, sqlOf, type SqlTx } from "../shared/adapters/sql/executor.js";
+import type { Logger } from "../shared/runtime/log.js";
 import { toStoredExchange, type AttemptExchange } from "./attempt-exchange.js";
 import type { ClaimedDelivery } from "./claim-deliveries.js";
 import {

@@ -1,6 +1,6 @@
-import type { PrismaClient } from "../shared/db.js";
-import { createGroupCommit } from "../shared/group-commit.js";
-import type { Logger } from "../shared/log.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { createGroupCommit } from "../shared/runtime/group-commit.js";
+import type { Logger } from "../shared/runtime/log.js";
 import { recordAttempts, type AttemptRecord } from "./attempt-log.js";
 
 /** Attempts recorded by one statement at most. */
@@ -20,7 +20,7 @@ export interface AttemptRecorder {
 }
 
 /**
- * Group commit of attempt records (services/shared/group-commit.ts): attempts finishing while a
+ * Group commit of attempt records (services/shared/runtime/group-commit.ts): attempts finishing while a
  * group is being written form the next one, and each group is written by recordAttempts (one
  * statement for the routine results, per-record outcomes). A lone attempt is written at once, so
  * an idle dispatcher records as quickly as before; a group waits for the database, never for a

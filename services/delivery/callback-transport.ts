@@ -1,6 +1,6 @@
-import type { PrismaClient } from "../shared/db.js";
-import type { Logger } from "../shared/log.js";
-import type { SecretBox } from "../shared/secrets.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import type { Logger } from "../shared/runtime/log.js";
+import type { SecretBox } from "../shared/runtime/secrets.js";
 import { streakAtDelivery } from "../hearts/domain/streak.js";
 import { GONE_ERROR, sendCallback, signCallback, toHttpExchange, type CallbackAgents, type HeartEventType } from "./send-callback.js";
 import { loadCallbackSecrets } from "../servers/active-secrets.js";

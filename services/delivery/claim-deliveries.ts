@@ -1,8 +1,8 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
-import { executeSql, runSql } from "../shared/sql/executor.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
 import type { StreakState } from "../hearts/domain/streak.js";
-import type { PlatformIds } from "../shared/player-ids.js";
+import type { PlatformIds } from "../shared/values/player-ids.js";
 import type { ReferralPayload } from "./delivery-types.js";
 import { deliveryGuardSql, leaseDeliveriesSql, releaseLeaseSql } from "./write-deliveries.js";
 import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, type SealedSecretJson } from "../servers/active-secrets.js";

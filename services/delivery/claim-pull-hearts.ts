@@ -1,10 +1,10 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
-import { runSql } from "../shared/sql/executor.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
 import { payableSql, takePullPayoutsSql } from "../payouts/write-payouts.js";
 import { withdrawOthers } from "./withdraw-unpaid.js";
-import { DomainError } from "../shared/errors.js";
-import { isUuid } from "../shared/ids.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { isUuid } from "../shared/values/ids.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { insertAttemptsSql, toAttemptRow } from "./attempt-log.js";
 import { MAX_PULL_CLAIM } from "./pull-store.js";

@@ -1,11 +1,11 @@
-import { createEnvReader } from "../shared/config.js";
-import { readDatabaseUrl, readKafkaBrokers, readPort, readSecretBox } from "../shared/process-config.js";
-import type { SecretBox } from "../shared/secrets.js";
+import { createEnvReader } from "../shared/runtime/config.js";
+import { readDatabaseUrl, readKafkaBrokers, readPort, readSecretBox } from "../shared/runtime/process-config.js";
+import type { SecretBox } from "../shared/runtime/secrets.js";
 import { DEFAULT_DISPATCH_CONCURRENCY, DEFAULT_PER_SERVER_CONCURRENCY, DEFAULT_POLL_INTERVAL_MS } from "./dispatcher.js";
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, readRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "./send-callback.js";
 import { DEFAULT_CONSUMER_STUCK_AFTER_MS, DEFAULT_KAFKA_SESSION_TIMEOUT_MS, DELIVERY_CONSUMER_GROUP } from "./consumer.js";
-import type { EnvReader } from "../shared/config.js";
+import type { EnvReader } from "../shared/runtime/config.js";
 
 /** Dispatcher settings shared by the delivery process and the all-in-one mode. */
 export interface DispatchSettings {

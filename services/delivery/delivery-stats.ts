@@ -9,14 +9,14 @@ import {
 } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { Prisma } from "../../gen/prisma/client.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { runSql } from "../shared/sql/executor.js";
-import { DomainError } from "../shared/errors.js";
-import { dailyWindow, readWindowSize } from "../shared/stats-window.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { dailyWindow, readWindowSize } from "../shared/values/stats-window.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { DEFAULT_STATS_DAYS, MAX_STATS_DAYS } from "../hearts/heart-stats.js";
-import { DELIVERY_TRANSPORT_NAMES, DELIVERY_TRANSPORT_TO_PROTO } from "../shared/proto-names.js";
-import { choiceText } from "../shared/contract.js";
+import { DELIVERY_TRANSPORT_NAMES, DELIVERY_TRANSPORT_TO_PROTO } from "../shared/values/proto-names.js";
+import { choiceText } from "../shared/values/contract.js";
 
 interface DayRow {
   day: string;

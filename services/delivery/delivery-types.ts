@@ -1,5 +1,5 @@
-import type { PlatformIds } from "../shared/player-ids.js";
-import type { REFERRAL_EVENT_TYPES } from "../shared/event-types.js";
+import type { PlatformIds } from "../shared/values/player-ids.js";
+import type { REFERRAL_EVENT_TYPES } from "../shared/values/event-types.js";
 
 /**
  * The delivery pipeline's value types: what the consumer turns a message into before it is stored

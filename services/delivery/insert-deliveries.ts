@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
-import { runSql } from "../shared/sql/executor.js";
-import { NIL_UUID } from "../shared/ids.js";
-import type { PlatformIds } from "../shared/player-ids.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import { NIL_UUID } from "../shared/values/ids.js";
+import type { PlatformIds } from "../shared/values/player-ids.js";
 import type { NewDelivery } from "./delivery-types.js";
 import { paidByTransportSql } from "../payouts/write-payouts.js";
 import { withdrawnTextSql } from "./withdraw-unpaid.js";

@@ -1,12 +1,12 @@
-import { runService } from "../shared/run-service.js";
-import { createPrisma } from "../shared/db.js";
-import { readinessChecks } from "../shared/readiness.js";
-import { HEARTS_TOPIC } from "../shared/bus.js";
-import { createKafkaBus } from "../shared/kafka-bus.js";
-import { redactUrl } from "../shared/log.js";
-import { kafkaDependency } from "../shared/kafka-dependency.js";
-import { databaseDependency } from "../shared/startup-dependencies.js";
-import { verifySecretsKey } from "../shared/secrets-key-check.js";
+import { runService } from "../shared/runtime/run-service.js";
+import { createPrisma } from "../shared/adapters/db.js";
+import { readinessChecks } from "../shared/adapters/readiness.js";
+import { HEARTS_TOPIC } from "../shared/adapters/bus.js";
+import { createKafkaBus } from "../shared/adapters/kafka-bus.js";
+import { redactUrl } from "../shared/runtime/log.js";
+import { kafkaDependency } from "../shared/adapters/kafka-dependency.js";
+import { databaseDependency } from "../shared/adapters/startup-dependencies.js";
+import { verifySecretsKey } from "../shared/adapters/secrets-key-check.js";
 import { loadDeliveryConfig } from "./config.js";
 import { createDeliveryWorker } from "./worker.js";
 

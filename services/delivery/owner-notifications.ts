@@ -1,8 +1,8 @@
 import { create } from "@bufbuild/protobuf";
 import { OwnerNotificationKind, OwnerNotificationSchema } from "../../gen/proto/events/v1/events_pb.js";
-import { OWNER_NOTIFICATIONS_TOPIC } from "../shared/bus.js";
-import { insertOutboxRows, toOutboxRow, type OutboxEvent } from "../shared/outbox.js";
-import type { SqlTx } from "../shared/sql/executor.js";
+import { OWNER_NOTIFICATIONS_TOPIC } from "../shared/adapters/bus.js";
+import { insertOutboxRows, toOutboxRow, type OutboxEvent } from "../shared/adapters/outbox.js";
+import type { SqlTx } from "../shared/adapters/sql/executor.js";
 
 /** Envelope types of owner.notifications.v1. */
 export const ENDPOINT_DISABLED_EVENT = "owner.endpoint_disabled";

@@ -1,6 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
-import { executeSql, runSql } from "../shared/sql/executor.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
 import { markPayoutsInDoubtSql, reservePayoutSql, settlePayoutSql, type PayoutHolder, type PushSettlement } from "../payouts/write-payouts.js";
 import { withdrawDeliveries, withdrawnText, withdrawOthers } from "./withdraw-unpaid.js";
 import type { AttemptExchange } from "./attempt-exchange.js";

@@ -1,6 +1,6 @@
-import type { PrismaClient } from "../shared/db.js";
-import type { Logger } from "../shared/log.js";
-import type { SecretBox } from "../shared/secrets.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import type { Logger } from "../shared/runtime/log.js";
+import type { SecretBox } from "../shared/runtime/secrets.js";
 import { decideRetry, type RetrySchedule } from "./retry-schedule.js";
 import { recordAttempt, type AttemptRecord, type AttemptResult } from "./attempt-log.js";
 import { releaseLease, type ClaimedDelivery } from "./claim-deliveries.js";

@@ -1,13 +1,13 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import { decodePageCursor, encodePageCursor } from "../shared/page-cursor.js";
-import { NIL_UUID } from "../shared/ids.js";
-import type { PrismaClient } from "../shared/db.js";
-import { runSql } from "../shared/sql/executor.js";
+import { decodePageCursor, encodePageCursor } from "../shared/values/page-cursor.js";
+import { NIL_UUID } from "../shared/values/ids.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
 import { payableSql } from "../payouts/write-payouts.js";
-import { DomainError } from "../shared/errors.js";
-import { betweenText } from "../shared/contract.js";
-import { MAX_PULL_PAGE } from "../shared/wire.js";
-import type { PlatformIds } from "../shared/player-ids.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { betweenText } from "../shared/values/contract.js";
+import { MAX_PULL_PAGE } from "../shared/values/wire.js";
+import type { PlatformIds } from "../shared/values/player-ids.js";
 import type { ReferralPayload } from "./delivery-types.js";
 
 /**
@@ -21,8 +21,8 @@ import type { ReferralPayload } from "./delivery-types.js";
 
 /** Hearts per page when the caller gives no limit, and the most one page may hold. */
 export const DEFAULT_PULL_PAGE = 100;
-/** The most one page may hold and the most ids one claim may carry (services/shared/wire.ts is their home: the gateway checks them too). */
-export { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../shared/wire.js";
+/** The most one page may hold and the most ids one claim may carry (services/shared/values/wire.ts is their home: the gateway checks them too). */
+export { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../shared/values/wire.js";
 
 /** One heart waiting to be claimed. */
 export interface PullHeartRow {

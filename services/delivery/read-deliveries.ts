@@ -1,15 +1,15 @@
 import type { Delivery as DeliveryRow, DeliveryAttempt as AttemptRow } from "../../gen/prisma/client.js";
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
-import { runSql } from "../shared/sql/executor.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
-import { isUuid } from "../shared/ids.js";
-import { requiredText } from "../shared/contract.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { isUuid } from "../shared/values/ids.js";
+import { requiredText } from "../shared/values/contract.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { AUTO_DISABLE_AFTER_MS } from "./endpoint-health.js";
 import type { EndpointRecord } from "../servers/endpoint-store.js";
-import { heldReasonOf, type HeldReason } from "../shared/held-reason.js";
+import { heldReasonOf, type HeldReason } from "../shared/values/held-reason.js";
 
 /**
  * The dashboard's reads of the delivery pipeline: a server's delivery list, one delivery with its
@@ -38,7 +38,7 @@ export type DeliveryWithEndpoint = DeliveryRow & {
   server: { votifierHost: string | null; votifierToken: string | null };
 };
 
-/** Why the delivery is held (services/shared/held-reason.ts), or null. */
+/** Why the delivery is held (services/shared/values/held-reason.ts), or null. */
 export function heldReasonOfDelivery(row: DeliveryWithEndpoint): HeldReason | null {
   return heldReasonOf({
     status: row.status,

@@ -1,8 +1,8 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { Delivery as DeliveryRow } from "../../gen/prisma/client.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
-import { executeSql, runSql } from "../shared/sql/executor.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
 import { redeliverSql } from "./write-deliveries.js";
 
 /** The columns redelivery changes, as the statement returns them (Prisma's field names). */

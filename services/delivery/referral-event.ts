@@ -1,8 +1,8 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Envelope } from "../../gen/proto/events/v1/events_pb.js";
-import { isUuid, NIL_UUID } from "../shared/ids.js";
-import { periodOf } from "../shared/period.js";
-import { REFERRAL_EVENT_TYPES } from "../shared/event-types.js";
+import { isUuid, NIL_UUID } from "../shared/values/ids.js";
+import { periodOf } from "../shared/values/period.js";
+import { REFERRAL_EVENT_TYPES } from "../shared/values/event-types.js";
 import type { NewDelivery, ReferralEventType, ReferralPayload } from "./delivery-types.js";
 
 /**

@@ -1,4 +1,4 @@
-import type { EnvReader } from "../shared/config.js";
+import type { EnvReader } from "../shared/runtime/config.js";
 /**
  * The reward callback retry schedule: the delay before each retry, jitter, and the
  * bounds within which a receiver's Retry-After is honoured. Pure: the clock and the

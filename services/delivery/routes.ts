@@ -25,9 +25,9 @@ import {
   type ExchangeReport,
 } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import type { DeliveryAttempt as AttemptRow } from "../../gen/prisma/client.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
-import { boundField } from "../shared/field-rules.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { boundField } from "../shared/values/field-rules.js";
 import { sendTestReferralEvent } from "./send-test-referral-event.js";
 import { findEndpoint } from "../servers/endpoint-store.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
@@ -47,14 +47,14 @@ import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "
 import { sendTestCallback } from "./send-test-callback.js";
 import { sendTestVote } from "./send-test-vote.js";
 import { votifierTargetName } from "./send-votifier.js";
-import { notNegativeText, requiredText } from "../shared/contract.js";
+import { notNegativeText, requiredText } from "../shared/values/contract.js";
 import {
   DELIVERY_STATUS_NAMES,
   DELIVERY_STATUS_TO_PROTO,
   DELIVERY_TRANSPORT_NAMES,
   DELIVERY_TRANSPORT_TO_PROTO,
   PULL_CLAIM_STATUS_TO_PROTO,
-} from "../shared/proto-names.js";
+} from "../shared/values/proto-names.js";
 
 /** What DeliveryService needs beyond the core deps; the lead's config provides them. */
 export interface DeliveryRouteDeps {
@@ -83,7 +83,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
         if (req.limit < 0) throw new DomainError("invalid_argument", notNegativeText("limit"));
         const status = DELIVERY_STATUS_NAMES[req.status];
         const transport = DELIVERY_TRANSPORT_NAMES[req.transport];
-        // The player search is bounded like the username it searches (services/shared/field-rules.ts): a NUL or over-long value is 400, never a query.
+        // The player search is bounded like the username it searches (services/shared/values/field-rules.ts): a NUL or over-long value is 400, never a query.
         const username = boundField("username", req.username).trim();
         const rows = await listDeliveries(deps, { serverId, status, transport, username, limit: req.limit });
         return create(ListDeliveriesResponseSchema, { deliveries: rows.map(toDeliveryMessage) });

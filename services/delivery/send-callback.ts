@@ -2,14 +2,19 @@ import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from "nod
 import type { IncomingHttpHeaders } from "node:http";
 import { isIP, type LookupFunction } from "node:net";
 import { Agent } from "undici";
-import { isForbiddenAddress, specialRangeOf } from "../shared/callback-url.js";
+import { isForbiddenAddress, specialRangeOf } from "../shared/values/callback-url.js";
 import type { KeyObject } from "node:crypto";
-import { canonicalString, formatCallbackSignature, formatStandardWebhookAsymmetricSignature, formatStandardWebhookSignature } from "../shared/signature.js";
+import {
+  canonicalString,
+  formatCallbackSignature,
+  formatStandardWebhookAsymmetricSignature,
+  formatStandardWebhookSignature,
+} from "../shared/values/signature.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import type { ReferralEventType, ReferralPayload } from "./delivery-types.js";
 import { buildReferralEventBody } from "./referral-event.js";
 import { parseRetryAfter } from "./retry-schedule.js";
-import type { PlatformIds } from "../shared/player-ids.js";
+import type { PlatformIds } from "../shared/values/player-ids.js";
 
 /** Total budget of one callback attempt: connect, send, status and (capped) body. */
 export const CALLBACK_TIMEOUT_MS = 10_000;

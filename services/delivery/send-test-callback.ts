@@ -1,6 +1,6 @@
-import { periodOf } from "../shared/period.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
+import { periodOf } from "../shared/values/period.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { createCallbackTransport } from "./callback-transport.js";
 import { LEASE_MARGIN_MS } from "./lease.js";
@@ -11,7 +11,7 @@ import { insertTestDelivery } from "./insert-deliveries.js";
 import { WITH_ENDPOINT_URL, type DeliveryWithEndpoint } from "./read-deliveries.js";
 import { findEndpoint } from "../servers/endpoint-store.js";
 import { HEART_COOLDOWN_MS } from "../hearts/domain/streak.js";
-import type { PlatformIds } from "../shared/player-ids.js";
+import type { PlatformIds } from "../shared/values/player-ids.js";
 
 /** Username of a test callback (and test vote) when the owner gives none. */
 export const TEST_CALLBACK_USERNAME = "TestPlayer";

@@ -1,10 +1,10 @@
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { sendCallback, toHttpExchange } from "./send-callback.js";
 import { loadNewestReferralSecret } from "../servers/active-secrets.js";
-import { ERROR_TEXT, INGEST_PATH, isReferralEventName } from "../shared/contract.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
-import { canonicalString, formatIngestSignature } from "../shared/signature.js";
+import { ERROR_TEXT, INGEST_PATH, isReferralEventName } from "../shared/values/contract.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { canonicalString, formatIngestSignature } from "../shared/values/signature.js";
 
 /** What sending a test referral event needs beyond the core deps. */
 export interface SendTestReferralEventDeps extends CoreDeps {

@@ -1,7 +1,7 @@
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
-import { boundField } from "../shared/field-rules.js";
-import { votifierRefusal } from "../shared/votifier-limits.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { boundField } from "../shared/values/field-rules.js";
+import { votifierRefusal } from "../shared/values/votifier-limits.js";
 import { TEST_CALLBACK_USERNAME } from "./send-test-callback.js";
 import { sendVotifierVote, VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, type VotifierOutcome } from "./send-votifier.js";
 
@@ -15,7 +15,7 @@ export async function sendTestVote(
   serverId: string,
   rawUsername: string,
 ): Promise<{ target: { host: string; port: number }; outcome: VotifierOutcome }> {
-  // Bounded like a heart's username (services/shared/field-rules.ts): a NUL or over-long name is 400, never sent.
+  // Bounded like a heart's username (services/shared/values/field-rules.ts): a NUL or over-long name is 400, never sent.
   const username = boundField("username", rawUsername).trim() || TEST_CALLBACK_USERNAME;
   // The one rule of what a listener can carry: a name NuVotifier always refuses is not sent, the owner is told why.
   const refusal = votifierRefusal({ username });

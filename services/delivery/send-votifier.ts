@@ -1,7 +1,7 @@
 import { createHmac } from "node:crypto";
 import net, { isIP } from "node:net";
-import { isForbiddenAddress } from "../shared/callback-url.js";
-import { VOTIFIER_MAX_FRAME_BYTES } from "../shared/votifier-limits.js";
+import { isForbiddenAddress } from "../shared/values/callback-url.js";
+import { VOTIFIER_MAX_FRAME_BYTES } from "../shared/values/votifier-limits.js";
 import { createGuardedLookup, describeConnectionFailure, ForbiddenAddressError, truncate, type Resolver } from "./send-callback.js";
 
 /**
@@ -21,12 +21,12 @@ import { createGuardedLookup, describeConnectionFailure, ForbiddenAddressError, 
  *
  * NuVotifier reads frames with a 1024-byte cap (magic and length included), so a
  * vote that would not fit is refused here, before anything is sent. What a listener can
- * never accept (a username over 16 characters) is services/shared/votifier-limits.ts.
+ * never accept (a username over 16 characters) is services/shared/values/votifier-limits.ts.
  */
 
 /** Connect timeout, and the longest wait for each read (greeting, answer). */
 export const VOTIFIER_TIMEOUT_MS = 5_000;
-/** NuVotifier's frame cap (services/shared/votifier-limits.ts), exported here for the sender's callers. */
+/** NuVotifier's frame cap (services/shared/values/votifier-limits.ts), exported here for the sender's callers. */
 export { VOTIFIER_MAX_FRAME_BYTES };
 /** The v2 magic that precedes the length. */
 export const VOTIFIER_MAGIC = 0x733a;

@@ -22,7 +22,7 @@ export type AttemptOutcome =
   | { kind: "delivered"; target: string; statusCode: number | null; latencyMs: number; exchange: AttemptExchange }
   /** HTTP 410 from a callback receiver: the server's callback is disabled and its deliveries held. */
   | { kind: "gone"; target: string; statusCode: 410; latencyMs: number; error: string; exchange: AttemptExchange }
-  /** `final`: the transport can never deliver it (for example services/shared/votifier-limits.ts): failed for good at once, no retry. */
+  /** `final`: the transport can never deliver it (for example services/shared/values/votifier-limits.ts): failed for good at once, no retry. */
   | {
       kind: "failed";
       target: string;

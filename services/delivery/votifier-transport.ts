@@ -1,9 +1,9 @@
-import type { SecretBox } from "../shared/secrets.js";
+import type { SecretBox } from "../shared/runtime/secrets.js";
 import type { Resolver } from "./send-callback.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { sendVotifierVote, VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, votifierTargetName, type VotifierOutcome } from "./send-votifier.js";
 import type { Transport } from "./transport.js";
-import { votifierRefusal } from "../shared/votifier-limits.js";
+import { votifierRefusal } from "../shared/values/votifier-limits.js";
 
 /**
  * Votifier v2 as a transport: each counted heart becomes one vote with the
@@ -22,7 +22,7 @@ export function createVotifierTransport(deps: { secretBox: SecretBox; allowInsec
       const target = votifierTargetName(settings);
       const refusal = votifierRefusal({ username: delivery.username });
       if (refusal !== undefined) {
-        // Failure policy: a vote every Votifier listener refuses (services/shared/votifier-limits.ts) is never sent nor retried:
+        // Failure policy: a vote every Votifier listener refuses (services/shared/values/votifier-limits.ts) is never sent nor retried:
         // failed for good at once, its reason in the attempt (shown on the dashboard); CastHeart told the list when it was cast.
         const error = `not sent: ${refusal}`;
         return {

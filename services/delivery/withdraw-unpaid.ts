@@ -1,7 +1,7 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
-import type { Logger } from "../shared/log.js";
-import { runSql } from "../shared/sql/executor.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import type { Logger } from "../shared/runtime/log.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
 import { withdrawVoteClaimsSql } from "../claims/write-vote-claims.js";
 import type { PayoutTransport, WithdrawOthers } from "../payouts/write-payouts.js";
 import type { AttemptExchange } from "./attempt-exchange.js";

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
-import { runSql } from "../shared/sql/executor.js";
-import type { Logger } from "../shared/log.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import type { Logger } from "../shared/runtime/log.js";
 
 /**
  * Dispatcher liveness: the one owner of `delivery_workers`. A running dispatcher has a row it beats

@@ -1,9 +1,9 @@
 import type { Registry } from "prom-client";
-import type { EventBus } from "../shared/bus.js";
-import type { PrismaClient } from "../shared/db.js";
-import type { ReadinessCheck } from "../shared/health.js";
-import type { Logger } from "../shared/log.js";
-import type { SecretBox } from "../shared/secrets.js";
+import type { EventBus } from "../shared/adapters/bus.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import type { ReadinessCheck } from "../shared/runtime/health.js";
+import type { Logger } from "../shared/runtime/log.js";
+import type { SecretBox } from "../shared/runtime/secrets.js";
 import { DEFAULT_DISPATCH_SETTINGS, type DispatchSettings } from "./config.js";
 import { createDeliveryConsumer, type DeliveryConsumer } from "./consumer.js";
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from "./dispatcher.js";

@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { HeartCountedSchema } from "../../gen/proto/events/v1/events_pb.js";
-import { HEARTS_TOPIC } from "../shared/bus.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { Overloaded, unknownServer } from "../shared/errors.js";
+import { HEARTS_TOPIC } from "../shared/adapters/bus.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { Overloaded, unknownServer } from "../shared/rpc/errors.js";
 import {
   ADMISSION_MAX_QUEUE_WAIT_MS,
   ADMISSION_MAX_TOTAL_WAIT_MS,
@@ -13,12 +13,12 @@ import {
   type GroupCommit,
   type ItemOutcome,
   type QueueQuota,
-} from "../shared/group-commit.js";
-import { toOutboxRow } from "../shared/outbox.js";
-import { periodOf } from "../shared/period.js";
+} from "../shared/runtime/group-commit.js";
+import { toOutboxRow } from "../shared/adapters/outbox.js";
+import { periodOf } from "../shared/values/period.js";
 import type { FraudRules } from "./domain/fraud-rules.js";
 import type { VoterAddress } from "./domain/ip.js";
-import { NO_PLATFORM_IDS, type PlatformIds } from "../shared/player-ids.js";
+import { NO_PLATFORM_IDS, type PlatformIds } from "../shared/values/player-ids.js";
 import { fraudReadLimits, fraudWindows, scoreHeart } from "./domain/score-heart.js";
 import { HEART_COOLDOWN_MS, nextStreak } from "./domain/streak.js";
 import { readHeartContexts, writeHearts, type HeartRecord, type HeartWrite } from "./store.js";
@@ -70,7 +70,7 @@ export interface HeartCast {
   voterIdentity: string;
   userAgent: string;
   address: VoterAddress;
-  /** The voter's platform ids, validated and in normal form (services/shared/player-ids.ts); none when omitted. */
+  /** The voter's platform ids, validated and in normal form (services/shared/values/player-ids.ts); none when omitted. */
   ids?: PlatformIds;
   /** The cast time (the caller's clock when the call arrived). */
   at: Date;

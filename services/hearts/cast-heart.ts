@@ -7,18 +7,18 @@ import {
   type CastHeartResponse,
   type UndeliverableTransport,
 } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError, unknownServer } from "../shared/errors.js";
-import { boundField } from "../shared/field-rules.js";
-import { toPlatformIds } from "../shared/player-ids.js";
-import type { GroupCommit } from "../shared/group-commit.js";
-import { isUuid } from "../shared/ids.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError, unknownServer } from "../shared/rpc/errors.js";
+import { boundField } from "../shared/values/field-rules.js";
+import { toPlatformIds } from "../shared/values/player-ids.js";
+import type { GroupCommit } from "../shared/runtime/group-commit.js";
+import { isUuid } from "../shared/values/ids.js";
 import type { HeartCast, HeartCastResult } from "./cast-heart-batch.js";
 import type { FraudRules } from "./domain/fraud-rules.js";
 import { toVoterAddress } from "./domain/ip.js";
 import { HEART_COOLDOWN_MS } from "./domain/streak.js";
-import { requiredText } from "../shared/contract.js";
-import { VOTIFIER_TRANSPORT_NAME, votifierRefusal } from "../shared/votifier-limits.js";
+import { requiredText } from "../shared/values/contract.js";
+import { VOTIFIER_TRANSPORT_NAME, votifierRefusal } from "../shared/values/votifier-limits.js";
 import type { ReceiptLinks } from "./receipt-token.js";
 
 /**
@@ -41,7 +41,7 @@ export async function castHeart(
   if (serverId === "") throw new DomainError("invalid_argument", requiredText("server_id"));
   // An empty username is a caller bug (400); a whitespace-only one is what a player typed and is scored as fraud.
   if (req.username === "") throw new DomainError("invalid_argument", requiredText("username"));
-  // Bounds come before fraud scoring: an over-long or NUL-holding value is refused, never stored (services/shared/field-rules.ts).
+  // Bounds come before fraud scoring: an over-long or NUL-holding value is refused, never stored (services/shared/values/field-rules.ts).
   const username = boundField("username", req.username);
   const voterIdentity = req.voterIdentity.trim();
   if (voterIdentity === "") throw new DomainError("invalid_argument", requiredText("voter_identity"));
@@ -49,7 +49,7 @@ export async function castHeart(
   const userAgent = boundField("user_agent", req.userAgent);
   const address = toVoterAddress(boundField("ip", req.ip));
   if (address === null) throw new DomainError("invalid_argument", "ip must be an IPv4 or IPv6 address");
-  // Optional platform ids: format-checked and normalised in their one home (services/shared/player-ids.ts).
+  // Optional platform ids: format-checked and normalised in their one home (services/shared/values/player-ids.ts).
   const ids = toPlatformIds(req);
   // An id that is not a uuid names no server: answered here, without a database round trip (as serverExists does).
   if (!isUuid(serverId)) throw unknownServer();
@@ -97,7 +97,7 @@ export async function castHeart(
 
 /**
  * The server's transports that can never carry a heart of this username (CastHeartResponse.undeliverable).
- * The rule is pure (services/shared/votifier-limits.ts, also what the Votifier transport applies); the
+ * The rule is pure (services/shared/values/votifier-limits.ts, also what the Votifier transport applies); the
  * server's Votifier setting is read only when the rule refuses the name, so an ordinary cast costs no
  * extra statement. A server has the Votifier transport when its host is set, as the delivery store
  * decides (a Votifier delivery is stored for every counted heart then).

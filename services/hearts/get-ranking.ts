@@ -1,10 +1,10 @@
 import { create } from "@bufbuild/protobuf";
 import { GetRankingResponseSchema, RankingEntrySchema, type GetRankingRequest, type GetRankingResponse } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
-import { isPeriod, periodOf } from "../shared/period.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { isPeriod, periodOf } from "../shared/values/period.js";
 import { readRanking } from "./store.js";
-import { monthText, notNegativeText } from "../shared/contract.js";
+import { monthText, notNegativeText } from "../shared/values/contract.js";
 
 /** Ranking page size when the caller gives none, and the most one page may hold. */
 export const DEFAULT_RANKING_LIMIT = 100;

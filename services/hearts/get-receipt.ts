@@ -12,9 +12,9 @@ import {
   type GetReceiptResponse,
 } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { Prisma } from "../../gen/prisma/client.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { runSql } from "../shared/sql/executor.js";
-import { DomainError } from "../shared/errors.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import { DomainError } from "../shared/rpc/errors.js";
 import { HEART_COOLDOWN_MS } from "./domain/streak.js";
 import type { ReceiptLinks } from "./receipt-token.js";
 

@@ -6,9 +6,9 @@ import {
   type GetHeartStatsResponse,
 } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { Prisma } from "../../gen/prisma/client.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { runSql } from "../shared/sql/executor.js";
-import { dailyWindow, monthlyWindow, readWindowSize, type StatsWindow } from "../shared/stats-window.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import { dailyWindow, monthlyWindow, readWindowSize, type StatsWindow } from "../shared/values/stats-window.js";
 import { requireServerId } from "../servers/server-exists.js";
 
 /** Days and months charted when the caller gives none, and the most allowed. */

@@ -9,16 +9,16 @@ import {
   type ListHeartsResponse,
 } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { Prisma } from "../../gen/prisma/client.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { runSql } from "../shared/sql/executor.js";
-import { DomainError } from "../shared/errors.js";
-import { isUuid } from "../shared/ids.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { isUuid } from "../shared/values/ids.js";
 import { requireServerId } from "../servers/server-exists.js";
-import { choiceText, notNegativeText } from "../shared/contract.js";
-import { boundField } from "../shared/field-rules.js";
-import { normalizePlatformId } from "../shared/player-ids.js";
-import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../shared/proto-names.js";
-import { heldReasonOf } from "../shared/held-reason.js";
+import { choiceText, notNegativeText } from "../shared/values/contract.js";
+import { boundField } from "../shared/values/field-rules.js";
+import { normalizePlatformId } from "../shared/values/player-ids.js";
+import { VERDICT_FROM_PROTO, VERDICT_TO_PROTO } from "../shared/values/proto-names.js";
+import { heldReasonOf } from "../shared/values/held-reason.js";
 
 /** Hearts per page when the caller gives no page size, and the most one page may hold. */
 export const DEFAULT_HEARTS_PAGE = 50;

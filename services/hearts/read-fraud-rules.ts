@@ -1,5 +1,5 @@
-import type { EnvReader } from "../shared/config.js";
-import { readValueOrFile } from "../shared/process-config.js";
+import type { EnvReader } from "../shared/runtime/config.js";
+import { readValueOrFile } from "../shared/runtime/process-config.js";
 import { DEFAULT_FRAUD_RULES, FraudRulesError, loadFraudRules, type FraudRules } from "./domain/fraud-rules.js";
 
 /**

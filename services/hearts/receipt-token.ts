@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { SecretBox } from "../shared/secrets.js";
-import { RECEIPT_PATH_PREFIX } from "../shared/wire.js";
-import { isUuid } from "../shared/ids.js";
+import type { SecretBox } from "../shared/runtime/secrets.js";
+import { RECEIPT_PATH_PREFIX } from "../shared/values/wire.js";
+import { isUuid } from "../shared/values/ids.js";
 
 /**
  * Receipt tokens: THE one module that mints and reads them. A token names one heart and cannot be

@@ -1,7 +1,7 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { OWNER_SCOPE } from "../shared/interceptors.js";
-import type { CoreDeps } from "../shared/deps.js";
+import { OWNER_SCOPE } from "../shared/rpc/interceptors.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
 import { castHeart } from "./cast-heart.js";
 import { createCastHeartQueue, type CastHeartBatchOptions } from "./cast-heart-batch.js";
 import { DEFAULT_FRAUD_RULES, type FraudRules } from "./domain/fraud-rules.js";

@@ -1,10 +1,10 @@
-import type { PrismaClient } from "../shared/db.js";
-import { runSql } from "../shared/sql/executor.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
 import { Prisma } from "../../gen/prisma/client.js";
-import { insertOutboxRows, type OutboxRow } from "../shared/outbox.js";
+import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
 import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-heart.js";
 import type { StreakState } from "./domain/streak.js";
-import type { PlatformIds } from "../shared/player-ids.js";
+import type { PlatformIds } from "../shared/values/player-ids.js";
 import { expireVoteClaimsSql, holdVoteClaimsSql, PLAYER_KEY_SQL } from "../claims/write-vote-claims.js";
 
 /** Everything stored about one cast heart. */

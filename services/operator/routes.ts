@@ -2,10 +2,10 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { DeadLetterSchema, ListDeadLettersResponseSchema, OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
-import { DEFAULT_DEAD_LETTER_PAGE, listDeadLetters, MAX_DEAD_LETTER_PAGE, type DeadLetterSource } from "../shared/dead-letters.js";
-import { notNegativeText } from "../shared/contract.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { DEFAULT_DEAD_LETTER_PAGE, listDeadLetters, MAX_DEAD_LETTER_PAGE, type DeadLetterSource } from "../shared/adapters/dead-letters.js";
+import { notNegativeText } from "../shared/values/contract.js";
 
 const SOURCES: readonly DeadLetterSource[] = ["relay", "delivery"];
 

@@ -1,6 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
-import type { Logger } from "../shared/log.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import type { Logger } from "../shared/runtime/log.js";
 
 /**
  * Pay-once mode's payouts (servers.pay_once): one `heart_payouts` row per heart (primary key heart_id),

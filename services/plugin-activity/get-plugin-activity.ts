@@ -9,9 +9,9 @@ import {
   type GetPluginActivityRequest,
   type GetPluginActivityResponse,
 } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { PLAYER_ID_KIND_TO_PROTO, PLUGIN_CALL_OUTCOME_TO_PROTO } from "../shared/proto-names.js";
-import { runSql } from "../shared/sql/executor.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { PLAYER_ID_KIND_TO_PROTO, PLUGIN_CALL_OUTCOME_TO_PROTO } from "../shared/values/proto-names.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
 import { requireServerId } from "../servers/server-exists.js";
 
 /** Rows of one server at most: the table's bound (8 paths x 5 id kinds x 4 outcomes), so the read is bounded too. */

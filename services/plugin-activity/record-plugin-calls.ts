@@ -1,12 +1,12 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PluginCall, RecordPluginCallsRequest } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
-import { isUuid } from "../shared/ids.js";
-import { MAX_PLUGIN_CALL_PLAYER_ID_CHARS, MAX_PLUGIN_CALLS_PER_BATCH } from "../shared/plugin-call-limits.js";
-import { PLAYER_ID_KIND_NAMES, PLUGIN_CALL_OUTCOME_NAMES } from "../shared/proto-names.js";
-import { runSql } from "../shared/sql/executor.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { isUuid } from "../shared/values/ids.js";
+import { MAX_PLUGIN_CALL_PLAYER_ID_CHARS, MAX_PLUGIN_CALLS_PER_BATCH } from "../shared/values/plugin-call-limits.js";
+import { PLAYER_ID_KIND_NAMES, PLUGIN_CALL_OUTCOME_NAMES } from "../shared/values/proto-names.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
 
 /** A count whose `since` is this old starts over at its next call: the card's counts cover at most the last hour. */
 export const PLUGIN_ACTIVITY_COUNT_WINDOW_MS = 60 * 60_000;

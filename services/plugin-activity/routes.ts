@@ -1,6 +1,6 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { PluginActivityService } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
-import type { CoreDeps } from "../shared/deps.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
 import { getPluginActivity } from "./get-plugin-activity.js";
 import { recordPluginCalls } from "./record-plugin-calls.js";
 

@@ -1,6 +1,6 @@
-import { createEnvReader } from "../shared/config.js";
-import { readDatabaseUrl, readPort, readSecretBox } from "../shared/process-config.js";
-import type { SecretBox } from "../shared/secrets.js";
+import { createEnvReader } from "../shared/runtime/config.js";
+import { readDatabaseUrl, readPort, readSecretBox } from "../shared/runtime/process-config.js";
+import type { SecretBox } from "../shared/runtime/secrets.js";
 import { readFraudRules } from "../hearts/read-fraud-rules.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import { readAbuseRules } from "../referral/read-abuse-rules.js";

@@ -59,7 +59,7 @@ export interface LeanUnaryOptions extends ConnectNodeAdapterOptions {
 /**
  * The lean server path of the hottest unary RPCs (ApplyEvent, ResolveSigningKeys: one call per ingested event;
  * CheckVote, ClaimVote: one call per plugin check or claim),
- * the counterpart of the gateway's lean client (services/shared/unary-transport.ts). Returns connectNodeAdapter's
+ * the counterpart of the gateway's lean client (services/shared/rpc/unary-transport.ts). Returns connectNodeAdapter's
  * handler for `options`, in front of which a plain Connect unary call in binary to a lean method - `POST`,
  * `content-type: application/proto`, a `content-length` within `readMaxBytes`, sent uncompressed - is answered
  * here, through THE SAME interceptors (request id, logging, metrics, the error table, the access check) and THE SAME

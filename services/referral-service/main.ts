@@ -1,9 +1,9 @@
-import { runService } from "../shared/run-service.js";
-import { createPrisma } from "../shared/db.js";
-import { readinessChecks } from "../shared/readiness.js";
-import { redactUrl } from "../shared/log.js";
-import { databaseDependency } from "../shared/startup-dependencies.js";
-import { verifySecretsKey } from "../shared/secrets-key-check.js";
+import { runService } from "../shared/runtime/run-service.js";
+import { createPrisma } from "../shared/adapters/db.js";
+import { readinessChecks } from "../shared/adapters/readiness.js";
+import { redactUrl } from "../shared/runtime/log.js";
+import { databaseDependency } from "../shared/adapters/startup-dependencies.js";
+import { verifySecretsKey } from "../shared/adapters/secrets-key-check.js";
 import { loadReferralServiceConfig } from "./config.js";
 import { createReferralServiceServer } from "./server.js";
 import { bootstrapServiceTokens } from "../access/bootstrap.js";

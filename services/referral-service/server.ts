@@ -1,10 +1,10 @@
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { ConnectRouter } from "@connectrpc/connect";
-import type { CoreDeps } from "../shared/deps.js";
-import { createServerInterceptor } from "../shared/interceptors.js";
-import { MAX_RPC_MESSAGE_BYTES } from "../shared/field-rules.js";
-import type { Metrics } from "../shared/metrics.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { createServerInterceptor } from "../shared/rpc/interceptors.js";
+import { MAX_RPC_MESSAGE_BYTES } from "../shared/values/field-rules.js";
+import type { Metrics } from "../shared/runtime/metrics.js";
 import { referralRoutes } from "../referral/routes.js";
 import { referralReviewRoutes } from "../referral/review-routes.js";
 import type { ApplyEventBatchOptions } from "../referral/apply-event.js";

@@ -1,5 +1,5 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { SqlTx } from "../shared/sql/executor.js";
+import type { SqlTx } from "../shared/adapters/sql/executor.js";
 import { abuseWindowsAt, detectSignals, foldSignals, type AbuseRules, type ReviewMode, type ReviewRecord, type ReviewState } from "./domain/abuse-signals.js";
 
 /**

@@ -2,14 +2,14 @@ import { randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { Prisma } from "../../gen/prisma/client.js";
 import { ReferralTransitionedSchema } from "../../gen/proto/events/v1/events_pb.js";
-import { REFERRALS_TOPIC } from "../shared/bus.js";
-import { ERROR_TEXT } from "../shared/contract.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError, IllegalTransition, Overloaded } from "../shared/errors.js";
-import { ADMISSION_MAX_QUEUE_WAIT_MS, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/group-commit.js";
-import { insertOutboxRows, toOutboxRow, type OutboxEvent, type OutboxRow } from "../shared/outbox.js";
-import { periodOf } from "../shared/period.js";
-import { isTransactionUnavailable, runSqlTransaction, type SqlTx } from "../shared/sql/executor.js";
+import { REFERRALS_TOPIC } from "../shared/adapters/bus.js";
+import { ERROR_TEXT } from "../shared/values/contract.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError, IllegalTransition, Overloaded } from "../shared/rpc/errors.js";
+import { ADMISSION_MAX_QUEUE_WAIT_MS, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/runtime/group-commit.js";
+import { insertOutboxRows, toOutboxRow, type OutboxEvent, type OutboxRow } from "../shared/adapters/outbox.js";
+import { periodOf } from "../shared/values/period.js";
+import { isTransactionUnavailable, runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { decide, isAnchorState, type AnchorState, type ReferralStateName } from "./domain/transitions.js";
@@ -24,7 +24,7 @@ export const APPLY_EVENT_MAX_QUEUE = 2_048;
 /** Batches in flight at once (each holds one pooled connection). */
 export const APPLY_EVENT_MAX_IN_FLIGHT = 2;
 /**
- * When a second batch may run beside the first (services/shared/group-commit.ts `coalesce`): once this many events
+ * When a second batch may run beside the first (services/shared/runtime/group-commit.ts `coalesce`): once this many events
  * wait, or the oldest has waited `maxWaitMs`. A lone event still starts at once. At low concurrency (8 callers) a
  * second round no longer starts for each event that arrives while one runs: arrivals gather for up to 2 ms, so each
  * round's fixed cost (its transaction, four round trips, a commit, the service's CPU around them) is shared by more
@@ -172,7 +172,7 @@ async function settleRound(
   const events = round.map((i) => commands[i]!);
   let applied: RoundResult;
   try {
-    // On node-postgres without Prisma's interactive-transaction machinery (runSqlTransaction, services/shared/sql/executor.ts): issue 22.
+    // On node-postgres without Prisma's interactive-transaction machinery (runSqlTransaction, services/shared/adapters/sql/executor.ts): issue 22.
     applied = await runSqlTransaction(deps.prisma, (tx) => applyRound(tx, events, deps.now(), abuseRules), {
       maxWaitMs: APPLY_EVENT_TRANSACTION_LIMITS_MS.maxWait,
       timeoutMs: APPLY_EVENT_TRANSACTION_LIMITS_MS.timeout,

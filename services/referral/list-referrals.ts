@@ -1,10 +1,10 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import { isUuid } from "../shared/ids.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { runSql } from "../shared/sql/executor.js";
-import { DomainError } from "../shared/errors.js";
-import { notNegativeText } from "../shared/contract.js";
-import { boundField } from "../shared/field-rules.js";
+import { isUuid } from "../shared/values/ids.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { notNegativeText } from "../shared/values/contract.js";
+import { boundField } from "../shared/values/field-rules.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { decodePageToken, encodePageToken } from "../hearts/list-hearts.js";
 import { COUNTED_REVIEWS, type ReviewState } from "./domain/abuse-signals.js";

@@ -1,5 +1,5 @@
-import type { EnvReader } from "../shared/config.js";
-import { readValueOrFile } from "../shared/process-config.js";
+import type { EnvReader } from "../shared/runtime/config.js";
+import { readValueOrFile } from "../shared/runtime/process-config.js";
 import { AbuseRulesError, DEFAULT_ABUSE_RULES, loadAbuseRules, type AbuseRules } from "./domain/abuse-signals.js";
 
 /**

@@ -1,9 +1,9 @@
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError, unknownServer } from "../shared/errors.js";
-import { generateClickToken } from "../shared/secrets.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError, unknownServer } from "../shared/rpc/errors.js";
+import { generateClickToken } from "../shared/runtime/secrets.js";
 import type { RecordClickCommand } from "./domain/commands.js";
 import { toRedirectUrl } from "./domain/redirect-url.js";
-import { ERROR_TEXT } from "../shared/contract.js";
+import { ERROR_TEXT } from "../shared/values/contract.js";
 import { toVoterAddress } from "../hearts/domain/ip.js";
 
 /** A stored click and where to send the visitor. */

@@ -1,13 +1,13 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import { requireServer } from "../servers/server-exists.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { runSql } from "../shared/sql/executor.js";
-import { DomainError } from "../shared/errors.js";
-import { isUuid } from "../shared/ids.js";
-import { periodRange } from "../shared/period.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { isUuid } from "../shared/values/ids.js";
+import { periodRange } from "../shared/values/period.js";
 import type { AnchorState } from "./domain/transitions.js";
 import { COUNTED_REVIEWS } from "./domain/abuse-signals.js";
-import { monthText, notNegativeText } from "../shared/contract.js";
+import { monthText, notNegativeText } from "../shared/values/contract.js";
 
 /** Leaderboard rows returned when the caller sets no limit. */
 export const DEFAULT_LEADERBOARD_LIMIT = 50;

@@ -1,5 +1,5 @@
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
 import { requireServerId } from "../servers/server-exists.js";
 import { decideReview, isCounted, type ReviewAction, type ReviewMode } from "./domain/abuse-signals.js";
 import { getReviewedReferral, type ReviewedReferral } from "./list-referrals.js";

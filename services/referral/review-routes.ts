@@ -2,9 +2,9 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ReferralReviewService, type ReviewedReferralSchema } from "../../gen/proto/referral/v1/referral_review_pb.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
-import { choiceText } from "../shared/contract.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { choiceText } from "../shared/values/contract.js";
 import {
   ANCHOR_STATE_NAMES,
   ANCHOR_STATE_TO_PROTO,
@@ -16,7 +16,7 @@ import {
   REVIEW_MODE_TO_PROTO,
   REVIEW_STATE_NAMES,
   REVIEW_STATE_TO_PROTO,
-} from "../shared/proto-names.js";
+} from "../shared/values/proto-names.js";
 import { exportReferrals, getReferralDetail, listReferrals, type ReferralFilter, type ReviewedReferral } from "./list-referrals.js";
 import { getReviewMode, reviewReferral, setReviewMode } from "./review-referral.js";
 

@@ -2,18 +2,18 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ReferralService, type ApplyEventResponseSchema } from "../../gen/proto/referral/v1/referral_pb.js";
-import type { CoreDeps } from "../shared/deps.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
 import { createApplyEventQueue, type ApplyEventBatchOptions, type ApplyEventResult } from "./apply-event.js";
 import { toApplyEventCommand, toRecordClickCommand } from "./domain/commands.js";
 import { recordClick } from "./record-click.js";
 import type { AbuseRules } from "./domain/abuse-signals.js";
 import { getFunnel, getLeaderboard, getReferral } from "./reports.js";
-import { ANCHOR_STATE_TO_PROTO, REFERRAL_EVENT_NAMES } from "../shared/proto-names.js";
+import { ANCHOR_STATE_TO_PROTO, REFERRAL_EVENT_NAMES } from "../shared/values/proto-names.js";
 
 /**
  * The ReferralService routes: thin handlers that map proto -> command -> store
  * -> proto. Domain errors thrown below are mapped to Connect codes by the
- * server interceptor (services/shared/errors.ts is the one table).
+ * server interceptor (services/shared/rpc/errors.ts is the one table).
  */
 export function referralRoutes(
   deps: CoreDeps,

@@ -1,9 +1,9 @@
 import pg from "pg";
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
-import type { Logger } from "../shared/log.js";
-import { runSql } from "../shared/sql/executor.js";
-import { OUTBOX_COMMITTED_CHANNEL } from "../shared/outbox.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import type { Logger } from "../shared/runtime/log.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import { OUTBOX_COMMITTED_CHANNEL } from "../shared/adapters/outbox.js";
 
 /** How long the start-up probe waits for its own notification before deciding notifications do not arrive. */
 const PROBE_TIMEOUT_MS = 3_000;

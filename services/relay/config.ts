@@ -1,5 +1,5 @@
-import { createEnvReader } from "../shared/config.js";
-import { readDatabaseUrl, readKafkaBrokers, readPort } from "../shared/process-config.js";
+import { createEnvReader } from "../shared/runtime/config.js";
+import { readDatabaseUrl, readKafkaBrokers, readPort } from "../shared/runtime/process-config.js";
 import { DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_POLL_INTERVAL_MS, DEFAULT_RELAY_SAFETY_POLL_INTERVAL_MS, DEFAULT_RELAY_STUCK_AFTER_MS } from "./relay.js";
 
 /** Settings of the relay process, validated at start. */

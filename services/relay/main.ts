@@ -1,11 +1,11 @@
-import { runService } from "../shared/run-service.js";
-import { createPrisma } from "../shared/db.js";
-import { readinessChecks } from "../shared/readiness.js";
-import { ALL_TOPICS } from "../shared/bus.js";
-import { createKafkaBus } from "../shared/kafka-bus.js";
-import { redactUrl } from "../shared/log.js";
-import { kafkaDependency } from "../shared/kafka-dependency.js";
-import { databaseDependency } from "../shared/startup-dependencies.js";
+import { runService } from "../shared/runtime/run-service.js";
+import { createPrisma } from "../shared/adapters/db.js";
+import { readinessChecks } from "../shared/adapters/readiness.js";
+import { ALL_TOPICS } from "../shared/adapters/bus.js";
+import { createKafkaBus } from "../shared/adapters/kafka-bus.js";
+import { redactUrl } from "../shared/runtime/log.js";
+import { kafkaDependency } from "../shared/adapters/kafka-dependency.js";
+import { databaseDependency } from "../shared/adapters/startup-dependencies.js";
 import { loadRelayConfig } from "./config.js";
 import { createRelay } from "./relay.js";
 

@@ -1,8 +1,8 @@
 import { Gauge, Counter, type Registry } from "prom-client";
-import { RejectedMessagesError, type EventBus } from "../shared/bus.js";
-import { runSqlTransaction, type PrismaClient, type SqlTx } from "../shared/db.js";
-import { createDeadLetterCounter, moveOutboxRowsToDeadLetters, type PoisonRow } from "../shared/dead-letters.js";
-import type { Logger } from "../shared/log.js";
+import { RejectedMessagesError, type EventBus } from "../shared/adapters/bus.js";
+import { runSqlTransaction, type PrismaClient, type SqlTx } from "../shared/adapters/db.js";
+import { createDeadLetterCounter, moveOutboxRowsToDeadLetters, type PoisonRow } from "../shared/adapters/dead-letters.js";
+import type { Logger } from "../shared/runtime/log.js";
 import { createCommitListener } from "./commit-listener.js";
 import {
   countUnpublished,

@@ -1,12 +1,12 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient, SqlTx } from "../shared/db.js";
-import { runSql } from "../shared/sql/executor.js";
+import type { PrismaClient, SqlTx } from "../shared/adapters/db.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
 
 /**
  * Every SQL statement of the relay, one named function each, so relay.ts reads as steps. Within a
  * pass the order is: lockShardsOfNextRows, then markPublishedAndClaim (repeatedly, pipelined with
  * the sends), then markPublished for the last batch; refused rows go to `dead_letters` through
- * moveOutboxRowsToDeadLetters (services/shared/dead-letters.ts, shared with the delivery consumer).
+ * moveOutboxRowsToDeadLetters (services/shared/adapters/dead-letters.ts, shared with the delivery consumer).
  * The lag reads serve the metrics and the readiness check, outside any pass.
  *
  * Every read selects on `published_at IS NULL` (the partial index of unpublished ids), never on a

@@ -1,6 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
-import type { SecretBox } from "../shared/secrets.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import type { SecretBox } from "../shared/runtime/secrets.js";
 import { activeSecretWhere, activeSecretsNewestFirst } from "./domain/secret-policy.js";
 
 /**

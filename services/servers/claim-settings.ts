@@ -1,6 +1,6 @@
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
-import { claimKeyLookupHash, generateClaimKey, generateKid } from "../shared/secrets.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { claimKeyLookupHash, generateClaimKey, generateKid } from "../shared/runtime/secrets.js";
 import {
   MAX_ACTIVE_SECRETS_PER_SERVER,
   activeSecretWhere,

@@ -1,4 +1,4 @@
-import type { CoreDeps } from "../shared/deps.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
 import { enableEndpoint, type EndpointRecord } from "./endpoint-store.js";
 import { getServer, type ServerRecord } from "./server-store.js";
 

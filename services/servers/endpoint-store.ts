@@ -1,12 +1,12 @@
 import type { CallbackEndpoint } from "../../gen/prisma/client.js";
-import { validateCallbackUrl } from "../shared/callback-url.js";
-import { oneOfText, requiredText } from "../shared/contract.js";
-import type { PrismaClient, Tx } from "../shared/db.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError, unknownServer } from "../shared/errors.js";
-import { ENDPOINT_EVENT_TYPES, PAYLOAD_VERSIONS, isEndpointEventType, type EndpointEventType } from "../shared/event-types.js";
-import { boundField } from "../shared/field-rules.js";
-import { isUuid } from "../shared/ids.js";
+import { validateCallbackUrl } from "../shared/values/callback-url.js";
+import { oneOfText, requiredText } from "../shared/values/contract.js";
+import type { PrismaClient, Tx } from "../shared/adapters/db.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError, unknownServer } from "../shared/rpc/errors.js";
+import { ENDPOINT_EVENT_TYPES, PAYLOAD_VERSIONS, isEndpointEventType, type EndpointEventType } from "../shared/values/event-types.js";
+import { boundField } from "../shared/values/field-rules.js";
+import { isUuid } from "../shared/values/ids.js";
 import { activeSecretWhere } from "./domain/secret-policy.js";
 import { insertSecret, lockServer, type SecretWithValue } from "./secret-store.js";
 

@@ -1,10 +1,10 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../shared/db.js";
-import { runSql } from "../shared/sql/executor.js";
-import { DomainError } from "../shared/errors.js";
-import { betweenText } from "../shared/contract.js";
-import { NIL_UUID } from "../shared/ids.js";
-import { decodePageCursor, encodePageCursor } from "../shared/page-cursor.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { betweenText } from "../shared/values/contract.js";
+import { NIL_UUID } from "../shared/values/ids.js";
+import { decodePageCursor, encodePageCursor } from "../shared/values/page-cursor.js";
 
 /** Ids per page when the caller gives no limit. */
 export const DEFAULT_SERVER_IDS_PAGE = 1_000;

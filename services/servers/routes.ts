@@ -10,11 +10,11 @@ import {
   type ServerSchema,
   type WebhookSigningKeySchema,
 } from "../../gen/proto/servers/v1/servers_pb.js";
-import { OWNER_SCOPE } from "../shared/interceptors.js";
-import { validateCallbackUrl } from "../shared/callback-url.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError } from "../shared/errors.js";
-import { boundField } from "../shared/field-rules.js";
+import { OWNER_SCOPE } from "../shared/rpc/interceptors.js";
+import { validateCallbackUrl } from "../shared/values/callback-url.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import { boundField } from "../shared/values/field-rules.js";
 import { enableCallback } from "./enable-callback.js";
 import {
   createEndpoint,

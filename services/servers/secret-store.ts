@@ -1,10 +1,10 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { Tx } from "../shared/db.js";
-import { runSql } from "../shared/sql/executor.js";
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError, unknownServer } from "../shared/errors.js";
-import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/secrets.js";
-import { isUuid } from "../shared/ids.js";
+import type { Tx } from "../shared/adapters/db.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError, unknownServer } from "../shared/rpc/errors.js";
+import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/runtime/secrets.js";
+import { isUuid } from "../shared/values/ids.js";
 import { requireServer } from "./server-exists.js";
 import { activeSecretSql } from "./active-secrets.js";
 import {

@@ -1,7 +1,7 @@
-import type { PrismaClient, Tx } from "../shared/db.js";
-import { DomainError, unknownServer } from "../shared/errors.js";
-import { isUuid } from "../shared/ids.js";
-import { requiredText } from "../shared/contract.js";
+import type { PrismaClient, Tx } from "../shared/adapters/db.js";
+import { DomainError, unknownServer } from "../shared/rpc/errors.js";
+import { isUuid } from "../shared/values/ids.js";
+import { requiredText } from "../shared/values/contract.js";
 
 /** True when `serverId` names a stored server; an id that is not a uuid names none (the database is not asked). */
 export async function serverExists(prisma: PrismaClient | Tx, serverId: string): Promise<boolean> {

@@ -1,13 +1,13 @@
-import type { CoreDeps } from "../shared/deps.js";
-import { DomainError, unknownServer } from "../shared/errors.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { DomainError, unknownServer } from "../shared/rpc/errors.js";
 import type { CallbackEndpoint, Server } from "../../gen/prisma/client.js";
-import { isUuid } from "../shared/ids.js";
+import { isUuid } from "../shared/values/ids.js";
 import type { VotifierSettings } from "./domain/votifier-settings.js";
 import { activeSecretWhere } from "./domain/secret-policy.js";
 import { insertSecret, lockServer } from "./secret-store.js";
-import { requiredText } from "../shared/contract.js";
+import { requiredText } from "../shared/values/contract.js";
 import { updateEndpoint } from "./endpoint-store.js";
-import type { EndpointEventType } from "../shared/event-types.js";
+import type { EndpointEventType } from "../shared/values/event-types.js";
 
 /** A server as its RPCs answer it: with its default endpoint (the callback settings of the Server message). */
 export type ServerRecord = Server & { endpoints: CallbackEndpoint[] };

@@ -1,10 +1,10 @@
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
-import type { PrismaClient } from "../shared/db.js";
-import { isUniqueViolation } from "../shared/db.js";
-import { DomainError } from "../shared/errors.js";
-import type { SecretBox } from "../shared/secrets.js";
-import { generateKid } from "../shared/secrets.js";
-import { SECRET_KEY_PREFIX, ed25519PrivateKeyOf, publicKeyStringOf } from "../shared/signature.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { isUniqueViolation } from "../shared/adapters/db.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import type { SecretBox } from "../shared/runtime/secrets.js";
+import { generateKid } from "../shared/runtime/secrets.js";
+import { SECRET_KEY_PREFIX, ed25519PrivateKeyOf, publicKeyStringOf } from "../shared/values/signature.js";
 
 /**
  * The list's ed25519 key pairs for Standard Webhooks' `v1a` callback signature: list-wide (one

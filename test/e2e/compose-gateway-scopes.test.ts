@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { DEFAULT_GATEWAY_SCOPES, readAccessSettings } from "../../services/access/bootstrap.js";
 import { grants } from "../../services/access/scopes.js";
-import { createEnvReader } from "../../services/shared/config.js";
+import { createEnvReader } from "../../services/shared/runtime/config.js";
 import { REPO_ROOT } from "../../scripts/harness/processes.js";
 
 const run = promisify(execFile);

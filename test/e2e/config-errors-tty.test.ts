@@ -4,9 +4,9 @@
  * line; piped (test/e2e/config-errors.test.ts) it keeps the one JSON fatal line. Exit 2 either way.
  */
 import test from "ava";
-import { EXIT_CONFIG_ERROR, runMain } from "../../services/shared/run-main.js";
-import { ConfigError } from "../../services/shared/config.js";
-import { createLogger } from "../../services/shared/log.js";
+import { EXIT_CONFIG_ERROR, runMain } from "../../services/shared/runtime/run-main.js";
+import { ConfigError } from "../../services/shared/runtime/config.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import { useProcesses } from "../../scripts/harness/processes.js";
 
 /** A shell command line quoting each word for /bin/sh. */

@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
-import { createLogger } from "../../services/shared/log.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import { CLAIM_KEY_PLACEHOLDER, pluginSetups } from "../../gateway/dashboard/static/plugin-setup.js";
 import { screenshotDir } from "../helpers/screenshots.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { launchChromium } from "../../scripts/infra/chromium.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { createLogger } from "../../services/shared/log.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { type DashboardBrowserContext, LAPTOP, PHONE } from "../helpers/dashboard-browser.js";
 import { eventually } from "../helpers/eventually.js";

@@ -7,7 +7,7 @@ import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
 import type { Page } from "playwright-core";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
-import { createLogger } from "../../services/shared/log.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;

@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { launchChromium } from "../../scripts/infra/chromium.js";
-import { createLogger } from "../../services/shared/log.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import { type DashboardBrowserContext, LAPTOP, PHONE } from "../helpers/dashboard-browser.js";
 import { eventually } from "../helpers/eventually.js";
 import { pluginGet } from "../../scripts/harness/plugin-clients.js";

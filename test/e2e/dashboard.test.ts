@@ -15,7 +15,7 @@ import type { Page } from "playwright-core";
 import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { createLogger } from "../../services/shared/log.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";

@@ -15,10 +15,10 @@ import { randomBytes } from "node:crypto";
 import { freePorts, REPO_ROOT, useProcesses, type ProcessGroup } from "../../scripts/harness/processes.js";
 import { openLoginLink, ownerApi } from "../helpers/owner-session.js";
 import { configProblems } from "../../scripts/harness/e2e-support.js";
-import { SECRETS_KEY_MISMATCH } from "../../services/shared/secrets-key-check.js";
+import { SECRETS_KEY_MISMATCH } from "../../services/shared/adapters/secrets-key-check.js";
 import { createClient } from "@connectrpc/connect";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 
 const run = promisify(execFile);
 

@@ -17,8 +17,8 @@ import { promisify } from "node:util";
 import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 import { freePorts, jsonLines, REPO_ROOT, useProcesses, type ManagedProcess } from "../../scripts/harness/processes.js";
 import { configProblems, newSecretsKey, startReferralServiceProcess, type SystemSettings } from "../../scripts/harness/e2e-support.js";
-import { DEPENDENCY_ATTEMPT_TIMEOUT_MS } from "../../services/shared/startup.js";
-import { SECRETS_KEY_MISMATCH } from "../../services/shared/secrets-key-check.js";
+import { DEPENDENCY_ATTEMPT_TIMEOUT_MS } from "../../services/shared/runtime/startup.js";
+import { SECRETS_KEY_MISMATCH } from "../../services/shared/adapters/secrets-key-check.js";
 
 const run = promisify(execFile);
 

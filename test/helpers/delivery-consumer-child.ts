@@ -8,9 +8,9 @@
  * Env: KAFKA_BROKERS, TAKEOVER_TOPIC, TAKEOVER_GROUP; KAFKA_SESSION_TIMEOUT_MS optional.
  */
 import { createDeliveryConsumer } from "../../services/delivery/consumer.js";
-import type { PrismaClient } from "../../services/shared/db.js";
-import { createKafkaBus } from "../../services/shared/kafka-bus.js";
-import { createLogger } from "../../services/shared/log.js";
+import type { PrismaClient } from "../../services/shared/adapters/db.js";
+import { createKafkaBus } from "../../services/shared/adapters/kafka-bus.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 
 const brokers = (process.env.KAFKA_BROKERS ?? "").split(",");
 const log = createLogger("takeover-child", "warn");

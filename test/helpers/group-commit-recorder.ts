@@ -1,4 +1,4 @@
-import type { ItemOutcome } from "../../services/shared/group-commit.js";
+import type { ItemOutcome } from "../../services/shared/runtime/group-commit.js";
 
 /** The overload error the group-commit tests give their queues (it carries the retry hint). */
 export class Busy extends Error {

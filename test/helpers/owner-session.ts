@@ -9,9 +9,9 @@ import type { AccessService } from "../../gen/proto/access/v1/access_pb.js";
 import { createDashboardRoutes } from "../../gateway/dashboard/routes.js";
 import { createReferralServiceClients } from "../../gateway/clients.js";
 import { createGatewayServer } from "../../gateway/server.js";
-import type { Logger } from "../../services/shared/log.js";
-import { createMetrics } from "../../services/shared/metrics.js";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
+import type { Logger } from "../../services/shared/runtime/log.js";
+import { createMetrics } from "../../services/shared/runtime/metrics.js";
+import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 
 /** A signed-in owner: the cookie header to send and the session's CSRF token. */
 export interface OwnerSession {

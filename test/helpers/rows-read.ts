@@ -1,7 +1,7 @@
 import type pg from "pg";
 import type { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient } from "../../services/shared/db.js";
-import { registerSqlPool, runSqlTransaction } from "../../services/shared/sql/executor.js";
+import type { PrismaClient } from "../../services/shared/adapters/db.js";
+import { registerSqlPool, runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 
 /** A node of PostgreSQL's EXPLAIN (FORMAT JSON) plan, as far as rowsReadByTable reads it. */
 interface PlanNode {

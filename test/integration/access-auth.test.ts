@@ -15,10 +15,10 @@ import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/conn
 import { RPC_ACCESS, rpcKey } from "../../services/access/rpc-access.js";
 import { SCOPES, type Scope } from "../../services/access/scopes.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
-import { createLogger } from "../../services/shared/log.js";
-import { createMetrics } from "../../services/shared/metrics.js";
-import { createSecretBox } from "../../services/shared/secrets.js";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
+import { createMetrics } from "../../services/shared/runtime/metrics.js";
+import { createSecretBox } from "../../services/shared/runtime/secrets.js";
+import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import { eventually } from "../helpers/eventually.js";
 import { createGrpcJsClient } from "../helpers/grpc-js.js";

@@ -1,5 +1,5 @@
 /**
- * ApplyEvent's round transaction (services/referral/apply-event.ts on runSqlTransaction, services/shared/sql/executor.ts):
+ * ApplyEvent's round transaction (services/referral/apply-event.ts on runSqlTransaction, services/shared/adapters/sql/executor.ts):
  * a round that gets no pooled connection within APPLY_EVENT_TRANSACTION_LIMITS_MS.maxWait answers its events
  * overloaded (resource_exhausted, retryable) and writes nothing, as it did as a Prisma interactive transaction
  * (P2028); the same event applies once a connection is free.
@@ -7,8 +7,8 @@
 import anyTest, { type TestFn } from "ava";
 import { APPLY_EVENT_TRANSACTION_LIMITS_MS, applyEventBatch } from "../../services/referral/apply-event.js";
 import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
-import { runSqlTransaction } from "../../services/shared/sql/executor.js";
-import { Overloaded } from "../../services/shared/errors.js";
+import { runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
+import { Overloaded } from "../../services/shared/rpc/errors.js";
 import { clickToken, createReferralServer, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const test = anyTest as TestFn<{ h: Harness }>;

@@ -8,15 +8,15 @@ import anyTest, { type TestFn } from "ava";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { eventually } from "../helpers/eventually.js";
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
-import { runSql, runSqlTransaction } from "../../services/shared/sql/executor.js";
-import { toOutboxRow } from "../../services/shared/outbox.js";
+import { runSql, runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
+import { toOutboxRow } from "../../services/shared/adapters/outbox.js";
 import { writeHearts, type HeartWrite } from "../../services/hearts/store.js";
 import { createTestClock, type TestClock } from "../../scripts/harness/delivery-harness.js";
 

@@ -4,7 +4,7 @@
  * platform ids, claim state and `claim` filter.
  */
 import anyTest, { type TestFn } from "ava";
-import { createLogger } from "../../services/shared/log.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 
 const DASHBOARD_TOKEN = "dash-claims-test-token-0123456789abcdef";

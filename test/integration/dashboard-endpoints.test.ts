@@ -6,9 +6,9 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { randomUUID } from "node:crypto";
-import { ENDPOINT_EVENT_TYPES } from "../../services/shared/event-types.js";
-import { createLogger } from "../../services/shared/log.js";
-import { formatCallbackSignature } from "../../services/shared/signature.js";
+import { ENDPOINT_EVENT_TYPES } from "../../services/shared/values/event-types.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
+import { formatCallbackSignature } from "../../services/shared/values/signature.js";
 import { ownerApi, signInOwner, startDashboardGateway, type DashboardGateway, type OwnerSession } from "../helpers/owner-session.js";
 import { startReceiver } from "../../scripts/harness/receiver.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";

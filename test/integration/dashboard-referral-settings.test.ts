@@ -4,7 +4,7 @@
  * server, never on another owner's, and the funnel shows the reversal records by reason.
  */
 import anyTest, { type TestFn } from "ava";
-import { createLogger } from "../../services/shared/log.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import { ownerApi, signInOwner, startDashboardGateway, type DashboardGateway, type OwnerSession } from "../helpers/owner-session.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 

@@ -1,9 +1,9 @@
 /**
- * services/shared/db.ts names every SQL text Prisma sends (bounded), so node-postgres prepares
+ * services/shared/adapters/db.ts names every SQL text Prisma sends (bounded), so node-postgres prepares
  * it once per connection and PostgreSQL parses it once instead of on every execution.
  */
 import test from "ava";
-import { createStatementNamer } from "../../services/shared/db.js";
+import { createStatementNamer } from "../../services/shared/adapters/db.js";
 import { createTestDatabase } from "../../scripts/harness/db.js";
 
 test("a statement Prisma sends is a named prepared statement of its connection, reused on the next execution", async (t) => {

@@ -8,7 +8,7 @@ import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { recordAttempts, type AttemptRecord } from "../../services/delivery/attempt-log.js";
 import { claimDueDeliveries, type ClaimedDelivery } from "../../services/delivery/claim-deliveries.js";
 import { insertDeliveries } from "../../services/delivery/insert-deliveries.js";
-import type { EventBus, ReceivedMessage } from "../../services/shared/bus.js";
+import type { EventBus, ReceivedMessage } from "../../services/shared/adapters/bus.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, type RecordedRequest } from "../../scripts/harness/receiver.js";
 import {

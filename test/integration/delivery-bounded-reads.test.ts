@@ -16,7 +16,7 @@ import { insertAndLeaseDeliveries, type NewDelivery } from "../../services/deliv
 import { listPullEvents, listPullHearts } from "../../services/delivery/pull-store.js";
 import { getReceipt } from "../../services/hearts/get-receipt.js";
 import type { ReceiptLinks } from "../../services/hearts/receipt-token.js";
-import { executeSql } from "../../services/shared/sql/executor.js";
+import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { create } from "@bufbuild/protobuf";
 import { GetReceiptRequestSchema } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";

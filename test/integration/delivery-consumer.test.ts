@@ -7,8 +7,8 @@ import { EnvelopeSchema, HeartCountedSchema } from "../../gen/proto/events/v1/ev
 import { createDeliveryConsumer, type DeliveryConsumer } from "../../services/delivery/consumer.js";
 import { createDispatcher } from "../../services/delivery/dispatcher.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import type { EventBus } from "../../services/shared/bus.js";
-import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
+import type { EventBus } from "../../services/shared/adapters/bus.js";
+import { createKafkaBus, ensureTopics } from "../../services/shared/adapters/kafka-bus.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver } from "../../scripts/harness/receiver.js";
 import {

@@ -14,11 +14,11 @@ import { AUTO_DISABLE_AFTER_MS } from "../../services/delivery/endpoint-health.j
 import { DELIVERY_FAILED_EVENT, ENDPOINT_DISABLED_EVENT } from "../../services/delivery/owner-notifications.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { MAX_RESPONSE_BODY_BYTES } from "../../services/delivery/send-callback.js";
-import { NIL_UUID } from "../../services/shared/ids.js";
+import { NIL_UUID } from "../../services/shared/values/ids.js";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { createRelay } from "../../services/relay/relay.js";
-import { OWNER_NOTIFICATIONS_TOPIC } from "../../services/shared/bus.js";
-import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
+import { OWNER_NOTIFICATIONS_TOPIC } from "../../services/shared/adapters/bus.js";
+import { createKafkaBus, ensureTopics } from "../../services/shared/adapters/kafka-bus.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf } from "../../scripts/harness/receiver.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";

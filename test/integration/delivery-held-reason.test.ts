@@ -1,5 +1,5 @@
 /**
- * A pending delivery the dispatcher will not send reads as held, with why (services/shared/held-reason.ts),
+ * A pending delivery the dispatcher will not send reads as held, with why (services/shared/values/held-reason.ts),
  * and the rule is the claim's own: for every state of a callback endpoint and of a server's Votifier settings, a
  * delivery is held exactly when the claim's predicate (sendableDeliverySql) would not lease it.
  */
@@ -7,7 +7,7 @@ import anyTest, { type TestFn } from "ava";
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
 import { sendableDeliverySql } from "../../services/delivery/claim-deliveries.js";
-import { runSql } from "../../services/shared/sql/executor.js";
+import { runSql } from "../../services/shared/adapters/sql/executor.js";
 import { insertSecret, insertServer, setDefaultEndpoint, startHarness, type Harness } from "../../scripts/harness/delivery-harness.js";
 
 const test = anyTest as TestFn<{ h: Harness }>;

@@ -14,10 +14,10 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { AssignerProtocol, Kafka, logLevel } from "kafkajs";
 import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { createDeliveryConsumer } from "../../services/delivery/consumer.js";
-import type { EventBus, ReceivedMessage } from "../../services/shared/bus.js";
-import type { PrismaClient } from "../../services/shared/db.js";
-import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
-import { createLogger } from "../../services/shared/log.js";
+import type { EventBus, ReceivedMessage } from "../../services/shared/adapters/bus.js";
+import type { PrismaClient } from "../../services/shared/adapters/db.js";
+import { createKafkaBus, ensureTopics } from "../../services/shared/adapters/kafka-bus.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import { eventually } from "../helpers/eventually.js";
 import { useProcesses } from "../../scripts/harness/processes.js";
 

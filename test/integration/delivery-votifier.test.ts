@@ -11,7 +11,7 @@ import type { Dispatcher, DispatcherOptions } from "../../services/delivery/disp
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { createVotifierTransport } from "../../services/delivery/votifier-transport.js";
-import { createSecretBox } from "../../services/shared/secrets.js";
+import { createSecretBox } from "../../services/shared/runtime/secrets.js";
 import { eventually } from "../helpers/eventually.js";
 import type { Receiver } from "../../scripts/harness/receiver.js";
 import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
@@ -188,7 +188,7 @@ for (const [name, setup, error] of [
 // Issue 18 item 7 changed this test's expectation on purpose: a vote no Votifier listener can accept (here a
 // 1000-character username, over NuVotifier's 16) used to be retried on the whole schedule ("the first attempt and
 // three retries", the frame-size error); it now fails for good on its first attempt with the rule's reason
-// (services/shared/votifier-limits.ts). The sender's own 1024-byte frame check is still covered in votifier-protocol.test.ts.
+// (services/shared/values/votifier-limits.ts). The sender's own 1024-byte frame check is still covered in votifier-protocol.test.ts.
 test.serial(
   "an oversized vote (a username no Votifier listener accepts) is refused before sending: recorded once, failed for good; nothing sent",
   async (t) => {

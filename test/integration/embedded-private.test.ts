@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { startEmbeddedPostgres } from "../../scripts/infra/embedded-postgres.js";
-import { createMemoryBus } from "../../services/shared/memory-bus.js";
+import { createMemoryBus } from "../../services/shared/adapters/memory-bus.js";
 import { eventually } from "../helpers/eventually.js";
 import { openToOthers } from "../helpers/file-modes.js";
 

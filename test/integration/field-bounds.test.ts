@@ -6,7 +6,7 @@
 import test from "ava";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { bearerToken, createServiceTransport } from "../../services/shared/service-transport.js";
+import { bearerToken, createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";

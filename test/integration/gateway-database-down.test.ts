@@ -8,8 +8,8 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
-import { CONTRACT_ERRORS, ERROR_TEXT } from "../../services/shared/contract.js";
-import { formatIngestSignature } from "../../services/shared/signature.js";
+import { CONTRACT_ERRORS, ERROR_TEXT } from "../../services/shared/values/contract.js";
+import { formatIngestSignature } from "../../services/shared/values/signature.js";
 import { createPrivateDatabase, type PrivateDatabase } from "../../scripts/harness/db.js";
 import { eventually } from "../helpers/eventually.js";
 import { startStack, type TestGateway, type TestStack } from "../../scripts/harness/stack.js";

@@ -8,8 +8,8 @@ import type { AddressInfo } from "node:net";
 import { createReferralServiceClients } from "../../gateway/clients.js";
 import { PUBLIC_DOCS } from "../../gateway/landing.js";
 import { createGatewayServer } from "../../gateway/server.js";
-import { createLogger } from "../../services/shared/log.js";
-import { createMetrics } from "../../services/shared/metrics.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
+import { createMetrics } from "../../services/shared/runtime/metrics.js";
 
 const test = anyTest as TestFn<{ url: string; close: () => Promise<void> }>;
 const BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";

@@ -10,8 +10,8 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import test from "ava";
 import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
-import { REVERSAL_REASONS } from "../../services/shared/contract.js";
-import { maxCharsOf } from "../../services/shared/field-rules.js";
+import { REVERSAL_REASONS } from "../../services/shared/values/contract.js";
+import { maxCharsOf } from "../../services/shared/values/field-rules.js";
 import { createServiceClients } from "../../scripts/harness/stack.js";
 import { startGatewayStack, type GatewayStack, type RawResponse, type TestServer } from "./gateway-stack.js";
 

@@ -7,7 +7,7 @@ import { connect } from "node:net";
 import test from "ava";
 import { createReferralServiceClients } from "../../gateway/clients.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
-import { formatIngestSignature } from "../../services/shared/signature.js";
+import { formatIngestSignature } from "../../services/shared/values/signature.js";
 import { nowSeconds, startGatewayStack, type GatewayStack, type RawResponse, type TestServer } from "./gateway-stack.js";
 
 let stack: GatewayStack;

@@ -14,10 +14,10 @@ import { VOTES_JSON_PATH, VOTES_PATH } from "../../gateway/handle-vote-claim.js"
 import { DOCS_PREFIX, LANDING_PATH } from "../../gateway/landing.js";
 import { OPENAPI_PATH } from "../../gateway/openapi.js";
 import { DASHBOARD_API_PREFIX, DASHBOARD_PATH } from "../../gateway/dashboard/routes.js";
-import { INGEST_PATH } from "../../services/shared/contract.js";
-import { createOpsHandler } from "../../services/shared/health.js";
-import { formatIngestSignature } from "../../services/shared/signature.js";
-import { DASHBOARD_LOGIN_PATH, RECEIPT_JSON_SUFFIX, RECEIPT_PATH_PREFIX } from "../../services/shared/wire.js";
+import { INGEST_PATH } from "../../services/shared/values/contract.js";
+import { createOpsHandler } from "../../services/shared/runtime/health.js";
+import { formatIngestSignature } from "../../services/shared/values/signature.js";
+import { DASHBOARD_LOGIN_PATH, RECEIPT_JSON_SUFFIX, RECEIPT_PATH_PREFIX } from "../../services/shared/values/wire.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { captureLog, nowSeconds, type CapturedLog } from "./gateway-stack.js";
 

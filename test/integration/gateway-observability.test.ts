@@ -4,9 +4,9 @@
  * signature values or bodies, metrics per route and status, and mounted handlers.
  */
 import test from "ava";
-import { createOpsHandler } from "../../services/shared/health.js";
+import { createOpsHandler } from "../../services/shared/runtime/health.js";
 import { eventually } from "../helpers/eventually.js";
-import { formatIngestSignature } from "../../services/shared/signature.js";
+import { formatIngestSignature } from "../../services/shared/values/signature.js";
 import { nowSeconds, startGatewayStack, type GatewayStack, type TestServer } from "./gateway-stack.js";
 
 let stack: GatewayStack;

@@ -9,9 +9,9 @@ import test from "ava";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createReferralServiceClients } from "../../gateway/clients.js";
 import { fromRpcError, SERVICE_DOWN_RETRY_AFTER_S } from "../../gateway/http-errors.js";
-import { ERROR_TEXT } from "../../services/shared/contract.js";
+import { ERROR_TEXT } from "../../services/shared/values/contract.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
-import { formatIngestSignature } from "../../services/shared/signature.js";
+import { formatIngestSignature } from "../../services/shared/values/signature.js";
 import { startStack } from "../../scripts/harness/stack.js";
 import { captureLog, nowSeconds, startGatewayStack } from "./gateway-stack.js";
 

@@ -7,8 +7,8 @@
 import { randomBytes } from "node:crypto";
 import { createReferralServiceClients, type ReferralServiceClients } from "../../gateway/clients.js";
 import type { ApplyEventBatchOptions } from "../../services/referral/apply-event.js";
-import { createMetrics, type Metrics } from "../../services/shared/metrics.js";
-import { formatIngestSignature } from "../../services/shared/signature.js";
+import { createMetrics, type Metrics } from "../../services/shared/runtime/metrics.js";
+import { formatIngestSignature } from "../../services/shared/values/signature.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import type { TestDatabase } from "../../scripts/harness/db.js";
 import type { GatewayDeps } from "../../gateway/server.js";

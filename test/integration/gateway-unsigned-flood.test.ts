@@ -10,7 +10,7 @@ import type { GatewayDeps } from "../../gateway/server.js";
 import { DEFAULT_SIGNING_KEY_CACHE_MS } from "../../gateway/signing-key-cache.js";
 import type { ReferralServiceClients } from "../../gateway/clients.js";
 import { MAX_ACTIVE_SECRETS_PER_SERVER } from "../../services/servers/domain/secret-policy.js";
-import { formatIngestSignature } from "../../services/shared/signature.js";
+import { formatIngestSignature } from "../../services/shared/values/signature.js";
 import { startGatewayStack, type GatewayStack, type RawResponse } from "./gateway-stack.js";
 
 /** Gateway deps whose admin client counts ResolveSigningKeys calls. */

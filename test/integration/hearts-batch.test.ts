@@ -7,8 +7,8 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { DomainError, RETRY_AFTER_HEADER } from "../../services/shared/errors.js";
-import type { ItemOutcome } from "../../services/shared/group-commit.js";
+import { DomainError, RETRY_AFTER_HEADER } from "../../services/shared/rpc/errors.js";
+import type { ItemOutcome } from "../../services/shared/runtime/group-commit.js";
 import { castHeartBatch, createCastHeartQueue, type HeartCast, type HeartCastResult } from "../../services/hearts/cast-heart-batch.js";
 import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js";
 import { toVoterAddress } from "../../services/hearts/domain/ip.js";

@@ -5,7 +5,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { HeartVerdict } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { DEFAULT_FRAUD_RULES, type FraudRules } from "../../services/hearts/domain/fraud-rules.js";
-import { HEARTS_TOPIC } from "../../services/shared/bus.js";
+import { HEARTS_TOPIC } from "../../services/shared/adapters/bus.js";
 import { createTestClock, insertServer, startHarness, type Harness, type TestClock } from "../../scripts/harness/delivery-harness.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";

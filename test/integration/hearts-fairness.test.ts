@@ -12,7 +12,7 @@ import anyTest, { type TestFn } from "ava";
 import { createCastHeartQueue, type HeartCast } from "../../services/hearts/cast-heart-batch.js";
 import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js";
 import { toVoterAddress } from "../../services/hearts/domain/ip.js";
-import { Overloaded } from "../../services/shared/errors.js";
+import { Overloaded } from "../../services/shared/rpc/errors.js";
 import { insertServer, startHarness, type Harness } from "../../scripts/harness/delivery-harness.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";

@@ -10,11 +10,11 @@ import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/prot
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { HeartVerdict, type HeartSummary } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { createReferralServiceServer } from "../../services/referral-service/server.js";
-import { createMetrics } from "../../services/shared/metrics.js";
+import { createMetrics } from "../../services/shared/runtime/metrics.js";
 import { createTestClock, insertServer, startHarness, type Harness, type TestClock } from "../../scripts/harness/delivery-harness.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";

@@ -1,13 +1,13 @@
 /**
  * The hearts search (HeartService.ListHearts `query`, the dashboard's Hearts search) refuses a
  * NUL character like every other text field: invalid_argument / 400 naming the field, from the
- * one field table (services/shared/field-rules.ts), never a 500 from PostgreSQL.
+ * one field table (services/shared/values/field-rules.ts), never a 500 from PostgreSQL.
  */
 import anyTest, { type TestFn } from "ava";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createServiceClients, startStack, type TestStack } from "../../scripts/harness/stack.js";
-import { createLogger } from "../../services/shared/log.js";
-import { nulText, tooLongText } from "../../services/shared/field-rules.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
+import { nulText, tooLongText } from "../../services/shared/values/field-rules.js";
 
 const DASHBOARD_TOKEN = "dash-hearts-query-nul-test-token-0123456789";
 

@@ -14,7 +14,7 @@ import { Kafka, logLevel } from "kafkajs";
 import pg from "pg";
 import { startKafka } from "../../scripts/infra/kafka.js";
 import { startPostgres } from "../../scripts/infra/postgres.js";
-import { createKafkaBus, ensureTopics } from "../../services/shared/kafka-bus.js";
+import { createKafkaBus, ensureTopics } from "../../services/shared/adapters/kafka-bus.js";
 import { eventually } from "../helpers/eventually.js";
 import { captureLog } from "./gateway-stack.js";
 

@@ -1,7 +1,7 @@
 import test from "ava";
 import { randomBytes } from "node:crypto";
-import { createKafkaBus, ensureTopics, TOPIC_PARTITIONS } from "../../services/shared/kafka-bus.js";
-import { createLogger } from "../../services/shared/log.js";
+import { createKafkaBus, ensureTopics, TOPIC_PARTITIONS } from "../../services/shared/adapters/kafka-bus.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import { eventually } from "../helpers/eventually.js";
 
 const brokers = (process.env.KAFKA_BROKERS ?? "").split(",");

@@ -7,7 +7,7 @@
  */
 import test from "ava";
 import { captureLog } from "../helpers/capture-log.js";
-import { createKafkaBus, createKafkaOutageLog, toKafkaLogLine } from "../../services/shared/kafka-bus.js";
+import { createKafkaBus, createKafkaOutageLog, toKafkaLogLine } from "../../services/shared/adapters/kafka-bus.js";
 
 test("Kafka unreachable: one error line with the first error's cause, the retries at debug, no warning, no stack trace", async (t) => {
   const { log, raw } = captureLog("debug");

@@ -4,7 +4,7 @@
  * matches the document integrators read. Used by the gateway's tests (responses)
  * and by the hearts/delivery tests (reward callback bodies and headers).
  */
-import { isUuid } from "../../services/shared/ids.js";
+import { isUuid } from "../../services/shared/values/ids.js";
 import Ajv2020 from "ajv/dist/2020.js";
 import type { ValidateFunction } from "ajv/dist/2020.js";
 import { openApiDocument } from "../../gateway/openapi.js";

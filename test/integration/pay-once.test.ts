@@ -17,7 +17,7 @@ import { startWorkerLiveness } from "../../services/delivery/worker-liveness.js"
 import { randomUUID } from "node:crypto";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
-import { createServiceTransport } from "../../services/shared/service-transport.js";
+import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import { eventually } from "../helpers/eventually.js";
 import { ownerApi, signInOwner } from "../helpers/owner-session.js";
 import { startReceiver, type Receiver, type ScriptedResponse } from "../../scripts/harness/receiver.js";

@@ -10,7 +10,7 @@ import anyTest, { type TestFn } from "ava";
 import { Code } from "@connectrpc/connect";
 import { HEART_COOLDOWN_MS } from "../../services/hearts/domain/streak.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { NIL_UUID } from "../../services/shared/ids.js";
+import { NIL_UUID } from "../../services/shared/values/ids.js";
 import { TEST_CALLBACK_PLATFORM_IDS } from "../../services/delivery/send-test-callback.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";

@@ -16,8 +16,8 @@ import { PluginCallOutcome, PluginCallSchema, type PluginCall } from "../../gen/
 import { PLUGIN_PRESET_PATHS, VOTES_JSON_PATH, VOTES_PATH } from "../../gateway/handle-vote-claim.js";
 import { MAX_PLUGIN_ACTIVITY_ROWS } from "../../services/plugin-activity/get-plugin-activity.js";
 import { PLUGIN_ACTIVITY_DELETE_PER_BATCH, PLUGIN_ACTIVITY_MAX_AGE_MS } from "../../services/plugin-activity/record-plugin-calls.js";
-import { MAX_PLUGIN_CALLS_PER_BATCH } from "../../services/shared/plugin-call-limits.js";
-import { runSql } from "../../services/shared/sql/executor.js";
+import { MAX_PLUGIN_CALLS_PER_BATCH } from "../../services/shared/values/plugin-call-limits.js";
+import { runSql } from "../../services/shared/adapters/sql/executor.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
 import { eventually } from "../helpers/eventually.js";

@@ -11,7 +11,7 @@ import anyTest, { type TestFn } from "ava";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SIGNING_KEY_CACHE_MS, SIGNING_KEY_OVERLAP_MS } from "../../services/servers/webhook-signing-keys.js";
 import { WELL_KNOWN_CACHE_MS } from "../../gateway/handle-well-known.js";
-import { ed25519PublicKeyOf } from "../../services/shared/signature.js";
+import { ed25519PublicKeyOf } from "../../services/shared/values/signature.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { createServiceClients, startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";

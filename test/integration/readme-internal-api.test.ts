@@ -8,7 +8,7 @@ import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { createLogger } from "../../services/shared/log.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import { REPO_ROOT } from "../../scripts/harness/processes.js";
 import { openLoginLink, ownerApi, startDashboardGateway } from "../helpers/owner-session.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";

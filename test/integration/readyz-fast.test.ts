@@ -7,13 +7,13 @@
  * address tried.
  */
 import anyTest from "ava";
-import { createKafkaBus } from "../../services/shared/kafka-bus.js";
-import { createPrisma, pingDatabase } from "../../services/shared/db.js";
-import { describeFailure, READINESS_MAX_RESULT_AGE_MS, READINESS_TIMEOUT_MS, READYZ_ANSWER_WITHIN_MS } from "../../services/shared/health.js";
-import { createLogger } from "../../services/shared/log.js";
-import { createMetrics } from "../../services/shared/metrics.js";
-import { createOpsServer } from "../../services/shared/ops-server.js";
-import { readinessChecks } from "../../services/shared/readiness.js";
+import { createKafkaBus } from "../../services/shared/adapters/kafka-bus.js";
+import { createPrisma, pingDatabase } from "../../services/shared/adapters/db.js";
+import { describeFailure, READINESS_MAX_RESULT_AGE_MS, READINESS_TIMEOUT_MS, READYZ_ANSWER_WITHIN_MS } from "../../services/shared/runtime/health.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
+import { createMetrics } from "../../services/shared/runtime/metrics.js";
+import { createOpsServer } from "../../services/shared/runtime/ops-server.js";
+import { readinessChecks } from "../../services/shared/adapters/readiness.js";
 import { createTestDatabase } from "../../scripts/harness/db.js";
 import { eventually } from "../helpers/eventually.js";
 import { captureLog } from "./gateway-stack.js";

@@ -10,9 +10,9 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
 import { applyEventBatch, createApplyEventQueue, MAX_TRANSACTION_RETRIES, type ApplyEventResult } from "../../services/referral/apply-event.js";
 import { toApplyEventCommand, type ApplyEventCommand } from "../../services/referral/domain/commands.js";
-import { DomainError, IllegalTransition, RETRY_AFTER_HEADER } from "../../services/shared/errors.js";
+import { DomainError, IllegalTransition, RETRY_AFTER_HEADER } from "../../services/shared/rpc/errors.js";
 import { ERROR_TEXT } from "../../gateway/http-errors.js";
-import type { ItemOutcome } from "../../services/shared/group-commit.js";
+import type { ItemOutcome } from "../../services/shared/runtime/group-commit.js";
 import { applyEvent, clickToken, createReferralServer, rpcError, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 import { nowSeconds, startGatewayStack } from "./gateway-stack.js";
 

@@ -11,7 +11,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { applyEventBatch } from "../../services/referral/apply-event.js";
 import { DEFAULT_ABUSE_RULES } from "../../services/referral/domain/abuse-signals.js";
 import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
-import { executeSql } from "../../services/shared/sql/executor.js";
+import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
 import { clickToken, createReferralServer, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 

@@ -8,8 +8,8 @@
  */
 import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
-import { REFERRALS_TOPIC } from "../../services/shared/bus.js";
-import { formatIngestSignature } from "../../services/shared/signature.js";
+import { REFERRALS_TOPIC } from "../../services/shared/adapters/bus.js";
+import { formatIngestSignature } from "../../services/shared/values/signature.js";
 import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";

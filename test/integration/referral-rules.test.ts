@@ -8,7 +8,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { ReferralEventType, ReferralState } from "../../gen/proto/referral/v1/referral_pb.js";
-import { REVERSAL_REASONS } from "../../services/shared/contract.js";
+import { REVERSAL_REASONS } from "../../services/shared/values/contract.js";
 import { applyEvent, clickToken, createReferralServer, errorDetails, rpcError, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 // Serial: several tests move the file's one clock, which every test reads.

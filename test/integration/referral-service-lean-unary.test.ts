@@ -17,8 +17,8 @@ import {
   ClaimVoteResponseSchema,
   PlayerIdKind,
 } from "../../gen/proto/claims/v1/claims_pb.js";
-import { ERROR_TEXT } from "../../services/shared/contract.js";
-import { DASHBOARD_SESSION_HEADER, ERROR_KIND_HEADER, SESSION_EXPIRED_KIND } from "../../services/shared/wire.js";
+import { ERROR_TEXT } from "../../services/shared/values/contract.js";
+import { DASHBOARD_SESSION_HEADER, ERROR_KIND_HEADER, SESSION_EXPIRED_KIND } from "../../services/shared/values/wire.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 
@@ -33,7 +33,7 @@ test.after.always(async () => {
 interface Answer {
   status: number;
   contentType: string | undefined;
-  /** The error metadata header the service sets (services/shared/wire.ts). */
+  /** The error metadata header the service sets (services/shared/values/wire.ts). */
   errorKind: string | undefined;
   body: Buffer;
 }

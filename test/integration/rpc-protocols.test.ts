@@ -13,7 +13,7 @@ import {
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { grpcJsBearer } from "../helpers/grpc-js.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
-import { bearerToken } from "../../services/shared/service-transport.js";
+import { bearerToken } from "../../services/shared/rpc/service-transport.js";
 
 let stack: TestStack;
 test.before(async () => {

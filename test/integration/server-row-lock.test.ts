@@ -7,8 +7,8 @@
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
 import { lockServer } from "../../services/servers/secret-store.js";
-import { DomainError } from "../../services/shared/errors.js";
-import { runSql } from "../../services/shared/sql/executor.js";
+import { DomainError } from "../../services/shared/rpc/errors.js";
+import { runSql } from "../../services/shared/adapters/sql/executor.js";
 import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;

@@ -1,11 +1,11 @@
 /**
- * The one decoding of raw SQL (services/shared/sql/decode.ts): one statement returns a column of each SQL type the
+ * The one decoding of raw SQL (services/shared/adapters/sql/decode.ts): one statement returns a column of each SQL type the
  * services read, and each arrives as the one TypeScript type the table there names, whether the statement runs on
  * its own (runSql), in a transaction (runSqlTransaction) or as a count of changed rows (executeSql).
  */
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
-import { executeSql, runSql, runSqlTransaction } from "../../services/shared/sql/executor.js";
+import { executeSql, runSql, runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;

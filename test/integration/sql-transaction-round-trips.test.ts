@@ -1,5 +1,5 @@
 /**
- * runSqlTransaction (services/shared/sql/executor.ts) sends BEGIN in the first statement's network round trip
+ * runSqlTransaction (services/shared/adapters/sql/executor.ts) sends BEGIN in the first statement's network round trip
  * (one Sync, one ReadyForQuery), with the statement's parameters still bound, never written into the SQL.
  * Counted on the wire: the clients here reach PostgreSQL through a TCP relay that counts the server's
  * ReadyForQuery messages, one per round trip. Whatever fails (the first statement, its Parse, a later
@@ -8,8 +8,8 @@
 import net from "node:net";
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
-import { createPrisma, isUniqueViolation, type PrismaClient } from "../../services/shared/db.js";
-import { runSqlTransaction } from "../../services/shared/sql/executor.js";
+import { createPrisma, isUniqueViolation, type PrismaClient } from "../../services/shared/adapters/db.js";
+import { runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 interface WireCounter {

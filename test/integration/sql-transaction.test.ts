@@ -1,5 +1,5 @@
 /**
- * runSqlTransaction (services/shared/sql/executor.ts), the relay's pass transaction on node-postgres: it commits
+ * runSqlTransaction (services/shared/adapters/sql/executor.ts), the relay's pass transaction on node-postgres: it commits
  * when the body resolves, rolls back when it throws, and a transaction left open past its timeout is
  * ended (rolled back) with its connection, never committed; the pool stays usable after each. A transaction
  * that gets no connection within its maxWaitMs, or outlives its timeout, fails with TransactionUnavailable
@@ -7,8 +7,8 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
-import { isUniqueViolation } from "../../services/shared/db.js";
-import { isTransactionUnavailable, runSqlTransaction, TransactionUnavailable } from "../../services/shared/sql/executor.js";
+import { isUniqueViolation } from "../../services/shared/adapters/db.js";
+import { isTransactionUnavailable, runSqlTransaction, TransactionUnavailable } from "../../services/shared/adapters/sql/executor.js";
 import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;

@@ -15,7 +15,7 @@ import { HeartVerdict } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { getDeliveryStats } from "../../services/delivery/delivery-stats.js";
 import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
 import { sendVotifierVote } from "../../services/delivery/send-votifier.js";
-import { votifierRefusal, VOTIFIER_MAX_USERNAME_CHARS } from "../../services/shared/votifier-limits.js";
+import { votifierRefusal, VOTIFIER_MAX_USERNAME_CHARS } from "../../services/shared/values/votifier-limits.js";
 import { eventually } from "../helpers/eventually.js";
 import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
 import { insertSecret, insertServer, startDispatchWorld, type Harness } from "../../scripts/harness/delivery-harness.js";

@@ -12,8 +12,8 @@ import {
   loadCurrentSigningKey,
   rotateSigningKey,
 } from "../../services/servers/webhook-signing-keys.js";
-import { createSecretBox } from "../../services/shared/secrets.js";
-import { publicKeyStringOf } from "../../services/shared/signature.js";
+import { createSecretBox } from "../../services/shared/runtime/secrets.js";
+import { publicKeyStringOf } from "../../services/shared/values/signature.js";
 import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;

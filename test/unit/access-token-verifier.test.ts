@@ -1,5 +1,5 @@
 import test from "ava";
-import type { PrismaClient } from "../../services/shared/db.js";
+import type { PrismaClient } from "../../services/shared/adapters/db.js";
 import { createTokenVerifier } from "../../services/access/service-tokens.js";
 
 /** A stand-in for the one query the verifier makes, counting calls; answers after a tick like a database would. */

@@ -6,7 +6,7 @@
 import test from "ava";
 import { RPC_TIMEOUT_MS } from "../../gateway/server.js";
 import { CAST_HEART_BATCH_DEFAULTS } from "../../services/hearts/cast-heart-batch.js";
-import { ADMISSION_MAX_QUEUE_WAIT_MS, ADMISSION_MAX_TOTAL_WAIT_MS } from "../../services/shared/group-commit.js";
+import { ADMISSION_MAX_QUEUE_WAIT_MS, ADMISSION_MAX_TOTAL_WAIT_MS } from "../../services/shared/runtime/group-commit.js";
 
 test("CastHeart refuses a vote that waited for capacity well under a second, from the one admission constant", (t) => {
   t.is(CAST_HEART_BATCH_DEFAULTS.maxQueueWaitMs, ADMISSION_MAX_QUEUE_WAIT_MS);

@@ -6,7 +6,13 @@
  */
 import test from "ava";
 import ipaddr from "ipaddr.js";
-import { SPECIAL_PURPOSE_IPV4, SPECIAL_PURPOSE_IPV6, isForbiddenAddress, specialRangeOf, validateCallbackUrl } from "../../services/shared/callback-url.js";
+import {
+  SPECIAL_PURPOSE_IPV4,
+  SPECIAL_PURPOSE_IPV6,
+  isForbiddenAddress,
+  specialRangeOf,
+  validateCallbackUrl,
+} from "../../services/shared/values/callback-url.js";
 
 /** [cidr, first address, last address, what]. */
 const IPV4: Array<[string, string, string, string]> = [

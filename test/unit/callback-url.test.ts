@@ -1,5 +1,5 @@
 import test from "ava";
-import { isForbiddenAddress, validateCallbackUrl } from "../../services/shared/callback-url.js";
+import { isForbiddenAddress, validateCallbackUrl } from "../../services/shared/values/callback-url.js";
 
 const forbiddenAddresses: Array<[string, string]> = [
   ["127.0.0.1", "IPv4 loopback"],

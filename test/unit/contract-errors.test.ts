@@ -13,7 +13,7 @@ import {
   REFERRAL_STATES,
   requiredText,
   statusOf,
-} from "../../services/shared/contract.js";
+} from "../../services/shared/values/contract.js";
 import { errorReply } from "../../gateway/http-errors.js";
 import { openApiDocument } from "../../gateway/openapi.js";
 

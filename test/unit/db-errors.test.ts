@@ -1,10 +1,10 @@
 /**
- * Database errors are classified by code, never by message text (services/shared/db-errors.ts): the
+ * Database errors are classified by code, never by message text (services/shared/values/db-errors.ts): the
  * shapes node-postgres, Prisma and its driver adapter give for a database that is down or restarting
  * count as unavailable; a request's own failure (a constraint, a syntax error) and an unknown error do not.
  */
 import test from "ava";
-import { isDatabaseUnavailable, isUniqueViolation, PG_CONNECTION_LOST } from "../../services/shared/db-errors.js";
+import { isDatabaseUnavailable, isUniqueViolation, PG_CONNECTION_LOST } from "../../services/shared/values/db-errors.js";
 
 const coded = (code: string, extra: Record<string, unknown> = {}) => Object.assign(new Error("any text at all"), { code, ...extra });
 const prisma = (code: string, cause: Record<string, unknown>) =>

@@ -6,7 +6,7 @@
 import test from "ava";
 import { buildHeartEventBody, type HeartEventFields } from "../../services/delivery/send-callback.js";
 import { TEST_CALLBACK_PLATFORM_IDS } from "../../services/delivery/send-test-callback.js";
-import { NO_PLATFORM_IDS, normalizePlatformId, type PlatformIdField } from "../../services/shared/player-ids.js";
+import { NO_PLATFORM_IDS, normalizePlatformId, type PlatformIdField } from "../../services/shared/values/player-ids.js";
 import { validateHeartEvent, validateHeartEventV2 } from "../integration/openapi-validate.js";
 
 const v1: HeartEventFields = {

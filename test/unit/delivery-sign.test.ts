@@ -1,6 +1,6 @@
 import test from "ava";
 import { buildHeartEventBody, signCallback } from "../../services/delivery/send-callback.js";
-import { NIL_UUID } from "../../services/shared/ids.js";
+import { NIL_UUID } from "../../services/shared/values/ids.js";
 
 // Frozen vectors computed outside the project with openssl, e.g.
 //   printf '%s' "1773145800.$BODY" | openssl dgst -sha256 -hmac "$SECRET"

@@ -1,6 +1,6 @@
 import test from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
-import { IllegalTransition } from "../../services/shared/errors.js";
+import { IllegalTransition } from "../../services/shared/rpc/errors.js";
 import {
   DELIVERY_STATUSES,
   DELIVERY_TRANSITIONS,

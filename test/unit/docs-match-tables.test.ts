@@ -1,6 +1,6 @@
 /**
  * The docs state the service's limits and statuses from the code's one tables, checked here both ways:
- * `services/shared/field-rules.ts` (every text field's bound) and `services/shared/contract.ts` (every error's
+ * `services/shared/values/field-rules.ts` (every text field's bound) and `services/shared/values/contract.ts` (every error's
  * status and text). A field, limit, status or text in the code but missing from a document's table fails, and
  * so does one in a table that the code does not have (or has with another number or status). Prose that names
  * a field's length or a dashboard limit is checked against the constant that holds it.
@@ -22,9 +22,9 @@ import {
   requiredText,
   unixSecondsText,
   type ContractErrorKind,
-} from "../../services/shared/contract.js";
-import { FIELD_RULES, type FieldName, type FieldRule } from "../../services/shared/field-rules.js";
-import { SIGNATURE_TOLERANCE_SECONDS } from "../../services/shared/signature.js";
+} from "../../services/shared/values/contract.js";
+import { FIELD_RULES, type FieldName, type FieldRule } from "../../services/shared/values/field-rules.js";
+import { SIGNATURE_TOLERANCE_SECONDS } from "../../services/shared/values/signature.js";
 
 const read = (relative: string) => readFileSync(new URL(`../../${relative}`, import.meta.url), "utf8");
 

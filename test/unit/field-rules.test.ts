@@ -3,9 +3,9 @@ import { validateEvent, type JsonObject } from "../../gateway/validate-event.js"
 import { handleReferralLink } from "../../gateway/handle-referral-link.js";
 import { toApplyEventCommand, toRecordClickCommand } from "../../services/referral/domain/commands.js";
 import { toRegistrationUrl, toServerName } from "../../services/servers/domain/server-fields.js";
-import { validateCallbackUrl } from "../../services/shared/callback-url.js";
-import { DomainError } from "../../services/shared/errors.js";
-import { FIELD_RULES, boundField, fieldProblem, type FieldName } from "../../services/shared/field-rules.js";
+import { validateCallbackUrl } from "../../services/shared/values/callback-url.js";
+import { DomainError } from "../../services/shared/rpc/errors.js";
+import { FIELD_RULES, boundField, fieldProblem, type FieldName } from "../../services/shared/values/field-rules.js";
 
 const SERVER_ID = "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f";
 const BTREE_ROW_LIMIT_BYTES = 2704;

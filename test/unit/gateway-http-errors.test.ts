@@ -1,6 +1,6 @@
 import test from "ava";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { DomainError, IllegalTransition, toConnectError } from "../../services/shared/errors.js";
+import { DomainError, IllegalTransition, toConnectError } from "../../services/shared/rpc/errors.js";
 import { fromRpcError } from "../../gateway/http-errors.js";
 
 const replyOf = (error: unknown) => fromRpcError(error).reply;

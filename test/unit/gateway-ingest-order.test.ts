@@ -9,8 +9,8 @@ import {
 } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ResolveSigningKeysResponseSchema, SigningKeyStatus } from "../../gen/proto/servers/v1/servers_pb.js";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { DomainError, IllegalTransition, toConnectError } from "../../services/shared/errors.js";
-import { formatIngestSignature } from "../../services/shared/signature.js";
+import { DomainError, IllegalTransition, toConnectError } from "../../services/shared/rpc/errors.js";
+import { formatIngestSignature } from "../../services/shared/values/signature.js";
 import { handleIngest } from "../../gateway/handle-ingest.js";
 import type { IngestRpcs } from "../../gateway/forward.js";
 

@@ -8,8 +8,8 @@ import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { createPublicGateway } from "../../gateway/public-gateway.js";
-import { createLogger } from "../../services/shared/log.js";
-import { createMetrics } from "../../services/shared/metrics.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
+import { createMetrics } from "../../services/shared/runtime/metrics.js";
 
 const DASHBOARD_TOKEN = "one-session-test-dashboard-token-0123456789";
 

@@ -1,7 +1,7 @@
 import test from "ava";
 import { createConfig, lintFromString } from "@redocly/openapi-core";
 import { openApiDocument } from "../../gateway/openapi.js";
-import { PERIOD_PATTERN } from "../../services/shared/period.js";
+import { PERIOD_PATTERN } from "../../services/shared/values/period.js";
 import { validateAgainstOpenApi, validateHeartCallbackHeaders, validateHeartEvent, validateRequestBody } from "../integration/openapi-validate.js";
 
 test("the OpenAPI document passes the Redocly recommended ruleset with no problems", async (t) => {
@@ -115,7 +115,7 @@ test("heart callback headers: X-Service-Event and X-Service-Signature t=<unix>,v
   t.false(validateHeartCallbackHeaders({ "X-Service-Event": "heart.other", "X-Service-Signature": `t=1,v1=${mac}` }).valid);
 });
 
-test("every period in the document takes the one period rule (services/shared/period.ts): a real month, 01-12", (t) => {
+test("every period in the document takes the one period rule (services/shared/values/period.ts): a real month, 01-12", (t) => {
   const patterns: string[] = [];
   const walk = (node: unknown, key: string): void => {
     if (node === null || typeof node !== "object") return;

@@ -1,7 +1,7 @@
 import test from "ava";
 import { create } from "@bufbuild/protobuf";
 import { RecordClickResponseSchema } from "../../gen/proto/referral/v1/referral_pb.js";
-import { DomainError, toConnectError } from "../../services/shared/errors.js";
+import { DomainError, toConnectError } from "../../services/shared/rpc/errors.js";
 import { handleReferralLink, type ReferralLinkRpcs } from "../../gateway/handle-referral-link.js";
 import { resolveRequestId } from "../../gateway/request-id.js";
 

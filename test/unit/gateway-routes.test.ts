@@ -8,8 +8,8 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { createReferralServiceClients } from "../../gateway/clients.js";
 import { createGatewayServer } from "../../gateway/server.js";
-import { createLogger } from "../../services/shared/log.js";
-import { createMetrics } from "../../services/shared/metrics.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
+import { createMetrics } from "../../services/shared/runtime/metrics.js";
 
 let base = "";
 let server: http.Server;

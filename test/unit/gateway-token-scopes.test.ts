@@ -8,7 +8,7 @@ import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { GATEWAY_ROUTE_SCOPES } from "../../gateway/check-service-token.js";
 import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
 import { RPC_ACCESS, rpcKey } from "../../services/access/rpc-access.js";
-import { createRpcClients } from "../../services/shared/service-clients.js";
+import { createRpcClients } from "../../services/shared/rpc/service-clients.js";
 
 test("GATEWAY_ROUTE_SCOPES names exactly the gateway's default scopes", (t) => {
   t.deepEqual(GATEWAY_ROUTE_SCOPES.map((row) => row.scope).sort(), [...DEFAULT_GATEWAY_SCOPES].sort());

@@ -1,5 +1,5 @@
 import test from "ava";
-import { formatIngestSignature } from "../../services/shared/signature.js";
+import { formatIngestSignature } from "../../services/shared/values/signature.js";
 import { parseSignatureHeader, verifySignature, type SigningKeyMaterial } from "../../gateway/verify-signature.js";
 
 const NOW = 1_767_225_600;

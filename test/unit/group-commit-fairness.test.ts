@@ -1,11 +1,11 @@
 /**
- * Fair, bounded admission of the group-commit queue (services/shared/group-commit.ts; issue 18):
+ * Fair, bounded admission of the group-commit queue (services/shared/runtime/group-commit.ts; issue 18):
  * per-key quotas of the queue (one busy IP cannot fill it) and a bound on every item's whole wait,
  * behind its own key too.
  */
 import test from "ava";
 import { Busy, recorder } from "../helpers/group-commit-recorder.js";
-import { createGroupCommit } from "../../services/shared/group-commit.js";
+import { createGroupCommit } from "../../services/shared/runtime/group-commit.js";
 
 test.serial("quotas: a key past its share of the queue is refused at once (the refused item never runs); other keys are still admitted", async (t) => {
   const r = recorder<{ ip: string; n: number }>((i) => ({ ok: true, value: `${i.ip}${i.n}` }));

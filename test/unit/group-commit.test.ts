@@ -1,11 +1,11 @@
 /**
- * The generic group-commit queue (services/shared/group-commit.ts): batching,
+ * The generic group-commit queue (services/shared/runtime/group-commit.ts): batching,
  * per-item outcomes, keys never sharing a batch (and keeping their order), and
  * the bounds (queue length, queue wait) that refuse with the overload error.
  */
 import test from "ava";
 import { Busy, recorder } from "../helpers/group-commit-recorder.js";
-import { claimKeys, createGroupCommit } from "../../services/shared/group-commit.js";
+import { claimKeys, createGroupCommit } from "../../services/shared/runtime/group-commit.js";
 import { eventually } from "../helpers/eventually.js";
 
 test("items submitted together run as one batch, each caller gets its own outcome (one failure fails no neighbour)", async (t) => {

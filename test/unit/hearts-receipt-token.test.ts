@@ -11,7 +11,7 @@
 import test from "ava";
 import { randomBytes, randomUUID } from "node:crypto";
 import { createReceiptLinks, mintReceiptToken, readReceiptToken, receiptKeyOf, RECEIPT_TOKEN_CHARS } from "../../services/hearts/receipt-token.js";
-import { createSecretBox } from "../../services/shared/secrets.js";
+import { createSecretBox } from "../../services/shared/runtime/secrets.js";
 
 const KEY = Buffer.from(Array.from({ length: 32 }, (_, i) => i));
 const HEART = "0f8c4e2d-1a4e-4b3b-9c7d-6a5f4e3d2c1b";

@@ -1,7 +1,7 @@
 import test from "ava";
 import { toVoterAddress } from "../../services/hearts/domain/ip.js";
 import { daysBetween, nextStreak, streakAtDelivery, utcDay } from "../../services/hearts/domain/streak.js";
-import { isPeriod, periodOf } from "../../services/shared/period.js";
+import { isPeriod, periodOf } from "../../services/shared/values/period.js";
 
 const at = (iso: string) => new Date(iso);
 const day = (ymd: string) => new Date(`${ymd}T00:00:00.000Z`);

@@ -1,7 +1,7 @@
 import test from "ava";
 import kafkajs from "kafkajs";
-import { RejectedMessagesError } from "../../services/shared/bus.js";
-import { toRejectedMessages } from "../../services/shared/kafka-bus.js";
+import { RejectedMessagesError } from "../../services/shared/adapters/bus.js";
+import { toRejectedMessages } from "../../services/shared/adapters/kafka-bus.js";
 
 // CommonJS exports Node's named-export detection cannot see.
 const { KafkaJSProtocolError, KafkaJSNonRetriableError, KafkaJSNumberOfRetriesExceeded, KafkaJSConnectionError } = kafkajs;

@@ -29,8 +29,10 @@ const FORBIDDEN_IN_GATEWAY: ReadonlyArray<{ pattern: RegExp; what: string }> = [
   { pattern: /^@electric-sql\//, what: "the embedded PostgreSQL" },
   { pattern: /^gen\/prisma\//, what: "the generated Prisma client" },
   {
-    pattern: /^services\/shared\/(db|kafka-bus|memory-bus|bus|outbox|startup-dependencies)\.ts$/,
-    what: "a module that opens or waits for the database or the bus",
+    // An allow-list: the gateway may load the wire and domain values, the process runtime and the RPC plumbing;
+    // services/shared/adapters/ holds the modules that open, hold or wait for the database or the bus.
+    pattern: /^services\/shared\/(?!(values|runtime|rpc)\/)/,
+    what: "a shared module outside values/, runtime/ and rpc/ (the adapters that hold database or bus clients)",
   },
   { pattern: /^services\/(?!shared\/)/, what: "a service's own code (the gateway reaches the services over RPC only)" },
 ];
@@ -144,7 +146,7 @@ function describeCycle(members: readonly string[], edges: ReadonlyMap<string, Re
 test("the gateway's run-time imports reach no database or Kafka client and no service's own code", (t) => {
   const closure = closureOf("gateway/main.ts");
   // The walker works: the closure holds the gateway's own modules and the process skeleton.
-  for (const expected of ["gateway/server.ts", "gateway/handle-ingest.ts", "services/shared/run-service.ts", "@connectrpc/connect"]) {
+  for (const expected of ["gateway/server.ts", "gateway/handle-ingest.ts", "services/shared/runtime/run-service.ts", "@connectrpc/connect"]) {
     t.true(closure.has(expected), `the import walker should reach ${expected} from gateway/main.ts`);
   }
   const violations: string[] = [];
@@ -214,7 +216,7 @@ test("the referral service's run-time imports reach no Kafka client and none of 
     t.true(closure.has(expected), `the import walker should reach ${expected} from the referral service`);
   const violations = reached("services/referral-service/main.ts", [
     { pattern: /^kafkajs$/, what: "the Kafka client (the referral service holds no bus)" },
-    { pattern: /^services\/shared\/(kafka-bus|kafka-dependency)\.ts$/, what: "the Kafka bus" },
+    { pattern: /^services\/shared\/adapters\/(kafka-bus|kafka-dependency)\.ts$/, what: "the Kafka bus" },
     { pattern: /^services\/delivery\/(consumer|dispatcher|worker|worker-liveness|main)\.ts$/, what: "the delivery process's own loops" },
   ]);
   t.deepEqual(violations, [], `services/referral-service/main.ts must not load these (ARCHITECTURE.md, "Layers"):\n${violations.join("\n")}`);
@@ -243,4 +245,22 @@ test("no import cycle between files of product code (services/, gateway/, script
   }
   const cycles = cyclesOf(edges).map((members) => describeCycle(members, edges));
   t.deepEqual(cycles, [], `import cycles in product code:\n${cycles.join("\n")}`);
+});
+
+test("services/shared's layers point one way: values <- runtime <- rpc <- adapters", (t) => {
+  const RANK = { values: 0, runtime: 1, rpc: 2, adapters: 3 } as const;
+  const layerOf = (path: string) => /^services\/shared\/(values|runtime|rpc|adapters)\//.exec(path)?.[1] as keyof typeof RANK | undefined;
+  const files = tsFilesUnder("services/shared");
+  const outside = files.filter((file) => layerOf(file) === undefined);
+  t.deepEqual(outside, [], "every shared module is in one of the four layers");
+  const upward: string[] = [];
+  for (const file of files) {
+    const from = layerOf(file);
+    if (from === undefined) continue;
+    for (const target of runtimeImportsOf(file)) {
+      const to = layerOf(target);
+      if (to !== undefined && RANK[to] > RANK[from]) upward.push(`${file} (${from}) imports ${target} (${to})`);
+    }
+  }
+  t.deepEqual(upward, [], `a shared module imports a layer above its own (ARCHITECTURE.md, "Layers"):\n${upward.join("\n")}`);
 });

@@ -1,10 +1,10 @@
 import test from "ava";
 import { readFileSync } from "node:fs";
 import pg from "pg";
-import { PG_VERIFIED_VERSION } from "../../services/shared/sql/pg-internals.js";
+import { PG_VERIFIED_VERSION } from "../../services/shared/adapters/sql/pg-internals.js";
 
 /**
- * services/shared/db.ts subclasses node-postgres's Client and Query and calls methods its type definitions leave out
+ * services/shared/adapters/db.ts subclasses node-postgres's Client and Query and calls methods its type definitions leave out
  * (PG_VERIFIED_VERSION lists them). A different pg, installed directly or as @prisma/adapter-pg's, may have changed
  * them: this fails until they were re-read and the constant raised.
  */
@@ -14,7 +14,7 @@ test("the installed node-postgres is the version whose internals db.ts was verif
   t.is(
     versionOf("../../node_modules/pg/package.json"),
     PG_VERIFIED_VERSION,
-    "services/shared/db.ts builds on pg internals: re-check them as PG_VERIFIED_VERSION's comment lists, then raise it",
+    "services/shared/adapters/db.ts builds on pg internals: re-check them as PG_VERIFIED_VERSION's comment lists, then raise it",
   );
   const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { dependencies: Record<string, string> };
   t.is(pkg.dependencies.pg, PG_VERIFIED_VERSION, "package.json pins pg to the verified version (no range)");

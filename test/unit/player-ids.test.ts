@@ -1,6 +1,6 @@
 import test from "ava";
-import { DomainError } from "../../services/shared/domain-error.js";
-import { PLATFORM_ID_TEXT, normalizePlatformId, requirePlatformId, toPlatformIds, type PlatformIdField } from "../../services/shared/player-ids.js";
+import { DomainError } from "../../services/shared/values/domain-error.js";
+import { PLATFORM_ID_TEXT, normalizePlatformId, requirePlatformId, toPlatformIds, type PlatformIdField } from "../../services/shared/values/player-ids.js";
 
 /** [field, as sent, normal form or null for refused]. */
 const CASES: Array<[PlatformIdField, string, string | null]> = [

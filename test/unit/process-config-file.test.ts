@@ -1,10 +1,10 @@
-/** A setting given inline or as a file (services/shared/process-config.ts readValueOrFile). */
+/** A setting given inline or as a file (services/shared/runtime/process-config.ts readValueOrFile). */
 import test from "ava";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigError, createEnvReader } from "../../services/shared/config.js";
-import { readValueOrFile } from "../../services/shared/process-config.js";
+import { ConfigError, createEnvReader } from "../../services/shared/runtime/config.js";
+import { readValueOrFile } from "../../services/shared/runtime/process-config.js";
 
 test("readValueOrFile: inline wins, else the file's text; neither is undefined; an unreadable file is null and a problem naming it", (t) => {
   const file = join(mkdtempSync(join(tmpdir(), "value-or-file-")), "value");

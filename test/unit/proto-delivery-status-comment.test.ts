@@ -1,11 +1,11 @@
 /**
  * hearts.v1.HeartDelivery carries a delivery's status and transport as strings; the proto's comment is
  * their only documentation for RPC clients, so it names every value the service returns (the delivery
- * statuses and transports of services/shared/proto-names.ts, `withdrawn` of pay-once mode included).
+ * statuses and transports of services/shared/values/proto-names.ts, `withdrawn` of pay-once mode included).
  */
 import test from "ava";
 import { readFileSync } from "node:fs";
-import { DELIVERY_STATUS_TO_PROTO, DELIVERY_TRANSPORT_TO_PROTO } from "../../services/shared/proto-names.js";
+import { DELIVERY_STATUS_TO_PROTO, DELIVERY_TRANSPORT_TO_PROTO } from "../../services/shared/values/proto-names.js";
 
 const proto = readFileSync(new URL("../../proto/hearts/v1/hearts.proto", import.meta.url), "utf8");
 

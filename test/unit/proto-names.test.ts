@@ -1,4 +1,4 @@
-/** The name <-> proto enum tables (services/shared/proto-names.ts): each read backwards gives the same pairs. */
+/** The name <-> proto enum tables (services/shared/values/proto-names.ts): each read backwards gives the same pairs. */
 import test from "ava";
 import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
@@ -21,7 +21,7 @@ import {
   REVIEW_STATE_TO_PROTO,
   EXPORT_FORMAT_NAMES,
   EXPORT_FORMAT_TO_PROTO,
-} from "../../services/shared/proto-names.js";
+} from "../../services/shared/values/proto-names.js";
 
 const pairs: [Record<string, number>, Partial<Record<number, string>>][] = [
   [REFERRAL_EVENT_TO_PROTO, REFERRAL_EVENT_NAMES],

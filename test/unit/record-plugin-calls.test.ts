@@ -9,8 +9,8 @@ import { PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
 import { PluginCallOutcome, type PluginCall } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
 import { createPluginCallRecorder, toPluginCall } from "../../gateway/record-plugin-calls.js";
 import type { VoteClaimResult } from "../../gateway/handle-vote-claim.js";
-import { createLogger } from "../../services/shared/log.js";
-import { createMetrics, type Metrics } from "../../services/shared/metrics.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
+import { createMetrics, type Metrics } from "../../services/shared/runtime/metrics.js";
 
 const KEY = "vck_0123456789abcdef0123456789abcdef0123456789a";
 const SERVER = "5b0c6c0e-6f43-4c6a-9a3c-2d7a3c0f1e11";

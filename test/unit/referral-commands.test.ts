@@ -1,7 +1,7 @@
 import test from "ava";
-import { DomainError, type DomainErrorKind } from "../../services/shared/errors.js";
+import { DomainError, type DomainErrorKind } from "../../services/shared/rpc/errors.js";
 import { toApplyEventCommand, toRecordClickCommand, type ApplyEventInput } from "../../services/referral/domain/commands.js";
-import { periodOf as toPeriod, periodRange } from "../../services/shared/period.js";
+import { periodOf as toPeriod, periodRange } from "../../services/shared/values/period.js";
 import { toRedirectUrl } from "../../services/referral/domain/redirect-url.js";
 
 const SERVER = "6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f";

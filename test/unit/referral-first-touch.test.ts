@@ -1,5 +1,5 @@
 import test from "ava";
-import { IllegalTransition } from "../../services/shared/errors.js";
+import { IllegalTransition } from "../../services/shared/rpc/errors.js";
 import { decideRegistration, type AnchorView, type RegistrationDecision } from "../../services/referral/domain/first-touch.js";
 import type { AnchorState } from "../../services/referral/domain/transitions.js";
 

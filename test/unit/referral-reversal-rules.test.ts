@@ -8,8 +8,8 @@ import {
   type ReversalEffect,
   type StoredReason,
 } from "../../services/referral/domain/reversal-rules.js";
-import { REVERSAL_REASONS } from "../../services/shared/contract.js";
-import { cutField, maxCharsOf } from "../../services/shared/field-rules.js";
+import { REVERSAL_REASONS } from "../../services/shared/values/contract.js";
+import { cutField, maxCharsOf } from "../../services/shared/values/field-rules.js";
 
 const SERVER_ID = "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f";
 const BOUND = maxCharsOf("reason");

@@ -1,5 +1,5 @@
 import test from "ava";
-import { IllegalTransition } from "../../services/shared/errors.js";
+import { IllegalTransition } from "../../services/shared/rpc/errors.js";
 import {
   decide,
   REFERRAL_EVENTS,

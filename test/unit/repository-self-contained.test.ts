@@ -54,7 +54,7 @@ const SIBLING = ["..", "shared"].join("/");
 test("the check itself: a root document naming the sibling folder's spec is caught, a services/ import of its own shared module is not", (t) => {
   t.deepEqual(outsideReferences("README.md", `see ${SIBLING}/spec/contract`), [`${SIBLING}/spec/contract`]);
   t.deepEqual(outsideReferences("docs/rule-tests.md", `see \`${SIBLING}/spec/contract\``), [`${SIBLING}/spec/contract`]);
-  t.deepEqual(outsideReferences("services/relay/main.ts", `import { x } from "${SIBLING}/config.js";`), []);
+  t.deepEqual(outsideReferences("services/relay/main.ts", `import { x } from "${SIBLING}/runtime/config.js";`), []);
   t.true(outsideReferences("docs/x.md", `the ${["rulings", "md"].join(".")} file`).length === 1);
 });
 

@@ -7,8 +7,8 @@
 import test from "ava";
 import http2 from "node:http2";
 import { createReferralServiceServer, RPC_IDLE_SESSION_TIMEOUT_MS, type ReferralServiceDeps } from "../../services/referral-service/server.js";
-import { createLogger } from "../../services/shared/log.js";
-import { createMetrics } from "../../services/shared/metrics.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
+import { createMetrics } from "../../services/shared/runtime/metrics.js";
 
 /** Deps no call reaches (the test sends no RPC): the server is only built and listened on. */
 function idleDeps(idleSessionTimeoutMs: number): ReferralServiceDeps {

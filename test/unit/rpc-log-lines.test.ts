@@ -5,9 +5,9 @@
  */
 import test from "ava";
 import { captureLog } from "../helpers/capture-log.js";
-import { DomainError, DependencyUnavailable } from "../../services/shared/errors.js";
-import { createServerInterceptor } from "../../services/shared/interceptors.js";
-import { createMetrics } from "../../services/shared/metrics.js";
+import { DomainError, DependencyUnavailable } from "../../services/shared/rpc/errors.js";
+import { createServerInterceptor } from "../../services/shared/rpc/interceptors.js";
+import { createMetrics } from "../../services/shared/runtime/metrics.js";
 
 /** Runs one RPC through the interceptor whose handler throws `error`; returns the log lines. */
 async function linesOf(error: unknown): Promise<string[]> {

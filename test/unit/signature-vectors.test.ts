@@ -6,7 +6,7 @@ import {
   formatCallbackSignature,
   formatIngestSignature,
   SIGNATURE_TOLERANCE_SECONDS,
-} from "../../services/shared/signature.js";
+} from "../../services/shared/values/signature.js";
 import { parseSignatureHeader, verifySignature } from "../../gateway/verify-signature.js";
 
 /** Vectors computed with `openssl dgst -sha256 -hmac`, never with the project's code. */

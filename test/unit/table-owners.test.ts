@@ -29,8 +29,8 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   server_rankings: ["services/hearts/store.ts"],
   // The identity fraud rules' set, kept by the write that counts a heart.
   heart_address_voters: ["services/hearts/store.ts"],
-  outbox: ["services/shared/outbox.ts", "services/relay/statements.ts", "services/shared/dead-letters.ts"],
-  dead_letters: ["services/shared/dead-letters.ts"],
+  outbox: ["services/shared/adapters/outbox.ts", "services/relay/statements.ts", "services/shared/adapters/dead-letters.ts"],
+  dead_letters: ["services/shared/adapters/dead-letters.ts"],
   // The delivery lifecycle: one fragment per move of services/delivery/domain/delivery-transitions.ts.
   deliveries: ["services/delivery/write-deliveries.ts"],
   delivery_attempts: ["services/delivery/attempt-log.ts"],
@@ -40,7 +40,7 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   dashboard_sessions: ["services/access/dashboard-sessions.ts"],
   callback_health: ["services/delivery/endpoint-health.ts", "services/servers/endpoint-store.ts"],
   callback_endpoints: ["services/servers/endpoint-store.ts", "services/delivery/endpoint-health.ts"],
-  secrets_key_check: ["services/shared/secrets-key-check.ts"],
+  secrets_key_check: ["services/shared/adapters/secrets-key-check.ts"],
   webhook_signing_keys: ["services/servers/webhook-signing-keys.ts"],
   // The claim ledger: CastHeart's hold and expiry, the claim, pay-once's withdrawal.
   vote_claims: ["services/claims/write-vote-claims.ts"],

@@ -12,13 +12,13 @@ import {
   ReferralState,
 } from "../../gen/proto/referral/v1/referral_pb.js";
 import { fromRpcError } from "../../gateway/http-errors.js";
-import { DomainError, IllegalTransition, toConnectError } from "../../services/shared/errors.js";
-import { createServiceTransport, createUnaryServiceTransport } from "../../services/shared/service-transport.js";
-import { CONNECT_ES_VERIFIED_VERSION } from "../../services/shared/unary-transport.js";
+import { DomainError, IllegalTransition, toConnectError } from "../../services/shared/rpc/errors.js";
+import { createServiceTransport, createUnaryServiceTransport } from "../../services/shared/rpc/service-transport.js";
+import { CONNECT_ES_VERIFIED_VERSION } from "../../services/shared/rpc/unary-transport.js";
 import { readFileSync } from "node:fs";
 
 /**
- * The gateway's lean unary transport (services/shared/unary-transport.ts) against Connect's own
+ * The gateway's lean unary transport (services/shared/rpc/unary-transport.ts) against Connect's own
  * (createServiceTransport) on the same stub server: what the caller sees must be the same -
  * messages, response headers and trailers, and for failures the code, message, metadata and
  * details the gateway's error table reads.
@@ -165,7 +165,7 @@ test("the installed connect-es is the version the lean transport's private impor
     t.is(
       version,
       CONNECT_ES_VERIFIED_VERSION,
-      `${name} is ${version}: services/shared/unary-transport.ts imports helpers connect-es marks private (protocol-connect). ` +
+      `${name} is ${version}: services/shared/rpc/unary-transport.ts imports helpers connect-es marks private (protocol-connect). ` +
         "Re-check them, the headers and the reset-code mapping as its CONNECT_ES_VERIFIED_VERSION comment lists, then raise that constant.",
     );
   }

@@ -1,18 +1,18 @@
 /**
- * The Votifier rule (services/shared/votifier-limits.ts) against NuVotifier's two limits: a username
+ * The Votifier rule (services/shared/values/votifier-limits.ts) against NuVotifier's two limits: a username
  * the rule lets through, with any service name the settings accept, always fits NuVotifier's
  * 1024-byte frame with its longest challenge; so the only vote a NuVotifier listener can never
  * accept is the one the rule refuses.
  */
 import test from "ava";
 import { buildVotifierPayload, encodeVotifierFrame } from "../../services/delivery/send-votifier.js";
-import { maxCharsOf } from "../../services/shared/field-rules.js";
+import { maxCharsOf } from "../../services/shared/values/field-rules.js";
 import {
   NUVOTIFIER_MAX_CHALLENGE_CHARS,
   VOTIFIER_MAX_FRAME_BYTES,
   VOTIFIER_MAX_USERNAME_CHARS,
   votifierRefusal,
-} from "../../services/shared/votifier-limits.js";
+} from "../../services/shared/values/votifier-limits.js";
 
 test("the worst vote the rule lets through fits NuVotifier's frame: every character escaped twice, the longest service name and challenge", (t) => {
   // JSON escapes a control character or a lone surrogate as \uXXXX (6 bytes), and the payload string is escaped again

@@ -43,7 +43,7 @@ export function createMacEngine(subtle) {
 
 /**
  * Parses a header value part by part, exactly as the gateway does for the ingest scheme
- * (services/shared/signature.ts, gateway/verify-signature.ts), and the same way for the
+ * (services/shared/values/signature.ts, gateway/verify-signature.ts), and the same way for the
  * callback scheme with a bare-hex `v1`. Returns what it found and one finding per problem.
  */
 export function parseHeader(rawHeader, scheme, rules) {

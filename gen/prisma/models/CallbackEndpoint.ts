@@ -1184,7 +1184,7 @@ export type $CallbackEndpointPayload<ExtArgs extends runtime.Types.Extensions.In
      */
     url: string | null
     /**
-     * The event types it receives (services/shared/event-types.ts).
+     * The event types it receives (services/shared/values/event-types.ts).
      */
     eventTypes: string[]
     /**

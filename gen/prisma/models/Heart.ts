@@ -754,7 +754,7 @@ export type $HeartPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs 
     streakDay: number | null
     createdAt: Date
     /**
-     * The voter's platform ids as CastHeart received them, in normal form (services/shared/player-ids.ts); null when not given.
+     * The voter's platform ids as CastHeart received them, in normal form (services/shared/values/player-ids.ts); null when not given.
      */
     steamId: string | null
     discordId: string | null

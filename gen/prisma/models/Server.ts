@@ -2084,7 +2084,7 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
      */
     pullEnabled: boolean
     /**
-     * The event types the pull API offers (services/shared/event-types.ts): `heart.counted` (the hearts list) and, opted in, `referral.*` (the events list).
+     * The event types the pull API offers (services/shared/values/event-types.ts): `heart.counted` (the hearts list) and, opted in, `referral.*` (the events list).
      */
     pullEventTypes: string[]
     /**

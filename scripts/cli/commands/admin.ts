@@ -7,7 +7,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { HeartVerdict } from "../../../gen/proto/hearts/v1/hearts_pb.js";
 import { ReferralEventType } from "../../../gen/proto/referral/v1/referral_pb.js";
-import { REFERRAL_EVENT_TYPES } from "../../../services/shared/event-types.js";
+import { REFERRAL_EVENT_TYPES } from "../../../services/shared/values/event-types.js";
 import type { Server } from "../../../gen/proto/servers/v1/servers_pb.js";
 import { stringFlag, type Command, type CommandContext } from "../command.js";
 import { CliError, EXIT_OK, EXIT_USAGE, formatPairs } from "../output.js";

@@ -12,10 +12,10 @@
  * local NuVotifier listener, with the delivery service's own sender (send-votifier.ts).
  */
 import type { PullClaimStatus } from "../../../services/delivery/claim-pull-hearts.js";
-import { MAX_PULL_CLAIM } from "../../../services/shared/wire.js";
+import { MAX_PULL_CLAIM } from "../../../services/shared/values/wire.js";
 import { CALLBACK_TIMEOUT_MS, sendCallback, signCallback } from "../../../services/delivery/send-callback.js";
 import { VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, sendVotifierVote } from "../../../services/delivery/send-votifier.js";
-import { formatIngestSignature } from "../../../services/shared/signature.js";
+import { formatIngestSignature } from "../../../services/shared/values/signature.js";
 import { stringFlag, type Command, type CommandContext } from "../command.js";
 import type { CliConfig } from "../config.js";
 import { CLI_RUN } from "../name.js";

@@ -7,13 +7,13 @@ import { readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { SIGNATURE_RULES } from "../../../gateway/dashboard/signature-rules.js";
 import { checkSignature, createMacEngine, parseHeader, type Finding, type Scheme } from "../../../gateway/dashboard/static/signature-check.js";
-import { ERROR_TEXT, INGEST_PATH } from "../../../services/shared/contract.js";
+import { ERROR_TEXT, INGEST_PATH } from "../../../services/shared/values/contract.js";
 import {
   SIGNATURE_TOLERANCE_SECONDS,
   formatCallbackSignature,
   formatIngestSignature,
   formatStandardWebhookSignature,
-} from "../../../services/shared/signature.js";
+} from "../../../services/shared/values/signature.js";
 import { stringFlag, type Command, type CommandContext } from "../command.js";
 import { CLI_NAME, CLI_RUN } from "../name.js";
 import { CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, formatPairs } from "../output.js";

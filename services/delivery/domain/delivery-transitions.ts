@@ -3,7 +3,7 @@
  * the status it goes to and the lease the writer must hold. Pure: no I/O, no clock. Each move is written by
  * one SQL fragment (services/delivery/write-deliveries.ts), whose guard is built from this table.
  */
-import { IllegalTransition } from "../../shared/errors.js";
+import { IllegalTransition } from "../../shared/rpc/errors.js";
 
 /** The statuses of a delivery (the `DeliveryStatus` enum of the schema). */
 export const DELIVERY_STATUSES = ["pending", "delivered", "failed", "withdrawn"] as const;

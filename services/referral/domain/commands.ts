@@ -1,7 +1,7 @@
-import { DomainError, unknownServer } from "../../shared/errors.js";
-import { boundField, type FieldName } from "../../shared/field-rules.js";
-import { checkEvent, checkRefereeIdentity, checkRequiredText, type ReferralEventName } from "../../shared/contract.js";
-import { isUuid } from "../../shared/ids.js";
+import { DomainError, unknownServer } from "../../shared/rpc/errors.js";
+import { boundField, type FieldName } from "../../shared/values/field-rules.js";
+import { checkEvent, checkRefereeIdentity, checkRequiredText, type ReferralEventName } from "../../shared/values/contract.js";
+import { isUuid } from "../../shared/values/ids.js";
 import { toStoredReason, type StoredReason } from "./reversal-rules.js";
 
 /** A validated, trimmed lifecycle event. */
@@ -74,7 +74,7 @@ export interface RecordClickCommand {
 
 /**
  * Validates a RecordClick request: referrer_identity non-empty after trimming; server_id a uuid;
- * every string within services/shared/field-rules.ts (the user agent is cut, not refused).
+ * every string within services/shared/values/field-rules.ts (the user agent is cut, not refused).
  */
 export function toRecordClickCommand(input: { serverId: string; referrerIdentity: string; ip: string; userAgent: string }): RecordClickCommand {
   const serverId = requireField("server_id", input.serverId);

@@ -1,4 +1,4 @@
-import { IllegalTransition } from "../../shared/errors.js";
+import { IllegalTransition } from "../../shared/rpc/errors.js";
 import { decide, type AnchorState } from "./transitions.js";
 
 /** What the first-touch rule needs to know about an existing anchor. */

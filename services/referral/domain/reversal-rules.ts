@@ -4,8 +4,8 @@
  * `qualified` (a server's window and lock are set through services/servers/domain/referral-settings.ts).
  * Pure: the clock is passed in.
  */
-import { REVERSAL_REASONS, type ReversalReason } from "../../shared/contract.js";
-import { cutField } from "../../shared/field-rules.js";
+import { REVERSAL_REASONS, type ReversalReason } from "../../shared/values/contract.js";
+import { cutField } from "../../shared/values/field-rules.js";
 
 /** Milliseconds in one day (the window and the lock count whole 24-hour days from their start). */
 const DAY_MS = 86_400_000;

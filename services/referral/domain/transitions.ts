@@ -3,8 +3,8 @@
  * I/O, no clock. The store re-asserts the precondition with a conditional write.
  */
 
-import { IllegalTransition } from "../../shared/errors.js";
-import type { AnchorState, ReferralEventName, ReferralStateName } from "../../shared/contract.js";
+import { IllegalTransition } from "../../shared/rpc/errors.js";
+import type { AnchorState, ReferralEventName, ReferralStateName } from "../../shared/values/contract.js";
 
 export {
   REFERRAL_EVENTS,
@@ -14,9 +14,9 @@ export {
   type AnchorState,
   type ReferralEventName,
   type ReferralStateName,
-} from "../../shared/contract.js";
+} from "../../shared/values/contract.js";
 
-/* The events and states themselves live in services/shared/contract.ts (re-exported above). */
+/* The events and states themselves live in services/shared/values/contract.ts (re-exported above). */
 
 /** What one row of the table says to do. */
 export type TransitionRule = { kind: "advance"; to: AnchorState } | { kind: "idempotent" } | { kind: "reject" };

@@ -1,5 +1,5 @@
-import { DomainError } from "../../shared/errors.js";
-import { integerBetweenText } from "../../shared/contract.js";
+import { DomainError } from "../../shared/rpc/errors.js";
+import { integerBetweenText } from "../../shared/values/contract.js";
 
 /** The attribution window a server starts with, in days (the schema's default of `servers.attribution_window_days`). */
 export const DEFAULT_ATTRIBUTION_WINDOW_DAYS = 90;

@@ -1,5 +1,5 @@
-import { DomainError } from "../../shared/errors.js";
-import { notNegativeText } from "../../shared/contract.js";
+import { DomainError } from "../../shared/rpc/errors.js";
+import { notNegativeText } from "../../shared/values/contract.js";
 
 /** Default overlap after a rotation during which older secrets stay valid. */
 export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 60 * 60;

@@ -1,6 +1,6 @@
-import { DomainError } from "../../shared/errors.js";
-import { boundField } from "../../shared/field-rules.js";
-import { requiredText, invalidUrlText, urlCredentialsText, urlPortZeroText } from "../../shared/contract.js";
+import { DomainError } from "../../shared/rpc/errors.js";
+import { boundField } from "../../shared/values/field-rules.js";
+import { requiredText, invalidUrlText, urlCredentialsText, urlPortZeroText } from "../../shared/values/contract.js";
 
 /** A trimmed, non-empty server name. */
 export function toServerName(name: string): string {

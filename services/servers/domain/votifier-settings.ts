@@ -1,8 +1,8 @@
 import { isIP } from "node:net";
-import { validateCallbackUrl } from "../../shared/callback-url.js";
-import { DomainError } from "../../shared/errors.js";
-import { maxCharsOf } from "../../shared/field-rules.js";
-import { betweenText, requiredText } from "../../shared/contract.js";
+import { validateCallbackUrl } from "../../shared/values/callback-url.js";
+import { DomainError } from "../../shared/rpc/errors.js";
+import { maxCharsOf } from "../../shared/values/field-rules.js";
+import { betweenText, requiredText } from "../../shared/values/contract.js";
 
 /** Longest Votifier service name: with it, every vote of a 16-character username fits NuVotifier's 1024-byte frame. */
 export const MAX_VOTIFIER_SERVICE_NAME_CHARS = maxCharsOf("votifier_service_name");

@@ -14,7 +14,7 @@
  * - VotifierProtocolDifferentiator.java: frames are read with
  *   `LengthFieldBasedFrameDecoder(1024, 2, 2, 0, 4)`: magic (2) + length (2) + message at most 1024 bytes.
  *   A username within the limit and a service name within its field bound
- *   (services/shared/field-rules.ts) always fit with NuVotifier's challenge (a 130-bit number in
+ *   (services/shared/values/field-rules.ts) always fit with NuVotifier's challenge (a 130-bit number in
  *   base 32, at most 26 characters); test/unit/votifier-limits.test.ts checks the worst case.
  */
 

@@ -1,11 +1,11 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
-import { Prisma as PrismaNs, PrismaClient } from "../../gen/prisma/client.js";
+import { Prisma as PrismaNs, PrismaClient } from "../../../gen/prisma/client.js";
 import { registerSqlPool, runSql } from "./sql/executor.js";
 import { ConnectionLossCodedClient } from "./sql/pg-internals.js";
 
 export { PrismaClient };
-export type { Prisma } from "../../gen/prisma/client.js";
+export type { Prisma } from "../../../gen/prisma/client.js";
 
 /** Distinct SQL texts prepared as named statements at most; texts beyond it run unnamed (parsed each time). */
 export const MAX_NAMED_STATEMENTS = 500;
@@ -57,7 +57,7 @@ export function createPrisma(databaseUrl: string, opts: { maxConnections?: numbe
 }
 
 /**
- * Raw SQL runs on the one executor (services/shared/sql/executor.ts), on this client's pool; re-exported here for
+ * Raw SQL runs on the one executor (services/shared/adapters/sql/executor.ts), on this client's pool; re-exported here for
  * the callers that import it from db.ts.
  */
 export {
@@ -75,8 +75,8 @@ export { PG_VERIFIED_VERSION } from "./sql/pg-internals.js";
 /** The transaction client handed to interactive-transaction callbacks. */
 export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
 
-/** Database errors are classified in one place, by code (services/shared/db-errors.ts); re-exported for their callers. */
-export { isDatabaseUnavailable, isUniqueViolation, PG_SERIALIZATION_FAILURE, PG_UNIQUE_VIOLATION } from "./db-errors.js";
+/** Database errors are classified in one place, by code (services/shared/values/db-errors.ts); re-exported for their callers. */
+export { isDatabaseUnavailable, isUniqueViolation, PG_SERIALIZATION_FAILURE, PG_UNIQUE_VIOLATION } from "../values/db-errors.js";
 
 /** Checks the database answers; used by /readyz. */
 export async function pingDatabase(prisma: PrismaClient): Promise<void> {

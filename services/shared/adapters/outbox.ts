@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { Prisma } from "../../gen/prisma/client.js";
-import { EnvelopeSchema, type Envelope } from "../../gen/proto/events/v1/events_pb.js";
+import { Prisma } from "../../../gen/prisma/client.js";
+import { EnvelopeSchema, type Envelope } from "../../../gen/proto/events/v1/events_pb.js";
 import type { Tx } from "./db.js";
 
 /** Number of relay shards: rows of one shard are published by one relay instance at a time, in id order. */

@@ -1,5 +1,5 @@
 import pg from "pg";
-import { PG_CONNECTION_LOST } from "../db-errors.js";
+import { PG_CONNECTION_LOST } from "../../values/db-errors.js";
 
 /**
  * The node-postgres version whose internals this file builds on, read in its source: Client#_errorAllQueries
@@ -16,7 +16,7 @@ const PgClientWithInternals = pg.Client as unknown as new (config?: string | pg.
 /**
  * node-postgres's Client, except that an error ending every query of a lost connection always has a code: the one
  * node-postgres makes when the socket ends without an error message ("Connection terminated unexpectedly") has none,
- * and errors are classified by code only (services/shared/db-errors.ts), so it gets PG_CONNECTION_LOST. Errors that
+ * and errors are classified by code only (services/shared/values/db-errors.ts), so it gets PG_CONNECTION_LOST. Errors that
  * carry a code (a socket's ECONNRESET, the server's SQLSTATE 57P01) keep it.
  */
 export class ConnectionLossCodedClient extends PgClientWithInternals {

@@ -1,4 +1,4 @@
-import { DomainError } from "./errors.js";
+import { DomainError } from "./domain-error.js";
 import { betweenText } from "./contract.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;

@@ -1,9 +1,9 @@
-import { DeliveryStatus, DeliveryTransport, PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
-import { PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
-import { PluginCallOutcome } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
-import { HeartVerdict } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { ReferralEventType, ReferralState } from "../../gen/proto/referral/v1/referral_pb.js";
-import { ExportFormat, ReviewAction, ReviewMode, ReviewState } from "../../gen/proto/referral/v1/referral_review_pb.js";
+import { DeliveryStatus, DeliveryTransport, PullClaimStatus } from "../../../gen/proto/delivery/v1/delivery_pb.js";
+import { PlayerIdKind } from "../../../gen/proto/claims/v1/claims_pb.js";
+import { PluginCallOutcome } from "../../../gen/proto/claims/v1/plugin_activity_pb.js";
+import { HeartVerdict } from "../../../gen/proto/hearts/v1/hearts_pb.js";
+import { ReferralEventType, ReferralState } from "../../../gen/proto/referral/v1/referral_pb.js";
+import { ExportFormat, ReviewAction, ReviewMode, ReviewState } from "../../../gen/proto/referral/v1/referral_review_pb.js";
 import type { AnchorState, ReferralEventName } from "./contract.js";
 
 /**

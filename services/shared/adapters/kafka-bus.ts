@@ -1,6 +1,6 @@
 import kafkajs, { Kafka, logLevel, CompressionTypes, type Consumer, type Producer } from "kafkajs";
 import { RejectedMessagesError, type BusMessage, type EventBus, type ReceivedMessage, type SubscribeOptions, type Subscription } from "./bus.js";
-import type { Logger } from "./log.js";
+import type { Logger } from "../runtime/log.js";
 
 /** Pause before a crashed consumer is recreated. */
 const CONSUMER_RESTART_DELAY_MS = 2_000;
@@ -346,7 +346,7 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
  * One bounded attempt at what a process needs from Kafka before it starts: the broker answers,
  * the topics exist with several partitions (auto-created topics would get the broker default),
  * and, with `groupId`, the group's coordinator is available. Fails fast (about 2 s) when no broker
- * answers, so the caller can report it and retry (services/shared/startup.ts).
+ * answers, so the caller can report it and retry (services/shared/runtime/startup.ts).
  *
  * The coordinator step is why a normal first start logs no error: on a fresh broker the first
  * FindCoordinator request makes Kafka create `__consumer_offsets` and answers "The group coordinator

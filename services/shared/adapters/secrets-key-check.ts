@@ -1,6 +1,6 @@
-import { ConfigError } from "./config.js";
+import { ConfigError } from "../runtime/config.js";
 import type { PrismaClient } from "./db.js";
-import type { SecretBox } from "./secrets.js";
+import type { SecretBox } from "../runtime/secrets.js";
 
 /** The known value sealed into `secrets_key_check`; opening it proves the key is the one in use. */
 const CHECK_PLAINTEXT = "referral-callbacks secrets key check v1";

@@ -7,7 +7,7 @@ import { Code, ConnectError, type ContextValues, type Transport, type UnaryRespo
 // CONNECT_ES_VERIFIED_VERSION below, and test/unit/unary-transport.test.ts fails when the installed version differs.
 import { errorFromJsonBytes, protocolVersion, trailerDemux, validateResponse } from "@connectrpc/connect/protocol-connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { MAX_RPC_MESSAGE_BYTES } from "./field-rules.js";
+import { MAX_RPC_MESSAGE_BYTES } from "../values/field-rules.js";
 
 /**
  * The @connectrpc/connect and @connectrpc/connect-node version this transport was checked against (its private

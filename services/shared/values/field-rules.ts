@@ -45,7 +45,7 @@ export const FIELD_RULES = {
   voter_identity: { maxChars: 512 },
   ip: { maxChars: 64 },
   user_agent: { maxChars: 1024, overflow: "truncate" },
-  // CastHeart's opaque game account id (the other platform ids have exact formats: services/shared/player-ids.ts).
+  // CastHeart's opaque game account id (the other platform ids have exact formats: services/shared/values/player-ids.ts).
   account_id: { maxChars: 128 },
   // ServerAdminService.
   name: { maxChars: 200 },

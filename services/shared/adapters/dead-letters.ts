@@ -1,5 +1,5 @@
 import { Counter, type Registry } from "prom-client";
-import { Prisma } from "../../gen/prisma/client.js";
+import { Prisma } from "../../../gen/prisma/client.js";
 import type { PrismaClient } from "./db.js";
 import { executeSql, runSql, type SqlTx } from "./sql/executor.js";
 

@@ -2,13 +2,13 @@
  * THE classification of database errors, by code only (never by message text): PostgreSQL's SQLSTATE
  * (node-postgres puts it in `code`; Prisma's driver adapter in `meta.driverAdapterError.cause`),
  * Prisma's own `P....` codes, and Node's socket error codes. Import-free, so the error table
- * (services/shared/errors.ts), which the gateway loads too, can use it without loading Prisma.
+ * (services/shared/rpc/errors.ts), which the gateway loads too, can use it without loading Prisma.
  */
 
 /**
  * The code createPrisma's node-postgres client gives an error that ends every query of a connection that is gone
  * ("Connection terminated unexpectedly": the server closed the socket without an error message, as a restart or a
- * crash does), which node-postgres leaves without a code (services/shared/db.ts#ConnectionLossCodedClient).
+ * crash does), which node-postgres leaves without a code (services/shared/adapters/db.ts#ConnectionLossCodedClient).
  */
 export const PG_CONNECTION_LOST = "PG_CONNECTION_LOST";
 

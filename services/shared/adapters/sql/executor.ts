@@ -1,12 +1,12 @@
 import type pg from "pg";
-import type { Prisma } from "../../../gen/prisma/client.js";
+import type { Prisma } from "../../../../gen/prisma/client.js";
 import { SQL_TYPES } from "./decode.js";
 import { queryAfterBegin } from "./pg-internals.js";
 
 /**
  * THE executor of raw SQL: every statement written as SQL (a `Prisma.sql` template, parameters bound, never
  * written into the text) runs here, on the node-postgres pool under the PrismaClient that createPrisma made
- * (services/shared/db.ts: the same connections, connection limit and named statements), without Prisma's query
+ * (services/shared/adapters/db.ts: the same connections, connection limit and named statements), without Prisma's query
  * engine, and every row is decoded one way (decode.ts, SQL_TYPES). The Prisma model API stays for plain CRUD.
  *
  * - runSql / executeSql: one statement, in its own implicit transaction;
@@ -39,7 +39,7 @@ export function registerSqlPool(client: object, pool: SqlPool): void {
 function poolOf(client: object): SqlPool {
   const pool = pools.get(client);
   // Failure policy: fail loudly - every client is made by createPrisma; one made elsewhere would run SQL outside the one executor.
-  if (pool === undefined) throw new Error("this PrismaClient was not made by createPrisma (services/shared/db.ts): its raw SQL has no executor");
+  if (pool === undefined) throw new Error("this PrismaClient was not made by createPrisma (services/shared/adapters/db.ts): its raw SQL has no executor");
   return pool;
 }
 

@@ -33,7 +33,7 @@ export function createServiceTransport(baseUrl: string, token: string, opts: { u
 
 /**
  * The same calls (Connect over HTTP/2, binary, one shared session, authenticated with `token`)
- * through the lean unary path of services/shared/unary-transport.ts: for a hot caller (the
+ * through the lean unary path of services/shared/rpc/unary-transport.ts: for a hot caller (the
  * gateway forwards every ingest event with one unary call). Streaming calls take Connect's transport.
  */
 export function createUnaryServiceTransport(baseUrl: string, token: string, sessions?: Http2SessionManager): Transport {

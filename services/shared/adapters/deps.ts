@@ -1,6 +1,6 @@
 import type { PrismaClient } from "./db.js";
-import type { Logger } from "./log.js";
-import type { SecretBox } from "./secrets.js";
+import type { Logger } from "../runtime/log.js";
+import type { SecretBox } from "../runtime/secrets.js";
 
 /** What every store and handler needs; built once in a process's main.ts (or a test). */
 export interface CoreDeps {

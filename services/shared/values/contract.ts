@@ -201,7 +201,7 @@ export type TextCheck = { kind: "ok"; value: string } | { kind: "invalid"; error
 
 /**
  * A required text field: empty after trimming is "is required"; a `bounded` field holding a NUL or
- * over its length is refused (services/shared/field-rules.ts). Returns the trimmed value.
+ * over its length is refused (services/shared/values/field-rules.ts). Returns the trimmed value.
  */
 export function checkRequiredText(field: string, value: string, bounded?: FieldName): TextCheck {
   const trimmed = value.trim();

@@ -1,10 +1,10 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
-import { IllegalTransitionDetailSchema } from "../../gen/proto/referral/v1/referral_pb.js";
-import { ERROR_TEXT } from "./contract.js";
-import { isDatabaseUnavailable } from "./db-errors.js";
-import { DomainError, type DomainErrorKind } from "./domain-error.js";
-import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER } from "./wire.js";
+import { IllegalTransitionDetailSchema } from "../../../gen/proto/referral/v1/referral_pb.js";
+import { ERROR_TEXT } from "../values/contract.js";
+import { isDatabaseUnavailable } from "../values/db-errors.js";
+import { DomainError, type DomainErrorKind } from "../values/domain-error.js";
+import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER } from "../values/wire.js";
 
 /**
  * Domain errors. Domain and store code throws these; `toConnectError` is the one
@@ -12,9 +12,9 @@ import { ERROR_KIND_HEADER, RETRY_AFTER_HEADER } from "./wire.js";
  * the contract's HTTP statuses and exact error texts. DomainError itself lives in
  * domain-error.ts (import-free); it is re-exported here for its callers.
  */
-export { DomainError, type DomainErrorKind } from "./domain-error.js";
-/** The metadata keys the gateway reads (services/shared/wire.ts is their home). */
-export { ERROR_KIND_HEADER, RETRY_AFTER_HEADER } from "./wire.js";
+export { DomainError, type DomainErrorKind } from "../values/domain-error.js";
+/** The metadata keys the gateway reads (services/shared/values/wire.ts is their home). */
+export { ERROR_KIND_HEADER, RETRY_AFTER_HEADER } from "../values/wire.js";
 
 /** A state-machine rejection: `from` is the current state, `event` the rejected event. */
 export class IllegalTransition extends DomainError {
@@ -44,7 +44,7 @@ export const DATABASE_DOWN_RETRY_AFTER_MS = 5_000;
 export const DATABASE_UNAVAILABLE_TEXT = "the database is temporarily unavailable; retry after the Retry-After delay";
 
 /**
- * A dependency is down or restarting (the database: services/shared/db-errors.ts#isDatabaseUnavailable):
+ * A dependency is down or restarting (the database: services/shared/values/db-errors.ts#isDatabaseUnavailable):
  * nothing was done, so the caller may retry after `retryAfterMs`. Unavailable over Connect, never Internal.
  */
 export class DependencyUnavailable extends DomainError {
@@ -57,7 +57,7 @@ export class DependencyUnavailable extends DomainError {
   }
 }
 
-/** `unknown_server` with the contract's text (services/shared/contract.ts). */
+/** `unknown_server` with the contract's text (services/shared/values/contract.ts). */
 export function unknownServer(): DomainError {
   return new DomainError("unknown_server", ERROR_TEXT.unknownServer);
 }

@@ -1,5 +1,5 @@
 import { prepareKafka } from "./kafka-bus.js";
-import type { Dependency } from "./startup.js";
+import type { Dependency } from "../runtime/startup.js";
 
 /** Kafka as a start dependency: brokers answer, topics exist, and the consumer group's coordinator is available. */
 export function kafkaDependency(brokers: string[], topics: string[], groupId?: string): Dependency {

@@ -1,13 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import { toConnectError } from "./errors.js";
-import type { Logger } from "./log.js";
-import type { Metrics } from "./metrics.js";
-import { ERROR_TEXT } from "./contract.js";
-import { REQUEST_ID_HEADER } from "./wire.js";
+import type { Logger } from "../runtime/log.js";
+import type { Metrics } from "../runtime/metrics.js";
+import { ERROR_TEXT } from "../values/contract.js";
+import { REQUEST_ID_HEADER } from "../values/wire.js";
 
-/** Header carrying the request id across the gateway and internal RPCs (services/shared/wire.ts is its home). */
-export { REQUEST_ID_HEADER } from "./wire.js";
+/** Header carrying the request id across the gateway and internal RPCs (services/shared/values/wire.ts is its home). */
+export { REQUEST_ID_HEADER } from "../values/wire.js";
 
 /**
  * The owner an RPC runs for, set by the auth interceptor (services/access/auth-interceptor.ts) when

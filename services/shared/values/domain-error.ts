@@ -1,5 +1,5 @@
 /**
- * The domain error type: domain and store code throws it; services/shared/errors.ts maps it to
+ * The domain error type: domain and store code throws it; services/shared/rpc/errors.ts maps it to
  * Connect codes (`toConnectError`) and holds its named kinds (IllegalTransition, Overloaded).
  * Import-free, so the field rules (field-rules.ts) can throw it without importing the contract's
  * error table back (no cycle contract -> field-rules -> errors -> contract).

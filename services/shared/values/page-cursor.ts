@@ -1,4 +1,4 @@
-import { DomainError } from "./errors.js";
+import { DomainError } from "./domain-error.js";
 import { isUuid } from "./ids.js";
 
 /**

@@ -4,7 +4,7 @@ import { createOpsHandler, type ReadinessCheck } from "./health.js";
 import { sendJson } from "./send-json.js";
 import type { Logger } from "./log.js";
 import type { Metrics } from "./metrics.js";
-import { CONTRACT_ERRORS, ERROR_TEXT } from "./contract.js";
+import { CONTRACT_ERRORS, ERROR_TEXT } from "../values/contract.js";
 
 /**
  * A small HTTP/1.1 server with /healthz, /readyz and /metrics, for processes

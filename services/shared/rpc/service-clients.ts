@@ -1,13 +1,13 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
-import { AccessService } from "../../gen/proto/access/v1/access_pb.js";
-import { ClaimService } from "../../gen/proto/claims/v1/claims_pb.js";
-import { PluginActivityService } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
-import { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js";
-import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
-import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { ReferralService } from "../../gen/proto/referral/v1/referral_pb.js";
-import { ReferralReviewService } from "../../gen/proto/referral/v1/referral_review_pb.js";
-import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
+import { AccessService } from "../../../gen/proto/access/v1/access_pb.js";
+import { ClaimService } from "../../../gen/proto/claims/v1/claims_pb.js";
+import { PluginActivityService } from "../../../gen/proto/claims/v1/plugin_activity_pb.js";
+import { DeliveryService } from "../../../gen/proto/delivery/v1/delivery_pb.js";
+import { DeliveryStatsService } from "../../../gen/proto/delivery/v1/delivery_stats_pb.js";
+import { HeartService } from "../../../gen/proto/hearts/v1/hearts_pb.js";
+import { ReferralService } from "../../../gen/proto/referral/v1/referral_pb.js";
+import { ReferralReviewService } from "../../../gen/proto/referral/v1/referral_review_pb.js";
+import { ServerAdminService } from "../../../gen/proto/servers/v1/servers_pb.js";
 
 /** A client of every service the referral service process hosts. */
 export interface RpcClients {

@@ -1,7 +1,7 @@
 import type { EventBus } from "./bus.js";
 import { pingDatabase, type PrismaClient } from "./db.js";
-import type { ReadinessCheck } from "./health.js";
-import { addressOf } from "./log.js";
+import type { ReadinessCheck } from "../runtime/health.js";
+import { addressOf } from "../runtime/log.js";
 
 /** PostgreSQL's port when a database URL names none. */
 const POSTGRES_DEFAULT_PORT = 5432;

@@ -8,7 +8,7 @@
  */
 import { createKafkaBus, ensureTopics } from "../services/shared/adapters/kafka-bus.js";
 import { createLogger } from "../services/shared/runtime/log.js";
-import { deliveryConsumerSession } from "../services/delivery/consumer.js";
+import { deliveryConsumerSession } from "../services/delivery/pipeline/consumer.js";
 import { startKafka } from "../scripts/infra/kafka.js";
 
 const startArg = process.argv.find((a) => a.startsWith("--start="))?.slice("--start=".length);

@@ -36,7 +36,7 @@ import { writeFileSync } from "node:fs";
 import { withKeptSections, withSection } from "./lib/kept-sections.js";
 import { PAY_ONCE_HEADING, payOnceSection, runPayOncePhase, type PayOnceResult } from "./lib/run-pay-once-phase.js";
 import { createLimiter, sleep, withRetries } from "./lib/campaign-clients.js";
-import { DEFAULT_KAFKA_SESSION_TIMEOUT_MS } from "../services/delivery/consumer.js";
+import { DEFAULT_KAFKA_SESSION_TIMEOUT_MS } from "../services/delivery/pipeline/consumer.js";
 import { resolve } from "node:path";
 import pg from "pg";
 import { create } from "@bufbuild/protobuf";

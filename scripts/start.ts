@@ -28,8 +28,8 @@ import { createSecretBox, parseSecretsKey, type SecretBox } from "../services/sh
 import { startEmbeddedPostgres } from "./infra/embedded-postgres.js";
 import { createReferralServiceServer } from "../services/referral-service/server.js";
 import { createRelay } from "../services/relay/relay.js";
-import { readDispatchSettings } from "../services/delivery/config.js";
-import { createDeliveryWorker } from "../services/delivery/worker.js";
+import { readDispatchSettings } from "../services/delivery/pipeline/config.js";
+import { createDeliveryWorker } from "../services/delivery/pipeline/worker.js";
 import { createPublicGateway } from "../gateway/public-gateway.js";
 import { createReferralServiceClients, type ReferralServiceClients } from "../gateway/clients.js";
 import { loadOrCreateDashboardToken } from "../gateway/dashboard/config.js";

@@ -16,7 +16,7 @@ import { Agent, Pool, request } from "undici";
 import { ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { Code } from "@connectrpc/connect";
 import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { signCallback } from "../../services/delivery/send-callback.js";
+import { signCallback } from "../../services/delivery/pipeline/send-callback.js";
 import { periodOf } from "../../services/shared/values/period.js";
 import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import { buildIngestBody, rawShapeLabel, signIngestBody, steamIdOf, type LoadJob, type LoadResult, type RawClientShape } from "./loadgen.js";

@@ -65,7 +65,7 @@ function readEnvNames(dir: string): Set<string> {
     "gateway/config.ts",
     "services/referral-service/config.ts",
     "services/relay/config.ts",
-    "services/delivery/config.ts",
+    "services/delivery/pipeline/config.ts",
     "services/shared/runtime/process-config.ts",
     "services/shared/runtime/log.ts",
     "services/access/bootstrap.ts",

@@ -158,7 +158,7 @@ export type WebhookSigningKey = Prisma.WebhookSigningKeyModel
 export type VoteClaim = Prisma.VoteClaimModel
 /**
  * Model DeliveryWorker
- * A running dispatcher (services/delivery/worker-liveness.ts): it beats every WORKER_HEARTBEAT_MS while it
+ * A running dispatcher (services/delivery/pipeline/worker-liveness.ts): it beats every WORKER_HEARTBEAT_MS while it
  * runs and deletes its row when it stops. The leases of a worker whose beat is older than
  * WORKER_DEAD_AFTER_MS are taken over without waiting for them to run out. Age limit: a row stops with its
  * process; a row left by a killed process is deleted by the next dispatcher that starts, once an hour old.

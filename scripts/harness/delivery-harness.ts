@@ -9,8 +9,8 @@ import type { DeliveryService } from "../../gen/proto/delivery/v1/delivery_pb.js
 import type { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { OperatorService } from "../../gen/proto/ops/v1/ops_pb.js";
 import type { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
-import type { DeliveryRouteDeps } from "../../services/delivery/routes.js";
-import type { RetrySchedule } from "../../services/delivery/retry-schedule.js";
+import type { DeliveryRouteDeps } from "../../services/delivery/rpc/routes.js";
+import type { RetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import type { FraudRules } from "../../services/hearts/domain/fraud-rules.js";
 import type { CastHeartBatchOptions } from "../../services/hearts/cast-heart-batch.js";
 import type { PrismaClient } from "../../services/shared/adapters/db.js";
@@ -22,9 +22,9 @@ import { startStack } from "./stack.js";
 import type { Client } from "@connectrpc/connect";
 import type { ExecutionContext } from "ava";
 import pg from "pg";
-import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/dispatcher.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
+import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/pipeline/dispatcher.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
+import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { startReceiver, type Receiver } from "./receiver.js";
 
 /** A clock the test sets and advances; `real()` follows the wall clock. */

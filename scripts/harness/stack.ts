@@ -18,7 +18,7 @@ import { createReferralServiceServer, type ReferralServiceDeps } from "../../ser
 import { createGatewayServer, type GatewayDeps } from "../../gateway/server.js";
 import { createReferralServiceClients, type ReferralServiceClients } from "../../gateway/clients.js";
 import { createDashboardRoutes } from "../../gateway/dashboard/routes.js";
-import { createDeliveryWorker, type DeliveryWorker, type DeliveryWorkerSettings } from "../../services/delivery/worker.js";
+import { createDeliveryWorker, type DeliveryWorker, type DeliveryWorkerSettings } from "../../services/delivery/pipeline/worker.js";
 import { createRelay } from "../../services/relay/relay.js";
 import { ALL_TOPICS, type EventBus } from "../../services/shared/adapters/bus.js";
 import { createKafkaBus, ensureTopics } from "../../services/shared/adapters/kafka-bus.js";

@@ -26,7 +26,7 @@ const PUSH_IN_FLIGHT_TEXT = "the vote's payout is in progress through another tr
 
 /**
  * ClaimVote's deps: the core ones, what withdraws a heart the claim paid from the other transports (pay-once mode;
- * services/delivery/withdraw-unpaid.ts, passed in by the wiring), and the pause of a claim waiting for a push (tests may step it).
+ * services/delivery/pipeline/withdraw-unpaid.ts, passed in by the wiring), and the pause of a claim waiting for a push (tests may step it).
  */
 export type ClaimVoteDeps = CoreDeps & { withdrawOthers: WithdrawOthers; sleep?: (ms: number) => Promise<unknown> };
 

@@ -6,7 +6,7 @@ import { Prisma } from "../../gen/prisma/client.js";
  * - CastHeart (services/hearts/store.ts) holds a counted heart (holdVoteClaimsSql) and expires the player's
  *   older held hearts past their window or beyond the cap (expireVoteClaimsSql);
  * - a claim (ledger-store.ts) marks the player's oldest held heart claimed (claimVoteClaimSql);
- * - pay-once mode (services/delivery/withdraw-unpaid.ts) marks a heart another transport paid withdrawn (withdrawVoteClaimsSql).
+ * - pay-once mode (services/delivery/pipeline/withdraw-unpaid.ts) marks a heart another transport paid withdrawn (withdrawVoteClaimsSql).
  * Rows are kept, never deleted.
  */
 

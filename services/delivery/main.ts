@@ -7,8 +7,8 @@ import { redactUrl } from "../shared/runtime/log.js";
 import { kafkaDependency } from "../shared/adapters/kafka-dependency.js";
 import { databaseDependency } from "../shared/adapters/startup-dependencies.js";
 import { verifySecretsKey } from "../shared/adapters/secrets-key-check.js";
-import { loadDeliveryConfig } from "./config.js";
-import { createDeliveryWorker } from "./worker.js";
+import { loadDeliveryConfig } from "./pipeline/config.js";
+import { createDeliveryWorker } from "./pipeline/worker.js";
 
 runService({
   name: "delivery",

@@ -8,9 +8,9 @@ import type { Logger } from "../shared/runtime/log.js";
  * paying statements compose into their own CTE chains (so each keeps its one round trip), and so is the
  * one "still payable" rule (payableSql):
  * - a ledger claim takes it paid inside its claim statement (takeClaimPayoutSql; services/claims/ledger-store.ts);
- * - a pull claim takes it paid inside its claim statement (takePullPayoutsSql; services/delivery/claim-pull-hearts.ts);
+ * - a pull claim takes it paid inside its claim statement (takePullPayoutsSql; services/delivery/rpc/claim-pull-hearts.ts);
  * - a push (HTTP callback, Votifier) reserves it before sending (reservePayoutSql) and settles it after,
- *   by PAYOUT_TRANSITIONS (settlePayoutSql, markPayoutsInDoubtSql; services/delivery/pay-once.ts).
+ *   by PAYOUT_TRANSITIONS (settlePayoutSql, markPayoutsInDoubtSql; services/delivery/pipeline/pay-once.ts).
  */
 
 /** The transports that can pay a heart, as `heart_payouts.transport` stores them. */
@@ -18,7 +18,7 @@ export type PayoutTransport = "claim" | "pull" | "callback" | "votifier";
 
 /**
  * What a transport calls once it has paid hearts (its payout rows committed): withdraws them from the other
- * transports (services/delivery/withdraw-unpaid.ts withdrawOthers; the claim API gets it from its wiring, as
+ * transports (services/delivery/pipeline/withdraw-unpaid.ts withdrawOthers; the claim API gets it from its wiring, as
  * claims/ does not import delivery/). Never fails the paying call.
  */
 export type WithdrawOthers = (

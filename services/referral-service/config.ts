@@ -6,9 +6,9 @@ import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import { readAbuseRules } from "../referral/read-abuse-rules.js";
 import type { AbuseRules } from "../referral/domain/abuse-signals.js";
 import { readAccessSettings, type AccessSettings } from "../access/bootstrap.js";
-import { readRetrySchedule } from "../delivery/retry-schedule.js";
-import type { RetrySchedule } from "../delivery/retry-schedule.js";
-import { CALLBACK_TIMEOUT_MS } from "../delivery/send-callback.js";
+import { readRetrySchedule } from "../delivery/pipeline/retry-schedule.js";
+import type { RetrySchedule } from "../delivery/pipeline/retry-schedule.js";
+import { CALLBACK_TIMEOUT_MS } from "../delivery/pipeline/send-callback.js";
 
 /** Settings of the referral service process, validated at start. */
 export interface ReferralServiceConfig {

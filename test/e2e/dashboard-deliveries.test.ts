@@ -13,7 +13,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type Receiver } from "../../scripts/harness/receiver.js";

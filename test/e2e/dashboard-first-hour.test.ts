@@ -13,7 +13,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { launchChromium } from "../../scripts/infra/chromium.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { type DashboardBrowserContext, LAPTOP, PHONE } from "../helpers/dashboard-browser.js";

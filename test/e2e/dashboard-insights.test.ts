@@ -14,7 +14,7 @@ import type { Page, Request } from "playwright-core";
 import { DeliveryStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { eventually } from "../helpers/eventually.js";

@@ -16,7 +16,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { eventually } from "../helpers/eventually.js";

@@ -14,7 +14,7 @@ import { pino } from "pino";
 import type { Page } from "playwright-core";
 import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type Receiver } from "../../scripts/harness/receiver.js";

@@ -18,7 +18,7 @@ import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/
 import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { eventually } from "../helpers/eventually.js";

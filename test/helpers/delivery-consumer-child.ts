@@ -7,7 +7,7 @@
  *
  * Env: KAFKA_BROKERS, TAKEOVER_TOPIC, TAKEOVER_GROUP; KAFKA_SESSION_TIMEOUT_MS optional.
  */
-import { createDeliveryConsumer } from "../../services/delivery/consumer.js";
+import { createDeliveryConsumer } from "../../services/delivery/pipeline/consumer.js";
 import type { PrismaClient } from "../../services/shared/adapters/db.js";
 import { createKafkaBus } from "../../services/shared/adapters/kafka-bus.js";
 import { createLogger } from "../../services/shared/runtime/log.js";

@@ -17,7 +17,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { ROUTES } from "../../gateway/dashboard/api.js";
 import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
 import { RPC_ACCESS, rpcKey, type OwnedResource } from "../../services/access/rpc-access.js";
-import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
+import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
 import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";

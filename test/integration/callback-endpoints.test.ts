@@ -7,7 +7,7 @@ import test, { type ExecutionContext } from "ava";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
-import { insertDeliveries } from "../../services/delivery/insert-deliveries.js";
+import { insertDeliveries } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
 import { eventually } from "../helpers/eventually.js";

@@ -14,7 +14,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { HeartCountedSchema } from "../../gen/proto/events/v1/events_pb.js";
-import { createDeliveryConsumer } from "../../services/delivery/consumer.js";
+import { createDeliveryConsumer } from "../../services/delivery/pipeline/consumer.js";
 import { createRelay } from "../../services/relay/relay.js";
 import { HEARTS_TOPIC, type EventBus } from "../../services/shared/adapters/bus.js";
 import { createKafkaBus } from "../../services/shared/adapters/kafka-bus.js";

@@ -9,11 +9,11 @@
 import anyTest, { type TestFn } from "ava";
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
-import { recordAttempts } from "../../services/delivery/attempt-log.js";
-import { claimDueDeliveries } from "../../services/delivery/claim-deliveries.js";
-import { claimPullHearts, toPullClaimExchange } from "../../services/delivery/claim-pull-hearts.js";
-import { insertAndLeaseDeliveries, type NewDelivery } from "../../services/delivery/insert-deliveries.js";
-import { listPullEvents, listPullHearts } from "../../services/delivery/pull-store.js";
+import { recordAttempts } from "../../services/delivery/pipeline/attempt-log.js";
+import { claimDueDeliveries } from "../../services/delivery/pipeline/claim-deliveries.js";
+import { claimPullHearts, toPullClaimExchange } from "../../services/delivery/rpc/claim-pull-hearts.js";
+import { insertAndLeaseDeliveries, type NewDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
+import { listPullEvents, listPullHearts } from "../../services/delivery/rpc/pull-store.js";
 import { getReceipt } from "../../services/hearts/get-receipt.js";
 import type { ReceiptLinks } from "../../services/hearts/receipt-token.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";

@@ -6,7 +6,7 @@
 import anyTest, { type TestFn } from "ava";
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
-import { sendableDeliverySql } from "../../services/delivery/claim-deliveries.js";
+import { sendableDeliverySql } from "../../services/delivery/pipeline/claim-deliveries.js";
 import { runSql } from "../../services/shared/adapters/sql/executor.js";
 import { insertSecret, insertServer, setDefaultEndpoint, startHarness, type Harness } from "../../scripts/harness/delivery-harness.js";
 

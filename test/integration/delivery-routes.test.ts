@@ -4,7 +4,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { DeliveryStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { NIL_UUID } from "../../services/shared/values/ids.js";
-import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
+import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type RecordedRequest, type Receiver } from "../../scripts/harness/receiver.js";
 import { startStack } from "../../scripts/harness/stack.js";

@@ -13,7 +13,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { AssignerProtocol, Kafka, logLevel } from "kafkajs";
 import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
-import { createDeliveryConsumer } from "../../services/delivery/consumer.js";
+import { createDeliveryConsumer } from "../../services/delivery/pipeline/consumer.js";
 import type { EventBus, ReceivedMessage } from "../../services/shared/adapters/bus.js";
 import type { PrismaClient } from "../../services/shared/adapters/db.js";
 import { createKafkaBus, ensureTopics } from "../../services/shared/adapters/kafka-bus.js";

@@ -7,10 +7,10 @@
  */
 import test, { type ExecutionContext } from "ava";
 import { randomBytes, randomUUID } from "node:crypto";
-import type { Dispatcher, DispatcherOptions } from "../../services/delivery/dispatcher.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
-import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
-import { createVotifierTransport } from "../../services/delivery/votifier-transport.js";
+import type { Dispatcher, DispatcherOptions } from "../../services/delivery/pipeline/dispatcher.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
+import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
+import { createVotifierTransport } from "../../services/delivery/pipeline/votifier-transport.js";
 import { createSecretBox } from "../../services/shared/runtime/secrets.js";
 import { eventually } from "../helpers/eventually.js";
 import type { Receiver } from "../../scripts/harness/receiver.js";

@@ -10,7 +10,7 @@ import pg from "pg";
 import { createClient } from "@connectrpc/connect";
 import { DeliveryTransport } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { DeliveryStatsService } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
-import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
+import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { formatIngestSignature } from "../../services/shared/values/signature.js";

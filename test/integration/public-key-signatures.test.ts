@@ -12,7 +12,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { SIGNING_KEY_CACHE_MS, SIGNING_KEY_OVERLAP_MS } from "../../services/servers/webhook-signing-keys.js";
 import { WELL_KNOWN_CACHE_MS } from "../../gateway/handle-well-known.js";
 import { ed25519PublicKeyOf } from "../../services/shared/values/signature.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { createServiceClients, startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";
 

@@ -15,7 +15,7 @@ import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
 import { formatIngestSignature } from "../../services/shared/values/signature.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { eventually } from "../helpers/eventually.js";
 import { signInOwner, startDashboardGateway } from "../helpers/owner-session.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";

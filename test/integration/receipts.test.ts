@@ -15,7 +15,7 @@ import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
 import { createReferralServiceClients } from "../../gateway/clients.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import { HEART_COOLDOWN_MS } from "../../services/hearts/domain/streak.js";
 import { eventually } from "../helpers/eventually.js";

@@ -11,7 +11,7 @@
 import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
 import { serverMismatchText } from "../../gateway/dashboard/signature-rules.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { eventually } from "../helpers/eventually.js";
 import { startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
 import { RECEIVER_PLATFORMS, startPlatformReceiver, stopOnTeardown } from "../helpers/receivers-run.js";

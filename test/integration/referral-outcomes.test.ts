@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
 import { REFERRALS_TOPIC } from "../../services/shared/adapters/bus.js";
 import { formatIngestSignature } from "../../services/shared/values/signature.js";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { randomUUID } from "node:crypto";
 import test from "ava";
-import { insertDelivery } from "../../services/delivery/insert-deliveries.js";
+import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { startRacingGateway } from "../helpers/racing-gateway.js";
 import { startGatewayStack, type GatewayStack, type TestServer } from "./gateway-stack.js";
 

@@ -9,7 +9,7 @@
 import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
 import { Webhook } from "standardwebhooks";
-import { parseRetrySchedule } from "../../services/delivery/retry-schedule.js";
+import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { eventually } from "../helpers/eventually.js";
 import { startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";

@@ -16,7 +16,7 @@ import {
   sendVotifierVote,
   VOTIFIER_MAX_FRAME_BYTES,
   type VotifierVote,
-} from "../../services/delivery/send-votifier.js";
+} from "../../services/delivery/pipeline/send-votifier.js";
 import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
 
 const TOKEN = "7kq2m9x4hd8s3v1c6p0w5r2n8b";

@@ -1,6 +1,6 @@
 import test from "ava";
-import { MASKED_VALUE, maskSecretValues, toStoredExchange, type AttemptExchange } from "../../services/delivery/attempt-exchange.js";
-import { GONE_ERROR, toHttpExchange } from "../../services/delivery/send-callback.js";
+import { MASKED_VALUE, maskSecretValues, toStoredExchange, type AttemptExchange } from "../../services/delivery/pipeline/attempt-exchange.js";
+import { GONE_ERROR, toHttpExchange } from "../../services/delivery/pipeline/send-callback.js";
 
 const request = {
   url: "https://game.example/hook",

@@ -9,7 +9,7 @@ import {
   leavesBacklog,
   MAX_UNRECORDED_PER_SLOT,
   minimumClaim,
-} from "../../services/delivery/claim-decision.js";
+} from "../../services/delivery/pipeline/claim-decision.js";
 
 const NOW_MS = 10_000;
 /** An idle dispatcher of 32 slots (minimum claim 8) at NOW_MS. */

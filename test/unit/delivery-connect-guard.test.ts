@@ -1,6 +1,6 @@
 import test from "ava";
 import type { LookupAddress } from "node:dns";
-import { createGuardedLookup, ForbiddenAddressError } from "../../services/delivery/send-callback.js";
+import { createGuardedLookup, ForbiddenAddressError } from "../../services/delivery/pipeline/send-callback.js";
 
 // The resolver is replaced, so these tests never touch DNS or the network.
 type Callback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;

@@ -2,7 +2,7 @@ import test from "ava";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { EnvelopeSchema, HeartCountedSchema, OwnerNotificationSchema, ReferralTransitionedSchema } from "../../gen/proto/events/v1/events_pb.js";
-import { decodeHeartMessage } from "../../services/delivery/consumer.js";
+import { decodeHeartMessage } from "../../services/delivery/pipeline/consumer.js";
 
 const HEART_ID = "0b8f7e6d-5c4b-4a39-8281-706f5e4d3c2b";
 const SERVER_ID = "7f0c2a1e-3b4d-4c5e-8f90-a1b2c3d4e5f6";

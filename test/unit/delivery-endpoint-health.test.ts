@@ -1,5 +1,5 @@
 import test from "ava";
-import { foldEndpointHealth, lastFailureOf } from "../../services/delivery/endpoint-health.js";
+import { foldEndpointHealth, lastFailureOf } from "../../services/delivery/pipeline/endpoint-health.js";
 
 const server = "00000000-0000-4000-8000-000000000001";
 const other = "00000000-0000-4000-8000-000000000002";

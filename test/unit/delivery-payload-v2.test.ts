@@ -1,11 +1,11 @@
 /**
- * Payload version 2 of the reward callback body (services/delivery/send-callback.ts buildHeartEventBody):
+ * Payload version 2 of the reward callback body (services/delivery/pipeline/send-callback.ts buildHeartEventBody):
  * every version-1 field first, unchanged, then payload_version, cast_at and the known ids; the
  * version-1 body stays the contract's. Both shapes are checked against the OpenAPI document.
  */
 import test from "ava";
-import { buildHeartEventBody, type HeartEventFields } from "../../services/delivery/send-callback.js";
-import { TEST_CALLBACK_PLATFORM_IDS } from "../../services/delivery/send-test-callback.js";
+import { buildHeartEventBody, type HeartEventFields } from "../../services/delivery/pipeline/send-callback.js";
+import { TEST_CALLBACK_PLATFORM_IDS } from "../../services/delivery/rpc/send-test-callback.js";
 import { NO_PLATFORM_IDS, normalizePlatformId, type PlatformIdField } from "../../services/shared/values/player-ids.js";
 import { validateHeartEvent, validateHeartEventV2 } from "../integration/openapi-validate.js";
 

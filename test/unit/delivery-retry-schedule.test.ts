@@ -6,7 +6,7 @@ import {
   parseRetryAfter,
   parseRetrySchedule,
   scheduleSpanMs,
-} from "../../services/delivery/retry-schedule.js";
+} from "../../services/delivery/pipeline/retry-schedule.js";
 
 const S = 1000;
 const M = 60 * S;

@@ -1,6 +1,6 @@
 import test from "ava";
-import { type CapAnswer, createServerCaps, FAST_ANSWER_MS, maxServerCap, nextServerCap, toCapAnswer } from "../../services/delivery/server-caps.js";
-import type { AttemptOutcome } from "../../services/delivery/transport.js";
+import { type CapAnswer, createServerCaps, FAST_ANSWER_MS, maxServerCap, nextServerCap, toCapAnswer } from "../../services/delivery/pipeline/server-caps.js";
+import type { AttemptOutcome } from "../../services/delivery/pipeline/transport.js";
 
 const limits = { base: 4, max: 32 };
 

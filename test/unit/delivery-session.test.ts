@@ -1,7 +1,7 @@
 import test from "ava";
 import { randomBytes } from "node:crypto";
-import { loadDeliveryConfig } from "../../services/delivery/config.js";
-import { DEFAULT_KAFKA_SESSION_TIMEOUT_MS, deliveryConsumerSession } from "../../services/delivery/consumer.js";
+import { loadDeliveryConfig } from "../../services/delivery/pipeline/config.js";
+import { DEFAULT_KAFKA_SESSION_TIMEOUT_MS, deliveryConsumerSession } from "../../services/delivery/pipeline/consumer.js";
 
 const required = {
   DATABASE_URL: "postgres://u@127.0.0.1:5432/db",

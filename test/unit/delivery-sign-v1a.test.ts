@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { generateKeyPairSync, verify } from "node:crypto";
 import test from "ava";
-import { signCallback } from "../../services/delivery/send-callback.js";
+import { signCallback } from "../../services/delivery/pipeline/send-callback.js";
 import { ed25519PrivateKeyOf, ed25519PublicKeyOf, publicKeyStringOf } from "../../services/shared/values/signature.js";
 
 // Frozen vector computed outside the project with Python's `cryptography` (OpenSSL's ed25519):

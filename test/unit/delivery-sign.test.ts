@@ -1,5 +1,5 @@
 import test from "ava";
-import { buildHeartEventBody, signCallback } from "../../services/delivery/send-callback.js";
+import { buildHeartEventBody, signCallback } from "../../services/delivery/pipeline/send-callback.js";
 import { NIL_UUID } from "../../services/shared/values/ids.js";
 
 // Frozen vectors computed outside the project with openssl, e.g.

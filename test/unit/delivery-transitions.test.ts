@@ -7,8 +7,8 @@ import {
   nextDeliveryStatus,
   type DeliveryMove,
   type DeliveryStatus,
-} from "../../services/delivery/domain/delivery-transitions.js";
-import { ATTEMPT_RESULT_MOVES, deliveryGuardSql } from "../../services/delivery/write-deliveries.js";
+} from "../../services/delivery/pipeline/domain/delivery-transitions.js";
+import { ATTEMPT_RESULT_MOVES, deliveryGuardSql } from "../../services/delivery/pipeline/write-deliveries.js";
 
 /** Every move the delivery code makes, written out independently of the table: from (or new) -> to. */
 const allowed: Array<{ move: DeliveryMove; from: DeliveryStatus | "new"; to: DeliveryStatus }> = [

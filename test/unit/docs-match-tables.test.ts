@@ -9,8 +9,8 @@ import { readFileSync } from "node:fs";
 import test from "ava";
 import { MAX_BODY_BYTES } from "../../gateway/raw-body.js";
 import { MAX_USERNAME_FILTER_CHARS } from "../../gateway/dashboard/api.js";
-import { DEFAULT_JITTER_RATIO, DEFAULT_RETRY_SCHEDULE, RETRY_AFTER_CAP_MS } from "../../services/delivery/retry-schedule.js";
-import { CALLBACK_TIMEOUT_MS } from "../../services/delivery/send-callback.js";
+import { DEFAULT_JITTER_RATIO, DEFAULT_RETRY_SCHEDULE, RETRY_AFTER_CAP_MS } from "../../services/delivery/pipeline/retry-schedule.js";
+import { CALLBACK_TIMEOUT_MS } from "../../services/delivery/pipeline/send-callback.js";
 import { HEART_COOLDOWN_MS } from "../../services/hearts/domain/streak.js";
 import {
   CHECK_ERRORS,

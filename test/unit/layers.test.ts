@@ -212,7 +212,7 @@ function reached(entry: string, forbidden: ReadonlyArray<{ pattern: RegExp; what
 
 test("the referral service's run-time imports reach no Kafka client and none of the delivery pipeline's loops (it hosts the delivery RPCs only)", (t) => {
   const closure = closureOf("services/referral-service/main.ts");
-  for (const expected of ["services/delivery/routes.ts", "services/delivery/send-callback.ts", "pg"])
+  for (const expected of ["services/delivery/rpc/routes.ts", "services/delivery/pipeline/send-callback.ts", "pg"])
     t.true(closure.has(expected), `the import walker should reach ${expected} from the referral service`);
   const violations = reached("services/referral-service/main.ts", [
     { pattern: /^kafkajs$/, what: "the Kafka client (the referral service holds no bus)" },
@@ -263,4 +263,11 @@ test("services/shared's layers point one way: values <- runtime <- rpc <- adapte
     }
   }
   t.deepEqual(upward, [], `a shared module imports a layer above its own (ARCHITECTURE.md, "Layers"):\n${upward.join("\n")}`);
+});
+
+test("the delivery pipeline (consumer, dispatcher, senders, attempt log) imports nothing of the delivery RPC surface the referral service hosts", (t) => {
+  const upward: string[] = [];
+  for (const file of tsFilesUnder("services/delivery/pipeline"))
+    for (const target of runtimeImportsOf(file)) if (target.startsWith("services/delivery/rpc/")) upward.push(`${file} imports ${target}`);
+  t.deepEqual(upward, [], `services/delivery/pipeline must not import services/delivery/rpc:\n${upward.join("\n")}`);
 });

@@ -1,8 +1,8 @@
-/** Pay-once mode's one rule for when a push's reservation is given back (services/delivery/pay-once.ts). */
+/** Pay-once mode's one rule for when a push's reservation is given back (services/delivery/pipeline/pay-once.ts). */
 import test from "ava";
-import type { AttemptExchange } from "../../services/delivery/attempt-exchange.js";
-import { isDefiniteFailure } from "../../services/delivery/pay-once.js";
-import type { AttemptOutcome } from "../../services/delivery/transport.js";
+import type { AttemptExchange } from "../../services/delivery/pipeline/attempt-exchange.js";
+import { isDefiniteFailure } from "../../services/delivery/pipeline/pay-once.js";
+import type { AttemptOutcome } from "../../services/delivery/pipeline/transport.js";
 
 const exchange = (over: Partial<AttemptExchange> = {}): AttemptExchange => ({
   target: "http://203.0.113.5/hook",

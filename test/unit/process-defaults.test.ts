@@ -1,6 +1,6 @@
 import test from "ava";
 import { randomBytes } from "node:crypto";
-import { DEFAULT_DISPATCH_SETTINGS, loadDeliveryConfig } from "../../services/delivery/config.js";
+import { DEFAULT_DISPATCH_SETTINGS, loadDeliveryConfig } from "../../services/delivery/pipeline/config.js";
 import { loadReferralServiceConfig } from "../../services/referral-service/config.js";
 import { loadRelayConfig } from "../../services/relay/config.js";
 import { DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_POLL_INTERVAL_MS, DEFAULT_RELAY_STUCK_AFTER_MS } from "../../services/relay/relay.js";

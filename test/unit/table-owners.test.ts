@@ -31,20 +31,20 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   heart_address_voters: ["services/hearts/store.ts"],
   outbox: ["services/shared/adapters/outbox.ts", "services/relay/statements.ts", "services/shared/adapters/dead-letters.ts"],
   dead_letters: ["services/shared/adapters/dead-letters.ts"],
-  // The delivery lifecycle: one fragment per move of services/delivery/domain/delivery-transitions.ts.
-  deliveries: ["services/delivery/write-deliveries.ts"],
-  delivery_attempts: ["services/delivery/attempt-log.ts"],
+  // The delivery lifecycle: one fragment per move of services/delivery/pipeline/domain/delivery-transitions.ts.
+  deliveries: ["services/delivery/pipeline/write-deliveries.ts"],
+  delivery_attempts: ["services/delivery/pipeline/attempt-log.ts"],
   service_tokens: ["services/access/service-tokens.ts"],
   owners: ["services/access/owners.ts"],
   dashboard_login_links: ["services/access/dashboard-sessions.ts"],
   dashboard_sessions: ["services/access/dashboard-sessions.ts"],
-  callback_health: ["services/delivery/endpoint-health.ts", "services/servers/endpoint-store.ts"],
-  callback_endpoints: ["services/servers/endpoint-store.ts", "services/delivery/endpoint-health.ts"],
+  callback_health: ["services/delivery/pipeline/endpoint-health.ts", "services/servers/endpoint-store.ts"],
+  callback_endpoints: ["services/servers/endpoint-store.ts", "services/delivery/pipeline/endpoint-health.ts"],
   secrets_key_check: ["services/shared/adapters/secrets-key-check.ts"],
   webhook_signing_keys: ["services/servers/webhook-signing-keys.ts"],
   // The claim ledger: CastHeart's hold and expiry, the claim, pay-once's withdrawal.
   vote_claims: ["services/claims/write-vote-claims.ts"],
-  delivery_workers: ["services/delivery/worker-liveness.ts"],
+  delivery_workers: ["services/delivery/pipeline/worker-liveness.ts"],
   // Pay-once mode: every payout write and the one "still payable" rule.
   heart_payouts: ["services/payouts/write-payouts.ts"],
   // The reward plugins' recent calls: one upsert per batch (RecordPluginCalls), its age limit in the same statement.

@@ -5,7 +5,7 @@
  * accept is the one the rule refuses.
  */
 import test from "ava";
-import { buildVotifierPayload, encodeVotifierFrame } from "../../services/delivery/send-votifier.js";
+import { buildVotifierPayload, encodeVotifierFrame } from "../../services/delivery/pipeline/send-votifier.js";
 import { maxCharsOf } from "../../services/shared/values/field-rules.js";
 import {
   NUVOTIFIER_MAX_CHALLENGE_CHARS,

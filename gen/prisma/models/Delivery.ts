@@ -1846,7 +1846,7 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      */
     eventId: string | null
     /**
-     * A referral event: its body without `timestamp` (set per attempt), as services/delivery/referral-event.ts builds it; null for hearts.
+     * A referral event: its body without `timestamp` (set per attempt), as services/delivery/pipeline/referral-event.ts builds it; null for hearts.
      */
     payload: runtime.JsonValue | null
     username: string

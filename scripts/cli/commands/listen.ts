@@ -2,7 +2,7 @@
  * `listen --forward-to URL`: relays a server's counted hearts to a receiver on this machine through
  * the signed pull API (gateway /api/pull/hearts and /api/pull/claims, docs/votifier-and-pull.md), so
  * no public URL or tunnel is needed. Each heart is POSTed exactly as the delivery service sends a
- * callback: the same body builder and signer (services/delivery/send-callback.ts signCallback) and the
+ * callback: the same body builder and signer (services/delivery/pipeline/send-callback.ts signCallback) and the
  * same sender (sendCallback), keyed with the server's callback secret. Each listed page is claimed
  * first and only the hearts the claim answered `claimed` are forwarded: on a pay-once server another
  * transport (an in-game claim, the callback, Votifier) may have paid a listed heart meanwhile, and the
@@ -11,10 +11,10 @@
  * With `--forward-to votifier://host:port` each heart is sent instead as a Votifier v2 vote to a
  * local NuVotifier listener, with the delivery service's own sender (send-votifier.ts).
  */
-import type { PullClaimStatus } from "../../../services/delivery/claim-pull-hearts.js";
+import type { PullClaimStatus } from "../../../services/delivery/rpc/claim-pull-hearts.js";
 import { MAX_PULL_CLAIM } from "../../../services/shared/values/wire.js";
-import { CALLBACK_TIMEOUT_MS, sendCallback, signCallback } from "../../../services/delivery/send-callback.js";
-import { VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, sendVotifierVote } from "../../../services/delivery/send-votifier.js";
+import { CALLBACK_TIMEOUT_MS, sendCallback, signCallback } from "../../../services/delivery/pipeline/send-callback.js";
+import { VOTIFIER_TIMEOUT_MS, VOTIFIER_VOTE_ADDRESS, sendVotifierVote } from "../../../services/delivery/pipeline/send-votifier.js";
 import { formatIngestSignature } from "../../../services/shared/values/signature.js";
 import { stringFlag, type Command, type CommandContext } from "../command.js";
 import type { CliConfig } from "../config.js";

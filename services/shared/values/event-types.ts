@@ -8,7 +8,7 @@ export const ENDPOINT_EVENT_TYPES = ["heart.counted", "referral.registered", "re
 /** One event type an endpoint can subscribe to. */
 export type EndpointEventType = (typeof ENDPOINT_EVENT_TYPES)[number];
 
-/** The referral outcomes among them (services/delivery/referral-event.ts builds their bodies). */
+/** The referral outcomes among them (services/delivery/pipeline/referral-event.ts builds their bodies). */
 export const REFERRAL_EVENT_TYPES = ["referral.registered", "referral.qualified", "referral.reversed"] as const satisfies readonly EndpointEventType[];
 
 /** What a new default endpoint receives: exactly the contract's reward callback. */
@@ -16,7 +16,7 @@ export const DEFAULT_ENDPOINT_EVENT_TYPES: readonly EndpointEventType[] = ["hear
 
 /**
  * The payload versions an endpoint may pin: 1 is the contract's body (the default), 2 adds the
- * cast time, next eligible time, platform ids and account id (services/delivery/send-callback.ts).
+ * cast time, next eligible time, platform ids and account id (services/delivery/pipeline/send-callback.ts).
  */
 export const PAYLOAD_VERSIONS = [1, 2] as const;
 

@@ -1,6 +1,6 @@
 /**
  * Why a pending delivery is not being sent, in the owner's terms: the dispatcher claims only deliveries it can
- * send (sendableDeliverySql in services/delivery/claim-deliveries.ts: a callback to a live endpoint with a URL,
+ * send (sendableDeliverySql in services/delivery/pipeline/claim-deliveries.ts: a callback to a live endpoint with a URL,
  * not disabled; a Votifier vote of a server with Votifier set up) and leaves the others pending and due, so their
  * next-attempt time is in the past and means nothing. The dashboard shows these as held, with what releases them.
  * Pure; test/integration/delivery-held-reason.test.ts holds it equal to the claim's rule.

@@ -3,7 +3,7 @@ import { isUuid } from "./ids.js";
 
 /**
  * The one opaque cursor of keyset pages ordered by (created_at, id): the pull lists
- * (services/delivery/pull-store.ts) and ListServerIds (services/servers/list-server-ids.ts).
+ * (services/delivery/rpc/pull-store.ts) and ListServerIds (services/servers/list-server-ids.ts).
  */
 
 /** A page position: after this (created_at, id). */

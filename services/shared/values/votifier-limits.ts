@@ -2,7 +2,7 @@
  * What a Votifier v2 listener can carry: THE rule, in one home. CastHeart uses it to tell the
  * list, when a heart is cast, that the server's Votifier transport cannot carry it
  * (services/hearts/cast-heart.ts); the Votifier transport uses it to refuse such a vote at once,
- * failed for good without connecting (services/delivery/votifier-transport.ts). Pure.
+ * failed for good without connecting (services/delivery/pipeline/votifier-transport.ts). Pure.
  *
  * Read in NuVotifier's own source (github.com/NuVotifier/NuVotifier, the v2 server):
  * - common/src/main/java/com/vexsoftware/votifier/net/protocol/VotifierProtocol2Decoder.java:

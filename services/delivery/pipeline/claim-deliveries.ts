@@ -1,0 +1,275 @@
+import { Prisma } from "../../../gen/prisma/client.js";
+import type { PrismaClient } from "../../shared/adapters/db.js";
+import { executeSql, runSql } from "../../shared/adapters/sql/executor.js";
+import type { StreakState } from "../../hearts/domain/streak.js";
+import type { PlatformIds } from "../../shared/values/player-ids.js";
+import type { ReferralPayload } from "./delivery-types.js";
+import { deliveryGuardSql, leaseDeliveriesSql, releaseLeaseSql } from "./write-deliveries.js";
+import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, type SealedSecretJson } from "../../servers/active-secrets.js";
+
+/**
+ * The dispatcher's claims: which stored deliveries are sendable, the claim that leases due ones
+ * (with what sending them needs), and giving a lease back. The consumer's insert leases with the
+ * same rule and the same columns (insert-deliveries.ts).
+ */
+
+/** The transports the dispatcher sends over (pull deliveries are claimed by the owner, never sent). */
+export type SentTransport = "callback" | "votifier";
+
+/** A delivery claimed by a dispatcher, with what is needed to send it. */
+export interface ClaimedDelivery {
+  id: string;
+  serverId: string;
+  heartId: string;
+  eventType: string;
+  username: string;
+  voterIdentity: string;
+  period: string;
+  /** Attempts made in the current retry cycle, before this one. */
+  attempts: number;
+  /** The lease this claim holds; the result is recorded only while it is still ours. */
+  leaseUntil: Date;
+  /** Which transport sends it. */
+  transport: SentTransport;
+  /** The callback endpoint of a callback delivery (null for Votifier). */
+  endpointId: string | null;
+  /** When the heart counted: its cast time (a referral event: when the transition happened). */
+  countedAt: Date;
+  /** A referral event's body fields (referral-event.ts); null for a heart. */
+  referral: ReferralPayload | null;
+  /** The heart's platform ids and account id as stored with the delivery (all null on heart.test and referral events). */
+  platformIds: PlatformIds;
+  /** When the voter may count again; null when unknown. */
+  nextEligibleAt: Date | null;
+  /** The endpoint's payload version (callback deliveries; 1 otherwise). */
+  payloadVersion: number;
+  /** Its endpoint's callback settings (callback deliveries); null when the endpoint has no URL. */
+  callbackUrl: string | null;
+  standardWebhooks: boolean;
+  /** The endpoint opted in to the asymmetric `v1a` signature by the list's key. */
+  publicKeySignatures: boolean;
+  /** Votifier settings (Votifier deliveries), with the token still sealed; null when not configured. */
+  votifier: { host: string; port: number; serviceName: string; sealedToken: string } | null;
+  /**
+   * The endpoint's active callback secrets, still sealed, newest first, as the claim read them
+   * (so a rotation is seen by the next claim); absent when not read with the delivery, and the
+   * transport reads them itself.
+   */
+  sealedCallbackSecrets?: string[];
+  /** The voter's streak state as the claim read it (null: none); absent when not read with the delivery. */
+  voterStreak?: StreakState | null;
+  /** The server is in pay-once mode (servers.pay_once): the push reserves the heart's payout first (pay-once.ts). */
+  payOnce?: boolean;
+  /** Claimed after an earlier lease ran out with its attempt unrecorded (the process holding it stopped). */
+  takenOver?: boolean;
+}
+
+/** The room a claim (or an insert's lease) has: how many rows in all and per server, given what is in flight. */
+export interface ClaimRoom {
+  now: Date;
+  leaseUntil: Date;
+  /** Most rows leased; 0 leases none. */
+  limit: number;
+  /** Most rows in flight per server, for a server not in `capByServer`. */
+  perServerLimit: number;
+  inFlightByServer: ReadonlyMap<string, number>;
+  /** Servers whose cap is not `perServerLimit` (adaptive caps, server-caps.ts), by server id. */
+  capByServer?: ReadonlyMap<string, number>;
+  /** The leasing dispatcher's liveness id (worker-liveness.ts); absent: the lease lasts until `leaseUntil`. */
+  workerId?: string;
+}
+
+/** The busy servers of a room as the claim and the insert's lease take them: parallel arrays for `unnest`, and the saturated ones. */
+export interface BusyServers {
+  ids: string[];
+  inFlight: number[];
+  caps: number[];
+  /** Servers with no room left (in flight at or over their cap). */
+  saturated: string[];
+}
+
+/** Every server of `room` that has rows in flight or a cap of its own, with its count and cap (the `busy` relation of the claim and the insert). */
+export function busyServersOf(room: Omit<ClaimRoom, "limit" | "now" | "leaseUntil">): BusyServers {
+  const ids = [...new Set([...room.inFlightByServer.keys(), ...(room.capByServer?.keys() ?? [])])];
+  const inFlight = ids.map((id) => room.inFlightByServer.get(id) ?? 0);
+  const caps = ids.map((id) => room.capByServer?.get(id) ?? room.perServerLimit);
+  return { ids, inFlight, caps, saturated: ids.filter((_, i) => inFlight[i]! >= caps[i]!) };
+}
+
+/**
+ * Claims due deliveries for this dispatcher: pending, due, not leased (or leased by a worker that stopped
+ * beating: leaseFreeSql), and sendable
+ * (sendableDeliverySql). Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher
+ * instances never claim the same row. At most `limit` rows; per server at most its cap
+ * (`capByServer`, else `perServerLimit`) minus what this instance already has in flight for it. The same statement reads what sending
+ * needs (claimedColumnsSql): the endpoint's active callback secrets (sealed) and the voter's streak
+ * state, so an attempt costs no further reads. A row whose lease ran out unrecorded (its process stopped
+ * mid-attempt) comes back with `takenOver` (the caller records that attempt as in doubt: pay-once.ts).
+ */
+export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Promise<ClaimedDelivery[]> {
+  const busy = busyServersOf(q);
+  // Scan a few times the limit, so one server's backlog cannot hide other servers' rows in one claim.
+  const scan = q.limit * 4;
+  const rows = await runSql<LeasedRow>(
+    prisma,
+    Prisma.sql`
+    WITH busy AS (
+      SELECT * FROM unnest(${busy.ids}::uuid[], ${busy.inFlight}::int[], ${busy.caps}::int[]) AS b(server_id, in_flight, cap)
+    ), candidates AS (
+      SELECT d.id, d.server_id, d.endpoint_id, d.next_attempt_at, d.voter_identity, d.event_type, d.lease_until AS previous_lease
+      FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
+      -- Through the partial index of the pending rows a dispatcher sends (pull ones are the owner's: never read here),
+      -- from the oldest due: the rows read are the claimed ones plus those skipped as not sendable now.
+      WHERE ${deliveryGuardSql("lease", { now: q.now })}
+        AND d.transport <> 'pull'
+        AND d.next_attempt_at <= ${q.now}::timestamptz
+        AND ${sendableDeliverySql(q.now)}
+        AND d.server_id <> ALL(${busy.saturated}::uuid[])
+      ORDER BY d.next_attempt_at
+      LIMIT ${scan}
+      FOR UPDATE OF d SKIP LOCKED
+    ), chosen AS (
+      SELECT c.id, c.server_id, c.endpoint_id, c.previous_lease, v.last_day, v.streak_days FROM (
+        SELECT c.id, c.server_id, c.endpoint_id, c.voter_identity, c.event_type, c.next_attempt_at, c.previous_lease,
+               row_number() OVER (PARTITION BY c.server_id ORDER BY c.next_attempt_at, c.id) AS rn,
+               coalesce(b.cap, ${q.perServerLimit}::int) - coalesce(b.in_flight, 0) AS room
+        FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
+      ) c
+      LEFT JOIN voter_states v ON c.event_type = 'heart.counted' AND v.server_id = c.server_id AND v.voter_identity = c.voter_identity
+      WHERE c.rn <= c.room
+      ORDER BY c.next_attempt_at
+      LIMIT ${q.limit}
+    )
+    ${leaseDeliveriesSql({
+      chosen: Prisma.sql`chosen v JOIN servers s ON s.id = v.server_id LEFT JOIN callback_endpoints e ON e.id = v.endpoint_id`,
+      leaseUntil: q.leaseUntil,
+      workerId: q.workerId ?? null,
+      returning: Prisma.sql`${claimedColumnsSql(q.now)}, v.previous_lease IS NOT NULL AS taken_over`,
+    })}`,
+  );
+  return rows.map((r) => toClaimedDelivery(r, q.now));
+}
+
+/**
+ * Whether delivery `d` of server `s` to endpoint `e` (null for other transports) can be sent by a
+ * dispatcher at `now`: a callback delivery to a live endpoint with a URL, not disabled (410) and
+ * with an active callback secret, or a Votifier delivery of a server with Votifier set up (pull
+ * deliveries are claimed by the owner, never here). The one rule of the claim and of the lease
+ * taken with an insert.
+ */
+export function sendableDeliverySql(now: Date): Prisma.Sql {
+  // A CASE, not an OR of per-transport conditions: the planner turned that OR into "transport = 'callback' OR
+  // transport = 'votifier'" and ANDed in a scan of every such row's unique-index entry (the delivered history), where
+  // the claim's partial index alone holds the few pending ones. A CASE gives it no index condition to take.
+  return Prisma.sql`
+  (CASE d.transport
+     WHEN 'callback' THEN e.url IS NOT NULL
+       AND e.disabled_at IS NULL
+       AND e.deleted_at IS NULL
+       AND ${hasActiveSecretSql(Prisma.sql`e.id`, "callback", now, "endpoint")}
+     WHEN 'votifier' THEN s.votifier_host IS NOT NULL AND s.votifier_token IS NOT NULL
+     ELSE false
+   END)`;
+}
+
+/**
+ * What a dispatcher needs to send a leased delivery `d` of server `s` to endpoint `e` (left-joined:
+ * null for other transports) at `now`, with `v` the voter's streak state (last_day, streak_days):
+ * the columns of LeasedRow.
+ */
+export function claimedColumnsSql(now: Date): Prisma.Sql {
+  return Prisma.sql`
+  d.id::text, d.server_id::text, d.endpoint_id::text, d.heart_id::text, d.event_type, d.username, d.voter_identity, d.period,
+  d.attempts, d.lease_until, d.transport, d.counted_at, d.payload, d.steam_id, d.discord_id, d.minecraft_uuid, d.account_id, d.next_eligible_at,
+  coalesce(e.payload_version, 1) AS payload_version, e.url AS callback_url,
+  coalesce(e.standard_webhooks, false) AS standard_webhooks, coalesce(e.public_key_signatures, false) AS public_key_signatures,
+  s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token,
+  v.last_day, v.streak_days, s.pay_once,
+  CASE WHEN d.transport = 'callback' THEN ${sealedActiveSecretsJsonSql(Prisma.sql`d.endpoint_id`, "callback", now, "endpoint")} END AS callback_secrets`;
+}
+
+/** A row of claimedColumnsSql as a statement returns it (timestamps and dates decoded to Date by the executor). */
+export interface LeasedRow {
+  id: string;
+  server_id: string;
+  endpoint_id: string | null;
+  heart_id: string;
+  event_type: string;
+  username: string;
+  voter_identity: string;
+  period: string;
+  attempts: number;
+  lease_until: Date;
+  transport: SentTransport;
+  counted_at: Date;
+  payload: ReferralPayload | null;
+  steam_id: string | null;
+  discord_id: string | null;
+  minecraft_uuid: string | null;
+  account_id: string | null;
+  next_eligible_at: Date | null;
+  payload_version: number;
+  callback_url: string | null;
+  standard_webhooks: boolean;
+  public_key_signatures: boolean;
+  votifier_host: string | null;
+  votifier_port: number | null;
+  votifier_service_name: string | null;
+  votifier_token: string | null;
+  callback_secrets: SealedSecretJson[] | null;
+  last_day: Date | null;
+  streak_days: number | null;
+  pay_once: boolean;
+  /** The claim's rows only: an earlier lease had run out unrecorded. */
+  taken_over?: boolean;
+}
+
+/** The timestamp columns of a LeasedRow. */
+type LeasedTimes = "lease_until" | "counted_at" | "next_eligible_at" | "last_day";
+
+/** A LeasedRow inside JSON (json_agg of claimedColumnsSql: the insert's leased rows), where timestamps and dates are ISO text. */
+export type LeasedJson = Omit<LeasedRow, LeasedTimes> & { lease_until: string; counted_at: string; next_eligible_at: string | null; last_day: string | null };
+
+/** The one decoding of LeasedJson's timestamps. */
+export function fromLeasedJson(j: LeasedJson): LeasedRow {
+  const at = (text: string | null) => (text === null ? null : new Date(text));
+  return { ...j, lease_until: new Date(j.lease_until), counted_at: new Date(j.counted_at), next_eligible_at: at(j.next_eligible_at), last_day: at(j.last_day) };
+}
+
+/** A leased row as the dispatcher sends it; the secrets active at `now`, newest first. */
+export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
+  return {
+    id: r.id,
+    serverId: r.server_id,
+    heartId: r.heart_id,
+    eventType: r.event_type,
+    username: r.username,
+    voterIdentity: r.voter_identity,
+    period: r.period,
+    attempts: r.attempts,
+    leaseUntil: r.lease_until,
+    transport: r.transport,
+    endpointId: r.endpoint_id,
+    countedAt: r.counted_at,
+    referral: r.payload,
+    platformIds: { steamId: r.steam_id, discordId: r.discord_id, minecraftUuid: r.minecraft_uuid, accountId: r.account_id },
+    nextEligibleAt: r.next_eligible_at,
+    payloadVersion: r.payload_version,
+    callbackUrl: r.callback_url,
+    standardWebhooks: r.standard_webhooks,
+    publicKeySignatures: r.public_key_signatures,
+    votifier:
+      r.votifier_host !== null && r.votifier_token !== null
+        ? { host: r.votifier_host, port: r.votifier_port ?? 0, serviceName: r.votifier_service_name ?? "", sealedToken: r.votifier_token }
+        : null,
+    ...(r.callback_secrets === null ? {} : { sealedCallbackSecrets: toSealedNewestFirst(r.callback_secrets, now) }),
+    voterStreak: r.last_day === null || r.streak_days === null ? null : { lastDay: r.last_day, streakDays: r.streak_days },
+    payOnce: r.pay_once,
+    ...(r.taken_over === true ? { takenOver: true } : {}),
+  };
+}
+
+/** Gives a claimed delivery back without an attempt (for example its secret was revoked meanwhile). */
+export async function releaseLease(prisma: PrismaClient, delivery: ClaimedDelivery): Promise<void> {
+  await executeSql(prisma, releaseLeaseSql(delivery));
+}

@@ -1,0 +1,203 @@
+import { Prisma } from "../../../gen/prisma/client.js";
+import { DELIVERY_TRANSITIONS, type DeliveryMove, type DeliveryStatus } from "./domain/delivery-transitions.js";
+import { leaseFreeSql } from "./lease.js";
+
+/**
+ * Every write of `deliveries`, as SQL fragments the writers compose into their own statements (one per
+ * move of DELIVERY_TRANSITIONS, domain/delivery-transitions.ts): the guard of a move (its `from` statuses
+ * and its lease) is built once, by deliveryGuardSql, from the table. The consumer's insert and the test
+ * callback's share insertDeliveriesSql; the dispatcher's claim (claim-deliveries.ts), the attempt log,
+ * pay-once, the pull claim and redelivery use the move they make. The row is `d` in every statement.
+ */
+
+/** A status as an SQL literal of the enum (a literal, so the planner matches the partial indexes on status). */
+function statusSql(status: DeliveryStatus): Prisma.Sql {
+  return Prisma.raw(`'${status}'::"DeliveryStatus"`);
+}
+
+/**
+ * The guard of `move` over the row `d`: its `from` statuses (literals: the partial indexes on status
+ * stay usable) and the lease the table asks for: `lease` (the lease the writer took: `held`) or `now`
+ * (`free`, `idle`). `TRUE` for the inserts.
+ */
+export function deliveryGuardSql(move: DeliveryMove, q: { lease?: Prisma.Sql; now?: Date } = {}): Prisma.Sql {
+  const rule = DELIVERY_TRANSITIONS[move];
+  if (rule.from === "new") return Prisma.sql`TRUE`;
+  const from = rule.from as readonly DeliveryStatus[];
+  const status = from.length === 1 ? Prisma.sql`d.status = ${statusSql(from[0]!)}` : Prisma.sql`d.status IN (${Prisma.join(from.map(statusSql))})`;
+  switch (rule.lease) {
+    case "held":
+      if (q.lease === undefined) throw new Error(`delivery move ${move} needs the lease it was taken under`);
+      return Prisma.sql`${status} AND d.lease_until = ${q.lease}`;
+    case "free":
+      if (q.now === undefined) throw new Error(`delivery move ${move} needs the time`);
+      return Prisma.sql`${status} AND ${leaseFreeSql(q.now)}`;
+    case "idle":
+      if (q.now === undefined) throw new Error(`delivery move ${move} needs the time`);
+      return Prisma.sql`${status} AND (d.lease_until IS NULL OR d.lease_until < ${q.now}::timestamptz)`;
+    case "any":
+      return status;
+  }
+}
+
+/** The columns of a new delivery, in the order insertDeliveriesSql's `rows` gives them. */
+export const DELIVERY_INSERT_COLUMNS = Prisma.raw(
+  [
+    "id",
+    "server_id",
+    "heart_id",
+    "dedup_key",
+    "transport",
+    "endpoint_id",
+    "event_type",
+    "event_id",
+    "payload",
+    "username",
+    "voter_identity",
+    "period",
+    "streak_day",
+    "counted_at",
+    "steam_id",
+    "discord_id",
+    "minecraft_uuid",
+    "account_id",
+    "next_eligible_at",
+    "next_attempt_at",
+    "lease_until",
+    "status",
+    "last_error",
+    "leased_by",
+    "created_at",
+  ].join(", "),
+);
+
+/**
+ * The one INSERT of deliveries (moves `store` and `store_withdrawn`), usable as a data-modifying CTE:
+ * `rows` is a SELECT (or VALUES) of DELIVERY_INSERT_COLUMNS, in the order the rows are to be locked.
+ * Idempotent per (server_id, transport, endpoint_id, dedup_key): a row already there adds nothing.
+ * Returns the inserted rows (every column).
+ */
+export function insertDeliveriesSql(rows: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`
+    INSERT INTO deliveries (${DELIVERY_INSERT_COLUMNS})
+    ${rows}
+    -- The unique index is NULLS NOT DISTINCT: a Votifier or pull row (no endpoint) is unique per heart too.
+    ON CONFLICT (server_id, transport, endpoint_id, dedup_key) DO NOTHING
+    RETURNING *`;
+}
+
+/** The status a new delivery is stored in: `store`, or `store_withdrawn` when `paidBy` (a text expression) names the transport that paid its heart. */
+export function storedStatusSql(paidBy: Prisma.Sql): Prisma.Sql {
+  const { store, store_withdrawn } = DELIVERY_TRANSITIONS;
+  return Prisma.sql`CASE WHEN ${paidBy} IS NULL THEN ${statusSql(store.to)} ELSE ${statusSql(store_withdrawn.to)} END`;
+}
+
+/**
+ * The dispatcher's lease (move `lease`: the rows of `chosen`, a FROM item with `v.id`, chosen under
+ * deliveryGuardSql("lease") and locked by the caller) taken until `leaseUntil` by `workerId`; RETURNING `returning`.
+ */
+export function leaseDeliveriesSql(q: { chosen: Prisma.Sql; leaseUntil: Date; workerId: string | null; returning: Prisma.Sql }): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE deliveries d SET lease_until = ${q.leaseUntil}::timestamptz, leased_by = ${q.workerId}::uuid
+    FROM ${q.chosen}
+    WHERE d.id = v.id
+    RETURNING ${q.returning}`;
+}
+
+/** A leased delivery, as the moves under its lease name it. */
+export interface HeldDelivery {
+  id: string;
+  leaseUntil: Date;
+}
+
+/** Move `release`: the lease given back without an attempt (nothing else changes). */
+export function releaseLeaseSql(delivery: HeldDelivery): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE deliveries d SET lease_until = NULL
+    WHERE d.id = ${delivery.id}::uuid AND ${deliveryGuardSql("release", { lease: Prisma.sql`${delivery.leaseUntil}::timestamptz` })}`;
+}
+
+/** Move `defer`: the lease given back and the row due again at `nextAttemptAt`. */
+export function deferDeliverySql(delivery: HeldDelivery, nextAttemptAt: Date): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE deliveries d SET lease_until = NULL, next_attempt_at = ${nextAttemptAt}::timestamptz
+    WHERE d.id = ${delivery.id}::uuid AND ${deliveryGuardSql("defer", { lease: Prisma.sql`${delivery.leaseUntil}::timestamptz` })}`;
+}
+
+/** The attempt log's results (AttemptResult kinds) and the move each makes. */
+export const ATTEMPT_RESULT_MOVES = { delivered: "deliver", failed: "fail", retry: "retry", held_gone: "hold" } as const satisfies Record<string, DeliveryMove>;
+
+/**
+ * The attempt log's results under their leases (moves deliver, fail, retry, hold), as a data-modifying CTE:
+ * `input` is a FROM item `i` with (id, lease_until, result, next_attempt_at, finished_at, status_code, error).
+ * A row whose lease was lost is not changed. RETURNING d.id.
+ */
+export function recordAttemptResultsSql(input: Prisma.Sql): Prisma.Sql {
+  const statusOf = Prisma.join(
+    Object.entries(ATTEMPT_RESULT_MOVES).map(
+      ([result, move]) => Prisma.sql`WHEN ${Prisma.raw(`'${result}'`)} THEN ${statusSql(DELIVERY_TRANSITIONS[move].to)}`,
+    ),
+    " ",
+  );
+  // The four moves share their guard (pending, under the attempt's lease: delivery-transitions.test.ts).
+  return Prisma.sql`
+    UPDATE deliveries d
+    SET attempts = d.attempts + 1, lease_until = NULL, last_status_code = i.status_code, last_error = i.error,
+        status = CASE i.result ${statusOf} ELSE d.status END,
+        delivered_at = CASE WHEN i.result = 'delivered' THEN i.finished_at ELSE d.delivered_at END,
+        failed_at = CASE WHEN i.result = 'failed' THEN i.finished_at ELSE d.failed_at END,
+        next_attempt_at = CASE i.result WHEN 'retry' THEN i.next_attempt_at WHEN 'held_gone' THEN i.finished_at ELSE d.next_attempt_at END
+    FROM ${input}
+    WHERE d.id = i.id AND ${deliveryGuardSql("deliver", { lease: Prisma.sql`i.lease_until` })}
+    RETURNING d.id`;
+}
+
+/**
+ * Pay-once mode, as a data-modifying CTE: the counted-heart deliveries of the hearts become `withdrawn`
+ * with `reason`, one attempt counted: `only` the given leased one (move `withdraw`, its lease still held),
+ * or every one not in flight (move `withdraw_waiting`). RETURNING id, server_id.
+ */
+export function withdrawDeliveriesSql(q: { serverId: string; heartIds: readonly string[]; now: Date; reason: string; only?: HeldDelivery }): Prisma.Sql {
+  const guard = q.only
+    ? Prisma.sql`d.id = ${q.only.id}::uuid AND ${deliveryGuardSql("withdraw", { lease: Prisma.sql`${q.only.leaseUntil}::timestamptz` })}`
+    : deliveryGuardSql("withdraw_waiting", { now: q.now });
+  return Prisma.sql`
+    UPDATE deliveries d SET status = ${statusSql(DELIVERY_TRANSITIONS.withdraw.to)}, attempts = d.attempts + 1, lease_until = NULL,
+        last_status_code = NULL, last_error = ${q.reason}
+    WHERE d.server_id = ${q.serverId}::uuid AND d.heart_id = ANY(${[...q.heartIds]}::uuid[]) AND d.event_type = 'heart.counted' AND ${guard}
+    RETURNING d.id, d.server_id`;
+}
+
+/**
+ * The owner's pull claim (move `claim_pull`), as a data-modifying CTE: the server's pending pull deliveries
+ * matching `rows` (and `also`) become delivered at `now`, answered `statusCode`. RETURNING id, server_id and
+ * `key` AS key.
+ */
+export function claimPullDeliveriesSql(q: {
+  serverId: string;
+  rows: Prisma.Sql;
+  also: Prisma.Sql;
+  now: Date;
+  statusCode: number;
+  key: Prisma.Sql;
+}): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE deliveries d
+    SET status = ${statusSql(DELIVERY_TRANSITIONS.claim_pull.to)}, delivered_at = ${q.now}::timestamptz, attempts = d.attempts + 1, lease_until = NULL,
+        last_status_code = ${q.statusCode}::int, last_error = NULL
+    WHERE d.server_id = ${q.serverId}::uuid AND d.transport = 'pull' AND ${deliveryGuardSql("claim_pull")} AND ${q.rows} AND ${q.also}
+    RETURNING d.id, d.server_id, ${q.key} AS key`;
+}
+
+/**
+ * Redelivery (move `redeliver`): the finished deliveries matching `where` (over `d`) go back to the queue
+ * with a fresh retry cycle, due at `now`; the attempt log stays. RETURNING `returning`.
+ */
+export function redeliverSql(where: Prisma.Sql, now: Date, returning: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE deliveries d
+    SET status = ${statusSql(DELIVERY_TRANSITIONS.redeliver.to)}, attempts = 0, next_attempt_at = ${now}::timestamptz, lease_until = NULL,
+        failed_at = NULL, delivered_at = NULL
+    WHERE ${deliveryGuardSql("redeliver")} AND ${where}
+    RETURNING ${returning}`;
+}

@@ -3,7 +3,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Prisma } from "../../../gen/prisma/client.js";
 import { EnvelopeSchema, type Envelope } from "../../../gen/proto/events/v1/events_pb.js";
-import type { Tx } from "./db.js";
+import type { SqlTx } from "./sql/executor.js";
 
 /** Number of relay shards: rows of one shard are published by one relay instance at a time, in id order. */
 export const RELAY_SHARDS = 16;
@@ -99,6 +99,6 @@ export function insertOutboxRows(rows: readonly IndexedOutboxRow[], only?: Prism
  * commit together. Nothing calls Kafka here; the relay publishes later, woken by the commit's notification
  * (OUTBOX_COMMITTED_CHANNEL).
  */
-export async function writeOutbox(tx: Tx, event: OutboxEvent): Promise<void> {
-  await tx.$executeRaw(insertOutboxRows([{ idx: 0, row: toOutboxRow(event) }]));
+export async function writeOutbox(tx: SqlTx, event: OutboxEvent): Promise<void> {
+  await tx.execute(insertOutboxRows([{ idx: 0, row: toOutboxRow(event) }]));
 }

@@ -69,6 +69,10 @@ function readEnvNames(dir: string): Set<string> {
     "services/shared/runtime/process-config.ts",
     "services/shared/runtime/log.ts",
     "services/access/bootstrap.ts",
+    // The same files before services/shared and services/delivery were split into folders (an older target).
+    "services/delivery/config.ts",
+    "services/shared/process-config.ts",
+    "services/shared/log.ts",
   ];
   const names = new Set<string>();
   for (const file of files) {

@@ -93,22 +93,8 @@ export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRu
            -- Referees = distinct referrals (one per referee and server). Reads the LINKED clicks from the address in the
            -- window (a partial index holds only those): one per registration or join a server's backend signed from
            -- it, never the anonymous clicks an address can make at will. Counted up to the maximum.
-           CASE WHEN ck.ip IS NULL OR ${rules.ipFanout.maxReferees}::int = 0 THEN 0 ELSE (
-             SELECT count(*) FROM (
-               SELECT DISTINCT oc.referral_id FROM referral_clicks oc
-               WHERE oc.server_id = ck.server_id AND oc.ip = ck.ip AND oc.referral_id IS NOT NULL
-                 AND oc.created_at >= ${w.ipFanoutSince}::timestamptz AND oc.referral_id IS DISTINCT FROM i.referral_id
-               LIMIT ${rules.ipFanout.maxReferees}::int
-             ) AS referees
-           ) END::int AS other_referees_ip,
-           CASE WHEN ck.subnet IS NULL OR ${rules.subnetFanout.maxReferees}::int = 0 THEN 0 ELSE (
-             SELECT count(*) FROM (
-               SELECT DISTINCT oc.referral_id FROM referral_clicks oc
-               WHERE oc.server_id = ck.server_id AND oc.subnet = ck.subnet AND oc.referral_id IS NOT NULL
-                 AND oc.created_at >= ${w.subnetFanoutSince}::timestamptz AND oc.referral_id IS DISTINCT FROM i.referral_id
-               LIMIT ${rules.subnetFanout.maxReferees}::int
-             ) AS referees
-           ) END::int AS other_referees_subnet,
+           ${fanoutSql("ip", w.ipFanoutSince, rules.ipFanout.maxReferees)} AS other_referees_ip,
+           ${fanoutSql("subnet", w.subnetFanoutSince, rules.subnetFanout.maxReferees)} AS other_referees_subnet,
            -- At most maxClicks + 1 index entries, whatever the address's history.
            CASE WHEN ck.ip IS NULL OR ${rules.clickVelocity.maxClicks}::int = 0 THEN 0 ELSE (
              SELECT count(*) FROM (
@@ -131,6 +117,23 @@ export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRu
     FROM input i
     JOIN referral_clicks ck ON ck.id = i.click_id
     LEFT JOIN referrals l ON l.id = i.referral_id`;
+}
+
+/**
+ * Other referees whose linked clicks came from the click's `address` (its IP or its subnet column) since `since`,
+ * counted up to `max` (0: the rule is off, nothing read). Reads the partial index of linked clicks on
+ * (server_id, <address>, created_at).
+ */
+function fanoutSql(address: "ip" | "subnet", since: Date, max: number): Prisma.Sql {
+  const column = Prisma.raw(address);
+  return Prisma.sql`CASE WHEN ck.${column} IS NULL OR ${max}::int = 0 THEN 0 ELSE (
+             SELECT count(*) FROM (
+               SELECT DISTINCT oc.referral_id FROM referral_clicks oc
+               WHERE oc.server_id = ck.server_id AND oc.${column} = ck.${column} AND oc.referral_id IS NOT NULL
+                 AND oc.created_at >= ${since}::timestamptz AND oc.referral_id IS DISTINCT FROM i.referral_id
+               LIMIT ${max}::int
+             ) AS referees
+           ) END::int`;
 }
 
 /** What a mint or a qualification stores: the signal codes (JSON array), their details (JSON) and the review state. */

@@ -1,5 +1,5 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
-import { isUniqueViolation } from "../shared/adapters/db.js";
+import { isUniqueViolation } from "../shared/values/db-errors.js";
 import { DomainError, unknownServer } from "../shared/rpc/errors.js";
 import { boundField } from "../shared/values/field-rules.js";
 import { isUuid } from "../shared/values/ids.js";

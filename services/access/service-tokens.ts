@@ -1,5 +1,5 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
-import { isUniqueViolation } from "../shared/adapters/db.js";
+import { isUniqueViolation } from "../shared/values/db-errors.js";
 import { DomainError } from "../shared/rpc/errors.js";
 import { isUuid } from "../shared/values/ids.js";
 import { generateServiceToken, hashToken } from "../shared/runtime/secrets.js";

@@ -1,6 +1,7 @@
 import { Gauge, Counter, type Registry } from "prom-client";
 import { RejectedMessagesError, type EventBus } from "../shared/adapters/bus.js";
-import { runSqlTransaction, type PrismaClient, type SqlTx } from "../shared/adapters/db.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.js";
 import { createDeadLetterCounter, moveOutboxRowsToDeadLetters, type PoisonRow } from "../shared/adapters/dead-letters.js";
 import type { Logger } from "../shared/runtime/log.js";
 import { createCommitListener } from "./commit-listener.js";

@@ -1,5 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import type { PrismaClient, SqlTx } from "../shared/adapters/db.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import type { SqlTx } from "../shared/adapters/sql/executor.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
 
 /**

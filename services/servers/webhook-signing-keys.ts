@@ -1,6 +1,6 @@
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import type { PrismaClient } from "../shared/adapters/db.js";
-import { isUniqueViolation } from "../shared/adapters/db.js";
+import { isUniqueViolation } from "../shared/values/db-errors.js";
 import { DomainError } from "../shared/rpc/errors.js";
 import type { SecretBox } from "../shared/runtime/secrets.js";
 import { generateKid } from "../shared/runtime/secrets.js";

@@ -8,7 +8,8 @@
 import net from "node:net";
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
-import { createPrisma, isUniqueViolation, type PrismaClient } from "../../services/shared/adapters/db.js";
+import { createPrisma, type PrismaClient } from "../../services/shared/adapters/db.js";
+import { isUniqueViolation } from "../../services/shared/values/db-errors.js";
 import { runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 

@@ -7,7 +7,7 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { Prisma } from "../../gen/prisma/client.js";
-import { isUniqueViolation } from "../../services/shared/adapters/db.js";
+import { isUniqueViolation } from "../../services/shared/values/db-errors.js";
 import { isTransactionUnavailable, runSqlTransaction, TransactionUnavailable } from "../../services/shared/adapters/sql/executor.js";
 import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 

@@ -56,27 +56,8 @@ export function createPrisma(databaseUrl: string, opts: { maxConnections?: numbe
   return client;
 }
 
-/**
- * Raw SQL runs on the one executor (services/shared/adapters/sql/executor.ts), on this client's pool; re-exported here for
- * the callers that import it from db.ts.
- */
-export {
-  executeSql,
-  isTransactionUnavailable,
-  runSql,
-  runSqlTransaction,
-  sqlOf,
-  TransactionUnavailable,
-  type Sql,
-  type SqlTx,
-} from "./sql/executor.js";
-export { PG_VERIFIED_VERSION } from "./sql/pg-internals.js";
-
 /** The transaction client handed to interactive-transaction callbacks. */
 export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
-
-/** Database errors are classified in one place, by code (services/shared/values/db-errors.ts); re-exported for their callers. */
-export { isDatabaseUnavailable, isUniqueViolation, PG_SERIALIZATION_FAILURE, PG_UNIQUE_VIOLATION } from "../values/db-errors.js";
 
 /** Checks the database answers; used by /readyz. */
 export async function pingDatabase(prisma: PrismaClient): Promise<void> {

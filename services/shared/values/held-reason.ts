@@ -9,9 +9,6 @@
 /** What holds a pending delivery back. */
 export type HeldReason = "no_callback_url" | "endpoint_disabled" | "endpoint_deleted" | "votifier_off";
 
-/** Every reason, as the wire carries it (`held_reason`). */
-export const HELD_REASONS: readonly HeldReason[] = ["no_callback_url", "endpoint_disabled", "endpoint_deleted", "votifier_off"];
-
 /** The facts the rule reads: the delivery's status and transport, its endpoint (callback only) and its server's Votifier. */
 export interface HoldFacts {
   status: string;

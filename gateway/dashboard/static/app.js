@@ -298,6 +298,7 @@
     }
     state.serverId = id;
     state.deliveryId = "";
+    syncIntegrationFields();
     if (id) sessionStorage.setItem(SERVER_KEY, id);
     else sessionStorage.removeItem(SERVER_KEY);
   }
@@ -943,6 +944,14 @@
   /** The Integration tab's last render: which server, and a count (loadIntegration drops an answer older than a render). */
   const integrationRendered = { serverId: "", count: 0 };
 
+  /**
+   * The Integration tab's controls are disabled while it shows another server than the picked one (between a pick and
+   * its settings load): an owner cannot type into, or save, the previous server's values under the new server.
+   */
+  function syncIntegrationFields() {
+    $("integration-fields").disabled = integrationRendered.serverId !== state.serverId;
+  }
+
   async function loadIntegration() {
     const before = integrationRendered.count;
     const [{ server }] = await Promise.all([api("GET", serverPath()), loadEndpoints()]);
@@ -1165,6 +1174,7 @@
     if (savedForm) for (const input of savedForm.querySelectorAll("[id]")) editedInputs.delete(input.id);
     integrationRendered.serverId = server.id;
     integrationRendered.count++;
+    syncIntegrationFields();
     fillInput("callback-url", "value", server.callback_url);
     fillInput("standard-webhooks", "checked", server.standard_webhooks);
     fillInput("payload-version", "value", String(server.payload_version || 1));

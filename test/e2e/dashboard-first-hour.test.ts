@@ -179,37 +179,40 @@ test.serial(
   },
 );
 
-test.serial("picking another server disables the Integration tab until that server's settings are shown: the previous server's values cannot be saved under it", async (t) => {
-  const { page } = t.context;
-  await page.setViewportSize(LAPTOP);
-  await pickServer(page, flow.freshId);
-  await openIntegration(page);
-  let release: () => void = () => undefined;
-  const released = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  const heldPath = `/dashboard/api/servers/${flow.heldId}`;
-  const isHeldSettings = (url: URL) => url.pathname === heldPath;
-  let held = 0;
-  await page.route(isHeldSettings, async (route) => {
-    held++;
-    await released;
-    await route.continue();
-  });
-  try {
-    await page.selectOption("#server-picker", flow.heldId);
-    await eventually(() => held > 0 || undefined, { timeoutMs: 10_000, message: "the held server's settings on their way" });
-    t.true(await page.isDisabled("#votifier-host"), "the previous server's form cannot be typed into");
-    t.true(await page.isDisabled("#votifier-form button[type=submit]"), "nor saved");
-    t.true(await page.isDisabled("#callback-form button[type=submit]"));
-    release();
-    await page.waitForSelector("#integration-fields:not([disabled])");
-    t.false(await page.isDisabled("#votifier-host"), "the picked server's settings shown: the form is open again");
-  } finally {
-    release();
-    await page.unroute(isHeldSettings);
-  }
-});
+test.serial(
+  "picking another server disables the Integration tab until that server's settings are shown: the previous server's values cannot be saved under it",
+  async (t) => {
+    const { page } = t.context;
+    await page.setViewportSize(LAPTOP);
+    await pickServer(page, flow.freshId);
+    await openIntegration(page);
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const heldPath = `/dashboard/api/servers/${flow.heldId}`;
+    const isHeldSettings = (url: URL) => url.pathname === heldPath;
+    let held = 0;
+    await page.route(isHeldSettings, async (route) => {
+      held++;
+      await released;
+      await route.continue();
+    });
+    try {
+      await page.selectOption("#server-picker", flow.heldId);
+      await eventually(() => held > 0 || undefined, { timeoutMs: 10_000, message: "the held server's settings on their way" });
+      t.true(await page.isDisabled("#votifier-host"), "the previous server's form cannot be typed into");
+      t.true(await page.isDisabled("#votifier-form button[type=submit]"), "nor saved");
+      t.true(await page.isDisabled("#callback-form button[type=submit]"));
+      release();
+      await page.waitForSelector("#integration-fields:not([disabled])");
+      t.false(await page.isDisabled("#votifier-host"), "the picked server's settings shown: the form is open again");
+    } finally {
+      release();
+      await page.unroute(isHeldSettings);
+    }
+  },
+);
 
 for (const viewport of [PHONE, LAPTOP]) {
   test.serial(`${viewport.width} px: a failed save or test on the Integration tab shows its error beside its button, not as a banner above`, async (t) => {

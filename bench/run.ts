@@ -35,6 +35,7 @@ import { REFERRALS_TOPIC } from "../services/shared/adapters/bus.js";
 import { toOutboxRow } from "../services/shared/adapters/outbox.js";
 import { createServiceTransport } from "../services/shared/rpc/service-transport.js";
 import { compareMedians, cpuPerRequest, renderComparison } from "./lib/compare-databases.js";
+import { evaluateTargets, renderTargets } from "./lib/targets.js";
 import { cloneHistory, ensureHistoryTemplate, parseHistoryScale, type HistoryTemplate } from "./lib/history-template.js";
 import {
   BENCH_DIR,
@@ -1550,6 +1551,7 @@ async function main(): Promise<void> {
   mkdirSync(dirname(join(fileURLToPath(new URL("./results/", import.meta.url)), NAME)), { recursive: true });
   const { jsonPath, mdPath } = writeResults(NAME, results, renderMarkdown(results));
   progress(`wrote ${jsonPath} and ${mdPath} (${results.durationSeconds} s in all)`);
+  process.stdout.write(`${renderTargets(evaluateTargets(results), results.history !== undefined)}\n`);
   if (process.env.BENCH_KEEP_LOGS === "1") progress(`process logs kept in ${ctx.logDir}`);
   else rmSync(ctx.logDir, { recursive: true, force: true });
 }
@@ -1675,6 +1677,7 @@ function renderMarkdown(r: Results): string {
   if (r.envNamesTheTargetDoesNotRead.length > 0)
     out.push(`Settings passed that the target's config files do not name (ignored by it): ${r.envNamesTheTargetDoesNotRead.join(", ")}.`, "");
   if (r.history) out.push(renderHistory(r.history), "");
+  out.push(renderTargets(evaluateTargets(r), r.history !== undefined), "");
   const c8 = `ingest.c${LOW_CONCURRENCY}`;
   const ratioOf = (a: Spread | undefined, b: Spread | undefined) => (a && b && m(b) > 0 ? `${fmt(m(a) / m(b), 2)}x` : "—");
   const rawBest = one["callbacks.baseline.rps"];

@@ -1624,6 +1624,11 @@ function renderHistory(h: HistoryResults): string {
       `${t.migrated.length > 0 ? `; migrated forward with ${t.migrated.join(", ")}` : ""}. ` +
       "The issue tables further down are the empty database's figures.",
     "",
+    `Its tables (pg_total_relation_size, rows; docs/capacity.md reads bytes per row from them): ${Object.entries(t.tables)
+      .filter(([, v]) => v.rows > 0)
+      .map(([name, v]) => `${name} ${fmt(v.bytes / 2 ** 20, 0)} MB (${fmt(v.rows, 0)})`)
+      .join(", ")}.`,
+    "",
     "Ratio = history / empty: for CPU per request, 1.25x means a request costs a quarter more on the history database (issue 29's bound); for throughput, below 1 is the loss. " +
       "CPU per request `all` is every process that serves it (gateway, referral service, relay, delivery, the raw baseline in its own windows, PostgreSQL, Kafka) over the measured window divided by the requests answered; PostgreSQL is its share.",
     "",

@@ -8,7 +8,7 @@
  * re-run under EXPLAIN ANALYZE (rolled back); the expiry runs inside a function, so its reads are the transaction's
  * table statistics instead.
  */
-import anyTest, { type TestFn } from "ava";
+import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import { create } from "@bufbuild/protobuf";
 import { Prisma } from "../../gen/prisma/client.js";
 import { PlayerIdKind, PlayerIdSchema } from "../../gen/proto/claims/v1/claims_pb.js";
@@ -23,6 +23,7 @@ const HISTORY_ROWS = 20_000;
 /** A handful: the held heart, its neighbours in the index, the server row. */
 const FEW = 5;
 
+type Context = ExecutionContext<MeasuredHarness & { close(): Promise<void> }>;
 const test = anyTest as TestFn<MeasuredHarness & { close(): Promise<void> }>;
 
 test.before(async (t) => {
@@ -79,28 +80,42 @@ async function newServerWithOtherPlayers(h: Harness, at: Date): Promise<{ server
 
 const player = () => toLedgerPlayer(create(PlayerIdSchema, { kind: PlayerIdKind.STEAM_ID, value: STEAM }));
 
-test.serial("a check by a player with 20,000 old ledger rows reads a handful of them, and still finds the held heart", async (t) => {
+/** A check by the player on the server `setUp` builds: it finds the held heart, in one statement reading a handful of ledger rows. */
+async function checkReadsAHandful(t: Context, setUp: (h: Harness, at: Date) => Promise<{ serverId: string; heldId: string }>): Promise<void> {
   const { h, clock, pool } = t.context;
-  const { serverId, heldId } = await serverWithHistory(h, clock.now());
+  const { serverId, heldId } = await setUp(h, clock.now());
   const { client, statements } = recordingClient(pool);
   const standing = await readStanding(client, serverId, player(), clock.now());
   t.is(standing.kind === "held" ? standing.heart.heartId : standing.kind, heldId);
   t.is(statements().length, 1);
   const read = await rowsReadByStatements(h.db.prisma, statements());
   t.true((read.vote_claims ?? 0) <= FEW, `vote_claims rows read: ${read.vote_claims}`);
-});
+}
 
-test.serial("a claim by a player with 20,000 old ledger rows reads a handful of them, and claims the held heart", async (t) => {
+test.serial("a check by a player with 20,000 old ledger rows reads a handful of them, and still finds the held heart", (t) =>
+  checkReadsAHandful(t, serverWithHistory),
+);
+
+/**
+ * A claim by the player on the server `setUp` builds: it claims the held heart, in one statement; re-run (rolled back)
+ * with the heart still held when `reheld` (what a claim that takes it reads), else after the claim (what a claim
+ * that finds nothing left reads, through the same range of the index): a handful of ledger rows either way.
+ */
+async function claimReadsAHandful(t: Context, setUp: (h: Harness, at: Date) => Promise<{ serverId: string; heldId: string }>, reheld: boolean): Promise<void> {
   const { h, clock, pool } = t.context;
-  const { serverId, heldId } = await serverWithHistory(h, clock.now());
+  const { serverId, heldId } = await setUp(h, clock.now());
   const { client, statements } = recordingClient(pool);
   const claimed = await claimOldestHeld(client, serverId, player(), clock.now());
   t.is(claimed?.heartId, heldId);
   t.is(statements().length, 1);
-  // Re-run (rolled back) after the claim: it finds nothing left to claim, through the same range of the index.
+  if (reheld) await executeSql(h.db.prisma, Prisma.sql`UPDATE vote_claims SET state = 'held', claimed_at = NULL WHERE heart_id = ${heldId}::uuid`);
   const read = await rowsReadByStatements(h.db.prisma, statements());
   t.true((read.vote_claims ?? 0) <= FEW, `vote_claims rows read: ${read.vote_claims}`);
-});
+}
+
+test.serial("a claim by a player with 20,000 old ledger rows reads a handful of them, and claims the held heart", (t) =>
+  claimReadsAHandful(t, serverWithHistory, false),
+);
 
 test.serial("CastHeart's expiry of the player's older held hearts reads the held ones, not the player's 20,000 claimed and expired rows", async (t) => {
   const { h, clock } = t.context;
@@ -139,27 +154,13 @@ async function rowsFetchedByExpiry(h: Harness, serverId: string, now: Date): Pro
   return fetched;
 }
 
-test.serial("a check by a player of a new server where 300 other players hold hearts reads a handful of ledger rows, not the server's", async (t) => {
-  const { h, clock, pool } = t.context;
-  const { serverId, heldId } = await newServerWithOtherPlayers(h, clock.now());
-  const { client, statements } = recordingClient(pool);
-  const standing = await readStanding(client, serverId, player(), clock.now());
-  t.is(standing.kind === "held" ? standing.heart.heartId : standing.kind, heldId);
-  const read = await rowsReadByStatements(h.db.prisma, statements());
-  t.true((read.vote_claims ?? 0) <= FEW, `vote_claims rows read: ${read.vote_claims}`);
-});
+test.serial("a check by a player of a new server where 300 other players hold hearts reads a handful of ledger rows, not the server's", (t) =>
+  checkReadsAHandful(t, newServerWithOtherPlayers),
+);
 
-test.serial("a claim by a player of a new server where 300 other players hold hearts reads a handful of ledger rows, not the server's held ones", async (t) => {
-  const { h, clock, pool } = t.context;
-  const { serverId, heldId } = await newServerWithOtherPlayers(h, clock.now());
-  const { client, statements } = recordingClient(pool);
-  // Measured before the claim (rolled back), while the heart is still held: what a claim that takes it reads.
-  const claimed = await claimOldestHeld(client, serverId, player(), clock.now());
-  t.is(claimed?.heartId, heldId);
-  await executeSql(h.db.prisma, Prisma.sql`UPDATE vote_claims SET state = 'held', claimed_at = NULL WHERE heart_id = ${heldId}::uuid`);
-  const read = await rowsReadByStatements(h.db.prisma, statements());
-  t.true((read.vote_claims ?? 0) <= FEW, `vote_claims rows read: ${read.vote_claims}`);
-});
+test.serial("a claim by a player of a new server where 300 other players hold hearts reads a handful of ledger rows, not the server's held ones", (t) =>
+  claimReadsAHandful(t, newServerWithOtherPlayers, true),
+);
 
 test.serial("CastHeart's expiry for a player of a new server where 300 other players hold hearts reads the player's held ones, not the server's", async (t) => {
   const { h, clock } = t.context;

@@ -11,7 +11,7 @@
  *
  *   npx tsx bench/run.ts                       # everything (npm run bench)
  *   npx tsx bench/run.ts --quick               # smoke run: 1 round, short phases
- *   npx tsx bench/run.ts --phases=ingest,relay # subset of ingest,claims,hearts,latency,callbacks,relay,scaleout
+ *   npx tsx bench/run.ts --phases=ingest,relay # subset of ingest,ingest-hot,claims,hearts,latency,callbacks,relay,scaleout
  *   BENCH_TARGET=/other/checkout npx tsx bench/run.ts   # the system under test from another checkout
  *   npx tsx bench/run.ts --history[=SCALE]     # every phase also on the production-shaped history (kept as a template)
  *
@@ -29,6 +29,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import pg from "pg";
 import { EnvelopeSchema, ReferralTransitionedSchema } from "../gen/proto/events/v1/events_pb.js";
 import { HeartService } from "../gen/proto/hearts/v1/hearts_pb.js";
+import { ReferralReviewService, ReviewMode } from "../gen/proto/referral/v1/referral_review_pb.js";
 import { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import { startKafka } from "../scripts/infra/kafka.js";
 import { REFERRALS_TOPIC } from "../services/shared/adapters/bus.js";
@@ -36,6 +37,7 @@ import { toOutboxRow } from "../services/shared/adapters/outbox.js";
 import { createServiceTransport } from "../services/shared/rpc/service-transport.js";
 import { compareMedians, cpuPerRequest, renderComparison } from "./lib/compare-databases.js";
 import { evaluateTargets, renderTargets } from "./lib/targets.js";
+import { HISTORY_HOT_SERVER_ID, HOT_ADDRESS, HOT_SUBNET } from "./lib/history.js";
 import { cloneHistory, ensureHistoryTemplate, parseHistoryScale, type HistoryTemplate } from "./lib/history-template.js";
 import {
   BENCH_DIR,
@@ -72,7 +74,7 @@ import { freePort, resolveTarget, startSutProcess, unknownEnvNames, type Process
 const ARGS = process.argv.slice(2);
 const QUICK = ARGS.includes("--quick");
 /** In the order each round runs them. */
-const ALL_PHASES = ["ingest", "claims", "hearts", "latency", "callbacks", "relay", "scaleout"] as const;
+const ALL_PHASES = ["ingest", "ingest-hot", "claims", "hearts", "latency", "callbacks", "relay", "scaleout"] as const;
 type PhaseName = (typeof ALL_PHASES)[number];
 const PHASES = new Set<PhaseName>(
   (
@@ -112,6 +114,8 @@ const RAW_SHAPES = (process.env.BENCH_RAW_CALLBACK_SHAPES ?? "agent:32:1,agent:6
   .map(parseRawShape);
 const RAW_MS = envInt("BENCH_RAW_CALLBACK_MS", QUICK ? 1_500 : 3_000);
 const CLAIM_HEARTS = envInt("BENCH_CLAIM_HEARTS", QUICK ? 300 : 1_000);
+/** ingest-hot: click tokens per sender kind (from the hot address; from ordinary addresses), per database. */
+const HOT_TOKENS = envInt("BENCH_HOT_TOKENS", QUICK ? 10_000 : 40_000);
 const NAME = process.env.BENCH_NAME ?? (QUICK ? "smoke/run" : "run");
 /** `--history[=SCALE]` or BENCH_HISTORY_SCALE: every phase also on a clone of the production-shaped history (bench/lib/history.ts). */
 const HISTORY_SCALE = parseHistoryScale(ARGS, process.env.BENCH_HISTORY_SCALE);
@@ -234,6 +238,24 @@ interface Fixtures {
   claimServerId: string;
   claimKey: string;
   callbackSecrets: Map<string, string>;
+  /** The ingest-hot phase's server and tokens (when the phase is selected). */
+  hotAddress?: HotAddressFixtures;
+}
+
+/** Click tokens `${tokenPrefix}${i}` for i < HOT_TOKENS; `next` is the first one not sent yet. */
+interface TokenSet {
+  tokenPrefix: string;
+  next: number;
+}
+
+/** The ingest-hot phase's server (review on, a referral secret) and its two token sets. */
+interface HotAddressFixtures {
+  serverId: string;
+  secret: string;
+  /** Clicks from HOT_ADDRESS (bench/lib/history.ts). */
+  hotAddress: TokenSet;
+  /** Clicks from ordinary addresses, one /24 each. */
+  otherSenders: TokenSet;
 }
 
 /** Settings of one process, in the target's names (extra names are harmless: every config reads only its own). */
@@ -513,43 +535,69 @@ interface Detail {
 }
 
 // ---------------------------------------------------------------- phases
+/** One measured ingest window: its load, CPU per process, statements. */
+interface IngestWindow {
+  load: LoadResult;
+  window: Window;
+  statements: Awaited<ReturnType<typeof statementsSince>>;
+  perEvent: Record<string, number>;
+  stmts: number;
+}
+
+/**
+ * Warms up with `send` (a closed loop at the window's concurrency; the open loop warms up at
+ * CONCURRENCY), then measures one window of it: load, CPU of every tracked process, statements.
+ */
+async function measureIngest(
+  ctx: Ctx,
+  details: Detail[],
+  at: { phase: string; roundNo: number; instances: number; what: string },
+  send: (over: Partial<LoadJob>) => Promise<LoadResult>,
+  over: Partial<LoadJob>,
+  extra: Tracked[] = [],
+): Promise<IngestWindow> {
+  await send({ durationMs: WARMUP_MS, concurrency: over.ratePerSecond === undefined ? (over.concurrency ?? CONCURRENCY) : CONCURRENCY });
+  await ctx.pgb.resetStatements();
+  const finish = openWindow(tracked(ctx, extra));
+  const load = await send(over);
+  const window = finish();
+  const statements = await statementsSince(ctx);
+  const stmts = round2(statements.calls / Math.max(1, load.ok));
+  const { phase, roundNo, instances, what } = at;
+  details.push({ phase, round: roundNo, instances, what, window, load, extra: { statementsPerEvent: stmts, top: statements.top } });
+  const perEvent = Object.fromEntries(Object.entries(window.cpuMs).map(([k, v]) => [k, round2(v / Math.max(1, load.ok))]));
+  progress(
+    `${phase} ${what} (x${instances}): ${fmt(load.requestsPerSecond, 0)} req/s p50 ${fmt(load.latency.p50, 1)} p99 ${fmt(load.latency.p99, 1)} ms, ok ${load.ok} bad ${load.unexpected} err ${load.errors}` +
+      `${load.sampleUnexpected ? ` (${load.sampleUnexpected.slice(0, 120)})` : ""}; CPU ms/event ${JSON.stringify(perEvent)}; ${stmts} stmts/event`,
+  );
+  return { load, window, statements, perEvent, stmts };
+}
+
+/** One ingest window's figures: `prefix.rps/p50/p99/failed/stmtsPerEvent/cpuMsPerEvent.<process>` (and, with --history, CPU per request). */
+function putIngestFigures(figures: Figures, prefix: string, r: IngestWindow): void {
+  figures[`${prefix}.rps`] = r.load.requestsPerSecond;
+  figures[`${prefix}.p50`] = r.load.latency.p50;
+  figures[`${prefix}.p99`] = r.load.latency.p99;
+  figures[`${prefix}.failed`] = r.load.unexpected + r.load.errors;
+  figures[`${prefix}.stmtsPerEvent`] = r.stmts;
+  for (const [k, v] of Object.entries(r.perEvent)) figures[`${prefix}.cpuMsPerEvent.${k}`] = v;
+  putCpuPerRequest(figures, prefix, r.window, r.load.ok);
+}
+
 async function phaseIngest(ctx: Ctx, roundNo: number, instances: number, figures: Figures, details: Detail[]): Promise<void> {
   const gatewayUrls = ctx.running.gateway.map((p) => `http://127.0.0.1:${p.port}/api/referral/events`);
   const baselinePid = ctx.baseline?.pid ?? -1;
   const baselineTracked: Tracked[] = [{ name: "baseline", snapshot: () => snapshotProcessTree(baselinePid) }];
-  const measure = async (what: string, baseline: boolean, urls: string[], over: Partial<LoadJob>, dryRun = false) => {
-    // Warm-up: a closed loop at the window's concurrency (the open loop warms up at CONCURRENCY).
-    await runIngest(
+  const measure = (what: string, baseline: boolean, urls: string[], over: Partial<LoadJob>, dryRun = false) =>
+    measureIngest(
       ctx,
-      baseline,
-      urls,
-      { durationMs: WARMUP_MS, concurrency: over.ratePerSecond === undefined ? (over.concurrency ?? CONCURRENCY) : CONCURRENCY },
-      dryRun,
+      details,
+      { phase: "ingest", roundNo, instances, what },
+      (o) => runIngest(ctx, baseline, urls, o, dryRun),
+      over,
+      baseline ? baselineTracked : [],
     );
-    await ctx.pgb.resetStatements();
-    const finish = openWindow(tracked(ctx, baseline ? baselineTracked : []));
-    const load = await runIngest(ctx, baseline, urls, over, dryRun);
-    const window = finish();
-    const statements = await statementsSince(ctx);
-    const stmts = round2(statements.calls / Math.max(1, load.ok));
-    details.push({ phase: "ingest", round: roundNo, instances, what, window, load, extra: { statementsPerEvent: stmts, top: statements.top } });
-    const perEvent = Object.fromEntries(Object.entries(window.cpuMs).map(([k, v]) => [k, round2(v / Math.max(1, load.ok))]));
-    progress(
-      `ingest ${what} (x${instances}): ${fmt(load.requestsPerSecond, 0)} req/s p50 ${fmt(load.latency.p50, 1)} p99 ${fmt(load.latency.p99, 1)} ms, ok ${load.ok} bad ${load.unexpected} err ${load.errors}` +
-        `${load.sampleUnexpected ? ` (${load.sampleUnexpected.slice(0, 120)})` : ""}; CPU ms/event ${JSON.stringify(perEvent)}; ${stmts} stmts/event`,
-    );
-    return { load, window, statements, perEvent, stmts };
-  };
-  /** One figure set: `prefix.rps/p50/p99/failed/stmtsPerEvent/cpuMsPerEvent.<process>`. */
-  const put = (prefix: string, r: Awaited<ReturnType<typeof measure>>) => {
-    figures[`${prefix}.rps`] = r.load.requestsPerSecond;
-    figures[`${prefix}.p50`] = r.load.latency.p50;
-    figures[`${prefix}.p99`] = r.load.latency.p99;
-    figures[`${prefix}.failed`] = r.load.unexpected + r.load.errors;
-    figures[`${prefix}.stmtsPerEvent`] = r.stmts;
-    for (const [k, v] of Object.entries(r.perEvent)) figures[`${prefix}.cpuMsPerEvent.${k}`] = v;
-    putCpuPerRequest(figures, prefix, r.window, r.load.ok);
-  };
+  const put = (prefix: string, r: IngestWindow) => putIngestFigures(figures, prefix, r);
   const gw = await measure(`gateway closed loop c=${CONCURRENCY}`, false, gatewayUrls, {});
   put("ingest.gateway", gw);
   figures["ingest.gateway.stmtsPerEventInclNested"] = round2(gw.statements.allCalls / Math.max(1, gw.load.ok));
@@ -580,6 +628,42 @@ async function phaseIngest(ctx: Ctx, roundNo: number, instances: number, figures
   figures["ingest.open.achievedRps"] = open.load.requestsPerSecond;
   figures["ingest.open.failed"] = open.load.unexpected + open.load.errors + (open.load.notSent ?? 0);
   putCpuPerRequest(figures, "ingest.open", open.window, open.load.ok);
+}
+
+/**
+ * ingest-hot: signed `registered` events at c=LOW_CONCURRENCY to ONE server with review on (so every event's
+ * anti-abuse facts are read), in two windows back to back: every event from the hot address, then every event
+ * from an ordinary address. On the history the server is the history's hot server, where the hot address has
+ * its earlier clicks inside every rule window; on the empty database a fresh server, where it has only the
+ * phase's own.
+ */
+async function phaseIngestHot(ctx: Ctx, roundNo: number, figures: Figures, details: Detail[]): Promise<void> {
+  const hot = ctx.fixtures.hotAddress;
+  if (!hot) throw new Error("ingest-hot: no fixtures (the phase was not selected when they were created)");
+  const urls = ctx.running.gateway.map((p) => `http://127.0.0.1:${p.port}/api/referral/events`);
+  for (const [key, what, tokens] of [
+    ["ingestHot.hotAddress", `every event from the hot address, c=${LOW_CONCURRENCY}`, hot.hotAddress],
+    ["ingestHot.otherSenders", `every event from an ordinary address, same server, c=${LOW_CONCURRENCY}`, hot.otherSenders],
+  ] as const) {
+    const send = async (over: Partial<LoadJob>) => {
+      const result = await ctx.loadgen.run({
+        label: "gateway",
+        url: urls[0] ?? "",
+        urls,
+        concurrency: LOW_CONCURRENCY,
+        durationMs: MEASURE_MS,
+        body: { serverId: hot.serverId, secret: hot.secret, tokenPrefix: tokens.tokenPrefix, start: tokens.next, end: HOT_TOKENS, cycle: false, test: false },
+        expectStatus: 200,
+        expectContains: '"state":"registered"',
+        ...over,
+      });
+      tokens.next = result.nextIndex;
+      if (result.exhausted) progress(`WARNING: ingest-hot click tokens exhausted (${key}); raise BENCH_HOT_TOKENS`);
+      return result;
+    };
+    const r = await measureIngest(ctx, details, { phase: "ingest-hot", roundNo, instances: 1, what }, send, { concurrency: LOW_CONCURRENCY });
+    putIngestFigures(figures, key, r);
+  }
 }
 
 async function phaseHearts(ctx: Ctx, roundNo: number, instances: number, figures: Figures, details: Detail[]): Promise<void> {
@@ -1269,7 +1353,7 @@ async function setup(): Promise<{
  * Fixtures in the database the running referral service uses: the ingest server (referrals on, one
  * secret) with its click tokens; the heart servers, the hot, slow and claims ones.
  */
-async function createFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>): Promise<Fixtures> {
+async function createFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>, opts: { hotAddressServerId?: string } = {}): Promise<Fixtures> {
   const { sql, receiver } = ctx;
   const { server } = await admin.createServer({ name: "bench ingest", registrationUrl: "https://example.com/register" });
   const ingestServerId = server?.id ?? "";
@@ -1290,6 +1374,7 @@ async function createFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>
       [ingestServerId, prefix, count],
     );
   }
+  const hotAddress = PHASES.has("ingest-hot") ? await createHotAddressFixtures(ctx, admin, opts.hotAddressServerId) : undefined;
   await sql.query("ANALYZE");
   if (PHASES.has("ingest") || PHASES.has("claims")) progress(`${TOKENS + BASELINE_TOKENS} click tokens seeded in ${Date.now() - seeded} ms`);
   const callbackSecrets = new Map<string, string>();
@@ -1320,7 +1405,49 @@ async function createFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>
     claimServerId,
     claimKey,
     callbackSecrets,
+    hotAddress,
   };
+}
+
+/**
+ * The ingest-hot phase's server: referrals on, a new referral secret, review mode loose (ApplyEvent then reads
+ * every event's anti-abuse facts), and HOT_TOKENS click tokens from the hot address and as many from ordinary
+ * addresses, created over the hour before now as the history's hot clicks are (each click's velocity window
+ * then holds them). `serverId` given: that existing server (the history's hot server); else a new one.
+ */
+async function createHotAddressFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>, serverId?: string): Promise<HotAddressFixtures> {
+  const id = serverId ?? (await admin.createServer({ name: "bench ingest-hot", registrationUrl: "https://example.com/register" })).server?.id ?? "";
+  await admin.setReferralsEnabled({ serverId: id, enabled: true });
+  const { secret } = await admin.createReferralSecret({ serverId: id });
+  const reviews = createClient(
+    ReferralReviewService,
+    createServiceTransport(`http://127.0.0.1:${ctx.running["referral-service"][0]?.port}`, ctx.env.adminToken),
+  );
+  await reviews.setReferralReviewMode({ serverId: id, mode: ReviewMode.LOOSE });
+  const hex = randomBytes(4).toString("hex");
+  const hotAddress = { tokenPrefix: `hot_${hex}_`, next: 0 };
+  const otherSenders = { tokenPrefix: `plain_${hex}_`, next: 0 };
+  const insert = (prefix: string, ip: string, subnet: string) =>
+    ctx.sql.query(
+      `INSERT INTO referral_clicks (id, server_id, referrer_identity, token, ip, subnet, created_at)
+       SELECT gen_random_uuid(), $1::uuid, 'referrer-' || (g % 997), $2 || g, ${ip}, ${subnet}, now() - (g % 3600) * interval '1 second'
+       FROM generate_series(0, $3::int - 1) g`,
+      [id, prefix, HOT_TOKENS],
+    );
+  await insert(hotAddress.tokenPrefix, `'${HOT_ADDRESS}'`, `'${HOT_SUBNET}'`);
+  await insert(
+    otherSenders.tokenPrefix,
+    "'10.' || (g & 255) || '.' || ((g >> 8) & 255) || '.' || (((g >> 16) & 255) + 1)",
+    "'10.' || (g & 255) || '.' || ((g >> 8) & 255) || '.0/24'",
+  );
+  const { rows } = await ctx.sql.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM referral_clicks WHERE server_id = $1::uuid AND ip = $2 AND created_at > now() - interval '2 hours'",
+    [id, HOT_ADDRESS],
+  );
+  progress(
+    `ingest-hot: server ${id}, review loose, ${rows[0]?.n ?? 0} clicks from the hot address in the last two hours (${HOT_TOKENS} of them the phase's own)`,
+  );
+  return { serverId: id, secret, hotAddress, otherSenders };
 }
 
 /** The gateway token's scopes: ours, less those the target's scope list does not know (an older target refuses unknown ones at start). */
@@ -1400,7 +1527,7 @@ async function prepareHistory(
     nextBaselineToken: 0,
     baseline: undefined,
   });
-  ctx.fixtures = await createFixtures(ctx, admin);
+  ctx.fixtures = await createFixtures(ctx, admin, { hotAddressServerId: HISTORY_HOT_SERVER_ID });
   if (PHASES.has("ingest") || PHASES.has("claims")) await startBaseline(ctx);
   const side = await switchDatabase(ctx, "history", emptySide);
   return { template, side, emptySide };
@@ -1452,13 +1579,14 @@ async function main(): Promise<void> {
     await fn();
     phaseTimes[name] = (phaseTimes[name] ?? 0) + (Date.now() - t);
   };
-  if (PHASES.has("ingest") || PHASES.has("claims")) await ensure(ctx, "gateway", 1);
+  if (PHASES.has("ingest") || PHASES.has("ingest-hot") || PHASES.has("claims")) await ensure(ctx, "gateway", 1);
   await ensure(ctx, "relay", 1);
   for (let r = 1; r <= ROUNDS; r++) {
     for (const label of sides) {
       const figures = await onDatabase(label, async (figures) => {
         progress(`--- round ${r}/${ROUNDS}${history ? ` on the ${label} database` : ""}, one instance of each process`);
         if (PHASES.has("ingest")) await timed("ingest", () => phaseIngest(ctx, r, 1, figures, details));
+        if (PHASES.has("ingest-hot")) await timed("ingest-hot", () => phaseIngestHot(ctx, r, figures, details));
         if (PHASES.has("claims")) await timed("claims", () => phaseClaims(ctx, r, figures, details));
         if (PHASES.has("hearts")) await timed("hearts", () => phaseHearts(ctx, r, 1, figures, details));
         if (PHASES.has("latency")) await timed("latency", () => phaseLatency(ctx, r, figures, details, hearts));

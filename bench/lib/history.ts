@@ -23,6 +23,10 @@ import type pg from "pg";
 
 /** The address with 100,000 clicks and hearts inside the rule windows (an attacker's, or a school's). */
 export const HOT_ADDRESS = "203.0.113.66";
+/** The hot address's /24, as the clicks' and hearts' `subnet` column holds it. */
+export const HOT_SUBNET = "203.0.113.0/24";
+/** Server number 0: the hot server (40 % of all traffic), where the hot address's clicks are. */
+export const HISTORY_HOT_SERVER_ID = "00000000-0000-4000-8000-000000000000";
 /** Carrier-grade NAT: 100 addresses in 100.64.0.0/10 carry a fifth of hearts and clicks. */
 export const CGNAT_ADDRESSES = 100;
 /** The version of the generated shape: a template built by another version is rebuilt. */
@@ -84,7 +88,7 @@ export function historyStatements(scale: number, now: Date): Array<{ what: strin
   // Spread over two years; the hot address's rows inside the last hour (every rule window holds them).
   const spreadAt = `${at} - ((hashint4(g + 7) & 2147483647) % (730 * 86400)) * interval '1 second'`;
   const hotAt = `${at} - (g % 3600) * interval '1 second'`;
-  const hotServer = serverIdSql("0");
+  const hotServer = `'${HISTORY_HOT_SERVER_ID}'::uuid`;
   return [
     { what: "settings", sql: "SET session_replication_role = replica" },
     {
@@ -104,7 +108,7 @@ export function historyStatements(scale: number, now: Date): Array<{ what: strin
       sql: `INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons, period, streak_day, created_at)
             SELECT ${rowIdSql(2)}, ${serverIdSql(server)}, 'player' || (g % ${n.voters}), 'voter-' || (g % ${n.voters}),
                    CASE WHEN g <= ${n.hotRows} THEN '${HOT_ADDRESS}' ELSE ${ip} END,
-                   CASE WHEN g <= ${n.hotRows} THEN '203.0.113.0/24' ELSE ${subnet} END,
+                   CASE WHEN g <= ${n.hotRows} THEN '${HOT_SUBNET}' ELSE ${subnet} END,
                    'Mozilla/5.0 (history)', g % 10 <> 0, CASE WHEN g % 10 <> 0 THEN 'counted' ELSE 'cooldown' END, 0, '{}',
                    to_char(CASE WHEN g <= ${n.hotRows} THEN ${hotAt} ELSE ${spreadAt} END, 'YYYY-MM'), 1,
                    CASE WHEN g <= ${n.hotRows} THEN ${hotAt} ELSE ${spreadAt} END
@@ -137,7 +141,7 @@ export function historyStatements(scale: number, now: Date): Array<{ what: strin
                    'referrer-' || (g % 50000), 'h' || g,
                    CASE WHEN g > ${n.hotRows} AND g % 2 = 0 AND g / 2 <= ${n.referrals} THEN ${rowIdSql(3, "(g / 2)")} END,
                    CASE WHEN g <= ${n.hotRows} THEN '${HOT_ADDRESS}' ELSE ${ip} END,
-                   CASE WHEN g <= ${n.hotRows} THEN '203.0.113.0/24' ELSE ${subnet} END, 'Mozilla/5.0 (history)',
+                   CASE WHEN g <= ${n.hotRows} THEN '${HOT_SUBNET}' ELSE ${subnet} END, 'Mozilla/5.0 (history)',
                    CASE WHEN g <= ${n.hotRows} THEN ${hotAt} ELSE ${spreadAt} END
             FROM generate_series(1, ${n.clicks}) AS g`,
     },
@@ -207,11 +211,11 @@ export function historyRefreshStatements(builtAt: Date, now: Date): Array<{ what
     },
     {
       what: "hot address's voter set into the rule windows",
-      sql: `UPDATE heart_address_voters SET last_counted_at = last_counted_at + ${shift} WHERE address IN ('${HOT_ADDRESS}', '203.0.113.0/24')`,
+      sql: `UPDATE heart_address_voters SET last_counted_at = last_counted_at + ${shift} WHERE address IN ('${HOT_ADDRESS}', '${HOT_SUBNET}')`,
     },
     {
       what: "hot address's clicks into the rule windows",
-      sql: `UPDATE referral_clicks SET created_at = created_at + ${shift} WHERE server_id = ${serverIdSql("0")} AND ip = '${HOT_ADDRESS}'`,
+      sql: `UPDATE referral_clicks SET created_at = created_at + ${shift} WHERE server_id = '${HISTORY_HOT_SERVER_ID}'::uuid AND ip = '${HOT_ADDRESS}'`,
     },
   ];
 }

@@ -1,6 +1,10 @@
-/** The history template's table sizes (bench/lib/history-template.ts measureHistoryTables), read by the capacity model. */
+/**
+ * The history template's table sizes (bench/lib/history-template.ts measureHistoryTables), read by the capacity model,
+ * and where the generated history (bench/lib/history.ts) puts the hot address's clicks.
+ */
 import test from "ava";
 import pg from "pg";
+import { buildHistory, HISTORY_HOT_SERVER_ID, HOT_ADDRESS, historyRowsAt } from "../../bench/lib/history.js";
 import { measureHistoryTables } from "../../bench/lib/history-template.js";
 import { createTestDatabase } from "../../scripts/harness/db.js";
 
@@ -18,4 +22,19 @@ test("every table of the database is measured: its total size in bytes and its e
   t.true((tables.outbox?.bytes ?? 0) >= 250 * 500, "at least the payloads' bytes");
   t.is(tables.hearts?.rows, 0);
   t.true((tables.hearts?.bytes ?? 0) > 0, "an empty table still has its indexes' pages");
+});
+
+test("the history's hot address has all its clicks on HISTORY_HOT_SERVER_ID, the server the ingest-hot phase sends to", async (t) => {
+  const db = await createTestDatabase({ maxConnections: 1 });
+  t.teardown(() => db.drop());
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  t.teardown(() => client.end());
+  const scale = 0.0001;
+  await buildHistory(client, scale, new Date(), () => {});
+  const { rows } = await client.query<{ server_id: string; clicks: number }>(
+    "SELECT server_id::text, count(*)::int AS clicks FROM referral_clicks WHERE ip = $1 GROUP BY server_id",
+    [HOT_ADDRESS],
+  );
+  t.deepEqual(rows, [{ server_id: HISTORY_HOT_SERVER_ID, clicks: historyRowsAt(scale).hotRows }]);
 });

@@ -33,12 +33,35 @@ test("a hot path the run has no figure for, or a run without --history, -> not m
   t.is(cpu.measured, "not measured in this run (no --history)");
 });
 
-test("what the bench has no phase for (pull, other event types, the hot address) says so, with the covering test for the hot address", (t) => {
+test("what the bench has no phase for (pull, other event types) says so", (t) => {
   const rows = evaluateTargets({ summary: summaryOf({}), history: { summary: summaryOf({}) } });
   t.is(rowOf(rows, "CPU per request: pull").verdict, "not measured");
   t.regex(rowOf(rows, "CPU per request: pull").measured, /^not measured by the bench/);
   t.regex(rowOf(rows, "CPU per request: ingest of the other event types").measured, /^not measured by the bench/);
-  t.regex(rowOf(rows, "An address with 100,000 earlier clicks: its own events' cost").measured, /test\/integration\/referral-bounded-reads\.test\.ts/);
+});
+
+const HOT_OWN = "An address with 100,000 earlier clicks: its own events' CPU per request (ingest-hot)";
+const HOT_OTHERS = "Ordinary senders' events on the same server (ingest-hot)";
+
+test("the hot address's own events and ordinary senders' events: each CPU ratio history / empty within 1.25x -> met, above -> not met", (t) => {
+  const rows = evaluateTargets({
+    summary: summaryOf({ "ingestHot.hotAddress.cpuMsPerRequest.all": 2, "ingestHot.otherSenders.cpuMsPerRequest.all": 2 }),
+    history: { summary: summaryOf({ "ingestHot.hotAddress.cpuMsPerRequest.all": 2.6, "ingestHot.otherSenders.cpuMsPerRequest.all": 2.5 }) },
+  });
+  const own = rowOf(rows, HOT_OWN);
+  t.is(own.verdict, "not met");
+  t.is(own.measured, "1.30x (2.60 / 2.00 ms)");
+  t.is(own.bound, "history / empty <= 1.25x");
+  t.is(rowOf(rows, HOT_OTHERS).verdict, "met");
+});
+
+test("the hot address's targets without the ingest-hot figures, or without --history -> not measured", (t) => {
+  const noPhase = evaluateTargets({ summary: summaryOf({}), history: { summary: summaryOf({}) } });
+  t.is(rowOf(noPhase, HOT_OWN).verdict, "not measured");
+  t.is(rowOf(noPhase, HOT_OWN).measured, "not measured in this run");
+  const noHistory = evaluateTargets({ summary: summaryOf({ "ingestHot.hotAddress.cpuMsPerRequest.all": 2, "ingestHot.otherSenders.cpuMsPerRequest.all": 2 }) });
+  t.is(rowOf(noHistory, HOT_OWN).measured, "not measured in this run (no --history)");
+  t.is(rowOf(noHistory, HOT_OTHERS).verdict, "not measured");
 });
 
 test("throughput and latency targets are read on the history side: each bound met, missed, or not measured when the phase did not run", (t) => {
@@ -71,6 +94,6 @@ test("the rendered table has one line per target and counts each verdict", (t) =
   const rows = evaluateTargets({ summary: summaryOf({ "hearts.withDelivery.rps": 3000 }) });
   const md = renderTargets(rows, false);
   t.is(md.split("\n").filter((l) => l.startsWith("| ") && !l.startsWith("| target") && !l.startsWith("| ---")).length, rows.length);
-  t.regex(md, /1 met, 0 not met, 24 not measured/);
+  t.regex(md, /1 met, 0 not met, 25 not measured/);
   t.regex(md, /\| CastHeart with delivery running \| 3,000 \/s \| >= 2,500 \/s \| \*\*met\*\* \|/);
 });

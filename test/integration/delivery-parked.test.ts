@@ -107,8 +107,9 @@ test.serial(
 test.serial(
   "a settings write waiting with the server row lock is serialised with the park pass: a held row it makes sendable is not parked after its release",
   async (t) => {
-    const { h, clock } = t.context;
-    const at = clock.now();
+    const { h } = t.context;
+    // addDelivery stores a delivery due at the wall clock's now.
+    const at = new Date(Date.now() + 60_000);
     // Held for want of a URL only: the secret is there.
     const serverId = await insertServer(h.db.prisma);
     await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
@@ -134,6 +135,7 @@ test.serial(
       );
       return settled || (waiting?.n ?? 0) > 0;
     });
+    t.false(settled, "the park pass waits for the settings write's server row lock");
     await settings.query("COMMIT");
     t.is(await parking, 0, "nothing parked: the row is sendable once the settings committed");
     t.deepEqual(await parkedOf(h.db.prisma, serverId), [null]);

@@ -112,7 +112,12 @@ export interface EndpointChange {
  * released to the dispatcher in that transaction. Only the default endpoint may be without a URL
  * (null: its callbacks are held).
  */
-export async function updateEndpoint(deps: CoreDeps & HeldReleaseDeps, serverId: string, rawEndpointId: string, change: EndpointChange): Promise<CallbackEndpoint> {
+export async function updateEndpoint(
+  deps: CoreDeps & HeldReleaseDeps,
+  serverId: string,
+  rawEndpointId: string,
+  change: EndpointChange,
+): Promise<CallbackEndpoint> {
   const now = deps.now();
   return deps.prisma.$transaction(async (tx) => {
     await lockServer(tx, serverId);

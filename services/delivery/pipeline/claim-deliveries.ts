@@ -187,9 +187,7 @@ export async function parkHeldDeliveries(prisma: PrismaClient, now: Date, scanRo
         FOR SHARE OF locked`);
       if (held.length === 0) return 0;
       // A new statement, so a new snapshot: sendability re-read as committed once the locks were granted.
-      const parked = await tx.query<{ id: string }>(
-        parkDeliveriesSql({ ids: held.map((r) => r.id), now, held: Prisma.sql`NOT ${sendableDeliverySql(now)}` }),
-      );
+      const parked = await tx.query<{ id: string }>(parkDeliveriesSql({ ids: held.map((r) => r.id), now, held: Prisma.sql`NOT ${sendableDeliverySql(now)}` }));
       return parked.length;
     },
     { timeoutMs: PARK_TIMEOUT_MS },

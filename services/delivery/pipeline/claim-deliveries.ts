@@ -97,7 +97,7 @@ export function busyServersOf(room: Omit<ClaimRoom, "limit" | "now" | "leaseUnti
 }
 
 /**
- * Claims due deliveries for this dispatcher: pending, due, not leased (or leased by a worker that stopped
+ * Claims due deliveries for this dispatcher, after the poll's park pass (parkHeldDeliveries): pending, unparked, due, not leased (or leased by a worker that stopped
  * beating: leaseFreeSql), and sendable
  * (sendableDeliverySql). Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher
  * instances never claim the same row. At most `limit` rows; per server at most its cap
@@ -201,8 +201,8 @@ const PARK_TIMEOUT_MS = 30_000;
  * Whether delivery `d` of server `s` to endpoint `e` (null for other transports) can be sent by a
  * dispatcher at `now`: a callback delivery to a live endpoint with a URL, not disabled (410) and
  * with an active callback secret, or a Votifier delivery of a server with Votifier set up (pull
- * deliveries are claimed by the owner, never here). The one rule of the claim and of the lease
- * taken with an insert.
+ * deliveries are claimed by the owner, never here). The one rule of the claim, of the lease
+ * taken with an insert, and of the park pass (parkHeldDeliveries).
  */
 export function sendableDeliverySql(now: Date): Prisma.Sql {
   // A CASE, not an OR of per-transport conditions: the planner turned that OR into "transport = 'callback' OR

@@ -35,6 +35,7 @@ import { REFERRALS_TOPIC } from "../services/shared/adapters/bus.js";
 import { toOutboxRow } from "../services/shared/adapters/outbox.js";
 import { createServiceTransport } from "../services/shared/rpc/service-transport.js";
 import { compareMedians, cpuPerRequest, renderComparison } from "./lib/compare-databases.js";
+import { evaluateTargets, renderTargets } from "./lib/targets.js";
 import { cloneHistory, ensureHistoryTemplate, parseHistoryScale, type HistoryTemplate } from "./lib/history-template.js";
 import {
   BENCH_DIR,
@@ -1550,6 +1551,7 @@ async function main(): Promise<void> {
   mkdirSync(dirname(join(fileURLToPath(new URL("./results/", import.meta.url)), NAME)), { recursive: true });
   const { jsonPath, mdPath } = writeResults(NAME, results, renderMarkdown(results));
   progress(`wrote ${jsonPath} and ${mdPath} (${results.durationSeconds} s in all)`);
+  process.stdout.write(`${renderTargets(evaluateTargets(results), results.history !== undefined)}\n`);
   if (process.env.BENCH_KEEP_LOGS === "1") progress(`process logs kept in ${ctx.logDir}`);
   else rmSync(ctx.logDir, { recursive: true, force: true });
 }
@@ -1622,6 +1624,11 @@ function renderHistory(h: HistoryResults): string {
       `${t.migrated.length > 0 ? `; migrated forward with ${t.migrated.join(", ")}` : ""}. ` +
       "The issue tables further down are the empty database's figures.",
     "",
+    `Its tables (pg_total_relation_size, rows; docs/capacity.md reads bytes per row from them): ${Object.entries(t.tables)
+      .filter(([, v]) => v.rows > 0)
+      .map(([name, v]) => `${name} ${fmt(v.bytes / 2 ** 20, 0)} MB (${fmt(v.rows, 0)})`)
+      .join(", ")}.`,
+    "",
     "Ratio = history / empty: for CPU per request, 1.25x means a request costs a quarter more on the history database (issue 29's bound); for throughput, below 1 is the loss. " +
       "CPU per request `all` is every process that serves it (gateway, referral service, relay, delivery, the raw baseline in its own windows, PostgreSQL, Kafka) over the measured window divided by the requests answered; PostgreSQL is its share.",
     "",
@@ -1675,6 +1682,7 @@ function renderMarkdown(r: Results): string {
   if (r.envNamesTheTargetDoesNotRead.length > 0)
     out.push(`Settings passed that the target's config files do not name (ignored by it): ${r.envNamesTheTargetDoesNotRead.join(", ")}.`, "");
   if (r.history) out.push(renderHistory(r.history), "");
+  out.push(renderTargets(evaluateTargets(r), r.history !== undefined), "");
   const c8 = `ingest.c${LOW_CONCURRENCY}`;
   const ratioOf = (a: Spread | undefined, b: Spread | undefined) => (a && b && m(b) > 0 ? `${fmt(m(a) / m(b), 2)}x` : "—");
   const rawBest = one["callbacks.baseline.rps"];

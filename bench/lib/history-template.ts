@@ -96,12 +96,39 @@ export interface HistoryTemplate {
   /** pg_database_size of the template. */
   sizeBytes: number;
   rows: Record<string, number>;
+  /** Every table of the template: its size with indexes and TOAST, and its rows (measured when the build ended). */
+  tables: HistoryTables;
 }
+
+/** Per table: pg_total_relation_size (bytes: heap, indexes, TOAST) and count(*). */
+export type HistoryTables = Record<string, { bytes: number; rows: number }>;
 
 /** Recorded as the template database's comment by the run that built it. */
 interface TemplateNote {
   builtAt: string;
   buildSeconds: number;
+  /** Absent in the note of a template built before tables were measured: measured then. */
+  tables?: HistoryTables;
+}
+
+/**
+ * Every ordinary table of the public schema with its total size and row count, largest first:
+ * the capacity model (bench/capacity.ts) reads bytes per row from them. Exact counts: run once
+ * per template, not per run.
+ */
+export async function measureHistoryTables(client: pg.Client): Promise<HistoryTables> {
+  const { rows } = await client.query<{ name: string; bytes: string }>(
+    `SELECT c.relname AS name, pg_total_relation_size(c.oid)::text AS bytes
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = 'public' AND c.relkind = 'r'
+      ORDER BY pg_total_relation_size(c.oid) DESC, c.relname`,
+  );
+  const tables: HistoryTables = {};
+  for (const r of rows) {
+    const count = await client.query<{ n: string }>(`SELECT count(*)::text AS n FROM "${r.name}"`);
+    tables[r.name] = { bytes: Number(r.bytes), rows: Number(count.rows[0]?.n ?? Number.NaN) };
+  }
+  return tables;
 }
 
 /**
@@ -142,10 +169,11 @@ export async function ensureHistoryTemplate(opts: {
       try {
         opts.progress(`history: building ${wanted}: ${JSON.stringify(historyRowsAt(opts.scale))}`);
         await buildHistory(client, opts.scale, builtAt, opts.progress);
+        note = { builtAt: builtAt.toISOString(), buildSeconds: Math.round((Date.now() - started) / 100) / 10 };
+        note.tables = await measureHistoryTables(client);
       } finally {
         await client.end();
       }
-      note = { builtAt: builtAt.toISOString(), buildSeconds: Math.round((Date.now() - started) / 100) / 10 };
       await admin.query(`ALTER DATABASE "${building}" RENAME TO "${wanted}"`);
       await admin.query(`ALTER DATABASE "${wanted}" IS_TEMPLATE true`);
       await admin.query(`COMMENT ON DATABASE "${wanted}" IS '${JSON.stringify(note)}'`);
@@ -158,6 +186,17 @@ export async function ensureHistoryTemplate(opts: {
       if (plan.pending.length > 0) {
         opts.progress(`history: migrating ${wanted} forward (${plan.pending.join(", ")})`);
         await opts.migrate(withDatabase(opts.adminUrl, wanted));
+      }
+      if (note.tables === undefined) {
+        opts.progress(`history: measuring the tables of ${wanted} (its note predates table sizes)`);
+        const client = new pg.Client({ connectionString: withDatabase(opts.adminUrl, wanted) });
+        await client.connect();
+        try {
+          note.tables = await measureHistoryTables(client);
+        } finally {
+          await client.end();
+        }
+        await admin.query(`COMMENT ON DATABASE "${wanted}" IS '${JSON.stringify(note)}'`);
       }
       opts.progress(`history: reusing ${wanted} (built ${note.builtAt} in ${note.buildSeconds} s)`);
     }
@@ -172,6 +211,7 @@ export async function ensureHistoryTemplate(opts: {
       migrated: plan.pending,
       sizeBytes: Number(size.rows[0]?.size ?? Number.NaN),
       rows: historyRowsAt(opts.scale),
+      tables: note.tables ?? {},
     };
   } finally {
     await admin.end();

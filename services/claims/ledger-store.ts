@@ -36,7 +36,7 @@ interface Row {
 
 /**
  * A ledger row `c` still inside its hold window at `now`. The second condition says nothing more (a row's window is
- * at most CLAIM_HOLD_DAYS.max days from its count) but lets the (server, id kind, counted_at) index start at the
+ * at most CLAIM_HOLD_DAYS.max days from its count) but lets the (id kind, server, counted_at) index start at the
  * longest window: a check or claim reads the player's rows of the last CLAIM_HOLD_DAYS.max days (one per day per
  * voter identity of the player), never the years of claimed and expired rows before them.
  */
@@ -49,7 +49,7 @@ function toHeart(row: Row): LedgerHeart {
 }
 
 /**
- * The player's standing, in ONE indexed read (server, id kind, counted_at; at most the player's ledger rows
+ * The player's standing, in ONE indexed read (id kind, server, counted_at; at most the player's ledger rows
  * of the longest hold window, LIMIT 1: inHoldWindowSql): the oldest held heart inside its window that no transport has taken; else
  * the heart whose payout is the player's LATEST (its time: the ledger claim's, else the payout's paid or
  * taken time). A held heart past its window counts as expired here, whether or not it was marked yet.

@@ -1,0 +1,152 @@
+/**
+ * Issue 29's targets read from one run's results (the JSON bench/run.ts writes): each with the
+ * measured value, its bound, and met / not met / not measured. Pure: the run writes the table
+ * into its .md and on stdout; bench/capacity.ts reads the same results for the capacity model.
+ *
+ * The targets hold on the history database: with --history the figures are the history side's
+ * (and the CPU ratios history / empty); a run without it is read on its one database and the CPU
+ * ratios are "not measured in this run".
+ */
+import { markdownTable } from "./infra.js";
+import { fmt } from "./stats.js";
+
+/** A figure's spread as the run records it; only the median is read here. */
+export interface MedianOf {
+  median: number;
+}
+
+/** Figures per instance count ("1", "2"), as `summary` in the results. */
+export type RunSummary = Record<string, Record<string, MedianOf>>;
+
+/** The part of a run's results the targets read. */
+export interface TargetsInput {
+  summary: RunSummary;
+  settings?: { lowConcurrency?: unknown };
+  history?: { summary: RunSummary };
+}
+
+/** A target's outcome. */
+export type TargetVerdict = "met" | "not met" | "not measured";
+
+/** One target as the table shows it. */
+export interface TargetRow {
+  /** The target in issue 29's words (one hot path or one bound). */
+  target: string;
+  /** The measured value with its unit, or why there is none. */
+  measured: string;
+  bound: string;
+  verdict: TargetVerdict;
+}
+
+/** CPU per request on the history database may cost at most this much more than on the empty one. */
+export const CPU_RATIO_BOUND = 1.25;
+/** The bench's default low concurrency (BENCH_LOW_CONCURRENCY) when the results do not say. */
+const DEFAULT_LOW_CONCURRENCY = 8;
+/** The test that covers what the bench does not measure for the hot address's own events. */
+const HOT_ADDRESS_TEST = "test/integration/referral-bounded-reads.test.ts";
+
+/** Why a figure is missing: the bench has no phase for it, or this run did not run the phase. */
+const NOT_IN_BENCH = "not measured by the bench";
+const NOT_IN_RUN = "not measured in this run";
+
+/**
+ * The hot paths whose CPU per request the bench measures (`<key>.cpuMsPerRequest.all`), and the
+ * ones it has no phase for (`key` undefined): those rows say so instead of passing silently.
+ */
+function hotPaths(low: number): Array<{ path: string; key?: string; coveredBy?: string }> {
+  return [
+    { path: "ingest `registered`, c=32", key: "ingest.gateway" },
+    { path: `ingest \`registered\`, c=${low}`, key: `ingest.c${low}.gateway` },
+    { path: "ingest `registered`, open loop", key: "ingest.open" },
+    { path: "ingest of the other event types", coveredBy: "the ingest phase sends `registered` only" },
+    { path: "dry-run (`test: true`)", key: "ingest.dryRun.gateway" },
+    { path: "CastHeart over many servers", key: "hearts.many" },
+    { path: "CastHeart to one server", key: "hearts.one" },
+    { path: "CastHeart with delivery running", key: "hearts.withDelivery" },
+    { path: "CastHeart with SteamID64s (claims setup)", key: "claims.cast" },
+    { path: "CastHeart at 1,000/s offered (latency)", key: "latency.load" },
+    { path: "check, keep-alive", key: "claims.check" },
+    { path: "check, Connection: close", key: "claims.checkClose" },
+    { path: "check of claimed players", key: "claims.checkClaimed" },
+    { path: "claim", key: "claims.claim" },
+    { path: "claim again", key: "claims.claimAgain" },
+    { path: "pull", coveredBy: "no pull phase" },
+    { path: "callbacks drained from a backlog (delivery)", key: "callbacks.drain" },
+  ];
+}
+
+const medianOf = (figures: Record<string, MedianOf> | undefined, key: string): number | undefined => {
+  const v = figures?.[key]?.median;
+  return v !== undefined && Number.isFinite(v) ? v : undefined;
+};
+
+/** A row that compares `value` with a bound (`ok` decides); missing value -> not measured with `why`. */
+function boundRow(
+  target: string,
+  value: number | undefined,
+  unit: string,
+  digits: number,
+  bound: string,
+  ok: (v: number) => boolean,
+  why = NOT_IN_RUN,
+): TargetRow {
+  if (value === undefined) return { target, measured: why, bound, verdict: "not measured" };
+  return { target, measured: `${fmt(value, digits)}${unit}`, bound, verdict: ok(value) ? "met" : "not met" };
+}
+
+/** Every issue 29 target for one run, in the issue's order. */
+export function evaluateTargets(run: TargetsInput): TargetRow[] {
+  const low = typeof run.settings?.lowConcurrency === "number" ? run.settings.lowConcurrency : DEFAULT_LOW_CONCURRENCY;
+  const empty = run.summary["1"];
+  const history = run.history?.summary["1"];
+  // The absolute targets hold on the history database; a run without one is read on its only database.
+  const side = history ?? empty;
+  const rows: TargetRow[] = [];
+  const cpuBound = `history / empty <= ${fmt(CPU_RATIO_BOUND, 2)}x`;
+  for (const { path, key, coveredBy } of hotPaths(low)) {
+    const target = `CPU per request: ${path}`;
+    if (key === undefined) {
+      rows.push({ target, measured: `${NOT_IN_BENCH} (${coveredBy})`, bound: cpuBound, verdict: "not measured" });
+      continue;
+    }
+    const e = medianOf(empty, `${key}.cpuMsPerRequest.all`);
+    const h = medianOf(history, `${key}.cpuMsPerRequest.all`);
+    const ratio = e !== undefined && h !== undefined && e > 0 ? h / e : undefined;
+    const why = history === undefined ? `${NOT_IN_RUN} (no --history)` : NOT_IN_RUN;
+    const row = boundRow(target, ratio, "x", 2, cpuBound, (v) => v <= CPU_RATIO_BOUND, why);
+    if (ratio !== undefined) row.measured += ` (${fmt(h, 2)} / ${fmt(e, 2)} ms)`;
+    rows.push(row);
+  }
+  rows.push({
+    target: "An address with 100,000 earlier clicks: its own events' cost",
+    measured: `${NOT_IN_BENCH} (covered by ${HOT_ADDRESS_TEST})`,
+    bound: `<= ${fmt(CPU_RATIO_BOUND, 2)}x`,
+    verdict: "not measured",
+  });
+  const ratioRow = (target: string, key: string, atLeast: number) =>
+    boundRow(target, medianOf(side, key), "x", 2, `>= ${fmt(atLeast, 1)}x`, (v) => v >= atLeast);
+  rows.push(ratioRow("Ingest `registered` at c=32 / the one-statement raw server", "ingest.ratio", 0.9));
+  rows.push(ratioRow(`Ingest \`registered\` at c=${low} / the one-statement raw server`, `ingest.c${low}.ratio`, 0.6));
+  rows.push(boundRow("Callbacks drained from a backlog", medianOf(side, "callbacks.drain.rps"), " /s", 0, ">= 5,000 /s", (v) => v >= 5000));
+  rows.push(ratioRow("Callbacks drained / the best raw keep-alive sender", "callbacks.ratio", 0.2));
+  rows.push(boundRow("CastHeart with delivery running", medianOf(side, "hearts.withDelivery.rps"), " /s", 0, ">= 2,500 /s", (v) => v >= 2500));
+  rows.push(boundRow("Vote -> callback p50, idle", medianOf(side, "latency.idle.p50"), " ms", 1, "<= 5 ms", (v) => v <= 5));
+  rows.push(boundRow("Vote -> callback p99 at 1,000 hearts/s offered", medianOf(side, "latency.load.p99"), " ms", 1, "<= 50 ms", (v) => v <= 50));
+  return rows;
+}
+
+/** Markdown: a heading, which database the figures come from, and the table of targets. */
+export function renderTargets(rows: TargetRow[], onHistory: boolean): string {
+  const counts = (v: TargetVerdict) => rows.filter((r) => r.verdict === v).length;
+  return [
+    "## Issue 29 targets",
+    "",
+    `${onHistory ? "Figures of the history database (CPU: history / empty)" : "Figures of the empty database (a run without --history: the CPU ratios are not measured)"}; ` +
+      `${counts("met")} met, ${counts("not met")} not met, ${counts("not measured")} not measured.`,
+    "",
+    markdownTable(
+      ["target", "measured", "bound", "verdict"],
+      rows.map((r) => [r.target, r.measured, r.bound, r.verdict === "not measured" ? r.verdict : `**${r.verdict}**`]),
+    ),
+  ].join("\n");
+}

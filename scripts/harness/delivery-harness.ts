@@ -25,6 +25,7 @@ import pg from "pg";
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from "../../services/delivery/pipeline/dispatcher.js";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
+import { unparkDeliveries } from "../../services/delivery/pipeline/write-deliveries.js";
 import { startReceiver, type Receiver } from "./receiver.js";
 
 /** A clock the test sets and advances; `real()` follows the wall clock. */
@@ -127,16 +128,23 @@ export async function defaultEndpoint(prisma: PrismaClient, serverId: string) {
   return prisma.callbackEndpoint.findFirstOrThrow({ where: { serverId, isDefault: true } });
 }
 
-/** Writes callback settings straight to the server's default endpoint (what a test sets up without the RPC). */
+/**
+ * Writes callback settings straight to the server's default endpoint (what a test sets up without the RPC), and, as
+ * the RPCs do, gives its parked held deliveries back to the dispatcher.
+ */
 export async function setDefaultEndpoint(
   prisma: PrismaClient,
   serverId: string,
   data: { url?: string | null; standardWebhooks?: boolean; disabledAt?: Date | null; disabledReason?: string | null },
 ): Promise<void> {
-  await prisma.callbackEndpoint.updateMany({ where: { serverId, isDefault: true }, data });
+  await prisma.$transaction(async (tx) => {
+    await tx.callbackEndpoint.updateMany({ where: { serverId, isDefault: true }, data });
+    const endpoint = await tx.callbackEndpoint.findFirst({ where: { serverId, isDefault: true } });
+    if (endpoint) await unparkDeliveries(tx, { serverId, endpointId: endpoint.id });
+  });
 }
 
-/** Inserts an encrypted secret of `purpose`; returns its plaintext and kid. */
+/** Inserts an encrypted secret of `purpose` (a callback one gives its endpoint's parked deliveries back, as the RPCs do); returns its plaintext and kid. */
 export async function insertSecret(
   prisma: PrismaClient,
   secretBox: SecretBox,
@@ -161,6 +169,7 @@ export async function insertSecret(
       revokedAt: opts.revokedAt ?? null,
     },
   });
+  if (endpointId !== null) await prisma.$transaction((tx) => unparkDeliveries(tx, { serverId, endpointId }));
   return { secret, kid };
 }
 

@@ -9,6 +9,7 @@ import { ReferralEventType, type ReferralService } from "../../gen/proto/referra
 import type { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import type { ApplyEventBatchOptions } from "../../services/referral/apply-event.js";
 import type { ServerAdminDeps } from "../../services/servers/routes.js";
+import { unparkDeliveries } from "../../services/delivery/pipeline/write-deliveries.js";
 import { ERROR_KIND_HEADER, illegalTransitionOf } from "../../services/shared/rpc/errors.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import type { TestDatabase } from "./db.js";
@@ -64,6 +65,7 @@ export async function startHarness(
     secretBox: stack.secretBox,
     log,
     now,
+    releaseHeld: unparkDeliveries,
     ...(opts.allowInsecureCallbacks !== undefined ? { allowInsecureCallbacks: opts.allowInsecureCallbacks } : {}),
   };
   return {

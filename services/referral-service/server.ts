@@ -14,6 +14,7 @@ import { claimRoutes } from "../claims/routes.js";
 import { pluginActivityRoutes } from "../plugin-activity/routes.js";
 import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/rpc/routes.js";
 import { withdrawOthers } from "../delivery/pipeline/withdraw-unpaid.js";
+import { unparkDeliveries } from "../delivery/pipeline/write-deliveries.js";
 import { operatorRoutes } from "../operator/routes.js";
 import { deliveryStatsRoutes } from "../delivery/rpc/delivery-stats.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
@@ -56,7 +57,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
       ...(deps.abuseRules ? { abuseRules: deps.abuseRules } : {}),
     })(router);
     referralReviewRoutes(deps)(router);
-    serverAdminRoutes(deps)(router);
+    serverAdminRoutes({ ...deps, releaseHeld: unparkDeliveries })(router);
     heartRoutes(deps)(router);
     claimRoutes({ ...deps, withdrawOthers })(router);
     pluginActivityRoutes(deps)(router);

@@ -8,6 +8,7 @@ import { ENDPOINT_EVENT_TYPES, PAYLOAD_VERSIONS, isEndpointEventType, type Endpo
 import { boundField } from "../shared/values/field-rules.js";
 import { isUuid } from "../shared/values/ids.js";
 import { activeSecretWhere } from "./domain/secret-policy.js";
+import type { HeldReleaseDeps } from "./held-release.js";
 import { insertSecret, lockServer, type SecretWithValue } from "./secret-store.js";
 
 /**
@@ -107,10 +108,16 @@ export interface EndpointChange {
 /**
  * Changes an endpoint's settings. Setting a URL clears a disable (as SetCallbackSettings always
  * did) and, when the endpoint has no active callback secret, creates one in the same transaction
- * (the server row lock keeps two concurrent calls from creating two). Only the default endpoint may
- * be without a URL (null: its callbacks are held).
+ * (the server row lock keeps two concurrent calls from creating two); its held deliveries are
+ * released to the dispatcher in that transaction. Only the default endpoint may be without a URL
+ * (null: its callbacks are held).
  */
-export async function updateEndpoint(deps: CoreDeps, serverId: string, rawEndpointId: string, change: EndpointChange): Promise<CallbackEndpoint> {
+export async function updateEndpoint(
+  deps: CoreDeps & HeldReleaseDeps,
+  serverId: string,
+  rawEndpointId: string,
+  change: EndpointChange,
+): Promise<CallbackEndpoint> {
   const now = deps.now();
   return deps.prisma.$transaction(async (tx) => {
     await lockServer(tx, serverId);
@@ -130,6 +137,7 @@ export async function updateEndpoint(deps: CoreDeps, serverId: string, rawEndpoi
     if (change.url) {
       const active = await tx.serverSecret.count({ where: { serverId, endpointId: endpoint.id, purpose: "callback", ...activeSecretWhere(now) } });
       if (active === 0) await insertSecret(deps, tx, serverId, "callback", now, endpoint.id);
+      await deps.releaseHeld(tx, { serverId, endpointId: endpoint.id });
     }
     return updated;
   });
@@ -149,10 +157,16 @@ export async function deleteEndpoint(deps: CoreDeps, serverId: string, rawEndpoi
 
 /**
  * Turns a disabled (auto-disabled or 410 Gone) endpoint back on, with a fresh auto-disable period
- * (its old run of failures ends first, so a failure in between cannot re-disable it at once).
+ * (its old run of failures ends first, so a failure in between cannot re-disable it at once), and
+ * releases its held deliveries to the dispatcher, under the server row lock.
  */
-export async function enableEndpoint(deps: CoreDeps, serverId: string, rawEndpointId: string): Promise<CallbackEndpoint> {
-  const endpoint = await findEndpoint(deps.prisma, serverId, rawEndpointId);
-  await deps.prisma.callbackHealth.updateMany({ where: { endpointId: endpoint.id }, data: { failingSince: null } });
-  return deps.prisma.callbackEndpoint.update({ where: { id: endpoint.id }, data: { disabledAt: null, disabledReason: null } });
+export async function enableEndpoint(deps: CoreDeps & HeldReleaseDeps, serverId: string, rawEndpointId: string): Promise<CallbackEndpoint> {
+  return deps.prisma.$transaction(async (tx) => {
+    await lockServer(tx, serverId);
+    const endpoint = await findEndpoint(tx, serverId, rawEndpointId);
+    await tx.callbackHealth.updateMany({ where: { endpointId: endpoint.id }, data: { failingSince: null } });
+    const enabled = await tx.callbackEndpoint.update({ where: { id: endpoint.id }, data: { disabledAt: null, disabledReason: null } });
+    await deps.releaseHeld(tx, { serverId, endpointId: endpoint.id });
+    return enabled;
+  });
 }

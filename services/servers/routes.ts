@@ -16,6 +16,7 @@ import type { CoreDeps } from "../shared/adapters/deps.js";
 import { DomainError } from "../shared/rpc/errors.js";
 import { boundField } from "../shared/values/field-rules.js";
 import { enableCallback } from "./enable-callback.js";
+import type { HeldReleaseDeps } from "./held-release.js";
 import {
   createEndpoint,
   deleteEndpoint,
@@ -59,11 +60,11 @@ import {
 import { listPublishedSigningKeys, rotateSigningKey, type PublishedSigningKey } from "./webhook-signing-keys.js";
 
 /**
- * What the server admin routes need: the core deps plus the deployment's
- * development flag that allows http and private/loopback callback URLs
- * (ALLOW_INSECURE_CALLBACKS; default false).
+ * What the server admin routes need: the core deps, the release of held deliveries the
+ * settings writes make sendable (HeldReleaseDeps), plus the deployment's development flag
+ * that allows http and private/loopback callback URLs (ALLOW_INSECURE_CALLBACKS; default false).
  */
-export type ServerAdminDeps = CoreDeps & { allowInsecureCallbacks?: boolean };
+export type ServerAdminDeps = CoreDeps & HeldReleaseDeps & { allowInsecureCallbacks?: boolean };
 
 const STATUS_TO_PROTO = {
   ok: SigningKeyStatus.OK,

@@ -2,6 +2,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import type { Tx } from "../shared/adapters/db.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
+import type { HeldReleaseDeps } from "./held-release.js";
 import { DomainError, unknownServer } from "../shared/rpc/errors.js";
 import { generateCallbackSecret, generateKid, generatePullSecret, generateReferralSecret } from "../shared/runtime/secrets.js";
 import { isUuid } from "../shared/values/ids.js";
@@ -91,10 +92,11 @@ export async function createReferralSecret(deps: CoreDeps, serverId: string): Pr
 /**
  * Rotation: a new secret; every older active secret of the same purpose stays
  * valid until `now + grace` (unless it already expires sooner). Revocation is
- * still immediate during the overlap.
+ * still immediate during the overlap. A callback endpoint's new secret releases
+ * its held deliveries (held for want of a secret) in the same transaction.
  */
 export async function rotateSecret(
-  deps: CoreDeps,
+  deps: CoreDeps & HeldReleaseDeps,
   serverId: string,
   purpose: SecretPurpose,
   graceSeconds: number,
@@ -109,7 +111,9 @@ export async function rotateSecret(
       where: { ...secretScope(serverId, purpose, endpointId), ...activeSecretWhere(cutoff) },
       data: { expiresAt: cutoff },
     });
-    return insertSecret(deps, tx, serverId, purpose, now, endpointId);
+    const minted = await insertSecret(deps, tx, serverId, purpose, now, endpointId);
+    if (purpose === "callback" && endpointId !== undefined) await deps.releaseHeld(tx, { serverId, endpointId });
+    return minted;
   });
 }
 

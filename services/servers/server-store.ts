@@ -1,4 +1,5 @@
 import type { CoreDeps } from "../shared/adapters/deps.js";
+import type { HeldReleaseDeps } from "./held-release.js";
 import { DomainError, unknownServer } from "../shared/rpc/errors.js";
 import type { CallbackEndpoint, Server } from "../../gen/prisma/client.js";
 import { isUuid } from "../shared/values/ids.js";
@@ -58,7 +59,7 @@ export async function updateServer(
  * its callback secret when it has none; an empty URL removes the default endpoint's callback.
  */
 export async function setCallbackSettings(
-  deps: CoreDeps,
+  deps: CoreDeps & HeldReleaseDeps,
   serverId: string,
   input: { callbackUrl: string | null; standardWebhooks: boolean; publicKeySignatures?: boolean; endpointId?: string },
 ): Promise<ServerRecord> {
@@ -74,8 +75,9 @@ export async function setCallbackSettings(
  * SetVotifierSettings: stores host, port, service name and the token sealed with
  * SECRETS_KEY, or clears them all (null: the transport is off; pending Votifier
  * deliveries are held). A null token keeps the stored one; there must be one.
+ * Settings stored release the server's held Votifier deliveries in the same transaction.
  */
-export async function setVotifierSettings(deps: CoreDeps, serverId: string, settings: VotifierSettings | null): Promise<ServerRecord> {
+export async function setVotifierSettings(deps: CoreDeps & HeldReleaseDeps, serverId: string, settings: VotifierSettings | null): Promise<ServerRecord> {
   return deps.prisma.$transaction(async (tx) => {
     await lockServer(tx, serverId);
     if (settings === null) {
@@ -89,6 +91,7 @@ export async function setVotifierSettings(deps: CoreDeps, serverId: string, sett
       const stored = await tx.server.findUniqueOrThrow({ where: { id: serverId }, select: { votifierToken: true } });
       if (stored.votifierToken === null) throw new DomainError("invalid_argument", requiredText("votifier token"));
     }
+    await deps.releaseHeld(tx, { serverId, transport: "votifier" });
     return tx.server.update({
       where: { id: serverId },
       data: {

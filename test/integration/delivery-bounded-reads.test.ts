@@ -214,7 +214,10 @@ test.serial("the dispatcher's claim reads a handful of rows while a server has 2
   );
   await executeSql(h.db.prisma, Prisma.sql`UPDATE deliveries SET lease_until = NULL, leased_by = NULL WHERE id = ANY(${claimed.map((c) => c.id)}::uuid[])`);
   const read = await rowsReadByStatements(h.db.prisma, claim.statements());
-  t.true((read.deliveries ?? 0) <= FEW, `deliveries rows read: ${read.deliveries}`);
+  t.log("claim", read);
+  // Twice a handful: the poll's park pass (claim-deliveries.ts parkHeldDeliveries) reads the same few unparked due
+  // rows the claim then reads (the pending callbacks the earlier tests left, and this one).
+  t.true((read.deliveries ?? 0) <= 2 * FEW, `deliveries rows read: ${read.deliveries}`);
 });
 
 test.serial("a server's pull list of hearts reads a page, not its 20,000 unclaimed referral events on pull (nor the other way round)", async (t) => {

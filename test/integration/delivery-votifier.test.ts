@@ -297,10 +297,8 @@ test.serial("Votifier turned off: pending Votifier deliveries are held (not sent
     0,
     "no Votifier delivery is stored while it is off",
   );
-  await h.db.prisma.server.update({
-    where: { id: serverId },
-    data: { votifierHost: r.host, votifierPort: r.port, votifierServiceName: "HeartsList", votifierToken: h.deps.secretBox.seal(TOKEN) },
-  });
+  // Turned on by the owner's write (SetVotifierSettings), which gives the parked held deliveries back to the claim.
+  await h.admin.setVotifierSettings({ serverId, host: r.host, port: r.port, serviceName: "HeartsList", token: TOKEN });
   d.wake();
   await r.waitForVotes(2);
   await eventually(async () => (await votifierDelivery(h, heartId)).status === "delivered");

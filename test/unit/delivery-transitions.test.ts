@@ -23,6 +23,8 @@ const allowed: Array<{ move: DeliveryMove; from: DeliveryStatus | "new"; to: Del
   { move: "hold", from: "pending", to: "pending" },
   { move: "withdraw", from: "pending", to: "withdrawn" },
   { move: "withdraw_waiting", from: "pending", to: "withdrawn" },
+  { move: "park", from: "pending", to: "pending" },
+  { move: "unpark", from: "pending", to: "pending" },
   { move: "claim_pull", from: "pending", to: "delivered" },
   { move: "redeliver", from: "delivered", to: "pending" },
   { move: "redeliver", from: "failed", to: "pending" },
@@ -48,6 +50,7 @@ test("withdrawn is final: no move leaves it (pay-once mode never sends a heart a
 test("the moves under a sender's lease need that lease; the claim needs a free row; withdrawing others leaves a row in flight alone", (t) => {
   for (const move of ["release", "defer", "deliver", "fail", "retry", "hold", "withdraw"] as const) t.is(DELIVERY_TRANSITIONS[move].lease, "held", move);
   t.is(DELIVERY_TRANSITIONS.lease.lease, "free");
+  t.is(DELIVERY_TRANSITIONS.park.lease, "free", "a poll parks only a row no live sender holds");
   t.is(DELIVERY_TRANSITIONS.withdraw_waiting.lease, "idle");
   t.throws(() => deliveryGuardSql("deliver"), { message: /needs the lease/ });
 });

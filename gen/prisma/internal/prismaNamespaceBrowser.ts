@@ -316,6 +316,7 @@ export const DeliveryScalarFieldEnum = {
   nextAttemptAt: 'nextAttemptAt',
   leaseUntil: 'leaseUntil',
   leasedBy: 'leasedBy',
+  parkedAt: 'parkedAt',
   lastStatusCode: 'lastStatusCode',
   lastError: 'lastError',
   deliveredAt: 'deliveredAt',

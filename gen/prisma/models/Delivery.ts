@@ -63,6 +63,7 @@ export type DeliveryMinAggregateOutputType = {
   nextAttemptAt: Date | null
   leaseUntil: Date | null
   leasedBy: string | null
+  parkedAt: Date | null
   lastStatusCode: number | null
   lastError: string | null
   deliveredAt: Date | null
@@ -94,6 +95,7 @@ export type DeliveryMaxAggregateOutputType = {
   nextAttemptAt: Date | null
   leaseUntil: Date | null
   leasedBy: string | null
+  parkedAt: Date | null
   lastStatusCode: number | null
   lastError: string | null
   deliveredAt: Date | null
@@ -126,6 +128,7 @@ export type DeliveryCountAggregateOutputType = {
   nextAttemptAt: number
   leaseUntil: number
   leasedBy: number
+  parkedAt: number
   lastStatusCode: number
   lastError: number
   deliveredAt: number
@@ -171,6 +174,7 @@ export type DeliveryMinAggregateInputType = {
   nextAttemptAt?: true
   leaseUntil?: true
   leasedBy?: true
+  parkedAt?: true
   lastStatusCode?: true
   lastError?: true
   deliveredAt?: true
@@ -202,6 +206,7 @@ export type DeliveryMaxAggregateInputType = {
   nextAttemptAt?: true
   leaseUntil?: true
   leasedBy?: true
+  parkedAt?: true
   lastStatusCode?: true
   lastError?: true
   deliveredAt?: true
@@ -234,6 +239,7 @@ export type DeliveryCountAggregateInputType = {
   nextAttemptAt?: true
   leaseUntil?: true
   leasedBy?: true
+  parkedAt?: true
   lastStatusCode?: true
   lastError?: true
   deliveredAt?: true
@@ -353,6 +359,7 @@ export type DeliveryGroupByOutputType = {
   nextAttemptAt: Date
   leaseUntil: Date | null
   leasedBy: string | null
+  parkedAt: Date | null
   lastStatusCode: number | null
   lastError: string | null
   deliveredAt: Date | null
@@ -408,6 +415,7 @@ export type DeliveryWhereInput = {
   nextAttemptAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   leaseUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   leasedBy?: Prisma.UuidNullableFilter<"Delivery"> | string | null
+  parkedAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   lastStatusCode?: Prisma.IntNullableFilter<"Delivery"> | number | null
   lastError?: Prisma.StringNullableFilter<"Delivery"> | string | null
   deliveredAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
@@ -443,6 +451,7 @@ export type DeliveryOrderByWithRelationInput = {
   nextAttemptAt?: Prisma.SortOrder
   leaseUntil?: Prisma.SortOrderInput | Prisma.SortOrder
   leasedBy?: Prisma.SortOrderInput | Prisma.SortOrder
+  parkedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   lastStatusCode?: Prisma.SortOrderInput | Prisma.SortOrder
   lastError?: Prisma.SortOrderInput | Prisma.SortOrder
   deliveredAt?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -482,6 +491,7 @@ export type DeliveryWhereUniqueInput = Prisma.AtLeast<{
   nextAttemptAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   leaseUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   leasedBy?: Prisma.UuidNullableFilter<"Delivery"> | string | null
+  parkedAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   lastStatusCode?: Prisma.IntNullableFilter<"Delivery"> | number | null
   lastError?: Prisma.StringNullableFilter<"Delivery"> | string | null
   deliveredAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
@@ -517,6 +527,7 @@ export type DeliveryOrderByWithAggregationInput = {
   nextAttemptAt?: Prisma.SortOrder
   leaseUntil?: Prisma.SortOrderInput | Prisma.SortOrder
   leasedBy?: Prisma.SortOrderInput | Prisma.SortOrder
+  parkedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   lastStatusCode?: Prisma.SortOrderInput | Prisma.SortOrder
   lastError?: Prisma.SortOrderInput | Prisma.SortOrder
   deliveredAt?: Prisma.SortOrderInput | Prisma.SortOrder
@@ -557,6 +568,7 @@ export type DeliveryScalarWhereWithAggregatesInput = {
   nextAttemptAt?: Prisma.DateTimeWithAggregatesFilter<"Delivery"> | Date | string
   leaseUntil?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
   leasedBy?: Prisma.UuidNullableWithAggregatesFilter<"Delivery"> | string | null
+  parkedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
   lastStatusCode?: Prisma.IntNullableWithAggregatesFilter<"Delivery"> | number | null
   lastError?: Prisma.StringNullableWithAggregatesFilter<"Delivery"> | string | null
   deliveredAt?: Prisma.DateTimeNullableWithAggregatesFilter<"Delivery"> | Date | string | null
@@ -587,6 +599,7 @@ export type DeliveryCreateInput = {
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
   leasedBy?: string | null
+  parkedAt?: Date | string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -622,6 +635,7 @@ export type DeliveryUncheckedCreateInput = {
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
   leasedBy?: string | null
+  parkedAt?: Date | string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -653,6 +667,7 @@ export type DeliveryUpdateInput = {
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  parkedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -688,6 +703,7 @@ export type DeliveryUncheckedUpdateInput = {
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  parkedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -721,6 +737,7 @@ export type DeliveryCreateManyInput = {
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
   leasedBy?: string | null
+  parkedAt?: Date | string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -751,6 +768,7 @@ export type DeliveryUpdateManyMutationInput = {
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  parkedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -783,6 +801,7 @@ export type DeliveryUncheckedUpdateManyInput = {
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  parkedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -832,6 +851,7 @@ export type DeliveryCountOrderByAggregateInput = {
   nextAttemptAt?: Prisma.SortOrder
   leaseUntil?: Prisma.SortOrder
   leasedBy?: Prisma.SortOrder
+  parkedAt?: Prisma.SortOrder
   lastStatusCode?: Prisma.SortOrder
   lastError?: Prisma.SortOrder
   deliveredAt?: Prisma.SortOrder
@@ -869,6 +889,7 @@ export type DeliveryMaxOrderByAggregateInput = {
   nextAttemptAt?: Prisma.SortOrder
   leaseUntil?: Prisma.SortOrder
   leasedBy?: Prisma.SortOrder
+  parkedAt?: Prisma.SortOrder
   lastStatusCode?: Prisma.SortOrder
   lastError?: Prisma.SortOrder
   deliveredAt?: Prisma.SortOrder
@@ -900,6 +921,7 @@ export type DeliveryMinOrderByAggregateInput = {
   nextAttemptAt?: Prisma.SortOrder
   leaseUntil?: Prisma.SortOrder
   leasedBy?: Prisma.SortOrder
+  parkedAt?: Prisma.SortOrder
   lastStatusCode?: Prisma.SortOrder
   lastError?: Prisma.SortOrder
   deliveredAt?: Prisma.SortOrder
@@ -1047,6 +1069,7 @@ export type DeliveryCreateWithoutServerInput = {
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
   leasedBy?: string | null
+  parkedAt?: Date | string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1080,6 +1103,7 @@ export type DeliveryUncheckedCreateWithoutServerInput = {
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
   leasedBy?: string | null
+  parkedAt?: Date | string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1142,6 +1166,7 @@ export type DeliveryScalarWhereInput = {
   nextAttemptAt?: Prisma.DateTimeFilter<"Delivery"> | Date | string
   leaseUntil?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   leasedBy?: Prisma.UuidNullableFilter<"Delivery"> | string | null
+  parkedAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
   lastStatusCode?: Prisma.IntNullableFilter<"Delivery"> | number | null
   lastError?: Prisma.StringNullableFilter<"Delivery"> | string | null
   deliveredAt?: Prisma.DateTimeNullableFilter<"Delivery"> | Date | string | null
@@ -1172,6 +1197,7 @@ export type DeliveryCreateWithoutAttemptsLogInput = {
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
   leasedBy?: string | null
+  parkedAt?: Date | string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1206,6 +1232,7 @@ export type DeliveryUncheckedCreateWithoutAttemptsLogInput = {
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
   leasedBy?: string | null
+  parkedAt?: Date | string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1252,6 +1279,7 @@ export type DeliveryUpdateWithoutAttemptsLogInput = {
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  parkedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1286,6 +1314,7 @@ export type DeliveryUncheckedUpdateWithoutAttemptsLogInput = {
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  parkedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1316,6 +1345,7 @@ export type DeliveryCreateWithoutEndpointInput = {
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
   leasedBy?: string | null
+  parkedAt?: Date | string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1349,6 +1379,7 @@ export type DeliveryUncheckedCreateWithoutEndpointInput = {
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
   leasedBy?: string | null
+  parkedAt?: Date | string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1407,6 +1438,7 @@ export type DeliveryCreateManyServerInput = {
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
   leasedBy?: string | null
+  parkedAt?: Date | string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1437,6 +1469,7 @@ export type DeliveryUpdateWithoutServerInput = {
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  parkedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1470,6 +1503,7 @@ export type DeliveryUncheckedUpdateWithoutServerInput = {
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  parkedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1502,6 +1536,7 @@ export type DeliveryUncheckedUpdateManyWithoutServerInput = {
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  parkedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1533,6 +1568,7 @@ export type DeliveryCreateManyEndpointInput = {
   nextAttemptAt?: Date | string
   leaseUntil?: Date | string | null
   leasedBy?: string | null
+  parkedAt?: Date | string | null
   lastStatusCode?: number | null
   lastError?: string | null
   deliveredAt?: Date | string | null
@@ -1563,6 +1599,7 @@ export type DeliveryUpdateWithoutEndpointInput = {
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  parkedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1596,6 +1633,7 @@ export type DeliveryUncheckedUpdateWithoutEndpointInput = {
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  parkedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1628,6 +1666,7 @@ export type DeliveryUncheckedUpdateManyWithoutEndpointInput = {
   nextAttemptAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   leaseUntil?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   leasedBy?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  parkedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   lastStatusCode?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
   lastError?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   deliveredAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
@@ -1691,6 +1730,7 @@ export type DeliverySelect<ExtArgs extends runtime.Types.Extensions.InternalArgs
   nextAttemptAt?: boolean
   leaseUntil?: boolean
   leasedBy?: boolean
+  parkedAt?: boolean
   lastStatusCode?: boolean
   lastError?: boolean
   deliveredAt?: boolean
@@ -1727,6 +1767,7 @@ export type DeliverySelectCreateManyAndReturn<ExtArgs extends runtime.Types.Exte
   nextAttemptAt?: boolean
   leaseUntil?: boolean
   leasedBy?: boolean
+  parkedAt?: boolean
   lastStatusCode?: boolean
   lastError?: boolean
   deliveredAt?: boolean
@@ -1761,6 +1802,7 @@ export type DeliverySelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Exte
   nextAttemptAt?: boolean
   leaseUntil?: boolean
   leasedBy?: boolean
+  parkedAt?: boolean
   lastStatusCode?: boolean
   lastError?: boolean
   deliveredAt?: boolean
@@ -1795,6 +1837,7 @@ export type DeliverySelectScalar = {
   nextAttemptAt?: boolean
   leaseUntil?: boolean
   leasedBy?: boolean
+  parkedAt?: boolean
   lastStatusCode?: boolean
   lastError?: boolean
   deliveredAt?: boolean
@@ -1802,7 +1845,7 @@ export type DeliverySelectScalar = {
   createdAt?: boolean
 }
 
-export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "eventId" | "payload" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "steamId" | "discordId" | "minecraftUuid" | "accountId" | "nextEligibleAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "leasedBy" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
+export type DeliveryOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "heartId" | "transport" | "endpointId" | "dedupKey" | "eventType" | "eventId" | "payload" | "username" | "voterIdentity" | "period" | "streakDay" | "countedAt" | "steamId" | "discordId" | "minecraftUuid" | "accountId" | "nextEligibleAt" | "status" | "attempts" | "nextAttemptAt" | "leaseUntil" | "leasedBy" | "parkedAt" | "lastStatusCode" | "lastError" | "deliveredAt" | "failedAt" | "createdAt", ExtArgs["result"]["delivery"]>
 export type DeliveryInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   endpoint?: boolean | Prisma.Delivery$endpointArgs<ExtArgs>
@@ -1874,6 +1917,11 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      * The dispatcher (delivery_workers.id) that holds the lease; a lease of a worker that stopped beating is taken over before it runs out.
      */
     leasedBy: string | null
+    /**
+     * Set while a pending delivery is held (not sendable now: services/delivery/pipeline/park-held.ts): the claim's index
+     * leaves it out, and the write that makes it sendable (a URL, a re-enable, a secret, Votifier) clears it.
+     */
+    parkedAt: Date | null
     lastStatusCode: number | null
     lastError: string | null
     deliveredAt: Date | null
@@ -2329,6 +2377,7 @@ export interface DeliveryFieldRefs {
   readonly nextAttemptAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly leaseUntil: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly leasedBy: Prisma.FieldRef<"Delivery", 'String'>
+  readonly parkedAt: Prisma.FieldRef<"Delivery", 'DateTime'>
   readonly lastStatusCode: Prisma.FieldRef<"Delivery", 'Int'>
   readonly lastError: Prisma.FieldRef<"Delivery", 'String'>
   readonly deliveredAt: Prisma.FieldRef<"Delivery", 'DateTime'>

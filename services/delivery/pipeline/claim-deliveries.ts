@@ -1,10 +1,10 @@
 import { Prisma } from "../../../gen/prisma/client.js";
 import type { PrismaClient } from "../../shared/adapters/db.js";
-import { executeSql, runSql } from "../../shared/adapters/sql/executor.js";
+import { executeSql, runSql, runSqlTransaction } from "../../shared/adapters/sql/executor.js";
 import type { StreakState } from "../../hearts/domain/streak.js";
 import type { PlatformIds } from "../../shared/values/player-ids.js";
 import type { ReferralPayload } from "./delivery-types.js";
-import { deliveryGuardSql, leaseDeliveriesSql, releaseLeaseSql } from "./write-deliveries.js";
+import { deliveryGuardSql, leaseDeliveriesSql, parkDeliveriesSql, releaseLeaseSql } from "./write-deliveries.js";
 import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, type SealedSecretJson } from "../../servers/active-secrets.js";
 
 /**
@@ -97,7 +97,7 @@ export function busyServersOf(room: Omit<ClaimRoom, "limit" | "now" | "leaseUnti
 }
 
 /**
- * Claims due deliveries for this dispatcher: pending, due, not leased (or leased by a worker that stopped
+ * Claims due deliveries for this dispatcher, after the poll's park pass (parkHeldDeliveries): pending, unparked, due, not leased (or leased by a worker that stopped
  * beating: leaseFreeSql), and sendable
  * (sendableDeliverySql). Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher
  * instances never claim the same row. At most `limit` rows; per server at most its cap
@@ -107,6 +107,7 @@ export function busyServersOf(room: Omit<ClaimRoom, "limit" | "now" | "leaseUnti
  * mid-attempt) comes back with `takenOver` (the caller records that attempt as in doubt: pay-once.ts).
  */
 export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Promise<ClaimedDelivery[]> {
+  await parkHeldDeliveries(prisma, q.now);
   const busy = busyServersOf(q);
   // Scan a few times the limit, so one server's backlog cannot hide other servers' rows in one claim.
   const scan = q.limit * 4;
@@ -118,10 +119,12 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
     ), candidates AS (
       SELECT d.id, d.server_id, d.endpoint_id, d.next_attempt_at, d.voter_identity, d.event_type, d.lease_until AS previous_lease
       FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
-      -- Through the partial index of the pending rows a dispatcher sends (pull ones are the owner's: never read here),
-      -- from the oldest due: the rows read are the claimed ones plus those skipped as not sendable now.
+      -- Through the partial index of the pending rows a dispatcher sends (pull ones are the owner's, parked ones are
+      -- held: never read here), from the oldest due: the rows read are the claimed ones plus those skipped as not
+      -- sendable now, which are only the held rows stored since the last poll's parkHeldDeliveries.
       WHERE ${deliveryGuardSql("lease", { now: q.now })}
         AND d.transport <> 'pull'
+        AND d.parked_at IS NULL
         AND d.next_attempt_at <= ${q.now}::timestamptz
         AND ${sendableDeliverySql(q.now)}
         AND d.server_id <> ALL(${busy.saturated}::uuid[])
@@ -150,12 +153,56 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
   return rows.map((r) => toClaimedDelivery(r, q.now));
 }
 
+/** Most unparked due rows one poll's parkHeldDeliveries reads: what it parks per poll at most, and what it costs when none are held. */
+export const PARK_SCAN_ROWS = 200;
+
+/**
+ * Parks the held rows among the PARK_SCAN_ROWS oldest unparked due rows a dispatcher sends (the claim's index; not
+ * sendable now: sendableDeliverySql), so the claim that follows, and every later poll, reads them no more. The
+ * writes that make a held row sendable (a URL set, an endpoint re-enabled, a callback secret minted, Votifier set up)
+ * unpark it in their own transaction under the server row lock (unparkDeliveries), so a parked row is never left
+ * behind once sendable: this transaction takes the held rows' servers FOR SHARE before it parks, and the parking
+ * statement, started after those locks were granted, re-reads the settings as committed by then; a settings write
+ * that starts later waits for this commit and unparks what it parked. Reads at most PARK_SCAN_ROWS deliveries rows
+ * (and their servers and endpoints) per poll. Returns how many it parked.
+ */
+export async function parkHeldDeliveries(prisma: PrismaClient, now: Date, scanRows = PARK_SCAN_ROWS): Promise<number> {
+  return runSqlTransaction(
+    prisma,
+    async (tx) => {
+      // Under this statement's snapshot: the held rows among the scanned ones, their servers locked FOR SHARE (the
+      // settings writes' server row lock conflicts), which may wait for a settings write in progress.
+      const held = await tx.query<{ id: string }>(Prisma.sql`
+        WITH scanned AS (
+          SELECT d.id, d.server_id, d.endpoint_id, d.transport FROM deliveries d
+          WHERE ${deliveryGuardSql("park", { now })} AND d.transport <> 'pull' AND d.parked_at IS NULL AND d.next_attempt_at <= ${now}::timestamptz
+          ORDER BY d.next_attempt_at
+          LIMIT ${scanRows}
+        ), held AS (
+          SELECT d.id, d.server_id FROM scanned d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
+          WHERE NOT ${sendableDeliverySql(now)}
+        )
+        SELECT h.id::text FROM held h JOIN servers locked ON locked.id = h.server_id
+        ORDER BY locked.id
+        FOR SHARE OF locked`);
+      if (held.length === 0) return 0;
+      // A new statement, so a new snapshot: sendability re-read as committed once the locks were granted.
+      const parked = await tx.query<{ id: string }>(parkDeliveriesSql({ ids: held.map((r) => r.id), now, held: Prisma.sql`NOT ${sendableDeliverySql(now)}` }));
+      return parked.length;
+    },
+    { timeoutMs: PARK_TIMEOUT_MS },
+  );
+}
+
+/** How long one poll's parking transaction may stay open (it waits at most for a settings write's transaction). */
+const PARK_TIMEOUT_MS = 30_000;
+
 /**
  * Whether delivery `d` of server `s` to endpoint `e` (null for other transports) can be sent by a
  * dispatcher at `now`: a callback delivery to a live endpoint with a URL, not disabled (410) and
  * with an active callback secret, or a Votifier delivery of a server with Votifier set up (pull
- * deliveries are claimed by the owner, never here). The one rule of the claim and of the lease
- * taken with an insert.
+ * deliveries are claimed by the owner, never here). The one rule of the claim, of the lease
+ * taken with an insert, and of the park pass (parkHeldDeliveries).
  */
 export function sendableDeliverySql(now: Date): Prisma.Sql {
   // A CASE, not an OR of per-transport conditions: the planner turned that OR into "transport = 'callback' OR

@@ -1,6 +1,8 @@
 import { Prisma } from "../../../gen/prisma/client.js";
 import { DELIVERY_TRANSITIONS, type DeliveryMove, type DeliveryStatus } from "./domain/delivery-transitions.js";
 import { leaseFreeSql } from "./lease.js";
+import type { Tx } from "../../shared/adapters/db.js";
+import type { HeldScope } from "../../servers/held-release.js";
 
 /**
  * Every write of `deliveries`, as SQL fragments the writers compose into their own statements (one per
@@ -197,7 +199,38 @@ export function redeliverSql(where: Prisma.Sql, now: Date, returning: Prisma.Sql
   return Prisma.sql`
     UPDATE deliveries d
     SET status = ${statusSql(DELIVERY_TRANSITIONS.redeliver.to)}, attempts = 0, next_attempt_at = ${now}::timestamptz, lease_until = NULL,
-        failed_at = NULL, delivered_at = NULL
+        failed_at = NULL, delivered_at = NULL, parked_at = NULL
     WHERE ${deliveryGuardSql("redeliver")} AND ${where}
     RETURNING ${returning}`;
+}
+
+/**
+ * Move `park`: the rows `ids` that are still pending, unleased, unparked and `held` (an SQL predicate over `d`,
+ * `s` its server and `e` its endpoint, read by this statement) are parked at `now`, out of the claim's index. Rows
+ * another transaction has locked are skipped (the next poll sees them again). RETURNING d.id.
+ */
+export function parkDeliveriesSql(q: { ids: readonly string[]; now: Date; held: Prisma.Sql }): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE deliveries SET parked_at = ${q.now}::timestamptz
+    WHERE id IN (
+      SELECT d.id FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
+      WHERE d.id = ANY(${[...q.ids]}::uuid[]) AND ${deliveryGuardSql("park", { now: q.now })} AND d.parked_at IS NULL AND ${q.held}
+      ORDER BY d.id
+      FOR UPDATE OF d SKIP LOCKED)
+    RETURNING id::text`;
+}
+
+/**
+ * Move `unpark`, inside the caller's transaction (which holds the server row lock, as the park takes it FOR SHARE):
+ * every parked pending row of `scope` is back in the claim's index, sendable or not (a poll parks again what is
+ * still held). Through the parked rows' partial index. Returns how many.
+ */
+export async function unparkDeliveries(tx: Tx, scope: HeldScope): Promise<number> {
+  const { unpark } = DELIVERY_TRANSITIONS;
+  const rows = "endpointId" in scope ? { endpointId: scope.endpointId } : { transport: scope.transport };
+  const released = await tx.delivery.updateMany({
+    where: { serverId: scope.serverId, ...rows, status: { in: [...unpark.from] }, parkedAt: { not: null } },
+    data: { parkedAt: null },
+  });
+  return released.count;
 }

@@ -50,6 +50,10 @@ export const DELIVERY_TRANSITIONS = {
   withdraw: { from: ["pending"], to: "withdrawn", lease: "held" },
   /** Pay-once mode: another transport paid the heart; its waiting deliveries (not in flight) are withdrawn. */
   withdraw_waiting: { from: ["pending"], to: "withdrawn", lease: "idle" },
+  /** A dispatcher's poll found the row held (not sendable now): parked, out of the claim's index (park-held-deliveries.ts). */
+  park: { from: ["pending"], to: "pending", lease: "free" },
+  /** A write made the server's or endpoint's held rows sendable again: their parked rows are back in the claim's index. */
+  unpark: { from: ["pending"], to: "pending", lease: "any" },
   /** The owner claimed a pull delivery. */
   claim_pull: { from: ["pending"], to: "delivered", lease: "any" },
   /** The owner put a finished delivery back in the queue with a fresh retry cycle. */

@@ -97,9 +97,11 @@ export function busyServersOf(room: Omit<ClaimRoom, "limit" | "now" | "leaseUnti
 }
 
 /**
- * Claims due deliveries for this dispatcher, after the poll's park pass (parkHeldDeliveries): pending, unparked, due, not leased (or leased by a worker that stopped
- * beating: leaseFreeSql), and sendable
- * (sendableDeliverySql). Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher
+ * Claims due deliveries for this dispatcher: pending, unparked, due, not leased (or leased by a worker that stopped
+ * beating: leaseFreeSql), and sendable (sendableDeliverySql), among the `limit * 4` oldest such rows whatever their
+ * sendability: the rows read are bounded by that scan, however many held rows are stored. Only when the scan met a
+ * held row does the poll's park pass (parkHeldDeliveries) run after it, so later polls scan past it no more: an idle
+ * poll or a backlog drain costs no park pass. Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher
  * instances never claim the same row. At most `limit` rows; per server at most its cap
  * (`capByServer`, else `perServerLimit`) minus what this instance already has in flight for it. The same statement reads what sending
  * needs (claimedColumnsSql): the endpoint's active callback secrets (sealed) and the voter's streak
@@ -107,26 +109,25 @@ export function busyServersOf(room: Omit<ClaimRoom, "limit" | "now" | "leaseUnti
  * mid-attempt) comes back with `takenOver` (the caller records that attempt as in doubt: pay-once.ts).
  */
 export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Promise<ClaimedDelivery[]> {
-  await parkHeldDeliveries(prisma, q.now);
   const busy = busyServersOf(q);
   // Scan a few times the limit, so one server's backlog cannot hide other servers' rows in one claim.
   const scan = q.limit * 4;
-  const rows = await runSql<LeasedRow>(
+  const rows = await runSql<(LeasedRow | { id: null }) & { held_seen: boolean }>(
     prisma,
     Prisma.sql`
     WITH busy AS (
       SELECT * FROM unnest(${busy.ids}::uuid[], ${busy.inFlight}::int[], ${busy.caps}::int[]) AS b(server_id, in_flight, cap)
     ), candidates AS (
-      SELECT d.id, d.server_id, d.endpoint_id, d.next_attempt_at, d.voter_identity, d.event_type, d.lease_until AS previous_lease
+      SELECT d.id, d.server_id, d.endpoint_id, d.next_attempt_at, d.voter_identity, d.event_type, d.lease_until AS previous_lease,
+             ${sendableDeliverySql(q.now)} AS sendable
       FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
       -- Through the partial index of the pending rows a dispatcher sends (pull ones are the owner's, parked ones are
-      -- held: never read here), from the oldest due: the rows read are the claimed ones plus those skipped as not
-      -- sendable now, which are only the held rows stored since the last poll's parkHeldDeliveries.
+      -- held: never read here), from the oldest due, at most the scan: sendability is a column, not a filter, so held
+      -- rows stored since the last park pass count against the scan instead of being read through.
       WHERE ${deliveryGuardSql("lease", { now: q.now })}
         AND d.transport <> 'pull'
         AND d.parked_at IS NULL
         AND d.next_attempt_at <= ${q.now}::timestamptz
-        AND ${sendableDeliverySql(q.now)}
         AND d.server_id <> ALL(${busy.saturated}::uuid[])
       ORDER BY d.next_attempt_at
       LIMIT ${scan}
@@ -137,20 +138,26 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
                row_number() OVER (PARTITION BY c.server_id ORDER BY c.next_attempt_at, c.id) AS rn,
                coalesce(b.cap, ${q.perServerLimit}::int) - coalesce(b.in_flight, 0) AS room
         FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
+        WHERE c.sendable
       ) c
       LEFT JOIN voter_states v ON c.event_type = 'heart.counted' AND v.server_id = c.server_id AND v.voter_identity = c.voter_identity
       WHERE c.rn <= c.room
       ORDER BY c.next_attempt_at
       LIMIT ${q.limit}
+    ), leased AS (
+      ${leaseDeliveriesSql({
+        chosen: Prisma.sql`chosen v JOIN servers s ON s.id = v.server_id LEFT JOIN callback_endpoints e ON e.id = v.endpoint_id`,
+        leaseUntil: q.leaseUntil,
+        workerId: q.workerId ?? null,
+        returning: Prisma.sql`${claimedColumnsSql(q.now)}, v.previous_lease IS NOT NULL AS taken_over`,
+      })}
     )
-    ${leaseDeliveriesSql({
-      chosen: Prisma.sql`chosen v JOIN servers s ON s.id = v.server_id LEFT JOIN callback_endpoints e ON e.id = v.endpoint_id`,
-      leaseUntil: q.leaseUntil,
-      workerId: q.workerId ?? null,
-      returning: Prisma.sql`${claimedColumnsSql(q.now)}, v.previous_lease IS NOT NULL AS taken_over`,
-    })}`,
+    -- Every leased row carries whether the scan met a held row; when none was leased, one row with a null id does.
+    SELECT leased.*, scan.held_seen FROM (SELECT EXISTS (SELECT 1 FROM candidates WHERE NOT sendable) AS held_seen) scan
+    LEFT JOIN leased ON true`,
   );
-  return rows.map((r) => toClaimedDelivery(r, q.now));
+  if (rows[0]?.held_seen) await parkHeldDeliveries(prisma, q.now);
+  return rows.filter((r): r is LeasedRow & { held_seen: boolean } => r.id !== null).map((r) => toClaimedDelivery(r, q.now));
 }
 
 /** Most unparked due rows one poll's parkHeldDeliveries reads: what it parks per poll at most, and what it costs when none are held. */

@@ -13,6 +13,7 @@ import { DEFAULT_ABUSE_RULES } from "../../services/referral/domain/abuse-signal
 import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
+import { insertAddressClicks, insertAddressHearts, insertLinkedReferrals } from "../helpers/skewed-history.js";
 import { clickToken, createReferralServer, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const HOT_ADDRESS = "203.0.113.7";
@@ -34,23 +35,9 @@ test.after.always(async (t) => {
 /** A server whose hot address has HISTORY_ROWS clicks (unlinked, within every rule window) and HISTORY_ROWS hearts. */
 async function serverWithHistory(h: Harness): Promise<string> {
   const { serverId } = await createReferralServer(h);
-  const at = h.clock.now();
-  await executeSql(
-    h.db.prisma,
-    Prisma.sql`
-    INSERT INTO referral_clicks (id, server_id, referrer_identity, token, ip, subnet, user_agent, created_at)
-    SELECT gen_random_uuid(), ${serverId}::uuid, 'farm-' || (g % 50), 'history-' || ${serverId}::text || '-' || g, ${HOT_ADDRESS}, '203.0.113.0/24', 'ua',
-           ${at}::timestamptz - (g % 3600) * interval '1 second'
-    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g`,
-  );
-  await executeSql(
-    h.db.prisma,
-    Prisma.sql`
-    INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons, period, created_at)
-    SELECT gen_random_uuid(), ${serverId}::uuid, 'player' || g, 'voter-' || g, ${HOT_ADDRESS}, '203.0.113.0/24', 'ua', true, 'counted', 0, '{}', 'hist',
-           ${at}::timestamptz - (g % 3600) * interval '1 second'
-    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g`,
-  );
+  const history = { serverId, ip: HOT_ADDRESS, subnet: "203.0.113.0/24", rows: HISTORY_ROWS, at: h.clock.now(), spreadSeconds: 3600 };
+  await insertAddressClicks(h.db.prisma, history);
+  await insertAddressHearts(h.db.prisma, history, "hist");
   await executeSql(h.db.prisma, Prisma.sql`ANALYZE referral_clicks, hearts`);
   return serverId;
 }
@@ -61,23 +48,7 @@ async function serverWithHistory(h: Harness): Promise<string> {
  * more referral of hers, from the same address, must not read.
  */
 async function withReferralHistory(h: Harness, serverId: string): Promise<void> {
-  const at = h.clock.now();
-  await executeSql(
-    h.db.prisma,
-    Prisma.sql`
-    WITH r AS (
-      INSERT INTO referrals (id, server_id, referee_identity, referrer_identity, state, version, registered_at, qualified_at)
-      SELECT gen_random_uuid(), ${serverId}::uuid, 'referee-' || g, 'alice', 'qualified', 2,
-             ${at}::timestamptz - g * interval '1 second', ${at}::timestamptz - g * interval '1 second'
-      FROM generate_series(1, ${HISTORY_ROWS}::int) AS g
-      RETURNING id, server_id, referrer_identity, registered_at
-    ), c AS (
-      INSERT INTO referral_credits (referral_id, server_id, referrer_identity, period, credited_at)
-      SELECT id, server_id, referrer_identity, 'hist', registered_at FROM r
-    )
-    INSERT INTO referral_clicks (id, server_id, referrer_identity, token, referral_id, ip, subnet, user_agent, created_at)
-    SELECT gen_random_uuid(), server_id, referrer_identity, 'linked-' || id::text, id, ${HOT_ADDRESS}, '203.0.113.0/24', 'ua', registered_at FROM r`,
-  );
+  await insertLinkedReferrals(h.db.prisma, { serverId, ip: HOT_ADDRESS, subnet: "203.0.113.0/24", rows: HISTORY_ROWS, at: h.clock.now() }, "alice");
   await executeSql(h.db.prisma, Prisma.sql`ANALYZE referrals, referral_credits, referral_clicks`);
 }
 

@@ -93,16 +93,38 @@ export async function insertOldLedgerRows(prisma: PrismaClient, serverId: string
   );
 }
 
-/** `rows` delivered callback deliveries of the server to `endpointId`, one a minute back from `at`, each to its own voter. */
-export async function insertDeliveredCallbacks(prisma: PrismaClient, serverId: string, endpointId: string, rows: number, at: Date): Promise<void> {
+/**
+ * `rows` delivered callback deliveries of the server to `endpointId`, one a minute back from `at`, each to its own voter
+ * (`voter-<n>`), or all to `voterIdentity` when given.
+ */
+export async function insertDeliveredCallbacks(
+  prisma: PrismaClient,
+  serverId: string,
+  endpointId: string,
+  rows: number,
+  at: Date,
+  voterIdentity?: string,
+): Promise<void> {
   await executeSql(
     prisma,
     Prisma.sql`
     INSERT INTO deliveries (id, server_id, heart_id, transport, endpoint_id, dedup_key, event_type, username, voter_identity, period, counted_at,
                             status, attempts, next_attempt_at, delivered_at, created_at)
     SELECT gen_random_uuid(), ${serverId}::uuid, x.heart_id, 'callback', ${endpointId}::uuid, x.heart_id::text, 'heart.counted',
-           'player' || g, 'voter-' || g, '2026-05', x.at, 'delivered', 1, x.at, x.at, x.at
+           'player' || g, coalesce(${voterIdentity ?? null}::text, 'voter-' || g), '2026-05', x.at, 'delivered', 1, x.at, x.at, x.at
     FROM generate_series(1, ${rows}::int) AS g
     CROSS JOIN LATERAL (SELECT gen_random_uuid() AS heart_id, ${at}::timestamptz - g * interval '1 minute' AS at) x`,
+  );
+}
+
+/** `rows` unclaimed pull deliveries of referral events (each its own uuid event id) of the server, three days old. */
+export async function insertPendingPullEvents(prisma: PrismaClient, serverId: string, rows: number, at: Date): Promise<void> {
+  await executeSql(
+    prisma,
+    Prisma.sql`
+    INSERT INTO deliveries (id, server_id, heart_id, transport, dedup_key, event_type, event_id, username, voter_identity, period, counted_at, next_attempt_at, created_at)
+    SELECT gen_random_uuid(), ${serverId}::uuid, gen_random_uuid(), 'pull', e.id, 'referral.registered', e.id, '', '', '2026-05',
+           ${at}::timestamptz - interval '3 days', ${at}::timestamptz - interval '3 days', ${at}::timestamptz - interval '3 days' - g * interval '1 second'
+    FROM generate_series(1, ${rows}::int) AS g CROSS JOIN LATERAL (SELECT gen_random_uuid()::text AS id, g AS n) e`,
   );
 }

@@ -1,15 +1,17 @@
 /**
  * The delivery side's reads stay bounded whatever one voter's or one server's history (issue: the same cost on day
  * 1,000 as on day 1), for the paths test/integration/delivery-bounded-reads.test.ts leaves out: the consumer's insert
- * of a heart whose voter has 20,000 delivered deliveries on the server, and the pull claim (the acknowledgement) of
- * referral events while the server has 20,000 unclaimed ones. Every statement is recorded and re-run under EXPLAIN
+ * of a heart whose voter has 20,000 delivered deliveries on the server, the attempt record of a delivery with 20,000
+ * earlier attempts, and the pull claim (the acknowledgement) of referral events while the server has 20,000
+ * unclaimed ones. Every statement is recorded and re-run under EXPLAIN
  * ANALYZE (rolled back), after undoing what the path changed, so the re-run does the same work.
  */
 import anyTest, { type TestFn } from "ava";
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
+import { recordAttempts } from "../../services/delivery/pipeline/attempt-log.js";
 import { insertAndLeaseDeliveries } from "../../services/delivery/pipeline/insert-deliveries.js";
-import { claimPullEvents } from "../../services/delivery/rpc/claim-pull-hearts.js";
+import { claimPullEvents, toPullClaimExchange } from "../../services/delivery/rpc/claim-pull-hearts.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
 import { insertDeliveredCallbacks, insertPendingPullEvents } from "../helpers/skewed-history.js";
@@ -29,28 +31,82 @@ test.after.always(async (t) => {
   await t.context.close?.();
 });
 
+/** A server with a callback URL and secret: its deliveries are sendable, so an insert leases them. */
+async function callbackServer(h: MeasuredHarness["h"]): Promise<string> {
+  const serverId = await insertServer(h.db.prisma, { callbackUrl: "http://127.0.0.1:9/callback" });
+  await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
+  return serverId;
+}
+
+const room = (at: Date) => ({
+  now: at,
+  leaseUntil: new Date(at.getTime() + 60_000),
+  limit: 10,
+  perServerLimit: 10,
+  inFlightByServer: new Map<string, number>(),
+});
+
+const heartOf = (serverId: string, heartId: string, at: Date) => ({
+  heartId,
+  serverId,
+  eventType: "heart.counted",
+  username: "Regular",
+  voterIdentity: VOTER,
+  period: "2026-05",
+  streakDay: null,
+  countedAt: at,
+});
+
 test.serial("the consumer's insert with its lease reads a handful of rows for a voter with 20,000 delivered deliveries on the server", async (t) => {
   const { h, clock, pool } = t.context;
   const at = clock.now();
-  const serverId = await insertServer(h.db.prisma, { callbackUrl: "http://127.0.0.1:9/callback" });
-  await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
+  const serverId = await callbackServer(h);
   await insertDeliveredCallbacks(h.db.prisma, serverId, (await defaultEndpoint(h.db.prisma, serverId)).id, HISTORY_ROWS, at, VOTER);
   await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
 
   const heartId = randomUUID();
   const { client, statements } = recordingClient(pool);
-  const room = { now: at, leaseUntil: new Date(at.getTime() + 60_000), limit: 10, perServerLimit: 10, inFlightByServer: new Map<string, number>() };
-  const inserted = await insertAndLeaseDeliveries(
-    client,
-    [{ heartId, serverId, eventType: "heart.counted", username: "Regular", voterIdentity: VOTER, period: "2026-05", streakDay: null, countedAt: at }],
-    room,
-  );
+  const inserted = await insertAndLeaseDeliveries(client, [heartOf(serverId, heartId, at)], room(at));
   t.deepEqual(inserted.outcomes, ["inserted"]);
   t.is(inserted.leased.length, 1, "leased with its insert");
   await executeSql(h.db.prisma, Prisma.sql`DELETE FROM deliveries WHERE heart_id = ${heartId}::uuid`);
   const read = await rowsReadByStatements(h.db.prisma, statements());
   t.log(read);
   t.true((read.deliveries ?? 0) <= FEW, `deliveries rows read: ${read.deliveries}`);
+});
+
+test.serial("the attempt record of a delivery with 20,000 earlier attempts (redelivered again and again) reads a handful of its attempt rows", async (t) => {
+  const { h, clock, pool } = t.context;
+  const at = clock.now();
+  const serverId = await callbackServer(h);
+  const heartId = randomUUID();
+  const [leased] = (await insertAndLeaseDeliveries(h.db.prisma, [heartOf(serverId, heartId, at)], room(at))).leased;
+  await executeSql(
+    h.db.prisma,
+    Prisma.sql`
+    INSERT INTO delivery_attempts (delivery_id, server_id, attempt, url, started_at, status_code, latency_ms, succeeded, request_body, response_body)
+    SELECT ${leased!.id}::uuid, ${serverId}::uuid, g, 'http://127.0.0.1:9/callback', ${at}::timestamptz - g * interval '1 minute', 503, 5, false, '{}', ''
+    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g`,
+  );
+  await executeSql(h.db.prisma, Prisma.sql`ANALYZE delivery_attempts`);
+  const { client, statements } = recordingClient(pool);
+  const [recorded] = await recordAttempts(client, [
+    {
+      delivery: leased!,
+      startedAt: at,
+      finishedAt: at,
+      exchange: { ...toPullClaimExchange(serverId, heartId), succeeded: true },
+      result: { kind: "delivered" },
+    },
+  ]);
+  t.deepEqual(recorded, { kind: "recorded", owned: true });
+  const [last] = await h.db.prisma.deliveryAttempt.findMany({ where: { deliveryId: leased!.id }, orderBy: { attempt: "desc" }, take: 1 });
+  t.is(last?.attempt, HISTORY_ROWS + 1, "the log continues");
+  await executeSql(h.db.prisma, Prisma.sql`DELETE FROM delivery_attempts WHERE delivery_id = ${leased!.id}::uuid AND attempt = ${HISTORY_ROWS + 1}::int`);
+  await executeSql(h.db.prisma, Prisma.sql`UPDATE deliveries SET status = 'pending', attempts = 0, delivered_at = NULL WHERE id = ${leased!.id}::uuid`);
+  const read = await rowsReadByStatements(h.db.prisma, statements());
+  t.log(read);
+  t.true((read.delivery_attempts ?? 0) <= FEW, `delivery_attempts rows read: ${read.delivery_attempts}`);
 });
 
 test.serial("the pull claim of two referral events reads a handful of rows while the server has 20,000 unclaimed ones", async (t) => {

@@ -1,6 +1,7 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../../services/shared/adapters/db.js";
-import { executeSql } from "../../services/shared/adapters/sql/executor.js";
+import type { ClaimRoom } from "../../services/delivery/pipeline/claim-deliveries.js";
+import { executeSql, runSql } from "../../services/shared/adapters/sql/executor.js";
 
 /**
  * Skewed histories for the bounded-reads and plan-shape tests: one key (an address, a referrer, a player, a server)
@@ -91,6 +92,23 @@ export async function insertOldLedgerRows(prisma: PrismaClient, serverId: string
            CASE WHEN g % 2 = 1 THEN 'window' END, CASE WHEN g % 2 = 1 THEN c.at + interval '30 days' END
     FROM generate_series(1, ${rows}::int) AS g CROSS JOIN LATERAL (SELECT ${at}::timestamptz - interval '91 days' - g * interval '1 hour' AS at) c`,
   );
+}
+
+/** One held heart of the Steam player on the server, counted a day before `at` (29 days of its window left); returns its heart id. */
+export async function insertHeldClaim(prisma: PrismaClient, serverId: string, steamId: string, at: Date): Promise<string> {
+  const [held] = await runSql<{ heart_id: string }>(
+    prisma,
+    Prisma.sql`
+    INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, steam_id, counted_at, expires_at)
+    VALUES (gen_random_uuid(), ${serverId}::uuid, ${`steam:${steamId}`}, 'steve', ${steamId}, ${at}::timestamptz - interval '1 day', ${at}::timestamptz + interval '29 days')
+    RETURNING heart_id::text`,
+  );
+  return held!.heart_id;
+}
+
+/** The room a dispatcher offers a claim at `at` (claimDueDeliveries, insertAndLeaseDeliveries): 10 rows, 10 per server, a minute's lease, nothing in flight. */
+export function dispatcherRoomAt(at: Date): ClaimRoom {
+  return { now: at, leaseUntil: new Date(at.getTime() + 60_000), limit: 10, perServerLimit: 10, inFlightByServer: new Map<string, number>() };
 }
 
 /**

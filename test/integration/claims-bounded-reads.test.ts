@@ -14,7 +14,7 @@ import { toLedgerPlayer } from "../../services/claims/ledger-player.js";
 import { claimOldestHeld, readStanding } from "../../services/claims/ledger-store.js";
 import { executeSql, runSql, runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
-import { insertOldLedgerRows } from "../helpers/skewed-history.js";
+import { insertHeldClaim, insertOldLedgerRows } from "../helpers/skewed-history.js";
 import { insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
 
 const STEAM = "76561198012345678";
@@ -35,12 +35,9 @@ test.after.always(async (t) => {
 async function serverWithHistory(h: Harness, at: Date): Promise<{ serverId: string; heldId: string }> {
   const serverId = await insertServer(h.db.prisma);
   await insertOldLedgerRows(h.db.prisma, serverId, STEAM, HISTORY_ROWS, at);
-  const [held] = await h.db.prisma.$queryRaw<Array<{ heart_id: string }>>`
-    INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, steam_id, counted_at, expires_at)
-    VALUES (gen_random_uuid(), ${serverId}::uuid, ${`steam:${STEAM}`}, 'steve', ${STEAM}, ${at}::timestamptz - interval '1 day', ${at}::timestamptz + interval '29 days')
-    RETURNING heart_id::text`;
+  const heldId = await insertHeldClaim(h.db.prisma, serverId, STEAM, at);
   await executeSql(h.db.prisma, Prisma.sql`ANALYZE vote_claims`);
-  return { serverId, heldId: held!.heart_id };
+  return { serverId, heldId };
 }
 
 const player = () => toLedgerPlayer(create(PlayerIdSchema, { kind: PlayerIdKind.STEAM_ID, value: STEAM }));

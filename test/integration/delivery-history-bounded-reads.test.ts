@@ -14,7 +14,7 @@ import { insertAndLeaseDeliveries } from "../../services/delivery/pipeline/inser
 import { claimPullEvents, toPullClaimExchange } from "../../services/delivery/rpc/claim-pull-hearts.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
-import { insertDeliveredCallbacks, insertPendingPullEvents } from "../helpers/skewed-history.js";
+import { dispatcherRoomAt, insertDeliveredCallbacks, insertPendingPullEvents } from "../helpers/skewed-history.js";
 import { defaultEndpoint, insertSecret, insertServer, startMeasuredHarness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
 
 const HISTORY_ROWS = 20_000;
@@ -38,14 +38,6 @@ async function callbackServer(h: MeasuredHarness["h"]): Promise<string> {
   return serverId;
 }
 
-const room = (at: Date) => ({
-  now: at,
-  leaseUntil: new Date(at.getTime() + 60_000),
-  limit: 10,
-  perServerLimit: 10,
-  inFlightByServer: new Map<string, number>(),
-});
-
 const heartOf = (serverId: string, heartId: string, at: Date) => ({
   heartId,
   serverId,
@@ -66,7 +58,7 @@ test.serial("the consumer's insert with its lease reads a handful of rows for a 
 
   const heartId = randomUUID();
   const { client, statements } = recordingClient(pool);
-  const inserted = await insertAndLeaseDeliveries(client, [heartOf(serverId, heartId, at)], room(at));
+  const inserted = await insertAndLeaseDeliveries(client, [heartOf(serverId, heartId, at)], dispatcherRoomAt(at));
   t.deepEqual(inserted.outcomes, ["inserted"]);
   t.is(inserted.leased.length, 1, "leased with its insert");
   await executeSql(h.db.prisma, Prisma.sql`DELETE FROM deliveries WHERE heart_id = ${heartId}::uuid`);
@@ -80,7 +72,7 @@ test.serial("the attempt record of a delivery with 20,000 earlier attempts (rede
   const at = clock.now();
   const serverId = await callbackServer(h);
   const heartId = randomUUID();
-  const [leased] = (await insertAndLeaseDeliveries(h.db.prisma, [heartOf(serverId, heartId, at)], room(at))).leased;
+  const [leased] = (await insertAndLeaseDeliveries(h.db.prisma, [heartOf(serverId, heartId, at)], dispatcherRoomAt(at))).leased;
   await executeSql(
     h.db.prisma,
     Prisma.sql`

@@ -23,7 +23,9 @@ import {
   insertAddressClicks,
   insertAddressHearts,
   insertAddressVoters,
+  dispatcherRoomAt,
   insertDeliveredCallbacks,
+  insertHeldClaim,
   insertLinkedReferrals,
   insertOldLedgerRows,
 } from "../helpers/skewed-history.js";
@@ -128,12 +130,7 @@ test.serial(
   "a check and a claim by a player with 20,000 old ledger rows are index-led: the player's (server, id, counted_at) index, the held rows' partial index",
   async (t) => {
     const { h, clock, pool, serverId } = t.context;
-    await executeSql(
-      h.db.prisma,
-      Prisma.sql`INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, steam_id, counted_at, expires_at)
-               VALUES (gen_random_uuid(), ${serverId}::uuid, ${`steam:${STEAM}`}, 'steve', ${STEAM}, ${clock.now()}::timestamptz - interval '1 day',
-                       ${clock.now()}::timestamptz + interval '29 days')`,
-    );
+    await insertHeldClaim(h.db.prisma, serverId, STEAM, clock.now());
     const player = toLedgerPlayer(create(PlayerIdSchema, { kind: PlayerIdKind.STEAM_ID, value: STEAM }));
     const check = recordingClient(pool);
     await readStanding(check.client, serverId, player, clock.now());
@@ -148,6 +145,6 @@ test.serial("the dispatcher's claim beside a server's 20,000 delivered deliverie
   const { h, clock, pool } = t.context;
   const at = clock.now();
   const { client, statements } = recordingClient(pool);
-  await claimDueDeliveries(client, { now: at, leaseUntil: new Date(at.getTime() + 60_000), limit: 10, perServerLimit: 10, inFlightByServer: new Map() });
+  await claimDueDeliveries(client, dispatcherRoomAt(at));
   assertIndexLed(t, await planScansOf(h.db.prisma, statements()[0]!), ["deliveries_pending_pushed_next_attempt_at_idx"], ["deliveries"]);
 });

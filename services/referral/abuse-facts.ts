@@ -92,7 +92,8 @@ export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRu
            ) AS shares_subnet,
            -- Referees = distinct referrals (one per referee and server). Reads the LINKED clicks from the address in the
            -- window (a partial index holds only those): one per registration or join a server's backend signed from
-           -- it, never the anonymous clicks an address can make at will. Counted up to the maximum.
+           -- it, never the anonymous clicks an address can make at will. Counted up to the maximum: at most the
+           -- clicks of max referees and max re-read entries (fanoutSql).
            ${fanoutSql("ip", w.ipFanoutSince, rules.ipFanout.maxReferees)} AS other_referees_ip,
            ${fanoutSql("subnet", w.subnetFanoutSince, rules.subnetFanout.maxReferees)} AS other_referees_subnet,
            -- At most maxClicks + 1 index entries, whatever the address's history.
@@ -123,16 +124,33 @@ export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRu
  * Other referees whose linked clicks came from the click's `address` (its IP or its subnet column) since `since`,
  * counted up to `max` (0: the rule is off, nothing read). Reads the partial index of linked clicks on
  * (server_id, <address>, created_at).
+ *
+ * Bounded: a `SELECT DISTINCT ... LIMIT max` reads every linked click from the address in the window before it
+ * returns its first value (a hash or a sort consumes its whole input), and a carrier-grade NAT address can have
+ * thousands. So the referees are found one at a time, walking the index newest first from where the last step
+ * stopped: at most `max` steps, which together read the linked clicks of the referees they find (one per
+ * registration or join a server's backend signed), plus the entry each step re-reads at its start (the one the step
+ * before stopped at, kept so clicks of one millisecond are not skipped). The "seen" test is written
+ * `(... = ANY(...)) IS NOT TRUE` because the planner takes `<> ALL(...)` of an unknown array as so selective that a
+ * bitmap scan of the whole range and a sort look cheaper than stopping at the first index entry.
  */
 function fanoutSql(address: "ip" | "subnet", since: Date, max: number): Prisma.Sql {
   const column = Prisma.raw(address);
   return Prisma.sql`CASE WHEN ck.${column} IS NULL OR ${max}::int = 0 THEN 0 ELSE (
-             SELECT count(*) FROM (
-               SELECT DISTINCT oc.referral_id FROM referral_clicks oc
-               WHERE oc.server_id = ck.server_id AND oc.${column} = ck.${column} AND oc.referral_id IS NOT NULL
-                 AND oc.created_at >= ${since}::timestamptz AND oc.referral_id IS DISTINCT FROM i.referral_id
-               LIMIT ${max}::int
-             ) AS referees
+             WITH RECURSIVE found(referees, at) AS (
+               SELECT ARRAY[]::uuid[], 'infinity'::timestamptz
+               UNION ALL
+               SELECT f.referees || next.referral_id, next.created_at FROM found f CROSS JOIN LATERAL (
+                 SELECT oc.referral_id, oc.created_at FROM referral_clicks oc
+                 WHERE oc.server_id = ck.server_id AND oc.${column} = ck.${column} AND oc.referral_id IS NOT NULL
+                   AND oc.created_at >= ${since}::timestamptz AND oc.created_at <= f.at
+                   AND oc.referral_id IS DISTINCT FROM i.referral_id AND (oc.referral_id = ANY(f.referees)) IS NOT TRUE
+                 ORDER BY oc.created_at DESC
+                 LIMIT 1
+               ) AS next
+               WHERE cardinality(f.referees) < ${max}::int
+             )
+             SELECT max(cardinality(referees)) FROM found
            ) END::int`;
 }
 

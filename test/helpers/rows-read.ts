@@ -1,7 +1,7 @@
 import type pg from "pg";
 import type { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../../services/shared/adapters/db.js";
-import { registerSqlPool, runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
+import { registerSqlPool, runSql, runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 
 /** A node of PostgreSQL's EXPLAIN (FORMAT JSON) plan, as far as rowsReadByTable reads it. */
 interface PlanNode {
@@ -97,4 +97,30 @@ export function recordingClient(pool: pg.Pool): { client: PrismaClient; statemen
   const client = {} as PrismaClient;
   registerSqlPool(client, { pool: recording as unknown as pg.Pool, nameOf: undefined });
   return { client, statements: () => recorded.filter((s) => !/^(COMMIT|ROLLBACK|BEGIN)$/.test(s.text)) };
+}
+
+/** A scan of a statement's plan: its node type, the table it reads and the index it reads through (none for a sequential scan). */
+export interface PlanScan {
+  nodeType: string;
+  table: string | undefined;
+  index: string | undefined;
+}
+
+/**
+ * The scans of the plan PostgreSQL chooses for a statement with its parameters (EXPLAIN (FORMAT JSON), not run, so a
+ * statement that writes writes nothing): every node that names a table or an index, outermost first.
+ */
+export async function planScansOf(client: object, sql: Prisma.Sql): Promise<PlanScan[]> {
+  const explained = { text: `EXPLAIN (FORMAT JSON) ${sql.text}`, values: sql.values } as unknown as Prisma.Sql;
+  const [row] = await runSql<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(client, explained);
+  const plan = row?.["QUERY PLAN"][0]?.Plan;
+  if (!plan) throw new Error("EXPLAIN returned no plan");
+  const scans: PlanScan[] = [];
+  const walk = (node: PlanNode) => {
+    if (node["Relation Name"] !== undefined || node["Index Name"] !== undefined)
+      scans.push({ nodeType: node["Node Type"] ?? "", table: node["Relation Name"], index: node["Index Name"] });
+    for (const child of node.Plans ?? []) walk(child);
+  };
+  walk(plan);
+  return scans;
 }

@@ -16,6 +16,7 @@ import { toLedgerPlayer } from "../../services/claims/ledger-player.js";
 import { claimOldestHeld, readStanding } from "../../services/claims/ledger-store.js";
 import { executeSql, runSql, runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
+import { insertHeldClaim, insertOldLedgerRows } from "../helpers/skewed-history.js";
 import { insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
 
 const STEAM = "76561198012345678";
@@ -36,21 +37,10 @@ test.after.always(async (t) => {
 /** A server where the player has HISTORY_ROWS old ledger rows (claimed or expired, counted over 91 days ago) and one held heart from yesterday. */
 async function serverWithHistory(h: Harness, at: Date): Promise<{ serverId: string; heldId: string }> {
   const serverId = await insertServer(h.db.prisma);
-  await executeSql(
-    h.db.prisma,
-    Prisma.sql`
-    INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, steam_id, counted_at, expires_at, claimed_at, state, expired_reason, expired_at)
-    SELECT gen_random_uuid(), ${serverId}::uuid, ${`steam:${STEAM}`}, 'steve', ${STEAM}, c.at, c.at + interval '30 days',
-           CASE WHEN g % 2 = 0 THEN c.at + interval '1 hour' END, CASE WHEN g % 2 = 0 THEN 'claimed' ELSE 'expired' END::"VoteClaimState",
-           CASE WHEN g % 2 = 1 THEN 'window' END, CASE WHEN g % 2 = 1 THEN c.at + interval '30 days' END
-    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g CROSS JOIN LATERAL (SELECT ${at}::timestamptz - interval '91 days' - g * interval '1 hour' AS at) c`,
-  );
-  const [held] = await h.db.prisma.$queryRaw<Array<{ heart_id: string }>>`
-    INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, steam_id, counted_at, expires_at)
-    VALUES (gen_random_uuid(), ${serverId}::uuid, ${`steam:${STEAM}`}, 'steve', ${STEAM}, ${at}::timestamptz - interval '1 day', ${at}::timestamptz + interval '29 days')
-    RETURNING heart_id::text`;
+  await insertOldLedgerRows(h.db.prisma, serverId, STEAM, HISTORY_ROWS, at);
+  const heldId = await insertHeldClaim(h.db.prisma, serverId, STEAM, at);
   await executeSql(h.db.prisma, Prisma.sql`ANALYZE vote_claims`);
-  return { serverId, heldId: held!.heart_id };
+  return { serverId, heldId };
 }
 
 /** The other players of a busy new server, each with one held heart. */

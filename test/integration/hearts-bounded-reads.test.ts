@@ -11,6 +11,7 @@ import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js
 import { toVoterAddress } from "../../services/hearts/domain/ip.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
+import { insertAddressHearts, insertAddressVoters } from "../helpers/skewed-history.js";
 import { insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
 
 const HOT_ADDRESS = "198.51.100.7";
@@ -33,21 +34,8 @@ test.after.always(async (t) => {
  */
 async function serverWithHistory(h: Harness, at: Date, ageSeconds = 0): Promise<string> {
   const serverId = await insertServer(h.db.prisma);
-  await executeSql(
-    h.db.prisma,
-    Prisma.sql`
-    INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons, period, created_at)
-    SELECT gen_random_uuid(), ${serverId}::uuid, 'player' || g, 'voter-' || g, ${HOT_ADDRESS}, ${HOT_SUBNET}, 'ua', true, 'counted', 0, '{}', '2026-05',
-           ${at}::timestamptz - (${ageSeconds}::int + g % 50) * interval '1 second'
-    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g`,
-  );
-  await executeSql(
-    h.db.prisma,
-    Prisma.sql`
-    INSERT INTO heart_address_voters (server_id, address, voter_identity, last_counted_at)
-    SELECT server_id, a.address, voter_identity, max(created_at) FROM hearts CROSS JOIN LATERAL (VALUES (ip), (subnet)) AS a(address)
-    WHERE server_id = ${serverId}::uuid AND counted GROUP BY server_id, a.address, voter_identity`,
-  );
+  await insertAddressHearts(h.db.prisma, { serverId, ip: HOT_ADDRESS, subnet: HOT_SUBNET, rows: HISTORY_ROWS, at, ageSeconds, spreadSeconds: 50 }, "2026-05");
+  await insertAddressVoters(h.db.prisma, serverId);
   await executeSql(h.db.prisma, Prisma.sql`ANALYZE hearts, heart_address_voters`);
   return serverId;
 }

@@ -13,10 +13,13 @@ import { DEFAULT_ABUSE_RULES } from "../../services/referral/domain/abuse-signal
 import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
+import { insertAddressClicks, insertAddressHearts, insertLinkedReferrals } from "../helpers/skewed-history.js";
 import { clickToken, createReferralServer, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const HOT_ADDRESS = "203.0.113.7";
 const HISTORY_ROWS = 20_000;
+/** A handful: the referral's own rows, the token's other events, and the row versions the undo before a re-run leaves. */
+const FEW = 8;
 
 const test = anyTest as TestFn<{ h: Harness; pool: pg.Pool }>;
 
@@ -32,37 +35,41 @@ test.after.always(async (t) => {
 /** A server whose hot address has HISTORY_ROWS clicks (unlinked, within every rule window) and HISTORY_ROWS hearts. */
 async function serverWithHistory(h: Harness): Promise<string> {
   const { serverId } = await createReferralServer(h);
-  const at = h.clock.now();
-  await executeSql(
-    h.db.prisma,
-    Prisma.sql`
-    INSERT INTO referral_clicks (id, server_id, referrer_identity, token, ip, subnet, user_agent, created_at)
-    SELECT gen_random_uuid(), ${serverId}::uuid, 'farm-' || (g % 50), 'history-' || ${serverId}::text || '-' || g, ${HOT_ADDRESS}, '203.0.113.0/24', 'ua',
-           ${at}::timestamptz - (g % 3600) * interval '1 second'
-    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g`,
-  );
-  await executeSql(
-    h.db.prisma,
-    Prisma.sql`
-    INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons, period, created_at)
-    SELECT gen_random_uuid(), ${serverId}::uuid, 'player' || g, 'voter-' || g, ${HOT_ADDRESS}, '203.0.113.0/24', 'ua', true, 'counted', 0, '{}', 'hist',
-           ${at}::timestamptz - (g % 3600) * interval '1 second'
-    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g`,
-  );
+  const history = { serverId, ip: HOT_ADDRESS, subnet: "203.0.113.0/24", rows: HISTORY_ROWS, at: h.clock.now(), spreadSeconds: 3600 };
+  await insertAddressClicks(h.db.prisma, history);
+  await insertAddressHearts(h.db.prisma, history, "hist");
   await executeSql(h.db.prisma, Prisma.sql`ANALYZE referral_clicks, hearts`);
   return serverId;
 }
 
-/** Applies one `registered` from the hot address through the recording client; the round's statements (no COMMIT). */
-async function registerFromHotAddress(t: { context: { h: Harness; pool: pg.Pool } }, serverId: string, referee: string): Promise<Prisma.Sql[]> {
+/**
+ * HISTORY_ROWS earlier referrals of the referrer `alice` on the server, qualified with their credits, each with its
+ * click from the hot address linked (within every rule window): the history a qualification or a reversal of one
+ * more referral of hers, from the same address, must not read.
+ */
+async function withReferralHistory(h: Harness, serverId: string): Promise<void> {
+  await insertLinkedReferrals(h.db.prisma, { serverId, ip: HOT_ADDRESS, subnet: "203.0.113.0/24", rows: HISTORY_ROWS, at: h.clock.now() }, "alice");
+  await executeSql(h.db.prisma, Prisma.sql`ANALYZE referrals, referral_credits, referral_clicks`);
+}
+
+/** Applies one event through the recording client; the round's statements (no COMMIT). */
+async function applyRecorded(
+  t: { context: { h: Harness; pool: pg.Pool } },
+  e: { serverId: string; event: "registered" | "qualified" | "reversed"; token: string; serverEventId: string; referee?: string },
+): Promise<Prisma.Sql[]> {
   const { h, pool } = t.context;
-  const token = await clickToken(h, serverId, "alice");
   const { client, statements } = recordingClient(pool);
   const [outcome] = await applyEventBatch({ ...h.deps, prisma: client }, [
-    toApplyEventCommand({ serverId, event: "registered", token, serverEventId: `reg-${referee}`, refereeIdentity: referee, ts: 0n, kid: "k1" }),
+    toApplyEventCommand({ ...e, refereeIdentity: e.referee ?? "", ts: 0n, kid: "k1", ...(e.event === "reversed" ? { reason: "refund" } : {}) }),
   ]);
-  if (!outcome?.ok) throw new Error(`registered was not applied: ${String(outcome && !outcome.ok ? outcome.error : "none")}`);
+  if (!outcome?.ok) throw new Error(`${e.event} was not applied: ${String(outcome && !outcome.ok ? outcome.error : "none")}`);
   return statements();
+}
+
+/** Applies one `registered` from the hot address through the recording client; the round's statements (no COMMIT). */
+async function registerFromHotAddress(t: { context: { h: Harness; pool: pg.Pool } }, serverId: string, referee: string): Promise<Prisma.Sql[]> {
+  const token = await clickToken(t.context.h, serverId, "alice");
+  return applyRecorded(t, { serverId, event: "registered", token, serverEventId: `reg-${referee}`, referee });
 }
 
 test.serial(
@@ -94,3 +101,47 @@ test.serial("review on: the anti-abuse facts stop at each rule's threshold, neve
   const [referral] = await h.db.prisma.referral.findMany({ where: { serverId, refereeIdentity: "carol" } });
   t.deepEqual(referral?.signals, ["click_velocity"], "the hot address's click velocity is still flagged");
 });
+
+test.serial(
+  "review on: a qualified and a reversed of a referral whose referrer has 20,000 earlier referrals and credits, their clicks linked from the same address, read a handful of rows",
+  async (t) => {
+    const { h } = t.context;
+    const serverId = await serverWithHistory(h);
+    await withReferralHistory(h, serverId);
+    await h.db.prisma.server.update({ where: { id: serverId }, data: { referralReviewMode: "loose" } });
+    const token = await clickToken(h, serverId, "alice");
+    await applyRecorded(t, { serverId, event: "registered", token, serverEventId: "reg-dave", referee: "dave" });
+    const qualified = await applyRecorded(t, { serverId, event: "qualified", token, serverEventId: "q-dave" });
+    const reversed = await applyRecorded(t, { serverId, event: "reversed", token, serverEventId: "rev-dave" });
+    const [referral] = await h.db.prisma.referral.findMany({ where: { serverId, refereeIdentity: "dave" } });
+    t.is(referral?.state, "reversed");
+
+    // Undone in reverse, each event re-run on the state it ran on (its dedup row gone, the referral one version back).
+    const undo = async (serverEventId: string, state: Prisma.Sql) => {
+      await executeSql(h.db.prisma, Prisma.sql`DELETE FROM referral_events WHERE server_id = ${serverId}::uuid AND server_event_id = ${serverEventId}`);
+      await executeSql(h.db.prisma, Prisma.sql`UPDATE referrals SET version = version - 1, ${state} WHERE id = ${referral!.id}::uuid`);
+    };
+    await undo("rev-dave", Prisma.sql`state = 'qualified', reversed_at = NULL, reversal_reason = NULL, reversal_reason_text = NULL, clawback_at = NULL`);
+    await executeSql(h.db.prisma, Prisma.sql`UPDATE referral_credits SET reversed_at = NULL, clawback_at = NULL WHERE referral_id = ${referral!.id}::uuid`);
+    const reversedRead = await rowsReadByStatements(h.db.prisma, reversed);
+    await undo("q-dave", Prisma.sql`state = 'registered', qualified_at = NULL`);
+    await executeSql(h.db.prisma, Prisma.sql`DELETE FROM referral_credits WHERE referral_id = ${referral!.id}::uuid`);
+    const qualifiedRead = await rowsReadByStatements(h.db.prisma, qualified);
+
+    t.is(qualified.length, 3, "read + dedup, the anti-abuse facts, the write");
+    t.is(reversed.length, 2, "read + dedup, the write: a reversal reads no anti-abuse facts");
+    const velocity = DEFAULT_ABUSE_RULES.clickVelocity.maxClicks + 1;
+    const fanout = DEFAULT_ABUSE_RULES.ipFanout.maxReferees + DEFAULT_ABUSE_RULES.subnetFanout.maxReferees;
+    for (const [event, read, clicks] of [
+      // Velocity stops at maxClicks + 1; each fan-out at its maximum of referees, one linked click each here, and the
+      // entry each step re-reads where the step before stopped; the token's click.
+      ["qualified", qualifiedRead, velocity + 2 * fanout + 6],
+      ["reversed", reversedRead, 4],
+    ] as const) {
+      t.log(event, read);
+      t.true((read.referral_clicks ?? 0) <= clicks, `${event}: referral_clicks rows read: ${read.referral_clicks}`);
+      for (const table of ["referrals", "referral_credits", "referral_events", "hearts"])
+        t.true((read[table] ?? 0) <= FEW, `${event}: ${table} rows read: ${read[table]}`);
+    }
+  },
+);

@@ -120,7 +120,9 @@ export function insertAttemptsSql(rows: readonly AttemptRow[], deliveries: Prism
   return Prisma.sql`
     INSERT INTO delivery_attempts (delivery_id, server_id, attempt, ${COLUMN_LIST})
     SELECT d.delivery_id, d.server_id,
-           (SELECT count(*)::int FROM delivery_attempts a WHERE a.delivery_id = d.delivery_id)
+           -- The delivery's last number: one entry of the (delivery_id, attempt) index, however long its log (a count
+           -- read every earlier attempt of a delivery redelivered again and again).
+           coalesce((SELECT max(a.attempt) FROM delivery_attempts a WHERE a.delivery_id = d.delivery_id), 0)
              + (row_number() OVER (PARTITION BY d.delivery_id ORDER BY r.n))::int,
            ${ROW_COLUMNS}
     FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(${ROW_TYPES})

@@ -33,7 +33,11 @@ const CLAIM_KINDS = {
     ids: "event_ids",
     id: "event_id",
     key: Prisma.sql`event_id`,
-    rows: (ids: string[]) => Prisma.sql`event_type <> 'heart.counted' AND event_id = ANY(${ids}::text[])`,
+    // Bounded: a referral event's pull delivery has no endpoint and its event id as dedup_key (insert-deliveries.ts,
+    // dedupKeyOf), so each id is one probe of the unique (server_id, transport, endpoint_id, dedup_key) index; event_id
+    // has no index of its own, and matched alone it read every pull delivery of the server.
+    rows: (ids: string[]) =>
+      Prisma.sql`event_type <> 'heart.counted' AND endpoint_id IS NULL AND dedup_key = ANY(${ids}::text[]) AND event_id = ANY(${ids}::text[])`,
   },
 } as const;
 

@@ -1,0 +1,150 @@
+/**
+ * The hot statements keep index-led plans on a database whose statistics are skewed (issue: the same cost on day
+ * 1,000 as on day 1). One server holds most rows of every table and one carrier-grade NAT address most of its
+ * hearts and clicks; ANALYZE has shown the planner that skew. Each statement is recorded from its owner module as it
+ * runs for the hot keys, then planned again with the same parameters (EXPLAIN, not run): no big table may be read
+ * by a sequential scan, and each statement reads through the indexes its bound rests on.
+ */
+import anyTest, { type TestFn } from "ava";
+import { create } from "@bufbuild/protobuf";
+import { Prisma } from "../../gen/prisma/client.js";
+import { PlayerIdKind, PlayerIdSchema } from "../../gen/proto/claims/v1/claims_pb.js";
+import { toLedgerPlayer } from "../../services/claims/ledger-player.js";
+import { claimOldestHeld, readStanding } from "../../services/claims/ledger-store.js";
+import { claimDueDeliveries } from "../../services/delivery/pipeline/claim-deliveries.js";
+import { castHeartBatch } from "../../services/hearts/cast-heart-batch.js";
+import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js";
+import { toVoterAddress } from "../../services/hearts/domain/ip.js";
+import { applyEventBatch } from "../../services/referral/apply-event.js";
+import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
+import { executeSql } from "../../services/shared/adapters/sql/executor.js";
+import { planScansOf, recordingClient, type PlanScan } from "../helpers/rows-read.js";
+import {
+  insertAddressClicks,
+  insertAddressHearts,
+  insertAddressVoters,
+  dispatcherRoomAt,
+  insertDeliveredCallbacks,
+  insertHeldClaim,
+  insertLinkedReferrals,
+  insertOldLedgerRows,
+} from "../helpers/skewed-history.js";
+import { defaultEndpoint, insertSecret, insertServer, startMeasuredHarness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
+
+const HOT_ADDRESS = "100.64.0.7";
+const HOT_SUBNET = "100.64.0.0/24";
+const STEAM = "76561198012345678";
+const HISTORY_ROWS = 20_000;
+/** The tables a hot statement must never read by a sequential scan: each grows with the history. */
+const BIG_TABLES = ["hearts", "heart_address_voters", "referral_clicks", "referrals", "referral_events", "referral_credits", "vote_claims", "deliveries"];
+
+const test = anyTest as TestFn<MeasuredHarness & { close(): Promise<void>; serverId: string }>;
+
+test.before(async (t) => {
+  const measured = await startMeasuredHarness("2026-05-10T12:00:00.000Z");
+  const { h, clock } = measured;
+  const at = clock.now();
+  const serverId = await insertServer(h.db.prisma, { callbackUrl: "http://127.0.0.1:9/callback" });
+  await insertSecret(h.db.prisma, h.deps.secretBox, serverId, "callback");
+  await h.db.prisma.server.update({ where: { id: serverId }, data: { referralReviewMode: "loose" } });
+  const hot = { serverId, ip: HOT_ADDRESS, subnet: HOT_SUBNET, rows: HISTORY_ROWS, at, spreadSeconds: 50 };
+  await insertAddressHearts(h.db.prisma, hot, "2026-05");
+  await insertAddressVoters(h.db.prisma, serverId);
+  await insertAddressClicks(h.db.prisma, hot);
+  await insertLinkedReferrals(h.db.prisma, hot, "alice");
+  await insertOldLedgerRows(h.db.prisma, serverId, STEAM, HISTORY_ROWS, at);
+  await insertDeliveredCallbacks(h.db.prisma, serverId, (await defaultEndpoint(h.db.prisma, serverId)).id, HISTORY_ROWS, at);
+  // A few quiet servers and addresses beside them, so the hot ones are the skew of the statistics, not all of them.
+  for (let n = 1; n <= 3; n++) {
+    const quiet = { serverId: await insertServer(h.db.prisma), ip: `192.0.2.${n}`, subnet: "192.0.2.0/24", rows: 100, at, spreadSeconds: 3600 };
+    await insertAddressHearts(h.db.prisma, quiet, "2026-05");
+    await insertAddressVoters(h.db.prisma, quiet.serverId);
+    await insertAddressClicks(h.db.prisma, quiet);
+  }
+  await executeSql(h.db.prisma, Prisma.sql`ANALYZE`);
+  t.context = { ...measured, serverId };
+});
+test.after.always(async (t) => {
+  await t.context.close?.();
+});
+
+/**
+ * Asserts that no big table is read by a sequential scan, that every index in `expected` is read, and that no table
+ * in `stopsEarly` is read by a bitmap scan: a read under a LIMIT stops early only when it walks an index in order,
+ * while a bitmap scan collects every matching entry first.
+ */
+function assertIndexLed(
+  t: { true(value: boolean, message: string): void; log(...values: unknown[]): void },
+  scans: PlanScan[],
+  expected: string[],
+  stopsEarly: string[] = [],
+) {
+  t.log(scans.map((s) => `${s.nodeType} ${s.table ?? ""} ${s.index ?? ""}`.trim()));
+  for (const s of scans) t.true(s.nodeType !== "Seq Scan" || !BIG_TABLES.includes(s.table ?? ""), `sequential scan of ${s.table}`);
+  for (const s of scans) t.true(s.nodeType !== "Bitmap Heap Scan" || !stopsEarly.includes(s.table ?? ""), `bitmap scan of ${s.table}`);
+  const used = new Set(scans.map((s) => s.index));
+  for (const index of expected) t.true(used.has(index), `reads through ${index}`);
+}
+
+test.serial(
+  "CastHeart's read for a carrier-grade NAT address with 20,000 voters is index-led: the address-voter set and the (ip, created_at) index",
+  async (t) => {
+    const { h, clock, pool, serverId } = t.context;
+    const { client, statements } = recordingClient(pool);
+    await castHeartBatch({ ...h.deps, prisma: client }, DEFAULT_FRAUD_RULES, [
+      { serverId, voterIdentity: "newcomer", username: "Newcomer", userAgent: "ua", address: toVoterAddress(HOT_ADDRESS)!, at: clock.now() },
+    ]);
+    assertIndexLed(t, await planScansOf(h.db.prisma, statements()[0]!), [
+      "heart_address_voters_server_id_address_last_counted_at_idx",
+      "hearts_ip_created_at_idx",
+    ]);
+  },
+);
+
+test.serial(
+  "ApplyEvent's reads for a click from an address with 20,000 clicks and 20,000 linked referrals are index-led: the token, then the linked-click indexes",
+  async (t) => {
+    const { h, clock, pool, serverId } = t.context;
+    await executeSql(
+      h.db.prisma,
+      Prisma.sql`INSERT INTO referral_clicks (id, server_id, referrer_identity, token, ip, subnet, user_agent, created_at)
+                 VALUES (gen_random_uuid(), ${serverId}::uuid, 'alice', 'plan-token', ${HOT_ADDRESS}, ${HOT_SUBNET}, 'ua', ${clock.now()}::timestamptz)`,
+    );
+    const { client, statements } = recordingClient(pool);
+    const [outcome] = await applyEventBatch({ ...h.deps, prisma: client }, [
+      toApplyEventCommand({ serverId, event: "registered", token: "plan-token", serverEventId: "reg-plan", refereeIdentity: "dave", ts: 0n, kid: "k1" }),
+    ]);
+    t.true(outcome?.ok, "registered");
+    const [read, facts] = statements();
+    assertIndexLed(t, await planScansOf(h.db.prisma, read!), ["referral_clicks_token_key"]);
+    assertIndexLed(
+      t,
+      await planScansOf(h.db.prisma, facts!),
+      ["referral_clicks_linked_ip_idx", "referral_clicks_linked_subnet_idx", "referral_clicks_server_id_ip_created_at_idx"],
+      ["referral_clicks"],
+    );
+  },
+);
+
+test.serial(
+  "a check and a claim by a player with 20,000 old ledger rows are index-led: the player's (server, id, counted_at) index, the held rows' partial index",
+  async (t) => {
+    const { h, clock, pool, serverId } = t.context;
+    await insertHeldClaim(h.db.prisma, serverId, STEAM, clock.now());
+    const player = toLedgerPlayer(create(PlayerIdSchema, { kind: PlayerIdKind.STEAM_ID, value: STEAM }));
+    const check = recordingClient(pool);
+    await readStanding(check.client, serverId, player, clock.now());
+    const claim = recordingClient(pool);
+    t.truthy(await claimOldestHeld(claim.client, serverId, player, clock.now()), "the held heart is claimed");
+    assertIndexLed(t, await planScansOf(h.db.prisma, check.statements()[0]!), ["vote_claims_server_id_steam_id_counted_at_idx"], ["vote_claims"]);
+    assertIndexLed(t, await planScansOf(h.db.prisma, claim.statements()[0]!), ["vote_claims_held_player_idx"], ["vote_claims"]);
+  },
+);
+
+test.serial("the dispatcher's claim beside a server's 20,000 delivered deliveries is index-led: the partial index of pending pushed rows", async (t) => {
+  const { h, clock, pool } = t.context;
+  const at = clock.now();
+  const { client, statements } = recordingClient(pool);
+  await claimDueDeliveries(client, dispatcherRoomAt(at));
+  assertIndexLed(t, await planScansOf(h.db.prisma, statements()[0]!), ["deliveries_pending_pushed_next_attempt_at_idx"], ["deliveries"]);
+});

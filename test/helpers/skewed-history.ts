@@ -146,3 +146,16 @@ export async function insertPendingPullEvents(prisma: PrismaClient, serverId: st
     FROM generate_series(1, ${rows}::int) AS g CROSS JOIN LATERAL (SELECT gen_random_uuid()::text AS id, g AS n) e`,
   );
 }
+
+/** `rows` pending callback deliveries of the server to `endpointId`, due a second apart from a day before `at` back (held when the endpoint has no URL). */
+export async function insertPendingCallbacks(prisma: PrismaClient, serverId: string, endpointId: string, rows: number, at: Date): Promise<void> {
+  await executeSql(
+    prisma,
+    Prisma.sql`
+    INSERT INTO deliveries (id, server_id, heart_id, transport, endpoint_id, dedup_key, event_type, username, voter_identity, period, counted_at, next_attempt_at, created_at)
+    SELECT gen_random_uuid(), ${serverId}::uuid, x.heart_id, 'callback', ${endpointId}::uuid, x.heart_id::text, 'heart.counted', 'player' || g, 'voter-' || g, '2026-05',
+           x.at, x.at, x.at
+    FROM generate_series(1, ${rows}::int) AS g
+    CROSS JOIN LATERAL (SELECT gen_random_uuid() AS heart_id, ${at}::timestamptz - interval '1 day' - g * interval '1 second' AS at) x`,
+  );
+}

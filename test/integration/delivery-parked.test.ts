@@ -14,6 +14,7 @@ import { executeSql, runSql } from "../../services/shared/adapters/sql/executor.
 import type { PrismaClient } from "../../services/shared/adapters/db.js";
 import { eventually } from "../helpers/eventually.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
+import { dispatcherRoomAt, insertPendingCallbacks } from "../helpers/skewed-history.js";
 import {
   addDelivery,
   defaultEndpoint,
@@ -65,15 +66,7 @@ test.serial(
     const at = clock.now();
     const holding = await insertServer(h.db.prisma);
     const endpointId = (await defaultEndpoint(h.db.prisma, holding)).id;
-    await executeSql(
-      h.db.prisma,
-      Prisma.sql`
-      INSERT INTO deliveries (id, server_id, heart_id, transport, endpoint_id, dedup_key, event_type, username, voter_identity, period, counted_at, next_attempt_at, created_at)
-      SELECT gen_random_uuid(), ${holding}::uuid, x.heart_id, 'callback', ${endpointId}::uuid, x.heart_id::text, 'heart.counted', 'player' || g, 'voter-' || g, '2026-05',
-             x.at, x.at, x.at
-      FROM generate_series(1, ${HELD_ROWS}::int) AS g
-      CROSS JOIN LATERAL (SELECT gen_random_uuid() AS heart_id, ${at}::timestamptz - interval '1 day' - g * interval '1 second' AS at) x`,
-    );
+    await insertPendingCallbacks(h.db.prisma, holding, endpointId, HELD_ROWS, at);
     await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
     // The polls before: each parks at most PARK_SCAN_ROWS of the held rows it reads.
     await parkAll(h.db.prisma, at, t);
@@ -101,6 +94,32 @@ test.serial(
     const read = await rowsReadByStatements(h.db.prisma, claim.statements());
     t.log("claim", read);
     t.true((read.deliveries ?? 0) <= FEW, `deliveries rows read: ${read.deliveries}`);
+  },
+);
+
+test.serial(
+  "before any park pass, a claim reads at most its scan (limit x 4) of a server's 20,000 held callbacks, and the park pass it triggers parks them a scan at a time",
+  async (t) => {
+    const { h, clock, pool } = t.context;
+    const at = clock.now();
+    const holding = await insertServer(h.db.prisma);
+    const endpointId = (await defaultEndpoint(h.db.prisma, holding)).id;
+    await insertPendingCallbacks(h.db.prisma, holding, endpointId, HELD_ROWS, new Date(at.getTime() - 86_400_000));
+    await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
+    const room = dispatcherRoomAt(at);
+    const scan = room.limit * 4;
+    const claim = recordingClient(pool);
+    t.deepEqual(await claimDueDeliveries(claim.client, room), [], "every scanned row is held: nothing to send");
+    const [claimStatement, ...parkPass] = claim.statements();
+    const claimRead = await rowsReadByStatements(h.db.prisma, [claimStatement!]);
+    const parkRead = await rowsReadByStatements(h.db.prisma, parkPass);
+    t.log("claim", claimRead, "park pass", parkRead);
+    t.true((claimRead.deliveries ?? 0) <= scan + FEW, `the claim read ${claimRead.deliveries} deliveries rows`);
+    // The park pass's scan, then each held id it found at most three times (re-checked, matched, updated).
+    t.true((parkRead.deliveries ?? 0) <= 4 * PARK_SCAN_ROWS + FEW, `the park pass read ${parkRead.deliveries} deliveries rows`);
+    const parked = (await parkedOf(h.db.prisma, holding)).filter((p) => p !== null).length;
+    t.is(parked, PARK_SCAN_ROWS, "the claim that met held rows ran the park pass");
+    await parkAll(h.db.prisma, at, t);
   },
 );
 

@@ -50,7 +50,7 @@ export function renderCapacityDoc(run: RunProvenance & TargetsInput, inputs: Cap
     `Numbers from \`${run.file}\`: target commit \`${run.target.commit.slice(0, 12)}\`${run.target.dirty ? " (with uncommitted changes)" : ""}, harness \`${run.harnessCommit.slice(0, 12)}\`, ` +
       `${scale === undefined ? "no history database" : `history scale ${scale}`}, run on ${run.machine.atStart.at.slice(0, 10)} ` +
       `(${run.machine.atStart.nproc} cores, ${run.machine.atStart.cpuModel}); figures of the history database.` +
-      (run.quick ? " **A smoke run (--quick: one round, short windows): the method, not figures to plan with.**" : ""),
+      (run.quick ? " **A smoke run (--quick: short windows, one or two rounds): the method, not figures to plan with.**" : ""),
     "",
     "Regenerate: `npx tsx bench/capacity.ts bench/results/<run>.json --out docs/capacity.md`.",
     "",

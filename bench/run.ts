@@ -1483,15 +1483,13 @@ async function startBaseline(ctx: Ctx): Promise<void> {
     child.once("exit", (code) => reject(new Error(`raw baseline exited (${code})`)));
   });
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
-  ctx.baseline = {
-    url: `http://127.0.0.1:${port}/api/referral/events`,
-    pid: child.pid ?? -1,
-    stop: async () => {
-      child.kill("SIGTERM");
-      await exited;
-    },
+  const stop = async () => {
+    child.kill("SIGTERM");
+    await exited;
   };
-  cleanup.add(() => ctx.baseline?.stop());
+  ctx.baseline = { url: `http://127.0.0.1:${port}/api/referral/events`, pid: child.pid ?? -1, stop };
+  // This baseline's own stop: with --history each database has one, and the context holds only one side's at the end.
+  cleanup.add(stop);
 }
 
 /** The history side of a --history run, and the empty side it was prepared beside. */

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { HeartCountedSchema } from "../../gen/proto/events/v1/events_pb.js";
@@ -15,6 +14,7 @@ import {
   type QueueQuota,
 } from "../shared/runtime/group-commit.js";
 import { toOutboxRow } from "../shared/adapters/outbox.js";
+import { timeOrderedId } from "../shared/values/ids.js";
 import { periodOf } from "../shared/values/period.js";
 import type { FraudRules } from "./domain/fraud-rules.js";
 import type { VoterAddress } from "./domain/ip.js";
@@ -228,7 +228,7 @@ async function castRound(
     }
     const verdict = scoreHeart(rules, { username: cast.username, userAgent: cast.userAgent }, context.counts);
     const heart: HeartRecord = {
-      id: randomUUID(),
+      id: timeOrderedId(),
       serverId: cast.serverId,
       username: cast.username,
       voterIdentity: cast.voterIdentity,

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { Prisma } from "../../gen/prisma/client.js";
 import { ReferralTransitionedSchema } from "../../gen/proto/events/v1/events_pb.js";
@@ -8,6 +7,7 @@ import type { CoreDeps } from "../shared/adapters/deps.js";
 import { DomainError, IllegalTransition, Overloaded } from "../shared/rpc/errors.js";
 import { ADMISSION_MAX_QUEUE_WAIT_MS, createGroupCommit, type GroupCommit, type ItemOutcome } from "../shared/runtime/group-commit.js";
 import { insertOutboxRows, toOutboxRow, type OutboxEvent, type OutboxRow } from "../shared/adapters/outbox.js";
+import { timeOrderedId } from "../shared/values/ids.js";
 import { periodOf } from "../shared/values/period.js";
 import { isTransactionUnavailable, runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.js";
 import type { ApplyEventCommand } from "./domain/commands.js";
@@ -393,7 +393,7 @@ function planEvent(command: ApplyEventCommand, row: ReadRow | undefined, now: Da
       }
       case "mint": {
         // First touch is decided by the unique (server_id, referee_identity) index at the write, not by this read.
-        const id = randomUUID();
+        const id = timeOrderedId();
         const outbox = toOutboxRow(
           transitionEvent({
             referralId: id,

@@ -54,6 +54,7 @@ test.serial("a counted heart, its ranking increment and its heart.counted outbox
   t.is(res.period, "2026-03");
   t.is(res.streakDay, 1);
   t.is(res.nextEligibleAt, BigInt(Date.parse("2026-03-11T12:00:00.000Z") / 1000));
+  t.is(res.heartId[14], "7", "the heart's id is time-ordered (uuid version 7): it appends at the primary key's right edge");
 
   const heart = await h.db.prisma.heart.findUniqueOrThrow({ where: { id: res.heartId } });
   t.like(heart, { counted: true, verdict: "counted", username: "Steve", voterIdentity: "acct-1", period: "2026-03", streakDay: 1 });

@@ -141,10 +141,13 @@ test.serial(
   },
 );
 
-test.serial("the dispatcher's claim beside a server's 20,000 delivered deliveries is index-led: the partial index of the unparked pending pushed rows", async (t) => {
-  const { h, clock, pool } = t.context;
-  const at = clock.now();
-  const { client, statements } = recordingClient(pool);
-  await claimDueDeliveries(client, dispatcherRoomAt(at));
-  assertIndexLed(t, await planScansOf(h.db.prisma, statements()[0]!), ["deliveries_claimable_next_attempt_at_idx"], ["deliveries"]);
-});
+test.serial(
+  "the dispatcher's claim beside a server's 20,000 delivered deliveries is index-led: the partial index of the unparked pending pushed rows",
+  async (t) => {
+    const { h, clock, pool } = t.context;
+    const at = clock.now();
+    const { client, statements } = recordingClient(pool);
+    await claimDueDeliveries(client, dispatcherRoomAt(at));
+    assertIndexLed(t, await planScansOf(h.db.prisma, statements()[0]!), ["deliveries_claimable_next_attempt_at_idx"], ["deliveries"]);
+  },
+);

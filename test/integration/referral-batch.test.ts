@@ -131,6 +131,7 @@ test("one batch mixing valid, unknown-token, other-server, illegal-transition an
   t.is(await h.db.prisma.referralEvent.count({ where: { serverId: otherServer } }), 0);
 
   const bob = await h.db.prisma.referral.findFirstOrThrow({ where: { serverId, refereeIdentity: "bob" } });
+  t.is(bob.id[14], "7", "a minted referral's id is time-ordered (uuid version 7)");
   t.is((await h.db.prisma.referralClick.findFirstOrThrow({ where: { token: fresh } })).referralId, bob.id);
   const carol = await h.db.prisma.referral.findFirstOrThrow({ where: { serverId, refereeIdentity: "carol" } });
   t.is((await h.db.prisma.referralClick.findFirstOrThrow({ where: { token: joining } })).referralId, carol.id, "the joining click is linked");

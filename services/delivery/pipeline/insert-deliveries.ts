@@ -1,8 +1,7 @@
-import { randomUUID } from "node:crypto";
 import { Prisma } from "../../../gen/prisma/client.js";
 import type { PrismaClient } from "../../shared/adapters/db.js";
 import { runSql } from "../../shared/adapters/sql/executor.js";
-import { NIL_UUID } from "../../shared/values/ids.js";
+import { NIL_UUID, timeOrderedId } from "../../shared/values/ids.js";
 import type { PlatformIds } from "../../shared/values/player-ids.js";
 import type { NewDelivery } from "./delivery-types.js";
 import { paidByTransportSql } from "../../payouts/write-payouts.js";
@@ -153,7 +152,7 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       FROM candidates c LEFT JOIN busy b ON b.server_id = c.server_id
     ), added AS (
       ${insertDeliveriesSql(Prisma.sql`
-      SELECT gen_random_uuid(), o.server_id, o.heart_id::uuid, o.dedup_key, o.transport, o.endpoint_id, o.event_type, o.event_id, o.payload,
+      SELECT uuid_v7(), o.server_id, o.heart_id::uuid, o.dedup_key, o.transport, o.endpoint_id, o.event_type, o.event_id, o.payload,
              o.username, o.voter_identity, o.period, o.streak_day, o.counted_at, o.steam_id, o.discord_id, o.minecraft_uuid, o.account_id, o.next_eligible_at,
              least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END,
              ${storedStatusSql(Prisma.sql`o.paid_by`)},
@@ -221,7 +220,7 @@ export async function insertTestDelivery(
     nextEligibleAt: Date;
   },
 ): Promise<ClaimedDelivery> {
-  const id = randomUUID();
+  const id = timeOrderedId();
   const ids = t.platformIds;
   await runSql(
     prisma,

@@ -87,12 +87,17 @@ export async function readHeartContexts(prisma: PrismaClient, queries: readonly 
         SELECT 1 FROM hearts WHERE ip = q.ip AND created_at >= q.velocity_since ORDER BY created_at DESC LIMIT ${limits.ipVelocity}::int
       ) recent) AS ip_hearts,
       v.last_counted_at, v.last_day, v.streak_days
-    FROM unnest(
-      ${queries.map((q) => q.serverId)}::uuid[], ${queries.map((q) => q.voterIdentity)}::text[],
-      ${queries.map((q) => q.ip)}::text[], ${queries.map((q) => q.subnet)}::text[],
-      ${iso((w) => w.ipIdentitiesSince)}::timestamptz[], ${iso((w) => w.subnetIdentitiesSince)}::timestamptz[],
-      ${iso((w) => w.velocitySince)}::timestamptz[]
-    ) WITH ORDINALITY AS q(server_id, voter, ip, subnet, ip_since, subnet_since, velocity_since, ord)
+    FROM (
+      SELECT * FROM unnest(
+        ${queries.map((q) => q.serverId)}::uuid[], ${queries.map((q) => q.voterIdentity)}::text[],
+        ${queries.map((q) => q.ip)}::text[], ${queries.map((q) => q.subnet)}::text[],
+        ${iso((w) => w.ipIdentitiesSince)}::timestamptz[], ${iso((w) => w.subnetIdentitiesSince)}::timestamptz[],
+        ${iso((w) => w.velocitySince)}::timestamptz[]
+      ) WITH ORDINALITY AS q(server_id, voter, ip, subnet, ip_since, subnet_since, velocity_since, ord)
+      -- The batch's size, so server_exists probes the servers' key per row rather than hashing every server of the
+      -- list (the planner took the input for more rows than a batch has; as in insert-deliveries.ts).
+      LIMIT ${queries.length}::int
+    ) q
     LEFT JOIN voter_states v ON v.server_id = q.server_id AND v.voter_identity = q.voter
     ORDER BY q.ord`,
   );
@@ -152,6 +157,9 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
         ${col((w) => w.heart.ids.minecraftUuid)}::text[], ${col((w) => w.heart.ids.accountId)}::text[]
       ) AS t(idx, kind, id, server_id, username, voter_identity, ip, subnet, user_agent, fraud_score, fraud_reasons, period, at, streak_day,
              steam_id, discord_id, minecraft_uuid, account_id)
+      -- The batch's size, so the planner looks its servers up by key rather than hashing every server of the list
+      -- (as in insert-deliveries.ts).
+      LIMIT ${writes.length}::int
     ), won AS (
       INSERT INTO voter_states AS s (server_id, voter_identity, last_counted_at, last_day, streak_days)
       SELECT server_id, voter_identity, at, (at AT TIME ZONE 'UTC')::date, streak_day FROM w

@@ -6,12 +6,14 @@
  * by a sequential scan, and each statement reads through the indexes its bound rests on.
  */
 import anyTest, { type TestFn } from "ava";
+import { randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { Prisma } from "../../gen/prisma/client.js";
 import { PlayerIdKind, PlayerIdSchema } from "../../gen/proto/claims/v1/claims_pb.js";
 import { toLedgerPlayer } from "../../services/claims/ledger-player.js";
 import { claimOldestHeld, readStanding } from "../../services/claims/ledger-store.js";
 import { claimDueDeliveries } from "../../services/delivery/pipeline/claim-deliveries.js";
+import { insertAndLeaseDeliveries } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { castHeartBatch } from "../../services/hearts/cast-heart-batch.js";
 import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js";
 import { toVoterAddress } from "../../services/hearts/domain/ip.js";
@@ -149,5 +151,48 @@ test.serial(
     const { client, statements } = recordingClient(pool);
     await claimDueDeliveries(client, dispatcherRoomAt(at));
     assertIndexLed(t, await planScansOf(h.db.prisma, statements()[0]!), ["deliveries_claimable_next_attempt_at_idx"], ["deliveries"]);
+  },
+);
+
+test.serial(
+  "beside 2,000 other servers, CastHeart's read and write and the consumer's insert look a batch's servers and endpoints up by key, never reading every server",
+  async (t) => {
+    const { h, clock, pool, serverId } = t.context;
+    // Servers with their default endpoints (a trigger makes one per server): a list's servers, not a history's rows.
+    await executeSql(
+      h.db.prisma,
+      Prisma.sql`INSERT INTO servers (id, name, created_at) SELECT gen_random_uuid(), 'Quiet server ' || g, ${clock.now()}::timestamptz FROM generate_series(1, 2000) AS g`,
+    );
+    await executeSql(h.db.prisma, Prisma.sql`ANALYZE servers`);
+    await executeSql(h.db.prisma, Prisma.sql`ANALYZE callback_endpoints`);
+    const cast = recordingClient(pool);
+    await castHeartBatch({ ...h.deps, prisma: cast.client }, DEFAULT_FRAUD_RULES, [
+      { serverId, voterIdentity: "keyed", username: "Keyed", userAgent: "ua", address: toVoterAddress("198.51.100.20")!, at: clock.now() },
+    ]);
+    const insert = recordingClient(pool);
+    await insertAndLeaseDeliveries(
+      insert.client,
+      [
+        {
+          heartId: randomUUID(),
+          serverId,
+          eventType: "heart.counted",
+          username: "Keyed",
+          voterIdentity: "keyed",
+          period: "2026-05",
+          streakDay: null,
+          countedAt: clock.now(),
+        },
+      ],
+      dispatcherRoomAt(clock.now()),
+    );
+    const statements = [...cast.statements(), ...insert.statements()];
+    t.true(statements.length >= 3, "the read, the write and the insert were recorded");
+    for (const statement of statements) {
+      const scans = await planScansOf(h.db.prisma, statement);
+      const what = (statement as unknown as { text: string }).text.replace(/\s+/g, " ").slice(0, 60);
+      for (const s of scans)
+        t.true(s.nodeType !== "Seq Scan" || !["servers", "callback_endpoints"].includes(s.table ?? ""), `sequential scan of ${s.table} in ${what}`);
+    }
   },
 );

@@ -121,9 +121,13 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
     prisma,
     Prisma.sql`
     WITH input AS (
+      -- LIMIT the batch's own size: the planner takes jsonb_to_recordset for 100 rows, and for 100 rows it joined a
+      -- hash of every server and every endpoint (10,000 each on a large list: 8 ms a batch) instead of looking the
+      -- batch's few up by key. With the size it plans index lookups: rows read per batch, not per list.
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
         AS i(n int, heart_id text, dedup_key text, event_id text, payload jsonb, server_id uuid, event_type text, username text, voter_identity text, period text, streak_day int, counted_at timestamptz,
              steam_id text, discord_id text, minecraft_uuid text, account_id text, next_eligible_at timestamptz)
+      LIMIT ${input.length}::int
     ), busy AS (
       SELECT * FROM unnest(${busy.ids}::uuid[], ${busy.inFlight}::int[], ${busy.caps}::int[]) AS b(server_id, in_flight, cap)
     ), candidates AS (

@@ -68,6 +68,23 @@ async function pickServer(page: Page, serverId: string): Promise<void> {
   if ((await page.inputValue("#server-picker")) !== serverId) await page.selectOption("#server-picker", serverId);
 }
 
+/** Holds the browser's loads of a server's settings until `release()`; `held()` counts the loads caught; `stop()` unroutes. */
+async function holdSettings(page: Page, serverId: string): Promise<{ held: () => number; release: () => void; stop: () => Promise<void> }> {
+  let release: () => void = () => undefined;
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const path = `/dashboard/api/servers/${serverId}`;
+  const matches = (url: URL) => url.pathname === path;
+  let held = 0;
+  await page.route(matches, async (route) => {
+    held++;
+    await released;
+    await route.continue();
+  });
+  return { held: () => held, release: () => release(), stop: () => page.unroute(matches) };
+}
+
 interface NearError {
   text: string;
   below: number;
@@ -136,35 +153,25 @@ test.serial(
     await pickServer(page, flow.freshId);
     await openIntegration(page);
     // The next load of this server's settings is held until the owner has typed.
-    let release: () => void = () => undefined;
-    const released = new Promise<void>((resolve) => {
-      release = resolve;
-    });
     const settingsPath = `/dashboard/api/servers/${flow.freshId}`;
-    let held = 0;
-    const isSettings = (url: URL) => url.pathname === settingsPath;
-    await page.route(isSettings, async (route) => {
-      held++;
-      await released;
-      await route.continue();
-    });
+    const hold = await holdSettings(page, flow.freshId);
     try {
       await openTab(page, "overview");
       await openTab(page, "integration");
-      await eventually(() => held > 0 || undefined, { timeoutMs: 10_000, message: "the settings load on its way" });
+      await eventually(() => hold.held() > 0 || undefined, { timeoutMs: 10_000, message: "the settings load on its way" });
       await page.fill("#votifier-host", "mc.example.net");
       await page.fill("#votifier-port", "8193");
       await page.check("#claims-pays-once");
       const answered = page.waitForResponse((response) => new URL(response.url()).pathname === settingsPath);
-      release();
+      hold.release();
       await answered;
       await page.waitForLoadState("networkidle");
       t.is(await page.inputValue("#votifier-host"), "mc.example.net", "the late load left the typed host");
       t.is(await page.inputValue("#votifier-port"), "8193");
       t.true(await page.isChecked("#claims-pays-once"), "the late load left the ticked box");
     } finally {
-      release();
-      await page.unroute(isSettings);
+      hold.release();
+      await hold.stop();
     }
     await page.fill("#votifier-service-name", "HeartsList");
     await page.fill("#votifier-token", "nvt-first-hour");
@@ -186,30 +193,19 @@ test.serial(
     await page.setViewportSize(LAPTOP);
     await pickServer(page, flow.freshId);
     await openIntegration(page);
-    let release: () => void = () => undefined;
-    const released = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    const heldPath = `/dashboard/api/servers/${flow.heldId}`;
-    const isHeldSettings = (url: URL) => url.pathname === heldPath;
-    let held = 0;
-    await page.route(isHeldSettings, async (route) => {
-      held++;
-      await released;
-      await route.continue();
-    });
+    const hold = await holdSettings(page, flow.heldId);
     try {
       await page.selectOption("#server-picker", flow.heldId);
-      await eventually(() => held > 0 || undefined, { timeoutMs: 10_000, message: "the held server's settings on their way" });
+      await eventually(() => hold.held() > 0 || undefined, { timeoutMs: 10_000, message: "the held server's settings on their way" });
       t.true(await page.isDisabled("#votifier-host"), "the previous server's form cannot be typed into");
       t.true(await page.isDisabled("#votifier-form button[type=submit]"), "nor saved");
       t.true(await page.isDisabled("#callback-form button[type=submit]"));
-      release();
+      hold.release();
       await page.waitForSelector("#integration-fields:not([disabled])");
       t.false(await page.isDisabled("#votifier-host"), "the picked server's settings shown: the form is open again");
     } finally {
-      release();
-      await page.unroute(isHeldSettings);
+      hold.release();
+      await hold.stop();
     }
   },
 );

@@ -1918,7 +1918,7 @@ export type $DeliveryPayload<ExtArgs extends runtime.Types.Extensions.InternalAr
      */
     leasedBy: string | null
     /**
-     * Set while a pending delivery is held (not sendable now: services/delivery/pipeline/park-held.ts): the claim's index
+     * Set while a pending delivery is held (not sendable now: parkHeldDeliveries, services/delivery/pipeline/claim-deliveries.ts): the claim's index
      * leaves it out, and the write that makes it sendable (a URL, a re-enable, a secret, Votifier) clears it.
      */
     parkedAt: Date | null

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { Prisma } from "../../../gen/prisma/client.js";
 import type { PrismaClient } from "../../shared/adapters/db.js";
 import { executeSql, runSql, runSqlTransaction } from "../../shared/adapters/sql/executor.js";
@@ -99,39 +100,137 @@ export function busyServersOf(room: Omit<ClaimRoom, "limit" | "now" | "leaseUnti
 /**
  * Claims due deliveries for this dispatcher: pending, unparked, due, not leased (or leased by a worker that stopped
  * beating: leaseFreeSql), and sendable (sendableDeliverySql), among the `limit * 4` oldest such rows whatever their
- * sendability: the rows read are bounded by that scan, however many held rows are stored. Only when the scan met a
- * held row does the poll's park pass (parkHeldDeliveries) run after it, so later polls scan past it no more: an idle
- * poll or a backlog drain costs no park pass. Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so several dispatcher
- * instances never claim the same row. At most `limit` rows; per server at most its cap
- * (`capByServer`, else `perServerLimit`) minus what this instance already has in flight for it. The same statement reads what sending
- * needs (claimedColumnsSql): the endpoint's active callback secrets (sealed) and the voter's streak
- * state, so an attempt costs no further reads. A row whose lease ran out unrecorded (its process stopped
- * mid-attempt) comes back with `takenOver` (the caller records that attempt as in doubt: pay-once.ts).
+ * sendability or their server's room: the rows read are bounded by that scan, however many held rows are stored and
+ * however large a saturated server's backlog. Only when the scan met a held row does the poll's park pass
+ * (parkHeldDeliveries) run after it, so later polls scan past it no more: an idle poll or a backlog drain costs no
+ * park pass. Only when the scan was full, met a server with no room left, and leased less than `limit` does a second
+ * statement claim past it, server by server (claimPastSaturatedSql): a slow receiver's backlog ahead in the due order
+ * neither hides other servers' rows nor is read through. Rows are locked with `FOR UPDATE OF d SKIP LOCKED`, so
+ * several dispatcher instances never claim the same row. At most `limit` rows; per server at most its cap
+ * (`capByServer`, else `perServerLimit`) minus what this instance already has in flight for it. The same statement
+ * reads what sending needs (claimedColumnsSql): the endpoint's active callback secrets (sealed) and the voter's streak
+ * state, so an attempt costs no further reads. A row whose lease ran out unrecorded (its process stopped mid-attempt)
+ * comes back with `takenOver` (the caller records that attempt as in doubt: pay-once.ts).
  */
 export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Promise<ClaimedDelivery[]> {
-  const busy = busyServersOf(q);
   // Scan a few times the limit, so one server's backlog cannot hide other servers' rows in one claim.
   const scan = q.limit * 4;
-  const rows = await runSql<(LeasedRow | { id: null }) & { held_seen: boolean }>(
+  const first = await leaseCandidates(prisma, q, busyServersOf(q), oldestDueSql(q.now, scan), scan);
+  if (first.heldSeen) await parkHeldDeliveries(prisma, q.now);
+  if (!(first.scanFull && first.saturatedSeen && first.claimed.length < q.limit)) return first.claimed;
+  // The scan was all due rows it could see, some of them a saturated server's: what lies past them is reached server
+  // by server, with this instance's room as the first statement left it.
+  const inFlight = new Map(q.inFlightByServer);
+  for (const row of first.claimed) inFlight.set(row.serverId, (inFlight.get(row.serverId) ?? 0) + 1);
+  const rest: ClaimRoom = { ...q, limit: q.limit - first.claimed.length, inFlightByServer: inFlight };
+  const busy = busyServersOf(rest);
+  const second = await leaseCandidates(prisma, rest, busy, claimPastSaturatedSql(rest, busy, randomUUID(), scan), scan);
+  if (second.heldSeen) await parkHeldDeliveries(prisma, q.now);
+  return [...first.claimed, ...second.claimed];
+}
+
+/** What one claim statement leased, and what its candidates showed. */
+interface LeaseOutcome {
+  claimed: ClaimedDelivery[];
+  /** A candidate was held (not sendable now): the park pass should run. */
+  heldSeen: boolean;
+  /** A candidate was a server's with no room left. */
+  saturatedSeen: boolean;
+  /** The candidates were as many as the scan allows (more due rows may lie past them). */
+  scanFull: boolean;
+}
+
+/**
+ * The columns a candidate of the claim has (`d` a deliveries row, `s` its server, `e` its endpoint): the lease
+ * statement chooses among them by each server's room.
+ */
+function candidateColumnsSql(now: Date): Prisma.Sql {
+  return Prisma.sql`d.id, d.server_id, d.endpoint_id, d.next_attempt_at, d.voter_identity, d.event_type, d.lease_until AS previous_lease,
+             ${sendableDeliverySql(now)} AS sendable`;
+}
+
+/** The claim's own rows among the claimable index's (pending, pushed, unparked), due at `now` and free to lease. */
+function claimableDueSql(now: Date): Prisma.Sql {
+  return Prisma.sql`${deliveryGuardSql("lease", { now })}
+        AND d.transport <> 'pull'
+        AND d.parked_at IS NULL
+        AND d.next_attempt_at <= ${now}::timestamptz`;
+}
+
+/**
+ * The first claim's candidates: the `scan` oldest due rows through the claimable index, whatever their server's room
+ * or sendability (both are columns the lease statement chooses by, never filters the scan reads through). Reads at
+ * most `scan` deliveries rows (and their servers and endpoints by key).
+ */
+function oldestDueSql(now: Date, scan: number): Prisma.Sql {
+  return Prisma.sql`
+      SELECT ${candidateColumnsSql(now)}
+      FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
+      -- Through the partial index of the pending rows a dispatcher sends (pull ones are the owner's, parked ones are
+      -- held: never read here), from the oldest due, at most the scan.
+      WHERE ${claimableDueSql(now)}
+      ORDER BY d.next_attempt_at
+      LIMIT ${scan}
+      FOR UPDATE OF d SKIP LOCKED`;
+}
+
+/** The uuid below every other: where the server walk wraps around to. */
+const LOWEST_UUID = "00000000-0000-0000-0000-000000000000";
+
+/**
+ * The second claim's candidates: server by server, from `start` (a random server id, so polls share the servers out)
+ * up the server-keyed claimable index and round to below `start`, at most `visits` servers that have claimable rows,
+ * skipping the saturated ones (one index entry each: a walk step finds the next server's first entry, it never reads
+ * a server's rows to get past it); of each other server, its oldest due rows up to its room. Reads at most `visits`
+ * index entries for the walk and, per server visited, its room in rows plus the rows other instances hold leased
+ * (bounded by their caps): never a server's backlog.
+ */
+export function claimPastSaturatedSql(q: ClaimRoom, busy: BusyServers, start: string, visits: number): Prisma.Sql {
+  const claimable = Prisma.sql`d.status = 'pending' AND d.transport <> 'pull' AND d.parked_at IS NULL`;
+  const walk = (name: string, from: string, below: string | null) => Prisma.sql`${Prisma.raw(name)}(server_id, n) AS (
+        (SELECT d.server_id, 1 FROM deliveries d
+         WHERE ${claimable} AND d.server_id > ${from}::uuid ${below === null ? Prisma.empty : Prisma.sql`AND d.server_id <= ${below}::uuid`}
+         ORDER BY d.server_id LIMIT 1)
+        UNION ALL
+        SELECT next.server_id, w.n + 1 FROM ${Prisma.raw(name)} w CROSS JOIN LATERAL (
+          SELECT d.server_id FROM deliveries d
+          WHERE ${claimable} AND d.server_id > w.server_id ${below === null ? Prisma.empty : Prisma.sql`AND d.server_id <= ${below}::uuid`}
+          ORDER BY d.server_id LIMIT 1
+        ) AS next
+        WHERE w.n < ${visits}::int
+      )`;
+  return Prisma.sql`
+      WITH RECURSIVE ${walk("above", start, null)}, ${walk("below", LOWEST_UUID, start)},
+      visited AS (
+        SELECT server_id FROM (SELECT server_id, n FROM above UNION ALL SELECT server_id, ${visits}::int + n FROM below) AS v
+        ORDER BY n LIMIT ${visits}::int
+      ), room AS (
+        SELECT v.server_id, coalesce(b.cap, ${q.perServerLimit}::int) - coalesce(b.in_flight, 0) AS room
+        FROM visited v LEFT JOIN unnest(${busy.ids}::uuid[], ${busy.inFlight}::int[], ${busy.caps}::int[]) AS b(server_id, in_flight, cap)
+          ON b.server_id = v.server_id
+      )
+      SELECT c.* FROM room r CROSS JOIN LATERAL (
+        SELECT ${candidateColumnsSql(q.now)}
+        FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
+        WHERE d.server_id = r.server_id AND ${claimableDueSql(q.now)}
+        ORDER BY d.next_attempt_at
+        LIMIT greatest(r.room, 0)
+        FOR UPDATE OF d SKIP LOCKED
+      ) AS c
+      WHERE r.room > 0`;
+}
+
+/**
+ * Leases, among `candidates` (a statement returning candidateColumnsSql's columns, at most `scan` rows, locked),
+ * the sendable ones by each server's room, oldest due first, at most `q.limit`: one statement.
+ */
+async function leaseCandidates(prisma: PrismaClient, q: ClaimRoom, busy: BusyServers, candidates: Prisma.Sql, scan: number): Promise<LeaseOutcome> {
+  const rows = await runSql<(LeasedRow | { id: null }) & { held_seen: boolean; saturated_seen: boolean; scan_full: boolean }>(
     prisma,
     Prisma.sql`
     WITH busy AS (
       SELECT * FROM unnest(${busy.ids}::uuid[], ${busy.inFlight}::int[], ${busy.caps}::int[]) AS b(server_id, in_flight, cap)
-    ), candidates AS (
-      SELECT d.id, d.server_id, d.endpoint_id, d.next_attempt_at, d.voter_identity, d.event_type, d.lease_until AS previous_lease,
-             ${sendableDeliverySql(q.now)} AS sendable
-      FROM deliveries d JOIN servers s ON s.id = d.server_id LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
-      -- Through the partial index of the pending rows a dispatcher sends (pull ones are the owner's, parked ones are
-      -- held: never read here), from the oldest due, at most the scan: sendability is a column, not a filter, so held
-      -- rows stored since the last park pass count against the scan instead of being read through.
-      WHERE ${deliveryGuardSql("lease", { now: q.now })}
-        AND d.transport <> 'pull'
-        AND d.parked_at IS NULL
-        AND d.next_attempt_at <= ${q.now}::timestamptz
-        AND d.server_id <> ALL(${busy.saturated}::uuid[])
-      ORDER BY d.next_attempt_at
-      LIMIT ${scan}
-      FOR UPDATE OF d SKIP LOCKED
+    ), candidates AS (${candidates}
     ), chosen AS (
       SELECT c.id, c.server_id, c.endpoint_id, c.previous_lease, v.last_day, v.streak_days FROM (
         SELECT c.id, c.server_id, c.endpoint_id, c.voter_identity, c.event_type, c.next_attempt_at, c.previous_lease,
@@ -152,12 +251,23 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
         returning: Prisma.sql`${claimedColumnsSql(q.now)}, v.previous_lease IS NOT NULL AS taken_over`,
       })}
     )
-    -- Every leased row carries whether the scan met a held row; when none was leased, one row with a null id does.
-    SELECT leased.*, scan.held_seen FROM (SELECT EXISTS (SELECT 1 FROM candidates WHERE NOT sendable) AS held_seen) scan
+    -- Every leased row carries what the candidates showed; when none was leased, one row with a null id does.
+    SELECT leased.*, seen.held_seen, seen.saturated_seen, seen.scan_full FROM (
+      SELECT EXISTS (SELECT 1 FROM candidates WHERE NOT sendable) AS held_seen,
+             EXISTS (SELECT 1 FROM candidates WHERE server_id = ANY(${busy.saturated}::uuid[])) AS saturated_seen,
+             (SELECT count(*) FROM candidates) >= ${scan}::int AS scan_full
+    ) seen
     LEFT JOIN leased ON true`,
   );
-  if (rows[0]?.held_seen) await parkHeldDeliveries(prisma, q.now);
-  return rows.filter((r): r is LeasedRow & { held_seen: boolean } => r.id !== null).map((r) => toClaimedDelivery(r, q.now));
+  const [first] = rows;
+  return {
+    claimed: rows
+      .filter((r): r is LeasedRow & { held_seen: boolean; saturated_seen: boolean; scan_full: boolean } => r.id !== null)
+      .map((r) => toClaimedDelivery(r, q.now)),
+    heldSeen: first?.held_seen ?? false,
+    saturatedSeen: first?.saturated_seen ?? false,
+    scanFull: first?.scan_full ?? false,
+  };
 }
 
 /** Most unparked due rows one poll's parkHeldDeliveries reads: what it parks per poll at most, and what it costs when none are held. */

@@ -50,7 +50,7 @@ export const DELIVERY_TRANSITIONS = {
   withdraw: { from: ["pending"], to: "withdrawn", lease: "held" },
   /** Pay-once mode: another transport paid the heart; its waiting deliveries (not in flight) are withdrawn. */
   withdraw_waiting: { from: ["pending"], to: "withdrawn", lease: "idle" },
-  /** A dispatcher's poll found the row held (not sendable now): parked, out of the claim's index (park-held-deliveries.ts). */
+  /** A dispatcher's poll found the row held (not sendable now): parked, out of the claim's index (parkHeldDeliveries, claim-deliveries.ts). */
   park: { from: ["pending"], to: "pending", lease: "free" },
   /** A write made the server's or endpoint's held rows sendable again: their parked rows are back in the claim's index. */
   unpark: { from: ["pending"], to: "pending", lease: "any" },

@@ -65,7 +65,7 @@ export function historyRowsAt(scale: number): Record<keyof typeof HISTORY_ROWS, 
  * SQL expressions over `g` (the row number) shared by the tables: which server a row is for (40 % the hot
  * server, the rest spread), and which address it came from (a fifth CGNAT, the rest spread over 16 million).
  */
-function shapeSql(servers: number): { server: string; serverOf: (g: string) => string; ip: string; subnet: string } {
+export function shapeSql(servers: number): { server: string; serverOf: (g: string) => string; ip: string; subnet: string } {
   const serverOf = (g: string) => `(CASE WHEN ${g} % 5 < 2 THEN 0 ELSE 1 + (hashint4(${g}) & 2147483647) % ${servers - 1} END)`;
   const server = serverOf("g");
   const cgnat = `'100.64.' || ((g % ${CGNAT_ADDRESSES}) / 256) || '.' || (g % ${CGNAT_ADDRESSES}) % 256`;
@@ -76,9 +76,9 @@ function shapeSql(servers: number): { server: string; serverOf: (g: string) => s
 }
 
 /** The server id of server number `n` (deterministic uuids, so tables refer to servers without a join). */
-const serverIdSql = (n: string) => `('00000000-0000-4000-8000-' || lpad(to_hex(${n}), 12, '0'))::uuid`;
+export const serverIdSql = (n: string) => `('00000000-0000-4000-8000-' || lpad(to_hex(${n}), 12, '0'))::uuid`;
 /** A deterministic uuid for row `g` of a table numbered `table` (1-15). */
-const rowIdSql = (table: number, g = "g") => `('${table.toString(16).padStart(8, "0")}-0000-4000-8000-' || lpad(to_hex(${g}), 12, '0'))::uuid`;
+export const rowIdSql = (table: number, g = "g") => `('${table.toString(16).padStart(8, "0")}-0000-4000-8000-' || lpad(to_hex(${g}), 12, '0'))::uuid`;
 
 /** The statements, in order, that build the history at `scale` as of `now`. */
 export function historyStatements(scale: number, now: Date): Array<{ what: string; sql: string }> {

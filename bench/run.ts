@@ -11,7 +11,7 @@
  *
  *   npx tsx bench/run.ts                       # everything (npm run bench)
  *   npx tsx bench/run.ts --quick               # smoke run: 1 round, short phases
- *   npx tsx bench/run.ts --phases=ingest,relay # subset of ingest,ingest-hot,claims,hearts,latency,callbacks,relay,scaleout
+ *   npx tsx bench/run.ts --phases=ingest,relay # subset of ingest,ingest-hot,lifecycle,claims,hearts,latency,callbacks,relay,scaleout
  *   BENCH_TARGET=/other/checkout npx tsx bench/run.ts   # the system under test from another checkout
  *   npx tsx bench/run.ts --history[=SCALE]     # every phase also on the production-shaped history (kept as a template)
  *
@@ -74,7 +74,7 @@ import { freePort, resolveTarget, startSutProcess, unknownEnvNames, type Process
 const ARGS = process.argv.slice(2);
 const QUICK = ARGS.includes("--quick");
 /** In the order each round runs them. */
-const ALL_PHASES = ["ingest", "ingest-hot", "claims", "hearts", "latency", "callbacks", "relay", "scaleout"] as const;
+const ALL_PHASES = ["ingest", "ingest-hot", "lifecycle", "claims", "hearts", "latency", "callbacks", "relay", "scaleout"] as const;
 type PhaseName = (typeof ALL_PHASES)[number];
 const PHASES = new Set<PhaseName>(
   (
@@ -628,6 +628,43 @@ async function phaseIngest(ctx: Ctx, roundNo: number, instances: number, figures
   figures["ingest.open.achievedRps"] = open.load.requestsPerSecond;
   figures["ingest.open.failed"] = open.load.unexpected + open.load.errors + (open.load.notSent ?? 0);
   putCpuPerRequest(figures, "ingest.open", open.window, open.load.ok);
+}
+
+/**
+ * lifecycle: the other event types of ingest. Signed `registered` events at c=CONCURRENCY for fresh tokens, then
+ * `qualified` for the tokens that registered, then `reversed` for the same tokens: three windows, each with its CPU
+ * per event (review mode off on the ingest server, as by default; ingest-hot measures review on). The registration
+ * window advances the token cursor like the ingest phase; the next two re-use its tokens.
+ */
+async function phaseLifecycle(ctx: Ctx, roundNo: number, figures: Figures, details: Detail[]): Promise<void> {
+  const urls = ctx.running.gateway.map((p) => `http://127.0.0.1:${p.port}/api/referral/events`);
+  const first = ctx.nextToken;
+  const at = (what: string) => ({ phase: "lifecycle", roundNo, instances: 1, what });
+  // No warm-up window of its own for the registrations: it would register tokens the next windows then miss.
+  const registered = await measureIngest(ctx, details, at(`registered c=${CONCURRENCY}`), (o) => runIngest(ctx, false, urls, o), {});
+  putIngestFigures(figures, "lifecycle.registered", registered);
+  const tokens = { ...ingestSpec(ctx, false), start: first, end: ctx.nextToken };
+  for (const event of ["qualified", "reversed"] as const) {
+    // The warm-up window and the measured one go on through the tokens: each token's event is applied once.
+    let next = tokens.start;
+    const send = async (over: Partial<LoadJob>) => {
+      const result = await ctx.loadgen.run({
+        label: event,
+        url: urls[0] ?? "",
+        urls,
+        concurrency: CONCURRENCY,
+        durationMs: MEASURE_MS,
+        body: { ...tokens, start: next, event },
+        expectStatus: 200,
+        expectContains: `"state":"${event}"`,
+        ...over,
+      });
+      next = result.nextIndex;
+      return result;
+    };
+    const r = await measureIngest(ctx, details, at(`${event} c=${CONCURRENCY} (the tokens registered above)`), send, {});
+    putIngestFigures(figures, `lifecycle.${event}`, r);
+  }
 }
 
 /**
@@ -1362,7 +1399,8 @@ async function createFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>
   const tokenPrefix = `tok_${randomBytes(4).toString("hex")}_`;
   const baselineTokenPrefix = `raw_${randomBytes(4).toString("hex")}_`;
   const seeded = Date.now();
-  for (const [prefix, count] of PHASES.has("ingest") || PHASES.has("claims")
+  const seedsTokens = PHASES.has("ingest") || PHASES.has("lifecycle") || PHASES.has("claims");
+  for (const [prefix, count] of seedsTokens
     ? ([
         [tokenPrefix, TOKENS],
         [baselineTokenPrefix, BASELINE_TOKENS],
@@ -1376,7 +1414,7 @@ async function createFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>
   }
   const hotAddress = PHASES.has("ingest-hot") ? await createHotAddressFixtures(ctx, admin, opts.hotAddressServerId) : undefined;
   await sql.query("ANALYZE");
-  if (PHASES.has("ingest") || PHASES.has("claims")) progress(`${TOKENS + BASELINE_TOKENS} click tokens seeded in ${Date.now() - seeded} ms`);
+  if (seedsTokens) progress(`${TOKENS + BASELINE_TOKENS} click tokens seeded in ${Date.now() - seeded} ms`);
   const callbackSecrets = new Map<string, string>();
   const heartServerIds: string[] = [];
   // Servers 0..HEART_SERVERS-1 (the first DRAIN_SERVERS drain the backlogs), then the hot one, the slow one, the claims one:
@@ -1577,7 +1615,7 @@ async function main(): Promise<void> {
     await fn();
     phaseTimes[name] = (phaseTimes[name] ?? 0) + (Date.now() - t);
   };
-  if (PHASES.has("ingest") || PHASES.has("ingest-hot") || PHASES.has("claims")) await ensure(ctx, "gateway", 1);
+  if (PHASES.has("ingest") || PHASES.has("ingest-hot") || PHASES.has("lifecycle") || PHASES.has("claims")) await ensure(ctx, "gateway", 1);
   await ensure(ctx, "relay", 1);
   for (let r = 1; r <= ROUNDS; r++) {
     for (const label of sides) {
@@ -1585,6 +1623,7 @@ async function main(): Promise<void> {
         progress(`--- round ${r}/${ROUNDS}${history ? ` on the ${label} database` : ""}, one instance of each process`);
         if (PHASES.has("ingest")) await timed("ingest", () => phaseIngest(ctx, r, 1, figures, details));
         if (PHASES.has("ingest-hot")) await timed("ingest-hot", () => phaseIngestHot(ctx, r, figures, details));
+        if (PHASES.has("lifecycle")) await timed("lifecycle", () => phaseLifecycle(ctx, r, figures, details));
         if (PHASES.has("claims")) await timed("claims", () => phaseClaims(ctx, r, figures, details));
         if (PHASES.has("hearts")) await timed("hearts", () => phaseHearts(ctx, r, 1, figures, details));
         if (PHASES.has("latency")) await timed("latency", () => phaseLatency(ctx, r, figures, details, hearts));

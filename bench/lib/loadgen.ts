@@ -30,6 +30,8 @@ export interface IngestBodySpec {
   cycle: boolean;
   /** Send `test: true` (the dry-run path). */
   test: boolean;
+  /** The event sent for every token (default `registered`; `qualified` and `reversed` follow a token's registration). */
+  event?: "registered" | "qualified" | "reversed";
 }
 
 /** How the CastHeart calls of a `cast` job are made: one fresh voter per call. */
@@ -163,15 +165,19 @@ export interface LoadResult {
   bodies?: Record<string, number>;
 }
 
+/** The server_event_id prefix of each event type the bench sends. */
+const EVENT_ID_PREFIX = { registered: "reg", qualified: "q", reversed: "rev" } as const;
+
 /** The exact body bytes of ingest event `index`. */
 export function buildIngestBody(spec: IngestBodySpec, index: number): string {
   const token = `${spec.tokenPrefix}${index}`;
+  const event = spec.event ?? "registered";
   return JSON.stringify({
-    event: "registered",
+    event,
     token,
     server_id: spec.serverId,
-    referee_identity: `referee-${token}`,
-    server_event_id: `reg-${token}`,
+    ...(event === "registered" ? { referee_identity: `referee-${token}` } : {}),
+    server_event_id: `${EVENT_ID_PREFIX[event]}-${token}`,
     ts: 1_767_225_600,
     ...(spec.test ? { test: true } : {}),
   });

@@ -33,11 +33,19 @@ test("a hot path the run has no figure for, or a run without --history, -> not m
   t.is(cpu.measured, "not measured in this run (no --history)");
 });
 
-test("what the bench has no phase for (pull, other event types) says so", (t) => {
+test("what the bench has no phase for (pull) says so", (t) => {
   const rows = evaluateTargets({ summary: summaryOf({}), history: { summary: summaryOf({}) } });
   t.is(rowOf(rows, "CPU per request: pull").verdict, "not measured");
   t.regex(rowOf(rows, "CPU per request: pull").measured, /^not measured by the bench/);
-  t.regex(rowOf(rows, "CPU per request: ingest of the other event types").measured, /^not measured by the bench/);
+});
+
+test("ingest of `qualified` and `reversed` (the lifecycle phase): a CPU ratio within 1.25x -> met, above -> not met", (t) => {
+  const rows = evaluateTargets({
+    summary: summaryOf({ "lifecycle.qualified.cpuMsPerRequest.all": 2, "lifecycle.reversed.cpuMsPerRequest.all": 2 }),
+    history: { summary: summaryOf({ "lifecycle.qualified.cpuMsPerRequest.all": 2.4, "lifecycle.reversed.cpuMsPerRequest.all": 2.6 }) },
+  });
+  t.is(rowOf(rows, "CPU per request: ingest `qualified`, c=32").verdict, "met");
+  t.is(rowOf(rows, "CPU per request: ingest `reversed`, c=32").verdict, "not met");
 });
 
 const HOT_OWN = "An address with 100,000 earlier clicks: its own events' CPU per request (ingest-hot)";
@@ -94,6 +102,6 @@ test("the rendered table has one line per target and counts each verdict", (t) =
   const rows = evaluateTargets({ summary: summaryOf({ "hearts.withDelivery.rps": 3000 }) });
   const md = renderTargets(rows, false);
   t.is(md.split("\n").filter((l) => l.startsWith("| ") && !l.startsWith("| target") && !l.startsWith("| ---")).length, rows.length);
-  t.regex(md, /1 met, 0 not met, 25 not measured/);
+  t.regex(md, /1 met, 0 not met, 26 not measured/);
   t.regex(md, /\| CastHeart with delivery running \| 3,000 \/s \| >= 2,500 \/s \| \*\*met\*\* \|/);
 });

@@ -1,4 +1,5 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSql, type Sql } from "../shared/adapters/sql/executor.js";
 
 /**
  * One retention rule: which rows of one table age out, and how to remove (or erase the fields of) a batch
@@ -29,4 +30,18 @@ export interface RetentionRule {
 /** Seconds between `from` and `now`, never negative: the oldest-age gauge's value. */
 export function ageSeconds(now: Date, from: Date): number {
   return Math.max(0, (now.getTime() - from.getTime()) / 1000);
+}
+
+/** The instant before which a row kept `keepSeconds` is past its age limit at `now`. */
+export function cutoffOf(now: Date, keepSeconds: number): Date {
+  return new Date(now.getTime() - keepSeconds * 1000);
+}
+
+/**
+ * Runs a rule's oldest-row read (`read` returns one row with `oldest`, a timestamptz or NULL) and answers
+ * its age at `now` in seconds, or null when the table holds no such row.
+ */
+export async function readOldestAge(db: PrismaClient, read: Sql, now: Date): Promise<number | null> {
+  const [row] = await runSql<{ oldest: Date | null }>(db, read);
+  return row?.oldest ? ageSeconds(now, row.oldest) : null;
 }

@@ -1,7 +1,7 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { executeSql } from "../shared/adapters/sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../retention/retention-rule.js";
+import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { DomainError } from "../shared/rpc/errors.js";
 import { generateLoginToken, generateSessionToken, hashToken } from "../shared/runtime/secrets.js";
 import type { DashboardSession, Owner } from "../../gen/prisma/client.js";

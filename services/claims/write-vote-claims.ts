@@ -1,6 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import { executeSql } from "../shared/adapters/sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../retention/retention-rule.js";
+import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
 
 /**
  * The claim ledger's writes: every INSERT and UPDATE of `vote_claims` is built here, as SQL fragments the

@@ -1,6 +1,6 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../retention/retention-rule.js";
+import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
 import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-heart.js";

@@ -2,7 +2,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import type { SqlTx } from "../shared/adapters/sql/executor.js";
 import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../retention/retention-rule.js";
+import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
 
 /**
  * Every SQL statement of the relay, one named function each, so relay.ts reads as steps. Within a

@@ -4,7 +4,7 @@ import { deadLetterRetention } from "../shared/adapters/dead-letters.js";
 import { expiredClaimRetention } from "../claims/write-vote-claims.js";
 import { loginLinkRetention, sessionRetention } from "../access/dashboard-sessions.js";
 import { publishedOutboxRetention } from "../relay/statements.js";
-import type { RetentionRule } from "./retention-rule.js";
+import type { RetentionRule } from "../shared/adapters/retention-rule.js";
 import type { RetentionSettings } from "./retention-settings.js";
 
 /**

@@ -1,7 +1,7 @@
 import { Counter, Gauge, type Registry } from "prom-client";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import type { Logger } from "../shared/runtime/log.js";
-import type { RetentionRule } from "./retention-rule.js";
+import type { RetentionRule } from "../shared/adapters/retention-rule.js";
 import { retentionRules } from "./retention-rules.js";
 import type { RetentionSettings } from "./retention-settings.js";
 

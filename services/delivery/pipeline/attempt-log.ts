@@ -1,7 +1,7 @@
 import { Prisma } from "../../../gen/prisma/client.js";
 import type { PrismaClient } from "../../shared/adapters/db.js";
 import { runSql, runSqlTransaction, sqlOf, type SqlTx } from "../../shared/adapters/sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../../retention/retention-rule.js";
+import { cutoffOf, readOldestAge, type RetentionRule } from "../../shared/adapters/retention-rule.js";
 import type { Logger } from "../../shared/runtime/log.js";
 import { toStoredExchange, type AttemptExchange } from "./attempt-exchange.js";
 import type { ClaimedDelivery } from "./claim-deliveries.js";
@@ -307,6 +307,9 @@ function ownedOf(records: readonly AttemptRecord[], written: WrittenAttempts[]):
  */
 const HOLDS_EXCHANGE_SQL = Prisma.sql`(a.request_headers IS NOT NULL OR a.request_body IS NOT NULL OR a.response_headers IS NOT NULL OR a.response_body IS NOT NULL)`;
 
+/** Windows of attempts one removeBatch of attemptExchangeRetention reads at most, looking for one with a due attempt. */
+const EXCHANGE_WINDOWS_PER_BATCH = 10;
+
 /**
  * Retention of attempts' exchanges (services/retention): the request and response headers and bodies of an
  * attempt are dropped once its delivery was delivered, or failed, more than `keepSeconds` ago; the row keeps
@@ -325,30 +328,35 @@ export function attemptExchangeRetention(keepSeconds: number): RetentionRule {
     table: "delivery_attempts",
     async removeBatch(db, now, limit) {
       const cut = cutoffOf(now, keepSeconds);
-      const from = after ?? { at: new Date(0), id: 0n };
-      // Reads at most `limit` entries of the partial index of attempts holding an exchange (from the cursor, before
-      // the cut), their rows, and one delivery each by primary key; updates at most those.
-      const [row] = await runSql<{ dropped: bigint; seen: bigint; last_at: Date | null; last_id: bigint | null }>(
-        db,
-        Prisma.sql`
-          WITH win AS (
-            SELECT a.id, a.started_at, a.delivery_id FROM delivery_attempts a
-            WHERE ${HOLDS_EXCHANGE_SQL} AND a.started_at < ${cut}::timestamptz
-              AND (a.started_at, a.id) > (${from.at}::timestamptz, ${from.id}::bigint)
-            ORDER BY a.started_at, a.id LIMIT ${limit}::int
-          ), dropped AS (
-            UPDATE delivery_attempts a SET request_headers = NULL, request_body = NULL, response_headers = NULL, response_body = NULL
-            FROM win w JOIN deliveries d ON d.id = w.delivery_id
-            WHERE a.id = w.id
-              AND ((d.status = 'delivered' AND d.delivered_at < ${cut}::timestamptz) OR (d.status = 'failed' AND d.failed_at < ${cut}::timestamptz))
-            RETURNING a.id
-          ), last AS (SELECT started_at, id FROM win ORDER BY started_at DESC, id DESC LIMIT 1)
-          SELECT (SELECT count(*) FROM dropped) AS dropped, (SELECT count(*) FROM win) AS seen,
-                 (SELECT started_at FROM last) AS last_at, (SELECT id FROM last) AS last_id`,
-      );
-      const seen = Number(row?.seen ?? 0);
-      after = seen < limit || row?.last_at == null || row.last_id == null ? null : { at: row.last_at, id: row.last_id };
-      return Number(row?.dropped ?? 0);
+      // Windows of attempts still pending step the cursor on; at most EXCHANGE_WINDOWS_PER_BATCH statements per call.
+      for (let window = 0; window < EXCHANGE_WINDOWS_PER_BATCH; window++) {
+        const from = after ?? { at: new Date(0), id: 0n };
+        // Reads at most `limit` entries of the partial index of attempts holding an exchange (from the cursor, before
+        // the cut), their rows, and one delivery each by primary key; updates at most those.
+        const [row] = await runSql<{ dropped: bigint; seen: bigint; last_at: Date | null; last_id: bigint | null }>(
+          db,
+          Prisma.sql`
+            WITH win AS (
+              SELECT a.id, a.started_at, a.delivery_id FROM delivery_attempts a
+              WHERE ${HOLDS_EXCHANGE_SQL} AND a.started_at < ${cut}::timestamptz
+                AND (a.started_at, a.id) > (${from.at}::timestamptz, ${from.id}::bigint)
+              ORDER BY a.started_at, a.id LIMIT ${limit}::int
+            ), dropped AS (
+              UPDATE delivery_attempts a SET request_headers = NULL, request_body = NULL, response_headers = NULL, response_body = NULL
+              FROM win w JOIN deliveries d ON d.id = w.delivery_id
+              WHERE a.id = w.id
+                AND ((d.status = 'delivered' AND d.delivered_at < ${cut}::timestamptz) OR (d.status = 'failed' AND d.failed_at < ${cut}::timestamptz))
+              RETURNING a.id
+            ), last AS (SELECT started_at, id FROM win ORDER BY started_at DESC, id DESC LIMIT 1)
+            SELECT (SELECT count(*) FROM dropped) AS dropped, (SELECT count(*) FROM win) AS seen,
+                   (SELECT started_at FROM last) AS last_at, (SELECT id FROM last) AS last_id`,
+        );
+        const dropped = Number(row?.dropped ?? 0);
+        const atEnd = Number(row?.seen ?? 0) < limit || row?.last_at == null || row.last_id == null;
+        after = atEnd ? null : { at: row.last_at!, id: row.last_id! };
+        if (dropped > 0 || atEnd) return dropped;
+      }
+      return 0;
     },
     // One entry of the partial index of attempts holding an exchange.
     oldestAge: (db, now) =>

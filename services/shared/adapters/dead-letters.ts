@@ -2,7 +2,7 @@ import { Counter, type Registry } from "prom-client";
 import { Prisma } from "../../../gen/prisma/client.js";
 import type { PrismaClient } from "./db.js";
 import { executeSql, runSql, type SqlTx } from "./sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../../retention/retention-rule.js";
+import { cutoffOf, readOldestAge, type RetentionRule } from "./retention-rule.js";
 
 /**
  * Dead letters: outbox rows and bus messages that can never be published or decoded

@@ -96,7 +96,6 @@ export function expiredClaimRetention(keepSeconds: number): RetentionRule {
             ORDER BY expired_at LIMIT ${limit}::int)`,
       ),
     // One entry of the expired rows' partial index.
-    oldestAge: (db, now) =>
-      readOldestAge(db, Prisma.sql`SELECT min(expired_at) AS oldest FROM vote_claims WHERE state = 'expired'`, now),
+    oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT min(expired_at) AS oldest FROM vote_claims WHERE state = 'expired'`, now),
   };
 }

@@ -147,7 +147,6 @@ export function publishedOutboxRetention(keepSeconds: number): RetentionRule {
             ORDER BY published_at LIMIT ${limit}::int)`,
       ),
     // One entry of the published_at index.
-    oldestAge: (db, now) =>
-      readOldestAge(db, Prisma.sql`SELECT min(published_at) AS oldest FROM outbox WHERE published_at IS NOT NULL`, now),
+    oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT min(published_at) AS oldest FROM outbox WHERE published_at IS NOT NULL`, now),
   };
 }

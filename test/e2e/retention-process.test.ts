@@ -14,13 +14,25 @@ test("the referral service process runs retention: a published outbox row past R
   t.teardown(() => db.drop());
   const day = 86_400_000;
   const old = await db.prisma.outboxMessage.create({
-    data: { topic: "t", key: "k", type: "test.event", payload: Buffer.from("x"), shard: 0, createdAt: new Date(Date.now() - day), publishedAt: new Date(Date.now() - day) },
+    data: {
+      topic: "t",
+      key: "k",
+      type: "test.event",
+      payload: Buffer.from("x"),
+      shard: 0,
+      createdAt: new Date(Date.now() - day),
+      publishedAt: new Date(Date.now() - day),
+    },
   });
   const unpublished = await db.prisma.outboxMessage.create({ data: { topic: "t", key: "k", type: "test.event", payload: Buffer.from("y"), shard: 0 } });
   const group = useProcesses(t);
-  const service = await startReferralServiceProcess(group, { databaseUrl: db.url, kafkaBrokers: "", secretsKey: newSecretsKey(), groupId: "unused" }, {
-    env: { RETENTION_PUBLISHED_OUTBOX_SECONDS: "60" },
-  });
+  const service = await startReferralServiceProcess(
+    group,
+    { databaseUrl: db.url, kafkaBrokers: "", secretsKey: newSecretsKey(), groupId: "unused" },
+    {
+      env: { RETENTION_PUBLISHED_OUTBOX_SECONDS: "60" },
+    },
+  );
   const metrics = await eventually(async () => {
     const text = await (await fetch(`${service.opsUrl}/metrics`)).text();
     return /retention_rows_removed_total\{table="outbox",rule="published_outbox",service="referral-service"\} 1\n/.test(text) && text;

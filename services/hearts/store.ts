@@ -1,6 +1,6 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
-import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
 import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-heart.js";
@@ -252,20 +252,15 @@ export async function readRanking(prisma: PrismaClient, period: string, limit: n
  * last_counted_at forward, and the DELETE's own condition, checked again on the row it waited for, then keeps it.
  */
 export function addressVotersRetention(keepSeconds: number): RetentionRule {
-  return {
+  return statementRule({
     name: "heart_address_voters",
     table: "heart_address_voters",
-    removeBatch: (db, now, limit) =>
-      // Reads at most `limit` entries of the last_counted_at index and their rows; deletes those.
-      executeSql(
-        db,
-        Prisma.sql`
-          DELETE FROM heart_address_voters WHERE last_counted_at < ${cutoffOf(now, keepSeconds)}::timestamptz
-            AND (server_id, address, voter_identity) IN (
-              SELECT server_id, address, voter_identity FROM heart_address_voters
-              WHERE last_counted_at < ${cutoffOf(now, keepSeconds)}::timestamptz ORDER BY last_counted_at LIMIT ${limit}::int)`,
-      ),
+    keepSeconds,
+    // Reads at most `limit` entries of the last_counted_at index and their rows; deletes those.
+    removeDue: (cut, limit) => Prisma.sql`DELETE FROM heart_address_voters WHERE last_counted_at < ${cut}::timestamptz
+      AND (server_id, address, voter_identity) IN (SELECT server_id, address, voter_identity FROM heart_address_voters
+        WHERE last_counted_at < ${cut}::timestamptz ORDER BY last_counted_at LIMIT ${limit}::int)`,
     // One entry of the last_counted_at index.
-    oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT min(last_counted_at) AS oldest FROM heart_address_voters`, now),
-  };
+    oldest: Prisma.sql`SELECT min(last_counted_at) AS oldest FROM heart_address_voters`,
+  });
 }

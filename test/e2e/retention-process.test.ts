@@ -7,24 +7,15 @@ import { createTestDatabase } from "../../scripts/harness/db.js";
 import { useProcesses } from "../../scripts/harness/processes.js";
 import { newSecretsKey, startReferralServiceProcess } from "../../scripts/harness/e2e-support.js";
 import { eventually } from "../helpers/eventually.js";
+import { testOutboxRow } from "../helpers/outbox-row.js";
 
 test("the referral service process runs retention: a published outbox row past RETENTION_PUBLISHED_OUTBOX_SECONDS is removed and /metrics counts it", async (t) => {
   t.timeout(120_000);
   const db = await createTestDatabase({ maxConnections: 2 });
   t.teardown(() => db.drop());
   const day = 86_400_000;
-  const old = await db.prisma.outboxMessage.create({
-    data: {
-      topic: "t",
-      key: "k",
-      type: "test.event",
-      payload: Buffer.from("x"),
-      shard: 0,
-      createdAt: new Date(Date.now() - day),
-      publishedAt: new Date(Date.now() - day),
-    },
-  });
-  const unpublished = await db.prisma.outboxMessage.create({ data: { topic: "t", key: "k", type: "test.event", payload: Buffer.from("y"), shard: 0 } });
+  const old = await db.prisma.outboxMessage.create({ data: testOutboxRow({ createdAt: new Date(Date.now() - day), publishedAt: new Date(Date.now() - day) }) });
+  const unpublished = await db.prisma.outboxMessage.create({ data: testOutboxRow() });
   const group = useProcesses(t);
   const service = await startReferralServiceProcess(
     group,

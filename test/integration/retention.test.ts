@@ -9,7 +9,7 @@ import { Registry } from "prom-client";
 import { Prisma } from "../../gen/prisma/client.js";
 import { PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
 import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
-import { loginLinkRetention, sessionRetention } from "../../services/access/dashboard-sessions.js";
+import { expiredAccessRetention } from "../../services/access/dashboard-sessions.js";
 import { claimOldestHeld, readStanding } from "../../services/claims/ledger-store.js";
 import { toLedgerPlayer } from "../../services/claims/ledger-player.js";
 import { expiredClaimRetention } from "../../services/claims/write-vote-claims.js";
@@ -27,6 +27,7 @@ import { createLogger } from "../../services/shared/runtime/log.js";
 import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js";
 import { captureLog } from "../helpers/capture-log.js";
 import { eventually } from "../helpers/eventually.js";
+import { testOutboxRow } from "../helpers/outbox-row.js";
 
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
@@ -54,17 +55,7 @@ function pass(rules: RetentionRule[], opts: { batchRows?: number; passMaxRows?: 
 async function insertOutbox(rows: { publishedAt: Date | null; createdAt?: Date }[]): Promise<bigint[]> {
   const ids: bigint[] = [];
   for (const r of rows) {
-    const row = await db.prisma.outboxMessage.create({
-      data: {
-        topic: "t",
-        key: "k",
-        type: "test.event",
-        payload: Buffer.from("x"),
-        shard: 0,
-        publishedAt: r.publishedAt,
-        createdAt: r.createdAt ?? ago(DAY_MS),
-      },
-    });
+    const row = await db.prisma.outboxMessage.create({ data: testOutboxRow({ publishedAt: r.publishedAt, createdAt: r.createdAt ?? ago(DAY_MS) }) });
     ids.push(row.id);
   }
   return ids;
@@ -246,7 +237,7 @@ test.serial("login links and sessions expired longer than the margin go; expired
   await session(ago(25 * HOUR_MS));
   await session(ago(26 * HOUR_MS), ago(30 * HOUR_MS));
   const keptSessions = [(await session(ago(23 * HOUR_MS))).id, (await session(new Date(NOW.getTime() + HOUR_MS))).id];
-  const rules = [loginLinkRetention(24 * 3_600), sessionRetention(24 * 3_600)];
+  const rules = [expiredAccessRetention("dashboard_login_links", 24 * 3_600), expiredAccessRetention("dashboard_sessions", 24 * 3_600)];
   const first = await pass(rules);
   t.deepEqual(first.removed, { dashboard_login_links: 1, dashboard_sessions: 2 });
   t.deepEqual((await db.prisma.dashboardLoginLink.findMany({ where: { ownerId: owner.id }, select: { id: true } })).map((r) => r.id).sort(), keptLinks.sort());

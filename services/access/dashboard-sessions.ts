@@ -1,4 +1,6 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
+import { Prisma } from "../../gen/prisma/client.js";
+import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { DomainError } from "../shared/rpc/errors.js";
 import { generateLoginToken, generateSessionToken, hashToken } from "../shared/runtime/secrets.js";
 import type { DashboardSession, Owner } from "../../gen/prisma/client.js";
@@ -93,4 +95,26 @@ export async function revokeSessions(prisma: PrismaClient, now: Date, input: { o
     data: { revokedAt: now },
   });
   return changed.count;
+}
+
+/** The access tables retention removes expired rows from: one-time login links and dashboard sessions. */
+export type ExpiredAccessTable = "dashboard_login_links" | "dashboard_sessions";
+
+/**
+ * Retention of login links and sessions (services/retention): a row of `table` expired more than `marginSeconds`
+ * ago is removed, used or revoked or not (an expired link or session is refused either way; the margin keeps it
+ * readable for a support question). The rule is named after its table.
+ */
+export function expiredAccessRetention(table: ExpiredAccessTable, marginSeconds: number): RetentionRule {
+  const t = Prisma.raw(table);
+  return statementRule({
+    name: table,
+    table,
+    keepSeconds: marginSeconds,
+    // Reads at most `limit` entries of the table's expires_at index and their rows; deletes those.
+    removeDue: (cut, limit) => Prisma.sql`DELETE FROM ${t} WHERE expires_at < ${cut}::timestamptz AND id IN (
+      SELECT id FROM ${t} WHERE expires_at < ${cut}::timestamptz ORDER BY expires_at LIMIT ${limit}::int)`,
+    // One entry of the expires_at index.
+    oldest: Prisma.sql`SELECT min(expires_at) AS oldest FROM ${t}`,
+  });
 }

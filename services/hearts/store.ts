@@ -1,5 +1,6 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
+import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
 import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-heart.js";
@@ -242,4 +243,24 @@ export async function readRanking(prisma: PrismaClient, period: string, limit: n
     LIMIT ${limit}`,
   );
   return rows.map((r) => ({ serverId: r.server_id, hearts: Number(r.hearts), rank: Number(r.rank) }));
+}
+
+/**
+ * Retention of the identity rules' set (services/retention): a heart_address_voters row whose voter last counted
+ * from the address more than `keepSeconds` ago is removed; `keepSeconds` is the longest identity window plus a
+ * margin, so no rule's window still reaches it. A cast that counts the voter again meanwhile moves
+ * last_counted_at forward, and the DELETE's own condition, checked again on the row it waited for, then keeps it.
+ */
+export function addressVotersRetention(keepSeconds: number): RetentionRule {
+  return statementRule({
+    name: "heart_address_voters",
+    table: "heart_address_voters",
+    keepSeconds,
+    // Reads at most `limit` entries of the last_counted_at index and their rows; deletes those.
+    removeDue: (cut, limit) => Prisma.sql`DELETE FROM heart_address_voters WHERE last_counted_at < ${cut}::timestamptz
+      AND (server_id, address, voter_identity) IN (SELECT server_id, address, voter_identity FROM heart_address_voters
+        WHERE last_counted_at < ${cut}::timestamptz ORDER BY last_counted_at LIMIT ${limit}::int)`,
+    // One entry of the last_counted_at index.
+    oldest: Prisma.sql`SELECT min(last_counted_at) AS oldest FROM heart_address_voters`,
+  });
 }

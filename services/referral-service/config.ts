@@ -9,6 +9,7 @@ import { readAccessSettings, type AccessSettings } from "../access/bootstrap.js"
 import { readRetrySchedule } from "../delivery/pipeline/retry-schedule.js";
 import type { RetrySchedule } from "../delivery/pipeline/retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "../delivery/pipeline/send-callback.js";
+import { readRetentionSettings, type RetentionSettings } from "../retention/retention-settings.js";
 
 /** Settings of the referral service process, validated at start. */
 export interface ReferralServiceConfig {
@@ -30,6 +31,8 @@ export interface ReferralServiceConfig {
   abuseRules: AbuseRules;
   /** Service tokens from settings and the development-only ALLOW_UNAUTHENTICATED_RPC. */
   access: AccessSettings;
+  /** The retention loop's settings (RETENTION_*): this process runs it. */
+  retention: RetentionSettings;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -51,5 +54,6 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     abuseRules: readAbuseRules(r),
     access: readAccessSettings(r),
   };
-  return r.finish(config as ReferralServiceConfig);
+  const retention = readRetentionSettings(r, config.fraudRules);
+  return r.finish({ ...config, retention } as ReferralServiceConfig);
 }

@@ -1,0 +1,25 @@
+import { addressVotersRetention } from "../hearts/store.js";
+import { attemptExchangeRetention } from "../delivery/pipeline/attempt-log.js";
+import { deadLetterRetention } from "../shared/adapters/dead-letters.js";
+import { expiredClaimRetention } from "../claims/write-vote-claims.js";
+import { expiredAccessRetention } from "../access/dashboard-sessions.js";
+import { publishedOutboxRetention } from "../relay/statements.js";
+import type { RetentionRule } from "../shared/adapters/retention-rule.js";
+import type { RetentionSettings } from "./retention-settings.js";
+
+/**
+ * THE list of retention rules the runner applies, in order, each built from its setting. A new kind of
+ * data ages out by adding one line here (its factory, returning a RetentionRule, lives in the table's owner
+ * module) and its setting in retention-settings.ts.
+ */
+export function retentionRules(settings: RetentionSettings): RetentionRule[] {
+  return [
+    publishedOutboxRetention(settings.publishedOutboxSeconds),
+    attemptExchangeRetention(settings.attemptExchangeSeconds),
+    deadLetterRetention(settings.deadLetterSeconds),
+    expiredAccessRetention("dashboard_login_links", settings.dashboardExpiredSeconds),
+    expiredAccessRetention("dashboard_sessions", settings.dashboardExpiredSeconds),
+    expiredClaimRetention(settings.expiredClaimSeconds),
+    addressVotersRetention(settings.addressVotersSeconds),
+  ];
+}

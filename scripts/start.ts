@@ -43,6 +43,7 @@ import { loadOrCreateTokenFile } from "../services/shared/runtime/token-file.js"
 import { applyMigrations } from "./db/schema-engine.js";
 import { readFraudRules } from "../services/hearts/read-fraud-rules.js";
 import { readAbuseRules } from "../services/referral/read-abuse-rules.js";
+import { readAddressSettings } from "../services/shared/runtime/address-settings.js";
 
 function loadConfig() {
   const r = createEnvReader();
@@ -61,6 +62,7 @@ function loadConfig() {
     dispatch: readDispatchSettings(r),
     fraudRules: readFraudRules(r),
     abuseRules: readAbuseRules(r),
+    addresses: readAddressSettings(r),
     adminToken: readServiceToken(r, "ADMIN_SERVICE_TOKEN", { required: false }),
   });
 }
@@ -307,6 +309,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     publicBaseUrl,
     fraudRules: config.fraudRules,
     abuseRules: config.abuseRules,
+    addressKeyVersion: config.addresses.keyVersion,
   });
   const rpcPort = await rpc.listen(config.rpcPort, config.host);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;

@@ -1,5 +1,6 @@
+import { ageSeconds, type RetentionRule } from "../retention/retention-rule.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
-import { runSql } from "../shared/adapters/sql/executor.js";
+import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
 import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-heart.js";
@@ -15,6 +16,9 @@ export interface HeartRecord {
   voterIdentity: string;
   ip: string;
   subnet: string;
+  /** Keyed pseudonyms of the IP and the subnet (services/shared/values/address-key.ts), kept after the address is erased. */
+  ipKey: string | null;
+  subnetKey: string | null;
   userAgent: string;
   /** The voter's platform ids (normal form; null when not given). */
   ids: PlatformIds;
@@ -154,9 +158,10 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
         ${col((w) => JSON.stringify(w.heart.fraudReasons))}::text[], ${col((w) => w.heart.period)}::text[],
         ${col((w) => w.heart.at.toISOString())}::timestamptz[], ${col((w) => count(w)?.streakDay ?? null)}::int[],
         ${col((w) => w.heart.ids.steamId)}::text[], ${col((w) => w.heart.ids.discordId)}::text[],
-        ${col((w) => w.heart.ids.minecraftUuid)}::text[], ${col((w) => w.heart.ids.accountId)}::text[]
+        ${col((w) => w.heart.ids.minecraftUuid)}::text[], ${col((w) => w.heart.ids.accountId)}::text[],
+        ${col((w) => w.heart.ipKey)}::text[], ${col((w) => w.heart.subnetKey)}::text[]
       ) AS t(idx, kind, id, server_id, username, voter_identity, ip, subnet, user_agent, fraud_score, fraud_reasons, period, at, streak_day,
-             steam_id, discord_id, minecraft_uuid, account_id)
+             steam_id, discord_id, minecraft_uuid, account_id, ip_key, subnet_key)
       -- The batch's size, so the planner looks its servers up by key rather than hashing every server of the list
       -- (as in insert-deliveries.ts).
       LIMIT ${writes.length}::int
@@ -186,10 +191,10 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
       ON CONFLICT (server_id, address, voter_identity) DO UPDATE SET last_counted_at = GREATEST(a.last_counted_at, EXCLUDED.last_counted_at)
     ), hearts_written AS (
       INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons,
-                          period, streak_day, created_at, steam_id, discord_id, minecraft_uuid, account_id)
+                          period, streak_day, created_at, steam_id, discord_id, minecraft_uuid, account_id, ip_key, subnet_key)
       SELECT id, server_id, username, voter_identity, ip, subnet, user_agent, kind = 'count', CASE WHEN kind = 'count' THEN 'counted' ELSE kind END,
              fraud_score, ARRAY(SELECT jsonb_array_elements_text(fraud_reasons::jsonb)), period, streak_day, at,
-             steam_id, discord_id, minecraft_uuid, account_id
+             steam_id, discord_id, minecraft_uuid, account_id, ip_key, subnet_key
       FROM done ORDER BY idx
       RETURNING id
     ), claim_rows AS (
@@ -242,4 +247,42 @@ export async function readRanking(prisma: PrismaClient, period: string, limit: n
     LIMIT ${limit}`,
   );
   return rows.map((r) => ({ serverId: r.server_id, hearts: Number(r.hearts), rank: Number(r.rank) }));
+}
+
+/**
+ * The address erasure of hearts (issue 30), as a retention rule (services/retention/): each batch erases (sets to null)
+ * the IP, subnet and user agent of at most `limit` hearts made more than `keepSeconds` before `now`, oldest first, in ONE
+ * short statement, and returns how many it erased (0: none is due). The keyed pseudonyms (ip_key, subnet_key) stay.
+ * Rows locked by another writer are skipped (the next pass takes them), so the pass never waits on the hot path.
+ * `keepSeconds` is ADDRESS_RETENTION_HOURS (services/shared/runtime/address-settings.ts).
+ */
+export function heartAddressesRule(keepSeconds: number): RetentionRule {
+  return {
+    name: "heart_addresses",
+    table: "hearts",
+    removeBatch: (db, now, limit) =>
+      executeSql(
+        db,
+        Prisma.sql`
+        WITH due AS (
+          -- Bounded: at most \`limit\` entries of hearts_address_held_idx, a partial index that holds only the hearts still
+          -- holding an address (an erased row leaves it), read oldest first; never the table.
+          SELECT id FROM hearts
+          WHERE (ip IS NOT NULL OR subnet IS NOT NULL OR user_agent IS NOT NULL)
+            AND created_at < ${new Date(now.getTime() - keepSeconds * 1000)}::timestamptz
+          ORDER BY created_at LIMIT ${limit}::int
+          FOR UPDATE SKIP LOCKED
+        )
+        -- Writes the \`limit\` rows found above, by primary key.
+        UPDATE hearts h SET ip = NULL, subnet = NULL, user_agent = NULL FROM due WHERE h.id = due.id`,
+      ),
+    async oldestAge(db, now) {
+      // One entry of hearts_address_held_idx: the oldest row still holding an address.
+      const rows = await runSql<{ created_at: Date }>(
+        db,
+        Prisma.sql`SELECT created_at FROM hearts WHERE ip IS NOT NULL OR subnet IS NOT NULL OR user_agent IS NOT NULL ORDER BY created_at LIMIT 1`,
+      );
+      return rows[0] ? ageSeconds(now, rows[0].created_at) : null;
+    },
+  };
 }

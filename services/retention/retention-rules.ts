@@ -1,3 +1,5 @@
+import { heartAddressesRule } from "../hearts/store.js";
+import { clickAddressesRule } from "../referral/record-click.js";
 import type { RetentionRule } from "./retention-rule.js";
 import type { RetentionSettings } from "./retention-settings.js";
 
@@ -7,6 +9,10 @@ import type { RetentionSettings } from "./retention-settings.js";
  * in retention-settings.ts.
  */
 export function retentionRules(settings: RetentionSettings): RetentionRule[] {
-  void settings;
-  return [];
+  const addressKeepSeconds = settings.addressRetentionHours * 3600;
+  return [
+    // Voters' IP, subnet and user agent on hearts and clicks: erased (set to null) past the address horizon.
+    heartAddressesRule(addressKeepSeconds),
+    clickAddressesRule(addressKeepSeconds),
+  ];
 }

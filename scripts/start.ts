@@ -44,11 +44,14 @@ import { applyMigrations } from "./db/schema-engine.js";
 import { readFraudRules } from "../services/hearts/read-fraud-rules.js";
 import { readAbuseRules } from "../services/referral/read-abuse-rules.js";
 import { readAddressSettings } from "../services/shared/runtime/address-settings.js";
+import { readRetentionSettings } from "../services/retention/retention-settings.js";
+import { createRetentionLoop } from "../services/retention/run-retention.js";
 
 function loadConfig() {
   const r = createEnvReader();
   const dataDir = resolve(r.string("DATA_DIR", ".data"));
   const explicitKey = r.optionalString("SECRETS_KEY") ?? r.optionalString("SECRETS_KEY_FILE");
+  const fraudRules = readFraudRules(r);
   return r.finish({
     dataDir,
     host: r.string("HOST", "127.0.0.1"),
@@ -60,10 +63,11 @@ function loadConfig() {
     publicBaseUrl: r.optionalString("PUBLIC_BASE_URL"),
     secretBox: explicitKey ? readSecretBox(r) : undefined,
     dispatch: readDispatchSettings(r),
-    fraudRules: readFraudRules(r),
+    fraudRules,
     abuseRules: readAbuseRules(r),
     addresses: readAddressSettings(r),
     adminToken: readServiceToken(r, "ADMIN_SERVICE_TOKEN", { required: false }),
+    retention: readRetentionSettings(r, fraudRules),
   });
 }
 
@@ -317,6 +321,8 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
   const adminTransport = createServiceTransport(rpcUrl, adminToken);
 
   const relay = createRelay({ prisma, bus, log, registry: metrics.registry, pollIntervalMs: 50 });
+  // Retention runs in the referral service, here as in the production topology (services/referral-service/main.ts).
+  const retention = createRetentionLoop({ db: prisma, settings: config.retention, log, registry: metrics.registry, now });
   const delivery = createDeliveryWorker({ prisma, bus, secretBox, log, now, registry: metrics.registry }, config.dispatch);
 
   const checks = [
@@ -349,6 +355,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       const gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
       relay.start();
       await delivery.start();
+      retention.start();
       const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
       printBanner({
         gatewayUrl,
@@ -370,6 +377,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
         gateway.closeIdleConnections();
       }),
     async close() {
+      await retention.stop();
       await rpc.close();
       await relay.stop();
       await delivery.stop();

@@ -59,9 +59,9 @@ export type Heart = Prisma.HeartModel
  * "/", so the two never meet). Written by the same statement that counts the heart (services/hearts/store.ts), so
  * "distinct voters from this address in the window" is a range of this table's window index, one row per voter,
  * read with LIMIT (never every heart of a repeated voter).
- * Age limit: a row older than the longest identity window (24 h by default) is never read again; nothing removes
- * such rows yet (the retention issue's job will, in small batches by last_counted_at), and the read stays bounded
- * meanwhile because the window index starts at the window.
+ * Age limit: a row older than the longest identity window (24 h by default) is never read again; retention removes
+ * it once older than that window plus a margin (services/hearts/store.ts, addressVotersRetention), in small
+ * batches read through the (last_counted_at) index.
  */
 export type HeartAddressVoter = Prisma.HeartAddressVoterModel
 /**

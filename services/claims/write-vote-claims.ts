@@ -1,4 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
+import { executeSql } from "../shared/adapters/sql/executor.js";
+import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
 
 /**
  * The claim ledger's writes: every INSERT and UPDATE of `vote_claims` is built here, as SQL fragments the
@@ -7,7 +9,8 @@ import { Prisma } from "../../gen/prisma/client.js";
  *   older held hearts past their window or beyond the cap (expireVoteClaimsSql);
  * - a claim (ledger-store.ts) marks the player's oldest held heart claimed (claimVoteClaimSql);
  * - pay-once mode (services/delivery/pipeline/withdraw-unpaid.ts) marks a heart another transport paid withdrawn (withdrawVoteClaimsSql).
- * Rows are kept, never deleted.
+ * Expired rows are removed by retention (expiredClaimRetention) once expired longer than its setting; no other
+ * row is ever deleted.
  */
 
 /**
@@ -69,4 +72,31 @@ export function withdrawVoteClaimsSql(q: { serverId: string; heartIds: readonly 
     UPDATE vote_claims SET state = 'withdrawn'
     WHERE ${q.enabled} AND server_id = ${q.serverId}::uuid AND heart_id = ANY(${[...q.heartIds]}::uuid[]) AND state = 'held'
     RETURNING heart_id`;
+}
+
+/**
+ * Retention of expired ledger rows (services/retention): a row `expired` more than `keepSeconds` ago is removed.
+ * Why no claim or payout can depend on it: `expired` is final (every write above moves only `held` rows: the claim,
+ * the withdrawal, expire_vote_claims), the claim and the standing read only held, claimed and withdrawn rows, a
+ * heart's row is written once, by the statement that counts the heart (so a removed row never comes back held), and
+ * the pay-once payouts (heart_payouts) never read the ledger. Held, claimed and withdrawn rows are kept: a claimed
+ * or withdrawn row is the heart's paid state, and a held one may still be claimed.
+ */
+export function expiredClaimRetention(keepSeconds: number): RetentionRule {
+  return {
+    name: "expired_vote_claims",
+    table: "vote_claims",
+    removeBatch: (db, now, limit) =>
+      // Reads at most `limit` entries of the expired rows' partial index (expired_at) and their rows; deletes those.
+      executeSql(
+        db,
+        Prisma.sql`
+          DELETE FROM vote_claims WHERE state = 'expired' AND expired_at < ${cutoffOf(now, keepSeconds)}::timestamptz AND heart_id IN (
+            SELECT heart_id FROM vote_claims WHERE state = 'expired' AND expired_at < ${cutoffOf(now, keepSeconds)}::timestamptz
+            ORDER BY expired_at LIMIT ${limit}::int)`,
+      ),
+    // One entry of the expired rows' partial index.
+    oldestAge: (db, now) =>
+      readOldestAge(db, Prisma.sql`SELECT min(expired_at) AS oldest FROM vote_claims WHERE state = 'expired'`, now),
+  };
 }

@@ -1,6 +1,6 @@
-import { ageSeconds, type RetentionRule } from "../retention/retention-rule.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
+import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
 import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-heart.js";
@@ -250,13 +250,38 @@ export async function readRanking(prisma: PrismaClient, period: string, limit: n
 }
 
 /**
+ * Retention of the identity rules' set (services/retention): a heart_address_voters row whose voter last counted
+ * from the address more than `keepSeconds` ago is removed; `keepSeconds` is the longest identity window plus a
+ * margin, so no rule's window still reaches it. A cast that counts the voter again meanwhile moves
+ * last_counted_at forward, and the DELETE's own condition, checked again on the row it waited for, then keeps it.
+ */
+export function addressVotersRetention(keepSeconds: number): RetentionRule {
+  return {
+    name: "heart_address_voters",
+    table: "heart_address_voters",
+    removeBatch: (db, now, limit) =>
+      // Reads at most `limit` entries of the last_counted_at index and their rows; deletes those.
+      executeSql(
+        db,
+        Prisma.sql`
+          DELETE FROM heart_address_voters WHERE last_counted_at < ${cutoffOf(now, keepSeconds)}::timestamptz
+            AND (server_id, address, voter_identity) IN (
+              SELECT server_id, address, voter_identity FROM heart_address_voters
+              WHERE last_counted_at < ${cutoffOf(now, keepSeconds)}::timestamptz ORDER BY last_counted_at LIMIT ${limit}::int)`,
+      ),
+    // One entry of the last_counted_at index.
+    oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT min(last_counted_at) AS oldest FROM heart_address_voters`, now),
+  };
+}
+
+/**
  * The address erasure of hearts (issue 30), as a retention rule (services/retention/): each batch erases (sets to null)
  * the IP, subnet and user agent of at most `limit` hearts made more than `keepSeconds` before `now`, oldest first, in ONE
  * short statement, and returns how many it erased (0: none is due). The keyed pseudonyms (ip_key, subnet_key) stay.
  * Rows locked by another writer are skipped (the next pass takes them), so the pass never waits on the hot path.
  * `keepSeconds` is ADDRESS_RETENTION_HOURS (services/shared/runtime/address-settings.ts).
  */
-export function heartAddressesRule(keepSeconds: number): RetentionRule {
+export function heartAddressesRetention(keepSeconds: number): RetentionRule {
   return {
     name: "heart_addresses",
     table: "hearts",
@@ -269,20 +294,15 @@ export function heartAddressesRule(keepSeconds: number): RetentionRule {
           -- holding an address (an erased row leaves it), read oldest first; never the table.
           SELECT id FROM hearts
           WHERE (ip IS NOT NULL OR subnet IS NOT NULL OR user_agent IS NOT NULL)
-            AND created_at < ${new Date(now.getTime() - keepSeconds * 1000)}::timestamptz
+            AND created_at < ${cutoffOf(now, keepSeconds)}::timestamptz
           ORDER BY created_at LIMIT ${limit}::int
           FOR UPDATE SKIP LOCKED
         )
         -- Writes the \`limit\` rows found above, by primary key.
         UPDATE hearts h SET ip = NULL, subnet = NULL, user_agent = NULL FROM due WHERE h.id = due.id`,
       ),
-    async oldestAge(db, now) {
-      // One entry of hearts_address_held_idx: the oldest row still holding an address.
-      const rows = await runSql<{ created_at: Date }>(
-        db,
-        Prisma.sql`SELECT created_at FROM hearts WHERE ip IS NOT NULL OR subnet IS NOT NULL OR user_agent IS NOT NULL ORDER BY created_at LIMIT 1`,
-      );
-      return rows[0] ? ageSeconds(now, rows[0].created_at) : null;
-    },
+    // One entry of hearts_address_held_idx: the oldest row still holding an address.
+    oldestAge: (db, now) =>
+      readOldestAge(db, Prisma.sql`SELECT min(created_at) AS oldest FROM hearts WHERE ip IS NOT NULL OR subnet IS NOT NULL OR user_agent IS NOT NULL`, now),
   };
 }

@@ -10,6 +10,7 @@ import { readRetrySchedule } from "../delivery/pipeline/retry-schedule.js";
 import type { RetrySchedule } from "../delivery/pipeline/retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "../delivery/pipeline/send-callback.js";
 import { checkAddressHorizon, readAddressSettings, type AddressSettings } from "../shared/runtime/address-settings.js";
+import { readRetentionSettings, type RetentionSettings } from "../retention/retention-settings.js";
 
 /** Settings of the referral service process, validated at start. */
 export interface ReferralServiceConfig {
@@ -33,6 +34,8 @@ export interface ReferralServiceConfig {
   access: AccessSettings;
   /** How long voters' addresses are kept, and the version of the key that pseudonymises them. */
   addresses: AddressSettings;
+  /** The retention loop's settings (RETENTION_*): this process runs it. */
+  retention: RetentionSettings;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -65,5 +68,6 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     "abuse subnetFanout": a.subnetFanout.windowMinutes * 60,
     "abuse clickVelocity": a.clickVelocity.windowSeconds,
   });
-  return r.finish(config as ReferralServiceConfig);
+  const retention = readRetentionSettings(r, config.fraudRules);
+  return r.finish({ ...config, retention } as ReferralServiceConfig);
 }

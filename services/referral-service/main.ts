@@ -7,6 +7,7 @@ import { verifySecretsKey } from "../shared/adapters/secrets-key-check.js";
 import { loadReferralServiceConfig } from "./config.js";
 import { createReferralServiceServer } from "./server.js";
 import { bootstrapServiceTokens } from "../access/bootstrap.js";
+import { createRetentionLoop } from "../retention/run-retention.js";
 
 runService({
   name: "referral-service",
@@ -29,6 +30,8 @@ runService({
       abuseRules: config.abuseRules,
       auth: { allowUnauthenticated: config.access.allowUnauthenticated },
     });
+    // Retention runs in this process (it owns the data); see createRetentionLoop for several instances at once.
+    const retention = createRetentionLoop({ db: prisma, settings: config.retention, log, registry: metrics.registry, now: () => new Date() });
     let listening = false;
     return {
       checks: [startup.check, ...readinessChecks({ prisma, databaseUrl: config.databaseUrl })],
@@ -39,10 +42,12 @@ runService({
         await bootstrapServiceTokens(prisma, config.access, log, new Date());
         const port = await rpc.listen(config.port, config.host);
         listening = true;
+        retention.start();
         log.info({ port, opsPort, database: redactUrl(config.databaseUrl) }, "referral service listening (Connect, gRPC, gRPC-Web over HTTP/2)");
         return true;
       },
       drain: async () => {
+        await retention.stop();
         if (listening) await rpc.close();
       },
       close: () => prisma.$disconnect(),

@@ -1,4 +1,4 @@
-import { ageSeconds, type RetentionRule } from "../retention/retention-rule.js";
+import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
 import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
@@ -58,7 +58,7 @@ export async function recordClick(deps: CoreDeps, command: RecordClickCommand): 
  * Rows locked by another writer are skipped (the next pass takes them), so the pass never waits on the hot path.
  * `keepSeconds` is ADDRESS_RETENTION_HOURS (services/shared/runtime/address-settings.ts).
  */
-export function clickAddressesRule(keepSeconds: number): RetentionRule {
+export function clickAddressesRetention(keepSeconds: number): RetentionRule {
   return {
     name: "click_addresses",
     table: "referral_clicks",
@@ -71,20 +71,15 @@ export function clickAddressesRule(keepSeconds: number): RetentionRule {
           -- holding an address (an erased row leaves it), read oldest first; never the table.
           SELECT id FROM referral_clicks
           WHERE (ip IS NOT NULL OR subnet IS NOT NULL OR user_agent IS NOT NULL)
-            AND created_at < ${new Date(now.getTime() - keepSeconds * 1000)}::timestamptz
+            AND created_at < ${cutoffOf(now, keepSeconds)}::timestamptz
           ORDER BY created_at LIMIT ${limit}::int
           FOR UPDATE SKIP LOCKED
         )
         -- Writes the \`limit\` rows found above, by primary key.
         UPDATE referral_clicks c SET ip = NULL, subnet = NULL, user_agent = NULL FROM due WHERE c.id = due.id`,
       ),
-    async oldestAge(db, now) {
-      // One entry of referral_clicks_address_held_idx: the oldest row still holding an address.
-      const rows = await runSql<{ created_at: Date }>(
-        db,
-        Prisma.sql`SELECT created_at FROM referral_clicks WHERE ip IS NOT NULL OR subnet IS NOT NULL OR user_agent IS NOT NULL ORDER BY created_at LIMIT 1`,
-      );
-      return rows[0] ? ageSeconds(now, rows[0].created_at) : null;
-    },
+    // One entry of referral_clicks_address_held_idx: the oldest row still holding an address.
+    oldestAge: (db, now) =>
+      readOldestAge(db, Prisma.sql`SELECT min(created_at) AS oldest FROM referral_clicks WHERE ip IS NOT NULL OR subnet IS NOT NULL OR user_agent IS NOT NULL`, now),
   };
 }

@@ -1,7 +1,8 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import type { SqlTx } from "../shared/adapters/sql/executor.js";
-import { runSql } from "../shared/adapters/sql/executor.js";
+import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
+import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
 
 /**
  * Every SQL statement of the relay, one named function each, so relay.ts reads as steps. Within a
@@ -124,4 +125,29 @@ export async function readUnpublishedLag(prisma: PrismaClient): Promise<{ waitin
     Prisma.sql`SELECT count(*) AS n, EXTRACT(EPOCH FROM (now() - min(created_at)))::float8 AS age FROM outbox WHERE published_at IS NULL`,
   );
   return { waiting: Number(row?.n ?? 0), oldestMs: (row?.age ?? 0) * 1000 };
+}
+
+/**
+ * Retention of published outbox rows (services/retention): a row published longer than `keepSeconds` ago is
+ * removed. Only published rows are ever read or removed (`published_at IS NOT NULL`, through the partial index
+ * on published_at), so the relay's claim, which reads unpublished rows only, is unchanged: a row the relay has
+ * marked in a pass not yet committed reads as unpublished here and stays.
+ */
+export function publishedOutboxRetention(keepSeconds: number): RetentionRule {
+  return {
+    name: "published_outbox",
+    table: "outbox",
+    removeBatch: (db, now, limit) =>
+      // Reads at most `limit` entries of the published_at index and their rows; deletes those.
+      executeSql(
+        db,
+        Prisma.sql`
+          DELETE FROM outbox WHERE published_at < ${cutoffOf(now, keepSeconds)}::timestamptz AND id IN (
+            SELECT id FROM outbox WHERE published_at IS NOT NULL AND published_at < ${cutoffOf(now, keepSeconds)}::timestamptz
+            ORDER BY published_at LIMIT ${limit}::int)`,
+      ),
+    // One entry of the published_at index.
+    oldestAge: (db, now) =>
+      readOldestAge(db, Prisma.sql`SELECT min(published_at) AS oldest FROM outbox WHERE published_at IS NOT NULL`, now),
+  };
 }

@@ -1,18 +1,30 @@
-import { heartAddressesRule } from "../hearts/store.js";
-import { clickAddressesRule } from "../referral/record-click.js";
-import type { RetentionRule } from "./retention-rule.js";
+import { addressVotersRetention, heartAddressesRetention } from "../hearts/store.js";
+import { clickAddressesRetention } from "../referral/record-click.js";
+import { attemptExchangeRetention } from "../delivery/pipeline/attempt-log.js";
+import { deadLetterRetention } from "../shared/adapters/dead-letters.js";
+import { expiredClaimRetention } from "../claims/write-vote-claims.js";
+import { loginLinkRetention, sessionRetention } from "../access/dashboard-sessions.js";
+import { publishedOutboxRetention } from "../relay/statements.js";
+import type { RetentionRule } from "../shared/adapters/retention-rule.js";
 import type { RetentionSettings } from "./retention-settings.js";
 
 /**
  * THE list of retention rules the runner applies, in order, each built from its setting. A new kind of
- * data ages out by adding one line here (its factory lives in the table's owner module) and its setting
- * in retention-settings.ts.
+ * data ages out by adding one line here (its factory, returning a RetentionRule, lives in the table's owner
+ * module) and its setting in retention-settings.ts.
  */
 export function retentionRules(settings: RetentionSettings): RetentionRule[] {
-  const addressKeepSeconds = settings.addressRetentionHours * 3600;
   return [
-    // Voters' IP, subnet and user agent on hearts and clicks: erased (set to null) past the address horizon.
-    heartAddressesRule(addressKeepSeconds),
-    clickAddressesRule(addressKeepSeconds),
+    publishedOutboxRetention(settings.publishedOutboxSeconds),
+    attemptExchangeRetention(settings.attemptExchangeSeconds),
+    deadLetterRetention(settings.deadLetterSeconds),
+    loginLinkRetention(settings.dashboardExpiredSeconds),
+    sessionRetention(settings.dashboardExpiredSeconds),
+    expiredClaimRetention(settings.expiredClaimSeconds),
+    addressVotersRetention(settings.addressVotersSeconds),
+    // Voters' IP, subnet and user agent on hearts and clicks: erased (set to null) past the address horizon; their
+    // keyed pseudonyms stay (services/shared/values/address-key.ts).
+    heartAddressesRetention(settings.voterAddressSeconds),
+    clickAddressesRetention(settings.voterAddressSeconds),
   ];
 }

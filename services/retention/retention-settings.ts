@@ -1,24 +1,64 @@
 import type { EnvReader } from "../shared/runtime/config.js";
+import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import { readAddressSettings } from "../shared/runtime/address-settings.js";
 
-/** The retention runner's settings: the loop's pace, the batch bounds, and each kind of data's age limit. */
+/** Seconds in an hour and in a day: the units the age-limit settings are given in. */
+const HOUR_SECONDS = 3_600;
+const DAY_SECONDS = 24 * HOUR_SECONDS;
+
+/**
+ * The retention runner's settings: the loop's pace, the batch bounds, and each kind of data's age limit (in
+ * seconds here, whatever unit its setting is given in). Documented in the README's settings table.
+ */
 export interface RetentionSettings {
-  /** Seconds between two passes (RETENTION_INTERVAL_SECONDS). */
+  /** RETENTION_ENABLED (default true): false runs no pass at all. */
+  enabled: boolean;
+  /** Seconds between two passes (RETENTION_INTERVAL_SECONDS, default 60). */
   intervalSeconds: number;
-  /** Rows one statement removes at most (RETENTION_BATCH_ROWS). */
+  /** Rows one statement removes at most (RETENTION_BATCH_ROWS, default 1,000). */
   batchRows: number;
-  /** Rows one rule removes at most in one pass (RETENTION_PASS_MAX_ROWS): the pass's budget per rule. */
+  /** Rows one rule removes at most in one pass (RETENTION_PASS_MAX_ROWS, default 10,000): the pass's budget per rule. */
   passMaxRows: number;
-  /** Hours voters' IP, subnet and user agent are kept on hearts and clicks (ADDRESS_RETENTION_HOURS, default 48). */
-  addressRetentionHours: number;
+  /** Published outbox rows: kept this long after publishing (RETENTION_PUBLISHED_OUTBOX_SECONDS, default 300). */
+  publishedOutboxSeconds: number;
+  /** Attempts' request/response exchanges: kept this long after their delivery was delivered or failed (RETENTION_ATTEMPT_EXCHANGE_DAYS, default 30). */
+  attemptExchangeSeconds: number;
+  /** Dead letters: kept this long (RETENTION_DEAD_LETTER_DAYS, default 30). */
+  deadLetterSeconds: number;
+  /** Dashboard login links and sessions: kept this long after they expire (RETENTION_DASHBOARD_EXPIRED_HOURS, default 24). */
+  dashboardExpiredSeconds: number;
+  /** Expired claim-ledger rows: kept this long after they expired (RETENTION_EXPIRED_CLAIM_DAYS, default 30). */
+  expiredClaimSeconds: number;
+  /**
+   * The identity rules' set (heart_address_voters): kept this long after the voter last counted from the address,
+   * the longest identity window (FRAUD_RULES) plus RETENTION_ADDRESS_VOTERS_MARGIN_HOURS (default 24).
+   */
+  addressVotersSeconds: number;
+  /**
+   * Voters' IP, subnet and user agent on hearts and referral clicks: kept this long, then erased (ADDRESS_RETENTION_HOURS,
+   * default 48; services/shared/runtime/address-settings.ts).
+   */
+  voterAddressSeconds: number;
 }
 
-/** Reads the retention settings (problems recorded on `r`, reported with the process's others). */
-export function readRetentionSettings(r: EnvReader): RetentionSettings {
+/**
+ * Reads the retention settings (problems recorded on `r`, reported with the process's others). `fraudRules`
+ * are the process's own: the identity set is kept as long as their longest identity window reaches.
+ */
+export function readRetentionSettings(r: EnvReader, fraudRules: FraudRules): RetentionSettings {
+  const longestIdentityWindowSeconds = Math.max(fraudRules.ipIdentities.windowMinutes, fraudRules.subnetIdentities.windowMinutes) * 60;
   return {
-    intervalSeconds: r.int("RETENTION_INTERVAL_SECONDS", 60, { min: 1, max: 86_400 }),
+    enabled: r.bool("RETENTION_ENABLED", true),
+    intervalSeconds: r.int("RETENTION_INTERVAL_SECONDS", 60, { min: 1, max: DAY_SECONDS }),
     batchRows: r.int("RETENTION_BATCH_ROWS", 1_000, { min: 1, max: 10_000 }),
     passMaxRows: r.int("RETENTION_PASS_MAX_ROWS", 10_000, { min: 1, max: 1_000_000 }),
-    addressRetentionHours: readAddressSettings(r).retentionHours,
+    publishedOutboxSeconds: r.int("RETENTION_PUBLISHED_OUTBOX_SECONDS", 300, { min: 0, max: 30 * DAY_SECONDS }),
+    attemptExchangeSeconds: r.int("RETENTION_ATTEMPT_EXCHANGE_DAYS", 30, { min: 1, max: 3_650 }) * DAY_SECONDS,
+    deadLetterSeconds: r.int("RETENTION_DEAD_LETTER_DAYS", 30, { min: 1, max: 3_650 }) * DAY_SECONDS,
+    dashboardExpiredSeconds: r.int("RETENTION_DASHBOARD_EXPIRED_HOURS", 24, { min: 0, max: 24 * 3_650 }) * HOUR_SECONDS,
+    expiredClaimSeconds: r.int("RETENTION_EXPIRED_CLAIM_DAYS", 30, { min: 1, max: 3_650 }) * DAY_SECONDS,
+    addressVotersSeconds:
+      longestIdentityWindowSeconds + r.int("RETENTION_ADDRESS_VOTERS_MARGIN_HOURS", 24, { min: 0, max: 24 * 365 }) * HOUR_SECONDS,
+    voterAddressSeconds: readAddressSettings(r).retentionHours * HOUR_SECONDS,
   };
 }

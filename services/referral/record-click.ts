@@ -1,7 +1,7 @@
 import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
-import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
+import { executeSql } from "../shared/adapters/sql/executor.js";
 import { DomainError, unknownServer } from "../shared/rpc/errors.js";
 import { generateClickToken } from "../shared/runtime/secrets.js";
 import type { RecordClickCommand } from "./domain/commands.js";
@@ -80,6 +80,10 @@ export function clickAddressesRetention(keepSeconds: number): RetentionRule {
       ),
     // One entry of referral_clicks_address_held_idx: the oldest row still holding an address.
     oldestAge: (db, now) =>
-      readOldestAge(db, Prisma.sql`SELECT min(created_at) AS oldest FROM referral_clicks WHERE ip IS NOT NULL OR subnet IS NOT NULL OR user_agent IS NOT NULL`, now),
+      readOldestAge(
+        db,
+        Prisma.sql`SELECT min(created_at) AS oldest FROM referral_clicks WHERE ip IS NOT NULL OR subnet IS NOT NULL OR user_agent IS NOT NULL`,
+        now,
+      ),
   };
 }

@@ -96,9 +96,7 @@ async function columnsHolding(stack: TestStack, needles: readonly string[]): Pro
     const table = Prisma.raw(`"${c.table_name}"`);
     for (const needle of needles) {
       const match =
-        c.data_type === "bytea"
-          ? Prisma.sql`position(convert_to(${needle}, 'UTF8') in ${column}) > 0`
-          : Prisma.sql`strpos(${column}::text, ${needle}) > 0`;
+        c.data_type === "bytea" ? Prisma.sql`position(convert_to(${needle}, 'UTF8') in ${column}) > 0` : Prisma.sql`strpos(${column}::text, ${needle}) > 0`;
       const rows = await runSql<{ n: number }>(stack.prisma, Prisma.sql`SELECT count(*)::int AS n FROM ${table} WHERE ${match}`);
       if (rows[0]!.n > 0) found.push(`${c.table_name}.${c.column_name}`);
     }
@@ -139,7 +137,10 @@ async function register(c: Context, server: { serverId: string; secret: string }
   const raw = JSON.stringify({ event: "registered", token, server_id: server.serverId, referee_identity: referee, server_event_id: `reg-${referee}` });
   const res = await fetch(`${c.gatewayUrl}/api/referral/events`, {
     method: "POST",
-    headers: { "content-type": "application/json", "x-service-signature": formatIngestSignature(server.secret, Math.floor(c.stack.clock.now().getTime() / 1000), raw) },
+    headers: {
+      "content-type": "application/json",
+      "x-service-signature": formatIngestSignature(server.secret, Math.floor(c.stack.clock.now().getTime() / 1000), raw),
+    },
     body: raw,
   });
   const text = await res.text();
@@ -168,7 +169,10 @@ test("past the address horizon no IP, subnet or user agent of a voter is left in
   for (const name of ["Blake", "Casey"]) t.true((await cast(name)).counted);
   const fourth = await cast("Drew");
   t.is(fourth.verdict, HeartVerdict.FRAUD);
-  t.true(fourth.fraudReasons.some((r) => r.startsWith("ip_identities")), fourth.fraudReasons.join("; "));
+  t.true(
+    fourth.fraudReasons.some((r) => r.startsWith("ip_identities")),
+    fourth.fraudReasons.join("; "),
+  );
   // Anti-abuse: links opened from the referrer's own voting address are self_referral_ip; a fourth referee from one IP
   // in 24 h is ip_fanout (max 3).
   const referrals: string[] = [];
@@ -179,6 +183,13 @@ test("past the address horizon no IP, subnet or user agent of a voter is left in
   const early = await runRetention(c);
   t.deepEqual([early.hearts, early.referral_clicks, early.heart_address_voters], [0, 0, 0]);
   t.true((await columnsHolding(c.stack, [IP])).includes("hearts.ip"));
+  const addressRules = retentionRules(readRetentionSettings(createEnvReader({}), DEFAULT_FRAUD_RULES)).filter((r) => r.name.endsWith("_addresses"));
+  t.deepEqual(
+    addressRules.map((r) => r.table),
+    ["hearts", "referral_clicks"],
+  );
+  for (const rule of addressRules)
+    t.true(((await rule.oldestAge(c.stack.prisma, c.stack.clock.now())) ?? Infinity) < 3_600, `${rule.name}: the oldest address is young`);
   // The counted hearts' events reached Kafka and their callbacks the receiver (so both can be searched below).
   await eventually(() => c.kafka.messages.filter((m) => m.key === serverId).length >= 3, { timeoutMs: 60_000, message: "the server's events on Kafka" });
   await c.receiver.waitForRequests(3, 30_000);
@@ -188,13 +199,17 @@ test("past the address horizon no IP, subnet or user agent of a voter is left in
   const removed = await runRetention(c);
   t.is(removed.hearts, 4);
   t.is(removed.referral_clicks, 4);
+  for (const rule of addressRules) t.is(await rule.oldestAge(c.stack.prisma, c.stack.clock.now()), null, `${rule.name}: no row holds an address`);
   const again = await runRetention(c);
   t.deepEqual([again.hearts, again.referral_clicks], [0, 0], "a second pass finds nothing left");
 
   // Every text, json and bytea column of every table (the outbox's payloads and the deliveries' bodies included).
   // (heart_address_voters, the identity rules' window set, is aged out by a rule of its own in the same registry.)
   t.deepEqual(await columnsHolding(c.stack, [IP, SUBNET, UA]), [], "columns still holding the address, subnet or agent");
-  t.true((await textColumns(c.stack)).some((col) => col.table_name === "outbox" && col.data_type === "bytea"), "the outbox payloads were searched");
+  t.true(
+    (await textColumns(c.stack)).some((col) => col.table_name === "outbox" && col.data_type === "bytea"),
+    "the outbox payloads were searched",
+  );
   // Logs of the referral service and of the gateway (debug level), metrics of both, callback bodies, Kafka messages.
   const needles = [IP, SUBNET, UA];
   const hits = (text: string) => needles.filter((n) => text.includes(n));

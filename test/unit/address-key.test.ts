@@ -49,7 +49,10 @@ const service = { DATABASE_URL: "postgres://u@127.0.0.1:5432/db", SECRETS_KEY: r
 test("ADDRESS_RETENTION_HOURS (default 48) and ADDRESS_KEY_VERSION (default 1) are read; a horizon shorter than a rule's window stops the start", (t) => {
   t.is(DEFAULT_ADDRESS_RETENTION_HOURS, 48);
   t.deepEqual(loadReferralServiceConfig(service).addresses, { retentionHours: 48, keyVersion: 1 });
-  t.deepEqual(loadReferralServiceConfig({ ...service, ADDRESS_RETENTION_HOURS: "30", ADDRESS_KEY_VERSION: "2" }).addresses, { retentionHours: 30, keyVersion: 2 });
+  t.deepEqual(loadReferralServiceConfig({ ...service, ADDRESS_RETENTION_HOURS: "30", ADDRESS_KEY_VERSION: "2" }).addresses, {
+    retentionHours: 30,
+    keyVersion: 2,
+  });
   const short = t.throws(() => loadReferralServiceConfig({ ...service, ADDRESS_RETENTION_HOURS: "12" }));
   t.regex(short?.message ?? "", /ADDRESS_RETENTION_HOURS \(12\) is shorter than the fraud ipIdentities window/);
   const longWindow = t.throws(() => loadReferralServiceConfig({ ...service, ABUSE_RULES_JSON: '{"ipFanout":{"windowMinutes":4320}}' }));

@@ -30,6 +30,7 @@ export function readAddressSettings(r: EnvReader): AddressSettings {
 export function checkAddressHorizon(r: EnvReader, settings: AddressSettings, windowsSeconds: Record<string, number>): void {
   const horizonSeconds = settings.retentionHours * 3600;
   for (const [rule, seconds] of Object.entries(windowsSeconds)) {
-    if (seconds > horizonSeconds) r.problem(`ADDRESS_RETENTION_HOURS (${settings.retentionHours}) is shorter than the ${rule} window (${seconds} s): raise it, or shorten the window`);
+    if (seconds > horizonSeconds)
+      r.problem(`ADDRESS_RETENTION_HOURS (${settings.retentionHours}) is shorter than the ${rule} window (${seconds} s): raise it, or shorten the window`);
   }
 }

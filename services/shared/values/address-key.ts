@@ -39,7 +39,10 @@ export function pseudonymOf(addressKey: AddressKey, address: string): string {
 }
 
 /** The pseudonyms of an address and its subnet (null when the address or subnet is unknown). */
-export function addressPseudonyms(addressKey: AddressKey, address: { ip: string | null; subnet: string | null }): { ipKey: string | null; subnetKey: string | null } {
+export function addressPseudonyms(
+  addressKey: AddressKey,
+  address: { ip: string | null; subnet: string | null },
+): { ipKey: string | null; subnetKey: string | null } {
   return {
     ipKey: address.ip === null ? null : pseudonymOf(addressKey, address.ip),
     subnetKey: address.subnet === null ? null : pseudonymOf(addressKey, address.subnet),

@@ -1,7 +1,8 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
+import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { ADDRESS_HELD, addressErasureRule } from "../shared/adapters/voter-address-erasure.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
 import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-heart.js";
 import type { StreakState } from "./domain/streak.js";
@@ -282,27 +283,16 @@ export function addressVotersRetention(keepSeconds: number): RetentionRule {
  * `keepSeconds` is ADDRESS_RETENTION_HOURS (services/shared/runtime/address-settings.ts).
  */
 export function heartAddressesRetention(keepSeconds: number): RetentionRule {
-  return {
+  return addressErasureRule({
     name: "heart_addresses",
     table: "hearts",
-    removeBatch: (db, now, limit) =>
-      executeSql(
-        db,
-        Prisma.sql`
-        WITH due AS (
-          -- Bounded: at most \`limit\` entries of hearts_address_held_idx, a partial index that holds only the hearts still
-          -- holding an address (an erased row leaves it), read oldest first; never the table.
-          SELECT id FROM hearts
-          WHERE (ip IS NOT NULL OR subnet IS NOT NULL OR user_agent IS NOT NULL)
-            AND created_at < ${cutoffOf(now, keepSeconds)}::timestamptz
-          ORDER BY created_at LIMIT ${limit}::int
-          FOR UPDATE SKIP LOCKED
-        )
-        -- Writes the \`limit\` rows found above, by primary key.
-        UPDATE hearts h SET ip = NULL, subnet = NULL, user_agent = NULL FROM due WHERE h.id = due.id`,
-      ),
-    // One entry of hearts_address_held_idx: the oldest row still holding an address.
-    oldestAge: (db, now) =>
-      readOldestAge(db, Prisma.sql`SELECT min(created_at) AS oldest FROM hearts WHERE ip IS NOT NULL OR subnet IS NOT NULL OR user_agent IS NOT NULL`, now),
-  };
+    keepSeconds,
+    // Bounded: reads at most `limit` entries of hearts_address_held_idx (only the hearts still holding an address, oldest first;
+    // never the table) and writes those rows by primary key (= ANY of the array: an index scan of the keys; an IN
+    // subquery is planned as a hash join that reads the whole table); rows another writer holds are skipped.
+    erase: (cutoff, limit) => Prisma.sql`
+      UPDATE hearts h SET ip = NULL, subnet = NULL, user_agent = NULL
+      WHERE h.id = ANY(ARRAY(SELECT id FROM hearts WHERE ${ADDRESS_HELD} AND created_at < ${cutoff}::timestamptz
+                     ORDER BY created_at LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))`,
+  });
 }

@@ -24,6 +24,7 @@ import { readRetentionSettings } from "../../services/retention/retention-settin
 import { retentionRules } from "../../services/retention/retention-rules.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
 import { eventually } from "../helpers/eventually.js";
+import { ownerApi, signInOwner } from "../helpers/owner-session.js";
 
 /** The voter's address and agent, each unlike anything else the service writes (TEST-NET-3; a made-up agent). */
 const IP = "203.0.113.197";
@@ -51,6 +52,8 @@ test.before(async (t) => {
   const clock = { aheadMs: 0 };
   const stack = await startStack({
     gateway: false,
+    // Login links are opened on the test's gateway by their path; the base only has to be a URL.
+    publicBaseUrl: "http://127.0.0.1:9",
     log: serviceLog.log,
     allowInsecureCallbacks: true,
     now: () => new Date(Date.now() + clock.aheadMs),
@@ -58,7 +61,13 @@ test.before(async (t) => {
   });
   const gatewayMetrics = createMetrics("gateway");
   // Clicks carry the address of the proxy's X-Forwarded-For entry, as behind the list's own proxy.
-  const gateway = await stack.startGateway({ log: gatewayLog.log, metrics: gatewayMetrics, overrides: () => ({ trustProxy: true }) });
+  // With the owners' dashboard, whose pages read the hearts and referrals after the erasure.
+  const gateway = await stack.startGateway({
+    log: gatewayLog.log,
+    metrics: gatewayMetrics,
+    dashboard: { token: undefined, log: gatewayLog.log },
+    overrides: () => ({ trustProxy: true }),
+  });
   const receiver = await startReceiver();
   // Every message of every topic, from the beginning, on a group of this file's own.
   const messages: ReceivedMessage[] = [];
@@ -161,6 +170,8 @@ test("past the address horizon no IP, subnet or user agent of a voter is left in
   await clients.admin.setReferralsEnabled({ serverId, enabled: true });
   const secret = (await clients.admin.createReferralSecret({ serverId })).secret;
   await clients.reviews.setReferralReviewMode({ serverId, mode: ReviewMode.LOOSE });
+  await clients.access.createOwner({ ownerId: "owner-erasure", displayName: "Owner" });
+  await clients.access.assignServer({ serverId, ownerId: "owner-erasure" });
   const s = { serverId, secret };
 
   // Before the horizon. Fraud: a fourth voter identity from one IP in 24 h is blocked (ip_identities, max 3).
@@ -228,6 +239,13 @@ test("past the address horizon no IP, subnet or user agent of a voter is left in
   t.deepEqual(await signals(c, referrals[3]!), ["self_referral_ip", "ip_fanout"]);
   const exported = await clients.reviews.exportReferrals({ serverId, format: ExportFormat.JSON });
   t.is(exported.rows, 4);
+  // The owner's dashboard: the hearts list, a referral's detail and the referrals export answer, without the address.
+  const owner = await signInOwner(clients.access, c.gatewayUrl, "owner-erasure");
+  for (const path of [`/servers/${serverId}/hearts`, `/servers/${serverId}/referrals/${referrals[3]}`, `/servers/${serverId}/referrals/export?format=json`]) {
+    const page = await ownerApi(c.gatewayUrl, owner, "GET", path);
+    t.is(page.status, 200, `${path}: ${page.text}`);
+    t.deepEqual(hits(page.text), [], path);
+  }
 
   // After the erasure the referrer's hearts hold no address, yet a new link opened from it is still self_referral_ip,
   // and so is a referee whose own (erased) hearts came from it, whatever the click's address.

@@ -1,7 +1,6 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { Prisma } from "../../gen/prisma/client.js";
-import { executeSql } from "../shared/adapters/sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { DomainError } from "../shared/rpc/errors.js";
 import { generateLoginToken, generateSessionToken, hashToken } from "../shared/runtime/secrets.js";
 import type { DashboardSession, Owner } from "../../gen/prisma/client.js";
@@ -98,46 +97,24 @@ export async function revokeSessions(prisma: PrismaClient, now: Date, input: { o
   return changed.count;
 }
 
-/**
- * Retention of login links (services/retention): a link expired more than `marginSeconds` ago is removed, used
- * or not (an expired link is refused either way; the margin keeps it readable for a support question).
- */
-export function loginLinkRetention(marginSeconds: number): RetentionRule {
-  return {
-    name: "dashboard_login_links",
-    table: "dashboard_login_links",
-    removeBatch: (db, now, limit) =>
-      // Reads at most `limit` entries of the expires_at index and their rows; deletes those.
-      executeSql(
-        db,
-        Prisma.sql`
-          DELETE FROM dashboard_login_links WHERE expires_at < ${cutoffOf(now, marginSeconds)}::timestamptz AND id IN (
-            SELECT id FROM dashboard_login_links WHERE expires_at < ${cutoffOf(now, marginSeconds)}::timestamptz
-            ORDER BY expires_at LIMIT ${limit}::int)`,
-      ),
-    // One entry of the expires_at index.
-    oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT min(expires_at) AS oldest FROM dashboard_login_links`, now),
-  };
-}
+/** The access tables retention removes expired rows from: one-time login links and dashboard sessions. */
+export type ExpiredAccessTable = "dashboard_login_links" | "dashboard_sessions";
 
 /**
- * Retention of dashboard sessions (services/retention): a session expired more than `marginSeconds` ago is
- * removed, revoked or not (findLiveSession refuses it either way).
+ * Retention of login links and sessions (services/retention): a row of `table` expired more than `marginSeconds`
+ * ago is removed, used or revoked or not (an expired link or session is refused either way; the margin keeps it
+ * readable for a support question). The rule is named after its table.
  */
-export function sessionRetention(marginSeconds: number): RetentionRule {
-  return {
-    name: "dashboard_sessions",
-    table: "dashboard_sessions",
-    removeBatch: (db, now, limit) =>
-      // Reads at most `limit` entries of the expires_at index and their rows; deletes those.
-      executeSql(
-        db,
-        Prisma.sql`
-          DELETE FROM dashboard_sessions WHERE expires_at < ${cutoffOf(now, marginSeconds)}::timestamptz AND id IN (
-            SELECT id FROM dashboard_sessions WHERE expires_at < ${cutoffOf(now, marginSeconds)}::timestamptz
-            ORDER BY expires_at LIMIT ${limit}::int)`,
-      ),
+export function expiredAccessRetention(table: ExpiredAccessTable, marginSeconds: number): RetentionRule {
+  const t = Prisma.raw(table);
+  return statementRule({
+    name: table,
+    table,
+    keepSeconds: marginSeconds,
+    // Reads at most `limit` entries of the table's expires_at index and their rows; deletes those.
+    removeDue: (cut, limit) => Prisma.sql`DELETE FROM ${t} WHERE expires_at < ${cut}::timestamptz AND id IN (
+      SELECT id FROM ${t} WHERE expires_at < ${cut}::timestamptz ORDER BY expires_at LIMIT ${limit}::int)`,
     // One entry of the expires_at index.
-    oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT min(expires_at) AS oldest FROM dashboard_sessions`, now),
-  };
+    oldest: Prisma.sql`SELECT min(expires_at) AS oldest FROM ${t}`,
+  });
 }

@@ -1,6 +1,5 @@
 import { Prisma } from "../../gen/prisma/client.js";
-import { executeSql } from "../shared/adapters/sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 
 /**
  * The claim ledger's writes: every INSERT and UPDATE of `vote_claims` is built here, as SQL fragments the
@@ -83,20 +82,14 @@ export function withdrawVoteClaimsSql(q: { serverId: string; heartIds: readonly 
  * or withdrawn row is the heart's paid state, and a held one may still be claimed.
  */
 export function expiredClaimRetention(keepSeconds: number): RetentionRule {
-  return {
+  return statementRule({
     name: "expired_vote_claims",
     table: "vote_claims",
-    removeBatch: (db, now, limit) =>
-      // Reads at most `limit` entries of the expired rows' partial index (expired_at) and their rows; deletes those.
-      executeSql(
-        db,
-        Prisma.sql`
-          DELETE FROM vote_claims WHERE state = 'expired' AND expired_at < ${cutoffOf(now, keepSeconds)}::timestamptz AND heart_id IN (
-            SELECT heart_id FROM vote_claims WHERE state = 'expired' AND expired_at < ${cutoffOf(now, keepSeconds)}::timestamptz
-            ORDER BY expired_at LIMIT ${limit}::int)`,
-      ),
+    keepSeconds,
+    // Reads at most `limit` entries of the expired rows' partial index (expired_at) and their rows; deletes those.
+    removeDue: (cut, limit) => Prisma.sql`DELETE FROM vote_claims WHERE state = 'expired' AND expired_at < ${cut}::timestamptz AND heart_id IN (
+      SELECT heart_id FROM vote_claims WHERE state = 'expired' AND expired_at < ${cut}::timestamptz ORDER BY expired_at LIMIT ${limit}::int)`,
     // One entry of the expired rows' partial index.
-    oldestAge: (db, now) =>
-      readOldestAge(db, Prisma.sql`SELECT min(expired_at) AS oldest FROM vote_claims WHERE state = 'expired'`, now),
-  };
+    oldest: Prisma.sql`SELECT min(expired_at) AS oldest FROM vote_claims WHERE state = 'expired'`,
+  });
 }

@@ -1,8 +1,8 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
-import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
-import { ADDRESS_HELD, addressErasureRule } from "../shared/adapters/voter-address-erasure.js";
+import { ADDRESS_HELD } from "../shared/adapters/voter-address-erasure.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
 import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-heart.js";
 import type { StreakState } from "./domain/streak.js";
@@ -257,22 +257,17 @@ export async function readRanking(prisma: PrismaClient, period: string, limit: n
  * last_counted_at forward, and the DELETE's own condition, checked again on the row it waited for, then keeps it.
  */
 export function addressVotersRetention(keepSeconds: number): RetentionRule {
-  return {
+  return statementRule({
     name: "heart_address_voters",
     table: "heart_address_voters",
-    removeBatch: (db, now, limit) =>
-      // Reads at most `limit` entries of the last_counted_at index and their rows; deletes those.
-      executeSql(
-        db,
-        Prisma.sql`
-          DELETE FROM heart_address_voters WHERE last_counted_at < ${cutoffOf(now, keepSeconds)}::timestamptz
-            AND (server_id, address, voter_identity) IN (
-              SELECT server_id, address, voter_identity FROM heart_address_voters
-              WHERE last_counted_at < ${cutoffOf(now, keepSeconds)}::timestamptz ORDER BY last_counted_at LIMIT ${limit}::int)`,
-      ),
+    keepSeconds,
+    // Reads at most `limit` entries of the last_counted_at index and their rows; deletes those.
+    removeDue: (cut, limit) => Prisma.sql`DELETE FROM heart_address_voters WHERE last_counted_at < ${cut}::timestamptz
+      AND (server_id, address, voter_identity) IN (SELECT server_id, address, voter_identity FROM heart_address_voters
+        WHERE last_counted_at < ${cut}::timestamptz ORDER BY last_counted_at LIMIT ${limit}::int)`,
     // One entry of the last_counted_at index.
-    oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT min(last_counted_at) AS oldest FROM heart_address_voters`, now),
-  };
+    oldest: Prisma.sql`SELECT min(last_counted_at) AS oldest FROM heart_address_voters`,
+  });
 }
 
 /**
@@ -283,16 +278,18 @@ export function addressVotersRetention(keepSeconds: number): RetentionRule {
  * `keepSeconds` is ADDRESS_RETENTION_HOURS (services/shared/runtime/address-settings.ts).
  */
 export function heartAddressesRetention(keepSeconds: number): RetentionRule {
-  return addressErasureRule({
+  return statementRule({
     name: "heart_addresses",
     table: "hearts",
     keepSeconds,
     // Bounded: reads at most `limit` entries of hearts_address_held_idx (only the hearts still holding an address, oldest first;
     // never the table) and writes those rows by primary key (= ANY of the array: an index scan of the keys; an IN
     // subquery is planned as a hash join that reads the whole table); rows another writer holds are skipped.
-    erase: (cutoff, limit) => Prisma.sql`
+    removeDue: (cutoff, limit) => Prisma.sql`
       UPDATE hearts h SET ip = NULL, subnet = NULL, user_agent = NULL
       WHERE h.id = ANY(ARRAY(SELECT id FROM hearts WHERE ${ADDRESS_HELD} AND created_at < ${cutoff}::timestamptz
                      ORDER BY created_at LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))`,
+    // One entry of hearts_address_held_idx.
+    oldest: Prisma.sql`SELECT min(created_at) AS oldest FROM hearts WHERE ${ADDRESS_HELD}`,
   });
 }

@@ -1,7 +1,7 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
-import type { RetentionRule } from "../shared/adapters/retention-rule.js";
-import { ADDRESS_HELD, addressErasureRule } from "../shared/adapters/voter-address-erasure.js";
+import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { ADDRESS_HELD } from "../shared/adapters/voter-address-erasure.js";
 import { DomainError, unknownServer } from "../shared/rpc/errors.js";
 import { generateClickToken } from "../shared/runtime/secrets.js";
 import type { RecordClickCommand } from "./domain/commands.js";
@@ -59,16 +59,18 @@ export async function recordClick(deps: CoreDeps, command: RecordClickCommand): 
  * `keepSeconds` is ADDRESS_RETENTION_HOURS (services/shared/runtime/address-settings.ts).
  */
 export function clickAddressesRetention(keepSeconds: number): RetentionRule {
-  return addressErasureRule({
+  return statementRule({
     name: "click_addresses",
     table: "referral_clicks",
     keepSeconds,
     // Bounded: reads at most `limit` entries of referral_clicks_address_held_idx (only the clicks still holding an address, oldest first;
     // never the table) and writes those rows by primary key (= ANY of the array: an index scan of the keys; an IN
     // subquery is planned as a hash join that reads the whole table); rows another writer holds are skipped.
-    erase: (cutoff, limit) => Prisma.sql`
+    removeDue: (cutoff, limit) => Prisma.sql`
       UPDATE referral_clicks c SET ip = NULL, subnet = NULL, user_agent = NULL
       WHERE c.id = ANY(ARRAY(SELECT id FROM referral_clicks WHERE ${ADDRESS_HELD} AND created_at < ${cutoff}::timestamptz
                      ORDER BY created_at LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))`,
+    // One entry of referral_clicks_address_held_idx.
+    oldest: Prisma.sql`SELECT min(created_at) AS oldest FROM referral_clicks WHERE ${ADDRESS_HELD}`,
   });
 }

@@ -1,8 +1,8 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import type { SqlTx } from "../shared/adapters/sql/executor.js";
-import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 
 /**
  * Every SQL statement of the relay, one named function each, so relay.ts reads as steps. Within a
@@ -134,20 +134,14 @@ export async function readUnpublishedLag(prisma: PrismaClient): Promise<{ waitin
  * marked in a pass not yet committed reads as unpublished here and stays.
  */
 export function publishedOutboxRetention(keepSeconds: number): RetentionRule {
-  return {
+  return statementRule({
     name: "published_outbox",
     table: "outbox",
-    removeBatch: (db, now, limit) =>
-      // Reads at most `limit` entries of the published_at index and their rows; deletes those.
-      executeSql(
-        db,
-        Prisma.sql`
-          DELETE FROM outbox WHERE published_at < ${cutoffOf(now, keepSeconds)}::timestamptz AND id IN (
-            SELECT id FROM outbox WHERE published_at IS NOT NULL AND published_at < ${cutoffOf(now, keepSeconds)}::timestamptz
-            ORDER BY published_at LIMIT ${limit}::int)`,
-      ),
+    keepSeconds,
+    // Reads at most `limit` entries of the published_at index and their rows; deletes those.
+    removeDue: (cut, limit) => Prisma.sql`DELETE FROM outbox WHERE published_at < ${cut}::timestamptz AND id IN (
+      SELECT id FROM outbox WHERE published_at IS NOT NULL AND published_at < ${cut}::timestamptz ORDER BY published_at LIMIT ${limit}::int)`,
     // One entry of the published_at index.
-    oldestAge: (db, now) =>
-      readOldestAge(db, Prisma.sql`SELECT min(published_at) AS oldest FROM outbox WHERE published_at IS NOT NULL`, now),
-  };
+    oldest: Prisma.sql`SELECT min(published_at) AS oldest FROM outbox WHERE published_at IS NOT NULL`,
+  });
 }

@@ -3,7 +3,7 @@ import { clickAddressesRetention } from "../referral/record-click.js";
 import { attemptExchangeRetention } from "../delivery/pipeline/attempt-log.js";
 import { deadLetterRetention } from "../shared/adapters/dead-letters.js";
 import { expiredClaimRetention } from "../claims/write-vote-claims.js";
-import { loginLinkRetention, sessionRetention } from "../access/dashboard-sessions.js";
+import { expiredAccessRetention } from "../access/dashboard-sessions.js";
 import { publishedOutboxRetention } from "../relay/statements.js";
 import type { RetentionRule } from "../shared/adapters/retention-rule.js";
 import type { RetentionSettings } from "./retention-settings.js";
@@ -18,8 +18,8 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     publishedOutboxRetention(settings.publishedOutboxSeconds),
     attemptExchangeRetention(settings.attemptExchangeSeconds),
     deadLetterRetention(settings.deadLetterSeconds),
-    loginLinkRetention(settings.dashboardExpiredSeconds),
-    sessionRetention(settings.dashboardExpiredSeconds),
+    expiredAccessRetention("dashboard_login_links", settings.dashboardExpiredSeconds),
+    expiredAccessRetention("dashboard_sessions", settings.dashboardExpiredSeconds),
     expiredClaimRetention(settings.expiredClaimSeconds),
     addressVotersRetention(settings.addressVotersSeconds),
     // Voters' IP, subnet and user agent on hearts and clicks: erased (set to null) past the address horizon; their

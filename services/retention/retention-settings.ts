@@ -57,8 +57,7 @@ export function readRetentionSettings(r: EnvReader, fraudRules: FraudRules): Ret
     deadLetterSeconds: r.int("RETENTION_DEAD_LETTER_DAYS", 30, { min: 1, max: 3_650 }) * DAY_SECONDS,
     dashboardExpiredSeconds: r.int("RETENTION_DASHBOARD_EXPIRED_HOURS", 24, { min: 0, max: 24 * 3_650 }) * HOUR_SECONDS,
     expiredClaimSeconds: r.int("RETENTION_EXPIRED_CLAIM_DAYS", 30, { min: 1, max: 3_650 }) * DAY_SECONDS,
-    addressVotersSeconds:
-      longestIdentityWindowSeconds + r.int("RETENTION_ADDRESS_VOTERS_MARGIN_HOURS", 24, { min: 0, max: 24 * 365 }) * HOUR_SECONDS,
+    addressVotersSeconds: longestIdentityWindowSeconds + r.int("RETENTION_ADDRESS_VOTERS_MARGIN_HOURS", 24, { min: 0, max: 24 * 365 }) * HOUR_SECONDS,
     voterAddressSeconds: readAddressSettings(r).retentionHours * HOUR_SECONDS,
   };
 }

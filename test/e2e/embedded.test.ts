@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { openToOthers } from "../helpers/file-modes.js";
+import { eventually } from "../helpers/eventually.js";
 import { randomBytes } from "node:crypto";
 import { freePorts, REPO_ROOT, useProcesses, type ProcessGroup } from "../../scripts/harness/processes.js";
 import { openLoginLink, ownerApi } from "../helpers/owner-session.js";
@@ -78,6 +79,13 @@ test("npm start with no DATABASE_URL/KAFKA_BROKERS: ready within 60 s, the banne
 
   t.is((await fetch(`http://127.0.0.1:${port}/metrics`)).status, 404, "no /metrics on the public port");
   t.regex(await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text(), /requests_total/, "/metrics on the ops port");
+  // Retention runs here as in the referral service: its first pass starts with the process.
+  await eventually(
+    async () => /retention_oldest_row_age_seconds\{rule="published_outbox"/.test(await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text()),
+    {
+      message: "the retention loop's first pass on /metrics",
+    },
+  );
   // The newcomer's way to the owner dashboard: run the printed buf curl, open the link it mints.
   const [, loginExample] = await first.proc.waitForOutput(LOGIN_EXAMPLE, 30_000);
   const { stdout: minted } = await run("bash", ["-c", loginExample!], { cwd: REPO_ROOT, timeout: 60_000 });

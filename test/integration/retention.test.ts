@@ -9,7 +9,7 @@ import { Registry } from "prom-client";
 import { Prisma } from "../../gen/prisma/client.js";
 import { PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
 import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
-import { loginLinkRetention, sessionRetention } from "../../services/access/dashboard-sessions.js";
+import { expiredAccessRetention } from "../../services/access/dashboard-sessions.js";
 import { claimOldestHeld, readStanding } from "../../services/claims/ledger-store.js";
 import { toLedgerPlayer } from "../../services/claims/ledger-player.js";
 import { expiredClaimRetention } from "../../services/claims/write-vote-claims.js";
@@ -27,6 +27,7 @@ import { createLogger } from "../../services/shared/runtime/log.js";
 import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js";
 import { captureLog } from "../helpers/capture-log.js";
 import { eventually } from "../helpers/eventually.js";
+import { testOutboxRow } from "../helpers/outbox-row.js";
 
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
@@ -54,9 +55,7 @@ function pass(rules: RetentionRule[], opts: { batchRows?: number; passMaxRows?: 
 async function insertOutbox(rows: { publishedAt: Date | null; createdAt?: Date }[]): Promise<bigint[]> {
   const ids: bigint[] = [];
   for (const r of rows) {
-    const row = await db.prisma.outboxMessage.create({
-      data: { topic: "t", key: "k", type: "test.event", payload: Buffer.from("x"), shard: 0, publishedAt: r.publishedAt, createdAt: r.createdAt ?? ago(DAY_MS) },
-    });
+    const row = await db.prisma.outboxMessage.create({ data: testOutboxRow({ publishedAt: r.publishedAt, createdAt: r.createdAt ?? ago(DAY_MS) }) });
     ids.push(row.id);
   }
   return ids;
@@ -66,22 +65,25 @@ async function outboxIds(): Promise<bigint[]> {
   return (await db.prisma.outboxMessage.findMany({ select: { id: true }, orderBy: { id: "asc" } })).map((r) => r.id);
 }
 
-test.serial("published outbox rows older than the limit go; younger published rows and every unpublished row stay; a second pass removes nothing", async (t) => {
-  await db.prisma.outboxMessage.deleteMany();
-  const rule = publishedOutboxRetention(300);
-  const [old1, old2, young, unpublishedOld] = await insertOutbox([
-    { publishedAt: ago(301_000) },
-    { publishedAt: ago(DAY_MS) },
-    { publishedAt: ago(299_000) },
-    { publishedAt: null, createdAt: ago(30 * DAY_MS) },
-  ]);
-  const first = await pass([rule]);
-  t.is(first.removed.published_outbox, 2);
-  t.deepEqual(await outboxIds(), [young!, unpublishedOld!]);
-  t.false([old1, old2].some((id) => id === young));
-  t.is(first.oldestAgeSeconds.published_outbox, 299, "the oldest published row left is the young one");
-  t.is((await pass([rule])).removed.published_outbox, 0);
-});
+test.serial(
+  "published outbox rows older than the limit go; younger published rows and every unpublished row stay; a second pass removes nothing",
+  async (t) => {
+    await db.prisma.outboxMessage.deleteMany();
+    const rule = publishedOutboxRetention(300);
+    const [old1, old2, young, unpublishedOld] = await insertOutbox([
+      { publishedAt: ago(301_000) },
+      { publishedAt: ago(DAY_MS) },
+      { publishedAt: ago(299_000) },
+      { publishedAt: null, createdAt: ago(30 * DAY_MS) },
+    ]);
+    const first = await pass([rule]);
+    t.is(first.removed.published_outbox, 2);
+    t.deepEqual(await outboxIds(), [young!, unpublishedOld!]);
+    t.false([old1, old2].some((id) => id === young));
+    t.is(first.oldestAgeSeconds.published_outbox, 299, "the oldest published row left is the young one");
+    t.is((await pass([rule])).removed.published_outbox, 0);
+  },
+);
 
 test.serial("a pass removes at most its budget (RETENTION_PASS_MAX_ROWS) in batches of RETENTION_BATCH_ROWS; the next pass removes the rest", async (t) => {
   await db.prisma.outboxMessage.deleteMany();
@@ -161,28 +163,40 @@ async function deliveryWithAttempt(serverId: string, fields: Prisma.DeliveryUnch
 async function exchangeOf(id: bigint) {
   return db.prisma.deliveryAttempt.findUniqueOrThrow({
     where: { id },
-    select: { requestHeaders: true, requestBody: true, responseHeaders: true, responseBody: true, statusCode: true, latencyMs: true, succeeded: true, startedAt: true },
+    select: {
+      requestHeaders: true,
+      requestBody: true,
+      responseHeaders: true,
+      responseBody: true,
+      statusCode: true,
+      latencyMs: true,
+      succeeded: true,
+      startedAt: true,
+    },
   });
 }
 
-test.serial("an attempt's exchange is dropped 30 days after its delivery was delivered or failed; pending (held) and younger ones keep theirs; the row keeps status and timing", async (t) => {
-  const server = await db.prisma.server.create({ data: { name: "attempts" } });
-  const rule = attemptExchangeRetention(30 * 86_400);
-  const deliveredOld = await deliveryWithAttempt(server.id, { status: "delivered", deliveredAt: ago(31 * DAY_MS) }, ago(31 * DAY_MS + 1000));
-  const failedOld = await deliveryWithAttempt(server.id, { status: "failed", failedAt: ago(31 * DAY_MS) }, ago(35 * DAY_MS));
-  const deliveredYoung = await deliveryWithAttempt(server.id, { status: "delivered", deliveredAt: ago(29 * DAY_MS) }, ago(31 * DAY_MS));
-  const failedYoung = await deliveryWithAttempt(server.id, { status: "failed", failedAt: ago(29 * DAY_MS) }, ago(40 * DAY_MS));
-  const held = await deliveryWithAttempt(server.id, { status: "pending", parkedAt: ago(50 * DAY_MS) }, ago(60 * DAY_MS));
-  const first = await pass([rule]);
-  t.is(first.removed.delivery_attempt_exchanges, 2);
-  for (const id of [deliveredOld, failedOld]) {
-    const a = await exchangeOf(id);
-    t.like(a, { requestHeaders: null, requestBody: null, responseHeaders: null, responseBody: null, statusCode: 200, latencyMs: 12, succeeded: true });
-  }
-  for (const id of [deliveredYoung, failedYoung, held]) t.is((await exchangeOf(id)).requestBody, '{"username":"voter"}');
-  t.is(first.oldestAgeSeconds.delivery_attempt_exchanges, 60 * 86_400, "the held delivery's attempt is the oldest exchange kept");
-  t.is((await pass([rule])).removed.delivery_attempt_exchanges, 0);
-});
+test.serial(
+  "an attempt's exchange is dropped 30 days after its delivery was delivered or failed; pending (held) and younger ones keep theirs; the row keeps status and timing",
+  async (t) => {
+    const server = await db.prisma.server.create({ data: { name: "attempts" } });
+    const rule = attemptExchangeRetention(30 * 86_400);
+    const deliveredOld = await deliveryWithAttempt(server.id, { status: "delivered", deliveredAt: ago(31 * DAY_MS) }, ago(31 * DAY_MS + 1000));
+    const failedOld = await deliveryWithAttempt(server.id, { status: "failed", failedAt: ago(31 * DAY_MS) }, ago(35 * DAY_MS));
+    const deliveredYoung = await deliveryWithAttempt(server.id, { status: "delivered", deliveredAt: ago(29 * DAY_MS) }, ago(31 * DAY_MS));
+    const failedYoung = await deliveryWithAttempt(server.id, { status: "failed", failedAt: ago(29 * DAY_MS) }, ago(40 * DAY_MS));
+    const held = await deliveryWithAttempt(server.id, { status: "pending", parkedAt: ago(50 * DAY_MS) }, ago(60 * DAY_MS));
+    const first = await pass([rule]);
+    t.is(first.removed.delivery_attempt_exchanges, 2);
+    for (const id of [deliveredOld, failedOld]) {
+      const a = await exchangeOf(id);
+      t.like(a, { requestHeaders: null, requestBody: null, responseHeaders: null, responseBody: null, statusCode: 200, latencyMs: 12, succeeded: true });
+    }
+    for (const id of [deliveredYoung, failedYoung, held]) t.is((await exchangeOf(id)).requestBody, '{"username":"voter"}');
+    t.is(first.oldestAgeSeconds.delivery_attempt_exchanges, 60 * 86_400, "the held delivery's attempt is the oldest exchange kept");
+    t.is((await pass([rule])).removed.delivery_attempt_exchanges, 0);
+  },
+);
 
 test.serial("attempts of deliveries still pending ahead of due ones do not stop the exchange rule: it steps over them, a window at a time", async (t) => {
   const server = await db.prisma.server.create({ data: { name: "attempts-window" } });
@@ -205,7 +219,10 @@ test.serial("dead letters older than the limit go, younger stay; a second pass r
   const young = await letter(ago(29 * DAY_MS));
   const rule = deadLetterRetention(30 * 86_400);
   t.is((await pass([rule])).removed.dead_letters, 1);
-  t.deepEqual((await db.prisma.deadLetter.findMany({ select: { id: true } })).map((r) => r.id), [young.id]);
+  t.deepEqual(
+    (await db.prisma.deadLetter.findMany({ select: { id: true } })).map((r) => r.id),
+    [young.id],
+  );
   t.is((await pass([rule])).removed.dead_letters, 0);
 });
 
@@ -220,7 +237,7 @@ test.serial("login links and sessions expired longer than the margin go; expired
   await session(ago(25 * HOUR_MS));
   await session(ago(26 * HOUR_MS), ago(30 * HOUR_MS));
   const keptSessions = [(await session(ago(23 * HOUR_MS))).id, (await session(new Date(NOW.getTime() + HOUR_MS))).id];
-  const rules = [loginLinkRetention(24 * 3_600), sessionRetention(24 * 3_600)];
+  const rules = [expiredAccessRetention("dashboard_login_links", 24 * 3_600), expiredAccessRetention("dashboard_sessions", 24 * 3_600)];
   const first = await pass(rules);
   t.deepEqual(first.removed, { dashboard_login_links: 1, dashboard_sessions: 2 });
   t.deepEqual((await db.prisma.dashboardLoginLink.findMany({ where: { ownerId: owner.id }, select: { id: true } })).map((r) => r.id).sort(), keptLinks.sort());
@@ -249,21 +266,24 @@ async function ledgerRow(serverId: string, steamId: string, row: { state: "held"
   return heartId;
 }
 
-test.serial("expired ledger rows expired longer than the limit go; held, claimed, withdrawn and recently expired rows stay; a second pass removes nothing", async (t) => {
-  const server = await db.prisma.server.create({ data: { name: "ledger", claimsEnabled: true } });
-  const steam = "76561198000000001";
-  await ledgerRow(server.id, steam, { state: "expired", countedAt: ago(70 * DAY_MS), expiredAt: ago(31 * DAY_MS) });
-  const kept = [
-    await ledgerRow(server.id, steam, { state: "expired", countedAt: ago(60 * DAY_MS), expiredAt: ago(29 * DAY_MS) }),
-    await ledgerRow(server.id, steam, { state: "held", countedAt: ago(90 * DAY_MS) }),
-    await ledgerRow(server.id, steam, { state: "claimed", countedAt: ago(90 * DAY_MS) }),
-    await ledgerRow(server.id, steam, { state: "withdrawn", countedAt: ago(90 * DAY_MS) }),
-  ];
-  const rule = expiredClaimRetention(30 * 86_400);
-  t.is((await pass([rule])).removed.expired_vote_claims, 1);
-  t.deepEqual((await db.prisma.voteClaim.findMany({ where: { serverId: server.id }, select: { heartId: true } })).map((r) => r.heartId).sort(), kept.sort());
-  t.is((await pass([rule])).removed.expired_vote_claims, 0);
-});
+test.serial(
+  "expired ledger rows expired longer than the limit go; held, claimed, withdrawn and recently expired rows stay; a second pass removes nothing",
+  async (t) => {
+    const server = await db.prisma.server.create({ data: { name: "ledger", claimsEnabled: true } });
+    const steam = "76561198000000001";
+    await ledgerRow(server.id, steam, { state: "expired", countedAt: ago(70 * DAY_MS), expiredAt: ago(31 * DAY_MS) });
+    const kept = [
+      await ledgerRow(server.id, steam, { state: "expired", countedAt: ago(60 * DAY_MS), expiredAt: ago(29 * DAY_MS) }),
+      await ledgerRow(server.id, steam, { state: "held", countedAt: ago(90 * DAY_MS) }),
+      await ledgerRow(server.id, steam, { state: "claimed", countedAt: ago(90 * DAY_MS) }),
+      await ledgerRow(server.id, steam, { state: "withdrawn", countedAt: ago(90 * DAY_MS) }),
+    ];
+    const rule = expiredClaimRetention(30 * 86_400);
+    t.is((await pass([rule])).removed.expired_vote_claims, 1);
+    t.deepEqual((await db.prisma.voteClaim.findMany({ where: { serverId: server.id }, select: { heartId: true } })).map((r) => r.heartId).sort(), kept.sort());
+    t.is((await pass([rule])).removed.expired_vote_claims, 0);
+  },
+);
 
 test.serial("pay-once: a heart whose expired ledger row was removed is never claimed nor paid; the claim takes the player's held heart only", async (t) => {
   const server = await db.prisma.server.create({ data: { name: "pay-once", claimsEnabled: true, payOnce: true } });

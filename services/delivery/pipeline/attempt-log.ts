@@ -359,7 +359,6 @@ export function attemptExchangeRetention(keepSeconds: number): RetentionRule {
       return 0;
     },
     // One entry of the partial index of attempts holding an exchange.
-    oldestAge: (db, now) =>
-      readOldestAge(db, Prisma.sql`SELECT min(a.started_at) AS oldest FROM delivery_attempts a WHERE ${HOLDS_EXCHANGE_SQL}`, now),
+    oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT min(a.started_at) AS oldest FROM delivery_attempts a WHERE ${HOLDS_EXCHANGE_SQL}`, now),
   };
 }

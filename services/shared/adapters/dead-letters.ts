@@ -2,7 +2,7 @@ import { Counter, type Registry } from "prom-client";
 import { Prisma } from "../../../gen/prisma/client.js";
 import type { PrismaClient } from "./db.js";
 import { executeSql, runSql, type SqlTx } from "./sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "./retention-rule.js";
+import { statementRule, type RetentionRule } from "./retention-rule.js";
 
 /**
  * Dead letters: outbox rows and bus messages that can never be published or decoded
@@ -140,18 +140,14 @@ export async function listDeadLetters(
  * operator had that long to read, replay or drop it; the `dead_letters_total` counter keeps the count).
  */
 export function deadLetterRetention(keepSeconds: number): RetentionRule {
-  return {
+  return statementRule({
     name: "dead_letters",
     table: "dead_letters",
-    removeBatch: (db, now, limit) =>
-      // Reads at most `limit` entries of the created_at index and their rows; deletes those.
-      executeSql(
-        db,
-        Prisma.sql`
-          DELETE FROM dead_letters WHERE created_at < ${cutoffOf(now, keepSeconds)}::timestamptz AND id IN (
-            SELECT id FROM dead_letters WHERE created_at < ${cutoffOf(now, keepSeconds)}::timestamptz ORDER BY created_at LIMIT ${limit}::int)`,
-      ),
+    keepSeconds,
+    // Reads at most `limit` entries of the created_at index and their rows; deletes those.
+    removeDue: (cut, limit) => Prisma.sql`DELETE FROM dead_letters WHERE created_at < ${cut}::timestamptz AND id IN (
+      SELECT id FROM dead_letters WHERE created_at < ${cut}::timestamptz ORDER BY created_at LIMIT ${limit}::int)`,
     // One entry of the created_at index.
-    oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT min(created_at) AS oldest FROM dead_letters`, now),
-  };
+    oldest: Prisma.sql`SELECT min(created_at) AS oldest FROM dead_letters`,
+  });
 }

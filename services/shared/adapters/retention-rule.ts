@@ -1,5 +1,5 @@
 import type { PrismaClient } from "./db.js";
-import { runSql, type Sql } from "./sql/executor.js";
+import { executeSql, runSql, type Sql } from "./sql/executor.js";
 
 /**
  * One retention rule: which rows of one table age out, and how to remove (or erase the fields of) a batch
@@ -45,4 +45,26 @@ export function cutoffOf(now: Date, keepSeconds: number): Date {
 export async function readOldestAge(db: PrismaClient, read: Sql, now: Date): Promise<number | null> {
   const [row] = await runSql<{ oldest: Date | null }>(db, read);
   return row?.oldest ? ageSeconds(now, row.oldest) : null;
+}
+
+/** What a rule whose batch is one statement gives (statementRule): its SQL, written in the table's owner module. */
+export interface StatementRuleSpec {
+  name: string;
+  table: string;
+  /** How long a row is kept (from the rule's age column). */
+  keepSeconds: number;
+  /** The statement that removes (or erases) at most `limit` rows whose age column is before `cut`; its command tag counts them. */
+  removeDue(cut: Date, limit: number): Sql;
+  /** The read of the oldest age-column value the rule governs, as column `oldest` (NULL when none). */
+  oldest: Sql;
+}
+
+/** A RetentionRule whose batch is the one statement `spec.removeDue` builds. */
+export function statementRule(spec: StatementRuleSpec): RetentionRule {
+  return {
+    name: spec.name,
+    table: spec.table,
+    removeBatch: (db, now, limit) => executeSql(db, spec.removeDue(cutoffOf(now, spec.keepSeconds), limit)),
+    oldestAge: (db, now) => readOldestAge(db, spec.oldest, now),
+  };
 }

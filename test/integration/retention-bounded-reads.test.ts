@@ -1,0 +1,98 @@
+/**
+ * Every retention statement finds the rows past its age limit as a range of an index led by its age column: on a
+ * table of thousands of rows that must stay (young ones, and rows the rule never removes), a batch reads about the
+ * rows it removes, never the table. Each rule's statements are recorded (not run), then run under EXPLAIN ANALYZE
+ * and rolled back (test/helpers/rows-read.ts).
+ */
+import { randomUUID } from "node:crypto";
+import test from "ava";
+import type pg from "pg";
+import { Prisma } from "../../gen/prisma/client.js";
+import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
+import { retentionRules } from "../../services/retention/retention-rules.js";
+import { readRetentionSettings } from "../../services/retention/retention-settings.js";
+import type { PrismaClient } from "../../services/shared/adapters/db.js";
+import { executeSql, registerSqlPool } from "../../services/shared/adapters/sql/executor.js";
+import { createEnvReader } from "../../services/shared/runtime/config.js";
+import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js";
+import { rowsReadByTable } from "../helpers/rows-read.js";
+
+/** Rows that must stay, per table; and rows past every limit, per table. */
+const KEPT = 3_000;
+const DUE = 3;
+const NOW = new Date("2027-03-01T12:00:00.000Z");
+
+let db: TestDatabase;
+test.before(async () => {
+  db = await createTestDatabase();
+  const server = await db.prisma.server.create({ data: { name: "history" } });
+  const owner = await db.prisma.owner.create({ data: { id: "history-owner", displayName: "o" } });
+  const seed = (sql: Prisma.Sql) => executeSql(db.prisma, sql);
+  const rows = (n: number, young: boolean) => ({ n, young });
+  for (const { n, young } of [rows(KEPT, true), rows(DUE, false)]) {
+    // young: under a minute ago (inside every limit); old: 400 days ago (past every limit).
+    const at = young
+      ? Prisma.sql`${NOW}::timestamptz - (g % 60) * interval '1 second'`
+      : Prisma.sql`${NOW}::timestamptz - interval '400 days' - g * interval '1 second'`;
+    await seed(Prisma.sql`INSERT INTO outbox (topic, key, type, payload, shard, created_at, published_at)
+      SELECT 't', 'k', 'e', '\\x00', 0, ${at}, ${at} FROM generate_series(1, ${n}::int) g`);
+    await seed(Prisma.sql`INSERT INTO dead_letters (source, code, reason, topic, key, payload, created_at)
+      SELECT 'delivery', 'undecodable', 'r', 't', 'k', '\\x00', ${at} FROM generate_series(1, ${n}::int) g`);
+    await seed(Prisma.sql`INSERT INTO dashboard_login_links (id, owner_id, token_hash, created_at, expires_at)
+      SELECT gen_random_uuid(), ${owner.id}, gen_random_uuid()::text, ${at}, ${at} FROM generate_series(1, ${n}::int) g`);
+    await seed(Prisma.sql`INSERT INTO dashboard_sessions (id, owner_id, token_hash, created_at, expires_at)
+      SELECT gen_random_uuid(), ${owner.id}, gen_random_uuid()::text, ${at}, ${at} FROM generate_series(1, ${n}::int) g`);
+    await seed(Prisma.sql`INSERT INTO heart_address_voters (server_id, address, voter_identity, last_counted_at)
+      SELECT ${server.id}::uuid, '203.0.113.' || (g % 200), ${young ? "young" : "old"} || g, ${at} FROM generate_series(1, ${n}::int) g`);
+    await seed(Prisma.sql`INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, counted_at, expires_at, state, expired_reason, expired_at)
+      SELECT gen_random_uuid(), ${server.id}::uuid, 'name:v' || g, 'v' || g, ${at}, ${at}, 'expired', 'window', ${at} FROM generate_series(1, ${n}::int) g`);
+    // Deliveries delivered at `at`, one attempt each with its exchange.
+    await seed(Prisma.sql`WITH d AS (
+        INSERT INTO deliveries (id, server_id, heart_id, dedup_key, event_type, username, voter_identity, period, counted_at, status, delivered_at, created_at)
+        SELECT gen_random_uuid(), ${server.id}::uuid, gen_random_uuid(), 'd' || g || ${randomUUID()}, 'heart.counted', 'v', 'v', '2027-03', ${at}, 'delivered', ${at}, ${at}
+        FROM generate_series(1, ${n}::int) g RETURNING id, delivered_at)
+      INSERT INTO delivery_attempts (delivery_id, server_id, attempt, url, started_at, status_code, latency_ms, succeeded, request_body, response_body)
+      SELECT id, ${server.id}::uuid, 1, 'https://example.test/', delivered_at, 200, 5, true, '{}', 'ok' FROM d`);
+  }
+  // Rows no rule removes, however old: held ledger rows, unpublished outbox rows, attempts of held deliveries.
+  await seed(Prisma.sql`INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, counted_at, expires_at)
+    SELECT gen_random_uuid(), ${server.id}::uuid, 'name:h' || g, 'h' || g, ${NOW}::timestamptz - interval '500 days', ${NOW}::timestamptz - interval '470 days'
+    FROM generate_series(1, ${KEPT}::int) g`);
+  await seed(Prisma.sql`INSERT INTO outbox (topic, key, type, payload, shard, created_at)
+    SELECT 't', 'k', 'e', '\\x00', 0, ${NOW}::timestamptz - interval '500 days' FROM generate_series(1, ${KEPT}::int) g`);
+  await seed(Prisma.sql`ANALYZE`);
+});
+test.after.always(async () => {
+  if (!process.env.KEEP_DB) await db?.drop();
+  else console.log(db.url);
+});
+
+/** A client that records the statements a rule sends and answers each with no rows (so nothing runs). */
+function recordingOnly(): { client: PrismaClient; statements: Prisma.Sql[] } {
+  const statements: Prisma.Sql[] = [];
+  const pool = {
+    query: async (config: { text: string; values?: unknown[] }) => {
+      statements.push({ text: config.text, values: config.values ?? [] } as unknown as Prisma.Sql);
+      return { rows: [], rowCount: 0 };
+    },
+  };
+  const client = {} as PrismaClient;
+  registerSqlPool(client, { pool: pool as unknown as pg.Pool, nameOf: undefined });
+  return { client, statements };
+}
+
+test("each rule's batch (limit 10) and oldest-age read, on thousands of rows that stay, read about the rows due, never the table", async (t) => {
+  const rules = retentionRules(readRetentionSettings(createEnvReader({}), DEFAULT_FRAUD_RULES));
+  const over: string[] = [];
+  for (const rule of rules) {
+    const recorded = recordingOnly();
+    await rule.removeBatch(recorded.client, NOW, 10);
+    await rule.oldestAge(recorded.client, NOW);
+    t.true(recorded.statements.length >= 2, rule.name);
+    for (const statement of recorded.statements) {
+      const read = await rowsReadByTable(db.prisma, statement);
+      for (const [table, rows] of Object.entries(read)) if (rows > 4 * DUE + 2) over.push(`${rule.name} read ${rows} rows of ${table}: ${statement.text}`);
+    }
+  }
+  t.deepEqual(over, []);
+});

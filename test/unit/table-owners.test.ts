@@ -42,7 +42,7 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   callback_endpoints: ["services/servers/endpoint-store.ts", "services/delivery/pipeline/endpoint-health.ts"],
   secrets_key_check: ["services/shared/adapters/secrets-key-check.ts"],
   webhook_signing_keys: ["services/servers/webhook-signing-keys.ts"],
-  // The claim ledger: CastHeart's hold and expiry, the claim, pay-once's withdrawal.
+  // The claim ledger: CastHeart's hold and expiry, the claim, pay-once's withdrawal, retention's removal of expired rows.
   vote_claims: ["services/claims/write-vote-claims.ts"],
   delivery_workers: ["services/delivery/pipeline/worker-liveness.ts"],
   // Pay-once mode: every payout write and the one "still payable" rule.

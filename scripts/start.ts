@@ -43,6 +43,7 @@ import { loadOrCreateTokenFile } from "../services/shared/runtime/token-file.js"
 import { applyMigrations } from "./db/schema-engine.js";
 import { readFraudRules } from "../services/hearts/read-fraud-rules.js";
 import { readAbuseRules } from "../services/referral/read-abuse-rules.js";
+import { readAddressSettings } from "../services/shared/runtime/address-settings.js";
 import { readRetentionSettings } from "../services/retention/retention-settings.js";
 import { createRetentionLoop } from "../services/retention/run-retention.js";
 
@@ -64,6 +65,7 @@ function loadConfig() {
     dispatch: readDispatchSettings(r),
     fraudRules,
     abuseRules: readAbuseRules(r),
+    addresses: readAddressSettings(r),
     adminToken: readServiceToken(r, "ADMIN_SERVICE_TOKEN", { required: false }),
     retention: readRetentionSettings(r, fraudRules),
   });
@@ -311,6 +313,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     publicBaseUrl,
     fraudRules: config.fraudRules,
     abuseRules: config.abuseRules,
+    addressKeyVersion: config.addresses.keyVersion,
   });
   const rpcPort = await rpc.listen(config.rpcPort, config.host);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;

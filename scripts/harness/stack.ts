@@ -56,6 +56,8 @@ export interface TestStack {
   secretBox: SecretBox;
   /** The referral service's logger. */
   log: Logger;
+  /** The referral service's metrics (what its /metrics serves). */
+  metrics: Metrics;
   /** Base URL of the referral service (HTTP/2 cleartext). */
   rpcUrl: string;
   clients: ServiceClients;
@@ -133,11 +135,12 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
   const clock = { now: opts.now ?? (() => new Date()) };
   const now = () => clock.now();
   let gatewayUrl = "";
+  const metrics = createMetrics("referral-service");
   const rpc = createReferralServiceServer({
     prisma: db.prisma,
     secretBox,
     log,
-    metrics: createMetrics("referral-service"),
+    metrics,
     now,
     allowInsecureCallbacks: opts.allowInsecureCallbacks ?? true,
     callbackTimeoutMs: opts.callbackTimeoutMs ?? 10_000,
@@ -209,6 +212,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
     prisma: db.prisma,
     secretBox,
     log,
+    metrics,
     rpcUrl,
     clients,
     gatewayUrl,

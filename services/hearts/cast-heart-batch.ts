@@ -15,6 +15,7 @@ import {
 } from "../shared/runtime/group-commit.js";
 import { toOutboxRow } from "../shared/adapters/outbox.js";
 import { timeOrderedId } from "../shared/values/ids.js";
+import { addressPseudonyms, currentAddressKey } from "../shared/values/address-key.js";
 import { periodOf } from "../shared/values/period.js";
 import type { FraudRules } from "./domain/fraud-rules.js";
 import type { VoterAddress } from "./domain/ip.js";
@@ -219,6 +220,7 @@ async function castRound(
   const writes: HeartWrite[] = [];
   const writer: number[] = [];
   const results: HeartCastResult[] = [];
+  const addressKey = currentAddressKey(deps);
   round.forEach((i, n) => {
     const cast = casts[i]!;
     const context = contexts[n]!;
@@ -234,6 +236,7 @@ async function castRound(
       voterIdentity: cast.voterIdentity,
       ip: cast.address.ip,
       subnet: cast.address.subnet,
+      ...addressPseudonyms(addressKey, cast.address),
       userAgent: cast.userAgent,
       ids: cast.ids ?? NO_PLATFORM_IDS,
       fraudScore: verdict.score,

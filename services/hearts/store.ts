@@ -2,6 +2,7 @@ import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
 import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
+import { ADDRESS_HELD } from "../shared/adapters/voter-address-erasure.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
 import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-heart.js";
 import type { StreakState } from "./domain/streak.js";
@@ -16,6 +17,9 @@ export interface HeartRecord {
   voterIdentity: string;
   ip: string;
   subnet: string;
+  /** Keyed pseudonyms of the IP and the subnet (services/shared/values/address-key.ts), kept after the address is erased. */
+  ipKey: string | null;
+  subnetKey: string | null;
   userAgent: string;
   /** The voter's platform ids (normal form; null when not given). */
   ids: PlatformIds;
@@ -155,9 +159,10 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
         ${col((w) => JSON.stringify(w.heart.fraudReasons))}::text[], ${col((w) => w.heart.period)}::text[],
         ${col((w) => w.heart.at.toISOString())}::timestamptz[], ${col((w) => count(w)?.streakDay ?? null)}::int[],
         ${col((w) => w.heart.ids.steamId)}::text[], ${col((w) => w.heart.ids.discordId)}::text[],
-        ${col((w) => w.heart.ids.minecraftUuid)}::text[], ${col((w) => w.heart.ids.accountId)}::text[]
+        ${col((w) => w.heart.ids.minecraftUuid)}::text[], ${col((w) => w.heart.ids.accountId)}::text[],
+        ${col((w) => w.heart.ipKey)}::text[], ${col((w) => w.heart.subnetKey)}::text[]
       ) AS t(idx, kind, id, server_id, username, voter_identity, ip, subnet, user_agent, fraud_score, fraud_reasons, period, at, streak_day,
-             steam_id, discord_id, minecraft_uuid, account_id)
+             steam_id, discord_id, minecraft_uuid, account_id, ip_key, subnet_key)
       -- The batch's size, so the planner looks its servers up by key rather than hashing every server of the list
       -- (as in insert-deliveries.ts).
       LIMIT ${writes.length}::int
@@ -187,10 +192,10 @@ export async function writeHearts(prisma: PrismaClient, writes: readonly HeartWr
       ON CONFLICT (server_id, address, voter_identity) DO UPDATE SET last_counted_at = GREATEST(a.last_counted_at, EXCLUDED.last_counted_at)
     ), hearts_written AS (
       INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons,
-                          period, streak_day, created_at, steam_id, discord_id, minecraft_uuid, account_id)
+                          period, streak_day, created_at, steam_id, discord_id, minecraft_uuid, account_id, ip_key, subnet_key)
       SELECT id, server_id, username, voter_identity, ip, subnet, user_agent, kind = 'count', CASE WHEN kind = 'count' THEN 'counted' ELSE kind END,
              fraud_score, ARRAY(SELECT jsonb_array_elements_text(fraud_reasons::jsonb)), period, streak_day, at,
-             steam_id, discord_id, minecraft_uuid, account_id
+             steam_id, discord_id, minecraft_uuid, account_id, ip_key, subnet_key
       FROM done ORDER BY idx
       RETURNING id
     ), claim_rows AS (
@@ -262,5 +267,29 @@ export function addressVotersRetention(keepSeconds: number): RetentionRule {
         WHERE last_counted_at < ${cut}::timestamptz ORDER BY last_counted_at LIMIT ${limit}::int)`,
     // One entry of the last_counted_at index.
     oldest: Prisma.sql`SELECT min(last_counted_at) AS oldest FROM heart_address_voters`,
+  });
+}
+
+/**
+ * The address erasure of hearts (issue 30), as a retention rule (services/retention/): each batch erases (sets to null)
+ * the IP, subnet and user agent of at most `limit` hearts made more than `keepSeconds` before `now`, oldest first, in ONE
+ * short statement, and returns how many it erased (0: none is due). The keyed pseudonyms (ip_key, subnet_key) stay.
+ * Rows locked by another writer are skipped (the next pass takes them), so the pass never waits on the hot path.
+ * `keepSeconds` is ADDRESS_RETENTION_HOURS (services/shared/runtime/address-settings.ts).
+ */
+export function heartAddressesRetention(keepSeconds: number): RetentionRule {
+  return statementRule({
+    name: "heart_addresses",
+    table: "hearts",
+    keepSeconds,
+    // Bounded: reads at most `limit` entries of hearts_address_held_idx (only the hearts still holding an address, oldest first;
+    // never the table) and writes those rows by primary key (= ANY of the array: an index scan of the keys; an IN
+    // subquery is planned as a hash join that reads the whole table); rows another writer holds are skipped.
+    removeDue: (cutoff, limit) => Prisma.sql`
+      UPDATE hearts h SET ip = NULL, subnet = NULL, user_agent = NULL
+      WHERE h.id = ANY(ARRAY(SELECT id FROM hearts WHERE ${ADDRESS_HELD} AND created_at < ${cutoff}::timestamptz
+                     ORDER BY created_at LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))`,
+    // One entry of hearts_address_held_idx.
+    oldest: Prisma.sql`SELECT min(created_at) AS oldest FROM hearts WHERE ${ADDRESS_HELD}`,
   });
 }

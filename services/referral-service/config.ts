@@ -9,6 +9,7 @@ import { readAccessSettings, type AccessSettings } from "../access/bootstrap.js"
 import { readRetrySchedule } from "../delivery/pipeline/retry-schedule.js";
 import type { RetrySchedule } from "../delivery/pipeline/retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "../delivery/pipeline/send-callback.js";
+import { checkAddressHorizon, readAddressSettings, type AddressSettings } from "../shared/runtime/address-settings.js";
 import { readRetentionSettings, type RetentionSettings } from "../retention/retention-settings.js";
 
 /** Settings of the referral service process, validated at start. */
@@ -31,6 +32,8 @@ export interface ReferralServiceConfig {
   abuseRules: AbuseRules;
   /** Service tokens from settings and the development-only ALLOW_UNAUTHENTICATED_RPC. */
   access: AccessSettings;
+  /** How long voters' addresses are kept, and the version of the key that pseudonymises them. */
+  addresses: AddressSettings;
   /** The retention loop's settings (RETENTION_*): this process runs it. */
   retention: RetentionSettings;
 }
@@ -53,7 +56,18 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     fraudRules: readFraudRules(r),
     abuseRules: readAbuseRules(r),
     access: readAccessSettings(r),
+    addresses: readAddressSettings(r),
   };
+  const { fraudRules: f, abuseRules: a } = config;
+  // Every rule that reads a heart's or a click's address looks back no further than the addresses are kept.
+  checkAddressHorizon(r, config.addresses, {
+    "fraud ipIdentities": f.ipIdentities.windowMinutes * 60,
+    "fraud subnetIdentities": f.subnetIdentities.windowMinutes * 60,
+    "fraud ipVelocity": f.ipVelocity.windowSeconds,
+    "abuse ipFanout": a.ipFanout.windowMinutes * 60,
+    "abuse subnetFanout": a.subnetFanout.windowMinutes * 60,
+    "abuse clickVelocity": a.clickVelocity.windowSeconds,
+  });
   const retention = readRetentionSettings(r, config.fraudRules);
   return r.finish({ ...config, retention } as ReferralServiceConfig);
 }

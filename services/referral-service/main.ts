@@ -17,6 +17,7 @@ runService({
     const rpc = createReferralServiceServer({
       prisma,
       secretBox: config.secretBox,
+      addressKeyVersion: config.addresses.keyVersion,
       log,
       metrics,
       now: () => new Date(),

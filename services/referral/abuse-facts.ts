@@ -75,20 +75,25 @@ export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRu
     )
     SELECT i.idx, ck.ip IS NOT NULL AS click_ip_known,
            -- Reads the referrer's hearts on this server (and, for each, the referee's): the two players' own votes,
-           -- at most one counted per player per cooldown; not read when the rule is off.
+           -- at most one counted per player per cooldown; not read when the rule is off. "Same address" is the same
+           -- keyed pseudonym (ip_key, subnet_key: kept for ever, services/shared/values/address-key.ts) or, while both
+           -- rows still hold it (within the address horizon), the same address (rows without a key, or keys of two
+           -- key versions).
            ${selfAddress}::boolean AND EXISTS (
              SELECT 1 FROM hearts rh
              WHERE rh.server_id = ck.server_id AND (rh.voter_identity = i.referrer OR lower(rh.username) = lower(i.referrer))
-               AND (rh.ip = ck.ip OR EXISTS (
+               AND (rh.ip_key = ck.ip_key OR rh.ip = ck.ip OR EXISTS (
                  SELECT 1 FROM hearts eh
-                 WHERE eh.server_id = ck.server_id AND (eh.voter_identity = i.referee OR lower(eh.username) = lower(i.referee)) AND eh.ip = rh.ip))
+                 WHERE eh.server_id = ck.server_id AND (eh.voter_identity = i.referee OR lower(eh.username) = lower(i.referee))
+                   AND (eh.ip_key = rh.ip_key OR eh.ip = rh.ip)))
            ) AS shares_ip,
            ${selfAddress}::boolean AND EXISTS (
              SELECT 1 FROM hearts rh
              WHERE rh.server_id = ck.server_id AND (rh.voter_identity = i.referrer OR lower(rh.username) = lower(i.referrer))
-               AND (rh.subnet = ck.subnet OR EXISTS (
+               AND (rh.subnet_key = ck.subnet_key OR rh.subnet = ck.subnet OR EXISTS (
                  SELECT 1 FROM hearts eh
-                 WHERE eh.server_id = ck.server_id AND (eh.voter_identity = i.referee OR lower(eh.username) = lower(i.referee)) AND eh.subnet = rh.subnet))
+                 WHERE eh.server_id = ck.server_id AND (eh.voter_identity = i.referee OR lower(eh.username) = lower(i.referee))
+                   AND (eh.subnet_key = rh.subnet_key OR eh.subnet = rh.subnet)))
            ) AS shares_subnet,
            -- Referees = distinct referrals (one per referee and server). Reads the LINKED clicks from the address in the
            -- window (a partial index holds only those): one per registration or join a server's backend signed from

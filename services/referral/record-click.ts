@@ -1,10 +1,14 @@
+import { Prisma } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
+import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { ADDRESS_HELD } from "../shared/adapters/voter-address-erasure.js";
 import { DomainError, unknownServer } from "../shared/rpc/errors.js";
 import { generateClickToken } from "../shared/runtime/secrets.js";
 import type { RecordClickCommand } from "./domain/commands.js";
 import { toRedirectUrl } from "./domain/redirect-url.js";
 import { ERROR_TEXT } from "../shared/values/contract.js";
 import { toVoterAddress } from "../hearts/domain/ip.js";
+import { addressPseudonyms, currentAddressKey } from "../shared/values/address-key.js";
 
 /** A stored click and where to send the visitor. */
 export interface RecordedClick {
@@ -29,18 +33,44 @@ export async function recordClick(deps: CoreDeps, command: RecordClickCommand): 
   const token = generateClickToken();
   // Stored as hearts store theirs (canonical IP, /24 or /64 subnet), so the anti-abuse facts compare like with like;
   // an address that does not parse is kept as given, without a subnet.
-  const address = command.ip === null ? null : toVoterAddress(command.ip);
+  const parsed = command.ip === null ? null : toVoterAddress(command.ip);
+  const address = { ip: parsed?.ip ?? command.ip, subnet: parsed?.subnet ?? null };
   const click = await deps.prisma.referralClick.create({
     data: {
       serverId: command.serverId,
       referrerIdentity: command.referrerIdentity,
       token,
-      ip: address?.ip ?? command.ip,
-      subnet: address?.subnet ?? null,
+      ...address,
+      // Kept after the address is erased, for the self-referral-by-address rule (services/referral/abuse-facts.ts).
+      ...addressPseudonyms(currentAddressKey(deps), address),
       userAgent: command.userAgent,
       createdAt: deps.now(),
     },
     select: { id: true },
   });
   return { clickId: click.id, token, redirectUrl: toRedirectUrl(server.registrationUrl, token) };
+}
+
+/**
+ * The address erasure of clicks (issue 30), as a retention rule (services/retention/): each batch erases (sets to null)
+ * the IP, subnet and user agent of at most `limit` clicks made more than `keepSeconds` before `now`, oldest first, in ONE
+ * short statement, and returns how many it erased (0: none is due). The keyed pseudonyms (ip_key, subnet_key) stay.
+ * Rows locked by another writer are skipped (the next pass takes them), so the pass never waits on the hot path.
+ * `keepSeconds` is ADDRESS_RETENTION_HOURS (services/shared/runtime/address-settings.ts).
+ */
+export function clickAddressesRetention(keepSeconds: number): RetentionRule {
+  return statementRule({
+    name: "click_addresses",
+    table: "referral_clicks",
+    keepSeconds,
+    // Bounded: reads at most `limit` entries of referral_clicks_address_held_idx (only the clicks still holding an address, oldest first;
+    // never the table) and writes those rows by primary key (= ANY of the array: an index scan of the keys; an IN
+    // subquery is planned as a hash join that reads the whole table); rows another writer holds are skipped.
+    removeDue: (cutoff, limit) => Prisma.sql`
+      UPDATE referral_clicks c SET ip = NULL, subnet = NULL, user_agent = NULL
+      WHERE c.id = ANY(ARRAY(SELECT id FROM referral_clicks WHERE ${ADDRESS_HELD} AND created_at < ${cutoff}::timestamptz
+                     ORDER BY created_at LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))`,
+    // One entry of referral_clicks_address_held_idx.
+    oldest: Prisma.sql`SELECT min(created_at) AS oldest FROM referral_clicks WHERE ${ADDRESS_HELD}`,
+  });
 }

@@ -1,4 +1,5 @@
-import { addressVotersRetention } from "../hearts/store.js";
+import { addressVotersRetention, heartAddressesRetention } from "../hearts/store.js";
+import { clickAddressesRetention } from "../referral/record-click.js";
 import { attemptExchangeRetention } from "../delivery/pipeline/attempt-log.js";
 import { deadLetterRetention } from "../shared/adapters/dead-letters.js";
 import { expiredClaimRetention } from "../claims/write-vote-claims.js";
@@ -21,5 +22,9 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     expiredAccessRetention("dashboard_sessions", settings.dashboardExpiredSeconds),
     expiredClaimRetention(settings.expiredClaimSeconds),
     addressVotersRetention(settings.addressVotersSeconds),
+    // Voters' IP, subnet and user agent on hearts and clicks: erased (set to null) past the address horizon; their
+    // keyed pseudonyms stay (services/shared/values/address-key.ts).
+    heartAddressesRetention(settings.voterAddressSeconds),
+    clickAddressesRetention(settings.voterAddressSeconds),
   ];
 }

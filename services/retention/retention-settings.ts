@@ -1,5 +1,6 @@
 import type { EnvReader } from "../shared/runtime/config.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
+import { readAddressSettings } from "../shared/runtime/address-settings.js";
 
 /** Seconds in an hour and in a day: the units the age-limit settings are given in. */
 const HOUR_SECONDS = 3_600;
@@ -33,6 +34,11 @@ export interface RetentionSettings {
    * the longest identity window (FRAUD_RULES) plus RETENTION_ADDRESS_VOTERS_MARGIN_HOURS (default 24).
    */
   addressVotersSeconds: number;
+  /**
+   * Voters' IP, subnet and user agent on hearts and referral clicks: kept this long, then erased (ADDRESS_RETENTION_HOURS,
+   * default 48; services/shared/runtime/address-settings.ts).
+   */
+  voterAddressSeconds: number;
 }
 
 /**
@@ -52,5 +58,6 @@ export function readRetentionSettings(r: EnvReader, fraudRules: FraudRules): Ret
     dashboardExpiredSeconds: r.int("RETENTION_DASHBOARD_EXPIRED_HOURS", 24, { min: 0, max: 24 * 3_650 }) * HOUR_SECONDS,
     expiredClaimSeconds: r.int("RETENTION_EXPIRED_CLAIM_DAYS", 30, { min: 1, max: 3_650 }) * DAY_SECONDS,
     addressVotersSeconds: longestIdentityWindowSeconds + r.int("RETENTION_ADDRESS_VOTERS_MARGIN_HOURS", 24, { min: 0, max: 24 * 365 }) * HOUR_SECONDS,
+    voterAddressSeconds: readAddressSettings(r).retentionHours * HOUR_SECONDS,
   };
 }

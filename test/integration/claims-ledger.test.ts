@@ -244,6 +244,8 @@ test.serial(
         voterIdentity: voter,
         ip: "198.51.100.7",
         subnet: "198.51.100.0/24",
+        ipKey: null,
+        subnetKey: null,
         userAgent: UA,
         ids: { steamId: STEAM, discordId: null, minecraftUuid: null, accountId: null },
         fraudScore: 0,

@@ -335,8 +335,9 @@ test.serial("the settings: defaults, every RETENTION_* read and validated, probl
     dashboardExpiredSeconds: 24 * 3_600,
     expiredClaimSeconds: 30 * 86_400,
     addressVotersSeconds: 48 * 3_600,
+    voterAddressSeconds: 48 * 3_600,
   });
-  t.is(retentionRules(defaults).length, 7);
+  t.is(retentionRules(defaults).length, 9);
   const r = createEnvReader({ RETENTION_BATCH_ROWS: "0", RETENTION_DEAD_LETTER_DAYS: "x", RETENTION_ENABLED: "maybe" });
   readRetentionSettings(r, DEFAULT_FRAUD_RULES);
   const error = t.throws(() => r.finish({}));

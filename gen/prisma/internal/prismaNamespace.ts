@@ -2455,6 +2455,8 @@ export const ReferralClickScalarFieldEnum = {
   ip: 'ip',
   subnet: 'subnet',
   userAgent: 'userAgent',
+  ipKey: 'ipKey',
+  subnetKey: 'subnetKey',
   createdAt: 'createdAt'
 } as const
 
@@ -2522,6 +2524,8 @@ export const HeartScalarFieldEnum = {
   ip: 'ip',
   subnet: 'subnet',
   userAgent: 'userAgent',
+  ipKey: 'ipKey',
+  subnetKey: 'subnetKey',
   counted: 'counted',
   verdict: 'verdict',
   fraudScore: 'fraudScore',

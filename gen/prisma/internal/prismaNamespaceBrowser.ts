@@ -145,6 +145,8 @@ export const ReferralClickScalarFieldEnum = {
   ip: 'ip',
   subnet: 'subnet',
   userAgent: 'userAgent',
+  ipKey: 'ipKey',
+  subnetKey: 'subnetKey',
   createdAt: 'createdAt'
 } as const
 
@@ -212,6 +214,8 @@ export const HeartScalarFieldEnum = {
   ip: 'ip',
   subnet: 'subnet',
   userAgent: 'userAgent',
+  ipKey: 'ipKey',
+  subnetKey: 'subnetKey',
   counted: 'counted',
   verdict: 'verdict',
   fraudScore: 'fraudScore',

@@ -44,6 +44,8 @@ export type HeartMinAggregateOutputType = {
   ip: string | null
   subnet: string | null
   userAgent: string | null
+  ipKey: string | null
+  subnetKey: string | null
   counted: boolean | null
   verdict: string | null
   fraudScore: number | null
@@ -64,6 +66,8 @@ export type HeartMaxAggregateOutputType = {
   ip: string | null
   subnet: string | null
   userAgent: string | null
+  ipKey: string | null
+  subnetKey: string | null
   counted: boolean | null
   verdict: string | null
   fraudScore: number | null
@@ -84,6 +88,8 @@ export type HeartCountAggregateOutputType = {
   ip: number
   subnet: number
   userAgent: number
+  ipKey: number
+  subnetKey: number
   counted: number
   verdict: number
   fraudScore: number
@@ -117,6 +123,8 @@ export type HeartMinAggregateInputType = {
   ip?: true
   subnet?: true
   userAgent?: true
+  ipKey?: true
+  subnetKey?: true
   counted?: true
   verdict?: true
   fraudScore?: true
@@ -137,6 +145,8 @@ export type HeartMaxAggregateInputType = {
   ip?: true
   subnet?: true
   userAgent?: true
+  ipKey?: true
+  subnetKey?: true
   counted?: true
   verdict?: true
   fraudScore?: true
@@ -157,6 +167,8 @@ export type HeartCountAggregateInputType = {
   ip?: true
   subnet?: true
   userAgent?: true
+  ipKey?: true
+  subnetKey?: true
   counted?: true
   verdict?: true
   fraudScore?: true
@@ -262,9 +274,11 @@ export type HeartGroupByOutputType = {
   serverId: string
   username: string
   voterIdentity: string
-  ip: string
-  subnet: string
-  userAgent: string
+  ip: string | null
+  subnet: string | null
+  userAgent: string | null
+  ipKey: string | null
+  subnetKey: string | null
   counted: boolean
   verdict: string
   fraudScore: number
@@ -306,9 +320,11 @@ export type HeartWhereInput = {
   serverId?: Prisma.UuidFilter<"Heart"> | string
   username?: Prisma.StringFilter<"Heart"> | string
   voterIdentity?: Prisma.StringFilter<"Heart"> | string
-  ip?: Prisma.StringFilter<"Heart"> | string
-  subnet?: Prisma.StringFilter<"Heart"> | string
-  userAgent?: Prisma.StringFilter<"Heart"> | string
+  ip?: Prisma.StringNullableFilter<"Heart"> | string | null
+  subnet?: Prisma.StringNullableFilter<"Heart"> | string | null
+  userAgent?: Prisma.StringNullableFilter<"Heart"> | string | null
+  ipKey?: Prisma.StringNullableFilter<"Heart"> | string | null
+  subnetKey?: Prisma.StringNullableFilter<"Heart"> | string | null
   counted?: Prisma.BoolFilter<"Heart"> | boolean
   verdict?: Prisma.StringFilter<"Heart"> | string
   fraudScore?: Prisma.IntFilter<"Heart"> | number
@@ -327,9 +343,11 @@ export type HeartOrderByWithRelationInput = {
   serverId?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
-  ip?: Prisma.SortOrder
-  subnet?: Prisma.SortOrder
-  userAgent?: Prisma.SortOrder
+  ip?: Prisma.SortOrderInput | Prisma.SortOrder
+  subnet?: Prisma.SortOrderInput | Prisma.SortOrder
+  userAgent?: Prisma.SortOrderInput | Prisma.SortOrder
+  ipKey?: Prisma.SortOrderInput | Prisma.SortOrder
+  subnetKey?: Prisma.SortOrderInput | Prisma.SortOrder
   counted?: Prisma.SortOrder
   verdict?: Prisma.SortOrder
   fraudScore?: Prisma.SortOrder
@@ -351,9 +369,11 @@ export type HeartWhereUniqueInput = Prisma.AtLeast<{
   serverId?: Prisma.UuidFilter<"Heart"> | string
   username?: Prisma.StringFilter<"Heart"> | string
   voterIdentity?: Prisma.StringFilter<"Heart"> | string
-  ip?: Prisma.StringFilter<"Heart"> | string
-  subnet?: Prisma.StringFilter<"Heart"> | string
-  userAgent?: Prisma.StringFilter<"Heart"> | string
+  ip?: Prisma.StringNullableFilter<"Heart"> | string | null
+  subnet?: Prisma.StringNullableFilter<"Heart"> | string | null
+  userAgent?: Prisma.StringNullableFilter<"Heart"> | string | null
+  ipKey?: Prisma.StringNullableFilter<"Heart"> | string | null
+  subnetKey?: Prisma.StringNullableFilter<"Heart"> | string | null
   counted?: Prisma.BoolFilter<"Heart"> | boolean
   verdict?: Prisma.StringFilter<"Heart"> | string
   fraudScore?: Prisma.IntFilter<"Heart"> | number
@@ -372,9 +392,11 @@ export type HeartOrderByWithAggregationInput = {
   serverId?: Prisma.SortOrder
   username?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
-  ip?: Prisma.SortOrder
-  subnet?: Prisma.SortOrder
-  userAgent?: Prisma.SortOrder
+  ip?: Prisma.SortOrderInput | Prisma.SortOrder
+  subnet?: Prisma.SortOrderInput | Prisma.SortOrder
+  userAgent?: Prisma.SortOrderInput | Prisma.SortOrder
+  ipKey?: Prisma.SortOrderInput | Prisma.SortOrder
+  subnetKey?: Prisma.SortOrderInput | Prisma.SortOrder
   counted?: Prisma.SortOrder
   verdict?: Prisma.SortOrder
   fraudScore?: Prisma.SortOrder
@@ -401,9 +423,11 @@ export type HeartScalarWhereWithAggregatesInput = {
   serverId?: Prisma.UuidWithAggregatesFilter<"Heart"> | string
   username?: Prisma.StringWithAggregatesFilter<"Heart"> | string
   voterIdentity?: Prisma.StringWithAggregatesFilter<"Heart"> | string
-  ip?: Prisma.StringWithAggregatesFilter<"Heart"> | string
-  subnet?: Prisma.StringWithAggregatesFilter<"Heart"> | string
-  userAgent?: Prisma.StringWithAggregatesFilter<"Heart"> | string
+  ip?: Prisma.StringNullableWithAggregatesFilter<"Heart"> | string | null
+  subnet?: Prisma.StringNullableWithAggregatesFilter<"Heart"> | string | null
+  userAgent?: Prisma.StringNullableWithAggregatesFilter<"Heart"> | string | null
+  ipKey?: Prisma.StringNullableWithAggregatesFilter<"Heart"> | string | null
+  subnetKey?: Prisma.StringNullableWithAggregatesFilter<"Heart"> | string | null
   counted?: Prisma.BoolWithAggregatesFilter<"Heart"> | boolean
   verdict?: Prisma.StringWithAggregatesFilter<"Heart"> | string
   fraudScore?: Prisma.IntWithAggregatesFilter<"Heart"> | number
@@ -422,9 +446,11 @@ export type HeartCreateInput = {
   serverId: string
   username: string
   voterIdentity: string
-  ip: string
-  subnet: string
-  userAgent: string
+  ip?: string | null
+  subnet?: string | null
+  userAgent?: string | null
+  ipKey?: string | null
+  subnetKey?: string | null
   counted: boolean
   verdict: string
   fraudScore: number
@@ -443,9 +469,11 @@ export type HeartUncheckedCreateInput = {
   serverId: string
   username: string
   voterIdentity: string
-  ip: string
-  subnet: string
-  userAgent: string
+  ip?: string | null
+  subnet?: string | null
+  userAgent?: string | null
+  ipKey?: string | null
+  subnetKey?: string | null
   counted: boolean
   verdict: string
   fraudScore: number
@@ -464,9 +492,11 @@ export type HeartUpdateInput = {
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
-  ip?: Prisma.StringFieldUpdateOperationsInput | string
-  subnet?: Prisma.StringFieldUpdateOperationsInput | string
-  userAgent?: Prisma.StringFieldUpdateOperationsInput | string
+  ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   counted?: Prisma.BoolFieldUpdateOperationsInput | boolean
   verdict?: Prisma.StringFieldUpdateOperationsInput | string
   fraudScore?: Prisma.IntFieldUpdateOperationsInput | number
@@ -485,9 +515,11 @@ export type HeartUncheckedUpdateInput = {
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
-  ip?: Prisma.StringFieldUpdateOperationsInput | string
-  subnet?: Prisma.StringFieldUpdateOperationsInput | string
-  userAgent?: Prisma.StringFieldUpdateOperationsInput | string
+  ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   counted?: Prisma.BoolFieldUpdateOperationsInput | boolean
   verdict?: Prisma.StringFieldUpdateOperationsInput | string
   fraudScore?: Prisma.IntFieldUpdateOperationsInput | number
@@ -506,9 +538,11 @@ export type HeartCreateManyInput = {
   serverId: string
   username: string
   voterIdentity: string
-  ip: string
-  subnet: string
-  userAgent: string
+  ip?: string | null
+  subnet?: string | null
+  userAgent?: string | null
+  ipKey?: string | null
+  subnetKey?: string | null
   counted: boolean
   verdict: string
   fraudScore: number
@@ -527,9 +561,11 @@ export type HeartUpdateManyMutationInput = {
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
-  ip?: Prisma.StringFieldUpdateOperationsInput | string
-  subnet?: Prisma.StringFieldUpdateOperationsInput | string
-  userAgent?: Prisma.StringFieldUpdateOperationsInput | string
+  ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   counted?: Prisma.BoolFieldUpdateOperationsInput | boolean
   verdict?: Prisma.StringFieldUpdateOperationsInput | string
   fraudScore?: Prisma.IntFieldUpdateOperationsInput | number
@@ -548,9 +584,11 @@ export type HeartUncheckedUpdateManyInput = {
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   username?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
-  ip?: Prisma.StringFieldUpdateOperationsInput | string
-  subnet?: Prisma.StringFieldUpdateOperationsInput | string
-  userAgent?: Prisma.StringFieldUpdateOperationsInput | string
+  ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   counted?: Prisma.BoolFieldUpdateOperationsInput | boolean
   verdict?: Prisma.StringFieldUpdateOperationsInput | string
   fraudScore?: Prisma.IntFieldUpdateOperationsInput | number
@@ -572,6 +610,8 @@ export type HeartCountOrderByAggregateInput = {
   ip?: Prisma.SortOrder
   subnet?: Prisma.SortOrder
   userAgent?: Prisma.SortOrder
+  ipKey?: Prisma.SortOrder
+  subnetKey?: Prisma.SortOrder
   counted?: Prisma.SortOrder
   verdict?: Prisma.SortOrder
   fraudScore?: Prisma.SortOrder
@@ -598,6 +638,8 @@ export type HeartMaxOrderByAggregateInput = {
   ip?: Prisma.SortOrder
   subnet?: Prisma.SortOrder
   userAgent?: Prisma.SortOrder
+  ipKey?: Prisma.SortOrder
+  subnetKey?: Prisma.SortOrder
   counted?: Prisma.SortOrder
   verdict?: Prisma.SortOrder
   fraudScore?: Prisma.SortOrder
@@ -618,6 +660,8 @@ export type HeartMinOrderByAggregateInput = {
   ip?: Prisma.SortOrder
   subnet?: Prisma.SortOrder
   userAgent?: Prisma.SortOrder
+  ipKey?: Prisma.SortOrder
+  subnetKey?: Prisma.SortOrder
   counted?: Prisma.SortOrder
   verdict?: Prisma.SortOrder
   fraudScore?: Prisma.SortOrder
@@ -654,6 +698,8 @@ export type HeartSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = 
   ip?: boolean
   subnet?: boolean
   userAgent?: boolean
+  ipKey?: boolean
+  subnetKey?: boolean
   counted?: boolean
   verdict?: boolean
   fraudScore?: boolean
@@ -675,6 +721,8 @@ export type HeartSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensi
   ip?: boolean
   subnet?: boolean
   userAgent?: boolean
+  ipKey?: boolean
+  subnetKey?: boolean
   counted?: boolean
   verdict?: boolean
   fraudScore?: boolean
@@ -696,6 +744,8 @@ export type HeartSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensi
   ip?: boolean
   subnet?: boolean
   userAgent?: boolean
+  ipKey?: boolean
+  subnetKey?: boolean
   counted?: boolean
   verdict?: boolean
   fraudScore?: boolean
@@ -717,6 +767,8 @@ export type HeartSelectScalar = {
   ip?: boolean
   subnet?: boolean
   userAgent?: boolean
+  ipKey?: boolean
+  subnetKey?: boolean
   counted?: boolean
   verdict?: boolean
   fraudScore?: boolean
@@ -730,7 +782,7 @@ export type HeartSelectScalar = {
   accountId?: boolean
 }
 
-export type HeartOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "username" | "voterIdentity" | "ip" | "subnet" | "userAgent" | "counted" | "verdict" | "fraudScore" | "fraudReasons" | "period" | "streakDay" | "createdAt" | "steamId" | "discordId" | "minecraftUuid" | "accountId", ExtArgs["result"]["heart"]>
+export type HeartOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "username" | "voterIdentity" | "ip" | "subnet" | "userAgent" | "ipKey" | "subnetKey" | "counted" | "verdict" | "fraudScore" | "fraudReasons" | "period" | "streakDay" | "createdAt" | "steamId" | "discordId" | "minecraftUuid" | "accountId", ExtArgs["result"]["heart"]>
 
 export type $HeartPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "Heart"
@@ -740,9 +792,19 @@ export type $HeartPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs 
     serverId: string
     username: string
     voterIdentity: string
-    ip: string
-    subnet: string
-    userAgent: string
+    /**
+     * The voter's address, subnet and user agent: kept for the fraud and anti-abuse windows, then erased (set to null)
+     * once older than ADDRESS_RETENTION_HOURS (services/hearts/store.ts, eraseHeartAddresses).
+     */
+    ip: string | null
+    subnet: string | null
+    userAgent: string | null
+    /**
+     * Keyed pseudonyms of the IP and the subnet (services/shared/values/address-key.ts), kept after the erasure for
+     * the self-referral-by-address rule; never the address itself. Null on hearts written before they existed.
+     */
+    ipKey: string | null
+    subnetKey: string | null
     counted: boolean
     /**
      * counted | cooldown | fraud
@@ -1190,6 +1252,8 @@ export interface HeartFieldRefs {
   readonly ip: Prisma.FieldRef<"Heart", 'String'>
   readonly subnet: Prisma.FieldRef<"Heart", 'String'>
   readonly userAgent: Prisma.FieldRef<"Heart", 'String'>
+  readonly ipKey: Prisma.FieldRef<"Heart", 'String'>
+  readonly subnetKey: Prisma.FieldRef<"Heart", 'String'>
   readonly counted: Prisma.FieldRef<"Heart", 'Boolean'>
   readonly verdict: Prisma.FieldRef<"Heart", 'String'>
   readonly fraudScore: Prisma.FieldRef<"Heart", 'Int'>

@@ -33,6 +33,8 @@ export type ReferralClickMinAggregateOutputType = {
   ip: string | null
   subnet: string | null
   userAgent: string | null
+  ipKey: string | null
+  subnetKey: string | null
   createdAt: Date | null
 }
 
@@ -45,6 +47,8 @@ export type ReferralClickMaxAggregateOutputType = {
   ip: string | null
   subnet: string | null
   userAgent: string | null
+  ipKey: string | null
+  subnetKey: string | null
   createdAt: Date | null
 }
 
@@ -57,6 +61,8 @@ export type ReferralClickCountAggregateOutputType = {
   ip: number
   subnet: number
   userAgent: number
+  ipKey: number
+  subnetKey: number
   createdAt: number
   _all: number
 }
@@ -71,6 +77,8 @@ export type ReferralClickMinAggregateInputType = {
   ip?: true
   subnet?: true
   userAgent?: true
+  ipKey?: true
+  subnetKey?: true
   createdAt?: true
 }
 
@@ -83,6 +91,8 @@ export type ReferralClickMaxAggregateInputType = {
   ip?: true
   subnet?: true
   userAgent?: true
+  ipKey?: true
+  subnetKey?: true
   createdAt?: true
 }
 
@@ -95,6 +105,8 @@ export type ReferralClickCountAggregateInputType = {
   ip?: true
   subnet?: true
   userAgent?: true
+  ipKey?: true
+  subnetKey?: true
   createdAt?: true
   _all?: true
 }
@@ -180,6 +192,8 @@ export type ReferralClickGroupByOutputType = {
   ip: string | null
   subnet: string | null
   userAgent: string | null
+  ipKey: string | null
+  subnetKey: string | null
   createdAt: Date
   _count: ReferralClickCountAggregateOutputType | null
   _min: ReferralClickMinAggregateOutputType | null
@@ -213,6 +227,8 @@ export type ReferralClickWhereInput = {
   ip?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   subnet?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   userAgent?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
+  ipKey?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
+  subnetKey?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   createdAt?: Prisma.DateTimeFilter<"ReferralClick"> | Date | string
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   referral?: Prisma.XOR<Prisma.ReferralNullableScalarRelationFilter, Prisma.ReferralWhereInput> | null
@@ -227,6 +243,8 @@ export type ReferralClickOrderByWithRelationInput = {
   ip?: Prisma.SortOrderInput | Prisma.SortOrder
   subnet?: Prisma.SortOrderInput | Prisma.SortOrder
   userAgent?: Prisma.SortOrderInput | Prisma.SortOrder
+  ipKey?: Prisma.SortOrderInput | Prisma.SortOrder
+  subnetKey?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   server?: Prisma.ServerOrderByWithRelationInput
   referral?: Prisma.ReferralOrderByWithRelationInput
@@ -244,6 +262,8 @@ export type ReferralClickWhereUniqueInput = Prisma.AtLeast<{
   ip?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   subnet?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   userAgent?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
+  ipKey?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
+  subnetKey?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   createdAt?: Prisma.DateTimeFilter<"ReferralClick"> | Date | string
   server?: Prisma.XOR<Prisma.ServerScalarRelationFilter, Prisma.ServerWhereInput>
   referral?: Prisma.XOR<Prisma.ReferralNullableScalarRelationFilter, Prisma.ReferralWhereInput> | null
@@ -258,6 +278,8 @@ export type ReferralClickOrderByWithAggregationInput = {
   ip?: Prisma.SortOrderInput | Prisma.SortOrder
   subnet?: Prisma.SortOrderInput | Prisma.SortOrder
   userAgent?: Prisma.SortOrderInput | Prisma.SortOrder
+  ipKey?: Prisma.SortOrderInput | Prisma.SortOrder
+  subnetKey?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   _count?: Prisma.ReferralClickCountOrderByAggregateInput
   _max?: Prisma.ReferralClickMaxOrderByAggregateInput
@@ -276,6 +298,8 @@ export type ReferralClickScalarWhereWithAggregatesInput = {
   ip?: Prisma.StringNullableWithAggregatesFilter<"ReferralClick"> | string | null
   subnet?: Prisma.StringNullableWithAggregatesFilter<"ReferralClick"> | string | null
   userAgent?: Prisma.StringNullableWithAggregatesFilter<"ReferralClick"> | string | null
+  ipKey?: Prisma.StringNullableWithAggregatesFilter<"ReferralClick"> | string | null
+  subnetKey?: Prisma.StringNullableWithAggregatesFilter<"ReferralClick"> | string | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"ReferralClick"> | Date | string
 }
 
@@ -286,6 +310,8 @@ export type ReferralClickCreateInput = {
   ip?: string | null
   subnet?: string | null
   userAgent?: string | null
+  ipKey?: string | null
+  subnetKey?: string | null
   createdAt?: Date | string
   server: Prisma.ServerCreateNestedOneWithoutClicksInput
   referral?: Prisma.ReferralCreateNestedOneWithoutClicksInput
@@ -300,6 +326,8 @@ export type ReferralClickUncheckedCreateInput = {
   ip?: string | null
   subnet?: string | null
   userAgent?: string | null
+  ipKey?: string | null
+  subnetKey?: string | null
   createdAt?: Date | string
 }
 
@@ -310,6 +338,8 @@ export type ReferralClickUpdateInput = {
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   server?: Prisma.ServerUpdateOneRequiredWithoutClicksNestedInput
   referral?: Prisma.ReferralUpdateOneWithoutClicksNestedInput
@@ -324,6 +354,8 @@ export type ReferralClickUncheckedUpdateInput = {
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -336,6 +368,8 @@ export type ReferralClickCreateManyInput = {
   ip?: string | null
   subnet?: string | null
   userAgent?: string | null
+  ipKey?: string | null
+  subnetKey?: string | null
   createdAt?: Date | string
 }
 
@@ -346,6 +380,8 @@ export type ReferralClickUpdateManyMutationInput = {
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -358,6 +394,8 @@ export type ReferralClickUncheckedUpdateManyInput = {
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -380,6 +418,8 @@ export type ReferralClickCountOrderByAggregateInput = {
   ip?: Prisma.SortOrder
   subnet?: Prisma.SortOrder
   userAgent?: Prisma.SortOrder
+  ipKey?: Prisma.SortOrder
+  subnetKey?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
 
@@ -392,6 +432,8 @@ export type ReferralClickMaxOrderByAggregateInput = {
   ip?: Prisma.SortOrder
   subnet?: Prisma.SortOrder
   userAgent?: Prisma.SortOrder
+  ipKey?: Prisma.SortOrder
+  subnetKey?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
 
@@ -404,6 +446,8 @@ export type ReferralClickMinOrderByAggregateInput = {
   ip?: Prisma.SortOrder
   subnet?: Prisma.SortOrder
   userAgent?: Prisma.SortOrder
+  ipKey?: Prisma.SortOrder
+  subnetKey?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
 }
 
@@ -498,6 +542,8 @@ export type ReferralClickCreateWithoutServerInput = {
   ip?: string | null
   subnet?: string | null
   userAgent?: string | null
+  ipKey?: string | null
+  subnetKey?: string | null
   createdAt?: Date | string
   referral?: Prisma.ReferralCreateNestedOneWithoutClicksInput
 }
@@ -510,6 +556,8 @@ export type ReferralClickUncheckedCreateWithoutServerInput = {
   ip?: string | null
   subnet?: string | null
   userAgent?: string | null
+  ipKey?: string | null
+  subnetKey?: string | null
   createdAt?: Date | string
 }
 
@@ -551,6 +599,8 @@ export type ReferralClickScalarWhereInput = {
   ip?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   subnet?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   userAgent?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
+  ipKey?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
+  subnetKey?: Prisma.StringNullableFilter<"ReferralClick"> | string | null
   createdAt?: Prisma.DateTimeFilter<"ReferralClick"> | Date | string
 }
 
@@ -561,6 +611,8 @@ export type ReferralClickCreateWithoutReferralInput = {
   ip?: string | null
   subnet?: string | null
   userAgent?: string | null
+  ipKey?: string | null
+  subnetKey?: string | null
   createdAt?: Date | string
   server: Prisma.ServerCreateNestedOneWithoutClicksInput
 }
@@ -573,6 +625,8 @@ export type ReferralClickUncheckedCreateWithoutReferralInput = {
   ip?: string | null
   subnet?: string | null
   userAgent?: string | null
+  ipKey?: string | null
+  subnetKey?: string | null
   createdAt?: Date | string
 }
 
@@ -610,6 +664,8 @@ export type ReferralClickCreateManyServerInput = {
   ip?: string | null
   subnet?: string | null
   userAgent?: string | null
+  ipKey?: string | null
+  subnetKey?: string | null
   createdAt?: Date | string
 }
 
@@ -620,6 +676,8 @@ export type ReferralClickUpdateWithoutServerInput = {
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   referral?: Prisma.ReferralUpdateOneWithoutClicksNestedInput
 }
@@ -632,6 +690,8 @@ export type ReferralClickUncheckedUpdateWithoutServerInput = {
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -643,6 +703,8 @@ export type ReferralClickUncheckedUpdateManyWithoutServerInput = {
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -654,6 +716,8 @@ export type ReferralClickCreateManyReferralInput = {
   ip?: string | null
   subnet?: string | null
   userAgent?: string | null
+  ipKey?: string | null
+  subnetKey?: string | null
   createdAt?: Date | string
 }
 
@@ -664,6 +728,8 @@ export type ReferralClickUpdateWithoutReferralInput = {
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   server?: Prisma.ServerUpdateOneRequiredWithoutClicksNestedInput
 }
@@ -676,6 +742,8 @@ export type ReferralClickUncheckedUpdateWithoutReferralInput = {
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -687,6 +755,8 @@ export type ReferralClickUncheckedUpdateManyWithoutReferralInput = {
   ip?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   subnet?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   userAgent?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  ipKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  subnetKey?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
@@ -701,6 +771,8 @@ export type ReferralClickSelect<ExtArgs extends runtime.Types.Extensions.Interna
   ip?: boolean
   subnet?: boolean
   userAgent?: boolean
+  ipKey?: boolean
+  subnetKey?: boolean
   createdAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   referral?: boolean | Prisma.ReferralClick$referralArgs<ExtArgs>
@@ -715,6 +787,8 @@ export type ReferralClickSelectCreateManyAndReturn<ExtArgs extends runtime.Types
   ip?: boolean
   subnet?: boolean
   userAgent?: boolean
+  ipKey?: boolean
+  subnetKey?: boolean
   createdAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   referral?: boolean | Prisma.ReferralClick$referralArgs<ExtArgs>
@@ -729,6 +803,8 @@ export type ReferralClickSelectUpdateManyAndReturn<ExtArgs extends runtime.Types
   ip?: boolean
   subnet?: boolean
   userAgent?: boolean
+  ipKey?: boolean
+  subnetKey?: boolean
   createdAt?: boolean
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   referral?: boolean | Prisma.ReferralClick$referralArgs<ExtArgs>
@@ -743,10 +819,12 @@ export type ReferralClickSelectScalar = {
   ip?: boolean
   subnet?: boolean
   userAgent?: boolean
+  ipKey?: boolean
+  subnetKey?: boolean
   createdAt?: boolean
 }
 
-export type ReferralClickOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "referrerIdentity" | "token" | "referralId" | "ip" | "subnet" | "userAgent" | "createdAt", ExtArgs["result"]["referralClick"]>
+export type ReferralClickOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "referrerIdentity" | "token" | "referralId" | "ip" | "subnet" | "userAgent" | "ipKey" | "subnetKey" | "createdAt", ExtArgs["result"]["referralClick"]>
 export type ReferralClickInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   referral?: boolean | Prisma.ReferralClick$referralArgs<ExtArgs>
@@ -775,12 +853,22 @@ export type $ReferralClickPayload<ExtArgs extends runtime.Types.Extensions.Inter
      * The anchor this token registered (or joined); null while clicked.
      */
     referralId: string | null
+    /**
+     * The visitor's address, user agent and subnet: kept for the anti-abuse windows, then erased (set to null) once
+     * older than ADDRESS_RETENTION_HOURS (services/referral/record-click.ts, eraseClickAddresses).
+     */
     ip: string | null
     /**
      * The click address's /24 (IPv4) or /64 (IPv6), as hearts group them; null for an unparsable address.
      */
     subnet: string | null
     userAgent: string | null
+    /**
+     * Keyed pseudonyms of the IP and the subnet (services/shared/values/address-key.ts), kept after the erasure so the
+     * self-referral-by-address rule still links a click to the referrer's hearts; never the address itself.
+     */
+    ipKey: string | null
+    subnetKey: string | null
     createdAt: Date
   }, ExtArgs["result"]["referralClick"]>
   composites: {}
@@ -1215,6 +1303,8 @@ export interface ReferralClickFieldRefs {
   readonly ip: Prisma.FieldRef<"ReferralClick", 'String'>
   readonly subnet: Prisma.FieldRef<"ReferralClick", 'String'>
   readonly userAgent: Prisma.FieldRef<"ReferralClick", 'String'>
+  readonly ipKey: Prisma.FieldRef<"ReferralClick", 'String'>
+  readonly subnetKey: Prisma.FieldRef<"ReferralClick", 'String'>
   readonly createdAt: Prisma.FieldRef<"ReferralClick", 'DateTime'>
 }
     

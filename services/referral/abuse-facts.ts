@@ -74,27 +74,15 @@ export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRu
       ) AS i(idx, stage, click_id, referee, referrer, referral_id)
     )
     SELECT i.idx, ck.ip IS NOT NULL AS click_ip_known,
-           -- Reads the referrer's hearts on this server (and, for each, the referee's): the two players' own votes,
-           -- at most one counted per player per cooldown; not read when the rule is off. "Same address" is the same
-           -- keyed pseudonym (ip_key, subnet_key: kept for ever, services/shared/values/address-key.ts) or, while both
-           -- rows still hold it (within the address horizon), the same address (rows without a key, or keys of two
-           -- key versions).
-           ${selfAddress}::boolean AND EXISTS (
-             SELECT 1 FROM hearts rh
-             WHERE rh.server_id = ck.server_id AND (rh.voter_identity = i.referrer OR lower(rh.username) = lower(i.referrer))
-               AND (rh.ip_key = ck.ip_key OR rh.ip = ck.ip OR EXISTS (
-                 SELECT 1 FROM hearts eh
-                 WHERE eh.server_id = ck.server_id AND (eh.voter_identity = i.referee OR lower(eh.username) = lower(i.referee))
-                   AND (eh.ip_key = rh.ip_key OR eh.ip = rh.ip)))
-           ) AS shares_ip,
-           ${selfAddress}::boolean AND EXISTS (
-             SELECT 1 FROM hearts rh
-             WHERE rh.server_id = ck.server_id AND (rh.voter_identity = i.referrer OR lower(rh.username) = lower(i.referrer))
-               AND (rh.subnet_key = ck.subnet_key OR rh.subnet = ck.subnet OR EXISTS (
-                 SELECT 1 FROM hearts eh
-                 WHERE eh.server_id = ck.server_id AND (eh.voter_identity = i.referee OR lower(eh.username) = lower(i.referee))
-                   AND (eh.subnet_key = rh.subnet_key OR eh.subnet = rh.subnet)))
-           ) AS shares_subnet,
+           -- The referrer's and the referee's latest hearts on this server (playerAddressesSql: at most
+           -- SELF_ADDRESS_HEARTS per player and way of naming them, 4 x SELF_ADDRESS_HEARTS rows in all; none when the
+           -- rule is off). "Same address" is the same keyed pseudonym (ip_key, subnet_key: kept for ever,
+           -- services/shared/values/address-key.ts) or, while both rows still hold it (within the address horizon), the
+           -- same address (rows without a key, or keys of two key versions).
+           coalesce(ck.ip_key = ANY(rk.ip_keys), false) OR coalesce(ck.ip = ANY(rk.ips), false)
+             OR coalesce(rk.ip_keys && ek.ip_keys, false) OR coalesce(rk.ips && ek.ips, false) AS shares_ip,
+           coalesce(ck.subnet_key = ANY(rk.subnet_keys), false) OR coalesce(ck.subnet = ANY(rk.subnets), false)
+             OR coalesce(rk.subnet_keys && ek.subnet_keys, false) OR coalesce(rk.subnets && ek.subnets, false) AS shares_subnet,
            -- Referees = distinct referrals (one per referee and server). Reads the LINKED clicks from the address in the
            -- window (a partial index holds only those): one per registration or join a server's backend signed from
            -- it, never the anonymous clicks an address can make at will. Counted up to the maximum: at most the
@@ -122,7 +110,37 @@ export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRu
            coalesce(l.signals, '{}') AS signals_before, l.signal_details AS details_before, l.review::text AS review_before
     FROM input i
     JOIN referral_clicks ck ON ck.id = i.click_id
-    LEFT JOIN referrals l ON l.id = i.referral_id`;
+    LEFT JOIN referrals l ON l.id = i.referral_id
+    CROSS JOIN LATERAL ${playerAddressesSql(Prisma.sql`i.referrer`, selfAddress)} AS rk
+    CROSS JOIN LATERAL ${playerAddressesSql(Prisma.sql`i.referee`, selfAddress)} AS ek`;
+}
+
+/**
+ * Hearts of one player the self-referral-by-address rule looks at: the player's latest this many on the server by
+ * identity, and as many by name (a heart is the player's when its voter_identity equals the identity, or its
+ * username equals it case-insensitively). A player's addresses are compared as of their recent votes, never their
+ * whole history: a referrer who has voted daily for years costs the same as one who voted yesterday.
+ */
+export const SELF_ADDRESS_HEARTS = 50;
+
+/**
+ * The addresses and their pseudonyms of `player`'s latest hearts on the click's server (`ck`), as four arrays (ips,
+ * ip_keys, subnets, subnet_keys); empty when `enabled` is false (then no hearts row is read). Reads at most
+ * 2 x SELF_ADDRESS_HEARTS hearts rows, newest first down the (server_id, voter_identity, created_at) and
+ * (server_id, lower(username), created_at) indexes.
+ */
+function playerAddressesSql(player: Prisma.Sql, enabled: boolean): Prisma.Sql {
+  const latest = (match: Prisma.Sql) => Prisma.sql`(
+        SELECT h.ip, h.ip_key, h.subnet, h.subnet_key FROM hearts h
+        WHERE ${enabled}::boolean AND h.server_id = ck.server_id AND ${match}
+        ORDER BY h.created_at DESC
+        LIMIT ${SELF_ADDRESS_HEARTS}::int)`;
+  return Prisma.sql`(
+      SELECT array_agg(p.ip) AS ips, array_agg(p.ip_key) AS ip_keys, array_agg(p.subnet) AS subnets, array_agg(p.subnet_key) AS subnet_keys
+      FROM (${latest(Prisma.sql`h.voter_identity = ${player}`)}
+            UNION ALL
+            ${latest(Prisma.sql`lower(h.username) = lower(${player})`)}) AS p
+    )`;
 }
 
 /**

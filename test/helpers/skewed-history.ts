@@ -32,6 +32,19 @@ export async function insertAddressHearts(prisma: PrismaClient, a: AddressHistor
   );
 }
 
+/** `rows` counted hearts of one player (voter_identity and username `player`), one a day back from `at`, each from its own address (10.x.y.z). */
+export async function insertPlayerHearts(prisma: PrismaClient, serverId: string, player: string, rows: number, at: Date): Promise<void> {
+  await executeSql(
+    prisma,
+    Prisma.sql`
+    INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons, period, created_at)
+    SELECT gen_random_uuid(), ${serverId}::uuid, ${player}, ${player}, '10.' || (g >> 16 & 255) || '.' || (g >> 8 & 255) || '.' || (g & 255),
+           '10.' || (g >> 16 & 255) || '.' || (g >> 8 & 255) || '.0/24', 'ua', true, 'counted', 0, '{}', 'hist',
+           ${at}::timestamptz - g * interval '1 day'
+    FROM generate_series(1, ${rows}::int) AS g`,
+  );
+}
+
 /** The (server, address, voter) rows CastHeart's write keeps beside the server's counted hearts (as the migration backfills them). */
 export async function insertAddressVoters(prisma: PrismaClient, serverId: string): Promise<void> {
   await executeSql(

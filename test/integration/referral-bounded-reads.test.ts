@@ -9,11 +9,12 @@ import anyTest, { type TestFn } from "ava";
 import pg from "pg";
 import { Prisma } from "../../gen/prisma/client.js";
 import { applyEventBatch } from "../../services/referral/apply-event.js";
+import { SELF_ADDRESS_HEARTS } from "../../services/referral/abuse-facts.js";
 import { DEFAULT_ABUSE_RULES } from "../../services/referral/domain/abuse-signals.js";
 import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
-import { insertAddressClicks, insertAddressHearts, insertLinkedReferrals } from "../helpers/skewed-history.js";
+import { insertAddressClicks, insertAddressHearts, insertLinkedReferrals, insertPlayerHearts } from "../helpers/skewed-history.js";
 import { clickToken, createReferralServer, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const HOT_ADDRESS = "203.0.113.7";
@@ -101,6 +102,23 @@ test.serial("review on: the anti-abuse facts stop at each rule's threshold, neve
   const [referral] = await h.db.prisma.referral.findMany({ where: { serverId, refereeIdentity: "carol" } });
   t.deepEqual(referral?.signals, ["click_velocity"], "the hot address's click velocity is still flagged");
 });
+
+test.serial(
+  "review on: a registered whose referrer and referee have each voted 20,000 times on the server reads at most their latest SELF_ADDRESS_HEARTS hearts by identity and by name",
+  async (t) => {
+    const { h } = t.context;
+    const serverId = await serverWithHistory(h);
+    await h.db.prisma.server.update({ where: { id: serverId }, data: { referralReviewMode: "loose" } });
+    await insertPlayerHearts(h.db.prisma, serverId, "alice", HISTORY_ROWS, h.clock.now());
+    await insertPlayerHearts(h.db.prisma, serverId, "erin", HISTORY_ROWS, h.clock.now());
+    await executeSql(h.db.prisma, Prisma.sql`ANALYZE hearts`);
+    const statements = await registerFromHotAddress(t, serverId, "erin");
+    const read = await rowsReadByStatements(h.db.prisma, statements);
+    t.log(read);
+    // Per player: the latest SELF_ADDRESS_HEARTS by identity and as many by name; the referee's hearts for no_activity stop at minHearts (a mint reads none).
+    t.true((read.hearts ?? 0) <= 4 * SELF_ADDRESS_HEARTS + 4, `hearts rows read: ${read.hearts}`);
+  },
+);
 
 test.serial(
   "review on: a qualified and a reversed of a referral whose referrer has 20,000 earlier referrals and credits, their clicks linked from the same address, read a handful of rows",

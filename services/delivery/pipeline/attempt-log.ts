@@ -299,3 +299,15 @@ function ownedOf(records: readonly AttemptRecord[], written: WrittenAttempts[]):
   const ownedIds = new Set(written[0]?.owned ?? []);
   return records.map((r) => ownedIds.has(r.delivery.id));
 }
+
+/**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts): the exchanges of the deliveries' attempts (request and
+ * response headers and bodies, which carry the voter's name) are dropped; the attempt rows keep their number, time,
+ * status code, latency and error, so the endpoint's health and the delivery's history stay readable. By the
+ * (delivery_id, attempt) index: at most the deliveries' attempts. Returns the rows changed.
+ */
+export function dropAttemptExchangesSql(deliveryIds: readonly string[]): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE delivery_attempts SET request_headers = NULL, request_body = NULL, response_headers = NULL, response_body = NULL
+    WHERE delivery_id = ANY(${[...deliveryIds]}::uuid[]) AND (request_body IS NOT NULL OR request_headers IS NOT NULL OR response_body IS NOT NULL OR response_headers IS NOT NULL)`;
+}

@@ -1,0 +1,55 @@
+import { createHash } from "node:crypto";
+import { Prisma } from "../../gen/prisma/client.js";
+import { DomainError } from "../shared/values/domain-error.js";
+import { boundField } from "../shared/values/field-rules.js";
+import { requirePlatformId, type PlatformIdField } from "../shared/values/player-ids.js";
+
+/** What a voter is found by: the username the hearts carry (case-insensitive) or one platform id. */
+export type VoterKeyKind = "username" | PlatformIdField;
+
+/** The kinds, as the CLI and the dashboard spell them. */
+export const VOTER_KEY_KINDS: readonly VoterKeyKind[] = ["username", "steam_id", "discord_id", "minecraft_uuid", "account_id"];
+
+/** A voter's key in its normal form (a platform id as services/shared/values/player-ids.ts writes it). */
+export interface VoterKey {
+  kind: VoterKeyKind;
+  value: string;
+}
+
+/** The heart column each platform id kind is stored in. */
+const HEART_COLUMN: Record<PlatformIdField, Prisma.Sql> = {
+  steam_id: Prisma.raw("steam_id"),
+  discord_id: Prisma.raw("discord_id"),
+  minecraft_uuid: Prisma.raw("minecraft_uuid"),
+  account_id: Prisma.raw("account_id"),
+};
+
+/** True when `value` names a key kind. */
+export function isVoterKeyKind(value: string): value is VoterKeyKind {
+  return (VOTER_KEY_KINDS as readonly string[]).includes(value);
+}
+
+/** The voter's key from a request: format-checked and in normal form, or DomainError invalid_argument. */
+export function toVoterKey(kind: string, raw: string): VoterKey {
+  if (!isVoterKeyKind(kind)) throw new DomainError("invalid_argument", `key_kind must be one of ${VOTER_KEY_KINDS.join(", ")}`);
+  if (kind === "username") {
+    if (raw.trim() === "") throw new DomainError("invalid_argument", "key is required");
+    return { kind, value: boundField("username", raw) };
+  }
+  return { kind, value: requirePlatformId(kind, raw) };
+}
+
+/**
+ * The audit's form of a key: hex SHA-256 of `<kind>:<value>`, a username lower-cased (as the hearts rules compare
+ * it), so the same voter always hashes the same and the audit never holds the key in clear.
+ */
+export function hashVoterKey(key: VoterKey): string {
+  const value = key.kind === "username" ? key.value.toLowerCase() : key.value;
+  return createHash("sha256").update(`${key.kind}:${value}`).digest("hex");
+}
+
+/** The condition "heart `h` is the voter's": its username, case-insensitively (PostgreSQL's lower()), or the platform id. */
+export function heartMatchSql(key: VoterKey): Prisma.Sql {
+  if (key.kind === "username") return Prisma.sql`lower(h.username) = lower(${key.value})`;
+  return Prisma.sql`h.${HEART_COLUMN[key.kind]} = ${key.value}`;
+}

@@ -1,0 +1,217 @@
+/**
+ * A voter's export and erasure (issue 30, part 2) on real PostgreSQL, through the production wiring (VoterDataService
+ * over Connect with the admin token): the export is one document of everything held about the voter; the erasure puts a
+ * tombstone where the voter's identities were and drops their address and agent, while counts, rankings and paid and
+ * claimed state stay, and pay-once still pays each heart once: no claim or pull claim by the old name, the old ids or
+ * the tombstone pays anything again.
+ */
+import anyTest, { type TestFn } from "ava";
+import { ConnectError } from "@connectrpc/connect";
+import { ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
+import { PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import { ReceiptOutcome } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { VoterKeyKind } from "../../gen/proto/voters/v1/voters_pb.js";
+import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
+import { insertSecret, setDefaultEndpoint } from "../../scripts/harness/delivery-harness.js";
+import { startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { ERASED_DELIVERY_REASON, TOMBSTONE_PREFIX } from "../../services/voter-data/erase-voter-data.js";
+import { hashVoterKey } from "../../services/voter-data/voter-key.js";
+
+interface Context {
+  stack: TestStack;
+}
+const test = anyTest as TestFn<Context>;
+
+test.before(async (t) => {
+  t.context = { stack: await startStack({ allowInsecureCallbacks: true }) };
+});
+test.after.always(async (t) => {
+  await t.context.stack?.close();
+});
+
+const UA = "Mozilla/5.0 (X11; Linux x86_64) VoterDataTest/1.0";
+
+/** A pay-once server with a claim key, the pull API and a callback endpoint. */
+async function server(stack: TestStack) {
+  const { admin } = stack.clients;
+  const { server } = await admin.createServer({ name: "Erasure SMP" });
+  const serverId = server!.id;
+  const { claimKey } = await admin.rotateClaimKey({ serverId });
+  await admin.setPullEnabled({ serverId, enabled: true });
+  await setDefaultEndpoint(stack.prisma, serverId, { url: "http://127.0.0.1:9/hook", standardWebhooks: false });
+  await insertSecret(stack.prisma, stack.secretBox, serverId, "callback");
+  await admin.setClaimSettings({ serverId, paysOnce: true });
+  return { serverId, claimKey };
+}
+
+/** Casts a heart (counted unless the voter is on cooldown) and, when counted, stores its callback and pull deliveries as the consumer does. */
+async function cast(stack: TestStack, serverId: string, voter: { username: string; identity: string; steamId: string; ip: string }) {
+  const c = await stack.clients.hearts.castHeart({
+    serverId,
+    voterIdentity: voter.identity,
+    username: voter.username,
+    ip: voter.ip,
+    userAgent: UA,
+    steamId: voter.steamId,
+  });
+  if (c.counted) {
+    await insertDelivery(stack.prisma, {
+      heartId: c.heartId,
+      serverId,
+      eventType: "heart.counted",
+      username: voter.username,
+      voterIdentity: voter.identity,
+      period: c.period,
+      streakDay: null,
+      countedAt: new Date(),
+      platformIds: { steamId: voter.steamId, discordId: null, minecraftUuid: null, accountId: null },
+    });
+  }
+  return { heartId: c.heartId, counted: c.counted, token: c.receiptUrl.split("/").pop() ?? "" };
+}
+
+/** Every text column of the tables that hold a voter, as one string per row: what a grep of the database would see. */
+async function rowsMentioning(stack: TestStack, needle: string): Promise<string[]> {
+  const tables = [
+    "hearts",
+    "vote_claims",
+    "deliveries",
+    "delivery_attempts",
+    "voter_states",
+    "heart_address_voters",
+    "referrals",
+    "referral_clicks",
+    "referral_credits",
+    "plugin_activity",
+    "voter_data_audit",
+  ];
+  const found: string[] = [];
+  for (const table of tables) {
+    const rows = await stack.prisma.$queryRawUnsafe<Array<{ row: string }>>(
+      `SELECT t::text AS row FROM ${table} t WHERE lower(t::text) LIKE '%' || lower($1) || '%'`,
+      needle,
+    );
+    found.push(...rows.map((r) => `${table}: ${r.row}`));
+  }
+  return found;
+}
+
+test.serial(
+  "an erased voter's counted, claimed and paid hearts stay counted, claimed and paid exactly once: no claim by the old name, the old id or the tombstone pays again",
+  async (t) => {
+    const { stack } = t.context;
+    const { claims, delivery, hearts, voters } = stack.clients;
+    const { serverId, claimKey } = await server(stack);
+    const steve = { username: "Steve_Erase", identity: "list-user-4711", steamId: "76561198000004711", ip: "198.51.100.71" };
+    const alex = { username: "Alex", identity: "list-user-4712", steamId: "76561198000004712", ip: "198.51.100.72" };
+    const paid = await cast(stack, serverId, steve);
+    const cooldown = await cast(stack, serverId, steve);
+    // The same player under a second list identity (and address): counted too, held in the ledger, its deliveries waiting.
+    const held = await cast(stack, serverId, { ...steve, identity: "list-user-4711-b", ip: "198.51.100.81" });
+    const other = await cast(stack, serverId, alex);
+    t.true(paid.counted && !cooldown.counted && held.counted && other.counted);
+    const steam = (value: string) => ({ kind: PlayerIdKind.STEAM_ID, value });
+    t.like(await claims.claimVote({ claimKey, player: steam(steve.steamId) }), { status: ClaimStatus.CLAIMED_NOW, heartId: paid.heartId });
+    const countedBefore = await stack.prisma.heart.count({ where: { serverId, counted: true } });
+    const rankingBefore = await stack.prisma.serverRanking.findMany({ where: { serverId } });
+
+    const exported = JSON.parse((await voters.exportVoterData({ serverId, keyKind: VoterKeyKind.USERNAME, key: "steve_erase" })).document);
+    t.is(exported.servers.length, 1);
+    const part = exported.servers[0];
+    t.deepEqual(
+      part.hearts.map((h: { id: string }) => h.id).sort(),
+      [paid.heartId, cooldown.heartId, held.heartId].sort(),
+      "the export finds the voter's hearts case-insensitively, and only theirs",
+    );
+    t.deepEqual(part.hearts.map((h: { verdict: string }) => h.verdict).sort(), ["cooldown", "counted", "counted"]);
+    t.is(part.voteClaims.length, 2);
+    t.deepEqual(
+      part.payouts.map((p: { heart_id: string; state: string }) => [p.heart_id, p.state]),
+      [[paid.heartId, "paid"]],
+    );
+    t.deepEqual(
+      part.deliveries.map((d: { heart_id: string; status: string }) => `${d.heart_id === paid.heartId ? "paid" : "held"} ${d.status}`).sort(),
+      ["held pending", "held pending", "paid withdrawn", "paid withdrawn"],
+      "both hearts' callback and pull deliveries (the paid one's withdrawn at the claim)",
+    );
+    t.is(part.receipts.length, 3);
+    t.is(part.voterStates.length, 2);
+
+    const erased = await voters.eraseVoterData({ serverId, keyKind: VoterKeyKind.STEAM_ID, key: steve.steamId });
+    const tombstone = erased.tombstone;
+    t.true(tombstone.startsWith(TOMBSTONE_PREFIX));
+    t.is(erased.counts.hearts, 3n);
+
+    for (const needle of [steve.username, steve.identity, steve.steamId, steve.ip, "198.51.100.81", UA]) {
+      t.deepEqual(
+        (await rowsMentioning(stack, needle)).filter((r) => !r.includes(alex.identity)),
+        [],
+        `nothing of the erased voter is left: ${needle.slice(0, 12)}`,
+      );
+    }
+    t.is(await stack.prisma.heart.count({ where: { serverId, counted: true } }), countedBefore, "counted hearts stay counted");
+    t.deepEqual(await stack.prisma.serverRanking.findMany({ where: { serverId } }), rankingBefore, "the ranking is unchanged");
+    t.like(await stack.prisma.heart.findUniqueOrThrow({ where: { id: other.heartId } }), { username: "Alex", ip: alex.ip }, "another voter is untouched");
+    t.like(await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: paid.heartId } }), { state: "claimed", usernameLower: tombstone });
+    t.like(await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: held.heartId } }), { state: "expired", expiredReason: "erased" });
+    const heldDeliveries = await stack.prisma.delivery.findMany({ where: { heartId: held.heartId } });
+    t.deepEqual(
+      heldDeliveries.map((d) => [d.status, d.lastError, d.username]),
+      [
+        ["withdrawn", ERASED_DELIVERY_REASON, tombstone],
+        ["withdrawn", ERASED_DELIVERY_REASON, tombstone],
+      ],
+    );
+
+    // Claim again, by every name the voter had or has now: nothing pays.
+    for (const player of [steam(steve.steamId), { kind: PlayerIdKind.USERNAME, value: steve.username }, { kind: PlayerIdKind.USERNAME, value: tombstone }]) {
+      const answer = await claims
+        .claimVote({ claimKey, player })
+        .catch((e: unknown) => (e instanceof ConnectError ? { status: ClaimStatus.UNSPECIFIED } : Promise.reject(e)));
+      t.not(answer.status, ClaimStatus.CLAIMED_NOW, `no claim pays again (${player.kind})`);
+    }
+    const pull = await delivery.claimPullHearts({ serverId, heartIds: [paid.heartId, held.heartId] });
+    t.false(
+      pull.results.some((r) => r.status === PullClaimStatus.CLAIMED),
+      "no pull claim pays an erased voter's heart",
+    );
+    const payouts = await stack.prisma.heartPayout.findMany({ where: { serverId } });
+    t.deepEqual(
+      payouts.map((p) => [p.heartId, p.state]),
+      [[paid.heartId, "paid"]],
+      "the paid heart is paid exactly once, the held one never",
+    );
+    t.like(await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: paid.heartId } }), { state: "claimed" }, "claimed exactly once");
+
+    const receipt = (await hearts.getReceipt({ token: paid.token })).receipt!;
+    t.like(receipt, { outcome: ReceiptOutcome.ERASED, username: "", paidBy: "" }, "the receipt answers erased, with no name");
+    t.deepEqual(receipt.deliveries, []);
+
+    const again = await voters.eraseVoterData({ serverId, keyKind: VoterKeyKind.USERNAME, key: steve.username });
+    t.is(again.counts.hearts ?? 0n, 0n, "a second erasure finds nothing left");
+
+    const audit = (await voters.listVoterDataAudit({ limit: 10 })).entries.filter((e) => e.serverId === serverId);
+    t.deepEqual(
+      audit.map((e) => e.action),
+      ["erase", "erase", "export"],
+    );
+    t.true(
+      audit.every((e) => e.principal.startsWith("token:")),
+      "the audit names the caller as the access layer does",
+    );
+    t.is(audit[2]!.keyHash, hashVoterKey({ kind: "username", value: "steve_erase" }));
+    t.is(audit[1]!.keyHash, hashVoterKey({ kind: "steam_id", value: steve.steamId }));
+    t.is(JSON.parse(audit[1]!.counts).hearts, 3);
+  },
+);
+
+test.serial("an export of a voter on a server where they never voted is an empty document, and an unknown key kind is refused", async (t) => {
+  const { stack } = t.context;
+  const { serverId } = await server(stack);
+  const doc = JSON.parse((await stack.clients.voters.exportVoterData({ serverId, keyKind: VoterKeyKind.USERNAME, key: "nobody" })).document);
+  t.deepEqual(doc.servers, []);
+  await t.throwsAsync(stack.clients.voters.exportVoterData({ serverId, keyKind: VoterKeyKind.UNSPECIFIED, key: "x" }), { message: /key_kind must be one of/ });
+  await t.throwsAsync(stack.clients.voters.exportVoterData({ serverId, keyKind: VoterKeyKind.STEAM_ID, key: "12" }), {
+    message: /steam_id must be a SteamID64/,
+  });
+});

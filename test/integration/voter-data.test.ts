@@ -6,11 +6,14 @@
  * the tombstone pays anything again.
  */
 import anyTest, { type TestFn } from "ava";
-import { ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
 import { PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { ReceiptOutcome } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { VoterKeyKind } from "../../gen/proto/voters/v1/voters_pb.js";
+import { VoterDataService, VoterKeyKind } from "../../gen/proto/voters/v1/voters_pb.js";
+import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
+import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { insertSecret, setDefaultEndpoint } from "../../scripts/harness/delivery-harness.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
@@ -214,4 +217,35 @@ test.serial("an export of a voter on a server where they never voted is an empty
   await t.throwsAsync(stack.clients.voters.exportVoterData({ serverId, keyKind: VoterKeyKind.STEAM_ID, key: "12" }), {
     message: /steam_id must be a SteamID64/,
   });
+});
+
+test.serial("the RPCs refuse callers without the right: a token without admin, another owner's server, the whole list or the audit for an owner", async (t) => {
+  const { stack } = t.context;
+  const { access } = stack.clients;
+  const mine = await server(stack);
+  const theirs = await server(stack);
+  await access.createOwner({ ownerId: "voter-data-owner", displayName: "Owner" });
+  await access.assignServer({ serverId: mine.serverId, ownerId: "voter-data-owner" });
+  const { url } = await access.createDashboardLoginLink({ ownerId: "voter-data-owner" });
+  const { sessionToken } = await access.redeemDashboardLoginLink({ loginToken: new URL(url).searchParams.get("token") ?? "" });
+  const owner = createClient(VoterDataService, withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }));
+  const { token } = await access.createServiceToken({ name: "voter-data-reader", scopes: ["read"] });
+  const reader = createClient(VoterDataService, createServiceTransport(stack.rpcUrl, token));
+  const key = { keyKind: VoterKeyKind.USERNAME, key: "Steve" };
+  const code = async (call: Promise<unknown>) => call.then(() => "ok", (e: unknown) => (e instanceof ConnectError ? Code[e.code] : String(e)));
+
+  t.is(await code(owner.exportVoterData({ serverId: mine.serverId, ...key })), "ok", "the owner exports on their own server");
+  t.is(await code(owner.eraseVoterData({ serverId: mine.serverId, ...key })), "ok", "and erases there");
+  for (const call of [owner.exportVoterData({ serverId: theirs.serverId, ...key }), owner.eraseVoterData({ serverId: theirs.serverId, ...key })]) {
+    t.is(await code(call), "NotFound", "another owner's server answers as a missing one");
+  }
+  for (const call of [owner.exportVoterData({ serverId: "", ...key }), owner.eraseVoterData({ serverId: "", ...key })]) {
+    t.not(await code(call), "ok", "an owner never acts on the whole list");
+  }
+  t.is(await code(owner.listVoterDataAudit({})), "PermissionDenied", "the audit is for admins only");
+  for (const call of [reader.exportVoterData({ serverId: mine.serverId, ...key }), reader.eraseVoterData({ serverId: "", ...key }), reader.listVoterDataAudit({})]) {
+    t.is(await code(call), "PermissionDenied", "a token without admin is refused");
+  }
+  const audit = (await stack.clients.voters.listVoterDataAudit({ limit: 50 })).entries.filter((e) => e.serverId === mine.serverId);
+  t.deepEqual(audit.map((e) => [e.action, e.principal]), [["erase", "owner:voter-data-owner"], ["export", "owner:voter-data-owner"]], "an owner's calls are recorded under the owner");
 });

@@ -2,7 +2,8 @@ import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
 import { NIL_UUID } from "../shared/values/ids.js";
-import { heartMatchSql, type VoterKey } from "./voter-key.js";
+import type { PlatformIdField } from "../shared/values/player-ids.js";
+import type { VoterKey } from "./voter-key.js";
 
 /**
  * The reads of a voter's export and erasure: which rows of one server are the voter's. No table has an index on a
@@ -12,6 +13,20 @@ import { heartMatchSql, type VoterKey } from "./voter-key.js";
  * long as the server's history, one bounded statement after another. What hangs off the voter's hearts (ledger rows,
  * payouts, deliveries, attempts) is read by heart id, ID_BATCH hearts at a time.
  */
+
+/** The heart column each platform id kind is stored in. */
+const HEART_COLUMN: Record<PlatformIdField, Prisma.Sql> = {
+  steam_id: Prisma.raw("steam_id"),
+  discord_id: Prisma.raw("discord_id"),
+  minecraft_uuid: Prisma.raw("minecraft_uuid"),
+  account_id: Prisma.raw("account_id"),
+};
+
+/** The condition "heart `h` is the voter's": its username, case-insensitively (PostgreSQL's lower()), or the platform id. */
+function heartMatchSql(key: VoterKey): Prisma.Sql {
+  if (key.kind === "username") return Prisma.sql`lower(h.username) = lower(${key.value})`;
+  return Prisma.sql`h.${HEART_COLUMN[key.kind]} = ${key.value}`;
+}
 
 /** Rows one page of a walk reads. */
 export const SCAN_PAGE = 1_000;

@@ -1,5 +1,4 @@
 import { createHash } from "node:crypto";
-import { Prisma } from "../../gen/prisma/client.js";
 import { DomainError } from "../shared/values/domain-error.js";
 import { boundField } from "../shared/values/field-rules.js";
 import { requirePlatformId, type PlatformIdField } from "../shared/values/player-ids.js";
@@ -15,14 +14,6 @@ export interface VoterKey {
   kind: VoterKeyKind;
   value: string;
 }
-
-/** The heart column each platform id kind is stored in. */
-const HEART_COLUMN: Record<PlatformIdField, Prisma.Sql> = {
-  steam_id: Prisma.raw("steam_id"),
-  discord_id: Prisma.raw("discord_id"),
-  minecraft_uuid: Prisma.raw("minecraft_uuid"),
-  account_id: Prisma.raw("account_id"),
-};
 
 /** True when `value` names a key kind. */
 export function isVoterKeyKind(value: string): value is VoterKeyKind {
@@ -46,10 +37,4 @@ export function toVoterKey(kind: string, raw: string): VoterKey {
 export function hashVoterKey(key: VoterKey): string {
   const value = key.kind === "username" ? key.value.toLowerCase() : key.value;
   return createHash("sha256").update(`${key.kind}:${value}`).digest("hex");
-}
-
-/** The condition "heart `h` is the voter's": its username, case-insensitively (PostgreSQL's lower()), or the platform id. */
-export function heartMatchSql(key: VoterKey): Prisma.Sql {
-  if (key.kind === "username") return Prisma.sql`lower(h.username) = lower(${key.value})`;
-  return Prisma.sql`h.${HEART_COLUMN[key.kind]} = ${key.value}`;
 }

@@ -7,7 +7,7 @@ import {
   ListVoterDataAuditResponseSchema,
   VoterDataAuditEntrySchema,
   VoterDataService,
-  VoterKeyKind,
+  type VoterKeyKind,
 } from "../../gen/proto/voters/v1/voters_pb.js";
 import { requireServer } from "../servers/server-exists.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
@@ -17,23 +17,15 @@ import { notNegativeText } from "../shared/values/contract.js";
 import { eraseVoterData, newTombstone } from "./erase-voter-data.js";
 import { exportCounts, exportVoterData } from "./export-voter-data.js";
 import { listVoterDataAudit, recordVoterDataAudit, setVoterDataAuditCounts } from "./voter-data-audit.js";
-import { toVoterKey, type VoterKey, type VoterKeyKind as KeyKind } from "./voter-key.js";
-
-const KEY_KIND: Record<VoterKeyKind, KeyKind | ""> = {
-  [VoterKeyKind.UNSPECIFIED]: "",
-  [VoterKeyKind.USERNAME]: "username",
-  [VoterKeyKind.STEAM_ID]: "steam_id",
-  [VoterKeyKind.DISCORD_ID]: "discord_id",
-  [VoterKeyKind.MINECRAFT_UUID]: "minecraft_uuid",
-  [VoterKeyKind.ACCOUNT_ID]: "account_id",
-};
+import { fromProtoKeyKind } from "../shared/values/voter-key-kinds.js";
+import { toVoterKey, type VoterKey } from "./voter-key.js";
 
 /** The text of a whole-list request by a server's owner (the access table already refuses it: an empty id is no server of theirs). */
 export const WHOLE_LIST_TEXT = "server_id is required: a server's owner acts on that server only";
 
 /** A request's scope and key: the server (null: the whole list, for tokens only) and the voter's key in normal form. */
 async function toScope(deps: CoreDeps, ctx: HandlerContext, req: { serverId: string; keyKind: VoterKeyKind; key: string }) {
-  const key: VoterKey = toVoterKey(KEY_KIND[req.keyKind] ?? "", req.key);
+  const key: VoterKey = toVoterKey(fromProtoKeyKind(req.keyKind), req.key);
   if (req.serverId.trim() === "") {
     if (ctx.values.get(OWNER_SCOPE) !== undefined) throw new DomainError("invalid_argument", WHOLE_LIST_TEXT);
     return { serverId: null, key };

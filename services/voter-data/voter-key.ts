@@ -1,23 +1,14 @@
 import { createHash } from "node:crypto";
 import { DomainError } from "../shared/values/domain-error.js";
 import { boundField } from "../shared/values/field-rules.js";
-import { requirePlatformId, type PlatformIdField } from "../shared/values/player-ids.js";
+import { requirePlatformId } from "../shared/values/player-ids.js";
+import { isVoterKeyKind, VOTER_KEY_KINDS, type VoterKeyKind } from "../shared/values/voter-key-kinds.js";
 
-/** What a voter is found by: the username the hearts carry (case-insensitive) or one platform id. */
-export type VoterKeyKind = "username" | PlatformIdField;
-
-/** The kinds, as the CLI and the dashboard spell them. */
-export const VOTER_KEY_KINDS: readonly VoterKeyKind[] = ["username", "steam_id", "discord_id", "minecraft_uuid", "account_id"];
 
 /** A voter's key in its normal form (a platform id as services/shared/values/player-ids.ts writes it). */
 export interface VoterKey {
   kind: VoterKeyKind;
   value: string;
-}
-
-/** True when `value` names a key kind. */
-export function isVoterKeyKind(value: string): value is VoterKeyKind {
-  return (VOTER_KEY_KINDS as readonly string[]).includes(value);
 }
 
 /** The voter's key from a request: format-checked and in normal form, or DomainError invalid_argument. */

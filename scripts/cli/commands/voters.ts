@@ -5,20 +5,12 @@
  */
 import { writeFileSync } from "node:fs";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { VoterKeyKind } from "../../../gen/proto/voters/v1/voters_pb.js";
-import { VOTER_KEY_KINDS, type VoterKeyKind as KeyKind } from "../../../services/voter-data/voter-key.js";
+import type { VoterKeyKind } from "../../../gen/proto/voters/v1/voters_pb.js";
+import { PROTO_KEY_KIND, VOTER_KEY_KINDS } from "../../../services/shared/values/voter-key-kinds.js";
 import { stringFlag, type Command, type CommandContext } from "../command.js";
 import { CliError, EXIT_OK, EXIT_USAGE, formatPairs } from "../output.js";
 import { callRpc, createClients } from "../rpc.js";
 import { CLI_RUN } from "../name.js";
-
-const KEY_KIND: Record<KeyKind, VoterKeyKind> = {
-  username: VoterKeyKind.USERNAME,
-  steam_id: VoterKeyKind.STEAM_ID,
-  discord_id: VoterKeyKind.DISCORD_ID,
-  minecraft_uuid: VoterKeyKind.MINECRAFT_UUID,
-  account_id: VoterKeyKind.ACCOUNT_ID,
-};
 
 /** An export or erasure walks the voter's history in bounded steps; a long one is waited for this long. */
 const VOTER_RPC_TIMEOUT_MS = 10 * 60_000;
@@ -50,7 +42,7 @@ function voterRequest(ctx: CommandContext): { serverId: string; keyKind: VoterKe
       exitCode: EXIT_USAGE,
     });
   }
-  return { serverId: stringFlag(ctx.flags, "server") ?? "", keyKind: KEY_KIND[given[0]!.kind], key: given[0]!.value };
+  return { serverId: stringFlag(ctx.flags, "server") ?? "", keyKind: PROTO_KEY_KIND[given[0]!.kind], key: given[0]!.value };
 }
 
 export const votersExport: Command = {

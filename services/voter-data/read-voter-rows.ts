@@ -73,10 +73,39 @@ export async function* readServerIds(prisma: PrismaClient, serverId: string | nu
   }
 }
 
-/** The voter's hearts on one server, oldest first: a walk of the server's hearts in pages of SCAN_PAGE. */
-export async function* readVoterHearts(prisma: PrismaClient, serverId: string, key: VoterKey): AsyncGenerator<VoterHeart[]> {
-  let after = { at: new Date(0), id: NIL_UUID };
+/** A walk's position: the (time, id) of the last row read. */
+interface Cursor {
+  at: Date;
+  id: string;
+}
+
+/** One page of a walk: how many rows it read, the last one's cursor, and the voter's rows among them. */
+interface WalkPage<T> {
+  read: number;
+  last: Cursor | null;
+  mine: T[];
+}
+
+/** The cursor of a page's last row. */
+function lastOf<R extends { id: string }>(rows: readonly R[], at: (r: R) => Date): Cursor | null {
+  const last = rows[rows.length - 1];
+  return last === undefined ? null : { at: at(last), id: last.id };
+}
+
+/** THE keyset walk: `page` reads at most SCAN_PAGE rows after the cursor; yields the voter's rows of each page, until a page is short. */
+async function* walkPages<T>(page: (after: Cursor) => Promise<WalkPage<T>>): AsyncGenerator<T[]> {
+  let after: Cursor = { at: new Date(0), id: NIL_UUID };
   for (;;) {
+    const p = await page(after);
+    if (p.mine.length > 0) yield p.mine;
+    if (p.read < SCAN_PAGE || p.last === null) return;
+    after = p.last;
+  }
+}
+
+/** The voter's hearts on one server, oldest first: a walk of the server's hearts in pages of SCAN_PAGE. */
+export function readVoterHearts(prisma: PrismaClient, serverId: string, key: VoterKey): AsyncGenerator<VoterHeart[]> {
+  return walkPages(async (after) => {
     // Bounded: at most SCAN_PAGE rows, a range of the (server_id, created_at, id) index; `mine` is computed per row.
     const rows = await runSql<VoterHeart & { mine: boolean }>(
       prisma,
@@ -88,12 +117,8 @@ export async function* readVoterHearts(prisma: PrismaClient, serverId: string, k
         WHERE h.server_id = ${serverId}::uuid AND (h.created_at, h.id) > (${after.at}::timestamptz, ${after.id}::uuid)
         ORDER BY h.created_at, h.id LIMIT ${SCAN_PAGE}`,
     );
-    const mine = rows.filter((r) => r.mine).map(({ mine: _, ...heart }) => heart);
-    if (mine.length > 0) yield mine;
-    if (rows.length < SCAN_PAGE) return;
-    const last = rows[rows.length - 1]!;
-    after = { at: last.created_at, id: last.id };
-  }
+    return { read: rows.length, last: lastOf(rows, (r) => r.created_at), mine: rows.filter((r) => r.mine).map(({ mine: _, ...heart }) => heart) };
+  });
 }
 
 /** A referral where the voter is the referee or the referrer. */
@@ -113,9 +138,8 @@ export interface VoterReferral {
  * The server's referrals whose referee or referrer is one of `identities` (lower-cased, compared with lower()): a
  * walk in pages of SCAN_PAGE along the (server_id, registered_at, id) index.
  */
-export async function* readVoterReferrals(prisma: PrismaClient, serverId: string, identities: readonly string[]): AsyncGenerator<VoterReferral[]> {
-  let after = { at: new Date(0), id: NIL_UUID };
-  for (;;) {
+export function readVoterReferrals(prisma: PrismaClient, serverId: string, identities: readonly string[]): AsyncGenerator<VoterReferral[]> {
+  return walkPages(async (after) => {
     // Bounded: at most SCAN_PAGE rows, a range of the (server_id, registered_at, id) index.
     const rows = await runSql<VoterReferral & { mine: boolean }>(
       prisma,
@@ -127,12 +151,8 @@ export async function* readVoterReferrals(prisma: PrismaClient, serverId: string
         WHERE r.server_id = ${serverId}::uuid AND (r.registered_at, r.id) > (${after.at}::timestamptz, ${after.id}::uuid)
         ORDER BY r.registered_at, r.id LIMIT ${SCAN_PAGE}`,
     );
-    const mine = rows.filter((r) => r.mine).map(({ mine: _, ...referral }) => referral);
-    if (mine.length > 0) yield mine;
-    if (rows.length < SCAN_PAGE) return;
-    const last = rows[rows.length - 1]!;
-    after = { at: last.registered_at, id: last.id };
-  }
+    return { read: rows.length, last: lastOf(rows, (r) => r.registered_at), mine: rows.filter((r) => r.mine).map(({ mine: _, ...referral }) => referral) };
+  });
 }
 
 /** A referral click the voter made (its referral is the voter's as referee) or referred (as referrer). */
@@ -151,14 +171,13 @@ export interface VoterClick {
  * The server's clicks whose referrer is one of `identities` (lower-cased) or whose referral is one of
  * `refereeReferrals` (the voter clicked them): a walk in pages of SCAN_PAGE along the (server_id, created_at) index.
  */
-export async function* readVoterClicks(
+export function readVoterClicks(
   prisma: PrismaClient,
   serverId: string,
   identities: readonly string[],
   refereeReferrals: readonly string[],
 ): AsyncGenerator<VoterClick[]> {
-  let after = { at: new Date(0), id: NIL_UUID };
-  for (;;) {
+  return walkPages(async (after) => {
     // Bounded: SCAN_PAGE rows, plus the rows sharing the page's last created_at, a range of the (server_id, created_at) index.
     const rows = await runSql<VoterClick & { by_referral: boolean }>(
       prisma,
@@ -171,11 +190,8 @@ export async function* readVoterClicks(
         ORDER BY k.created_at, k.id LIMIT ${SCAN_PAGE}`,
     );
     const mine = rows.filter((r) => r.as_referrer || r.by_referral).map(({ by_referral: _, ...click }) => click);
-    if (mine.length > 0) yield mine;
-    if (rows.length < SCAN_PAGE) return;
-    const last = rows[rows.length - 1]!;
-    after = { at: last.created_at, id: last.id };
-  }
+    return { read: rows.length, last: lastOf(rows, (r) => r.created_at), mine };
+  });
 }
 
 /** `items` in slices of at most `size`. */

@@ -4,7 +4,6 @@ import { boundField } from "../shared/values/field-rules.js";
 import { requirePlatformId } from "../shared/values/player-ids.js";
 import { isVoterKeyKind, VOTER_KEY_KINDS, type VoterKeyKind } from "../shared/values/voter-key-kinds.js";
 
-
 /** A voter's key in its normal form (a platform id as services/shared/values/player-ids.ts writes it). */
 export interface VoterKey {
   kind: VoterKeyKind;

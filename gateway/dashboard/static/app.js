@@ -909,6 +909,20 @@
     box.hidden = false;
   }
 
+  /** Saves an API answer that is a file (an export) as `filename`; an error answer throws ApiFailure with the API's text. */
+  async function download(res, filename) {
+    if (!res.ok) {
+      const data = await res.json().catch(() => null);
+      throw new ApiFailure(res.status, data && typeof data.error === "string" ? data.error : `${res.status} ${res.statusText}`);
+    }
+    const url = URL.createObjectURL(await res.blob());
+    const link = el("a", { href: url, download: filename });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  }
+
   /** Downloads the filtered referrals (the API answers the file itself). */
   async function exportReferrals(format) {
     const params = referralQuery();
@@ -918,16 +932,7 @@
       headers: state.token ? { authorization: `Bearer ${state.token}` } : {},
       cache: "no-store",
     });
-    if (!res.ok) {
-      const data = await res.json().catch(() => null);
-      throw new ApiFailure(res.status, data && typeof data.error === "string" ? data.error : `${res.status} ${res.statusText}`);
-    }
-    const url = URL.createObjectURL(await res.blob());
-    const link = el("a", { href: url, download: `referrals.${format}` });
-    document.body.append(link);
-    link.click();
-    link.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    await download(res, `referrals.${format}`);
     if (res.headers.get("x-export-truncated") === "true") showError("The export holds the first 10,000 referrals only; narrow the filter.");
   }
 
@@ -959,16 +964,7 @@
       body: JSON.stringify(req),
       cache: "no-store",
     });
-    if (!res.ok) {
-      const data = await res.json().catch(() => null);
-      throw new ApiFailure(res.status, data && typeof data.error === "string" ? data.error : `${res.status} ${res.statusText}`);
-    }
-    const url = URL.createObjectURL(await res.blob());
-    const link = el("a", { href: url, download: `voter-data-${state.serverId}.json` });
-    document.body.append(link);
-    link.click();
-    link.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    await download(res, `voter-data-${state.serverId}.json`);
   }
 
   $("voter-data-form").addEventListener("submit", async (event) => {

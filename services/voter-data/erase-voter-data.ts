@@ -1,17 +1,17 @@
 import { randomUUID } from "node:crypto";
-import { fromBinary } from "@bufbuild/protobuf";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Prisma } from "../../gen/prisma/client.js";
-import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
+import { type Envelope, EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { eraseVoteClaimsSql } from "../claims/write-vote-claims.js";
 import { dropAttemptExchangesSql } from "../delivery/pipeline/attempt-log.js";
-import { eraseDeliveriesSql, withdrawDeliveriesSql } from "../delivery/pipeline/write-deliveries.js";
+import { eraseDeliveriesSql, eraseReferralDeliveriesSql, withdrawDeliveriesSql } from "../delivery/pipeline/write-deliveries.js";
 import { eraseAddressVotersSql, eraseHeartsSql, eraseVoterStatesSql } from "../hearts/store.js";
 import { erasePluginPlayerIdsSql } from "../plugin-activity/record-plugin-calls.js";
 import { eraseReferralClicksSql, eraseReferralsSql } from "../referral/apply-event.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
-import { withdrawOutboxRowsSql } from "../shared/adapters/outbox.js";
+import { rewriteOutboxPayloadSql, withdrawOutboxRowsSql } from "../shared/adapters/outbox.js";
 import { executeSql, runSql, runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.js";
-import { findVoterRows, ID_BATCH, inBatches, readServerIds, SCAN_PAGE, type VoterRows } from "./read-voter-rows.js";
+import { findVoterRows, ID_BATCH, inBatches, readReferralDeliveries, readServerIds, SCAN_PAGE, type VoterRows } from "./read-voter-rows.js";
 import type { VoterKey } from "./voter-key.js";
 
 /** The prefix of every tombstone: `erased:<uuid>`, one random uuid per erasure. */
@@ -48,7 +48,8 @@ export function newTombstone(): string {
  *   untouched, so a paid heart stays paid once, and a heart reserved by a push stays taken;
  * - deliveries not yet sent are withdrawn (never sent); every delivery of the hearts carries the tombstone, and the
  *   attempts' exchanges (headers and bodies) are dropped;
- * - unpublished outbox rows about the voter's hearts or referrals are withdrawn (deleted), so Kafka never gets them;
+ * - unpublished outbox rows: a heart's event is withdrawn (deleted), a referral event is rewritten with the tombstone,
+ *   so Kafka never gets the erased values; referral-event deliveries name the tombstone in their payload;
  * - referrals and their credits carry the tombstone as referee or referrer (state and credit kept); clicks lose their
  *   address and agent; voter_states and the identity rules' rows of the voter are deleted; plugin activity forgets the
  *   voter's ids.
@@ -63,9 +64,7 @@ export async function eraseVoterData(prisma: PrismaClient, q: { serverId: string
   for await (const serverId of readServerIds(prisma, q.serverId)) {
     const rows = await findVoterRows(prisma, serverId, q.key);
     // The outbox first: an unpublished event about the voter never reaches Kafka once its rows are erased.
-    const heartIds = new Set(rows.hearts.map((h) => h.id));
-    const referralIds = new Set([...rows.asReferee, ...rows.asReferrer].map((r) => r.id));
-    add("outbox", await withdrawOutbox(prisma, serverId, heartIds, referralIds));
+    add("outbox", await eraseOutbox(prisma, serverId, rows, q.tombstone));
     await eraseServer(prisma, serverId, rows, q, add);
   }
   return { tombstone: q.tombstone, counts };
@@ -132,6 +131,14 @@ async function eraseServer(
     add("referrals", n?.referrals ?? 0);
     add("referral_credits", n?.credits ?? 0);
   }
+  const referralIds = [...referrals.keys()];
+  for await (const page of readReferralDeliveries(prisma, serverId, referralIds)) {
+    await inTx(async (tx) => {
+      // Bounded, each: the page's deliveries (at most SCAN_PAGE) by primary key, and their attempts by the (delivery_id, attempt) index.
+      add("deliveries", await tx.execute(eraseReferralDeliveriesSql({ serverId, ids: page, identities: rows.identities, tombstone: q.tombstone })));
+      add("delivery_attempts", await tx.execute(dropAttemptExchangesSql(page)));
+    });
+  }
   for (const batch of inBatches(rows.clicks, ID_BATCH)) {
     // Bounded: the batch's clicks by primary key.
     const sql = eraseReferralClicksSql({ serverId, ids: batch.map((c) => c.id), asReferrer: batch.map((c) => c.as_referrer), tombstone: q.tombstone });
@@ -147,39 +154,51 @@ async function eraseServer(
 }
 
 /**
- * The unpublished outbox rows about the erased hearts or referrals are withdrawn. A walk of the unpublished rows (the
- * relay's partial index on id WHERE published_at IS NULL) in pages of SCAN_PAGE; each envelope is decoded here.
- * Published rows left the outbox's reach (they are in Kafka) and are removed by retention.
+ * The unpublished outbox rows about the voter: a heart's event (heart.counted, an owner notification of the heart) is
+ * withdrawn (deleted; the heart's deliveries are withdrawn too), a referral event is rewritten with the tombstone in
+ * place of the voter's identity (the other party's event still goes out). A walk of the unpublished rows (the relay's
+ * partial index on id WHERE published_at IS NULL) in pages of SCAN_PAGE; each envelope is decoded here. Published rows
+ * are in Kafka already, and left to retention.
  */
-async function withdrawOutbox(prisma: PrismaClient, serverId: string, heartIds: ReadonlySet<string>, referralIds: ReadonlySet<string>): Promise<number> {
+async function eraseOutbox(prisma: PrismaClient, serverId: string, rows: VoterRows, tombstone: string): Promise<number> {
+  const heartIds = new Set(rows.hearts.map((h) => h.id));
+  const referralIds = new Set([...rows.asReferee, ...rows.asReferrer].map((r) => r.id));
   if (heartIds.size === 0 && referralIds.size === 0) return 0;
+  const identities = new Set(rows.identities);
   let after = 0n;
-  let withdrawn = 0;
+  let changed = 0;
   for (;;) {
     // Bounded: at most SCAN_PAGE rows of the unpublished rows' partial index.
-    const rows = await runSql<{ id: bigint; key: string; payload: Uint8Array }>(
+    const page = await runSql<{ id: bigint; key: string; payload: Uint8Array }>(
       prisma,
       Prisma.sql`SELECT id, key, payload FROM outbox WHERE published_at IS NULL AND id > ${after} ORDER BY id LIMIT ${SCAN_PAGE}`,
     );
-    const mine = rows.filter((r) => r.key === serverId && concernsVoter(r.payload, heartIds, referralIds)).map((r) => r.id);
+    const withdraw: bigint[] = [];
+    for (const row of page) {
+      if (row.key !== serverId) continue;
+      const envelope = decodeEnvelope(row.payload);
+      const p = envelope?.payload;
+      if (p === undefined) continue;
+      if ((p.case === "heartCounted" || p.case === "ownerNotification") && heartIds.has(p.value.heartId)) withdraw.push(row.id);
+      if (p.case === "referralTransitioned" && referralIds.has(p.value.referralId)) {
+        if (identities.has(p.value.refereeIdentity.toLowerCase())) p.value.refereeIdentity = tombstone;
+        if (identities.has(p.value.referrerIdentity.toLowerCase())) p.value.referrerIdentity = tombstone;
+        // Bounded: one row, by primary key.
+        changed += await executeSql(prisma, rewriteOutboxPayloadSql(row.id, toBinary(EnvelopeSchema, envelope!)));
+      }
+    }
     // Bounded: the page's rows by primary key.
-    if (mine.length > 0) withdrawn += await executeSql(prisma, withdrawOutboxRowsSql(mine));
-    if (rows.length < SCAN_PAGE) return withdrawn;
-    after = rows[rows.length - 1]!.id;
+    if (withdraw.length > 0) changed += await executeSql(prisma, withdrawOutboxRowsSql(withdraw));
+    if (page.length < SCAN_PAGE) return changed;
+    after = page[page.length - 1]!.id;
   }
 }
 
-function concernsVoter(payload: Uint8Array, heartIds: ReadonlySet<string>, referralIds: ReadonlySet<string>): boolean {
-  let envelope: ReturnType<typeof fromBinary<typeof EnvelopeSchema>>;
+function decodeEnvelope(payload: Uint8Array): Envelope | undefined {
   try {
-    envelope = fromBinary(EnvelopeSchema, payload);
+    return fromBinary(EnvelopeSchema, payload);
   } catch {
     // Failure policy: skip - a row that does not decode is the relay's dead letter to set aside, not a voter's row.
-    return false;
+    return undefined;
   }
-  const p = envelope.payload;
-  if (p.case === "heartCounted") return heartIds.has(p.value.heartId);
-  if (p.case === "ownerNotification") return heartIds.has(p.value.heartId);
-  if (p.case === "referralTransitioned") return referralIds.has(p.value.referralId);
-  return false;
 }

@@ -241,3 +241,30 @@ export async function findVoterRows(prisma: PrismaClient, serverId: string, key:
     clicks.push(...page);
   return { hearts, identities, asReferee, asReferrer, clicks };
 }
+
+/** The delivery statuses, each a range of the (server_id, status, created_at) index. */
+const DELIVERY_STATUSES = ["pending", "delivered", "failed", "withdrawn"] as const;
+
+/**
+ * The server's referral-event deliveries (`referral.*`) of the referrals `referralIds`: their payloads carry the
+ * referee and referrer identities. A walk of the server's deliveries in pages of SCAN_PAGE, one status at a time
+ * along the (server_id, status, created_at) index (plus the rows sharing a page's last created_at).
+ */
+export async function* readReferralDeliveries(prisma: PrismaClient, serverId: string, referralIds: readonly string[]): AsyncGenerator<string[]> {
+  if (referralIds.length === 0) return;
+  for (const status of DELIVERY_STATUSES) {
+    yield* walkPages(async (after) => {
+      // Bounded: SCAN_PAGE rows (plus ties on created_at), a range of the (server_id, status, created_at) index.
+      const rows = await runSql<{ id: string; created_at: Date; mine: boolean }>(
+        prisma,
+        Prisma.sql`
+          SELECT d.id, d.created_at, (d.event_type LIKE 'referral.%' AND d.payload->>'referral_id' = ANY(${[...referralIds]}::text[])) AS mine
+          FROM deliveries d
+          WHERE d.server_id = ${serverId}::uuid AND d.status = ${Prisma.raw(`'${status}'::"DeliveryStatus"`)}
+            AND (d.created_at, d.id) > (${after.at}::timestamptz, ${after.id}::uuid)
+          ORDER BY d.created_at, d.id LIMIT ${SCAN_PAGE}`,
+      );
+      return { read: rows.length, last: lastOf(rows, (r) => r.created_at), mine: rows.filter((r) => r.mine).map((r) => r.id) };
+    });
+  }
+}

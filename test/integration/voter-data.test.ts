@@ -10,6 +10,10 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
 import { PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { ReceiptOutcome } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { fromBinary } from "@bufbuild/protobuf";
+import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
+import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
+import { toReferralDelivery } from "../../services/delivery/pipeline/referral-event.js";
 import { VoterDataService, VoterKeyKind } from "../../gen/proto/voters/v1/voters_pb.js";
 import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
 import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
@@ -228,11 +232,18 @@ test.serial("the RPCs refuse callers without the right: a token without admin, a
   await access.assignServer({ serverId: mine.serverId, ownerId: "voter-data-owner" });
   const { url } = await access.createDashboardLoginLink({ ownerId: "voter-data-owner" });
   const { sessionToken } = await access.redeemDashboardLoginLink({ loginToken: new URL(url).searchParams.get("token") ?? "" });
-  const owner = createClient(VoterDataService, withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }));
+  const owner = createClient(
+    VoterDataService,
+    withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }),
+  );
   const { token } = await access.createServiceToken({ name: "voter-data-reader", scopes: ["read"] });
   const reader = createClient(VoterDataService, createServiceTransport(stack.rpcUrl, token));
   const key = { keyKind: VoterKeyKind.USERNAME, key: "Steve" };
-  const code = async (call: Promise<unknown>) => call.then(() => "ok", (e: unknown) => (e instanceof ConnectError ? Code[e.code] : String(e)));
+  const code = async (call: Promise<unknown>) =>
+    call.then(
+      () => "ok",
+      (e: unknown) => (e instanceof ConnectError ? Code[e.code] : String(e)),
+    );
 
   t.is(await code(owner.exportVoterData({ serverId: mine.serverId, ...key })), "ok", "the owner exports on their own server");
   t.is(await code(owner.eraseVoterData({ serverId: mine.serverId, ...key })), "ok", "and erases there");
@@ -243,9 +254,101 @@ test.serial("the RPCs refuse callers without the right: a token without admin, a
     t.not(await code(call), "ok", "an owner never acts on the whole list");
   }
   t.is(await code(owner.listVoterDataAudit({})), "PermissionDenied", "the audit is for admins only");
-  for (const call of [reader.exportVoterData({ serverId: mine.serverId, ...key }), reader.eraseVoterData({ serverId: "", ...key }), reader.listVoterDataAudit({})]) {
+  for (const call of [
+    reader.exportVoterData({ serverId: mine.serverId, ...key }),
+    reader.eraseVoterData({ serverId: "", ...key }),
+    reader.listVoterDataAudit({}),
+  ]) {
     t.is(await code(call), "PermissionDenied", "a token without admin is refused");
   }
   const audit = (await stack.clients.voters.listVoterDataAudit({ limit: 50 })).entries.filter((e) => e.serverId === mine.serverId);
-  t.deepEqual(audit.map((e) => [e.action, e.principal]), [["erase", "owner:voter-data-owner"], ["export", "owner:voter-data-owner"]], "an owner's calls are recorded under the owner");
+  t.deepEqual(
+    audit.map((e) => [e.action, e.principal]),
+    [
+      ["erase", "owner:voter-data-owner"],
+      ["export", "owner:voter-data-owner"],
+    ],
+    "an owner's calls are recorded under the owner",
+  );
 });
+
+test.serial(
+  "an erasure reaches the voter's referrals (as referee and as referrer), clicks, referral deliveries and unpublished outbox rows: heart events are withdrawn, referral events name the tombstone",
+  async (t) => {
+    const { stack } = t.context;
+    const { admin, referral, hearts, voters } = stack.clients;
+    const { serverId } = await server(stack);
+    await admin.setReferralsEnabled({ serverId, enabled: true });
+    await stack.prisma.callbackEndpoint.updateMany({ where: { serverId, isDefault: true }, data: { eventTypes: ["heart.counted", "referral.registered"] } });
+    const name = "Ref_Voter";
+    // The voter as referee (of Mentor) and as referrer (of Newbie); this stack runs no relay, so every event stays in the outbox.
+    const asReferee = await referral.recordClick({ serverId, referrerIdentity: "Mentor", ip: "198.51.100.31", userAgent: UA });
+    await referral.applyEvent({ serverId, event: ReferralEventType.REGISTERED, token: asReferee.token, refereeIdentity: name, serverEventId: "reg-voter" });
+    const asReferrer = await referral.recordClick({ serverId, referrerIdentity: name.toLowerCase(), ip: "198.51.100.32", userAgent: UA });
+    await referral.applyEvent({
+      serverId,
+      event: ReferralEventType.REGISTERED,
+      token: asReferrer.token,
+      refereeIdentity: "Newbie",
+      serverEventId: "reg-newbie",
+    });
+    const cast = await hearts.castHeart({ serverId, voterIdentity: "list-ref-voter", username: name, ip: "198.51.100.33", userAgent: UA });
+    // The referral events' deliveries, stored as the consumer stores them.
+    const outbox = await stack.prisma.outboxMessage.findMany({ where: { key: serverId, publishedAt: null }, orderBy: { id: "asc" } });
+    for (const row of outbox) {
+      const decoded = toReferralDelivery(fromBinary(EnvelopeSchema, row.payload));
+      if (decoded.kind === "delivery") await insertDelivery(stack.prisma, decoded.delivery);
+    }
+    t.is(await stack.prisma.delivery.count({ where: { serverId, eventType: { startsWith: "referral." } } }), 2);
+
+    const erased = await voters.eraseVoterData({ serverId, keyKind: VoterKeyKind.USERNAME, key: name });
+    const tombstone = erased.tombstone;
+    t.deepEqual(await rowsMentioning(stack, name), [], "no table names the voter");
+    const left = await stack.prisma.outboxMessage.findMany({ where: { key: serverId, publishedAt: null } });
+    t.false(
+      left.some((r) => Buffer.from(r.payload).toString("latin1").toLowerCase().includes(name.toLowerCase())),
+      "no unpublished outbox row names the voter",
+    );
+    const events = left.map((r) => fromBinary(EnvelopeSchema, r.payload));
+    t.false(
+      events.some((e) => e.payload.case === "heartCounted" && e.payload.value.heartId === cast.heartId),
+      "the heart's event is withdrawn",
+    );
+    t.deepEqual(
+      events.flatMap((e) => (e.payload.case === "referralTransitioned" ? [[e.payload.value.referrerIdentity, e.payload.value.refereeIdentity]] : [])).sort(),
+      [
+        [tombstone, "Newbie"],
+        ["Mentor", tombstone],
+      ].sort(),
+      "the referral events still go out, naming the tombstone",
+    );
+    const referrals = await stack.prisma.referral.findMany({ where: { serverId }, orderBy: { registeredAt: "asc" } });
+    t.deepEqual(
+      referrals.map((r) => [r.referrerIdentity, r.refereeIdentity, r.state]),
+      [
+        ["Mentor", tombstone, "registered"],
+        [tombstone, "Newbie", "registered"],
+      ],
+    );
+    const clicks = await stack.prisma.referralClick.findMany({ where: { serverId }, orderBy: { createdAt: "asc" } });
+    t.deepEqual(
+      clicks.map((c) => [c.referrerIdentity, c.ip, c.userAgent]),
+      [
+        ["Mentor", null, null],
+        [tombstone, null, null],
+      ],
+      "both clicks lose address and agent",
+    );
+    const deliveries = await stack.prisma.delivery.findMany({ where: { serverId, eventType: { startsWith: "referral." } }, orderBy: { createdAt: "asc" } });
+    t.deepEqual(
+      deliveries
+        .map((d) => [d.status, (d.payload as { referrer_identity: string }).referrer_identity, (d.payload as { referee_identity: string }).referee_identity])
+        .sort(),
+      [
+        ["pending", "Mentor", tombstone],
+        ["pending", tombstone, "Newbie"],
+      ].sort(),
+      "the referral deliveries still go out, naming the tombstone",
+    );
+  },
+);

@@ -2,7 +2,7 @@
  * The dashboard's voter data actions (POST /servers/:serverId/voter-data/export and /erase), as a signed-in owner
  * through the real gateway and referral service: the owner exports (a JSON file) and erases a voter of their own
  * server; an erasure needs `"confirm": true`; another owner's server answers 404, and a request without a session 401.
- * The page's form (index.html, app.js) is not driven by a browser here.
+ * The page's form in a browser: test/e2e/dashboard-voter-data.test.ts.
  */
 import anyTest, { type TestFn } from "ava";
 import { ERASE_CONFIRM_TEXT } from "../../gateway/dashboard/api.js";

@@ -986,8 +986,10 @@
       !confirm(
         `Erase the voter ${req.key} on this server? Their name and ids become an anonymous tombstone and their addresses are dropped. This cannot be undone.`,
       )
-    )
+    ) {
+      $("voter-data-result").textContent = "Not erased.";
       return;
+    }
     try {
       const erased = await api("POST", serverPath("/voter-data/erase"), { ...req, confirm: true });
       const hearts = erased.counts.hearts || 0;

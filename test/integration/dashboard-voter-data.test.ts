@@ -39,9 +39,11 @@ const call = (t: { context: Context }, path: string, body: unknown) => ownerApi(
 
 test.serial("an owner exports a voter of their own server as a JSON file and erases them after confirming; the heart then carries the tombstone", async (t) => {
   const { stack, mine } = t.context;
-  for (const serverId of [mine, t.context.theirs]) {
-    await stack.clients.hearts.castHeart({ serverId, username: "Dash_Voter", voterIdentity: "dash-voter", ip: "198.51.100.61", userAgent: "Mozilla/5.0 DashVoter" });
-  }
+  const [cast] = await Promise.all(
+    [mine, t.context.theirs].map((serverId) =>
+      stack.clients.hearts.castHeart({ serverId, username: "Dash_Voter", voterIdentity: "dash-voter", ip: "198.51.100.61", userAgent: "Mozilla/5.0 DashVoter" }),
+    ),
+  );
   const exported = await call(t, `/servers/${mine}/voter-data/export`, { key_kind: "username", key: "dash_voter" });
   t.is(exported.status, 200, exported.text);
   t.regex(exported.headers.get("content-type") ?? "", /^application\/json/);
@@ -57,6 +59,14 @@ test.serial("an owner exports a voter of their own server as a JSON file and era
   const { tombstone, counts } = JSON.parse(erased.text) as { tombstone: string; counts: Record<string, number> };
   t.is(counts.hearts, 1);
   t.deepEqual((await stack.prisma.heart.findMany({ where: { serverId: mine } })).map((h) => h.username), [tombstone]);
+  // The voter's receipt, on the public gateway: "erased", with no name.
+  const receiptPath = new URL(cast!.receiptUrl).pathname;
+  const json = await fetch(`${stack.gatewayUrl}${receiptPath}.json`);
+  t.is(json.status, 200);
+  t.like(await json.json(), { outcome: "erased", counted: false, username: "", deliveries: [], claim: null });
+  const page = await (await fetch(`${stack.gatewayUrl}${receiptPath}`)).text();
+  t.regex(page, /The voter's data was erased/);
+  t.false(page.includes("Dash_Voter"));
   t.deepEqual((await stack.prisma.heart.findMany({ where: { serverId: t.context.theirs } })).map((h) => h.username), ["Dash_Voter"], "another server's voter is untouched");
 });
 

@@ -143,6 +143,8 @@ test.serial(
     );
     t.is(part.receipts.length, 3);
     t.is(part.voterStates.length, 2);
+  const wholeList = JSON.parse((await voters.exportVoterData({ serverId: "", keyKind: VoterKeyKind.STEAM_ID, key: steve.steamId })).document);
+  t.deepEqual(wholeList.servers.map((s: { serverId: string; hearts: unknown[] }) => [s.serverId, s.hearts.length]), [[serverId, 3]], "the whole list (admins): the same voter, found by platform id");
 
     const erased = await voters.eraseVoterData({ serverId, keyKind: VoterKeyKind.STEAM_ID, key: steve.steamId });
     const tombstone = erased.tombstone;

@@ -1,7 +1,16 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
-import { findVoterRows, ID_BATCH, inBatches, readServerIds, type VoterClick, type VoterHeart, type VoterReferral } from "./read-voter-rows.js";
+import {
+  findVoterRows,
+  ID_BATCH,
+  inBatches,
+  readReferralDeliveries,
+  readServerIds,
+  type VoterClick,
+  type VoterHeart,
+  type VoterReferral,
+} from "./read-voter-rows.js";
 import type { VoterKey } from "./voter-key.js";
 
 /** One server's part of an export. */
@@ -17,6 +26,8 @@ export interface VoterServerExport {
   deliveries: Record<string, unknown>[];
   /** What the voter's receipts show: one line per heart, its outcome as the receipt page says it. */
   receipts: Array<{ heartId: string; outcome: string; castAt: Date }>;
+  /** The referral events (`referral.*`) sent or to be sent about the voter's referrals, with their payloads. */
+  referralDeliveries: Record<string, unknown>[];
   /** The cooldown and streak rows (voter_states). */
   voterStates: Record<string, unknown>[];
   referralsAsReferee: VoterReferral[];
@@ -71,6 +82,7 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
     payouts: [],
     deliveries: [],
     receipts: hearts.map((h) => ({ heartId: h.id, outcome: RECEIPT_OUTCOME[h.verdict] ?? "not_counted", castAt: h.created_at })),
+    referralDeliveries: [],
     voterStates: [],
     referralsAsReferee: asReferee,
     referralsAsReferrer: asReferrer,
@@ -118,6 +130,17 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
       for (const d of deliveries) if (ids.includes(d.id)) d.attempts_log = attempts.filter((a) => a.delivery_id === d.id);
     }
     part.deliveries.push(...deliveries);
+  }
+  for await (const ids of readReferralDeliveries(prisma, serverId, [...new Set([...asReferee, ...asReferrer].map((r) => r.id))])) {
+    // Bounded: the page's deliveries (at most SCAN_PAGE), by primary key.
+    part.referralDeliveries.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`
+          SELECT id, event_type, event_id, payload, status::text AS status, attempts, delivered_at, failed_at, created_at
+          FROM deliveries WHERE server_id = ${serverId}::uuid AND id = ANY(${ids}::uuid[]) ORDER BY created_at, id`,
+      )),
+    );
   }
   const stateIds = [...new Set(hearts.map((h) => h.voter_identity))];
   for (const batch of inBatches(stateIds, ID_BATCH)) {

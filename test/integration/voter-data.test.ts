@@ -143,8 +143,12 @@ test.serial(
     );
     t.is(part.receipts.length, 3);
     t.is(part.voterStates.length, 2);
-  const wholeList = JSON.parse((await voters.exportVoterData({ serverId: "", keyKind: VoterKeyKind.STEAM_ID, key: steve.steamId })).document);
-  t.deepEqual(wholeList.servers.map((s: { serverId: string; hearts: unknown[] }) => [s.serverId, s.hearts.length]), [[serverId, 3]], "the whole list (admins): the same voter, found by platform id");
+    const wholeList = JSON.parse((await voters.exportVoterData({ serverId: "", keyKind: VoterKeyKind.STEAM_ID, key: steve.steamId })).document);
+    t.deepEqual(
+      wholeList.servers.map((s: { serverId: string; hearts: unknown[] }) => [s.serverId, s.hearts.length]),
+      [[serverId, 3]],
+      "the whole list (admins): the same voter, found by platform id",
+    );
 
     const erased = await voters.eraseVoterData({ serverId, keyKind: VoterKeyKind.STEAM_ID, key: steve.steamId });
     const tombstone = erased.tombstone;
@@ -303,6 +307,13 @@ test.serial(
     }
     t.is(await stack.prisma.delivery.count({ where: { serverId, eventType: { startsWith: "referral." } } }), 2);
 
+    const exported = JSON.parse((await voters.exportVoterData({ serverId, keyKind: VoterKeyKind.USERNAME, key: name })).document);
+    const part = exported.servers[0];
+    t.deepEqual(
+      [part.referralsAsReferee.length, part.referralsAsReferrer.length, part.clicks.length, part.referralDeliveries.length],
+      [1, 1, 2, 2],
+      "the export holds the referrals, clicks and referral events",
+    );
     const erased = await voters.eraseVoterData({ serverId, keyKind: VoterKeyKind.USERNAME, key: name });
     const tombstone = erased.tombstone;
     t.deepEqual(await rowsMentioning(stack, name), [], "no table names the voter");

@@ -9,6 +9,7 @@ import { eraseAddressVotersSql, eraseHeartsSql, eraseVoterStatesSql } from "../h
 import { erasePluginPlayerIdsSql } from "../plugin-activity/record-plugin-calls.js";
 import { eraseReferralClicksSql, eraseReferralsSql } from "../referral/apply-event.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
+import { dropDeadLettersSql } from "../shared/adapters/dead-letters.js";
 import { rewriteOutboxPayloadSql, withdrawOutboxRowsSql } from "../shared/adapters/outbox.js";
 import { executeSql, runSql, runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.js";
 import { findVoterRows, ID_BATCH, inBatches, readReferralDeliveries, readServerIds, SCAN_PAGE, type VoterRows } from "./read-voter-rows.js";
@@ -49,7 +50,8 @@ export function newTombstone(): string {
  * - deliveries not yet sent are withdrawn (never sent); every delivery of the hearts carries the tombstone, and the
  *   attempts' exchanges (headers and bodies) are dropped;
  * - unpublished outbox rows: a heart's event is withdrawn (deleted), a referral event is rewritten with the tombstone,
- *   so Kafka never gets the erased values; referral-event deliveries name the tombstone in their payload;
+ *   so Kafka never gets the erased values; referral-event deliveries name the tombstone in their payload; dead letters
+ *   carrying the voter's events are dropped;
  * - referrals and their credits carry the tombstone as referee or referrer (state and credit kept); clicks lose their
  *   address and agent; voter_states and the identity rules' rows of the voter are deleted; plugin activity forgets the
  *   voter's ids.
@@ -65,6 +67,7 @@ export async function eraseVoterData(prisma: PrismaClient, q: { serverId: string
     const rows = await findVoterRows(prisma, serverId, q.key);
     // The outbox first: an unpublished event about the voter never reaches Kafka once its rows are erased.
     add("outbox", await eraseOutbox(prisma, serverId, rows, q.tombstone));
+    add("dead_letters", await dropDeadLetters(prisma, serverId, rows));
     await eraseServer(prisma, serverId, rows, q, add);
   }
   return { tombstone: q.tombstone, counts };
@@ -179,8 +182,9 @@ async function eraseOutbox(prisma: PrismaClient, serverId: string, rows: VoterRo
       const envelope = decodeEnvelope(row.payload);
       const p = envelope?.payload;
       if (p === undefined) continue;
-      if ((p.case === "heartCounted" || p.case === "ownerNotification") && heartIds.has(p.value.heartId)) withdraw.push(row.id);
-      if (p.case === "referralTransitioned" && referralIds.has(p.value.referralId)) {
+      if (!concernsVoter(envelope, heartIds, referralIds)) continue;
+      if (p.case !== "referralTransitioned") withdraw.push(row.id);
+      else {
         if (identities.has(p.value.refereeIdentity.toLowerCase())) p.value.refereeIdentity = tombstone;
         if (identities.has(p.value.referrerIdentity.toLowerCase())) p.value.referrerIdentity = tombstone;
         // Bounded: one row, by primary key.
@@ -192,6 +196,40 @@ async function eraseOutbox(prisma: PrismaClient, serverId: string, rows: VoterRo
     if (page.length < SCAN_PAGE) return changed;
     after = page[page.length - 1]!.id;
   }
+}
+
+/**
+ * The dead letters that carry the voter's events (a relay's outbox row Kafka refused, or a message the consumer set
+ * aside) are dropped. A walk of the dead letters by primary key in pages of SCAN_PAGE (rare rows: the pipeline's
+ * poison); each payload that decodes is matched as the outbox's are.
+ */
+async function dropDeadLetters(prisma: PrismaClient, serverId: string, rows: VoterRows): Promise<number> {
+  const heartIds = new Set(rows.hearts.map((h) => h.id));
+  const referralIds = new Set([...rows.asReferee, ...rows.asReferrer].map((r) => r.id));
+  if (heartIds.size === 0 && referralIds.size === 0) return 0;
+  let after = 0n;
+  let dropped = 0;
+  for (;;) {
+    // Bounded: at most SCAN_PAGE rows, a range of the primary key.
+    const page = await runSql<{ id: bigint; key: string; payload: Uint8Array }>(
+      prisma,
+      Prisma.sql`SELECT id, key, payload FROM dead_letters WHERE id > ${after} ORDER BY id LIMIT ${SCAN_PAGE}`,
+    );
+    const mine = page.filter((r) => r.key === serverId && concernsVoter(decodeEnvelope(r.payload), heartIds, referralIds)).map((r) => r.id);
+    // Bounded: the page's rows by primary key.
+    if (mine.length > 0) dropped += await executeSql(prisma, dropDeadLettersSql(mine));
+    if (page.length < SCAN_PAGE) return dropped;
+    after = page[page.length - 1]!.id;
+  }
+}
+
+/** True when the envelope is about one of the voter's hearts or referrals. */
+function concernsVoter(envelope: Envelope | undefined, heartIds: ReadonlySet<string>, referralIds: ReadonlySet<string>): boolean {
+  const p = envelope?.payload;
+  if (p === undefined) return false;
+  if (p.case === "heartCounted" || p.case === "ownerNotification") return heartIds.has(p.value.heartId);
+  if (p.case === "referralTransitioned") return referralIds.has(p.value.referralId);
+  return false;
 }
 
 function decodeEnvelope(payload: Uint8Array): Envelope | undefined {

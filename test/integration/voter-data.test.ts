@@ -119,6 +119,11 @@ test.serial(
     t.true(paid.counted && !cooldown.counted && held.counted && other.counted);
     const steam = (value: string) => ({ kind: PlayerIdKind.STEAM_ID, value });
     t.like(await claims.claimVote({ claimKey, player: steam(steve.steamId) }), { status: ClaimStatus.CLAIMED_NOW, heartId: paid.heartId });
+    // One of the voter's events set aside as a dead letter (as the relay does with a row Kafka refuses).
+    const [event] = await stack.prisma.outboxMessage.findMany({ where: { key: serverId, type: "heart.counted" }, orderBy: { id: "asc" }, take: 1 });
+    await stack.prisma.deadLetter.create({
+      data: { source: "relay", code: "MESSAGE_TOO_LARGE", reason: "test", topic: event!.topic, key: serverId, type: event!.type, payload: event!.payload },
+    });
     const countedBefore = await stack.prisma.heart.count({ where: { serverId, counted: true } });
     const rankingBefore = await stack.prisma.serverRanking.findMany({ where: { serverId } });
 
@@ -162,6 +167,12 @@ test.serial(
         `nothing of the erased voter is left: ${needle.slice(0, 12)}`,
       );
     }
+    t.is(await stack.prisma.deadLetter.count({ where: { key: serverId } }), 0, "the dead letter carrying the voter is dropped");
+    t.is(
+      await stack.prisma.outboxMessage.count({ where: { key: serverId, type: "heart.counted", publishedAt: null } }),
+      1,
+      "only Alex's heart event is left to publish",
+    );
     t.is(await stack.prisma.heart.count({ where: { serverId, counted: true } }), countedBefore, "counted hearts stay counted");
     t.deepEqual(await stack.prisma.serverRanking.findMany({ where: { serverId } }), rankingBefore, "the ranking is unchanged");
     t.like(await stack.prisma.heart.findUniqueOrThrow({ where: { id: other.heartId } }), { username: "Alex", ip: alex.ip }, "another voter is untouched");

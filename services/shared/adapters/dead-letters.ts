@@ -133,3 +133,11 @@ export async function listDeadLetters(
   );
   return { total: Number(count?.n ?? 0), items };
 }
+
+/**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts): the dead letters `ids` (set aside events that carry the
+ * erased voter) are dropped, so no stored copy names the voter. By primary key: at most `ids` rows.
+ */
+export function dropDeadLettersSql(ids: readonly bigint[]): Prisma.Sql {
+  return Prisma.sql`DELETE FROM dead_letters WHERE id = ANY(${ids.map(String)}::bigint[])`;
+}

@@ -42,6 +42,7 @@ const OUTCOME: Record<ReceiptOutcome, ReceiptJson["outcome"]> = {
   [ReceiptOutcome.COUNTED]: "counted",
   [ReceiptOutcome.COOLDOWN]: "cooldown",
   [ReceiptOutcome.NOT_COUNTED]: "not_counted",
+  [ReceiptOutcome.ERASED]: "erased",
 };
 
 const DELIVERY_STATUS: Record<ReceiptDeliveryState, ReceiptJson["deliveries"][number]["status"]> = {

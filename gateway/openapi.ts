@@ -1260,8 +1260,9 @@ export const openApiDocument = {
           counted: { type: "boolean", description: "True when `outcome` is `counted`." },
           outcome: {
             type: "string",
-            enum: ["counted", "cooldown", "not_counted"],
-            description: "`cooldown`: the voter's heart for this server already counted in the 24 hours before; `not_counted`: not counted, no reason given.",
+            enum: ["counted", "cooldown", "not_counted", "erased"],
+            description:
+              "`cooldown`: the voter's heart for this server already counted in the 24 hours before; `not_counted`: not counted, no reason given; `erased`: the voter's data was erased at their request (nothing more is shown).",
           },
           next_vote_at: {
             type: ["string", "null"],

@@ -6,8 +6,11 @@ export interface ReceiptJson {
   username: string;
   cast_at: string;
   counted: boolean;
-  /** `counted`, `cooldown` (voted again within 24 hours; `next_vote_at` says when) or `not_counted` (no reason given). */
-  outcome: "counted" | "cooldown" | "not_counted";
+  /**
+   * `counted`, `cooldown` (voted again within 24 hours; `next_vote_at` says when), `not_counted` (no reason given) or
+   * `erased` (the voter's data was erased at their request: the receipt shows nothing more of the heart).
+   */
+  outcome: "counted" | "cooldown" | "not_counted" | "erased";
   next_vote_at: string | null;
   period: string;
   deliveries: Array<{ transport: string; status: "delivered" | "waiting" | "failed"; delivered_at: string | null }>;
@@ -121,6 +124,9 @@ function verdictHtml(r: ReceiptJson): string {
   if (r.outcome === "cooldown") {
     const next = r.next_vote_at ? ` You can vote again from ${timeHtml(r.next_vote_at)}.` : "";
     return `<p class="verdict cooldown">Not counted: you already voted for this server in the last 24 hours.<small>${next.trim()}</small></p>`;
+  }
+  if (r.outcome === "erased") {
+    return '<p class="verdict not_counted">The voter\'s data was erased.<small>This receipt shows nothing more of the vote.</small></p>';
   }
   return '<p class="verdict not_counted">This vote was not counted.<small>No reward is sent for it.</small></p>';
 }

@@ -13,6 +13,7 @@ import {
 } from "../../services/shared/values/proto-names.js";
 import type { DashboardClients } from "./clients.js";
 import { ENDPOINT_EVENT_TYPES, PAYLOAD_VERSIONS } from "../../services/shared/values/event-types.js";
+import { isVoterKeyKind, PROTO_KEY_KIND, VOTER_KEY_KINDS } from "../../services/shared/values/voter-key-kinds.js";
 import { errorReply, fromRpcError, type HttpReply } from "../http-errors.js";
 import {
   atMostCharsText,
@@ -503,6 +504,18 @@ export const ROUTES: readonly Route[] = [
     return { body: { days: days.map(toDeliveryDayJson) } };
   }),
 
+  // A voter's export and erasure (the owner's server only; the key travels in the body, never in a URL that logs keep).
+  route("POST", "/servers/:serverId/voter-data/export", async ({ clients }, { params, body, slowCall }) => {
+    const { document } = await clients.voters.exportVoterData({ serverId: params.serverId, ...readVoterKey(body) }, slowCall);
+    return { body: null, file: { contentType: "application/json", filename: `voter-data-${params.serverId}.json`, content: document, truncated: false } };
+  }),
+  route("POST", "/servers/:serverId/voter-data/erase", async ({ clients }, { params, body, slowCall }) => {
+    // The confirmation the page asks for: an erasure cannot be undone.
+    if (body.confirm !== true) throw new ApiError(ERASE_CONFIRM_TEXT);
+    const erased = await clients.voters.eraseVoterData({ serverId: params.serverId, ...readVoterKey(body) }, slowCall);
+    return { body: { tombstone: erased.tombstone, counts: Object.fromEntries(Object.entries(erased.counts).map(([k, v]) => [k, Number(v)])) } };
+  }),
+
   // Hearts
   route("GET", "/hearts/ranking", async ({ clients }, { query, call }) => {
     const period = query.get("period") ?? "";
@@ -556,6 +569,16 @@ function decodeParam(raw: string): string {
 }
 
 /** An optional string field ("" when absent); 400 for another JSON type. */
+/** The 400 text of an erasure without `"confirm": true`. */
+export const ERASE_CONFIRM_TEXT = "confirm must be true: an erasure cannot be undone";
+
+/** A voter's key from the body: `key_kind` (username, steam_id, discord_id, minecraft_uuid, account_id) and `key`. */
+function readVoterKey(body: Record<string, unknown>) {
+  const kind = readString(body, "key_kind");
+  if (!isVoterKeyKind(kind)) throw new ApiError(oneOfText("key_kind", VOTER_KEY_KINDS));
+  return { keyKind: PROTO_KEY_KIND[kind], key: readString(body, "key") };
+}
+
 function readString(body: Record<string, unknown>, field: string): string {
   const value = body[field];
   if (value === undefined || value === null) return "";

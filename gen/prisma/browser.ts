@@ -184,3 +184,11 @@ export type HeartPayout = Prisma.HeartPayoutModel
  * the same write statement, at most 100 per batch (index on last_at).
  */
 export type PluginActivity = Prisma.PluginActivityModel
+/**
+ * Model VoterDataAudit
+ * A voter's export or erasure (services/voter-data/voter-data-audit.ts, the only writer): who asked, when, for which
+ * server (null: across the list), which voter (the key's kind and its SHA-256, never the name or id in clear), and
+ * what was touched. Erasures keep their tombstone (the opaque value that replaced the voter's identities), which is
+ * how a receipt of an erased heart knows to answer "erased". Kept for as long as the deployment keeps its audit trail.
+ */
+export type VoterDataAudit = Prisma.VoterDataAuditModel

@@ -7,6 +7,7 @@ import { parseArgs } from "node:util";
 import { eventsSend, sign, verify } from "./commands/signing.js";
 import { clicksRecord, heartsCast, loginLink, serversCreate, serversList, trigger } from "./commands/admin.js";
 import { claimsSetup } from "./commands/claims.js";
+import { votersAudit, votersErase, votersExport } from "./commands/voters.js";
 import { listen } from "./commands/listen.js";
 import type { Command, FlagSpec, FlagValues } from "./command.js";
 import { resolveConfig, type CliConfig } from "./config.js";
@@ -14,7 +15,7 @@ import { CLI_NAME, CLI_RUN } from "./name.js";
 import { findClosest, suggestCommand } from "./suggest-command.js";
 import { CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, createOutput, formatTable, reportError } from "./output.js";
 
-export const COMMANDS: Command[] = [serversCreate, serversList, heartsCast, clicksRecord, claimsSetup, loginLink, trigger, listen, eventsSend, sign, verify];
+export const COMMANDS: Command[] = [serversCreate, serversList, heartsCast, clicksRecord, claimsSetup, loginLink, trigger, listen, eventsSend, sign, verify, votersExport, votersErase, votersAudit];
 
 const GLOBAL_FLAGS: FlagSpec = {
   json: { type: "boolean" },

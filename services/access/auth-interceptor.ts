@@ -1,6 +1,6 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { PrismaClient } from "../shared/adapters/db.js";
-import { OWNER_SCOPE } from "../shared/rpc/interceptors.js";
+import { CALLER_PRINCIPAL, OWNER_SCOPE } from "../shared/rpc/interceptors.js";
 import { DASHBOARD_SESSION_HEADER, ERROR_KIND_HEADER, SESSION_EXPIRED_KIND, TOKEN_SCOPE_KIND } from "../shared/values/wire.js";
 import { findLiveSession } from "./dashboard-sessions.js";
 import { requireOwned } from "./owners.js";
@@ -34,6 +34,7 @@ const DEVELOPMENT_CALLER: ServiceCaller = { tokenId: "", name: "unauthenticated 
  *    (else `unauthenticated`), the rule's owner policy must allow owners (else
  *    `permission_denied`), and an `owned` resource must belong to the session's owner
  *    (else the resource's own `not_found`). The owner goes into OWNER_SCOPE.
+ *    The caller goes into CALLER_PRINCIPAL (`owner:<id>`, or `token:<name>` below), for audit rows.
  * 4. Otherwise the token needs the rule's scope (`admin` holds all) -> `permission_denied`.
  *
  * Tokens are never logged or echoed; messages name the scope, never the token.
@@ -65,6 +66,7 @@ export function createAuthInterceptor(deps: AuthDeps): Interceptor {
         await requireOwned(deps.prisma, live.owner.id, rule.owner.resource, (req.message as Record<string, unknown>)[rule.owner.field]);
       }
       req.contextValues.set(OWNER_SCOPE, live.owner.id);
+      req.contextValues.set(CALLER_PRINCIPAL, `owner:${live.owner.id}`);
       return next(req);
     }
     if (!grants(caller.scopes, rule.scope)) {
@@ -72,6 +74,7 @@ export function createAuthInterceptor(deps: AuthDeps): Interceptor {
         [ERROR_KIND_HEADER]: TOKEN_SCOPE_KIND,
       });
     }
+    req.contextValues.set(CALLER_PRINCIPAL, `token:${caller.name}`);
     return next(req);
   };
 }

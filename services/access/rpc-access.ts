@@ -115,6 +115,11 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "delivery.v1.DeliveryService/ClaimPullEvents": { scope: "pull", owner: none },
   // ops.v1 (operators only)
   "ops.v1.OperatorService/ListDeadLetters": { scope: "admin", owner: none },
+  // voters.v1 (a voter's export and erasure): admin tokens on any server or the whole list (server_id empty), a
+  // server's owner on that server only (an empty server_id is no server of theirs); the audit for admins only.
+  "voters.v1.VoterDataService/ExportVoterData": { scope: "admin", owner: server },
+  "voters.v1.VoterDataService/EraseVoterData": { scope: "admin", owner: server },
+  "voters.v1.VoterDataService/ListVoterDataAudit": { scope: "admin", owner: none },
   // access.v1
   "access.v1.AccessService/CreateServiceToken": { scope: "admin", owner: none },
   "access.v1.AccessService/ListServiceTokens": { scope: "admin", owner: none },

@@ -93,3 +93,19 @@ export function expiredClaimRetention(keepSeconds: number): RetentionRule {
     oldest: Prisma.sql`SELECT min(expired_at) AS oldest FROM vote_claims WHERE state = 'expired'`,
   });
 }
+
+/**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts): the hearts' ledger rows (by primary key) get `tombstone`
+ * as player key and name, and lose their platform ids, so no check or claim by the old name or ids finds them. A
+ * claimed, expired or withdrawn row keeps its state; a row still held is expired ("erased") at `now`, so nobody
+ * claims an erased voter's reward later, by the old name or by the tombstone. Returns the rows changed.
+ */
+export function eraseVoteClaimsSql(q: { serverId: string; heartIds: readonly string[]; tombstone: string; now: Date }): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE vote_claims SET player_key = ${q.tombstone}, username_lower = ${q.tombstone},
+        steam_id = NULL, discord_id = NULL, minecraft_uuid = NULL, account_id = NULL,
+        expired_reason = CASE WHEN state = 'held' THEN 'erased' ELSE expired_reason END,
+        expired_at = CASE WHEN state = 'held' THEN ${q.now}::timestamptz ELSE expired_at END,
+        state = CASE WHEN state = 'held' THEN 'expired'::"VoteClaimState" ELSE state END
+    WHERE server_id = ${q.serverId}::uuid AND heart_id = ANY(${[...q.heartIds]}::uuid[])`;
+}

@@ -23,6 +23,8 @@ export const UNKNOWN_RECEIPT_TEXT = "unknown receipt";
 
 interface ReceiptRow {
   server_name: string;
+  /** The heart's voter was erased (its username is a tombstone the erasure audit recorded). */
+  erased: boolean;
   username: string;
   verdict: string;
   period: string;
@@ -76,7 +78,8 @@ export function toReceiptClaim(row: LedgerRow, now: Date) {
  * statement reads the heart, its server's display name, the counted heart its cooldown runs from, its
  * heart.counted deliveries (a callback one only while the server has a callback URL) and its claim-ledger row. Only the fields the voter may see are selected: never the voter identity, IP,
  * user agent, fraud score or reasons, the callback URL, or a receiver's answer or error. Any verdict other
- * than counted or cooldown is "not counted", with no reason.
+ * than counted or cooldown is "not counted", with no reason. A heart whose voter was erased answers ERASED, with the
+ * server's name and the heart's time only.
  */
 export async function getReceipt(deps: CoreDeps, receipts: ReceiptLinks, req: GetReceiptRequest): Promise<GetReceiptResponse> {
   const heartId = receipts.heartIdOf(req.token);
@@ -84,7 +87,9 @@ export async function getReceipt(deps: CoreDeps, receipts: ReceiptLinks, req: Ge
   const [row] = await runSql<ReceiptRow>(
     deps.prisma,
     Prisma.sql`
-      SELECT s.name AS server_name, h.username, h.verdict, h.period, h.created_at,
+      SELECT s.name AS server_name, h.username, h.verdict,
+             -- A voter's erasure wrote a tombstone here (services/voter-data/erase-voter-data.ts): one entry of its unique index.
+             EXISTS (SELECT 1 FROM voter_data_audit a WHERE a.tombstone = h.username) AS erased, h.period, h.created_at,
              CASE
                WHEN h.verdict = 'counted' THEN h.created_at
                -- One entry of the counted hearts' partial index (hearts_counted_voter_idx), however many hearts the
@@ -117,6 +122,17 @@ export async function getReceipt(deps: CoreDeps, receipts: ReceiptLinks, req: Ge
       WHERE h.id = ${heartId}::uuid`,
   );
   if (row === undefined) throw new DomainError("not_found", UNKNOWN_RECEIPT_TEXT);
+  if (row.erased) {
+    // The voter's data was erased: the server and the time only, no name, delivery, claim or payout.
+    return create(GetReceiptResponseSchema, {
+      receipt: create(ReceiptSchema, {
+        serverName: row.server_name,
+        castAt: timestampFromDate(row.created_at),
+        outcome: ReceiptOutcome.ERASED,
+        period: row.period,
+      }),
+    });
+  }
   return create(GetReceiptResponseSchema, {
     receipt: create(ReceiptSchema, {
       serverName: row.server_name,

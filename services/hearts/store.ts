@@ -293,3 +293,33 @@ export function heartAddressesRetention(keepSeconds: number): RetentionRule {
     oldest: Prisma.sql`SELECT min(created_at) AS oldest FROM hearts WHERE ${ADDRESS_HELD}`,
   });
 }
+
+/**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts), as one statement: the server's hearts `heartIds` (at
+ * most ERASE_BATCH, by primary key) get `tombstone` as username and voter identity; their platform ids, address,
+ * subnet and user agent are dropped. Verdict, count, period and time are kept, so rankings and counts stay as they
+ * were. Its keyed pseudonyms (ip_key, subnet_key) are dropped too. Returns the rows
+ * changed.
+ */
+export function eraseHeartsSql(q: { serverId: string; heartIds: readonly string[]; tombstone: string }): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE hearts SET username = ${q.tombstone}, voter_identity = ${q.tombstone}, ip = NULL, subnet = NULL, user_agent = NULL, ip_key = NULL, subnet_key = NULL,
+        steam_id = NULL, discord_id = NULL, minecraft_uuid = NULL, account_id = NULL
+    WHERE server_id = ${q.serverId}::uuid AND id = ANY(${[...q.heartIds]}::uuid[])`;
+}
+
+/**
+ * A voter's erasure: the voter's cooldown and streak rows (voter_states, by primary key: at most one per identity)
+ * and their rows of the identity rules' set (heart_address_voters, by primary key: addresses x identities) are
+ * deleted. A voter who votes again after the erasure starts without a streak or cooldown.
+ */
+export function eraseVoterStatesSql(q: { serverId: string; identities: readonly string[] }): Prisma.Sql {
+  return Prisma.sql`DELETE FROM voter_states WHERE server_id = ${q.serverId}::uuid AND voter_identity = ANY(${[...q.identities]}::text[])`;
+}
+
+/** See eraseVoterStatesSql: the voter's rows of heart_address_voters, by primary key. */
+export function eraseAddressVotersSql(q: { serverId: string; addresses: readonly string[]; identities: readonly string[] }): Prisma.Sql {
+  return Prisma.sql`
+    DELETE FROM heart_address_voters
+    WHERE server_id = ${q.serverId}::uuid AND address = ANY(${[...q.addresses]}::text[]) AND voter_identity = ANY(${[...q.identities]}::text[])`;
+}

@@ -132,3 +132,13 @@ export async function recordPluginCalls(deps: CoreDeps, req: RecordPluginCallsRe
   const [result] = await runSql<{ kept: bigint }>(deps.prisma, upsertPluginCalls(rows, deps.now()));
   return { kept: Number(result?.kept ?? 0n) };
 }
+
+/**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts): the server's plugin activity rows whose last player id
+ * is one of the voter's `ids` (lower-cased) forget it. By the primary key's server prefix: at most 160 rows a server.
+ */
+export function erasePluginPlayerIdsSql(q: { serverId: string; ids: readonly string[] }): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE plugin_activity SET last_player_id = NULL
+    WHERE server_id = ${q.serverId}::uuid AND lower(last_player_id) = ANY(${[...q.ids]}::text[])`;
+}

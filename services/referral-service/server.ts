@@ -16,6 +16,7 @@ import { deliveryRoutes, type DeliveryRouteDeps } from "../delivery/rpc/routes.j
 import { withdrawOthers } from "../delivery/pipeline/withdraw-unpaid.js";
 import { unparkDeliveries } from "../delivery/pipeline/write-deliveries.js";
 import { operatorRoutes } from "../operator/routes.js";
+import { voterDataRoutes } from "../voter-data/routes.js";
 import { deliveryStatsRoutes } from "../delivery/rpc/delivery-stats.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import type { AbuseRules } from "../referral/domain/abuse-signals.js";
@@ -63,6 +64,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     pluginActivityRoutes(deps)(router);
     deliveryRoutes(deps)(router);
     operatorRoutes(deps)(router);
+    voterDataRoutes(deps)(router);
     deliveryStatsRoutes(deps)(router);
     accessRoutes(deps)(router);
   };

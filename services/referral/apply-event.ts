@@ -691,3 +691,45 @@ function transitionEvent(t: Transition): OutboxEvent {
     },
   };
 }
+
+/**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts): the referrals `ids` (by primary key) where the voter
+ * is the referee or the referrer get the tombstone in that column: `referee[i]` for the i-th id (null: not the
+ * referee), `tombstone` as referrer when `asReferrer[i]`. The referral's state, times and credit are kept, so the
+ * referrer's counts stay. Their credits' referrer identity follows. Returns the referrals changed.
+ */
+export function eraseReferralsSql(q: {
+  serverId: string;
+  ids: readonly string[];
+  referee: readonly (string | null)[];
+  asReferrer: readonly boolean[];
+  tombstone: string;
+}): Prisma.Sql {
+  return Prisma.sql`
+    WITH x AS (
+      SELECT * FROM unnest(${[...q.ids]}::uuid[], ${[...q.referee]}::text[], ${[...q.asReferrer]}::boolean[]) AS x(id, referee, as_referrer)
+    ), r AS (
+      UPDATE referrals r SET referee_identity = coalesce(x.referee, r.referee_identity),
+          referrer_identity = CASE WHEN x.as_referrer THEN ${q.tombstone} ELSE r.referrer_identity END
+      FROM x WHERE r.server_id = ${q.serverId}::uuid AND r.id = x.id
+      RETURNING r.id
+    ), c AS (
+      UPDATE referral_credits c SET referrer_identity = ${q.tombstone}
+      FROM x WHERE c.referral_id = x.id AND x.as_referrer
+      RETURNING c.referral_id
+    )
+    SELECT (SELECT count(*) FROM r)::int AS referrals, (SELECT count(*) FROM c)::int AS credits`;
+}
+
+/**
+ * A voter's erasure: the clicks `ids` (by primary key) lose their address, subnet, user agent and pseudonyms (the voter clicked
+ * them, or referred them); `asReferrer[i]` also puts the tombstone in the click's referrer identity. Returns the rows
+ * changed.
+ */
+export function eraseReferralClicksSql(q: { serverId: string; ids: readonly string[]; asReferrer: readonly boolean[]; tombstone: string }): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE referral_clicks k SET ip = NULL, subnet = NULL, user_agent = NULL, ip_key = NULL, subnet_key = NULL,
+        referrer_identity = CASE WHEN x.as_referrer THEN ${q.tombstone} ELSE k.referrer_identity END
+    FROM unnest(${[...q.ids]}::uuid[], ${[...q.asReferrer]}::boolean[]) AS x(id, as_referrer)
+    WHERE k.server_id = ${q.serverId}::uuid AND k.id = x.id`;
+}

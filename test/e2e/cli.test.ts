@@ -93,6 +93,50 @@ function verifyCallback(secret: string, header: string, rawBody: Buffer): boolea
   return parts.some((p) => p === `v1=${expected}`);
 }
 
+test("voters export, erase --yes and audit: the document lists the voter's hearts, the erasure leaves a tombstone, erase without --yes and a token without admin are refused", async (t) => {
+  const created = await createServer(t);
+  const serverId = created.server.server_id;
+  const cast = await stack.clients.hearts.castHeart({
+    serverId,
+    username: "Cli_Voter",
+    voterIdentity: "cli-voter-1",
+    ip: "198.51.100.91",
+    userAgent: "Mozilla/5.0 CliVoter",
+  });
+  const exported = await rcb(["voters", "export", "--server", serverId, "--username", "cli_voter", "--json"]);
+  t.is(exported.code, 0, exported.stderr);
+  t.deepEqual(
+    (JSON.parse(exported.stdout) as { servers: { hearts: { id: string }[] }[] }).servers[0]!.hearts.map((h) => h.id),
+    [cast.heartId],
+  );
+
+  const unconfirmed = await rcb(["voters", "erase", "--server", serverId, "--username", "Cli_Voter"]);
+  t.is(unconfirmed.code, 2, "an erasure without --yes is a usage error");
+  t.regex(unconfirmed.stderr, /--yes/);
+  const { token } = await stack.clients.access.createServiceToken({ name: `cli-voters-reader-${serverId.slice(0, 8)}`, scopes: ["read"] });
+  const refused = await rcb(["voters", "erase", "--server", serverId, "--username", "Cli_Voter", "--yes"], { env: { SERVICE_TOKEN: token } });
+  t.is(refused.code, 1, "a token without admin is refused");
+  t.regex(refused.stderr, /lacks the scope "admin"/);
+  t.is((await stack.prisma.heart.findUniqueOrThrow({ where: { id: cast.heartId } })).username, "Cli_Voter", "nothing was erased by the refused calls");
+
+  const erased = await rcb(["voters", "erase", "--server", serverId, "--username", "Cli_Voter", "--yes", "--json"]);
+  t.is(erased.code, 0, erased.stderr);
+  const { tombstone, counts } = JSON.parse(erased.stdout) as { tombstone: string; counts: Record<string, number> };
+  t.is(counts.hearts, 1);
+  t.like(await stack.prisma.heart.findUniqueOrThrow({ where: { id: cast.heartId } }), { username: tombstone, voterIdentity: tombstone, userAgent: "" });
+
+  const audit = await rcb(["voters", "audit", "--json"]);
+  t.is(audit.code, 0, audit.stderr);
+  const entries = (JSON.parse(audit.stdout) as { entries: { action: string; server_id: string; key_hash: string }[] }).entries.filter(
+    (e) => e.server_id === serverId,
+  );
+  t.deepEqual(
+    entries.map((e) => e.action),
+    ["erase", "export"],
+  );
+  t.false(audit.stdout.toLowerCase().includes("cli_voter"), "the audit never shows the key in clear");
+});
+
 test("the CLI's pull paths are the gateway's", (t) => {
   t.deepEqual(PULL_PATHS, { hearts: PULL_HEARTS_PATH, claims: PULL_CLAIMS_PATH });
 });

@@ -24,6 +24,7 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   referrals: ["services/referral/apply-event.ts", "services/referral/review-referral.ts"],
   referral_events: ["services/referral/apply-event.ts"],
   referral_credits: ["services/referral/apply-event.ts"],
+  // store.ts also holds a voter's erasure's fragments (services/voter-data/erase-voter-data.ts runs them), as every owner below does.
   hearts: ["services/hearts/store.ts"],
   voter_states: ["services/hearts/store.ts"],
   server_rankings: ["services/hearts/store.ts"],
@@ -49,6 +50,8 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   heart_payouts: ["services/payouts/write-payouts.ts"],
   // The reward plugins' recent calls: one upsert per batch (RecordPluginCalls), its age limit in the same statement.
   plugin_activity: ["services/plugin-activity/record-plugin-calls.ts"],
+  // A voter's export and erasure: the audit of every one.
+  voter_data_audit: ["services/voter-data/voter-data-audit.ts"],
 };
 
 /** The schema's models: Prisma client accessor (`voteClaim`) -> table (`vote_claims`). */

@@ -909,6 +909,20 @@
     box.hidden = false;
   }
 
+  /** Saves an API answer that is a file (an export) as `filename`; an error answer throws ApiFailure with the API's text. */
+  async function download(res, filename) {
+    if (!res.ok) {
+      const data = await res.json().catch(() => null);
+      throw new ApiFailure(res.status, data && typeof data.error === "string" ? data.error : `${res.status} ${res.statusText}`);
+    }
+    const url = URL.createObjectURL(await res.blob());
+    const link = el("a", { href: url, download: filename });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  }
+
   /** Downloads the filtered referrals (the API answers the file itself). */
   async function exportReferrals(format) {
     const params = referralQuery();
@@ -918,18 +932,73 @@
       headers: state.token ? { authorization: `Bearer ${state.token}` } : {},
       cache: "no-store",
     });
-    if (!res.ok) {
-      const data = await res.json().catch(() => null);
-      throw new ApiFailure(res.status, data && typeof data.error === "string" ? data.error : `${res.status} ${res.statusText}`);
-    }
-    const url = URL.createObjectURL(await res.blob());
-    const link = el("a", { href: url, download: `referrals.${format}` });
-    document.body.append(link);
-    link.click();
-    link.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    await download(res, `referrals.${format}`);
     if (res.headers.get("x-export-truncated") === "true") showError("The export holds the first 10,000 referrals only; narrow the filter.");
   }
+
+  // ---- a voter's data: export and erasure ------------------------------------------------
+
+  /** The voter the form names; null (and a message) when no server is picked or the key is empty. */
+  function voterDataRequest() {
+    const key = $("voter-data-key").value.trim();
+    if (!state.serverId) {
+      showError("Pick a server first.");
+      return null;
+    }
+    if (key === "") {
+      showError("Give the voter's username or id.");
+      return null;
+    }
+    return { key_kind: $("voter-data-kind").value, key };
+  }
+
+  /** Downloads the voter's export (a POST: the voter's name travels in the body, never in a URL). */
+  async function exportVoterData(req) {
+    const res = await fetch(`${API}${serverPath("/voter-data/export")}`, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: {
+        "content-type": "application/json",
+        ...(state.token ? { authorization: `Bearer ${state.token}` } : state.csrf ? { "x-csrf-token": state.csrf } : {}),
+      },
+      body: JSON.stringify(req),
+      cache: "no-store",
+    });
+    await download(res, `voter-data-${state.serverId}.json`);
+  }
+
+  $("voter-data-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const req = voterDataRequest();
+    if (!req) return;
+    try {
+      await exportVoterData(req);
+      $("voter-data-result").textContent = "Export downloaded.";
+    } catch (error) {
+      showError(errorText(error));
+    }
+  });
+
+  $("voter-data-erase").addEventListener("click", async () => {
+    const req = voterDataRequest();
+    if (!req) return;
+    if (
+      !confirm(
+        `Erase the voter ${req.key} on this server? Their name and ids become an anonymous tombstone and their addresses are dropped. This cannot be undone.`,
+      )
+    ) {
+      $("voter-data-result").textContent = "Not erased.";
+      return;
+    }
+    try {
+      const erased = await api("POST", serverPath("/voter-data/erase"), { ...req, confirm: true });
+      const hearts = erased.counts.hearts || 0;
+      $("voter-data-result").textContent = `Erased: ${hearts} heart${hearts === 1 ? "" : "s"}; the voter now reads as ${erased.tombstone}.`;
+      $("voter-data-key").value = "";
+    } catch (error) {
+      showError(errorText(error));
+    }
+  });
 
   $("referral-filter").addEventListener("submit", (event) => {
     event.preventDefault();

@@ -422,7 +422,8 @@ export const ModelName = {
   VoteClaim: 'VoteClaim',
   DeliveryWorker: 'DeliveryWorker',
   HeartPayout: 'HeartPayout',
-  PluginActivity: 'PluginActivity'
+  PluginActivity: 'PluginActivity',
+  VoterDataAudit: 'VoterDataAudit'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -438,7 +439,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -2366,6 +2367,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    VoterDataAudit: {
+      payload: Prisma.$VoterDataAuditPayload<ExtArgs>
+      fields: Prisma.VoterDataAuditFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.VoterDataAuditFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterDataAuditPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.VoterDataAuditFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterDataAuditPayload>
+        }
+        findFirst: {
+          args: Prisma.VoterDataAuditFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterDataAuditPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.VoterDataAuditFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterDataAuditPayload>
+        }
+        findMany: {
+          args: Prisma.VoterDataAuditFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterDataAuditPayload>[]
+        }
+        create: {
+          args: Prisma.VoterDataAuditCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterDataAuditPayload>
+        }
+        createMany: {
+          args: Prisma.VoterDataAuditCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.VoterDataAuditCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterDataAuditPayload>[]
+        }
+        delete: {
+          args: Prisma.VoterDataAuditDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterDataAuditPayload>
+        }
+        update: {
+          args: Prisma.VoterDataAuditUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterDataAuditPayload>
+        }
+        deleteMany: {
+          args: Prisma.VoterDataAuditDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.VoterDataAuditUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.VoterDataAuditUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterDataAuditPayload>[]
+        }
+        upsert: {
+          args: Prisma.VoterDataAuditUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterDataAuditPayload>
+        }
+        aggregate: {
+          args: Prisma.VoterDataAuditAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateVoterDataAudit>
+        }
+        groupBy: {
+          args: Prisma.VoterDataAuditGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoterDataAuditGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.VoterDataAuditCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoterDataAuditCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -2817,6 +2892,21 @@ export const PluginActivityScalarFieldEnum = {
 export type PluginActivityScalarFieldEnum = (typeof PluginActivityScalarFieldEnum)[keyof typeof PluginActivityScalarFieldEnum]
 
 
+export const VoterDataAuditScalarFieldEnum = {
+  id: 'id',
+  action: 'action',
+  principal: 'principal',
+  serverId: 'serverId',
+  keyKind: 'keyKind',
+  keyHash: 'keyHash',
+  tombstone: 'tombstone',
+  counts: 'counts',
+  createdAt: 'createdAt'
+} as const
+
+export type VoterDataAuditScalarFieldEnum = (typeof VoterDataAuditScalarFieldEnum)[keyof typeof VoterDataAuditScalarFieldEnum]
+
+
 export const SortOrder = {
   asc: 'asc',
   desc: 'desc'
@@ -3250,6 +3340,7 @@ export type GlobalOmitConfig = {
   deliveryWorker?: Prisma.DeliveryWorkerOmit
   heartPayout?: Prisma.HeartPayoutOmit
   pluginActivity?: Prisma.PluginActivityOmit
+  voterDataAudit?: Prisma.VoterDataAuditOmit
 }
 
 /* Types for Logging */

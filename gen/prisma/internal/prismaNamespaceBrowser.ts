@@ -76,7 +76,8 @@ export const ModelName = {
   VoteClaim: 'VoteClaim',
   DeliveryWorker: 'DeliveryWorker',
   HeartPayout: 'HeartPayout',
-  PluginActivity: 'PluginActivity'
+  PluginActivity: 'PluginActivity',
+  VoterDataAudit: 'VoterDataAudit'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -505,6 +506,21 @@ export const PluginActivityScalarFieldEnum = {
 } as const
 
 export type PluginActivityScalarFieldEnum = (typeof PluginActivityScalarFieldEnum)[keyof typeof PluginActivityScalarFieldEnum]
+
+
+export const VoterDataAuditScalarFieldEnum = {
+  id: 'id',
+  action: 'action',
+  principal: 'principal',
+  serverId: 'serverId',
+  keyKind: 'keyKind',
+  keyHash: 'keyHash',
+  tombstone: 'tombstone',
+  counts: 'counts',
+  createdAt: 'createdAt'
+} as const
+
+export type VoterDataAuditScalarFieldEnum = (typeof VoterDataAuditScalarFieldEnum)[keyof typeof VoterDataAuditScalarFieldEnum]
 
 
 export const SortOrder = {

@@ -362,3 +362,15 @@ export function attemptExchangeRetention(keepSeconds: number): RetentionRule {
     oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT min(a.started_at) AS oldest FROM delivery_attempts a WHERE ${HOLDS_EXCHANGE_SQL}`, now),
   };
 }
+
+/**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts): the exchanges of the deliveries' attempts (request and
+ * response headers and bodies, which carry the voter's name) are dropped; the attempt rows keep their number, time,
+ * status code, latency and error, so the endpoint's health and the delivery's history stay readable. By the
+ * (delivery_id, attempt) index: at most the deliveries' attempts. Returns the rows changed.
+ */
+export function dropAttemptExchangesSql(deliveryIds: readonly string[]): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE delivery_attempts SET request_headers = NULL, request_body = NULL, response_headers = NULL, response_body = NULL
+    WHERE delivery_id = ANY(${[...deliveryIds]}::uuid[]) AND (request_body IS NOT NULL OR request_headers IS NOT NULL OR response_body IS NOT NULL OR response_headers IS NOT NULL)`;
+}

@@ -234,3 +234,33 @@ export async function unparkDeliveries(tx: Tx, scope: HeldScope): Promise<number
   });
   return released.count;
 }
+
+/**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts): not a move of the lifecycle (the status is kept), the
+ * hearts' deliveries (index on heart_id) get `tombstone` as username and voter identity and lose their platform ids, so
+ * a redelivery or a retry sends the tombstone, never the erased name. The sends still waiting are withdrawn first, by
+ * withdrawDeliveriesSql. Returns the rows' ids.
+ */
+export function eraseDeliveriesSql(q: { serverId: string; heartIds: readonly string[]; tombstone: string }): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE deliveries d SET username = ${q.tombstone}, voter_identity = ${q.tombstone},
+        steam_id = NULL, discord_id = NULL, minecraft_uuid = NULL, account_id = NULL
+    WHERE d.server_id = ${q.serverId}::uuid AND d.heart_id = ANY(${[...q.heartIds]}::uuid[])
+    RETURNING d.id`;
+}
+
+/**
+ * A voter's erasure: the referral-event deliveries `ids` (by primary key) carry `tombstone` where their payload (and
+ * `username`, the referee) named one of the voter's `identities` (lower-cased) as referee or referrer. Not a move: the
+ * status is kept, so the other party's event is still sent, naming the tombstone. Returns the rows changed.
+ */
+export function eraseReferralDeliveriesSql(q: { serverId: string; ids: readonly string[]; identities: readonly string[]; tombstone: string }): Prisma.Sql {
+  const ids = [...q.identities];
+  return Prisma.sql`
+    UPDATE deliveries d SET
+        username = CASE WHEN lower(d.username) = ANY(${ids}::text[]) THEN ${q.tombstone} ELSE d.username END,
+        payload = d.payload
+          || CASE WHEN lower(d.payload->>'referee_identity') = ANY(${ids}::text[]) THEN jsonb_build_object('referee_identity', ${q.tombstone}::text) ELSE '{}'::jsonb END
+          || CASE WHEN lower(d.payload->>'referrer_identity') = ANY(${ids}::text[]) THEN jsonb_build_object('referrer_identity', ${q.tombstone}::text) ELSE '{}'::jsonb END
+    WHERE d.server_id = ${q.serverId}::uuid AND d.id = ANY(${[...q.ids]}::uuid[]) AND d.event_type LIKE 'referral.%'`;
+}

@@ -151,3 +151,11 @@ export function deadLetterRetention(keepSeconds: number): RetentionRule {
     oldest: Prisma.sql`SELECT min(created_at) AS oldest FROM dead_letters`,
   });
 }
+
+/**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts): the dead letters `ids` (set aside events that carry the
+ * erased voter) are dropped, so no stored copy names the voter. By primary key: at most `ids` rows.
+ */
+export function dropDeadLettersSql(ids: readonly bigint[]): Prisma.Sql {
+  return Prisma.sql`DELETE FROM dead_letters WHERE id = ANY(${ids.map(String)}::bigint[])`;
+}

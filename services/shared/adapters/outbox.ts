@@ -102,3 +102,22 @@ export function insertOutboxRows(rows: readonly IndexedOutboxRow[], only?: Prism
 export async function writeOutbox(tx: SqlTx, event: OutboxEvent): Promise<void> {
   await tx.execute(insertOutboxRows([{ idx: 0, row: toOutboxRow(event) }]));
 }
+
+/**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts): the outbox rows `ids` that carry the erased voter and are
+ * not published yet are withdrawn (deleted), so Kafka never receives the erased values. A row the relay is publishing
+ * at that moment is locked by it: this waits, finds it published, and leaves it (it reached Kafka before the erasure
+ * committed). By primary key: at most `ids` rows. Returns the rows deleted.
+ */
+export function withdrawOutboxRowsSql(ids: readonly bigint[]): Prisma.Sql {
+  return Prisma.sql`DELETE FROM outbox WHERE id = ANY(${ids.map(String)}::bigint[]) AND published_at IS NULL`;
+}
+
+/**
+ * A voter's erasure: the unpublished outbox row `id` gets `payload` (its envelope with the erased voter's identities
+ * replaced by the tombstone), so the other party's event still goes out, never naming the voter. A row the relay is
+ * publishing at that moment is locked by it: this waits, finds it published, and leaves it. By primary key: one row.
+ */
+export function rewriteOutboxPayloadSql(id: bigint, payload: Uint8Array): Prisma.Sql {
+  return Prisma.sql`UPDATE outbox SET payload = ${Buffer.from(payload)} WHERE id = ${String(id)}::bigint AND published_at IS NULL`;
+}

@@ -18,6 +18,12 @@ export { REQUEST_ID_HEADER } from "../values/wire.js";
 export const OWNER_SCOPE = createContextKey<string | undefined>(undefined, { description: "owner id of the dashboard session" });
 
 /**
+ * Who calls an RPC, as the access layer names the caller (set by the auth interceptor): `owner:<owner id>` for a
+ * dashboard session, `token:<token name>` for a service token. What audit rows record (services/voter-data).
+ */
+export const CALLER_PRINCIPAL = createContextKey<string>("unknown", { description: "the caller, as the audit names it" });
+
+/**
  * Server interceptor: request id, one log line per RPC, metrics, and the error
  * table (domain errors -> Connect codes; the database unavailable -> Unavailable;
  * unknown errors -> bare "internal error"). A line has one `msg` (what happened);

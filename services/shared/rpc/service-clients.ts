@@ -8,6 +8,7 @@ import { HeartService } from "../../../gen/proto/hearts/v1/hearts_pb.js";
 import { ReferralService } from "../../../gen/proto/referral/v1/referral_pb.js";
 import { ReferralReviewService } from "../../../gen/proto/referral/v1/referral_review_pb.js";
 import { ServerAdminService } from "../../../gen/proto/servers/v1/servers_pb.js";
+import { VoterDataService } from "../../../gen/proto/voters/v1/voters_pb.js";
 
 /** A client of every service the referral service process hosts. */
 export interface RpcClients {
@@ -22,6 +23,8 @@ export interface RpcClients {
   claims: Client<typeof ClaimService>;
   /** The reward plugins' recent calls: the gateway records them, the dashboard reads them. */
   pluginActivity: Client<typeof PluginActivityService>;
+  /** A voter's export and erasure, and their audit. */
+  voters: Client<typeof VoterDataService>;
 }
 
 /**
@@ -39,5 +42,6 @@ export function createRpcClients(transport: Transport): RpcClients {
     access: createClient(AccessService, transport),
     claims: createClient(ClaimService, transport),
     pluginActivity: createClient(PluginActivityService, transport),
+    voters: createClient(VoterDataService, transport),
   };
 }

@@ -1,0 +1,158 @@
+import { Prisma } from "../../gen/prisma/client.js";
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSql } from "../shared/adapters/sql/executor.js";
+import {
+  findVoterRows,
+  ID_BATCH,
+  inBatches,
+  readReferralDeliveries,
+  readServerIds,
+  type VoterClick,
+  type VoterHeart,
+  type VoterReferral,
+} from "./read-voter-rows.js";
+import type { VoterKey } from "./voter-key.js";
+
+/** One server's part of an export. */
+export interface VoterServerExport {
+  serverId: string;
+  /** Every heart of the voter, with its verdict (counted, cooldown, fraud), fraud score and reasons, address and agent. */
+  hearts: VoterHeart[];
+  /** The hearts' claim-ledger rows (vote_claims). */
+  voteClaims: Record<string, unknown>[];
+  /** Pay-once mode: which transport took each heart, and when it was paid (heart_payouts). */
+  payouts: Record<string, unknown>[];
+  /** The hearts' deliveries (callback, Votifier, pull), each with its attempts (status, time; the exchange when still kept). */
+  deliveries: Record<string, unknown>[];
+  /** What the voter's receipts show: one line per heart, its outcome as the receipt page says it. */
+  receipts: Array<{ heartId: string; outcome: string; castAt: Date }>;
+  /** The referral events (`referral.*`) sent or to be sent about the voter's referrals, with their payloads. */
+  referralDeliveries: Record<string, unknown>[];
+  /** The cooldown and streak rows (voter_states). */
+  voterStates: Record<string, unknown>[];
+  referralsAsReferee: VoterReferral[];
+  referralsAsReferrer: VoterReferral[];
+  /** Clicks the voter made (their referral's) or referred (as referrer). */
+  clicks: VoterClick[];
+}
+
+/** The export document (ExportVoterData's JSON). */
+export interface VoterExport {
+  exportedAt: Date;
+  key: VoterKey;
+  /** The server asked for; null for the whole list. */
+  serverId: string | null;
+  /** Servers where something was found. */
+  servers: VoterServerExport[];
+}
+
+const RECEIPT_OUTCOME: Record<string, string> = { counted: "counted", cooldown: "cooldown" };
+
+/**
+ * ExportVoterData: everything held about the voter (found by `key`) on `serverId`, or on every server when null, as
+ * one document. Each statement is bounded (read-voter-rows.ts: walks in pages; by-id reads ID_BATCH ids at a time).
+ * Rankings are per server (server_rankings), never per voter: the export has none.
+ */
+export async function exportVoterData(prisma: PrismaClient, q: { serverId: string | null; key: VoterKey; now: Date }): Promise<VoterExport> {
+  const servers: VoterServerExport[] = [];
+  for await (const serverId of readServerIds(prisma, q.serverId)) {
+    const part = await exportServer(prisma, serverId, q.key);
+    if (part !== null) servers.push(part);
+  }
+  return { exportedAt: q.now, key: q.key, serverId: q.serverId, servers };
+}
+
+/** Counts per section, for the audit row. */
+export function exportCounts(doc: VoterExport): Record<string, number> {
+  const counts: Record<string, number> = { servers: doc.servers.length };
+  for (const s of doc.servers) {
+    for (const [name, rows] of Object.entries(s)) if (Array.isArray(rows)) counts[name] = (counts[name] ?? 0) + rows.length;
+  }
+  return counts;
+}
+
+async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKey): Promise<VoterServerExport | null> {
+  const { hearts, asReferee, asReferrer, clicks } = await findVoterRows(prisma, serverId, key);
+  if (hearts.length === 0 && asReferee.length === 0 && asReferrer.length === 0 && clicks.length === 0) return null;
+
+  const part: VoterServerExport = {
+    serverId,
+    hearts,
+    voteClaims: [],
+    payouts: [],
+    deliveries: [],
+    receipts: hearts.map((h) => ({ heartId: h.id, outcome: RECEIPT_OUTCOME[h.verdict] ?? "not_counted", castAt: h.created_at })),
+    referralDeliveries: [],
+    voterStates: [],
+    referralsAsReferee: asReferee,
+    referralsAsReferrer: asReferrer,
+    clicks,
+  };
+  for (const batch of inBatches(
+    hearts.map((h) => h.id),
+    ID_BATCH,
+  )) {
+    // Bounded: at most ID_BATCH rows each, by primary key (heart_id).
+    part.voteClaims.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`
+          SELECT heart_id, player_key, username_lower, steam_id, discord_id, minecraft_uuid, account_id, counted_at, expires_at,
+                 claimed_at, state::text AS state, expired_reason, expired_at
+          FROM vote_claims WHERE heart_id = ANY(${batch}::uuid[]) ORDER BY counted_at`,
+      )),
+    );
+    part.payouts.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`SELECT heart_id, transport, delivery_id, state, taken_at, paid_at FROM heart_payouts WHERE heart_id = ANY(${batch}::uuid[]) ORDER BY taken_at`,
+      )),
+    );
+    // Bounded: the hearts' deliveries by the heart_id index: one per transport and callback endpoint of the server, a handful per heart.
+    const deliveries = await runSql<Record<string, unknown> & { id: string }>(
+      prisma,
+      Prisma.sql`
+        SELECT id, heart_id, transport::text AS transport, event_type, username, voter_identity, steam_id, discord_id, minecraft_uuid,
+               account_id, period, streak_day, counted_at, status::text AS status, attempts, delivered_at, failed_at, created_at
+        FROM deliveries WHERE server_id = ${serverId}::uuid AND heart_id = ANY(${batch}::uuid[]) ORDER BY created_at, id`,
+    );
+    for (const ids of inBatches(
+      deliveries.map((d) => d.id),
+      ID_BATCH,
+    )) {
+      // Bounded: the deliveries' attempts by the (delivery_id, attempt) index; a delivery's retries are capped by its schedule.
+      const attempts = await runSql<Record<string, unknown> & { delivery_id: string }>(
+        prisma,
+        Prisma.sql`
+          SELECT delivery_id, attempt, started_at, status_code, succeeded, error, request_body, response_body
+          FROM delivery_attempts WHERE delivery_id = ANY(${ids}::uuid[]) ORDER BY delivery_id, attempt`,
+      );
+      for (const d of deliveries) if (ids.includes(d.id)) d.attempts_log = attempts.filter((a) => a.delivery_id === d.id);
+    }
+    part.deliveries.push(...deliveries);
+  }
+  for await (const ids of readReferralDeliveries(prisma, serverId, [...new Set([...asReferee, ...asReferrer].map((r) => r.id))])) {
+    // Bounded: the page's deliveries (at most SCAN_PAGE), by primary key.
+    part.referralDeliveries.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`
+          SELECT id, event_type, event_id, payload, status::text AS status, attempts, delivered_at, failed_at, created_at
+          FROM deliveries WHERE server_id = ${serverId}::uuid AND id = ANY(${ids}::uuid[]) ORDER BY created_at, id`,
+      )),
+    );
+  }
+  const stateIds = [...new Set(hearts.map((h) => h.voter_identity))];
+  for (const batch of inBatches(stateIds, ID_BATCH)) {
+    // Bounded: at most ID_BATCH rows, by primary key (server_id, voter_identity).
+    part.voterStates.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`
+          SELECT voter_identity, last_counted_at, last_day, streak_days FROM voter_states
+          WHERE server_id = ${serverId}::uuid AND voter_identity = ANY(${batch}::text[])`,
+      )),
+    );
+  }
+  return part;
+}

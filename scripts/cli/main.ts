@@ -15,7 +15,22 @@ import { CLI_NAME, CLI_RUN } from "./name.js";
 import { findClosest, suggestCommand } from "./suggest-command.js";
 import { CliError, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, createOutput, formatTable, reportError } from "./output.js";
 
-export const COMMANDS: Command[] = [serversCreate, serversList, heartsCast, clicksRecord, claimsSetup, loginLink, trigger, listen, eventsSend, sign, verify, votersExport, votersErase, votersAudit];
+export const COMMANDS: Command[] = [
+  serversCreate,
+  serversList,
+  heartsCast,
+  clicksRecord,
+  claimsSetup,
+  loginLink,
+  trigger,
+  listen,
+  eventsSend,
+  sign,
+  verify,
+  votersExport,
+  votersErase,
+  votersAudit,
+];
 
 const GLOBAL_FLAGS: FlagSpec = {
   json: { type: "boolean" },

@@ -18,7 +18,7 @@ const doc = readFileSync(new URL("../../docs/callbacks.md", import.meta.url), "u
 
 /** The fenced `lang` block of docs/callbacks.md that contains `marker`. */
 function snippet(lang: string, marker: string): string {
-  const blocks = [...doc.matchAll(new RegExp("```" + lang + "\\n([\\s\\S]*?)```", "g"))].map((m) => m[1] as string);
+  const blocks = [...doc.matchAll(new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``, "g"))].map((m) => m[1] as string);
   const found = blocks.filter((b) => b.includes(marker));
   if (found.length !== 1) throw new Error(`docs/callbacks.md has ${found.length} ${lang} blocks with ${marker}`);
   return found[0]!;

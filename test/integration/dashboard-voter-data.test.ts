@@ -41,7 +41,13 @@ test.serial("an owner exports a voter of their own server as a JSON file and era
   const { stack, mine } = t.context;
   const [cast] = await Promise.all(
     [mine, t.context.theirs].map((serverId) =>
-      stack.clients.hearts.castHeart({ serverId, username: "Dash_Voter", voterIdentity: "dash-voter", ip: "198.51.100.61", userAgent: "Mozilla/5.0 DashVoter" }),
+      stack.clients.hearts.castHeart({
+        serverId,
+        username: "Dash_Voter",
+        voterIdentity: "dash-voter",
+        ip: "198.51.100.61",
+        userAgent: "Mozilla/5.0 DashVoter",
+      }),
     ),
   );
   const exported = await call(t, `/servers/${mine}/voter-data/export`, { key_kind: "username", key: "dash_voter" });
@@ -49,7 +55,11 @@ test.serial("an owner exports a voter of their own server as a JSON file and era
   t.regex(exported.headers.get("content-type") ?? "", /^application\/json/);
   t.regex(exported.headers.get("content-disposition") ?? "", /attachment; filename="voter-data-/);
   const doc = JSON.parse(exported.text) as { servers: { serverId: string; hearts: { username: string }[] }[] };
-  t.deepEqual(doc.servers.map((s) => [s.serverId, s.hearts.map((h) => h.username)]), [[mine, ["Dash_Voter"]]], "the owner's server only");
+  t.deepEqual(
+    doc.servers.map((s) => [s.serverId, s.hearts.map((h) => h.username)]),
+    [[mine, ["Dash_Voter"]]],
+    "the owner's server only",
+  );
 
   const unconfirmed = await call(t, `/servers/${mine}/voter-data/erase`, { key_kind: "username", key: "Dash_Voter" });
   t.is(unconfirmed.status, 400);
@@ -58,7 +68,10 @@ test.serial("an owner exports a voter of their own server as a JSON file and era
   t.is(erased.status, 200, erased.text);
   const { tombstone, counts } = JSON.parse(erased.text) as { tombstone: string; counts: Record<string, number> };
   t.is(counts.hearts, 1);
-  t.deepEqual((await stack.prisma.heart.findMany({ where: { serverId: mine } })).map((h) => h.username), [tombstone]);
+  t.deepEqual(
+    (await stack.prisma.heart.findMany({ where: { serverId: mine } })).map((h) => h.username),
+    [tombstone],
+  );
   // The voter's receipt, on the public gateway: "erased", with no name.
   const receiptPath = new URL(cast!.receiptUrl).pathname;
   const json = await fetch(`${stack.gatewayUrl}${receiptPath}.json`);
@@ -67,23 +80,34 @@ test.serial("an owner exports a voter of their own server as a JSON file and era
   const page = await (await fetch(`${stack.gatewayUrl}${receiptPath}`)).text();
   t.regex(page, /The voter's data was erased/);
   t.false(page.includes("Dash_Voter"));
-  t.deepEqual((await stack.prisma.heart.findMany({ where: { serverId: t.context.theirs } })).map((h) => h.username), ["Dash_Voter"], "another server's voter is untouched");
+  t.deepEqual(
+    (await stack.prisma.heart.findMany({ where: { serverId: t.context.theirs } })).map((h) => h.username),
+    ["Dash_Voter"],
+    "another server's voter is untouched",
+  );
 });
 
-test.serial("the voter data actions refuse another owner's server (404, as a missing one), a request without a session (401) and an unknown key kind (400)", async (t) => {
-  const { stack, theirs, mine } = t.context;
-  for (const action of ["export", "erase"]) {
-    const other = await call(t, `/servers/${theirs}/voter-data/${action}`, { key_kind: "username", key: "Dash_Voter", confirm: true });
-    t.is(other.status, 404, `${action} on another owner's server`);
-    const anonymous = await fetch(`${t.context.gatewayUrl}/dashboard/api/servers/${mine}/voter-data/${action}`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ key_kind: "username", key: "Dash_Voter", confirm: true }),
-    });
-    t.is(anonymous.status, 401, `${action} without a session`);
-  }
-  const bad = await call(t, `/servers/${mine}/voter-data/export`, { key_kind: "email", key: "x" });
-  t.is(bad.status, 400);
-  t.regex(JSON.parse(bad.text).error, /^key_kind must be one of/);
-  t.deepEqual((await stack.prisma.heart.findMany({ where: { serverId: theirs } })).map((h) => h.username), ["Dash_Voter"], "nothing of B's server was erased");
-});
+test.serial(
+  "the voter data actions refuse another owner's server (404, as a missing one), a request without a session (401) and an unknown key kind (400)",
+  async (t) => {
+    const { stack, theirs, mine } = t.context;
+    for (const action of ["export", "erase"]) {
+      const other = await call(t, `/servers/${theirs}/voter-data/${action}`, { key_kind: "username", key: "Dash_Voter", confirm: true });
+      t.is(other.status, 404, `${action} on another owner's server`);
+      const anonymous = await fetch(`${t.context.gatewayUrl}/dashboard/api/servers/${mine}/voter-data/${action}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ key_kind: "username", key: "Dash_Voter", confirm: true }),
+      });
+      t.is(anonymous.status, 401, `${action} without a session`);
+    }
+    const bad = await call(t, `/servers/${mine}/voter-data/export`, { key_kind: "email", key: "x" });
+    t.is(bad.status, 400);
+    t.regex(JSON.parse(bad.text).error, /^key_kind must be one of/);
+    t.deepEqual(
+      (await stack.prisma.heart.findMany({ where: { serverId: theirs } })).map((h) => h.username),
+      ["Dash_Voter"],
+      "nothing of B's server was erased",
+    );
+  },
+);

@@ -19,6 +19,12 @@ export interface RetentionSettings {
   batchRows: number;
   /** Rows one rule removes at most in one pass (RETENTION_PASS_MAX_ROWS, default 10,000): the pass's budget per rule. */
   passMaxRows: number;
+  /**
+   * Most of the time a pass spends in its statements, in percent (RETENTION_DUTY_PERCENT, default 10): after a
+   * statement of d ms the pass waits d x (100 / percent - 1) ms, so a catch-up of years of rows is spread out
+   * instead of competing with the hot paths. 100: no wait.
+   */
+  dutyPercent: number;
   /** Published outbox rows: kept this long after publishing (RETENTION_PUBLISHED_OUTBOX_SECONDS, default 300). */
   publishedOutboxSeconds: number;
   /** Attempts' request/response exchanges: kept this long after their delivery was delivered or failed (RETENTION_ATTEMPT_EXCHANGE_DAYS, default 30). */
@@ -52,6 +58,7 @@ export function readRetentionSettings(r: EnvReader, fraudRules: FraudRules): Ret
     intervalSeconds: r.int("RETENTION_INTERVAL_SECONDS", 60, { min: 1, max: DAY_SECONDS }),
     batchRows: r.int("RETENTION_BATCH_ROWS", 1_000, { min: 1, max: 10_000 }),
     passMaxRows: r.int("RETENTION_PASS_MAX_ROWS", 10_000, { min: 1, max: 1_000_000 }),
+    dutyPercent: r.int("RETENTION_DUTY_PERCENT", 10, { min: 1, max: 100 }),
     publishedOutboxSeconds: r.int("RETENTION_PUBLISHED_OUTBOX_SECONDS", 300, { min: 0, max: 30 * DAY_SECONDS }),
     attemptExchangeSeconds: r.int("RETENTION_ATTEMPT_EXCHANGE_DAYS", 30, { min: 1, max: 3_650 }) * DAY_SECONDS,
     deadLetterSeconds: r.int("RETENTION_DEAD_LETTER_DAYS", 30, { min: 1, max: 3_650 }) * DAY_SECONDS,

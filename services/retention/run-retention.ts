@@ -41,6 +41,18 @@ export interface RetentionPassDeps {
   passMaxRows: number;
   metrics?: RetentionMetrics;
   log: Logger;
+  /**
+   * The pass's pace: after each statement that removed rows, it waits so that its statements take at most
+   * `dutyPercent` of the time (a statement of d ms is followed by d x (100 / dutyPercent - 1) ms idle), the way
+   * autovacuum's cost delay keeps its work beside the hot paths. Absent (or 100): no wait. `stopping` ends the pass
+   * at the next statement (a stopping process does not wait out a catch-up).
+   */
+  pace?: { dutyPercent: number; sleep: (ms: number) => Promise<void>; clockMs: () => number; stopping?: () => boolean };
+}
+
+/** The idle time after a statement of `statementMs` at `dutyPercent` (100: none). */
+export function idleAfterMs(statementMs: number, dutyPercent: number): number {
+  return dutyPercent >= 100 ? 0 : Math.max(0, statementMs) * (100 / dutyPercent - 1);
 }
 
 /** What one pass did, per rule name: rows removed, the oldest row's age after it (null: none), and failed rules. */
@@ -62,11 +74,16 @@ export async function runRetentionPass(deps: RetentionPassDeps, now: Date): Prom
   for (const rule of deps.rules) {
     let removed = 0;
     try {
-      for (let i = 0; i < maxStatements && removed < deps.passMaxRows; i++) {
+      for (let i = 0; i < maxStatements && removed < deps.passMaxRows && !deps.pace?.stopping?.(); i++) {
+        const started = deps.pace?.clockMs();
         const n = await rule.removeBatch(deps.db, now, Math.min(deps.batchRows, deps.passMaxRows - removed));
         removed += n;
         deps.metrics?.removed.inc({ table: rule.table, rule: rule.name }, n);
         if (n === 0) break;
+        if (deps.pace !== undefined && started !== undefined) {
+          const idle = idleAfterMs(deps.pace.clockMs() - started, deps.pace.dutyPercent);
+          if (idle > 0) await deps.pace.sleep(idle);
+        }
       }
       const age = await rule.oldestAge(deps.db, now);
       result.oldestAgeSeconds[rule.name] = age;
@@ -109,6 +126,23 @@ export function createRetentionLoop(deps: {
   rules?: readonly RetentionRule[];
 }): RetentionLoop {
   const { settings, log } = deps;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let stopped = false;
+  // The pace's idle wait, cut short by stop().
+  let wake: (() => void) | undefined;
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const idle = setTimeout(() => {
+        wake = undefined;
+        resolve();
+      }, ms);
+      wake = () => {
+        clearTimeout(idle);
+        wake = undefined;
+        resolve();
+      };
+    });
   const passDeps: RetentionPassDeps = {
     db: deps.db,
     rules: deps.rules ?? retentionRules(settings),
@@ -116,10 +150,8 @@ export function createRetentionLoop(deps: {
     passMaxRows: settings.passMaxRows,
     metrics: createRetentionMetrics(deps.registry),
     log,
+    pace: { dutyPercent: settings.dutyPercent, sleep, clockMs: () => performance.now(), stopping: () => stopped },
   };
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> | undefined;
-  let stopped = false;
   const schedule = () => {
     if (!stopped) timer = setTimeout(tick, settings.intervalSeconds * 1000);
   };
@@ -144,6 +176,7 @@ export function createRetentionLoop(deps: {
     async stop() {
       stopped = true;
       if (timer !== undefined) clearTimeout(timer);
+      wake?.();
       await running;
     },
   };

@@ -1,6 +1,6 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
-import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { ageKeyOf, ageKeySql, oldestOfAgeKey, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { ADDRESS_HELD } from "../shared/adapters/voter-address-erasure.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
@@ -8,6 +8,10 @@ import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-
 import type { StreakState } from "./domain/streak.js";
 import type { PlatformIds } from "../shared/values/player-ids.js";
 import { expireVoteClaimsSql, holdVoteClaimsSql, PLAYER_KEY_SQL } from "../claims/write-vote-claims.js";
+
+/** The age columns retention rules key by (ageKeySql). */
+const LAST_COUNTED_AT = Prisma.raw("last_counted_at");
+const CREATED_AT = Prisma.raw("created_at");
 
 /** Everything stored about one cast heart. */
 export interface HeartRecord {
@@ -261,12 +265,13 @@ export function addressVotersRetention(keepSeconds: number): RetentionRule {
     name: "heart_address_voters",
     table: "heart_address_voters",
     keepSeconds,
-    // Reads at most `limit` entries of the last_counted_at index and their rows; deletes those.
+    // Reads at most `limit` entries of the last_counted_at age-key index (ageKeySql: the identity rules' read can
+    // never take it) and their rows; deletes those.
     removeDue: (cut, limit) => Prisma.sql`DELETE FROM heart_address_voters WHERE last_counted_at < ${cut}::timestamptz
       AND (server_id, address, voter_identity) IN (SELECT server_id, address, voter_identity FROM heart_address_voters
-        WHERE last_counted_at < ${cut}::timestamptz ORDER BY last_counted_at LIMIT ${limit}::int)`,
-    // One entry of the last_counted_at index.
-    oldest: Prisma.sql`SELECT min(last_counted_at) AS oldest FROM heart_address_voters`,
+        WHERE ${ageKeySql(LAST_COUNTED_AT)} < ${ageKeyOf(cut)} ORDER BY ${ageKeySql(LAST_COUNTED_AT)} LIMIT ${limit}::int)`,
+    // One entry of the age-key index.
+    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(LAST_COUNTED_AT)} AS oldest FROM heart_address_voters`,
   });
 }
 
@@ -287,10 +292,10 @@ export function heartAddressesRetention(keepSeconds: number): RetentionRule {
     // subquery is planned as a hash join that reads the whole table); rows another writer holds are skipped.
     removeDue: (cutoff, limit) => Prisma.sql`
       UPDATE hearts h SET ip = NULL, subnet = NULL, user_agent = NULL
-      WHERE h.id = ANY(ARRAY(SELECT id FROM hearts WHERE ${ADDRESS_HELD} AND created_at < ${cutoff}::timestamptz
-                     ORDER BY created_at LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))`,
-    // One entry of hearts_address_held_idx.
-    oldest: Prisma.sql`SELECT min(created_at) AS oldest FROM hearts WHERE ${ADDRESS_HELD}`,
+      WHERE h.id = ANY(ARRAY(SELECT id FROM hearts WHERE ${ADDRESS_HELD} AND ${ageKeySql(CREATED_AT)} < ${ageKeyOf(cutoff)}
+                     ORDER BY ${ageKeySql(CREATED_AT)} LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))`,
+    // One entry of hearts_address_held_idx (an age-key index: CastHeart's velocity read can never take it).
+    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(CREATED_AT)} AS oldest FROM hearts WHERE ${ADDRESS_HELD}`,
   });
 }
 

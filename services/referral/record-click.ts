@@ -1,6 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
-import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { ageKeyOf, ageKeySql, oldestOfAgeKey, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { ADDRESS_HELD } from "../shared/adapters/voter-address-erasure.js";
 import { DomainError, unknownServer } from "../shared/rpc/errors.js";
 import { generateClickToken } from "../shared/runtime/secrets.js";
@@ -9,6 +9,9 @@ import { toRedirectUrl } from "./domain/redirect-url.js";
 import { ERROR_TEXT } from "../shared/values/contract.js";
 import { toVoterAddress } from "../hearts/domain/ip.js";
 import { addressPseudonyms, currentAddressKey } from "../shared/values/address-key.js";
+
+/** The age columns retention rules key by (ageKeySql). */
+const CREATED_AT = Prisma.raw("created_at");
 
 /** A stored click and where to send the visitor. */
 export interface RecordedClick {
@@ -68,9 +71,9 @@ export function clickAddressesRetention(keepSeconds: number): RetentionRule {
     // subquery is planned as a hash join that reads the whole table); rows another writer holds are skipped.
     removeDue: (cutoff, limit) => Prisma.sql`
       UPDATE referral_clicks c SET ip = NULL, subnet = NULL, user_agent = NULL
-      WHERE c.id = ANY(ARRAY(SELECT id FROM referral_clicks WHERE ${ADDRESS_HELD} AND created_at < ${cutoff}::timestamptz
-                     ORDER BY created_at LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))`,
-    // One entry of referral_clicks_address_held_idx.
-    oldest: Prisma.sql`SELECT min(created_at) AS oldest FROM referral_clicks WHERE ${ADDRESS_HELD}`,
+      WHERE c.id = ANY(ARRAY(SELECT id FROM referral_clicks WHERE ${ADDRESS_HELD} AND ${ageKeySql(CREATED_AT)} < ${ageKeyOf(cutoff)}
+                     ORDER BY ${ageKeySql(CREATED_AT)} LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))`,
+    // One entry of referral_clicks_address_held_idx (an age-key index: the anti-abuse reads can never take it).
+    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(CREATED_AT)} AS oldest FROM referral_clicks WHERE ${ADDRESS_HELD}`,
   });
 }

@@ -123,7 +123,7 @@ test("voters export, erase --yes and audit: the document lists the voter's heart
   t.is(erased.code, 0, erased.stderr);
   const { tombstone, counts } = JSON.parse(erased.stdout) as { tombstone: string; counts: Record<string, number> };
   t.is(counts.hearts, 1);
-  t.like(await stack.prisma.heart.findUniqueOrThrow({ where: { id: cast.heartId } }), { username: tombstone, voterIdentity: tombstone, userAgent: "" });
+  t.like(await stack.prisma.heart.findUniqueOrThrow({ where: { id: cast.heartId } }), { username: tombstone, voterIdentity: tombstone, userAgent: null });
 
   const audit = await rcb(["voters", "audit", "--json"]);
   t.is(audit.code, 0, audit.stderr);

@@ -24,7 +24,9 @@ test("the referral service process runs retention: a published outbox row past R
       env: { RETENTION_PUBLISHED_OUTBOX_SECONDS: "60" },
     },
   );
+  // The pass has ended once its log line is out (it paces itself between statements: RETENTION_DUTY_PERCENT).
   const metrics = await eventually(async () => {
+    if (!/"msg":"retention pass"/.test(service.proc.stdout)) return false;
     const text = await (await fetch(`${service.opsUrl}/metrics`)).text();
     return /retention_rows_removed_total\{table="outbox",rule="published_outbox",service="referral-service"\} 1\n/.test(text) && text;
   });

@@ -329,6 +329,7 @@ test.serial("the settings: defaults, every RETENTION_* read and validated, probl
     intervalSeconds: 60,
     batchRows: 1_000,
     passMaxRows: 10_000,
+    dutyPercent: 10,
     publishedOutboxSeconds: 300,
     attemptExchangeSeconds: 30 * 86_400,
     deadLetterSeconds: 30 * 86_400,
@@ -338,11 +339,12 @@ test.serial("the settings: defaults, every RETENTION_* read and validated, probl
     voterAddressSeconds: 48 * 3_600,
   });
   t.is(retentionRules(defaults).length, 9);
-  const r = createEnvReader({ RETENTION_BATCH_ROWS: "0", RETENTION_DEAD_LETTER_DAYS: "x", RETENTION_ENABLED: "maybe" });
+  const r = createEnvReader({ RETENTION_BATCH_ROWS: "0", RETENTION_DEAD_LETTER_DAYS: "x", RETENTION_ENABLED: "maybe", RETENTION_DUTY_PERCENT: "0" });
   readRetentionSettings(r, DEFAULT_FRAUD_RULES);
   const error = t.throws(() => r.finish({}));
   t.regex(error.message, /RETENTION_BATCH_ROWS must be >= 1/);
   t.regex(error.message, /RETENTION_DEAD_LETTER_DAYS must be an integer/);
+  t.regex(error.message, /RETENTION_DUTY_PERCENT must be >= 1/);
   t.regex(error.message, /RETENTION_ENABLED must be true or false/);
 });
 

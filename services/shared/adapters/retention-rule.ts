@@ -1,3 +1,4 @@
+import { Prisma } from "../../../gen/prisma/client.js";
 import type { PrismaClient } from "./db.js";
 import { executeSql, runSql, type Sql } from "./sql/executor.js";
 
@@ -67,4 +68,26 @@ export function statementRule(spec: StatementRuleSpec): RetentionRule {
     removeBatch: (db, now, limit) => executeSql(db, spec.removeDue(cutoffOf(now, spec.keepSeconds), limit)),
     oldestAge: (db, now) => readOldestAge(db, spec.oldest, now),
   };
+}
+
+/**
+ * A retention rule's age key for `column` (a timestamptz): the column in UTC as a timestamp, the expression its
+ * index is built on where a hot path reads the same table by a key and a recent time range
+ * (migration 20261201400000_retention_age_keys). A plain (age column) index there is a trap: for a range the
+ * statistics think small (a fresh histogram, a quiet hour) the planner takes it for the hot path's read, which then
+ * reads every row of the window across all keys. An expression the hot paths never write cannot be chosen for them.
+ * Compare with ageKeyOf(cutoff), order by it, and read the oldest with oldestOfAgeKey.
+ */
+export function ageKeySql(column: Sql): Sql {
+  return Prisma.sql`(${column} AT TIME ZONE 'UTC')`;
+}
+
+/** The age key of an instant (the cutoff a rule compares the column's age key with). */
+export function ageKeyOf(at: Date): Sql {
+  return Prisma.sql`(${at}::timestamptz AT TIME ZONE 'UTC')`;
+}
+
+/** The oldest row's instant from the minimum of an age key (one entry of its index). */
+export function oldestOfAgeKey(column: Sql): Sql {
+  return Prisma.sql`(min(${ageKeySql(column)}) AT TIME ZONE 'UTC')`;
 }

@@ -124,7 +124,7 @@ export async function claimDueDeliveries(prisma: PrismaClient, q: ClaimRoom): Pr
   for (const row of first.claimed) inFlight.set(row.serverId, (inFlight.get(row.serverId) ?? 0) + 1);
   const rest: ClaimRoom = { ...q, limit: q.limit - first.claimed.length, inFlightByServer: inFlight };
   const busy = busyServersOf(rest);
-  const second = await leaseCandidates(prisma, rest, busy, claimPastSaturatedSql(rest, busy, randomUUID(), scan), scan);
+  const second = await leaseCandidates(prisma, rest, busy, claimPastSaturatedSql(rest, randomUUID(), scan), scan);
   if (second.heldSeen) await parkHeldDeliveries(prisma, q.now);
   return [...first.claimed, ...second.claimed];
 }
@@ -185,7 +185,7 @@ const LOWEST_UUID = "00000000-0000-0000-0000-000000000000";
  * index entries for the walk and, per server visited, its room in rows plus the rows other instances hold leased
  * (bounded by their caps): never a server's backlog.
  */
-export function claimPastSaturatedSql(q: ClaimRoom, busy: BusyServers, start: string, visits: number): Prisma.Sql {
+export function claimPastSaturatedSql(q: ClaimRoom, start: string, visits: number): Prisma.Sql {
   const claimable = Prisma.sql`d.status = 'pending' AND d.transport <> 'pull' AND d.parked_at IS NULL`;
   const walk = (name: string, from: string, below: string | null) => Prisma.sql`${Prisma.raw(name)}(server_id, n) AS (
         (SELECT d.server_id, 1 FROM deliveries d
@@ -206,8 +206,8 @@ export function claimPastSaturatedSql(q: ClaimRoom, busy: BusyServers, start: st
         ORDER BY n LIMIT ${visits}::int
       ), room AS (
         SELECT v.server_id, coalesce(b.cap, ${q.perServerLimit}::int) - coalesce(b.in_flight, 0) AS room
-        FROM visited v LEFT JOIN unnest(${busy.ids}::uuid[], ${busy.inFlight}::int[], ${busy.caps}::int[]) AS b(server_id, in_flight, cap)
-          ON b.server_id = v.server_id
+        -- busy: the lease statement's own relation of this room (leaseCandidates), which this statement is a part of.
+        FROM visited v LEFT JOIN busy b ON b.server_id = v.server_id
       )
       SELECT c.* FROM room r CROSS JOIN LATERAL (
         SELECT ${candidateColumnsSql(q.now)}

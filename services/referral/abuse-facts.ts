@@ -130,16 +130,20 @@ export const SELF_ADDRESS_HEARTS = 50;
  * (server_id, lower(username), created_at) indexes.
  */
 function playerAddressesSql(player: Prisma.Sql, enabled: boolean): Prisma.Sql {
-  const latest = (match: Prisma.Sql) => Prisma.sql`(
+  // The ORDER BY names the whole key of the index each branch must read ((server_id, voter_identity, created_at) and
+  // (server_id, lower(username), created_at)), so no other index gives the order: with ORDER BY created_at alone the
+  // planner could walk the server's (server_id, created_at) index backwards through all its hearts (160,000 rows read
+  // in one CI run).
+  const latest = (match: Prisma.Sql, key: Prisma.Sql) => Prisma.sql`(
         SELECT h.ip, h.ip_key, h.subnet, h.subnet_key FROM hearts h
         WHERE ${enabled}::boolean AND h.server_id = ck.server_id AND ${match}
-        ORDER BY h.created_at DESC
+        ORDER BY h.server_id DESC, ${key} DESC, h.created_at DESC
         LIMIT ${SELF_ADDRESS_HEARTS}::int)`;
   return Prisma.sql`(
       SELECT array_agg(p.ip) AS ips, array_agg(p.ip_key) AS ip_keys, array_agg(p.subnet) AS subnets, array_agg(p.subnet_key) AS subnet_keys
-      FROM (${latest(Prisma.sql`h.voter_identity = ${player}`)}
+      FROM (${latest(Prisma.sql`h.voter_identity = ${player}`, Prisma.sql`h.voter_identity`)}
             UNION ALL
-            ${latest(Prisma.sql`lower(h.username) = lower(${player})`)}) AS p
+            ${latest(Prisma.sql`lower(h.username) = lower(${player})`, Prisma.sql`lower(h.username)`)}) AS p
     )`;
 }
 

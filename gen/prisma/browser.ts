@@ -192,3 +192,13 @@ export type PluginActivity = Prisma.PluginActivityModel
  * how a receipt of an erased heart knows to answer "erased". Kept for as long as the deployment keeps its audit trail.
  */
 export type VoterDataAudit = Prisma.VoterDataAuditModel
+/**
+ * Model RewardRuleVersion
+ * A server's reward rules (issue 31; services/rewards/reward-rules-store.ts, the only writer): every saved version,
+ * kept, so a queue entry can say which version gave it and an owner can see what changed. The current rules are the
+ * highest version (one entry of the primary key). `rules` is the validated JSON (services/rewards/domain/
+ * reward-rules.ts); `draw_seed` keys the lucky draws (services/rewards/domain/lucky-draw.ts), made at the first save
+ * and carried to every later version, shown to the server's owner so they can verify a draw. Age limit: none; a
+ * server's versions are few (an owner's saves) and go with the server.
+ */
+export type RewardRuleVersion = Prisma.RewardRuleVersionModel

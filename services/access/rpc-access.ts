@@ -120,6 +120,11 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "voters.v1.VoterDataService/ExportVoterData": { scope: "admin", owner: server },
   "voters.v1.VoterDataService/EraseVoterData": { scope: "admin", owner: server },
   "voters.v1.VoterDataService/ListVoterDataAudit": { scope: "admin", owner: none },
+  // rewards.v1 (a server's reward rules): admin tokens save, read tokens read and preview, on any server; a server's
+  // owner all three on their own servers only.
+  "rewards.v1.RewardRulesService/GetRewardRules": { scope: "read", owner: server },
+  "rewards.v1.RewardRulesService/PutRewardRules": { scope: "admin", owner: server },
+  "rewards.v1.RewardRulesService/PreviewRewards": { scope: "read", owner: server },
   // access.v1
   "access.v1.AccessService/CreateServiceToken": { scope: "admin", owner: none },
   "access.v1.AccessService/ListServiceTokens": { scope: "admin", owner: none },

@@ -17,6 +17,7 @@ import { withdrawOthers } from "../delivery/pipeline/withdraw-unpaid.js";
 import { unparkDeliveries } from "../delivery/pipeline/write-deliveries.js";
 import { operatorRoutes } from "../operator/routes.js";
 import { voterDataRoutes } from "../voter-data/routes.js";
+import { rewardRulesRoutes } from "../rewards/routes.js";
 import { deliveryStatsRoutes } from "../delivery/rpc/delivery-stats.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import type { AbuseRules } from "../referral/domain/abuse-signals.js";
@@ -65,6 +66,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     deliveryRoutes(deps)(router);
     operatorRoutes(deps)(router);
     voterDataRoutes(deps)(router);
+    rewardRulesRoutes(deps)(router);
     deliveryStatsRoutes(deps)(router);
     accessRoutes(deps)(router);
   };

@@ -52,6 +52,7 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   plugin_activity: ["services/plugin-activity/record-plugin-calls.ts"],
   // A voter's export and erasure: the audit of every one.
   voter_data_audit: ["services/voter-data/voter-data-audit.ts"],
+  reward_rule_versions: ["services/rewards/reward-rules-store.ts"],
 };
 
 /** The schema's models: Prisma client accessor (`voteClaim`) -> table (`vote_claims`). */

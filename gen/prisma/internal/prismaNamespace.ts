@@ -423,7 +423,8 @@ export const ModelName = {
   DeliveryWorker: 'DeliveryWorker',
   HeartPayout: 'HeartPayout',
   PluginActivity: 'PluginActivity',
-  VoterDataAudit: 'VoterDataAudit'
+  VoterDataAudit: 'VoterDataAudit',
+  RewardRuleVersion: 'RewardRuleVersion'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -439,7 +440,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -2441,6 +2442,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    RewardRuleVersion: {
+      payload: Prisma.$RewardRuleVersionPayload<ExtArgs>
+      fields: Prisma.RewardRuleVersionFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.RewardRuleVersionFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardRuleVersionPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.RewardRuleVersionFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardRuleVersionPayload>
+        }
+        findFirst: {
+          args: Prisma.RewardRuleVersionFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardRuleVersionPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.RewardRuleVersionFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardRuleVersionPayload>
+        }
+        findMany: {
+          args: Prisma.RewardRuleVersionFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardRuleVersionPayload>[]
+        }
+        create: {
+          args: Prisma.RewardRuleVersionCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardRuleVersionPayload>
+        }
+        createMany: {
+          args: Prisma.RewardRuleVersionCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.RewardRuleVersionCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardRuleVersionPayload>[]
+        }
+        delete: {
+          args: Prisma.RewardRuleVersionDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardRuleVersionPayload>
+        }
+        update: {
+          args: Prisma.RewardRuleVersionUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardRuleVersionPayload>
+        }
+        deleteMany: {
+          args: Prisma.RewardRuleVersionDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.RewardRuleVersionUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.RewardRuleVersionUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardRuleVersionPayload>[]
+        }
+        upsert: {
+          args: Prisma.RewardRuleVersionUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardRuleVersionPayload>
+        }
+        aggregate: {
+          args: Prisma.RewardRuleVersionAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateRewardRuleVersion>
+        }
+        groupBy: {
+          args: Prisma.RewardRuleVersionGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.RewardRuleVersionGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.RewardRuleVersionCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.RewardRuleVersionCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -2907,6 +2982,18 @@ export const VoterDataAuditScalarFieldEnum = {
 export type VoterDataAuditScalarFieldEnum = (typeof VoterDataAuditScalarFieldEnum)[keyof typeof VoterDataAuditScalarFieldEnum]
 
 
+export const RewardRuleVersionScalarFieldEnum = {
+  serverId: 'serverId',
+  version: 'version',
+  rules: 'rules',
+  drawSeed: 'drawSeed',
+  savedBy: 'savedBy',
+  createdAt: 'createdAt'
+} as const
+
+export type RewardRuleVersionScalarFieldEnum = (typeof RewardRuleVersionScalarFieldEnum)[keyof typeof RewardRuleVersionScalarFieldEnum]
+
+
 export const SortOrder = {
   asc: 'asc',
   desc: 'desc'
@@ -3341,6 +3428,7 @@ export type GlobalOmitConfig = {
   heartPayout?: Prisma.HeartPayoutOmit
   pluginActivity?: Prisma.PluginActivityOmit
   voterDataAudit?: Prisma.VoterDataAuditOmit
+  rewardRuleVersion?: Prisma.RewardRuleVersionOmit
 }
 
 /* Types for Logging */

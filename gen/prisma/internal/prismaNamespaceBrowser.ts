@@ -77,7 +77,8 @@ export const ModelName = {
   DeliveryWorker: 'DeliveryWorker',
   HeartPayout: 'HeartPayout',
   PluginActivity: 'PluginActivity',
-  VoterDataAudit: 'VoterDataAudit'
+  VoterDataAudit: 'VoterDataAudit',
+  RewardRuleVersion: 'RewardRuleVersion'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -521,6 +522,18 @@ export const VoterDataAuditScalarFieldEnum = {
 } as const
 
 export type VoterDataAuditScalarFieldEnum = (typeof VoterDataAuditScalarFieldEnum)[keyof typeof VoterDataAuditScalarFieldEnum]
+
+
+export const RewardRuleVersionScalarFieldEnum = {
+  serverId: 'serverId',
+  version: 'version',
+  rules: 'rules',
+  drawSeed: 'drawSeed',
+  savedBy: 'savedBy',
+  createdAt: 'createdAt'
+} as const
+
+export type RewardRuleVersionScalarFieldEnum = (typeof RewardRuleVersionScalarFieldEnum)[keyof typeof RewardRuleVersionScalarFieldEnum]
 
 
 export const SortOrder = {

@@ -347,6 +347,7 @@ export type ServerWhereInput = {
   deliveries?: Prisma.DeliveryListRelationFilter
   callbackHealth?: Prisma.CallbackHealthListRelationFilter
   endpoints?: Prisma.CallbackEndpointListRelationFilter
+  rewardRuleVersions?: Prisma.RewardRuleVersionListRelationFilter
 }
 
 export type ServerOrderByWithRelationInput = {
@@ -376,6 +377,7 @@ export type ServerOrderByWithRelationInput = {
   deliveries?: Prisma.DeliveryOrderByRelationAggregateInput
   callbackHealth?: Prisma.CallbackHealthOrderByRelationAggregateInput
   endpoints?: Prisma.CallbackEndpointOrderByRelationAggregateInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionOrderByRelationAggregateInput
 }
 
 export type ServerWhereUniqueInput = Prisma.AtLeast<{
@@ -408,6 +410,7 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   deliveries?: Prisma.DeliveryListRelationFilter
   callbackHealth?: Prisma.CallbackHealthListRelationFilter
   endpoints?: Prisma.CallbackEndpointListRelationFilter
+  rewardRuleVersions?: Prisma.RewardRuleVersionListRelationFilter
 }, "id">
 
 export type ServerOrderByWithAggregationInput = {
@@ -488,6 +491,7 @@ export type ServerCreateInput = {
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateInput = {
@@ -516,6 +520,7 @@ export type ServerUncheckedCreateInput = {
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerUpdateInput = {
@@ -544,6 +549,7 @@ export type ServerUpdateInput = {
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateInput = {
@@ -572,6 +578,7 @@ export type ServerUncheckedUpdateInput = {
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateManyInput = {
@@ -913,6 +920,20 @@ export type ServerUpdateOneRequiredWithoutEndpointsNestedInput = {
   update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutEndpointsInput, Prisma.ServerUpdateWithoutEndpointsInput>, Prisma.ServerUncheckedUpdateWithoutEndpointsInput>
 }
 
+export type ServerCreateNestedOneWithoutRewardRuleVersionsInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutRewardRuleVersionsInput, Prisma.ServerUncheckedCreateWithoutRewardRuleVersionsInput>
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutRewardRuleVersionsInput
+  connect?: Prisma.ServerWhereUniqueInput
+}
+
+export type ServerUpdateOneRequiredWithoutRewardRuleVersionsNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutRewardRuleVersionsInput, Prisma.ServerUncheckedCreateWithoutRewardRuleVersionsInput>
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutRewardRuleVersionsInput
+  upsert?: Prisma.ServerUpsertWithoutRewardRuleVersionsInput
+  connect?: Prisma.ServerWhereUniqueInput
+  update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutRewardRuleVersionsInput, Prisma.ServerUpdateWithoutRewardRuleVersionsInput>, Prisma.ServerUncheckedUpdateWithoutRewardRuleVersionsInput>
+}
+
 export type ServerCreateWithoutSecretsInput = {
   id?: string
   name: string
@@ -938,6 +959,7 @@ export type ServerCreateWithoutSecretsInput = {
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutSecretsInput = {
@@ -965,6 +987,7 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutSecretsInput = {
@@ -1008,6 +1031,7 @@ export type ServerUpdateWithoutSecretsInput = {
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutSecretsInput = {
@@ -1035,6 +1059,7 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutClicksInput = {
@@ -1062,6 +1087,7 @@ export type ServerCreateWithoutClicksInput = {
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutClicksInput = {
@@ -1089,6 +1115,7 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutClicksInput = {
@@ -1132,6 +1159,7 @@ export type ServerUpdateWithoutClicksInput = {
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutClicksInput = {
@@ -1159,6 +1187,7 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutReferralsInput = {
@@ -1186,6 +1215,7 @@ export type ServerCreateWithoutReferralsInput = {
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutReferralsInput = {
@@ -1213,6 +1243,7 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutReferralsInput = {
@@ -1256,6 +1287,7 @@ export type ServerUpdateWithoutReferralsInput = {
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutReferralsInput = {
@@ -1283,6 +1315,7 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutDeliveriesInput = {
@@ -1310,6 +1343,7 @@ export type ServerCreateWithoutDeliveriesInput = {
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutDeliveriesInput = {
@@ -1337,6 +1371,7 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutDeliveriesInput = {
@@ -1380,6 +1415,7 @@ export type ServerUpdateWithoutDeliveriesInput = {
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutDeliveriesInput = {
@@ -1407,6 +1443,7 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutOwnerInput = {
@@ -1434,6 +1471,7 @@ export type ServerCreateWithoutOwnerInput = {
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutOwnerInput = {
@@ -1461,6 +1499,7 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutOwnerInput = {
@@ -1539,6 +1578,7 @@ export type ServerCreateWithoutCallbackHealthInput = {
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutCallbackHealthInput = {
@@ -1566,6 +1606,7 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutCallbackHealthInput = {
@@ -1609,6 +1650,7 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
@@ -1636,6 +1678,7 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutEndpointsInput = {
@@ -1663,6 +1706,7 @@ export type ServerCreateWithoutEndpointsInput = {
   referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutEndpointsInput = {
@@ -1690,6 +1734,7 @@ export type ServerUncheckedCreateWithoutEndpointsInput = {
   referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutEndpointsInput = {
@@ -1733,6 +1778,7 @@ export type ServerUpdateWithoutEndpointsInput = {
   referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutEndpointsInput = {
@@ -1760,6 +1806,135 @@ export type ServerUncheckedUpdateWithoutEndpointsInput = {
   referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
+}
+
+export type ServerCreateWithoutRewardRuleVersionsInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  payOnce?: boolean
+  createdAt?: Date | string
+  attributionWindowDays?: number
+  lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
+  secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
+}
+
+export type ServerUncheckedCreateWithoutRewardRuleVersionsInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  payOnce?: boolean
+  createdAt?: Date | string
+  ownerId?: string | null
+  attributionWindowDays?: number
+  lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
+  secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
+}
+
+export type ServerCreateOrConnectWithoutRewardRuleVersionsInput = {
+  where: Prisma.ServerWhereUniqueInput
+  create: Prisma.XOR<Prisma.ServerCreateWithoutRewardRuleVersionsInput, Prisma.ServerUncheckedCreateWithoutRewardRuleVersionsInput>
+}
+
+export type ServerUpsertWithoutRewardRuleVersionsInput = {
+  update: Prisma.XOR<Prisma.ServerUpdateWithoutRewardRuleVersionsInput, Prisma.ServerUncheckedUpdateWithoutRewardRuleVersionsInput>
+  create: Prisma.XOR<Prisma.ServerCreateWithoutRewardRuleVersionsInput, Prisma.ServerUncheckedCreateWithoutRewardRuleVersionsInput>
+  where?: Prisma.ServerWhereInput
+}
+
+export type ServerUpdateToOneWithWhereWithoutRewardRuleVersionsInput = {
+  where?: Prisma.ServerWhereInput
+  data: Prisma.XOR<Prisma.ServerUpdateWithoutRewardRuleVersionsInput, Prisma.ServerUncheckedUpdateWithoutRewardRuleVersionsInput>
+}
+
+export type ServerUpdateWithoutRewardRuleVersionsInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
+  secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
+}
+
+export type ServerUncheckedUpdateWithoutRewardRuleVersionsInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
+  secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateManyOwnerInput = {
@@ -1808,6 +1983,7 @@ export type ServerUpdateWithoutOwnerInput = {
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutOwnerInput = {
@@ -1835,6 +2011,7 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateManyWithoutOwnerInput = {
@@ -1870,6 +2047,7 @@ export type ServerCountOutputType = {
   deliveries: number
   callbackHealth: number
   endpoints: number
+  rewardRuleVersions: number
 }
 
 export type ServerCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
@@ -1879,6 +2057,7 @@ export type ServerCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions
   deliveries?: boolean | ServerCountOutputTypeCountDeliveriesArgs
   callbackHealth?: boolean | ServerCountOutputTypeCountCallbackHealthArgs
   endpoints?: boolean | ServerCountOutputTypeCountEndpointsArgs
+  rewardRuleVersions?: boolean | ServerCountOutputTypeCountRewardRuleVersionsArgs
 }
 
 /**
@@ -1933,6 +2112,13 @@ export type ServerCountOutputTypeCountEndpointsArgs<ExtArgs extends runtime.Type
   where?: Prisma.CallbackEndpointWhereInput
 }
 
+/**
+ * ServerCountOutputType without action
+ */
+export type ServerCountOutputTypeCountRewardRuleVersionsArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  where?: Prisma.RewardRuleVersionWhereInput
+}
+
 
 export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
@@ -1961,6 +2147,7 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   deliveries?: boolean | Prisma.Server$deliveriesArgs<ExtArgs>
   callbackHealth?: boolean | Prisma.Server$callbackHealthArgs<ExtArgs>
   endpoints?: boolean | Prisma.Server$endpointsArgs<ExtArgs>
+  rewardRuleVersions?: boolean | Prisma.Server$rewardRuleVersionsArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
@@ -2041,6 +2228,7 @@ export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs 
   deliveries?: boolean | Prisma.Server$deliveriesArgs<ExtArgs>
   callbackHealth?: boolean | Prisma.Server$callbackHealthArgs<ExtArgs>
   endpoints?: boolean | Prisma.Server$endpointsArgs<ExtArgs>
+  rewardRuleVersions?: boolean | Prisma.Server$rewardRuleVersionsArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }
 export type ServerIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
@@ -2063,6 +2251,7 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
      * The server's callback endpoints (one home of the callback settings); the default one is created with the server.
      */
     endpoints: Prisma.$CallbackEndpointPayload<ExtArgs>[]
+    rewardRuleVersions: Prisma.$RewardRuleVersionPayload<ExtArgs>[]
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
@@ -2521,6 +2710,7 @@ export interface Prisma__ServerClient<T, Null = never, ExtArgs extends runtime.T
   deliveries<T extends Prisma.Server$deliveriesArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$deliveriesArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$DeliveryPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   callbackHealth<T extends Prisma.Server$callbackHealthArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$callbackHealthArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$CallbackHealthPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   endpoints<T extends Prisma.Server$endpointsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$endpointsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$CallbackEndpointPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
+  rewardRuleVersions<T extends Prisma.Server$rewardRuleVersionsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$rewardRuleVersionsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$RewardRuleVersionPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -3130,6 +3320,30 @@ export type Server$endpointsArgs<ExtArgs extends runtime.Types.Extensions.Intern
   take?: number
   skip?: number
   distinct?: Prisma.CallbackEndpointScalarFieldEnum | Prisma.CallbackEndpointScalarFieldEnum[]
+}
+
+/**
+ * Server.rewardRuleVersions
+ */
+export type Server$rewardRuleVersionsArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the RewardRuleVersion
+   */
+  select?: Prisma.RewardRuleVersionSelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the RewardRuleVersion
+   */
+  omit?: Prisma.RewardRuleVersionOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.RewardRuleVersionInclude<ExtArgs> | null
+  where?: Prisma.RewardRuleVersionWhereInput
+  orderBy?: Prisma.RewardRuleVersionOrderByWithRelationInput | Prisma.RewardRuleVersionOrderByWithRelationInput[]
+  cursor?: Prisma.RewardRuleVersionWhereUniqueInput
+  take?: number
+  skip?: number
+  distinct?: Prisma.RewardRuleVersionScalarFieldEnum | Prisma.RewardRuleVersionScalarFieldEnum[]
 }
 
 /**

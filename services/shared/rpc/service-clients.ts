@@ -9,6 +9,7 @@ import { ReferralService } from "../../../gen/proto/referral/v1/referral_pb.js";
 import { ReferralReviewService } from "../../../gen/proto/referral/v1/referral_review_pb.js";
 import { ServerAdminService } from "../../../gen/proto/servers/v1/servers_pb.js";
 import { VoterDataService } from "../../../gen/proto/voters/v1/voters_pb.js";
+import { RewardRulesService } from "../../../gen/proto/rewards/v1/rewards_pb.js";
 
 /** A client of every service the referral service process hosts. */
 export interface RpcClients {
@@ -25,6 +26,7 @@ export interface RpcClients {
   pluginActivity: Client<typeof PluginActivityService>;
   /** A voter's export and erasure, and their audit. */
   voters: Client<typeof VoterDataService>;
+  rewards: Client<typeof RewardRulesService>;
 }
 
 /**
@@ -43,5 +45,6 @@ export function createRpcClients(transport: Transport): RpcClients {
     claims: createClient(ClaimService, transport),
     pluginActivity: createClient(PluginActivityService, transport),
     voters: createClient(VoterDataService, transport),
+    rewards: createClient(RewardRulesService, transport),
   };
 }

@@ -66,7 +66,7 @@ import {
   type LoadResult,
   type VotesSpec,
 } from "./lib/loadgen.js";
-import { createPullServers, pullBacklogSizes, topUpPullBacklog, type PullServer } from "./lib/pull-backlog.js";
+import { createPullServers, pullBacklogSizes, topUpPullBacklog, writePullPast, type PullServer } from "./lib/pull-backlog.js";
 import { startBenchReceiver, type BenchReceiver } from "./lib/receiver.js";
 import { fmt, round, summarize } from "./lib/stats.js";
 import { freePort, resolveTarget, startSutProcess, unknownEnvNames, type ProcessKind, type SutProcess, type Target } from "./lib/topology.js";
@@ -1650,6 +1650,11 @@ async function prepareHistory(
     baseline: undefined,
   });
   ctx.fixtures = await createFixtures(ctx, admin, { hotAddressServerId: HISTORY_HOT_SERVER_ID });
+  if (ctx.fixtures.pull) {
+    const t = Date.now();
+    const written = await writePullPast(ctx.sql, ctx.fixtures.pull, scale, new Date());
+    progress(`pull: the pull servers' claimed past on the history, ${written} delivered pull hearts, written in ${Date.now() - t} ms`);
+  }
   if (PHASES.has("ingest") || PHASES.has("claims")) await startBaseline(ctx);
   const side = await switchDatabase(ctx, "history", emptySide);
   return { template, side, emptySide };

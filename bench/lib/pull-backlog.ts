@@ -4,7 +4,9 @@
  * large backlog (a server whose plugin was down for days) and many with a small one. The backlog is
  * written in SQL, as the other phases seed (the rows the delivery consumer stores for a counted heart
  * of a pull-enabled server: transport `pull`, status `pending`, dedup key = heart id, no endpoint), and
- * topped up before every round, since claiming drains it.
+ * topped up before every round, since claiming drains it. On the history database each server also has
+ * its claimed past (writePullPast): the history template itself holds no pull delivery (its deliveries
+ * are delivered callbacks), while a pull server of a list after years has claimed many.
  */
 import type { Client } from "@connectrpc/connect";
 import type pg from "pg";
@@ -59,6 +61,29 @@ export async function topUpPullBacklog(sql: pg.Client, servers: PullServer[], no
      FROM (SELECT w.server_id, g, gen_random_uuid() AS heart_id FROM want w CROSS JOIN LATERAL generate_series(1, greatest(w.missing, 0)) AS g) AS x
      ORDER BY x.server_id, x.g`,
     [servers.map((s) => s.serverId), servers.map((s) => s.backlog), periodOf(now), now.toISOString()],
+  );
+  return result.rowCount ?? 0;
+}
+
+/** A server's claimed past on the history database: this many delivered pull hearts per pending one of its backlog, times the history's scale. */
+export const PULL_PAST_PER_PENDING = 10;
+
+/**
+ * The history side's claimed past of the pull servers: `PULL_PAST_PER_PENDING` x backlog x `scale` delivered
+ * pull deliveries per server (each claimed 30 s after it was stored), spread over the two years before
+ * `now`, so older than every pending one. Their attempt rows are not written: neither the pull list nor the
+ * claim reads attempts. Returns how many rows were written.
+ */
+export async function writePullPast(sql: pg.Client, servers: PullServer[], scale: number, now: Date): Promise<number> {
+  const result = await sql.query(
+    `INSERT INTO deliveries (id, server_id, heart_id, dedup_key, event_type, username, voter_identity, period, streak_day, counted_at,
+                             transport, status, attempts, last_status_code, delivered_at, created_at)
+     SELECT gen_random_uuid(), x.server_id, x.heart_id, x.heart_id::text, 'heart.counted', 'player_' || x.g, 'bench-pull-' || x.heart_id,
+            to_char(x.at AT TIME ZONE 'UTC', 'YYYY-MM'), 1 + x.g % 7, x.at, 'pull', 'delivered', 1, 200, x.at + interval '30 seconds', x.at
+     FROM (SELECT s.server_id, g, gen_random_uuid() AS heart_id,
+                  $3::timestamptz - interval '1 hour' - (g * (730 * 86400.0 / s.n)) * interval '1 second' AS at
+           FROM unnest($1::uuid[], $2::int[]) AS s(server_id, n) CROSS JOIN LATERAL generate_series(1, s.n) AS g) AS x`,
+    [servers.map((s) => s.serverId), servers.map((s) => Math.max(1, Math.round(s.backlog * PULL_PAST_PER_PENDING * scale))), now.toISOString()],
   );
   return result.rowCount ?? 0;
 }

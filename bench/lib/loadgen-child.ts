@@ -20,9 +20,8 @@ import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { signCallback } from "../../services/delivery/pipeline/send-callback.js";
 import { periodOf } from "../../services/shared/values/period.js";
 import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
-import { buildIngestBody, rawShapeLabel, signIngestBody, steamIdOf, type LoadJob, type LoadResult, type RawClientShape } from "./loadgen.js";
+import { buildIngestBody, rawShapeLabel, signIngestBody, steamIdOf, toLoadResult, type LoadJob, type LoadResult, type RawClientShape } from "./loadgen.js";
 import { runPullPlugins } from "./run-pull-plugins.js";
-import { summarize } from "./stats.js";
 
 interface RunMessage {
   type: "run" | "exit";
@@ -325,21 +324,12 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
   const elapsedMs = performance.now() - started;
   const cpu = process.cpuUsage(cpuBefore);
   return {
-    label: job.label,
-    concurrency: job.concurrency,
-    requests: latencies.length,
-    ok,
-    unexpected,
-    errors,
-    ...(sampleUnexpected === undefined ? {} : { sampleUnexpected }),
-    elapsedMs: Math.round(elapsedMs),
-    requestsPerSecond: Math.round((ok / elapsedMs) * 1000 * 10) / 10,
-    latency: summarize(latencies),
-    nextIndex: next,
-    exhausted,
-    clientCpuMs: Math.round((cpu.user + cpu.system) / 1000),
+    ...toLoadResult(
+      job,
+      { latencies, ok, unexpected, errors, sampleUnexpected, errorCodes },
+      { concurrency: job.concurrency, elapsedMs, cpu, nextIndex: next, exhausted },
+    ),
     ...(job.ratePerSecond === undefined ? {} : { notSent }),
-    ...(Object.keys(errorCodes).length > 0 ? { errorCodes } : {}),
     ...(cast?.recordHearts ? { hearts } : {}),
     ...(poster ? { client: poster.name } : {}),
     ...(kind === "votes" ? { bodies } : {}),

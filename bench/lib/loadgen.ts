@@ -13,7 +13,7 @@
 import { fork, type ChildProcess } from "node:child_process";
 import { createHmac } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import type { LatencySummary } from "./stats.js";
+import { summarize, type LatencySummary } from "./stats.js";
 
 /** How the signed ingest bodies of a job are made: one distinct token per index. */
 export interface IngestBodySpec {
@@ -194,6 +194,41 @@ export interface LoadResult {
   bodies?: Record<string, number>;
   /** pull jobs: lists and claims apart. */
   pull?: PullCounts;
+}
+
+/** What every job counts while it runs (each kind adds its own fields to the result). */
+export interface LoadTally {
+  /** Every response's or transport error's latency, ms. */
+  latencies: number[];
+  ok: number;
+  unexpected: number;
+  errors: number;
+  sampleUnexpected?: string;
+  errorCodes: Record<string, number>;
+}
+
+/** The part of a job's result every kind shares: its counts, rate and latency, and the client's CPU (`cpu`: process.cpuUsage since the start). */
+export function toLoadResult(
+  job: LoadJob,
+  tally: LoadTally,
+  run: { concurrency: number; elapsedMs: number; cpu: NodeJS.CpuUsage; nextIndex: number; exhausted: boolean },
+): LoadResult {
+  return {
+    label: job.label,
+    concurrency: run.concurrency,
+    requests: tally.latencies.length,
+    ok: tally.ok,
+    unexpected: tally.unexpected,
+    errors: tally.errors,
+    ...(tally.sampleUnexpected === undefined ? {} : { sampleUnexpected: tally.sampleUnexpected }),
+    elapsedMs: Math.round(run.elapsedMs),
+    requestsPerSecond: Math.round((tally.ok / run.elapsedMs) * 1000 * 10) / 10,
+    latency: summarize(tally.latencies),
+    nextIndex: run.nextIndex,
+    exhausted: run.exhausted,
+    clientCpuMs: Math.round((run.cpu.user + run.cpu.system) / 1000),
+    ...(Object.keys(tally.errorCodes).length > 0 ? { errorCodes: tally.errorCodes } : {}),
+  };
 }
 
 /** The server_event_id prefix of each event type the bench sends. */

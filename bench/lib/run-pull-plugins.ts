@@ -9,7 +9,7 @@
  * answer `claimed` for every heart it names (one plugin per server: nothing else claims them).
  */
 import type http from "node:http";
-import { signIngestBody, type LoadJob, type LoadResult } from "./loadgen.js";
+import { signIngestBody, toLoadResult, type LoadJob, type LoadResult, type LoadTally } from "./loadgen.js";
 import { summarize } from "./stats.js";
 
 /** The child's keep-alive HTTP plumbing the plugins send through. */
@@ -30,22 +30,17 @@ export async function runPullPlugins(job: LoadJob, io: PullHttp): Promise<LoadRe
   for (const url of [...listTargets, ...claimTargets]) {
     if (url.hostname !== "127.0.0.1") throw new Error(`refusing to send load to ${url.hostname}: benchmarks only talk to 127.0.0.1`);
   }
-  const latencies: number[] = [];
+  const tally: LoadTally = { latencies: [], ok: 0, unexpected: 0, errors: 0, errorCodes: {} };
   const listLatencies: number[] = [];
   const claimLatencies: number[] = [];
-  const errorCodes: Record<string, number> = {};
-  let ok = 0;
-  let unexpected = 0;
-  let errors = 0;
-  let sampleUnexpected: string | undefined;
   let claimedHearts = 0;
   let emptyLists = 0;
   let sent = 0;
   const failed = (kind: "unexpected" | "error", code: string, sample: string) => {
-    if (kind === "unexpected") unexpected++;
-    else errors++;
-    errorCodes[code] = (errorCodes[code] ?? 0) + 1;
-    sampleUnexpected ??= sample;
+    if (kind === "unexpected") tally.unexpected++;
+    else tally.errors++;
+    tally.errorCodes[code] = (tally.errorCodes[code] ?? 0) + 1;
+    tally.sampleUnexpected ??= sample;
   };
 
   const cpuBefore = process.cpuUsage();
@@ -68,12 +63,12 @@ export async function runPullPlugins(job: LoadJob, io: PullHttp): Promise<LoadRe
       res = await io.post(to.url, to.agent, body, signIngestBody(to.secret, Math.floor(Date.now() / 1000), body));
     } catch (error) {
       // Failure policy: count the transport error and keep going; the caller sees it in the result.
-      latencies.push(performance.now() - at);
+      tally.latencies.push(performance.now() - at);
       failed("error", "transport", `${what}: transport error: ${(error as Error).message}`);
       return undefined;
     }
     const ms = performance.now() - at;
-    latencies.push(ms);
+    tally.latencies.push(ms);
     (what === "list" ? listLatencies : claimLatencies).push(ms);
     if (res.status !== 200) {
       failed("unexpected", `${what} ${res.status}`, `${what}: ${res.status} ${res.text.slice(0, 300)}`);
@@ -92,7 +87,7 @@ export async function runPullPlugins(job: LoadJob, io: PullHttp): Promise<LoadRe
       failed("unexpected", `${what} ${wrong}`, `${what}: ${wrong}: ${res.text.slice(0, 300)}`);
       return undefined;
     }
-    ok++;
+    tally.ok++;
     return answer;
   };
 
@@ -133,21 +128,9 @@ export async function runPullPlugins(job: LoadJob, io: PullHttp): Promise<LoadRe
 
   const elapsedMs = performance.now() - started;
   const cpu = process.cpuUsage(cpuBefore);
+  const run = { concurrency: spec.servers.length, elapsedMs, cpu, nextIndex: 0, exhausted: false };
   return {
-    label: job.label,
-    concurrency: spec.servers.length,
-    requests: latencies.length,
-    ok,
-    unexpected,
-    errors,
-    ...(sampleUnexpected === undefined ? {} : { sampleUnexpected }),
-    elapsedMs: Math.round(elapsedMs),
-    requestsPerSecond: Math.round((ok / elapsedMs) * 1000 * 10) / 10,
-    latency: summarize(latencies),
-    nextIndex: 0,
-    exhausted: false,
-    clientCpuMs: Math.round((cpu.user + cpu.system) / 1000),
-    ...(Object.keys(errorCodes).length > 0 ? { errorCodes } : {}),
+    ...toLoadResult(job, tally, run),
     pull: {
       lists: listLatencies.length,
       claims: claimLatencies.length,

@@ -2,7 +2,7 @@
  * The production-topology benchmark of issues 22 (ingest at c=32 and c=8 and dry-run beside raw
  * servers, callbacks drained beside the strongest raw undici loop run with the system under test
  * stopped, a slow receiver, hearts with delivery running, vote -> callback by stage), 19 (the
- * reward plugins' check/claim API) and 8: every target in the production topology (gateway,
+ * reward plugins' check/claim API), 29 (the game servers' pull API, CPU per request on the history) and 8: every target in the production topology (gateway,
  * referral service, relay and delivery each as its own process, started from
  * BENCH_TARGET, default this checkout), on PostgreSQL with its default durability
  * (fsync, synchronous_commit, full_page_writes on) and pg_stat_statements, one
@@ -11,7 +11,7 @@
  *
  *   npx tsx bench/run.ts                       # everything (npm run bench)
  *   npx tsx bench/run.ts --quick               # smoke run: 1 round, short phases
- *   npx tsx bench/run.ts --phases=ingest,relay # subset of ingest,ingest-hot,lifecycle,claims,hearts,latency,callbacks,relay,scaleout
+ *   npx tsx bench/run.ts --phases=ingest,relay # subset of ingest,ingest-hot,lifecycle,claims,pull,hearts,latency,callbacks,relay,scaleout
  *   BENCH_TARGET=/other/checkout npx tsx bench/run.ts   # the system under test from another checkout
  *   npx tsx bench/run.ts --history[=SCALE]     # every phase also on the production-shaped history (kept as a template)
  *
@@ -66,6 +66,7 @@ import {
   type LoadResult,
   type VotesSpec,
 } from "./lib/loadgen.js";
+import { createPullServers, pullBacklogSizes, topUpPullBacklog, writePullPast, type PullServer } from "./lib/pull-backlog.js";
 import { startBenchReceiver, type BenchReceiver } from "./lib/receiver.js";
 import { fmt, round, summarize } from "./lib/stats.js";
 import { freePort, resolveTarget, startSutProcess, unknownEnvNames, type ProcessKind, type SutProcess, type Target } from "./lib/topology.js";
@@ -74,7 +75,7 @@ import { freePort, resolveTarget, startSutProcess, unknownEnvNames, type Process
 const ARGS = process.argv.slice(2);
 const QUICK = ARGS.includes("--quick");
 /** In the order each round runs them. */
-const ALL_PHASES = ["ingest", "ingest-hot", "lifecycle", "claims", "hearts", "latency", "callbacks", "relay", "scaleout"] as const;
+const ALL_PHASES = ["ingest", "ingest-hot", "lifecycle", "claims", "pull", "hearts", "latency", "callbacks", "relay", "scaleout"] as const;
 type PhaseName = (typeof ALL_PHASES)[number];
 const PHASES = new Set<PhaseName>(
   (
@@ -115,6 +116,11 @@ const RAW_SHAPES = (process.env.BENCH_RAW_CALLBACK_SHAPES ?? "agent:32:1,agent:6
 const RAW_MS = envInt("BENCH_RAW_CALLBACK_MS", QUICK ? 1_500 : 3_000);
 const CLAIM_HEARTS = envInt("BENCH_CLAIM_HEARTS", QUICK ? 300 : 1_000);
 /** ingest-hot: click tokens per sender kind (from the hot address; from ordinary addresses), per database. */
+/** The pull phase: pull-enabled servers (one plugin each), the first one's backlog, every other one's, the page each list asks for. */
+const PULL_SERVERS = envInt("BENCH_PULL_SERVERS", 32);
+const PULL_BIG_BACKLOG = envInt("BENCH_PULL_BIG_BACKLOG", QUICK ? 20_000 : 100_000);
+const PULL_BACKLOG = envInt("BENCH_PULL_BACKLOG", QUICK ? 2_000 : 5_000);
+const PULL_PAGE = envInt("BENCH_PULL_PAGE", 100);
 const HOT_TOKENS = envInt("BENCH_HOT_TOKENS", QUICK ? 10_000 : 40_000);
 const NAME = process.env.BENCH_NAME ?? (QUICK ? "smoke/run" : "run");
 /** `--history[=SCALE]` or BENCH_HISTORY_SCALE: every phase also on a clone of the production-shaped history (bench/lib/history.ts). */
@@ -240,6 +246,8 @@ interface Fixtures {
   callbackSecrets: Map<string, string>;
   /** The ingest-hot phase's server and tokens (when the phase is selected). */
   hotAddress?: HotAddressFixtures;
+  /** The pull phase's pull-enabled servers (when the phase is selected). */
+  pull?: PullServer[];
 }
 
 /** Click tokens `${tokenPrefix}${i}` for i < HOT_TOKENS; `next` is the first one not sent yet. */
@@ -847,6 +855,82 @@ async function phaseClaims(ctx: Ctx, roundNo: number, figures: Figures, details:
   }
 }
 
+/**
+ * Issue 29's pull phase: game servers' plugins on the signed pull API through the gateway. PULL_SERVERS
+ * pull-enabled servers, each with its backlog of pending pull hearts topped up in SQL before the round
+ * (the first PULL_BIG_BACKLOG, every other PULL_BACKLOG), one plugin per server in a closed loop: first
+ * every plugin walks its server's pages with the cursor and claims nothing (`pull.list`), then every plugin
+ * lists its first page and claims the hearts listed, again and again (`pull.claim`, lists and claims
+ * together, as a plugin catching up on a backlog sends them). Each window: requests/s, latency of lists
+ * and claims apart, statements and CPU per request per process (with --history: CPU per request of all
+ * serving processes and of PostgreSQL, compared across the databases).
+ */
+async function phasePull(ctx: Ctx, roundNo: number, figures: Figures, details: Detail[]): Promise<void> {
+  const servers = ctx.fixtures.pull;
+  if (!servers) throw new Error("pull: no fixtures (the phase was not selected when they were created)");
+  const seeded = Date.now();
+  const written = await topUpPullBacklog(ctx.sql, servers, new Date());
+  await ctx.sql.query("ANALYZE deliveries");
+  progress(
+    `pull: ${written} pending pull hearts written in ${Date.now() - seeded} ms (with ANALYZE): ${servers.length} servers, ` +
+      `the first with ${servers[0]?.backlog ?? 0} pending, every other with ${servers[1]?.backlog ?? 0}`,
+  );
+  const at = (path: string) => ctx.running.gateway.map((p) => `http://127.0.0.1:${p.port}${path}`);
+  const listUrls = at("/api/pull/hearts");
+  const run = (mode: "list" | "claim", over: Partial<LoadJob>) =>
+    ctx.loadgen.run({
+      label: `pull ${mode}`,
+      kind: "pull",
+      url: listUrls[0] ?? "",
+      urls: listUrls,
+      concurrency: servers.length,
+      durationMs: MEASURE_MS,
+      body: ingestSpec(ctx, false),
+      pull: { servers, mode, limit: PULL_PAGE, claimUrls: at("/api/pull/claims") },
+      expectStatus: 200,
+      expectContains: "",
+      ...over,
+    });
+  const measure = async (key: string, mode: "list" | "claim", what: string) => {
+    await run(mode, { durationMs: WARMUP_MS });
+    await ctx.pgb.resetStatements();
+    const finish = openWindow(tracked(ctx));
+    const load = await run(mode, {});
+    const window = finish();
+    const statements = await statementsSince(ctx);
+    const perRequest = round2(statements.calls / Math.max(1, load.requests));
+    const seconds = Math.max(1, load.elapsedMs) / 1000;
+    const pull = load.pull;
+    figures[`${key}.rps`] = load.requestsPerSecond;
+    figures[`${key}.listRps`] = round2((pull?.lists ?? 0) / seconds);
+    figures[`${key}.listP50`] = pull?.listLatency.p50 ?? Number.NaN;
+    figures[`${key}.listP99`] = pull?.listLatency.p99 ?? Number.NaN;
+    figures[`${key}.emptyLists`] = pull?.emptyLists ?? 0;
+    if (mode === "claim") {
+      figures[`${key}.claimRps`] = round2((pull?.claims ?? 0) / seconds);
+      figures[`${key}.claimP50`] = pull?.claimLatency.p50 ?? Number.NaN;
+      figures[`${key}.claimP99`] = pull?.claimLatency.p99 ?? Number.NaN;
+      figures[`${key}.heartsClaimedPerSecond`] = round2((pull?.claimedHearts ?? 0) / seconds);
+    }
+    figures[`${key}.unexpected`] = load.unexpected + load.errors;
+    figures[`${key}.stmtsPerCall`] = perRequest;
+    for (const [k, v] of Object.entries(window.cpuMs)) figures[`${key}.cpuMsPerCall.${k}`] = round2(v / Math.max(1, load.requests));
+    putCpuPerRequest(figures, key, window, load.requests);
+    details.push({ phase: "pull", round: roundNo, instances: 1, what, window, load, extra: { statementsPerCall: perRequest, top: statements.top } });
+    progress(
+      `pull ${what}: ${fmt(load.requestsPerSecond, 0)} req/s (lists ${pull?.lists ?? 0}, claims ${pull?.claims ?? 0}, hearts claimed ${pull?.claimedHearts ?? 0}, ` +
+        `empty lists ${pull?.emptyLists ?? 0}), list p50 ${fmt(pull?.listLatency.p50, 1)} p99 ${fmt(pull?.listLatency.p99, 1)} ms` +
+        `${mode === "claim" ? `, claim p50 ${fmt(pull?.claimLatency.p50, 1)} p99 ${fmt(pull?.claimLatency.p99, 1)} ms` : ""}, ` +
+        `unexpected ${load.unexpected} err ${load.errors}${load.sampleUnexpected ? ` (${load.sampleUnexpected.slice(0, 120)})` : ""}; ${perRequest} stmts/request`,
+    );
+    if ((pull?.emptyLists ?? 0) > 0 && mode === "claim")
+      progress(`pull: WARNING ${pull?.emptyLists} lists found a drained backlog: raise BENCH_PULL_BACKLOG so the window measures claims, not polls of nothing`);
+  };
+  const plugins = `${servers.length} plugins (one per server), page ${PULL_PAGE}`;
+  await measure("pull.list", "list", `list pages walking the cursor, nothing claimed, ${plugins}`);
+  await measure("pull.claim", "claim", `list the first page and claim it, again, ${plugins}`);
+}
+
 async function unpublishedOutbox(ctx: Ctx, afterId = 0n): Promise<number> {
   const { rows } = await ctx.sql.query<{ n: string }>(
     ctx.outboxHasPublishedAt ? "SELECT count(*) AS n FROM outbox WHERE published_at IS NULL AND id > $1" : "SELECT count(*) AS n FROM outbox WHERE id > $1",
@@ -1431,6 +1515,7 @@ async function createFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>
   const slowServerId = heartServerIds.pop() ?? "";
   const hotServerId = heartServerIds.pop() ?? "";
   const claimKey = PHASES.has("claims") ? (await admin.rotateClaimKey({ serverId: claimServerId })).claimKey : "";
+  const pull = PHASES.has("pull") ? await createPullServers(admin, pullBacklogSizes(PULL_SERVERS, PULL_BIG_BACKLOG, PULL_BACKLOG)) : undefined;
   return {
     ingestServerId,
     ingestSecret: secret,
@@ -1444,6 +1529,7 @@ async function createFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>
     claimKey,
     callbackSecrets,
     hotAddress,
+    pull,
   };
 }
 
@@ -1564,6 +1650,11 @@ async function prepareHistory(
     baseline: undefined,
   });
   ctx.fixtures = await createFixtures(ctx, admin, { hotAddressServerId: HISTORY_HOT_SERVER_ID });
+  if (ctx.fixtures.pull) {
+    const t = Date.now();
+    const written = await writePullPast(ctx.sql, ctx.fixtures.pull, scale, new Date());
+    progress(`pull: the pull servers' claimed past on the history, ${written} delivered pull hearts, written in ${Date.now() - t} ms`);
+  }
   if (PHASES.has("ingest") || PHASES.has("claims")) await startBaseline(ctx);
   const side = await switchDatabase(ctx, "history", emptySide);
   return { template, side, emptySide };
@@ -1615,7 +1706,8 @@ async function main(): Promise<void> {
     await fn();
     phaseTimes[name] = (phaseTimes[name] ?? 0) + (Date.now() - t);
   };
-  if (PHASES.has("ingest") || PHASES.has("ingest-hot") || PHASES.has("lifecycle") || PHASES.has("claims")) await ensure(ctx, "gateway", 1);
+  if (PHASES.has("ingest") || PHASES.has("ingest-hot") || PHASES.has("lifecycle") || PHASES.has("claims") || PHASES.has("pull"))
+    await ensure(ctx, "gateway", 1);
   await ensure(ctx, "relay", 1);
   for (let r = 1; r <= ROUNDS; r++) {
     for (const label of sides) {
@@ -1625,6 +1717,7 @@ async function main(): Promise<void> {
         if (PHASES.has("ingest-hot")) await timed("ingest-hot", () => phaseIngestHot(ctx, r, figures, details));
         if (PHASES.has("lifecycle")) await timed("lifecycle", () => phaseLifecycle(ctx, r, figures, details));
         if (PHASES.has("claims")) await timed("claims", () => phaseClaims(ctx, r, figures, details));
+        if (PHASES.has("pull")) await timed("pull", () => phasePull(ctx, r, figures, details));
         if (PHASES.has("hearts")) await timed("hearts", () => phaseHearts(ctx, r, 1, figures, details));
         if (PHASES.has("latency")) await timed("latency", () => phaseLatency(ctx, r, figures, details, hearts));
         if (PHASES.has("callbacks")) await timed("callbacks", () => phaseCallbacks(ctx, r, 1, figures, details));
@@ -1697,6 +1790,10 @@ async function main(): Promise<void> {
       rawCallbackShapes: RAW_SHAPES.map(rawShapeLabel),
       rawCallbackMs: RAW_MS,
       claimHearts: CLAIM_HEARTS,
+      pullServers: PULL_SERVERS,
+      pullBigBacklog: PULL_BIG_BACKLOG,
+      pullBacklog: PULL_BACKLOG,
+      pullPage: PULL_PAGE,
       ingestRate: INGEST_RATE,
       heartRate: HEART_RATE,
       backlog: BACKLOG,
@@ -2106,7 +2203,7 @@ function renderMarkdown(r: Results): string {
     "",
   );
   const last = (phase: string) => [...r.details].reverse().find((d) => d.phase === phase && d.instances === 1 && Array.isArray(d.extra?.top));
-  for (const phase of ["ingest", "claims", "hearts", "latency", "callbacks", "relay"]) {
+  for (const phase of ["ingest", "claims", "pull", "hearts", "latency", "callbacks", "relay"]) {
     const d = last(phase);
     if (!d) continue;
     const only = phase === "latency" ? `; the idle hearts only, ${fmt(d.extra?.idleStatementsPerHeart as number | undefined, 1)} statements per heart` : "";

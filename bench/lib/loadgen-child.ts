@@ -7,7 +7,8 @@
  * a new connection with `Connection: close` per request as the reward plugins send them),
  * run as a closed loop of `concurrency` workers, or as an open loop at
  * `ratePerSecond` with at most `concurrency` in flight, where each latency counts
- * from the request's intended start (no coordinated omission). Keeps its keep-alive
+ * from the request's intended start (no coordinated omission); or game servers' plugins on the
+ * signed pull API (`pull`: run-pull-plugins.ts, one plugin per server, closed loop). Keeps its keep-alive
  * Agents and Connect clients between jobs with the same targets, so a warm-up job
  * leaves warm connections.
  */
@@ -19,8 +20,8 @@ import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import { signCallback } from "../../services/delivery/pipeline/send-callback.js";
 import { periodOf } from "../../services/shared/values/period.js";
 import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
-import { buildIngestBody, rawShapeLabel, signIngestBody, steamIdOf, type LoadJob, type LoadResult, type RawClientShape } from "./loadgen.js";
-import { summarize } from "./stats.js";
+import { buildIngestBody, rawShapeLabel, signIngestBody, steamIdOf, toLoadResult, type LoadJob, type LoadResult, type RawClientShape } from "./loadgen.js";
+import { runPullPlugins } from "./run-pull-plugins.js";
 
 interface RunMessage {
   type: "run" | "exit";
@@ -323,21 +324,12 @@ async function runJob(job: LoadJob): Promise<LoadResult> {
   const elapsedMs = performance.now() - started;
   const cpu = process.cpuUsage(cpuBefore);
   return {
-    label: job.label,
-    concurrency: job.concurrency,
-    requests: latencies.length,
-    ok,
-    unexpected,
-    errors,
-    ...(sampleUnexpected === undefined ? {} : { sampleUnexpected }),
-    elapsedMs: Math.round(elapsedMs),
-    requestsPerSecond: Math.round((ok / elapsedMs) * 1000 * 10) / 10,
-    latency: summarize(latencies),
-    nextIndex: next,
-    exhausted,
-    clientCpuMs: Math.round((cpu.user + cpu.system) / 1000),
+    ...toLoadResult(
+      job,
+      { latencies, ok, unexpected, errors, sampleUnexpected, errorCodes },
+      { concurrency: job.concurrency, elapsedMs, cpu, nextIndex: next, exhausted },
+    ),
     ...(job.ratePerSecond === undefined ? {} : { notSent }),
-    ...(Object.keys(errorCodes).length > 0 ? { errorCodes } : {}),
     ...(cast?.recordHearts ? { hearts } : {}),
     ...(poster ? { client: poster.name } : {}),
     ...(kind === "votes" ? { bodies } : {}),
@@ -349,7 +341,7 @@ process.on("message", (message: RunMessage) => {
     for (const agent of agents.values()) agent.destroy();
     process.exit(0);
   }
-  runJob(message.job).then(
+  (message.job.kind === "pull" ? runPullPlugins(message.job, { agentFor, post }) : runJob(message.job)).then(
     (result) => process.send?.({ type: "result", id: message.id, result }),
     (error: unknown) => process.send?.({ type: "result", id: message.id, error: (error as Error).message }),
   );

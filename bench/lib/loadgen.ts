@@ -13,7 +13,7 @@
 import { fork, type ChildProcess } from "node:child_process";
 import { createHmac } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import type { LatencySummary } from "./stats.js";
+import { summarize, type LatencySummary } from "./stats.js";
 
 /** How the signed ingest bodies of a job are made: one distinct token per index. */
 export interface IngestBodySpec {
@@ -74,6 +74,33 @@ export interface VotesSpec {
   connectionClose: boolean;
 }
 
+/** How the plugins of a `pull` job poll the signed pull API (one plugin per server, as a game server runs one). */
+export interface PullSpec {
+  /** The pull-enabled servers and their pull secrets; worker i is the plugin of server i (concurrency = servers.length). */
+  servers: Array<{ serverId: string; secret: string }>;
+  /**
+   * `list`: each plugin walks its server's pages with the cursor (starting over after the last) and claims nothing;
+   * `claim`: each plugin lists its first page and claims the hearts listed, then again (a plugin catching up on a backlog).
+   */
+  mode: "list" | "claim";
+  /** The page size each list asks for (1-500). */
+  limit: number;
+  /** The claim endpoint's URL on each gateway, in the order of the job's urls (the list endpoint's). */
+  claimUrls: string[];
+}
+
+/** What the plugins of a `pull` job did, by request kind. */
+export interface PullCounts {
+  lists: number;
+  claims: number;
+  /** Hearts the claims answered `claimed`. */
+  claimedHearts: number;
+  /** Lists that found no heart (a drained backlog: in `claim` mode the window then measures polls of nothing). */
+  emptyLists: number;
+  listLatency: LatencySummary;
+  claimLatency: LatencySummary;
+}
+
 /** The raw callback loop's HTTP client: undici request() through one Agent, or through one Pool per receiver origin. */
 export interface RawClientShape {
   dispatcher: "agent" | "pool";
@@ -102,9 +129,9 @@ export interface LoadJob {
   /**
    * `ingest` (default): signed HTTP POSTs to the gateway; `cast`: CastHeart over Connect;
    * `callback`: the raw baseline of callbacks, signed callback POSTs over undici keep-alive;
-   * `votes`: the reward plugins' check/claim GETs (issue 19).
+   * `votes`: the reward plugins' check/claim GETs (issue 19); `pull`: game servers' plugins on the signed pull API.
    */
-  kind?: "ingest" | "cast" | "callback" | "votes";
+  kind?: "ingest" | "cast" | "callback" | "votes" | "pull";
   /** Full URL, always on 127.0.0.1 (ingest: the events URL; cast: the referral service's base URL). */
   url: string;
   /** Several targets (scale-out): requests go round-robin over them; default [url]. */
@@ -120,6 +147,8 @@ export interface LoadJob {
   callback?: { secret: string; serverId: string; shape: RawClientShape };
   /** votes jobs: what to ask. */
   votes?: VotesSpec;
+  /** pull jobs: the servers, what each plugin does, the page size. */
+  pull?: PullSpec;
   /** Stop after this many requests (closed loop), even before durationMs. */
   maxRequests?: number;
   expectStatus: number;
@@ -163,6 +192,43 @@ export interface LoadResult {
   hearts?: Array<[string, number, number, number]>;
   /** votes jobs: answers by body (`1`, `2`, `0`, ...). */
   bodies?: Record<string, number>;
+  /** pull jobs: lists and claims apart. */
+  pull?: PullCounts;
+}
+
+/** What every job counts while it runs (each kind adds its own fields to the result). */
+export interface LoadTally {
+  /** Every response's or transport error's latency, ms. */
+  latencies: number[];
+  ok: number;
+  unexpected: number;
+  errors: number;
+  sampleUnexpected?: string;
+  errorCodes: Record<string, number>;
+}
+
+/** The part of a job's result every kind shares: its counts, rate and latency, and the client's CPU (`cpu`: process.cpuUsage since the start). */
+export function toLoadResult(
+  job: LoadJob,
+  tally: LoadTally,
+  run: { concurrency: number; elapsedMs: number; cpu: NodeJS.CpuUsage; nextIndex: number; exhausted: boolean },
+): LoadResult {
+  return {
+    label: job.label,
+    concurrency: run.concurrency,
+    requests: tally.latencies.length,
+    ok: tally.ok,
+    unexpected: tally.unexpected,
+    errors: tally.errors,
+    ...(tally.sampleUnexpected === undefined ? {} : { sampleUnexpected: tally.sampleUnexpected }),
+    elapsedMs: Math.round(run.elapsedMs),
+    requestsPerSecond: Math.round((tally.ok / run.elapsedMs) * 1000 * 10) / 10,
+    latency: summarize(tally.latencies),
+    nextIndex: run.nextIndex,
+    exhausted: run.exhausted,
+    clientCpuMs: Math.round((run.cpu.user + run.cpu.system) / 1000),
+    ...(Object.keys(tally.errorCodes).length > 0 ? { errorCodes: tally.errorCodes } : {}),
+  };
 }
 
 /** The server_event_id prefix of each event type the bench sends. */

@@ -33,10 +33,17 @@ test("a hot path the run has no figure for, or a run without --history, -> not m
   t.is(cpu.measured, "not measured in this run (no --history)");
 });
 
-test("what the bench has no phase for (pull) says so", (t) => {
-  const rows = evaluateTargets({ summary: summaryOf({}), history: { summary: summaryOf({}) } });
-  t.is(rowOf(rows, "CPU per request: pull").verdict, "not measured");
-  t.regex(rowOf(rows, "CPU per request: pull").measured, /^not measured by the bench/);
+test("the pull API (the pull phase): list and claim each a CPU ratio history / empty within 1.25x -> met, above -> not met", (t) => {
+  const rows = evaluateTargets({
+    summary: summaryOf({ "pull.list.cpuMsPerRequest.all": 2, "pull.claim.cpuMsPerRequest.all": 4 }),
+    history: { summary: summaryOf({ "pull.list.cpuMsPerRequest.all": 2.5, "pull.claim.cpuMsPerRequest.all": 5.2 }) },
+  });
+  const list = rowOf(rows, "CPU per request: pull list");
+  t.is(list.verdict, "met");
+  t.is(list.measured, "1.25x (2.50 / 2.00 ms)");
+  t.is(rowOf(rows, "CPU per request: pull claim (a page listed, then claimed)").verdict, "not met");
+  const noPhase = evaluateTargets({ summary: summaryOf({}), history: { summary: summaryOf({}) } });
+  t.is(rowOf(noPhase, "CPU per request: pull list").measured, "not measured in this run");
 });
 
 test("ingest of `qualified` and `reversed` (the lifecycle phase): a CPU ratio within 1.25x -> met, above -> not met", (t) => {
@@ -102,6 +109,6 @@ test("the rendered table has one line per target and counts each verdict", (t) =
   const rows = evaluateTargets({ summary: summaryOf({ "hearts.withDelivery.rps": 3000 }) });
   const md = renderTargets(rows, false);
   t.is(md.split("\n").filter((l) => l.startsWith("| ") && !l.startsWith("| target") && !l.startsWith("| ---")).length, rows.length);
-  t.regex(md, /1 met, 0 not met, 26 not measured/);
+  t.regex(md, /1 met, 0 not met, 27 not measured/);
   t.regex(md, /\| CastHeart with delivery running \| 3,000 \/s \| >= 2,500 \/s \| \*\*met\*\* \|/);
 });

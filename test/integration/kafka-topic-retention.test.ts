@@ -7,7 +7,7 @@
 import test from "ava";
 import { randomBytes } from "node:crypto";
 import kafkajs from "kafkajs";
-import { MAX_TOPIC_SEGMENT_MS, prepareKafka } from "../../services/shared/adapters/kafka-bus.js";
+import { ensureTopics, MAX_TOPIC_SEGMENT_MS } from "../../services/shared/adapters/kafka-bus.js";
 import { captureLog } from "../helpers/capture-log.js";
 
 const { Kafka, logLevel, ConfigResourceTypes } = kafkajs;
@@ -37,13 +37,13 @@ test("a topic the service creates keeps messages KAFKA_TOPIC_RETENTION_HOURS (re
   const [short, long] = [topicName("short"), topicName("long")];
   t.teardown(() => admin.deleteTopics({ topics: [short, long] }));
   const captured = captureLog();
-  t.deepEqual(await prepareKafka(brokers, [short], { numPartitions: 1, topicRetentionHours: 5, log: captured.log }), []);
+  t.deepEqual(await ensureTopics(brokers, [short], 1, { topicRetentionHours: 5, log: captured.log }), []);
   t.deepEqual(await configOf(short), { "retention.ms": String(5 * HOUR_MS), "segment.ms": String(5 * HOUR_MS) });
-  await prepareKafka(brokers, [long], { numPartitions: 1, topicRetentionHours: 168, log: captured.log });
+  await ensureTopics(brokers, [long], 1, { topicRetentionHours: 168, log: captured.log });
   t.deepEqual(await configOf(long), { "retention.ms": String(168 * HOUR_MS), "segment.ms": String(MAX_TOPIC_SEGMENT_MS) });
   t.deepEqual(captured.lines, [], "a topic created here is never reported");
   // Started again with the same setting: the topics exist and match it; nothing to report.
-  t.deepEqual(await prepareKafka(brokers, [short], { numPartitions: 1, topicRetentionHours: 5, log: captured.log }), []);
+  t.deepEqual(await ensureTopics(brokers, [short], 1, { topicRetentionHours: 5, log: captured.log }), []);
   t.deepEqual(captured.lines, []);
 });
 
@@ -59,7 +59,7 @@ test("an existing topic that keeps messages longer than KAFKA_TOPIC_RETENTION_HO
     ],
   });
   const captured = captureLog();
-  const reported = await prepareKafka(brokers, [month, forever, day], { topicRetentionHours: 168, log: captured.log });
+  const reported = await ensureTopics(brokers, [month, forever, day], 1, { topicRetentionHours: 168, log: captured.log });
   const settingMs = 168 * HOUR_MS;
   t.deepEqual(
     reported.sort((a, b) => a.topic.localeCompare(b.topic)),

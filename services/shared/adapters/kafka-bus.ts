@@ -458,18 +458,18 @@ export async function prepareKafka(brokers: string[], topics: string[], opts: Pr
 
 /**
  * Creates topics with several partitions (idempotent), retrying while a fresh broker settles; for tests and tools (and
- * the all-in-one start, which passes KAFKA_TOPIC_RETENTION_HOURS and its log).
+ * the all-in-one start, which passes KAFKA_TOPIC_RETENTION_HOURS and its log). Returns the existing topics that keep
+ * messages longer than that (prepareKafka).
  */
 export async function ensureTopics(
   brokers: string[],
   topics: string[],
   numPartitions = TOPIC_PARTITIONS,
   opts: Pick<PrepareKafkaOptions, "topicRetentionHours" | "log"> = {},
-): Promise<void> {
+): Promise<LongRetentionTopic[]> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await prepareKafka(brokers, topics, { numPartitions, ...opts });
-      return;
+      return await prepareKafka(brokers, topics, { numPartitions, ...opts });
     } catch (error) {
       // Failure policy: a fresh broker answers "does not host this topic-partition" for a moment; retry with backoff, then fail.
       if (attempt >= ENSURE_TOPICS_ATTEMPTS) throw error;

@@ -72,8 +72,14 @@ test("an existing topic that keeps messages longer than KAFKA_TOPIC_RETENTION_HO
   t.is(errors.length, 2, "one error line per topic");
   const line = errors.find((l) => l.topic === month)!;
   t.like(line, { topic: month, retentionMs: 30 * 24 * HOUR_MS, kafkaTopicRetentionMs: settingMs });
-  t.regex(String(line.msg), new RegExp(`kafka topic ${month} keeps messages longer \\(retention.ms ${30 * 24 * HOUR_MS}\\) than KAFKA_TOPIC_RETENTION_HOURS \\(${settingMs} ms\\)`));
-  t.false(captured.lines.some((l) => l.topic === day), "a topic keeping messages a day is within the setting");
+  t.regex(
+    String(line.msg),
+    new RegExp(`kafka topic ${month} keeps messages longer \\(retention.ms ${30 * 24 * HOUR_MS}\\) than KAFKA_TOPIC_RETENTION_HOURS \\(${settingMs} ms\\)`),
+  );
+  t.false(
+    captured.lines.some((l) => l.topic === day),
+    "a topic keeping messages a day is within the setting",
+  );
   // The topics keep their own configuration: the service never alters one it did not create.
   t.is((await configOf(month))["retention.ms"], String(30 * 24 * HOUR_MS));
 });

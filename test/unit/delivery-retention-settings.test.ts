@@ -45,7 +45,11 @@ test("the referral service refuses RETENTION_DELIVERY_DAYS x 24 <= KAFKA_TOPIC_R
   t.regex(refused[0]!, /RETENTION_DELIVERY_DAYS \(8\) must outlast KAFKA_TOPIC_RETENTION_HOURS \(168\) by more than 24 hours/);
   t.deepEqual(problemsOf({ RETENTION_DELIVERY_DAYS: "9" }), [], "216 h > 192 h");
   t.deepEqual(problemsOf({ RETENTION_DELIVERY_DAYS: "8", KAFKA_TOPIC_RETENTION_HOURS: "167" }), [], "192 h > 191 h");
-  t.is(problemsOf({ RETENTION_DELIVERY_DAYS: "30", KAFKA_TOPIC_RETENTION_HOURS: String(30 * 24) }).length, 1, "a month of Kafka needs more than a month of deliveries");
+  t.is(
+    problemsOf({ RETENTION_DELIVERY_DAYS: "30", KAFKA_TOPIC_RETENTION_HOURS: String(30 * 24) }).length,
+    1,
+    "a month of Kafka needs more than a month of deliveries",
+  );
   t.is(loadReferralServiceConfig({ ...required, RETENTION_DELIVERY_DAYS: "9" }).retention.deliverySeconds, 9 * DAY_SECONDS);
 });
 

@@ -23,7 +23,7 @@ import { createKafkaBus, ensureTopics } from "../services/shared/adapters/kafka-
 import { createMemoryBus } from "../services/shared/adapters/memory-bus.js";
 import { redactUrl } from "../services/shared/runtime/log.js";
 import { DEFAULT_GATEWAY_OPS_PORT } from "../gateway/config.js";
-import { readPort, readSecretBox } from "../services/shared/runtime/process-config.js";
+import { readKafkaTopicRetentionHours, readPort, readSecretBox } from "../services/shared/runtime/process-config.js";
 import { createSecretBox, parseSecretsKey, type SecretBox } from "../services/shared/runtime/secrets.js";
 import { startEmbeddedPostgres } from "./infra/embedded-postgres.js";
 import { createReferralServiceServer } from "../services/referral-service/server.js";
@@ -60,6 +60,7 @@ function loadConfig() {
     rpcPort: readPort(r, "REFERRAL_SERVICE_PORT", 8081),
     databaseUrl: r.optionalString("DATABASE_URL"),
     kafkaBrokers: r.list("KAFKA_BROKERS", []),
+    kafkaTopicRetentionHours: readKafkaTopicRetentionHours(r),
     publicBaseUrl: r.optionalString("PUBLIC_BASE_URL"),
     secretBox: explicitKey ? readSecretBox(r) : undefined,
     dispatch: readDispatchSettings(r),
@@ -271,7 +272,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
   let bus: EventBus;
   let busLabel: string;
   if (config.kafkaBrokers.length > 0) {
-    await ensureTopics(config.kafkaBrokers, [...ALL_TOPICS]);
+    await ensureTopics(config.kafkaBrokers, [...ALL_TOPICS], undefined, { topicRetentionHours: config.kafkaTopicRetentionHours, log });
     bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "all-in-one", log });
     busLabel = `Kafka at ${config.kafkaBrokers.join(",")}`;
   } else {

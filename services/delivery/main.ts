@@ -24,7 +24,12 @@ runService({
         await verifySecretsKey(prisma, config.secretBox);
         // Stored deliveries need no Kafka: dispatch them while Kafka is awaited and the consumer joins its group.
         worker.dispatcher.start();
-        if (!(await startup.waitFor(kafkaDependency(config.kafkaBrokers, [HEARTS_TOPIC], config.groupId)))) return false;
+        if (
+          !(await startup.waitFor(
+            kafkaDependency(config.kafkaBrokers, [HEARTS_TOPIC], { groupId: config.groupId, topicRetentionHours: config.kafkaTopicRetentionHours, log }),
+          ))
+        )
+          return false;
         await worker.consumer.start();
         log.info(
           { opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers, groupId: config.groupId },

@@ -1,11 +1,13 @@
 import { createEnvReader } from "../shared/runtime/config.js";
-import { readDatabaseUrl, readKafkaBrokers, readPort } from "../shared/runtime/process-config.js";
+import { readDatabaseUrl, readKafkaBrokers, readKafkaTopicRetentionHours, readPort } from "../shared/runtime/process-config.js";
 import { DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_POLL_INTERVAL_MS, DEFAULT_RELAY_SAFETY_POLL_INTERVAL_MS, DEFAULT_RELAY_STUCK_AFTER_MS } from "./relay.js";
 
 /** Settings of the relay process, validated at start. */
 export interface RelayConfig {
   databaseUrl: string;
   kafkaBrokers: string[];
+  /** KAFKA_TOPIC_RETENTION_HOURS: how long the topics the relay creates keep a message. */
+  kafkaTopicRetentionHours: number;
   host: string;
   opsPort: number;
   batchSize: number;
@@ -21,6 +23,7 @@ export function loadRelayConfig(env: Record<string, string | undefined> = proces
   return r.finish({
     databaseUrl: readDatabaseUrl(r),
     kafkaBrokers: readKafkaBrokers(r),
+    kafkaTopicRetentionHours: readKafkaTopicRetentionHours(r),
     host: r.string("HOST", "127.0.0.1"),
     opsPort: readPort(r, "OPS_PORT", 9082),
     batchSize: r.int("RELAY_BATCH_SIZE", DEFAULT_RELAY_BATCH_SIZE, { min: 1, max: 10_000 }),

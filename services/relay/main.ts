@@ -34,7 +34,8 @@ runService({
       ],
       async start(opsPort) {
         if (!(await startup.waitFor(databaseDependency(prisma, config.databaseUrl)))) return false;
-        if (!(await startup.waitFor(kafkaDependency(config.kafkaBrokers, [...ALL_TOPICS])))) return false;
+        if (!(await startup.waitFor(kafkaDependency(config.kafkaBrokers, [...ALL_TOPICS], { topicRetentionHours: config.kafkaTopicRetentionHours, log }))))
+          return false;
         relay.start();
         log.info({ opsPort, database: redactUrl(config.databaseUrl), brokers: config.kafkaBrokers }, "relay publishing the outbox to Kafka");
         return true;

@@ -1,6 +1,7 @@
 import { addressVotersRetention, heartAddressesRetention } from "../hearts/store.js";
 import { clickAddressesRetention } from "../referral/record-click.js";
 import { attemptExchangeRetention } from "../delivery/pipeline/attempt-log.js";
+import { endedDeliveryRetention } from "../delivery/pipeline/write-deliveries.js";
 import { deadLetterRetention } from "../shared/adapters/dead-letters.js";
 import { expiredClaimRetention } from "../claims/write-vote-claims.js";
 import { expiredAccessRetention } from "../access/dashboard-sessions.js";
@@ -26,5 +27,7 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     // keyed pseudonyms stay (services/shared/values/address-key.ts).
     heartAddressesRetention(settings.voterAddressSeconds),
     clickAddressesRetention(settings.voterAddressSeconds),
+    // Ended deliveries with their attempts (FK cascade), past RETENTION_DELIVERY_DAYS: after the topics forgot their messages.
+    endedDeliveryRetention(settings.deliverySeconds),
   ];
 }

@@ -1,6 +1,7 @@
 import type { EnvReader } from "../shared/runtime/config.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import { readAddressSettings } from "../shared/runtime/address-settings.js";
+import { readKafkaTopicRetentionHours } from "../shared/runtime/process-config.js";
 
 /** Seconds in an hour and in a day: the units the age-limit settings are given in. */
 const HOUR_SECONDS = 3_600;
@@ -45,6 +46,11 @@ export interface RetentionSettings {
    * default 48; services/shared/runtime/address-settings.ts).
    */
   voterAddressSeconds: number;
+  /**
+   * Ended deliveries (delivered, failed, withdrawn) with their attempts: kept this long after they ended
+   * (RETENTION_DELIVERY_DAYS, default 90, at least 8 and more than KAFKA_TOPIC_RETENTION_HOURS plus a day: checkDeliveryHorizon).
+   */
+  deliverySeconds: number;
 }
 
 /**
@@ -66,5 +72,26 @@ export function readRetentionSettings(r: EnvReader, fraudRules: FraudRules): Ret
     expiredClaimSeconds: r.int("RETENTION_EXPIRED_CLAIM_DAYS", 30, { min: 1, max: 3_650 }) * DAY_SECONDS,
     addressVotersSeconds: longestIdentityWindowSeconds + r.int("RETENTION_ADDRESS_VOTERS_MARGIN_HOURS", 24, { min: 0, max: 24 * 365 }) * HOUR_SECONDS,
     voterAddressSeconds: readAddressSettings(r).retentionHours * HOUR_SECONDS,
+    deliverySeconds: readDeliveryDays(r) * DAY_SECONDS,
   };
+}
+
+/** The margin by which kept deliveries must outlast the topics' messages: clock skew and Kafka's segment roll (createTopics' segment.ms). */
+const REPLAY_MARGIN_HOURS = 24;
+
+/**
+ * RETENTION_DELIVERY_DAYS (default 90, min 8), checked against KAFKA_TOPIC_RETENTION_HOURS: a delivery's dedup key
+ * is what makes a replayed Kafka message add nothing (a consumer group that lost its offsets reads the topic from
+ * its beginning), so a delivery may be removed only once the topic has forgotten its message. A problem is recorded
+ * unless RETENTION_DELIVERY_DAYS x 24 > KAFKA_TOPIC_RETENTION_HOURS + 24.
+ */
+function readDeliveryDays(r: EnvReader): number {
+  const days = r.int("RETENTION_DELIVERY_DAYS", 90, { min: 8, max: 3_650 });
+  const topicHours = readKafkaTopicRetentionHours(r);
+  if (days * 24 <= topicHours + REPLAY_MARGIN_HOURS)
+    r.problem(
+      `RETENTION_DELIVERY_DAYS (${days}) must outlast KAFKA_TOPIC_RETENTION_HOURS (${topicHours}) by more than ${REPLAY_MARGIN_HOURS} hours: ` +
+        "a heart event replayed from Kafka after its delivery was removed would be delivered (and paid) again; raise it, or shorten the topics' retention",
+    );
+  return days;
 }

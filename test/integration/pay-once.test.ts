@@ -10,6 +10,7 @@ import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/
 import { PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import { createDispatcher, type Dispatcher } from "../../services/delivery/pipeline/dispatcher.js";
 import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
+import { endedDeliveryRetention } from "../../services/delivery/pipeline/write-deliveries.js";
 import { reservePayout, TAKEN_OVER_TARGET, TAKEN_OVER_TEXT } from "../../services/delivery/pipeline/pay-once.js";
 import { withdrawnText } from "../../services/delivery/pipeline/withdraw-unpaid.js";
 import type { ClaimedDelivery } from "../../services/delivery/pipeline/claim-deliveries.js";
@@ -594,3 +595,54 @@ test.serial("Votifier refusing the vote (a wrong token) gives the heart back: th
   t.is(listener.votes.length, 0, "no vote was ever accepted");
   t.is(hook.requests.length, 1);
 });
+
+test.serial(
+  "a heart paid by callback whose deliveries aged out (RETENTION_DELIVERY_DAYS): a later claim, pull claim, or its Kafka message replayed pays nothing; the payout stays",
+  async (t) => {
+    const { stack, claims } = t.context;
+    const hook = await receiver(t);
+    const { serverId, claimKey } = await server(t, { callbackUrl: hook.url, payOnce: true });
+    const { heartId, steamId } = await heart(t, serverId);
+    const d = dispatcher(t);
+    d.start();
+    await eventually(async () => (await deliveryOf(t, heartId, "callback")).status === "delivered" || undefined, { message: "the callback paid" });
+    await eventually(async () => (await deliveryOf(t, heartId, "pull")).status === "withdrawn" || undefined, { message: "the pull row withdrawn" });
+    await d.stop();
+    t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "paid" }]);
+    // 100 days later: the heart's ended deliveries (delivered callback, withdrawn pull row) are past RETENTION_DELIVERY_DAYS.
+    const hundredDaysAgo = new Date(Date.now() - 100 * 86_400_000);
+    await stack.prisma.delivery.updateMany({ where: { heartId }, data: { createdAt: hundredDaysAgo } });
+    await stack.prisma.delivery.updateMany({ where: { heartId, status: "delivered" }, data: { deliveredAt: hundredDaysAgo } });
+    const rule = endedDeliveryRetention(90 * 86_400);
+    while ((await rule.removeBatch(stack.prisma, new Date(), 100)) > 0);
+    t.is(await stack.prisma.delivery.count({ where: { heartId } }), 0, "the heart's deliveries aged out");
+    const [payout] = await payoutsOf(t, heartId);
+    t.like(payout, { transport: "callback", state: "paid" }, "the payout stays: pay-once reads it, never a delivery");
+    t.is(await stack.prisma.deliveryAttempt.count({ where: { deliveryId: payout!.deliveryId! } }), 0, "its attempts went with it");
+    t.like(await claims.claimVote({ claimKey, player: steam(steamId) }), { status: ClaimStatus.PAID_ELSEWHERE, heartId });
+    const pulled = await stack.clients.delivery.claimPullHearts({ serverId, heartIds: [heartId] });
+    t.false(
+      pulled.results.some((r) => r.status === PullClaimStatus.CLAIMED),
+      "the pull claim pays nothing",
+    );
+    // The heart's Kafka message replayed (a group that lost its offsets): the consumer stores its deliveries again, withdrawn.
+    await storeDeliveries(t, serverId, heartId, steamId);
+    t.deepEqual(
+      (await stack.prisma.delivery.findMany({ where: { heartId }, orderBy: { transport: "asc" } })).map((r) => [r.transport, r.status]),
+      [
+        ["callback", "withdrawn"],
+        ["pull", "withdrawn"],
+      ],
+    );
+    dispatcher(t).start();
+    const later = await heart(t, serverId);
+    await eventually(async () => (await deliveryOf(t, later.heartId, "callback")).status === "delivered" || undefined);
+    t.deepEqual(
+      hook.requests.map((r) => JSON.parse(r.text).heart_id),
+      [heartId, later.heartId],
+      "the receiver saw the aged-out heart once",
+    );
+    t.false((await stack.clients.delivery.claimPullHearts({ serverId, heartIds: [heartId] })).results.some((r) => r.status === PullClaimStatus.CLAIMED));
+    t.like(await payoutsOf(t, heartId), [{ transport: "callback", state: "paid" }]);
+  },
+);

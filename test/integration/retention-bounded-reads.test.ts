@@ -60,6 +60,16 @@ test.before(async () => {
     FROM generate_series(1, ${KEPT}::int) g`);
   await seed(Prisma.sql`INSERT INTO outbox (topic, key, type, payload, shard, created_at)
     SELECT 't', 'k', 'e', '\\x00', 0, ${NOW}::timestamptz - interval '500 days' FROM generate_series(1, ${KEPT}::int) g`);
+  // Deliveries no rule removes, however old: 20,000 pending rows of one server (due, never sent; unclaimed pull rows),
+  // beside young withdrawn ones (besides the young delivered ones above).
+  await seed(Prisma.sql`INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, counted_at, status, created_at)
+    SELECT gen_random_uuid(), ${server.id}::uuid, gen_random_uuid(), 'p' || g, CASE WHEN g % 2 = 0 THEN 'pull' ELSE 'callback' END::"DeliveryTransport",
+           'heart.counted', 'v', 'v', '2027-03', ${NOW}::timestamptz - interval '500 days', 'pending', ${NOW}::timestamptz - interval '500 days' - g * interval '1 second'
+    FROM generate_series(1, 20000) g`);
+  await seed(Prisma.sql`INSERT INTO deliveries (id, server_id, heart_id, dedup_key, event_type, username, voter_identity, period, counted_at, status, created_at)
+    SELECT gen_random_uuid(), ${server.id}::uuid, gen_random_uuid(), 'w' || g, 'heart.counted', 'v', 'v', '2027-03', ${NOW}::timestamptz, 'withdrawn',
+           ${NOW}::timestamptz - (g % 60) * interval '1 second'
+    FROM generate_series(1, ${KEPT}::int) g`);
   await seed(Prisma.sql`ANALYZE`);
 });
 test.after.always(async () => {

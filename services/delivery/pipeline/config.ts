@@ -1,5 +1,5 @@
 import { createEnvReader } from "../../shared/runtime/config.js";
-import { readDatabaseUrl, readKafkaBrokers, readPort, readSecretBox } from "../../shared/runtime/process-config.js";
+import { readDatabaseUrl, readKafkaBrokers, readKafkaTopicRetentionHours, readPort, readSecretBox } from "../../shared/runtime/process-config.js";
 import type { SecretBox } from "../../shared/runtime/secrets.js";
 import { DEFAULT_DISPATCH_CONCURRENCY, DEFAULT_PER_SERVER_CONCURRENCY, DEFAULT_POLL_INTERVAL_MS } from "./dispatcher.js";
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, readRetrySchedule, type RetrySchedule } from "./retry-schedule.js";
@@ -34,6 +34,8 @@ export const DEFAULT_DELIVERY_OPS_PORT = 9083;
 export interface DeliveryConfig extends DispatchSettings {
   databaseUrl: string;
   kafkaBrokers: string[];
+  /** KAFKA_TOPIC_RETENTION_HOURS: how long the topics the delivery process creates keep a message. */
+  kafkaTopicRetentionHours: number;
   secretBox: SecretBox;
   host: string;
   opsPort: number;
@@ -61,6 +63,7 @@ export function loadDeliveryConfig(env: Record<string, string | undefined> = pro
   const config = {
     databaseUrl: readDatabaseUrl(r),
     kafkaBrokers: readKafkaBrokers(r),
+    kafkaTopicRetentionHours: readKafkaTopicRetentionHours(r),
     secretBox: readSecretBox(r),
     host: r.string("HOST", "127.0.0.1"),
     opsPort: readPort(r, "OPS_PORT", DEFAULT_DELIVERY_OPS_PORT),

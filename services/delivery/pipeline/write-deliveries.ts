@@ -3,6 +3,7 @@ import { DELIVERY_TRANSITIONS, type DeliveryMove, type DeliveryStatus } from "./
 import { leaseFreeSql } from "./lease.js";
 import type { Tx } from "../../shared/adapters/db.js";
 import type { HeldScope } from "../../servers/held-release.js";
+import { ageKeyOf, ageKeySql, oldestOfAgeKey, statementRule, type RetentionRule } from "../../shared/adapters/retention-rule.js";
 
 /**
  * Every write of `deliveries`, as SQL fragments the writers compose into their own statements (one per
@@ -263,4 +264,45 @@ export function eraseReferralDeliveriesSql(q: { serverId: string; ids: readonly 
           || CASE WHEN lower(d.payload->>'referee_identity') = ANY(${ids}::text[]) THEN jsonb_build_object('referee_identity', ${q.tombstone}::text) ELSE '{}'::jsonb END
           || CASE WHEN lower(d.payload->>'referrer_identity') = ANY(${ids}::text[]) THEN jsonb_build_object('referrer_identity', ${q.tombstone}::text) ELSE '{}'::jsonb END
     WHERE d.server_id = ${q.serverId}::uuid AND d.id = ANY(${[...q.ids]}::uuid[]) AND d.event_type LIKE 'referral.%'`;
+}
+
+/** A delivery that ended: delivered, failed or withdrawn (the predicate of deliveries_ended_age_key_idx, written as there). */
+const ENDED_SQL = Prisma.sql`status <> 'pending'::"DeliveryStatus"`;
+
+/**
+ * When an ended delivery ended, the column retention keys by (ageKeySql): delivered_at, else failed_at, else created_at
+ * (a withdrawn delivery records no resolution time; it was withdrawn at or after it was stored, so it ages out no later
+ * than RETENTION_DELIVERY_DAYS after its heart's Kafka message was consumed, which is what the replay guard counts from).
+ */
+const ENDED_AT_SQL = Prisma.raw("COALESCE(delivered_at, failed_at, created_at)");
+
+/**
+ * Retention of deliveries' history (services/retention): a delivery that ended (delivered, failed or withdrawn) more
+ * than `keepSeconds` ago is deleted, and its attempts with it, by the foreign key's ON DELETE CASCADE
+ * (delivery_attempts_delivery_id_fkey): the delivery and its log go in one statement, an attempt is never left
+ * without its delivery, and the attempts' owner module keeps every statement that writes them. A pending delivery
+ * (due, retried, leased, held or parked, or a pull row not claimed yet) is never removed, whatever its age, and a
+ * redelivered one is pending again (its end time cleared) until it ends anew.
+ *
+ * What stays true after: pay-once reads heart_payouts, never a delivery (a payout's delivery_id may name a removed
+ * one); the endpoint health is its own row (callback_health), not a read of old attempts; the dashboard and the CLI
+ * list fewer rows. A removed delivery's dedup key is gone, so a Kafka message replayed after it would store it again:
+ * the referral service refuses RETENTION_DELIVERY_DAYS that do not outlast KAFKA_TOPIC_RETENTION_HOURS plus a day.
+ */
+export function endedDeliveryRetention(keepSeconds: number): RetentionRule {
+  return statementRule({
+    name: "ended_deliveries",
+    table: "deliveries",
+    keepSeconds,
+    // Bounded: reads at most `limit` entries of deliveries_ended_age_key_idx (ended rows only, oldest first; never a
+    // pending row) and deletes those rows by primary key (= ANY of the array: an index scan of the keys), each
+    // delivery's attempts by the (delivery_id, attempt) index; rows another writer holds (a redelivery) are skipped.
+    removeDue: (cutoff, limit) => Prisma.sql`
+      DELETE FROM deliveries
+      WHERE id = ANY(ARRAY(SELECT id FROM deliveries WHERE ${ENDED_SQL} AND ${ageKeySql(ENDED_AT_SQL)} < ${ageKeyOf(cutoff)}
+                     ORDER BY ${ageKeySql(ENDED_AT_SQL)} LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))
+        AND ${ENDED_SQL}`,
+    // One entry of deliveries_ended_age_key_idx.
+    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(ENDED_AT_SQL)} AS oldest FROM deliveries WHERE ${ENDED_SQL}`,
+  });
 }

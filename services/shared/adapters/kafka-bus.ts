@@ -1,6 +1,7 @@
 import kafkajs, { Kafka, logLevel, CompressionTypes, type Consumer, type Producer } from "kafkajs";
 import { RejectedMessagesError, type BusMessage, type EventBus, type ReceivedMessage, type SubscribeOptions, type Subscription } from "./bus.js";
 import type { Logger } from "../runtime/log.js";
+import { DEFAULT_KAFKA_TOPIC_RETENTION_HOURS } from "../runtime/process-config.js";
 
 /** Pause before a crashed consumer is recreated. */
 const CONSUMER_RESTART_DELAY_MS = 2_000;
@@ -17,7 +18,7 @@ const ENSURE_TOPICS_ATTEMPTS = 8;
  * is retryable. Kafka error codes: 10, 18, 17, 87, 32.
  */
 // kafkajs spreads its error classes into module.exports, which Node's CommonJS named-export detection cannot see.
-const { KafkaJSProtocolError, Partitioners } = kafkajs;
+const { KafkaJSProtocolError, Partitioners, ConfigResourceTypes } = kafkajs;
 
 const MESSAGE_REJECTION_TYPES = new Set(["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_TOPIC_EXCEPTION", "INVALID_RECORD", "INVALID_TIMESTAMP"]);
 
@@ -342,6 +343,61 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
   };
 }
 
+const HOUR_MS = 3_600_000;
+/**
+ * Longest `segment.ms` of a topic this bus creates: Kafka deletes a segment once its NEWEST message is past
+ * `retention.ms`, so a message can outlive it by its segment's span; 12 hours keeps that inside the margin the
+ * referral service's delivery retention keeps above the topics' (retention-settings.ts: 24 hours).
+ */
+export const MAX_TOPIC_SEGMENT_MS = 12 * HOUR_MS;
+
+/** The configuration of a topic this bus creates: keeps a message `retentionHours` (plus at most a segment's span). */
+export function topicConfigEntries(retentionHours: number): { name: string; value: string }[] {
+  const retentionMs = retentionHours * HOUR_MS;
+  return [
+    { name: "retention.ms", value: String(retentionMs) },
+    { name: "segment.ms", value: String(Math.min(retentionMs, MAX_TOPIC_SEGMENT_MS)) },
+  ];
+}
+
+/** An existing topic that keeps messages longer than KAFKA_TOPIC_RETENTION_HOURS (its retention.ms, -1: for ever). */
+export interface LongRetentionTopic {
+  topic: string;
+  retentionMs: number;
+  settingMs: number;
+}
+
+/**
+ * The topics of `topics` whose `retention.ms` is longer than `retentionHours` (or unlimited, -1): created before the
+ * setting, or by hand, they keep messages after the deliveries those messages made may have been removed.
+ */
+async function findLongRetentionTopics(admin: kafkajs.Admin, topics: string[], retentionHours: number): Promise<LongRetentionTopic[]> {
+  if (topics.length === 0) return [];
+  const settingMs = retentionHours * HOUR_MS;
+  const described = await admin.describeConfigs({
+    includeSynonyms: false,
+    resources: topics.map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: ["retention.ms"] })),
+  });
+  const long: LongRetentionTopic[] = [];
+  for (const resource of described.resources) {
+    const value = resource.configEntries.find((e) => e.configName === "retention.ms")?.configValue;
+    if (value === undefined || value === null) continue;
+    const retentionMs = Number(value);
+    if (retentionMs < 0 || retentionMs > settingMs) long.push({ topic: resource.resourceName, retentionMs, settingMs });
+  }
+  return long;
+}
+
+/** What prepareKafka needs besides the brokers and topics. */
+export interface PrepareKafkaOptions {
+  numPartitions?: number;
+  groupId?: string;
+  /** KAFKA_TOPIC_RETENTION_HOURS: `retention.ms` of the topics created (default 168, Kafka's own). */
+  topicRetentionHours?: number;
+  /** Where an existing topic that keeps messages longer than that is reported (an error line each). */
+  log?: Logger;
+}
+
 /**
  * One bounded attempt at what a process needs from Kafka before it starts: the broker answers,
  * the topics exist with several partitions (auto-created topics would get the broker default),
@@ -353,7 +409,9 @@ export function createKafkaBus(opts: { brokers: string[]; clientId: string; log:
  * is not available" until it exists. kafkajs retries that, but its consumer logs each such answer as
  * an error; asking here, through a client that logs nothing, lets the consumer find it ready.
  */
-export async function prepareKafka(brokers: string[], topics: string[], opts: { numPartitions?: number; groupId?: string } = {}): Promise<void> {
+export async function prepareKafka(brokers: string[], topics: string[], opts: PrepareKafkaOptions = {}): Promise<LongRetentionTopic[]> {
+  const retentionHours = opts.topicRetentionHours ?? DEFAULT_KAFKA_TOPIC_RETENTION_HOURS;
+  let long: LongRetentionTopic[];
   const quick = new Kafka({
     clientId: "kafka-setup",
     brokers,
@@ -366,11 +424,34 @@ export async function prepareKafka(brokers: string[], topics: string[], opts: { 
     const existing = new Set(await quick.listTopics());
     const missing = topics.filter((t) => !existing.has(t));
     if (missing.length > 0)
-      await quick.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions: opts.numPartitions ?? TOPIC_PARTITIONS })) });
+      await quick.createTopics({
+        waitForLeaders: true,
+        topics: missing.map((topic) => ({ topic, numPartitions: opts.numPartitions ?? TOPIC_PARTITIONS, configEntries: topicConfigEntries(retentionHours) })),
+      });
+    try {
+      long = await findLongRetentionTopics(
+        quick,
+        topics.filter((t) => existing.has(t)),
+        retentionHours,
+      );
+    } catch (error) {
+      // Failure policy: fail open - the check only reports (a broker that refuses DescribeConfigs to this client must not
+      // keep the process from starting); the warning says it was skipped.
+      opts.log?.warn({ err: error instanceof Error ? error.message : String(error) }, "kafka topics' retention.ms could not be read; not checked");
+      long = [];
+    }
   } finally {
     await quick.disconnect().catch(() => undefined);
   }
-  if (opts.groupId === undefined) return;
+  // Reported, not refused: a replay needs the group's offsets lost too, and stopping the process would stop every
+  // reward; the operator shortens the topic's retention.ms (kafka-configs --alter) without a restart.
+  for (const t of long)
+    opts.log?.error(
+      { topic: t.topic, retentionMs: t.retentionMs, kafkaTopicRetentionMs: t.settingMs },
+      `kafka topic ${t.topic} keeps messages longer (retention.ms ${t.retentionMs}) than KAFKA_TOPIC_RETENTION_HOURS (${t.settingMs} ms): ` +
+        "a message replayed after its delivery was removed by retention would be delivered again; set the topic's retention.ms to the setting",
+    );
+  if (opts.groupId === undefined) return long;
   // The broker answered: give the coordinator the seconds a fresh broker needs to create __consumer_offsets.
   const patient = new Kafka({ clientId: "kafka-setup", brokers, logLevel: logLevel.NOTHING, retry: { retries: 6, initialRetryTime: 300 } }).admin();
   try {
@@ -379,14 +460,23 @@ export async function prepareKafka(brokers: string[], topics: string[], opts: { 
   } finally {
     await patient.disconnect().catch(() => undefined);
   }
+  return long;
 }
 
-/** Creates topics with several partitions (idempotent), retrying while a fresh broker settles; for tests and tools. */
-export async function ensureTopics(brokers: string[], topics: string[], numPartitions = TOPIC_PARTITIONS): Promise<void> {
+/**
+ * Creates topics with several partitions (idempotent), retrying while a fresh broker settles; for tests and tools (and
+ * the all-in-one start, which passes KAFKA_TOPIC_RETENTION_HOURS and its log). Returns the existing topics that keep
+ * messages longer than that (prepareKafka).
+ */
+export async function ensureTopics(
+  brokers: string[],
+  topics: string[],
+  numPartitions = TOPIC_PARTITIONS,
+  opts: Pick<PrepareKafkaOptions, "topicRetentionHours" | "log"> = {},
+): Promise<LongRetentionTopic[]> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await prepareKafka(brokers, topics, { numPartitions });
-      return;
+      return await prepareKafka(brokers, topics, { numPartitions, ...opts });
     } catch (error) {
       // Failure policy: a fresh broker answers "does not host this topic-partition" for a moment; retry with backoff, then fail.
       if (attempt >= ENSURE_TOPICS_ATTEMPTS) throw error;

@@ -17,6 +17,18 @@ export function readKafkaBrokers(env: EnvReader): string[] {
   return brokers;
 }
 
+/** Default of KAFKA_TOPIC_RETENTION_HOURS: Kafka's own default (log.retention.hours, 7 days). */
+export const DEFAULT_KAFKA_TOPIC_RETENTION_HOURS = 168;
+
+/**
+ * Reads KAFKA_TOPIC_RETENTION_HOURS (default 168): how long the topics the service creates keep a message
+ * (`retention.ms`). Read by every process that creates topics (relay, delivery) and by the referral service, whose
+ * delivery retention must outlast it (a message replayed after its delivery was removed would be stored again).
+ */
+export function readKafkaTopicRetentionHours(env: EnvReader): number {
+  return env.int("KAFKA_TOPIC_RETENTION_HOURS", DEFAULT_KAFKA_TOPIC_RETENTION_HOURS, { min: 1, max: 24 * 3_650 });
+}
+
 /**
  * A setting given inline (`name`) or as a file (`fileName`, read when `name` is unset or empty): its
  * text, undefined when neither is set, or null when the file cannot be read (a problem is recorded).

@@ -1,13 +1,14 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
-import { ageKeyOf, ageKeySql, oldestOfAgeKey, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { ageKeyOf, ageKeySql, cutoffOf, oldestOfAgeKey, readOldestAge, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { ADDRESS_HELD } from "../shared/adapters/voter-address-erasure.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
 import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-heart.js";
 import type { StreakState } from "./domain/streak.js";
 import type { PlatformIds } from "../shared/values/player-ids.js";
-import { expireVoteClaimsSql, holdVoteClaimsSql, PLAYER_KEY_SQL } from "../claims/write-vote-claims.js";
+import { expireVoteClaimsSql, holdVoteClaimsSql, PLAYER_KEY_SQL, removeVoteClaimsSql } from "../claims/write-vote-claims.js";
+import { removePayoutsSql } from "../payouts/write-payouts.js";
 
 /** The age columns retention rules key by (ageKeySql). */
 const LAST_COUNTED_AT = Prisma.raw("last_counted_at");
@@ -261,19 +262,109 @@ export async function readRanking(prisma: PrismaClient, period: string, limit: n
  * last_counted_at forward, and the DELETE's own condition, checked again on the row it waited for, then keeps it.
  */
 export function addressVotersRetention(keepSeconds: number): RetentionRule {
+  return lastCountedRetention("heart_address_voters", Prisma.raw("server_id, address, voter_identity"), keepSeconds);
+}
+
+/**
+ * Retention of voter states (services/retention): a voter_states row whose voter last counted on the server more than
+ * `keepSeconds` (RETENTION_HEART_DAYS) ago is removed: its cooldown and streak ended long before (the settings refuse a
+ * horizon shorter than every window a heart matters to). The voter's next vote there counts as a first one: no
+ * cooldown, a streak of 1. A cast that counts the voter meanwhile moves last_counted_at forward, and the DELETE's own
+ * condition, checked again on the row it waited for, then keeps it.
+ */
+export function voterStatesRetention(keepSeconds: number): RetentionRule {
+  return lastCountedRetention("voter_states", Prisma.raw("server_id, voter_identity"), keepSeconds);
+}
+
+/** A rule removing the rows of `table` (primary key `key`) whose last_counted_at is past `keepSeconds`, oldest first. */
+function lastCountedRetention(table: "heart_address_voters" | "voter_states", key: Prisma.Sql, keepSeconds: number): RetentionRule {
+  const t = Prisma.raw(table);
   return statementRule({
-    name: "heart_address_voters",
-    table: "heart_address_voters",
+    name: table,
+    table,
     keepSeconds,
-    // Reads at most `limit` entries of the last_counted_at age-key index (ageKeySql: the identity rules' read can
+    // Reads at most `limit` entries of the table's last_counted_at age-key index (ageKeySql: the hot reads, by key, can
     // never take it) and their rows; deletes those.
-    removeDue: (cut, limit) => Prisma.sql`DELETE FROM heart_address_voters WHERE last_counted_at < ${cut}::timestamptz
-      AND (server_id, address, voter_identity) IN (SELECT server_id, address, voter_identity FROM heart_address_voters
+    removeDue: (cut, limit) => Prisma.sql`DELETE FROM ${t} WHERE last_counted_at < ${cut}::timestamptz
+      AND (${key}) IN (SELECT ${key} FROM ${t}
         WHERE ${ageKeySql(LAST_COUNTED_AT)} < ${ageKeyOf(cut)} ORDER BY ${ageKeySql(LAST_COUNTED_AT)} LIMIT ${limit}::int)`,
     // One entry of the age-key index.
-    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(LAST_COUNTED_AT)} AS oldest FROM heart_address_voters`,
+    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(LAST_COUNTED_AT)} AS oldest FROM ${t}`,
   });
 }
+
+/** Hearts one removeBatch of heartHistoryRetention reads at most (windows of `limit`), looking for one with due hearts. */
+const HEART_WINDOWS_PER_BATCH = 10;
+
+/**
+ * Retention of hearts (services/retention, issue 30): a heart cast more than `keepSeconds` (RETENTION_HEART_DAYS) ago is
+ * removed together with its claim-ledger row (any state) and its pay-once payout, in ONE statement composed from the
+ * owners' fragments (removeVoteClaimsSql, removePayoutsSql), so the three go together or not at all and no reader ever
+ * sees a ledger row or a payout without its heart, or a heart without its payout.
+ *
+ * Pay-once: a heart is removed only when NO delivery of it is left (deliveries(heart_id), checked in the same
+ * statement): a pending pull or push delivery of an old heart keeps the heart, its ledger row and its payout until the
+ * delivery ends and ages out itself. Once removed, nothing can pay it again: a claim finds no ledger row (and a held row
+ * is past its hold window long before the horizon), a pull claim and a push need a delivery, and none is left.
+ * server_rankings (counted hearts per month) is an aggregate and is not touched: rankings stay as they were.
+ *
+ * Hearts are read in (age key, id) order from a cursor the rule keeps between batches, a window of at most `limit`
+ * hearts per statement, so old hearts kept by a delivery are stepped over, never read again by every batch; past the
+ * last due heart the cursor starts over. Returns the hearts removed.
+ */
+export function heartHistoryRetention(keepSeconds: number): RetentionRule {
+  let after: { at: Date; id: string } | null = null;
+  return {
+    name: "hearts",
+    table: "hearts",
+    async removeBatch(db, now, limit) {
+      const cut = cutoffOf(now, keepSeconds);
+      // Windows of hearts kept by their deliveries step the cursor on; at most HEART_WINDOWS_PER_BATCH statements per call.
+      for (let window = 0; window < HEART_WINDOWS_PER_BATCH; window++) {
+        const from = after ?? { at: new Date(0), id: "00000000-0000-0000-0000-000000000000" };
+        const [row] = await runSql<{ removed: bigint; seen: bigint; last_at: Date | null; last_id: string | null }>(db, removeHeartsSql(cut, from, limit));
+        const removed = Number(row?.removed ?? 0);
+        const atEnd = Number(row?.seen ?? 0) < limit || row?.last_at == null || row.last_id == null;
+        after = atEnd ? null : { at: row.last_at!, id: row.last_id! };
+        if (removed > 0 || atEnd) return removed;
+      }
+      return 0;
+    },
+    // One entry of hearts_age_key_idx.
+    oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT ${oldestOfAgeKey(CREATED_AT)} AS oldest FROM hearts`, now),
+  };
+}
+
+/**
+ * One batch of heartHistoryRetention: the window of at most `limit` hearts after `from` cast before `cut` (entries of
+ * hearts_age_key_idx, an age-key index no hot read can take, and their rows), one deliveries(heart_id) probe each, and
+ * the due ones' ledger rows, payouts and hearts by primary key (= ANY of an array: index probes, never a hash join
+ * over the table). Rows another writer holds are skipped (the next pass takes them). Columns: removed, seen (the
+ * window's size) and the window's last heart (the cursor's next start).
+ */
+function removeHeartsSql(cut: Date, from: { at: Date; id: string }, limit: number): Prisma.Sql {
+  const dueIds = Prisma.sql`ARRAY(SELECT id FROM due)`;
+  return Prisma.sql`
+    WITH win AS (
+      SELECT h.id, h.created_at FROM hearts h
+      WHERE ${ageKeySql(Prisma.raw("h.created_at"))} < ${ageKeyOf(cut)}
+        AND (${ageKeySql(Prisma.raw("h.created_at"))}, h.id) > (${ageKeyOf(from.at)}, ${from.id}::uuid)
+      ORDER BY ${ageKeySql(Prisma.raw("h.created_at"))}, h.id LIMIT ${limit}::int
+    ), due AS (
+      SELECT h.id FROM hearts h
+      WHERE h.id = ANY(ARRAY(SELECT id FROM win)) AND ${HEART_UNDELIVERED}
+      FOR UPDATE SKIP LOCKED
+    ), claims AS (${removeVoteClaimsSql(dueIds)}
+    ), payouts AS (${removePayoutsSql(dueIds)}
+    ), gone AS (
+      DELETE FROM hearts WHERE id = ANY(${dueIds}) RETURNING id
+    ), last AS (SELECT created_at, id FROM win ORDER BY ${ageKeySql(CREATED_AT)} DESC, id DESC LIMIT 1)
+    SELECT (SELECT count(*) FROM gone) AS removed, (SELECT count(*) FROM win) AS seen,
+           (SELECT created_at FROM last) AS last_at, (SELECT id::text FROM last) AS last_id`;
+}
+
+/** A heart `h` no delivery is left of (one probe of deliveries(heart_id)): the only hearts retention may remove. */
+const HEART_UNDELIVERED = Prisma.sql`NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.heart_id = h.id)`;
 
 /**
  * The address erasure of hearts (issue 30), as a retention rule (services/retention/): each batch erases (sets to null)

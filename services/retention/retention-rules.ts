@@ -1,4 +1,4 @@
-import { addressVotersRetention, heartAddressesRetention } from "../hearts/store.js";
+import { addressVotersRetention, heartAddressesRetention, heartHistoryRetention, voterStatesRetention } from "../hearts/store.js";
 import { clickAddressesRetention } from "../referral/record-click.js";
 import { attemptExchangeRetention } from "../delivery/pipeline/attempt-log.js";
 import { deadLetterRetention } from "../shared/adapters/dead-letters.js";
@@ -26,5 +26,8 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     // keyed pseudonyms stay (services/shared/values/address-key.ts).
     heartAddressesRetention(settings.voterAddressSeconds),
     clickAddressesRetention(settings.voterAddressSeconds),
+    // Hearts with their ledger rows and payouts (only once no delivery of the heart is left), and voter states.
+    heartHistoryRetention(settings.heartSeconds),
+    voterStatesRetention(settings.heartSeconds),
   ];
 }

@@ -337,23 +337,22 @@ export function heartHistoryRetention(keepSeconds: number): RetentionRule {
 
 /**
  * One batch of heartHistoryRetention: the window of at most `limit` hearts after `from` cast before `cut` (entries of
- * hearts_age_key_idx, an age-key index no hot read can take, and their rows), one deliveries(heart_id) probe each, and
- * the due ones' ledger rows, payouts and hearts by primary key (= ANY of an array: index probes, never a hash join
- * over the table). Rows another writer holds are skipped (the next pass takes them). Columns: removed, seen (the
- * window's size) and the window's last heart (the cursor's next start).
+ * hearts_age_key_idx, an age-key index no hot read can take, and their rows), each with one deliveries(heart_id) probe;
+ * then the due ones' ledger rows, payouts and hearts by primary key (= ANY of an array: index probes, never a hash join
+ * over the table). Worst case: `limit` hearts rows and `limit` delivery probes, whatever the table holds. Columns:
+ * removed, seen (the window's size) and the window's last heart (the cursor's next start).
+ *
+ * The delivery check and the deletes share one snapshot; a delivery can only be stored for a heart from its heart.counted
+ * message, which the hearts topic keeps far shorter than RETENTION_HEART_DAYS, so none appears for a heart this old.
  */
 function removeHeartsSql(cut: Date, from: { at: Date; id: string }, limit: number): Prisma.Sql {
-  const dueIds = Prisma.sql`ARRAY(SELECT id FROM due)`;
+  const key = ageKeySql(Prisma.raw("h.created_at"));
+  const dueIds = Prisma.sql`ARRAY(SELECT id FROM win WHERE due)`;
   return Prisma.sql`
     WITH win AS (
-      SELECT h.id, h.created_at FROM hearts h
-      WHERE ${ageKeySql(Prisma.raw("h.created_at"))} < ${ageKeyOf(cut)}
-        AND (${ageKeySql(Prisma.raw("h.created_at"))}, h.id) > (${ageKeyOf(from.at)}, ${from.id}::uuid)
-      ORDER BY ${ageKeySql(Prisma.raw("h.created_at"))}, h.id LIMIT ${limit}::int
-    ), due AS (
-      SELECT h.id FROM hearts h
-      WHERE h.id = ANY(ARRAY(SELECT id FROM win)) AND ${HEART_UNDELIVERED}
-      FOR UPDATE SKIP LOCKED
+      SELECT h.id, h.created_at, ${HEART_UNDELIVERED} AS due FROM hearts h
+      WHERE ${key} < ${ageKeyOf(cut)} AND (${key}, h.id) > (${ageKeyOf(from.at)}, ${from.id}::uuid)
+      ORDER BY ${key}, h.id LIMIT ${limit}::int
     ), claims AS (${removeVoteClaimsSql(dueIds)}
     ), payouts AS (${removePayoutsSql(dueIds)}
     ), gone AS (
@@ -363,8 +362,11 @@ function removeHeartsSql(cut: Date, from: { at: Date; id: string }, limit: numbe
            (SELECT created_at FROM last) AS last_at, (SELECT id::text FROM last) AS last_id`;
 }
 
-/** A heart `h` no delivery is left of (one probe of deliveries(heart_id)): the only hearts retention may remove. */
-const HEART_UNDELIVERED = Prisma.sql`NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.heart_id = h.id)`;
+/**
+ * A heart `h` no delivery is left of: the only hearts retention may remove. One probe of deliveries(heart_id) per heart,
+ * written as a scalar subquery: an EXISTS there may be planned as one hashed read of every delivery.
+ */
+const HEART_UNDELIVERED = Prisma.sql`(SELECT d.id FROM deliveries d WHERE d.heart_id = h.id LIMIT 1) IS NULL`;
 
 /**
  * The address erasure of hearts (issue 30), as a retention rule (services/retention/): each batch erases (sets to null)

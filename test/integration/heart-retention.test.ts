@@ -198,3 +198,15 @@ test.serial("a voter state whose voter last counted before the horizon goes; a y
   const again = await cast(t, serverId, NOW, { steamId: old.steamId });
   t.like(again, { counted: true, streakDay: 1 }, "a new streak");
 });
+
+test.serial("old hearts kept by their deliveries ahead of due ones do not stop the rule: it steps over them, a window at a time", async (t) => {
+  await pass(t, rules()); // the earlier tests' old hearts
+  const { serverId } = await payOnceServer(t);
+  const kept = [];
+  for (let n = 0; n < 5; n++) kept.push(await cast(t, serverId, ago((HEART_DAYS + 10 + n) * DAY_MS), { store: true }));
+  const due = await cast(t, serverId, OLD);
+  const first = await runRetentionPass({ db: t.context.stack.prisma, rules: [heartHistoryRetention(HEART_DAYS * 86_400)], batchRows: 2, passMaxRows: 100, log }, NOW);
+  t.is(first.removed.hearts, 1);
+  t.false((await storedOf(t, due.heartId)).heart);
+  for (const k of kept) t.true((await storedOf(t, k.heartId)).heart);
+});

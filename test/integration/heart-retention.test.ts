@@ -147,26 +147,36 @@ test.serial(
   },
 );
 
-test.serial("pay-once: a heart paid by a pull claim, then aged out with its deliveries: a replayed pull claim, ledger claim or check pays nothing", async (t) => {
-  const { stack, claims } = t.context;
-  const { serverId, claimKey } = await payOnceServer(t);
-  const paid = await cast(t, serverId, OLD, { store: true });
-  const pull = await stack.clients.delivery.claimPullHearts({ serverId, heartIds: [paid.heartId] });
-  t.deepEqual(pull.results.map((r) => r.status), [PullClaimStatus.CLAIMED]);
-  t.like(await storedOf(t, paid.heartId), { heart: true, claim: "withdrawn", payout: "pull" });
+test.serial(
+  "pay-once: a heart paid by a pull claim, then aged out with its deliveries: a replayed pull claim, ledger claim or check pays nothing",
+  async (t) => {
+    const { stack, claims } = t.context;
+    const { serverId, claimKey } = await payOnceServer(t);
+    const paid = await cast(t, serverId, OLD, { store: true });
+    const pull = await stack.clients.delivery.claimPullHearts({ serverId, heartIds: [paid.heartId] });
+    t.deepEqual(
+      pull.results.map((r) => r.status),
+      [PullClaimStatus.CLAIMED],
+    );
+    t.like(await storedOf(t, paid.heartId), { heart: true, claim: "withdrawn", payout: "pull" });
 
-  t.is((await pass(t, rules())).removed.hearts, 0, "its delivered pull delivery is still there: the heart stays");
-  await deliveriesAgedOut(t, paid.heartId);
-  t.is((await pass(t, rules())).removed.hearts, 1);
-  t.deepEqual(await storedOf(t, paid.heartId), { heart: false, claim: null, payout: null, deliveries: 0 });
+    t.is((await pass(t, rules())).removed.hearts, 0, "its delivered pull delivery is still there: the heart stays");
+    await deliveriesAgedOut(t, paid.heartId);
+    t.is((await pass(t, rules())).removed.hearts, 1);
+    t.deepEqual(await storedOf(t, paid.heartId), { heart: false, claim: null, payout: null, deliveries: 0 });
 
-  t.context.clock.set(NOW);
-  const replay = await stack.clients.delivery.claimPullHearts({ serverId, heartIds: [paid.heartId] });
-  t.deepEqual(replay.results.map((r) => r.status), [PullClaimStatus.UNKNOWN], "no delivery to claim");
-  t.like(await claims.checkVote({ claimKey, player: steam(paid.steamId) }), { status: ClaimStatus.NOT_FOUND });
-  t.like(await claims.claimVote({ claimKey, player: steam(paid.steamId) }), { status: ClaimStatus.NOT_FOUND });
-  t.deepEqual(await storedOf(t, paid.heartId), { heart: false, claim: null, payout: null, deliveries: 0 }, "nothing paid, nothing stored again");
-});
+    t.context.clock.set(NOW);
+    const replay = await stack.clients.delivery.claimPullHearts({ serverId, heartIds: [paid.heartId] });
+    t.deepEqual(
+      replay.results.map((r) => r.status),
+      [PullClaimStatus.UNKNOWN],
+      "no delivery to claim",
+    );
+    t.like(await claims.checkVote({ claimKey, player: steam(paid.steamId) }), { status: ClaimStatus.NOT_FOUND });
+    t.like(await claims.claimVote({ claimKey, player: steam(paid.steamId) }), { status: ClaimStatus.NOT_FOUND });
+    t.deepEqual(await storedOf(t, paid.heartId), { heart: false, claim: null, payout: null, deliveries: 0 }, "nothing paid, nothing stored again");
+  },
+);
 
 test.serial("a removed heart's receipt answers as an unknown one; a kept heart's receipt is unchanged", async (t) => {
   const { stack } = t.context;
@@ -205,7 +215,10 @@ test.serial("old hearts kept by their deliveries ahead of due ones do not stop t
   const kept = [];
   for (let n = 0; n < 5; n++) kept.push(await cast(t, serverId, ago((HEART_DAYS + 10 + n) * DAY_MS), { store: true }));
   const due = await cast(t, serverId, OLD);
-  const first = await runRetentionPass({ db: t.context.stack.prisma, rules: [heartHistoryRetention(HEART_DAYS * 86_400)], batchRows: 2, passMaxRows: 100, log }, NOW);
+  const first = await runRetentionPass(
+    { db: t.context.stack.prisma, rules: [heartHistoryRetention(HEART_DAYS * 86_400)], batchRows: 2, passMaxRows: 100, log },
+    NOW,
+  );
   t.is(first.removed.hearts, 1);
   t.false((await storedOf(t, due.heartId)).heart);
   for (const k of kept) t.true((await storedOf(t, k.heartId)).heart);

@@ -62,7 +62,8 @@ test.before(async () => {
     SELECT 't', 'k', 'e', '\\x00', 0, ${NOW}::timestamptz - interval '500 days' FROM generate_series(1, ${KEPT}::int) g`);
   // Hearts: 20,000 young hearts of one voter; KEPT old hearts kept by a pending delivery each, older than the DUE old
   // hearts no delivery is left of (each with its ledger row and payout); and voter states, KEPT young and DUE old.
-  const heartsAt = (n: number, voter: string, at: Prisma.Sql) => seed(Prisma.sql`
+  const heartsAt = (n: number, voter: string, at: Prisma.Sql) =>
+    seed(Prisma.sql`
     INSERT INTO hearts (id, server_id, username, voter_identity, counted, verdict, fraud_score, fraud_reasons, period, created_at)
     SELECT gen_random_uuid(), ${server.id}::uuid, ${voter}, ${voter}, g = 1, CASE WHEN g = 1 THEN 'counted' ELSE 'cooldown' END, 0, '{}', '2026-01', ${at}
     FROM generate_series(1, ${n}::int) g`);

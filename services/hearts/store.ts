@@ -1,6 +1,6 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
-import { ageKeyOf, ageKeySql, cutoffOf, oldestOfAgeKey, readOldestAge, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { ageKeyOf, ageKeySql, oldestOfAgeKey, statementRule, windowRule, type RetentionRule, type WindowCursor } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { ADDRESS_HELD } from "../shared/adapters/voter-address-erasure.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
@@ -293,9 +293,6 @@ function lastCountedRetention(table: "heart_address_voters" | "voter_states", ke
   });
 }
 
-/** Hearts one removeBatch of heartHistoryRetention reads at most (windows of `limit`), looking for one with due hearts. */
-const HEART_WINDOWS_PER_BATCH = 10;
-
 /**
  * Retention of hearts (services/retention, issue 30): a heart cast more than `keepSeconds` (RETENTION_HEART_DAYS) ago is
  * removed together with its claim-ledger row (any state) and its pay-once payout, in ONE statement composed from the
@@ -308,31 +305,19 @@ const HEART_WINDOWS_PER_BATCH = 10;
  * is past its hold window long before the horizon), a pull claim and a push need a delivery, and none is left.
  * server_rankings (counted hearts per month) is an aggregate and is not touched: rankings stay as they were.
  *
- * Hearts are read in (age key, id) order from a cursor the rule keeps between batches, a window of at most `limit`
- * hearts per statement, so old hearts kept by a delivery are stepped over, never read again by every batch; past the
- * last due heart the cursor starts over. Returns the hearts removed.
+ * Hearts are read in (age key, id) windows from a cursor (windowRule), so old hearts kept by a delivery are stepped
+ * over, never read again by every batch. Counts the hearts removed.
  */
 export function heartHistoryRetention(keepSeconds: number): RetentionRule {
-  let after: { at: Date; id: string } | null = null;
-  return {
+  return windowRule({
     name: "hearts",
     table: "hearts",
-    async removeBatch(db, now, limit) {
-      const cut = cutoffOf(now, keepSeconds);
-      // Windows of hearts kept by their deliveries step the cursor on; at most HEART_WINDOWS_PER_BATCH statements per call.
-      for (let window = 0; window < HEART_WINDOWS_PER_BATCH; window++) {
-        const from = after ?? { at: new Date(0), id: "00000000-0000-0000-0000-000000000000" };
-        const [row] = await runSql<{ removed: bigint; seen: bigint; last_at: Date | null; last_id: string | null }>(db, removeHeartsSql(cut, from, limit));
-        const removed = Number(row?.removed ?? 0);
-        const atEnd = Number(row?.seen ?? 0) < limit || row?.last_at == null || row.last_id == null;
-        after = atEnd ? null : { at: row.last_at!, id: row.last_id! };
-        if (removed > 0 || atEnd) return removed;
-      }
-      return 0;
-    },
+    keepSeconds,
+    start: { at: new Date(0), id: "00000000-0000-0000-0000-000000000000" },
+    removeWindow: removeHeartsSql,
     // One entry of hearts_age_key_idx.
-    oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT ${oldestOfAgeKey(CREATED_AT)} AS oldest FROM hearts`, now),
-  };
+    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(CREATED_AT)} AS oldest FROM hearts`,
+  });
 }
 
 /**
@@ -345,7 +330,7 @@ export function heartHistoryRetention(keepSeconds: number): RetentionRule {
  * The delivery check and the deletes share one snapshot; a delivery can only be stored for a heart from its heart.counted
  * message, which the hearts topic keeps far shorter than RETENTION_HEART_DAYS, so none appears for a heart this old.
  */
-function removeHeartsSql(cut: Date, from: { at: Date; id: string }, limit: number): Prisma.Sql {
+function removeHeartsSql(cut: Date, from: WindowCursor<string>, limit: number): Prisma.Sql {
   const key = ageKeySql(Prisma.raw("h.created_at"));
   const dueIds = Prisma.sql`ARRAY(SELECT id FROM win WHERE due)`;
   return Prisma.sql`

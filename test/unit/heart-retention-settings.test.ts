@@ -1,5 +1,7 @@
 /** RETENTION_HEART_DAYS (services/retention/retention-settings.ts): how long hearts, their ledger rows and payouts, and voter states are kept. */
 import test from "ava";
+import { randomBytes } from "node:crypto";
+import { loadReferralServiceConfig } from "../../services/referral-service/config.js";
 import { DEFAULT_FRAUD_RULES, type FraudRules } from "../../services/hearts/domain/fraud-rules.js";
 import { CLAIM_HOLD_DAYS } from "../../services/servers/claim-settings.js";
 import { heartWindowsDays, readRetentionSettings } from "../../services/retention/retention-settings.js";
@@ -37,4 +39,12 @@ test("a horizon not longer than every window a heart matters to stops the start,
   const tooLong = createEnvReader({ RETENTION_HEART_DAYS: "4000" });
   readRetentionSettings(tooLong, DEFAULT_FRAUD_RULES);
   t.regex(t.throws(() => tooLong.finish({}))?.message ?? "", /RETENTION_HEART_DAYS must be <= 3650/);
+});
+
+test("the referral service refuses to start with a horizon inside a fraud window it was given (FRAUD_RULES_JSON)", (t) => {
+  const service = { DATABASE_URL: "postgres://u@127.0.0.1:5432/db", SECRETS_KEY: randomBytes(32).toString("base64"), ALLOW_UNAUTHENTICATED_RPC: "true" };
+  t.is(loadReferralServiceConfig(service).retention.heartSeconds, 400 * DAY_SECONDS);
+  const fraud = JSON.stringify({ subnetIdentities: { windowMinutes: 500 * 24 * 60 } });
+  const error = t.throws(() => loadReferralServiceConfig({ ...service, FRAUD_RULES_JSON: fraud }));
+  t.regex(error?.message ?? "", /RETENTION_HEART_DAYS must be >= 501 .*, got 400/);
 });

@@ -49,7 +49,10 @@ export type ReferralEvent = Prisma.ReferralEventModel
 export type ReferralCredit = Prisma.ReferralCreditModel
 /**
  * Model Heart
- * Every heart cast, counted or not, with its fraud verdict.
+ * Every heart cast, counted or not, with its fraud verdict. Age limit: RETENTION_HEART_DAYS (default 400) after the
+ * cast, once no delivery of the heart is left; it goes with its claim-ledger row and payout (services/hearts/store.ts,
+ * heartHistoryRetention), in batches read through an index on the age key (created_at AT TIME ZONE 'UTC', id),
+ * written in its migration (20261202200000_heart_history_age_keys).
  */
 export type Heart = Prisma.HeartModel
 /**
@@ -68,6 +71,8 @@ export type HeartAddressVoter = Prisma.HeartAddressVoterModel
  * Model VoterState
  * Per (server, voter): the cooldown anchor and the daily streak. The conditional
  * upsert on this row decides whether a heart counts, so concurrent casts cannot both count.
+ * Age limit: removed once the voter last counted more than RETENTION_HEART_DAYS ago (services/hearts/store.ts,
+ * voterStatesRetention; index on (last_counted_at AT TIME ZONE 'UTC'), migration 20261202200000_heart_history_age_keys).
  */
 export type VoterState = Prisma.VoterStateModel
 /**
@@ -153,7 +158,8 @@ export type WebhookSigningKey = Prisma.WebhookSigningKeyModel
 /**
  * Model VoteClaim
  * The claim ledger: one row per counted heart of a server with claims on, written in CastHeart's
- * statement. Reward plugins check and claim by (server, one player id); rows are never deleted.
+ * statement. Reward plugins check and claim by (server, one player id). Expired rows age out (expiredClaimRetention);
+ * every row goes with its heart (RETENTION_HEART_DAYS, services/hearts/store.ts heartHistoryRetention).
  */
 export type VoteClaim = Prisma.VoteClaimModel
 /**
@@ -170,6 +176,7 @@ export type DeliveryWorker = Prisma.DeliveryWorkerModel
  * conditional statement of the transport that pays (every write in services/payouts/write-payouts.ts): a ledger claim or a
  * pull claim (`paid` at once), or a push (callback, Votifier) that reserves before sending (`reserved`)
  * and settles to `paid` on a 2xx / an accepted vote, or deletes its reservation on a definite failure.
+ * Age limit: goes with its heart (RETENTION_HEART_DAYS, once no delivery of the heart is left; services/hearts/store.ts).
  */
 export type HeartPayout = Prisma.HeartPayoutModel
 /**

@@ -8,8 +8,9 @@ import { statementRule, type RetentionRule } from "../shared/adapters/retention-
  *   older held hearts past their window or beyond the cap (expireVoteClaimsSql);
  * - a claim (ledger-store.ts) marks the player's oldest held heart claimed (claimVoteClaimSql);
  * - pay-once mode (services/delivery/pipeline/withdraw-unpaid.ts) marks a heart another transport paid withdrawn (withdrawVoteClaimsSql).
- * Expired rows are removed by retention (expiredClaimRetention) once expired longer than its setting; no other
- * row is ever deleted.
+ * Expired rows are removed by retention (expiredClaimRetention) once expired longer than its setting; any row goes with
+ * its heart once the heart is older than RETENTION_HEART_DAYS (removeVoteClaimsSql, composed by the hearts' retention,
+ * services/hearts/store.ts heartHistoryRetention); no other row is ever deleted.
  */
 
 /**
@@ -92,6 +93,17 @@ export function expiredClaimRetention(keepSeconds: number): RetentionRule {
     // One entry of the expired rows' partial index.
     oldest: Prisma.sql`SELECT min(expired_at) AS oldest FROM vote_claims WHERE state = 'expired'`,
   });
+}
+
+/**
+ * The hearts' retention (services/hearts/store.ts heartHistoryRetention): the ledger rows of the hearts `heartIds` (an
+ * SQL uuid[] of hearts past RETENTION_HEART_DAYS that no delivery is left of), whatever their state, removed in the
+ * statement that removes the hearts (a data-modifying CTE; by primary key). Why no claim can pay such a heart again:
+ * a held row is claimable only within its hold window (at most CLAIM_HOLD_DAYS.max days, far shorter than the
+ * horizon), and a heart's row is written once, by the statement that counts the heart, so a removed row never comes back.
+ */
+export function removeVoteClaimsSql(heartIds: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`DELETE FROM vote_claims WHERE heart_id = ANY(${heartIds}) RETURNING heart_id`;
 }
 
 /**

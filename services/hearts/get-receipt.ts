@@ -79,7 +79,8 @@ export function toReceiptClaim(row: LedgerRow, now: Date) {
  * heart.counted deliveries (a callback one only while the server has a callback URL) and its claim-ledger row. Only the fields the voter may see are selected: never the voter identity, IP,
  * user agent, fraud score or reasons, the callback URL, or a receiver's answer or error. Any verdict other
  * than counted or cooldown is "not counted", with no reason. A heart whose voter was erased answers ERASED, with the
- * server's name and the heart's time only.
+ * server's name and the heart's time only. A heart the hearts' retention removed (RETENTION_HEART_DAYS) answers as an
+ * unknown receipt: nothing of it is left to show.
  */
 export async function getReceipt(deps: CoreDeps, receipts: ReceiptLinks, req: GetReceiptRequest): Promise<GetReceiptResponse> {
   const heartId = receipts.heartIdOf(req.token);

@@ -1,13 +1,14 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
-import { ageKeyOf, ageKeySql, oldestOfAgeKey, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { ageKeyOf, ageKeySql, oldestOfAgeKey, statementRule, windowRule, type RetentionRule, type WindowCursor } from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { ADDRESS_HELD } from "../shared/adapters/voter-address-erasure.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
 import type { FraudCounts, FraudReadLimits, FraudWindows } from "./domain/score-heart.js";
 import type { StreakState } from "./domain/streak.js";
 import type { PlatformIds } from "../shared/values/player-ids.js";
-import { expireVoteClaimsSql, holdVoteClaimsSql, PLAYER_KEY_SQL } from "../claims/write-vote-claims.js";
+import { expireVoteClaimsSql, holdVoteClaimsSql, PLAYER_KEY_SQL, removeVoteClaimsSql } from "../claims/write-vote-claims.js";
+import { removePayoutsSql } from "../payouts/write-payouts.js";
 
 /** The age columns retention rules key by (ageKeySql). */
 const LAST_COUNTED_AT = Prisma.raw("last_counted_at");
@@ -261,19 +262,96 @@ export async function readRanking(prisma: PrismaClient, period: string, limit: n
  * last_counted_at forward, and the DELETE's own condition, checked again on the row it waited for, then keeps it.
  */
 export function addressVotersRetention(keepSeconds: number): RetentionRule {
+  return lastCountedRetention("heart_address_voters", Prisma.raw("server_id, address, voter_identity"), keepSeconds);
+}
+
+/**
+ * Retention of voter states (services/retention): a voter_states row whose voter last counted on the server more than
+ * `keepSeconds` (RETENTION_HEART_DAYS) ago is removed: its cooldown and streak ended long before (the settings refuse a
+ * horizon shorter than every window a heart matters to). The voter's next vote there counts as a first one: no
+ * cooldown, a streak of 1. A cast that counts the voter meanwhile moves last_counted_at forward, and the DELETE's own
+ * condition, checked again on the row it waited for, then keeps it.
+ */
+export function voterStatesRetention(keepSeconds: number): RetentionRule {
+  return lastCountedRetention("voter_states", Prisma.raw("server_id, voter_identity"), keepSeconds);
+}
+
+/** A rule removing the rows of `table` (primary key `key`) whose last_counted_at is past `keepSeconds`, oldest first. */
+function lastCountedRetention(table: "heart_address_voters" | "voter_states", key: Prisma.Sql, keepSeconds: number): RetentionRule {
+  const t = Prisma.raw(table);
   return statementRule({
-    name: "heart_address_voters",
-    table: "heart_address_voters",
+    name: table,
+    table,
     keepSeconds,
-    // Reads at most `limit` entries of the last_counted_at age-key index (ageKeySql: the identity rules' read can
+    // Reads at most `limit` entries of the table's last_counted_at age-key index (ageKeySql: the hot reads, by key, can
     // never take it) and their rows; deletes those.
-    removeDue: (cut, limit) => Prisma.sql`DELETE FROM heart_address_voters WHERE last_counted_at < ${cut}::timestamptz
-      AND (server_id, address, voter_identity) IN (SELECT server_id, address, voter_identity FROM heart_address_voters
+    removeDue: (cut, limit) => Prisma.sql`DELETE FROM ${t} WHERE last_counted_at < ${cut}::timestamptz
+      AND (${key}) IN (SELECT ${key} FROM ${t}
         WHERE ${ageKeySql(LAST_COUNTED_AT)} < ${ageKeyOf(cut)} ORDER BY ${ageKeySql(LAST_COUNTED_AT)} LIMIT ${limit}::int)`,
     // One entry of the age-key index.
-    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(LAST_COUNTED_AT)} AS oldest FROM heart_address_voters`,
+    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(LAST_COUNTED_AT)} AS oldest FROM ${t}`,
   });
 }
+
+/**
+ * Retention of hearts (services/retention, issue 30): a heart cast more than `keepSeconds` (RETENTION_HEART_DAYS) ago is
+ * removed together with its claim-ledger row (any state) and its pay-once payout, in ONE statement composed from the
+ * owners' fragments (removeVoteClaimsSql, removePayoutsSql), so the three go together or not at all and no reader ever
+ * sees a ledger row or a payout without its heart, or a heart without its payout.
+ *
+ * Pay-once: a heart is removed only when NO delivery of it is left (deliveries(heart_id), checked in the same
+ * statement): a pending pull or push delivery of an old heart keeps the heart, its ledger row and its payout until the
+ * delivery ends and ages out itself. Once removed, nothing can pay it again: a claim finds no ledger row (and a held row
+ * is past its hold window long before the horizon), a pull claim and a push need a delivery, and none is left.
+ * server_rankings (counted hearts per month) is an aggregate and is not touched: rankings stay as they were.
+ *
+ * Hearts are read in (age key, id) windows from a cursor (windowRule), so old hearts kept by a delivery are stepped
+ * over, never read again by every batch. Counts the hearts removed.
+ */
+export function heartHistoryRetention(keepSeconds: number): RetentionRule {
+  return windowRule({
+    name: "hearts",
+    table: "hearts",
+    keepSeconds,
+    start: { at: new Date(0), id: "00000000-0000-0000-0000-000000000000" },
+    removeWindow: removeHeartsSql,
+    // One entry of hearts_age_key_idx.
+    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(CREATED_AT)} AS oldest FROM hearts`,
+  });
+}
+
+/**
+ * One batch of heartHistoryRetention: the window of at most `limit` hearts after `from` cast before `cut` (entries of
+ * hearts_age_key_idx, an age-key index no hot read can take, and their rows), each with one deliveries(heart_id) probe;
+ * then the due ones' ledger rows, payouts and hearts by primary key (= ANY of an array: index probes, never a hash join
+ * over the table). Worst case: `limit` hearts rows and `limit` delivery probes, whatever the table holds. Columns:
+ * removed, seen (the window's size) and the window's last heart (the cursor's next start).
+ *
+ * The delivery check and the deletes share one snapshot; a delivery can only be stored for a heart from its heart.counted
+ * message, which the hearts topic keeps far shorter than RETENTION_HEART_DAYS, so none appears for a heart this old.
+ */
+function removeHeartsSql(cut: Date, from: WindowCursor<string>, limit: number): Prisma.Sql {
+  const key = ageKeySql(Prisma.raw("h.created_at"));
+  const dueIds = Prisma.sql`ARRAY(SELECT id FROM win WHERE due)`;
+  return Prisma.sql`
+    WITH win AS (
+      SELECT h.id, h.created_at, ${HEART_UNDELIVERED} AS due FROM hearts h
+      WHERE ${key} < ${ageKeyOf(cut)} AND (${key}, h.id) > (${ageKeyOf(from.at)}, ${from.id}::uuid)
+      ORDER BY ${key}, h.id LIMIT ${limit}::int
+    ), claims AS (${removeVoteClaimsSql(dueIds)}
+    ), payouts AS (${removePayoutsSql(dueIds)}
+    ), gone AS (
+      DELETE FROM hearts WHERE id = ANY(${dueIds}) RETURNING id
+    ), last AS (SELECT created_at, id FROM win ORDER BY ${ageKeySql(CREATED_AT)} DESC, id DESC LIMIT 1)
+    SELECT (SELECT count(*) FROM gone) AS removed, (SELECT count(*) FROM win) AS seen,
+           (SELECT created_at FROM last) AS last_at, (SELECT id::text FROM last) AS last_id`;
+}
+
+/**
+ * A heart `h` no delivery is left of: the only hearts retention may remove. One probe of deliveries(heart_id) per heart,
+ * written as a scalar subquery: an EXISTS there may be planned as one hashed read of every delivery.
+ */
+const HEART_UNDELIVERED = Prisma.sql`(SELECT d.id FROM deliveries d WHERE d.heart_id = h.id LIMIT 1) IS NULL`;
 
 /**
  * The address erasure of hearts (issue 30), as a retention rule (services/retention/): each batch erases (sets to null)

@@ -10,7 +10,8 @@ import type { Logger } from "../shared/runtime/log.js";
  * - a ledger claim takes it paid inside its claim statement (takeClaimPayoutSql; services/claims/ledger-store.ts);
  * - a pull claim takes it paid inside its claim statement (takePullPayoutsSql; services/delivery/rpc/claim-pull-hearts.ts);
  * - a push (HTTP callback, Votifier) reserves it before sending (reservePayoutSql) and settles it after,
- *   by PAYOUT_TRANSITIONS (settlePayoutSql, markPayoutsInDoubtSql; services/delivery/pipeline/pay-once.ts).
+ *   by PAYOUT_TRANSITIONS (settlePayoutSql, markPayoutsInDoubtSql; services/delivery/pipeline/pay-once.ts);
+ * - the hearts' retention removes a heart's row with the heart (removePayoutsSql; services/hearts/store.ts).
  */
 
 /** The transports that can pay a heart, as `heart_payouts.transport` stores them. */
@@ -132,4 +133,14 @@ export function takePullPayoutsSql(serverId: string, rows: Prisma.Sql, now: Date
     WHERE d.server_id = ${serverId}::uuid AND d.transport = 'pull' AND d.status = 'pending' AND ${rows}
     ON CONFLICT (heart_id) DO NOTHING
     RETURNING delivery_id`;
+}
+
+/**
+ * The hearts' retention (services/hearts/store.ts heartHistoryRetention): the payouts of the hearts `heartIds` (an SQL
+ * uuid[] of hearts past RETENTION_HEART_DAYS that no delivery is left of), removed in the statement that removes the
+ * hearts (a data-modifying CTE; by primary key). The heart stops being "paid" only as it stops existing: no transport
+ * can reach it again (no delivery is left to pull or push, and its ledger row goes in the same statement).
+ */
+export function removePayoutsSql(heartIds: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`DELETE FROM heart_payouts WHERE heart_id = ANY(${heartIds}) RETURNING heart_id`;
 }

@@ -1,4 +1,4 @@
-import { addressVotersRetention, heartAddressesRetention } from "../hearts/store.js";
+import { addressVotersRetention, heartAddressesRetention, heartHistoryRetention, voterStatesRetention } from "../hearts/store.js";
 import { clickAddressesRetention } from "../referral/record-click.js";
 import { attemptExchangeRetention } from "../delivery/pipeline/attempt-log.js";
 import { endedDeliveryRetention } from "../delivery/pipeline/write-deliveries.js";
@@ -29,5 +29,8 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     clickAddressesRetention(settings.voterAddressSeconds),
     // Ended deliveries with their attempts (FK cascade), past RETENTION_DELIVERY_DAYS: after the topics forgot their messages.
     endedDeliveryRetention(settings.deliverySeconds),
+    // Hearts with their ledger rows and payouts (only once no delivery of the heart is left), and voter states.
+    heartHistoryRetention(settings.heartSeconds),
+    voterStatesRetention(settings.heartSeconds),
   ];
 }

@@ -2,6 +2,8 @@ import type { EnvReader } from "../shared/runtime/config.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import { readAddressSettings } from "../shared/runtime/address-settings.js";
 import { readKafkaTopicRetentionHours } from "../shared/runtime/process-config.js";
+import { CLAIM_HOLD_DAYS } from "../servers/claim-settings.js";
+import { HEART_COOLDOWN_MS } from "../hearts/domain/streak.js";
 
 /** Seconds in an hour and in a day: the units the age-limit settings are given in. */
 const HOUR_SECONDS = 3_600;
@@ -48,9 +50,33 @@ export interface RetentionSettings {
   voterAddressSeconds: number;
   /**
    * Ended deliveries (delivered, failed, withdrawn) with their attempts: kept this long after they ended
-   * (RETENTION_DELIVERY_DAYS, default 90, at least 8 and more than KAFKA_TOPIC_RETENTION_HOURS plus a day: checkDeliveryHorizon).
+   * (RETENTION_DELIVERY_DAYS, default 90, at least 8 and more than KAFKA_TOPIC_RETENTION_HOURS plus a day: readDeliveryDays).
    */
   deliverySeconds: number;
+  /**
+   * Hearts (with their claim-ledger rows and payouts) and voter states: kept this long after the heart was cast / the
+   * voter last counted (RETENTION_HEART_DAYS, default 400: a year and a month). Never shorter than heartWindowsDays.
+   */
+  heartSeconds: number;
+}
+
+/**
+ * The shortest RETENTION_HEART_DAYS allowed, in whole days: longer than every window a heart still matters to (the
+ * longest claim hold window a server may set, the cooldown, the streak's day gap, the fraud rules' windows), so the
+ * hearts' retention never removes a heart, ledger row or voter state a claim, a cast's cooldown or streak, or a fraud
+ * rule could still read.
+ */
+export function heartWindowsDays(fraudRules: FraudRules): number {
+  const windowsMs = [
+    CLAIM_HOLD_DAYS.max * DAY_SECONDS * 1000,
+    HEART_COOLDOWN_MS,
+    // A streak continues on the day after the last counted day: two UTC days at most.
+    2 * DAY_SECONDS * 1000,
+    fraudRules.ipIdentities.windowMinutes * 60_000,
+    fraudRules.subnetIdentities.windowMinutes * 60_000,
+    fraudRules.ipVelocity.windowSeconds * 1000,
+  ];
+  return Math.floor(Math.max(...windowsMs) / (DAY_SECONDS * 1000)) + 1;
 }
 
 /**
@@ -73,6 +99,7 @@ export function readRetentionSettings(r: EnvReader, fraudRules: FraudRules): Ret
     addressVotersSeconds: longestIdentityWindowSeconds + r.int("RETENTION_ADDRESS_VOTERS_MARGIN_HOURS", 24, { min: 0, max: 24 * 365 }) * HOUR_SECONDS,
     voterAddressSeconds: readAddressSettings(r).retentionHours * HOUR_SECONDS,
     deliverySeconds: readDeliveryDays(r) * DAY_SECONDS,
+    heartSeconds: readHeartDays(r, fraudRules) * DAY_SECONDS,
   };
 }
 
@@ -93,5 +120,17 @@ function readDeliveryDays(r: EnvReader): number {
       `RETENTION_DELIVERY_DAYS (${days}) must outlast KAFKA_TOPIC_RETENTION_HOURS (${topicHours}) by more than ${REPLAY_MARGIN_HOURS} hours: ` +
         "a heart event replayed from Kafka after its delivery was removed would be delivered (and paid) again; raise it, or shorten the topics' retention",
     );
+  return days;
+}
+
+/** RETENTION_HEART_DAYS, refused (a problem saying why) when not longer than every window a heart matters to. */
+function readHeartDays(r: EnvReader, fraudRules: FraudRules): number {
+  const days = r.int("RETENTION_HEART_DAYS", 400, { max: 3_650 });
+  const least = heartWindowsDays(fraudRules);
+  if (days < least) {
+    r.problem(
+      `RETENTION_HEART_DAYS must be >= ${least} (longer than the longest claim hold window, cooldown, streak and fraud window a heart matters to), got ${days}`,
+    );
+  }
   return days;
 }

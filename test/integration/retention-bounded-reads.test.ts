@@ -70,6 +70,27 @@ test.before(async () => {
     SELECT gen_random_uuid(), ${server.id}::uuid, gen_random_uuid(), 'w' || g, 'heart.counted', 'v', 'v', '2027-03', ${NOW}::timestamptz, 'withdrawn',
            ${NOW}::timestamptz - (g % 60) * interval '1 second'
     FROM generate_series(1, ${KEPT}::int) g`);
+  // Hearts: 20,000 young hearts of one voter; KEPT old hearts kept by a pending delivery each, older than the DUE old
+  // hearts no delivery is left of (each with its ledger row and payout); and voter states, KEPT young and DUE old.
+  const heartsAt = (n: number, voter: string, at: Prisma.Sql) =>
+    seed(Prisma.sql`
+    INSERT INTO hearts (id, server_id, username, voter_identity, counted, verdict, fraud_score, fraud_reasons, period, created_at)
+    SELECT gen_random_uuid(), ${server.id}::uuid, ${voter}, ${voter}, g = 1, CASE WHEN g = 1 THEN 'counted' ELSE 'cooldown' END, 0, '{}', '2026-01', ${at}
+    FROM generate_series(1, ${n}::int) g`);
+  await heartsAt(20_000, "repeat", Prisma.sql`${NOW}::timestamptz - g * interval '1 second'`);
+  await heartsAt(KEPT, "waiting", Prisma.sql`${NOW}::timestamptz - interval '500 days' - g * interval '1 second'`);
+  await seed(Prisma.sql`INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, counted_at, status, created_at)
+    SELECT gen_random_uuid(), server_id, id, id::text, 'pull', 'heart.counted', username, voter_identity, period, created_at, 'pending', created_at
+    FROM hearts WHERE voter_identity = 'waiting'`);
+  await heartsAt(DUE, "gone", Prisma.sql`${NOW}::timestamptz - interval '400 days' - g * interval '1 second'`);
+  await seed(Prisma.sql`INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, counted_at, expires_at, state, claimed_at)
+    SELECT id, server_id, 'name:gone', 'gone', created_at, created_at + interval '30 days', 'claimed', created_at FROM hearts WHERE voter_identity = 'gone'`);
+  await seed(Prisma.sql`INSERT INTO heart_payouts (heart_id, server_id, transport, state, taken_at, paid_at)
+    SELECT id, server_id, 'claim', 'paid', created_at, created_at FROM hearts WHERE voter_identity = 'gone'`);
+  await seed(Prisma.sql`INSERT INTO voter_states (server_id, voter_identity, last_counted_at, last_day, streak_days)
+    SELECT ${server.id}::uuid, 'young' || g, ${NOW}::timestamptz - g * interval '1 second', ${NOW}::date, 1 FROM generate_series(1, ${KEPT}::int) g`);
+  await seed(Prisma.sql`INSERT INTO voter_states (server_id, voter_identity, last_counted_at, last_day, streak_days)
+    SELECT ${server.id}::uuid, 'old' || g, ${NOW}::timestamptz - interval '400 days' - g * interval '1 second', ${NOW}::date - 400, 1 FROM generate_series(1, ${DUE}::int) g`);
   await seed(Prisma.sql`ANALYZE`);
 });
 test.after.always(async () => {

@@ -14,7 +14,10 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 
 /**
  * Model Heart
- * Every heart cast, counted or not, with its fraud verdict.
+ * Every heart cast, counted or not, with its fraud verdict. Age limit: RETENTION_HEART_DAYS (default 400) after the
+ * cast, once no delivery of the heart is left; it goes with its claim-ledger row and payout (services/hearts/store.ts,
+ * heartHistoryRetention), in batches read through an index on the age key (created_at AT TIME ZONE 'UTC', id),
+ * written in its migration (20261202200000_heart_history_age_keys).
  */
 export type HeartModel = runtime.Types.Result.DefaultSelection<Prisma.$HeartPayload>
 

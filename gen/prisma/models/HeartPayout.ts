@@ -18,6 +18,7 @@ import type * as Prisma from "../internal/prismaNamespace.js"
  * conditional statement of the transport that pays (every write in services/payouts/write-payouts.ts): a ledger claim or a
  * pull claim (`paid` at once), or a push (callback, Votifier) that reserves before sending (`reserved`)
  * and settles to `paid` on a 2xx / an accepted vote, or deletes its reservation on a definite failure.
+ * Age limit: goes with its heart (RETENTION_HEART_DAYS, once no delivery of the heart is left; services/hearts/store.ts).
  */
 export type HeartPayoutModel = runtime.Types.Result.DefaultSelection<Prisma.$HeartPayoutPayload>
 

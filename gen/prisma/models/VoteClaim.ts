@@ -15,7 +15,8 @@ import type * as Prisma from "../internal/prismaNamespace.js"
 /**
  * Model VoteClaim
  * The claim ledger: one row per counted heart of a server with claims on, written in CastHeart's
- * statement. Reward plugins check and claim by (server, one player id); rows are never deleted.
+ * statement. Reward plugins check and claim by (server, one player id). Expired rows age out (expiredClaimRetention);
+ * every row goes with its heart (RETENTION_HEART_DAYS, services/hearts/store.ts heartHistoryRetention).
  */
 export type VoteClaimModel = runtime.Types.Result.DefaultSelection<Prisma.$VoteClaimPayload>
 

@@ -16,6 +16,8 @@ import type * as Prisma from "../internal/prismaNamespace.js"
  * Model VoterState
  * Per (server, voter): the cooldown anchor and the daily streak. The conditional
  * upsert on this row decides whether a heart counts, so concurrent casts cannot both count.
+ * Age limit: removed once the voter last counted more than RETENTION_HEART_DAYS ago (services/hearts/store.ts,
+ * voterStatesRetention; index on (last_counted_at AT TIME ZONE 'UTC'), migration 20261202200000_heart_history_age_keys).
  */
 export type VoterStateModel = runtime.Types.Result.DefaultSelection<Prisma.$VoterStatePayload>
 

@@ -1,7 +1,7 @@
 import { Prisma } from "../../../gen/prisma/client.js";
 import type { PrismaClient } from "../../shared/adapters/db.js";
-import { runSql, runSqlTransaction, sqlOf, type SqlTx } from "../../shared/adapters/sql/executor.js";
-import { cutoffOf, readOldestAge, type RetentionRule } from "../../shared/adapters/retention-rule.js";
+import { runSqlTransaction, sqlOf, type SqlTx } from "../../shared/adapters/sql/executor.js";
+import { windowRule, type RetentionRule } from "../../shared/adapters/retention-rule.js";
 import type { Logger } from "../../shared/runtime/log.js";
 import { toStoredExchange, type AttemptExchange } from "./attempt-exchange.js";
 import type { ClaimedDelivery } from "./claim-deliveries.js";
@@ -307,9 +307,6 @@ function ownedOf(records: readonly AttemptRecord[], written: WrittenAttempts[]):
  */
 const HOLDS_EXCHANGE_SQL = Prisma.sql`(a.request_headers IS NOT NULL OR a.request_body IS NOT NULL OR a.response_headers IS NOT NULL OR a.response_body IS NOT NULL)`;
 
-/** Windows of attempts one removeBatch of attemptExchangeRetention reads at most, looking for one with a due attempt. */
-const EXCHANGE_WINDOWS_PER_BATCH = 10;
-
 /**
  * Retention of attempts' exchanges (services/retention): the request and response headers and bodies of an
  * attempt are dropped once its delivery was delivered, or failed, more than `keepSeconds` ago; the row keeps
@@ -317,50 +314,35 @@ const EXCHANGE_WINDOWS_PER_BATCH = 10;
  * its endpoint can take it) keeps every attempt's exchange until it ends, and a failed delivery the owner
  * sends again is pending again (its failed_at cleared), so it keeps them too.
  *
- * Attempts are read in (started_at, id) order from a cursor the rule keeps between batches, a window of at
- * most `limit` rows per statement, so attempts of deliveries still pending (which stay in the index) are
- * stepped over, never read again and again by every batch; past the last due attempt the cursor starts over.
+ * Attempts are read in (started_at, id) windows from a cursor (windowRule), so attempts of deliveries still pending
+ * (which stay in the index) are stepped over, never read again and again by every batch.
  */
 export function attemptExchangeRetention(keepSeconds: number): RetentionRule {
-  let after: { at: Date; id: bigint } | null = null;
-  return {
+  return windowRule<bigint>({
     name: "delivery_attempt_exchanges",
     table: "delivery_attempts",
-    async removeBatch(db, now, limit) {
-      const cut = cutoffOf(now, keepSeconds);
-      // Windows of attempts still pending step the cursor on; at most EXCHANGE_WINDOWS_PER_BATCH statements per call.
-      for (let window = 0; window < EXCHANGE_WINDOWS_PER_BATCH; window++) {
-        const from = after ?? { at: new Date(0), id: 0n };
-        // Reads at most `limit` entries of the partial index of attempts holding an exchange (from the cursor, before
-        // the cut), their rows, and one delivery each by primary key; updates at most those.
-        const [row] = await runSql<{ dropped: bigint; seen: bigint; last_at: Date | null; last_id: bigint | null }>(
-          db,
-          Prisma.sql`
-            WITH win AS (
-              SELECT a.id, a.started_at, a.delivery_id FROM delivery_attempts a
-              WHERE ${HOLDS_EXCHANGE_SQL} AND a.started_at < ${cut}::timestamptz
-                AND (a.started_at, a.id) > (${from.at}::timestamptz, ${from.id}::bigint)
-              ORDER BY a.started_at, a.id LIMIT ${limit}::int
-            ), dropped AS (
-              UPDATE delivery_attempts a SET request_headers = NULL, request_body = NULL, response_headers = NULL, response_body = NULL
-              FROM win w JOIN deliveries d ON d.id = w.delivery_id
-              WHERE a.id = w.id
-                AND ((d.status = 'delivered' AND d.delivered_at < ${cut}::timestamptz) OR (d.status = 'failed' AND d.failed_at < ${cut}::timestamptz))
-              RETURNING a.id
-            ), last AS (SELECT started_at, id FROM win ORDER BY started_at DESC, id DESC LIMIT 1)
-            SELECT (SELECT count(*) FROM dropped) AS dropped, (SELECT count(*) FROM win) AS seen,
-                   (SELECT started_at FROM last) AS last_at, (SELECT id FROM last) AS last_id`,
-        );
-        const dropped = Number(row?.dropped ?? 0);
-        const atEnd = Number(row?.seen ?? 0) < limit || row?.last_at == null || row.last_id == null;
-        after = atEnd ? null : { at: row.last_at!, id: row.last_id! };
-        if (dropped > 0 || atEnd) return dropped;
-      }
-      return 0;
-    },
+    keepSeconds,
+    start: { at: new Date(0), id: 0n },
+    // Reads at most `limit` entries of the partial index of attempts holding an exchange (from the cursor, before the
+    // cut), their rows, and one delivery each by primary key; updates at most those.
+    removeWindow: (cut, from, limit) => Prisma.sql`
+      WITH win AS (
+        SELECT a.id, a.started_at, a.delivery_id FROM delivery_attempts a
+        WHERE ${HOLDS_EXCHANGE_SQL} AND a.started_at < ${cut}::timestamptz
+          AND (a.started_at, a.id) > (${from.at}::timestamptz, ${from.id}::bigint)
+        ORDER BY a.started_at, a.id LIMIT ${limit}::int
+      ), dropped AS (
+        UPDATE delivery_attempts a SET request_headers = NULL, request_body = NULL, response_headers = NULL, response_body = NULL
+        FROM win w JOIN deliveries d ON d.id = w.delivery_id
+        WHERE a.id = w.id
+          AND ((d.status = 'delivered' AND d.delivered_at < ${cut}::timestamptz) OR (d.status = 'failed' AND d.failed_at < ${cut}::timestamptz))
+        RETURNING a.id
+      ), last AS (SELECT started_at, id FROM win ORDER BY started_at DESC, id DESC LIMIT 1)
+      SELECT (SELECT count(*) FROM dropped) AS removed, (SELECT count(*) FROM win) AS seen,
+             (SELECT started_at FROM last) AS last_at, (SELECT id FROM last) AS last_id`,
     // One entry of the partial index of attempts holding an exchange.
-    oldestAge: (db, now) => readOldestAge(db, Prisma.sql`SELECT min(a.started_at) AS oldest FROM delivery_attempts a WHERE ${HOLDS_EXCHANGE_SQL}`, now),
-  };
+    oldest: Prisma.sql`SELECT min(a.started_at) AS oldest FROM delivery_attempts a WHERE ${HOLDS_EXCHANGE_SQL}`,
+  });
 }
 
 /**

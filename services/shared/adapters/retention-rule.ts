@@ -70,6 +70,63 @@ export function statementRule(spec: StatementRuleSpec): RetentionRule {
   };
 }
 
+/** A window rule's cursor: the last row a window read, by (age column, id). */
+export interface WindowCursor<Id> {
+  at: Date;
+  id: Id;
+}
+
+/** What a window rule gives (windowRule): its window statement and oldest-row read, written in the table's owner module. */
+export interface WindowRuleSpec<Id> {
+  name: string;
+  table: string;
+  /** How long a row is kept (from the rule's age column). */
+  keepSeconds: number;
+  /** The cursor before every row: where each cycle over the due rows starts. */
+  start: WindowCursor<Id>;
+  /**
+   * ONE statement: reads the window of at most `limit` rows after `from` in (age column, id) order whose age column is
+   * before `cut`, removes (or erases) the due ones among them, and answers one row: `removed`, `seen` (the window's
+   * size), `last_at` and `last_id` (the window's last row; NULL when empty).
+   */
+  removeWindow(cut: Date, from: WindowCursor<Id>, limit: number): Sql;
+  /** The read of the oldest age-column value the rule governs, as column `oldest` (NULL when none). */
+  oldest: Sql;
+}
+
+/** Windows one removeBatch of a window rule reads at most, looking for one with due rows. */
+const WINDOWS_PER_BATCH = 10;
+
+/**
+ * A RetentionRule for a table whose rows past the age limit may still have to stay (a pending delivery keeps them):
+ * rows are read in (age column, id) order from a cursor the rule keeps between batches, a window of at most `limit`
+ * rows per statement, so the rows that stay are stepped over, never read again by every batch; past the last row
+ * before the cut the cursor starts over. A call reads at most WINDOWS_PER_BATCH windows and returns at the first that
+ * removed rows (0: it reached the end, or read that many windows of rows that stay; the next pass goes on from there).
+ */
+export function windowRule<Id>(spec: WindowRuleSpec<Id>): RetentionRule {
+  let after: WindowCursor<Id> | null = null;
+  return {
+    name: spec.name,
+    table: spec.table,
+    async removeBatch(db, now, limit) {
+      const cut = cutoffOf(now, spec.keepSeconds);
+      for (let window = 0; window < WINDOWS_PER_BATCH; window++) {
+        const [row] = await runSql<{ removed: bigint; seen: bigint; last_at: Date | null; last_id: Id | null }>(
+          db,
+          spec.removeWindow(cut, after ?? spec.start, limit),
+        );
+        const removed = Number(row?.removed ?? 0);
+        const atEnd = Number(row?.seen ?? 0) < limit || row?.last_at == null || row.last_id == null;
+        after = atEnd ? null : { at: row.last_at!, id: row.last_id! };
+        if (removed > 0 || atEnd) return removed;
+      }
+      return 0;
+    },
+    oldestAge: (db, now) => readOldestAge(db, spec.oldest, now),
+  };
+}
+
 /**
  * A retention rule's age key for `column` (a timestamptz): the column in UTC as a timestamp, the expression its
  * index is built on where a hot path reads the same table by a key and a recent time range

@@ -1,5 +1,6 @@
 import { addressVotersRetention, heartAddressesRetention } from "../hearts/store.js";
-import { clickAddressesRetention } from "../referral/record-click.js";
+import { clickAddressesRetention, unlinkedClickRetention } from "../referral/record-click.js";
+import { endedReferralRetention } from "../referral/apply-event.js";
 import { attemptExchangeRetention } from "../delivery/pipeline/attempt-log.js";
 import { deadLetterRetention } from "../shared/adapters/dead-letters.js";
 import { expiredClaimRetention } from "../claims/write-vote-claims.js";
@@ -26,5 +27,9 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     // keyed pseudonyms stay (services/shared/values/address-key.ts).
     heartAddressesRetention(settings.voterAddressSeconds),
     clickAddressesRetention(settings.voterAddressSeconds),
+    // Referral history: clicks that never registered anyone, then referrals past their last change with their clicks,
+    // events and credit (a referral held for review stays).
+    unlinkedClickRetention(settings.clickSeconds),
+    endedReferralRetention(settings.referralSeconds),
   ];
 }

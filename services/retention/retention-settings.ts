@@ -1,6 +1,7 @@
 import type { EnvReader } from "../shared/runtime/config.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import { readAddressSettings } from "../shared/runtime/address-settings.js";
+import { ATTRIBUTION_WINDOW_DAYS, LOCK_DAYS } from "../servers/domain/referral-settings.js";
 
 /** Seconds in an hour and in a day: the units the age-limit settings are given in. */
 const HOUR_SECONDS = 3_600;
@@ -45,7 +46,24 @@ export interface RetentionSettings {
    * default 48; services/shared/runtime/address-settings.ts).
    */
   voterAddressSeconds: number;
+  /**
+   * Referral clicks that never registered anyone: kept this long after the click (RETENTION_CLICK_DAYS, default 400),
+   * at least MIN_HISTORY_DAYS so no server's attribution window still lets such a click register.
+   */
+  clickSeconds: number;
+  /**
+   * Referrals not held for review, with their clicks, events and credit: kept this long after their last change
+   * (RETENTION_REFERRAL_DAYS, default 400), at least MIN_HISTORY_DAYS so a qualified referral is past every server's
+   * lock before it goes (a reversal then is only a clawback record; the credit stays counted).
+   */
+  referralSeconds: number;
 }
+
+/**
+ * The shortest age limit of referral clicks and referrals, in days: one day more than the longest attribution window
+ * and the longest lock a server can set (services/servers/domain/referral-settings.ts).
+ */
+export const MIN_HISTORY_DAYS = Math.max(ATTRIBUTION_WINDOW_DAYS.max, LOCK_DAYS.max) + 1;
 
 /**
  * Reads the retention settings (problems recorded on `r`, reported with the process's others). `fraudRules`
@@ -66,5 +84,7 @@ export function readRetentionSettings(r: EnvReader, fraudRules: FraudRules): Ret
     expiredClaimSeconds: r.int("RETENTION_EXPIRED_CLAIM_DAYS", 30, { min: 1, max: 3_650 }) * DAY_SECONDS,
     addressVotersSeconds: longestIdentityWindowSeconds + r.int("RETENTION_ADDRESS_VOTERS_MARGIN_HOURS", 24, { min: 0, max: 24 * 365 }) * HOUR_SECONDS,
     voterAddressSeconds: readAddressSettings(r).retentionHours * HOUR_SECONDS,
+    clickSeconds: r.int("RETENTION_CLICK_DAYS", 400, { min: MIN_HISTORY_DAYS, max: 3_650 }) * DAY_SECONDS,
+    referralSeconds: r.int("RETENTION_REFERRAL_DAYS", 400, { min: MIN_HISTORY_DAYS, max: 3_650 }) * DAY_SECONDS,
   };
 }

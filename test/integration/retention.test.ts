@@ -337,8 +337,10 @@ test.serial("the settings: defaults, every RETENTION_* read and validated, probl
     expiredClaimSeconds: 30 * 86_400,
     addressVotersSeconds: 48 * 3_600,
     voterAddressSeconds: 48 * 3_600,
+    clickSeconds: 400 * 86_400,
+    referralSeconds: 400 * 86_400,
   });
-  t.is(retentionRules(defaults).length, 9);
+  t.is(retentionRules(defaults).length, 11);
   const r = createEnvReader({ RETENTION_BATCH_ROWS: "0", RETENTION_DEAD_LETTER_DAYS: "x", RETENTION_ENABLED: "maybe", RETENTION_DUTY_PERCENT: "0" });
   readRetentionSettings(r, DEFAULT_FRAUD_RULES);
   const error = t.throws(() => r.finish({}));

@@ -13,8 +13,11 @@ import { unlinkedClickRetention } from "../../services/referral/record-click.js"
 import { getLeaderboard } from "../../services/referral/reports.js";
 import { runRetentionPass } from "../../services/retention/run-retention.js";
 import type { RetentionRule } from "../../services/shared/adapters/retention-rule.js";
-import { executeSql } from "../../services/shared/adapters/sql/executor.js";
+import { executeSql, runSql } from "../../services/shared/adapters/sql/executor.js";
 import { ERROR_TEXT } from "../../services/shared/values/contract.js";
+import pg from "pg";
+import { eventually } from "../helpers/eventually.js";
+import { recordingOnlyClient } from "../helpers/rows-read.js";
 import { applyEvent, clickToken, createReferralServer, rpcError, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
 const DAY_SECONDS = 86_400;
@@ -92,7 +95,7 @@ test.serial(
 );
 
 test.serial(
-  "referrals whose last change is older than RETENTION_REFERRAL_DAYS go with their clicks, events and credit (reversed, qualified, registered); held and younger ones stay; a second pass removes nothing",
+  "referrals whose last change is older than RETENTION_REFERRAL_DAYS go with their clicks, events and credit (reversed, qualified, registered); held and younger ones stay; a second pass removes nothing; a late qualified is an unknown token",
   async (t) => {
     const { h } = t.context;
     await emptyReferralTables(h);
@@ -123,6 +126,11 @@ test.serial(
     const credits = await h.db.prisma.referralCredit.findMany({ where: { serverId }, select: { referral: { select: { refereeIdentity: true } } } });
     t.deepEqual(credits.map((c) => c.referral.refereeIdentity).sort(), ["r-held", "r-late"]);
     t.is((await pass(h, [referralRule, clickRule])).removed.ended_referrals ?? 0, 0);
+
+    // A `qualified` for the registered referral that never qualified in time: its token is unknown, nothing is credited.
+    const late404 = await rpcError(applyEvent(h, { serverId, event: "qualified", token: registered, serverEventId: "q-too-late" }));
+    t.is(late404.code, Code.NotFound);
+    t.is(await h.db.prisma.referralCredit.count({ where: { serverId } }), 2);
 
     // The owner's all-time leaderboard counts what is kept (docs/privacy.md): the removed qualified credit is gone.
     const board = await getLeaderboard(h.deps, { serverId, period: "", limit: 10 });
@@ -163,6 +171,41 @@ test.serial(
     await register(h, serverId, "bob", "r-paid");
     const fresh = await h.db.prisma.referral.findMany({ where: { serverId }, select: { referrerIdentity: true, state: true } });
     t.deepEqual(fresh, [{ referrerIdentity: "bob", state: "registered" }]);
+  },
+);
+
+test.serial(
+  "pay-once: a qualified event racing the removal of its referral waits for it, then answers 404 and leaves no credit, no referral.qualified and no dedup row",
+  async (t) => {
+    const { h } = t.context;
+    await emptyReferralTables(h);
+    const { serverId } = await createReferralServer(h, "race");
+    const token = await register(h, serverId, "alice", "r-race");
+    h.clock.advanceSeconds((KEEP_DAYS + 1) * DAY_SECONDS);
+    // The rule's batch, held open in a transaction of its own (its row locks taken, not committed).
+    const recorded = recordingOnlyClient();
+    await referralRule.removeBatch(recorded.client, h.clock.now(), 10);
+    const [batch] = recorded.statements;
+    const holder = new pg.Client({ connectionString: h.db.url });
+    await holder.connect();
+    t.teardown(() => holder.end());
+    await holder.query("BEGIN");
+    t.is((await holder.query(batch!.text, batch!.values as unknown[])).rowCount, 1);
+    const qualifying = rpcError(applyEvent(h, { serverId, event: "qualified", token, serverEventId: "q-race" }));
+    await eventually(async () => {
+      const [row] = await runSql<{ n: number }>(
+        h.db.prisma,
+        Prisma.sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      );
+      return (row?.n ?? 0) >= 1;
+    });
+    await holder.query("COMMIT");
+    const error = await qualifying;
+    t.is(error.code, Code.NotFound);
+    t.is(await h.db.prisma.referralCredit.count({ where: { serverId } }), 0);
+    t.is(await h.db.prisma.outboxMessage.count({ where: { key: serverId, type: "referral.qualified" } }), 0);
+    t.is(await h.db.prisma.referralEvent.count({ where: { token } }), 0);
+    t.is(await h.db.prisma.referral.count({ where: { serverId } }), 0);
   },
 );
 

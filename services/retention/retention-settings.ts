@@ -61,7 +61,9 @@ export interface RetentionSettings {
 
 /**
  * The shortest age limit of referral clicks and referrals, in days: one day more than the longest attribution window
- * and the longest lock a server can set (services/servers/domain/referral-settings.ts).
+ * and the longest lock a server can set (services/servers/domain/referral-settings.ts). Every anti-abuse window that
+ * reads clicks is within ADDRESS_RETENTION_HOURS (at most 366 days, checked at start), so it is within this too; and the
+ * fan-out windows read linked clicks only, which the click rule never removes.
  */
 export const MIN_HISTORY_DAYS = Math.max(ATTRIBUTION_WINDOW_DAYS.max, LOCK_DAYS.max) + 1;
 

@@ -1,6 +1,6 @@
 /**
  * The referral history rules read about the rows they remove, never the history that stays: beside 20,000 young
- * qualified referrals (with their linked clicks and credits), 20,000 referrals held for review from long before the
+ * qualified referrals (with their linked clicks, credits and dedup rows), 20,000 referrals held for review from long before the
  * horizon (with their linked clicks, as old) and 20,000 young clicks that never registered anyone, a batch of the
  * click rule and of the referral rule, and each rule's oldest-age read, read a few rows per table. Each statement is
  * recorded (not run), then run under EXPLAIN ANALYZE and rolled back (test/helpers/rows-read.ts).
@@ -31,6 +31,9 @@ test.before(async () => {
   // Young: qualified referrals (linked clicks, credits) and clicks that never registered anyone.
   await insertLinkedReferrals(db.prisma, { serverId: server.id, ...ADDRESS, rows: STAY, at: NOW }, "young");
   await insertAddressClicks(db.prisma, { serverId: server.id, ...ADDRESS, rows: STAY, at: NOW, spreadSeconds: 3_600 });
+  // The young referrals' dedup rows: one `registered` per linked click.
+  await seed(Prisma.sql`INSERT INTO referral_events (token, type, server_event_id, server_id, referral_id, outcome, received_at)
+    SELECT token, 'registered', 'e-' || token, server_id, referral_id, 'advanced', created_at FROM referral_clicks WHERE referral_id IS NOT NULL`);
   // Held for review since long before the horizon: they stay whatever their age, and so do their linked clicks.
   await insertLinkedReferrals(db.prisma, { serverId: heldServer.id, ...ADDRESS, rows: STAY, at: longAgo }, "held");
   await seed(Prisma.sql`UPDATE referrals SET review = 'held' WHERE referrer_identity = 'held'`);

@@ -15,6 +15,7 @@ import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { decide, isAnchorState, type AnchorState, type ReferralStateName } from "./domain/transitions.js";
 import { decideReversalEffect, isPastAttributionWindow, NO_REASON, type ReversalEffect, type StoredReason } from "./domain/reversal-rules.js";
 import { DEFAULT_ABUSE_RULES, type AbuseRules } from "./domain/abuse-signals.js";
+import { ageKeyOf, ageKeySql, oldestOfAgeKey, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { abuseWriteOf, needsAbuseFacts, readAbuseFacts, type AbuseFactsInput, type AbuseWrite } from "./abuse-facts.js";
 
 /** Most events applied in one batch. */
@@ -732,4 +733,59 @@ export function eraseReferralClicksSql(q: { serverId: string; ids: readonly stri
         referrer_identity = CASE WHEN x.as_referrer THEN ${q.tombstone} ELSE k.referrer_identity END
     FROM unnest(${[...q.ids]}::uuid[], ${[...q.asReferrer]}::boolean[]) AS x(id, as_referrer)
     WHERE k.server_id = ${q.serverId}::uuid AND k.id = x.id`;
+}
+
+/**
+ * The dedup rows (referral_events) of the tokens `tokens` (a query of one text column) selects, deleted: a fragment of
+ * the retention statements that remove those tokens' clicks (unlinkedClickRetention, endedReferralRetention). Without
+ * its click a token is unknown (404) before any dedup row is read, so the rows would only take space. Reads the
+ * (token, type, server_event_id) unique index once per token.
+ */
+export function deleteTokenEventsSql(tokens: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`DELETE FROM referral_events e WHERE e.token = ANY(ARRAY(${tokens}))`;
+}
+
+/** A referral's last change, the age column of its retention (the latest of its four times; greatest skips nulls). */
+const LAST_CHANGE = Prisma.raw("greatest(registered_at, qualified_at, reversed_at, reviewed_at)");
+
+/**
+ * The referral retention (issue 30), as a retention rule: each batch removes at most `limit` referrals whose last
+ * change (registration, qualification, reversal or the owner's review) is more than `keepSeconds` before `now`, oldest
+ * first, with their clicks, their tokens' dedup rows (referral_events) and their credit, in ONE statement. Any state
+ * goes: `reversed` is final; `qualified` is past every server's lock (`keepSeconds`, RETENTION_REFERRAL_DAYS, is longer
+ * than the longest lock), so a reversal could only have been a clawback record; a `registered` referral that never
+ * qualified in that time is given up. A referral held for the owner's review stays, whatever its age, until it is
+ * reviewed (its review time is then its last change).
+ *
+ * Pay-once: with the clicks gone, every event through the referral's tokens, an exact replay included, is answered
+ * 404 `unknown token` and writes nothing: no second `referral.qualified`, no second credit. The (server, referee)
+ * first-touch anchor goes too: the referee registering again through another referrer's new click, past the horizon,
+ * starts a new referral. The owner's all-time leaderboard and funnel count what is kept (docs/privacy.md).
+ * Referrals locked by a concurrent ApplyEvent are skipped; one that event advances is no longer due (its last change
+ * is re-read under the lock).
+ */
+export function endedReferralRetention(keepSeconds: number): RetentionRule {
+  return statementRule({
+    name: "ended_referrals",
+    table: "referrals",
+    keepSeconds,
+    // Bounded: reads at most `limit` entries of referrals_last_change_age_key_idx (referrals not held, oldest last
+    // change first, up to the cutoff; a held one is never read whatever its age), then by key: their clicks
+    // (referral_clicks_referral_id_idx), those clicks' tokens' dedup rows (the (token, type, server_event_id) unique
+    // index), their credits and the referrals themselves (primary keys). A referral has a click per token that
+    // registered or joined it.
+    removeDue: (cutoff, limit) => Prisma.sql`
+      WITH due AS (
+        SELECT id FROM referrals WHERE review <> 'held' AND ${ageKeySql(LAST_CHANGE)} < ${ageKeyOf(cutoff)}
+        ORDER BY ${ageKeySql(LAST_CHANGE)} LIMIT ${limit}::int FOR UPDATE SKIP LOCKED
+      ), clicks AS (
+        DELETE FROM referral_clicks c WHERE c.referral_id = ANY(ARRAY(SELECT id FROM due)) RETURNING c.token
+      ), events AS (${deleteTokenEventsSql(Prisma.sql`SELECT token FROM clicks`)}
+      ), credits AS (
+        DELETE FROM referral_credits k WHERE k.referral_id = ANY(ARRAY(SELECT id FROM due))
+      )
+      DELETE FROM referrals r WHERE r.id = ANY(ARRAY(SELECT id FROM due))`,
+    // One entry of referrals_last_change_age_key_idx.
+    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(LAST_CHANGE)} AS oldest FROM referrals WHERE review <> 'held'`,
+  });
 }

@@ -9,6 +9,7 @@ import { toRedirectUrl } from "./domain/redirect-url.js";
 import { ERROR_TEXT } from "../shared/values/contract.js";
 import { toVoterAddress } from "../hearts/domain/ip.js";
 import { addressPseudonyms, currentAddressKey } from "../shared/values/address-key.js";
+import { deleteTokenEventsSql } from "./apply-event.js";
 
 /** The age columns retention rules key by (ageKeySql). */
 const CREATED_AT = Prisma.raw("created_at");
@@ -75,5 +76,35 @@ export function clickAddressesRetention(keepSeconds: number): RetentionRule {
                      ORDER BY ${ageKeySql(CREATED_AT)} LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))`,
     // One entry of referral_clicks_address_held_idx (an age-key index: the anti-abuse reads can never take it).
     oldest: Prisma.sql`SELECT ${oldestOfAgeKey(CREATED_AT)} AS oldest FROM referral_clicks WHERE ${ADDRESS_HELD}`,
+  });
+}
+
+/**
+ * The click retention (issue 30), as a retention rule: each batch removes at most `limit` clicks that never registered
+ * anyone (not linked to a referral) made more than `keepSeconds` before `now`, oldest first, with their token's dedup
+ * rows (only first-touch conflicts: the one outcome an event through a click that stays unlinked leaves), in ONE
+ * statement. `keepSeconds` (RETENTION_CLICK_DAYS) is longer than every attribution window a server can set, so such a
+ * click can no longer register anyone; an event through its token is answered 404 `unknown token` once it is gone
+ * (before, a `registered` got the same 404 past the window, a `qualified` or `reversed` a 422 from `clicked`).
+ * A linked click stays while its referral does and goes with it (endedReferralRetention, services/referral/apply-event.ts).
+ * Rows locked by a concurrent ApplyEvent (linking the click) are skipped, and the delete re-checks that the click is
+ * still unlinked.
+ */
+export function unlinkedClickRetention(keepSeconds: number): RetentionRule {
+  return statementRule({
+    name: "unlinked_clicks",
+    table: "referral_clicks",
+    keepSeconds,
+    // Bounded: reads at most `limit` entries of referral_clicks_unlinked_age_key_idx (only never-linked clicks, oldest
+    // first, up to the cutoff; never a linked click whatever its age), deletes those rows by primary key and their
+    // tokens' dedup rows through the (token, type, server_event_id) unique index.
+    removeDue: (cutoff, limit) => Prisma.sql`
+      WITH due AS (
+        SELECT id, token FROM referral_clicks WHERE referral_id IS NULL AND ${ageKeySql(CREATED_AT)} < ${ageKeyOf(cutoff)}
+        ORDER BY ${ageKeySql(CREATED_AT)} LIMIT ${limit}::int FOR UPDATE SKIP LOCKED
+      ), events AS (${deleteTokenEventsSql(Prisma.sql`SELECT token FROM due`)})
+      DELETE FROM referral_clicks c WHERE c.id = ANY(ARRAY(SELECT id FROM due)) AND c.referral_id IS NULL`,
+    // One entry of referral_clicks_unlinked_age_key_idx.
+    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(CREATED_AT)} AS oldest FROM referral_clicks WHERE referral_id IS NULL`,
   });
 }

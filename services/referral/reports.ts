@@ -67,7 +67,8 @@ export interface LeaderboardRow {
  * (anti-abuse review, docs/referral-rules.md): a held or declined referral's credit is left out. `period` "YYYY-MM" selects credits whose
  * qualification fell in that UTC month; empty means all time. Ties share a rank
  * (1, 1, 3); within a rank rows are ordered by referrer identity. Referrers
- * whose credits were all reversed are listed with 0 credits. One SQL aggregate.
+ * whose credits were all reversed are listed with 0 credits. One SQL aggregate. All time is the credits still kept: a
+ * referral and its credit go RETENTION_REFERRAL_DAYS after its last change (endedReferralRetention, apply-event.ts).
  */
 export async function getLeaderboard(deps: CoreDeps, input: { serverId: string; period: string; limit: number }): Promise<LeaderboardRow[]> {
   const serverId = await requireServer(deps, input.serverId);
@@ -121,7 +122,8 @@ export interface Funnel {
  * credits (qualified, including later reversed ones) and reversed anchors.
  * `period` "YYYY-MM" counts each by the UTC month of its own timestamp (click
  * time, registration, qualification, reversal). The reversals are also listed by reason, with the
- * clawbacks among them (the records a reversal leaves). One SQL statement of aggregates.
+ * clawbacks among them (the records a reversal leaves). One SQL statement of aggregates. It counts the rows still kept:
+ * clicks and referrals age out (RETENTION_CLICK_DAYS, RETENTION_REFERRAL_DAYS), so an all-time funnel covers about those horizons.
  */
 export async function getFunnel(deps: CoreDeps, input: { serverId: string; period: string }): Promise<Funnel> {
   const serverId = await requireServer(deps, input.serverId);

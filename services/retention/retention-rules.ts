@@ -1,5 +1,6 @@
 import { addressVotersRetention, heartAddressesRetention, heartHistoryRetention, voterStatesRetention } from "../hearts/store.js";
-import { clickAddressesRetention } from "../referral/record-click.js";
+import { clickAddressesRetention, unlinkedClickRetention } from "../referral/record-click.js";
+import { endedReferralRetention } from "../referral/apply-event.js";
 import { attemptExchangeRetention } from "../delivery/pipeline/attempt-log.js";
 import { endedDeliveryRetention } from "../delivery/pipeline/write-deliveries.js";
 import { deadLetterRetention } from "../shared/adapters/dead-letters.js";
@@ -32,5 +33,9 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     // Hearts with their ledger rows and payouts (only once no delivery of the heart is left), and voter states.
     heartHistoryRetention(settings.heartSeconds),
     voterStatesRetention(settings.heartSeconds),
+    // Referral history: clicks that never registered anyone, then referrals past their last change with their clicks,
+    // events and credit (a referral held for review stays).
+    unlinkedClickRetention(settings.clickSeconds),
+    endedReferralRetention(settings.referralSeconds),
   ];
 }

@@ -4,6 +4,7 @@ import { readAddressSettings } from "../shared/runtime/address-settings.js";
 import { readKafkaTopicRetentionHours } from "../shared/runtime/process-config.js";
 import { CLAIM_HOLD_DAYS } from "../servers/claim-settings.js";
 import { HEART_COOLDOWN_MS } from "../hearts/domain/streak.js";
+import { ATTRIBUTION_WINDOW_DAYS, LOCK_DAYS } from "../servers/domain/referral-settings.js";
 
 /** Seconds in an hour and in a day: the units the age-limit settings are given in. */
 const HOUR_SECONDS = 3_600;
@@ -58,6 +59,17 @@ export interface RetentionSettings {
    * voter last counted (RETENTION_HEART_DAYS, default 400: a year and a month). Never shorter than heartWindowsDays.
    */
   heartSeconds: number;
+  /**
+   * Referral clicks that never registered anyone: kept this long after the click (RETENTION_CLICK_DAYS, default 400),
+   * at least MIN_HISTORY_DAYS so no server's attribution window still lets such a click register.
+   */
+  clickSeconds: number;
+  /**
+   * Referrals not held for review, with their clicks, events and credit: kept this long after their last change
+   * (RETENTION_REFERRAL_DAYS, default 400), at least MIN_HISTORY_DAYS so a qualified referral is past every server's
+   * lock before it goes (a reversal then is only a clawback record; the credit stays counted).
+   */
+  referralSeconds: number;
 }
 
 /**
@@ -80,6 +92,14 @@ export function heartWindowsDays(fraudRules: FraudRules): number {
 }
 
 /**
+ * The shortest age limit of referral clicks and referrals, in days: one day more than the longest attribution window
+ * and the longest lock a server can set (services/servers/domain/referral-settings.ts). Every anti-abuse window that
+ * reads clicks is within ADDRESS_RETENTION_HOURS (at most 366 days, checked at start), so it is within this too; and the
+ * fan-out windows read linked clicks only, which the click rule never removes.
+ */
+export const MIN_HISTORY_DAYS = Math.max(ATTRIBUTION_WINDOW_DAYS.max, LOCK_DAYS.max) + 1;
+
+/**
  * Reads the retention settings (problems recorded on `r`, reported with the process's others). `fraudRules`
  * are the process's own: the identity set is kept as long as their longest identity window reaches.
  */
@@ -100,6 +120,8 @@ export function readRetentionSettings(r: EnvReader, fraudRules: FraudRules): Ret
     voterAddressSeconds: readAddressSettings(r).retentionHours * HOUR_SECONDS,
     deliverySeconds: readDeliveryDays(r) * DAY_SECONDS,
     heartSeconds: readHeartDays(r, fraudRules) * DAY_SECONDS,
+    clickSeconds: r.int("RETENTION_CLICK_DAYS", 400, { min: MIN_HISTORY_DAYS, max: 3_650 }) * DAY_SECONDS,
+    referralSeconds: r.int("RETENTION_REFERRAL_DAYS", 400, { min: MIN_HISTORY_DAYS, max: 3_650 }) * DAY_SECONDS,
   };
 }
 

@@ -99,6 +99,20 @@ export function recordingClient(pool: pg.Pool): { client: PrismaClient; statemen
   return { client, statements: () => recorded.filter((s) => !/^(COMMIT|ROLLBACK|BEGIN)$/.test(s.text)) };
 }
 
+/** A client that records the statements it is sent and answers each with no rows (so nothing runs): a retention rule's statements, to measure. */
+export function recordingOnlyClient(): { client: PrismaClient; statements: Prisma.Sql[] } {
+  const statements: Prisma.Sql[] = [];
+  const pool = {
+    query: async (config: { text: string; values?: unknown[] }) => {
+      statements.push({ text: config.text, values: config.values ?? [] } as unknown as Prisma.Sql);
+      return { rows: [], rowCount: 0 };
+    },
+  };
+  const client = {} as PrismaClient;
+  registerSqlPool(client, { pool: pool as unknown as pg.Pool, nameOf: undefined });
+  return { client, statements };
+}
+
 /** A scan of a statement's plan: its node type, the table it reads and the index it reads through (none for a sequential scan). */
 export interface PlanScan {
   nodeType: string;

@@ -6,16 +6,14 @@
  */
 import { randomUUID } from "node:crypto";
 import test from "ava";
-import type pg from "pg";
 import { Prisma } from "../../gen/prisma/client.js";
 import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
 import { retentionRules } from "../../services/retention/retention-rules.js";
 import { readRetentionSettings } from "../../services/retention/retention-settings.js";
-import type { PrismaClient } from "../../services/shared/adapters/db.js";
-import { executeSql, registerSqlPool } from "../../services/shared/adapters/sql/executor.js";
+import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { createEnvReader } from "../../services/shared/runtime/config.js";
 import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js";
-import { rowsReadByTable } from "../helpers/rows-read.js";
+import { recordingOnlyClient, rowsReadByTable } from "../helpers/rows-read.js";
 
 /** Rows that must stay, per table; and rows past every limit, per table. */
 const KEPT = 3_000;
@@ -98,25 +96,11 @@ test.after.always(async () => {
   else console.log(db.url);
 });
 
-/** A client that records the statements a rule sends and answers each with no rows (so nothing runs). */
-function recordingOnly(): { client: PrismaClient; statements: Prisma.Sql[] } {
-  const statements: Prisma.Sql[] = [];
-  const pool = {
-    query: async (config: { text: string; values?: unknown[] }) => {
-      statements.push({ text: config.text, values: config.values ?? [] } as unknown as Prisma.Sql);
-      return { rows: [], rowCount: 0 };
-    },
-  };
-  const client = {} as PrismaClient;
-  registerSqlPool(client, { pool: pool as unknown as pg.Pool, nameOf: undefined });
-  return { client, statements };
-}
-
 test("each rule's batch (limit 10) and oldest-age read, on thousands of rows that stay, read about the rows due, never the table", async (t) => {
   const rules = retentionRules(readRetentionSettings(createEnvReader({}), DEFAULT_FRAUD_RULES));
   const over: string[] = [];
   for (const rule of rules) {
-    const recorded = recordingOnly();
+    const recorded = recordingOnlyClient();
     await rule.removeBatch(recorded.client, NOW, 10);
     await rule.oldestAge(recorded.client, NOW);
     t.true(recorded.statements.length >= 2, rule.name);

@@ -339,8 +339,10 @@ test.serial("the settings: defaults, every RETENTION_* read and validated, probl
     voterAddressSeconds: 48 * 3_600,
     deliverySeconds: 90 * 86_400,
     heartSeconds: 400 * 86_400,
+    clickSeconds: 400 * 86_400,
+    referralSeconds: 400 * 86_400,
   });
-  t.is(retentionRules(defaults).length, 12);
+  t.is(retentionRules(defaults).length, 14);
   const r = createEnvReader({ RETENTION_BATCH_ROWS: "0", RETENTION_DEAD_LETTER_DAYS: "x", RETENTION_ENABLED: "maybe", RETENTION_DUTY_PERCENT: "0" });
   readRetentionSettings(r, DEFAULT_FRAUD_RULES);
   const error = t.throws(() => r.finish({}));

@@ -5,7 +5,14 @@
  * (what autovacuum does in production, so removed rows' space is reused) and measured: database size, each table's
  * bytes with its indexes, and bytes per counted heart.
  *
- *   npx tsx bench/storage-soak.ts [--days=60] [--hearts-per-day=20000] [--servers=1000] [--voters=50000] [--name=storage/soak]
+ *   npx tsx bench/storage-soak.ts [--days=60] [--hearts-per-day=20000] [--servers=1000] [--voters=50000] [--history-days=N] [--name=storage/soak]
+ *
+ * The retained database runs the retention rules at their defaults (the longest: hearts, clicks and referrals, 400
+ * days), so a short soak shows only the rules with short horizons. `--history-days=N` compresses the long horizons
+ * (ended deliveries, hearts with their ledger rows and payouts, voter states, unlinked clicks, referrals) to N days,
+ * below the minimums the service itself enforces (those protect live windows a simulation does not have), so a soak of
+ * a few months shows the database reach its steady state: flat after N days. The steady-state size at the defaults is
+ * then what each table keeps per day times its own horizon (the report gives bytes per day per table).
  *
  * Writes bench/results/<name>.md and .json. A day takes a few seconds at the defaults.
  */
@@ -36,6 +43,7 @@ const heartsPerDay = arg("hearts-per-day", 20_000);
 const servers = arg("servers", 1_000);
 const voters = arg("voters", 50_000);
 const name = process.argv.find((a) => a.startsWith("--name="))?.slice(7) ?? "storage/soak";
+const historyDays = process.argv.some((a) => a.startsWith("--history-days=")) ? arg("history-days", 0) : undefined;
 
 /** One database's measurement after a simulated day. */
 interface DaySize {
@@ -81,7 +89,7 @@ function report(kept: DaySize[], retained: DaySize[], horizonDays: number, start
   const lines = [
     `# Storage soak: ${days} simulated days, ${heartsPerDay.toLocaleString("en")} hearts a day`,
     "",
-    `${servers.toLocaleString("en")} servers (40 % of hearts on one), ${voters.toLocaleString("en")} voters, a fifth of hearts from 100 carrier-grade NAT addresses, nine in ten counted; a fifth as many clicks, half linked to a referral. Each counted heart stores its claim-ledger row, its published outbox row, a delivered callback with one attempt and its exchange. Retention runs at each simulated day's end with the clock there; both databases are vacuumed after each day. Machine: ${JSON.stringify(machineInfo())}; ${((Date.now() - started) / 1000).toFixed(0)} s.`,
+    `${servers.toLocaleString("en")} servers (40 % of hearts on one), ${voters.toLocaleString("en")} voters, a fifth of hearts from 100 carrier-grade NAT addresses, nine in ten counted; a fifth as many clicks, half linked to a referral. Each counted heart stores its claim-ledger row, its published outbox row, a delivered callback with one attempt and its exchange. Retention runs at each simulated day's end with the clock there; both databases are vacuumed after each day.${historyDays === undefined ? " Retention at its defaults." : ` Retention at its defaults, except the long horizons (ended deliveries, hearts with their ledger rows and payouts, voter states, unlinked clicks, referrals) compressed to ${historyDays} days (--history-days), so the steady state shows within the run.`} Machine: ${JSON.stringify(machineInfo())}; ${((Date.now() - started) / 1000).toFixed(0)} s.`,
     "",
     "| day | counted hearts | without retention (MiB) | with retention (MiB) |",
     "|---:|---:|---:|---:|",
@@ -98,15 +106,19 @@ function report(kept: DaySize[], retained: DaySize[], horizonDays: number, start
     "",
     `Each table at the end (MiB, with indexes), and its growth over the last ${span} days:`,
     "",
-    "| table | without retention | with retention | with retention: growth |",
-    "|---|---:|---:|---:|",
+    "| table | without retention | without retention: per day | with retention | with retention: growth |",
+    "|---|---:|---:|---:|---:|",
   );
   const lastKept = kept.at(-1)!;
   const lastRetained = retained.at(-1)!;
   const earlier = retained[Math.max(0, retained.length - 1 - span)]!;
+  const earlierKept = kept[Math.max(0, kept.length - 1 - span)]!;
   for (const table of Object.keys(lastKept.tables).sort((a, b) => lastKept.tables[b]! - lastKept.tables[a]!)) {
     const growth = lastRetained.tables[table]! - (earlier.tables[table] ?? 0);
-    lines.push(`| ${table} | ${mib(lastKept.tables[table]!)} | ${mib(lastRetained.tables[table] ?? 0)} | ${growth === 0 ? "flat" : mib(growth)} |`);
+    const perDay = (lastKept.tables[table]! - (earlierKept.tables[table] ?? 0)) / span;
+    lines.push(
+      `| ${table} | ${mib(lastKept.tables[table]!)} | ${perDay === 0 ? "flat" : mib(perDay)} | ${mib(lastRetained.tables[table] ?? 0)} | ${growth === 0 ? "flat" : mib(growth)} |`,
+    );
   }
   return `${lines.join("\n")}\n`;
 }
@@ -127,7 +139,12 @@ await runBench(
     }
     const prisma = createPrisma(urls.retained, { maxConnections: 2 });
     cleanup.add(() => prisma.$disconnect());
-    const settings = readRetentionSettings(createEnvReader({}), DEFAULT_FRAUD_RULES);
+    const defaults = readRetentionSettings(createEnvReader({}), DEFAULT_FRAUD_RULES);
+    const compressed = historyDays === undefined ? undefined : historyDays * 86_400;
+    const settings =
+      compressed === undefined
+        ? defaults
+        : { ...defaults, deliverySeconds: compressed, heartSeconds: compressed, clickSeconds: compressed, referralSeconds: compressed };
     const rules = retentionRules(settings);
     const log = createLogger("storage-soak", "warn");
     const start = new Date(Date.UTC(2026, 0, 1));
@@ -160,7 +177,7 @@ await runBench(
         `day ${day + 1}/${days}: ${k.countedHearts} counted; without retention ${mib(k.databaseBytes)} MiB, with ${mib(r.databaseBytes)} MiB; removed ${JSON.stringify(removed)}`,
       );
     }
-    const horizonDays = Math.ceil(settings.attemptExchangeSeconds / 86_400);
+    const horizonDays = Math.ceil(Math.max(settings.attemptExchangeSeconds, compressed ?? 0) / 86_400);
     const markdown = report(sizes.kept, sizes.retained, horizonDays, started);
     const out = join(RESULTS_DIR, name);
     mkdirSync(dirname(out), { recursive: true });

@@ -209,3 +209,22 @@ export type VoterDataAudit = Prisma.VoterDataAuditModel
  * server's versions are few (an owner's saves) and go with the server.
  */
 export type RewardRuleVersion = Prisma.RewardRuleVersionModel
+/**
+ * Model VoterRewardState
+ * Per (server, voter): what a server's reward rules count (issue 31; services/rewards/reward-queue-store.ts, the only
+ * writer): the voter's counted votes all time, in the UTC month `month` and the ISO week `week`, and the reward streak
+ * with grace (services/rewards/domain/grace-streak.ts). Written by the step that queues a counted vote's rewards, in
+ * the same transaction as its entries, which skips a heart counted at or before `last_counted_at` (a redelivered
+ * Kafka message: one voter's hearts count at least a cooldown apart), so no vote is counted twice. Age limit: removed
+ * with the voter's state after RETENTION_HEART_DAYS without a counted vote (a later vote starts over from 1).
+ */
+export type VoterRewardState = Prisma.VoterRewardStateModel
+/**
+ * Model RewardQueueEntry
+ * The per-player reward queue (issue 31; services/rewards/reward-queue-store.ts, the only writer): one entry per
+ * reward a server's rules give (a counted vote, a streak day, a milestone, a lucky draw), with the commands a game
+ * plugin runs for the player. `entry_key` (`<heart id>:<reason>:<rule>[:<n>]`) is the same for the same vote every
+ * time, so a replay queues nothing twice; the plugin keeps the ids it ran and acknowledges them (`acked_at`).
+ * Age limit: acknowledged entries are removed by retention; pending ones stay until acknowledged or the server goes.
+ */
+export type RewardQueueEntry = Prisma.RewardQueueEntryModel

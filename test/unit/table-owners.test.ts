@@ -53,6 +53,8 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   // A voter's export and erasure: the audit of every one.
   voter_data_audit: ["services/voter-data/voter-data-audit.ts"],
   reward_rule_versions: ["services/rewards/reward-rules-store.ts"],
+  reward_queue_entries: ["services/rewards/reward-queue-store.ts"],
+  voter_reward_states: ["services/rewards/reward-queue-store.ts"],
 };
 
 /** The schema's models: Prisma client accessor (`voteClaim`) -> table (`vote_claims`). */

@@ -424,7 +424,9 @@ export const ModelName = {
   HeartPayout: 'HeartPayout',
   PluginActivity: 'PluginActivity',
   VoterDataAudit: 'VoterDataAudit',
-  RewardRuleVersion: 'RewardRuleVersion'
+  RewardRuleVersion: 'RewardRuleVersion',
+  VoterRewardState: 'VoterRewardState',
+  RewardQueueEntry: 'RewardQueueEntry'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -440,7 +442,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion" | "voterRewardState" | "rewardQueueEntry"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -2516,6 +2518,154 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    VoterRewardState: {
+      payload: Prisma.$VoterRewardStatePayload<ExtArgs>
+      fields: Prisma.VoterRewardStateFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.VoterRewardStateFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRewardStatePayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.VoterRewardStateFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRewardStatePayload>
+        }
+        findFirst: {
+          args: Prisma.VoterRewardStateFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRewardStatePayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.VoterRewardStateFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRewardStatePayload>
+        }
+        findMany: {
+          args: Prisma.VoterRewardStateFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRewardStatePayload>[]
+        }
+        create: {
+          args: Prisma.VoterRewardStateCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRewardStatePayload>
+        }
+        createMany: {
+          args: Prisma.VoterRewardStateCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.VoterRewardStateCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRewardStatePayload>[]
+        }
+        delete: {
+          args: Prisma.VoterRewardStateDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRewardStatePayload>
+        }
+        update: {
+          args: Prisma.VoterRewardStateUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRewardStatePayload>
+        }
+        deleteMany: {
+          args: Prisma.VoterRewardStateDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.VoterRewardStateUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.VoterRewardStateUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRewardStatePayload>[]
+        }
+        upsert: {
+          args: Prisma.VoterRewardStateUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRewardStatePayload>
+        }
+        aggregate: {
+          args: Prisma.VoterRewardStateAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateVoterRewardState>
+        }
+        groupBy: {
+          args: Prisma.VoterRewardStateGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoterRewardStateGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.VoterRewardStateCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoterRewardStateCountAggregateOutputType> | number
+        }
+      }
+    }
+    RewardQueueEntry: {
+      payload: Prisma.$RewardQueueEntryPayload<ExtArgs>
+      fields: Prisma.RewardQueueEntryFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.RewardQueueEntryFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardQueueEntryPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.RewardQueueEntryFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardQueueEntryPayload>
+        }
+        findFirst: {
+          args: Prisma.RewardQueueEntryFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardQueueEntryPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.RewardQueueEntryFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardQueueEntryPayload>
+        }
+        findMany: {
+          args: Prisma.RewardQueueEntryFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardQueueEntryPayload>[]
+        }
+        create: {
+          args: Prisma.RewardQueueEntryCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardQueueEntryPayload>
+        }
+        createMany: {
+          args: Prisma.RewardQueueEntryCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.RewardQueueEntryCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardQueueEntryPayload>[]
+        }
+        delete: {
+          args: Prisma.RewardQueueEntryDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardQueueEntryPayload>
+        }
+        update: {
+          args: Prisma.RewardQueueEntryUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardQueueEntryPayload>
+        }
+        deleteMany: {
+          args: Prisma.RewardQueueEntryDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.RewardQueueEntryUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.RewardQueueEntryUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardQueueEntryPayload>[]
+        }
+        upsert: {
+          args: Prisma.RewardQueueEntryUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardQueueEntryPayload>
+        }
+        aggregate: {
+          args: Prisma.RewardQueueEntryAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateRewardQueueEntry>
+        }
+        groupBy: {
+          args: Prisma.RewardQueueEntryGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.RewardQueueEntryGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.RewardQueueEntryCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.RewardQueueEntryCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -2994,6 +3144,44 @@ export const RewardRuleVersionScalarFieldEnum = {
 export type RewardRuleVersionScalarFieldEnum = (typeof RewardRuleVersionScalarFieldEnum)[keyof typeof RewardRuleVersionScalarFieldEnum]
 
 
+export const VoterRewardStateScalarFieldEnum = {
+  serverId: 'serverId',
+  voterIdentity: 'voterIdentity',
+  lastCountedAt: 'lastCountedAt',
+  total: 'total',
+  month: 'month',
+  monthTotal: 'monthTotal',
+  week: 'week',
+  weekTotal: 'weekTotal',
+  streakLastDay: 'streakLastDay',
+  streakDays: 'streakDays'
+} as const
+
+export type VoterRewardStateScalarFieldEnum = (typeof VoterRewardStateScalarFieldEnum)[keyof typeof VoterRewardStateScalarFieldEnum]
+
+
+export const RewardQueueEntryScalarFieldEnum = {
+  id: 'id',
+  serverId: 'serverId',
+  entryKey: 'entryKey',
+  reason: 'reason',
+  heartId: 'heartId',
+  username: 'username',
+  usernameLower: 'usernameLower',
+  steamId: 'steamId',
+  discordId: 'discordId',
+  minecraftUuid: 'minecraftUuid',
+  accountId: 'accountId',
+  commands: 'commands',
+  onlineOnly: 'onlineOnly',
+  rulesVersion: 'rulesVersion',
+  createdAt: 'createdAt',
+  ackedAt: 'ackedAt'
+} as const
+
+export type RewardQueueEntryScalarFieldEnum = (typeof RewardQueueEntryScalarFieldEnum)[keyof typeof RewardQueueEntryScalarFieldEnum]
+
+
 export const SortOrder = {
   asc: 'asc',
   desc: 'desc'
@@ -3429,6 +3617,8 @@ export type GlobalOmitConfig = {
   pluginActivity?: Prisma.PluginActivityOmit
   voterDataAudit?: Prisma.VoterDataAuditOmit
   rewardRuleVersion?: Prisma.RewardRuleVersionOmit
+  voterRewardState?: Prisma.VoterRewardStateOmit
+  rewardQueueEntry?: Prisma.RewardQueueEntryOmit
 }
 
 /* Types for Logging */

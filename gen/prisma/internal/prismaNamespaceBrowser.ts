@@ -78,7 +78,9 @@ export const ModelName = {
   HeartPayout: 'HeartPayout',
   PluginActivity: 'PluginActivity',
   VoterDataAudit: 'VoterDataAudit',
-  RewardRuleVersion: 'RewardRuleVersion'
+  RewardRuleVersion: 'RewardRuleVersion',
+  VoterRewardState: 'VoterRewardState',
+  RewardQueueEntry: 'RewardQueueEntry'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -534,6 +536,44 @@ export const RewardRuleVersionScalarFieldEnum = {
 } as const
 
 export type RewardRuleVersionScalarFieldEnum = (typeof RewardRuleVersionScalarFieldEnum)[keyof typeof RewardRuleVersionScalarFieldEnum]
+
+
+export const VoterRewardStateScalarFieldEnum = {
+  serverId: 'serverId',
+  voterIdentity: 'voterIdentity',
+  lastCountedAt: 'lastCountedAt',
+  total: 'total',
+  month: 'month',
+  monthTotal: 'monthTotal',
+  week: 'week',
+  weekTotal: 'weekTotal',
+  streakLastDay: 'streakLastDay',
+  streakDays: 'streakDays'
+} as const
+
+export type VoterRewardStateScalarFieldEnum = (typeof VoterRewardStateScalarFieldEnum)[keyof typeof VoterRewardStateScalarFieldEnum]
+
+
+export const RewardQueueEntryScalarFieldEnum = {
+  id: 'id',
+  serverId: 'serverId',
+  entryKey: 'entryKey',
+  reason: 'reason',
+  heartId: 'heartId',
+  username: 'username',
+  usernameLower: 'usernameLower',
+  steamId: 'steamId',
+  discordId: 'discordId',
+  minecraftUuid: 'minecraftUuid',
+  accountId: 'accountId',
+  commands: 'commands',
+  onlineOnly: 'onlineOnly',
+  rulesVersion: 'rulesVersion',
+  createdAt: 'createdAt',
+  ackedAt: 'ackedAt'
+} as const
+
+export type RewardQueueEntryScalarFieldEnum = (typeof RewardQueueEntryScalarFieldEnum)[keyof typeof RewardQueueEntryScalarFieldEnum]
 
 
 export const SortOrder = {

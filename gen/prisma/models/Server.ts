@@ -348,6 +348,7 @@ export type ServerWhereInput = {
   callbackHealth?: Prisma.CallbackHealthListRelationFilter
   endpoints?: Prisma.CallbackEndpointListRelationFilter
   rewardRuleVersions?: Prisma.RewardRuleVersionListRelationFilter
+  rewardQueueEntries?: Prisma.RewardQueueEntryListRelationFilter
 }
 
 export type ServerOrderByWithRelationInput = {
@@ -378,6 +379,7 @@ export type ServerOrderByWithRelationInput = {
   callbackHealth?: Prisma.CallbackHealthOrderByRelationAggregateInput
   endpoints?: Prisma.CallbackEndpointOrderByRelationAggregateInput
   rewardRuleVersions?: Prisma.RewardRuleVersionOrderByRelationAggregateInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryOrderByRelationAggregateInput
 }
 
 export type ServerWhereUniqueInput = Prisma.AtLeast<{
@@ -411,6 +413,7 @@ export type ServerWhereUniqueInput = Prisma.AtLeast<{
   callbackHealth?: Prisma.CallbackHealthListRelationFilter
   endpoints?: Prisma.CallbackEndpointListRelationFilter
   rewardRuleVersions?: Prisma.RewardRuleVersionListRelationFilter
+  rewardQueueEntries?: Prisma.RewardQueueEntryListRelationFilter
 }, "id">
 
 export type ServerOrderByWithAggregationInput = {
@@ -492,6 +495,7 @@ export type ServerCreateInput = {
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateInput = {
@@ -521,6 +525,7 @@ export type ServerUncheckedCreateInput = {
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerUpdateInput = {
@@ -550,6 +555,7 @@ export type ServerUpdateInput = {
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateInput = {
@@ -579,6 +585,7 @@ export type ServerUncheckedUpdateInput = {
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateManyInput = {
@@ -934,6 +941,20 @@ export type ServerUpdateOneRequiredWithoutRewardRuleVersionsNestedInput = {
   update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutRewardRuleVersionsInput, Prisma.ServerUpdateWithoutRewardRuleVersionsInput>, Prisma.ServerUncheckedUpdateWithoutRewardRuleVersionsInput>
 }
 
+export type ServerCreateNestedOneWithoutRewardQueueEntriesInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutRewardQueueEntriesInput, Prisma.ServerUncheckedCreateWithoutRewardQueueEntriesInput>
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutRewardQueueEntriesInput
+  connect?: Prisma.ServerWhereUniqueInput
+}
+
+export type ServerUpdateOneRequiredWithoutRewardQueueEntriesNestedInput = {
+  create?: Prisma.XOR<Prisma.ServerCreateWithoutRewardQueueEntriesInput, Prisma.ServerUncheckedCreateWithoutRewardQueueEntriesInput>
+  connectOrCreate?: Prisma.ServerCreateOrConnectWithoutRewardQueueEntriesInput
+  upsert?: Prisma.ServerUpsertWithoutRewardQueueEntriesInput
+  connect?: Prisma.ServerWhereUniqueInput
+  update?: Prisma.XOR<Prisma.XOR<Prisma.ServerUpdateToOneWithWhereWithoutRewardQueueEntriesInput, Prisma.ServerUpdateWithoutRewardQueueEntriesInput>, Prisma.ServerUncheckedUpdateWithoutRewardQueueEntriesInput>
+}
+
 export type ServerCreateWithoutSecretsInput = {
   id?: string
   name: string
@@ -960,6 +981,7 @@ export type ServerCreateWithoutSecretsInput = {
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutSecretsInput = {
@@ -988,6 +1010,7 @@ export type ServerUncheckedCreateWithoutSecretsInput = {
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutSecretsInput = {
@@ -1032,6 +1055,7 @@ export type ServerUpdateWithoutSecretsInput = {
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutSecretsInput = {
@@ -1060,6 +1084,7 @@ export type ServerUncheckedUpdateWithoutSecretsInput = {
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutClicksInput = {
@@ -1088,6 +1113,7 @@ export type ServerCreateWithoutClicksInput = {
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutClicksInput = {
@@ -1116,6 +1142,7 @@ export type ServerUncheckedCreateWithoutClicksInput = {
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutClicksInput = {
@@ -1160,6 +1187,7 @@ export type ServerUpdateWithoutClicksInput = {
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutClicksInput = {
@@ -1188,6 +1216,7 @@ export type ServerUncheckedUpdateWithoutClicksInput = {
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutReferralsInput = {
@@ -1216,6 +1245,7 @@ export type ServerCreateWithoutReferralsInput = {
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutReferralsInput = {
@@ -1244,6 +1274,7 @@ export type ServerUncheckedCreateWithoutReferralsInput = {
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutReferralsInput = {
@@ -1288,6 +1319,7 @@ export type ServerUpdateWithoutReferralsInput = {
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutReferralsInput = {
@@ -1316,6 +1348,7 @@ export type ServerUncheckedUpdateWithoutReferralsInput = {
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutDeliveriesInput = {
@@ -1344,6 +1377,7 @@ export type ServerCreateWithoutDeliveriesInput = {
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutDeliveriesInput = {
@@ -1372,6 +1406,7 @@ export type ServerUncheckedCreateWithoutDeliveriesInput = {
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutDeliveriesInput = {
@@ -1416,6 +1451,7 @@ export type ServerUpdateWithoutDeliveriesInput = {
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutDeliveriesInput = {
@@ -1444,6 +1480,7 @@ export type ServerUncheckedUpdateWithoutDeliveriesInput = {
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutOwnerInput = {
@@ -1472,6 +1509,7 @@ export type ServerCreateWithoutOwnerInput = {
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutOwnerInput = {
@@ -1500,6 +1538,7 @@ export type ServerUncheckedCreateWithoutOwnerInput = {
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutOwnerInput = {
@@ -1579,6 +1618,7 @@ export type ServerCreateWithoutCallbackHealthInput = {
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutCallbackHealthInput = {
@@ -1607,6 +1647,7 @@ export type ServerUncheckedCreateWithoutCallbackHealthInput = {
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutCallbackHealthInput = {
@@ -1651,6 +1692,7 @@ export type ServerUpdateWithoutCallbackHealthInput = {
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
@@ -1679,6 +1721,7 @@ export type ServerUncheckedUpdateWithoutCallbackHealthInput = {
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutEndpointsInput = {
@@ -1707,6 +1750,7 @@ export type ServerCreateWithoutEndpointsInput = {
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutEndpointsInput = {
@@ -1735,6 +1779,7 @@ export type ServerUncheckedCreateWithoutEndpointsInput = {
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutEndpointsInput = {
@@ -1779,6 +1824,7 @@ export type ServerUpdateWithoutEndpointsInput = {
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutEndpointsInput = {
@@ -1807,6 +1853,7 @@ export type ServerUncheckedUpdateWithoutEndpointsInput = {
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateWithoutRewardRuleVersionsInput = {
@@ -1835,6 +1882,7 @@ export type ServerCreateWithoutRewardRuleVersionsInput = {
   deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryCreateNestedManyWithoutServerInput
 }
 
 export type ServerUncheckedCreateWithoutRewardRuleVersionsInput = {
@@ -1863,6 +1911,7 @@ export type ServerUncheckedCreateWithoutRewardRuleVersionsInput = {
   deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
   callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
   endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedCreateNestedManyWithoutServerInput
 }
 
 export type ServerCreateOrConnectWithoutRewardRuleVersionsInput = {
@@ -1907,6 +1956,7 @@ export type ServerUpdateWithoutRewardRuleVersionsInput = {
   deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutRewardRuleVersionsInput = {
@@ -1935,6 +1985,139 @@ export type ServerUncheckedUpdateWithoutRewardRuleVersionsInput = {
   deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedUpdateManyWithoutServerNestedInput
+}
+
+export type ServerCreateWithoutRewardQueueEntriesInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  payOnce?: boolean
+  createdAt?: Date | string
+  attributionWindowDays?: number
+  lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
+  owner?: Prisma.OwnerCreateNestedOneWithoutServersInput
+  secrets?: Prisma.ServerSecretCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionCreateNestedManyWithoutServerInput
+}
+
+export type ServerUncheckedCreateWithoutRewardQueueEntriesInput = {
+  id?: string
+  name: string
+  referralsEnabled?: boolean
+  registrationUrl?: string | null
+  votifierHost?: string | null
+  votifierPort?: number | null
+  votifierServiceName?: string | null
+  votifierToken?: string | null
+  pullEnabled?: boolean
+  pullEventTypes?: Prisma.ServerCreatepullEventTypesInput | string[]
+  claimsEnabled?: boolean
+  claimHoldDays?: number
+  claimMaxHeld?: number
+  payOnce?: boolean
+  createdAt?: Date | string
+  ownerId?: string | null
+  attributionWindowDays?: number
+  lockDays?: number
+  referralReviewMode?: $Enums.ReferralReviewMode
+  secrets?: Prisma.ServerSecretUncheckedCreateNestedManyWithoutServerInput
+  clicks?: Prisma.ReferralClickUncheckedCreateNestedManyWithoutServerInput
+  referrals?: Prisma.ReferralUncheckedCreateNestedManyWithoutServerInput
+  deliveries?: Prisma.DeliveryUncheckedCreateNestedManyWithoutServerInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedCreateNestedManyWithoutServerInput
+  endpoints?: Prisma.CallbackEndpointUncheckedCreateNestedManyWithoutServerInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedCreateNestedManyWithoutServerInput
+}
+
+export type ServerCreateOrConnectWithoutRewardQueueEntriesInput = {
+  where: Prisma.ServerWhereUniqueInput
+  create: Prisma.XOR<Prisma.ServerCreateWithoutRewardQueueEntriesInput, Prisma.ServerUncheckedCreateWithoutRewardQueueEntriesInput>
+}
+
+export type ServerUpsertWithoutRewardQueueEntriesInput = {
+  update: Prisma.XOR<Prisma.ServerUpdateWithoutRewardQueueEntriesInput, Prisma.ServerUncheckedUpdateWithoutRewardQueueEntriesInput>
+  create: Prisma.XOR<Prisma.ServerCreateWithoutRewardQueueEntriesInput, Prisma.ServerUncheckedCreateWithoutRewardQueueEntriesInput>
+  where?: Prisma.ServerWhereInput
+}
+
+export type ServerUpdateToOneWithWhereWithoutRewardQueueEntriesInput = {
+  where?: Prisma.ServerWhereInput
+  data: Prisma.XOR<Prisma.ServerUpdateWithoutRewardQueueEntriesInput, Prisma.ServerUncheckedUpdateWithoutRewardQueueEntriesInput>
+}
+
+export type ServerUpdateWithoutRewardQueueEntriesInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
+  owner?: Prisma.OwnerUpdateOneWithoutServersNestedInput
+  secrets?: Prisma.ServerSecretUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
+}
+
+export type ServerUncheckedUpdateWithoutRewardQueueEntriesInput = {
+  id?: Prisma.StringFieldUpdateOperationsInput | string
+  name?: Prisma.StringFieldUpdateOperationsInput | string
+  referralsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  registrationUrl?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierPort?: Prisma.NullableIntFieldUpdateOperationsInput | number | null
+  votifierServiceName?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  votifierToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  pullEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  pullEventTypes?: Prisma.ServerUpdatepullEventTypesInput | string[]
+  claimsEnabled?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  claimHoldDays?: Prisma.IntFieldUpdateOperationsInput | number
+  claimMaxHeld?: Prisma.IntFieldUpdateOperationsInput | number
+  payOnce?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  ownerId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  attributionWindowDays?: Prisma.IntFieldUpdateOperationsInput | number
+  lockDays?: Prisma.IntFieldUpdateOperationsInput | number
+  referralReviewMode?: Prisma.EnumReferralReviewModeFieldUpdateOperationsInput | $Enums.ReferralReviewMode
+  secrets?: Prisma.ServerSecretUncheckedUpdateManyWithoutServerNestedInput
+  clicks?: Prisma.ReferralClickUncheckedUpdateManyWithoutServerNestedInput
+  referrals?: Prisma.ReferralUncheckedUpdateManyWithoutServerNestedInput
+  deliveries?: Prisma.DeliveryUncheckedUpdateManyWithoutServerNestedInput
+  callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
+  endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
+  rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerCreateManyOwnerInput = {
@@ -1984,6 +2167,7 @@ export type ServerUpdateWithoutOwnerInput = {
   callbackHealth?: Prisma.CallbackHealthUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateWithoutOwnerInput = {
@@ -2012,6 +2196,7 @@ export type ServerUncheckedUpdateWithoutOwnerInput = {
   callbackHealth?: Prisma.CallbackHealthUncheckedUpdateManyWithoutServerNestedInput
   endpoints?: Prisma.CallbackEndpointUncheckedUpdateManyWithoutServerNestedInput
   rewardRuleVersions?: Prisma.RewardRuleVersionUncheckedUpdateManyWithoutServerNestedInput
+  rewardQueueEntries?: Prisma.RewardQueueEntryUncheckedUpdateManyWithoutServerNestedInput
 }
 
 export type ServerUncheckedUpdateManyWithoutOwnerInput = {
@@ -2048,6 +2233,7 @@ export type ServerCountOutputType = {
   callbackHealth: number
   endpoints: number
   rewardRuleVersions: number
+  rewardQueueEntries: number
 }
 
 export type ServerCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
@@ -2058,6 +2244,7 @@ export type ServerCountOutputTypeSelect<ExtArgs extends runtime.Types.Extensions
   callbackHealth?: boolean | ServerCountOutputTypeCountCallbackHealthArgs
   endpoints?: boolean | ServerCountOutputTypeCountEndpointsArgs
   rewardRuleVersions?: boolean | ServerCountOutputTypeCountRewardRuleVersionsArgs
+  rewardQueueEntries?: boolean | ServerCountOutputTypeCountRewardQueueEntriesArgs
 }
 
 /**
@@ -2119,6 +2306,13 @@ export type ServerCountOutputTypeCountRewardRuleVersionsArgs<ExtArgs extends run
   where?: Prisma.RewardRuleVersionWhereInput
 }
 
+/**
+ * ServerCountOutputType without action
+ */
+export type ServerCountOutputTypeCountRewardQueueEntriesArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  where?: Prisma.RewardQueueEntryWhereInput
+}
+
 
 export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
   id?: boolean
@@ -2148,6 +2342,7 @@ export type ServerSelect<ExtArgs extends runtime.Types.Extensions.InternalArgs =
   callbackHealth?: boolean | Prisma.Server$callbackHealthArgs<ExtArgs>
   endpoints?: boolean | Prisma.Server$endpointsArgs<ExtArgs>
   rewardRuleVersions?: boolean | Prisma.Server$rewardRuleVersionsArgs<ExtArgs>
+  rewardQueueEntries?: boolean | Prisma.Server$rewardQueueEntriesArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }, ExtArgs["result"]["server"]>
 
@@ -2229,6 +2424,7 @@ export type ServerInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs 
   callbackHealth?: boolean | Prisma.Server$callbackHealthArgs<ExtArgs>
   endpoints?: boolean | Prisma.Server$endpointsArgs<ExtArgs>
   rewardRuleVersions?: boolean | Prisma.Server$rewardRuleVersionsArgs<ExtArgs>
+  rewardQueueEntries?: boolean | Prisma.Server$rewardQueueEntriesArgs<ExtArgs>
   _count?: boolean | Prisma.ServerCountOutputTypeDefaultArgs<ExtArgs>
 }
 export type ServerIncludeCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
@@ -2252,6 +2448,7 @@ export type $ServerPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs
      */
     endpoints: Prisma.$CallbackEndpointPayload<ExtArgs>[]
     rewardRuleVersions: Prisma.$RewardRuleVersionPayload<ExtArgs>[]
+    rewardQueueEntries: Prisma.$RewardQueueEntryPayload<ExtArgs>[]
   }
   scalars: runtime.Types.Extensions.GetPayloadResult<{
     id: string
@@ -2711,6 +2908,7 @@ export interface Prisma__ServerClient<T, Null = never, ExtArgs extends runtime.T
   callbackHealth<T extends Prisma.Server$callbackHealthArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$callbackHealthArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$CallbackHealthPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   endpoints<T extends Prisma.Server$endpointsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$endpointsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$CallbackEndpointPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   rewardRuleVersions<T extends Prisma.Server$rewardRuleVersionsArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$rewardRuleVersionsArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$RewardRuleVersionPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
+  rewardQueueEntries<T extends Prisma.Server$rewardQueueEntriesArgs<ExtArgs> = {}>(args?: Prisma.Subset<T, Prisma.Server$rewardQueueEntriesArgs<ExtArgs>>): Prisma.PrismaPromise<runtime.Types.Result.GetResult<Prisma.$RewardQueueEntryPayload<ExtArgs>, T, "findMany", GlobalOmitOptions> | Null>
   /**
    * Attaches callbacks for the resolution and/or rejection of the Promise.
    * @param onfulfilled The callback to execute when the Promise is resolved.
@@ -3344,6 +3542,30 @@ export type Server$rewardRuleVersionsArgs<ExtArgs extends runtime.Types.Extensio
   take?: number
   skip?: number
   distinct?: Prisma.RewardRuleVersionScalarFieldEnum | Prisma.RewardRuleVersionScalarFieldEnum[]
+}
+
+/**
+ * Server.rewardQueueEntries
+ */
+export type Server$rewardQueueEntriesArgs<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
+  /**
+   * Select specific fields to fetch from the RewardQueueEntry
+   */
+  select?: Prisma.RewardQueueEntrySelect<ExtArgs> | null
+  /**
+   * Omit specific fields from the RewardQueueEntry
+   */
+  omit?: Prisma.RewardQueueEntryOmit<ExtArgs> | null
+  /**
+   * Choose, which related nodes to fetch as well
+   */
+  include?: Prisma.RewardQueueEntryInclude<ExtArgs> | null
+  where?: Prisma.RewardQueueEntryWhereInput
+  orderBy?: Prisma.RewardQueueEntryOrderByWithRelationInput | Prisma.RewardQueueEntryOrderByWithRelationInput[]
+  cursor?: Prisma.RewardQueueEntryWhereUniqueInput
+  take?: number
+  skip?: number
+  distinct?: Prisma.RewardQueueEntryScalarFieldEnum | Prisma.RewardQueueEntryScalarFieldEnum[]
 }
 
 /**

@@ -1,0 +1,111 @@
+import { Prisma } from "../../gen/prisma/client.js";
+import type { SqlTx } from "../shared/adapters/sql/executor.js";
+import type { GraceStreak } from "./domain/grace-streak.js";
+import type { RewardEntry } from "./domain/rewards-for-vote.js";
+
+/**
+ * THE writer of reward_queue_entries and voter_reward_states (issue 31; test/unit/table-owners.test.ts): the per-player
+ * reward queue a game plugin pays from, and what the reward rules count per voter. Callers compose these in their own
+ * transactions (the step that queues a counted vote's rewards; the plugin's acknowledgement).
+ */
+
+/** What the reward rules count for one voter on one server (a voter_reward_states row). */
+export interface VoterRewardState {
+  /** The newest counted heart applied: a heart counted at or before it is a replay, applied already. */
+  lastCountedAt: Date;
+  total: number;
+  /** "YYYY-MM" and the voter's counted votes in it. */
+  month: string;
+  monthTotal: number;
+  /** ISO week "YYYY-Www" and the voter's counted votes in it. */
+  week: string;
+  weekTotal: number;
+  streak: GraceStreak;
+}
+
+/** The player an entry is for, as the vote named them. */
+export interface RewardPlayer {
+  username: string;
+  steamId: string | null;
+  discordId: string | null;
+  minecraftUuid: string | null;
+  accountId: string | null;
+}
+
+/**
+ * The voter's reward state, locked for the rest of the transaction (FOR UPDATE), or null when the voter has none yet.
+ * Two votes of one voter queue one after the other, so the counts never skip or repeat.
+ */
+export async function lockVoterRewardState(tx: SqlTx, serverId: string, voterIdentity: string): Promise<VoterRewardState | null> {
+  // Bounded: one row by primary key.
+  const [row] = await tx.query<{
+    last_counted_at: Date;
+    total: number;
+    month: string;
+    month_total: number;
+    week: string;
+    week_total: number;
+    streak_last_day: Date;
+    streak_days: number;
+  }>(Prisma.sql`
+    SELECT last_counted_at, total, month, month_total, week, week_total, streak_last_day, streak_days
+    FROM voter_reward_states WHERE server_id = ${serverId}::uuid AND voter_identity = ${voterIdentity} FOR UPDATE`);
+  if (row === undefined) return null;
+  return {
+    lastCountedAt: row.last_counted_at,
+    total: row.total,
+    month: row.month,
+    monthTotal: row.month_total,
+    week: row.week,
+    weekTotal: row.week_total,
+    streak: { lastDay: row.streak_last_day, days: row.streak_days },
+  };
+}
+
+/** Writes the voter's reward state (insert or replace). */
+export async function writeVoterRewardState(tx: SqlTx, serverId: string, voterIdentity: string, s: VoterRewardState): Promise<void> {
+  // Bounded: one row by primary key.
+  await tx.execute(Prisma.sql`
+    INSERT INTO voter_reward_states (server_id, voter_identity, last_counted_at, total, month, month_total, week, week_total, streak_last_day, streak_days)
+    VALUES (${serverId}::uuid, ${voterIdentity}, ${s.lastCountedAt}::timestamptz, ${s.total}::int, ${s.month}, ${s.monthTotal}::int, ${s.week}, ${s.weekTotal}::int,
+            ${s.streak.lastDay}::date, ${s.streak.days}::int)
+    ON CONFLICT (server_id, voter_identity) DO UPDATE SET
+      last_counted_at = excluded.last_counted_at, total = excluded.total, month = excluded.month, month_total = excluded.month_total,
+      week = excluded.week, week_total = excluded.week_total, streak_last_day = excluded.streak_last_day, streak_days = excluded.streak_days`);
+}
+
+/**
+ * Queues `entries` for `player` on `serverId`; an entry whose key the server's queue already holds is skipped (a replay
+ * queues nothing twice). Returns the ids of the entries queued now.
+ */
+export async function queueRewardEntries(
+  tx: SqlTx,
+  q: { serverId: string; heartId: string | null; player: RewardPlayer; rulesVersion: number; entries: readonly RewardEntry[] },
+): Promise<string[]> {
+  if (q.entries.length === 0) return [];
+  // Bounded: one row inserted per entry (a vote's rules give at most a few hundred), each one unique-index probe.
+  const rows = await tx.query<{ id: string }>(Prisma.sql`
+    INSERT INTO reward_queue_entries (server_id, entry_key, reason, heart_id, username, username_lower, steam_id, discord_id, minecraft_uuid, account_id,
+                                      commands, online_only, rules_version)
+    SELECT ${q.serverId}::uuid, e.key, e.reason, ${q.heartId}::uuid, ${q.player.username}, lower(${q.player.username}), ${q.player.steamId},
+           ${q.player.discordId}, ${q.player.minecraftUuid}, ${q.player.accountId},
+           ARRAY(SELECT jsonb_array_elements_text(e.commands)), e.online_only, ${q.rulesVersion}::int
+    FROM jsonb_to_recordset(${JSON.stringify(q.entries.map((e) => ({ key: e.key, reason: e.reason, commands: e.commands, online_only: e.onlineOnly })))}::jsonb)
+         AS e(key text, reason text, commands jsonb, online_only boolean)
+    ON CONFLICT (server_id, entry_key) DO NOTHING
+    RETURNING id`);
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Acknowledges the server's entries `ids` at `at` (the plugin ran them). Idempotent: an entry acknowledged before, or
+ * not the server's, is left as it is. Returns the ids acknowledged now.
+ */
+export async function ackRewardEntries(tx: SqlTx, q: { serverId: string; ids: readonly string[]; at: Date }): Promise<string[]> {
+  // Bounded: at most ids.length rows, by primary key.
+  const rows = await tx.query<{ id: string }>(Prisma.sql`
+    UPDATE reward_queue_entries SET acked_at = ${q.at}::timestamptz
+    WHERE id = ANY(${[...q.ids]}::uuid[]) AND server_id = ${q.serverId}::uuid AND acked_at IS NULL
+    RETURNING id`);
+  return rows.map((r) => r.id);
+}

@@ -22,7 +22,11 @@ interface PlanNode {
  * few heap rows. Runs the statement inside a transaction that is rolled back, so a statement that writes (a dedup
  * INSERT) leaves nothing behind.
  */
-export async function rowsReadByTable(client: object, sql: Prisma.Sql): Promise<Record<string, number>> {
+export async function rowsReadByTable(
+  client: object,
+  sql: Prisma.Sql,
+  around: { setup?: readonly string[]; teardown?: readonly string[] } = {},
+): Promise<Record<string, number>> {
   const explained = { text: `EXPLAIN (ANALYZE, FORMAT JSON) ${sql.text}`, values: sql.values } as unknown as Prisma.Sql;
   const rolledBack = new Error("rolled back on purpose");
   let plan: PlanNode | undefined;
@@ -31,7 +35,10 @@ export async function rowsReadByTable(client: object, sql: Prisma.Sql): Promise<
     await runSqlTransaction(
       client,
       async (tx) => {
+        for (const text of around.setup ?? []) await tx.query({ text, values: [] } as unknown as Prisma.Sql);
         const [row] = await tx.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(explained);
+        // A prepared statement outlives the rollback (it belongs to the connection): the teardown drops it.
+        for (const text of around.teardown ?? []) await tx.query({ text, values: [] } as unknown as Prisma.Sql);
         plan = row?.["QUERY PLAN"][0]?.Plan;
         const indexes = await tx.query<{ indexname: string; tablename: string }>({
           text: "SELECT indexname, tablename FROM pg_indexes WHERE schemaname = current_schema()",
@@ -58,6 +65,32 @@ export async function rowsReadByTable(client: object, sql: Prisma.Sql): Promise<
   };
   walk(plan);
   return read;
+}
+
+/** A SQL literal of a statement's parameter value (the kinds the services' statements bind). */
+function literalOf(value: unknown): string {
+  if (value === null || value === undefined) return "NULL";
+  if (typeof value === "boolean" || typeof value === "number" || typeof value === "bigint") return String(value);
+  if (value instanceof Date) return `'${value.toISOString()}'`;
+  const text = Array.isArray(value) ? `{${value.map((v) => `"${String(v).replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`).join(",")}}` : String(value);
+  return `'${text.replaceAll("'", "''")}'`;
+}
+
+/**
+ * The rows a statement reads per table under the plan PostgreSQL caches for it after a few runs: a generic plan, made
+ * without the parameters' values (the executor names its statements, so each is prepared once per connection and,
+ * after five executions, may run on a generic plan). Prepared and run with plan_cache_mode = force_generic_plan, in a
+ * transaction that is rolled back. A statement whose bound holds only for the values it is planned with (a
+ * "$n OR ..." condition, an order its index cannot give) reads its whole range here.
+ */
+export async function rowsReadByTableGeneric(client: object, sql: Prisma.Sql): Promise<Record<string, number>> {
+  const values = sql.values as unknown[];
+  const name = "generic_rows_read";
+  const execute = `EXECUTE ${name}${values.length === 0 ? "" : `(${values.map(literalOf).join(", ")})`}`;
+  return rowsReadByTable(client, { text: execute, values: [] } as unknown as Prisma.Sql, {
+    setup: ["SET LOCAL plan_cache_mode = force_generic_plan", `PREPARE ${name} AS ${sql.text}`],
+    teardown: [`DEALLOCATE ${name}`],
+  });
 }
 
 /** The rows a list of statements read per table, summed (each re-run under EXPLAIN ANALYZE and rolled back). */

@@ -19,7 +19,7 @@ import type { ReceiptLinks } from "../../services/hearts/receipt-token.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { create } from "@bufbuild/protobuf";
 import { GetReceiptRequestSchema } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
+import { recordingClient, rowsReadByStatements, rowsReadByTableGeneric } from "../helpers/rows-read.js";
 import {
   defaultEndpoint,
   insertSecret,
@@ -176,6 +176,38 @@ test.serial("the pull list and the pull claim each read a handful of rows of a s
     t.true((read.delivery_attempts ?? 0) <= FEW, `${path}: delivery_attempts rows read: ${read.delivery_attempts}`);
   }
 });
+
+test.serial(
+  "a pull page reads the page and one more row of a server with 2,000 pending pull hearts, under the generic plan a cached statement runs on too",
+  async (t) => {
+    const { h, clock, pool } = t.context;
+    const backlog = await insertServer(h.db.prisma);
+    await h.db.prisma.server.update({ where: { id: backlog }, data: { pullEnabled: true } });
+    await executeSql(
+      h.db.prisma,
+      Prisma.sql`INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, counted_at, status, created_at)
+        SELECT gen_random_uuid(), ${backlog}::uuid, h, h::text, 'pull', 'heart.counted', 'p' || g, 'p' || g, '2026-05', ${clock.now()}::timestamptz, 'pending',
+               ${clock.now()}::timestamptz - interval '1 day' + g * interval '1 millisecond'
+        FROM (SELECT g, gen_random_uuid() AS h FROM generate_series(1, 2000) g) x`,
+    );
+    await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
+    const first = recordingClient(pool);
+    const page = await listPullHearts(first.client, { serverId: backlog, cursor: "", limit: 100 });
+    t.is(page.hearts.length, 100);
+    const next = recordingClient(pool);
+    t.is((await listPullHearts(next.client, { serverId: backlog, cursor: page.nextCursor ?? "", limit: 100 })).hearts.length, 100);
+    for (const [path, statements] of [
+      ["first page", first.statements()],
+      ["a later page", next.statements()],
+    ] as const) {
+      for (const statement of statements) {
+        const read = await rowsReadByTableGeneric(h.db.prisma, statement);
+        t.log(path, read);
+        t.true((read.deliveries ?? 0) <= 101 + FEW, `${path}: deliveries rows read under the generic plan: ${read.deliveries}`);
+      }
+    }
+  },
+);
 
 test.serial("a receipt of a heart refused by the cooldown reads a handful of rows, not the voter's 20,000 refused hearts before it", async (t) => {
   const { h, pool, serverId } = t.context;

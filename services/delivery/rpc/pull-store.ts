@@ -1,6 +1,5 @@
 import { Prisma } from "../../../gen/prisma/client.js";
 import { decodePageCursor, encodePageCursor } from "../../shared/values/page-cursor.js";
-import { NIL_UUID } from "../../shared/values/ids.js";
 import type { PrismaClient } from "../../shared/adapters/db.js";
 import { runSql } from "../../shared/adapters/sql/executor.js";
 import { payableSql } from "../../payouts/write-payouts.js";
@@ -69,13 +68,17 @@ async function pullPage<R extends { id: string; created_at: Date }>(
     Prisma.sql`
     SELECT id::text, created_at, ${columns}
     FROM deliveries
-    -- Through the kind's own partial index (the predicate is written as the index's is): at most the page + 1 rows.
+    -- Through the kind's own partial index (the predicate is written as the index's is), in its order: at most the
+    -- page + 1 rows, in every plan. The ORDER BY names the table's columns (a bare "id" would be the text column of the
+    -- select list, an order the index cannot give: a plan then reads and sorts every pending row of the server), and
+    -- the optional conditions are left out of the text rather than switched off by a parameter ("$n OR ..."), which a
+    -- cached generic plan cannot simplify.
     WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND status = 'pending'
       AND ${kind === "hearts" ? Prisma.sql`event_type = 'heart.counted'` : Prisma.sql`event_type <> 'heart.counted'`}
       -- Pay-once mode: a heart no longer payable (another transport paid or holds it) is not offered.
-      AND (${kind !== "hearts"} OR ${payableSql(Prisma.sql`deliveries.heart_id`)})
-      AND (${after === null} OR (created_at, id) > (${after?.createdAt ?? new Date(0)}::timestamptz, ${after?.id ?? NIL_UUID}::uuid))
-    ORDER BY created_at, id
+      ${kind === "hearts" ? Prisma.sql`AND ${payableSql(Prisma.sql`deliveries.heart_id`)}` : Prisma.empty}
+      ${after === null ? Prisma.empty : Prisma.sql`AND (deliveries.created_at, deliveries.id) > (${after.createdAt}::timestamptz, ${after.id}::uuid)`}
+    ORDER BY deliveries.created_at, deliveries.id
     LIMIT ${q.limit + 1}`,
   );
   const page = rows.slice(0, q.limit);

@@ -67,14 +67,25 @@ export async function rowsReadByTable(
   return read;
 }
 
+/** An element of an array literal: NULL bare, anything else quoted. */
+function arrayElementOf(value: unknown): string {
+  if (value === null || value === undefined) return "NULL";
+  if (value instanceof Date) return `"${value.toISOString()}"`;
+  return `"${String(value).replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`;
+}
+
 /** A SQL literal of a statement's parameter value (the kinds the services' statements bind). */
 function literalOf(value: unknown): string {
   if (value === null || value === undefined) return "NULL";
   if (typeof value === "boolean" || typeof value === "number" || typeof value === "bigint") return String(value);
   if (value instanceof Date) return `'${value.toISOString()}'`;
-  const text = Array.isArray(value) ? `{${value.map((v) => `"${String(v).replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`).join(",")}}` : String(value);
+  if (Buffer.isBuffer(value) || value instanceof Uint8Array) return `'\\x${Buffer.from(value).toString("hex")}'`;
+  const text = Array.isArray(value) ? `{${value.map(arrayElementOf).join(",")}}` : typeof value === "object" ? JSON.stringify(value) : String(value);
   return `'${text.replaceAll("'", "''")}'`;
 }
+
+/** Each generic measurement prepares its statement under a name of its own: a prepared statement outlives a failed transaction. */
+let preparedCount = 0;
 
 /**
  * The rows a statement reads per table under the plan PostgreSQL caches for it after a few runs: a generic plan, made
@@ -85,7 +96,8 @@ function literalOf(value: unknown): string {
  */
 export async function rowsReadByTableGeneric(client: object, sql: Prisma.Sql): Promise<Record<string, number>> {
   const values = sql.values as unknown[];
-  const name = "generic_rows_read";
+  preparedCount += 1;
+  const name = `generic_rows_read_${preparedCount}`;
   const execute = `EXECUTE ${name}${values.length === 0 ? "" : `(${values.map(literalOf).join(", ")})`}`;
   return rowsReadByTable(client, { text: execute, values: [] } as unknown as Prisma.Sql, {
     setup: ["SET LOCAL plan_cache_mode = force_generic_plan", `PREPARE ${name} AS ${sql.text}`],

@@ -77,11 +77,13 @@ async function measure(client: pg.Client, day: number): Promise<DaySize> {
 
 const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
 
-/** Bytes the database grew per counted heart over the last `span` days of `sizes`. */
-function marginalBytesPerHeart(sizes: DaySize[], span: number): number {
-  const last = sizes.at(-1)!;
-  const before = sizes[Math.max(0, sizes.length - 1 - span)]!;
-  return (last.databaseBytes - before.databaseBytes) / Math.max(1, last.countedHearts - before.countedHearts);
+/**
+ * Bytes the database of `sizes` grew per heart counted over the last `span` days. The hearts counted are read from
+ * `counted` (the database without retention: the retained one removes old hearts, so its own count stops growing).
+ */
+function marginalBytesPerHeart(sizes: DaySize[], counted: DaySize[], span: number): number {
+  const at = (list: DaySize[], back: number) => list[Math.max(0, list.length - 1 - back)]!;
+  return (at(sizes, 0).databaseBytes - at(sizes, span).databaseBytes) / Math.max(1, at(counted, 0).countedHearts - at(counted, span).countedHearts);
 }
 
 function report(kept: DaySize[], retained: DaySize[], horizonDays: number, started: number): string {
@@ -102,7 +104,7 @@ function report(kept: DaySize[], retained: DaySize[], horizonDays: number, start
   const span = Math.min(7, Math.max(1, days - horizonDays - 1));
   lines.push(
     "",
-    `Bytes per counted heart over the last ${span} days (the database's growth divided by the hearts counted in them): without retention ${marginalBytesPerHeart(kept, span).toFixed(0)}, with retention ${marginalBytesPerHeart(retained, span).toFixed(0)}. All of the database at the end, per counted heart: ${(kept.at(-1)!.databaseBytes / kept.at(-1)!.countedHearts).toFixed(0)} and ${(retained.at(-1)!.databaseBytes / retained.at(-1)!.countedHearts).toFixed(0)}.`,
+    `Bytes per counted heart over the last ${span} days (the database's growth divided by the hearts counted in them): without retention ${marginalBytesPerHeart(kept, kept, span).toFixed(0)}, with retention ${marginalBytesPerHeart(retained, kept, span).toFixed(0)}. All of the database at the end, per counted heart it holds: ${(kept.at(-1)!.databaseBytes / kept.at(-1)!.countedHearts).toFixed(0)} and ${(retained.at(-1)!.databaseBytes / Math.max(1, retained.at(-1)!.countedHearts)).toFixed(0)}.`,
     "",
     `Each table at the end (MiB, with indexes), and its growth over the last ${span} days:`,
     "",

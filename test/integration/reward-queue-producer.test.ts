@@ -3,7 +3,8 @@
  * the relay, Kafka and the delivery consumer, on real PostgreSQL. A server with saved reward rules gets each counted
  * heart's entries queued exactly once (per-vote rewards rendered with the player's name, the streak reward with grace,
  * the month milestone, the month total starting again in a new month); a redelivered `heart.counted` queues and counts
- * nothing twice; a server without rules gets no state and no entries; a skipped reward is logged in counts only.
+ * nothing twice; a server without rules gets no state and no entries; a skipped reward is logged in counts only; a
+ * failure to queue fails the message after its deliveries are stored, and handling it again queues the rewards once.
  */
 import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
@@ -204,3 +205,37 @@ test.serial("a reward skipped for a vote (a command naming an id the vote lacks)
   const mentions = captured.raw.filter((l) => l.includes(uniqueName) || l.includes("76561198000000777") || l.includes(zed.identity));
   t.deepEqual(mentions, []);
 });
+
+test.serial(
+  "a failure to queue a vote's rewards fails the message (not acknowledged) after its deliveries are stored; handled again, the rewards are queued once",
+  async (t) => {
+    const { stack } = t.context;
+    const serverId = await serverWithRules(stack, { perVote: [{ commands: ["give {player} diamond 1"] }] });
+    await stack.clients.admin.setPullEnabled({ serverId, enabled: true });
+    // The queue refuses this server's entries until the trigger is dropped (a database failure inside the reward transaction).
+    const fn = `refuse_${serverId.replaceAll("-", "")}`;
+    await stack.prisma.$executeRawUnsafe(
+      `CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'queue refused in test'; END $$`,
+    );
+    await stack.prisma.$executeRawUnsafe(
+      `CREATE TRIGGER ${fn} BEFORE INSERT ON reward_queue_entries FOR EACH ROW WHEN (NEW.server_id = '${serverId}'::uuid) EXECUTE FUNCTION ${fn}()`,
+    );
+    const ada = newVoter("Ada");
+    const heartId = await vote(stack, serverId, ada, day(1));
+    const message = await messageOf(stack, serverId, heartId);
+    const consumer = stack.pipeline!.delivery.consumer;
+    await t.throwsAsync(consumer.handle(message), { message: /queue refused in test/ });
+    t.is(await stack.prisma.delivery.count({ where: { heartId, transport: "pull" } }), 1, "the delivery is stored before the rewards");
+    t.is(await stack.prisma.voterRewardState.count({ where: { serverId } }), 0, "nothing of the failed transaction is kept");
+    const deliveries = await stack.prisma.delivery.count({ where: { heartId } });
+
+    await stack.prisma.$executeRawUnsafe(`DROP TRIGGER ${fn} ON reward_queue_entries`);
+    await consumer.handle(message);
+    await countedTotal(stack, serverId, ada, 1);
+    t.deepEqual(
+      (await entriesOf(stack, serverId)).map((e) => [e.heartId, e.commands]),
+      [[heartId, ["give Ada diamond 1"]]],
+    );
+    t.is(await stack.prisma.delivery.count({ where: { heartId } }), deliveries, "handled again, no delivery is stored twice");
+  },
+);

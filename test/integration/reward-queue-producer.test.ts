@@ -6,13 +6,16 @@
  * nothing twice; a server without rules gets no state and no entries; a skipped reward is logged in counts only; a
  * failure to queue fails the message after its deliveries are stored, and handling it again queues the rewards once.
  */
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
 import { fromBinary } from "@bufbuild/protobuf";
+import pg from "pg";
 import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import type { ReceivedMessage } from "../../services/shared/adapters/bus.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { queueVoteRewards, type CountedHeart } from "../../services/rewards/queue-vote-rewards.js";
+import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
 import { eventually } from "../helpers/eventually.js";
 
@@ -237,5 +240,48 @@ test.serial(
       [[heartId, ["give Ada diamond 1"]]],
     );
     t.is(await stack.prisma.delivery.count({ where: { heartId } }), deliveries, "handled again, no delivery is stored twice");
+  },
+);
+
+test.serial(
+  "a batch reads the reward rules once: one statement for all its servers, one index entry per server whatever its versions; hearts of servers without rules cost nothing more",
+  async (t) => {
+    const { stack } = t.context;
+    const serverId = await serverWithRules(stack, { perVote: [{ commands: ["give {player} diamond 1"] }] });
+    for (let version = 1; version < 20; version++) {
+      await stack.clients.rewards.putRewardRules({
+        serverId,
+        rulesJson: JSON.stringify({ perVote: [{ commands: [`give {player} diamond ${version}`] }] }),
+        baseVersion: version,
+      });
+    }
+    const without = [await serverWithRules(stack, null), await serverWithRules(stack, null)];
+    const hearts: CountedHeart[] = [serverId, ...without].flatMap((id) =>
+      [1, 2, 3].map((n) => ({
+        heartId: randomUUID(),
+        serverId: id,
+        voterIdentity: `batch-voter-${n}`,
+        countedAt: new Date(Date.parse(day(1)) + n * 1000),
+        player: { username: `Batch${n}`, steamId: null, discordId: null, minecraftUuid: null, accountId: null },
+      })),
+    );
+    const pool = new pg.Pool({ connectionString: stack.db.url, max: 2 });
+    try {
+      const { client, statements } = recordingClient(pool);
+      t.like(await queueVoteRewards(client, hearts, stack.log), { counted: 3, replays: 0, queued: 3 });
+      const rulesReads = statements().filter((s) => s.text.includes("reward_rule_versions"));
+      t.is(rulesReads.length, 1);
+      // Per heart of the server with rules: lock its voter's state, queue its entries, write the state; nothing for the others.
+      t.is(statements().length, 1 + 3 * 3);
+      const read = await rowsReadByStatements(stack.prisma, rulesReads);
+      t.true((read.reward_rule_versions ?? 0) <= 3, `reward_rule_versions rows read: ${read.reward_rule_versions}`);
+      t.deepEqual((await entriesOf(stack, serverId)).map((e) => `${e.rulesVersion}: ${e.commands.join("; ")}`).sort(), [
+        "20: give Batch1 diamond 19",
+        "20: give Batch2 diamond 19",
+        "20: give Batch3 diamond 19",
+      ]);
+    } finally {
+      await pool.end();
+    }
   },
 );

@@ -18,12 +18,13 @@ export interface SavedRewardRules {
  * THE reader of a server's current reward rules: the highest saved version, or null when none was saved.
  */
 export async function readRewardRules(prisma: PrismaClient, serverId: string): Promise<SavedRewardRules | null> {
-  return (await readRewardRulesOf(prisma, [serverId])).get(serverId) ?? null;
+  return (await readRewardRulesOf(prisma, [serverId])).get(serverId.toLowerCase()) ?? null;
 }
 
 /**
  * The current reward rules of each of `serverIds` (readRewardRules for many servers in one statement: the delivery
- * consumer reads a batch's servers at once). A server without saved rules is absent from the map.
+ * consumer reads a batch's servers at once), keyed by server id in lower case (as PostgreSQL writes a uuid). A server
+ * without saved rules is absent from the map.
  */
 export async function readRewardRulesOf(prisma: PrismaClient, serverIds: readonly string[]): Promise<Map<string, SavedRewardRules>> {
   if (serverIds.length === 0) return new Map();

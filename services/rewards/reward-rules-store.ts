@@ -18,13 +18,27 @@ export interface SavedRewardRules {
  * THE reader of a server's current reward rules: the highest saved version, or null when none was saved.
  */
 export async function readRewardRules(prisma: PrismaClient, serverId: string): Promise<SavedRewardRules | null> {
-  // Bounded: one entry of the primary key (server_id, version), read from its high end.
-  const [row] = await runSql<{ version: number; rules: unknown; draw_seed: string; saved_by: string; created_at: Date }>(
+  return (await readRewardRulesOf(prisma, [serverId])).get(serverId.toLowerCase()) ?? null;
+}
+
+/**
+ * The current reward rules of each of `serverIds` (readRewardRules for many servers in one statement: the delivery
+ * consumer reads a batch's servers at once), keyed by server id in lower case (as PostgreSQL writes a uuid). A server
+ * without saved rules is absent from the map.
+ */
+export async function readRewardRulesOf(prisma: PrismaClient, serverIds: readonly string[]): Promise<Map<string, SavedRewardRules>> {
+  if (serverIds.length === 0) return new Map();
+  // Bounded: per server asked, one entry of the primary key (server_id, version), read from its high end.
+  const rows = await runSql<{ server_id: string; version: number; rules: unknown; draw_seed: string; saved_by: string; created_at: Date }>(
     prisma,
-    Prisma.sql`SELECT version, rules, draw_seed, saved_by, created_at FROM reward_rule_versions
-               WHERE server_id = ${serverId}::uuid ORDER BY version DESC LIMIT 1`,
+    Prisma.sql`SELECT s.id AS server_id, r.version, r.rules, r.draw_seed, r.saved_by, r.created_at
+               FROM unnest(${[...new Set(serverIds)]}::uuid[]) AS s(id)
+               CROSS JOIN LATERAL (SELECT version, rules, draw_seed, saved_by, created_at FROM reward_rule_versions
+                                   WHERE server_id = s.id ORDER BY version DESC LIMIT 1) r`,
   );
-  return row ? { version: row.version, rules: row.rules, drawSeed: row.draw_seed, savedBy: row.saved_by, savedAt: row.created_at } : null;
+  return new Map(
+    rows.map((row) => [row.server_id, { version: row.version, rules: row.rules, drawSeed: row.draw_seed, savedBy: row.saved_by, savedAt: row.created_at }]),
+  );
 }
 
 /** The JSON form rules are saved in: the owner's shape, with instants as ISO strings. */

@@ -9,17 +9,15 @@ import {
   RewardRulesService,
   SkippedRewardSchema,
 } from "../../gen/proto/rewards/v1/rewards_pb.js";
-import { HEART_COOLDOWN_MS, utcDay } from "../hearts/domain/streak.js";
+import { utcDay } from "../hearts/domain/streak.js";
 import { requireServerId } from "../servers/server-exists.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
 import { DomainError } from "../shared/rpc/errors.js";
 import { CALLER_PRINCIPAL } from "../shared/rpc/interceptors.js";
-import { parseRewardRules, type RewardRules } from "./domain/reward-rules.js";
+import { parseRewardRules, REWARD_RULE_LIMITS, type RewardRules } from "./domain/reward-rules.js";
 import { rewardsForVote } from "./domain/rewards-for-vote.js";
 import { readRewardRules, saveRewardRules } from "./reward-rules-store.js";
 
-/** What a vote's cooldown allows (one counted vote per identity per HEART_COOLDOWN_MS): bounds the milestones a rule may name. */
-const RULE_LIMITS = { voteCooldownMs: HEART_COOLDOWN_MS };
 /** The heart id a preview draws its lucky rewards from when the caller gives none. */
 export const PREVIEW_HEART_ID = "00000000-0000-0000-0000-000000000000";
 /** The draw seed of a preview of a server with no saved rules yet (its real seed is made at the first save). */
@@ -43,7 +41,7 @@ function rulesFrom(json: string): RewardRules {
     // Failure policy: a caller's broken JSON is their error, answered as such; the parser's message may quote the input.
     throw new DomainError("invalid_argument", "rules_json: not valid JSON");
   }
-  const parsed = parseRewardRules(input, RULE_LIMITS);
+  const parsed = parseRewardRules(input, REWARD_RULE_LIMITS);
   if (!parsed.ok) throw new DomainError("invalid_argument", parsed.errors.join("; "));
   return parsed.rules;
 }

@@ -11,6 +11,7 @@ import type { Logger } from "../../shared/runtime/log.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { insertAndLeaseDeliveries, type NewDelivery } from "./insert-deliveries.js";
 import { isReferralEventType, toReferralDelivery } from "./referral-event.js";
+import { type CountedHeart, queueVoteRewards } from "../../rewards/queue-vote-rewards.js";
 
 /** The default consumer group of the delivery service. */
 export const DELIVERY_CONSUMER_GROUP = "delivery.v1";
@@ -140,11 +141,30 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
   };
 }
 
+/** A counted heart's delivery as the reward queue takes it. */
+function countedHeartOf(d: NewDelivery): CountedHeart {
+  const ids = d.platformIds;
+  return {
+    heartId: d.heartId,
+    serverId: d.serverId,
+    voterIdentity: d.voterIdentity,
+    countedAt: d.countedAt,
+    player: {
+      username: d.username,
+      steamId: ids?.steamId ?? null,
+      discordId: ids?.discordId ?? null,
+      minecraftUuid: ids?.minecraftUuid ?? null,
+      accountId: ids?.accountId ?? null,
+    },
+  };
+}
+
 /**
  * Subscribes to the hearts and referrals topics and turns each `heart.counted` and `referral.*`
  * into stored delivery rows (idempotent per heart or event id, server, transport and endpoint),
- * a batch of messages at a time with one statement, then
- * resolves so the bus commits the batch's offsets. It never does HTTP: the dispatcher sends,
+ * a batch of messages at a time with one statement; then queues the counted hearts' rewards on
+ * servers with reward rules (queueVoteRewards: one transaction per batch, after the deliveries'
+ * statement), and only then resolves so the bus commits the batch's offsets. It never does HTTP: the dispatcher sends,
  * so a slow receiver never blocks a partition. A message that cannot be decoded is stored in
  * `dead_letters` (with its reason and bytes) and counted, then committed with its batch.
  * Database errors throw, leaving the batch uncommitted so its messages come again.
@@ -204,6 +224,14 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
         opts.log.warn({ heartId: delivery.heartId, eventId, serverId: delivery.serverId }, "heart for an unknown server; no delivery");
       } else opts.log.debug({ heartId: delivery.heartId, eventId, outcome }, "delivery stored");
     });
+    // After the deliveries, before the batch is acknowledged: a failure here throws, the offsets stay uncommitted, and the
+    // redelivered batch adds no delivery twice (dedup per heart) and no reward twice (the voter's state and the entry keys).
+    const counted = await queueVoteRewards(
+      opts.prisma,
+      stored.flatMap(({ delivery }, i) => (delivery.eventType === "heart.counted" && outcomes[i] !== "unknown_server" ? [countedHeartOf(delivery)] : [])),
+      opts.log,
+    );
+    if (counted.counted + counted.replays > 0) opts.log.debug(counted, "vote rewards queued");
   };
 
   const handleBatch = async (messages: ReceivedMessage[]): Promise<void> => {

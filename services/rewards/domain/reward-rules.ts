@@ -4,6 +4,7 @@
  * server's reward queue. This module is the rules' one definition: their shape, their bounds, and the validation
  * that turns an owner's JSON into rules or into errors that name the field and say what is wrong. Pure: no I/O.
  */
+import { HEART_COOLDOWN_MS } from "../../hearts/domain/streak.js";
 
 /** Placeholders a command may use, and what each is replaced with (services/rewards/domain/render-command.ts). */
 export const PLACEHOLDERS = {
@@ -94,6 +95,9 @@ export interface RewardRules {
 export interface RuleLimits {
   voteCooldownMs: number;
 }
+
+/** The limits every server's rules are judged by: one counted vote per identity per HEART_COOLDOWN_MS. */
+export const REWARD_RULE_LIMITS: RuleLimits = { voteCooldownMs: HEART_COOLDOWN_MS };
 
 /** The result of parsing an owner's rules: the rules, or every problem found (each names its field). */
 export type ParsedRules = { ok: true; rules: RewardRules } | { ok: false; errors: string[] };

@@ -21,3 +21,20 @@ export function periodRange(period: string): { start: Date; end: Date } | null {
   const month = Number(match[2]) - 1;
   return { start: new Date(Date.UTC(year, month, 1)), end: new Date(Date.UTC(year, month + 1, 1)) };
 }
+
+/**
+ * The ISO 8601 week of `at` (UTC) as "YYYY-Www": weeks run Monday to Sunday, and week 01 is the week with the year's
+ * first Thursday, so the days around New Year can belong to the other year's week (2027-01-01, a Friday, is in
+ * "2026-W53"; 2024-12-30, a Monday, is in "2025-W01").
+ */
+export function isoWeekOf(at: Date): string {
+  const DAY_MS = 86_400_000;
+  const day = Math.floor(at.getTime() / DAY_MS);
+  // 1970-01-01 was a Thursday: Monday = 0 ... Sunday = 6.
+  const weekday = (((day + 3) % 7) + 7) % 7;
+  // The week's Thursday decides its year.
+  const thursday = new Date((day - weekday + 3) * DAY_MS);
+  const year = thursday.getUTCFullYear();
+  const week = Math.floor((thursday.getTime() - Date.UTC(year, 0, 1)) / (7 * DAY_MS)) + 1;
+  return `${year.toString().padStart(4, "0")}-W${week.toString().padStart(2, "0")}`;
+}

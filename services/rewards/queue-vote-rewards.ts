@@ -1,0 +1,119 @@
+import type { PrismaClient } from "../shared/adapters/db.js";
+import { runSqlTransaction } from "../shared/adapters/sql/executor.js";
+import type { Logger } from "../shared/runtime/log.js";
+import { countRewardVote } from "./domain/count-reward-vote.js";
+import { parseRewardRules, REWARD_RULE_LIMITS, type RewardRules } from "./domain/reward-rules.js";
+import { rewardsForVote } from "./domain/rewards-for-vote.js";
+import { lockVoterRewardState, queueRewardEntries, type RewardPlayer, writeVoterRewardState } from "./reward-queue-store.js";
+import { readRewardRulesOf } from "./reward-rules-store.js";
+
+/** A counted heart, as the delivery consumer decoded it from `heart.counted`. */
+export interface CountedHeart {
+  heartId: string;
+  serverId: string;
+  voterIdentity: string;
+  countedAt: Date;
+  player: RewardPlayer;
+}
+
+/** What queueing a batch's rewards did, in counts (logged; nothing of a voter). */
+export interface QueuedVoteRewards {
+  /** Hearts counted into their voter's reward state now. */
+  counted: number;
+  /** Hearts applied before (a redelivered event): nothing changed. */
+  replays: number;
+  /** Queue entries added. */
+  queued: number;
+}
+
+/**
+ * The reward transaction's bounds: a batch of the consumer (a few hundred hearts at most, three primary-key or
+ * unique-index statements each) commits in well under a second; past this it is rolled back and the batch comes again.
+ */
+const QUEUE_TRANSACTION = { timeoutMs: 30_000, maxWaitMs: 10_000 };
+
+/** The voter's ids a command may name, without the ones the vote did not carry. */
+function idsOf(player: RewardPlayer): Record<string, string> {
+  const ids: Record<string, string | null> = {
+    player: player.username,
+    steam_id: player.steamId,
+    discord_id: player.discordId,
+    minecraft_uuid: player.minecraftUuid,
+    account_id: player.accountId,
+  };
+  return Object.fromEntries(Object.entries(ids).filter((e): e is [string, string] => e[1] !== null && e[1] !== ""));
+}
+
+/** Lock order of a batch: by server, voter and time, so two consumers (during a rebalance) lock in the same order. */
+function compareHearts(a: CountedHeart, b: CountedHeart): number {
+  const keys: Array<[string | number, string | number]> = [
+    [a.serverId, b.serverId],
+    [a.voterIdentity, b.voterIdentity],
+    [a.countedAt.getTime(), b.countedAt.getTime()],
+    [a.heartId, b.heartId],
+  ];
+  for (const [x, y] of keys) if (x !== y) return x < y ? -1 : 1;
+  return 0;
+}
+
+/**
+ * Queues the rewards of a batch of counted hearts (issue 31), exactly once per heart. The batch's servers' rules are
+ * read with one statement (one primary-key entry per server: a server without saved rules costs that probe and
+ * nothing else: no state written, nothing queued). The hearts of servers with rules are then counted in ONE
+ * transaction, in (server, voter, time) order: per heart the voter's reward state is locked; a heart counted at or
+ * before the state's last one is a replay and changes nothing; otherwise the new totals, week and streak
+ * (countRewardVote) decide the entries (rewardsForVote), which are queued (idempotent by key, so a replay after a
+ * lost state queues nothing twice either) with the new state. Throws on a database error, nothing committed: the
+ * caller must not acknowledge the batch, and its redelivery queues what was missed.
+ */
+export async function queueVoteRewards(prisma: PrismaClient, hearts: readonly CountedHeart[], log: Logger): Promise<QueuedVoteRewards> {
+  const done: QueuedVoteRewards = { counted: 0, replays: 0, queued: 0 };
+  if (hearts.length === 0) return done;
+  const serverIds = [...new Set(hearts.map((h) => h.serverId.toLowerCase()))];
+  const rulesOf = new Map<string, { rules: RewardRules; version: number; drawSeed: string }>();
+  for (const [serverId, saved] of await readRewardRulesOf(prisma, serverIds)) {
+    const parsed = parseRewardRules(saved.rules, REWARD_RULE_LIMITS);
+    if (!parsed.ok) {
+      // Failure policy: skip the server's rewards - rules saved valid that no longer parse cannot give anything, and retrying would stop the partition's deliveries.
+      log.error({ serverId, version: saved.version, problems: parsed.errors.length }, "saved reward rules do not parse; their rewards are not queued");
+      continue;
+    }
+    rulesOf.set(serverId, { rules: parsed.rules, version: saved.version, drawSeed: saved.drawSeed });
+  }
+  const due = hearts.filter((h) => rulesOf.has(h.serverId.toLowerCase())).sort(compareHearts);
+  if (due.length === 0) return done;
+
+  const skippedLogs: Array<{ serverId: string; heartId: string; skipped: Record<string, number> }> = [];
+  await runSqlTransaction(
+    prisma,
+    async (tx) => {
+      for (const heart of due) {
+        const serverId = heart.serverId.toLowerCase();
+        const { rules, version, drawSeed } = rulesOf.get(serverId)!;
+        const counted = countRewardVote(await lockVoterRewardState(tx, serverId, heart.voterIdentity), heart.countedAt, rules.streak.graceDays);
+        if (counted.kind === "replay") {
+          done.replays++;
+          continue;
+        }
+        const given = rewardsForVote(
+          rules,
+          { heartId: heart.heartId, countedAt: heart.countedAt, ids: idsOf(heart.player), totals: counted.totals, streak: counted.streak },
+          drawSeed,
+        );
+        const queued = await queueRewardEntries(tx, { serverId, heartId: heart.heartId, player: heart.player, rulesVersion: version, entries: given.entries });
+        await writeVoterRewardState(tx, serverId, heart.voterIdentity, counted.state);
+        done.counted++;
+        done.queued += queued.length;
+        if (given.skipped.length > 0) {
+          const skipped: Record<string, number> = {};
+          for (const s of given.skipped) skipped[s.reason] = (skipped[s.reason] ?? 0) + 1;
+          skippedLogs.push({ serverId, heartId: heart.heartId, skipped });
+        }
+      }
+    },
+    QUEUE_TRANSACTION,
+  );
+  // Counts per reason only: the why of a skip names the player's name or id as unsafe or missing, never their value, and neither is logged.
+  for (const s of skippedLogs) log.warn(s, "rewards skipped: the vote's name or ids cannot be put in their commands");
+  return done;
+}

@@ -109,3 +109,19 @@ export async function ackRewardEntries(tx: SqlTx, q: { serverId: string; ids: re
     RETURNING id`);
   return rows.map((r) => r.id);
 }
+
+/**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts): the server's reward entries given by the hearts
+ * `heartIds` are deleted, pending or acknowledged: their commands carry the voter's name or ids, and a pending one can
+ * no longer be paid to a voter whose identity is gone (as their unsent deliveries are withdrawn).
+ */
+export function eraseRewardEntriesSql(q: { serverId: string; heartIds: readonly string[] }): Prisma.Sql {
+  // Bounded: the hearts' entries by the (server_id, heart_id) index, a vote's few entries each.
+  return Prisma.sql`DELETE FROM reward_queue_entries WHERE server_id = ${q.serverId}::uuid AND heart_id = ANY(${[...q.heartIds]}::uuid[])`;
+}
+
+/** A voter's erasure: the reward rules' counts of the voter's identities `identities` on the server are deleted. */
+export function eraseVoterRewardStatesSql(q: { serverId: string; identities: readonly string[] }): Prisma.Sql {
+  // Bounded: at most identities.length rows, by primary key.
+  return Prisma.sql`DELETE FROM voter_reward_states WHERE server_id = ${q.serverId}::uuid AND voter_identity = ANY(${[...q.identities]}::text[])`;
+}

@@ -1,3 +1,4 @@
+import { eraseRewardEntriesSql, eraseVoterRewardStatesSql } from "../rewards/reward-queue-store.js";
 import { randomUUID } from "node:crypto";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Prisma } from "../../gen/prisma/client.js";
@@ -54,7 +55,9 @@ export function newTombstone(): string {
  *   carrying the voter's events are dropped;
  * - referrals and their credits carry the tombstone as referee or referrer (state and credit kept); clicks lose their
  *   address and agent; voter_states and the identity rules' rows of the voter are deleted; plugin activity forgets the
- *   voter's ids.
+ *   voter's ids;
+ * - the reward queue's entries the voter's hearts gave are deleted (pending ones are never paid: the commands name the
+ *   voter), and the reward rules' counts of the voter (voter_reward_states) are deleted.
  *
  * Running it twice finds nothing the second time (the rows carry the tombstone, not the key).
  */
@@ -100,6 +103,7 @@ async function eraseServer(
       ))
         add("delivery_attempts", await tx.execute(dropAttemptExchangesSql(ids)));
       add("vote_claims", await tx.execute(eraseVoteClaimsSql({ ...scope, now: q.now })));
+      add("reward_queue_entries", await tx.execute(eraseRewardEntriesSql({ serverId, heartIds: batch })));
       add("hearts", await tx.execute(eraseHeartsSql(scope)));
     });
   }
@@ -109,6 +113,7 @@ async function eraseServer(
     await inTx(async (tx) => {
       // Bounded: by primary key, at most a row per identity (voter_states), and per (address, identity) pair.
       add("voter_states", await tx.execute(eraseVoterStatesSql({ serverId, identities: batch })));
+      add("voter_reward_states", await tx.execute(eraseVoterRewardStatesSql({ serverId, identities: batch })));
       for (const some of inBatches(addresses, ID_BATCH)) {
         add("heart_address_voters", await tx.execute(eraseAddressVotersSql({ serverId, addresses: some, identities: batch })));
       }

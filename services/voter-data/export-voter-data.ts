@@ -30,6 +30,10 @@ export interface VoterServerExport {
   referralDeliveries: Record<string, unknown>[];
   /** The cooldown and streak rows (voter_states). */
   voterStates: Record<string, unknown>[];
+  /** The reward queue's entries the voter's hearts gave (reward_queue_entries), pending or acknowledged. */
+  rewardEntries: Record<string, unknown>[];
+  /** What the server's reward rules count for the voter (voter_reward_states: totals, the reward streak). */
+  rewardStates: Record<string, unknown>[];
   referralsAsReferee: VoterReferral[];
   referralsAsReferrer: VoterReferral[];
   /** Clicks the voter made (their referral's) or referred (as referrer). */
@@ -84,6 +88,8 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
     receipts: hearts.map((h) => ({ heartId: h.id, outcome: RECEIPT_OUTCOME[h.verdict] ?? "not_counted", castAt: h.created_at })),
     referralDeliveries: [],
     voterStates: [],
+    rewardEntries: [],
+    rewardStates: [],
     referralsAsReferee: asReferee,
     referralsAsReferrer: asReferrer,
     clicks,
@@ -130,6 +136,16 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
       for (const d of deliveries) if (ids.includes(d.id)) d.attempts_log = attempts.filter((a) => a.delivery_id === d.id);
     }
     part.deliveries.push(...deliveries);
+    // Bounded: the hearts' reward entries by the (server_id, heart_id) index: the entries one vote's rules give.
+    part.rewardEntries.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`
+          SELECT id, heart_id, entry_key, reason, username, steam_id, discord_id, minecraft_uuid, account_id, commands, online_only,
+                 rules_version, created_at, acked_at
+          FROM reward_queue_entries WHERE server_id = ${serverId}::uuid AND heart_id = ANY(${batch}::uuid[]) ORDER BY created_at, id`,
+      )),
+    );
   }
   for await (const ids of readReferralDeliveries(prisma, serverId, [...new Set([...asReferee, ...asReferrer].map((r) => r.id))])) {
     // Bounded: the page's deliveries (at most SCAN_PAGE), by primary key.
@@ -151,6 +167,15 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
         Prisma.sql`
           SELECT voter_identity, last_counted_at, last_day, streak_days FROM voter_states
           WHERE server_id = ${serverId}::uuid AND voter_identity = ANY(${batch}::text[])`,
+      )),
+    );
+    // Bounded: at most ID_BATCH rows, by primary key (server_id, voter_identity).
+    part.rewardStates.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`
+          SELECT voter_identity, last_counted_at, total, month, month_total, week, week_total, streak_last_day, streak_days
+          FROM voter_reward_states WHERE server_id = ${serverId}::uuid AND voter_identity = ANY(${batch}::text[])`,
       )),
     );
   }

@@ -23,6 +23,9 @@ import { insertSecret, setDefaultEndpoint } from "../../scripts/harness/delivery
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { ERASED_DELIVERY_REASON, TOMBSTONE_PREFIX } from "../../services/voter-data/erase-voter-data.js";
 import { hashVoterKey } from "../../services/voter-data/voter-key.js";
+import { Prisma } from "../../gen/prisma/client.js";
+import { runSql, runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
+import { queueRewardEntries, writeVoterRewardState } from "../../services/rewards/reward-queue-store.js";
 
 interface Context {
   stack: TestStack;
@@ -228,6 +231,70 @@ test.serial(
     t.is(JSON.parse(audit[1]!.counts).hearts, 3);
   },
 );
+
+test.serial("a voter's reward entries and reward counts are in the export, and the erasure deletes them (another voter's stay)", async (t) => {
+  const { stack } = t.context;
+  const { voters } = stack.clients;
+  const { serverId } = await server(stack);
+  const alex = { username: "Alex_Rewards", identity: "alex-rewards", steamId: "76561198000000311", ip: "198.51.100.31" };
+  const sam = { username: "Sam_Rewards", identity: "sam-rewards", steamId: "76561198000000312", ip: "198.51.100.32" };
+  const alexHeart = await cast(stack, serverId, alex);
+  const samHeart = await cast(stack, serverId, sam);
+  const now = new Date();
+  for (const [voter, heart] of [
+    [alex, alexHeart],
+    [sam, samHeart],
+  ] as const) {
+    await runSqlTransaction(
+      stack.prisma,
+      async (tx) => {
+        await queueRewardEntries(tx, {
+          serverId,
+          heartId: heart.heartId,
+          player: { username: voter.username, steamId: voter.steamId, discordId: null, minecraftUuid: null, accountId: null },
+          rulesVersion: 1,
+          entries: [{ key: `${heart.heartId}:vote:0:0`, reason: "vote", commands: [`give ${voter.username} diamond 1`], onlineOnly: true }],
+        });
+        await writeVoterRewardState(tx, serverId, voter.identity, {
+          lastCountedAt: now,
+          total: 1,
+          month: "2026-11",
+          monthTotal: 1,
+          week: "2026-W48",
+          weekTotal: 1,
+          streak: { lastDay: now, days: 1 },
+        });
+      },
+      { timeoutMs: 10_000 },
+    );
+  }
+  const exported = JSON.parse((await voters.exportVoterData({ serverId, keyKind: VoterKeyKind.USERNAME, key: alex.username })).document);
+  t.deepEqual(
+    exported.servers[0].rewardEntries.map((e: { commands: string[] }) => e.commands),
+    [[`give ${alex.username} diamond 1`]],
+  );
+  t.deepEqual(
+    exported.servers[0].rewardStates.map((r: { voter_identity: string; total: number }) => [r.voter_identity, r.total]),
+    [[alex.identity, 1]],
+  );
+  const erased = await voters.eraseVoterData({ serverId, keyKind: VoterKeyKind.USERNAME, key: alex.username });
+  t.is(Number(erased.counts.reward_queue_entries), 1);
+  t.is(Number(erased.counts.voter_reward_states), 1);
+  const left = await runSql<{ username: string }>(stack.prisma, Prisma.sql`SELECT username FROM reward_queue_entries WHERE server_id = ${serverId}::uuid`);
+  t.deepEqual(
+    left.map((r) => r.username),
+    [sam.username],
+    "the other voter's entry stays",
+  );
+  const states = await runSql<{ voter_identity: string }>(
+    stack.prisma,
+    Prisma.sql`SELECT voter_identity FROM voter_reward_states WHERE server_id = ${serverId}::uuid`,
+  );
+  t.deepEqual(
+    states.map((r) => r.voter_identity),
+    [sam.identity],
+  );
+});
 
 test.serial("an export of a voter on a server where they never voted is an empty document, and an unknown key kind is refused", async (t) => {
   const { stack } = t.context;

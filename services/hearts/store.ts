@@ -1,6 +1,15 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
-import { ageKeyOf, ageKeySql, oldestOfAgeKey, statementRule, windowRule, type RetentionRule, type WindowCursor } from "../shared/adapters/retention-rule.js";
+import {
+  ageKeyDeleteRule,
+  ageKeyOf,
+  ageKeySql,
+  oldestOfAgeKey,
+  statementRule,
+  windowRule,
+  type RetentionRule,
+  type WindowCursor,
+} from "../shared/adapters/retention-rule.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { ADDRESS_HELD } from "../shared/adapters/voter-address-erasure.js";
 import { insertOutboxRows, type OutboxRow } from "../shared/adapters/outbox.js";
@@ -278,19 +287,7 @@ export function voterStatesRetention(keepSeconds: number): RetentionRule {
 
 /** A rule removing the rows of `table` (primary key `key`) whose last_counted_at is past `keepSeconds`, oldest first. */
 function lastCountedRetention(table: "heart_address_voters" | "voter_states", key: Prisma.Sql, keepSeconds: number): RetentionRule {
-  const t = Prisma.raw(table);
-  return statementRule({
-    name: table,
-    table,
-    keepSeconds,
-    // Reads at most `limit` entries of the table's last_counted_at age-key index (ageKeySql: the hot reads, by key, can
-    // never take it) and their rows; deletes those.
-    removeDue: (cut, limit) => Prisma.sql`DELETE FROM ${t} WHERE last_counted_at < ${cut}::timestamptz
-      AND (${key}) IN (SELECT ${key} FROM ${t}
-        WHERE ${ageKeySql(LAST_COUNTED_AT)} < ${ageKeyOf(cut)} ORDER BY ${ageKeySql(LAST_COUNTED_AT)} LIMIT ${limit}::int)`,
-    // One entry of the age-key index.
-    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(LAST_COUNTED_AT)} AS oldest FROM ${t}`,
-  });
+  return ageKeyDeleteRule({ name: table, table, key, column: LAST_COUNTED_AT, keepSeconds });
 }
 
 /**

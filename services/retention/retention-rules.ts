@@ -7,6 +7,7 @@ import { deadLetterRetention } from "../shared/adapters/dead-letters.js";
 import { expiredClaimRetention } from "../claims/write-vote-claims.js";
 import { expiredAccessRetention } from "../access/dashboard-sessions.js";
 import { publishedOutboxRetention } from "../relay/statements.js";
+import { voterRewardStatesRetention } from "../rewards/reward-queue-store.js";
 import type { RetentionRule } from "../shared/adapters/retention-rule.js";
 import type { RetentionSettings } from "./retention-settings.js";
 
@@ -33,6 +34,8 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     // Hearts with their ledger rows and payouts (only once no delivery of the heart is left), and voter states.
     heartHistoryRetention(settings.heartSeconds),
     voterStatesRetention(settings.heartSeconds),
+    // The reward rules' counts of a voter, with the voter's states.
+    voterRewardStatesRetention(settings.heartSeconds),
     // Referral history: clicks that never registered anyone, then referrals past their last change with their clicks,
     // events and credit (a referral held for review stays).
     unlinkedClickRetention(settings.clickSeconds),

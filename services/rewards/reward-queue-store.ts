@@ -1,4 +1,5 @@
 import { Prisma } from "../../gen/prisma/client.js";
+import { ageKeyDeleteRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import type { SqlTx } from "../shared/adapters/sql/executor.js";
 import type { GraceStreak } from "./domain/grace-streak.js";
 import type { RewardEntry } from "./domain/rewards-for-vote.js";
@@ -124,4 +125,19 @@ export function eraseRewardEntriesSql(q: { serverId: string; heartIds: readonly 
 export function eraseVoterRewardStatesSql(q: { serverId: string; identities: readonly string[] }): Prisma.Sql {
   // Bounded: at most identities.length rows, by primary key.
   return Prisma.sql`DELETE FROM voter_reward_states WHERE server_id = ${q.serverId}::uuid AND voter_identity = ANY(${[...q.identities]}::text[])`;
+}
+
+/**
+ * Retention of the reward rules' counts (services/retention): a voter_reward_states row whose voter last counted on the
+ * server more than `keepSeconds` (RETENTION_HEART_DAYS, as voter_states) ago is removed; the voter's next vote there
+ * counts from 1 (totals and the reward streak start over), as their cooldown and streak do.
+ */
+export function voterRewardStatesRetention(keepSeconds: number): RetentionRule {
+  return ageKeyDeleteRule({
+    name: "voter_reward_states",
+    table: "voter_reward_states",
+    key: Prisma.raw("server_id, voter_identity"),
+    column: Prisma.raw("last_counted_at"),
+    keepSeconds,
+  });
 }

@@ -16,6 +16,7 @@ import { expiredClaimRetention } from "../../services/claims/write-vote-claims.j
 import { attemptExchangeRetention } from "../../services/delivery/pipeline/attempt-log.js";
 import { addressVotersRetention } from "../../services/hearts/store.js";
 import { publishedOutboxRetention } from "../../services/relay/statements.js";
+import { voterRewardStatesRetention } from "../../services/rewards/reward-queue-store.js";
 import { readRetentionSettings } from "../../services/retention/retention-settings.js";
 import { retentionRules } from "../../services/retention/retention-rules.js";
 import { createRetentionLoop, createRetentionMetrics, runRetentionPass, type RetentionPassDeps } from "../../services/retention/run-retention.js";
@@ -322,6 +323,23 @@ test.serial("identity-set rows older than the longest identity window plus the m
   t.is((await pass([rule])).removed.heart_address_voters, 0);
 });
 
+test.serial("a voter's reward counts older than the hearts' horizon go, younger stay; a second pass removes nothing", async (t) => {
+  const server = await db.prisma.server.create({ data: { name: "reward counts" } });
+  const rule = voterRewardStatesRetention((400 * DAY_MS) / 1000);
+  const row = (voterIdentity: string, lastCountedAt: Date) =>
+    executeSql(
+      db.prisma,
+      Prisma.sql`INSERT INTO voter_reward_states (server_id, voter_identity, last_counted_at, total, month, month_total, week, week_total, streak_last_day, streak_days)
+                 VALUES (${server.id}::uuid, ${voterIdentity}, ${lastCountedAt}::timestamptz, 3, '2025-10', 1, '2025-W40', 1, ${lastCountedAt}::date, 1)`,
+    );
+  await row("old", ago(401 * DAY_MS));
+  await row("young", ago(399 * DAY_MS));
+  t.is((await pass([rule])).removed.voter_reward_states, 1);
+  const left = await db.prisma.voterRewardState.findMany({ where: { serverId: server.id }, select: { voterIdentity: true } });
+  t.deepEqual(left, [{ voterIdentity: "young" }]);
+  t.is((await pass([rule])).removed.voter_reward_states, 0);
+});
+
 test.serial("the settings: defaults, every RETENTION_* read and validated, problems reported with the process's others", (t) => {
   const defaults = readRetentionSettings(createEnvReader({}), DEFAULT_FRAUD_RULES);
   t.deepEqual(defaults, {
@@ -342,7 +360,7 @@ test.serial("the settings: defaults, every RETENTION_* read and validated, probl
     clickSeconds: 400 * 86_400,
     referralSeconds: 400 * 86_400,
   });
-  t.is(retentionRules(defaults).length, 14);
+  t.is(retentionRules(defaults).length, 15);
   const r = createEnvReader({ RETENTION_BATCH_ROWS: "0", RETENTION_DEAD_LETTER_DAYS: "x", RETENTION_ENABLED: "maybe", RETENTION_DUTY_PERCENT: "0" });
   readRetentionSettings(r, DEFAULT_FRAUD_RULES);
   const error = t.throws(() => r.finish({}));

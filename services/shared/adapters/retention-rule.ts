@@ -76,6 +76,28 @@ export interface WindowCursor<Id> {
   id: Id;
 }
 
+/**
+ * A rule deleting the rows of `table` whose `column` (a timestamptz) is older than the age limit, oldest first, through
+ * the index on the column's age key (ageKeySql; one per such table, in its migration). Built by the table's owner
+ * module, which names its own table and primary key (`key`): the shape lives here once, the write stays with its owner.
+ * Each batch reads at most `limit` entries of the age-key index and their rows, and deletes those; a row moved forward
+ * meanwhile (its column rewritten) keeps itself by the DELETE's own condition, checked again on the row it waited for.
+ */
+export function ageKeyDeleteRule(spec: { name: string; table: string; key: Sql; column: Sql; keepSeconds: number }): RetentionRule {
+  const t = Prisma.raw(spec.table);
+  return statementRule({
+    name: spec.name,
+    table: spec.table,
+    keepSeconds: spec.keepSeconds,
+    // Bounded: at most `limit` entries of the age-key index and their rows.
+    removeDue: (cut, limit) => Prisma.sql`DELETE FROM ${t} WHERE ${spec.column} < ${cut}::timestamptz
+      AND (${spec.key}) IN (SELECT ${spec.key} FROM ${t}
+        WHERE ${ageKeySql(spec.column)} < ${ageKeyOf(cut)} ORDER BY ${ageKeySql(spec.column)} LIMIT ${limit}::int)`,
+    // One entry of the age-key index.
+    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(spec.column)} AS oldest FROM ${t}`,
+  });
+}
+
 /** What a window rule gives (windowRule): its window statement and oldest-row read, written in the table's owner module. */
 export interface WindowRuleSpec<Id> {
   name: string;

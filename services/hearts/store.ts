@@ -4,6 +4,7 @@ import {
   ageKeyDeleteRule,
   ageKeyOf,
   ageKeySql,
+  oldestDueRowsSql,
   oldestOfAgeKey,
   statementRule,
   windowRule,
@@ -367,8 +368,7 @@ export function heartAddressesRetention(keepSeconds: number): RetentionRule {
     // subquery is planned as a hash join that reads the whole table); rows another writer holds are skipped.
     removeDue: (cutoff, limit) => Prisma.sql`
       UPDATE hearts h SET ip = NULL, subnet = NULL, user_agent = NULL
-      WHERE h.id = ANY(ARRAY(SELECT id FROM hearts WHERE ${ADDRESS_HELD} AND ${ageKeySql(CREATED_AT)} < ${ageKeyOf(cutoff)}
-                     ORDER BY ${ageKeySql(CREATED_AT)} LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))`,
+      WHERE h.id = ANY(ARRAY(${oldestDueRowsSql({ table: "hearts", columns: Prisma.raw("id"), due: ADDRESS_HELD, column: CREATED_AT, cut: cutoff, limit })}))`,
     // One entry of hearts_address_held_idx (an age-key index: CastHeart's velocity read can never take it).
     oldest: Prisma.sql`SELECT ${oldestOfAgeKey(CREATED_AT)} AS oldest FROM hearts WHERE ${ADDRESS_HELD}`,
   });

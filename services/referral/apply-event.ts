@@ -15,7 +15,7 @@ import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { decide, isAnchorState, type AnchorState, type ReferralStateName } from "./domain/transitions.js";
 import { decideReversalEffect, isPastAttributionWindow, NO_REASON, type ReversalEffect, type StoredReason } from "./domain/reversal-rules.js";
 import { DEFAULT_ABUSE_RULES, type AbuseRules } from "./domain/abuse-signals.js";
-import { ageKeyOf, ageKeySql, oldestOfAgeKey, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { oldestDueRowsSql, oldestOfAgeKey, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { abuseWriteOf, needsAbuseFacts, readAbuseFacts, type AbuseFactsInput, type AbuseWrite } from "./abuse-facts.js";
 
 /** Most events applied in one batch. */
@@ -776,8 +776,7 @@ export function endedReferralRetention(keepSeconds: number): RetentionRule {
     // registered or joined it.
     removeDue: (cutoff, limit) => Prisma.sql`
       WITH due AS (
-        SELECT id FROM referrals WHERE review <> 'held' AND ${ageKeySql(LAST_CHANGE)} < ${ageKeyOf(cutoff)}
-        ORDER BY ${ageKeySql(LAST_CHANGE)} LIMIT ${limit}::int FOR UPDATE SKIP LOCKED
+        ${oldestDueRowsSql({ table: "referrals", columns: Prisma.raw("id"), due: Prisma.sql`review <> 'held'`, column: LAST_CHANGE, cut: cutoff, limit })}
       ), clicks AS (
         DELETE FROM referral_clicks c WHERE c.referral_id = ANY(ARRAY(SELECT id FROM due)) RETURNING c.token
       ), events AS (${deleteTokenEventsSql(Prisma.sql`SELECT token FROM clicks`)}

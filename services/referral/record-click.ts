@@ -1,6 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
-import { ageKeyOf, ageKeySql, oldestOfAgeKey, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
+import { oldestDueRowsSql, oldestOfAgeKey, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { ADDRESS_HELD } from "../shared/adapters/voter-address-erasure.js";
 import { DomainError, unknownServer } from "../shared/rpc/errors.js";
 import { generateClickToken } from "../shared/runtime/secrets.js";
@@ -72,8 +72,7 @@ export function clickAddressesRetention(keepSeconds: number): RetentionRule {
     // subquery is planned as a hash join that reads the whole table); rows another writer holds are skipped.
     removeDue: (cutoff, limit) => Prisma.sql`
       UPDATE referral_clicks c SET ip = NULL, subnet = NULL, user_agent = NULL
-      WHERE c.id = ANY(ARRAY(SELECT id FROM referral_clicks WHERE ${ADDRESS_HELD} AND ${ageKeySql(CREATED_AT)} < ${ageKeyOf(cutoff)}
-                     ORDER BY ${ageKeySql(CREATED_AT)} LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))`,
+      WHERE c.id = ANY(ARRAY(${oldestDueRowsSql({ table: "referral_clicks", columns: Prisma.raw("id"), due: ADDRESS_HELD, column: CREATED_AT, cut: cutoff, limit })}))`,
     // One entry of referral_clicks_address_held_idx (an age-key index: the anti-abuse reads can never take it).
     oldest: Prisma.sql`SELECT ${oldestOfAgeKey(CREATED_AT)} AS oldest FROM referral_clicks WHERE ${ADDRESS_HELD}`,
   });
@@ -100,8 +99,7 @@ export function unlinkedClickRetention(keepSeconds: number): RetentionRule {
     // tokens' dedup rows through the (token, type, server_event_id) unique index.
     removeDue: (cutoff, limit) => Prisma.sql`
       WITH due AS (
-        SELECT id, token FROM referral_clicks WHERE referral_id IS NULL AND ${ageKeySql(CREATED_AT)} < ${ageKeyOf(cutoff)}
-        ORDER BY ${ageKeySql(CREATED_AT)} LIMIT ${limit}::int FOR UPDATE SKIP LOCKED
+        ${oldestDueRowsSql({ table: "referral_clicks", columns: Prisma.raw("id, token"), due: Prisma.sql`referral_id IS NULL`, column: CREATED_AT, cut: cutoff, limit })}
       ), events AS (${deleteTokenEventsSql(Prisma.sql`SELECT token FROM due`)})
       DELETE FROM referral_clicks c WHERE c.id = ANY(ARRAY(SELECT id FROM due)) AND c.referral_id IS NULL`,
     // One entry of referral_clicks_unlinked_age_key_idx.

@@ -3,7 +3,7 @@ import { DELIVERY_TRANSITIONS, type DeliveryMove, type DeliveryStatus } from "./
 import { leaseFreeSql } from "./lease.js";
 import type { Tx } from "../../shared/adapters/db.js";
 import type { HeldScope } from "../../servers/held-release.js";
-import { ageKeyOf, ageKeySql, oldestOfAgeKey, statementRule, type RetentionRule } from "../../shared/adapters/retention-rule.js";
+import { oldestDueRowsSql, oldestOfAgeKey, statementRule, type RetentionRule } from "../../shared/adapters/retention-rule.js";
 
 /**
  * Every write of `deliveries`, as SQL fragments the writers compose into their own statements (one per
@@ -299,8 +299,7 @@ export function endedDeliveryRetention(keepSeconds: number): RetentionRule {
     // delivery's attempts by the (delivery_id, attempt) index; rows another writer holds (a redelivery) are skipped.
     removeDue: (cutoff, limit) => Prisma.sql`
       DELETE FROM deliveries
-      WHERE id = ANY(ARRAY(SELECT id FROM deliveries WHERE ${ENDED_SQL} AND ${ageKeySql(ENDED_AT_SQL)} < ${ageKeyOf(cutoff)}
-                     ORDER BY ${ageKeySql(ENDED_AT_SQL)} LIMIT ${limit}::int FOR UPDATE SKIP LOCKED))
+      WHERE id = ANY(ARRAY(${oldestDueRowsSql({ table: "deliveries", columns: Prisma.raw("id"), due: ENDED_SQL, column: ENDED_AT_SQL, cut: cutoff, limit })}))
         AND ${ENDED_SQL}`,
     // One entry of deliveries_ended_age_key_idx.
     oldest: Prisma.sql`SELECT ${oldestOfAgeKey(ENDED_AT_SQL)} AS oldest FROM deliveries WHERE ${ENDED_SQL}`,

@@ -77,6 +77,18 @@ export interface WindowCursor<Id> {
 }
 
 /**
+ * The rows of `table` a retention batch takes: at most `limit` rows matching `due` whose age column (`column`) is before
+ * `cut`, oldest first, read through the index on the column's age key (partial to `due` where the table has one), and
+ * locked for the statement's writes; rows another writer holds are skipped (the next pass takes them), so a batch never
+ * waits on a hot path. `columns` are what the statement needs of each (its primary key, and what else it deletes by).
+ * The one form of this read: the batch rules compose it, each in its table's owner module.
+ */
+export function oldestDueRowsSql(q: { table: string; columns: Sql; due: Sql; column: Sql; cut: Date; limit: number }): Sql {
+  return Prisma.sql`SELECT ${q.columns} FROM ${Prisma.raw(q.table)} WHERE ${q.due} AND ${ageKeySql(q.column)} < ${ageKeyOf(q.cut)}
+    ORDER BY ${ageKeySql(q.column)} LIMIT ${q.limit}::int FOR UPDATE SKIP LOCKED`;
+}
+
+/**
  * A rule deleting the rows of `table` whose `column` (a timestamptz) is older than the age limit, oldest first, through
  * the index on the column's age key (ageKeySql; one per such table, in its migration). Built by the table's owner
  * module, which names its own table and primary key (`key`): the shape lives here once, the write stays with its owner.

@@ -32,17 +32,10 @@ import {
   runBench,
   startBenchPostgres,
   type BenchPostgres,
+  wholeNumberArg,
 } from "./lib/infra.js";
 
-const arg = (name: string, fallback: number) => {
-  const raw = process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-  const value = raw === undefined ? fallback : Number(raw);
-  if (!Number.isInteger(value) || value < 1) {
-    process.stderr.write(`--${name} must be a whole number of at least 1 (got ${raw})\n`);
-    process.exit(2);
-  }
-  return value;
-};
+const arg = wholeNumberArg;
 const days = arg("days", 30);
 const rowsPerDay = arg("rows-per-day", 100_000);
 const removals = arg("removals", 3);

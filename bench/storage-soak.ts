@@ -26,18 +26,10 @@ import { DEFAULT_FRAUD_RULES } from "../services/hearts/domain/fraud-rules.js";
 import { readRetentionSettings } from "../services/retention/retention-settings.js";
 import { retentionRules } from "../services/retention/retention-rules.js";
 import { runRetentionPass } from "../services/retention/run-retention.js";
-import { createCleanup, createProgress, machineInfo, RESULTS_DIR, runBench, startBenchPostgres } from "./lib/infra.js";
+import { createCleanup, createProgress, machineInfo, RESULTS_DIR, runBench, startBenchPostgres, wholeNumberArg } from "./lib/infra.js";
 import { dayEnd, storageDayStatements, storageSetupStatements } from "./lib/storage-day.js";
 
-const arg = (name: string, fallback: number) => {
-  const raw = process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-  const value = raw === undefined ? fallback : Number(raw);
-  if (!Number.isInteger(value) || value < 1) {
-    process.stderr.write(`--${name} must be a whole number of at least 1 (got ${raw})\n`);
-    process.exit(2);
-  }
-  return value;
-};
+const arg = wholeNumberArg;
 const days = arg("days", 60);
 const heartsPerDay = arg("hearts-per-day", 20_000);
 const servers = arg("servers", 1_000);

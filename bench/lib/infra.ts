@@ -31,6 +31,20 @@ export function envInt(name: string, fallback: number): number {
   return value;
 }
 
+/**
+ * A command-line option `--<name>=<whole number>` of a benchmark script, or `fallback` when absent; anything but a
+ * whole number of at least 1 ends the script with exit code 2 and a line saying so.
+ */
+export function wholeNumberArg(name: string, fallback: number): number {
+  const raw = process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  const value = raw === undefined ? fallback : Number(raw);
+  if (!Number.isInteger(value) || value < 1) {
+    process.stderr.write(`--${name} must be a whole number of at least 1 (got ${raw})\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
 /** A progress printer with elapsed seconds since the benchmark started. */
 export function createProgress(name: string): (line: string) => void {
   const started = Date.now();

@@ -92,7 +92,8 @@ export function parseQueueListQuery(params: URLSearchParams): QueueListQuery {
     .map((name) => name.trim())
     .filter((name) => name !== "");
   if (online.length > MAX_ONLINE_PLAYERS) return { kind: "invalid", text: `online: at most ${MAX_ONLINE_PLAYERS} players per list` };
-  if (online.some((name) => name.length > MAX_ONLINE_NAME_CHARS)) return { kind: "invalid", text: `online: a name is longer than ${MAX_ONLINE_NAME_CHARS} characters` };
+  if (online.some((name) => name.length > MAX_ONLINE_NAME_CHARS))
+    return { kind: "invalid", text: `online: a name is longer than ${MAX_ONLINE_NAME_CHARS} characters` };
   return { kind: "ok", limit, online };
 }
 
@@ -106,7 +107,8 @@ export function parseAckBody(body: Buffer): { kind: "ok"; ids: string[] } | { ki
     return { kind: "invalid", text: "body is not valid JSON" };
   }
   const ids = (value as { ids?: unknown } | null)?.ids;
-  if (typeof value !== "object" || value === null || Array.isArray(value) || !Array.isArray(ids)) return { kind: "invalid", text: 'body must be {"ids": [...]}' };
+  if (typeof value !== "object" || value === null || Array.isArray(value) || !Array.isArray(ids))
+    return { kind: "invalid", text: 'body must be {"ids": [...]}' };
   if (ids.length === 0) return { kind: "invalid", text: "ids: at least one id is required" };
   if (ids.length > MAX_ACK_IDS) return { kind: "invalid", text: `ids: at most ${MAX_ACK_IDS} per acknowledgement` };
   const bad = ids.findIndex((id) => typeof id !== "string" || !isUuid(id));
@@ -167,7 +169,8 @@ async function guarded<R extends { keyValid: boolean; serverId: string }>(
     // Failure policy: the public error table decides (400 for a request the service refused, 503 while the service or its
     // database is down or overloaded, else 500); the cause is logged, never sent; nothing is charged to the key.
     const mapped = fromRpcError(error);
-    if (mapped.cause === undefined) return { reply: errorJson(mapped.reply), outcome: mapped.reply.status === 503 ? "service_overloaded" : "rejected_by_service" };
+    if (mapped.cause === undefined)
+      return { reply: errorJson(mapped.reply), outcome: mapped.reply.status === 503 ? "service_overloaded" : "rejected_by_service" };
     return { reply: errorJson(mapped.reply), outcome: mapped.failure ?? "internal_error", cause: mapped.cause };
   } finally {
     admission?.done(wrong);
@@ -202,7 +205,11 @@ export async function handleRewardQueueList(input: { query: string; source: stri
 }
 
 /** POST /api/rewards/queue/ack: the key, the body (bad input: 400 JSON), the key's guard, AckRewardEntries, the JSON. */
-export async function handleRewardQueueAck(input: { query: string; body: Buffer; source: string }, rpcs: RewardQueueRpcs, guard: ClaimKeyGuard): Promise<RewardQueueResult> {
+export async function handleRewardQueueAck(
+  input: { query: string; body: Buffer; source: string },
+  rpcs: RewardQueueRpcs,
+  guard: ClaimKeyGuard,
+): Promise<RewardQueueResult> {
   const key = keyOf(new URLSearchParams(input.query));
   if (key.kind === "missing") return invalid("key is required");
   const parsed = parseAckBody(input.body);
@@ -214,7 +221,10 @@ export async function handleRewardQueueAck(input: { query: string; body: Buffer;
     key.key,
     input.source,
     () => rpcs.ackRewardEntries({ claimKey: key.key, ids: parsed.ids }),
-    (response) => ({ reply: json(200, { acked: response.acked, unknown: response.unknown }), outcome: response.unknown.length > 0 ? "acked_some_unknown" : "acked" }),
+    (response) => ({
+      reply: json(200, { acked: response.acked, unknown: response.unknown }),
+      outcome: response.unknown.length > 0 ? "acked_some_unknown" : "acked",
+    }),
     () => nothingAcked,
   );
 }

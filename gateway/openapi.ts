@@ -417,7 +417,8 @@ export const openApiDocument = {
     { name: "pull", description: "Signed polling of counted hearts (and, opted in, referral events), for servers that cannot accept connections." },
     {
       name: "reward plugins",
-      description: "The check/claim API of game-server reward plugins (Rust, FiveM, PocketMine) and the reward queue they pay from, keyed by the server's claim key.",
+      description:
+        "The check/claim API of game-server reward plugins (Rust, FiveM, PocketMine) and the reward queue they pay from, keyed by the server's claim key.",
     },
     { name: "receipts", description: "A voter's receipt of one heart: counted or not, and whether it reached the server." },
   ],
@@ -745,7 +746,7 @@ export const openApiDocument = {
               },
             },
           },
-          "400": jsonError("Bad input: the missing key, a body that is not {\"ids\": [...]}, too many ids, a malformed id.", {
+          "400": jsonError('Bad input: the missing key, a body that is not {"ids": [...]}, too many ids, a malformed id.', {
             malformed: fieldErrorExample("A malformed id", "ids[0]: not an entry id (a uuid)"),
             tooMany: fieldErrorExample("Too many ids", `ids: at most ${MAX_ACK_IDS} per acknowledgement`),
           }),
@@ -1278,7 +1279,11 @@ export const openApiDocument = {
         required: ["acked", "unknown"],
         properties: {
           acked: { type: "array", items: { type: "string", format: "uuid" }, description: "Acknowledged (by this call or an earlier one)." },
-          unknown: { type: "array", items: { type: "string", format: "uuid" }, description: "No entry of this server (or removed long after its acknowledgement)." },
+          unknown: {
+            type: "array",
+            items: { type: "string", format: "uuid" },
+            description: "No entry of this server (or removed long after its acknowledgement).",
+          },
         },
       },
       WebhookKeys: {

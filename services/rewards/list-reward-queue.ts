@@ -38,7 +38,8 @@ function pageOf(limit: number): number {
 export function onlineNamesOf(names: readonly string[]): string[] {
   const lower = [...new Set(names.map((name) => name.trim().toLowerCase()).filter((name) => name !== ""))];
   if (lower.length > MAX_ONLINE_PLAYERS) throw new DomainError("invalid_argument", `online: at most ${MAX_ONLINE_PLAYERS} players per list`);
-  if (lower.some((name) => name.length > MAX_ONLINE_NAME_CHARS)) throw new DomainError("invalid_argument", `online: a name is longer than ${MAX_ONLINE_NAME_CHARS} characters`);
+  if (lower.some((name) => name.length > MAX_ONLINE_NAME_CHARS))
+    throw new DomainError("invalid_argument", `online: a name is longer than ${MAX_ONLINE_NAME_CHARS} characters`);
   return lower;
 }
 

@@ -9,11 +9,7 @@ import { DomainError } from "../shared/rpc/errors.js";
  * layer before this; admins). Exactly one of the two: invalid_argument otherwise, so an owner session cannot name
  * another server's key beside its own server's id.
  */
-export async function resolveQueueServer(
-  deps: CoreDeps,
-  resolveKey: ClaimKeyResolver,
-  req: { claimKey: string; serverId: string },
-): Promise<string | null> {
+export async function resolveQueueServer(deps: CoreDeps, resolveKey: ClaimKeyResolver, req: { claimKey: string; serverId: string }): Promise<string | null> {
   const byKey = req.claimKey !== "";
   if (byKey === (req.serverId.trim() !== "")) throw new DomainError("invalid_argument", "exactly one of claim_key and server_id is required");
   return byKey ? resolveKey(req.claimKey) : requireServerId(deps, req.serverId);

@@ -154,10 +154,7 @@ const toPending = (r: PendingRow): PendingRewardEntry => ({
  * game server now, maybe none) the entries that are not online-only plus each named player's entries: an online-only
  * entry of a player not named is withheld. An entry stays listed until it is acknowledged.
  */
-export async function listPendingRewardEntries(
-  tx: SqlTx,
-  q: { serverId: string; limit: number; online?: readonly string[] },
-): Promise<PendingRewardEntry[]> {
+export async function listPendingRewardEntries(tx: SqlTx, q: { serverId: string; limit: number; online?: readonly string[] }): Promise<PendingRewardEntry[]> {
   if (q.online === undefined) {
     // Bounded: at most `limit` entries of reward_queue_entries_pending_idx (server_id, created_at, id) WHERE acked_at IS NULL,
     // and their rows; acknowledged entries are not in the index, whatever the server's history.

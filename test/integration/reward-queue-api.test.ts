@@ -36,7 +36,10 @@ test.after.always(async (t) => {
 
 interface Listed {
   status: number;
-  body: { entries: Array<{ id: string; reason: string; player: { name: string }; commands: string[]; online_only: boolean; created_at: string }>; next_check: number };
+  body: {
+    entries: Array<{ id: string; reason: string; player: { name: string }; commands: string[]; online_only: boolean; created_at: string }>;
+    next_check: number;
+  };
 }
 
 /** GET the queue with `query` (the key included), validated against the document. */
@@ -86,7 +89,9 @@ async function serverWithKey(t: { context: Context }) {
       commands: e.commands ?? [`give ${username} diamond ${i + 1}`],
       onlineOnly: e.onlineOnly,
     }));
-    return runSqlTransaction(db.prisma, (tx) => queueRewardEntries(tx, { serverId, heartId: null, player, rulesVersion: 1, entries: full }), { timeoutMs: 10_000 });
+    return runSqlTransaction(db.prisma, (tx) => queueRewardEntries(tx, { serverId, heartId: null, player, rulesVersion: 1, entries: full }), {
+      timeoutMs: 10_000,
+    });
   };
   return { serverId, claimKey, key: encodeURIComponent(claimKey), queue };
 }
@@ -189,7 +194,11 @@ test("a wrong key answers what an empty queue answers, acknowledges nothing, and
   t.true(t.context.gatewayLog.lines.some((l) => l.route === "/api/rewards/queue" && l.outcome === "wrong_key"));
 
   // The guess limiter: past its budget a source's unknown keys are refused (429), while a key seen working still answers.
-  const limited = await t.context.stack.startGateway({ log: captureLog("warn").log, serviceToken: "gateway", overrides: () => ({ claimKeyGuesses: { perSource: 2 } }) });
+  const limited = await t.context.stack.startGateway({
+    log: captureLog("warn").log,
+    serviceToken: "gateway",
+    overrides: () => ({ claimKeyGuesses: { perSource: 2 } }),
+  });
   const get = (key: string) => fetch(`${limited.url}/api/rewards/queue?key=${encodeURIComponent(key)}`);
   t.is((await get(s.claimKey)).status, 200);
   t.is((await get(wrong)).status, 200);

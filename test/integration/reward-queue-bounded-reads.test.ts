@@ -30,7 +30,7 @@ test.before(async (t) => {
   const serverId = await insertServer(prisma);
   const tx = <T>(body: Parameters<typeof runSqlTransaction<T>>[1]) => runSqlTransaction(prisma, body, { timeoutMs: 120_000 });
   // 20,000 entries the plugin ran and acknowledged (20 players of 1,000 entries).
-  for (let p = 0; p < 20; p++) {
+  for (let p = 0; p < HISTORY / 1_000; p++) {
     await tx(async (q) => {
       const ids = await queueRewardEntries(q, { serverId, heartId: null, player: playerOf(`veteran${p}`), rulesVersion: 1, entries: entries(1_000, false) });
       await ackRewardEntries(q, { serverId, ids, at: harness.clock.now() });
@@ -38,7 +38,8 @@ test.before(async (t) => {
   }
   // 20,000 online-only entries of 1,000 players who are not online (20 each).
   await tx(async (q) => {
-    for (let p = 0; p < 1_000; p++) await queueRewardEntries(q, { serverId, heartId: null, player: playerOf(`offline${p}`), rulesVersion: 1, entries: entries(20, true) });
+    for (let p = 0; p < HISTORY / 20; p++)
+      await queueRewardEntries(q, { serverId, heartId: null, player: playerOf(`offline${p}`), rulesVersion: 1, entries: entries(20, true) });
   });
   // Then what a list for the players online answers: entries any time, and the online player's online-only ones.
   const answerable = await tx(async (q) => [

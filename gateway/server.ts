@@ -470,31 +470,36 @@ function serveIngest(deps: GatewayDeps, { keyCache, lookups }: IngestGuards, ent
  * else is looked at), then the handler with the raw bytes.
  */
 async function serveSigned(deps: GatewayDeps, { req, res, entry }: RouteRequest, handle: (input: SignedInput) => Promise<SignedResult>): Promise<void> {
-  if (declaresTooLarge(req.headers, MAX_BODY_BYTES)) {
-    entry.outcome = "body_too_large";
-    sendTooLarge(req, res);
-    return;
-  }
-  const body = await readRawBody(req, MAX_BODY_BYTES);
+  const body = await readPostBody({ req, res, entry });
+  if (body === undefined) return;
+  const signatureHeader = req.headers["x-service-signature"];
+  const result = await handle({
+    signatureHeader: Array.isArray(signatureHeader) ? signatureHeader.join(", ") : signatureHeader,
+    rawBody: body,
+    source: clientAddress(deps, req),
+  });
+  Object.assign(entry, { outcome: result.outcome, serverId: result.serverId, kid: result.kid, cause: result.cause });
+  sendReply(res, result.reply);
+}
+
+/**
+ * A POST's raw body within MAX_BODY_BYTES (the size limit before anything else is looked at), or undefined once the
+ * request was answered: 413 for a body declared or found too large, nothing for a client that went away.
+ */
+async function readPostBody({ req, res, entry }: Pick<RouteRequest, "req" | "res" | "entry">): Promise<Buffer | undefined> {
+  const body = declaresTooLarge(req.headers, MAX_BODY_BYTES) ? ({ kind: "too_large" } as const) : await readRawBody(req, MAX_BODY_BYTES);
   if (body.kind === "too_large") {
     entry.outcome = "body_too_large";
     sendTooLarge(req, res);
-    return;
+    return undefined;
   }
   if (body.kind === "aborted") {
     // Failure policy: the client is gone; nothing was forwarded, so there is no one to answer.
     entry.outcome = "client_aborted";
     res.destroy();
-    return;
+    return undefined;
   }
-  const signatureHeader = req.headers["x-service-signature"];
-  const result = await handle({
-    signatureHeader: Array.isArray(signatureHeader) ? signatureHeader.join(", ") : signatureHeader,
-    rawBody: body.bytes,
-    source: clientAddress(deps, req),
-  });
-  Object.assign(entry, { outcome: result.outcome, serverId: result.serverId, kid: result.kid, cause: result.cause });
-  sendReply(res, result.reply);
+  return body.bytes;
 }
 
 /**
@@ -573,22 +578,11 @@ async function serveRewardQueueList(deps: GatewayDeps, guards: IngestGuards, req
 }
 
 async function serveRewardQueueAck(deps: GatewayDeps, guards: IngestGuards, request: RouteRequest): Promise<void> {
-  const { req, res, entry } = request;
-  const body = declaresTooLarge(req.headers, MAX_BODY_BYTES) ? ({ kind: "too_large" } as const) : await readRawBody(req, MAX_BODY_BYTES);
-  if (body.kind === "too_large") {
-    entry.outcome = "body_too_large";
-    sendTooLarge(req, res);
-    return;
-  }
-  if (body.kind === "aborted") {
-    // Failure policy: the client is gone; nothing was acknowledged, so there is no one to answer.
-    entry.outcome = "client_aborted";
-    res.destroy();
-    return;
-  }
+  const body = await readPostBody(request);
+  if (body === undefined) return;
   const result = await handleRewardQueueAck(
-    { query: request.query, body: body.bytes, source: clientAddress(deps, req) },
-    rewardQueueRpcs(deps, entry),
+    { query: request.query, body, source: clientAddress(deps, request.req) },
+    rewardQueueRpcs(deps, request.entry),
     guards.claimKeys,
   );
   sendRewardQueueResult(request, result);

@@ -306,8 +306,8 @@ const REWARD_QUEUE_DESCRIPTION = [
 /** The reward queue's answers every call shares: 400 (bad input), 429 (the wrong-key limit), 500, 503. */
 const REWARD_QUEUE_ERRORS = {
   "429": retryableError(
-    "Too many wrong keys from this client address, and this key has not been seen working; wait Retry-After seconds.",
-    { limited: { summary: "Wrong-key limit", value: { error: TOO_MANY_KEY_GUESSES_TEXT } } },
+    `Too many wrong keys from this client address, and this key has not been seen working: \`{"error": "${TOO_MANY_KEY_GUESSES_TEXT}"}\`; wait Retry-After seconds.`,
+    {},
     "Seconds until the wrong-key limit's window ends.",
   ),
   "500": jsonError("Internal error; retry later.", { internal: errorExample("Internal error", "internal") }),

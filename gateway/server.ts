@@ -60,7 +60,7 @@ import {
 import { RECEIPT_PATH_PREFIX } from "../services/shared/values/wire.js";
 import { RECEIPT_ROUTE_NAME, handleReceipt } from "./handle-receipt.js";
 import { RECEIPT_ANSWER_HEADERS } from "./receipt-page.js";
-import { createPluginCallRecorder, toPluginCall, type PluginCallRecorder } from "./record-plugin-calls.js";
+import { createPluginCallRecorder, toPluginCall, toQueuePluginCall, type PluginCallRecorder } from "./record-plugin-calls.js";
 import {
   REWARD_QUEUE_ACK_PATH,
   REWARD_QUEUE_PATH,
@@ -563,9 +563,18 @@ function rewardQueueRpcs(deps: GatewayDeps, entry: RequestLog): RewardQueueRpcs 
   };
 }
 
-function sendRewardQueueResult({ req, res, entry }: RouteRequest, result: RewardQueueResult): void {
+function sendRewardQueueResult(
+  deps: GatewayDeps,
+  guards: IngestGuards,
+  { req, res, rawPath, query, entry }: RouteRequest,
+  action: "list" | "ack",
+  result: RewardQueueResult,
+): void {
   Object.assign(entry, { outcome: result.outcome, serverId: result.serverId, cause: result.cause });
   serveRaw(req, res, entry, () => result.reply);
+  // The owners' plugin activity card, as for the check/claim calls: held in memory, sent in batches off the request path.
+  const call = guards.pluginCalls === undefined ? undefined : toQueuePluginCall({ path: rawPath, query, action, result, at: deps.now() });
+  if (call !== undefined) guards.pluginCalls?.record(call);
 }
 
 async function serveRewardQueueList(deps: GatewayDeps, guards: IngestGuards, request: RouteRequest): Promise<void> {
@@ -574,7 +583,7 @@ async function serveRewardQueueList(deps: GatewayDeps, guards: IngestGuards, req
     rewardQueueRpcs(deps, request.entry),
     guards.claimKeys,
   );
-  sendRewardQueueResult(request, result);
+  sendRewardQueueResult(deps, guards, request, "list", result);
 }
 
 async function serveRewardQueueAck(deps: GatewayDeps, guards: IngestGuards, request: RouteRequest): Promise<void> {
@@ -585,7 +594,7 @@ async function serveRewardQueueAck(deps: GatewayDeps, guards: IngestGuards, requ
     rewardQueueRpcs(deps, request.entry),
     guards.claimKeys,
   );
-  sendRewardQueueResult(request, result);
+  sendRewardQueueResult(deps, guards, request, "ack", result);
 }
 
 async function serveReceipt(deps: GatewayDeps, { res, rawPath, entry }: RouteRequest): Promise<void> {

@@ -14,6 +14,10 @@ import { runSql, runSqlTransaction } from "../../services/shared/adapters/sql/ex
 import { startStack, type TestGateway, type TestStack } from "../../scripts/harness/stack.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
 import { validateAgainstOpenApi, validateRequestBody } from "./openapi-validate.js";
+import { eventually } from "../helpers/eventually.js";
+import { PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
+import { PluginCallOutcome } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
+import { REWARD_QUEUE_ACK_PATH, REWARD_QUEUE_PATH } from "../../gateway/handle-reward-queue.js";
 
 interface Context {
   stack: TestStack;
@@ -249,4 +253,31 @@ test("bad input answers 400 JSON naming the problem, never a 500, and asks nothi
     (await list(t, `key=${s.key}`)).body.entries.map((e) => e.id),
     [id],
   );
+});
+
+test("the queue's calls are on the owner's plugin activity card as the check/claim calls are: per path and outcome, naming no player", async (t) => {
+  const s = await serverWithKey(t);
+  const [id] = await s.queue("Steve", [{ onlineOnly: false }]);
+  await list(t, `key=${s.key}&online=Steve`);
+  await ack(t, s.claimKey, { ids: [id] });
+  await list(t, `key=${s.key}`);
+  const rows = await eventually(async () => {
+    const found = (await t.context.stack.clients.pluginActivity.getPluginActivity({ serverId: s.serverId })).rows;
+    return found.length === 2 && found.find((r) => r.family === REWARD_QUEUE_PATH)?.calls === 2 ? found : undefined;
+  });
+  const byPath = (path: string) => rows.find((r) => r.family === path);
+  t.like(byPath(REWARD_QUEUE_PATH), {
+    playerIdKind: PlayerIdKind.UNSPECIFIED,
+    outcome: PluginCallOutcome.OK,
+    lastAction: "list",
+    lastAnswer: "queue_empty",
+    lastPlayerId: "",
+  });
+  t.like(byPath(REWARD_QUEUE_ACK_PATH), {
+    playerIdKind: PlayerIdKind.UNSPECIFIED,
+    outcome: PluginCallOutcome.OK,
+    calls: 1,
+    lastAction: "ack",
+    lastAnswer: "acked",
+  });
 });

@@ -9,7 +9,7 @@ import type {
 } from "../gen/proto/rewards/v1/rewards_pb.js";
 import { isUuid } from "../services/shared/values/ids.js";
 import { MAX_ACK_IDS, MAX_ONLINE_NAME_CHARS, MAX_ONLINE_PLAYERS, MAX_REWARD_QUEUE_PAGE } from "../services/shared/values/reward-queue-limits.js";
-import { MAX_CLAIM_KEY_CHARS, type ClaimKeyGuard } from "./handle-vote-claim.js";
+import { MAX_CLAIM_KEY_CHARS, callGuarded, type ClaimKeyGuard } from "./handle-vote-claim.js";
 import { errorReply, fromRpcError, type HttpReply, type RawReply } from "./http-errors.js";
 
 /**
@@ -136,10 +136,9 @@ function toEntryJson(e: RewardQueueEntry): RewardQueueEntryJson {
 }
 
 /**
- * The claim key's guard around one RPC (the check/claim API's rule): a key not known to work meets the source's guess
- * limiter (429 past it); the RPC's `keyValid` false is charged as a wrong guess and forgets the key, true remembers it.
- * An RPC failure is the public error table's answer (400 for a request the service refused, 503 while it or its
- * database is down, else 500), never charged.
+ * One RPC under the claim key rule (handle-vote-claim.ts callGuarded): 429 past the guess limiter, `wrongKey` for a key
+ * the service did not know, else `answer`. An RPC failure is the public error table's answer (400 for a request the
+ * service refused, 503 while it or its database is down, else 500), never charged.
  */
 async function guarded<R extends { keyValid: boolean; serverId: string }>(
   guard: ClaimKeyGuard,
@@ -149,21 +148,14 @@ async function guarded<R extends { keyValid: boolean; serverId: string }>(
   answer: (response: R) => RewardQueueResult,
   wrongKey: (response: R) => RewardQueueResult,
 ): Promise<RewardQueueResult> {
-  const known = guard.known.has(key);
-  const admission = known ? undefined : guard.limiter.admit(source);
-  if (admission?.kind === "limited") {
-    const headers = { "retry-after": String(admission.retryAfterSeconds) };
-    return { reply: errorJson(errorReply("tooManyKeyGuesses", TOO_MANY_KEY_GUESSES_TEXT, { headers })), outcome: "claim_key_guess_limit" };
-  }
-  let wrong = false;
   try {
-    const response = await call();
-    if (!response.keyValid) {
-      wrong = true;
-      guard.known.forget(key);
-      return wrongKey(response);
+    const guarded = await callGuarded(guard, key, source, call);
+    if (guarded.kind === "limited") {
+      const headers = { "retry-after": String(guarded.retryAfterSeconds) };
+      return { reply: errorJson(errorReply("tooManyKeyGuesses", TOO_MANY_KEY_GUESSES_TEXT, { headers })), outcome: "claim_key_guess_limit" };
     }
-    guard.known.remember(key);
+    const response = guarded.response;
+    if (!response.keyValid) return wrongKey(response);
     return { ...answer(response), serverId: response.serverId };
   } catch (error) {
     // Failure policy: the public error table decides (400 for a request the service refused, 503 while the service or its
@@ -172,8 +164,6 @@ async function guarded<R extends { keyValid: boolean; serverId: string }>(
     if (mapped.cause === undefined)
       return { reply: errorJson(mapped.reply), outcome: mapped.reply.status === 503 ? "service_overloaded" : "rejected_by_service" };
     return { reply: errorJson(mapped.reply), outcome: mapped.failure ?? "internal_error", cause: mapped.cause };
-  } finally {
-    admission?.done(wrong);
   }
 }
 

@@ -6,6 +6,7 @@
  * against the OpenAPI document.
  */
 import anyTest, { type TestFn } from "ava";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { randomBytes, randomUUID } from "node:crypto";
 import { queueRewardEntries, type RewardPlayer } from "../../services/rewards/reward-queue-store.js";
 import type { RewardEntry } from "../../services/rewards/domain/rewards-for-vote.js";
@@ -280,4 +281,21 @@ test("the queue's calls are on the owner's plugin activity card as the check/cla
     lastAction: "ack",
     lastAnswer: "acked",
   });
+});
+
+test("internally, a queue is named by its claim key or its server id, exactly one: an admin (or the server's owner) lists by id, and a call naming both is refused", async (t) => {
+  const s = await serverWithKey(t);
+  const other = await serverWithKey(t);
+  const [id] = await s.queue("Steve", [{ onlineOnly: true }]);
+  const { rewardQueue } = t.context.stack.clients;
+  const byId = await rewardQueue.listRewardQueue({ serverId: s.serverId });
+  t.deepEqual(
+    byId.entries.map((e) => e.id),
+    [id],
+  );
+  t.true(byId.keyValid);
+  const both = await t.throwsAsync(rewardQueue.listRewardQueue({ serverId: other.serverId, claimKey: s.claimKey }));
+  t.is(ConnectError.from(both).code, Code.InvalidArgument);
+  const neither = await t.throwsAsync(rewardQueue.ackRewardEntries({ ids: [id!] }));
+  t.is(ConnectError.from(neither).code, Code.InvalidArgument);
 });

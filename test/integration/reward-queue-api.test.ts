@@ -299,3 +299,22 @@ test("internally, a queue is named by its claim key or its server id, exactly on
   const neither = await t.throwsAsync(rewardQueue.ackRewardEntries({ ids: [id!] }));
   t.is(ConnectError.from(neither).code, Code.InvalidArgument);
 });
+
+test("a page of large entries is cut to fit the internal message limit: the answer holds fewer entries, never a failure; the rest come on the next list", async (t) => {
+  const s = await serverWithKey(t);
+  // 20 commands of 500 bytes each: about 10 KiB an entry, 30 entries about 300 KiB.
+  const command = `say ${"x".repeat(496)}`;
+  const queued = await s.queue(
+    "Steve",
+    Array.from({ length: 30 }, () => ({ onlineOnly: false, commands: Array.from({ length: 20 }, () => command) })),
+  );
+  const first = await list(t, `key=${s.key}&limit=100`);
+  t.is(first.status, 200);
+  t.true(first.body.entries.length >= 1 && first.body.entries.length < 30, `${first.body.entries.length} entries`);
+  t.is(first.body.entries[0]!.commands.length, 20);
+  t.deepEqual((await ack(t, s.claimKey, { ids: first.body.entries.map((e) => e.id) })).body.unknown, []);
+  const second = await list(t, `key=${s.key}&limit=100`);
+  t.is(second.status, 200);
+  const firstIds = new Set(first.body.entries.map((e) => e.id));
+  t.true(second.body.entries.length > 0 && second.body.entries.every((e) => queued.includes(e.id) && !firstIds.has(e.id)));
+});

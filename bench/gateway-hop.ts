@@ -79,8 +79,8 @@ async function runStub(): Promise<void> {
 function gatewayClients(stubUrl: string, variant: string) {
   const token = randomBytes(32).toString("base64url");
   if (variant === "connect") {
-    const { referral, admin, delivery, claims, hearts } = createRpcClients(createServiceTransport(stubUrl, token));
-    return { referral, admin, delivery, claims, hearts };
+    const { referral, admin, delivery, claims, hearts, rewardQueue } = createRpcClients(createServiceTransport(stubUrl, token));
+    return { referral, admin, delivery, claims, hearts, rewardQueue };
   }
   return createReferralServiceClients(stubUrl, token);
 }

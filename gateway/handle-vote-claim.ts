@@ -291,21 +291,19 @@ export async function handleVoteClaim(input: VoteClaimInput, rpcs: ClaimRpcs, gu
   if (parsed.kind === "unanswerable") return { reply: answer(parsed.json, 200, "0"), outcome: parsed.outcome };
   const { action, json, key, player } = parsed;
 
-  const known = guard.known.has(key);
-  const admission = known ? undefined : guard.limiter.admit(input.source);
-  if (admission?.kind === "limited") {
-    return { reply: answer(json, 429, "0", { "retry-after": String(admission.retryAfterSeconds) }), outcome: "claim_key_guess_limit" };
-  }
-  let wrongKey = false;
   try {
     const request = { claimKey: key, player };
-    const response: ClaimAnswer = action === "check" ? await rpcs.checkVote(request) : await rpcs.claimVote(request);
-    if (!response.keyValid) {
-      wrongKey = true;
-      guard.known.forget(key);
-      return { reply: answer(json, 200, "0"), outcome: "wrong_key" };
+    const guarded = await callGuarded(
+      guard,
+      key,
+      input.source,
+      (): Promise<ClaimAnswer> => (action === "check" ? rpcs.checkVote(request) : rpcs.claimVote(request)),
+    );
+    if (guarded.kind === "limited") {
+      return { reply: answer(json, 429, "0", { "retry-after": String(guarded.retryAfterSeconds) }), outcome: "claim_key_guess_limit" };
     }
-    guard.known.remember(key);
+    const response = guarded.response;
+    if (!response.keyValid) return { reply: answer(json, 200, "0"), outcome: "wrong_key" };
     const served = json ? toJson(action, response) : DIGITS[action][response.status];
     if (served === undefined) {
       // Failure policy: fail closed - a status this action cannot give is a service bug; answer 500, never a digit that could pay.
@@ -330,6 +328,33 @@ export async function handleVoteClaim(input: VoteClaimInput, rpcs: ClaimRpcs, gu
     const reply = mapped.reply.status === 503 && retryAfter !== undefined ? answer(json, 503, "0", { "retry-after": retryAfter }) : jsonReply(mapped.reply);
     if (mapped.cause === undefined) return { reply, outcome: mapped.reply.status === 503 ? "service_overloaded" : "rejected_by_service" };
     return { reply, outcome: mapped.failure ?? "internal_error", cause: mapped.cause };
+  }
+}
+
+/** A key-checked call's outcome under the guess limiter: refused before the call, or the call's answer. */
+export type GuardedCall<R> = { kind: "limited"; retryAfterSeconds: number } | { kind: "answered"; response: R };
+
+/**
+ * THE claim key rule of the gateway's key-checked APIs (the check/claim API, the reward queue): a key not known to work
+ * meets the source's guess limiter (refused past it, without the call); the call's `keyValid` false is charged to the
+ * source as a wrong guess and forgets the key, true remembers it (never charged nor refused again while remembered). A
+ * call that throws is charged nothing; the error is the caller's to answer.
+ */
+export async function callGuarded<R extends { keyValid: boolean }>(
+  guard: ClaimKeyGuard,
+  key: string,
+  source: string,
+  call: () => Promise<R>,
+): Promise<GuardedCall<R>> {
+  const admission = guard.known.has(key) ? undefined : guard.limiter.admit(source);
+  if (admission?.kind === "limited") return { kind: "limited", retryAfterSeconds: admission.retryAfterSeconds };
+  let wrongKey = false;
+  try {
+    const response = await call();
+    wrongKey = !response.keyValid;
+    if (wrongKey) guard.known.forget(key);
+    else guard.known.remember(key);
+    return { kind: "answered", response };
   } finally {
     admission?.done(wrongKey);
   }

@@ -12,6 +12,14 @@ import {
 } from "../services/shared/values/contract.js";
 import { TOO_MANY_CLICKS_TEXT } from "./handle-referral-link.js";
 import { PLUGIN_PRESET_PATHS } from "./handle-vote-claim.js";
+import { TOO_MANY_KEY_GUESSES_TEXT } from "./handle-reward-queue.js";
+import {
+  DEFAULT_REWARD_QUEUE_PAGE,
+  MAX_ACK_IDS,
+  MAX_ONLINE_NAME_CHARS,
+  MAX_ONLINE_PLAYERS,
+  MAX_REWARD_QUEUE_PAGE,
+} from "../services/shared/values/reward-queue-limits.js";
 import { MAX_BODY_BYTES } from "./raw-body.js";
 import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/values/field-rules.js";
 import { MAX_PULL_PAGE } from "../services/shared/values/wire.js";
@@ -287,6 +295,38 @@ function votesOperation(op: { operationId: string; summary: string; json: boolea
 
 type Examples = Record<string, { summary: string; value: unknown }>;
 
+const REWARD_QUEUE_DESCRIPTION = [
+  "The reward queue a game plugin pays from (docs/reward-queue.md): list the pending entries, run each entry's commands,",
+  "then acknowledge the ids that ran. The entry id is the plugin's idempotency key: keep the ids you ran until they are",
+  "acknowledged, and never run an id you already ran (an entry stays listed until acknowledged, so a plugin restarted",
+  "between running and acknowledging sees the same ids again). A wrong key answers an empty queue (or nothing",
+  "acknowledged), never an error; wrong keys are limited per client address (429 with Retry-After past it).",
+].join("\n");
+
+/** The reward queue's answers every call shares: 400 (bad input), 429 (the wrong-key limit), 500, 503. */
+const REWARD_QUEUE_ERRORS = {
+  "429": retryableError(
+    `Too many wrong keys from this client address, and this key has not been seen working: \`{"error": "${TOO_MANY_KEY_GUESSES_TEXT}"}\`; wait Retry-After seconds.`,
+    {},
+    "Seconds until the wrong-key limit's window ends.",
+  ),
+  "500": jsonError("Internal error; retry later.", { internal: errorExample("Internal error", "internal") }),
+  "503": retryableError(
+    "The service or its database is down or restarting; retry after Retry-After seconds.",
+    { unavailable: errorExample("Unavailable", "unavailable") },
+    "Seconds to wait before asking again.",
+  ),
+};
+
+const queueEntryExample = {
+  id: "0192f3a4-5b6c-7d8e-9f01-23456789abcd",
+  reason: "vote",
+  player: { name: "Steve", steam_id: null, discord_id: null, minecraft_uuid: "069a79f4-44e9-4726-a5be-fca90e38aaf5", account_id: null },
+  commands: ["give Steve diamond 1"],
+  online_only: true,
+  created_at: "2026-01-01T00:00:00.000Z",
+};
+
 /** A signed pull endpoint (POST, PullSignature, JSON in and out, the shared error answers). */
 function pullOperation(op: {
   operationId: string;
@@ -375,7 +415,11 @@ export const openApiDocument = {
     { name: "referrals", description: "Referral links and signed referral lifecycle events." },
     { name: "callbacks", description: "Signed reward callbacks sent by the service to the server owner's URL." },
     { name: "pull", description: "Signed polling of counted hearts (and, opted in, referral events), for servers that cannot accept connections." },
-    { name: "reward plugins", description: "The check/claim API of game-server reward plugins (Rust, FiveM, PocketMine), keyed by the server's claim key." },
+    {
+      name: "reward plugins",
+      description:
+        "The check/claim API of game-server reward plugins (Rust, FiveM, PocketMine) and the reward queue they pay from, keyed by the server's claim key.",
+    },
     { name: "receipts", description: "A voter's receipt of one heart: counted or not, and whether it reached the server." },
   ],
   paths: {
@@ -629,6 +673,88 @@ export const openApiDocument = {
     }),
     "/api/votes": votesOperation({ operationId: "checkOrClaimVote", summary: "Check or claim a player's vote (reward plugins)", json: false }),
     "/api/votes/json": votesOperation({ operationId: "checkOrClaimVoteJson", summary: "Check or claim a player's vote, as JSON (VoteReward)", json: true }),
+    "/api/rewards/queue": {
+      get: {
+        operationId: "listRewardQueue",
+        summary: "List the server's pending reward entries (game plugins)",
+        description: REWARD_QUEUE_DESCRIPTION,
+        tags: ["reward plugins"],
+        security: [{ ClaimKey: [] }],
+        parameters: [
+          {
+            name: "online",
+            in: "query",
+            required: false,
+            description: `The players on the game server now, comma-separated (or the parameter repeated; at most ${MAX_ONLINE_PLAYERS}, each at most ${MAX_ONLINE_NAME_CHARS} characters; compared case-insensitively). Given (even empty): online-only entries of players not named are withheld. Absent: the whole queue.`,
+            schema: { type: "string" },
+          },
+          {
+            name: "limit",
+            in: "query",
+            required: false,
+            description: `Entries per list, 1 to ${MAX_REWARD_QUEUE_PAGE} (default ${DEFAULT_REWARD_QUEUE_PAGE}); a page of large entries may hold fewer.`,
+            schema: { type: "integer", minimum: 1, maximum: MAX_REWARD_QUEUE_PAGE },
+          },
+          { $ref: "#/components/parameters/X-Request-Id" },
+        ],
+        responses: {
+          "200": {
+            description: "The oldest pending entries, and when to list again.",
+            headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
+            content: {
+              "application/json": {
+                schema: { $ref: "#/components/schemas/RewardQueuePage" },
+                examples: {
+                  entries: { summary: "One entry to run", value: { entries: [queueEntryExample], next_check: 10 } },
+                  empty: { summary: "Nothing pending (also a wrong key)", value: { entries: [], next_check: 120 } },
+                },
+              },
+            },
+          },
+          "400": jsonError("Bad input: the missing key, a bad limit, too many or too long online names.", {
+            limit: fieldErrorExample("A bad limit", `limit: must be a whole number from 1 to ${MAX_REWARD_QUEUE_PAGE}`),
+          }),
+          ...REWARD_QUEUE_ERRORS,
+        },
+      },
+    },
+    "/api/rewards/queue/ack": {
+      post: {
+        operationId: "ackRewardEntries",
+        summary: "Acknowledge the reward entries the plugin ran",
+        description: `${REWARD_QUEUE_DESCRIPTION}\n\nPartial acknowledgements are fine; an id acknowledged before is reported in \`acked\` again (idempotent); an id that is no entry of this server is reported in \`unknown\`.`,
+        tags: ["reward plugins"],
+        security: [{ ClaimKey: [] }],
+        parameters: [{ $ref: "#/components/parameters/X-Request-Id" }],
+        requestBody: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: { $ref: "#/components/schemas/RewardQueueAckRequest" },
+              examples: { ack: { summary: "Acknowledge one entry", value: { ids: [queueEntryExample.id] } } },
+            },
+          },
+        },
+        responses: {
+          "200": {
+            description: "Which ids are acknowledged, and which are no entry of this server.",
+            headers: { "X-Request-Id": { $ref: "#/components/headers/X-Request-Id" } },
+            content: {
+              "application/json": {
+                schema: { $ref: "#/components/schemas/RewardQueueAckAnswer" },
+                examples: { acked: { summary: "Acknowledged", value: { acked: [queueEntryExample.id], unknown: [] } } },
+              },
+            },
+          },
+          "400": jsonError('Bad input: the missing key, a body that is not {"ids": [...]}, too many ids, a malformed id.', {
+            malformed: fieldErrorExample("A malformed id", "ids[0]: not an entry id (a uuid)"),
+            tooMany: fieldErrorExample("Too many ids", `ids: at most ${MAX_ACK_IDS} per acknowledgement`),
+          }),
+          "413": jsonError("Body too large.", { tooLarge: errorExample("Body too large", "bodyTooLarge") }),
+          ...REWARD_QUEUE_ERRORS,
+        },
+      },
+    },
     "/.well-known/webhook-keys.json": {
       get: {
         operationId: "getWebhookKeys",
@@ -1059,7 +1185,8 @@ export const openApiDocument = {
         type: "apiKey",
         in: "query",
         name: "key",
-        description: "The server's claim key (`vck_...`, dashboard): read and claim that server's votes only. A wrong key answers `0`, never an error.",
+        description:
+          "The server's claim key (`vck_...`, dashboard): read and claim that server's votes, and list and acknowledge its reward queue, only. A wrong key answers `0` (the queue: an empty one), never an error.",
       },
       PullSignature: {
         type: "apiKey",
@@ -1106,6 +1233,57 @@ export const openApiDocument = {
           voted_at: { type: ["string", "null"], format: "date-time" },
           claimed_at: { type: ["string", "null"], format: "date-time", description: "Null while unclaimed." },
           expires_at: { type: ["string", "null"], format: "date-time", description: "End of the vote's claim window." },
+        },
+      },
+      RewardQueuePage: {
+        type: "object",
+        additionalProperties: false,
+        required: ["entries", "next_check"],
+        properties: {
+          entries: { type: "array", maxItems: MAX_REWARD_QUEUE_PAGE, items: { $ref: "#/components/schemas/RewardQueueEntry" } },
+          next_check: { type: "integer", minimum: 1, description: "Seconds to wait before listing again." },
+        },
+      },
+      RewardQueueEntry: {
+        type: "object",
+        additionalProperties: false,
+        required: ["id", "reason", "player", "commands", "online_only", "created_at"],
+        properties: {
+          id: { type: "string", format: "uuid", description: "The entry's id: the plugin's idempotency key; acknowledge it once its commands ran." },
+          reason: { type: "string", enum: ["vote", "streak", "milestone", "lucky", "award", "referral", "reversal"] },
+          player: {
+            type: "object",
+            additionalProperties: false,
+            required: ["name", "steam_id", "discord_id", "minecraft_uuid", "account_id"],
+            properties: {
+              name: { type: "string", description: "The player as the vote named them." },
+              steam_id: { type: ["string", "null"] },
+              discord_id: { type: ["string", "null"] },
+              minecraft_uuid: { type: ["string", "null"] },
+              account_id: { type: ["string", "null"] },
+            },
+          },
+          commands: { type: "array", items: { type: "string" }, description: "The commands to run, in order, rendered by the list." },
+          online_only: { type: "boolean", description: "Run only while the player is on the game server." },
+          created_at: { type: ["string", "null"], format: "date-time" },
+        },
+      },
+      RewardQueueAckRequest: {
+        type: "object",
+        required: ["ids"],
+        properties: { ids: { type: "array", minItems: 1, maxItems: MAX_ACK_IDS, items: { type: "string", format: "uuid" } } },
+      },
+      RewardQueueAckAnswer: {
+        type: "object",
+        additionalProperties: false,
+        required: ["acked", "unknown"],
+        properties: {
+          acked: { type: "array", items: { type: "string", format: "uuid" }, description: "Acknowledged (by this call or an earlier one)." },
+          unknown: {
+            type: "array",
+            items: { type: "string", format: "uuid" },
+            description: "No entry of this server (or removed long after its acknowledgement).",
+          },
         },
       },
       WebhookKeys: {

@@ -8,6 +8,8 @@ import { isUuid } from "../services/shared/values/ids.js";
 import { MAX_PLUGIN_CALL_PLAYER_ID_CHARS, MAX_PLUGIN_CALLS_PER_BATCH } from "../services/shared/values/plugin-call-limits.js";
 import { claimKeyLookupHash } from "../services/shared/runtime/secrets.js";
 import { parseVoteQuery, type VoteClaimResult } from "./handle-vote-claim.js";
+import type { RewardQueueResult } from "./handle-reward-queue.js";
+import { PlayerIdKind } from "../gen/proto/claims/v1/claims_pb.js";
 
 /**
  * The plugin activity card's feed (issue 33): what each reward plugin's check/claim call got, recorded off the
@@ -77,6 +79,46 @@ export function toPluginCall(answered: AnsweredVoteClaim): PluginCall | undefine
     claimKeySha256: serverId === "" ? claimKeyLookupHash(parsed.key) : "",
     urlServerId: serverId === "" && isUuid(urlServerId) ? urlServerId : "",
     playerId: parsed.player.value.slice(0, MAX_PLUGIN_CALL_PLAYER_ID_CHARS),
+  });
+}
+
+/** The outcome of each answered reward queue outcome (handle-reward-queue.ts); bad input, the limiter, 503 and 500 are not recorded. */
+const QUEUE_OUTCOMES: Readonly<Record<string, PluginCallOutcome>> = {
+  wrong_key: PluginCallOutcome.WRONG_KEY,
+  queue_listed: PluginCallOutcome.OK,
+  queue_empty: PluginCallOutcome.OK,
+  acked: PluginCallOutcome.OK,
+  acked_some_unknown: PluginCallOutcome.OK,
+};
+
+/** One answered reward queue request: the route's path, the raw query, which call, and what the handler answered. */
+export interface AnsweredQueueCall {
+  path: string;
+  query: string;
+  action: "list" | "ack";
+  result: RewardQueueResult;
+  at: Date;
+}
+
+/**
+ * The record of an answered reward queue call (docs/reward-queue.md), or undefined for one the card does not show. It
+ * names no player (the kind is unspecified, stored as `none`); its answer is the outcome (`queue_listed`, `queue_empty`,
+ * `acked`, `acked_some_unknown`, `wrong_key`); a wrong key is attributed by the key's SHA-256 only (the URL names no server).
+ */
+export function toQueuePluginCall(answered: AnsweredQueueCall): PluginCall | undefined {
+  const outcome = QUEUE_OUTCOMES[answered.result.outcome];
+  const key = new URLSearchParams(answered.query).get("key") ?? "";
+  if (outcome === undefined || key === "") return undefined;
+  const serverId = answered.result.serverId ?? "";
+  return create(PluginCallSchema, {
+    at: timestampFromDate(answered.at),
+    family: answered.path,
+    playerIdKind: PlayerIdKind.UNSPECIFIED,
+    outcome,
+    action: answered.action,
+    answer: answered.result.outcome,
+    serverId,
+    claimKeySha256: serverId === "" ? claimKeyLookupHash(key) : "",
   });
 }
 

@@ -18,6 +18,7 @@ import type { ReferralService } from "../gen/proto/referral/v1/referral_pb.js";
 import type { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import type { ClaimService } from "../gen/proto/claims/v1/claims_pb.js";
 import type { PluginActivityService } from "../gen/proto/claims/v1/plugin_activity_pb.js";
+import type { RewardQueueService } from "../gen/proto/rewards/v1/rewards_pb.js";
 import type { Logger } from "../services/shared/runtime/log.js";
 import type { Metrics } from "../services/shared/runtime/metrics.js";
 import { handleIngest } from "./handle-ingest.js";
@@ -59,7 +60,15 @@ import {
 import { RECEIPT_PATH_PREFIX } from "../services/shared/values/wire.js";
 import { RECEIPT_ROUTE_NAME, handleReceipt } from "./handle-receipt.js";
 import { RECEIPT_ANSWER_HEADERS } from "./receipt-page.js";
-import { createPluginCallRecorder, toPluginCall, type PluginCallRecorder } from "./record-plugin-calls.js";
+import { createPluginCallRecorder, toPluginCall, toQueuePluginCall, type PluginCallRecorder } from "./record-plugin-calls.js";
+import {
+  REWARD_QUEUE_ACK_PATH,
+  REWARD_QUEUE_PATH,
+  handleRewardQueueAck,
+  handleRewardQueueList,
+  type RewardQueueResult,
+  type RewardQueueRpcs,
+} from "./handle-reward-queue.js";
 
 /** Deadline of each internal RPC; past it the request is a retryable 500. */
 export const RPC_TIMEOUT_MS = 10_000;
@@ -81,6 +90,8 @@ export interface GatewayDeps {
   claims: Client<typeof ClaimService>;
   /** The public receipts' GetReceipt. */
   hearts: Client<typeof HeartService>;
+  /** The game plugins' reward queue (ListRewardQueue, AckRewardEntries). */
+  rewardQueue: Client<typeof RewardQueueService>;
   /** Where the check/claim calls' outcomes go for the owners' plugin activity card (record-plugin-calls.ts); none recorded when absent. */
   pluginActivity?: Client<typeof PluginActivityService>;
   /** How often recorded check/claim calls are sent (PLUGIN_CALL_FLUSH_MS). */
@@ -141,6 +152,8 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * - `GET /api/votes`, `GET /api/votes/json`: reward plugins' check/claim API (handle-vote-claim.ts), the key in the query;
  *   also at the plugins' preset paths (PLUGIN_PRESET_PATHS: `/api/`, `/vote/`, `/api-vrc/`, ...), the same answers.
  *   Who: anyone holding the server's claim key (read and claim that server's votes only); a wrong key answers `0`.
+ * - `GET /api/rewards/queue`, `POST /api/rewards/queue/ack`: the reward queue game plugins pay from (handle-reward-queue.ts),
+ *   the claim key in the query. Who: anyone holding the server's claim key; a wrong key answers an empty queue.
  * - `GET /r/<server_id>?referrer=<identity>`: record a click, redirect to the registration URL. Who: the public.
  * - `GET /openapi/referral.json`: the OpenAPI 3.1 document. Who: the public.
  * - `GET /.well-known/webhook-keys.json` and `/.well-known/jwks.json`: the list's published ed25519
@@ -341,6 +354,9 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
     ...PLUGIN_PRESET_PATHS.map(
       ({ path, json }): Route => ({ method: "GET", path, name: path, handle: (request) => serveVoteClaim(deps, guards, request, json) }),
     ),
+    // The same key in the query, the same request line without it.
+    { method: "GET", path: REWARD_QUEUE_PATH, name: REWARD_QUEUE_PATH, handle: (request) => serveRewardQueueList(deps, guards, request) },
+    { method: "POST", path: REWARD_QUEUE_ACK_PATH, name: REWARD_QUEUE_ACK_PATH, handle: (request) => serveRewardQueueAck(deps, guards, request) },
     {
       method: "GET",
       path: REFERRAL_LINK_PREFIX,
@@ -454,31 +470,36 @@ function serveIngest(deps: GatewayDeps, { keyCache, lookups }: IngestGuards, ent
  * else is looked at), then the handler with the raw bytes.
  */
 async function serveSigned(deps: GatewayDeps, { req, res, entry }: RouteRequest, handle: (input: SignedInput) => Promise<SignedResult>): Promise<void> {
-  if (declaresTooLarge(req.headers, MAX_BODY_BYTES)) {
-    entry.outcome = "body_too_large";
-    sendTooLarge(req, res);
-    return;
-  }
-  const body = await readRawBody(req, MAX_BODY_BYTES);
+  const body = await readPostBody({ req, res, entry });
+  if (body === undefined) return;
+  const signatureHeader = req.headers["x-service-signature"];
+  const result = await handle({
+    signatureHeader: Array.isArray(signatureHeader) ? signatureHeader.join(", ") : signatureHeader,
+    rawBody: body,
+    source: clientAddress(deps, req),
+  });
+  Object.assign(entry, { outcome: result.outcome, serverId: result.serverId, kid: result.kid, cause: result.cause });
+  sendReply(res, result.reply);
+}
+
+/**
+ * A POST's raw body within MAX_BODY_BYTES (the size limit before anything else is looked at), or undefined once the
+ * request was answered: 413 for a body declared or found too large, nothing for a client that went away.
+ */
+async function readPostBody({ req, res, entry }: Pick<RouteRequest, "req" | "res" | "entry">): Promise<Buffer | undefined> {
+  const body = declaresTooLarge(req.headers, MAX_BODY_BYTES) ? ({ kind: "too_large" } as const) : await readRawBody(req, MAX_BODY_BYTES);
   if (body.kind === "too_large") {
     entry.outcome = "body_too_large";
     sendTooLarge(req, res);
-    return;
+    return undefined;
   }
   if (body.kind === "aborted") {
     // Failure policy: the client is gone; nothing was forwarded, so there is no one to answer.
     entry.outcome = "client_aborted";
     res.destroy();
-    return;
+    return undefined;
   }
-  const signatureHeader = req.headers["x-service-signature"];
-  const result = await handle({
-    signatureHeader: Array.isArray(signatureHeader) ? signatureHeader.join(", ") : signatureHeader,
-    rawBody: body.bytes,
-    source: clientAddress(deps, req),
-  });
-  Object.assign(entry, { outcome: result.outcome, serverId: result.serverId, kid: result.kid, cause: result.cause });
-  sendReply(res, result.reply);
+  return body.bytes;
 }
 
 /**
@@ -532,6 +553,48 @@ async function serveVoteClaim(deps: GatewayDeps, guards: IngestGuards, { req, re
   // The owners' plugin activity card: held in memory, sent in batches off the request path.
   const call = guards.pluginCalls === undefined ? undefined : toPluginCall({ path: rawPath, query, jsonPath, result, at: deps.now() });
   if (call !== undefined) guards.pluginCalls?.record(call);
+}
+
+function rewardQueueRpcs(deps: GatewayDeps, entry: RequestLog): RewardQueueRpcs {
+  const callOptions = rpcCallOptions(deps, entry.requestId);
+  return {
+    listRewardQueue: (request) => deps.rewardQueue.listRewardQueue(request, callOptions),
+    ackRewardEntries: (request) => deps.rewardQueue.ackRewardEntries(request, callOptions),
+  };
+}
+
+function sendRewardQueueResult(
+  deps: GatewayDeps,
+  guards: IngestGuards,
+  { req, res, rawPath, query, entry }: RouteRequest,
+  action: "list" | "ack",
+  result: RewardQueueResult,
+): void {
+  Object.assign(entry, { outcome: result.outcome, serverId: result.serverId, cause: result.cause });
+  serveRaw(req, res, entry, () => result.reply);
+  // The owners' plugin activity card, as for the check/claim calls: held in memory, sent in batches off the request path.
+  const call = guards.pluginCalls === undefined ? undefined : toQueuePluginCall({ path: rawPath, query, action, result, at: deps.now() });
+  if (call !== undefined) guards.pluginCalls?.record(call);
+}
+
+async function serveRewardQueueList(deps: GatewayDeps, guards: IngestGuards, request: RouteRequest): Promise<void> {
+  const result = await handleRewardQueueList(
+    { query: request.query, source: clientAddress(deps, request.req) },
+    rewardQueueRpcs(deps, request.entry),
+    guards.claimKeys,
+  );
+  sendRewardQueueResult(deps, guards, request, "list", result);
+}
+
+async function serveRewardQueueAck(deps: GatewayDeps, guards: IngestGuards, request: RouteRequest): Promise<void> {
+  const body = await readPostBody(request);
+  if (body === undefined) return;
+  const result = await handleRewardQueueAck(
+    { query: request.query, body, source: clientAddress(deps, request.req) },
+    rewardQueueRpcs(deps, request.entry),
+    guards.claimKeys,
+  );
+  sendRewardQueueResult(deps, guards, request, "ack", result);
 }
 
 async function serveReceipt(deps: GatewayDeps, { res, rawPath, entry }: RouteRequest): Promise<void> {

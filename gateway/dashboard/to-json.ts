@@ -16,6 +16,7 @@ import type { ReferralEventRecord, ReviewedReferral } from "../../gen/proto/refe
 import type { CallbackEndpoint, SecretInfo, Server } from "../../gen/proto/servers/v1/servers_pb.js";
 import type { PluginActivityRow } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
 import { PLUGIN_PRESET_PATHS, VOTES_JSON_PATH, VOTES_PATH } from "../handle-vote-claim.js";
+import { REWARD_QUEUE_ACK_PATH, REWARD_QUEUE_PATH } from "../handle-reward-queue.js";
 import {
   ANCHOR_STATE_NAMES,
   REVIEW_STATE_NAMES,
@@ -202,6 +203,8 @@ export function toEndpointHealthJson(h: GetEndpointHealthResponse) {
 const PATH_USERS: Readonly<Record<string, string>> = {
   [VOTES_PATH]: "EasyVoteExtended, the FiveM vote script, RocketMod Votifier (the documented URLs)",
   [VOTES_JSON_PATH]: "VoteReward (the documented .vrc file)",
+  [REWARD_QUEUE_PATH]: "a game plugin listing the reward queue (docs/reward-queue.md)",
+  [REWARD_QUEUE_ACK_PATH]: "a game plugin acknowledging reward queue entries",
   ...Object.fromEntries(PLUGIN_PRESET_PATHS.map(({ path, usedBy }) => [path, `a preset: ${usedBy}`])),
 };
 
@@ -210,7 +213,8 @@ export function toPluginActivityJson(row: PluginActivityRow) {
   return {
     path: row.family,
     used_by: PATH_USERS[row.family] ?? "",
-    player_id_kind: PLAYER_ID_KIND_NAMES[row.playerIdKind] ?? "unknown",
+    // A reward queue call names no player (its kind is unspecified): `none`.
+    player_id_kind: PLAYER_ID_KIND_NAMES[row.playerIdKind] ?? "none",
     outcome: PLUGIN_CALL_OUTCOME_NAMES[row.outcome] ?? "unknown",
     calls: row.calls,
     since: toIso(row.since),

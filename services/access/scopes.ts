@@ -13,7 +13,7 @@ export const SCOPE_MEANING: Record<Scope, string> = {
     "the gateway's ingest path: ResolveSigningKeys and ApplyEvent; the server ids that exist (ListServerIds); the published webhook public keys (ListWebhookSigningKeys)",
   pull: "the gateway's signed pull API: ResolvePullKeys, ListPullHearts and ClaimPullHearts",
   claims:
-    "the gateway's check/claim API for reward plugins: CheckVote and ClaimVote, and RecordPluginCalls (what those calls got, for the owner's plugin activity card)",
+    "the gateway's check/claim API for reward plugins: CheckVote and ClaimVote, and RecordPluginCalls (what those calls got, for the owner's plugin activity card); the reward queue's ListRewardQueue and AckRewardEntries",
   "clicks:record": "RecordClick (referral links)",
   "hearts:cast": "CastHeart",
   dashboard: "the gateway's owner dashboard: redeem login links and act for an owner's session (x-dashboard-session)",

@@ -14,8 +14,11 @@ import { PLAYER_ID_KIND_TO_PROTO, PLUGIN_CALL_OUTCOME_TO_PROTO } from "../shared
 import { runSql } from "../shared/adapters/sql/executor.js";
 import { requireServerId } from "../servers/server-exists.js";
 
-/** Rows of one server at most: the table's bound (8 paths x 5 id kinds x 4 outcomes), so the read is bounded too. */
-export const MAX_PLUGIN_ACTIVITY_ROWS = 160;
+/**
+ * Rows of one server at most: the table's bound (the check/claim API's 8 paths x 5 id kinds x 4 outcomes, plus the reward
+ * queue's 2 paths x no id kind x 2 outcomes), so the read is bounded too.
+ */
+export const MAX_PLUGIN_ACTIVITY_ROWS = 164;
 
 interface ActivityRow {
   family: string;

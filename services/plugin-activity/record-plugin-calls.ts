@@ -1,6 +1,7 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PluginCall, RecordPluginCallsRequest } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
+import { PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
 import { DomainError } from "../shared/rpc/errors.js";
 import { isUuid } from "../shared/values/ids.js";
@@ -18,6 +19,8 @@ export const PLUGIN_ACTIVITY_DELETE_PER_BATCH = 100;
 const MAX_LABEL_CHARS = 32;
 const FAMILY_SHAPE = /^\/[A-Za-z0-9/._-]*$/;
 const SHA256_HEX = /^[0-9a-f]{64}$/;
+/** The stored id kind of a reward queue call, which names no player. */
+export const NO_PLAYER_KIND = "none";
 
 /** One call as the statement takes it: validated, names instead of enums, the key's hash only to find its server. */
 export interface CallRow {
@@ -35,12 +38,14 @@ export interface CallRow {
 
 /** A call of the request as a row, or null when it cannot be stored (unknown kind or outcome, a label out of shape). */
 function toCallRow(call: PluginCall): CallRow | null {
-  const kind = PLAYER_ID_KIND_NAMES[call.playerIdKind];
+  // A reward queue call (list, ack) names no player: its kind is `none`; a check or claim names one of its kind.
+  const queueCall = call.action === "list" || call.action === "ack";
+  const kind = queueCall ? (call.playerIdKind === PlayerIdKind.UNSPECIFIED ? NO_PLAYER_KIND : undefined) : PLAYER_ID_KIND_NAMES[call.playerIdKind];
   const outcome = PLUGIN_CALL_OUTCOME_NAMES[call.outcome];
   if (kind === undefined || outcome === undefined || call.at === undefined) return null;
   if (call.family.length > MAX_LABEL_CHARS || !FAMILY_SHAPE.test(call.family)) return null;
   if (call.answer === "" || call.answer.length > MAX_LABEL_CHARS) return null;
-  if (call.action !== "check" && call.action !== "claim") return null;
+  if (call.action !== "check" && call.action !== "claim" && !queueCall) return null;
   const uuidOrNull = (id: string) => (isUuid(id) ? id : null);
   return {
     at: timestampDate(call.at),
@@ -135,7 +140,7 @@ export async function recordPluginCalls(deps: CoreDeps, req: RecordPluginCallsRe
 
 /**
  * A voter's erasure (services/voter-data/erase-voter-data.ts): the server's plugin activity rows whose last player id
- * is one of the voter's `ids` (lower-cased) forget it. By the primary key's server prefix: at most 160 rows a server.
+ * is one of the voter's `ids` (lower-cased) forget it. By the primary key's server prefix: at most 164 rows a server (MAX_PLUGIN_ACTIVITY_ROWS).
  */
 export function erasePluginPlayerIdsSql(q: { serverId: string; ids: readonly string[] }): Prisma.Sql {
   return Prisma.sql`

@@ -11,6 +11,7 @@ import type { RetrySchedule } from "../delivery/pipeline/retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "../delivery/pipeline/send-callback.js";
 import { checkAddressHorizon, readAddressSettings, type AddressSettings } from "../shared/runtime/address-settings.js";
 import { readRetentionSettings, type RetentionSettings } from "../retention/retention-settings.js";
+import { BUSY_CHECK_SECONDS, DEFAULT_IDLE_CHECK_SECONDS } from "../rewards/domain/next-check.js";
 
 /** Settings of the referral service process, validated at start. */
 export interface ReferralServiceConfig {
@@ -36,6 +37,8 @@ export interface ReferralServiceConfig {
   addresses: AddressSettings;
   /** The retention loop's settings (RETENTION_*): this process runs it. */
   retention: RetentionSettings;
+  /** The reward queue's poll interval of a quiet server (REWARD_QUEUE_IDLE_CHECK_SECONDS, default 120; docs/reward-queue.md). */
+  rewardQueueIdleCheckSeconds: number;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -57,6 +60,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     abuseRules: readAbuseRules(r),
     access: readAccessSettings(r),
     addresses: readAddressSettings(r),
+    rewardQueueIdleCheckSeconds: r.int("REWARD_QUEUE_IDLE_CHECK_SECONDS", DEFAULT_IDLE_CHECK_SECONDS, { min: BUSY_CHECK_SECONDS, max: 3_600 }),
   };
   const { fraudRules: f, abuseRules: a } = config;
   // Every rule that reads a heart's or a click's address looks back no further than the addresses are kept.

@@ -28,6 +28,7 @@ runService({
       loginLinkBaseUrl: config.loginLinkBaseUrl,
       fraudRules: config.fraudRules,
       abuseRules: config.abuseRules,
+      rewardQueueIdleCheckSeconds: config.rewardQueueIdleCheckSeconds,
       auth: { allowUnauthenticated: config.access.allowUnauthenticated },
     });
     // Retention runs in this process (it owns the data); see createRetentionLoop for several instances at once.

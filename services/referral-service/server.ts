@@ -18,6 +18,8 @@ import { unparkDeliveries } from "../delivery/pipeline/write-deliveries.js";
 import { operatorRoutes } from "../operator/routes.js";
 import { voterDataRoutes } from "../voter-data/routes.js";
 import { rewardRulesRoutes } from "../rewards/routes.js";
+import { rewardQueueRoutes } from "../rewards/queue-routes.js";
+import { DEFAULT_IDLE_CHECK_SECONDS } from "../rewards/domain/next-check.js";
 import { deliveryStatsRoutes } from "../delivery/rpc/delivery-stats.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
 import type { AbuseRules } from "../referral/domain/abuse-signals.js";
@@ -47,6 +49,8 @@ export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<A
   applyEventBatch?: ApplyEventBatchOptions;
   /** CastHeart's group commit bounds (services/hearts/cast-heart-batch.ts defaults when omitted). */
   castHeartBatch?: CastHeartBatchOptions;
+  /** The reward queue's poll interval of a quiet server (REWARD_QUEUE_IDLE_CHECK_SECONDS); DEFAULT_IDLE_CHECK_SECONDS when omitted. */
+  rewardQueueIdleCheckSeconds?: number;
   /** How long an HTTP/2 session may stay without a frame before it is closed; RPC_IDLE_SESSION_TIMEOUT_MS when omitted. */
   idleSessionTimeoutMs?: number;
 }
@@ -67,6 +71,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     operatorRoutes(deps)(router);
     voterDataRoutes(deps)(router);
     rewardRulesRoutes(deps)(router);
+    rewardQueueRoutes({ ...deps, idleCheckSeconds: deps.rewardQueueIdleCheckSeconds ?? DEFAULT_IDLE_CHECK_SECONDS })(router);
     deliveryStatsRoutes(deps)(router);
     accessRoutes(deps)(router);
   };

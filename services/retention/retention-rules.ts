@@ -5,6 +5,7 @@ import { attemptExchangeRetention } from "../delivery/pipeline/attempt-log.js";
 import { endedDeliveryRetention } from "../delivery/pipeline/write-deliveries.js";
 import { deadLetterRetention } from "../shared/adapters/dead-letters.js";
 import { expiredClaimRetention } from "../claims/write-vote-claims.js";
+import { ackedRewardEntryRetention } from "../rewards/reward-queue-store.js";
 import { expiredAccessRetention } from "../access/dashboard-sessions.js";
 import { publishedOutboxRetention } from "../relay/statements.js";
 import { voterRewardStatesRetention } from "../rewards/reward-queue-store.js";
@@ -40,5 +41,7 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     // events and credit (a referral held for review stays).
     unlinkedClickRetention(settings.clickSeconds),
     endedReferralRetention(settings.referralSeconds),
+    // Reward queue entries the plugin acknowledged, past RETENTION_REWARD_QUEUE_ACKED_DAYS (pending entries stay).
+    ackedRewardEntryRetention(settings.rewardQueueAckedSeconds),
   ];
 }

@@ -70,6 +70,12 @@ export interface RetentionSettings {
    * lock before it goes (a reversal then is only a clawback record; the credit stays counted).
    */
   referralSeconds: number;
+  /**
+   * Acknowledged reward queue entries: kept this long after their acknowledgement (RETENTION_REWARD_QUEUE_ACKED_DAYS,
+   * default 90, at least 8 and more than KAFKA_TOPIC_RETENTION_HOURS plus a day: an entry's key is what keeps a replayed
+   * vote from queueing its rewards again, so it stays until the topic forgot the vote).
+   */
+  rewardQueueAckedSeconds: number;
 }
 
 /**
@@ -122,6 +128,7 @@ export function readRetentionSettings(r: EnvReader, fraudRules: FraudRules): Ret
     heartSeconds: readHeartDays(r, fraudRules) * DAY_SECONDS,
     clickSeconds: r.int("RETENTION_CLICK_DAYS", 400, { min: MIN_HISTORY_DAYS, max: 3_650 }) * DAY_SECONDS,
     referralSeconds: r.int("RETENTION_REFERRAL_DAYS", 400, { min: MIN_HISTORY_DAYS, max: 3_650 }) * DAY_SECONDS,
+    rewardQueueAckedSeconds: readReplaySafeDays(r, "RETENTION_REWARD_QUEUE_ACKED_DAYS", "its rewards would be queued (and paid) again") * DAY_SECONDS,
   };
 }
 
@@ -135,12 +142,20 @@ const REPLAY_MARGIN_HOURS = 24;
  * unless RETENTION_DELIVERY_DAYS x 24 > KAFKA_TOPIC_RETENTION_HOURS + 24.
  */
 function readDeliveryDays(r: EnvReader): number {
-  const days = r.int("RETENTION_DELIVERY_DAYS", 90, { min: 8, max: 3_650 });
+  return readReplaySafeDays(r, "RETENTION_DELIVERY_DAYS", "it would be delivered (and paid) again");
+}
+
+/**
+ * A number of days (default 90, min 8) a row whose key refuses a replayed heart event is kept: a problem is recorded
+ * unless days x 24 > KAFKA_TOPIC_RETENTION_HOURS + REPLAY_MARGIN_HOURS. `replayed` says what a replay past it would do.
+ */
+function readReplaySafeDays(r: EnvReader, name: string, replayed: string): number {
+  const days = r.int(name, 90, { min: 8, max: 3_650 });
   const topicHours = readKafkaTopicRetentionHours(r);
   if (days * 24 <= topicHours + REPLAY_MARGIN_HOURS)
     r.problem(
-      `RETENTION_DELIVERY_DAYS (${days}) must outlast KAFKA_TOPIC_RETENTION_HOURS (${topicHours}) by more than ${REPLAY_MARGIN_HOURS} hours: ` +
-        "a heart event replayed from Kafka after its delivery was removed would be delivered (and paid) again; raise it, or shorten the topics' retention",
+      `${name} (${days}) must outlast KAFKA_TOPIC_RETENTION_HOURS (${topicHours}) by more than ${REPLAY_MARGIN_HOURS} hours: ` +
+        `a heart event replayed from Kafka after its row was removed: ${replayed}; raise it, or shorten the topics' retention`,
     );
   return days;
 }

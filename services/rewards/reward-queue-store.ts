@@ -141,3 +141,104 @@ export function voterRewardStatesRetention(keepSeconds: number): RetentionRule {
     keepSeconds,
   });
 }
+
+/** One pending entry as the plugin's list shows it. */
+export interface PendingRewardEntry {
+  id: string;
+  reason: string;
+  player: RewardPlayer;
+  commands: string[];
+  onlineOnly: boolean;
+  createdAt: Date;
+}
+
+/** Entries one online player contributes to a list at most (the per-player index range read for each named player). */
+export const ONLINE_PLAYER_ENTRIES_MAX = 20;
+
+/** The columns of a listed entry. */
+const PENDING_COLUMNS = Prisma.sql`id, reason, username, steam_id, discord_id, minecraft_uuid, account_id, commands, online_only, created_at`;
+
+interface PendingRow {
+  id: string;
+  reason: string;
+  username: string;
+  steam_id: string | null;
+  discord_id: string | null;
+  minecraft_uuid: string | null;
+  account_id: string | null;
+  commands: string[] | null;
+  online_only: boolean;
+  created_at: Date;
+}
+
+const toPending = (r: PendingRow): PendingRewardEntry => ({
+  id: r.id,
+  reason: r.reason,
+  player: { username: r.username, steamId: r.steam_id, discordId: r.discord_id, minecraftUuid: r.minecraft_uuid, accountId: r.account_id },
+  commands: r.commands ?? [],
+  onlineOnly: r.online_only,
+  createdAt: r.created_at,
+});
+
+/**
+ * A page of the server's pending entries, oldest first, or with `online` (the lower-cased names of every player on the
+ * game server now, maybe none) the entries that are not online-only plus each named player's entries: an online-only
+ * entry of a player not named is withheld. An entry stays listed until it is acknowledged.
+ */
+export async function listPendingRewardEntries(tx: SqlTx, q: { serverId: string; limit: number; online?: readonly string[] }): Promise<PendingRewardEntry[]> {
+  if (q.online === undefined) {
+    // Bounded: at most `limit` entries of reward_queue_entries_pending_idx (server_id, created_at, id) WHERE acked_at IS NULL,
+    // and their rows; acknowledged entries are not in the index, whatever the server's history.
+    const rows = await tx.query<PendingRow>(Prisma.sql`
+      SELECT ${PENDING_COLUMNS} FROM reward_queue_entries
+      WHERE server_id = ${q.serverId}::uuid AND acked_at IS NULL
+      ORDER BY created_at, id LIMIT ${q.limit}::int`);
+    return rows.map(toPending);
+  }
+  // Bounded: at most `limit` entries of reward_queue_entries_pending_anytime_idx (pending, not online-only), plus per named
+  // player (the caller bounds them) at most ONLINE_PLAYER_ENTRIES_MAX entries of reward_queue_entries_pending_player_idx;
+  // then those rows by primary key, sorted, `limit` kept. Offline players' online-only entries are never read.
+  const rows = await tx.query<PendingRow>(Prisma.sql`
+    WITH picked AS (
+      (SELECT id FROM reward_queue_entries
+       WHERE server_id = ${q.serverId}::uuid AND acked_at IS NULL AND NOT online_only
+       ORDER BY created_at, id LIMIT ${q.limit}::int)
+      UNION
+      SELECT p.id FROM unnest(${[...q.online]}::text[]) AS n(name)
+      CROSS JOIN LATERAL (
+        SELECT id FROM reward_queue_entries
+        WHERE server_id = ${q.serverId}::uuid AND username_lower = n.name AND acked_at IS NULL
+        ORDER BY created_at LIMIT ${Math.min(q.limit, ONLINE_PLAYER_ENTRIES_MAX)}::int) p
+    )
+    SELECT ${PENDING_COLUMNS} FROM reward_queue_entries
+    WHERE id IN (SELECT id FROM picked) AND server_id = ${q.serverId}::uuid AND acked_at IS NULL
+    ORDER BY created_at, id LIMIT ${q.limit}::int`);
+  return rows.map(toPending);
+}
+
+/**
+ * Of `ids`, those that are entries of the server (acknowledged or not): what an acknowledgement reports as acked; the
+ * others are unknown to the server.
+ */
+export async function findServerRewardEntries(tx: SqlTx, q: { serverId: string; ids: readonly string[] }): Promise<string[]> {
+  // Bounded: at most ids.length rows, by primary key.
+  const rows = await tx.query<{ id: string }>(Prisma.sql`
+    SELECT id FROM reward_queue_entries WHERE id = ANY(${[...q.ids]}::uuid[]) AND server_id = ${q.serverId}::uuid`);
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Retention of the reward queue (services/retention): an entry acknowledged longer than `keepSeconds` ago is removed (the
+ * plugin ran it; its key no longer has to refuse a replayed vote, which Kafka forgot by then). Pending entries stay.
+ */
+export function ackedRewardEntryRetention(keepSeconds: number): RetentionRule {
+  // Reads at most `limit` entries of reward_queue_entries_acked_age_key_idx (acked rows only) and their rows; deletes those.
+  return ageKeyDeleteRule({
+    name: "acked_reward_entries",
+    table: "reward_queue_entries",
+    key: Prisma.raw("id"),
+    column: Prisma.raw("acked_at"),
+    due: Prisma.sql`acked_at IS NOT NULL`,
+    keepSeconds,
+  });
+}

@@ -156,7 +156,7 @@ async function eraseServer(
   if (q.key.kind !== "username") playerIds.add(q.key.value.toLowerCase());
   for (const h of rows.hearts) for (const id of [h.steam_id, h.discord_id, h.minecraft_uuid, h.account_id]) if (id) playerIds.add(id.toLowerCase());
   for (const batch of inBatches([...playerIds], ID_BATCH)) {
-    // Bounded: the server's plugin activity rows (at most 160).
+    // Bounded: the server's plugin activity rows (at most 164, MAX_PLUGIN_ACTIVITY_ROWS).
     add("plugin_activity", await executeSql(prisma, erasePluginPlayerIdsSql({ serverId, ids: batch })));
   }
 }

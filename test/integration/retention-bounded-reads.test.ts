@@ -44,6 +44,9 @@ test.before(async () => {
       SELECT ${server.id}::uuid, '203.0.113.' || (g % 200), ${young ? "young" : "old"} || g, ${at} FROM generate_series(1, ${n}::int) g`);
     await seed(Prisma.sql`INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, counted_at, expires_at, state, expired_reason, expired_at)
       SELECT gen_random_uuid(), ${server.id}::uuid, 'name:v' || g, 'v' || g, ${at}, ${at}, 'expired', 'window', ${at} FROM generate_series(1, ${n}::int) g`);
+    // Reward queue entries the plugin acknowledged at `at`.
+    await seed(Prisma.sql`INSERT INTO reward_queue_entries (server_id, entry_key, reason, username, username_lower, commands, online_only, rules_version, created_at, acked_at)
+      SELECT ${server.id}::uuid, ${young ? "young" : "old"} || g, 'vote', 'v', 'v', '{say hi}', false, 1, ${at}, ${at} FROM generate_series(1, ${n}::int) g`);
     // Deliveries delivered at `at`, one attempt each with its exchange.
     await seed(Prisma.sql`WITH d AS (
         INSERT INTO deliveries (id, server_id, heart_id, dedup_key, event_type, username, voter_identity, period, counted_at, status, delivered_at, created_at)
@@ -58,6 +61,9 @@ test.before(async () => {
     FROM generate_series(1, ${KEPT}::int) g`);
   await seed(Prisma.sql`INSERT INTO outbox (topic, key, type, payload, shard, created_at)
     SELECT 't', 'k', 'e', '\\x00', 0, ${NOW}::timestamptz - interval '500 days' FROM generate_series(1, ${KEPT}::int) g`);
+  // Pending reward queue entries, however old, stay until acknowledged.
+  await seed(Prisma.sql`INSERT INTO reward_queue_entries (server_id, entry_key, reason, username, username_lower, commands, online_only, rules_version, created_at)
+    SELECT ${server.id}::uuid, 'pending' || g, 'vote', 'v', 'v', '{say hi}', g % 2 = 0, 1, ${NOW}::timestamptz - interval '500 days' FROM generate_series(1, ${KEPT}::int) g`);
   // Deliveries no rule removes, however old: 20,000 pending rows of one server (due, never sent; unclaimed pull rows),
   // beside young withdrawn ones (besides the young delivered ones above).
   await seed(Prisma.sql`INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, counted_at, status, created_at)

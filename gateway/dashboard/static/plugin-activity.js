@@ -24,6 +24,7 @@ const KINDS = {
   discord_id: { name: "Discord id (discordid=)", form: "a Discord user id: 17 to 20 digits" },
   minecraft_uuid: { name: "Minecraft UUID (uuid=)", form: "a Minecraft account UUID: 32 hex digits, with or without dashes" },
   account_id: { name: "Account id (accountid=)", form: "the game account id the list passed on from the vote link" },
+  none: { name: "No player id (reward queue)", form: "" },
 };
 
 let serverId = "";

@@ -95,18 +95,20 @@ export function oldestDueRowsSql(q: { table: string; columns: Sql; due: Sql; col
  * Each batch reads at most `limit` entries of the age-key index and their rows, and deletes those; a row moved forward
  * meanwhile (its column rewritten) keeps itself by the DELETE's own condition, checked again on the row it waited for.
  */
-export function ageKeyDeleteRule(spec: { name: string; table: string; key: Sql; column: Sql; keepSeconds: number }): RetentionRule {
+export function ageKeyDeleteRule(spec: { name: string; table: string; key: Sql; column: Sql; keepSeconds: number; due?: Sql }): RetentionRule {
   const t = Prisma.raw(spec.table);
+  // The rows the rule governs at all (the age-key index is partial to them where the table has rows that never age out).
+  const due = spec.due ?? Prisma.sql`TRUE`;
   return statementRule({
     name: spec.name,
     table: spec.table,
     keepSeconds: spec.keepSeconds,
     // Bounded: at most `limit` entries of the age-key index and their rows.
-    removeDue: (cut, limit) => Prisma.sql`DELETE FROM ${t} WHERE ${spec.column} < ${cut}::timestamptz
+    removeDue: (cut, limit) => Prisma.sql`DELETE FROM ${t} WHERE ${spec.column} < ${cut}::timestamptz AND ${due}
       AND (${spec.key}) IN (SELECT ${spec.key} FROM ${t}
-        WHERE ${ageKeySql(spec.column)} < ${ageKeyOf(cut)} ORDER BY ${ageKeySql(spec.column)} LIMIT ${limit}::int)`,
+        WHERE ${due} AND ${ageKeySql(spec.column)} < ${ageKeyOf(cut)} ORDER BY ${ageKeySql(spec.column)} LIMIT ${limit}::int)`,
     // One entry of the age-key index.
-    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(spec.column)} AS oldest FROM ${t}`,
+    oldest: Prisma.sql`SELECT ${oldestOfAgeKey(spec.column)} AS oldest FROM ${t} WHERE ${due}`,
   });
 }
 

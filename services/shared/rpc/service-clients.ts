@@ -9,7 +9,7 @@ import { ReferralService } from "../../../gen/proto/referral/v1/referral_pb.js";
 import { ReferralReviewService } from "../../../gen/proto/referral/v1/referral_review_pb.js";
 import { ServerAdminService } from "../../../gen/proto/servers/v1/servers_pb.js";
 import { VoterDataService } from "../../../gen/proto/voters/v1/voters_pb.js";
-import { RewardRulesService } from "../../../gen/proto/rewards/v1/rewards_pb.js";
+import { RewardQueueService, RewardRulesService } from "../../../gen/proto/rewards/v1/rewards_pb.js";
 
 /** A client of every service the referral service process hosts. */
 export interface RpcClients {
@@ -27,6 +27,8 @@ export interface RpcClients {
   /** A voter's export and erasure, and their audit. */
   voters: Client<typeof VoterDataService>;
   rewards: Client<typeof RewardRulesService>;
+  /** The reward queue game plugins list and acknowledge (the gateway's queue routes). */
+  rewardQueue: Client<typeof RewardQueueService>;
 }
 
 /**
@@ -46,5 +48,6 @@ export function createRpcClients(transport: Transport): RpcClients {
     pluginActivity: createClient(PluginActivityService, transport),
     voters: createClient(VoterDataService, transport),
     rewards: createClient(RewardRulesService, transport),
+    rewardQueue: createClient(RewardQueueService, transport),
   };
 }

@@ -57,6 +57,8 @@ export const CHECK_ERRORS = {
   conflict: { status: 409 },
   /** A referral link (`/r/`) from an address past its click limit (gateway/handle-referral-link.ts writes the text). */
   tooManyClicks: { status: 429 },
+  /** The reward queue API from an address past the wrong-key limit (gateway/handle-reward-queue.ts writes the text). */
+  tooManyKeyGuesses: { status: 429 },
 } as const satisfies Record<string, { status: number }>;
 
 /** A public contract error kind. */

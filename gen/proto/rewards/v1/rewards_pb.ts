@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rewards/v1/rewards.proto.
  */
 export const file_rewards_v1_rewards: GenFile = /*@__PURE__*/
-  fileDesc("ChhyZXdhcmRzL3YxL3Jld2FyZHMucHJvdG8SCnJld2FyZHMudjEiKgoVR2V0UmV3YXJkUnVsZXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSKQAQoWR2V0UmV3YXJkUnVsZXNSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgFEhIKCnJ1bGVzX2pzb24YAiABKAkSEQoJZHJhd19zZWVkGAMgASgJEhAKCHNhdmVkX2J5GAQgASgJEiwKCHNhdmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChVQdXRSZXdhcmRSdWxlc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhIKCnJ1bGVzX2pzb24YAiABKAkSFAoMYmFzZV92ZXJzaW9uGAMgASgFIikKFlB1dFJld2FyZFJ1bGVzUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoBSLIAgoVUHJldmlld1Jld2FyZHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRISCgpydWxlc19qc29uGAIgASgJEhAKCGhlYXJ0X2lkGAMgASgJEi4KCmNvdW50ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBsYXllchgFIAEoCRIQCghzdGVhbV9pZBgGIAEoCRISCgpkaXNjb3JkX2lkGAcgASgJEhYKDm1pbmVjcmFmdF91dWlkGAggASgJEhIKCmFjY291bnRfaWQYCSABKAkSDQoFdG90YWwYCiABKAUSEwoLbW9udGhfdG90YWwYCyABKAUSEgoKd2Vla190b3RhbBgMIAEoBRITCgtzdHJlYWtfZGF5cxgNIAEoBRIXCg9zdHJlYWtfZXh0ZW5kZWQYDiABKAgiUQoLUmV3YXJkRW50cnkSCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCRIQCghjb21tYW5kcxgDIAMoCRITCgtvbmxpbmVfb25seRgEIAEoCCI5Cg1Ta2lwcGVkUmV3YXJkEgsKA2tleRgBIAEoCRIOCgZyZWFzb24YAiABKAkSCwoDd2h5GAMgASgJIn4KFlByZXZpZXdSZXdhcmRzUmVzcG9uc2USDgoGd2VpZ2h0GAEgASgFEigKB2VudHJpZXMYAiADKAsyFy5yZXdhcmRzLnYxLlJld2FyZEVudHJ5EioKB3NraXBwZWQYAyADKAsyGS5yZXdhcmRzLnYxLlNraXBwZWRSZXdhcmQynwIKElJld2FyZFJ1bGVzU2VydmljZRJXCg5HZXRSZXdhcmRSdWxlcxIhLnJld2FyZHMudjEuR2V0UmV3YXJkUnVsZXNSZXF1ZXN0GiIucmV3YXJkcy52MS5HZXRSZXdhcmRSdWxlc1Jlc3BvbnNlElcKDlB1dFJld2FyZFJ1bGVzEiEucmV3YXJkcy52MS5QdXRSZXdhcmRSdWxlc1JlcXVlc3QaIi5yZXdhcmRzLnYxLlB1dFJld2FyZFJ1bGVzUmVzcG9uc2USVwoOUHJldmlld1Jld2FyZHMSIS5yZXdhcmRzLnYxLlByZXZpZXdSZXdhcmRzUmVxdWVzdBoiLnJld2FyZHMudjEuUHJldmlld1Jld2FyZHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChhyZXdhcmRzL3YxL3Jld2FyZHMucHJvdG8SCnJld2FyZHMudjEiKgoVR2V0UmV3YXJkUnVsZXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSKQAQoWR2V0UmV3YXJkUnVsZXNSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgFEhIKCnJ1bGVzX2pzb24YAiABKAkSEQoJZHJhd19zZWVkGAMgASgJEhAKCHNhdmVkX2J5GAQgASgJEiwKCHNhdmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChVQdXRSZXdhcmRSdWxlc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhIKCnJ1bGVzX2pzb24YAiABKAkSFAoMYmFzZV92ZXJzaW9uGAMgASgFIikKFlB1dFJld2FyZFJ1bGVzUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoBSLIAgoVUHJldmlld1Jld2FyZHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRISCgpydWxlc19qc29uGAIgASgJEhAKCGhlYXJ0X2lkGAMgASgJEi4KCmNvdW50ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBsYXllchgFIAEoCRIQCghzdGVhbV9pZBgGIAEoCRISCgpkaXNjb3JkX2lkGAcgASgJEhYKDm1pbmVjcmFmdF91dWlkGAggASgJEhIKCmFjY291bnRfaWQYCSABKAkSDQoFdG90YWwYCiABKAUSEwoLbW9udGhfdG90YWwYCyABKAUSEgoKd2Vla190b3RhbBgMIAEoBRITCgtzdHJlYWtfZGF5cxgNIAEoBRIXCg9zdHJlYWtfZXh0ZW5kZWQYDiABKAgiUQoLUmV3YXJkRW50cnkSCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCRIQCghjb21tYW5kcxgDIAMoCRITCgtvbmxpbmVfb25seRgEIAEoCCI5Cg1Ta2lwcGVkUmV3YXJkEgsKA2tleRgBIAEoCRIOCgZyZWFzb24YAiABKAkSCwoDd2h5GAMgASgJIn4KFlByZXZpZXdSZXdhcmRzUmVzcG9uc2USDgoGd2VpZ2h0GAEgASgFEigKB2VudHJpZXMYAiADKAsyFy5yZXdhcmRzLnYxLlJld2FyZEVudHJ5EioKB3NraXBwZWQYAyADKAsyGS5yZXdhcmRzLnYxLlNraXBwZWRSZXdhcmQicgoWTGlzdFJld2FyZFF1ZXVlUmVxdWVzdBIRCgljbGFpbV9rZXkYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEg4KBm9ubGluZRgDIAMoCRINCgVsaW1pdBgEIAEoBRITCgt3aXRoX29ubGluZRgFIAEoCCLpAQoQUmV3YXJkUXVldWVFbnRyeRIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSEAoIc3RlYW1faWQYBCABKAkSEgoKZGlzY29yZF9pZBgFIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgGIAEoCRISCgphY2NvdW50X2lkGAcgASgJEhAKCGNvbW1hbmRzGAggAygJEhMKC29ubGluZV9vbmx5GAkgASgIEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIooBChdMaXN0UmV3YXJkUXVldWVSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEi0KB2VudHJpZXMYAyADKAsyHC5yZXdhcmRzLnYxLlJld2FyZFF1ZXVlRW50cnkSGgoSbmV4dF9jaGVja19zZWNvbmRzGAQgASgFIkwKF0Fja1Jld2FyZEVudHJpZXNSZXF1ZXN0EhEKCWNsYWltX2tleRgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSCwoDaWRzGAMgAygJImAKGEFja1Jld2FyZEVudHJpZXNSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEg0KBWFja2VkGAMgAygJEg8KB3Vua25vd24YBCADKAkynwIKElJld2FyZFJ1bGVzU2VydmljZRJXCg5HZXRSZXdhcmRSdWxlcxIhLnJld2FyZHMudjEuR2V0UmV3YXJkUnVsZXNSZXF1ZXN0GiIucmV3YXJkcy52MS5HZXRSZXdhcmRSdWxlc1Jlc3BvbnNlElcKDlB1dFJld2FyZFJ1bGVzEiEucmV3YXJkcy52MS5QdXRSZXdhcmRSdWxlc1JlcXVlc3QaIi5yZXdhcmRzLnYxLlB1dFJld2FyZFJ1bGVzUmVzcG9uc2USVwoOUHJldmlld1Jld2FyZHMSIS5yZXdhcmRzLnYxLlByZXZpZXdSZXdhcmRzUmVxdWVzdBoiLnJld2FyZHMudjEuUHJldmlld1Jld2FyZHNSZXNwb25zZTLPAQoSUmV3YXJkUXVldWVTZXJ2aWNlEloKD0xpc3RSZXdhcmRRdWV1ZRIiLnJld2FyZHMudjEuTGlzdFJld2FyZFF1ZXVlUmVxdWVzdBojLnJld2FyZHMudjEuTGlzdFJld2FyZFF1ZXVlUmVzcG9uc2USXQoQQWNrUmV3YXJkRW50cmllcxIjLnJld2FyZHMudjEuQWNrUmV3YXJkRW50cmllc1JlcXVlc3QaJC5yZXdhcmRzLnYxLkFja1Jld2FyZEVudHJpZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message rewards.v1.GetRewardRulesRequest
@@ -312,6 +312,228 @@ export const PreviewRewardsResponseSchema: GenMessage<PreviewRewardsResponse> = 
   messageDesc(file_rewards_v1_rewards, 7);
 
 /**
+ * Which server: its claim key (the plugin's, through the gateway) or its id (owners, admins); exactly one.
+ * A wrong or unknown claim key is NOT an error: key_valid = false and nothing else.
+ *
+ * @generated from message rewards.v1.ListRewardQueueRequest
+ */
+export type ListRewardQueueRequest = Message<"rewards.v1.ListRewardQueueRequest"> & {
+  /**
+   * @generated from field: string claim_key = 1;
+   */
+  claimKey: string;
+
+  /**
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
+
+  /**
+   * The players on the game server now (names, compared case-insensitively; at most 200).
+   *
+   * @generated from field: repeated string online = 3;
+   */
+  online: string[];
+
+  /**
+   * Entries per page (1..100); 0: the default page.
+   *
+   * @generated from field: int32 limit = 4;
+   */
+  limit: number;
+
+  /**
+   * True: `online` names every player on the game server now (maybe none), so online-only entries
+   * of the others are withheld. False: the whole queue.
+   *
+   * @generated from field: bool with_online = 5;
+   */
+  withOnline: boolean;
+};
+
+/**
+ * Describes the message rewards.v1.ListRewardQueueRequest.
+ * Use `create(ListRewardQueueRequestSchema)` to create a new message.
+ */
+export const ListRewardQueueRequestSchema: GenMessage<ListRewardQueueRequest> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 8);
+
+/**
+ * RewardQueueEntry is one pending entry: run its commands once, then acknowledge its id.
+ *
+ * @generated from message rewards.v1.RewardQueueEntry
+ */
+export type RewardQueueEntry = Message<"rewards.v1.RewardQueueEntry"> & {
+  /**
+   * The entry's id (uuid): the plugin's idempotency key.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * vote, streak, milestone, lucky, award, referral or reversal.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * The player as the vote named them; empty ids were not given.
+   *
+   * @generated from field: string username = 3;
+   */
+  username: string;
+
+  /**
+   * @generated from field: string steam_id = 4;
+   */
+  steamId: string;
+
+  /**
+   * @generated from field: string discord_id = 5;
+   */
+  discordId: string;
+
+  /**
+   * @generated from field: string minecraft_uuid = 6;
+   */
+  minecraftUuid: string;
+
+  /**
+   * @generated from field: string account_id = 7;
+   */
+  accountId: string;
+
+  /**
+   * @generated from field: repeated string commands = 8;
+   */
+  commands: string[];
+
+  /**
+   * Run only while the player is on the game server.
+   *
+   * @generated from field: bool online_only = 9;
+   */
+  onlineOnly: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 10;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message rewards.v1.RewardQueueEntry.
+ * Use `create(RewardQueueEntrySchema)` to create a new message.
+ */
+export const RewardQueueEntrySchema: GenMessage<RewardQueueEntry> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 9);
+
+/**
+ * @generated from message rewards.v1.ListRewardQueueResponse
+ */
+export type ListRewardQueueResponse = Message<"rewards.v1.ListRewardQueueResponse"> & {
+  /**
+   * INTERNAL, for the gateway only (its key-guessing limiter), as CheckVote's.
+   *
+   * @generated from field: bool key_valid = 1;
+   */
+  keyValid: boolean;
+
+  /**
+   * The server the key belongs to; empty when key_valid is false.
+   *
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
+
+  /**
+   * @generated from field: repeated rewards.v1.RewardQueueEntry entries = 3;
+   */
+  entries: RewardQueueEntry[];
+
+  /**
+   * When the plugin should list again, in seconds.
+   *
+   * @generated from field: int32 next_check_seconds = 4;
+   */
+  nextCheckSeconds: number;
+};
+
+/**
+ * Describes the message rewards.v1.ListRewardQueueResponse.
+ * Use `create(ListRewardQueueResponseSchema)` to create a new message.
+ */
+export const ListRewardQueueResponseSchema: GenMessage<ListRewardQueueResponse> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 10);
+
+/**
+ * @generated from message rewards.v1.AckRewardEntriesRequest
+ */
+export type AckRewardEntriesRequest = Message<"rewards.v1.AckRewardEntriesRequest"> & {
+  /**
+   * @generated from field: string claim_key = 1;
+   */
+  claimKey: string;
+
+  /**
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
+
+  /**
+   * The entry ids the plugin ran (1..100 uuids).
+   *
+   * @generated from field: repeated string ids = 3;
+   */
+  ids: string[];
+};
+
+/**
+ * Describes the message rewards.v1.AckRewardEntriesRequest.
+ * Use `create(AckRewardEntriesRequestSchema)` to create a new message.
+ */
+export const AckRewardEntriesRequestSchema: GenMessage<AckRewardEntriesRequest> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 11);
+
+/**
+ * @generated from message rewards.v1.AckRewardEntriesResponse
+ */
+export type AckRewardEntriesResponse = Message<"rewards.v1.AckRewardEntriesResponse"> & {
+  /**
+   * @generated from field: bool key_valid = 1;
+   */
+  keyValid: boolean;
+
+  /**
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
+
+  /**
+   * The ids that are acknowledged now (this call or an earlier one).
+   *
+   * @generated from field: repeated string acked = 3;
+   */
+  acked: string[];
+
+  /**
+   * The ids that are no entry of this server.
+   *
+   * @generated from field: repeated string unknown = 4;
+   */
+  unknown: string[];
+};
+
+/**
+ * Describes the message rewards.v1.AckRewardEntriesResponse.
+ * Use `create(AckRewardEntriesResponseSchema)` to create a new message.
+ */
+export const AckRewardEntriesResponseSchema: GenMessage<AckRewardEntriesResponse> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 12);
+
+/**
  * RewardRulesService keeps a server's reward rules (docs/reward-rules.md): what the list gives a
  * voter for a counted vote, a streak, a milestone, a lucky draw, a period placement or a referral.
  * Rules are JSON validated by the service; every save is a new version. Admin tokens on any server;
@@ -354,4 +576,40 @@ export const RewardRulesService: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_rewards_v1_rewards, 0);
+
+/**
+ * RewardQueueService is the per-player reward queue a game plugin pays from (docs/reward-queue.md):
+ * the plugin lists its server's pending entries, runs their commands and acknowledges the ids it ran.
+ * Caller: the gateway's public queue routes (scope `claims`, the plugin's claim key), admins; a
+ * server's owner may list their own server's queue (server_id), never acknowledge.
+ *
+ * @generated from service rewards.v1.RewardQueueService
+ */
+export const RewardQueueService: GenService<{
+  /**
+   * ListRewardQueue answers a page of the server's pending entries, oldest first: all of them, or,
+   * when the plugin names the players online, the entries that are not online-only plus each online
+   * player's entries. Writes nothing; an entry stays listed until it is acknowledged.
+   *
+   * @generated from rpc rewards.v1.RewardQueueService.ListRewardQueue
+   */
+  listRewardQueue: {
+    methodKind: "unary";
+    input: typeof ListRewardQueueRequestSchema;
+    output: typeof ListRewardQueueResponseSchema;
+  },
+  /**
+   * AckRewardEntries acknowledges the ids the plugin ran: partial acknowledgements are fine, an id
+   * acknowledged before is acknowledged again (idempotent), an id unknown or of another server is
+   * reported in `unknown`, never an error that loses the others.
+   *
+   * @generated from rpc rewards.v1.RewardQueueService.AckRewardEntries
+   */
+  ackRewardEntries: {
+    methodKind: "unary";
+    input: typeof AckRewardEntriesRequestSchema;
+    output: typeof AckRewardEntriesResponseSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_rewards_v1_rewards, 1);
 

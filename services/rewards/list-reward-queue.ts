@@ -1,0 +1,109 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Prisma } from "../../gen/prisma/client.js";
+import {
+  ListRewardQueueResponseSchema,
+  RewardQueueEntrySchema,
+  type ListRewardQueueRequest,
+  type ListRewardQueueResponse,
+} from "../../gen/proto/rewards/v1/rewards_pb.js";
+import type { ClaimKeyResolver } from "../claims/resolve-claim-key.js";
+import type { CoreDeps } from "../shared/adapters/deps.js";
+import { runSql, sqlOf } from "../shared/adapters/sql/executor.js";
+import { DomainError } from "../shared/rpc/errors.js";
+import {
+  DEFAULT_REWARD_QUEUE_PAGE,
+  MAX_ONLINE_NAME_CHARS,
+  MAX_ONLINE_PLAYERS,
+  MAX_REWARD_QUEUE_PAGE,
+  REWARD_QUEUE_PAGE_BYTES,
+} from "../shared/values/reward-queue-limits.js";
+import { nextCheckSeconds } from "./domain/next-check.js";
+import { resolveQueueServer } from "./resolve-queue-server.js";
+import { listPendingRewardEntries, type PendingRewardEntry } from "./reward-queue-store.js";
+
+/** What ListRewardQueue needs beyond the core deps: the idle poll interval (REWARD_QUEUE_IDLE_CHECK_SECONDS). */
+export interface ListRewardQueueDeps extends CoreDeps {
+  idleCheckSeconds: number;
+}
+
+/** The page size asked for: 1..MAX_REWARD_QUEUE_PAGE, 0 the default; invalid_argument otherwise. */
+function pageOf(limit: number): number {
+  if (limit === 0) return DEFAULT_REWARD_QUEUE_PAGE;
+  if (limit < 1 || limit > MAX_REWARD_QUEUE_PAGE) throw new DomainError("invalid_argument", `limit: must be 1 to ${MAX_REWARD_QUEUE_PAGE}`);
+  return limit;
+}
+
+/** The online players' names, trimmed, lower-cased and deduplicated; invalid_argument past the bounds. */
+export function onlineNamesOf(names: readonly string[]): string[] {
+  const lower = [...new Set(names.map((name) => name.trim().toLowerCase()).filter((name) => name !== ""))];
+  if (lower.length > MAX_ONLINE_PLAYERS) throw new DomainError("invalid_argument", `online: at most ${MAX_ONLINE_PLAYERS} players per list`);
+  if (lower.some((name) => name.length > MAX_ONLINE_NAME_CHARS))
+    throw new DomainError("invalid_argument", `online: a name is longer than ${MAX_ONLINE_NAME_CHARS} characters`);
+  return lower;
+}
+
+/** An entry's share of REWARD_QUEUE_PAGE_BYTES: its commands and player fields, plus a fixed allowance for the rest. */
+function bytesOf(e: PendingRewardEntry): number {
+  const texts = [...e.commands, e.player.username, e.player.steamId, e.player.discordId, e.player.minecraftUuid, e.player.accountId, e.reason];
+  return texts.reduce((sum, text) => sum + Buffer.byteLength(text ?? "", "utf8") + 4, 64);
+}
+
+/** The longest prefix of `entries` within REWARD_QUEUE_PAGE_BYTES (the first entry always). */
+function withinPageBytes(entries: PendingRewardEntry[]): PendingRewardEntry[] {
+  let bytes = 0;
+  const kept: PendingRewardEntry[] = [];
+  for (const e of entries) {
+    bytes += bytesOf(e);
+    if (kept.length > 0 && bytes > REWARD_QUEUE_PAGE_BYTES) break;
+    kept.push(e);
+  }
+  return kept;
+}
+
+/** When the server's newest heart was cast, or null when it has none. */
+async function readLastVoteAt(deps: CoreDeps, serverId: string): Promise<Date | null> {
+  // Bounded: one entry of hearts_server_id_created_at_id_idx (the newest).
+  const [row] = await runSql<{ created_at: Date }>(
+    deps.prisma,
+    Prisma.sql`SELECT created_at FROM hearts WHERE server_id = ${serverId}::uuid ORDER BY created_at DESC LIMIT 1`,
+  );
+  return row?.created_at ?? null;
+}
+
+/**
+ * ListRewardQueue: the request's bounds (invalid_argument naming the field), the server (a wrong key: key_valid false and
+ * nothing else read), a page of pending entries (reward-queue-store.ts listPendingRewardEntries: the whole queue, or with
+ * `with_online` what the named players may be given), cut to REWARD_QUEUE_PAGE_BYTES, and when to list again (next-check.ts;
+ * the server's newest heart is read only when the page is empty). Writes nothing.
+ */
+export async function listRewardQueue(deps: ListRewardQueueDeps, resolveKey: ClaimKeyResolver, req: ListRewardQueueRequest): Promise<ListRewardQueueResponse> {
+  const limit = pageOf(req.limit);
+  const online = req.withOnline ? onlineNamesOf(req.online) : undefined;
+  if (!req.withOnline && req.online.length > 0) throw new DomainError("invalid_argument", "online: names players only with with_online");
+  const serverId = await resolveQueueServer(deps, resolveKey, req);
+  // A wrong key is told the idle interval: a misconfigured plugin does not poll fast.
+  if (serverId === null) return create(ListRewardQueueResponseSchema, { keyValid: false, nextCheckSeconds: deps.idleCheckSeconds });
+  const entries = withinPageBytes(await listPendingRewardEntries(sqlOf(deps.prisma), { serverId, limit, ...(online ? { online } : {}) }));
+  const pending = entries.length > 0;
+  const lastVoteAt = pending ? null : await readLastVoteAt(deps, serverId);
+  return create(ListRewardQueueResponseSchema, {
+    keyValid: true,
+    serverId,
+    nextCheckSeconds: nextCheckSeconds({ pending, lastVoteAt, now: deps.now(), idleSeconds: deps.idleCheckSeconds }),
+    entries: entries.map((e) =>
+      create(RewardQueueEntrySchema, {
+        id: e.id,
+        reason: e.reason,
+        username: e.player.username,
+        steamId: e.player.steamId ?? "",
+        discordId: e.player.discordId ?? "",
+        minecraftUuid: e.player.minecraftUuid ?? "",
+        accountId: e.player.accountId ?? "",
+        commands: e.commands,
+        onlineOnly: e.onlineOnly,
+        createdAt: timestampFromDate(e.createdAt),
+      }),
+    ),
+  });
+}

@@ -298,6 +298,10 @@ export async function startMeasuredHarness(start: string): Promise<MeasuredHarne
   const clock = createTestClock(start);
   const h = await startHarness({ now: () => clock.now(), maxConnections: 10 });
   const pool = new pg.Pool({ connectionString: h.db.url, max: 2 });
+  // Failure policy: an idle connection the server ends (a test in another file restarting or draining the shared
+  // PostgreSQL) is dropped by the pool and replaced on the next query; without a listener its 'error' event would end
+  // the test process.
+  pool.on("error", () => undefined);
   return {
     h,
     clock,

@@ -7,7 +7,9 @@
 import anyTest, { type TestFn } from "ava";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { RewardRulesService } from "../../gen/proto/rewards/v1/rewards_pb.js";
+import { RewardQueueService, RewardRulesService } from "../../gen/proto/rewards/v1/rewards_pb.js";
+import { queueRewardEntries } from "../../services/rewards/reward-queue-store.js";
+import { runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
 import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
@@ -187,3 +189,48 @@ test.serial("only the server's owner, admin tokens (save) and read tokens (read,
   }
   t.is((await stack.clients.rewards.getRewardRules({ serverId: mine })).version, 1, "no refused call saved anything");
 });
+
+test.serial(
+  "the reward queue's RPCs: only the claims scope (and admins) list and acknowledge; an owner lists only their own servers and never acknowledges",
+  async (t) => {
+    const { stack } = t.context;
+    const { access, admin } = stack.clients;
+    const mine = await newServer(stack, "Queue Owner SMP");
+    const theirs = await newServer(stack, "Queue Other SMP");
+    const { claimKey } = await admin.rotateClaimKey({ serverId: mine });
+    const [id] = await runSqlTransaction(
+      stack.prisma,
+      (tx) =>
+        queueRewardEntries(tx, {
+          serverId: mine,
+          heartId: null,
+          player: { username: "Steve", steamId: null, discordId: null, minecraftUuid: null, accountId: null },
+          rulesVersion: 1,
+          entries: [{ key: "k:vote:0", reason: "vote", commands: ["give Steve diamond 1"], onlineOnly: false }],
+        }),
+      { timeoutMs: 10_000 },
+    );
+    await access.createOwner({ ownerId: "queue-owner", displayName: "Owner" });
+    await access.assignServer({ serverId: mine, ownerId: "queue-owner" });
+    const { url } = await access.createDashboardLoginLink({ ownerId: "queue-owner" });
+    const { sessionToken } = await access.redeemDashboardLoginLink({ loginToken: new URL(url).searchParams.get("token") ?? "" });
+    const owner = createClient(
+      RewardQueueService,
+      withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }),
+    );
+    const { token } = await access.createServiceToken({ name: "queue-reader", scopes: ["read"] });
+    const reader = createClient(RewardQueueService, createServiceTransport(stack.rpcUrl, token));
+
+    t.is(await code(owner.listRewardQueue({ serverId: mine })), "ok", "the owner lists their own server's queue");
+    t.is(await code(owner.listRewardQueue({ serverId: theirs })), "NotFound", "another owner's server answers as a missing one");
+    t.is(await code(owner.ackRewardEntries({ claimKey, ids: [id!] })), "PermissionDenied", "an owner never acknowledges");
+    t.is(await code(reader.listRewardQueue({ serverId: mine })), "PermissionDenied", "a token without claims is refused");
+    t.is(await code(reader.ackRewardEntries({ claimKey, ids: [id!] })), "PermissionDenied");
+    const still = await stack.clients.rewardQueue.listRewardQueue({ serverId: mine });
+    t.deepEqual(
+      still.entries.map((e) => e.id),
+      [id],
+      "no refused call acknowledged anything",
+    );
+  },
+);

@@ -1,5 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { SqlTx } from "../shared/adapters/sql/executor.js";
+import { FENCE_INDEX_LED_PLANS, restoreDefaultPlansCte } from "../shared/adapters/sql/planner-fence.js";
 import { abuseWindowsAt, detectSignals, foldSignals, type AbuseRules, type ReviewMode, type ReviewRecord, type ReviewState } from "./domain/abuse-signals.js";
 
 /**
@@ -58,6 +59,9 @@ export function needsAbuseFacts(mode: string | null): mode is "loose" | "strict"
  */
 export async function readAbuseFacts(tx: SqlTx, inputs: readonly AbuseFactsInput[], rules: AbuseRules, now: Date): Promise<Map<number, AbuseFactsRow>> {
   if (inputs.length === 0) return new Map();
+  // Every bound below is an index walk (ORDER BY its key, LIMIT n): fenced so no statistics can turn one into a scan
+  // and sort of a player's or an address's whole history (one round trip more, on review-on rounds only).
+  await tx.query(FENCE_INDEX_LED_PLANS);
   const rows = await tx.query<AbuseFactsRow>(abuseFactsSql(inputs, rules, now));
   return new Map(rows.map((r) => [r.idx, r]));
 }
@@ -67,7 +71,7 @@ export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRu
   const w = abuseWindowsAt(rules, now);
   const selfAddress = rules.selfReferralAddress.enabled;
   return Prisma.sql`
-    WITH input AS (
+    WITH ${restoreDefaultPlansCte}, input AS (
       SELECT * FROM unnest(
         ${inputs.map((i) => i.idx)}::int[], ${inputs.map((i) => i.stage)}::text[], ${inputs.map((i) => i.clickId)}::uuid[],
         ${inputs.map((i) => i.referee)}::text[], ${inputs.map((i) => i.referrer)}::text[], ${inputs.map((i) => i.referralId)}::uuid[]
@@ -98,17 +102,23 @@ export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRu
                LIMIT ${rules.clickVelocity.maxClicks + 1}::int
              ) AS near
            ) END::int AS clicks_from_ip,
-           -- At most minHearts of the referee's own hearts.
-           CASE WHEN i.stage <> 'qualified' OR ${rules.noActivity.minHearts}::int = 0 THEN 0 ELSE (
+           -- The referee's own hearts, counted up to minHearts: at most minHearts by identity and as many by name, each
+           -- an index walk (an OR of the two would need a bitmap scan, which the planner fence rules out). The union of
+           -- the two walks reaches minHearts whenever the referee has that many hearts either way.
+           CASE WHEN i.stage <> 'qualified' OR ${rules.noActivity.minHearts}::int = 0 THEN 0 ELSE least((
              SELECT count(*) FROM (
-               SELECT 1 FROM hearts h
-               WHERE h.server_id = ck.server_id AND h.counted AND (h.voter_identity = i.referee OR lower(h.username) = lower(i.referee))
-                 AND h.created_at < ${now}::timestamptz
-               LIMIT ${rules.noActivity.minHearts}::int
+               (SELECT h.id FROM hearts h
+                WHERE h.server_id = ck.server_id AND h.voter_identity = i.referee AND h.counted AND h.created_at < ${now}::timestamptz
+                LIMIT ${rules.noActivity.minHearts}::int)
+               UNION
+               (SELECT h.id FROM hearts h
+                WHERE h.server_id = ck.server_id AND lower(h.username) = lower(i.referee) AND h.counted AND h.created_at < ${now}::timestamptz
+                LIMIT ${rules.noActivity.minHearts}::int)
              ) AS hearts
-           ) END::int AS referee_hearts,
+           ), ${rules.noActivity.minHearts}::int) END::int AS referee_hearts,
            coalesce(l.signals, '{}') AS signals_before, l.signal_details AS details_before, l.review::text AS review_before
     FROM input i
+    CROSS JOIN planner_restored
     JOIN referral_clicks ck ON ck.id = i.click_id
     LEFT JOIN referrals l ON l.id = i.referral_id
     CROSS JOIN LATERAL ${playerAddressesSql(Prisma.sql`i.referrer`, selfAddress)} AS rk
@@ -131,9 +141,9 @@ export const SELF_ADDRESS_HEARTS = 50;
  */
 function playerAddressesSql(player: Prisma.Sql, enabled: boolean): Prisma.Sql {
   // The ORDER BY names the whole key of the index each branch must read ((server_id, voter_identity, created_at) and
-  // (server_id, lower(username), created_at)), so no other index gives the order: with ORDER BY created_at alone the
-  // planner could walk the server's (server_id, created_at) index backwards through all its hearts (160,000 rows read
-  // in one CI run).
+  // (server_id, lower(username), created_at)). That alone did not hold: with statistics that made the player's rows
+  // look few, a CI run planned a scan of the server's hearts and a sort (160,000 rows read); readAbuseFacts's planner
+  // fence leaves the index walk as the only plan (tested under hostile costs in referral-bounded-reads).
   const latest = (match: Prisma.Sql, key: Prisma.Sql) => Prisma.sql`(
         SELECT h.ip, h.ip_key, h.subnet, h.subnet_key FROM hearts h
         WHERE ${enabled}::boolean AND h.server_id = ck.server_id AND ${match}

@@ -106,10 +106,23 @@ export async function rowsReadByTableGeneric(client: object, sql: Prisma.Sql): P
 }
 
 /** The rows a list of statements read per table, summed (each re-run under EXPLAIN ANALYZE and rolled back). */
-export async function rowsReadByStatements(client: object, statements: readonly Prisma.Sql[]): Promise<Record<string, number>> {
+export async function rowsReadByStatements(
+  client: object,
+  statements: readonly Prisma.Sql[],
+  around: { setup?: readonly string[] } = {},
+): Promise<Record<string, number>> {
   const total: Record<string, number> = {};
-  for (const statement of statements)
-    for (const [table, rows] of Object.entries(await rowsReadByTable(client, statement))) total[table] = (total[table] ?? 0) + rows;
+  // A planner fence (services/shared/adapters/sql/planner-fence.ts) changes how the statements after it in its
+  // transaction are planned, so it is replayed (after `around.setup`) before each of them: each is measured on the
+  // plan it ran with.
+  const setup = [...(around.setup ?? [])];
+  for (const statement of statements) {
+    if (statement.text.includes("/* planner-fence */")) {
+      setup.push(statement.text);
+      continue;
+    }
+    for (const [table, rows] of Object.entries(await rowsReadByTable(client, statement, { setup }))) total[table] = (total[table] ?? 0) + rows;
+  }
   return total;
 }
 

@@ -280,7 +280,10 @@ test.serial(
       await message(owner.requeueRewardEntries({ serverId: mine, ackedFrom: range.ackedTo, ackedTo: range.ackedFrom })),
       "acked_to: must be after acked_from",
     );
-    t.is(await message(owner.requeueRewardEntries({ serverId: mine, ...range, after: "yesterday" })), "after: not a cursor a previous page returned (next_after)");
+    t.is(
+      await message(owner.requeueRewardEntries({ serverId: mine, ...range, after: "yesterday" })),
+      "after: not a cursor a previous page returned (next_after)",
+    );
 
     const first = await owner.requeueRewardEntries({ serverId: mine, ...range });
     t.is(first.requeued, REQUEUE_PAGE_ENTRIES, "a page at a time");
@@ -295,14 +298,22 @@ test.serial(
     const seen = new Set<string>();
     // Reads the pending copies by acknowledging each page (the list always shows the oldest pending first).
     while (page.entries.length > 0) {
-      for (const e of page.entries) pending.push(e.commands[0]!), seen.add(e.id);
-      await runSqlTransaction(stack.prisma, (tx) => ackRewardEntries(tx, { serverId: mine, ids: page.entries.map((e) => e.id), at: late }), { timeoutMs: 10_000 });
+      for (const e of page.entries) {
+        pending.push(e.commands[0]!);
+        seen.add(e.id);
+      }
+      await runSqlTransaction(stack.prisma, (tx) => ackRewardEntries(tx, { serverId: mine, ids: page.entries.map((e) => e.id), at: late }), {
+        timeoutMs: 10_000,
+      });
       page = await stack.clients.rewardQueue.listRewardQueue({ serverId: mine, limit: 100 });
     }
     t.is(seen.size, REQUEUE_PAGE_ENTRIES, "every copy has an id of its own");
     t.deepEqual(
       [...pending].sort(),
-      entries.slice(0, -1).map((e) => e.commands[0]!).sort(),
+      entries
+        .slice(0, -1)
+        .map((e) => e.commands[0]!)
+        .sort(),
       "the entries acknowledged in the range, each once, with their commands; the one acknowledged after the range is not re-queued",
     );
   },

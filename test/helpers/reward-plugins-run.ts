@@ -10,8 +10,10 @@
  * `COMMAND <command>`, its HTTP requests `REQUEST <method> <path>` (never the key). With `exitBeforePath` the host
  * dies just before the plugin's first request to that path, as a server killed between running and acknowledging.
  */
-import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { appendFileSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -163,13 +165,117 @@ const fivem: RewardPlugin = {
   },
 };
 
+/** A PHP single-quoted string literal of `value`. */
+const phpString = (value: string) => `'${value.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`;
+
+/**
+ * The PHP script for web game sites, run by "cron": once at start and once at the end of every `advance` (a cron run
+ * at that moment, REWARDS_NOW the virtual time). Its config pays an entry by printing `COMMAND <command>` for each
+ * command and names the players in online.txt (`join`, `leave`: a web game has no join hook, the next run sees them).
+ * Its requests pass through a proxy here that logs them; with `exitBeforePath` the proxy kills the run (SIGKILL)
+ * when its request to that path arrives, before forwarding it.
+ */
+const php: RewardPlugin = {
+  name: "php",
+  async start(opts) {
+    const lines: string[] = [];
+    const onlineFile = join(opts.dir, "online.txt");
+    writeFileSync(onlineFile, "");
+    const target = new URL(opts.queueUrl);
+    let current: ChildProcess | undefined;
+    let killed = false;
+    const proxy = http.createServer((req, res) => {
+      const path = (req.url ?? "").split("?")[0]!;
+      if (opts.exitBeforePath === path && current) {
+        lines.push(`KILLED before ${req.method} ${path}`);
+        killed = true;
+        current.kill("SIGKILL");
+        req.socket.destroy();
+        return;
+      }
+      lines.push(`REQUEST ${req.method} ${path}`);
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", async () => {
+        try {
+          const answer = await fetch(`${target.origin}${req.url}`, {
+            method: req.method,
+            headers: { "content-type": req.headers["content-type"] ?? "application/json" },
+            ...(req.method === "GET" ? {} : { body: Buffer.concat(chunks) }),
+          });
+          res.writeHead(answer.status, { "content-type": "application/json" }).end(Buffer.from(await answer.arrayBuffer()));
+        } catch (error) {
+          // Failure policy: the gateway unreachable is what the script sees as a 502, as behind a real proxy.
+          res.writeHead(502).end(String(error));
+        }
+      });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}${target.pathname}`;
+    const configFile = join(opts.dir, "rewards-config.php");
+    writeFileSync(
+      configFile,
+      [
+        "<?php",
+        "return [",
+        `    'queue_url' => ${phpString(proxyUrl)},`,
+        `    'claim_key' => ${phpString(opts.claimKey)},`,
+        `    'state_dir' => ${phpString(opts.dir)},`,
+        `    'online_players' => fn (): array => array_values(array_filter(array_map('trim', file(${phpString(onlineFile)}) ?: []))),`,
+        `    'run_entry' => function (array $entry): void { foreach ($entry['commands'] as $command) echo "COMMAND $command\\n"; },`,
+        "];",
+        "",
+      ].join("\n"),
+    );
+    /** The virtual clock, in unix seconds. */
+    let now = 1_900_000_000;
+    const runOnce = () =>
+      new Promise<void>((resolve) => {
+        const child = spawn("php", [`${PLUGINS_DIR}php/pay-rewards.php`, configFile], {
+          cwd: opts.dir,
+          env: { PATH: process.env.PATH, HOME: process.env.HOME, REWARDS_NOW: String(now) },
+          stdio: ["ignore", "pipe", "pipe"],
+        });
+        current = child;
+        for (const stream of [child.stdout, child.stderr]) {
+          let rest = "";
+          stream.on("data", (chunk: Buffer) => {
+            const parts = (rest + chunk.toString("utf8")).split("\n");
+            rest = parts.pop() ?? "";
+            lines.push(...parts.map((l) => l.trimEnd()));
+          });
+        }
+        child.on("close", () => {
+          current = undefined;
+          resolve();
+        });
+      });
+    await runOnce();
+    const names = () => readFileSync(onlineFile, "utf8").split("\n").filter(Boolean);
+    return {
+      lines,
+      commands: () => lines.filter((l) => l.startsWith("COMMAND ")).map((l) => l.slice("COMMAND ".length)),
+      requests: () => lines.filter((l) => l.startsWith("REQUEST ")).map((l) => l.slice("REQUEST ".length)),
+      async join(name) {
+        appendFileSync(onlineFile, `${name}\n`);
+      },
+      async leave(name) {
+        writeFileSync(onlineFile, names().filter((n) => n !== name).map((n) => `${n}\n`).join(""));
+      },
+      async advance(seconds) {
+        now += seconds;
+        if (!killed) await runOnce();
+      },
+      exited: () => killed,
+      stop: () => new Promise<void>((resolve) => proxy.close(() => resolve())),
+    };
+  },
+};
+
 /** Every reference plugin, by the name each test title carries. */
-export const REWARD_PLUGINS: RewardPlugin[] = [oxide, fivem];
+export const REWARD_PLUGINS: RewardPlugin[] = [oxide, fivem, php];
 
 /** A fresh directory for one plugin's files. */
 export function pluginDir(name: string): string {
   return mkdtempSync(join(tmpdir(), `reward-plugin-${name}-`));
 }
-
-// Kept for the hosts that are plain scripts run per step (PHP under cron).
-export { appendFileSync, readFileSync, spawnSync };

@@ -2,7 +2,7 @@
  * Runs the reference reward-queue plugins of docs/plugins/ in their own runtimes, each inside a small host that
  * emulates the game's API it uses (test code under test/helpers/plugin-hosts/, never shipped): the uMod plugin under
  * Mono with an Oxide emulation, the FiveM resource under lua5.4 with a FiveM emulation, the PHP script under php-cli
- * as cron runs it, the Node poller under node with its timers replaced.
+ * as cron runs it (once per step), the Node poller under node with its timers replaced.
  *
  * Every host speaks one protocol, so one table of scenarios drives every plugin: time is virtual and moves only when
  * the test says so. A line on stdin (`join <name> <id>`, `leave <name>`, `advance <seconds>`) is answered `READY` once
@@ -165,6 +165,22 @@ const fivem: RewardPlugin = {
   },
 };
 
+/** The Node poller, under node, with the game and its timers emulated. */
+const node: RewardPlugin = {
+  name: "node",
+  async start(opts) {
+    return startHostProcess("node", process.execPath, [`${HOSTS_DIR}node-host.mjs`, `${PLUGINS_DIR}node/reward-queue.mjs`], {
+      cwd: opts.dir,
+      env: {
+        QUEUE_URL: opts.queueUrl,
+        CLAIM_KEY: opts.claimKey,
+        EXECUTED_FILE: join(opts.dir, "executed-ids.json"),
+        ...(opts.exitBeforePath ? { HOST_EXIT_BEFORE_PATH: opts.exitBeforePath } : {}),
+      },
+    });
+  },
+};
+
 /** A PHP single-quoted string literal of `value`. */
 const phpString = (value: string) => `'${value.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`;
 
@@ -273,7 +289,7 @@ const php: RewardPlugin = {
 };
 
 /** Every reference plugin, by the name each test title carries. */
-export const REWARD_PLUGINS: RewardPlugin[] = [oxide, fivem, php];
+export const REWARD_PLUGINS: RewardPlugin[] = [oxide, fivem, php, node];
 
 /** A fresh directory for one plugin's files. */
 export function pluginDir(name: string): string {

@@ -276,7 +276,13 @@ const php: RewardPlugin = {
         appendFileSync(onlineFile, `${name}\n`);
       },
       async leave(name) {
-        writeFileSync(onlineFile, names().filter((n) => n !== name).map((n) => `${n}\n`).join(""));
+        writeFileSync(
+          onlineFile,
+          names()
+            .filter((n) => n !== name)
+            .map((n) => `${n}\n`)
+            .join(""),
+        );
       },
       async advance(seconds) {
         now += seconds;

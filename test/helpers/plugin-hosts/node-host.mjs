@@ -72,7 +72,8 @@ for await (const line of createInterface({ input: process.stdin })) {
     poller.playerJoined();
     await runUntil(nowMs);
   } else if (command === "leave") {
-    online.splice(online.findIndex((p) => p.name === a), 1);
+    const at = online.findIndex((p) => p.name === a);
+    if (at !== -1) online.splice(at, 1);
   } else if (command === "advance") {
     await runUntil(nowMs + Number(a) * 1000);
   }

@@ -17,6 +17,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { onOutputLines } from "./output-lines.js";
 
 const PLUGINS_DIR = fileURLToPath(new URL("../../docs/plugins/", import.meta.url));
 const HOSTS_DIR = fileURLToPath(new URL("./plugin-hosts/", import.meta.url));
@@ -90,18 +91,11 @@ async function startHostProcess(name: string, command: string, args: string[], o
       resolve();
     }),
   );
-  for (const stream of [child.stdout, child.stderr]) {
-    let rest = "";
-    stream?.on("data", (chunk: Buffer) => {
-      const parts = (rest + chunk.toString("utf8")).split("\n");
-      rest = parts.pop() ?? "";
-      for (const line of parts.map((l) => l.trimEnd())) {
-        lines.push(line);
-        if (line.startsWith("READY")) readyCount += 1;
-      }
-      wake();
-    });
-  }
+  onOutputLines(child, (line) => {
+    lines.push(line);
+    if (line.startsWith("READY")) readyCount += 1;
+    wake();
+  });
   const untilReady = (count: number) =>
     new Promise<void>((resolve, reject) => {
       const check = () => {
@@ -253,14 +247,7 @@ const php: RewardPlugin = {
           stdio: ["ignore", "pipe", "pipe"],
         });
         current = child;
-        for (const stream of [child.stdout, child.stderr]) {
-          let rest = "";
-          stream.on("data", (chunk: Buffer) => {
-            const parts = (rest + chunk.toString("utf8")).split("\n");
-            rest = parts.pop() ?? "";
-            lines.push(...parts.map((l) => l.trimEnd()));
-          });
-        }
+        onOutputLines(child, (line) => lines.push(line));
         child.on("close", () => {
           current = undefined;
           resolve();

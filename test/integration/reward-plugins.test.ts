@@ -13,6 +13,8 @@ import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { REWARD_QUEUE_ACK_PATH, REWARD_QUEUE_PATH } from "../../gateway/handle-reward-queue.js";
+import { queueRewardEntries } from "../../services/rewards/reward-queue-store.js";
+import { runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 import { eventually } from "../helpers/eventually.js";
 import { REWARD_PLUGINS, pluginDir, type PluginStart, type RewardPlugin, type RunningPlugin } from "../helpers/reward-plugins-run.js";
 
@@ -57,6 +59,8 @@ interface Scenario {
   vote(voter: Voter, at: string): Promise<void>;
   /** Waits until the consumer has counted `total` of the voter's votes into their reward state. */
   counted(voter: Voter, total: number): Promise<void>;
+  /** Queues one entry per command list for `username` with the queue's owner module, as a backlog of votes would. */
+  seed(username: string, commands: string[][], onlineOnly: boolean): Promise<void>;
   /** The server's queue entries, oldest first: their commands and whether they are acknowledged. */
   entries(): Promise<Array<{ commands: string[]; acked: boolean }>>;
   /** Starts the plugin for this server in `dir` (default: the scenario's own), stopped when the test ends. */
@@ -161,6 +165,25 @@ const SCENARIOS: PluginScenario[] = [
     },
   },
   {
+    title: "a backlog of 120 entries (more than two pages) is paid page after page without waiting next_check between full pages, each entry once, all acknowledged",
+    rules: { perVote: [{ commands: ["give {player} diamond 1"] }] },
+    async run(s) {
+      const backlog = Array.from({ length: 120 }, (_, i) => [`give Bob token ${i}`]);
+      await s.seed("Bob", backlog, false);
+      // Started, the plugin lists at once; a full page that ran something is followed by the next without waiting.
+      const plugin = await s.start();
+      await plugin.advance(BUSY_CHECK_SECONDS - 1);
+      s.t.is(plugin.commands().length, 120, "each entry once, before next_check");
+      s.t.deepEqual([...plugin.commands()].sort(), backlog.map(([c]) => c!).sort());
+      const entries = await s.entries();
+      s.t.is(entries.length, 120);
+      s.t.true(
+        entries.every((e) => e.acked),
+        "every entry acknowledged",
+      );
+    },
+  },
+  {
     title: "next_check is honoured: after a list answered 10 s, the plugin lists again only once 10 s have passed",
     rules: { perVote: [{ commands: ["give {player} diamond 1"], onlineOnly: true }] },
     async run(s) {
@@ -222,6 +245,13 @@ async function runScenario(t: ExecutionContext<Context>, plugin: RewardPlugin, s
         },
         { timeoutMs: 30_000, message: `the voter's reward state reaching total ${total}` },
       );
+    },
+    async seed(username, commands, onlineOnly) {
+      const player = { username, steamId: null, discordId: null, minecraftUuid: null, accountId: null };
+      const entries = commands.map((c, i) => ({ key: `seed:${randomBytes(6).toString("hex")}:${i}`, reason: "vote" as const, commands: c, onlineOnly }));
+      await runSqlTransaction(stack.db.prisma, (tx) => queueRewardEntries(tx, { serverId, heartId: null, player, rulesVersion: 1, entries }), {
+        timeoutMs: 10_000,
+      });
     },
     async entries() {
       const rows = await stack.prisma.rewardQueueEntry.findMany({ where: { serverId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });

@@ -165,7 +165,8 @@ const SCENARIOS: PluginScenario[] = [
     },
   },
   {
-    title: "a backlog of 120 entries (more than two pages) is paid page after page without waiting next_check between full pages, each entry once, all acknowledged",
+    title:
+      "a backlog of 120 entries (more than two pages) is paid page after page without waiting next_check between full pages, each entry once, all acknowledged",
     rules: { perVote: [{ commands: ["give {player} diamond 1"] }] },
     async run(s) {
       const backlog = Array.from({ length: 120 }, (_, i) => [`give Bob token ${i}`]);

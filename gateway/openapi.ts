@@ -301,6 +301,7 @@ const REWARD_QUEUE_DESCRIPTION = [
   "acknowledged, and never run an id you already ran (an entry stays listed until acknowledged, so a plugin restarted",
   "between running and acknowledging sees the same ids again). A wrong key answers an empty queue (or nothing",
   "acknowledged), never an error; wrong keys are limited per client address (429 with Retry-After past it).",
+  "Reference plugins that follow this (Rust with uMod/Oxide, FiveM, PHP, Node.js): docs/plugins/README.md.",
 ].join("\n");
 
 /** The reward queue's answers every call shares: 400 (bad input), 429 (the wrong-key limit), 500, 503. */

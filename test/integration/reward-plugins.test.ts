@@ -249,10 +249,17 @@ async function runScenario(t: ExecutionContext<Context>, plugin: RewardPlugin, s
     async start(opts = {}) {
       const running = await plugin.start({ queueUrl: `${stack.gatewayUrl}${REWARD_QUEUE_PATH}`, claimKey, dir: opts.dir ?? dir, ...opts });
       t.teardown(() => running.stop());
+      started.push(running);
       return running;
     },
   };
+  const started: RunningPlugin[] = [];
   await scenario.run(s);
+  // Whatever the scenario did, no plugin printed the claim key (its logs name the status, never the URL).
+  t.deepEqual(
+    started.flatMap((p) => p.lines).filter((l) => l.includes(claimKey) || l.includes(encodeURIComponent(claimKey))),
+    [],
+  );
 }
 
 for (const plugin of REWARD_PLUGINS) {

@@ -16,6 +16,7 @@ import { REWARD_QUEUE_ACK_PATH, REWARD_QUEUE_PATH } from "../../gateway/handle-r
 import { queueRewardEntries } from "../../services/rewards/reward-queue-store.js";
 import { runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 import { eventually } from "../helpers/eventually.js";
+import { castCountedVote, type RewardVoter } from "../helpers/reward-votes.js";
 import { REWARD_PLUGINS, pluginDir, type PluginStart, type RewardPlugin, type RunningPlugin } from "../helpers/reward-plugins-run.js";
 
 interface Context {
@@ -43,12 +44,7 @@ test.after.always(async (t) => {
   await t.context.stack?.close();
 });
 
-interface Voter {
-  identity: string;
-  username: string;
-  steamId: string;
-  ip: string;
-}
+type Voter = RewardVoter & { steamId: string };
 
 /** What a scenario works with: its server (rules saved, claim key), votes, the queue's rows, and the plugin. */
 interface Scenario {
@@ -228,15 +224,7 @@ async function runScenario(t: ExecutionContext<Context>, plugin: RewardPlugin, s
     },
     async vote(voter, at) {
       clockMs = Date.parse(at);
-      const res = await stack.clients.hearts.castHeart({
-        serverId,
-        voterIdentity: voter.identity,
-        username: voter.username,
-        ip: voter.ip,
-        userAgent: "Mozilla/5.0 (X11; Linux x86_64) RewardPluginsTest/1.0",
-        steamId: voter.steamId,
-      });
-      if (!res.counted) throw new Error(`the vote at ${at} did not count`);
+      await castCountedVote(stack, serverId, voter, at);
     },
     async counted(voter, total) {
       await eventually(
@@ -261,10 +249,17 @@ async function runScenario(t: ExecutionContext<Context>, plugin: RewardPlugin, s
     async start(opts = {}) {
       const running = await plugin.start({ queueUrl: `${stack.gatewayUrl}${REWARD_QUEUE_PATH}`, claimKey, dir: opts.dir ?? dir, ...opts });
       t.teardown(() => running.stop());
+      started.push(running);
       return running;
     },
   };
+  const started: RunningPlugin[] = [];
   await scenario.run(s);
+  // Whatever the scenario did, no plugin printed the claim key (its logs name the status, never the URL).
+  t.deepEqual(
+    started.flatMap((p) => p.lines).filter((l) => l.includes(claimKey) || l.includes(encodeURIComponent(claimKey))),
+    [],
+  );
 }
 
 for (const plugin of REWARD_PLUGINS) {

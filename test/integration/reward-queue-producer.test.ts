@@ -18,6 +18,7 @@ import { queueVoteRewards, type CountedHeart } from "../../services/rewards/queu
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
 import { eventually } from "../helpers/eventually.js";
+import { castCountedVote } from "../helpers/reward-votes.js";
 
 interface Context {
   stack: TestStack;
@@ -65,16 +66,7 @@ function newVoter(username: string, steamId?: string): Voter {
 /** Casts a vote at `at` (the stack's clock); it must count. Returns the heart id. */
 async function vote(stack: TestStack, serverId: string, voter: Voter, at: string): Promise<string> {
   clockMs = Date.parse(at);
-  const res = await stack.clients.hearts.castHeart({
-    serverId,
-    voterIdentity: voter.identity,
-    username: voter.username,
-    ip: voter.ip,
-    userAgent: "Mozilla/5.0 (X11; Linux x86_64) RewardProducerTest/1.0",
-    ...(voter.steamId ? { steamId: voter.steamId } : {}),
-  });
-  if (!res.counted) throw new Error(`the vote at ${at} did not count`);
-  return res.heartId;
+  return castCountedVote(stack, serverId, voter, at);
 }
 
 /** Waits until the consumer has counted `total` votes of the voter into their reward state. */

@@ -146,7 +146,12 @@ export async function queueVoteRewards(
         if (storeEvents !== undefined) {
           for (const payload of progressionEventsOf(rules, serverId, heart.player.username, vote)) events.push({ heart, payload });
         }
-        done.counts.set(heart.heartId, { weight: given.weight, monthTotal: counted.totals.month, total: counted.totals.all, rewardStreak: counted.streak.streak.days });
+        done.counts.set(heart.heartId, {
+          weight: given.weight,
+          monthTotal: counted.totals.month,
+          total: counted.totals.all,
+          rewardStreak: counted.streak.streak.days,
+        });
         done.counted++;
         done.queued += queued.length;
         if (given.skipped.length > 0) {

@@ -39,15 +39,12 @@ test("payload v3: the version-2 fields in their order with payload_version 3, th
 
 test("payload v3: a server without saved reward rules -> weight, month_total, total and reward_streak are null, present", (t) => {
   const parsed = JSON.parse(buildHeartEventBody({ ...v1, v2: v2Fields, v3: { rewardCounts: null } }, T)) as Record<string, unknown>;
-  t.deepEqual(
-    Object.entries(parsed).slice(-4),
-    [
-      ["weight", null],
-      ["month_total", null],
-      ["total", null],
-      ["reward_streak", null],
-    ],
-  );
+  t.deepEqual(Object.entries(parsed).slice(-4), [
+    ["weight", null],
+    ["month_total", null],
+    ["total", null],
+    ["reward_streak", null],
+  ]);
   t.is(parsed.payload_version, 3);
 });
 

@@ -4,6 +4,7 @@ import { isUuid, NIL_UUID } from "../../shared/values/ids.js";
 import { periodOf } from "../../shared/values/period.js";
 import { REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
 import type { EventPayload, NewDelivery, ReferralEventType, ReferralPayload } from "./delivery-types.js";
+import { inProgressionOrder, isProgressionEventType, type ProgressionPayload } from "../../rewards/domain/progression-events.js";
 
 /**
  * Referral outcomes delivered to owners: a `referral.registered|qualified|reversed` envelope on
@@ -20,7 +21,7 @@ export function isReferralEventType(value: string): value is ReferralEventType {
 
 /** The body of one attempt of an event with a stored body (referral or progression): the payload with `timestamp` (unix seconds, the signature's `t`) last. */
 export function buildEventBody(payload: EventPayload, timestamp: number): string {
-  return JSON.stringify({ ...payload, timestamp });
+  return JSON.stringify({ ...(isProgressionEventType(payload.event) ? inProgressionOrder(payload as ProgressionPayload) : payload), timestamp });
 }
 
 /** What decoding a referral envelope gave: a delivery to store, or why it cannot be one (poison). */

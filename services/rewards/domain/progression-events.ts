@@ -1,5 +1,5 @@
 import { nameBasedId } from "../../shared/values/ids.js";
-import type { PROGRESSION_EVENT_TYPES } from "../../shared/values/event-types.js";
+import { PROGRESSION_EVENT_TYPES } from "../../shared/values/event-types.js";
 import type { Milestone, RewardRules } from "./reward-rules.js";
 import { type CountedVote, reachesMilestone } from "./rewards-for-vote.js";
 
@@ -71,4 +71,33 @@ export function progressionEventsOf(rules: RewardRules, serverId: string, userna
     });
   });
   return events;
+}
+
+/**
+ * `p` with its fields in the order the body sends them (the common fields, then the event's own): a payload read back
+ * from its jsonb column comes in the column's own key order. Pure.
+ */
+export function inProgressionOrder(p: ProgressionPayload): ProgressionPayload {
+  const head = { event: p.event, event_id: p.event_id, server_id: p.server_id, heart_id: p.heart_id, username: p.username, cast_at: p.cast_at };
+  switch (p.event) {
+    case "streak.extended":
+      return { ...head, event: p.event, reward_streak: p.reward_streak };
+    case "streak.lost":
+      return { ...head, event: p.event, lost_streak: p.lost_streak, reward_streak: p.reward_streak };
+    case "milestone.reached":
+      return {
+        ...head,
+        event: p.event,
+        scope: p.scope,
+        count: p.count,
+        rule_index: p.rule_index,
+        ...(p.every === undefined ? {} : { every: p.every }),
+        ...(p.at === undefined ? {} : { at: p.at }),
+      };
+  }
+}
+
+/** True for a progression event type. */
+export function isProgressionEventType(value: string): value is ProgressionEventType {
+  return (PROGRESSION_EVENT_TYPES as readonly string[]).includes(value);
 }

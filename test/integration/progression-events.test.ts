@@ -4,7 +4,7 @@
  * rules, to local receivers. An endpoint subscribed to `streak.extended`, `streak.lost` and `milestone.reached` gets
  * each event once, signed with its own secret; an endpoint not subscribed gets none; `streak.lost` comes after a gap
  * beyond the grace, not within it; a replayed vote makes no second event; a version-3 endpoint's heart.counted carries
- * the vote's weight, totals and reward streak (null on a server without rules).
+ * the vote's weight, totals and reward streak (null on a server without rules); a voter's erasure reaches the bodies.
  */
 import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
@@ -16,6 +16,7 @@ import { PROGRESSION_EVENT_TYPES } from "../../services/shared/values/event-type
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";
 import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
+import { eraseVoterData, newTombstone } from "../../services/voter-data/erase-voter-data.js";
 import { eventually } from "../helpers/eventually.js";
 
 interface Context {
@@ -223,4 +224,30 @@ test.serial("a replayed vote emits no second progression event and stores no sec
       .sort(),
     ["milestone.reached", "milestone.reached", "streak.extended"],
   );
+});
+
+test.serial("a voter's erasure puts the tombstone in their progression events' bodies: a redelivery never names them", async (t) => {
+  const { stack } = t.context;
+  const [plain, progress] = [await receiver(t.context), await receiver(t.context)];
+  const { serverId } = await newServer(t.context, plain, progress, {
+    milestones: [{ scope: "all", every: 1, reward: { commands: ["give {player} diamond 1"] } }],
+  });
+  const voter = newVoter();
+  const username = `Erin_${randomBytes(3).toString("hex")}`;
+  clockMs = Date.parse("2027-04-20T12:00:00Z");
+  const res = await stack.clients.hearts.castHeart({
+    serverId,
+    voterIdentity: voter,
+    username,
+    ip: "198.51.100.250",
+    userAgent: "Mozilla/5.0 ProgressionEventsTest/1.0",
+  });
+  t.true(res.counted);
+  await allDelivered(stack, serverId, 2);
+  const tombstone = newTombstone();
+  await eraseVoterData(stack.prisma, { serverId, key: { kind: "username", value: username }, now: new Date(clockMs), tombstone });
+  const events = await stack.prisma.delivery.findMany({ where: { serverId, eventType: "milestone.reached" } });
+  t.is(events.length, 1);
+  t.like(events[0], { username: tombstone, payload: { username: tombstone, event: "milestone.reached" } });
+  t.false(JSON.stringify(events[0]!.payload).includes(username));
 });

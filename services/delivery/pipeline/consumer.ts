@@ -12,6 +12,7 @@ import type { Dispatcher } from "./dispatcher.js";
 import { insertAndLeaseDeliveries, type NewDelivery } from "./insert-deliveries.js";
 import { isReferralEventType, toReferralDelivery } from "./referral-event.js";
 import { type CountedHeart, queueVoteRewards } from "../../rewards/queue-vote-rewards.js";
+import { storeProgressionEvents, toRewardCountsPayload } from "./progression-event.js";
 
 /** The default consumer group of the delivery service. */
 export const DELIVERY_CONSUMER_GROUP = "delivery.v1";
@@ -162,9 +163,10 @@ function countedHeartOf(d: NewDelivery): CountedHeart {
 /**
  * Subscribes to the hearts and referrals topics and turns each `heart.counted` and `referral.*`
  * into stored delivery rows (idempotent per heart or event id, server, transport and endpoint),
- * a batch of messages at a time with one statement; then queues the counted hearts' rewards on
- * servers with reward rules (queueVoteRewards: one transaction per batch, after the deliveries'
- * statement), and only then resolves so the bus commits the batch's offsets. It never does HTTP: the dispatcher sends,
+ * a batch of messages at a time with one statement; before it, queues the counted hearts' rewards on
+ * servers with reward rules and stores their progression events (queueVoteRewards: one transaction
+ * per batch), whose counts the hearts' deliveries carry (payload version 3); only then it resolves
+ * so the bus commits the batch's offsets. It never does HTTP: the dispatcher sends,
  * so a slow receiver never blocks a partition. A message that cannot be decoded is stored in
  * `dead_letters` (with its reason and bytes) and counted, then committed with its batch.
  * Database errors throw, leaving the batch uncommitted so its messages come again.
@@ -210,6 +212,26 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
       else stored.push(decoded);
     }
     if (stored.length === 0) return;
+    // The rewards first, in their own transaction with the progression events they make, so the hearts' deliveries can
+    // carry the counts (payload version 3). A redelivered batch counts, queues and stores nothing twice (the voter's
+    // state, the entry and event keys, the deliveries' dedup keys).
+    let rewardsFailure: unknown;
+    try {
+      const counted = await queueVoteRewards(
+        opts.prisma,
+        stored.flatMap(({ delivery }) => (delivery.eventType === "heart.counted" ? [countedHeartOf(delivery)] : [])),
+        opts.log,
+        storeProgressionEvents,
+      );
+      if (counted.counted + counted.replays > 0) opts.log.debug({ ...counted, counts: counted.counts.size }, "vote rewards queued");
+      for (const { delivery } of stored) {
+        const counts = delivery.eventType === "heart.counted" ? counted.counts.get(delivery.heartId) : undefined;
+        if (counts !== undefined) delivery.rewardCounts = toRewardCountsPayload(counts);
+      }
+    } catch (error) {
+      // Failure policy: fail after storing - a rewards fault must not stop the votes' callbacks: they are stored all the same (without counts), and the error is thrown after, so the batch is not acknowledged and its rewards are counted when it comes again.
+      rewardsFailure = error;
+    }
     const insert = (lease?: Parameters<typeof insertAndLeaseDeliveries>[2]) =>
       insertAndLeaseDeliveries(
         opts.prisma,
@@ -224,14 +246,7 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
         opts.log.warn({ heartId: delivery.heartId, eventId, serverId: delivery.serverId }, "heart for an unknown server; no delivery");
       } else opts.log.debug({ heartId: delivery.heartId, eventId, outcome }, "delivery stored");
     });
-    // After the deliveries, before the batch is acknowledged: a failure here throws, the offsets stay uncommitted, and the
-    // redelivered batch adds no delivery twice (dedup per heart) and no reward twice (the voter's state and the entry keys).
-    const counted = await queueVoteRewards(
-      opts.prisma,
-      stored.flatMap(({ delivery }, i) => (delivery.eventType === "heart.counted" && outcomes[i] !== "unknown_server" ? [countedHeartOf(delivery)] : [])),
-      opts.log,
-    );
-    if (counted.counted + counted.replays > 0) opts.log.debug(counted, "vote rewards queued");
+    if (rewardsFailure !== undefined) throw rewardsFailure;
   };
 
   const handleBatch = async (messages: ReceivedMessage[]): Promise<void> => {

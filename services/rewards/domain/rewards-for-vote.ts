@@ -1,7 +1,7 @@
 import type { GraceStreakStep } from "./grace-streak.js";
 import { winsLuckyDraw } from "./lucky-draw.js";
 import { renderCommand, type PlaceholderValues } from "./render-command.js";
-import type { Reward, RewardRules } from "./reward-rules.js";
+import type { Milestone, Reward, RewardRules } from "./reward-rules.js";
 
 /** Why a queue entry was given (the queue API's `reason`). */
 export type RewardReason = "vote" | "streak" | "milestone" | "lucky" | "award" | "referral" | "reversal";
@@ -39,6 +39,12 @@ export function weightOf(rules: RewardRules, at: Date): number {
   if (window !== undefined) return window.weight;
   const day = at.getUTCDay();
   return day === 0 || day === 6 ? rules.weekendWeight : 1;
+}
+
+/** Whether the vote whose totals (with it) are `totals` reaches milestone `m`: its scope's count is `at`, or a multiple of `every`. */
+export function reachesMilestone(m: Milestone, totals: CountedVote["totals"]): boolean {
+  const count = totals[m.scope];
+  return m.at !== undefined ? count === m.at : count % (m.every as number) === 0;
 }
 
 /**
@@ -81,8 +87,7 @@ export function rewardsForVote(rules: RewardRules, vote: CountedVote, drawSeed: 
     });
   }
   rules.milestones.forEach((m, i) => {
-    const count = vote.totals[m.scope];
-    if (m.at !== undefined ? count === m.at : count % (m.every as number) === 0) give(`${vote.heartId}:milestone:${i}`, "milestone", m.reward);
+    if (reachesMilestone(m, vote.totals)) give(`${vote.heartId}:milestone:${i}`, "milestone", m.reward);
   });
   rules.lucky.forEach((l, i) => {
     if (winsLuckyDraw(drawSeed, vote.heartId, i, l.oneIn)) give(`${vote.heartId}:lucky:${i}`, "lucky", l.reward);

@@ -5,6 +5,8 @@ import { HEARTS_TOPIC } from "../shared/adapters/bus.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { writeOutbox } from "../shared/adapters/outbox.js";
 import { runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.js";
+import type { EnvReader } from "../shared/runtime/config.js";
+import { PERIOD_CLOSED_EVENT, PERIOD_CLOSED_TOP } from "../shared/values/event-types.js";
 import type { Logger } from "../shared/runtime/log.js";
 import { awardsForPeriod, periodOfKind, standingsToRead, type RewardPeriod } from "./domain/period-awards.js";
 import { parseRewardRules, REWARD_RULE_LIMITS, type RewardRules } from "./domain/reward-rules.js";
@@ -12,12 +14,6 @@ import { claimDuePeriods, closeRewardPeriod, readPeriodStandings, type DuePeriod
 import { idsOf } from "./queue-vote-rewards.js";
 import { queueRewardEntries } from "./reward-queue-store.js";
 import { readRewardRulesOf } from "./reward-rules-store.js";
-
-/** The event type of a closed period (services/shared/values/event-types.ts lists it for endpoints). */
-export const PERIOD_CLOSED_EVENT = "period.closed";
-
-/** Standings a `period.closed` event lists at most (the top of the period; awards may pay more places). */
-export const PERIOD_CLOSED_TOP = 10;
 
 /** The period closer's settings (REWARD_PERIOD_*; README's settings table). */
 export interface PeriodCloserSettings {
@@ -34,6 +30,17 @@ export interface PeriodCloserSettings {
   batchPeriods: number;
   /** Periods one pass closes at most (REWARD_PERIOD_CLOSE_PASS_MAX, default 2,000): the rest wait for the next pass. */
   passMaxPeriods: number;
+}
+
+/** Reads the period closer's settings (REWARD_PERIOD_*), each bounded; problems are reported with the process's others. */
+export function readPeriodCloserSettings(r: EnvReader): PeriodCloserSettings {
+  return {
+    enabled: r.bool("REWARD_PERIOD_CLOSE_ENABLED", true),
+    intervalSeconds: r.int("REWARD_PERIOD_CLOSE_INTERVAL_SECONDS", 60, { min: 1, max: 3_600 }),
+    settleSeconds: r.int("REWARD_PERIOD_SETTLE_SECONDS", 300, { min: 0, max: 86_400 }),
+    batchPeriods: r.int("REWARD_PERIOD_CLOSE_BATCH", 20, { min: 1, max: 500 }),
+    passMaxPeriods: r.int("REWARD_PERIOD_CLOSE_PASS_MAX", 2_000, { min: 1, max: 100_000 }),
+  };
 }
 
 /** What one pass did, in counts (logged; nothing of a voter). */

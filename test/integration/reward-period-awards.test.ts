@@ -4,6 +4,7 @@
  * closer's pass runs with the time the test gives it (the clock): a jump forward over two months closes each month once,
  * with its top voters' awards and one period.closed per server and period; a rerun, a second closer at the same time
  * and a clock that jumped back close and pay nothing again; voters with as many votes share a place; weeks close too.
+ * The period.closed events reach the endpoints subscribed to them, signed, and the pull list when it offers them.
  */
 import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
@@ -15,6 +16,10 @@ import { closeDuePeriods } from "../../services/rewards/close-periods.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { eventually } from "../helpers/eventually.js";
+import { headerOf, startReceiver } from "../../scripts/harness/receiver.js";
+import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
+import { formatIngestSignature } from "../../services/shared/values/signature.js";
+import { validateAgainstOpenApi, validateRequestBody } from "./openapi-validate.js";
 
 interface Context {
   stack: TestStack;
@@ -278,3 +283,89 @@ test.serial("weekly awards: an ISO week (Monday to Sunday, UTC) closes after its
     ],
   ]);
 });
+
+test.serial(
+  "period.closed reaches an endpoint subscribed to it, signed, once per period, and the pull list offering it; the default endpoint does not get it",
+  async (t) => {
+    const { stack } = t.context;
+    const { admin } = stack.clients;
+    const serverId = await serverWithRules(stack, { awards: { month: [{ place: 1, reward: { commands: ["give {player} diamond 1"] } }] } });
+    const [hearts, periods] = [await startReceiver(), await startReceiver()];
+    t.teardown(async () => {
+      await hearts.close();
+      await periods.close();
+    });
+    await admin.setCallbackSettings({ serverId, callbackUrl: hearts.url });
+    const { secret } = await admin.createEndpoint({ serverId, url: periods.url, eventTypes: ["period.closed"] });
+    await admin.setPullEnabled({ serverId, enabled: true });
+    await admin.setPullEventTypes({ serverId, eventTypes: ["heart.counted", "period.closed"] });
+    const pullSecret = (await admin.revealPullSecret({ serverId })).secret;
+    const [lea, max] = [newVoter("Lea"), newVoter("Max")];
+    // ISO week 2027-W35: Monday 30 August to Sunday 5 September; August ends inside it.
+    await voteOn(stack, serverId, lea, ["2027-08-30", "2027-08-31"]);
+    await voteOn(stack, serverId, max, ["2027-08-31"], "13:00");
+    await counted(stack, serverId, [
+      [lea, 2],
+      [max, 1],
+    ]);
+    clockMs = Date.parse("2027-09-01T01:00:00Z");
+    await closeAt(stack, "2027-09-01T01:00:00Z");
+    await closeAt(stack, "2027-09-01T01:00:00Z");
+
+    const [got] = await eventually(() => (periods.requests.length >= 1 ? periods.requests : undefined), { timeoutMs: 30_000 });
+    const sig = parseCallbackSignature(headerOf(got!, "x-service-signature"));
+    if (!sig) return t.fail("malformed X-Service-Signature");
+    t.true(hexEquals(sig.v1[0] ?? "", expectedCallbackMac(secret, sig.t, got!.body)), "signed with the endpoint's own secret");
+    t.is(headerOf(got!, "x-service-event"), "period.closed");
+    const stored = await stack.prisma.delivery.findFirstOrThrow({ where: { serverId, eventType: "period.closed", transport: "callback" } });
+    t.deepEqual(JSON.parse(got!.text), {
+      event: "period.closed",
+      event_id: stored.eventId,
+      server_id: serverId,
+      kind: "month",
+      period: "2027-08",
+      starts_at: "2027-08-01T00:00:00.000Z",
+      ends_at: "2027-09-01T00:00:00.000Z",
+      standings: [
+        { place: 1, username: "Lea", votes: 2 },
+        { place: 2, username: "Max", votes: 1 },
+      ],
+      timestamp: sig.t,
+    });
+    t.deepEqual(validateRequestBody("periodClosed", "post", JSON.parse(got!.text)).errors, []);
+
+    // The week is still open (it ends on 6 September): only August closed. One delivery per endpoint and transport.
+    t.is(await stack.prisma.delivery.count({ where: { serverId, eventType: "period.closed" } }), 2);
+    t.false(
+      hearts.requests.some((q) => headerOf(q, "x-service-event") === "period.closed"),
+      "the default endpoint is not subscribed",
+    );
+
+    const raw = JSON.stringify({ server_id: serverId });
+    const res = await fetch(`${stack.gatewayUrl}/api/pull/events`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-service-signature": formatIngestSignature(pullSecret, Math.floor(clockMs / 1000), raw) },
+      body: raw,
+    });
+    const listed = (await res.json()) as { events: Array<Record<string, unknown>> };
+    t.is(res.status, 200);
+    t.deepEqual(validateAgainstOpenApi("/api/pull/events", "post", 200, listed).errors, []);
+    const pulled = await stack.prisma.delivery.findFirstOrThrow({ where: { serverId, eventType: "period.closed", transport: "pull" } });
+    t.deepEqual(listed.events, [
+      {
+        event: "period.closed",
+        event_id: pulled.eventId,
+        server_id: serverId,
+        kind: "month",
+        period: "2027-08",
+        starts_at: "2027-08-01T00:00:00.000Z",
+        ends_at: "2027-09-01T00:00:00.000Z",
+        standings: [
+          { place: 1, username: "Lea", votes: 2 },
+          { place: 2, username: "Max", votes: 1 },
+        ],
+        occurred_at: "2027-09-01T01:00:00.000Z",
+      },
+    ]);
+  },
+);

@@ -232,7 +232,7 @@ export type VoterPeriodTallyOrderByWithRelationInput = {
 }
 
 export type VoterPeriodTallyWhereUniqueInput = Prisma.AtLeast<{
-  serverId_period_voterIdentity?: Prisma.VoterPeriodTallyServerIdPeriodVoterIdentityCompoundUniqueInput
+  serverId_voterIdentity_period?: Prisma.VoterPeriodTallyServerIdVoterIdentityPeriodCompoundUniqueInput
   AND?: Prisma.VoterPeriodTallyWhereInput | Prisma.VoterPeriodTallyWhereInput[]
   OR?: Prisma.VoterPeriodTallyWhereInput[]
   NOT?: Prisma.VoterPeriodTallyWhereInput | Prisma.VoterPeriodTallyWhereInput[]
@@ -241,7 +241,7 @@ export type VoterPeriodTallyWhereUniqueInput = Prisma.AtLeast<{
   voterIdentity?: Prisma.StringFilter<"VoterPeriodTally"> | string
   votes?: Prisma.IntFilter<"VoterPeriodTally"> | number
   lastCountedAt?: Prisma.DateTimeFilter<"VoterPeriodTally"> | Date | string
-}, "serverId_period_voterIdentity">
+}, "serverId_voterIdentity_period">
 
 export type VoterPeriodTallyOrderByWithAggregationInput = {
   serverId?: Prisma.SortOrder
@@ -323,10 +323,10 @@ export type VoterPeriodTallyUncheckedUpdateManyInput = {
   lastCountedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
 }
 
-export type VoterPeriodTallyServerIdPeriodVoterIdentityCompoundUniqueInput = {
+export type VoterPeriodTallyServerIdVoterIdentityPeriodCompoundUniqueInput = {
   serverId: string
-  period: string
   voterIdentity: string
+  period: string
 }
 
 export type VoterPeriodTallyCountOrderByAggregateInput = {

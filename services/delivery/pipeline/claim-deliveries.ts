@@ -4,7 +4,7 @@ import type { PrismaClient } from "../../shared/adapters/db.js";
 import { executeSql, runSql, runSqlTransaction } from "../../shared/adapters/sql/executor.js";
 import type { StreakState } from "../../hearts/domain/streak.js";
 import type { PlatformIds } from "../../shared/values/player-ids.js";
-import type { ReferralPayload } from "./delivery-types.js";
+import type { EventPayload } from "./delivery-types.js";
 import { deliveryGuardSql, leaseDeliveriesSql, parkDeliveriesSql, releaseLeaseSql } from "./write-deliveries.js";
 import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, type SealedSecretJson } from "../../servers/active-secrets.js";
 
@@ -37,7 +37,7 @@ export interface ClaimedDelivery {
   /** When the heart counted: its cast time (a referral event: when the transition happened). */
   countedAt: Date;
   /** A referral event's body fields (referral-event.ts); null for a heart. */
-  referral: ReferralPayload | null;
+  referral: EventPayload | null;
   /** The heart's platform ids and account id as stored with the delivery (all null on heart.test and referral events). */
   platformIds: PlatformIds;
   /** When the voter may count again; null when unknown. */
@@ -366,7 +366,7 @@ export interface LeasedRow {
   lease_until: Date;
   transport: SentTransport;
   counted_at: Date;
-  payload: ReferralPayload | null;
+  payload: EventPayload | null;
   steam_id: string | null;
   discord_id: string | null;
   minecraft_uuid: string | null;

@@ -22,10 +22,10 @@ export interface NewDelivery {
   /** When the voter may count again (absent or null: the event had none). */
   nextEligibleAt?: Date | null;
   /**
-   * A referral event (referral-event.ts): its envelope event id, the dedup key of its deliveries
-   * (one per subscribed endpoint), and its body fields. Absent for a heart (dedup key: heart_id).
+   * A referral event (referral-event.ts) or a closed period (period-closed-event.ts): its envelope event id, the dedup
+   * key of its deliveries (one per subscribed endpoint), and its body fields. Absent for a heart (dedup key: heart_id).
    */
-  referral?: { eventId: string; payload: ReferralPayload };
+  referral?: { eventId: string; payload: EventPayload };
 }
 
 /** One referral event type. */
@@ -46,3 +46,28 @@ export interface ReferralPayload {
   /** reversed only: the reason as the server sent it, when it was not one of the known values. */
   reason_text?: string;
 }
+
+/** One standing of a closed period, in its body: the place (shared by equal counts), the voter's name and votes. */
+export interface PeriodStandingPayload {
+  place: number;
+  username: string;
+  votes: number;
+}
+
+/** A `period.closed` body without `timestamp`: the `payload` column of its deliveries (period-closed-event.ts). */
+export interface PeriodClosedPayload {
+  event: "period.closed";
+  event_id: string;
+  server_id: string;
+  /** "week" or "month". */
+  kind: string;
+  /** "YYYY-MM" or "YYYY-Www". */
+  period: string;
+  /** The period's half-open UTC range, ISO 8601. */
+  starts_at: string;
+  ends_at: string;
+  standings: PeriodStandingPayload[];
+}
+
+/** The body fields of an event that is not a heart: a referral outcome or a closed period. */
+export type EventPayload = ReferralPayload | PeriodClosedPayload;

@@ -3,7 +3,7 @@ import type { Envelope } from "../../../gen/proto/events/v1/events_pb.js";
 import { isUuid, NIL_UUID } from "../../shared/values/ids.js";
 import { periodOf } from "../../shared/values/period.js";
 import { REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
-import type { NewDelivery, ReferralEventType, ReferralPayload } from "./delivery-types.js";
+import type { EventPayload, NewDelivery, ReferralEventType, ReferralPayload } from "./delivery-types.js";
 
 /**
  * Referral outcomes delivered to owners: a `referral.registered|qualified|reversed` envelope on
@@ -18,8 +18,11 @@ export function isReferralEventType(value: string): value is ReferralEventType {
   return (REFERRAL_EVENT_TYPES as readonly string[]).includes(value);
 }
 
-/** The body of one attempt: the payload with `timestamp` (unix seconds, the signature's `t`) last. */
-export function buildReferralEventBody(payload: ReferralPayload, timestamp: number): string {
+/**
+ * The body of one attempt of an event that is not a heart (a referral outcome, or a closed period: period-closed-event.ts):
+ * the payload with `timestamp` (unix seconds, the signature's `t`) last.
+ */
+export function buildReferralEventBody(payload: EventPayload, timestamp: number): string {
   return JSON.stringify({ ...payload, timestamp });
 }
 

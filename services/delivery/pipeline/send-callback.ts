@@ -11,7 +11,7 @@ import {
   formatStandardWebhookSignature,
 } from "../../shared/values/signature.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
-import type { ReferralEventType, ReferralPayload } from "./delivery-types.js";
+import type { EventPayload } from "./delivery-types.js";
 import { buildReferralEventBody } from "./referral-event.js";
 import { parseRetryAfter } from "./retry-schedule.js";
 import type { PlatformIds } from "../../shared/values/player-ids.js";
@@ -86,10 +86,10 @@ function unixSeconds(at: Date): number {
   return Math.floor(at.getTime() / 1000);
 }
 
-/** A referral event to sign: its type and its body fields (referral-event.ts). */
+/** A referral event or a closed period to sign: its type and its body fields (referral-event.ts, period-closed-event.ts). */
 export interface ReferralEventFields {
-  event: ReferralEventType;
-  payload: ReferralPayload;
+  event: EventPayload["event"];
+  payload: EventPayload;
 }
 
 /** What one callback carries: a heart event or a referral event. */

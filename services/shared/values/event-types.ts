@@ -1,15 +1,21 @@
 /**
- * THE list of event types a callback endpoint can receive: the reward callback's `heart.counted`
- * and the referral outcomes. Every reader (the endpoint RPCs, the delivery consumer, the
+ * THE list of event types a callback endpoint can receive: the reward callback's `heart.counted`,
+ * the referral outcomes and a closed week or month's standings (`period.closed`). Every reader (the endpoint RPCs, the delivery consumer, the
  * dashboard, the CLI, the docs test) imports it from here.
  */
-export const ENDPOINT_EVENT_TYPES = ["heart.counted", "referral.registered", "referral.qualified", "referral.reversed"] as const;
+export const ENDPOINT_EVENT_TYPES = ["heart.counted", "referral.registered", "referral.qualified", "referral.reversed", "period.closed"] as const;
 
 /** One event type an endpoint can subscribe to. */
 export type EndpointEventType = (typeof ENDPOINT_EVENT_TYPES)[number];
 
 /** The referral outcomes among them (services/delivery/pipeline/referral-event.ts builds their bodies). */
 export const REFERRAL_EVENT_TYPES = ["referral.registered", "referral.qualified", "referral.reversed"] as const satisfies readonly EndpointEventType[];
+
+/** A server's week or month closed: its final standings (services/rewards/close-periods.ts writes it; opt-in per endpoint). */
+export const PERIOD_CLOSED_EVENT = "period.closed" satisfies EndpointEventType;
+
+/** Standings a `period.closed` body lists at most (the top of the period; its awards may pay more places). */
+export const PERIOD_CLOSED_TOP = 10;
 
 /** What a new default endpoint receives: exactly the contract's reward callback. */
 export const DEFAULT_ENDPOINT_EVENT_TYPES: readonly EndpointEventType[] = ["heart.counted"];

@@ -71,7 +71,7 @@ test("endpoint input: payload_version other than 1 or 2, an unknown or missing e
   ]);
   t.deepEqual(await rpcError(h.admin.createEndpoint({ serverId, url, eventTypes: ["heart.cast"] })).then((e) => [e.code, e.rawMessage]), [
     Code.InvalidArgument,
-    "event_types must be one of heart.counted|referral.registered|referral.qualified|referral.reversed",
+    "event_types must be one of heart.counted|referral.registered|referral.qualified|referral.reversed|period.closed",
   ]);
   t.is((await rpcError(h.admin.createEndpoint({ serverId, url, eventTypes: [] }))).code, Code.InvalidArgument);
   t.is((await rpcError(h.admin.createEndpoint({ serverId, url: "", eventTypes: ["heart.counted"] }))).code, Code.InvalidArgument);

@@ -242,3 +242,15 @@ export function ackedRewardEntryRetention(keepSeconds: number): RetentionRule {
     keepSeconds,
   });
 }
+
+/**
+ * Of `keys`, those the server's queue holds (pending or acknowledged): whether a referral's rewards were queued, before
+ * its clawback queues their reversal.
+ */
+export async function findRewardEntryKeys(tx: SqlTx, q: { serverId: string; keys: readonly string[] }): Promise<string[]> {
+  if (q.keys.length === 0) return [];
+  // Bounded: at most keys.length probes of the (server_id, entry_key) unique index.
+  const rows = await tx.query<{ entry_key: string }>(Prisma.sql`
+    SELECT entry_key FROM reward_queue_entries WHERE server_id = ${q.serverId}::uuid AND entry_key = ANY(${[...q.keys]}::text[])`);
+  return rows.map((r) => r.entry_key);
+}

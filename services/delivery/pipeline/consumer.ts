@@ -12,6 +12,7 @@ import type { Dispatcher } from "./dispatcher.js";
 import { insertAndLeaseDeliveries, type NewDelivery } from "./insert-deliveries.js";
 import { isReferralEventType, toReferralDelivery } from "./referral-event.js";
 import { type CountedHeart, queueVoteRewards } from "../../rewards/queue-vote-rewards.js";
+import { queueReferralRewards, type ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
 
 /** The default consumer group of the delivery service. */
 export const DELIVERY_CONSUMER_GROUP = "delivery.v1";
@@ -84,7 +85,7 @@ export interface DeliveryConsumer {
 
 /** What decoding a message gave. */
 export type DecodedMessage =
-  | { kind: "delivery"; delivery: NewDelivery; eventId: string }
+  | { kind: "delivery"; delivery: NewDelivery; eventId: string; reward?: ReferralOutcome }
   | { kind: "ignored"; type: string }
   | { kind: "poison"; code: "undecodable" | "incomplete"; error: string };
 
@@ -106,7 +107,7 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
     const referral = toReferralDelivery(envelope);
     return referral.kind === "poison"
       ? { kind: "poison", code: "incomplete", error: referral.error }
-      : { kind: "delivery", delivery: referral.delivery, eventId: envelope.eventId };
+      : { kind: "delivery", delivery: referral.delivery, eventId: envelope.eventId, ...(referral.reward ? { reward: referral.reward } : {}) };
   }
   if (envelope.type !== "heart.counted") return { kind: "ignored", type: envelope.type };
   if (envelope.payload.case !== "heartCounted") return { kind: "poison", code: "incomplete", error: "heart.counted without a heartCounted payload" };
@@ -202,7 +203,7 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
   };
 
   const handleMessages = async (messages: ReceivedMessage[]): Promise<void> => {
-    const stored: { delivery: NewDelivery; eventId: string }[] = [];
+    const stored: { delivery: NewDelivery; eventId: string; reward?: ReferralOutcome }[] = [];
     for (const message of messages) {
       const decoded = decodeHeartMessage(message.value);
       if (decoded.kind === "poison") await setAside(message, decoded);
@@ -232,6 +233,13 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
       opts.log,
     );
     if (counted.counted + counted.replays > 0) opts.log.debug(counted, "vote rewards queued");
+    // Referral rewards the same way (queue-referral-rewards.ts: why here and not in ApplyEvent), after the deliveries.
+    const referrals = await queueReferralRewards(
+      opts.prisma,
+      stored.flatMap(({ reward }, i) => (reward !== undefined && outcomes[i] !== "unknown_server" ? [reward] : [])),
+      opts.log,
+    );
+    if (referrals.queued + referrals.held + referrals.unpaid + referrals.reversed > 0) opts.log.debug(referrals, "referral rewards queued");
   };
 
   const handleBatch = async (messages: ReceivedMessage[]): Promise<void> => {

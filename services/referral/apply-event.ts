@@ -14,7 +14,7 @@ import type { ApplyEventCommand } from "./domain/commands.js";
 import { decideRegistration, type AnchorView } from "./domain/first-touch.js";
 import { decide, isAnchorState, type AnchorState, type ReferralStateName } from "./domain/transitions.js";
 import { decideReversalEffect, isPastAttributionWindow, NO_REASON, type ReversalEffect, type StoredReason } from "./domain/reversal-rules.js";
-import { DEFAULT_ABUSE_RULES, type AbuseRules } from "./domain/abuse-signals.js";
+import { ABUSE_SIGNAL_CODES, DEFAULT_ABUSE_RULES, type AbuseRules } from "./domain/abuse-signals.js";
 import { oldestDueRowsSql, oldestOfAgeKey, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { abuseWriteOf, needsAbuseFacts, readAbuseFacts, type AbuseFactsInput, type AbuseWrite } from "./abuse-facts.js";
 
@@ -551,6 +551,7 @@ async function writePlans(tx: SqlTx, plans: readonly Plan[], now: Date, abuse: R
   const period = periodOf(now);
   const outbox = [...mints, ...advances].map((p) => ({ idx: p.idx, row: p.outbox }));
   const flags = [...abuse].map(([idx, w]) => ({ idx, ...w }));
+  const backFlags = [...abuse.values()].flatMap((w) => w.backFlags);
   const [row] = await tx.query<{ minted: number[]; mint_linked: number[]; advanced: number[]; join_linked: number[] }>(Prisma.sql`
     WITH m AS (
       SELECT * FROM unnest(
@@ -597,6 +598,24 @@ async function writePlans(tx: SqlTx, plans: readonly Plan[], now: Date, abuse: R
              review = CASE WHEN r.review = 'none' THEN coalesce(abuse.review, r.review) ELSE r.review END
       FROM p LEFT JOIN abuse USING (idx) WHERE r.id = p.id AND r.version = p.version
       RETURNING p.idx
+    ), back_flagged AS (
+      -- Fan-out back-flagging (abuse-facts.ts backFlagsOf): the earlier referees from the address of an event whose fan-out
+      -- passed its limit get the signal too, and the review a newly flagged referral gets unless they are flagged already.
+      -- Bounded: at most the rules' maximum referees per signal and event, by primary key. A referral this round advances
+      -- is left to its own write (one statement must not update a row twice).
+      UPDATE referrals r SET
+             signals = ARRAY(SELECT c FROM unnest(${[...ABUSE_SIGNAL_CODES]}::text[]) WITH ORDINALITY AS t(c, n)
+                             WHERE c = ANY(r.signals) OR c = ANY(b.codes) ORDER BY n),
+             signal_details = r.signal_details || b.details,
+             review = CASE WHEN r.review = 'none' THEN b.review::"ReferralReview" ELSE r.review END
+      FROM (
+        SELECT id, array_agg(code) AS codes, jsonb_object_agg(code, details::jsonb) AS details, min(review) AS review
+        FROM unnest(${backFlags.map((f) => f.referralId)}::uuid[], ${backFlags.map((f) => f.code)}::text[], ${backFlags.map((f) => f.details)}::text[],
+                    ${backFlags.map((f) => f.review)}::text[]) AS t(id, code, details, review)
+        GROUP BY id
+      ) b
+      WHERE r.id = b.id AND NOT EXISTS (SELECT 1 FROM p WHERE p.id = r.id)
+      RETURNING r.id
     ), adv_ok AS (
       SELECT p.* FROM p JOIN advanced a ON a.idx = p.idx
     ), credited AS (

@@ -75,9 +75,7 @@ export async function readAbuseFacts(tx: SqlTx, inputs: readonly AbuseFactsInput
   // and sort of a player's or an address's whole history (one round trip more, on review-on rounds only).
   await tx.query(FENCE_INDEX_LED_PLANS);
   const rows = await tx.query<Omit<AbuseFactsRow, "other_referees_ip" | "other_referees_subnet">>(abuseFactsSql(inputs, rules, now));
-  return new Map(
-    rows.map((r) => [r.idx, { ...r, other_referees_ip: r.fanout_ip_referrals.length, other_referees_subnet: r.fanout_subnet_referrals.length }]),
-  );
+  return new Map(rows.map((r) => [r.idx, { ...r, other_referees_ip: r.fanout_ip_referrals.length, other_referees_subnet: r.fanout_subnet_referrals.length }]));
 }
 
 /** readAbuseFacts's statement (exported for the test that checks the rows it reads on a skewed history). */
@@ -271,5 +269,10 @@ export function abuseWriteOf(input: AbuseFactsInput, row: AbuseFactsRow, rules: 
       ? { signals: [], details: {}, review: "none" }
       : { signals: row.signals_before, details: row.details_before ?? {}, review: (row.review_before ?? "none") as ReviewState };
   const after = foldSignals(before, found, input.mode);
-  return { signals: JSON.stringify(after.signals), details: JSON.stringify(after.details), review: after.review, backFlags: backFlagsOf(row, found, input.mode) };
+  return {
+    signals: JSON.stringify(after.signals),
+    details: JSON.stringify(after.details),
+    review: after.review,
+    backFlags: backFlagsOf(row, found, input.mode),
+  };
 }

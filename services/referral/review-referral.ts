@@ -35,7 +35,8 @@ export async function reviewReferral(
     if (decision.kind === "unchanged") return { referral: current, changed: false };
     const reviewedAt = deps.now();
     // An approval may queue the referral's rewards (issue 31): the server's rules are read before the transaction.
-    const rules = decision.to === "approved" ? (await readCurrentRewardRules(deps.prisma, [current.serverId], deps.log)).get(current.serverId.toLowerCase()) : undefined;
+    const rules =
+      decision.to === "approved" ? (await readCurrentRewardRules(deps.prisma, [current.serverId], deps.log)).get(current.serverId.toLowerCase()) : undefined;
     const updated = await runSqlTransaction(
       deps.prisma,
       async (tx) => {

@@ -32,7 +32,11 @@ export type AckRewardEntriesDeps = CoreDeps & { withdrawOthers: WithdrawOthers }
  * queue in the same transaction (takeQueuePayoutsSql), and withdrawn from the other transports after it. `acked`: every id that is the server's entry (acknowledged by this call or an
  * earlier one: idempotent); `unknown`: the others (no such entry, another server's, or removed by retention).
  */
-export async function acknowledgeRewardEntries(deps: AckRewardEntriesDeps, resolveKey: ClaimKeyResolver, req: AckRewardEntriesRequest): Promise<AckRewardEntriesResponse> {
+export async function acknowledgeRewardEntries(
+  deps: AckRewardEntriesDeps,
+  resolveKey: ClaimKeyResolver,
+  req: AckRewardEntriesRequest,
+): Promise<AckRewardEntriesResponse> {
   const ids = ackIdsOf(req.ids);
   const serverId = await resolveQueueServer(deps, resolveKey, req);
   if (serverId === null) return create(AckRewardEntriesResponseSchema, { keyValid: false });

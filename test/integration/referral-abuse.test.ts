@@ -365,7 +365,13 @@ test("fan-out back-flagging: the referee that passes an address's limit flags th
 
 /** Registers `referee` through `token` (no qualification); returns the referral id. */
 async function register(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, token: string, referee: string): Promise<string> {
-  const reg = await stack.postSigned(server, { event: "registered", token, server_id: server.serverId, referee_identity: referee, server_event_id: `reg-${referee}` });
+  const reg = await stack.postSigned(server, {
+    event: "registered",
+    token,
+    server_id: server.serverId,
+    referee_identity: referee,
+    server_event_id: `reg-${referee}`,
+  });
   t.is(reg.status, 200, reg.text);
   return (JSON.parse(reg.text) as { referral_id: string }).referral_id;
 }
@@ -374,7 +380,13 @@ async function register(t: { is(a: unknown, b: unknown, m?: string): void }, ser
 async function honestReferralFrom(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, referrer: string, referee: string, ip: string) {
   const token = await clickToken(server.serverId, referrer, ip);
   const id = await register(t, server, token, referee);
-  const heart = await rpc.hearts.castHeart({ serverId: server.serverId, username: referee, voterIdentity: `acct-${referee}`, ip: freshIp(), userAgent: BROWSER });
+  const heart = await rpc.hearts.castHeart({
+    serverId: server.serverId,
+    username: referee,
+    voterIdentity: `acct-${referee}`,
+    ip: freshIp(),
+    userAgent: BROWSER,
+  });
   t.is(heart.counted, true);
   const qual = await stack.postSigned(server, { event: "qualified", token, server_id: server.serverId, server_event_id: `q-${referee}` });
   t.is(qual.status, 200, qual.text);

@@ -30,7 +30,10 @@ anyTest.after.always(async (t) => {
 });
 
 /** Two per-vote rewards (two `vote` entries of one heart) and a milestone on every vote (not a vote entry). */
-const RULES = { perVote: [{ commands: ["give {player} diamond 1"] }, { commands: ["give {player} apple 1"] }], milestones: [{ scope: "all", every: 1, reward: { commands: ["say {player} voted"] } }] };
+const RULES = {
+  perVote: [{ commands: ["give {player} diamond 1"] }, { commands: ["give {player} apple 1"] }],
+  milestones: [{ scope: "all", every: 1, reward: { commands: ["say {player} voted"] } }],
+};
 
 let counter = 0;
 
@@ -63,8 +66,22 @@ async function heart(stack: TestStack, serverId: string) {
   if (!cast.counted) throw new Error("the heart did not count");
   const countedAt = new Date();
   const platformIds = { steamId, discordId: null, minecraftUuid: null, accountId: null };
-  await insertDelivery(stack.prisma, { heartId: cast.heartId, serverId, eventType: "heart.counted", username: "Steve", voterIdentity, period: "2026-11", streakDay: null, countedAt, platformIds });
-  await queueVoteRewards(stack.prisma, [{ heartId: cast.heartId, serverId, voterIdentity, countedAt, player: { username: "Steve", ...platformIds } }], stack.log);
+  await insertDelivery(stack.prisma, {
+    heartId: cast.heartId,
+    serverId,
+    eventType: "heart.counted",
+    username: "Steve",
+    voterIdentity,
+    period: "2026-11",
+    streakDay: null,
+    countedAt,
+    platformIds,
+  });
+  await queueVoteRewards(
+    stack.prisma,
+    [{ heartId: cast.heartId, serverId, voterIdentity, countedAt, player: { username: "Steve", ...platformIds } }],
+    stack.log,
+  );
   const entries = await stack.prisma.rewardQueueEntry.findMany({ where: { heartId: cast.heartId }, orderBy: { entryKey: "asc" } });
   const [milestone, vote0, vote1] = entries;
   if (entries.length !== 3 || milestone?.reason !== "milestone") throw new Error("the heart's three entries were not queued");
@@ -133,7 +150,10 @@ test("a vote entry whose heart a claim paid first is never listed: the list clos
   t.like(await stack.clients.claims.claimVote({ claimKey, player: steam(h.steamId) }), { status: ClaimStatus.CLAIMED_NOW, heartId: h.heartId });
   t.deepEqual(await listedIds(stack, claimKey), [h.milestone], "only the milestone, which is no vote entry");
   const closed = await stack.prisma.rewardQueueEntry.findMany({ where: { id: { in: [h.vote0, h.vote1] } } });
-  t.true(closed.every((e) => e.ackedAt !== null), "the vote entries are closed, so they never fill a page again");
+  t.true(
+    closed.every((e) => e.ackedAt !== null),
+    "the vote entries are closed, so they never fill a page again",
+  );
   t.deepEqual(await listedIds(stack, claimKey), [h.milestone]);
   t.like(await stack.prisma.heartPayout.findUniqueOrThrow({ where: { heartId: h.heartId } }), { transport: "claim", state: "paid" });
 });
@@ -147,7 +167,11 @@ test("a vote entry whose heart a push holds in flight is left out (not closed) u
   // The callback's reservation as a push in flight holds it (pay-once.ts reservePayout), before it is sent.
   await executeSql(stack.prisma, reservePayoutSql({ heartId: h.heartId, serverId, transport: "callback", deliveryId: callback.id }, new Date()));
   t.deepEqual(await listedIds(stack, claimKey), [h.milestone]);
-  t.is((await stack.prisma.rewardQueueEntry.findUniqueOrThrow({ where: { id: h.vote0 } })).ackedAt, null, "left pending: the push may still give the heart back");
+  t.is(
+    (await stack.prisma.rewardQueueEntry.findUniqueOrThrow({ where: { id: h.vote0 } })).ackedAt,
+    null,
+    "left pending: the push may still give the heart back",
+  );
   // A definite failure of the push gives the heart back (PAYOUT_TRANSITIONS.refused).
   await executeSql(stack.prisma, settlePayoutSql("refused", h.heartId, callback.id, new Date()));
   t.deepEqual((await listedIds(stack, claimKey)).sort(), [h.milestone, h.vote0, h.vote1].sort(), "given back: listed again");

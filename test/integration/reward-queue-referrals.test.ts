@@ -44,7 +44,10 @@ const RULES = {
 };
 
 async function serverWith(stack: TestStack, opts: { lockDays?: number; review?: ReviewMode } = {}): Promise<string> {
-  const { server } = await stack.clients.admin.createServer({ name: `ref-rewards-${randomBytes(3).toString("hex")}`, registrationUrl: "https://game.example/register" });
+  const { server } = await stack.clients.admin.createServer({
+    name: `ref-rewards-${randomBytes(3).toString("hex")}`,
+    registrationUrl: "https://game.example/register",
+  });
   const serverId = server!.id;
   await stack.clients.admin.setReferralsEnabled({ serverId, enabled: true });
   await stack.clients.rewards.putRewardRules({ serverId, rulesJson: JSON.stringify(RULES), baseVersion: 0 });
@@ -56,7 +59,13 @@ async function serverWith(stack: TestStack, opts: { lockDays?: number; review?: 
 /** `referrer`'s click registered for `referee` and qualified; returns the referral id and its token. */
 async function qualifiedReferral(stack: TestStack, serverId: string, referrer: string, referee: string) {
   const { token } = await stack.clients.referral.recordClick({ serverId, referrerIdentity: referrer });
-  const reg = await stack.clients.referral.applyEvent({ serverId, event: ReferralEventType.REGISTERED, token, refereeIdentity: referee, serverEventId: `reg-${referee}` });
+  const reg = await stack.clients.referral.applyEvent({
+    serverId,
+    event: ReferralEventType.REGISTERED,
+    token,
+    refereeIdentity: referee,
+    serverEventId: `reg-${referee}`,
+  });
   if (reg.outcome.case !== "applied") throw new Error("registration not applied");
   await stack.clients.referral.applyEvent({ serverId, event: ReferralEventType.QUALIFIED, token, serverEventId: `q-${referee}` });
   return { referralId: reg.outcome.value.referralId, token };
@@ -87,10 +96,13 @@ test("a qualified referral queues the referrer's and the referee's rewards (reas
   const { stack } = t.context;
   const serverId = await serverWith(stack);
   const { referralId } = await qualifiedReferral(stack, serverId, "Alice", "Bob");
-  const entries = await eventually(async () => {
-    const rows = await entriesOf(stack, serverId);
-    return rows.length >= 2 ? rows : undefined;
-  }, { timeoutMs: 30_000, message: "the referral's entries queued" });
+  const entries = await eventually(
+    async () => {
+      const rows = await entriesOf(stack, serverId);
+      return rows.length >= 2 ? rows : undefined;
+    },
+    { timeoutMs: 30_000, message: "the referral's entries queued" },
+  );
   t.deepEqual(
     entries.map((e) => [e.entryKey, e.reason, e.username, e.commands, e.onlineOnly, e.heartId, e.rulesVersion]),
     [
@@ -163,7 +175,10 @@ test("a referral held for review queues nothing until the owner approves it (the
   clockMs += 2 * DAY_MS;
   await stack.clients.referral.applyEvent({ serverId, event: ReferralEventType.REVERSED, token: declined.token, serverEventId: "rev-declined" });
   await handled(stack, serverId, "referral.reversed");
-  t.false((await entriesOf(stack, serverId)).some((e) => e.entryKey.startsWith(declined.referralId)), "declined: nothing paid, nothing taken back");
+  t.false(
+    (await entriesOf(stack, serverId)).some((e) => e.entryKey.startsWith(declined.referralId)),
+    "declined: nothing paid, nothing taken back",
+  );
 });
 
 test("a referral reward may name only {player}: a vote's placeholder there is refused with its field", async (t) => {

@@ -355,7 +355,9 @@ function refuseVotePlaceholdersInReferrals(referral: RewardRules["referral"], er
       reward.commands.forEach((command, c) => {
         for (const name of placeholdersOf(command)) {
           if (!REFERRAL_REWARD_PLACEHOLDERS.includes(name as Placeholder))
-            errors.push(`${path}[${i}].commands[${c}]: {${name}} cannot be used in a referral reward; it may use {player} (the referrer's or the referee's identity)`);
+            errors.push(
+              `${path}[${i}].commands[${c}]: {${name}} cannot be used in a referral reward; it may use {player} (the referrer's or the referee's identity)`,
+            );
         }
       }),
     );

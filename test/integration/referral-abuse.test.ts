@@ -56,8 +56,8 @@ async function createServer(mode: ReviewMode | null): Promise<TestServer> {
   return server;
 }
 
-/** Registers `referee` through `token` and qualifies them, asserting the contract's answers (flags never change them). */
-async function registerAndQualify(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, token: string, referee: string) {
+/** Registers `referee` through `token` (no qualification), asserting a 200; returns the answer's body. */
+async function postRegistered(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, token: string, referee: string) {
   const reg = await stack.postSigned(server, {
     event: "registered",
     token,
@@ -66,7 +66,17 @@ async function registerAndQualify(t: { is(a: unknown, b: unknown, m?: string): v
     server_event_id: `reg-${referee}`,
   });
   t.is(reg.status, 200, reg.text);
-  const registered = JSON.parse(reg.text) as { ok: boolean; state: string; referral_id: string };
+  return { body: JSON.parse(reg.text) as { ok: boolean; state: string; referral_id: string } };
+}
+
+/** Registers `referee` through `token` (no qualification); returns the referral id. */
+async function register(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, token: string, referee: string): Promise<string> {
+  return (await postRegistered(t, server, token, referee)).body.referral_id;
+}
+
+/** Registers `referee` through `token` and qualifies them, asserting the contract's answers (flags never change them). */
+async function registerAndQualify(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, token: string, referee: string) {
+  const { body: registered } = await postRegistered(t, server, token, referee);
   t.is(registered.ok, true);
   t.is(registered.state, "registered");
   const qual = await stack.postSigned(server, { event: "qualified", token, server_id: server.serverId, server_event_id: `q-${referee}` });
@@ -89,17 +99,10 @@ async function leaderboard(serverId: string) {
   return Object.fromEntries(entries.map((e) => [e.referrerIdentity, Number(e.credits)]));
 }
 
-/** An honest referral: a click from its own address, a referee who voted (from elsewhere) before qualifying. */
-async function honestReferral(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, referrer: string, referee: string) {
-  const token = await clickToken(server.serverId, referrer, freshIp());
-  const reg = await stack.postSigned(server, {
-    event: "registered",
-    token,
-    server_id: server.serverId,
-    referee_identity: referee,
-    server_event_id: `reg-${referee}`,
-  });
-  t.is(reg.status, 200, reg.text);
+/** An honest referral: a click from `clickIp` (its own address by default), a referee who voted (from elsewhere) before qualifying. */
+async function honestReferral(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, referrer: string, referee: string, clickIp = freshIp()) {
+  const token = await clickToken(server.serverId, referrer, clickIp);
+  const id = await register(t, server, token, referee);
   const heart = await rpc.hearts.castHeart({
     serverId: server.serverId,
     username: referee,
@@ -110,7 +113,7 @@ async function honestReferral(t: { is(a: unknown, b: unknown, m?: string): void 
   t.is(heart.counted, true);
   const qual = await stack.postSigned(server, { event: "qualified", token, server_id: server.serverId, server_event_id: `q-${referee}` });
   t.is(qual.status, 200, qual.text);
-  return (JSON.parse(reg.text) as { referral_id: string }).referral_id;
+  return id;
 }
 
 test("a self-referral farm (one IP, twenty referees) is flagged and held off the leaderboard; approved it is counted, declined it is not; an honest referral counts throughout", async (t) => {
@@ -321,7 +324,7 @@ test("fan-out back-flagging: the referee that passes an address's limit flags th
   const server = await createServer(ReviewMode.LOOSE);
   const farmIp = freshIp();
   // The first referee qualifies with a vote of their own (no signal): counted on the leaderboard.
-  const first = await honestReferralFrom(t, server, "spreader", "spread-0", farmIp);
+  const first = await honestReferral(t, server, "spreader", "spread-0", farmIp);
   const ids = [first];
   for (let i = 1; i < 3; i++) {
     const token = await clickToken(server.serverId, "spreader", farmIp);
@@ -362,33 +365,3 @@ test("fan-out back-flagging: the referee that passes an address's limit flags th
   await register(t, server, await clickToken(server.serverId, "spreader", farmIp), "spread-4");
   t.is((await rpc.reviews.getReferralDetail({ referralId: fourth })).referral!.review, ReviewState.APPROVED);
 });
-
-/** Registers `referee` through `token` (no qualification); returns the referral id. */
-async function register(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, token: string, referee: string): Promise<string> {
-  const reg = await stack.postSigned(server, {
-    event: "registered",
-    token,
-    server_id: server.serverId,
-    referee_identity: referee,
-    server_event_id: `reg-${referee}`,
-  });
-  t.is(reg.status, 200, reg.text);
-  return (JSON.parse(reg.text) as { referral_id: string }).referral_id;
-}
-
-/** A referral through a click from `ip` whose referee voted (from elsewhere) before qualifying: no signal of its own. */
-async function honestReferralFrom(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, referrer: string, referee: string, ip: string) {
-  const token = await clickToken(server.serverId, referrer, ip);
-  const id = await register(t, server, token, referee);
-  const heart = await rpc.hearts.castHeart({
-    serverId: server.serverId,
-    username: referee,
-    voterIdentity: `acct-${referee}`,
-    ip: freshIp(),
-    userAgent: BROWSER,
-  });
-  t.is(heart.counted, true);
-  const qual = await stack.postSigned(server, { event: "qualified", token, server_id: server.serverId, server_event_id: `q-${referee}` });
-  t.is(qual.status, 200, qual.text);
-  return id;
-}

@@ -7,17 +7,15 @@
  */
 import anyTest, { type TestFn } from "ava";
 import { ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
-import { createDispatcher } from "../../services/delivery/pipeline/dispatcher.js";
 import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
-import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { withdrawnText } from "../../services/delivery/pipeline/withdraw-unpaid.js";
 import { reservePayoutSql, settlePayoutSql } from "../../services/payouts/write-payouts.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { queueVoteRewards } from "../../services/rewards/queue-vote-rewards.js";
 import { startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
-import { insertSecret, setDefaultEndpoint } from "../../scripts/harness/delivery-harness.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { eventually } from "../helpers/eventually.js";
+import { createPayOnceServer, createTestDispatcher } from "../helpers/pay-once-server.js";
 
 const test = (anyTest as TestFn<{ stack: TestStack }>).serial;
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";
@@ -43,18 +41,19 @@ async function receiver(t: { teardown(fn: () => Promise<void>): void }): Promise
   return r;
 }
 
-/** A server with a claim key, the pull API, a callback to `callbackUrl`, reward rules, and pay-once as given. */
+/** A pay-once (or not) server every transport can pay through, with the reward rules. */
 async function server(stack: TestStack, opts: { callbackUrl: string; payOnce: boolean }) {
-  const { admin } = stack.clients;
-  const { server } = await admin.createServer({ name: "Queue x3" });
-  const serverId = server!.id;
-  const { claimKey } = await admin.rotateClaimKey({ serverId });
-  await admin.setPullEnabled({ serverId, enabled: true });
-  await setDefaultEndpoint(stack.prisma, serverId, { url: opts.callbackUrl, standardWebhooks: false });
-  await insertSecret(stack.prisma, stack.secretBox, serverId, "callback");
-  await admin.setClaimSettings({ serverId, paysOnce: opts.payOnce });
+  const { serverId, claimKey } = await createPayOnceServer(stack, { ...opts, name: "Queue x3" });
   await stack.clients.rewards.putRewardRules({ serverId, rulesJson: JSON.stringify(RULES), baseVersion: 0 });
   return { serverId, claimKey };
+}
+
+/** A test's receiver, server (pay-once as given) and one counted heart with its entries. */
+async function votedOn(t: { context: { stack: TestStack }; teardown(fn: () => Promise<void>): void }, payOnce: boolean) {
+  const { stack } = t.context;
+  const hook = await receiver(t);
+  const { serverId, claimKey } = await server(stack, { callbackUrl: hook.url, payOnce });
+  return { stack, hook, serverId, claimKey, h: await heart(stack, serverId) };
 }
 
 /** A counted heart with a SteamID (its ledger row comes with it), its deliveries and its reward entries stored as the consumer stores them. */
@@ -90,31 +89,10 @@ async function heart(stack: TestStack, serverId: string) {
 
 const steam = (value: string) => ({ kind: PlayerIdKind.STEAM_ID, value });
 
-/** The production dispatcher on the stack's database, closed with the test. */
-function dispatch(t: { context: { stack: TestStack }; teardown(fn: () => Promise<void>): void }) {
-  const { stack } = t.context;
-  const d = createDispatcher({
-    prisma: stack.prisma,
-    secretBox: stack.secretBox,
-    log: stack.log,
-    now: () => new Date(),
-    schedule: parseRetrySchedule("100ms", { jitterRatio: 0 }),
-    timeoutMs: 2_000,
-    allowInsecure: true,
-    pollIntervalMs: 25,
-  });
-  t.teardown(() => d.stop());
-  d.start();
-  return d;
-}
-
 const listedIds = async (stack: TestStack, claimKey: string) => (await stack.clients.rewardQueue.listRewardQueue({ claimKey })).entries.map((e) => e.id);
 
 test("a queue acknowledgement of a vote entry pays its heart (transport queue): a claim and a check after it answer paid elsewhere, the callback is withdrawn and never sent", async (t) => {
-  const { stack } = t.context;
-  const hook = await receiver(t);
-  const { serverId, claimKey } = await server(stack, { callbackUrl: hook.url, payOnce: true });
-  const h = await heart(stack, serverId);
+  const { stack, hook, claimKey, h } = await votedOn(t, true);
   const acked = await stack.clients.rewardQueue.ackRewardEntries({ claimKey, ids: [h.vote0] });
   t.deepEqual(acked.acked, [h.vote0]);
   t.like(await stack.prisma.heartPayout.findUniqueOrThrow({ where: { heartId: h.heartId } }), { transport: "queue", state: "paid", deliveryId: null });
@@ -124,7 +102,7 @@ test("a queue acknowledgement of a vote entry pays its heart (transport queue): 
   t.is((await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: h.heartId } })).state, "withdrawn", "the ledger row says another transport paid");
   t.is((await stack.prisma.delivery.findFirstOrThrow({ where: { heartId: h.heartId, transport: "pull" } })).status, "withdrawn");
   // The callback stored before the acknowledgement: withdrawn, never sent, even by a dispatcher that starts now.
-  dispatch(t);
+  createTestDispatcher(t, { schedule: "100ms" }).start();
   const callback = await eventually(
     async () => {
       const row = await stack.prisma.delivery.findFirstOrThrow({ where: { heartId: h.heartId, transport: "callback" } });
@@ -143,10 +121,7 @@ test("a queue acknowledgement of a vote entry pays its heart (transport queue): 
 });
 
 test("a vote entry whose heart a claim paid first is never listed: the list closes it (acknowledged) and lists the heart's other rewards", async (t) => {
-  const { stack } = t.context;
-  const hook = await receiver(t);
-  const { serverId, claimKey } = await server(stack, { callbackUrl: hook.url, payOnce: true });
-  const h = await heart(stack, serverId);
+  const { stack, claimKey, h } = await votedOn(t, true);
   t.like(await stack.clients.claims.claimVote({ claimKey, player: steam(h.steamId) }), { status: ClaimStatus.CLAIMED_NOW, heartId: h.heartId });
   t.deepEqual(await listedIds(stack, claimKey), [h.milestone], "only the milestone, which is no vote entry");
   const closed = await stack.prisma.rewardQueueEntry.findMany({ where: { id: { in: [h.vote0, h.vote1] } } });
@@ -159,10 +134,7 @@ test("a vote entry whose heart a claim paid first is never listed: the list clos
 });
 
 test("a vote entry whose heart a push holds in flight is left out (not closed) until the push settles", async (t) => {
-  const { stack } = t.context;
-  const hook = await receiver(t);
-  const { serverId, claimKey } = await server(stack, { callbackUrl: hook.url, payOnce: true });
-  const h = await heart(stack, serverId);
+  const { stack, serverId, claimKey, h } = await votedOn(t, true);
   const callback = await stack.prisma.delivery.findFirstOrThrow({ where: { heartId: h.heartId, transport: "callback" } });
   // The callback's reservation as a push in flight holds it (pay-once.ts reservePayout), before it is sent.
   await executeSql(stack.prisma, reservePayoutSql({ heartId: h.heartId, serverId, transport: "callback", deliveryId: callback.id }, new Date()));
@@ -178,10 +150,7 @@ test("a vote entry whose heart a push holds in flight is left out (not closed) u
 });
 
 test("off (the default): an acknowledgement takes no payout, and a claim still pays the heart", async (t) => {
-  const { stack } = t.context;
-  const hook = await receiver(t);
-  const { serverId, claimKey } = await server(stack, { callbackUrl: hook.url, payOnce: false });
-  const h = await heart(stack, serverId);
+  const { stack, claimKey, h } = await votedOn(t, false);
   t.deepEqual((await stack.clients.rewardQueue.ackRewardEntries({ claimKey, ids: [h.vote0] })).acked, [h.vote0]);
   t.is(await stack.prisma.heartPayout.count({ where: { heartId: h.heartId } }), 0);
   t.like(await stack.clients.claims.claimVote({ claimKey, player: steam(h.steamId) }), { status: ClaimStatus.CLAIMED_NOW });

@@ -11,11 +11,14 @@ import type { Logger } from "../shared/runtime/log.js";
  * - a pull claim takes it paid inside its claim statement (takePullPayoutsSql; services/delivery/rpc/claim-pull-hearts.ts);
  * - a push (HTTP callback, Votifier) reserves it before sending (reservePayoutSql) and settles it after,
  *   by PAYOUT_TRANSITIONS (settlePayoutSql, markPayoutsInDoubtSql; services/delivery/pipeline/pay-once.ts);
- * - the hearts' retention removes a heart's row with the heart (removePayoutsSql; services/hearts/store.ts).
+ * - the hearts' retention removes a heart's row with the heart (removePayoutsSql; services/hearts/store.ts);
+ * - the reward queue's acknowledgement of a `vote` entry takes it paid in the acknowledgement's transaction
+ *   (takeQueuePayoutsSql; services/rewards/ack-reward-entries.ts), and the queue's list leaves out (or closes) the vote
+ *   entries of hearts another transport holds (payoutHeldByOtherSql; services/rewards/list-reward-queue.ts).
  */
 
 /** The transports that can pay a heart, as `heart_payouts.transport` stores them. */
-export type PayoutTransport = "claim" | "pull" | "callback" | "votifier";
+export type PayoutTransport = "claim" | "pull" | "callback" | "votifier" | "queue";
 
 /**
  * What a transport calls once it has paid hearts (its payout rows committed): withdraws them from the other
@@ -143,4 +146,29 @@ export function takePullPayoutsSql(serverId: string, rows: Prisma.Sql, now: Date
  */
 export function removePayoutsSql(heartIds: Prisma.Sql): Prisma.Sql {
   return Prisma.sql`DELETE FROM heart_payouts WHERE heart_id = ANY(${heartIds}) RETURNING heart_id`;
+}
+
+/**
+ * The payouts the reward queue's acknowledgement takes (issue 31): the hearts of the server's `vote` entries `entryIds`
+ * (the entries this acknowledgement acknowledged now), on a pay-once server, each taken `paid` by `queue`, first come
+ * (ON CONFLICT DO NOTHING: a heart another transport took stays theirs; one an earlier entry of the same heart took is
+ * the queue's already). RETURNING heart_id: the hearts this acknowledgement paid. Run in the acknowledgement's
+ * transaction. Bounded: at most entryIds.length entries by primary key, their server's row, a payout probe per heart.
+ */
+export function takeQueuePayoutsSql(serverId: string, entryIds: readonly string[], now: Date): Prisma.Sql {
+  return Prisma.sql`
+    INSERT INTO heart_payouts (heart_id, server_id, transport, state, taken_at, paid_at)
+    SELECT DISTINCT e.heart_id, e.server_id, 'queue', 'paid', ${now}::timestamptz, ${now}::timestamptz
+    FROM reward_queue_entries e JOIN servers s ON s.id = e.server_id AND s.pay_once
+    WHERE e.id = ANY(${[...entryIds]}::uuid[]) AND e.server_id = ${serverId}::uuid AND e.reason = 'vote' AND e.heart_id IS NOT NULL
+    ON CONFLICT (heart_id) DO NOTHING
+    RETURNING heart_id`;
+}
+
+/**
+ * The state of heart `heartId`'s payout when a transport other than the reward queue holds it (`paid`, or a push's
+ * `reserved` / `in_doubt`), as a scalar subquery; NULL when no one holds it or the queue does. One primary-key probe.
+ */
+export function payoutHeldByOtherSql(heartId: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`(SELECT p.state FROM heart_payouts p WHERE p.heart_id = ${heartId} AND p.transport <> 'queue')`;
 }

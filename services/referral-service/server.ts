@@ -71,7 +71,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     operatorRoutes(deps)(router);
     voterDataRoutes(deps)(router);
     rewardRulesRoutes(deps)(router);
-    rewardQueueRoutes({ ...deps, idleCheckSeconds: deps.rewardQueueIdleCheckSeconds ?? DEFAULT_IDLE_CHECK_SECONDS })(router);
+    rewardQueueRoutes({ ...deps, withdrawOthers, idleCheckSeconds: deps.rewardQueueIdleCheckSeconds ?? DEFAULT_IDLE_CHECK_SECONDS })(router);
     deliveryStatsRoutes(deps)(router);
     accessRoutes(deps)(router);
   };

@@ -1,7 +1,16 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { SqlTx } from "../shared/adapters/sql/executor.js";
 import { FENCE_INDEX_LED_PLANS, restoreDefaultPlansCte } from "../shared/adapters/sql/planner-fence.js";
-import { abuseWindowsAt, detectSignals, foldSignals, type AbuseRules, type ReviewMode, type ReviewRecord, type ReviewState } from "./domain/abuse-signals.js";
+import {
+  abuseWindowsAt,
+  detectSignals,
+  foldSignals,
+  type AbuseRules,
+  type FoundSignals,
+  type ReviewMode,
+  type ReviewRecord,
+  type ReviewState,
+} from "./domain/abuse-signals.js";
 
 /**
  * The anti-abuse facts of ApplyEvent (services/referral/apply-event.ts), read by a statement of their own
@@ -36,9 +45,12 @@ export interface AbuseFactsRow {
   click_ip_known: boolean;
   shares_ip: boolean;
   shares_subnet: boolean;
-  /** Other referees from the click's IP in the window, counted up to the rule's maximum (enough to decide it). */
+  /** Other referees from the click's IP in the window, counted up to the rule's maximum (enough to decide it): the length of fanout_ip_referrals. */
   other_referees_ip: number;
   other_referees_subnet: number;
+  /** Those referees' referral ids (at most the rule's maximum each): flagged too when the fan-out passes its limit. */
+  fanout_ip_referrals: string[];
+  fanout_subnet_referrals: string[];
   /** Clicks from the click's IP around it, counted up to the rule's maximum + 1. */
   clicks_from_ip: number;
   /** The referee's counted hearts before now, counted up to the rule's minimum (qualified only; 0 for a mint). */
@@ -62,8 +74,8 @@ export async function readAbuseFacts(tx: SqlTx, inputs: readonly AbuseFactsInput
   // Every bound below is an index walk (ORDER BY its key, LIMIT n): fenced so no statistics can turn one into a scan
   // and sort of a player's or an address's whole history (one round trip more, on review-on rounds only).
   await tx.query(FENCE_INDEX_LED_PLANS);
-  const rows = await tx.query<AbuseFactsRow>(abuseFactsSql(inputs, rules, now));
-  return new Map(rows.map((r) => [r.idx, r]));
+  const rows = await tx.query<Omit<AbuseFactsRow, "other_referees_ip" | "other_referees_subnet">>(abuseFactsSql(inputs, rules, now));
+  return new Map(rows.map((r) => [r.idx, { ...r, other_referees_ip: r.fanout_ip_referrals.length, other_referees_subnet: r.fanout_subnet_referrals.length }]));
 }
 
 /** readAbuseFacts's statement (exported for the test that checks the rows it reads on a skewed history). */
@@ -91,8 +103,8 @@ export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRu
            -- window (a partial index holds only those): one per registration or join a server's backend signed from
            -- it, never the anonymous clicks an address can make at will. Counted up to the maximum: at most the
            -- clicks of max referees and max re-read entries (fanoutSql).
-           ${fanoutSql("ip", w.ipFanoutSince, rules.ipFanout.maxReferees)} AS other_referees_ip,
-           ${fanoutSql("subnet", w.subnetFanoutSince, rules.subnetFanout.maxReferees)} AS other_referees_subnet,
+           ${fanoutSql("ip", w.ipFanoutSince, rules.ipFanout.maxReferees)} AS fanout_ip_referrals,
+           ${fanoutSql("subnet", w.subnetFanoutSince, rules.subnetFanout.maxReferees)} AS fanout_subnet_referrals,
            -- At most maxClicks + 1 index entries, whatever the address's history.
            CASE WHEN ck.ip IS NULL OR ${rules.clickVelocity.maxClicks}::int = 0 THEN 0 ELSE (
              SELECT count(*) FROM (
@@ -158,8 +170,9 @@ function playerAddressesSql(player: Prisma.Sql, enabled: boolean): Prisma.Sql {
 }
 
 /**
- * Other referees whose linked clicks came from the click's `address` (its IP or its subnet column) since `since`,
- * counted up to `max` (0: the rule is off, nothing read). Reads the partial index of linked clicks on
+ * Other referees whose linked clicks came from the click's `address` (its IP or its subnet column) since `since`, as
+ * their referral ids, at most `max` of them (0: the rule is off, nothing read, an empty list): their count decides
+ * the fan-out rule, and when it passes, they are the earlier referees that are flagged too (backFlagsOf). Reads the partial index of linked clicks on
  * (server_id, <address>, created_at).
  *
  * Bounded: a `SELECT DISTINCT ... LIMIT max` reads every linked click from the address in the window before it
@@ -173,7 +186,7 @@ function playerAddressesSql(player: Prisma.Sql, enabled: boolean): Prisma.Sql {
  */
 function fanoutSql(address: "ip" | "subnet", since: Date, max: number): Prisma.Sql {
   const column = Prisma.raw(address);
-  return Prisma.sql`CASE WHEN ck.${column} IS NULL OR ${max}::int = 0 THEN 0 ELSE (
+  return Prisma.sql`CASE WHEN ck.${column} IS NULL OR ${max}::int = 0 THEN ARRAY[]::text[] ELSE (
              WITH RECURSIVE found(referees, at) AS (
                SELECT ARRAY[]::uuid[], 'infinity'::timestamptz
                UNION ALL
@@ -187,8 +200,9 @@ function fanoutSql(address: "ip" | "subnet", since: Date, max: number): Prisma.S
                ) AS next
                WHERE cardinality(f.referees) < ${max}::int
              )
-             SELECT max(cardinality(referees)) FROM found
-           ) END::int`;
+             -- The last step's list, the longest (at most max + 1 steps).
+             SELECT f.referees::text[] FROM found f WHERE cardinality(f.referees) = (SELECT max(cardinality(g.referees)) FROM found g) LIMIT 1
+           ) END`;
 }
 
 /** What a mint or a qualification stores: the signal codes (JSON array), their details (JSON) and the review state. */
@@ -196,6 +210,41 @@ export interface AbuseWrite {
   signals: string;
   details: string;
   review: ReviewState;
+  /** The earlier referees from the same address, flagged too because this event's fan-out passed its limit. */
+  backFlags: BackFlag[];
+}
+
+/**
+ * An earlier referral flagged because a later referee from its click's address passed the fan-out limit (each event is
+ * judged when it arrives, so the first referees of a farm would escape). It gets the signal (with the details the later
+ * event saw), and the review the server's mode gives a newly flagged referral, unless it is flagged already (an owner's
+ * approval or decline stands).
+ */
+export interface BackFlag {
+  referralId: string;
+  code: "ip_fanout" | "subnet_fanout";
+  /** The signal's details as the later event saw them (JSON). */
+  details: string;
+  /** The review the referral gets when it is not flagged yet. */
+  review: ReviewState;
+}
+
+/**
+ * The back-flags of an event whose fan-out signal was raised: the referral ids the fan-out walk found (at most the
+ * rule's maximum per signal, so at most that many referrals are updated), each with the signal. Pure.
+ */
+export function backFlagsOf(row: AbuseFactsRow, found: FoundSignals, mode: ReviewMode): BackFlag[] {
+  const review = foldSignals({ signals: [], details: {}, review: "none" }, { codes: ["ip_fanout"], details: {} }, mode).review;
+  const flags: BackFlag[] = [];
+  for (const [code, ids] of [
+    ["ip_fanout", row.fanout_ip_referrals],
+    ["subnet_fanout", row.fanout_subnet_referrals],
+  ] as const) {
+    if (!found.codes.includes(code)) continue;
+    const details = JSON.stringify(found.details[code] ?? {});
+    for (const referralId of ids) flags.push({ referralId, code, details, review });
+  }
+  return flags;
 }
 
 /** The signals and review an event's write stores, from its facts. */
@@ -220,5 +269,10 @@ export function abuseWriteOf(input: AbuseFactsInput, row: AbuseFactsRow, rules: 
       ? { signals: [], details: {}, review: "none" }
       : { signals: row.signals_before, details: row.details_before ?? {}, review: (row.review_before ?? "none") as ReviewState };
   const after = foldSignals(before, found, input.mode);
-  return { signals: JSON.stringify(after.signals), details: JSON.stringify(after.details), review: after.review };
+  return {
+    signals: JSON.stringify(after.signals),
+    details: JSON.stringify(after.details),
+    review: after.review,
+    backFlags: backFlagsOf(row, found, input.mode),
+  };
 }

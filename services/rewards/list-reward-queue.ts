@@ -20,7 +20,7 @@ import {
 } from "../shared/values/reward-queue-limits.js";
 import { nextCheckSeconds } from "./domain/next-check.js";
 import { resolveQueueServer } from "./resolve-queue-server.js";
-import { listPendingRewardEntries, type PendingRewardEntry } from "./reward-queue-store.js";
+import { closeRewardEntriesPaidElsewhere, findVoteEntriesPaidElsewhere, listPendingRewardEntries, type PendingRewardEntry } from "./reward-queue-store.js";
 
 /** What ListRewardQueue needs beyond the core deps: the idle poll interval (REWARD_QUEUE_IDLE_CHECK_SECONDS). */
 export interface ListRewardQueueDeps extends CoreDeps {
@@ -72,10 +72,28 @@ async function readLastVoteAt(deps: CoreDeps, serverId: string): Promise<Date | 
 }
 
 /**
+ * Pay-once (servers.pay_once; docs/reward-queue.md "Pay-once"): a page without the `vote` entries whose heart another
+ * transport holds. Those it has paid are closed (acknowledged by the service, never listed again); those a push holds
+ * in flight or in doubt stay pending, left out until it settles (paid: closed; refused: listed again). One statement
+ * when the page holds a vote entry (none on a page without), and one more only when something is to be closed.
+ */
+async function withoutPaidElsewhere(deps: CoreDeps, serverId: string, page: PendingRewardEntry[]): Promise<PendingRewardEntry[]> {
+  const votes = page.filter((e) => e.reason === "vote").map((e) => e.id);
+  if (votes.length === 0) return page;
+  const held = await findVoteEntriesPaidElsewhere(sqlOf(deps.prisma), { serverId, ids: votes });
+  if (held.length === 0) return page;
+  const paid = held.filter((h) => h.state === "paid").map((h) => h.id);
+  await closeRewardEntriesPaidElsewhere(sqlOf(deps.prisma), { serverId, ids: paid, at: deps.now() });
+  const out = new Set(held.map((h) => h.id));
+  return page.filter((e) => !out.has(e.id));
+}
+
+/**
  * ListRewardQueue: the request's bounds (invalid_argument naming the field), the server (a wrong key: key_valid false and
  * nothing else read), a page of pending entries (reward-queue-store.ts listPendingRewardEntries: the whole queue, or with
  * `with_online` what the named players may be given), cut to REWARD_QUEUE_PAGE_BYTES, and when to list again (next-check.ts;
- * the server's newest heart is read only when the page is empty). Writes nothing.
+ * the server's newest heart is read only when the page is empty). Writes nothing, except in pay-once mode: a vote entry whose
+ * heart another transport paid is closed instead of listed (withoutPaidElsewhere).
  */
 export async function listRewardQueue(deps: ListRewardQueueDeps, resolveKey: ClaimKeyResolver, req: ListRewardQueueRequest): Promise<ListRewardQueueResponse> {
   const limit = pageOf(req.limit);
@@ -84,7 +102,8 @@ export async function listRewardQueue(deps: ListRewardQueueDeps, resolveKey: Cla
   const serverId = await resolveQueueServer(deps, resolveKey, req);
   // A wrong key is told the idle interval: a misconfigured plugin does not poll fast.
   if (serverId === null) return create(ListRewardQueueResponseSchema, { keyValid: false, nextCheckSeconds: deps.idleCheckSeconds });
-  const entries = withinPageBytes(await listPendingRewardEntries(sqlOf(deps.prisma), { serverId, limit, ...(online ? { online } : {}) }));
+  const page = await listPendingRewardEntries(sqlOf(deps.prisma), { serverId, limit, ...(online ? { online } : {}) });
+  const entries = withinPageBytes(await withoutPaidElsewhere(deps, serverId, page));
   const pending = entries.length > 0;
   const lastVoteAt = pending ? null : await readLastVoteAt(deps, serverId);
   return create(ListRewardQueueResponseSchema, {

@@ -1,12 +1,12 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { RewardQueueService } from "../../gen/proto/rewards/v1/rewards_pb.js";
 import { createClaimKeyResolver } from "../claims/resolve-claim-key.js";
-import { acknowledgeRewardEntries } from "./ack-reward-entries.js";
+import { acknowledgeRewardEntries, type AckRewardEntriesDeps } from "./ack-reward-entries.js";
 import { listRewardQueue, type ListRewardQueueDeps } from "./list-reward-queue.js";
 import { requeueRewardEntries } from "./requeue-reward-entries.js";
 
-/** What RewardQueueService needs: ListRewardQueue's deps and, optionally, how long a claim key's server is cached (tests: 0). */
-export type RewardQueueRouteDeps = ListRewardQueueDeps & { claimKeyCacheMs?: number };
+/** What RewardQueueService needs: ListRewardQueue's and AckRewardEntries's deps and, optionally, how long a claim key's server is cached (tests: 0). */
+export type RewardQueueRouteDeps = ListRewardQueueDeps & AckRewardEntriesDeps & { claimKeyCacheMs?: number };
 
 /**
  * Registers RewardQueueService (issue 31, docs/reward-queue.md): the reward queue a game plugin lists and acknowledges,

@@ -3,11 +3,10 @@ import { runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.j
 import type { Logger } from "../shared/runtime/log.js";
 import { countRewardVote } from "./domain/count-reward-vote.js";
 import { rewardPeriodsOf } from "./domain/period-awards.js";
-import { parseRewardRules, REWARD_RULE_LIMITS, type RewardRules } from "./domain/reward-rules.js";
 import { type ProgressionPayload, progressionEventsOf } from "./domain/progression-events.js";
 import { rewardsForVote, weightOf } from "./domain/rewards-for-vote.js";
 import { lockVoterRewardState, queueRewardEntries, type RewardPlayer, writeVoterRewardState } from "./reward-queue-store.js";
-import { readRewardRulesOf } from "./reward-rules-store.js";
+import { readCurrentRewardRules } from "./reward-rules-store.js";
 import { countPeriodVote } from "./period-store.js";
 
 /** A counted heart, as the delivery consumer decoded it from `heart.counted`. */
@@ -105,16 +104,7 @@ export async function queueVoteRewards(
   const done: QueuedVoteRewards = { counted: 0, replays: 0, queued: 0, events: 0, counts: new Map() };
   if (hearts.length === 0) return done;
   const serverIds = [...new Set(hearts.map((h) => h.serverId.toLowerCase()))];
-  const rulesOf = new Map<string, { rules: RewardRules; version: number; drawSeed: string }>();
-  for (const [serverId, saved] of await readRewardRulesOf(prisma, serverIds)) {
-    const parsed = parseRewardRules(saved.rules, REWARD_RULE_LIMITS);
-    if (!parsed.ok) {
-      // Failure policy: skip the server's rewards - rules saved valid that no longer parse cannot give anything, and retrying would stop the partition's deliveries.
-      log.error({ serverId, version: saved.version, problems: parsed.errors.length }, "saved reward rules do not parse; their rewards are not queued");
-      continue;
-    }
-    rulesOf.set(serverId, { rules: parsed.rules, version: saved.version, drawSeed: saved.drawSeed });
-  }
+  const rulesOf = await readCurrentRewardRules(prisma, serverIds, log);
   const due = hearts.filter((h) => rulesOf.has(h.serverId.toLowerCase())).sort(compareHearts);
   if (due.length === 0) return done;
 

@@ -2,7 +2,8 @@ import { randomBytes } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
-import type { RewardRules } from "./domain/reward-rules.js";
+import type { Logger } from "../shared/runtime/log.js";
+import { parseRewardRules, REWARD_RULE_LIMITS, type RewardRules } from "./domain/reward-rules.js";
 
 /** A saved version of a server's reward rules. */
 export interface SavedRewardRules {
@@ -69,4 +70,29 @@ export async function saveRewardRules(
       RETURNING version`,
   );
   return row?.version ?? null;
+}
+
+/** A server's current rules, parsed and ready to give, with their version and draw seed. */
+export interface CurrentRewardRules {
+  rules: RewardRules;
+  version: number;
+  drawSeed: string;
+}
+
+/**
+ * The current rules of each of `serverIds` that has saved rules (readRewardRulesOf), parsed, keyed by server id in lower
+ * case. Rules saved valid that no longer parse are left out and logged (counts only): they cannot give anything.
+ */
+export async function readCurrentRewardRules(prisma: PrismaClient, serverIds: readonly string[], log: Logger): Promise<Map<string, CurrentRewardRules>> {
+  const current = new Map<string, CurrentRewardRules>();
+  for (const [serverId, saved] of await readRewardRulesOf(prisma, serverIds)) {
+    const parsed = parseRewardRules(saved.rules, REWARD_RULE_LIMITS);
+    if (!parsed.ok) {
+      // Failure policy: skip the server's rewards - rules saved valid that no longer parse cannot give anything, and retrying would stop the partition's deliveries.
+      log.error({ serverId, version: saved.version, problems: parsed.errors.length }, "saved reward rules do not parse; their rewards are not queued");
+      continue;
+    }
+    current.set(serverId, { rules: parsed.rules, version: saved.version, drawSeed: saved.drawSeed });
+  }
+  return current;
 }

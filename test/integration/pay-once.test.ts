@@ -8,7 +8,7 @@ import anyTest, { type TestFn } from "ava";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { ClaimService, ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
 import { PullClaimStatus } from "../../gen/proto/delivery/v1/delivery_pb.js";
-import { createDispatcher, type Dispatcher } from "../../services/delivery/pipeline/dispatcher.js";
+import type { Dispatcher } from "../../services/delivery/pipeline/dispatcher.js";
 import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { endedDeliveryRetention } from "../../services/delivery/pipeline/write-deliveries.js";
 import { reservePayout, TAKEN_OVER_TARGET, TAKEN_OVER_TEXT } from "../../services/delivery/pipeline/pay-once.js";
@@ -16,7 +16,6 @@ import { withdrawnText } from "../../services/delivery/pipeline/withdraw-unpaid.
 import type { ClaimedDelivery } from "../../services/delivery/pipeline/claim-deliveries.js";
 import { startWorkerLiveness } from "../../services/delivery/pipeline/worker-liveness.js";
 import { randomUUID } from "node:crypto";
-import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { DEFAULT_GATEWAY_SCOPES } from "../../services/access/bootstrap.js";
 import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import { eventually } from "../helpers/eventually.js";
@@ -25,7 +24,8 @@ import { startReceiver, type Receiver, type ScriptedResponse } from "../../scrip
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { startVotifierReceiver, type VotifierReceiver } from "../helpers/votifier-receiver.js";
 import { createServiceClients, startStack, type TestStack } from "../../scripts/harness/stack.js";
-import { insertSecret, setDefaultEndpoint } from "../../scripts/harness/delivery-harness.js";
+import { setDefaultEndpoint } from "../../scripts/harness/delivery-harness.js";
+import { createPayOnceServer, createTestDispatcher } from "../helpers/pay-once-server.js";
 import { validateAgainstOpenApi, validateTextAgainstOpenApi } from "./openapi-validate.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36";
@@ -57,19 +57,7 @@ function nextSteam(): string {
 
 /** A dispatcher on the stack's database, polling every 25 ms, closed with the test. */
 function dispatcher(t: { context: Context; teardown(fn: () => Promise<void>): void }, opts: { timeoutMs?: number; schedule?: string } = {}): Dispatcher {
-  const { stack } = t.context;
-  const d = createDispatcher({
-    prisma: stack.prisma,
-    secretBox: stack.secretBox,
-    log: stack.log,
-    now: () => new Date(),
-    schedule: parseRetrySchedule(opts.schedule ?? "100ms,200ms,300ms", { jitterRatio: 0 }),
-    timeoutMs: opts.timeoutMs ?? 2_000,
-    allowInsecure: true,
-    pollIntervalMs: 25,
-  });
-  t.teardown(() => d.stop());
-  return d;
+  return createTestDispatcher(t, opts);
 }
 
 /** A receiver closed with the test. */
@@ -80,17 +68,8 @@ async function receiver(t: { teardown(fn: () => Promise<void>): void }, response
 }
 
 /** A server with a claim key, the pull API on, a callback to `callbackUrl` with a secret, and pay-once as given. */
-async function server(t: { context: Context }, opts: { callbackUrl: string; payOnce: boolean }) {
-  const { stack } = t.context;
-  const { admin } = stack.clients;
-  const { server } = await admin.createServer({ name: "Rust x3" });
-  const serverId = server!.id;
-  const { claimKey } = await admin.rotateClaimKey({ serverId });
-  await admin.setPullEnabled({ serverId, enabled: true });
-  await setDefaultEndpoint(stack.prisma, serverId, { url: opts.callbackUrl, standardWebhooks: false });
-  await insertSecret(stack.prisma, stack.secretBox, serverId, "callback");
-  const set = await admin.setClaimSettings({ serverId, paysOnce: opts.payOnce });
-  return { serverId, claimKey, reported: set.server!.claims!.paysOnce };
+function server(t: { context: Context }, opts: { callbackUrl: string; payOnce: boolean }) {
+  return createPayOnceServer(t.context.stack, opts);
 }
 
 /** Casts a counted heart with a SteamID (its ledger row comes with it), and stores its deliveries as the consumer does. */

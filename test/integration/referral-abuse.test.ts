@@ -2,7 +2,7 @@
  * Referral anti-abuse through the real stack: `/r/` clicks and signed ingest through the gateway,
  * the referral service on PostgreSQL, the review RPCs (docs/referral-rules.md, "Anti-abuse").
  * A seeded farm (one IP, twenty referees) is flagged and held, off the leaderboard, then approved
- * and counted; strict mode declines; an unflagged referral counts as before; a server that has not
+ * and counted; when an address's fan-out first passes its limit, its earlier referees are flagged too; strict mode declines; an unflagged referral counts as before; a server that has not
  * opted in keeps the contract's counting; the ingest answers never change because of flags.
  */
 import test from "ava";
@@ -56,8 +56,8 @@ async function createServer(mode: ReviewMode | null): Promise<TestServer> {
   return server;
 }
 
-/** Registers `referee` through `token` and qualifies them, asserting the contract's answers (flags never change them). */
-async function registerAndQualify(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, token: string, referee: string) {
+/** Registers `referee` through `token` (no qualification), asserting a 200; returns the answer's body. */
+async function postRegistered(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, token: string, referee: string) {
   const reg = await stack.postSigned(server, {
     event: "registered",
     token,
@@ -66,7 +66,17 @@ async function registerAndQualify(t: { is(a: unknown, b: unknown, m?: string): v
     server_event_id: `reg-${referee}`,
   });
   t.is(reg.status, 200, reg.text);
-  const registered = JSON.parse(reg.text) as { ok: boolean; state: string; referral_id: string };
+  return { body: JSON.parse(reg.text) as { ok: boolean; state: string; referral_id: string } };
+}
+
+/** Registers `referee` through `token` (no qualification); returns the referral id. */
+async function register(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, token: string, referee: string): Promise<string> {
+  return (await postRegistered(t, server, token, referee)).body.referral_id;
+}
+
+/** Registers `referee` through `token` and qualifies them, asserting the contract's answers (flags never change them). */
+async function registerAndQualify(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, token: string, referee: string) {
+  const { body: registered } = await postRegistered(t, server, token, referee);
   t.is(registered.ok, true);
   t.is(registered.state, "registered");
   const qual = await stack.postSigned(server, { event: "qualified", token, server_id: server.serverId, server_event_id: `q-${referee}` });
@@ -89,17 +99,10 @@ async function leaderboard(serverId: string) {
   return Object.fromEntries(entries.map((e) => [e.referrerIdentity, Number(e.credits)]));
 }
 
-/** An honest referral: a click from its own address, a referee who voted (from elsewhere) before qualifying. */
-async function honestReferral(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, referrer: string, referee: string) {
-  const token = await clickToken(server.serverId, referrer, freshIp());
-  const reg = await stack.postSigned(server, {
-    event: "registered",
-    token,
-    server_id: server.serverId,
-    referee_identity: referee,
-    server_event_id: `reg-${referee}`,
-  });
-  t.is(reg.status, 200, reg.text);
+/** An honest referral: a click from `clickIp` (its own address by default), a referee who voted (from elsewhere) before qualifying. */
+async function honestReferral(t: { is(a: unknown, b: unknown, m?: string): void }, server: TestServer, referrer: string, referee: string, clickIp = freshIp()) {
+  const token = await clickToken(server.serverId, referrer, clickIp);
+  const id = await register(t, server, token, referee);
   const heart = await rpc.hearts.castHeart({
     serverId: server.serverId,
     username: referee,
@@ -110,7 +113,7 @@ async function honestReferral(t: { is(a: unknown, b: unknown, m?: string): void 
   t.is(heart.counted, true);
   const qual = await stack.postSigned(server, { event: "qualified", token, server_id: server.serverId, server_event_id: `q-${referee}` });
   t.is(qual.status, 200, qual.text);
-  return (JSON.parse(reg.text) as { referral_id: string }).referral_id;
+  return id;
 }
 
 test("a self-referral farm (one IP, twenty referees) is flagged and held off the leaderboard; approved it is counted, declined it is not; an honest referral counts throughout", async (t) => {
@@ -127,9 +130,8 @@ test("a self-referral farm (one IP, twenty referees) is flagged and held off the
     t.false(r.counted);
     const codes = r.signals.map((s) => s.code);
     t.true(codes.includes("click_velocity") && codes.includes("no_activity"), codes.join(","));
-    // Signals are judged when each event arrives: from the fourth referee on, the IP has fanned out.
-    const n = Number(/-alt-(\d+)$/.exec(r.refereeIdentity)?.[1]);
-    t.is(codes.includes("ip_fanout"), n >= 3, `${r.refereeIdentity}: ${codes.join(",")}`);
+    // From the fourth referee on the IP has fanned out, and the fourth flags the first three too (back-flagging).
+    t.true(codes.includes("ip_fanout"), `${r.refereeIdentity}: ${codes.join(",")}`);
   }
   const honest = (await rpc.reviews.getReferralDetail({ referralId: honestId })).referral!;
   t.deepEqual(honest.signals, []);
@@ -316,4 +318,50 @@ test("concurrent reviews of one held referral: each answer is consistent, exactl
   const final = (await rpc.reviews.getReferralDetail({ referralId: referralId! })).referral!;
   t.true(final.review === ReviewState.APPROVED || final.review === ReviewState.DECLINED);
   t.deepEqual(await leaderboard(server.serverId), final.review === ReviewState.APPROVED ? { racer: 1 } : {});
+});
+
+test("fan-out back-flagging: the referee that passes an address's limit flags the earlier referees from it too (at most the limit's number), a qualified and counted one included; another address's referee is untouched", async (t) => {
+  const server = await createServer(ReviewMode.LOOSE);
+  const farmIp = freshIp();
+  // The first referee qualifies with a vote of their own (no signal): counted on the leaderboard.
+  const first = await honestReferral(t, server, "spreader", "spread-0", farmIp);
+  const ids = [first];
+  for (let i = 1; i < 3; i++) {
+    const token = await clickToken(server.serverId, "spreader", farmIp);
+    ids.push(await register(t, server, token, `spread-${i}`));
+  }
+  const elsewhere = await register(t, server, await clickToken(server.serverId, "spreader", freshIp()), "spread-elsewhere");
+  const before = await Promise.all(ids.map(async (id) => (await rpc.reviews.getReferralDetail({ referralId: id })).referral!));
+  t.deepEqual(
+    before.map((r) => [r.review, r.signals.length]),
+    [
+      [ReviewState.NONE, 0],
+      [ReviewState.NONE, 0],
+      [ReviewState.NONE, 0],
+    ],
+    "three referees from one address: at the limit (3), nothing flagged",
+  );
+  t.deepEqual(await leaderboard(server.serverId), { spreader: 1 });
+
+  const fourth = await register(t, server, await clickToken(server.serverId, "spreader", farmIp), "spread-3");
+  for (const id of [...ids, fourth]) {
+    const r = (await rpc.reviews.getReferralDetail({ referralId: id })).referral!;
+    t.is(r.review, ReviewState.HELD, r.refereeIdentity);
+    t.deepEqual(
+      r.signals.map((s) => s.code),
+      ["ip_fanout"],
+      r.refereeIdentity,
+    );
+    t.like(JSON.parse(r.signals[0]!.detailsJson), { referees: 4, max: 3 });
+  }
+  t.false((await rpc.reviews.getReferralDetail({ referralId: first })).referral!.counted, "the qualified one is held: off the leaderboard until approved");
+  t.deepEqual(await leaderboard(server.serverId), {});
+  const other = (await rpc.reviews.getReferralDetail({ referralId: elsewhere })).referral!;
+  t.deepEqual([other.review, other.signals], [ReviewState.NONE, []], "another address's referee is not flagged");
+
+  // An owner's decision stands: an approved referral is not held again by a later referee from the address (the fifth
+  // referee's walk finds the newest three before it, the approved fourth among them).
+  t.true((await rpc.reviews.reviewReferral({ referralId: fourth, action: ReviewAction.APPROVE })).changed);
+  await register(t, server, await clickToken(server.serverId, "spreader", farmIp), "spread-4");
+  t.is((await rpc.reviews.getReferralDetail({ referralId: fourth })).referral!.review, ReviewState.APPROVED);
 });

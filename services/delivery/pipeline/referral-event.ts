@@ -3,6 +3,7 @@ import type { Envelope } from "../../../gen/proto/events/v1/events_pb.js";
 import { isUuid, NIL_UUID } from "../../shared/values/ids.js";
 import { periodOf } from "../../shared/values/period.js";
 import { REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
+import type { ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
 import type { EventPayload, NewDelivery, ReferralEventType, ReferralPayload } from "./delivery-types.js";
 import { inProgressionOrder, isProgressionEventType, type ProgressionPayload } from "../../rewards/domain/progression-events.js";
 
@@ -25,12 +26,13 @@ export function buildEventBody(payload: EventPayload, timestamp: number): string
 }
 
 /** What decoding a referral envelope gave: a delivery to store, or why it cannot be one (poison). */
-export type DecodedReferral = { kind: "delivery"; delivery: NewDelivery } | { kind: "poison"; error: string };
+export type DecodedReferral = { kind: "delivery"; delivery: NewDelivery; reward: ReferralOutcome | null } | { kind: "poison"; error: string };
 
 /**
  * A `referral.*` envelope as the delivery the consumer stores: the nil heart id, the referee
  * identity as its `username` (the dashboard's player search finds it), the UTC month of the
- * transition as its period, and the body fields as its payload. Pure.
+ * transition as its period, and the body fields as its payload; and the outcome its reward rules
+ * may give for (`reward`). Pure.
  */
 export function toReferralDelivery(envelope: Envelope): DecodedReferral {
   if (!isReferralEventType(envelope.type) || envelope.payload.case !== "referralTransitioned") {
@@ -57,6 +59,7 @@ export function toReferralDelivery(envelope: Envelope): DecodedReferral {
   };
   return {
     kind: "delivery",
+    reward: rewardOutcomeOf(envelope.type, r.referralId, serverId, r.previousState, r.clawback),
     delivery: {
       heartId: NIL_UUID,
       serverId,
@@ -69,4 +72,15 @@ export function toReferralDelivery(envelope: Envelope): DecodedReferral {
       event: { eventId: envelope.eventId, payload },
     },
   };
+}
+
+/**
+ * The outcome a referral event gives rewards for (services/rewards/queue-referral-rewards.ts): `qualified`, and a
+ * reversal from `qualified` after the server's lock (`clawback`); null for the others (a registration, a reversal inside
+ * the lock or from `registered`).
+ */
+function rewardOutcomeOf(type: string, referralId: string, serverId: string, previousState: string, clawback: boolean): ReferralOutcome | null {
+  if (type === "referral.qualified") return { referralId, serverId, kind: "qualified" };
+  if (type === "referral.reversed" && previousState === "qualified" && clawback) return { referralId, serverId, kind: "clawback" };
+  return null;
 }

@@ -175,6 +175,7 @@ export function parseRewardRules(input: unknown, limits: RuleLimits): ParsedRule
       },
     },
   };
+  refuseVotePlaceholdersInReferrals(rules.referral, errors);
   return errors.length > 0 ? { ok: false, errors } : { ok: true, rules };
 }
 
@@ -332,4 +333,33 @@ function places(value: unknown, path: string, errors: string[]): PlaceAward[] {
     seen.add(p.place);
   }
   return out.sort((a, b) => a.place - b.place);
+}
+
+/** The placeholders a referral reward may use: a referral names its two players, and knows nothing of a vote. */
+export const REFERRAL_REWARD_PLACEHOLDERS: readonly Placeholder[] = ["player"];
+
+/**
+ * A referral reward is given for a referral, not a vote: its commands may name only the player (`{player}`, the
+ * referrer's or the referee's identity as the game server sent it). A vote's placeholder there is refused, naming the
+ * command, rather than skipped at every referral.
+ */
+function refuseVotePlaceholdersInReferrals(referral: RewardRules["referral"], errors: string[]): void {
+  const lists: Array<[string, Reward[]]> = [
+    ["referral.referrer", referral.referrer],
+    ["referral.referee", referral.referee],
+    ["referral.reversal.referrer", referral.reversal.referrer],
+    ["referral.reversal.referee", referral.reversal.referee],
+  ];
+  for (const [path, rewards] of lists) {
+    rewards.forEach((reward, i) =>
+      reward.commands.forEach((command, c) => {
+        for (const name of placeholdersOf(command)) {
+          if (!REFERRAL_REWARD_PLACEHOLDERS.includes(name as Placeholder))
+            errors.push(
+              `${path}[${i}].commands[${c}]: {${name}} cannot be used in a referral reward; it may use {player} (the referrer's or the referee's identity)`,
+            );
+        }
+      }),
+    );
+  }
 }

@@ -16,6 +16,11 @@ import { REWARD_QUEUE_ACK_PATH, REWARD_QUEUE_PATH } from "../../gateway/handle-r
 import { queueRewardEntries } from "../../services/rewards/reward-queue-store.js";
 import { runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 import { eventually } from "../helpers/eventually.js";
+import { fromBinary } from "@bufbuild/protobuf";
+import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
+import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
+import { closeDuePeriods } from "../../services/rewards/close-periods.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
 import { castCountedVote, type RewardVoter } from "../helpers/reward-votes.js";
 import { REWARD_PLUGINS, pluginDir, type PluginStart, type RewardPlugin, type RunningPlugin } from "../helpers/reward-plugins-run.js";
 
@@ -49,6 +54,7 @@ type Voter = RewardVoter & { steamId: string };
 /** What a scenario works with: its server (rules saved, claim key), votes, the queue's rows, and the plugin. */
 interface Scenario {
   t: ExecutionContext<Context>;
+  stack: TestStack;
   serverId: string;
   newVoter(username: string): Voter;
   /** Casts a counted vote at `at` (the stack's clock). */
@@ -200,7 +206,81 @@ const SCENARIOS: PluginScenario[] = [
       s.t.is(lists(), before + 1, "one list at next_check");
     },
   },
+  {
+    title:
+      "a month closed under a clock jump of two months -> the month's top voter's award runs once, a second closer pass pays nothing again, and one period.closed carries the standings",
+    rules: { awards: { month: [{ place: 1, reward: { commands: ["lp user {player} parent add top-voter"], onlineOnly: false } }] } },
+    async run(s) {
+      const ann = s.newVoter("Ann");
+      const ben = s.newVoter("Ben");
+      for (const d of ["02", "03", "04"]) await s.vote(ann, `2027-04-${d}T12:00:00Z`);
+      await s.vote(ben, "2027-04-05T12:00:00Z");
+      await s.counted(ann, 3);
+      await s.counted(ben, 1);
+      // The clock jumps past May into June: April (and May) close now, each once; a second pass closes nothing again.
+      const jump = new Date("2027-06-02T00:10:00Z");
+      await closeDuePeriods({ prisma: s.stack.prisma, log: QUIET }, CLOSER, jump);
+      await closeDuePeriods({ prisma: s.stack.prisma, log: QUIET }, CLOSER, jump);
+      const plugin = await s.start();
+      await plugin.advance(IDLE_CHECK_SECONDS);
+      await plugin.advance(IDLE_CHECK_SECONDS);
+      s.t.deepEqual(plugin.commands(), ["lp user Ann parent add top-voter"], "the award once, to the month's top voter");
+      s.t.deepEqual(await s.entries(), [{ commands: ["lp user Ann parent add top-voter"], acked: true }]);
+      const closed = await s.stack.prisma.outboxMessage.findMany({ where: { key: s.serverId, type: "period.closed" } });
+      const months = closed
+        .map((r) => fromBinary(EnvelopeSchema, r.payload).payload)
+        .flatMap((p) => (p.case === "periodClosed" && p.value.period === "2027-04" ? [p.value] : []));
+      s.t.deepEqual(
+        months.map((m) => m.standings.map((x) => [x.place, x.username, x.votes])),
+        [
+          [
+            [1, "Ann", 3],
+            [2, "Ben", 1],
+          ],
+        ],
+        "one period.closed for April, with its standings",
+      );
+    },
+  },
+  {
+    title: "a referral qualified -> the referrer's and the referee's rewards run once; reversed after the lock -> the reversal command runs once",
+    rules: {
+      referral: {
+        referrer: [{ commands: ["give {player} gold_ingot 5"], onlineOnly: false }],
+        referee: [{ commands: ["give {player} gold_ingot 1"], onlineOnly: false }],
+        reversal: { referrer: [{ commands: ["clear {player} gold_ingot 5"], onlineOnly: false }] },
+      },
+    },
+    async run(s) {
+      const { referral, admin } = s.stack.clients;
+      await admin.setRegistrationUrl({ serverId: s.serverId, registrationUrl: "https://game.example/register" });
+      await admin.setReferralsEnabled({ serverId: s.serverId, enabled: true });
+      await admin.setReferralSettings({ serverId: s.serverId, lockDays: 1 });
+      clockMs = Date.parse("2027-05-10T12:00:00Z");
+      const { token } = await referral.recordClick({ serverId: s.serverId, referrerIdentity: "Mia" });
+      await referral.applyEvent({ serverId: s.serverId, event: ReferralEventType.REGISTERED, token, refereeIdentity: "Noa", serverEventId: "reg-noa" });
+      await referral.applyEvent({ serverId: s.serverId, event: ReferralEventType.QUALIFIED, token, serverEventId: "q-noa" });
+      await eventually(async () => (await s.entries()).length === 2, { timeoutMs: 30_000, message: "the referral's two rewards queued" });
+      const plugin = await s.start();
+      await plugin.advance(IDLE_CHECK_SECONDS);
+      await plugin.advance(IDLE_CHECK_SECONDS);
+      s.t.deepEqual([...plugin.commands()].sort(), ["give Mia gold_ingot 5", "give Noa gold_ingot 1"]);
+
+      // Two days later, past the 1-day lock: a clawback, whose reversal command is queued and run once.
+      clockMs = Date.parse("2027-05-12T12:00:00Z");
+      await referral.applyEvent({ serverId: s.serverId, event: ReferralEventType.REVERSED, token, serverEventId: "rev-noa", reason: "refund" });
+      await eventually(async () => (await s.entries()).length === 3, { timeoutMs: 30_000, message: "the reversal queued" });
+      await plugin.advance(IDLE_CHECK_SECONDS);
+      await plugin.advance(IDLE_CHECK_SECONDS);
+      s.t.deepEqual(plugin.commands().slice(2), ["clear Mia gold_ingot 5"]);
+      s.t.true((await s.entries()).every((e) => e.acked));
+    },
+  },
 ];
+
+/** The period closer's settings in the award scenario (a pass closes every due period). */
+const CLOSER = { settleSeconds: 300, batchPeriods: 20, passMaxPeriods: 1_000 };
+const QUIET = createLogger("reward-plugins", process.env.TEST_LOG_LEVEL ?? "silent");
 
 async function runScenario(t: ExecutionContext<Context>, plugin: RewardPlugin, scenario: PluginScenario): Promise<void> {
   const { stack } = t.context;
@@ -211,6 +291,7 @@ async function runScenario(t: ExecutionContext<Context>, plugin: RewardPlugin, s
   const dir = pluginDir(plugin.name);
   const s: Scenario = {
     t,
+    stack,
     serverId,
     dir,
     newVoter(username) {

@@ -238,6 +238,18 @@ export interface LoadTally {
   errorCodes: Record<string, number>;
 }
 
+/** A fresh tally, and the one way a plugin job counts a failed request in it (an unexpected answer or a transport error, by code; the first sample kept). */
+export function newTally(): { tally: LoadTally; failed: (kind: "unexpected" | "error", code: string, sample: string) => void } {
+  const tally: LoadTally = { latencies: [], ok: 0, unexpected: 0, errors: 0, errorCodes: {} };
+  const failed = (kind: "unexpected" | "error", code: string, sample: string) => {
+    if (kind === "unexpected") tally.unexpected++;
+    else tally.errors++;
+    tally.errorCodes[code] = (tally.errorCodes[code] ?? 0) + 1;
+    tally.sampleUnexpected ??= sample;
+  };
+  return { tally, failed };
+}
+
 /** The part of a job's result every kind shares: its counts, rate and latency, and the client's CPU (`cpu`: process.cpuUsage since the start). */
 export function toLoadResult(
   job: LoadJob,

@@ -9,7 +9,7 @@
  * answer `claimed` for every heart it names (one plugin per server: nothing else claims them).
  */
 import type http from "node:http";
-import { signIngestBody, toLoadResult, type LoadJob, type LoadResult, type LoadTally } from "./loadgen.js";
+import { signIngestBody, toLoadResult, newTally, type LoadJob, type LoadResult } from "./loadgen.js";
 import { summarize } from "./stats.js";
 
 /** The child's keep-alive HTTP plumbing the plugins send through. */
@@ -30,18 +30,12 @@ export async function runPullPlugins(job: LoadJob, io: PullHttp): Promise<LoadRe
   for (const url of [...listTargets, ...claimTargets]) {
     if (url.hostname !== "127.0.0.1") throw new Error(`refusing to send load to ${url.hostname}: benchmarks only talk to 127.0.0.1`);
   }
-  const tally: LoadTally = { latencies: [], ok: 0, unexpected: 0, errors: 0, errorCodes: {} };
+  const { tally, failed } = newTally();
   const listLatencies: number[] = [];
   const claimLatencies: number[] = [];
   let claimedHearts = 0;
   let emptyLists = 0;
   let sent = 0;
-  const failed = (kind: "unexpected" | "error", code: string, sample: string) => {
-    if (kind === "unexpected") tally.unexpected++;
-    else tally.errors++;
-    tally.errorCodes[code] = (tally.errorCodes[code] ?? 0) + 1;
-    tally.sampleUnexpected ??= sample;
-  };
 
   const cpuBefore = process.cpuUsage();
   const started = performance.now();

@@ -9,7 +9,7 @@
  * id it names (one plugin per server: nothing else acknowledges them).
  */
 import type http from "node:http";
-import { toLoadResult, type LoadJob, type LoadResult, type LoadTally } from "./loadgen.js";
+import { toLoadResult, newTally, type LoadJob, type LoadResult } from "./loadgen.js";
 import { summarize } from "./stats.js";
 
 /** The child's keep-alive HTTP plumbing the plugins send through. */
@@ -25,19 +25,13 @@ export async function runQueuePlugins(job: LoadJob, io: QueueHttp): Promise<Load
   if (job.ratePerSecond === undefined) throw new Error("queue job without a rate: plugins poll on a schedule (open loop)");
   const targets = (job.urls ?? [job.url]).map((u) => new URL(u));
   for (const url of targets) if (url.hostname !== "127.0.0.1") throw new Error(`refusing to send load to ${url.hostname}: benchmarks only talk to 127.0.0.1`);
-  const tally: LoadTally = { latencies: [], ok: 0, unexpected: 0, errors: 0, errorCodes: {} };
+  const { tally, failed } = newTally();
   const pollLatencies: number[] = [];
   const ackLatencies: number[] = [];
   let entriesListed = 0;
   let entriesAcked = 0;
   let emptyPolls = 0;
   let acks = 0;
-  const failed = (kind: "unexpected" | "error", code: string, sample: string) => {
-    if (kind === "unexpected") tally.unexpected++;
-    else tally.errors++;
-    tally.errorCodes[code] = (tally.errorCodes[code] ?? 0) + 1;
-    tally.sampleUnexpected ??= sample;
-  };
   const online = spec.online.length === 0 ? "" : `&online=${spec.online.map(encodeURIComponent).join(",")}`;
 
   /** One plugin's turn: list (and, in pollAck mode, acknowledge what was listed); false when something failed. */

@@ -192,7 +192,6 @@ test.serial("fraud: more voter identities than the max on one IP is blocked, rec
 });
 
 test.serial("fraud: identities on one /24 are counted across its addresses", async (t) => {
-  const { h } = t.context;
   const rules: FraudRules = { ...DEFAULT_FRAUD_RULES, subnetIdentities: { windowMinutes: 60, max: 2, score: 100 } };
   const clock = createTestClock("2026-03-10T12:00:00.000Z");
   const own = await startHarness({ now: () => clock.now(), fraudRules: rules });
@@ -282,7 +281,7 @@ test.serial("CastHeart validation: username, voter_identity and server_id requir
 });
 
 test.serial("GetRanking: servers by counted hearts desc, ties share a rank, limit applies, default period is the current UTC month", async (t) => {
-  const { h, clock } = t.context;
+  const { clock } = t.context;
   const own = await startHarness({ now: () => clock.now(), fraudRules: RULES });
   try {
     clock.set("2026-04-02T10:00:00.000Z");

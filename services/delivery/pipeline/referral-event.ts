@@ -2,9 +2,9 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Envelope } from "../../../gen/proto/events/v1/events_pb.js";
 import { isUuid, NIL_UUID } from "../../shared/values/ids.js";
 import { periodOf } from "../../shared/values/period.js";
-import { REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
+import { isProgressionEventType, REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
 import type { EventPayload, NewDelivery, ReferralEventType, ReferralPayload } from "./delivery-types.js";
-import { inProgressionOrder, isProgressionEventType, type ProgressionPayload } from "../../rewards/domain/progression-events.js";
+import { inProgressionOrder, type ProgressionPayload } from "../../rewards/domain/progression-events.js";
 
 /**
  * Referral outcomes delivered to owners: a `referral.registered|qualified|reversed` envelope on

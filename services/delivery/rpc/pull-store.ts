@@ -7,7 +7,7 @@ import { DomainError } from "../../shared/rpc/errors.js";
 import { betweenText } from "../../shared/values/contract.js";
 import { MAX_PULL_PAGE } from "../../shared/values/wire.js";
 import type { PlatformIds } from "../../shared/values/player-ids.js";
-import type { ReferralPayload } from "../pipeline/delivery-types.js";
+import type { EventPayload } from "../pipeline/delivery-types.js";
 
 /**
  * The pull transport: counted hearts of a server whose pull API is on are stored
@@ -44,16 +44,16 @@ export function toPullLimit(limit: number): number {
   return limit;
 }
 
-/** One referral event waiting to be claimed: its callback body's fields, and when the referral changed state. */
+/** One referral or progression event waiting to be claimed: its callback body's fields, and when it happened (the referral changed state; the vote counted). */
 export interface PullEventRow {
-  payload: ReferralPayload;
+  payload: EventPayload;
   occurredAt: Date;
 }
 
 /**
  * What a pull list reads: the server's pending pull deliveries of one kind, oldest first (by when the
  * delivery was stored, then id), after `cursor`; one row more than the page tells whether one follows.
- * `hearts` are the `heart.counted` ones, `events` the referral events (a server opted in to them:
+ * `hearts` are the `heart.counted` ones, `events` the referral and progression events (a server opted in to them:
  * servers.pull_event_types); each list has its own cursor.
  */
 async function pullPage<R extends { id: string; created_at: Date }>(
@@ -128,19 +128,14 @@ export async function listPullHearts(
 }
 
 /**
- * A page of the server's unclaimed referral events (`referral.*` pull deliveries), oldest first,
+ * A page of the server's unclaimed referral and progression events (their pull deliveries), oldest first,
  * after `cursor`, with the same paging as listPullHearts. Each is its callback body without
- * `timestamp` (the delivery's payload, referral-event.ts) and when the referral changed state.
+ * `timestamp` (the delivery's payload) and when the referral changed state or the vote counted.
  */
 export async function listPullEvents(
   prisma: PrismaClient,
   q: { serverId: string; cursor: string; limit: number },
 ): Promise<{ events: PullEventRow[]; nextCursor: string | null }> {
-  const page = await pullPage<{ id: string; created_at: Date; payload: ReferralPayload; counted_at: Date }>(
-    prisma,
-    q,
-    "events",
-    Prisma.sql`payload, counted_at`,
-  );
+  const page = await pullPage<{ id: string; created_at: Date; payload: EventPayload; counted_at: Date }>(prisma, q, "events", Prisma.sql`payload, counted_at`);
   return { events: page.rows.map((r) => ({ payload: r.payload, occurredAt: new Date(r.counted_at) })), nextCursor: page.nextCursor };
 }

@@ -39,3 +39,8 @@ export const PAYLOAD_VERSIONS = [1, 2, 3] as const;
 export function isEndpointEventType(value: string): value is EndpointEventType {
   return (ENDPOINT_EVENT_TYPES as readonly string[]).includes(value);
 }
+
+/** True when `value` names a progression event (streak.extended, streak.lost, milestone.reached). */
+export function isProgressionEventType(value: string): value is (typeof PROGRESSION_EVENT_TYPES)[number] {
+  return (PROGRESSION_EVENT_TYPES as readonly string[]).includes(value);
+}

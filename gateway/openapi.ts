@@ -395,6 +395,23 @@ const PLATFORM_ID_PROPERTIES = {
   },
 } as const;
 
+/** A counted heart's version-1 body, the example every heart callback version starts from. */
+const COUNTED_HEART_EXAMPLE = {
+  event: "heart.counted",
+  server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+  username: "Steve_42",
+  heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
+  period: "2026-01",
+  timestamp: 1767225600,
+  streak_day: 3,
+} as const;
+
+/** How the service reads a receiver's answer to any callback (every webhook below). */
+const CALLBACK_ANSWERS = {
+  "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
+  default: { description: "Not acknowledged (including 400 and 401): the delivery is retried with backoff." },
+} as const;
+
 /** The fields of a progression event (docs/callbacks.md), as its callback and a pull listing carry them. */
 const PROGRESSION_EVENT_PROPERTIES = {
   event: { type: "string", enum: [...PROGRESSION_EVENT_TYPES] },
@@ -1060,13 +1077,7 @@ export const openApiDocument = {
                 counted: {
                   summary: "A counted heart",
                   value: {
-                    event: "heart.counted",
-                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
-                    username: "Steve_42",
-                    heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
-                    period: "2026-01",
-                    timestamp: 1767225600,
-                    streak_day: 3,
+                    ...COUNTED_HEART_EXAMPLE,
                   },
                 },
                 test: {
@@ -1084,10 +1095,7 @@ export const openApiDocument = {
             },
           },
         },
-        responses: {
-          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
-          default: { description: "Not acknowledged (including 400 and 401): the delivery is retried with backoff." },
-        },
+        responses: CALLBACK_ANSWERS,
       },
     },
     heartCallbackV2: {
@@ -1113,13 +1121,7 @@ export const openApiDocument = {
                 counted: {
                   summary: "A counted heart of a voter who gave a Minecraft UUID",
                   value: {
-                    event: "heart.counted",
-                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
-                    username: "Steve_42",
-                    heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
-                    period: "2026-01",
-                    timestamp: 1767225600,
-                    streak_day: 3,
+                    ...COUNTED_HEART_EXAMPLE,
                     payload_version: 2,
                     cast_at: 1767225598,
                     next_eligible_at: 1767311998,
@@ -1130,10 +1132,7 @@ export const openApiDocument = {
             },
           },
         },
-        responses: {
-          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
-          default: { description: "Not acknowledged (including 400 and 401): the delivery is retried with backoff." },
-        },
+        responses: CALLBACK_ANSWERS,
       },
     },
     referralEvent: {
@@ -1188,10 +1187,7 @@ export const openApiDocument = {
             },
           },
         },
-        responses: {
-          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
-          default: { description: "Not acknowledged: the delivery is retried with backoff." },
-        },
+        responses: CALLBACK_ANSWERS,
       },
     },
     heartCallbackV3: {
@@ -1215,13 +1211,7 @@ export const openApiDocument = {
                 counted: {
                   summary: "A counted heart on a server with reward rules",
                   value: {
-                    event: "heart.counted",
-                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
-                    username: "Steve_42",
-                    heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
-                    period: "2026-01",
-                    timestamp: 1767225600,
-                    streak_day: 3,
+                    ...COUNTED_HEART_EXAMPLE,
                     payload_version: 3,
                     cast_at: 1767225598,
                     next_eligible_at: 1767311998,
@@ -1235,10 +1225,7 @@ export const openApiDocument = {
             },
           },
         },
-        responses: {
-          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
-          default: { description: "Not acknowledged (including 400 and 401): the delivery is retried with backoff." },
-        },
+        responses: CALLBACK_ANSWERS,
       },
     },
     progressionEvent: {
@@ -1288,10 +1275,7 @@ export const openApiDocument = {
             },
           },
         },
-        responses: {
-          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
-          default: { description: "Not acknowledged: the delivery is retried with backoff." },
-        },
+        responses: CALLBACK_ANSWERS,
       },
     },
   },

@@ -14,6 +14,7 @@ import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import type { ReceivedMessage } from "../../services/shared/adapters/bus.js";
 import { PROGRESSION_EVENT_TYPES } from "../../services/shared/values/event-types.js";
+import { TEST_CALLBACK_REWARD_COUNTS } from "../../services/delivery/rpc/send-test-callback.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";
 import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
@@ -313,4 +314,15 @@ test.serial("the signed pull API lists a server's progression events when opted 
   t.deepEqual(claim.body, { results: [{ event_id: extended.event_id, status: "claimed" }] });
   const again = await post("/api/pull/events/claims", { event_ids: [extended.event_id] });
   t.deepEqual(again.body, { results: [{ event_id: extended.event_id, status: "already_claimed" }] });
+});
+
+test.serial("the test callback of a version-3 endpoint has the version-3 shape with the sample counts", async (t) => {
+  const { stack } = t.context;
+  const [plain, progress] = [await receiver(t.context), await receiver(t.context)];
+  const { serverId } = await newServer(t.context, plain, progress, null);
+  const sent = await stack.clients.delivery.sendTestCallback({ serverId });
+  t.true(sent.report?.ok);
+  const body = JSON.parse(sent.report!.requestBody) as Record<string, unknown>;
+  t.like(body, { event: "heart.test", payload_version: 3, ...TEST_CALLBACK_REWARD_COUNTS });
+  t.deepEqual(Object.keys(body).slice(-4), ["weight", "month_total", "total", "reward_streak"]);
 });

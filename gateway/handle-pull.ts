@@ -9,7 +9,6 @@ import type {
   ClaimPullHeartsResponse,
   ListPullHeartsRequestSchema,
   ListPullHeartsResponse,
-  PullEvent,
 } from "../gen/proto/delivery/v1/delivery_pb.js";
 import { PullKeyStatus, type ResolvePullKeysRequestSchema, type ResolvePullKeysResponse } from "../gen/proto/servers/v1/servers_pb.js";
 import {
@@ -28,7 +27,6 @@ import type { JsonObject } from "./validate-event.js";
 import { MAX_PULL_CLAIM, MAX_PULL_PAGE } from "../services/shared/values/wire.js";
 import { integerBetweenText, notStringText } from "../services/shared/values/contract.js";
 import { PULL_CLAIM_STATUS_NAMES } from "../services/shared/values/proto-names.js";
-import { isProgressionEventType } from "../services/shared/values/event-types.js";
 
 /** Lists a server's unclaimed counted hearts (signed POST). */
 export const PULL_HEARTS_PATH = "/api/pull/hearts";
@@ -120,13 +118,12 @@ export async function handlePullClaim(input: SignedInput, rpcs: PullRpcs, now: (
 }
 
 /**
- * POST /api/pull/events: the referral events (`referral.registered|qualified|reversed`) and progression
- * events (`streak.extended|lost`, `milestone.reached`) of a server whose pull API is opted in to them
- * (SetPullEventTypes), checked and paged exactly like the hearts list. Answers `{"events":[{event,
- * event_id, server_id, referral_id, referrer_identity, referee_identity, state, previous_state, reason?,
- * reason_text?, occurred_at}], "next_cursor"}` for a referral event, and a progression event's callback
- * fields (event, event_id, server_id, heart_id, username, cast_at, then its own) with `occurred_at`:
- * the callback body's fields (docs/callbacks.md) with `occurred_at` instead of the per-attempt `timestamp`.
+ * POST /api/pull/events: the referral events (`referral.registered|qualified|reversed`) and closed periods
+ * (`period.closed`) of a server whose pull API is opted in to them (SetPullEventTypes), checked and paged exactly like
+ * the hearts list. Answers `{"events":[{event, event_id, server_id, referral_id, referrer_identity,
+ * referee_identity, state, previous_state, reason?, reason_text?, occurred_at}], "next_cursor"}` (a period.closed:
+ * `{event, event_id, server_id, kind, period, starts_at, ends_at, standings, occurred_at}`): the callback body's fields
+ * (docs/callbacks.md) with `occurred_at` instead of the per-attempt `timestamp`.
  */
 export async function handlePullEventList(input: SignedInput, rpcs: PullRpcs, now: () => Date, guards: LookupGuards = {}): Promise<SignedResult> {
   const signed = await verifySignedRequest(input, pullKeys(rpcs, guards), now);
@@ -136,46 +133,28 @@ export async function handlePullEventList(input: SignedInput, rpcs: PullRpcs, no
   if (fields.kind === "invalid") return { reply: errorReply("invalidField", fields.error), outcome: "invalid_field", serverId, kid };
   try {
     const page = await rpcs.listPullEvents({ serverId, cursor: fields.cursor, limit: fields.limit });
-    const events = page.events.map((e) => ({
-      ...(isProgressionEventType(e.event) ? progressionEventFields(e, serverId) : referralEventFields(e, serverId)),
-      occurred_at: e.occurredAt ? timestampDate(e.occurredAt).toISOString() : null,
-    }));
+    const events = page.events.map((e) =>
+      e.bodyJson !== ""
+        ? // An event that is not a referral (period.closed): the callback body's fields as the service sent them.
+          { ...(JSON.parse(e.bodyJson) as Record<string, unknown>), occurred_at: e.occurredAt ? timestampDate(e.occurredAt).toISOString() : null }
+        : {
+            event: e.event,
+            event_id: e.eventId,
+            server_id: serverId,
+            referral_id: e.referralId,
+            referrer_identity: e.referrerIdentity,
+            referee_identity: e.refereeIdentity,
+            state: e.state,
+            previous_state: e.previousState,
+            ...(e.reason !== "" ? { reason: e.reason } : {}),
+            ...(e.reasonText !== "" ? { reason_text: e.reasonText } : {}),
+            occurred_at: e.occurredAt ? timestampDate(e.occurredAt).toISOString() : null,
+          },
+    );
     return { reply: { status: 200, body: { events, next_cursor: page.nextCursor === "" ? null : page.nextCursor } }, outcome: "listed", serverId, kid };
   } catch (error) {
     return { ...rpcFailure(error), serverId, kid };
   }
-}
-
-/** A pulled referral event's fields, in its callback body's order. */
-function referralEventFields(e: PullEvent, serverId: string) {
-  return {
-    event: e.event,
-    event_id: e.eventId,
-    server_id: serverId,
-    referral_id: e.referralId,
-    referrer_identity: e.referrerIdentity,
-    referee_identity: e.refereeIdentity,
-    state: e.state,
-    previous_state: e.previousState,
-    ...(e.reason !== "" ? { reason: e.reason } : {}),
-    ...(e.reasonText !== "" ? { reason_text: e.reasonText } : {}),
-  };
-}
-
-/** A pulled progression event's fields, in its callback body's order (`cast_at` is the vote's time, as `occurred_at`). */
-function progressionEventFields(e: PullEvent, serverId: string) {
-  const common = {
-    event: e.event,
-    event_id: e.eventId,
-    server_id: serverId,
-    heart_id: e.heartId,
-    username: e.username,
-    cast_at: e.occurredAt ? Math.floor(timestampDate(e.occurredAt).getTime() / 1000) : null,
-  };
-  if (e.event === "milestone.reached") {
-    return { ...common, scope: e.scope, count: e.count, rule_index: e.ruleIndex, ...(e.every > 0 ? { every: e.every } : { at: e.at }) };
-  }
-  return { ...common, ...(e.event === "streak.lost" ? { lost_streak: e.lostStreak } : {}), reward_streak: e.rewardStreak };
 }
 
 /**

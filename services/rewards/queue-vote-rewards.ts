@@ -2,11 +2,13 @@ import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.js";
 import type { Logger } from "../shared/runtime/log.js";
 import { countRewardVote } from "./domain/count-reward-vote.js";
+import { rewardPeriodsOf } from "./domain/period-awards.js";
 import { parseRewardRules, REWARD_RULE_LIMITS, type RewardRules } from "./domain/reward-rules.js";
 import { type ProgressionPayload, progressionEventsOf } from "./domain/progression-events.js";
 import { rewardsForVote, weightOf } from "./domain/rewards-for-vote.js";
 import { lockVoterRewardState, queueRewardEntries, type RewardPlayer, writeVoterRewardState } from "./reward-queue-store.js";
 import { readRewardRulesOf } from "./reward-rules-store.js";
+import { countPeriodVote } from "./period-store.js";
 
 /** A counted heart, as the delivery consumer decoded it from `heart.counted`. */
 export interface CountedHeart {
@@ -59,7 +61,7 @@ export type StoreProgressionEvents = (tx: SqlTx, events: readonly ProgressionEve
 const QUEUE_TRANSACTION = { timeoutMs: 30_000, maxWaitMs: 10_000 };
 
 /** The voter's ids a command may name, without the ones the vote did not carry. */
-function idsOf(player: RewardPlayer): Record<string, string> {
+export function idsOf(player: RewardPlayer): Record<string, string> {
   const ids: Record<string, string | null> = {
     player: player.username,
     steam_id: player.steamId,
@@ -143,6 +145,8 @@ export async function queueVoteRewards(
         const given = rewardsForVote(rules, vote, drawSeed);
         const queued = await queueRewardEntries(tx, { serverId, heartId: heart.heartId, player: heart.player, rulesVersion: version, entries: given.entries });
         await writeVoterRewardState(tx, serverId, heart.voterIdentity, counted.state);
+        // The week's and month's standings count the vote here, once, as the totals do (period awards: close-periods.ts).
+        await countPeriodVote(tx, { serverId, voterIdentity: heart.voterIdentity, countedAt: heart.countedAt, periods: rewardPeriodsOf(heart.countedAt) });
         if (storeEvents !== undefined) {
           for (const payload of progressionEventsOf(rules, serverId, heart.player.username, vote)) events.push({ heart, payload });
         }

@@ -71,7 +71,7 @@ test("endpoint input: payload_version other than 1, 2 or 3, an unknown or missin
   ]);
   t.deepEqual(await rpcError(h.admin.createEndpoint({ serverId, url, eventTypes: ["heart.cast"] })).then((e) => [e.code, e.rawMessage]), [
     Code.InvalidArgument,
-    "event_types must be one of heart.counted|referral.registered|referral.qualified|referral.reversed|streak.extended|streak.lost|milestone.reached",
+    "event_types must be one of heart.counted|referral.registered|referral.qualified|referral.reversed|streak.extended|streak.lost|milestone.reached|period.closed",
   ]);
   t.is((await rpcError(h.admin.createEndpoint({ serverId, url, eventTypes: [] }))).code, Code.InvalidArgument);
   t.is((await rpcError(h.admin.createEndpoint({ serverId, url: "", eventTypes: ["heart.counted"] }))).code, Code.InvalidArgument);

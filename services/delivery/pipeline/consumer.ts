@@ -11,6 +11,8 @@ import type { Logger } from "../../shared/runtime/log.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { insertAndLeaseDeliveries, type NewDelivery } from "./insert-deliveries.js";
 import { isReferralEventType, toReferralDelivery } from "./referral-event.js";
+import { toPeriodClosedDelivery } from "./period-closed-event.js";
+import { PERIOD_CLOSED_EVENT } from "../../shared/values/event-types.js";
 import { type CountedHeart, queueVoteRewards } from "../../rewards/queue-vote-rewards.js";
 import { storeProgressionEvents, toRewardCountsPayload } from "./progression-event.js";
 
@@ -92,7 +94,7 @@ export type DecodedMessage =
 /**
  * Decodes a hearts or referrals topic message. `heart.counted` with a complete payload becomes
  * a delivery, and so does a `referral.registered|qualified|reversed` (referral-event.ts: one
- * delivery per endpoint subscribed to it); other event types are ignored; anything undecodable
+ * delivery per endpoint subscribed to it) and a `period.closed` (period-closed-event.ts); other event types are ignored; anything undecodable
  * or incomplete is poison. Pure.
  */
 export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
@@ -108,6 +110,12 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
     return referral.kind === "poison"
       ? { kind: "poison", code: "incomplete", error: referral.error }
       : { kind: "delivery", delivery: referral.delivery, eventId: envelope.eventId };
+  }
+  if (envelope.type === PERIOD_CLOSED_EVENT) {
+    const closed = toPeriodClosedDelivery(envelope);
+    return closed.kind === "poison"
+      ? { kind: "poison", code: "incomplete", error: closed.error }
+      : { kind: "delivery", delivery: closed.delivery, eventId: envelope.eventId };
   }
   if (envelope.type !== "heart.counted") return { kind: "ignored", type: envelope.type };
   if (envelope.payload.case !== "heartCounted") return { kind: "poison", code: "incomplete", error: "heart.counted without a heartCounted payload" };

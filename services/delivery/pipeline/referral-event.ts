@@ -19,9 +19,14 @@ export function isReferralEventType(value: string): value is ReferralEventType {
   return (REFERRAL_EVENT_TYPES as readonly string[]).includes(value);
 }
 
-/** The body of one attempt of an event with a stored body (referral or progression): the payload with `timestamp` (unix seconds, the signature's `t`) last. */
+/** A stored event body's fields in the order sent (a progression event's put back in its order: jsonb keeps its own). */
+export function eventBodyFields(payload: EventPayload): EventPayload {
+  return isProgressionEventType(payload.event) ? inProgressionOrder(payload as ProgressionPayload) : payload;
+}
+
+/** The body of one attempt of an event with a stored body: its fields (eventBodyFields) with `timestamp` (unix seconds, the signature's `t`) last. */
 export function buildEventBody(payload: EventPayload, timestamp: number): string {
-  return JSON.stringify({ ...(isProgressionEventType(payload.event) ? inProgressionOrder(payload as ProgressionPayload) : payload), timestamp });
+  return JSON.stringify({ ...eventBodyFields(payload), timestamp });
 }
 
 /** What decoding a referral envelope gave: a delivery to store, or why it cannot be one (poison). */

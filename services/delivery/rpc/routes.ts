@@ -1,4 +1,6 @@
 import { requireServerId } from "../../servers/server-exists.js";
+import { isReferralPayload } from "../pipeline/delivery-types.js";
+import { eventBodyFields } from "../pipeline/referral-event.js";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
@@ -42,9 +44,6 @@ import {
 } from "./read-deliveries.js";
 import { claimPullEvents, claimPullHearts } from "./claim-pull-hearts.js";
 import { listPullEvents, listPullHearts, toPullLimit } from "./pull-store.js";
-import type { EventPayload, ReferralPayload } from "../pipeline/delivery-types.js";
-import type { ProgressionPayload } from "../../rewards/domain/progression-events.js";
-import { isProgressionEventType } from "../../shared/values/event-types.js";
 import { redeliver, redeliverFailedSince } from "./redeliver.js";
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, type RetrySchedule } from "../pipeline/retry-schedule.js";
 import { sendTestCallback } from "./send-test-callback.js";
@@ -195,7 +194,23 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
         const serverId = await requireServerId(deps, req.serverId);
         const page = await listPullEvents(deps.prisma, { serverId, cursor: req.cursor.trim(), limit: toPullLimit(req.limit) });
         return create(ListPullEventsResponseSchema, {
-          events: page.events.map(({ payload, occurredAt }) => ({ ...toPullEventFields(payload), occurredAt: timestampFromDate(occurredAt) })),
+          events: page.events.map(({ payload: p, occurredAt }) =>
+            !isReferralPayload(p)
+              ? // Not a referral (a closed period, a progression event): its body's fields travel as JSON (the gateway answers them as the callback's).
+                { event: p.event, eventId: p.event_id, bodyJson: JSON.stringify(eventBodyFields(p)), occurredAt: timestampFromDate(occurredAt) }
+              : {
+                  event: p.event,
+                  eventId: p.event_id,
+                  referralId: p.referral_id,
+                  referrerIdentity: p.referrer_identity,
+                  refereeIdentity: p.referee_identity,
+                  state: p.state,
+                  previousState: p.previous_state,
+                  reason: p.reason ?? "",
+                  reasonText: p.reason_text ?? "",
+                  occurredAt: timestampFromDate(occurredAt),
+                },
+          ),
           nextCursor: page.nextCursor ?? "",
         });
       },
@@ -283,32 +298,4 @@ function toHeaderMap(value: unknown): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const [name, v] of Object.entries(value)) if (typeof v === "string") headers[name] = v;
   return headers;
-}
-
-/** A pulled event's body fields as PullEvent's: a referral event's, or a progression event's (the other kind's stay zero). */
-function toPullEventFields(p: EventPayload) {
-  if (!isProgressionEventType(p.event)) {
-    const r = p as ReferralPayload;
-    return {
-      event: r.event,
-      eventId: r.event_id,
-      referralId: r.referral_id,
-      referrerIdentity: r.referrer_identity,
-      refereeIdentity: r.referee_identity,
-      state: r.state,
-      previousState: r.previous_state,
-      reason: r.reason ?? "",
-      reasonText: r.reason_text ?? "",
-    };
-  }
-  const g = p as ProgressionPayload;
-  return {
-    event: g.event,
-    eventId: g.event_id,
-    heartId: g.heart_id,
-    username: g.username,
-    ...(g.event === "milestone.reached"
-      ? { scope: g.scope, count: g.count, ruleIndex: g.rule_index, every: g.every ?? 0, at: g.at ?? 0 }
-      : { rewardStreak: g.reward_streak, lostStreak: g.event === "streak.lost" ? g.lost_streak : 0 }),
-  };
 }

@@ -48,6 +48,25 @@ export function reachesMilestone(m: Milestone, totals: CountedVote["totals"]): b
 }
 
 /**
+ * One reward as a queue entry under `key`, its commands rendered with `values`; or, when a command needs a value that is
+ * missing or unsafe, the reward skipped with why (none of its commands is queued).
+ */
+export function renderRewardEntry(
+  key: string,
+  reason: RewardReason,
+  reward: Reward,
+  values: PlaceholderValues,
+): { kind: "entry"; entry: RewardEntry } | { kind: "skipped"; skipped: SkippedReward } {
+  const commands: string[] = [];
+  for (const template of reward.commands) {
+    const rendered = renderCommand(template, values);
+    if (!rendered.ok) return { kind: "skipped", skipped: { key, reason, why: rendered.why } };
+    commands.push(rendered.command);
+  }
+  return { kind: "entry", entry: { key, reason, commands, onlineOnly: reward.onlineOnly } };
+}
+
+/**
  * Everything a counted vote gives under `rules` (issue 31): the per-vote rewards (`weight` times), the streak rewards
  * reached by this vote, the milestones it hits, and the lucky draws it wins (drawn with `drawSeed`). Pure and
  * deterministic: the same vote and rules always give the same entries with the same keys.
@@ -65,16 +84,9 @@ export function rewardsForVote(rules: RewardRules, vote: CountedVote, drawSeed: 
   const entries: RewardEntry[] = [];
   const skipped: SkippedReward[] = [];
   const give = (key: string, reason: RewardReason, reward: Reward) => {
-    const commands: string[] = [];
-    for (const template of reward.commands) {
-      const rendered = renderCommand(template, values);
-      if (!rendered.ok) {
-        skipped.push({ key, reason, why: rendered.why });
-        return;
-      }
-      commands.push(rendered.command);
-    }
-    entries.push({ key, reason, commands, onlineOnly: reward.onlineOnly });
+    const given = renderRewardEntry(key, reason, reward, values);
+    if (given.kind === "entry") entries.push(given.entry);
+    else skipped.push(given.skipped);
   };
 
   rules.perVote.forEach((reward, i) => {

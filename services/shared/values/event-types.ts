@@ -1,7 +1,8 @@
 /**
  * THE list of event types a callback endpoint can receive: the reward callback's `heart.counted`,
- * the referral outcomes and the reward rules' progression events. Every reader (the endpoint RPCs,
- * the delivery consumer, the dashboard, the CLI, the docs test) imports it from here.
+ * the referral outcomes, the reward rules' progression events and a closed week or month's standings
+ * (`period.closed`). Every reader (the endpoint RPCs, the delivery consumer, the dashboard, the CLI,
+ * the docs test) imports it from here.
  */
 export const ENDPOINT_EVENT_TYPES = [
   "heart.counted",
@@ -11,6 +12,7 @@ export const ENDPOINT_EVENT_TYPES = [
   "streak.extended",
   "streak.lost",
   "milestone.reached",
+  "period.closed",
 ] as const;
 
 /** One event type an endpoint can subscribe to. */
@@ -24,6 +26,12 @@ export const REFERRAL_EVENT_TYPES = ["referral.registered", "referral.qualified"
  * (services/rewards/domain/progression-events.ts builds their bodies), on servers with saved reward rules.
  */
 export const PROGRESSION_EVENT_TYPES = ["streak.extended", "streak.lost", "milestone.reached"] as const satisfies readonly EndpointEventType[];
+
+/** A server's week or month closed: its final standings (services/rewards/close-periods.ts writes it; opt-in per endpoint). */
+export const PERIOD_CLOSED_EVENT = "period.closed" satisfies EndpointEventType;
+
+/** Standings a `period.closed` body lists at most (the top of the period; its awards may pay more places). */
+export const PERIOD_CLOSED_TOP = 10;
 
 /** What a new default endpoint receives: exactly the contract's reward callback. */
 export const DEFAULT_ENDPOINT_EVENT_TYPES: readonly EndpointEventType[] = ["heart.counted"];

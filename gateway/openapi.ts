@@ -429,6 +429,28 @@ const COUNTED_HEART_EXAMPLE = {
   streak_day: 3,
 } as const;
 
+/** A progression event's schema: its fields, then `last` (the callback's `timestamp` or the pull list's `occurred_at`). */
+function progressionEventSchema(description: string, last: string, lastSchema: Record<string, string>) {
+  return {
+    type: "object",
+    description,
+    required: ["event", "event_id", "server_id", "heart_id", "username", "cast_at", last],
+    properties: { ...PROGRESSION_EVENT_PROPERTIES, [last]: lastSchema },
+    additionalProperties: false,
+  };
+}
+
+/** The `X-Service-Event` header of a webhook whose events are `types`. */
+function eventHeader(types: readonly string[]) {
+  return {
+    name: "X-Service-Event",
+    in: "header",
+    required: true,
+    description: "The event type; equals the body's `event`.",
+    schema: { type: "string", enum: [...types] },
+  };
+}
+
 /** How the service reads a receiver's answer to any callback (every webhook below). */
 const CALLBACK_ANSWERS = {
   "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
@@ -1171,13 +1193,7 @@ export const openApiDocument = {
         tags: ["callbacks"],
         security: [],
         parameters: [
-          {
-            name: "X-Service-Event",
-            in: "header",
-            required: true,
-            description: "The event type; equals the body's `event`.",
-            schema: { type: "string", enum: [...REFERRAL_EVENT_TYPES] },
-          },
+          eventHeader(REFERRAL_EVENT_TYPES),
           {
             name: "X-Service-Signature",
             in: "header",
@@ -1263,15 +1279,7 @@ export const openApiDocument = {
         ].join("\n"),
         tags: ["callbacks"],
         security: [],
-        parameters: [
-          {
-            name: "X-Service-Event",
-            in: "header",
-            required: true,
-            description: "The event type; equals the body's `event`.",
-            schema: { type: "string", enum: [...PROGRESSION_EVENT_TYPES] },
-          },
-        ],
+        parameters: [eventHeader(PROGRESSION_EVENT_TYPES)],
         requestBody: {
           required: true,
           content: {
@@ -1744,16 +1752,11 @@ export const openApiDocument = {
         description: "A referral outcome or a progression event waiting to be claimed.",
         oneOf: [{ $ref: "#/components/schemas/ReferralPullEvent" }, { $ref: "#/components/schemas/ProgressionPullEvent" }],
       },
-      ProgressionPullEvent: {
-        type: "object",
-        description: "A progression event waiting to be claimed: the progression callback's fields, `occurred_at` instead of `timestamp`.",
-        required: ["event", "event_id", "server_id", "heart_id", "username", "cast_at", "occurred_at"],
-        properties: {
-          ...PROGRESSION_EVENT_PROPERTIES,
-          occurred_at: { type: "string", format: "date-time", description: "When the vote counted." },
-        },
-        additionalProperties: false,
-      },
+      ProgressionPullEvent: progressionEventSchema(
+        "A progression event waiting to be claimed: the progression callback's fields, `occurred_at` instead of `timestamp`.",
+        "occurred_at",
+        { type: "string", format: "date-time", description: "When the vote counted." },
+      ),
       ReferralPullEvent: {
         type: "object",
         description: "A referral outcome waiting to be claimed: the referral callback's fields, `occurred_at` instead of `timestamp`.",
@@ -1926,16 +1929,11 @@ export const openApiDocument = {
           },
         ],
       },
-      ProgressionEvent: {
-        type: "object",
-        description: "A progression event sent to an endpoint subscribed to its type (docs/callbacks.md, Progression events).",
-        required: ["event", "event_id", "server_id", "heart_id", "username", "cast_at", "timestamp"],
-        properties: {
-          ...PROGRESSION_EVENT_PROPERTIES,
-          timestamp: { type: "integer", format: "int64", description: "Unix seconds of this attempt; also the signature's `t`." },
-        },
-        additionalProperties: false,
-      },
+      ProgressionEvent: progressionEventSchema(
+        "A progression event sent to an endpoint subscribed to its type (docs/callbacks.md, Progression events).",
+        "timestamp",
+        { type: "integer", format: "int64", description: "Unix seconds of this attempt; also the signature's `t`." },
+      ),
     },
   },
 } as const;

@@ -24,7 +24,7 @@ import { MAX_BODY_BYTES } from "./raw-body.js";
 import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/values/field-rules.js";
 import { MAX_PULL_PAGE } from "../services/shared/values/wire.js";
 import { NIL_UUID } from "../services/shared/values/ids.js";
-import { PERIOD_CLOSED_TOP, REFERRAL_EVENT_TYPES } from "../services/shared/values/event-types.js";
+import { PERIOD_CLOSED_TOP, PROGRESSION_EVENT_TYPES, REFERRAL_EVENT_TYPES } from "../services/shared/values/event-types.js";
 import { PERIOD_PATTERN } from "../services/shared/values/period.js";
 
 /** Where the gateway publishes the document. */
@@ -416,6 +416,62 @@ const PLATFORM_ID_PROPERTIES = {
     maxLength: maxCharsOf("account_id"),
     description: "An opaque game account id the list passed through from the vote link, as given. Omitted when none was passed.",
   },
+} as const;
+
+/** A counted heart's version-1 body, the example every heart callback version starts from. */
+const COUNTED_HEART_EXAMPLE = {
+  event: "heart.counted",
+  server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+  username: "Steve_42",
+  heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
+  period: "2026-01",
+  timestamp: 1767225600,
+  streak_day: 3,
+} as const;
+
+/** A progression event's schema: its fields, then `last` (the callback's `timestamp` or the pull list's `occurred_at`). */
+function progressionEventSchema(description: string, last: string, lastSchema: Record<string, string>) {
+  return {
+    type: "object",
+    description,
+    required: ["event", "event_id", "server_id", "heart_id", "username", "cast_at", last],
+    properties: { ...PROGRESSION_EVENT_PROPERTIES, [last]: lastSchema },
+    additionalProperties: false,
+  };
+}
+
+/** The `X-Service-Event` header of a webhook whose events are `types`. */
+function eventHeader(types: readonly string[]) {
+  return {
+    name: "X-Service-Event",
+    in: "header",
+    required: true,
+    description: "The event type; equals the body's `event`.",
+    schema: { type: "string", enum: [...types] },
+  };
+}
+
+/** How the service reads a receiver's answer to any callback (every webhook below). */
+const CALLBACK_ANSWERS = {
+  "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
+  default: { description: "Not acknowledged (including 400 and 401): the delivery is retried with backoff." },
+} as const;
+
+/** The fields of a progression event (docs/callbacks.md), as its callback and a pull listing carry them. */
+const PROGRESSION_EVENT_PROPERTIES = {
+  event: { type: "string", enum: [...PROGRESSION_EVENT_TYPES] },
+  event_id: { type: "string", format: "uuid", description: "Named by the vote, the event and the rule: the same for a replayed vote; key on it." },
+  server_id: { type: "string", format: "uuid" },
+  heart_id: { type: "string", format: "uuid", description: "The vote that made the event (its heart.counted's `heart_id`)." },
+  username: { type: "string", description: "The player as the vote named them." },
+  cast_at: { type: "integer", format: "int64", description: "Unix seconds when the vote counted." },
+  reward_streak: { type: "integer", description: "`streak.extended`, `streak.lost`: the reward streak with this vote." },
+  lost_streak: { type: "integer", description: "`streak.lost`: the length of the streak lost." },
+  scope: { type: "string", enum: ["all", "month", "week"], description: "`milestone.reached`: the rule's scope." },
+  count: { type: "integer", description: "`milestone.reached`: the voter's count in the scope with this vote." },
+  rule_index: { type: "integer", description: "`milestone.reached`: the rule's index in the rules' `milestones`, from 0." },
+  every: { type: "integer", description: "`milestone.reached`: the rule's `every`, when it has one." },
+  at: { type: "integer", description: "`milestone.reached`: the rule's `at`, when it has one." },
 } as const;
 
 export const openApiDocument = {
@@ -1066,13 +1122,7 @@ export const openApiDocument = {
                 counted: {
                   summary: "A counted heart",
                   value: {
-                    event: "heart.counted",
-                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
-                    username: "Steve_42",
-                    heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
-                    period: "2026-01",
-                    timestamp: 1767225600,
-                    streak_day: 3,
+                    ...COUNTED_HEART_EXAMPLE,
                   },
                 },
                 test: {
@@ -1090,10 +1140,7 @@ export const openApiDocument = {
             },
           },
         },
-        responses: {
-          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
-          default: { description: "Not acknowledged (including 400 and 401): the delivery is retried with backoff." },
-        },
+        responses: CALLBACK_ANSWERS,
       },
     },
     heartCallbackV2: {
@@ -1119,13 +1166,7 @@ export const openApiDocument = {
                 counted: {
                   summary: "A counted heart of a voter who gave a Minecraft UUID",
                   value: {
-                    event: "heart.counted",
-                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
-                    username: "Steve_42",
-                    heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
-                    period: "2026-01",
-                    timestamp: 1767225600,
-                    streak_day: 3,
+                    ...COUNTED_HEART_EXAMPLE,
                     payload_version: 2,
                     cast_at: 1767225598,
                     next_eligible_at: 1767311998,
@@ -1136,10 +1177,7 @@ export const openApiDocument = {
             },
           },
         },
-        responses: {
-          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
-          default: { description: "Not acknowledged (including 400 and 401): the delivery is retried with backoff." },
-        },
+        responses: CALLBACK_ANSWERS,
       },
     },
     referralEvent: {
@@ -1155,13 +1193,7 @@ export const openApiDocument = {
         tags: ["callbacks"],
         security: [],
         parameters: [
-          {
-            name: "X-Service-Event",
-            in: "header",
-            required: true,
-            description: "The event type; equals the body's `event`.",
-            schema: { type: "string", enum: [...REFERRAL_EVENT_TYPES] },
-          },
+          eventHeader(REFERRAL_EVENT_TYPES),
           {
             name: "X-Service-Signature",
             in: "header",
@@ -1194,10 +1226,87 @@ export const openApiDocument = {
             },
           },
         },
-        responses: {
-          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
-          default: { description: "Not acknowledged: the delivery is retried with backoff." },
+        responses: CALLBACK_ANSWERS,
+      },
+    },
+    heartCallbackV3: {
+      post: {
+        operationId: "heartCallbackV3",
+        summary: "Reward callback, payload version 3 (an endpoint that pinned version 3)",
+        description: [
+          "Version 2's body (`heartCallbackV2`), every field in its order and with its value except `payload_version`, which",
+          "says 3, followed by what the server's reward rules counted for the vote: `weight`, `month_total`, `total` and",
+          "`reward_streak`, always present, null when the server has no saved reward rules. Headers, signature, retries and",
+          "answers are `heartCallback`'s.",
+        ].join("\n"),
+        tags: ["callbacks"],
+        security: [],
+        requestBody: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: { $ref: "#/components/schemas/HeartEventV3" },
+              examples: {
+                counted: {
+                  summary: "A counted heart on a server with reward rules",
+                  value: {
+                    ...COUNTED_HEART_EXAMPLE,
+                    payload_version: 3,
+                    cast_at: 1767225598,
+                    next_eligible_at: 1767311998,
+                    weight: 2,
+                    month_total: 10,
+                    total: 41,
+                    reward_streak: 7,
+                  },
+                },
+              },
+            },
+          },
         },
+        responses: CALLBACK_ANSWERS,
+      },
+    },
+    progressionEvent: {
+      post: {
+        operationId: "progressionEvent",
+        summary: "Progression event: a voter's reward streak grew or was lost, or a vote reached a milestone rule (opt-in per endpoint)",
+        description: [
+          "Sent to each callback endpoint subscribed to the event type, only for servers with saved reward rules, made with",
+          "the vote's reward counts (exactly once per vote: a replayed vote makes none). Signed exactly like the reward",
+          "callback with the endpoint's own secret(s); with the Standard Webhooks opt-in `webhook-id` = `event_id`. Key on",
+          "`event_id`.",
+        ].join("\n"),
+        tags: ["callbacks"],
+        security: [],
+        parameters: [eventHeader(PROGRESSION_EVENT_TYPES)],
+        requestBody: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: { $ref: "#/components/schemas/ProgressionEvent" },
+              examples: {
+                milestone: {
+                  summary: "The 10th vote of the month reached an `every: 10` rule",
+                  value: {
+                    event: "milestone.reached",
+                    event_id: "2e4d6c8b-0a1f-8e3d-a5c7-b9d1f3e5a7c9",
+                    server_id: "7d2c1a0e-4b5f-4c3d-9e8f-1a2b3c4d5e6f",
+                    heart_id: "3f1e2d4c-5b6a-4798-8a7b-6c5d4e3f2a1b",
+                    username: "Steve_42",
+                    cast_at: 1767225598,
+                    scope: "month",
+                    count: 10,
+                    rule_index: 0,
+                    every: 10,
+                    timestamp: 1767225600,
+                  },
+                },
+              },
+            },
+          },
+        },
+        responses: CALLBACK_ANSWERS,
       },
     },
     periodClosed: {
@@ -1640,6 +1749,15 @@ export const openApiDocument = {
         additionalProperties: false,
       },
       PullEvent: {
+        description: "A referral outcome or a progression event waiting to be claimed.",
+        oneOf: [{ $ref: "#/components/schemas/ReferralPullEvent" }, { $ref: "#/components/schemas/ProgressionPullEvent" }],
+      },
+      ProgressionPullEvent: progressionEventSchema(
+        "A progression event waiting to be claimed: the progression callback's fields, `occurred_at` instead of `timestamp`.",
+        "occurred_at",
+        { type: "string", format: "date-time", description: "When the vote counted." },
+      ),
+      ReferralPullEvent: {
         type: "object",
         description: "A referral outcome waiting to be claimed: the referral callback's fields, `occurred_at` instead of `timestamp`.",
         required: ["event", "event_id", "server_id", "referral_id", "referrer_identity", "referee_identity", "state", "previous_state", "occurred_at"],
@@ -1785,6 +1903,37 @@ export const openApiDocument = {
           },
         ],
       },
+      HeartEventV3: {
+        description: "The reward callback body of payload version 3: version 2's fields (`payload_version` 3), then the reward counts.",
+        allOf: [
+          { $ref: "#/components/schemas/HeartEvent" },
+          {
+            type: "object",
+            required: ["payload_version", "cast_at", "weight", "month_total", "total", "reward_streak"],
+            properties: {
+              payload_version: { type: "integer", const: 3, description: "The body's payload version: 3 here." },
+              cast_at: { $ref: "#/components/schemas/HeartEventV2/allOf/1/properties/cast_at" },
+              next_eligible_at: { $ref: "#/components/schemas/HeartEventV2/allOf/1/properties/next_eligible_at" },
+              ...PLATFORM_ID_PROPERTIES,
+              weight: { type: ["integer", "null"], description: "The vote's weight under the reward rules; null without saved rules." },
+              month_total: {
+                type: ["integer", "null"],
+                description: "The voter's counted votes in the UTC month, this one included; null without saved rules.",
+              },
+              total: { type: ["integer", "null"], description: "The voter's counted votes, all time, this one included; null without saved rules." },
+              reward_streak: {
+                type: ["integer", "null"],
+                description: "The reward streak with this vote (missed days inside the rules' grace do not break it); null without saved rules.",
+              },
+            },
+          },
+        ],
+      },
+      ProgressionEvent: progressionEventSchema(
+        "A progression event sent to an endpoint subscribed to its type (docs/callbacks.md, Progression events).",
+        "timestamp",
+        { type: "integer", format: "int64", description: "Unix seconds of this attempt; also the signature's `t`." },
+      ),
     },
   },
 } as const;

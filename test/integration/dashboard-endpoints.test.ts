@@ -68,7 +68,7 @@ test.serial("dashboard: the owner adds an endpoint (secret shown once), lists, u
   const c = t.context;
   const before = await listEndpoints(c);
   t.deepEqual(before.event_types, [...ENDPOINT_EVENT_TYPES]);
-  t.deepEqual(before.payload_versions, [1, 2]);
+  t.deepEqual(before.payload_versions, [1, 2, 3]);
   t.is(before.endpoints.length, 1);
   t.true(before.endpoints[0]?.is_default);
 

@@ -4,7 +4,8 @@
  * rules, to local receivers. An endpoint subscribed to `streak.extended`, `streak.lost` and `milestone.reached` gets
  * each event once, signed with its own secret; an endpoint not subscribed gets none; `streak.lost` comes after a gap
  * beyond the grace, not within it; a replayed vote makes no second event; a version-3 endpoint's heart.counted carries
- * the vote's weight, totals and reward streak (null on a server without rules); a voter's erasure reaches the bodies.
+ * the vote's weight, totals and reward streak (null on a server without rules); a voter's erasure reaches the bodies;
+ * the signed pull API lists and claims them when opted in.
  */
 import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
@@ -13,11 +14,14 @@ import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import type { ReceivedMessage } from "../../services/shared/adapters/bus.js";
 import { PROGRESSION_EVENT_TYPES } from "../../services/shared/values/event-types.js";
+import { TEST_CALLBACK_REWARD_COUNTS } from "../../services/delivery/rpc/send-test-callback.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";
 import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
 import { eraseVoterData, newTombstone } from "../../services/voter-data/erase-voter-data.js";
+import { formatIngestSignature } from "../../services/shared/values/signature.js";
 import { eventually } from "../helpers/eventually.js";
+import { validateAgainstOpenApi } from "./openapi-validate.js";
 
 interface Context {
   stack: TestStack;
@@ -84,6 +88,14 @@ async function vote(stack: TestStack, serverId: string, voter: string, at: strin
     userAgent: "Mozilla/5.0 (X11; Linux x86_64) ProgressionEventsTest/1.0",
   });
   if (!res.counted) throw new Error(`the vote at ${at} did not count`);
+  // Sent before the clock moves on: a lease taken on the stack's clock would look expired after the next vote's jump.
+  await eventually(
+    async () => {
+      const rows = await stack.prisma.delivery.findMany({ where: { serverId, transport: "callback" }, select: { heartId: true, status: true } });
+      return rows.some((r) => r.heartId === res.heartId) && rows.every((r) => r.status === "delivered") ? true : undefined;
+    },
+    { timeoutMs: 30_000, message: `the vote at ${at} sent` },
+  );
   return res.heartId;
 }
 
@@ -250,4 +262,67 @@ test.serial("a voter's erasure puts the tombstone in their progression events' b
   t.is(events.length, 1);
   t.like(events[0], { username: tombstone, payload: { username: tombstone, event: "milestone.reached" } });
   t.false(JSON.stringify(events[0]!.payload).includes(username));
+});
+
+test.serial("the signed pull API lists a server's progression events when opted in, in the callback's fields, and claims them by event_id once", async (t) => {
+  const { stack } = t.context;
+  const admin = stack.clients.admin;
+  const [plain, progress] = [await receiver(t.context), await receiver(t.context)];
+  const { serverId } = await newServer(t.context, plain, progress, {
+    milestones: [{ scope: "all", every: 1, reward: { commands: ["give {player} diamond 1"] } }],
+  });
+  await admin.setPullEnabled({ serverId, enabled: true });
+  await admin.setPullEventTypes({ serverId, eventTypes: ["heart.counted", "streak.extended", "milestone.reached"] });
+  const pullSecret = (await admin.revealPullSecret({ serverId })).secret;
+  const voter = newVoter();
+  const first = await vote(stack, serverId, voter, "2027-04-25T12:00:00Z");
+  const second = await vote(stack, serverId, voter, "2027-04-26T12:01:00Z");
+  const post = async (path: string, fields: Record<string, unknown>) => {
+    const raw = JSON.stringify({ server_id: serverId, ...fields });
+    const res = await fetch(`${stack.gatewayUrl}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-service-signature": formatIngestSignature(pullSecret, Math.floor(clockMs / 1000), raw) },
+      body: raw,
+    });
+    const body = (await res.json()) as Record<string, unknown>;
+    return { status: res.status, body, openApiErrors: validateAgainstOpenApi(path, "post", res.status, body).errors };
+  };
+  const listed = await eventually(
+    async () => {
+      const page = await post("/api/pull/events", {});
+      return (page.body.events as unknown[] | undefined)?.length === 3 ? page : undefined;
+    },
+    { timeoutMs: 30_000, message: "three progression events on pull" },
+  );
+  t.is(listed.status, 200);
+  t.deepEqual(listed.openApiErrors, []);
+  const events = listed.body.events as Array<Record<string, unknown>>;
+  const extended = events.find((e) => e.event === "streak.extended")!;
+  t.deepEqual(Object.keys(extended), ["event", "event_id", "server_id", "heart_id", "username", "cast_at", "reward_streak", "occurred_at"]);
+  t.like(extended, { server_id: serverId, heart_id: second, username: "Steve", reward_streak: 2 });
+  t.deepEqual(
+    events
+      .filter((e) => e.event === "milestone.reached")
+      .map((e) => [e.heart_id, e.scope, e.count, e.rule_index, e.every])
+      .sort((a, b) => Number(a[2]) - Number(b[2])),
+    [
+      [first, "all", 1, 0, 1],
+      [second, "all", 2, 0, 1],
+    ],
+  );
+  const claim = await post("/api/pull/events/claims", { event_ids: [extended.event_id] });
+  t.deepEqual(claim.body, { results: [{ event_id: extended.event_id, status: "claimed" }] });
+  const again = await post("/api/pull/events/claims", { event_ids: [extended.event_id] });
+  t.deepEqual(again.body, { results: [{ event_id: extended.event_id, status: "already_claimed" }] });
+});
+
+test.serial("the test callback of a version-3 endpoint has the version-3 shape with the sample counts", async (t) => {
+  const { stack } = t.context;
+  const [plain, progress] = [await receiver(t.context), await receiver(t.context)];
+  const { serverId } = await newServer(t.context, plain, progress, null);
+  const sent = await stack.clients.delivery.sendTestCallback({ serverId });
+  t.true(sent.report?.ok);
+  const body = JSON.parse(sent.report!.requestBody) as Record<string, unknown>;
+  t.like(body, { event: "heart.test", payload_version: 3, ...TEST_CALLBACK_REWARD_COUNTS });
+  t.deepEqual(Object.keys(body).slice(-4), ["weight", "month_total", "total", "reward_streak"]);
 });

@@ -4,7 +4,7 @@
  * heart's entries queued exactly once (per-vote rewards rendered with the player's name, the streak reward with grace,
  * the month milestone, the month total starting again in a new month); a redelivered `heart.counted` queues and counts
  * nothing twice; a server without rules gets no state and no entries; a skipped reward is logged in counts only; a
- * failure to queue fails the message after its deliveries are stored, and handling it again queues the rewards once.
+ * failure to queue fails the message after its deliveries are stored all the same, and handling it again queues the rewards once.
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
@@ -220,7 +220,7 @@ test.serial(
     const message = await messageOf(stack, serverId, heartId);
     const consumer = stack.pipeline!.delivery.consumer;
     await t.throwsAsync(consumer.handle(message), { message: /queue refused in test/ });
-    t.is(await stack.prisma.delivery.count({ where: { heartId, transport: "pull" } }), 1, "the delivery is stored before the rewards");
+    t.is(await stack.prisma.delivery.count({ where: { heartId, transport: "pull" } }), 1, "the delivery is stored all the same");
     t.is(await stack.prisma.voterRewardState.count({ where: { serverId } }), 0, "nothing of the failed transaction is kept");
     const deliveries = await stack.prisma.delivery.count({ where: { heartId } });
 

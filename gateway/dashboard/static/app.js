@@ -1034,6 +1034,12 @@
 
   // ---- callback endpoints (Integration tab) ---------------------------------------------
 
+  /** What each payload version offered by the service adds, as the endpoint form's choices say it. */
+  const PAYLOAD_VERSION_LABELS = {
+    1: "1: the contract's body",
+    2: "2: adds cast time, next eligible time, platform ids, account id",
+    3: "3: version 2 plus the reward rules' weight, month and all-time totals, reward streak",
+  };
   const endpointState = { endpoints: [], eventTypes: [], payloadVersions: [1], editing: "" };
   const endpointPath = (id, suffix) => serverPath(`/endpoints/${encodeURIComponent(id)}${suffix || ""}`);
 
@@ -1118,13 +1124,7 @@
     );
     const version = e ? e.payload_version : 1;
     $("endpoint-payload-version").replaceChildren(
-      ...endpointState.payloadVersions.map((v) =>
-        el(
-          "option",
-          { value: String(v), selected: v === version },
-          v === 1 ? "1: the contract's body" : `${v}: adds cast time, next eligible time, platform ids, account id`,
-        ),
-      ),
+      ...endpointState.payloadVersions.map((v) => el("option", { value: String(v), selected: v === version }, PAYLOAD_VERSION_LABELS[v] ?? String(v))),
     );
     $("endpoint-standard-webhooks").checked = e ? e.standard_webhooks : false;
     $("endpoint-public-key").checked = e ? e.public_key_signatures : false;

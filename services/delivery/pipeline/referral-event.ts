@@ -2,10 +2,10 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Envelope } from "../../../gen/proto/events/v1/events_pb.js";
 import { isUuid, NIL_UUID } from "../../shared/values/ids.js";
 import { periodOf } from "../../shared/values/period.js";
-import { REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
+import { isProgressionEventType, REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
 import type { ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
 import type { EventPayload, NewDelivery, ReferralEventType, ReferralPayload } from "./delivery-types.js";
-import { inProgressionOrder, isProgressionEventType, type ProgressionPayload } from "../../rewards/domain/progression-events.js";
+import { inProgressionOrder, type ProgressionPayload } from "../../rewards/domain/progression-events.js";
 
 /**
  * Referral outcomes delivered to owners: a `referral.registered|qualified|reversed` envelope on
@@ -20,9 +20,14 @@ export function isReferralEventType(value: string): value is ReferralEventType {
   return (REFERRAL_EVENT_TYPES as readonly string[]).includes(value);
 }
 
-/** The body of one attempt of an event with a stored body (referral or progression): the payload with `timestamp` (unix seconds, the signature's `t`) last. */
+/** A stored event body's fields in the order sent (a progression event's put back in its order: jsonb keeps its own). */
+export function eventBodyFields(payload: EventPayload): EventPayload {
+  return isProgressionEventType(payload.event) ? inProgressionOrder(payload as ProgressionPayload) : payload;
+}
+
+/** The body of one attempt of an event with a stored body: its fields (eventBodyFields) with `timestamp` (unix seconds, the signature's `t`) last. */
 export function buildEventBody(payload: EventPayload, timestamp: number): string {
-  return JSON.stringify({ ...(isProgressionEventType(payload.event) ? inProgressionOrder(payload as ProgressionPayload) : payload), timestamp });
+  return JSON.stringify({ ...eventBodyFields(payload), timestamp });
 }
 
 /** What decoding a referral envelope gave: a delivery to store, or why it cannot be one (poison). */

@@ -44,7 +44,7 @@ export function toPullLimit(limit: number): number {
   return limit;
 }
 
-/** One referral event waiting to be claimed: its callback body's fields, and when the referral changed state. */
+/** One referral or progression event waiting to be claimed: its callback body's fields, and when it happened (the referral changed state; the vote counted). */
 export interface PullEventRow {
   payload: EventPayload;
   occurredAt: Date;
@@ -53,7 +53,7 @@ export interface PullEventRow {
 /**
  * What a pull list reads: the server's pending pull deliveries of one kind, oldest first (by when the
  * delivery was stored, then id), after `cursor`; one row more than the page tells whether one follows.
- * `hearts` are the `heart.counted` ones, `events` the referral events (a server opted in to them:
+ * `hearts` are the `heart.counted` ones, `events` the referral and progression events (a server opted in to them:
  * servers.pull_event_types); each list has its own cursor.
  */
 async function pullPage<R extends { id: string; created_at: Date }>(
@@ -128,9 +128,9 @@ export async function listPullHearts(
 }
 
 /**
- * A page of the server's unclaimed referral events (`referral.*` pull deliveries), oldest first,
+ * A page of the server's unclaimed referral and progression events (their pull deliveries), oldest first,
  * after `cursor`, with the same paging as listPullHearts. Each is its callback body without
- * `timestamp` (the delivery's payload, referral-event.ts) and when the referral changed state.
+ * `timestamp` (the delivery's payload) and when the referral changed state or the vote counted.
  */
 export async function listPullEvents(
   prisma: PrismaClient,

@@ -1,5 +1,6 @@
 import { requireServerId } from "../../servers/server-exists.js";
 import { isReferralPayload } from "../pipeline/delivery-types.js";
+import { eventBodyFields } from "../pipeline/referral-event.js";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
@@ -196,7 +197,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
           events: page.events.map(({ payload: p, occurredAt }) =>
             !isReferralPayload(p)
               ? // Not a referral (a closed period, a progression event): its body's fields travel as JSON (the gateway answers them as the callback's).
-                { event: p.event, eventId: p.event_id, bodyJson: JSON.stringify(p), occurredAt: timestampFromDate(occurredAt) }
+                { event: p.event, eventId: p.event_id, bodyJson: JSON.stringify(eventBodyFields(p)), occurredAt: timestampFromDate(occurredAt) }
               : {
                   event: p.event,
                   eventId: p.event_id,

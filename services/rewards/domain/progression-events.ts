@@ -1,5 +1,5 @@
 import { nameBasedId } from "../../shared/values/ids.js";
-import { PROGRESSION_EVENT_TYPES } from "../../shared/values/event-types.js";
+import type { PROGRESSION_EVENT_TYPES } from "../../shared/values/event-types.js";
 import type { Milestone, RewardRules } from "./reward-rules.js";
 import { type CountedVote, reachesMilestone } from "./rewards-for-vote.js";
 
@@ -95,9 +95,4 @@ export function inProgressionOrder(p: ProgressionPayload): ProgressionPayload {
         ...(p.at === undefined ? {} : { at: p.at }),
       };
   }
-}
-
-/** True for a progression event type. */
-export function isProgressionEventType(value: string): value is ProgressionEventType {
-  return (PROGRESSION_EVENT_TYPES as readonly string[]).includes(value);
 }

@@ -1,6 +1,5 @@
 /**
  * THE list of event types a callback endpoint can receive: the reward callback's `heart.counted`,
-
  * the referral outcomes, the reward rules' progression events and a closed week or month's standings
  * (`period.closed`). Every reader (the endpoint RPCs, the delivery consumer, the dashboard, the CLI,
  * the docs test) imports it from here.
@@ -47,4 +46,9 @@ export const PAYLOAD_VERSIONS = [1, 2, 3] as const;
 /** True when `value` names an event type an endpoint can receive. */
 export function isEndpointEventType(value: string): value is EndpointEventType {
   return (ENDPOINT_EVENT_TYPES as readonly string[]).includes(value);
+}
+
+/** True when `value` names a progression event (streak.extended, streak.lost, milestone.reached). */
+export function isProgressionEventType(value: string): value is (typeof PROGRESSION_EVENT_TYPES)[number] {
+  return (PROGRESSION_EVENT_TYPES as readonly string[]).includes(value);
 }

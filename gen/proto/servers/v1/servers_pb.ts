@@ -960,7 +960,8 @@ export type CallbackEndpoint = Message<"servers.v1.CallbackEndpoint"> & {
   url: string;
 
   /**
-   * Event types it receives: heart.counted, referral.registered, referral.qualified, referral.reversed.
+   * Event types it receives: heart.counted, referral.registered, referral.qualified, referral.reversed,
+   * streak.extended, streak.lost, milestone.reached.
    *
    * @generated from field: repeated string event_types = 5;
    */
@@ -968,7 +969,8 @@ export type CallbackEndpoint = Message<"servers.v1.CallbackEndpoint"> & {
 
   /**
    * 1: the contract's body (the default); 2: version 1 plus payload_version, cast_at, next_eligible_at
-   * and the platform ids (docs/callbacks.md "Payload versions").
+   * and the platform ids; 3: version 2 plus the reward rules' weight, month_total, total and
+   * reward_streak (docs/callbacks.md "Payload versions").
    *
    * @generated from field: int32 payload_version = 6;
    */
@@ -1339,7 +1341,8 @@ export type SetPullEventTypesRequest = Message<"servers.v1.SetPullEventTypesRequ
   serverId: string;
 
   /**
-   * At least one of heart.counted, referral.registered, referral.qualified, referral.reversed.
+   * At least one of heart.counted, referral.registered, referral.qualified, referral.reversed,
+   * streak.extended, streak.lost, milestone.reached.
    *
    * @generated from field: repeated string event_types = 2;
    */

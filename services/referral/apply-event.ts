@@ -16,7 +16,7 @@ import { decide, isAnchorState, type AnchorState, type ReferralStateName } from 
 import { decideReversalEffect, isPastAttributionWindow, NO_REASON, type ReversalEffect, type StoredReason } from "./domain/reversal-rules.js";
 import { ABUSE_SIGNAL_CODES, DEFAULT_ABUSE_RULES, type AbuseRules } from "./domain/abuse-signals.js";
 import { oldestDueRowsSql, oldestOfAgeKey, statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
-import { abuseWriteOf, needsAbuseFacts, readAbuseFacts, type AbuseFactsInput, type AbuseWrite } from "./abuse-facts.js";
+import { abuseWriteOf, needsAbuseFacts, readAbuseFacts, type AbuseFactsInput, type AbuseWrite, type BackFlag } from "./abuse-facts.js";
 
 /** Most events applied in one batch. */
 export const APPLY_EVENT_MAX_BATCH = 64;
@@ -598,25 +598,10 @@ async function writePlans(tx: SqlTx, plans: readonly Plan[], now: Date, abuse: R
              review = CASE WHEN r.review = 'none' THEN coalesce(abuse.review, r.review) ELSE r.review END
       FROM p LEFT JOIN abuse USING (idx) WHERE r.id = p.id AND r.version = p.version
       RETURNING p.idx
-    ), back_flagged AS (
-      -- Fan-out back-flagging (abuse-facts.ts backFlagsOf): the earlier referees from the address of an event whose fan-out
-      -- passed its limit get the signal too, and the review a newly flagged referral gets unless they are flagged already.
-      -- Bounded: at most the rules' maximum referees per signal and event, by primary key. A referral this round advances
-      -- is left to its own write (one statement must not update a row twice).
-      UPDATE referrals r SET
-             signals = ARRAY(SELECT c FROM unnest(${[...ABUSE_SIGNAL_CODES]}::text[]) WITH ORDINALITY AS t(c, n)
-                             WHERE c = ANY(r.signals) OR c = ANY(b.codes) ORDER BY n),
-             signal_details = r.signal_details || b.details,
-             review = CASE WHEN r.review = 'none' THEN b.review::"ReferralReview" ELSE r.review END
-      FROM (
-        SELECT id, array_agg(code) AS codes, jsonb_object_agg(code, details::jsonb) AS details, min(review) AS review
-        FROM unnest(${backFlags.map((f) => f.referralId)}::uuid[], ${backFlags.map((f) => f.code)}::text[], ${backFlags.map((f) => f.details)}::text[],
-                    ${backFlags.map((f) => f.review)}::text[]) AS t(id, code, details, review)
-        GROUP BY id
-      ) b
-      WHERE r.id = b.id AND NOT EXISTS (SELECT 1 FROM p WHERE p.id = r.id)
-      RETURNING r.id
-    ), adv_ok AS (
+    )${backFlagsSql(
+      backFlags,
+      advances.map((a) => a.referralId),
+    )}, adv_ok AS (
       SELECT p.* FROM p JOIN advanced a ON a.idx = p.idx
     ), credited AS (
       INSERT INTO referral_credits (referral_id, server_id, referrer_identity, period, credited_at)
@@ -671,6 +656,33 @@ async function writePlans(tx: SqlTx, plans: readonly Plan[], now: Date, abuse: R
     advanced: new Set(row?.advanced ?? []),
     joinLinked: new Set(row?.join_linked ?? []),
   };
+}
+
+/**
+ * Fan-out back-flagging (abuse-facts.ts backFlagsOf), a data-modifying CTE of the write statement (with its leading
+ * comma), or nothing when no event of the round passed a fan-out limit (no statement part, nothing read): the earlier
+ * referees from the address get the signal too, and the review a newly flagged referral gets unless they are flagged
+ * already. Bounded: at most the rules' maximum referees per signal and event, each by primary key. A referral this round
+ * advances (`advancing`) is left to its own write: one statement must not update a row twice.
+ */
+function backFlagsSql(backFlags: readonly BackFlag[], advancing: readonly string[]): Prisma.Sql {
+  const flags = backFlags.filter((f) => !advancing.includes(f.referralId));
+  if (flags.length === 0) return Prisma.empty;
+  return Prisma.sql`, back_flagged AS (
+      UPDATE referrals r SET
+             signals = ARRAY(SELECT c FROM unnest(${[...ABUSE_SIGNAL_CODES]}::text[]) WITH ORDINALITY AS t(c, n)
+                             WHERE c = ANY(r.signals) OR c = ANY(b.codes) ORDER BY n),
+             signal_details = r.signal_details || b.details,
+             review = CASE WHEN r.review = 'none' THEN b.review::"ReferralReview" ELSE r.review END
+      FROM (
+        SELECT id, array_agg(code) AS codes, jsonb_object_agg(code, details::jsonb) AS details, min(review) AS review
+        FROM unnest(${flags.map((f) => f.referralId)}::uuid[], ${flags.map((f) => f.code)}::text[], ${flags.map((f) => f.details)}::text[],
+                    ${flags.map((f) => f.review)}::text[]) AS t(id, code, details, review)
+        GROUP BY id
+      ) b
+      WHERE r.id = b.id
+      RETURNING r.id
+    )`;
 }
 
 /** An advanced transition, as its outbox event describes it. */

@@ -19,9 +19,10 @@ export const NOT_FLAGGED_TEXT = "referral is not flagged for review";
 
 /**
  * ReviewReferral: the owner approves or declines a flagged referral. Idempotent (`changed` false when
- * it is there already); the write is conditional on the review state read (`WHERE review = <read>`), and an approval of
- * a qualified referral queues its referral rewards in the same transaction (services/rewards/queue-referral-rewards.ts),
- * so two concurrent reviews end in one of the two decisions, never a mix. An unflagged referral is
+ * it is there already); the write is conditional on the review state read (`WHERE review = <read>`), so two
+ * concurrent reviews end in one of the two decisions, never a mix. An approval of a referral that is qualified at the
+ * write queues its referral rewards in the same transaction (services/rewards/queue-referral-rewards.ts; idempotent
+ * keys, so approving again, or the referral's `referral.qualified` handled later, queues nothing twice). An unflagged referral is
  * failed_precondition `referral is not flagged for review`; an unknown one 404 `referral not found`.
  */
 export async function reviewReferral(

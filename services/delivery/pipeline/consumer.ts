@@ -165,7 +165,8 @@ function countedHeartOf(d: NewDelivery): CountedHeart {
  * into stored delivery rows (idempotent per heart or event id, server, transport and endpoint),
  * a batch of messages at a time with one statement; then queues the counted hearts' rewards on
  * servers with reward rules (queueVoteRewards: one transaction per batch, after the deliveries'
- * statement), and only then resolves so the bus commits the batch's offsets. It never does HTTP: the dispatcher sends,
+ * statement) and the referral rewards of its qualified and clawed-back referrals (queueReferralRewards,
+ * likewise), and only then resolves so the bus commits the batch's offsets. It never does HTTP: the dispatcher sends,
  * so a slow receiver never blocks a partition. A message that cannot be decoded is stored in
  * `dead_letters` (with its reason and bytes) and counted, then committed with its batch.
  * Database errors throw, leaving the batch uncommitted so its messages come again.

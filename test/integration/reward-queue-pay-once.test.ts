@@ -120,6 +120,27 @@ test("a queue acknowledgement of a vote entry pays its heart (transport queue): 
   t.like(await stack.prisma.heartPayout.findUniqueOrThrow({ where: { heartId: h.heartId } }), { transport: "queue", state: "paid" });
 });
 
+test("listing a vote entry takes its heart for the queue (the plugin runs what it is listed): a claim and a push after the list see it paid, never paying it twice", async (t) => {
+  const { stack, hook, claimKey, h } = await votedOn(t, true);
+  t.deepEqual((await listedIds(stack, claimKey)).sort(), [h.milestone, h.vote0, h.vote1].sort());
+  t.like(await stack.prisma.heartPayout.findUniqueOrThrow({ where: { heartId: h.heartId } }), { transport: "queue", state: "paid" });
+  t.like(await stack.clients.claims.claimVote({ claimKey, player: steam(h.steamId) }), { status: ClaimStatus.PAID_ELSEWHERE });
+  createTestDispatcher(t, { schedule: "100ms" }).start();
+  const callback = await eventually(
+    async () => {
+      const row = await stack.prisma.delivery.findFirstOrThrow({ where: { heartId: h.heartId, transport: "callback" } });
+      return row.status === "pending" ? undefined : row;
+    },
+    { message: "the callback settled" },
+  );
+  t.is(callback.status, "withdrawn");
+  t.is(hook.requests.length, 0);
+  // Listed again (not acknowledged yet): still the queue's, still listed; acknowledged: paid once, by the queue.
+  t.deepEqual((await listedIds(stack, claimKey)).sort(), [h.milestone, h.vote0, h.vote1].sort());
+  t.deepEqual((await stack.clients.rewardQueue.ackRewardEntries({ claimKey, ids: [h.vote0, h.vote1, h.milestone] })).unknown, []);
+  t.like(await stack.prisma.heartPayout.findUniqueOrThrow({ where: { heartId: h.heartId } }), { transport: "queue", state: "paid" });
+});
+
 test("a vote entry whose heart a claim paid first is never listed: the list closes it (acknowledged) and lists the heart's other rewards", async (t) => {
   const { stack, claimKey, h } = await votedOn(t, true);
   t.like(await stack.clients.claims.claimVote({ claimKey, player: steam(h.steamId) }), { status: ClaimStatus.CLAIMED_NOW, heartId: h.heartId });

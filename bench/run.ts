@@ -11,7 +11,7 @@
  *
  *   npx tsx bench/run.ts                       # everything (npm run bench)
  *   npx tsx bench/run.ts --quick               # smoke run: 1 round, short phases
- *   npx tsx bench/run.ts --phases=ingest,relay # subset of ingest,ingest-hot,lifecycle,claims,pull,hearts,latency,callbacks,relay,scaleout
+ *   npx tsx bench/run.ts --phases=ingest,relay # subset of ingest,ingest-hot,lifecycle,claims,pull,queue,hearts,latency,callbacks,relay,scaleout
  *   BENCH_TARGET=/other/checkout npx tsx bench/run.ts   # the system under test from another checkout
  *   npx tsx bench/run.ts --history[=SCALE]     # every phase also on the production-shaped history (kept as a template)
  *
@@ -67,6 +67,7 @@ import {
   type VotesSpec,
 } from "./lib/loadgen.js";
 import { createPullServers, pullBacklogSizes, topUpPullBacklog, writePullPast, type PullServer } from "./lib/pull-backlog.js";
+import { createQueueServers, queuePendingSizes, topUpRewardQueue, writeRewardQueuePast, type QueueServer } from "./lib/reward-queue-load.js";
 import { startBenchReceiver, type BenchReceiver } from "./lib/receiver.js";
 import { fmt, round, summarize } from "./lib/stats.js";
 import { freePort, resolveTarget, startSutProcess, unknownEnvNames, type ProcessKind, type SutProcess, type Target } from "./lib/topology.js";
@@ -75,7 +76,7 @@ import { freePort, resolveTarget, startSutProcess, unknownEnvNames, type Process
 const ARGS = process.argv.slice(2);
 const QUICK = ARGS.includes("--quick");
 /** In the order each round runs them. */
-const ALL_PHASES = ["ingest", "ingest-hot", "lifecycle", "claims", "pull", "hearts", "latency", "callbacks", "relay", "scaleout"] as const;
+const ALL_PHASES = ["ingest", "ingest-hot", "lifecycle", "claims", "pull", "queue", "hearts", "latency", "callbacks", "relay", "scaleout"] as const;
 type PhaseName = (typeof ALL_PHASES)[number];
 const PHASES = new Set<PhaseName>(
   (
@@ -118,6 +119,18 @@ const CLAIM_HEARTS = envInt("BENCH_CLAIM_HEARTS", QUICK ? 300 : 1_000);
 /** ingest-hot: click tokens per sender kind (from the hot address; from ordinary addresses), per database. */
 /** The pull phase: pull-enabled servers (one plugin each), the first one's backlog, every other one's, the page each list asks for. */
 const PULL_SERVERS = envInt("BENCH_PULL_SERVERS", 32);
+/** The queue phase: game servers whose reward plugins poll the queue, every QUEUE_POLL_SECONDS (issue 31: 10,000 every 30 s). */
+const QUEUE_SERVERS = envInt("BENCH_QUEUE_SERVERS", 10_000);
+const QUEUE_POLL_SECONDS = envInt("BENCH_QUEUE_POLL_SECONDS", 30);
+/** Pending entries at each round's start: the hot server's, and every tenth server's (the others have none). */
+const QUEUE_HOT_PENDING = envInt("BENCH_QUEUE_HOT_PENDING", QUICK ? 5_000 : 20_000);
+const QUEUE_FEW_PENDING = envInt("BENCH_QUEUE_FEW_PENDING", 2);
+/** Each queue window: long enough for many polls of every kind of server (30 s: every server once). */
+const QUEUE_MEASURE_MS = envInt("BENCH_QUEUE_MEASURE_MS", QUICK ? 10_000 : 30_000);
+/** The most polls in flight at once (the open loop's cap: past it, due polls count as not sent). */
+const QUEUE_IN_FLIGHT = envInt("BENCH_QUEUE_IN_FLIGHT", 64);
+/** The players each poll names as online (a plugin sends who is on the game server). */
+const QUEUE_ONLINE = ["Player_1", "Player_2", "Player_3"];
 const PULL_BIG_BACKLOG = envInt("BENCH_PULL_BIG_BACKLOG", QUICK ? 20_000 : 100_000);
 const PULL_BACKLOG = envInt("BENCH_PULL_BACKLOG", QUICK ? 2_000 : 5_000);
 const PULL_PAGE = envInt("BENCH_PULL_PAGE", 100);
@@ -248,6 +261,8 @@ interface Fixtures {
   hotAddress?: HotAddressFixtures;
   /** The pull phase's pull-enabled servers (when the phase is selected). */
   pull?: PullServer[];
+  /** The queue phase's servers with claim keys, and the next key a poll uses (each server polled in turn across rounds). */
+  queue?: { servers: QueueServer[]; next: number };
 }
 
 /** Click tokens `${tokenPrefix}${i}` for i < HOT_TOKENS; `next` is the first one not sent yet. */
@@ -931,6 +946,96 @@ async function phasePull(ctx: Ctx, roundNo: number, figures: Figures, details: D
   await measure("pull.claim", "claim", `list the first page and claim it, again, ${plugins}`);
 }
 
+/**
+ * Issue 31's queue phase: QUEUE_SERVERS game servers whose reward plugins poll the reward queue through the gateway
+ * every QUEUE_POLL_SECONDS, an open loop at QUEUE_SERVERS / QUEUE_POLL_SECONDS polls a second (each server's key in
+ * turn, continuing across rounds), each poll naming three players online. The queues are topped up in SQL before the
+ * round: the hot server QUEUE_HOT_PENDING pending entries, every tenth server QUEUE_FEW_PENDING, the rest none. First
+ * the polls alone (`queue.poll`), then polls followed by the acknowledgement of what they listed (`queue.pollAck`, as
+ * a plugin that ran them). Each window: polls/s kept up (and due polls never sent), latency of polls and acks apart,
+ * statements and CPU per poll per process (with --history: across the databases).
+ */
+async function phaseQueue(ctx: Ctx, roundNo: number, figures: Figures, details: Detail[]): Promise<void> {
+  const queue = ctx.fixtures.queue;
+  if (!queue) throw new Error("queue: no fixtures (the phase was not selected when they were created)");
+  const seeded = Date.now();
+  const written = await topUpRewardQueue(ctx.sql, queue.servers);
+  await ctx.sql.query("ANALYZE reward_queue_entries");
+  const rate = QUEUE_SERVERS / QUEUE_POLL_SECONDS;
+  progress(
+    `queue: ${written} pending entries written in ${Date.now() - seeded} ms (with ANALYZE): ${queue.servers.length} servers, the hot one with ` +
+      `${QUEUE_HOT_PENDING} pending, every tenth ${QUEUE_FEW_PENDING}; polls offered at ${fmt(rate, 1)}/s`,
+  );
+  const urls = ctx.running.gateway.map((p) => `http://127.0.0.1:${p.port}/api/rewards/queue`);
+  const run = (mode: "poll" | "pollAck", durationMs: number) => {
+    const job = ctx.loadgen.run({
+      label: `queue ${mode}`,
+      kind: "queue",
+      url: urls[0] ?? "",
+      urls,
+      concurrency: QUEUE_IN_FLIGHT,
+      ratePerSecond: rate,
+      durationMs,
+      body: ingestSpec(ctx, false),
+      queue: {
+        keys: queue.servers.map((s) => s.key),
+        mode,
+        online: QUEUE_ONLINE,
+        listPath: "/api/rewards/queue",
+        ackPath: "/api/rewards/queue/ack",
+        startAt: queue.next,
+      },
+      expectStatus: 200,
+      expectContains: "",
+    });
+    return job.then((load) => {
+      queue.next = load.nextIndex;
+      return load;
+    });
+  };
+  const measure = async (key: string, mode: "poll" | "pollAck", what: string) => {
+    await run(mode, WARMUP_MS);
+    await ctx.pgb.resetStatements();
+    const finish = openWindow(tracked(ctx));
+    const load = await run(mode, QUEUE_MEASURE_MS);
+    const window = finish();
+    const statements = await statementsSince(ctx);
+    const q = load.queue;
+    const polls = Math.max(1, q?.polls ?? 0);
+    const perPoll = round2(statements.calls / polls);
+    figures[`${key}.offeredRps`] = round2(rate);
+    figures[`${key}.rps`] = load.requestsPerSecond;
+    figures[`${key}.notSent`] = load.notSent ?? 0;
+    figures[`${key}.p50`] = load.latency.p50;
+    figures[`${key}.p99`] = load.latency.p99;
+    figures[`${key}.pollP50`] = q?.pollLatency.p50 ?? Number.NaN;
+    figures[`${key}.pollP99`] = q?.pollLatency.p99 ?? Number.NaN;
+    figures[`${key}.emptyPollShare`] = round2((q?.emptyPolls ?? 0) / polls);
+    figures[`${key}.entriesListed`] = q?.entriesListed ?? 0;
+    if (mode === "pollAck") {
+      figures[`${key}.acks`] = q?.acks ?? 0;
+      figures[`${key}.entriesAcked`] = q?.entriesAcked ?? 0;
+      figures[`${key}.ackP50`] = q?.ackLatency.p50 ?? Number.NaN;
+      figures[`${key}.ackP99`] = q?.ackLatency.p99 ?? Number.NaN;
+    }
+    figures[`${key}.unexpected`] = load.unexpected + load.errors;
+    figures[`${key}.stmtsPerPoll`] = perPoll;
+    for (const [k, v] of Object.entries(window.cpuMs)) figures[`${key}.cpuMsPerPoll.${k}`] = round2(v / polls);
+    putCpuPerRequest(figures, key, window, polls);
+    details.push({ phase: "queue", round: roundNo, instances: 1, what, window, load, extra: { statementsPerPoll: perPoll, top: statements.top } });
+    progress(
+      `queue ${what}: ${fmt(load.requestsPerSecond, 1)} of ${fmt(rate, 1)} polls/s (not sent ${load.notSent ?? 0}; ${q?.polls ?? 0} polls, ` +
+        `${q?.emptyPolls ?? 0} empty, ${q?.entriesListed ?? 0} entries listed${mode === "pollAck" ? `, ${q?.acks ?? 0} acks of ${q?.entriesAcked ?? 0} entries` : ""}), ` +
+        `poll p50 ${fmt(q?.pollLatency.p50, 1)} p99 ${fmt(q?.pollLatency.p99, 1)} ms` +
+        `${mode === "pollAck" ? `, ack p50 ${fmt(q?.ackLatency.p50, 1)} p99 ${fmt(q?.ackLatency.p99, 1)} ms` : ""}, ` +
+        `unexpected ${load.unexpected} err ${load.errors}${load.sampleUnexpected ? ` (${load.sampleUnexpected.slice(0, 120)})` : ""}; ${perPoll} stmts/poll`,
+    );
+  };
+  const plugins = `${QUEUE_SERVERS} servers polling every ${QUEUE_POLL_SECONDS} s, open loop, ${QUEUE_ONLINE.length} players online each`;
+  await measure("queue.poll", "poll", `polls, nothing acknowledged, ${plugins}`);
+  await measure("queue.pollAck", "pollAck", `polls, each acknowledging what it listed, ${plugins}`);
+}
+
 async function unpublishedOutbox(ctx: Ctx, afterId = 0n): Promise<number> {
   const { rows } = await ctx.sql.query<{ n: string }>(
     ctx.outboxHasPublishedAt ? "SELECT count(*) AS n FROM outbox WHERE published_at IS NULL AND id > $1" : "SELECT count(*) AS n FROM outbox WHERE id > $1",
@@ -1516,6 +1621,9 @@ async function createFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>
   const hotServerId = heartServerIds.pop() ?? "";
   const claimKey = PHASES.has("claims") ? (await admin.rotateClaimKey({ serverId: claimServerId })).claimKey : "";
   const pull = PHASES.has("pull") ? await createPullServers(admin, pullBacklogSizes(PULL_SERVERS, PULL_BIG_BACKLOG, PULL_BACKLOG)) : undefined;
+  const queue = PHASES.has("queue")
+    ? { servers: await createQueueServers(admin, queuePendingSizes(QUEUE_SERVERS, QUEUE_HOT_PENDING, QUEUE_FEW_PENDING), progress), next: 0 }
+    : undefined;
   return {
     ingestServerId,
     ingestSecret: secret,
@@ -1530,6 +1638,7 @@ async function createFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>
     callbackSecrets,
     hotAddress,
     pull,
+    queue,
   };
 }
 
@@ -1655,6 +1764,11 @@ async function prepareHistory(
     const written = await writePullPast(ctx.sql, ctx.fixtures.pull, scale, new Date());
     progress(`pull: the pull servers' claimed past on the history, ${written} delivered pull hearts, written in ${Date.now() - t} ms`);
   }
+  if (ctx.fixtures.queue) {
+    const t = Date.now();
+    const written = await writeRewardQueuePast(ctx.sql, ctx.fixtures.queue.servers, scale, new Date());
+    progress(`queue: the queue servers' acknowledged past on the history, ${written} entries, written in ${Date.now() - t} ms`);
+  }
   if (PHASES.has("ingest") || PHASES.has("claims")) await startBaseline(ctx);
   const side = await switchDatabase(ctx, "history", emptySide);
   return { template, side, emptySide };
@@ -1706,7 +1820,7 @@ async function main(): Promise<void> {
     await fn();
     phaseTimes[name] = (phaseTimes[name] ?? 0) + (Date.now() - t);
   };
-  if (PHASES.has("ingest") || PHASES.has("ingest-hot") || PHASES.has("lifecycle") || PHASES.has("claims") || PHASES.has("pull"))
+  if (PHASES.has("ingest") || PHASES.has("ingest-hot") || PHASES.has("lifecycle") || PHASES.has("claims") || PHASES.has("pull") || PHASES.has("queue"))
     await ensure(ctx, "gateway", 1);
   await ensure(ctx, "relay", 1);
   for (let r = 1; r <= ROUNDS; r++) {
@@ -1718,6 +1832,7 @@ async function main(): Promise<void> {
         if (PHASES.has("lifecycle")) await timed("lifecycle", () => phaseLifecycle(ctx, r, figures, details));
         if (PHASES.has("claims")) await timed("claims", () => phaseClaims(ctx, r, figures, details));
         if (PHASES.has("pull")) await timed("pull", () => phasePull(ctx, r, figures, details));
+        if (PHASES.has("queue")) await timed("queue", () => phaseQueue(ctx, r, figures, details));
         if (PHASES.has("hearts")) await timed("hearts", () => phaseHearts(ctx, r, 1, figures, details));
         if (PHASES.has("latency")) await timed("latency", () => phaseLatency(ctx, r, figures, details, hearts));
         if (PHASES.has("callbacks")) await timed("callbacks", () => phaseCallbacks(ctx, r, 1, figures, details));
@@ -1794,6 +1909,11 @@ async function main(): Promise<void> {
       pullBigBacklog: PULL_BIG_BACKLOG,
       pullBacklog: PULL_BACKLOG,
       pullPage: PULL_PAGE,
+      queueServers: QUEUE_SERVERS,
+      queuePollSeconds: QUEUE_POLL_SECONDS,
+      queueHotPending: QUEUE_HOT_PENDING,
+      queueFewPending: QUEUE_FEW_PENDING,
+      queueMeasureMs: QUEUE_MEASURE_MS,
       ingestRate: INGEST_RATE,
       heartRate: HEART_RATE,
       backlog: BACKLOG,

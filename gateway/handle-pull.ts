@@ -118,11 +118,12 @@ export async function handlePullClaim(input: SignedInput, rpcs: PullRpcs, now: (
 }
 
 /**
- * POST /api/pull/events: the referral events (`referral.registered|qualified|reversed`) of a server
- * whose pull API is opted in to them (SetPullEventTypes), checked and paged exactly like the hearts
- * list. Answers `{"events":[{event, event_id, server_id, referral_id, referrer_identity,
- * referee_identity, state, previous_state, reason?, reason_text?, occurred_at}], "next_cursor"}`:
- * the callback body's fields (docs/callbacks.md) with `occurred_at` instead of the per-attempt `timestamp`.
+ * POST /api/pull/events: the referral events (`referral.registered|qualified|reversed`) and closed periods
+ * (`period.closed`) of a server whose pull API is opted in to them (SetPullEventTypes), checked and paged exactly like
+ * the hearts list. Answers `{"events":[{event, event_id, server_id, referral_id, referrer_identity,
+ * referee_identity, state, previous_state, reason?, reason_text?, occurred_at}], "next_cursor"}` (a period.closed:
+ * `{event, event_id, server_id, kind, period, starts_at, ends_at, standings, occurred_at}`): the callback body's fields
+ * (docs/callbacks.md) with `occurred_at` instead of the per-attempt `timestamp`.
  */
 export async function handlePullEventList(input: SignedInput, rpcs: PullRpcs, now: () => Date, guards: LookupGuards = {}): Promise<SignedResult> {
   const signed = await verifySignedRequest(input, pullKeys(rpcs, guards), now);
@@ -132,19 +133,24 @@ export async function handlePullEventList(input: SignedInput, rpcs: PullRpcs, no
   if (fields.kind === "invalid") return { reply: errorReply("invalidField", fields.error), outcome: "invalid_field", serverId, kid };
   try {
     const page = await rpcs.listPullEvents({ serverId, cursor: fields.cursor, limit: fields.limit });
-    const events = page.events.map((e) => ({
-      event: e.event,
-      event_id: e.eventId,
-      server_id: serverId,
-      referral_id: e.referralId,
-      referrer_identity: e.referrerIdentity,
-      referee_identity: e.refereeIdentity,
-      state: e.state,
-      previous_state: e.previousState,
-      ...(e.reason !== "" ? { reason: e.reason } : {}),
-      ...(e.reasonText !== "" ? { reason_text: e.reasonText } : {}),
-      occurred_at: e.occurredAt ? timestampDate(e.occurredAt).toISOString() : null,
-    }));
+    const events = page.events.map((e) =>
+      e.bodyJson !== ""
+        ? // An event that is not a referral (period.closed): the callback body's fields as the service sent them.
+          { ...(JSON.parse(e.bodyJson) as Record<string, unknown>), occurred_at: e.occurredAt ? timestampDate(e.occurredAt).toISOString() : null }
+        : {
+            event: e.event,
+            event_id: e.eventId,
+            server_id: serverId,
+            referral_id: e.referralId,
+            referrer_identity: e.referrerIdentity,
+            referee_identity: e.refereeIdentity,
+            state: e.state,
+            previous_state: e.previousState,
+            ...(e.reason !== "" ? { reason: e.reason } : {}),
+            ...(e.reasonText !== "" ? { reason_text: e.reasonText } : {}),
+            occurred_at: e.occurredAt ? timestampDate(e.occurredAt).toISOString() : null,
+          },
+    );
     return { reply: { status: 200, body: { events, next_cursor: page.nextCursor === "" ? null : page.nextCursor } }, outcome: "listed", serverId, kid };
   } catch (error) {
     return { ...rpcFailure(error), serverId, kid };

@@ -24,11 +24,33 @@ import { MAX_BODY_BYTES } from "./raw-body.js";
 import { maxCharsOf, nulText, tooLongText, type FieldName } from "../services/shared/values/field-rules.js";
 import { MAX_PULL_PAGE } from "../services/shared/values/wire.js";
 import { NIL_UUID } from "../services/shared/values/ids.js";
-import { REFERRAL_EVENT_TYPES } from "../services/shared/values/event-types.js";
+import { PERIOD_CLOSED_TOP, REFERRAL_EVENT_TYPES } from "../services/shared/values/event-types.js";
 import { PERIOD_PATTERN } from "../services/shared/values/period.js";
 
 /** Where the gateway publishes the document. */
 export const OPENAPI_PATH = "/openapi/referral.json";
+
+/** The fields of a `period.closed` body (services/delivery/pipeline/period-closed-event.ts), for its callback and its pull item. */
+const PERIOD_CLOSED_FIELDS = {
+  event: { type: "string", enum: ["period.closed"] },
+  event_id: { type: "string", format: "uuid", description: "The close's id, one per server and period: claim it, and key on it." },
+  server_id: { type: "string", format: "uuid" },
+  kind: { type: "string", enum: ["week", "month"] },
+  period: { type: "string", description: "`YYYY-MM` (a UTC month) or `YYYY-Www` (an ISO week, Monday to Sunday, UTC)." },
+  starts_at: { type: "string", format: "date-time", description: "The period's first instant (UTC)." },
+  ends_at: { type: "string", format: "date-time", description: "The instant after the period (UTC)." },
+  standings: {
+    type: "array",
+    maxItems: PERIOD_CLOSED_TOP,
+    description: "The top voters by counted votes; equal counts share a place (1, 2, 2, 4), who reached the count first listed first.",
+    items: {
+      type: "object",
+      required: ["place", "username", "votes"],
+      properties: { place: { type: "integer", minimum: 1 }, username: { type: "string" }, votes: { type: "integer", minimum: 1 } },
+      additionalProperties: false,
+    },
+  },
+};
 
 const SIGNING_DESCRIPTION = [
   "A computed HMAC-SHA256 signature, not a static key. Each game server has its own referral secret",
@@ -301,6 +323,7 @@ const REWARD_QUEUE_DESCRIPTION = [
   "acknowledged, and never run an id you already ran (an entry stays listed until acknowledged, so a plugin restarted",
   "between running and acknowledging sees the same ids again). A wrong key answers an empty queue (or nothing",
   "acknowledged), never an error; wrong keys are limited per client address (429 with Retry-After past it).",
+  "Reference plugins that follow this (Rust with uMod/Oxide, FiveM, PHP, Node.js): docs/plugins/README.md.",
 ].join("\n");
 
 /** The reward queue's answers every call shares: 400 (bad input), 429 (the wrong-key limit), 500, 503. */
@@ -1177,6 +1200,34 @@ export const openApiDocument = {
         },
       },
     },
+    periodClosed: {
+      post: {
+        operationId: "periodClosed",
+        summary: "A week or month closed: the server's final standings (opt-in per endpoint)",
+        description: [
+          "Sent once per server and period, when the period closer closes an ISO week or a UTC month of a server with reward",
+          "rules, to each callback endpoint subscribed to `period.closed` (and to the pull list when offered there). Signed",
+          "and retried exactly like a referral outcome; key on `event_id`.",
+        ].join("\n"),
+        tags: ["callbacks"],
+        security: [],
+        parameters: [
+          { name: "X-Service-Event", in: "header", required: true, description: "`period.closed`.", schema: { type: "string", enum: ["period.closed"] } },
+          {
+            name: "X-Service-Signature",
+            in: "header",
+            required: true,
+            description: "`t=<unix>,v1=<hex>` (one or more `v1`, newest secret first), as the reward callback.",
+            schema: { type: "string", pattern: "^t=[0-9]+(,v1=[0-9a-f]{64})+$" },
+          },
+        ],
+        requestBody: { required: true, content: { "application/json": { schema: { $ref: "#/components/schemas/PeriodClosedEvent" } } } },
+        responses: {
+          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
+          default: { description: "Not acknowledged: the delivery is retried with backoff." },
+        },
+      },
+    },
   },
   components: {
     securitySchemes: {
@@ -1583,7 +1634,7 @@ export const openApiDocument = {
         type: "object",
         required: ["events", "next_cursor"],
         properties: {
-          events: { type: "array", items: { $ref: "#/components/schemas/PullEvent" } },
+          events: { type: "array", items: { oneOf: [{ $ref: "#/components/schemas/PullEvent" }, { $ref: "#/components/schemas/PullPeriodClosedEvent" }] } },
           next_cursor: { type: ["string", "null"], description: "Pass as `cursor` for the next page; null on the last page." },
         },
         additionalProperties: false,
@@ -1606,6 +1657,25 @@ export const openApiDocument = {
           occurred_at: { type: "string", format: "date-time", description: "When the referral changed state." },
         },
         additionalProperties: false,
+      },
+      PullPeriodClosedEvent: {
+        type: "object",
+        description: "A closed period waiting to be claimed: the `period.closed` callback's fields, `occurred_at` instead of `timestamp`.",
+        required: ["event", "event_id", "server_id", "kind", "period", "starts_at", "ends_at", "standings", "occurred_at"],
+        properties: {
+          ...PERIOD_CLOSED_FIELDS,
+          occurred_at: { type: "string", format: "date-time", description: "When the period was closed." },
+        },
+        additionalProperties: false,
+      },
+      PeriodClosedEvent: {
+        type: "object",
+        description: `A week or month closed: the server's final standings, top ${PERIOD_CLOSED_TOP}.`,
+        required: ["event", "event_id", "server_id", "kind", "period", "starts_at", "ends_at", "standings", "timestamp"],
+        properties: {
+          ...PERIOD_CLOSED_FIELDS,
+          timestamp: { type: "integer", format: "int64", description: "Unix seconds of this attempt; also the signature's `t`." },
+        },
       },
       PullEventClaimsRequest: {
         type: "object",

@@ -46,6 +46,7 @@ import { readAbuseRules } from "../services/referral/read-abuse-rules.js";
 import { readAddressSettings } from "../services/shared/runtime/address-settings.js";
 import { readRetentionSettings } from "../services/retention/retention-settings.js";
 import { createRetentionLoop } from "../services/retention/run-retention.js";
+import { createPeriodCloserLoop, readPeriodCloserSettings } from "../services/rewards/close-periods.js";
 
 function loadConfig() {
   const r = createEnvReader();
@@ -69,6 +70,7 @@ function loadConfig() {
     addresses: readAddressSettings(r),
     adminToken: readServiceToken(r, "ADMIN_SERVICE_TOKEN", { required: false }),
     retention: readRetentionSettings(r, fraudRules),
+    periodCloser: readPeriodCloserSettings(r),
   });
 }
 
@@ -324,6 +326,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
   const relay = createRelay({ prisma, bus, log, registry: metrics.registry, pollIntervalMs: 50 });
   // Retention runs in the referral service, here as in the production topology (services/referral-service/main.ts).
   const retention = createRetentionLoop({ db: prisma, settings: config.retention, log, registry: metrics.registry, now });
+  const periodCloser = createPeriodCloserLoop({ prisma, settings: config.periodCloser, log, now });
   const delivery = createDeliveryWorker({ prisma, bus, secretBox, log, now, registry: metrics.registry }, config.dispatch);
 
   const checks = [
@@ -357,6 +360,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       relay.start();
       await delivery.start();
       retention.start();
+      periodCloser.start();
       const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
       printBanner({
         gatewayUrl,
@@ -379,6 +383,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       }),
     async close() {
       await retention.stop();
+      await periodCloser.stop();
       await rpc.close();
       await relay.stop();
       await delivery.stop();

@@ -17,13 +17,13 @@ import pg from "pg";
 import { startPostgres } from "./infra/postgres.js";
 import { startKafka } from "./infra/kafka.js";
 import { applyMigrations, diffSchemaAgainstMigrations } from "./db/schema-engine.js";
-import { CSHARP_REQUIREMENT, ensureAptPackages, PHP_REQUIREMENT, TINI_REQUIREMENT } from "./infra/apt.js";
+import { CSHARP_REQUIREMENT, ensureAptPackages, LUA_REQUIREMENT, PHP_REQUIREMENT, TINI_REQUIREMENT } from "./infra/apt.js";
 import { CHROMIUM_REQUIREMENT } from "./infra/chromium.js";
 
 /** The migrated template each test file clones; TEST_TEMPLATE_DB_NAME lets several checkouts share one DATABASE_URL server. */
 const TEMPLATE_DB = process.env.TEST_TEMPLATE_DB_NAME || "referral_template";
-/** Debian packages the tests run beside Node: Chromium (dashboard), PHP with curl (PHP snippet and receiver), Mono (C# receiver), tini (the image's init). */
-const TEST_REQUIREMENTS = [CHROMIUM_REQUIREMENT, PHP_REQUIREMENT, CSHARP_REQUIREMENT, TINI_REQUIREMENT];
+/** Debian packages the tests run beside Node: Chromium (dashboard), PHP with curl (PHP snippet, receiver and reward script), Mono (C# receiver, uMod plugin), Lua (FiveM resource), tini (the image's init). */
+const TEST_REQUIREMENTS = [CHROMIUM_REQUIREMENT, PHP_REQUIREMENT, CSHARP_REQUIREMENT, LUA_REQUIREMENT, TINI_REQUIREMENT];
 const args = process.argv.slice(2);
 const unitOnly = args.includes("--unit");
 const avaArgs = args.filter((a) => a !== "--unit");

@@ -8,7 +8,8 @@
  * run as a closed loop of `concurrency` workers, or as an open loop at
  * `ratePerSecond` with at most `concurrency` in flight, where each latency counts
  * from the request's intended start (no coordinated omission); or game servers' plugins on the
- * signed pull API (`pull`: run-pull-plugins.ts, one plugin per server, closed loop). Keeps its keep-alive
+ * signed pull API (`pull`: run-pull-plugins.ts, one plugin per server, closed loop); or reward plugins polling their
+ * reward queues (`queue`: run-queue-plugins.ts, an open loop at the offered poll rate). Keeps its keep-alive
  * Agents and Connect clients between jobs with the same targets, so a warm-up job
  * leaves warm connections.
  */
@@ -22,6 +23,7 @@ import { periodOf } from "../../services/shared/values/period.js";
 import { createServiceTransport } from "../../services/shared/rpc/service-transport.js";
 import { buildIngestBody, rawShapeLabel, signIngestBody, steamIdOf, toLoadResult, type LoadJob, type LoadResult, type RawClientShape } from "./loadgen.js";
 import { runPullPlugins } from "./run-pull-plugins.js";
+import { runQueuePlugins } from "./run-queue-plugins.js";
 
 interface RunMessage {
   type: "run" | "exit";
@@ -111,6 +113,12 @@ async function rawPoster(shape: RawClientShape, origins: string[]): Promise<{ na
     };
   }
   return rawPost;
+}
+
+/** One reward queue call (a list GET, an ack POST with its JSON body) over the keep-alive agent. */
+function queueRequest(url: URL, path: string, agentToUse: http.Agent, method: "GET" | "POST", body?: string): Promise<{ status: number; text: string }> {
+  const headers: http.OutgoingHttpHeaders = body === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(body) };
+  return send({ host: url.hostname, port: url.port, path, method, agent: agentToUse, headers }, body);
 }
 
 /** One check/claim GET; a new connection with `Connection: close` when `close`, else the keep-alive agent. */
@@ -341,7 +349,13 @@ process.on("message", (message: RunMessage) => {
     for (const agent of agents.values()) agent.destroy();
     process.exit(0);
   }
-  (message.job.kind === "pull" ? runPullPlugins(message.job, { agentFor, post }) : runJob(message.job)).then(
+  const run =
+    message.job.kind === "pull"
+      ? runPullPlugins(message.job, { agentFor, post })
+      : message.job.kind === "queue"
+        ? runQueuePlugins(message.job, { agentFor, request: queueRequest })
+        : runJob(message.job);
+  run.then(
     (result) => process.send?.({ type: "result", id: message.id, result }),
     (error: unknown) => process.send?.({ type: "result", id: message.id, error: (error as Error).message }),
   );

@@ -89,6 +89,33 @@ export interface PullSpec {
   claimUrls: string[];
 }
 
+/** How the reward plugins of a `queue` job poll their reward queues (run-queue-plugins.ts; an open loop at the job's rate). */
+export interface QueueSpec {
+  /** The servers' claim keys; poll n uses key n mod keys.length (from `startAt`). */
+  keys: string[];
+  /** `poll`: list only; `pollAck`: a list that found entries is followed by their acknowledgement. */
+  mode: "poll" | "pollAck";
+  /** The players each poll names as online (empty: the whole queue). */
+  online: string[];
+  /** The list's and the acknowledgement's paths on every target. */
+  listPath: string;
+  ackPath: string;
+  /** The first poll's key index (a round continues where the last stopped, so each server is polled in turn). */
+  startAt?: number;
+}
+
+/** What the plugins of a `queue` job did. */
+export interface QueueCounts {
+  polls: number;
+  acks: number;
+  entriesListed: number;
+  entriesAcked: number;
+  /** Polls that found nothing pending (most of a list's servers, most of the time). */
+  emptyPolls: number;
+  pollLatency: LatencySummary;
+  ackLatency: LatencySummary;
+}
+
 /** What the plugins of a `pull` job did, by request kind. */
 export interface PullCounts {
   lists: number;
@@ -131,7 +158,7 @@ export interface LoadJob {
    * `callback`: the raw baseline of callbacks, signed callback POSTs over undici keep-alive;
    * `votes`: the reward plugins' check/claim GETs (issue 19); `pull`: game servers' plugins on the signed pull API.
    */
-  kind?: "ingest" | "cast" | "callback" | "votes" | "pull";
+  kind?: "ingest" | "cast" | "callback" | "votes" | "pull" | "queue";
   /** Full URL, always on 127.0.0.1 (ingest: the events URL; cast: the referral service's base URL). */
   url: string;
   /** Several targets (scale-out): requests go round-robin over them; default [url]. */
@@ -149,6 +176,8 @@ export interface LoadJob {
   votes?: VotesSpec;
   /** pull jobs: the servers, what each plugin does, the page size. */
   pull?: PullSpec;
+  /** queue jobs: the keys, what each plugin does. */
+  queue?: QueueSpec;
   /** Stop after this many requests (closed loop), even before durationMs. */
   maxRequests?: number;
   expectStatus: number;
@@ -194,6 +223,8 @@ export interface LoadResult {
   bodies?: Record<string, number>;
   /** pull jobs: lists and claims apart. */
   pull?: PullCounts;
+  /** queue jobs: polls and acks apart. */
+  queue?: QueueCounts;
 }
 
 /** What every job counts while it runs (each kind adds its own fields to the result). */

@@ -1,5 +1,5 @@
 import { isPeriod, periodOf } from "../../services/shared/values/period.js";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions } from "@connectrpc/connect";
 import { ReferralState } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ReviewState } from "../../gen/proto/referral/v1/referral_review_pb.js";
@@ -54,6 +54,8 @@ export const DASHBOARD_RPC_TIMEOUT_MS = 10_000;
 export const TEST_SEND_RPC_TIMEOUT_MS = 30_000;
 /** Referrers shown per leaderboard and servers per hearts ranking. */
 export const RANKING_LIMIT = 100;
+/** Pending reward queue entries the Rewards card shows (the oldest first). */
+export const REWARD_QUEUE_SHOWN = 50;
 /** Longest username search of the deliveries list. */
 export const MAX_USERNAME_FILTER_CHARS = 200;
 
@@ -516,6 +518,75 @@ export const ROUTES: readonly Route[] = [
     return { body: { tombstone: erased.tombstone, counts: Object.fromEntries(Object.entries(erased.counts).map(([k, v]) => [k, Number(v)])) } };
   }),
 
+  // Reward rules and the reward queue (docs/reward-rules.md, docs/reward-queue.md): the Rewards card (rewards.js)
+  route("GET", "/servers/:serverId/reward-rules", async ({ clients }, { params, call }) => {
+    const got = await clients.rewards.getRewardRules({ serverId: params.serverId }, call);
+    return {
+      body: {
+        version: got.version,
+        rules: JSON.parse(got.rulesJson) as unknown,
+        draw_seed: got.drawSeed || null,
+        saved_by: got.savedBy || null,
+        saved_at: got.savedAt ? timestampDate(got.savedAt).toISOString() : null,
+      },
+    };
+  }),
+  route("PUT", "/servers/:serverId/reward-rules", async ({ clients }, { params, body, call }) => {
+    const baseVersion = readSmallInt(body, "base_version");
+    const { version } = await clients.rewards.putRewardRules({ serverId: params.serverId, rulesJson: readRulesJson(body, "rules"), baseVersion }, call);
+    return { body: { version } };
+  }),
+  route("POST", "/servers/:serverId/reward-rules/preview", async ({ clients }, { params, body, call }) => {
+    const count = (field: string) => (body[field] === undefined || body[field] === null ? 1 : readSmallInt(body, field));
+    const preview = await clients.rewards.previewRewards(
+      {
+        serverId: params.serverId,
+        rulesJson: body.rules === undefined || body.rules === null ? "" : readRulesJson(body, "rules"),
+        player: readString(body, "player") || "Steve",
+        total: count("total"),
+        monthTotal: count("month_total"),
+        weekTotal: count("week_total"),
+        streakDays: count("streak"),
+        streakExtended: true,
+      },
+      call,
+    );
+    return {
+      body: {
+        weight: preview.weight,
+        entries: preview.entries.map((e) => ({ key: e.key, reason: e.reason, commands: e.commands, online_only: e.onlineOnly })),
+        skipped: preview.skipped.map((s) => ({ key: s.key, reason: s.reason, why: s.why })),
+      },
+    };
+  }),
+  route("GET", "/servers/:serverId/reward-queue", async ({ clients }, { params, call }) => {
+    const { entries } = await clients.rewardQueue.listRewardQueue({ serverId: params.serverId, limit: REWARD_QUEUE_SHOWN }, call);
+    return {
+      body: {
+        entries: entries.map((e) => ({
+          id: e.id,
+          reason: e.reason,
+          username: e.username,
+          commands: e.commands,
+          online_only: e.onlineOnly,
+          created_at: e.createdAt ? timestampDate(e.createdAt).toISOString() : null,
+        })),
+      },
+    };
+  }),
+  route("POST", "/servers/:serverId/reward-queue/requeue", async ({ clients }, { params, body, call }) => {
+    const page = await clients.rewardQueue.requeueRewardEntries(
+      {
+        serverId: params.serverId,
+        ackedFrom: timestampFromDate(readTime(body, "from")),
+        ackedTo: timestampFromDate(readTime(body, "to")),
+        after: readString(body, "after"),
+      },
+      call,
+    );
+    return { body: { requeued: page.requeued, scanned: page.scanned, next_after: page.nextAfter || null } };
+  }),
+
   // Hearts
   route("GET", "/hearts/ranking", async ({ clients }, { query, call }) => {
     const period = query.get("period") ?? "";
@@ -577,6 +648,14 @@ function readVoterKey(body: Record<string, unknown>) {
   const kind = readString(body, "key_kind");
   if (!isVoterKeyKind(kind)) throw new ApiError(oneOfText("key_kind", VOTER_KEY_KINDS));
   return { keyKind: PROTO_KEY_KIND[kind], key: readString(body, "key") };
+}
+
+/** Reward rules as the page sends them: the JSON object itself, or its text; the service validates them. */
+function readRulesJson(body: Record<string, unknown>, field: string): string {
+  const value = body[field];
+  if (typeof value === "string") return value;
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw new ApiError(`${field} must be the rules object (or its JSON text)`);
+  return JSON.stringify(value);
 }
 
 function readString(body: Record<string, unknown>, field: string): string {

@@ -4,12 +4,15 @@ import { createRpcClients, type RpcClients } from "../../services/shared/rpc/ser
 import { withHeaders } from "../../services/shared/rpc/service-transport.js";
 
 /** The dashboard's clients of the referral service: every internal service it shows. */
-export type DashboardClients = Pick<RpcClients, "admin" | "referral" | "reviews" | "hearts" | "delivery" | "deliveryStats" | "pluginActivity" | "voters">;
+export type DashboardClients = Pick<
+  RpcClients,
+  "admin" | "referral" | "reviews" | "hearts" | "delivery" | "deliveryStats" | "pluginActivity" | "voters" | "rewards" | "rewardQueue"
+>;
 
-/** The eight clients over one transport (services/shared/rpc/service-transport.ts: HTTP/2, the gateway's token). */
+/** The ten clients over one transport (services/shared/rpc/service-transport.ts: HTTP/2, the gateway's token). */
 export function createDashboardClients(transport: Transport): DashboardClients {
-  const { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters } = createRpcClients(transport);
-  return { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters };
+  const { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue } = createRpcClients(transport);
+  return { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue };
 }
 
 /**

@@ -228,3 +228,22 @@ export type VoterRewardState = Prisma.VoterRewardStateModel
  * Age limit: acknowledged entries are removed by retention; pending ones stay until acknowledged or the server goes.
  */
 export type RewardQueueEntry = Prisma.RewardQueueEntryModel
+/**
+ * Model VoterPeriodTally
+ * Counted votes per voter, server and period (issue 31, period awards; services/rewards/period-store.ts, the only
+ * writer): one row per voter in each UTC month ("YYYY-MM") and ISO week ("YYYY-Www") they voted in, counted by the
+ * step that queues a counted vote's rewards (servers with saved reward rules), in the same transaction, so a vote is
+ * counted once. The period's standings are the top rows of the (server_id, period, votes DESC, last_counted_at,
+ * voter_identity) index. Age limit: removed RETENTION_HEART_DAYS after the voter's last counted vote in the period
+ * (long after the period closed; a closed period never reads them again).
+ */
+export type VoterPeriodTally = Prisma.VoterPeriodTallyModel
+/**
+ * Model RewardPeriod
+ * The weeks and months a server has counted votes in, and whether each is closed (issue 31; services/rewards/period-store.ts,
+ * the only writer): a row is made with the server's first counted vote of the period, and the period closer
+ * (services/rewards/close-periods.ts) sets `closed_at` in the transaction that queues the period's awards and writes its
+ * `period.closed` event, so a period is closed, and paid, once. Age limit: kept as long as the list runs (two small
+ * rows per server a month): a closed row is what refuses a second close.
+ */
+export type RewardPeriod = Prisma.RewardPeriodModel

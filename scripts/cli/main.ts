@@ -8,6 +8,7 @@ import { eventsSend, sign, verify } from "./commands/signing.js";
 import { clicksRecord, heartsCast, loginLink, serversCreate, serversList, trigger } from "./commands/admin.js";
 import { claimsSetup } from "./commands/claims.js";
 import { votersAudit, votersErase, votersExport } from "./commands/voters.js";
+import { rewardsGet, rewardsPreview, rewardsPut, rewardsRequeue } from "./commands/rewards.js";
 import { listen } from "./commands/listen.js";
 import type { Command, FlagSpec, FlagValues } from "./command.js";
 import { resolveConfig, type CliConfig } from "./config.js";
@@ -30,6 +31,10 @@ export const COMMANDS: Command[] = [
   votersExport,
   votersErase,
   votersAudit,
+  rewardsGet,
+  rewardsPut,
+  rewardsPreview,
+  rewardsRequeue,
 ];
 
 const GLOBAL_FLAGS: FlagSpec = {

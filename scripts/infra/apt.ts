@@ -1,6 +1,6 @@
 /**
  * Debian packages the tests need beside Node (Chromium for the dashboard test, PHP for the PHP
- * snippet and receiver, Mono for the C# receiver, tini for the image's entry command), installed with apt-get when missing. The test
+ * snippet and receiver, Mono for the C# receiver and the uMod plugin, Lua for the FiveM resource, tini for the image's entry command), installed with apt-get when missing. The test
  * runner (scripts/test.ts) lists them; Chromium's requirement lives in ./chromium.ts.
  *
  * apt-get's output (hundreds of lines) goes to a log file, `.cache/apt-get.log`; the caller gets
@@ -37,6 +37,13 @@ export const CSHARP_REQUIREMENT: AptRequirement = {
   name: "mono-mcs and mono-runtime (C# receiver)",
   packages: ["mono-mcs", "mono-runtime"],
   isPresent: () => isExecutable("/usr/bin/mcs") && isExecutable("/usr/bin/mono"),
+};
+
+/** Lua 5.4, for the FiveM reward-queue resource (docs/plugins/fivem) run under a FiveM emulation in the tests. */
+export const LUA_REQUIREMENT: AptRequirement = {
+  name: "lua5.4 (FiveM reward-queue resource)",
+  packages: ["lua5.4"],
+  isPresent: () => isExecutable("/usr/bin/lua5.4"),
 };
 
 /** tini, the image's init process (PID 1 forwarding signals to node), for the entry-command test. */

@@ -129,6 +129,7 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   // and admins; a server's owner may list their own server's queue by its id (the dashboard), never acknowledge.
   "rewards.v1.RewardQueueService/ListRewardQueue": { scope: "claims", owner: server },
   "rewards.v1.RewardQueueService/AckRewardEntries": { scope: "claims", owner: none },
+  "rewards.v1.RewardQueueService/RequeueRewardEntries": { scope: "admin", owner: server },
   // access.v1
   "access.v1.AccessService/CreateServiceToken": { scope: "admin", owner: none },
   "access.v1.AccessService/ListServiceTokens": { scope: "admin", owner: none },

@@ -1,4 +1,5 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
+import { rankByCountSql } from "../shared/adapters/sql/rank-by-count.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
 import {
   ageKeyDeleteRule,
@@ -255,7 +256,7 @@ export async function readRanking(prisma: PrismaClient, period: string, limit: n
     prisma,
     Prisma.sql`
     SELECT r.server_id::text AS server_id, r.hearts, r.rank FROM (
-      SELECT server_id, hearts, rank() OVER (ORDER BY hearts DESC) AS rank
+      SELECT server_id, hearts, ${rankByCountSql(Prisma.sql`hearts`)} AS rank
       FROM server_rankings WHERE period = ${period} AND hearts > 0
     ) r
     WHERE ${ownerId ?? null}::text IS NULL OR r.server_id IN (SELECT id FROM servers WHERE owner_id = ${ownerId ?? null}::text)

@@ -12,6 +12,7 @@ import { CALLBACK_TIMEOUT_MS } from "../delivery/pipeline/send-callback.js";
 import { checkAddressHorizon, readAddressSettings, type AddressSettings } from "../shared/runtime/address-settings.js";
 import { readRetentionSettings, type RetentionSettings } from "../retention/retention-settings.js";
 import { BUSY_CHECK_SECONDS, DEFAULT_IDLE_CHECK_SECONDS } from "../rewards/domain/next-check.js";
+import { readPeriodCloserSettings, type PeriodCloserSettings } from "../rewards/close-periods.js";
 
 /** Settings of the referral service process, validated at start. */
 export interface ReferralServiceConfig {
@@ -39,6 +40,8 @@ export interface ReferralServiceConfig {
   retention: RetentionSettings;
   /** The reward queue's poll interval of a quiet server (REWARD_QUEUE_IDLE_CHECK_SECONDS, default 120; docs/reward-queue.md). */
   rewardQueueIdleCheckSeconds: number;
+  /** The period closer's settings (REWARD_PERIOD_*): this process runs it (services/rewards/close-periods.ts). */
+  periodCloser: PeriodCloserSettings;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -61,6 +64,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     access: readAccessSettings(r),
     addresses: readAddressSettings(r),
     rewardQueueIdleCheckSeconds: r.int("REWARD_QUEUE_IDLE_CHECK_SECONDS", DEFAULT_IDLE_CHECK_SECONDS, { min: BUSY_CHECK_SECONDS, max: 3_600 }),
+    periodCloser: readPeriodCloserSettings(r),
   };
   const { fraudRules: f, abuseRules: a } = config;
   // Every rule that reads a heart's or a click's address looks back no further than the addresses are kept.

@@ -8,6 +8,7 @@ import { loadReferralServiceConfig } from "./config.js";
 import { createReferralServiceServer } from "./server.js";
 import { bootstrapServiceTokens } from "../access/bootstrap.js";
 import { createRetentionLoop } from "../retention/run-retention.js";
+import { createPeriodCloserLoop } from "../rewards/close-periods.js";
 
 runService({
   name: "referral-service",
@@ -33,6 +34,8 @@ runService({
     });
     // Retention runs in this process (it owns the data); see createRetentionLoop for several instances at once.
     const retention = createRetentionLoop({ db: prisma, settings: config.retention, log, registry: metrics.registry, now: () => new Date() });
+    // The period closer runs here too (it writes the reward queue and the outbox); several instances are safe (close-periods.ts).
+    const periodCloser = createPeriodCloserLoop({ prisma, settings: config.periodCloser, log, now: () => new Date() });
     let listening = false;
     return {
       checks: [startup.check, ...readinessChecks({ prisma, databaseUrl: config.databaseUrl })],
@@ -44,11 +47,13 @@ runService({
         const port = await rpc.listen(config.port, config.host);
         listening = true;
         retention.start();
+        periodCloser.start();
         log.info({ port, opsPort, database: redactUrl(config.databaseUrl) }, "referral service listening (Connect, gRPC, gRPC-Web over HTTP/2)");
         return true;
       },
       drain: async () => {
         await retention.stop();
+        await periodCloser.stop();
         if (listening) await rpc.close();
       },
       close: () => prisma.$disconnect(),

@@ -9,6 +9,7 @@ import { ackedRewardEntryRetention } from "../rewards/reward-queue-store.js";
 import { expiredAccessRetention } from "../access/dashboard-sessions.js";
 import { publishedOutboxRetention } from "../relay/statements.js";
 import { voterRewardStatesRetention } from "../rewards/reward-queue-store.js";
+import { voterPeriodTalliesRetention } from "../rewards/period-store.js";
 import type { RetentionRule } from "../shared/adapters/retention-rule.js";
 import type { RetentionSettings } from "./retention-settings.js";
 
@@ -37,6 +38,8 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     voterStatesRetention(settings.heartSeconds),
     // The reward rules' counts of a voter, with the voter's states.
     voterRewardStatesRetention(settings.heartSeconds),
+    // The period standings' counts of a voter, long after their period closed.
+    voterPeriodTalliesRetention(settings.heartSeconds),
     // Referral history: clicks that never registered anyone, then referrals past their last change with their clicks,
     // events and credit (a referral held for review stays).
     unlinkedClickRetention(settings.clickSeconds),

@@ -1,10 +1,13 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
-import { runSqlTransaction } from "../shared/adapters/sql/executor.js";
+import { runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.js";
 import type { Logger } from "../shared/runtime/log.js";
 import { countRewardVote } from "./domain/count-reward-vote.js";
-import { rewardsForVote } from "./domain/rewards-for-vote.js";
+import { rewardPeriodsOf } from "./domain/period-awards.js";
+import { type ProgressionPayload, progressionEventsOf } from "./domain/progression-events.js";
+import { rewardsForVote, weightOf } from "./domain/rewards-for-vote.js";
 import { lockVoterRewardState, queueRewardEntries, type RewardPlayer, writeVoterRewardState } from "./reward-queue-store.js";
 import { readCurrentRewardRules } from "./reward-rules-store.js";
+import { countPeriodVote } from "./period-store.js";
 
 /** A counted heart, as the delivery consumer decoded it from `heart.counted`. */
 export interface CountedHeart {
@@ -23,7 +26,32 @@ export interface QueuedVoteRewards {
   replays: number;
   /** Queue entries added. */
   queued: number;
+  /** Progression events made (handed to `storeEvents`). */
+  events: number;
+  /**
+   * What the rules counted for each heart of a server with saved rules, by heart id (payload version 3): the heart's
+   * weight, the voter's totals with it and the reward streak. A replay has its counts only when it is the voter's
+   * newest counted heart (the state still holds them); otherwise it is absent, as for a server without rules.
+   */
+  counts: Map<string, HeartRewardCounts>;
 }
+
+/** What the reward rules counted for one heart (payload version 3's `weight`, `month_total`, `total`, `reward_streak`). */
+export interface HeartRewardCounts {
+  weight: number;
+  monthTotal: number;
+  total: number;
+  rewardStreak: number;
+}
+
+/** A progression event of a counted heart, for the caller to store with the counts (its deliveries). */
+export interface ProgressionEvent {
+  heart: CountedHeart;
+  payload: ProgressionPayload;
+}
+
+/** Stores a batch's progression events inside the reward transaction `tx` (the delivery service's deliveries of them). */
+export type StoreProgressionEvents = (tx: SqlTx, events: readonly ProgressionEvent[]) => Promise<void>;
 
 /**
  * The reward transaction's bounds: a batch of the consumer (a few hundred hearts at most, three primary-key or
@@ -32,7 +60,7 @@ export interface QueuedVoteRewards {
 const QUEUE_TRANSACTION = { timeoutMs: 30_000, maxWaitMs: 10_000 };
 
 /** The voter's ids a command may name, without the ones the vote did not carry. */
-function idsOf(player: RewardPlayer): Record<string, string> {
+export function idsOf(player: RewardPlayer): Record<string, string> {
   const ids: Record<string, string | null> = {
     player: player.username,
     steam_id: player.steamId,
@@ -62,11 +90,18 @@ function compareHearts(a: CountedHeart, b: CountedHeart): number {
  * transaction, in (server, voter, time) order: per heart the voter's reward state is locked; a heart counted at or
  * before the state's last one is a replay and changes nothing; otherwise the new totals, week and streak
  * (countRewardVote) decide the entries (rewardsForVote), which are queued (idempotent by key, so a replay after a
- * lost state queues nothing twice either) with the new state. Throws on a database error, nothing committed: the
- * caller must not acknowledge the batch, and its redelivery queues what was missed.
+ * lost state queues nothing twice either) with the new state. The vote's progression events (progressionEventsOf)
+ * are handed to `storeEvents` in the same transaction, one call for the batch: a replay makes none (and a replay the
+ * state missed makes the same event ids again, which the store keeps once). Throws on a database error, nothing
+ * committed: the caller must not acknowledge the batch, and its redelivery queues what was missed.
  */
-export async function queueVoteRewards(prisma: PrismaClient, hearts: readonly CountedHeart[], log: Logger): Promise<QueuedVoteRewards> {
-  const done: QueuedVoteRewards = { counted: 0, replays: 0, queued: 0 };
+export async function queueVoteRewards(
+  prisma: PrismaClient,
+  hearts: readonly CountedHeart[],
+  log: Logger,
+  storeEvents?: StoreProgressionEvents,
+): Promise<QueuedVoteRewards> {
+  const done: QueuedVoteRewards = { counted: 0, replays: 0, queued: 0, events: 0, counts: new Map() };
   if (hearts.length === 0) return done;
   const serverIds = [...new Set(hearts.map((h) => h.serverId.toLowerCase()))];
   const rulesOf = await readCurrentRewardRules(prisma, serverIds, log);
@@ -74,24 +109,43 @@ export async function queueVoteRewards(prisma: PrismaClient, hearts: readonly Co
   if (due.length === 0) return done;
 
   const skippedLogs: Array<{ serverId: string; heartId: string; skipped: Record<string, number> }> = [];
+  const events: ProgressionEvent[] = [];
   await runSqlTransaction(
     prisma,
     async (tx) => {
       for (const heart of due) {
         const serverId = heart.serverId.toLowerCase();
         const { rules, version, drawSeed } = rulesOf.get(serverId)!;
-        const counted = countRewardVote(await lockVoterRewardState(tx, serverId, heart.voterIdentity), heart.countedAt, rules.streak.graceDays);
+        const previous = await lockVoterRewardState(tx, serverId, heart.voterIdentity);
+        const counted = countRewardVote(previous, heart.countedAt, rules.streak.graceDays);
         if (counted.kind === "replay") {
           done.replays++;
+          // The voter's newest heart again (its deliveries were not stored when it was counted): the state holds its counts.
+          if (previous !== null && previous.lastCountedAt.getTime() === heart.countedAt.getTime()) {
+            done.counts.set(heart.heartId, {
+              weight: weightOf(rules, heart.countedAt),
+              monthTotal: previous.monthTotal,
+              total: previous.total,
+              rewardStreak: previous.streak.days,
+            });
+          }
           continue;
         }
-        const given = rewardsForVote(
-          rules,
-          { heartId: heart.heartId, countedAt: heart.countedAt, ids: idsOf(heart.player), totals: counted.totals, streak: counted.streak },
-          drawSeed,
-        );
+        const vote = { heartId: heart.heartId, countedAt: heart.countedAt, ids: idsOf(heart.player), totals: counted.totals, streak: counted.streak };
+        const given = rewardsForVote(rules, vote, drawSeed);
         const queued = await queueRewardEntries(tx, { serverId, heartId: heart.heartId, player: heart.player, rulesVersion: version, entries: given.entries });
         await writeVoterRewardState(tx, serverId, heart.voterIdentity, counted.state);
+        // The week's and month's standings count the vote here, once, as the totals do (period awards: close-periods.ts).
+        await countPeriodVote(tx, { serverId, voterIdentity: heart.voterIdentity, countedAt: heart.countedAt, periods: rewardPeriodsOf(heart.countedAt) });
+        if (storeEvents !== undefined) {
+          for (const payload of progressionEventsOf(rules, serverId, heart.player.username, vote)) events.push({ heart, payload });
+        }
+        done.counts.set(heart.heartId, {
+          weight: given.weight,
+          monthTotal: counted.totals.month,
+          total: counted.totals.all,
+          rewardStreak: counted.streak.streak.days,
+        });
         done.counted++;
         done.queued += queued.length;
         if (given.skipped.length > 0) {
@@ -100,6 +154,9 @@ export async function queueVoteRewards(prisma: PrismaClient, hearts: readonly Co
           skippedLogs.push({ serverId, heartId: heart.heartId, skipped });
         }
       }
+      // One statement for the batch's events, in the transaction of the counts that made them: both commit, or neither.
+      if (events.length > 0) await storeEvents?.(tx, events);
+      done.events = events.length;
     },
     QUEUE_TRANSACTION,
   );

@@ -285,3 +285,50 @@ export async function closeRewardEntriesPaidElsewhere(tx: SqlTx, q: { serverId: 
     RETURNING id`);
   return rows.map((r) => r.id);
 }
+
+/** Acknowledged entries one bulk re-queue call looks at, at most. */
+export const REQUEUE_PAGE_ENTRIES = 500;
+
+/** Where a re-queue page stopped: the last entry it looked at (its acknowledgement time and id). */
+export interface RequeueCursor {
+  ackedAt: Date;
+  id: string;
+}
+
+/**
+ * An owner's bulk re-queue (they lost a game server): the server's entries acknowledged in [from, to), after `after`,
+ * oldest acknowledgement first, at most `limit` of them, are queued again as new pending entries (new ids, created at
+ * `at`, the same reason, player and commands). A copy's key is `<original key>:requeue:<original id>`, so a second call
+ * over the same range skips the entries it re-queued before; a copy acknowledged later is an entry like any other and a
+ * later range that holds its acknowledgement re-queues it (a second lost server).
+ */
+export async function requeueAckedRewardEntries(
+  tx: SqlTx,
+  q: { serverId: string; from: Date; to: Date; after: RequeueCursor | null; limit: number; at: Date },
+): Promise<{ requeued: number; scanned: number; last: RequeueCursor | null }> {
+  const afterAt = q.after?.ackedAt ?? new Date(0);
+  const afterId = q.after?.id ?? "00000000-0000-0000-0000-000000000000";
+  // Bounded: at most `limit` entries of reward_queue_entries_acked_idx (server_id, acked_at, id), acknowledged entries
+  // only, from the cursor on; those rows by primary key, one unique-index probe per copy inserted.
+  const [row] = await tx.query<{ requeued: number; scanned: number; last_acked_at: Date | null; last_id: string | null }>(Prisma.sql`
+    WITH page AS MATERIALIZED (
+      SELECT id, acked_at FROM reward_queue_entries
+      WHERE server_id = ${q.serverId}::uuid AND acked_at IS NOT NULL
+        AND acked_at >= ${q.from}::timestamptz AND acked_at < ${q.to}::timestamptz
+        AND (acked_at, id) > (${afterAt}::timestamptz, ${afterId}::uuid)
+      ORDER BY acked_at, id LIMIT ${q.limit}::int
+    ), copied AS (
+      INSERT INTO reward_queue_entries (server_id, entry_key, reason, heart_id, username, username_lower, steam_id, discord_id, minecraft_uuid,
+                                        account_id, commands, online_only, rules_version, created_at)
+      SELECT e.server_id, e.entry_key || ':requeue:' || e.id, e.reason, e.heart_id, e.username, e.username_lower, e.steam_id, e.discord_id,
+             e.minecraft_uuid, e.account_id, e.commands, e.online_only, e.rules_version, ${q.at}::timestamptz
+      FROM page p JOIN reward_queue_entries e ON e.id = p.id
+      ORDER BY p.acked_at, p.id
+      ON CONFLICT (server_id, entry_key) DO NOTHING
+      RETURNING 1
+    ), last AS (SELECT acked_at, id FROM page ORDER BY acked_at DESC, id DESC LIMIT 1)
+    SELECT (SELECT count(*) FROM copied)::int AS requeued, (SELECT count(*) FROM page)::int AS scanned,
+           (SELECT acked_at FROM last) AS last_acked_at, (SELECT id FROM last) AS last_id`);
+  const last = row?.last_acked_at && row.last_id ? { ackedAt: row.last_acked_at, id: row.last_id } : null;
+  return { requeued: row?.requeued ?? 0, scanned: row?.scanned ?? 0, last };
+}

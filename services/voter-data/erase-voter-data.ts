@@ -1,4 +1,5 @@
 import { eraseRewardEntriesSql, eraseVoterRewardStatesSql } from "../rewards/reward-queue-store.js";
+import { eraseVoterPeriodTalliesSql } from "../rewards/period-store.js";
 import { randomUUID } from "node:crypto";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Prisma } from "../../gen/prisma/client.js";
@@ -114,6 +115,7 @@ async function eraseServer(
       // Bounded: by primary key, at most a row per identity (voter_states), and per (address, identity) pair.
       add("voter_states", await tx.execute(eraseVoterStatesSql({ serverId, identities: batch })));
       add("voter_reward_states", await tx.execute(eraseVoterRewardStatesSql({ serverId, identities: batch })));
+      add("voter_period_tallies", await tx.execute(eraseVoterPeriodTalliesSql({ serverId, identities: batch })));
       for (const some of inBatches(addresses, ID_BATCH)) {
         add("heart_address_voters", await tx.execute(eraseAddressVotersSql({ serverId, addresses: some, identities: batch })));
       }

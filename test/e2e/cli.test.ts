@@ -137,6 +137,54 @@ test("voters export, erase --yes and audit: the document lists the voter's heart
   t.false(audit.stdout.toLowerCase().includes("cli_voter"), "the audit never shows the key in clear");
 });
 
+test("rewards put refuses bad rules naming each problem and a stale --base; get, preview and requeue answer as docs/cli.md says; a read token cannot put or requeue", async (t) => {
+  const created = await createServer(t);
+  const serverId = created.server.server_id;
+  const file = join(dataDir, `rules-${serverId.slice(0, 8)}.json`);
+  writeFileSync(file, JSON.stringify({ perVote: [{ commands: ["give {playr} diamond 1"] }] }));
+  const bad = await rcb(["rewards", "put", "--server", serverId, "--file", file, "--base", "0"]);
+  t.is(bad.code, 1, "invalid rules are refused");
+  t.regex(bad.stderr, /perVote\[0\]\.commands\[0\]: unknown placeholder \{playr\}/);
+  const noBase = await rcb(["rewards", "put", "--server", serverId, "--file", file]);
+  t.is(noBase.code, 2, "--base is required");
+
+  writeFileSync(file, JSON.stringify({ perVote: [{ commands: ["give {player} diamond {weight}"] }] }));
+  const saved = await rcb(["rewards", "put", "--server", serverId, "--file", file, "--base", "0", "--json"]);
+  t.is(saved.code, 0, saved.stderr);
+  t.is((JSON.parse(saved.stdout) as { version: number }).version, 1);
+  const stale = await rcb(["rewards", "put", "--server", serverId, "--file", file, "--base", "0"]);
+  t.is(stale.code, 1, "a save from an old version is refused");
+  t.regex(stale.stderr, /changed since version 0/);
+
+  const out = join(dataDir, `got-${serverId.slice(0, 8)}.json`);
+  const got = await rcb(["rewards", "get", "--server", serverId, "--out", out]);
+  t.is(got.code, 0, got.stderr);
+  t.like(JSON.parse(readFileSync(out, "utf8")), { perVote: [{ commands: ["give {player} diamond {weight}"] }] }, "the saved rules (with their defaults)");
+  t.regex(got.stderr, new RegExp(`rewards put --server ${serverId} --file ${out} --base 1`), "the command to save an edit is printed");
+
+  const preview = await rcb(["rewards", "preview", "--server", serverId, "--player", "Alex", "--at", "2026-11-28T12:00:00Z", "--json"]);
+  t.is(preview.code, 0, preview.stderr);
+  const p = JSON.parse(preview.stdout) as { weight: number; entries: { reason: string; commands: string[] }[] };
+  t.deepEqual([p.weight, p.entries.map((e) => e.commands)], [1, [["give Alex diamond 1"]]]);
+
+  const noRange = await rcb(["rewards", "requeue", "--server", serverId, "--from", "yesterday", "--to", "2026-11-21T00:00:00Z"]);
+  t.is(noRange.code, 2, "an instant without its offset is a usage error");
+  const requeued = await rcb(["rewards", "requeue", "--server", serverId, "--from", "2026-11-01T00:00:00Z", "--to", "2026-12-01T00:00:00Z", "--json"]);
+  t.is(requeued.code, 0, requeued.stderr);
+  t.deepEqual(JSON.parse(requeued.stdout), { server_id: serverId, requeued: 0, scanned: 0 });
+
+  const { token } = await stack.clients.access.createServiceToken({ name: `cli-rewards-reader-${serverId.slice(0, 8)}`, scopes: ["read"] });
+  for (const args of [
+    ["rewards", "put", "--server", serverId, "--file", file, "--base", "1"],
+    ["rewards", "requeue", "--server", serverId, "--from", "2026-11-01T00:00:00Z", "--to", "2026-12-01T00:00:00Z"],
+  ]) {
+    const refused = await rcb(args, { env: { SERVICE_TOKEN: token } });
+    t.is(refused.code, 1, `${args[1]} with a read token is refused`);
+    t.regex(refused.stderr, /lacks the scope "admin"/);
+  }
+  t.is((await stack.clients.rewards.getRewardRules({ serverId })).version, 1, "no refused call saved anything");
+});
+
 test("the CLI's pull paths are the gateway's", (t) => {
   t.deepEqual(PULL_PATHS, { hearts: PULL_HEARTS_PATH, claims: PULL_CLAIMS_PATH });
 });

@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { eventually } from "./eventually.js";
+import { onOutputLines } from "./output-lines.js";
 
 const RECEIVERS_DIR = fileURLToPath(new URL("../../docs/receivers/", import.meta.url));
 
@@ -135,15 +136,10 @@ export async function startPlatformReceiver(
       resolve();
     }),
   );
-  for (const stream of [child.stdout, child.stderr]) {
-    let rest = "";
-    stream?.on("data", (chunk: Buffer) => {
-      const parts = (rest + chunk.toString("utf8")).split("\n");
-      rest = parts.pop() ?? "";
-      lines.push(...parts.map((l) => l.trimEnd()));
-      lastLineAt = Date.now();
-    });
-  }
+  onOutputLines(child, (line) => {
+    lines.push(line);
+    lastLineAt = Date.now();
+  });
   const url = `http://127.0.0.1:${port}/callback`;
   const post: RunningReceiver["post"] = async (body, headers) => {
     try {

@@ -62,21 +62,21 @@ test("CreateEndpoint returns its secret once; ListEndpoints lists the default en
   t.like((await h.admin.listEndpoints({ serverId })).endpoints[1], { url: "http://127.0.0.1:9/moved", standardWebhooks: true });
 });
 
-test("endpoint input: payload_version other than 1 or 2, an unknown or missing event type, a missing URL -> InvalidArgument; the default endpoint cannot be deleted; a deleted endpoint is unknown", async (t) => {
+test("endpoint input: payload_version other than 1, 2 or 3, an unknown or missing event type, a missing URL -> InvalidArgument; the default endpoint cannot be deleted; a deleted endpoint is unknown", async (t) => {
   const { h, serverId } = await serverWithDefault(t, "http://127.0.0.1:9/default");
   const url = "http://127.0.0.1:9/x";
-  t.deepEqual(await rpcError(h.admin.createEndpoint({ serverId, url, eventTypes: ["heart.counted"], payloadVersion: 3 })).then((e) => [e.code, e.rawMessage]), [
+  t.deepEqual(await rpcError(h.admin.createEndpoint({ serverId, url, eventTypes: ["heart.counted"], payloadVersion: 4 })).then((e) => [e.code, e.rawMessage]), [
     Code.InvalidArgument,
-    "payload_version must be one of 1|2",
+    "payload_version must be one of 1|2|3",
   ]);
   t.deepEqual(await rpcError(h.admin.createEndpoint({ serverId, url, eventTypes: ["heart.cast"] })).then((e) => [e.code, e.rawMessage]), [
     Code.InvalidArgument,
-    "event_types must be one of heart.counted|referral.registered|referral.qualified|referral.reversed",
+    "event_types must be one of heart.counted|referral.registered|referral.qualified|referral.reversed|streak.extended|streak.lost|milestone.reached|period.closed",
   ]);
   t.is((await rpcError(h.admin.createEndpoint({ serverId, url, eventTypes: [] }))).code, Code.InvalidArgument);
   t.is((await rpcError(h.admin.createEndpoint({ serverId, url: "", eventTypes: ["heart.counted"] }))).code, Code.InvalidArgument);
   const { endpoint } = await h.admin.createEndpoint({ serverId, url, eventTypes: ["heart.counted"] });
-  t.is((await rpcError(h.admin.updateEndpoint({ serverId, endpointId: endpoint!.id, payloadVersion: 3 }))).code, Code.InvalidArgument);
+  t.is((await rpcError(h.admin.updateEndpoint({ serverId, endpointId: endpoint!.id, payloadVersion: 4 }))).code, Code.InvalidArgument);
   const defaultId = (await h.admin.listEndpoints({ serverId })).endpoints[0]!.id;
   t.is((await rpcError(h.admin.deleteEndpoint({ serverId, endpointId: defaultId }))).code, Code.FailedPrecondition);
   await h.admin.deleteEndpoint({ serverId, endpointId: endpoint!.id });

@@ -170,24 +170,24 @@ test("the test callback of a version-2 endpoint has the version-2 shape with sam
   t.deepEqual(validateHeartEvent(plainBody).errors, []);
 });
 
-test("payload_version: 1 and 2 accepted (0 means 1); anything else -> InvalidArgument naming the versions", async (t) => {
+test("payload_version: 1, 2 and 3 accepted (0 means 1); anything else -> InvalidArgument naming the versions", async (t) => {
   const admin = t.context.stack.clients.admin;
   const { serverId } = await newServer(t.context, "http://127.0.0.1:9/default");
   const url = "http://127.0.0.1:9/x";
   t.is((await admin.createEndpoint({ serverId, url, eventTypes: ["heart.counted"] })).endpoint?.payloadVersion, 1);
   const { endpoint } = await admin.createEndpoint({ serverId, url, eventTypes: ["heart.counted"], payloadVersion: 2 });
   t.is(endpoint?.payloadVersion, 2);
-  for (const bad of [3, -1]) {
+  for (const bad of [4, -1]) {
     const created = await rpcError(admin.createEndpoint({ serverId, url, eventTypes: ["heart.counted"], payloadVersion: bad }));
-    t.deepEqual([created.code, created.rawMessage], [Code.InvalidArgument, "payload_version must be one of 1|2"]);
+    t.deepEqual([created.code, created.rawMessage], [Code.InvalidArgument, "payload_version must be one of 1|2|3"]);
     const updated = await rpcError(admin.updateEndpoint({ serverId, endpointId: endpoint!.id, payloadVersion: bad }));
-    t.deepEqual([updated.code, updated.rawMessage], [Code.InvalidArgument, "payload_version must be one of 1|2"]);
+    t.deepEqual([updated.code, updated.rawMessage], [Code.InvalidArgument, "payload_version must be one of 1|2|3"]);
   }
   t.is((await admin.updateEndpoint({ serverId, endpointId: endpoint!.id, payloadVersion: 1 })).endpoint?.payloadVersion, 1);
   t.is((await admin.listEndpoints({ serverId })).endpoints.find((e) => e.id === endpoint!.id)?.payloadVersion, 1);
 });
 
-test("dashboard: the owner picks the default endpoint's payload version in the callback form; 3 is refused and changes nothing; another owner cannot", async (t) => {
+test("dashboard: the owner picks the default endpoint's payload version in the callback form; 4 is refused and changes nothing; another owner cannot", async (t) => {
   const { stack } = t.context;
   const gateway = await stack.startGateway({ dashboard: { token: undefined } });
   const r = await receiver(t.context);
@@ -202,9 +202,9 @@ test("dashboard: the owner picks the default endpoint's payload version in the c
   t.is(set.status, 200, set.text);
   t.is((JSON.parse(set.text) as { server: { payload_version: number } }).server.payload_version, 2);
   t.is((await stack.clients.admin.listEndpoints({ serverId })).endpoints[0]?.payloadVersion, 2);
-  const refused = await put(session, 3);
+  const refused = await put(session, 4);
   t.is(refused.status, 400);
-  t.deepEqual(JSON.parse(refused.text), { error: "payload_version must be one of 1|2" });
+  t.deepEqual(JSON.parse(refused.text), { error: "payload_version must be one of 1|2|3" });
   t.is((await stack.clients.admin.listEndpoints({ serverId })).endpoints[0]?.payloadVersion, 2, "a refused version changes nothing");
   const other = await signInOwner(stack.clients.access, gateway.url, `owner-${randomBytes(3).toString("hex")}`);
   t.is((await put(other, 1)).status, 404, "another owner's server answers like a missing one");

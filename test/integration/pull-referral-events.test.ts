@@ -257,7 +257,7 @@ test("who may set the pull event types: another owner's server answers like a mi
   t.regex(await codeOf(reader.setPullEventTypes({ serverId: mine, ...optIn })), /^PermissionDenied/);
   t.is(
     await codeOf(admin.setPullEventTypes({ serverId: mine, eventTypes: ["heart.test"] })),
-    "InvalidArgument: event_types must be one of heart.counted|referral.registered|referral.qualified|referral.reversed",
+    "InvalidArgument: event_types must be one of heart.counted|referral.registered|referral.qualified|referral.reversed|streak.extended|streak.lost|milestone.reached|period.closed",
   );
   t.is(await codeOf(admin.setPullEventTypes({ serverId: mine, eventTypes: [] })), "InvalidArgument: event_types is required");
   t.is(await codeOf(admin.setPullEventTypes({ serverId: "nope", ...optIn })), "NotFound: unknown server");

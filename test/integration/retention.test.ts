@@ -17,6 +17,7 @@ import { attemptExchangeRetention } from "../../services/delivery/pipeline/attem
 import { addressVotersRetention } from "../../services/hearts/store.js";
 import { publishedOutboxRetention } from "../../services/relay/statements.js";
 import { voterRewardStatesRetention } from "../../services/rewards/reward-queue-store.js";
+import { voterPeriodTalliesRetention } from "../../services/rewards/period-store.js";
 import { readRetentionSettings } from "../../services/retention/retention-settings.js";
 import { retentionRules } from "../../services/retention/retention-rules.js";
 import { createRetentionLoop, createRetentionMetrics, runRetentionPass, type RetentionPassDeps } from "../../services/retention/run-retention.js";
@@ -340,6 +341,23 @@ test.serial("a voter's reward counts older than the hearts' horizon go, younger 
   t.is((await pass([rule])).removed.voter_reward_states, 0);
 });
 
+test.serial("a voter's period standings counts older than the hearts' horizon go, younger stay; a second pass removes nothing", async (t) => {
+  const server = await db.prisma.server.create({ data: { name: "period tallies" } });
+  const rule = voterPeriodTalliesRetention((400 * DAY_MS) / 1000);
+  const row = (voterIdentity: string, lastCountedAt: Date) =>
+    executeSql(
+      db.prisma,
+      Prisma.sql`INSERT INTO voter_period_tallies (server_id, period, voter_identity, votes, last_counted_at)
+                 VALUES (${server.id}::uuid, '2025-10', ${voterIdentity}, 2, ${lastCountedAt}::timestamptz)`,
+    );
+  await row("old", ago(401 * DAY_MS));
+  await row("young", ago(399 * DAY_MS));
+  t.is((await pass([rule])).removed.voter_period_tallies, 1);
+  const left = await db.prisma.voterPeriodTally.findMany({ where: { serverId: server.id }, select: { voterIdentity: true } });
+  t.deepEqual(left, [{ voterIdentity: "young" }]);
+  t.is((await pass([rule])).removed.voter_period_tallies, 0);
+});
+
 test.serial("the settings: defaults, every RETENTION_* read and validated, problems reported with the process's others", (t) => {
   const defaults = readRetentionSettings(createEnvReader({}), DEFAULT_FRAUD_RULES);
   t.deepEqual(defaults, {
@@ -361,7 +379,7 @@ test.serial("the settings: defaults, every RETENTION_* read and validated, probl
     referralSeconds: 400 * 86_400,
     rewardQueueAckedSeconds: 90 * 86_400,
   });
-  t.is(retentionRules(defaults).length, 16);
+  t.is(retentionRules(defaults).length, 17);
   const r = createEnvReader({ RETENTION_BATCH_ROWS: "0", RETENTION_DEAD_LETTER_DAYS: "x", RETENTION_ENABLED: "maybe", RETENTION_DUTY_PERCENT: "0" });
   readRetentionSettings(r, DEFAULT_FRAUD_RULES);
   const error = t.throws(() => r.finish({}));

@@ -8,7 +8,14 @@
 import anyTest, { type TestFn } from "ava";
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
-import { ackRewardEntries, listPendingRewardEntries, queueRewardEntries, type RewardPlayer } from "../../services/rewards/reward-queue-store.js";
+import {
+  ackRewardEntries,
+  listPendingRewardEntries,
+  queueRewardEntries,
+  REQUEUE_PAGE_ENTRIES,
+  requeueAckedRewardEntries,
+  type RewardPlayer,
+} from "../../services/rewards/reward-queue-store.js";
 import { executeSql, runSqlTransaction, sqlOf } from "../../services/shared/adapters/sql/executor.js";
 import { insertServer, startMeasuredHarness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
@@ -77,3 +84,36 @@ test.serial(
     t.true((read.reward_queue_entries ?? 0) <= 3 * answerable.length + FEW, `reward_queue_entries rows read: ${read.reward_queue_entries}`);
   },
 );
+
+test.serial("a bulk re-queue page of a server with 20,000 acknowledged entries reads one page of them; a range without any reads a handful", async (t) => {
+  const { h, pool, serverId, clock } = t.context;
+  const { client, statements } = recordingClient(pool);
+  const at = clock.now();
+  const day = 86_400_000;
+  const page = await requeueAckedRewardEntries(sqlOf(client), {
+    serverId,
+    from: new Date(at.getTime() - day),
+    to: new Date(at.getTime() + day),
+    after: null,
+    limit: REQUEUE_PAGE_ENTRIES,
+    at,
+  });
+  t.is(page.scanned, REQUEUE_PAGE_ENTRIES, "a full page of the 20,000");
+  const read = await rowsReadByStatements(h.db.prisma, statements());
+  t.log(read);
+  // The page's index entries, then the same rows by primary key for their copies: 2 x the page.
+  t.true((read.reward_queue_entries ?? 0) <= 2 * REQUEUE_PAGE_ENTRIES + FEW, `reward_queue_entries rows read: ${read.reward_queue_entries}`);
+
+  const empty = recordingClient(pool);
+  const none = await requeueAckedRewardEntries(sqlOf(empty.client), {
+    serverId,
+    from: new Date(at.getTime() + day),
+    to: new Date(at.getTime() + 2 * day),
+    after: null,
+    limit: REQUEUE_PAGE_ENTRIES,
+    at,
+  });
+  t.is(none.scanned, 0);
+  const readNone = await rowsReadByStatements(h.db.prisma, empty.statements());
+  t.true((readNone.reward_queue_entries ?? 0) <= FEW, `reward_queue_entries rows read for an empty range: ${readNone.reward_queue_entries}`);
+});

@@ -18,6 +18,7 @@ import { queueVoteRewards, type CountedHeart } from "../../services/rewards/queu
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
 import { eventually } from "../helpers/eventually.js";
+import { castCountedVote } from "../helpers/reward-votes.js";
 
 interface Context {
   stack: TestStack;
@@ -65,16 +66,7 @@ function newVoter(username: string, steamId?: string): Voter {
 /** Casts a vote at `at` (the stack's clock); it must count. Returns the heart id. */
 async function vote(stack: TestStack, serverId: string, voter: Voter, at: string): Promise<string> {
   clockMs = Date.parse(at);
-  const res = await stack.clients.hearts.castHeart({
-    serverId,
-    voterIdentity: voter.identity,
-    username: voter.username,
-    ip: voter.ip,
-    userAgent: "Mozilla/5.0 (X11; Linux x86_64) RewardProducerTest/1.0",
-    ...(voter.steamId ? { steamId: voter.steamId } : {}),
-  });
-  if (!res.counted) throw new Error(`the vote at ${at} did not count`);
-  return res.heartId;
+  return castCountedVote(stack, serverId, voter, at);
 }
 
 /** Waits until the consumer has counted `total` votes of the voter into their reward state. */
@@ -271,8 +263,9 @@ test.serial(
       t.like(await queueVoteRewards(client, hearts, stack.log), { counted: 3, replays: 0, queued: 3 });
       const rulesReads = statements().filter((s) => s.text.includes("reward_rule_versions"));
       t.is(rulesReads.length, 1);
-      // Per heart of the server with rules: lock its voter's state, queue its entries, write the state; nothing for the others.
-      t.is(statements().length, 1 + 3 * 3);
+      // Per heart of the server with rules: lock its voter's state, queue its entries, write the state, count its week and
+      // month (one statement); nothing for the others.
+      t.is(statements().length, 1 + 3 * 4);
       const read = await rowsReadByStatements(stack.prisma, rulesReads);
       t.true((read.reward_rule_versions ?? 0) <= 3, `reward_rule_versions rows read: ${read.reward_rule_versions}`);
       t.deepEqual((await entriesOf(stack, serverId)).map((e) => `${e.rulesVersion}: ${e.commands.join("; ")}`).sort(), [

@@ -8,7 +8,7 @@ import anyTest, { type TestFn } from "ava";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { RewardQueueService, RewardRulesService } from "../../gen/proto/rewards/v1/rewards_pb.js";
-import { queueRewardEntries } from "../../services/rewards/reward-queue-store.js";
+import { ackRewardEntries, queueRewardEntries, REQUEUE_PAGE_ENTRIES } from "../../services/rewards/reward-queue-store.js";
 import { runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
 import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
@@ -231,6 +231,90 @@ test.serial(
       still.entries.map((e) => e.id),
       [id],
       "no refused call acknowledged anything",
+    );
+  },
+);
+
+test.serial(
+  "bulk re-queue: the entries acknowledged in a range are queued again as new entries, page by page, once per range; only admins and the server's owner may",
+  async (t) => {
+    const { stack } = t.context;
+    const { access } = stack.clients;
+    const mine = await newServer(stack, "Requeue SMP");
+    const theirs = await newServer(stack, "Requeue Other SMP");
+    const player = { username: "Steve", steamId: null, discordId: null, minecraftUuid: null, accountId: null };
+    const entries = Array.from({ length: REQUEUE_PAGE_ENTRIES + 1 }, (_, i) => ({
+      key: `h${i}:vote:0`,
+      reason: "vote" as const,
+      commands: [`give Steve diamond ${i}`],
+      onlineOnly: false,
+    }));
+    const [early, late] = [new Date("2026-11-01T10:00:00Z"), new Date("2026-11-20T10:00:00Z")];
+    await runSqlTransaction(
+      stack.prisma,
+      async (tx) => {
+        const ids = await queueRewardEntries(tx, { serverId: mine, heartId: null, player, rulesVersion: 1, entries });
+        // All but the last acknowledged inside the range (one instant: the cursor breaks ties by id), the last after it.
+        await ackRewardEntries(tx, { serverId: mine, ids: ids.slice(0, -1), at: early });
+        await ackRewardEntries(tx, { serverId: mine, ids: ids.slice(-1), at: late });
+      },
+      { timeoutMs: 10_000 },
+    );
+    await access.createOwner({ ownerId: "requeue-owner", displayName: "Owner" });
+    await access.assignServer({ serverId: mine, ownerId: "requeue-owner" });
+    const { url } = await access.createDashboardLoginLink({ ownerId: "requeue-owner" });
+    const { sessionToken } = await access.redeemDashboardLoginLink({ loginToken: new URL(url).searchParams.get("token") ?? "" });
+    const owner = createClient(
+      RewardQueueService,
+      withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }),
+    );
+    const range = { ackedFrom: timestampFromDate(new Date("2026-11-01T00:00:00Z")), ackedTo: timestampFromDate(new Date("2026-11-10T00:00:00Z")) };
+    for (const scopes of [["read"], ["claims"], ["ingest"]]) {
+      const { token } = await access.createServiceToken({ name: `requeue-${scopes[0]}`, scopes });
+      const other = createClient(RewardQueueService, createServiceTransport(stack.rpcUrl, token));
+      t.is(await code(other.requeueRewardEntries({ serverId: mine, ...range })), "PermissionDenied", `a ${scopes[0]} token is refused`);
+    }
+    t.is(await code(owner.requeueRewardEntries({ serverId: theirs, ...range })), "NotFound", "another owner's server answers as a missing one");
+    t.is((await stack.clients.rewardQueue.listRewardQueue({ serverId: mine })).entries.length, 0, "no refused call re-queued anything");
+    t.is(
+      await message(owner.requeueRewardEntries({ serverId: mine, ackedFrom: range.ackedTo, ackedTo: range.ackedFrom })),
+      "acked_to: must be after acked_from",
+    );
+    t.is(
+      await message(owner.requeueRewardEntries({ serverId: mine, ...range, after: "yesterday" })),
+      "after: not a cursor a previous page returned (next_after)",
+    );
+
+    const first = await owner.requeueRewardEntries({ serverId: mine, ...range });
+    t.is(first.requeued, REQUEUE_PAGE_ENTRIES, "a page at a time");
+    t.not(first.nextAfter, "", "and a cursor while the range holds more");
+    const second = await owner.requeueRewardEntries({ serverId: mine, ...range, after: first.nextAfter });
+    t.deepEqual([second.requeued, second.nextAfter], [REQUEUE_PAGE_ENTRIES - first.requeued, ""], "the rest of the range, and no cursor after it");
+    const again = await owner.requeueRewardEntries({ serverId: mine, ...range });
+    t.is(again.requeued, 0, "a second re-queue of the same range queues nothing twice");
+
+    const pending: string[] = [];
+    let page = await stack.clients.rewardQueue.listRewardQueue({ serverId: mine, limit: 100 });
+    const seen = new Set<string>();
+    // Reads the pending copies by acknowledging each page (the list always shows the oldest pending first).
+    while (page.entries.length > 0) {
+      for (const e of page.entries) {
+        pending.push(e.commands[0]!);
+        seen.add(e.id);
+      }
+      await runSqlTransaction(stack.prisma, (tx) => ackRewardEntries(tx, { serverId: mine, ids: page.entries.map((e) => e.id), at: late }), {
+        timeoutMs: 10_000,
+      });
+      page = await stack.clients.rewardQueue.listRewardQueue({ serverId: mine, limit: 100 });
+    }
+    t.is(seen.size, REQUEUE_PAGE_ENTRIES, "every copy has an id of its own");
+    t.deepEqual(
+      [...pending].sort(),
+      entries
+        .slice(0, -1)
+        .map((e) => e.commands[0]!)
+        .sort(),
+      "the entries acknowledged in the range, each once, with their commands; the one acknowledged after the range is not re-queued",
     );
   },
 );

@@ -26,6 +26,8 @@ import { hashVoterKey } from "../../services/voter-data/voter-key.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { runSql, runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
 import { queueRewardEntries, writeVoterRewardState } from "../../services/rewards/reward-queue-store.js";
+import { countPeriodVote } from "../../services/rewards/period-store.js";
+import { rewardPeriodsOf } from "../../services/rewards/domain/period-awards.js";
 
 interface Context {
   stack: TestStack;
@@ -264,6 +266,7 @@ test.serial("a voter's reward entries and reward counts are in the export, and t
           weekTotal: 1,
           streak: { lastDay: now, days: 1 },
         });
+        await countPeriodVote(tx, { serverId, voterIdentity: voter.identity, countedAt: now, periods: rewardPeriodsOf(now) });
       },
       { timeoutMs: 10_000 },
     );
@@ -280,6 +283,16 @@ test.serial("a voter's reward entries and reward counts are in the export, and t
   const erased = await voters.eraseVoterData({ serverId, keyKind: VoterKeyKind.USERNAME, key: alex.username });
   t.is(Number(erased.counts.reward_queue_entries), 1);
   t.is(Number(erased.counts.voter_reward_states), 1);
+  // The period standings' counts of the voter (a week and a month) go too.
+  t.is(Number(erased.counts.voter_period_tallies), 2);
+  const tallies = await runSql<{ voter_identity: string }>(
+    stack.prisma,
+    Prisma.sql`SELECT DISTINCT voter_identity FROM voter_period_tallies WHERE server_id = ${serverId}::uuid`,
+  );
+  t.deepEqual(
+    tallies.map((r) => r.voter_identity),
+    [sam.identity],
+  );
   const left = await runSql<{ username: string }>(stack.prisma, Prisma.sql`SELECT username FROM reward_queue_entries WHERE server_id = ${serverId}::uuid`);
   t.deepEqual(
     left.map((r) => r.username),

@@ -154,7 +154,7 @@ test("consumer decode: a referral transition becomes a referral delivery keyed b
       eventType: "referral.reversed",
       serverId: SERVER_ID,
       period: "2026-03",
-      referral: {
+      event: {
         eventId: "evt-7",
         payload: {
           event: "referral.reversed",

@@ -426,7 +426,9 @@ export const ModelName = {
   VoterDataAudit: 'VoterDataAudit',
   RewardRuleVersion: 'RewardRuleVersion',
   VoterRewardState: 'VoterRewardState',
-  RewardQueueEntry: 'RewardQueueEntry'
+  RewardQueueEntry: 'RewardQueueEntry',
+  VoterPeriodTally: 'VoterPeriodTally',
+  RewardPeriod: 'RewardPeriod'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -442,7 +444,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion" | "voterRewardState" | "rewardQueueEntry"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion" | "voterRewardState" | "rewardQueueEntry" | "voterPeriodTally" | "rewardPeriod"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -2666,6 +2668,154 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    VoterPeriodTally: {
+      payload: Prisma.$VoterPeriodTallyPayload<ExtArgs>
+      fields: Prisma.VoterPeriodTallyFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.VoterPeriodTallyFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterPeriodTallyPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.VoterPeriodTallyFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterPeriodTallyPayload>
+        }
+        findFirst: {
+          args: Prisma.VoterPeriodTallyFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterPeriodTallyPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.VoterPeriodTallyFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterPeriodTallyPayload>
+        }
+        findMany: {
+          args: Prisma.VoterPeriodTallyFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterPeriodTallyPayload>[]
+        }
+        create: {
+          args: Prisma.VoterPeriodTallyCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterPeriodTallyPayload>
+        }
+        createMany: {
+          args: Prisma.VoterPeriodTallyCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.VoterPeriodTallyCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterPeriodTallyPayload>[]
+        }
+        delete: {
+          args: Prisma.VoterPeriodTallyDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterPeriodTallyPayload>
+        }
+        update: {
+          args: Prisma.VoterPeriodTallyUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterPeriodTallyPayload>
+        }
+        deleteMany: {
+          args: Prisma.VoterPeriodTallyDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.VoterPeriodTallyUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.VoterPeriodTallyUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterPeriodTallyPayload>[]
+        }
+        upsert: {
+          args: Prisma.VoterPeriodTallyUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterPeriodTallyPayload>
+        }
+        aggregate: {
+          args: Prisma.VoterPeriodTallyAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateVoterPeriodTally>
+        }
+        groupBy: {
+          args: Prisma.VoterPeriodTallyGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoterPeriodTallyGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.VoterPeriodTallyCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoterPeriodTallyCountAggregateOutputType> | number
+        }
+      }
+    }
+    RewardPeriod: {
+      payload: Prisma.$RewardPeriodPayload<ExtArgs>
+      fields: Prisma.RewardPeriodFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.RewardPeriodFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardPeriodPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.RewardPeriodFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardPeriodPayload>
+        }
+        findFirst: {
+          args: Prisma.RewardPeriodFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardPeriodPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.RewardPeriodFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardPeriodPayload>
+        }
+        findMany: {
+          args: Prisma.RewardPeriodFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardPeriodPayload>[]
+        }
+        create: {
+          args: Prisma.RewardPeriodCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardPeriodPayload>
+        }
+        createMany: {
+          args: Prisma.RewardPeriodCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.RewardPeriodCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardPeriodPayload>[]
+        }
+        delete: {
+          args: Prisma.RewardPeriodDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardPeriodPayload>
+        }
+        update: {
+          args: Prisma.RewardPeriodUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardPeriodPayload>
+        }
+        deleteMany: {
+          args: Prisma.RewardPeriodDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.RewardPeriodUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.RewardPeriodUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardPeriodPayload>[]
+        }
+        upsert: {
+          args: Prisma.RewardPeriodUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$RewardPeriodPayload>
+        }
+        aggregate: {
+          args: Prisma.RewardPeriodAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateRewardPeriod>
+        }
+        groupBy: {
+          args: Prisma.RewardPeriodGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.RewardPeriodGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.RewardPeriodCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.RewardPeriodCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -3182,6 +3332,28 @@ export const RewardQueueEntryScalarFieldEnum = {
 export type RewardQueueEntryScalarFieldEnum = (typeof RewardQueueEntryScalarFieldEnum)[keyof typeof RewardQueueEntryScalarFieldEnum]
 
 
+export const VoterPeriodTallyScalarFieldEnum = {
+  serverId: 'serverId',
+  period: 'period',
+  voterIdentity: 'voterIdentity',
+  votes: 'votes',
+  lastCountedAt: 'lastCountedAt'
+} as const
+
+export type VoterPeriodTallyScalarFieldEnum = (typeof VoterPeriodTallyScalarFieldEnum)[keyof typeof VoterPeriodTallyScalarFieldEnum]
+
+
+export const RewardPeriodScalarFieldEnum = {
+  serverId: 'serverId',
+  kind: 'kind',
+  period: 'period',
+  endsAt: 'endsAt',
+  closedAt: 'closedAt'
+} as const
+
+export type RewardPeriodScalarFieldEnum = (typeof RewardPeriodScalarFieldEnum)[keyof typeof RewardPeriodScalarFieldEnum]
+
+
 export const SortOrder = {
   asc: 'asc',
   desc: 'desc'
@@ -3619,6 +3791,8 @@ export type GlobalOmitConfig = {
   rewardRuleVersion?: Prisma.RewardRuleVersionOmit
   voterRewardState?: Prisma.VoterRewardStateOmit
   rewardQueueEntry?: Prisma.RewardQueueEntryOmit
+  voterPeriodTally?: Prisma.VoterPeriodTallyOmit
+  rewardPeriod?: Prisma.RewardPeriodOmit
 }
 
 /* Types for Logging */

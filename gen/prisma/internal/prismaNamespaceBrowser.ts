@@ -80,7 +80,9 @@ export const ModelName = {
   VoterDataAudit: 'VoterDataAudit',
   RewardRuleVersion: 'RewardRuleVersion',
   VoterRewardState: 'VoterRewardState',
-  RewardQueueEntry: 'RewardQueueEntry'
+  RewardQueueEntry: 'RewardQueueEntry',
+  VoterPeriodTally: 'VoterPeriodTally',
+  RewardPeriod: 'RewardPeriod'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -574,6 +576,28 @@ export const RewardQueueEntryScalarFieldEnum = {
 } as const
 
 export type RewardQueueEntryScalarFieldEnum = (typeof RewardQueueEntryScalarFieldEnum)[keyof typeof RewardQueueEntryScalarFieldEnum]
+
+
+export const VoterPeriodTallyScalarFieldEnum = {
+  serverId: 'serverId',
+  period: 'period',
+  voterIdentity: 'voterIdentity',
+  votes: 'votes',
+  lastCountedAt: 'lastCountedAt'
+} as const
+
+export type VoterPeriodTallyScalarFieldEnum = (typeof VoterPeriodTallyScalarFieldEnum)[keyof typeof VoterPeriodTallyScalarFieldEnum]
+
+
+export const RewardPeriodScalarFieldEnum = {
+  serverId: 'serverId',
+  kind: 'kind',
+  period: 'period',
+  endsAt: 'endsAt',
+  closedAt: 'closedAt'
+} as const
+
+export type RewardPeriodScalarFieldEnum = (typeof RewardPeriodScalarFieldEnum)[keyof typeof RewardPeriodScalarFieldEnum]
 
 
 export const SortOrder = {

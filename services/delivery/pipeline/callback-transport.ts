@@ -71,8 +71,8 @@ export function createCallbackTransport(deps: {
       const key = delivery.publicKeySignatures ? await signingKey() : undefined;
       const signed = signCallback({
         url,
-        fields: delivery.referral
-          ? { event: delivery.referral.event, payload: delivery.referral }
+        fields: delivery.event
+          ? { event: delivery.event.event, payload: delivery.event }
           : {
               event: delivery.eventType as HeartEventType,
               serverId: delivery.serverId,
@@ -80,10 +80,11 @@ export function createCallbackTransport(deps: {
               heartId: delivery.heartId,
               period: delivery.period,
               ...(streakDay === undefined ? {} : { streakDay }),
-              // The endpoint's pinned payload version picks the body; anything but 2 is the contract's (version 1).
-              ...(delivery.payloadVersion === 2
+              // The endpoint's pinned payload version picks the body; anything but 2 or 3 is the contract's (version 1).
+              ...(delivery.payloadVersion === 2 || delivery.payloadVersion === 3
                 ? { v2: { castAt: delivery.countedAt, nextEligibleAt: delivery.nextEligibleAt, platformIds: delivery.platformIds } }
                 : {}),
+              ...(delivery.payloadVersion === 3 ? { v3: { rewardCounts: delivery.rewardCounts } } : {}),
             },
         secretsNewestFirst: secrets,
         standardWebhooks: delivery.standardWebhooks,

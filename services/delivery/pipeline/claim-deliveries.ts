@@ -4,7 +4,7 @@ import type { PrismaClient } from "../../shared/adapters/db.js";
 import { executeSql, runSql, runSqlTransaction } from "../../shared/adapters/sql/executor.js";
 import type { StreakState } from "../../hearts/domain/streak.js";
 import type { PlatformIds } from "../../shared/values/player-ids.js";
-import type { ReferralPayload } from "./delivery-types.js";
+import type { EventPayload, RewardCountsPayload } from "./delivery-types.js";
 import { deliveryGuardSql, leaseDeliveriesSql, parkDeliveriesSql, releaseLeaseSql } from "./write-deliveries.js";
 import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, type SealedSecretJson } from "../../servers/active-secrets.js";
 
@@ -36,8 +36,10 @@ export interface ClaimedDelivery {
   endpointId: string | null;
   /** When the heart counted: its cast time (a referral event: when the transition happened). */
   countedAt: Date;
-  /** A referral event's body fields (referral-event.ts); null for a heart. */
-  referral: ReferralPayload | null;
+  /** An event's stored body fields (a referral or progression event); null for a heart. */
+  event: EventPayload | null;
+  /** A heart's reward counts (payload version 3), as stored with it; null when its server had no saved rules, and for events. */
+  rewardCounts: RewardCountsPayload | null;
   /** The heart's platform ids and account id as stored with the delivery (all null on heart.test and referral events). */
   platformIds: PlatformIds;
   /** When the voter may count again; null when unknown. */
@@ -366,7 +368,8 @@ export interface LeasedRow {
   lease_until: Date;
   transport: SentTransport;
   counted_at: Date;
-  payload: ReferralPayload | null;
+  /** An event's body, or a heart's reward counts (by event_type). */
+  payload: EventPayload | RewardCountsPayload | null;
   steam_id: string | null;
   discord_id: string | null;
   minecraft_uuid: string | null;
@@ -400,6 +403,15 @@ export function fromLeasedJson(j: LeasedJson): LeasedRow {
   return { ...j, lease_until: new Date(j.lease_until), counted_at: new Date(j.counted_at), next_eligible_at: at(j.next_eligible_at), last_day: at(j.last_day) };
 }
 
+/** A delivery's `payload` column read by its event type: a heart's (or test's) reward counts, else an event's body. */
+function storedPayloadOf(
+  eventType: string,
+  payload: EventPayload | RewardCountsPayload | null,
+): { event: EventPayload | null; rewardCounts: RewardCountsPayload | null } {
+  const heart = eventType === "heart.counted" || eventType === "heart.test";
+  return { event: heart ? null : (payload as EventPayload | null), rewardCounts: heart ? (payload as RewardCountsPayload | null) : null };
+}
+
 /** A leased row as the dispatcher sends it; the secrets active at `now`, newest first. */
 export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
   return {
@@ -415,7 +427,7 @@ export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
     transport: r.transport,
     endpointId: r.endpoint_id,
     countedAt: r.counted_at,
-    referral: r.payload,
+    ...storedPayloadOf(r.event_type, r.payload),
     platformIds: { steamId: r.steam_id, discordId: r.discord_id, minecraftUuid: r.minecraft_uuid, accountId: r.account_id },
     nextEligibleAt: r.next_eligible_at,
     payloadVersion: r.payload_version,

@@ -11,8 +11,11 @@ import type { Logger } from "../../shared/runtime/log.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { insertAndLeaseDeliveries, type NewDelivery } from "./insert-deliveries.js";
 import { isReferralEventType, toReferralDelivery } from "./referral-event.js";
+import { toPeriodClosedDelivery } from "./period-closed-event.js";
+import { PERIOD_CLOSED_EVENT } from "../../shared/values/event-types.js";
 import { type CountedHeart, queueVoteRewards } from "../../rewards/queue-vote-rewards.js";
 import { queueReferralRewards, type ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
+import { storeProgressionEvents, toRewardCountsPayload } from "./progression-event.js";
 
 /** The default consumer group of the delivery service. */
 export const DELIVERY_CONSUMER_GROUP = "delivery.v1";
@@ -92,7 +95,7 @@ export type DecodedMessage =
 /**
  * Decodes a hearts or referrals topic message. `heart.counted` with a complete payload becomes
  * a delivery, and so does a `referral.registered|qualified|reversed` (referral-event.ts: one
- * delivery per endpoint subscribed to it); other event types are ignored; anything undecodable
+ * delivery per endpoint subscribed to it) and a `period.closed` (period-closed-event.ts); other event types are ignored; anything undecodable
  * or incomplete is poison. Pure.
  */
 export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
@@ -108,6 +111,12 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
     return referral.kind === "poison"
       ? { kind: "poison", code: "incomplete", error: referral.error }
       : { kind: "delivery", delivery: referral.delivery, eventId: envelope.eventId, ...(referral.reward ? { reward: referral.reward } : {}) };
+  }
+  if (envelope.type === PERIOD_CLOSED_EVENT) {
+    const closed = toPeriodClosedDelivery(envelope);
+    return closed.kind === "poison"
+      ? { kind: "poison", code: "incomplete", error: closed.error }
+      : { kind: "delivery", delivery: closed.delivery, eventId: envelope.eventId };
   }
   if (envelope.type !== "heart.counted") return { kind: "ignored", type: envelope.type };
   if (envelope.payload.case !== "heartCounted") return { kind: "poison", code: "incomplete", error: "heart.counted without a heartCounted payload" };
@@ -163,10 +172,11 @@ function countedHeartOf(d: NewDelivery): CountedHeart {
 /**
  * Subscribes to the hearts and referrals topics and turns each `heart.counted` and `referral.*`
  * into stored delivery rows (idempotent per heart or event id, server, transport and endpoint),
- * a batch of messages at a time with one statement; then queues the counted hearts' rewards on
- * servers with reward rules (queueVoteRewards: one transaction per batch, after the deliveries'
- * statement) and the referral rewards of its qualified and clawed-back referrals (queueReferralRewards,
- * likewise), and only then resolves so the bus commits the batch's offsets. It never does HTTP: the dispatcher sends,
+ * a batch of messages at a time with one statement; before it, queues the counted hearts' rewards on
+ * servers with reward rules and stores their progression events (queueVoteRewards: one transaction
+ * per batch), whose counts the hearts' deliveries carry (payload version 3); after it, the referral
+ * rewards of its qualified and clawed-back referrals (queueReferralRewards, one transaction); only then
+ * it resolves so the bus commits the batch's offsets. It never does HTTP: the dispatcher sends,
  * so a slow receiver never blocks a partition. A message that cannot be decoded is stored in
  * `dead_letters` (with its reason and bytes) and counted, then committed with its batch.
  * Database errors throw, leaving the batch uncommitted so its messages come again.
@@ -212,6 +222,26 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
       else stored.push(decoded);
     }
     if (stored.length === 0) return;
+    // The rewards first, in their own transaction with the progression events they make, so the hearts' deliveries can
+    // carry the counts (payload version 3). A redelivered batch counts, queues and stores nothing twice (the voter's
+    // state, the entry and event keys, the deliveries' dedup keys).
+    let rewardsFailure: unknown;
+    try {
+      const counted = await queueVoteRewards(
+        opts.prisma,
+        stored.flatMap(({ delivery }) => (delivery.eventType === "heart.counted" ? [countedHeartOf(delivery)] : [])),
+        opts.log,
+        storeProgressionEvents,
+      );
+      if (counted.counted + counted.replays > 0) opts.log.debug({ ...counted, counts: counted.counts.size }, "vote rewards queued");
+      for (const { delivery } of stored) {
+        const counts = delivery.eventType === "heart.counted" ? counted.counts.get(delivery.heartId) : undefined;
+        if (counts !== undefined) delivery.rewardCounts = toRewardCountsPayload(counts);
+      }
+    } catch (error) {
+      // Failure policy: fail after storing - a rewards fault must not stop the votes' callbacks: they are stored all the same (without counts), and the error is thrown after, so the batch is not acknowledged and its rewards are counted when it comes again.
+      rewardsFailure = error;
+    }
     const insert = (lease?: Parameters<typeof insertAndLeaseDeliveries>[2]) =>
       insertAndLeaseDeliveries(
         opts.prisma,
@@ -226,21 +256,15 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
         opts.log.warn({ heartId: delivery.heartId, eventId, serverId: delivery.serverId }, "heart for an unknown server; no delivery");
       } else opts.log.debug({ heartId: delivery.heartId, eventId, outcome }, "delivery stored");
     });
-    // After the deliveries, before the batch is acknowledged: a failure here throws, the offsets stay uncommitted, and the
-    // redelivered batch adds no delivery twice (dedup per heart) and no reward twice (the voter's state and the entry keys).
-    const counted = await queueVoteRewards(
-      opts.prisma,
-      stored.flatMap(({ delivery }, i) => (delivery.eventType === "heart.counted" && outcomes[i] !== "unknown_server" ? [countedHeartOf(delivery)] : [])),
-      opts.log,
-    );
-    if (counted.counted + counted.replays > 0) opts.log.debug(counted, "vote rewards queued");
-    // Referral rewards the same way (queue-referral-rewards.ts: why here and not in ApplyEvent), after the deliveries.
+    // Referral rewards after the deliveries (queue-referral-rewards.ts: why here and not in ApplyEvent): a failure throws,
+    // the offsets stay uncommitted, and the redelivered batch queues nothing twice (the entry keys).
     const referrals = await queueReferralRewards(
       opts.prisma,
       stored.flatMap(({ reward }, i) => (reward !== undefined && outcomes[i] !== "unknown_server" ? [reward] : [])),
       opts.log,
     );
     if (referrals.queued + referrals.held + referrals.unpaid + referrals.reversed > 0) opts.log.debug(referrals, "referral rewards queued");
+    if (rewardsFailure !== undefined) throw rewardsFailure;
   };
 
   const handleBatch = async (messages: ReceivedMessage[]): Promise<void> => {

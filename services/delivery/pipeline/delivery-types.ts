@@ -1,5 +1,6 @@
 import type { PlatformIds } from "../../shared/values/player-ids.js";
-import type { REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
+import { REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
+import type { ProgressionPayload } from "../../rewards/domain/progression-events.js";
 
 /**
  * The delivery pipeline's value types: what the consumer turns a message into before it is stored
@@ -22,10 +23,24 @@ export interface NewDelivery {
   /** When the voter may count again (absent or null: the event had none). */
   nextEligibleAt?: Date | null;
   /**
-   * A referral event (referral-event.ts): its envelope event id, the dedup key of its deliveries
-   * (one per subscribed endpoint), and its body fields. Absent for a heart (dedup key: heart_id).
+   * An event with a body of its own: a referral event (referral-event.ts; its envelope event id), a closed period
+   * (period-closed-event.ts; its envelope event id) or a progression event (its id named by the vote): the event id is the dedup key of its deliveries (one per subscribed endpoint),
+   * the payload its body fields. Absent for a heart (dedup key: heart_id).
    */
-  referral?: { eventId: string; payload: ReferralPayload };
+  event?: { eventId: string; payload: EventPayload };
+  /** A counted heart on a server with reward rules: what the rules counted (payload version 3), stored as its payload. */
+  rewardCounts?: RewardCountsPayload;
+}
+
+/**
+ * What the reward rules counted for a counted heart, as payload version 3 sends it (the `payload` column of a
+ * `heart.counted` or `heart.test` delivery; null when the heart's server has no saved rules).
+ */
+export interface RewardCountsPayload {
+  weight: number;
+  month_total: number;
+  total: number;
+  reward_streak: number;
 }
 
 /** One referral event type. */
@@ -46,3 +61,33 @@ export interface ReferralPayload {
   /** reversed only: the reason as the server sent it, when it was not one of the known values. */
   reason_text?: string;
 }
+
+/** One standing of a closed period, in its body: the place (shared by equal counts), the voter's name and votes. */
+export interface PeriodStandingPayload {
+  place: number;
+  username: string;
+  votes: number;
+}
+
+/** A `period.closed` body without `timestamp`: the `payload` column of its deliveries (period-closed-event.ts). */
+export interface PeriodClosedPayload {
+  event: "period.closed";
+  event_id: string;
+  server_id: string;
+  /** "week" or "month". */
+  kind: string;
+  /** "YYYY-MM" or "YYYY-Www". */
+  period: string;
+  /** The period's half-open UTC range, ISO 8601. */
+  starts_at: string;
+  ends_at: string;
+  standings: PeriodStandingPayload[];
+}
+
+/** Whether a stored event body is a referral outcome's (the pull API's referral fields), not a closed period's or a progression event's. */
+export function isReferralPayload(payload: EventPayload): payload is ReferralPayload {
+  return (REFERRAL_EVENT_TYPES as readonly string[]).includes(payload.event);
+}
+
+/** A stored event body (the `payload` column of an event's deliveries): a referral outcome's, a closed period's or a progression event's. */
+export type EventPayload = ReferralPayload | PeriodClosedPayload | ProgressionPayload;

@@ -1,9 +1,9 @@
 import { Prisma } from "../../../gen/prisma/client.js";
 import type { PrismaClient } from "../../shared/adapters/db.js";
-import { runSql } from "../../shared/adapters/sql/executor.js";
+import { runSql, type SqlTx } from "../../shared/adapters/sql/executor.js";
 import { NIL_UUID, timeOrderedId } from "../../shared/values/ids.js";
 import type { PlatformIds } from "../../shared/values/player-ids.js";
-import type { NewDelivery } from "./delivery-types.js";
+import type { NewDelivery, RewardCountsPayload } from "./delivery-types.js";
 import { paidByTransportSql } from "../../payouts/write-payouts.js";
 import { withdrawnTextSql } from "./withdraw-unpaid.js";
 import {
@@ -26,7 +26,7 @@ import { insertDeliveriesSql, storedStatusSql } from "./write-deliveries.js";
 
 /** What makes a delivery of `d` unique per server, transport and endpoint. */
 function dedupKeyOf(d: NewDelivery): string {
-  return d.referral ? d.referral.eventId : d.heartId;
+  return d.event ? d.event.eventId : d.heartId;
 }
 
 /** What inserting a delivery did. */
@@ -99,8 +99,8 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       n: i,
       heart_id: d.heartId,
       dedup_key: dedupKeyOf(d),
-      event_id: d.referral?.eventId ?? null,
-      payload: d.referral?.payload ?? null,
+      event_id: d.event?.eventId ?? null,
+      payload: d.event?.payload ?? d.rewardCounts ?? null,
       server_id: d.serverId,
       event_type: d.eventType,
       username: d.username,
@@ -139,13 +139,7 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       -- Pay-once mode: a heart another transport already paid (the claim API pays from the ledger before its
       -- deliveries are stored) gets its deliveries stored withdrawn, never pending (pay-once.ts).
       CROSS JOIN LATERAL (SELECT ${paidByTransportSql(Prisma.sql`s`, Prisma.sql`i.heart_id::uuid`, Prisma.sql`i.event_type`)} AS by) paid
-      CROSS JOIN LATERAL (
-        SELECT 'callback'::"DeliveryTransport" AS transport, ce.id AS endpoint_id
-        FROM callback_endpoints ce
-        WHERE ce.server_id = s.id AND ce.deleted_at IS NULL AND i.event_type = ANY(ce.event_types)
-        UNION ALL SELECT 'votifier'::"DeliveryTransport", NULL::uuid WHERE s.votifier_host IS NOT NULL AND i.event_type = 'heart.counted'
-        UNION ALL SELECT 'pull'::"DeliveryTransport", NULL::uuid WHERE s.pull_enabled AND i.event_type = ANY(s.pull_event_types)
-      ) d
+      CROSS JOIN LATERAL (${deliveryTargetsSql}) d
       LEFT JOIN callback_endpoints e ON e.id = d.endpoint_id
     ), offered AS (
       -- The rows a claim would take first: per server at most its room, in all at most the limit (oldest hearts first).
@@ -195,6 +189,58 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
   };
 }
 
+/**
+ * Where an event `i` (with `i.event_type`) of server `s` goes, as rows (transport, endpoint_id): a callback delivery per
+ * live endpoint subscribed to the event type, a Votifier one for a counted heart when Votifier is set up, a pull one
+ * when the pull API is on and offers the event type. Reads the server's endpoints by their server index.
+ */
+const deliveryTargetsSql = Prisma.sql`
+  SELECT 'callback'::"DeliveryTransport" AS transport, ce.id AS endpoint_id
+  FROM callback_endpoints ce
+  WHERE ce.server_id = s.id AND ce.deleted_at IS NULL AND i.event_type = ANY(ce.event_types)
+  UNION ALL SELECT 'votifier'::"DeliveryTransport", NULL::uuid WHERE s.votifier_host IS NOT NULL AND i.event_type = 'heart.counted'
+  UNION ALL SELECT 'pull'::"DeliveryTransport", NULL::uuid WHERE s.pull_enabled AND i.event_type = ANY(s.pull_event_types)`;
+
+/**
+ * Stores events with a body of their own (`d.event`: the progression events of a batch's counted hearts) inside the
+ * caller's transaction `tx`, so they commit with what made them (the reward counts): one delivery per target
+ * (deliveryTargetsSql), due at once, not leased (a dispatcher claims them), idempotent per (server, transport,
+ * endpoint, event id): an event stored before adds nothing. Returns how many rows were inserted.
+ */
+export async function insertEventDeliveries(tx: SqlTx, items: readonly NewDelivery[]): Promise<number> {
+  const input = [...items]
+    .filter((d) => d.event !== undefined)
+    .sort(compareKeys)
+    .map((d) => ({
+      heart_id: d.heartId,
+      dedup_key: dedupKeyOf(d),
+      event_id: d.event!.eventId,
+      payload: d.event!.payload,
+      server_id: d.serverId,
+      event_type: d.eventType,
+      username: d.username,
+      voter_identity: d.voterIdentity,
+      period: d.period,
+      counted_at: d.countedAt.toISOString(),
+    }));
+  if (input.length === 0) return 0;
+  // Bounded: per event its server by primary key and the server's live endpoints by callback_endpoints' server index
+  // (a server has a few), one row inserted per target, each a probe of the deliveries' unique index.
+  return tx.execute(
+    insertDeliveriesSql(Prisma.sql`
+    SELECT uuid_v7(), s.id, i.heart_id::uuid, i.dedup_key, d.transport, d.endpoint_id, i.event_type, i.event_id, i.payload,
+           i.username, i.voter_identity, i.period, NULL::int, i.counted_at, NULL, NULL, NULL, NULL, NULL::timestamptz,
+           least(i.counted_at, now()), NULL::timestamptz, ${storedStatusSql(Prisma.sql`NULL`)}, NULL, NULL::uuid, now()
+    FROM (SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
+            AS i(heart_id text, dedup_key text, event_id text, payload jsonb, server_id uuid, event_type text, username text, voter_identity text,
+                 period text, counted_at timestamptz)
+          LIMIT ${input.length}::int) i
+    JOIN servers s ON s.id = i.server_id
+    CROSS JOIN LATERAL (${deliveryTargetsSql}) d
+    ORDER BY s.id, i.dedup_key, d.transport, d.endpoint_id`),
+  );
+}
+
 function compareKeys(a: NewDelivery, b: NewDelivery): number {
   const [x, y] = [dedupKeyOf(a), dedupKeyOf(b)];
   return a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : x < y ? -1 : x > y ? 1 : 0;
@@ -222,6 +268,8 @@ export async function insertTestDelivery(
     /** Sample ids and next eligible time a version-2 test body shows (stored, so a retry sends the same). */
     platformIds: PlatformIds;
     nextEligibleAt: Date;
+    /** Sample reward counts a version-3 test body shows (stored as its payload). */
+    rewardCounts: RewardCountsPayload;
   },
 ): Promise<ClaimedDelivery> {
   const id = timeOrderedId();
@@ -229,7 +277,8 @@ export async function insertTestDelivery(
   await runSql(
     prisma,
     insertDeliveriesSql(Prisma.sql`
-    VALUES (${id}::uuid, ${t.serverId}::uuid, ${NIL_UUID}::uuid, ${id}, 'callback'::"DeliveryTransport", ${t.endpointId}::uuid, 'heart.test', NULL, NULL,
+    VALUES (${id}::uuid, ${t.serverId}::uuid, ${NIL_UUID}::uuid, ${id}, 'callback'::"DeliveryTransport", ${t.endpointId}::uuid, 'heart.test', NULL,
+            ${JSON.stringify(t.rewardCounts)}::jsonb,
             ${t.username}, '', ${t.period}, NULL, ${t.now}::timestamptz, ${ids.steamId}, ${ids.discordId}, ${ids.minecraftUuid}, ${ids.accountId},
             ${t.nextEligibleAt}::timestamptz, ${t.now}::timestamptz, ${t.leaseUntil}::timestamptz, ${storedStatusSql(Prisma.sql`NULL`)}, NULL, NULL,
             ${t.now}::timestamptz)`),
@@ -247,7 +296,8 @@ export async function insertTestDelivery(
     transport: "callback",
     endpointId: t.endpointId,
     countedAt: t.now,
-    referral: null,
+    event: null,
+    rewardCounts: t.rewardCounts,
     platformIds: t.platformIds,
     nextEligibleAt: t.nextEligibleAt,
     payloadVersion: t.payloadVersion,

@@ -4,7 +4,8 @@ import { isUuid, NIL_UUID } from "../../shared/values/ids.js";
 import { periodOf } from "../../shared/values/period.js";
 import { REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
 import type { ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
-import type { NewDelivery, ReferralEventType, ReferralPayload } from "./delivery-types.js";
+import type { EventPayload, NewDelivery, ReferralEventType, ReferralPayload } from "./delivery-types.js";
+import { inProgressionOrder, isProgressionEventType, type ProgressionPayload } from "../../rewards/domain/progression-events.js";
 
 /**
  * Referral outcomes delivered to owners: a `referral.registered|qualified|reversed` envelope on
@@ -19,9 +20,9 @@ export function isReferralEventType(value: string): value is ReferralEventType {
   return (REFERRAL_EVENT_TYPES as readonly string[]).includes(value);
 }
 
-/** The body of one attempt: the payload with `timestamp` (unix seconds, the signature's `t`) last. */
-export function buildReferralEventBody(payload: ReferralPayload, timestamp: number): string {
-  return JSON.stringify({ ...payload, timestamp });
+/** The body of one attempt of an event with a stored body (referral or progression): the payload with `timestamp` (unix seconds, the signature's `t`) last. */
+export function buildEventBody(payload: EventPayload, timestamp: number): string {
+  return JSON.stringify({ ...(isProgressionEventType(payload.event) ? inProgressionOrder(payload as ProgressionPayload) : payload), timestamp });
 }
 
 /** What decoding a referral envelope gave: a delivery to store, or why it cannot be one (poison). */
@@ -68,7 +69,7 @@ export function toReferralDelivery(envelope: Envelope): DecodedReferral {
       period: periodOf(occurredAt),
       streakDay: null,
       countedAt: occurredAt,
-      referral: { eventId: envelope.eventId, payload },
+      event: { eventId: envelope.eventId, payload },
     },
   };
 }

@@ -11,8 +11,8 @@ import {
   formatStandardWebhookSignature,
 } from "../../shared/values/signature.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
-import type { ReferralEventType, ReferralPayload } from "./delivery-types.js";
-import { buildReferralEventBody } from "./referral-event.js";
+import type { EventPayload, RewardCountsPayload } from "./delivery-types.js";
+import { buildEventBody } from "./referral-event.js";
 import { parseRetryAfter } from "./retry-schedule.js";
 import type { PlatformIds } from "../../shared/values/player-ids.js";
 
@@ -37,8 +37,15 @@ export interface HeartEventFields {
   period: string;
   /** Omitted from the body when undefined: no streak info is not zero. */
   streakDay?: number;
-  /** Payload version 2's additions (an endpoint that pinned version 2); absent: the contract's version-1 body. */
+  /** Payload version 2's additions (an endpoint that pinned version 2 or 3); absent: the contract's version-1 body. */
   v2?: HeartEventV2Fields;
+  /** Payload version 3's additions after version 2's (an endpoint that pinned version 3; needs `v2`). */
+  v3?: HeartEventV3Fields;
+}
+
+/** What payload version 3 adds after version 2's fields: what the reward rules counted, or null for each when the server has no saved rules. */
+export interface HeartEventV3Fields {
+  rewardCounts: RewardCountsPayload | null;
 }
 
 /** What payload version 2 adds to a HeartEvent. */
@@ -56,10 +63,12 @@ export interface HeartEventV2Fields {
  * delivery time in unix seconds and equals the signature's `t`. With `fields.v2` (payload
  * version 2) every version-1 field comes first, unchanged, then `payload_version: 2`,
  * `cast_at` and, each only when known (omitted, never null), `next_eligible_at`, `steam_id`,
- * `discord_id`, `minecraft_uuid`, `account_id`. Without it the body is the contract's, byte for byte.
+ * `discord_id`, `minecraft_uuid`, `account_id`. With `fields.v3` too (payload version 3) the same fields in the same
+ * order, `payload_version` saying 3, then `weight`, `month_total`, `total` and `reward_streak`, each null when the
+ * server has no saved reward rules. Without `v2` the body is the contract's, byte for byte.
  */
 export function buildHeartEventBody(fields: HeartEventFields, timestamp: number): string {
-  const body: Record<string, string | number> = {
+  const body: Record<string, string | number | null> = {
     event: fields.event,
     server_id: fields.serverId,
     username: fields.username,
@@ -70,7 +79,7 @@ export function buildHeartEventBody(fields: HeartEventFields, timestamp: number)
   if (fields.streakDay !== undefined) body.streak_day = fields.streakDay;
   const v2 = fields.v2;
   if (v2) {
-    body.payload_version = 2;
+    body.payload_version = fields.v3 ? 3 : 2;
     body.cast_at = unixSeconds(v2.castAt);
     if (v2.nextEligibleAt) body.next_eligible_at = unixSeconds(v2.nextEligibleAt);
     const ids = v2.platformIds;
@@ -78,6 +87,13 @@ export function buildHeartEventBody(fields: HeartEventFields, timestamp: number)
     if (ids.discordId !== null) body.discord_id = ids.discordId;
     if (ids.minecraftUuid !== null) body.minecraft_uuid = ids.minecraftUuid;
     if (ids.accountId !== null) body.account_id = ids.accountId;
+    if (fields.v3) {
+      const counts = fields.v3.rewardCounts;
+      body.weight = counts?.weight ?? null;
+      body.month_total = counts?.month_total ?? null;
+      body.total = counts?.total ?? null;
+      body.reward_streak = counts?.reward_streak ?? null;
+    }
   }
   return JSON.stringify(body);
 }
@@ -86,16 +102,16 @@ function unixSeconds(at: Date): number {
   return Math.floor(at.getTime() / 1000);
 }
 
-/** A referral event to sign: its type and its body fields (referral-event.ts). */
-export interface ReferralEventFields {
-  event: ReferralEventType;
-  payload: ReferralPayload;
+/** An event with a stored body to sign (a referral or progression event): its type and its body fields. */
+export interface StoredEventFields {
+  event: EventPayload["event"];
+  payload: EventPayload;
 }
 
-/** What one callback carries: a heart event or a referral event. */
-export type CallbackEventFields = HeartEventFields | ReferralEventFields;
+/** What one callback carries: a heart event, or an event with a stored body. */
+export type CallbackEventFields = HeartEventFields | StoredEventFields;
 
-function isReferralFields(fields: CallbackEventFields): fields is ReferralEventFields {
+function isStoredEventFields(fields: CallbackEventFields): fields is StoredEventFields {
   return "payload" in fields;
 }
 
@@ -111,9 +127,9 @@ export interface SignedCallback {
 
 /**
  * Builds and signs one callback attempt: the body with `timestamp = t` (a heart event, or a
- * referral event's payload), the contract's headers (one `v1` per active callback secret, newest
+ * referral or progression event's payload), the contract's headers (one `v1` per active callback secret, newest
  * first) and, when the endpoint opted in, the Standard Webhooks headers (`webhook-id` = heart_id,
- * or the referral event's event_id):
+ * or the stored event's event_id):
  * `webhook-signature` holds the `v1,` HMACs (standardWebhooks) and the `v1a,` ed25519
  * signature by the list's current key (signingKey), space-separated. The contract's
  * X-Service-Signature is always there and never changes with either opt-in.
@@ -131,7 +147,7 @@ export function signCallback(opts: {
 }): SignedCallback {
   if (opts.secretsNewestFirst.length === 0) throw new Error("signCallback needs at least one callback secret");
   const fields = opts.fields;
-  const body = isReferralFields(fields) ? buildReferralEventBody(fields.payload, opts.t) : buildHeartEventBody(fields, opts.t);
+  const body = isStoredEventFields(fields) ? buildEventBody(fields.payload, opts.t) : buildHeartEventBody(fields, opts.t);
   const headers: Record<string, string> = {
     "Content-Type": "application/json",
     "User-Agent": CALLBACK_USER_AGENT,
@@ -139,7 +155,7 @@ export function signCallback(opts: {
     "X-Service-Signature": formatCallbackSignature(opts.secretsNewestFirst, opts.t, body),
   };
   if (opts.standardWebhooks || opts.signingKey) {
-    const id = isReferralFields(fields) ? fields.payload.event_id : fields.heartId;
+    const id = isStoredEventFields(fields) ? fields.payload.event_id : fields.heartId;
     const signatures = [
       ...(opts.standardWebhooks ? [formatStandardWebhookSignature(opts.secretsNewestFirst, id, opts.t, body)] : []),
       ...(opts.signingKey ? [formatStandardWebhookAsymmetricSignature(opts.signingKey, id, opts.t, body)] : []),

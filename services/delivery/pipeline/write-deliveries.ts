@@ -238,14 +238,17 @@ export async function unparkDeliveries(tx: Tx, scope: HeldScope): Promise<number
 
 /**
  * A voter's erasure (services/voter-data/erase-voter-data.ts): not a move of the lifecycle (the status is kept), the
- * hearts' deliveries (index on heart_id) get `tombstone` as username and voter identity and lose their platform ids, so
- * a redelivery or a retry sends the tombstone, never the erased name. The sends still waiting are withdrawn first, by
+ * hearts' deliveries (index on heart_id, the hearts' progression events included) get `tombstone` as username and voter
+ * identity (and in a progression event's body) and lose their platform ids, so a redelivery or a retry sends the
+ * tombstone, never the erased name. The sends still waiting are withdrawn first, by
  * withdrawDeliveriesSql. Returns the rows' ids.
  */
 export function eraseDeliveriesSql(q: { serverId: string; heartIds: readonly string[]; tombstone: string }): Prisma.Sql {
   return Prisma.sql`
     UPDATE deliveries d SET username = ${q.tombstone}, voter_identity = ${q.tombstone},
-        steam_id = NULL, discord_id = NULL, minecraft_uuid = NULL, account_id = NULL
+        steam_id = NULL, discord_id = NULL, minecraft_uuid = NULL, account_id = NULL,
+        -- A progression event's body names the player too (services/rewards/domain/progression-events.ts).
+        payload = CASE WHEN d.payload->>'username' IS NOT NULL THEN d.payload || jsonb_build_object('username', ${q.tombstone}::text) ELSE d.payload END
     WHERE d.server_id = ${q.serverId}::uuid AND d.heart_id = ANY(${[...q.heartIds]}::uuid[])
     RETURNING d.id`;
 }

@@ -7,7 +7,7 @@ import { DomainError } from "../../shared/rpc/errors.js";
 import { betweenText } from "../../shared/values/contract.js";
 import { MAX_PULL_PAGE } from "../../shared/values/wire.js";
 import type { PlatformIds } from "../../shared/values/player-ids.js";
-import type { ReferralPayload } from "../pipeline/delivery-types.js";
+import type { EventPayload } from "../pipeline/delivery-types.js";
 
 /**
  * The pull transport: counted hearts of a server whose pull API is on are stored
@@ -46,7 +46,7 @@ export function toPullLimit(limit: number): number {
 
 /** One referral event waiting to be claimed: its callback body's fields, and when the referral changed state. */
 export interface PullEventRow {
-  payload: ReferralPayload;
+  payload: EventPayload;
   occurredAt: Date;
 }
 
@@ -136,11 +136,6 @@ export async function listPullEvents(
   prisma: PrismaClient,
   q: { serverId: string; cursor: string; limit: number },
 ): Promise<{ events: PullEventRow[]; nextCursor: string | null }> {
-  const page = await pullPage<{ id: string; created_at: Date; payload: ReferralPayload; counted_at: Date }>(
-    prisma,
-    q,
-    "events",
-    Prisma.sql`payload, counted_at`,
-  );
+  const page = await pullPage<{ id: string; created_at: Date; payload: EventPayload; counted_at: Date }>(prisma, q, "events", Prisma.sql`payload, counted_at`);
   return { events: page.rows.map((r) => ({ payload: r.payload, occurredAt: new Date(r.counted_at) })), nextCursor: page.nextCursor };
 }

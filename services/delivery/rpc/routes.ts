@@ -1,4 +1,5 @@
 import { requireServerId } from "../../servers/server-exists.js";
+import { isReferralPayload } from "../pipeline/delivery-types.js";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
@@ -192,18 +193,23 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
         const serverId = await requireServerId(deps, req.serverId);
         const page = await listPullEvents(deps.prisma, { serverId, cursor: req.cursor.trim(), limit: toPullLimit(req.limit) });
         return create(ListPullEventsResponseSchema, {
-          events: page.events.map(({ payload: p, occurredAt }) => ({
-            event: p.event,
-            eventId: p.event_id,
-            referralId: p.referral_id,
-            referrerIdentity: p.referrer_identity,
-            refereeIdentity: p.referee_identity,
-            state: p.state,
-            previousState: p.previous_state,
-            reason: p.reason ?? "",
-            reasonText: p.reason_text ?? "",
-            occurredAt: timestampFromDate(occurredAt),
-          })),
+          events: page.events.map(({ payload: p, occurredAt }) =>
+            !isReferralPayload(p)
+              ? // Not a referral (a closed period, a progression event): its body's fields travel as JSON (the gateway answers them as the callback's).
+                { event: p.event, eventId: p.event_id, bodyJson: JSON.stringify(p), occurredAt: timestampFromDate(occurredAt) }
+              : {
+                  event: p.event,
+                  eventId: p.event_id,
+                  referralId: p.referral_id,
+                  referrerIdentity: p.referrer_identity,
+                  refereeIdentity: p.referee_identity,
+                  state: p.state,
+                  previousState: p.previous_state,
+                  reason: p.reason ?? "",
+                  reasonText: p.reason_text ?? "",
+                  occurredAt: timestampFromDate(occurredAt),
+                },
+          ),
           nextCursor: page.nextCursor ?? "",
         });
       },

@@ -12,6 +12,7 @@ import { WITH_ENDPOINT_URL, type DeliveryWithEndpoint } from "./read-deliveries.
 import { findEndpoint } from "../../servers/endpoint-store.js";
 import { HEART_COOLDOWN_MS } from "../../hearts/domain/streak.js";
 import type { PlatformIds } from "../../shared/values/player-ids.js";
+import type { RewardCountsPayload } from "../pipeline/delivery-types.js";
 
 /** Username of a test callback (and test vote) when the owner gives none. */
 export const TEST_CALLBACK_USERNAME = "TestPlayer";
@@ -26,6 +27,9 @@ export const TEST_CALLBACK_PLATFORM_IDS: Readonly<PlatformIds> = Object.freeze({
   minecraftUuid: "069a79f4-44e9-4726-a5be-fca90e38aaf5",
   accountId: "test-account",
 });
+
+/** The sample reward counts a test callback carries (a version-3 endpoint's body shows them). */
+export const TEST_CALLBACK_REWARD_COUNTS: Readonly<RewardCountsPayload> = Object.freeze({ weight: 1, month_total: 3, total: 12, reward_streak: 2 });
 
 /** What a test callback needs beyond the core deps. */
 export interface SendTestCallbackDeps extends CoreDeps {
@@ -68,6 +72,7 @@ export async function sendTestCallback(
     payloadVersion: endpoint.payloadVersion,
     platformIds: TEST_CALLBACK_PLATFORM_IDS,
     nextEligibleAt: new Date(now.getTime() + HEART_COOLDOWN_MS),
+    rewardCounts: TEST_CALLBACK_REWARD_COUNTS,
   });
   const attemptDeps = { ...deps, schedule: deps.retrySchedule, timeoutMs: deps.callbackTimeoutMs, allowInsecure: deps.allowInsecureCallbacks };
   const report = await performAttempt(attemptDeps, createCallbackTransport(attemptDeps), delivery);

@@ -1,7 +1,7 @@
 import type { GraceStreakStep } from "./grace-streak.js";
 import { winsLuckyDraw } from "./lucky-draw.js";
 import { renderCommand, type PlaceholderValues } from "./render-command.js";
-import type { Reward, RewardRules } from "./reward-rules.js";
+import type { Milestone, Reward, RewardRules } from "./reward-rules.js";
 
 /** Why a queue entry was given (the queue API's `reason`). */
 export type RewardReason = "vote" | "streak" | "milestone" | "lucky" | "award" | "referral" | "reversal";
@@ -41,6 +41,31 @@ export function weightOf(rules: RewardRules, at: Date): number {
   return day === 0 || day === 6 ? rules.weekendWeight : 1;
 }
 
+/** Whether the vote whose totals (with it) are `totals` reaches milestone `m`: its scope's count is `at`, or a multiple of `every`. */
+export function reachesMilestone(m: Milestone, totals: CountedVote["totals"]): boolean {
+  const count = totals[m.scope];
+  return m.at !== undefined ? count === m.at : count % (m.every as number) === 0;
+}
+
+/**
+ * One reward as a queue entry under `key`, its commands rendered with `values`; or, when a command needs a value that is
+ * missing or unsafe, the reward skipped with why (none of its commands is queued).
+ */
+export function renderRewardEntry(
+  key: string,
+  reason: RewardReason,
+  reward: Reward,
+  values: PlaceholderValues,
+): { kind: "entry"; entry: RewardEntry } | { kind: "skipped"; skipped: SkippedReward } {
+  const commands: string[] = [];
+  for (const template of reward.commands) {
+    const rendered = renderCommand(template, values);
+    if (!rendered.ok) return { kind: "skipped", skipped: { key, reason, why: rendered.why } };
+    commands.push(rendered.command);
+  }
+  return { kind: "entry", entry: { key, reason, commands, onlineOnly: reward.onlineOnly } };
+}
+
 /**
  * Everything a counted vote gives under `rules` (issue 31): the per-vote rewards (`weight` times), the streak rewards
  * reached by this vote, the milestones it hits, and the lucky draws it wins (drawn with `drawSeed`). Pure and
@@ -59,16 +84,9 @@ export function rewardsForVote(rules: RewardRules, vote: CountedVote, drawSeed: 
   const entries: RewardEntry[] = [];
   const skipped: SkippedReward[] = [];
   const give = (key: string, reason: RewardReason, reward: Reward) => {
-    const commands: string[] = [];
-    for (const template of reward.commands) {
-      const rendered = renderCommand(template, values);
-      if (!rendered.ok) {
-        skipped.push({ key, reason, why: rendered.why });
-        return;
-      }
-      commands.push(rendered.command);
-    }
-    entries.push({ key, reason, commands, onlineOnly: reward.onlineOnly });
+    const given = renderRewardEntry(key, reason, reward, values);
+    if (given.kind === "entry") entries.push(given.entry);
+    else skipped.push(given.skipped);
   };
 
   rules.perVote.forEach((reward, i) => {
@@ -81,8 +99,7 @@ export function rewardsForVote(rules: RewardRules, vote: CountedVote, drawSeed: 
     });
   }
   rules.milestones.forEach((m, i) => {
-    const count = vote.totals[m.scope];
-    if (m.at !== undefined ? count === m.at : count % (m.every as number) === 0) give(`${vote.heartId}:milestone:${i}`, "milestone", m.reward);
+    if (reachesMilestone(m, vote.totals)) give(`${vote.heartId}:milestone:${i}`, "milestone", m.reward);
   });
   rules.lucky.forEach((l, i) => {
     if (winsLuckyDraw(drawSeed, vote.heartId, i, l.oneIn)) give(`${vote.heartId}:lucky:${i}`, "lucky", l.reward);

@@ -1,9 +1,20 @@
 /**
- * THE list of event types a callback endpoint can receive: the reward callback's `heart.counted`
- * and the referral outcomes. Every reader (the endpoint RPCs, the delivery consumer, the
- * dashboard, the CLI, the docs test) imports it from here.
+ * THE list of event types a callback endpoint can receive: the reward callback's `heart.counted`,
+
+ * the referral outcomes, the reward rules' progression events and a closed week or month's standings
+ * (`period.closed`). Every reader (the endpoint RPCs, the delivery consumer, the dashboard, the CLI,
+ * the docs test) imports it from here.
  */
-export const ENDPOINT_EVENT_TYPES = ["heart.counted", "referral.registered", "referral.qualified", "referral.reversed"] as const;
+export const ENDPOINT_EVENT_TYPES = [
+  "heart.counted",
+  "referral.registered",
+  "referral.qualified",
+  "referral.reversed",
+  "streak.extended",
+  "streak.lost",
+  "milestone.reached",
+  "period.closed",
+] as const;
 
 /** One event type an endpoint can subscribe to. */
 export type EndpointEventType = (typeof ENDPOINT_EVENT_TYPES)[number];
@@ -11,14 +22,27 @@ export type EndpointEventType = (typeof ENDPOINT_EVENT_TYPES)[number];
 /** The referral outcomes among them (services/delivery/pipeline/referral-event.ts builds their bodies). */
 export const REFERRAL_EVENT_TYPES = ["referral.registered", "referral.qualified", "referral.reversed"] as const satisfies readonly EndpointEventType[];
 
+/**
+ * The progression events (issue 31) among them: made where a counted vote is counted into the voter's reward state
+ * (services/rewards/domain/progression-events.ts builds their bodies), on servers with saved reward rules.
+ */
+export const PROGRESSION_EVENT_TYPES = ["streak.extended", "streak.lost", "milestone.reached"] as const satisfies readonly EndpointEventType[];
+
+/** A server's week or month closed: its final standings (services/rewards/close-periods.ts writes it; opt-in per endpoint). */
+export const PERIOD_CLOSED_EVENT = "period.closed" satisfies EndpointEventType;
+
+/** Standings a `period.closed` body lists at most (the top of the period; its awards may pay more places). */
+export const PERIOD_CLOSED_TOP = 10;
+
 /** What a new default endpoint receives: exactly the contract's reward callback. */
 export const DEFAULT_ENDPOINT_EVENT_TYPES: readonly EndpointEventType[] = ["heart.counted"];
 
 /**
  * The payload versions an endpoint may pin: 1 is the contract's body (the default), 2 adds the
- * cast time, next eligible time, platform ids and account id (services/delivery/pipeline/send-callback.ts).
+ * cast time, next eligible time, platform ids and account id, 3 adds the reward rules' weight, the
+ * voter's month and all-time totals and the reward streak (services/delivery/pipeline/send-callback.ts).
  */
-export const PAYLOAD_VERSIONS = [1, 2] as const;
+export const PAYLOAD_VERSIONS = [1, 2, 3] as const;
 
 /** True when `value` names an event type an endpoint can receive. */
 export function isEndpointEventType(value: string): value is EndpointEventType {

@@ -1,5 +1,5 @@
 /** Ids shared by every service and the gateway: the uuid shape, the nil uuid and time-ordered ids. */
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -27,6 +27,23 @@ export function timeOrderedId(at: number = Date.now()): string {
   bytes.writeUIntBE(Math.floor(at), 0, 6);
   bytes[6] = (bytes[6]! & 0x0f) | 0x70;
   bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  return uuidText(bytes);
+}
+
+/**
+ * The id named by `name`, always the same for the same name: a uuid of version 8 (RFC 9562, custom) made of the first
+ * 122 bits of SHA-256(`name`). For events made again by a replay (a progression event of a counted vote: the replay
+ * makes the same name, so the same id, and its delivery is stored once).
+ */
+export function nameBasedId(name: string): string {
+  const bytes = createHash("sha256").update(name, "utf8").digest().subarray(0, 16);
+  bytes[6] = (bytes[6]! & 0x0f) | 0x80;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  return uuidText(bytes);
+}
+
+/** 16 bytes in the uuid's text form (lower-case hex, dashed 8-4-4-4-12). */
+function uuidText(bytes: Buffer): string {
   const hex = bytes.toString("hex");
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }

@@ -38,3 +38,21 @@ export function isoWeekOf(at: Date): string {
   const week = Math.floor((thursday.getTime() - Date.UTC(year, 0, 1)) / (7 * DAY_MS)) + 1;
   return `${year.toString().padStart(4, "0")}-W${week.toString().padStart(2, "0")}`;
 }
+
+/** An ISO week as isoWeekOf writes it: "YYYY-Www" (week 01-53). */
+export const ISO_WEEK_PATTERN = /^(\d{4})-W(0[1-9]|[1-4]\d|5[0-3])$/;
+
+/**
+ * The half-open UTC range [Monday 00:00, next Monday 00:00) of an ISO week "YYYY-Www", or null when malformed. Week 01
+ * is the week holding 4 January, so "2026-W53" runs from 2026-12-28 to 2027-01-04.
+ */
+export function isoWeekRange(week: string): { start: Date; end: Date } | null {
+  const match = ISO_WEEK_PATTERN.exec(week);
+  if (!match) return null;
+  const DAY_MS = 86_400_000;
+  const jan4 = Date.UTC(Number(match[1]), 0, 4);
+  // Monday = 0 ... Sunday = 6.
+  const weekday = (new Date(jan4).getUTCDay() + 6) % 7;
+  const start = jan4 - weekday * DAY_MS + (Number(match[2]) - 1) * 7 * DAY_MS;
+  return { start: new Date(start), end: new Date(start + 7 * DAY_MS) };
+}

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file events/v1/events.proto.
  */
 export const file_events_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZldmVudHMvdjEvZXZlbnRzLnByb3RvEglldmVudHMudjEiqQIKCEVudmVsb3BlEhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXNlcnZlcl9pZBgEIAEoCRIwCg1oZWFydF9jb3VudGVkGAogASgLMhcuZXZlbnRzLnYxLkhlYXJ0Q291bnRlZEgAEkAKFXJlZmVycmFsX3RyYW5zaXRpb25lZBgLIAEoCzIfLmV2ZW50cy52MS5SZWZlcnJhbFRyYW5zaXRpb25lZEgAEjoKEm93bmVyX25vdGlmaWNhdGlvbhgUIAEoCzIcLmV2ZW50cy52MS5Pd25lck5vdGlmaWNhdGlvbkgAQgkKB3BheWxvYWQiuQIKDEhlYXJ0Q291bnRlZBIQCghoZWFydF9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSFgoOdm90ZXJfaWRlbnRpdHkYBCABKAkSDgoGcGVyaW9kGAUgASgJEi4KCmNvdW50ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnN0cmVha19kYXkYByABKAUSEAoIc3RlYW1faWQYCCABKAkSEgoKZGlzY29yZF9pZBgJIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgKIAEoCRISCgphY2NvdW50X2lkGAsgASgJEjQKEG5leHRfZWxpZ2libGVfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIuoBChRSZWZlcnJhbFRyYW5zaXRpb25lZBITCgtyZWZlcnJhbF9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSGQoRcmVmZXJyZXJfaWRlbnRpdHkYAyABKAkSGAoQcmVmZXJlZV9pZGVudGl0eRgEIAEoCRINCgVzdGF0ZRgFIAEoCRIWCg5wcmV2aW91c19zdGF0ZRgGIAEoCRIXCg9zZXJ2ZXJfZXZlbnRfaWQYByABKAkSDgoGcmVhc29uGAggASgJEhMKC3JlYXNvbl90ZXh0GAkgASgJEhAKCGNsYXdiYWNrGAogASgIIq0CChFPd25lck5vdGlmaWNhdGlvbhIuCgRraW5kGAEgASgOMiAuZXZlbnRzLnYxLk93bmVyTm90aWZpY2F0aW9uS2luZBIRCglzZXJ2ZXJfaWQYAiABKAkSEwoLc2VydmVyX25hbWUYAyABKAkSFAoMY2FsbGJhY2tfdXJsGAQgASgJEg4KBnJlYXNvbhgFIAEoCRITCgtkZWxpdmVyeV9pZBgGIAEoCRIQCghoZWFydF9pZBgHIAEoCRISCgpldmVudF90eXBlGAggASgJEhAKCHVzZXJuYW1lGAkgASgJEhAKCGF0dGVtcHRzGAogASgFEhgKEGxhc3Rfc3RhdHVzX2NvZGUYCyABKAUSEQoJdHJhbnNwb3J0GAwgASgJEg4KBnRhcmdldBgNIAEoCSqcAQoVT3duZXJOb3RpZmljYXRpb25LaW5kEicKI09XTkVSX05PVElGSUNBVElPTl9LSU5EX1VOU1BFQ0lGSUVEEAASLQopT1dORVJfTk9USUZJQ0FUSU9OX0tJTkRfRU5EUE9JTlRfRElTQUJMRUQQARIrCidPV05FUl9OT1RJRklDQVRJT05fS0lORF9ERUxJVkVSWV9GQUlMRUQQAmIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChZldmVudHMvdjEvZXZlbnRzLnByb3RvEglldmVudHMudjEi2wIKCEVudmVsb3BlEhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXNlcnZlcl9pZBgEIAEoCRIwCg1oZWFydF9jb3VudGVkGAogASgLMhcuZXZlbnRzLnYxLkhlYXJ0Q291bnRlZEgAEkAKFXJlZmVycmFsX3RyYW5zaXRpb25lZBgLIAEoCzIfLmV2ZW50cy52MS5SZWZlcnJhbFRyYW5zaXRpb25lZEgAEjoKEm93bmVyX25vdGlmaWNhdGlvbhgUIAEoCzIcLmV2ZW50cy52MS5Pd25lck5vdGlmaWNhdGlvbkgAEjAKDXBlcmlvZF9jbG9zZWQYECABKAsyFy5ldmVudHMudjEuUGVyaW9kQ2xvc2VkSABCCQoHcGF5bG9hZCK5AgoMSGVhcnRDb3VudGVkEhAKCGhlYXJ0X2lkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIQCgh1c2VybmFtZRgDIAEoCRIWCg52b3Rlcl9pZGVudGl0eRgEIAEoCRIOCgZwZXJpb2QYBSABKAkSLgoKY291bnRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc3RyZWFrX2RheRgHIAEoBRIQCghzdGVhbV9pZBgIIAEoCRISCgpkaXNjb3JkX2lkGAkgASgJEhYKDm1pbmVjcmFmdF91dWlkGAogASgJEhIKCmFjY291bnRfaWQYCyABKAkSNAoQbmV4dF9lbGlnaWJsZV9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi6gEKFFJlZmVycmFsVHJhbnNpdGlvbmVkEhMKC3JlZmVycmFsX2lkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIZChFyZWZlcnJlcl9pZGVudGl0eRgDIAEoCRIYChByZWZlcmVlX2lkZW50aXR5GAQgASgJEg0KBXN0YXRlGAUgASgJEhYKDnByZXZpb3VzX3N0YXRlGAYgASgJEhcKD3NlcnZlcl9ldmVudF9pZBgHIAEoCRIOCgZyZWFzb24YCCABKAkSEwoLcmVhc29uX3RleHQYCSABKAkSEAoIY2xhd2JhY2sYCiABKAgirQIKEU93bmVyTm90aWZpY2F0aW9uEi4KBGtpbmQYASABKA4yIC5ldmVudHMudjEuT3duZXJOb3RpZmljYXRpb25LaW5kEhEKCXNlcnZlcl9pZBgCIAEoCRITCgtzZXJ2ZXJfbmFtZRgDIAEoCRIUCgxjYWxsYmFja191cmwYBCABKAkSDgoGcmVhc29uGAUgASgJEhMKC2RlbGl2ZXJ5X2lkGAYgASgJEhAKCGhlYXJ0X2lkGAcgASgJEhIKCmV2ZW50X3R5cGUYCCABKAkSEAoIdXNlcm5hbWUYCSABKAkSEAoIYXR0ZW1wdHMYCiABKAUSGAoQbGFzdF9zdGF0dXNfY29kZRgLIAEoBRIRCgl0cmFuc3BvcnQYDCABKAkSDgoGdGFyZ2V0GA0gASgJIskBCgxQZXJpb2RDbG9zZWQSEQoJc2VydmVyX2lkGAEgASgJEgwKBGtpbmQYAiABKAkSDgoGcGVyaW9kGAMgASgJEi0KCXN0YXJ0c19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoHZW5kc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoJc3RhbmRpbmdzGAYgAygLMhkuZXZlbnRzLnYxLlBlcmlvZFN0YW5kaW5nIlgKDlBlcmlvZFN0YW5kaW5nEg0KBXBsYWNlGAEgASgFEhAKCHVzZXJuYW1lGAIgASgJEhYKDnZvdGVyX2lkZW50aXR5GAMgASgJEg0KBXZvdGVzGAQgASgFKpwBChVPd25lck5vdGlmaWNhdGlvbktpbmQSJwojT1dORVJfTk9USUZJQ0FUSU9OX0tJTkRfVU5TUEVDSUZJRUQQABItCilPV05FUl9OT1RJRklDQVRJT05fS0lORF9FTkRQT0lOVF9ESVNBQkxFRBABEisKJ09XTkVSX05PVElGSUNBVElPTl9LSU5EX0RFTElWRVJZX0ZBSUxFRBACYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * Envelope is the value of every Kafka message the relay publishes. The Kafka
@@ -32,7 +32,7 @@ export type Envelope = Message<"events.v1.Envelope"> & {
 
   /**
    * "heart.counted", "referral.registered", "referral.qualified", "referral.reversed",
-   * "owner.endpoint_disabled", "owner.delivery_failed".
+   * "owner.endpoint_disabled", "owner.delivery_failed", "period.closed".
    *
    * @generated from field: string type = 2;
    */
@@ -69,6 +69,12 @@ export type Envelope = Message<"events.v1.Envelope"> & {
      */
     value: OwnerNotification;
     case: "ownerNotification";
+  } | {
+    /**
+     * @generated from field: events.v1.PeriodClosed period_closed = 16;
+     */
+    value: PeriodClosed;
+    case: "periodClosed";
   } | { case: undefined; value?: undefined };
 };
 
@@ -326,6 +332,91 @@ export type OwnerNotification = Message<"events.v1.OwnerNotification"> & {
  */
 export const OwnerNotificationSchema: GenMessage<OwnerNotification> = /*@__PURE__*/
   messageDesc(file_events_v1_events, 3);
+
+/**
+ * PeriodClosed is emitted once per server and period when the period closer closes a week or month of a
+ * server with reward rules (type "period.closed", on hearts.events.v1): the final standings of the
+ * server's voters, top N, the same standings the period's awards were paid by.
+ *
+ * @generated from message events.v1.PeriodClosed
+ */
+export type PeriodClosed = Message<"events.v1.PeriodClosed"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * "week" or "month".
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * "YYYY-MM" (a UTC month) or "YYYY-Www" (an ISO week, Monday to Sunday, UTC).
+   *
+   * @generated from field: string period = 3;
+   */
+  period: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp starts_at = 4;
+   */
+  startsAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp ends_at = 5;
+   */
+  endsAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: repeated events.v1.PeriodStanding standings = 6;
+   */
+  standings: PeriodStanding[];
+};
+
+/**
+ * Describes the message events.v1.PeriodClosed.
+ * Use `create(PeriodClosedSchema)` to create a new message.
+ */
+export const PeriodClosedSchema: GenMessage<PeriodClosed> = /*@__PURE__*/
+  messageDesc(file_events_v1_events, 4);
+
+/**
+ * PeriodStanding is one voter's place in a closed period: voters with as many votes share a place
+ * (1, 2, 2, 4); among them, who reached the count first is listed first.
+ *
+ * @generated from message events.v1.PeriodStanding
+ */
+export type PeriodStanding = Message<"events.v1.PeriodStanding"> & {
+  /**
+   * @generated from field: int32 place = 1;
+   */
+  place: number;
+
+  /**
+   * @generated from field: string username = 2;
+   */
+  username: string;
+
+  /**
+   * @generated from field: string voter_identity = 3;
+   */
+  voterIdentity: string;
+
+  /**
+   * @generated from field: int32 votes = 4;
+   */
+  votes: number;
+};
+
+/**
+ * Describes the message events.v1.PeriodStanding.
+ * Use `create(PeriodStandingSchema)` to create a new message.
+ */
+export const PeriodStandingSchema: GenMessage<PeriodStanding> = /*@__PURE__*/
+  messageDesc(file_events_v1_events, 5);
 
 /**
  * OwnerNotificationKind is what happened to a server owner's callback.

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rewards/v1/rewards.proto.
  */
 export const file_rewards_v1_rewards: GenFile = /*@__PURE__*/
-  fileDesc("ChhyZXdhcmRzL3YxL3Jld2FyZHMucHJvdG8SCnJld2FyZHMudjEiKgoVR2V0UmV3YXJkUnVsZXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSKQAQoWR2V0UmV3YXJkUnVsZXNSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgFEhIKCnJ1bGVzX2pzb24YAiABKAkSEQoJZHJhd19zZWVkGAMgASgJEhAKCHNhdmVkX2J5GAQgASgJEiwKCHNhdmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChVQdXRSZXdhcmRSdWxlc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhIKCnJ1bGVzX2pzb24YAiABKAkSFAoMYmFzZV92ZXJzaW9uGAMgASgFIikKFlB1dFJld2FyZFJ1bGVzUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoBSLIAgoVUHJldmlld1Jld2FyZHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRISCgpydWxlc19qc29uGAIgASgJEhAKCGhlYXJ0X2lkGAMgASgJEi4KCmNvdW50ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBsYXllchgFIAEoCRIQCghzdGVhbV9pZBgGIAEoCRISCgpkaXNjb3JkX2lkGAcgASgJEhYKDm1pbmVjcmFmdF91dWlkGAggASgJEhIKCmFjY291bnRfaWQYCSABKAkSDQoFdG90YWwYCiABKAUSEwoLbW9udGhfdG90YWwYCyABKAUSEgoKd2Vla190b3RhbBgMIAEoBRITCgtzdHJlYWtfZGF5cxgNIAEoBRIXCg9zdHJlYWtfZXh0ZW5kZWQYDiABKAgiUQoLUmV3YXJkRW50cnkSCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCRIQCghjb21tYW5kcxgDIAMoCRITCgtvbmxpbmVfb25seRgEIAEoCCI5Cg1Ta2lwcGVkUmV3YXJkEgsKA2tleRgBIAEoCRIOCgZyZWFzb24YAiABKAkSCwoDd2h5GAMgASgJIn4KFlByZXZpZXdSZXdhcmRzUmVzcG9uc2USDgoGd2VpZ2h0GAEgASgFEigKB2VudHJpZXMYAiADKAsyFy5yZXdhcmRzLnYxLlJld2FyZEVudHJ5EioKB3NraXBwZWQYAyADKAsyGS5yZXdhcmRzLnYxLlNraXBwZWRSZXdhcmQicgoWTGlzdFJld2FyZFF1ZXVlUmVxdWVzdBIRCgljbGFpbV9rZXkYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEg4KBm9ubGluZRgDIAMoCRINCgVsaW1pdBgEIAEoBRITCgt3aXRoX29ubGluZRgFIAEoCCLpAQoQUmV3YXJkUXVldWVFbnRyeRIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSEAoIc3RlYW1faWQYBCABKAkSEgoKZGlzY29yZF9pZBgFIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgGIAEoCRISCgphY2NvdW50X2lkGAcgASgJEhAKCGNvbW1hbmRzGAggAygJEhMKC29ubGluZV9vbmx5GAkgASgIEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIooBChdMaXN0UmV3YXJkUXVldWVSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEi0KB2VudHJpZXMYAyADKAsyHC5yZXdhcmRzLnYxLlJld2FyZFF1ZXVlRW50cnkSGgoSbmV4dF9jaGVja19zZWNvbmRzGAQgASgFIkwKF0Fja1Jld2FyZEVudHJpZXNSZXF1ZXN0EhEKCWNsYWltX2tleRgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSCwoDaWRzGAMgAygJImAKGEFja1Jld2FyZEVudHJpZXNSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEg0KBWFja2VkGAMgAygJEg8KB3Vua25vd24YBCADKAkynwIKElJld2FyZFJ1bGVzU2VydmljZRJXCg5HZXRSZXdhcmRSdWxlcxIhLnJld2FyZHMudjEuR2V0UmV3YXJkUnVsZXNSZXF1ZXN0GiIucmV3YXJkcy52MS5HZXRSZXdhcmRSdWxlc1Jlc3BvbnNlElcKDlB1dFJld2FyZFJ1bGVzEiEucmV3YXJkcy52MS5QdXRSZXdhcmRSdWxlc1JlcXVlc3QaIi5yZXdhcmRzLnYxLlB1dFJld2FyZFJ1bGVzUmVzcG9uc2USVwoOUHJldmlld1Jld2FyZHMSIS5yZXdhcmRzLnYxLlByZXZpZXdSZXdhcmRzUmVxdWVzdBoiLnJld2FyZHMudjEuUHJldmlld1Jld2FyZHNSZXNwb25zZTLPAQoSUmV3YXJkUXVldWVTZXJ2aWNlEloKD0xpc3RSZXdhcmRRdWV1ZRIiLnJld2FyZHMudjEuTGlzdFJld2FyZFF1ZXVlUmVxdWVzdBojLnJld2FyZHMudjEuTGlzdFJld2FyZFF1ZXVlUmVzcG9uc2USXQoQQWNrUmV3YXJkRW50cmllcxIjLnJld2FyZHMudjEuQWNrUmV3YXJkRW50cmllc1JlcXVlc3QaJC5yZXdhcmRzLnYxLkFja1Jld2FyZEVudHJpZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChhyZXdhcmRzL3YxL3Jld2FyZHMucHJvdG8SCnJld2FyZHMudjEiKgoVR2V0UmV3YXJkUnVsZXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSKQAQoWR2V0UmV3YXJkUnVsZXNSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgFEhIKCnJ1bGVzX2pzb24YAiABKAkSEQoJZHJhd19zZWVkGAMgASgJEhAKCHNhdmVkX2J5GAQgASgJEiwKCHNhdmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChVQdXRSZXdhcmRSdWxlc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhIKCnJ1bGVzX2pzb24YAiABKAkSFAoMYmFzZV92ZXJzaW9uGAMgASgFIikKFlB1dFJld2FyZFJ1bGVzUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoBSLIAgoVUHJldmlld1Jld2FyZHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRISCgpydWxlc19qc29uGAIgASgJEhAKCGhlYXJ0X2lkGAMgASgJEi4KCmNvdW50ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBsYXllchgFIAEoCRIQCghzdGVhbV9pZBgGIAEoCRISCgpkaXNjb3JkX2lkGAcgASgJEhYKDm1pbmVjcmFmdF91dWlkGAggASgJEhIKCmFjY291bnRfaWQYCSABKAkSDQoFdG90YWwYCiABKAUSEwoLbW9udGhfdG90YWwYCyABKAUSEgoKd2Vla190b3RhbBgMIAEoBRITCgtzdHJlYWtfZGF5cxgNIAEoBRIXCg9zdHJlYWtfZXh0ZW5kZWQYDiABKAgiUQoLUmV3YXJkRW50cnkSCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCRIQCghjb21tYW5kcxgDIAMoCRITCgtvbmxpbmVfb25seRgEIAEoCCI5Cg1Ta2lwcGVkUmV3YXJkEgsKA2tleRgBIAEoCRIOCgZyZWFzb24YAiABKAkSCwoDd2h5GAMgASgJIn4KFlByZXZpZXdSZXdhcmRzUmVzcG9uc2USDgoGd2VpZ2h0GAEgASgFEigKB2VudHJpZXMYAiADKAsyFy5yZXdhcmRzLnYxLlJld2FyZEVudHJ5EioKB3NraXBwZWQYAyADKAsyGS5yZXdhcmRzLnYxLlNraXBwZWRSZXdhcmQicgoWTGlzdFJld2FyZFF1ZXVlUmVxdWVzdBIRCgljbGFpbV9rZXkYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEg4KBm9ubGluZRgDIAMoCRINCgVsaW1pdBgEIAEoBRITCgt3aXRoX29ubGluZRgFIAEoCCLpAQoQUmV3YXJkUXVldWVFbnRyeRIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSEAoIc3RlYW1faWQYBCABKAkSEgoKZGlzY29yZF9pZBgFIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgGIAEoCRISCgphY2NvdW50X2lkGAcgASgJEhAKCGNvbW1hbmRzGAggAygJEhMKC29ubGluZV9vbmx5GAkgASgIEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIooBChdMaXN0UmV3YXJkUXVldWVSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEi0KB2VudHJpZXMYAyADKAsyHC5yZXdhcmRzLnYxLlJld2FyZFF1ZXVlRW50cnkSGgoSbmV4dF9jaGVja19zZWNvbmRzGAQgASgFIkwKF0Fja1Jld2FyZEVudHJpZXNSZXF1ZXN0EhEKCWNsYWltX2tleRgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSCwoDaWRzGAMgAygJImAKGEFja1Jld2FyZEVudHJpZXNSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEg0KBWFja2VkGAMgAygJEg8KB3Vua25vd24YBCADKAkinQEKG1JlcXVldWVSZXdhcmRFbnRyaWVzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSLgoKYWNrZWRfZnJvbRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIYWNrZWRfdG8YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFmdGVyGAQgASgJIlUKHFJlcXVldWVSZXdhcmRFbnRyaWVzUmVzcG9uc2USEAoIcmVxdWV1ZWQYASABKAUSDwoHc2Nhbm5lZBgCIAEoBRISCgpuZXh0X2FmdGVyGAMgASgJMp8CChJSZXdhcmRSdWxlc1NlcnZpY2USVwoOR2V0UmV3YXJkUnVsZXMSIS5yZXdhcmRzLnYxLkdldFJld2FyZFJ1bGVzUmVxdWVzdBoiLnJld2FyZHMudjEuR2V0UmV3YXJkUnVsZXNSZXNwb25zZRJXCg5QdXRSZXdhcmRSdWxlcxIhLnJld2FyZHMudjEuUHV0UmV3YXJkUnVsZXNSZXF1ZXN0GiIucmV3YXJkcy52MS5QdXRSZXdhcmRSdWxlc1Jlc3BvbnNlElcKDlByZXZpZXdSZXdhcmRzEiEucmV3YXJkcy52MS5QcmV2aWV3UmV3YXJkc1JlcXVlc3QaIi5yZXdhcmRzLnYxLlByZXZpZXdSZXdhcmRzUmVzcG9uc2UyugIKElJld2FyZFF1ZXVlU2VydmljZRJaCg9MaXN0UmV3YXJkUXVldWUSIi5yZXdhcmRzLnYxLkxpc3RSZXdhcmRRdWV1ZVJlcXVlc3QaIy5yZXdhcmRzLnYxLkxpc3RSZXdhcmRRdWV1ZVJlc3BvbnNlEl0KEEFja1Jld2FyZEVudHJpZXMSIy5yZXdhcmRzLnYxLkFja1Jld2FyZEVudHJpZXNSZXF1ZXN0GiQucmV3YXJkcy52MS5BY2tSZXdhcmRFbnRyaWVzUmVzcG9uc2USaQoUUmVxdWV1ZVJld2FyZEVudHJpZXMSJy5yZXdhcmRzLnYxLlJlcXVldWVSZXdhcmRFbnRyaWVzUmVxdWVzdBooLnJld2FyZHMudjEuUmVxdWV1ZVJld2FyZEVudHJpZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message rewards.v1.GetRewardRulesRequest
@@ -534,6 +534,75 @@ export const AckRewardEntriesResponseSchema: GenMessage<AckRewardEntriesResponse
   messageDesc(file_rewards_v1_rewards, 12);
 
 /**
+ * @generated from message rewards.v1.RequeueRewardEntriesRequest
+ */
+export type RequeueRewardEntriesRequest = Message<"rewards.v1.RequeueRewardEntriesRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * The acknowledgement times to re-queue: from (inclusive) to (exclusive); to after from.
+   *
+   * @generated from field: google.protobuf.Timestamp acked_from = 2;
+   */
+  ackedFrom?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp acked_to = 3;
+   */
+  ackedTo?: Timestamp | undefined;
+
+  /**
+   * Where the previous page stopped (its next_after); empty for the first page.
+   *
+   * @generated from field: string after = 4;
+   */
+  after: string;
+};
+
+/**
+ * Describes the message rewards.v1.RequeueRewardEntriesRequest.
+ * Use `create(RequeueRewardEntriesRequestSchema)` to create a new message.
+ */
+export const RequeueRewardEntriesRequestSchema: GenMessage<RequeueRewardEntriesRequest> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 13);
+
+/**
+ * @generated from message rewards.v1.RequeueRewardEntriesResponse
+ */
+export type RequeueRewardEntriesResponse = Message<"rewards.v1.RequeueRewardEntriesResponse"> & {
+  /**
+   * Entries queued again by this call (those re-queued by an earlier call are skipped).
+   *
+   * @generated from field: int32 requeued = 1;
+   */
+  requeued: number;
+
+  /**
+   * Acknowledged entries this call looked at (re-queued or skipped).
+   *
+   * @generated from field: int32 scanned = 2;
+   */
+  scanned: number;
+
+  /**
+   * Non-empty when the range holds more: pass it as `after` for the next page.
+   *
+   * @generated from field: string next_after = 3;
+   */
+  nextAfter: string;
+};
+
+/**
+ * Describes the message rewards.v1.RequeueRewardEntriesResponse.
+ * Use `create(RequeueRewardEntriesResponseSchema)` to create a new message.
+ */
+export const RequeueRewardEntriesResponseSchema: GenMessage<RequeueRewardEntriesResponse> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 14);
+
+/**
  * RewardRulesService keeps a server's reward rules (docs/reward-rules.md): what the list gives a
  * voter for a counted vote, a streak, a milestone, a lucky draw, a period placement or a referral.
  * Rules are JSON validated by the service; every save is a new version. Admin tokens on any server;
@@ -609,6 +678,20 @@ export const RewardQueueService: GenService<{
     methodKind: "unary";
     input: typeof AckRewardEntriesRequestSchema;
     output: typeof AckRewardEntriesResponseSchema;
+  },
+  /**
+   * RequeueRewardEntries queues again, as new entries with new ids, the entries the server's plugin
+   * acknowledged in [acked_from, acked_to): for an owner who lost a game server (a wipe, a restore from
+   * an old backup) and wants its players paid again. A page at a time, oldest acknowledgement first;
+   * an entry re-queued before is not re-queued again by a second call over the same range. Callers:
+   * admins; a server's owner for their own server. Never the plugin's claim key.
+   *
+   * @generated from rpc rewards.v1.RewardQueueService.RequeueRewardEntries
+   */
+  requeueRewardEntries: {
+    methodKind: "unary";
+    input: typeof RequeueRewardEntriesRequestSchema;
+    output: typeof RequeueRewardEntriesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_rewards_v1_rewards, 1);

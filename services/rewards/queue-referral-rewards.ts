@@ -2,7 +2,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.js";
 import type { Logger } from "../shared/runtime/log.js";
-import { isCounted, type ReviewState } from "../referral/domain/abuse-signals.js";
+import { isCounted, type ReviewState } from "../shared/values/review-states.js";
 import { MAX_ENTRIES } from "./domain/reward-rules.js";
 import { allReferralEntryKeys, rewardsForReferral, type ReferralRewardReason } from "./domain/rewards-for-referral.js";
 import { findRewardEntryKeys, queueRewardEntries } from "./reward-queue-store.js";

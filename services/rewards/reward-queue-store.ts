@@ -244,48 +244,6 @@ export function ackedRewardEntryRetention(keepSeconds: number): RetentionRule {
   });
 }
 
-/**
- * Of `keys`, those the server's queue holds (pending or acknowledged): whether a referral's rewards were queued, before
- * its clawback queues their reversal.
- */
-export async function findRewardEntryKeys(tx: SqlTx, q: { serverId: string; keys: readonly string[] }): Promise<string[]> {
-  if (q.keys.length === 0) return [];
-  // Bounded: at most keys.length probes of the (server_id, entry_key) unique index.
-  const rows = await tx.query<{ entry_key: string }>(Prisma.sql`
-    SELECT entry_key FROM reward_queue_entries WHERE server_id = ${q.serverId}::uuid AND entry_key = ANY(${[...q.keys]}::text[])`);
-  return rows.map((r) => r.entry_key);
-}
-
-/**
- * Pay-once (servers.pay_once): of the server's pending entries `ids`, the `vote` entries whose heart another transport
- * holds (a callback, Votifier, pull or the check/claim API paid it, or a push has it in flight or in doubt), each with
- * that payout's state (`paid`, `reserved`, `in_doubt`). Empty on a server not in pay-once mode.
- */
-export async function findVoteEntriesPaidElsewhere(tx: SqlTx, q: { serverId: string; ids: readonly string[] }): Promise<Array<{ id: string; state: string }>> {
-  if (q.ids.length === 0) return [];
-  // Bounded: the server's row, at most ids.length entries by primary key, and one payout probe (primary key) per entry.
-  return tx.query<{ id: string; state: string }>(Prisma.sql`
-    SELECT e.id, h.state
-    FROM reward_queue_entries e JOIN servers s ON s.id = e.server_id AND s.pay_once
-    CROSS JOIN LATERAL (SELECT ${payoutHeldByOtherSql(Prisma.sql`e.heart_id`)} AS state) h
-    WHERE e.id = ANY(${[...q.ids]}::uuid[]) AND e.server_id = ${q.serverId}::uuid AND e.reason = 'vote' AND e.acked_at IS NULL
-      AND h.state IS NOT NULL`);
-}
-
-/**
- * Pay-once: closes the server's pending `vote` entries `ids` whose heart another transport has paid (acked_at = `at`
- * without a plugin running them), so they are never listed again and leave the pending index. Returns the ids closed.
- */
-export async function closeRewardEntriesPaidElsewhere(tx: SqlTx, q: { serverId: string; ids: readonly string[]; at: Date }): Promise<string[]> {
-  if (q.ids.length === 0) return [];
-  // Bounded: at most ids.length rows, by primary key.
-  const rows = await tx.query<{ id: string }>(Prisma.sql`
-    UPDATE reward_queue_entries SET acked_at = ${q.at}::timestamptz
-    WHERE id = ANY(${[...q.ids]}::uuid[]) AND server_id = ${q.serverId}::uuid AND reason = 'vote' AND acked_at IS NULL
-    RETURNING id`);
-  return rows.map((r) => r.id);
-}
-
 /** Acknowledged entries one bulk re-queue call looks at, at most. */
 export const REQUEUE_PAGE_ENTRIES = 500;
 
@@ -331,6 +289,48 @@ export async function requeueAckedRewardEntries(
            (SELECT acked_at FROM last) AS last_acked_at, (SELECT id FROM last) AS last_id`);
   const last = row?.last_acked_at && row.last_id ? { ackedAt: row.last_acked_at, id: row.last_id } : null;
   return { requeued: row?.requeued ?? 0, scanned: row?.scanned ?? 0, last };
+}
+
+/**
+ * Of `keys`, those the server's queue holds (pending or acknowledged): whether a referral's rewards were queued, before
+ * its clawback queues their reversal.
+ */
+export async function findRewardEntryKeys(tx: SqlTx, q: { serverId: string; keys: readonly string[] }): Promise<string[]> {
+  if (q.keys.length === 0) return [];
+  // Bounded: at most keys.length probes of the (server_id, entry_key) unique index.
+  const rows = await tx.query<{ entry_key: string }>(Prisma.sql`
+    SELECT entry_key FROM reward_queue_entries WHERE server_id = ${q.serverId}::uuid AND entry_key = ANY(${[...q.keys]}::text[])`);
+  return rows.map((r) => r.entry_key);
+}
+
+/**
+ * Pay-once (servers.pay_once): of the server's pending entries `ids`, the `vote` entries whose heart another transport
+ * holds (a callback, Votifier, pull or the check/claim API paid it, or a push has it in flight or in doubt), each with
+ * that payout's state (`paid`, `reserved`, `in_doubt`). Empty on a server not in pay-once mode.
+ */
+export async function findVoteEntriesPaidElsewhere(tx: SqlTx, q: { serverId: string; ids: readonly string[] }): Promise<Array<{ id: string; state: string }>> {
+  if (q.ids.length === 0) return [];
+  // Bounded: the server's row, at most ids.length entries by primary key, and one payout probe (primary key) per entry.
+  return tx.query<{ id: string; state: string }>(Prisma.sql`
+    SELECT e.id, h.state
+    FROM reward_queue_entries e JOIN servers s ON s.id = e.server_id AND s.pay_once
+    CROSS JOIN LATERAL (SELECT ${payoutHeldByOtherSql(Prisma.sql`e.heart_id`)} AS state) h
+    WHERE e.id = ANY(${[...q.ids]}::uuid[]) AND e.server_id = ${q.serverId}::uuid AND e.reason = 'vote' AND e.acked_at IS NULL
+      AND h.state IS NOT NULL`);
+}
+
+/**
+ * Pay-once: closes the server's pending `vote` entries `ids` whose heart another transport has paid (acked_at = `at`
+ * without a plugin running them), so they are never listed again and leave the pending index. Returns the ids closed.
+ */
+export async function closeRewardEntriesPaidElsewhere(tx: SqlTx, q: { serverId: string; ids: readonly string[]; at: Date }): Promise<string[]> {
+  if (q.ids.length === 0) return [];
+  // Bounded: at most ids.length rows, by primary key.
+  const rows = await tx.query<{ id: string }>(Prisma.sql`
+    UPDATE reward_queue_entries SET acked_at = ${q.at}::timestamptz
+    WHERE id = ANY(${[...q.ids]}::uuid[]) AND server_id = ${q.serverId}::uuid AND reason = 'vote' AND acked_at IS NULL
+    RETURNING id`);
+  return rows.map((r) => r.id);
 }
 
 /**

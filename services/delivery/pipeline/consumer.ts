@@ -14,8 +14,8 @@ import { isReferralEventType, toReferralDelivery } from "./referral-event.js";
 import { toPeriodClosedDelivery } from "./period-closed-event.js";
 import { PERIOD_CLOSED_EVENT } from "../../shared/values/event-types.js";
 import { type CountedHeart, queueVoteRewards } from "../../rewards/queue-vote-rewards.js";
-import { queueReferralRewards, type ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
 import { storeProgressionEvents, toRewardCountsPayload } from "./progression-event.js";
+import { queueReferralRewards, type ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
 
 /** The default consumer group of the delivery service. */
 export const DELIVERY_CONSUMER_GROUP = "delivery.v1";
@@ -174,9 +174,9 @@ function countedHeartOf(d: NewDelivery): CountedHeart {
  * into stored delivery rows (idempotent per heart or event id, server, transport and endpoint),
  * a batch of messages at a time with one statement; before it, queues the counted hearts' rewards on
  * servers with reward rules and stores their progression events (queueVoteRewards: one transaction
- * per batch), whose counts the hearts' deliveries carry (payload version 3); after it, the referral
- * rewards of its qualified and clawed-back referrals (queueReferralRewards, one transaction); only then
- * it resolves so the bus commits the batch's offsets. It never does HTTP: the dispatcher sends,
+ * per batch), whose counts the hearts' deliveries carry (payload version 3); after it, queues the
+ * referral rewards of its qualified and clawed-back referrals (queueReferralRewards: one transaction
+ * per batch); only then it resolves so the bus commits the batch's offsets. It never does HTTP: the dispatcher sends,
  * so a slow receiver never blocks a partition. A message that cannot be decoded is stored in
  * `dead_letters` (with its reason and bytes) and counted, then committed with its batch.
  * Database errors throw, leaving the batch uncommitted so its messages come again.
@@ -256,8 +256,8 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
         opts.log.warn({ heartId: delivery.heartId, eventId, serverId: delivery.serverId }, "heart for an unknown server; no delivery");
       } else opts.log.debug({ heartId: delivery.heartId, eventId, outcome }, "delivery stored");
     });
-    // Referral rewards after the deliveries (queue-referral-rewards.ts: why here and not in ApplyEvent): a failure throws,
-    // the offsets stay uncommitted, and the redelivered batch queues nothing twice (the entry keys).
+    // Referral rewards after the deliveries (queue-referral-rewards.ts: why here and not in ApplyEvent), before the batch is
+    // acknowledged: a failure throws, the offsets stay uncommitted, and the redelivered batch queues nothing twice (entry keys).
     const referrals = await queueReferralRewards(
       opts.prisma,
       stored.flatMap(({ reward }, i) => (reward !== undefined && outcomes[i] !== "unknown_server" ? [reward] : [])),

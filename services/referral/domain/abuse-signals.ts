@@ -6,6 +6,10 @@
  * deployment overrides any subset with JSON (loadAbuseRules, ABUSE_RULES_JSON / ABUSE_RULES_FILE), as
  * the hearts' fraud rules are overridden. No clock, I/O or randomness here: times are passed in.
  */
+import type { ReviewState } from "../../shared/values/review-states.js";
+
+/** The review states live with the shared values (the reward queue applies them too); re-exported for this folder. */
+export { COUNTED_REVIEWS, isCounted, REVIEW_STATES, type ReviewState } from "../../shared/values/review-states.js";
 
 /** Every signal, in the order they are listed. */
 export const ABUSE_SIGNAL_CODES = [
@@ -20,10 +24,6 @@ export const ABUSE_SIGNAL_CODES = [
 /** One anti-abuse signal. */
 export type AbuseSignalCode = (typeof ABUSE_SIGNAL_CODES)[number];
 
-/** A referral's review state: none = not flagged; held, approved, declined = flagged. */
-export type ReviewState = "none" | "held" | "approved" | "declined";
-/** Every review state, as stored and filtered on. */
-export const REVIEW_STATES: readonly ReviewState[] = ["none", "held", "approved", "declined"];
 /** A server's anti-abuse mode (`off` unless the owner opts in, so the contract's counting holds). */
 export type ReviewMode = "off" | "loose" | "strict";
 /** Every mode. */
@@ -146,14 +146,6 @@ export function foldSignals(before: ReviewRecord, found: FoundSignals, mode: Rev
   const details = { ...before.details, ...found.details };
   if (mode === "off" || before.review !== "none" || signals.length === 0) return { signals, details, review: before.review };
   return { signals, details, review: mode === "strict" ? "declined" : "held" };
-}
-
-/** The review states whose credit counts on the leaderboard: unflagged and approved. */
-export const COUNTED_REVIEWS: readonly ReviewState[] = ["none", "approved"];
-
-/** Whether a referral's credit counts on the leaderboard. */
-export function isCounted(review: ReviewState): boolean {
-  return COUNTED_REVIEWS.includes(review);
 }
 
 /** The owner's decision on a flagged referral. */

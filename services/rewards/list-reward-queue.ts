@@ -75,19 +75,21 @@ async function readLastVoteAt(deps: CoreDeps, serverId: string): Promise<Date | 
 
 /**
  * Pay-once (servers.pay_once; docs/reward-queue.md "Pay-once"): the page's `vote` entries take their hearts' payouts for
- * the queue as they are listed (takeQueuePayoutsSql, first come: the plugin runs what it is listed, so from here on no
+ * the queue as they are listed to the plugin (`byPlugin`: by claim key) (takeQueuePayoutsSql, first come: the plugin runs what it is listed, so from here on no
  * other transport may pay them), and the entries whose heart another transport holds are left out: those it paid are
  * closed (acknowledged by the service, never listed again), those a push holds in flight or in doubt stay pending until
  * it settles (paid: closed; refused: listed again). The hearts taken are withdrawn from the other transports after it.
  * Two statements when the page holds a vote entry (none on a page without), one more only when something is closed.
  */
-async function payOnceListed(deps: ListRewardQueueDeps, serverId: string, page: PendingRewardEntry[]): Promise<PendingRewardEntry[]> {
+async function payOnceListed(deps: ListRewardQueueDeps, serverId: string, page: PendingRewardEntry[], byPlugin: boolean): Promise<PendingRewardEntry[]> {
   const votes = page.filter((e) => e.reason === "vote").map((e) => e.id);
   if (votes.length === 0) return page;
   const now = deps.now();
-  const taken = await runSql<{ heart_id: string }>(deps.prisma, takeQueuePayoutsSql(serverId, votes, now));
+  // Only the plugin's list (by claim key) pays: an owner or admin looking at the queue by server id runs nothing, so
+  // that view takes nothing and closes nothing; it only leaves out what another transport holds.
+  const taken = byPlugin ? await runSql<{ heart_id: string }>(deps.prisma, takeQueuePayoutsSql(serverId, votes, now)) : [];
   const held = await findVoteEntriesPaidElsewhere(sqlOf(deps.prisma), { serverId, ids: votes });
-  const paid = held.filter((h) => h.state === "paid").map((h) => h.id);
+  const paid = byPlugin ? held.filter((h) => h.state === "paid").map((h) => h.id) : [];
   await closeRewardEntriesPaidElsewhere(sqlOf(deps.prisma), { serverId, ids: paid, at: now });
   // After the taking statement, never inside it (as every payer does).
   if (taken.length > 0) await deps.withdrawOthers(deps.prisma, { serverId, heartIds: taken.map((r) => r.heart_id), paidBy: "queue", now }, deps.log);
@@ -110,7 +112,7 @@ export async function listRewardQueue(deps: ListRewardQueueDeps, resolveKey: Cla
   // A wrong key is told the idle interval: a misconfigured plugin does not poll fast.
   if (serverId === null) return create(ListRewardQueueResponseSchema, { keyValid: false, nextCheckSeconds: deps.idleCheckSeconds });
   const page = await listPendingRewardEntries(sqlOf(deps.prisma), { serverId, limit, ...(online ? { online } : {}) });
-  const entries = await payOnceListed(deps, serverId, withinPageBytes(page));
+  const entries = await payOnceListed(deps, serverId, withinPageBytes(page), req.claimKey !== "");
   const pending = entries.length > 0;
   const lastVoteAt = pending ? null : await readLastVoteAt(deps, serverId);
   return create(ListRewardQueueResponseSchema, {

@@ -169,6 +169,19 @@ test("a vote entry whose heart a push holds in flight is left out (not closed) u
   t.deepEqual((await listedIds(stack, claimKey)).sort(), [h.milestone, h.vote0, h.vote1].sort(), "given back: listed again");
 });
 
+test("a list by server id (an owner or admin looking at the queue) takes nothing: the vote stays payable by the other transports", async (t) => {
+  const { stack, serverId, claimKey, h } = await votedOn(t, true);
+  const listed = await stack.clients.rewardQueue.listRewardQueue({ serverId });
+  t.deepEqual(listed.entries.map((e) => e.id).sort(), [h.milestone, h.vote0, h.vote1].sort());
+  t.is(await stack.prisma.heartPayout.count({ where: { heartId: h.heartId } }), 0);
+  t.like(await stack.clients.claims.claimVote({ claimKey, player: steam(h.steamId) }), { status: ClaimStatus.CLAIMED_NOW });
+  t.deepEqual(
+    (await stack.clients.rewardQueue.listRewardQueue({ serverId })).entries.map((e) => e.id),
+    [h.milestone],
+    "the view leaves out what the claim paid",
+  );
+});
+
 test("off (the default): an acknowledgement takes no payout, and a claim still pays the heart", async (t) => {
   const { stack, claimKey, h } = await votedOn(t, false);
   t.deepEqual((await stack.clients.rewardQueue.ackRewardEntries({ claimKey, ids: [h.vote0] })).acked, [h.vote0]);

@@ -12,9 +12,10 @@ import type { Logger } from "../shared/runtime/log.js";
  * - a push (HTTP callback, Votifier) reserves it before sending (reservePayoutSql) and settles it after,
  *   by PAYOUT_TRANSITIONS (settlePayoutSql, markPayoutsInDoubtSql; services/delivery/pipeline/pay-once.ts);
  * - the hearts' retention removes a heart's row with the heart (removePayoutsSql; services/hearts/store.ts);
- * - the reward queue's acknowledgement of a `vote` entry takes it paid in the acknowledgement's transaction
- *   (takeQueuePayoutsSql; services/rewards/ack-reward-entries.ts), and the queue's list leaves out (or closes) the vote
- *   entries of hearts another transport holds (payoutHeldByOtherSql; services/rewards/list-reward-queue.ts).
+ * - the reward queue takes it paid for a `vote` entry as the entry is listed to the game plugin (which runs what it is
+ *   listed) and again, first come, in its acknowledgement's transaction (takeQueuePayoutsSql; services/rewards/
+ *   list-reward-queue.ts, ack-reward-entries.ts); the list leaves out (or closes) the vote entries of hearts another
+ *   transport holds (payoutHeldByOtherSql).
  */
 
 /** The transports that can pay a heart, as `heart_payouts.transport` stores them. */
@@ -149,11 +150,11 @@ export function removePayoutsSql(heartIds: Prisma.Sql): Prisma.Sql {
 }
 
 /**
- * The payouts the reward queue's acknowledgement takes (issue 31): the hearts of the server's `vote` entries `entryIds`
- * (the entries this acknowledgement acknowledged now), on a pay-once server, each taken `paid` by `queue`, first come
+ * The payouts the reward queue takes (issue 31): the hearts of the server's `vote` entries `entryIds` (the entries a
+ * list shows, or an acknowledgement acknowledged now), on a pay-once server, each taken `paid` by `queue`, first come
  * (ON CONFLICT DO NOTHING: a heart another transport took stays theirs; one an earlier entry of the same heart took is
- * the queue's already). RETURNING heart_id: the hearts this acknowledgement paid. Run in the acknowledgement's
- * transaction. Bounded: at most entryIds.length entries by primary key, their server's row, a payout probe per heart.
+ * the queue's already). RETURNING heart_id: the hearts this statement paid. Bounded: at most entryIds.length entries by
+ * primary key, their server's row, a payout probe per heart.
  */
 export function takeQueuePayoutsSql(serverId: string, entryIds: readonly string[], now: Date): Prisma.Sql {
   return Prisma.sql`

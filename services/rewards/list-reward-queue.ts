@@ -18,13 +18,15 @@ import {
   MAX_REWARD_QUEUE_PAGE,
   REWARD_QUEUE_PAGE_BYTES,
 } from "../shared/values/reward-queue-limits.js";
+import { takeQueuePayoutsSql, type WithdrawOthers } from "../payouts/write-payouts.js";
 import { nextCheckSeconds } from "./domain/next-check.js";
 import { resolveQueueServer } from "./resolve-queue-server.js";
 import { closeRewardEntriesPaidElsewhere, findVoteEntriesPaidElsewhere, listPendingRewardEntries, type PendingRewardEntry } from "./reward-queue-store.js";
 
-/** What ListRewardQueue needs beyond the core deps: the idle poll interval (REWARD_QUEUE_IDLE_CHECK_SECONDS). */
+/** What ListRewardQueue needs beyond the core deps: the idle poll interval (REWARD_QUEUE_IDLE_CHECK_SECONDS), and pay-once's withdrawal. */
 export interface ListRewardQueueDeps extends CoreDeps {
   idleCheckSeconds: number;
+  withdrawOthers: WithdrawOthers;
 }
 
 /** The page size asked for: 1..MAX_REWARD_QUEUE_PAGE, 0 the default; invalid_argument otherwise. */
@@ -72,18 +74,25 @@ async function readLastVoteAt(deps: CoreDeps, serverId: string): Promise<Date | 
 }
 
 /**
- * Pay-once (servers.pay_once; docs/reward-queue.md "Pay-once"): a page without the `vote` entries whose heart another
- * transport holds. Those it has paid are closed (acknowledged by the service, never listed again); those a push holds
- * in flight or in doubt stay pending, left out until it settles (paid: closed; refused: listed again). One statement
- * when the page holds a vote entry (none on a page without), and one more only when something is to be closed.
+ * Pay-once (servers.pay_once; docs/reward-queue.md "Pay-once"): the page's `vote` entries take their hearts' payouts for
+ * the queue as they are listed to the plugin (`byPlugin`: by claim key) (takeQueuePayoutsSql, first come: the plugin runs what it is listed, so from here on no
+ * other transport may pay them), and the entries whose heart another transport holds are left out: those it paid are
+ * closed (acknowledged by the service, never listed again), those a push holds in flight or in doubt stay pending until
+ * it settles (paid: closed; refused: listed again). The hearts taken are withdrawn from the other transports after it.
+ * Two statements when the page holds a vote entry (none on a page without), one more only when something is closed.
  */
-async function withoutPaidElsewhere(deps: CoreDeps, serverId: string, page: PendingRewardEntry[]): Promise<PendingRewardEntry[]> {
+async function payOnceListed(deps: ListRewardQueueDeps, serverId: string, page: PendingRewardEntry[], byPlugin: boolean): Promise<PendingRewardEntry[]> {
   const votes = page.filter((e) => e.reason === "vote").map((e) => e.id);
   if (votes.length === 0) return page;
+  const now = deps.now();
+  // Only the plugin's list (by claim key) pays: an owner or admin looking at the queue by server id runs nothing, so
+  // that view takes nothing and closes nothing; it only leaves out what another transport holds.
+  const taken = byPlugin ? await runSql<{ heart_id: string }>(deps.prisma, takeQueuePayoutsSql(serverId, votes, now)) : [];
   const held = await findVoteEntriesPaidElsewhere(sqlOf(deps.prisma), { serverId, ids: votes });
-  if (held.length === 0) return page;
-  const paid = held.filter((h) => h.state === "paid").map((h) => h.id);
-  await closeRewardEntriesPaidElsewhere(sqlOf(deps.prisma), { serverId, ids: paid, at: deps.now() });
+  const paid = byPlugin ? held.filter((h) => h.state === "paid").map((h) => h.id) : [];
+  await closeRewardEntriesPaidElsewhere(sqlOf(deps.prisma), { serverId, ids: paid, at: now });
+  // After the taking statement, never inside it (as every payer does).
+  if (taken.length > 0) await deps.withdrawOthers(deps.prisma, { serverId, heartIds: taken.map((r) => r.heart_id), paidBy: "queue", now }, deps.log);
   const out = new Set(held.map((h) => h.id));
   return page.filter((e) => !out.has(e.id));
 }
@@ -93,7 +102,7 @@ async function withoutPaidElsewhere(deps: CoreDeps, serverId: string, page: Pend
  * nothing else read), a page of pending entries (reward-queue-store.ts listPendingRewardEntries: the whole queue, or with
  * `with_online` what the named players may be given), cut to REWARD_QUEUE_PAGE_BYTES, and when to list again (next-check.ts;
  * the server's newest heart is read only when the page is empty). Writes nothing, except in pay-once mode: a vote entry whose
- * heart another transport paid is closed instead of listed (withoutPaidElsewhere).
+ * heart another transport paid is closed instead of listed, and the listed ones take their hearts (payOnceListed).
  */
 export async function listRewardQueue(deps: ListRewardQueueDeps, resolveKey: ClaimKeyResolver, req: ListRewardQueueRequest): Promise<ListRewardQueueResponse> {
   const limit = pageOf(req.limit);
@@ -103,7 +112,7 @@ export async function listRewardQueue(deps: ListRewardQueueDeps, resolveKey: Cla
   // A wrong key is told the idle interval: a misconfigured plugin does not poll fast.
   if (serverId === null) return create(ListRewardQueueResponseSchema, { keyValid: false, nextCheckSeconds: deps.idleCheckSeconds });
   const page = await listPendingRewardEntries(sqlOf(deps.prisma), { serverId, limit, ...(online ? { online } : {}) });
-  const entries = withinPageBytes(await withoutPaidElsewhere(deps, serverId, page));
+  const entries = await payOnceListed(deps, serverId, withinPageBytes(page), req.claimKey !== "");
   const pending = entries.length > 0;
   const lastVoteAt = pending ? null : await readLastVoteAt(deps, serverId);
   return create(ListRewardQueueResponseSchema, {

@@ -332,3 +332,13 @@ export async function closeRewardEntriesPaidElsewhere(tx: SqlTx, q: { serverId: 
     RETURNING id`);
   return rows.map((r) => r.id);
 }
+
+/**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts): the server's referral and reversal entries with the keys
+ * `keys` (the keys the erased voter's side of their referrals can have: referralSideEntryKeys) are deleted, pending or
+ * acknowledged: their player and commands are the voter's identity. The other player's entries stay.
+ */
+export function eraseReferralRewardEntriesSql(q: { serverId: string; keys: readonly string[] }): Prisma.Sql {
+  // Bounded: at most keys.length probes of the (server_id, entry_key) unique index.
+  return Prisma.sql`DELETE FROM reward_queue_entries WHERE server_id = ${q.serverId}::uuid AND entry_key = ANY(${[...q.keys]}::text[]) AND heart_id IS NULL`;
+}

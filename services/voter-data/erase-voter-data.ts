@@ -1,4 +1,6 @@
-import { eraseRewardEntriesSql, eraseVoterRewardStatesSql } from "../rewards/reward-queue-store.js";
+import { eraseReferralRewardEntriesSql, eraseRewardEntriesSql, eraseVoterRewardStatesSql } from "../rewards/reward-queue-store.js";
+import { MAX_ENTRIES } from "../rewards/domain/reward-rules.js";
+import { referralSideEntryKeys } from "../rewards/domain/rewards-for-referral.js";
 import { eraseVoterPeriodTalliesSql } from "../rewards/period-store.js";
 import { randomUUID } from "node:crypto";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -25,6 +27,8 @@ export const ERASED_DELIVERY_REASON = "withdrawn: the voter's data was erased";
 
 /** One batch's transaction: short, so an erasure never holds locks the hot paths wait on for long. */
 const ERASE_TRANSACTION = { timeoutMs: 15_000, maxWaitMs: 5_000 } as const;
+/** Referral reward entry keys per erasing statement (a referral side has 2 x MAX_ENTRIES possible keys). */
+const REFERRAL_ENTRY_KEYS_BATCH = 4_000;
 
 /** Rows changed per table. */
 export type EraseCounts = Record<string, number>;
@@ -141,6 +145,13 @@ async function eraseServer(
     add("referrals", n?.referrals ?? 0);
     add("referral_credits", n?.credits ?? 0);
   }
+  // The voter's side of their referrals' reward entries (issue 31): their identity is the entries' player and commands.
+  const sides = [...referrals].flatMap(([id, r]) => [
+    ...(r.referee !== null ? referralSideEntryKeys(id, "referee", MAX_ENTRIES) : []),
+    ...(r.asReferrer ? referralSideEntryKeys(id, "referrer", MAX_ENTRIES) : []),
+  ]);
+  for (const keys of inBatches(sides, REFERRAL_ENTRY_KEYS_BATCH))
+    add("reward_queue_entries", await executeSql(prisma, eraseReferralRewardEntriesSql({ serverId, keys })));
   const referralIds = [...referrals.keys()];
   for await (const page of readReferralDeliveries(prisma, serverId, referralIds)) {
     await inTx(async (tx) => {

@@ -89,6 +89,19 @@ async function heart(stack: TestStack, serverId: string) {
 
 const steam = (value: string) => ({ kind: PlayerIdKind.STEAM_ID, value });
 
+/** Starts the production dispatcher and waits until the heart's callback delivery is no longer pending. */
+async function dispatchedCallback(t: { context: { stack: TestStack }; teardown(fn: () => Promise<void>): void }, heartId: string) {
+  const { stack } = t.context;
+  createTestDispatcher(t, { schedule: "100ms" }).start();
+  return eventually(
+    async () => {
+      const row = await stack.prisma.delivery.findFirstOrThrow({ where: { heartId, transport: "callback" } });
+      return row.status === "pending" ? undefined : row;
+    },
+    { message: "the callback settled" },
+  );
+}
+
 const listedIds = async (stack: TestStack, claimKey: string) => (await stack.clients.rewardQueue.listRewardQueue({ claimKey })).entries.map((e) => e.id);
 
 test("a queue acknowledgement of a vote entry pays its heart (transport queue): a claim and a check after it answer paid elsewhere, the callback is withdrawn and never sent", async (t) => {
@@ -102,14 +115,7 @@ test("a queue acknowledgement of a vote entry pays its heart (transport queue): 
   t.is((await stack.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: h.heartId } })).state, "withdrawn", "the ledger row says another transport paid");
   t.is((await stack.prisma.delivery.findFirstOrThrow({ where: { heartId: h.heartId, transport: "pull" } })).status, "withdrawn");
   // The callback stored before the acknowledgement: withdrawn, never sent, even by a dispatcher that starts now.
-  createTestDispatcher(t, { schedule: "100ms" }).start();
-  const callback = await eventually(
-    async () => {
-      const row = await stack.prisma.delivery.findFirstOrThrow({ where: { heartId: h.heartId, transport: "callback" } });
-      return row.status === "pending" ? undefined : row;
-    },
-    { message: "the callback settled" },
-  );
+  const callback = await dispatchedCallback(t, h.heartId);
   t.is(callback.status, "withdrawn");
   t.is(callback.lastError, withdrawnText("queue"));
   t.is(hook.requests.length, 0, "the receiver never saw the heart");
@@ -117,6 +123,20 @@ test("a queue acknowledgement of a vote entry pays its heart (transport queue): 
   // The heart's other vote entry is the queue's to pay (it paid the heart): still listed, and its acknowledgement keeps the payout.
   t.deepEqual((await listedIds(stack, claimKey)).sort(), [h.milestone, h.vote1].sort());
   t.deepEqual((await stack.clients.rewardQueue.ackRewardEntries({ claimKey, ids: [h.vote1, h.milestone] })).acked, [h.vote1, h.milestone]);
+  t.like(await stack.prisma.heartPayout.findUniqueOrThrow({ where: { heartId: h.heartId } }), { transport: "queue", state: "paid" });
+});
+
+test("listing a vote entry takes its heart for the queue (the plugin runs what it is listed): a claim and a push after the list see it paid, never paying it twice", async (t) => {
+  const { stack, hook, claimKey, h } = await votedOn(t, true);
+  t.deepEqual((await listedIds(stack, claimKey)).sort(), [h.milestone, h.vote0, h.vote1].sort());
+  t.like(await stack.prisma.heartPayout.findUniqueOrThrow({ where: { heartId: h.heartId } }), { transport: "queue", state: "paid" });
+  t.like(await stack.clients.claims.claimVote({ claimKey, player: steam(h.steamId) }), { status: ClaimStatus.PAID_ELSEWHERE });
+  const callback = await dispatchedCallback(t, h.heartId);
+  t.is(callback.status, "withdrawn");
+  t.is(hook.requests.length, 0);
+  // Listed again (not acknowledged yet): still the queue's, still listed; acknowledged: paid once, by the queue.
+  t.deepEqual((await listedIds(stack, claimKey)).sort(), [h.milestone, h.vote0, h.vote1].sort());
+  t.deepEqual((await stack.clients.rewardQueue.ackRewardEntries({ claimKey, ids: [h.vote0, h.vote1, h.milestone] })).unknown, []);
   t.like(await stack.prisma.heartPayout.findUniqueOrThrow({ where: { heartId: h.heartId } }), { transport: "queue", state: "paid" });
 });
 
@@ -147,6 +167,19 @@ test("a vote entry whose heart a push holds in flight is left out (not closed) u
   // A definite failure of the push gives the heart back (PAYOUT_TRANSITIONS.refused).
   await executeSql(stack.prisma, settlePayoutSql("refused", h.heartId, callback.id, new Date()));
   t.deepEqual((await listedIds(stack, claimKey)).sort(), [h.milestone, h.vote0, h.vote1].sort(), "given back: listed again");
+});
+
+test("a list by server id (an owner or admin looking at the queue) takes nothing: the vote stays payable by the other transports", async (t) => {
+  const { stack, serverId, claimKey, h } = await votedOn(t, true);
+  const listed = await stack.clients.rewardQueue.listRewardQueue({ serverId });
+  t.deepEqual(listed.entries.map((e) => e.id).sort(), [h.milestone, h.vote0, h.vote1].sort());
+  t.is(await stack.prisma.heartPayout.count({ where: { heartId: h.heartId } }), 0);
+  t.like(await stack.clients.claims.claimVote({ claimKey, player: steam(h.steamId) }), { status: ClaimStatus.CLAIMED_NOW });
+  t.deepEqual(
+    (await stack.clients.rewardQueue.listRewardQueue({ serverId })).entries.map((e) => e.id),
+    [h.milestone],
+    "the view leaves out what the claim paid",
+  );
 });
 
 test("off (the default): an acknowledgement takes no payout, and a claim still pays the heart", async (t) => {

@@ -4,7 +4,7 @@
  * the referee's rewards (reason `referral`, each naming its own player) exactly once; a reversal after the lock queues
  * the reversal commands (reason `reversal`), one inside the lock queues none; a referral held for review queues nothing
  * until the owner approves it (the approval queues it), and a declined one never; rules naming a vote's placeholder
- * in a referral reward are refused.
+ * in a referral reward are refused; a voter's erasure deletes their side's entries.
  */
 import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
@@ -13,6 +13,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { ReferralEventType } from "../../gen/proto/referral/v1/referral_pb.js";
 import { ReviewAction, ReviewMode } from "../../gen/proto/referral/v1/referral_review_pb.js";
+import { VoterKeyKind } from "../../gen/proto/voters/v1/voters_pb.js";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import type { ReceivedMessage } from "../../services/shared/adapters/bus.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
@@ -190,4 +191,17 @@ test("a referral reward may name only {player}: a vote's placeholder there is re
   t.is((error as ConnectError).code, Code.InvalidArgument);
   t.regex((error as ConnectError).rawMessage, /referral\.referee\[0\]\.commands\[0\]: \{streak\} cannot be used in a referral reward/);
   t.regex((error as ConnectError).rawMessage, /referral\.reversal\.referrer\[0\]\.commands\[0\]: \{steam_id\} cannot be used in a referral reward/);
+});
+
+test("a voter's erasure deletes their side of their referrals' reward entries (their identity is the player and in the commands); the other player's stay", async (t) => {
+  const { stack } = t.context;
+  const serverId = await serverWith(stack);
+  const { referralId } = await qualifiedReferral(stack, serverId, "Ivan", "Judy");
+  await handled(stack, serverId, "referral.qualified");
+  t.is((await entriesOf(stack, serverId)).length, 2);
+  await stack.clients.voters.eraseVoterData({ serverId, keyKind: VoterKeyKind.USERNAME, key: "Judy" });
+  t.deepEqual(
+    (await entriesOf(stack, serverId)).map((e) => [e.entryKey, e.username]),
+    [[`${referralId}:referral:referrer:0`, "Ivan"]],
+  );
 });

@@ -65,3 +65,11 @@ export function rewardsForReferral(
 export function allReferralEntryKeys(referralId: string, maxEntries: number): string[] {
   return (["referrer", "referee"] as const).flatMap((side) => Array.from({ length: maxEntries }, (_, i) => referralEntryKey(referralId, "referral", side, i)));
 }
+
+/**
+ * Every key a referral's entries of either reason can have, for one side (every rule index up to `maxEntries`): what a
+ * voter's erasure deletes for the side that was the voter.
+ */
+export function referralSideEntryKeys(referralId: string, side: ReferralSide, maxEntries: number): string[] {
+  return (["referral", "reversal"] as const).flatMap((reason) => Array.from({ length: maxEntries }, (_, i) => referralEntryKey(referralId, reason, side, i)));
+}

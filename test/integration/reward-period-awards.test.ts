@@ -11,6 +11,11 @@ import anyTest, { type TestFn } from "ava";
 import { fromBinary } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { EnvelopeSchema, type PeriodClosed } from "../../gen/proto/events/v1/events_pb.js";
+import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
+import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { closeDuePeriods } from "../../services/rewards/close-periods.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
@@ -114,6 +119,12 @@ async function closedEventsOf(stack: TestStack, serverId: string): Promise<Perio
 
 const standingsOf = (e: PeriodClosed) => e.standings.map((s) => [s.place, s.username, s.votes]);
 
+/** What the ranking RPC (GetRanking with the server) reports for the server's voters in `period`, top 10. */
+async function rankingOf(stack: TestStack, serverId: string, period: string) {
+  const { entries } = await stack.clients.hearts.getRanking({ serverId, period, limit: 10 });
+  return entries.map((e) => [e.rank, e.username, Number(e.hearts)]);
+}
+
 test.serial(
   "a clock jump forward over two months closes each month once: its top voters' awards queued and one period.closed with its standings",
   async (t) => {
@@ -177,6 +188,7 @@ test.serial(
         ],
       ],
     );
+    for (const e of months) t.deepEqual(standingsOf(e), await rankingOf(stack, serverId, e.period), `${e.period}'s standings equal the ranking RPC's`);
     const weeks = (await closedEventsOf(stack, serverId)).filter((e) => e.kind === "week").map((e) => e.period);
     t.deepEqual(weeks, [...new Set(weeks)], "one period.closed per week too");
     t.deepEqual(weeks, ["2027-W01", "2027-W02", "2027-W03", "2027-W05", "2027-W06"]);
@@ -252,6 +264,7 @@ test.serial(
       [3, "Hal", 1],
       [3, "Ida", 1],
     ]);
+    t.deepEqual(standingsOf(may), await rankingOf(stack, serverId, "2027-05"), "ties placed as the ranking RPC places them");
   },
 );
 
@@ -282,6 +295,7 @@ test.serial("weekly awards: an ISO week (Monday to Sunday, UTC) closes after its
       [2, "Kim", 1],
     ],
   ]);
+  t.deepEqual(w27.map(standingsOf), [await rankingOf(stack, serverId, "2027-W27")], "equal to the ranking RPC's week");
 });
 
 test.serial(
@@ -369,3 +383,26 @@ test.serial(
     ]);
   },
 );
+
+test.serial("the ranking RPC's voter standings of a server: an owner sees only their own server's, a bad period is refused", async (t) => {
+  const { stack } = t.context;
+  const { access } = stack.clients;
+  const [mine, theirs] = [await serverWithRules(stack, {}), await serverWithRules(stack, {})];
+  await access.createOwner({ ownerId: "periods-owner", displayName: "Owner" });
+  await access.assignServer({ serverId: mine, ownerId: "periods-owner" });
+  const { url } = await access.createDashboardLoginLink({ ownerId: "periods-owner" });
+  const { sessionToken } = await access.redeemDashboardLoginLink({ loginToken: new URL(url).searchParams.get("token") ?? "" });
+  const owner = createClient(HeartService, withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }));
+  const refusal = (call: Promise<unknown>) =>
+    call.then(
+      () => "ok",
+      (e: unknown) => [Code[ConnectError.from(e).code], ConnectError.from(e).rawMessage].join(": "),
+    );
+  t.is(await refusal(owner.getRanking({ serverId: mine, period: "2027-05" })), "ok");
+  t.is(
+    await refusal(owner.getRanking({ serverId: theirs, period: "2027-05" })),
+    "NotFound: unknown server",
+    "another owner's server answers like a missing one",
+  );
+  t.is(await refusal(stack.clients.hearts.getRanking({ serverId: mine, period: "2027-13" })), "InvalidArgument: period must be YYYY-MM or YYYY-Www");
+});

@@ -17,7 +17,8 @@ import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor
 import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
-import { closeDuePeriods } from "../../services/rewards/close-periods.js";
+import { closeDuePeriods, createPeriodCloserLoop, readPeriodCloserSettings } from "../../services/rewards/close-periods.js";
+import { createEnvReader } from "../../services/shared/runtime/config.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { eventually } from "../helpers/eventually.js";
@@ -405,4 +406,39 @@ test.serial("the ranking RPC's voter standings of a server: an owner sees only t
     "another owner's server answers like a missing one",
   );
   t.is(await refusal(stack.clients.hearts.getRanking({ serverId: mine, period: "2027-13" })), "InvalidArgument: period must be YYYY-MM or YYYY-Www");
+});
+
+test.serial("the closer loop runs a pass at start on its clock and closes what is due; with REWARD_PERIOD_CLOSE_ENABLED=false it closes nothing", async (t) => {
+  const { stack } = t.context;
+  const serverId = await serverWithRules(stack, {});
+  const open = async (period: string) => {
+    await stack.prisma.rewardPeriod.create({ data: { serverId, kind: "month", period, endsAt: new Date("2020-02-01T00:00:00Z") } });
+  };
+  const closedAt = async (period: string) =>
+    (await stack.prisma.rewardPeriod.findUniqueOrThrow({ where: { serverId_kind_period: { serverId, kind: "month", period } } })).closedAt;
+
+  await open("2020-01");
+  const off = createPeriodCloserLoop({
+    prisma: stack.prisma,
+    settings: readPeriodCloserSettings(createEnvReader({ REWARD_PERIOD_CLOSE_ENABLED: "false" })),
+    log,
+    now: () => new Date("2020-03-01T00:00:00Z"),
+  });
+  off.start();
+  await off.stop();
+  t.is(await closedAt("2020-01"), null, "a disabled closer closes nothing");
+
+  const on = createPeriodCloserLoop({
+    prisma: stack.prisma,
+    settings: readPeriodCloserSettings(createEnvReader({})),
+    log,
+    now: () => new Date("2020-03-01T00:00:00Z"),
+  });
+  on.start();
+  const at = await eventually(async () => (await closedAt("2020-01")) ?? undefined, {
+    timeoutMs: 10_000,
+    message: "the loop's first pass closing January 2020",
+  });
+  await on.stop();
+  t.deepEqual(at, new Date("2020-03-01T00:00:00Z"), "closed at the loop's clock");
 });

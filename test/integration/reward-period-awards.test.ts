@@ -11,7 +11,7 @@ import anyTest, { type TestFn } from "ava";
 import { fromBinary } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { EnvelopeSchema, type PeriodClosed } from "../../gen/proto/events/v1/events_pb.js";
-import { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { RewardRulesService } from "../../gen/proto/rewards/v1/rewards_pb.js";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
 import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
@@ -120,10 +120,10 @@ async function closedEventsOf(stack: TestStack, serverId: string): Promise<Perio
 
 const standingsOf = (e: PeriodClosed) => e.standings.map((s) => [s.place, s.username, s.votes]);
 
-/** What the ranking RPC (GetRanking with the server) reports for the server's voters in `period`, top 10. */
+/** What the voters' ranking RPC (GetPeriodStandings) reports for the server in `period`, top 10. */
 async function rankingOf(stack: TestStack, serverId: string, period: string) {
-  const { entries } = await stack.clients.hearts.getRanking({ serverId, period, limit: 10 });
-  return entries.map((e) => [e.rank, e.username, Number(e.hearts)]);
+  const { standings } = await stack.clients.rewards.getPeriodStandings({ serverId, period, limit: 10 });
+  return standings.map((e) => [e.place, e.username, e.votes]);
 }
 
 test.serial(
@@ -385,28 +385,40 @@ test.serial(
   },
 );
 
-test.serial("the ranking RPC's voter standings of a server: an owner sees only their own server's, a bad period is refused", async (t) => {
-  const { stack } = t.context;
-  const { access } = stack.clients;
-  const [mine, theirs] = [await serverWithRules(stack, {}), await serverWithRules(stack, {})];
-  await access.createOwner({ ownerId: "periods-owner", displayName: "Owner" });
-  await access.assignServer({ serverId: mine, ownerId: "periods-owner" });
-  const { url } = await access.createDashboardLoginLink({ ownerId: "periods-owner" });
-  const { sessionToken } = await access.redeemDashboardLoginLink({ loginToken: new URL(url).searchParams.get("token") ?? "" });
-  const owner = createClient(HeartService, withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }));
-  const refusal = (call: Promise<unknown>) =>
-    call.then(
-      () => "ok",
-      (e: unknown) => [Code[ConnectError.from(e).code], ConnectError.from(e).rawMessage].join(": "),
+test.serial(
+  "the voters' ranking RPC (GetPeriodStandings): an owner sees only their own server's, a read token any, an ingest token none; a bad period is refused",
+  async (t) => {
+    const { stack } = t.context;
+    const { access } = stack.clients;
+    const [mine, theirs] = [await serverWithRules(stack, {}), await serverWithRules(stack, {})];
+    await access.createOwner({ ownerId: "periods-owner", displayName: "Owner" });
+    await access.assignServer({ serverId: mine, ownerId: "periods-owner" });
+    const { url } = await access.createDashboardLoginLink({ ownerId: "periods-owner" });
+    const { sessionToken } = await access.redeemDashboardLoginLink({ loginToken: new URL(url).searchParams.get("token") ?? "" });
+    const owner = createClient(
+      RewardRulesService,
+      withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }),
     );
-  t.is(await refusal(owner.getRanking({ serverId: mine, period: "2027-05" })), "ok");
-  t.is(
-    await refusal(owner.getRanking({ serverId: theirs, period: "2027-05" })),
-    "NotFound: unknown server",
-    "another owner's server answers like a missing one",
-  );
-  t.is(await refusal(stack.clients.hearts.getRanking({ serverId: mine, period: "2027-13" })), "InvalidArgument: period must be YYYY-MM or YYYY-Www");
-});
+    const refusal = (call: Promise<unknown>) =>
+      call.then(
+        () => "ok",
+        (e: unknown) => [Code[ConnectError.from(e).code], ConnectError.from(e).rawMessage].join(": "),
+      );
+    const { token } = await access.createServiceToken({ name: "standings-reader", scopes: ["read"] });
+    const reader = createClient(RewardRulesService, createServiceTransport(stack.rpcUrl, token));
+    const { token: ingestToken } = await access.createServiceToken({ name: "standings-ingest", scopes: ["ingest"] });
+    const ingest = createClient(RewardRulesService, createServiceTransport(stack.rpcUrl, ingestToken));
+    t.is(await refusal(owner.getPeriodStandings({ serverId: mine, period: "2027-05" })), "ok");
+    t.is(
+      await refusal(owner.getPeriodStandings({ serverId: theirs, period: "2027-05" })),
+      "NotFound: unknown server",
+      "another owner's server answers like a missing one",
+    );
+    t.is(await refusal(reader.getPeriodStandings({ serverId: theirs, period: "2027-W20" })), "ok");
+    t.is((await refusal(ingest.getPeriodStandings({ serverId: mine }))).split(":")[0], "PermissionDenied");
+    t.is(await refusal(reader.getPeriodStandings({ serverId: mine, period: "2027-13" })), "InvalidArgument: period must be YYYY-MM or YYYY-Www");
+  },
+);
 
 test.serial("the closer loop runs a pass at start on its clock and closes what is due; with REWARD_PERIOD_CLOSE_ENABLED=false it closes nothing", async (t) => {
   const { stack } = t.context;

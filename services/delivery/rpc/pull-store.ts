@@ -136,11 +136,6 @@ export async function listPullEvents(
   prisma: PrismaClient,
   q: { serverId: string; cursor: string; limit: number },
 ): Promise<{ events: PullEventRow[]; nextCursor: string | null }> {
-  const page = await pullPage<{ id: string; created_at: Date; payload: EventPayload; counted_at: Date }>(
-    prisma,
-    q,
-    "events",
-    Prisma.sql`payload, counted_at`,
-  );
+  const page = await pullPage<{ id: string; created_at: Date; payload: EventPayload; counted_at: Date }>(prisma, q, "events", Prisma.sql`payload, counted_at`);
   return { events: page.rows.map((r) => ({ payload: r.payload, occurredAt: new Date(r.counted_at) })), nextCursor: page.nextCursor };
 }

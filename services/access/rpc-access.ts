@@ -125,6 +125,7 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "rewards.v1.RewardRulesService/GetRewardRules": { scope: "read", owner: server },
   "rewards.v1.RewardRulesService/PutRewardRules": { scope: "admin", owner: server },
   "rewards.v1.RewardRulesService/PreviewRewards": { scope: "read", owner: server },
+  "rewards.v1.RewardRulesService/GetPeriodStandings": { scope: "read", owner: server },
   // The reward queue a game plugin pays from (docs/reward-queue.md): the gateway's `claims` token (the plugin's claim key)
   // and admins; a server's owner may list their own server's queue by its id (the dashboard), never acknowledge.
   "rewards.v1.RewardQueueService/ListRewardQueue": { scope: "claims", owner: server },

@@ -16,6 +16,7 @@ import { DomainError } from "../shared/rpc/errors.js";
 import { CALLER_PRINCIPAL } from "../shared/rpc/interceptors.js";
 import { parseRewardRules, REWARD_RULE_LIMITS, type RewardRules } from "./domain/reward-rules.js";
 import { rewardsForVote } from "./domain/rewards-for-vote.js";
+import { getPeriodStandings } from "./get-period-standings.js";
 import { readRewardRules, saveRewardRules } from "./reward-rules-store.js";
 
 /** The heart id a preview draws its lucky rewards from when the caller gives none. */
@@ -123,6 +124,7 @@ export function rewardRulesRoutes(deps: CoreDeps): (router: ConnectRouter) => vo
           skipped: result.skipped.map((s) => create(SkippedRewardSchema, s)),
         });
       },
+      getPeriodStandings: (req) => getPeriodStandings(deps, req),
     });
   };
 }

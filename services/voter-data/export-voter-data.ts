@@ -34,6 +34,8 @@ export interface VoterServerExport {
   rewardEntries: Record<string, unknown>[];
   /** What the server's reward rules count for the voter (voter_reward_states: totals, the reward streak). */
   rewardStates: Record<string, unknown>[];
+  /** The voter's counted votes per UTC month and ISO week that period awards rank (voter_period_tallies). */
+  rewardPeriodCounts: Record<string, unknown>[];
   referralsAsReferee: VoterReferral[];
   referralsAsReferrer: VoterReferral[];
   /** Clicks the voter made (their referral's) or referred (as referrer). */
@@ -90,6 +92,7 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
     voterStates: [],
     rewardEntries: [],
     rewardStates: [],
+    rewardPeriodCounts: [],
     referralsAsReferee: asReferee,
     referralsAsReferrer: asReferrer,
     clicks,
@@ -176,6 +179,16 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
         Prisma.sql`
           SELECT voter_identity, last_counted_at, total, month, month_total, week, week_total, streak_last_day, streak_days
           FROM voter_reward_states WHERE server_id = ${serverId}::uuid AND voter_identity = ANY(${batch}::text[])`,
+      )),
+    );
+    // Bounded: per identity one range of the primary key (server_id, voter_identity, period): a row per week and month
+    // the voter counted in within the retention horizon (about 70).
+    part.rewardPeriodCounts.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`
+          SELECT voter_identity, period, votes, last_counted_at
+          FROM voter_period_tallies WHERE server_id = ${serverId}::uuid AND voter_identity = ANY(${batch}::text[]) ORDER BY voter_identity, period`,
       )),
     );
   }

@@ -11,8 +11,14 @@ import anyTest, { type TestFn } from "ava";
 import { fromBinary } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { EnvelopeSchema, type PeriodClosed } from "../../gen/proto/events/v1/events_pb.js";
+import { RewardRulesService } from "../../gen/proto/rewards/v1/rewards_pb.js";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
+import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
+import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
-import { closeDuePeriods } from "../../services/rewards/close-periods.js";
+import { closeDuePeriods, createPeriodCloserLoop, readPeriodCloserSettings } from "../../services/rewards/close-periods.js";
+import { createEnvReader } from "../../services/shared/runtime/config.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { eventually } from "../helpers/eventually.js";
@@ -114,6 +120,12 @@ async function closedEventsOf(stack: TestStack, serverId: string): Promise<Perio
 
 const standingsOf = (e: PeriodClosed) => e.standings.map((s) => [s.place, s.username, s.votes]);
 
+/** What the voters' ranking RPC (GetPeriodStandings) reports for the server in `period`, top 10. */
+async function rankingOf(stack: TestStack, serverId: string, period: string) {
+  const { standings } = await stack.clients.rewards.getPeriodStandings({ serverId, period, limit: 10 });
+  return standings.map((e) => [e.place, e.username, e.votes]);
+}
+
 test.serial(
   "a clock jump forward over two months closes each month once: its top voters' awards queued and one period.closed with its standings",
   async (t) => {
@@ -177,6 +189,7 @@ test.serial(
         ],
       ],
     );
+    for (const e of months) t.deepEqual(standingsOf(e), await rankingOf(stack, serverId, e.period), `${e.period}'s standings equal the ranking RPC's`);
     const weeks = (await closedEventsOf(stack, serverId)).filter((e) => e.kind === "week").map((e) => e.period);
     t.deepEqual(weeks, [...new Set(weeks)], "one period.closed per week too");
     t.deepEqual(weeks, ["2027-W01", "2027-W02", "2027-W03", "2027-W05", "2027-W06"]);
@@ -252,6 +265,7 @@ test.serial(
       [3, "Hal", 1],
       [3, "Ida", 1],
     ]);
+    t.deepEqual(standingsOf(may), await rankingOf(stack, serverId, "2027-05"), "ties placed as the ranking RPC places them");
   },
 );
 
@@ -282,6 +296,7 @@ test.serial("weekly awards: an ISO week (Monday to Sunday, UTC) closes after its
       [2, "Kim", 1],
     ],
   ]);
+  t.deepEqual(w27.map(standingsOf), [await rankingOf(stack, serverId, "2027-W27")], "equal to the ranking RPC's week");
 });
 
 test.serial(
@@ -369,3 +384,73 @@ test.serial(
     ]);
   },
 );
+
+test.serial(
+  "the voters' ranking RPC (GetPeriodStandings): an owner sees only their own server's, a read token any, an ingest token none; a bad period is refused",
+  async (t) => {
+    const { stack } = t.context;
+    const { access } = stack.clients;
+    const [mine, theirs] = [await serverWithRules(stack, {}), await serverWithRules(stack, {})];
+    await access.createOwner({ ownerId: "periods-owner", displayName: "Owner" });
+    await access.assignServer({ serverId: mine, ownerId: "periods-owner" });
+    const { url } = await access.createDashboardLoginLink({ ownerId: "periods-owner" });
+    const { sessionToken } = await access.redeemDashboardLoginLink({ loginToken: new URL(url).searchParams.get("token") ?? "" });
+    const owner = createClient(
+      RewardRulesService,
+      withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }),
+    );
+    const refusal = (call: Promise<unknown>) =>
+      call.then(
+        () => "ok",
+        (e: unknown) => [Code[ConnectError.from(e).code], ConnectError.from(e).rawMessage].join(": "),
+      );
+    const { token } = await access.createServiceToken({ name: "standings-reader", scopes: ["read"] });
+    const reader = createClient(RewardRulesService, createServiceTransport(stack.rpcUrl, token));
+    const { token: ingestToken } = await access.createServiceToken({ name: "standings-ingest", scopes: ["ingest"] });
+    const ingest = createClient(RewardRulesService, createServiceTransport(stack.rpcUrl, ingestToken));
+    t.is(await refusal(owner.getPeriodStandings({ serverId: mine, period: "2027-05" })), "ok");
+    t.is(
+      await refusal(owner.getPeriodStandings({ serverId: theirs, period: "2027-05" })),
+      "NotFound: unknown server",
+      "another owner's server answers like a missing one",
+    );
+    t.is(await refusal(reader.getPeriodStandings({ serverId: theirs, period: "2027-W20" })), "ok");
+    t.is((await refusal(ingest.getPeriodStandings({ serverId: mine }))).split(":")[0], "PermissionDenied");
+    t.is(await refusal(reader.getPeriodStandings({ serverId: mine, period: "2027-13" })), "InvalidArgument: period must be YYYY-MM or YYYY-Www");
+  },
+);
+
+test.serial("the closer loop runs a pass at start on its clock and closes what is due; with REWARD_PERIOD_CLOSE_ENABLED=false it closes nothing", async (t) => {
+  const { stack } = t.context;
+  const serverId = await serverWithRules(stack, {});
+  const open = async (period: string) => {
+    await stack.prisma.rewardPeriod.create({ data: { serverId, kind: "month", period, endsAt: new Date("2020-02-01T00:00:00Z") } });
+  };
+  const closedAt = async (period: string) =>
+    (await stack.prisma.rewardPeriod.findUniqueOrThrow({ where: { serverId_kind_period: { serverId, kind: "month", period } } })).closedAt;
+
+  await open("2020-01");
+  const off = createPeriodCloserLoop({
+    prisma: stack.prisma,
+    settings: readPeriodCloserSettings(createEnvReader({ REWARD_PERIOD_CLOSE_ENABLED: "false" })),
+    log,
+    now: () => new Date("2020-03-01T00:00:00Z"),
+  });
+  off.start();
+  await off.stop();
+  t.is(await closedAt("2020-01"), null, "a disabled closer closes nothing");
+
+  const on = createPeriodCloserLoop({
+    prisma: stack.prisma,
+    settings: readPeriodCloserSettings(createEnvReader({})),
+    log,
+    now: () => new Date("2020-03-01T00:00:00Z"),
+  });
+  on.start();
+  const at = await eventually(async () => (await closedAt("2020-01")) ?? undefined, {
+    timeoutMs: 10_000,
+    message: "the loop's first pass closing January 2020",
+  });
+  await on.stop();
+  t.deepEqual(at, new Date("2020-03-01T00:00:00Z"), "closed at the loop's clock");
+});

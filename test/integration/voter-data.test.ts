@@ -280,6 +280,14 @@ test.serial("a voter's reward entries and reward counts are in the export, and t
     exported.servers[0].rewardStates.map((r: { voter_identity: string; total: number }) => [r.voter_identity, r.total]),
     [[alex.identity, 1]],
   );
+  t.deepEqual(
+    exported.servers[0].rewardPeriodCounts.map((r: { voter_identity: string; votes: number }) => [r.voter_identity, r.votes]),
+    [
+      [alex.identity, 1],
+      [alex.identity, 1],
+    ],
+    "the voter's week and month counts",
+  );
   const erased = await voters.eraseVoterData({ serverId, keyKind: VoterKeyKind.USERNAME, key: alex.username });
   t.is(Number(erased.counts.reward_queue_entries), 1);
   t.is(Number(erased.counts.voter_reward_states), 1);

@@ -178,6 +178,11 @@ export function choiceText(field: string, values: readonly string[]): string {
   return `${field} must be ${values.slice(0, -1).join(", ")} or ${values.at(-1)}`;
 }
 
+/** The text of a period that is neither a calendar month `YYYY-MM` nor an ISO week `YYYY-Www`. */
+export function monthOrWeekText(field: string): string {
+  return `${field} must be YYYY-MM or YYYY-Www`;
+}
+
 /** The text of a calendar month that is not `YYYY-MM`. */
 export function monthText(field: string): string {
   return `${field} must be YYYY-MM`;

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rewards/v1/rewards.proto.
  */
 export const file_rewards_v1_rewards: GenFile = /*@__PURE__*/
-  fileDesc("ChhyZXdhcmRzL3YxL3Jld2FyZHMucHJvdG8SCnJld2FyZHMudjEiKgoVR2V0UmV3YXJkUnVsZXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSKQAQoWR2V0UmV3YXJkUnVsZXNSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgFEhIKCnJ1bGVzX2pzb24YAiABKAkSEQoJZHJhd19zZWVkGAMgASgJEhAKCHNhdmVkX2J5GAQgASgJEiwKCHNhdmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChVQdXRSZXdhcmRSdWxlc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhIKCnJ1bGVzX2pzb24YAiABKAkSFAoMYmFzZV92ZXJzaW9uGAMgASgFIikKFlB1dFJld2FyZFJ1bGVzUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoBSLIAgoVUHJldmlld1Jld2FyZHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRISCgpydWxlc19qc29uGAIgASgJEhAKCGhlYXJ0X2lkGAMgASgJEi4KCmNvdW50ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBsYXllchgFIAEoCRIQCghzdGVhbV9pZBgGIAEoCRISCgpkaXNjb3JkX2lkGAcgASgJEhYKDm1pbmVjcmFmdF91dWlkGAggASgJEhIKCmFjY291bnRfaWQYCSABKAkSDQoFdG90YWwYCiABKAUSEwoLbW9udGhfdG90YWwYCyABKAUSEgoKd2Vla190b3RhbBgMIAEoBRITCgtzdHJlYWtfZGF5cxgNIAEoBRIXCg9zdHJlYWtfZXh0ZW5kZWQYDiABKAgiUQoLUmV3YXJkRW50cnkSCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCRIQCghjb21tYW5kcxgDIAMoCRITCgtvbmxpbmVfb25seRgEIAEoCCI5Cg1Ta2lwcGVkUmV3YXJkEgsKA2tleRgBIAEoCRIOCgZyZWFzb24YAiABKAkSCwoDd2h5GAMgASgJIn4KFlByZXZpZXdSZXdhcmRzUmVzcG9uc2USDgoGd2VpZ2h0GAEgASgFEigKB2VudHJpZXMYAiADKAsyFy5yZXdhcmRzLnYxLlJld2FyZEVudHJ5EioKB3NraXBwZWQYAyADKAsyGS5yZXdhcmRzLnYxLlNraXBwZWRSZXdhcmQicgoWTGlzdFJld2FyZFF1ZXVlUmVxdWVzdBIRCgljbGFpbV9rZXkYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEg4KBm9ubGluZRgDIAMoCRINCgVsaW1pdBgEIAEoBRITCgt3aXRoX29ubGluZRgFIAEoCCLpAQoQUmV3YXJkUXVldWVFbnRyeRIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSEAoIc3RlYW1faWQYBCABKAkSEgoKZGlzY29yZF9pZBgFIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgGIAEoCRISCgphY2NvdW50X2lkGAcgASgJEhAKCGNvbW1hbmRzGAggAygJEhMKC29ubGluZV9vbmx5GAkgASgIEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIooBChdMaXN0UmV3YXJkUXVldWVSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEi0KB2VudHJpZXMYAyADKAsyHC5yZXdhcmRzLnYxLlJld2FyZFF1ZXVlRW50cnkSGgoSbmV4dF9jaGVja19zZWNvbmRzGAQgASgFIkwKF0Fja1Jld2FyZEVudHJpZXNSZXF1ZXN0EhEKCWNsYWltX2tleRgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSCwoDaWRzGAMgAygJImAKGEFja1Jld2FyZEVudHJpZXNSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEg0KBWFja2VkGAMgAygJEg8KB3Vua25vd24YBCADKAkinQEKG1JlcXVldWVSZXdhcmRFbnRyaWVzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSLgoKYWNrZWRfZnJvbRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIYWNrZWRfdG8YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFmdGVyGAQgASgJIlUKHFJlcXVldWVSZXdhcmRFbnRyaWVzUmVzcG9uc2USEAoIcmVxdWV1ZWQYASABKAUSDwoHc2Nhbm5lZBgCIAEoBRISCgpuZXh0X2FmdGVyGAMgASgJMp8CChJSZXdhcmRSdWxlc1NlcnZpY2USVwoOR2V0UmV3YXJkUnVsZXMSIS5yZXdhcmRzLnYxLkdldFJld2FyZFJ1bGVzUmVxdWVzdBoiLnJld2FyZHMudjEuR2V0UmV3YXJkUnVsZXNSZXNwb25zZRJXCg5QdXRSZXdhcmRSdWxlcxIhLnJld2FyZHMudjEuUHV0UmV3YXJkUnVsZXNSZXF1ZXN0GiIucmV3YXJkcy52MS5QdXRSZXdhcmRSdWxlc1Jlc3BvbnNlElcKDlByZXZpZXdSZXdhcmRzEiEucmV3YXJkcy52MS5QcmV2aWV3UmV3YXJkc1JlcXVlc3QaIi5yZXdhcmRzLnYxLlByZXZpZXdSZXdhcmRzUmVzcG9uc2UyugIKElJld2FyZFF1ZXVlU2VydmljZRJaCg9MaXN0UmV3YXJkUXVldWUSIi5yZXdhcmRzLnYxLkxpc3RSZXdhcmRRdWV1ZVJlcXVlc3QaIy5yZXdhcmRzLnYxLkxpc3RSZXdhcmRRdWV1ZVJlc3BvbnNlEl0KEEFja1Jld2FyZEVudHJpZXMSIy5yZXdhcmRzLnYxLkFja1Jld2FyZEVudHJpZXNSZXF1ZXN0GiQucmV3YXJkcy52MS5BY2tSZXdhcmRFbnRyaWVzUmVzcG9uc2USaQoUUmVxdWV1ZVJld2FyZEVudHJpZXMSJy5yZXdhcmRzLnYxLlJlcXVldWVSZXdhcmRFbnRyaWVzUmVxdWVzdBooLnJld2FyZHMudjEuUmVxdWV1ZVJld2FyZEVudHJpZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChhyZXdhcmRzL3YxL3Jld2FyZHMucHJvdG8SCnJld2FyZHMudjEiKgoVR2V0UmV3YXJkUnVsZXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSKQAQoWR2V0UmV3YXJkUnVsZXNSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgFEhIKCnJ1bGVzX2pzb24YAiABKAkSEQoJZHJhd19zZWVkGAMgASgJEhAKCHNhdmVkX2J5GAQgASgJEiwKCHNhdmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChVQdXRSZXdhcmRSdWxlc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhIKCnJ1bGVzX2pzb24YAiABKAkSFAoMYmFzZV92ZXJzaW9uGAMgASgFIikKFlB1dFJld2FyZFJ1bGVzUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoBSLIAgoVUHJldmlld1Jld2FyZHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRISCgpydWxlc19qc29uGAIgASgJEhAKCGhlYXJ0X2lkGAMgASgJEi4KCmNvdW50ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBsYXllchgFIAEoCRIQCghzdGVhbV9pZBgGIAEoCRISCgpkaXNjb3JkX2lkGAcgASgJEhYKDm1pbmVjcmFmdF91dWlkGAggASgJEhIKCmFjY291bnRfaWQYCSABKAkSDQoFdG90YWwYCiABKAUSEwoLbW9udGhfdG90YWwYCyABKAUSEgoKd2Vla190b3RhbBgMIAEoBRITCgtzdHJlYWtfZGF5cxgNIAEoBRIXCg9zdHJlYWtfZXh0ZW5kZWQYDiABKAgiUQoLUmV3YXJkRW50cnkSCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCRIQCghjb21tYW5kcxgDIAMoCRITCgtvbmxpbmVfb25seRgEIAEoCCI5Cg1Ta2lwcGVkUmV3YXJkEgsKA2tleRgBIAEoCRIOCgZyZWFzb24YAiABKAkSCwoDd2h5GAMgASgJIn4KFlByZXZpZXdSZXdhcmRzUmVzcG9uc2USDgoGd2VpZ2h0GAEgASgFEigKB2VudHJpZXMYAiADKAsyFy5yZXdhcmRzLnYxLlJld2FyZEVudHJ5EioKB3NraXBwZWQYAyADKAsyGS5yZXdhcmRzLnYxLlNraXBwZWRSZXdhcmQicgoWTGlzdFJld2FyZFF1ZXVlUmVxdWVzdBIRCgljbGFpbV9rZXkYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEg4KBm9ubGluZRgDIAMoCRINCgVsaW1pdBgEIAEoBRITCgt3aXRoX29ubGluZRgFIAEoCCLpAQoQUmV3YXJkUXVldWVFbnRyeRIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSEAoIc3RlYW1faWQYBCABKAkSEgoKZGlzY29yZF9pZBgFIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgGIAEoCRISCgphY2NvdW50X2lkGAcgASgJEhAKCGNvbW1hbmRzGAggAygJEhMKC29ubGluZV9vbmx5GAkgASgIEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIooBChdMaXN0UmV3YXJkUXVldWVSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEi0KB2VudHJpZXMYAyADKAsyHC5yZXdhcmRzLnYxLlJld2FyZFF1ZXVlRW50cnkSGgoSbmV4dF9jaGVja19zZWNvbmRzGAQgASgFIkwKF0Fja1Jld2FyZEVudHJpZXNSZXF1ZXN0EhEKCWNsYWltX2tleRgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSCwoDaWRzGAMgAygJImAKGEFja1Jld2FyZEVudHJpZXNSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEg0KBWFja2VkGAMgAygJEg8KB3Vua25vd24YBCADKAkinQEKG1JlcXVldWVSZXdhcmRFbnRyaWVzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSLgoKYWNrZWRfZnJvbRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIYWNrZWRfdG8YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFmdGVyGAQgASgJIlUKHFJlcXVldWVSZXdhcmRFbnRyaWVzUmVzcG9uc2USEAoIcmVxdWV1ZWQYASABKAUSDwoHc2Nhbm5lZBgCIAEoBRISCgpuZXh0X2FmdGVyGAMgASgJIk0KGUdldFBlcmlvZFN0YW5kaW5nc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg4KBnBlcmlvZBgCIAEoCRINCgVsaW1pdBgDIAEoBSJbChpHZXRQZXJpb2RTdGFuZGluZ3NSZXNwb25zZRIOCgZwZXJpb2QYASABKAkSLQoJc3RhbmRpbmdzGAIgAygLMhoucmV3YXJkcy52MS5QZXJpb2RTdGFuZGluZyJACg5QZXJpb2RTdGFuZGluZxINCgVwbGFjZRgBIAEoBRIQCgh1c2VybmFtZRgCIAEoCRINCgV2b3RlcxgDIAEoBTKEAwoSUmV3YXJkUnVsZXNTZXJ2aWNlElcKDkdldFJld2FyZFJ1bGVzEiEucmV3YXJkcy52MS5HZXRSZXdhcmRSdWxlc1JlcXVlc3QaIi5yZXdhcmRzLnYxLkdldFJld2FyZFJ1bGVzUmVzcG9uc2USVwoOUHV0UmV3YXJkUnVsZXMSIS5yZXdhcmRzLnYxLlB1dFJld2FyZFJ1bGVzUmVxdWVzdBoiLnJld2FyZHMudjEuUHV0UmV3YXJkUnVsZXNSZXNwb25zZRJXCg5QcmV2aWV3UmV3YXJkcxIhLnJld2FyZHMudjEuUHJldmlld1Jld2FyZHNSZXF1ZXN0GiIucmV3YXJkcy52MS5QcmV2aWV3UmV3YXJkc1Jlc3BvbnNlEmMKEkdldFBlcmlvZFN0YW5kaW5ncxIlLnJld2FyZHMudjEuR2V0UGVyaW9kU3RhbmRpbmdzUmVxdWVzdBomLnJld2FyZHMudjEuR2V0UGVyaW9kU3RhbmRpbmdzUmVzcG9uc2UyugIKElJld2FyZFF1ZXVlU2VydmljZRJaCg9MaXN0UmV3YXJkUXVldWUSIi5yZXdhcmRzLnYxLkxpc3RSZXdhcmRRdWV1ZVJlcXVlc3QaIy5yZXdhcmRzLnYxLkxpc3RSZXdhcmRRdWV1ZVJlc3BvbnNlEl0KEEFja1Jld2FyZEVudHJpZXMSIy5yZXdhcmRzLnYxLkFja1Jld2FyZEVudHJpZXNSZXF1ZXN0GiQucmV3YXJkcy52MS5BY2tSZXdhcmRFbnRyaWVzUmVzcG9uc2USaQoUUmVxdWV1ZVJld2FyZEVudHJpZXMSJy5yZXdhcmRzLnYxLlJlcXVldWVSZXdhcmRFbnRyaWVzUmVxdWVzdBooLnJld2FyZHMudjEuUmVxdWV1ZVJld2FyZEVudHJpZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message rewards.v1.GetRewardRulesRequest
@@ -603,6 +603,90 @@ export const RequeueRewardEntriesResponseSchema: GenMessage<RequeueRewardEntries
   messageDesc(file_rewards_v1_rewards, 14);
 
 /**
+ * @generated from message rewards.v1.GetPeriodStandingsRequest
+ */
+export type GetPeriodStandingsRequest = Message<"rewards.v1.GetPeriodStandingsRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * "YYYY-MM" (a UTC month) or "YYYY-Www" (an ISO week); empty for the current UTC month.
+   *
+   * @generated from field: string period = 2;
+   */
+  period: string;
+
+  /**
+   * Default 10, at most 100.
+   *
+   * @generated from field: int32 limit = 3;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message rewards.v1.GetPeriodStandingsRequest.
+ * Use `create(GetPeriodStandingsRequestSchema)` to create a new message.
+ */
+export const GetPeriodStandingsRequestSchema: GenMessage<GetPeriodStandingsRequest> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 15);
+
+/**
+ * @generated from message rewards.v1.GetPeriodStandingsResponse
+ */
+export type GetPeriodStandingsResponse = Message<"rewards.v1.GetPeriodStandingsResponse"> & {
+  /**
+   * @generated from field: string period = 1;
+   */
+  period: string;
+
+  /**
+   * @generated from field: repeated rewards.v1.PeriodStanding standings = 2;
+   */
+  standings: PeriodStanding[];
+};
+
+/**
+ * Describes the message rewards.v1.GetPeriodStandingsResponse.
+ * Use `create(GetPeriodStandingsResponseSchema)` to create a new message.
+ */
+export const GetPeriodStandingsResponseSchema: GenMessage<GetPeriodStandingsResponse> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 16);
+
+/**
+ * PeriodStanding is one voter's place: who reached the count first is listed first among equal counts.
+ *
+ * @generated from message rewards.v1.PeriodStanding
+ */
+export type PeriodStanding = Message<"rewards.v1.PeriodStanding"> & {
+  /**
+   * @generated from field: int32 place = 1;
+   */
+  place: number;
+
+  /**
+   * The name of the voter's latest counted vote in the period.
+   *
+   * @generated from field: string username = 2;
+   */
+  username: string;
+
+  /**
+   * @generated from field: int32 votes = 3;
+   */
+  votes: number;
+};
+
+/**
+ * Describes the message rewards.v1.PeriodStanding.
+ * Use `create(PeriodStandingSchema)` to create a new message.
+ */
+export const PeriodStandingSchema: GenMessage<PeriodStanding> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 17);
+
+/**
  * RewardRulesService keeps a server's reward rules (docs/reward-rules.md): what the list gives a
  * voter for a counted vote, a streak, a milestone, a lucky draw, a period placement or a referral.
  * Rules are JSON validated by the service; every save is a new version. Admin tokens on any server;
@@ -642,6 +726,18 @@ export const RewardRulesService: GenService<{
     methodKind: "unary";
     input: typeof PreviewRewardsRequestSchema;
     output: typeof PreviewRewardsResponseSchema;
+  },
+  /**
+   * GetPeriodStandings ranks the server's voters by counted votes in a UTC month or ISO week (the
+   * ranking's rule: equal counts share a place, 1, 2, 2, 4): the standings its period awards and its
+   * period.closed event close with.
+   *
+   * @generated from rpc rewards.v1.RewardRulesService.GetPeriodStandings
+   */
+  getPeriodStandings: {
+    methodKind: "unary";
+    input: typeof GetPeriodStandingsRequestSchema;
+    output: typeof GetPeriodStandingsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_rewards_v1_rewards, 0);

@@ -6,6 +6,7 @@
  * is never listed (the list closes it); a server not in pay-once mode is left as it was.
  */
 import anyTest, { type TestFn } from "ava";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ClaimStatus, PlayerIdKind } from "../../gen/proto/claims/v1/claims_pb.js";
 import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { withdrawnText } from "../../services/delivery/pipeline/withdraw-unpaid.js";
@@ -188,4 +189,41 @@ test("off (the default): an acknowledgement takes no payout, and a claim still p
   t.is(await stack.prisma.heartPayout.count({ where: { heartId: h.heartId } }), 0);
   t.like(await stack.clients.claims.claimVote({ claimKey, player: steam(h.steamId) }), { status: ClaimStatus.CLAIMED_NOW });
   t.deepEqual((await listedIds(stack, claimKey)).sort(), [h.milestone, h.vote1].sort());
+});
+
+test("a bulk re-queue on a pay-once server: copies of the entries the queue paid are listed and paid again (the owner's decision); copies of vote entries another transport paid are closed again, never listed", async (t) => {
+  const { stack, claimKey, serverId, h } = await votedOn(t, true);
+  t.deepEqual((await stack.clients.rewardQueue.ackRewardEntries({ claimKey, ids: [h.vote0, h.vote1, h.milestone] })).unknown, []);
+  const other = await heart(stack, serverId);
+  t.like(await stack.clients.claims.claimVote({ claimKey, player: steam(other.steamId) }), { status: ClaimStatus.CLAIMED_NOW });
+  // The list closes the claimed heart's vote entries (acknowledged by the service) and lists its milestone: acknowledged.
+  t.deepEqual(await listedIds(stack, claimKey), [other.milestone]);
+  await stack.clients.rewardQueue.ackRewardEntries({ claimKey, ids: [other.milestone] });
+
+  const now = Date.now();
+  const range = { ackedFrom: timestampFromDate(new Date(now - 3_600_000)), ackedTo: timestampFromDate(new Date(now + 3_600_000)) };
+  const requeued = await stack.clients.rewardQueue.requeueRewardEntries({ serverId, ...range });
+  t.is(requeued.requeued, 6, "every acknowledged entry of the range is copied");
+  const listed = await stack.clients.rewardQueue.listRewardQueue({ claimKey });
+  const copies = await stack.prisma.rewardQueueEntry.findMany({ where: { serverId, entryKey: { contains: ":requeue:" } } });
+  const listedIds2 = new Set(listed.entries.map((e) => e.id));
+  const shown = copies.filter((c) => listedIds2.has(c.id));
+  t.deepEqual(
+    shown.map((c) => [c.heartId === h.heartId ? "queue-paid heart" : "claimed heart", c.reason]).sort(),
+    [
+      ["claimed heart", "milestone"],
+      ["queue-paid heart", "milestone"],
+      ["queue-paid heart", "vote"],
+      ["queue-paid heart", "vote"],
+    ],
+    "the queue's own vote entries and every milestone are listed again; the claimed heart's vote entries are not",
+  );
+  const closedAgain = copies.filter((c) => c.heartId === other.heartId && c.reason === "vote");
+  t.is(closedAgain.length, 2);
+  const after = await stack.prisma.rewardQueueEntry.findMany({ where: { id: { in: closedAgain.map((c) => c.id) } } });
+  t.true(
+    after.every((c) => c.ackedAt !== null),
+    "closed by the list again: never run",
+  );
+  t.like(await stack.prisma.heartPayout.findUniqueOrThrow({ where: { heartId: other.heartId } }), { transport: "claim" });
 });

@@ -1,4 +1,5 @@
 import { eraseRewardEntriesSql, eraseVoterRewardStatesSql } from "../rewards/reward-queue-store.js";
+import { eraseVoteRemindersSql } from "../reminders/reminder-store.js";
 import { randomUUID } from "node:crypto";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Prisma } from "../../gen/prisma/client.js";
@@ -57,7 +58,8 @@ export function newTombstone(): string {
  *   address and agent; voter_states and the identity rules' rows of the voter are deleted; plugin activity forgets the
  *   voter's ids;
  * - the reward queue's entries the voter's hearts gave are deleted (pending ones are never paid: the commands name the
- *   voter), and the reward rules' counts of the voter (voter_reward_states) are deleted.
+ *   voter), and the reward rules' counts of the voter (voter_reward_states) are deleted;
+ * - the voter's e-mail vote reminders (vote_reminders, with the address) are deleted.
  *
  * Running it twice finds nothing the second time (the rows carry the tombstone, not the key).
  */
@@ -114,6 +116,8 @@ async function eraseServer(
       // Bounded: by primary key, at most a row per identity (voter_states), and per (address, identity) pair.
       add("voter_states", await tx.execute(eraseVoterStatesSql({ serverId, identities: batch })));
       add("voter_reward_states", await tx.execute(eraseVoterRewardStatesSql({ serverId, identities: batch })));
+      // The voter's e-mail vote reminder goes with them: never mailed again (docs/reminders.md).
+      add("vote_reminders", await tx.execute(eraseVoteRemindersSql({ serverId, identities: batch })));
       for (const some of inBatches(addresses, ID_BATCH)) {
         add("heart_address_voters", await tx.execute(eraseAddressVotersSql({ serverId, addresses: some, identities: batch })));
       }

@@ -80,7 +80,8 @@ export const ModelName = {
   VoterDataAudit: 'VoterDataAudit',
   RewardRuleVersion: 'RewardRuleVersion',
   VoterRewardState: 'VoterRewardState',
-  RewardQueueEntry: 'RewardQueueEntry'
+  RewardQueueEntry: 'RewardQueueEntry',
+  VoteReminder: 'VoteReminder'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -574,6 +575,25 @@ export const RewardQueueEntryScalarFieldEnum = {
 } as const
 
 export type RewardQueueEntryScalarFieldEnum = (typeof RewardQueueEntryScalarFieldEnum)[keyof typeof RewardQueueEntryScalarFieldEnum]
+
+
+export const VoteReminderScalarFieldEnum = {
+  id: 'id',
+  serverId: 'serverId',
+  voterIdentity: 'voterIdentity',
+  email: 'email',
+  state: 'state',
+  confirmTokenHash: 'confirmTokenHash',
+  unsubscribeNonce: 'unsubscribeNonce',
+  nextSendAt: 'nextSendAt',
+  remindedHeartAt: 'remindedHeartAt',
+  attempts: 'attempts',
+  createdAt: 'createdAt',
+  updatedAt: 'updatedAt',
+  endedAt: 'endedAt'
+} as const
+
+export type VoteReminderScalarFieldEnum = (typeof VoteReminderScalarFieldEnum)[keyof typeof VoteReminderScalarFieldEnum]
 
 
 export const SortOrder = {

@@ -11,6 +11,7 @@ import type { RetrySchedule } from "../delivery/pipeline/retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "../delivery/pipeline/send-callback.js";
 import { checkAddressHorizon, readAddressSettings, type AddressSettings } from "../shared/runtime/address-settings.js";
 import { readRetentionSettings, type RetentionSettings } from "../retention/retention-settings.js";
+import { readReminderSettings, type ReminderSettings } from "../reminders/reminder-settings.js";
 import { BUSY_CHECK_SECONDS, DEFAULT_IDLE_CHECK_SECONDS } from "../rewards/domain/next-check.js";
 
 /** Settings of the referral service process, validated at start. */
@@ -39,6 +40,8 @@ export interface ReferralServiceConfig {
   retention: RetentionSettings;
   /** The reward queue's poll interval of a quiet server (REWARD_QUEUE_IDLE_CHECK_SECONDS, default 120; docs/reward-queue.md). */
   rewardQueueIdleCheckSeconds: number;
+  /** E-mail vote reminders (SMTP_URL, MAIL_FROM, REMINDER_*; docs/reminders.md): this process stores and sends them. */
+  reminders: ReminderSettings;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -60,6 +63,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     abuseRules: readAbuseRules(r),
     access: readAccessSettings(r),
     addresses: readAddressSettings(r),
+    reminders: readReminderSettings(r),
     rewardQueueIdleCheckSeconds: r.int("REWARD_QUEUE_IDLE_CHECK_SECONDS", DEFAULT_IDLE_CHECK_SECONDS, { min: BUSY_CHECK_SECONDS, max: 3_600 }),
   };
   const { fraudRules: f, abuseRules: a } = config;

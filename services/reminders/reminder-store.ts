@@ -1,6 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
-import type { RetentionRule } from "../retention/retention-rule.js";
+import { ageKeyDeleteRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 
 /**
  * THE owner of vote_reminders' writes (test/unit/table-owners.test.ts): every INSERT, UPDATE and DELETE of the table
@@ -135,4 +135,20 @@ export async function recordReminderPass(
 export function eraseVoteRemindersSql(q: { serverId: string; identities: readonly string[] }): Prisma.Sql {
   // Bounded: at most identities.length rows, by the (server_id, voter_identity) unique index.
   return Prisma.sql`DELETE FROM vote_reminders WHERE server_id = ${q.serverId}::uuid AND voter_identity = ANY(${[...q.identities]}::text[])`;
+}
+
+/**
+ * Retention of ended subscriptions (services/retention): an unsubscribed or bounced row (with its address) is removed
+ * `keepSeconds` (RETENTION_REMINDER_DAYS) after it ended; until then its unsubscribe link still answers. Active and
+ * pending rows are never removed by age (a pending row is replaced by the next opt-in; erasure deletes any).
+ */
+export function endedReminderRetention(keepSeconds: number): RetentionRule {
+  return ageKeyDeleteRule({
+    name: "ended_vote_reminders",
+    table: "vote_reminders",
+    key: Prisma.raw("id"),
+    column: Prisma.raw("ended_at"),
+    due: Prisma.sql`ended_at IS NOT NULL`,
+    keepSeconds,
+  });
 }

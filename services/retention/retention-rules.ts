@@ -9,6 +9,7 @@ import { ackedRewardEntryRetention } from "../rewards/reward-queue-store.js";
 import { expiredAccessRetention } from "../access/dashboard-sessions.js";
 import { publishedOutboxRetention } from "../relay/statements.js";
 import { voterRewardStatesRetention } from "../rewards/reward-queue-store.js";
+import { endedReminderRetention } from "../reminders/reminder-store.js";
 import type { RetentionRule } from "../shared/adapters/retention-rule.js";
 import type { RetentionSettings } from "./retention-settings.js";
 
@@ -43,5 +44,7 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     endedReferralRetention(settings.referralSeconds),
     // Reward queue entries the plugin acknowledged, past RETENTION_REWARD_QUEUE_ACKED_DAYS (pending entries stay).
     ackedRewardEntryRetention(settings.rewardQueueAckedSeconds),
+    // Vote reminders that ended (unsubscribed, bounced), with their address, past RETENTION_REMINDER_DAYS.
+    endedReminderRetention(settings.endedReminderSeconds),
   ];
 }

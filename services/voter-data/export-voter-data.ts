@@ -34,6 +34,8 @@ export interface VoterServerExport {
   rewardEntries: Record<string, unknown>[];
   /** What the server's reward rules count for the voter (voter_reward_states: totals, the reward streak). */
   rewardStates: Record<string, unknown>[];
+  /** The voter's e-mail vote reminder on the server (vote_reminders: the address, its state, when it was asked for). */
+  reminders: Record<string, unknown>[];
   referralsAsReferee: VoterReferral[];
   referralsAsReferrer: VoterReferral[];
   /** Clicks the voter made (their referral's) or referred (as referrer). */
@@ -90,6 +92,7 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
     voterStates: [],
     rewardEntries: [],
     rewardStates: [],
+    reminders: [],
     referralsAsReferee: asReferee,
     referralsAsReferrer: asReferrer,
     clicks,
@@ -176,6 +179,15 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
         Prisma.sql`
           SELECT voter_identity, last_counted_at, total, month, month_total, week, week_total, streak_last_day, streak_days
           FROM voter_reward_states WHERE server_id = ${serverId}::uuid AND voter_identity = ANY(${batch}::text[])`,
+      )),
+    );
+    // Bounded: at most ID_BATCH rows, by the (server_id, voter_identity) unique index.
+    part.reminders.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`
+          SELECT voter_identity, email, state, created_at, ended_at, reminded_heart_at
+          FROM vote_reminders WHERE server_id = ${serverId}::uuid AND voter_identity = ANY(${batch}::text[])`,
       )),
     );
   }

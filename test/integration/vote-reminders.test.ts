@@ -196,10 +196,12 @@ test.serial("a temporary refusal (451) is retried later, then sent once", async 
   t.is(mailsTo(c, email).length, 2, "the confirm mail and the one reminder, sent at the retry");
 });
 
-test.serial("an erased voter's subscription (and address) is deleted: no reminder", async (t) => {
+test.serial("the export lists the voter's reminder and address; an erased voter's subscription (and address) is deleted: no reminder", async (t) => {
   const c = t.context;
   const email = "erased@example.com";
   const s = await subscribed(c, email);
+  const exported = JSON.parse((await c.stack.clients.voters.exportVoterData({ serverId: s.serverId, keyKind: VoterKeyKind.USERNAME, key: s.voter })).document);
+  t.like(exported.servers[0].reminders[0], { email, state: "active" }, "the export lists the reminder with its address");
   await c.stack.clients.voters.eraseVoterData({ serverId: s.serverId, keyKind: VoterKeyKind.USERNAME, key: s.voter });
   t.is(await stateOf(c, s.serverId, s.voter), undefined);
   await runReminderPass(c.pass, new Date(s.due.getTime() + 60_000));

@@ -71,7 +71,7 @@ import {
   type ReminderResult,
   type ReminderRpcs,
 } from "./handle-reminder.js";
-import { ReminderService } from "../gen/proto/reminders/v1/reminders_pb.js";
+import type { ReminderService } from "../gen/proto/reminders/v1/reminders_pb.js";
 import { createPluginCallRecorder, toPluginCall, toQueuePluginCall, type PluginCallRecorder } from "./record-plugin-calls.js";
 import {
   REWARD_QUEUE_ACK_PATH,

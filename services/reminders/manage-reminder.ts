@@ -39,7 +39,11 @@ const MAIL_RETRY_AFTER_MS = 60_000;
  * link is mailed. A 5xx refusal of the confirmation ends the subscription as bounced; a temporary one is unavailable
  * (the voter tries again; the pending row waits for a confirm that cannot come and is replaced by the next opt-in).
  */
-export async function subscribeReminder(deps: ReminderDeps, tokens: ReminderTokens, req: { receiptToken: string; email: string }): Promise<{ serverName: string }> {
+export async function subscribeReminder(
+  deps: ReminderDeps,
+  tokens: ReminderTokens,
+  req: { receiptToken: string; email: string },
+): Promise<{ serverName: string }> {
   const heartId = tokens.receipts.heartIdOf(req.receiptToken);
   if (heartId === undefined) throw new DomainError("not_found", UNKNOWN_REMINDER_TOKEN_TEXT);
   if (deps.mailer === undefined) throw new DomainError("failed_precondition", REMINDERS_OFF_TEXT);
@@ -55,7 +59,15 @@ export async function subscribeReminder(deps: ReminderDeps, tokens: ReminderToke
   // The confirm token names the row's id, so a second opt-in keeps the row's id (two opt-ins racing: the later one wins).
   const id = (await readReminderId(deps.prisma, heart.server_id, heart.voter_identity)) ?? randomUUID();
   const { token, hash } = mintConfirmToken(id);
-  await upsertPendingReminder(deps.prisma, { id, serverId: heart.server_id, voterIdentity: heart.voter_identity, email, confirmHash: hash, nonce: newUnsubscribeNonce(), now });
+  await upsertPendingReminder(deps.prisma, {
+    id,
+    serverId: heart.server_id,
+    voterIdentity: heart.voter_identity,
+    email,
+    confirmHash: hash,
+    nonce: newUnsubscribeNonce(),
+    now,
+  });
   const sent = await deps.mailer.send(confirmMail({ to: email, serverName: heart.server_name, confirmUrl: confirmUrlOf(deps.publicBaseUrl, token) }));
   if (!sent.ok && sent.kind === "permanent") {
     await endReminder(deps.prisma, { id, state: "bounced", now });

@@ -44,7 +44,10 @@ export async function upsertPendingReminder(
 /** The id of the (server, voter)'s subscription, if there is one. */
 export async function readReminderId(db: object, serverId: string, voterIdentity: string): Promise<string | undefined> {
   // Bounded: one row by the (server_id, voter_identity) unique index.
-  const [row] = await runSql<{ id: string }>(db, Prisma.sql`SELECT id FROM vote_reminders WHERE server_id = ${serverId}::uuid AND voter_identity = ${voterIdentity}`);
+  const [row] = await runSql<{ id: string }>(
+    db,
+    Prisma.sql`SELECT id FROM vote_reminders WHERE server_id = ${serverId}::uuid AND voter_identity = ${voterIdentity}`,
+  );
   return row?.id;
 }
 
@@ -118,10 +121,7 @@ export async function claimDueReminders(db: object, q: { now: Date; leaseUntil: 
  * Records what the sender did with a claimed row, if it is still active: the next look at `nextSendAt`; with
  * `remindedHeartAt` the heart is done (sent or given up) and the attempts start over; with `attempts` a failure counted.
  */
-export async function recordReminderPass(
-  db: object,
-  q: { id: string; nextSendAt: Date; remindedHeartAt?: Date; attempts: number; now: Date },
-): Promise<void> {
+export async function recordReminderPass(db: object, q: { id: string; nextSendAt: Date; remindedHeartAt?: Date; attempts: number; now: Date }): Promise<void> {
   // Bounded: one row by primary key.
   await executeSql(
     db,

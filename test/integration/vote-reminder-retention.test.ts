@@ -34,7 +34,15 @@ async function reminderOf(state: "pending" | "active" | { ended: "unsubscribed" 
   const server = await db.prisma.server.create({ data: { name: `reminders-${randomUUID().slice(0, 6)}` } });
   const id = randomUUID();
   const { hash } = mintConfirmToken(id);
-  await upsertPendingReminder(db.prisma, { id, serverId: server.id, voterIdentity: "steve", email: "steve@example.com", confirmHash: hash, nonce: newUnsubscribeNonce(), now: createdAt });
+  await upsertPendingReminder(db.prisma, {
+    id,
+    serverId: server.id,
+    voterIdentity: "steve",
+    email: "steve@example.com",
+    confirmHash: hash,
+    nonce: newUnsubscribeNonce(),
+    now: createdAt,
+  });
   if (state === "pending") return id;
   await activateReminder(db.prisma, { id, confirmHash: hash, now: createdAt });
   if (state !== "active") await endReminder(db.prisma, { id, state: state.ended, now: state.at });
@@ -42,19 +50,23 @@ async function reminderOf(state: "pending" | "active" | { ended: "unsubscribed" 
 }
 
 const pass = () => runRetentionPass({ db: db.prisma, rules: [endedReminderRetention(KEEP_DAYS * 86_400)], batchRows: 1, passMaxRows: 10_000, log }, NOW);
-const remaining = async (ids: string[]) => (await db.prisma.voteReminder.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((r) => r.id).sort();
+const remaining = async (ids: string[]) =>
+  (await db.prisma.voteReminder.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((r) => r.id).sort();
 
-test.serial("reminders ended longer than RETENTION_REMINDER_DAYS ago go with their address; ended since, active and pending ones stay; a second pass removes nothing", async (t) => {
-  const oldUnsubscribed = await reminderOf({ ended: "unsubscribed", at: ago((KEEP_DAYS + 1) * DAY_MS) });
-  const oldBounced = await reminderOf({ ended: "bounced", at: ago(200 * DAY_MS) });
-  const young = await reminderOf({ ended: "unsubscribed", at: ago((KEEP_DAYS - 1) * DAY_MS) });
-  const active = await reminderOf("active");
-  const pending = await reminderOf("pending");
-  const first = await pass();
-  t.is(first.removed.ended_vote_reminders, 2);
-  t.deepEqual(await remaining([oldUnsubscribed, oldBounced, young, active, pending]), [young, active, pending].sort());
-  t.is((await pass()).removed.ended_vote_reminders, 0);
-});
+test.serial(
+  "reminders ended longer than RETENTION_REMINDER_DAYS ago go with their address; ended since, active and pending ones stay; a second pass removes nothing",
+  async (t) => {
+    const oldUnsubscribed = await reminderOf({ ended: "unsubscribed", at: ago((KEEP_DAYS + 1) * DAY_MS) });
+    const oldBounced = await reminderOf({ ended: "bounced", at: ago(200 * DAY_MS) });
+    const young = await reminderOf({ ended: "unsubscribed", at: ago((KEEP_DAYS - 1) * DAY_MS) });
+    const active = await reminderOf("active");
+    const pending = await reminderOf("pending");
+    const first = await pass();
+    t.is(first.removed.ended_vote_reminders, 2);
+    t.deepEqual(await remaining([oldUnsubscribed, oldBounced, young, active, pending]), [young, active, pending].sort());
+    t.is((await pass()).removed.ended_vote_reminders, 0);
+  },
+);
 
 test.serial("the rule is in the runner's list with RETENTION_REMINDER_DAYS (default 30 days)", (t) => {
   const settings = (env: Record<string, string>) => readRetentionSettings(createEnvReader(env), DEFAULT_FRAUD_RULES);

@@ -64,7 +64,13 @@ const linkIn = (text: string, path: string): string => {
 async function castAt(c: Context, serverId: string, voterIdentity: string, at: Date): Promise<string> {
   ipSeq += 1;
   c.stack.clock.now = () => at;
-  const answer = await c.stack.clients.hearts.castHeart({ serverId, username: voterIdentity, voterIdentity, ip: `203.0.113.${ipSeq}`, userAgent: "Mozilla/5.0 test" });
+  const answer = await c.stack.clients.hearts.castHeart({
+    serverId,
+    username: voterIdentity,
+    voterIdentity,
+    ip: `203.0.113.${ipSeq}`,
+    userAgent: "Mozilla/5.0 test",
+  });
   return answer.receiptUrl;
 }
 
@@ -76,8 +82,7 @@ async function stateOf(c: Context, serverId: string, voterIdentity: string): Pro
   return row?.state;
 }
 
-const postForm = (url: string, body: string) =>
-  fetch(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body });
+const postForm = (url: string, body: string) => fetch(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body });
 
 /** A voter opted in and confirmed on a new server, from a heart counted at T0. */
 async function subscribed(c: Context, email: string) {
@@ -94,61 +99,67 @@ async function subscribed(c: Context, email: string) {
   return { serverId, voter, receiptUrl, id: row!.id, due: new Date(T0.getTime() + HEART_COOLDOWN_MS + reminderJitterMs(row!.id, T0, JITTER_SECONDS)) };
 }
 
-test.serial("opt-in from the receipt page: an empty field and nothing pre-checked; a confirm mail; a GET of the confirm link does not confirm, its POST does", async (t) => {
-  const c = t.context;
-  const { server } = await c.stack.clients.admin.createServer({ name: "Opt-in SMP" });
-  const voter = `voter-${randomBytes(4).toString("hex")}`;
-  const receiptUrl = await castAt(c, server!.id, voter, T0);
-  const page = await (await fetch(receiptUrl)).text();
-  t.regex(page, /Remind me by e-mail when I can vote again/);
-  t.regex(page, /<input id="email" name="email" type="email"[^>]* value="">/);
-  t.notRegex(page, /checked/);
+test.serial(
+  "opt-in from the receipt page: an empty field and nothing pre-checked; a confirm mail; a GET of the confirm link does not confirm, its POST does",
+  async (t) => {
+    const c = t.context;
+    const { server } = await c.stack.clients.admin.createServer({ name: "Opt-in SMP" });
+    const voter = `voter-${randomBytes(4).toString("hex")}`;
+    const receiptUrl = await castAt(c, server!.id, voter, T0);
+    const page = await (await fetch(receiptUrl)).text();
+    t.regex(page, /Remind me by e-mail when I can vote again/);
+    t.regex(page, /<input id="email" name="email" type="email"[^>]* value="">/);
+    t.notRegex(page, /checked/);
 
-  const optIn = await postForm(`${receiptUrl}/reminder`, "email=steve%40example.com");
-  t.is(optIn.status, 200);
-  t.is(await stateOf(c, server!.id, voter), "pending");
-  const [mail] = mailsTo(c, "steve@example.com");
-  t.truthy(mail);
-  const confirmUrl = linkIn(mail!.text, "/reminders/confirm/");
+    const optIn = await postForm(`${receiptUrl}/reminder`, "email=steve%40example.com");
+    t.is(optIn.status, 200);
+    t.is(await stateOf(c, server!.id, voter), "pending");
+    const [mail] = mailsTo(c, "steve@example.com");
+    t.truthy(mail);
+    const confirmUrl = linkIn(mail!.text, "/reminders/confirm/");
 
-  const shown = await fetch(confirmUrl);
-  t.is(shown.status, 200);
-  t.regex(await shown.text(), /<form method="post"/);
-  t.is(await stateOf(c, server!.id, voter), "pending", "a GET (a mail scanner) never confirms");
+    const shown = await fetch(confirmUrl);
+    t.is(shown.status, 200);
+    t.regex(await shown.text(), /<form method="post"/);
+    t.is(await stateOf(c, server!.id, voter), "pending", "a GET (a mail scanner) never confirms");
 
-  t.is((await fetch(confirmUrl, { method: "POST" })).status, 200);
-  t.is(await stateOf(c, server!.id, voter), "active");
-  t.is((await fetch(confirmUrl, { method: "POST" })).status, 404, "a confirm token is good once");
-});
+    t.is((await fetch(confirmUrl, { method: "POST" })).status, 200);
+    t.is(await stateOf(c, server!.id, voter), "active");
+    t.is((await fetch(confirmUrl, { method: "POST" })).status, 404, "a confirm token is good once");
+  },
+);
 
-test.serial("a reminder leaves at next eligible + the jitter, exactly once per heart, with a one-click unsubscribe link and the RFC 8058 headers", async (t) => {
-  const c = t.context;
-  const email = "alex@example.com";
-  const s = await subscribed(c, email);
-  t.true(s.due.getTime() >= T0.getTime() + HEART_COOLDOWN_MS && s.due.getTime() < T0.getTime() + HEART_COOLDOWN_MS + JITTER_SECONDS * 1000);
-  await runReminderPass(c.pass, new Date(T0.getTime() + 60_000));
-  await runReminderPass(c.pass, new Date(s.due.getTime() - 1));
-  t.is(mailsTo(c, email).length, 1, "only the confirm mail before the heart's next eligible time + jitter");
-  await runReminderPass(c.pass, s.due);
-  await runReminderPass(c.pass, new Date(s.due.getTime() + 60_000));
-  await runReminderPass(c.pass, new Date(s.due.getTime() + HEART_COOLDOWN_MS + 60_000));
-  const reminders = mailsTo(c, email).slice(1);
-  t.is(reminders.length, 1, "one reminder for the heart, however many passes");
-  const [reminder] = reminders;
-  const unsubscribeUrl = linkIn(reminder!.text, "/reminders/unsubscribe/");
-  t.true(reminder!.raw.replace(/\r?\n(?=[ \t])/g, "").includes(`List-Unsubscribe: <${unsubscribeUrl}>`), reminder!.raw.slice(0, 600));
-  t.regex(reminder!.raw, /^List-Unsubscribe-Post: List-Unsubscribe=One-Click/m);
-  t.true(unsubscribeUrl.startsWith(c.stack.gatewayUrl));
+test.serial(
+  "a reminder leaves at next eligible + the jitter, exactly once per heart, with a one-click unsubscribe link and the RFC 8058 headers",
+  async (t) => {
+    const c = t.context;
+    const email = "alex@example.com";
+    const s = await subscribed(c, email);
+    t.true(s.due.getTime() >= T0.getTime() + HEART_COOLDOWN_MS && s.due.getTime() < T0.getTime() + HEART_COOLDOWN_MS + JITTER_SECONDS * 1000);
+    await runReminderPass(c.pass, new Date(T0.getTime() + 60_000));
+    await runReminderPass(c.pass, new Date(s.due.getTime() - 1));
+    t.is(mailsTo(c, email).length, 1, "only the confirm mail before the heart's next eligible time + jitter");
+    await runReminderPass(c.pass, s.due);
+    await runReminderPass(c.pass, new Date(s.due.getTime() + 60_000));
+    await runReminderPass(c.pass, new Date(s.due.getTime() + HEART_COOLDOWN_MS + 60_000));
+    const reminders = mailsTo(c, email).slice(1);
+    t.is(reminders.length, 1, "one reminder for the heart, however many passes");
+    const [reminder] = reminders;
+    const unsubscribeUrl = linkIn(reminder!.text, "/reminders/unsubscribe/");
+    t.true(reminder!.raw.replace(/\r?\n(?=[ \t])/g, "").includes(`List-Unsubscribe: <${unsubscribeUrl}>`), reminder!.raw.slice(0, 600));
+    t.regex(reminder!.raw, /^List-Unsubscribe-Post: List-Unsubscribe=One-Click/m);
+    t.true(unsubscribeUrl.startsWith(c.stack.gatewayUrl));
 
-  // The next counted heart gets its own reminder, once.
-  const second = new Date(T0.getTime() + HEART_COOLDOWN_MS + 3_600_000);
-  await castAt(c, s.serverId, s.voter, second);
-  const secondDue = new Date(second.getTime() + HEART_COOLDOWN_MS + reminderJitterMs(s.id, second, JITTER_SECONDS));
-  for (const at of [s.due.getTime() + 2 * HEART_COOLDOWN_MS, secondDue.getTime(), secondDue.getTime() + 2 * HEART_COOLDOWN_MS]) {
-    await runReminderPass(c.pass, new Date(at));
-  }
-  t.is(mailsTo(c, email).length, 3, "confirm + one reminder per counted heart");
-});
+    // The next counted heart gets its own reminder, once.
+    const second = new Date(T0.getTime() + HEART_COOLDOWN_MS + 3_600_000);
+    await castAt(c, s.serverId, s.voter, second);
+    const secondDue = new Date(second.getTime() + HEART_COOLDOWN_MS + reminderJitterMs(s.id, second, JITTER_SECONDS));
+    for (const at of [s.due.getTime() + 2 * HEART_COOLDOWN_MS, secondDue.getTime(), secondDue.getTime() + 2 * HEART_COOLDOWN_MS]) {
+      await runReminderPass(c.pass, new Date(at));
+    }
+    t.is(mailsTo(c, email).length, 3, "confirm + one reminder per counted heart");
+  },
+);
 
 test.serial("a one-click unsubscribe (RFC 8058 POST) stops every reminder; its GET only shows a button", async (t) => {
   const c = t.context;
@@ -250,6 +261,10 @@ test.serial("no e-mail address ever appears in a log line or an error text", asy
   const raw = c.captured.raw.join("\n");
   t.true(c.captured.raw.length > 0);
   // Every address of this file is on example.com; none may appear (the refusal's own sample name@example.com aside), nor the refused input.
-  t.deepEqual(c.captured.raw.filter((line) => /(?<!\bname)@example\.com/.test(line)), [], "an e-mail address was logged");
+  t.deepEqual(
+    c.captured.raw.filter((line) => /(?<!\bname)@example\.com/.test(line)),
+    [],
+    "an e-mail address was logged",
+  );
   t.false(raw.includes("not-an-address"));
 });

@@ -46,7 +46,10 @@ test("a heart already reminded, or no counted heart, is looked at again one cool
   const heartAt = new Date("2026-12-01T10:00:00.000Z");
   const now = new Date("2026-12-03T10:00:00.000Z");
   const later = { kind: "wait", at: new Date(now.getTime() + HEART_COOLDOWN_MS) };
-  t.deepEqual(decideReminder({ id: randomUUID(), lastCountedAt: heartAt, remindedHeartAt: heartAt, attempts: 0 }, now, HEART_COOLDOWN_MS, WINDOW_SECONDS), later);
+  t.deepEqual(
+    decideReminder({ id: randomUUID(), lastCountedAt: heartAt, remindedHeartAt: heartAt, attempts: 0 }, now, HEART_COOLDOWN_MS, WINDOW_SECONDS),
+    later,
+  );
   t.deepEqual(decideReminder({ id: randomUUID(), lastCountedAt: null, remindedHeartAt: null, attempts: 0 }, now, HEART_COOLDOWN_MS, WINDOW_SECONDS), later);
 });
 
@@ -58,7 +61,17 @@ test("a temporary failure is retried later, and given up after MAX_REMINDER_ATTE
 
 test("an opt-in address is one plain e-mail address: trimmed, domain lower-cased; lists, names and header tricks refused", (t) => {
   t.is(normalizeEmail(" Steve@Example.COM "), "Steve@example.com");
-  for (const bad of ["", "steve", "steve@", "@example.com", "a@b", "a@example.com, b@example.com", "Steve <s@example.com>", "a@example.com\r\nBcc: x@y.z", `${"a".repeat(250)}@example.com`]) {
+  for (const bad of [
+    "",
+    "steve",
+    "steve@",
+    "@example.com",
+    "a@b",
+    "a@example.com, b@example.com",
+    "Steve <s@example.com>",
+    "a@example.com\r\nBcc: x@y.z",
+    `${"a".repeat(250)}@example.com`,
+  ]) {
     t.is(normalizeEmail(bad), undefined, bad);
   }
 });

@@ -1,5 +1,6 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { SecretBox } from "../shared/runtime/secrets.js";
+import { bytesOfUuid, uuidOfBytes } from "../shared/values/ids.js";
 
 /**
  * The two tokens of a vote reminder, each good for one purpose only (docs/reminders.md):
@@ -20,26 +21,17 @@ const ID_BYTES = 16;
 const SECRET_BYTES = 32;
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{64}$/;
 
-function idBytes(id: string): Buffer {
-  return Buffer.from(id.replaceAll("-", ""), "hex");
-}
-
-function idOf(bytes: Buffer): string {
-  const hex = bytes.toString("hex");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
-
 /** A token split into the subscription it names and its secret half, or undefined when it is malformed. */
 export function splitReminderToken(token: string): { id: string; secret: Buffer } | undefined {
   if (!TOKEN_PATTERN.test(token)) return undefined;
   const bytes = Buffer.from(token, "base64url");
   if (bytes.length !== ID_BYTES + SECRET_BYTES) return undefined;
-  return { id: idOf(bytes.subarray(0, ID_BYTES)), secret: bytes.subarray(ID_BYTES) };
+  return { id: uuidOfBytes(bytes.subarray(0, ID_BYTES)), secret: bytes.subarray(ID_BYTES) };
 }
 
 /** A new confirm token of a subscription and the hash to store. */
 export function mintConfirmToken(id: string): { token: string; hash: Buffer } {
-  const token = Buffer.concat([idBytes(id), randomBytes(SECRET_BYTES)]).toString("base64url");
+  const token = Buffer.concat([bytesOfUuid(id), randomBytes(SECRET_BYTES)]).toString("base64url");
   return { token, hash: hashToken(token) };
 }
 
@@ -65,10 +57,10 @@ export function createUnsubscribeTokens(secretBox: SecretBox): UnsubscribeTokens
   let key: Buffer | undefined;
   const macOf = (id: string, nonce: Buffer) =>
     createHmac("sha256", (key ??= secretBox.deriveKey(UNSUBSCRIBE_KEY_PURPOSE)))
-      .update(Buffer.concat([idBytes(id), nonce]))
+      .update(Buffer.concat([bytesOfUuid(id), nonce]))
       .digest();
   return {
-    mint: (id, nonce) => Buffer.concat([idBytes(id), macOf(id, nonce)]).toString("base64url"),
+    mint: (id, nonce) => Buffer.concat([bytesOfUuid(id), macOf(id, nonce)]).toString("base64url"),
     matches: (id, nonce, secret) => secret.length === SECRET_BYTES && timingSafeEqual(secret, macOf(id, nonce)),
   };
 }

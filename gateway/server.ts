@@ -57,7 +57,7 @@ import {
   handleVoteClaim,
   type ClaimKeyGuard,
 } from "./handle-vote-claim.js";
-import { RECEIPT_PATH_PREFIX, REMINDER_CONFIRM_PREFIX, REMINDER_UNSUBSCRIBE_PREFIX } from "../services/shared/values/wire.js";
+import { RECEIPT_PATH_PREFIX, REMINDER_CONFIRM_PREFIX, REMINDER_OPT_IN_SUFFIX, REMINDER_UNSUBSCRIBE_PREFIX } from "../services/shared/values/wire.js";
 import { RECEIPT_ROUTE_NAME, handleReceipt } from "./handle-receipt.js";
 import { RECEIPT_ANSWER_HEADERS } from "./receipt-page.js";
 import {
@@ -268,6 +268,8 @@ interface Route {
   /** An exact path, or with `prefix: true` every path that starts with it. */
   path: string;
   prefix?: true;
+  /** With `prefix`: the path must also end with this (a sub-resource of a prefixed path, such as a receipt's reminder form). */
+  suffix?: string;
   /** The request log's and the metrics' route name. */
   name: string;
   /**
@@ -401,6 +403,7 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
       method: "POST",
       path: RECEIPT_PATH_PREFIX,
       prefix: true,
+      suffix: REMINDER_OPT_IN_SUFFIX,
       name: REMINDER_OPT_IN_ROUTE_NAME,
       secretInPath: true,
       headers: RECEIPT_ANSWER_HEADERS,
@@ -422,7 +425,8 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
 }
 
 function pathMatches(route: Route, rawPath: string): boolean {
-  return route.prefix ? rawPath.startsWith(route.path) : rawPath === route.path;
+  if (!route.prefix) return rawPath === route.path;
+  return rawPath.startsWith(route.path) && (route.suffix === undefined || rawPath.endsWith(route.suffix));
 }
 
 /** The gateway's per-process state against unsigned floods, and its request-line logger. */

@@ -46,6 +46,7 @@ import { readAbuseRules } from "../services/referral/read-abuse-rules.js";
 import { readAddressSettings } from "../services/shared/runtime/address-settings.js";
 import { readRetentionSettings } from "../services/retention/retention-settings.js";
 import { createRetentionLoop } from "../services/retention/run-retention.js";
+import { createProcessReminders, readReminderSettings } from "../services/reminders/reminder-settings.js";
 
 function loadConfig() {
   const r = createEnvReader();
@@ -69,6 +70,7 @@ function loadConfig() {
     addresses: readAddressSettings(r),
     adminToken: readServiceToken(r, "ADMIN_SERVICE_TOKEN", { required: false }),
     retention: readRetentionSettings(r, fraudRules),
+    reminders: readReminderSettings(r),
   });
 }
 
@@ -302,6 +304,8 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     scopes: ["ingest", "pull", "claims", "clicks:record", "dashboard", "receipts", "admin"],
   });
 
+  // E-mail vote reminders with SMTP_URL (docs/reminders.md); without it none are offered or sent.
+  const reminders = createProcessReminders({ db: prisma, secretBox, publicBaseUrl, settings: config.reminders, log, now });
   const rpc = createReferralServiceServer({
     prisma,
     secretBox,
@@ -315,6 +319,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     fraudRules: config.fraudRules,
     abuseRules: config.abuseRules,
     addressKeyVersion: config.addresses.keyVersion,
+    ...(reminders.mailer ? { mailer: reminders.mailer } : {}),
   });
   const rpcPort = await rpc.listen(config.rpcPort, config.host);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;
@@ -344,6 +349,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     now,
     checks,
     isDraining,
+    settings: { remindersEnabled: reminders.mailer !== undefined },
   });
 
   return {
@@ -357,6 +363,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       relay.start();
       await delivery.start();
       retention.start();
+      reminders.start();
       const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
       printBanner({
         gatewayUrl,
@@ -379,6 +386,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       }),
     async close() {
       await retention.stop();
+      await reminders.stop();
       await rpc.close();
       await relay.stop();
       await delivery.stop();

@@ -8,9 +8,7 @@ import { loadReferralServiceConfig } from "./config.js";
 import { createReferralServiceServer } from "./server.js";
 import { bootstrapServiceTokens } from "../access/bootstrap.js";
 import { createRetentionLoop } from "../retention/run-retention.js";
-import { createMailer } from "../shared/adapters/mailer.js";
-import { createReminderLoop } from "../reminders/send-reminders.js";
-import { createUnsubscribeTokens } from "../reminders/reminder-tokens.js";
+import { createProcessReminders } from "../reminders/reminder-settings.js";
 
 runService({
   name: "referral-service",
@@ -18,8 +16,14 @@ runService({
   create(config, { log, metrics, startup }) {
     const prisma = createPrisma(config.databaseUrl, { maxConnections: config.dbPoolSize });
     // Without SMTP_URL there is no mailer: opt-ins are refused and no sender runs (docs/reminders.md).
-    const { reminders } = config;
-    const mailer = reminders.smtpUrl === undefined ? undefined : createMailer({ smtpUrl: reminders.smtpUrl, from: reminders.mailFrom });
+    const reminders = createProcessReminders({
+      db: prisma,
+      secretBox: config.secretBox,
+      publicBaseUrl: config.publicBaseUrl,
+      settings: config.reminders,
+      log,
+      now: () => new Date(),
+    });
     const rpc = createReferralServiceServer({
       prisma,
       secretBox: config.secretBox,
@@ -36,24 +40,10 @@ runService({
       abuseRules: config.abuseRules,
       rewardQueueIdleCheckSeconds: config.rewardQueueIdleCheckSeconds,
       auth: { allowUnauthenticated: config.access.allowUnauthenticated },
-      ...(mailer ? { mailer } : {}),
+      ...(reminders.mailer ? { mailer: reminders.mailer } : {}),
     });
     // Retention runs in this process (it owns the data); see createRetentionLoop for several instances at once.
     const retention = createRetentionLoop({ db: prisma, settings: config.retention, log, registry: metrics.registry, now: () => new Date() });
-    // The reminder sender runs here too (it owns vote_reminders); several instances claim disjoint rows (SKIP LOCKED).
-    const reminderLoop = mailer
-      ? createReminderLoop({
-          db: prisma,
-          mailer,
-          unsubscribe: createUnsubscribeTokens(config.secretBox),
-          publicBaseUrl: config.publicBaseUrl,
-          jitterSeconds: reminders.jitterSeconds,
-          batchRows: reminders.batchRows,
-          intervalSeconds: reminders.intervalSeconds,
-          log,
-          now: () => new Date(),
-        })
-      : undefined;
     let listening = false;
     return {
       checks: [startup.check, ...readinessChecks({ prisma, databaseUrl: config.databaseUrl })],
@@ -65,14 +55,14 @@ runService({
         const port = await rpc.listen(config.port, config.host);
         listening = true;
         retention.start();
-        reminderLoop?.start();
+        // The reminder sender runs here too (it owns vote_reminders); several instances claim disjoint rows (SKIP LOCKED).
+        reminders.start();
         log.info({ port, opsPort, database: redactUrl(config.databaseUrl) }, "referral service listening (Connect, gRPC, gRPC-Web over HTTP/2)");
         return true;
       },
       drain: async () => {
         await retention.stop();
-        await reminderLoop?.stop();
-        mailer?.close();
+        await reminders.stop();
         if (listening) await rpc.close();
       },
       close: () => prisma.$disconnect(),

@@ -5,6 +5,7 @@ import type { Mailer } from "../shared/adapters/mailer.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
 import { DependencyUnavailable, DomainError } from "../shared/rpc/errors.js";
 import type { ReceiptLinks } from "../hearts/receipt-token.js";
+import { TOMBSTONE_PREFIX } from "../voter-data/erase-voter-data.js";
 import { normalizeEmail } from "./domain/reminder-schedule.js";
 import { confirmMail, confirmUrlOf } from "./reminder-mail.js";
 import { activateReminder, endReminder, readReminder, readReminderId, upsertPendingReminder } from "./reminder-store.js";
@@ -54,7 +55,8 @@ export async function subscribeReminder(
     deps.prisma,
     Prisma.sql`SELECT h.server_id, h.voter_identity, s.name AS server_name FROM hearts h JOIN servers s ON s.id = h.server_id WHERE h.id = ${heartId}::uuid`,
   );
-  if (heart === undefined) throw new DomainError("not_found", UNKNOWN_REMINDER_TOKEN_TEXT);
+  // An erased voter's heart names a tombstone, no voter: nothing to remind (the receipt shows no form either).
+  if (heart === undefined || heart.voter_identity.startsWith(TOMBSTONE_PREFIX)) throw new DomainError("not_found", UNKNOWN_REMINDER_TOKEN_TEXT);
   const now = deps.now();
   // The confirm token names the row's id, so a second opt-in keeps the row's id (two opt-ins racing: the later one wins).
   const id = (await readReminderId(deps.prisma, heart.server_id, heart.voter_identity)) ?? randomUUID();

@@ -215,6 +215,7 @@ test.serial("the export lists the voter's reminder and address; an erased voter'
   t.like(exported.servers[0].reminders[0], { email, state: "active" }, "the export lists the reminder with its address");
   await c.stack.clients.voters.eraseVoterData({ serverId: s.serverId, keyKind: VoterKeyKind.USERNAME, key: s.voter });
   t.is(await stateOf(c, s.serverId, s.voter), undefined);
+  t.is((await postForm(`${s.receiptUrl}/reminder`, new URLSearchParams({ email }).toString())).status, 404, "an erased heart's receipt takes no opt-in");
   await runReminderPass(c.pass, new Date(s.due.getTime() + 60_000));
   t.is(mailsTo(c, email).length, 1, "the confirm mail only");
 });

@@ -2,7 +2,7 @@ import type { Logger } from "../shared/runtime/log.js";
 import type { Mailer } from "../shared/adapters/mailer.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { HEART_COOLDOWN_MS } from "../hearts/domain/streak.js";
-import { decideReminder, REMINDER_LEASE_MS, retryAfterFailure } from "./domain/reminder-schedule.js";
+import { decideReminder, reminderLeaseMs, retryAfterFailure } from "./domain/reminder-schedule.js";
 import { reminderMail, unsubscribeUrlOf } from "./reminder-mail.js";
 import { claimDueReminders, endReminder, recordReminderPass, type DueReminder } from "./reminder-store.js";
 import type { UnsubscribeTokens } from "./reminder-tokens.js";
@@ -40,7 +40,7 @@ export interface ReminderPassResult {
  * address never reaches a log line.
  */
 export async function runReminderPass(deps: ReminderPassDeps, now: Date): Promise<ReminderPassResult> {
-  const rows = await claimDueReminders(deps.db, { now, leaseUntil: new Date(now.getTime() + REMINDER_LEASE_MS), limit: deps.batchRows });
+  const rows = await claimDueReminders(deps.db, { now, leaseUntil: new Date(now.getTime() + reminderLeaseMs(deps.batchRows)), limit: deps.batchRows });
   const result: ReminderPassResult = { claimed: rows.length, sent: 0, bounced: 0, retried: 0 };
   for (const row of rows) {
     const outcome = await passOne(deps, row, now);

@@ -13,8 +13,17 @@ export const DEFAULT_REMINDER_JITTER_SECONDS = 900;
 export const MAX_REMINDER_ATTEMPTS = 5;
 /** The wait after a temporary failure, times the attempt number. */
 export const REMINDER_RETRY_STEP_MS = 5 * 60_000;
-/** How long a claimed row is left alone by other senders while one sends it (a crashed sender's row comes back after it). */
-export const REMINDER_LEASE_MS = 2 * 60_000;
+/** The longest one message may take: the mailer's connection, greeting and socket timeouts (10 s each) in a row. */
+export const MAIL_SEND_MAX_MS = 30_000;
+
+/**
+ * How long a claimed batch is left alone by other senders: a minute plus the longest the batch's messages can take one
+ * after another, so a slow SMTP server never lets a second sender take (and mail) a row still being sent. A crashed
+ * sender's rows come back after it.
+ */
+export function reminderLeaseMs(batchRows: number): number {
+  return 60_000 + batchRows * MAIL_SEND_MAX_MS;
+}
 
 /** The jitter of one (subscription, heart): a stable value in [0, windowSeconds * 1000) ms; 0 when the window is 0. */
 export function reminderJitterMs(subscriptionId: string, heartAt: Date, windowSeconds: number): number {

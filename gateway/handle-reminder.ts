@@ -48,7 +48,10 @@ function failed(error: unknown): ReminderResult {
   }
   const mapped = fromRpcError(error);
   const outcome = mapped.reply.status === 503 ? "service_unavailable" : "internal_error";
-  return page(mapped.reply.status, "Try again", "<p>This cannot be done right now. Please try again in a minute.</p>", outcome, mapped.cause ?? error);
+  const result = page(mapped.reply.status, "Try again", "<p>This cannot be done right now. Please try again in a minute.</p>", outcome, mapped.cause ?? error);
+  // The public table's headers (Retry-After) go with the page.
+  Object.assign(result.reply.headers, mapped.reply.headers);
+  return result;
 }
 
 /** The token of `<prefix><token><suffix>`, or undefined when the path holds none. */

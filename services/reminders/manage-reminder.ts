@@ -3,7 +3,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
 import type { Mailer } from "../shared/adapters/mailer.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
-import { DependencyUnavailable, DomainError } from "../shared/rpc/errors.js";
+import { DependencyUnavailable, DomainError, Overloaded } from "../shared/rpc/errors.js";
 import type { ReceiptLinks } from "../hearts/receipt-token.js";
 import { TOMBSTONE_PREFIX } from "../voter-data/erase-voter-data.js";
 import { normalizeEmail } from "./domain/reminder-schedule.js";
@@ -31,6 +31,8 @@ export const UNKNOWN_REMINDER_TOKEN_TEXT = "unknown token";
 export const BAD_EMAIL_TEXT = "enter one e-mail address, like name@example.com";
 /** Reminders switched off. */
 export const REMINDERS_OFF_TEXT = "e-mail reminders are not available on this list";
+/** The shortest time between two opt-ins (confirm mails) of one voter on one server. */
+export const OPT_IN_INTERVAL_MS = 60_000;
 /** How long to wait after the mail server could not take the confirmation. */
 const MAIL_RETRY_AFTER_MS = 60_000;
 
@@ -61,7 +63,9 @@ export async function subscribeReminder(
   // The confirm token names the row's id, so a second opt-in keeps the row's id (two opt-ins racing: the later one wins).
   const id = (await readReminderId(deps.prisma, heart.server_id, heart.voter_identity)) ?? randomUUID();
   const { token, hash } = mintConfirmToken(id);
-  await upsertPendingReminder(deps.prisma, {
+  // At most one opt-in (one confirm mail) per voter and server per OPT_IN_INTERVAL_MS: a receipt link cannot be used to
+  // flood an address with confirm mails.
+  const written = await upsertPendingReminder(deps.prisma, {
     id,
     serverId: heart.server_id,
     voterIdentity: heart.voter_identity,
@@ -69,7 +73,9 @@ export async function subscribeReminder(
     confirmHash: hash,
     nonce: newUnsubscribeNonce(),
     now,
+    notChangedSince: new Date(now.getTime() - OPT_IN_INTERVAL_MS),
   });
+  if (written === undefined) throw new Overloaded(OPT_IN_INTERVAL_MS);
   const sent = await deps.mailer.send(confirmMail({ to: email, serverName: heart.server_name, confirmUrl: confirmUrlOf(deps.publicBaseUrl, token) }));
   if (!sent.ok && sent.kind === "permanent") {
     await endReminder(deps.prisma, { id, state: "bounced", now });

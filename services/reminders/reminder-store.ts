@@ -22,12 +22,13 @@ export interface ReminderRow {
 
 /**
  * Opt-in: the (server, voter)'s one subscription becomes pending with this address, a new confirm hash and unsubscribe
- * nonce (earlier links stop working), whatever state it had. Returns the row's id.
+ * nonce (earlier links stop working), whatever state it had, unless it changed after `notChangedSince` (then nothing
+ * is written and undefined is returned: opt-ins are throttled per voter). Returns the row's id.
  */
 export async function upsertPendingReminder(
   db: object,
-  q: { id: string; serverId: string; voterIdentity: string; email: string; confirmHash: Buffer; nonce: Buffer; now: Date },
-): Promise<string> {
+  q: { id: string; serverId: string; voterIdentity: string; email: string; confirmHash: Buffer; nonce: Buffer; now: Date; notChangedSince: Date },
+): Promise<string | undefined> {
   // Bounded: one row by the (server_id, voter_identity) unique index.
   const [row] = await runSql<{ id: string }>(
     db,
@@ -36,9 +37,10 @@ export async function upsertPendingReminder(
       ON CONFLICT (server_id, voter_identity) DO UPDATE SET email = EXCLUDED.email, state = 'pending',
         confirm_token_hash = EXCLUDED.confirm_token_hash, unsubscribe_nonce = EXCLUDED.unsubscribe_nonce,
         next_send_at = NULL, attempts = 0, ended_at = NULL, updated_at = EXCLUDED.updated_at
+      WHERE vote_reminders.updated_at <= ${q.notChangedSince}
       RETURNING id`,
   );
-  return row!.id;
+  return row?.id;
 }
 
 /** The id of the (server, voter)'s subscription, if there is one. */

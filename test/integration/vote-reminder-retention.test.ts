@@ -42,6 +42,7 @@ async function reminderOf(state: "pending" | "active" | { ended: "unsubscribed" 
     confirmHash: hash,
     nonce: newUnsubscribeNonce(),
     now: createdAt,
+    notChangedSince: createdAt,
   });
   if (state === "pending") return id;
   await activateReminder(db.prisma, { id, confirmHash: hash, now: createdAt });

@@ -220,21 +220,30 @@ test.serial("the export lists the voter's reminder and address; an erased voter'
   t.is(mailsTo(c, email).length, 1, "the confirm mail only");
 });
 
-test.serial("the reminder routes refuse a wrong token (404) and bad input (400, a clear text)", async (t) => {
-  const c = t.context;
-  const { server } = await c.stack.clients.admin.createServer({ name: "Refusals SMP" });
-  const receiptUrl = await castAt(c, server!.id, `voter-${randomBytes(4).toString("hex")}`, T0);
-  const wrongReceipt = `${c.stack.gatewayUrl}/receipts/${"A".repeat(44)}/reminder`;
-  t.is((await postForm(wrongReceipt, "email=a%40example.com")).status, 404);
-  t.is((await fetch(`${c.stack.gatewayUrl}/reminders/confirm/${"B".repeat(64)}`, { method: "POST" })).status, 404);
-  t.is((await postForm(`${c.stack.gatewayUrl}/reminders/unsubscribe/${"C".repeat(64)}`, "List-Unsubscribe=One-Click")).status, 404);
-  const empty = await postForm(`${receiptUrl}/reminder`, "email=");
-  t.is(empty.status, 400);
-  t.regex(await empty.text(), /Enter your e-mail address/);
-  const bad = await postForm(`${receiptUrl}/reminder`, "email=not-an-address");
-  t.is(bad.status, 400);
-  t.regex(await bad.text(), /enter one e-mail address, like name@example\.com/);
-});
+test.serial(
+  "the reminder routes refuse a wrong token (404), bad input (400, a clear text) and a second opt-in within a minute (503, Retry-After)",
+  async (t) => {
+    const c = t.context;
+    const { server } = await c.stack.clients.admin.createServer({ name: "Refusals SMP" });
+    const receiptUrl = await castAt(c, server!.id, `voter-${randomBytes(4).toString("hex")}`, T0);
+    const wrongReceipt = `${c.stack.gatewayUrl}/receipts/${"A".repeat(44)}/reminder`;
+    t.is((await postForm(wrongReceipt, "email=a%40example.com")).status, 404);
+    t.is((await fetch(`${c.stack.gatewayUrl}/reminders/confirm/${"B".repeat(64)}`, { method: "POST" })).status, 404);
+    t.is((await postForm(`${c.stack.gatewayUrl}/reminders/unsubscribe/${"C".repeat(64)}`, "List-Unsubscribe=One-Click")).status, 404);
+    const empty = await postForm(`${receiptUrl}/reminder`, "email=");
+    t.is(empty.status, 400);
+    t.regex(await empty.text(), /Enter your e-mail address/);
+    const bad = await postForm(`${receiptUrl}/reminder`, "email=not-an-address");
+    t.is(bad.status, 400);
+    t.regex(await bad.text(), /enter one e-mail address, like name@example\.com/);
+    // One opt-in per voter and server a minute: a receipt link cannot flood an address with confirm mails.
+    t.is((await postForm(`${receiptUrl}/reminder`, "email=flood%40example.com")).status, 200);
+    const again = await postForm(`${receiptUrl}/reminder`, "email=flood%40example.com");
+    t.is(again.status, 503);
+    t.truthy(again.headers.get("retry-after"));
+    t.is(mailsTo(c, "flood@example.com").length, 1);
+  },
+);
 
 test.serial("reminders of hearts cast in the same minute leave spread over the jitter window, each at its own time", async (t) => {
   const c = t.context;

@@ -8,7 +8,7 @@ import { createServiceTransport, createUnaryServiceTransport } from "../services
  * and claim, `claims` the reward plugins' check/claim API, `pluginActivity` what those calls got (RecordPluginCalls),
  * `hearts` the public receipts (GetReceipt), `rewardQueue` the game plugins' reward queue.
  */
-export type ReferralServiceClients = Pick<RpcClients, "referral" | "admin" | "delivery" | "claims" | "hearts" | "pluginActivity" | "rewardQueue">;
+export type ReferralServiceClients = Pick<RpcClients, "referral" | "admin" | "delivery" | "claims" | "hearts" | "pluginActivity" | "rewardQueue" | "reminders">;
 
 /**
  * The gateway's transports to the referral service, over ONE HTTP/2 session (shared, reconnecting on
@@ -31,8 +31,8 @@ export function createReferralServiceTransports(baseUrl: string, token: string):
 
 /** The clients the gateway's own routes use, over `transport` (ReferralServiceTransports.routes). */
 export function referralServiceClientsOver(transport: Transport): ReferralServiceClients {
-  const { referral, admin, delivery, claims, hearts, pluginActivity, rewardQueue } = createRpcClients(transport);
-  return { referral, admin, delivery, claims, hearts, pluginActivity, rewardQueue };
+  const { referral, admin, delivery, claims, hearts, pluginActivity, rewardQueue, reminders } = createRpcClients(transport);
+  return { referral, admin, delivery, claims, hearts, pluginActivity, rewardQueue, reminders };
 }
 
 /** The clients over a connection of their own (tests, tools); a process builds its transports once and shares them. */

@@ -35,6 +35,8 @@ export interface GatewayConfig {
   referralLinkLimit: { windowMs: number; perIp: number };
   /** Port of /healthz, /readyz and /metrics (never the public port). */
   opsPort: number;
+  /** E-mail vote reminders are on (SMTP_URL is set; only whether it is set is read here): receipt pages show the opt-in form. */
+  remindersEnabled: boolean;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -69,5 +71,6 @@ export function loadGatewayConfig(env: Record<string, string | undefined> = proc
       perIp: r.int("REFERRAL_LINK_CLICKS_PER_IP", DEFAULT_REFERRAL_LINK_CLICKS_PER_IP, { min: 0 }),
     },
     opsPort: readPort(r, "OPS_PORT", DEFAULT_GATEWAY_OPS_PORT),
+    remindersEnabled: r.optionalString("SMTP_URL") !== undefined,
   });
 }

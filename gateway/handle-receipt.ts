@@ -9,10 +9,10 @@ import {
   type GetReceiptResponse,
   type Receipt,
 } from "../gen/proto/hearts/v1/hearts_pb.js";
-import { RECEIPT_JSON_SUFFIX, RECEIPT_PATH_PREFIX } from "../services/shared/values/wire.js";
+import { RECEIPT_JSON_SUFFIX, RECEIPT_PATH_PREFIX, REMINDER_OPT_IN_SUFFIX } from "../services/shared/values/wire.js";
 import { errorReply, fromRpcError, type HttpReply } from "./http-errors.js";
 import type { RawReply } from "./http-errors.js";
-import { RECEIPT_ANSWER_HEADERS, RECEIPT_PAGE_HEADERS, receiptPage, receiptProblemPage, type ReceiptJson } from "./receipt-page.js";
+import { RECEIPT_ANSWER_HEADERS, RECEIPT_PAGE_HEADERS, REMINDER_PAGE_HEADERS, receiptPage, receiptProblemPage, type ReceiptJson } from "./receipt-page.js";
 
 /** The route's name in logs and metrics; also the path logged for it, so no token reaches a log line. */
 export const RECEIPT_ROUTE_NAME = `${RECEIPT_PATH_PREFIX}:token`;
@@ -101,7 +101,7 @@ function problem(reply: HttpReply, json: boolean, outcome: string, cause?: unkno
  * whatever was wrong with it; the referral service unreachable is 503 with Retry-After; anything else 500. Every answer
  * carries RECEIPT_ANSWER_HEADERS (`no-store`, `no-referrer`).
  */
-export async function handleReceipt(rawPath: string, rpcs: ReceiptRpcs): Promise<ReceiptResult> {
+export async function handleReceipt(rawPath: string, rpcs: ReceiptRpcs, opts: { reminders?: boolean } = {}): Promise<ReceiptResult> {
   const rest = rawPath.slice(RECEIPT_PATH_PREFIX.length);
   const json = rest.endsWith(RECEIPT_JSON_SUFFIX);
   const token = json ? rest.slice(0, -RECEIPT_JSON_SUFFIX.length) : rest;
@@ -120,5 +120,10 @@ export async function handleReceipt(rawPath: string, rpcs: ReceiptRpcs): Promise
   const receipt = toReceiptJson(response.receipt);
   if (json) return { reply: { status: 200, headers: { ...JSON_HEADERS }, body: JSON.stringify(receipt) }, outcome: receipt.outcome };
   const jsonHref = `${RECEIPT_PATH_PREFIX}${token}${RECEIPT_JSON_SUFFIX}`;
-  return { reply: { status: 200, headers: { ...RECEIPT_PAGE_HEADERS }, body: receiptPage(receipt, jsonHref) }, outcome: receipt.outcome };
+  if (opts.reminders !== true) {
+    return { reply: { status: 200, headers: { ...RECEIPT_PAGE_HEADERS }, body: receiptPage(receipt, jsonHref) }, outcome: receipt.outcome };
+  }
+  // With e-mail reminders on, the page carries the opt-in form, and its policy lets that form post to the gateway.
+  const action = `${RECEIPT_PATH_PREFIX}${token}${REMINDER_OPT_IN_SUFFIX}`;
+  return { reply: { status: 200, headers: { ...REMINDER_PAGE_HEADERS }, body: receiptPage(receipt, jsonHref, action) }, outcome: receipt.outcome };
 }

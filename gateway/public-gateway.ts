@@ -9,7 +9,7 @@ import { createGatewayServer, type GatewayDeps } from "./server.js";
 /** Settings of the public gateway that its process reads (GatewayConfig) and the all-in-one leaves at their defaults. */
 export type PublicGatewaySettings = Pick<
   GatewayDeps,
-  "trustProxy" | "signingKeyCacheMs" | "unknownServerCacheMs" | "signingKeyRefreshMs" | "failedSignatures" | "referralLinkLimit"
+  "trustProxy" | "signingKeyCacheMs" | "unknownServerCacheMs" | "signingKeyRefreshMs" | "failedSignatures" | "referralLinkLimit" | "remindersEnabled"
 >;
 
 /**
@@ -55,6 +55,7 @@ export function createPublicGateway(opts: {
     signingKeyRefreshMs: opts.settings?.signingKeyRefreshMs,
     failedSignatures: opts.settings?.failedSignatures,
     referralLinkLimit: opts.settings?.referralLinkLimit,
+    remindersEnabled: opts.settings?.remindersEnabled,
     dashboard: true,
   });
 }

@@ -67,6 +67,29 @@ export const RECEIPT_PAGE_HEADERS: Readonly<Record<string, string>> = {
   ...RECEIPT_ANSWER_HEADERS,
 };
 
+/** Headers of the pages that post a form (the receipt page with its reminder form, the reminder pages): forms may post to the gateway only. */
+export const REMINDER_PAGE_HEADERS: Readonly<Record<string, string>> = {
+  ...RECEIPT_PAGE_HEADERS,
+  "content-security-policy": (RECEIPT_PAGE_HEADERS["content-security-policy"] ?? "").replace("form-action 'none'", "form-action 'self'"),
+};
+
+/** A vote-reminder page (gateway/handle-reminder.ts): the receipt's look, `bodyHtml` already escaped. */
+export function reminderPage(title: string, bodyHtml: string): string {
+  return htmlPage(title, `<main><p class="kicker">Vote reminders</p><h1>${escapeHtml(title)}</h1>${bodyHtml}</main>`, RECEIPT_STYLE);
+}
+
+/** The opt-in form: an empty address field and a button, nothing pre-checked. */
+function reminderFormHtml(action: string): string {
+  return [
+    "<h2>Remind me by e-mail when I can vote again</h2>",
+    `<form method="post" action="${escapeHtml(action)}">`,
+    '<label for="email">E-mail address</label> <input id="email" name="email" type="email" required autocomplete="email" value=""> ',
+    '<button type="submit">Remind me</button>',
+    '<p class="note">We send a link to confirm first. Every reminder has a one-click unsubscribe link.</p>',
+    "</form>",
+  ].join("\n");
+}
+
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
 /** `27 Nov 2026, 11:03 UTC` in a <time> element (the page runs no script, so times are shown in UTC). */
@@ -140,7 +163,7 @@ const PAID_BY_TEXT: Record<string, string> = {
 };
 
 /** The receipt as an HTML page: server-rendered, no script, no external asset, readable from 375 px up. */
-export function receiptPage(r: ReceiptJson, jsonHref: string): string {
+export function receiptPage(r: ReceiptJson, jsonHref: string, reminderAction?: string): string {
   const rows = [
     ["Player", escapeHtml(r.username)],
     ["Voted at", timeHtml(r.cast_at)],
@@ -166,6 +189,8 @@ export function receiptPage(r: ReceiptJson, jsonHref: string): string {
     `<dl>${rows.map(([term, value]) => `<dt>${term}</dt><dd>${value}</dd>`).join("")}</dl>`,
     deliveries,
     r.claim ? claimHtml(r.claim, r.paid_by) : "",
+    // Vote reminders (only when the list sends e-mail): offered on a counted or cooldown heart, which has a next vote time.
+    reminderAction !== undefined && r.next_vote_at !== null && r.outcome !== "erased" ? reminderFormHtml(reminderAction) : "",
     `<p class="note">This page shows this one vote only. Reload it for the latest state. <a href="${escapeHtml(jsonHref)}">As JSON</a></p>`,
     "</main>",
   ].join("\n");

@@ -57,9 +57,21 @@ import {
   handleVoteClaim,
   type ClaimKeyGuard,
 } from "./handle-vote-claim.js";
-import { RECEIPT_PATH_PREFIX } from "../services/shared/values/wire.js";
+import { RECEIPT_PATH_PREFIX, REMINDER_CONFIRM_PREFIX, REMINDER_OPT_IN_SUFFIX, REMINDER_UNSUBSCRIBE_PREFIX } from "../services/shared/values/wire.js";
 import { RECEIPT_ROUTE_NAME, handleReceipt } from "./handle-receipt.js";
 import { RECEIPT_ANSWER_HEADERS } from "./receipt-page.js";
+import {
+  REMINDER_CONFIRM_ROUTE_NAME,
+  REMINDER_OPT_IN_ROUTE_NAME,
+  REMINDER_UNSUBSCRIBE_ROUTE_NAME,
+  handleReminderConfirm,
+  handleReminderLinkPage,
+  handleReminderOptIn,
+  handleReminderUnsubscribe,
+  type ReminderResult,
+  type ReminderRpcs,
+} from "./handle-reminder.js";
+import type { ReminderService } from "../gen/proto/reminders/v1/reminders_pb.js";
 import { createPluginCallRecorder, toPluginCall, toQueuePluginCall, type PluginCallRecorder } from "./record-plugin-calls.js";
 import {
   REWARD_QUEUE_ACK_PATH,
@@ -124,6 +136,10 @@ export interface GatewayDeps {
   claimKeyGuesses?: { windowMs?: number; perSource?: number };
   /** Whether the dashboard is mounted (the front page links to it only then). */
   dashboard?: boolean;
+  /** Vote reminders' RPCs; with `remindersEnabled`, receipt pages offer e-mail reminders (docs/reminders.md). */
+  reminders?: Client<typeof ReminderService>;
+  /** E-mail reminders on (SMTP_URL set): the receipt page shows the opt-in form and the reminder routes answer. Default false. */
+  remindersEnabled?: boolean;
 }
 
 /** What the request's single log line says beyond method, path, status and latency. */
@@ -252,6 +268,8 @@ interface Route {
   /** An exact path, or with `prefix: true` every path that starts with it. */
   path: string;
   prefix?: true;
+  /** With `prefix`: the path must also end with this (a sub-resource of a prefixed path, such as a receipt's reminder form). */
+  suffix?: string;
   /** The request log's and the metrics' route name. */
   name: string;
   /**
@@ -381,11 +399,34 @@ function createRoutes(deps: GatewayDeps, guards: IngestGuards): readonly Route[]
       headers: RECEIPT_ANSWER_HEADERS,
       handle: (request) => serveReceipt(deps, request),
     },
+    {
+      method: "POST",
+      path: RECEIPT_PATH_PREFIX,
+      prefix: true,
+      suffix: REMINDER_OPT_IN_SUFFIX,
+      name: REMINDER_OPT_IN_ROUTE_NAME,
+      secretInPath: true,
+      headers: RECEIPT_ANSWER_HEADERS,
+      handle: (request) => serveReminder(deps, request, "opt_in"),
+    },
+    ...[REMINDER_CONFIRM_PREFIX, REMINDER_UNSUBSCRIBE_PREFIX].flatMap((prefix): Route[] =>
+      ["GET", "POST"].map((method) => ({
+        method,
+        path: prefix,
+        prefix: true,
+        name: prefix === REMINDER_CONFIRM_PREFIX ? REMINDER_CONFIRM_ROUTE_NAME : REMINDER_UNSUBSCRIBE_ROUTE_NAME,
+        secretInPath: true,
+        headers: RECEIPT_ANSWER_HEADERS,
+        handle: (request: RouteRequest) =>
+          serveReminder(deps, request, method === "GET" ? "link_page" : prefix === REMINDER_CONFIRM_PREFIX ? "confirm" : "unsubscribe"),
+      })),
+    ),
   ];
 }
 
 function pathMatches(route: Route, rawPath: string): boolean {
-  return route.prefix ? rawPath.startsWith(route.path) : rawPath === route.path;
+  if (!route.prefix) return rawPath === route.path;
+  return rawPath.startsWith(route.path) && (route.suffix === undefined || rawPath.endsWith(route.suffix));
 }
 
 /** The gateway's per-process state against unsigned floods, and its request-line logger. */
@@ -599,7 +640,41 @@ async function serveRewardQueueAck(deps: GatewayDeps, guards: IngestGuards, requ
 
 async function serveReceipt(deps: GatewayDeps, { res, rawPath, entry }: RouteRequest): Promise<void> {
   const callOptions = rpcCallOptions(deps, entry.requestId);
-  const result = await handleReceipt(rawPath, { getReceipt: (request) => deps.hearts.getReceipt(request, callOptions) });
+  const result = await handleReceipt(
+    rawPath,
+    { getReceipt: (request) => deps.hearts.getReceipt(request, callOptions) },
+    { reminders: deps.remindersEnabled === true && deps.reminders !== undefined },
+  );
+  Object.assign(entry, { outcome: result.outcome, cause: result.cause });
+  res.writeHead(result.reply.status, { ...result.reply.headers, "content-length": Buffer.byteLength(result.reply.body) });
+  res.end(result.reply.body);
+}
+
+/** The reminder pages (gateway/handle-reminder.ts); 404 when reminders are off. */
+async function serveReminder(deps: GatewayDeps, request: RouteRequest, action: "opt_in" | "link_page" | "confirm" | "unsubscribe"): Promise<void> {
+  const { res, rawPath, entry } = request;
+  const client = deps.remindersEnabled === true ? deps.reminders : undefined;
+  let result: ReminderResult;
+  if (client === undefined) {
+    result = handleReminderLinkPage("/");
+  } else if (action === "link_page") {
+    result = handleReminderLinkPage(rawPath);
+  } else {
+    const body = await readPostBody(request);
+    if (body === undefined) return;
+    const callOptions = rpcCallOptions(deps, entry.requestId);
+    const rpcs: ReminderRpcs = {
+      subscribeReminder: (r) => client.subscribeReminder(r, callOptions),
+      confirmReminder: (r) => client.confirmReminder(r, callOptions),
+      unsubscribeReminder: (r) => client.unsubscribeReminder(r, callOptions),
+    };
+    result =
+      action === "opt_in"
+        ? await handleReminderOptIn(rawPath, body, rpcs)
+        : action === "confirm"
+          ? await handleReminderConfirm(rawPath, rpcs)
+          : await handleReminderUnsubscribe(rawPath, rpcs);
+  }
   Object.assign(entry, { outcome: result.outcome, cause: result.cause });
   res.writeHead(result.reply.status, { ...result.reply.headers, "content-length": Buffer.byteLength(result.reply.body) });
   res.end(result.reply.body);

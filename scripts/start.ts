@@ -47,6 +47,7 @@ import { readAddressSettings } from "../services/shared/runtime/address-settings
 import { readRetentionSettings } from "../services/retention/retention-settings.js";
 import { createRetentionLoop } from "../services/retention/run-retention.js";
 import { createPeriodCloserLoop, readPeriodCloserSettings } from "../services/rewards/close-periods.js";
+import { createProcessReminders, readReminderSettings } from "../services/reminders/reminder-settings.js";
 
 function loadConfig() {
   const r = createEnvReader();
@@ -71,6 +72,7 @@ function loadConfig() {
     adminToken: readServiceToken(r, "ADMIN_SERVICE_TOKEN", { required: false }),
     retention: readRetentionSettings(r, fraudRules),
     periodCloser: readPeriodCloserSettings(r),
+    reminders: readReminderSettings(r),
   });
 }
 
@@ -304,6 +306,8 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     scopes: ["ingest", "pull", "claims", "clicks:record", "dashboard", "receipts", "admin"],
   });
 
+  // E-mail vote reminders with SMTP_URL (docs/reminders.md); without it none are offered or sent.
+  const reminders = createProcessReminders({ db: prisma, secretBox, publicBaseUrl, settings: config.reminders, log, now });
   const rpc = createReferralServiceServer({
     prisma,
     secretBox,
@@ -317,6 +321,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     fraudRules: config.fraudRules,
     abuseRules: config.abuseRules,
     addressKeyVersion: config.addresses.keyVersion,
+    ...(reminders.mailer ? { mailer: reminders.mailer } : {}),
   });
   const rpcPort = await rpc.listen(config.rpcPort, config.host);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;
@@ -347,6 +352,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     now,
     checks,
     isDraining,
+    settings: { remindersEnabled: reminders.mailer !== undefined },
   });
 
   return {
@@ -361,6 +367,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       await delivery.start();
       retention.start();
       periodCloser.start();
+      reminders.start();
       const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
       printBanner({
         gatewayUrl,
@@ -384,6 +391,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     async close() {
       await retention.stop();
       await periodCloser.stop();
+      await reminders.stop();
       await rpc.close();
       await relay.stop();
       await delivery.stop();

@@ -247,3 +247,11 @@ export type VoterPeriodTally = Prisma.VoterPeriodTallyModel
  * rows per server a month): a closed row is what refuses a second close.
  */
 export type RewardPeriod = Prisma.RewardPeriodModel
+/**
+ * Model VoteReminder
+ * A voter's e-mail vote reminder for one server (issue 32; docs/reminders.md): opted in from a receipt page,
+ * confirmed by a link (double opt-in), then one reminder per counted heart when the voter may vote again.
+ * Owner module: services/reminders/reminder-store.ts. Ended rows (unsubscribed, bounced) are removed by
+ * retention after RETENTION_REMINDER_DAYS; an erased voter's row is deleted with the rest of their data.
+ */
+export type VoteReminder = Prisma.VoteReminderModel

@@ -29,6 +29,8 @@ export interface SmtpSink {
   messages: SunkMail[];
   /** Refuse this address at RCPT TO: `permanent` 550, `temporary` 451. */
   refuse(address: string, kind: "permanent" | "temporary"): void;
+  /** Accept this address again (after `refuse`). */
+  accept(address: string): void;
   close(): Promise<void>;
 }
 
@@ -76,6 +78,7 @@ export async function startSmtpSink(): Promise<SmtpSink> {
     url: `smtp://127.0.0.1:${port}`,
     messages,
     refuse: (address, kind) => void refused.set(address.toLowerCase(), kind),
+    accept: (address) => void refused.delete(address.toLowerCase()),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

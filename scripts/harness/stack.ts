@@ -16,6 +16,7 @@ import { createServiceTransport } from "../../services/shared/rpc/service-transp
 import { TEST_SERVICE_TOKEN } from "./service-token.js";
 import { createReferralServiceServer, type ReferralServiceDeps } from "../../services/referral-service/server.js";
 import { createGatewayServer, type GatewayDeps } from "../../gateway/server.js";
+import { createMailer } from "../../services/shared/adapters/mailer.js";
 import { createReferralServiceClients, type ReferralServiceClients } from "../../gateway/clients.js";
 import { createDashboardRoutes } from "../../gateway/dashboard/routes.js";
 import { createDeliveryWorker, type DeliveryWorker, type DeliveryWorkerSettings } from "../../services/delivery/pipeline/worker.js";
@@ -109,6 +110,8 @@ export interface StackOptions {
    * `name` prefixes the bus's client id and the worker's consumer group, both unique per stack.
    */
   pipeline?: { name: string; delivery?: DeliveryWorkerSettings };
+  /** E-mail vote reminders on, mailed through this SMTP server (SMTP_URL; a local sink in tests): the referral service gets a mailer, the gateway shows the opt-in form. */
+  reminders?: { smtpUrl: string; from?: string };
 }
 
 /** Creates Connect clients for a referral service base URL, authenticated with `token` (default: the test admin token). */
@@ -136,6 +139,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
   const now = () => clock.now();
   let gatewayUrl = "";
   const metrics = createMetrics("referral-service");
+  const mailer = opts.reminders ? createMailer({ smtpUrl: opts.reminders.smtpUrl, from: opts.reminders.from ?? "reminders@list.example" }) : undefined;
   const rpc = createReferralServiceServer({
     prisma: db.prisma,
     secretBox,
@@ -151,6 +155,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
     ...(opts.retrySchedule ? { retrySchedule: opts.retrySchedule } : {}),
     ...(opts.applyEventBatch ? { applyEventBatch: opts.applyEventBatch } : {}),
     ...(opts.castHeartBatch ? { castHeartBatch: opts.castHeartBatch } : {}),
+    ...(mailer ? { mailer } : {}),
   });
   const rpcPort = await rpc.listen(0);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;
@@ -171,6 +176,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       log: gatewayLog,
       metrics,
       now,
+      ...(mailer ? { remindersEnabled: true } : {}),
       ...(g.dashboard
         ? {
             extraRoutes: createDashboardRoutes({
@@ -227,6 +233,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
         await pipeline.bus.close();
       }
       await rpc.close();
+      mailer?.close();
       await db.drop();
     },
   };

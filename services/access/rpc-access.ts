@@ -99,6 +99,10 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "hearts.v1.HeartService/GetHeartStats": { scope: "read", owner: server },
   // The voter's receipt, for the gateway's public /receipts/<token>: the token is the credential of the one heart it names.
   "hearts.v1.HeartService/GetReceipt": { scope: "receipts", owner: none },
+  // Vote reminders, for the gateway's receipt and reminder pages: each token is the credential of what it names.
+  "reminders.v1.ReminderService/SubscribeReminder": { scope: "receipts", owner: none },
+  "reminders.v1.ReminderService/ConfirmReminder": { scope: "receipts", owner: none },
+  "reminders.v1.ReminderService/UnsubscribeReminder": { scope: "receipts", owner: none },
   "delivery.v1.DeliveryStatsService/GetDeliveryStats": { scope: "read", owner: server },
   // delivery.v1
   "delivery.v1.DeliveryService/ListDeliveries": { scope: "read", owner: server },

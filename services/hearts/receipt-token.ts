@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { SecretBox } from "../shared/runtime/secrets.js";
 import { RECEIPT_PATH_PREFIX } from "../shared/values/wire.js";
-import { isUuid } from "../shared/values/ids.js";
+import { bytesOfUuid, isUuid, uuidOfBytes } from "../shared/values/ids.js";
 
 /**
  * Receipt tokens: THE one module that mints and reads them. A token names one heart and cannot be
@@ -38,7 +38,7 @@ function macOf(key: Buffer, signed: Buffer): Buffer {
 /** The receipt token of a heart (its id is a uuid). */
 export function mintReceiptToken(key: Buffer, heartId: string): string {
   if (!isUuid(heartId)) throw new Error("a receipt token names a heart by its uuid");
-  const signed = Buffer.concat([Buffer.of(VERSION), Buffer.from(heartId.replaceAll("-", ""), "hex")]);
+  const signed = Buffer.concat([Buffer.of(VERSION), bytesOfUuid(heartId)]);
   return Buffer.concat([signed, macOf(key, signed)]).toString("base64url");
 }
 
@@ -52,8 +52,7 @@ export function readReceiptToken(key: Buffer, token: string): string | undefined
   // The MAC is computed and compared whatever the version byte says, so every well-formed token costs the same.
   const macMatches = timingSafeEqual(given, macOf(key, signed));
   if (!macMatches || bytes[0] !== VERSION) return undefined;
-  const hex = signed.subarray(1).toString("hex");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  return uuidOfBytes(signed.subarray(1));
 }
 
 /** The public receipt page of a token on the gateway at `publicBaseUrl` (PUBLIC_BASE_URL). */

@@ -11,6 +11,7 @@ import type { RetrySchedule } from "../delivery/pipeline/retry-schedule.js";
 import { CALLBACK_TIMEOUT_MS } from "../delivery/pipeline/send-callback.js";
 import { checkAddressHorizon, readAddressSettings, type AddressSettings } from "../shared/runtime/address-settings.js";
 import { readRetentionSettings, type RetentionSettings } from "../retention/retention-settings.js";
+import { readReminderSettings, type ReminderSettings } from "../reminders/reminder-settings.js";
 import { BUSY_CHECK_SECONDS, DEFAULT_IDLE_CHECK_SECONDS } from "../rewards/domain/next-check.js";
 import { readPeriodCloserSettings, type PeriodCloserSettings } from "../rewards/close-periods.js";
 
@@ -42,6 +43,8 @@ export interface ReferralServiceConfig {
   rewardQueueIdleCheckSeconds: number;
   /** The period closer's settings (REWARD_PERIOD_*): this process runs it (services/rewards/close-periods.ts). */
   periodCloser: PeriodCloserSettings;
+  /** E-mail vote reminders (SMTP_URL, MAIL_FROM, REMINDER_*; docs/reminders.md): this process stores and sends them. */
+  reminders: ReminderSettings;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -63,6 +66,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     abuseRules: readAbuseRules(r),
     access: readAccessSettings(r),
     addresses: readAddressSettings(r),
+    reminders: readReminderSettings(r),
     rewardQueueIdleCheckSeconds: r.int("REWARD_QUEUE_IDLE_CHECK_SECONDS", DEFAULT_IDLE_CHECK_SECONDS, { min: BUSY_CHECK_SECONDS, max: 3_600 }),
     periodCloser: readPeriodCloserSettings(r),
   };

@@ -9,12 +9,22 @@ import { createReferralServiceServer } from "./server.js";
 import { bootstrapServiceTokens } from "../access/bootstrap.js";
 import { createRetentionLoop } from "../retention/run-retention.js";
 import { createPeriodCloserLoop } from "../rewards/close-periods.js";
+import { createProcessReminders } from "../reminders/reminder-settings.js";
 
 runService({
   name: "referral-service",
   loadConfig: () => loadReferralServiceConfig(),
   create(config, { log, metrics, startup }) {
     const prisma = createPrisma(config.databaseUrl, { maxConnections: config.dbPoolSize });
+    // Without SMTP_URL there is no mailer: opt-ins are refused and no sender runs (docs/reminders.md).
+    const reminders = createProcessReminders({
+      db: prisma,
+      secretBox: config.secretBox,
+      publicBaseUrl: config.publicBaseUrl,
+      settings: config.reminders,
+      log,
+      now: () => new Date(),
+    });
     const rpc = createReferralServiceServer({
       prisma,
       secretBox: config.secretBox,
@@ -31,6 +41,7 @@ runService({
       abuseRules: config.abuseRules,
       rewardQueueIdleCheckSeconds: config.rewardQueueIdleCheckSeconds,
       auth: { allowUnauthenticated: config.access.allowUnauthenticated },
+      ...(reminders.mailer ? { mailer: reminders.mailer } : {}),
     });
     // Retention runs in this process (it owns the data); see createRetentionLoop for several instances at once.
     const retention = createRetentionLoop({ db: prisma, settings: config.retention, log, registry: metrics.registry, now: () => new Date() });
@@ -48,12 +59,15 @@ runService({
         listening = true;
         retention.start();
         periodCloser.start();
+        // The reminder sender runs here too (it owns vote_reminders); several instances claim disjoint rows (SKIP LOCKED).
+        reminders.start();
         log.info({ port, opsPort, database: redactUrl(config.databaseUrl) }, "referral service listening (Connect, gRPC, gRPC-Web over HTTP/2)");
         return true;
       },
       drain: async () => {
         await retention.stop();
         await periodCloser.stop();
+        await reminders.stop();
         if (listening) await rpc.close();
       },
       close: () => prisma.$disconnect(),

@@ -19,6 +19,8 @@ import { operatorRoutes } from "../operator/routes.js";
 import { voterDataRoutes } from "../voter-data/routes.js";
 import { rewardRulesRoutes } from "../rewards/routes.js";
 import { rewardQueueRoutes } from "../rewards/queue-routes.js";
+import { reminderRoutes } from "../reminders/routes.js";
+import type { Mailer } from "../shared/adapters/mailer.js";
 import { DEFAULT_IDLE_CHECK_SECONDS } from "../rewards/domain/next-check.js";
 import { deliveryStatsRoutes } from "../delivery/rpc/delivery-stats.js";
 import type { FraudRules } from "../hearts/domain/fraud-rules.js";
@@ -53,6 +55,8 @@ export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<A
   rewardQueueIdleCheckSeconds?: number;
   /** How long an HTTP/2 session may stay without a frame before it is closed; RPC_IDLE_SESSION_TIMEOUT_MS when omitted. */
   idleSessionTimeoutMs?: number;
+  /** Vote reminders' mailer (SMTP_URL); without it opt-ins are refused and nothing is sent (docs/reminders.md). */
+  mailer?: Mailer;
 }
 
 /** The Connect routes of every internal service this process hosts. */
@@ -73,6 +77,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     rewardRulesRoutes(deps)(router);
     rewardQueueRoutes({ ...deps, withdrawOthers, idleCheckSeconds: deps.rewardQueueIdleCheckSeconds ?? DEFAULT_IDLE_CHECK_SECONDS })(router);
     deliveryStatsRoutes(deps)(router);
+    reminderRoutes(deps)(router);
     accessRoutes(deps)(router);
   };
 }

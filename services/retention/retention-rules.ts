@@ -10,6 +10,7 @@ import { expiredAccessRetention } from "../access/dashboard-sessions.js";
 import { publishedOutboxRetention } from "../relay/statements.js";
 import { voterRewardStatesRetention } from "../rewards/reward-queue-store.js";
 import { voterPeriodTalliesRetention } from "../rewards/period-store.js";
+import { endedReminderRetention } from "../reminders/reminder-store.js";
 import type { RetentionRule } from "../shared/adapters/retention-rule.js";
 import type { RetentionSettings } from "./retention-settings.js";
 
@@ -46,5 +47,7 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     endedReferralRetention(settings.referralSeconds),
     // Reward queue entries the plugin acknowledged, past RETENTION_REWARD_QUEUE_ACKED_DAYS (pending entries stay).
     ackedRewardEntryRetention(settings.rewardQueueAckedSeconds),
+    // Vote reminders that ended (unsubscribed, bounced), with their address, past RETENTION_REMINDER_DAYS.
+    endedReminderRetention(settings.endedReminderSeconds),
   ];
 }

@@ -76,6 +76,8 @@ export interface RetentionSettings {
    * vote from queueing its rewards again, so it stays until the topic forgot the vote).
    */
   rewardQueueAckedSeconds: number;
+  /** Ended (unsubscribed, bounced) vote reminders with their address: kept this long after they ended (RETENTION_REMINDER_DAYS, default 30). */
+  endedReminderSeconds: number;
 }
 
 /**
@@ -129,6 +131,7 @@ export function readRetentionSettings(r: EnvReader, fraudRules: FraudRules): Ret
     clickSeconds: r.int("RETENTION_CLICK_DAYS", 400, { min: MIN_HISTORY_DAYS, max: 3_650 }) * DAY_SECONDS,
     referralSeconds: r.int("RETENTION_REFERRAL_DAYS", 400, { min: MIN_HISTORY_DAYS, max: 3_650 }) * DAY_SECONDS,
     rewardQueueAckedSeconds: readReplaySafeDays(r, "RETENTION_REWARD_QUEUE_ACKED_DAYS", "its rewards would be queued (and paid) again") * DAY_SECONDS,
+    endedReminderSeconds: r.int("RETENTION_REMINDER_DAYS", 30, { min: 1, max: 3_650 }) * DAY_SECONDS,
   };
 }
 

@@ -2,6 +2,7 @@ import { eraseReferralRewardEntriesSql, eraseRewardEntriesSql, eraseVoterRewardS
 import { MAX_ENTRIES } from "../rewards/domain/reward-rules.js";
 import { referralSideEntryKeys } from "../rewards/domain/rewards-for-referral.js";
 import { eraseVoterPeriodTalliesSql } from "../rewards/period-store.js";
+import { eraseVoteRemindersSql } from "../reminders/reminder-store.js";
 import { randomUUID } from "node:crypto";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Prisma } from "../../gen/prisma/client.js";
@@ -19,8 +20,9 @@ import { executeSql, runSql, runSqlTransaction, type SqlTx } from "../shared/ada
 import { findVoterRows, ID_BATCH, inBatches, readReferralDeliveries, readServerIds, SCAN_PAGE, type VoterRows } from "./read-voter-rows.js";
 import type { VoterKey } from "./voter-key.js";
 
-/** The prefix of every tombstone: `erased:<uuid>`, one random uuid per erasure. */
-export const TOMBSTONE_PREFIX = "erased:";
+import { TOMBSTONE_PREFIX } from "../shared/values/tombstone.js";
+
+export { TOMBSTONE_PREFIX };
 
 /** What a withdrawn delivery's last_error says. */
 export const ERASED_DELIVERY_REASON = "withdrawn: the voter's data was erased";
@@ -62,7 +64,8 @@ export function newTombstone(): string {
  *   address and agent; voter_states and the identity rules' rows of the voter are deleted; plugin activity forgets the
  *   voter's ids;
  * - the reward queue's entries the voter's hearts gave are deleted (pending ones are never paid: the commands name the
- *   voter), and the reward rules' counts of the voter (voter_reward_states) are deleted.
+ *   voter), and the reward rules' counts of the voter (voter_reward_states) are deleted;
+ * - the voter's e-mail vote reminders (vote_reminders, with the address) are deleted.
  *
  * Running it twice finds nothing the second time (the rows carry the tombstone, not the key).
  */
@@ -120,6 +123,8 @@ async function eraseServer(
       add("voter_states", await tx.execute(eraseVoterStatesSql({ serverId, identities: batch })));
       add("voter_reward_states", await tx.execute(eraseVoterRewardStatesSql({ serverId, identities: batch })));
       add("voter_period_tallies", await tx.execute(eraseVoterPeriodTalliesSql({ serverId, identities: batch })));
+      // The voter's e-mail vote reminder goes with them: never mailed again (docs/reminders.md).
+      add("vote_reminders", await tx.execute(eraseVoteRemindersSql({ serverId, identities: batch })));
       for (const some of inBatches(addresses, ID_BATCH)) {
         add("heart_address_voters", await tx.execute(eraseAddressVotersSql({ serverId, addresses: some, identities: batch })));
       }

@@ -36,6 +36,8 @@ export interface VoterServerExport {
   rewardStates: Record<string, unknown>[];
   /** The voter's counted votes per UTC month and ISO week that period awards rank (voter_period_tallies). */
   rewardPeriodCounts: Record<string, unknown>[];
+  /** The voter's e-mail vote reminder on the server (vote_reminders: the address, its state, when it was asked for). */
+  reminders: Record<string, unknown>[];
   referralsAsReferee: VoterReferral[];
   referralsAsReferrer: VoterReferral[];
   /** Clicks the voter made (their referral's) or referred (as referrer). */
@@ -93,6 +95,7 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
     rewardEntries: [],
     rewardStates: [],
     rewardPeriodCounts: [],
+    reminders: [],
     referralsAsReferee: asReferee,
     referralsAsReferrer: asReferrer,
     clicks,
@@ -189,6 +192,15 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
         Prisma.sql`
           SELECT voter_identity, period, votes, last_counted_at
           FROM voter_period_tallies WHERE server_id = ${serverId}::uuid AND voter_identity = ANY(${batch}::text[]) ORDER BY voter_identity, period`,
+      )),
+    );
+    // Bounded: at most ID_BATCH rows, by the (server_id, voter_identity) unique index.
+    part.reminders.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`
+          SELECT voter_identity, email, state, created_at, ended_at, reminded_heart_at
+          FROM vote_reminders WHERE server_id = ${serverId}::uuid AND voter_identity = ANY(${batch}::text[])`,
       )),
     );
   }

@@ -11,10 +11,10 @@ const ROOT = join(import.meta.dirname, "..", "..");
 
 /**
  * Column names that hold personal data (or a pseudonym of it): an address or its subnet, a user agent, a player's
- * name or identity, a platform id, a display name, and the bodies and payloads that carry names.
+ * name or identity, a platform id, a display name, an e-mail address, and the bodies and payloads that carry names.
  */
 const PERSONAL_COLUMN =
-  /(^|_)(ip|subnet|address|user_agent|username|username_lower|identity|steam_id|discord_id|minecraft_uuid|account_id|player_key|player_id|display_name|payload|request_body|response_body|voter_key)(_key|_hash)?$/;
+  /(^|_)(ip|subnet|address|user_agent|username|username_lower|identity|steam_id|discord_id|minecraft_uuid|account_id|player_key|player_id|display_name|payload|request_body|response_body|voter_key|email)(_key|_hash)?$/;
 
 /** Every `table.column` of the schema (each model's @@map and each field's @map, else its own name). */
 function schemaColumns(): Set<string> {

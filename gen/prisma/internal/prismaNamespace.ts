@@ -428,7 +428,8 @@ export const ModelName = {
   VoterRewardState: 'VoterRewardState',
   RewardQueueEntry: 'RewardQueueEntry',
   VoterPeriodTally: 'VoterPeriodTally',
-  RewardPeriod: 'RewardPeriod'
+  RewardPeriod: 'RewardPeriod',
+  VoteReminder: 'VoteReminder'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -444,7 +445,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion" | "voterRewardState" | "rewardQueueEntry" | "voterPeriodTally" | "rewardPeriod"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion" | "voterRewardState" | "rewardQueueEntry" | "voterPeriodTally" | "rewardPeriod" | "voteReminder"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -2816,6 +2817,80 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    VoteReminder: {
+      payload: Prisma.$VoteReminderPayload<ExtArgs>
+      fields: Prisma.VoteReminderFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.VoteReminderFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteReminderPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.VoteReminderFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteReminderPayload>
+        }
+        findFirst: {
+          args: Prisma.VoteReminderFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteReminderPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.VoteReminderFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteReminderPayload>
+        }
+        findMany: {
+          args: Prisma.VoteReminderFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteReminderPayload>[]
+        }
+        create: {
+          args: Prisma.VoteReminderCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteReminderPayload>
+        }
+        createMany: {
+          args: Prisma.VoteReminderCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.VoteReminderCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteReminderPayload>[]
+        }
+        delete: {
+          args: Prisma.VoteReminderDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteReminderPayload>
+        }
+        update: {
+          args: Prisma.VoteReminderUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteReminderPayload>
+        }
+        deleteMany: {
+          args: Prisma.VoteReminderDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.VoteReminderUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.VoteReminderUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteReminderPayload>[]
+        }
+        upsert: {
+          args: Prisma.VoteReminderUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoteReminderPayload>
+        }
+        aggregate: {
+          args: Prisma.VoteReminderAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateVoteReminder>
+        }
+        groupBy: {
+          args: Prisma.VoteReminderGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoteReminderGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.VoteReminderCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoteReminderCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -3354,6 +3429,25 @@ export const RewardPeriodScalarFieldEnum = {
 export type RewardPeriodScalarFieldEnum = (typeof RewardPeriodScalarFieldEnum)[keyof typeof RewardPeriodScalarFieldEnum]
 
 
+export const VoteReminderScalarFieldEnum = {
+  id: 'id',
+  serverId: 'serverId',
+  voterIdentity: 'voterIdentity',
+  email: 'email',
+  state: 'state',
+  confirmTokenHash: 'confirmTokenHash',
+  unsubscribeNonce: 'unsubscribeNonce',
+  nextSendAt: 'nextSendAt',
+  remindedHeartAt: 'remindedHeartAt',
+  attempts: 'attempts',
+  createdAt: 'createdAt',
+  updatedAt: 'updatedAt',
+  endedAt: 'endedAt'
+} as const
+
+export type VoteReminderScalarFieldEnum = (typeof VoteReminderScalarFieldEnum)[keyof typeof VoteReminderScalarFieldEnum]
+
+
 export const SortOrder = {
   asc: 'asc',
   desc: 'desc'
@@ -3793,6 +3887,7 @@ export type GlobalOmitConfig = {
   rewardQueueEntry?: Prisma.RewardQueueEntryOmit
   voterPeriodTally?: Prisma.VoterPeriodTallyOmit
   rewardPeriod?: Prisma.RewardPeriodOmit
+  voteReminder?: Prisma.VoteReminderOmit
 }
 
 /* Types for Logging */

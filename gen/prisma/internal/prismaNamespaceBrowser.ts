@@ -82,7 +82,8 @@ export const ModelName = {
   VoterRewardState: 'VoterRewardState',
   RewardQueueEntry: 'RewardQueueEntry',
   VoterPeriodTally: 'VoterPeriodTally',
-  RewardPeriod: 'RewardPeriod'
+  RewardPeriod: 'RewardPeriod',
+  VoteReminder: 'VoteReminder'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -598,6 +599,25 @@ export const RewardPeriodScalarFieldEnum = {
 } as const
 
 export type RewardPeriodScalarFieldEnum = (typeof RewardPeriodScalarFieldEnum)[keyof typeof RewardPeriodScalarFieldEnum]
+
+
+export const VoteReminderScalarFieldEnum = {
+  id: 'id',
+  serverId: 'serverId',
+  voterIdentity: 'voterIdentity',
+  email: 'email',
+  state: 'state',
+  confirmTokenHash: 'confirmTokenHash',
+  unsubscribeNonce: 'unsubscribeNonce',
+  nextSendAt: 'nextSendAt',
+  remindedHeartAt: 'remindedHeartAt',
+  attempts: 'attempts',
+  createdAt: 'createdAt',
+  updatedAt: 'updatedAt',
+  endedAt: 'endedAt'
+} as const
+
+export type VoteReminderScalarFieldEnum = (typeof VoteReminderScalarFieldEnum)[keyof typeof VoteReminderScalarFieldEnum]
 
 
 export const SortOrder = {

@@ -10,6 +10,7 @@ import { ReferralReviewService } from "../../../gen/proto/referral/v1/referral_r
 import { ServerAdminService } from "../../../gen/proto/servers/v1/servers_pb.js";
 import { VoterDataService } from "../../../gen/proto/voters/v1/voters_pb.js";
 import { RewardQueueService, RewardRulesService } from "../../../gen/proto/rewards/v1/rewards_pb.js";
+import { ReminderService } from "../../../gen/proto/reminders/v1/reminders_pb.js";
 
 /** A client of every service the referral service process hosts. */
 export interface RpcClients {
@@ -29,6 +30,8 @@ export interface RpcClients {
   rewards: Client<typeof RewardRulesService>;
   /** The reward queue game plugins list and acknowledge (the gateway's queue routes). */
   rewardQueue: Client<typeof RewardQueueService>;
+  /** Voters' e-mail vote reminders (the gateway's receipt and reminder routes). */
+  reminders: Client<typeof ReminderService>;
 }
 
 /**
@@ -49,5 +52,6 @@ export function createRpcClients(transport: Transport): RpcClients {
     voters: createClient(VoterDataService, transport),
     rewards: createClient(RewardRulesService, transport),
     rewardQueue: createClient(RewardQueueService, transport),
+    reminders: createClient(ReminderService, transport),
   };
 }

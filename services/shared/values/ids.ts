@@ -27,7 +27,7 @@ export function timeOrderedId(at: number = Date.now()): string {
   bytes.writeUIntBE(Math.floor(at), 0, 6);
   bytes[6] = (bytes[6]! & 0x0f) | 0x70;
   bytes[8] = (bytes[8]! & 0x3f) | 0x80;
-  return uuidText(bytes);
+  return uuidOfBytes(bytes);
 }
 
 /**
@@ -39,11 +39,16 @@ export function nameBasedId(name: string): string {
   const bytes = createHash("sha256").update(name, "utf8").digest().subarray(0, 16);
   bytes[6] = (bytes[6]! & 0x0f) | 0x80;
   bytes[8] = (bytes[8]! & 0x3f) | 0x80;
-  return uuidText(bytes);
+  return uuidOfBytes(bytes);
 }
 
-/** 16 bytes in the uuid's text form (lower-case hex, dashed 8-4-4-4-12). */
-function uuidText(bytes: Buffer): string {
+/** The canonical text form of a uuid's 16 bytes (lower-case hex, dashed 8-4-4-4-12). */
+export function uuidOfBytes(bytes: Buffer): string {
   const hex = bytes.toString("hex");
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** A uuid's 16 bytes. */
+export function bytesOfUuid(id: string): Buffer {
+  return Buffer.from(id.replaceAll("-", ""), "hex");
 }

@@ -37,3 +37,9 @@ export const MAX_PULL_CLAIM = 500;
 export const RECEIPT_PATH_PREFIX = "/receipts/";
 /** Suffix of a receipt path that asks for the receipt as JSON. */
 export const RECEIPT_JSON_SUFFIX = ".json";
+/** Suffix of a receipt path that takes a vote-reminder opt-in: `POST /receipts/<token>/reminder` (form field `email`). */
+export const REMINDER_OPT_IN_SUFFIX = "/reminder";
+/** Prefix of a reminder's confirm link: `GET` shows a button, `POST /reminders/confirm/<token>` confirms. */
+export const REMINDER_CONFIRM_PREFIX = "/reminders/confirm/";
+/** Prefix of a reminder's unsubscribe link: `GET` shows a button, `POST /reminders/unsubscribe/<token>` unsubscribes (RFC 8058 one click). */
+export const REMINDER_UNSUBSCRIBE_PREFIX = "/reminders/unsubscribe/";

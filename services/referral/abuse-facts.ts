@@ -1,6 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { SqlTx } from "../shared/adapters/sql/executor.js";
-import { FENCE_INDEX_LED_PLANS, restoreDefaultPlansCte } from "../shared/adapters/sql/planner-fence.js";
+import { fenceIndexLedPlans, type PlannerSettings, restorePlannerCte } from "../shared/adapters/sql/planner-fence.js";
 import {
   abuseWindowsAt,
   detectSignals,
@@ -73,17 +73,20 @@ export async function readAbuseFacts(tx: SqlTx, inputs: readonly AbuseFactsInput
   if (inputs.length === 0) return new Map();
   // Every bound below is an index walk (ORDER BY its key, LIMIT n): fenced so no statistics can turn one into a scan
   // and sort of a player's or an address's whole history (one round trip more, on review-on rounds only).
-  await tx.query(FENCE_INDEX_LED_PLANS);
-  const rows = await tx.query<Omit<AbuseFactsRow, "other_referees_ip" | "other_referees_subnet">>(abuseFactsSql(inputs, rules, now));
+  const before = await fenceIndexLedPlans(tx);
+  const rows = await tx.query<Omit<AbuseFactsRow, "other_referees_ip" | "other_referees_subnet">>(abuseFactsSql(inputs, rules, now, before));
   return new Map(rows.map((r) => [r.idx, { ...r, other_referees_ip: r.fanout_ip_referrals.length, other_referees_subnet: r.fanout_subnet_referrals.length }]));
 }
 
+/** PostgreSQL's defaults, restored when no fence read the settings before (a caller measuring the statement alone). */
+const DEFAULT_PLANNER: PlannerSettings = { seqscan: "on", bitmapscan: "on", sort: "on" };
+
 /** readAbuseFacts's statement (exported for the test that checks the rows it reads on a skewed history). */
-export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRules, now: Date): Prisma.Sql {
+export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRules, now: Date, planner: PlannerSettings = DEFAULT_PLANNER): Prisma.Sql {
   const w = abuseWindowsAt(rules, now);
   const selfAddress = rules.selfReferralAddress.enabled;
   return Prisma.sql`
-    WITH ${restoreDefaultPlansCte}, input AS (
+    WITH ${restorePlannerCte(planner)}, input AS (
       SELECT * FROM unnest(
         ${inputs.map((i) => i.idx)}::int[], ${inputs.map((i) => i.stage)}::text[], ${inputs.map((i) => i.clickId)}::uuid[],
         ${inputs.map((i) => i.referee)}::text[], ${inputs.map((i) => i.referrer)}::text[], ${inputs.map((i) => i.referralId)}::uuid[]

@@ -1,4 +1,5 @@
 import { Prisma } from "../../../../gen/prisma/client.js";
+import type { SqlTx } from "./executor.js";
 
 /**
  * The planner settings that keep a statement index-led whatever the statistics say: no sequential scan, no bitmap
@@ -8,21 +9,40 @@ import { Prisma } from "../../../../gen/prisma/client.js";
  * settings make the walk the only plan left (a disabled path is still used when nothing else can run, so a statement
  * without a usable index still runs).
  *
- * PostgreSQL plans a statement before it runs, so a statement cannot fence itself: FENCE_INDEX_LED_PLANS runs just
- * before the fenced statement in the same transaction (set_config's third argument: local to the transaction), and
- * the fenced statement lifts the fence as it runs (restoreDefaultPlansCte), so the statements after it plan as usual.
- * The test helper test/helpers/rows-read.ts replays a fence before every later statement it measures.
+ * PostgreSQL plans a statement before it runs, so a statement cannot fence itself: fenceIndexLedPlans runs just before
+ * the fenced statement in the same transaction (set_config's third argument: local to the transaction) and returns
+ * the settings it replaced; the fenced statement puts them back as it runs (restorePlannerCte), so the statements
+ * after it plan as usual. The test helper test/helpers/rows-read.ts replays a fence before every later statement it
+ * measures (it finds it by the marker comment).
  */
-export const FENCE_INDEX_LED_PLANS = Prisma.sql`
-    SELECT /* planner-fence */ set_config('enable_seqscan', 'off', true) AS seqscan, set_config('enable_bitmapscan', 'off', true) AS bitmapscan,
-           set_config('enable_sort', 'off', true) AS sort`;
+export interface PlannerSettings {
+  seqscan: string;
+  bitmapscan: string;
+  sort: string;
+}
+
+/** The fence's statement: the settings before (read first, in a subquery the planner keeps apart), then turned off. */
+const FENCE_INDEX_LED_PLANS = Prisma.sql`
+    SELECT /* planner-fence */ b.seqscan, b.bitmapscan, b.sort,
+           set_config('enable_seqscan', 'off', true) AS seqscan_now, set_config('enable_bitmapscan', 'off', true) AS bitmapscan_now,
+           set_config('enable_sort', 'off', true) AS sort_now
+    FROM (SELECT current_setting('enable_seqscan') AS seqscan, current_setting('enable_bitmapscan') AS bitmapscan,
+                 current_setting('enable_sort') AS sort OFFSET 0) AS b`;
+
+/** Fences the transaction's next statement (one round trip); the settings it replaced, for restorePlannerCte. */
+export async function fenceIndexLedPlans(tx: SqlTx): Promise<PlannerSettings> {
+  const [row] = await tx.query<PlannerSettings>(FENCE_INDEX_LED_PLANS);
+  return row ?? { seqscan: "on", bitmapscan: "on", sort: "on" };
+}
 
 /**
- * A MATERIALIZED CTE (named `planner_restored`) that puts the three settings back to the session's own values as the
- * statement holding it runs: the statement must reference it (`CROSS JOIN planner_restored`) so it is evaluated.
+ * A MATERIALIZED CTE (named `planner_restored`) that puts `before` back as the statement holding it runs: the statement
+ * must reference it (`CROSS JOIN planner_restored`) so it is evaluated. (Reading pg_settings' reset values here instead
+ * cost about 1 ms a statement: the view lists every setting.)
  */
-export const restoreDefaultPlansCte = Prisma.sql`planner_restored AS MATERIALIZED (
-      SELECT set_config('enable_seqscan', (SELECT reset_val FROM pg_settings WHERE name = 'enable_seqscan'), true) AS seqscan,
-             set_config('enable_bitmapscan', (SELECT reset_val FROM pg_settings WHERE name = 'enable_bitmapscan'), true) AS bitmapscan,
-             set_config('enable_sort', (SELECT reset_val FROM pg_settings WHERE name = 'enable_sort'), true) AS sort
+export function restorePlannerCte(before: PlannerSettings): Prisma.Sql {
+  return Prisma.sql`planner_restored AS MATERIALIZED (
+      SELECT set_config('enable_seqscan', ${before.seqscan}, true) AS seqscan, set_config('enable_bitmapscan', ${before.bitmapscan}, true) AS bitmapscan,
+             set_config('enable_sort', ${before.sort}, true) AS sort
     )`;
+}

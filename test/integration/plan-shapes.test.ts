@@ -117,7 +117,10 @@ test.serial(
       toApplyEventCommand({ serverId, event: "registered", token: "plan-token", serverEventId: "reg-plan", refereeIdentity: "dave", ts: 0n, kid: "k1" }),
     ]);
     t.true(outcome?.ok, "registered");
-    const [read, facts] = statements();
+    // Read + dedup, the planner fence (services/shared/adapters/sql/planner-fence.ts), the anti-abuse facts: their plan is
+    // checked here as the planner makes it without the fence, which only takes the other plans away.
+    const [read, fence, facts] = statements();
+    t.regex(fence!.text, /planner-fence/);
     assertIndexLed(t, await planScansOf(h.db.prisma, read!), ["referral_clicks_token_key"]);
     assertIndexLed(
       t,

@@ -185,10 +185,10 @@ test("past the address horizon no IP, subnet or user agent of a voter is left in
     fourth.fraudReasons.join("; "),
   );
   // Anti-abuse: links opened from the referrer's own voting address are self_referral_ip; a fourth referee from one IP
-  // in 24 h is ip_fanout (max 3).
+  // in 24 h is ip_fanout (max 3), and the earlier referees from that address are flagged with it (back-flagging).
   const referrals: string[] = [];
   for (const referee of ["puppet-1", "puppet-2", "puppet-3", "puppet-4"]) referrals.push(await register(c, s, await click(c, serverId, "Alex", IP), referee));
-  t.deepEqual(await signals(c, referrals[0]!), ["self_referral_ip"]);
+  t.deepEqual(await signals(c, referrals[0]!), ["self_referral_ip", "ip_fanout"]);
   t.deepEqual(await signals(c, referrals[3]!), ["self_referral_ip", "ip_fanout"]);
   // A pass before the horizon erases no address.
   const early = await runRetention(c);

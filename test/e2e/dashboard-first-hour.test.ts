@@ -20,7 +20,6 @@ import { type DashboardBrowserContext, LAPTOP, PHONE } from "../helpers/dashboar
 import { eventually } from "../helpers/eventually.js";
 import { screenshotDir } from "../helpers/screenshots.js";
 import { startStack } from "../../scripts/harness/stack.js";
-import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 const BROWSER_UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0";
@@ -133,10 +132,10 @@ test.serial("setup: a fresh server, and a server whose counted heart waits for a
     timeoutMs: 30_000,
     message: "the held callback delivery",
   });
-  // A port nothing listens on: a Votifier listener that was started and stopped.
-  const votifier = await startVotifierReceiver({ tokens: { default: "nvt-closed" } });
-  flow.closedPort = votifier.port;
-  await votifier.close();
+  // A port nothing listens on: port 1 (tcpmux), below the ephemeral range, so no listener of a test running beside this
+  // one can take it (a started-and-stopped listener's port was once reused by another test's server: no refusal, a
+  // silent connection, "No answer").
+  flow.closedPort = 1;
 
   await page.goto(`${gatewayUrl}/dashboard`);
   await page.fill("#token-input", TOKEN);

@@ -14,6 +14,7 @@
  *   npx tsx bench/run.ts --phases=ingest,relay # subset of ingest,ingest-hot,lifecycle,claims,pull,queue,hearts,latency,callbacks,relay,scaleout
  *   BENCH_TARGET=/other/checkout npx tsx bench/run.ts   # the system under test from another checkout
  *   npx tsx bench/run.ts --history[=SCALE]     # every phase also on the production-shaped history (kept as a template)
+ *   npx tsx bench/run.ts --history --prepare-only  # only build (or migrate) that template, measuring nothing
  *
  * Writes bench/results/<BENCH_NAME>.json and .md (default `run`; with --quick `smoke/run`).
  * Progress goes to stderr. Settings and how to read the results: bench/README.md.
@@ -30,6 +31,7 @@ import pg from "pg";
 import { EnvelopeSchema, ReferralTransitionedSchema } from "../gen/proto/events/v1/events_pb.js";
 import { HeartService } from "../gen/proto/hearts/v1/hearts_pb.js";
 import { ReferralReviewService, ReviewMode } from "../gen/proto/referral/v1/referral_review_pb.js";
+import { RewardRulesService } from "../gen/proto/rewards/v1/rewards_pb.js";
 import { ServerAdminService } from "../gen/proto/servers/v1/servers_pb.js";
 import { startKafka } from "../scripts/infra/kafka.js";
 import { REFERRALS_TOPIC } from "../services/shared/adapters/bus.js";
@@ -75,6 +77,8 @@ import { freePort, resolveTarget, startSutProcess, unknownEnvNames, type Process
 // ---------------------------------------------------------------- settings
 const ARGS = process.argv.slice(2);
 const QUICK = ARGS.includes("--quick");
+/** `--prepare-only` (with --history): build or migrate the history template and stop, measuring nothing (a long build can run ahead of the measured run). */
+const PREPARE_ONLY = ARGS.includes("--prepare-only");
 /** In the order each round runs them. */
 const ALL_PHASES = ["ingest", "ingest-hot", "lifecycle", "claims", "pull", "queue", "hearts", "latency", "callbacks", "relay", "scaleout"] as const;
 type PhaseName = (typeof ALL_PHASES)[number];
@@ -104,6 +108,18 @@ const KAFKA_JIT = process.env.BENCH_KAFKA_JIT === "full" ? "full" : "c1";
 /** `BENCH_KAFKA_REQUEST_LOG=1`: the broker logs every request's own times, in kafka-broker.log beside the process logs (keep them: BENCH_KEEP_LOGS=1). */
 const KAFKA_REQUEST_LOG = process.env.BENCH_KAFKA_REQUEST_LOG === "1";
 const HEART_SERVERS = envInt("BENCH_HEART_SERVERS", 50);
+/**
+ * `BENCH_HEART_RULES=1`: every heart server has saved reward rules (HEART_RULES: a reward per vote, a streak, a
+ * milestone and a lucky draw), so the delivery consumer counts each vote into the voter's reward state and queues its
+ * rewards, as on a list whose owners use them (issue 31). Off by default: figures stay comparable with earlier runs.
+ */
+const HEART_RULES = process.env.BENCH_HEART_RULES === "1";
+const HEART_RULES_JSON = JSON.stringify({
+  perVote: [{ commands: ["give {player} diamond {weight}"] }],
+  streak: { graceDays: 1, rewards: [{ day: 7, reward: { commands: ["give {player} emerald 7"] } }] },
+  milestones: [{ scope: "month", every: 10, reward: { commands: ["crate give {player} vote"], onlineOnly: false } }],
+  lucky: [{ oneIn: 50, reward: { commands: ["give {player} nether_star"] } }],
+});
 const TOKENS = envInt("BENCH_TOKENS", QUICK ? 40_000 : 300_000);
 const BASELINE_TOKENS = envInt("BENCH_BASELINE_TOKENS", QUICK ? 50_000 : 250_000);
 const RECEIVERS = envInt("BENCH_RECEIVERS", 2);
@@ -1619,6 +1635,16 @@ async function createFixtures(ctx: Ctx, admin: Client<typeof ServerAdminService>
   const claimServerId = heartServerIds.pop() ?? "";
   const slowServerId = heartServerIds.pop() ?? "";
   const hotServerId = heartServerIds.pop() ?? "";
+  if (HEART_RULES) {
+    const rewardRules = createClient(
+      RewardRulesService,
+      createServiceTransport(`http://127.0.0.1:${ctx.running["referral-service"][0]?.port}`, ctx.env.adminToken),
+    );
+    for (const serverId of [...heartServerIds, hotServerId, slowServerId]) {
+      await rewardRules.putRewardRules({ serverId, rulesJson: HEART_RULES_JSON, baseVersion: 0 });
+    }
+    progress(`reward rules saved on ${heartServerIds.length + 2} heart servers (BENCH_HEART_RULES=1)`);
+  }
   const claimKey = PHASES.has("claims") ? (await admin.rotateClaimKey({ serverId: claimServerId })).claimKey : "";
   const pull = PHASES.has("pull") ? await createPullServers(admin, pullBacklogSizes(PULL_SERVERS, PULL_BIG_BACKLOG, PULL_BACKLOG)) : undefined;
   const queue = PHASES.has("queue")
@@ -1789,6 +1815,15 @@ async function main(): Promise<void> {
   const pgVersion = ctx.pgb.serverVersion;
   if (PHASES.has("ingest") || PHASES.has("claims")) await startBaseline(ctx);
   const history = HISTORY_SCALE === undefined ? undefined : await prepareHistory(ctx, admin, HISTORY_SCALE, migrate);
+  if (PREPARE_ONLY) {
+    progress(
+      history
+        ? `--prepare-only: the history template ${history.template.name} is ready; nothing measured`
+        : "--prepare-only without --history: nothing to prepare",
+    );
+    await stopAll(ctx);
+    return;
+  }
 
   const rounds: Record<string, Figures[]> = { "1": [], "2": [] };
   const historyRounds: Record<string, Figures[]> = { "1": [], "2": [] };
@@ -1919,6 +1954,7 @@ async function main(): Promise<void> {
       backlog: BACKLOG,
       relayRows: RELAY_ROWS,
       heartServers: HEART_SERVERS,
+      heartRules: HEART_RULES,
       logLevel: process.env.BENCH_LOG_LEVEL ?? "info",
       sutEnv: process.env.BENCH_SUT_ENV ?? "",
     },

@@ -18,6 +18,13 @@ export interface FailureLimiterOptions {
   perSource: number;
   /** Across every source, for the admissions that ask for it (`admit`'s `global`); omitted or 0 is off. */
   global?: number;
+  /**
+   * Requests of one source in flight at once, counted apart from its failures (omitted: in-flight requests count
+   * against `perSource` with the failures). For a limit where most requests succeed and one source may legitimately
+   * run many at once (a host whose many game servers' plugins call from one address): a burst of wrong guesses is
+   * then bounded by this plus `perSource` a window, and right answers never bring a source near its failure budget.
+   */
+  pendingPerSource?: number;
   /** The clock, in milliseconds (default Date.now). */
   now?: () => number;
 }
@@ -72,8 +79,14 @@ export function createFailureLimiter(opts: FailureLimiterOptions): FailureLimite
     if (value > 0) map.set(key, value);
     if (map.size > MAX_COUNTED_SOURCES) map.delete(map.keys().next().value as string);
   };
-  const sourceFull = (source: string | undefined) =>
-    source !== undefined && opts.perSource > 0 && (sourceFailures.get(source) ?? 0) + (sourcePending.get(source) ?? 0) >= opts.perSource;
+  const pendingApart = (opts.pendingPerSource ?? 0) > 0;
+  const sourceFull = (source: string | undefined) => {
+    if (source === undefined) return false;
+    const failures = sourceFailures.get(source) ?? 0;
+    const pending = sourcePending.get(source) ?? 0;
+    if (pendingApart) return (opts.perSource > 0 && failures >= opts.perSource) || pending >= (opts.pendingPerSource ?? 0);
+    return opts.perSource > 0 && failures + pending >= opts.perSource;
+  };
 
   return {
     admit(source, { global = false } = {}) {

@@ -67,10 +67,21 @@ export const DEFAULT_CLAIM_KEY_GUESS_WINDOW_MS = 60_000;
  * bits, so guessing is hopeless; the budget only bounds the database work, one index lookup per guess.
  */
 export const DEFAULT_CLAIM_KEY_GUESSES_PER_SOURCE = 30;
+/**
+ * Calls with keys not yet known to work, from one source, in flight at once (counted apart from the wrong keys): a
+ * hosting company's game servers share an address, and after a gateway restart (or on their first poll) every key of
+ * theirs is unknown at once; with in-flight calls charged to the 30 wrong keys, the 31st concurrent right key was
+ * refused. A burst of guesses is bounded by this plus the wrong keys, one index lookup each.
+ */
+export const DEFAULT_CLAIM_KEY_PENDING_PER_SOURCE = 256;
 /** How long a key seen working stays exempt from the limiter (renewed on every right answer). */
 export const KNOWN_CLAIM_KEY_TTL_MS = 24 * 60 * 60_000;
-/** Keys remembered at most; the oldest is dropped beyond it. */
-const MAX_KNOWN_CLAIM_KEYS = 10_000;
+/**
+ * Keys remembered at most; the least recently right one is dropped beyond it. Sized for a large list's every server
+ * (10,000 servers polling the reward queue each 30 s kept falling out of a 10,000-key memory and met the limiter
+ * again); about 100 bytes a digest with the map's entry: 20 MB at most.
+ */
+const MAX_KNOWN_CLAIM_KEYS = 200_000;
 
 /** The query parameter of each player id kind, as the plugins send them. */
 export const PLAYER_ID_PARAMS = {

@@ -50,6 +50,7 @@ import { INGEST_PATH } from "../services/shared/values/contract.js";
 import {
   DEFAULT_CLAIM_KEY_GUESS_WINDOW_MS,
   DEFAULT_CLAIM_KEY_GUESSES_PER_SOURCE,
+  DEFAULT_CLAIM_KEY_PENDING_PER_SOURCE,
   PLUGIN_PRESET_PATHS,
   VOTES_JSON_PATH,
   VOTES_PATH,
@@ -222,6 +223,7 @@ export function createGatewayServer(deps: GatewayDeps): http.Server {
     limiter: createFailureLimiter({
       windowMs: deps.claimKeyGuesses?.windowMs ?? DEFAULT_CLAIM_KEY_GUESS_WINDOW_MS,
       perSource: deps.claimKeyGuesses?.perSource ?? DEFAULT_CLAIM_KEY_GUESSES_PER_SOURCE,
+      pendingPerSource: DEFAULT_CLAIM_KEY_PENDING_PER_SOURCE,
       now: nowMs,
     }),
     known: createKnownClaimKeys({ now: nowMs }),

@@ -12,27 +12,50 @@ import type { RewardPlayer } from "./reward-queue-store.js";
  * (close-periods.ts) claims due periods, reads their standings and closes them.
  */
 
+/** One counted vote to count in its periods, for countPeriodVotes. */
+export interface PeriodVote {
+  serverId: string;
+  voterIdentity: string;
+  countedAt: Date;
+  periods: readonly RewardPeriod[];
+}
+
 /**
- * Counts one counted vote of `voterIdentity` on `serverId` at `countedAt` in each of `periods` (its week and month),
- * and opens each period for the server (a reward_periods row, once). The caller skips replays (the voter's reward
- * state), so a vote is counted once.
+ * Counts each counted vote of `votes` in each of its periods (its week and month), and opens each period for its
+ * server (a reward_periods row, once): two statements whatever the number of votes (several votes of one voter in one
+ * period add up before the upsert, which may touch a row once). The caller skips replays (the voter's reward state),
+ * so a vote is counted once.
  */
-export async function countPeriodVote(
-  tx: SqlTx,
-  q: { serverId: string; voterIdentity: string; countedAt: Date; periods: readonly RewardPeriod[] },
-): Promise<void> {
-  const periods = JSON.stringify(q.periods.map((p) => ({ kind: p.kind, period: p.period, ends_at: p.end.toISOString() })));
-  // Bounded: per period (two) one primary-key upsert of a tally and one primary-key insert of the period's row.
+export async function countPeriodVotes(tx: SqlTx, votes: readonly PeriodVote[]): Promise<void> {
+  const rows = votes.flatMap((v) =>
+    v.periods.map((p) => ({
+      server_id: v.serverId,
+      voter_identity: v.voterIdentity,
+      counted_at: v.countedAt.toISOString(),
+      kind: p.kind,
+      period: p.period,
+      ends_at: p.end.toISOString(),
+    })),
+  );
+  if (rows.length === 0) return;
+  // Bounded: per vote and period (two) one primary-key upsert of a tally and one primary-key insert of the period's row.
   await tx.execute(Prisma.sql`
-    WITH p AS (SELECT * FROM jsonb_to_recordset(${periods}::jsonb) AS p(kind text, period text, ends_at timestamptz)),
+    WITH v AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+        AS v(server_id uuid, voter_identity text, counted_at timestamptz, kind text, period text, ends_at timestamptz)),
     tallied AS (
       INSERT INTO voter_period_tallies (server_id, period, voter_identity, votes, last_counted_at)
-      SELECT ${q.serverId}::uuid, p.period, ${q.voterIdentity}, 1, ${q.countedAt}::timestamptz FROM p
+      SELECT server_id, period, voter_identity, count(*)::int, max(counted_at) FROM v GROUP BY server_id, period, voter_identity
       ON CONFLICT (server_id, voter_identity, period) DO UPDATE SET
-        votes = voter_period_tallies.votes + 1, last_counted_at = GREATEST(voter_period_tallies.last_counted_at, excluded.last_counted_at))
+        votes = voter_period_tallies.votes + excluded.votes, last_counted_at = GREATEST(voter_period_tallies.last_counted_at, excluded.last_counted_at))
     INSERT INTO reward_periods (server_id, kind, period, ends_at)
-    SELECT ${q.serverId}::uuid, p.kind, p.period, p.ends_at FROM p
+    SELECT DISTINCT server_id, kind, period, ends_at FROM v
     ON CONFLICT (server_id, kind, period) DO NOTHING`);
+}
+
+/** Counts one counted vote in each of its periods (countPeriodVotes for one vote). */
+export async function countPeriodVote(tx: SqlTx, q: PeriodVote): Promise<void> {
+  await countPeriodVotes(tx, [q]);
 }
 
 /** An open period of a server that has ended: the closer's unit of work. */

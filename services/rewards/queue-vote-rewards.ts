@@ -5,9 +5,17 @@ import { countRewardVote } from "./domain/count-reward-vote.js";
 import { rewardPeriodsOf } from "./domain/period-awards.js";
 import { type ProgressionPayload, progressionEventsOf } from "./domain/progression-events.js";
 import { rewardsForVote, weightOf } from "./domain/rewards-for-vote.js";
-import { lockVoterRewardState, queueRewardEntries, type RewardPlayer, writeVoterRewardState } from "./reward-queue-store.js";
+import {
+  lockVoterRewardStates,
+  type QueuedRewards,
+  queueRewardEntriesOf,
+  type RewardPlayer,
+  voterKeyOf,
+  type VoterRewardStateWrite,
+  writeVoterRewardStates,
+} from "./reward-queue-store.js";
 import { readCurrentRewardRules } from "./reward-rules-store.js";
-import { countPeriodVote } from "./period-store.js";
+import { countPeriodVotes, type PeriodVote } from "./period-store.js";
 
 /** A counted heart, as the delivery consumer decoded it from `heart.counted`. */
 export interface CountedHeart {
@@ -54,8 +62,8 @@ export interface ProgressionEvent {
 export type StoreProgressionEvents = (tx: SqlTx, events: readonly ProgressionEvent[]) => Promise<void>;
 
 /**
- * The reward transaction's bounds: a batch of the consumer (a few hundred hearts at most, three primary-key or
- * unique-index statements each) commits in well under a second; past this it is rolled back and the batch comes again.
+ * The reward transaction's bounds: a batch of the consumer (a few hundred hearts at most, five statements for the
+ * batch, each a primary-key or unique-index probe per heart) commits in well under a second; past this it is rolled back and the batch comes again.
  */
 const QUEUE_TRANSACTION = { timeoutMs: 30_000, maxWaitMs: 10_000 };
 
@@ -87,10 +95,12 @@ function compareHearts(a: CountedHeart, b: CountedHeart): number {
  * Queues the rewards of a batch of counted hearts (issue 31), exactly once per heart. The batch's servers' rules are
  * read with one statement (one primary-key entry per server: a server without saved rules costs that probe and
  * nothing else: no state written, nothing queued). The hearts of servers with rules are then counted in ONE
- * transaction, in (server, voter, time) order: per heart the voter's reward state is locked; a heart counted at or
- * before the state's last one is a replay and changes nothing; otherwise the new totals, week and streak
+ * transaction, in (server, voter, time) order: the batch's voters' reward states are locked with one statement; per
+ * heart, on the state the voter's previous heart of the batch left, a heart counted at or before the state's last one
+ * is a replay and changes nothing; otherwise the new totals, week and streak
  * (countRewardVote) decide the entries (rewardsForVote), which are queued (idempotent by key, so a replay after a
- * lost state queues nothing twice either) with the new state. The vote's progression events (progressionEventsOf)
+ * lost state queues nothing twice either) with the new state: the batch's entries, states and period tallies are each
+ * written with one statement. The vote's progression events (progressionEventsOf)
  * are handed to `storeEvents` in the same transaction, one call for the batch: a replay makes none (and a replay the
  * state missed makes the same event ids again, which the store keeps once). Throws on a database error, nothing
  * committed: the caller must not acknowledge the batch, and its redelivery queues what was missed.
@@ -113,10 +123,18 @@ export async function queueVoteRewards(
   await runSqlTransaction(
     prisma,
     async (tx) => {
+      // Every voter of the batch locked at once, in (server, voter) order; the votes are then counted in memory, in the
+      // batch's order, each on the state the one before left, and written with one statement per table (bounded: the
+      // batch's hearts, voters and entries; no statement per heart).
+      const states = await lockVoterRewardStates(tx, due);
+      const written = new Map<string, VoterRewardStateWrite>();
+      const queue: QueuedRewards[] = [];
+      const periodVotes: PeriodVote[] = [];
       for (const heart of due) {
         const serverId = heart.serverId.toLowerCase();
         const { rules, version, drawSeed } = rulesOf.get(serverId)!;
-        const previous = await lockVoterRewardState(tx, serverId, heart.voterIdentity);
+        const key = voterKeyOf(heart);
+        const previous = states.get(key) ?? null;
         const counted = countRewardVote(previous, heart.countedAt, rules.streak.graceDays);
         if (counted.kind === "replay") {
           done.replays++;
@@ -133,10 +151,11 @@ export async function queueVoteRewards(
         }
         const vote = { heartId: heart.heartId, countedAt: heart.countedAt, ids: idsOf(heart.player), totals: counted.totals, streak: counted.streak };
         const given = rewardsForVote(rules, vote, drawSeed);
-        const queued = await queueRewardEntries(tx, { serverId, heartId: heart.heartId, player: heart.player, rulesVersion: version, entries: given.entries });
-        await writeVoterRewardState(tx, serverId, heart.voterIdentity, counted.state);
+        queue.push({ serverId, heartId: heart.heartId, player: heart.player, rulesVersion: version, entries: given.entries });
+        states.set(key, counted.state);
+        written.set(key, { serverId, voterIdentity: heart.voterIdentity, state: counted.state });
         // The week's and month's standings count the vote here, once, as the totals do (period awards: close-periods.ts).
-        await countPeriodVote(tx, { serverId, voterIdentity: heart.voterIdentity, countedAt: heart.countedAt, periods: rewardPeriodsOf(heart.countedAt) });
+        periodVotes.push({ serverId, voterIdentity: heart.voterIdentity, countedAt: heart.countedAt, periods: rewardPeriodsOf(heart.countedAt) });
         if (storeEvents !== undefined) {
           for (const payload of progressionEventsOf(rules, serverId, heart.player.username, vote)) events.push({ heart, payload });
         }
@@ -147,13 +166,15 @@ export async function queueVoteRewards(
           rewardStreak: counted.streak.streak.days,
         });
         done.counted++;
-        done.queued += queued.length;
         if (given.skipped.length > 0) {
           const skipped: Record<string, number> = {};
           for (const s of given.skipped) skipped[s.reason] = (skipped[s.reason] ?? 0) + 1;
           skippedLogs.push({ serverId, heartId: heart.heartId, skipped });
         }
       }
+      done.queued = (await queueRewardEntriesOf(tx, queue)).length;
+      await writeVoterRewardStates(tx, [...written.values()]);
+      await countPeriodVotes(tx, periodVotes);
       // One statement for the batch's events, in the transaction of the counts that made them: both commit, or neither.
       if (events.length > 0) await storeEvents?.(tx, events);
       done.events = events.length;

@@ -34,13 +34,31 @@ export interface RewardPlayer {
   accountId: string | null;
 }
 
+/** A voter on a server: the key of voter_reward_states. */
+export interface VoterKey {
+  serverId: string;
+  voterIdentity: string;
+}
+
+/** The map key of a voter's state in lockVoterRewardStates' answer. */
+export function voterKeyOf(v: VoterKey): string {
+  return `${v.serverId.toLowerCase()}|${v.voterIdentity}`;
+}
+
 /**
- * The voter's reward state, locked for the rest of the transaction (FOR UPDATE), or null when the voter has none yet.
- * Two votes of one voter queue one after the other, so the counts never skip or repeat.
+ * The reward states of `voters`, locked for the rest of the transaction (FOR UPDATE) in (server, voter) order, so two
+ * transactions locking overlapping voters wait for each other instead of deadlocking; keyed by voterKeyOf. A voter
+ * without a state yet is absent. Two batches of one voter's votes queue one after the other, so the counts never skip
+ * or repeat.
  */
-export async function lockVoterRewardState(tx: SqlTx, serverId: string, voterIdentity: string): Promise<VoterRewardState | null> {
-  // Bounded: one row by primary key.
-  const [row] = await tx.query<{
+export async function lockVoterRewardStates(tx: SqlTx, voters: readonly VoterKey[]): Promise<Map<string, VoterRewardState>> {
+  const states = new Map<string, VoterRewardState>();
+  const unique = [...new Map(voters.map((v) => [voterKeyOf(v), v])).values()];
+  if (unique.length === 0) return states;
+  // Bounded: one primary-key probe per voter given (a consumer batch's voters: a few hundred at most).
+  const rows = await tx.query<{
+    server_id: string;
+    voter_identity: string;
     last_counted_at: Date;
     total: number;
     month: string;
@@ -50,53 +68,120 @@ export async function lockVoterRewardState(tx: SqlTx, serverId: string, voterIde
     streak_last_day: Date;
     streak_days: number;
   }>(Prisma.sql`
-    SELECT last_counted_at, total, month, month_total, week, week_total, streak_last_day, streak_days
-    FROM voter_reward_states WHERE server_id = ${serverId}::uuid AND voter_identity = ${voterIdentity} FOR UPDATE`);
-  if (row === undefined) return null;
-  return {
-    lastCountedAt: row.last_counted_at,
-    total: row.total,
-    month: row.month,
-    monthTotal: row.month_total,
-    week: row.week,
-    weekTotal: row.week_total,
-    streak: { lastDay: row.streak_last_day, days: row.streak_days },
-  };
+    SELECT s.server_id::text AS server_id, s.voter_identity, s.last_counted_at, s.total, s.month, s.month_total, s.week, s.week_total,
+           s.streak_last_day, s.streak_days
+    FROM unnest(${unique.map((v) => v.serverId)}::uuid[], ${unique.map((v) => v.voterIdentity)}::text[]) AS k(server_id, voter_identity)
+    JOIN voter_reward_states s ON s.server_id = k.server_id AND s.voter_identity = k.voter_identity
+    ORDER BY s.server_id, s.voter_identity
+    FOR UPDATE OF s`);
+  for (const row of rows) {
+    states.set(voterKeyOf({ serverId: row.server_id, voterIdentity: row.voter_identity }), {
+      lastCountedAt: row.last_counted_at,
+      total: row.total,
+      month: row.month,
+      monthTotal: row.month_total,
+      week: row.week,
+      weekTotal: row.week_total,
+      streak: { lastDay: row.streak_last_day, days: row.streak_days },
+    });
+  }
+  return states;
 }
 
-/** Writes the voter's reward state (insert or replace). */
-export async function writeVoterRewardState(tx: SqlTx, serverId: string, voterIdentity: string, s: VoterRewardState): Promise<void> {
-  // Bounded: one row by primary key.
+/** The voter's reward state, locked for the rest of the transaction (lockVoterRewardStates for one voter), or null when the voter has none yet. */
+export async function lockVoterRewardState(tx: SqlTx, serverId: string, voterIdentity: string): Promise<VoterRewardState | null> {
+  const states = await lockVoterRewardStates(tx, [{ serverId, voterIdentity }]);
+  return states.get(voterKeyOf({ serverId, voterIdentity })) ?? null;
+}
+
+/** A voter's new reward state, for writeVoterRewardStates. */
+export interface VoterRewardStateWrite extends VoterKey {
+  state: VoterRewardState;
+}
+
+/** Writes the voters' reward states (insert or replace), one statement; each voter at most once in `writes`. */
+export async function writeVoterRewardStates(tx: SqlTx, writes: readonly VoterRewardStateWrite[]): Promise<void> {
+  if (writes.length === 0) return;
+  const rows = writes.map((w) => ({
+    server_id: w.serverId,
+    voter_identity: w.voterIdentity,
+    last_counted_at: w.state.lastCountedAt.toISOString(),
+    total: w.state.total,
+    month: w.state.month,
+    month_total: w.state.monthTotal,
+    week: w.state.week,
+    week_total: w.state.weekTotal,
+    streak_last_day: w.state.streak.lastDay.toISOString().slice(0, 10),
+    streak_days: w.state.streak.days,
+  }));
+  // Bounded: one primary-key upsert per voter given (a consumer batch's voters: a few hundred at most).
   await tx.execute(Prisma.sql`
     INSERT INTO voter_reward_states (server_id, voter_identity, last_counted_at, total, month, month_total, week, week_total, streak_last_day, streak_days)
-    VALUES (${serverId}::uuid, ${voterIdentity}, ${s.lastCountedAt}::timestamptz, ${s.total}::int, ${s.month}, ${s.monthTotal}::int, ${s.week}, ${s.weekTotal}::int,
-            ${s.streak.lastDay}::date, ${s.streak.days}::int)
+    SELECT w.server_id, w.voter_identity, w.last_counted_at, w.total, w.month, w.month_total, w.week, w.week_total, w.streak_last_day, w.streak_days
+    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS w(server_id uuid, voter_identity text, last_counted_at timestamptz, total int, month text,
+         month_total int, week text, week_total int, streak_last_day date, streak_days int)
     ON CONFLICT (server_id, voter_identity) DO UPDATE SET
       last_counted_at = excluded.last_counted_at, total = excluded.total, month = excluded.month, month_total = excluded.month_total,
       week = excluded.week, week_total = excluded.week_total, streak_last_day = excluded.streak_last_day, streak_days = excluded.streak_days`);
 }
 
+/** Writes the voter's reward state (insert or replace): writeVoterRewardStates for one voter. */
+export async function writeVoterRewardState(tx: SqlTx, serverId: string, voterIdentity: string, s: VoterRewardState): Promise<void> {
+  await writeVoterRewardStates(tx, [{ serverId, voterIdentity, state: s }]);
+}
+
+/** One player's entries to queue on a server, for queueRewardEntriesOf. */
+export interface QueuedRewards {
+  serverId: string;
+  heartId: string | null;
+  player: RewardPlayer;
+  rulesVersion: number;
+  entries: readonly RewardEntry[];
+}
+
 /**
- * Queues `entries` for `player` on `serverId`; an entry whose key the server's queue already holds is skipped (a replay
- * queues nothing twice). Returns the ids of the entries queued now.
+ * Queues every group's `entries` for its player on its server, one statement; an entry whose key the server's queue
+ * already holds is skipped (a replay queues nothing twice). Returns the ids of the entries queued now, in no order.
  */
-export async function queueRewardEntries(
-  tx: SqlTx,
-  q: { serverId: string; heartId: string | null; player: RewardPlayer; rulesVersion: number; entries: readonly RewardEntry[] },
-): Promise<string[]> {
-  if (q.entries.length === 0) return [];
-  // Bounded: one row inserted per entry (a vote's rules give at most a few hundred), each one unique-index probe.
-  const rows = await tx.query<{ id: string }>(Prisma.sql`
+export async function queueRewardEntriesOf(tx: SqlTx, groups: readonly QueuedRewards[]): Promise<string[]> {
+  const rows = groups.flatMap((g) =>
+    g.entries.map((e) => ({
+      server_id: g.serverId,
+      key: e.key,
+      reason: e.reason,
+      heart_id: g.heartId,
+      username: g.player.username,
+      steam_id: g.player.steamId,
+      discord_id: g.player.discordId,
+      minecraft_uuid: g.player.minecraftUuid,
+      account_id: g.player.accountId,
+      commands: e.commands,
+      online_only: e.onlineOnly,
+      rules_version: g.rulesVersion,
+    })),
+  );
+  if (rows.length === 0) return [];
+  // Bounded: one row inserted per entry given (a vote's rules give at most a few hundred; a batch, that per vote), each
+  // one unique-index probe.
+  const inserted = await tx.query<{ id: string }>(Prisma.sql`
     INSERT INTO reward_queue_entries (server_id, entry_key, reason, heart_id, username, username_lower, steam_id, discord_id, minecraft_uuid, account_id,
                                       commands, online_only, rules_version)
-    SELECT ${q.serverId}::uuid, e.key, e.reason, ${q.heartId}::uuid, ${q.player.username}, lower(${q.player.username}), ${q.player.steamId},
-           ${q.player.discordId}, ${q.player.minecraftUuid}, ${q.player.accountId},
-           ARRAY(SELECT jsonb_array_elements_text(e.commands)), e.online_only, ${q.rulesVersion}::int
-    FROM jsonb_to_recordset(${JSON.stringify(q.entries.map((e) => ({ key: e.key, reason: e.reason, commands: e.commands, online_only: e.onlineOnly })))}::jsonb)
-         AS e(key text, reason text, commands jsonb, online_only boolean)
+    SELECT e.server_id, e.key, e.reason, e.heart_id, e.username, lower(e.username), e.steam_id, e.discord_id, e.minecraft_uuid, e.account_id,
+           ARRAY(SELECT jsonb_array_elements_text(e.commands)), e.online_only, e.rules_version
+    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+         AS e(server_id uuid, key text, reason text, heart_id uuid, username text, steam_id text, discord_id text, minecraft_uuid text,
+              account_id text, commands jsonb, online_only boolean, rules_version int)
     ON CONFLICT (server_id, entry_key) DO NOTHING
     RETURNING id`);
-  return rows.map((r) => r.id);
+  return inserted.map((r) => r.id);
+}
+
+/**
+ * Queues `entries` for `player` on `serverId` (queueRewardEntriesOf for one group); an entry whose key the server's
+ * queue already holds is skipped. Returns the ids of the entries queued now.
+ */
+export async function queueRewardEntries(tx: SqlTx, q: QueuedRewards): Promise<string[]> {
+  return queueRewardEntriesOf(tx, [q]);
 }
 
 /**

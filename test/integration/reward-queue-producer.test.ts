@@ -236,7 +236,7 @@ test.serial(
 );
 
 test.serial(
-  "a batch reads the reward rules once: one statement for all its servers, one index entry per server whatever its versions; hearts of servers without rules cost nothing more",
+  "a batch reads the reward rules once and counts its votes with one statement per table, whatever its size (one voter's two votes in it add up); hearts of servers without rules cost nothing more",
   async (t) => {
     const { stack } = t.context;
     const serverId = await serverWithRules(stack, { perVote: [{ commands: ["give {player} diamond 1"] }] });
@@ -248,27 +248,43 @@ test.serial(
       });
     }
     const without = [await serverWithRules(stack, null), await serverWithRules(stack, null)];
-    const hearts: CountedHeart[] = [serverId, ...without].flatMap((id) =>
-      [1, 2, 3].map((n) => ({
-        heartId: randomUUID(),
-        serverId: id,
-        voterIdentity: `batch-voter-${n}`,
-        countedAt: new Date(Date.parse(day(1)) + n * 1000),
-        player: { username: `Batch${n}`, steamId: null, discordId: null, minecraftUuid: null, accountId: null },
-      })),
-    );
+    const heartOf = (id: string, n: number, second: number) => ({
+      heartId: randomUUID(),
+      serverId: id,
+      voterIdentity: `batch-voter-${n}`,
+      countedAt: new Date(Date.parse(day(1)) + second * 1000),
+      player: { username: `Batch${n}`, steamId: null, discordId: null, minecraftUuid: null, accountId: null },
+    });
+    // Voter 1 votes twice in the batch (its second vote listed first: the batch is counted in time order).
+    const hearts: CountedHeart[] = [heartOf(serverId, 1, 10), ...[serverId, ...without].flatMap((id) => [1, 2, 3].map((n) => heartOf(id, n, n)))];
     const pool = new pg.Pool({ connectionString: stack.db.url, max: 2 });
     try {
       const { client, statements } = recordingClient(pool);
-      t.like(await queueVoteRewards(client, hearts, stack.log), { counted: 3, replays: 0, queued: 3 });
+      t.like(await queueVoteRewards(client, hearts, stack.log), { counted: 4, replays: 0, queued: 4 });
       const rulesReads = statements().filter((s) => s.text.includes("reward_rule_versions"));
       t.is(rulesReads.length, 1);
-      // Per heart of the server with rules: lock its voter's state, queue its entries, write the state, count its week and
-      // month (one statement); nothing for the others.
-      t.is(statements().length, 1 + 3 * 4);
+      // For the batch: lock its voters' states, queue its entries, write the states, count the weeks and months; no
+      // statement per heart, and nothing for the servers without rules.
+      t.is(statements().length, 1 + 4);
+      const tallies = await stack.prisma.$queryRawUnsafe<Array<{ period: string; votes: number }>>(
+        "SELECT period, votes FROM voter_period_tallies WHERE server_id = $1::uuid AND voter_identity = 'batch-voter-1' ORDER BY period",
+        serverId,
+      );
+      t.deepEqual(
+        tallies.map((r) => r.votes),
+        [2, 2],
+        "voter 1's two votes are both in its week and its month",
+      );
+      const [state] = await stack.prisma.$queryRawUnsafe<Array<{ total: number; last_counted_at: Date }>>(
+        "SELECT total, last_counted_at FROM voter_reward_states WHERE server_id = $1::uuid AND voter_identity = 'batch-voter-1'",
+        serverId,
+      );
+      t.is(state?.total, 2);
+      t.is(state?.last_counted_at.toISOString(), new Date(Date.parse(day(1)) + 10_000).toISOString());
       const read = await rowsReadByStatements(stack.prisma, rulesReads);
       t.true((read.reward_rule_versions ?? 0) <= 3, `reward_rule_versions rows read: ${read.reward_rule_versions}`);
       t.deepEqual((await entriesOf(stack, serverId)).map((e) => `${e.rulesVersion}: ${e.commands.join("; ")}`).sort(), [
+        "20: give Batch1 diamond 19",
         "20: give Batch1 diamond 19",
         "20: give Batch2 diamond 19",
         "20: give Batch3 diamond 19",

@@ -63,3 +63,17 @@ test("a source past its limit is refused by the source limit, named as such; a r
   t.is(refused.kind === "limited" ? refused.by : refused.kind, "source");
   t.is(limiter.admit(undefined, { global: true }).kind, "admitted");
 });
+
+test("with in-flight requests counted apart (pendingPerSource), a source's many concurrent right answers are never refused, and wrong ones still are past the budget", (t) => {
+  const limiter = createFailureLimiter({ windowMs: 60_000, perSource: 30, pendingPerSource: 256, now: () => 0 });
+  // A host's 200 game servers, each plugin's first call at once from the one address: every key right.
+  const burst = Array.from({ length: 200 }, () => limiter.admit("203.0.113.7"));
+  t.is(burst.filter((a) => a.kind === "admitted").length, 200);
+  for (const a of burst) if (a.kind === "admitted") a.done(false);
+  // In flight past the cap: refused, so a burst of guesses stays bounded.
+  const flood = Array.from({ length: 300 }, () => limiter.admit("198.51.100.9"));
+  t.is(flood.filter((a) => a.kind === "admitted").length, 256);
+  for (const a of flood) if (a.kind === "admitted") a.done(true);
+  t.is(limiter.admit("198.51.100.9").kind, "limited", "past its wrong-guess budget the source waits for the next window");
+  t.is(limiter.admit("203.0.113.7").kind, "admitted", "the host with right keys only is not");
+});

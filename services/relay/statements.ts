@@ -2,6 +2,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import type { SqlTx } from "../shared/adapters/sql/executor.js";
 import { runSql } from "../shared/adapters/sql/executor.js";
+import { fenceLaterStatementsCte } from "../shared/adapters/sql/planner-fence.js";
 import { statementRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 
 /**
@@ -32,7 +33,7 @@ export interface OutboxRow {
  * (`pg_try_advisory_xact_lock`, so a shard held elsewhere is skipped, never waited for), and returns
  * the shards it holds. Locks are re-entrant: a shard this transaction holds already is returned again.
  *
- * It also sets the transaction's planner settings (the materialized `planner` CTE, evaluated whenever
+ * It also sets the transaction's planner settings (the materialized `planner` CTE of fenceLaterStatementsCte, evaluated whenever
  * a shard is locked, so before any claim): the claims must read the partial index of unpublished ids,
  * never the published history, because right after a burst stale statistics can make a sequential
  * scan and sort of the whole table look cheaper (figures: bench/results/ANALYSIS.md, "Figures moved
@@ -41,9 +42,7 @@ export interface OutboxRow {
  */
 export async function lockShardsOfNextRows(tx: SqlTx, afterId: bigint, window: number): Promise<number[]> {
   const locked = await tx.query<{ shard: number }>(Prisma.sql`
-      WITH planner AS MATERIALIZED (
-        SELECT set_config('enable_seqscan', 'off', true) AS seqscan, set_config('enable_bitmapscan', 'off', true) AS bitmapscan
-      )
+      WITH ${fenceLaterStatementsCte()}
       SELECT shard FROM planner, (
         SELECT DISTINCT shard FROM (
           SELECT shard FROM outbox WHERE published_at IS NULL AND id > ${afterId}::bigint ORDER BY id LIMIT ${window}::int

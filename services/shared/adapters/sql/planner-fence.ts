@@ -46,3 +46,16 @@ export function restorePlannerCte(before: PlannerSettings): Prisma.Sql {
              set_config('enable_sort', ${before.sort}, true) AS sort
     )`;
 }
+
+/**
+ * A MATERIALIZED CTE (named `planner`) that fences the transaction's LATER statements (the one holding it is planned
+ * already): sequential and bitmap scans off for the rest of the transaction, sort left on (those statements sort the
+ * few rows an index gave them). For a transaction whose every later statement must read a partial index, never the
+ * table's history (the relay's pass: services/relay/statements.ts). The statement must reference it (`FROM planner,
+ * ...`) so it is evaluated; it costs no round trip of its own.
+ */
+export function fenceLaterStatementsCte(): Prisma.Sql {
+  return Prisma.sql`planner AS MATERIALIZED (
+        SELECT set_config('enable_seqscan', 'off', true) AS seqscan, set_config('enable_bitmapscan', 'off', true) AS bitmapscan
+      )`;
+}

@@ -17,7 +17,16 @@ import type { PrismaClient } from "../shared/adapters/db.js";
 import { dropDeadLettersSql } from "../shared/adapters/dead-letters.js";
 import { rewriteOutboxPayloadSql, withdrawOutboxRowsSql } from "../shared/adapters/outbox.js";
 import { executeSql, runSql, runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.js";
-import { findVoterRows, ID_BATCH, inBatches, readReferralDeliveries, readServerIds, SCAN_PAGE, type VoterRows } from "./read-voter-rows.js";
+import {
+  findVoterRows,
+  ID_BATCH,
+  inBatches,
+  readReferralDeliveries,
+  readServerIds,
+  REFERRAL_ENTRY_KEYS_BATCH,
+  SCAN_PAGE,
+  type VoterRows,
+} from "./read-voter-rows.js";
 import type { VoterKey } from "./voter-key.js";
 
 import { TOMBSTONE_PREFIX } from "../shared/values/tombstone.js";
@@ -29,8 +38,6 @@ export const ERASED_DELIVERY_REASON = "withdrawn: the voter's data was erased";
 
 /** One batch's transaction: short, so an erasure never holds locks the hot paths wait on for long. */
 const ERASE_TRANSACTION = { timeoutMs: 15_000, maxWaitMs: 5_000 } as const;
-/** Referral reward entry keys per erasing statement (a referral side has 2 x MAX_ENTRIES possible keys). */
-const REFERRAL_ENTRY_KEYS_BATCH = 4_000;
 
 /** Rows changed per table. */
 export type EraseCounts = Record<string, number>;

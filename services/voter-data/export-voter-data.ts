@@ -5,6 +5,7 @@ import {
   findVoterRows,
   ID_BATCH,
   inBatches,
+  REFERRAL_ENTRY_KEYS_BATCH,
   readReferralDeliveries,
   readServerIds,
   type VoterClick,
@@ -12,6 +13,8 @@ import {
   type VoterReferral,
 } from "./read-voter-rows.js";
 import type { VoterKey } from "./voter-key.js";
+import { MAX_ENTRIES } from "../rewards/domain/reward-rules.js";
+import { referralSideEntryKeys } from "../rewards/domain/rewards-for-referral.js";
 
 /** One server's part of an export. */
 export interface VoterServerExport {
@@ -32,6 +35,8 @@ export interface VoterServerExport {
   voterStates: Record<string, unknown>[];
   /** The reward queue's entries the voter's hearts gave (reward_queue_entries), pending or acknowledged. */
   rewardEntries: Record<string, unknown>[];
+  /** The reward queue's entries of the voter's side of their referrals (referral rewards and their reversals), pending or acknowledged. */
+  referralRewardEntries: Record<string, unknown>[];
   /** What the server's reward rules count for the voter (voter_reward_states: totals, the reward streak). */
   rewardStates: Record<string, unknown>[];
   /** The voter's counted votes per UTC month and ISO week that period awards rank (voter_period_tallies). */
@@ -93,6 +98,7 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
     referralDeliveries: [],
     voterStates: [],
     rewardEntries: [],
+    referralRewardEntries: [],
     rewardStates: [],
     rewardPeriodCounts: [],
     reminders: [],
@@ -150,6 +156,23 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
           SELECT id, heart_id, entry_key, reason, username, steam_id, discord_id, minecraft_uuid, account_id, commands, online_only,
                  rules_version, created_at, acked_at
           FROM reward_queue_entries WHERE server_id = ${serverId}::uuid AND heart_id = ANY(${batch}::uuid[]) ORDER BY created_at, id`,
+      )),
+    );
+  }
+  // The voter's side of their referrals' reward entries: the keys each side can have (as the erasure deletes them).
+  const sideKeys = [
+    ...asReferee.flatMap((r) => referralSideEntryKeys(r.id, "referee", MAX_ENTRIES)),
+    ...asReferrer.flatMap((r) => referralSideEntryKeys(r.id, "referrer", MAX_ENTRIES)),
+  ];
+  for (const keys of inBatches(sideKeys, REFERRAL_ENTRY_KEYS_BATCH)) {
+    // Bounded: at most REFERRAL_ENTRY_KEYS_BATCH probes of the (server_id, entry_key) unique index.
+    part.referralRewardEntries.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`
+          SELECT id, entry_key, reason, username, steam_id, discord_id, minecraft_uuid, account_id, commands, online_only,
+                 rules_version, created_at, acked_at
+          FROM reward_queue_entries WHERE server_id = ${serverId}::uuid AND entry_key = ANY(${keys}::text[]) ORDER BY created_at, id`,
       )),
     );
   }

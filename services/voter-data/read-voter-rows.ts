@@ -32,6 +32,8 @@ function heartMatchSql(key: VoterKey): Prisma.Sql {
 export const SCAN_PAGE = 1_000;
 /** Heart (or delivery) ids per statement of the reads and writes by id. */
 export const ID_BATCH = 500;
+/** Referral reward entry keys per statement (a referral side has 2 x MAX_ENTRIES possible keys: rewards-for-referral.ts). */
+export const REFERRAL_ENTRY_KEYS_BATCH = 4_000;
 /** Server ids per page of a walk over the whole list. */
 export const SERVER_PAGE = 500;
 

@@ -193,6 +193,19 @@ test("a referral reward may name only {player}: a vote's placeholder there is re
   t.regex((error as ConnectError).rawMessage, /referral\.reversal\.referrer\[0\]\.commands\[0\]: \{steam_id\} cannot be used in a referral reward/);
 });
 
+test("a voter's export lists their side of their referrals' reward entries, never the other player's", async (t) => {
+  const { stack } = t.context;
+  const serverId = await serverWith(stack);
+  const { referralId } = await qualifiedReferral(stack, serverId, "Kim", "Lou");
+  await handled(stack, serverId, "referral.qualified");
+  const sideOf = async (name: string) => {
+    const exported = JSON.parse((await stack.clients.voters.exportVoterData({ serverId, keyKind: VoterKeyKind.USERNAME, key: name })).document);
+    return exported.servers[0].referralRewardEntries.map((e: { entry_key: string; username: string }) => [e.entry_key, e.username]);
+  };
+  t.deepEqual(await sideOf("Lou"), [[`${referralId}:referral:referee:0`, "Lou"]]);
+  t.deepEqual(await sideOf("Kim"), [[`${referralId}:referral:referrer:0`, "Kim"]]);
+});
+
 test("a voter's erasure deletes their side of their referrals' reward entries (their identity is the player and in the commands); the other player's stay", async (t) => {
   const { stack } = t.context;
   const serverId = await serverWith(stack);

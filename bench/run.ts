@@ -164,7 +164,7 @@ const WAIT_MS = 180_000;
 const started = Date.now();
 const progress = (line: string) => process.stderr.write(`[bench +${((Date.now() - started) / 1000).toFixed(1)}s] ${line}\n`);
 const cleanup = createCleanup(progress);
-installTimeLimit(envInt("BENCH_TIME_LIMIT_S", QUICK ? 900 : 2_400), cleanup, progress);
+installTimeLimit(envInt("BENCH_TIME_LIMIT_S", PREPARE_ONLY ? 7_200 : QUICK ? 900 : 2_400), cleanup, progress);
 
 // ---------------------------------------------------------------- measurement plumbing
 /** Machine load and CPU per process over one measured window. */

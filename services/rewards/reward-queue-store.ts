@@ -53,9 +53,12 @@ export function voterKeyOf(v: VoterKey): string {
  */
 export async function lockVoterRewardStates(tx: SqlTx, voters: readonly VoterKey[]): Promise<Map<string, VoterRewardState>> {
   const states = new Map<string, VoterRewardState>();
-  const unique = [...new Map(voters.map((v) => [voterKeyOf(v), v])).values()];
+  // In one order for every caller (by voterKeyOf), so two transactions lock overlapping voters in the same order.
+  const unique = [...new Map(voters.map((v) => [voterKeyOf(v), v])).entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v);
   if (unique.length === 0) return states;
-  // Bounded: one primary-key probe per voter given (a consumer batch's voters: a few hundred at most).
+  // Bounded: one primary-key probe per voter given (a consumer batch's voters: a few hundred at most). The probe is a
+  // LATERAL per key, locking as it goes in the keys' order: a join of the keys with the table may instead be planned
+  // as a hash join over every state of the list (seen: 20,091 rows read for 91 voters).
   const rows = await tx.query<{
     server_id: string;
     voter_identity: string;
@@ -68,12 +71,14 @@ export async function lockVoterRewardStates(tx: SqlTx, voters: readonly VoterKey
     streak_last_day: Date;
     streak_days: number;
   }>(Prisma.sql`
-    SELECT s.server_id::text AS server_id, s.voter_identity, s.last_counted_at, s.total, s.month, s.month_total, s.week, s.week_total,
-           s.streak_last_day, s.streak_days
-    FROM unnest(${unique.map((v) => v.serverId)}::uuid[], ${unique.map((v) => v.voterIdentity)}::text[]) AS k(server_id, voter_identity)
-    JOIN voter_reward_states s ON s.server_id = k.server_id AND s.voter_identity = k.voter_identity
-    ORDER BY s.server_id, s.voter_identity
-    FOR UPDATE OF s`);
+    SELECT s.* FROM unnest(${unique.map((v) => v.serverId)}::uuid[], ${unique.map((v) => v.voterIdentity)}::text[]) WITH ORDINALITY AS k(server_id, voter_identity, n)
+    CROSS JOIN LATERAL (
+      SELECT r.server_id::text AS server_id, r.voter_identity, r.last_counted_at, r.total, r.month, r.month_total, r.week, r.week_total,
+             r.streak_last_day, r.streak_days
+      FROM voter_reward_states r WHERE r.server_id = k.server_id AND r.voter_identity = k.voter_identity
+      FOR UPDATE
+    ) s
+    ORDER BY k.n`);
   for (const row of rows) {
     states.set(voterKeyOf({ serverId: row.server_id, voterIdentity: row.voter_identity }), {
       lastCountedAt: row.last_counted_at,

@@ -17,6 +17,12 @@ import {
   type RewardPlayer,
 } from "../../services/rewards/reward-queue-store.js";
 import { executeSql, runSqlTransaction, sqlOf } from "../../services/shared/adapters/sql/executor.js";
+import { parseRewardRules, REWARD_RULE_LIMITS } from "../../services/rewards/domain/reward-rules.js";
+import { rewardPeriodsOf } from "../../services/rewards/domain/period-awards.js";
+import { countPeriodVotes } from "../../services/rewards/period-store.js";
+import { type CountedHeart, queueVoteRewards } from "../../services/rewards/queue-vote-rewards.js";
+import { saveRewardRules } from "../../services/rewards/reward-rules-store.js";
+import { storeProgressionEvents } from "../../services/delivery/pipeline/progression-event.js";
 import { insertServer, startMeasuredHarness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
 
@@ -117,3 +123,61 @@ test.serial("a bulk re-queue page of a server with 20,000 acknowledged entries r
   const readNone = await rowsReadByStatements(h.db.prisma, empty.statements());
   t.true((readNone.reward_queue_entries ?? 0) <= FEW, `reward_queue_entries rows read for an empty range: ${readNone.reward_queue_entries}`);
 });
+
+test.serial(
+  "a batch's reward counting reads a few rows per heart: 100 hearts, ten of them a veteran's with 20,000 entries and 200 weeks of tallies behind them, on a server with 20,000 acknowledged entries and 20,000 voters' reward states",
+  async (t) => {
+    const { h, pool, serverId, clock } = t.context;
+    const { prisma } = h.db;
+    const parsed = parseRewardRules(
+      {
+        perVote: [{ commands: ["give {player} diamond 1"] }],
+        streak: { graceDays: 1, rewards: [{ day: 2, reward: { commands: ["give {player} emerald 1"] } }] },
+        milestones: [{ scope: "all", every: 2, reward: { commands: ["crate give {player} vote"] } }],
+      },
+      REWARD_RULE_LIMITS,
+    );
+    if (!parsed.ok) throw new Error(parsed.errors.join("; "));
+    t.is(await saveRewardRules(prisma, { serverId, rules: parsed.rules, baseVersion: 0, savedBy: "test", at: clock.now() }), 1);
+    // The veteran's 200 weeks of counted votes (about 250 tally rows) and 20,000 entries (veteran0's acknowledged ones).
+    const week = 7 * 86_400_000;
+    await runSqlTransaction(
+      prisma,
+      (q) =>
+        countPeriodVotes(
+          q,
+          Array.from({ length: 200 }, (_, i) => {
+            const countedAt = new Date(clock.now().getTime() - (i + 1) * week);
+            return { serverId, voterIdentity: "veteran0", countedAt, periods: rewardPeriodsOf(countedAt) };
+          }),
+        ),
+      { timeoutMs: 60_000 },
+    );
+    // 20,000 other voters' reward states on the server.
+    await executeSql(
+      prisma,
+      Prisma.sql`INSERT INTO voter_reward_states (server_id, voter_identity, last_counted_at, total, month, month_total, week, week_total, streak_last_day, streak_days)
+        SELECT ${serverId}::uuid, 'regular' || g, now(), 5, '2026-05', 1, '2026-W19', 1, '2026-05-10', 1 FROM generate_series(1, ${HISTORY}::int) g`,
+    );
+    await executeSql(prisma, Prisma.sql`ANALYZE voter_period_tallies, voter_reward_states`);
+    const at = clock.now().getTime();
+    const hearts: CountedHeart[] = Array.from({ length: 100 }, (_, i) => ({
+      heartId: randomUUID(),
+      serverId,
+      voterIdentity: i < 10 ? "veteran0" : `newcomer${i}`,
+      countedAt: new Date(at - (100 - i) * 86_400_000),
+      player: playerOf(i < 10 ? "veteran0" : `newcomer${i}`),
+    }));
+    const { client, statements } = recordingClient(pool);
+    const done = await queueVoteRewards(client, hearts, h.deps.log, storeProgressionEvents);
+    t.is(done.counted, 100);
+    t.true(done.queued >= 100);
+    const read = await rowsReadByStatements(prisma, statements());
+    t.log(read, `${statements().length} statements`);
+    // Per heart: its voter's state (lock and upsert), its entries (a few, each a unique-index probe), its week and
+    // month tallies and periods, its events' server and endpoints: a few rows each, never the server's or the veteran's history.
+    for (const table of ["reward_queue_entries", "voter_reward_states", "voter_period_tallies", "reward_periods", "deliveries"]) {
+      t.true((read[table] ?? 0) <= 10 * hearts.length, `${table} rows read: ${read[table]}`);
+    }
+  },
+);

@@ -10,6 +10,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { isUniqueViolation } from "../../services/shared/values/db-errors.js";
 import { isTransactionUnavailable, runSqlTransaction, TransactionUnavailable } from "../../services/shared/adapters/sql/executor.js";
 import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.js";
+import { eventually } from "../helpers/eventually.js";
 
 const test = anyTest as TestFn<{ db: TestDatabase }>;
 
@@ -155,3 +156,41 @@ test.serial("a unique violation inside it (node-postgres's own error, SQLSTATE i
   t.true(isUniqueViolation(viaPrisma), String(viaPrisma));
   t.deepEqual(await labels(db), ["kept-1", "kept-2"]);
 });
+
+test.serial(
+  "a connection the database cuts while a transaction holds it (and sends nothing) fails that transaction and crashes nothing; the pool recovers",
+  async (t) => {
+    const { db } = t.context;
+    let cut: () => void = () => undefined;
+    const wasCut = new Promise<void>((resolve) => {
+      cut = resolve;
+    });
+    let pidOf: (pid: number) => void = () => undefined;
+    const pid = new Promise<number>((resolve) => {
+      pidOf = resolve;
+    });
+    const held = runSqlTransaction(
+      db.prisma,
+      async (tx) => {
+        const [row] = await tx.query<{ pid: number }>(Prisma.sql`SELECT pg_backend_pid() AS pid`);
+        pidOf(row!.pid);
+        // Idle inside the transaction while the database ends the connection: node-postgres then emits 'error' on a
+        // checked-out client, which the pool does not listen to (an unhandled 'error' event ends the process).
+        await wasCut;
+        await tx.query(Prisma.sql`SELECT 1`);
+      },
+      { timeoutMs: 20_000 },
+    );
+    const target = await pid;
+    await db.prisma.$queryRaw`SELECT pg_terminate_backend(${target}::int)`;
+    await eventually(async () => {
+      const [row] = await db.prisma.$queryRaw<{ n: bigint }[]>`SELECT count(*) AS n FROM pg_stat_activity WHERE pid = ${target}::int`;
+      return row?.n === 0n;
+    });
+    // The client learns of the cut from its socket: let its events run before the body goes on.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    cut();
+    await t.throwsAsync(held);
+    t.deepEqual(await db.prisma.$queryRaw<{ one: number }[]>`SELECT 1 AS one`, [{ one: 1 }], "the pool opens a new connection");
+  },
+);

@@ -20,6 +20,15 @@ const PgClientWithInternals = pg.Client as unknown as new (config?: string | pg.
  * carry a code (a socket's ECONNRESET, the server's SQLSTATE 57P01) keep it.
  */
 export class ConnectionLossCodedClient extends PgClientWithInternals {
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    // Failure policy: a connection the database ends (a restart, pg_terminate_backend) emits 'error' on its client. The
+    // pool listens only while the client is idle; a client checked out (a transaction between two statements) had no
+    // listener, and the unhandled 'error' event ended the process. The loss still fails every query of the connection
+    // (_errorAllQueries, and the transaction's next statement), and the pool drops the client when it is released.
+    this.on("error", () => undefined);
+  }
+
   override _errorAllQueries(error: Error): void {
     const coded = error as Error & { code?: unknown };
     if (typeof coded.code !== "string") coded.code = PG_CONNECTION_LOST;

@@ -211,7 +211,8 @@ export async function claimUnpaidRound(tx: SqlTx): Promise<UnpaidRound | null> {
  * the same transaction, so a voter is paid once (a crash rolls both back; a second payer waits for the round's lock).
  */
 export async function takeGoalVoters(tx: SqlTx, q: { goalId: string; round: number; limit: number }): Promise<GoalVoter[]> {
-  // Bounded: at most `limit` entries of network_goal_voters' primary key (goal_id, round, voter_identity) and their rows.
+  // Bounded: at most `limit` entries of network_goal_voters' primary key (goal_id, round, voter_identity), those rows by the
+  // same key, and their deletion (three times the page, whatever the round holds).
   const rows = await tx.query<{
     voter_identity: string;
     server_id: string;

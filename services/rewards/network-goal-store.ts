@@ -245,6 +245,17 @@ export async function markRoundPaid(tx: SqlTx, q: UnpaidRound & { at: Date }): P
 }
 
 /**
+ * A voter's erasure (services/voter-data/erase-voter-data.ts): the voter's rows in the rounds of the goals counting
+ * `serverId` are deleted (their identity, name and ids), so no goal pays them after; the goals' counts stay (a number).
+ */
+export function eraseGoalVotersSql(q: { serverId: string; identities: readonly string[] }): Prisma.Sql {
+  // Bounded: the server's goals (its network_goal_servers key range, a few), and per goal and identity a range of
+  // network_goal_voters_goal_id_voter_identity_idx (a round or two each: rows leave when their round is paid).
+  return Prisma.sql`DELETE FROM network_goal_voters v USING network_goal_servers s
+    WHERE s.server_id = ${q.serverId}::uuid AND v.goal_id = s.goal_id AND v.voter_identity = ANY(${[...q.identities]}::text[])`;
+}
+
+/**
  * Retention of the hearts goals counted (services/retention): a row older than `keepSeconds` (RETENTION_REWARD_QUEUE_ACKED_DAYS,
  * longer than the Kafka topics keep a vote) is removed; by then no redelivery of its heart can come.
  */

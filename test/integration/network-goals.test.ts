@@ -10,6 +10,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { NetworkGoalService } from "../../gen/proto/rewards/v1/rewards_pb.js";
+import { VoterKeyKind } from "../../gen/proto/voters/v1/voters_pb.js";
 import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
 import { decodeHeartMessage } from "../../services/delivery/pipeline/consumer.js";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
@@ -246,3 +247,29 @@ test.serial(
     t.like(await owner.getNetworkGoal({ goalId }), { target: 20, serverIds: mine.serverIds.slice(0, 1), round: 1 });
   },
 );
+
+test.serial("a voter's erasure on a goal's server removes them from its unpaid round: the goal's count stays, and the round never pays them", async (t) => {
+  const { stack } = t.context;
+  const { serverIds } = await ownerWithServers(stack, 2);
+  const [s1, s2] = serverIds as [string, string];
+  const { goalId } = await adminGoals(stack).putNetworkGoal({
+    name: "Erasure party",
+    serverIds,
+    target: 3,
+    payees: "voters",
+    rewardsJson: JSON.stringify([{ commands: ["give {player} cake 1"] }]),
+  });
+  const gone = newVoter(`Gone${voterN}`);
+  await vote(stack, s1, gone, "2027-03-06T10:00:00Z");
+  await vote(stack, s2, newVoter("Stay"), "2027-03-06T10:01:00Z");
+  await goalAt(stack, goalId, 1, 2);
+  const erased = await stack.clients.voters.eraseVoterData({ serverId: s1, keyKind: VoterKeyKind.USERNAME, key: gone.username });
+  t.is(Number(erased.counts.network_goal_voters), 1);
+  await vote(stack, s2, newVoter("Last"), "2027-03-06T10:02:00Z");
+  await goalAt(stack, goalId, 2, 0);
+  await payReachedGoals({ prisma: stack.prisma, log }, PAY, new Date("2027-03-06T10:05:00Z"));
+  t.deepEqual(
+    (await goalEntriesOf(stack, serverIds)).map((e) => e[1]),
+    ["Last", "Stay"],
+  );
+});

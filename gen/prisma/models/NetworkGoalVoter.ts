@@ -17,7 +17,7 @@ import type * as Prisma from "../internal/prismaNamespace.js"
  * The voters of a network goal's round (same owner module): one row per voter who voted on a chosen server in the
  * round, with the player and server of their latest vote in it (who the goal pays, and where). Age limit: removed by
  * the goal payer as it pays them (a round paid to its voters keeps none); a round never reached keeps its rows until
- * it is (or the voter's erasure).
+ * it is; a voter's erasure deletes theirs.
  */
 export type NetworkGoalVoterModel = runtime.Types.Result.DefaultSelection<Prisma.$NetworkGoalVoterPayload>
 

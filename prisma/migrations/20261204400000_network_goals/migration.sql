@@ -76,4 +76,7 @@ CREATE INDEX "network_goal_servers_goal_id_idx" ON "network_goal_servers"("goal_
 CREATE INDEX "network_goal_hearts_age_key_idx" ON "network_goal_hearts" ((counted_at AT TIME ZONE 'UTC'));
 
 -- CreateIndex
+CREATE INDEX "network_goal_voters_goal_id_voter_identity_idx" ON "network_goal_voters"("goal_id", "voter_identity");
+
+-- CreateIndex
 CREATE INDEX "network_goal_rounds_unpaid_idx" ON "network_goal_rounds"("reached_at", "goal_id", "round") WHERE "paid_at" IS NULL;

@@ -22,6 +22,8 @@ import { createLogger } from "../../services/shared/runtime/log.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { eventually } from "../helpers/eventually.js";
+import { headerOf, startReceiver } from "../../scripts/harness/receiver.js";
+import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
 import { castCountedVote, type RewardVoter } from "../helpers/reward-votes.js";
 
 interface Context {
@@ -271,5 +273,54 @@ test.serial("a voter's erasure on a goal's server removes them from its unpaid r
   t.deepEqual(
     (await goalEntriesOf(stack, serverIds)).map((e) => e[1]),
     ["Last", "Stay"],
+  );
+});
+
+test.serial("goal.reached reaches each chosen server's endpoint subscribed to it, signed, once per round; the default endpoint does not get it", async (t) => {
+  const { stack } = t.context;
+  const { admin } = stack.clients;
+  const { serverIds } = await ownerWithServers(stack, 2);
+  const [s1, s2] = serverIds as [string, string];
+  const [hearts, goals1, goals2] = [await startReceiver(), await startReceiver(), await startReceiver()];
+  t.teardown(async () => {
+    await Promise.all([hearts.close(), goals1.close(), goals2.close()]);
+  });
+  await admin.setCallbackSettings({ serverId: s1, callbackUrl: hearts.url });
+  const { secret } = await admin.createEndpoint({ serverId: s1, url: goals1.url, eventTypes: ["goal.reached"] });
+  await admin.createEndpoint({ serverId: s2, url: goals2.url, eventTypes: ["goal.reached"] });
+  const { goalId } = await adminGoals(stack).putNetworkGoal({
+    name: "Signed party",
+    serverIds,
+    target: 2,
+    payees: "voters",
+    rewardsJson: JSON.stringify([{ commands: ["give {player} cake 1"] }]),
+  });
+  await vote(stack, s1, newVoter("Gil"), "2027-03-07T10:00:00Z");
+  await vote(stack, s2, newVoter("Hal"), "2027-03-07T10:01:00Z");
+  await goalAt(stack, goalId, 2, 0);
+  const [got] = await eventually(() => (goals1.requests.length >= 1 ? goals1.requests : undefined), { timeoutMs: 30_000 });
+  await eventually(() => (goals2.requests.length >= 1 ? true : undefined), { timeoutMs: 30_000 });
+  const sig = parseCallbackSignature(headerOf(got!, "x-service-signature"));
+  if (!sig) return t.fail("malformed X-Service-Signature");
+  t.true(hexEquals(sig.v1[0] ?? "", expectedCallbackMac(secret, sig.t, got!.body)), "signed with the endpoint's own secret");
+  t.is(headerOf(got!, "x-service-event"), "goal.reached");
+  const stored = await stack.prisma.delivery.findFirstOrThrow({ where: { serverId: s1, eventType: "goal.reached", transport: "callback" } });
+  t.deepEqual(JSON.parse(got!.text), {
+    event: "goal.reached",
+    event_id: stored.eventId,
+    server_id: s1,
+    goal_id: goalId,
+    name: "Signed party",
+    round: 1,
+    target: 2,
+    payees: "voters",
+    server_ids: [...serverIds].sort(),
+    reached_at: "2027-03-07T10:01:00.000Z",
+    timestamp: sig.t,
+  });
+  t.is(await stack.prisma.delivery.count({ where: { serverId: { in: serverIds }, eventType: "goal.reached" } }), 2, "one per server and round");
+  t.false(
+    hearts.requests.some((q) => headerOf(q, "x-service-event") === "goal.reached"),
+    "the default endpoint is not subscribed",
   );
 });

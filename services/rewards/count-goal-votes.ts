@@ -8,7 +8,15 @@ import { runSqlTransaction, sqlOf } from "../shared/adapters/sql/executor.js";
 import type { Logger } from "../shared/runtime/log.js";
 import { GOAL_REACHED_EVENT } from "../shared/values/event-types.js";
 import { countGoalVotes } from "./domain/network-goal.js";
-import { findGoalsOfServers, type GoalVoter, lockNetworkGoals, recordGoalHearts, recordGoalVoters, type StoredGoal, writeGoalCounters } from "./network-goal-store.js";
+import {
+  findGoalsOfServers,
+  type GoalVoter,
+  lockNetworkGoals,
+  recordGoalHearts,
+  recordGoalVoters,
+  type StoredGoal,
+  writeGoalCounters,
+} from "./network-goal-store.js";
 import type { CountedHeart } from "./queue-vote-rewards.js";
 
 /** What counting a batch into the network goals did, in counts (nothing of a voter). */

@@ -54,7 +54,10 @@ test.before(async (t) => {
   const serverId = await insertServer(prisma);
   const lonelyServerId = await insertServer(prisma);
   // 20,000 goals' servers (other owners), and 20,000 rounds paid long ago.
-  await executeSql(prisma, Prisma.sql`INSERT INTO network_goal_servers (server_id, goal_id) SELECT gen_random_uuid(), gen_random_uuid() FROM generate_series(1, ${MANY}::int)`);
+  await executeSql(
+    prisma,
+    Prisma.sql`INSERT INTO network_goal_servers (server_id, goal_id) SELECT gen_random_uuid(), gen_random_uuid() FROM generate_series(1, ${MANY}::int)`,
+  );
   await executeSql(
     prisma,
     Prisma.sql`INSERT INTO network_goal_rounds (goal_id, round, reached_at, paid_at)

@@ -97,12 +97,14 @@ const goalEntriesOf = async (stack: TestStack, serverIds: readonly string[]) =>
 /** The goal.reached events written for the goal, decoded as the delivery consumer stores them: [server index, round, target]. */
 async function reachedEventsOf(stack: TestStack, goalId: string, serverIds: readonly string[]) {
   const rows = await stack.prisma.outboxMessage.findMany({ where: { key: { in: [...serverIds] }, type: "goal.reached" }, orderBy: { id: "asc" } });
-  return rows.flatMap((r) => {
-    const decoded = decodeHeartMessage(r.payload);
-    if (decoded.kind !== "delivery") throw new Error(`goal.reached did not decode: ${JSON.stringify(decoded)}`);
-    const body = decoded.delivery.event?.payload as unknown as Record<string, unknown>;
-    return body.goal_id === goalId ? [[serverIds.indexOf(decoded.delivery.serverId), body.round, body.target, body.payees, body.server_ids]] : [];
-  }).sort((a, b) => (a[0] as number) - (b[0] as number));
+  return rows
+    .flatMap((r) => {
+      const decoded = decodeHeartMessage(r.payload);
+      if (decoded.kind !== "delivery") throw new Error(`goal.reached did not decode: ${JSON.stringify(decoded)}`);
+      const body = decoded.delivery.event?.payload as unknown as Record<string, unknown>;
+      return body.goal_id === goalId ? [[serverIds.indexOf(decoded.delivery.serverId), body.round, body.target, body.payees, body.server_ids]] : [];
+    })
+    .sort((a, b) => (a[0] as number) - (b[0] as number));
 }
 
 test.serial(
@@ -153,28 +155,31 @@ test.serial(
   },
 );
 
-test.serial("an online goal queues one entry per chosen server for the players online (no player, not held), once, and one goal.reached per server", async (t) => {
-  const { stack } = t.context;
-  const { serverIds } = await ownerWithServers(stack, 2);
-  const [s1, s2] = serverIds as [string, string];
-  const { goalId } = await adminGoals(stack).putNetworkGoal({
-    name: "Online party",
-    serverIds,
-    target: 2,
-    payees: "online",
-    rewardsJson: JSON.stringify([{ commands: ["give @a diamond 1", "say vote party!"] }]),
-  });
-  await vote(stack, s1, newVoter("Eve"), "2027-03-04T10:00:00Z");
-  await vote(stack, s2, newVoter("Fay"), "2027-03-04T10:01:00Z");
-  await goalAt(stack, goalId, 2, 0);
-  t.like(await payReachedGoals({ prisma: stack.prisma, log }, PAY, new Date("2027-03-04T10:05:00Z")), { rounds: 1, queued: 2 });
-  t.like(await payReachedGoals({ prisma: stack.prisma, log }, PAY, new Date("2027-03-04T10:05:00Z")), { rounds: 0, queued: 0 });
-  t.deepEqual(await goalEntriesOf(stack, serverIds), [
-    [0, "", "give @a diamond 1 | say vote party!", false],
-    [1, "", "give @a diamond 1 | say vote party!", false],
-  ]);
-  t.is((await reachedEventsOf(stack, goalId, serverIds)).length, 2);
-});
+test.serial(
+  "an online goal queues one entry per chosen server for the players online (no player, not held), once, and one goal.reached per server",
+  async (t) => {
+    const { stack } = t.context;
+    const { serverIds } = await ownerWithServers(stack, 2);
+    const [s1, s2] = serverIds as [string, string];
+    const { goalId } = await adminGoals(stack).putNetworkGoal({
+      name: "Online party",
+      serverIds,
+      target: 2,
+      payees: "online",
+      rewardsJson: JSON.stringify([{ commands: ["give @a diamond 1", "say vote party!"] }]),
+    });
+    await vote(stack, s1, newVoter("Eve"), "2027-03-04T10:00:00Z");
+    await vote(stack, s2, newVoter("Fay"), "2027-03-04T10:01:00Z");
+    await goalAt(stack, goalId, 2, 0);
+    t.like(await payReachedGoals({ prisma: stack.prisma, log }, PAY, new Date("2027-03-04T10:05:00Z")), { rounds: 1, queued: 2 });
+    t.like(await payReachedGoals({ prisma: stack.prisma, log }, PAY, new Date("2027-03-04T10:05:00Z")), { rounds: 0, queued: 0 });
+    t.deepEqual(await goalEntriesOf(stack, serverIds), [
+      [0, "", "give @a diamond 1 | say vote party!", false],
+      [1, "", "give @a diamond 1 | say vote party!", false],
+    ]);
+    t.is((await reachedEventsOf(stack, goalId, serverIds)).length, 2);
+  },
+);
 
 test.serial("a replayed batch, and the same batch from two consumers at once, count each heart once per goal", async (t) => {
   const { stack } = t.context;
@@ -216,7 +221,10 @@ test.serial(
     const theirs = await ownerWithServers(stack, 1);
     const { url } = await access.createDashboardLoginLink({ ownerId: mine.ownerId });
     const { sessionToken } = await access.redeemDashboardLoginLink({ loginToken: new URL(url).searchParams.get("token") ?? "" });
-    const owner = createClient(NetworkGoalService, withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }));
+    const owner = createClient(
+      NetworkGoalService,
+      withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }),
+    );
     const { token: ingestToken } = await access.createServiceToken({ name: "goals-ingest", scopes: ["ingest"] });
     const ingest = createClient(NetworkGoalService, createServiceTransport(stack.rpcUrl, ingestToken));
     const refusal = (call: Promise<unknown>) =>

@@ -17,7 +17,11 @@ test("a valid goal parses: names trimmed, server ids lower-cased and kept once, 
 const refusals: Array<[string, Partial<NetworkGoalInput>, string[]]> = [
   ["no name, no servers", { name: " ", serverIds: [] }, ["name: required", "server_ids: at least one server is required"]],
   ["a server id that is not a uuid", { serverIds: [S1, "abc"] }, ["server_ids[1]: not a server id (a uuid)"]],
-  ["too many servers", { serverIds: Array.from({ length: 21 }, (_, i) => `7f0c2a1e-0000-4000-8000-${String(i).padStart(12, "0")}`) }, ["server_ids: at most 20 servers (got 21)"]],
+  [
+    "too many servers",
+    { serverIds: Array.from({ length: 21 }, (_, i) => `7f0c2a1e-0000-4000-8000-${String(i).padStart(12, "0")}`) },
+    ["server_ids: at most 20 servers (got 21)"],
+  ],
   ["a target of 0", { target: 0 }, ["target: must be a whole number from 1 to 1000000"]],
   ["unknown payees", { payees: "everyone" }, ['payees: must be "voters" or "online"']],
   ["broken JSON", { rewardsJson: "[" }, ["rewards_json: not valid JSON"]],
@@ -32,20 +36,37 @@ const refusals: Array<[string, Partial<NetworkGoalInput>, string[]]> = [
     { payees: "online" },
     ["rewards[0].commands[0]: {player} cannot be used when the goal pays the players online; such a command names no player"],
   ],
-  ["an unknown placeholder (the rules' own check)", { rewardsJson: '[{"commands":["give {playr} cake"]}]' }, ["rewards[0].commands[0]: unknown placeholder {playr}"]],
+  [
+    "an unknown placeholder (the rules' own check)",
+    { rewardsJson: '[{"commands":["give {playr} cake"]}]' },
+    ["rewards[0].commands[0]: unknown placeholder {playr}"],
+  ],
 ];
 for (const [what, input, errors] of refusals) {
   test(`refused with every problem named: ${what}`, (t) => {
     const parsed = parseNetworkGoal({ ...valid, ...input });
     if (parsed.ok) return t.fail("parsed");
-    for (const e of errors) t.true(parsed.errors.some((got) => got.startsWith(e)), `${e} in ${JSON.stringify(parsed.errors)}`);
+    for (const e of errors)
+      t.true(
+        parsed.errors.some((got) => got.startsWith(e)),
+        `${e} in ${JSON.stringify(parsed.errors)}`,
+      );
   });
 }
 
 test("the vote that reaches the target counts in the round it reaches; the votes after it count toward the next round", (t) => {
   t.deepEqual(countGoalVotes({ round: 1, progress: 3 }, 5, 4), { roundOf: [1, 1, 2, 2], reached: [1], reachedBy: [1], after: { round: 2, progress: 2 } });
-  t.deepEqual(countGoalVotes({ round: 4, progress: 0 }, 2, 5), { roundOf: [4, 4, 5, 5, 6], reached: [4, 5], reachedBy: [1, 3], after: { round: 6, progress: 1 } });
-  t.deepEqual(countGoalVotes({ round: 2, progress: 9 }, 5, 1), { roundOf: [2], reached: [2], reachedBy: [0], after: { round: 3, progress: 0 } }, "a target lowered below the progress");
+  t.deepEqual(countGoalVotes({ round: 4, progress: 0 }, 2, 5), {
+    roundOf: [4, 4, 5, 5, 6],
+    reached: [4, 5],
+    reachedBy: [1, 3],
+    after: { round: 6, progress: 1 },
+  });
+  t.deepEqual(
+    countGoalVotes({ round: 2, progress: 9 }, 5, 1),
+    { roundOf: [2], reached: [2], reachedBy: [0], after: { round: 3, progress: 0 } },
+    "a target lowered below the progress",
+  );
   t.deepEqual(countGoalVotes({ round: 1, progress: 0 }, 5, 0), { roundOf: [], reached: [], reachedBy: [], after: { round: 1, progress: 0 } });
 });
 

@@ -170,8 +170,7 @@ export type PeriodCloserLoop = PassLoop;
  */
 export function createPeriodCloserLoop(deps: { prisma: PrismaClient; settings: PeriodCloserSettings; log: Logger; now: () => Date }): PeriodCloserLoop {
   return createPassLoop({
-    enabled: deps.settings.enabled,
-    intervalSeconds: deps.settings.intervalSeconds,
+    settings: deps.settings,
     pass: () => closeDuePeriods(deps, deps.settings, deps.now()),
     log: deps.log,
     failureText: "period close pass failed; retried at the next interval",

@@ -111,8 +111,7 @@ export async function payReachedGoals(
  */
 export function createGoalPayerLoop(deps: { prisma: PrismaClient; settings: GoalPayerSettings; log: Logger; now: () => Date }): PassLoop {
   return createPassLoop({
-    enabled: deps.settings.enabled,
-    intervalSeconds: deps.settings.intervalSeconds,
+    settings: deps.settings,
     pass: () => payReachedGoals(deps, deps.settings, deps.now()),
     log: deps.log,
     failureText: "goal pay pass failed; retried at the next interval",

@@ -8,15 +8,20 @@ export interface PassLoop {
 
 /**
  * The loop of a periodic job (the period closer, the goal payer): a pass every `intervalSeconds`, the next timed from
- * the end of the last so passes never overlap; `enabled` false starts nothing. A failed pass is logged with
+ * the end of the last so passes never overlap; `settings.enabled` false starts nothing. A failed pass is logged with
  * `failureText` and the next one runs at the next interval: a job's pass must roll back whole when it fails.
  */
-export function createPassLoop(deps: { enabled: boolean; intervalSeconds: number; pass: () => Promise<unknown>; log: Logger; failureText: string }): PassLoop {
+export function createPassLoop(deps: {
+  settings: { enabled: boolean; intervalSeconds: number };
+  pass: () => Promise<unknown>;
+  log: Logger;
+  failureText: string;
+}): PassLoop {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let stopped = false;
   const schedule = () => {
-    if (!stopped) timer = setTimeout(tick, deps.intervalSeconds * 1000);
+    if (!stopped) timer = setTimeout(tick, deps.settings.intervalSeconds * 1000);
   };
   const tick = () => {
     timer = undefined;
@@ -34,7 +39,7 @@ export function createPassLoop(deps: { enabled: boolean; intervalSeconds: number
   };
   return {
     start() {
-      if (!deps.enabled || stopped || timer !== undefined || running !== undefined) return;
+      if (!deps.settings.enabled || stopped || timer !== undefined || running !== undefined) return;
       tick();
     },
     async stop() {

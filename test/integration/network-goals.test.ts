@@ -22,6 +22,7 @@ import { createLogger } from "../../services/shared/runtime/log.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { eventually } from "../helpers/eventually.js";
+import { validateRequestBody } from "./openapi-validate.js";
 import { headerOf, startReceiver } from "../../scripts/harness/receiver.js";
 import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
 import { castCountedVote, type RewardVoter } from "../helpers/reward-votes.js";
@@ -326,6 +327,7 @@ test.serial("goal.reached reaches each chosen server's endpoint subscribed to it
     reached_at: "2027-03-07T10:01:00.000Z",
     timestamp: sig.t,
   });
+  t.deepEqual(validateRequestBody("goalReached", "post", JSON.parse(got!.text)).errors, [], "the body is the OpenAPI document's");
   t.is(await stack.prisma.delivery.count({ where: { serverId: { in: serverIds }, eventType: "goal.reached" } }), 2, "one per server and round");
   t.false(
     hearts.requests.some((q) => headerOf(q, "x-service-event") === "goal.reached"),

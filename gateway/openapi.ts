@@ -478,7 +478,7 @@ const PROGRESSION_EVENT_PROPERTIES = {
   event_id: { type: "string", format: "uuid", description: "Named by the vote, the event and the rule: the same for a replayed vote; key on it." },
   server_id: { type: "string", format: "uuid" },
   heart_id: { type: "string", format: "uuid", description: "The vote that made the event (its heart.counted's `heart_id`)." },
-  username: { type: "string", description: "The player as the vote named them." },
+  username: { type: "string", description: "The player as the vote named them; empty on a network goal's entry for the players online." },
   cast_at: { type: "integer", format: "int64", description: "Unix seconds when the vote counted." },
   reward_streak: { type: "integer", description: "`streak.extended`, `streak.lost`: the reward streak with this vote." },
   lost_streak: { type: "integer", description: "`streak.lost`: the length of the streak lost." },
@@ -1452,7 +1452,7 @@ export const openApiDocument = {
         required: ["id", "reason", "player", "commands", "online_only", "created_at"],
         properties: {
           id: { type: "string", format: "uuid", description: "The entry's id: the plugin's idempotency key; acknowledge it once its commands ran." },
-          reason: { type: "string", enum: ["vote", "streak", "milestone", "lucky", "award", "referral", "reversal"] },
+          reason: { type: "string", enum: ["vote", "streak", "milestone", "lucky", "award", "referral", "reversal", "goal"] },
           player: {
             type: "object",
             additionalProperties: false,

@@ -22,7 +22,7 @@ import { createLogger } from "../../services/shared/runtime/log.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { eventually } from "../helpers/eventually.js";
-import { validateRequestBody } from "./openapi-validate.js";
+import { validateAgainstOpenApi, validateRequestBody } from "./openapi-validate.js";
 import { headerOf, startReceiver } from "../../scripts/harness/receiver.js";
 import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
 import { castCountedVote, type RewardVoter } from "../helpers/reward-votes.js";
@@ -179,6 +179,15 @@ test.serial(
       [1, "", "give @a diamond 1 | say vote party!", false],
     ]);
     t.is((await reachedEventsOf(stack, goalId, serverIds)).length, 2);
+    // The plugin lists it with its online players (none named need be): the entry is not held for anyone.
+    const { claimKey } = await stack.clients.admin.rotateClaimKey({ serverId: s1 });
+    const res = await fetch(`${stack.gatewayUrl}/api/rewards/queue?key=${encodeURIComponent(claimKey)}&online=`);
+    const body = (await res.json()) as { entries: Array<{ reason: string; player: { name: string }; commands: string[]; online_only: boolean }> };
+    t.deepEqual(validateAgainstOpenApi("/api/rewards/queue", "get", res.status, body).errors, []);
+    t.deepEqual(
+      body.entries.map((e) => [e.reason, e.player.name, e.commands, e.online_only]),
+      [["goal", "", ["give @a diamond 1", "say vote party!"], false]],
+    );
   },
 );
 

@@ -372,7 +372,7 @@ export type RewardQueueEntry = Message<"rewards.v1.RewardQueueEntry"> & {
   id: string;
 
   /**
-   * vote, streak, milestone, lucky, award, referral or reversal.
+   * vote, streak, milestone, lucky, award, referral, reversal or goal.
    *
    * @generated from field: string reason = 2;
    */

@@ -48,7 +48,7 @@ const PAY_TRANSACTION = { timeoutMs: 30_000, maxWaitMs: 10_000 };
  * first, one page per transaction: the round is claimed (locked; another payer's is skipped); a `voters` goal takes
  * (reads and removes) up to `pagePayees` of the round's voters and queues their entries on the server of each one's
  * latest vote in the round, and the round is marked paid on the page that finds fewer than a page left; an `online`
- * goal queues one entry set per chosen server and is marked paid. Every statement is bounded by the page. A crash
+ * goal queues one entry set per chosen server (once: their keys) and clears the round's voters in the same pages. Every statement is bounded by the page. A crash
  * rolls the page back whole (the voters are taken again); a second payer, a rerun or a clock that moved finds the
  * page's voters gone or the round paid, and the entries' keys (`<goal>:goal:<round>:<payee>:<reward>`) refuse a
  * second queueing anyway.
@@ -74,12 +74,17 @@ export async function payReachedGoals(
           const given = goalEntriesFor(goal, claimed.round, null);
           done.skipped += given.skipped.length * goal.serverIds.length;
           const online = { username: "", steamId: null, discordId: null, minecraftUuid: null, accountId: null };
+          // Queued once (their keys), however many pages it takes to clear the round's voters: they are not paid by an
+          // online goal, but their rows go with the round (a goal switched from paying voters kept them).
           done.queued += await queuePlayersRewardEntries(
             tx,
             goal.serverIds.map((serverId) => ({ serverId, player: online, entries: given.entries })),
           );
-          await markRoundPaid(tx, { ...claimed, at: now });
-          done.rounds++;
+          const cleared = await takeGoalVoters(tx, { ...claimed, limit: settings.pagePayees });
+          if (cleared.length < settings.pagePayees) {
+            await markRoundPaid(tx, { ...claimed, at: now });
+            done.rounds++;
+          }
           return true;
         }
         const voters = await takeGoalVoters(tx, { ...claimed, limit: settings.pagePayees });

@@ -174,6 +174,7 @@ test.serial(
     await goalAt(stack, goalId, 2, 0);
     t.like(await payReachedGoals({ prisma: stack.prisma, log }, PAY, new Date("2027-03-04T10:05:00Z")), { rounds: 1, queued: 2 });
     t.like(await payReachedGoals({ prisma: stack.prisma, log }, PAY, new Date("2027-03-04T10:05:00Z")), { rounds: 0, queued: 0 });
+    t.is(await stack.prisma.networkGoalVoter.count({ where: { goalId } }), 0, "the round's voters go with it, unpaid by an online goal");
     t.deepEqual(await goalEntriesOf(stack, serverIds), [
       [0, "", "give @a diamond 1 | say vote party!", false],
       [1, "", "give @a diamond 1 | say vote party!", false],

@@ -52,6 +52,21 @@ const PERIOD_CLOSED_FIELDS = {
   },
 };
 
+/** The fields of a `goal.reached` body (services/delivery/pipeline/goal-reached-event.ts), for its callback and its pull item. */
+const GOAL_REACHED_FIELDS = {
+  event: { type: "string", enum: ["goal.reached"] },
+  event_id: { type: "string", format: "uuid", description: "One per server and reached round: claim it, and key on it." },
+  server_id: { type: "string", format: "uuid", description: "The server this event is for (one of `server_ids`)." },
+  goal_id: { type: "string", format: "uuid" },
+  name: { type: "string" },
+  round: { type: "integer", minimum: 1, description: "The round reached: 1 the first time, then 2, 3, ..." },
+  target: { type: "integer", minimum: 1, description: "Counted votes across the goal's servers that reached it." },
+  payees: { type: "string", enum: ["voters", "online"] },
+  server_ids: { type: "array", items: { type: "string", format: "uuid" }, description: "Every server the goal counts." },
+  reached_at: { type: "string", format: "date-time", description: "When the vote that reached the target counted." },
+};
+const GOAL_REACHED_REQUIRED = ["event", "event_id", "server_id", "goal_id", "name", "round", "target", "payees", "server_ids", "reached_at"];
+
 const SIGNING_DESCRIPTION = [
   "A computed HMAC-SHA256 signature, not a static key. Each game server has its own referral secret",
   "(dashboard, referrals tab); `server_id` in the body selects it.",
@@ -463,7 +478,7 @@ const PROGRESSION_EVENT_PROPERTIES = {
   event_id: { type: "string", format: "uuid", description: "Named by the vote, the event and the rule: the same for a replayed vote; key on it." },
   server_id: { type: "string", format: "uuid" },
   heart_id: { type: "string", format: "uuid", description: "The vote that made the event (its heart.counted's `heart_id`)." },
-  username: { type: "string", description: "The player as the vote named them." },
+  username: { type: "string", description: "The player as the vote named them; empty on a network goal's entry for the players online." },
   cast_at: { type: "integer", format: "int64", description: "Unix seconds when the vote counted." },
   reward_streak: { type: "integer", description: "`streak.extended`, `streak.lost`: the reward streak with this vote." },
   lost_streak: { type: "integer", description: "`streak.lost`: the length of the streak lost." },
@@ -1337,6 +1352,33 @@ export const openApiDocument = {
         },
       },
     },
+    goalReached: {
+      post: {
+        operationId: "goalReached",
+        summary: "A network goal (vote party) counting the server reached its target (opt-in per endpoint)",
+        description: [
+          "Sent once per reached round to each of the goal's servers, to each callback endpoint subscribed to `goal.reached`",
+          "(and to the pull list when offered there). Signed and retried exactly like a referral outcome; key on `event_id`.",
+        ].join("\n"),
+        tags: ["callbacks"],
+        security: [],
+        parameters: [
+          { name: "X-Service-Event", in: "header", required: true, description: "`goal.reached`.", schema: { type: "string", enum: ["goal.reached"] } },
+          {
+            name: "X-Service-Signature",
+            in: "header",
+            required: true,
+            description: "`t=<unix>,v1=<hex>` (one or more `v1`, newest secret first), as the reward callback.",
+            schema: { type: "string", pattern: "^t=[0-9]+(,v1=[0-9a-f]{64})+$" },
+          },
+        ],
+        requestBody: { required: true, content: { "application/json": { schema: { $ref: "#/components/schemas/GoalReachedEvent" } } } },
+        responses: {
+          "2XX": { description: "Acknowledged: the delivery is marked delivered and not retried." },
+          default: { description: "Not acknowledged: the delivery is retried with backoff." },
+        },
+      },
+    },
   },
   components: {
     securitySchemes: {
@@ -1410,7 +1452,7 @@ export const openApiDocument = {
         required: ["id", "reason", "player", "commands", "online_only", "created_at"],
         properties: {
           id: { type: "string", format: "uuid", description: "The entry's id: the plugin's idempotency key; acknowledge it once its commands ran." },
-          reason: { type: "string", enum: ["vote", "streak", "milestone", "lucky", "award", "referral", "reversal"] },
+          reason: { type: "string", enum: ["vote", "streak", "milestone", "lucky", "award", "referral", "reversal", "goal"] },
           player: {
             type: "object",
             additionalProperties: false,
@@ -1743,7 +1785,16 @@ export const openApiDocument = {
         type: "object",
         required: ["events", "next_cursor"],
         properties: {
-          events: { type: "array", items: { oneOf: [{ $ref: "#/components/schemas/PullEvent" }, { $ref: "#/components/schemas/PullPeriodClosedEvent" }] } },
+          events: {
+            type: "array",
+            items: {
+              oneOf: [
+                { $ref: "#/components/schemas/PullEvent" },
+                { $ref: "#/components/schemas/PullPeriodClosedEvent" },
+                { $ref: "#/components/schemas/PullGoalReachedEvent" },
+              ],
+            },
+          },
           next_cursor: { type: ["string", "null"], description: "Pass as `cursor` for the next page; null on the last page." },
         },
         additionalProperties: false,
@@ -1785,6 +1836,25 @@ export const openApiDocument = {
           occurred_at: { type: "string", format: "date-time", description: "When the period was closed." },
         },
         additionalProperties: false,
+      },
+      PullGoalReachedEvent: {
+        type: "object",
+        description: "A reached network goal waiting to be claimed: the `goal.reached` callback's fields, `occurred_at` instead of `timestamp`.",
+        required: [...GOAL_REACHED_REQUIRED, "occurred_at"],
+        properties: {
+          ...GOAL_REACHED_FIELDS,
+          occurred_at: { type: "string", format: "date-time", description: "When the goal was reached." },
+        },
+        additionalProperties: false,
+      },
+      GoalReachedEvent: {
+        type: "object",
+        description: "A network goal (vote party) counting the server reached its target.",
+        required: [...GOAL_REACHED_REQUIRED, "timestamp"],
+        properties: {
+          ...GOAL_REACHED_FIELDS,
+          timestamp: { type: "integer", format: "int64", description: "Unix seconds of this attempt; also the signature's `t`." },
+        },
       },
       PeriodClosedEvent: {
         type: "object",

@@ -47,6 +47,7 @@ import { readAddressSettings } from "../services/shared/runtime/address-settings
 import { readRetentionSettings } from "../services/retention/retention-settings.js";
 import { createRetentionLoop } from "../services/retention/run-retention.js";
 import { createPeriodCloserLoop, readPeriodCloserSettings } from "../services/rewards/close-periods.js";
+import { createGoalPayerLoop, readGoalPayerSettings } from "../services/rewards/pay-reached-goals.js";
 import { createProcessReminders, readReminderSettings } from "../services/reminders/reminder-settings.js";
 
 function loadConfig() {
@@ -72,6 +73,7 @@ function loadConfig() {
     adminToken: readServiceToken(r, "ADMIN_SERVICE_TOKEN", { required: false }),
     retention: readRetentionSettings(r, fraudRules),
     periodCloser: readPeriodCloserSettings(r),
+    goalPayer: readGoalPayerSettings(r),
     reminders: readReminderSettings(r),
   });
 }
@@ -332,6 +334,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
   // Retention runs in the referral service, here as in the production topology (services/referral-service/main.ts).
   const retention = createRetentionLoop({ db: prisma, settings: config.retention, log, registry: metrics.registry, now });
   const periodCloser = createPeriodCloserLoop({ prisma, settings: config.periodCloser, log, now });
+  const goalPayer = createGoalPayerLoop({ prisma, settings: config.goalPayer, log, now });
   const delivery = createDeliveryWorker({ prisma, bus, secretBox, log, now, registry: metrics.registry }, config.dispatch);
 
   const checks = [
@@ -367,6 +370,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       await delivery.start();
       retention.start();
       periodCloser.start();
+      goalPayer.start();
       reminders.start();
       const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
       printBanner({
@@ -391,6 +395,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     async close() {
       await retention.stop();
       await periodCloser.stop();
+      await goalPayer.stop();
       await reminders.stop();
       await rpc.close();
       await relay.stop();

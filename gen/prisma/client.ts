@@ -279,3 +279,40 @@ export type RewardPeriod = Prisma.RewardPeriodModel
  * retention after RETENTION_REMINDER_DAYS; an erased voter's row is deleted with the rest of their data.
  */
 export type VoteReminder = Prisma.VoteReminderModel
+/**
+ * Model NetworkGoal
+ * A network goal (vote party, issue 31; docs/reward-rules.md "Network goals"): an owner's target of counted votes
+ * across chosen servers (network_goal_servers), the rewards paid when it is reached, and to whom (`payees`: the
+ * voters since the goal was last reached, or the players online on each chosen server). `round` is the round being
+ * counted now and `progress` its counted votes; votes past the target count toward the next round. Owner module:
+ * services/rewards/network-goal-store.ts. Age limit: kept until the owner deletes it (a few rows per owner).
+ */
+export type NetworkGoal = Prisma.NetworkGoalModel
+/**
+ * Model NetworkGoalServer
+ * The servers a network goal counts the votes of (same owner module). The primary key starts with the server: the
+ * delivery consumer's one probe per batch ("which goals count these servers?"); goal_id's index lists a goal's servers.
+ */
+export type NetworkGoalServer = Prisma.NetworkGoalServerModel
+/**
+ * Model NetworkGoalHeart
+ * The hearts a network goal counted (same owner module): the primary key (goal_id, heart_id) is what counts a heart
+ * once, whatever redelivers it. Age limit: removed RETENTION_REWARD_QUEUE_ACKED_DAYS after the heart counted (longer
+ * than Kafka keeps a vote, so no redelivery can come after).
+ */
+export type NetworkGoalHeart = Prisma.NetworkGoalHeartModel
+/**
+ * Model NetworkGoalVoter
+ * The voters of a network goal's round (same owner module): one row per voter who voted on a chosen server in the
+ * round, with the player and server of their latest vote in it (who the goal pays, and where). Age limit: removed by
+ * the goal payer as it pays them (a round paid to its voters keeps none); a round never reached keeps its rows until
+ * it is; a voter's erasure deletes theirs.
+ */
+export type NetworkGoalVoter = Prisma.NetworkGoalVoterModel
+/**
+ * Model NetworkGoalRound
+ * A network goal's reached rounds (same owner module): written once, in the transaction whose vote reached the
+ * target, with the goal.reached events; `paid_at` is set when the goal payer has queued every payee's entries. Age
+ * limit: kept as long as the goal (one small row per party).
+ */
+export type NetworkGoalRound = Prisma.NetworkGoalRoundModel

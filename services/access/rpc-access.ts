@@ -135,6 +135,10 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "rewards.v1.RewardQueueService/ListRewardQueue": { scope: "claims", owner: server },
   "rewards.v1.RewardQueueService/AckRewardEntries": { scope: "claims", owner: none },
   "rewards.v1.RewardQueueService/RequeueRewardEntries": { scope: "admin", owner: server },
+  // Network goals (vote party) span servers: admin tokens (the list's admins) save, read tokens read, any goal; an
+  // owner's session only goals over servers it owns (the handler narrows by OWNER_SCOPE: network-goal-routes.ts).
+  "rewards.v1.NetworkGoalService/PutNetworkGoal": { scope: "admin", owner: own },
+  "rewards.v1.NetworkGoalService/GetNetworkGoal": { scope: "read", owner: own },
   // access.v1
   "access.v1.AccessService/CreateServiceToken": { scope: "admin", owner: none },
   "access.v1.AccessService/ListServiceTokens": { scope: "admin", owner: none },

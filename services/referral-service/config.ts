@@ -14,6 +14,7 @@ import { readRetentionSettings, type RetentionSettings } from "../retention/rete
 import { readReminderSettings, type ReminderSettings } from "../reminders/reminder-settings.js";
 import { BUSY_CHECK_SECONDS, DEFAULT_IDLE_CHECK_SECONDS } from "../rewards/domain/next-check.js";
 import { readPeriodCloserSettings, type PeriodCloserSettings } from "../rewards/close-periods.js";
+import { readGoalPayerSettings, type GoalPayerSettings } from "../rewards/pay-reached-goals.js";
 
 /** Settings of the referral service process, validated at start. */
 export interface ReferralServiceConfig {
@@ -43,6 +44,7 @@ export interface ReferralServiceConfig {
   rewardQueueIdleCheckSeconds: number;
   /** The period closer's settings (REWARD_PERIOD_*): this process runs it (services/rewards/close-periods.ts). */
   periodCloser: PeriodCloserSettings;
+  goalPayer: GoalPayerSettings;
   /** E-mail vote reminders (SMTP_URL, MAIL_FROM, REMINDER_*; docs/reminders.md): this process stores and sends them. */
   reminders: ReminderSettings;
 }
@@ -69,6 +71,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     reminders: readReminderSettings(r),
     rewardQueueIdleCheckSeconds: r.int("REWARD_QUEUE_IDLE_CHECK_SECONDS", DEFAULT_IDLE_CHECK_SECONDS, { min: BUSY_CHECK_SECONDS, max: 3_600 }),
     periodCloser: readPeriodCloserSettings(r),
+    goalPayer: readGoalPayerSettings(r),
   };
   const { fraudRules: f, abuseRules: a } = config;
   // Every rule that reads a heart's or a click's address looks back no further than the addresses are kept.

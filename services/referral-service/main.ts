@@ -9,6 +9,7 @@ import { createReferralServiceServer } from "./server.js";
 import { bootstrapServiceTokens } from "../access/bootstrap.js";
 import { createRetentionLoop } from "../retention/run-retention.js";
 import { createPeriodCloserLoop } from "../rewards/close-periods.js";
+import { createGoalPayerLoop } from "../rewards/pay-reached-goals.js";
 import { createProcessReminders } from "../reminders/reminder-settings.js";
 
 runService({
@@ -47,6 +48,8 @@ runService({
     const retention = createRetentionLoop({ db: prisma, settings: config.retention, log, registry: metrics.registry, now: () => new Date() });
     // The period closer runs here too (it writes the reward queue and the outbox); several instances are safe (close-periods.ts).
     const periodCloser = createPeriodCloserLoop({ prisma, settings: config.periodCloser, log, now: () => new Date() });
+    // The network goals' payer too (it writes the reward queue); several instances are safe (pay-reached-goals.ts).
+    const goalPayer = createGoalPayerLoop({ prisma, settings: config.goalPayer, log, now: () => new Date() });
     let listening = false;
     return {
       checks: [startup.check, ...readinessChecks({ prisma, databaseUrl: config.databaseUrl })],
@@ -59,6 +62,7 @@ runService({
         listening = true;
         retention.start();
         periodCloser.start();
+        goalPayer.start();
         // The reminder sender runs here too (it owns vote_reminders); several instances claim disjoint rows (SKIP LOCKED).
         reminders.start();
         log.info({ port, opsPort, database: redactUrl(config.databaseUrl) }, "referral service listening (Connect, gRPC, gRPC-Web over HTTP/2)");
@@ -67,6 +71,7 @@ runService({
       drain: async () => {
         await retention.stop();
         await periodCloser.stop();
+        await goalPayer.stop();
         await reminders.stop();
         if (listening) await rpc.close();
       },

@@ -18,6 +18,7 @@ import { unparkDeliveries } from "../delivery/pipeline/write-deliveries.js";
 import { operatorRoutes } from "../operator/routes.js";
 import { voterDataRoutes } from "../voter-data/routes.js";
 import { rewardRulesRoutes } from "../rewards/routes.js";
+import { networkGoalRoutes } from "../rewards/network-goal-routes.js";
 import { rewardQueueRoutes } from "../rewards/queue-routes.js";
 import { reminderRoutes } from "../reminders/routes.js";
 import type { Mailer } from "../shared/adapters/mailer.js";
@@ -75,6 +76,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     operatorRoutes(deps)(router);
     voterDataRoutes(deps)(router);
     rewardRulesRoutes(deps)(router);
+    networkGoalRoutes(deps)(router);
     rewardQueueRoutes({ ...deps, withdrawOthers, idleCheckSeconds: deps.rewardQueueIdleCheckSeconds ?? DEFAULT_IDLE_CHECK_SECONDS })(router);
     deliveryStatsRoutes(deps)(router);
     reminderRoutes(deps)(router);

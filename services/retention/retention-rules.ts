@@ -6,6 +6,7 @@ import { endedDeliveryRetention } from "../delivery/pipeline/write-deliveries.js
 import { deadLetterRetention } from "../shared/adapters/dead-letters.js";
 import { expiredClaimRetention } from "../claims/write-vote-claims.js";
 import { ackedRewardEntryRetention } from "../rewards/reward-queue-store.js";
+import { networkGoalHeartsRetention } from "../rewards/network-goal-store.js";
 import { expiredAccessRetention } from "../access/dashboard-sessions.js";
 import { publishedOutboxRetention } from "../relay/statements.js";
 import { voterRewardStatesRetention } from "../rewards/reward-queue-store.js";
@@ -47,6 +48,8 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     endedReferralRetention(settings.referralSeconds),
     // Reward queue entries the plugin acknowledged, past RETENTION_REWARD_QUEUE_ACKED_DAYS (pending entries stay).
     ackedRewardEntryRetention(settings.rewardQueueAckedSeconds),
+    // The hearts network goals counted, past the same horizon (longer than the topics keep a vote: no redelivery is left).
+    networkGoalHeartsRetention(settings.rewardQueueAckedSeconds),
     // Vote reminders that ended (unsubscribed, bounced), with their address, past RETENTION_REMINDER_DAYS.
     endedReminderRetention(settings.endedReminderSeconds),
   ];

@@ -8,6 +8,7 @@ import { runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.j
 import type { EnvReader } from "../shared/runtime/config.js";
 import { PERIOD_CLOSED_EVENT, PERIOD_CLOSED_TOP } from "../shared/values/event-types.js";
 import type { Logger } from "../shared/runtime/log.js";
+import { createPassLoop, type PassLoop } from "../shared/runtime/pass-loop.js";
 import { awardsForPeriod, periodOfKind, standingsToRead, type RewardPeriod } from "./domain/period-awards.js";
 import { parseRewardRules, REWARD_RULE_LIMITS, type RewardRules } from "./domain/reward-rules.js";
 import { claimDuePeriods, closeRewardPeriod, readPeriodStandings, type DuePeriod, type PeriodStandingRow } from "./period-store.js";
@@ -159,46 +160,19 @@ function periodClosedEvent(serverId: string, period: RewardPeriod, standings: re
 }
 
 /** The period closer of the one process that runs it: start() and stop() (waits for a pass in progress). */
-export interface PeriodCloserLoop {
-  start(): void;
-  stop(): Promise<void>;
-}
+export type PeriodCloserLoop = PassLoop;
 
 /**
- * The loop that runs a closer pass every `settings.intervalSeconds` (the next timed from the end of the last, so passes
- * never overlap), with the time from `now` (the process's clock; tests pass their own). Started by the referral service
- * and the all-in-one start. Several instances at once are safe: a period is claimed by one (SKIP LOCKED) and its close
- * is conditional on it being open.
+ * The loop that runs a closer pass every `settings.intervalSeconds` (createPassLoop: the next timed from the end of the
+ * last, so passes never overlap), with the time from `now` (the process's clock; tests pass their own). Started by the
+ * referral service and the all-in-one start. Several instances at once are safe: a period is claimed by one (SKIP
+ * LOCKED) and its close is conditional on it being open.
  */
 export function createPeriodCloserLoop(deps: { prisma: PrismaClient; settings: PeriodCloserSettings; log: Logger; now: () => Date }): PeriodCloserLoop {
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> | undefined;
-  let stopped = false;
-  const schedule = () => {
-    if (!stopped) timer = setTimeout(tick, deps.settings.intervalSeconds * 1000);
-  };
-  const tick = () => {
-    timer = undefined;
-    running = closeDuePeriods(deps, deps.settings, deps.now())
-      .then(() => undefined)
-      .catch((error: unknown) => {
-        // Failure policy: log and try again at the next interval - a failed batch rolled back whole, so nothing was paid or closed by it.
-        deps.log.warn({ err: error }, "period close pass failed; retried at the next interval");
-      })
-      .finally(() => {
-        running = undefined;
-        schedule();
-      });
-  };
-  return {
-    start() {
-      if (!deps.settings.enabled || stopped || timer !== undefined || running !== undefined) return;
-      tick();
-    },
-    async stop() {
-      stopped = true;
-      if (timer !== undefined) clearTimeout(timer);
-      await running;
-    },
-  };
+  return createPassLoop({
+    settings: deps.settings,
+    pass: () => closeDuePeriods(deps, deps.settings, deps.now()),
+    log: deps.log,
+    failureText: "period close pass failed; retried at the next interval",
+  });
 }

@@ -1,6 +1,7 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.js";
 import type { Logger } from "../shared/runtime/log.js";
+import { countGoalVotesOf } from "./count-goal-votes.js";
 import { countRewardVote } from "./domain/count-reward-vote.js";
 import { rewardPeriodsOf } from "./domain/period-awards.js";
 import { type ProgressionPayload, progressionEventsOf } from "./domain/progression-events.js";
@@ -113,6 +114,7 @@ export async function queueVoteRewards(
 ): Promise<QueuedVoteRewards> {
   const done: QueuedVoteRewards = { counted: 0, replays: 0, queued: 0, events: 0, counts: new Map() };
   if (hearts.length === 0) return done;
+  await countGoalVotesOf(prisma, hearts, log); // Network goals count their servers' hearts, rules or not: count-goal-votes.ts.
   const serverIds = [...new Set(hearts.map((h) => h.serverId.toLowerCase()))];
   const rulesOf = await readCurrentRewardRules(prisma, serverIds, log);
   const due = hearts.filter((h) => rulesOf.has(h.serverId.toLowerCase())).sort(compareHearts);

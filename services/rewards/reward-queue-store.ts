@@ -432,3 +432,41 @@ export function eraseReferralRewardEntriesSql(q: { serverId: string; keys: reado
   // Bounded: at most keys.length probes of the (server_id, entry_key) unique index.
   return Prisma.sql`DELETE FROM reward_queue_entries WHERE server_id = ${q.serverId}::uuid AND entry_key = ANY(${[...q.keys]}::text[]) AND heart_id IS NULL`;
 }
+
+/**
+ * Queues many players' entries in ONE statement (a network goal's page of payees: services/rewards/pay-reached-goals.ts),
+ * each on its own server, not tied to a heart; an entry whose key its server's queue already holds is skipped (a page
+ * paid twice queues nothing twice). Returns how many were queued now.
+ */
+export async function queuePlayersRewardEntries(
+  tx: SqlTx,
+  items: ReadonlyArray<{ serverId: string; player: RewardPlayer; entries: readonly RewardEntry[] }>,
+): Promise<number> {
+  const rows = items.flatMap((item) =>
+    item.entries.map((e) => ({
+      server_id: item.serverId,
+      key: e.key,
+      reason: e.reason,
+      username: item.player.username,
+      steam_id: item.player.steamId,
+      discord_id: item.player.discordId,
+      minecraft_uuid: item.player.minecraftUuid,
+      account_id: item.player.accountId,
+      commands: e.commands,
+      online_only: e.onlineOnly,
+    })),
+  );
+  if (rows.length === 0) return 0;
+  // Bounded: one row inserted per entry (a page of payees times the goal's few rewards), each one unique-index probe.
+  const inserted = await tx.query<{ id: string }>(Prisma.sql`
+    INSERT INTO reward_queue_entries (server_id, entry_key, reason, heart_id, username, username_lower, steam_id, discord_id, minecraft_uuid, account_id,
+                                      commands, online_only, rules_version)
+    SELECT e.server_id, e.key, e.reason, NULL, e.username, lower(e.username), e.steam_id, e.discord_id, e.minecraft_uuid, e.account_id,
+           ARRAY(SELECT jsonb_array_elements_text(e.commands)), e.online_only, 0
+    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+         AS e(server_id uuid, key text, reason text, username text, steam_id text, discord_id text, minecraft_uuid text, account_id text,
+              commands jsonb, online_only boolean)
+    ON CONFLICT (server_id, entry_key) DO NOTHING
+    RETURNING id`);
+  return inserted.length;
+}

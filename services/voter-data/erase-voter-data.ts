@@ -2,6 +2,7 @@ import { eraseReferralRewardEntriesSql, eraseRewardEntriesSql, eraseVoterRewardS
 import { MAX_ENTRIES } from "../rewards/domain/reward-rules.js";
 import { referralSideEntryKeys } from "../rewards/domain/rewards-for-referral.js";
 import { eraseVoterPeriodTalliesSql } from "../rewards/period-store.js";
+import { eraseGoalVotersSql } from "../rewards/network-goal-store.js";
 import { eraseVoteRemindersSql } from "../reminders/reminder-store.js";
 import { randomUUID } from "node:crypto";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -130,6 +131,8 @@ async function eraseServer(
       add("voter_states", await tx.execute(eraseVoterStatesSql({ serverId, identities: batch })));
       add("voter_reward_states", await tx.execute(eraseVoterRewardStatesSql({ serverId, identities: batch })));
       add("voter_period_tallies", await tx.execute(eraseVoterPeriodTalliesSql({ serverId, identities: batch })));
+      // The voter leaves the unpaid rounds of the server's network goals: no goal pays them after.
+      add("network_goal_voters", await tx.execute(eraseGoalVotersSql({ serverId, identities: batch })));
       // The voter's e-mail vote reminder goes with them: never mailed again (docs/reminders.md).
       add("vote_reminders", await tx.execute(eraseVoteRemindersSql({ serverId, identities: batch })));
       for (const some of inBatches(addresses, ID_BATCH)) {

@@ -18,6 +18,7 @@ import { addressVotersRetention } from "../../services/hearts/store.js";
 import { publishedOutboxRetention } from "../../services/relay/statements.js";
 import { voterRewardStatesRetention } from "../../services/rewards/reward-queue-store.js";
 import { voterPeriodTalliesRetention } from "../../services/rewards/period-store.js";
+import { networkGoalHeartsRetention } from "../../services/rewards/network-goal-store.js";
 import { readRetentionSettings } from "../../services/retention/retention-settings.js";
 import { retentionRules } from "../../services/retention/retention-rules.js";
 import { createRetentionLoop, createRetentionMetrics, runRetentionPass, type RetentionPassDeps } from "../../services/retention/run-retention.js";
@@ -358,6 +359,23 @@ test.serial("a voter's period standings counts older than the hearts' horizon go
   t.is((await pass([rule])).removed.voter_period_tallies, 0);
 });
 
+test.serial("the hearts network goals counted older than the acknowledged entries' horizon go, younger stay; a second pass removes nothing", async (t) => {
+  const rule = networkGoalHeartsRetention((90 * DAY_MS) / 1000);
+  const goalId = randomUUID();
+  const row = (heartId: string, countedAt: Date) =>
+    executeSql(
+      db.prisma,
+      Prisma.sql`INSERT INTO network_goal_hearts (goal_id, heart_id, counted_at) VALUES (${goalId}::uuid, ${heartId}::uuid, ${countedAt}::timestamptz)`,
+    );
+  const [old, young] = [randomUUID(), randomUUID()];
+  await row(old, ago(91 * DAY_MS));
+  await row(young, ago(89 * DAY_MS));
+  t.is((await pass([rule])).removed.network_goal_hearts, 1);
+  const left = await db.prisma.networkGoalHeart.findMany({ where: { goalId }, select: { heartId: true } });
+  t.deepEqual(left, [{ heartId: young }]);
+  t.is((await pass([rule])).removed.network_goal_hearts, 0);
+});
+
 test.serial("the settings: defaults, every RETENTION_* read and validated, problems reported with the process's others", (t) => {
   const defaults = readRetentionSettings(createEnvReader({}), DEFAULT_FRAUD_RULES);
   t.deepEqual(defaults, {
@@ -380,7 +398,7 @@ test.serial("the settings: defaults, every RETENTION_* read and validated, probl
     rewardQueueAckedSeconds: 90 * 86_400,
     endedReminderSeconds: 30 * 86_400,
   });
-  t.is(retentionRules(defaults).length, 18);
+  t.is(retentionRules(defaults).length, 19);
   const r = createEnvReader({ RETENTION_BATCH_ROWS: "0", RETENTION_DEAD_LETTER_DAYS: "x", RETENTION_ENABLED: "maybe", RETENTION_DUTY_PERCENT: "0" });
   readRetentionSettings(r, DEFAULT_FRAUD_RULES);
   const error = t.throws(() => r.finish({}));

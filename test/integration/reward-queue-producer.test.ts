@@ -263,9 +263,9 @@ test.serial(
       t.like(await queueVoteRewards(client, hearts, stack.log), { counted: 4, replays: 0, queued: 4 });
       const rulesReads = statements().filter((s) => s.text.includes("reward_rule_versions"));
       t.is(rulesReads.length, 1);
-      // For the batch: lock its voters' states, queue its entries, write the states, count the weeks and months; no
-      // statement per heart, and nothing for the servers without rules.
-      t.is(statements().length, 1 + 4);
+      // For the batch: the network goals' one probe (count-goal-votes.ts), then lock its voters' states, queue its
+      // entries, write the states, count the weeks and months; no statement per heart, nothing for the servers without rules.
+      t.is(statements().length, 1 + 1 + 4);
       const tallies = await stack.prisma.$queryRawUnsafe<Array<{ period: string; votes: number }>>(
         "SELECT period, votes FROM voter_period_tallies WHERE server_id = $1::uuid AND voter_identity = 'batch-voter-1' ORDER BY period",
         serverId,

@@ -59,6 +59,12 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   // Period awards: the standings' counts (the reward step) and the periods' open/closed mark (the period closer).
   voter_period_tallies: ["services/rewards/period-store.ts"],
   reward_periods: ["services/rewards/period-store.ts"],
+  // Network goals (vote party): the goals, the hearts each counted once, the rounds' voters and the rounds reached.
+  network_goals: ["services/rewards/network-goal-store.ts"],
+  network_goal_servers: ["services/rewards/network-goal-store.ts"],
+  network_goal_hearts: ["services/rewards/network-goal-store.ts"],
+  network_goal_voters: ["services/rewards/network-goal-store.ts"],
+  network_goal_rounds: ["services/rewards/network-goal-store.ts"],
 };
 
 /** The schema's models: Prisma client accessor (`voteClaim`) -> table (`vote_claims`). */

@@ -429,7 +429,12 @@ export const ModelName = {
   RewardQueueEntry: 'RewardQueueEntry',
   VoterPeriodTally: 'VoterPeriodTally',
   RewardPeriod: 'RewardPeriod',
-  VoteReminder: 'VoteReminder'
+  VoteReminder: 'VoteReminder',
+  NetworkGoal: 'NetworkGoal',
+  NetworkGoalServer: 'NetworkGoalServer',
+  NetworkGoalHeart: 'NetworkGoalHeart',
+  NetworkGoalVoter: 'NetworkGoalVoter',
+  NetworkGoalRound: 'NetworkGoalRound'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -445,7 +450,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion" | "voterRewardState" | "rewardQueueEntry" | "voterPeriodTally" | "rewardPeriod" | "voteReminder"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion" | "voterRewardState" | "rewardQueueEntry" | "voterPeriodTally" | "rewardPeriod" | "voteReminder" | "networkGoal" | "networkGoalServer" | "networkGoalHeart" | "networkGoalVoter" | "networkGoalRound"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -2891,6 +2896,376 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    NetworkGoal: {
+      payload: Prisma.$NetworkGoalPayload<ExtArgs>
+      fields: Prisma.NetworkGoalFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.NetworkGoalFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.NetworkGoalFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalPayload>
+        }
+        findFirst: {
+          args: Prisma.NetworkGoalFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.NetworkGoalFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalPayload>
+        }
+        findMany: {
+          args: Prisma.NetworkGoalFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalPayload>[]
+        }
+        create: {
+          args: Prisma.NetworkGoalCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalPayload>
+        }
+        createMany: {
+          args: Prisma.NetworkGoalCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.NetworkGoalCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalPayload>[]
+        }
+        delete: {
+          args: Prisma.NetworkGoalDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalPayload>
+        }
+        update: {
+          args: Prisma.NetworkGoalUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalPayload>
+        }
+        deleteMany: {
+          args: Prisma.NetworkGoalDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.NetworkGoalUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.NetworkGoalUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalPayload>[]
+        }
+        upsert: {
+          args: Prisma.NetworkGoalUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalPayload>
+        }
+        aggregate: {
+          args: Prisma.NetworkGoalAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateNetworkGoal>
+        }
+        groupBy: {
+          args: Prisma.NetworkGoalGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.NetworkGoalGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.NetworkGoalCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.NetworkGoalCountAggregateOutputType> | number
+        }
+      }
+    }
+    NetworkGoalServer: {
+      payload: Prisma.$NetworkGoalServerPayload<ExtArgs>
+      fields: Prisma.NetworkGoalServerFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.NetworkGoalServerFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalServerPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.NetworkGoalServerFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalServerPayload>
+        }
+        findFirst: {
+          args: Prisma.NetworkGoalServerFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalServerPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.NetworkGoalServerFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalServerPayload>
+        }
+        findMany: {
+          args: Prisma.NetworkGoalServerFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalServerPayload>[]
+        }
+        create: {
+          args: Prisma.NetworkGoalServerCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalServerPayload>
+        }
+        createMany: {
+          args: Prisma.NetworkGoalServerCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.NetworkGoalServerCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalServerPayload>[]
+        }
+        delete: {
+          args: Prisma.NetworkGoalServerDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalServerPayload>
+        }
+        update: {
+          args: Prisma.NetworkGoalServerUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalServerPayload>
+        }
+        deleteMany: {
+          args: Prisma.NetworkGoalServerDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.NetworkGoalServerUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.NetworkGoalServerUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalServerPayload>[]
+        }
+        upsert: {
+          args: Prisma.NetworkGoalServerUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalServerPayload>
+        }
+        aggregate: {
+          args: Prisma.NetworkGoalServerAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateNetworkGoalServer>
+        }
+        groupBy: {
+          args: Prisma.NetworkGoalServerGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.NetworkGoalServerGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.NetworkGoalServerCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.NetworkGoalServerCountAggregateOutputType> | number
+        }
+      }
+    }
+    NetworkGoalHeart: {
+      payload: Prisma.$NetworkGoalHeartPayload<ExtArgs>
+      fields: Prisma.NetworkGoalHeartFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.NetworkGoalHeartFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalHeartPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.NetworkGoalHeartFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalHeartPayload>
+        }
+        findFirst: {
+          args: Prisma.NetworkGoalHeartFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalHeartPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.NetworkGoalHeartFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalHeartPayload>
+        }
+        findMany: {
+          args: Prisma.NetworkGoalHeartFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalHeartPayload>[]
+        }
+        create: {
+          args: Prisma.NetworkGoalHeartCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalHeartPayload>
+        }
+        createMany: {
+          args: Prisma.NetworkGoalHeartCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.NetworkGoalHeartCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalHeartPayload>[]
+        }
+        delete: {
+          args: Prisma.NetworkGoalHeartDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalHeartPayload>
+        }
+        update: {
+          args: Prisma.NetworkGoalHeartUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalHeartPayload>
+        }
+        deleteMany: {
+          args: Prisma.NetworkGoalHeartDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.NetworkGoalHeartUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.NetworkGoalHeartUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalHeartPayload>[]
+        }
+        upsert: {
+          args: Prisma.NetworkGoalHeartUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalHeartPayload>
+        }
+        aggregate: {
+          args: Prisma.NetworkGoalHeartAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateNetworkGoalHeart>
+        }
+        groupBy: {
+          args: Prisma.NetworkGoalHeartGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.NetworkGoalHeartGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.NetworkGoalHeartCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.NetworkGoalHeartCountAggregateOutputType> | number
+        }
+      }
+    }
+    NetworkGoalVoter: {
+      payload: Prisma.$NetworkGoalVoterPayload<ExtArgs>
+      fields: Prisma.NetworkGoalVoterFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.NetworkGoalVoterFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalVoterPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.NetworkGoalVoterFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalVoterPayload>
+        }
+        findFirst: {
+          args: Prisma.NetworkGoalVoterFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalVoterPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.NetworkGoalVoterFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalVoterPayload>
+        }
+        findMany: {
+          args: Prisma.NetworkGoalVoterFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalVoterPayload>[]
+        }
+        create: {
+          args: Prisma.NetworkGoalVoterCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalVoterPayload>
+        }
+        createMany: {
+          args: Prisma.NetworkGoalVoterCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.NetworkGoalVoterCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalVoterPayload>[]
+        }
+        delete: {
+          args: Prisma.NetworkGoalVoterDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalVoterPayload>
+        }
+        update: {
+          args: Prisma.NetworkGoalVoterUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalVoterPayload>
+        }
+        deleteMany: {
+          args: Prisma.NetworkGoalVoterDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.NetworkGoalVoterUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.NetworkGoalVoterUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalVoterPayload>[]
+        }
+        upsert: {
+          args: Prisma.NetworkGoalVoterUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalVoterPayload>
+        }
+        aggregate: {
+          args: Prisma.NetworkGoalVoterAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateNetworkGoalVoter>
+        }
+        groupBy: {
+          args: Prisma.NetworkGoalVoterGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.NetworkGoalVoterGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.NetworkGoalVoterCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.NetworkGoalVoterCountAggregateOutputType> | number
+        }
+      }
+    }
+    NetworkGoalRound: {
+      payload: Prisma.$NetworkGoalRoundPayload<ExtArgs>
+      fields: Prisma.NetworkGoalRoundFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.NetworkGoalRoundFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalRoundPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.NetworkGoalRoundFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalRoundPayload>
+        }
+        findFirst: {
+          args: Prisma.NetworkGoalRoundFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalRoundPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.NetworkGoalRoundFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalRoundPayload>
+        }
+        findMany: {
+          args: Prisma.NetworkGoalRoundFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalRoundPayload>[]
+        }
+        create: {
+          args: Prisma.NetworkGoalRoundCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalRoundPayload>
+        }
+        createMany: {
+          args: Prisma.NetworkGoalRoundCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.NetworkGoalRoundCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalRoundPayload>[]
+        }
+        delete: {
+          args: Prisma.NetworkGoalRoundDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalRoundPayload>
+        }
+        update: {
+          args: Prisma.NetworkGoalRoundUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalRoundPayload>
+        }
+        deleteMany: {
+          args: Prisma.NetworkGoalRoundDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.NetworkGoalRoundUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.NetworkGoalRoundUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalRoundPayload>[]
+        }
+        upsert: {
+          args: Prisma.NetworkGoalRoundUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$NetworkGoalRoundPayload>
+        }
+        aggregate: {
+          args: Prisma.NetworkGoalRoundAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateNetworkGoalRound>
+        }
+        groupBy: {
+          args: Prisma.NetworkGoalRoundGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.NetworkGoalRoundGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.NetworkGoalRoundCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.NetworkGoalRoundCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -3448,6 +3823,67 @@ export const VoteReminderScalarFieldEnum = {
 export type VoteReminderScalarFieldEnum = (typeof VoteReminderScalarFieldEnum)[keyof typeof VoteReminderScalarFieldEnum]
 
 
+export const NetworkGoalScalarFieldEnum = {
+  id: 'id',
+  ownerId: 'ownerId',
+  name: 'name',
+  target: 'target',
+  payees: 'payees',
+  rewards: 'rewards',
+  round: 'round',
+  progress: 'progress',
+  countsFrom: 'countsFrom',
+  createdBy: 'createdBy',
+  createdAt: 'createdAt',
+  updatedAt: 'updatedAt'
+} as const
+
+export type NetworkGoalScalarFieldEnum = (typeof NetworkGoalScalarFieldEnum)[keyof typeof NetworkGoalScalarFieldEnum]
+
+
+export const NetworkGoalServerScalarFieldEnum = {
+  serverId: 'serverId',
+  goalId: 'goalId'
+} as const
+
+export type NetworkGoalServerScalarFieldEnum = (typeof NetworkGoalServerScalarFieldEnum)[keyof typeof NetworkGoalServerScalarFieldEnum]
+
+
+export const NetworkGoalHeartScalarFieldEnum = {
+  goalId: 'goalId',
+  heartId: 'heartId',
+  countedAt: 'countedAt'
+} as const
+
+export type NetworkGoalHeartScalarFieldEnum = (typeof NetworkGoalHeartScalarFieldEnum)[keyof typeof NetworkGoalHeartScalarFieldEnum]
+
+
+export const NetworkGoalVoterScalarFieldEnum = {
+  goalId: 'goalId',
+  round: 'round',
+  voterIdentity: 'voterIdentity',
+  serverId: 'serverId',
+  username: 'username',
+  steamId: 'steamId',
+  discordId: 'discordId',
+  minecraftUuid: 'minecraftUuid',
+  accountId: 'accountId',
+  lastCountedAt: 'lastCountedAt'
+} as const
+
+export type NetworkGoalVoterScalarFieldEnum = (typeof NetworkGoalVoterScalarFieldEnum)[keyof typeof NetworkGoalVoterScalarFieldEnum]
+
+
+export const NetworkGoalRoundScalarFieldEnum = {
+  goalId: 'goalId',
+  round: 'round',
+  reachedAt: 'reachedAt',
+  paidAt: 'paidAt'
+} as const
+
+export type NetworkGoalRoundScalarFieldEnum = (typeof NetworkGoalRoundScalarFieldEnum)[keyof typeof NetworkGoalRoundScalarFieldEnum]
+
+
 export const SortOrder = {
   asc: 'asc',
   desc: 'desc'
@@ -3888,6 +4324,11 @@ export type GlobalOmitConfig = {
   voterPeriodTally?: Prisma.VoterPeriodTallyOmit
   rewardPeriod?: Prisma.RewardPeriodOmit
   voteReminder?: Prisma.VoteReminderOmit
+  networkGoal?: Prisma.NetworkGoalOmit
+  networkGoalServer?: Prisma.NetworkGoalServerOmit
+  networkGoalHeart?: Prisma.NetworkGoalHeartOmit
+  networkGoalVoter?: Prisma.NetworkGoalVoterOmit
+  networkGoalRound?: Prisma.NetworkGoalRoundOmit
 }
 
 /* Types for Logging */

@@ -83,7 +83,12 @@ export const ModelName = {
   RewardQueueEntry: 'RewardQueueEntry',
   VoterPeriodTally: 'VoterPeriodTally',
   RewardPeriod: 'RewardPeriod',
-  VoteReminder: 'VoteReminder'
+  VoteReminder: 'VoteReminder',
+  NetworkGoal: 'NetworkGoal',
+  NetworkGoalServer: 'NetworkGoalServer',
+  NetworkGoalHeart: 'NetworkGoalHeart',
+  NetworkGoalVoter: 'NetworkGoalVoter',
+  NetworkGoalRound: 'NetworkGoalRound'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -618,6 +623,67 @@ export const VoteReminderScalarFieldEnum = {
 } as const
 
 export type VoteReminderScalarFieldEnum = (typeof VoteReminderScalarFieldEnum)[keyof typeof VoteReminderScalarFieldEnum]
+
+
+export const NetworkGoalScalarFieldEnum = {
+  id: 'id',
+  ownerId: 'ownerId',
+  name: 'name',
+  target: 'target',
+  payees: 'payees',
+  rewards: 'rewards',
+  round: 'round',
+  progress: 'progress',
+  countsFrom: 'countsFrom',
+  createdBy: 'createdBy',
+  createdAt: 'createdAt',
+  updatedAt: 'updatedAt'
+} as const
+
+export type NetworkGoalScalarFieldEnum = (typeof NetworkGoalScalarFieldEnum)[keyof typeof NetworkGoalScalarFieldEnum]
+
+
+export const NetworkGoalServerScalarFieldEnum = {
+  serverId: 'serverId',
+  goalId: 'goalId'
+} as const
+
+export type NetworkGoalServerScalarFieldEnum = (typeof NetworkGoalServerScalarFieldEnum)[keyof typeof NetworkGoalServerScalarFieldEnum]
+
+
+export const NetworkGoalHeartScalarFieldEnum = {
+  goalId: 'goalId',
+  heartId: 'heartId',
+  countedAt: 'countedAt'
+} as const
+
+export type NetworkGoalHeartScalarFieldEnum = (typeof NetworkGoalHeartScalarFieldEnum)[keyof typeof NetworkGoalHeartScalarFieldEnum]
+
+
+export const NetworkGoalVoterScalarFieldEnum = {
+  goalId: 'goalId',
+  round: 'round',
+  voterIdentity: 'voterIdentity',
+  serverId: 'serverId',
+  username: 'username',
+  steamId: 'steamId',
+  discordId: 'discordId',
+  minecraftUuid: 'minecraftUuid',
+  accountId: 'accountId',
+  lastCountedAt: 'lastCountedAt'
+} as const
+
+export type NetworkGoalVoterScalarFieldEnum = (typeof NetworkGoalVoterScalarFieldEnum)[keyof typeof NetworkGoalVoterScalarFieldEnum]
+
+
+export const NetworkGoalRoundScalarFieldEnum = {
+  goalId: 'goalId',
+  round: 'round',
+  reachedAt: 'reachedAt',
+  paidAt: 'paidAt'
+} as const
+
+export type NetworkGoalRoundScalarFieldEnum = (typeof NetworkGoalRoundScalarFieldEnum)[keyof typeof NetworkGoalRoundScalarFieldEnum]
 
 
 export const SortOrder = {

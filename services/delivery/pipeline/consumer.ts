@@ -12,7 +12,8 @@ import type { Dispatcher } from "./dispatcher.js";
 import { insertAndLeaseDeliveries, type NewDelivery } from "./insert-deliveries.js";
 import { isReferralEventType, toReferralDelivery } from "./referral-event.js";
 import { toPeriodClosedDelivery } from "./period-closed-event.js";
-import { PERIOD_CLOSED_EVENT } from "../../shared/values/event-types.js";
+import { toGoalReachedDelivery } from "./goal-reached-event.js";
+import { GOAL_REACHED_EVENT, PERIOD_CLOSED_EVENT } from "../../shared/values/event-types.js";
 import { type CountedHeart, queueVoteRewards } from "../../rewards/queue-vote-rewards.js";
 import { storeProgressionEvents, toRewardCountsPayload } from "./progression-event.js";
 import { queueReferralRewards, type ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
@@ -95,7 +96,7 @@ export type DecodedMessage =
 /**
  * Decodes a hearts or referrals topic message. `heart.counted` with a complete payload becomes
  * a delivery, and so does a `referral.registered|qualified|reversed` (referral-event.ts: one
- * delivery per endpoint subscribed to it) and a `period.closed` (period-closed-event.ts); other event types are ignored; anything undecodable
+ * delivery per endpoint subscribed to it), a `period.closed` (period-closed-event.ts) and a `goal.reached` (goal-reached-event.ts); other event types are ignored; anything undecodable
  * or incomplete is poison. Pure.
  */
 export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
@@ -117,6 +118,12 @@ export function decodeHeartMessage(value: Uint8Array): DecodedMessage {
     return closed.kind === "poison"
       ? { kind: "poison", code: "incomplete", error: closed.error }
       : { kind: "delivery", delivery: closed.delivery, eventId: envelope.eventId };
+  }
+  if (envelope.type === GOAL_REACHED_EVENT) {
+    const reached = toGoalReachedDelivery(envelope);
+    return reached.kind === "poison"
+      ? { kind: "poison", code: "incomplete", error: reached.error }
+      : { kind: "delivery", delivery: reached.delivery, eventId: envelope.eventId };
   }
   if (envelope.type !== "heart.counted") return { kind: "ignored", type: envelope.type };
   if (envelope.payload.case !== "heartCounted") return { kind: "poison", code: "incomplete", error: "heart.counted without a heartCounted payload" };

@@ -84,10 +84,29 @@ export interface PeriodClosedPayload {
   standings: PeriodStandingPayload[];
 }
 
+/** A `goal.reached` body without `timestamp`: the `payload` column of its deliveries (goal-reached-event.ts). */
+export interface GoalReachedPayload {
+  event: "goal.reached";
+  event_id: string;
+  /** The server this delivery is for (one of `server_ids`). */
+  server_id: string;
+  goal_id: string;
+  name: string;
+  /** The round reached (1 for the goal's first). */
+  round: number;
+  target: number;
+  /** "voters" or "online". */
+  payees: string;
+  /** Every server the goal counts. */
+  server_ids: string[];
+  /** When the vote that reached the target counted, ISO 8601. */
+  reached_at: string;
+}
+
 /** Whether a stored event body is a referral outcome's (the pull API's referral fields), not a closed period's or a progression event's. */
 export function isReferralPayload(payload: EventPayload): payload is ReferralPayload {
   return (REFERRAL_EVENT_TYPES as readonly string[]).includes(payload.event);
 }
 
 /** A stored event body (the `payload` column of an event's deliveries): a referral outcome's, a closed period's or a progression event's. */
-export type EventPayload = ReferralPayload | PeriodClosedPayload | ProgressionPayload;
+export type EventPayload = ReferralPayload | PeriodClosedPayload | ProgressionPayload | GoalReachedPayload;

@@ -363,3 +363,9 @@ function refuseVotePlaceholdersInReferrals(referral: RewardRules["referral"], er
     );
   }
 }
+
+/**
+ * The rules' field validators, for a network goal's definition (network-goal.ts): its rewards are the rules' rewards,
+ * validated and worded the same way (each error names its path).
+ */
+export const RULE_FIELDS = { record, known, list, integer, rewards } as const;

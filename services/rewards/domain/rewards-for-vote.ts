@@ -3,8 +3,8 @@ import { winsLuckyDraw } from "./lucky-draw.js";
 import { renderCommand, type PlaceholderValues } from "./render-command.js";
 import type { Milestone, Reward, RewardRules } from "./reward-rules.js";
 
-/** Why a queue entry was given (the queue API's `reason`). */
-export type RewardReason = "vote" | "streak" | "milestone" | "lucky" | "award" | "referral" | "reversal";
+/** Why a queue entry was given (the queue API's `reason`); `goal`: a network goal was reached (network-goal.ts). */
+export type RewardReason = "vote" | "streak" | "milestone" | "lucky" | "award" | "referral" | "reversal" | "goal";
 
 /** What the rules know about one counted vote. */
 export interface CountedVote {

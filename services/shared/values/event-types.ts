@@ -13,6 +13,7 @@ export const ENDPOINT_EVENT_TYPES = [
   "streak.lost",
   "milestone.reached",
   "period.closed",
+  "goal.reached",
 ] as const;
 
 /** One event type an endpoint can subscribe to. */
@@ -52,3 +53,9 @@ export function isEndpointEventType(value: string): value is EndpointEventType {
 export function isProgressionEventType(value: string): value is (typeof PROGRESSION_EVENT_TYPES)[number] {
   return (PROGRESSION_EVENT_TYPES as readonly string[]).includes(value);
 }
+
+/**
+ * A network goal (vote party) reached its target: one per reached round and chosen server (services/rewards/count-goal-votes.ts
+ * writes it; opt-in per endpoint, listed in ENDPOINT_EVENT_TYPES).
+ */
+export const GOAL_REACHED_EVENT = "goal.reached" satisfies EndpointEventType;

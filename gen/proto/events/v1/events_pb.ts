@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file events/v1/events.proto.
  */
 export const file_events_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZldmVudHMvdjEvZXZlbnRzLnByb3RvEglldmVudHMudjEi2wIKCEVudmVsb3BlEhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXNlcnZlcl9pZBgEIAEoCRIwCg1oZWFydF9jb3VudGVkGAogASgLMhcuZXZlbnRzLnYxLkhlYXJ0Q291bnRlZEgAEkAKFXJlZmVycmFsX3RyYW5zaXRpb25lZBgLIAEoCzIfLmV2ZW50cy52MS5SZWZlcnJhbFRyYW5zaXRpb25lZEgAEjoKEm93bmVyX25vdGlmaWNhdGlvbhgUIAEoCzIcLmV2ZW50cy52MS5Pd25lck5vdGlmaWNhdGlvbkgAEjAKDXBlcmlvZF9jbG9zZWQYECABKAsyFy5ldmVudHMudjEuUGVyaW9kQ2xvc2VkSABCCQoHcGF5bG9hZCK5AgoMSGVhcnRDb3VudGVkEhAKCGhlYXJ0X2lkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIQCgh1c2VybmFtZRgDIAEoCRIWCg52b3Rlcl9pZGVudGl0eRgEIAEoCRIOCgZwZXJpb2QYBSABKAkSLgoKY291bnRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc3RyZWFrX2RheRgHIAEoBRIQCghzdGVhbV9pZBgIIAEoCRISCgpkaXNjb3JkX2lkGAkgASgJEhYKDm1pbmVjcmFmdF91dWlkGAogASgJEhIKCmFjY291bnRfaWQYCyABKAkSNAoQbmV4dF9lbGlnaWJsZV9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi6gEKFFJlZmVycmFsVHJhbnNpdGlvbmVkEhMKC3JlZmVycmFsX2lkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIZChFyZWZlcnJlcl9pZGVudGl0eRgDIAEoCRIYChByZWZlcmVlX2lkZW50aXR5GAQgASgJEg0KBXN0YXRlGAUgASgJEhYKDnByZXZpb3VzX3N0YXRlGAYgASgJEhcKD3NlcnZlcl9ldmVudF9pZBgHIAEoCRIOCgZyZWFzb24YCCABKAkSEwoLcmVhc29uX3RleHQYCSABKAkSEAoIY2xhd2JhY2sYCiABKAgirQIKEU93bmVyTm90aWZpY2F0aW9uEi4KBGtpbmQYASABKA4yIC5ldmVudHMudjEuT3duZXJOb3RpZmljYXRpb25LaW5kEhEKCXNlcnZlcl9pZBgCIAEoCRITCgtzZXJ2ZXJfbmFtZRgDIAEoCRIUCgxjYWxsYmFja191cmwYBCABKAkSDgoGcmVhc29uGAUgASgJEhMKC2RlbGl2ZXJ5X2lkGAYgASgJEhAKCGhlYXJ0X2lkGAcgASgJEhIKCmV2ZW50X3R5cGUYCCABKAkSEAoIdXNlcm5hbWUYCSABKAkSEAoIYXR0ZW1wdHMYCiABKAUSGAoQbGFzdF9zdGF0dXNfY29kZRgLIAEoBRIRCgl0cmFuc3BvcnQYDCABKAkSDgoGdGFyZ2V0GA0gASgJIskBCgxQZXJpb2RDbG9zZWQSEQoJc2VydmVyX2lkGAEgASgJEgwKBGtpbmQYAiABKAkSDgoGcGVyaW9kGAMgASgJEi0KCXN0YXJ0c19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoHZW5kc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoJc3RhbmRpbmdzGAYgAygLMhkuZXZlbnRzLnYxLlBlcmlvZFN0YW5kaW5nIlgKDlBlcmlvZFN0YW5kaW5nEg0KBXBsYWNlGAEgASgFEhAKCHVzZXJuYW1lGAIgASgJEhYKDnZvdGVyX2lkZW50aXR5GAMgASgJEg0KBXZvdGVzGAQgASgFKpwBChVPd25lck5vdGlmaWNhdGlvbktpbmQSJwojT1dORVJfTk9USUZJQ0FUSU9OX0tJTkRfVU5TUEVDSUZJRUQQABItCilPV05FUl9OT1RJRklDQVRJT05fS0lORF9FTkRQT0lOVF9ESVNBQkxFRBABEisKJ09XTkVSX05PVElGSUNBVElPTl9LSU5EX0RFTElWRVJZX0ZBSUxFRBACYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChZldmVudHMvdjEvZXZlbnRzLnByb3RvEglldmVudHMudjEiiwMKCEVudmVsb3BlEhAKCGV2ZW50X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXNlcnZlcl9pZBgEIAEoCRIwCg1oZWFydF9jb3VudGVkGAogASgLMhcuZXZlbnRzLnYxLkhlYXJ0Q291bnRlZEgAEkAKFXJlZmVycmFsX3RyYW5zaXRpb25lZBgLIAEoCzIfLmV2ZW50cy52MS5SZWZlcnJhbFRyYW5zaXRpb25lZEgAEjoKEm93bmVyX25vdGlmaWNhdGlvbhgUIAEoCzIcLmV2ZW50cy52MS5Pd25lck5vdGlmaWNhdGlvbkgAEjAKDXBlcmlvZF9jbG9zZWQYECABKAsyFy5ldmVudHMudjEuUGVyaW9kQ2xvc2VkSAASLgoMZ29hbF9yZWFjaGVkGBIgASgLMhYuZXZlbnRzLnYxLkdvYWxSZWFjaGVkSABCCQoHcGF5bG9hZCK5AgoMSGVhcnRDb3VudGVkEhAKCGhlYXJ0X2lkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIQCgh1c2VybmFtZRgDIAEoCRIWCg52b3Rlcl9pZGVudGl0eRgEIAEoCRIOCgZwZXJpb2QYBSABKAkSLgoKY291bnRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc3RyZWFrX2RheRgHIAEoBRIQCghzdGVhbV9pZBgIIAEoCRISCgpkaXNjb3JkX2lkGAkgASgJEhYKDm1pbmVjcmFmdF91dWlkGAogASgJEhIKCmFjY291bnRfaWQYCyABKAkSNAoQbmV4dF9lbGlnaWJsZV9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi6gEKFFJlZmVycmFsVHJhbnNpdGlvbmVkEhMKC3JlZmVycmFsX2lkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIZChFyZWZlcnJlcl9pZGVudGl0eRgDIAEoCRIYChByZWZlcmVlX2lkZW50aXR5GAQgASgJEg0KBXN0YXRlGAUgASgJEhYKDnByZXZpb3VzX3N0YXRlGAYgASgJEhcKD3NlcnZlcl9ldmVudF9pZBgHIAEoCRIOCgZyZWFzb24YCCABKAkSEwoLcmVhc29uX3RleHQYCSABKAkSEAoIY2xhd2JhY2sYCiABKAgirQIKEU93bmVyTm90aWZpY2F0aW9uEi4KBGtpbmQYASABKA4yIC5ldmVudHMudjEuT3duZXJOb3RpZmljYXRpb25LaW5kEhEKCXNlcnZlcl9pZBgCIAEoCRITCgtzZXJ2ZXJfbmFtZRgDIAEoCRIUCgxjYWxsYmFja191cmwYBCABKAkSDgoGcmVhc29uGAUgASgJEhMKC2RlbGl2ZXJ5X2lkGAYgASgJEhAKCGhlYXJ0X2lkGAcgASgJEhIKCmV2ZW50X3R5cGUYCCABKAkSEAoIdXNlcm5hbWUYCSABKAkSEAoIYXR0ZW1wdHMYCiABKAUSGAoQbGFzdF9zdGF0dXNfY29kZRgLIAEoBRIRCgl0cmFuc3BvcnQYDCABKAkSDgoGdGFyZ2V0GA0gASgJIskBCgxQZXJpb2RDbG9zZWQSEQoJc2VydmVyX2lkGAEgASgJEgwKBGtpbmQYAiABKAkSDgoGcGVyaW9kGAMgASgJEi0KCXN0YXJ0c19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoHZW5kc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoJc3RhbmRpbmdzGAYgAygLMhkuZXZlbnRzLnYxLlBlcmlvZFN0YW5kaW5nIlgKDlBlcmlvZFN0YW5kaW5nEg0KBXBsYWNlGAEgASgFEhAKCHVzZXJuYW1lGAIgASgJEhYKDnZvdGVyX2lkZW50aXR5GAMgASgJEg0KBXZvdGVzGAQgASgFIrIBCgtHb2FsUmVhY2hlZBIPCgdnb2FsX2lkGAEgASgJEhEKCXNlcnZlcl9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEg0KBXJvdW5kGAQgASgFEg4KBnRhcmdldBgFIAEoBRIOCgZwYXllZXMYBiABKAkSEgoKc2VydmVyX2lkcxgHIAMoCRIuCgpyZWFjaGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCqcAQoVT3duZXJOb3RpZmljYXRpb25LaW5kEicKI09XTkVSX05PVElGSUNBVElPTl9LSU5EX1VOU1BFQ0lGSUVEEAASLQopT1dORVJfTk9USUZJQ0FUSU9OX0tJTkRfRU5EUE9JTlRfRElTQUJMRUQQARIrCidPV05FUl9OT1RJRklDQVRJT05fS0lORF9ERUxJVkVSWV9GQUlMRUQQAmIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Envelope is the value of every Kafka message the relay publishes. The Kafka
@@ -75,6 +75,12 @@ export type Envelope = Message<"events.v1.Envelope"> & {
      */
     value: PeriodClosed;
     case: "periodClosed";
+  } | {
+    /**
+     * @generated from field: events.v1.GoalReached goal_reached = 18;
+     */
+    value: GoalReached;
+    case: "goalReached";
   } | { case: undefined; value?: undefined };
 };
 
@@ -417,6 +423,68 @@ export type PeriodStanding = Message<"events.v1.PeriodStanding"> & {
  */
 export const PeriodStandingSchema: GenMessage<PeriodStanding> = /*@__PURE__*/
   messageDesc(file_events_v1_events, 5);
+
+/**
+ * GoalReached is emitted when a network goal (vote party) reaches its target (type "goal.reached", on
+ * hearts.events.v1): once per reached round and chosen server, keyed by that server, written in the
+ * transaction whose counted vote reached the target.
+ *
+ * @generated from message events.v1.GoalReached
+ */
+export type GoalReached = Message<"events.v1.GoalReached"> & {
+  /**
+   * @generated from field: string goal_id = 1;
+   */
+  goalId: string;
+
+  /**
+   * @generated from field: string server_id = 2;
+   */
+  serverId: string;
+
+  /**
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * The round reached (1 for the goal's first).
+   *
+   * @generated from field: int32 round = 4;
+   */
+  round: number;
+
+  /**
+   * @generated from field: int32 target = 5;
+   */
+  target: number;
+
+  /**
+   * "voters" (paid to the round's voters) or "online" (paid to the players online on each server).
+   *
+   * @generated from field: string payees = 6;
+   */
+  payees: string;
+
+  /**
+   * Every server the goal counts.
+   *
+   * @generated from field: repeated string server_ids = 7;
+   */
+  serverIds: string[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp reached_at = 8;
+   */
+  reachedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message events.v1.GoalReached.
+ * Use `create(GoalReachedSchema)` to create a new message.
+ */
+export const GoalReachedSchema: GenMessage<GoalReached> = /*@__PURE__*/
+  messageDesc(file_events_v1_events, 6);
 
 /**
  * OwnerNotificationKind is what happened to a server owner's callback.

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rewards/v1/rewards.proto.
  */
 export const file_rewards_v1_rewards: GenFile = /*@__PURE__*/
-  fileDesc("ChhyZXdhcmRzL3YxL3Jld2FyZHMucHJvdG8SCnJld2FyZHMudjEiKgoVR2V0UmV3YXJkUnVsZXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSKQAQoWR2V0UmV3YXJkUnVsZXNSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgFEhIKCnJ1bGVzX2pzb24YAiABKAkSEQoJZHJhd19zZWVkGAMgASgJEhAKCHNhdmVkX2J5GAQgASgJEiwKCHNhdmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChVQdXRSZXdhcmRSdWxlc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhIKCnJ1bGVzX2pzb24YAiABKAkSFAoMYmFzZV92ZXJzaW9uGAMgASgFIikKFlB1dFJld2FyZFJ1bGVzUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoBSLIAgoVUHJldmlld1Jld2FyZHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRISCgpydWxlc19qc29uGAIgASgJEhAKCGhlYXJ0X2lkGAMgASgJEi4KCmNvdW50ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBsYXllchgFIAEoCRIQCghzdGVhbV9pZBgGIAEoCRISCgpkaXNjb3JkX2lkGAcgASgJEhYKDm1pbmVjcmFmdF91dWlkGAggASgJEhIKCmFjY291bnRfaWQYCSABKAkSDQoFdG90YWwYCiABKAUSEwoLbW9udGhfdG90YWwYCyABKAUSEgoKd2Vla190b3RhbBgMIAEoBRITCgtzdHJlYWtfZGF5cxgNIAEoBRIXCg9zdHJlYWtfZXh0ZW5kZWQYDiABKAgiUQoLUmV3YXJkRW50cnkSCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCRIQCghjb21tYW5kcxgDIAMoCRITCgtvbmxpbmVfb25seRgEIAEoCCI5Cg1Ta2lwcGVkUmV3YXJkEgsKA2tleRgBIAEoCRIOCgZyZWFzb24YAiABKAkSCwoDd2h5GAMgASgJIn4KFlByZXZpZXdSZXdhcmRzUmVzcG9uc2USDgoGd2VpZ2h0GAEgASgFEigKB2VudHJpZXMYAiADKAsyFy5yZXdhcmRzLnYxLlJld2FyZEVudHJ5EioKB3NraXBwZWQYAyADKAsyGS5yZXdhcmRzLnYxLlNraXBwZWRSZXdhcmQicgoWTGlzdFJld2FyZFF1ZXVlUmVxdWVzdBIRCgljbGFpbV9rZXkYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEg4KBm9ubGluZRgDIAMoCRINCgVsaW1pdBgEIAEoBRITCgt3aXRoX29ubGluZRgFIAEoCCLpAQoQUmV3YXJkUXVldWVFbnRyeRIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSEAoIc3RlYW1faWQYBCABKAkSEgoKZGlzY29yZF9pZBgFIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgGIAEoCRISCgphY2NvdW50X2lkGAcgASgJEhAKCGNvbW1hbmRzGAggAygJEhMKC29ubGluZV9vbmx5GAkgASgIEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIooBChdMaXN0UmV3YXJkUXVldWVSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEi0KB2VudHJpZXMYAyADKAsyHC5yZXdhcmRzLnYxLlJld2FyZFF1ZXVlRW50cnkSGgoSbmV4dF9jaGVja19zZWNvbmRzGAQgASgFIkwKF0Fja1Jld2FyZEVudHJpZXNSZXF1ZXN0EhEKCWNsYWltX2tleRgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSCwoDaWRzGAMgAygJImAKGEFja1Jld2FyZEVudHJpZXNSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEg0KBWFja2VkGAMgAygJEg8KB3Vua25vd24YBCADKAkinQEKG1JlcXVldWVSZXdhcmRFbnRyaWVzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSLgoKYWNrZWRfZnJvbRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIYWNrZWRfdG8YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFmdGVyGAQgASgJIlUKHFJlcXVldWVSZXdhcmRFbnRyaWVzUmVzcG9uc2USEAoIcmVxdWV1ZWQYASABKAUSDwoHc2Nhbm5lZBgCIAEoBRISCgpuZXh0X2FmdGVyGAMgASgJIk0KGUdldFBlcmlvZFN0YW5kaW5nc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg4KBnBlcmlvZBgCIAEoCRINCgVsaW1pdBgDIAEoBSJbChpHZXRQZXJpb2RTdGFuZGluZ3NSZXNwb25zZRIOCgZwZXJpb2QYASABKAkSLQoJc3RhbmRpbmdzGAIgAygLMhoucmV3YXJkcy52MS5QZXJpb2RTdGFuZGluZyJACg5QZXJpb2RTdGFuZGluZxINCgVwbGFjZRgBIAEoBRIQCgh1c2VybmFtZRgCIAEoCRINCgV2b3RlcxgDIAEoBTKEAwoSUmV3YXJkUnVsZXNTZXJ2aWNlElcKDkdldFJld2FyZFJ1bGVzEiEucmV3YXJkcy52MS5HZXRSZXdhcmRSdWxlc1JlcXVlc3QaIi5yZXdhcmRzLnYxLkdldFJld2FyZFJ1bGVzUmVzcG9uc2USVwoOUHV0UmV3YXJkUnVsZXMSIS5yZXdhcmRzLnYxLlB1dFJld2FyZFJ1bGVzUmVxdWVzdBoiLnJld2FyZHMudjEuUHV0UmV3YXJkUnVsZXNSZXNwb25zZRJXCg5QcmV2aWV3UmV3YXJkcxIhLnJld2FyZHMudjEuUHJldmlld1Jld2FyZHNSZXF1ZXN0GiIucmV3YXJkcy52MS5QcmV2aWV3UmV3YXJkc1Jlc3BvbnNlEmMKEkdldFBlcmlvZFN0YW5kaW5ncxIlLnJld2FyZHMudjEuR2V0UGVyaW9kU3RhbmRpbmdzUmVxdWVzdBomLnJld2FyZHMudjEuR2V0UGVyaW9kU3RhbmRpbmdzUmVzcG9uc2UyugIKElJld2FyZFF1ZXVlU2VydmljZRJaCg9MaXN0UmV3YXJkUXVldWUSIi5yZXdhcmRzLnYxLkxpc3RSZXdhcmRRdWV1ZVJlcXVlc3QaIy5yZXdhcmRzLnYxLkxpc3RSZXdhcmRRdWV1ZVJlc3BvbnNlEl0KEEFja1Jld2FyZEVudHJpZXMSIy5yZXdhcmRzLnYxLkFja1Jld2FyZEVudHJpZXNSZXF1ZXN0GiQucmV3YXJkcy52MS5BY2tSZXdhcmRFbnRyaWVzUmVzcG9uc2USaQoUUmVxdWV1ZVJld2FyZEVudHJpZXMSJy5yZXdhcmRzLnYxLlJlcXVldWVSZXdhcmRFbnRyaWVzUmVxdWVzdBooLnJld2FyZHMudjEuUmVxdWV1ZVJld2FyZEVudHJpZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChhyZXdhcmRzL3YxL3Jld2FyZHMucHJvdG8SCnJld2FyZHMudjEiKgoVR2V0UmV3YXJkUnVsZXNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCSKQAQoWR2V0UmV3YXJkUnVsZXNSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgFEhIKCnJ1bGVzX2pzb24YAiABKAkSEQoJZHJhd19zZWVkGAMgASgJEhAKCHNhdmVkX2J5GAQgASgJEiwKCHNhdmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChVQdXRSZXdhcmRSdWxlc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhIKCnJ1bGVzX2pzb24YAiABKAkSFAoMYmFzZV92ZXJzaW9uGAMgASgFIikKFlB1dFJld2FyZFJ1bGVzUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoBSLIAgoVUHJldmlld1Jld2FyZHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRISCgpydWxlc19qc29uGAIgASgJEhAKCGhlYXJ0X2lkGAMgASgJEi4KCmNvdW50ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnBsYXllchgFIAEoCRIQCghzdGVhbV9pZBgGIAEoCRISCgpkaXNjb3JkX2lkGAcgASgJEhYKDm1pbmVjcmFmdF91dWlkGAggASgJEhIKCmFjY291bnRfaWQYCSABKAkSDQoFdG90YWwYCiABKAUSEwoLbW9udGhfdG90YWwYCyABKAUSEgoKd2Vla190b3RhbBgMIAEoBRITCgtzdHJlYWtfZGF5cxgNIAEoBRIXCg9zdHJlYWtfZXh0ZW5kZWQYDiABKAgiUQoLUmV3YXJkRW50cnkSCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCRIQCghjb21tYW5kcxgDIAMoCRITCgtvbmxpbmVfb25seRgEIAEoCCI5Cg1Ta2lwcGVkUmV3YXJkEgsKA2tleRgBIAEoCRIOCgZyZWFzb24YAiABKAkSCwoDd2h5GAMgASgJIn4KFlByZXZpZXdSZXdhcmRzUmVzcG9uc2USDgoGd2VpZ2h0GAEgASgFEigKB2VudHJpZXMYAiADKAsyFy5yZXdhcmRzLnYxLlJld2FyZEVudHJ5EioKB3NraXBwZWQYAyADKAsyGS5yZXdhcmRzLnYxLlNraXBwZWRSZXdhcmQicgoWTGlzdFJld2FyZFF1ZXVlUmVxdWVzdBIRCgljbGFpbV9rZXkYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEg4KBm9ubGluZRgDIAMoCRINCgVsaW1pdBgEIAEoBRITCgt3aXRoX29ubGluZRgFIAEoCCLpAQoQUmV3YXJkUXVldWVFbnRyeRIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSEAoIc3RlYW1faWQYBCABKAkSEgoKZGlzY29yZF9pZBgFIAEoCRIWCg5taW5lY3JhZnRfdXVpZBgGIAEoCRISCgphY2NvdW50X2lkGAcgASgJEhAKCGNvbW1hbmRzGAggAygJEhMKC29ubGluZV9vbmx5GAkgASgIEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIooBChdMaXN0UmV3YXJkUXVldWVSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEi0KB2VudHJpZXMYAyADKAsyHC5yZXdhcmRzLnYxLlJld2FyZFF1ZXVlRW50cnkSGgoSbmV4dF9jaGVja19zZWNvbmRzGAQgASgFIkwKF0Fja1Jld2FyZEVudHJpZXNSZXF1ZXN0EhEKCWNsYWltX2tleRgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSCwoDaWRzGAMgAygJImAKGEFja1Jld2FyZEVudHJpZXNSZXNwb25zZRIRCglrZXlfdmFsaWQYASABKAgSEQoJc2VydmVyX2lkGAIgASgJEg0KBWFja2VkGAMgAygJEg8KB3Vua25vd24YBCADKAkinQEKG1JlcXVldWVSZXdhcmRFbnRyaWVzUmVxdWVzdBIRCglzZXJ2ZXJfaWQYASABKAkSLgoKYWNrZWRfZnJvbRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIYWNrZWRfdG8YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFmdGVyGAQgASgJIlUKHFJlcXVldWVSZXdhcmRFbnRyaWVzUmVzcG9uc2USEAoIcmVxdWV1ZWQYASABKAUSDwoHc2Nhbm5lZBgCIAEoBRISCgpuZXh0X2FmdGVyGAMgASgJIk0KGUdldFBlcmlvZFN0YW5kaW5nc1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEg4KBnBlcmlvZBgCIAEoCRINCgVsaW1pdBgDIAEoBSJbChpHZXRQZXJpb2RTdGFuZGluZ3NSZXNwb25zZRIOCgZwZXJpb2QYASABKAkSLQoJc3RhbmRpbmdzGAIgAygLMhoucmV3YXJkcy52MS5QZXJpb2RTdGFuZGluZyJACg5QZXJpb2RTdGFuZGluZxINCgVwbGFjZRgBIAEoBRIQCgh1c2VybmFtZRgCIAEoCRINCgV2b3RlcxgDIAEoBSKAAQoVUHV0TmV0d29ya0dvYWxSZXF1ZXN0Eg8KB2dvYWxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRISCgpzZXJ2ZXJfaWRzGAMgAygJEg4KBnRhcmdldBgEIAEoBRIOCgZwYXllZXMYBSABKAkSFAoMcmV3YXJkc19qc29uGAYgASgJIikKFlB1dE5ldHdvcmtHb2FsUmVzcG9uc2USDwoHZ29hbF9pZBgBIAEoCSIoChVHZXROZXR3b3JrR29hbFJlcXVlc3QSDwoHZ29hbF9pZBgBIAEoCSLoAQoWR2V0TmV0d29ya0dvYWxSZXNwb25zZRIPCgdnb2FsX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKc2VydmVyX2lkcxgDIAMoCRIOCgZ0YXJnZXQYBCABKAUSDgoGcGF5ZWVzGAUgASgJEhQKDHJld2FyZHNfanNvbhgGIAEoCRINCgVyb3VuZBgHIAEoBRIQCghwcm9ncmVzcxgIIAEoBRIPCgdyZWFjaGVkGAkgASgFEjMKD2xhc3RfcmVhY2hlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAyhAMKElJld2FyZFJ1bGVzU2VydmljZRJXCg5HZXRSZXdhcmRSdWxlcxIhLnJld2FyZHMudjEuR2V0UmV3YXJkUnVsZXNSZXF1ZXN0GiIucmV3YXJkcy52MS5HZXRSZXdhcmRSdWxlc1Jlc3BvbnNlElcKDlB1dFJld2FyZFJ1bGVzEiEucmV3YXJkcy52MS5QdXRSZXdhcmRSdWxlc1JlcXVlc3QaIi5yZXdhcmRzLnYxLlB1dFJld2FyZFJ1bGVzUmVzcG9uc2USVwoOUHJldmlld1Jld2FyZHMSIS5yZXdhcmRzLnYxLlByZXZpZXdSZXdhcmRzUmVxdWVzdBoiLnJld2FyZHMudjEuUHJldmlld1Jld2FyZHNSZXNwb25zZRJjChJHZXRQZXJpb2RTdGFuZGluZ3MSJS5yZXdhcmRzLnYxLkdldFBlcmlvZFN0YW5kaW5nc1JlcXVlc3QaJi5yZXdhcmRzLnYxLkdldFBlcmlvZFN0YW5kaW5nc1Jlc3BvbnNlMroCChJSZXdhcmRRdWV1ZVNlcnZpY2USWgoPTGlzdFJld2FyZFF1ZXVlEiIucmV3YXJkcy52MS5MaXN0UmV3YXJkUXVldWVSZXF1ZXN0GiMucmV3YXJkcy52MS5MaXN0UmV3YXJkUXVldWVSZXNwb25zZRJdChBBY2tSZXdhcmRFbnRyaWVzEiMucmV3YXJkcy52MS5BY2tSZXdhcmRFbnRyaWVzUmVxdWVzdBokLnJld2FyZHMudjEuQWNrUmV3YXJkRW50cmllc1Jlc3BvbnNlEmkKFFJlcXVldWVSZXdhcmRFbnRyaWVzEicucmV3YXJkcy52MS5SZXF1ZXVlUmV3YXJkRW50cmllc1JlcXVlc3QaKC5yZXdhcmRzLnYxLlJlcXVldWVSZXdhcmRFbnRyaWVzUmVzcG9uc2UyxgEKEk5ldHdvcmtHb2FsU2VydmljZRJXCg5QdXROZXR3b3JrR29hbBIhLnJld2FyZHMudjEuUHV0TmV0d29ya0dvYWxSZXF1ZXN0GiIucmV3YXJkcy52MS5QdXROZXR3b3JrR29hbFJlc3BvbnNlElcKDkdldE5ldHdvcmtHb2FsEiEucmV3YXJkcy52MS5HZXROZXR3b3JrR29hbFJlcXVlc3QaIi5yZXdhcmRzLnYxLkdldE5ldHdvcmtHb2FsUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message rewards.v1.GetRewardRulesRequest
@@ -372,7 +372,7 @@ export type RewardQueueEntry = Message<"rewards.v1.RewardQueueEntry"> & {
   id: string;
 
   /**
-   * vote, streak, milestone, lucky, award, referral or reversal.
+   * vote, streak, milestone, lucky, award, referral, reversal or goal.
    *
    * @generated from field: string reason = 2;
    */
@@ -687,6 +687,156 @@ export const PeriodStandingSchema: GenMessage<PeriodStanding> = /*@__PURE__*/
   messageDesc(file_rewards_v1_rewards, 17);
 
 /**
+ * @generated from message rewards.v1.PutNetworkGoalRequest
+ */
+export type PutNetworkGoalRequest = Message<"rewards.v1.PutNetworkGoalRequest"> & {
+  /**
+   * Empty: a new goal.
+   *
+   * @generated from field: string goal_id = 1;
+   */
+  goalId: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: repeated string server_ids = 3;
+   */
+  serverIds: string[];
+
+  /**
+   * Counted votes across the servers that reach the goal.
+   *
+   * @generated from field: int32 target = 4;
+   */
+  target: number;
+
+  /**
+   * "voters" or "online".
+   *
+   * @generated from field: string payees = 5;
+   */
+  payees: string;
+
+  /**
+   * The rewards (JSON): a list of { "commands": [...], "onlineOnly": bool }.
+   *
+   * @generated from field: string rewards_json = 6;
+   */
+  rewardsJson: string;
+};
+
+/**
+ * Describes the message rewards.v1.PutNetworkGoalRequest.
+ * Use `create(PutNetworkGoalRequestSchema)` to create a new message.
+ */
+export const PutNetworkGoalRequestSchema: GenMessage<PutNetworkGoalRequest> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 18);
+
+/**
+ * @generated from message rewards.v1.PutNetworkGoalResponse
+ */
+export type PutNetworkGoalResponse = Message<"rewards.v1.PutNetworkGoalResponse"> & {
+  /**
+   * @generated from field: string goal_id = 1;
+   */
+  goalId: string;
+};
+
+/**
+ * Describes the message rewards.v1.PutNetworkGoalResponse.
+ * Use `create(PutNetworkGoalResponseSchema)` to create a new message.
+ */
+export const PutNetworkGoalResponseSchema: GenMessage<PutNetworkGoalResponse> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 19);
+
+/**
+ * @generated from message rewards.v1.GetNetworkGoalRequest
+ */
+export type GetNetworkGoalRequest = Message<"rewards.v1.GetNetworkGoalRequest"> & {
+  /**
+   * @generated from field: string goal_id = 1;
+   */
+  goalId: string;
+};
+
+/**
+ * Describes the message rewards.v1.GetNetworkGoalRequest.
+ * Use `create(GetNetworkGoalRequestSchema)` to create a new message.
+ */
+export const GetNetworkGoalRequestSchema: GenMessage<GetNetworkGoalRequest> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 20);
+
+/**
+ * @generated from message rewards.v1.GetNetworkGoalResponse
+ */
+export type GetNetworkGoalResponse = Message<"rewards.v1.GetNetworkGoalResponse"> & {
+  /**
+   * @generated from field: string goal_id = 1;
+   */
+  goalId: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: repeated string server_ids = 3;
+   */
+  serverIds: string[];
+
+  /**
+   * @generated from field: int32 target = 4;
+   */
+  target: number;
+
+  /**
+   * @generated from field: string payees = 5;
+   */
+  payees: string;
+
+  /**
+   * @generated from field: string rewards_json = 6;
+   */
+  rewardsJson: string;
+
+  /**
+   * The round counted now (1 until the goal is first reached) and its counted votes.
+   *
+   * @generated from field: int32 round = 7;
+   */
+  round: number;
+
+  /**
+   * @generated from field: int32 progress = 8;
+   */
+  progress: number;
+
+  /**
+   * Rounds reached so far.
+   *
+   * @generated from field: int32 reached = 9;
+   */
+  reached: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_reached_at = 10;
+   */
+  lastReachedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message rewards.v1.GetNetworkGoalResponse.
+ * Use `create(GetNetworkGoalResponseSchema)` to create a new message.
+ */
+export const GetNetworkGoalResponseSchema: GenMessage<GetNetworkGoalResponse> = /*@__PURE__*/
+  messageDesc(file_rewards_v1_rewards, 21);
+
+/**
  * RewardRulesService keeps a server's reward rules (docs/reward-rules.md): what the list gives a
  * voter for a counted vote, a streak, a milestone, a lucky draw, a period placement or a referral.
  * Rules are JSON validated by the service; every save is a new version. Admin tokens on any server;
@@ -791,4 +941,38 @@ export const RewardQueueService: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_rewards_v1_rewards, 1);
+
+/**
+ * NetworkGoalService keeps an owner's network goals (vote party; docs/reward-rules.md "Network
+ * goals"): a target of counted votes across chosen servers, paid once per round when reached, to the
+ * round's voters or to the players online. Admin tokens (the list's admins) define goals on any
+ * servers that share one owner; a dashboard session only on servers it owns (another owner's server is
+ * not_found, as a missing one). Read tokens and the owner may read a goal's progress.
+ *
+ * @generated from service rewards.v1.NetworkGoalService
+ */
+export const NetworkGoalService: GenService<{
+  /**
+   * PutNetworkGoal validates and saves a goal: a new one when goal_id is empty, else it replaces the
+   * goal's definition (its round and progress carry on).
+   *
+   * @generated from rpc rewards.v1.NetworkGoalService.PutNetworkGoal
+   */
+  putNetworkGoal: {
+    methodKind: "unary";
+    input: typeof PutNetworkGoalRequestSchema;
+    output: typeof PutNetworkGoalResponseSchema;
+  },
+  /**
+   * GetNetworkGoal returns a goal's definition and its progress in the round counted now.
+   *
+   * @generated from rpc rewards.v1.NetworkGoalService.GetNetworkGoal
+   */
+  getNetworkGoal: {
+    methodKind: "unary";
+    input: typeof GetNetworkGoalRequestSchema;
+    output: typeof GetNetworkGoalResponseSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_rewards_v1_rewards, 2);
 

@@ -55,7 +55,7 @@ export function newTombstone(): string {
  *   the tombstone, platform ids, address, subnet and agent are dropped;
  * - ledger rows keep claimed/expired/withdrawn; a row still held is expired ("erased"); payouts (heart_payouts) are
  *   untouched, so a paid heart stays paid once, and a heart reserved by a push stays taken;
- * - deliveries not yet sent are withdrawn (never sent); every delivery of the hearts carries the tombstone, and the
+ * - deliveries not yet sent are withdrawn (never sent), their heart.eligible too; every delivery of the hearts carries the tombstone, and the
  *   attempts' exchanges (headers and bodies) are dropped;
  * - unpublished outbox rows: a heart's event is withdrawn (deleted), a referral event is rewritten with the tombstone,
  *   so Kafka never gets the erased values; referral-event deliveries name the tombstone in their payload; dead letters
@@ -100,7 +100,7 @@ async function eraseServer(
       const scope = { serverId, heartIds: batch, tombstone: q.tombstone };
       // Bounded, each: the batch's rows by primary key or the heart_id index (a handful of deliveries per heart).
       const withdrawn = await tx.query(
-        Prisma.sql`WITH w AS (${withdrawDeliveriesSql({ serverId, heartIds: batch, now: q.now, reason: ERASED_DELIVERY_REASON })}) SELECT id FROM w`,
+        Prisma.sql`WITH w AS (${withdrawDeliveriesSql({ serverId, heartIds: batch, now: q.now, reason: ERASED_DELIVERY_REASON, withEligible: true })}) SELECT id FROM w`,
       );
       add("deliveries_withdrawn", withdrawn.length);
       const deliveries = await tx.query<{ id: string }>(eraseDeliveriesSql(scope));

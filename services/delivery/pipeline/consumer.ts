@@ -15,6 +15,7 @@ import { toPeriodClosedDelivery } from "./period-closed-event.js";
 import { PERIOD_CLOSED_EVENT } from "../../shared/values/event-types.js";
 import { type CountedHeart, queueVoteRewards } from "../../rewards/queue-vote-rewards.js";
 import { storeProgressionEvents, toRewardCountsPayload } from "./progression-event.js";
+import { storeHeartEligibleEvents } from "./heart-eligible-event.js";
 import { queueReferralRewards, type ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
 
 /** The default consumer group of the delivery service. */
@@ -256,6 +257,12 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
         opts.log.warn({ heartId: delivery.heartId, eventId, serverId: delivery.serverId }, "heart for an unknown server; no delivery");
       } else opts.log.debug({ heartId: delivery.heartId, eventId, outcome }, "delivery stored");
     });
+    // Each counted heart's heart.eligible, due when its voter may vote again (heart-eligible-event.ts): stored before the
+    // batch is acknowledged, so a failure throws and the redelivered batch stores it (its event id: never twice).
+    await storeHeartEligibleEvents(
+      opts.prisma,
+      stored.flatMap(({ delivery }, i) => (outcomes[i] !== "unknown_server" ? [delivery] : [])),
+    );
     // Referral rewards after the deliveries (queue-referral-rewards.ts: why here and not in ApplyEvent), before the batch is
     // acknowledged: a failure throws, the offsets stay uncommitted, and the redelivered batch queues nothing twice (entry keys).
     const referrals = await queueReferralRewards(

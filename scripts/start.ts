@@ -47,6 +47,8 @@ import { readAddressSettings } from "../services/shared/runtime/address-settings
 import { readRetentionSettings } from "../services/retention/retention-settings.js";
 import { createRetentionLoop } from "../services/retention/run-retention.js";
 import { createPeriodCloserLoop, readPeriodCloserSettings } from "../services/rewards/close-periods.js";
+import { createDiscordRest, readDiscordApiBaseUrl } from "../services/shared/adapters/discord-rest.js";
+import { createVoterRoleLoop, readVoterRoleJobSettings } from "../services/voter-roles/give-voter-roles.js";
 import { createProcessReminders, readReminderSettings } from "../services/reminders/reminder-settings.js";
 
 function loadConfig() {
@@ -73,6 +75,8 @@ function loadConfig() {
     retention: readRetentionSettings(r, fraudRules),
     periodCloser: readPeriodCloserSettings(r),
     reminders: readReminderSettings(r),
+    discordApiBaseUrl: readDiscordApiBaseUrl(r),
+    voterRoles: readVoterRoleJobSettings(r),
   });
 }
 
@@ -333,6 +337,9 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
   const retention = createRetentionLoop({ db: prisma, settings: config.retention, log, registry: metrics.registry, now });
   const periodCloser = createPeriodCloserLoop({ prisma, settings: config.periodCloser, log, now });
   const delivery = createDeliveryWorker({ prisma, bus, secretBox, log, now, registry: metrics.registry }, config.dispatch);
+  // Voter roles run beside the delivery worker, as in the delivery process (services/delivery/main.ts).
+  const discord = createDiscordRest({ baseUrl: config.discordApiBaseUrl });
+  const voterRoles = createVoterRoleLoop({ db: prisma, discord, secretBox, log, now, ...config.voterRoles });
 
   const checks = [
     startup.check,
@@ -368,6 +375,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       retention.start();
       periodCloser.start();
       reminders.start();
+      voterRoles.start();
       const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
       printBanner({
         gatewayUrl,
@@ -392,6 +400,8 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       await retention.stop();
       await periodCloser.stop();
       await reminders.stop();
+      await voterRoles.stop();
+      await discord.close();
       await rpc.close();
       await relay.stop();
       await delivery.stop();

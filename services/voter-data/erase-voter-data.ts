@@ -9,6 +9,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { type Envelope, EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { eraseVoteClaimsSql } from "../claims/write-vote-claims.js";
 import { dropAttemptExchangesSql } from "../delivery/pipeline/attempt-log.js";
+import { eraseVoterRoleGrantsSql } from "../voter-roles/voter-role-store.js";
 import { eraseDeliveriesSql, eraseReferralDeliveriesSql, withdrawDeliveriesSql } from "../delivery/pipeline/write-deliveries.js";
 import { eraseAddressVotersSql, eraseHeartsSql, eraseVoterStatesSql } from "../hearts/store.js";
 import { erasePluginPlayerIdsSql } from "../plugin-activity/record-plugin-calls.js";
@@ -65,7 +66,8 @@ export function newTombstone(): string {
  *   voter's ids;
  * - the reward queue's entries the voter's hearts gave are deleted (pending ones are never paid: the commands name the
  *   voter), and the reward rules' counts of the voter (voter_reward_states) are deleted;
- * - the voter's e-mail vote reminders (vote_reminders, with the address) are deleted.
+ * - the voter's e-mail vote reminders (vote_reminders, with the address) are deleted;
+ * - the voter's Discord voter roles lapse at once (voter_role_grants: the role job removes the role, then the row).
  *
  * Running it twice finds nothing the second time (the rows carry the tombstone, not the key).
  */
@@ -125,6 +127,8 @@ async function eraseServer(
       add("voter_period_tallies", await tx.execute(eraseVoterPeriodTalliesSql({ serverId, identities: batch })));
       // The voter's e-mail vote reminder goes with them: never mailed again (docs/reminders.md).
       add("vote_reminders", await tx.execute(eraseVoteRemindersSql({ serverId, identities: batch })));
+      // Their voter role lapses now: the role job removes it, then deletes the grant with the Discord id (docs/discord-roles.md).
+      add("voter_role_grants", await tx.execute(eraseVoterRoleGrantsSql({ serverId, identities: batch, tombstone: q.tombstone, now: q.now })));
       for (const some of inBatches(addresses, ID_BATCH)) {
         add("heart_address_voters", await tx.execute(eraseAddressVotersSql({ serverId, addresses: some, identities: batch })));
       }

@@ -83,7 +83,9 @@ export const ModelName = {
   RewardQueueEntry: 'RewardQueueEntry',
   VoterPeriodTally: 'VoterPeriodTally',
   RewardPeriod: 'RewardPeriod',
-  VoteReminder: 'VoteReminder'
+  VoteReminder: 'VoteReminder',
+  VoterRoleSettings: 'VoterRoleSettings',
+  VoterRoleGrant: 'VoterRoleGrant'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -618,6 +620,36 @@ export const VoteReminderScalarFieldEnum = {
 } as const
 
 export type VoteReminderScalarFieldEnum = (typeof VoteReminderScalarFieldEnum)[keyof typeof VoteReminderScalarFieldEnum]
+
+
+export const VoterRoleSettingsScalarFieldEnum = {
+  serverId: 'serverId',
+  botTokenSealed: 'botTokenSealed',
+  guildId: 'guildId',
+  roleId: 'roleId',
+  durationSeconds: 'durationSeconds',
+  lastError: 'lastError',
+  lastErrorAt: 'lastErrorAt',
+  lastOkAt: 'lastOkAt',
+  createdAt: 'createdAt',
+  updatedAt: 'updatedAt'
+} as const
+
+export type VoterRoleSettingsScalarFieldEnum = (typeof VoterRoleSettingsScalarFieldEnum)[keyof typeof VoterRoleSettingsScalarFieldEnum]
+
+
+export const VoterRoleGrantScalarFieldEnum = {
+  serverId: 'serverId',
+  discordId: 'discordId',
+  voterIdentity: 'voterIdentity',
+  expiresAt: 'expiresAt',
+  given: 'given',
+  dueAt: 'dueAt',
+  attempts: 'attempts',
+  updatedAt: 'updatedAt'
+} as const
+
+export type VoterRoleGrantScalarFieldEnum = (typeof VoterRoleGrantScalarFieldEnum)[keyof typeof VoterRoleGrantScalarFieldEnum]
 
 
 export const SortOrder = {

@@ -16,6 +16,7 @@ import { PERIOD_CLOSED_EVENT } from "../../shared/values/event-types.js";
 import { type CountedHeart, queueVoteRewards } from "../../rewards/queue-vote-rewards.js";
 import { storeProgressionEvents, toRewardCountsPayload } from "./progression-event.js";
 import { storeHeartEligibleEvents } from "./heart-eligible-event.js";
+import { recordVoterRoleVotes } from "../../voter-roles/voter-role-store.js";
 import { queueReferralRewards, type ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
 
 /** The default consumer group of the delivery service. */
@@ -262,6 +263,17 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
     await storeHeartEligibleEvents(
       opts.prisma,
       stored.flatMap(({ delivery }, i) => (outcomes[i] !== "unknown_server" ? [delivery] : [])),
+    );
+    // Voter roles (services/voter-roles): each counted vote with a Discord id on a server with voter roles makes its
+    // voter's role due (the role job adds it); a redelivered batch writes the same grants again.
+    await recordVoterRoleVotes(
+      opts.prisma,
+      stored.flatMap(({ delivery: d }, i) =>
+        d.eventType === "heart.counted" && d.platformIds?.discordId && outcomes[i] !== "unknown_server"
+          ? [{ serverId: d.serverId, discordId: d.platformIds.discordId, voterIdentity: d.voterIdentity, countedAt: d.countedAt }]
+          : [],
+      ),
+      new Date(nowMs()),
     );
     // Referral rewards after the deliveries (queue-referral-rewards.ts: why here and not in ApplyEvent), before the batch is
     // acknowledged: a failure throws, the offsets stay uncommitted, and the redelivered batch queues nothing twice (entry keys).

@@ -2,6 +2,7 @@ import type { DiscordRest } from "../shared/adapters/discord-rest.js";
 import { DiscordErrorCode } from "../shared/adapters/discord-rest.js";
 import type { EnvReader } from "../shared/runtime/config.js";
 import type { Logger } from "../shared/runtime/log.js";
+import { createPassLoop, type PassLoop } from "../shared/runtime/pass-loop.js";
 import type { SecretBox } from "../shared/runtime/secrets.js";
 import { decideVoterRoleStep, retryVoterRoleStep } from "./domain/voter-role-step.js";
 import { claimDueGrants, deleteLapsedGrant, recordVoterRoleOutcome, rescheduleGrant, type DueGrant } from "./voter-role-store.js";
@@ -123,47 +124,19 @@ async function failed(deps: VoterRolePassDeps, g: DueGrant, now: Date, error: st
 }
 
 /** The role job of the delivery service: start() and stop() (waits for a pass in progress). */
-export interface VoterRoleLoop {
-  start(): void;
-  stop(): Promise<void>;
-}
+export type VoterRoleLoop = PassLoop;
 
 /**
  * Runs a pass every `intervalSeconds` (timed from the end of the last, so passes never overlap), at once again when a
  * pass claimed a full batch. Several instances at once are safe: grants are claimed with SKIP LOCKED and leased.
  */
 export function createVoterRoleLoop(deps: VoterRolePassDeps & { intervalSeconds: number; now: () => Date }): VoterRoleLoop {
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> | undefined;
-  let stopped = false;
-  const schedule = (ms: number) => {
-    if (!stopped) timer = setTimeout(tick, ms);
-  };
-  const tick = () => {
-    timer = undefined;
-    let full = false;
-    running = runVoterRolePass(deps, deps.now())
-      .then((r) => {
-        full = r.claimed >= deps.batchRows;
-      })
-      .catch((error: unknown) => {
-        // Failure policy: log and try again at the next interval - a failed pass leaves its leased grants to come back.
-        deps.log.warn({ err: error }, "voter role pass failed; retried at the next interval");
-      })
-      .finally(() => {
-        running = undefined;
-        schedule(full ? 0 : deps.intervalSeconds * 1000);
-      });
-  };
-  return {
-    start() {
-      if (stopped || timer !== undefined || running !== undefined) return;
-      tick();
-    },
-    async stop() {
-      stopped = true;
-      if (timer !== undefined) clearTimeout(timer);
-      await running;
-    },
-  };
+  return createPassLoop({
+    pass: (now) => runVoterRolePass(deps, now),
+    batchRows: deps.batchRows,
+    intervalSeconds: deps.intervalSeconds,
+    now: deps.now,
+    log: deps.log,
+    failureText: "voter role pass failed; retried at the next interval",
+  });
 }

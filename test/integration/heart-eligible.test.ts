@@ -7,18 +7,15 @@
  */
 import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
-import { fromBinary } from "@bufbuild/protobuf";
-import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
-import type { ReceivedMessage } from "../../services/shared/adapters/bus.js";
 import { HEART_COOLDOWN_MS } from "../../services/hearts/domain/streak.js";
 import { heartEligibleEventId } from "../../services/delivery/pipeline/heart-eligible-event.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
-import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";
-import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
+import { headerOf, startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
 import { eraseVoterData, newTombstone } from "../../services/voter-data/erase-voter-data.js";
 import { formatIngestSignature } from "../../services/shared/values/signature.js";
 import { eventually } from "../helpers/eventually.js";
+import { heartCountedMessageOf, isSignedWith } from "../helpers/pipeline-messages.js";
 import { validateAgainstOpenApi } from "./openapi-validate.js";
 
 interface Context {
@@ -53,11 +50,6 @@ async function receiver(c: Context): Promise<Receiver> {
   return r;
 }
 
-function macOk(request: RecordedRequest, secret: string): boolean {
-  const parsed = parseCallbackSignature(headerOf(request, "x-service-signature"));
-  return parsed?.v1.some((mac) => hexEquals(mac, expectedCallbackMac(secret, parsed.t, request.body))) ?? false;
-}
-
 /** A server whose default endpoint (heart.counted only) goes to `plain`, and a second endpoint to `eligible` subscribed to heart.eligible only. */
 async function newServer(c: Context, plain: Receiver, eligible: Receiver) {
   const admin = c.stack.clients.admin;
@@ -90,19 +82,11 @@ async function vote(stack: TestStack, serverId: string, at: string, username = "
   return res.heartId;
 }
 
-/** The heart.counted message the relay published for `heartId`, as the consumer receives it (from the outbox). */
-async function messageOf(stack: TestStack, serverId: string, heartId: string): Promise<ReceivedMessage> {
-  const rows = await stack.prisma.outboxMessage.findMany({ where: { key: serverId, type: "heart.counted" } });
-  const row = rows.find((r) => {
-    const envelope = fromBinary(EnvelopeSchema, r.payload);
-    return envelope.payload.case === "heartCounted" && envelope.payload.value.heartId === heartId;
-  });
-  if (row === undefined) throw new Error("no outbox row of the heart");
-  return { topic: row.topic, key: row.key, value: row.payload, partition: 0, offset: row.id.toString() };
-}
-
 const eligibleRowsOf = (stack: TestStack, serverId: string) =>
-  stack.prisma.delivery.findMany({ where: { serverId, eventType: "heart.eligible" }, select: { heartId: true, transport: true, status: true, nextAttemptAt: true } });
+  stack.prisma.delivery.findMany({
+    where: { serverId, eventType: "heart.eligible" },
+    select: { heartId: true, transport: true, status: true, nextAttemptAt: true },
+  });
 
 test.serial(
   "an endpoint subscribed to heart.eligible gets exactly one per counted vote at its next eligible time, signed; the default endpoint none; a replayed vote none twice",
@@ -118,7 +102,7 @@ test.serial(
     t.deepEqual(waiting, [{ heartId, transport: "callback", status: "pending", nextAttemptAt: due }]);
     // The same vote again (a redelivered Kafka message): nothing new.
     const before = await stack.prisma.delivery.count({ where: { serverId } });
-    await stack.pipeline!.delivery.consumer.handle(await messageOf(stack, serverId, heartId));
+    await stack.pipeline!.delivery.consumer.handle(await heartCountedMessageOf(stack, serverId, heartId));
     t.is(await stack.prisma.delivery.count({ where: { serverId } }), before, "the replay stores nothing");
     // Still waiting once the vote's own deliveries are sent; at its due time (the stack's clock) it is sent.
     t.is((await eligibleRowsOf(stack, serverId))[0]?.status, "pending");
@@ -129,7 +113,7 @@ test.serial(
     });
     t.is(eligible.requests.length, 1, "exactly one heart.eligible");
     const request = eligible.requests[0]!;
-    t.true(macOk(request, eligibleSecret), "signed with the subscribed endpoint's secret");
+    t.true(isSignedWith(request, eligibleSecret), "signed with the subscribed endpoint's secret");
     t.is(headerOf(request, "x-service-event"), "heart.eligible");
     const body = JSON.parse(request.text) as Record<string, unknown>;
     t.deepEqual(Object.keys(body), ["event", "event_id", "server_id", "heart_id", "username", "cast_at", "eligible_at", "timestamp"]);
@@ -184,7 +168,10 @@ test.serial("the signed pull API lists a heart.eligible only from its due time, 
     const body = (await res.json()) as Record<string, unknown>;
     return { status: res.status, body, openApiErrors: validateAgainstOpenApi(path, "post", res.status, body).errors };
   };
-  t.true((await eligibleRowsOf(stack, serverId)).some((r) => r.transport === "pull"), "stored for pull with the vote");
+  t.true(
+    (await eligibleRowsOf(stack, serverId)).some((r) => r.transport === "pull"),
+    "stored for pull with the vote",
+  );
   const early = await post("/api/pull/events", {});
   t.deepEqual(early.body.events, [], "not listed before its due time");
   clockMs = Date.parse(castAt) + HEART_COOLDOWN_MS;

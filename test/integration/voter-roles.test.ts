@@ -139,6 +139,11 @@ test.serial("a bot without the permission (50013 Missing Permissions) is recorde
   t.like(body.voter_roles, { configured: true, bot_token_set: true, guild_id: guildId, last_error_at: new Date(at).toISOString() });
   t.regex(String(body.voter_roles.status), /^Last error at .*: Discord answered 403 .*Missing Permissions \(50013\)/);
   t.false(page.text.includes(BOT), "the token never reaches the dashboard");
+  // The server's page carries the card whose status line shows it (voter-roles.js renders `status`).
+  const html = await (await fetch(`${c.gatewayUrl}/dashboard/`)).text();
+  t.true(html.includes('id="voter-roles-status"') && html.includes("/dashboard/voter-roles.js"));
+  const script = await (await fetch(`${c.gatewayUrl}/dashboard/voter-roles.js`)).text();
+  t.regex(script, /status\.textContent = v\.status/);
   // Retried later, not at once.
   t.like(await runVoterRolePass(passDeps(c), new Date(clockMs)), { claimed: 0 });
 });

@@ -1770,7 +1770,9 @@ export const openApiDocument = {
         type: "object",
         required: ["events", "next_cursor"],
         properties: {
-          events: { type: "array", items: {
+          events: {
+            type: "array",
+            items: {
               oneOf: [
                 { $ref: "#/components/schemas/PullEvent" },
                 { $ref: "#/components/schemas/PullPeriodClosedEvent" },

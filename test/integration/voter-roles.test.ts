@@ -18,6 +18,7 @@ import { startDiscordEmulator, type DiscordEmulator } from "../../scripts/harnes
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { eventually } from "../helpers/eventually.js";
 import { ownerApi, signInOwner } from "../helpers/owner-session.js";
+import { eraseVoterData, newTombstone } from "../../services/voter-data/erase-voter-data.js";
 
 interface Context {
   stack: TestStack;
@@ -75,9 +76,10 @@ async function newServer(c: Context, manager: string | null, ownerId?: string) {
 async function vote(stack: TestStack, serverId: string, at: number): Promise<void> {
   clockMs = at;
   voterN += 1;
+  const voterIdentity = `roles-voter-${voterN}`;
   const res = await stack.clients.hearts.castHeart({
     serverId,
-    voterIdentity: `roles-voter-${voterN}`,
+    voterIdentity,
     username: "Steve",
     discordId: MEMBER,
     ip: `198.51.100.${(voterN % 200) + 20}`,
@@ -182,4 +184,18 @@ test.serial("only the server's owner and list admins may configure voter roles: 
     .setVoterRoleSettings({ serverId, botToken: "", guildId: "not-an-id", roleId: ROLE, durationSeconds: 3_600 })
     .catch((e: unknown) => ConnectError.from(e).rawMessage);
   t.is(bad, "guild_id must be a Discord id: 17 to 20 decimal digits");
+});
+
+test.serial("a voter's erasure makes their role lapse at once: the role job removes it and deletes the grant with the Discord id", async (t) => {
+  const c = t.context;
+  const { serverId, guildId } = await newServer(c, BOT);
+  await vote(c.stack, serverId, Date.parse("2027-08-01T12:00:00Z"));
+  await runVoterRolePass(passDeps(c), new Date(clockMs));
+  t.deepEqual(c.discord.memberRoles(guildId, MEMBER), [ROLE]);
+  const tombstone = newTombstone();
+  const erased = await eraseVoterData(c.stack.prisma, { serverId, key: { kind: "discord_id", value: MEMBER }, now: new Date(clockMs), tombstone });
+  t.is(erased.counts.voter_role_grants, 1);
+  t.like(await runVoterRolePass(passDeps(c), new Date(clockMs)), { removed: 1 });
+  t.deepEqual(c.discord.memberRoles(guildId, MEMBER), []);
+  t.is(await c.stack.prisma.voterRoleGrant.count({ where: { serverId } }), 0, "no Discord id kept");
 });

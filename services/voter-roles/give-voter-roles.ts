@@ -1,4 +1,4 @@
-import type { DiscordRest } from "../shared/adapters/discord-rest.js";
+import type { DiscordAnswer, DiscordRest } from "../shared/adapters/discord-rest.js";
 import { DiscordErrorCode } from "../shared/adapters/discord-rest.js";
 import type { EnvReader } from "../shared/runtime/config.js";
 import type { Logger } from "../shared/runtime/log.js";
@@ -50,7 +50,7 @@ export interface VoterRolePassResult {
  * after another), and for each (domain/voter-role-step.ts) adds the role through the Discord client (Add Guild Member
  * Role) and looks again when it lapses, or removes it (Remove Guild Member Role) and deletes the grant. A failure is
  * recorded on the server's settings (shown on the dashboard) and retried later; a rate limit reschedules the grant
- * at Discord's time. The bot token never reaches a log line or an error text.
+ * at Discord's time. Neither the bot token nor the voter's Discord id reaches a log line or the recorded error.
  */
 export async function runVoterRolePass(deps: VoterRolePassDeps, now: Date): Promise<VoterRolePassResult> {
   const leaseUntil = new Date(now.getTime() + 60_000 + deps.batchRows * VOTER_ROLE_CALL_MAX_MS);
@@ -102,7 +102,17 @@ async function stepOne(deps: VoterRolePassDeps, g: DueGrant, now: Date): Promise
     await rescheduleGrant(deps.db, { ...key, dueAt: g.expires_at, given: !goneMember, attempts: 0 });
     return "added";
   }
-  return failed(deps, g, now, answer.error);
+  return failed(deps, g, now, describeFailure(step.kind, answer));
+}
+
+/**
+ * A failed call in the owner's words, without the voter's Discord id (the client's own text names the path, which
+ * holds it): what was asked, Discord's status, message and code, or that Discord could not be reached.
+ */
+function describeFailure(step: "add" | "remove", answer: Exclude<DiscordAnswer, { kind: "ok" | "rateLimited" }>): string {
+  const asked = step === "add" ? "Add Guild Member Role" : "Remove Guild Member Role";
+  if (answer.kind === "failed") return `${asked}: no answer from Discord (a timeout or a connection failure)`;
+  return `Discord answered ${answer.status} to ${asked}: ${answer.message}${answer.code ? ` (${answer.code})` : ""}`;
 }
 
 /** Records a failed step on the server's settings and retries it later, or gives it up. */

@@ -139,7 +139,8 @@ test.serial("a bot without the permission (50013 Missing Permissions) is recorde
   t.is(page.status, 200);
   const body = JSON.parse(page.text) as { voter_roles: Record<string, unknown> };
   t.like(body.voter_roles, { configured: true, bot_token_set: true, guild_id: guildId, last_error_at: new Date(at).toISOString() });
-  t.regex(String(body.voter_roles.status), /^Last error at .*: Discord answered 403 .*Missing Permissions \(50013\)/);
+  t.regex(String(body.voter_roles.status), /^Last error at .*: Discord answered 403 to Add Guild Member Role: Missing Permissions \(50013\)$/);
+  t.false(page.text.includes(MEMBER), "the voter's Discord id is not in the owner's status line");
   t.false(page.text.includes(BOT), "the token never reaches the dashboard");
   // The server's page carries the card whose status line shows it (voter-roles.js renders `status`).
   const html = await (await fetch(`${c.gatewayUrl}/dashboard/`)).text();

@@ -489,6 +489,17 @@ const PROGRESSION_EVENT_PROPERTIES = {
   at: { type: "integer", description: "`milestone.reached`: the rule's `at`, when it has one." },
 } as const;
 
+/** The fields of a `heart.eligible` body (services/delivery/pipeline/heart-eligible-event.ts), for its callback and its pull item. */
+const HEART_ELIGIBLE_FIELDS = {
+  event: { type: "string", enum: ["heart.eligible"] },
+  event_id: { type: "string", format: "uuid", description: "Named by the vote: one per counted vote, the same for a replayed vote; key on it." },
+  server_id: { type: "string", format: "uuid" },
+  heart_id: { type: "string", format: "uuid", description: "The counted vote (its heart.counted's `heart_id`)." },
+  username: { type: "string", description: "The player as the vote named them." },
+  cast_at: { type: "integer", format: "int64", description: "Unix seconds when the vote counted." },
+  eligible_at: { type: "integer", format: "int64", description: "Unix seconds from when the voter may vote again (the vote's `next_eligible_at`)." },
+} as const;
+
 export const openApiDocument = {
   openapi: "3.1.0",
   info: {
@@ -1324,6 +1335,22 @@ export const openApiDocument = {
         responses: CALLBACK_ANSWERS,
       },
     },
+    heartEligible: {
+      post: {
+        operationId: "heartEligible",
+        summary: "A voter may vote again: sent at a counted vote's next eligible time (opt-in per endpoint)",
+        description: [
+          "Sent once per counted vote, at its `next_eligible_at`, to each callback endpoint subscribed to `heart.eligible`",
+          "(and on the pull list from then, when offered there), so a game can remind the player in game. Signed and retried",
+          "exactly like a referral outcome; key on `event_id`.",
+        ].join("\n"),
+        tags: ["callbacks"],
+        security: [],
+        parameters: [eventHeader(["heart.eligible"])],
+        requestBody: { required: true, content: { "application/json": { schema: { $ref: "#/components/schemas/HeartEligibleEvent" } } } },
+        responses: CALLBACK_ANSWERS,
+      },
+    },
     periodClosed: {
       post: {
         operationId: "periodClosed",
@@ -1792,6 +1819,7 @@ export const openApiDocument = {
                 { $ref: "#/components/schemas/PullEvent" },
                 { $ref: "#/components/schemas/PullPeriodClosedEvent" },
                 { $ref: "#/components/schemas/PullGoalReachedEvent" },
+                { $ref: "#/components/schemas/PullHeartEligibleEvent" },
               ],
             },
           },
@@ -1855,6 +1883,23 @@ export const openApiDocument = {
           ...GOAL_REACHED_FIELDS,
           timestamp: { type: "integer", format: "int64", description: "Unix seconds of this attempt; also the signature's `t`." },
         },
+      },
+      PullHeartEligibleEvent: {
+        type: "object",
+        description: "A voter who may vote again, listed from that time: the `heart.eligible` callback's fields, `occurred_at` instead of `timestamp`.",
+        required: ["event", "event_id", "server_id", "heart_id", "username", "cast_at", "eligible_at", "occurred_at"],
+        properties: { ...HEART_ELIGIBLE_FIELDS, occurred_at: { type: "string", format: "date-time", description: "When the vote counted." } },
+        additionalProperties: false,
+      },
+      HeartEligibleEvent: {
+        type: "object",
+        description: "A counted vote's voter may vote again (docs/callbacks.md, heart.eligible).",
+        required: ["event", "event_id", "server_id", "heart_id", "username", "cast_at", "eligible_at", "timestamp"],
+        properties: {
+          ...HEART_ELIGIBLE_FIELDS,
+          timestamp: { type: "integer", format: "int64", description: "Unix seconds of this attempt; also the signature's `t`." },
+        },
+        additionalProperties: false,
       },
       PeriodClosedEvent: {
         type: "object",

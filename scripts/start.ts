@@ -48,6 +48,8 @@ import { readRetentionSettings } from "../services/retention/retention-settings.
 import { createRetentionLoop } from "../services/retention/run-retention.js";
 import { createPeriodCloserLoop, readPeriodCloserSettings } from "../services/rewards/close-periods.js";
 import { createGoalPayerLoop, readGoalPayerSettings } from "../services/rewards/pay-reached-goals.js";
+import { createDiscordRest, readDiscordApiBaseUrl } from "../services/shared/adapters/discord-rest.js";
+import { createVoterRoleLoop, readVoterRoleJobSettings } from "../services/voter-roles/give-voter-roles.js";
 import { createProcessReminders, readReminderSettings } from "../services/reminders/reminder-settings.js";
 
 function loadConfig() {
@@ -75,6 +77,8 @@ function loadConfig() {
     periodCloser: readPeriodCloserSettings(r),
     goalPayer: readGoalPayerSettings(r),
     reminders: readReminderSettings(r),
+    discordApiBaseUrl: readDiscordApiBaseUrl(r),
+    voterRoles: readVoterRoleJobSettings(r),
   });
 }
 
@@ -336,6 +340,9 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
   const periodCloser = createPeriodCloserLoop({ prisma, settings: config.periodCloser, log, now });
   const goalPayer = createGoalPayerLoop({ prisma, settings: config.goalPayer, log, now });
   const delivery = createDeliveryWorker({ prisma, bus, secretBox, log, now, registry: metrics.registry }, config.dispatch);
+  // Voter roles run beside the delivery worker, as in the delivery process (services/delivery/main.ts).
+  const discord = createDiscordRest({ baseUrl: config.discordApiBaseUrl });
+  const voterRoles = createVoterRoleLoop({ db: prisma, discord, secretBox, log, now, ...config.voterRoles });
 
   const checks = [
     startup.check,
@@ -372,6 +379,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       periodCloser.start();
       goalPayer.start();
       reminders.start();
+      voterRoles.start();
       const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
       printBanner({
         gatewayUrl,
@@ -397,6 +405,8 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       await periodCloser.stop();
       await goalPayer.stop();
       await reminders.stop();
+      await voterRoles.stop();
+      await discord.close();
       await rpc.close();
       await relay.stop();
       await delivery.stop();

@@ -46,6 +46,7 @@ import {
   toSecretJson,
   toServerJson,
   toVoteReportJson,
+  toVoterRolesJson,
 } from "./to-json.js";
 
 /** Deadline of an ordinary dashboard RPC. */
@@ -437,6 +438,29 @@ export const ROUTES: readonly Route[] = [
     const graceSeconds = readGraceSeconds(body);
     const rotated = await clients.admin.rotateClaimKey({ serverId: params.serverId, graceSeconds }, call);
     return { status: 201, body: { secret: toSecretJson(rotated.info), value: rotated.claimKey } };
+  }),
+
+  // Voter roles (docs/discord-roles.md): the Discord bot, guild, role and duration; the token is never answered back
+  route("GET", "/servers/:serverId/voter-roles", async ({ clients }, { params, call }) => {
+    const { settings } = await clients.voterRoles.getVoterRoleSettings({ serverId: params.serverId }, call);
+    return { body: { voter_roles: toVoterRolesJson(settings) } };
+  }),
+  route("PUT", "/servers/:serverId/voter-roles", async ({ clients }, { params, body, call }) => {
+    const { settings } = await clients.voterRoles.setVoterRoleSettings(
+      {
+        serverId: params.serverId,
+        botToken: readString(body, "bot_token"),
+        guildId: readString(body, "guild_id"),
+        roleId: readString(body, "role_id"),
+        durationSeconds: readSmallInt(body, "duration_seconds"),
+      },
+      call,
+    );
+    return { body: { voter_roles: toVoterRolesJson(settings) } };
+  }),
+  route("DELETE", "/servers/:serverId/voter-roles", async ({ clients }, { params, call }) => {
+    await clients.voterRoles.clearVoterRoleSettings({ serverId: params.serverId }, call);
+    return { body: { voter_roles: toVoterRolesJson(undefined) } };
   }),
 
   // The reward plugins' recent check/claim calls (the plugin activity card)

@@ -70,6 +70,7 @@ const ASSETS: ReadonlyMap<string, StaticAsset> = new Map([
   [`${DASHBOARD_PATH}/hmac-sha256.js`, { contentType: JS, body: readStatic("hmac-sha256.js") }],
   [`${DASHBOARD_PATH}/claim-setup.js`, { contentType: JS, body: readStatic("claim-setup.js") }],
   [`${DASHBOARD_PATH}/plugin-activity.js`, { contentType: JS, body: readStatic("plugin-activity.js") }],
+  [`${DASHBOARD_PATH}/voter-roles.js`, { contentType: JS, body: readStatic("voter-roles.js") }],
   [`${DASHBOARD_PATH}/rewards.js`, { contentType: JS, body: readStatic("rewards.js") }],
   [`${DASHBOARD_PATH}/plugin-setup.js`, { contentType: JS, body: readStatic("plugin-setup.js") }],
   [`${DASHBOARD_PATH}/signature-rules.json`, { contentType: "application/json", body: Buffer.from(JSON.stringify(SIGNATURE_RULES)) }],

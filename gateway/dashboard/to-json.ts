@@ -15,6 +15,7 @@ import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referr
 import type { ReferralEventRecord, ReviewedReferral } from "../../gen/proto/referral/v1/referral_review_pb.js";
 import type { CallbackEndpoint, SecretInfo, Server } from "../../gen/proto/servers/v1/servers_pb.js";
 import type { PluginActivityRow } from "../../gen/proto/claims/v1/plugin_activity_pb.js";
+import type { VoterRoleSettings } from "../../gen/proto/servers/v1/voter_roles_pb.js";
 import { PLUGIN_PRESET_PATHS, VOTES_JSON_PATH, VOTES_PATH } from "../handle-vote-claim.js";
 import { REWARD_QUEUE_ACK_PATH, REWARD_QUEUE_PATH } from "../handle-reward-queue.js";
 import {
@@ -363,5 +364,33 @@ export function toDeliveryDayJson(d: DeliveryDayStats) {
     latency_p50_ms: attempts === 0 ? null : d.latencyP50Ms,
     latency_p95_ms: attempts === 0 ? null : d.latencyP95Ms,
     latency_max_ms: attempts === 0 ? null : d.latencyMaxMs,
+  };
+}
+
+/**
+ * A server's voter roles as the dashboard shows them (never the token), with `status`: the short line of the server's
+ * page: off, the last Discord error and when, working (the last role change), or waiting for the first vote.
+ */
+export function toVoterRolesJson(s: VoterRoleSettings | undefined) {
+  const at = (t: Timestamp | undefined) => (t ? timestampDate(t).toISOString() : null);
+  const lastErrorAt = at(s?.lastErrorAt);
+  const lastOkAt = at(s?.lastOkAt);
+  const status = !s?.configured
+    ? "Off"
+    : s.lastError !== ""
+      ? `Last error at ${lastErrorAt}: ${s.lastError}`
+      : lastOkAt !== null
+        ? `Working: last role change at ${lastOkAt}`
+        : "Waiting for the first counted vote with a Discord id";
+  return {
+    configured: s?.configured ?? false,
+    guild_id: s?.guildId ?? "",
+    role_id: s?.roleId ?? "",
+    duration_seconds: s?.durationSeconds ?? 0,
+    bot_token_set: s?.botTokenSet ?? false,
+    last_error: s?.lastError ?? "",
+    last_error_at: lastErrorAt,
+    last_ok_at: lastOkAt,
+    status,
   };
 }

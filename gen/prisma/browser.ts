@@ -292,3 +292,15 @@ export type NetworkGoalVoter = Prisma.NetworkGoalVoterModel
  * limit: kept as long as the goal (one small row per party).
  */
 export type NetworkGoalRound = Prisma.NetworkGoalRoundModel
+/**
+ * Model VoterRoleSettings
+ * Voter roles (issue 32; docs/discord-roles.md): a server's Discord bot, guild, role and duration, one row per server
+ * that configured it, with the last Discord failure shown on the dashboard. Owner: services/voter-roles/voter-role-store.ts.
+ */
+export type VoterRoleSettings = Prisma.VoterRoleSettingsModel
+/**
+ * Model VoterRoleGrant
+ * A voter's role on a server's guild: given after a counted vote carrying a discord_id, removed when it lapses (then
+ * the row is deleted). Owner: services/voter-roles/voter-role-store.ts.
+ */
+export type VoterRoleGrant = Prisma.VoterRoleGrantModel

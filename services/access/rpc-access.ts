@@ -73,6 +73,10 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "servers.v1.ServerAdminService/RotateClaimKey": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/RevealClaimKey": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/SetClaimSettings": { scope: "admin", owner: server },
+  // Voter roles (docs/discord-roles.md): the server's owner and list admins; the bot token is never answered back.
+  "servers.v1.VoterRoleService/SetVoterRoleSettings": { scope: "admin", owner: server },
+  "servers.v1.VoterRoleService/GetVoterRoleSettings": { scope: "read", owner: server },
+  "servers.v1.VoterRoleService/ClearVoterRoleSettings": { scope: "admin", owner: server },
   // claims.v1 (the gateway's public check/claim routes for reward plugins)
   "claims.v1.ClaimService/CheckVote": { scope: "claims", owner: none },
   "claims.v1.ClaimService/ClaimVote": { scope: "claims", owner: none },

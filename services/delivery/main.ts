@@ -9,6 +9,8 @@ import { databaseDependency } from "../shared/adapters/startup-dependencies.js";
 import { verifySecretsKey } from "../shared/adapters/secrets-key-check.js";
 import { loadDeliveryConfig } from "./pipeline/config.js";
 import { createDeliveryWorker } from "./pipeline/worker.js";
+import { createDiscordRest } from "../shared/adapters/discord-rest.js";
+import { createVoterRoleLoop } from "../voter-roles/give-voter-roles.js";
 
 runService({
   name: "delivery",
@@ -17,6 +19,16 @@ runService({
     const prisma = createPrisma(config.databaseUrl, { maxConnections: 10 });
     const bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "delivery", log });
     const worker = createDeliveryWorker({ prisma, bus, secretBox: config.secretBox, log, registry: metrics.registry }, config);
+    // The one Discord client of the process: every Discord call obeys its rate limits.
+    const discord = createDiscordRest({ baseUrl: config.discordApiBaseUrl });
+    const voterRoles = createVoterRoleLoop({
+      db: prisma,
+      discord,
+      secretBox: config.secretBox,
+      log,
+      now: () => new Date(),
+      ...config.voterRoles,
+    });
     return {
       checks: [startup.check, ...readinessChecks({ prisma, bus, databaseUrl: config.databaseUrl, brokers: config.kafkaBrokers }), ...worker.checks],
       async start(opsPort) {
@@ -24,6 +36,7 @@ runService({
         await verifySecretsKey(prisma, config.secretBox);
         // Stored deliveries need no Kafka: dispatch them while Kafka is awaited and the consumer joins its group.
         worker.dispatcher.start();
+        voterRoles.start();
         if (
           !(await startup.waitFor(
             kafkaDependency(config.kafkaBrokers, [HEARTS_TOPIC], { groupId: config.groupId, topicRetentionHours: config.kafkaTopicRetentionHours, log }),
@@ -38,8 +51,12 @@ runService({
         return true;
       },
       // Stop taking new work first, then let in-flight callbacks finish and record their attempts.
-      drain: () => worker.stop(),
+      async drain() {
+        await voterRoles.stop();
+        await worker.stop();
+      },
       async close() {
+        await discord.close();
         await bus.close();
         await prisma.$disconnect();
       },

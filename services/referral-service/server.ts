@@ -21,6 +21,7 @@ import { rewardRulesRoutes } from "../rewards/routes.js";
 import { networkGoalRoutes } from "../rewards/network-goal-routes.js";
 import { rewardQueueRoutes } from "../rewards/queue-routes.js";
 import { reminderRoutes } from "../reminders/routes.js";
+import { voterRoleRoutes } from "../voter-roles/routes.js";
 import type { Mailer } from "../shared/adapters/mailer.js";
 import { DEFAULT_IDLE_CHECK_SECONDS } from "../rewards/domain/next-check.js";
 import { deliveryStatsRoutes } from "../delivery/rpc/delivery-stats.js";
@@ -80,6 +81,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     rewardQueueRoutes({ ...deps, withdrawOthers, idleCheckSeconds: deps.rewardQueueIdleCheckSeconds ?? DEFAULT_IDLE_CHECK_SECONDS })(router);
     deliveryStatsRoutes(deps)(router);
     reminderRoutes(deps)(router);
+    voterRoleRoutes(deps)(router);
     accessRoutes(deps)(router);
   };
 }

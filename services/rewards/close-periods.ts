@@ -170,8 +170,10 @@ export type PeriodCloserLoop = PassLoop;
  */
 export function createPeriodCloserLoop(deps: { prisma: PrismaClient; settings: PeriodCloserSettings; log: Logger; now: () => Date }): PeriodCloserLoop {
   return createPassLoop({
-    settings: deps.settings,
-    pass: () => closeDuePeriods(deps, deps.settings, deps.now()),
+    enabled: deps.settings.enabled,
+    intervalSeconds: deps.settings.intervalSeconds,
+    now: deps.now,
+    pass: (now) => closeDuePeriods(deps, deps.settings, now),
     log: deps.log,
     failureText: "period close pass failed; retried at the next interval",
   });

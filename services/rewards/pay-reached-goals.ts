@@ -116,8 +116,10 @@ export async function payReachedGoals(
  */
 export function createGoalPayerLoop(deps: { prisma: PrismaClient; settings: GoalPayerSettings; log: Logger; now: () => Date }): PassLoop {
   return createPassLoop({
-    settings: deps.settings,
-    pass: () => payReachedGoals(deps, deps.settings, deps.now()),
+    enabled: deps.settings.enabled,
+    intervalSeconds: deps.settings.intervalSeconds,
+    now: deps.now,
+    pass: (now) => payReachedGoals(deps, deps.settings, now),
     log: deps.log,
     failureText: "goal pay pass failed; retried at the next interval",
   });

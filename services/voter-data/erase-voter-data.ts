@@ -10,6 +10,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { type Envelope, EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { eraseVoteClaimsSql } from "../claims/write-vote-claims.js";
 import { dropAttemptExchangesSql } from "../delivery/pipeline/attempt-log.js";
+import { eraseVoterRoleGrantsSql } from "../voter-roles/voter-role-store.js";
 import { eraseDeliveriesSql, eraseReferralDeliveriesSql, withdrawDeliveriesSql } from "../delivery/pipeline/write-deliveries.js";
 import { eraseAddressVotersSql, eraseHeartsSql, eraseVoterStatesSql } from "../hearts/store.js";
 import { erasePluginPlayerIdsSql } from "../plugin-activity/record-plugin-calls.js";
@@ -63,7 +64,7 @@ export function newTombstone(): string {
  *   the tombstone, platform ids, address, subnet and agent are dropped;
  * - ledger rows keep claimed/expired/withdrawn; a row still held is expired ("erased"); payouts (heart_payouts) are
  *   untouched, so a paid heart stays paid once, and a heart reserved by a push stays taken;
- * - deliveries not yet sent are withdrawn (never sent); every delivery of the hearts carries the tombstone, and the
+ * - deliveries not yet sent are withdrawn (never sent), their heart.eligible too; every delivery of the hearts carries the tombstone, and the
  *   attempts' exchanges (headers and bodies) are dropped;
  * - unpublished outbox rows: a heart's event is withdrawn (deleted), a referral event is rewritten with the tombstone,
  *   so Kafka never gets the erased values; referral-event deliveries name the tombstone in their payload; dead letters
@@ -73,7 +74,8 @@ export function newTombstone(): string {
  *   voter's ids;
  * - the reward queue's entries the voter's hearts gave are deleted (pending ones are never paid: the commands name the
  *   voter), and the reward rules' counts of the voter (voter_reward_states) are deleted;
- * - the voter's e-mail vote reminders (vote_reminders, with the address) are deleted.
+ * - the voter's e-mail vote reminders (vote_reminders, with the address) are deleted;
+ * - the voter's Discord voter roles lapse at once (voter_role_grants: the role job removes the role, then the row).
  *
  * Running it twice finds nothing the second time (the rows carry the tombstone, not the key).
  */
@@ -108,7 +110,7 @@ async function eraseServer(
       const scope = { serverId, heartIds: batch, tombstone: q.tombstone };
       // Bounded, each: the batch's rows by primary key or the heart_id index (a handful of deliveries per heart).
       const withdrawn = await tx.query(
-        Prisma.sql`WITH w AS (${withdrawDeliveriesSql({ serverId, heartIds: batch, now: q.now, reason: ERASED_DELIVERY_REASON })}) SELECT id FROM w`,
+        Prisma.sql`WITH w AS (${withdrawDeliveriesSql({ serverId, heartIds: batch, now: q.now, reason: ERASED_DELIVERY_REASON, withEligible: true })}) SELECT id FROM w`,
       );
       add("deliveries_withdrawn", withdrawn.length);
       const deliveries = await tx.query<{ id: string }>(eraseDeliveriesSql(scope));
@@ -135,6 +137,8 @@ async function eraseServer(
       add("network_goal_voters", await tx.execute(eraseGoalVotersSql({ serverId, identities: batch })));
       // The voter's e-mail vote reminder goes with them: never mailed again (docs/reminders.md).
       add("vote_reminders", await tx.execute(eraseVoteRemindersSql({ serverId, identities: batch })));
+      // Their voter role lapses now: the role job removes it, then deletes the grant with the Discord id (docs/discord-roles.md).
+      add("voter_role_grants", await tx.execute(eraseVoterRoleGrantsSql({ serverId, identities: batch, tombstone: q.tombstone, now: q.now })));
       for (const some of inBatches(addresses, ID_BATCH)) {
         add("heart_address_voters", await tx.execute(eraseAddressVotersSql({ serverId, addresses: some, identities: batch })));
       }

@@ -16,6 +16,7 @@ import { headerOf, type RecordedRequest } from "../../scripts/harness/receiver.j
 import { startStack } from "../../scripts/harness/stack.js";
 import { rpcError } from "../../scripts/harness/referral-harness.js";
 import { addDelivery, expectedCallbackMac, hexEquals, parseCallbackSignature, startDispatchWorld } from "../../scripts/harness/delivery-harness.js";
+import { ENDPOINT_EVENT_TYPES } from "../../services/shared/values/event-types.js";
 
 function macOk(request: RecordedRequest, secret: string): boolean {
   const parsed = parseCallbackSignature(headerOf(request, "x-service-signature"));
@@ -71,7 +72,7 @@ test("endpoint input: payload_version other than 1, 2 or 3, an unknown or missin
   ]);
   t.deepEqual(await rpcError(h.admin.createEndpoint({ serverId, url, eventTypes: ["heart.cast"] })).then((e) => [e.code, e.rawMessage]), [
     Code.InvalidArgument,
-    "event_types must be one of heart.counted|referral.registered|referral.qualified|referral.reversed|streak.extended|streak.lost|milestone.reached|period.closed",
+    `event_types must be one of ${ENDPOINT_EVENT_TYPES.join("|")}`,
   ]);
   t.is((await rpcError(h.admin.createEndpoint({ serverId, url, eventTypes: [] }))).code, Code.InvalidArgument);
   t.is((await rpcError(h.admin.createEndpoint({ serverId, url: "", eventTypes: ["heart.counted"] }))).code, Code.InvalidArgument);

@@ -267,7 +267,7 @@ test.serial("a server's pull list of hearts reads a page, not its 20,000 unclaim
   const hearts = recordingClient(pool);
   await listPullHearts(hearts.client, { serverId, cursor: "", limit: 100 });
   const events = recordingClient(pool);
-  const page = await listPullEvents(events.client, { serverId, cursor: "", limit: 10 });
+  const page = await listPullEvents(events.client, { serverId, cursor: "", limit: 10, now: at });
   t.is(page.events.length, 10);
   for (const [path, read] of [
     ["hearts list", await rowsReadByStatements(h.db.prisma, hearts.statements())],

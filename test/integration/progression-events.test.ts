@@ -9,18 +9,15 @@
  */
 import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
-import { fromBinary } from "@bufbuild/protobuf";
-import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
-import type { ReceivedMessage } from "../../services/shared/adapters/bus.js";
 import { PROGRESSION_EVENT_TYPES } from "../../services/shared/values/event-types.js";
 import { TEST_CALLBACK_REWARD_COUNTS } from "../../services/delivery/rpc/send-test-callback.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
-import { headerOf, startReceiver, type Receiver, type RecordedRequest } from "../../scripts/harness/receiver.js";
-import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
+import { headerOf, startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
 import { eraseVoterData, newTombstone } from "../../services/voter-data/erase-voter-data.js";
 import { formatIngestSignature } from "../../services/shared/values/signature.js";
 import { eventually } from "../helpers/eventually.js";
+import { heartCountedMessageOf, isSignedWith } from "../helpers/pipeline-messages.js";
 import { validateAgainstOpenApi } from "./openapi-validate.js";
 
 interface Context {
@@ -54,11 +51,6 @@ async function receiver(c: Context): Promise<Receiver> {
   const r = await startReceiver();
   c.receivers.push(r);
   return r;
-}
-
-function macOk(request: RecordedRequest, secret: string): boolean {
-  const parsed = parseCallbackSignature(headerOf(request, "x-service-signature"));
-  return parsed?.v1.some((mac) => hexEquals(mac, expectedCallbackMac(secret, parsed.t, request.body))) ?? false;
 }
 
 /**
@@ -120,17 +112,6 @@ async function allDelivered(stack: TestStack, serverId: string, count: number): 
 
 const bodiesOf = (r: Receiver) => r.requests.map((q) => JSON.parse(q.text) as Record<string, unknown>);
 
-/** The heart.counted message the relay published for `heartId`, as the consumer receives it (from the outbox). */
-async function messageOf(stack: TestStack, serverId: string, heartId: string): Promise<ReceivedMessage> {
-  const rows = await stack.prisma.outboxMessage.findMany({ where: { key: serverId, type: "heart.counted" } });
-  const row = rows.find((r) => {
-    const envelope = fromBinary(EnvelopeSchema, r.payload);
-    return envelope.payload.case === "heartCounted" && envelope.payload.value.heartId === heartId;
-  });
-  if (row === undefined) throw new Error("no outbox row of the heart");
-  return { topic: row.topic, key: row.key, value: row.payload, partition: 0, offset: row.id.toString() };
-}
-
 test.serial(
   "a subscribed endpoint gets streak.extended, milestone.reached and streak.lost once each, signed; streak.lost only after a gap beyond the grace; the unsubscribed endpoint none",
   async (t) => {
@@ -159,7 +140,7 @@ test.serial(
     );
     t.is(new Set(events.map((e) => e.event_id)).size, events.length, "each event once");
     for (const request of progress.requests) {
-      t.true(macOk(request, progressSecret), "signed with the subscribed endpoint's secret");
+      t.true(isSignedWith(request, progressSecret), "signed with the subscribed endpoint's secret");
       t.is(headerOf(request, "x-service-event"), JSON.parse(request.text).event);
     }
     const milestone = events.find((e) => e.event === "milestone.reached")!;
@@ -204,7 +185,7 @@ test.serial(
     const keys = Object.keys(byHeart.get(hearts[3])!);
     t.deepEqual(keys.slice(-4), ["weight", "month_total", "total", "reward_streak"], "after every version-2 field");
     t.true(keys.indexOf("payload_version") < keys.indexOf("cast_at"), "payload_version where version 2 has it");
-    for (const request of plain.requests) t.true(macOk(request, defaultSecret));
+    for (const request of plain.requests) t.true(isSignedWith(request, defaultSecret));
 
     const [plain2, progress2] = [await receiver(t.context), await receiver(t.context)];
     const bare = await newServer(t.context, plain2, progress2, null);
@@ -227,7 +208,7 @@ test.serial("a replayed vote emits no second progression event and stores no sec
   const heartId = await vote(stack, serverId, voter, "2027-04-11T12:01:00Z");
   await allDelivered(stack, serverId, 2 + 3);
   const before = await stack.prisma.delivery.count({ where: { serverId } });
-  await stack.pipeline!.delivery.consumer.handle(await messageOf(stack, serverId, heartId));
+  await stack.pipeline!.delivery.consumer.handle(await heartCountedMessageOf(stack, serverId, heartId));
   t.is(await stack.prisma.delivery.count({ where: { serverId } }), before, "the replay stores nothing");
   await allDelivered(stack, serverId, 2 + 3);
   t.deepEqual(

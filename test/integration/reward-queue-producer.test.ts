@@ -8,17 +8,15 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
-import { fromBinary } from "@bufbuild/protobuf";
 import pg from "pg";
-import { EnvelopeSchema } from "../../gen/proto/events/v1/events_pb.js";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
-import type { ReceivedMessage } from "../../services/shared/adapters/bus.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { queueVoteRewards, type CountedHeart } from "../../services/rewards/queue-vote-rewards.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
 import { eventually } from "../helpers/eventually.js";
 import { castCountedVote } from "../helpers/reward-votes.js";
+import { heartCountedMessageOf } from "../helpers/pipeline-messages.js";
 
 interface Context {
   stack: TestStack;
@@ -81,17 +79,6 @@ async function countedTotal(stack: TestStack, serverId: string, voter: Voter, to
 }
 
 const entriesOf = (stack: TestStack, serverId: string) => stack.prisma.rewardQueueEntry.findMany({ where: { serverId }, orderBy: { entryKey: "asc" } });
-
-/** The heart.counted message the relay published for `heartId`, as the consumer receives it (from the outbox). */
-async function messageOf(stack: TestStack, serverId: string, heartId: string): Promise<ReceivedMessage> {
-  const rows = await stack.prisma.outboxMessage.findMany({ where: { key: serverId, type: "heart.counted" } });
-  const row = rows.find((r) => {
-    const envelope = fromBinary(EnvelopeSchema, r.payload);
-    return envelope.payload.case === "heartCounted" && envelope.payload.value.heartId === heartId;
-  });
-  if (row === undefined) throw new Error("no outbox row of the heart");
-  return { topic: row.topic, key: row.key, value: row.payload, partition: 0, offset: row.id.toString() };
-}
 
 const day = (n: number) => new Date(Date.parse("2027-03-01T12:00:00Z") + (n - 1) * DAY_MS + n * 60_000).toISOString();
 
@@ -164,9 +151,9 @@ test.serial("a redelivered heart.counted queues nothing twice and does not count
   const before = await countedTotal(stack, serverId, sam, 2);
   const consumer = stack.pipeline!.delivery.consumer;
   // The older heart again (a replay from before the state), then the newest twice (one message, then a batch of two copies).
-  await consumer.handle(await messageOf(stack, serverId, first));
-  await consumer.handle(await messageOf(stack, serverId, second));
-  const again = await messageOf(stack, serverId, second);
+  await consumer.handle(await heartCountedMessageOf(stack, serverId, first));
+  await consumer.handle(await heartCountedMessageOf(stack, serverId, second));
+  const again = await heartCountedMessageOf(stack, serverId, second);
   await consumer.handleBatch([again, again]);
   const after = await stack.prisma.voterRewardState.findUnique({ where: { serverId_voterIdentity: { serverId, voterIdentity: sam.identity } } });
   t.deepEqual(after, before);
@@ -179,7 +166,7 @@ test.serial("a server without reward rules gets no reward state and no queue ent
   const lee = newVoter("Lee");
   const heartId = await vote(stack, serverId, lee, day(1));
   // The consumer's handler resolves once the message is fully handled (the pipeline's own copy may race it: both are no-ops).
-  await stack.pipeline!.delivery.consumer.handle(await messageOf(stack, serverId, heartId));
+  await stack.pipeline!.delivery.consumer.handle(await heartCountedMessageOf(stack, serverId, heartId));
   t.is(await stack.prisma.voterRewardState.count({ where: { serverId } }), 0);
   t.is(await stack.prisma.rewardQueueEntry.count({ where: { serverId } }), 0);
 });
@@ -217,7 +204,7 @@ test.serial(
     );
     const ada = newVoter("Ada");
     const heartId = await vote(stack, serverId, ada, day(1));
-    const message = await messageOf(stack, serverId, heartId);
+    const message = await heartCountedMessageOf(stack, serverId, heartId);
     const consumer = stack.pipeline!.delivery.consumer;
     await t.throwsAsync(consumer.handle(message), { message: /queue refused in test/ });
     t.is(await stack.prisma.delivery.count({ where: { heartId, transport: "pull" } }), 1, "the delivery is stored all the same");

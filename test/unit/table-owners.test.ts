@@ -55,6 +55,8 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   reward_rule_versions: ["services/rewards/reward-rules-store.ts"],
   reward_queue_entries: ["services/rewards/reward-queue-store.ts"],
   vote_reminders: ["services/reminders/reminder-store.ts"],
+  voter_role_settings: ["services/voter-roles/voter-role-store.ts"],
+  voter_role_grants: ["services/voter-roles/voter-role-store.ts"],
   voter_reward_states: ["services/rewards/reward-queue-store.ts"],
   // Period awards: the standings' counts (the reward step) and the periods' open/closed mark (the period closer).
   voter_period_tallies: ["services/rewards/period-store.ts"],

@@ -434,7 +434,9 @@ export const ModelName = {
   NetworkGoalServer: 'NetworkGoalServer',
   NetworkGoalHeart: 'NetworkGoalHeart',
   NetworkGoalVoter: 'NetworkGoalVoter',
-  NetworkGoalRound: 'NetworkGoalRound'
+  NetworkGoalRound: 'NetworkGoalRound',
+  VoterRoleSettings: 'VoterRoleSettings',
+  VoterRoleGrant: 'VoterRoleGrant'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -450,7 +452,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion" | "voterRewardState" | "rewardQueueEntry" | "voterPeriodTally" | "rewardPeriod" | "voteReminder" | "networkGoal" | "networkGoalServer" | "networkGoalHeart" | "networkGoalVoter" | "networkGoalRound"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion" | "voterRewardState" | "rewardQueueEntry" | "voterPeriodTally" | "rewardPeriod" | "voteReminder" | "networkGoal" | "networkGoalServer" | "networkGoalHeart" | "networkGoalVoter" | "networkGoalRound" | "voterRoleSettings" | "voterRoleGrant"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -3266,6 +3268,154 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    VoterRoleSettings: {
+      payload: Prisma.$VoterRoleSettingsPayload<ExtArgs>
+      fields: Prisma.VoterRoleSettingsFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.VoterRoleSettingsFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleSettingsPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.VoterRoleSettingsFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleSettingsPayload>
+        }
+        findFirst: {
+          args: Prisma.VoterRoleSettingsFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleSettingsPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.VoterRoleSettingsFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleSettingsPayload>
+        }
+        findMany: {
+          args: Prisma.VoterRoleSettingsFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleSettingsPayload>[]
+        }
+        create: {
+          args: Prisma.VoterRoleSettingsCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleSettingsPayload>
+        }
+        createMany: {
+          args: Prisma.VoterRoleSettingsCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.VoterRoleSettingsCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleSettingsPayload>[]
+        }
+        delete: {
+          args: Prisma.VoterRoleSettingsDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleSettingsPayload>
+        }
+        update: {
+          args: Prisma.VoterRoleSettingsUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleSettingsPayload>
+        }
+        deleteMany: {
+          args: Prisma.VoterRoleSettingsDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.VoterRoleSettingsUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.VoterRoleSettingsUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleSettingsPayload>[]
+        }
+        upsert: {
+          args: Prisma.VoterRoleSettingsUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleSettingsPayload>
+        }
+        aggregate: {
+          args: Prisma.VoterRoleSettingsAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateVoterRoleSettings>
+        }
+        groupBy: {
+          args: Prisma.VoterRoleSettingsGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoterRoleSettingsGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.VoterRoleSettingsCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoterRoleSettingsCountAggregateOutputType> | number
+        }
+      }
+    }
+    VoterRoleGrant: {
+      payload: Prisma.$VoterRoleGrantPayload<ExtArgs>
+      fields: Prisma.VoterRoleGrantFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.VoterRoleGrantFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleGrantPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.VoterRoleGrantFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleGrantPayload>
+        }
+        findFirst: {
+          args: Prisma.VoterRoleGrantFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleGrantPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.VoterRoleGrantFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleGrantPayload>
+        }
+        findMany: {
+          args: Prisma.VoterRoleGrantFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleGrantPayload>[]
+        }
+        create: {
+          args: Prisma.VoterRoleGrantCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleGrantPayload>
+        }
+        createMany: {
+          args: Prisma.VoterRoleGrantCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.VoterRoleGrantCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleGrantPayload>[]
+        }
+        delete: {
+          args: Prisma.VoterRoleGrantDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleGrantPayload>
+        }
+        update: {
+          args: Prisma.VoterRoleGrantUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleGrantPayload>
+        }
+        deleteMany: {
+          args: Prisma.VoterRoleGrantDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.VoterRoleGrantUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.VoterRoleGrantUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleGrantPayload>[]
+        }
+        upsert: {
+          args: Prisma.VoterRoleGrantUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$VoterRoleGrantPayload>
+        }
+        aggregate: {
+          args: Prisma.VoterRoleGrantAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateVoterRoleGrant>
+        }
+        groupBy: {
+          args: Prisma.VoterRoleGrantGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoterRoleGrantGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.VoterRoleGrantCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.VoterRoleGrantCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -3884,6 +4034,36 @@ export const NetworkGoalRoundScalarFieldEnum = {
 export type NetworkGoalRoundScalarFieldEnum = (typeof NetworkGoalRoundScalarFieldEnum)[keyof typeof NetworkGoalRoundScalarFieldEnum]
 
 
+export const VoterRoleSettingsScalarFieldEnum = {
+  serverId: 'serverId',
+  botTokenSealed: 'botTokenSealed',
+  guildId: 'guildId',
+  roleId: 'roleId',
+  durationSeconds: 'durationSeconds',
+  lastError: 'lastError',
+  lastErrorAt: 'lastErrorAt',
+  lastOkAt: 'lastOkAt',
+  createdAt: 'createdAt',
+  updatedAt: 'updatedAt'
+} as const
+
+export type VoterRoleSettingsScalarFieldEnum = (typeof VoterRoleSettingsScalarFieldEnum)[keyof typeof VoterRoleSettingsScalarFieldEnum]
+
+
+export const VoterRoleGrantScalarFieldEnum = {
+  serverId: 'serverId',
+  discordId: 'discordId',
+  voterIdentity: 'voterIdentity',
+  expiresAt: 'expiresAt',
+  given: 'given',
+  dueAt: 'dueAt',
+  attempts: 'attempts',
+  updatedAt: 'updatedAt'
+} as const
+
+export type VoterRoleGrantScalarFieldEnum = (typeof VoterRoleGrantScalarFieldEnum)[keyof typeof VoterRoleGrantScalarFieldEnum]
+
+
 export const SortOrder = {
   asc: 'asc',
   desc: 'desc'
@@ -4329,6 +4509,8 @@ export type GlobalOmitConfig = {
   networkGoalHeart?: Prisma.NetworkGoalHeartOmit
   networkGoalVoter?: Prisma.NetworkGoalVoterOmit
   networkGoalRound?: Prisma.NetworkGoalRoundOmit
+  voterRoleSettings?: Prisma.VoterRoleSettingsOmit
+  voterRoleGrant?: Prisma.VoterRoleGrantOmit
 }
 
 /* Types for Logging */

@@ -88,7 +88,9 @@ export const ModelName = {
   NetworkGoalServer: 'NetworkGoalServer',
   NetworkGoalHeart: 'NetworkGoalHeart',
   NetworkGoalVoter: 'NetworkGoalVoter',
-  NetworkGoalRound: 'NetworkGoalRound'
+  NetworkGoalRound: 'NetworkGoalRound',
+  VoterRoleSettings: 'VoterRoleSettings',
+  VoterRoleGrant: 'VoterRoleGrant'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -684,6 +686,36 @@ export const NetworkGoalRoundScalarFieldEnum = {
 } as const
 
 export type NetworkGoalRoundScalarFieldEnum = (typeof NetworkGoalRoundScalarFieldEnum)[keyof typeof NetworkGoalRoundScalarFieldEnum]
+
+
+export const VoterRoleSettingsScalarFieldEnum = {
+  serverId: 'serverId',
+  botTokenSealed: 'botTokenSealed',
+  guildId: 'guildId',
+  roleId: 'roleId',
+  durationSeconds: 'durationSeconds',
+  lastError: 'lastError',
+  lastErrorAt: 'lastErrorAt',
+  lastOkAt: 'lastOkAt',
+  createdAt: 'createdAt',
+  updatedAt: 'updatedAt'
+} as const
+
+export type VoterRoleSettingsScalarFieldEnum = (typeof VoterRoleSettingsScalarFieldEnum)[keyof typeof VoterRoleSettingsScalarFieldEnum]
+
+
+export const VoterRoleGrantScalarFieldEnum = {
+  serverId: 'serverId',
+  discordId: 'discordId',
+  voterIdentity: 'voterIdentity',
+  expiresAt: 'expiresAt',
+  given: 'given',
+  dueAt: 'dueAt',
+  attempts: 'attempts',
+  updatedAt: 'updatedAt'
+} as const
+
+export type VoterRoleGrantScalarFieldEnum = (typeof VoterRoleGrantScalarFieldEnum)[keyof typeof VoterRoleGrantScalarFieldEnum]
 
 
 export const SortOrder = {

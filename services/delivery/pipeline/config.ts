@@ -6,6 +6,8 @@ import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, readRetrySchedule, type Ret
 import { CALLBACK_TIMEOUT_MS } from "./send-callback.js";
 import { DEFAULT_CONSUMER_STUCK_AFTER_MS, DEFAULT_KAFKA_SESSION_TIMEOUT_MS, DELIVERY_CONSUMER_GROUP } from "./consumer.js";
 import type { EnvReader } from "../../shared/runtime/config.js";
+import { readDiscordApiBaseUrl } from "../../shared/adapters/discord-rest.js";
+import { readVoterRoleJobSettings, type VoterRoleJobSettings } from "../../voter-roles/give-voter-roles.js";
 
 /** Dispatcher settings shared by the delivery process and the all-in-one mode. */
 export interface DispatchSettings {
@@ -43,6 +45,10 @@ export interface DeliveryConfig extends DispatchSettings {
   consumerStuckAfterMs: number;
   /** KAFKA_SESSION_TIMEOUT_MS: how long a killed delivery process keeps its partitions (DEFAULT_KAFKA_SESSION_TIMEOUT_MS). */
   kafkaSessionTimeoutMs: number;
+  /** The Discord API base URL (DISCORD_API_BASE_URL, honoured only in development and tests). */
+  discordApiBaseUrl: string;
+  /** The voter role job (VOTER_ROLE_*; services/voter-roles/give-voter-roles.ts). */
+  voterRoles: VoterRoleJobSettings;
 }
 
 /** Reads the dispatcher settings (DELIVERY_RETRY_SCHEDULE, CALLBACK_TIMEOUT_MS, ...). */
@@ -72,6 +78,8 @@ export function loadDeliveryConfig(env: Record<string, string | undefined> = pro
     // The broker refuses a session timeout outside its group.min/max.session.timeout.ms (6 s and 30 min by default).
     kafkaSessionTimeoutMs: r.int("KAFKA_SESSION_TIMEOUT_MS", DEFAULT_KAFKA_SESSION_TIMEOUT_MS, { min: 1_000, max: 1_800_000 }),
     ...readDispatchSettings(r),
+    discordApiBaseUrl: readDiscordApiBaseUrl(r),
+    voterRoles: readVoterRoleJobSettings(r),
   };
   return r.finish(config as DeliveryConfig);
 }

@@ -16,6 +16,8 @@ import { toGoalReachedDelivery } from "./goal-reached-event.js";
 import { GOAL_REACHED_EVENT, PERIOD_CLOSED_EVENT } from "../../shared/values/event-types.js";
 import { type CountedHeart, queueVoteRewards } from "../../rewards/queue-vote-rewards.js";
 import { storeProgressionEvents, toRewardCountsPayload } from "./progression-event.js";
+import { storeHeartEligibleEvents } from "./heart-eligible-event.js";
+import { recordVoterRoleVotes } from "../../voter-roles/voter-role-store.js";
 import { queueReferralRewards, type ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
 
 /** The default consumer group of the delivery service. */
@@ -263,6 +265,23 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
         opts.log.warn({ heartId: delivery.heartId, eventId, serverId: delivery.serverId }, "heart for an unknown server; no delivery");
       } else opts.log.debug({ heartId: delivery.heartId, eventId, outcome }, "delivery stored");
     });
+    // Each counted heart's heart.eligible, due when its voter may vote again (heart-eligible-event.ts): stored before the
+    // batch is acknowledged, so a failure throws and the redelivered batch stores it (its event id: never twice).
+    await storeHeartEligibleEvents(
+      opts.prisma,
+      stored.flatMap(({ delivery }, i) => (outcomes[i] !== "unknown_server" ? [delivery] : [])),
+    );
+    // Voter roles (services/voter-roles): each counted vote with a Discord id on a server with voter roles makes its
+    // voter's role due (the role job adds it); a redelivered batch writes the same grants again.
+    await recordVoterRoleVotes(
+      opts.prisma,
+      stored.flatMap(({ delivery: d }, i) =>
+        d.eventType === "heart.counted" && d.platformIds?.discordId && outcomes[i] !== "unknown_server"
+          ? [{ serverId: d.serverId, discordId: d.platformIds.discordId, voterIdentity: d.voterIdentity, countedAt: d.countedAt }]
+          : [],
+      ),
+      new Date(nowMs()),
+    );
     // Referral rewards after the deliveries (queue-referral-rewards.ts: why here and not in ApplyEvent), before the batch is
     // acknowledged: a failure throws, the offsets stay uncommitted, and the redelivered batch queues nothing twice (entry keys).
     const referrals = await queueReferralRewards(

@@ -28,6 +28,11 @@ export interface NewDelivery {
    * the payload its body fields. Absent for a heart (dedup key: heart_id).
    */
   event?: { eventId: string; payload: EventPayload };
+  /**
+   * An event sent later than it was made (heart.eligible: when its voter may vote again): its deliveries are due then,
+   * not at once (insertEventDeliveries). Absent: due when stored.
+   */
+  dueAt?: Date;
   /** A counted heart on a server with reward rules: what the rules counted (payload version 3), stored as its payload. */
   rewardCounts?: RewardCountsPayload;
 }
@@ -103,10 +108,31 @@ export interface GoalReachedPayload {
   reached_at: string;
 }
 
+/**
+ * A `heart.eligible` body without `timestamp` (heart-eligible-event.ts): the voter of a counted vote may vote again. The
+ * `payload` column of its deliveries.
+ */
+export interface HeartEligiblePayload {
+  event: "heart.eligible";
+  /** Named by the vote (heartEligibleEventId): a replay of the vote makes the same id. */
+  event_id: string;
+  server_id: string;
+  /** The counted vote (its heart.counted's `heart_id`). */
+  heart_id: string;
+  username: string;
+  /** Unix seconds when the vote counted. */
+  cast_at: number;
+  /** Unix seconds from when the voter may vote again (the vote's `next_eligible_at`). */
+  eligible_at: number;
+}
+
 /** Whether a stored event body is a referral outcome's (the pull API's referral fields), not a closed period's or a progression event's. */
 export function isReferralPayload(payload: EventPayload): payload is ReferralPayload {
   return (REFERRAL_EVENT_TYPES as readonly string[]).includes(payload.event);
 }
 
-/** A stored event body (the `payload` column of an event's deliveries): a referral outcome's, a closed period's or a progression event's. */
-export type EventPayload = ReferralPayload | PeriodClosedPayload | ProgressionPayload | GoalReachedPayload;
+/**
+ * A stored event body (the `payload` column of an event's deliveries): a referral outcome's, a closed period's, a
+ * progression event's, a reached goal's or a heart.eligible's.
+ */
+export type EventPayload = ReferralPayload | PeriodClosedPayload | ProgressionPayload | GoalReachedPayload | HeartEligiblePayload;

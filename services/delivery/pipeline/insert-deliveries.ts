@@ -202,9 +202,10 @@ const deliveryTargetsSql = Prisma.sql`
   UNION ALL SELECT 'pull'::"DeliveryTransport", NULL::uuid WHERE s.pull_enabled AND i.event_type = ANY(s.pull_event_types)`;
 
 /**
- * Stores events with a body of their own (`d.event`: the progression events of a batch's counted hearts) inside the
- * caller's transaction `tx`, so they commit with what made them (the reward counts): one delivery per target
- * (deliveryTargetsSql), due at once, not leased (a dispatcher claims them), idempotent per (server, transport,
+ * Stores events with a body of their own (`d.event`: the progression events of a batch's counted hearts, their
+ * heart.eligible) inside the caller's transaction `tx`, so they commit with what made them (the reward counts): one
+ * delivery per target (deliveryTargetsSql), due at once or at `d.dueAt` (heart.eligible: a pull row is also listed
+ * only from then, by its created_at), not leased (a dispatcher claims them), idempotent per (server, transport,
  * endpoint, event id): an event stored before adds nothing. Returns how many rows were inserted.
  */
 export async function insertEventDeliveries(tx: SqlTx, items: readonly NewDelivery[]): Promise<number> {
@@ -222,6 +223,7 @@ export async function insertEventDeliveries(tx: SqlTx, items: readonly NewDelive
       voter_identity: d.voterIdentity,
       period: d.period,
       counted_at: d.countedAt.toISOString(),
+      due_at: d.dueAt?.toISOString() ?? null,
     }));
   if (input.length === 0) return 0;
   // Bounded: per event its server by primary key and the server's live endpoints by callback_endpoints' server index
@@ -230,10 +232,11 @@ export async function insertEventDeliveries(tx: SqlTx, items: readonly NewDelive
     insertDeliveriesSql(Prisma.sql`
     SELECT uuid_v7(), s.id, i.heart_id::uuid, i.dedup_key, d.transport, d.endpoint_id, i.event_type, i.event_id, i.payload,
            i.username, i.voter_identity, i.period, NULL::int, i.counted_at, NULL, NULL, NULL, NULL, NULL::timestamptz,
-           least(i.counted_at, now()), NULL::timestamptz, ${storedStatusSql(Prisma.sql`NULL`)}, NULL, NULL::uuid, now()
+           coalesce(i.due_at, least(i.counted_at, now())), NULL::timestamptz, ${storedStatusSql(Prisma.sql`NULL`)}, NULL, NULL::uuid,
+           CASE WHEN d.transport = 'pull' THEN greatest(now(), coalesce(i.due_at, now())) ELSE now() END
     FROM (SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
             AS i(heart_id text, dedup_key text, event_id text, payload jsonb, server_id uuid, event_type text, username text, voter_identity text,
-                 period text, counted_at timestamptz)
+                 period text, counted_at timestamptz, due_at timestamptz)
           LIMIT ${input.length}::int) i
     JOIN servers s ON s.id = i.server_id
     CROSS JOIN LATERAL (${deliveryTargetsSql}) d

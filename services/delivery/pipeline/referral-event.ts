@@ -2,7 +2,8 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Envelope } from "../../../gen/proto/events/v1/events_pb.js";
 import { isUuid, NIL_UUID } from "../../shared/values/ids.js";
 import { periodOf } from "../../shared/values/period.js";
-import { isProgressionEventType, REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
+import { HEART_ELIGIBLE_EVENT, isProgressionEventType, REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
+import { inHeartEligibleOrder } from "./heart-eligible-event.js";
 import type { ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
 import type { EventPayload, NewDelivery, ReferralEventType, ReferralPayload } from "./delivery-types.js";
 import { inProgressionOrder, type ProgressionPayload } from "../../rewards/domain/progression-events.js";
@@ -20,8 +21,9 @@ export function isReferralEventType(value: string): value is ReferralEventType {
   return (REFERRAL_EVENT_TYPES as readonly string[]).includes(value);
 }
 
-/** A stored event body's fields in the order sent (a progression event's put back in its order: jsonb keeps its own). */
+/** A stored event body's fields in the order sent (a progression event's and a heart.eligible's put back in their order: jsonb keeps its own). */
 export function eventBodyFields(payload: EventPayload): EventPayload {
+  if (payload.event === HEART_ELIGIBLE_EVENT) return inHeartEligibleOrder(payload);
   return isProgressionEventType(payload.event) ? inProgressionOrder(payload as ProgressionPayload) : payload;
 }
 

@@ -158,16 +158,25 @@ export function recordAttemptResultsSql(input: Prisma.Sql): Prisma.Sql {
 /**
  * Pay-once mode, as a data-modifying CTE: the counted-heart deliveries of the hearts become `withdrawn`
  * with `reason`, one attempt counted: `only` the given leased one (move `withdraw`, its lease still held),
- * or every one not in flight (move `withdraw_waiting`). RETURNING id, server_id.
+ * or every one not in flight (move `withdraw_waiting`). With `withEligible` (a voter's erasure) their
+ * heart.eligible deliveries not sent yet too. RETURNING id, server_id.
  */
-export function withdrawDeliveriesSql(q: { serverId: string; heartIds: readonly string[]; now: Date; reason: string; only?: HeldDelivery }): Prisma.Sql {
+export function withdrawDeliveriesSql(q: {
+  serverId: string;
+  heartIds: readonly string[];
+  now: Date;
+  reason: string;
+  only?: HeldDelivery;
+  withEligible?: boolean;
+}): Prisma.Sql {
   const guard = q.only
     ? Prisma.sql`d.id = ${q.only.id}::uuid AND ${deliveryGuardSql("withdraw", { lease: Prisma.sql`${q.only.leaseUntil}::timestamptz` })}`
     : deliveryGuardSql("withdraw_waiting", { now: q.now });
   return Prisma.sql`
     UPDATE deliveries d SET status = ${statusSql(DELIVERY_TRANSITIONS.withdraw.to)}, attempts = d.attempts + 1, lease_until = NULL,
         last_status_code = NULL, last_error = ${q.reason}
-    WHERE d.server_id = ${q.serverId}::uuid AND d.heart_id = ANY(${[...q.heartIds]}::uuid[]) AND d.event_type = 'heart.counted' AND ${guard}
+    WHERE d.server_id = ${q.serverId}::uuid AND d.heart_id = ANY(${[...q.heartIds]}::uuid[])
+      AND ${q.withEligible ? Prisma.sql`d.event_type IN ('heart.counted', 'heart.eligible')` : Prisma.sql`d.event_type = 'heart.counted'`} AND ${guard}
     RETURNING d.id, d.server_id`;
 }
 

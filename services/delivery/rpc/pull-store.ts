@@ -54,13 +54,14 @@ export interface PullEventRow {
  * What a pull list reads: the server's pending pull deliveries of one kind, oldest first (by when the
  * delivery was stored, then id), after `cursor`; one row more than the page tells whether one follows.
  * `hearts` are the `heart.counted` ones, `events` the referral and progression events (a server opted in to them:
- * servers.pull_event_types); each list has its own cursor.
+ * servers.pull_event_types); each list has its own cursor. `also`: a further condition of the list (its text fixed).
  */
 async function pullPage<R extends { id: string; created_at: Date }>(
   prisma: PrismaClient,
   q: { serverId: string; cursor: string; limit: number },
   kind: "hearts" | "events",
   columns: Prisma.Sql,
+  also: Prisma.Sql = Prisma.empty,
 ): Promise<{ rows: R[]; nextCursor: string | null }> {
   const after = q.cursor === "" ? null : decodePageCursor(q.cursor);
   const rows = await runSql<R>(
@@ -77,6 +78,7 @@ async function pullPage<R extends { id: string; created_at: Date }>(
       AND ${kind === "hearts" ? Prisma.sql`event_type = 'heart.counted'` : Prisma.sql`event_type <> 'heart.counted'`}
       -- Pay-once mode: a heart no longer payable (another transport paid or holds it) is not offered.
       ${kind === "hearts" ? Prisma.sql`AND ${payableSql(Prisma.sql`deliveries.heart_id`)}` : Prisma.empty}
+      ${also}
       ${after === null ? Prisma.empty : Prisma.sql`AND (deliveries.created_at, deliveries.id) > (${after.createdAt}::timestamptz, ${after.id}::uuid)`}
     ORDER BY deliveries.created_at, deliveries.id
     LIMIT ${q.limit + 1}`,
@@ -129,13 +131,21 @@ export async function listPullHearts(
 
 /**
  * A page of the server's unclaimed referral and progression events (their pull deliveries), oldest first,
- * after `cursor`, with the same paging as listPullHearts. Each is its callback body without
+ * after `cursor`, with the same paging as listPullHearts; a heart.eligible only once due at `now`. Each is its callback body without
  * `timestamp` (the delivery's payload) and when the referral changed state or the vote counted.
  */
 export async function listPullEvents(
   prisma: PrismaClient,
-  q: { serverId: string; cursor: string; limit: number },
+  q: { serverId: string; cursor: string; limit: number; now: Date },
 ): Promise<{ events: PullEventRow[]; nextCursor: string | null }> {
-  const page = await pullPage<{ id: string; created_at: Date; payload: EventPayload; counted_at: Date }>(prisma, q, "events", Prisma.sql`payload, counted_at`);
+  // An event due later (heart.eligible) is stored with its due time as created_at: not listed before then. A range on
+  // the index's own column, so the rows not due yet (the newest) are never read.
+  const page = await pullPage<{ id: string; created_at: Date; payload: EventPayload; counted_at: Date }>(
+    prisma,
+    q,
+    "events",
+    Prisma.sql`payload, counted_at`,
+    Prisma.sql`AND deliveries.created_at <= ${q.now}::timestamptz`,
+  );
   return { events: page.rows.map((r) => ({ payload: r.payload, occurredAt: new Date(r.counted_at) })), nextCursor: page.nextCursor };
 }

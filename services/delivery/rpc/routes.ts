@@ -192,7 +192,7 @@ export function deliveryRoutes(deps: CoreDeps & DeliveryRouteDeps): (router: Con
 
       async listPullEvents(req) {
         const serverId = await requireServerId(deps, req.serverId);
-        const page = await listPullEvents(deps.prisma, { serverId, cursor: req.cursor.trim(), limit: toPullLimit(req.limit) });
+        const page = await listPullEvents(deps.prisma, { serverId, cursor: req.cursor.trim(), limit: toPullLimit(req.limit), now: deps.now() });
         return create(ListPullEventsResponseSchema, {
           events: page.events.map(({ payload: p, occurredAt }) =>
             !isReferralPayload(p)

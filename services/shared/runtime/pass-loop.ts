@@ -1,45 +1,54 @@
 import type { Logger } from "./log.js";
 
-/** A background job's loop: start() runs a first pass and schedules the next; stop() waits for a pass in progress. */
+/** A periodic job's loop: start() runs a first pass and schedules the next; stop() waits for a pass in progress. */
 export interface PassLoop {
   start(): void;
   stop(): Promise<void>;
 }
 
 /**
- * The loop of a periodic job (the period closer, the goal payer): a pass every `intervalSeconds`, the next timed from
- * the end of the last so passes never overlap; `settings.enabled` false starts nothing. A failed pass is logged with
- * `failureText` and the next one runs at the next interval: a job's pass must roll back whole when it fails.
+ * THE loop of the periodic jobs (the reminder sender, the voter role job, the period closer, the goal payer): runs
+ * `pass(now)` every `intervalSeconds`, the next timed from the end of the last so passes never overlap; with
+ * `batchRows`, again at once when a pass claimed a full batch (`claimed >= batchRows`: more is due). `enabled` false
+ * starts nothing. A failed pass is logged with `failureText` and the next runs at the next interval: each job's pass
+ * rolls back whole or leaves leased rows that come back by themselves.
  */
-export function createPassLoop(deps: {
-  settings: { enabled: boolean; intervalSeconds: number };
-  pass: () => Promise<unknown>;
+export function createPassLoop(opts: {
+  pass: (now: Date) => Promise<unknown>;
+  intervalSeconds: number;
+  now: () => Date;
+  batchRows?: number;
+  enabled?: boolean;
   log: Logger;
   failureText: string;
 }): PassLoop {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
   let stopped = false;
-  const schedule = () => {
-    if (!stopped) timer = setTimeout(tick, deps.settings.intervalSeconds * 1000);
+  const schedule = (ms: number) => {
+    if (!stopped) timer = setTimeout(tick, ms);
   };
   const tick = () => {
     timer = undefined;
-    running = deps
-      .pass()
-      .then(() => undefined)
+    let full = false;
+    running = opts
+      .pass(opts.now())
+      .then((result) => {
+        const claimed = (result as { claimed?: unknown } | undefined)?.claimed;
+        full = opts.batchRows !== undefined && typeof claimed === "number" && claimed >= opts.batchRows;
+      })
       .catch((error: unknown) => {
-        // Failure policy: log and try again at the next interval - a failed pass rolled back whole (each job's own rule), so nothing was half done by it.
-        deps.log.warn({ err: error }, deps.failureText);
+        // Failure policy: log and try again at the next interval - a failed pass rolled back whole, or left its leased rows to come back.
+        opts.log.warn({ err: error }, opts.failureText);
       })
       .finally(() => {
         running = undefined;
-        schedule();
+        schedule(full ? 0 : opts.intervalSeconds * 1000);
       });
   };
   return {
     start() {
-      if (!deps.settings.enabled || stopped || timer !== undefined || running !== undefined) return;
+      if (opts.enabled === false || stopped || timer !== undefined || running !== undefined) return;
       tick();
     },
     async stop() {

@@ -14,6 +14,7 @@ export const ENDPOINT_EVENT_TYPES = [
   "milestone.reached",
   "period.closed",
   "goal.reached",
+  "heart.eligible",
 ] as const;
 
 /** One event type an endpoint can subscribe to. */
@@ -33,6 +34,12 @@ export const PERIOD_CLOSED_EVENT = "period.closed" satisfies EndpointEventType;
 
 /** Standings a `period.closed` body lists at most (the top of the period; its awards may pay more places). */
 export const PERIOD_CLOSED_TOP = 10;
+
+/**
+ * A counted vote's voter may vote again (its next eligible time: the vote + HEART_COOLDOWN_MS), so a game can remind in
+ * game: one per counted heart, sent at that time (services/delivery/pipeline/heart-eligible-event.ts; opt-in per endpoint).
+ */
+export const HEART_ELIGIBLE_EVENT = "heart.eligible" satisfies EndpointEventType;
 
 /** What a new default endpoint receives: exactly the contract's reward callback. */
 export const DEFAULT_ENDPOINT_EVENT_TYPES: readonly EndpointEventType[] = ["heart.counted"];

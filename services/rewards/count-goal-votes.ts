@@ -17,7 +17,7 @@ import {
   type StoredGoal,
   writeGoalCounters,
 } from "./network-goal-store.js";
-import type { CountedHeart } from "./queue-vote-rewards.js";
+import type { CountedHeart } from "./counted-heart.js";
 
 /** What counting a batch into the network goals did, in counts (nothing of a voter). */
 export interface CountedGoalVotes {

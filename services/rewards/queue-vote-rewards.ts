@@ -2,6 +2,7 @@ import type { PrismaClient } from "../shared/adapters/db.js";
 import { runSqlTransaction, type SqlTx } from "../shared/adapters/sql/executor.js";
 import type { Logger } from "../shared/runtime/log.js";
 import { countGoalVotesOf } from "./count-goal-votes.js";
+import type { CountedHeart } from "./counted-heart.js";
 import { countRewardVote } from "./domain/count-reward-vote.js";
 import { rewardPeriodsOf } from "./domain/period-awards.js";
 import { type ProgressionPayload, progressionEventsOf } from "./domain/progression-events.js";
@@ -18,14 +19,7 @@ import {
 import { readCurrentRewardRules } from "./reward-rules-store.js";
 import { countPeriodVotes, type PeriodVote } from "./period-store.js";
 
-/** A counted heart, as the delivery consumer decoded it from `heart.counted`. */
-export interface CountedHeart {
-  heartId: string;
-  serverId: string;
-  voterIdentity: string;
-  countedAt: Date;
-  player: RewardPlayer;
-}
+export type { CountedHeart };
 
 /** What queueing a batch's rewards did, in counts (logged; nothing of a voter). */
 export interface QueuedVoteRewards {

@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { HEART_COOLDOWN_MS } from "../../services/hearts/domain/streak.js";
-import { heartEligibleEventId } from "../../services/delivery/pipeline/heart-eligible-event.js";
+import { heartEligibleEventId } from "../../services/delivery/pipeline/domain/heart-eligible.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { headerOf, startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
 import { eraseVoterData, newTombstone } from "../../services/voter-data/erase-voter-data.js";

@@ -3,7 +3,7 @@ import type { Envelope } from "../../../gen/proto/events/v1/events_pb.js";
 import { isUuid, NIL_UUID } from "../../shared/values/ids.js";
 import { periodOf } from "../../shared/values/period.js";
 import { HEART_ELIGIBLE_EVENT, isProgressionEventType, REFERRAL_EVENT_TYPES } from "../../shared/values/event-types.js";
-import { inHeartEligibleOrder } from "./heart-eligible-event.js";
+import { inHeartEligibleOrder } from "./domain/heart-eligible.js";
 import type { ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
 import type { EventPayload, NewDelivery, ReferralEventType, ReferralPayload } from "./delivery-types.js";
 import { inProgressionOrder, type ProgressionPayload } from "../../rewards/domain/progression-events.js";

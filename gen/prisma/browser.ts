@@ -255,3 +255,14 @@ export type RewardPeriod = Prisma.RewardPeriodModel
  * retention after RETENTION_REMINDER_DAYS; an erased voter's row is deleted with the rest of their data.
  */
 export type VoteReminder = Prisma.VoteReminderModel
+/**
+ * Model OwnerAlertChannel
+ * Owner alerts (issue 32 item 4, docs/owner-alerts.md): the channels an owner chose. The dashboard's notification list
+ * is always on; e-mail and Discord only when set here.
+ */
+export type OwnerAlertChannel = Prisma.OwnerAlertChannelModel
+/**
+ * Model OwnerAlert
+ * One owner alert per cause occurrence (`cause_key` unique: an endpoint and the start of its failing run, ...).
+ */
+export type OwnerAlert = Prisma.OwnerAlertModel

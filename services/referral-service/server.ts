@@ -20,6 +20,7 @@ import { voterDataRoutes } from "../voter-data/routes.js";
 import { rewardRulesRoutes } from "../rewards/routes.js";
 import { rewardQueueRoutes } from "../rewards/queue-routes.js";
 import { reminderRoutes } from "../reminders/routes.js";
+import { ownerAlertRoutes } from "../alerts/routes.js";
 import type { Mailer } from "../shared/adapters/mailer.js";
 import { DEFAULT_IDLE_CHECK_SECONDS } from "../rewards/domain/next-check.js";
 import { deliveryStatsRoutes } from "../delivery/rpc/delivery-stats.js";
@@ -78,6 +79,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     rewardQueueRoutes({ ...deps, withdrawOthers, idleCheckSeconds: deps.rewardQueueIdleCheckSeconds ?? DEFAULT_IDLE_CHECK_SECONDS })(router);
     deliveryStatsRoutes(deps)(router);
     reminderRoutes(deps)(router);
+    ownerAlertRoutes(deps)(router);
     accessRoutes(deps)(router);
   };
 }

@@ -83,7 +83,9 @@ export const ModelName = {
   RewardQueueEntry: 'RewardQueueEntry',
   VoterPeriodTally: 'VoterPeriodTally',
   RewardPeriod: 'RewardPeriod',
-  VoteReminder: 'VoteReminder'
+  VoteReminder: 'VoteReminder',
+  OwnerAlertChannel: 'OwnerAlertChannel',
+  OwnerAlert: 'OwnerAlert'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -618,6 +620,38 @@ export const VoteReminderScalarFieldEnum = {
 } as const
 
 export type VoteReminderScalarFieldEnum = (typeof VoteReminderScalarFieldEnum)[keyof typeof VoteReminderScalarFieldEnum]
+
+
+export const OwnerAlertChannelScalarFieldEnum = {
+  ownerId: 'ownerId',
+  email: 'email',
+  discordWebhook: 'discordWebhook',
+  updatedAt: 'updatedAt'
+} as const
+
+export type OwnerAlertChannelScalarFieldEnum = (typeof OwnerAlertChannelScalarFieldEnum)[keyof typeof OwnerAlertChannelScalarFieldEnum]
+
+
+export const OwnerAlertScalarFieldEnum = {
+  id: 'id',
+  ownerId: 'ownerId',
+  serverId: 'serverId',
+  kind: 'kind',
+  causeKey: 'causeKey',
+  endpointId: 'endpointId',
+  title: 'title',
+  detail: 'detail',
+  link: 'link',
+  createdAt: 'createdAt',
+  readAt: 'readAt',
+  resolvedAt: 'resolvedAt',
+  sendAfter: 'sendAfter',
+  emailSent: 'emailSent',
+  discordSent: 'discordSent',
+  attempts: 'attempts'
+} as const
+
+export type OwnerAlertScalarFieldEnum = (typeof OwnerAlertScalarFieldEnum)[keyof typeof OwnerAlertScalarFieldEnum]
 
 
 export const SortOrder = {

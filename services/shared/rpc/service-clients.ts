@@ -11,6 +11,7 @@ import { ServerAdminService } from "../../../gen/proto/servers/v1/servers_pb.js"
 import { VoterDataService } from "../../../gen/proto/voters/v1/voters_pb.js";
 import { RewardQueueService, RewardRulesService } from "../../../gen/proto/rewards/v1/rewards_pb.js";
 import { ReminderService } from "../../../gen/proto/reminders/v1/reminders_pb.js";
+import { OwnerAlertService } from "../../../gen/proto/alerts/v1/alerts_pb.js";
 
 /** A client of every service the referral service process hosts. */
 export interface RpcClients {
@@ -32,6 +33,8 @@ export interface RpcClients {
   rewardQueue: Client<typeof RewardQueueService>;
   /** Voters' e-mail vote reminders (the gateway's receipt and reminder routes). */
   reminders: Client<typeof ReminderService>;
+  /** Owner alerts: channels and the alert list (the dashboard). */
+  alerts: Client<typeof OwnerAlertService>;
 }
 
 /**
@@ -53,5 +56,6 @@ export function createRpcClients(transport: Transport): RpcClients {
     rewards: createClient(RewardRulesService, transport),
     rewardQueue: createClient(RewardQueueService, transport),
     reminders: createClient(ReminderService, transport),
+    alerts: createClient(OwnerAlertService, transport),
   };
 }

@@ -1,0 +1,125 @@
+import type { PrismaClient } from "../shared/adapters/db.js";
+import type { Mailer } from "../shared/adapters/mailer.js";
+import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
+import type { Logger } from "../shared/runtime/log.js";
+import type { SecretBox } from "../shared/runtime/secrets.js";
+import { digestDiscordMessage, digestMail } from "./alert-digest.js";
+import {
+  claimDigestSql,
+  dueOwnersSql,
+  finishDigestSql,
+  markChannelSentSql,
+  readChannelsSql,
+  retryDigestSql,
+  type DigestAlert,
+  type StoredChannels,
+} from "./alert-store.js";
+
+/** ALERT_DIGEST_WINDOW_SECONDS' default: alerts of one owner that fire within this window go out as one digest. */
+export const DEFAULT_ALERT_DIGEST_WINDOW_SECONDS = 300;
+/** Owners one sender pass looks at, at most (send_after index entries read). */
+export const DIGEST_OWNERS_PER_PASS = 50;
+/** Alerts one digest carries at most; a larger storm goes out as the next digest. */
+export const ALERTS_PER_DIGEST = 1_000;
+/** How long a taken digest is kept from other senders while it is sent. */
+export const DIGEST_LEASE_MS = 2 * 60_000;
+/** Temporary failures of one digest before its alerts are given up on that channel. */
+export const MAX_DIGEST_ATTEMPTS = 8;
+/** The first retry's wait; each further one doubles it. */
+export const DIGEST_RETRY_STEP_MS = 60_000;
+
+/** What a post to a Discord webhook did (the Discord REST client's answer, as the sender acts on it). */
+export type WebhookPostResult = { kind: "ok" } | { kind: "permanent" | "temporary"; reason: string };
+
+/** Posts one message to a Discord webhook URL (through the project's one Discord REST client). */
+export type PostDiscordWebhook = (webhookUrl: string, message: object) => Promise<WebhookPostResult>;
+
+/** What a digest pass needs. */
+export interface AlertDigestDeps {
+  db: PrismaClient;
+  /** Without a mailer (no SMTP_URL) the e-mail channel is off. */
+  mailer: Mailer | undefined;
+  /** Without it the Discord channel is off. */
+  postDiscordWebhook: PostDiscordWebhook | undefined;
+  secretBox: SecretBox;
+  /** Where the dashboard links point (LOGIN_LINK_BASE_URL: the gateway as owners' browsers reach it). */
+  dashboardBaseUrl: string;
+  /** ALERT_DIGEST_WINDOW_SECONDS. */
+  windowSeconds: number;
+  log: Logger;
+}
+
+/** What one pass did. */
+export interface AlertDigestPassResult {
+  /** Owners whose digest was taken. */
+  digests: number;
+  mailed: number;
+  posted: number;
+  retried: number;
+}
+
+type ChannelOutcome = "sent" | "given_up" | "temporary" | "off";
+
+/**
+ * One digest pass at `now`: owners with an alert that has waited the digest window (at most DIGEST_OWNERS_PER_PASS),
+ * and for each, every alert of theirs waiting (at most ALERTS_PER_DIGEST, taken under a lease) as ONE e-mail and ONE
+ * Discord message on the channels they chose. A channel that took the digest is marked on each alert, so no alert is
+ * sent twice on a channel; a temporary failure retries the channels that have not taken it (doubling waits, given up
+ * after MAX_DIGEST_ATTEMPTS); a permanent one (a bounce, a deleted webhook) is logged and given up. Neither the
+ * address nor the webhook URL reaches a log line.
+ */
+export async function runAlertDigestPass(deps: AlertDigestDeps, now: Date): Promise<AlertDigestPassResult> {
+  const result: AlertDigestPassResult = { digests: 0, mailed: 0, posted: 0, retried: 0 };
+  const cutoff = new Date(now.getTime() - deps.windowSeconds * 1000);
+  const owners = await runSql<{ owner_id: string }>(deps.db, dueOwnersSql(cutoff, DIGEST_OWNERS_PER_PASS));
+  for (const { owner_id: ownerId } of owners) {
+    const alerts = await runSql<DigestAlert>(deps.db, claimDigestSql(ownerId, now, new Date(now.getTime() + DIGEST_LEASE_MS), ALERTS_PER_DIGEST));
+    if (alerts.length === 0) continue;
+    result.digests += 1;
+    const [channels] = await runSql<StoredChannels>(deps.db, readChannelsSql(ownerId));
+    const email = await sendMail(deps, ownerId, channels?.email ?? null, alerts);
+    const discord = await postDiscord(deps, ownerId, channels?.discord_webhook ?? null, alerts);
+    if (email === "sent") result.mailed += 1;
+    if (discord === "sent") result.posted += 1;
+    const attempts = Math.max(...alerts.map((a) => a.attempts));
+    if ((email === "temporary" || discord === "temporary") && attempts + 1 < MAX_DIGEST_ATTEMPTS) {
+      result.retried += 1;
+      await executeSql(deps.db, retryDigestSql(alerts.map((a) => a.id), new Date(now.getTime() + DIGEST_RETRY_STEP_MS * 2 ** attempts)));
+    } else {
+      // Failure policy: after MAX_DIGEST_ATTEMPTS temporary failures the digest is given up; the alerts stay on the dashboard.
+      if (email === "temporary" || discord === "temporary") deps.log.warn({ owner: ownerId, alerts: alerts.length }, "alert digest given up after repeated temporary failures");
+      await executeSql(deps.db, finishDigestSql(alerts.map((a) => a.id)));
+    }
+  }
+  return result;
+}
+
+async function sendMail(deps: AlertDigestDeps, ownerId: string, address: string | null, alerts: readonly DigestAlert[]): Promise<ChannelOutcome> {
+  const pending = alerts.filter((a) => !a.email_sent);
+  if (deps.mailer === undefined || address === null || pending.length === 0) return "off";
+  const sent = await deps.mailer.send(digestMail({ to: address, lines: pending, dashboardBaseUrl: deps.dashboardBaseUrl }));
+  if (sent.ok) {
+    await executeSql(deps.db, markChannelSentSql(pending.map((a) => a.id), "email"));
+    return "sent";
+  }
+  deps.log.warn({ owner: ownerId, channel: "email", reason: sent.reason, kind: sent.kind }, "alert digest not mailed");
+  if (sent.kind === "temporary") return "temporary";
+  // Failure policy: a bounce is not retried (the address refuses mail); the owner sees the alerts on the dashboard.
+  await executeSql(deps.db, markChannelSentSql(pending.map((a) => a.id), "email"));
+  return "given_up";
+}
+
+async function postDiscord(deps: AlertDigestDeps, ownerId: string, sealed: string | null, alerts: readonly DigestAlert[]): Promise<ChannelOutcome> {
+  const pending = alerts.filter((a) => !a.discord_sent);
+  if (deps.postDiscordWebhook === undefined || sealed === null || pending.length === 0) return "off";
+  const posted = await deps.postDiscordWebhook(deps.secretBox.open(sealed), digestDiscordMessage({ lines: pending, dashboardBaseUrl: deps.dashboardBaseUrl }));
+  if (posted.kind === "ok") {
+    await executeSql(deps.db, markChannelSentSql(pending.map((a) => a.id), "discord"));
+    return "sent";
+  }
+  deps.log.warn({ owner: ownerId, channel: "discord", reason: posted.reason, kind: posted.kind }, "alert digest not posted to Discord");
+  if (posted.kind === "temporary") return "temporary";
+  // Failure policy: a webhook Discord refuses for good (deleted, invalid) is not retried; the dashboard still lists the alerts.
+  await executeSql(deps.db, markChannelSentSql(pending.map((a) => a.id), "discord"));
+  return "given_up";
+}

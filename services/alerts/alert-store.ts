@@ -43,7 +43,7 @@ export function recoverEndpointsCtes(recovered: Prisma.Sql, at: Date): Prisma.Sq
     alert_open AS (
       SELECT o.id, o.owner_id, o.server_id, o.endpoint_id, o.link, o.created_at
       FROM owner_alerts o
-      WHERE o.endpoint_id IN (SELECT endpoint_id FROM ${recovered})
+      WHERE o.endpoint_id IN (SELECT rec.endpoint_id FROM ${recovered} AS rec)
         AND o.resolved_at IS NULL AND o.kind = ANY(${[...RECOVERABLE_KINDS]}::text[])
     ), alert_resolved AS (
       UPDATE owner_alerts o SET resolved_at = ${at}::timestamptz FROM alert_open WHERE o.id = alert_open.id RETURNING o.id

@@ -48,6 +48,7 @@ import { readRetentionSettings } from "../services/retention/retention-settings.
 import { createRetentionLoop } from "../services/retention/run-retention.js";
 import { createPeriodCloserLoop, readPeriodCloserSettings } from "../services/rewards/close-periods.js";
 import { createProcessReminders, readReminderSettings } from "../services/reminders/reminder-settings.js";
+import { createAlertLoop, readAlertSettings } from "../services/alerts/alert-settings.js";
 
 function loadConfig() {
   const r = createEnvReader();
@@ -73,6 +74,7 @@ function loadConfig() {
     retention: readRetentionSettings(r, fraudRules),
     periodCloser: readPeriodCloserSettings(r),
     reminders: readReminderSettings(r),
+    alerts: readAlertSettings(r),
   });
 }
 
@@ -308,6 +310,17 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
 
   // E-mail vote reminders with SMTP_URL (docs/reminders.md); without it none are offered or sent.
   const reminders = createProcessReminders({ db: prisma, secretBox, publicBaseUrl, settings: config.reminders, log, now });
+  // Owner alerts' scan and digests (docs/owner-alerts.md); dashboard links point at this gateway.
+  const alerts = createAlertLoop({
+    db: prisma,
+    secretBox,
+    mailer: reminders.mailer,
+    postDiscordWebhook: undefined,
+    dashboardBaseUrl: publicBaseUrl,
+    settings: config.alerts,
+    log,
+    now,
+  });
   const rpc = createReferralServiceServer({
     prisma,
     secretBox,
@@ -368,6 +381,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       retention.start();
       periodCloser.start();
       reminders.start();
+      alerts.start();
       const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
       printBanner({
         gatewayUrl,
@@ -391,6 +405,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     async close() {
       await retention.stop();
       await periodCloser.stop();
+      await alerts.stop();
       await reminders.stop();
       await rpc.close();
       await relay.stop();

@@ -1,5 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { SqlTx } from "../shared/adapters/sql/executor.js";
+import { ageKeyDeleteRule, type RetentionRule } from "../shared/adapters/retention-rule.js";
 import { RECOVERABLE_KINDS, RECOVERED_DETAIL, RECOVERED_KEY_PREFIX, RECOVERED_TITLE_SUFFIX, type NewAlert } from "./alert-kinds.js";
 
 /**
@@ -204,9 +205,16 @@ export function failingEndpointsSql(from: Date, to: Date, limit: number): Prisma
     LIMIT ${limit}`;
 }
 
-/** Old alerts' age limit is kept by retention (services/retention): rows older than the cutoff, in LIMITed batches. */
-export function deleteOldAlertsSql(cutoff: Date, limit: number): Prisma.Sql {
-  return Prisma.sql`
-    DELETE FROM owner_alerts WHERE id IN (
-      SELECT id FROM owner_alerts WHERE created_at < ${cutoff}::timestamptz ORDER BY created_at LIMIT ${limit})`;
+/**
+ * Old alerts' age limit (RETENTION_OWNER_ALERT_DAYS): alerts older than it are deleted, in the runner's LIMITed
+ * batches by the created_at index, sent or not (the dashboard list shows recent alerts only).
+ */
+export function oldAlertRetention(keepSeconds: number): RetentionRule {
+  return ageKeyDeleteRule({
+    name: "old_owner_alerts",
+    table: "owner_alerts",
+    key: Prisma.raw("id"),
+    column: Prisma.raw("created_at"),
+    keepSeconds,
+  });
 }

@@ -10,6 +10,7 @@ import { bootstrapServiceTokens } from "../access/bootstrap.js";
 import { createRetentionLoop } from "../retention/run-retention.js";
 import { createPeriodCloserLoop } from "../rewards/close-periods.js";
 import { createProcessReminders } from "../reminders/reminder-settings.js";
+import { createAlertLoop } from "../alerts/alert-settings.js";
 
 runService({
   name: "referral-service",
@@ -43,6 +44,17 @@ runService({
       auth: { allowUnauthenticated: config.access.allowUnauthenticated },
       ...(reminders.mailer ? { mailer: reminders.mailer } : {}),
     });
+    // Owner alerts: the time causes' scan and the digests, on the reminders' mailer (docs/owner-alerts.md).
+    const alerts = createAlertLoop({
+      db: prisma,
+      secretBox: config.secretBox,
+      mailer: reminders.mailer,
+      postDiscordWebhook: undefined,
+      dashboardBaseUrl: config.loginLinkBaseUrl,
+      settings: config.alerts,
+      log,
+      now: () => new Date(),
+    });
     // Retention runs in this process (it owns the data); see createRetentionLoop for several instances at once.
     const retention = createRetentionLoop({ db: prisma, settings: config.retention, log, registry: metrics.registry, now: () => new Date() });
     // The period closer runs here too (it writes the reward queue and the outbox); several instances are safe (close-periods.ts).
@@ -61,12 +73,14 @@ runService({
         periodCloser.start();
         // The reminder sender runs here too (it owns vote_reminders); several instances claim disjoint rows (SKIP LOCKED).
         reminders.start();
+        alerts.start();
         log.info({ port, opsPort, database: redactUrl(config.databaseUrl) }, "referral service listening (Connect, gRPC, gRPC-Web over HTTP/2)");
         return true;
       },
       drain: async () => {
         await retention.stop();
         await periodCloser.stop();
+        await alerts.stop();
         await reminders.stop();
         if (listening) await rpc.close();
       },

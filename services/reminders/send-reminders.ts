@@ -1,4 +1,5 @@
 import type { Logger } from "../shared/runtime/log.js";
+import { createPassLoop, type PassLoop } from "../shared/runtime/pass-loop.js";
 import type { Mailer } from "../shared/adapters/mailer.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { HEART_COOLDOWN_MS } from "../hearts/domain/streak.js";
@@ -84,47 +85,17 @@ async function passOne(deps: ReminderPassDeps, row: DueReminder, now: Date): Pro
 }
 
 /** The sender loop of the referral service: start() and stop() (waits for a pass in progress). */
-export interface ReminderLoop {
-  start(): void;
-  stop(): Promise<void>;
-}
+export type ReminderLoop = PassLoop;
 
 /**
  * Runs a sender pass every `intervalSeconds` (timed from the end of the last, so passes never overlap), at once again
  * when a pass claimed a full batch. Several instances at once are safe: rows are claimed with SKIP LOCKED and leased.
  */
 export function createReminderLoop(deps: ReminderPassDeps & { intervalSeconds: number; now: () => Date }): ReminderLoop {
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> | undefined;
-  let stopped = false;
-  const schedule = (ms: number) => {
-    if (!stopped) timer = setTimeout(tick, ms);
-  };
-  const tick = () => {
-    timer = undefined;
-    let full = false;
-    running = runReminderPass(deps, deps.now())
-      .then((r) => {
-        full = r.claimed >= deps.batchRows;
-      })
-      .catch((error: unknown) => {
-        // Failure policy: log and try again at the next interval - a failed pass leaves its leased rows to come back.
-        deps.log.warn({ err: error }, "reminder pass failed; retried at the next interval");
-      })
-      .finally(() => {
-        running = undefined;
-        schedule(full ? 0 : deps.intervalSeconds * 1000);
-      });
-  };
-  return {
-    start() {
-      if (stopped || timer !== undefined || running !== undefined) return;
-      tick();
-    },
-    async stop() {
-      stopped = true;
-      if (timer !== undefined) clearTimeout(timer);
-      await running;
-    },
-  };
+  return createPassLoop({
+    intervalMs: deps.intervalSeconds * 1000,
+    pass: async () => ({ full: (await runReminderPass(deps, deps.now())).claimed >= deps.batchRows }),
+    log: deps.log,
+    failure: "reminder pass failed; retried at the next interval",
+  });
 }

@@ -49,6 +49,7 @@ import { createRetentionLoop } from "../services/retention/run-retention.js";
 import { createPeriodCloserLoop, readPeriodCloserSettings } from "../services/rewards/close-periods.js";
 import { createProcessReminders, readReminderSettings } from "../services/reminders/reminder-settings.js";
 import { createAlertLoop, readAlertSettings } from "../services/alerts/alert-settings.js";
+import { createDiscordRest } from "../services/shared/adapters/discord-rest.js";
 
 function loadConfig() {
   const r = createEnvReader();
@@ -310,12 +311,14 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
 
   // E-mail vote reminders with SMTP_URL (docs/reminders.md); without it none are offered or sent.
   const reminders = createProcessReminders({ db: prisma, secretBox, publicBaseUrl, settings: config.reminders, log, now });
+  // The process's one Discord client (rate limits shared by every caller).
+  const discord = createDiscordRest({ baseUrl: config.alerts.discordApiBaseUrl });
   // Owner alerts' scan and digests (docs/owner-alerts.md); dashboard links point at this gateway.
   const alerts = createAlertLoop({
     db: prisma,
     secretBox,
     mailer: reminders.mailer,
-    postDiscordWebhook: undefined,
+    discord,
     dashboardBaseUrl: publicBaseUrl,
     settings: config.alerts,
     log,
@@ -407,6 +410,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       await periodCloser.stop();
       await alerts.stop();
       await reminders.stop();
+      await discord.close();
       await rpc.close();
       await relay.stop();
       await delivery.stop();

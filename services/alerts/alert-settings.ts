@@ -4,8 +4,10 @@ import type { EnvReader } from "../shared/runtime/config.js";
 import type { Logger } from "../shared/runtime/log.js";
 import { createPassLoop, type PassLoop } from "../shared/runtime/pass-loop.js";
 import type { SecretBox } from "../shared/runtime/secrets.js";
+import { readDiscordApiBaseUrl, type DiscordRest } from "../shared/adapters/discord-rest.js";
+import { createAlertWebhookPoster } from "./post-alert-webhook.js";
 import { DEFAULT_ALERT_SCAN_BATCH_ROWS, runAlertScan } from "./scan-alert-causes.js";
-import { DEFAULT_ALERT_DIGEST_WINDOW_SECONDS, DIGEST_OWNERS_PER_PASS, runAlertDigestPass, type PostDiscordWebhook } from "./send-alert-digests.js";
+import { DEFAULT_ALERT_DIGEST_WINDOW_SECONDS, DIGEST_OWNERS_PER_PASS, runAlertDigestPass } from "./send-alert-digests.js";
 
 /** ALERT_INTERVAL_SECONDS' default: the wait between passes of the alert scan and digest sender. */
 export const DEFAULT_ALERT_INTERVAL_SECONDS = 60;
@@ -18,6 +20,8 @@ export interface AlertSettings {
   intervalSeconds: number;
   /** ALERT_SCAN_BATCH_ROWS: causes one scan writes at most. */
   scanBatchRows: number;
+  /** DISCORD_API_BASE_URL (development and tests only; production: Discord's), for the Discord digests. */
+  discordApiBaseUrl: string;
 }
 
 /** Reads the owner alerts' settings. */
@@ -26,30 +30,33 @@ export function readAlertSettings(r: EnvReader): AlertSettings {
     digestWindowSeconds: r.int("ALERT_DIGEST_WINDOW_SECONDS", DEFAULT_ALERT_DIGEST_WINDOW_SECONDS, { min: 0, max: 86_400 }),
     intervalSeconds: r.int("ALERT_INTERVAL_SECONDS", DEFAULT_ALERT_INTERVAL_SECONDS, { min: 1, max: 3_600 }),
     scanBatchRows: r.int("ALERT_SCAN_BATCH_ROWS", DEFAULT_ALERT_SCAN_BATCH_ROWS, { min: 1, max: 10_000 }),
+    discordApiBaseUrl: readDiscordApiBaseUrl(r),
   };
 }
 
 /**
  * The owner alerts' loop of the process that owns owner_alerts (the referral service, or `npm start`): each pass scans
  * the time causes (one bounded batch) and sends the due digests, on the mailer of SMTP_URL (none: no e-mail) and the
- * Discord client (none: no Discord). Several instances are safe: causes are keyed, digests taken under a lease.
+ * process's Discord client. Several instances are safe: causes are keyed, digests taken under a lease.
  */
 export function createAlertLoop(deps: {
   db: PrismaClient;
   secretBox: SecretBox;
   mailer: Mailer | undefined;
-  postDiscordWebhook: PostDiscordWebhook | undefined;
+  /** The process's Discord client (its rate limits are shared by every caller). */
+  discord: DiscordRest;
   dashboardBaseUrl: string;
   settings: AlertSettings;
   log: Logger;
   now: () => Date;
 }): PassLoop {
+  const postDiscordWebhook = createAlertWebhookPoster(deps.discord);
   return createPassLoop({
     intervalMs: deps.settings.intervalSeconds * 1000,
     pass: async () => {
       const now = deps.now();
       const scan = await runAlertScan({ db: deps.db, batchRows: deps.settings.scanBatchRows }, now);
-      const digests = await runAlertDigestPass({ ...deps, windowSeconds: deps.settings.digestWindowSeconds }, now);
+      const digests = await runAlertDigestPass({ ...deps, postDiscordWebhook, windowSeconds: deps.settings.digestWindowSeconds }, now);
       return { full: scan.failing >= deps.settings.scanBatchRows || digests.digests >= DIGEST_OWNERS_PER_PASS };
     },
     log: deps.log,

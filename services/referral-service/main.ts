@@ -11,6 +11,7 @@ import { createRetentionLoop } from "../retention/run-retention.js";
 import { createPeriodCloserLoop } from "../rewards/close-periods.js";
 import { createProcessReminders } from "../reminders/reminder-settings.js";
 import { createAlertLoop } from "../alerts/alert-settings.js";
+import { createDiscordRest } from "../shared/adapters/discord-rest.js";
 
 runService({
   name: "referral-service",
@@ -44,12 +45,14 @@ runService({
       auth: { allowUnauthenticated: config.access.allowUnauthenticated },
       ...(reminders.mailer ? { mailer: reminders.mailer } : {}),
     });
+    // The process's one Discord client (rate limits shared by every caller).
+    const discord = createDiscordRest({ baseUrl: config.alerts.discordApiBaseUrl });
     // Owner alerts: the time causes' scan and the digests, on the reminders' mailer (docs/owner-alerts.md).
     const alerts = createAlertLoop({
       db: prisma,
       secretBox: config.secretBox,
       mailer: reminders.mailer,
-      postDiscordWebhook: undefined,
+      discord,
       dashboardBaseUrl: config.loginLinkBaseUrl,
       settings: config.alerts,
       log,
@@ -82,6 +85,7 @@ runService({
         await periodCloser.stop();
         await alerts.stop();
         await reminders.stop();
+        await discord.close();
         if (listening) await rpc.close();
       },
       close: () => prisma.$disconnect(),

@@ -13,6 +13,9 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { OwnerAlertService } from "../../gen/proto/alerts/v1/alerts_pb.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { startSmtpSink, type SmtpSink } from "../../scripts/harness/smtp-sink.js";
+import { startDiscordEmulator, type DiscordEmulator } from "../../scripts/harness/discord-emulator.js";
+import { createAlertWebhookPoster } from "../../services/alerts/post-alert-webhook.js";
+import { createDiscordRest, type DiscordRest } from "../../services/shared/adapters/discord-rest.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { insertSecret, setDefaultEndpoint } from "../../scripts/harness/delivery-harness.js";
 import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
@@ -36,11 +39,19 @@ interface Context {
   gatewayToken: string;
   sink: SmtpSink;
   mailer: Mailer;
+  discord: DiscordEmulator;
+  rest: DiscordRest;
   captured: CapturedLog;
 }
 const test = anyTest as TestFn<Context>;
 const WINDOW_SECONDS = 300;
 const HOUR_MS = 60 * 60 * 1000;
+/** A webhook of the emulator's channel `channelId`, as the owner pastes it (Discord's host; the client posts to the emulator). */
+function pastedWebhook(c: Context, channelId: string): { url: string; token: string } {
+  const hook = c.discord.createWebhook(channelId);
+  return { url: `https://discord.com/api/webhooks/${hook.id}/${hook.token}`, token: hook.token };
+}
+
 /** A receiver URL whose query carries a token: alerts name its host only. */
 const RECEIVER_URL = "http://127.0.0.1:9/hook?token=receiver-secret-7f3a";
 
@@ -59,7 +70,9 @@ test.before(async (t) => {
   gatewayUrl = gateway.url;
   const sink = await startSmtpSink();
   const mailer = createMailer({ smtpUrl: sink.url, from: "alerts@list.example" });
-  t.context = { stack, gateway, gatewayToken, sink, mailer, captured };
+  const discord = await startDiscordEmulator();
+  const rest = createDiscordRest({ baseUrl: discord.baseUrl });
+  t.context = { stack, gateway, gatewayToken, sink, mailer, discord, rest, captured };
 });
 
 test.after.always(async (t) => {
@@ -67,6 +80,8 @@ test.after.always(async (t) => {
   await t.context.gateway?.close();
   await t.context.stack?.close();
   await t.context.sink?.close();
+  await t.context.rest?.close();
+  await t.context.discord?.close();
 });
 
 /** The alerts client as `ownerId`'s dashboard session (signed in through the dashboard gateway). */
@@ -94,7 +109,7 @@ function digestDeps(c: Context): AlertDigestDeps {
   return {
     db: c.stack.prisma,
     mailer: c.mailer,
-    postDiscordWebhook: undefined,
+    postDiscordWebhook: createAlertWebhookPoster(c.rest),
     secretBox: c.stack.secretBox,
     dashboardBaseUrl: "https://list.example",
     windowSeconds: WINDOW_SECONDS,
@@ -144,10 +159,11 @@ async function alertsOf(c: Context, serverId: string): Promise<{ kind: string; c
   );
 }
 
-test.serial("failing for 24 hours, disabled and recovered each fire once for their cause, and reach e-mail in one digest, never twice", async (t) => {
+test.serial("failing for 24 hours, disabled and recovered each fire once for their cause, and reach e-mail and Discord in one digest, never twice", async (t) => {
   const c = t.context;
   const alerts = await sessionClient(c, "owner-one");
-  await alerts.setAlertChannels({ email: "one@owner.example" });
+  const hook = pastedWebhook(c, "channel-one");
+  await alerts.setAlertChannels({ email: "one@owner.example", discordWebhookUrl: hook.url });
   const { serverId, endpointId } = await ownedServer(c, "owner-one", "Server One");
   const t0 = new Date(Date.now() - 10 * 24 * HOUR_MS);
   const at = (ms: number) => new Date(t0.getTime() + ms);
@@ -191,6 +207,7 @@ test.serial("failing for 24 hours, disabled and recovered each fire once for the
   const firstDue = at(25 * HOUR_MS + WINDOW_SECONDS * 1000);
   await runAlertDigestPass(digestDeps(c), new Date(firstDue.getTime() - 1_000));
   t.is(mailsToOne().length, 0);
+  t.is(c.discord.messages("channel-one").length, 0);
   await runAlertDigestPass(digestDeps(c), at(6 * 24 * HOUR_MS + 120_000));
   t.is(mailsToOne().length, 1);
   const [mail] = mailsToOne();
@@ -201,8 +218,17 @@ test.serial("failing for 24 hours, disabled and recovered each fire once for the
   t.true(mail!.text.includes(`https://list.example/dashboard/?server=${serverId}&endpoint=${endpointId}#deliveries`));
   t.true(mail!.text.includes("127.0.0.1:9"), "names the receiver's host");
   t.false(mail!.raw.includes("receiver-secret-7f3a"), "never the receiver URL's token");
+  const [post] = c.discord.messages("channel-one");
+  t.is(c.discord.messages("channel-one").length, 1, "one Discord message");
+  t.true(post!.content.startsWith("**3 alerts about your servers**"));
+  for (const title of ["Server One: callback endpoint failing for 24 hours", "Server One: callback endpoint disabled", "Server One: callback endpoint recovered"]) {
+    t.is(post!.content.split(title).length - 1, 1, `${title} once on Discord`);
+  }
+  t.false(post!.content.includes("receiver-secret-7f3a"));
   await runAlertDigestPass(digestDeps(c), at(7 * 24 * HOUR_MS));
   t.is(mailsToOne().length, 1, "never twice");
+  t.is(c.discord.messages("channel-one").length, 1, "never twice on Discord");
+  for (const line of c.captured.raw) t.false(line.includes(hook.token), "the webhook token is never logged");
 
   // Read on the dashboard list.
   const marked = await alerts.markOwnerAlertsRead({ alertIds: listed.alerts.map((a) => a.id) });
@@ -213,7 +239,7 @@ test.serial("failing for 24 hours, disabled and recovered each fire once for the
 test.serial("a storm of 500 failing endpoints of one owner arrives as one digest after the window", async (t) => {
   const c = t.context;
   const alerts = await sessionClient(c, "owner-storm");
-  await alerts.setAlertChannels({ email: "storm@owner.example" });
+  await alerts.setAlertChannels({ email: "storm@owner.example", discordWebhookUrl: pastedWebhook(c, "channel-storm").url });
   const { serverId } = await ownedServer(c, "owner-storm", "Storm Server");
   const now = new Date(Date.now() + 30 * 24 * HOUR_MS);
   const failingSince = new Date(now.getTime() - 25 * HOUR_MS);
@@ -242,6 +268,11 @@ test.serial("a storm of 500 failing endpoints of one owner arrives as one digest
   t.is(stormMails().length, 1, "one digest");
   t.is(stormMails()[0]!.subject, "500 alerts about your servers");
   t.true(stormMails()[0]!.text.includes("... and 450 alerts more on the dashboard"));
+  const posts = c.discord.messages("channel-storm");
+  t.is(posts.length, 1, "one Discord digest");
+  t.true(posts[0]!.content.startsWith("**500 alerts about your servers**"));
+  t.true(posts[0]!.content.length <= 2_000);
+  t.deepEqual(c.discord.secondTooManyRequests(), []);
 });
 
 test.serial("a temporary SMTP failure retries the digest later; it is mailed once", async (t) => {

@@ -6,13 +6,13 @@ import { withHeaders } from "../../services/shared/rpc/service-transport.js";
 /** The dashboard's clients of the referral service: every internal service it shows. */
 export type DashboardClients = Pick<
   RpcClients,
-  "admin" | "referral" | "reviews" | "hearts" | "delivery" | "deliveryStats" | "pluginActivity" | "voters" | "rewards" | "rewardQueue"
+  "admin" | "referral" | "reviews" | "hearts" | "delivery" | "deliveryStats" | "pluginActivity" | "voters" | "rewards" | "rewardQueue" | "alerts"
 >;
 
-/** The ten clients over one transport (services/shared/rpc/service-transport.ts: HTTP/2, the gateway's token). */
+/** The eleven clients over one transport (services/shared/rpc/service-transport.ts: HTTP/2, the gateway's token). */
 export function createDashboardClients(transport: Transport): DashboardClients {
-  const { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue } = createRpcClients(transport);
-  return { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue };
+  const { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue, alerts } = createRpcClients(transport);
+  return { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue, alerts };
 }
 
 /**

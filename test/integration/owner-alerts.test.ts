@@ -31,7 +31,7 @@ import { executeSql, runSql, runSqlTransaction } from "../../services/shared/ada
 import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
-import { signInOwner, startDashboardGateway, type DashboardGateway } from "../helpers/owner-session.js";
+import { ownerApi, signInOwner, startDashboardGateway, type DashboardGateway } from "../helpers/owner-session.js";
 
 interface Context {
   stack: TestStack;
@@ -344,6 +344,28 @@ test("the Discord webhook URL: Discord's hosts only, sealed at rest, never answe
   t.true((await a.setAlertChannels({ email: "hook2@owner.example" })).channels!.discordWebhookSet);
   t.false((await a.setAlertChannels({ email: "hook2@owner.example", removeDiscordWebhook: true })).channels!.discordWebhookSet);
   for (const line of c.captured.raw) t.false(line.includes(token), "never logged");
+});
+
+test("the dashboard's alert list and channel settings: the owner's own alerts with unread/read, the webhook never shown after saving", async (t) => {
+  const c = t.context;
+  const session = await signInOwner(c.stack.clients.access, c.gateway.url, "owner-dash");
+  const { endpointId } = await ownedServer(c, "owner-dash", "Dash Server");
+  await runSqlTransaction(c.stack.prisma, (tx) => disableCallback(tx, endpointId, "receiver answered 410 Gone", new Date()), { timeoutMs: 5_000 });
+  const token = "dash-token-51d0";
+  const saved = await ownerApi(c.gateway.url, session, "PUT", "/alert-channels", { email: "dash@owner.example", discord_webhook_url: `https://discord.com/api/webhooks/777/${token}` });
+  t.is(saved.status, 200, saved.text);
+  t.deepEqual(JSON.parse(saved.text), { email: "dash@owner.example", discord_webhook_set: true, discord_webhook_id: "777" });
+  const refused = await ownerApi(c.gateway.url, session, "PUT", "/alert-channels", { discord_webhook_url: "https://hooks.example/api/webhooks/1/x" });
+  t.deepEqual({ status: refused.status, error: JSON.parse(refused.text).error }, { status: 400, error: WEBHOOK_URL_TEXT });
+  const page = await ownerApi(c.gateway.url, session, "GET", "/alert-channels");
+  t.false(page.text.includes(token));
+  const list = JSON.parse((await ownerApi(c.gateway.url, session, "GET", "/alerts?unread=true")).text) as { alerts: { id: string; title: string; read: boolean; link: string }[] };
+  t.deepEqual(list.alerts.map((a) => [a.title, a.read]), [["Dash Server: callback endpoint disabled", false]]);
+  t.true(list.alerts[0]!.link.includes(endpointId));
+  const read = await ownerApi(c.gateway.url, session, "POST", "/alerts/read", { ids: list.alerts.map((a) => a.id) });
+  t.deepEqual(JSON.parse(read.text), { marked: 1 });
+  t.deepEqual(JSON.parse((await ownerApi(c.gateway.url, session, "GET", "/alerts?unread=true")).text), { alerts: [] });
+  t.is(JSON.parse((await ownerApi(c.gateway.url, session, "GET", "/alerts")).text).alerts[0].read, true);
 });
 
 test.after("no owner address, webhook token or receiver token reached a log line", (t) => {

@@ -140,6 +140,7 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "alerts.v1.OwnerAlertService/GetAlertChannels": { scope: "read", owner: own },
   "alerts.v1.OwnerAlertService/SetAlertChannels": { scope: "admin", owner: own },
   "alerts.v1.OwnerAlertService/ListOwnerAlerts": { scope: "read", owner: own },
+  "alerts.v1.OwnerAlertService/ListServerAlerts": { scope: "read", owner: server },
   "alerts.v1.OwnerAlertService/MarkOwnerAlertsRead": { scope: "admin", owner: own },
   // access.v1
   "access.v1.AccessService/CreateServiceToken": { scope: "admin", owner: none },

@@ -74,16 +74,16 @@ export interface ListedAlert {
 }
 
 /**
- * One page of an owner's alerts, newest first (optionally one server's, optionally unread only): at most `limit` rows
- * read by the (owner_id, created_at) index, plus the rows of other servers or read ones skipped on the way (bounded
- * by the owner's alerts within their retention).
+ * One page of an owner's (or of one server's) alerts, newest first, optionally unread only: at most `limit` rows read
+ * by the (owner_id, created_at) or (server_id, created_at) index, plus read ones skipped on the way when unread only
+ * (bounded by the owner's alerts within their retention).
  */
-export function listAlertsSql(q: { ownerId: string; serverId: string | null; unreadOnly: boolean; before: Date | null; limit: number }): Prisma.Sql {
+export function listAlertsSql(q: { by: { ownerId: string } | { serverId: string }; unreadOnly: boolean; before: Date | null; limit: number }): Prisma.Sql {
+  const scope = "ownerId" in q.by ? Prisma.sql`owner_id = ${q.by.ownerId}` : Prisma.sql`server_id = ${q.by.serverId}::uuid`;
   return Prisma.sql`
     SELECT id::text, server_id::text, kind, title, detail, link, created_at, read_at, resolved_at
     FROM owner_alerts
-    WHERE owner_id = ${q.ownerId}
-      AND (${q.serverId}::uuid IS NULL OR server_id = ${q.serverId}::uuid)
+    WHERE ${scope}
       AND (NOT ${q.unreadOnly} OR read_at IS NULL)
       AND (${q.before}::timestamptz IS NULL OR created_at < ${q.before}::timestamptz)
     ORDER BY created_at DESC, id DESC

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
 import {
   AlertChannelsSchema,
@@ -13,18 +13,21 @@ import {
   type GetAlertChannelsResponse,
   type ListOwnerAlertsRequest,
   type ListOwnerAlertsResponse,
+  type ListServerAlertsRequest,
+  type ListServerAlertsResponse,
+  ListServerAlertsResponseSchema,
+  type OwnerAlert,
   type MarkOwnerAlertsReadRequest,
   type MarkOwnerAlertsReadResponse,
   type SetAlertChannelsRequest,
   type SetAlertChannelsResponse,
 } from "../../gen/proto/alerts/v1/alerts_pb.js";
-import { Prisma } from "../../gen/prisma/client.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
 import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
-import { unknownServer } from "../shared/rpc/errors.js";
 import { OWNER_SCOPE } from "../shared/rpc/interceptors.js";
 import { DomainError } from "../shared/values/domain-error.js";
 import { isUuid } from "../shared/values/ids.js";
+import { requireServerId } from "../servers/server-exists.js";
 import { BAD_EMAIL_TEXT } from "../reminders/manage-reminder.js";
 import { normalizeEmail } from "../reminders/domain/reminder-schedule.js";
 import { listAlertsSql, markAlertsReadSql, readChannelsSql, upsertChannelsSql, type ListedAlert, type StoredChannels } from "./alert-store.js";
@@ -90,33 +93,31 @@ export async function setAlertChannels(deps: CoreDeps, req: SetAlertChannelsRequ
   return create(SetAlertChannelsResponseSchema, { channels: toChannels(deps, stored) });
 }
 
-/** ListOwnerAlerts: a page of the owner's alerts (listAlertsSql states the bound); another owner's server is unknown. */
+/** ListOwnerAlerts: a page of the owner's alerts, all their servers (listAlertsSql states the bound). */
 export async function listOwnerAlerts(deps: CoreDeps, req: ListOwnerAlertsRequest, ctx: HandlerContext): Promise<ListOwnerAlertsResponse> {
-  const ownerId = ownerOf(ctx, req.ownerId);
-  let serverId: string | null = null;
-  if (req.serverId !== "") {
-    if (!isUuid(req.serverId)) throw unknownServer();
-    // One servers row by primary key: the server must be the owner's (another's answers as a missing one).
-    const [owned] = await runSql<{ id: string }>(
-      deps.prisma,
-      Prisma.sql`SELECT id::text FROM servers WHERE id = ${req.serverId}::uuid AND owner_id = ${ownerId}`,
-    );
-    if (owned === undefined) throw unknownServer();
-    serverId = req.serverId;
-  }
+  return create(ListOwnerAlertsResponseSchema, { alerts: await listAlerts(deps, { ownerId: ownerOf(ctx, req.ownerId) }, req) });
+}
+
+/**
+ * ListServerAlerts: a page of one server's alerts (RPC_ACCESS policy `owned: server`: an owner's session reaches its
+ * own servers only, checked before the handler); a server that does not exist is unknown_server.
+ */
+export async function listServerAlerts(deps: CoreDeps, req: ListServerAlertsRequest): Promise<ListServerAlertsResponse> {
+  const serverId = await requireServerId(deps, req.serverId);
+  return create(ListServerAlertsResponseSchema, { alerts: await listAlerts(deps, { serverId }, req) });
+}
+
+async function listAlerts(
+  deps: CoreDeps,
+  by: { ownerId: string } | { serverId: string },
+  req: { unreadOnly: boolean; limit: number; before?: Timestamp | undefined },
+): Promise<OwnerAlert[]> {
   if (req.limit < 0 || req.limit > MAX_ALERTS_PAGE) throw new DomainError("invalid_argument", `limit must be 1..${MAX_ALERTS_PAGE}`);
   const rows = await runSql<ListedAlert>(
     deps.prisma,
-    listAlertsSql({
-      ownerId,
-      serverId,
-      unreadOnly: req.unreadOnly,
-      before: req.before ? timestampDate(req.before) : null,
-      limit: req.limit === 0 ? DEFAULT_ALERTS_PAGE : req.limit,
-    }),
+    listAlertsSql({ by, unreadOnly: req.unreadOnly, before: req.before ? timestampDate(req.before) : null, limit: req.limit === 0 ? DEFAULT_ALERTS_PAGE : req.limit }),
   );
-  return create(ListOwnerAlertsResponseSchema, {
-    alerts: rows.map((r) =>
+  return rows.map((r) =>
       create(OwnerAlertSchema, {
         id: r.id,
         serverId: r.server_id,
@@ -128,8 +129,7 @@ export async function listOwnerAlerts(deps: CoreDeps, req: ListOwnerAlertsReques
         read: r.read_at !== null,
         resolved: r.resolved_at !== null,
       }),
-    ),
-  });
+    );
 }
 
 /** MarkOwnerAlertsRead: the owner's alerts among `alert_ids` become read (others' ids change nothing). */

@@ -1,7 +1,7 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { OwnerAlertService } from "../../gen/proto/alerts/v1/alerts_pb.js";
 import type { CoreDeps } from "../shared/adapters/deps.js";
-import { getAlertChannels, listOwnerAlerts, markOwnerAlertsRead, setAlertChannels } from "./manage-alerts.js";
+import { getAlertChannels, listOwnerAlerts, listServerAlerts, markOwnerAlertsRead, setAlertChannels } from "./manage-alerts.js";
 
 /** Registers OwnerAlertService (alert channels and the alert list; access rules: services/access/rpc-access.ts). */
 export function ownerAlertRoutes(deps: CoreDeps): (router: ConnectRouter) => void {
@@ -10,6 +10,7 @@ export function ownerAlertRoutes(deps: CoreDeps): (router: ConnectRouter) => voi
       getAlertChannels: (req, ctx) => getAlertChannels(deps, req, ctx),
       setAlertChannels: (req, ctx) => setAlertChannels(deps, req, ctx),
       listOwnerAlerts: (req, ctx) => listOwnerAlerts(deps, req, ctx),
+      listServerAlerts: (req) => listServerAlerts(deps, req),
       markOwnerAlertsRead: (req, ctx) => markOwnerAlertsRead(deps, req, ctx),
     });
   };

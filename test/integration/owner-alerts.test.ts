@@ -313,8 +313,9 @@ test("another owner's channels, alerts and servers are refused to an owner's ses
       return `${Code[e.code]}: ${e.rawMessage}`;
     }
   };
-  t.is(await refusal(a.listOwnerAlerts({ serverId: bServer.serverId })), "NotFound: unknown server");
-  t.is(await refusal(a.listOwnerAlerts({ serverId: randomUUID() })), "NotFound: unknown server", "like a missing one");
+  t.is(await refusal(a.listServerAlerts({ serverId: bServer.serverId })), "NotFound: unknown server");
+  t.is(await refusal(a.listServerAlerts({ serverId: randomUUID() })), "NotFound: unknown server", "like a missing one");
+  t.is((await b.listServerAlerts({ serverId: bServer.serverId })).alerts.length, 1, "B's own server answers");
   t.is(await refusal(a.getAlertChannels({ ownerId: "owner-iso-b" })), "NotFound: unknown owner");
   t.is(await refusal(a.setAlertChannels({ ownerId: "owner-iso-b", email: "attacker@evil.example" })), "NotFound: unknown owner");
   t.is(await refusal(a.listOwnerAlerts({ ownerId: "owner-iso-b" })), "NotFound: unknown owner");

@@ -41,6 +41,9 @@ CREATE UNIQUE INDEX "owner_alerts_cause_key_key" ON "owner_alerts"("cause_key");
 CREATE INDEX "owner_alerts_owner_id_created_at_idx" ON "owner_alerts"("owner_id", "created_at");
 
 -- CreateIndex
+CREATE INDEX "owner_alerts_server_id_created_at_idx" ON "owner_alerts"("server_id", "created_at");
+
+-- CreateIndex
 CREATE INDEX "owner_alerts_send_after_idx" ON "owner_alerts"("send_after");
 
 -- CreateIndex

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file alerts/v1/alerts.proto.
  */
 export const file_alerts_v1_alerts: GenFile = /*@__PURE__*/
-  fileDesc("ChZhbGVydHMvdjEvYWxlcnRzLnByb3RvEglhbGVydHMudjEiVwoNQWxlcnRDaGFubmVscxINCgVlbWFpbBgBIAEoCRIbChNkaXNjb3JkX3dlYmhvb2tfc2V0GAIgASgIEhoKEmRpc2NvcmRfd2ViaG9va19pZBgDIAEoCSIrChdHZXRBbGVydENoYW5uZWxzUmVxdWVzdBIQCghvd25lcl9pZBgBIAEoCSJGChhHZXRBbGVydENoYW5uZWxzUmVzcG9uc2USKgoIY2hhbm5lbHMYASABKAsyGC5hbGVydHMudjEuQWxlcnRDaGFubmVscyKUAQoXU2V0QWxlcnRDaGFubmVsc1JlcXVlc3QSEAoIb3duZXJfaWQYASABKAkSDQoFZW1haWwYAiABKAkSIAoTZGlzY29yZF93ZWJob29rX3VybBgDIAEoCUgAiAEBEh4KFnJlbW92ZV9kaXNjb3JkX3dlYmhvb2sYBCABKAhCFgoUX2Rpc2NvcmRfd2ViaG9va191cmwiRgoYU2V0QWxlcnRDaGFubmVsc1Jlc3BvbnNlEioKCGNoYW5uZWxzGAEgASgLMhguYWxlcnRzLnYxLkFsZXJ0Q2hhbm5lbHMitgEKCk93bmVyQWxlcnQSCgoCaWQYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEgwKBGtpbmQYAyABKAkSDQoFdGl0bGUYBCABKAkSDgoGZGV0YWlsGAUgASgJEgwKBGxpbmsYBiABKAkSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEcmVhZBgIIAEoCBIQCghyZXNvbHZlZBgJIAEoCCKNAQoWTGlzdE93bmVyQWxlcnRzUmVxdWVzdBIQCghvd25lcl9pZBgBIAEoCRIRCglzZXJ2ZXJfaWQYAiABKAkSEwoLdW5yZWFkX29ubHkYAyABKAgSDQoFbGltaXQYBCABKAUSKgoGYmVmb3JlGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJAChdMaXN0T3duZXJBbGVydHNSZXNwb25zZRIlCgZhbGVydHMYASADKAsyFS5hbGVydHMudjEuT3duZXJBbGVydCJBChpNYXJrT3duZXJBbGVydHNSZWFkUmVxdWVzdBIQCghvd25lcl9pZBgBIAEoCRIRCglhbGVydF9pZHMYAiADKAkiLQobTWFya093bmVyQWxlcnRzUmVhZFJlc3BvbnNlEg4KBm1hcmtlZBgBIAEoBTKNAwoRT3duZXJBbGVydFNlcnZpY2USWwoQR2V0QWxlcnRDaGFubmVscxIiLmFsZXJ0cy52MS5HZXRBbGVydENoYW5uZWxzUmVxdWVzdBojLmFsZXJ0cy52MS5HZXRBbGVydENoYW5uZWxzUmVzcG9uc2USWwoQU2V0QWxlcnRDaGFubmVscxIiLmFsZXJ0cy52MS5TZXRBbGVydENoYW5uZWxzUmVxdWVzdBojLmFsZXJ0cy52MS5TZXRBbGVydENoYW5uZWxzUmVzcG9uc2USWAoPTGlzdE93bmVyQWxlcnRzEiEuYWxlcnRzLnYxLkxpc3RPd25lckFsZXJ0c1JlcXVlc3QaIi5hbGVydHMudjEuTGlzdE93bmVyQWxlcnRzUmVzcG9uc2USZAoTTWFya093bmVyQWxlcnRzUmVhZBIlLmFsZXJ0cy52MS5NYXJrT3duZXJBbGVydHNSZWFkUmVxdWVzdBomLmFsZXJ0cy52MS5NYXJrT3duZXJBbGVydHNSZWFkUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChZhbGVydHMvdjEvYWxlcnRzLnByb3RvEglhbGVydHMudjEiVwoNQWxlcnRDaGFubmVscxINCgVlbWFpbBgBIAEoCRIbChNkaXNjb3JkX3dlYmhvb2tfc2V0GAIgASgIEhoKEmRpc2NvcmRfd2ViaG9va19pZBgDIAEoCSIrChdHZXRBbGVydENoYW5uZWxzUmVxdWVzdBIQCghvd25lcl9pZBgBIAEoCSJGChhHZXRBbGVydENoYW5uZWxzUmVzcG9uc2USKgoIY2hhbm5lbHMYASABKAsyGC5hbGVydHMudjEuQWxlcnRDaGFubmVscyKUAQoXU2V0QWxlcnRDaGFubmVsc1JlcXVlc3QSEAoIb3duZXJfaWQYASABKAkSDQoFZW1haWwYAiABKAkSIAoTZGlzY29yZF93ZWJob29rX3VybBgDIAEoCUgAiAEBEh4KFnJlbW92ZV9kaXNjb3JkX3dlYmhvb2sYBCABKAhCFgoUX2Rpc2NvcmRfd2ViaG9va191cmwiRgoYU2V0QWxlcnRDaGFubmVsc1Jlc3BvbnNlEioKCGNoYW5uZWxzGAEgASgLMhguYWxlcnRzLnYxLkFsZXJ0Q2hhbm5lbHMitgEKCk93bmVyQWxlcnQSCgoCaWQYASABKAkSEQoJc2VydmVyX2lkGAIgASgJEgwKBGtpbmQYAyABKAkSDQoFdGl0bGUYBCABKAkSDgoGZGV0YWlsGAUgASgJEgwKBGxpbmsYBiABKAkSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEcmVhZBgIIAEoCBIQCghyZXNvbHZlZBgJIAEoCCKAAQoWTGlzdE93bmVyQWxlcnRzUmVxdWVzdBIQCghvd25lcl9pZBgBIAEoCRITCgt1bnJlYWRfb25seRgDIAEoCBINCgVsaW1pdBgEIAEoBRIqCgZiZWZvcmUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSgQIAhADInwKF0xpc3RTZXJ2ZXJBbGVydHNSZXF1ZXN0EhEKCXNlcnZlcl9pZBgBIAEoCRITCgt1bnJlYWRfb25seRgCIAEoCBINCgVsaW1pdBgDIAEoBRIqCgZiZWZvcmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkAKF0xpc3RPd25lckFsZXJ0c1Jlc3BvbnNlEiUKBmFsZXJ0cxgBIAMoCzIVLmFsZXJ0cy52MS5Pd25lckFsZXJ0IkEKGk1hcmtPd25lckFsZXJ0c1JlYWRSZXF1ZXN0EhAKCG93bmVyX2lkGAEgASgJEhEKCWFsZXJ0X2lkcxgCIAMoCSItChtNYXJrT3duZXJBbGVydHNSZWFkUmVzcG9uc2USDgoGbWFya2VkGAEgASgFIkEKGExpc3RTZXJ2ZXJBbGVydHNSZXNwb25zZRIlCgZhbGVydHMYASADKAsyFS5hbGVydHMudjEuT3duZXJBbGVydDLqAwoRT3duZXJBbGVydFNlcnZpY2USWwoQR2V0QWxlcnRDaGFubmVscxIiLmFsZXJ0cy52MS5HZXRBbGVydENoYW5uZWxzUmVxdWVzdBojLmFsZXJ0cy52MS5HZXRBbGVydENoYW5uZWxzUmVzcG9uc2USWwoQU2V0QWxlcnRDaGFubmVscxIiLmFsZXJ0cy52MS5TZXRBbGVydENoYW5uZWxzUmVxdWVzdBojLmFsZXJ0cy52MS5TZXRBbGVydENoYW5uZWxzUmVzcG9uc2USWAoPTGlzdE93bmVyQWxlcnRzEiEuYWxlcnRzLnYxLkxpc3RPd25lckFsZXJ0c1JlcXVlc3QaIi5hbGVydHMudjEuTGlzdE93bmVyQWxlcnRzUmVzcG9uc2USWwoQTGlzdFNlcnZlckFsZXJ0cxIiLmFsZXJ0cy52MS5MaXN0U2VydmVyQWxlcnRzUmVxdWVzdBojLmFsZXJ0cy52MS5MaXN0U2VydmVyQWxlcnRzUmVzcG9uc2USZAoTTWFya093bmVyQWxlcnRzUmVhZBIlLmFsZXJ0cy52MS5NYXJrT3duZXJBbGVydHNSZWFkUmVxdWVzdBomLmFsZXJ0cy52MS5NYXJrT3duZXJBbGVydHNSZWFkUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message alerts.v1.AlertChannels
@@ -201,11 +201,6 @@ export type ListOwnerAlertsRequest = Message<"alerts.v1.ListOwnerAlertsRequest">
   ownerId: string;
 
   /**
-   * @generated from field: string server_id = 2;
-   */
-  serverId: string;
-
-  /**
    * @generated from field: bool unread_only = 3;
    */
   unreadOnly: boolean;
@@ -233,6 +228,42 @@ export const ListOwnerAlertsRequestSchema: GenMessage<ListOwnerAlertsRequest> = 
   messageDesc(file_alerts_v1_alerts, 6);
 
 /**
+ * @generated from message alerts.v1.ListServerAlertsRequest
+ */
+export type ListServerAlertsRequest = Message<"alerts.v1.ListServerAlertsRequest"> & {
+  /**
+   * @generated from field: string server_id = 1;
+   */
+  serverId: string;
+
+  /**
+   * @generated from field: bool unread_only = 2;
+   */
+  unreadOnly: boolean;
+
+  /**
+   * 1..100; 0: 50.
+   *
+   * @generated from field: int32 limit = 3;
+   */
+  limit: number;
+
+  /**
+   * The page before this time.
+   *
+   * @generated from field: google.protobuf.Timestamp before = 4;
+   */
+  before?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message alerts.v1.ListServerAlertsRequest.
+ * Use `create(ListServerAlertsRequestSchema)` to create a new message.
+ */
+export const ListServerAlertsRequestSchema: GenMessage<ListServerAlertsRequest> = /*@__PURE__*/
+  messageDesc(file_alerts_v1_alerts, 7);
+
+/**
  * @generated from message alerts.v1.ListOwnerAlertsResponse
  */
 export type ListOwnerAlertsResponse = Message<"alerts.v1.ListOwnerAlertsResponse"> & {
@@ -247,7 +278,7 @@ export type ListOwnerAlertsResponse = Message<"alerts.v1.ListOwnerAlertsResponse
  * Use `create(ListOwnerAlertsResponseSchema)` to create a new message.
  */
 export const ListOwnerAlertsResponseSchema: GenMessage<ListOwnerAlertsResponse> = /*@__PURE__*/
-  messageDesc(file_alerts_v1_alerts, 7);
+  messageDesc(file_alerts_v1_alerts, 8);
 
 /**
  * @generated from message alerts.v1.MarkOwnerAlertsReadRequest
@@ -269,7 +300,7 @@ export type MarkOwnerAlertsReadRequest = Message<"alerts.v1.MarkOwnerAlertsReadR
  * Use `create(MarkOwnerAlertsReadRequestSchema)` to create a new message.
  */
 export const MarkOwnerAlertsReadRequestSchema: GenMessage<MarkOwnerAlertsReadRequest> = /*@__PURE__*/
-  messageDesc(file_alerts_v1_alerts, 8);
+  messageDesc(file_alerts_v1_alerts, 9);
 
 /**
  * @generated from message alerts.v1.MarkOwnerAlertsReadResponse
@@ -286,7 +317,24 @@ export type MarkOwnerAlertsReadResponse = Message<"alerts.v1.MarkOwnerAlertsRead
  * Use `create(MarkOwnerAlertsReadResponseSchema)` to create a new message.
  */
 export const MarkOwnerAlertsReadResponseSchema: GenMessage<MarkOwnerAlertsReadResponse> = /*@__PURE__*/
-  messageDesc(file_alerts_v1_alerts, 9);
+  messageDesc(file_alerts_v1_alerts, 10);
+
+/**
+ * @generated from message alerts.v1.ListServerAlertsResponse
+ */
+export type ListServerAlertsResponse = Message<"alerts.v1.ListServerAlertsResponse"> & {
+  /**
+   * @generated from field: repeated alerts.v1.OwnerAlert alerts = 1;
+   */
+  alerts: OwnerAlert[];
+};
+
+/**
+ * Describes the message alerts.v1.ListServerAlertsResponse.
+ * Use `create(ListServerAlertsResponseSchema)` to create a new message.
+ */
+export const ListServerAlertsResponseSchema: GenMessage<ListServerAlertsResponse> = /*@__PURE__*/
+  messageDesc(file_alerts_v1_alerts, 11);
 
 /**
  * OwnerAlertService keeps owner alerts (docs/owner-alerts.md): the channels an owner chose (e-mail,
@@ -321,8 +369,7 @@ export const OwnerAlertService: GenService<{
     output: typeof SetAlertChannelsResponseSchema;
   },
   /**
-   * ListOwnerAlerts pages the owner's alerts, newest first; server_id (optional) narrows to one of
-   * the owner's servers (another's is not_found "unknown server").
+   * ListOwnerAlerts pages the owner's alerts (all their servers), newest first.
    *
    * @generated from rpc alerts.v1.OwnerAlertService.ListOwnerAlerts
    */
@@ -330,6 +377,17 @@ export const OwnerAlertService: GenService<{
     methodKind: "unary";
     input: typeof ListOwnerAlertsRequestSchema;
     output: typeof ListOwnerAlertsResponseSchema;
+  },
+  /**
+   * ListServerAlerts pages one server's alerts, newest first (an owner's session: their own servers
+   * only; another's is not_found "unknown server", like a missing one).
+   *
+   * @generated from rpc alerts.v1.OwnerAlertService.ListServerAlerts
+   */
+  listServerAlerts: {
+    methodKind: "unary";
+    input: typeof ListServerAlertsRequestSchema;
+    output: typeof ListServerAlertsResponseSchema;
   },
   /**
    * MarkOwnerAlertsRead marks the owner's alerts read (ids of other owners change nothing).

@@ -5,8 +5,8 @@
  * a token, are left out) and never a voter's address.
  */
 
-/** The kinds of owner alert. */
-export const ALERT_KINDS = ["endpoint_failing", "endpoint_disabled", "endpoint_recovered"] as const;
+/** The kinds of owner alert (a Votifier listener failing is not one yet: Votifier keeps no per-listener health). */
+export const ALERT_KINDS = ["endpoint_failing", "endpoint_disabled", "endpoint_recovered", "secret_overlap_ending", "plugin_silent"] as const;
 export type AlertKind = (typeof ALERT_KINDS)[number];
 
 /** The kinds a recovery ends (a recovered alert follows one of these, once). */
@@ -85,3 +85,49 @@ export const RECOVERED_DETAIL = "A callback to this endpoint succeeded again; th
 
 /** The key of the recovered alert that follows one failing or disabled alert. */
 export const RECOVERED_KEY_PREFIX = "endpoint_recovered:";
+
+/** A rotation overlap that ends within this is "ending soon". */
+export const SECRET_OVERLAP_ALERT_BEFORE_MS = 24 * 60 * 60 * 1000;
+
+/** Where a secret of each purpose is set on the dashboard. */
+function secretLink(serverId: string, purpose: string, endpointId: string | null): string {
+  if (purpose === "callback" && endpointId !== null) return endpointLink(serverId, endpointId);
+  return `/dashboard/?server=${encodeURIComponent(serverId)}#integration`;
+}
+
+/** The "rotation overlap ends soon" alert of one old secret (its key: the secret and its overlap's end). */
+export function secretOverlapEndingAlert(a: {
+  serverId: string;
+  serverName: string;
+  secretId: string;
+  purpose: string;
+  kid: string;
+  endpointId: string | null;
+  expiresAt: Date;
+  at: Date;
+}): NewAlert {
+  return {
+    server_id: a.serverId,
+    kind: "secret_overlap_ending",
+    cause_key: `secret_overlap_ending:${a.secretId}:${a.expiresAt.toISOString()}`,
+    endpoint_id: a.endpointId,
+    title: `${a.serverName}: the old ${a.purpose} secret stops working soon`,
+    detail: `The ${a.purpose} secret ${a.kid} was rotated; its overlap ends at ${a.expiresAt.toISOString()}. Anything still using it must switch to the new secret before then.`,
+    link: secretLink(a.serverId, a.purpose, a.endpointId),
+    at: a.at.toISOString(),
+  };
+}
+
+/** The "reward plugin not seen" alert of one silence (its key: the server and its plugin's last call). */
+export function pluginSilentAlert(a: { serverId: string; serverName: string; lastAt: Date; silentForHours: number; at: Date }): NewAlert {
+  return {
+    server_id: a.serverId,
+    kind: "plugin_silent",
+    cause_key: `plugin_silent:${a.serverId}:${a.lastAt.toISOString()}`,
+    endpoint_id: null,
+    title: `${a.serverName}: reward plugin not seen for ${a.silentForHours} hours`,
+    detail: `The reward plugin's last check or claim was at ${a.lastAt.toISOString()}. Is the game server up, and the plugin's key still right?`,
+    link: `/dashboard/?server=${encodeURIComponent(a.serverId)}#integration`,
+    at: a.at.toISOString(),
+  };
+}

@@ -6,7 +6,7 @@ import { createPassLoop, type PassLoop } from "../shared/runtime/pass-loop.js";
 import type { SecretBox } from "../shared/runtime/secrets.js";
 import { readDiscordApiBaseUrl, type DiscordRest } from "../shared/adapters/discord-rest.js";
 import { createAlertWebhookPoster } from "./post-alert-webhook.js";
-import { DEFAULT_ALERT_SCAN_BATCH_ROWS, runAlertScan } from "./scan-alert-causes.js";
+import { DEFAULT_ALERT_SCAN_BATCH_ROWS, DEFAULT_PLUGIN_SILENT_HOURS, runAlertScan } from "./scan-alert-causes.js";
 import { DEFAULT_ALERT_DIGEST_WINDOW_SECONDS, DIGEST_OWNERS_PER_PASS, runAlertDigestPass } from "./send-alert-digests.js";
 
 /** ALERT_INTERVAL_SECONDS' default: the wait between passes of the alert scan and digest sender. */
@@ -20,6 +20,8 @@ export interface AlertSettings {
   intervalSeconds: number;
   /** ALERT_SCAN_BATCH_ROWS: causes one scan writes at most. */
   scanBatchRows: number;
+  /** ALERT_PLUGIN_SILENT_HOURS: a reward plugin not seen for this long gets an alert. */
+  pluginSilentHours: number;
   /** DISCORD_API_BASE_URL (development and tests only; production: Discord's), for the Discord digests. */
   discordApiBaseUrl: string;
 }
@@ -30,6 +32,7 @@ export function readAlertSettings(r: EnvReader): AlertSettings {
     digestWindowSeconds: r.int("ALERT_DIGEST_WINDOW_SECONDS", DEFAULT_ALERT_DIGEST_WINDOW_SECONDS, { min: 0, max: 86_400 }),
     intervalSeconds: r.int("ALERT_INTERVAL_SECONDS", DEFAULT_ALERT_INTERVAL_SECONDS, { min: 1, max: 3_600 }),
     scanBatchRows: r.int("ALERT_SCAN_BATCH_ROWS", DEFAULT_ALERT_SCAN_BATCH_ROWS, { min: 1, max: 10_000 }),
+    pluginSilentHours: r.int("ALERT_PLUGIN_SILENT_HOURS", DEFAULT_PLUGIN_SILENT_HOURS, { min: 1, max: 24 * 29 }),
     discordApiBaseUrl: readDiscordApiBaseUrl(r),
   };
 }
@@ -55,9 +58,10 @@ export function createAlertLoop(deps: {
     intervalMs: deps.settings.intervalSeconds * 1000,
     pass: async () => {
       const now = deps.now();
-      const scan = await runAlertScan({ db: deps.db, batchRows: deps.settings.scanBatchRows }, now);
+      const scan = await runAlertScan({ db: deps.db, batchRows: deps.settings.scanBatchRows, pluginSilentHours: deps.settings.pluginSilentHours }, now);
       const digests = await runAlertDigestPass({ ...deps, postDiscordWebhook, windowSeconds: deps.settings.digestWindowSeconds }, now);
-      return { full: scan.failing >= deps.settings.scanBatchRows || digests.digests >= DIGEST_OWNERS_PER_PASS };
+      const fullScan = Math.max(scan.failing, scan.overlaps, scan.silentPlugins) >= deps.settings.scanBatchRows;
+      return { full: fullScan || digests.digests >= DIGEST_OWNERS_PER_PASS };
     },
     log: deps.log,
     failure: "owner alert pass failed; retried at the next interval",

@@ -8,6 +8,11 @@ import { RECOVERABLE_KINDS, RECOVERED_DETAIL, RECOVERED_KEY_PREFIX, RECOVERED_TI
  * here, as statements or SQL fragments the writers of a cause compose into their own transaction.
  */
 
+/** A timestamptz column as the cause keys write times (Date.toISOString(): UTC, milliseconds, `Z`). */
+function isoTextOf(column: string): Prisma.Sql {
+  return Prisma.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
+}
+
 /**
  * The one INSERT of alerts: one row per cause key (a key already there is dropped, so a cause fires once), for
  * servers that have an owner (an unowned server's alerts have nobody to reach). Due for the digest sender at once
@@ -200,8 +205,46 @@ export function failingEndpointsSql(from: Date, to: Date, limit: number): Prisma
     WHERE h.failing_since > ${from}::timestamptz AND h.failing_since <= ${to}::timestamptz
       AND NOT EXISTS (
         SELECT 1 FROM owner_alerts o
-        WHERE o.cause_key = 'endpoint_failing:' || h.endpoint_id::text || ':' || to_char(h.failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+        WHERE o.cause_key = 'endpoint_failing:' || h.endpoint_id::text || ':' || ${isoTextOf("h.failing_since")})
     ORDER BY h.failing_since, h.endpoint_id
+    LIMIT ${limit}`;
+}
+
+/**
+ * Old secrets whose rotation overlap ends between `now` and `until` (not revoked), with no alert for that overlap yet:
+ * a range of the server_secrets expires_at index (the overlaps ending within the window), each checked against the
+ * cause_key index; at most `limit` returned, the soonest first; servers with an owner only.
+ */
+export function endingOverlapsSql(now: Date, until: Date, limit: number): Prisma.Sql {
+  return Prisma.sql`
+    SELECT k.id::text AS secret_id, k.server_id::text, s.name AS server_name, k.purpose::text, k.kid, k.endpoint_id::text, k.expires_at
+    FROM server_secrets k
+    JOIN servers s ON s.id = k.server_id AND s.owner_id IS NOT NULL
+    WHERE k.expires_at > ${now}::timestamptz AND k.expires_at <= ${until}::timestamptz AND k.revoked_at IS NULL
+      AND NOT EXISTS (
+        SELECT 1 FROM owner_alerts o
+        WHERE o.cause_key = 'secret_overlap_ending:' || k.id::text || ':' || ${isoTextOf("k.expires_at")})
+    ORDER BY k.expires_at, k.id
+    LIMIT ${limit}`;
+}
+
+/**
+ * Servers whose reward plugin's last call (their newest plugin_activity row) was between `from` and `to`, with no
+ * alert for that silence yet: a range of the plugin_activity last_at index (rows whose last call is in the window,
+ * within the 30 days the rows live), each checked for a newer row of its server (the primary key's server_id prefix)
+ * and against the cause_key index; at most `limit` returned; servers with an owner only.
+ */
+export function silentPluginsSql(from: Date, to: Date, limit: number): Prisma.Sql {
+  return Prisma.sql`
+    SELECT DISTINCT ON (p.server_id) p.server_id::text, s.name AS server_name, p.last_at
+    FROM plugin_activity p
+    JOIN servers s ON s.id = p.server_id AND s.owner_id IS NOT NULL
+    WHERE p.last_at > ${from}::timestamptz AND p.last_at <= ${to}::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM plugin_activity n WHERE n.server_id = p.server_id AND n.last_at > p.last_at)
+      AND NOT EXISTS (
+        SELECT 1 FROM owner_alerts o
+        WHERE o.cause_key = 'plugin_silent:' || p.server_id::text || ':' || ${isoTextOf("p.last_at")})
+    ORDER BY p.server_id, p.last_at DESC
     LIMIT ${limit}`;
 }
 

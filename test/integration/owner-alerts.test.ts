@@ -347,6 +347,40 @@ test("the Discord webhook URL: Discord's hosts only, sealed at rest, never answe
   for (const line of c.captured.raw) t.false(line.includes(token), "never logged");
 });
 
+test("a rotation overlap ending within 24 hours and a reward plugin not seen for the set time each fire once for their cause", async (t) => {
+  const c = t.context;
+  const { serverId } = await ownedServer(c, "owner-causes", "Causes Server");
+  const alertsHere = async () => (await alertsOf(c, serverId)).map((a) => a.kind);
+  // A rotation with a 2-day overlap: not yet ending soon; a day and a half later it is, once however many scans.
+  await c.stack.clients.admin.createReferralSecret({ serverId });
+  const now = new Date();
+  await c.stack.clients.admin.rotateReferralSecret({ serverId, graceSeconds: 2n * 24n * 3600n });
+  const scan = (at: Date) => runAlertScan({ db: c.stack.prisma, batchRows: 100, pluginSilentHours: 24 }, at);
+  await scan(now);
+  t.deepEqual(await alertsHere(), []);
+  await scan(new Date(now.getTime() + 36 * HOUR_MS));
+  await scan(new Date(now.getTime() + 40 * HOUR_MS));
+  t.deepEqual(await alertsHere(), ["secret_overlap_ending"]);
+
+  // The plugin's last call 30 hours before the scan (its newest row of two): one alert, once; a newer call ends the silence.
+  const calledAt = new Date(now.getTime() + 10 * HOUR_MS);
+  await executeSql(
+    c.stack.prisma,
+    Prisma.sql`
+      INSERT INTO plugin_activity (server_id, family, player_id_kind, outcome, calls, since, last_at, last_action, last_answer, last_player_id)
+      VALUES (${serverId}::uuid, '/api/votes', 'username', 'ok', 3, ${calledAt}::timestamptz, ${calledAt}::timestamptz, 'check', '1', 'Steve'),
+             (${serverId}::uuid, '/api/votes', 'username', 'never_voted', 1, ${calledAt}::timestamptz, ${new Date(calledAt.getTime() - HOUR_MS)}::timestamptz, 'check', '0', 'Alex')`,
+  );
+  await scan(new Date(calledAt.getTime() + 23 * HOUR_MS));
+  t.deepEqual(await alertsHere(), ["secret_overlap_ending"], "not silent for 24 hours yet");
+  await scan(new Date(calledAt.getTime() + 30 * HOUR_MS));
+  await scan(new Date(calledAt.getTime() + 31 * HOUR_MS));
+  t.deepEqual(await alertsHere(), ["secret_overlap_ending", "plugin_silent"]);
+  const [silent] = (await c.stack.clients.alerts.listServerAlerts({ serverId })).alerts;
+  t.is(silent!.title, "Causes Server: reward plugin not seen for 24 hours");
+  t.true(silent!.link.includes(serverId));
+});
+
 test("the dashboard's alert list and channel settings: the owner's own alerts with unread/read, the webhook never shown after saving", async (t) => {
   const c = t.context;
   const session = await signInOwner(c.stack.clients.access, c.gateway.url, "owner-dash");

@@ -1,6 +1,7 @@
 -- Owner alerts (issue 32 item 4): the channels each owner chose (e-mail address, a sealed Discord webhook) and one
 -- alert row per cause occurrence (cause_key unique), listed on the dashboard and sent as digests by send_after
--- (LIMITed batches); callback_health gets an index on failing_since for the scan of endpoints failing for 24 hours;
+-- (LIMITed batches); callback_health gets an index on failing_since for the scan of endpoints failing for 24 hours and
+-- server_secrets one on expires_at for the scan of rotation overlaps that end soon;
 -- retention removes old alerts by created_at.
 -- CreateTable
 CREATE TABLE "owner_alert_channels" (
@@ -54,3 +55,6 @@ CREATE INDEX "owner_alerts_created_at_idx" ON "owner_alerts"("created_at");
 
 -- CreateIndex
 CREATE INDEX "callback_health_failing_since_idx" ON "callback_health"("failing_since");
+
+-- CreateIndex
+CREATE INDEX "server_secrets_expires_at_idx" ON "server_secrets"("expires_at");

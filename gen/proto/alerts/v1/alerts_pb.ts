@@ -145,7 +145,7 @@ export type OwnerAlert = Message<"alerts.v1.OwnerAlert"> & {
   serverId: string;
 
   /**
-   * endpoint_failing, endpoint_disabled, endpoint_recovered.
+   * endpoint_failing, endpoint_disabled, endpoint_recovered, secret_overlap_ending, plugin_silent.
    *
    * @generated from field: string kind = 3;
    */

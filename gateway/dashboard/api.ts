@@ -600,10 +600,7 @@ export const ROUTES: readonly Route[] = [
 
   // Owner alerts (docs/owner-alerts.md): the session's own owner only (operators name one with owner_id).
   route("GET", "/alerts", async ({ clients }, { query, call }) => {
-    const { alerts } = await clients.alerts.listOwnerAlerts(
-      { ownerId: query.get("owner_id") ?? "", unreadOnly: query.get("unread") === "true" },
-      call,
-    );
+    const { alerts } = await clients.alerts.listOwnerAlerts({ ownerId: query.get("owner_id") ?? "", unreadOnly: query.get("unread") === "true" }, call);
     return { body: { alerts: alerts.map(toOwnerAlertJson) } };
   }),
   route("GET", "/servers/:serverId/alerts", async ({ clients }, { params, query, call }) => {

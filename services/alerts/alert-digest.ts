@@ -41,7 +41,10 @@ export function digestMail(q: { to: string; lines: readonly DigestLine[]; dashbo
 }
 
 /** The Discord webhook message of `lines` (at least one): mentions off, within Discord's content limit. */
-export function digestDiscordMessage(q: { lines: readonly DigestLine[]; dashboardBaseUrl: string }): { content: string; allowed_mentions: { parse: string[] } } {
+export function digestDiscordMessage(q: { lines: readonly DigestLine[]; dashboardBaseUrl: string }): {
+  content: string;
+  allowed_mentions: { parse: string[] };
+} {
   const listed = q.lines.slice(0, DISCORD_DIGEST_LISTED);
   const more = q.lines.length - listed.length;
   const parts = [

@@ -115,21 +115,26 @@ async function listAlerts(
   if (req.limit < 0 || req.limit > MAX_ALERTS_PAGE) throw new DomainError("invalid_argument", `limit must be 1..${MAX_ALERTS_PAGE}`);
   const rows = await runSql<ListedAlert>(
     deps.prisma,
-    listAlertsSql({ by, unreadOnly: req.unreadOnly, before: req.before ? timestampDate(req.before) : null, limit: req.limit === 0 ? DEFAULT_ALERTS_PAGE : req.limit }),
+    listAlertsSql({
+      by,
+      unreadOnly: req.unreadOnly,
+      before: req.before ? timestampDate(req.before) : null,
+      limit: req.limit === 0 ? DEFAULT_ALERTS_PAGE : req.limit,
+    }),
   );
   return rows.map((r) =>
-      create(OwnerAlertSchema, {
-        id: r.id,
-        serverId: r.server_id,
-        kind: r.kind,
-        title: r.title,
-        detail: r.detail,
-        link: r.link,
-        createdAt: timestampFromDate(r.created_at),
-        read: r.read_at !== null,
-        resolved: r.resolved_at !== null,
-      }),
-    );
+    create(OwnerAlertSchema, {
+      id: r.id,
+      serverId: r.server_id,
+      kind: r.kind,
+      title: r.title,
+      detail: r.detail,
+      link: r.link,
+      createdAt: timestampFromDate(r.created_at),
+      read: r.read_at !== null,
+      resolved: r.resolved_at !== null,
+    }),
+  );
 }
 
 /** MarkOwnerAlertsRead: the owner's alerts among `alert_ids` become read (others' ids change nothing). */

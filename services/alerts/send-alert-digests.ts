@@ -84,10 +84,17 @@ export async function runAlertDigestPass(deps: AlertDigestDeps, now: Date): Prom
     const attempts = Math.max(...alerts.map((a) => a.attempts));
     if ((email === "temporary" || discord === "temporary") && attempts + 1 < MAX_DIGEST_ATTEMPTS) {
       result.retried += 1;
-      await executeSql(deps.db, retryDigestSql(alerts.map((a) => a.id), new Date(now.getTime() + DIGEST_RETRY_STEP_MS * 2 ** attempts)));
+      await executeSql(
+        deps.db,
+        retryDigestSql(
+          alerts.map((a) => a.id),
+          new Date(now.getTime() + DIGEST_RETRY_STEP_MS * 2 ** attempts),
+        ),
+      );
     } else {
       // Failure policy: after MAX_DIGEST_ATTEMPTS temporary failures the digest is given up; the alerts stay on the dashboard.
-      if (email === "temporary" || discord === "temporary") deps.log.warn({ owner: ownerId, alerts: alerts.length }, "alert digest given up after repeated temporary failures");
+      if (email === "temporary" || discord === "temporary")
+        deps.log.warn({ owner: ownerId, alerts: alerts.length }, "alert digest given up after repeated temporary failures");
       await executeSql(deps.db, finishDigestSql(alerts.map((a) => a.id)));
     }
   }
@@ -99,13 +106,25 @@ async function sendMail(deps: AlertDigestDeps, ownerId: string, address: string 
   if (deps.mailer === undefined || address === null || pending.length === 0) return "off";
   const sent = await deps.mailer.send(digestMail({ to: address, lines: pending, dashboardBaseUrl: deps.dashboardBaseUrl }));
   if (sent.ok) {
-    await executeSql(deps.db, markChannelSentSql(pending.map((a) => a.id), "email"));
+    await executeSql(
+      deps.db,
+      markChannelSentSql(
+        pending.map((a) => a.id),
+        "email",
+      ),
+    );
     return "sent";
   }
   deps.log.warn({ owner: ownerId, channel: "email", reason: sent.reason, kind: sent.kind }, "alert digest not mailed");
   if (sent.kind === "temporary") return "temporary";
   // Failure policy: a bounce is not retried (the address refuses mail); the owner sees the alerts on the dashboard.
-  await executeSql(deps.db, markChannelSentSql(pending.map((a) => a.id), "email"));
+  await executeSql(
+    deps.db,
+    markChannelSentSql(
+      pending.map((a) => a.id),
+      "email",
+    ),
+  );
   return "given_up";
 }
 
@@ -114,12 +133,24 @@ async function postDiscord(deps: AlertDigestDeps, ownerId: string, sealed: strin
   if (deps.postDiscordWebhook === undefined || sealed === null || pending.length === 0) return "off";
   const posted = await deps.postDiscordWebhook(deps.secretBox.open(sealed), digestDiscordMessage({ lines: pending, dashboardBaseUrl: deps.dashboardBaseUrl }));
   if (posted.kind === "ok") {
-    await executeSql(deps.db, markChannelSentSql(pending.map((a) => a.id), "discord"));
+    await executeSql(
+      deps.db,
+      markChannelSentSql(
+        pending.map((a) => a.id),
+        "discord",
+      ),
+    );
     return "sent";
   }
   deps.log.warn({ owner: ownerId, channel: "discord", reason: posted.reason, kind: posted.kind }, "alert digest not posted to Discord");
   if (posted.kind === "temporary") return "temporary";
   // Failure policy: a webhook Discord refuses for good (deleted, invalid) is not retried; the dashboard still lists the alerts.
-  await executeSql(deps.db, markChannelSentSql(pending.map((a) => a.id), "discord"));
+  await executeSql(
+    deps.db,
+    markChannelSentSql(
+      pending.map((a) => a.id),
+      "discord",
+    ),
+  );
   return "given_up";
 }

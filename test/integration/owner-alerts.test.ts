@@ -131,7 +131,13 @@ async function recordCallback(c: Context, serverId: string, succeeded: boolean, 
     countedAt: new Date(),
   });
   const now = new Date();
-  const claimed = await claimDueDeliveries(c.stack.prisma, { now, leaseUntil: new Date(now.getTime() + 60_000), limit: 50, perServerLimit: 50, inFlightByServer: new Map() });
+  const claimed = await claimDueDeliveries(c.stack.prisma, {
+    now,
+    leaseUntil: new Date(now.getTime() + 60_000),
+    limit: 50,
+    perServerLimit: 50,
+    inFlightByServer: new Map(),
+  });
   const mine = claimed.find((d) => d.heartId === heartId);
   if (mine === undefined) throw new Error("the delivery was not claimed");
   const record: AttemptRecord = {
@@ -159,82 +165,100 @@ async function alertsOf(c: Context, serverId: string): Promise<{ kind: string; c
   );
 }
 
-test.serial("failing for 24 hours, disabled and recovered each fire once for their cause, and reach e-mail and Discord in one digest, never twice", async (t) => {
-  const c = t.context;
-  const alerts = await sessionClient(c, "owner-one");
-  const hook = pastedWebhook(c, "channel-one");
-  await alerts.setAlertChannels({ email: "one@owner.example", discordWebhookUrl: hook.url });
-  const { serverId, endpointId } = await ownedServer(c, "owner-one", "Server One");
-  const t0 = new Date(Date.now() - 10 * 24 * HOUR_MS);
-  const at = (ms: number) => new Date(t0.getTime() + ms);
+test.serial(
+  "failing for 24 hours, disabled and recovered each fire once for their cause, and reach e-mail and Discord in one digest, never twice",
+  async (t) => {
+    const c = t.context;
+    const alerts = await sessionClient(c, "owner-one");
+    const hook = pastedWebhook(c, "channel-one");
+    await alerts.setAlertChannels({ email: "one@owner.example", discordWebhookUrl: hook.url });
+    const { serverId, endpointId } = await ownedServer(c, "owner-one", "Server One");
+    const t0 = new Date(Date.now() - 10 * 24 * HOUR_MS);
+    const at = (ms: number) => new Date(t0.getTime() + ms);
 
-  await recordCallback(c, serverId, false, t0);
-  await runAlertScan({ db: c.stack.prisma, batchRows: 100 }, at(23 * HOUR_MS));
-  t.deepEqual(await alertsOf(c, serverId), [], "not failing for 24 hours yet");
-  await runAlertScan({ db: c.stack.prisma, batchRows: 100 }, at(25 * HOUR_MS));
-  await runAlertScan({ db: c.stack.prisma, batchRows: 100 }, at(26 * HOUR_MS));
-  await recordCallback(c, serverId, false, at(30 * HOUR_MS));
-  await runAlertScan({ db: c.stack.prisma, batchRows: 100 }, at(31 * HOUR_MS));
-  t.deepEqual((await alertsOf(c, serverId)).map((a) => a.kind), ["endpoint_failing"], "one failing alert for the run, however many scans");
+    await recordCallback(c, serverId, false, t0);
+    await runAlertScan({ db: c.stack.prisma, batchRows: 100 }, at(23 * HOUR_MS));
+    t.deepEqual(await alertsOf(c, serverId), [], "not failing for 24 hours yet");
+    await runAlertScan({ db: c.stack.prisma, batchRows: 100 }, at(25 * HOUR_MS));
+    await runAlertScan({ db: c.stack.prisma, batchRows: 100 }, at(26 * HOUR_MS));
+    await recordCallback(c, serverId, false, at(30 * HOUR_MS));
+    await runAlertScan({ db: c.stack.prisma, batchRows: 100 }, at(31 * HOUR_MS));
+    t.deepEqual(
+      (await alertsOf(c, serverId)).map((a) => a.kind),
+      ["endpoint_failing"],
+      "one failing alert for the run, however many scans",
+    );
 
-  // Five days into the run the next failure disables the endpoint, with its alert in that transaction; once only.
-  await recordCallback(c, serverId, false, at(5 * 24 * HOUR_MS + 60_000));
-  t.false(await runSqlTransaction(c.stack.prisma, (tx) => disableCallback(tx, endpointId, "again", at(5 * 24 * HOUR_MS + 120_000)), { timeoutMs: 5_000 }));
-  t.deepEqual((await alertsOf(c, serverId)).map((a) => a.kind), ["endpoint_failing", "endpoint_disabled"]);
+    // Five days into the run the next failure disables the endpoint, with its alert in that transaction; once only.
+    await recordCallback(c, serverId, false, at(5 * 24 * HOUR_MS + 60_000));
+    t.false(await runSqlTransaction(c.stack.prisma, (tx) => disableCallback(tx, endpointId, "again", at(5 * 24 * HOUR_MS + 120_000)), { timeoutMs: 5_000 }));
+    t.deepEqual(
+      (await alertsOf(c, serverId)).map((a) => a.kind),
+      ["endpoint_failing", "endpoint_disabled"],
+    );
 
-  // Enabled again, the first success resolves both and fires one recovered alert; a second success fires none.
-  await c.stack.clients.admin.enableCallback({ serverId });
-  await recordCallback(c, serverId, true, at(6 * 24 * HOUR_MS));
-  await recordCallback(c, serverId, true, at(6 * 24 * HOUR_MS + 60_000));
-  t.deepEqual(
-    (await alertsOf(c, serverId)).map((a) => [a.kind, a.resolved]),
-    [
-      ["endpoint_failing", true],
-      ["endpoint_disabled", true],
-      ["endpoint_recovered", false],
-    ],
-  );
+    // Enabled again, the first success resolves both and fires one recovered alert; a second success fires none.
+    await c.stack.clients.admin.enableCallback({ serverId });
+    await recordCallback(c, serverId, true, at(6 * 24 * HOUR_MS));
+    await recordCallback(c, serverId, true, at(6 * 24 * HOUR_MS + 60_000));
+    t.deepEqual(
+      (await alertsOf(c, serverId)).map((a) => [a.kind, a.resolved]),
+      [
+        ["endpoint_failing", true],
+        ["endpoint_disabled", true],
+        ["endpoint_recovered", false],
+      ],
+    );
 
-  const listed = await alerts.listOwnerAlerts({});
-  t.deepEqual(
-    listed.alerts.map((a) => a.kind),
-    ["endpoint_recovered", "endpoint_disabled", "endpoint_failing"],
-  );
-  for (const a of listed.alerts) t.true(a.link.includes(endpointId) && a.link.includes(serverId), "links to the exact endpoint");
+    const listed = await alerts.listOwnerAlerts({});
+    t.deepEqual(
+      listed.alerts.map((a) => a.kind),
+      ["endpoint_recovered", "endpoint_disabled", "endpoint_failing"],
+    );
+    for (const a of listed.alerts) t.true(a.link.includes(endpointId) && a.link.includes(serverId), "links to the exact endpoint");
 
-  // Nothing leaves before the window has passed since the first alert waiting; then one digest with all three.
-  const mailsToOne = () => c.sink.messages.filter((m) => m.to.includes("one@owner.example"));
-  const firstDue = at(25 * HOUR_MS + WINDOW_SECONDS * 1000);
-  await runAlertDigestPass(digestDeps(c), new Date(firstDue.getTime() - 1_000));
-  t.is(mailsToOne().length, 0);
-  t.is(c.discord.messages("channel-one").length, 0);
-  await runAlertDigestPass(digestDeps(c), at(6 * 24 * HOUR_MS + 120_000));
-  t.is(mailsToOne().length, 1);
-  const [mail] = mailsToOne();
-  t.is(mail!.subject, "3 alerts about your servers");
-  for (const title of ["Server One: callback endpoint failing for 24 hours", "Server One: callback endpoint disabled", "Server One: callback endpoint recovered"]) {
-    t.is(mail!.text.split(title).length - 1, 1, `${title} once`);
-  }
-  t.true(mail!.text.includes(`https://list.example/dashboard/?server=${serverId}&endpoint=${endpointId}#deliveries`));
-  t.true(mail!.text.includes("127.0.0.1:9"), "names the receiver's host");
-  t.false(mail!.raw.includes("receiver-secret-7f3a"), "never the receiver URL's token");
-  const [post] = c.discord.messages("channel-one");
-  t.is(c.discord.messages("channel-one").length, 1, "one Discord message");
-  t.true(post!.content.startsWith("**3 alerts about your servers**"));
-  for (const title of ["Server One: callback endpoint failing for 24 hours", "Server One: callback endpoint disabled", "Server One: callback endpoint recovered"]) {
-    t.is(post!.content.split(title).length - 1, 1, `${title} once on Discord`);
-  }
-  t.false(post!.content.includes("receiver-secret-7f3a"));
-  await runAlertDigestPass(digestDeps(c), at(7 * 24 * HOUR_MS));
-  t.is(mailsToOne().length, 1, "never twice");
-  t.is(c.discord.messages("channel-one").length, 1, "never twice on Discord");
-  for (const line of c.captured.raw) t.false(line.includes(hook.token), "the webhook token is never logged");
+    // Nothing leaves before the window has passed since the first alert waiting; then one digest with all three.
+    const mailsToOne = () => c.sink.messages.filter((m) => m.to.includes("one@owner.example"));
+    const firstDue = at(25 * HOUR_MS + WINDOW_SECONDS * 1000);
+    await runAlertDigestPass(digestDeps(c), new Date(firstDue.getTime() - 1_000));
+    t.is(mailsToOne().length, 0);
+    t.is(c.discord.messages("channel-one").length, 0);
+    await runAlertDigestPass(digestDeps(c), at(6 * 24 * HOUR_MS + 120_000));
+    t.is(mailsToOne().length, 1);
+    const [mail] = mailsToOne();
+    t.is(mail!.subject, "3 alerts about your servers");
+    for (const title of [
+      "Server One: callback endpoint failing for 24 hours",
+      "Server One: callback endpoint disabled",
+      "Server One: callback endpoint recovered",
+    ]) {
+      t.is(mail!.text.split(title).length - 1, 1, `${title} once`);
+    }
+    t.true(mail!.text.includes(`https://list.example/dashboard/?server=${serverId}&endpoint=${endpointId}#deliveries`));
+    t.true(mail!.text.includes("127.0.0.1:9"), "names the receiver's host");
+    t.false(mail!.raw.includes("receiver-secret-7f3a"), "never the receiver URL's token");
+    const [post] = c.discord.messages("channel-one");
+    t.is(c.discord.messages("channel-one").length, 1, "one Discord message");
+    t.true(post!.content.startsWith("**3 alerts about your servers**"));
+    for (const title of [
+      "Server One: callback endpoint failing for 24 hours",
+      "Server One: callback endpoint disabled",
+      "Server One: callback endpoint recovered",
+    ]) {
+      t.is(post!.content.split(title).length - 1, 1, `${title} once on Discord`);
+    }
+    t.false(post!.content.includes("receiver-secret-7f3a"));
+    await runAlertDigestPass(digestDeps(c), at(7 * 24 * HOUR_MS));
+    t.is(mailsToOne().length, 1, "never twice");
+    t.is(c.discord.messages("channel-one").length, 1, "never twice on Discord");
+    for (const line of c.captured.raw) t.false(line.includes(hook.token), "the webhook token is never logged");
 
-  // Read on the dashboard list.
-  const marked = await alerts.markOwnerAlertsRead({ alertIds: listed.alerts.map((a) => a.id) });
-  t.is(marked.marked, 3);
-  t.deepEqual((await alerts.listOwnerAlerts({ unreadOnly: true })).alerts, []);
-});
+    // Read on the dashboard list.
+    const marked = await alerts.markOwnerAlertsRead({ alertIds: listed.alerts.map((a) => a.id) });
+    t.is(marked.marked, 3);
+    t.deepEqual((await alerts.listOwnerAlerts({ unreadOnly: true })).alerts, []);
+  },
+);
 
 test.serial("a storm of 500 failing endpoints of one owner arrives as one digest after the window", async (t) => {
   const c = t.context;
@@ -328,7 +352,12 @@ test("another owner's channels, alerts and servers are refused to an owner's ses
 test("the Discord webhook URL: Discord's hosts only, sealed at rest, never answered (the webhook id only)", async (t) => {
   const c = t.context;
   const a = await sessionClient(c, "owner-webhook");
-  const bad = ["https://evil.example/api/webhooks/123/tok", "http://discord.com/api/webhooks/123/tok", "https://discord.com.evil.example/api/webhooks/1/t", "https://discord.com/api/users/1"];
+  const bad = [
+    "https://evil.example/api/webhooks/123/tok",
+    "http://discord.com/api/webhooks/123/tok",
+    "https://discord.com.evil.example/api/webhooks/1/t",
+    "https://discord.com/api/users/1",
+  ];
   for (const url of bad) {
     const error = await t.throwsAsync(a.setAlertChannels({ discordWebhookUrl: url }));
     t.is(ConnectError.from(error).code, Code.InvalidArgument, url);
@@ -339,7 +368,10 @@ test("the Discord webhook URL: Discord's hosts only, sealed at rest, never answe
   t.like(set.channels, { discordWebhookSet: true, discordWebhookId: "424242", email: "hook@owner.example" });
   t.false(JSON.stringify(set).includes(token));
   t.false(JSON.stringify(await a.getAlertChannels({})).includes(token));
-  const [row] = await runSql<{ discord_webhook: string }>(c.stack.prisma, Prisma.sql`SELECT discord_webhook FROM owner_alert_channels WHERE owner_id = 'owner-webhook'`);
+  const [row] = await runSql<{ discord_webhook: string }>(
+    c.stack.prisma,
+    Prisma.sql`SELECT discord_webhook FROM owner_alert_channels WHERE owner_id = 'owner-webhook'`,
+  );
   t.false(row!.discord_webhook.includes(token), "sealed at rest");
   // Keeping it when only the address changes; removing it on request.
   t.true((await a.setAlertChannels({ email: "hook2@owner.example" })).channels!.discordWebhookSet);
@@ -387,15 +419,23 @@ test("the dashboard's alert list and channel settings: the owner's own alerts wi
   const { endpointId } = await ownedServer(c, "owner-dash", "Dash Server");
   await runSqlTransaction(c.stack.prisma, (tx) => disableCallback(tx, endpointId, "receiver answered 410 Gone", new Date()), { timeoutMs: 5_000 });
   const token = "dash-token-51d0";
-  const saved = await ownerApi(c.gateway.url, session, "PUT", "/alert-channels", { email: "dash@owner.example", discord_webhook_url: `https://discord.com/api/webhooks/777/${token}` });
+  const saved = await ownerApi(c.gateway.url, session, "PUT", "/alert-channels", {
+    email: "dash@owner.example",
+    discord_webhook_url: `https://discord.com/api/webhooks/777/${token}`,
+  });
   t.is(saved.status, 200, saved.text);
   t.deepEqual(JSON.parse(saved.text), { email: "dash@owner.example", discord_webhook_set: true, discord_webhook_id: "777" });
   const refused = await ownerApi(c.gateway.url, session, "PUT", "/alert-channels", { discord_webhook_url: "https://hooks.example/api/webhooks/1/x" });
   t.deepEqual({ status: refused.status, error: JSON.parse(refused.text).error }, { status: 400, error: WEBHOOK_URL_TEXT });
   const page = await ownerApi(c.gateway.url, session, "GET", "/alert-channels");
   t.false(page.text.includes(token));
-  const list = JSON.parse((await ownerApi(c.gateway.url, session, "GET", "/alerts?unread=true")).text) as { alerts: { id: string; title: string; read: boolean; link: string }[] };
-  t.deepEqual(list.alerts.map((a) => [a.title, a.read]), [["Dash Server: callback endpoint disabled", false]]);
+  const list = JSON.parse((await ownerApi(c.gateway.url, session, "GET", "/alerts?unread=true")).text) as {
+    alerts: { id: string; title: string; read: boolean; link: string }[];
+  };
+  t.deepEqual(
+    list.alerts.map((a) => [a.title, a.read]),
+    [["Dash Server: callback endpoint disabled", false]],
+  );
   t.true(list.alerts[0]!.link.includes(endpointId));
   const read = await ownerApi(c.gateway.url, session, "POST", "/alerts/read", { ids: list.alerts.map((a) => a.id) });
   t.deepEqual(JSON.parse(read.text), { marked: 1 });

@@ -1784,10 +1784,7 @@
   let shownAlertIds = [];
 
   async function loadAlerts() {
-    const [{ alerts }, channels] = await Promise.all([
-      api("GET", `/alerts${alertsUnreadOnly ? "?unread=true" : ""}`),
-      api("GET", "/alert-channels"),
-    ]);
+    const [{ alerts }, channels] = await Promise.all([api("GET", `/alerts${alertsUnreadOnly ? "?unread=true" : ""}`), api("GET", "/alert-channels")]);
     shownAlertIds = alerts.filter((a) => !a.read).map((a) => a.id);
     $("alerts-unread").textContent = shownAlertIds.length > 0 ? `(${shownAlertIds.length})` : "";
     const tbody = $("alerts-table").tBodies[0];
@@ -1799,7 +1796,14 @@
             "tr",
             { class: a.read ? "" : "unread" },
             el("td", {}, fmtTime(a.created_at)),
-            el("td", {}, a.read ? a.title : el("strong", {}, a.title), el("br"), el("span", { class: "muted" }, a.detail), a.resolved ? el("span", { class: "muted" }, " (resolved)") : ""),
+            el(
+              "td",
+              {},
+              a.read ? a.title : el("strong", {}, a.title),
+              el("br"),
+              el("span", { class: "muted" }, a.detail),
+              a.resolved ? el("span", { class: "muted" }, " (resolved)") : "",
+            ),
             el("td", {}, el("a", { href: a.link }, "Open")),
           ),
         ),
@@ -1807,7 +1811,9 @@
     $("alert-email").value = channels.email;
     $("alert-discord").value = "";
     $("alert-discord-remove").checked = false;
-    $("alert-discord-state").textContent = channels.discord_webhook_set ? `(set: webhook ${channels.discord_webhook_id}; paste a new one to replace it)` : "(not set)";
+    $("alert-discord-state").textContent = channels.discord_webhook_set
+      ? `(set: webhook ${channels.discord_webhook_id}; paste a new one to replace it)`
+      : "(not set)";
   }
   $("refresh-alerts").addEventListener("click", (event) => run(event.target, loadAlerts));
   $("alerts-unread-only").addEventListener("click", (event) => {

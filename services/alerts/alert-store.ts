@@ -8,9 +8,14 @@ import { RECOVERABLE_KINDS, RECOVERED_DETAIL, RECOVERED_KEY_PREFIX, RECOVERED_TI
  * here, as statements or SQL fragments the writers of a cause compose into their own transaction.
  */
 
-/** A timestamptz column as the cause keys write times (Date.toISOString(): UTC, milliseconds, `Z`). */
-function isoTextOf(column: string): Prisma.Sql {
-  return Prisma.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
+/**
+ * "No alert for this cause yet", for a scan: the cause key `<kind>:<id>:<time>` as alert-kinds.ts writes it (the time
+ * as Date.toISOString(): UTC, milliseconds, `Z`), probed in the cause_key index. `id` and `time` are the scan's columns.
+ */
+function notAlertedSql(kind: string, id: string, time: string): Prisma.Sql {
+  return Prisma.sql`NOT EXISTS (
+    SELECT 1 FROM owner_alerts o
+    WHERE o.cause_key = ${`${kind}:`} || ${Prisma.raw(id)}::text || ':' || ${Prisma.raw(`to_char(${time} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`)})`;
 }
 
 /**
@@ -203,9 +208,7 @@ export function failingEndpointsSql(from: Date, to: Date, limit: number): Prisma
     JOIN callback_endpoints e ON e.id = h.endpoint_id AND e.disabled_at IS NULL AND e.deleted_at IS NULL
     JOIN servers s ON s.id = h.server_id AND s.owner_id IS NOT NULL
     WHERE h.failing_since > ${from}::timestamptz AND h.failing_since <= ${to}::timestamptz
-      AND NOT EXISTS (
-        SELECT 1 FROM owner_alerts o
-        WHERE o.cause_key = 'endpoint_failing:' || h.endpoint_id::text || ':' || ${isoTextOf("h.failing_since")})
+      AND ${notAlertedSql("endpoint_failing", "h.endpoint_id", "h.failing_since")}
     ORDER BY h.failing_since, h.endpoint_id
     LIMIT ${limit}`;
 }
@@ -221,9 +224,7 @@ export function endingOverlapsSql(now: Date, until: Date, limit: number): Prisma
     FROM server_secrets k
     JOIN servers s ON s.id = k.server_id AND s.owner_id IS NOT NULL
     WHERE k.expires_at > ${now}::timestamptz AND k.expires_at <= ${until}::timestamptz AND k.revoked_at IS NULL
-      AND NOT EXISTS (
-        SELECT 1 FROM owner_alerts o
-        WHERE o.cause_key = 'secret_overlap_ending:' || k.id::text || ':' || ${isoTextOf("k.expires_at")})
+      AND ${notAlertedSql("secret_overlap_ending", "k.id", "k.expires_at")}
     ORDER BY k.expires_at, k.id
     LIMIT ${limit}`;
 }
@@ -241,9 +242,7 @@ export function silentPluginsSql(from: Date, to: Date, limit: number): Prisma.Sq
     JOIN servers s ON s.id = p.server_id AND s.owner_id IS NOT NULL
     WHERE p.last_at > ${from}::timestamptz AND p.last_at <= ${to}::timestamptz
       AND NOT EXISTS (SELECT 1 FROM plugin_activity n WHERE n.server_id = p.server_id AND n.last_at > p.last_at)
-      AND NOT EXISTS (
-        SELECT 1 FROM owner_alerts o
-        WHERE o.cause_key = 'plugin_silent:' || p.server_id::text || ':' || ${isoTextOf("p.last_at")})
+      AND ${notAlertedSql("plugin_silent", "p.server_id", "p.last_at")}
     ORDER BY p.server_id, p.last_at DESC
     LIMIT ${limit}`;
 }

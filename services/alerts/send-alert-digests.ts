@@ -101,56 +101,60 @@ export async function runAlertDigestPass(deps: AlertDigestDeps, now: Date): Prom
   return result;
 }
 
-async function sendMail(deps: AlertDigestDeps, ownerId: string, address: string | null, alerts: readonly DigestAlert[]): Promise<ChannelOutcome> {
-  const pending = alerts.filter((a) => !a.email_sent);
-  if (deps.mailer === undefined || address === null || pending.length === 0) return "off";
-  const sent = await deps.mailer.send(digestMail({ to: address, lines: pending, dashboardBaseUrl: deps.dashboardBaseUrl }));
-  if (sent.ok) {
-    await executeSql(
+/** What a channel's send came to, as the digest acts on it. */
+type ChannelSend = { ok: true } | { ok: false; kind: "permanent" | "temporary"; reason: string };
+
+/**
+ * Sends the alerts this channel has not carried yet as one digest message (`send`, null when the channel is off for
+ * this owner); marks them carried on success, and on a permanent refusal (given up). The log names the owner and the
+ * reason only, never the address or the webhook URL.
+ */
+async function sendOnChannel(
+  deps: AlertDigestDeps,
+  ownerId: string,
+  channel: "email" | "discord",
+  alerts: readonly DigestAlert[],
+  send: ((lines: readonly DigestAlert[]) => Promise<ChannelSend>) | null,
+): Promise<ChannelOutcome> {
+  const pending = alerts.filter((a) => !(channel === "email" ? a.email_sent : a.discord_sent));
+  if (send === null || pending.length === 0) return "off";
+  const sent = await send(pending);
+  const mark = () =>
+    executeSql(
       deps.db,
       markChannelSentSql(
         pending.map((a) => a.id),
-        "email",
+        channel,
       ),
     );
+  if (sent.ok) {
+    await mark();
     return "sent";
   }
-  deps.log.warn({ owner: ownerId, channel: "email", reason: sent.reason, kind: sent.kind }, "alert digest not mailed");
+  deps.log.warn({ owner: ownerId, channel, reason: sent.reason, kind: sent.kind }, "alert digest not sent on a channel");
   if (sent.kind === "temporary") return "temporary";
-  // Failure policy: a bounce is not retried (the address refuses mail); the owner sees the alerts on the dashboard.
-  await executeSql(
-    deps.db,
-    markChannelSentSql(
-      pending.map((a) => a.id),
-      "email",
-    ),
-  );
+  // Failure policy: a permanent refusal (a bounce, a webhook Discord refuses for good) is not retried; the dashboard still lists the alerts.
+  await mark();
   return "given_up";
 }
 
-async function postDiscord(deps: AlertDigestDeps, ownerId: string, sealed: string | null, alerts: readonly DigestAlert[]): Promise<ChannelOutcome> {
-  const pending = alerts.filter((a) => !a.discord_sent);
-  if (deps.postDiscordWebhook === undefined || sealed === null || pending.length === 0) return "off";
-  const posted = await deps.postDiscordWebhook(deps.secretBox.open(sealed), digestDiscordMessage({ lines: pending, dashboardBaseUrl: deps.dashboardBaseUrl }));
-  if (posted.kind === "ok") {
-    await executeSql(
-      deps.db,
-      markChannelSentSql(
-        pending.map((a) => a.id),
-        "discord",
-      ),
-    );
-    return "sent";
-  }
-  deps.log.warn({ owner: ownerId, channel: "discord", reason: posted.reason, kind: posted.kind }, "alert digest not posted to Discord");
-  if (posted.kind === "temporary") return "temporary";
-  // Failure policy: a webhook Discord refuses for good (deleted, invalid) is not retried; the dashboard still lists the alerts.
-  await executeSql(
-    deps.db,
-    markChannelSentSql(
-      pending.map((a) => a.id),
-      "discord",
-    ),
-  );
-  return "given_up";
+function sendMail(deps: AlertDigestDeps, ownerId: string, address: string | null, alerts: readonly DigestAlert[]): Promise<ChannelOutcome> {
+  const mailer = deps.mailer;
+  const send =
+    mailer === undefined || address === null
+      ? null
+      : (lines: readonly DigestAlert[]) => mailer.send(digestMail({ to: address, lines, dashboardBaseUrl: deps.dashboardBaseUrl }));
+  return sendOnChannel(deps, ownerId, "email", alerts, send);
+}
+
+function postDiscord(deps: AlertDigestDeps, ownerId: string, sealed: string | null, alerts: readonly DigestAlert[]): Promise<ChannelOutcome> {
+  const post = deps.postDiscordWebhook;
+  const send =
+    post === undefined || sealed === null
+      ? null
+      : async (lines: readonly DigestAlert[]): Promise<ChannelSend> => {
+          const posted = await post(deps.secretBox.open(sealed), digestDiscordMessage({ lines, dashboardBaseUrl: deps.dashboardBaseUrl }));
+          return posted.kind === "ok" ? { ok: true } : { ok: false, kind: posted.kind, reason: posted.reason };
+        };
+  return sendOnChannel(deps, ownerId, "discord", alerts, send);
 }

@@ -70,8 +70,8 @@ export function recoverEndpointsCtes(recovered: Prisma.Sql, at: Date): Prisma.Sq
     )`;
 }
 
-/** An alert as the dashboard list shows it. */
-export interface ListedAlert {
+/** An alert's row as every reader takes it. */
+export interface AlertRow {
   id: string;
   server_id: string;
   kind: string;
@@ -79,6 +79,10 @@ export interface ListedAlert {
   detail: string;
   link: string;
   created_at: Date;
+}
+
+/** An alert as the dashboard list shows it. */
+export interface ListedAlert extends AlertRow {
   read_at: Date | null;
   resolved_at: Date | null;
 }
@@ -146,14 +150,7 @@ export function dueOwnersSql(cutoff: Date, limit: number): Prisma.Sql {
 }
 
 /** An alert taken into a digest. */
-export interface DigestAlert {
-  id: string;
-  server_id: string;
-  kind: string;
-  title: string;
-  detail: string;
-  link: string;
-  created_at: Date;
+export interface DigestAlert extends AlertRow {
   email_sent: boolean;
   discord_sent: boolean;
   attempts: number;

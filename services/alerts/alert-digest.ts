@@ -40,20 +40,25 @@ export function digestMail(q: { to: string; lines: readonly DigestLine[]; dashbo
   return { to: q.to, subject, text };
 }
 
-/** The Discord webhook message of `lines` (at least one): mentions off, within Discord's content limit. */
+/**
+ * The Discord webhook message of `lines` (at least one): mentions off; at most DISCORD_DIGEST_LISTED lines, fewer when
+ * long ones would pass Discord's content limit, and the count of the rest always fits.
+ */
 export function digestDiscordMessage(q: { lines: readonly DigestLine[]; dashboardBaseUrl: string }): {
   content: string;
   allowed_mentions: { parse: string[] };
 } {
-  const listed = q.lines.slice(0, DISCORD_DIGEST_LISTED);
-  const more = q.lines.length - listed.length;
-  const parts = [
-    `**${countOf(q.lines.length)} about your servers**`,
-    ...listed.map((l) => `- ${l.title} <${absolute(q.dashboardBaseUrl, l.link)}>`),
-    ...(more > 0 ? [`... and ${countOf(more)} more: <${absolute(q.dashboardBaseUrl, "/dashboard/")}>`] : []),
-  ];
-  let content = parts.join("\n");
-  // Failure policy: a digest whose titles are unusually long is cut at Discord's limit rather than refused by it.
-  if (content.length > DISCORD_CONTENT_MAX_CHARS) content = `${content.slice(0, DISCORD_CONTENT_MAX_CHARS - 1)}…`;
-  return { content, allowed_mentions: { parse: [] } };
+  const head = `**${countOf(q.lines.length)} about your servers**`;
+  const tailOf = (more: number) => (more > 0 ? `\n... and ${countOf(more)} more: <${absolute(q.dashboardBaseUrl, "/dashboard/")}>` : "");
+  // The longest tail any count can need, kept free while lines are added.
+  const reserve = tailOf(q.lines.length).length;
+  let content = head;
+  let listed = 0;
+  for (const l of q.lines.slice(0, DISCORD_DIGEST_LISTED)) {
+    const line = `\n- ${l.title} <${absolute(q.dashboardBaseUrl, l.link)}>`;
+    if (content.length + line.length + reserve > DISCORD_CONTENT_MAX_CHARS) break;
+    content += line;
+    listed += 1;
+  }
+  return { content: content + tailOf(q.lines.length - listed), allowed_mentions: { parse: [] } };
 }

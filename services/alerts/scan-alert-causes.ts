@@ -1,6 +1,6 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
-import { AUTO_DISABLE_AFTER_MS } from "../delivery/pipeline/endpoint-health.js";
+import { AUTO_DISABLE_AFTER_MS } from "../shared/values/endpoint-health-limits.js";
 import { PLUGIN_ACTIVITY_MAX_AGE_MS } from "../plugin-activity/record-plugin-calls.js";
 import {
   ENDPOINT_FAILING_ALERT_AFTER_MS,

@@ -13,8 +13,9 @@ import { raiseAlerts } from "../../alerts/alert-store.js";
  * AUTO_DISABLE_AFTER_MS disables the endpoint (disableCallback, also used for a 410).
  */
 
-/** A callback endpoint whose every attempt failed for this long is disabled (besides a 410). */
-export const AUTO_DISABLE_AFTER_MS = 5 * 24 * 60 * 60 * 1000;
+import { AUTO_DISABLE_AFTER_MS } from "../../shared/values/endpoint-health-limits.js";
+
+export { AUTO_DISABLE_AFTER_MS };
 
 /** A callback attempt as the health transition sees it. */
 export interface HealthAttempt {

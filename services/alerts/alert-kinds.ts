@@ -5,8 +5,15 @@
  * a token, are left out) and never a voter's address.
  */
 
-/** The kinds of owner alert (a Votifier listener failing is not one yet: Votifier keeps no per-listener health). */
-export const ALERT_KINDS = ["endpoint_failing", "endpoint_disabled", "endpoint_recovered", "secret_overlap_ending", "plugin_silent"] as const;
+/** The kinds of owner alert. */
+export const ALERT_KINDS = [
+  "endpoint_failing",
+  "endpoint_disabled",
+  "endpoint_recovered",
+  "secret_overlap_ending",
+  "plugin_silent",
+  "votifier_failing",
+] as const;
 export type AlertKind = (typeof ALERT_KINDS)[number];
 
 /** The kinds a recovery ends (a recovered alert follows one of these, once). */
@@ -128,6 +135,31 @@ export function pluginSilentAlert(a: { serverId: string; serverName: string; las
     title: `${a.serverName}: reward plugin not seen for ${a.silentForHours} hours`,
     detail: `The reward plugin's last check or claim was at ${a.lastAt.toISOString()}. Is the game server up, and the plugin's key still right?`,
     link: `/dashboard/?server=${encodeURIComponent(a.serverId)}#integration`,
+    at: a.at.toISOString(),
+  };
+}
+
+/**
+ * The "Votifier listener failing" alert: a vote to the server's Votifier listener failed for good (after its retry
+ * schedule). Its key: the server and the UTC day, so an outage that fails many votes fires once a day, not per vote.
+ */
+export function votifierFailingAlert(a: {
+  serverId: string;
+  serverName: string;
+  deliveryId: string;
+  target: string;
+  attempts: number;
+  error: string;
+  at: Date;
+}): NewAlert {
+  return {
+    server_id: a.serverId,
+    kind: "votifier_failing",
+    cause_key: `votifier_failing:${a.serverId}:${a.at.toISOString().slice(0, 10)}`,
+    endpoint_id: null,
+    title: `${a.serverName}: Votifier listener failing`,
+    detail: `A vote to the Votifier listener at ${hostOf(a.target.replace(/^votifier:/, "tcp:"))} failed for good after ${a.attempts} attempts: ${a.error}`,
+    link: `/dashboard/?server=${encodeURIComponent(a.serverId)}&delivery=${encodeURIComponent(a.deliveryId)}#deliveries`,
     at: a.at.toISOString(),
   };
 }

@@ -413,6 +413,72 @@ test("a rotation overlap ending within 24 hours and a reward plugin not seen for
   t.true(silent!.link.includes(serverId));
 });
 
+test.serial("a Votifier listener failing fires once a day for the server, in the transaction that fails the vote, linking to the delivery", async (t) => {
+  const c = t.context;
+  const { serverId } = await ownedServer(c, "owner-votifier", "Votifier Server");
+  await c.stack.clients.admin.setVotifierSettings({ serverId, host: "127.0.0.1", port: 1, serviceName: "HeartsList", token: "votifier-token-3b1c" });
+  const failVote = async (at: Date) => {
+    const heartId = randomUUID();
+    await insertDelivery(c.stack.prisma, {
+      heartId,
+      serverId,
+      eventType: "heart.counted",
+      username: "Steve",
+      voterIdentity: `voter-${heartId}`,
+      period: "2026-03",
+      streakDay: null,
+      countedAt: new Date(),
+    });
+    const now = new Date();
+    const claimed = await claimDueDeliveries(c.stack.prisma, {
+      now,
+      leaseUntil: new Date(now.getTime() + 60_000),
+      limit: 50,
+      perServerLimit: 50,
+      inFlightByServer: new Map(),
+    });
+    const vote = claimed.find((d) => d.heartId === heartId && d.transport === "votifier");
+    if (vote === undefined) throw new Error("the Votifier delivery was not claimed");
+    const [outcome] = await recordAttempts(c.stack.prisma, [
+      {
+        delivery: vote,
+        startedAt: at,
+        finishedAt: at,
+        result: { kind: "failed" },
+        exchange: {
+          target: "votifier://127.0.0.1:1",
+          request: { headers: {}, body: "" },
+          response: null,
+          latencyMs: 1,
+          error: "connect ECONNREFUSED 127.0.0.1:1",
+          succeeded: false,
+        },
+      },
+    ]);
+    if (outcome?.kind !== "recorded") throw outcome?.kind === "error" ? outcome.error : new Error("not recorded");
+    return vote.id;
+  };
+  const day = new Date("2027-02-01T08:00:00.000Z");
+  const first = await failVote(day);
+  await failVote(new Date(day.getTime() + HOUR_MS));
+  t.deepEqual(
+    (await alertsOf(c, serverId)).map((a) => a.kind),
+    ["votifier_failing"],
+    "once for the day's outage",
+  );
+  await failVote(new Date(day.getTime() + 24 * HOUR_MS));
+  t.deepEqual(
+    (await alertsOf(c, serverId)).map((a) => a.kind),
+    ["votifier_failing", "votifier_failing"],
+    "again the next day",
+  );
+  const [alert] = (await c.stack.clients.alerts.listServerAlerts({ serverId })).alerts.reverse();
+  t.is(alert!.title, "Votifier Server: Votifier listener failing");
+  t.true(alert!.link.includes(first), "links to the exact delivery");
+  t.true(alert!.detail.includes("127.0.0.1:1"));
+  t.false(`${alert!.title} ${alert!.detail} ${alert!.link}`.includes("votifier-token-3b1c"));
+});
+
 test("the dashboard's alert list and channel settings: the owner's own alerts with unread/read, the webhook never shown after saving", async (t) => {
   const c = t.context;
   const session = await signInOwner(c.stack.clients.access, c.gateway.url, "owner-dash");

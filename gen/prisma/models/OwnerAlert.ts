@@ -679,7 +679,7 @@ export type $OwnerAlertPayload<ExtArgs extends runtime.Types.Extensions.Internal
     ownerId: string
     serverId: string
     /**
-     * endpoint_failing, endpoint_disabled, endpoint_recovered, secret_overlap_ending, plugin_silent (services/alerts/alert-kinds.ts).
+     * endpoint_failing, endpoint_disabled, endpoint_recovered, secret_overlap_ending, plugin_silent, votifier_failing (services/alerts/alert-kinds.ts).
      */
     kind: string
     /**

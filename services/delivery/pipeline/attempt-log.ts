@@ -15,7 +15,8 @@ import {
 } from "./endpoint-health.js";
 import { notifyDeliveryFailed, type NotifiedServer } from "./owner-notifications.js";
 import { recordAttemptResultsSql } from "./write-deliveries.js";
-import { recoverEndpointsCtes } from "../../alerts/alert-store.js";
+import { raiseAlerts, recoverEndpointsCtes } from "../../alerts/alert-store.js";
+import { votifierFailingAlert } from "../../alerts/alert-kinds.js";
 
 /**
  * The attempt log: every attempt of every transport (HTTP callback, Votifier, the owner's pull
@@ -226,6 +227,18 @@ async function writeAttempts(
       if (server === undefined) throw new Error(`server ${r.delivery.serverId} of delivery ${r.delivery.id} not found`);
       const failed = { ...r.delivery, attempts: r.delivery.attempts + 1, lastStatusCode: row.status_code, lastError: row.error ?? "", target: row.url };
       await notifyDeliveryFailed(tx, server, failed, r.finishedAt);
+      if (r.delivery.transport === "votifier") {
+        const alert = votifierFailingAlert({
+          serverId: server.id,
+          serverName: server.name,
+          deliveryId: r.delivery.id,
+          target: row.url,
+          attempts: failed.attempts,
+          error: failed.lastError,
+          at: r.finishedAt,
+        });
+        await raiseAlerts(tx, [alert]);
+      }
     }
   }
   const attempts = callbackHealthAttempts(records, rows);

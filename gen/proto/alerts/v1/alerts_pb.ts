@@ -145,7 +145,8 @@ export type OwnerAlert = Message<"alerts.v1.OwnerAlert"> & {
   serverId: string;
 
   /**
-   * endpoint_failing, endpoint_disabled, endpoint_recovered, secret_overlap_ending, plugin_silent.
+   * endpoint_failing, endpoint_disabled, endpoint_recovered, secret_overlap_ending, plugin_silent,
+   * votifier_failing.
    *
    * @generated from field: string kind = 3;
    */
@@ -340,7 +341,7 @@ export const ListServerAlertsResponseSchema: GenMessage<ListServerAlertsResponse
  * OwnerAlertService keeps owner alerts (docs/owner-alerts.md): the channels an owner chose (e-mail,
  * a Discord webhook; the dashboard's list is always on) and the alerts themselves (an endpoint
  * failing for 24 hours, disabled, recovered; a rotation overlap ending soon; a reward plugin not
- * seen for a set time). An owner's dashboard session acts on its own owner
+ * seen for a set time; a Votifier listener failing). An owner's dashboard session acts on its own owner
  * only (owner_id empty or its own; another owner is not_found "unknown owner"); a service token
  * names the owner in owner_id.
  *

@@ -23,7 +23,7 @@ import { runAlertScan } from "../../services/alerts/scan-alert-causes.js";
 import { runAlertDigestPass, type AlertDigestDeps } from "../../services/alerts/send-alert-digests.js";
 import { WEBHOOK_URL_TEXT } from "../../services/alerts/discord-webhook-url.js";
 import { recordAttempts, type AttemptRecord } from "../../services/delivery/pipeline/attempt-log.js";
-import { claimDueDeliveries } from "../../services/delivery/pipeline/claim-deliveries.js";
+import { claimDueDeliveries, type ClaimedDelivery } from "../../services/delivery/pipeline/claim-deliveries.js";
 import { disableCallback } from "../../services/delivery/pipeline/endpoint-health.js";
 import { insertDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { createMailer, type Mailer } from "../../services/shared/adapters/mailer.js";
@@ -117,8 +117,8 @@ function digestDeps(c: Context): AlertDigestDeps {
   };
 }
 
-/** One callback attempt of a fresh delivery of `serverId`, recorded at `at` through the attempt log. */
-async function recordCallback(c: Context, serverId: string, succeeded: boolean, at: Date): Promise<void> {
+/** A fresh counted heart's delivery of `serverId` on `transport`, stored as the consumer does and claimed. */
+async function claimFreshDelivery(c: Context, serverId: string, transport: "callback" | "votifier"): Promise<ClaimedDelivery> {
   const heartId = randomUUID();
   await insertDelivery(c.stack.prisma, {
     heartId,
@@ -138,8 +138,15 @@ async function recordCallback(c: Context, serverId: string, succeeded: boolean, 
     perServerLimit: 50,
     inFlightByServer: new Map(),
   });
-  const mine = claimed.find((d) => d.heartId === heartId);
-  if (mine === undefined) throw new Error("the delivery was not claimed");
+  const mine = claimed.find((d) => d.heartId === heartId && d.transport === transport);
+  if (mine === undefined) throw new Error(`the ${transport} delivery was not claimed`);
+  return mine;
+}
+
+/** One callback attempt of a fresh delivery of `serverId`, recorded at `at` through the attempt log. */
+async function recordCallback(c: Context, serverId: string, succeeded: boolean, at: Date): Promise<void> {
+  const mine = await claimFreshDelivery(c, serverId, "callback");
+  const now = new Date();
   const record: AttemptRecord = {
     delivery: mine,
     startedAt: at,
@@ -418,27 +425,7 @@ test.serial("a Votifier listener failing fires once a day for the server, in the
   const { serverId } = await ownedServer(c, "owner-votifier", "Votifier Server");
   await c.stack.clients.admin.setVotifierSettings({ serverId, host: "127.0.0.1", port: 1, serviceName: "HeartsList", token: "votifier-token-3b1c" });
   const failVote = async (at: Date) => {
-    const heartId = randomUUID();
-    await insertDelivery(c.stack.prisma, {
-      heartId,
-      serverId,
-      eventType: "heart.counted",
-      username: "Steve",
-      voterIdentity: `voter-${heartId}`,
-      period: "2026-03",
-      streakDay: null,
-      countedAt: new Date(),
-    });
-    const now = new Date();
-    const claimed = await claimDueDeliveries(c.stack.prisma, {
-      now,
-      leaseUntil: new Date(now.getTime() + 60_000),
-      limit: 50,
-      perServerLimit: 50,
-      inFlightByServer: new Map(),
-    });
-    const vote = claimed.find((d) => d.heartId === heartId && d.transport === "votifier");
-    if (vote === undefined) throw new Error("the Votifier delivery was not claimed");
+    const vote = await claimFreshDelivery(c, serverId, "votifier");
     const [outcome] = await recordAttempts(c.stack.prisma, [
       {
         delivery: vote,

@@ -51,6 +51,7 @@ import { createGoalPayerLoop, readGoalPayerSettings } from "../services/rewards/
 import { createDiscordRest, readDiscordApiBaseUrl } from "../services/shared/adapters/discord-rest.js";
 import { createVoterRoleLoop, readVoterRoleJobSettings } from "../services/voter-roles/give-voter-roles.js";
 import { createProcessReminders, readReminderSettings } from "../services/reminders/reminder-settings.js";
+import { createAlertLoop, readAlertSettings } from "../services/alerts/alert-settings.js";
 
 function loadConfig() {
   const r = createEnvReader();
@@ -79,6 +80,7 @@ function loadConfig() {
     reminders: readReminderSettings(r),
     discordApiBaseUrl: readDiscordApiBaseUrl(r),
     voterRoles: readVoterRoleJobSettings(r),
+    alerts: readAlertSettings(r),
   });
 }
 
@@ -314,6 +316,19 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
 
   // E-mail vote reminders with SMTP_URL (docs/reminders.md); without it none are offered or sent.
   const reminders = createProcessReminders({ db: prisma, secretBox, publicBaseUrl, settings: config.reminders, log, now });
+  // The process's one Discord client (rate limits shared by every caller).
+  const discord = createDiscordRest({ baseUrl: config.discordApiBaseUrl });
+  // Owner alerts' scan and digests (docs/owner-alerts.md); dashboard links point at this gateway.
+  const alerts = createAlertLoop({
+    db: prisma,
+    secretBox,
+    mailer: reminders.mailer,
+    discord,
+    dashboardBaseUrl: publicBaseUrl,
+    settings: config.alerts,
+    log,
+    now,
+  });
   const rpc = createReferralServiceServer({
     prisma,
     secretBox,
@@ -340,8 +355,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
   const periodCloser = createPeriodCloserLoop({ prisma, settings: config.periodCloser, log, now });
   const goalPayer = createGoalPayerLoop({ prisma, settings: config.goalPayer, log, now });
   const delivery = createDeliveryWorker({ prisma, bus, secretBox, log, now, registry: metrics.registry }, config.dispatch);
-  // Voter roles run beside the delivery worker, as in the delivery process (services/delivery/main.ts).
-  const discord = createDiscordRest({ baseUrl: config.discordApiBaseUrl });
+  // Voter roles run beside the delivery worker, as in the delivery process (services/delivery/main.ts), on the one Discord client.
   const voterRoles = createVoterRoleLoop({ db: prisma, discord, secretBox, log, now, ...config.voterRoles });
 
   const checks = [
@@ -380,6 +394,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       goalPayer.start();
       reminders.start();
       voterRoles.start();
+      alerts.start();
       const demo = await prepareDemo(clients, createAccessClient(adminTransport), prisma, config.dataDir, config.databaseUrl);
       printBanner({
         gatewayUrl,
@@ -406,6 +421,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
       await goalPayer.stop();
       await reminders.stop();
       await voterRoles.stop();
+      await alerts.stop();
       await discord.close();
       await rpc.close();
       await relay.stop();

@@ -41,6 +41,8 @@ import {
   toFunnelJson,
   toLeaderboardJson,
   toRankingJson,
+  toOwnerAlertJson,
+  toAlertChannelsJson,
   toReferralEventJson,
   toReviewedReferralJson,
   toSecretJson,
@@ -618,6 +620,37 @@ export const ROUTES: readonly Route[] = [
     const [ranking, { servers }] = await Promise.all([clients.hearts.getRanking({ period, limit: RANKING_LIMIT }, call), clients.admin.listServers({}, call)]);
     const names = new Map(servers.map((s) => [s.id, s.name]));
     return { body: { period: ranking.period, entries: ranking.entries.map((e) => toRankingJson(e, names)) } };
+  }),
+
+  // Owner alerts (docs/owner-alerts.md): the session's own owner only (operators name one with owner_id).
+  route("GET", "/alerts", async ({ clients }, { query, call }) => {
+    const { alerts } = await clients.alerts.listOwnerAlerts({ ownerId: query.get("owner_id") ?? "", unreadOnly: query.get("unread") === "true" }, call);
+    return { body: { alerts: alerts.map(toOwnerAlertJson) } };
+  }),
+  route("GET", "/servers/:serverId/alerts", async ({ clients }, { params, query, call }) => {
+    const { alerts } = await clients.alerts.listServerAlerts({ serverId: params.serverId, unreadOnly: query.get("unread") === "true" }, call);
+    return { body: { alerts: alerts.map(toOwnerAlertJson) } };
+  }),
+  route("POST", "/alerts/read", async ({ clients }, { body, call }) => {
+    const { marked } = await clients.alerts.markOwnerAlertsRead({ ownerId: readString(body, "owner_id"), alertIds: readStringList(body, "ids") ?? [] }, call);
+    return { body: { marked } };
+  }),
+  route("GET", "/alert-channels", async ({ clients }, { query, call }) => {
+    const { channels } = await clients.alerts.getAlertChannels({ ownerId: query.get("owner_id") ?? "" }, call);
+    return { body: toAlertChannelsJson(channels) };
+  }),
+  route("PUT", "/alert-channels", async ({ clients }, { body, call }) => {
+    const webhook = readString(body, "discord_webhook_url");
+    const { channels } = await clients.alerts.setAlertChannels(
+      {
+        ownerId: readString(body, "owner_id"),
+        email: readString(body, "email"),
+        ...(webhook === "" ? {} : { discordWebhookUrl: webhook }),
+        removeDiscordWebhook: readOptionalBoolean(body, "remove_discord_webhook") ?? false,
+      },
+      call,
+    );
+    return { body: toAlertChannelsJson(channels) };
   }),
 ];
 

@@ -6,13 +6,14 @@ import { withHeaders } from "../../services/shared/rpc/service-transport.js";
 /** The dashboard's clients of the referral service: every internal service it shows. */
 export type DashboardClients = Pick<
   RpcClients,
-  "admin" | "referral" | "reviews" | "hearts" | "delivery" | "deliveryStats" | "pluginActivity" | "voters" | "rewards" | "rewardQueue" | "voterRoles"
+  "admin" | "referral" | "reviews" | "hearts" | "delivery" | "deliveryStats" | "pluginActivity" | "voters" | "rewards" | "rewardQueue" | "voterRoles" | "alerts"
 >;
 
-/** The eleven clients over one transport (services/shared/rpc/service-transport.ts: HTTP/2, the gateway's token). */
+/** The twelve clients over one transport (services/shared/rpc/service-transport.ts: HTTP/2, the gateway's token). */
 export function createDashboardClients(transport: Transport): DashboardClients {
-  const { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue, voterRoles } = createRpcClients(transport);
-  return { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue, voterRoles };
+  const { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue, voterRoles, alerts } =
+    createRpcClients(transport);
+  return { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue, voterRoles, alerts };
 }
 
 /**

@@ -9,6 +9,7 @@ import {
   type GetEndpointHealthResponse,
   type VoteReport,
 } from "../../gen/proto/delivery/v1/delivery_pb.js";
+import type { AlertChannels, OwnerAlert } from "../../gen/proto/alerts/v1/alerts_pb.js";
 import type { DeliveryDayStats } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { HeartVerdict, type GetHeartStatsResponse, type HeartCountBucket, type HeartSummary, type RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
@@ -393,4 +394,23 @@ export function toVoterRolesJson(s: VoterRoleSettings | undefined) {
     last_ok_at: lastOkAt,
     status,
   };
+}
+/** An owner alert on the dashboard's notification list. */
+export function toOwnerAlertJson(a: OwnerAlert) {
+  return {
+    id: a.id,
+    server_id: a.serverId,
+    kind: a.kind,
+    title: a.title,
+    detail: a.detail,
+    link: a.link,
+    created_at: toIso(a.createdAt),
+    read: a.read,
+    resolved: a.resolved,
+  };
+}
+
+/** An owner's alert channels: the address, and whether a Discord webhook is set with its id (never its URL). */
+export function toAlertChannelsJson(c: AlertChannels | undefined) {
+  return { email: c?.email ?? "", discord_webhook_set: c?.discordWebhookSet ?? false, discord_webhook_id: c?.discordWebhookId ?? "" };
 }

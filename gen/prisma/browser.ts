@@ -304,3 +304,14 @@ export type VoterRoleSettings = Prisma.VoterRoleSettingsModel
  * the row is deleted). Owner: services/voter-roles/voter-role-store.ts.
  */
 export type VoterRoleGrant = Prisma.VoterRoleGrantModel
+/**
+ * Model OwnerAlertChannel
+ * Owner alerts (issue 32 item 4, docs/owner-alerts.md): the channels an owner chose. The dashboard's notification list
+ * is always on; e-mail and Discord only when set here.
+ */
+export type OwnerAlertChannel = Prisma.OwnerAlertChannelModel
+/**
+ * Model OwnerAlert
+ * One owner alert per cause occurrence (`cause_key` unique: an endpoint and the start of its failing run, ...).
+ */
+export type OwnerAlert = Prisma.OwnerAlertModel

@@ -143,6 +143,13 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   // owner's session only goals over servers it owns (the handler narrows by OWNER_SCOPE: network-goal-routes.ts).
   "rewards.v1.NetworkGoalService/PutNetworkGoal": { scope: "admin", owner: own },
   "rewards.v1.NetworkGoalService/GetNetworkGoal": { scope: "read", owner: own },
+  // alerts.v1 (owner alerts, docs/owner-alerts.md): an owner's session acts on its own owner only (the handler takes
+  // the owner from the session; another owner_id is "unknown owner"); service tokens name the owner.
+  "alerts.v1.OwnerAlertService/GetAlertChannels": { scope: "read", owner: own },
+  "alerts.v1.OwnerAlertService/SetAlertChannels": { scope: "admin", owner: own },
+  "alerts.v1.OwnerAlertService/ListOwnerAlerts": { scope: "read", owner: own },
+  "alerts.v1.OwnerAlertService/ListServerAlerts": { scope: "read", owner: server },
+  "alerts.v1.OwnerAlertService/MarkOwnerAlertsRead": { scope: "admin", owner: own },
   // access.v1
   "access.v1.AccessService/CreateServiceToken": { scope: "admin", owner: none },
   "access.v1.AccessService/ListServiceTokens": { scope: "admin", owner: none },

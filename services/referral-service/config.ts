@@ -12,6 +12,7 @@ import { CALLBACK_TIMEOUT_MS } from "../delivery/pipeline/send-callback.js";
 import { checkAddressHorizon, readAddressSettings, type AddressSettings } from "../shared/runtime/address-settings.js";
 import { readRetentionSettings, type RetentionSettings } from "../retention/retention-settings.js";
 import { readReminderSettings, type ReminderSettings } from "../reminders/reminder-settings.js";
+import { readAlertSettings, type AlertSettings } from "../alerts/alert-settings.js";
 import { BUSY_CHECK_SECONDS, DEFAULT_IDLE_CHECK_SECONDS } from "../rewards/domain/next-check.js";
 import { readPeriodCloserSettings, type PeriodCloserSettings } from "../rewards/close-periods.js";
 import { readGoalPayerSettings, type GoalPayerSettings } from "../rewards/pay-reached-goals.js";
@@ -47,6 +48,8 @@ export interface ReferralServiceConfig {
   goalPayer: GoalPayerSettings;
   /** E-mail vote reminders (SMTP_URL, MAIL_FROM, REMINDER_*; docs/reminders.md): this process stores and sends them. */
   reminders: ReminderSettings;
+  /** Owner alerts (ALERT_*; docs/owner-alerts.md): this process scans their causes and sends their digests. */
+  alerts: AlertSettings;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -69,6 +72,7 @@ export function loadReferralServiceConfig(env: Record<string, string | undefined
     access: readAccessSettings(r),
     addresses: readAddressSettings(r),
     reminders: readReminderSettings(r),
+    alerts: readAlertSettings(r),
     rewardQueueIdleCheckSeconds: r.int("REWARD_QUEUE_IDLE_CHECK_SECONDS", DEFAULT_IDLE_CHECK_SECONDS, { min: BUSY_CHECK_SECONDS, max: 3_600 }),
     periodCloser: readPeriodCloserSettings(r),
     goalPayer: readGoalPayerSettings(r),

@@ -11,6 +11,8 @@ import { createRetentionLoop } from "../retention/run-retention.js";
 import { createPeriodCloserLoop } from "../rewards/close-periods.js";
 import { createGoalPayerLoop } from "../rewards/pay-reached-goals.js";
 import { createProcessReminders } from "../reminders/reminder-settings.js";
+import { createAlertLoop } from "../alerts/alert-settings.js";
+import { createDiscordRest } from "../shared/adapters/discord-rest.js";
 
 runService({
   name: "referral-service",
@@ -44,6 +46,19 @@ runService({
       auth: { allowUnauthenticated: config.access.allowUnauthenticated },
       ...(reminders.mailer ? { mailer: reminders.mailer } : {}),
     });
+    // The process's one Discord client (rate limits shared by every caller).
+    const discord = createDiscordRest({ baseUrl: config.alerts.discordApiBaseUrl });
+    // Owner alerts: the time causes' scan and the digests, on the reminders' mailer (docs/owner-alerts.md).
+    const alerts = createAlertLoop({
+      db: prisma,
+      secretBox: config.secretBox,
+      mailer: reminders.mailer,
+      discord,
+      dashboardBaseUrl: config.loginLinkBaseUrl,
+      settings: config.alerts,
+      log,
+      now: () => new Date(),
+    });
     // Retention runs in this process (it owns the data); see createRetentionLoop for several instances at once.
     const retention = createRetentionLoop({ db: prisma, settings: config.retention, log, registry: metrics.registry, now: () => new Date() });
     // The period closer runs here too (it writes the reward queue and the outbox); several instances are safe (close-periods.ts).
@@ -65,6 +80,7 @@ runService({
         goalPayer.start();
         // The reminder sender runs here too (it owns vote_reminders); several instances claim disjoint rows (SKIP LOCKED).
         reminders.start();
+        alerts.start();
         log.info({ port, opsPort, database: redactUrl(config.databaseUrl) }, "referral service listening (Connect, gRPC, gRPC-Web over HTTP/2)");
         return true;
       },
@@ -72,7 +88,9 @@ runService({
         await retention.stop();
         await periodCloser.stop();
         await goalPayer.stop();
+        await alerts.stop();
         await reminders.stop();
+        await discord.close();
         if (listening) await rpc.close();
       },
       close: () => prisma.$disconnect(),

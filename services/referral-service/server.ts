@@ -22,6 +22,7 @@ import { networkGoalRoutes } from "../rewards/network-goal-routes.js";
 import { rewardQueueRoutes } from "../rewards/queue-routes.js";
 import { reminderRoutes } from "../reminders/routes.js";
 import { voterRoleRoutes } from "../voter-roles/routes.js";
+import { ownerAlertRoutes } from "../alerts/routes.js";
 import type { Mailer } from "../shared/adapters/mailer.js";
 import { DEFAULT_IDLE_CHECK_SECONDS } from "../rewards/domain/next-check.js";
 import { deliveryStatsRoutes } from "../delivery/rpc/delivery-stats.js";
@@ -82,6 +83,7 @@ export function createRoutes(deps: ReferralServiceDeps): (router: ConnectRouter)
     deliveryStatsRoutes(deps)(router);
     reminderRoutes(deps)(router);
     voterRoleRoutes(deps)(router);
+    ownerAlertRoutes(deps)(router);
     accessRoutes(deps)(router);
   };
 }

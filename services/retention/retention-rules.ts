@@ -12,6 +12,7 @@ import { publishedOutboxRetention } from "../relay/statements.js";
 import { voterRewardStatesRetention } from "../rewards/reward-queue-store.js";
 import { voterPeriodTalliesRetention } from "../rewards/period-store.js";
 import { endedReminderRetention } from "../reminders/reminder-store.js";
+import { oldAlertRetention } from "../alerts/alert-store.js";
 import type { RetentionRule } from "../shared/adapters/retention-rule.js";
 import type { RetentionSettings } from "./retention-settings.js";
 
@@ -52,5 +53,7 @@ export function retentionRules(settings: RetentionSettings): RetentionRule[] {
     networkGoalHeartsRetention(settings.rewardQueueAckedSeconds),
     // Vote reminders that ended (unsubscribed, bounced), with their address, past RETENTION_REMINDER_DAYS.
     endedReminderRetention(settings.endedReminderSeconds),
+    // Owner alerts, sent or not, past RETENTION_OWNER_ALERT_DAYS.
+    oldAlertRetention(settings.ownerAlertSeconds),
   ];
 }

@@ -78,6 +78,8 @@ export interface RetentionSettings {
   rewardQueueAckedSeconds: number;
   /** Ended (unsubscribed, bounced) vote reminders with their address: kept this long after they ended (RETENTION_REMINDER_DAYS, default 30). */
   endedReminderSeconds: number;
+  /** Owner alerts (the dashboard list, digests sent): kept this long after they fired (RETENTION_OWNER_ALERT_DAYS, default 90). */
+  ownerAlertSeconds: number;
 }
 
 /**
@@ -132,6 +134,7 @@ export function readRetentionSettings(r: EnvReader, fraudRules: FraudRules): Ret
     referralSeconds: r.int("RETENTION_REFERRAL_DAYS", 400, { min: MIN_HISTORY_DAYS, max: 3_650 }) * DAY_SECONDS,
     rewardQueueAckedSeconds: readReplaySafeDays(r, "RETENTION_REWARD_QUEUE_ACKED_DAYS", "its rewards would be queued (and paid) again") * DAY_SECONDS,
     endedReminderSeconds: r.int("RETENTION_REMINDER_DAYS", 30, { min: 1, max: 3_650 }) * DAY_SECONDS,
+    ownerAlertSeconds: r.int("RETENTION_OWNER_ALERT_DAYS", 90, { min: 1, max: 3_650 }) * DAY_SECONDS,
   };
 }
 

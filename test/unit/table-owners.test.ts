@@ -57,6 +57,9 @@ const TABLE_OWNERS: Record<string, readonly string[]> = {
   vote_reminders: ["services/reminders/reminder-store.ts"],
   voter_role_settings: ["services/voter-roles/voter-role-store.ts"],
   voter_role_grants: ["services/voter-roles/voter-role-store.ts"],
+  // Owner alerts: the causes' writes as fragments (composed into the disable and the attempt record), the sender's marks.
+  owner_alerts: ["services/alerts/alert-store.ts"],
+  owner_alert_channels: ["services/alerts/alert-store.ts"],
   voter_reward_states: ["services/rewards/reward-queue-store.ts"],
   // Period awards: the standings' counts (the reward step) and the periods' open/closed mark (the period closer).
   voter_period_tallies: ["services/rewards/period-store.ts"],

@@ -8,14 +8,15 @@
   const API = "/dashboard/api";
   const TOKEN_KEY = "dashboard.token";
   const SERVER_KEY = "dashboard.server";
-  const TABS = ["overview", "referrals", "integration", "deliveries", "hearts", "trends", "debugger"];
+  const TABS = ["overview", "referrals", "integration", "deliveries", "hearts", "trends", "debugger", "alerts"];
 
   const state = {
     token: sessionStorage.getItem(TOKEN_KEY) || "",
     /** An owner session's CSRF token (from GET /session; kept in memory only). */
     csrf: "",
     servers: [],
-    serverId: sessionStorage.getItem(SERVER_KEY) || "",
+    // An alert's link names its server (`?server=<id>`): opening it picks that server.
+    serverId: new URLSearchParams(location.search).get("server") || sessionStorage.getItem(SERVER_KEY) || "",
     tab: "overview",
     deliveryId: "",
   };
@@ -396,7 +397,14 @@
     // Tabs served by the ES modules (insights.js, signature-debugger.js) load on this event.
     document.dispatchEvent(new CustomEvent("dashboard:tab", { detail: { tab, serverId: state.serverId } }));
     if (needsServer && !state.serverId) return;
-    const loaders = { overview: loadServers, referrals: loadReferrals, integration: loadIntegration, deliveries: loadDeliveries, hearts: loadRanking };
+    const loaders = {
+      overview: loadServers,
+      referrals: loadReferrals,
+      integration: loadIntegration,
+      deliveries: loadDeliveries,
+      hearts: loadRanking,
+      alerts: loadAlerts,
+    };
     if (loaders[tab]) run(null, loaders[tab]);
     // The deliveries tab refreshes the notice with its own health card.
     if (tab !== "deliveries") run(null, loadEndpointBanner);
@@ -1769,6 +1777,70 @@
     );
   }
   $("refresh-ranking").addEventListener("click", (event) => run(event.target, loadRanking));
+
+  // ---- alerts tab ----------------------------------------------------------------------
+
+  let alertsUnreadOnly = false;
+  let shownAlertIds = [];
+
+  async function loadAlerts() {
+    const [{ alerts }, channels] = await Promise.all([api("GET", `/alerts${alertsUnreadOnly ? "?unread=true" : ""}`), api("GET", "/alert-channels")]);
+    shownAlertIds = alerts.filter((a) => !a.read).map((a) => a.id);
+    $("alerts-unread").textContent = shownAlertIds.length > 0 ? `(${shownAlertIds.length})` : "";
+    const tbody = $("alerts-table").tBodies[0];
+    if (alerts.length === 0) emptyRow(tbody, 3, alertsUnreadOnly ? "No unread alerts." : "No alerts yet.");
+    else
+      tbody.replaceChildren(
+        ...alerts.map((a) =>
+          el(
+            "tr",
+            { class: a.read ? "" : "unread" },
+            el("td", {}, fmtTime(a.created_at)),
+            el(
+              "td",
+              {},
+              a.read ? a.title : el("strong", {}, a.title),
+              el("br"),
+              el("span", { class: "muted" }, a.detail),
+              a.resolved ? el("span", { class: "muted" }, " (resolved)") : "",
+            ),
+            el("td", {}, el("a", { href: a.link }, "Open")),
+          ),
+        ),
+      );
+    $("alert-email").value = channels.email;
+    $("alert-discord").value = "";
+    $("alert-discord-remove").checked = false;
+    $("alert-discord-state").textContent = channels.discord_webhook_set
+      ? `(set: webhook ${channels.discord_webhook_id}; paste a new one to replace it)`
+      : "(not set)";
+  }
+  $("refresh-alerts").addEventListener("click", (event) => run(event.target, loadAlerts));
+  $("alerts-unread-only").addEventListener("click", (event) => {
+    alertsUnreadOnly = !alertsUnreadOnly;
+    event.target.setAttribute("aria-pressed", String(alertsUnreadOnly));
+    run(event.target, loadAlerts);
+  });
+  $("alerts-mark-read").addEventListener("click", (event) =>
+    run(event.target, async () => {
+      if (shownAlertIds.length > 0) await api("POST", "/alerts/read", { ids: shownAlertIds });
+      await loadAlerts();
+    }),
+  );
+  $("alert-channels-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run($("alert-channels-save"), async () => {
+      await api("PUT", "/alert-channels", {
+        email: $("alert-email").value,
+        discord_webhook_url: $("alert-discord").value,
+        remove_discord_webhook: $("alert-discord-remove").checked,
+      });
+      // The pasted URL is cleared at once: it is never shown again.
+      $("alert-discord").value = "";
+      await loadAlerts();
+      showOk("Alert channels saved.");
+    });
+  });
 
   $("flash-close").addEventListener("click", () => ($("flash").hidden = true));
 

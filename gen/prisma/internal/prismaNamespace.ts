@@ -436,7 +436,9 @@ export const ModelName = {
   NetworkGoalVoter: 'NetworkGoalVoter',
   NetworkGoalRound: 'NetworkGoalRound',
   VoterRoleSettings: 'VoterRoleSettings',
-  VoterRoleGrant: 'VoterRoleGrant'
+  VoterRoleGrant: 'VoterRoleGrant',
+  OwnerAlertChannel: 'OwnerAlertChannel',
+  OwnerAlert: 'OwnerAlert'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -452,7 +454,7 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
     omit: GlobalOmitOptions
   }
   meta: {
-    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion" | "voterRewardState" | "rewardQueueEntry" | "voterPeriodTally" | "rewardPeriod" | "voteReminder" | "networkGoal" | "networkGoalServer" | "networkGoalHeart" | "networkGoalVoter" | "networkGoalRound" | "voterRoleSettings" | "voterRoleGrant"
+    modelProps: "server" | "serverSecret" | "referralClick" | "referral" | "referralEvent" | "referralCredit" | "heart" | "heartAddressVoter" | "voterState" | "serverRanking" | "outboxMessage" | "deadLetter" | "delivery" | "deliveryAttempt" | "serviceToken" | "owner" | "dashboardLoginLink" | "dashboardSession" | "callbackHealth" | "callbackEndpoint" | "secretsKeyCheck" | "webhookSigningKey" | "voteClaim" | "deliveryWorker" | "heartPayout" | "pluginActivity" | "voterDataAudit" | "rewardRuleVersion" | "voterRewardState" | "rewardQueueEntry" | "voterPeriodTally" | "rewardPeriod" | "voteReminder" | "networkGoal" | "networkGoalServer" | "networkGoalHeart" | "networkGoalVoter" | "networkGoalRound" | "voterRoleSettings" | "voterRoleGrant" | "ownerAlertChannel" | "ownerAlert"
     txIsolationLevel: TransactionIsolationLevel
   }
   model: {
@@ -3416,6 +3418,154 @@ export type TypeMap<ExtArgs extends runtime.Types.Extensions.InternalArgs = runt
         }
       }
     }
+    OwnerAlertChannel: {
+      payload: Prisma.$OwnerAlertChannelPayload<ExtArgs>
+      fields: Prisma.OwnerAlertChannelFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.OwnerAlertChannelFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertChannelPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.OwnerAlertChannelFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertChannelPayload>
+        }
+        findFirst: {
+          args: Prisma.OwnerAlertChannelFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertChannelPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.OwnerAlertChannelFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertChannelPayload>
+        }
+        findMany: {
+          args: Prisma.OwnerAlertChannelFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertChannelPayload>[]
+        }
+        create: {
+          args: Prisma.OwnerAlertChannelCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertChannelPayload>
+        }
+        createMany: {
+          args: Prisma.OwnerAlertChannelCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.OwnerAlertChannelCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertChannelPayload>[]
+        }
+        delete: {
+          args: Prisma.OwnerAlertChannelDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertChannelPayload>
+        }
+        update: {
+          args: Prisma.OwnerAlertChannelUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertChannelPayload>
+        }
+        deleteMany: {
+          args: Prisma.OwnerAlertChannelDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.OwnerAlertChannelUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.OwnerAlertChannelUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertChannelPayload>[]
+        }
+        upsert: {
+          args: Prisma.OwnerAlertChannelUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertChannelPayload>
+        }
+        aggregate: {
+          args: Prisma.OwnerAlertChannelAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateOwnerAlertChannel>
+        }
+        groupBy: {
+          args: Prisma.OwnerAlertChannelGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.OwnerAlertChannelGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.OwnerAlertChannelCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.OwnerAlertChannelCountAggregateOutputType> | number
+        }
+      }
+    }
+    OwnerAlert: {
+      payload: Prisma.$OwnerAlertPayload<ExtArgs>
+      fields: Prisma.OwnerAlertFieldRefs
+      operations: {
+        findUnique: {
+          args: Prisma.OwnerAlertFindUniqueArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertPayload> | null
+        }
+        findUniqueOrThrow: {
+          args: Prisma.OwnerAlertFindUniqueOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertPayload>
+        }
+        findFirst: {
+          args: Prisma.OwnerAlertFindFirstArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertPayload> | null
+        }
+        findFirstOrThrow: {
+          args: Prisma.OwnerAlertFindFirstOrThrowArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertPayload>
+        }
+        findMany: {
+          args: Prisma.OwnerAlertFindManyArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertPayload>[]
+        }
+        create: {
+          args: Prisma.OwnerAlertCreateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertPayload>
+        }
+        createMany: {
+          args: Prisma.OwnerAlertCreateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        createManyAndReturn: {
+          args: Prisma.OwnerAlertCreateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertPayload>[]
+        }
+        delete: {
+          args: Prisma.OwnerAlertDeleteArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertPayload>
+        }
+        update: {
+          args: Prisma.OwnerAlertUpdateArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertPayload>
+        }
+        deleteMany: {
+          args: Prisma.OwnerAlertDeleteManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateMany: {
+          args: Prisma.OwnerAlertUpdateManyArgs<ExtArgs>
+          result: BatchPayload
+        }
+        updateManyAndReturn: {
+          args: Prisma.OwnerAlertUpdateManyAndReturnArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertPayload>[]
+        }
+        upsert: {
+          args: Prisma.OwnerAlertUpsertArgs<ExtArgs>
+          result: runtime.Types.Utils.PayloadToResult<Prisma.$OwnerAlertPayload>
+        }
+        aggregate: {
+          args: Prisma.OwnerAlertAggregateArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.AggregateOwnerAlert>
+        }
+        groupBy: {
+          args: Prisma.OwnerAlertGroupByArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.OwnerAlertGroupByOutputType>[]
+        }
+        count: {
+          args: Prisma.OwnerAlertCountArgs<ExtArgs>
+          result: runtime.Types.Utils.Optional<Prisma.OwnerAlertCountAggregateOutputType> | number
+        }
+      }
+    }
   }
 } & {
   other: {
@@ -4064,6 +4214,38 @@ export const VoterRoleGrantScalarFieldEnum = {
 export type VoterRoleGrantScalarFieldEnum = (typeof VoterRoleGrantScalarFieldEnum)[keyof typeof VoterRoleGrantScalarFieldEnum]
 
 
+export const OwnerAlertChannelScalarFieldEnum = {
+  ownerId: 'ownerId',
+  email: 'email',
+  discordWebhook: 'discordWebhook',
+  updatedAt: 'updatedAt'
+} as const
+
+export type OwnerAlertChannelScalarFieldEnum = (typeof OwnerAlertChannelScalarFieldEnum)[keyof typeof OwnerAlertChannelScalarFieldEnum]
+
+
+export const OwnerAlertScalarFieldEnum = {
+  id: 'id',
+  ownerId: 'ownerId',
+  serverId: 'serverId',
+  kind: 'kind',
+  causeKey: 'causeKey',
+  endpointId: 'endpointId',
+  title: 'title',
+  detail: 'detail',
+  link: 'link',
+  createdAt: 'createdAt',
+  readAt: 'readAt',
+  resolvedAt: 'resolvedAt',
+  sendAfter: 'sendAfter',
+  emailSent: 'emailSent',
+  discordSent: 'discordSent',
+  attempts: 'attempts'
+} as const
+
+export type OwnerAlertScalarFieldEnum = (typeof OwnerAlertScalarFieldEnum)[keyof typeof OwnerAlertScalarFieldEnum]
+
+
 export const SortOrder = {
   asc: 'asc',
   desc: 'desc'
@@ -4511,6 +4693,8 @@ export type GlobalOmitConfig = {
   networkGoalRound?: Prisma.NetworkGoalRoundOmit
   voterRoleSettings?: Prisma.VoterRoleSettingsOmit
   voterRoleGrant?: Prisma.VoterRoleGrantOmit
+  ownerAlertChannel?: Prisma.OwnerAlertChannelOmit
+  ownerAlert?: Prisma.OwnerAlertOmit
 }
 
 /* Types for Logging */

@@ -90,7 +90,9 @@ export const ModelName = {
   NetworkGoalVoter: 'NetworkGoalVoter',
   NetworkGoalRound: 'NetworkGoalRound',
   VoterRoleSettings: 'VoterRoleSettings',
-  VoterRoleGrant: 'VoterRoleGrant'
+  VoterRoleGrant: 'VoterRoleGrant',
+  OwnerAlertChannel: 'OwnerAlertChannel',
+  OwnerAlert: 'OwnerAlert'
 } as const
 
 export type ModelName = (typeof ModelName)[keyof typeof ModelName]
@@ -716,6 +718,38 @@ export const VoterRoleGrantScalarFieldEnum = {
 } as const
 
 export type VoterRoleGrantScalarFieldEnum = (typeof VoterRoleGrantScalarFieldEnum)[keyof typeof VoterRoleGrantScalarFieldEnum]
+
+
+export const OwnerAlertChannelScalarFieldEnum = {
+  ownerId: 'ownerId',
+  email: 'email',
+  discordWebhook: 'discordWebhook',
+  updatedAt: 'updatedAt'
+} as const
+
+export type OwnerAlertChannelScalarFieldEnum = (typeof OwnerAlertChannelScalarFieldEnum)[keyof typeof OwnerAlertChannelScalarFieldEnum]
+
+
+export const OwnerAlertScalarFieldEnum = {
+  id: 'id',
+  ownerId: 'ownerId',
+  serverId: 'serverId',
+  kind: 'kind',
+  causeKey: 'causeKey',
+  endpointId: 'endpointId',
+  title: 'title',
+  detail: 'detail',
+  link: 'link',
+  createdAt: 'createdAt',
+  readAt: 'readAt',
+  resolvedAt: 'resolvedAt',
+  sendAfter: 'sendAfter',
+  emailSent: 'emailSent',
+  discordSent: 'discordSent',
+  attempts: 'attempts'
+} as const
+
+export type OwnerAlertScalarFieldEnum = (typeof OwnerAlertScalarFieldEnum)[keyof typeof OwnerAlertScalarFieldEnum]
 
 
 export const SortOrder = {

@@ -15,6 +15,8 @@ import {
 } from "./endpoint-health.js";
 import { notifyDeliveryFailed, type NotifiedServer } from "./owner-notifications.js";
 import { recordAttemptResultsSql } from "./write-deliveries.js";
+import { raiseAlerts, recoverEndpointsCtes } from "../../alerts/alert-store.js";
+import { votifierFailingAlert } from "../../alerts/alert-kinds.js";
 
 /**
  * The attempt log: every attempt of every transport (HTTP callback, Votifier, the owner's pull
@@ -225,6 +227,18 @@ async function writeAttempts(
       if (server === undefined) throw new Error(`server ${r.delivery.serverId} of delivery ${r.delivery.id} not found`);
       const failed = { ...r.delivery, attempts: r.delivery.attempts + 1, lastStatusCode: row.status_code, lastError: row.error ?? "", target: row.url };
       await notifyDeliveryFailed(tx, server, failed, r.finishedAt);
+      if (r.delivery.transport === "votifier") {
+        const alert = votifierFailingAlert({
+          serverId: server.id,
+          serverName: server.name,
+          deliveryId: r.delivery.id,
+          target: row.url,
+          attempts: failed.attempts,
+          error: failed.lastError,
+          at: r.finishedAt,
+        });
+        await raiseAlerts(tx, [alert]);
+      }
     }
   }
   const attempts = callbackHealthAttempts(records, rows);
@@ -247,7 +261,9 @@ async function writeAttempts(
  * ONE statement for a batch of the dispatcher's attempts: the deliveries' results under their
  * leases (delivered, retry, failed for good, or held after a 410: pending and due at once), every
  * attempt row (insertAttemptsSql; logged even when the lease was lost), and each endpoint's health
- * folded in recording order (callback attempts only: other transports are not an endpoint).
+ * folded in recording order (callback attempts only: other transports are not an endpoint), and an
+ * owner alert for each endpoint whose run of failures this ended after a failing or disabled alert
+ * (services/alerts/alert-store.ts).
  */
 function writeAttemptsSql(records: readonly AttemptRecord[], rows: readonly AttemptRow[]): Prisma.Sql {
   const input = records.map((r, n) => ({
@@ -273,9 +289,14 @@ function writeAttemptsSql(records: readonly AttemptRecord[], rows: readonly Atte
       ${insertAttemptsSql(rows, Prisma.sql`(SELECT i.n::text AS key, i.id AS delivery_id, i.server_id FROM input i)`)}
     ), health AS (
       ${upsertEndpointHealthSql(health)}
-    )
+    ), ${recoverEndpointsCtes(Prisma.sql`(SELECT endpoint_id FROM health WHERE failing_since IS NULL)`, lastFinishedAt(records))}
     SELECT ARRAY(SELECT id::text FROM changed) AS owned,
            coalesce((SELECT json_agg(json_build_object('endpoint_id', endpoint_id, 'failing_since', failing_since)) FROM health), '[]'::json) AS health`;
+}
+
+/** The latest finish of a batch's attempts: the time of the recoveries it records. */
+function lastFinishedAt(records: readonly AttemptRecord[]): Date {
+  return new Date(Math.max(...records.map((r) => r.finishedAt.getTime())));
 }
 
 /** The callback attempts of a batch, in recording order, as the health transition takes them. */

@@ -1,6 +1,8 @@
 import { Prisma } from "../../../gen/prisma/client.js";
 import type { SqlTx } from "../../shared/adapters/sql/executor.js";
 import { notifyEndpointDisabled } from "./owner-notifications.js";
+import { endpointDisabledAlert } from "../../alerts/alert-kinds.js";
+import { raiseAlerts } from "../../alerts/alert-store.js";
 
 /**
  * A callback endpoint's health transition, written once: a callback attempt that succeeded ends
@@ -11,8 +13,9 @@ import { notifyEndpointDisabled } from "./owner-notifications.js";
  * AUTO_DISABLE_AFTER_MS disables the endpoint (disableCallback, also used for a 410).
  */
 
-/** A callback endpoint whose every attempt failed for this long is disabled (besides a 410). */
-export const AUTO_DISABLE_AFTER_MS = 5 * 24 * 60 * 60 * 1000;
+import { AUTO_DISABLE_AFTER_MS } from "../../shared/values/endpoint-health-limits.js";
+
+export { AUTO_DISABLE_AFTER_MS };
 
 /** A callback attempt as the health transition sees it. */
 export interface HealthAttempt {
@@ -112,7 +115,7 @@ export async function autoDisableIfFailingTooLong(
 
 /**
  * Disables the callback endpoint `endpointId` with `reason` and writes `owner.endpoint_disabled`
- * in the same transaction. Conditional on the endpoint still being enabled, so concurrent attempts
+ * and the owner's "disabled" alert (docs/owner-alerts.md) in the same transaction. Conditional on the endpoint still being enabled, so concurrent attempts
  * disable (and notify) once. Returns whether it did.
  */
 export async function disableCallback(tx: SqlTx, endpointId: string, reason: string, at: Date): Promise<boolean> {
@@ -124,5 +127,6 @@ export async function disableCallback(tx: SqlTx, endpointId: string, reason: str
   const endpoint = disabled[0];
   if (!endpoint) return false;
   await notifyEndpointDisabled(tx, { id: endpoint.server_id, name: endpoint.name, callbackUrl: endpoint.url }, reason, at);
+  await raiseAlerts(tx, [endpointDisabledAlert({ serverId: endpoint.server_id, serverName: endpoint.name, endpointId, url: endpoint.url, reason, at })]);
   return true;
 }

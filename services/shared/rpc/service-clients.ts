@@ -12,6 +12,7 @@ import { VoterDataService } from "../../../gen/proto/voters/v1/voters_pb.js";
 import { RewardQueueService, RewardRulesService } from "../../../gen/proto/rewards/v1/rewards_pb.js";
 import { ReminderService } from "../../../gen/proto/reminders/v1/reminders_pb.js";
 import { VoterRoleService } from "../../../gen/proto/servers/v1/voter_roles_pb.js";
+import { OwnerAlertService } from "../../../gen/proto/alerts/v1/alerts_pb.js";
 
 /** A client of every service the referral service process hosts. */
 export interface RpcClients {
@@ -35,6 +36,8 @@ export interface RpcClients {
   reminders: Client<typeof ReminderService>;
   /** A server's voter roles (the dashboard's server page and its settings). */
   voterRoles: Client<typeof VoterRoleService>;
+  /** Owner alerts: channels and the alert list (the dashboard). */
+  alerts: Client<typeof OwnerAlertService>;
 }
 
 /**
@@ -57,5 +60,6 @@ export function createRpcClients(transport: Transport): RpcClients {
     rewardQueue: createClient(RewardQueueService, transport),
     reminders: createClient(ReminderService, transport),
     voterRoles: createClient(VoterRoleService, transport),
+    alerts: createClient(OwnerAlertService, transport),
   };
 }

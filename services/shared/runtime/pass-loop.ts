@@ -7,9 +7,10 @@ export interface PassLoop {
 }
 
 /**
- * THE loop of the periodic jobs (the reminder sender, the voter role job, the period closer, the goal payer): runs
- * `pass(now)` every `intervalSeconds`, the next timed from the end of the last so passes never overlap; with
- * `batchRows`, again at once when a pass claimed a full batch (`claimed >= batchRows`: more is due). `enabled` false
+ * THE loop of the periodic jobs (the reminder sender, the voter role job, the period closer, the goal payer, the owner
+ * alerts' scan and sender): runs
+ * `pass(now)` every `intervalSeconds`, the next timed from the end of the last so passes never overlap; again at once
+ * when more is due: the pass answered `{ full: true }`, or (with `batchRows`) it claimed a full batch (`claimed >= batchRows`). `enabled` false
  * starts nothing. A failed pass is logged with `failureText` and the next runs at the next interval: each job's pass
  * rolls back whole or leaves leased rows that come back by themselves.
  */
@@ -34,8 +35,8 @@ export function createPassLoop(opts: {
     running = opts
       .pass(opts.now())
       .then((result) => {
-        const claimed = (result as { claimed?: unknown } | undefined)?.claimed;
-        full = opts.batchRows !== undefined && typeof claimed === "number" && claimed >= opts.batchRows;
+        const r = result as { claimed?: unknown; full?: unknown } | undefined;
+        full = r?.full === true || (opts.batchRows !== undefined && typeof r?.claimed === "number" && r.claimed >= opts.batchRows);
       })
       .catch((error: unknown) => {
         // Failure policy: log and try again at the next interval - a failed pass rolled back whole, or left its leased rows to come back.

@@ -45,6 +45,9 @@ export type CallbackEndpointMinAggregateOutputType = {
   payloadVersion: number | null
   standardWebhooks: boolean | null
   publicKeySignatures: boolean | null
+  discordWebhookId: string | null
+  discordWebhookHost: string | null
+  discordWebhookToken: string | null
   disabledAt: Date | null
   disabledReason: string | null
   createdAt: Date | null
@@ -59,6 +62,9 @@ export type CallbackEndpointMaxAggregateOutputType = {
   payloadVersion: number | null
   standardWebhooks: boolean | null
   publicKeySignatures: boolean | null
+  discordWebhookId: string | null
+  discordWebhookHost: string | null
+  discordWebhookToken: string | null
   disabledAt: Date | null
   disabledReason: string | null
   createdAt: Date | null
@@ -74,6 +80,10 @@ export type CallbackEndpointCountAggregateOutputType = {
   payloadVersion: number
   standardWebhooks: number
   publicKeySignatures: number
+  discordWebhookId: number
+  discordWebhookHost: number
+  discordWebhookToken: number
+  discordTemplates: number
   disabledAt: number
   disabledReason: number
   createdAt: number
@@ -98,6 +108,9 @@ export type CallbackEndpointMinAggregateInputType = {
   payloadVersion?: true
   standardWebhooks?: true
   publicKeySignatures?: true
+  discordWebhookId?: true
+  discordWebhookHost?: true
+  discordWebhookToken?: true
   disabledAt?: true
   disabledReason?: true
   createdAt?: true
@@ -112,6 +125,9 @@ export type CallbackEndpointMaxAggregateInputType = {
   payloadVersion?: true
   standardWebhooks?: true
   publicKeySignatures?: true
+  discordWebhookId?: true
+  discordWebhookHost?: true
+  discordWebhookToken?: true
   disabledAt?: true
   disabledReason?: true
   createdAt?: true
@@ -127,6 +143,10 @@ export type CallbackEndpointCountAggregateInputType = {
   payloadVersion?: true
   standardWebhooks?: true
   publicKeySignatures?: true
+  discordWebhookId?: true
+  discordWebhookHost?: true
+  discordWebhookToken?: true
+  discordTemplates?: true
   disabledAt?: true
   disabledReason?: true
   createdAt?: true
@@ -229,6 +249,10 @@ export type CallbackEndpointGroupByOutputType = {
   payloadVersion: number
   standardWebhooks: boolean
   publicKeySignatures: boolean
+  discordWebhookId: string | null
+  discordWebhookHost: string | null
+  discordWebhookToken: string | null
+  discordTemplates: runtime.JsonValue | null
   disabledAt: Date | null
   disabledReason: string | null
   createdAt: Date
@@ -267,6 +291,10 @@ export type CallbackEndpointWhereInput = {
   payloadVersion?: Prisma.IntFilter<"CallbackEndpoint"> | number
   standardWebhooks?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
   publicKeySignatures?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
+  discordWebhookId?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordWebhookHost?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordWebhookToken?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordTemplates?: Prisma.JsonNullableFilter<"CallbackEndpoint">
   disabledAt?: Prisma.DateTimeNullableFilter<"CallbackEndpoint"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   createdAt?: Prisma.DateTimeFilter<"CallbackEndpoint"> | Date | string
@@ -286,6 +314,10 @@ export type CallbackEndpointOrderByWithRelationInput = {
   payloadVersion?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
   publicKeySignatures?: Prisma.SortOrder
+  discordWebhookId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordWebhookHost?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordWebhookToken?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordTemplates?: Prisma.SortOrderInput | Prisma.SortOrder
   disabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   disabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -309,6 +341,10 @@ export type CallbackEndpointWhereUniqueInput = Prisma.AtLeast<{
   payloadVersion?: Prisma.IntFilter<"CallbackEndpoint"> | number
   standardWebhooks?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
   publicKeySignatures?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
+  discordWebhookId?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordWebhookHost?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordWebhookToken?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordTemplates?: Prisma.JsonNullableFilter<"CallbackEndpoint">
   disabledAt?: Prisma.DateTimeNullableFilter<"CallbackEndpoint"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   createdAt?: Prisma.DateTimeFilter<"CallbackEndpoint"> | Date | string
@@ -328,6 +364,10 @@ export type CallbackEndpointOrderByWithAggregationInput = {
   payloadVersion?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
   publicKeySignatures?: Prisma.SortOrder
+  discordWebhookId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordWebhookHost?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordWebhookToken?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordTemplates?: Prisma.SortOrderInput | Prisma.SortOrder
   disabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   disabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -351,6 +391,10 @@ export type CallbackEndpointScalarWhereWithAggregatesInput = {
   payloadVersion?: Prisma.IntWithAggregatesFilter<"CallbackEndpoint"> | number
   standardWebhooks?: Prisma.BoolWithAggregatesFilter<"CallbackEndpoint"> | boolean
   publicKeySignatures?: Prisma.BoolWithAggregatesFilter<"CallbackEndpoint"> | boolean
+  discordWebhookId?: Prisma.StringNullableWithAggregatesFilter<"CallbackEndpoint"> | string | null
+  discordWebhookHost?: Prisma.StringNullableWithAggregatesFilter<"CallbackEndpoint"> | string | null
+  discordWebhookToken?: Prisma.StringNullableWithAggregatesFilter<"CallbackEndpoint"> | string | null
+  discordTemplates?: Prisma.JsonNullableWithAggregatesFilter<"CallbackEndpoint">
   disabledAt?: Prisma.DateTimeNullableWithAggregatesFilter<"CallbackEndpoint"> | Date | string | null
   disabledReason?: Prisma.StringNullableWithAggregatesFilter<"CallbackEndpoint"> | string | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"CallbackEndpoint"> | Date | string
@@ -365,6 +409,10 @@ export type CallbackEndpointCreateInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -384,6 +432,10 @@ export type CallbackEndpointUncheckedCreateInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -401,6 +453,10 @@ export type CallbackEndpointUpdateInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -420,6 +476,10 @@ export type CallbackEndpointUncheckedUpdateInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -438,6 +498,10 @@ export type CallbackEndpointCreateManyInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -452,6 +516,10 @@ export type CallbackEndpointUpdateManyMutationInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -467,6 +535,10 @@ export type CallbackEndpointUncheckedUpdateManyInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -507,6 +579,10 @@ export type CallbackEndpointCountOrderByAggregateInput = {
   payloadVersion?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
   publicKeySignatures?: Prisma.SortOrder
+  discordWebhookId?: Prisma.SortOrder
+  discordWebhookHost?: Prisma.SortOrder
+  discordWebhookToken?: Prisma.SortOrder
+  discordTemplates?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -525,6 +601,9 @@ export type CallbackEndpointMaxOrderByAggregateInput = {
   payloadVersion?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
   publicKeySignatures?: Prisma.SortOrder
+  discordWebhookId?: Prisma.SortOrder
+  discordWebhookHost?: Prisma.SortOrder
+  discordWebhookToken?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -539,6 +618,9 @@ export type CallbackEndpointMinOrderByAggregateInput = {
   payloadVersion?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
   publicKeySignatures?: Prisma.SortOrder
+  discordWebhookId?: Prisma.SortOrder
+  discordWebhookHost?: Prisma.SortOrder
+  discordWebhookToken?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -658,6 +740,10 @@ export type CallbackEndpointCreateWithoutServerInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -675,6 +761,10 @@ export type CallbackEndpointUncheckedCreateWithoutServerInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -722,6 +812,10 @@ export type CallbackEndpointScalarWhereInput = {
   payloadVersion?: Prisma.IntFilter<"CallbackEndpoint"> | number
   standardWebhooks?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
   publicKeySignatures?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
+  discordWebhookId?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordWebhookHost?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordWebhookToken?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordTemplates?: Prisma.JsonNullableFilter<"CallbackEndpoint">
   disabledAt?: Prisma.DateTimeNullableFilter<"CallbackEndpoint"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   createdAt?: Prisma.DateTimeFilter<"CallbackEndpoint"> | Date | string
@@ -736,6 +830,10 @@ export type CallbackEndpointCreateWithoutSecretsInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -754,6 +852,10 @@ export type CallbackEndpointUncheckedCreateWithoutSecretsInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -786,6 +888,10 @@ export type CallbackEndpointUpdateWithoutSecretsInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -804,6 +910,10 @@ export type CallbackEndpointUncheckedUpdateWithoutSecretsInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -820,6 +930,10 @@ export type CallbackEndpointCreateWithoutDeliveriesInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -838,6 +952,10 @@ export type CallbackEndpointUncheckedCreateWithoutDeliveriesInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -870,6 +988,10 @@ export type CallbackEndpointUpdateWithoutDeliveriesInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -888,6 +1010,10 @@ export type CallbackEndpointUncheckedUpdateWithoutDeliveriesInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -904,6 +1030,10 @@ export type CallbackEndpointCreateWithoutHealthInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -922,6 +1052,10 @@ export type CallbackEndpointUncheckedCreateWithoutHealthInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -954,6 +1088,10 @@ export type CallbackEndpointUpdateWithoutHealthInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -972,6 +1110,10 @@ export type CallbackEndpointUncheckedUpdateWithoutHealthInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -988,6 +1130,10 @@ export type CallbackEndpointCreateManyServerInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -1002,6 +1148,10 @@ export type CallbackEndpointUpdateWithoutServerInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1019,6 +1169,10 @@ export type CallbackEndpointUncheckedUpdateWithoutServerInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1036,6 +1190,10 @@ export type CallbackEndpointUncheckedUpdateManyWithoutServerInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1091,6 +1249,10 @@ export type CallbackEndpointSelect<ExtArgs extends runtime.Types.Extensions.Inte
   payloadVersion?: boolean
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: boolean
+  discordWebhookHost?: boolean
+  discordWebhookToken?: boolean
+  discordTemplates?: boolean
   disabledAt?: boolean
   disabledReason?: boolean
   createdAt?: boolean
@@ -1111,6 +1273,10 @@ export type CallbackEndpointSelectCreateManyAndReturn<ExtArgs extends runtime.Ty
   payloadVersion?: boolean
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: boolean
+  discordWebhookHost?: boolean
+  discordWebhookToken?: boolean
+  discordTemplates?: boolean
   disabledAt?: boolean
   disabledReason?: boolean
   createdAt?: boolean
@@ -1127,6 +1293,10 @@ export type CallbackEndpointSelectUpdateManyAndReturn<ExtArgs extends runtime.Ty
   payloadVersion?: boolean
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: boolean
+  discordWebhookHost?: boolean
+  discordWebhookToken?: boolean
+  discordTemplates?: boolean
   disabledAt?: boolean
   disabledReason?: boolean
   createdAt?: boolean
@@ -1143,13 +1313,17 @@ export type CallbackEndpointSelectScalar = {
   payloadVersion?: boolean
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: boolean
+  discordWebhookHost?: boolean
+  discordWebhookToken?: boolean
+  discordTemplates?: boolean
   disabledAt?: boolean
   disabledReason?: boolean
   createdAt?: boolean
   deletedAt?: boolean
 }
 
-export type CallbackEndpointOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "isDefault" | "url" | "eventTypes" | "payloadVersion" | "standardWebhooks" | "publicKeySignatures" | "disabledAt" | "disabledReason" | "createdAt" | "deletedAt", ExtArgs["result"]["callbackEndpoint"]>
+export type CallbackEndpointOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "isDefault" | "url" | "eventTypes" | "payloadVersion" | "standardWebhooks" | "publicKeySignatures" | "discordWebhookId" | "discordWebhookHost" | "discordWebhookToken" | "discordTemplates" | "disabledAt" | "disabledReason" | "createdAt" | "deletedAt", ExtArgs["result"]["callbackEndpoint"]>
 export type CallbackEndpointInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   secrets?: boolean | Prisma.CallbackEndpoint$secretsArgs<ExtArgs>
@@ -1196,6 +1370,19 @@ export type $CallbackEndpointPayload<ExtArgs extends runtime.Types.Extensions.In
      * Opt-in: its callbacks also carry Standard Webhooks' asymmetric `v1a` (ed25519) signature by the list's key.
      */
     publicKeySignatures: boolean
+    /**
+     * A Discord endpoint (docs/discord.md): its webhook's id and host, set together with the sealed token; null on a callback endpoint.
+     */
+    discordWebhookId: string | null
+    discordWebhookHost: string | null
+    /**
+     * The webhook's token, sealed with SECRETS_KEY (AES-256-GCM); never returned by any RPC.
+     */
+    discordWebhookToken: string | null
+    /**
+     * The owner's message templates by event type ({"heart.counted": "..."}); an event type without one uses the default.
+     */
+    discordTemplates: runtime.JsonValue | null
     disabledAt: Date | null
     disabledReason: string | null
     createdAt: Date
@@ -1635,6 +1822,10 @@ export interface CallbackEndpointFieldRefs {
   readonly payloadVersion: Prisma.FieldRef<"CallbackEndpoint", 'Int'>
   readonly standardWebhooks: Prisma.FieldRef<"CallbackEndpoint", 'Boolean'>
   readonly publicKeySignatures: Prisma.FieldRef<"CallbackEndpoint", 'Boolean'>
+  readonly discordWebhookId: Prisma.FieldRef<"CallbackEndpoint", 'String'>
+  readonly discordWebhookHost: Prisma.FieldRef<"CallbackEndpoint", 'String'>
+  readonly discordWebhookToken: Prisma.FieldRef<"CallbackEndpoint", 'String'>
+  readonly discordTemplates: Prisma.FieldRef<"CallbackEndpoint", 'Json'>
   readonly disabledAt: Prisma.FieldRef<"CallbackEndpoint", 'DateTime'>
   readonly disabledReason: Prisma.FieldRef<"CallbackEndpoint", 'String'>
   readonly createdAt: Prisma.FieldRef<"CallbackEndpoint", 'DateTime'>

@@ -6,6 +6,7 @@ import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, readRetrySchedule, type Ret
 import { CALLBACK_TIMEOUT_MS } from "./send-callback.js";
 import { DEFAULT_CONSUMER_STUCK_AFTER_MS, DEFAULT_KAFKA_SESSION_TIMEOUT_MS, DELIVERY_CONSUMER_GROUP } from "./consumer.js";
 import type { EnvReader } from "../../shared/runtime/config.js";
+import { DISCORD_API_BASE_URL, readDiscordApiBaseUrl } from "../../shared/adapters/discord-rest.js";
 
 /** Dispatcher settings shared by the delivery process and the all-in-one mode. */
 export interface DispatchSettings {
@@ -15,6 +16,8 @@ export interface DispatchSettings {
   concurrency: number;
   perServerConcurrency: number;
   pollIntervalMs: number;
+  /** DISCORD_API_BASE_URL: honoured only in development and tests (readDiscordApiBaseUrl); else Discord's. */
+  discordApiBaseUrl: string;
 }
 
 /** Defaults of the dispatcher settings: the delivery process's, the all-in-one's and createDeliveryWorker's. */
@@ -25,6 +28,7 @@ export const DEFAULT_DISPATCH_SETTINGS: Readonly<DispatchSettings> = Object.free
   concurrency: DEFAULT_DISPATCH_CONCURRENCY,
   perServerConcurrency: DEFAULT_PER_SERVER_CONCURRENCY,
   pollIntervalMs: DEFAULT_POLL_INTERVAL_MS,
+  discordApiBaseUrl: DISCORD_API_BASE_URL,
 });
 
 /** Default of the delivery process's OPS_PORT. */
@@ -54,6 +58,7 @@ export function readDispatchSettings(r: EnvReader): DispatchSettings {
     concurrency: r.int("DELIVERY_CONCURRENCY", DEFAULT_DISPATCH_SETTINGS.concurrency, { min: 1, max: 1000 }),
     perServerConcurrency: r.int("DELIVERY_PER_SERVER_CONCURRENCY", DEFAULT_DISPATCH_SETTINGS.perServerConcurrency, { min: 1, max: 100 }),
     pollIntervalMs: r.int("DELIVERY_POLL_INTERVAL_MS", DEFAULT_DISPATCH_SETTINGS.pollIntervalMs, { min: 10, max: 60_000 }),
+    discordApiBaseUrl: readDiscordApiBaseUrl(r),
   };
 }
 

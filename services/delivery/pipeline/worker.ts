@@ -66,6 +66,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps, settings: Deliver
     concurrency: dispatch.concurrency,
     perServerConcurrency: dispatch.perServerConcurrency,
     pollIntervalMs: dispatch.pollIntervalMs,
+    discordApiBaseUrl: dispatch.discordApiBaseUrl,
     ...(deps.registry ? { registry: deps.registry } : {}),
     ...(deps.transports ? { transports: deps.transports } : {}),
   });

@@ -167,7 +167,9 @@ export function withdrawDeliveriesSql(q: { serverId: string; heartIds: readonly 
   return Prisma.sql`
     UPDATE deliveries d SET status = ${statusSql(DELIVERY_TRANSITIONS.withdraw.to)}, attempts = d.attempts + 1, lease_until = NULL,
         last_status_code = NULL, last_error = ${q.reason}
-    WHERE d.server_id = ${q.serverId}::uuid AND d.heart_id = ANY(${[...q.heartIds]}::uuid[]) AND d.event_type = 'heart.counted' AND ${guard}
+    WHERE d.server_id = ${q.serverId}::uuid AND d.heart_id = ANY(${[...q.heartIds]}::uuid[]) AND d.event_type = 'heart.counted'
+      -- A Discord message announces the vote and pays nothing: pay-once never withdraws it.
+      AND d.transport <> 'discord' AND ${guard}
     RETURNING d.id, d.server_id`;
 }
 

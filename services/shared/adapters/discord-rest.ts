@@ -73,6 +73,11 @@ export type DiscordAnswer =
 export interface DiscordRest {
   /** Sends `call`, obeying Discord's rate limits; never throws for an outcome of the request. */
   request(call: DiscordCall): Promise<DiscordAnswer>;
+  /**
+   * When a request to `call`'s route could be sent as far as the limits known now say (epoch ms), or undefined when it
+   * could be sent now: a caller that composes its request late (a batch) waits for this first.
+   */
+  readyAt(call: Pick<DiscordCall, "path" | "botToken">): number | undefined;
   /** Closes the connections. */
   close(): Promise<void>;
 }
@@ -373,6 +378,10 @@ export function createDiscordRest(options: DiscordRestOptions = {}): DiscordRest
         if (queues.get(queueKey) === tail) queues.delete(queueKey);
       });
       return result;
+    },
+    readyAt(call) {
+      const blocked = blockedUntil(routeKeyOf(call.path), call.botToken ?? "");
+      return blocked === undefined ? undefined : (blocked.at ?? now() + 1_000);
     },
     async close() {
       if (own) await own.close();

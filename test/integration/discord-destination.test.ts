@@ -14,6 +14,12 @@ import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-sched
 import { runSql } from "../../services/shared/adapters/sql/executor.js";
 import { NOT_A_DISCORD_WEBHOOK } from "../../services/servers/discord-endpoint.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
+import { createClient } from "@connectrpc/connect";
+import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
+import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
+import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
+import { signInOwner, startDashboardGateway } from "../helpers/owner-session.js";
 import { eventually } from "../helpers/eventually.js";
 
 interface Context {
@@ -215,4 +221,43 @@ test("Unknown Webhook (10015) disables the endpoint like a 410; the webhook toke
     captured.raw.some((line) => line.includes(token)),
     "no log line carries the token",
   );
+});
+
+test("who may configure a Discord endpoint: the server's owner (dashboard session) and a list admin; another owner gets unknown server, a token without admin is refused", async (t) => {
+  const { stack } = t.context;
+  const { access, admin } = stack.clients;
+  const gatewayToken = (await access.createServiceToken({ name: "discord-gateway", scopes: ["ingest", "pull", "clicks:record", "dashboard"] })).token;
+  const gateway = await startDashboardGateway({ rpcUrl: stack.rpcUrl, token: gatewayToken, log: createLogger("test", "silent") });
+  try {
+    const serverOf = async (ownerId: string) => {
+      const { server } = await admin.createServer({ name: `Discord ${ownerId}`, registrationUrl: "https://example.com/register" });
+      await access.createOwner({ ownerId, displayName: ownerId });
+      await access.assignServer({ serverId: server!.id, ownerId });
+      return server!.id;
+    };
+    const mine = await serverOf("discord-owner-a");
+    const theirs = await serverOf("discord-owner-b");
+    const session = await signInOwner(access, gateway.url, "discord-owner-a");
+    const asOwnerA = createClient(
+      ServerAdminService,
+      withHeaders(createServiceTransport(stack.rpcUrl, gatewayToken), { [DASHBOARD_SESSION_HEADER]: session.sessionToken }),
+    );
+    const request = (serverId: string) => ({
+      serverId,
+      webhookUrl: "https://discord.com/api/webhooks/123456789012345678/abcdefghijklmnopqrstuvwxyz",
+      eventTypes: ["heart.counted"],
+    });
+    t.is((await asOwnerA.createDiscordEndpoint(request(mine))).endpoint?.kind, "discord", "the owner configures their own server");
+    const other = await refusal(asOwnerA.createDiscordEndpoint(request(theirs)));
+    t.is(other.code, Code.NotFound);
+    t.is(other.rawMessage, "unknown server", "another owner's server answers as a missing one");
+    t.is((await refusal(asOwnerA.previewDiscordMessage({ serverId: theirs, eventType: "heart.counted" }))).code, Code.NotFound);
+    t.is((await refusal(asOwnerA.setDiscordTemplates({ serverId: theirs, endpointId: "", templates: [] }))).code, Code.NotFound);
+    t.is((await admin.createDiscordEndpoint(request(theirs))).endpoint?.kind, "discord", "a list admin configures any server");
+    const readOnly = (await access.createServiceToken({ name: "discord-read", scopes: ["read"] })).token;
+    const reader = createClient(ServerAdminService, createServiceTransport(stack.rpcUrl, readOnly));
+    t.is((await refusal(reader.createDiscordEndpoint(request(mine)))).code, Code.PermissionDenied, "a token without admin cannot");
+  } finally {
+    await gateway.close();
+  }
 });

@@ -6,7 +6,8 @@
  * attempt record, an error text or a log line.
  */
 import anyTest, { type TestFn } from "ava";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
+import { rpcError } from "../../scripts/harness/referral-harness.js";
 import { Prisma } from "../../gen/prisma/client.js";
 import { startDiscordEmulator, type DiscordEmulator } from "../../scripts/harness/discord-emulator.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
@@ -19,7 +20,7 @@ import { ServerAdminService } from "../../gen/proto/servers/v1/servers_pb.js";
 import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
-import { signInOwner, startDashboardGateway } from "../helpers/owner-session.js";
+import { ownerApi, signInOwner, startDashboardGateway } from "../helpers/owner-session.js";
 import { eventually } from "../helpers/eventually.js";
 
 interface Context {
@@ -62,15 +63,6 @@ async function castHeart(stack: TestStack, serverId: string, username: string): 
     userAgent: "Mozilla/5.0 (discord destination test)",
   });
   if (!res.heartId) throw new Error(`the heart of ${username} did not count`);
-}
-
-async function refusal(call: Promise<unknown>): Promise<ConnectError> {
-  try {
-    await call;
-  } catch (error) {
-    return ConnectError.from(error);
-  }
-  throw new Error("the call was not refused");
 }
 
 test("1,000 votes in 10 s on one server reach one Discord channel in batched messages with zero second 429s from the emulator, every vote shown once", async (t) => {
@@ -128,7 +120,7 @@ test("only a Discord webhook URL is accepted: another host, http, a port, a quer
     `https://discord.com/api/channels/123456789012345678/${token}`,
     "not a url",
   ]) {
-    const error = await refusal(stack.clients.admin.createDiscordEndpoint({ serverId: server!.id, webhookUrl, eventTypes: ["heart.counted"] }));
+    const error = await rpcError(stack.clients.admin.createDiscordEndpoint({ serverId: server!.id, webhookUrl, eventTypes: ["heart.counted"] }));
     t.is(error.code, Code.InvalidArgument, webhookUrl);
     t.is(error.rawMessage, NOT_A_DISCORD_WEBHOOK);
     t.false(error.message.includes(token));
@@ -147,7 +139,7 @@ test("a template error is refused at save time with its line and column; a valid
   const { stack } = t.context;
   const { server } = await stack.clients.admin.createServer({ name: "Templates", registrationUrl: "https://example.com/register" });
   const serverId = server!.id;
-  const error = await refusal(
+  const error = await rpcError(
     stack.clients.admin.createDiscordEndpoint({
       serverId,
       webhookUrl: "https://discord.com/api/webhooks/123456789012345678/abcdefghijklmnopqrstuvwxyz",
@@ -157,7 +149,7 @@ test("a template error is refused at save time with its line and column; a valid
   );
   t.is(error.code, Code.InvalidArgument);
   t.regex(error.rawMessage, /^template for heart\.counted, line 2, column 16: unknown placeholder \{\{votes\}\}/);
-  const unclosed = await refusal(stack.clients.admin.previewDiscordMessage({ serverId, eventType: "heart.counted", template: "a\nb\n  {{player" }));
+  const unclosed = await rpcError(stack.clients.admin.previewDiscordMessage({ serverId, eventType: "heart.counted", template: "a\nb\n  {{player" }));
   t.regex(unclosed.rawMessage, /line 3, column 3: unclosed \{\{/);
 
   const { endpoint } = await stack.clients.admin.createDiscordEndpoint({
@@ -248,15 +240,35 @@ test("who may configure a Discord endpoint: the server's owner (dashboard sessio
       eventTypes: ["heart.counted"],
     });
     t.is((await asOwnerA.createDiscordEndpoint(request(mine))).endpoint?.kind, "discord", "the owner configures their own server");
-    const other = await refusal(asOwnerA.createDiscordEndpoint(request(theirs)));
+    const other = await rpcError(asOwnerA.createDiscordEndpoint(request(theirs)));
     t.is(other.code, Code.NotFound);
     t.is(other.rawMessage, "unknown server", "another owner's server answers as a missing one");
-    t.is((await refusal(asOwnerA.previewDiscordMessage({ serverId: theirs, eventType: "heart.counted" }))).code, Code.NotFound);
-    t.is((await refusal(asOwnerA.setDiscordTemplates({ serverId: theirs, endpointId: "", templates: [] }))).code, Code.NotFound);
+    t.is((await rpcError(asOwnerA.previewDiscordMessage({ serverId: theirs, eventType: "heart.counted" }))).code, Code.NotFound);
+    t.is((await rpcError(asOwnerA.setDiscordTemplates({ serverId: theirs, endpointId: "", templates: [] }))).code, Code.NotFound);
     t.is((await admin.createDiscordEndpoint(request(theirs))).endpoint?.kind, "discord", "a list admin configures any server");
+    // The dashboard: the owner adds a Discord channel, sees its webhook id (never its token) and previews a template.
+    const token = "DashboardWebhookTokenNeverShown_0123456789";
+    const added = await ownerApi(gateway.url, session, "POST", `/servers/${mine}/discord-endpoints`, {
+      webhook_url: `https://discord.com/api/webhooks/123456789012345677/${token}`,
+      event_types: ["heart.counted"],
+      templates: { "heart.counted": "{{player}} voted!" },
+    });
+    t.is(added.status, 201);
+    const listed = await ownerApi(gateway.url, session, "GET", `/servers/${mine}/endpoints`);
+    t.true(listed.text.includes('"discord_webhook_id":"123456789012345677"'));
+    t.false(`${added.text}${listed.text}`.includes(token), "the dashboard never shows the token");
+    const preview = await ownerApi(gateway.url, session, "POST", `/servers/${mine}/discord-preview`, {
+      event_type: "heart.counted",
+      template: "{{player}} voted!",
+    });
+    t.deepEqual(JSON.parse(preview.text), { content: "Steve voted!" });
+    const bad = await ownerApi(gateway.url, session, "POST", `/servers/${mine}/discord-preview`, { event_type: "heart.counted", template: "{{player}\n" });
+    t.is(bad.status, 400);
+    t.regex(bad.text, /line 1, column 1: unclosed/);
+    t.is((await ownerApi(gateway.url, session, "POST", `/servers/${theirs}/discord-endpoints`, { webhook_url: "x", event_types: [] })).status, 404);
     const readOnly = (await access.createServiceToken({ name: "discord-read", scopes: ["read"] })).token;
     const reader = createClient(ServerAdminService, createServiceTransport(stack.rpcUrl, readOnly));
-    t.is((await refusal(reader.createDiscordEndpoint(request(mine)))).code, Code.PermissionDenied, "a token without admin cannot");
+    t.is((await rpcError(reader.createDiscordEndpoint(request(mine)))).code, Code.PermissionDenied, "a token without admin cannot");
   } finally {
     await gateway.close();
   }

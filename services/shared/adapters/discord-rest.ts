@@ -78,7 +78,7 @@ export interface DiscordRest {
    * could be sent now: a caller that composes its request late (a batch) waits for this first.
    */
   readyAt(call: Pick<DiscordCall, "path" | "botToken">): number | undefined;
-  /** Closes the connections. */
+  /** Closes the connections (once; again: nothing). */
   close(): Promise<void>;
 }
 
@@ -384,7 +384,8 @@ export function createDiscordRest(options: DiscordRestOptions = {}): DiscordRest
       return blocked === undefined ? undefined : (blocked.at ?? now() + 1_000);
     },
     async close() {
-      if (own) await own.close();
+      // Closing twice (a dispatcher stopped twice) is a no-op, never undici's "client is destroyed".
+      if (own && !own.closed && !own.destroyed) await own.close();
     },
   };
 }

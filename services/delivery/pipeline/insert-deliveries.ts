@@ -133,7 +133,9 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
     ), candidates AS (
       -- A callback delivery per live endpoint subscribed to the event type (held while the endpoint
       -- has no URL), a Votifier one when set up, a pull one when the pull API is on and offers the event type.
-      SELECT i.*, d.transport, d.endpoint_id, ${sendableDeliverySql(room.now)} AND paid.by IS NULL AS sendable, paid.by AS paid_by
+      -- A Discord message announces the vote and pays nothing: never withdrawn by pay-once.
+      SELECT i.*, d.transport, d.endpoint_id, ${sendableDeliverySql(room.now)} AND (paid.by IS NULL OR d.transport = 'discord') AS sendable,
+             CASE WHEN d.transport <> 'discord' THEN paid.by END AS paid_by
       FROM input i
       JOIN servers s ON s.id = i.server_id
       -- Pay-once mode: a heart another transport already paid (the claim API pays from the ledger before its

@@ -372,6 +372,7 @@ export const ROUTES: readonly Route[] = [
         webhookUrl: readString(body, "webhook_url"),
         eventTypes: readStringList(body, "event_types") ?? [],
         templates: readDiscordTemplates(body),
+        embed: readOptionalBoolean(body, "embed") ?? false,
       },
       call,
     );
@@ -379,7 +380,7 @@ export const ROUTES: readonly Route[] = [
   }),
   route("PUT", "/servers/:serverId/endpoints/:endpointId/discord-templates", async ({ clients }, { params, body, call }) => {
     const { endpoint } = await clients.admin.setDiscordTemplates(
-      { serverId: params.serverId, endpointId: params.endpointId, templates: readDiscordTemplates(body) },
+      { serverId: params.serverId, endpointId: params.endpointId, templates: readDiscordTemplates(body), embed: readOptionalBoolean(body, "embed") },
       call,
     );
     return { body: { endpoint: toEndpointJson(endpoint) } };

@@ -181,6 +181,7 @@ export function toEndpointJson(e: CallbackEndpoint | undefined) {
     // A Discord endpoint: its webhook's id (never the token) and its templates by event type.
     discord_webhook_id: e.discordWebhookId,
     discord_templates: Object.fromEntries(e.discordTemplates.map((x) => [x.eventType, x.template])),
+    discord_embed: e.discordEmbed,
   };
 }
 

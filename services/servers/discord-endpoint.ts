@@ -75,7 +75,7 @@ export function toDiscordTemplates(raw: readonly { eventType: string; template: 
 export async function createDiscordEndpoint(
   deps: CoreDeps,
   serverId: string,
-  input: { webhook: DiscordWebhook; eventTypes: EndpointEventType[]; templates: Record<string, string> },
+  input: { webhook: DiscordWebhook; eventTypes: EndpointEventType[]; templates: Record<string, string>; embed: boolean },
 ): Promise<CallbackEndpoint> {
   const now = deps.now();
   return deps.prisma.$transaction(async (tx) => {
@@ -84,7 +84,14 @@ export async function createDiscordEndpoint(
     return insertDiscordEndpoint(
       tx,
       serverId,
-      { eventTypes: input.eventTypes, webhookId: input.webhook.id, webhookHost: input.webhook.host, sealedToken, templates: input.templates },
+      {
+        eventTypes: input.eventTypes,
+        webhookId: input.webhook.id,
+        webhookHost: input.webhook.host,
+        sealedToken,
+        templates: input.templates,
+        embed: input.embed,
+      },
       now,
     );
   });
@@ -96,12 +103,13 @@ export async function setDiscordTemplates(
   serverId: string,
   rawEndpointId: string,
   templates: Record<string, string>,
+  embed?: boolean,
 ): Promise<CallbackEndpoint> {
   return deps.prisma.$transaction(async (tx) => {
     await lockServer(tx, serverId);
     const endpoint = await findEndpoint(tx, serverId, rawEndpointId);
     if (endpoint.discordWebhookId === null) throw new DomainError("failed_precondition", "not a Discord endpoint");
-    return writeDiscordTemplates(tx, endpoint.id, templates);
+    return writeDiscordTemplates(tx, endpoint.id, templates, embed);
   });
 }
 

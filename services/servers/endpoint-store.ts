@@ -103,6 +103,8 @@ export interface NewDiscordEndpoint {
   webhookHost: string;
   sealedToken: string;
   templates: Record<string, string>;
+  /** Post as an embed's description instead of the content. */
+  embed: boolean;
 }
 
 /** Inserts a Discord endpoint (non-default, no URL, no callback secret) in the caller's transaction. */
@@ -115,14 +117,18 @@ export async function insertDiscordEndpoint(tx: Tx, serverId: string, input: New
       discordWebhookHost: input.webhookHost,
       discordWebhookToken: input.sealedToken,
       discordTemplates: input.templates,
+      discordEmbed: input.embed,
       createdAt: now,
     },
   });
 }
 
-/** Replaces a Discord endpoint's templates in the caller's transaction. */
-export async function writeDiscordTemplates(tx: Tx, endpointId: string, templates: Record<string, string>): Promise<CallbackEndpoint> {
-  return tx.callbackEndpoint.update({ where: { id: endpointId }, data: { discordTemplates: templates } });
+/** Replaces a Discord endpoint's templates (and, when given, its embed choice) in the caller's transaction. */
+export async function writeDiscordTemplates(tx: Tx, endpointId: string, templates: Record<string, string>, embed?: boolean): Promise<CallbackEndpoint> {
+  return tx.callbackEndpoint.update({
+    where: { id: endpointId },
+    data: { discordTemplates: templates, ...(embed === undefined ? {} : { discordEmbed: embed }) },
+  });
 }
 
 /** What UpdateEndpoint changes (checked; undefined: unchanged). */

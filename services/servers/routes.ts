@@ -225,12 +225,15 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
           webhook: parseDiscordWebhookUrl(req.webhookUrl),
           eventTypes: toEventTypes(req.eventTypes),
           templates: toDiscordTemplates(req.templates),
+          embed: req.embed,
         });
         return { endpoint: toEndpointProto(endpoint) };
       },
 
       async setDiscordTemplates(req) {
-        return { endpoint: toEndpointProto(await setDiscordTemplates(deps, req.serverId.trim(), req.endpointId, toDiscordTemplates(req.templates))) };
+        return {
+          endpoint: toEndpointProto(await setDiscordTemplates(deps, req.serverId.trim(), req.endpointId, toDiscordTemplates(req.templates), req.embed)),
+        };
       },
 
       async previewDiscordMessage(req) {
@@ -355,6 +358,7 @@ export function toEndpointProto(endpoint: EndpointRecord): MessageInitShape<type
     // The webhook's id only: its token is never returned.
     discordWebhookId: endpoint.discordWebhookId ?? "",
     discordTemplates: Object.entries(storedDiscordTemplates(endpoint)).map(([eventType, template]) => ({ eventType, template })),
+    discordEmbed: endpoint.discordEmbed,
   };
 }
 

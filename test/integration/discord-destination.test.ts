@@ -107,6 +107,29 @@ test("1,000 votes in 10 s on one server reach one Discord channel in batched mes
   t.deepEqual(counts, { delivered: 1000, attempts: 1000 });
 });
 
+test("an endpoint set to embeds posts its events as an embed's description, with nothing to ping", async (t) => {
+  const { stack, discord } = t.context;
+  const { server } = await stack.clients.admin.createServer({ name: "Embeds", registrationUrl: "https://example.com/register" });
+  const serverId = server!.id;
+  const channel = "900000000000001001";
+  const hook = discord.createWebhook(channel);
+  const { endpoint } = await stack.clients.admin.createDiscordEndpoint({ serverId, webhookUrl: pasted(hook), eventTypes: ["heart.counted"], embed: true });
+  t.true(endpoint?.discordEmbed);
+  for (const name of ["e001", "e002", "e003"]) await castHeart(stack, serverId, name);
+  const lines = await eventually(
+    () => {
+      const shown = discord.messages(channel).flatMap((m) => (m.embeds as Array<{ description?: string }>).flatMap((e) => (e.description ?? "").split("\n")));
+      return shown.length >= 3 ? shown : undefined;
+    },
+    { timeoutMs: 30_000, message: "the three votes shown" },
+  );
+  t.deepEqual([...lines].sort(), ["**e001** voted for **Embeds**!", "**e002** voted for **Embeds**!", "**e003** voted for **Embeds**!"]);
+  t.true(
+    discord.messages(channel).every((m) => m.content === ""),
+    "nothing in the content",
+  );
+});
+
 test("only a Discord webhook URL is accepted: another host, http, a port, a query or another path is refused with a clear error that never repeats the URL", async (t) => {
   const { stack } = t.context;
   const { server } = await stack.clients.admin.createServer({ name: "refusals", registrationUrl: "https://example.com/register" });

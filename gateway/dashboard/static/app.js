@@ -1196,6 +1196,7 @@
       ),
     );
     $("discord-template").value = e ? (e.discord_templates["heart.counted"] ?? "") : "";
+    $("discord-embed").checked = e ? e.discord_embed : false;
     $("discord-preview").textContent = "";
     $("discord-form").hidden = false;
   }
@@ -1218,13 +1219,14 @@
     event.preventDefault();
     run(event.submitter, async () => {
       if (discordState.editing) {
-        await api("PUT", endpointPath(discordState.editing, "/discord-templates"), { templates: discordTemplates() });
+        await api("PUT", endpointPath(discordState.editing, "/discord-templates"), { templates: discordTemplates(), embed: $("discord-embed").checked });
         showOk("Discord message saved.");
       } else {
         await api("POST", serverPath("/discord-endpoints"), {
           webhook_url: $("discord-webhook-url").value,
           event_types: [...document.querySelectorAll('input[name="discord-event-type"]:checked')].map((box) => box.value),
           templates: discordTemplates(),
+          embed: $("discord-embed").checked,
         });
         showOk("Discord channel added.");
       }

@@ -429,6 +429,7 @@ export const CallbackEndpointScalarFieldEnum = {
   discordWebhookHost: 'discordWebhookHost',
   discordWebhookToken: 'discordWebhookToken',
   discordTemplates: 'discordTemplates',
+  discordEmbed: 'discordEmbed',
   disabledAt: 'disabledAt',
   disabledReason: 'disabledReason',
   createdAt: 'createdAt',

@@ -48,6 +48,7 @@ export type CallbackEndpointMinAggregateOutputType = {
   discordWebhookId: string | null
   discordWebhookHost: string | null
   discordWebhookToken: string | null
+  discordEmbed: boolean | null
   disabledAt: Date | null
   disabledReason: string | null
   createdAt: Date | null
@@ -65,6 +66,7 @@ export type CallbackEndpointMaxAggregateOutputType = {
   discordWebhookId: string | null
   discordWebhookHost: string | null
   discordWebhookToken: string | null
+  discordEmbed: boolean | null
   disabledAt: Date | null
   disabledReason: string | null
   createdAt: Date | null
@@ -84,6 +86,7 @@ export type CallbackEndpointCountAggregateOutputType = {
   discordWebhookHost: number
   discordWebhookToken: number
   discordTemplates: number
+  discordEmbed: number
   disabledAt: number
   disabledReason: number
   createdAt: number
@@ -111,6 +114,7 @@ export type CallbackEndpointMinAggregateInputType = {
   discordWebhookId?: true
   discordWebhookHost?: true
   discordWebhookToken?: true
+  discordEmbed?: true
   disabledAt?: true
   disabledReason?: true
   createdAt?: true
@@ -128,6 +132,7 @@ export type CallbackEndpointMaxAggregateInputType = {
   discordWebhookId?: true
   discordWebhookHost?: true
   discordWebhookToken?: true
+  discordEmbed?: true
   disabledAt?: true
   disabledReason?: true
   createdAt?: true
@@ -147,6 +152,7 @@ export type CallbackEndpointCountAggregateInputType = {
   discordWebhookHost?: true
   discordWebhookToken?: true
   discordTemplates?: true
+  discordEmbed?: true
   disabledAt?: true
   disabledReason?: true
   createdAt?: true
@@ -253,6 +259,7 @@ export type CallbackEndpointGroupByOutputType = {
   discordWebhookHost: string | null
   discordWebhookToken: string | null
   discordTemplates: runtime.JsonValue | null
+  discordEmbed: boolean
   disabledAt: Date | null
   disabledReason: string | null
   createdAt: Date
@@ -295,6 +302,7 @@ export type CallbackEndpointWhereInput = {
   discordWebhookHost?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   discordWebhookToken?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   discordTemplates?: Prisma.JsonNullableFilter<"CallbackEndpoint">
+  discordEmbed?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
   disabledAt?: Prisma.DateTimeNullableFilter<"CallbackEndpoint"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   createdAt?: Prisma.DateTimeFilter<"CallbackEndpoint"> | Date | string
@@ -318,6 +326,7 @@ export type CallbackEndpointOrderByWithRelationInput = {
   discordWebhookHost?: Prisma.SortOrderInput | Prisma.SortOrder
   discordWebhookToken?: Prisma.SortOrderInput | Prisma.SortOrder
   discordTemplates?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordEmbed?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   disabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -345,6 +354,7 @@ export type CallbackEndpointWhereUniqueInput = Prisma.AtLeast<{
   discordWebhookHost?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   discordWebhookToken?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   discordTemplates?: Prisma.JsonNullableFilter<"CallbackEndpoint">
+  discordEmbed?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
   disabledAt?: Prisma.DateTimeNullableFilter<"CallbackEndpoint"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   createdAt?: Prisma.DateTimeFilter<"CallbackEndpoint"> | Date | string
@@ -368,6 +378,7 @@ export type CallbackEndpointOrderByWithAggregationInput = {
   discordWebhookHost?: Prisma.SortOrderInput | Prisma.SortOrder
   discordWebhookToken?: Prisma.SortOrderInput | Prisma.SortOrder
   discordTemplates?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordEmbed?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   disabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -395,6 +406,7 @@ export type CallbackEndpointScalarWhereWithAggregatesInput = {
   discordWebhookHost?: Prisma.StringNullableWithAggregatesFilter<"CallbackEndpoint"> | string | null
   discordWebhookToken?: Prisma.StringNullableWithAggregatesFilter<"CallbackEndpoint"> | string | null
   discordTemplates?: Prisma.JsonNullableWithAggregatesFilter<"CallbackEndpoint">
+  discordEmbed?: Prisma.BoolWithAggregatesFilter<"CallbackEndpoint"> | boolean
   disabledAt?: Prisma.DateTimeNullableWithAggregatesFilter<"CallbackEndpoint"> | Date | string | null
   disabledReason?: Prisma.StringNullableWithAggregatesFilter<"CallbackEndpoint"> | string | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"CallbackEndpoint"> | Date | string
@@ -413,6 +425,7 @@ export type CallbackEndpointCreateInput = {
   discordWebhookHost?: string | null
   discordWebhookToken?: string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -436,6 +449,7 @@ export type CallbackEndpointUncheckedCreateInput = {
   discordWebhookHost?: string | null
   discordWebhookToken?: string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -457,6 +471,7 @@ export type CallbackEndpointUpdateInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -480,6 +495,7 @@ export type CallbackEndpointUncheckedUpdateInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -502,6 +518,7 @@ export type CallbackEndpointCreateManyInput = {
   discordWebhookHost?: string | null
   discordWebhookToken?: string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -520,6 +537,7 @@ export type CallbackEndpointUpdateManyMutationInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -539,6 +557,7 @@ export type CallbackEndpointUncheckedUpdateManyInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -583,6 +602,7 @@ export type CallbackEndpointCountOrderByAggregateInput = {
   discordWebhookHost?: Prisma.SortOrder
   discordWebhookToken?: Prisma.SortOrder
   discordTemplates?: Prisma.SortOrder
+  discordEmbed?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -604,6 +624,7 @@ export type CallbackEndpointMaxOrderByAggregateInput = {
   discordWebhookId?: Prisma.SortOrder
   discordWebhookHost?: Prisma.SortOrder
   discordWebhookToken?: Prisma.SortOrder
+  discordEmbed?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -621,6 +642,7 @@ export type CallbackEndpointMinOrderByAggregateInput = {
   discordWebhookId?: Prisma.SortOrder
   discordWebhookHost?: Prisma.SortOrder
   discordWebhookToken?: Prisma.SortOrder
+  discordEmbed?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -744,6 +766,7 @@ export type CallbackEndpointCreateWithoutServerInput = {
   discordWebhookHost?: string | null
   discordWebhookToken?: string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -765,6 +788,7 @@ export type CallbackEndpointUncheckedCreateWithoutServerInput = {
   discordWebhookHost?: string | null
   discordWebhookToken?: string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -816,6 +840,7 @@ export type CallbackEndpointScalarWhereInput = {
   discordWebhookHost?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   discordWebhookToken?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   discordTemplates?: Prisma.JsonNullableFilter<"CallbackEndpoint">
+  discordEmbed?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
   disabledAt?: Prisma.DateTimeNullableFilter<"CallbackEndpoint"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   createdAt?: Prisma.DateTimeFilter<"CallbackEndpoint"> | Date | string
@@ -834,6 +859,7 @@ export type CallbackEndpointCreateWithoutSecretsInput = {
   discordWebhookHost?: string | null
   discordWebhookToken?: string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -856,6 +882,7 @@ export type CallbackEndpointUncheckedCreateWithoutSecretsInput = {
   discordWebhookHost?: string | null
   discordWebhookToken?: string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -892,6 +919,7 @@ export type CallbackEndpointUpdateWithoutSecretsInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -914,6 +942,7 @@ export type CallbackEndpointUncheckedUpdateWithoutSecretsInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -934,6 +963,7 @@ export type CallbackEndpointCreateWithoutDeliveriesInput = {
   discordWebhookHost?: string | null
   discordWebhookToken?: string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -956,6 +986,7 @@ export type CallbackEndpointUncheckedCreateWithoutDeliveriesInput = {
   discordWebhookHost?: string | null
   discordWebhookToken?: string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -992,6 +1023,7 @@ export type CallbackEndpointUpdateWithoutDeliveriesInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1014,6 +1046,7 @@ export type CallbackEndpointUncheckedUpdateWithoutDeliveriesInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1034,6 +1067,7 @@ export type CallbackEndpointCreateWithoutHealthInput = {
   discordWebhookHost?: string | null
   discordWebhookToken?: string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -1056,6 +1090,7 @@ export type CallbackEndpointUncheckedCreateWithoutHealthInput = {
   discordWebhookHost?: string | null
   discordWebhookToken?: string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -1092,6 +1127,7 @@ export type CallbackEndpointUpdateWithoutHealthInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1114,6 +1150,7 @@ export type CallbackEndpointUncheckedUpdateWithoutHealthInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1134,6 +1171,7 @@ export type CallbackEndpointCreateManyServerInput = {
   discordWebhookHost?: string | null
   discordWebhookToken?: string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -1152,6 +1190,7 @@ export type CallbackEndpointUpdateWithoutServerInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1173,6 +1212,7 @@ export type CallbackEndpointUncheckedUpdateWithoutServerInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1194,6 +1234,7 @@ export type CallbackEndpointUncheckedUpdateManyWithoutServerInput = {
   discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1253,6 +1294,7 @@ export type CallbackEndpointSelect<ExtArgs extends runtime.Types.Extensions.Inte
   discordWebhookHost?: boolean
   discordWebhookToken?: boolean
   discordTemplates?: boolean
+  discordEmbed?: boolean
   disabledAt?: boolean
   disabledReason?: boolean
   createdAt?: boolean
@@ -1277,6 +1319,7 @@ export type CallbackEndpointSelectCreateManyAndReturn<ExtArgs extends runtime.Ty
   discordWebhookHost?: boolean
   discordWebhookToken?: boolean
   discordTemplates?: boolean
+  discordEmbed?: boolean
   disabledAt?: boolean
   disabledReason?: boolean
   createdAt?: boolean
@@ -1297,6 +1340,7 @@ export type CallbackEndpointSelectUpdateManyAndReturn<ExtArgs extends runtime.Ty
   discordWebhookHost?: boolean
   discordWebhookToken?: boolean
   discordTemplates?: boolean
+  discordEmbed?: boolean
   disabledAt?: boolean
   disabledReason?: boolean
   createdAt?: boolean
@@ -1317,13 +1361,14 @@ export type CallbackEndpointSelectScalar = {
   discordWebhookHost?: boolean
   discordWebhookToken?: boolean
   discordTemplates?: boolean
+  discordEmbed?: boolean
   disabledAt?: boolean
   disabledReason?: boolean
   createdAt?: boolean
   deletedAt?: boolean
 }
 
-export type CallbackEndpointOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "isDefault" | "url" | "eventTypes" | "payloadVersion" | "standardWebhooks" | "publicKeySignatures" | "discordWebhookId" | "discordWebhookHost" | "discordWebhookToken" | "discordTemplates" | "disabledAt" | "disabledReason" | "createdAt" | "deletedAt", ExtArgs["result"]["callbackEndpoint"]>
+export type CallbackEndpointOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "isDefault" | "url" | "eventTypes" | "payloadVersion" | "standardWebhooks" | "publicKeySignatures" | "discordWebhookId" | "discordWebhookHost" | "discordWebhookToken" | "discordTemplates" | "discordEmbed" | "disabledAt" | "disabledReason" | "createdAt" | "deletedAt", ExtArgs["result"]["callbackEndpoint"]>
 export type CallbackEndpointInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   secrets?: boolean | Prisma.CallbackEndpoint$secretsArgs<ExtArgs>
@@ -1383,6 +1428,10 @@ export type $CallbackEndpointPayload<ExtArgs extends runtime.Types.Extensions.In
      * The owner's message templates by event type ({"heart.counted": "..."}); an event type without one uses the default.
      */
     discordTemplates: runtime.JsonValue | null
+    /**
+     * A Discord endpoint posts its events as an embed's description (true) or as the message's content (false).
+     */
+    discordEmbed: boolean
     disabledAt: Date | null
     disabledReason: string | null
     createdAt: Date
@@ -1826,6 +1875,7 @@ export interface CallbackEndpointFieldRefs {
   readonly discordWebhookHost: Prisma.FieldRef<"CallbackEndpoint", 'String'>
   readonly discordWebhookToken: Prisma.FieldRef<"CallbackEndpoint", 'String'>
   readonly discordTemplates: Prisma.FieldRef<"CallbackEndpoint", 'Json'>
+  readonly discordEmbed: Prisma.FieldRef<"CallbackEndpoint", 'Boolean'>
   readonly disabledAt: Prisma.FieldRef<"CallbackEndpoint", 'DateTime'>
   readonly disabledReason: Prisma.FieldRef<"CallbackEndpoint", 'String'>
   readonly createdAt: Prisma.FieldRef<"CallbackEndpoint", 'DateTime'>

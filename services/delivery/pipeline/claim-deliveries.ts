@@ -54,7 +54,7 @@ export interface ClaimedDelivery {
   /** Votifier settings (Votifier deliveries), with the token still sealed; null when not configured. */
   votifier: { host: string; port: number; serviceName: string; sealedToken: string } | null;
   /** A Discord delivery's endpoint: its webhook (the token still sealed), its templates and the server's name; null otherwise. */
-  discord?: { webhookId: string; sealedToken: string; templates: Record<string, string>; serverName: string } | null;
+  discord?: { webhookId: string; sealedToken: string; templates: Record<string, string>; serverName: string; embed: boolean } | null;
   /**
    * The endpoint's active callback secrets, still sealed, newest first, as the claim read them
    * (so a rotation is seen by the next claim); absent when not read with the delivery, and the
@@ -357,6 +357,7 @@ export function claimedColumnsSql(now: Date): Prisma.Sql {
   CASE WHEN d.transport = 'discord' THEN e.discord_webhook_id END AS discord_webhook_id,
   CASE WHEN d.transport = 'discord' THEN e.discord_webhook_token END AS discord_webhook_token,
   CASE WHEN d.transport = 'discord' THEN e.discord_templates END AS discord_templates,
+  CASE WHEN d.transport = 'discord' THEN e.discord_embed END AS discord_embed,
   CASE WHEN d.transport = 'discord' THEN s.name END AS server_name,
   CASE WHEN d.transport = 'callback' THEN ${sealedActiveSecretsJsonSql(Prisma.sql`d.endpoint_id`, "callback", now, "endpoint")} END AS callback_secrets`;
 }
@@ -397,6 +398,7 @@ export interface LeasedRow {
   discord_webhook_id: string | null;
   discord_webhook_token: string | null;
   discord_templates: Record<string, string> | null;
+  discord_embed: boolean | null;
   server_name: string | null;
   /** The claim's rows only: an earlier lease had run out unrecorded. */
   taken_over?: boolean;
@@ -454,7 +456,13 @@ export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
     payOnce: r.pay_once,
     discord:
       r.discord_webhook_id !== null && r.discord_webhook_token !== null
-        ? { webhookId: r.discord_webhook_id, sealedToken: r.discord_webhook_token, templates: r.discord_templates ?? {}, serverName: r.server_name ?? "" }
+        ? {
+            webhookId: r.discord_webhook_id,
+            sealedToken: r.discord_webhook_token,
+            templates: r.discord_templates ?? {},
+            serverName: r.server_name ?? "",
+            embed: r.discord_embed === true,
+          }
         : null,
     ...(r.taken_over === true ? { takenOver: true } : {}),
   };

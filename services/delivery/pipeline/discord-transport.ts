@@ -5,6 +5,7 @@ import {
   cutToChars,
   defaultDiscordTemplate,
   DISCORD_CONTENT_MAX_CHARS,
+  DISCORD_EMBED_DESCRIPTION_MAX_CHARS,
   renderDiscordTemplate,
   type DiscordValues,
 } from "../../shared/values/discord-template.js";
@@ -105,7 +106,9 @@ export function createDiscordTransport(deps: DiscordTransportDeps): Transport {
     // Lines in order; what does not fit in one message waits for the next (handed-over ones) or is given back (leased here).
     const lines: string[] = [];
     let length = 0;
-    const fits = (line: string) => length + (lines.length > 0 ? 1 : 0) + [...line].length <= DISCORD_CONTENT_MAX_CHARS;
+    // An embed's description holds up to 4,096 characters; the content 2,000.
+    const maxChars = hook.embed ? DISCORD_EMBED_DESCRIPTION_MAX_CHARS : DISCORD_CONTENT_MAX_CHARS;
+    const fits = (line: string) => length + (lines.length > 0 ? 1 : 0) + [...line].length <= maxChars;
     const sentTaken: Waiting[] = [];
     for (const w of taken) {
       const line = renderLine(w.delivery);
@@ -131,7 +134,10 @@ export function createDiscordTransport(deps: DiscordTransportDeps): Transport {
     }
     // Failure policy: a sibling that did not fit is given back at once (its lease released) for the next message.
     await Promise.all(givenBack.map((d) => releaseLease(deps.prisma, d)));
-    const body = { content: lines.join("\n"), allowed_mentions: { parse: [] as string[] } };
+    const text = lines.join("\n");
+    const body = hook.embed
+      ? { embeds: [{ description: text }], allowed_mentions: { parse: [] as string[] } }
+      : { content: text, allowed_mentions: { parse: [] as string[] } };
     const started = deps.now().getTime();
     const answer = await deps.rest.request({ method: "POST", path, query: { wait: "true" }, body, maxWaitMs });
     const outcome = toOutcome(answer, hook.webhookId, JSON.stringify(body), deps.now().getTime() - started);

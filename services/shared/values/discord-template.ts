@@ -6,6 +6,8 @@
 
 /** Discord's limit on a message's content, in characters. */
 export const DISCORD_CONTENT_MAX_CHARS = 2000;
+/** Discord's limit on an embed's description, in characters. */
+export const DISCORD_EMBED_DESCRIPTION_MAX_CHARS = 4096;
 /** The longest template an owner may save (one event's text; a batched message holds several). */
 export const DISCORD_TEMPLATE_MAX_CHARS = 500;
 

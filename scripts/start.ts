@@ -354,7 +354,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
   const retention = createRetentionLoop({ db: prisma, settings: config.retention, log, registry: metrics.registry, now });
   const periodCloser = createPeriodCloserLoop({ prisma, settings: config.periodCloser, log, now });
   const goalPayer = createGoalPayerLoop({ prisma, settings: config.goalPayer, log, now });
-  const delivery = createDeliveryWorker({ prisma, bus, secretBox, log, now, registry: metrics.registry }, config.dispatch);
+  const delivery = createDeliveryWorker({ prisma, bus, secretBox, log, now, registry: metrics.registry, discord }, config.dispatch);
   // Voter roles run beside the delivery worker, as in the delivery process (services/delivery/main.ts), on the one Discord client.
   const voterRoles = createVoterRoleLoop({ db: prisma, discord, secretBox, log, now, ...config.voterRoles });
 

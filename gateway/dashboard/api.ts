@@ -367,6 +367,39 @@ export const ROUTES: readonly Route[] = [
     );
     return { body: { endpoint: toEndpointJson(endpoint) } };
   }),
+  // Discord endpoints (docs/discord.md): the webhook URL in, its id out (the token is never shown again); templates and preview.
+  route("POST", "/servers/:serverId/discord-endpoints", async ({ clients }, { params, body, call }) => {
+    const { endpoint } = await clients.admin.createDiscordEndpoint(
+      {
+        serverId: params.serverId,
+        webhookUrl: readString(body, "webhook_url"),
+        eventTypes: readStringList(body, "event_types") ?? [],
+        templates: readDiscordTemplates(body),
+        embed: readOptionalBoolean(body, "embed") ?? false,
+      },
+      call,
+    );
+    return { status: 201, body: { endpoint: toEndpointJson(endpoint) } };
+  }),
+  route("PUT", "/servers/:serverId/endpoints/:endpointId/discord-templates", async ({ clients }, { params, body, call }) => {
+    const { endpoint } = await clients.admin.setDiscordTemplates(
+      { serverId: params.serverId, endpointId: params.endpointId, templates: readDiscordTemplates(body), embed: readOptionalBoolean(body, "embed") },
+      call,
+    );
+    return { body: { endpoint: toEndpointJson(endpoint) } };
+  }),
+  route("POST", "/servers/:serverId/discord-preview", async ({ clients }, { params, body, call }) => {
+    const { content } = await clients.admin.previewDiscordMessage(
+      {
+        serverId: params.serverId,
+        eventType: readString(body, "event_type"),
+        template: readString(body, "template"),
+        endpointId: readString(body, "endpoint_id"),
+      },
+      call,
+    );
+    return { body: { content } };
+  }),
   route("POST", "/servers/:serverId/endpoints/:endpointId/enable", async ({ clients }, { params, call }) => {
     const { endpoint } = await clients.admin.enableCallback({ serverId: params.serverId, endpointId: params.endpointId }, call);
     return { body: { endpoint: toEndpointJson(endpoint) } };
@@ -746,6 +779,16 @@ function readBoolean(body: Record<string, unknown>, field: string): boolean {
 function readOptionalBoolean(body: Record<string, unknown>, field: string): boolean | undefined {
   const value = body[field];
   return value === undefined || value === null ? undefined : readBoolean(body, field);
+}
+
+/** `templates`: an object of template text by event type (absent: none); the service checks them. */
+function readDiscordTemplates(body: Record<string, unknown>): Array<{ eventType: string; template: string }> {
+  const value = body.templates;
+  if (value === undefined || value === null) return [];
+  if (typeof value !== "object" || Array.isArray(value) || !Object.values(value).every((v) => typeof v === "string")) {
+    throw new ApiError("templates must be an object of template text by event type");
+  }
+  return Object.entries(value as Record<string, string>).map(([eventType, template]) => ({ eventType, template }));
 }
 
 /** An optional list of strings (undefined when absent or null); the service checks the values. */

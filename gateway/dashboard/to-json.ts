@@ -179,6 +179,11 @@ export function toEndpointJson(e: CallbackEndpoint | undefined) {
     disabled_at: toIso(e.disabledAt),
     disabled_reason: e.disabledReason,
     created_at: toIso(e.createdAt),
+    kind: e.kind || "callback",
+    // A Discord endpoint: its webhook's id (never the token) and its templates by event type.
+    discord_webhook_id: e.discordWebhookId,
+    discord_templates: Object.fromEntries(e.discordTemplates.map((x) => [x.eventType, x.template])),
+    discord_embed: e.discordEmbed,
   };
 }
 

@@ -70,7 +70,8 @@ export type DeliveryStatus = (typeof DeliveryStatus)[keyof typeof DeliveryStatus
 export const DeliveryTransport = {
   callback: 'callback',
   votifier: 'votifier',
-  pull: 'pull'
+  pull: 'pull',
+  discord: 'discord'
 } as const
 
 export type DeliveryTransport = (typeof DeliveryTransport)[keyof typeof DeliveryTransport]

@@ -59,6 +59,10 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "servers.v1.ServerAdminService/ListEndpoints": { scope: "read", owner: server },
   "servers.v1.ServerAdminService/UpdateEndpoint": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/DeleteEndpoint": { scope: "admin", owner: server },
+  // Discord endpoints (docs/discord.md): the server's own, like the callback endpoints.
+  "servers.v1.ServerAdminService/CreateDiscordEndpoint": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/SetDiscordTemplates": { scope: "admin", owner: server },
+  "servers.v1.ServerAdminService/PreviewDiscordMessage": { scope: "read", owner: server },
   "servers.v1.ServerAdminService/SetVotifierSettings": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/SetPullEnabled": { scope: "admin", owner: server },
   "servers.v1.ServerAdminService/SetPullEventTypes": { scope: "admin", owner: server },

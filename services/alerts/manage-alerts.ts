@@ -31,7 +31,10 @@ import { requireServerId } from "../servers/server-exists.js";
 import { BAD_EMAIL_TEXT } from "../reminders/manage-reminder.js";
 import { normalizeEmail } from "../reminders/domain/reminder-schedule.js";
 import { listAlertsSql, markAlertsReadSql, readChannelsSql, upsertChannelsSql, type ListedAlert, type StoredChannels } from "./alert-store.js";
-import { parseDiscordWebhookUrl, WEBHOOK_URL_TEXT } from "./discord-webhook-url.js";
+import { readDiscordWebhookUrl } from "../shared/values/discord-webhook-url.js";
+
+/** The refusal of an alert channel URL that is not a Discord webhook (never repeating the URL: it carries the token). */
+export const WEBHOOK_URL_TEXT = "a Discord webhook URL is https://discord.com/api/webhooks/<id>/<token>";
 
 /**
  * OwnerAlertService's use cases (docs/owner-alerts.md): an owner's alert channels and alert list. Who: an owner's
@@ -59,7 +62,7 @@ export function ownerOf(ctx: HandlerContext, requested: string): string {
 }
 
 function toChannels(deps: CoreDeps, stored: StoredChannels | undefined): AlertChannels {
-  const webhook = stored?.discord_webhook ? parseDiscordWebhookUrl(deps.secretBox.open(stored.discord_webhook)) : undefined;
+  const webhook = stored?.discord_webhook ? readDiscordWebhookUrl(deps.secretBox.open(stored.discord_webhook)) : undefined;
   return create(AlertChannelsSchema, {
     email: stored?.email ?? "",
     discordWebhookSet: stored?.discord_webhook != null,
@@ -86,7 +89,7 @@ export async function setAlertChannels(deps: CoreDeps, req: SetAlertChannelsRequ
   let webhook: string | null | undefined;
   if (req.removeDiscordWebhook) webhook = null;
   else if (req.discordWebhookUrl !== undefined && req.discordWebhookUrl.trim() !== "") {
-    if (parseDiscordWebhookUrl(req.discordWebhookUrl) === undefined) throw new DomainError("invalid_argument", WEBHOOK_URL_TEXT);
+    if (readDiscordWebhookUrl(req.discordWebhookUrl) === undefined) throw new DomainError("invalid_argument", WEBHOOK_URL_TEXT);
     webhook = deps.secretBox.seal(req.discordWebhookUrl.trim());
   }
   const [stored] = await runSql<StoredChannels>(deps.prisma, upsertChannelsSql(ownerId, email, webhook, deps.now()));

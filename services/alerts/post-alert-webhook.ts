@@ -1,5 +1,5 @@
 import type { DiscordRest } from "../shared/adapters/discord-rest.js";
-import { parseDiscordWebhookUrl, webhookPathOf } from "./discord-webhook-url.js";
+import { readDiscordWebhookUrl, webhookPathOf } from "../shared/values/discord-webhook-url.js";
 import type { PostDiscordWebhook } from "./send-alert-digests.js";
 
 /** The longest an alert digest waits for a Discord rate limit before it is retried at the next pass instead. */
@@ -13,7 +13,7 @@ export const ALERT_DISCORD_MAX_WAIT_MS = 10_000;
  */
 export function createAlertWebhookPoster(discord: DiscordRest): PostDiscordWebhook {
   return async (webhookUrl, message) => {
-    const webhook = parseDiscordWebhookUrl(webhookUrl);
+    const webhook = readDiscordWebhookUrl(webhookUrl);
     if (webhook === undefined) return { kind: "permanent", reason: "stored webhook URL is not a Discord webhook" };
     const answer = await discord.request({ method: "POST", path: webhookPathOf(webhook), body: message, maxWaitMs: ALERT_DISCORD_MAX_WAIT_MS });
     if (answer.kind === "ok") return { kind: "ok" };

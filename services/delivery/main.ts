@@ -18,9 +18,9 @@ runService({
   create(config, { log, metrics, startup }) {
     const prisma = createPrisma(config.databaseUrl, { maxConnections: 10 });
     const bus = createKafkaBus({ brokers: config.kafkaBrokers, clientId: "delivery", log });
-    const worker = createDeliveryWorker({ prisma, bus, secretBox: config.secretBox, log, registry: metrics.registry }, config);
-    // The one Discord client of the process: every Discord call obeys its rate limits.
+    // The one Discord client of the process (the Discord destination and voter roles): every Discord call obeys its rate limits.
     const discord = createDiscordRest({ baseUrl: config.discordApiBaseUrl });
+    const worker = createDeliveryWorker({ prisma, bus, secretBox: config.secretBox, log, registry: metrics.registry, discord }, config);
     const voterRoles = createVoterRoleLoop({
       db: prisma,
       discord,

@@ -96,6 +96,41 @@ export async function createEndpoint(deps: CoreDeps, serverId: string, input: Ne
   });
 }
 
+/** What a Discord endpoint stores (services/servers/discord-endpoint.ts checks it): the webhook's token already sealed. */
+export interface NewDiscordEndpoint {
+  eventTypes: EndpointEventType[];
+  webhookId: string;
+  webhookHost: string;
+  sealedToken: string;
+  templates: Record<string, string>;
+  /** Post as an embed's description instead of the content. */
+  embed: boolean;
+}
+
+/** Inserts a Discord endpoint (non-default, no URL, no callback secret) in the caller's transaction. */
+export async function insertDiscordEndpoint(tx: Tx, serverId: string, input: NewDiscordEndpoint, now: Date): Promise<CallbackEndpoint> {
+  return tx.callbackEndpoint.create({
+    data: {
+      serverId,
+      eventTypes: input.eventTypes,
+      discordWebhookId: input.webhookId,
+      discordWebhookHost: input.webhookHost,
+      discordWebhookToken: input.sealedToken,
+      discordTemplates: input.templates,
+      discordEmbed: input.embed,
+      createdAt: now,
+    },
+  });
+}
+
+/** Replaces a Discord endpoint's templates (and, when given, its embed choice) in the caller's transaction. */
+export async function writeDiscordTemplates(tx: Tx, endpointId: string, templates: Record<string, string>, embed?: boolean): Promise<CallbackEndpoint> {
+  return tx.callbackEndpoint.update({
+    where: { id: endpointId },
+    data: { discordTemplates: templates, ...(embed === undefined ? {} : { discordEmbed: embed }) },
+  });
+}
+
 /** What UpdateEndpoint changes (checked; undefined: unchanged). */
 export interface EndpointChange {
   url?: string | null;
@@ -122,7 +157,9 @@ export async function updateEndpoint(
   return deps.prisma.$transaction(async (tx) => {
     await lockServer(tx, serverId);
     const endpoint = await findEndpoint(tx, serverId, rawEndpointId);
-    if (change.url === null && !endpoint.isDefault) throw new DomainError("invalid_argument", requiredText("url"));
+    if (change.url === null && !endpoint.isDefault && endpoint.discordWebhookId === null) throw new DomainError("invalid_argument", requiredText("url"));
+    if (change.url !== undefined && endpoint.discordWebhookId !== null)
+      throw new DomainError("failed_precondition", "a Discord endpoint has no callback URL: create a new Discord endpoint for another webhook");
     const updated = await tx.callbackEndpoint.update({
       where: { id: endpoint.id },
       data: {

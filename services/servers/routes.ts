@@ -28,6 +28,14 @@ import {
   updateEndpoint,
   type EndpointRecord,
 } from "./endpoint-store.js";
+import {
+  createDiscordEndpoint,
+  parseDiscordWebhookUrl,
+  previewDiscordMessage,
+  setDiscordTemplates,
+  storedDiscordTemplates,
+  toDiscordTemplates,
+} from "./discord-endpoint.js";
 import { revealClaimKey, rotateClaimKey, setClaimSettings } from "./claim-settings.js";
 import { listServerIds } from "./list-server-ids.js";
 import { toGraceSeconds } from "./domain/secret-policy.js";
@@ -212,6 +220,26 @@ export function serverAdminRoutes(deps: ServerAdminDeps): (router: ConnectRouter
         return { endpoint: toEndpointProto(endpoint) };
       },
 
+      async createDiscordEndpoint(req) {
+        const endpoint = await createDiscordEndpoint(deps, req.serverId.trim(), {
+          webhook: parseDiscordWebhookUrl(req.webhookUrl),
+          eventTypes: toEventTypes(req.eventTypes),
+          templates: toDiscordTemplates(req.templates),
+          embed: req.embed,
+        });
+        return { endpoint: toEndpointProto(endpoint) };
+      },
+
+      async setDiscordTemplates(req) {
+        return {
+          endpoint: toEndpointProto(await setDiscordTemplates(deps, req.serverId.trim(), req.endpointId, toDiscordTemplates(req.templates), req.embed)),
+        };
+      },
+
+      async previewDiscordMessage(req) {
+        return { content: await previewDiscordMessage(deps, req.serverId.trim(), req) };
+      },
+
       async deleteEndpoint(req) {
         await deleteEndpoint(deps, req.serverId.trim(), req.endpointId);
         return {};
@@ -326,6 +354,11 @@ export function toEndpointProto(endpoint: EndpointRecord): MessageInitShape<type
     disabledReason: endpoint.disabledReason ?? "",
     ...(endpoint.disabledAt ? { disabledAt: timestampFromDate(endpoint.disabledAt) } : {}),
     createdAt: timestampFromDate(endpoint.createdAt),
+    kind: endpoint.discordWebhookId === null ? "callback" : "discord",
+    // The webhook's id only: its token is never returned.
+    discordWebhookId: endpoint.discordWebhookId ?? "",
+    discordTemplates: Object.entries(storedDiscordTemplates(endpoint)).map(([eventType, template]) => ({ eventType, template })),
+    discordEmbed: endpoint.discordEmbed,
   };
 }
 

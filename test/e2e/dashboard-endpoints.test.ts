@@ -4,7 +4,8 @@
  * `referral.qualified` with public-key `v1a` signatures on, sees its secret once, then sees it in the list
  * (event type, v1a badge, no secret); the reward callback's own v1a switch saves. At a phone's width (375 px) and a laptop's (1280 px): nothing scrolls
  * sideways, axe finds nothing on the endpoints card; screenshots go to
- * test-results/screenshots/endpoints-<width>.png.
+ * test-results/screenshots/endpoints-<width>.png. Then a Discord channel: the webhook URL, a vote message and its
+ * preview; the list shows the webhook's id and the page never its token.
  */
 import anyTest, { type TestFn } from "ava";
 import { randomBytes } from "node:crypto";
@@ -139,3 +140,31 @@ test.serial(
     t.deepEqual(pageErrors, []);
   },
 );
+
+test.serial("browser (owner): adds a Discord channel with a vote message, previews it, sees the webhook id in the list and never its token", async (t) => {
+  const c = t.context;
+  const { page } = c;
+  const token = "BrowserWebhookTokenNeverShown_0123456789abc";
+  await page.click("#add-discord");
+  await page.waitForSelector("#discord-form:not([hidden])");
+  await page.fill("#discord-webhook-url", `https://discord.com/api/webhooks/123456789012345676/${token}`);
+  await page.fill("#discord-template", "{{player}} voted! {{month_total}} this month");
+  await page.click("#preview-discord");
+  await eventually(async () => ((await page.textContent("#discord-preview")) === "Steve voted! 12 this month" ? true : undefined), {
+    timeoutMs: 15_000,
+    message: "the preview shows the sample vote",
+  });
+  const violations = await findA11yViolations(page, { include: "#endpoints-card" });
+  t.deepEqual(violations, [], `the Discord form:\n${formatViolations(violations)}`);
+  await page.click("#save-discord");
+  await eventually(async () => ((await endpointRows(page)) === 3 ? true : undefined), { timeoutMs: 15_000, message: "the Discord channel is listed" });
+  const row = page.locator("#endpoints-list li.endpoint-item", { hasText: "Discord webhook 123456789012345676" });
+  t.regex((await row.textContent()) ?? "", /Discord/);
+  t.false(((await page.content()) ?? "").includes(token), "the page never holds the token");
+  const discord = (await c.stack.clients.admin.listEndpoints({ serverId: c.serverId })).endpoints.find((e) => e.kind === "discord");
+  t.deepEqual(
+    discord?.discordTemplates.map((x) => [x.eventType, x.template]),
+    [["heart.counted", "{{player}} voted! {{month_total}} this month"]],
+  );
+  t.deepEqual(pageErrors, []);
+});

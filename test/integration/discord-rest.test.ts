@@ -120,6 +120,7 @@ test("Discord's errors come back with their codes and a text without tokens: 100
     t.is(failed.kind, "failed");
     t.false(JSON.stringify(failed).includes("another-secret"));
     await closed.close();
+    await t.notThrowsAsync(closed.close(), "closing twice (a dispatcher stopped twice) is a no-op");
   } finally {
     await client.close();
     await discord.close();

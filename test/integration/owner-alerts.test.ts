@@ -21,7 +21,7 @@ import { insertSecret, setDefaultEndpoint } from "../../scripts/harness/delivery
 import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
 import { runAlertScan } from "../../services/alerts/scan-alert-causes.js";
 import { runAlertDigestPass, type AlertDigestDeps } from "../../services/alerts/send-alert-digests.js";
-import { WEBHOOK_URL_TEXT } from "../../services/alerts/discord-webhook-url.js";
+import { WEBHOOK_URL_TEXT } from "../../services/alerts/manage-alerts.js";
 import { recordAttempts, type AttemptRecord } from "../../services/delivery/pipeline/attempt-log.js";
 import { claimDueDeliveries, type ClaimedDelivery } from "../../services/delivery/pipeline/claim-deliveries.js";
 import { disableCallback } from "../../services/delivery/pipeline/endpoint-health.js";

@@ -2,7 +2,7 @@
 import test from "ava";
 import { endpointDisabledAlert, endpointFailingAlert, hostOf } from "../../services/alerts/alert-kinds.js";
 import { DISCORD_CONTENT_MAX_CHARS, DISCORD_DIGEST_LISTED, MAIL_DIGEST_LISTED, digestDiscordMessage, digestMail } from "../../services/alerts/alert-digest.js";
-import { parseDiscordWebhookUrl } from "../../services/alerts/discord-webhook-url.js";
+import { readDiscordWebhookUrl as parseDiscordWebhookUrl } from "../../services/shared/values/discord-webhook-url.js";
 
 test("a Discord webhook URL is accepted on Discord's hosts only, https, with /api/webhooks/<id>/<token>", (t) => {
   const accepted: [string, string][] = [

@@ -14,8 +14,11 @@ const required = {
 
 test("the delivery process's dispatcher settings default to DEFAULT_DISPATCH_SETTINGS (createDeliveryWorker's defaults)", (t) => {
   const config = loadDeliveryConfig(required);
-  const { schedule, callbackTimeoutMs, allowInsecureCallbacks, concurrency, perServerConcurrency, pollIntervalMs } = config;
-  t.deepEqual({ schedule, callbackTimeoutMs, allowInsecureCallbacks, concurrency, perServerConcurrency, pollIntervalMs }, { ...DEFAULT_DISPATCH_SETTINGS });
+  const { schedule, callbackTimeoutMs, allowInsecureCallbacks, concurrency, perServerConcurrency, pollIntervalMs, discordApiBaseUrl } = config;
+  t.deepEqual(
+    { schedule, callbackTimeoutMs, allowInsecureCallbacks, concurrency, perServerConcurrency, pollIntervalMs, discordApiBaseUrl },
+    { ...DEFAULT_DISPATCH_SETTINGS },
+  );
 });
 
 test("the referral service's test callbacks default to the dispatcher's timeout and schedule", (t) => {

@@ -1086,14 +1086,20 @@
         return el(
           "li",
           { class: "endpoint-item", dataset: { endpointId: e.id } },
-          el("div", { class: "endpoint-url" }, e.url || "No URL yet: set the Callback URL above to start callbacks (until then they are held)."),
+          el(
+            "div",
+            { class: "endpoint-url" },
+            e.kind === "discord"
+              ? `Discord webhook ${e.discord_webhook_id}`
+              : e.url || "No URL yet: set the Callback URL above to start callbacks (until then they are held).",
+          ),
           el(
             "div",
             { class: "endpoint-tags" },
             e.is_default ? badge("default") : null,
             e.disabled_at ? badge("disabled", "err") : badge("active", "ok"),
             ...e.event_types.map((t) => el("code", {}, t)),
-            badge(`payload v${e.payload_version}`),
+            e.kind === "discord" ? badge("Discord") : badge(`payload v${e.payload_version}`),
             e.standard_webhooks ? badge("Standard Webhooks") : null,
             e.public_key_signatures ? badge("v1a public key") : null,
           ),
@@ -1101,10 +1107,10 @@
           el(
             "div",
             { class: "actions" },
-            small("Edit", () => editEndpoint(e)),
-            small("Reveal secret", (ev) => revealEndpointSecret(ev.target, e)),
-            small("Rotate secret", (ev) => rotateEndpointSecret(ev.target, e)),
-            small("Send test", (ev) => testEndpoint(ev.target, e)),
+            e.kind === "discord" ? small("Edit message", () => openDiscordForm(e)) : small("Edit", () => editEndpoint(e)),
+            e.kind === "discord" ? null : small("Reveal secret", (ev) => revealEndpointSecret(ev.target, e)),
+            e.kind === "discord" ? null : small("Rotate secret", (ev) => rotateEndpointSecret(ev.target, e)),
+            e.kind === "discord" ? null : small("Send test", (ev) => testEndpoint(ev.target, e)),
             // The default endpoint is re-enabled from the "Callbacks are disabled" notice above (one button for one action).
             e.disabled_at && !e.is_default ? small("Enable", (ev) => enableEndpoint(ev.target, e), "btn-primary") : null,
             e.is_default ? null : small("Delete", (ev) => deleteEndpoint(ev.target, e), "btn-danger"),
@@ -1175,6 +1181,64 @@
         showSecret("endpoint-secret-box", `Secret of ${endpoint.url}`, "Shown once: copy it now. Verify this endpoint's callbacks with it.", value, secret);
         showOk("Endpoint added.");
       }
+      await loadIntegration();
+    });
+  });
+
+  /** The Discord channel form (docs/discord.md): a new Discord endpoint, or `e`'s vote message. */
+  const discordState = { editing: "" };
+  function openDiscordForm(e) {
+    discordState.editing = e ? e.id : "";
+    $("discord-form-title").textContent = e ? `Discord webhook ${e.discord_webhook_id}` : "New Discord channel";
+    $("discord-webhook-field").hidden = Boolean(e);
+    $("discord-event-types-field").hidden = Boolean(e);
+    $("discord-webhook-url").value = "";
+    $("discord-event-types").replaceChildren(
+      ...endpointState.eventTypes.map((t) =>
+        el(
+          "label",
+          { class: "checkbox" },
+          el("input", { type: "checkbox", name: "discord-event-type", value: t, checked: t === "heart.counted" }),
+          el("code", {}, t),
+        ),
+      ),
+    );
+    $("discord-template").value = e ? (e.discord_templates["heart.counted"] ?? "") : "";
+    $("discord-embed").checked = e ? e.discord_embed : false;
+    $("discord-preview").textContent = "";
+    $("discord-form").hidden = false;
+  }
+  const discordTemplates = () => ($("discord-template").value.trim() === "" ? {} : { "heart.counted": $("discord-template").value });
+  $("add-discord").addEventListener("click", () => openDiscordForm(null));
+  $("cancel-discord").addEventListener("click", () => {
+    $("discord-form").hidden = true;
+  });
+  $("preview-discord").addEventListener("click", (event) => {
+    run(event.target, async () => {
+      const { content } = await api("POST", serverPath("/discord-preview"), {
+        event_type: "heart.counted",
+        template: $("discord-template").value,
+        endpoint_id: discordState.editing,
+      });
+      $("discord-preview").textContent = content;
+    });
+  });
+  $("discord-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run(event.submitter, async () => {
+      if (discordState.editing) {
+        await api("PUT", endpointPath(discordState.editing, "/discord-templates"), { templates: discordTemplates(), embed: $("discord-embed").checked });
+        showOk("Discord message saved.");
+      } else {
+        await api("POST", serverPath("/discord-endpoints"), {
+          webhook_url: $("discord-webhook-url").value,
+          event_types: [...document.querySelectorAll('input[name="discord-event-type"]:checked')].map((box) => box.value),
+          templates: discordTemplates(),
+          embed: $("discord-embed").checked,
+        });
+        showOk("Discord channel added.");
+      }
+      $("discord-form").hidden = true;
       await loadIntegration();
     });
   });

@@ -45,6 +45,10 @@ export type CallbackEndpointMinAggregateOutputType = {
   payloadVersion: number | null
   standardWebhooks: boolean | null
   publicKeySignatures: boolean | null
+  discordWebhookId: string | null
+  discordWebhookHost: string | null
+  discordWebhookToken: string | null
+  discordEmbed: boolean | null
   disabledAt: Date | null
   disabledReason: string | null
   createdAt: Date | null
@@ -59,6 +63,10 @@ export type CallbackEndpointMaxAggregateOutputType = {
   payloadVersion: number | null
   standardWebhooks: boolean | null
   publicKeySignatures: boolean | null
+  discordWebhookId: string | null
+  discordWebhookHost: string | null
+  discordWebhookToken: string | null
+  discordEmbed: boolean | null
   disabledAt: Date | null
   disabledReason: string | null
   createdAt: Date | null
@@ -74,6 +82,11 @@ export type CallbackEndpointCountAggregateOutputType = {
   payloadVersion: number
   standardWebhooks: number
   publicKeySignatures: number
+  discordWebhookId: number
+  discordWebhookHost: number
+  discordWebhookToken: number
+  discordTemplates: number
+  discordEmbed: number
   disabledAt: number
   disabledReason: number
   createdAt: number
@@ -98,6 +111,10 @@ export type CallbackEndpointMinAggregateInputType = {
   payloadVersion?: true
   standardWebhooks?: true
   publicKeySignatures?: true
+  discordWebhookId?: true
+  discordWebhookHost?: true
+  discordWebhookToken?: true
+  discordEmbed?: true
   disabledAt?: true
   disabledReason?: true
   createdAt?: true
@@ -112,6 +129,10 @@ export type CallbackEndpointMaxAggregateInputType = {
   payloadVersion?: true
   standardWebhooks?: true
   publicKeySignatures?: true
+  discordWebhookId?: true
+  discordWebhookHost?: true
+  discordWebhookToken?: true
+  discordEmbed?: true
   disabledAt?: true
   disabledReason?: true
   createdAt?: true
@@ -127,6 +148,11 @@ export type CallbackEndpointCountAggregateInputType = {
   payloadVersion?: true
   standardWebhooks?: true
   publicKeySignatures?: true
+  discordWebhookId?: true
+  discordWebhookHost?: true
+  discordWebhookToken?: true
+  discordTemplates?: true
+  discordEmbed?: true
   disabledAt?: true
   disabledReason?: true
   createdAt?: true
@@ -229,6 +255,11 @@ export type CallbackEndpointGroupByOutputType = {
   payloadVersion: number
   standardWebhooks: boolean
   publicKeySignatures: boolean
+  discordWebhookId: string | null
+  discordWebhookHost: string | null
+  discordWebhookToken: string | null
+  discordTemplates: runtime.JsonValue | null
+  discordEmbed: boolean
   disabledAt: Date | null
   disabledReason: string | null
   createdAt: Date
@@ -267,6 +298,11 @@ export type CallbackEndpointWhereInput = {
   payloadVersion?: Prisma.IntFilter<"CallbackEndpoint"> | number
   standardWebhooks?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
   publicKeySignatures?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
+  discordWebhookId?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordWebhookHost?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordWebhookToken?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordTemplates?: Prisma.JsonNullableFilter<"CallbackEndpoint">
+  discordEmbed?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
   disabledAt?: Prisma.DateTimeNullableFilter<"CallbackEndpoint"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   createdAt?: Prisma.DateTimeFilter<"CallbackEndpoint"> | Date | string
@@ -286,6 +322,11 @@ export type CallbackEndpointOrderByWithRelationInput = {
   payloadVersion?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
   publicKeySignatures?: Prisma.SortOrder
+  discordWebhookId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordWebhookHost?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordWebhookToken?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordTemplates?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordEmbed?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   disabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -309,6 +350,11 @@ export type CallbackEndpointWhereUniqueInput = Prisma.AtLeast<{
   payloadVersion?: Prisma.IntFilter<"CallbackEndpoint"> | number
   standardWebhooks?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
   publicKeySignatures?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
+  discordWebhookId?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordWebhookHost?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordWebhookToken?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordTemplates?: Prisma.JsonNullableFilter<"CallbackEndpoint">
+  discordEmbed?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
   disabledAt?: Prisma.DateTimeNullableFilter<"CallbackEndpoint"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   createdAt?: Prisma.DateTimeFilter<"CallbackEndpoint"> | Date | string
@@ -328,6 +374,11 @@ export type CallbackEndpointOrderByWithAggregationInput = {
   payloadVersion?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
   publicKeySignatures?: Prisma.SortOrder
+  discordWebhookId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordWebhookHost?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordWebhookToken?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordTemplates?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordEmbed?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrderInput | Prisma.SortOrder
   disabledReason?: Prisma.SortOrderInput | Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -351,6 +402,11 @@ export type CallbackEndpointScalarWhereWithAggregatesInput = {
   payloadVersion?: Prisma.IntWithAggregatesFilter<"CallbackEndpoint"> | number
   standardWebhooks?: Prisma.BoolWithAggregatesFilter<"CallbackEndpoint"> | boolean
   publicKeySignatures?: Prisma.BoolWithAggregatesFilter<"CallbackEndpoint"> | boolean
+  discordWebhookId?: Prisma.StringNullableWithAggregatesFilter<"CallbackEndpoint"> | string | null
+  discordWebhookHost?: Prisma.StringNullableWithAggregatesFilter<"CallbackEndpoint"> | string | null
+  discordWebhookToken?: Prisma.StringNullableWithAggregatesFilter<"CallbackEndpoint"> | string | null
+  discordTemplates?: Prisma.JsonNullableWithAggregatesFilter<"CallbackEndpoint">
+  discordEmbed?: Prisma.BoolWithAggregatesFilter<"CallbackEndpoint"> | boolean
   disabledAt?: Prisma.DateTimeNullableWithAggregatesFilter<"CallbackEndpoint"> | Date | string | null
   disabledReason?: Prisma.StringNullableWithAggregatesFilter<"CallbackEndpoint"> | string | null
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"CallbackEndpoint"> | Date | string
@@ -365,6 +421,11 @@ export type CallbackEndpointCreateInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -384,6 +445,11 @@ export type CallbackEndpointUncheckedCreateInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -401,6 +467,11 @@ export type CallbackEndpointUpdateInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -420,6 +491,11 @@ export type CallbackEndpointUncheckedUpdateInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -438,6 +514,11 @@ export type CallbackEndpointCreateManyInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -452,6 +533,11 @@ export type CallbackEndpointUpdateManyMutationInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -467,6 +553,11 @@ export type CallbackEndpointUncheckedUpdateManyInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -507,6 +598,11 @@ export type CallbackEndpointCountOrderByAggregateInput = {
   payloadVersion?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
   publicKeySignatures?: Prisma.SortOrder
+  discordWebhookId?: Prisma.SortOrder
+  discordWebhookHost?: Prisma.SortOrder
+  discordWebhookToken?: Prisma.SortOrder
+  discordTemplates?: Prisma.SortOrder
+  discordEmbed?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -525,6 +621,10 @@ export type CallbackEndpointMaxOrderByAggregateInput = {
   payloadVersion?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
   publicKeySignatures?: Prisma.SortOrder
+  discordWebhookId?: Prisma.SortOrder
+  discordWebhookHost?: Prisma.SortOrder
+  discordWebhookToken?: Prisma.SortOrder
+  discordEmbed?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -539,6 +639,10 @@ export type CallbackEndpointMinOrderByAggregateInput = {
   payloadVersion?: Prisma.SortOrder
   standardWebhooks?: Prisma.SortOrder
   publicKeySignatures?: Prisma.SortOrder
+  discordWebhookId?: Prisma.SortOrder
+  discordWebhookHost?: Prisma.SortOrder
+  discordWebhookToken?: Prisma.SortOrder
+  discordEmbed?: Prisma.SortOrder
   disabledAt?: Prisma.SortOrder
   disabledReason?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
@@ -658,6 +762,11 @@ export type CallbackEndpointCreateWithoutServerInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -675,6 +784,11 @@ export type CallbackEndpointUncheckedCreateWithoutServerInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -722,6 +836,11 @@ export type CallbackEndpointScalarWhereInput = {
   payloadVersion?: Prisma.IntFilter<"CallbackEndpoint"> | number
   standardWebhooks?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
   publicKeySignatures?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
+  discordWebhookId?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordWebhookHost?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordWebhookToken?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
+  discordTemplates?: Prisma.JsonNullableFilter<"CallbackEndpoint">
+  discordEmbed?: Prisma.BoolFilter<"CallbackEndpoint"> | boolean
   disabledAt?: Prisma.DateTimeNullableFilter<"CallbackEndpoint"> | Date | string | null
   disabledReason?: Prisma.StringNullableFilter<"CallbackEndpoint"> | string | null
   createdAt?: Prisma.DateTimeFilter<"CallbackEndpoint"> | Date | string
@@ -736,6 +855,11 @@ export type CallbackEndpointCreateWithoutSecretsInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -754,6 +878,11 @@ export type CallbackEndpointUncheckedCreateWithoutSecretsInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -786,6 +915,11 @@ export type CallbackEndpointUpdateWithoutSecretsInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -804,6 +938,11 @@ export type CallbackEndpointUncheckedUpdateWithoutSecretsInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -820,6 +959,11 @@ export type CallbackEndpointCreateWithoutDeliveriesInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -838,6 +982,11 @@ export type CallbackEndpointUncheckedCreateWithoutDeliveriesInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -870,6 +1019,11 @@ export type CallbackEndpointUpdateWithoutDeliveriesInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -888,6 +1042,11 @@ export type CallbackEndpointUncheckedUpdateWithoutDeliveriesInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -904,6 +1063,11 @@ export type CallbackEndpointCreateWithoutHealthInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -922,6 +1086,11 @@ export type CallbackEndpointUncheckedCreateWithoutHealthInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -954,6 +1123,11 @@ export type CallbackEndpointUpdateWithoutHealthInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -972,6 +1146,11 @@ export type CallbackEndpointUncheckedUpdateWithoutHealthInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -988,6 +1167,11 @@ export type CallbackEndpointCreateManyServerInput = {
   payloadVersion?: number
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: string | null
+  discordWebhookHost?: string | null
+  discordWebhookToken?: string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: boolean
   disabledAt?: Date | string | null
   disabledReason?: string | null
   createdAt?: Date | string
@@ -1002,6 +1186,11 @@ export type CallbackEndpointUpdateWithoutServerInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1019,6 +1208,11 @@ export type CallbackEndpointUncheckedUpdateWithoutServerInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1036,6 +1230,11 @@ export type CallbackEndpointUncheckedUpdateManyWithoutServerInput = {
   payloadVersion?: Prisma.IntFieldUpdateOperationsInput | number
   standardWebhooks?: Prisma.BoolFieldUpdateOperationsInput | boolean
   publicKeySignatures?: Prisma.BoolFieldUpdateOperationsInput | boolean
+  discordWebhookId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookHost?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordWebhookToken?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordTemplates?: Prisma.NullableJsonNullValueInput | runtime.InputJsonValue
+  discordEmbed?: Prisma.BoolFieldUpdateOperationsInput | boolean
   disabledAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
   disabledReason?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
@@ -1091,6 +1290,11 @@ export type CallbackEndpointSelect<ExtArgs extends runtime.Types.Extensions.Inte
   payloadVersion?: boolean
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: boolean
+  discordWebhookHost?: boolean
+  discordWebhookToken?: boolean
+  discordTemplates?: boolean
+  discordEmbed?: boolean
   disabledAt?: boolean
   disabledReason?: boolean
   createdAt?: boolean
@@ -1111,6 +1315,11 @@ export type CallbackEndpointSelectCreateManyAndReturn<ExtArgs extends runtime.Ty
   payloadVersion?: boolean
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: boolean
+  discordWebhookHost?: boolean
+  discordWebhookToken?: boolean
+  discordTemplates?: boolean
+  discordEmbed?: boolean
   disabledAt?: boolean
   disabledReason?: boolean
   createdAt?: boolean
@@ -1127,6 +1336,11 @@ export type CallbackEndpointSelectUpdateManyAndReturn<ExtArgs extends runtime.Ty
   payloadVersion?: boolean
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: boolean
+  discordWebhookHost?: boolean
+  discordWebhookToken?: boolean
+  discordTemplates?: boolean
+  discordEmbed?: boolean
   disabledAt?: boolean
   disabledReason?: boolean
   createdAt?: boolean
@@ -1143,13 +1357,18 @@ export type CallbackEndpointSelectScalar = {
   payloadVersion?: boolean
   standardWebhooks?: boolean
   publicKeySignatures?: boolean
+  discordWebhookId?: boolean
+  discordWebhookHost?: boolean
+  discordWebhookToken?: boolean
+  discordTemplates?: boolean
+  discordEmbed?: boolean
   disabledAt?: boolean
   disabledReason?: boolean
   createdAt?: boolean
   deletedAt?: boolean
 }
 
-export type CallbackEndpointOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "isDefault" | "url" | "eventTypes" | "payloadVersion" | "standardWebhooks" | "publicKeySignatures" | "disabledAt" | "disabledReason" | "createdAt" | "deletedAt", ExtArgs["result"]["callbackEndpoint"]>
+export type CallbackEndpointOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "isDefault" | "url" | "eventTypes" | "payloadVersion" | "standardWebhooks" | "publicKeySignatures" | "discordWebhookId" | "discordWebhookHost" | "discordWebhookToken" | "discordTemplates" | "discordEmbed" | "disabledAt" | "disabledReason" | "createdAt" | "deletedAt", ExtArgs["result"]["callbackEndpoint"]>
 export type CallbackEndpointInclude<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   server?: boolean | Prisma.ServerDefaultArgs<ExtArgs>
   secrets?: boolean | Prisma.CallbackEndpoint$secretsArgs<ExtArgs>
@@ -1196,6 +1415,23 @@ export type $CallbackEndpointPayload<ExtArgs extends runtime.Types.Extensions.In
      * Opt-in: its callbacks also carry Standard Webhooks' asymmetric `v1a` (ed25519) signature by the list's key.
      */
     publicKeySignatures: boolean
+    /**
+     * A Discord endpoint (docs/discord.md): its webhook's id and host, set together with the sealed token; null on a callback endpoint.
+     */
+    discordWebhookId: string | null
+    discordWebhookHost: string | null
+    /**
+     * The webhook's token, sealed with SECRETS_KEY (AES-256-GCM); never returned by any RPC.
+     */
+    discordWebhookToken: string | null
+    /**
+     * The owner's message templates by event type ({"heart.counted": "..."}); an event type without one uses the default.
+     */
+    discordTemplates: runtime.JsonValue | null
+    /**
+     * A Discord endpoint posts its events as an embed's description (true) or as the message's content (false).
+     */
+    discordEmbed: boolean
     disabledAt: Date | null
     disabledReason: string | null
     createdAt: Date
@@ -1635,6 +1871,11 @@ export interface CallbackEndpointFieldRefs {
   readonly payloadVersion: Prisma.FieldRef<"CallbackEndpoint", 'Int'>
   readonly standardWebhooks: Prisma.FieldRef<"CallbackEndpoint", 'Boolean'>
   readonly publicKeySignatures: Prisma.FieldRef<"CallbackEndpoint", 'Boolean'>
+  readonly discordWebhookId: Prisma.FieldRef<"CallbackEndpoint", 'String'>
+  readonly discordWebhookHost: Prisma.FieldRef<"CallbackEndpoint", 'String'>
+  readonly discordWebhookToken: Prisma.FieldRef<"CallbackEndpoint", 'String'>
+  readonly discordTemplates: Prisma.FieldRef<"CallbackEndpoint", 'Json'>
+  readonly discordEmbed: Prisma.FieldRef<"CallbackEndpoint", 'Boolean'>
   readonly disabledAt: Prisma.FieldRef<"CallbackEndpoint", 'DateTime'>
   readonly disabledReason: Prisma.FieldRef<"CallbackEndpoint", 'String'>
   readonly createdAt: Prisma.FieldRef<"CallbackEndpoint", 'DateTime'>

@@ -15,7 +15,7 @@ import { hasActiveSecretSql, sealedActiveSecretsJsonSql, toSealedNewestFirst, ty
  */
 
 /** The transports the dispatcher sends over (pull deliveries are claimed by the owner, never sent). */
-export type SentTransport = "callback" | "votifier";
+export type SentTransport = "callback" | "votifier" | "discord";
 
 /** A delivery claimed by a dispatcher, with what is needed to send it. */
 export interface ClaimedDelivery {
@@ -53,6 +53,8 @@ export interface ClaimedDelivery {
   publicKeySignatures: boolean;
   /** Votifier settings (Votifier deliveries), with the token still sealed; null when not configured. */
   votifier: { host: string; port: number; serviceName: string; sealedToken: string } | null;
+  /** A Discord delivery's endpoint: its webhook (the token still sealed), its templates and the server's name; null otherwise. */
+  discord?: { webhookId: string; sealedToken: string; templates: Record<string, string>; serverName: string; embed: boolean } | null;
   /**
    * The endpoint's active callback secrets, still sealed, newest first, as the claim read them
    * (so a rotation is seen by the next claim); absent when not read with the delivery, and the
@@ -334,6 +336,7 @@ export function sendableDeliverySql(now: Date): Prisma.Sql {
        AND e.deleted_at IS NULL
        AND ${hasActiveSecretSql(Prisma.sql`e.id`, "callback", now, "endpoint")}
      WHEN 'votifier' THEN s.votifier_host IS NOT NULL AND s.votifier_token IS NOT NULL
+     WHEN 'discord' THEN e.discord_webhook_token IS NOT NULL AND e.disabled_at IS NULL AND e.deleted_at IS NULL
      ELSE false
    END)`;
 }
@@ -351,6 +354,11 @@ export function claimedColumnsSql(now: Date): Prisma.Sql {
   coalesce(e.standard_webhooks, false) AS standard_webhooks, coalesce(e.public_key_signatures, false) AS public_key_signatures,
   s.votifier_host, s.votifier_port, s.votifier_service_name, s.votifier_token,
   v.last_day, v.streak_days, s.pay_once,
+  CASE WHEN d.transport = 'discord' THEN e.discord_webhook_id END AS discord_webhook_id,
+  CASE WHEN d.transport = 'discord' THEN e.discord_webhook_token END AS discord_webhook_token,
+  CASE WHEN d.transport = 'discord' THEN e.discord_templates END AS discord_templates,
+  CASE WHEN d.transport = 'discord' THEN e.discord_embed END AS discord_embed,
+  CASE WHEN d.transport = 'discord' THEN s.name END AS server_name,
   CASE WHEN d.transport = 'callback' THEN ${sealedActiveSecretsJsonSql(Prisma.sql`d.endpoint_id`, "callback", now, "endpoint")} END AS callback_secrets`;
 }
 
@@ -387,6 +395,11 @@ export interface LeasedRow {
   last_day: Date | null;
   streak_days: number | null;
   pay_once: boolean;
+  discord_webhook_id: string | null;
+  discord_webhook_token: string | null;
+  discord_templates: Record<string, string> | null;
+  discord_embed: boolean | null;
+  server_name: string | null;
   /** The claim's rows only: an earlier lease had run out unrecorded. */
   taken_over?: boolean;
 }
@@ -441,6 +454,16 @@ export function toClaimedDelivery(r: LeasedRow, now: Date): ClaimedDelivery {
     ...(r.callback_secrets === null ? {} : { sealedCallbackSecrets: toSealedNewestFirst(r.callback_secrets, now) }),
     voterStreak: r.last_day === null || r.streak_days === null ? null : { lastDay: r.last_day, streakDays: r.streak_days },
     payOnce: r.pay_once,
+    discord:
+      r.discord_webhook_id !== null && r.discord_webhook_token !== null
+        ? {
+            webhookId: r.discord_webhook_id,
+            sealedToken: r.discord_webhook_token,
+            templates: r.discord_templates ?? {},
+            serverName: r.server_name ?? "",
+            embed: r.discord_embed === true,
+          }
+        : null,
     ...(r.taken_over === true ? { takenOver: true } : {}),
   };
 }

@@ -6,7 +6,7 @@ import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, readRetrySchedule, type Ret
 import { CALLBACK_TIMEOUT_MS } from "./send-callback.js";
 import { DEFAULT_CONSUMER_STUCK_AFTER_MS, DEFAULT_KAFKA_SESSION_TIMEOUT_MS, DELIVERY_CONSUMER_GROUP } from "./consumer.js";
 import type { EnvReader } from "../../shared/runtime/config.js";
-import { readDiscordApiBaseUrl } from "../../shared/adapters/discord-rest.js";
+import { DISCORD_API_BASE_URL, readDiscordApiBaseUrl } from "../../shared/adapters/discord-rest.js";
 import { readVoterRoleJobSettings, type VoterRoleJobSettings } from "../../voter-roles/give-voter-roles.js";
 
 /** Dispatcher settings shared by the delivery process and the all-in-one mode. */
@@ -17,6 +17,8 @@ export interface DispatchSettings {
   concurrency: number;
   perServerConcurrency: number;
   pollIntervalMs: number;
+  /** DISCORD_API_BASE_URL: honoured only in development and tests (readDiscordApiBaseUrl); else Discord's. */
+  discordApiBaseUrl: string;
 }
 
 /** Defaults of the dispatcher settings: the delivery process's, the all-in-one's and createDeliveryWorker's. */
@@ -27,6 +29,7 @@ export const DEFAULT_DISPATCH_SETTINGS: Readonly<DispatchSettings> = Object.free
   concurrency: DEFAULT_DISPATCH_CONCURRENCY,
   perServerConcurrency: DEFAULT_PER_SERVER_CONCURRENCY,
   pollIntervalMs: DEFAULT_POLL_INTERVAL_MS,
+  discordApiBaseUrl: DISCORD_API_BASE_URL,
 });
 
 /** Default of the delivery process's OPS_PORT. */
@@ -45,8 +48,6 @@ export interface DeliveryConfig extends DispatchSettings {
   consumerStuckAfterMs: number;
   /** KAFKA_SESSION_TIMEOUT_MS: how long a killed delivery process keeps its partitions (DEFAULT_KAFKA_SESSION_TIMEOUT_MS). */
   kafkaSessionTimeoutMs: number;
-  /** The Discord API base URL (DISCORD_API_BASE_URL, honoured only in development and tests). */
-  discordApiBaseUrl: string;
   /** The voter role job (VOTER_ROLE_*; services/voter-roles/give-voter-roles.ts). */
   voterRoles: VoterRoleJobSettings;
 }
@@ -60,6 +61,7 @@ export function readDispatchSettings(r: EnvReader): DispatchSettings {
     concurrency: r.int("DELIVERY_CONCURRENCY", DEFAULT_DISPATCH_SETTINGS.concurrency, { min: 1, max: 1000 }),
     perServerConcurrency: r.int("DELIVERY_PER_SERVER_CONCURRENCY", DEFAULT_DISPATCH_SETTINGS.perServerConcurrency, { min: 1, max: 100 }),
     pollIntervalMs: r.int("DELIVERY_POLL_INTERVAL_MS", DEFAULT_DISPATCH_SETTINGS.pollIntervalMs, { min: 10, max: 60_000 }),
+    discordApiBaseUrl: readDiscordApiBaseUrl(r),
   };
 }
 
@@ -78,7 +80,6 @@ export function loadDeliveryConfig(env: Record<string, string | undefined> = pro
     // The broker refuses a session timeout outside its group.min/max.session.timeout.ms (6 s and 30 min by default).
     kafkaSessionTimeoutMs: r.int("KAFKA_SESSION_TIMEOUT_MS", DEFAULT_KAFKA_SESSION_TIMEOUT_MS, { min: 1_000, max: 1_800_000 }),
     ...readDispatchSettings(r),
-    discordApiBaseUrl: readDiscordApiBaseUrl(r),
     voterRoles: readVoterRoleJobSettings(r),
   };
   return r.finish(config as DeliveryConfig);

@@ -10,6 +10,8 @@ import type { InsertedDeliveries, InsertLease } from "./insert-deliveries.js";
 import { createServerCaps, maxServerCap, toCapAnswer } from "./server-caps.js";
 import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
 import { createVotifierTransport } from "./votifier-transport.js";
+import { createDiscordTransport } from "./discord-transport.js";
+import { createDiscordRest, type DiscordRest } from "../../shared/adapters/discord-rest.js";
 import { markTakenOverInDoubt } from "./pay-once.js";
 import { startWorkerLiveness, type WorkerLiveness } from "./worker-liveness.js";
 import { LEASE_MARGIN_MS } from "./lease.js";
@@ -37,6 +39,10 @@ export interface DispatcherOptions extends AttemptDeps {
   registry?: Registry;
   /** How often this dispatcher beats in delivery_workers (worker-liveness.ts); tests may shorten it. */
   heartbeatMs?: number;
+  /** The Discord API base URL of the Discord transport's client (default Discord's; DISCORD_API_BASE_URL in development and tests). */
+  discordApiBaseUrl?: string;
+  /** The process's one Discord client, shared with its other Discord callers (voter roles); its owner closes it. */
+  discord?: DiscordRest;
   /** Replaces the claim statement (tests count its runs); by default claimDueDeliveries. */
   claim?: typeof claimDueDeliveries;
 }
@@ -77,10 +83,14 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
   const caps = createServerCaps({ base: perServer, max: opts.maxPerServerConcurrency ?? maxServerCap(concurrency, perServer) });
   const metrics = opts.registry ? createDispatchMetrics(opts.registry) : undefined;
+  // The process's one Discord client: its rate-limit state is shared by every Discord delivery of this dispatcher.
+  const ownDiscord = opts.discord === undefined;
+  const discordRest = opts.discord ?? createDiscordRest(opts.discordApiBaseUrl === undefined ? {} : { baseUrl: opts.discordApiBaseUrl });
   const agents = opts.transports?.callback ? undefined : createCallbackAgents({ maxSocketsPerDestination: concurrency, allowInsecure: opts.allowInsecure });
   const transports: Record<SentTransport, Transport> = {
     callback: opts.transports?.callback ?? createCallbackTransport({ ...opts, ...(agents ? { agents } : {}) }),
     votifier: opts.transports?.votifier ?? createVotifierTransport({ secretBox: opts.secretBox, allowInsecure: opts.allowInsecure }),
+    discord: opts.transports?.discord ?? createDiscordTransport({ ...opts, rest: discordRest }),
   };
   const recorder = createAttemptRecorder({ prisma: opts.prisma, log: opts.log });
   const inFlightByServer = new Map<string, number>();
@@ -317,6 +327,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       await loop;
       await Promise.allSettled([...running]);
       await agents?.destroy();
+      if (ownDiscord) await discordRest.close();
       try {
         await liveness?.stop();
       } catch (error) {
@@ -335,7 +346,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
 function createDispatchMetrics(registry: Registry) {
   const attempts = new Counter({
     name: "callback_attempts_total",
-    help: "Delivery attempts, by transport (callback, votifier), outcome (delivered, failed, gone) and result (delivered, retry, failed, held_gone).",
+    help: "Delivery attempts, by transport (callback, votifier, discord), outcome (delivered, failed, gone) and result (delivered, retry, failed, held_gone).",
     labelNames: ["transport", "outcome", "result"] as const,
     registers: [registry],
   });

@@ -133,7 +133,9 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
     ), candidates AS (
       -- A callback delivery per live endpoint subscribed to the event type (held while the endpoint
       -- has no URL), a Votifier one when set up, a pull one when the pull API is on and offers the event type.
-      SELECT i.*, d.transport, d.endpoint_id, ${sendableDeliverySql(room.now)} AND paid.by IS NULL AS sendable, paid.by AS paid_by
+      -- A Discord message announces the vote and pays nothing: never withdrawn by pay-once.
+      SELECT i.*, d.transport, d.endpoint_id, ${sendableDeliverySql(room.now)} AND (paid.by IS NULL OR d.transport = 'discord') AS sendable,
+             CASE WHEN d.transport <> 'discord' THEN paid.by END AS paid_by
       FROM input i
       JOIN servers s ON s.id = i.server_id
       -- Pay-once mode: a heart another transport already paid (the claim API pays from the ledger before its
@@ -190,12 +192,12 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
 }
 
 /**
- * Where an event `i` (with `i.event_type`) of server `s` goes, as rows (transport, endpoint_id): a callback delivery per
- * live endpoint subscribed to the event type, a Votifier one for a counted heart when Votifier is set up, a pull one
+ * Where an event `i` (with `i.event_type`) of server `s` goes, as rows (transport, endpoint_id): a callback delivery (a
+ * Discord one for a Discord endpoint) per live endpoint subscribed to the event type, a Votifier one for a counted heart when Votifier is set up, a pull one
  * when the pull API is on and offers the event type. Reads the server's endpoints by their server index.
  */
 const deliveryTargetsSql = Prisma.sql`
-  SELECT 'callback'::"DeliveryTransport" AS transport, ce.id AS endpoint_id
+  SELECT CASE WHEN ce.discord_webhook_id IS NULL THEN 'callback' ELSE 'discord' END::"DeliveryTransport" AS transport, ce.id AS endpoint_id
   FROM callback_endpoints ce
   WHERE ce.server_id = s.id AND ce.deleted_at IS NULL AND i.event_type = ANY(ce.event_types)
   UNION ALL SELECT 'votifier'::"DeliveryTransport", NULL::uuid WHERE s.votifier_host IS NOT NULL AND i.event_type = 'heart.counted'

@@ -1,7 +1,14 @@
 import { Prisma } from "../../../gen/prisma/client.js";
 import type { PrismaClient } from "../../shared/adapters/db.js";
 import { executeSql, runSql } from "../../shared/adapters/sql/executor.js";
-import { markPayoutsInDoubtSql, reservePayoutSql, settlePayoutSql, type PayoutHolder, type PushSettlement } from "../../payouts/write-payouts.js";
+import {
+  markPayoutsInDoubtSql,
+  reservePayoutSql,
+  settlePayoutSql,
+  type PayoutHolder,
+  type PayoutTransport,
+  type PushSettlement,
+} from "../../payouts/write-payouts.js";
 import { withdrawDeliveries, withdrawnText, withdrawOthers } from "./withdraw-unpaid.js";
 import type { AttemptExchange } from "./attempt-exchange.js";
 import { insertAttemptsSql, toAttemptRow } from "./attempt-log.js";
@@ -34,7 +41,14 @@ export const PAY_ONCE_DEFER_MS = 5_000;
 
 /** Whether a claimed delivery goes through pay-once: a counted heart of a server in pay-once mode. */
 export function isPayOnce(delivery: ClaimedDelivery): boolean {
-  return delivery.payOnce === true && delivery.eventType === "heart.counted";
+  // A Discord message announces a vote; it pays no reward, so it takes no part in pay-once.
+  return delivery.payOnce === true && delivery.eventType === "heart.counted" && delivery.transport !== "discord";
+}
+
+/** The payout transport of a push that takes part in pay-once (isPayOnce: never a Discord message). */
+function payoutTransportOf(delivery: ClaimedDelivery): PayoutTransport {
+  if (delivery.transport === "discord") throw new Error("a Discord delivery takes no part in pay-once");
+  return delivery.transport;
 }
 
 /** What a push's reservation found. */
@@ -56,7 +70,7 @@ export type Reservation =
 export async function reservePayout(prisma: PrismaClient, delivery: ClaimedDelivery, now: Date): Promise<Reservation> {
   const [row] = await runSql<PayoutHolder>(
     prisma,
-    reservePayoutSql({ heartId: delivery.heartId, serverId: delivery.serverId, transport: delivery.transport, deliveryId: delivery.id }, now),
+    reservePayoutSql({ heartId: delivery.heartId, serverId: delivery.serverId, transport: payoutTransportOf(delivery), deliveryId: delivery.id }, now),
   );
   if (row === undefined || row.delivery_id === delivery.id) return { kind: "reserved" };
   if (row.state !== "paid" && row.holder_status === "pending") {
@@ -71,7 +85,7 @@ export async function reservePayout(prisma: PrismaClient, delivery: ClaimedDeliv
 
 /** Whether an attempt that did not deliver certainly did not pay: nothing reached the receiver, or it refused. */
 export function isDefiniteFailure(outcome: AttemptOutcome): boolean {
-  if (outcome.kind === "held" || outcome.kind === "gone") return true;
+  if (outcome.kind === "held" || outcome.kind === "deferred" || outcome.kind === "gone") return true;
   if (outcome.kind === "delivered") return false;
   if (outcome.final) return true;
   const { request, response } = outcome.exchange;
@@ -100,7 +114,7 @@ export async function settlePayout(prisma: PrismaClient, delivery: ClaimedDelive
   const settlement = toSettlement(outcome);
   const changed = await executeSql(prisma, settlePayoutSql(settlement, delivery.heartId, delivery.id, now));
   if (settlement === "delivered" && changed > 0) {
-    await withdrawOthers(prisma, { serverId: delivery.serverId, heartIds: [delivery.heartId], paidBy: delivery.transport, now });
+    await withdrawOthers(prisma, { serverId: delivery.serverId, heartIds: [delivery.heartId], paidBy: payoutTransportOf(delivery), now });
   }
 }
 

@@ -4,6 +4,8 @@ import type { SecretBox } from "../../shared/runtime/secrets.js";
 import { decideRetry, type RetrySchedule } from "./retry-schedule.js";
 import { recordAttempt, type AttemptRecord, type AttemptResult } from "./attempt-log.js";
 import { releaseLease, type ClaimedDelivery } from "./claim-deliveries.js";
+import { executeSql } from "../../shared/adapters/sql/executor.js";
+import { deferDeliverySql } from "./write-deliveries.js";
 import type { AttemptOutcome, SentTransport, Transport } from "./transport.js";
 import { isPayOnce, reservePayout, settlePayout } from "./pay-once.js";
 
@@ -24,7 +26,7 @@ export interface AttemptDeps {
 }
 
 /** An outcome of a sent attempt (not held). */
-export type SentOutcome = Exclude<AttemptOutcome, { kind: "held" }>;
+export type SentOutcome = Exclude<AttemptOutcome, { kind: "held" } | { kind: "deferred" }>;
 
 /** How an attempt of a claimed delivery went. */
 export type AttemptReport =
@@ -77,6 +79,10 @@ export async function performAttempt(deps: AttemptDeps, transport: Transport, de
     await releaseLease(deps.prisma, delivery);
     return { kind: "released", reason: outcome.reason };
   }
+  if (outcome.kind === "deferred") {
+    await executeSql(deps.prisma, deferDeliverySql(delivery, outcome.retryAt));
+    return { kind: "released", reason: outcome.reason };
+  }
   const finishedAt = deps.now();
   const result = decideResult(deps, delivery, outcome, finishedAt);
   const record = hooks.record ?? ((attempt: AttemptRecord) => recordAttempt(deps.prisma, attempt));
@@ -93,7 +99,11 @@ export async function performAttempt(deps: AttemptDeps, transport: Transport, de
 
 function decideResult(deps: AttemptDeps, delivery: ClaimedDelivery, outcome: SentOutcome, at: Date): AttemptResult {
   if (outcome.kind === "delivered") return { kind: "delivered" };
-  if (outcome.kind === "gone") return { kind: "held_gone", reason: `receiver answered 410 Gone at ${at.toISOString()}` };
+  if (outcome.kind === "gone")
+    return {
+      kind: "held_gone",
+      reason: outcome.statusCode === 410 ? `receiver answered 410 Gone at ${at.toISOString()}` : `${outcome.error} at ${at.toISOString()}`,
+    };
   // A vote the transport can never deliver is not retried: failed for good, its reason in the attempt.
   if (outcome.final) return { kind: "failed" };
   const decision = decideRetry(deps.schedule, delivery.attempts + 1, {

@@ -37,7 +37,7 @@ export function maxServerCap(concurrency: number, base: number): number {
 
 /** How an attempt's outcome counts (undefined: the attempt threw before it had one). */
 export function toCapAnswer(outcome: AttemptOutcome | undefined): CapAnswer {
-  if (outcome === undefined || outcome.kind === "held") return "none";
+  if (outcome === undefined || outcome.kind === "held" || outcome.kind === "deferred") return "none";
   if (outcome.kind !== "delivered") return "failed";
   return outcome.latencyMs <= FAST_ANSWER_MS ? "fast" : "slow";
 }

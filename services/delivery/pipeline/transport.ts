@@ -20,8 +20,11 @@ export type { SentTransport };
  */
 export type AttemptOutcome =
   | { kind: "delivered"; target: string; statusCode: number | null; latencyMs: number; exchange: AttemptExchange }
-  /** HTTP 410 from a callback receiver: the server's callback is disabled and its deliveries held. */
-  | { kind: "gone"; target: string; statusCode: 410; latencyMs: number; error: string; exchange: AttemptExchange }
+  /**
+   * The destination is gone for good: HTTP 410 from a callback receiver, or Discord's 10015 Unknown Webhook (a 404).
+   * The endpoint is disabled and its deliveries held.
+   */
+  | { kind: "gone"; target: string; statusCode: number; latencyMs: number; error: string; exchange: AttemptExchange }
   /** `final`: the transport can never deliver it (for example services/shared/values/votifier-limits.ts): failed for good at once, no retry. */
   | {
       kind: "failed";
@@ -34,4 +37,9 @@ export type AttemptOutcome =
       exchange: AttemptExchange;
     }
   /** Nothing was sent (for example the callback secret was revoked after the claim): the lease is given back. */
-  | { kind: "held"; reason: string };
+  | { kind: "held"; reason: string }
+  /**
+   * Nothing was sent because the destination's rate limit holds it (Discord): the lease is given back and the delivery
+   * is due again at `retryAt`, with no attempt counted (a rate limit is not a failure toward the disable).
+   */
+  | { kind: "deferred"; reason: string; retryAt: Date };

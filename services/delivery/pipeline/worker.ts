@@ -20,6 +20,8 @@ export interface DeliveryWorkerDeps {
   registry?: Registry;
   /** Replaces the transports (tests); by default the HTTP callback and Votifier v2. */
   transports?: DispatcherOptions["transports"];
+  /** The process's one Discord client (its owner closes it); without it the dispatcher makes and closes its own. */
+  discord?: DispatcherOptions["discord"];
 }
 
 /**
@@ -66,8 +68,10 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps, settings: Deliver
     concurrency: dispatch.concurrency,
     perServerConcurrency: dispatch.perServerConcurrency,
     pollIntervalMs: dispatch.pollIntervalMs,
+    discordApiBaseUrl: dispatch.discordApiBaseUrl,
     ...(deps.registry ? { registry: deps.registry } : {}),
     ...(deps.transports ? { transports: deps.transports } : {}),
+    ...(deps.discord ? { discord: deps.discord } : {}),
   });
   const consumer = createDeliveryConsumer({
     bus: deps.bus,

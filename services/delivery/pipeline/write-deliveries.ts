@@ -158,8 +158,8 @@ export function recordAttemptResultsSql(input: Prisma.Sql): Prisma.Sql {
 /**
  * Pay-once mode, as a data-modifying CTE: the counted-heart deliveries of the hearts become `withdrawn`
  * with `reason`, one attempt counted: `only` the given leased one (move `withdraw`, its lease still held),
- * or every one not in flight (move `withdraw_waiting`). With `withEligible` (a voter's erasure) their
- * heart.eligible deliveries not sent yet too. RETURNING id, server_id.
+ * or every one not in flight (move `withdraw_waiting`); never a Discord announcement. With `withEligible` (a voter's
+ * erasure) every transport's, Discord's included, and their heart.eligible deliveries not sent yet too. RETURNING id, server_id.
  */
 export function withdrawDeliveriesSql(q: {
   serverId: string;
@@ -176,7 +176,12 @@ export function withdrawDeliveriesSql(q: {
     UPDATE deliveries d SET status = ${statusSql(DELIVERY_TRANSITIONS.withdraw.to)}, attempts = d.attempts + 1, lease_until = NULL,
         last_status_code = NULL, last_error = ${q.reason}
     WHERE d.server_id = ${q.serverId}::uuid AND d.heart_id = ANY(${[...q.heartIds]}::uuid[])
-      AND ${q.withEligible ? Prisma.sql`d.event_type IN ('heart.counted', 'heart.eligible')` : Prisma.sql`d.event_type = 'heart.counted'`} AND ${guard}
+      AND ${
+        q.withEligible
+          ? Prisma.sql`d.event_type IN ('heart.counted', 'heart.eligible')`
+          : // Pay-once: a Discord message announces the vote and pays nothing, so it is never withdrawn (an erasure withdraws it too).
+            Prisma.sql`d.event_type = 'heart.counted' AND d.transport <> 'discord'`
+      } AND ${guard}
     RETURNING d.id, d.server_id`;
 }
 

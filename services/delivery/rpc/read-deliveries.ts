@@ -52,7 +52,7 @@ export function heldReasonOfDelivery(row: DeliveryWithEndpoint): HeldReason | nu
 export interface DeliveryListQuery {
   serverId: string;
   status: "pending" | "delivered" | "failed" | "withdrawn" | undefined;
-  transport: "callback" | "votifier" | "pull" | undefined;
+  transport: "callback" | "votifier" | "pull" | "discord" | undefined;
   username: string;
   limit: number;
 }

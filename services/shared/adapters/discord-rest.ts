@@ -73,7 +73,12 @@ export type DiscordAnswer =
 export interface DiscordRest {
   /** Sends `call`, obeying Discord's rate limits; never throws for an outcome of the request. */
   request(call: DiscordCall): Promise<DiscordAnswer>;
-  /** Closes the connections. */
+  /**
+   * When a request to `call`'s route could be sent as far as the limits known now say (epoch ms), or undefined when it
+   * could be sent now: a caller that composes its request late (a batch) waits for this first.
+   */
+  readyAt(call: Pick<DiscordCall, "path" | "botToken">): number | undefined;
+  /** Closes the connections (once; again: nothing). */
   close(): Promise<void>;
 }
 
@@ -374,8 +379,13 @@ export function createDiscordRest(options: DiscordRestOptions = {}): DiscordRest
       });
       return result;
     },
+    readyAt(call) {
+      const blocked = blockedUntil(routeKeyOf(call.path), call.botToken ?? "");
+      return blocked === undefined ? undefined : (blocked.at ?? now() + 1_000);
+    },
     async close() {
-      if (own) await own.close();
+      // Closing twice (a dispatcher stopped twice) is a no-op, never undici's "client is destroyed".
+      if (own && !own.closed && !own.destroyed) await own.close();
     },
   };
 }

@@ -1,7 +1,7 @@
 /**
  * Why a pending delivery is not being sent, in the owner's terms: the dispatcher claims only deliveries it can
  * send (sendableDeliverySql in services/delivery/pipeline/claim-deliveries.ts: a callback to a live endpoint with a URL,
- * not disabled; a Votifier vote of a server with Votifier set up) and leaves the others pending and due, so their
+ * not disabled; a Votifier vote of a server with Votifier set up; a Discord message to a live endpoint, not disabled) and leaves the others pending and due, so their
  * next-attempt time is in the past and means nothing. The dashboard shows these as held, with what releases them.
  * Pure; test/integration/delivery-held-reason.test.ts holds it equal to the claim's rule.
  */
@@ -27,5 +27,10 @@ export function heldReasonOf(f: HoldFacts): HeldReason | null {
     return null;
   }
   if (f.transport === "votifier") return f.votifierSet ? null : "votifier_off";
+  if (f.transport === "discord") {
+    if (f.endpoint === null || f.endpoint.deletedAt !== null) return "endpoint_deleted";
+    if (f.endpoint.disabledAt !== null) return "endpoint_disabled";
+    return null;
+  }
   return null;
 }

@@ -39,6 +39,7 @@ export const DELIVERY_TRANSPORT_TO_PROTO = {
   callback: DeliveryTransport.CALLBACK,
   votifier: DeliveryTransport.VOTIFIER,
   pull: DeliveryTransport.PULL,
+  discord: DeliveryTransport.DISCORD,
 } as const;
 
 /** One heart's outcome of a pull claim. */

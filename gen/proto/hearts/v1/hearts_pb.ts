@@ -519,7 +519,7 @@ export type HeartDelivery = Message<"hearts.v1.HeartDelivery"> & {
   deliveredAt?: Timestamp | undefined;
 
   /**
-   * "callback", "votifier" or "pull".
+   * "callback", "votifier", "pull" or "discord".
    *
    * @generated from field: string transport = 6;
    */

@@ -41,6 +41,10 @@ export interface VoterServerExport {
   rewardStates: Record<string, unknown>[];
   /** The voter's counted votes per UTC month and ISO week that period awards rank (voter_period_tallies). */
   rewardPeriodCounts: Record<string, unknown>[];
+  /** The voter's place in network goals' rounds not paid yet (network_goal_voters: who a reached round pays). */
+  goalRounds: Record<string, unknown>[];
+  /** The voter's Discord voter role on the server (voter_role_grants: their Discord user id, when the role lapses). */
+  voterRoles: Record<string, unknown>[];
   /** The voter's e-mail vote reminder on the server (vote_reminders: the address, its state, when it was asked for). */
   reminders: Record<string, unknown>[];
   referralsAsReferee: VoterReferral[];
@@ -101,6 +105,8 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
     referralRewardEntries: [],
     rewardStates: [],
     rewardPeriodCounts: [],
+    goalRounds: [],
+    voterRoles: [],
     reminders: [],
     referralsAsReferee: asReferee,
     referralsAsReferrer: asReferrer,
@@ -215,6 +221,27 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
         Prisma.sql`
           SELECT voter_identity, period, votes, last_counted_at
           FROM voter_period_tallies WHERE server_id = ${serverId}::uuid AND voter_identity = ANY(${batch}::text[]) ORDER BY voter_identity, period`,
+      )),
+    );
+    // Bounded: the server's goals (its network_goal_servers key range, a few), per goal and identity a range of the
+    // (goal_id, voter_identity) index: a round or two each (rows leave when their round is paid).
+    part.goalRounds.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`
+          SELECT v.goal_id, v.round, v.voter_identity, v.username, v.steam_id, v.discord_id, v.minecraft_uuid, v.account_id, v.last_counted_at
+          FROM network_goal_servers s JOIN network_goal_voters v ON v.goal_id = s.goal_id
+          WHERE s.server_id = ${serverId}::uuid AND v.voter_identity = ANY(${batch}::text[])
+          ORDER BY v.goal_id, v.round`,
+      )),
+    );
+    // Bounded: per identity a range of the (server_id, voter_identity) index: one row per Discord user the voter voted as.
+    part.voterRoles.push(
+      ...(await runSql<Record<string, unknown>>(
+        prisma,
+        Prisma.sql`
+          SELECT voter_identity, discord_id, expires_at, given
+          FROM voter_role_grants WHERE server_id = ${serverId}::uuid AND voter_identity = ANY(${batch}::text[])`,
       )),
     );
     // Bounded: at most ID_BATCH rows, by the (server_id, voter_identity) unique index.

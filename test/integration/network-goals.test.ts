@@ -284,6 +284,12 @@ test.serial("a voter's erasure on a goal's server removes them from its unpaid r
   await vote(stack, s1, gone, "2027-03-06T10:00:00Z");
   await vote(stack, s2, newVoter("Stay"), "2027-03-06T10:01:00Z");
   await goalAt(stack, goalId, 1, 2);
+  const exported = JSON.parse((await stack.clients.voters.exportVoterData({ serverId: s1, keyKind: VoterKeyKind.USERNAME, key: gone.username })).document);
+  t.deepEqual(
+    exported.servers[0].goalRounds.map((r: { goal_id: string; round: number; username: string }) => [r.goal_id, r.round, r.username]),
+    [[goalId, 1, gone.username]],
+    "the export lists the voter's place in the unpaid round",
+  );
   const erased = await stack.clients.voters.eraseVoterData({ serverId: s1, keyKind: VoterKeyKind.USERNAME, key: gone.username });
   t.is(Number(erased.counts.network_goal_voters), 1);
   await vote(stack, s2, newVoter("Last"), "2027-03-06T10:02:00Z");

@@ -18,6 +18,7 @@ import { startDiscordEmulator, type DiscordEmulator } from "../../scripts/harnes
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { eventually } from "../helpers/eventually.js";
 import { ownerApi, signInOwner } from "../helpers/owner-session.js";
+import { exportVoterData } from "../../services/voter-data/export-voter-data.js";
 import { eraseVoterData, newTombstone } from "../../services/voter-data/erase-voter-data.js";
 
 interface Context {
@@ -193,6 +194,12 @@ test.serial("a voter's erasure makes their role lapse at once: the role job remo
   await vote(c.stack, serverId, Date.parse("2027-08-01T12:00:00Z"));
   await runVoterRolePass(passDeps(c), new Date(clockMs));
   t.deepEqual(c.discord.memberRoles(guildId, MEMBER), [ROLE]);
+  const exported = await exportVoterData(c.stack.prisma, { serverId, key: { kind: "discord_id", value: MEMBER }, now: new Date(clockMs) });
+  t.deepEqual(
+    exported.servers[0]?.voterRoles.map((r) => [r.discord_id, r.given]),
+    [[MEMBER, true]],
+    "the export lists the voter's role grant",
+  );
   const tombstone = newTombstone();
   const erased = await eraseVoterData(c.stack.prisma, { serverId, key: { kind: "discord_id", value: MEMBER }, now: new Date(clockMs), tombstone });
   t.is(erased.counts.voter_role_grants, 1);

@@ -185,6 +185,32 @@ test("rewards put refuses bad rules naming each problem and a stale --base; get,
   t.is((await stack.clients.rewards.getRewardRules({ serverId })).version, 1, "no refused call saved anything");
 });
 
+test("goals put saves a network goal from a file (bad input refused with its field), goals get prints its progress; a read token cannot put", async (t) => {
+  const a = (await createServer(t)).server.server_id;
+  const b = (await createServer(t)).server.server_id;
+  const file = join(dataDir, `goal-${a.slice(0, 8)}.json`);
+  writeFileSync(file, JSON.stringify({ name: "Party", server_ids: [a, b], target: 0, payees: "voters", rewards: [{ commands: ["give {player} cake 1"] }] }));
+  const bad = await rcb(["goals", "put", "--file", file]);
+  t.is(bad.code, 1, "an invalid goal is refused");
+  t.regex(bad.stderr, /target/);
+  const noFile = await rcb(["goals", "put"]);
+  t.is(noFile.code, 2, "--file is required");
+
+  writeFileSync(file, JSON.stringify({ name: "Party", server_ids: [a, b], target: 50, payees: "voters", rewards: [{ commands: ["give {player} cake 1"] }] }));
+  const saved = await rcb(["goals", "put", "--file", file, "--json"]);
+  t.is(saved.code, 0, saved.stderr);
+  const { goal_id: goalId } = JSON.parse(saved.stdout) as { goal_id: string };
+  const got = await rcb(["goals", "get", "--id", goalId, "--json"]);
+  t.is(got.code, 0, got.stderr);
+  t.like(JSON.parse(got.stdout), { goal_id: goalId, name: "Party", target: 50, payees: "voters", round: 1, progress: 0, reached: 0 });
+  t.deepEqual((JSON.parse(got.stdout) as { server_ids: string[] }).server_ids.sort(), [a, b].sort());
+
+  const { token } = await stack.clients.access.createServiceToken({ name: `cli-goals-reader-${a.slice(0, 8)}`, scopes: ["read"] });
+  const refused = await rcb(["goals", "put", "--file", file, "--id", goalId], { env: { SERVICE_TOKEN: token } });
+  t.is(refused.code, 1, "a read token cannot save");
+  t.regex(refused.stderr, /lacks the scope "admin"/);
+});
+
 test("the CLI's pull paths are the gateway's", (t) => {
   t.deepEqual(PULL_PATHS, { hearts: PULL_HEARTS_PATH, claims: PULL_CLAIMS_PATH });
 });

@@ -9,7 +9,7 @@ import { ReferralService } from "../../../gen/proto/referral/v1/referral_pb.js";
 import { ReferralReviewService } from "../../../gen/proto/referral/v1/referral_review_pb.js";
 import { ServerAdminService } from "../../../gen/proto/servers/v1/servers_pb.js";
 import { VoterDataService } from "../../../gen/proto/voters/v1/voters_pb.js";
-import { RewardQueueService, RewardRulesService } from "../../../gen/proto/rewards/v1/rewards_pb.js";
+import { NetworkGoalService, RewardQueueService, RewardRulesService } from "../../../gen/proto/rewards/v1/rewards_pb.js";
 import { ReminderService } from "../../../gen/proto/reminders/v1/reminders_pb.js";
 import { VoterRoleService } from "../../../gen/proto/servers/v1/voter_roles_pb.js";
 import { OwnerAlertService } from "../../../gen/proto/alerts/v1/alerts_pb.js";
@@ -30,6 +30,8 @@ export interface RpcClients {
   /** A voter's export and erasure, and their audit. */
   voters: Client<typeof VoterDataService>;
   rewards: Client<typeof RewardRulesService>;
+  /** An owner's network goals (vote party; the CLI's `goals` commands). */
+  goals: Client<typeof NetworkGoalService>;
   /** The reward queue game plugins list and acknowledge (the gateway's queue routes). */
   rewardQueue: Client<typeof RewardQueueService>;
   /** Voters' e-mail vote reminders (the gateway's receipt and reminder routes). */
@@ -57,6 +59,7 @@ export function createRpcClients(transport: Transport): RpcClients {
     pluginActivity: createClient(PluginActivityService, transport),
     voters: createClient(VoterDataService, transport),
     rewards: createClient(RewardRulesService, transport),
+    goals: createClient(NetworkGoalService, transport),
     rewardQueue: createClient(RewardQueueService, transport),
     reminders: createClient(ReminderService, transport),
     voterRoles: createClient(VoterRoleService, transport),

@@ -397,8 +397,9 @@ test.serial("the settings: defaults, every RETENTION_* read and validated, probl
     referralSeconds: 400 * 86_400,
     rewardQueueAckedSeconds: 90 * 86_400,
     endedReminderSeconds: 30 * 86_400,
+    ownerAlertSeconds: 90 * 86_400,
   });
-  t.is(retentionRules(defaults).length, 19);
+  t.is(retentionRules(defaults).length, 20);
   const r = createEnvReader({ RETENTION_BATCH_ROWS: "0", RETENTION_DEAD_LETTER_DAYS: "x", RETENTION_ENABLED: "maybe", RETENTION_DUTY_PERCENT: "0" });
   readRetentionSettings(r, DEFAULT_FRAUD_RULES);
   const error = t.throws(() => r.finish({}));

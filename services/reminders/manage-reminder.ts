@@ -8,7 +8,7 @@ import type { ReceiptLinks } from "../hearts/receipt-token.js";
 import { TOMBSTONE_PREFIX } from "../shared/values/tombstone.js";
 import { normalizeEmail } from "./domain/reminder-schedule.js";
 import { confirmMail, confirmUrlOf } from "./reminder-mail.js";
-import { activateReminder, endReminder, readReminder, readReminderId, upsertPendingReminder } from "./reminder-store.js";
+import { activateReminder, endReminder, readReminder, readReminderId, upsertDiscordReminder, upsertPendingReminder } from "./reminder-store.js";
 import { hashToken, matchesHash, mintConfirmToken, newUnsubscribeNonce, splitReminderToken, type UnsubscribeTokens } from "./reminder-tokens.js";
 
 /** What the reminder use cases need: reminders are on only with a mailer (SMTP_URL). */
@@ -17,6 +17,8 @@ export interface ReminderDeps extends CoreDeps {
   publicBaseUrl: string;
   /** Absent without SMTP_URL: opt-ins are refused and nothing is sent. */
   mailer?: Mailer;
+  /** DISCORD_BOT_TOKEN is set: Discord DM opt-ins are taken. */
+  discordDmReminders?: boolean;
 }
 
 /** The process's token readers: receipt links (opt-in) and unsubscribe tokens. */
@@ -82,6 +84,42 @@ export async function subscribeReminder(
     throw new DomainError("invalid_argument", "this address refuses e-mail; enter another one");
   }
   if (!sent.ok) throw new DependencyUnavailable(MAIL_RETRY_AFTER_MS, "the e-mail could not be sent right now; try again in a minute");
+  return { serverName: heart.server_name };
+}
+
+/** Discord DM reminders switched off (no DISCORD_BOT_TOKEN). */
+export const DISCORD_REMINDERS_OFF_TEXT = "Discord reminders are not available on this list";
+/** The heart carries no Discord user id to send to. */
+export const NO_DISCORD_ID_TEXT = "this vote carried no Discord account";
+
+/**
+ * Discord DM opt-in from a receipt page: the receipt token names one heart, hence its server, its voter and the Discord
+ * user id it carried; their one subscription becomes an active DM reminder at once (the token proves the voter, and a
+ * DM reaches only that Discord account, so there is no confirm step). Throttled per voter and server as e-mail opt-ins.
+ */
+export async function subscribeDiscordReminder(deps: ReminderDeps, tokens: ReminderTokens, req: { receiptToken: string }): Promise<{ serverName: string }> {
+  const heartId = tokens.receipts.heartIdOf(req.receiptToken);
+  if (heartId === undefined) throw new DomainError("not_found", UNKNOWN_REMINDER_TOKEN_TEXT);
+  if (deps.discordDmReminders !== true) throw new DomainError("failed_precondition", DISCORD_REMINDERS_OFF_TEXT);
+  // Bounded: one heart by primary key and its server by primary key.
+  const [heart] = await runSql<{ server_id: string; voter_identity: string; discord_id: string | null; server_name: string }>(
+    deps.prisma,
+    Prisma.sql`SELECT h.server_id, h.voter_identity, h.discord_id, s.name AS server_name FROM hearts h JOIN servers s ON s.id = h.server_id WHERE h.id = ${heartId}::uuid`,
+  );
+  if (heart === undefined || heart.voter_identity.startsWith(TOMBSTONE_PREFIX)) throw new DomainError("not_found", UNKNOWN_REMINDER_TOKEN_TEXT);
+  if (heart.discord_id === null) throw new DomainError("failed_precondition", NO_DISCORD_ID_TEXT);
+  const now = deps.now();
+  const id = (await readReminderId(deps.prisma, heart.server_id, heart.voter_identity)) ?? randomUUID();
+  const written = await upsertDiscordReminder(deps.prisma, {
+    id,
+    serverId: heart.server_id,
+    voterIdentity: heart.voter_identity,
+    discordId: heart.discord_id,
+    nonce: newUnsubscribeNonce(),
+    now,
+    notChangedSince: new Date(now.getTime() - OPT_IN_INTERVAL_MS),
+  });
+  if (written === undefined) throw new Overloaded(OPT_IN_INTERVAL_MS);
   return { serverName: heart.server_name };
 }
 

@@ -4114,6 +4114,8 @@ export const VoteReminderScalarFieldEnum = {
   serverId: 'serverId',
   voterIdentity: 'voterIdentity',
   email: 'email',
+  channel: 'channel',
+  discordId: 'discordId',
   state: 'state',
   confirmTokenHash: 'confirmTokenHash',
   unsubscribeNonce: 'unsubscribeNonce',

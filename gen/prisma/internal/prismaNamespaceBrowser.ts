@@ -620,6 +620,8 @@ export const VoteReminderScalarFieldEnum = {
   serverId: 'serverId',
   voterIdentity: 'voterIdentity',
   email: 'email',
+  channel: 'channel',
+  discordId: 'discordId',
   state: 'state',
   confirmTokenHash: 'confirmTokenHash',
   unsubscribeNonce: 'unsubscribeNonce',

@@ -42,6 +42,8 @@ export type VoteReminderMinAggregateOutputType = {
   serverId: string | null
   voterIdentity: string | null
   email: string | null
+  channel: string | null
+  discordId: string | null
   state: string | null
   confirmTokenHash: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes | null
@@ -58,6 +60,8 @@ export type VoteReminderMaxAggregateOutputType = {
   serverId: string | null
   voterIdentity: string | null
   email: string | null
+  channel: string | null
+  discordId: string | null
   state: string | null
   confirmTokenHash: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes | null
@@ -74,6 +78,8 @@ export type VoteReminderCountAggregateOutputType = {
   serverId: number
   voterIdentity: number
   email: number
+  channel: number
+  discordId: number
   state: number
   confirmTokenHash: number
   unsubscribeNonce: number
@@ -100,6 +106,8 @@ export type VoteReminderMinAggregateInputType = {
   serverId?: true
   voterIdentity?: true
   email?: true
+  channel?: true
+  discordId?: true
   state?: true
   confirmTokenHash?: true
   unsubscribeNonce?: true
@@ -116,6 +124,8 @@ export type VoteReminderMaxAggregateInputType = {
   serverId?: true
   voterIdentity?: true
   email?: true
+  channel?: true
+  discordId?: true
   state?: true
   confirmTokenHash?: true
   unsubscribeNonce?: true
@@ -132,6 +142,8 @@ export type VoteReminderCountAggregateInputType = {
   serverId?: true
   voterIdentity?: true
   email?: true
+  channel?: true
+  discordId?: true
   state?: true
   confirmTokenHash?: true
   unsubscribeNonce?: true
@@ -234,7 +246,9 @@ export type VoteReminderGroupByOutputType = {
   id: string
   serverId: string
   voterIdentity: string
-  email: string
+  email: string | null
+  channel: string
+  discordId: string | null
   state: string
   confirmTokenHash: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes
@@ -273,7 +287,9 @@ export type VoteReminderWhereInput = {
   id?: Prisma.UuidFilter<"VoteReminder"> | string
   serverId?: Prisma.UuidFilter<"VoteReminder"> | string
   voterIdentity?: Prisma.StringFilter<"VoteReminder"> | string
-  email?: Prisma.StringFilter<"VoteReminder"> | string
+  email?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
+  channel?: Prisma.StringFilter<"VoteReminder"> | string
+  discordId?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
   state?: Prisma.StringFilter<"VoteReminder"> | string
   confirmTokenHash?: Prisma.BytesNullableFilter<"VoteReminder"> | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFilter<"VoteReminder"> | runtime.Bytes
@@ -289,7 +305,9 @@ export type VoteReminderOrderByWithRelationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
-  email?: Prisma.SortOrder
+  email?: Prisma.SortOrderInput | Prisma.SortOrder
+  channel?: Prisma.SortOrder
+  discordId?: Prisma.SortOrderInput | Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrderInput | Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -309,7 +327,9 @@ export type VoteReminderWhereUniqueInput = Prisma.AtLeast<{
   NOT?: Prisma.VoteReminderWhereInput | Prisma.VoteReminderWhereInput[]
   serverId?: Prisma.UuidFilter<"VoteReminder"> | string
   voterIdentity?: Prisma.StringFilter<"VoteReminder"> | string
-  email?: Prisma.StringFilter<"VoteReminder"> | string
+  email?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
+  channel?: Prisma.StringFilter<"VoteReminder"> | string
+  discordId?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
   state?: Prisma.StringFilter<"VoteReminder"> | string
   confirmTokenHash?: Prisma.BytesNullableFilter<"VoteReminder"> | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFilter<"VoteReminder"> | runtime.Bytes
@@ -325,7 +345,9 @@ export type VoteReminderOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
-  email?: Prisma.SortOrder
+  email?: Prisma.SortOrderInput | Prisma.SortOrder
+  channel?: Prisma.SortOrder
+  discordId?: Prisma.SortOrderInput | Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrderInput | Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -349,7 +371,9 @@ export type VoteReminderScalarWhereWithAggregatesInput = {
   id?: Prisma.UuidWithAggregatesFilter<"VoteReminder"> | string
   serverId?: Prisma.UuidWithAggregatesFilter<"VoteReminder"> | string
   voterIdentity?: Prisma.StringWithAggregatesFilter<"VoteReminder"> | string
-  email?: Prisma.StringWithAggregatesFilter<"VoteReminder"> | string
+  email?: Prisma.StringNullableWithAggregatesFilter<"VoteReminder"> | string | null
+  channel?: Prisma.StringWithAggregatesFilter<"VoteReminder"> | string
+  discordId?: Prisma.StringNullableWithAggregatesFilter<"VoteReminder"> | string | null
   state?: Prisma.StringWithAggregatesFilter<"VoteReminder"> | string
   confirmTokenHash?: Prisma.BytesNullableWithAggregatesFilter<"VoteReminder"> | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesWithAggregatesFilter<"VoteReminder"> | runtime.Bytes
@@ -365,7 +389,9 @@ export type VoteReminderCreateInput = {
   id?: string
   serverId: string
   voterIdentity: string
-  email: string
+  email?: string | null
+  channel?: string
+  discordId?: string | null
   state: string
   confirmTokenHash?: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes
@@ -381,7 +407,9 @@ export type VoteReminderUncheckedCreateInput = {
   id?: string
   serverId: string
   voterIdentity: string
-  email: string
+  email?: string | null
+  channel?: string
+  discordId?: string | null
   state: string
   confirmTokenHash?: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes
@@ -397,7 +425,9 @@ export type VoteReminderUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
-  email?: Prisma.StringFieldUpdateOperationsInput | string
+  email?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  channel?: Prisma.StringFieldUpdateOperationsInput | string
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   state?: Prisma.StringFieldUpdateOperationsInput | string
   confirmTokenHash?: Prisma.NullableBytesFieldUpdateOperationsInput | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
@@ -413,7 +443,9 @@ export type VoteReminderUncheckedUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
-  email?: Prisma.StringFieldUpdateOperationsInput | string
+  email?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  channel?: Prisma.StringFieldUpdateOperationsInput | string
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   state?: Prisma.StringFieldUpdateOperationsInput | string
   confirmTokenHash?: Prisma.NullableBytesFieldUpdateOperationsInput | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
@@ -429,7 +461,9 @@ export type VoteReminderCreateManyInput = {
   id?: string
   serverId: string
   voterIdentity: string
-  email: string
+  email?: string | null
+  channel?: string
+  discordId?: string | null
   state: string
   confirmTokenHash?: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes
@@ -445,7 +479,9 @@ export type VoteReminderUpdateManyMutationInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
-  email?: Prisma.StringFieldUpdateOperationsInput | string
+  email?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  channel?: Prisma.StringFieldUpdateOperationsInput | string
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   state?: Prisma.StringFieldUpdateOperationsInput | string
   confirmTokenHash?: Prisma.NullableBytesFieldUpdateOperationsInput | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
@@ -461,7 +497,9 @@ export type VoteReminderUncheckedUpdateManyInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
-  email?: Prisma.StringFieldUpdateOperationsInput | string
+  email?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  channel?: Prisma.StringFieldUpdateOperationsInput | string
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   state?: Prisma.StringFieldUpdateOperationsInput | string
   confirmTokenHash?: Prisma.NullableBytesFieldUpdateOperationsInput | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
@@ -483,6 +521,8 @@ export type VoteReminderCountOrderByAggregateInput = {
   serverId?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   email?: Prisma.SortOrder
+  channel?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -503,6 +543,8 @@ export type VoteReminderMaxOrderByAggregateInput = {
   serverId?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   email?: Prisma.SortOrder
+  channel?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -519,6 +561,8 @@ export type VoteReminderMinOrderByAggregateInput = {
   serverId?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   email?: Prisma.SortOrder
+  channel?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -545,6 +589,8 @@ export type VoteReminderSelect<ExtArgs extends runtime.Types.Extensions.Internal
   serverId?: boolean
   voterIdentity?: boolean
   email?: boolean
+  channel?: boolean
+  discordId?: boolean
   state?: boolean
   confirmTokenHash?: boolean
   unsubscribeNonce?: boolean
@@ -561,6 +607,8 @@ export type VoteReminderSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   serverId?: boolean
   voterIdentity?: boolean
   email?: boolean
+  channel?: boolean
+  discordId?: boolean
   state?: boolean
   confirmTokenHash?: boolean
   unsubscribeNonce?: boolean
@@ -577,6 +625,8 @@ export type VoteReminderSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   serverId?: boolean
   voterIdentity?: boolean
   email?: boolean
+  channel?: boolean
+  discordId?: boolean
   state?: boolean
   confirmTokenHash?: boolean
   unsubscribeNonce?: boolean
@@ -593,6 +643,8 @@ export type VoteReminderSelectScalar = {
   serverId?: boolean
   voterIdentity?: boolean
   email?: boolean
+  channel?: boolean
+  discordId?: boolean
   state?: boolean
   confirmTokenHash?: boolean
   unsubscribeNonce?: boolean
@@ -604,7 +656,7 @@ export type VoteReminderSelectScalar = {
   endedAt?: boolean
 }
 
-export type VoteReminderOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "voterIdentity" | "email" | "state" | "confirmTokenHash" | "unsubscribeNonce" | "nextSendAt" | "remindedHeartAt" | "attempts" | "createdAt" | "updatedAt" | "endedAt", ExtArgs["result"]["voteReminder"]>
+export type VoteReminderOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "voterIdentity" | "email" | "channel" | "discordId" | "state" | "confirmTokenHash" | "unsubscribeNonce" | "nextSendAt" | "remindedHeartAt" | "attempts" | "createdAt" | "updatedAt" | "endedAt", ExtArgs["result"]["voteReminder"]>
 
 export type $VoteReminderPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "VoteReminder"
@@ -614,9 +666,17 @@ export type $VoteReminderPayload<ExtArgs extends runtime.Types.Extensions.Intern
     serverId: string
     voterIdentity: string
     /**
-     * The voter's e-mail address: personal data, never logged.
+     * The voter's e-mail address: personal data, never logged. Null on a Discord DM row.
      */
-    email: string
+    email: string | null
+    /**
+     * email (a message to `email`) or discord (a DM through the list's bot to `discordId`).
+     */
+    channel: string
+    /**
+     * The voter's Discord user id a DM row is sent to (the heart's discord_id at opt-in); personal data, never logged.
+     */
+    discordId: string | null
     /**
      * pending (waiting for the confirm link), active, unsubscribed, bounced.
      */
@@ -1074,6 +1134,8 @@ export interface VoteReminderFieldRefs {
   readonly serverId: Prisma.FieldRef<"VoteReminder", 'String'>
   readonly voterIdentity: Prisma.FieldRef<"VoteReminder", 'String'>
   readonly email: Prisma.FieldRef<"VoteReminder", 'String'>
+  readonly channel: Prisma.FieldRef<"VoteReminder", 'String'>
+  readonly discordId: Prisma.FieldRef<"VoteReminder", 'String'>
   readonly state: Prisma.FieldRef<"VoteReminder", 'String'>
   readonly confirmTokenHash: Prisma.FieldRef<"VoteReminder", 'Bytes'>
   readonly unsubscribeNonce: Prisma.FieldRef<"VoteReminder", 'Bytes'>

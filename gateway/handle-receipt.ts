@@ -101,7 +101,11 @@ function problem(reply: HttpReply, json: boolean, outcome: string, cause?: unkno
  * whatever was wrong with it; the referral service unreachable is 503 with Retry-After; anything else 500. Every answer
  * carries RECEIPT_ANSWER_HEADERS (`no-store`, `no-referrer`).
  */
-export async function handleReceipt(rawPath: string, rpcs: ReceiptRpcs, opts: { reminders?: boolean; discordReminders?: boolean } = {}): Promise<ReceiptResult> {
+export async function handleReceipt(
+  rawPath: string,
+  rpcs: ReceiptRpcs,
+  opts: { reminders?: boolean; discordReminders?: boolean } = {},
+): Promise<ReceiptResult> {
   const rest = rawPath.slice(RECEIPT_PATH_PREFIX.length);
   const json = rest.endsWith(RECEIPT_JSON_SUFFIX);
   const token = json ? rest.slice(0, -RECEIPT_JSON_SUFFIX.length) : rest;
@@ -127,5 +131,8 @@ export async function handleReceipt(rawPath: string, rpcs: ReceiptRpcs, opts: { 
   }
   // With reminders on, the page carries the opt-in forms, and its policy lets them post to the gateway.
   const action = `${RECEIPT_PATH_PREFIX}${token}${REMINDER_OPT_IN_SUFFIX}`;
-  return { reply: { status: 200, headers: { ...REMINDER_PAGE_HEADERS }, body: receiptPage(receipt, jsonHref, { action, email: opts.reminders === true, discord }) }, outcome: receipt.outcome };
+  return {
+    reply: { status: 200, headers: { ...REMINDER_PAGE_HEADERS }, body: receiptPage(receipt, jsonHref, { action, email: opts.reminders === true, discord }) },
+    outcome: receipt.outcome,
+  };
 }

@@ -9,7 +9,14 @@ import { createGatewayServer, type GatewayDeps } from "./server.js";
 /** Settings of the public gateway that its process reads (GatewayConfig) and the all-in-one leaves at their defaults. */
 export type PublicGatewaySettings = Pick<
   GatewayDeps,
-  "trustProxy" | "signingKeyCacheMs" | "unknownServerCacheMs" | "signingKeyRefreshMs" | "failedSignatures" | "referralLinkLimit" | "remindersEnabled" | "discordDmRemindersEnabled"
+  | "trustProxy"
+  | "signingKeyCacheMs"
+  | "unknownServerCacheMs"
+  | "signingKeyRefreshMs"
+  | "failedSignatures"
+  | "referralLinkLimit"
+  | "remindersEnabled"
+  | "discordDmRemindersEnabled"
 >;
 
 /**

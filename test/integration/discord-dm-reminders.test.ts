@@ -17,6 +17,8 @@ import { createUnsubscribeTokens } from "../../services/reminders/reminder-token
 import { runReminderPass, type ReminderPassDeps } from "../../services/reminders/send-reminders.js";
 import { createDiscordRest, type DiscordRest } from "../../services/shared/adapters/discord-rest.js";
 import { runSql } from "../../services/shared/adapters/sql/executor.js";
+import { eraseVoterData, newTombstone } from "../../services/voter-data/erase-voter-data.js";
+import { exportVoterData } from "../../services/voter-data/export-voter-data.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
 
 interface Context {
@@ -114,25 +116,28 @@ test.serial("the receipt page offers a Discord DM reminder (a button, nothing pr
   t.is(await rowOf(c, withoutId.serverId), undefined);
 });
 
-test.serial("opt-in is active at once; the DM leaves at next eligible + the jitter, exactly once per heart, with the server's name and the unsubscribe link", async (t) => {
-  const c = t.context;
-  const discordId = newDiscordId();
-  const s = await subscribed(c, discordId);
-  const row = await rowOf(c, s.serverId);
-  t.like(row, { state: "active", channel: "discord", email: null });
+test.serial(
+  "opt-in is active at once; the DM leaves at next eligible + the jitter, exactly once per heart, with the server's name and the unsubscribe link",
+  async (t) => {
+    const c = t.context;
+    const discordId = newDiscordId();
+    const s = await subscribed(c, discordId);
+    const row = await rowOf(c, s.serverId);
+    t.like(row, { state: "active", channel: "discord", email: null });
 
-  await runReminderPass(c.pass, new Date(s.due.getTime() - 1));
-  t.is((await dmsTo(c, discordId)).length, 0, "nothing before the due time");
-  await runReminderPass(c.pass, s.due);
-  await runReminderPass(c.pass, new Date(s.due.getTime() + 60_000));
-  const dms = await dmsTo(c, discordId);
-  t.is(dms.length, 1, "exactly one DM for the heart");
-  t.true(dms[0]!.content.includes(s.serverName));
-  t.regex(dms[0]!.content, /\/reminders\/unsubscribe\/[A-Za-z0-9_-]{64}/);
-  // The next look is a cooldown later: no second DM for the same heart however often the sender passes.
-  await runReminderPass(c.pass, new Date(s.due.getTime() + HEART_COOLDOWN_MS + 1));
-  t.is((await dmsTo(c, discordId)).length, 1);
-});
+    await runReminderPass(c.pass, new Date(s.due.getTime() - 1));
+    t.is((await dmsTo(c, discordId)).length, 0, "nothing before the due time");
+    await runReminderPass(c.pass, s.due);
+    await runReminderPass(c.pass, new Date(s.due.getTime() + 60_000));
+    const dms = await dmsTo(c, discordId);
+    t.is(dms.length, 1, "exactly one DM for the heart");
+    t.true(dms[0]!.content.includes(s.serverName));
+    t.regex(dms[0]!.content, /\/reminders\/unsubscribe\/[A-Za-z0-9_-]{64}/);
+    // The next look is a cooldown later: no second DM for the same heart however often the sender passes.
+    await runReminderPass(c.pass, new Date(s.due.getTime() + HEART_COOLDOWN_MS + 1));
+    t.is((await dmsTo(c, discordId)).length, 1);
+  },
+);
 
 test.serial("Discord's 50007 (the user takes no DMs) ends the subscription like a bounce: never tried again", async (t) => {
   const c = t.context;
@@ -157,9 +162,32 @@ test.serial("the one-click unsubscribe link of a DM stops the reminders", async 
   t.is((await rowOf(c, s.serverId))?.state, "unsubscribed");
   // A new counted heart a day later: no DM for it.
   c.stack.clock.now = () => new Date(T0.getTime() + HEART_COOLDOWN_MS + 1);
-  await c.stack.clients.hearts.castHeart({ serverId: s.serverId, username: s.voter, voterIdentity: s.voter, discordId, ip: "203.0.113.250", userAgent: "Mozilla/5.0 test" });
+  await c.stack.clients.hearts.castHeart({
+    serverId: s.serverId,
+    username: s.voter,
+    voterIdentity: s.voter,
+    discordId,
+    ip: "203.0.113.250",
+    userAgent: "Mozilla/5.0 test",
+  });
   await runReminderPass(c.pass, new Date(T0.getTime() + 3 * HEART_COOLDOWN_MS));
   t.is((await dmsTo(c, discordId)).length, 1);
+});
+
+test.serial("the voter's export lists the DM reminder with its Discord id; their erasure deletes it, so no DM is sent", async (t) => {
+  const c = t.context;
+  const discordId = newDiscordId();
+  const s = await subscribed(c, discordId);
+  const key = { kind: "discord_id" as const, value: discordId };
+  const exported = await exportVoterData(c.stack.prisma, { serverId: s.serverId, key, now: T0 });
+  t.deepEqual(
+    exported.servers[0]?.reminders.map((r) => [r.channel, r.discord_id, r.email]),
+    [["discord", discordId, null]],
+  );
+  const erased = await eraseVoterData(c.stack.prisma, { serverId: s.serverId, key, now: T0, tombstone: newTombstone() });
+  t.is(erased.counts.vote_reminders, 1);
+  await runReminderPass(c.pass, s.due);
+  t.is((await dmsTo(c, discordId)).length, 0);
 });
 
 test.serial("neither the bot token nor a voter's Discord id appears in any log line", async (t) => {

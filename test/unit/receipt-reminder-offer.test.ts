@@ -23,7 +23,7 @@ async function pageOf(hasDiscordId: boolean, opts: { reminders?: boolean; discor
     hasDiscordId,
   });
   const result = await handleReceipt(`/receipts/${TOKEN}`, { getReceipt: async () => create(GetReceiptResponseSchema, { receipt }) }, opts);
-  return result.reply.body;
+  return String(result.reply.body);
 }
 
 const DM_OFFER = /Remind me by Discord DM when I can vote again/;

@@ -38,6 +38,21 @@ export const OPT_IN_INTERVAL_MS = 60_000;
 /** How long to wait after the mail server could not take the confirmation. */
 const MAIL_RETRY_AFTER_MS = 60_000;
 
+/** The heart a receipt token names: its server, voter and Discord id; not_found when it is gone or its voter erased. */
+async function readReceiptHeart(
+  deps: ReminderDeps,
+  heartId: string,
+): Promise<{ server_id: string; voter_identity: string; discord_id: string | null; server_name: string }> {
+  // Bounded: one heart by primary key and its server by primary key.
+  const [heart] = await runSql<{ server_id: string; voter_identity: string; discord_id: string | null; server_name: string }>(
+    deps.prisma,
+    Prisma.sql`SELECT h.server_id, h.voter_identity, h.discord_id, s.name AS server_name FROM hearts h JOIN servers s ON s.id = h.server_id WHERE h.id = ${heartId}::uuid`,
+  );
+  // An erased voter's heart names a tombstone, no voter: nothing to remind (the receipt shows no form either).
+  if (heart === undefined || heart.voter_identity.startsWith(TOMBSTONE_PREFIX)) throw new DomainError("not_found", UNKNOWN_REMINDER_TOKEN_TEXT);
+  return heart;
+}
+
 /**
  * Opt-in from a receipt page: the receipt token names one heart, hence its server and voter; their one subscription
  * becomes pending with this address (an earlier one's address is replaced and must be confirmed again) and the confirm
@@ -54,13 +69,7 @@ export async function subscribeReminder(
   if (deps.mailer === undefined) throw new DomainError("failed_precondition", REMINDERS_OFF_TEXT);
   const email = normalizeEmail(req.email);
   if (email === undefined) throw new DomainError("invalid_argument", BAD_EMAIL_TEXT);
-  // Bounded: one heart by primary key and its server by primary key.
-  const [heart] = await runSql<{ server_id: string; voter_identity: string; server_name: string }>(
-    deps.prisma,
-    Prisma.sql`SELECT h.server_id, h.voter_identity, s.name AS server_name FROM hearts h JOIN servers s ON s.id = h.server_id WHERE h.id = ${heartId}::uuid`,
-  );
-  // An erased voter's heart names a tombstone, no voter: nothing to remind (the receipt shows no form either).
-  if (heart === undefined || heart.voter_identity.startsWith(TOMBSTONE_PREFIX)) throw new DomainError("not_found", UNKNOWN_REMINDER_TOKEN_TEXT);
+  const heart = await readReceiptHeart(deps, heartId);
   const now = deps.now();
   // The confirm token names the row's id, so a second opt-in keeps the row's id (two opt-ins racing: the later one wins).
   const id = (await readReminderId(deps.prisma, heart.server_id, heart.voter_identity)) ?? randomUUID();
@@ -101,12 +110,7 @@ export async function subscribeDiscordReminder(deps: ReminderDeps, tokens: Remin
   const heartId = tokens.receipts.heartIdOf(req.receiptToken);
   if (heartId === undefined) throw new DomainError("not_found", UNKNOWN_REMINDER_TOKEN_TEXT);
   if (deps.discordDmReminders !== true) throw new DomainError("failed_precondition", DISCORD_REMINDERS_OFF_TEXT);
-  // Bounded: one heart by primary key and its server by primary key.
-  const [heart] = await runSql<{ server_id: string; voter_identity: string; discord_id: string | null; server_name: string }>(
-    deps.prisma,
-    Prisma.sql`SELECT h.server_id, h.voter_identity, h.discord_id, s.name AS server_name FROM hearts h JOIN servers s ON s.id = h.server_id WHERE h.id = ${heartId}::uuid`,
-  );
-  if (heart === undefined || heart.voter_identity.startsWith(TOMBSTONE_PREFIX)) throw new DomainError("not_found", UNKNOWN_REMINDER_TOKEN_TEXT);
+  const heart = await readReceiptHeart(deps, heartId);
   if (heart.discord_id === null) throw new DomainError("failed_precondition", NO_DISCORD_ID_TEXT);
   const now = deps.now();
   const id = (await readReminderId(deps.prisma, heart.server_id, heart.voter_identity)) ?? randomUUID();

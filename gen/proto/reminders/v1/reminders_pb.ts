@@ -156,7 +156,7 @@ export const SubscribeDiscordReminderResponseSchema: GenMessage<SubscribeDiscord
   messageDesc(file_reminders_v1_reminders, 7);
 
 /**
- * ReminderService keeps voters' e-mail vote reminders (docs/reminders.md). Called by the public
+ * ReminderService keeps voters' vote reminders, by e-mail or Discord DM (docs/reminders.md). Called by the public
  * gateway only: each token is the credential of what it names (a receipt token its heart's voter,
  * a confirm or unsubscribe token one subscription). A token that names nothing is not_found.
  *

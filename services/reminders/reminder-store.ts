@@ -35,7 +35,7 @@ export async function upsertPendingReminder(
     db,
     Prisma.sql`INSERT INTO vote_reminders (id, server_id, voter_identity, email, state, confirm_token_hash, unsubscribe_nonce, created_at, updated_at)
       VALUES (${q.id}::uuid, ${q.serverId}::uuid, ${q.voterIdentity}, ${q.email}, 'pending', ${q.confirmHash}, ${q.nonce}, ${q.now}, ${q.now})
-      ON CONFLICT (server_id, voter_identity) DO UPDATE SET email = EXCLUDED.email, state = 'pending', channel = 'email', discord_id = NULL,
+      ON CONFLICT (server_id, voter_identity) DO UPDATE SET email = EXCLUDED.email, state = 'pending', channel = 'email', discord_id = NULL, discord_channel_id = NULL,
         confirm_token_hash = EXCLUDED.confirm_token_hash, unsubscribe_nonce = EXCLUDED.unsubscribe_nonce,
         next_send_at = NULL, attempts = 0, ended_at = NULL, updated_at = EXCLUDED.updated_at
       WHERE vote_reminders.updated_at <= ${q.notChangedSince}
@@ -58,7 +58,7 @@ export async function upsertDiscordReminder(
     db,
     Prisma.sql`INSERT INTO vote_reminders (id, server_id, voter_identity, email, channel, discord_id, state, unsubscribe_nonce, next_send_at, created_at, updated_at)
       VALUES (${q.id}::uuid, ${q.serverId}::uuid, ${q.voterIdentity}, NULL, 'discord', ${q.discordId}, 'active', ${q.nonce}, ${q.now}, ${q.now}, ${q.now})
-      ON CONFLICT (server_id, voter_identity) DO UPDATE SET email = NULL, channel = 'discord', discord_id = EXCLUDED.discord_id, state = 'active',
+      ON CONFLICT (server_id, voter_identity) DO UPDATE SET email = NULL, channel = 'discord', discord_id = EXCLUDED.discord_id, discord_channel_id = NULL, state = 'active',
         confirm_token_hash = NULL, unsubscribe_nonce = EXCLUDED.unsubscribe_nonce, next_send_at = EXCLUDED.next_send_at, attempts = 0,
         ended_at = NULL, updated_at = EXCLUDED.updated_at
       WHERE vote_reminders.updated_at <= ${q.notChangedSince}
@@ -117,6 +117,8 @@ export interface DueReminder {
   channel: "email" | "discord";
   email: string | null;
   discord_id: string | null;
+  /** The bot's DM channel with discord_id, once learnt. */
+  discord_channel_id: string | null;
   unsubscribe_nonce: Buffer;
   reminded_heart_at: Date | null;
   attempts: number;
@@ -138,9 +140,9 @@ export async function claimDueReminders(db: object, q: { now: Date; leaseUntil: 
         ORDER BY next_send_at LIMIT ${q.limit} FOR UPDATE SKIP LOCKED
       ), claimed AS (
         UPDATE vote_reminders r SET next_send_at = ${q.leaseUntil} FROM due WHERE r.id = due.id
-        RETURNING r.id, r.server_id, r.voter_identity, r.channel, r.email, r.discord_id, r.unsubscribe_nonce, r.reminded_heart_at, r.attempts
+        RETURNING r.id, r.server_id, r.voter_identity, r.channel, r.email, r.discord_id, r.discord_channel_id, r.unsubscribe_nonce, r.reminded_heart_at, r.attempts
       )
-      SELECT c.id, c.server_id, c.channel, c.email, c.discord_id, c.unsubscribe_nonce, c.reminded_heart_at, c.attempts, v.last_counted_at, s.name AS server_name
+      SELECT c.id, c.server_id, c.channel, c.email, c.discord_id, c.discord_channel_id, c.unsubscribe_nonce, c.reminded_heart_at, c.attempts, v.last_counted_at, s.name AS server_name
       FROM claimed c JOIN servers s ON s.id = c.server_id
       LEFT JOIN voter_states v ON v.server_id = c.server_id AND v.voter_identity = c.voter_identity`,
   );
@@ -158,6 +160,12 @@ export async function recordReminderPass(db: object, q: { id: string; nextSendAt
         reminded_heart_at = COALESCE(${q.remindedHeartAt ?? null}::timestamptz, reminded_heart_at)
       WHERE id = ${q.id}::uuid AND state = 'active'`,
   );
+}
+
+/** Keeps (or with null forgets) the bot's DM channel of a Discord row, so Create DM is called once per subscription. */
+export async function recordDmChannel(db: object, q: { id: string; channelId: string | null }): Promise<void> {
+  // Bounded: one row by primary key.
+  await executeSql(db, Prisma.sql`UPDATE vote_reminders SET discord_channel_id = ${q.channelId} WHERE id = ${q.id}::uuid AND channel = 'discord'`);
 }
 
 /** The erasure of a voter's subscriptions on one server (services/voter-data/erase-voter-data.ts). */

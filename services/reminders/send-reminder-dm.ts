@@ -15,6 +15,8 @@ export interface ReminderBot {
   botToken: string;
 }
 
+/** Discord's JSON code Unknown Channel: a kept DM channel that is gone. */
+const UNKNOWN_CHANNEL = DiscordErrorCode.unknownChannel;
 /** Discord's JSON code Unknown User. */
 const UNKNOWN_USER = 10013;
 /** How long one DM call may wait for a rate limit before it is rescheduled (the sender's temporary-failure path). */
@@ -25,8 +27,20 @@ export function reminderDmText(q: { serverName: string; unsubscribeUrl: string }
   return [`You can vote for ${q.serverName} again now.`, "", `No more reminders: ${q.unsubscribeUrl}`].join("\n");
 }
 
-/** Sends one reminder DM to `discordId`. */
-export async function sendReminderDm(bot: ReminderBot, q: { discordId: string; text: string }): Promise<MailResult> {
+/**
+ * Sends one reminder DM to `discordId`, in `channelId` when the DM channel is known (else Create DM first). Answers the
+ * channel it learnt (`learnt`: keep it) or found gone (`learnt: null`: forget it; 10003 Unknown Channel, tried again
+ * with a new one next time).
+ */
+export async function sendReminderDm(
+  bot: ReminderBot,
+  q: { discordId: string; channelId: string | null; text: string },
+): Promise<MailResult & { learnt?: string | null }> {
+  if (q.channelId !== null) {
+    const sent = await createMessage(bot, q.channelId, q.text);
+    if (!sent.ok && sent.code === UNKNOWN_CHANNEL) return { ok: false, kind: "temporary", reason: sent.reason, learnt: null };
+    return sent;
+  }
   const opened = await bot.rest.request({
     method: "POST",
     path: "/users/@me/channels",
@@ -37,11 +51,16 @@ export async function sendReminderDm(bot: ReminderBot, q: { discordId: string; t
   const channelId = opened.ok ? (opened.body as { id?: unknown } | undefined)?.id : undefined;
   if (!opened.ok) return failureOf(opened);
   if (typeof channelId !== "string" || !/^\d+$/.test(channelId)) return { ok: false, kind: "temporary", reason: "Discord DM channel without an id" };
+  return { ...(await createMessage(bot, channelId, q.text)), learnt: channelId };
+}
+
+/** Create Message in a DM channel. */
+async function createMessage(bot: ReminderBot, channelId: string, text: string): Promise<MailResult & { code?: number }> {
   const sent = await bot.rest.request({
     method: "POST",
     path: `/channels/${channelId}/messages`,
     // No mentions are parsed: the text is the list's own, never a ping.
-    body: { content: q.text, allowed_mentions: { parse: [] } },
+    body: { content: text, allowed_mentions: { parse: [] } },
     botToken: bot.botToken,
     maxWaitMs: DM_MAX_WAIT_MS,
   });
@@ -51,11 +70,16 @@ export async function sendReminderDm(bot: ReminderBot, q: { discordId: string; t
 }
 
 /** A Discord refusal in the mailer's terms; the reason carries the status and code, never a token or a user id. */
-function failureOf(answer: Exclude<Awaited<ReturnType<DiscordRest["request"]>>, { ok: true }>): MailResult {
+function failureOf(answer: Exclude<Awaited<ReturnType<DiscordRest["request"]>>, { ok: true }>): MailResult & { code?: number } {
   if (answer.kind === "rateLimited") return { ok: false, kind: "temporary", reason: `Discord rate limit (${answer.scope})` };
   if (answer.kind === "failed") return { ok: false, kind: "temporary", reason: "Discord unreachable" };
   // Only the user's own refusal (50007) or an unknown user (10013) ends the subscription: a bad bot token (401) or
   // any other refusal is the list's to fix, so it is retried (and given up per heart), never ends voters' reminders.
   const permanent = answer.code === DiscordErrorCode.cannotSendToUser || answer.code === UNKNOWN_USER;
-  return { ok: false, kind: permanent ? "permanent" : "temporary", reason: `Discord ${answer.status}${answer.code ? ` (${answer.code})` : ""}` };
+  return {
+    ok: false,
+    kind: permanent ? "permanent" : "temporary",
+    reason: `Discord ${answer.status}${answer.code ? ` (${answer.code})` : ""}`,
+    code: answer.code,
+  };
 }

@@ -5,7 +5,7 @@ import type { PrismaClient } from "../shared/adapters/db.js";
 import { HEART_COOLDOWN_MS } from "../hearts/domain/streak.js";
 import { decideReminder, reminderLeaseMs, retryAfterFailure } from "./domain/reminder-schedule.js";
 import { reminderMail, unsubscribeUrlOf } from "./reminder-mail.js";
-import { claimDueReminders, endReminder, recordReminderPass, type DueReminder } from "./reminder-store.js";
+import { claimDueReminders, endReminder, recordDmChannel, recordReminderPass, type DueReminder } from "./reminder-store.js";
 import type { UnsubscribeTokens } from "./reminder-tokens.js";
 import { reminderDmText, sendReminderDm, type ReminderBot } from "./send-reminder-dm.js";
 import type { MailResult } from "../shared/adapters/mailer.js";
@@ -99,7 +99,13 @@ async function passOne(deps: ReminderPassDeps, row: DueReminder, now: Date): Pro
 async function sendOne(deps: ReminderPassDeps, row: DueReminder, unsubscribeUrl: string): Promise<MailResult | undefined> {
   if (row.channel === "discord") {
     if (deps.bot === undefined || row.discord_id === null) return undefined;
-    return sendReminderDm(deps.bot, { discordId: row.discord_id, text: reminderDmText({ serverName: row.server_name, unsubscribeUrl }) });
+    const sent = await sendReminderDm(deps.bot, {
+      discordId: row.discord_id,
+      channelId: row.discord_channel_id,
+      text: reminderDmText({ serverName: row.server_name, unsubscribeUrl }),
+    });
+    if (sent.learnt !== undefined) await recordDmChannel(deps.db, { id: row.id, channelId: sent.learnt });
+    return sent;
   }
   if (deps.mailer === undefined || row.email === null) return undefined;
   return deps.mailer.send(reminderMail({ to: row.email, serverName: row.server_name, unsubscribeUrl }));

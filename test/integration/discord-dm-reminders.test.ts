@@ -139,6 +139,31 @@ test.serial(
   },
 );
 
+test.serial("Create DM is called once per subscription: the next heart's DM goes to the DM channel kept from the first", async (t) => {
+  const c = t.context;
+  const discordId = newDiscordId();
+  const s = await subscribed(c, discordId);
+  const createDms = () => c.discord.requests.filter((r) => r.method === "POST" && r.path.endsWith("/users/@me/channels")).length;
+  const before = createDms();
+  await runReminderPass(c.pass, s.due);
+  t.is(createDms(), before + 1);
+  // A second counted heart a day later, and its DM.
+  const second = new Date(T0.getTime() + HEART_COOLDOWN_MS + 1);
+  c.stack.clock.now = () => second;
+  await c.stack.clients.hearts.castHeart({
+    serverId: s.serverId,
+    username: s.voter,
+    voterIdentity: s.voter,
+    discordId,
+    ip: "203.0.113.251",
+    userAgent: "Mozilla/5.0 test",
+  });
+  const afterFirst = createDms();
+  await runReminderPass(c.pass, new Date(second.getTime() + HEART_COOLDOWN_MS + JITTER_SECONDS * 1000));
+  t.is(createDms(), afterFirst, "no second Create DM");
+  t.is((await dmsTo(c, discordId)).length, 2, "one DM per heart");
+});
+
 test.serial("Discord's 50007 (the user takes no DMs) ends the subscription like a bounce: never tried again", async (t) => {
   const c = t.context;
   const discordId = newDiscordId();

@@ -4116,6 +4116,7 @@ export const VoteReminderScalarFieldEnum = {
   email: 'email',
   channel: 'channel',
   discordId: 'discordId',
+  discordChannelId: 'discordChannelId',
   state: 'state',
   confirmTokenHash: 'confirmTokenHash',
   unsubscribeNonce: 'unsubscribeNonce',

@@ -622,6 +622,7 @@ export const VoteReminderScalarFieldEnum = {
   email: 'email',
   channel: 'channel',
   discordId: 'discordId',
+  discordChannelId: 'discordChannelId',
   state: 'state',
   confirmTokenHash: 'confirmTokenHash',
   unsubscribeNonce: 'unsubscribeNonce',

@@ -44,6 +44,7 @@ export type VoteReminderMinAggregateOutputType = {
   email: string | null
   channel: string | null
   discordId: string | null
+  discordChannelId: string | null
   state: string | null
   confirmTokenHash: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes | null
@@ -62,6 +63,7 @@ export type VoteReminderMaxAggregateOutputType = {
   email: string | null
   channel: string | null
   discordId: string | null
+  discordChannelId: string | null
   state: string | null
   confirmTokenHash: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes | null
@@ -80,6 +82,7 @@ export type VoteReminderCountAggregateOutputType = {
   email: number
   channel: number
   discordId: number
+  discordChannelId: number
   state: number
   confirmTokenHash: number
   unsubscribeNonce: number
@@ -108,6 +111,7 @@ export type VoteReminderMinAggregateInputType = {
   email?: true
   channel?: true
   discordId?: true
+  discordChannelId?: true
   state?: true
   confirmTokenHash?: true
   unsubscribeNonce?: true
@@ -126,6 +130,7 @@ export type VoteReminderMaxAggregateInputType = {
   email?: true
   channel?: true
   discordId?: true
+  discordChannelId?: true
   state?: true
   confirmTokenHash?: true
   unsubscribeNonce?: true
@@ -144,6 +149,7 @@ export type VoteReminderCountAggregateInputType = {
   email?: true
   channel?: true
   discordId?: true
+  discordChannelId?: true
   state?: true
   confirmTokenHash?: true
   unsubscribeNonce?: true
@@ -249,6 +255,7 @@ export type VoteReminderGroupByOutputType = {
   email: string | null
   channel: string
   discordId: string | null
+  discordChannelId: string | null
   state: string
   confirmTokenHash: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes
@@ -290,6 +297,7 @@ export type VoteReminderWhereInput = {
   email?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
   channel?: Prisma.StringFilter<"VoteReminder"> | string
   discordId?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
+  discordChannelId?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
   state?: Prisma.StringFilter<"VoteReminder"> | string
   confirmTokenHash?: Prisma.BytesNullableFilter<"VoteReminder"> | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFilter<"VoteReminder"> | runtime.Bytes
@@ -308,6 +316,7 @@ export type VoteReminderOrderByWithRelationInput = {
   email?: Prisma.SortOrderInput | Prisma.SortOrder
   channel?: Prisma.SortOrder
   discordId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordChannelId?: Prisma.SortOrderInput | Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrderInput | Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -330,6 +339,7 @@ export type VoteReminderWhereUniqueInput = Prisma.AtLeast<{
   email?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
   channel?: Prisma.StringFilter<"VoteReminder"> | string
   discordId?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
+  discordChannelId?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
   state?: Prisma.StringFilter<"VoteReminder"> | string
   confirmTokenHash?: Prisma.BytesNullableFilter<"VoteReminder"> | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFilter<"VoteReminder"> | runtime.Bytes
@@ -348,6 +358,7 @@ export type VoteReminderOrderByWithAggregationInput = {
   email?: Prisma.SortOrderInput | Prisma.SortOrder
   channel?: Prisma.SortOrder
   discordId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordChannelId?: Prisma.SortOrderInput | Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrderInput | Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -374,6 +385,7 @@ export type VoteReminderScalarWhereWithAggregatesInput = {
   email?: Prisma.StringNullableWithAggregatesFilter<"VoteReminder"> | string | null
   channel?: Prisma.StringWithAggregatesFilter<"VoteReminder"> | string
   discordId?: Prisma.StringNullableWithAggregatesFilter<"VoteReminder"> | string | null
+  discordChannelId?: Prisma.StringNullableWithAggregatesFilter<"VoteReminder"> | string | null
   state?: Prisma.StringWithAggregatesFilter<"VoteReminder"> | string
   confirmTokenHash?: Prisma.BytesNullableWithAggregatesFilter<"VoteReminder"> | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesWithAggregatesFilter<"VoteReminder"> | runtime.Bytes
@@ -392,6 +404,7 @@ export type VoteReminderCreateInput = {
   email?: string | null
   channel?: string
   discordId?: string | null
+  discordChannelId?: string | null
   state: string
   confirmTokenHash?: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes
@@ -410,6 +423,7 @@ export type VoteReminderUncheckedCreateInput = {
   email?: string | null
   channel?: string
   discordId?: string | null
+  discordChannelId?: string | null
   state: string
   confirmTokenHash?: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes
@@ -428,6 +442,7 @@ export type VoteReminderUpdateInput = {
   email?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   channel?: Prisma.StringFieldUpdateOperationsInput | string
   discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordChannelId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   state?: Prisma.StringFieldUpdateOperationsInput | string
   confirmTokenHash?: Prisma.NullableBytesFieldUpdateOperationsInput | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
@@ -446,6 +461,7 @@ export type VoteReminderUncheckedUpdateInput = {
   email?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   channel?: Prisma.StringFieldUpdateOperationsInput | string
   discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordChannelId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   state?: Prisma.StringFieldUpdateOperationsInput | string
   confirmTokenHash?: Prisma.NullableBytesFieldUpdateOperationsInput | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
@@ -464,6 +480,7 @@ export type VoteReminderCreateManyInput = {
   email?: string | null
   channel?: string
   discordId?: string | null
+  discordChannelId?: string | null
   state: string
   confirmTokenHash?: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes
@@ -482,6 +499,7 @@ export type VoteReminderUpdateManyMutationInput = {
   email?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   channel?: Prisma.StringFieldUpdateOperationsInput | string
   discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordChannelId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   state?: Prisma.StringFieldUpdateOperationsInput | string
   confirmTokenHash?: Prisma.NullableBytesFieldUpdateOperationsInput | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
@@ -500,6 +518,7 @@ export type VoteReminderUncheckedUpdateManyInput = {
   email?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   channel?: Prisma.StringFieldUpdateOperationsInput | string
   discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordChannelId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   state?: Prisma.StringFieldUpdateOperationsInput | string
   confirmTokenHash?: Prisma.NullableBytesFieldUpdateOperationsInput | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
@@ -523,6 +542,7 @@ export type VoteReminderCountOrderByAggregateInput = {
   email?: Prisma.SortOrder
   channel?: Prisma.SortOrder
   discordId?: Prisma.SortOrder
+  discordChannelId?: Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -545,6 +565,7 @@ export type VoteReminderMaxOrderByAggregateInput = {
   email?: Prisma.SortOrder
   channel?: Prisma.SortOrder
   discordId?: Prisma.SortOrder
+  discordChannelId?: Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -563,6 +584,7 @@ export type VoteReminderMinOrderByAggregateInput = {
   email?: Prisma.SortOrder
   channel?: Prisma.SortOrder
   discordId?: Prisma.SortOrder
+  discordChannelId?: Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -591,6 +613,7 @@ export type VoteReminderSelect<ExtArgs extends runtime.Types.Extensions.Internal
   email?: boolean
   channel?: boolean
   discordId?: boolean
+  discordChannelId?: boolean
   state?: boolean
   confirmTokenHash?: boolean
   unsubscribeNonce?: boolean
@@ -609,6 +632,7 @@ export type VoteReminderSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   email?: boolean
   channel?: boolean
   discordId?: boolean
+  discordChannelId?: boolean
   state?: boolean
   confirmTokenHash?: boolean
   unsubscribeNonce?: boolean
@@ -627,6 +651,7 @@ export type VoteReminderSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   email?: boolean
   channel?: boolean
   discordId?: boolean
+  discordChannelId?: boolean
   state?: boolean
   confirmTokenHash?: boolean
   unsubscribeNonce?: boolean
@@ -645,6 +670,7 @@ export type VoteReminderSelectScalar = {
   email?: boolean
   channel?: boolean
   discordId?: boolean
+  discordChannelId?: boolean
   state?: boolean
   confirmTokenHash?: boolean
   unsubscribeNonce?: boolean
@@ -656,7 +682,7 @@ export type VoteReminderSelectScalar = {
   endedAt?: boolean
 }
 
-export type VoteReminderOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "voterIdentity" | "email" | "channel" | "discordId" | "state" | "confirmTokenHash" | "unsubscribeNonce" | "nextSendAt" | "remindedHeartAt" | "attempts" | "createdAt" | "updatedAt" | "endedAt", ExtArgs["result"]["voteReminder"]>
+export type VoteReminderOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "voterIdentity" | "email" | "channel" | "discordId" | "discordChannelId" | "state" | "confirmTokenHash" | "unsubscribeNonce" | "nextSendAt" | "remindedHeartAt" | "attempts" | "createdAt" | "updatedAt" | "endedAt", ExtArgs["result"]["voteReminder"]>
 
 export type $VoteReminderPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "VoteReminder"
@@ -677,6 +703,10 @@ export type $VoteReminderPayload<ExtArgs extends runtime.Types.Extensions.Intern
      * The voter's Discord user id a DM row is sent to (the heart's discord_id at opt-in); personal data, never logged.
      */
     discordId: string | null
+    /**
+     * The bot's DM channel with `discordId`, learnt at the first DM (Create DM is called once per subscription).
+     */
+    discordChannelId: string | null
     /**
      * pending (waiting for the confirm link), active, unsubscribed, bounced.
      */
@@ -1136,6 +1166,7 @@ export interface VoteReminderFieldRefs {
   readonly email: Prisma.FieldRef<"VoteReminder", 'String'>
   readonly channel: Prisma.FieldRef<"VoteReminder", 'String'>
   readonly discordId: Prisma.FieldRef<"VoteReminder", 'String'>
+  readonly discordChannelId: Prisma.FieldRef<"VoteReminder", 'String'>
   readonly state: Prisma.FieldRef<"VoteReminder", 'String'>
   readonly confirmTokenHash: Prisma.FieldRef<"VoteReminder", 'Bytes'>
   readonly unsubscribeNonce: Prisma.FieldRef<"VoteReminder", 'Bytes'>

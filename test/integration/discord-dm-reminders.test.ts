@@ -177,6 +177,31 @@ test.serial("Discord's 50007 (the user takes no DMs) ends the subscription like 
   t.is(c.discord.requests.length, tried, "no call to Discord for an ended subscription");
 });
 
+test.serial("a rate limit is a temporary failure: the DM is tried again later and the subscription stays active", async (t) => {
+  const c = t.context;
+  // A bot whose Create DM bucket allows one DM channel per 10 minutes.
+  const limited = await startDiscordEmulator({ dmLimit: { limit: 1, perMs: 600_000 } });
+  const client = createDiscordRest({ baseUrl: limited.baseUrl });
+  try {
+    const first = await subscribed(c, newDiscordId());
+    const second = await subscribed(c, newDiscordId());
+    const at = new Date(Math.max(first.due.getTime(), second.due.getTime()));
+    const result = await runReminderPass({ ...c.pass, bot: { rest: client, botToken: BOT_TOKEN } }, at);
+    t.like(result, { sent: 1, retried: 1, bounced: 0 });
+    const rows = await runSql<{ state: string; attempts: number; next_send_at: Date }>(
+      c.stack.prisma,
+      Prisma.sql`SELECT state, attempts, next_send_at FROM vote_reminders WHERE server_id IN (${first.serverId}::uuid, ${second.serverId}::uuid) AND attempts > 0`,
+    );
+    t.is(rows.length, 1);
+    t.is(rows[0]!.state, "active");
+    t.true(rows[0]!.next_send_at.getTime() > at.getTime(), "tried again later");
+    t.deepEqual(limited.secondTooManyRequests(), [], "nothing sent again into a bucket that answered 429");
+  } finally {
+    await client.close();
+    await limited.close();
+  }
+});
+
 test.serial("the one-click unsubscribe link of a DM stops the reminders", async (t) => {
   const c = t.context;
   const discordId = newDiscordId();

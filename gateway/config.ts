@@ -37,6 +37,8 @@ export interface GatewayConfig {
   opsPort: number;
   /** E-mail vote reminders are on (SMTP_URL is set; only whether it is set is read here): receipt pages show the opt-in form. */
   remindersEnabled: boolean;
+  /** Discord DM vote reminders are on (DISCORD_BOT_TOKEN is set; only whether it is set is read here, never the token). */
+  discordDmRemindersEnabled: boolean;
 }
 
 /** Loads and validates every setting; throws ConfigError listing every problem at once. */
@@ -72,5 +74,6 @@ export function loadGatewayConfig(env: Record<string, string | undefined> = proc
     },
     opsPort: readPort(r, "OPS_PORT", DEFAULT_GATEWAY_OPS_PORT),
     remindersEnabled: r.optionalString("SMTP_URL") !== undefined,
+    discordDmRemindersEnabled: r.optionalString("DISCORD_BOT_TOKEN") !== undefined,
   });
 }

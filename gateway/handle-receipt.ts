@@ -101,7 +101,11 @@ function problem(reply: HttpReply, json: boolean, outcome: string, cause?: unkno
  * whatever was wrong with it; the referral service unreachable is 503 with Retry-After; anything else 500. Every answer
  * carries RECEIPT_ANSWER_HEADERS (`no-store`, `no-referrer`).
  */
-export async function handleReceipt(rawPath: string, rpcs: ReceiptRpcs, opts: { reminders?: boolean } = {}): Promise<ReceiptResult> {
+export async function handleReceipt(
+  rawPath: string,
+  rpcs: ReceiptRpcs,
+  opts: { reminders?: boolean; discordReminders?: boolean } = {},
+): Promise<ReceiptResult> {
   const rest = rawPath.slice(RECEIPT_PATH_PREFIX.length);
   const json = rest.endsWith(RECEIPT_JSON_SUFFIX);
   const token = json ? rest.slice(0, -RECEIPT_JSON_SUFFIX.length) : rest;
@@ -120,10 +124,15 @@ export async function handleReceipt(rawPath: string, rpcs: ReceiptRpcs, opts: { 
   const receipt = toReceiptJson(response.receipt);
   if (json) return { reply: { status: 200, headers: { ...JSON_HEADERS }, body: JSON.stringify(receipt) }, outcome: receipt.outcome };
   const jsonHref = `${RECEIPT_PATH_PREFIX}${token}${RECEIPT_JSON_SUFFIX}`;
-  if (opts.reminders !== true) {
+  // Discord DM reminders: only with the list's bot AND a Discord user id on this heart (the id itself never reaches the gateway).
+  const discord = opts.discordReminders === true && response.receipt.hasDiscordId;
+  if (opts.reminders !== true && !discord) {
     return { reply: { status: 200, headers: { ...RECEIPT_PAGE_HEADERS }, body: receiptPage(receipt, jsonHref) }, outcome: receipt.outcome };
   }
-  // With e-mail reminders on, the page carries the opt-in form, and its policy lets that form post to the gateway.
+  // With reminders on, the page carries the opt-in forms, and its policy lets them post to the gateway.
   const action = `${RECEIPT_PATH_PREFIX}${token}${REMINDER_OPT_IN_SUFFIX}`;
-  return { reply: { status: 200, headers: { ...REMINDER_PAGE_HEADERS }, body: receiptPage(receipt, jsonHref, action) }, outcome: receipt.outcome };
+  return {
+    reply: { status: 200, headers: { ...REMINDER_PAGE_HEADERS }, body: receiptPage(receipt, jsonHref, { action, email: opts.reminders === true, discord }) },
+    outcome: receipt.outcome,
+  };
 }

@@ -24,6 +24,7 @@ export interface ReminderRpcs {
   subscribeReminder(request: { receiptToken: string; email: string }): Promise<{ serverName: string }>;
   confirmReminder(request: { token: string }): Promise<{ serverName: string }>;
   unsubscribeReminder(request: { token: string }): Promise<{ serverName: string }>;
+  subscribeDiscordReminder(request: { receiptToken: string }): Promise<{ serverName: string }>;
 }
 
 /** The answer plus log fields. */
@@ -61,11 +62,24 @@ function tokenOf(rawPath: string, prefix: string, suffix = ""): string | undefin
   return token === "" || token.length > MAX_SEGMENT_CHARS || token.includes("/") ? undefined : token;
 }
 
-/** `POST /receipts/<token>/reminder` with the form field `email`: a pending subscription and its confirm mail. */
+/**
+ * `POST /receipts/<token>/reminder` with the form field `email`: a pending subscription and its confirm mail; with
+ * `channel=discord` instead: an active Discord DM reminder to the heart's Discord account (no confirm step).
+ */
 export async function handleReminderOptIn(rawPath: string, body: Buffer, rpcs: ReminderRpcs): Promise<ReminderResult> {
   const token = tokenOf(rawPath, RECEIPT_PATH_PREFIX, REMINDER_OPT_IN_SUFFIX);
   if (token === undefined) return notFound();
-  const email = new URLSearchParams(body.toString("utf8")).get("email");
+  const form = new URLSearchParams(body.toString("utf8"));
+  if (form.get("channel") === "discord") {
+    try {
+      const { serverName } = await rpcs.subscribeDiscordReminder({ receiptToken: token });
+      return page(200, "Reminders on", `<p>You will get a Discord DM when you can vote for ${escapeHtml(serverName)} again.</p>`, "discord_active");
+    } catch (error) {
+      // Failure policy: every refusal is a page (404 unknown token, 400 no bot or no Discord account, 503 try again).
+      return failed(error);
+    }
+  }
+  const email = form.get("email");
   if (email === null || email.trim() === "") return page(400, "Not done", "<p>Enter your e-mail address.</p>", "bad_request");
   try {
     const { serverName } = await rpcs.subscribeReminder({ receiptToken: token, email });

@@ -9,7 +9,14 @@ import { createGatewayServer, type GatewayDeps } from "./server.js";
 /** Settings of the public gateway that its process reads (GatewayConfig) and the all-in-one leaves at their defaults. */
 export type PublicGatewaySettings = Pick<
   GatewayDeps,
-  "trustProxy" | "signingKeyCacheMs" | "unknownServerCacheMs" | "signingKeyRefreshMs" | "failedSignatures" | "referralLinkLimit" | "remindersEnabled"
+  | "trustProxy"
+  | "signingKeyCacheMs"
+  | "unknownServerCacheMs"
+  | "signingKeyRefreshMs"
+  | "failedSignatures"
+  | "referralLinkLimit"
+  | "remindersEnabled"
+  | "discordDmRemindersEnabled"
 >;
 
 /**
@@ -56,6 +63,7 @@ export function createPublicGateway(opts: {
     failedSignatures: opts.settings?.failedSignatures,
     referralLinkLimit: opts.settings?.referralLinkLimit,
     remindersEnabled: opts.settings?.remindersEnabled,
+    discordDmRemindersEnabled: opts.settings?.discordDmRemindersEnabled,
     dashboard: true,
   });
 }

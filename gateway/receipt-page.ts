@@ -78,6 +78,26 @@ export function reminderPage(title: string, bodyHtml: string): string {
   return htmlPage(title, `<main><p class="kicker">Vote reminders</p><h1>${escapeHtml(title)}</h1>${bodyHtml}</main>`, RECEIPT_STYLE);
 }
 
+/** The Discord DM opt-in: one button (nothing pre-checked); it posts `channel=discord` to the same route as the e-mail form. */
+function discordReminderFormHtml(action: string): string {
+  return [
+    "<h2>Remind me by Discord DM when I can vote again</h2>",
+    `<form method="post" action="${escapeHtml(action)}">`,
+    '<input type="hidden" name="channel" value="discord">',
+    '<button type="submit">Remind me by Discord DM</button>',
+    '<p class="note">The list\'s bot sends you a direct message on the Discord account of this vote. Every reminder has a one-click unsubscribe link.</p>',
+    "</form>",
+  ].join("\n");
+}
+
+/** What the receipt page offers: the opt-in route, and which channels the list runs (e-mail, Discord DM). */
+export interface ReminderOffer {
+  action: string;
+  email: boolean;
+  /** The list runs a bot AND the heart carried a Discord user id. */
+  discord: boolean;
+}
+
 /** The opt-in form: an empty address field and a button, nothing pre-checked. */
 function reminderFormHtml(action: string): string {
   return [
@@ -163,7 +183,8 @@ const PAID_BY_TEXT: Record<string, string> = {
 };
 
 /** The receipt as an HTML page: server-rendered, no script, no external asset, readable from 375 px up. */
-export function receiptPage(r: ReceiptJson, jsonHref: string, reminderAction?: string): string {
+export function receiptPage(r: ReceiptJson, jsonHref: string, offer?: ReminderOffer): string {
+  const remindable = offer !== undefined && r.next_vote_at !== null && r.outcome !== "erased";
   const rows = [
     ["Player", escapeHtml(r.username)],
     ["Voted at", timeHtml(r.cast_at)],
@@ -189,8 +210,9 @@ export function receiptPage(r: ReceiptJson, jsonHref: string, reminderAction?: s
     `<dl>${rows.map(([term, value]) => `<dt>${term}</dt><dd>${value}</dd>`).join("")}</dl>`,
     deliveries,
     r.claim ? claimHtml(r.claim, r.paid_by) : "",
-    // Vote reminders (only when the list sends e-mail): offered on a counted or cooldown heart, which has a next vote time.
-    reminderAction !== undefined && r.next_vote_at !== null && r.outcome !== "erased" ? reminderFormHtml(reminderAction) : "",
+    // Vote reminders (only over the channels the list runs): offered on a counted or cooldown heart, which has a next vote time.
+    remindable && offer.email ? reminderFormHtml(offer.action) : "",
+    remindable && offer.discord ? discordReminderFormHtml(offer.action) : "",
     `<p class="note">This page shows this one vote only. Reload it for the latest state. <a href="${escapeHtml(jsonHref)}">As JSON</a></p>`,
     "</main>",
   ].join("\n");

@@ -141,6 +141,8 @@ export interface GatewayDeps {
   reminders?: Client<typeof ReminderService>;
   /** E-mail reminders on (SMTP_URL set): the receipt page shows the opt-in form and the reminder routes answer. Default false. */
   remindersEnabled?: boolean;
+  /** Discord DM reminders on (DISCORD_BOT_TOKEN set): a receipt page of a heart with a Discord id offers them. Default false. */
+  discordDmRemindersEnabled?: boolean;
 }
 
 /** What the request's single log line says beyond method, path, status and latency. */
@@ -645,7 +647,10 @@ async function serveReceipt(deps: GatewayDeps, { res, rawPath, entry }: RouteReq
   const result = await handleReceipt(
     rawPath,
     { getReceipt: (request) => deps.hearts.getReceipt(request, callOptions) },
-    { reminders: deps.remindersEnabled === true && deps.reminders !== undefined },
+    {
+      reminders: deps.remindersEnabled === true && deps.reminders !== undefined,
+      discordReminders: deps.discordDmRemindersEnabled === true && deps.reminders !== undefined,
+    },
   );
   Object.assign(entry, { outcome: result.outcome, cause: result.cause });
   res.writeHead(result.reply.status, { ...result.reply.headers, "content-length": Buffer.byteLength(result.reply.body) });
@@ -655,7 +660,7 @@ async function serveReceipt(deps: GatewayDeps, { res, rawPath, entry }: RouteReq
 /** The reminder pages (gateway/handle-reminder.ts); 404 when reminders are off. */
 async function serveReminder(deps: GatewayDeps, request: RouteRequest, action: "opt_in" | "link_page" | "confirm" | "unsubscribe"): Promise<void> {
   const { res, rawPath, entry } = request;
-  const client = deps.remindersEnabled === true ? deps.reminders : undefined;
+  const client = deps.remindersEnabled === true || deps.discordDmRemindersEnabled === true ? deps.reminders : undefined;
   let result: ReminderResult;
   if (client === undefined) {
     result = handleReminderLinkPage("/");
@@ -669,6 +674,7 @@ async function serveReminder(deps: GatewayDeps, request: RouteRequest, action: "
       subscribeReminder: (r) => client.subscribeReminder(r, callOptions),
       confirmReminder: (r) => client.confirmReminder(r, callOptions),
       unsubscribeReminder: (r) => client.unsubscribeReminder(r, callOptions),
+      subscribeDiscordReminder: (r) => client.subscribeDiscordReminder(r, callOptions),
     };
     result =
       action === "opt_in"

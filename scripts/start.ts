@@ -315,9 +315,10 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
   });
 
   // E-mail vote reminders with SMTP_URL (docs/reminders.md); without it none are offered or sent.
-  const reminders = createProcessReminders({ db: prisma, secretBox, publicBaseUrl, settings: config.reminders, log, now });
   // The process's one Discord client (rate limits shared by every caller).
   const discord = createDiscordRest({ baseUrl: config.discordApiBaseUrl });
+  // Discord DM vote reminders with DISCORD_BOT_TOKEN, through the process's one Discord client.
+  const reminders = createProcessReminders({ db: prisma, secretBox, publicBaseUrl, settings: config.reminders, discord, log, now });
   // Owner alerts' scan and digests (docs/owner-alerts.md); dashboard links point at this gateway.
   const alerts = createAlertLoop({
     db: prisma,
@@ -343,6 +344,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     abuseRules: config.abuseRules,
     addressKeyVersion: config.addresses.keyVersion,
     ...(reminders.mailer ? { mailer: reminders.mailer } : {}),
+    discordDmReminders: reminders.discordDm,
   });
   const rpcPort = await rpc.listen(config.rpcPort, config.host);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;
@@ -376,7 +378,7 @@ async function createAllInOne(config: ReturnType<typeof loadConfig>, { log, metr
     now,
     checks,
     isDraining,
-    settings: { remindersEnabled: reminders.mailer !== undefined },
+    settings: { remindersEnabled: reminders.mailer !== undefined, discordDmRemindersEnabled: reminders.discordDm },
   });
 
   return {

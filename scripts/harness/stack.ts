@@ -112,6 +112,8 @@ export interface StackOptions {
   pipeline?: { name: string; delivery?: DeliveryWorkerSettings };
   /** E-mail vote reminders on, mailed through this SMTP server (SMTP_URL; a local sink in tests): the referral service gets a mailer, the gateway shows the opt-in form. */
   reminders?: { smtpUrl: string; from?: string };
+  /** Discord DM vote reminders on (as with DISCORD_BOT_TOKEN): the referral service takes DM opt-ins, the gateway offers them. */
+  discordDmReminders?: boolean;
 }
 
 /** Creates Connect clients for a referral service base URL, authenticated with `token` (default: the test admin token). */
@@ -156,6 +158,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
     ...(opts.applyEventBatch ? { applyEventBatch: opts.applyEventBatch } : {}),
     ...(opts.castHeartBatch ? { castHeartBatch: opts.castHeartBatch } : {}),
     ...(mailer ? { mailer } : {}),
+    ...(opts.discordDmReminders ? { discordDmReminders: true } : {}),
   });
   const rpcPort = await rpc.listen(0);
   const rpcUrl = `http://127.0.0.1:${rpcPort}`;
@@ -177,6 +180,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       metrics,
       now,
       ...(mailer ? { remindersEnabled: true } : {}),
+      ...(opts.discordDmReminders ? { discordDmRemindersEnabled: true } : {}),
       ...(g.dashboard
         ? {
             extraRoutes: createDashboardRoutes({

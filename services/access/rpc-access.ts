@@ -111,6 +111,7 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "reminders.v1.ReminderService/SubscribeReminder": { scope: "receipts", owner: none },
   "reminders.v1.ReminderService/ConfirmReminder": { scope: "receipts", owner: none },
   "reminders.v1.ReminderService/UnsubscribeReminder": { scope: "receipts", owner: none },
+  "reminders.v1.ReminderService/SubscribeDiscordReminder": { scope: "receipts", owner: none },
   "delivery.v1.DeliveryStatsService/GetDeliveryStats": { scope: "read", owner: server },
   // delivery.v1
   "delivery.v1.DeliveryService/ListDeliveries": { scope: "read", owner: server },

@@ -27,6 +27,8 @@ interface ReceiptRow {
   erased: boolean;
   username: string;
   verdict: string;
+  /** The heart carries a discord_id (a Discord DM reminder can be offered); never the id itself. */
+  has_discord_id: boolean;
   period: string;
   created_at: Date;
   /** The counted heart the cooldown runs from: this heart when counted, the voter's last counted one before it on cooldown. */
@@ -88,7 +90,7 @@ export async function getReceipt(deps: CoreDeps, receipts: ReceiptLinks, req: Ge
   const [row] = await runSql<ReceiptRow>(
     deps.prisma,
     Prisma.sql`
-      SELECT s.name AS server_name, h.username, h.verdict,
+      SELECT s.name AS server_name, h.username, h.verdict, h.discord_id IS NOT NULL AS has_discord_id,
              -- A voter's erasure wrote a tombstone here (services/voter-data/erase-voter-data.ts): one entry of its unique index.
              EXISTS (SELECT 1 FROM voter_data_audit a WHERE a.tombstone = h.username) AS erased, h.period, h.created_at,
              CASE
@@ -152,6 +154,7 @@ export async function getReceipt(deps: CoreDeps, receipts: ReceiptLinks, req: Ge
       claim: row.claim ? toReceiptClaim(row.claim, deps.now()) : undefined,
       paidBy: row.payout?.transport ?? "",
       paidAt: row.payout ? timestampFromDate(new Date(row.payout.paid_at)) : undefined,
+      hasDiscordId: row.has_discord_id,
     }),
   });
 }

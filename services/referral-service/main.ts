@@ -19,8 +19,11 @@ runService({
   loadConfig: () => loadReferralServiceConfig(),
   create(config, { log, metrics, startup }) {
     const prisma = createPrisma(config.databaseUrl, { maxConnections: config.dbPoolSize });
-    // Without SMTP_URL there is no mailer: opt-ins are refused and no sender runs (docs/reminders.md).
+    // The process's one Discord client (rate limits shared by every caller).
+    const discord = createDiscordRest({ baseUrl: config.alerts.discordApiBaseUrl });
+    // Without SMTP_URL there is no mailer, without DISCORD_BOT_TOKEN no DMs; with neither no sender runs (docs/reminders.md).
     const reminders = createProcessReminders({
+      discord,
       db: prisma,
       secretBox: config.secretBox,
       publicBaseUrl: config.publicBaseUrl,
@@ -45,9 +48,8 @@ runService({
       rewardQueueIdleCheckSeconds: config.rewardQueueIdleCheckSeconds,
       auth: { allowUnauthenticated: config.access.allowUnauthenticated },
       ...(reminders.mailer ? { mailer: reminders.mailer } : {}),
+      discordDmReminders: reminders.discordDm,
     });
-    // The process's one Discord client (rate limits shared by every caller).
-    const discord = createDiscordRest({ baseUrl: config.alerts.discordApiBaseUrl });
     // Owner alerts: the time causes' scan and the digests, on the reminders' mailer (docs/owner-alerts.md).
     const alerts = createAlertLoop({
       db: prisma,

@@ -60,6 +60,8 @@ export interface ReferralServiceDeps extends CoreDeps, DeliveryRouteDeps, Pick<A
   idleSessionTimeoutMs?: number;
   /** Vote reminders' mailer (SMTP_URL); without it opt-ins are refused and nothing is sent (docs/reminders.md). */
   mailer?: Mailer;
+  /** DISCORD_BOT_TOKEN is set: Discord DM reminder opt-ins are taken (docs/reminders.md). */
+  discordDmReminders?: boolean;
 }
 
 /** The Connect routes of every internal service this process hosts. */

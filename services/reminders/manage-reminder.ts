@@ -8,7 +8,7 @@ import type { ReceiptLinks } from "../hearts/receipt-token.js";
 import { TOMBSTONE_PREFIX } from "../shared/values/tombstone.js";
 import { normalizeEmail } from "./domain/reminder-schedule.js";
 import { confirmMail, confirmUrlOf } from "./reminder-mail.js";
-import { activateReminder, endReminder, readReminder, readReminderId, upsertPendingReminder } from "./reminder-store.js";
+import { activateReminder, endReminder, readReminder, readReminderId, upsertDiscordReminder, upsertPendingReminder } from "./reminder-store.js";
 import { hashToken, matchesHash, mintConfirmToken, newUnsubscribeNonce, splitReminderToken, type UnsubscribeTokens } from "./reminder-tokens.js";
 
 /** What the reminder use cases need: reminders are on only with a mailer (SMTP_URL). */
@@ -17,6 +17,8 @@ export interface ReminderDeps extends CoreDeps {
   publicBaseUrl: string;
   /** Absent without SMTP_URL: opt-ins are refused and nothing is sent. */
   mailer?: Mailer;
+  /** DISCORD_BOT_TOKEN is set: Discord DM opt-ins are taken. */
+  discordDmReminders?: boolean;
 }
 
 /** The process's token readers: receipt links (opt-in) and unsubscribe tokens. */
@@ -36,6 +38,21 @@ export const OPT_IN_INTERVAL_MS = 60_000;
 /** How long to wait after the mail server could not take the confirmation. */
 const MAIL_RETRY_AFTER_MS = 60_000;
 
+/** The heart a receipt token names: its server, voter and Discord id; not_found when it is gone or its voter erased. */
+async function readReceiptHeart(
+  deps: ReminderDeps,
+  heartId: string,
+): Promise<{ server_id: string; voter_identity: string; discord_id: string | null; server_name: string }> {
+  // Bounded: one heart by primary key and its server by primary key.
+  const [heart] = await runSql<{ server_id: string; voter_identity: string; discord_id: string | null; server_name: string }>(
+    deps.prisma,
+    Prisma.sql`SELECT h.server_id, h.voter_identity, h.discord_id, s.name AS server_name FROM hearts h JOIN servers s ON s.id = h.server_id WHERE h.id = ${heartId}::uuid`,
+  );
+  // An erased voter's heart names a tombstone, no voter: nothing to remind (the receipt shows no form either).
+  if (heart === undefined || heart.voter_identity.startsWith(TOMBSTONE_PREFIX)) throw new DomainError("not_found", UNKNOWN_REMINDER_TOKEN_TEXT);
+  return heart;
+}
+
 /**
  * Opt-in from a receipt page: the receipt token names one heart, hence its server and voter; their one subscription
  * becomes pending with this address (an earlier one's address is replaced and must be confirmed again) and the confirm
@@ -52,13 +69,7 @@ export async function subscribeReminder(
   if (deps.mailer === undefined) throw new DomainError("failed_precondition", REMINDERS_OFF_TEXT);
   const email = normalizeEmail(req.email);
   if (email === undefined) throw new DomainError("invalid_argument", BAD_EMAIL_TEXT);
-  // Bounded: one heart by primary key and its server by primary key.
-  const [heart] = await runSql<{ server_id: string; voter_identity: string; server_name: string }>(
-    deps.prisma,
-    Prisma.sql`SELECT h.server_id, h.voter_identity, s.name AS server_name FROM hearts h JOIN servers s ON s.id = h.server_id WHERE h.id = ${heartId}::uuid`,
-  );
-  // An erased voter's heart names a tombstone, no voter: nothing to remind (the receipt shows no form either).
-  if (heart === undefined || heart.voter_identity.startsWith(TOMBSTONE_PREFIX)) throw new DomainError("not_found", UNKNOWN_REMINDER_TOKEN_TEXT);
+  const heart = await readReceiptHeart(deps, heartId);
   const now = deps.now();
   // The confirm token names the row's id, so a second opt-in keeps the row's id (two opt-ins racing: the later one wins).
   const id = (await readReminderId(deps.prisma, heart.server_id, heart.voter_identity)) ?? randomUUID();
@@ -82,6 +93,37 @@ export async function subscribeReminder(
     throw new DomainError("invalid_argument", "this address refuses e-mail; enter another one");
   }
   if (!sent.ok) throw new DependencyUnavailable(MAIL_RETRY_AFTER_MS, "the e-mail could not be sent right now; try again in a minute");
+  return { serverName: heart.server_name };
+}
+
+/** Discord DM reminders switched off (no DISCORD_BOT_TOKEN). */
+export const DISCORD_REMINDERS_OFF_TEXT = "Discord reminders are not available on this list";
+/** The heart carries no Discord user id to send to. */
+export const NO_DISCORD_ID_TEXT = "this vote carried no Discord account";
+
+/**
+ * Discord DM opt-in from a receipt page: the receipt token names one heart, hence its server, its voter and the Discord
+ * user id it carried; their one subscription becomes an active DM reminder at once (the token proves the voter, and a
+ * DM reaches only that Discord account, so there is no confirm step). Throttled per voter and server as e-mail opt-ins.
+ */
+export async function subscribeDiscordReminder(deps: ReminderDeps, tokens: ReminderTokens, req: { receiptToken: string }): Promise<{ serverName: string }> {
+  const heartId = tokens.receipts.heartIdOf(req.receiptToken);
+  if (heartId === undefined) throw new DomainError("not_found", UNKNOWN_REMINDER_TOKEN_TEXT);
+  if (deps.discordDmReminders !== true) throw new DomainError("failed_precondition", DISCORD_REMINDERS_OFF_TEXT);
+  const heart = await readReceiptHeart(deps, heartId);
+  if (heart.discord_id === null) throw new DomainError("failed_precondition", NO_DISCORD_ID_TEXT);
+  const now = deps.now();
+  const id = (await readReminderId(deps.prisma, heart.server_id, heart.voter_identity)) ?? randomUUID();
+  const written = await upsertDiscordReminder(deps.prisma, {
+    id,
+    serverId: heart.server_id,
+    voterIdentity: heart.voter_identity,
+    discordId: heart.discord_id,
+    nonce: newUnsubscribeNonce(),
+    now,
+    notChangedSince: new Date(now.getTime() - OPT_IN_INTERVAL_MS),
+  });
+  if (written === undefined) throw new Overloaded(OPT_IN_INTERVAL_MS);
   return { serverName: heart.server_name };
 }
 

@@ -6,11 +6,17 @@ import { createMailer, type Mailer } from "../shared/adapters/mailer.js";
 import type { PrismaClient } from "../shared/adapters/db.js";
 import type { Logger } from "../shared/runtime/log.js";
 import type { SecretBox } from "../shared/runtime/secrets.js";
+import type { DiscordRest } from "../shared/adapters/discord-rest.js";
 
-/** E-mail vote reminders' settings (docs/reminders.md); `smtpUrl` undefined: reminders are off (no form, nothing sent). */
+/**
+ * Vote reminders' settings (docs/reminders.md): `smtpUrl` undefined: e-mail reminders are off; `discordBotToken`
+ * undefined: Discord DM reminders are off (no offer, nothing sent).
+ */
 export interface ReminderSettings {
   /** SMTP_URL (`smtp://user:pass@host:587` or `smtps://...`); a secret, never logged. */
   smtpUrl: string | undefined;
+  /** DISCORD_BOT_TOKEN: the list's own Discord bot, which sends DM reminders; a secret, never logged. */
+  discordBotToken: string | undefined;
   /** MAIL_FROM: the From of every message. */
   mailFrom: string;
   /** REMINDER_JITTER_SECONDS: reminders leave within this window after the voter may vote again (default 900). */
@@ -28,6 +34,7 @@ export function readReminderSettings(r: EnvReader): ReminderSettings {
   const mailFrom = r.string("MAIL_FROM", "Vote reminders <reminders@localhost>");
   return {
     smtpUrl,
+    discordBotToken: r.optionalString("DISCORD_BOT_TOKEN"),
     mailFrom,
     jitterSeconds: r.int("REMINDER_JITTER_SECONDS", DEFAULT_REMINDER_JITTER_SECONDS, { min: 0, max: 86_400 }),
     intervalSeconds: r.int("REMINDER_INTERVAL_SECONDS", DEFAULT_REMINDER_INTERVAL_SECONDS, { min: 1, max: 3_600 }),
@@ -35,9 +42,11 @@ export function readReminderSettings(r: EnvReader): ReminderSettings {
   };
 }
 
-/** A process's vote reminders: the mailer the RPCs use and the sender loop, both absent without SMTP_URL. */
+/** A process's vote reminders: the mailer the RPCs use (absent without SMTP_URL), whether DMs are on, and the sender loop. */
 export interface ProcessReminders {
   mailer: Mailer | undefined;
+  /** DISCORD_BOT_TOKEN is set: the receipt page offers Discord DM reminders and the sender sends them. */
+  discordDm: boolean;
   start(): void;
   /** Stops the loop (waiting for a pass in progress) and closes the SMTP connections. */
   stop(): Promise<void>;
@@ -45,22 +54,27 @@ export interface ProcessReminders {
 
 /**
  * The vote reminders of the process that owns vote_reminders (the referral service, or `npm start`): with SMTP_URL a
- * mailer and the sender loop; without it nothing (opt-ins are refused, nothing is sent, no loop runs).
+ * mailer, with DISCORD_BOT_TOKEN DMs through the process's Discord client, and with either the sender loop; with
+ * neither nothing (opt-ins are refused, nothing is sent, no loop runs).
  */
 export function createProcessReminders(deps: {
   db: PrismaClient;
   secretBox: SecretBox;
   publicBaseUrl: string;
   settings: ReminderSettings;
+  /** The process's one Discord client (used only with DISCORD_BOT_TOKEN). */
+  discord: DiscordRest;
   log: Logger;
   now: () => Date;
 }): ProcessReminders {
   const { settings } = deps;
-  if (settings.smtpUrl === undefined) return { mailer: undefined, start: () => undefined, stop: async () => undefined };
-  const mailer = createMailer({ smtpUrl: settings.smtpUrl, from: settings.mailFrom });
+  const discordDm = settings.discordBotToken !== undefined;
+  if (settings.smtpUrl === undefined && !discordDm) return { mailer: undefined, discordDm, start: () => undefined, stop: async () => undefined };
+  const mailer = settings.smtpUrl === undefined ? undefined : createMailer({ smtpUrl: settings.smtpUrl, from: settings.mailFrom });
   const loop = createReminderLoop({
     db: deps.db,
-    mailer,
+    ...(mailer ? { mailer } : {}),
+    ...(settings.discordBotToken !== undefined ? { bot: { rest: deps.discord, botToken: settings.discordBotToken } } : {}),
     unsubscribe: createUnsubscribeTokens(deps.secretBox),
     publicBaseUrl: deps.publicBaseUrl,
     jitterSeconds: settings.jitterSeconds,
@@ -71,10 +85,11 @@ export function createProcessReminders(deps: {
   });
   return {
     mailer,
+    discordDm,
     start: () => loop.start(),
     async stop() {
       await loop.stop();
-      mailer.close();
+      mailer?.close();
     },
   };
 }

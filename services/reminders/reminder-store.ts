@@ -5,7 +5,8 @@ import { ageKeyDeleteRule, type RetentionRule } from "../shared/adapters/retenti
 /**
  * THE owner of vote_reminders' writes (test/unit/table-owners.test.ts): every INSERT, UPDATE and DELETE of the table
  * is here. States: pending (opted in, waiting for the confirm link) -> active (confirmed) -> unsubscribed or bounced
- * (ended: never mailed again). A second opt-in of the same (server, voter) replaces the address and starts over at
+ * (ended: never mailed again). A Discord DM row (channel 'discord') has no address and starts active (the receipt
+ * token proved its voter); a Discord 50007 ends it as bounced. A second opt-in of the same (server, voter) replaces the address and starts over at
  * pending. Only active rows have a next_send_at.
  */
 
@@ -14,7 +15,7 @@ export interface ReminderRow {
   id: string;
   server_id: string;
   voter_identity: string;
-  email: string;
+  email: string | null;
   state: "pending" | "active" | "unsubscribed" | "bounced";
   confirm_token_hash: Buffer | null;
   unsubscribe_nonce: Buffer;
@@ -34,9 +35,32 @@ export async function upsertPendingReminder(
     db,
     Prisma.sql`INSERT INTO vote_reminders (id, server_id, voter_identity, email, state, confirm_token_hash, unsubscribe_nonce, created_at, updated_at)
       VALUES (${q.id}::uuid, ${q.serverId}::uuid, ${q.voterIdentity}, ${q.email}, 'pending', ${q.confirmHash}, ${q.nonce}, ${q.now}, ${q.now})
-      ON CONFLICT (server_id, voter_identity) DO UPDATE SET email = EXCLUDED.email, state = 'pending',
+      ON CONFLICT (server_id, voter_identity) DO UPDATE SET email = EXCLUDED.email, state = 'pending', channel = 'email', discord_id = NULL, discord_channel_id = NULL,
         confirm_token_hash = EXCLUDED.confirm_token_hash, unsubscribe_nonce = EXCLUDED.unsubscribe_nonce,
         next_send_at = NULL, attempts = 0, ended_at = NULL, updated_at = EXCLUDED.updated_at
+      WHERE vote_reminders.updated_at <= ${q.notChangedSince}
+      RETURNING id`,
+  );
+  return row?.id;
+}
+
+/**
+ * Discord DM opt-in: the (server, voter)'s one subscription becomes an active DM reminder to `discordId` (no address,
+ * no confirm hash; a new unsubscribe nonce), looked at by the sender right away, unless it changed after
+ * `notChangedSince` (then nothing is written and undefined is returned). Returns the row's id.
+ */
+export async function upsertDiscordReminder(
+  db: object,
+  q: { id: string; serverId: string; voterIdentity: string; discordId: string; nonce: Buffer; now: Date; notChangedSince: Date },
+): Promise<string | undefined> {
+  // Bounded: one row by the (server_id, voter_identity) unique index.
+  const [row] = await runSql<{ id: string }>(
+    db,
+    Prisma.sql`INSERT INTO vote_reminders (id, server_id, voter_identity, email, channel, discord_id, state, unsubscribe_nonce, next_send_at, created_at, updated_at)
+      VALUES (${q.id}::uuid, ${q.serverId}::uuid, ${q.voterIdentity}, NULL, 'discord', ${q.discordId}, 'active', ${q.nonce}, ${q.now}, ${q.now}, ${q.now})
+      ON CONFLICT (server_id, voter_identity) DO UPDATE SET email = NULL, channel = 'discord', discord_id = EXCLUDED.discord_id, discord_channel_id = NULL, state = 'active',
+        confirm_token_hash = NULL, unsubscribe_nonce = EXCLUDED.unsubscribe_nonce, next_send_at = EXCLUDED.next_send_at, attempts = 0,
+        ended_at = NULL, updated_at = EXCLUDED.updated_at
       WHERE vote_reminders.updated_at <= ${q.notChangedSince}
       RETURNING id`,
   );
@@ -89,7 +113,12 @@ export async function endReminder(db: object, q: { id: string; state: "unsubscri
 export interface DueReminder {
   id: string;
   server_id: string;
-  email: string;
+  /** 'email' (to `email`) or 'discord' (a DM to `discord_id`). */
+  channel: "email" | "discord";
+  email: string | null;
+  discord_id: string | null;
+  /** The bot's DM channel with discord_id, once learnt. */
+  discord_channel_id: string | null;
   unsubscribe_nonce: Buffer;
   reminded_heart_at: Date | null;
   attempts: number;
@@ -111,9 +140,9 @@ export async function claimDueReminders(db: object, q: { now: Date; leaseUntil: 
         ORDER BY next_send_at LIMIT ${q.limit} FOR UPDATE SKIP LOCKED
       ), claimed AS (
         UPDATE vote_reminders r SET next_send_at = ${q.leaseUntil} FROM due WHERE r.id = due.id
-        RETURNING r.id, r.server_id, r.voter_identity, r.email, r.unsubscribe_nonce, r.reminded_heart_at, r.attempts
+        RETURNING r.id, r.server_id, r.voter_identity, r.channel, r.email, r.discord_id, r.discord_channel_id, r.unsubscribe_nonce, r.reminded_heart_at, r.attempts
       )
-      SELECT c.id, c.server_id, c.email, c.unsubscribe_nonce, c.reminded_heart_at, c.attempts, v.last_counted_at, s.name AS server_name
+      SELECT c.id, c.server_id, c.channel, c.email, c.discord_id, c.discord_channel_id, c.unsubscribe_nonce, c.reminded_heart_at, c.attempts, v.last_counted_at, s.name AS server_name
       FROM claimed c JOIN servers s ON s.id = c.server_id
       LEFT JOIN voter_states v ON v.server_id = c.server_id AND v.voter_identity = c.voter_identity`,
   );
@@ -131,6 +160,12 @@ export async function recordReminderPass(db: object, q: { id: string; nextSendAt
         reminded_heart_at = COALESCE(${q.remindedHeartAt ?? null}::timestamptz, reminded_heart_at)
       WHERE id = ${q.id}::uuid AND state = 'active'`,
   );
+}
+
+/** Keeps (or with null forgets) the bot's DM channel of a Discord row, so Create DM is called once per subscription. */
+export async function recordDmChannel(db: object, q: { id: string; channelId: string | null }): Promise<void> {
+  // Bounded: one row by primary key.
+  await executeSql(db, Prisma.sql`UPDATE vote_reminders SET discord_channel_id = ${q.channelId} WHERE id = ${q.id}::uuid AND channel = 'discord'`);
 }
 
 /** The erasure of a voter's subscriptions on one server (services/voter-data/erase-voter-data.ts). */

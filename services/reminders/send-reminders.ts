@@ -5,8 +5,10 @@ import type { PrismaClient } from "../shared/adapters/db.js";
 import { HEART_COOLDOWN_MS } from "../hearts/domain/streak.js";
 import { decideReminder, reminderLeaseMs, retryAfterFailure } from "./domain/reminder-schedule.js";
 import { reminderMail, unsubscribeUrlOf } from "./reminder-mail.js";
-import { claimDueReminders, endReminder, recordReminderPass, type DueReminder } from "./reminder-store.js";
+import { claimDueReminders, endReminder, recordDmChannel, recordReminderPass, type DueReminder } from "./reminder-store.js";
 import type { UnsubscribeTokens } from "./reminder-tokens.js";
+import { reminderDmText, sendReminderDm, type ReminderBot } from "./send-reminder-dm.js";
+import type { MailResult } from "../shared/adapters/mailer.js";
 
 /** Subscriptions one pass claims at most (REMINDER_BATCH_ROWS). */
 export const DEFAULT_REMINDER_BATCH_ROWS = 100;
@@ -16,7 +18,10 @@ export const DEFAULT_REMINDER_INTERVAL_SECONDS = 15;
 /** What a sender pass needs. */
 export interface ReminderPassDeps {
   db: PrismaClient;
-  mailer: Mailer;
+  /** Absent without SMTP_URL: e-mail rows wait (looked at again a cooldown later). */
+  mailer?: Mailer;
+  /** The list's bot (DISCORD_BOT_TOKEN); absent: Discord DM rows wait likewise. */
+  bot?: ReminderBot;
   unsubscribe: UnsubscribeTokens;
   /** PUBLIC_BASE_URL: the unsubscribe links point at the public gateway. */
   publicBaseUrl: string;
@@ -62,19 +67,25 @@ async function passOne(deps: ReminderPassDeps, row: DueReminder, now: Date): Pro
     return "waited";
   }
   const unsubscribeUrl = unsubscribeUrlOf(deps.publicBaseUrl, deps.unsubscribe.mint(row.id, row.unsubscribe_nonce));
-  const sent = await deps.mailer.send(reminderMail({ to: row.email, serverName: row.server_name, unsubscribeUrl }));
   const next = new Date(now.getTime() + HEART_COOLDOWN_MS);
+  const sent = await sendOne(deps, row, unsubscribeUrl);
+  if (sent === undefined) {
+    // Failure policy: the row's channel is switched off on this list now (its setting removed): nothing is sent and the
+    // heart stays unreminded; looked at again a cooldown later, in case the setting comes back.
+    await recordReminderPass(deps.db, { id: row.id, nextSendAt: next, attempts: row.attempts, now });
+    return "waited";
+  }
   if (sent.ok) {
     await recordReminderPass(deps.db, { id: row.id, nextSendAt: next, remindedHeartAt: decision.heartAt, attempts: 0, now });
     return "sent";
   }
   if (sent.kind === "permanent") {
     await endReminder(deps.db, { id: row.id, state: "bounced", now });
-    deps.log.info({ reminder: row.id, reason: sent.reason }, "vote reminder bounced; the subscription is ended");
+    deps.log.info({ reminder: row.id, channel: row.channel, reason: sent.reason }, "vote reminder bounced; the subscription is ended");
     return "bounced";
   }
   const retry = retryAfterFailure(row.attempts, now);
-  deps.log.warn({ reminder: row.id, reason: sent.reason, attempt: row.attempts + 1 }, "vote reminder not sent; retried later");
+  deps.log.warn({ reminder: row.id, channel: row.channel, reason: sent.reason, attempt: row.attempts + 1 }, "vote reminder not sent; retried later");
   if (retry.kind === "give_up") {
     // Failure policy: give this heart up after MAX_REMINDER_ATTEMPTS temporary failures; the next heart is tried afresh.
     await recordReminderPass(deps.db, { id: row.id, nextSendAt: next, remindedHeartAt: decision.heartAt, attempts: 0, now });
@@ -82,6 +93,22 @@ async function passOne(deps: ReminderPassDeps, row: DueReminder, now: Date): Pro
     await recordReminderPass(deps.db, { id: row.id, nextSendAt: retry.at, attempts: row.attempts + 1, now });
   }
   return "retried";
+}
+
+/** Sends one reminder over the row's channel; undefined when that channel is off on this list. */
+async function sendOne(deps: ReminderPassDeps, row: DueReminder, unsubscribeUrl: string): Promise<MailResult | undefined> {
+  if (row.channel === "discord") {
+    if (deps.bot === undefined || row.discord_id === null) return undefined;
+    const sent = await sendReminderDm(deps.bot, {
+      discordId: row.discord_id,
+      channelId: row.discord_channel_id,
+      text: reminderDmText({ serverName: row.server_name, unsubscribeUrl }),
+    });
+    if (sent.learnt !== undefined) await recordDmChannel(deps.db, { id: row.id, channelId: sent.learnt });
+    return sent;
+  }
+  if (deps.mailer === undefined || row.email === null) return undefined;
+  return deps.mailer.send(reminderMail({ to: row.email, serverName: row.server_name, unsubscribeUrl }));
 }
 
 /** The sender loop of the referral service: start() and stop() (waits for a pass in progress). */

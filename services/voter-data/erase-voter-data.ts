@@ -74,7 +74,7 @@ export function newTombstone(): string {
  *   voter's ids;
  * - the reward queue's entries the voter's hearts gave are deleted (pending ones are never paid: the commands name the
  *   voter), and the reward rules' counts of the voter (voter_reward_states) are deleted;
- * - the voter's e-mail vote reminders (vote_reminders, with the address) are deleted;
+ * - the voter's vote reminders (vote_reminders, with the address or Discord user id) are deleted;
  * - the voter's Discord voter roles lapse at once (voter_role_grants: the role job removes the role, then the row).
  *
  * Running it twice finds nothing the second time (the rows carry the tombstone, not the key).

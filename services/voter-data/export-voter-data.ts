@@ -45,7 +45,7 @@ export interface VoterServerExport {
   goalRounds: Record<string, unknown>[];
   /** The voter's Discord voter role on the server (voter_role_grants: their Discord user id, when the role lapses). */
   voterRoles: Record<string, unknown>[];
-  /** The voter's e-mail vote reminder on the server (vote_reminders: the address, its state, when it was asked for). */
+  /** The voter's vote reminder on the server (vote_reminders: its channel, the address or Discord user id, its state, when it was asked for). */
   reminders: Record<string, unknown>[];
   referralsAsReferee: VoterReferral[];
   referralsAsReferrer: VoterReferral[];
@@ -249,7 +249,7 @@ async function exportServer(prisma: PrismaClient, serverId: string, key: VoterKe
       ...(await runSql<Record<string, unknown>>(
         prisma,
         Prisma.sql`
-          SELECT voter_identity, email, state, created_at, ended_at, reminded_heart_at
+          SELECT voter_identity, channel, email, discord_id, state, created_at, ended_at, reminded_heart_at
           FROM vote_reminders WHERE server_id = ${serverId}::uuid AND voter_identity = ANY(${batch}::text[])`,
       )),
     );

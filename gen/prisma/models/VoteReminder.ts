@@ -42,6 +42,9 @@ export type VoteReminderMinAggregateOutputType = {
   serverId: string | null
   voterIdentity: string | null
   email: string | null
+  channel: string | null
+  discordId: string | null
+  discordChannelId: string | null
   state: string | null
   confirmTokenHash: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes | null
@@ -58,6 +61,9 @@ export type VoteReminderMaxAggregateOutputType = {
   serverId: string | null
   voterIdentity: string | null
   email: string | null
+  channel: string | null
+  discordId: string | null
+  discordChannelId: string | null
   state: string | null
   confirmTokenHash: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes | null
@@ -74,6 +80,9 @@ export type VoteReminderCountAggregateOutputType = {
   serverId: number
   voterIdentity: number
   email: number
+  channel: number
+  discordId: number
+  discordChannelId: number
   state: number
   confirmTokenHash: number
   unsubscribeNonce: number
@@ -100,6 +109,9 @@ export type VoteReminderMinAggregateInputType = {
   serverId?: true
   voterIdentity?: true
   email?: true
+  channel?: true
+  discordId?: true
+  discordChannelId?: true
   state?: true
   confirmTokenHash?: true
   unsubscribeNonce?: true
@@ -116,6 +128,9 @@ export type VoteReminderMaxAggregateInputType = {
   serverId?: true
   voterIdentity?: true
   email?: true
+  channel?: true
+  discordId?: true
+  discordChannelId?: true
   state?: true
   confirmTokenHash?: true
   unsubscribeNonce?: true
@@ -132,6 +147,9 @@ export type VoteReminderCountAggregateInputType = {
   serverId?: true
   voterIdentity?: true
   email?: true
+  channel?: true
+  discordId?: true
+  discordChannelId?: true
   state?: true
   confirmTokenHash?: true
   unsubscribeNonce?: true
@@ -234,7 +252,10 @@ export type VoteReminderGroupByOutputType = {
   id: string
   serverId: string
   voterIdentity: string
-  email: string
+  email: string | null
+  channel: string
+  discordId: string | null
+  discordChannelId: string | null
   state: string
   confirmTokenHash: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes
@@ -273,7 +294,10 @@ export type VoteReminderWhereInput = {
   id?: Prisma.UuidFilter<"VoteReminder"> | string
   serverId?: Prisma.UuidFilter<"VoteReminder"> | string
   voterIdentity?: Prisma.StringFilter<"VoteReminder"> | string
-  email?: Prisma.StringFilter<"VoteReminder"> | string
+  email?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
+  channel?: Prisma.StringFilter<"VoteReminder"> | string
+  discordId?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
+  discordChannelId?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
   state?: Prisma.StringFilter<"VoteReminder"> | string
   confirmTokenHash?: Prisma.BytesNullableFilter<"VoteReminder"> | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFilter<"VoteReminder"> | runtime.Bytes
@@ -289,7 +313,10 @@ export type VoteReminderOrderByWithRelationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
-  email?: Prisma.SortOrder
+  email?: Prisma.SortOrderInput | Prisma.SortOrder
+  channel?: Prisma.SortOrder
+  discordId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordChannelId?: Prisma.SortOrderInput | Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrderInput | Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -309,7 +336,10 @@ export type VoteReminderWhereUniqueInput = Prisma.AtLeast<{
   NOT?: Prisma.VoteReminderWhereInput | Prisma.VoteReminderWhereInput[]
   serverId?: Prisma.UuidFilter<"VoteReminder"> | string
   voterIdentity?: Prisma.StringFilter<"VoteReminder"> | string
-  email?: Prisma.StringFilter<"VoteReminder"> | string
+  email?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
+  channel?: Prisma.StringFilter<"VoteReminder"> | string
+  discordId?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
+  discordChannelId?: Prisma.StringNullableFilter<"VoteReminder"> | string | null
   state?: Prisma.StringFilter<"VoteReminder"> | string
   confirmTokenHash?: Prisma.BytesNullableFilter<"VoteReminder"> | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFilter<"VoteReminder"> | runtime.Bytes
@@ -325,7 +355,10 @@ export type VoteReminderOrderByWithAggregationInput = {
   id?: Prisma.SortOrder
   serverId?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
-  email?: Prisma.SortOrder
+  email?: Prisma.SortOrderInput | Prisma.SortOrder
+  channel?: Prisma.SortOrder
+  discordId?: Prisma.SortOrderInput | Prisma.SortOrder
+  discordChannelId?: Prisma.SortOrderInput | Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrderInput | Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -349,7 +382,10 @@ export type VoteReminderScalarWhereWithAggregatesInput = {
   id?: Prisma.UuidWithAggregatesFilter<"VoteReminder"> | string
   serverId?: Prisma.UuidWithAggregatesFilter<"VoteReminder"> | string
   voterIdentity?: Prisma.StringWithAggregatesFilter<"VoteReminder"> | string
-  email?: Prisma.StringWithAggregatesFilter<"VoteReminder"> | string
+  email?: Prisma.StringNullableWithAggregatesFilter<"VoteReminder"> | string | null
+  channel?: Prisma.StringWithAggregatesFilter<"VoteReminder"> | string
+  discordId?: Prisma.StringNullableWithAggregatesFilter<"VoteReminder"> | string | null
+  discordChannelId?: Prisma.StringNullableWithAggregatesFilter<"VoteReminder"> | string | null
   state?: Prisma.StringWithAggregatesFilter<"VoteReminder"> | string
   confirmTokenHash?: Prisma.BytesNullableWithAggregatesFilter<"VoteReminder"> | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesWithAggregatesFilter<"VoteReminder"> | runtime.Bytes
@@ -365,7 +401,10 @@ export type VoteReminderCreateInput = {
   id?: string
   serverId: string
   voterIdentity: string
-  email: string
+  email?: string | null
+  channel?: string
+  discordId?: string | null
+  discordChannelId?: string | null
   state: string
   confirmTokenHash?: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes
@@ -381,7 +420,10 @@ export type VoteReminderUncheckedCreateInput = {
   id?: string
   serverId: string
   voterIdentity: string
-  email: string
+  email?: string | null
+  channel?: string
+  discordId?: string | null
+  discordChannelId?: string | null
   state: string
   confirmTokenHash?: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes
@@ -397,7 +439,10 @@ export type VoteReminderUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
-  email?: Prisma.StringFieldUpdateOperationsInput | string
+  email?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  channel?: Prisma.StringFieldUpdateOperationsInput | string
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordChannelId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   state?: Prisma.StringFieldUpdateOperationsInput | string
   confirmTokenHash?: Prisma.NullableBytesFieldUpdateOperationsInput | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
@@ -413,7 +458,10 @@ export type VoteReminderUncheckedUpdateInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
-  email?: Prisma.StringFieldUpdateOperationsInput | string
+  email?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  channel?: Prisma.StringFieldUpdateOperationsInput | string
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordChannelId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   state?: Prisma.StringFieldUpdateOperationsInput | string
   confirmTokenHash?: Prisma.NullableBytesFieldUpdateOperationsInput | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
@@ -429,7 +477,10 @@ export type VoteReminderCreateManyInput = {
   id?: string
   serverId: string
   voterIdentity: string
-  email: string
+  email?: string | null
+  channel?: string
+  discordId?: string | null
+  discordChannelId?: string | null
   state: string
   confirmTokenHash?: runtime.Bytes | null
   unsubscribeNonce: runtime.Bytes
@@ -445,7 +496,10 @@ export type VoteReminderUpdateManyMutationInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
-  email?: Prisma.StringFieldUpdateOperationsInput | string
+  email?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  channel?: Prisma.StringFieldUpdateOperationsInput | string
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordChannelId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   state?: Prisma.StringFieldUpdateOperationsInput | string
   confirmTokenHash?: Prisma.NullableBytesFieldUpdateOperationsInput | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
@@ -461,7 +515,10 @@ export type VoteReminderUncheckedUpdateManyInput = {
   id?: Prisma.StringFieldUpdateOperationsInput | string
   serverId?: Prisma.StringFieldUpdateOperationsInput | string
   voterIdentity?: Prisma.StringFieldUpdateOperationsInput | string
-  email?: Prisma.StringFieldUpdateOperationsInput | string
+  email?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  channel?: Prisma.StringFieldUpdateOperationsInput | string
+  discordId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
+  discordChannelId?: Prisma.NullableStringFieldUpdateOperationsInput | string | null
   state?: Prisma.StringFieldUpdateOperationsInput | string
   confirmTokenHash?: Prisma.NullableBytesFieldUpdateOperationsInput | runtime.Bytes | null
   unsubscribeNonce?: Prisma.BytesFieldUpdateOperationsInput | runtime.Bytes
@@ -483,6 +540,9 @@ export type VoteReminderCountOrderByAggregateInput = {
   serverId?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   email?: Prisma.SortOrder
+  channel?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
+  discordChannelId?: Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -503,6 +563,9 @@ export type VoteReminderMaxOrderByAggregateInput = {
   serverId?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   email?: Prisma.SortOrder
+  channel?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
+  discordChannelId?: Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -519,6 +582,9 @@ export type VoteReminderMinOrderByAggregateInput = {
   serverId?: Prisma.SortOrder
   voterIdentity?: Prisma.SortOrder
   email?: Prisma.SortOrder
+  channel?: Prisma.SortOrder
+  discordId?: Prisma.SortOrder
+  discordChannelId?: Prisma.SortOrder
   state?: Prisma.SortOrder
   confirmTokenHash?: Prisma.SortOrder
   unsubscribeNonce?: Prisma.SortOrder
@@ -545,6 +611,9 @@ export type VoteReminderSelect<ExtArgs extends runtime.Types.Extensions.Internal
   serverId?: boolean
   voterIdentity?: boolean
   email?: boolean
+  channel?: boolean
+  discordId?: boolean
+  discordChannelId?: boolean
   state?: boolean
   confirmTokenHash?: boolean
   unsubscribeNonce?: boolean
@@ -561,6 +630,9 @@ export type VoteReminderSelectCreateManyAndReturn<ExtArgs extends runtime.Types.
   serverId?: boolean
   voterIdentity?: boolean
   email?: boolean
+  channel?: boolean
+  discordId?: boolean
+  discordChannelId?: boolean
   state?: boolean
   confirmTokenHash?: boolean
   unsubscribeNonce?: boolean
@@ -577,6 +649,9 @@ export type VoteReminderSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.
   serverId?: boolean
   voterIdentity?: boolean
   email?: boolean
+  channel?: boolean
+  discordId?: boolean
+  discordChannelId?: boolean
   state?: boolean
   confirmTokenHash?: boolean
   unsubscribeNonce?: boolean
@@ -593,6 +668,9 @@ export type VoteReminderSelectScalar = {
   serverId?: boolean
   voterIdentity?: boolean
   email?: boolean
+  channel?: boolean
+  discordId?: boolean
+  discordChannelId?: boolean
   state?: boolean
   confirmTokenHash?: boolean
   unsubscribeNonce?: boolean
@@ -604,7 +682,7 @@ export type VoteReminderSelectScalar = {
   endedAt?: boolean
 }
 
-export type VoteReminderOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "voterIdentity" | "email" | "state" | "confirmTokenHash" | "unsubscribeNonce" | "nextSendAt" | "remindedHeartAt" | "attempts" | "createdAt" | "updatedAt" | "endedAt", ExtArgs["result"]["voteReminder"]>
+export type VoteReminderOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "serverId" | "voterIdentity" | "email" | "channel" | "discordId" | "discordChannelId" | "state" | "confirmTokenHash" | "unsubscribeNonce" | "nextSendAt" | "remindedHeartAt" | "attempts" | "createdAt" | "updatedAt" | "endedAt", ExtArgs["result"]["voteReminder"]>
 
 export type $VoteReminderPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "VoteReminder"
@@ -614,9 +692,21 @@ export type $VoteReminderPayload<ExtArgs extends runtime.Types.Extensions.Intern
     serverId: string
     voterIdentity: string
     /**
-     * The voter's e-mail address: personal data, never logged.
+     * The voter's e-mail address: personal data, never logged. Null on a Discord DM row.
      */
-    email: string
+    email: string | null
+    /**
+     * email (a message to `email`) or discord (a DM through the list's bot to `discordId`).
+     */
+    channel: string
+    /**
+     * The voter's Discord user id a DM row is sent to (the heart's discord_id at opt-in); personal data, never logged.
+     */
+    discordId: string | null
+    /**
+     * The bot's DM channel with `discordId`, learnt at the first DM (Create DM is called once per subscription).
+     */
+    discordChannelId: string | null
     /**
      * pending (waiting for the confirm link), active, unsubscribed, bounced.
      */
@@ -1074,6 +1164,9 @@ export interface VoteReminderFieldRefs {
   readonly serverId: Prisma.FieldRef<"VoteReminder", 'String'>
   readonly voterIdentity: Prisma.FieldRef<"VoteReminder", 'String'>
   readonly email: Prisma.FieldRef<"VoteReminder", 'String'>
+  readonly channel: Prisma.FieldRef<"VoteReminder", 'String'>
+  readonly discordId: Prisma.FieldRef<"VoteReminder", 'String'>
+  readonly discordChannelId: Prisma.FieldRef<"VoteReminder", 'String'>
   readonly state: Prisma.FieldRef<"VoteReminder", 'String'>
   readonly confirmTokenHash: Prisma.FieldRef<"VoteReminder", 'Bytes'>
   readonly unsubscribeNonce: Prisma.FieldRef<"VoteReminder", 'Bytes'>

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file reminders/v1/reminders.proto.
  */
 export const file_reminders_v1_reminders: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZW1pbmRlcnMvdjEvcmVtaW5kZXJzLnByb3RvEgxyZW1pbmRlcnMudjEiQAoYU3Vic2NyaWJlUmVtaW5kZXJSZXF1ZXN0EhUKDXJlY2VpcHRfdG9rZW4YASABKAkSDQoFZW1haWwYAiABKAkiMAoZU3Vic2NyaWJlUmVtaW5kZXJSZXNwb25zZRITCgtzZXJ2ZXJfbmFtZRgBIAEoCSInChZDb25maXJtUmVtaW5kZXJSZXF1ZXN0Eg0KBXRva2VuGAEgASgJIi4KF0NvbmZpcm1SZW1pbmRlclJlc3BvbnNlEhMKC3NlcnZlcl9uYW1lGAEgASgJIisKGlVuc3Vic2NyaWJlUmVtaW5kZXJSZXF1ZXN0Eg0KBXRva2VuGAEgASgJIjIKG1Vuc3Vic2NyaWJlUmVtaW5kZXJSZXNwb25zZRITCgtzZXJ2ZXJfbmFtZRgBIAEoCTLDAgoPUmVtaW5kZXJTZXJ2aWNlEmQKEVN1YnNjcmliZVJlbWluZGVyEiYucmVtaW5kZXJzLnYxLlN1YnNjcmliZVJlbWluZGVyUmVxdWVzdBonLnJlbWluZGVycy52MS5TdWJzY3JpYmVSZW1pbmRlclJlc3BvbnNlEl4KD0NvbmZpcm1SZW1pbmRlchIkLnJlbWluZGVycy52MS5Db25maXJtUmVtaW5kZXJSZXF1ZXN0GiUucmVtaW5kZXJzLnYxLkNvbmZpcm1SZW1pbmRlclJlc3BvbnNlEmoKE1Vuc3Vic2NyaWJlUmVtaW5kZXISKC5yZW1pbmRlcnMudjEuVW5zdWJzY3JpYmVSZW1pbmRlclJlcXVlc3QaKS5yZW1pbmRlcnMudjEuVW5zdWJzY3JpYmVSZW1pbmRlclJlc3BvbnNlYgZwcm90bzM");
+  fileDesc("ChxyZW1pbmRlcnMvdjEvcmVtaW5kZXJzLnByb3RvEgxyZW1pbmRlcnMudjEiQAoYU3Vic2NyaWJlUmVtaW5kZXJSZXF1ZXN0EhUKDXJlY2VpcHRfdG9rZW4YASABKAkSDQoFZW1haWwYAiABKAkiMAoZU3Vic2NyaWJlUmVtaW5kZXJSZXNwb25zZRITCgtzZXJ2ZXJfbmFtZRgBIAEoCSInChZDb25maXJtUmVtaW5kZXJSZXF1ZXN0Eg0KBXRva2VuGAEgASgJIi4KF0NvbmZpcm1SZW1pbmRlclJlc3BvbnNlEhMKC3NlcnZlcl9uYW1lGAEgASgJIisKGlVuc3Vic2NyaWJlUmVtaW5kZXJSZXF1ZXN0Eg0KBXRva2VuGAEgASgJIjIKG1Vuc3Vic2NyaWJlUmVtaW5kZXJSZXNwb25zZRITCgtzZXJ2ZXJfbmFtZRgBIAEoCSI4Ch9TdWJzY3JpYmVEaXNjb3JkUmVtaW5kZXJSZXF1ZXN0EhUKDXJlY2VpcHRfdG9rZW4YASABKAkiNwogU3Vic2NyaWJlRGlzY29yZFJlbWluZGVyUmVzcG9uc2USEwoLc2VydmVyX25hbWUYASABKAkyvgMKD1JlbWluZGVyU2VydmljZRJkChFTdWJzY3JpYmVSZW1pbmRlchImLnJlbWluZGVycy52MS5TdWJzY3JpYmVSZW1pbmRlclJlcXVlc3QaJy5yZW1pbmRlcnMudjEuU3Vic2NyaWJlUmVtaW5kZXJSZXNwb25zZRJeCg9Db25maXJtUmVtaW5kZXISJC5yZW1pbmRlcnMudjEuQ29uZmlybVJlbWluZGVyUmVxdWVzdBolLnJlbWluZGVycy52MS5Db25maXJtUmVtaW5kZXJSZXNwb25zZRJqChNVbnN1YnNjcmliZVJlbWluZGVyEigucmVtaW5kZXJzLnYxLlVuc3Vic2NyaWJlUmVtaW5kZXJSZXF1ZXN0GikucmVtaW5kZXJzLnYxLlVuc3Vic2NyaWJlUmVtaW5kZXJSZXNwb25zZRJ5ChhTdWJzY3JpYmVEaXNjb3JkUmVtaW5kZXISLS5yZW1pbmRlcnMudjEuU3Vic2NyaWJlRGlzY29yZFJlbWluZGVyUmVxdWVzdBouLnJlbWluZGVycy52MS5TdWJzY3JpYmVEaXNjb3JkUmVtaW5kZXJSZXNwb25zZWIGcHJvdG8z");
 
 /**
  * @generated from message reminders.v1.SubscribeReminderRequest
@@ -122,7 +122,41 @@ export const UnsubscribeReminderResponseSchema: GenMessage<UnsubscribeReminderRe
   messageDesc(file_reminders_v1_reminders, 5);
 
 /**
- * ReminderService keeps voters' e-mail vote reminders (docs/reminders.md). Called by the public
+ * @generated from message reminders.v1.SubscribeDiscordReminderRequest
+ */
+export type SubscribeDiscordReminderRequest = Message<"reminders.v1.SubscribeDiscordReminderRequest"> & {
+  /**
+   * @generated from field: string receipt_token = 1;
+   */
+  receiptToken: string;
+};
+
+/**
+ * Describes the message reminders.v1.SubscribeDiscordReminderRequest.
+ * Use `create(SubscribeDiscordReminderRequestSchema)` to create a new message.
+ */
+export const SubscribeDiscordReminderRequestSchema: GenMessage<SubscribeDiscordReminderRequest> = /*@__PURE__*/
+  messageDesc(file_reminders_v1_reminders, 6);
+
+/**
+ * @generated from message reminders.v1.SubscribeDiscordReminderResponse
+ */
+export type SubscribeDiscordReminderResponse = Message<"reminders.v1.SubscribeDiscordReminderResponse"> & {
+  /**
+   * @generated from field: string server_name = 1;
+   */
+  serverName: string;
+};
+
+/**
+ * Describes the message reminders.v1.SubscribeDiscordReminderResponse.
+ * Use `create(SubscribeDiscordReminderResponseSchema)` to create a new message.
+ */
+export const SubscribeDiscordReminderResponseSchema: GenMessage<SubscribeDiscordReminderResponse> = /*@__PURE__*/
+  messageDesc(file_reminders_v1_reminders, 7);
+
+/**
+ * ReminderService keeps voters' vote reminders, by e-mail or Discord DM (docs/reminders.md). Called by the public
  * gateway only: each token is the credential of what it names (a receipt token its heart's voter,
  * a confirm or unsubscribe token one subscription). A token that names nothing is not_found.
  *
@@ -161,6 +195,19 @@ export const ReminderService: GenService<{
     methodKind: "unary";
     input: typeof UnsubscribeReminderRequestSchema;
     output: typeof UnsubscribeReminderResponseSchema;
+  },
+  /**
+   * SubscribeDiscordReminder makes the receipt's server and voter's one subscription an active
+   * Discord DM reminder to the heart's discord_id (the receipt token proves the voter: no confirm
+   * step). No bot on the list (no DISCORD_BOT_TOKEN) or no discord_id on the heart is
+   * failed_precondition.
+   *
+   * @generated from rpc reminders.v1.ReminderService.SubscribeDiscordReminder
+   */
+  subscribeDiscordReminder: {
+    methodKind: "unary";
+    input: typeof SubscribeDiscordReminderRequestSchema;
+    output: typeof SubscribeDiscordReminderResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_reminders_v1_reminders, 0);

@@ -321,6 +321,9 @@ test.serial("goal.reached reaches each chosen server's endpoint subscribed to it
     rewardsJson: JSON.stringify([{ commands: ["give {player} cake 1"] }]),
   });
   await vote(stack, s1, newVoter("Gil"), "2027-03-07T10:00:00Z");
+  // Hal's vote reaches the goal only once Gil's has counted: the two servers' votes travel on different partitions, and
+  // `reached_at` is when the vote that reached the target counted (in the order the consumer counts them).
+  await goalAt(stack, goalId, 1, 1);
   await vote(stack, s2, newVoter("Hal"), "2027-03-07T10:01:00Z");
   await goalAt(stack, goalId, 2, 0);
   const [got] = await eventually(() => (goals1.requests.length >= 1 ? goals1.requests : undefined), { timeoutMs: 30_000 });

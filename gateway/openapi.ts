@@ -489,7 +489,7 @@ const PROGRESSION_EVENT_PROPERTIES = {
   at: { type: "integer", description: "`milestone.reached`: the rule's `at`, when it has one." },
 } as const;
 
-/** The fields of a `heart.eligible` body (services/delivery/pipeline/heart-eligible-event.ts), for its callback and its pull item. */
+/** The fields of a `heart.eligible` body (services/delivery/pipeline/domain/heart-eligible.ts), for its callback and its pull item. */
 const HEART_ELIGIBLE_FIELDS = {
   event: { type: "string", enum: ["heart.eligible"] },
   event_id: { type: "string", format: "uuid", description: "Named by the vote: one per counted vote, the same for a replayed vote; key on it." },

@@ -12,7 +12,7 @@ interface ProfileNode {
   children?: number[];
 }
 
-interface CpuProfile {
+export interface CpuProfile {
   nodes: ProfileNode[];
   samples: number[];
   timeDeltas: number[];
@@ -25,6 +25,8 @@ export interface ProfileSummary {
   components: Array<{ component: string; percent: number }>;
   /** Hottest functions by self time, percent of busy samples. */
   functions: Array<{ fn: string; component: string; percent: number }>;
+  /** The project's own functions (services/, gateway/) by inclusive time (self and everything they called), percent of busy samples. */
+  inclusive: Array<{ fn: string; percent: number }>;
 }
 
 const COMPONENTS: Array<[string, (url: string) => boolean]> = [
@@ -40,6 +42,8 @@ const COMPONENTS: Array<[string, (url: string) => boolean]> = [
         u,
       ),
   ],
+  ["Kafka client (kafkajs)", (u) => u.includes("/kafkajs/")],
+  ["TypeScript loading (tsx, esbuild): startup", (u) => u.includes("/tsx/") || u.includes("/esbuild/") || u.includes("/get-tsconfig/")],
   ["metrics (prom-client)", (u) => u.includes("/prom-client/") || u.includes("/tdigest/") || u.includes("/bintrees/")],
   ["gateway code (gateway/)", (u) => u.includes("/gateway/")],
   ["service code (services/)", (u) => u.includes("/services/")],
@@ -97,7 +101,8 @@ export async function profileWhile<T>(run: () => Promise<T>, samplingIntervalMic
   }
 }
 
-function summarizeProfile(profile: CpuProfile): ProfileSummary {
+/** Self-time shares of a V8 CPU profile (`Profiler.stop`'s answer, or a `--cpu-prof` file's JSON). */
+export function summarizeProfile(profile: CpuProfile): ProfileSummary {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parents = new Map<number, ProfileNode>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parents.set(child, node);
@@ -128,6 +133,25 @@ function summarizeProfile(profile: CpuProfile): ProfileSummary {
     byFunction.set(key, entry);
   }
   const pct = (micros: number) => Math.round((micros / Math.max(1, busy)) * 1000) / 10;
+  // Inclusive time of the project's functions: each busy sample is charged once to every distinct project function on its stack.
+  const keyOf = (node: ProfileNode) =>
+    `${node.callFrame.functionName || "(anonymous)"} ${node.callFrame.url.split("/").slice(-2).join("/")}:${node.callFrame.lineNumber + 1}`;
+  const isOurs = (url: string) => (url.includes("/services/") || url.includes("/gateway/")) && !url.includes("/node_modules/");
+  const inclusiveMicros = new Map<string, number>();
+  profile.samples.forEach((id, i) => {
+    const node = byId.get(id);
+    if (!node) return;
+    const component = componentOf(node, parents);
+    if (component === "(idle)" || component === PROFILER_OVERHEAD) return;
+    const seen = new Set<string>();
+    for (let up: ProfileNode | undefined = node; up; up = parents.get(up.id)) {
+      if (!isOurs(up.callFrame.url)) continue;
+      const key = keyOf(up);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      inclusiveMicros.set(key, (inclusiveMicros.get(key) ?? 0) + (profile.timeDeltas[i] ?? 0));
+    }
+  });
   return {
     sampledMs: Math.round(total / 1000),
     components: [...byComponent].sort((a, b) => b[1] - a[1]).map(([component, micros]) => ({ component, percent: pct(micros) })),
@@ -135,5 +159,9 @@ function summarizeProfile(profile: CpuProfile): ProfileSummary {
       .sort((a, b) => b[1].micros - a[1].micros)
       .slice(0, 15)
       .map(([fn, v]) => ({ fn, component: v.component, percent: pct(v.micros) })),
+    inclusive: [...inclusiveMicros]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 25)
+      .map(([fn, micros]) => ({ fn, percent: pct(micros) })),
   };
 }

@@ -103,6 +103,8 @@ export interface SutProcess {
   readyAfterMs: number;
   /** epoch ms when /readyz first answered 200. */
   readyAt: number;
+  /** The process tree's CPU when /readyz first answered 200: what starting it cost (loading, connecting), before any work. */
+  cpuAtReady: CpuSnapshot;
   cpu(): CpuSnapshot;
   stop(): Promise<void>;
 }
@@ -116,7 +118,12 @@ export async function startSutProcess(
   opts: { logDir: string; port?: number; opsPort: number; readyTimeoutMs?: number },
 ): Promise<SutProcess> {
   const entry = target.runtime === "dist" ? join(target.dir, "dist", `${ENTRY[kind]}.js`) : join(target.dir, `${ENTRY[kind]}.ts`);
-  const args = target.runtime === "dist" ? [entry] : ["--import", "tsx", entry];
+  // BENCH_CPU_PROF_DIR: every process of the system under test writes a V8 CPU profile there when it stops (for the
+  // shares of where its CPU goes; the profiler's overhead makes that run's throughput no figure to quote).
+  const profDir = process.env.BENCH_CPU_PROF_DIR;
+  // One folder per process name; V8 names each thread's file (with tsx, its loader thread writes one too).
+  const prof = profDir ? ["--cpu-prof", `--cpu-prof-dir=${join(profDir, name)}`] : [];
+  const args = target.runtime === "dist" ? [...prof, entry] : [...prof, "--import", "tsx", entry];
   const logFile = join(opts.logDir, `${name}.log`);
   const fd = openSync(logFile, "a");
   const spawnedAt = Date.now();
@@ -151,6 +158,7 @@ export async function startSutProcess(
   }
   const readyAt = Date.now();
   const pid = child.pid ?? -1;
+  const cpuAtReady = snapshotProcessTree(pid);
   let stopped: Promise<void> | undefined;
   return {
     kind,
@@ -160,6 +168,7 @@ export async function startSutProcess(
     opsPort: opts.opsPort,
     readyAfterMs: readyAt - spawnedAt,
     readyAt,
+    cpuAtReady,
     cpu: () => snapshotProcessTree(pid),
     stop: () =>
       (stopped ??= (async () => {

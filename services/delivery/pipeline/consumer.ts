@@ -16,7 +16,7 @@ import { toGoalReachedDelivery } from "./goal-reached-event.js";
 import { GOAL_REACHED_EVENT, PERIOD_CLOSED_EVENT } from "../../shared/values/event-types.js";
 import { type CountedHeart, queueVoteRewards } from "../../rewards/queue-vote-rewards.js";
 import { storeProgressionEvents, toRewardCountsPayload } from "./progression-event.js";
-import { storeHeartEligibleEvents } from "./heart-eligible-event.js";
+import { toHeartEligibleDelivery } from "./domain/heart-eligible.js";
 import { recordVoterRoleVotes } from "../../voter-roles/voter-role-store.js";
 import { queueReferralRewards, type ReferralOutcome } from "../../rewards/queue-referral-rewards.js";
 
@@ -251,12 +251,16 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
       // Failure policy: fail after storing - a rewards fault must not stop the votes' callbacks: they are stored all the same (without counts), and the error is thrown after, so the batch is not acknowledged and its rewards are counted when it comes again.
       rewardsFailure = error;
     }
+    // With the deliveries, in the same statement, each counted heart's heart.eligible (domain/heart-eligible.ts), due when
+    // its voter may vote again: stored only where an endpoint or the pull list takes it, never leased (the claim sends it
+    // when due), before the batch is acknowledged (a failure throws; the redelivered batch stores it, by its event id never twice).
+    const eligible = stored.flatMap(({ delivery }) => {
+      const e = toHeartEligibleDelivery(delivery);
+      return e === undefined ? [] : [e];
+    });
     const insert = (lease?: Parameters<typeof insertAndLeaseDeliveries>[2]) =>
-      insertAndLeaseDeliveries(
-        opts.prisma,
-        stored.map((s) => s.delivery),
-        lease,
-      );
+      insertAndLeaseDeliveries(opts.prisma, [...stored.map((s) => s.delivery), ...eligible], lease);
+    // The outcomes of the batch's own deliveries come first (the heart.eligible ones after them are not reported).
     const { outcomes } = await (opts.dispatcher ? opts.dispatcher.withInsertLease(insert) : insert());
     stored.forEach(({ delivery, eventId }, i) => {
       const outcome = outcomes[i];
@@ -265,12 +269,6 @@ export function createDeliveryConsumer(opts: DeliveryConsumerOptions): DeliveryC
         opts.log.warn({ heartId: delivery.heartId, eventId, serverId: delivery.serverId }, "heart for an unknown server; no delivery");
       } else opts.log.debug({ heartId: delivery.heartId, eventId, outcome }, "delivery stored");
     });
-    // Each counted heart's heart.eligible, due when its voter may vote again (heart-eligible-event.ts): stored before the
-    // batch is acknowledged, so a failure throws and the redelivered batch stores it (its event id: never twice).
-    await storeHeartEligibleEvents(
-      opts.prisma,
-      stored.flatMap(({ delivery }, i) => (outcomes[i] !== "unknown_server" ? [delivery] : [])),
-    );
     // Voter roles (services/voter-roles): each counted vote with a Discord id on a server with voter roles makes its
     // voter's role due (the role job adds it); a redelivered batch writes the same grants again.
     await recordVoterRoleVotes(

@@ -109,7 +109,7 @@ export interface GoalReachedPayload {
 }
 
 /**
- * A `heart.eligible` body without `timestamp` (heart-eligible-event.ts): the voter of a counted vote may vote again. The
+ * A `heart.eligible` body without `timestamp` (domain/heart-eligible.ts): the voter of a counted vote may vote again. The
  * `payload` column of its deliveries.
  */
 export interface HeartEligiblePayload {

@@ -76,7 +76,8 @@ export interface InsertedDeliveries {
  * server (minus what is in flight), with what sending needs, so a delivery stored at idle goes out
  * without a claim statement after it. Which rows are sendable is the claim's rule (sendableDeliverySql).
  * A leased row is durable with its lease, like a claimed one: if this process dies before the
- * attempt is recorded, the lease expires and any dispatcher claims it again.
+ * attempt is recorded, the lease expires and any dispatcher claims it again. An event due later (`d.dueAt`: a
+ * heart.eligible) is stored in the same statement, never leased, with that due time (a pull row is created then).
  */
 export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewDelivery[], lease?: InsertLease): Promise<InsertedDeliveries> {
   if (items.length === 0) return { outcomes: [], leased: [], leftForClaim: false };
@@ -113,6 +114,7 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       minecraft_uuid: d.platformIds?.minecraftUuid ?? null,
       account_id: d.platformIds?.accountId ?? null,
       next_eligible_at: d.nextEligibleAt?.toISOString() ?? null,
+      due_at: d.dueAt?.toISOString() ?? null,
     };
   });
   const room = lease ?? { now: new Date(), leaseUntil: new Date(0), limit: 0, perServerLimit: 0, inFlightByServer: new Map<string, number>() };
@@ -126,7 +128,7 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       -- batch's few up by key. With the size it plans index lookups: rows read per batch, not per list.
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
         AS i(n int, heart_id text, dedup_key text, event_id text, payload jsonb, server_id uuid, event_type text, username text, voter_identity text, period text, streak_day int, counted_at timestamptz,
-             steam_id text, discord_id text, minecraft_uuid text, account_id text, next_eligible_at timestamptz)
+             steam_id text, discord_id text, minecraft_uuid text, account_id text, next_eligible_at timestamptz, due_at timestamptz)
       LIMIT ${input.length}::int
     ), busy AS (
       SELECT * FROM unnest(${busy.ids}::uuid[], ${busy.inFlight}::int[], ${busy.caps}::int[]) AS b(server_id, in_flight, cap)
@@ -134,7 +136,9 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       -- A callback delivery per live endpoint subscribed to the event type (held while the endpoint
       -- has no URL), a Votifier one when set up, a pull one when the pull API is on and offers the event type.
       -- A Discord message announces the vote and pays nothing: never withdrawn by pay-once.
-      SELECT i.*, d.transport, d.endpoint_id, ${sendableDeliverySql(room.now)} AND (paid.by IS NULL OR d.transport = 'discord') AS sendable,
+      -- An event due later (a heart.eligible) is not sendable now: the dispatcher's claim takes it when it is due.
+      SELECT i.*, d.transport, d.endpoint_id,
+             ${sendableDeliverySql(room.now)} AND (paid.by IS NULL OR d.transport = 'discord') AND i.due_at IS NULL AS sendable,
              CASE WHEN d.transport <> 'discord' THEN paid.by END AS paid_by
       FROM input i
       JOIN servers s ON s.id = i.server_id
@@ -154,10 +158,11 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
       ${insertDeliveriesSql(Prisma.sql`
       SELECT uuid_v7(), o.server_id, o.heart_id::uuid, o.dedup_key, o.transport, o.endpoint_id, o.event_type, o.event_id, o.payload,
              o.username, o.voter_identity, o.period, o.streak_day, o.counted_at, o.steam_id, o.discord_id, o.minecraft_uuid, o.account_id, o.next_eligible_at,
-             least(o.counted_at, now()), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END,
+             coalesce(o.due_at, least(o.counted_at, now())), CASE WHEN o.leased THEN ${room.leaseUntil}::timestamptz END,
              ${storedStatusSql(Prisma.sql`o.paid_by`)},
              CASE WHEN o.paid_by IS NOT NULL THEN ${withdrawnTextSql(Prisma.sql`o.paid_by`)} END,
-             CASE WHEN o.leased THEN ${room.workerId ?? null}::uuid END, now()
+             CASE WHEN o.leased THEN ${room.workerId ?? null}::uuid END,
+             ${dueCreatedAtSql(Prisma.sql`o.transport`, Prisma.sql`o.due_at`)}
       FROM offered o
       ORDER BY o.server_id, o.dedup_key, o.transport, o.endpoint_id`)}
     )
@@ -189,6 +194,14 @@ export async function insertAndLeaseDeliveries(prisma: PrismaClient, items: NewD
     leased: (rows.find((r) => r.leased !== null)?.leased ?? []).map((r) => toClaimedDelivery(fromLeasedJson(r), room.now)),
     leftForClaim: rows.some((r) => r.left_for_claim),
   };
+}
+
+/**
+ * A stored row's created_at: now, except a pull row of an event due later (heart.eligible), created at its due time,
+ * because the pull list shows rows by created_at and must not show it before then.
+ */
+function dueCreatedAtSql(transport: Prisma.Sql, dueAt: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`CASE WHEN ${transport} = 'pull' THEN greatest(now(), coalesce(${dueAt}, now())) ELSE now() END`;
 }
 
 /**
@@ -235,7 +248,7 @@ export async function insertEventDeliveries(tx: SqlTx, items: readonly NewDelive
     SELECT uuid_v7(), s.id, i.heart_id::uuid, i.dedup_key, d.transport, d.endpoint_id, i.event_type, i.event_id, i.payload,
            i.username, i.voter_identity, i.period, NULL::int, i.counted_at, NULL, NULL, NULL, NULL, NULL::timestamptz,
            coalesce(i.due_at, least(i.counted_at, now())), NULL::timestamptz, ${storedStatusSql(Prisma.sql`NULL`)}, NULL, NULL::uuid,
-           CASE WHEN d.transport = 'pull' THEN greatest(now(), coalesce(i.due_at, now())) ELSE now() END
+           ${dueCreatedAtSql(Prisma.sql`d.transport`, Prisma.sql`i.due_at`)}
     FROM (SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
             AS i(heart_id text, dedup_key text, event_id text, payload jsonb, server_id uuid, event_type text, username text, voter_identity text,
                  period text, counted_at timestamptz, due_at timestamptz)

@@ -37,7 +37,7 @@ export const PERIOD_CLOSED_TOP = 10;
 
 /**
  * A counted vote's voter may vote again (its next eligible time: the vote + HEART_COOLDOWN_MS), so a game can remind in
- * game: one per counted heart, sent at that time (services/delivery/pipeline/heart-eligible-event.ts; opt-in per endpoint).
+ * game: one per counted heart, sent at that time (services/delivery/pipeline/domain/heart-eligible.ts; opt-in per endpoint).
  */
 export const HEART_ELIGIBLE_EVENT = "heart.eligible" satisfies EndpointEventType;
 

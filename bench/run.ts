@@ -446,8 +446,11 @@ async function switchDatabase(ctx: Ctx, from: DatabaseLabel, to: Omit<DatabaseSi
 
 /** With --history: `<key>.cpuMsPerRequest.all|postgres`, compared across the databases (a run without it records what it always did). */
 function putCpuPerRequest(figures: Figures, key: string, window: Window, requests: number): void {
-  if (HISTORY_SCALE === undefined) return;
   const cpu = cpuPerRequest(window.cpuMs, requests);
+  // Each serving process's share (`<key>.cpuMsPerRequest.by.<process>`): the hop profile the targets' table shows
+  // beside a throughput target not met (bench/lib/targets.ts), with or without --history.
+  for (const [name, ms] of Object.entries(cpu.byProcess)) figures[`${key}.cpuMsPerRequest.by.${name}`] = ms;
+  if (HISTORY_SCALE === undefined) return;
   figures[`${key}.cpuMsPerRequest.all`] = cpu.all;
   figures[`${key}.cpuMsPerRequest.postgres`] = cpu.postgres;
 }

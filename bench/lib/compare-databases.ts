@@ -10,13 +10,18 @@ import { fmt } from "./stats.js";
 /** The processes that serve requests: the system under test, the ingest raw baseline, PostgreSQL and Kafka (not the load generator, receivers or harness). */
 const SERVING_PROCESSES = new Set(["gateway", "referral-service", "relay", "delivery", "baseline", "postgres", "kafka"]);
 
-/** CPU ms per request over one window: every serving process together (`all`), and PostgreSQL alone. */
-export function cpuPerRequest(cpuMs: Record<string, number>, requests: number): { all: number; postgres: number } {
-  if (!(requests > 0)) return { all: Number.NaN, postgres: Number.NaN };
+/** CPU ms per request over one window: every serving process together (`all`), PostgreSQL alone, and each serving process (the hop profile). */
+export function cpuPerRequest(cpuMs: Record<string, number>, requests: number): { all: number; postgres: number; byProcess: Record<string, number> } {
+  if (!(requests > 0)) return { all: Number.NaN, postgres: Number.NaN, byProcess: {} };
   let all = 0;
-  for (const [name, ms] of Object.entries(cpuMs)) if (SERVING_PROCESSES.has(name)) all += ms;
+  const byProcess: Record<string, number> = {};
   const per = (ms: number) => Math.round((ms / requests) * 1000) / 1000;
-  return { all: per(all), postgres: per(cpuMs.postgres ?? 0) };
+  for (const [name, ms] of Object.entries(cpuMs)) {
+    if (!SERVING_PROCESSES.has(name)) continue;
+    all += ms;
+    byProcess[name] = per(ms);
+  }
+  return { all: per(all), postgres: per(cpuMs.postgres ?? 0), byProcess };
 }
 
 /** One figure on both databases. */

@@ -23,6 +23,8 @@ export interface TargetsInput {
   summary: RunSummary;
   settings?: { lowConcurrency?: unknown };
   history?: { summary: RunSummary };
+  /** The machine the run measured on: its cores bound what a CPU cost per request allows. */
+  machine?: { atStart?: { nproc?: number } };
 }
 
 /** A target's outcome. */
@@ -36,6 +38,11 @@ export interface TargetRow {
   measured: string;
   bound: string;
   verdict: TargetVerdict;
+  /**
+   * A target not met: what holds it, from the same run's figures (the CPU each serving process spends per request and
+   * what the machine's cores allow at that cost; the raw server's cost beside ours; the vote's stages for latency).
+   */
+  limit?: string;
 }
 
 /** CPU per request on the history database may cost at most this much more than on the empty one. */
@@ -105,6 +112,56 @@ function boundRow(
   return { target, measured: `${fmt(value, digits)}${unit}`, bound, verdict: ok(value) ? "met" : "not met" };
 }
 
+/** The serving processes in the order a request crosses them (the raw server last: it is the baseline's only process). */
+const HOPS = ["gateway", "referral-service", "relay", "kafka", "delivery", "postgres", "baseline"] as const;
+
+/**
+ * The CPU each serving process spent per request in window `key` (`<key>.cpuMsPerRequest.by.<process>`; ingest windows
+ * also have `<key>.cpuMsPerEvent.<process>`), and their sum; undefined when the run has neither.
+ */
+export function hopProfile(side: Record<string, MedianOf> | undefined, key: string): { all: number; parts: Array<[string, number]> } | undefined {
+  const parts: Array<[string, number]> = [];
+  for (const hop of HOPS) {
+    const ms = medianOf(side, `${key}.cpuMsPerRequest.by.${hop}`) ?? medianOf(side, `${key}.cpuMsPerEvent.${hop}`);
+    if (ms !== undefined && ms > 0) parts.push([hop, ms]);
+  }
+  if (parts.length === 0) return undefined;
+  return { all: parts.reduce((sum, [, ms]) => sum + ms, 0), parts };
+}
+
+const profileText = (p: { all: number; parts: Array<[string, number]> }): string =>
+  `${fmt(p.all, 2)} ms (${p.parts.map(([hop, ms]) => `${hop} ${fmt(ms, 2)}`).join(", ")})`;
+
+/** A throughput target's limit: the CPU of a request over every serving process, and the rate the cores allow at that cost. */
+function cpuBoundLimit(side: Record<string, MedianOf> | undefined, key: string, nproc: number | undefined, unit: string): string | undefined {
+  const p = hopProfile(side, key);
+  if (p === undefined) return undefined;
+  const most = nproc !== undefined && nproc > 0 ? `; ${nproc} cores allow at most ${fmt((nproc * 1000) / p.all, 0)} ${unit}/s at that cost` : "";
+  return `CPU per ${unit}: ${profileText(p)}${most}`;
+}
+
+/** A ratio to the raw ingest server's limit: both CPU-bound on one machine, the ratio can reach at most raw CPU / ours. */
+function rawRatioLimit(side: Record<string, MedianOf> | undefined, ours: string, raw: string): string | undefined {
+  const o = hopProfile(side, ours);
+  const r = hopProfile(side, raw);
+  if (o === undefined || r === undefined) return undefined;
+  return `CPU per event: ours ${profileText(o)}, the raw server ${profileText(r)}: on the same cores at most ${fmt(r.all / o.all, 2)}x`;
+}
+
+/** A latency target's limit: the vote's stages (p50, ms) as the latency phase splits them. */
+function stagesLimit(side: Record<string, MedianOf> | undefined, prefix: string, suffix: "p50" | "p99"): string | undefined {
+  const stages = Object.keys(side ?? {})
+    .filter((k) => k.startsWith(`${prefix}.stage.`) && k.endsWith(`.${suffix}`))
+    .map((k) => [k.slice(`${prefix}.stage.`.length, -suffix.length - 1), medianOf(side, k)] as const)
+    .filter((e): e is readonly [string, number] => e[1] !== undefined);
+  return stages.length === 0 ? undefined : `stages (${suffix}): ${stages.map(([stage, ms]) => `${stage} ${fmt(ms, 1)} ms`).join(", ")}`;
+}
+
+/** `row` with its limit when it is not met and the run has the figures to say what holds it. */
+function withLimit(row: TargetRow, limit: string | undefined): TargetRow {
+  return row.verdict === "not met" && limit !== undefined ? { ...row, limit } : row;
+}
+
 /** Every issue 29 target for one run, in the issue's order. */
 export function evaluateTargets(run: TargetsInput): TargetRow[] {
   const low = typeof run.settings?.lowConcurrency === "number" ? run.settings.lowConcurrency : DEFAULT_LOW_CONCURRENCY;
@@ -117,15 +174,47 @@ export function evaluateTargets(run: TargetsInput): TargetRow[] {
   // The ingest-hot phase: one server with review on, on the history its hot server (the hot address's clicks).
   rows.push(cpuRatioRow("An address with 100,000 earlier clicks: its own events' CPU per request (ingest-hot)", "ingestHot.hotAddress", empty, history));
   rows.push(cpuRatioRow("Ordinary senders' events on the same server (ingest-hot)", "ingestHot.otherSenders", empty, history));
+  const nproc = run.machine?.atStart?.nproc;
   const ratioRow = (target: string, key: string, atLeast: number) =>
     boundRow(target, medianOf(side, key), "x", 2, `>= ${fmt(atLeast, 1)}x`, (v) => v >= atLeast);
-  rows.push(ratioRow("Ingest `registered` at c=32 / the one-statement raw server", "ingest.ratio", 0.9));
-  rows.push(ratioRow(`Ingest \`registered\` at c=${low} / the one-statement raw server`, `ingest.c${low}.ratio`, 0.6));
-  rows.push(boundRow("Callbacks drained from a backlog", medianOf(side, "callbacks.drain.rps"), " /s", 0, ">= 5,000 /s", (v) => v >= 5000));
-  rows.push(ratioRow("Callbacks drained / the best raw keep-alive sender", "callbacks.ratio", 0.2));
-  rows.push(boundRow("CastHeart with delivery running", medianOf(side, "hearts.withDelivery.rps"), " /s", 0, ">= 2,500 /s", (v) => v >= 2500));
-  rows.push(boundRow("Vote -> callback p50, idle", medianOf(side, "latency.idle.p50"), " ms", 1, "<= 5 ms", (v) => v <= 5));
-  rows.push(boundRow("Vote -> callback p99 at 1,000 hearts/s offered", medianOf(side, "latency.load.p99"), " ms", 1, "<= 50 ms", (v) => v <= 50));
+  rows.push(
+    withLimit(
+      ratioRow("Ingest `registered` at c=32 / the one-statement raw server", "ingest.ratio", 0.9),
+      rawRatioLimit(side, "ingest.gateway", "ingest.baseline"),
+    ),
+  );
+  rows.push(
+    withLimit(
+      ratioRow(`Ingest \`registered\` at c=${low} / the one-statement raw server`, `ingest.c${low}.ratio`, 0.6),
+      rawRatioLimit(side, `ingest.c${low}.gateway`, `ingest.c${low}.baseline`),
+    ),
+  );
+  const drained = cpuBoundLimit(side, "callbacks.drain", nproc, "callback");
+  rows.push(
+    withLimit(
+      boundRow("Callbacks drained from a backlog", medianOf(side, "callbacks.drain.rps"), " /s", 0, ">= 5,000 /s", (v) => v >= 5000),
+      drained,
+    ),
+  );
+  rows.push(withLimit(ratioRow("Callbacks drained / the best raw keep-alive sender", "callbacks.ratio", 0.2), drained));
+  rows.push(
+    withLimit(
+      boundRow("CastHeart with delivery running", medianOf(side, "hearts.withDelivery.rps"), " /s", 0, ">= 2,500 /s", (v) => v >= 2500),
+      cpuBoundLimit(side, "hearts.withDelivery", nproc, "heart"),
+    ),
+  );
+  rows.push(
+    withLimit(
+      boundRow("Vote -> callback p50, idle", medianOf(side, "latency.idle.p50"), " ms", 1, "<= 5 ms", (v) => v <= 5),
+      stagesLimit(side, "latency.idle", "p50"),
+    ),
+  );
+  rows.push(
+    withLimit(
+      boundRow("Vote -> callback p99 at 1,000 hearts/s offered", medianOf(side, "latency.load.p99"), " ms", 1, "<= 50 ms", (v) => v <= 50),
+      stagesLimit(side, "latency.load", "p99"),
+    ),
+  );
   return rows;
 }
 
@@ -142,5 +231,13 @@ export function renderTargets(rows: TargetRow[], onHistory: boolean): string {
       ["target", "measured", "bound", "verdict"],
       rows.map((r) => [r.target, r.measured, r.bound, r.verdict === "not measured" ? r.verdict : `**${r.verdict}**`]),
     ),
+    ...limitsOf(rows),
   ].join("\n");
+}
+
+/** The "what holds it" list under the table: one line per target not met whose limit the run's figures show. */
+function limitsOf(rows: TargetRow[]): string[] {
+  const limited = rows.filter((r) => r.limit !== undefined);
+  if (limited.length === 0) return [];
+  return ["", "What holds each target not met, from the same run's figures:", "", ...limited.map((r) => `- **${r.target}**: ${r.limit}.`)];
 }

@@ -112,3 +112,42 @@ test("the rendered table has one line per target and counts each verdict", (t) =
   t.regex(md, /1 met, 0 not met, 27 not measured/);
   t.regex(md, /\| CastHeart with delivery running \| 3,000 \/s \| >= 2,500 \/s \| \*\*met\*\* \|/);
 });
+
+test("a throughput target not met says what holds it: each serving process's CPU per request and the rate the cores allow; a met one says nothing", (t) => {
+  const figures = {
+    "hearts.withDelivery.rps": 450,
+    "hearts.withDelivery.cpuMsPerRequest.by.referral-service": 0.5,
+    "hearts.withDelivery.cpuMsPerRequest.by.delivery": 1.5,
+    "hearts.withDelivery.cpuMsPerRequest.by.postgres": 2,
+    "callbacks.drain.rps": 6000,
+    "callbacks.drain.cpuMsPerRequest.by.delivery": 0.2,
+  };
+  const rows = evaluateTargets({ summary: summaryOf(figures), machine: { atStart: { nproc: 2 } } });
+  const withDelivery = rowOf(rows, "CastHeart with delivery running");
+  t.is(withDelivery.verdict, "not met");
+  t.is(withDelivery.limit, "CPU per heart: 4.00 ms (referral-service 0.50, delivery 1.50, postgres 2.00); 2 cores allow at most 500 heart/s at that cost");
+  t.is(rowOf(rows, "Callbacks drained from a backlog").limit, undefined);
+  t.true(renderTargets(rows, false).includes(`- **CastHeart with delivery running**: ${withDelivery.limit}.`));
+});
+
+test("an ingest ratio to the raw server not met names both CPU costs and the ratio they allow; a latency target its stages", (t) => {
+  const rows = evaluateTargets({
+    summary: summaryOf({
+      "ingest.ratio": 0.5,
+      "ingest.gateway.cpuMsPerEvent.gateway": 1,
+      "ingest.gateway.cpuMsPerEvent.referral-service": 0.5,
+      "ingest.gateway.cpuMsPerEvent.postgres": 0.5,
+      "ingest.gateway.cpuMsPerEvent.load generator": 9,
+      "ingest.baseline.cpuMsPerEvent.baseline": 0.6,
+      "ingest.baseline.cpuMsPerEvent.postgres": 0.4,
+      "latency.idle.p50": 9,
+      "latency.idle.stage.relay.p50": 4.5,
+      "latency.idle.stage.send.p50": 1.2,
+    }),
+  });
+  t.is(
+    rowOf(rows, "Ingest `registered` at c=32 / the one-statement raw server").limit,
+    "CPU per event: ours 2.00 ms (gateway 1.00, referral-service 0.50, postgres 0.50), the raw server 1.00 ms (postgres 0.40, baseline 0.60): on the same cores at most 0.50x",
+  );
+  t.is(rowOf(rows, "Vote -> callback p50, idle").limit, "stages (p50): relay 4.5 ms, send 1.2 ms");
+});

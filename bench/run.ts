@@ -806,6 +806,12 @@ async function phaseHearts(ctx: Ctx, roundNo: number, instances: number, figures
  * players (`2`) and a claim again (`2`, never `0`). Requests alternate the two digit families.
  */
 async function phaseClaims(ctx: Ctx, roundNo: number, figures: Figures, details: Detail[]): Promise<void> {
+  // The same processes run on both databases, and earlier hearts' callbacks are sent first: in round 1 the empty
+  // database came here with no delivery process yet and the history database with one, so the cast window's CPU per
+  // heart compared two topologies (1.52x in a smoke run, most of it the delivery of the history side's hearts).
+  await ensure(ctx, "relay", 1);
+  await ensure(ctx, "delivery", 1);
+  await ctx.receiver.waitForCount(ctx.counted, WAIT_MS);
   await ctx.pgb.resetStatements();
   const castWindow = openWindow(tracked(ctx));
   const cast = await runCast(ctx, [ctx.fixtures.claimServerId], { durationMs: 120_000, maxRequests: CLAIM_HEARTS, recordHearts: true, steamIds: true });
@@ -817,7 +823,7 @@ async function phaseClaims(ctx: Ctx, roundNo: number, figures: Figures, details:
     phase: "claims",
     round: roundNo,
     instances: 1,
-    what: `CastHeart with SteamID64s to the claim-key server, c=${CONCURRENCY} (setup, no warm-up)`,
+    what: `CastHeart with SteamID64s to the claim-key server, c=${CONCURRENCY}, relay and delivery running (setup, no warm-up)`,
     window: castWindowDone,
     load: castNoHearts,
     extra: { statementsPerHeart: round2(castStatements.calls / Math.max(1, cast.ok)), top: castStatements.top },

@@ -16,6 +16,12 @@ import { REMINDER_PAGE_HEADERS, reminderPage } from "./receipt-page.js";
 export const REMINDER_OPT_IN_ROUTE_NAME = `${RECEIPT_PATH_PREFIX}:token${REMINDER_OPT_IN_SUFFIX}`;
 export const REMINDER_CONFIRM_ROUTE_NAME = `${REMINDER_CONFIRM_PREFIX}:token`;
 export const REMINDER_UNSUBSCRIBE_ROUTE_NAME = `${REMINDER_UNSUBSCRIBE_PREFIX}:token`;
+/** The page text of a link or token that names nothing (404). */
+export const REMINDER_NOT_FOUND_TEXT = "This link is not valid. Check that it was copied completely.";
+/** The page text of an opt-in form sent without an address (400). */
+export const NO_EMAIL_TEXT = "Enter your e-mail address.";
+/** The page text of a failure to try again (503 with Retry-After, or 500). */
+export const TRY_AGAIN_TEXT = "This cannot be done right now. Please try again in a minute.";
 /** Longer segments are no token: 404 without asking the referral service. */
 const MAX_SEGMENT_CHARS = 128;
 
@@ -39,7 +45,7 @@ function page(status: number, title: string, bodyHtml: string, outcome: string, 
   return cause === undefined ? { reply, outcome } : { reply, outcome, cause };
 }
 
-const notFound = () => page(404, "Link not found", "<p>This link is not valid. Check that it was copied completely.</p>", "not_found");
+const notFound = () => page(404, "Link not found", `<p>${REMINDER_NOT_FOUND_TEXT}</p>`, "not_found");
 
 /** An RPC failure as a page: NotFound 404, a refused input 400 with the service's text, else the public table (503/500). */
 function failed(error: unknown): ReminderResult {
@@ -49,7 +55,7 @@ function failed(error: unknown): ReminderResult {
   }
   const mapped = fromRpcError(error);
   const outcome = mapped.reply.status === 503 ? "service_unavailable" : "internal_error";
-  const result = page(mapped.reply.status, "Try again", "<p>This cannot be done right now. Please try again in a minute.</p>", outcome, mapped.cause ?? error);
+  const result = page(mapped.reply.status, "Try again", `<p>${TRY_AGAIN_TEXT}</p>`, outcome, mapped.cause ?? error);
   // The public table's headers (Retry-After) go with the page.
   Object.assign(result.reply.headers, mapped.reply.headers);
   return result;
@@ -80,7 +86,7 @@ export async function handleReminderOptIn(rawPath: string, body: Buffer, rpcs: R
     }
   }
   const email = form.get("email");
-  if (email === null || email.trim() === "") return page(400, "Not done", "<p>Enter your e-mail address.</p>", "bad_request");
+  if (email === null || email.trim() === "") return page(400, "Not done", `<p>${NO_EMAIL_TEXT}</p>`, "bad_request");
   try {
     const { serverName } = await rpcs.subscribeReminder({ receiptToken: token, email });
     return page(

@@ -11,6 +11,14 @@ import {
   unixSecondsText,
 } from "../services/shared/values/contract.js";
 import { TOO_MANY_CLICKS_TEXT } from "./handle-referral-link.js";
+import { NO_EMAIL_TEXT, REMINDER_NOT_FOUND_TEXT, TRY_AGAIN_TEXT } from "./handle-reminder.js";
+import {
+  BAD_EMAIL_TEXT,
+  DISCORD_REMINDERS_OFF_TEXT,
+  NO_DISCORD_ID_TEXT,
+  REFUSED_EMAIL_TEXT,
+  REMINDERS_OFF_TEXT,
+} from "../services/shared/values/reminder-texts.js";
 import { PLUGIN_PRESET_PATHS } from "./handle-vote-claim.js";
 import { TOO_MANY_KEY_GUESSES_TEXT } from "./handle-reward-queue.js";
 import {
@@ -150,6 +158,79 @@ const jsonError = (description: string, examples: Record<string, { summary: stri
 function retryableError(description: string, examples: Record<string, { summary: string; value: unknown }>, retryAfter: string) {
   const reply = jsonError(description, examples);
   return { ...reply, headers: { ...reply.headers, "Retry-After": { description: retryAfter, schema: { type: "integer", minimum: 1 } } } };
+}
+
+const REMINDER_DESCRIPTION = [
+  "Vote reminders (docs/reminders.md): a voter asks, from their receipt page, for an e-mail (confirmed by a link) or a",
+  "Discord DM when they may vote for the server again. Every answer is an HTML page for the voter (no script, strict CSP,",
+  "forms post to the gateway only), never cached (`Cache-Control: no-store`) and never passing the URL on",
+  "(`Referrer-Policy: no-referrer`); a body over the size limit is the JSON 413 every POST answers. A token that names",
+  `nothing, or a list with neither e-mail nor Discord DM reminders on, is the 404 page ("${REMINDER_NOT_FOUND_TEXT}"). A dependency`,
+  `that is down, or a second opt-in of the same voter and server within a minute, is the 503 page ("${TRY_AGAIN_TEXT}")`,
+  "with Retry-After; an unexpected failure the same page with 500. The voter's address is never logged.",
+].join("\n");
+
+/** A reminder page answer (HTML) with the headers every answer on a reminder path carries. */
+const reminderPage = (description: string) => ({ description, headers: NO_STORE_HEADERS, content: { "text/html": { schema: { type: "string" } } } });
+
+/** The failure answers every reminder POST shares: the 404 page, the JSON 413, the 500 and 503 pages, the 405 of another method. */
+const REMINDER_POST_FAILURES = {
+  "404": reminderPage(`The token names nothing (unknown, tampered, used, or its subscription is gone), or reminders are off: "${REMINDER_NOT_FOUND_TEXT}"`),
+  "405": jsonError("Another method than the path's GET and POST; `Allow` lists them.", {
+    methodNotAllowed: errorExample("Another method", "methodNotAllowed"),
+  }),
+  "413": jsonError(`The body is over ${MAX_BODY_BYTES} bytes; the connection is closed.`, { bodyTooLarge: errorExample("Body over 64 KiB", "bodyTooLarge") }),
+  "500": reminderPage(`Internal error: "${TRY_AGAIN_TEXT}"`),
+  "503": {
+    ...reminderPage(`A dependency is down, or this voter opted in on this server less than a minute ago: "${TRY_AGAIN_TEXT}"`),
+    headers: { ...NO_STORE_HEADERS, "Retry-After": { description: "Seconds to wait before trying again.", schema: { type: "integer", minimum: 1 } } },
+  },
+};
+
+/** A confirm or unsubscribe link's token: the last path segment of the link in the mail. */
+const reminderTokenParameter = (link: string) => ({
+  name: "token",
+  in: "path",
+  required: true,
+  description: `The ${link} token: the last path segment of the link in the reminder mail (at most 128 characters).`,
+  schema: { type: "string", minLength: 1, maxLength: 128 },
+});
+
+/**
+ * The path item of a confirm or unsubscribe link: `GET` shows a page with one button (a GET changes nothing: mail
+ * scanners fetch links), the button's `POST` to the same URL does it.
+ */
+function reminderLinkItem(link: { kind: "confirm" | "unsubscribe"; summary: string; done: string; post: string }) {
+  const name = link.kind === "confirm" ? "Confirm" : "Unsubscribe";
+  const parameters = [reminderTokenParameter(link.kind), { $ref: "#/components/parameters/X-Request-Id" }];
+  return {
+    get: {
+      operationId: `getReminder${name}Page`,
+      summary: `The ${link.kind} link's page: one button, nothing done yet`,
+      description: REMINDER_DESCRIPTION,
+      tags: ["reminders"],
+      security: [],
+      parameters,
+      responses: {
+        "200": reminderPage("A page with one button that posts to the same URL."),
+        "404": reminderPage(`The token is no ${link.kind} token (empty, nested or too long), or reminders are off: "${REMINDER_NOT_FOUND_TEXT}"`),
+      },
+    },
+    post: {
+      operationId: link.kind === "confirm" ? "confirmVoteReminder" : "unsubscribeVoteReminder",
+      summary: link.summary,
+      description: `${REMINDER_DESCRIPTION}\n\n${link.post}`,
+      tags: ["reminders"],
+      security: [],
+      parameters,
+      requestBody: {
+        required: false,
+        description: "Not read (the page's button sends nothing; an RFC 8058 one-click POST sends `List-Unsubscribe=One-Click`).",
+        content: { "application/x-www-form-urlencoded": { schema: { type: "object" } } },
+      },
+      responses: { "200": reminderPage(link.done), ...REMINDER_POST_FAILURES },
+    },
+  };
 }
 
 /** 429 past the failed-signature limits (gateway/failure-limiter.ts), shared by every signed endpoint. */
@@ -526,6 +607,7 @@ export const openApiDocument = {
         "The check/claim API of game-server reward plugins (Rust, FiveM, PocketMine) and the reward queue they pay from, keyed by the server's claim key.",
     },
     { name: "receipts", description: "A voter's receipt of one heart: counted or not, and whether it reached the server." },
+    { name: "reminders", description: "A voter's vote reminders (e-mail or Discord DM): opt in from the receipt, confirm, unsubscribe." },
   ],
   paths: {
     "/api/referral/events": {
@@ -1018,6 +1100,69 @@ export const openApiDocument = {
         },
       },
     },
+    "/receipts/{token}/reminder": {
+      post: {
+        operationId: "optInVoteReminder",
+        summary: "Ask for vote reminders from a receipt (e-mail, or Discord DM)",
+        description: [
+          REMINDER_DESCRIPTION,
+          "",
+          "The receipt page's form. With `email`: the (server, voter)'s one subscription becomes pending with that address and a",
+          "confirm link is mailed; nothing is sent until it is confirmed. With `channel=discord` instead: a Discord DM reminder to",
+          "the heart's Discord account, active at once (no confirm step). The receipt token is the credential.",
+        ].join("\n"),
+        tags: ["reminders"],
+        security: [],
+        parameters: [RECEIPT_TOKEN_PARAMETER, { $ref: "#/components/parameters/X-Request-Id" }],
+        requestBody: {
+          required: true,
+          content: {
+            "application/x-www-form-urlencoded": {
+              schema: {
+                type: "object",
+                properties: {
+                  email: { type: "string", description: "One plain e-mail address (no lists, no names). Read only when `channel` is not `discord`." },
+                  channel: { type: "string", enum: ["discord"], description: "`discord`: a Discord DM reminder instead of an e-mail one." },
+                },
+              },
+              examples: {
+                email: { summary: "An e-mail reminder", value: { email: "name@example.com" } },
+                discord: { summary: "A Discord DM reminder", value: { channel: "discord" } },
+              },
+            },
+          },
+        },
+        responses: {
+          "200": reminderPage(
+            'E-mail: "Check your inbox" (the confirm link was mailed; nothing is sent until it is confirmed). Discord: "Reminders on" (a DM when the voter may vote again).',
+          ),
+          "400": reminderPage(
+            [
+              "Not done; the page says why, in one of these texts:",
+              `"${NO_EMAIL_TEXT}" (no \`email\`), "${BAD_EMAIL_TEXT}", "${REFUSED_EMAIL_TEXT}" (the mail server refused the confirm mail for good),`,
+              `"${REMINDERS_OFF_TEXT}", "${DISCORD_REMINDERS_OFF_TEXT}", "${NO_DISCORD_ID_TEXT}".`,
+            ].join(" "),
+          ),
+          ...REMINDER_POST_FAILURES,
+          "404": reminderPage(`The receipt token names no heart, or reminders are off: "${REMINDER_NOT_FOUND_TEXT}"`),
+          "405": jsonError("Another method than the receipt path's GET and this POST; `Allow` lists them.", {
+            methodNotAllowed: errorExample("Another method", "methodNotAllowed"),
+          }),
+        },
+      },
+    },
+    "/reminders/confirm/{token}": reminderLinkItem({
+      kind: "confirm",
+      summary: "Confirm e-mail vote reminders (the confirm link's button)",
+      done: '"Reminders on": the subscription is active; an e-mail leaves when the voter may vote again.',
+      post: "The subscription becomes active. A confirm token is good once: a used one is the 404 page.",
+    }),
+    "/reminders/unsubscribe/{token}": reminderLinkItem({
+      kind: "unsubscribe",
+      summary: "Stop vote reminders (the page's button, or a mail client's RFC 8058 one-click POST)",
+      done: '"Unsubscribed": no more vote reminders; unsubscribing again answers the same page.',
+      post: "Ends the subscription. The link works until the ended subscription is removed (RETENTION_REMINDER_DAYS after it ended).",
+    }),
     "/r/{server_id}": {
       get: {
         operationId: "followReferralLink",

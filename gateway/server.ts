@@ -23,7 +23,7 @@ import type { Logger } from "../services/shared/runtime/log.js";
 import type { Metrics } from "../services/shared/runtime/metrics.js";
 import { handleIngest } from "./handle-ingest.js";
 import type { LookupGuards, SignedInput, SignedResult } from "./signed-request.js";
-import { createServerDirectory } from "./server-directory.js";
+import { createServerDirectory, type ServerDirectory } from "./server-directory.js";
 import {
   PULL_CLAIMS_PATH,
   PULL_EVENT_CLAIMS_PATH,
@@ -188,6 +188,22 @@ const OPENAPI_JSON = JSON.stringify(openApiDocument);
  * request (no secrets, no signature header, no bodies) and metrics by route and status.
  */
 export function createGatewayServer(deps: GatewayDeps): http.Server {
+  const { guards, servers } = createGuards(deps);
+  const routes = createRoutes(deps, guards);
+  const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
+    void handleRequest(deps, guards, routes, req, res);
+  });
+  servers?.start();
+  server.on("close", () => {
+    servers?.stop();
+    // Failure policy: the held calls are sent once more on close; a failure is counted and logged by the recorder, never thrown.
+    void guards.pluginCalls?.stop();
+  });
+  return server;
+}
+
+/** The per-process state of the routes (caches, limits, the server directory unstarted, the plugin call recorder). */
+function createGuards(deps: GatewayDeps): { guards: IngestGuards; servers: ServerDirectory | undefined } {
   // One clock for the caches, the limits and the signature's timestamp check (tests move it).
   const nowMs = () => deps.now().getTime();
   const keyCacheOptions = {
@@ -242,17 +258,15 @@ export function createGatewayServer(deps: GatewayDeps): http.Server {
           ...(deps.pluginCallFlushMs === undefined ? {} : { flushMs: deps.pluginCallFlushMs }),
         });
   const guards: IngestGuards = { keyCache, pullKeyCache, lookups, clickLimiter, claimKeys, pluginCalls, requestLines: requestLineLogger(deps.log) };
-  const routes = createRoutes(deps, guards);
-  const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => {
-    void handleRequest(deps, guards, routes, req, res);
-  });
-  servers?.start();
-  server.on("close", () => {
-    servers?.stop();
-    // Failure policy: the held calls are sent once more on close; a failure is counted and logged by the recorder, never thrown.
-    void pluginCalls?.stop();
-  });
-  return server;
+  return { guards, servers };
+}
+
+/**
+ * The route table's rows as (method, route name): a route's name is its path with `:name` for each path parameter
+ * (`/receipts/:token/reminder`). Builds the table with `deps` and calls nothing; for the OpenAPI document's test.
+ */
+export function listGatewayRoutes(deps: GatewayDeps): ReadonlyArray<{ method: string; name: string }> {
+  return createRoutes(deps, createGuards(deps).guards).map(({ method, name }) => ({ method, name }));
 }
 
 /** One request as a route's handler sees it. */

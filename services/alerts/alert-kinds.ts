@@ -34,9 +34,13 @@ export interface NewAlert {
   at: string;
 }
 
-/** The dashboard page of one endpoint's settings and deliveries (the gateway serves the dashboard at /dashboard). */
-export function endpointLink(serverId: string, endpointId: string): string {
-  return `/dashboard/?server=${encodeURIComponent(serverId)}&endpoint=${encodeURIComponent(endpointId)}#deliveries`;
+/**
+ * The dashboard page of one endpoint's settings and deliveries (the gateway serves the dashboard at /dashboard); with
+ * `deliveryId`, that delivery's attempts opened on it.
+ */
+export function endpointLink(serverId: string, endpointId: string, deliveryId: string | null = null): string {
+  const delivery = deliveryId === null ? "" : `&delivery=${encodeURIComponent(deliveryId)}`;
+  return `/dashboard/?server=${encodeURIComponent(serverId)}&endpoint=${encodeURIComponent(endpointId)}${delivery}#deliveries`;
 }
 
 /** The host of an endpoint URL, for alert text: the path and query may carry a receiver's token. */
@@ -50,7 +54,10 @@ export function hostOf(url: string | null): string {
   }
 }
 
-/** The "failing for 24 hours" alert of one run of failures (its key: the endpoint and the run's start). */
+/**
+ * The "failing for 24 hours" alert of one run of failures (its key: the endpoint and the run's start); its text and
+ * link name the endpoint's last failed delivery when it is still stored (null: the endpoint's page only).
+ */
 export function endpointFailingAlert(a: {
   serverId: string;
   serverName: string;
@@ -58,16 +65,18 @@ export function endpointFailingAlert(a: {
   url: string | null;
   failingSince: Date;
   reason: string | null;
+  lastFailedDeliveryId: string | null;
   at: Date;
 }): NewAlert {
+  const lastFailed = a.lastFailedDeliveryId === null ? "" : `. Last failed delivery: ${a.lastFailedDeliveryId}.`;
   return {
     server_id: a.serverId,
     kind: "endpoint_failing",
     cause_key: `endpoint_failing:${a.endpointId}:${a.failingSince.toISOString()}`,
     endpoint_id: a.endpointId,
     title: `${a.serverName}: callback endpoint failing for 24 hours`,
-    detail: `Every callback to ${hostOf(a.url)} has failed since ${a.failingSince.toISOString()}; it is disabled after 5 days of failures. Last error: ${a.reason ?? "attempt failed"}`,
-    link: endpointLink(a.serverId, a.endpointId),
+    detail: `Every callback to ${hostOf(a.url)} has failed since ${a.failingSince.toISOString()}; it is disabled after 5 days of failures. Last error: ${a.reason ?? "attempt failed"}${lastFailed}`,
+    link: endpointLink(a.serverId, a.endpointId, a.lastFailedDeliveryId),
     at: a.at.toISOString(),
   };
 }

@@ -197,17 +197,32 @@ export function retryDigestSql(ids: readonly string[], at: Date): Prisma.Sql {
  * Endpoints whose run of failures began between `from` and `to` (failing for 24 hours, not yet for the auto-disable
  * period) and that have no alert for that run yet: a range of the callback_health failing_since index (the endpoints
  * failing for 1 to 5 days, each checked against the cause_key index), at most `limit` returned, oldest run first.
+ * Each returned endpoint also gets its last failed delivery (null once its attempts are gone): the attempt the health
+ * row's last_failure_at was recorded from (the same instant, services/delivery/pipeline/attempt-log.ts), found by
+ * equality in the delivery_attempts (server_id, started_at) index, LIMIT 1 - at most the server's attempts started in
+ * that millisecond (one dispatch batch), each with its delivery's endpoint by primary key; run for the `limit` rows only.
  */
 export function failingEndpointsSql(from: Date, to: Date, limit: number): Prisma.Sql {
   return Prisma.sql`
-    SELECT h.endpoint_id::text, h.server_id::text, s.name AS server_name, e.url, h.failing_since, h.last_failure_reason
-    FROM callback_health h
-    JOIN callback_endpoints e ON e.id = h.endpoint_id AND e.disabled_at IS NULL AND e.deleted_at IS NULL
-    JOIN servers s ON s.id = h.server_id AND s.owner_id IS NOT NULL
-    WHERE h.failing_since > ${from}::timestamptz AND h.failing_since <= ${to}::timestamptz
-      AND ${notAlertedSql("endpoint_failing", "h.endpoint_id", "h.failing_since")}
-    ORDER BY h.failing_since, h.endpoint_id
-    LIMIT ${limit}`;
+    WITH failing AS (
+      SELECT h.endpoint_id, h.server_id, s.name AS server_name, e.url, h.failing_since, h.last_failure_at, h.last_failure_reason
+      FROM callback_health h
+      JOIN callback_endpoints e ON e.id = h.endpoint_id AND e.disabled_at IS NULL AND e.deleted_at IS NULL
+      JOIN servers s ON s.id = h.server_id AND s.owner_id IS NOT NULL
+      WHERE h.failing_since > ${from}::timestamptz AND h.failing_since <= ${to}::timestamptz
+        AND ${notAlertedSql("endpoint_failing", "h.endpoint_id", "h.failing_since")}
+      ORDER BY h.failing_since, h.endpoint_id
+      LIMIT ${limit}
+    )
+    SELECT f.endpoint_id::text, f.server_id::text, f.server_name, f.url, f.failing_since, f.last_failure_reason,
+      -- The delivery's endpoint as a per-attempt subquery, not a join: the planner cannot lead with deliveries.
+      (SELECT a.delivery_id::text
+       FROM delivery_attempts a
+       WHERE a.server_id = f.server_id AND a.started_at = f.last_failure_at AND NOT a.succeeded
+         AND (SELECT d.endpoint_id FROM deliveries d WHERE d.id = a.delivery_id) = f.endpoint_id
+       ORDER BY a.id DESC LIMIT 1) AS last_failed_delivery_id
+    FROM failing f
+    ORDER BY f.failing_since, f.endpoint_id`;
 }
 
 /**

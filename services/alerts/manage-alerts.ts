@@ -28,7 +28,7 @@ import { OWNER_SCOPE } from "../shared/rpc/interceptors.js";
 import { DomainError } from "../shared/values/domain-error.js";
 import { isUuid } from "../shared/values/ids.js";
 import { requireServerId } from "../servers/server-exists.js";
-import { BAD_EMAIL_TEXT } from "../reminders/manage-reminder.js";
+import { BAD_EMAIL_TEXT } from "../shared/values/reminder-texts.js";
 import { normalizeEmail } from "../reminders/domain/reminder-schedule.js";
 import { listAlertsSql, markAlertsReadSql, readChannelsSql, upsertChannelsSql, type ListedAlert, type StoredChannels } from "./alert-store.js";
 import { readDiscordWebhookUrl } from "../shared/values/discord-webhook-url.js";

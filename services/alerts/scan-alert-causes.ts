@@ -54,6 +54,7 @@ export async function runAlertScan(deps: AlertScanDeps, now: Date): Promise<Aler
     url: string | null;
     failing_since: Date;
     last_failure_reason: string | null;
+    last_failed_delivery_id: string | null;
   }>(deps.db, failingEndpointsSql(from, to, deps.batchRows));
   await raise(
     deps.db,
@@ -65,6 +66,7 @@ export async function runAlertScan(deps: AlertScanDeps, now: Date): Promise<Aler
         url: r.url,
         failingSince: r.failing_since,
         reason: r.last_failure_reason,
+        lastFailedDeliveryId: r.last_failed_delivery_id,
         at: now,
       }),
     ),

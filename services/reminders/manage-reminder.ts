@@ -6,6 +6,7 @@ import { runSql } from "../shared/adapters/sql/executor.js";
 import { DependencyUnavailable, DomainError, Overloaded } from "../shared/rpc/errors.js";
 import type { ReceiptLinks } from "../hearts/receipt-token.js";
 import { TOMBSTONE_PREFIX } from "../shared/values/tombstone.js";
+import { BAD_EMAIL_TEXT, DISCORD_REMINDERS_OFF_TEXT, NO_DISCORD_ID_TEXT, REFUSED_EMAIL_TEXT, REMINDERS_OFF_TEXT } from "../shared/values/reminder-texts.js";
 import { normalizeEmail } from "./domain/reminder-schedule.js";
 import { confirmMail, confirmUrlOf } from "./reminder-mail.js";
 import { activateReminder, endReminder, readReminder, readReminderId, upsertDiscordReminder, upsertPendingReminder } from "./reminder-store.js";
@@ -29,10 +30,6 @@ export interface ReminderTokens {
 
 /** The one answer for a token that names nothing (wrong, tampered, used for another purpose, or its row is gone). */
 export const UNKNOWN_REMINDER_TOKEN_TEXT = "unknown token";
-/** A bad address, in the voter's words. */
-export const BAD_EMAIL_TEXT = "enter one e-mail address, like name@example.com";
-/** Reminders switched off. */
-export const REMINDERS_OFF_TEXT = "e-mail reminders are not available on this list";
 /** The shortest time between two opt-ins (confirm mails) of one voter on one server. */
 export const OPT_IN_INTERVAL_MS = 60_000;
 /** How long to wait after the mail server could not take the confirmation. */
@@ -90,16 +87,11 @@ export async function subscribeReminder(
   const sent = await deps.mailer.send(confirmMail({ to: email, serverName: heart.server_name, confirmUrl: confirmUrlOf(deps.publicBaseUrl, token) }));
   if (!sent.ok && sent.kind === "permanent") {
     await endReminder(deps.prisma, { id, state: "bounced", now });
-    throw new DomainError("invalid_argument", "this address refuses e-mail; enter another one");
+    throw new DomainError("invalid_argument", REFUSED_EMAIL_TEXT);
   }
   if (!sent.ok) throw new DependencyUnavailable(MAIL_RETRY_AFTER_MS, "the e-mail could not be sent right now; try again in a minute");
   return { serverName: heart.server_name };
 }
-
-/** Discord DM reminders switched off (no DISCORD_BOT_TOKEN). */
-export const DISCORD_REMINDERS_OFF_TEXT = "Discord reminders are not available on this list";
-/** The heart carries no Discord user id to send to. */
-export const NO_DISCORD_ID_TEXT = "this vote carried no Discord account";
 
 /**
  * Discord DM opt-in from a receipt page: the receipt token names one heart, hence its server, its voter and the Discord

@@ -108,6 +108,22 @@ export function validateTextAgainstOpenApi(path: string, method: string, status:
   return run(compile(`text ${method} ${path} ${status}`, schema), text);
 }
 
+/**
+ * Checks a page answer (HTML) of `method path` against the document: the status is documented for the operation and
+ * its response lists `contentType` (the media type without parameters) as a content type.
+ */
+export function validatePageAgainstOpenApi(path: string, method: string, status: number | string, contentType: string): ValidationResult {
+  const operation = operationOf(path, method);
+  if (!operation) return { valid: false, errors: [`no operation ${method.toUpperCase()} ${path} in the document`] };
+  const response = deref((operation.responses as Json)[String(status)]);
+  if (!response) return { valid: false, errors: [`status ${status} is not documented for ${method.toUpperCase()} ${path}`] };
+  const mediaType = contentType.split(";")[0]!.trim();
+  const listed = Object.keys((response.content as Json | undefined) ?? {});
+  return listed.includes(mediaType)
+    ? { valid: true, errors: [] }
+    : { valid: false, errors: [`status ${status} of ${method.toUpperCase()} ${path} documents ${listed.join(", ") || "no body"}, not ${mediaType}`] };
+}
+
 /** Validates a request body of `method path` (a `paths` key or a `webhooks` name) against the document. */
 export function validateRequestBody(path: string, method: string, body: unknown): ValidationResult {
   const operation = operationOf(path, method);

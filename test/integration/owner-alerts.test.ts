@@ -143,8 +143,8 @@ async function claimFreshDelivery(c: Context, serverId: string, transport: "call
   return mine;
 }
 
-/** One callback attempt of a fresh delivery of `serverId`, recorded at `at` through the attempt log. */
-async function recordCallback(c: Context, serverId: string, succeeded: boolean, at: Date): Promise<void> {
+/** One callback attempt of a fresh delivery of `serverId`, recorded at `at` through the attempt log; returns the delivery's id. */
+async function recordCallback(c: Context, serverId: string, succeeded: boolean, at: Date): Promise<string> {
   const mine = await claimFreshDelivery(c, serverId, "callback");
   const now = new Date();
   const record: AttemptRecord = {
@@ -163,6 +163,7 @@ async function recordCallback(c: Context, serverId: string, succeeded: boolean, 
   };
   const [outcome] = await recordAttempts(c.stack.prisma, [record]);
   if (outcome?.kind !== "recorded") throw outcome?.kind === "error" ? outcome.error : new Error("attempt not recorded");
+  return mine.id;
 }
 
 async function alertsOf(c: Context, serverId: string): Promise<{ kind: string; cause_key: string; resolved: boolean }[]> {
@@ -173,7 +174,7 @@ async function alertsOf(c: Context, serverId: string): Promise<{ kind: string; c
 }
 
 test.serial(
-  "failing for 24 hours, disabled and recovered each fire once for their cause, and reach e-mail and Discord in one digest, never twice",
+  "failing for 24 hours (linking its last failed delivery), disabled and recovered each fire once for their cause, and reach e-mail, Discord and the dashboard list in one digest, never twice",
   async (t) => {
     const c = t.context;
     const alerts = await sessionClient(c, "owner-one");
@@ -183,7 +184,7 @@ test.serial(
     const t0 = new Date(Date.now() - 10 * 24 * HOUR_MS);
     const at = (ms: number) => new Date(t0.getTime() + ms);
 
-    await recordCallback(c, serverId, false, t0);
+    const firstFailed = await recordCallback(c, serverId, false, t0);
     await runAlertScan({ db: c.stack.prisma, batchRows: 100 }, at(23 * HOUR_MS));
     t.deepEqual(await alertsOf(c, serverId), [], "not failing for 24 hours yet");
     await runAlertScan({ db: c.stack.prisma, batchRows: 100 }, at(25 * HOUR_MS));
@@ -223,6 +224,11 @@ test.serial(
       ["endpoint_recovered", "endpoint_disabled", "endpoint_failing"],
     );
     for (const a of listed.alerts) t.true(a.link.includes(endpointId) && a.link.includes(serverId), "links to the exact endpoint");
+    // The failing alert names the endpoint's last failed delivery when it fired (the run's first failure, at 25 hours).
+    const failingLink = `/dashboard/?server=${serverId}&endpoint=${endpointId}&delivery=${firstFailed}#deliveries`;
+    const failingAlert = listed.alerts.find((a) => a.kind === "endpoint_failing");
+    t.is(failingAlert?.link, failingLink, "the dashboard list's link opens the last failed delivery");
+    t.true(failingAlert?.detail.includes(`Last failed delivery: ${firstFailed}.`), "the dashboard list's text names it");
 
     // Nothing leaves before the window has passed since the first alert waiting; then one digest with all three.
     const mailsToOne = () => c.sink.messages.filter((m) => m.to.includes("one@owner.example"));
@@ -242,6 +248,8 @@ test.serial(
       t.is(mail!.text.split(title).length - 1, 1, `${title} once`);
     }
     t.true(mail!.text.includes(`https://list.example/dashboard/?server=${serverId}&endpoint=${endpointId}#deliveries`));
+    t.true(mail!.text.includes(`https://list.example${failingLink}`), "the e-mail links the last failed delivery");
+    t.true(mail!.text.includes(`Last failed delivery: ${firstFailed}.`), "the e-mail's text names it");
     t.true(mail!.text.includes("127.0.0.1:9"), "names the receiver's host");
     t.false(mail!.raw.includes("receiver-secret-7f3a"), "never the receiver URL's token");
     const [post] = c.discord.messages("channel-one");
@@ -255,6 +263,7 @@ test.serial(
       t.is(post!.content.split(title).length - 1, 1, `${title} once on Discord`);
     }
     t.false(post!.content.includes("receiver-secret-7f3a"));
+    t.true(post!.content.includes(`<https://list.example${failingLink}>`), "the Discord line links the last failed delivery");
     await runAlertDigestPass(digestDeps(c), at(7 * 24 * HOUR_MS));
     t.is(mailsToOne().length, 1, "never twice");
     t.is(c.discord.messages("channel-one").length, 1, "never twice on Discord");

@@ -12,6 +12,7 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { PlayerIdKind, PlayerIdSchema } from "../../gen/proto/claims/v1/claims_pb.js";
 import { toLedgerPlayer } from "../../services/claims/ledger-player.js";
 import { claimOldestHeld, readStanding } from "../../services/claims/ledger-store.js";
+import { runAlertScan } from "../../services/alerts/scan-alert-causes.js";
 import { claimDueDeliveries } from "../../services/delivery/pipeline/claim-deliveries.js";
 import { insertAndLeaseDeliveries } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { castHeartBatch } from "../../services/hearts/cast-heart-batch.js";
@@ -19,7 +20,7 @@ import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js
 import { toVoterAddress } from "../../services/hearts/domain/ip.js";
 import { applyEventBatch } from "../../services/referral/apply-event.js";
 import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
-import { executeSql } from "../../services/shared/adapters/sql/executor.js";
+import { executeSql, runSql } from "../../services/shared/adapters/sql/executor.js";
 import { planScansOf, recordingClient, type PlanScan } from "../helpers/rows-read.js";
 import {
   insertAddressClicks,
@@ -38,7 +39,17 @@ const HOT_SUBNET = "100.64.0.0/24";
 const STEAM = "76561198012345678";
 const HISTORY_ROWS = 20_000;
 /** The tables a hot statement must never read by a sequential scan: each grows with the history. */
-const BIG_TABLES = ["hearts", "heart_address_voters", "referral_clicks", "referrals", "referral_events", "referral_credits", "vote_claims", "deliveries"];
+const BIG_TABLES = [
+  "hearts",
+  "heart_address_voters",
+  "referral_clicks",
+  "referrals",
+  "referral_events",
+  "referral_credits",
+  "vote_claims",
+  "deliveries",
+  "delivery_attempts",
+];
 
 const test = anyTest as TestFn<MeasuredHarness & { close(): Promise<void>; serverId: string }>;
 
@@ -197,5 +208,52 @@ test.serial(
       for (const s of scans)
         t.true(s.nodeType !== "Seq Scan" || !["servers", "callback_endpoints"].includes(s.table ?? ""), `sequential scan of ${s.table} in ${what}`);
     }
+  },
+);
+
+test.serial(
+  "the owner alerts' scan beside a server's 20,000 callback attempts finds the last failed delivery index-led: (server_id, started_at) by equality, its delivery by key",
+  async (t) => {
+    const { h, clock, pool, serverId } = t.context;
+    const at = clock.now();
+    const endpointId = (await defaultEndpoint(h.db.prisma, serverId)).id;
+    const ownerId = `plan-owner-${randomUUID()}`;
+    await executeSql(h.db.prisma, Prisma.sql`INSERT INTO owners (id, display_name) VALUES (${ownerId}, 'Plan owner')`);
+    await executeSql(h.db.prisma, Prisma.sql`UPDATE servers SET owner_id = ${ownerId} WHERE id = ${serverId}::uuid`);
+    // One attempt per delivered callback of the history (one a minute back from now); the newest one failed.
+    await executeSql(
+      h.db.prisma,
+      Prisma.sql`INSERT INTO delivery_attempts (delivery_id, server_id, attempt, url, started_at, latency_ms, succeeded)
+                 SELECT d.id, d.server_id, 1, 'http://127.0.0.1:9/callback', d.created_at, 3, true
+                 FROM deliveries d WHERE d.server_id = ${serverId}::uuid AND d.endpoint_id = ${endpointId}::uuid`,
+    );
+    const [last] = await runSql<{ delivery_id: string; started_at: Date }>(
+      h.db.prisma,
+      Prisma.sql`UPDATE delivery_attempts SET succeeded = false
+                 WHERE id = (SELECT id FROM delivery_attempts WHERE server_id = ${serverId}::uuid ORDER BY started_at DESC LIMIT 1)
+                 RETURNING delivery_id::text, started_at`,
+    );
+    await executeSql(
+      h.db.prisma,
+      Prisma.sql`INSERT INTO callback_health (endpoint_id, server_id, failing_since, last_failure_at, last_failure_reason)
+                 VALUES (${endpointId}::uuid, ${serverId}::uuid, ${new Date(at.getTime() - 30 * 60 * 60 * 1000)}::timestamptz, ${last!.started_at}::timestamptz, 'receiver answered 503')
+                 ON CONFLICT (endpoint_id) DO UPDATE SET failing_since = EXCLUDED.failing_since, last_failure_at = EXCLUDED.last_failure_at`,
+    );
+    await executeSql(h.db.prisma, Prisma.sql`ANALYZE delivery_attempts`);
+    await executeSql(h.db.prisma, Prisma.sql`ANALYZE callback_health`);
+    const { client, statements } = recordingClient(pool);
+    t.like(await runAlertScan({ db: client, batchRows: 100 }, at), { failing: 1 });
+    assertIndexLed(
+      t,
+      await planScansOf(h.db.prisma, statements()[0]!),
+      // callback_health holds one row per endpoint (a few here): its failing_since range is the planner's choice.
+      ["delivery_attempts_server_id_started_at_idx", "deliveries_pkey"],
+      ["delivery_attempts"],
+    );
+    const [alert] = await runSql<{ link: string }>(
+      h.db.prisma,
+      Prisma.sql`SELECT link FROM owner_alerts WHERE server_id = ${serverId}::uuid AND kind = 'endpoint_failing'`,
+    );
+    t.true(alert?.link.includes(`&delivery=${last!.delivery_id}`), "the alert links the last failed delivery");
   },
 );

@@ -18,6 +18,7 @@ import { createUnsubscribeTokens } from "../../services/reminders/reminder-token
 import { createMailer, type Mailer } from "../../services/shared/adapters/mailer.js";
 import { runSql } from "../../services/shared/adapters/sql/executor.js";
 import { captureLog, type CapturedLog } from "../helpers/capture-log.js";
+import { validateAgainstOpenApi, validatePageAgainstOpenApi } from "./openapi-validate.js";
 
 interface Context {
   sink: SmtpSink;
@@ -244,6 +245,41 @@ test.serial(
     t.is(mailsTo(c, "flood@example.com").length, 1);
   },
 );
+
+test.serial("every real answer of the reminder routes is in the OpenAPI document: its status, and its page or JSON body", async (t) => {
+  const c = t.context;
+  const base = c.stack.gatewayUrl;
+  const checked: string[] = [];
+  const check = async (path: string, method: string, res: Response) => {
+    const type = res.headers.get("content-type") ?? "";
+    const result = type.startsWith("application/json")
+      ? validateAgainstOpenApi(path, method, res.status, await res.json())
+      : validatePageAgainstOpenApi(path, method, res.status, type);
+    t.deepEqual(result.errors, [], `${method.toUpperCase()} ${path} ${res.status}`);
+    checked.push(`${method} ${path} ${res.status}`);
+  };
+  const { server } = await c.stack.clients.admin.createServer({ name: `Documented SMP ${randomBytes(3).toString("hex")}` });
+  const receiptUrl = await castAt(c, server!.id, `voter-${randomBytes(4).toString("hex")}`, T0);
+  const optIn = "/receipts/{token}/reminder";
+  await check(optIn, "post", await postForm(`${receiptUrl}/reminder`, "email="));
+  await check(optIn, "post", await postForm(`${base}/receipts/${"A".repeat(44)}/reminder`, "email=a%40example.com"));
+  await check(optIn, "post", await postForm(`${receiptUrl}/reminder`, "email=documented%40example.com"));
+  await check(optIn, "post", await postForm(`${receiptUrl}/reminder`, "email=documented%40example.com"));
+  await check(optIn, "post", await postForm(`${receiptUrl}/reminder`, `email=${"x".repeat(70_000)}`));
+  // Another method's 405 is documented under the path's POST.
+  await check(optIn, "post", await fetch(`${receiptUrl}/reminder`, { method: "PUT" }));
+  const confirmUrl = linkIn(mailsTo(c, "documented@example.com").at(-1)!.text, "/reminders/confirm/");
+  for (const [path, url] of [
+    ["/reminders/confirm/{token}", confirmUrl],
+    ["/reminders/unsubscribe/{token}", `${base}/reminders/unsubscribe/${"C".repeat(64)}`],
+  ] as const) {
+    await check(path, "get", await fetch(url));
+    await check(path, "get", await fetch(`${url.slice(0, url.lastIndexOf("/") + 1)}${"D".repeat(200)}`));
+    await check(path, "post", await fetch(url, { method: "POST" }));
+  }
+  await check("/reminders/confirm/{token}", "post", await fetch(confirmUrl, { method: "POST" }));
+  t.true(checked.length >= 13, "every answer was checked");
+});
 
 test.serial("reminders of hearts cast in the same minute leave spread over the jitter window, each at its own time", async (t) => {
   const c = t.context;

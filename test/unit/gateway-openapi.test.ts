@@ -1,6 +1,12 @@
 import test from "ava";
 import { createConfig, lintFromString } from "@redocly/openapi-core";
-import { openApiDocument } from "../../gateway/openapi.js";
+import { createReferralServiceClients } from "../../gateway/clients.js";
+import { PLUGIN_PRESET_PATHS } from "../../gateway/handle-vote-claim.js";
+import { DOCS_PREFIX, LANDING_PATH } from "../../gateway/landing.js";
+import { OPENAPI_PATH, openApiDocument } from "../../gateway/openapi.js";
+import { listGatewayRoutes } from "../../gateway/server.js";
+import { createLogger } from "../../services/shared/runtime/log.js";
+import { createMetrics } from "../../services/shared/runtime/metrics.js";
 import { PERIOD_PATTERN } from "../../services/shared/values/period.js";
 import { validateAgainstOpenApi, validateHeartCallbackHeaders, validateHeartEvent, validateRequestBody } from "../integration/openapi-validate.js";
 
@@ -130,4 +136,24 @@ test("every period in the document takes the one period rule (services/shared/va
     for (const bad of ["2026-13", "2026-00"]) t.false(new RegExp(pattern).test(bad), `${bad} is not a month`);
     t.true(new RegExp(pattern).test("2026-12"));
   }
+});
+
+/** Routes that are no API: the front page, the docs, this document, and the plugins' preset aliases (described under /api/votes). */
+const NOT_IN_DOCUMENT = new Set([LANDING_PATH, `${DOCS_PREFIX}:file`, OPENAPI_PATH, ...PLUGIN_PRESET_PATHS.map(({ path }) => path)]);
+
+test("every route of the gateway's route table is an operation of the document (its method at its path), but the pages, the docs and the document itself", (t) => {
+  const routes = listGatewayRoutes({
+    // Building the table calls nothing: a down referral service is enough.
+    ...createReferralServiceClients("http://127.0.0.1:9", "openapi-routes-test-token"),
+    log: createLogger("gateway-openapi-test", "silent"),
+    metrics: createMetrics("gateway_openapi_test"),
+    now: () => new Date(),
+  });
+  const documented = routes.filter(({ name }) => !NOT_IN_DOCUMENT.has(name));
+  t.true(documented.length >= 15, "the route table is enumerated");
+  const missing = documented
+    .map(({ method, name }) => ({ method: method.toLowerCase(), path: name.replace(/:([a-z_]+)/g, "{$1}") }))
+    .filter(({ method, path }) => doc.paths[path]?.[method] === undefined)
+    .map(({ method, path }) => `${method.toUpperCase()} ${path}`);
+  t.deepEqual(missing, [], "routes the OpenAPI document does not describe");
 });

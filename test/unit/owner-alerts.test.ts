@@ -31,7 +31,16 @@ test("an endpoint alert names the receiver's host, never its path or query (they
   const url = "https://hooks.example:8443/cb/s3cret-path?token=q-secret";
   t.is(hostOf(url), "hooks.example:8443");
   t.is(hostOf("::not a url"), "(unparsable URL)");
-  const failing = endpointFailingAlert({ serverId: "s", serverName: "S", endpointId: "e", url, failingSince: at, reason: "HTTP 500", at });
+  const failing = endpointFailingAlert({
+    serverId: "s",
+    serverName: "S",
+    endpointId: "e",
+    url,
+    failingSince: at,
+    reason: "HTTP 500",
+    lastFailedDeliveryId: "d",
+    at,
+  });
   const disabled = endpointDisabledAlert({ serverId: "s", serverName: "S", endpointId: "e", url, reason: "410 Gone", at });
   for (const a of [failing, disabled]) {
     t.false(`${a.title} ${a.detail} ${a.link}`.includes("s3cret-path"));

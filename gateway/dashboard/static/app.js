@@ -18,7 +18,8 @@
     // An alert's link names its server (`?server=<id>`): opening it picks that server.
     serverId: new URLSearchParams(location.search).get("server") || sessionStorage.getItem(SERVER_KEY) || "",
     tab: "overview",
-    deliveryId: "",
+    // An alert's link may name a delivery too (`&delivery=<id>#deliveries`): the deliveries tab opens its attempts.
+    deliveryId: new URLSearchParams(location.search).get("delivery") || "",
   };
 
   // ---- small helpers -------------------------------------------------------------------

@@ -1,3 +1,13 @@
+/**
+ * Reward rules' command templates: `{placeholder}` replaced with one value each (reward-rules.ts checks the names).
+ *
+ * Why this is not the Discord templates' renderer (services/shared/values/discord-template.ts): the two syntaxes differ.
+ * Here a placeholder is `{name}` (single braces, no spaces), a save-time error names the rule's JSON path, and a value is
+ * never escaped: a console has no escape every game agrees on, so a value must be one safe argument (SAFE_VALUE) or the
+ * reward is refused with a reason, as it is when the vote carries no value. A Discord template's placeholder is
+ * `{{name}}` with line/column errors, its values are escaped for Discord's markdown and mentions, and an absent value
+ * renders empty. One parser for both would read `{{player}}` as `{` + `{player}` + `}`.
+ */
 import { placeholdersOf, type Placeholder } from "./reward-rules.js";
 
 /** The values a command's placeholders take for one reward; a platform id the vote did not carry is absent. */

@@ -2,6 +2,14 @@
  * The Discord destination's message templates (docs/discord.md "Templates"): plain text with `{{placeholder}}`s, one
  * template per event type, checked when the owner saves it (an error names its line and column) and rendered per event
  * by the delivery service. Pure: the servers service checks and previews with it, the delivery service renders with it.
+ *
+ * Why this is not the reward commands' renderer (services/rewards/domain/render-command.ts): the two syntaxes differ.
+ * Here a placeholder is `{{name}}` (double braces, spaces inside allowed, closed on its own line), a single `{` is
+ * literal, and a save-time error names its line and column; a value is escaped for Discord's markdown (`\*_~` and the
+ * rest backslashed, `@` followed by a zero-width space), an absent value renders empty, and a template that no longer
+ * parses falls back to the default. A command's placeholder is `{name}` (single braces, no spaces), its errors name the
+ * rule's JSON path, and a value is never escaped: it must be one safe console argument or the whole reward is refused
+ * with a reason, as it is when the value is absent. One parser for both would read `{{player}}` as `{` + `{player}` + `}`.
  */
 
 /** Discord's limit on a message's content, in characters. */

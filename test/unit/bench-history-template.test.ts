@@ -56,9 +56,9 @@ test("a scale-1 build refuses with less than 25 GB free; small scales ask for at
   t.is(diskRefusal("the history at scale 1", "/data", 30 * GB, buildFreeBytes(1)), undefined);
 });
 
-test("CPU per request counts the serving processes and PostgreSQL, not the load generator, receivers or harness", (t) => {
+test("CPU per request counts the serving processes and PostgreSQL, not the load generator, receivers or harness; each serving process on its own", (t) => {
   const cpuMs = { gateway: 100, "referral-service": 300, postgres: 500, kafka: 100, "load generator": 900, "receiver-1": 50, harness: 20 };
-  t.deepEqual(cpuPerRequest(cpuMs, 1000), { all: 1, postgres: 0.5 });
+  t.deepEqual(cpuPerRequest(cpuMs, 1000), { all: 1, postgres: 0.5, byProcess: { gateway: 0.1, "referral-service": 0.3, postgres: 0.5, kafka: 0.1 } });
   t.true(Number.isNaN(cpuPerRequest(cpuMs, 0).all));
 });
 

@@ -227,13 +227,9 @@ test("goals list prints an owner's goals with their round and progress; goals de
   const listed = await rcb(["goals", "list", "--owner", ownerId, "--json"]);
   t.is(listed.code, 0, listed.stderr);
   t.deepEqual(
-    (JSON.parse(listed.stdout) as { goals: Array<{ goal_id: string; name: string; target: number; round: number; progress: number }> }).goals.map((g) => [
-      g.goal_id,
-      g.name,
-      g.target,
-      g.round,
-      g.progress,
-    ]),
+    (JSON.parse(listed.stdout) as { goals: Array<{ goal_id: string; name: string; target: number; round: number; progress: number }> }).goals
+      .map((g) => [g.goal_id, g.name, g.target, g.round, g.progress])
+      .sort((x, y) => String(x[1]).localeCompare(String(y[1]))),
     [
       [ids[0], "Spring", 30, 1, 0],
       [ids[1], "Summer", 30, 1, 0],

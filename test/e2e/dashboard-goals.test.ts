@@ -7,16 +7,16 @@
  * Screenshots go to test-results/screenshots/goals-<width>.png.
  */
 import anyTest, { type TestFn } from "ava";
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { launchChromium } from "../../scripts/infra/chromium.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { countGoalVotesOf } from "../../services/rewards/count-goal-votes.js";
-import type { CountedHeart } from "../../services/rewards/counted-heart.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { findA11yViolations, formatViolations } from "../helpers/axe.js";
 import { type DashboardBrowserContext, LAPTOP, PHONE } from "../helpers/dashboard-browser.js";
+import { countedHeart } from "../helpers/reward-votes.js";
 import { screenshotDir } from "../helpers/screenshots.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
@@ -35,13 +35,7 @@ async function ownerWithServers(stack: TestStack, ownerId: string, count: number
   return ids;
 }
 
-const heart = (i: number, serverId: string): CountedHeart => ({
-  heartId: randomUUID(),
-  serverId,
-  voterIdentity: `goals-card-voter-${i}`,
-  countedAt: new Date(Date.parse("2027-04-01T10:00:00Z") + i * 1000),
-  player: { username: `V${i}`, steamId: null, discordId: null, minecraftUuid: null, accountId: null },
-});
+const heart = (i: number, serverId: string) => countedHeart({ prefix: "goals-card", name: "V", from: "2027-04-01T10:00:00Z" }, i, serverId);
 
 test.before(async (t) => {
   let gatewayUrl = "";
@@ -97,10 +91,14 @@ test.serial(
     await page.click('.tab[data-tab="goals"]');
     await page.waitForSelector("#tab-goals:not([hidden])");
     await page.locator("#goals-rows tr[data-goal-id]").first().waitFor();
-    t.deepEqual(await goalRows(t), [
-      ["Spring party", "2", "2", "1 / 4", "1/4", "1, last ..."],
-      ["Summer party", "1", "1", "2 / 10", "2/10", "Not yet"],
-    ]);
+    // Sorted by name: the two goals were created within moments of each other (the list's order is by creation).
+    t.deepEqual(
+      (await goalRows(t)).sort((x, y) => (x[0] as string).localeCompare(y[0] as string)),
+      [
+        ["Spring party", "2", "2", "1 / 4", "1/4", "1, last ..."],
+        ["Summer party", "1", "1", "2 / 10", "2/10", "Not yet"],
+      ],
+    );
     t.false(((await page.textContent("#goals-card")) ?? "").includes("Their party"), "another owner's goal is not listed");
     const hint = (await page.textContent("#goals-card .hint")) ?? "";
     t.regex(hint, /created and edited with npx rcb goals put or the API/);

@@ -18,7 +18,6 @@ import { decodeHeartMessage } from "../../services/delivery/pipeline/consumer.js
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { countGoalVotesOf } from "../../services/rewards/count-goal-votes.js";
 import { payReachedGoals } from "../../services/rewards/pay-reached-goals.js";
-import type { CountedHeart } from "../../services/rewards/queue-vote-rewards.js";
 import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
@@ -27,7 +26,7 @@ import { eventually } from "../helpers/eventually.js";
 import { validateAgainstOpenApi, validateRequestBody } from "./openapi-validate.js";
 import { headerOf, startReceiver } from "../../scripts/harness/receiver.js";
 import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
-import { castCountedVote, type RewardVoter } from "../helpers/reward-votes.js";
+import { castCountedVote, countedHeart, type RewardVoter } from "../helpers/reward-votes.js";
 
 interface Context {
   stack: TestStack;
@@ -218,13 +217,7 @@ test.serial("a replayed batch, and the same batch from two consumers at once, co
     payees: "voters",
     rewardsJson: JSON.stringify([{ commands: ["give {player} cake 1"] }]),
   });
-  const heart = (i: number, serverId: string): CountedHeart => ({
-    heartId: randomUUID(),
-    serverId,
-    voterIdentity: `replay-voter-${i}`,
-    countedAt: new Date(Date.parse("2027-03-05T10:00:00Z") + i * 1000),
-    player: { username: `R${i}`, steamId: null, discordId: null, minecraftUuid: null, accountId: null },
-  });
+  const heart = (i: number, serverId: string) => countedHeart({ prefix: "replay", name: "R", from: "2027-03-05T10:00:00Z" }, i, serverId);
   const batch = [heart(1, serverIds[0]!), heart(2, serverIds[1]!), heart(3, serverIds[0]!)];
   t.like(await countGoalVotesOf(stack.prisma, batch, log), { counted: 3, reached: 0 });
   t.like(await countGoalVotesOf(stack.prisma, batch, log), { counted: 0, reached: 0 }, "a redelivered batch counts nothing");
@@ -283,13 +276,7 @@ test.serial(
     const [s1, s2] = serverIds as [string, string];
     const rewardsJson = JSON.stringify([{ commands: ["give {player} cake 1"] }]);
     const { goalId } = await adminGoals(stack).putNetworkGoal({ name: "Deleted party", serverIds, target: 2, payees: "voters", rewardsJson });
-    const heart = (i: number, serverId: string): CountedHeart => ({
-      heartId: randomUUID(),
-      serverId,
-      voterIdentity: `deleted-voter-${i}`,
-      countedAt: new Date(Date.parse("2027-03-08T10:00:00Z") + i * 1000),
-      player: { username: `D${i}`, steamId: null, discordId: null, minecraftUuid: null, accountId: null },
-    });
+    const heart = (i: number, serverId: string) => countedHeart({ prefix: "deleted", name: "D", from: "2027-03-08T10:00:00Z" }, i, serverId);
     t.like(await countGoalVotesOf(stack.prisma, [heart(1, s1), heart(2, s2), heart(3, s1)], log), { counted: 3, reached: 1 });
 
     t.deepEqual(await adminGoals(stack).deleteNetworkGoal({ goalId }), { $typeName: "rewards.v1.DeleteNetworkGoalResponse", unpaidRounds: 1 });
@@ -327,9 +314,14 @@ test.serial(
       payees: "voters",
       rewardsJson: '[{"commands":["give {player} cake 1"]}]',
     });
-    const a = (await owner.putNetworkGoal(goal(mine.serverIds, "A"))).goalId;
-    const b = (await owner.putNetworkGoal(goal(mine.serverIds, "B"))).goalId;
-    const c = (await owner.putNetworkGoal(goal(mine.serverIds, "C"))).goalId;
+    // Oldest first: each goal a second after the one before, on the stack's clock.
+    const putAfterASecond = async (name: string) => {
+      clockMs += 1000;
+      return (await owner.putNetworkGoal(goal(mine.serverIds, name))).goalId;
+    };
+    const a = await putAfterASecond("A");
+    const b = await putAfterASecond("B");
+    const c = await putAfterASecond("C");
     const theirGoal = (await adminGoals(stack).putNetworkGoal(goal(theirs.serverIds, "Theirs"))).goalId;
 
     const first = await owner.listNetworkGoals({ limit: 2 });

@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { GetNetworkGoalResponse } from "../../../gen/proto/rewards/v1/rewards_pb.js";
-import { stringFlag, type Command } from "../command.js";
+import { stringFlag, type Command, type CommandContext } from "../command.js";
 import { CliError, EXIT_OK, EXIT_USAGE } from "../output.js";
 import { callRpc, createClients } from "../rpc.js";
 import { CLI_RUN } from "../name.js";
@@ -63,6 +63,13 @@ function toGoalJson(got: GetNetworkGoalResponse) {
   };
 }
 
+/** The --id flag of `goals get` and `goals delete`, or a usage error that says where ids come from. */
+function requireGoalId(ctx: CommandContext): string {
+  const goalId = stringFlag(ctx.flags, "id");
+  if (goalId === undefined) throw new CliError("--id is required", { hint: `the id \`goals put\` printed, or ${CLI_RUN} goals list`, exitCode: EXIT_USAGE });
+  return goalId;
+}
+
 export const goalsPut: Command = {
   name: "goals put",
   summary: "validate and save a network goal (vote party) from a JSON file: a new one, or --id's new definition",
@@ -96,8 +103,7 @@ export const goalsGet: Command = {
   flags: { id: { type: "string" } },
   examples: [`${CLI_RUN} goals get --id 5b1e...`],
   async run(ctx) {
-    const goalId = stringFlag(ctx.flags, "id");
-    if (goalId === undefined) throw new CliError("--id is required", { hint: "the id `goals put` printed", exitCode: EXIT_USAGE });
+    const goalId = requireGoalId(ctx);
     const config = ctx.config();
     const got = await callRpc(config, "reading the network goal", (o) => createClients(config).goals.getNetworkGoal({ goalId }, o), {
       notFound: `no goal "${goalId}"`,
@@ -151,8 +157,7 @@ export const goalsDelete: Command = {
   flags: { id: { type: "string" } },
   examples: [`${CLI_RUN} goals delete --id 5b1e...`],
   async run(ctx) {
-    const goalId = stringFlag(ctx.flags, "id");
-    if (goalId === undefined) throw new CliError("--id is required", { hint: `${CLI_RUN} goals list`, exitCode: EXIT_USAGE });
+    const goalId = requireGoalId(ctx);
     const config = ctx.config();
     const deleted = await callRpc(config, "deleting the network goal", (o) => createClients(config).goals.deleteNetworkGoal({ goalId }, o), {
       notFound: `no goal "${goalId}"`,

@@ -43,6 +43,7 @@ import {
   toRankingJson,
   toOwnerAlertJson,
   toAlertChannelsJson,
+  toNetworkGoalJson,
   toReferralEventJson,
   toReviewedReferralJson,
   toSecretJson,
@@ -120,6 +121,8 @@ const PARAM_OWNER_CHECKS: Readonly<Record<string, OwnerCheck | { within: string 
   // The endpoint RPCs look an endpoint up by (server, endpoint): another server's endpoint is `unknown endpoint`.
   endpointId: { within: "serverId" },
   referralId: (clients, referralId, call) => clients.reviews.getReferralDetail({ referralId }, call),
+  // Another owner's goal is `unknown goal`, as a missing one (services/rewards/network-goal-routes.ts).
+  goalId: (clients, goalId, call) => clients.goals.getNetworkGoal({ goalId }, call),
 };
 
 interface Route {
@@ -684,6 +687,17 @@ export const ROUTES: readonly Route[] = [
       call,
     );
     return { body: toAlertChannelsJson(channels) };
+  }),
+
+  // Network goals (docs/reward-rules.md "Network goals"): the session's own goals (operators: owner_id, or the goals of
+  // servers no owner has); one page of ListNetworkGoals (at most its 100) per call, `cursor` for the next.
+  route("GET", "/goals", async ({ clients }, { query, call }) => {
+    const page = await clients.goals.listNetworkGoals({ ownerId: query.get("owner_id") ?? "", cursor: query.get("cursor") ?? "" }, call);
+    return { body: { goals: page.goals.map(toNetworkGoalJson), next_cursor: page.nextCursor || null } };
+  }),
+  route("DELETE", "/goals/:goalId", async ({ clients }, { params, call }) => {
+    const { unpaidRounds } = await clients.goals.deleteNetworkGoal({ goalId: params.goalId }, call);
+    return { body: { unpaid_rounds: unpaidRounds } };
   }),
 ];
 

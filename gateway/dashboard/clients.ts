@@ -6,14 +6,26 @@ import { withHeaders } from "../../services/shared/rpc/service-transport.js";
 /** The dashboard's clients of the referral service: every internal service it shows. */
 export type DashboardClients = Pick<
   RpcClients,
-  "admin" | "referral" | "reviews" | "hearts" | "delivery" | "deliveryStats" | "pluginActivity" | "voters" | "rewards" | "rewardQueue" | "voterRoles" | "alerts"
+  | "admin"
+  | "referral"
+  | "reviews"
+  | "hearts"
+  | "delivery"
+  | "deliveryStats"
+  | "pluginActivity"
+  | "voters"
+  | "rewards"
+  | "rewardQueue"
+  | "voterRoles"
+  | "alerts"
+  | "goals"
 >;
 
-/** The twelve clients over one transport (services/shared/rpc/service-transport.ts: HTTP/2, the gateway's token). */
+/** The thirteen clients over one transport (services/shared/rpc/service-transport.ts: HTTP/2, the gateway's token). */
 export function createDashboardClients(transport: Transport): DashboardClients {
-  const { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue, voterRoles, alerts } =
+  const { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue, voterRoles, alerts, goals } =
     createRpcClients(transport);
-  return { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue, voterRoles, alerts };
+  return { admin, referral, reviews, hearts, delivery, deliveryStats, pluginActivity, voters, rewards, rewardQueue, voterRoles, alerts, goals };
 }
 
 /**

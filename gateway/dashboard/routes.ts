@@ -72,6 +72,7 @@ const ASSETS: ReadonlyMap<string, StaticAsset> = new Map([
   [`${DASHBOARD_PATH}/plugin-activity.js`, { contentType: JS, body: readStatic("plugin-activity.js") }],
   [`${DASHBOARD_PATH}/voter-roles.js`, { contentType: JS, body: readStatic("voter-roles.js") }],
   [`${DASHBOARD_PATH}/rewards.js`, { contentType: JS, body: readStatic("rewards.js") }],
+  [`${DASHBOARD_PATH}/goals.js`, { contentType: JS, body: readStatic("goals.js") }],
   [`${DASHBOARD_PATH}/plugin-setup.js`, { contentType: JS, body: readStatic("plugin-setup.js") }],
   [`${DASHBOARD_PATH}/signature-rules.json`, { contentType: "application/json", body: Buffer.from(JSON.stringify(SIGNATURE_RULES)) }],
   [`${DASHBOARD_PATH}/vendor/chart.umd.min.js`, { contentType: JS, body: readChartJs() }],

@@ -10,6 +10,7 @@ import {
   type VoteReport,
 } from "../../gen/proto/delivery/v1/delivery_pb.js";
 import type { AlertChannels, OwnerAlert } from "../../gen/proto/alerts/v1/alerts_pb.js";
+import type { GetNetworkGoalResponse } from "../../gen/proto/rewards/v1/rewards_pb.js";
 import type { DeliveryDayStats } from "../../gen/proto/delivery/v1/delivery_stats_pb.js";
 import { HeartVerdict, type GetHeartStatsResponse, type HeartCountBucket, type HeartSummary, type RankingEntry } from "../../gen/proto/hearts/v1/hearts_pb.js";
 import type { GetFunnelResponse, LeaderboardEntry } from "../../gen/proto/referral/v1/referral_pb.js";
@@ -400,6 +401,21 @@ export function toVoterRolesJson(s: VoterRoleSettings | undefined) {
     status,
   };
 }
+/** A network goal on the Goals card: its target, the round counted now and its progress (never its rewards' commands). */
+export function toNetworkGoalJson(g: GetNetworkGoalResponse) {
+  return {
+    id: g.goalId,
+    name: g.name,
+    server_ids: g.serverIds,
+    target: g.target,
+    payees: g.payees,
+    round: g.round,
+    progress: g.progress,
+    reached: g.reached,
+    last_reached_at: toIso(g.lastReachedAt),
+  };
+}
+
 /** An owner alert on the dashboard's notification list. */
 export function toOwnerAlertJson(a: OwnerAlert) {
   return {

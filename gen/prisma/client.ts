@@ -285,7 +285,8 @@ export type VoteReminder = Prisma.VoteReminderModel
  * across chosen servers (network_goal_servers), the rewards paid when it is reached, and to whom (`payees`: the
  * voters since the goal was last reached, or the players online on each chosen server). `round` is the round being
  * counted now and `progress` its counted votes; votes past the target count toward the next round. Owner module:
- * services/rewards/network-goal-store.ts. Age limit: kept until the owner deletes it (a few rows per owner).
+ * services/rewards/network-goal-store.ts. Age limit: a deleted goal (`deleted_at`) counts nothing more and is listed to
+ * no one; its row, servers and rounds stay (a few small rows) so the rounds it reached before are still paid.
  */
 export type NetworkGoal = Prisma.NetworkGoalModel
 /**

@@ -8,7 +8,7 @@ import { eventsSend, sign, verify } from "./commands/signing.js";
 import { clicksRecord, heartsCast, loginLink, serversCreate, serversList, trigger } from "./commands/admin.js";
 import { claimsSetup } from "./commands/claims.js";
 import { votersAudit, votersErase, votersExport } from "./commands/voters.js";
-import { goalsGet, goalsPut } from "./commands/goals.js";
+import { goalsDelete, goalsGet, goalsList, goalsPut } from "./commands/goals.js";
 import { rewardsGet, rewardsPreview, rewardsPut, rewardsRequeue } from "./commands/rewards.js";
 import { listen } from "./commands/listen.js";
 import type { Command, FlagSpec, FlagValues } from "./command.js";
@@ -38,6 +38,8 @@ export const COMMANDS: Command[] = [
   rewardsRequeue,
   goalsPut,
   goalsGet,
+  goalsList,
+  goalsDelete,
 ];
 
 const GLOBAL_FLAGS: FlagSpec = {

@@ -144,10 +144,13 @@ export const RPC_ACCESS: Readonly<Record<string, RpcAccess>> = {
   "rewards.v1.RewardQueueService/ListRewardQueue": { scope: "claims", owner: server },
   "rewards.v1.RewardQueueService/AckRewardEntries": { scope: "claims", owner: none },
   "rewards.v1.RewardQueueService/RequeueRewardEntries": { scope: "admin", owner: server },
-  // Network goals (vote party) span servers: admin tokens (the list's admins) save, read tokens read, any goal; an
-  // owner's session only goals over servers it owns (the handler narrows by OWNER_SCOPE: network-goal-routes.ts).
+  // Network goals (vote party) span servers: admin tokens (the list's admins) save and delete, read tokens read and
+  // list, any owner's goals; an owner's session only goals over servers it owns (the handler narrows by OWNER_SCOPE:
+  // network-goal-routes.ts; another owner's goal is "unknown goal", another owner's list "unknown owner").
   "rewards.v1.NetworkGoalService/PutNetworkGoal": { scope: "admin", owner: own },
   "rewards.v1.NetworkGoalService/GetNetworkGoal": { scope: "read", owner: own },
+  "rewards.v1.NetworkGoalService/ListNetworkGoals": { scope: "read", owner: own },
+  "rewards.v1.NetworkGoalService/DeleteNetworkGoal": { scope: "admin", owner: own },
   // alerts.v1 (owner alerts, docs/owner-alerts.md): an owner's session acts on its own owner only (the handler takes
   // the owner from the session; another owner_id is "unknown owner"); service tokens name the owner.
   "alerts.v1.OwnerAlertService/GetAlertChannels": { scope: "read", owner: own },

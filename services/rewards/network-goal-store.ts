@@ -19,6 +19,9 @@ export interface StoredGoal extends NetworkGoalDefinition {
   round: number;
   progress: number;
   countsFrom: Date;
+  createdAt: Date;
+  /** When the owner deleted it; null while it counts. A deleted goal counts nothing, and its reached rounds are still paid. */
+  deletedAt: Date | null;
 }
 
 interface GoalRow {
@@ -31,6 +34,8 @@ interface GoalRow {
   round: number;
   progress: number;
   counts_from: Date;
+  created_at: Date;
+  deleted_at: Date | null;
   server_ids: string[] | null;
 }
 
@@ -44,11 +49,13 @@ const toGoal = (r: GoalRow): StoredGoal => ({
   round: r.round,
   progress: r.progress,
   countsFrom: r.counts_from,
+  createdAt: r.created_at,
+  deletedAt: r.deleted_at,
   serverIds: r.server_ids ?? [],
 });
 
 /** A goal's columns and its servers (at most MAX_GOAL_SERVERS entries of network_goal_servers_goal_id_idx). */
-const GOAL_COLUMNS = Prisma.sql`g.id, g.owner_id, g.name, g.target, g.payees, g.rewards, g.round, g.progress, g.counts_from,
+const GOAL_COLUMNS = Prisma.sql`g.id, g.owner_id, g.name, g.target, g.payees, g.rewards, g.round, g.progress, g.counts_from, g.created_at, g.deleted_at,
   ARRAY(SELECT s.server_id::text FROM network_goal_servers s WHERE s.goal_id = g.id ORDER BY s.server_id) AS server_ids`;
 
 /** Saves a new goal counting from `at`; returns its id. */
@@ -67,14 +74,14 @@ export async function insertNetworkGoal(tx: SqlTx, q: { goal: NetworkGoalDefinit
   return (row as { id: string }).id;
 }
 
-/** Replaces goal `id`'s definition (its round and progress carry on); false when there is no such goal. */
+/** Replaces goal `id`'s definition (its round and progress carry on); false when there is no such goal (or it is deleted). */
 export async function replaceNetworkGoal(tx: SqlTx, q: { id: string; goal: NetworkGoalDefinition; ownerId: string | null; at: Date }): Promise<boolean> {
   // Bounded: the goal's row by primary key (locked, so a count in progress finishes first), then its servers (at most
   // MAX_GOAL_SERVERS old and new rows by goal_id's index).
   const [row] = await tx.query<{ id: string }>(Prisma.sql`
     UPDATE network_goals SET owner_id = ${q.ownerId}, name = ${q.goal.name}, target = ${q.goal.target}::int, payees = ${q.goal.payees},
       rewards = ${JSON.stringify(q.goal.rewards)}::jsonb, updated_at = ${q.at}::timestamptz
-    WHERE id = ${q.id}::uuid RETURNING id`);
+    WHERE id = ${q.id}::uuid AND deleted_at IS NULL RETURNING id`);
   if (row === undefined) return false;
   await tx.execute(Prisma.sql`
     WITH gone AS (DELETE FROM network_goal_servers WHERE goal_id = ${q.id}::uuid AND NOT (server_id::text = ANY(${q.goal.serverIds}::text[])))
@@ -83,35 +90,80 @@ export async function replaceNetworkGoal(tx: SqlTx, q: { id: string; goal: Netwo
   return true;
 }
 
-/** Goal `id` with its servers, its rounds reached and the last reach, or null. */
-export async function readNetworkGoal(tx: SqlTx, id: string): Promise<(StoredGoal & { reached: number; lastReachedAt: Date | null }) | null> {
-  // Bounded: one goal by primary key, its servers (MAX_GOAL_SERVERS), and its newest reached round (the rounds' key, last entry).
-  const [row] = await tx.query<GoalRow & { last_round: number | null; last_reached_at: Date | null }>(Prisma.sql`
-    SELECT ${GOAL_COLUMNS}, r.round AS last_round, r.reached_at AS last_reached_at
+/** A goal with its rounds reached and the last reach, as Get and List answer it. */
+export type ReadGoal = StoredGoal & { reached: number; lastReachedAt: Date | null };
+
+/** A goal's columns, its servers and its newest reached round (the rounds' key, last entry), from `g`. */
+const READ_GOAL_SQL = Prisma.sql`SELECT ${GOAL_COLUMNS}, r.round AS last_round, r.reached_at AS last_reached_at
     FROM network_goals g
-    LEFT JOIN LATERAL (SELECT round, reached_at FROM network_goal_rounds WHERE goal_id = g.id ORDER BY round DESC LIMIT 1) r ON TRUE
-    WHERE g.id = ${id}::uuid`);
-  if (row === undefined) return null;
-  return { ...toGoal(row), reached: row.last_round ?? 0, lastReachedAt: row.last_reached_at };
+    LEFT JOIN LATERAL (SELECT round, reached_at FROM network_goal_rounds WHERE goal_id = g.id ORDER BY round DESC LIMIT 1) r ON TRUE`;
+
+type ReadGoalRow = GoalRow & { last_round: number | null; last_reached_at: Date | null };
+const toReadGoal = (row: ReadGoalRow): ReadGoal => ({ ...toGoal(row), reached: row.last_round ?? 0, lastReachedAt: row.last_reached_at });
+
+/** Goal `id` with its servers, its rounds reached and the last reach, or null; a deleted goal too (its payer needs it). */
+export async function readNetworkGoal(tx: SqlTx, id: string): Promise<ReadGoal | null> {
+  // Bounded: one goal by primary key, its servers (MAX_GOAL_SERVERS), and its newest reached round.
+  const [row] = await tx.query<ReadGoalRow>(Prisma.sql`${READ_GOAL_SQL} WHERE g.id = ${id}::uuid`);
+  return row === undefined ? null : toReadGoal(row);
 }
 
 /**
- * The goals that count any of `serverIds`: the reward step's one probe per batch. A batch of servers without a goal
- * costs this statement and nothing else.
+ * A page of an owner's live goals (null: the goals of servers no owner has), oldest first by (created_at, id), after
+ * `after`; deleted goals are not listed.
+ */
+export async function listNetworkGoals(tx: SqlTx, q: { ownerId: string | null; after: { createdAt: Date; id: string }; limit: number }): Promise<ReadGoal[]> {
+  const owner = q.ownerId === null ? Prisma.sql`g.owner_id IS NULL` : Prisma.sql`g.owner_id = ${q.ownerId}`;
+  // Bounded: at most `limit` entries of network_goals_owner_live_idx (owner_id, created_at, id) WHERE deleted_at IS NULL,
+  // whatever the owner deleted, and per goal its servers (MAX_GOAL_SERVERS) and its newest reached round.
+  const rows = await tx.query<ReadGoalRow>(Prisma.sql`${READ_GOAL_SQL}
+    WHERE ${owner} AND g.deleted_at IS NULL AND (g.created_at, g.id) > (${q.after.createdAt}::timestamptz, ${q.after.id}::uuid)
+    ORDER BY g.created_at, g.id LIMIT ${q.limit}::int`);
+  return rows.map(toReadGoal);
+}
+
+/**
+ * Deletes goal `id` at `at`: it is marked deleted (its row is locked first, so a count in progress finishes before and
+ * none counts after: findGoalsOfServers and lockNetworkGoals skip it) and the voters of its round not reached are
+ * removed, `pageVoters` at a time; the rounds it reached stay to be paid. Null when there is no such live goal.
+ */
+export async function deleteNetworkGoal(tx: SqlTx, q: { id: string; at: Date; pageVoters: number }): Promise<{ unpaidRounds: number } | null> {
+  // Bounded: one goal by primary key.
+  const [goal] = await tx.query<{ round: number }>(Prisma.sql`
+    UPDATE network_goals SET deleted_at = ${q.at}::timestamptz, updated_at = ${q.at}::timestamptz
+    WHERE id = ${q.id}::uuid AND deleted_at IS NULL RETURNING round`);
+  if (goal === undefined) return null;
+  // Each page bounded as takeGoalVoters says; the round holds at most its target's voters (MAX_GOAL_TARGET).
+  let taken: number;
+  do taken = (await takeGoalVoters(tx, { goalId: q.id, round: goal.round, limit: q.pageVoters })).length;
+  while (taken === q.pageVoters);
+  // Bounded: the goal's rounds by the rounds' primary key range (one small row per round it ever reached).
+  const [unpaid] = await tx.query<{ n: number }>(Prisma.sql`
+    SELECT count(*)::int AS n FROM network_goal_rounds WHERE goal_id = ${q.id}::uuid AND paid_at IS NULL`);
+  return { unpaidRounds: unpaid?.n ?? 0 };
+}
+
+/**
+ * The live goals that count any of `serverIds`: the reward step's one probe per batch. A batch of servers without a goal
+ * costs this statement and nothing else; a deleted goal's servers are not returned.
  */
 export async function findGoalsOfServers(tx: SqlTx, serverIds: readonly string[]): Promise<Array<{ goalId: string; serverId: string }>> {
   // Bounded: one probe of network_goal_servers' primary key (server_id first) per server of the batch, and the goals
-  // of those servers (a few each).
+  // of those servers (a few each), each goal's row by primary key.
   const rows = await tx.query<{ goal_id: string; server_id: string }>(Prisma.sql`
-    SELECT goal_id, server_id FROM network_goal_servers WHERE server_id = ANY(${[...serverIds]}::uuid[])`);
+    SELECT s.goal_id, s.server_id FROM network_goal_servers s JOIN network_goals g ON g.id = s.goal_id AND g.deleted_at IS NULL
+    WHERE s.server_id = ANY(${[...serverIds]}::uuid[])`);
   return rows.map((r) => ({ goalId: r.goal_id, serverId: r.server_id }));
 }
 
-/** The goals `ids`, locked for the transaction (in id order, so two consumers lock alike): what orders their counting. */
+/**
+ * The live goals `ids`, locked for the transaction (in id order, so two consumers lock alike): what orders their
+ * counting. A goal deleted meanwhile is not returned (its `deleted_at` is rechecked once its lock is held).
+ */
 export async function lockNetworkGoals(tx: SqlTx, ids: readonly string[]): Promise<StoredGoal[]> {
   // Bounded: ids.length goals by primary key, and each one's servers (MAX_GOAL_SERVERS).
   const rows = await tx.query<GoalRow>(Prisma.sql`
-    SELECT ${GOAL_COLUMNS} FROM network_goals g WHERE g.id = ANY(${[...ids]}::uuid[]) ORDER BY g.id FOR UPDATE OF g`);
+    SELECT ${GOAL_COLUMNS} FROM network_goals g WHERE g.id = ANY(${[...ids]}::uuid[]) AND g.deleted_at IS NULL ORDER BY g.id FOR UPDATE OF g`);
   return rows.map(toGoal);
 }
 

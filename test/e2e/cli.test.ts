@@ -211,6 +211,51 @@ test("goals put saves a network goal from a file (bad input refused with its fie
   t.regex(refused.stderr, /lacks the scope "admin"/);
 });
 
+test("goals list prints an owner's goals with their round and progress; goals delete removes one from the list (a second delete and a read token are refused)", async (t) => {
+  const serverId = (await createServer(t)).server.server_id;
+  const ownerId = `cli-goals-${serverId.slice(0, 8)}`;
+  await stack.clients.access.createOwner({ ownerId, displayName: "CLI goals" });
+  await stack.clients.access.assignServer({ serverId, ownerId });
+  const file = join(dataDir, `goal-list-${serverId.slice(0, 8)}.json`);
+  const ids: string[] = [];
+  for (const name of ["Spring", "Summer"]) {
+    writeFileSync(file, JSON.stringify({ name, server_ids: [serverId], target: 30, payees: "online", rewards: [{ commands: ["give @a cake 1"] }] }));
+    const saved = await rcb(["goals", "put", "--file", file, "--json"]);
+    t.is(saved.code, 0, saved.stderr);
+    ids.push((JSON.parse(saved.stdout) as { goal_id: string }).goal_id);
+  }
+  const listed = await rcb(["goals", "list", "--owner", ownerId, "--json"]);
+  t.is(listed.code, 0, listed.stderr);
+  t.deepEqual(
+    (JSON.parse(listed.stdout) as { goals: Array<{ goal_id: string; name: string; target: number; round: number; progress: number }> }).goals
+      .map((g) => [g.goal_id, g.name, g.target, g.round, g.progress])
+      .sort((x, y) => String(x[1]).localeCompare(String(y[1]))),
+    [
+      [ids[0], "Spring", 30, 1, 0],
+      [ids[1], "Summer", 30, 1, 0],
+    ],
+  );
+  const table = await rcb(["goals", "list", "--owner", ownerId]);
+  t.regex(table.stdout, /Spring\s+1\s+0\/30/);
+
+  const { token } = await stack.clients.access.createServiceToken({ name: `cli-goals-deleter-${serverId.slice(0, 8)}`, scopes: ["read"] });
+  const refused = await rcb(["goals", "delete", "--id", ids[0]!], { env: { SERVICE_TOKEN: token } });
+  t.is(refused.code, 1, "a read token cannot delete");
+  t.regex(refused.stderr, /lacks the scope "admin"/);
+  t.is((await rcb(["goals", "delete"])).code, 2, "--id is required");
+  const deleted = await rcb(["goals", "delete", "--id", ids[0]!, "--json"]);
+  t.is(deleted.code, 0, deleted.stderr);
+  t.deepEqual(JSON.parse(deleted.stdout), { goal_id: ids[0], unpaid_rounds: 0 });
+  const after = await rcb(["goals", "list", "--owner", ownerId, "--json"]);
+  t.deepEqual(
+    (JSON.parse(after.stdout) as { goals: Array<{ goal_id: string }> }).goals.map((g) => g.goal_id),
+    [ids[1]],
+  );
+  const again = await rcb(["goals", "delete", "--id", ids[0]!]);
+  t.is(again.code, 1, "a deleted goal is gone");
+  t.regex(again.stderr, /no goal/);
+});
+
 test("the CLI's pull paths are the gateway's", (t) => {
   t.deepEqual(PULL_PATHS, { hearts: PULL_HEARTS_PATH, claims: PULL_CLAIMS_PATH });
 });

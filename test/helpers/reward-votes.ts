@@ -1,5 +1,10 @@
-/** Votes for the reward tests: a voter of their own address, and a vote cast through CastHeart that must count. */
+/**
+ * Votes for the reward tests: a voter of their own address, a vote cast through CastHeart that must count, and a
+ * counted heart as the delivery consumer's reward step gets it (to count into goals without the pipeline).
+ */
+import { randomUUID } from "node:crypto";
 import type { TestStack } from "../../scripts/harness/stack.js";
+import type { CountedHeart } from "../../services/rewards/counted-heart.js";
 
 /** A voter as CastHeart sees them. */
 export interface RewardVoter {
@@ -24,4 +29,18 @@ export async function castCountedVote(stack: TestStack, serverId: string, voter:
   });
   if (!res.counted) throw new Error(`the vote at ${at} did not count`);
   return res.heartId;
+}
+
+/**
+ * The i-th counted heart of a batch on `serverId`: voter `<prefix>-voter-<i>` named `<name><i>`, counted i seconds
+ * after `from` (ISO), a fresh heart id, no platform ids.
+ */
+export function countedHeart(q: { prefix: string; name: string; from: string }, i: number, serverId: string): CountedHeart {
+  return {
+    heartId: randomUUID(),
+    serverId,
+    voterIdentity: `${q.prefix}-voter-${i}`,
+    countedAt: new Date(Date.parse(q.from) + i * 1000),
+    player: { username: `${q.name}${i}`, steamId: null, discordId: null, minecraftUuid: null, accountId: null },
+  };
 }

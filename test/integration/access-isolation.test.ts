@@ -38,6 +38,8 @@ interface OwnerData {
   heartId: string;
   /** A non-default callback endpoint of the server. */
   endpointId: string;
+  /** A network goal over the server. */
+  goalId: string;
 }
 
 interface Context {
@@ -89,6 +91,13 @@ async function seedOwner(stack: TestStack, ownerId: string | undefined): Promise
   });
   const delivery = await stack.prisma.delivery.findFirstOrThrow({ where: { serverId } });
   const endpoint = await admin.createEndpoint({ serverId, url: "http://127.0.0.1:9/other-hook", eventTypes: ["referral.qualified"] });
+  const { goalId } = await stack.clients.goals.putNetworkGoal({
+    name: `goal-of-${ownerId ?? "nobody"}`,
+    serverIds: [serverId],
+    target: 10,
+    payees: "online",
+    rewardsJson: '[{"commands":["give @a cake 1"]}]',
+  });
   return {
     ownerId: ownerId ?? "",
     serverId,
@@ -100,6 +109,7 @@ async function seedOwner(stack: TestStack, ownerId: string | undefined): Promise
     referralId: applied.outcome.case === "applied" ? applied.outcome.value.referralId : "",
     heartId,
     endpointId: endpoint.endpoint?.id ?? "",
+    goalId,
   };
 }
 
@@ -127,13 +137,13 @@ test.after.always(async (t) => {
 
 /** Every value of B (and of the unowned server) that must never appear in an answer to A. */
 function forbiddenValues(c: Context): string[] {
-  return [c.b, c.unowned].flatMap((d) => [d.serverId, d.serverName, d.referralSecret, d.callbackSecret, d.deliveryId, d.referralId, d.endpointId]);
+  return [c.b, c.unowned].flatMap((d) => [d.serverId, d.serverName, d.referralSecret, d.callbackSecret, d.deliveryId, d.referralId, d.endpointId, d.goalId]);
 }
 
 /** Fills a route's path parameters from one owner's data. */
 function fillPath(path: string, d: OwnerData): string {
   return path.replace(/:([A-Za-z]+)/g, (_, name: string) => {
-    const value = { serverId: d.serverId, deliveryId: d.deliveryId, kid: d.kid, referralId: d.referralId, endpointId: d.endpointId }[name];
+    const value = { serverId: d.serverId, deliveryId: d.deliveryId, kid: d.kid, referralId: d.referralId, endpointId: d.endpointId, goalId: d.goalId }[name];
     if (value === undefined) throw new Error(`no isolation fixture for :${name}; add one to fillPath`);
     return encodeURIComponent(value);
   });
@@ -155,7 +165,7 @@ test("every dashboard API route: owner A gets 404/403 for owner B's and the unow
     for (const other of [c.b, c.unowned]) {
       const res = await ownerApi(c.gateway.url, c.sessionA, route.method, fillPath(route.path, other), route.method === "GET" ? undefined : {});
       t.true(res.status === 404 || res.status === 403, `${name} on ${other === c.b ? "B's" : "the unowned"} resource: ${res.status} ${res.text}`);
-      t.regex(JSON.parse(res.text).error as string, /^unknown (server|delivery)$/, name);
+      t.regex(JSON.parse(res.text).error as string, /^unknown (server|delivery|goal)$/, name);
       for (const value of forbidden) t.false(res.text.includes(value), `${name} leaked ${value}`);
     }
     if (route.names.includes("endpointId")) {
@@ -178,7 +188,7 @@ test("every dashboard API route with owner A's own ids is not refused (the check
   for (const route of ROUTES.filter((r) => r.names.length > 0)) {
     const res = await ownerApi(c.gateway.url, c.sessionA, route.method, fillPath(route.path, c.a), route.method === "GET" ? undefined : {});
     t.false(res.status === 401 || res.status === 403, `${route.method} ${route.path}: ${res.status} ${res.text}`);
-    t.false(/^\{"error":"unknown (server|delivery)"\}$/.test(res.text), `${route.method} ${route.path}: ${res.text}`);
+    t.false(/^\{"error":"unknown (server|delivery|goal)"\}$/.test(res.text), `${route.method} ${route.path}: ${res.text}`);
   }
 });
 

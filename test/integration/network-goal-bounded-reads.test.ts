@@ -2,7 +2,8 @@
  * Network goals' reads stay bounded whatever the history (issue 31, vote party): the reward step's probe for a batch of
  * servers without a goal reads about nothing among 20,000 goals' servers; counting a batch into a goal that counted
  * 20,000 hearts of 20,000 voters reads about the batch; a payer's page of a round of 20,000 voters reads about the page,
- * and finds its round among 20,000 paid ones by the unpaid index. Statements are recorded, then re-run under EXPLAIN
+ * and finds its round among 20,000 paid ones by the unpaid index; a page of an owner's goals reads about the page among
+ * 20,000 goals the owner deleted and 20,000 of another owner. Statements are recorded, then re-run under EXPLAIN
  * ANALYZE (rolled back).
  */
 import { randomUUID } from "node:crypto";
@@ -11,7 +12,8 @@ import { Prisma } from "../../gen/prisma/client.js";
 import { countGoalVotesOf } from "../../services/rewards/count-goal-votes.js";
 import { payReachedGoals } from "../../services/rewards/pay-reached-goals.js";
 import type { CountedHeart } from "../../services/rewards/queue-vote-rewards.js";
-import { executeSql } from "../../services/shared/adapters/sql/executor.js";
+import { listNetworkGoals } from "../../services/rewards/network-goal-store.js";
+import { executeSql, sqlOf } from "../../services/shared/adapters/sql/executor.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { insertServer, startMeasuredHarness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
 import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
@@ -67,6 +69,20 @@ test.before(async (t) => {
   await seedGoal(harness.h, serverId, MANY);
   const paying = await seedGoal(harness.h, await insertServer(prisma), MANY);
   await executeSql(prisma, Prisma.sql`INSERT INTO network_goal_rounds (goal_id, round, reached_at) VALUES (${paying}::uuid, 1, '2027-02-01T00:00:00Z')`);
+  // An owner who deleted 20,000 goals and keeps 3, beside another owner's 20,000 live goals.
+  await executeSql(
+    prisma,
+    Prisma.sql`INSERT INTO network_goals (id, owner_id, name, target, payees, rewards, counts_from, created_by, created_at, updated_at, deleted_at)
+               SELECT gen_random_uuid(), CASE WHEN g % 2 = 0 THEN 'lister' ELSE 'other' END, 'Old', 10, 'online', '[]'::jsonb, now(), 'test',
+                      '2026-01-01T00:00:00Z'::timestamptz + g * interval '1 second', now(), CASE WHEN g % 2 = 0 THEN now() END
+               FROM generate_series(1, ${2 * MANY}::int) g`,
+  );
+  await executeSql(
+    prisma,
+    Prisma.sql`INSERT INTO network_goals (id, owner_id, name, target, payees, rewards, counts_from, created_by, created_at, updated_at)
+               SELECT gen_random_uuid(), 'lister', 'Live ' || g, 10, 'online', '[]'::jsonb, now(), 'test', '2026-01-01T00:00:00Z'::timestamptz + g * interval '1 day', now()
+               FROM generate_series(1, 3) g`,
+  );
   for (const table of ["network_goal_servers", "network_goal_rounds", "network_goal_hearts", "network_goal_voters", "network_goals"]) {
     await executeSql(prisma, Prisma.sql`ANALYZE ${Prisma.raw(table)}`);
   }
@@ -116,4 +132,20 @@ test.serial("a payer's page of a round of 20,000 voters reads about the page, an
   t.true((read.network_goal_voters ?? 0) <= 3 * PAGE + FEW, `network_goal_voters rows read: ${read.network_goal_voters}`);
   t.true((read.network_goal_servers ?? 0) <= FEW, `network_goal_servers rows read: ${read.network_goal_servers}`);
   t.true((read.reward_queue_entries ?? 0) <= PAGE + FEW, `reward_queue_entries rows read: ${read.reward_queue_entries}`);
+});
+
+test.serial("a page of an owner's goals reads about the page among 20,000 goals the owner deleted and 20,000 of another owner", async (t) => {
+  const { h, pool } = t.context;
+  const { client, statements } = recordingClient(pool);
+  const page = await listNetworkGoals(sqlOf(client), {
+    ownerId: "lister",
+    after: { createdAt: new Date(0), id: "00000000-0000-0000-0000-000000000000" },
+    limit: 2,
+  });
+  t.deepEqual(
+    page.map((g) => g.name),
+    ["Live 1", "Live 2"],
+  );
+  const read = await rowsReadByStatements(h.db.prisma, statements());
+  t.true((read.network_goals ?? 0) <= 2 + FEW, `network_goals rows read: ${read.network_goals}`);
 });

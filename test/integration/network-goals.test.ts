@@ -4,11 +4,13 @@
  * owner, reached by votes on both, is paid once to each voter of the round (on the server of their latest vote) or,
  * for an online goal, once per server to the players online; one goal.reached per server and round; votes past the
  * target count toward the next round; a replayed or concurrent batch counts nothing twice; a payer rerun with a
- * later clock pays nothing again; an owner's session defines and reads only goals over servers it owns.
+ * later clock pays nothing again; an owner's session defines, reads, lists and deletes only goals over servers it owns;
+ * a deleted goal counts nothing more while the rounds it reached are still paid.
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { NetworkGoalService } from "../../gen/proto/rewards/v1/rewards_pb.js";
 import { VoterKeyKind } from "../../gen/proto/voters/v1/voters_pb.js";
 import { DASHBOARD_SESSION_HEADER } from "../../services/access/auth-interceptor.js";
@@ -16,7 +18,6 @@ import { decodeHeartMessage } from "../../services/delivery/pipeline/consumer.js
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { countGoalVotesOf } from "../../services/rewards/count-goal-votes.js";
 import { payReachedGoals } from "../../services/rewards/pay-reached-goals.js";
-import type { CountedHeart } from "../../services/rewards/queue-vote-rewards.js";
 import { createServiceTransport, withHeaders } from "../../services/shared/rpc/service-transport.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
@@ -25,7 +26,7 @@ import { eventually } from "../helpers/eventually.js";
 import { validateAgainstOpenApi, validateRequestBody } from "./openapi-validate.js";
 import { headerOf, startReceiver } from "../../scripts/harness/receiver.js";
 import { expectedCallbackMac, hexEquals, parseCallbackSignature } from "../../scripts/harness/delivery-harness.js";
-import { castCountedVote, type RewardVoter } from "../helpers/reward-votes.js";
+import { castCountedVote, countedHeart, type RewardVoter } from "../helpers/reward-votes.js";
 
 interface Context {
   stack: TestStack;
@@ -106,6 +107,20 @@ async function reachedEventsOf(stack: TestStack, goalId: string, serverIds: read
       return body.goal_id === goalId ? [[serverIds.indexOf(decoded.delivery.serverId), body.round, body.target, body.payees, body.server_ids]] : [];
     })
     .sort((a, b) => (a[0] as number) - (b[0] as number));
+}
+
+/** A call's refusal as "Code: text", or "ok". */
+const refusal = (call: Promise<unknown>) =>
+  call.then(
+    () => "ok",
+    (e: unknown) => [Code[ConnectError.from(e).code], ConnectError.from(e).rawMessage].join(": "),
+  );
+
+/** A client of NetworkGoalService with the owner's dashboard session. */
+async function ownerGoals(stack: TestStack, ownerId: string) {
+  const { url } = await stack.clients.access.createDashboardLoginLink({ ownerId });
+  const { sessionToken } = await stack.clients.access.redeemDashboardLoginLink({ loginToken: new URL(url).searchParams.get("token") ?? "" });
+  return createClient(NetworkGoalService, withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }));
 }
 
 test.serial(
@@ -202,13 +217,7 @@ test.serial("a replayed batch, and the same batch from two consumers at once, co
     payees: "voters",
     rewardsJson: JSON.stringify([{ commands: ["give {player} cake 1"] }]),
   });
-  const heart = (i: number, serverId: string): CountedHeart => ({
-    heartId: randomUUID(),
-    serverId,
-    voterIdentity: `replay-voter-${i}`,
-    countedAt: new Date(Date.parse("2027-03-05T10:00:00Z") + i * 1000),
-    player: { username: `R${i}`, steamId: null, discordId: null, minecraftUuid: null, accountId: null },
-  });
+  const heart = (i: number, serverId: string) => countedHeart({ prefix: "replay", name: "R", from: "2027-03-05T10:00:00Z" }, i, serverId);
   const batch = [heart(1, serverIds[0]!), heart(2, serverIds[1]!), heart(3, serverIds[0]!)];
   t.like(await countGoalVotesOf(stack.prisma, batch, log), { counted: 3, reached: 0 });
   t.like(await countGoalVotesOf(stack.prisma, batch, log), { counted: 0, reached: 0 }, "a redelivered batch counts nothing");
@@ -230,19 +239,9 @@ test.serial(
     const { access } = stack.clients;
     const mine = await ownerWithServers(stack, 2);
     const theirs = await ownerWithServers(stack, 1);
-    const { url } = await access.createDashboardLoginLink({ ownerId: mine.ownerId });
-    const { sessionToken } = await access.redeemDashboardLoginLink({ loginToken: new URL(url).searchParams.get("token") ?? "" });
-    const owner = createClient(
-      NetworkGoalService,
-      withHeaders(createServiceTransport(stack.rpcUrl, TEST_SERVICE_TOKEN), { [DASHBOARD_SESSION_HEADER]: sessionToken }),
-    );
+    const owner = await ownerGoals(stack, mine.ownerId);
     const { token: ingestToken } = await access.createServiceToken({ name: "goals-ingest", scopes: ["ingest"] });
     const ingest = createClient(NetworkGoalService, createServiceTransport(stack.rpcUrl, ingestToken));
-    const refusal = (call: Promise<unknown>) =>
-      call.then(
-        () => "ok",
-        (e: unknown) => [Code[ConnectError.from(e).code], ConnectError.from(e).rawMessage].join(": "),
-      );
     const goal = (serverIds: string[]) => ({ name: "Party", serverIds, target: 10, payees: "voters", rewardsJson: '[{"commands":["give {player} cake 1"]}]' });
 
     const { goalId } = await owner.putNetworkGoal(goal(mine.serverIds));
@@ -266,6 +265,104 @@ test.serial(
     // The owner edits their goal: the definition changes, the counter carries on.
     t.is((await owner.putNetworkGoal({ ...goal(mine.serverIds.slice(0, 1)), goalId, target: 20 })).goalId, goalId);
     t.like(await owner.getNetworkGoal({ goalId }), { target: 20, serverIds: mine.serverIds.slice(0, 1), round: 1 });
+  },
+);
+
+test.serial(
+  "a deleted goal counts no later vote and is neither read, listed, saved nor deleted again; the round it reached before is still paid, its unreached round's voters are forgotten",
+  async (t) => {
+    const { stack } = t.context;
+    const { ownerId, serverIds } = await ownerWithServers(stack, 2);
+    const [s1, s2] = serverIds as [string, string];
+    const rewardsJson = JSON.stringify([{ commands: ["give {player} cake 1"] }]);
+    const { goalId } = await adminGoals(stack).putNetworkGoal({ name: "Deleted party", serverIds, target: 2, payees: "voters", rewardsJson });
+    const heart = (i: number, serverId: string) => countedHeart({ prefix: "deleted", name: "D", from: "2027-03-08T10:00:00Z" }, i, serverId);
+    t.like(await countGoalVotesOf(stack.prisma, [heart(1, s1), heart(2, s2), heart(3, s1)], log), { counted: 3, reached: 1 });
+
+    t.deepEqual(await adminGoals(stack).deleteNetworkGoal({ goalId }), { $typeName: "rewards.v1.DeleteNetworkGoalResponse", unpaidRounds: 1 });
+    t.like(await countGoalVotesOf(stack.prisma, [heart(4, s1), heart(5, s2)], log), { counted: 0, reached: 0 }, "a vote after the deletion counts nothing");
+    t.like(await stack.prisma.networkGoal.findUniqueOrThrow({ where: { id: goalId } }), { round: 2, progress: 1 });
+    t.is(await stack.prisma.networkGoalVoter.count({ where: { goalId, round: 2 } }), 0, "the unreached round's voters are forgotten");
+
+    t.like(await payReachedGoals({ prisma: stack.prisma, log }, PAY, new Date("2027-03-08T11:00:00Z")), { rounds: 1, queued: 2 });
+    t.deepEqual(
+      (await goalEntriesOf(stack, serverIds)).map((e) => e[1]),
+      ["D1", "D2"],
+      "the round reached before the deletion is paid to its voters; D3 (unreached round) is not",
+    );
+    t.is(await refusal(adminGoals(stack).getNetworkGoal({ goalId })), "NotFound: unknown goal");
+    t.deepEqual((await adminGoals(stack).listNetworkGoals({ ownerId })).goals, []);
+    t.is(
+      await refusal(adminGoals(stack).putNetworkGoal({ goalId, name: "Back", serverIds, target: 2, payees: "voters", rewardsJson })),
+      "NotFound: unknown goal",
+    );
+    t.is(await refusal(adminGoals(stack).deleteNetworkGoal({ goalId })), "NotFound: unknown goal");
+  },
+);
+
+test.serial(
+  "an owner's session lists (in keyset pages) and deletes only its own goals: another owner's goal is unknown goal, another owner's list unknown owner; an unauthenticated caller and a read token cannot delete",
+  async (t) => {
+    const { stack } = t.context;
+    const mine = await ownerWithServers(stack, 1);
+    const theirs = await ownerWithServers(stack, 1);
+    const owner = await ownerGoals(stack, mine.ownerId);
+    const goal = (serverIds: string[], name: string) => ({
+      name,
+      serverIds,
+      target: 10,
+      payees: "voters",
+      rewardsJson: '[{"commands":["give {player} cake 1"]}]',
+    });
+    // Oldest first: each goal a second after the one before, on the stack's clock.
+    const putAfterASecond = async (name: string) => {
+      clockMs += 1000;
+      return (await owner.putNetworkGoal(goal(mine.serverIds, name))).goalId;
+    };
+    const a = await putAfterASecond("A");
+    const b = await putAfterASecond("B");
+    const c = await putAfterASecond("C");
+    const theirGoal = (await adminGoals(stack).putNetworkGoal(goal(theirs.serverIds, "Theirs"))).goalId;
+
+    const first = await owner.listNetworkGoals({ limit: 2 });
+    t.deepEqual(
+      first.goals.map((g) => [g.name, g.target, g.round, g.progress]),
+      [
+        ["A", 10, 1, 0],
+        ["B", 10, 1, 0],
+      ],
+    );
+    t.not(first.nextCursor, "", "a full page says where the next starts");
+    const second = await owner.listNetworkGoals({ limit: 2, cursor: first.nextCursor });
+    t.deepEqual(
+      second.goals.map((g) => g.goalId),
+      [c],
+    );
+    t.is(second.nextCursor, "", "the last page");
+    t.deepEqual(
+      (await adminGoals(stack).listNetworkGoals({ ownerId: mine.ownerId })).goals.map((g) => g.goalId),
+      [a, b, c],
+      "a read token lists the owner it names",
+    );
+    t.is(await refusal(owner.listNetworkGoals({ limit: 101 })), "InvalidArgument: limit must be between 1 and 100");
+    t.is(await refusal(owner.listNetworkGoals({ cursor: "nonsense" })), "InvalidArgument: cursor is not valid");
+
+    t.is(await refusal(owner.listNetworkGoals({ ownerId: theirs.ownerId })), "NotFound: unknown owner");
+    t.is(await refusal(owner.deleteNetworkGoal({ goalId: theirGoal })), "NotFound: unknown goal", "another owner's goal answers like a missing one");
+    t.is(await refusal(owner.deleteNetworkGoal({ goalId: randomUUID() })), "NotFound: unknown goal");
+    const anonymous = createClient(NetworkGoalService, createConnectTransport({ baseUrl: stack.rpcUrl, httpVersion: "2" }));
+    t.is((await refusal(anonymous.deleteNetworkGoal({ goalId: a }))).split(":")[0], "Unauthenticated");
+    t.is((await refusal(anonymous.listNetworkGoals({ ownerId: mine.ownerId }))).split(":")[0], "Unauthenticated");
+    const { token: readToken } = await stack.clients.access.createServiceToken({ name: "goals-reader", scopes: ["read"] });
+    const reader = createClient(NetworkGoalService, createServiceTransport(stack.rpcUrl, readToken));
+    t.is((await refusal(reader.deleteNetworkGoal({ goalId: a }))).split(":")[0], "PermissionDenied");
+
+    t.is((await owner.deleteNetworkGoal({ goalId: b })).unpaidRounds, 0);
+    t.deepEqual(
+      (await owner.listNetworkGoals({})).goals.map((g) => g.goalId),
+      [a, c],
+    );
+    t.like(await adminGoals(stack).getNetworkGoal({ goalId: theirGoal }), { name: "Theirs" }, "their goal is untouched");
   },
 );
 

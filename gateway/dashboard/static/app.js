@@ -8,7 +8,7 @@
   const API = "/dashboard/api";
   const TOKEN_KEY = "dashboard.token";
   const SERVER_KEY = "dashboard.server";
-  const TABS = ["overview", "referrals", "integration", "deliveries", "hearts", "trends", "debugger", "alerts"];
+  const TABS = ["overview", "referrals", "integration", "deliveries", "hearts", "trends", "debugger", "goals", "alerts"];
 
   const state = {
     token: sessionStorage.getItem(TOKEN_KEY) || "",

@@ -4143,7 +4143,8 @@ export const NetworkGoalScalarFieldEnum = {
   countsFrom: 'countsFrom',
   createdBy: 'createdBy',
   createdAt: 'createdAt',
-  updatedAt: 'updatedAt'
+  updatedAt: 'updatedAt',
+  deletedAt: 'deletedAt'
 } as const
 
 export type NetworkGoalScalarFieldEnum = (typeof NetworkGoalScalarFieldEnum)[keyof typeof NetworkGoalScalarFieldEnum]

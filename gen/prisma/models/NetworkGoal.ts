@@ -18,7 +18,8 @@ import type * as Prisma from "../internal/prismaNamespace.js"
  * across chosen servers (network_goal_servers), the rewards paid when it is reached, and to whom (`payees`: the
  * voters since the goal was last reached, or the players online on each chosen server). `round` is the round being
  * counted now and `progress` its counted votes; votes past the target count toward the next round. Owner module:
- * services/rewards/network-goal-store.ts. Age limit: kept until the owner deletes it (a few rows per owner).
+ * services/rewards/network-goal-store.ts. Age limit: a deleted goal (`deleted_at`) counts nothing more and is listed to
+ * no one; its row, servers and rounds stay (a few small rows) so the rounds it reached before are still paid.
  */
 export type NetworkGoalModel = runtime.Types.Result.DefaultSelection<Prisma.$NetworkGoalPayload>
 
@@ -54,6 +55,7 @@ export type NetworkGoalMinAggregateOutputType = {
   createdBy: string | null
   createdAt: Date | null
   updatedAt: Date | null
+  deletedAt: Date | null
 }
 
 export type NetworkGoalMaxAggregateOutputType = {
@@ -68,6 +70,7 @@ export type NetworkGoalMaxAggregateOutputType = {
   createdBy: string | null
   createdAt: Date | null
   updatedAt: Date | null
+  deletedAt: Date | null
 }
 
 export type NetworkGoalCountAggregateOutputType = {
@@ -83,6 +86,7 @@ export type NetworkGoalCountAggregateOutputType = {
   createdBy: number
   createdAt: number
   updatedAt: number
+  deletedAt: number
   _all: number
 }
 
@@ -111,6 +115,7 @@ export type NetworkGoalMinAggregateInputType = {
   createdBy?: true
   createdAt?: true
   updatedAt?: true
+  deletedAt?: true
 }
 
 export type NetworkGoalMaxAggregateInputType = {
@@ -125,6 +130,7 @@ export type NetworkGoalMaxAggregateInputType = {
   createdBy?: true
   createdAt?: true
   updatedAt?: true
+  deletedAt?: true
 }
 
 export type NetworkGoalCountAggregateInputType = {
@@ -140,6 +146,7 @@ export type NetworkGoalCountAggregateInputType = {
   createdBy?: true
   createdAt?: true
   updatedAt?: true
+  deletedAt?: true
   _all?: true
 }
 
@@ -242,6 +249,7 @@ export type NetworkGoalGroupByOutputType = {
   createdBy: string
   createdAt: Date
   updatedAt: Date
+  deletedAt: Date | null
   _count: NetworkGoalCountAggregateOutputType | null
   _avg: NetworkGoalAvgAggregateOutputType | null
   _sum: NetworkGoalSumAggregateOutputType | null
@@ -280,6 +288,7 @@ export type NetworkGoalWhereInput = {
   createdBy?: Prisma.StringFilter<"NetworkGoal"> | string
   createdAt?: Prisma.DateTimeFilter<"NetworkGoal"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"NetworkGoal"> | Date | string
+  deletedAt?: Prisma.DateTimeNullableFilter<"NetworkGoal"> | Date | string | null
 }
 
 export type NetworkGoalOrderByWithRelationInput = {
@@ -295,6 +304,7 @@ export type NetworkGoalOrderByWithRelationInput = {
   createdBy?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
+  deletedAt?: Prisma.SortOrderInput | Prisma.SortOrder
 }
 
 export type NetworkGoalWhereUniqueInput = Prisma.AtLeast<{
@@ -313,6 +323,7 @@ export type NetworkGoalWhereUniqueInput = Prisma.AtLeast<{
   createdBy?: Prisma.StringFilter<"NetworkGoal"> | string
   createdAt?: Prisma.DateTimeFilter<"NetworkGoal"> | Date | string
   updatedAt?: Prisma.DateTimeFilter<"NetworkGoal"> | Date | string
+  deletedAt?: Prisma.DateTimeNullableFilter<"NetworkGoal"> | Date | string | null
 }, "id">
 
 export type NetworkGoalOrderByWithAggregationInput = {
@@ -328,6 +339,7 @@ export type NetworkGoalOrderByWithAggregationInput = {
   createdBy?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
+  deletedAt?: Prisma.SortOrderInput | Prisma.SortOrder
   _count?: Prisma.NetworkGoalCountOrderByAggregateInput
   _avg?: Prisma.NetworkGoalAvgOrderByAggregateInput
   _max?: Prisma.NetworkGoalMaxOrderByAggregateInput
@@ -351,6 +363,7 @@ export type NetworkGoalScalarWhereWithAggregatesInput = {
   createdBy?: Prisma.StringWithAggregatesFilter<"NetworkGoal"> | string
   createdAt?: Prisma.DateTimeWithAggregatesFilter<"NetworkGoal"> | Date | string
   updatedAt?: Prisma.DateTimeWithAggregatesFilter<"NetworkGoal"> | Date | string
+  deletedAt?: Prisma.DateTimeNullableWithAggregatesFilter<"NetworkGoal"> | Date | string | null
 }
 
 export type NetworkGoalCreateInput = {
@@ -366,6 +379,7 @@ export type NetworkGoalCreateInput = {
   createdBy: string
   createdAt: Date | string
   updatedAt: Date | string
+  deletedAt?: Date | string | null
 }
 
 export type NetworkGoalUncheckedCreateInput = {
@@ -381,6 +395,7 @@ export type NetworkGoalUncheckedCreateInput = {
   createdBy: string
   createdAt: Date | string
   updatedAt: Date | string
+  deletedAt?: Date | string | null
 }
 
 export type NetworkGoalUpdateInput = {
@@ -396,6 +411,7 @@ export type NetworkGoalUpdateInput = {
   createdBy?: Prisma.StringFieldUpdateOperationsInput | string
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type NetworkGoalUncheckedUpdateInput = {
@@ -411,6 +427,7 @@ export type NetworkGoalUncheckedUpdateInput = {
   createdBy?: Prisma.StringFieldUpdateOperationsInput | string
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type NetworkGoalCreateManyInput = {
@@ -426,6 +443,7 @@ export type NetworkGoalCreateManyInput = {
   createdBy: string
   createdAt: Date | string
   updatedAt: Date | string
+  deletedAt?: Date | string | null
 }
 
 export type NetworkGoalUpdateManyMutationInput = {
@@ -441,6 +459,7 @@ export type NetworkGoalUpdateManyMutationInput = {
   createdBy?: Prisma.StringFieldUpdateOperationsInput | string
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type NetworkGoalUncheckedUpdateManyInput = {
@@ -456,6 +475,7 @@ export type NetworkGoalUncheckedUpdateManyInput = {
   createdBy?: Prisma.StringFieldUpdateOperationsInput | string
   createdAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
   updatedAt?: Prisma.DateTimeFieldUpdateOperationsInput | Date | string
+  deletedAt?: Prisma.NullableDateTimeFieldUpdateOperationsInput | Date | string | null
 }
 
 export type NetworkGoalCountOrderByAggregateInput = {
@@ -471,6 +491,7 @@ export type NetworkGoalCountOrderByAggregateInput = {
   createdBy?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
+  deletedAt?: Prisma.SortOrder
 }
 
 export type NetworkGoalAvgOrderByAggregateInput = {
@@ -491,6 +512,7 @@ export type NetworkGoalMaxOrderByAggregateInput = {
   createdBy?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
+  deletedAt?: Prisma.SortOrder
 }
 
 export type NetworkGoalMinOrderByAggregateInput = {
@@ -505,6 +527,7 @@ export type NetworkGoalMinOrderByAggregateInput = {
   createdBy?: Prisma.SortOrder
   createdAt?: Prisma.SortOrder
   updatedAt?: Prisma.SortOrder
+  deletedAt?: Prisma.SortOrder
 }
 
 export type NetworkGoalSumOrderByAggregateInput = {
@@ -528,6 +551,7 @@ export type NetworkGoalSelect<ExtArgs extends runtime.Types.Extensions.InternalA
   createdBy?: boolean
   createdAt?: boolean
   updatedAt?: boolean
+  deletedAt?: boolean
 }, ExtArgs["result"]["networkGoal"]>
 
 export type NetworkGoalSelectCreateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -543,6 +567,7 @@ export type NetworkGoalSelectCreateManyAndReturn<ExtArgs extends runtime.Types.E
   createdBy?: boolean
   createdAt?: boolean
   updatedAt?: boolean
+  deletedAt?: boolean
 }, ExtArgs["result"]["networkGoal"]>
 
 export type NetworkGoalSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetSelect<{
@@ -558,6 +583,7 @@ export type NetworkGoalSelectUpdateManyAndReturn<ExtArgs extends runtime.Types.E
   createdBy?: boolean
   createdAt?: boolean
   updatedAt?: boolean
+  deletedAt?: boolean
 }, ExtArgs["result"]["networkGoal"]>
 
 export type NetworkGoalSelectScalar = {
@@ -573,9 +599,10 @@ export type NetworkGoalSelectScalar = {
   createdBy?: boolean
   createdAt?: boolean
   updatedAt?: boolean
+  deletedAt?: boolean
 }
 
-export type NetworkGoalOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "ownerId" | "name" | "target" | "payees" | "rewards" | "round" | "progress" | "countsFrom" | "createdBy" | "createdAt" | "updatedAt", ExtArgs["result"]["networkGoal"]>
+export type NetworkGoalOmit<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = runtime.Types.Extensions.GetOmit<"id" | "ownerId" | "name" | "target" | "payees" | "rewards" | "round" | "progress" | "countsFrom" | "createdBy" | "createdAt" | "updatedAt" | "deletedAt", ExtArgs["result"]["networkGoal"]>
 
 export type $NetworkGoalPayload<ExtArgs extends runtime.Types.Extensions.InternalArgs = runtime.Types.Extensions.DefaultArgs> = {
   name: "NetworkGoal"
@@ -605,6 +632,10 @@ export type $NetworkGoalPayload<ExtArgs extends runtime.Types.Extensions.Interna
     createdBy: string
     createdAt: Date
     updatedAt: Date
+    /**
+     * When the owner deleted it (DeleteNetworkGoal); null while it counts.
+     */
+    deletedAt: Date | null
   }, ExtArgs["result"]["networkGoal"]>
   composites: {}
 }
@@ -1040,6 +1071,7 @@ export interface NetworkGoalFieldRefs {
   readonly createdBy: Prisma.FieldRef<"NetworkGoal", 'String'>
   readonly createdAt: Prisma.FieldRef<"NetworkGoal", 'DateTime'>
   readonly updatedAt: Prisma.FieldRef<"NetworkGoal", 'DateTime'>
+  readonly deletedAt: Prisma.FieldRef<"NetworkGoal", 'DateTime'>
 }
     
 

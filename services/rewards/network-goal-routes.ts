@@ -19,15 +19,23 @@ import { betweenText } from "../shared/values/contract.js";
 import { isUuid, NIL_UUID } from "../shared/values/ids.js";
 import { decodePageCursor, encodePageCursor } from "../shared/values/page-cursor.js";
 import { parseNetworkGoal } from "./domain/network-goal.js";
-import { deleteNetworkGoal, insertNetworkGoal, listNetworkGoals, type ReadGoal, readNetworkGoal, replaceNetworkGoal } from "./network-goal-store.js";
+import {
+  deleteNetworkGoal,
+  dropCountingRoundVoters,
+  insertNetworkGoal,
+  listNetworkGoals,
+  type ReadGoal,
+  readNetworkGoal,
+  replaceNetworkGoal,
+} from "./network-goal-store.js";
 
 /** The text of a goal that does not exist, or that an owner session may not see (the same answer, so it learns nothing). */
 export const UNKNOWN_GOAL_TEXT = "unknown goal";
 
 /** A goal's saves are short: a few rows (its servers) in one transaction. */
 const SAVE_TRANSACTION = { timeoutMs: 10_000, maxWaitMs: 5_000 };
-/** A deletion removes the unreached round's voters in pages (a round holds at most its target's voters). */
-const DELETE_TRANSACTION = { timeoutMs: 60_000, maxWaitMs: 5_000 };
+/** A deletion's transaction is two statements (the goal marked deleted, its unpaid rounds counted). */
+const DELETE_TRANSACTION = { timeoutMs: 10_000, maxWaitMs: 5_000 };
 /** Voters one statement of a deletion removes at most. */
 const DELETE_VOTERS_PAGE = 1_000;
 /** Goals a ListNetworkGoals page holds by default, and at most (each with its servers and its newest round). */
@@ -136,13 +144,13 @@ export function networkGoalRoutes(deps: CoreDeps): (router: ConnectRouter) => vo
       },
       async deleteNetworkGoal(req, ctx) {
         const goal = await requireGoal(deps, req.goalId, ctx);
-        const deleted = await runSqlTransaction(
-          deps.prisma,
-          (tx) => deleteNetworkGoal(tx, { id: goal.id, at: deps.now(), pageVoters: DELETE_VOTERS_PAGE }),
-          DELETE_TRANSACTION,
-        );
+        const deleted = await runSqlTransaction(deps.prisma, (tx) => deleteNetworkGoal(tx, { id: goal.id, at: deps.now() }), DELETE_TRANSACTION);
         // Deleted meanwhile by another call: the same answer as a goal that is gone.
         if (deleted === null) throw new DomainError("not_found", UNKNOWN_GOAL_TEXT);
+        // After the deletion committed, outside its transaction: a large round's voters go page by page, holding no
+        // lock (a count waiting on the goal's lock is not kept waiting for them). A failure here throws; the goal is
+        // deleted all the same, and the round's voters left are a voter's to erase like any other.
+        await dropCountingRoundVoters(sqlOf(deps.prisma), { goalId: goal.id, round: deleted.round, pageVoters: DELETE_VOTERS_PAGE });
         deps.log.info({ goalId: goal.id, unpaidRounds: deleted.unpaidRounds }, "network goal deleted");
         return create(DeleteNetworkGoalResponseSchema, { unpaidRounds: deleted.unpaidRounds });
       },

@@ -123,24 +123,37 @@ export async function listNetworkGoals(tx: SqlTx, q: { ownerId: string | null; a
 }
 
 /**
- * Deletes goal `id` at `at`: it is marked deleted (its row is locked first, so a count in progress finishes before and
- * none counts after: findGoalsOfServers and lockNetworkGoals skip it) and the voters of its round not reached are
- * removed, `pageVoters` at a time; the rounds it reached stay to be paid. Null when there is no such live goal.
+ * Deletes goal `id` at `at`: it is marked deleted (its row is locked for this one statement, so a count in progress
+ * finishes before and none counts after: findGoalsOfServers and lockNetworkGoals skip it); the rounds it reached stay to
+ * be paid. Returns the round it was counting (whose voters the caller removes after this commits:
+ * dropCountingRoundVoters) and its rounds reached but not paid; null when there is no such live goal.
  */
-export async function deleteNetworkGoal(tx: SqlTx, q: { id: string; at: Date; pageVoters: number }): Promise<{ unpaidRounds: number } | null> {
+export async function deleteNetworkGoal(tx: SqlTx, q: { id: string; at: Date }): Promise<{ round: number; unpaidRounds: number } | null> {
   // Bounded: one goal by primary key.
   const [goal] = await tx.query<{ round: number }>(Prisma.sql`
     UPDATE network_goals SET deleted_at = ${q.at}::timestamptz, updated_at = ${q.at}::timestamptz
     WHERE id = ${q.id}::uuid AND deleted_at IS NULL RETURNING round`);
   if (goal === undefined) return null;
-  // Each page bounded as takeGoalVoters says; the round holds at most its target's voters (MAX_GOAL_TARGET).
-  let taken: number;
-  do taken = (await takeGoalVoters(tx, { goalId: q.id, round: goal.round, limit: q.pageVoters })).length;
-  while (taken === q.pageVoters);
   // Bounded: the goal's rounds by the rounds' primary key range (one small row per round it ever reached).
   const [unpaid] = await tx.query<{ n: number }>(Prisma.sql`
     SELECT count(*)::int AS n FROM network_goal_rounds WHERE goal_id = ${q.id}::uuid AND paid_at IS NULL`);
-  return { unpaidRounds: unpaid?.n ?? 0 };
+  return { round: goal.round, unpaidRounds: unpaid?.n ?? 0 };
+}
+
+/**
+ * Removes the voters of a deleted goal's round not reached (`round`, as deleteNetworkGoal returned it), `pageVoters`
+ * per statement, each statement its own transaction: the goal is deleted, so no count adds to the round any more, and
+ * no lock is held while a large round (up to its target's voters) goes. Returns how many were removed.
+ */
+export async function dropCountingRoundVoters(db: SqlTx, q: { goalId: string; round: number; pageVoters: number }): Promise<number> {
+  let removed = 0;
+  let taken: number;
+  do {
+    // Each page bounded as takeGoalVoters says; the round holds at most its target's voters (MAX_GOAL_TARGET).
+    taken = (await takeGoalVoters(db, { goalId: q.goalId, round: q.round, limit: q.pageVoters })).length;
+    removed += taken;
+  } while (taken === q.pageVoters);
+  return removed;
 }
 
 /**

@@ -95,7 +95,19 @@ function cpuRatioRow(target: string, key: string, empty: Record<string, MedianOf
   const why = history === undefined ? `${NOT_IN_RUN} (no --history)` : NOT_IN_RUN;
   const row = boundRow(target, ratio, "x", 2, CPU_BOUND, (v) => v <= CPU_RATIO_BOUND, why);
   if (ratio !== undefined) row.measured += ` (${fmt(h, 2)} / ${fmt(e, 2)} ms)`;
-  return row;
+  return withLimit(row, growthLimit(empty, history, key));
+}
+
+/** A CPU ratio's limit: where the history's extra CPU per request went, process by process (empty -> history, ms), most first. */
+function growthLimit(empty: Record<string, MedianOf> | undefined, history: Record<string, MedianOf> | undefined, key: string): string | undefined {
+  const e = new Map(hopProfile(empty, key)?.parts ?? []);
+  const h = hopProfile(history, key)?.parts ?? [];
+  const grown = h
+    .map(([hop, ms]) => [hop, e.get(hop) ?? 0, ms] as const)
+    .filter(([, before, after]) => after > before)
+    .sort((a, b) => b[2] - b[1] - (a[2] - a[1]));
+  if (grown.length === 0) return undefined;
+  return `the history's extra CPU per request, by process (empty -> history): ${grown.map(([hop, before, after]) => `${hop} ${fmt(before, 2)} -> ${fmt(after, 2)} ms`).join(", ")}`;
 }
 
 /** A row that compares `value` with a bound (`ok` decides); missing value -> not measured with `why`. */
@@ -119,9 +131,13 @@ const HOPS = ["gateway", "referral-service", "relay", "kafka", "delivery", "post
  * The CPU each serving process spent per request in window `key` (`<key>.cpuMsPerRequest.by.<process>`; ingest windows
  * also have `<key>.cpuMsPerEvent.<process>`), and their sum; undefined when the run has neither.
  */
-export function hopProfile(side: Record<string, MedianOf> | undefined, key: string): { all: number; parts: Array<[string, number]> } | undefined {
+export function hopProfile(
+  side: Record<string, MedianOf> | undefined,
+  key: string,
+  hops: readonly string[] = HOPS,
+): { all: number; parts: Array<[string, number]> } | undefined {
   const parts: Array<[string, number]> = [];
-  for (const hop of HOPS) {
+  for (const hop of hops) {
     const ms = medianOf(side, `${key}.cpuMsPerRequest.by.${hop}`) ?? medianOf(side, `${key}.cpuMsPerEvent.${hop}`);
     if (ms !== undefined && ms > 0) parts.push([hop, ms]);
   }
@@ -143,7 +159,8 @@ function cpuBoundLimit(side: Record<string, MedianOf> | undefined, key: string, 
 /** A ratio to the raw ingest server's limit: both CPU-bound on one machine, the ratio can reach at most raw CPU / ours. */
 function rawRatioLimit(side: Record<string, MedianOf> | undefined, ours: string, raw: string): string | undefined {
   const o = hopProfile(side, ours);
-  const r = hopProfile(side, raw);
+  // The raw server's own cost only: it and the PostgreSQL it writes to (the system's processes idle beside it are not its).
+  const r = hopProfile(side, raw, ["postgres", "baseline"]);
   if (o === undefined || r === undefined) return undefined;
   return `CPU per event: ours ${profileText(o)}, the raw server ${profileText(r)}: on the same cores at most ${fmt(r.all / o.all, 2)}x`;
 }

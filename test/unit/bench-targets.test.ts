@@ -140,6 +140,7 @@ test("an ingest ratio to the raw server not met names both CPU costs and the rat
       "ingest.gateway.cpuMsPerEvent.load generator": 9,
       "ingest.baseline.cpuMsPerEvent.baseline": 0.6,
       "ingest.baseline.cpuMsPerEvent.postgres": 0.4,
+      "ingest.baseline.cpuMsPerEvent.relay": 0.3,
       "latency.idle.p50": 9,
       "latency.idle.stage.relay.p50": 4.5,
       "latency.idle.stage.send.p50": 1.2,
@@ -150,4 +151,27 @@ test("an ingest ratio to the raw server not met names both CPU costs and the rat
     "CPU per event: ours 2.00 ms (gateway 1.00, referral-service 0.50, postgres 0.50), the raw server 1.00 ms (postgres 0.40, baseline 0.60): on the same cores at most 0.50x",
   );
   t.is(rowOf(rows, "Vote -> callback p50, idle").limit, "stages (p50): relay 4.5 ms, send 1.2 ms");
+});
+
+test("a CPU ratio not met says where the history's extra CPU went, process by process, the largest growth first", (t) => {
+  const rows = evaluateTargets({
+    summary: summaryOf({
+      "pull.list.cpuMsPerRequest.all": 2,
+      "pull.list.cpuMsPerRequest.by.referral-service": 1.2,
+      "pull.list.cpuMsPerRequest.by.postgres": 0.6,
+      "pull.list.cpuMsPerRequest.by.gateway": 0.2,
+    }),
+    history: {
+      summary: summaryOf({
+        "pull.list.cpuMsPerRequest.all": 2.8,
+        "pull.list.cpuMsPerRequest.by.referral-service": 1.3,
+        "pull.list.cpuMsPerRequest.by.postgres": 1.3,
+        "pull.list.cpuMsPerRequest.by.gateway": 0.2,
+      }),
+    },
+  });
+  t.is(
+    rowOf(rows, "CPU per request: pull list").limit,
+    "the history's extra CPU per request, by process (empty -> history): postgres 0.60 -> 1.30 ms, referral-service 1.20 -> 1.30 ms",
+  );
 });

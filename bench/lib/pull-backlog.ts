@@ -7,6 +7,10 @@
  * topped up before every round, since claiming drains it. On the history database each server also has
  * its claimed past (writePullPast): the history template itself holds no pull delivery (its deliveries
  * are delivered callbacks), while a pull server of a list after years has claimed many.
+ *
+ * Ids and heart ids are time-ordered (uuid_v7(), as the service makes them: CastHeart's heart ids, the consumer's
+ * delivery ids), so the indexes the claims update look like production's (random version 4 ids put every claimed
+ * row on a random leaf).
  */
 import type { Client } from "@connectrpc/connect";
 import type pg from "pg";
@@ -56,9 +60,9 @@ export async function topUpPullBacklog(sql: pg.Client, servers: PullServer[], no
        FROM unnest($1::uuid[], $2::int[]) AS s(server_id, backlog))
      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, event_type, username, voter_identity, period, streak_day, counted_at,
                              steam_id, transport, status, created_at)
-     SELECT gen_random_uuid(), x.server_id, x.heart_id, x.heart_id::text, 'heart.counted', 'player_' || x.g, 'bench-pull-' || x.heart_id,
+     SELECT uuid_v7(), x.server_id, x.heart_id, x.heart_id::text, 'heart.counted', 'player_' || x.g, 'bench-pull-' || x.heart_id,
             $3, 1 + x.g % 7, $4::timestamptz, (76561197960265728 + x.g)::text, 'pull', 'pending', clock_timestamp()
-     FROM (SELECT w.server_id, g, gen_random_uuid() AS heart_id FROM want w CROSS JOIN LATERAL generate_series(1, greatest(w.missing, 0)) AS g) AS x
+     FROM (SELECT w.server_id, g, uuid_v7() AS heart_id FROM want w CROSS JOIN LATERAL generate_series(1, greatest(w.missing, 0)) AS g) AS x
      ORDER BY x.server_id, x.g`,
     [servers.map((s) => s.serverId), servers.map((s) => s.backlog), periodOf(now), now.toISOString()],
   );
@@ -78,9 +82,9 @@ export async function writePullPast(sql: pg.Client, servers: PullServer[], scale
   const result = await sql.query(
     `INSERT INTO deliveries (id, server_id, heart_id, dedup_key, event_type, username, voter_identity, period, streak_day, counted_at,
                              transport, status, attempts, last_status_code, delivered_at, created_at)
-     SELECT gen_random_uuid(), x.server_id, x.heart_id, x.heart_id::text, 'heart.counted', 'player_' || x.g, 'bench-pull-' || x.heart_id,
+     SELECT uuid_v7(), x.server_id, x.heart_id, x.heart_id::text, 'heart.counted', 'player_' || x.g, 'bench-pull-' || x.heart_id,
             to_char(x.at AT TIME ZONE 'UTC', 'YYYY-MM'), 1 + x.g % 7, x.at, 'pull', 'delivered', 1, 200, x.at + interval '30 seconds', x.at
-     FROM (SELECT s.server_id, g, gen_random_uuid() AS heart_id,
+     FROM (SELECT s.server_id, g, uuid_v7() AS heart_id,
                   $3::timestamptz - interval '1 hour' - (g * (730 * 86400.0 / s.n)) * interval '1 second' AS at
            FROM unnest($1::uuid[], $2::int[]) AS s(server_id, n) CROSS JOIN LATERAL generate_series(1, s.n) AS g) AS x`,
     [servers.map((s) => s.serverId), servers.map((s) => Math.max(1, Math.round(s.backlog * PULL_PAST_PER_PENDING * scale))), now.toISOString()],

@@ -104,6 +104,11 @@ export interface DiscordEmulator {
   memberRoles(guildId: string, userId: string): string[];
   /** Users whose DMs are closed (Create Message in their DM channel answers 403, 50007). */
   closeDms(userId: string): void;
+  /**
+   * Makes Execute Webhook of webhook `id` answer `failure` from now on (a 5xx with no code, or a Discord error such as
+   * 403 50013 Missing Permissions when the webhook's channel lost a permission); null answers normally again.
+   */
+  failWebhook(id: string, failure: { status: number; code?: number; message: string } | null): void;
   /** Messages stored per channel, oldest first. */
   messages(channelId: string): DiscordMessage[];
   requests: DiscordRequest[];
@@ -147,6 +152,7 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
   const limits = { ...DEFAULTS, ...options };
   const windows = new Map<string, Window>();
   const webhooks = new Map<string, { token: string; channelId: string }>();
+  const failingWebhooks = new Map<string, Answer>();
   const guilds = new Map<string, Guild>();
   const channels = new Map<string, DiscordMessage[]>();
   const dmChannels = new Map<string, string>(); // channel id -> recipient user id
@@ -283,6 +289,8 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       if (method === "POST" && parts.length === 3) {
         return limitedCall(`ip:${address}`, routes, () => {
           if (!hook || hook.token !== token) return error(404, 10015, "Unknown Webhook");
+          const failure = failingWebhooks.get(id);
+          if (failure) return failure;
           const made = messageOf(hook.channelId, body, id);
           if ("status" in made) return made;
           store(made);
@@ -398,6 +406,14 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       webhooks.set(id, { token, channelId });
       if (!channels.has(channelId)) channels.set(channelId, []);
       return { id, token, url: `${baseUrl}/webhooks/${id}/${token}` };
+    },
+    failWebhook(id, failure) {
+      if (failure === null) failingWebhooks.delete(id);
+      else
+        failingWebhooks.set(
+          id,
+          failure.code === undefined ? { status: failure.status, body: { message: failure.message } } : error(failure.status, failure.code, failure.message),
+        );
     },
     createGuild(guildId, opts) {
       guilds.set(guildId, { members: new Set(opts.members), roles: new Set(opts.roles), memberRoles: new Map(), managers: new Set(opts.managers) });

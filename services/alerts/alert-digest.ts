@@ -1,4 +1,5 @@
 import type { MailMessage } from "../shared/adapters/mailer.js";
+import { DISCORD_CONTENT_MAX_CHARS } from "../shared/values/discord-template.js";
 
 /**
  * The digest messages of owner alerts (docs/owner-alerts.md): every alert of one owner that fired within the digest
@@ -19,8 +20,6 @@ export interface DigestLine {
 export const MAIL_DIGEST_LISTED = 50;
 /** Alerts a Discord digest lists; the rest are counted (a message holds 2,000 characters). */
 export const DISCORD_DIGEST_LISTED = 8;
-/** Discord's limit of a message's content. */
-export const DISCORD_CONTENT_MAX_CHARS = 2_000;
 
 const absolute = (baseUrl: string, path: string) => `${baseUrl.replace(/\/+$/, "")}${path}`;
 const countOf = (n: number) => (n === 1 ? "1 alert" : `${n} alerts`);

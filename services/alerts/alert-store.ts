@@ -158,8 +158,9 @@ export interface DigestAlert extends AlertRow {
 
 /**
  * Takes one owner's waiting alerts (at most `limit`, the oldest first, skipping rows another sender holds) for a
- * digest, moving their send_after to `leaseUntil` so no other pass takes them meanwhile. Reads at most `limit` rows of
- * the owner's alerts that wait (the send_after index, filtered by owner: the owner's waiting alerts).
+ * digest, moving their send_after to `leaseUntil` so no other pass takes them meanwhile. Reads at most `limit` rows
+ * (plus the ones another sender holds, skipped) of the partial index of waiting alerts (owner_id, send_after, id), in
+ * its order: never another owner's alerts, nor this owner's history.
  */
 export function claimDigestSql(ownerId: string, now: Date, leaseUntil: Date, limit: number): Prisma.Sql {
   return Prisma.sql`

@@ -31,10 +31,10 @@ import { requireServerId } from "../servers/server-exists.js";
 import { BAD_EMAIL_TEXT } from "../shared/values/reminder-texts.js";
 import { normalizeEmail } from "../reminders/domain/reminder-schedule.js";
 import { listAlertsSql, markAlertsReadSql, readChannelsSql, upsertChannelsSql, type ListedAlert, type StoredChannels } from "./alert-store.js";
-import { readDiscordWebhookUrl } from "../shared/values/discord-webhook-url.js";
+import { notADiscordWebhookText, readDiscordWebhookUrl } from "../shared/values/discord-webhook-url.js";
 
 /** The refusal of an alert channel URL that is not a Discord webhook (never repeating the URL: it carries the token). */
-export const WEBHOOK_URL_TEXT = "a Discord webhook URL is https://discord.com/api/webhooks/<id>/<token>";
+export const WEBHOOK_URL_TEXT = notADiscordWebhookText("discord_webhook_url");
 
 /**
  * OwnerAlertService's use cases (docs/owner-alerts.md): an owner's alert channels and alert list. Who: an owner's

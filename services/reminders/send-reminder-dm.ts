@@ -18,7 +18,7 @@ export interface ReminderBot {
 /** Discord's JSON code Unknown Channel: a kept DM channel that is gone. */
 const UNKNOWN_CHANNEL = DiscordErrorCode.unknownChannel;
 /** Discord's JSON code Unknown User. */
-const UNKNOWN_USER = 10013;
+const UNKNOWN_USER = DiscordErrorCode.unknownUser;
 /** How long one DM call may wait for a rate limit before it is rescheduled (the sender's temporary-failure path). */
 const DM_MAX_WAIT_MS = 5_000;
 

@@ -10,7 +10,7 @@ import {
   renderDiscordTemplate,
   SAMPLE_DISCORD_VALUES,
 } from "../shared/values/discord-template.js";
-import { type DiscordWebhook, readDiscordWebhookUrl } from "../shared/values/discord-webhook-url.js";
+import { type DiscordWebhook, notADiscordWebhookText, readDiscordWebhookUrl } from "../shared/values/discord-webhook-url.js";
 import { findEndpoint, insertDiscordEndpoint, writeDiscordTemplates } from "./endpoint-store.js";
 import { lockServer } from "./secret-store.js";
 
@@ -23,8 +23,7 @@ import { lockServer } from "./secret-store.js";
  */
 
 /** The refusal of a URL that is not a Discord webhook's (it never repeats the URL: it may hold a token). */
-export const NOT_A_DISCORD_WEBHOOK =
-  "webhook_url must be a Discord webhook URL: https://discord.com/api/webhooks/{id}/{token} (hosts discord.com, discordapp.com, ptb. or canary.)";
+export const NOT_A_DISCORD_WEBHOOK = notADiscordWebhookText("webhook_url");
 
 /** Takes a pasted Discord webhook URL apart (readDiscordWebhookUrl), or refuses it (invalid_argument, NOT_A_DISCORD_WEBHOOK). */
 export function parseDiscordWebhookUrl(raw: string): DiscordWebhook {

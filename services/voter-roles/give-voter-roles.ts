@@ -57,16 +57,16 @@ export async function runVoterRolePass(deps: VoterRolePassDeps, now: Date): Prom
   const rows = await claimDueGrants(deps.db, { now, leaseUntil, limit: deps.batchRows });
   const result: VoterRolePassResult = { claimed: rows.length, added: 0, removed: 0, failed: 0 };
   for (const row of rows) {
-    const outcome = await stepOne(deps, row, now);
+    const outcome = await stepOne(deps, row, now, leaseUntil);
     if (outcome !== "none") result[outcome] += 1;
   }
   return result;
 }
 
-async function stepOne(deps: VoterRolePassDeps, g: DueGrant, now: Date): Promise<"added" | "removed" | "failed" | "none"> {
+async function stepOne(deps: VoterRolePassDeps, g: DueGrant, now: Date, claimedDueAt: Date): Promise<"added" | "removed" | "failed" | "none"> {
   const configured = g.bot_token_sealed !== null && g.guild_id !== null && g.role_id !== null;
   const step = decideVoterRoleStep({ expiresAt: g.expires_at, given: g.given, configured }, now);
-  const key = { serverId: g.server_id, discordId: g.discord_id, now };
+  const key = { serverId: g.server_id, discordId: g.discord_id, now, claimedDueAt };
   if (step.kind === "forget" || !configured) {
     // A role never given, or voter roles turned off (the token is gone): nothing to call; the grant is deleted.
     await deleteLapsedGrant(deps.db, key);
@@ -77,7 +77,7 @@ async function stepOne(deps: VoterRolePassDeps, g: DueGrant, now: Date): Promise
     botToken = deps.secretBox.open(g.bot_token_sealed as string);
   } catch (error) {
     // Failure policy: fail closed - a token that does not open (SECRETS_KEY changed) is recorded as the server's failure and retried later.
-    return failed(deps, g, now, `the stored bot token cannot be opened (${(error as Error).name})`);
+    return failed(deps, g, key, `the stored bot token cannot be opened (${(error as Error).name})`);
   }
   const answer = await deps.discord.request({
     method: step.kind === "add" ? "PUT" : "DELETE",
@@ -102,7 +102,7 @@ async function stepOne(deps: VoterRolePassDeps, g: DueGrant, now: Date): Promise
     await rescheduleGrant(deps.db, { ...key, dueAt: g.expires_at, given: !goneMember, attempts: 0 });
     return "added";
   }
-  return failed(deps, g, now, describeFailure(step.kind, answer));
+  return failed(deps, g, key, describeFailure(step.kind, answer));
 }
 
 /**
@@ -116,10 +116,15 @@ function describeFailure(step: "add" | "remove", answer: Exclude<DiscordAnswer, 
 }
 
 /** Records a failed step on the server's settings and retries it later, or gives it up. */
-async function failed(deps: VoterRolePassDeps, g: DueGrant, now: Date, error: string): Promise<"failed"> {
+async function failed(
+  deps: VoterRolePassDeps,
+  g: DueGrant,
+  key: { serverId: string; discordId: string; now: Date; claimedDueAt: Date },
+  error: string,
+): Promise<"failed"> {
+  const { now } = key;
   await recordVoterRoleOutcome(deps.db, { serverId: g.server_id, error, now });
   deps.log.warn({ serverId: g.server_id, attempt: g.attempts + 1, error }, "voter role not changed; retried later");
-  const key = { serverId: g.server_id, discordId: g.discord_id, now };
   const retry = retryVoterRoleStep(g.attempts, now);
   if (retry.kind === "retry") {
     await rescheduleGrant(deps.db, { ...key, dueAt: retry.at, given: g.given, attempts: g.attempts + 1 });

@@ -147,16 +147,22 @@ export async function claimDueGrants(db: object, q: { now: Date; leaseUntil: Dat
   );
 }
 
-/** After a claimed grant's step: the next look at `dueAt`, with `given` and `attempts` as they now are. */
+/**
+ * After a claimed grant's step: the next look at `dueAt`, with `given` and `attempts` as they now are. `claimedDueAt` is
+ * the due time the claim set (its lease end): a grant whose due time is another one now had a vote recorded meanwhile
+ * (due again at once, attempts 0), which keeps that due time and its fresh attempts instead of this step's backoff.
+ */
 export async function rescheduleGrant(
   db: object,
-  q: { serverId: string; discordId: string; dueAt: Date; given: boolean; attempts: number; now: Date },
+  q: { serverId: string; discordId: string; dueAt: Date; given: boolean; attempts: number; now: Date; claimedDueAt: Date },
 ): Promise<void> {
-  // Bounded: one row by primary key. A vote recorded meanwhile (due again at once, attempts 0) keeps its earlier due time.
+  // Bounded: one row by primary key.
   await executeSql(
     db,
-    Prisma.sql`UPDATE voter_role_grants SET due_at = CASE WHEN attempts = 0 AND due_at < ${q.now} THEN due_at ELSE ${q.dueAt} END,
-        given = ${q.given}, attempts = ${q.attempts}, updated_at = ${q.now}
+    Prisma.sql`UPDATE voter_role_grants
+      SET due_at = CASE WHEN due_at <> ${q.claimedDueAt}::timestamptz THEN due_at ELSE ${q.dueAt}::timestamptz END,
+          attempts = CASE WHEN due_at <> ${q.claimedDueAt}::timestamptz THEN 0 ELSE ${q.attempts}::int END,
+          given = ${q.given}, updated_at = ${q.now}
       WHERE server_id = ${q.serverId}::uuid AND discord_id = ${q.discordId}`,
   );
 }

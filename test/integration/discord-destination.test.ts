@@ -238,6 +238,46 @@ test("Unknown Webhook (10015) disables the endpoint like a 410; the webhook toke
   );
 });
 
+test("a Discord endpoint has health like a callback: failing since its first failure (403 Missing Permissions), recovered by its next message", async (t) => {
+  t.timeout(60_000);
+  const { stack, discord } = t.context;
+  const { server } = await stack.clients.admin.createServer({ name: "Health", registrationUrl: "https://example.com/register" });
+  const serverId = server!.id;
+  const channel = "900000000000003000";
+  const hook = discord.createWebhook(channel);
+  const { endpoint } = await stack.clients.admin.createDiscordEndpoint({ serverId, webhookUrl: pasted(hook), eventTypes: ["heart.counted"] });
+  const endpointId = endpoint!.id;
+  const healthOf = async () => {
+    const [row] = await runSql<{ failing_since: Date | null; last_success_at: Date | null }>(
+      stack.prisma,
+      Prisma.sql`SELECT failing_since, last_success_at FROM callback_health WHERE endpoint_id = ${endpointId}::uuid`,
+    );
+    return row;
+  };
+  // The owner removed the webhook's permission in the channel: every message is refused.
+  discord.failWebhook(hook.id, { status: 403, code: 50013, message: "Missing Permissions" });
+  await castHeart(stack, serverId, "health01");
+  const failing = await eventually(async () => ((await healthOf())?.failing_since ? healthOf() : undefined), {
+    timeoutMs: 30_000,
+    message: "the endpoint's health says failing",
+  });
+  t.truthy(failing?.failing_since, "failing since the first failed message");
+  discord.failWebhook(hook.id, null);
+  await castHeart(stack, serverId, "health02");
+  const recovered = await eventually(
+    async () => {
+      const h = await healthOf();
+      return h && h.failing_since === null && h.last_success_at !== null ? h : undefined;
+    },
+    { timeoutMs: 30_000, message: "the endpoint recovered" },
+  );
+  t.truthy(recovered.last_success_at);
+  t.true(
+    discord.messages(channel).some((m) => m.content.includes("health02")),
+    "the next vote was posted",
+  );
+});
+
 test("who may configure a Discord endpoint: the server's owner (dashboard session) and a list admin; another owner gets unknown server, a token without admin is refused", async (t) => {
   const { stack } = t.context;
   const { access, admin } = stack.clients;

@@ -14,6 +14,7 @@ import { createServiceTransport, withHeaders } from "../../services/shared/rpc/s
 import { parseRetrySchedule } from "../../services/delivery/pipeline/retry-schedule.js";
 import { createDiscordRest, type DiscordRest } from "../../services/shared/adapters/discord-rest.js";
 import { runVoterRolePass, type VoterRolePassDeps } from "../../services/voter-roles/give-voter-roles.js";
+import { claimDueGrants, recordVoterRoleVotes, rescheduleGrant } from "../../services/voter-roles/voter-role-store.js";
 import { startDiscordEmulator, type DiscordEmulator } from "../../scripts/harness/discord-emulator.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { eventually } from "../helpers/eventually.js";
@@ -150,6 +151,32 @@ test.serial("a bot without the permission (50013 Missing Permissions) is recorde
   t.regex(script, /status\.textContent = v\.status/);
   // Retried later, not at once.
   t.like(await runVoterRolePass(passDeps(c), new Date(clockMs)), { claimed: 0 });
+});
+
+test.serial("a vote recorded while a failing step runs keeps its grant due at once with fresh attempts; without it the step's backoff holds", async (t) => {
+  const c = t.context;
+  const { serverId } = await newServer(c, null);
+  const at = Date.parse("2027-07-01T12:00:00Z");
+  await vote(c.stack, serverId, at);
+  const grantOf = () => c.stack.prisma.voterRoleGrant.findFirstOrThrow({ where: { serverId, discordId: MEMBER } });
+  // The role job claims the grant (due at its lease end) and its step fails ...
+  const leaseUntil = new Date(at + 120_000);
+  const [claimed] = await claimDueGrants(c.stack.prisma, { now: new Date(at), leaseUntil, limit: 1 });
+  t.truthy(claimed);
+  const backoff = new Date(at + 32 * 60_000);
+  const step = { serverId, discordId: MEMBER, dueAt: backoff, given: false, attempts: 6, now: new Date(at + 1_000), claimedDueAt: leaseUntil };
+  // ... while the member votes again (the owner fixed the bot's role meanwhile).
+  await recordVoterRoleVotes(
+    c.stack.prisma,
+    [{ serverId, discordId: MEMBER, voterIdentity: "roles-again", countedAt: new Date(at + 500) }],
+    new Date(at + 500),
+  );
+  await rescheduleGrant(c.stack.prisma, step);
+  t.like(await grantOf(), { dueAt: new Date(at + 500), attempts: 0 }, "the vote's due time and fresh attempts stay");
+  // Without a vote meanwhile, the step's backoff and attempts are written.
+  await claimDueGrants(c.stack.prisma, { now: new Date(at + 600), leaseUntil, limit: 1 });
+  await rescheduleGrant(c.stack.prisma, step);
+  t.like(await grantOf(), { dueAt: backoff, attempts: 6 });
 });
 
 test.serial("only the server's owner and list admins may configure voter roles: another owner's session is refused as for a missing server", async (t) => {

@@ -1,7 +1,8 @@
 /** Owner alerts' pure parts: the Discord webhook URLs accepted, alert text without secrets, the digest messages' bounds. */
 import test from "ava";
 import { endpointDisabledAlert, endpointFailingAlert, hostOf } from "../../services/alerts/alert-kinds.js";
-import { DISCORD_CONTENT_MAX_CHARS, DISCORD_DIGEST_LISTED, MAIL_DIGEST_LISTED, digestDiscordMessage, digestMail } from "../../services/alerts/alert-digest.js";
+import { DISCORD_DIGEST_LISTED, MAIL_DIGEST_LISTED, digestDiscordMessage, digestMail } from "../../services/alerts/alert-digest.js";
+import { DISCORD_CONTENT_MAX_CHARS } from "../../services/shared/values/discord-template.js";
 import { readDiscordWebhookUrl as parseDiscordWebhookUrl } from "../../services/shared/values/discord-webhook-url.js";
 
 test("a Discord webhook URL is accepted on Discord's hosts only, https, with /api/webhooks/<id>/<token>", (t) => {

@@ -184,10 +184,10 @@ export async function recordAttempts(prisma: PrismaClient, records: AttemptRecor
   return outcomes;
 }
 
-/** Delivered and retry results: without a failed callback nothing can call for an auto-disable, and the statement runs alone (the hot path). */
+/** Delivered and retry results: without a failed callback or Discord attempt nothing can call for an auto-disable, and the statement runs alone (the hot path). */
 async function recordRoutineAttempts(prisma: PrismaClient, records: AttemptRecord[]): Promise<boolean[]> {
   const rows = records.map((r, n) => toAttemptRow(n, String(n), r.startedAt, r.exchange));
-  if (records.every((r, n) => r.delivery.transport !== "callback" || rows[n]!.succeeded)) {
+  if (records.every((r, n) => !hasEndpointHealth(r.delivery.transport) || rows[n]!.succeeded)) {
     // Nothing can follow the statement (no failed callback, so no auto-disable): it runs alone, with no transaction around it.
     return writeAttempts(sqlOf(prisma), records, rows);
   }
@@ -299,10 +299,19 @@ function lastFinishedAt(records: readonly AttemptRecord[]): Date {
   return new Date(Math.max(...records.map((r) => r.finishedAt.getTime())));
 }
 
-/** The callback attempts of a batch, in recording order, as the health transition takes them. */
+/**
+ * Whether a transport's attempts feed its endpoint's health (failing since, the auto-disable, the failing and recovered
+ * alerts): a callback's and a Discord endpoint's (a callback endpoint of its own kind, docs/discord.md); Votifier and
+ * pull have no endpoint row.
+ */
+function hasEndpointHealth(transport: string): boolean {
+  return transport === "callback" || transport === "discord";
+}
+
+/** The attempts of a batch to endpoints with health (callback, Discord), in recording order, as the health transition takes them. */
 function callbackHealthAttempts(records: readonly AttemptRecord[], rows: readonly AttemptRow[]): (HealthAttempt & { record: AttemptRecord })[] {
   return records.flatMap((r, n) =>
-    r.delivery.transport === "callback" && r.delivery.endpointId !== null
+    hasEndpointHealth(r.delivery.transport) && r.delivery.endpointId !== null
       ? [
           {
             serverId: r.delivery.serverId,

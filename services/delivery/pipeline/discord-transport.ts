@@ -32,6 +32,8 @@ import { leaseDeliveriesSql } from "./write-deliveries.js";
 export const DISCORD_MAX_EVENTS_PER_MESSAGE = 50;
 /** How long a message waits for its rate limit before its deliveries are deferred instead. */
 export const DISCORD_MAX_WAIT_MS = 20_000;
+/** Room kept between a send's end (its HTTP timeout) and its deliveries' lease end. */
+const LEASE_SAFETY_MS = 1_000;
 
 export interface DiscordTransportDeps extends AttemptDeps {
   rest: DiscordRest;
@@ -82,18 +84,45 @@ export function createDiscordTransport(deps: DiscordTransportDeps): Transport {
 
   /** Sends the first waiting deliveries (and siblings leased here) as one message, and settles each. */
   const sendOneMessage = async (waiting: Waiting[]) => {
+    const nowMs = deps.now().getTime();
+    // A delivery is sent only inside its lease: past it, any dispatcher may claim and send it again (one event in two
+    // messages). One that waited here behind earlier messages until its lease can no longer hold a send goes back due
+    // now (deferred: not a failure), to be claimed again with a fresh lease.
+    const leaseRoomOf = (w: Waiting) => w.delivery.leaseUntil.getTime() - nowMs - deps.timeoutMs - LEASE_SAFETY_MS;
+    for (const w of waiting.filter((x) => leaseRoomOf(x) < 0)) {
+      waiting.splice(waiting.indexOf(w), 1);
+      w.resolve({ kind: "deferred", reason: "waited for earlier Discord messages until its lease ran short; due again now", retryAt: new Date(nowMs) });
+    }
+    if (waiting.length === 0) return;
     const first = waiting[0]!.delivery;
     const hook = first.discord!;
     const path = webhookPathOf({ id: hook.webhookId, token: deps.secretBox.open(hook.sealedToken) });
     const readyAt = deps.rest.readyAt({ path });
-    const nowMs = deps.now().getTime();
-    if (readyAt !== undefined && readyAt - nowMs > maxWaitMs) {
+    // How long this message may wait for its rate limit, before and inside the request: at most maxWaitMs, and no longer
+    // than the leases of the deliveries it takes leave room for the send itself.
+    const waitBudgetMs = Math.min(maxWaitMs, ...waiting.slice(0, maxEvents).map(leaseRoomOf));
+    if (readyAt !== undefined && readyAt - nowMs > waitBudgetMs) {
       const reason = `Discord rate limit: due again at ${new Date(readyAt).toISOString()}`;
       for (const w of waiting.splice(0)) w.resolve({ kind: "deferred", reason, retryAt: new Date(readyAt) });
       return;
     }
     if (readyAt !== undefined) await sleep(readyAt - nowMs);
     const taken = waiting.splice(0, maxEvents);
+    try {
+      await sendTaken(waiting, taken, path, hook, Math.max(0, waitBudgetMs - (deps.now().getTime() - nowMs)));
+    } catch (error) {
+      // Failure policy: the deliveries taken for this message and not settled yet get an outcome each (failed, retried
+      // on the schedule), so the dispatcher's slots they hold are freed; the ones put back in `waiting` are settled by
+      // the sender's own catch, which this error reaches next.
+      const reason = error instanceof Error ? error.message : String(error);
+      for (const w of taken) if (!waiting.includes(w)) w.resolve(failedOutcome(w.delivery, reason));
+      throw error;
+    }
+  };
+
+  /** `taken` (and siblings leased here) as one message; what does not fit goes back to the front of `waiting`. */
+  const sendTaken = async (waiting: Waiting[], taken: Waiting[], path: string, hook: NonNullable<ClaimedDelivery["discord"]>, waitMs: number) => {
+    const first = taken[0]!.delivery;
     const room = maxEvents - taken.length;
     const siblings =
       room > 0
@@ -140,7 +169,7 @@ export function createDiscordTransport(deps: DiscordTransportDeps): Transport {
       ? { embeds: [{ description: text }], allowed_mentions: { parse: [] as string[] } }
       : { content: text, allowed_mentions: { parse: [] as string[] } };
     const started = deps.now().getTime();
-    const answer = await deps.rest.request({ method: "POST", path, query: { wait: "true" }, body, maxWaitMs });
+    const answer = await deps.rest.request({ method: "POST", path, query: { wait: "true" }, body, maxWaitMs: waitMs });
     const outcome = toOutcome(answer, hook.webhookId, JSON.stringify(body), deps.now().getTime() - started);
     for (const w of sentTaken) w.resolve(outcome);
     // The siblings leased here are recorded here, each with its own attempt row, as the dispatcher records its own.

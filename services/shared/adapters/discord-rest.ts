@@ -38,6 +38,7 @@ export const DiscordErrorCode = {
   unknownMember: 10007,
   unknownMessage: 10008,
   unknownRole: 10011,
+  unknownUser: 10013,
   unknownWebhook: 10015,
   cannotSendEmptyMessage: 50006,
   cannotSendToUser: 50007,

@@ -15,6 +15,14 @@ export const DISCORD_WEBHOOK_HOSTS: readonly string[] = [
   "canary.discordapp.com",
 ];
 
+/**
+ * The one refusal of a value of `field` that is not a Discord webhook URL: what one looks like, never the value pasted
+ * (it may be a real webhook's URL with its token).
+ */
+export function notADiscordWebhookText(field: string): string {
+  return `${field} must be a Discord webhook URL: https://discord.com/api/webhooks/{id}/{token} (hosts discord.com, discordapp.com, ptb. or canary.)`;
+}
+
 /** A Discord webhook URL taken apart. */
 export interface DiscordWebhook {
   /** The host as pasted (lower case), one of DISCORD_WEBHOOK_HOSTS. */

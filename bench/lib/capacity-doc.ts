@@ -64,6 +64,7 @@ export function renderCapacityDoc(run: RunProvenance & TargetsInput, inputs: Cap
     "- CPU per unit of work is the run's: CastHeart from the hearts phase's window with delivery stopped (CPU of each process over the window / hearts answered); " +
       "a callback from the backlog drain (`callbacks.cpuMsPerCallback.*`); an ingest event from the ingest phase at c=32 (`ingest.gateway.cpuMsPerEvent.*`). " +
       "CastHeart reaches the referral service over Connect as in the bench (no gateway hop).",
+    ...togetherLine(run, inputs),
     `- Cores are sized for the peak at ${fmt(a.targetUtilisation * 100, 0)} % utilisation. Each Node process (gateway, referral service, relay, delivery) runs one event loop: ` +
       "about one core at most, so the process count is the cores rounded up (at least one; two of each for availability is a deployment choice, not a capacity need).",
     `- Storage: each table's bytes (pg_total_relation_size: heap, indexes, TOAST) per heart of the history database, in the history's mix of rows per heart; ` +
@@ -219,3 +220,21 @@ check/claim, pull, a server's dashboard reads). These statements would cross sha
   owner, token or worker) would be reference tables (copied to every worker), and \`servers\`,
   \`server_secrets\`, \`callback_endpoints\` distributed by their server id (\`servers.id\`) so the joins on
   \`server_id\` stay on one worker.`;
+
+/**
+ * The parts measured apart beside the vote measured whole: the hearts phase's window with the relay and delivery running
+ * (`hearts.withDelivery.cpuMsPerRequest.all`, every serving process per heart, history database) against one CastHeart
+ * plus one callback of the drain (large batches). Empty when the run lacks the window.
+ */
+function togetherLine(run: TargetsInput, inputs: CapacityInputs): string[] {
+  const whole = run.history?.summary["1"]?.["hearts.withDelivery.cpuMsPerRequest.all"]?.median;
+  if (whole === undefined || !Number.isFinite(whole)) return [];
+  const parts = Object.values(inputs.castHeart).reduce((n, v) => n + v, 0) + Object.values(inputs.callback).reduce((n, v) => n + v, 0);
+  if (!(parts > 0)) return [];
+  return [
+    `- Measured whole (the hearts phase's window with the relay and delivery running, the bench's top rate), a vote cost ${fmt(whole, 2)} ms of CPU over every process, ` +
+      `against ${fmt(parts, 2)} ms for one CastHeart and one drained callback measured apart: ${fmt(whole / parts, 2)}x. The consumer and dispatcher work in ` +
+      "small batches when votes arrive one by one, and large ones when draining a backlog; the cores below are the parts' (a lower bound), " +
+      `so plan with up to ${fmt(whole / parts, 2)}x them for a steady flow.`,
+  ];
+}

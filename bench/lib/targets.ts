@@ -152,17 +152,19 @@ const profileText = (p: { all: number; parts: Array<[string, number]> }): string
 function cpuBoundLimit(side: Record<string, MedianOf> | undefined, key: string, nproc: number | undefined, unit: string): string | undefined {
   const p = hopProfile(side, key);
   if (p === undefined) return undefined;
-  const most = nproc !== undefined && nproc > 0 ? `; ${nproc} cores allow at most ${fmt((nproc * 1000) / p.all, 0)} ${unit}/s at that cost` : "";
+  // "About": the windows' CPU includes PostgreSQL's background work (checkpoints, autovacuum), so the rate can pass it a little.
+  const most = nproc !== undefined && nproc > 0 ? `; ${nproc} cores give about ${fmt((nproc * 1000) / p.all, 0)} ${unit}/s at that cost` : "";
   return `CPU per ${unit}: ${profileText(p)}${most}`;
 }
 
-/** A ratio to the raw ingest server's limit: both CPU-bound on one machine, the ratio can reach at most raw CPU / ours. */
+/** A ratio to the raw ingest server's limit: our CPU per event beside the raw server's. */
 function rawRatioLimit(side: Record<string, MedianOf> | undefined, ours: string, raw: string): string | undefined {
   const o = hopProfile(side, ours);
   // The raw server's own cost only: it and the PostgreSQL it writes to (the system's processes idle beside it are not its).
   const r = hopProfile(side, raw, ["postgres", "baseline"]);
   if (o === undefined || r === undefined) return undefined;
-  return `CPU per event: ours ${profileText(o)}, the raw server ${profileText(r)}: on the same cores at most ${fmt(r.all / o.all, 2)}x`;
+  // Not a bound on the ratio: the raw server need not be CPU-bound (at c=32 it waits on its commits).
+  return `CPU per event: ours ${profileText(o)}, the raw server ${profileText(r)}: ours costs ${fmt(o.all / r.all, 2)}x the raw server's CPU`;
 }
 
 /** A latency target's limit: the vote's stages (p50, ms) as the latency phase splits them. */

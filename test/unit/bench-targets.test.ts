@@ -125,12 +125,12 @@ test("a throughput target not met says what holds it: each serving process's CPU
   const rows = evaluateTargets({ summary: summaryOf(figures), machine: { atStart: { nproc: 2 } } });
   const withDelivery = rowOf(rows, "CastHeart with delivery running");
   t.is(withDelivery.verdict, "not met");
-  t.is(withDelivery.limit, "CPU per heart: 4.00 ms (referral-service 0.50, delivery 1.50, postgres 2.00); 2 cores allow at most 500 heart/s at that cost");
+  t.is(withDelivery.limit, "CPU per heart: 4.00 ms (referral-service 0.50, delivery 1.50, postgres 2.00); 2 cores give about 500 heart/s at that cost");
   t.is(rowOf(rows, "Callbacks drained from a backlog").limit, undefined);
   t.true(renderTargets(rows, false).includes(`- **CastHeart with delivery running**: ${withDelivery.limit}.`));
 });
 
-test("an ingest ratio to the raw server not met names both CPU costs and the ratio they allow; a latency target its stages", (t) => {
+test("an ingest ratio to the raw server not met names both CPU costs and how many times the raw server's ours is; a latency target its stages", (t) => {
   const rows = evaluateTargets({
     summary: summaryOf({
       "ingest.ratio": 0.5,
@@ -148,7 +148,7 @@ test("an ingest ratio to the raw server not met names both CPU costs and the rat
   });
   t.is(
     rowOf(rows, "Ingest `registered` at c=32 / the one-statement raw server").limit,
-    "CPU per event: ours 2.00 ms (gateway 1.00, referral-service 0.50, postgres 0.50), the raw server 1.00 ms (postgres 0.40, baseline 0.60): on the same cores at most 0.50x",
+    "CPU per event: ours 2.00 ms (gateway 1.00, referral-service 0.50, postgres 0.50), the raw server 1.00 ms (postgres 0.40, baseline 0.60): ours costs 2.00x the raw server's CPU",
   );
   t.is(rowOf(rows, "Vote -> callback p50, idle").limit, "stages (p50): relay 4.5 ms, send 1.2 ms");
 });

@@ -1,6 +1,7 @@
 import type { PrismaClient } from "../shared/adapters/db.js";
 import type { Mailer } from "../shared/adapters/mailer.js";
-import { executeSql, runSql } from "../shared/adapters/sql/executor.js";
+import { executeSql, runSql, runSqlTransaction } from "../shared/adapters/sql/executor.js";
+import { fenceIndexLedPlans } from "../shared/adapters/sql/planner-fence.js";
 import type { Logger } from "../shared/runtime/log.js";
 import type { SecretBox } from "../shared/runtime/secrets.js";
 import { digestDiscordMessage, digestMail } from "./alert-digest.js";
@@ -60,6 +61,9 @@ export interface AlertDigestPassResult {
 
 type ChannelOutcome = "sent" | "given_up" | "temporary" | "off";
 
+/** A digest's claim transaction: the fence and one claim of at most ALERTS_PER_DIGEST rows. */
+const CLAIM_TRANSACTION = { timeoutMs: 10_000, maxWaitMs: 5_000 };
+
 /**
  * One digest pass at `now`: owners with an alert that has waited the digest window (at most DIGEST_OWNERS_PER_PASS),
  * and for each, every alert of theirs waiting (at most ALERTS_PER_DIGEST, taken under a lease) as ONE e-mail and ONE
@@ -73,7 +77,13 @@ export async function runAlertDigestPass(deps: AlertDigestDeps, now: Date): Prom
   const cutoff = new Date(now.getTime() - deps.windowSeconds * 1000);
   const owners = await runSql<{ owner_id: string }>(deps.db, dueOwnersSql(cutoff, DIGEST_OWNERS_PER_PASS));
   for (const { owner_id: ownerId } of owners) {
-    const alerts = await runSql<DigestAlert>(deps.db, claimDigestSql(ownerId, now, new Date(now.getTime() + DIGEST_LEASE_MS), ALERTS_PER_DIGEST));
+    // Fenced (claimDigestSql says why): the fence and the claim in one short transaction.
+    const alerts = await runSqlTransaction(
+      deps.db,
+      async (tx) =>
+        tx.query<DigestAlert>(claimDigestSql(ownerId, now, new Date(now.getTime() + DIGEST_LEASE_MS), ALERTS_PER_DIGEST, await fenceIndexLedPlans(tx))),
+      CLAIM_TRANSACTION,
+    );
     if (alerts.length === 0) continue;
     result.digests += 1;
     const [channels] = await runSql<StoredChannels>(deps.db, readChannelsSql(ownerId));

@@ -1,6 +1,6 @@
 import { Prisma } from "../../gen/prisma/client.js";
 import type { SqlTx } from "../shared/adapters/sql/executor.js";
-import { fenceIndexLedPlans, type PlannerSettings, restorePlannerCte } from "../shared/adapters/sql/planner-fence.js";
+import { DEFAULT_PLANNER_SETTINGS, fenceIndexLedPlans, type PlannerSettings, restorePlannerCte } from "../shared/adapters/sql/planner-fence.js";
 import {
   abuseWindowsAt,
   detectSignals,
@@ -79,7 +79,7 @@ export async function readAbuseFacts(tx: SqlTx, inputs: readonly AbuseFactsInput
 }
 
 /** PostgreSQL's defaults, restored when no fence read the settings before (a caller measuring the statement alone). */
-const DEFAULT_PLANNER: PlannerSettings = { seqscan: "on", bitmapscan: "on", sort: "on" };
+const DEFAULT_PLANNER: PlannerSettings = DEFAULT_PLANNER_SETTINGS;
 
 /** readAbuseFacts's statement (exported for the test that checks the rows it reads on a skewed history). */
 export function abuseFactsSql(inputs: readonly AbuseFactsInput[], rules: AbuseRules, now: Date, planner: PlannerSettings = DEFAULT_PLANNER): Prisma.Sql {

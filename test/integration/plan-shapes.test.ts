@@ -13,6 +13,7 @@ import { PlayerIdKind, PlayerIdSchema } from "../../gen/proto/claims/v1/claims_p
 import { toLedgerPlayer } from "../../services/claims/ledger-player.js";
 import { claimOldestHeld, readStanding } from "../../services/claims/ledger-store.js";
 import { runAlertScan } from "../../services/alerts/scan-alert-causes.js";
+import { claimDigestSql } from "../../services/alerts/alert-store.js";
 import { claimDueDeliveries } from "../../services/delivery/pipeline/claim-deliveries.js";
 import { insertAndLeaseDeliveries } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { castHeartBatch } from "../../services/hearts/cast-heart-batch.js";
@@ -20,8 +21,9 @@ import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js
 import { toVoterAddress } from "../../services/hearts/domain/ip.js";
 import { applyEventBatch } from "../../services/referral/apply-event.js";
 import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
-import { executeSql, runSql } from "../../services/shared/adapters/sql/executor.js";
-import { planScansOf, recordingClient, type PlanScan } from "../helpers/rows-read.js";
+import { executeSql, runSql, runSqlTransaction } from "../../services/shared/adapters/sql/executor.js";
+import { fenceIndexLedPlans } from "../../services/shared/adapters/sql/planner-fence.js";
+import { planScansOf, recordingClient, rowsReadByStatements, type PlanScan } from "../helpers/rows-read.js";
 import {
   insertAddressClicks,
   insertAddressHearts,
@@ -208,6 +210,45 @@ test.serial(
       for (const s of scans)
         t.true(s.nodeType !== "Seq Scan" || !["servers", "callback_endpoints"].includes(s.table ?? ""), `sequential scan of ${s.table} in ${what}`);
     }
+  },
+);
+
+test.serial(
+  "a digest's claim of one owner's 3 waiting alerts reads those, not the 20,000 other owners' waiting alerts nor the owner's 20,000 sent ones",
+  async (t) => {
+    const { h, clock, pool, serverId } = t.context;
+    const at = clock.now();
+    const owner = `digest-owner-${randomUUID()}`;
+    // Other owners' alerts waiting (a list-wide outage), and this owner's long history of alerts already sent.
+    await executeSql(
+      h.db.prisma,
+      Prisma.sql`INSERT INTO owner_alerts (id, owner_id, server_id, kind, cause_key, title, detail, link, created_at, send_after)
+        SELECT gen_random_uuid(), 'other-' || (g % 5000), ${serverId}::uuid, 'endpoint_disabled', 'other:' || g || ':' || ${owner}, 't', 'd', '/',
+               ${at}::timestamptz - g * interval '1 second', ${at}::timestamptz - g * interval '1 second'
+        FROM generate_series(1, ${HISTORY_ROWS}::int) g`,
+    );
+    await executeSql(
+      h.db.prisma,
+      Prisma.sql`INSERT INTO owner_alerts (id, owner_id, server_id, kind, cause_key, title, detail, link, created_at, send_after)
+        SELECT gen_random_uuid(), ${owner}, ${serverId}::uuid, 'endpoint_disabled', 'sent:' || g || ':' || ${owner}, 't', 'd', '/',
+               ${at}::timestamptz - interval '1 day' - g * interval '1 second', CASE WHEN g <= 3 THEN ${at}::timestamptz - g * interval '1 second' END
+        FROM generate_series(1, ${HISTORY_ROWS}::int) g`,
+    );
+    await executeSql(h.db.prisma, Prisma.sql`ANALYZE owner_alerts`);
+    // As the digest pass claims: the fence, then the claim, in one transaction (the helper replays the fence).
+    const { client, statements } = recordingClient(pool);
+    const claimed = await runSqlTransaction(
+      client,
+      async (tx) => tx.query(claimDigestSql(owner, at, new Date(at.getTime() + 60_000), 1_000, await fenceIndexLedPlans(tx))),
+      { timeoutMs: 10_000 },
+    );
+    t.is(claimed.length, 3, "the owner's 3 waiting alerts");
+    // Measured on the state before the claim: the 3 wait again.
+    await executeSql(h.db.prisma, Prisma.sql`UPDATE owner_alerts SET send_after = created_at WHERE owner_id = ${owner} AND send_after > ${at}::timestamptz`);
+    const read = await rowsReadByStatements(h.db.prisma, statements());
+    t.log(read);
+    // Each claimed alert read a few times (the index walk, its lock, its update by key): never the other alerts.
+    t.true((read.owner_alerts ?? 0) <= 4 * 3, `owner_alerts rows read: ${read.owner_alerts}`);
   },
 );
 

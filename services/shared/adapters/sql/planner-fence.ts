@@ -3,7 +3,8 @@ import type { SqlTx } from "./executor.js";
 
 /**
  * The planner settings that keep a statement index-led whatever the statistics say: no sequential scan, no bitmap
- * scan, no sort. A statement whose bound rests on walking an index in order (`ORDER BY <index key> LIMIT n`) reads n
+ * scan, no sort (incremental sorts included: a walk of another index in part of the order, sorted in groups, read the
+ * owner alerts' whole waiting backlog for one owner's few). A statement whose bound rests on walking an index in order (`ORDER BY <index key> LIMIT n`) reads n
  * entries only when the plan is that walk; with stale or skewed statistics the planner may instead read every matching
  * row and sort them (a bitmap or sequential scan under a top-N sort), which is exactly the unbounded read. These
  * settings make the walk the only plan left (a disabled path is still used when nothing else can run, so a statement
@@ -19,20 +20,24 @@ export interface PlannerSettings {
   seqscan: string;
   bitmapscan: string;
   sort: string;
+  incrementalSort: string;
 }
 
 /** The fence's statement: the settings before (read first, in a subquery the planner keeps apart), then turned off. */
 const FENCE_INDEX_LED_PLANS = Prisma.sql`
-    SELECT /* planner-fence */ b.seqscan, b.bitmapscan, b.sort,
+    SELECT /* planner-fence */ b.seqscan, b.bitmapscan, b.sort, b.incremental_sort AS "incrementalSort",
            set_config('enable_seqscan', 'off', true) AS seqscan_now, set_config('enable_bitmapscan', 'off', true) AS bitmapscan_now,
-           set_config('enable_sort', 'off', true) AS sort_now
+           set_config('enable_sort', 'off', true) AS sort_now, set_config('enable_incremental_sort', 'off', true) AS incremental_sort_now
     FROM (SELECT current_setting('enable_seqscan') AS seqscan, current_setting('enable_bitmapscan') AS bitmapscan,
-                 current_setting('enable_sort') AS sort OFFSET 0) AS b`;
+                 current_setting('enable_sort') AS sort, current_setting('enable_incremental_sort') AS incremental_sort OFFSET 0) AS b`;
+
+/** PostgreSQL's defaults: what a statement built without a fence restores (nothing changes). */
+export const DEFAULT_PLANNER_SETTINGS: PlannerSettings = { seqscan: "on", bitmapscan: "on", sort: "on", incrementalSort: "on" };
 
 /** Fences the transaction's next statement (one round trip); the settings it replaced, for restorePlannerCte. */
 export async function fenceIndexLedPlans(tx: SqlTx): Promise<PlannerSettings> {
   const [row] = await tx.query<PlannerSettings>(FENCE_INDEX_LED_PLANS);
-  return row ?? { seqscan: "on", bitmapscan: "on", sort: "on" };
+  return row ?? DEFAULT_PLANNER_SETTINGS;
 }
 
 /**
@@ -43,7 +48,7 @@ export async function fenceIndexLedPlans(tx: SqlTx): Promise<PlannerSettings> {
 export function restorePlannerCte(before: PlannerSettings): Prisma.Sql {
   return Prisma.sql`planner_restored AS MATERIALIZED (
       SELECT set_config('enable_seqscan', ${before.seqscan}, true) AS seqscan, set_config('enable_bitmapscan', ${before.bitmapscan}, true) AS bitmapscan,
-             set_config('enable_sort', ${before.sort}, true) AS sort
+             set_config('enable_sort', ${before.sort}, true) AS sort, set_config('enable_incremental_sort', ${before.incrementalSort}, true) AS incremental_sort
     )`;
 }
 

@@ -943,12 +943,25 @@ async function phasePull(ctx: Ctx, roundNo: number, figures: Figures, details: D
       expectContains: "",
       ...over,
     });
+  // The deliveries table's dead rows and autovacuum runs: claims turn pending rows into delivered ones, and autovacuum's
+  // threshold grows with the table (20 % of it), so the empty database's table is vacuumed during a window and the
+  // history's is not (how the claim's cost on the history was looked into).
+  const deliveriesVacuum = async () => {
+    const { rows } = await ctx.sql.query<{ dead: string; live: string; vacuums: string }>(
+      "SELECT n_dead_tup AS dead, n_live_tup AS live, autovacuum_count + vacuum_count AS vacuums FROM pg_stat_user_tables WHERE relname = 'deliveries'",
+    );
+    return { dead: Number(rows[0]?.dead ?? Number.NaN), live: Number(rows[0]?.live ?? Number.NaN), vacuums: Number(rows[0]?.vacuums ?? Number.NaN) };
+  };
   const measure = async (key: string, mode: "list" | "claim", what: string) => {
     await run(mode, { durationMs: WARMUP_MS });
     await ctx.pgb.resetStatements();
+    const vacuumBefore = await deliveriesVacuum();
     const finish = openWindow(tracked(ctx));
     const load = await run(mode, {});
     const window = finish();
+    const vacuumAfter = await deliveriesVacuum();
+    figures[`${key}.deliveriesDeadRowsAtEnd`] = vacuumAfter.dead;
+    figures[`${key}.deliveriesVacuumsInWindow`] = vacuumAfter.vacuums - vacuumBefore.vacuums;
     const statements = await statementsSince(ctx);
     const perRequest = round2(statements.calls / Math.max(1, load.requests));
     const seconds = Math.max(1, load.elapsedMs) / 1000;
@@ -968,7 +981,15 @@ async function phasePull(ctx: Ctx, roundNo: number, figures: Figures, details: D
     figures[`${key}.stmtsPerCall`] = perRequest;
     for (const [k, v] of Object.entries(window.cpuMs)) figures[`${key}.cpuMsPerCall.${k}`] = round2(v / Math.max(1, load.requests));
     putCpuPerRequest(figures, key, window, load.requests);
-    details.push({ phase: "pull", round: roundNo, instances: 1, what, window, load, extra: { statementsPerCall: perRequest, top: statements.top } });
+    details.push({
+      phase: "pull",
+      round: roundNo,
+      instances: 1,
+      what,
+      window,
+      load,
+      extra: { statementsPerCall: perRequest, top: statements.top, deliveriesVacuum: { before: vacuumBefore, after: vacuumAfter } },
+    });
     progress(
       `pull ${what}: ${fmt(load.requestsPerSecond, 0)} req/s (lists ${pull?.lists ?? 0}, claims ${pull?.claims ?? 0}, hearts claimed ${pull?.claimedHearts ?? 0}, ` +
         `empty lists ${pull?.emptyLists ?? 0}), list p50 ${fmt(pull?.listLatency.p50, 1)} p99 ${fmt(pull?.listLatency.p99, 1)} ms` +

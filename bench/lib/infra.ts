@@ -282,7 +282,22 @@ export interface BenchPostgresOptions {
   dataDir?: string;
 }
 
-/** Starts PostgreSQL with pg_stat_statements, and migrates a template database. */
+/**
+ * BENCH_PG_SETTINGS (`name=value,...`): PostgreSQL settings for the bench cluster (what-ifs such as shared_buffers=2GB;
+ * the result records the settings it ran with). A pair without `=` is refused.
+ */
+export function pgSettingsFromEnv(raw: string | undefined): Record<string, string> {
+  if (raw === undefined || raw.trim() === "") return {};
+  return Object.fromEntries(
+    raw.split(",").map((pair) => {
+      const i = pair.indexOf("=");
+      if (i <= 0) throw new Error(`BENCH_PG_SETTINGS: "${pair}" is not name=value`);
+      return [pair.slice(0, i).trim(), pair.slice(i + 1).trim()];
+    }),
+  );
+}
+
+/** Starts PostgreSQL with pg_stat_statements (and BENCH_PG_SETTINGS), and migrates a template database. */
 export async function startBenchPostgres(progress: (line: string) => void, opts: BenchPostgresOptions = {}): Promise<BenchPostgres> {
   const started = Date.now();
   const instance = await startPostgres({
@@ -293,6 +308,7 @@ export async function startBenchPostgres(progress: (line: string) => void, opts:
       shared_preload_libraries: "pg_stat_statements",
       "pg_stat_statements.track": "all",
       "pg_stat_statements.max": "2000",
+      ...pgSettingsFromEnv(process.env.BENCH_PG_SETTINGS),
     },
   });
   const adminUrl = instance.url;

@@ -125,16 +125,17 @@ export function takeClaimPayoutSql(serverId: string, now: Date): Prisma.Sql {
 }
 
 /**
- * The payouts a pull claim takes inside its claim statement (a data-modifying CTE): for each pending pull
- * delivery `d` of a pay-once server matching `rows` (over `d`), a row paid by `pull`, first come (ON CONFLICT
- * DO NOTHING). RETURNING delivery_id: the deliveries whose payout this claim took.
+ * The payouts a pull claim takes inside its claim statement (a data-modifying CTE): for each delivery of `named` (an
+ * SQL set of delivery ids, the claim's pull deliveries of one server) still pending, on a pay-once server, a row paid by
+ * `pull`, first come (ON CONFLICT DO NOTHING). RETURNING delivery_id: the deliveries whose payout this claim took.
+ * Bounded: one primary-key read per named delivery, its server's row, a payout probe.
  */
-export function takePullPayoutsSql(serverId: string, rows: Prisma.Sql, now: Date): Prisma.Sql {
+export function takePullPayoutsSql(named: Prisma.Sql, now: Date): Prisma.Sql {
   return Prisma.sql`
     INSERT INTO heart_payouts (heart_id, server_id, transport, delivery_id, state, taken_at, paid_at)
     SELECT d.heart_id, d.server_id, 'pull', d.id, 'paid', ${now}::timestamptz, ${now}::timestamptz
     FROM deliveries d JOIN servers s ON s.id = d.server_id AND s.pay_once
-    WHERE d.server_id = ${serverId}::uuid AND d.transport = 'pull' AND d.status = 'pending' AND ${rows}
+    WHERE d.id IN (${named}) AND d.status = 'pending'
     ON CONFLICT (heart_id) DO NOTHING
     RETURNING delivery_id`;
 }

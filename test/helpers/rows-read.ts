@@ -16,7 +16,8 @@ interface PlanNode {
 }
 
 /**
- * The rows a statement read from each table: every scan node of its EXPLAIN (ANALYZE) plan counts the rows it
+ * The rows a statement read from each table: every scan node of its EXPLAIN (ANALYZE) plan (not a ModifyTable's: the
+ * rows it writes were read by the scan below it) counts the rows it
  * returned plus those its filter or recheck removed, times its loops; a bitmap index scan (which names its index, not
  * its table) adds the index entries it read to its table, as a bitmap plan may read a long run of entries to return a
  * few heap rows. Runs the statement inside a transaction that is rolled back, so a statement that writes (a dedup
@@ -56,7 +57,11 @@ export async function rowsReadByTable(
   if (!plan) throw new Error("EXPLAIN returned no plan");
   const read: Record<string, number> = {};
   const walk = (node: PlanNode) => {
-    const table = node["Relation Name"] ?? (node["Node Type"] === "Bitmap Index Scan" ? tableOfIndex.get(node["Index Name"] ?? "") : undefined);
+    // A ModifyTable node names its table too, but its rows are the ones it wrote, which the scan below it read.
+    const table =
+      node["Node Type"] === "ModifyTable"
+        ? undefined
+        : (node["Relation Name"] ?? (node["Node Type"] === "Bitmap Index Scan" ? tableOfIndex.get(node["Index Name"] ?? "") : undefined));
     if (table !== undefined) {
       const rows = (node["Actual Rows"] ?? 0) + (node["Rows Removed by Filter"] ?? 0) + (node["Rows Removed by Index Recheck"] ?? 0);
       read[table] = (read[table] ?? 0) + rows * (node["Actual Loops"] ?? 1);

@@ -30,6 +30,8 @@ import {
 } from "../../scripts/harness/delivery-harness.js";
 
 const HISTORY_ROWS = 20_000;
+/** The other servers of the list in the pull claim's test, each with one delivered callback. */
+const OTHER_SERVERS = 5_000;
 /** A handful: the rows of the request itself, their neighbours in an index, the server and endpoint rows. */
 const FEW = 12;
 
@@ -210,7 +212,7 @@ test.serial(
 );
 
 test.serial(
-  "a pull claim of a page of 100 reads about those rows of a server with 20,000 pending and 20,000 claimed pull hearts, on its custom and on the generic plan",
+  "a pull claim of a page of 100 reads about those rows of a server with 20,000 pending and 20,000 claimed pull hearts among 5,000 servers, on its custom and on the generic plan",
   async (t) => {
     const { h, clock, pool } = t.context;
     const at = clock.now();
@@ -225,6 +227,20 @@ test.serial(
       FROM (SELECT g, gen_random_uuid() AS h FROM generate_series(1, ${HISTORY_ROWS}::int) g) x`;
     await executeSql(h.db.prisma, pull("delivered"));
     await executeSql(h.db.prisma, pull("pending"));
+    // A list's other servers, each with a delivered callback: the table's statistics then say a server has few pending
+    // pull hearts (one server's share of a table of thousands of servers), as on a list's history. With them, the
+    // generic plan of a claim that named the server and the pending status walked the server's pending partial index
+    // (deliveries_pull_pending_hearts_idx) and filtered by dedup_key: the whole backlog per claim.
+    await executeSql(
+      h.db.prisma,
+      Prisma.sql`
+      WITH s AS (INSERT INTO servers (id, name) SELECT gen_random_uuid(), 'other ' || g FROM generate_series(1, ${OTHER_SERVERS}::int) g RETURNING id)
+      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, counted_at, status, attempts,
+                              delivered_at, created_at)
+      SELECT gen_random_uuid(), s.id, x.h, x.h::text, 'callback', 'heart.counted', 'p', 'p', '2026-05', ${at}::timestamptz, 'delivered', 1,
+             ${at}::timestamptz, ${at}::timestamptz - interval '3 days'
+      FROM s CROSS JOIN LATERAL (SELECT gen_random_uuid() AS h) x`,
+    );
     await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
     const page = await listPullHearts(h.db.prisma, { serverId: backlog, cursor: "", limit: 100 });
     const claim = recordingClient(pool);
@@ -242,7 +258,8 @@ test.serial(
     const statements = claim.statements();
     const custom = await rowsReadByStatements(h.db.prisma, statements);
     t.log("custom plan", custom);
-    // 100 rows of the claim, read once by each part of the statement that names them (the payout, the claim, the answer's check).
+    // 100 rows of the claim, read once by each part of the statement that names them (the probe of each id's unique key,
+    // then by primary key the payout, the claim and the answer's check).
     t.true((custom.deliveries ?? 0) <= 4 * 100 + FEW, `custom plan: deliveries rows read: ${custom.deliveries}`);
     for (const statement of statements.filter((x) => !x.text.includes("/* planner-fence */"))) {
       const generic = await rowsReadByTableGeneric(h.db.prisma, statement);

@@ -186,23 +186,21 @@ export function withdrawDeliveriesSql(q: {
 }
 
 /**
- * The owner's pull claim (move `claim_pull`), as a data-modifying CTE: the server's pending pull deliveries
- * matching `rows` (and `also`) become delivered at `now`, answered `statusCode`. RETURNING id, server_id and
- * `key` AS key.
+ * The owner's pull claim (move `claim_pull`), as a data-modifying CTE: the deliveries of `named` (an SQL set of
+ * delivery ids: the claim's pull deliveries of one server, found by their unique key) that are still pending and
+ * match `also` become delivered at `now`, answered `statusCode`. RETURNING id, server_id and `key` AS key.
+ *
+ * Rows are named by id alone, with neither server, transport nor kind: with those (and the guard's status), the
+ * generic plan of a list whose pending pull deliveries are a small share of the table walked the server's pending
+ * partial index and filtered by dedup key, reading the server's whole backlog per claim (bench s35). Bounded: one
+ * primary-key read per named delivery.
  */
-export function claimPullDeliveriesSql(q: {
-  serverId: string;
-  rows: Prisma.Sql;
-  also: Prisma.Sql;
-  now: Date;
-  statusCode: number;
-  key: Prisma.Sql;
-}): Prisma.Sql {
+export function claimPullDeliveriesSql(q: { named: Prisma.Sql; also: Prisma.Sql; now: Date; statusCode: number; key: Prisma.Sql }): Prisma.Sql {
   return Prisma.sql`
     UPDATE deliveries d
     SET status = ${statusSql(DELIVERY_TRANSITIONS.claim_pull.to)}, delivered_at = ${q.now}::timestamptz, attempts = d.attempts + 1, lease_until = NULL,
         last_status_code = ${q.statusCode}::int, last_error = NULL
-    WHERE d.server_id = ${q.serverId}::uuid AND d.transport = 'pull' AND ${deliveryGuardSql("claim_pull")} AND ${q.rows} AND ${q.also}
+    WHERE d.id IN (${q.named}) AND ${deliveryGuardSql("claim_pull")} AND ${q.also}
     RETURNING d.id, d.server_id, ${q.key} AS key`;
 }
 

@@ -21,29 +21,38 @@ export type PullClaimStatus = "claimed" | "already_claimed" | "unknown";
 /** What a claim names: hearts by heart_id (POST /api/pull/claims) or referral events by event_id (POST /api/pull/events/claims). */
 type PullClaimKind = "heart" | "event";
 
-/** Per kind: the request field, the answer's id field, the key column and which pull deliveries it claims. */
+/** Per kind: the request field, the answer's id field, the key column and which pull deliveries of the server it names. */
 const CLAIM_KINDS = {
   heart: {
     ids: "heart_ids",
     id: "heart_id",
     key: Prisma.sql`heart_id::text`,
-    // Bounded the same way: a heart's pull delivery has no endpoint and its heart id as dedup_key, so each id is one
-    // probe of the unique (server_id, transport, endpoint_id, dedup_key) index. Matched by heart_id, the planner ANDed
-    // the heart_id index with the server's pending pull index and read every pending pull heart of the server (20,008
-    // rows for a page of 100 in the bounded-reads test; 100,000 for the bench's big backlog).
-    rows: (ids: string[]) => Prisma.sql`event_type = 'heart.counted' AND endpoint_id IS NULL AND dedup_key = ANY(${ids}::text[])`,
+    // A heart's pull delivery has no endpoint and its heart id as dedup_key: matched by heart_id, the planner ANDed the
+    // heart_id index with the server's pending pull index and read every pending pull heart of the server.
+    kind: (_ids: string[]) => Prisma.sql`d.event_type = 'heart.counted'`,
   },
   event: {
     ids: "event_ids",
     id: "event_id",
     key: Prisma.sql`event_id`,
-    // Bounded: a referral event's pull delivery has no endpoint and its event id as dedup_key (insert-deliveries.ts,
-    // dedupKeyOf), so each id is one probe of the unique (server_id, transport, endpoint_id, dedup_key) index; event_id
-    // has no index of its own, and matched alone it read every pull delivery of the server.
-    rows: (ids: string[]) =>
-      Prisma.sql`event_type <> 'heart.counted' AND endpoint_id IS NULL AND dedup_key = ANY(${ids}::text[]) AND event_id = ANY(${ids}::text[])`,
+    // A referral event's pull delivery has no endpoint and its event id as dedup_key (insert-deliveries.ts, dedupKeyOf);
+    // event_id has no index of its own, and matched alone it read every pull delivery of the server.
+    kind: (ids: string[]) => Prisma.sql`d.event_type <> 'heart.counted' AND d.event_id = ANY(${ids}::text[])`,
   },
 } as const;
+
+/**
+ * The pull deliveries of server `serverId` that a claim of `ids` names, as a set of delivery ids: each id is one probe
+ * of the unique (server_id, transport, endpoint_id, dedup_key) index, so at most MAX_PULL_CLAIM rows are read whatever
+ * the server's backlog or history. It names no status, so the server's pending partial indexes cannot serve it; the
+ * statements that pay, claim and answer take their rows from it by primary key (claimPullDeliveriesSql says why).
+ */
+function namedSql(serverId: string, kind: PullClaimKind, ids: string[]): Prisma.Sql {
+  return Prisma.sql`
+    SELECT d.id FROM deliveries d
+    WHERE d.server_id = ${serverId}::uuid AND d.transport = 'pull' AND d.endpoint_id IS NULL AND d.dedup_key = ANY(${ids}::text[])
+      AND ${CLAIM_KINDS[kind].kind(ids)}`;
+}
 
 /**
  * The exchange a claimed heart's (or referral event's) attempt row records: the claim as it concerned
@@ -126,12 +135,13 @@ async function claimPulled(
     const rows = await runSql<{ key: string; claimed: boolean; pay_once: boolean }>(
       prisma,
       Prisma.sql`
-      WITH paid AS (
-        ${takePullPayoutsSql(q.serverId, Prisma.sql`${kind === "heart"} AND ${k.rows(ids)}`, q.now)}
+      WITH named AS MATERIALIZED (
+        ${namedSql(q.serverId, kind, ids)}
+      ), paid AS (
+        ${takePullPayoutsSql(Prisma.sql`SELECT id FROM named WHERE ${kind === "heart"}`, q.now)}
       ), claimed AS (
         ${claimPullDeliveriesSql({
-          serverId: q.serverId,
-          rows: k.rows(ids),
+          named: Prisma.sql`SELECT id FROM named`,
           also: Prisma.sql`(${kind !== "heart"} OR NOT (SELECT pay_once FROM servers WHERE id = ${q.serverId}::uuid) OR d.id IN (SELECT delivery_id FROM paid))`,
           now: q.now,
           statusCode: PULL_CLAIM_ANSWER_STATUS,
@@ -143,8 +153,7 @@ async function claimPulled(
       SELECT key, true AS claimed, (SELECT count(*) FROM paid) > 0 AS pay_once FROM claimed
       UNION ALL
       SELECT ${k.key} AS key, false AS claimed, false AS pay_once FROM deliveries
-      WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND ${alreadyClaimedSql(kind)} AND ${k.rows(ids)}
-        AND ${k.key} NOT IN (SELECT key FROM claimed)`,
+      WHERE id IN (SELECT id FROM named) AND ${alreadyClaimedSql(kind)} AND ${k.key} NOT IN (SELECT key FROM claimed)`,
     );
     for (const row of rows) (row.claimed ? claimed : delivered).add(row.key);
     const paidOnce = rows.some((row) => row.pay_once);
@@ -155,9 +164,7 @@ async function claimPulled(
     if (unplaced.length > 0) {
       const late = await runSql<{ key: string }>(
         prisma,
-        Prisma.sql`
-        SELECT ${k.key} AS key FROM deliveries
-        WHERE server_id = ${q.serverId}::uuid AND transport = 'pull' AND ${alreadyClaimedSql(kind)} AND ${k.rows(unplaced)}`,
+        Prisma.sql`SELECT ${k.key} AS key FROM deliveries WHERE id IN (${namedSql(q.serverId, kind, unplaced)}) AND ${alreadyClaimedSql(kind)}`,
       );
       for (const row of late) delivered.add(row.key);
     }

@@ -150,6 +150,14 @@ const QUEUE_ONLINE = ["Player_1", "Player_2", "Player_3"];
 const PULL_BIG_BACKLOG = envInt("BENCH_PULL_BIG_BACKLOG", QUICK ? 20_000 : 100_000);
 const PULL_BACKLOG = envInt("BENCH_PULL_BACKLOG", QUICK ? 2_000 : 5_000);
 const PULL_PAGE = envInt("BENCH_PULL_PAGE", 100);
+/**
+ * BENCH_RETENTION=1 runs the referral service's retention loop during the run (default: off, RETENTION_ENABLED=false).
+ * The history template holds two years of rows that retention removes or strips (deliveries and attempts' exchanges past
+ * their days), which a list that always ran retention would not hold: with it on, the history's windows measured its
+ * catch-up (one batch of attempts' exchanges took 693 ms of PostgreSQL inside a 500-claim window of
+ * s35-history-1-after, 2.4x that window's CPU per claim). Retention's own cost is bench/storage-soak.ts's.
+ */
+const RETENTION = process.env.BENCH_RETENTION === "1";
 const HOT_TOKENS = envInt("BENCH_HOT_TOKENS", QUICK ? 10_000 : 40_000);
 const NAME = process.env.BENCH_NAME ?? (QUICK ? "smoke/run" : "run");
 /** `--history[=SCALE]` or BENCH_HISTORY_SCALE: every phase also on a clone of the production-shaped history (bench/lib/history.ts). */
@@ -326,6 +334,7 @@ function envFor(ctx: Ctx, kind: ProcessKind, index: number, ports: { port: numbe
         GATEWAY_SERVICE_TOKEN_SCOPES: ctx.gatewayScopes,
         ALLOW_INSECURE_CALLBACKS: "true",
         PUBLIC_BASE_URL: "http://127.0.0.1:8080",
+        RETENTION_ENABLED: RETENTION ? "true" : "false",
       };
       break;
     case "gateway":
@@ -2001,6 +2010,7 @@ async function main(): Promise<void> {
       heartRules: HEART_RULES,
       logLevel: process.env.BENCH_LOG_LEVEL ?? "info",
       sutEnv: process.env.BENCH_SUT_ENV ?? "",
+      retention: RETENTION,
     },
     envNamesTheTargetDoesNotRead: [...ctx.envWarnings],
     bestRawCallbackShapes: ctx.bestRawShapes,

@@ -19,6 +19,7 @@ import type { ReceiptLinks } from "../../services/hearts/receipt-token.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { create } from "@bufbuild/protobuf";
 import { GetReceiptRequestSchema } from "../../gen/proto/hearts/v1/hearts_pb.js";
+import { deliveredCallbackOf, seedListServers } from "../helpers/list-servers.js";
 import { recordingClient, rowsReadByStatements, rowsReadByTableGeneric } from "../helpers/rows-read.js";
 import {
   defaultEndpoint,
@@ -30,8 +31,6 @@ import {
 } from "../../scripts/harness/delivery-harness.js";
 
 const HISTORY_ROWS = 20_000;
-/** The other servers of the list in the pull claim's test, each with one delivered callback. */
-const OTHER_SERVERS = 5_000;
 /** A handful: the rows of the request itself, their neighbours in an index, the server and endpoint rows. */
 const FEW = 12;
 
@@ -212,7 +211,7 @@ test.serial(
 );
 
 test.serial(
-  "a pull claim of a page of 100 reads about those rows of a server with 20,000 pending and 20,000 claimed pull hearts among 5,000 servers, on its custom and on the generic plan",
+  "a pull claim of a page of 100 reads about those rows of a server with 20,000 pending and 20,000 claimed pull hearts among a list's 5,000 servers, on its custom and on the generic plan",
   async (t) => {
     const { h, clock, pool } = t.context;
     const at = clock.now();
@@ -227,21 +226,10 @@ test.serial(
       FROM (SELECT g, gen_random_uuid() AS h FROM generate_series(1, ${HISTORY_ROWS}::int) g) x`;
     await executeSql(h.db.prisma, pull("delivered"));
     await executeSql(h.db.prisma, pull("pending"));
-    // A list's other servers, each with a delivered callback: the table's statistics then say a server has few pending
-    // pull hearts (one server's share of a table of thousands of servers), as on a list's history. With them, the
-    // generic plan of a claim that named the server and the pending status walked the server's pending partial index
-    // (deliveries_pull_pending_hearts_idx) and filtered by dedup_key: the whole backlog per claim.
-    await executeSql(
-      h.db.prisma,
-      Prisma.sql`
-      WITH s AS (INSERT INTO servers (id, name) SELECT gen_random_uuid(), 'other ' || g FROM generate_series(1, ${OTHER_SERVERS}::int) g RETURNING id)
-      INSERT INTO deliveries (id, server_id, heart_id, dedup_key, transport, event_type, username, voter_identity, period, counted_at, status, attempts,
-                              delivered_at, created_at)
-      SELECT gen_random_uuid(), s.id, x.h, x.h::text, 'callback', 'heart.counted', 'p', 'p', '2026-05', ${at}::timestamptz, 'delivered', 1,
-             ${at}::timestamptz, ${at}::timestamptz - interval '3 days'
-      FROM s CROSS JOIN LATERAL (SELECT gen_random_uuid() AS h) x`,
-    );
-    await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
+    // The list's other servers (test/helpers/list-servers.ts): with a handful of servers, the generic plan of a claim that
+    // named the server and the pending status kept to the dedup keys; with a list's thousands it walked the server's
+    // pending partial index (deliveries_pull_pending_hearts_idx) and filtered by dedup key: the whole backlog per claim.
+    await seedListServers(h.db.prisma, { at, rowsOf: [deliveredCallbackOf], analyze: ["deliveries"] });
     const page = await listPullHearts(h.db.prisma, { serverId: backlog, cursor: "", limit: 100 });
     const claim = recordingClient(pool);
     const answers = await claimPullHearts(claim.client, { serverId: backlog, heartIds: page.hearts.map((x) => x.heartId), now: at });

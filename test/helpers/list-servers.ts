@@ -47,3 +47,55 @@ export async function seedListServers(
   if (q.analyze.length > 0) await executeSql(prisma, Prisma.raw(`ANALYZE ${q.analyze.join(", ")}`));
   return ids;
 }
+
+/** One claimed ledger row per server (a Steam player of its own, counted a week before `at`). */
+export const claimedLedgerRowOf: ListRowsOf = (servers, at) => Prisma.sql`
+  INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, steam_id, counted_at, expires_at, claimed_at, state)
+  SELECT gen_random_uuid(), s.id, 'steam:' || x.n, 'p' || x.n, x.n::text, ${at}::timestamptz - interval '7 days', ${at}::timestamptz + interval '23 days',
+         ${at}::timestamptz - interval '6 days', 'claimed'
+  FROM (${servers}) s CROSS JOIN LATERAL (SELECT (76561190000000000 + floor(random() * 1e9))::bigint AS n) x`;
+
+/** One held ledger row per server (a Steam player of its own, counted a day before `at`). */
+export const heldLedgerRowOf: ListRowsOf = (servers, at) => Prisma.sql`
+  INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, steam_id, counted_at, expires_at)
+  SELECT gen_random_uuid(), s.id, 'steam:' || x.n, 'p' || x.n, x.n::text, ${at}::timestamptz - interval '1 day', ${at}::timestamptz + interval '29 days'
+  FROM (${servers}) s CROSS JOIN LATERAL (SELECT (76561190000000000 + floor(random() * 1e9))::bigint AS n) x`;
+
+/** One counted heart per server, from a voter and an address of its own, an hour before `at`. */
+export const countedHeartOf: ListRowsOf = (servers, at) => Prisma.sql`
+  INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons, period, created_at)
+  SELECT gen_random_uuid(), s.id, 'list-' || x.n, 'list-' || x.n, '10.9.' || (x.n >> 8 & 255) || '.' || (x.n & 255), '10.9.' || (x.n >> 8 & 255) || '.0/24',
+         'ua', true, 'counted', 0, '{}', 'list', ${at}::timestamptz - interval '1 hour'
+  FROM (${servers}) s CROSS JOIN LATERAL (SELECT floor(random() * 65536)::int AS n) x`;
+
+/** The (server, address, voter) rows of each server's counted hearts (as CastHeart's write keeps them): write after countedHeartOf. */
+export const addressVotersOf: ListRowsOf = (servers) => Prisma.sql`
+  INSERT INTO heart_address_voters (server_id, address, voter_identity, last_counted_at)
+  SELECT h.server_id, a.address, h.voter_identity, max(h.created_at) FROM hearts h CROSS JOIN LATERAL (VALUES (h.ip), (h.subnet)) AS a(address)
+  WHERE h.server_id IN (${servers}) AND h.counted AND a.address IS NOT NULL GROUP BY h.server_id, a.address, h.voter_identity`;
+
+/** One unlinked referral click per server, from an address of its own, an hour before `at`. */
+export const unlinkedClickOf: ListRowsOf = (servers, at) => Prisma.sql`
+  INSERT INTO referral_clicks (id, server_id, referrer_identity, token, ip, subnet, user_agent, created_at)
+  SELECT gen_random_uuid(), s.id, 'list-referrer', 'list-' || gen_random_uuid()::text, '10.8.' || (x.n >> 8 & 255) || '.' || (x.n & 255),
+         '10.8.' || (x.n >> 8 & 255) || '.0/24', 'ua', ${at}::timestamptz - interval '1 hour'
+  FROM (${servers}) s CROSS JOIN LATERAL (SELECT floor(random() * 65536)::int AS n) x`;
+
+/**
+ * One qualified referral per server with its credit and its click linked (from an address of its own), a day before
+ * `at`: the referrals, referral_credits and linked referral_clicks of a list.
+ */
+export const linkedReferralOf: ListRowsOf = (servers, at) => Prisma.sql`
+  WITH r AS (
+    INSERT INTO referrals (id, server_id, referee_identity, referrer_identity, state, version, registered_at, qualified_at)
+    SELECT gen_random_uuid(), s.id, 'list-referee', 'list-referrer', 'qualified', 2, ${at}::timestamptz - interval '1 day', ${at}::timestamptz - interval '1 day'
+    FROM (${servers}) s
+    RETURNING id, server_id, referrer_identity, registered_at
+  ), c AS (
+    INSERT INTO referral_credits (referral_id, server_id, referrer_identity, period, credited_at)
+    SELECT id, server_id, referrer_identity, 'list', registered_at FROM r
+  )
+  INSERT INTO referral_clicks (id, server_id, referrer_identity, token, referral_id, ip, subnet, user_agent, created_at)
+  SELECT gen_random_uuid(), server_id, referrer_identity, 'list-linked-' || id::text, id, '10.7.' || (x.n >> 8 & 255) || '.' || (x.n & 255),
+         '10.7.' || (x.n >> 8 & 255) || '.0/24', 'ua', registered_at
+  FROM r CROSS JOIN LATERAL (SELECT floor(random() * 65536)::int AS n) x`;

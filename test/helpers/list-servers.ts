@@ -99,3 +99,9 @@ export const linkedReferralOf: ListRowsOf = (servers, at) => Prisma.sql`
   SELECT gen_random_uuid(), server_id, referrer_identity, 'list-linked-' || id::text, id, '10.7.' || (x.n >> 8 & 255) || '.' || (x.n & 255),
          '10.7.' || (x.n >> 8 & 255) || '.0/24', 'ua', registered_at
   FROM r CROSS JOIN LATERAL (SELECT floor(random() * 65536)::int AS n) x`;
+
+/** The `registered` dedup row of each server's linked clicks (ApplyEvent's referral_events): write after linkedReferralOf. */
+export const referralEventOf: ListRowsOf = (servers) => Prisma.sql`
+  INSERT INTO referral_events (token, type, server_event_id, server_id, referral_id, outcome, received_at)
+  SELECT c.token, 'registered', 'list-' || c.token, c.server_id, c.referral_id, 'advanced', c.created_at
+  FROM referral_clicks c WHERE c.server_id IN (${servers}) AND c.referral_id IS NOT NULL`;

@@ -105,3 +105,38 @@ export const referralEventOf: ListRowsOf = (servers) => Prisma.sql`
   INSERT INTO referral_events (token, type, server_event_id, server_id, referral_id, outcome, received_at)
   SELECT c.token, 'registered', 'list-' || c.token, c.server_id, c.referral_id, 'advanced', c.created_at
   FROM referral_clicks c WHERE c.server_id IN (${servers}) AND c.referral_id IS NOT NULL`;
+
+/**
+ * A live network goal of each server (its own owner) counting the server, with one counted heart and one voter of
+ * round 1, and its round reached and paid a day before `at`: the network goals' tables of a list.
+ */
+export const networkGoalOf: ListRowsOf = (servers, at) => Prisma.sql`
+  WITH g AS (
+    INSERT INTO network_goals (id, owner_id, name, target, payees, rewards, counts_from, created_by, created_at, updated_at)
+    SELECT gen_random_uuid(), 'list-owner-' || s.id::text, 'List goal', 100, 'voters', '[]'::jsonb, ${at}::timestamptz - interval '30 days', 'test',
+           ${at}::timestamptz - interval '30 days', ${at}::timestamptz - interval '30 days'
+    FROM (${servers}) s
+    RETURNING id, substr(owner_id, 12)::uuid AS server_id
+  ), gs AS (
+    INSERT INTO network_goal_servers (server_id, goal_id) SELECT server_id, id FROM g
+  ), gh AS (
+    INSERT INTO network_goal_hearts (goal_id, heart_id, counted_at) SELECT id, gen_random_uuid(), ${at}::timestamptz - interval '1 day' FROM g
+  ), gr AS (
+    INSERT INTO network_goal_rounds (goal_id, round, reached_at, paid_at)
+    SELECT id, 1, ${at}::timestamptz - interval '1 day', ${at}::timestamptz - interval '1 day' FROM g
+  )
+  INSERT INTO network_goal_voters (goal_id, round, voter_identity, server_id, username, last_counted_at)
+  SELECT id, 1, 'list-voter', server_id, 'ListVoter', ${at}::timestamptz - interval '1 day' FROM g`;
+
+/** One voter's tally of each server in the month of `at`'s previous month ('2027-01' style, from `at`). */
+export const periodTallyOf: ListRowsOf = (servers, at) => Prisma.sql`
+  INSERT INTO voter_period_tallies (server_id, period, voter_identity, votes, last_counted_at)
+  SELECT s.id, to_char(${at}::timestamptz AT TIME ZONE 'UTC' - interval '1 month', 'YYYY-MM'), 'list-voter', 1, ${at}::timestamptz - interval '20 days'
+  FROM (${servers}) s`;
+
+/** A closed monthly reward period of each server, ended before `at`. */
+export const closedRewardPeriodOf: ListRowsOf = (servers, at) => Prisma.sql`
+  INSERT INTO reward_periods (server_id, kind, period, ends_at, closed_at)
+  SELECT s.id, 'month', to_char(${at}::timestamptz AT TIME ZONE 'UTC' - interval '2 months', 'YYYY-MM'), ${at}::timestamptz - interval '40 days',
+         ${at}::timestamptz - interval '40 days'
+  FROM (${servers}) s`;

@@ -201,3 +201,16 @@ export async function planScansOf(client: object, sql: Prisma.Sql): Promise<Plan
   walk(plan);
   return scans;
 }
+
+/**
+ * The rows a list of statements read per table on their generic plans (rowsReadByTableGeneric), summed; a planner
+ * fence's statement is skipped (it names no table), and the statements after it are measured without it, as a generic
+ * plan cached on a connection may have been planned outside a fence.
+ */
+export async function rowsReadByStatementsGeneric(client: object, statements: readonly Prisma.Sql[]): Promise<Record<string, number>> {
+  const total: Record<string, number> = {};
+  for (const statement of statements.filter((x) => !x.text.includes("/* planner-fence */"))) {
+    for (const [table, rows] of Object.entries(await rowsReadByTableGeneric(client, statement))) total[table] = (total[table] ?? 0) + rows;
+  }
+  return total;
+}

@@ -10,7 +10,8 @@ import { castHeartBatch } from "../../services/hearts/cast-heart-batch.js";
 import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js";
 import { toVoterAddress } from "../../services/hearts/domain/ip.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
-import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
+import { addressVotersOf, countedHeartOf, seedListServers } from "../helpers/list-servers.js";
+import { recordingClient, rowsReadByStatements, rowsReadByStatementsGeneric } from "../helpers/rows-read.js";
 import { insertAddressHearts, insertAddressVoters } from "../helpers/skewed-history.js";
 import { insertServer, startMeasuredHarness, type Harness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
 
@@ -23,6 +24,13 @@ const test = anyTest as TestFn<MeasuredHarness & { close(): Promise<void> }>;
 
 test.before(async (t) => {
   t.context = await startMeasuredHarness("2026-05-10T12:00:00.000Z");
+  // A list's other servers, each with a counted heart and its (server, address, voter) rows: the tables' statistics
+  // then say a server has few hearts (one server's share of a list's), as on a list, for the generic plans below.
+  await seedListServers(t.context.h.db.prisma, {
+    at: t.context.clock.now(),
+    rowsOf: [countedHeartOf, addressVotersOf],
+    analyze: ["hearts", "heart_address_voters"],
+  });
 });
 test.after.always(async (t) => {
   await t.context.close?.();
@@ -61,6 +69,13 @@ test.serial(
     // Velocity: at most ipVelocity.max earlier hearts (+1: the write); the identity rules: at most max (+1 the voter's own row) each.
     t.true((read.hearts ?? 0) <= ipVelocity.max + 1, `hearts rows read: ${read.hearts}`);
     t.true((read.heart_address_voters ?? 0) <= ipIdentities.max + subnetIdentities.max + 2, `heart_address_voters rows read: ${read.heart_address_voters}`);
+    const generic = await rowsReadByStatementsGeneric(h.db.prisma, statements());
+    t.log("generic plan", generic);
+    t.true((generic.hearts ?? 0) <= ipVelocity.max + 1, `generic plan: hearts rows read: ${generic.hearts}`);
+    t.true(
+      (generic.heart_address_voters ?? 0) <= ipIdentities.max + subnetIdentities.max + 2,
+      `generic plan: heart_address_voters rows read: ${generic.heart_address_voters}`,
+    );
 
     t.deepEqual(
       heart?.fraudReasons.map((r) => r.split(":")[0]),
@@ -88,4 +103,8 @@ test.serial("yesterday's 20,000 voters from an address cost a heart from it toda
   const read = await rowsReadByStatements(h.db.prisma, statements().slice(0, 1));
   t.true((read.heart_address_voters ?? 0) <= 2, `heart_address_voters rows read: ${read.heart_address_voters}`);
   t.true((read.hearts ?? 0) <= 1, `hearts rows read: ${read.hearts}`);
+  const generic = await rowsReadByStatementsGeneric(h.db.prisma, statements().slice(0, 1));
+  t.log("generic plan", generic);
+  t.true((generic.heart_address_voters ?? 0) <= 2, `generic plan: heart_address_voters rows read: ${generic.heart_address_voters}`);
+  t.true((generic.hearts ?? 0) <= 1, `generic plan: hearts rows read: ${generic.hearts}`);
 });

@@ -13,7 +13,8 @@ import { SELF_ADDRESS_HEARTS } from "../../services/referral/abuse-facts.js";
 import { DEFAULT_ABUSE_RULES } from "../../services/referral/domain/abuse-signals.js";
 import { toApplyEventCommand } from "../../services/referral/domain/commands.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
-import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
+import { countedHeartOf, linkedReferralOf, referralEventOf, seedListServers, unlinkedClickOf } from "../helpers/list-servers.js";
+import { recordingClient, rowsReadByStatements, rowsReadByStatementsGeneric } from "../helpers/rows-read.js";
 import { insertAddressClicks, insertAddressHearts, insertLinkedReferrals, insertPlayerHearts } from "../helpers/skewed-history.js";
 import { clickToken, createReferralServer, startHarness, type Harness } from "../../scripts/harness/referral-harness.js";
 
@@ -27,6 +28,14 @@ const test = anyTest as TestFn<{ h: Harness; pool: pg.Pool }>;
 test.before(async (t) => {
   const h = await startHarness({ maxConnections: 10 });
   t.context = { h, pool: new pg.Pool({ connectionString: h.db.url, max: 2 }) };
+  // A list's other servers, each with a counted heart, an unlinked click and a qualified referral (its credit, its
+  // click linked, its dedup row): the tables' statistics then say a server has few rows of each (one server's share of a list's), as
+  // on a list, for the generic plans below.
+  await seedListServers(h.db.prisma, {
+    at: h.clock.now(),
+    rowsOf: [countedHeartOf, unlinkedClickOf, linkedReferralOf, referralEventOf],
+    analyze: ["hearts", "referral_clicks", "referrals", "referral_credits", "referral_events"],
+  });
 });
 test.after.always(async (t) => {
   await t.context.pool?.end();
@@ -84,6 +93,10 @@ test.serial(
     // The token's click (statement 1) and the click link (the write); 0 hearts.
     t.true((read.referral_clicks ?? 0) <= 4, `referral_clicks rows read: ${read.referral_clicks}`);
     t.is(read.hearts ?? 0, 0, "no heart read");
+    const generic = await rowsReadByStatementsGeneric(h.db.prisma, statements);
+    t.log("generic plan", generic);
+    t.true((generic.referral_clicks ?? 0) <= 4, `generic plan: referral_clicks rows read: ${generic.referral_clicks}`);
+    t.is(generic.hearts ?? 0, 0, "generic plan: no heart read");
   },
 );
 
@@ -99,6 +112,10 @@ test.serial("review on: the anti-abuse facts stop at each rule's threshold, neve
   // Velocity stops at maxClicks + 1; the fan-outs read linked clicks only (this one, once linked); the token's click and its link.
   t.true((read.referral_clicks ?? 0) <= velocity + fanout + 6, `referral_clicks rows read: ${read.referral_clicks}`);
   t.true((read.hearts ?? 0) <= 4, `hearts rows read: ${read.hearts}`);
+  const generic = await rowsReadByStatementsGeneric(h.db.prisma, statements);
+  t.log("generic plan", generic);
+  t.true((generic.referral_clicks ?? 0) <= velocity + fanout + 6, `generic plan: referral_clicks rows read: ${generic.referral_clicks}`);
+  t.true((generic.hearts ?? 0) <= 4, `generic plan: hearts rows read: ${generic.hearts}`);
   const [referral] = await h.db.prisma.referral.findMany({ where: { serverId, refereeIdentity: "carol" } });
   t.deepEqual(referral?.signals, ["click_velocity"], "the hot address's click velocity is still flagged");
 });
@@ -121,6 +138,9 @@ test.serial(
     // Per player: the latest SELF_ADDRESS_HEARTS by identity and as many by name; the referee's hearts for no_activity stop at minHearts (a mint reads none).
     t.true((read.hearts ?? 0) <= 4 * SELF_ADDRESS_HEARTS + 4, `hearts rows read: ${read.hearts}`);
     t.true((hostile.hearts ?? 0) <= 4 * SELF_ADDRESS_HEARTS + 4, `hearts rows read under hostile costs: ${hostile.hearts}`);
+    const generic = await rowsReadByStatementsGeneric(h.db.prisma, statements);
+    t.log("generic plan", generic);
+    t.true((generic.hearts ?? 0) <= 4 * SELF_ADDRESS_HEARTS + 4, `generic plan: hearts rows read: ${generic.hearts}`);
   },
 );
 
@@ -146,9 +166,11 @@ test.serial(
     await undo("rev-dave", Prisma.sql`state = 'qualified', reversed_at = NULL, reversal_reason = NULL, reversal_reason_text = NULL, clawback_at = NULL`);
     await executeSql(h.db.prisma, Prisma.sql`UPDATE referral_credits SET reversed_at = NULL, clawback_at = NULL WHERE referral_id = ${referral!.id}::uuid`);
     const reversedRead = await rowsReadByStatements(h.db.prisma, reversed);
+    const reversedGeneric = await rowsReadByStatementsGeneric(h.db.prisma, reversed);
     await undo("q-dave", Prisma.sql`state = 'registered', qualified_at = NULL`);
     await executeSql(h.db.prisma, Prisma.sql`DELETE FROM referral_credits WHERE referral_id = ${referral!.id}::uuid`);
     const qualifiedRead = await rowsReadByStatements(h.db.prisma, qualified);
+    const qualifiedGeneric = await rowsReadByStatementsGeneric(h.db.prisma, qualified);
 
     t.is(qualified.length, 4, "read + dedup, the planner fence, the anti-abuse facts, the write");
     t.is(reversed.length, 2, "read + dedup, the write: a reversal reads no anti-abuse facts");
@@ -162,6 +184,9 @@ test.serial(
       // walk's predecessor read every linked click of the address (80,017 here).
       ["qualified", qualifiedRead, Math.max(velocity + 2 * fanout + 6, 1_000)],
       ["reversed", reversedRead, 4],
+      // The same statements on their generic plans (the executor names them).
+      ["qualified (generic plan)", qualifiedGeneric, Math.max(velocity + 2 * fanout + 6, 1_000)],
+      ["reversed (generic plan)", reversedGeneric, 4],
     ] as const) {
       t.log(event, read);
       t.true((read.referral_clicks ?? 0) <= clicks, `${event}: referral_clicks rows read: ${read.referral_clicks}`);
@@ -169,7 +194,7 @@ test.serial(
       // The qualification passes the address's fan-out limits, so it also flags the earlier referees its walks found
       // (fan-out back-flagging): at most maxReferees per signal, by primary key, whatever the referrer's history (each
       // counted twice here: its primary-key probe and the UPDATE's own row).
-      const referrals = event === "qualified" ? FEW + 2 * fanout : FEW;
+      const referrals = event.startsWith("qualified") ? FEW + 2 * fanout : FEW;
       t.true((read.referrals ?? 0) <= referrals, `${event}: referrals rows read: ${read.referrals}`);
     }
   },

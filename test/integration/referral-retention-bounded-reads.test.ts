@@ -11,7 +11,8 @@ import { createTestDatabase, type TestDatabase } from "../../scripts/harness/db.
 import { endedReferralRetention } from "../../services/referral/apply-event.js";
 import { unlinkedClickRetention } from "../../services/referral/record-click.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
-import { recordingOnlyClient, rowsReadByTable } from "../helpers/rows-read.js";
+import { linkedReferralOf, referralEventOf, seedListServers, unlinkedClickOf } from "../helpers/list-servers.js";
+import { recordingOnlyClient, rowsReadByTable, rowsReadByTableGeneric } from "../helpers/rows-read.js";
 import { insertAddressClicks, insertLinkedReferrals } from "../helpers/skewed-history.js";
 
 /** Rows that must stay, per kind; rows past the horizon that go, per rule. */
@@ -54,6 +55,10 @@ test.before(async () => {
     SELECT token, 'registered', 'e-' || token, server_id, referral_id, 'advanced', ${longAgo}::timestamptz FROM k`);
   await seed(Prisma.sql`INSERT INTO referral_clicks (id, server_id, referrer_identity, token, created_at)
     SELECT gen_random_uuid(), ${server.id}::uuid, 'due', 'unlinked-due-' || g, ${longAgo}::timestamptz FROM generate_series(1, ${DUE}::int) g`);
+  // A list's other servers, each with a young qualified referral (its credit, its linked click, its dedup row) and a
+  // young unlinked click (all staying): the tables' statistics then say a server has few rows (one server's share of a
+  // list's), as on a list, for the generic plans below.
+  await seedListServers(db.prisma, { at: NOW, rowsOf: [linkedReferralOf, referralEventOf, unlinkedClickOf], analyze: [] });
   await seed(Prisma.sql`ANALYZE referrals, referral_clicks, referral_credits, referral_events`);
 });
 test.after.always(async () => {
@@ -70,6 +75,9 @@ for (const rule of [unlinkedClickRetention(KEEP_SECONDS), endedReferralRetention
     for (const statement of recorded.statements) {
       const read = await rowsReadByTable(db.prisma, statement);
       for (const [table, rows] of Object.entries(read)) if (rows > 4 * DUE + 2) over.push(`${rows} rows of ${table}: ${statement.text}`);
+      // The same statement on its generic plan (the executor names it).
+      const generic = await rowsReadByTableGeneric(db.prisma, statement);
+      for (const [table, rows] of Object.entries(generic)) if (rows > 4 * DUE + 2) over.push(`generic plan: ${rows} rows of ${table}: ${statement.text}`);
     }
     t.deepEqual(over, []);
   });

@@ -10,7 +10,8 @@ import { periodOfKind, type RewardPeriod } from "../../services/rewards/domain/p
 import { claimDuePeriods, readPeriodStandings } from "../../services/rewards/period-store.js";
 import { executeSql, runSqlTransaction, sqlOf } from "../../services/shared/adapters/sql/executor.js";
 import { insertServer, startMeasuredHarness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
-import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
+import { closedRewardPeriodOf, countedHeartOf, periodTallyOf, seedListServers } from "../helpers/list-servers.js";
+import { recordingClient, rowsReadByStatements, rowsReadByStatementsGeneric } from "../helpers/rows-read.js";
 import { insertPlayerHearts } from "../helpers/skewed-history.js";
 
 const VOTERS = 20_000;
@@ -50,6 +51,9 @@ test.before(async (t) => {
     Prisma.sql`INSERT INTO reward_periods (server_id, kind, period, ends_at)
                SELECT gen_random_uuid(), 'month', '2027-01', '2027-02-01T00:00:00Z' FROM generate_series(1, 3)`,
   );
+  // A list's other servers, each with a voter's January tally, a counted heart and a closed period: the tables'
+  // statistics then say a server has few rows (one server's share of a list's), as on a list, for the generic plans below.
+  await seedListServers(prisma, { at: new Date("2027-02-10T12:00:00.000Z"), rowsOf: [periodTallyOf, countedHeartOf, closedRewardPeriodOf], analyze: [] });
   await executeSql(prisma, Prisma.sql`ANALYZE voter_period_tallies`);
   await executeSql(prisma, Prisma.sql`ANALYZE reward_periods`);
   await executeSql(prisma, Prisma.sql`ANALYZE hearts`);
@@ -71,6 +75,10 @@ test.serial("a month's standings of a server with 20,000 voters read the top N t
   const read = await rowsReadByStatements(h.db.prisma, statements());
   t.true((read.voter_period_tallies ?? 0) <= TOP + FEW, `voter_period_tallies rows read: ${read.voter_period_tallies}`);
   t.true((read.hearts ?? 0) <= TOP + FEW, `hearts rows read: ${read.hearts}`);
+  const generic = await rowsReadByStatementsGeneric(h.db.prisma, statements());
+  t.log("generic plan", generic);
+  t.true((generic.voter_period_tallies ?? 0) <= TOP + FEW, `generic plan: voter_period_tallies rows read: ${generic.voter_period_tallies}`);
+  t.true((generic.hearts ?? 0) <= TOP + FEW, `generic plan: hearts rows read: ${generic.hearts}`);
 });
 
 test.serial("the closer's batch reads about the due open periods, never the 20,000 closed ones", async (t) => {
@@ -82,4 +90,7 @@ test.serial("the closer's batch reads about the due open periods, never the 20,0
   t.is(claims.length, 1);
   const read = await rowsReadByStatements(h.db.prisma, claims);
   t.true((read.reward_periods ?? 0) <= 3 + FEW, `reward_periods rows read: ${read.reward_periods}`);
+  const generic = await rowsReadByStatementsGeneric(h.db.prisma, claims);
+  t.log("generic plan", generic);
+  t.true((generic.reward_periods ?? 0) <= 3 + FEW, `generic plan: reward_periods rows read: ${generic.reward_periods}`);
 });

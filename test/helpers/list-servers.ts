@@ -47,3 +47,9 @@ export async function seedListServers(
   if (q.analyze.length > 0) await executeSql(prisma, Prisma.raw(`ANALYZE ${q.analyze.join(", ")}`));
   return ids;
 }
+
+/** One pending reward entry per server (a vote's entry the plugin has not acknowledged yet). */
+export const pendingRewardEntryOf: ListRowsOf = (servers, at) => Prisma.sql`
+  INSERT INTO reward_queue_entries (server_id, entry_key, reason, heart_id, username, username_lower, commands, online_only, rules_version, created_at)
+  SELECT s.id, 'list:vote:0', 'vote', gen_random_uuid(), 'p', 'p', ARRAY['give p 1'], false, 1, ${at}::timestamptz - interval '1 day'
+  FROM (${servers}) s`;

@@ -53,3 +53,16 @@ export const pendingRewardEntryOf: ListRowsOf = (servers, at) => Prisma.sql`
   INSERT INTO reward_queue_entries (server_id, entry_key, reason, heart_id, username, username_lower, commands, online_only, rules_version, created_at)
   SELECT s.id, 'list:vote:0', 'vote', gen_random_uuid(), 'p', 'p', ARRAY['give p 1'], false, 1, ${at}::timestamptz - interval '1 day'
   FROM (${servers}) s`;
+
+/** One attempt per delivery of the servers (run after deliveredCallbackOf: the attempt of each one's delivered callback). */
+export const deliveryAttemptOf: ListRowsOf = (servers) => Prisma.sql`
+  INSERT INTO delivery_attempts (delivery_id, server_id, attempt, url, started_at, status_code, latency_ms, succeeded, request_body, response_body)
+  SELECT d.id, d.server_id, 1, 'http://127.0.0.1:9/callback', d.delivered_at, 200, 5, true, '{}', 'ok'
+  FROM deliveries d WHERE d.server_id IN (${servers})`;
+
+/** One counted heart per server, from a voter of its own. */
+export const countedHeartOf: ListRowsOf = (servers, at) => Prisma.sql`
+  INSERT INTO hearts (id, server_id, username, voter_identity, ip, subnet, user_agent, counted, verdict, fraud_score, fraud_reasons, period, created_at)
+  SELECT gen_random_uuid(), s.id, 'p', 'voter-' || s.id, '192.0.2.2', '192.0.2.0/24', 'ua', true, 'counted', 0, '{}', to_char(${at}::timestamptz, 'YYYY-MM'),
+         ${at}::timestamptz - interval '2 days'
+  FROM (${servers}) s`;

@@ -14,6 +14,7 @@ import { claimDueDeliveries } from "../../services/delivery/pipeline/claim-deliv
 import { claimPullHearts, toPullClaimExchange } from "../../services/delivery/rpc/claim-pull-hearts.js";
 import { insertAndLeaseDeliveries, type NewDelivery } from "../../services/delivery/pipeline/insert-deliveries.js";
 import { listPullEvents, listPullHearts } from "../../services/delivery/rpc/pull-store.js";
+import { withdrawOthers } from "../../services/delivery/pipeline/withdraw-unpaid.js";
 import { getReceipt } from "../../services/hearts/get-receipt.js";
 import type { ReceiptLinks } from "../../services/hearts/receipt-token.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
@@ -361,3 +362,35 @@ test.serial("a server's pull list of hearts reads a page, not its 20,000 unclaim
     t.true((read.deliveries ?? 0) <= FEW, `${path}: deliveries rows read: ${read.deliveries}`);
   }
 });
+
+test.serial(
+  "a pay-once withdrawal of one paid heart's other deliveries reads a handful of rows of a server with 20,000 waiting deliveries, on its custom and on the generic plan",
+  async (t) => {
+    const { h, clock, pool } = t.context;
+    const at = clock.now();
+    const waiting = await insertServer(h.db.prisma);
+    await h.db.prisma.server.update({ where: { id: waiting }, data: { pullEnabled: true, payOnce: true } });
+    await executeSql(
+      h.db.prisma,
+      Prisma.sql`
+    INSERT INTO deliveries (id, server_id, heart_id, transport, dedup_key, event_type, username, voter_identity, period, counted_at, next_attempt_at, created_at)
+    SELECT gen_random_uuid(), ${waiting}::uuid, x.heart_id, 'pull', x.heart_id::text, 'heart.counted', 'player' || g, 'voter-' || g, '2026-05', x.at, x.at, x.at
+    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g
+    CROSS JOIN LATERAL (SELECT gen_random_uuid() AS heart_id, ${at}::timestamptz - interval '1 day' - g * interval '1 second' AS at) x`,
+    );
+    await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
+    const [paid] = await h.db.prisma.delivery.findMany({ where: { serverId: waiting }, orderBy: { createdAt: "asc" }, take: 1 });
+    const { client, statements } = recordingClient(pool);
+    await withdrawOthers(client, { serverId: waiting, heartIds: [paid!.heartId], paidBy: "callback", now: at });
+    t.is((await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: paid!.id } })).status, "withdrawn");
+    await executeSql(h.db.prisma, Prisma.sql`DELETE FROM delivery_attempts WHERE delivery_id = ${paid!.id}::uuid`);
+    await executeSql(h.db.prisma, Prisma.sql`UPDATE deliveries SET status = 'pending', attempts = 0, last_error = NULL WHERE id = ${paid!.id}::uuid`);
+    for (const [path, read] of [
+      ["withdrawal", await rowsReadByStatements(h.db.prisma, statements())],
+      ["withdrawal (generic plan, most of a statement)", await genericReadsOf(h.db.prisma, statements())],
+    ] as const) {
+      t.log(path, read);
+      t.true((read.deliveries ?? 0) <= FEW, `${path}: deliveries rows read: ${read.deliveries}`);
+    }
+  },
+);

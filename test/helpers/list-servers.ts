@@ -66,3 +66,10 @@ export const countedHeartOf: ListRowsOf = (servers, at) => Prisma.sql`
   SELECT gen_random_uuid(), s.id, 'p', 'voter-' || s.id, '192.0.2.2', '192.0.2.0/24', 'ua', true, 'counted', 0, '{}', to_char(${at}::timestamptz, 'YYYY-MM'),
          ${at}::timestamptz - interval '2 days'
   FROM (${servers}) s`;
+
+/** One voter's reward state per server (a voter rewarded once). */
+export const voterRewardStateOf: ListRowsOf = (servers, at) => Prisma.sql`
+  INSERT INTO voter_reward_states (server_id, voter_identity, last_counted_at, total, month, month_total, week, week_total, streak_last_day, streak_days)
+  SELECT s.id, 'p', ${at}::timestamptz - interval '1 day', 1, to_char(${at}::timestamptz, 'YYYY-MM'), 1, to_char(${at}::timestamptz, 'IYYY-"W"IW'), 1,
+         (${at}::timestamptz - interval '1 day')::date, 1
+  FROM (${servers}) s`;

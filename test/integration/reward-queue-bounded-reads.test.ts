@@ -26,7 +26,7 @@ import { type CountedHeart, queueVoteRewards } from "../../services/rewards/queu
 import { saveRewardRules } from "../../services/rewards/reward-rules-store.js";
 import { storeProgressionEvents } from "../../services/delivery/pipeline/progression-event.js";
 import { insertServer, startMeasuredHarness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
-import { pendingRewardEntryOf, seedListServers } from "../helpers/list-servers.js";
+import { pendingRewardEntryOf, seedListServers, voterRewardStateOf } from "../helpers/list-servers.js";
 import { recordingClient, rowsReadByStatements, rowsReadByTableGeneric } from "../helpers/rows-read.js";
 
 const HISTORY = 20_000;
@@ -62,9 +62,10 @@ test.before(async (t) => {
     ...(await queueRewardEntries(q, { serverId, heartId: null, player: playerOf("offline0"), rulesVersion: 1, entries: entries(3, false) })),
     ...(await queueRewardEntries(q, { serverId, heartId: null, player: playerOf("Alice"), rulesVersion: 1, entries: entries(4, true) })),
   ]);
-  // The list's 5,000 other servers, each with a pending entry: the statistics then say a server has few pending
-  // entries (one server's share of a list's table), so a generic plan may walk the server's pending partial index.
-  await seedListServers(prisma, { at: harness.clock.now(), rowsOf: [pendingRewardEntryOf], analyze: ["reward_queue_entries"] });
+  // The list's 5,000 other servers, each with a pending entry and a voter's reward state: the statistics then say a
+  // server has few pending entries (one server's share of a list's table), so a generic plan may walk the server's
+  // pending partial index. (The reward counting's test ANALYZEs voter_reward_states after its own rows.)
+  await seedListServers(prisma, { at: harness.clock.now(), rowsOf: [pendingRewardEntryOf, voterRewardStateOf], analyze: ["reward_queue_entries"] });
   t.context = { ...harness, serverId, answerable };
 });
 
@@ -120,6 +121,13 @@ test.serial("a bulk re-queue page of a server with 20,000 acknowledged entries r
   t.log(read);
   // The page's index entries, then the same rows by primary key for their copies: 2 x the page.
   t.true((read.reward_queue_entries ?? 0) <= 2 * REQUEUE_PAGE_ENTRIES + FEW, `reward_queue_entries rows read: ${read.reward_queue_entries}`);
+  for (const statement of statements()) {
+    const generic = await rowsReadByTableGeneric(h.db.prisma, statement);
+    t.true(
+      (generic.reward_queue_entries ?? 0) <= 2 * REQUEUE_PAGE_ENTRIES + FEW,
+      `generic plan: reward_queue_entries rows read: ${generic.reward_queue_entries}`,
+    );
+  }
 
   const empty = recordingClient(pool);
   const none = await requeueAckedRewardEntries(sqlOf(empty.client), {
@@ -133,6 +141,10 @@ test.serial("a bulk re-queue page of a server with 20,000 acknowledged entries r
   t.is(none.scanned, 0);
   const readNone = await rowsReadByStatements(h.db.prisma, empty.statements());
   t.true((readNone.reward_queue_entries ?? 0) <= FEW, `reward_queue_entries rows read for an empty range: ${readNone.reward_queue_entries}`);
+  for (const statement of empty.statements()) {
+    const generic = await rowsReadByTableGeneric(h.db.prisma, statement);
+    t.true((generic.reward_queue_entries ?? 0) <= FEW, `generic plan: reward_queue_entries rows read for an empty range: ${generic.reward_queue_entries}`);
+  }
 });
 
 test.serial(
@@ -253,6 +265,13 @@ test.serial(
     // month tallies and periods, its events' server and endpoints: a few rows each, never the server's or the veteran's history.
     for (const table of ["reward_queue_entries", "voter_reward_states", "voter_period_tallies", "reward_periods", "deliveries"]) {
       t.true((read[table] ?? 0) <= 10 * hearts.length, `${table} rows read: ${read[table]}`);
+    }
+    const generic: Record<string, number> = {};
+    for (const statement of statements().filter((x) => !x.text.includes("/* planner-fence */")))
+      for (const [table, rows] of Object.entries(await rowsReadByTableGeneric(prisma, statement))) generic[table] = Math.max(generic[table] ?? 0, rows);
+    t.log("generic plan, most of a statement", generic);
+    for (const table of ["reward_queue_entries", "voter_reward_states", "voter_period_tallies", "reward_periods", "deliveries"]) {
+      t.true((generic[table] ?? 0) <= 10 * hearts.length, `generic plan: ${table} rows read: ${generic[table]}`);
     }
   },
 );

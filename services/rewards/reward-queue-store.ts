@@ -194,11 +194,16 @@ export async function queueRewardEntries(tx: SqlTx, q: QueuedRewards): Promise<s
  * not the server's, is left as it is. Returns the ids acknowledged now.
  */
 export async function ackRewardEntries(tx: SqlTx, q: { serverId: string; ids: readonly string[]; at: Date }): Promise<string[]> {
-  // Bounded: at most ids.length rows, by primary key.
+  // Bounded: at most ids.length rows, by primary key, read twice (the lookup, the write).
+  // Named by id alone first (a materialized primary-key lookup that names neither server nor acked_at), then the write
+  // takes them by primary key: a statement naming the server and acked_at IS NULL with the ids let the generic plan of a
+  // list (one server's share of thousands looks tiny) walk the server's whole reward_queue_entries_pending_idx and
+  // filter by id (20,512 rows for 5 ids in the bounded-reads test).
   const rows = await tx.query<{ id: string }>(Prisma.sql`
-    UPDATE reward_queue_entries SET acked_at = ${q.at}::timestamptz
-    WHERE id = ANY(${[...q.ids]}::uuid[]) AND server_id = ${q.serverId}::uuid AND acked_at IS NULL
-    RETURNING id`);
+    WITH named AS MATERIALIZED (SELECT id, server_id FROM reward_queue_entries WHERE id = ANY(${[...q.ids]}::uuid[]))
+    UPDATE reward_queue_entries e SET acked_at = ${q.at}::timestamptz
+    WHERE e.id IN (SELECT id FROM named WHERE server_id = ${q.serverId}::uuid) AND e.acked_at IS NULL
+    RETURNING e.id`);
   return rows.map((r) => r.id);
 }
 
@@ -289,8 +294,12 @@ export async function listPendingRewardEntries(tx: SqlTx, q: { serverId: string;
   // Bounded: at most `limit` entries of reward_queue_entries_pending_anytime_idx (pending, not online-only), plus per named
   // player (the caller bounds them) at most ONLINE_PLAYER_ENTRIES_MAX entries of reward_queue_entries_pending_player_idx;
   // then those rows by primary key, sorted, `limit` kept. Offline players' online-only entries are never read.
+  // The page is picked first (a materialized CTE: each branch walks its own index range), then read by primary key
+  // alone: the final read named the server and acked_at IS NULL as well, and its generic plan on a list's statistics
+  // walked the server's whole reward_queue_entries_pending_idx filtering by the picked ids (20,014 rows for 7 in the
+  // bounded-reads test). The picked rows are the server's pending ones in this statement's snapshot already.
   const rows = await tx.query<PendingRow>(Prisma.sql`
-    WITH picked AS (
+    WITH picked AS MATERIALIZED (
       (SELECT id FROM reward_queue_entries
        WHERE server_id = ${q.serverId}::uuid AND acked_at IS NULL AND NOT online_only
        ORDER BY created_at, id LIMIT ${q.limit}::int)
@@ -302,7 +311,7 @@ export async function listPendingRewardEntries(tx: SqlTx, q: { serverId: string;
         ORDER BY created_at LIMIT ${Math.min(q.limit, ONLINE_PLAYER_ENTRIES_MAX)}::int) p
     )
     SELECT ${PENDING_COLUMNS} FROM reward_queue_entries
-    WHERE id IN (SELECT id FROM picked) AND server_id = ${q.serverId}::uuid AND acked_at IS NULL
+    WHERE id IN (SELECT id FROM picked)
     ORDER BY created_at, id LIMIT ${q.limit}::int`);
   return rows.map(toPending);
 }
@@ -312,9 +321,12 @@ export async function listPendingRewardEntries(tx: SqlTx, q: { serverId: string;
  * others are unknown to the server.
  */
 export async function findServerRewardEntries(tx: SqlTx, q: { serverId: string; ids: readonly string[] }): Promise<string[]> {
-  // Bounded: at most ids.length rows, by primary key.
+  // Bounded: at most ids.length rows, by primary key. Looked up by id alone (a materialized lookup), the server checked
+  // on them: naming the server with the ids, the generic plan on a list's statistics walked the server's whole
+  // (server_id, ...) index filtering by id (40,512 rows for 5 ids in the bounded-reads test).
   const rows = await tx.query<{ id: string }>(Prisma.sql`
-    SELECT id FROM reward_queue_entries WHERE id = ANY(${[...q.ids]}::uuid[]) AND server_id = ${q.serverId}::uuid`);
+    WITH named AS MATERIALIZED (SELECT id, server_id FROM reward_queue_entries WHERE id = ANY(${[...q.ids]}::uuid[]))
+    SELECT id FROM named WHERE server_id = ${q.serverId}::uuid`);
   return rows.map((r) => r.id);
 }
 
@@ -401,6 +413,8 @@ export async function findRewardEntryKeys(tx: SqlTx, q: { serverId: string; keys
 export async function findVoteEntriesPaidElsewhere(tx: SqlTx, q: { serverId: string; ids: readonly string[] }): Promise<Array<{ id: string; state: string }>> {
   if (q.ids.length === 0) return [];
   // Bounded: the server's row, at most ids.length entries by primary key, and one payout probe (primary key) per entry.
+  // Its generic plan on a list's statistics reads the entries by primary key (5 rows for 5 ids in the bounded-reads test,
+  // whose pay-once test measures it), unlike the close's UPDATE below did.
   return tx.query<{ id: string; state: string }>(Prisma.sql`
     SELECT e.id, h.state
     FROM reward_queue_entries e JOIN servers s ON s.id = e.server_id AND s.pay_once
@@ -415,11 +429,13 @@ export async function findVoteEntriesPaidElsewhere(tx: SqlTx, q: { serverId: str
  */
 export async function closeRewardEntriesPaidElsewhere(tx: SqlTx, q: { serverId: string; ids: readonly string[]; at: Date }): Promise<string[]> {
   if (q.ids.length === 0) return [];
-  // Bounded: at most ids.length rows, by primary key.
+  // Bounded: at most ids.length rows, by primary key, read twice (the lookup, the write). As ackRewardEntries: named
+  // by id alone first, so no generic plan walks the server's pending partial index filtering by id.
   const rows = await tx.query<{ id: string }>(Prisma.sql`
-    UPDATE reward_queue_entries SET acked_at = ${q.at}::timestamptz
-    WHERE id = ANY(${[...q.ids]}::uuid[]) AND server_id = ${q.serverId}::uuid AND reason = 'vote' AND acked_at IS NULL
-    RETURNING id`);
+    WITH named AS MATERIALIZED (SELECT id, server_id, reason FROM reward_queue_entries WHERE id = ANY(${[...q.ids]}::uuid[]))
+    UPDATE reward_queue_entries e SET acked_at = ${q.at}::timestamptz
+    WHERE e.id IN (SELECT id FROM named WHERE server_id = ${q.serverId}::uuid AND reason = 'vote') AND e.acked_at IS NULL
+    RETURNING e.id`);
   return rows.map((r) => r.id);
 }
 

@@ -140,3 +140,22 @@ export const closedRewardPeriodOf: ListRowsOf = (servers, at) => Prisma.sql`
   SELECT s.id, 'month', to_char(${at}::timestamptz AT TIME ZONE 'UTC' - interval '2 months', 'YYYY-MM'), ${at}::timestamptz - interval '40 days',
          ${at}::timestamptz - interval '40 days'
   FROM (${servers}) s`;
+
+/** One pending reward entry per server (a vote's entry the plugin has not acknowledged yet). */
+export const pendingRewardEntryOf: ListRowsOf = (servers, at) => Prisma.sql`
+  INSERT INTO reward_queue_entries (server_id, entry_key, reason, heart_id, username, username_lower, commands, online_only, rules_version, created_at)
+  SELECT s.id, 'list:vote:0', 'vote', gen_random_uuid(), 'p', 'p', ARRAY['give p 1'], false, 1, ${at}::timestamptz - interval '1 day'
+  FROM (${servers}) s`;
+
+/** One attempt per delivery of the servers (run after deliveredCallbackOf: the attempt of each one's delivered callback). */
+export const deliveryAttemptOf: ListRowsOf = (servers) => Prisma.sql`
+  INSERT INTO delivery_attempts (delivery_id, server_id, attempt, url, started_at, status_code, latency_ms, succeeded, request_body, response_body)
+  SELECT d.id, d.server_id, 1, 'http://127.0.0.1:9/callback', d.delivered_at, 200, 5, true, '{}', 'ok'
+  FROM deliveries d WHERE d.server_id IN (${servers})`;
+
+/** One voter's reward state per server (a voter rewarded once). */
+export const voterRewardStateOf: ListRowsOf = (servers, at) => Prisma.sql`
+  INSERT INTO voter_reward_states (server_id, voter_identity, last_counted_at, total, month, month_total, week, week_total, streak_last_day, streak_days)
+  SELECT s.id, 'p', ${at}::timestamptz - interval '1 day', 1, to_char(${at}::timestamptz, 'YYYY-MM'), 1, to_char(${at}::timestamptz, 'IYYY-"W"IW'), 1,
+         (${at}::timestamptz - interval '1 day')::date, 1
+  FROM (${servers}) s`;

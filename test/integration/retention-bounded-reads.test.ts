@@ -13,6 +13,7 @@ import { readRetentionSettings } from "../../services/retention/retention-settin
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { createEnvReader } from "../../services/shared/runtime/config.js";
 import { DEFAULT_FRAUD_RULES } from "../../services/hearts/domain/fraud-rules.js";
+import { countedHeartOf, deliveredCallbackOf, deliveryAttemptOf, pendingRewardEntryOf, seedListServers } from "../helpers/list-servers.js";
 import { recordingOnlyClient, rowsReadByTable } from "../helpers/rows-read.js";
 
 /** Rows that must stay, per table; and rows past every limit, per table. */
@@ -95,6 +96,9 @@ test.before(async () => {
     SELECT ${server.id}::uuid, 'young' || g, ${NOW}::timestamptz - g * interval '1 second', ${NOW}::date, 1 FROM generate_series(1, ${KEPT}::int) g`);
   await seed(Prisma.sql`INSERT INTO voter_states (server_id, voter_identity, last_counted_at, last_day, streak_days)
     SELECT ${server.id}::uuid, 'old' || g, ${NOW}::timestamptz - interval '400 days' - g * interval '1 second', ${NOW}::date - 400, 1 FROM generate_series(1, ${DUE}::int) g`);
+  // The list's 5,000 other servers, each with young rows no rule removes (a delivered callback and its attempt, a
+  // counted heart, a pending reward entry): the tables' statistics of a list, where one server's share looks tiny.
+  await seedListServers(db.prisma, { at: NOW, rowsOf: [deliveredCallbackOf, deliveryAttemptOf, countedHeartOf, pendingRewardEntryOf], analyze: [] });
   await seed(Prisma.sql`ANALYZE`);
 });
 test.after.always(async () => {

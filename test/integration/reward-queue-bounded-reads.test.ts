@@ -10,6 +10,9 @@ import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
 import {
   ackRewardEntries,
+  closeRewardEntriesPaidElsewhere,
+  findServerRewardEntries,
+  findVoteEntriesPaidElsewhere,
   listPendingRewardEntries,
   queueRewardEntries,
   REQUEUE_PAGE_ENTRIES,
@@ -24,7 +27,8 @@ import { type CountedHeart, queueVoteRewards } from "../../services/rewards/queu
 import { saveRewardRules } from "../../services/rewards/reward-rules-store.js";
 import { storeProgressionEvents } from "../../services/delivery/pipeline/progression-event.js";
 import { insertServer, startMeasuredHarness, type MeasuredHarness } from "../../scripts/harness/delivery-harness.js";
-import { recordingClient, rowsReadByStatements } from "../helpers/rows-read.js";
+import { pendingRewardEntryOf, seedListServers, voterRewardStateOf } from "../helpers/list-servers.js";
+import { recordingClient, rowsReadByStatements, rowsReadByTableGeneric } from "../helpers/rows-read.js";
 
 const HISTORY = 20_000;
 const PAGE = 50;
@@ -59,7 +63,10 @@ test.before(async (t) => {
     ...(await queueRewardEntries(q, { serverId, heartId: null, player: playerOf("offline0"), rulesVersion: 1, entries: entries(3, false) })),
     ...(await queueRewardEntries(q, { serverId, heartId: null, player: playerOf("Alice"), rulesVersion: 1, entries: entries(4, true) })),
   ]);
-  await executeSql(prisma, Prisma.sql`ANALYZE reward_queue_entries`);
+  // The list's 5,000 other servers, each with a pending entry and a voter's reward state: the statistics then say a
+  // server has few pending entries (one server's share of a list's table), so a generic plan may walk the server's
+  // pending partial index. (The reward counting's test ANALYZEs voter_reward_states after its own rows.)
+  await seedListServers(prisma, { at: harness.clock.now(), rowsOf: [pendingRewardEntryOf, voterRewardStateOf], analyze: ["reward_queue_entries"] });
   t.context = { ...harness, serverId, answerable };
 });
 
@@ -76,6 +83,8 @@ test.serial("a list of the whole queue of a server with 20,000 acknowledged entr
   t.is(statements().length, 1);
   const read = await rowsReadByStatements(h.db.prisma, statements());
   t.true((read.reward_queue_entries ?? 0) <= PAGE + FEW, `reward_queue_entries rows read: ${read.reward_queue_entries}`);
+  const generic = await rowsReadByTableGeneric(h.db.prisma, statements()[0] as Prisma.Sql);
+  t.true((generic.reward_queue_entries ?? 0) <= PAGE + FEW, `generic plan: reward_queue_entries rows read: ${generic.reward_queue_entries}`);
 });
 
 test.serial(
@@ -87,7 +96,11 @@ test.serial(
     t.deepEqual(page.map((e) => e.id).sort(), [...answerable].sort());
     t.is(statements().length, 1);
     const read = await rowsReadByStatements(h.db.prisma, statements());
+    t.log("custom plan", read);
     t.true((read.reward_queue_entries ?? 0) <= 3 * answerable.length + FEW, `reward_queue_entries rows read: ${read.reward_queue_entries}`);
+    const generic = await rowsReadByTableGeneric(h.db.prisma, statements()[0] as Prisma.Sql);
+    t.log("generic plan", generic);
+    t.true((generic.reward_queue_entries ?? 0) <= 3 * answerable.length + FEW, `generic plan: reward_queue_entries rows read: ${generic.reward_queue_entries}`);
   },
 );
 
@@ -109,6 +122,13 @@ test.serial("a bulk re-queue page of a server with 20,000 acknowledged entries r
   t.log(read);
   // The page's index entries, then the same rows by primary key for their copies: 2 x the page.
   t.true((read.reward_queue_entries ?? 0) <= 2 * REQUEUE_PAGE_ENTRIES + FEW, `reward_queue_entries rows read: ${read.reward_queue_entries}`);
+  for (const statement of statements()) {
+    const generic = await rowsReadByTableGeneric(h.db.prisma, statement);
+    t.true(
+      (generic.reward_queue_entries ?? 0) <= 2 * REQUEUE_PAGE_ENTRIES + FEW,
+      `generic plan: reward_queue_entries rows read: ${generic.reward_queue_entries}`,
+    );
+  }
 
   const empty = recordingClient(pool);
   const none = await requeueAckedRewardEntries(sqlOf(empty.client), {
@@ -122,7 +142,92 @@ test.serial("a bulk re-queue page of a server with 20,000 acknowledged entries r
   t.is(none.scanned, 0);
   const readNone = await rowsReadByStatements(h.db.prisma, empty.statements());
   t.true((readNone.reward_queue_entries ?? 0) <= FEW, `reward_queue_entries rows read for an empty range: ${readNone.reward_queue_entries}`);
+  for (const statement of empty.statements()) {
+    const generic = await rowsReadByTableGeneric(h.db.prisma, statement);
+    t.true((generic.reward_queue_entries ?? 0) <= FEW, `generic plan: reward_queue_entries rows read for an empty range: ${generic.reward_queue_entries}`);
+  }
 });
+
+test.serial(
+  "an acknowledgement of a few entries of a server with 20,000 pending online-only entries among 5,000 servers reads those entries, on its custom and on the generic plan",
+  async (t) => {
+    const { h, pool, serverId, clock } = t.context;
+    const { prisma } = h.db;
+    const ids = await runSqlTransaction(
+      prisma,
+      (q) => queueRewardEntries(q, { serverId, heartId: null, player: playerOf("acker"), rulesVersion: 1, entries: entries(5, false) }),
+      { timeoutMs: 60_000 },
+    );
+    const { client, statements } = recordingClient(pool);
+    const acked = await runSqlTransaction(
+      client,
+      async (q) => {
+        const now = await ackRewardEntries(q, { serverId, ids, at: clock.now() });
+        t.deepEqual([...(await findServerRewardEntries(q, { serverId, ids }))].sort(), [...ids].sort());
+        return now;
+      },
+      { timeoutMs: 60_000 },
+    );
+    t.deepEqual([...acked].sort(), [...ids].sort());
+    const recorded = statements().filter((x) => x.text.includes("reward_queue_entries"));
+    t.is(recorded.length, 2);
+    // Re-run on the entries pending again (the measure is rolled back, but the acknowledgement above was not).
+    await executeSql(prisma, Prisma.sql`UPDATE reward_queue_entries SET acked_at = NULL WHERE id = ANY(${ids}::uuid[])`);
+    const custom = await rowsReadByStatements(prisma, recorded);
+    t.log("custom plan", custom);
+    // Each entry by primary key: the acknowledgement's lookup and write, then the check of which are the server's.
+    t.true((custom.reward_queue_entries ?? 0) <= 3 * ids.length + FEW, `custom plan: reward_queue_entries rows read: ${custom.reward_queue_entries}`);
+    for (const statement of recorded) {
+      const generic = await rowsReadByTableGeneric(prisma, statement);
+      t.log("generic plan", generic);
+      t.true(
+        (generic.reward_queue_entries ?? 0) <= 2 * ids.length + FEW,
+        `generic plan: reward_queue_entries rows read: ${generic.reward_queue_entries} by ${statement.text.slice(0, 120)}`,
+      );
+    }
+    await executeSql(prisma, Prisma.sql`DELETE FROM reward_queue_entries WHERE id = ANY(${ids}::uuid[])`);
+  },
+);
+
+test.serial(
+  "a pay-once check and close of a few vote entries of a server with 20,000 pending online-only entries among 5,000 servers read those entries, on their custom and on the generic plan",
+  async (t) => {
+    const { h, pool, serverId, clock } = t.context;
+    const { prisma } = h.db;
+    const ids = await runSqlTransaction(
+      prisma,
+      (q) => queueRewardEntries(q, { serverId, heartId: randomUUID(), player: playerOf("payee"), rulesVersion: 1, entries: entries(5, false) }),
+      { timeoutMs: 60_000 },
+    );
+    // A pay-once server (for this test only), so the check reads its entries rather than stopping at the server's row.
+    await executeSql(prisma, Prisma.sql`UPDATE servers SET pay_once = true WHERE id = ${serverId}::uuid`);
+    const { client, statements } = recordingClient(pool);
+    await runSqlTransaction(
+      client,
+      async (q) => {
+        await findVoteEntriesPaidElsewhere(q, { serverId, ids });
+        await closeRewardEntriesPaidElsewhere(q, { serverId, ids, at: clock.now() });
+      },
+      { timeoutMs: 60_000 },
+    );
+    const recorded = statements().filter((x) => x.text.includes("reward_queue_entries"));
+    t.is(recorded.length, 2);
+    await executeSql(prisma, Prisma.sql`UPDATE reward_queue_entries SET acked_at = NULL WHERE id = ANY(${ids}::uuid[])`);
+    const custom = await rowsReadByStatements(prisma, recorded);
+    t.log("custom plan", custom);
+    t.true((custom.reward_queue_entries ?? 0) <= 2 * (2 * ids.length) + FEW, `custom plan: reward_queue_entries rows read: ${custom.reward_queue_entries}`);
+    for (const statement of recorded) {
+      const generic = await rowsReadByTableGeneric(prisma, statement);
+      t.log("generic plan", generic);
+      t.true(
+        (generic.reward_queue_entries ?? 0) <= 2 * ids.length + FEW,
+        `generic plan: reward_queue_entries rows read: ${generic.reward_queue_entries} by ${statement.text.slice(0, 120)}`,
+      );
+    }
+    await executeSql(prisma, Prisma.sql`UPDATE servers SET pay_once = false WHERE id = ${serverId}::uuid`);
+    await executeSql(prisma, Prisma.sql`DELETE FROM reward_queue_entries WHERE id = ANY(${ids}::uuid[])`);
+  },
+);
 
 test.serial(
   "a batch's reward counting reads a few rows per heart: 100 hearts, ten of them a veteran's with 20,000 entries and 200 weeks of tallies behind them, on a server with 20,000 acknowledged entries and 20,000 voters' reward states",
@@ -178,6 +283,13 @@ test.serial(
     // month tallies and periods, its events' server and endpoints: a few rows each, never the server's or the veteran's history.
     for (const table of ["reward_queue_entries", "voter_reward_states", "voter_period_tallies", "reward_periods", "deliveries"]) {
       t.true((read[table] ?? 0) <= 10 * hearts.length, `${table} rows read: ${read[table]}`);
+    }
+    const generic: Record<string, number> = {};
+    for (const statement of statements().filter((x) => !x.text.includes("/* planner-fence */")))
+      for (const [table, rows] of Object.entries(await rowsReadByTableGeneric(prisma, statement))) generic[table] = Math.max(generic[table] ?? 0, rows);
+    t.log("generic plan, most of a statement", generic);
+    for (const table of ["reward_queue_entries", "voter_reward_states", "voter_period_tallies", "reward_periods", "deliveries"]) {
+      t.true((generic[table] ?? 0) <= 10 * hearts.length, `generic plan: ${table} rows read: ${generic[table]}`);
     }
   },
 );

@@ -172,16 +172,24 @@ export function withdrawDeliveriesSql(q: {
   const guard = q.only
     ? Prisma.sql`d.id = ${q.only.id}::uuid AND ${deliveryGuardSql("withdraw", { lease: Prisma.sql`${q.only.leaseUntil}::timestamptz` })}`
     : deliveryGuardSql("withdraw_waiting", { now: q.now });
+  // Bounded: the hearts' deliveries (a few each) by the heart_id index, then those rows by primary key. The hearts'
+  // deliveries are named first by heart_id alone (a materialized lookup naming neither server nor status), the server
+  // checked on them, and the write takes them by primary key: naming the server and the pending status with the heart
+  // ids, the generic plan on a list's statistics (one server's share looks tiny) walked the server's pending rows and
+  // filtered by heart_id (20,000 rows to withdraw one heart's delivery in delivery-bounded-reads.test.ts).
   return Prisma.sql`
+    WITH named AS MATERIALIZED (
+      SELECT d.id, d.server_id FROM deliveries d
+      WHERE d.heart_id = ANY(${[...q.heartIds]}::uuid[])
+        AND ${
+          q.withEligible
+            ? Prisma.sql`d.event_type IN ('heart.counted', 'heart.eligible')`
+            : // Pay-once: a Discord message announces the vote and pays nothing, so it is never withdrawn (an erasure withdraws it too).
+              Prisma.sql`d.event_type = 'heart.counted' AND d.transport <> 'discord'`
+        })
     UPDATE deliveries d SET status = ${statusSql(DELIVERY_TRANSITIONS.withdraw.to)}, attempts = d.attempts + 1, lease_until = NULL,
         last_status_code = NULL, last_error = ${q.reason}
-    WHERE d.server_id = ${q.serverId}::uuid AND d.heart_id = ANY(${[...q.heartIds]}::uuid[])
-      AND ${
-        q.withEligible
-          ? Prisma.sql`d.event_type IN ('heart.counted', 'heart.eligible')`
-          : // Pay-once: a Discord message announces the vote and pays nothing, so it is never withdrawn (an erasure withdraws it too).
-            Prisma.sql`d.event_type = 'heart.counted' AND d.transport <> 'discord'`
-      } AND ${guard}
+    WHERE d.id IN (SELECT id FROM named WHERE server_id = ${q.serverId}::uuid) AND ${guard}
     RETURNING d.id, d.server_id`;
 }
 

@@ -46,12 +46,21 @@ const CLAIM_KINDS = {
  * of the unique (server_id, transport, endpoint_id, dedup_key) index, so at most MAX_PULL_CLAIM rows are read whatever
  * the server's backlog or history. It names no status, so the server's pending partial indexes cannot serve it; the
  * statements that pay, claim and answer take their rows from it by primary key (claimPullDeliveriesSql says why).
+ *
+ * Each id is probed on its own (a lateral lookup per id, LIMIT 1: the unique key holds at most one row, and the limit
+ * keeps the lookup from being flattened into a join): with `dedup_key = ANY($ids)`, the generic plan on a list's
+ * statistics (one server's pull deliveries look like a handful) probed the index by server, transport and endpoint
+ * only and filtered by dedup_key, reading the server's whole pull history (20,004 rows to claim one heart in
+ * delivery-bounded-reads.test.ts); an equality on one id is always an index condition.
  */
 function namedSql(serverId: string, kind: PullClaimKind, ids: string[]): Prisma.Sql {
   return Prisma.sql`
-    SELECT d.id FROM deliveries d
-    WHERE d.server_id = ${serverId}::uuid AND d.transport = 'pull' AND d.endpoint_id IS NULL AND d.dedup_key = ANY(${ids}::text[])
-      AND ${CLAIM_KINDS[kind].kind(ids)}`;
+    SELECT d.id FROM unnest(${ids}::text[]) AS k(key)
+    CROSS JOIN LATERAL (
+      SELECT d.id FROM deliveries d
+      WHERE d.server_id = ${serverId}::uuid AND d.transport = 'pull' AND d.endpoint_id IS NULL AND d.dedup_key = k.key
+        AND ${CLAIM_KINDS[kind].kind(ids)}
+      LIMIT 1) d`;
 }
 
 /**

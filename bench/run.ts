@@ -487,7 +487,11 @@ function tracked(ctx: Ctx, extra: Tracked[] = []): Tracked[] {
  * BEGIN and COMMIT included); `allCalls` adds what PostgreSQL runs inside them (foreign-key checks,
  * pg_stat_statements.track = all).
  */
-async function statementsSince(ctx: Ctx): Promise<{ calls: number; allCalls: number; top: Array<{ query: string; calls: number; meanMs: number }> }> {
+async function statementsSince(ctx: Ctx): Promise<{
+  calls: number;
+  allCalls: number;
+  top: Array<{ query: string; calls: number; meanMs: number; blocksHitPerCall: number; blocksReadPerCall: number }>;
+}> {
   const stats = await ctx.pgb.readStatements(ctx.database);
   const relevant = stats.filter((s) => !/pg_stat_statements|^SHOW |^SET /.test(s.query));
   let calls = Number.NaN;
@@ -505,7 +509,15 @@ async function statementsSince(ctx: Ctx): Promise<{ calls: number; allCalls: num
   return {
     calls,
     allCalls: relevant.reduce((sum, s) => sum + s.calls, 0),
-    top: relevant.slice(0, 8).map((s) => ({ query: s.query.slice(0, 140), calls: s.calls, meanMs: round(s.totalExecMs / Math.max(1, s.calls), 3) })),
+    // Buffers per call: a statement reading from the OS (blocksReadPerCall) where the other database finds its pages in
+    // PostgreSQL's cache shows a working set larger than shared_buffers.
+    top: relevant.slice(0, 8).map((s) => ({
+      query: s.query.slice(0, 140),
+      calls: s.calls,
+      meanMs: round(s.totalExecMs / Math.max(1, s.calls), 3),
+      blocksHitPerCall: round(s.sharedBlksHit / Math.max(1, s.calls), 1),
+      blocksReadPerCall: round(s.sharedBlksRead / Math.max(1, s.calls), 1),
+    })),
   };
 }
 

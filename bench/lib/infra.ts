@@ -265,6 +265,9 @@ export interface StatementStat {
   calls: number;
   totalExecMs: number;
   rows: number;
+  /** Shared buffers found in PostgreSQL's cache, and read into it (from the OS: its cache or the disk). */
+  sharedBlksHit: number;
+  sharedBlksRead: number;
 }
 
 const TEMPLATE_DB = "bench_template";
@@ -344,14 +347,28 @@ export async function startBenchPostgres(progress: (line: string) => void, opts:
       await admin.query("SELECT pg_stat_statements_reset()");
     },
     async readStatements(database) {
-      const { rows } = await admin.query<{ query: string; calls: string; total_exec_time: number; rows: string }>(
-        `SELECT s.query, s.calls, s.total_exec_time, s.rows
+      const { rows } = await admin.query<{
+        query: string;
+        calls: string;
+        total_exec_time: number;
+        rows: string;
+        shared_blks_hit: string;
+        shared_blks_read: string;
+      }>(
+        `SELECT s.query, s.calls, s.total_exec_time, s.rows, s.shared_blks_hit, s.shared_blks_read
          FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
          WHERE d.datname = $1
          ORDER BY s.calls DESC, s.total_exec_time DESC`,
         [database],
       );
-      return rows.map((r) => ({ query: r.query.replace(/\s+/g, " ").trim(), calls: Number(r.calls), totalExecMs: r.total_exec_time, rows: Number(r.rows) }));
+      return rows.map((r) => ({
+        query: r.query.replace(/\s+/g, " ").trim(),
+        calls: Number(r.calls),
+        totalExecMs: r.total_exec_time,
+        rows: Number(r.rows),
+        sharedBlksHit: Number(r.shared_blks_hit),
+        sharedBlksRead: Number(r.shared_blks_read),
+      }));
     },
     cpuSnapshot: () => snapshotProcessTree(postmasterPid),
     async stop() {

@@ -18,9 +18,9 @@ interface PlanNode {
 /**
  * The rows a statement read from each table: every scan node of its EXPLAIN (ANALYZE) plan (not a ModifyTable's: the
  * rows it writes were read by the scan below it) counts the rows it
- * returned plus those its filter or recheck removed, times its loops; a bitmap index scan (which names its index, not
- * its table) adds the index entries it read to its table, as a bitmap plan may read a long run of entries to return a
- * few heap rows. Runs the statement inside a transaction that is rolled back, so a statement that writes (a dedup
+ * returned plus those its filter or recheck removed, times its loops; a bitmap plan counts the index entries its bitmap
+ * index scans read (which name their index, not its table: a bitmap plan may read a long run of entries to return a
+ * few heap rows) plus the rows a lossy page's recheck removed, not its heap rows again. Runs the statement inside a transaction that is rolled back, so a statement that writes (a dedup
  * INSERT) leaves nothing behind.
  */
 export async function rowsReadByTable(
@@ -63,7 +63,13 @@ export async function rowsReadByTable(
         ? undefined
         : (node["Relation Name"] ?? (node["Node Type"] === "Bitmap Index Scan" ? tableOfIndex.get(node["Index Name"] ?? "") : undefined));
     if (table !== undefined) {
-      const rows = (node["Actual Rows"] ?? 0) + (node["Rows Removed by Filter"] ?? 0) + (node["Rows Removed by Index Recheck"] ?? 0);
+      // A bitmap heap scan's rows (returned or filtered) are the entries its bitmap index scans below it found, which
+      // count already: counting both read a bitmap plan's rows twice. What it reads beyond them is a lossy page's
+      // rows, removed by the recheck.
+      const rows =
+        node["Node Type"] === "Bitmap Heap Scan"
+          ? (node["Rows Removed by Index Recheck"] ?? 0)
+          : (node["Actual Rows"] ?? 0) + (node["Rows Removed by Filter"] ?? 0) + (node["Rows Removed by Index Recheck"] ?? 0);
       read[table] = (read[table] ?? 0) + rows * (node["Actual Loops"] ?? 1);
     }
     for (const child of node.Plans ?? []) walk(child);

@@ -1,7 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { Prisma as PrismaNs, PrismaClient } from "../../../gen/prisma/client.js";
-import { registerSqlPool, runSql } from "./sql/executor.js";
+import { PLANNED_EACH_RUN, registerSqlPool, runSql } from "./sql/executor.js";
 import { ConnectionLossCodedClient } from "./sql/pg-internals.js";
 
 export { PrismaClient };
@@ -14,11 +14,14 @@ export const MAX_NAMED_STATEMENTS = 500;
  * Names each distinct SQL text once (`p1`, `p2`, ...), so node-postgres prepares it once per
  * connection and PostgreSQL parses it once and may reuse its plan, instead of parsing and
  * planning every execution afresh. Bounded: Prisma writes a new text for each length of an
- * `IN (...)` list, so only the first MAX_NAMED_STATEMENTS texts are named; the rest stay unnamed.
+ * `IN (...)` list, so only the first MAX_NAMED_STATEMENTS texts are named; the rest stay unnamed. A text that starts
+ * with PLANNED_EACH_RUN (planEachRun) is never named: PostgreSQL plans it with its values each time.
  */
 export function createStatementNamer(limit = MAX_NAMED_STATEMENTS): (query: { sql: string }) => string | undefined {
   const names = new Map<string, string>();
   return ({ sql }) => {
+    // A statement planned with its values on every run (planEachRun) stays unnamed.
+    if (sql.startsWith(PLANNED_EACH_RUN)) return undefined;
     const known = names.get(sql);
     if (known !== undefined) return known;
     // Failure policy: past the bound a statement simply runs unnamed, as it did before naming existed.

@@ -1,6 +1,6 @@
 import { Prisma } from "../../../gen/prisma/client.js";
 import type { PrismaClient } from "./db.js";
-import { executeSql, runSql, type Sql } from "./sql/executor.js";
+import { executeSql, planEachRun, runSql, type Sql } from "./sql/executor.js";
 
 /**
  * One retention rule: which rows of one table age out, and how to remove (or erase the fields of) a batch
@@ -8,6 +8,11 @@ import { executeSql, runSql, type Sql } from "./sql/executor.js";
  * a factory `(keepSeconds, ...) => RetentionRule`; the runner (services/retention/run-retention.ts) only
  * composes rules, and services/retention/retention-rules.ts lists them in one array. The shape lives in
  * services/shared so that owner modules there (dead-letters.ts) can build rules too.
+ *
+ * Every statement a rule runs is planned with its values each time (planEachRun, in statementRule, windowRule and
+ * readOldestAge): which index holds the due rows depends on the cutoff, which a generic plan cannot see (forced to
+ * one, the hearts' address erasure walked every erased heart's entry of the table's age key: 20,500 rows for a batch
+ * of 100), and a batch runs rarely enough that planning it each time costs nothing that shows.
  */
 export interface RetentionRule {
   /** Stable name: the `rule` label of the oldest-age gauge and the key of the pass's log line. */
@@ -44,7 +49,7 @@ export function cutoffOf(now: Date, keepSeconds: number): Date {
  * its age at `now` in seconds, or null when the table holds no such row.
  */
 export async function readOldestAge(db: PrismaClient, read: Sql, now: Date): Promise<number | null> {
-  const [row] = await runSql<{ oldest: Date | null }>(db, read);
+  const [row] = await runSql<{ oldest: Date | null }>(db, planEachRun(read));
   return row?.oldest ? ageSeconds(now, row.oldest) : null;
 }
 
@@ -65,7 +70,7 @@ export function statementRule(spec: StatementRuleSpec): RetentionRule {
   return {
     name: spec.name,
     table: spec.table,
-    removeBatch: (db, now, limit) => executeSql(db, spec.removeDue(cutoffOf(now, spec.keepSeconds), limit)),
+    removeBatch: (db, now, limit) => executeSql(db, planEachRun(spec.removeDue(cutoffOf(now, spec.keepSeconds), limit))),
     oldestAge: (db, now) => readOldestAge(db, spec.oldest, now),
   };
 }
@@ -150,7 +155,7 @@ export function windowRule<Id>(spec: WindowRuleSpec<Id>): RetentionRule {
       for (let window = 0; window < WINDOWS_PER_BATCH; window++) {
         const [row] = await runSql<{ removed: bigint; seen: bigint; last_at: Date | null; last_id: Id | null }>(
           db,
-          spec.removeWindow(cut, after ?? spec.start, limit),
+          planEachRun(spec.removeWindow(cut, after ?? spec.start, limit)),
         );
         const removed = Number(row?.removed ?? 0);
         const atEnd = Number(row?.seen ?? 0) < limit || row?.last_at == null || row.last_id == null;

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { Prisma } from "../../../../gen/prisma/client.js";
+import { Prisma } from "../../../../gen/prisma/client.js";
 import { SQL_TYPES } from "./decode.js";
 import { queryAfterBegin } from "./pg-internals.js";
 
@@ -20,6 +20,21 @@ export interface SqlTx {
   query<T>(sql: Sql): Promise<T[]>;
   /** Runs one statement; how many rows it inserted, updated or deleted (its command tag's count). */
   execute(sql: Sql): Promise<number>;
+}
+
+/** The comment a statement planned with its values on every run starts with (planEachRun): the statement namer never names it. */
+export const PLANNED_EACH_RUN = "/* planned-each-run */";
+
+/**
+ * `sql`, planned with its parameters' values every time it runs: never prepared under a name, so PostgreSQL never
+ * caches a generic plan for it (a named statement may switch to one, planned without the values, after five runs).
+ * For a statement whose right plan depends on a value a generic plan cannot see, such as a retention batch's cutoff (which rows are
+ * due decides which index holds them) and that runs rarely enough that planning it each time costs nothing that
+ * shows (a retention batch: once per batch of rows). A hot path's statement is kept named and written to hold on
+ * either plan instead (ARCHITECTURE.md, "generic plans").
+ */
+export function planEachRun(sql: Sql): Sql {
+  return Prisma.sql([`${PLANNED_EACH_RUN} `, ""], sql);
 }
 
 /** What the executor needs of a client: the pool, and the statement namer (none where connections share a session). */

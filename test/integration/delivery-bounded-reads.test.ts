@@ -20,7 +20,7 @@ import type { ReceiptLinks } from "../../services/hearts/receipt-token.js";
 import { executeSql } from "../../services/shared/adapters/sql/executor.js";
 import { create } from "@bufbuild/protobuf";
 import { GetReceiptRequestSchema } from "../../gen/proto/hearts/v1/hearts_pb.js";
-import { countedHeartOf, deliveredCallbackOf, deliveryAttemptOf, seedListServers } from "../helpers/list-servers.js";
+import { countedHeartOf, deliveredCallbackOf, deliveryAttemptOf, heldLedgerRowOf, seedListServers } from "../helpers/list-servers.js";
 import { recordingClient, rowsReadByStatements, rowsReadByTableGeneric } from "../helpers/rows-read.js";
 import {
   defaultEndpoint,
@@ -80,8 +80,8 @@ async function serverWithHistory(h: Harness, at: Date): Promise<string> {
   // list's statistics, where one server's share of a table looks tiny to a generic plan (test/helpers/list-servers.ts).
   await seedListServers(h.db.prisma, {
     at,
-    rowsOf: [deliveredCallbackOf, deliveryAttemptOf, countedHeartOf],
-    analyze: ["deliveries", "delivery_attempts", "hearts"],
+    rowsOf: [deliveredCallbackOf, deliveryAttemptOf, countedHeartOf, heldLedgerRowOf],
+    analyze: ["deliveries", "delivery_attempts", "hearts", "vote_claims"],
   });
   return serverId;
 }
@@ -364,7 +364,7 @@ test.serial("a server's pull list of hearts reads a page, not its 20,000 unclaim
 });
 
 test.serial(
-  "a pay-once withdrawal of one paid heart's other deliveries reads a handful of rows of a server with 20,000 waiting deliveries, on its custom and on the generic plan",
+  "a pay-once withdrawal of one paid heart's other deliveries and its ledger row reads a handful of rows of a server with 20,000 waiting deliveries and held ledger rows, on its custom and on the generic plan",
   async (t) => {
     const { h, clock, pool } = t.context;
     const at = clock.now();
@@ -378,19 +378,29 @@ test.serial(
     FROM generate_series(1, ${HISTORY_ROWS}::int) AS g
     CROSS JOIN LATERAL (SELECT gen_random_uuid() AS heart_id, ${at}::timestamptz - interval '1 day' - g * interval '1 second' AS at) x`,
     );
-    await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
+    // Each waiting heart's held ledger row (the server's players claim in game too).
+    await executeSql(
+      h.db.prisma,
+      Prisma.sql`
+    INSERT INTO vote_claims (heart_id, server_id, player_key, username_lower, counted_at, expires_at)
+    SELECT heart_id, server_id, 'name:' || username, username, counted_at, counted_at + interval '30 days' FROM deliveries WHERE server_id = ${waiting}::uuid`,
+    );
+    await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries, vote_claims`);
     const [paid] = await h.db.prisma.delivery.findMany({ where: { serverId: waiting }, orderBy: { createdAt: "asc" }, take: 1 });
     const { client, statements } = recordingClient(pool);
     await withdrawOthers(client, { serverId: waiting, heartIds: [paid!.heartId], paidBy: "callback", now: at });
     t.is((await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: paid!.id } })).status, "withdrawn");
+    t.is((await h.db.prisma.voteClaim.findUniqueOrThrow({ where: { heartId: paid!.heartId } })).state, "withdrawn", "its ledger row too");
     await executeSql(h.db.prisma, Prisma.sql`DELETE FROM delivery_attempts WHERE delivery_id = ${paid!.id}::uuid`);
     await executeSql(h.db.prisma, Prisma.sql`UPDATE deliveries SET status = 'pending', attempts = 0, last_error = NULL WHERE id = ${paid!.id}::uuid`);
+    await executeSql(h.db.prisma, Prisma.sql`UPDATE vote_claims SET state = 'held' WHERE heart_id = ${paid!.heartId}::uuid`);
     for (const [path, read] of [
       ["withdrawal", await rowsReadByStatements(h.db.prisma, statements())],
       ["withdrawal (generic plan, most of a statement)", await genericReadsOf(h.db.prisma, statements())],
     ] as const) {
       t.log(path, read);
       t.true((read.deliveries ?? 0) <= FEW, `${path}: deliveries rows read: ${read.deliveries}`);
+      t.true((read.vote_claims ?? 0) <= 2, `${path}: vote_claims rows read: ${read.vote_claims}`);
     }
   },
 );

@@ -22,6 +22,7 @@ import { startReceiver, type Receiver } from "../../scripts/harness/receiver.js"
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
 import { TEST_SERVICE_TOKEN } from "../../scripts/harness/service-token.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { retryOverloaded } from "../helpers/retry-overloaded.js";
 
 const BIN = join(import.meta.dirname, "../../scripts/cli/bin.js");
 
@@ -96,13 +97,15 @@ function verifyCallback(secret: string, header: string, rawBody: Buffer): boolea
 test("voters export, erase --yes and audit: the document lists the voter's hearts, the erasure leaves a tombstone, erase without --yes and a token without admin are refused", async (t) => {
   const created = await createServer(t);
   const serverId = created.server.server_id;
-  const cast = await stack.clients.hearts.castHeart({
-    serverId,
-    username: "Cli_Voter",
-    voterIdentity: "cli-voter-1",
-    ip: "198.51.100.91",
-    userAgent: "Mozilla/5.0 CliVoter",
-  });
+  const cast = await retryOverloaded(() =>
+    stack.clients.hearts.castHeart({
+      serverId,
+      username: "Cli_Voter",
+      voterIdentity: "cli-voter-1",
+      ip: "198.51.100.91",
+      userAgent: "Mozilla/5.0 CliVoter",
+    }),
+  );
   const exported = await rcb(["voters", "export", "--server", serverId, "--username", "cli_voter", "--json"]);
   t.is(exported.code, 0, exported.stderr);
   t.deepEqual(
@@ -760,14 +763,16 @@ test("listen on a pay-once server, racing in-game claims (GET /api/votes) and th
   await eventually(() => gateway.listed >= 1 || undefined, { timeoutMs: 30_000, message: "listen polls" });
   for (let i = 0; i < HEARTS; i++) {
     const steamId = `7656119802${String(i).padStart(7, "0")}`;
-    const cast = await stack.clients.hearts.castHeart({
-      serverId,
-      voterIdentity: `racer-${i}`,
-      username: `Racer${i}`,
-      ip: `198.51.100.${i + 1}`,
-      userAgent: "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36",
-      steamId,
-    });
+    const cast = await retryOverloaded(() =>
+      stack.clients.hearts.castHeart({
+        serverId,
+        voterIdentity: `racer-${i}`,
+        username: `Racer${i}`,
+        ip: `198.51.100.${i + 1}`,
+        userAgent: "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36",
+        steamId,
+      }),
+    );
     t.true(cast.counted);
     steamOf.set(cast.heartId, steamId);
   }

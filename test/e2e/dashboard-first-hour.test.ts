@@ -20,6 +20,7 @@ import { type DashboardBrowserContext, LAPTOP, PHONE } from "../helpers/dashboar
 import { eventually } from "../helpers/eventually.js";
 import { screenshotDir } from "../helpers/screenshots.js";
 import { startStack } from "../../scripts/harness/stack.js";
+import { retryOverloaded } from "../helpers/retry-overloaded.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 const BROWSER_UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0";
@@ -120,13 +121,15 @@ test.serial("setup: a fresh server, and a server whose counted heart waits for a
   flow.freshId = fresh.server!.id;
   const held = await stack.clients.admin.createServer({ name: "First hour: held", registrationUrl: "" });
   flow.heldId = held.server!.id;
-  const cast = await stack.clients.hearts.castHeart({
-    serverId: flow.heldId,
-    username: "Steve",
-    voterIdentity: `voter-${randomBytes(4).toString("hex")}`,
-    ip: "203.0.113.9",
-    userAgent: BROWSER_UA,
-  });
+  const cast = await retryOverloaded(() =>
+    stack.clients.hearts.castHeart({
+      serverId: flow.heldId,
+      username: "Steve",
+      voterIdentity: `voter-${randomBytes(4).toString("hex")}`,
+      ip: "203.0.113.9",
+      userAgent: BROWSER_UA,
+    }),
+  );
   t.true(cast.counted);
   await eventually(() => stack.prisma.delivery.findFirst({ where: { heartId: cast.heartId, transport: "callback" } }).then((d) => d ?? undefined), {
     timeoutMs: 30_000,

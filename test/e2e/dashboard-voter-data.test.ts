@@ -10,6 +10,7 @@ import type { Page } from "playwright-core";
 import { launchChromium, type LaunchedChromium } from "../../scripts/infra/chromium.js";
 import { createLogger } from "../../services/shared/runtime/log.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { retryOverloaded } from "../helpers/retry-overloaded.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 
@@ -44,13 +45,15 @@ test.serial("browser: the voter data form exports the voter as a JSON download, 
   await page.click("#create-server");
   await page.waitForSelector("#flash:not([hidden])");
   const serverId = await page.inputValue("#server-picker");
-  const cast = await stack.clients.hearts.castHeart({
-    serverId,
-    username: "Ui_Voter",
-    voterIdentity: "ui-voter",
-    ip: "198.51.100.41",
-    userAgent: "Mozilla/5.0 UiVoter",
-  });
+  const cast = await retryOverloaded(() =>
+    stack.clients.hearts.castHeart({
+      serverId,
+      username: "Ui_Voter",
+      voterIdentity: "ui-voter",
+      ip: "198.51.100.41",
+      userAgent: "Mozilla/5.0 UiVoter",
+    }),
+  );
   await page.click('.tab[data-tab="hearts"]');
   await page.waitForSelector("#voter-data-card");
 

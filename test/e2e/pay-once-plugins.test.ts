@@ -45,6 +45,7 @@ import {
   type ServiceProcess,
   type SystemSettings,
 } from "../../scripts/harness/e2e-support.js";
+import { retryOverloaded } from "../helpers/retry-overloaded.js";
 
 interface Context {
   db: TestDatabase;
@@ -149,14 +150,16 @@ function nextSteamId(): string {
 /** Casts the player's heart from an address of its own (a /24 of its own, so the fraud rules stay quiet). */
 async function castHeart(c: Context, serverId: string, player: { username: string; steamId?: string }): Promise<string> {
   voter++;
-  const cast = await c.clients.hearts.castHeart({
-    serverId,
-    username: player.username,
-    voterIdentity: `voter-${serverId}-${voter}`,
-    ip: `100.${64 + Math.floor(voter / 256)}.${voter % 256}.9`,
-    userAgent: "Mozilla/5.0 (X11; Linux x86_64) e2e-pay-once-plugins",
-    ...(player.steamId ? { steamId: player.steamId } : {}),
-  });
+  const cast = await retryOverloaded(() =>
+    c.clients.hearts.castHeart({
+      serverId,
+      username: player.username,
+      voterIdentity: `voter-${serverId}-${voter}`,
+      ip: `100.${64 + Math.floor(voter / 256)}.${voter % 256}.9`,
+      userAgent: "Mozilla/5.0 (X11; Linux x86_64) e2e-pay-once-plugins",
+      ...(player.steamId ? { steamId: player.steamId } : {}),
+    }),
+  );
   if (!cast.counted) throw new Error(`the heart of ${player.username} did not count: ${cast.reason}`);
   return cast.heartId;
 }

@@ -34,6 +34,7 @@ import {
   unixNow,
   type ServiceProcess,
 } from "../../scripts/harness/e2e-support.js";
+import { retryOverloaded } from "../helpers/retry-overloaded.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -202,13 +203,15 @@ test.serial(
     const { secret } = await clients.admin.revealCallbackSecret({ serverId });
     t.true(secret.startsWith("whsec_"));
 
-    const cast = await clients.hearts.castHeart({
-      serverId,
-      username: "Steve",
-      voterIdentity: "voter-e2e-1",
-      ip: "203.0.113.10",
-      userAgent: "Mozilla/5.0 (X11; Linux x86_64) e2e",
-    });
+    const cast = await retryOverloaded(() =>
+      clients.hearts.castHeart({
+        serverId,
+        username: "Steve",
+        voterIdentity: "voter-e2e-1",
+        ip: "203.0.113.10",
+        userAgent: "Mozilla/5.0 (X11; Linux x86_64) e2e",
+      }),
+    );
     t.true(cast.counted, `heart not counted: ${cast.reason}`);
     t.regex(cast.heartId, UUID);
 

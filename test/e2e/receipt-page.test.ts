@@ -25,6 +25,7 @@ import { eventually } from "../helpers/eventually.js";
 import { startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
 import { screenshotDir } from "../helpers/screenshots.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
+import { retryOverloaded } from "../helpers/retry-overloaded.js";
 
 const UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0";
 const PHONE = { width: 375, height: 812 };
@@ -76,7 +77,7 @@ test.after.always(async (t) => {
 
 async function cast(c: Context, serverId: string, username: string, voterIdentity = `voter-${randomBytes(4).toString("hex")}`) {
   ipSeq += 1;
-  const answer = await c.stack.clients.hearts.castHeart({ serverId, username, voterIdentity, ip: `203.0.113.${ipSeq}`, userAgent: UA });
+  const answer = await retryOverloaded(() => c.stack.clients.hearts.castHeart({ serverId, username, voterIdentity, ip: `203.0.113.${ipSeq}`, userAgent: UA }));
   return { answer, voterIdentity };
 }
 

@@ -26,6 +26,7 @@ import {
   type ServiceProcess,
   type SystemSettings,
 } from "../../scripts/harness/e2e-support.js";
+import { retryOverloaded } from "../helpers/retry-overloaded.js";
 
 interface Context {
   broker: KafkaBroker;
@@ -91,13 +92,15 @@ async function createPayingServer(
 
 /** Casts one heart from a voter of its own on an address of its own (/24 of its own, so fraud rules stay quiet). */
 async function castHeart(clients: ServiceClients, serverId: string, voter: number): Promise<string> {
-  const cast = await clients.hearts.castHeart({
-    serverId,
-    username: `Player${voter}`,
-    voterIdentity: `voter-${serverId}-${voter}`,
-    ip: `100.${64 + Math.floor(voter / 256)}.${voter % 256}.9`,
-    userAgent: "Mozilla/5.0 (X11; Linux x86_64) e2e-resilience",
-  });
+  const cast = await retryOverloaded(() =>
+    clients.hearts.castHeart({
+      serverId,
+      username: `Player${voter}`,
+      voterIdentity: `voter-${serverId}-${voter}`,
+      ip: `100.${64 + Math.floor(voter / 256)}.${voter % 256}.9`,
+      userAgent: "Mozilla/5.0 (X11; Linux x86_64) e2e-resilience",
+    }),
+  );
   if (!cast.counted) throw new Error(`heart ${voter} did not count: ${cast.reason}`);
   return cast.heartId;
 }

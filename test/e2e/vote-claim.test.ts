@@ -26,6 +26,7 @@ import {
   startRelayProcess,
   type ServiceProcess,
 } from "../../scripts/harness/e2e-support.js";
+import { retryOverloaded } from "../helpers/retry-overloaded.js";
 
 interface Context {
   db: TestDatabase;
@@ -72,14 +73,16 @@ test.after.always(async (t) => {
 let ip = 20;
 async function castWithSteamId(clients: ServiceClients, serverId: string, steamId: string): Promise<string> {
   ip++;
-  const cast = await clients.hearts.castHeart({
-    serverId,
-    username: `rust${ip}`,
-    voterIdentity: `voter-${randomBytes(4).toString("hex")}`,
-    ip: `198.51.${ip}.9`,
-    userAgent: "Mozilla/5.0 e2e",
-    steamId,
-  });
+  const cast = await retryOverloaded(() =>
+    clients.hearts.castHeart({
+      serverId,
+      username: `rust${ip}`,
+      voterIdentity: `voter-${randomBytes(4).toString("hex")}`,
+      ip: `198.51.${ip}.9`,
+      userAgent: "Mozilla/5.0 e2e",
+      steamId,
+    }),
+  );
   if (!cast.counted) throw new Error(`heart did not count: ${cast.reason}`);
   return cast.heartId;
 }

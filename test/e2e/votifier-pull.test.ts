@@ -22,6 +22,7 @@ import {
   startRelayProcess,
   type ServiceProcess,
 } from "../../scripts/harness/e2e-support.js";
+import { retryOverloaded } from "../helpers/retry-overloaded.js";
 
 interface Context {
   db: TestDatabase;
@@ -74,13 +75,15 @@ test.after.always(async (t) => {
 let ip = 10;
 async function castCounted(clients: ServiceClients, serverId: string, username: string): Promise<string> {
   ip++;
-  const cast = await clients.hearts.castHeart({
-    serverId,
-    username,
-    voterIdentity: `voter-${randomBytes(4).toString("hex")}`,
-    ip: `198.51.${ip}.9`,
-    userAgent: "Mozilla/5.0 e2e",
-  });
+  const cast = await retryOverloaded(() =>
+    clients.hearts.castHeart({
+      serverId,
+      username,
+      voterIdentity: `voter-${randomBytes(4).toString("hex")}`,
+      ip: `198.51.${ip}.9`,
+      userAgent: "Mozilla/5.0 e2e",
+    }),
+  );
   if (!cast.counted) throw new Error(`heart did not count: ${cast.reason}`);
   return cast.heartId;
 }

@@ -5,6 +5,7 @@
 import { randomUUID } from "node:crypto";
 import type { TestStack } from "../../scripts/harness/stack.js";
 import type { CountedHeart } from "../../services/rewards/counted-heart.js";
+import { retryOverloaded } from "./retry-overloaded.js";
 
 /** A voter as CastHeart sees them. */
 export interface RewardVoter {
@@ -19,14 +20,16 @@ export interface RewardVoter {
  * throws unless it counted. Returns the heart id.
  */
 export async function castCountedVote(stack: TestStack, serverId: string, voter: RewardVoter, at: string): Promise<string> {
-  const res = await stack.clients.hearts.castHeart({
-    serverId,
-    voterIdentity: voter.identity,
-    username: voter.username,
-    ip: voter.ip,
-    userAgent: "Mozilla/5.0 (X11; Linux x86_64) RewardTest/1.0",
-    ...(voter.steamId ? { steamId: voter.steamId } : {}),
-  });
+  const res = await retryOverloaded(() =>
+    stack.clients.hearts.castHeart({
+      serverId,
+      voterIdentity: voter.identity,
+      username: voter.username,
+      ip: voter.ip,
+      userAgent: "Mozilla/5.0 (X11; Linux x86_64) RewardTest/1.0",
+      ...(voter.steamId ? { steamId: voter.steamId } : {}),
+    }),
+  );
   if (!res.counted) throw new Error(`the vote at ${at} did not count`);
   return res.heartId;
 }

@@ -46,7 +46,10 @@ test.serial("ResolveSigningKeys OK: active keys newest first, secret as UTF-8 by
   } finally {
     pg.Client.prototype.query = originalQuery;
   }
-  t.is(statements.filter((s) => /\bselect\b/i.test(s)).length, 1, statements.join("\n---\n"));
+  // The caller's service token is looked up again once its cache entry (SERVICE_TOKEN_CACHE_MS, 1 s) is older: on a
+  // loaded machine that falls inside the RPC (a CI-shaped run saw it). That is the authentication's, not the RPC's.
+  const rpcStatements = statements.filter((s) => /\bselect\b/i.test(s) && !/"service_tokens"/.test(s));
+  t.is(rpcStatements.length, 1, statements.join("\n---\n"));
   t.deepEqual(resolved, {
     status: SigningKeyStatus.OK,
     keys: [

@@ -26,7 +26,17 @@ import { readRetentionSettings } from "../services/retention/retention-settings.
 import { retentionRules } from "../services/retention/retention-rules.js";
 import { createEnvReader } from "../services/shared/runtime/config.js";
 import { cloneHistory, ensureHistoryTemplate } from "./lib/history-template.js";
-import { BENCH_DIR, createCleanup, createProgress, machineInfo, markdownTable, runBench, startBenchPostgres, wholeNumberArg, writeResults } from "./lib/infra.js";
+import {
+  BENCH_DIR,
+  createCleanup,
+  createProgress,
+  machineInfo,
+  markdownTable,
+  runBench,
+  startBenchPostgres,
+  wholeNumberArg,
+  writeResults,
+} from "./lib/infra.js";
 import { percentile } from "./lib/stats.js";
 
 const runs = wholeNumberArg("runs", 8);
@@ -38,8 +48,12 @@ const CUSTOM_RUNS = 5;
 const CLONE = "bench_retention_plans";
 
 const progress = createProgress("retention-plans");
-/** The median of unsorted samples. */
-const median = (samples: readonly number[]) => percentile([...samples].sort((a, b) => a - b), 0.5);
+/** The median of unsorted samples (of an even count, the mean of the middle two). */
+const median = (samples: readonly number[]) => {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const mid = sorted.length / 2;
+  return Number.isInteger(mid) && mid > 0 ? (sorted[mid - 1]! + sorted[mid]!) / 2 : percentile(sorted, 0.5);
+};
 const cleanup = createCleanup(progress);
 
 /** The statements a rule sends for one batch and one oldest-age read, recorded by a client that runs nothing. */
@@ -164,7 +178,13 @@ async function main(): Promise<void> {
       fmt(med((r) => r.named.laterMs)),
       `${generic} of ${rs.length * runs}`,
       fmt(med((r) => r.unnamed.laterMs)),
-      (med((r) => r.named.laterMs) / Math.max(0.001, med((r) => r.unnamed.laterMs))).toFixed(2),
+      (
+        med((r) => r.named.laterMs) /
+        Math.max(
+          0.001,
+          med((r) => r.unnamed.laterMs),
+        )
+      ).toFixed(2),
     ];
   });
   const markdown = [
@@ -175,7 +195,10 @@ async function main(): Promise<void> {
     "",
     "Medians over rounds of each round's median run. 'runs 1-5' are planned custom in both modes; after them a named statement may run on a generic plan.",
     "",
-    markdownTable(["rule, statement", "rows", "named: runs 1-5 ms", "named: runs 6+ ms", "named generic plans", "unnamed: runs 6+ ms", "named / unnamed (6+)"], table),
+    markdownTable(
+      ["rule, statement", "rows", "named: runs 1-5 ms", "named: runs 6+ ms", "named generic plans", "unnamed: runs 6+ ms", "named / unnamed (6+)"],
+      table,
+    ),
     "",
   ].join("\n");
   const written = writeResults(name, { machine: { start: startedMachine, end: endedMachine }, template, batch, runs, rounds, rows }, markdown);

@@ -711,18 +711,13 @@ test("listen on a pay-once server, racing in-game claims (GET /api/votes) and th
   const HEARTS = 8;
   const forwardedTo = await startReceiver();
   t.teardown(() => forwardedTo.close());
-  // Every heart's callback is refused at its first attempt (the heart goes back to the race) and pays on its retry
-  // (500 ms later), so listen, polling every 100 ms, lists the hearts while they are unpaid and the in-game claims race
-  // it; had half been accepted at once, a loaded machine could let the callback pay every heart before listen listed
-  // one, and the race this test is about would not happen (seen in a full run: "callback 8").
-  const refusedOnce = new Set<string>();
+  /** Hearts paid in game after listen listed them and before it claimed them. */
+  const paidUnderListen = new Set<string>();
+  // The callback refuses every attempt (each refused heart goes back to the race) until a heart has been paid in game
+  // under listen and one by listen, then accepts and races for the rest. A callback that paid on its first or second
+  // attempt won every heart first on loaded CI runs ("callback 8").
   const hook = await startReceiver({
-    fallback: (request) => {
-      const body = JSON.parse(request.text) as { heart_id: string };
-      if (refusedOnce.has(body.heart_id)) return { status: 200, delayMs: 100 };
-      refusedOnce.add(body.heart_id);
-      return { status: 500 };
-    },
+    fallback: () => (paidUnderListen.size > 0 && forwardedTo.requests.length > 0 ? { status: 200, delayMs: 100 } : { status: 500 }),
   });
   t.teardown(() => hook.close());
   const created = await createServer(t, ["--callback-url", hook.url]);
@@ -731,6 +726,8 @@ test("listen on a pay-once server, racing in-game claims (GET /api/votes) and th
   t.true((await stack.clients.admin.setClaimSettings({ serverId, paysOnce: true })).server!.claims!.paysOnce);
 
   const steamOf = new Map<string, string>();
+  /** The in-game claims' answers (status and body), for the failure messages below. */
+  const answers: Record<string, number> = {};
   /** Hearts the in-game claim paid (it answered `1`). */
   const paidInGame = new Set<string>();
   // As a plugin does, a 503 (the vote's payout in progress through a push: the callback's refused first attempt) is
@@ -744,13 +741,13 @@ test("listen on a pay-once server, racing in-game claims (GET /api/votes) and th
       response = await fetch(`${stack.gatewayUrl}/api/votes?action=claim&key=${claimKey}&steamid=${steamOf.get(heartId)}`);
     }
     const answer = await response.text();
+    const said = `${response.status} ${answer}`;
+    answers[said] = (answers[said] ?? 0) + 1;
     if (answer === "1") {
       paidInGame.add(heartId);
       into?.add(heartId);
     }
   };
-  /** Hearts paid in game after listen listed them and before it claimed them. */
-  const paidUnderListen = new Set<string>();
   // Each listed page's even hearts are claimed in game before listen gets the page (a heart the test has not yet
   // recorded the Steam id of is left to a later page: claimed with no id it answered 0 and the race was lost).
   const gateway = await startRacingGateway(stack.gatewayUrl, async (hearts) => {
@@ -758,12 +755,11 @@ test("listen on a pay-once server, racing in-game claims (GET /api/votes) and th
   });
   t.teardown(() => gateway.close());
 
-  const listen = start(["listen", "--server", serverId, "--forward-to", forwardedTo.url, "--interval", "100"], { env: { GATEWAY_URL: gateway.url } });
-  t.teardown(() => listen.child.kill("SIGKILL"));
-  await eventually(() => gateway.listed >= 1 || undefined, { timeoutMs: 30_000, message: "listen polls" });
-  for (let i = 0; i < HEARTS; i++) {
+  let cast = 0;
+  const castRacer = async () => {
+    const i = cast++;
     const steamId = `7656119802${String(i).padStart(7, "0")}`;
-    const cast = await retryOverloaded(() =>
+    const heart = await retryOverloaded(() =>
       stack.clients.hearts.castHeart({
         serverId,
         voterIdentity: `racer-${i}`,
@@ -773,14 +769,39 @@ test("listen on a pay-once server, racing in-game claims (GET /api/votes) and th
         steamId,
       }),
     );
-    t.true(cast.counted);
-    steamOf.set(cast.heartId, steamId);
-  }
-  const heartIds = [...steamOf.keys()];
-  // Players join while listen forwards: every heart is claimed in game too, racing listen and the callback.
-  // The players' claims of every heart start once the race under listen happened: started at its first listed page, they
-  // won every heart first in loaded CI runs ("claim 7", none paid under listen).
-  await eventually(() => paidUnderListen.size > 0 || undefined, { timeoutMs: 30_000, message: "a heart paid in game between listen's list and its claim" });
+    t.true(heart.counted);
+    steamOf.set(heart.heartId, steamId);
+    return heart.heartId;
+  };
+  // First the race under listen, made certain whatever the machine's load: the first half of the hearts are cast and
+  // waiting on the pull transport before listen starts, so its first page lists them all; their callbacks are refused
+  // until then. Its even hearts are paid in game before listen claims the page, its odd ones by listen's claim. (Cast
+  // while listen polled, pages held one heart each, every one claimed in game: "listen 0", or the callback or the
+  // players won every heart first on loaded CI runs: "callback 8", "claim 7".)
+  const first: string[] = [];
+  for (let i = 0; i < HEARTS / 2; i++) first.push(await castRacer());
+  await eventually(
+    async () => (await stack.prisma.delivery.count({ where: { heartId: { in: first }, transport: "pull", status: "pending" } })) === first.length || undefined,
+    { timeoutMs: 30_000, message: "the first hearts wait on the pull transport" },
+  );
+  const listen = start(["listen", "--server", serverId, "--forward-to", forwardedTo.url, "--interval", "100"], { env: { GATEWAY_URL: gateway.url } });
+  t.teardown(() => listen.child.kill("SIGKILL"));
+  await eventually(() => (paidUnderListen.size > 0 && forwardedTo.requests.length > 0) || undefined, {
+    timeoutMs: 30_000,
+    message: "a heart paid in game between listen's list and its claim, and one paid by listen",
+  }).catch((error: Error) => {
+    throw new Error(`${error.message}; pages listed ${gateway.listed}, in-game claim answers ${JSON.stringify(answers)}, callbacks ${hook.requests.length}`);
+  });
+  // Then a free race: the callback accepts now, and the other half is cast while listen polls, each heart claimed in
+  // game by its player at once, and every heart claimed in game again (players joining).
+  const rest = await Promise.all(
+    Array.from({ length: HEARTS / 2 }, async () => {
+      const heartId = await castRacer();
+      await claimInGame(heartId);
+      return heartId;
+    }),
+  );
+  const heartIds = [...first, ...rest];
   await Promise.all(heartIds.map((id) => claimInGame(id)));
 
   await eventually(
@@ -808,5 +829,9 @@ test("listen on a pay-once server, racing in-game claims (GET /api/votes) and th
     JSON.stringify(payments),
   );
   t.true(paidUnderListen.size > 0, "some hearts were paid in game between listen's list and its claim");
+  t.true(
+    payments.some((p) => p.listen),
+    "listen paid what its claim granted",
+  );
   for (const id of paidUnderListen) t.regex(ended.stdout, new RegExp(`${id}\\s+\\S+\\s+not forwarded: already_claimed`), `listen names ${id} as not paid`);
 });

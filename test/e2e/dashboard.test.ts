@@ -20,7 +20,7 @@ import { eventually } from "../helpers/eventually.js";
 import { headerOf, startReceiver, type Receiver } from "../../scripts/harness/receiver.js";
 import { startStack, type TestStack } from "../../scripts/harness/stack.js";
 import { startVotifierReceiver } from "../helpers/votifier-receiver.js";
-import { retryOverloaded } from "../helpers/retry-overloaded.js";
+import { castFreshCountedHeart } from "../helpers/retry-overloaded.js";
 
 const TOKEN = `dash-${randomBytes(24).toString("base64url")}`;
 const BROWSER_UA = "Mozilla/5.0 (X11; Linux x86_64; rv:130.0) Gecko/20100101 Firefox/130.0";
@@ -117,19 +117,9 @@ async function callApi(base: string, path: string, init: { method?: string; toke
 }
 
 /** Casts a heart over RPC from a fresh identity and address; asserts it counted. */
-async function castCountedHeart(c: Context, username: string): Promise<string> {
+function castCountedHeart(c: Context, username: string): Promise<string> {
   flow.heartIp += 1;
-  const cast = await retryOverloaded(() =>
-    c.stack.clients.hearts.castHeart({
-      serverId: flow.serverId,
-      username,
-      voterIdentity: `voter-${randomBytes(4).toString("hex")}`,
-      ip: `203.0.${flow.heartIp}.7`,
-      userAgent: BROWSER_UA,
-    }),
-  );
-  if (!cast.counted) throw new Error(`heart did not count: ${cast.reason}`);
-  return cast.heartId;
+  return castFreshCountedHeart(c.stack.clients.hearts, { serverId: flow.serverId, username, ip: `203.0.${flow.heartIp}.7`, userAgent: BROWSER_UA });
 }
 
 async function openTab(page: Page, tab: string): Promise<void> {

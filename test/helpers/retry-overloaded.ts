@@ -1,4 +1,6 @@
-import { Code, ConnectError } from "@connectrpc/connect";
+import { randomBytes } from "node:crypto";
+import { type Client, Code, ConnectError } from "@connectrpc/connect";
+import type { HeartService } from "../../gen/proto/hearts/v1/hearts_pb.js";
 
 /** Most retries of one call: past the admission bound on every try for this long, the machine is not merely loaded. */
 const MAX_RETRIES = 30;
@@ -20,4 +22,19 @@ export async function retryOverloaded<T>(call: () => Promise<T>): Promise<T> {
       await new Promise((resolve) => setTimeout(resolve, Math.min(5, Number.isFinite(afterSeconds) ? afterSeconds : 1) * 1000));
     }
   }
+}
+
+/** A vote to cast from a fresh voter identity (castFreshCountedHeart). */
+export interface FreshVote {
+  serverId: string;
+  username: string;
+  ip: string;
+  userAgent: string;
+}
+
+/** Casts `vote` through CastHeart from a fresh voter identity, retrying an overloaded refusal; throws unless it counted. Its heart id. */
+export async function castFreshCountedHeart(hearts: Client<typeof HeartService>, vote: FreshVote): Promise<string> {
+  const cast = await retryOverloaded(() => hearts.castHeart({ ...vote, voterIdentity: `voter-${randomBytes(4).toString("hex")}` }));
+  if (!cast.counted) throw new Error(`heart did not count: ${cast.reason}`);
+  return cast.heartId;
 }

@@ -103,6 +103,18 @@ function newHeart(serverId: string, at: Date): NewDelivery {
  * The most rows per table any one of `statements` reads on its generic plan (the plan a named statement may run on after
  * five executions); a planner fence's own statement is skipped, as the pull claim's test does.
  */
+/** HISTORY_ROWS pull deliveries of `serverId`, pending and due, counted over the day before `at`: a server's unclaimed pull backlog. */
+async function insertWaitingPullDeliveries(prisma: object, serverId: string, at: Date): Promise<void> {
+  await executeSql(
+    prisma,
+    Prisma.sql`
+    INSERT INTO deliveries (id, server_id, heart_id, transport, dedup_key, event_type, username, voter_identity, period, counted_at, next_attempt_at, created_at)
+    SELECT gen_random_uuid(), ${serverId}::uuid, x.heart_id, 'pull', x.heart_id::text, 'heart.counted', 'player' || g, 'voter-' || g, '2026-05', x.at, x.at, x.at
+    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g
+    CROSS JOIN LATERAL (SELECT gen_random_uuid() AS heart_id, ${at}::timestamptz - interval '1 day' - g * interval '1 second' AS at) x`,
+  );
+}
+
 async function genericReadsOf(prisma: object, statements: readonly Prisma.Sql[]): Promise<Record<string, number>> {
   const most: Record<string, number> = {};
   for (const statement of statements.filter((x) => !x.text.includes("/* planner-fence */"))) {
@@ -306,14 +318,7 @@ test.serial("the dispatcher's claim reads a handful of rows while a server has 2
   const at = clock.now();
   const pullOnly = await insertServer(h.db.prisma);
   await h.db.prisma.server.update({ where: { id: pullOnly }, data: { pullEnabled: true } });
-  await executeSql(
-    h.db.prisma,
-    Prisma.sql`
-    INSERT INTO deliveries (id, server_id, heart_id, transport, dedup_key, event_type, username, voter_identity, period, counted_at, next_attempt_at, created_at)
-    SELECT gen_random_uuid(), ${pullOnly}::uuid, x.heart_id, 'pull', x.heart_id::text, 'heart.counted', 'player' || g, 'voter-' || g, '2026-05', x.at, x.at, x.at
-    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g
-    CROSS JOIN LATERAL (SELECT gen_random_uuid() AS heart_id, ${at}::timestamptz - interval '1 day' - g * interval '1 second' AS at) x`,
-  );
+  await insertWaitingPullDeliveries(h.db.prisma, pullOnly, at);
   await executeSql(h.db.prisma, Prisma.sql`ANALYZE deliveries`);
   const heart = newHeart(serverId, at);
   await insertAndLeaseDeliveries(h.db.prisma, [heart]);
@@ -370,14 +375,7 @@ test.serial(
     const at = clock.now();
     const waiting = await insertServer(h.db.prisma);
     await h.db.prisma.server.update({ where: { id: waiting }, data: { pullEnabled: true, payOnce: true } });
-    await executeSql(
-      h.db.prisma,
-      Prisma.sql`
-    INSERT INTO deliveries (id, server_id, heart_id, transport, dedup_key, event_type, username, voter_identity, period, counted_at, next_attempt_at, created_at)
-    SELECT gen_random_uuid(), ${waiting}::uuid, x.heart_id, 'pull', x.heart_id::text, 'heart.counted', 'player' || g, 'voter-' || g, '2026-05', x.at, x.at, x.at
-    FROM generate_series(1, ${HISTORY_ROWS}::int) AS g
-    CROSS JOIN LATERAL (SELECT gen_random_uuid() AS heart_id, ${at}::timestamptz - interval '1 day' - g * interval '1 second' AS at) x`,
-    );
+    await insertWaitingPullDeliveries(h.db.prisma, waiting, at);
     // Each waiting heart's held ledger row (the server's players claim in game too).
     await executeSql(
       h.db.prisma,

@@ -5,7 +5,7 @@
  * online reads about the entries it answers, never the offline players' online-only entries nor the acknowledged ones.
  * Statements are recorded, then re-run under EXPLAIN ANALYZE (rolled back).
  */
-import anyTest, { type TestFn } from "ava";
+import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import { randomUUID } from "node:crypto";
 import { Prisma } from "../../gen/prisma/client.js";
 import {
@@ -34,6 +34,18 @@ const HISTORY = 20_000;
 const PAGE = 50;
 /** Index neighbours, the rows by primary key, a handful. */
 const FEW = 10;
+
+/** Each of `statements`, on its generic plan, reads at most `bound` reward_queue_entries rows. */
+async function eachReadsEntriesOnItsGenericPlan(t: ExecutionContext, prisma: object, statements: readonly Prisma.Sql[], bound: number): Promise<void> {
+  for (const statement of statements) {
+    const generic = await rowsReadByTableGeneric(prisma, statement);
+    t.log("generic plan", generic);
+    t.true(
+      (generic.reward_queue_entries ?? 0) <= bound,
+      `generic plan: reward_queue_entries rows read: ${generic.reward_queue_entries} by ${statement.text.slice(0, 120)}`,
+    );
+  }
+}
 
 const test = anyTest as TestFn<MeasuredHarness & { close(): Promise<void>; serverId: string; answerable: string[] }>;
 
@@ -177,14 +189,7 @@ test.serial(
     t.log("custom plan", custom);
     // Each entry by primary key: the acknowledgement's lookup and write, then the check of which are the server's.
     t.true((custom.reward_queue_entries ?? 0) <= 3 * ids.length + FEW, `custom plan: reward_queue_entries rows read: ${custom.reward_queue_entries}`);
-    for (const statement of recorded) {
-      const generic = await rowsReadByTableGeneric(prisma, statement);
-      t.log("generic plan", generic);
-      t.true(
-        (generic.reward_queue_entries ?? 0) <= 2 * ids.length + FEW,
-        `generic plan: reward_queue_entries rows read: ${generic.reward_queue_entries} by ${statement.text.slice(0, 120)}`,
-      );
-    }
+    await eachReadsEntriesOnItsGenericPlan(t, prisma, recorded, 2 * ids.length + FEW);
     await executeSql(prisma, Prisma.sql`DELETE FROM reward_queue_entries WHERE id = ANY(${ids}::uuid[])`);
   },
 );
@@ -216,14 +221,7 @@ test.serial(
     const custom = await rowsReadByStatements(prisma, recorded);
     t.log("custom plan", custom);
     t.true((custom.reward_queue_entries ?? 0) <= 2 * (2 * ids.length) + FEW, `custom plan: reward_queue_entries rows read: ${custom.reward_queue_entries}`);
-    for (const statement of recorded) {
-      const generic = await rowsReadByTableGeneric(prisma, statement);
-      t.log("generic plan", generic);
-      t.true(
-        (generic.reward_queue_entries ?? 0) <= 2 * ids.length + FEW,
-        `generic plan: reward_queue_entries rows read: ${generic.reward_queue_entries} by ${statement.text.slice(0, 120)}`,
-      );
-    }
+    await eachReadsEntriesOnItsGenericPlan(t, prisma, recorded, 2 * ids.length + FEW);
     await executeSql(prisma, Prisma.sql`UPDATE servers SET pay_once = false WHERE id = ${serverId}::uuid`);
     await executeSql(prisma, Prisma.sql`DELETE FROM reward_queue_entries WHERE id = ANY(${ids}::uuid[])`);
   },
